@@ -1,0 +1,228 @@
+"""The value types of a memory: :class:`MemoryCategory`, :class:`MemoryEntry`, :class:`ScoredEntry`.
+
+The record shape follows loopctl's ``MemoryEntry`` (id, category, memory, tags, created_at,
+relevance, access_count, validated), plus a ``namespace`` path and a ``last_accessed``
+timestamp. Entries are immutable: every builder returns a new entry, and the engine hands
+out new entries when it updates access bookkeeping.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import attrs
+
+from ._errors import InvalidEntryError
+from ._util import Final
+
+__all__ = ["MAX_MEMORY_CHARS", "MemoryCategory", "MemoryEntry", "ScoredEntry"]
+
+#: Longest accepted ``MemoryEntry.memory``, in code points. Memory is for gist, not
+#: archives (loopctl cuts trajectory parts to 500 characters); a larger text is a bug in
+#: the caller more often than a wish, and one huge entry would stall every retrieve.
+MAX_MEMORY_CHARS = 100_000
+
+
+class MemoryCategory(enum.Enum):
+    """What kind of knowledge an entry holds (loopctl's six categories)."""
+
+    #: What tools did; the agent hooks write these after each successful tool call.
+    TRAJECTORY = "trajectory"
+    #: Generalized knowledge drawn from experience.
+    INSIGHT = "insight"
+    #: An error signature and its fix.
+    ERROR_PATTERN = "error_pattern"
+    #: A plan that worked.
+    STRATEGY = "strategy"
+    #: Stable knowledge.
+    FACT = "fact"
+    #: Scratch memory for the session.
+    WORKING = "working"
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _check_text(kind: str, value: object) -> str:
+    if type(value) is not str:
+        raise TypeError(f"{kind} must be str, not {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidEntryError(
+            f"{kind} holds a lone surrogate and cannot be encoded as UTF-8"
+        ) from None
+    return value
+
+
+def _convert_tags(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        raise TypeError("tags must be a sequence of str, not one str")
+    try:
+        items = tuple(value)
+    except TypeError:
+        raise TypeError(f"tags must be a sequence of str, not {type(value).__name__}") from None
+    seen: dict[str, None] = {}
+    for tag in items:
+        _check_text("tag", tag)
+        if not tag:
+            raise InvalidEntryError("a tag must not be empty")
+        seen[tag] = None
+    return tuple(seen)
+
+
+def _convert_namespace(value: Any) -> tuple[str, ...]:
+    if isinstance(value, str):
+        raise TypeError("namespace must be a sequence of str segments, not one str")
+    try:
+        items = tuple(value)
+    except TypeError:
+        raise TypeError(
+            f"namespace must be a sequence of str, not {type(value).__name__}"
+        ) from None
+    for segment in items:
+        _check_text("namespace segment", segment)
+        if not segment:
+            raise InvalidEntryError("a namespace segment must not be empty")
+    return items
+
+
+def _convert_time(value: Any) -> datetime:
+    if not isinstance(value, datetime):
+        raise TypeError(f"expected a datetime, not {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise InvalidEntryError("datetimes must be timezone-aware (naive datetime given)")
+    return value.astimezone(UTC)
+
+
+def _convert_optional_time(value: Any) -> datetime | None:
+    return None if value is None else _convert_time(value)
+
+
+def _convert_relevance(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"relevance must be a float, not {type(value).__name__}")
+    value = float(value)
+    if math.isnan(value) or not 0.0 <= value <= 1.0:
+        raise InvalidEntryError(f"relevance must be a finite number in [0, 1], got {value!r}")
+    return value
+
+
+def _check_memory(instance: object, attribute: object, value: str) -> None:
+    _check_text("memory", value)
+    if len(value) > MAX_MEMORY_CHARS:
+        raise InvalidEntryError(
+            f"memory is {len(value)} code points long; the limit is {MAX_MEMORY_CHARS}"
+        )
+
+
+def _check_category(instance: object, attribute: object, value: object) -> None:
+    if not isinstance(value, MemoryCategory):
+        raise TypeError(f"category must be a MemoryCategory, not {type(value).__name__}")
+
+
+def _check_id(instance: object, attribute: object, value: object) -> None:
+    if not isinstance(value, uuid.UUID):
+        raise TypeError(f"id must be a uuid.UUID, not {type(value).__name__}")
+
+
+def _check_count(instance: object, attribute: object, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"access_count must be an int, not {type(value).__name__}")
+    if value < 0:
+        raise InvalidEntryError(f"access_count must be >= 0, got {value}")
+
+
+def _check_bool(instance: object, attribute: object, value: object) -> None:
+    if type(value) is not bool:
+        raise TypeError(f"validated must be a bool, not {type(value).__name__}")
+
+
+@attrs.frozen(kw_only=True, slots=True, weakref_slot=False)
+class MemoryEntry(metaclass=Final):
+    """One remembered item. Immutable; compare and hash by value.
+
+    Build one with :meth:`new` and the ``with_*`` builders::
+
+        MemoryEntry.new(MemoryCategory.FACT, "deploy uses the blue cluster").with_tag("infra")
+
+    Attributes:
+        id: Unique id, a random UUID (version 4) by default. Storing an entry whose id is
+            already in the memory replaces the stored one (upsert).
+        category: A :class:`MemoryCategory`.
+        memory: The payload text, at most :data:`MAX_MEMORY_CHARS` code points, valid UTF-8.
+        tags: Tuple of non-empty tags, duplicates dropped (first occurrence kept).
+        created_at: Timezone-aware datetime, normalised to UTC; defaults to now.
+        relevance: Float in [0, 1]; 1.0 from :meth:`new`. Weighs scoring and eviction.
+        access_count: How many retrieves returned this entry (>= 0). Maintained by the
+            engine; the value you store is the starting count.
+        validated: Higher trust: never pruned, evicted only when no unvalidated entry is left.
+        namespace: Tuple of non-empty path segments, ``()`` for the root. Retrieve filters
+            match it segment by segment (``("t", "acme")`` never matches ``("t", "acme-corp")``).
+        last_accessed: When a retrieve last returned this entry (UTC), or ``None``.
+
+    Raises:
+        TypeError: A field has the wrong type (e.g. a non-str memory or tag).
+        InvalidEntryError: A field is out of range: NaN, infinite or out-of-[0, 1]
+            relevance; negative access count; empty tag or namespace segment; naive
+            datetime; text longer than :data:`MAX_MEMORY_CHARS` or not encodable as UTF-8.
+    """
+
+    category: MemoryCategory = attrs.field(validator=_check_category)
+    memory: str = attrs.field(validator=_check_memory)
+    id: uuid.UUID = attrs.field(factory=uuid.uuid4, validator=_check_id)
+    tags: tuple[str, ...] = attrs.field(default=(), converter=_convert_tags)
+    created_at: datetime = attrs.field(factory=_utc_now, converter=_convert_time)
+    relevance: float = attrs.field(default=1.0, converter=_convert_relevance)
+    access_count: int = attrs.field(default=0, validator=_check_count)
+    validated: bool = attrs.field(default=False, validator=_check_bool)
+    namespace: tuple[str, ...] = attrs.field(default=(), converter=_convert_namespace)
+    last_accessed: datetime | None = attrs.field(default=None, converter=_convert_optional_time)
+
+    @classmethod
+    def new(cls, category: MemoryCategory, memory: str) -> MemoryEntry:
+        """A fresh entry: new UUID4 id, created now (UTC), relevance 1.0, no tags.
+
+        Raises:
+            TypeError, InvalidEntryError: As for the constructor.
+        """
+        return cls(category=category, memory=memory)
+
+    def with_tag(self, tag: str) -> MemoryEntry:
+        """A copy with ``tag`` appended (no change if it is already there)."""
+        return attrs.evolve(self, tags=(*self.tags, tag))
+
+    def with_tags(self, *tags: str) -> MemoryEntry:
+        """A copy with each of ``tags`` appended in order (duplicates dropped)."""
+        return attrs.evolve(self, tags=(*self.tags, *tags))
+
+    def with_relevance(self, relevance: float) -> MemoryEntry:
+        """A copy with ``relevance`` (a float in [0, 1]) replaced."""
+        return attrs.evolve(self, relevance=relevance)
+
+    def with_namespace(self, *segments: str) -> MemoryEntry:
+        """A copy whose namespace is ``segments`` (``()`` for the root)."""
+        return attrs.evolve(self, namespace=segments)
+
+    def as_validated(self) -> MemoryEntry:
+        """A copy marked validated (loopctl's ``.validated()``)."""
+        return attrs.evolve(self, validated=True)
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class ScoredEntry(metaclass=Final):
+    """A retrieve result with its score.
+
+    Attributes:
+        entry: The :class:`MemoryEntry` as of the snapshot the retrieve read.
+        score: The scorer's score, a float; higher is better. Its scale depends on the
+            scorer (:class:`~actormem.WordOverlapScorer` gives values in [0.1, 1.3]).
+    """
+
+    entry: MemoryEntry
+    score: float

@@ -1,0 +1,98 @@
+"""Record versions: the unit of multi-version concurrency control (MVCC).
+
+Theory of operation
+-------------------
+Every stored entry lives in one :class:`Record`, a version of that entry. The owner task
+stamps each write with a new, larger version number. A record is *visible* at version
+``v`` when ``born <= v < died``: it was created at or before ``v`` and not yet removed at
+``v``. A snapshot is just a version number plus references to the owner's index
+structures, so taking one is O(1): the structures only ever gain records that are
+invisible to it (``born > v``), and lose records only once no live snapshot can see them
+(``died <= oldest live snapshot version``), which the owner's vacuum guarantees.
+
+``seq`` is the insertion order of the entry's id; an upsert keeps the seq of the id it
+replaces, so ties in retrieval keep the order in which ids first arrived.
+
+Access bookkeeping (``access_count``, ``last_accessed``) changes often and does not
+touch the text, so it is kept beside the record as a short version chain
+(:class:`Access`) instead of minting a new record each time.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime
+
+from ._entry import MemoryEntry
+
+__all__ = ["NEVER", "Access", "Record"]
+
+#: ``died`` of a record that has not been removed.
+NEVER = sys.maxsize
+
+
+class Access:
+    """One version of a record's access bookkeeping; ``prev`` is the older version."""
+
+    __slots__ = ("count", "last", "prev", "version")
+
+    def __init__(
+        self, version: int, count: int, last: datetime | None, prev: Access | None
+    ) -> None:
+        self.version = version
+        self.count = count
+        self.last = last
+        self.prev = prev
+
+
+class Record:
+    """One version of one entry.
+
+    Attributes:
+        entry: The entry as stored (its ``access_count``/``last_accessed`` are the values
+            at store time; see :meth:`entry_at`).
+        low: ``entry.memory.lower()``; the same object as ``entry.memory`` when lower-casing
+            changes nothing, so it costs no memory then.
+        born: Version that made this record visible.
+        died: Version that removed it (delete, upsert, eviction, prune, merge), or
+            :data:`NEVER`.
+        seq: Insertion order of the entry's id (kept across upserts).
+        access: Newest :class:`Access` version, or ``None`` if never retrieved since store.
+        prev: The older record version of the same id (upsert chain), or ``None``.
+    """
+
+    __slots__ = ("access", "born", "died", "entry", "low", "prev", "seq")
+
+    def __init__(self, entry: MemoryEntry, born: int, seq: int, prev: Record | None) -> None:
+        self.entry = entry
+        low = entry.memory.lower()
+        self.low = entry.memory if low == entry.memory else low
+        self.born = born
+        self.died = NEVER
+        self.seq = seq
+        self.access: Access | None = None
+        self.prev = prev
+
+    def visible(self, version: int) -> bool:
+        """Whether this record is visible at ``version``. O(1)."""
+        return self.born <= version < self.died
+
+    def access_at(self, version: int) -> tuple[int, datetime | None]:
+        """``(access_count, last_accessed)`` as of ``version``. O(length of the chain)."""
+        a = self.access
+        while a is not None and a.version > version:
+            a = a.prev
+        if a is None:
+            return self.entry.access_count, self.entry.last_accessed
+        return a.count, a.last
+
+    def current_access(self) -> tuple[int, datetime | None]:
+        """``(access_count, last_accessed)`` as of the newest version. O(1)."""
+        a = self.access
+        if a is None:
+            return self.entry.access_count, self.entry.last_accessed
+        return a.count, a.last
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        died = "never" if self.died == NEVER else self.died
+        return f"<Record {self.entry.id} seq={self.seq} born={self.born} died={died}>"
