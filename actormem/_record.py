@@ -59,9 +59,10 @@ class Record:
         seq: Insertion order of the entry's id (kept across upserts).
         access: Newest :class:`Access` version, or ``None`` if never retrieved since store.
         prev: The older record version of the same id (upsert chain), or ``None``.
+        purged: Set by the owner when no snapshot can see the record any more.
     """
 
-    __slots__ = ("access", "born", "died", "entry", "low", "prev", "seq")
+    __slots__ = ("access", "born", "died", "dupkey", "entry", "evkey", "low", "prev", "purged", "seq")
 
     def __init__(self, entry: MemoryEntry, born: int, seq: int, prev: Record | None) -> None:
         self.entry = entry
@@ -72,6 +73,12 @@ class Record:
         self.seq = seq
         self.access: Access | None = None
         self.prev = prev
+        #: True once the owner dropped the record from every structure (no snapshot sees it).
+        self.purged = False
+        #: Owner-private: the record's key in the eviction order, or None when not live.
+        self.evkey: tuple[bool, float, int, Record] | None = None
+        #: Owner-private: hash of (namespace, category, normalised text) for duplicate merging.
+        self.dupkey = 0
 
     def visible(self, version: int) -> bool:
         """Whether this record is visible at ``version``. O(1)."""

@@ -1,0 +1,49 @@
+"""actormem: a concurrent memory engine for LLM agents, built on trio.
+
+One owner task applies every write in order; reads score an O(1) copy-on-write snapshot
+in the caller's task. See ``docs/design.md``.
+"""
+
+from __future__ import annotations
+
+from ._entry import MAX_MEMORY_CHARS as MAX_MEMORY_CHARS
+from ._entry import MemoryCategory as MemoryCategory
+from ._entry import MemoryEntry as MemoryEntry
+from ._entry import ScoredEntry as ScoredEntry
+from ._errors import ActorMemError as ActorMemError
+from ._errors import InvalidEntryError as InvalidEntryError
+from ._errors import InvalidQueryError as InvalidQueryError
+from ._errors import StorageError as StorageError
+from ._memory import DEFAULT_QUEUE_SIZE as DEFAULT_QUEUE_SIZE
+from ._memory import Memory as Memory
+from ._memory import open_memory as open_memory
+from ._memory import serve_memory as serve_memory
+from ._snapshot import MAX_QUERY_CHARS as MAX_QUERY_CHARS
+from ._snapshot import Snapshot as Snapshot
+from ._state import DEFAULT_HALF_LIFE as DEFAULT_HALF_LIFE
+from ._stats import ConsolidationStats as ConsolidationStats
+from ._stats import MemoryStatistics as MemoryStatistics
+from ._wordoverlap import WordOverlapScorer as WordOverlapScorer
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_HALF_LIFE",
+    "DEFAULT_QUEUE_SIZE",
+    "MAX_MEMORY_CHARS",
+    "MAX_QUERY_CHARS",
+    "ActorMemError",
+    "ConsolidationStats",
+    "InvalidEntryError",
+    "InvalidQueryError",
+    "Memory",
+    "MemoryCategory",
+    "MemoryEntry",
+    "MemoryStatistics",
+    "ScoredEntry",
+    "Snapshot",
+    "StorageError",
+    "WordOverlapScorer",
+    "open_memory",
+    "serve_memory",
+]

@@ -1,0 +1,531 @@
+"""The actor: one owner task applies every write; readers score snapshots themselves.
+
+Theory of operation
+-------------------
+:func:`serve_memory` creates a :class:`~actormem._state.MemoryState` and a bounded trio
+memory channel, hands out a :class:`Memory` handle, and runs the *owner loop*:
+
+1. Wait for a request (``await receive()``: an idle memory uses no CPU).
+2. Drain every request already queued (up to ``_MAX_BATCH``) without waiting: one batch.
+3. Apply the batch to the state synchronously, in arrival order, plus the access
+   bookkeeping that retrieves left in a shared buffer.
+4. Publish the new version, then fill each request's one-shot reply box (an outcome and
+   a :class:`trio.Event`); the owner never awaits a client.
+5. Vacuum a bounded number of dead record versions no snapshot can see.
+
+Clients put small frozen :class:`_Request` messages on the channel. When the owner lags,
+the buffer fills and ``store`` waits (backpressure) while ``store_nowait`` raises
+:class:`trio.WouldBlock`. Reads never touch the channel: ``retrieve`` takes a view of the
+published version (O(1)) and scores it in the caller's task without a checkpoint, so the
+owner cannot change anything in the middle, and a reader never waits for a writer.
+
+Domain errors travel back in the reply. Anything else raised while applying a batch is a
+bug: the owner fails every pending request with :class:`trio.BrokenResourceError`
+(chained from the bug), marks the memory broken, and re-raises so the bug surfaces in the
+nursery. A cancelled or closed owner answers pending requests with
+:class:`trio.ClosedResourceError`.
+"""
+
+from __future__ import annotations
+
+import uuid
+import weakref
+from collections.abc import AsyncIterator, Callable, Iterable
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+import attrs
+import outcome
+import trio
+
+from ._entry import MemoryCategory, MemoryEntry, ScoredEntry
+from ._errors import ActorMemError, InvalidQueryError
+from ._record import Record
+from ._scoring import Scorer
+from ._snapshot import Snapshot, check_query, make_filter, run_retrieve
+from ._state import DEFAULT_HALF_LIFE, MemoryState
+from ._stats import ConsolidationStats, MemoryStatistics
+from ._util import NoPublicConstructor
+from ._wordoverlap import WordOverlapScorer
+
+__all__ = ["DEFAULT_QUEUE_SIZE", "Memory", "open_memory", "serve_memory"]
+
+#: Default size of the request channel's buffer (requests waiting for the owner).
+DEFAULT_QUEUE_SIZE = 1024
+_MAX_BATCH = 512
+_VACUUM_STEP = 256
+
+_STORE, _DELETE, _CONSOLIDATE, _FLUSH, _STORE_NOWAIT = range(5)
+
+
+class _Reply:
+    """One-shot reply box: the owner fills it once, synchronously; the caller waits."""
+
+    __slots__ = ("event", "result")
+
+    def __init__(self) -> None:
+        self.event = trio.Event()
+        self.result: outcome.Outcome[Any] | None = None
+
+    def set(self, result: outcome.Outcome[Any]) -> None:
+        if self.result is None:
+            self.result = result
+            self.event.set()
+
+
+@attrs.frozen(slots=True)
+class _Request:
+    op: int
+    arg: Any
+    reply: _Reply | None
+
+
+_FLUSH_REQUEST = _Request(_FLUSH, None, None)
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Memory(metaclass=NoPublicConstructor):
+    """Handle to a running memory; get one from :func:`open_memory` or :func:`serve_memory`.
+
+    Many tasks may share one handle. Writes (``store``, ``delete``, ``consolidate``) are
+    applied by the owner task in arrival order; reads (``retrieve``, ``get``, ``snapshot``,
+    ``len``) read the latest published snapshot in the caller's task.
+
+    After the memory is closed every call raises :class:`trio.ClosedResourceError`; if the
+    owner died of a bug, every pending and later call raises
+    :class:`trio.BrokenResourceError` whose ``__cause__`` is the bug.
+    """
+
+    def __init__(
+        self, state: MemoryState, send: trio.MemorySendChannel[_Request], queue_size: int
+    ) -> None:
+        self._state = state
+        self._send = send
+        self._queue_size = queue_size
+        self._closed = False
+        self._broken: BaseException | None = None
+        self._pending_access: dict[uuid.UUID, tuple[int, datetime]] = {}
+        self._snapshots: weakref.WeakSet[Snapshot] = weakref.WeakSet()
+        self._retrieves = 0
+
+    # ------------------------------------------------------------ lifecycle helpers
+
+    def _raise_if_unusable(self) -> None:
+        if self._broken is not None:
+            raise trio.BrokenResourceError("the memory's owner task died") from self._broken
+        if self._closed:
+            raise trio.ClosedResourceError("the memory is closed")
+
+    async def _call(self, op: int, arg: Any) -> Any:
+        self._raise_if_unusable()
+        reply = _Reply()
+        try:
+            await self._send.send(_Request(op, arg, reply))
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self._raise_if_unusable()
+            raise
+        await reply.event.wait()
+        assert reply.result is not None
+        return reply.result.unwrap()
+
+    async def aclose(self) -> None:
+        """Close the memory: requests already queued are still applied and answered, then
+        the owner stops. Later calls raise :class:`trio.ClosedResourceError`. Idempotent."""
+        self._close()
+        await trio.lowlevel.checkpoint()
+
+    def _close(self) -> None:
+        self._closed = True
+        self._send.close()
+
+    # ------------------------------------------------------------ writes
+
+    async def store(self, entry: MemoryEntry) -> None:
+        """Store ``entry``; return once the owner has applied (and published) it.
+
+        An entry whose id is already stored replaces it (upsert), keeping the stored
+        ``created_at``. Storing a new id into a full memory evicts the entry with the
+        lowest relevance-weighted recency first. Waits while the request channel is full
+        (backpressure). A caller cancelled after its request was queued gets
+        :class:`trio.Cancelled`, and the store may or may not have been applied.
+
+        Runtime complexity (owner side): O(T + log n) for T distinct tokens.
+
+        Raises:
+            TypeError: ``entry`` is not a :class:`MemoryEntry`.
+            trio.ClosedResourceError, trio.BrokenResourceError: See the class docs.
+        """
+        if not isinstance(entry, MemoryEntry):
+            raise TypeError(f"store() takes a MemoryEntry, not {type(entry).__name__}")
+        await self._call(_STORE, entry)
+
+    def store_nowait(self, entry: MemoryEntry) -> None:
+        """Queue ``entry`` for storing without waiting; not acknowledged.
+
+        The owner applies it in order with every other request; a later ``await``-ed call
+        from the same task is applied after it.
+
+        Raises:
+            TypeError: ``entry`` is not a :class:`MemoryEntry`.
+            trio.WouldBlock: The request channel is full (the owner lags); nothing queued.
+            trio.ClosedResourceError, trio.BrokenResourceError: See the class docs.
+        """
+        if not isinstance(entry, MemoryEntry):
+            raise TypeError(f"store_nowait() takes a MemoryEntry, not {type(entry).__name__}")
+        self._raise_if_unusable()
+        try:
+            self._send.send_nowait(_Request(_STORE_NOWAIT, entry, None))
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            self._raise_if_unusable()
+            raise
+
+    async def delete(self, id: uuid.UUID) -> bool:
+        """Remove the entry ``id``; True if it was there. O(T + log n) on the owner.
+
+        Raises:
+            TypeError: ``id`` is not a :class:`uuid.UUID`.
+        """
+        if not isinstance(id, uuid.UUID):
+            raise TypeError(f"delete() takes a uuid.UUID, not {type(id).__name__}")
+        return bool(await self._call(_DELETE, id))
+
+    async def consolidate(self) -> ConsolidationStats:
+        """Prune and merge, as one write applied in order with every other request.
+
+        * Prune: entries with relevance < 0.05 that are not validated (0.05 stays).
+        * Merge: entries with the same namespace and category whose texts are equal
+          ignoring case and runs of whitespace. The earliest-stored entry survives with
+          its id and text; it takes the earliest ``created_at``, the highest relevance,
+          the summed access counts, the latest ``last_accessed``, the union of tags (its
+          own first) and ``validated`` if any was.
+
+        Stores that arrive meanwhile queue behind it and are applied right after: none
+        is lost. Runtime complexity: O((p + d) log n) for p pruned and d duplicated
+        entries; no full scan.
+        """
+        result: ConsolidationStats = await self._call(_CONSOLIDATE, None)
+        return result
+
+    # ------------------------------------------------------------ reads
+
+    def snapshot(self) -> Snapshot:
+        """An immutable :class:`Snapshot` of the latest published version. O(1), sync.
+
+        Raises:
+            trio.ClosedResourceError, trio.BrokenResourceError: See the class docs.
+        """
+        self._raise_if_unusable()
+        return Snapshot._create(self._state, self._state.view(), self._snapshots)
+
+    async def get(self, id: uuid.UUID) -> MemoryEntry | None:
+        """The entry ``id`` in the latest snapshot, or None. O(1); never waits for the owner.
+
+        Raises:
+            TypeError: ``id`` is not a :class:`uuid.UUID`.
+        """
+        if not isinstance(id, uuid.UUID):
+            raise TypeError(f"get() takes a uuid.UUID, not {type(id).__name__}")
+        await trio.lowlevel.checkpoint()
+        self._raise_if_unusable()
+        view = self._state.view()
+        rec = view.get(id)
+        return None if rec is None else view.entry(rec)
+
+    async def retrieve_scored(
+        self,
+        query: str,
+        limit: int = 10,
+        *,
+        namespace: Iterable[str] | None = None,
+        category: MemoryCategory | Iterable[MemoryCategory] | None = None,
+        tags: Iterable[str] | None = None,
+    ) -> list[ScoredEntry]:
+        """The ``limit`` best entries for ``query``, best first, with their scores.
+
+        Scores the latest published snapshot in the caller's task (never waits for the
+        owner). Ties keep insertion order. No minimum score: with fewer than ``limit``
+        entries, all of them come back; ``limit=0`` gives ``[]``. The entries returned
+        get their ``access_count`` and ``last_accessed`` updated by the owner later, in a
+        batch (the returned values are those of the snapshot).
+
+        Args:
+            query: Text, at most :data:`~actormem.MAX_QUERY_CHARS` code points.
+            limit: Most results (k), an int >= 0.
+            namespace: Keep entries whose namespace starts with these segments.
+            category: Keep entries of this category (or of any of these).
+            tags: Keep entries carrying every one of these tags.
+
+        Runtime complexity: see the scorer (word overlap: O(P + V log k)).
+
+        Raises:
+            TypeError: Wrong argument types.
+            InvalidQueryError: Negative limit, over-long query, empty filter segment.
+            trio.ClosedResourceError, trio.BrokenResourceError: See the class docs.
+        """
+        check_query(query, limit)
+        accept = make_filter(namespace, category, tags)
+        await trio.lowlevel.checkpoint()
+        self._raise_if_unusable()
+        state = self._state
+        view = state.view()
+        hits = run_retrieve(state, view, query, limit, accept)
+        self._retrieves += 1
+        if hits:
+            self._note_access(hits)
+        return [ScoredEntry(entry=view.entry(rec), score=score) for score, rec in hits]
+
+    async def retrieve(
+        self,
+        query: str,
+        limit: int = 10,
+        *,
+        namespace: Iterable[str] | None = None,
+        category: MemoryCategory | Iterable[MemoryCategory] | None = None,
+        tags: Iterable[str] | None = None,
+    ) -> list[MemoryEntry]:
+        """The ``limit`` best entries for ``query``, best first (see :meth:`retrieve_scored`)."""
+        scored = await self.retrieve_scored(
+            query, limit, namespace=namespace, category=category, tags=tags
+        )
+        return [s.entry for s in scored]
+
+    def _note_access(self, hits: list[tuple[float, Record]]) -> None:
+        buf = self._pending_access
+        was_empty = not buf
+        now = self._state.clock()
+        for _, rec in hits:
+            id = rec.entry.id
+            prev = buf.get(id)
+            buf[id] = (1 if prev is None else prev[0] + 1, now)
+        if was_empty:
+            # Wake the owner once per batch of hits. If the channel is full the owner has
+            # work queued and drains the buffer on its next wake-up anyway.
+            try:
+                self._send.send_nowait(_FLUSH_REQUEST)
+            except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
+                pass
+
+    def __len__(self) -> int:
+        """Entries in the latest published snapshot. O(1)."""
+        return self._state._published_len
+
+    def is_empty(self) -> bool:
+        """Whether the latest published snapshot holds no entry. O(1)."""
+        return self._state._published_len == 0
+
+    def statistics(self) -> MemoryStatistics:
+        """Frozen counters (see :class:`MemoryStatistics`). O(1), sync."""
+        state = self._state
+        return MemoryStatistics(
+            entries=state._published_len,
+            capacity=state.capacity,
+            stores=state.stores,
+            upserts=state.upserts,
+            deletes=state.deletes,
+            evictions=state.evictions,
+            pruned=state.pruned,
+            merged=state.merged,
+            consolidations=state.consolidations,
+            retrieves=self._retrieves,
+            access_updates=state.access_updates,
+            queue_depth=self._send.statistics().current_buffer_used,
+            queue_capacity=self._queue_size,
+            snapshot_version=state.published,
+            live_snapshots=len(self._snapshots),
+            retained_versions=state.retained,
+        )
+
+    def __repr__(self) -> str:
+        status = "broken" if self._broken else "closed" if self._closed else "open"
+        return f"<actormem.Memory {status} entries={len(self)} capacity={self._state.capacity}>"
+
+    # ------------------------------------------------------------ owner side
+
+    def _horizon(self) -> int:
+        horizon = self._state.published
+        for snap in list(self._snapshots):
+            if snap.version < horizon:
+                horizon = snap.version
+        return horizon
+
+    def _apply(self, req: _Request) -> Any:
+        state = self._state
+        if req.op == _STORE or req.op == _STORE_NOWAIT:
+            state.store(req.arg)
+            return None
+        if req.op == _DELETE:
+            return state.delete(req.arg) is not None
+        if req.op == _CONSOLIDATE:
+            return state.consolidate().stats
+        raise AssertionError(f"unknown request {req.op}")  # pragma: no cover
+
+    def _apply_batch(self, batch: list[_Request]) -> list[tuple[_Reply, outcome.Outcome[Any]]]:
+        state = self._state
+        if self._pending_access:
+            hits, self._pending_access = self._pending_access, {}
+            state.apply_access(hits, self._horizon())
+        replies: list[tuple[_Reply, outcome.Outcome[Any]]] = []
+        for req in batch:
+            if req.op == _FLUSH:
+                continue
+            try:
+                result: outcome.Outcome[Any] = outcome.Value(self._apply(req))
+            except ActorMemError as exc:
+                result = outcome.Error(exc)
+            if req.reply is not None:
+                replies.append((req.reply, result))
+        return replies
+
+
+async def _run_owner(memory: Memory, receive: trio.MemoryReceiveChannel[_Request]) -> None:
+    state = memory._state
+    inflight: list[_Request] = []
+    try:
+        async with receive:
+            while True:
+                try:
+                    first = await receive.receive()
+                except trio.EndOfChannel:
+                    break
+                inflight = [first]
+                while len(inflight) < _MAX_BATCH:
+                    try:
+                        inflight.append(receive.receive_nowait())
+                    except (trio.WouldBlock, trio.EndOfChannel):
+                        break
+                replies = memory._apply_batch(inflight)
+                state.publish()
+                for reply, result in replies:
+                    reply.set(result)
+                inflight = []
+                # Vacuum in bounded steps; yield to queued requests between steps.
+                while state.vacuum(memory._horizon(), _VACUUM_STEP) == _VACUUM_STEP:
+                    if receive.statistics().current_buffer_used:
+                        break
+                    await trio.lowlevel.checkpoint()
+    except BaseException as exc:
+        if isinstance(exc, trio.Cancelled):
+            error: BaseException = trio.ClosedResourceError(
+                "the memory was closed (its owner was cancelled) before answering"
+            )
+            memory._closed = True
+        else:
+            memory._broken = exc
+            error = trio.BrokenResourceError("the memory's owner task died")
+            error.__cause__ = exc
+        _fail_pending(inflight, receive, error)
+        raise
+    finally:
+        memory._closed = True
+        memory._send.close()
+
+
+def _fail_pending(
+    inflight: list[_Request], receive: trio.MemoryReceiveChannel[_Request], error: BaseException
+) -> None:
+    for req in inflight:
+        if req.reply is not None:
+            req.reply.set(outcome.Error(error))
+    while True:
+        try:
+            req = receive.receive_nowait()
+        except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
+            break
+        if req.reply is not None:
+            req.reply.set(outcome.Error(error))
+
+
+def _validate_options(queue_size: int) -> None:
+    if isinstance(queue_size, bool) or not isinstance(queue_size, int):
+        raise TypeError(f"queue_size must be an int, not {type(queue_size).__name__}")
+    if queue_size < 1:
+        raise InvalidQueryError(f"queue_size must be >= 1, got {queue_size}")
+
+
+async def serve_memory(
+    *,
+    capacity: int | None = None,
+    half_life: float = DEFAULT_HALF_LIFE,
+    scorer: Scorer | None = None,
+    queue_size: int = DEFAULT_QUEUE_SIZE,
+    clock: Callable[[], datetime] | None = None,
+    task_status: trio.TaskStatus[Memory] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run a memory's owner task; the form for ``memory = await nursery.start(serve_memory)``.
+
+    Returns when the memory is closed (:meth:`Memory.aclose`) and every queued request
+    was answered. See :func:`open_memory` for the arguments.
+    """
+    _validate_options(queue_size)
+    state = MemoryState(
+        capacity=capacity,
+        half_life=half_life,
+        scorer=scorer if scorer is not None else WordOverlapScorer(),
+        clock=clock if clock is not None else _utc_now,
+    )
+    send, receive = trio.open_memory_channel[_Request](queue_size)
+    memory = Memory._create(state, send, queue_size)
+    task_status.started(memory)
+    await _run_owner(memory, receive)
+
+
+@asynccontextmanager
+async def open_memory(
+    *,
+    capacity: int | None = None,
+    half_life: float = DEFAULT_HALF_LIFE,
+    scorer: Scorer | None = None,
+    queue_size: int = DEFAULT_QUEUE_SIZE,
+    clock: Callable[[], datetime] | None = None,
+) -> AsyncIterator[Memory]:
+    """Open an in-memory memory: ``async with open_memory() as memory: ...``.
+
+    Starts the owner task in a nursery of its own; on exit, closes the memory, lets the
+    owner answer what is queued, and waits for it (no task outlives the block).
+
+    Args:
+        capacity: Most entries kept (an int >= 1), or ``None`` for unbounded: then nothing
+            is ever evicted and memory grows until you delete or consolidate.
+        half_life: Seconds for an entry's relevance-weighted recency
+            ``relevance * 0.5 ** (age / half_life)`` to halve (default 7 days); age counts
+            from ``last_accessed``, else ``created_at``. Orders eviction.
+        scorer: How retrieve ranks entries; :class:`~actormem.WordOverlapScorer` by default.
+        queue_size: Buffer of the request channel (>= 1): how many write requests may wait
+            for the owner before ``store`` blocks and ``store_nowait`` raises.
+        clock: Returns the current timezone-aware datetime, used for ``last_accessed``
+            (tests pass a fake one); ``datetime.now(UTC)`` by default.
+
+    Raises:
+        TypeError, InvalidQueryError: A bad option (nothing is started).
+    """
+    body_error: BaseException | None = None
+    try:
+        async with trio.open_nursery() as nursery:
+            memory: Memory = await nursery.start(
+                lambda task_status: serve_memory(
+                    capacity=capacity,
+                    half_life=half_life,
+                    scorer=scorer,
+                    queue_size=queue_size,
+                    clock=clock,
+                    task_status=task_status,
+                )
+            )
+            try:
+                yield memory
+            except BaseException as exc:
+                body_error = exc
+                raise
+            finally:
+                memory._close()
+    except BaseExceptionGroup as group:
+        # The nursery wraps what the body raised; hand the caller its own exception back
+        # when nothing else went wrong (an owner crash keeps the group).
+        if body_error is not None and len(group.exceptions) == 1:
+            if group.exceptions[0] is body_error:
+                raise body_error from body_error.__cause__
+        raise

@@ -1,0 +1,206 @@
+"""Immutable snapshots of a memory, and the retrieve that runs on them.
+
+A :class:`Snapshot` is a version number plus a reference to the owner's structures
+(see :mod:`actormem._state`): O(1) to take, no entry is copied. Scoring runs in the
+caller's task, synchronously, so the owner cannot change anything in the middle of it.
+"""
+
+from __future__ import annotations
+
+import uuid
+import weakref
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
+
+from ._entry import MemoryCategory, MemoryEntry, ScoredEntry
+from ._errors import InvalidQueryError
+from ._record import Record
+from ._scoring import Accept
+from ._util import NoPublicConstructor
+
+if TYPE_CHECKING:
+    from ._state import MemoryState, View
+
+__all__ = ["MAX_QUERY_CHARS", "Snapshot", "make_filter", "run_retrieve"]
+
+#: Longest accepted query, in code points.
+MAX_QUERY_CHARS = 100_000
+
+
+def _as_tuple_of_str(kind: str, value: object) -> tuple[str, ...]:
+    if isinstance(value, str):
+        raise TypeError(f"{kind}= takes a sequence of str, not one str")
+    try:
+        items = tuple(value)  # type: ignore[call-overload]
+    except TypeError:
+        raise TypeError(f"{kind}= takes a sequence of str, not {type(value).__name__}") from None
+    for item in items:
+        if type(item) is not str:
+            raise TypeError(f"{kind}= items must be str, not {type(item).__name__}")
+    return items
+
+
+def make_filter(
+    namespace: Iterable[str] | None,
+    category: MemoryCategory | Iterable[MemoryCategory] | None,
+    tags: Iterable[str] | None,
+) -> Accept:
+    """Validate retrieve filters and build the record predicate (None: accept all).
+
+    * ``namespace``: segment-exact prefix; ``()`` matches everything.
+    * ``category``: one category or several (any of them).
+    * ``tags``: the entry must carry every one of them (exact, case-sensitive).
+
+    Raises:
+        TypeError: A filter has the wrong type.
+        InvalidQueryError: An empty namespace segment or tag.
+    """
+    ns: tuple[str, ...] | None = None
+    cats: frozenset[MemoryCategory] | None = None
+    need: frozenset[str] | None = None
+    if namespace is not None:
+        ns = _as_tuple_of_str("namespace", namespace)
+        if any(not s for s in ns):
+            raise InvalidQueryError("namespace= segments must not be empty")
+        if not ns:
+            ns = None
+    if category is not None:
+        if isinstance(category, MemoryCategory):
+            cats = frozenset((category,))
+        else:
+            if isinstance(category, str):
+                raise TypeError("category= takes a MemoryCategory or several, not a str")
+            cats = frozenset(category)  # type: ignore[arg-type]
+            for c in cats:
+                if not isinstance(c, MemoryCategory):
+                    raise TypeError(f"category= items must be MemoryCategory, not {type(c).__name__}")
+    if tags is not None:
+        need = frozenset(_as_tuple_of_str("tags", tags))
+        if any(not t for t in need):
+            raise InvalidQueryError("tags= must not hold an empty tag")
+        if not need:
+            need = None
+    if ns is None and cats is None and need is None:
+        return None
+    n = 0 if ns is None else len(ns)
+
+    def accept(rec: Record) -> bool:
+        e = rec.entry
+        if ns is not None and e.namespace[:n] != ns:
+            return False
+        if cats is not None and e.category not in cats:
+            return False
+        return need is None or need.issubset(e.tags)
+
+    return accept
+
+
+def check_query(query: object, limit: object) -> None:
+    """Raise TypeError / InvalidQueryError for a bad query or limit; return nothing."""
+    if type(query) is not str:
+        raise TypeError(f"query must be str, not {type(query).__name__}")
+    if len(query) > MAX_QUERY_CHARS:
+        raise InvalidQueryError(f"query is {len(query)} code points; the limit is {MAX_QUERY_CHARS}")
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise TypeError(f"limit must be an int, not {type(limit).__name__}")
+    if limit < 0:
+        raise InvalidQueryError(f"limit must be >= 0, got {limit}")
+
+
+def run_retrieve(
+    state: MemoryState, view: View, query: str, limit: int, accept: Accept
+) -> list[tuple[float, Record]]:
+    """Top-``limit`` records of ``view`` for ``query``; sync, so no write interleaves."""
+    return state.index.top_k(view, query, limit, accept)
+
+
+class Snapshot(metaclass=NoPublicConstructor):
+    """An immutable view of a memory at one version, from :meth:`Memory.snapshot`.
+
+    Taking one is O(1): it holds a version number and references to the owner's
+    structures, never a copy of the entries. Writes made after it was taken are
+    invisible to it; entries removed after it was taken stay visible to it. Holding a
+    snapshot keeps the record versions it can see from being vacuumed, so drop it when
+    done (memory use grows with the writes made while it lives).
+
+    All methods are synchronous, never block and never reach the owner; retrieving from a
+    snapshot does not update access bookkeeping.
+    """
+
+    __slots__ = ("__weakref__", "_state", "_view")
+
+    def __init__(self, state: MemoryState, view: View, registry: weakref.WeakSet[Snapshot]) -> None:
+        self._state = state
+        self._view = view
+        registry.add(self)
+
+    @property
+    def version(self) -> int:
+        """The version this snapshot reads (increases with every applied write batch)."""
+        return self._view.version
+
+    def __len__(self) -> int:
+        """Number of entries in the snapshot. O(1)."""
+        return len(self._view)
+
+    def is_empty(self) -> bool:
+        """Whether the snapshot holds no entry. O(1)."""
+        return len(self._view) == 0
+
+    def __iter__(self) -> Iterator[MemoryEntry]:
+        """The entries in insertion order. O(n log n) up front (the list is built at once,
+        so the iteration can span checkpoints safely)."""
+        view = self._view
+        return iter([view.entry(r) for r in view.records()])
+
+    def __contains__(self, id: object) -> bool:
+        return isinstance(id, uuid.UUID) and self._view.get(id) is not None
+
+    def get(self, id: uuid.UUID) -> MemoryEntry | None:
+        """The entry with ``id`` as of this snapshot, or None. O(1) (plus retained versions).
+
+        Raises:
+            TypeError: ``id`` is not a :class:`uuid.UUID`.
+        """
+        if not isinstance(id, uuid.UUID):
+            raise TypeError(f"get() takes a uuid.UUID, not {type(id).__name__}")
+        rec = self._view.get(id)
+        return None if rec is None else self._view.entry(rec)
+
+    def retrieve_scored(
+        self,
+        query: str,
+        limit: int = 10,
+        *,
+        namespace: Iterable[str] | None = None,
+        category: MemoryCategory | Iterable[MemoryCategory] | None = None,
+        tags: Iterable[str] | None = None,
+    ) -> list[ScoredEntry]:
+        """Like :meth:`Memory.retrieve_scored`, on this snapshot, synchronously."""
+        check_query(query, limit)
+        accept = make_filter(namespace, category, tags)
+        view = self._view
+        return [
+            ScoredEntry(entry=view.entry(rec), score=score)
+            for score, rec in run_retrieve(self._state, view, query, limit, accept)
+        ]
+
+    def retrieve(
+        self,
+        query: str,
+        limit: int = 10,
+        *,
+        namespace: Iterable[str] | None = None,
+        category: MemoryCategory | Iterable[MemoryCategory] | None = None,
+        tags: Iterable[str] | None = None,
+    ) -> list[MemoryEntry]:
+        """Like :meth:`Memory.retrieve`, on this snapshot, synchronously."""
+        return [
+            s.entry
+            for s in self.retrieve_scored(
+                query, limit, namespace=namespace, category=category, tags=tags
+            )
+        ]
+
+    def __repr__(self) -> str:
+        return f"<actormem.Snapshot version={self.version} entries={len(self)}>"

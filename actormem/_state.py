@@ -1,0 +1,498 @@
+"""The I/O-free state of one memory: entries, indexes, eviction order, versions.
+
+Theory of operation
+-------------------
+:class:`MemoryState` is a plain class with no trio import. One owner applies every write
+to it, in order; readers only ever read it through a :class:`~actormem._snapshot.View`
+taken at the *published* version.
+
+Versions (multi-version concurrency control). Every write (store, delete, consolidate,
+eviction, access bookkeeping) stamps its changes with ``self.version + 1``. A record
+version is visible at ``v`` iff ``born <= v < died`` (see :mod:`actormem._record`).
+``publish()`` makes everything up to the current version visible to new snapshots; the
+owner calls it after each batch of requests (after the group commit, in durable mode), so
+a snapshot never sees half of a batch.
+
+Structures readers share (each only gains records invisible to existing snapshots, and
+loses records only when no snapshot can see them):
+
+* ``_by_id``: id -> newest record version; older versions hang off ``prev`` for old
+  snapshots. A deleted id keeps its dead record here until vacuumed.
+* ``_by_relevance``: every unpurged record, ordered by ``(-relevance, seq)``: the order in
+  which the word-overlap scorer tops up results, and the index of consolidation's prune.
+* the scorer's index (posting lists), via ``add``/``retire``/``purge``.
+
+Structures only the owner reads:
+
+* ``_evict``: live records ordered by eviction key ``(validated, log2(relevance) +
+  t / half_life, seq)`` with ``t`` the POSIX time of ``last_accessed`` or else
+  ``created_at``. ``relevance * 0.5 ** (age / half_life)`` at any moment ``now`` equals
+  ``2 ** (key - now / half_life)``, a monotone function of the key, so the order never needs
+  re-sorting as time passes. The first element is the next to evict; validated entries
+  sort after every unvalidated one.
+* ``_dups``: hash of (namespace, category, case- and whitespace-folded text) -> records,
+  so consolidation merges duplicates without scanning every entry.
+* ``_graveyard``: dead records in order of death, for the vacuum.
+
+Vacuum: a dead record is *purged* (removed from every shared structure) once its death
+version is at or below the *horizon*, the oldest version any live snapshot can read.
+Deaths are queued in version order, so the vacuum pops from the front; it runs in bounded
+steps so one long-held snapshot released at once cannot stall the owner.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import attrs
+from sortedcontainers import SortedKeyList, SortedList
+
+from ._entry import MemoryEntry
+from ._errors import InvalidQueryError
+from ._record import NEVER, Access, Record
+from ._scoring import Scorer, ScoringIndex
+from ._stats import ConsolidationStats
+
+__all__ = ["DEFAULT_HALF_LIFE", "MemoryState", "StoreOutcome", "View"]
+
+#: Default half-life of relevance-weighted recency, in seconds (7 days).
+DEFAULT_HALF_LIFE = 7 * 24 * 3600.0
+
+#: Relevance below which consolidation prunes an unvalidated entry (loopctl's 0.05).
+PRUNE_BELOW = 0.05
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _relevance_key(rec: Record) -> tuple[float, int]:
+    return (-rec.entry.relevance, rec.seq)
+
+
+def _normalised(entry: MemoryEntry) -> tuple[tuple[str, ...], str, str]:
+    return (entry.namespace, entry.category.value, " ".join(entry.memory.lower().split()))
+
+
+@attrs.frozen(slots=True)
+class StoreOutcome:
+    """What one store did: the record it made, the one it replaced, the one it evicted."""
+
+    record: Record
+    replaced: Record | None
+    evicted: Record | None
+
+
+@attrs.frozen(slots=True)
+class ConsolidationOutcome:
+    """A consolidation's stats and the records it removed and rewrote (for persistence)."""
+
+    stats: ConsolidationStats
+    removed: list[Record]
+    rewritten: list[Record]
+
+
+class View:
+    """A read-only view of a :class:`MemoryState` at one version. O(1) to make.
+
+    Valid only while the owner cannot vacuum records it sees: either used synchronously
+    (as ``retrieve`` does) or registered with the state (as public snapshots are).
+    """
+
+    __slots__ = ("_len", "_state", "version")
+
+    def __init__(self, state: MemoryState, version: int, length: int) -> None:
+        self._state = state
+        self.version = version
+        self._len = length
+
+    def __len__(self) -> int:
+        return self._len
+
+    def visible(self, rec: Record) -> bool:
+        return rec.born <= self.version < rec.died
+
+    def get(self, id: uuid.UUID) -> Record | None:
+        """The record of ``id`` visible here, or None. O(versions kept for that id)."""
+        rec = self._state._by_id.get(id)
+        v = self.version
+        while rec is not None and rec.born > v:
+            rec = rec.prev
+        if rec is None or rec.died <= v:
+            return None
+        return rec
+
+    def entry(self, rec: Record) -> MemoryEntry:
+        """``rec.entry`` with the access bookkeeping as of this view."""
+        count, last = rec.access_at(self.version)
+        e = rec.entry
+        if count == e.access_count and last == e.last_accessed:
+            return e
+        return attrs.evolve(e, access_count=count, last_accessed=last)
+
+    def records(self) -> list[Record]:
+        """Every visible record, in insertion order (``seq``). O(n log n)."""
+        out = []
+        for rec in list(self._state._by_id.values()):
+            r = self.get(rec.entry.id)
+            if r is not None:
+                out.append(r)
+        out.sort(key=lambda r: r.seq)
+        return out
+
+    def by_relevance(self, below: float | None = None) -> Iterator[Record]:
+        v = self.version
+        keys = self._state._by_relevance
+        it = keys if below is None else keys.irange_key(min_key=(-below, NEVER), inclusive=(False, True))
+        for rec in it:
+            if rec.born <= v < rec.died:
+                yield rec
+
+
+class MemoryState:
+    """Entries, indexes and eviction order of one memory. Not thread-safe; no I/O.
+
+    Args:
+        capacity: Most entries kept, or ``None`` for unbounded.
+        half_life: Seconds after which an entry's relevance-weighted recency halves.
+        scorer: The scorer whose index is maintained (word overlap by default).
+        clock: Returns the current UTC datetime (for ``last_accessed``).
+
+    Raises:
+        InvalidQueryError: ``capacity`` < 1 or ``half_life`` not a positive finite number.
+    """
+
+    def __init__(
+        self,
+        *,
+        capacity: int | None,
+        half_life: float,
+        scorer: Scorer,
+        clock: Callable[[], datetime] = _utc_now,
+    ) -> None:
+        if capacity is not None:
+            if isinstance(capacity, bool) or not isinstance(capacity, int):
+                raise TypeError(f"capacity must be an int or None, not {type(capacity).__name__}")
+            if capacity < 1:
+                raise InvalidQueryError(f"capacity must be >= 1 or None, got {capacity}")
+        if isinstance(half_life, bool) or not isinstance(half_life, (int, float)):
+            raise TypeError(f"half_life must be a number of seconds, not {type(half_life).__name__}")
+        if not (math.isfinite(half_life) and half_life > 0):
+            raise InvalidQueryError(f"half_life must be a positive finite number of seconds, got {half_life!r}")
+        self.capacity = capacity
+        self.half_life = float(half_life)
+        self.scorer = scorer
+        self.index: ScoringIndex = scorer.make_index()
+        self.clock = clock
+        self.version = 0
+        self.published = 0
+        self._published_len = 0
+        self._seq = 0
+        self._live = 0
+        self._by_id: dict[uuid.UUID, Record] = {}
+        self._by_relevance: SortedKeyList = SortedKeyList(key=_relevance_key)
+        self._evict: SortedList = SortedList()
+        self._dups: dict[int, list[Record]] = {}
+        self._graveyard: deque[Record] = deque()
+        self._evictions_since_consolidate = 0
+        # Counters for statistics().
+        self.stores = 0
+        self.upserts = 0
+        self.deletes = 0
+        self.evictions = 0
+        self.pruned = 0
+        self.merged = 0
+        self.consolidations = 0
+        self.access_updates = 0
+
+    # ------------------------------------------------------------------ reading
+
+    def __len__(self) -> int:
+        """Live entries at the working (possibly unpublished) version. O(1)."""
+        return self._live
+
+    def view(self) -> View:
+        """A view at the published version. O(1)."""
+        return View(self, self.published, self._published_len)
+
+    def current(self, id: uuid.UUID) -> Record | None:
+        """The live record of ``id`` at the working version, or None. O(1)."""
+        rec = self._by_id.get(id)
+        if rec is None or rec.died != NEVER:
+            return None
+        return rec
+
+    def live_records(self) -> list[Record]:
+        """Every live record at the working version, in insertion order. O(n)."""
+        return [r for r in self._by_id.values() if r.died == NEVER]
+
+    @property
+    def retained(self) -> int:
+        """Dead record versions not yet vacuumed. O(1)."""
+        return len(self._graveyard)
+
+    # ------------------------------------------------------------------ writing
+
+    def publish(self) -> None:
+        """Make every applied write visible to new snapshots. O(1)."""
+        self.published = self.version
+        self._published_len = self._live
+
+    def _evkey(self, rec: Record) -> tuple[bool, float, int, Record]:
+        e = rec.entry
+        _, last = rec.current_access()
+        t = (last or e.created_at).timestamp()
+        rel = e.relevance
+        log_rel = math.log2(rel) if rel > 0.0 else -math.inf
+        return (e.validated, log_rel + t / self.half_life, rec.seq, rec)
+
+    def _link(self, rec: Record) -> None:
+        """Enter a new live record into every structure."""
+        self._by_id[rec.entry.id] = rec
+        self._by_relevance.add(rec)
+        rec.evkey = self._evkey(rec)
+        self._evict.add(rec.evkey)
+        rec.dupkey = hash(_normalised(rec.entry))
+        self._dups.setdefault(rec.dupkey, []).append(rec)
+        self.index.add(rec)
+        self._live += 1
+
+    def _unlink(self, rec: Record) -> None:
+        """Kill a live record at the working version (older snapshots keep seeing it)."""
+        rec.died = self.version
+        assert rec.evkey is not None
+        self._evict.remove(rec.evkey)
+        rec.evkey = None
+        group = self._dups[rec.dupkey]
+        group.remove(rec)
+        if not group:
+            del self._dups[rec.dupkey]
+        self.index.retire(rec)
+        self._graveyard.append(rec)
+        self._live -= 1
+
+    def store(self, entry: MemoryEntry) -> StoreOutcome:
+        """Insert ``entry``, or replace the live entry with its id (keeping ``created_at``).
+
+        Storing a new id into a full memory first evicts the entry with the lowest
+        relevance-weighted recency (unvalidated ones first). O(T + log n) for T distinct
+        tokens in the text.
+        """
+        if not isinstance(entry, MemoryEntry):
+            raise TypeError(f"store() takes a MemoryEntry, not {type(entry).__name__}")
+        self.version += 1
+        old = self._by_id.get(entry.id)
+        replaced = None
+        evicted = None
+        if old is not None and old.died == NEVER:
+            replaced = old
+            if entry.created_at != old.entry.created_at:
+                entry = attrs.evolve(entry, created_at=old.entry.created_at)
+            self._unlink(old)
+            seq = old.seq
+            self.upserts += 1
+        else:
+            if self.capacity is not None and self._live >= self.capacity:
+                evicted = self._evict_one()
+            self._seq += 1
+            seq = self._seq
+        rec = Record(entry, self.version, seq, old)
+        self._link(rec)
+        self.stores += 1
+        return StoreOutcome(rec, replaced, evicted)
+
+    def _evict_one(self) -> Record:
+        rec: Record = self._evict[0][3]
+        self._unlink(rec)
+        self.evictions += 1
+        self._evictions_since_consolidate += 1
+        return rec
+
+    def delete(self, id: uuid.UUID) -> Record | None:
+        """Remove the live entry ``id``; return its record, or None if absent. O(T + log n)."""
+        if not isinstance(id, uuid.UUID):
+            raise TypeError(f"delete() takes a uuid.UUID, not {type(id).__name__}")
+        rec = self.current(id)
+        if rec is None:
+            return None
+        self.version += 1
+        self._unlink(rec)
+        self.deletes += 1
+        return rec
+
+    def apply_access(self, hits: dict[uuid.UUID, tuple[int, datetime]], horizon: int) -> int:
+        """Add retrieve hits to access bookkeeping; return how many entries changed.
+
+        ``hits`` maps id -> (times returned, latest retrieve time). Ids no longer live are
+        ignored. O(h log n) for h ids.
+        """
+        if not hits:
+            return 0
+        self.version += 1
+        changed = 0
+        for id, (times, when) in hits.items():
+            rec = self.current(id)
+            if rec is None:
+                continue
+            count, last = rec.current_access()
+            newest = when if last is None or when > last else last
+            prev = rec.access
+            if prev is not None and prev.version <= horizon:
+                prev.prev = None  # no snapshot needs anything older than prev
+            rec.access = Access(self.version, count + times, newest, prev)
+            assert rec.evkey is not None
+            self._evict.remove(rec.evkey)
+            rec.evkey = self._evkey(rec)
+            self._evict.add(rec.evkey)
+            changed += 1
+        self.access_updates += changed
+        return changed
+
+    def consolidate(self) -> ConsolidationOutcome:
+        """Prune and merge (see :meth:`Memory.consolidate`). O((p + d) log n) for p pruned
+        and d duplicate entries: neither step scans the whole memory."""
+        self.version += 1
+        before = self._live
+        removed: list[Record] = []
+        rewritten: list[Record] = []
+        pruned = merged = saved = 0
+        # Prune: relevance < PRUNE_BELOW, not validated. The tail of the relevance order.
+        low = [
+            r
+            for r in self._by_relevance.irange_key(min_key=(-PRUNE_BELOW, NEVER), inclusive=(False, True))
+            if r.died == NEVER and not r.entry.validated
+        ]
+        for rec in low:
+            self._unlink(rec)
+            removed.append(rec)
+            pruned += 1
+            saved += len(rec.entry.memory.encode("utf-8"))
+        # Merge exact duplicates (same namespace, category, folded text).
+        groups = [list(g) for g in self._dups.values() if len(g) > 1]
+        for group in groups:
+            by_key: dict[tuple[Any, ...], list[Record]] = {}
+            for rec in group:
+                by_key.setdefault(_normalised(rec.entry), []).append(rec)
+            for recs in by_key.values():
+                if len(recs) < 2:
+                    continue
+                recs.sort(key=lambda r: r.seq)
+                keep = recs[0]
+                entries = [r.entry for r in recs]
+                accesses = [r.current_access() for r in recs]
+                tags: dict[str, None] = {}
+                for e in entries:
+                    tags.update(dict.fromkeys(e.tags))
+                lasts = [last for _, last in accesses if last is not None]
+                merged_entry = attrs.evolve(
+                    keep.entry,
+                    created_at=min(e.created_at for e in entries),
+                    relevance=max(e.relevance for e in entries),
+                    access_count=sum(c for c, _ in accesses),
+                    last_accessed=max(lasts) if lasts else None,
+                    tags=tuple(tags),
+                    validated=any(e.validated for e in entries),
+                )
+                for rec in recs[1:]:
+                    self._unlink(rec)
+                    removed.append(rec)
+                    merged += 1
+                    saved += len(rec.entry.memory.encode("utf-8"))
+                self._unlink(keep)
+                new = Record(merged_entry, self.version, keep.seq, keep)
+                self._link(new)
+                rewritten.append(new)
+        stats = ConsolidationStats(
+            entries_before=before,
+            entries_after=self._live,
+            pruned=pruned,
+            merged=merged,
+            evicted=self._evictions_since_consolidate,
+            bytes_saved=saved,
+        )
+        self._evictions_since_consolidate = 0
+        self.pruned += pruned
+        self.merged += merged
+        self.consolidations += 1
+        return ConsolidationOutcome(stats, removed, rewritten)
+
+    # ------------------------------------------------------------------ vacuum
+
+    def vacuum(self, horizon: int, budget: int | None = None) -> int:
+        """Purge dead records no snapshot at or after ``horizon`` can see; return how many.
+
+        ``horizon`` must be at most the published version and at most every live
+        snapshot's version. At most ``budget`` records are purged (None: all).
+        O(T + log n) per purged record.
+        """
+        assert horizon <= self.published
+        grave = self._graveyard
+        done = 0
+        while grave and grave[0].died <= horizon and (budget is None or done < budget):
+            rec = grave.popleft()
+            self._purge(rec)
+            done += 1
+        return done
+
+    def _purge(self, rec: Record) -> None:
+        rec.purged = True
+        self._by_relevance.remove(rec)
+        self.index.purge(rec)
+        id = rec.entry.id
+        head = self._by_id.get(id)
+        if head is rec:
+            del self._by_id[id]
+        else:
+            cur = head
+            while cur is not None and cur.prev is not rec:
+                cur = cur.prev
+            if cur is not None:
+                cur.prev = None
+        rec.prev = None
+
+    # ------------------------------------------------------------------ checks
+
+    def _check(self) -> None:
+        """Assert every invariant of every structure. O(n log n); for tests."""
+        live = [r for r in self._by_id.values() if r.died == NEVER]
+        assert len(live) == self._live
+        assert self.capacity is None or self._live <= self.capacity
+        assert self.published <= self.version
+        unpurged: list[Record] = []
+        for key, head in self._by_id.items():
+            assert head.entry.id == key
+            r: Record | None = head
+            newer: Record | None = None
+            while r is not None:
+                assert not r.purged
+                assert r.entry.id == key
+                if newer is not None:
+                    assert r.died <= newer.born, "versions of one id overlap"
+                    assert r.seq == newer.seq or r.died != NEVER
+                unpurged.append(r)
+                newer, r = r, r.prev
+        graveyard = list(self._graveyard)
+        assert all(a.died <= b.died for a, b in zip(graveyard, graveyard[1:]))
+        assert all(r.died != NEVER and not r.purged for r in graveyard)
+        assert {id(r) for r in unpurged if r.died != NEVER} == {id(r) for r in graveyard}
+        # Relevance order holds exactly the unpurged records.
+        self._by_relevance._check()
+        assert sorted(map(id, self._by_relevance)) == sorted(map(id, unpurged))
+        # Eviction order holds exactly the live records, with fresh keys.
+        self._evict._check()
+        assert sorted(self._evict) == sorted(self._evkey(r) for r in live)
+        assert all(r.evkey == self._evkey(r) for r in live)
+        # Duplicate groups hold exactly the live records, by their hash.
+        dup_total = 0
+        for key, group in self._dups.items():
+            assert group
+            for r in group:
+                assert r.died == NEVER and r.dupkey == key == hash(_normalised(r.entry))
+            dup_total += len(group)
+        assert dup_total == self._live
+        self.index._check([r for r in self._by_relevance])

@@ -1,0 +1,172 @@
+"""A vocabulary of strings that answers "which items contain this substring?".
+
+Theory of operation
+-------------------
+The word-overlap scorer counts a query word as matched when it is a *substring* of the
+entry's lower-cased text ("deploy" matches "deploys"). A query word has no whitespace, so
+it can only occur inside one whitespace-separated token of the text; the same holds for a
+whole query inside a tag. So the question "which entries contain w?" becomes "which
+vocabulary items contain w?" followed by a posting-list union.
+
+:class:`SubstringVocab` keeps every distinct item (a token or a tag) with an integer id,
+and a *gram index*: for every distinct 1-, 2- and 3-character substring (gram) of an item,
+the ids of the items that contain it. For a word of up to 3 characters, the gram list of
+the word itself is the exact answer. For a longer word, the rarest of its 3-grams gives a
+short candidate list, each candidate verified with ``word in item`` (a C-speed search).
+
+Items are reference-counted by the owner. An item whose count drops to zero is removed
+from the item table at once; its ids linger in gram lists until half of a list is dead,
+when that list is rebuilt (amortized O(1) per removal). Readers skip dead ids, so they
+never need the owner to have finished that clean-up.
+
+Readers use :meth:`lookup` synchronously while the owner is parked, so no structure
+changes under them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+__all__ = ["SubstringVocab", "grams_of"]
+
+_MAX_GRAM = 3
+
+
+def grams_of(item: str) -> set[str]:
+    """Distinct 1-, 2- and 3-character substrings of ``item``. O(len(item))."""
+    n = len(item)
+    out = set(item)
+    out.update(item[i : i + 2] for i in range(n - 1))
+    out.update(item[i : i + 3] for i in range(n - 2))
+    return out
+
+
+class SubstringVocab:
+    """Distinct strings with reference counts and a 1/2/3-gram index.
+
+    Runtime complexity: :meth:`acquire` and :meth:`release` are O(len(item)) amortized;
+    :meth:`lookup` is O(g + c) where g is the length of the rarest gram list of the word
+    and c the cost of verifying those candidates.
+    """
+
+    __slots__ = ("_dead", "_grams", "_ids", "_items", "_next_id", "_refs")
+
+    def __init__(self) -> None:
+        self._ids: dict[str, int] = {}
+        self._items: dict[int, str] = {}
+        self._refs: dict[int, int] = {}
+        self._grams: dict[str, list[int]] = {}
+        self._dead: dict[str, int] = {}
+        self._next_id = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def id_of(self, item: str) -> int | None:
+        """The id of ``item``, or ``None`` if it is not in the vocabulary. O(1)."""
+        return self._ids.get(item)
+
+    def acquire(self, item: str) -> int:
+        """Count one more user of ``item``, adding it if new; return its id."""
+        iid = self._ids.get(item)
+        if iid is not None:
+            self._refs[iid] += 1
+            return iid
+        iid = self._next_id
+        self._next_id += 1
+        self._ids[item] = iid
+        self._items[iid] = item
+        self._refs[iid] = 1
+        grams = self._grams
+        for g in grams_of(item):
+            lst = grams.get(g)
+            if lst is None:
+                grams[g] = [iid]
+            else:
+                lst.append(iid)
+        return iid
+
+    def release(self, item: str) -> bool:
+        """Count one user of ``item`` less; remove it at zero. Return True if removed."""
+        iid = self._ids[item]
+        refs = self._refs[iid] - 1
+        if refs:
+            self._refs[iid] = refs
+            return False
+        del self._refs[iid], self._ids[item], self._items[iid]
+        dead, grams, items = self._dead, self._grams, self._items
+        for g in grams_of(item):
+            d = dead.get(g, 0) + 1
+            lst = grams[g]
+            if 2 * d > len(lst):
+                kept = [i for i in lst if i in items]
+                if kept:
+                    grams[g] = kept
+                else:
+                    del grams[g]
+                dead.pop(g, None)
+            else:
+                dead[g] = d
+        return True
+
+    def gram_size(self, word: str) -> int:
+        """Length of the candidate list :meth:`lookup` would verify for ``word``. O(len(word))."""
+        grams = self._grams
+        if len(word) <= _MAX_GRAM:
+            lst = grams.get(word)
+            return 0 if lst is None else len(lst)
+        best = None
+        for i in range(len(word) - 2):
+            lst = grams.get(word[i : i + 3])
+            if lst is None:
+                return 0
+            if best is None or len(lst) < best:
+                best = len(lst)
+        return best or 0
+
+    def lookup(self, word: str) -> list[int]:
+        """Ids of the items that contain ``word`` as a substring (``word`` non-empty)."""
+        grams, items = self._grams, self._items
+        if len(word) <= _MAX_GRAM:
+            lst = grams.get(word)
+            if lst is None:
+                return []
+            return [i for i in lst if i in items]
+        best: list[int] | None = None
+        for i in range(len(word) - 2):
+            lst = grams.get(word[i : i + 3])
+            if lst is None:
+                return []
+            if best is None or len(lst) < len(best):
+                best = lst
+        assert best is not None
+        out = []
+        for i in best:
+            item = items.get(i)
+            if item is not None and word in item:
+                out.append(i)
+        return out
+
+    def item(self, iid: int) -> str | None:
+        """The item with id ``iid``, or ``None`` if it was removed. O(1)."""
+        return self._items.get(iid)
+
+    def _check(self, expected: Iterable[str] | None = None) -> None:
+        """Assert the invariants; with ``expected`` (a multiset of items), the counts too."""
+        assert set(self._ids.values()) == set(self._items) == set(self._refs)
+        for item, iid in self._ids.items():
+            assert self._items[iid] == item
+            assert self._refs[iid] > 0
+            for g in grams_of(item):
+                assert iid in self._grams[g], (item, g)
+        for g, lst in self._grams.items():
+            assert lst, g
+            assert len(set(lst)) == len(lst), g
+            dead = sum(1 for i in lst if i not in self._items)
+            assert dead == self._dead.get(g, 0), (g, dead, self._dead.get(g))
+            assert 2 * dead <= len(lst)
+        if expected is not None:
+            counts: dict[str, int] = {}
+            for item in expected:
+                counts[item] = counts.get(item, 0) + 1
+            assert counts == {it: self._refs[i] for it, i in self._ids.items()}
