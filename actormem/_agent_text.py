@@ -42,9 +42,7 @@ LINE_BREAKS: dict[str, str] = {
 _ESCAPES = {"\\": "\\\\", **LINE_BREAKS}
 _ESCAPE_RE = re.compile("[" + re.escape("".join(_ESCAPES)) + "]")
 _UNESCAPES = {escaped: raw for raw, escaped in _ESCAPES.items()}
-_UNESCAPE_RE = re.compile(
-    "|".join(re.escape(e) for e in sorted(_UNESCAPES, key=len, reverse=True))
-)
+_UNESCAPE_RE = re.compile("|".join(re.escape(e) for e in sorted(_UNESCAPES, key=len, reverse=True)))
 
 
 def escape_line(text: str) -> str:

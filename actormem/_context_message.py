@@ -152,9 +152,7 @@ class Message(metaclass=Final):
         tool_calls: Iterable[ToolCall] = (),
     ) -> Message:
         """An assistant message, optionally with reasoning and tool calls."""
-        return cls(
-            role=Role.ASSISTANT, content=content, reasoning=reasoning, tool_calls=tool_calls
-        )
+        return cls(role=Role.ASSISTANT, content=content, reasoning=reasoning, tool_calls=tool_calls)
 
     @classmethod
     def tool(cls, content: str, *, tool_call_id: str) -> Message:

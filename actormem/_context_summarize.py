@@ -150,7 +150,9 @@ class SummarizeStrategy(metaclass=Final):
         if not fresh:
             # Nothing new to summarize: show the kept rounds and any stored summary.
             return TrimResult(context=tuple(m for r in rounds for m in r.messages))
-        previous = [_summary_text(m) for i in older if rounds[i].inserted for m in rounds[i].messages]
+        previous = [
+            _summary_text(m) for i in older if rounds[i].inserted for m in rounds[i].messages
+        ]
         request = summary_request(
             previous, [m for i in fresh for m in rounds[i].messages], self._summary_max_tokens
         )

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Protocol, runtime_checkable
 
 import attrs
@@ -139,16 +139,13 @@ class InMemoryContext(metaclass=Final):
         return list(self._messages)
 
 
-def _check_limit(name: str) -> Callable[[object, object, object], None]:
-    def check(instance: object, attribute: object, value: object) -> None:
-        if value is None:
-            return
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise TypeError(f"{name} must be an int or None, not {type(value).__name__}")
-        if value < 0:
-            raise ValueError(f"{name} must be >= 0, got {value}")
-
-    return check
+def _check_limit(instance: object, attribute: attrs.Attribute[int | None], value: object) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{attribute.name} must be an int or None, not {type(value).__name__}")
+    if value < 0:
+        raise ValueError(f"{attribute.name} must be >= 0, got {value}")
 
 
 @attrs.frozen(kw_only=True, slots=True)
@@ -168,8 +165,8 @@ class Budget(metaclass=Final):
         ValueError: A limit is negative.
     """
 
-    max_tokens: int | None = attrs.field(default=None, validator=_check_limit("max_tokens"))
-    max_rounds: int | None = attrs.field(default=None, validator=_check_limit("max_rounds"))
+    max_tokens: int | None = attrs.field(default=None, validator=_check_limit)
+    max_rounds: int | None = attrs.field(default=None, validator=_check_limit)
 
     def exceeded(self, tokens: int, rounds: int) -> bool:
         """Whether ``tokens`` tokens in ``rounds`` rounds are over this budget."""
@@ -245,6 +242,17 @@ def _check_replacement(instance: TrimResult, attribute: object, value: tuple[int
         raise ValueError(f"replaced must hold distinct round indices >= 0, got {value!r}")
 
 
+def _messages(value: Iterable[Message]) -> tuple[Message, ...]:
+    messages = tuple(value)
+    for message in messages:
+        _check_message(message)
+    return messages
+
+
+def _indices(value: Iterable[int]) -> tuple[int, ...]:
+    return tuple(value)
+
+
 @attrs.frozen(kw_only=True, slots=True)
 class TrimResult(metaclass=Final):
     """What a trim strategy decided (molo_agent's ``TrimResult``).
@@ -257,11 +265,11 @@ class TrimResult(metaclass=Final):
             replaced round was. Must be empty when ``replaced`` is.
     """
 
-    context: tuple[Message, ...] = attrs.field(converter=tuple)
+    context: tuple[Message, ...] = attrs.field(converter=_messages)
     replaced: tuple[int, ...] = attrs.field(
-        default=(), converter=tuple, validator=_check_replacement
+        default=(), converter=_indices, validator=_check_replacement
     )
-    replacement: tuple[Message, ...] = attrs.field(default=(), converter=tuple)
+    replacement: tuple[Message, ...] = attrs.field(default=(), converter=_messages)
 
     def __attrs_post_init__(self) -> None:
         if self.replacement and not self.replaced:
@@ -512,7 +520,8 @@ class WindowContext(metaclass=Final):
         previous: object | None = None
         for item in self._items:
             assert isinstance(item.message, Message)
-            assert type(item.tokens) is int and item.tokens >= 0
+            assert type(item.tokens) is int
+            assert item.tokens >= 0
             if item.block is not None and item.block is not previous:
                 assert id(item.block) not in seen_blocks, "replacement block split"
                 seen_blocks.add(id(item.block))
