@@ -209,7 +209,9 @@ class MemoryHooks(metaclass=Final):
         if not ok:
             return
         try:
-            entry = MemoryEntry.new(MemoryCategory.TRAJECTORY, format_trajectory(name, input, result))
+            entry = MemoryEntry.new(
+                MemoryCategory.TRAJECTORY, format_trajectory(name, input, result)
+            )
             await self._memory.store(entry)
         except Exception:
             logger.warning(
