@@ -56,7 +56,7 @@ import attrs
 from ._record import NEVER, Record
 from ._scoring import Accept, ReadView
 from ._tokenize import Tokenizer
-from ._util import Final
+from ._util import Final, NoPublicConstructor
 
 __all__ = ["BM25Index", "BM25Scorer"]
 
@@ -78,7 +78,9 @@ def _unit_interval(instance: object, attribute: attrs.Attribute[Any], value: flo
         raise ValueError(f"{attribute.name} must be in [0, 1], got {value!r}")
 
 
-def _positive_or_none(instance: object, attribute: attrs.Attribute[Any], value: float | None) -> None:
+def _positive_or_none(
+    instance: object, attribute: attrs.Attribute[Any], value: float | None
+) -> None:
     if value is None:
         return
     _non_negative(instance, attribute, value)
@@ -142,7 +144,8 @@ class BM25Scorer(metaclass=Final):
 
     def make_index(self) -> BM25Index:
         """A new, empty :class:`BM25Index` for this configuration. O(1)."""
-        return BM25Index._create(self)
+        index: BM25Index = BM25Index._create(self)
+        return index
 
     def score_entry(
         self, entry_text: str, tags: tuple[str, ...], relevance: float, query: str
@@ -243,28 +246,37 @@ class _Term:
         self.min_len = min((doc.length for doc in docs), default=NEVER)
 
 
-class BM25Index(metaclass=Final):
+class BM25Index(metaclass=NoPublicConstructor):
     """The owner-written, snapshot-read index of a :class:`BM25Scorer`.
 
     Built by :meth:`BM25Scorer.make_index`. ``add``, ``retire``, ``purge`` and ``vacuum``
     are for the owner task only; ``top_k`` and ``top_k_terms`` run in any reader,
     synchronously. ``T`` below is the number of distinct terms of the record's document.
+
+    Histories trim themselves: ``purge(rec)`` tells the index that no live snapshot
+    reads below ``rec.died`` (the engine purges only records dead at or below its
+    horizon), and once as many steps were added as there are multi-step histories, the
+    index vacuums to the highest such version, so history space stays proportional to the
+    changes since the oldest live snapshot. Calling :meth:`vacuum` explicitly is optional.
+    Trimming too far is never wrong: a snapshot older than a history's first step counts
+    the visible postings instead.
     """
 
-    def __init__(self) -> None:  # pragma: no cover - guarded by _create
-        raise TypeError("use BM25Scorer.make_index()")
-
-    @classmethod
-    def _create(cls, scorer: BM25Scorer) -> BM25Index:
-        self = object.__new__(cls)
+    def __init__(self, scorer: BM25Scorer) -> None:
         self._scorer = scorer
         self._docs: dict[Record, _Doc] = {}
         self._terms: dict[str, _Term] = {}
         self._count = _History()
         self._total = _History()
+        #: Histories with more than one step: the only ones a vacuum can shorten.
         self._dirty: set[_History] = set()
         self._next_docno = 0
-        return self
+        #: Highest version below which no live snapshot reads, as far as the index knows.
+        self._horizon = 0
+        #: History steps created since the last vacuum.
+        self._steps = 0
+        #: Extra steps tolerated before a purge vacuums (tests lower it to 0).
+        self._vacuum_slack = 64
 
     @property
     def scorer(self) -> BM25Scorer:
@@ -284,9 +296,12 @@ class BM25Index(metaclass=Final):
         return terms
 
     def _step(self, history: _History, version: int, delta: int) -> None:
+        steps = len(history.versions)
         history.change(version, delta)
-        if len(history.versions) > 1:
-            self._dirty.add(history)
+        if len(history.versions) > steps:
+            self._steps += 1
+            if steps:
+                self._dirty.add(history)
 
     # -- owner side ---------------------------------------------------------------------
 
@@ -367,6 +382,10 @@ class BM25Index(metaclass=Final):
                 self._dirty.discard(entry.df)
             elif 2 * entry.dead > len(entry.docs):
                 entry.compact()
+        if rec.died > self._horizon:
+            self._horizon = rec.died
+        if self._steps > self._vacuum_slack + len(self._dirty):
+            self.vacuum(self._horizon)
 
     def vacuum(self, oldest: int) -> None:
         """Forget statistics that only snapshots older than ``oldest`` could read.
@@ -377,6 +396,9 @@ class BM25Index(metaclass=Final):
 
         Runtime complexity: O(histories changed since the last vacuum + steps dropped).
         """
+        if oldest > self._horizon:
+            self._horizon = oldest
+        self._steps = 0
         keep: set[_History] = set()
         for history in self._dirty:
             history.trim(oldest)
@@ -397,10 +419,11 @@ class BM25Index(metaclass=Final):
         """
         return self.top_k_terms(view, Counter(self._scorer.tokenizer(query)), limit, accept)
 
-    def statistics(self, view: ReadView, terms: Iterable[str] = ()) -> tuple[int, float, dict[str, int]]:
+    def statistics(
+        self, view: ReadView, terms: Iterable[str] = ()
+    ) -> tuple[int, float, dict[str, int]]:
         """``(N, avgdl, {term: df})`` as of ``view.version``: the corpus statistics BM25
         uses. O(|terms| log steps), or O(postings) for a trimmed-away version."""
-        version = view.version
         n, total = self._corpus_at(view)
         avgdl = total / n if n else 0.0
         return n, avgdl, {term: self._df_at(term, view) for term in terms}
@@ -420,7 +443,7 @@ class BM25Index(metaclass=Final):
             return 0
         df = entry.df.at(view.version)
         if df is None:
-            return sum(1 for doc in entry.docs if view.visible(doc.rec))
+            df = sum(1 for doc in entry.docs if view.visible(doc.rec))
         return df
 
     def top_k_terms(
@@ -509,7 +532,7 @@ class BM25Index(metaclass=Final):
                     cursors[i] = c + 1
             assert doc is not None
             rec = doc.rec
-            if not visible(rec) and False:
+            if not visible(rec):
                 continue
             norm = k1 * (1.0 - b + b * doc.length / avgdl)
             if theta > -math.inf:
@@ -555,7 +578,8 @@ class BM25Index(metaclass=Final):
         assert live_set == set(self._docs), "indexed records differ from the live ones"
         expected: dict[str, int] = Counter()
         for rec, doc in self._docs.items():
-            assert doc.rec is rec and not doc.purged
+            assert doc.rec is rec
+            assert not doc.purged
             assert doc.retired == (rec.died != NEVER), f"{rec!r}: retired flag out of date"
             assert doc.length == sum(doc.tfs.values())
             for term in doc.tfs:
@@ -565,14 +589,17 @@ class BM25Index(metaclass=Final):
         assert set(expected) == set(self._terms), "terms differ from the live documents'"
         for term, entry in self._terms.items():
             docnos = [doc.docno for doc in entry.docs]
-            assert all(x < y for x, y in zip(docnos, docnos[1:])), f"{term!r}: unsorted"
+            assert all(x < y for x, y in zip(docnos, docnos[1:], strict=False)), (
+                f"{term!r}: unsorted"
+            )
             assert entry.dead == sum(doc.purged for doc in entry.docs)
             assert entry.dead < len(entry.docs)
             assert 2 * entry.dead <= len(entry.docs)
             for doc, tf in zip(entry.docs, entry.tfs, strict=True):
                 if not doc.purged:
                     assert doc.tfs.get(term) == tf, f"{term!r}: stale tf"
-                    assert tf <= entry.max_tf and doc.length >= entry.min_len
+                    assert tf <= entry.max_tf
+                    assert doc.length >= entry.min_len
             listed = {doc.rec for doc in entry.docs if not doc.purged}
             holders = {rec for rec, doc in self._docs.items() if term in doc.tfs}
             assert listed == holders, f"{term!r}: posting list misses documents"
@@ -584,7 +611,9 @@ class BM25Index(metaclass=Final):
     def _check_history(self, history: _History, newest: int) -> None:
         versions = history.versions
         assert len(versions) == len(history.values)
-        assert all(x < y for x, y in zip(versions, versions[1:])), "history out of order"
+        assert all(x < y for x, y in zip(versions, versions[1:], strict=False)), (
+            "history out of order"
+        )
         assert history.newest() == newest, "history disagrees with the documents"
         assert all(value >= 0 for value in history.values)
         if len(versions) > 1:

@@ -57,7 +57,7 @@ def _check_stemmer(instance: object, attribute: object, value: str | None) -> No
 @functools.cache
 def _stem_function(algorithm: str) -> Callable[[list[str]], list[str]]:
     try:
-        import Stemmer  # PyStemmer
+        import Stemmer  # type: ignore[import-not-found,unused-ignore]  # PyStemmer
     except ImportError:  # pragma: no cover - depends on the environment
         raise ImportError(
             "stemming needs PyStemmer: pip install PyStemmer (or actormem[stem])"
@@ -91,7 +91,10 @@ def stop_words(language: str = "english") -> frozenset[str]:
         ValueError: The package has no list for ``language``.
     """
     try:
-        from stop_words import StopWordError, get_stop_words
+        from stop_words import (  # type: ignore[import-untyped,unused-ignore]
+            StopWordError,
+            get_stop_words,
+        )
     except ImportError:  # pragma: no cover - depends on the environment
         raise ImportError(
             "stop word lists need the stop-words package: pip install stop-words"
