@@ -1,0 +1,47 @@
+"""Hypothesis strategies shared by the tests."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from hypothesis import strategies as st
+
+from actormem import MemoryCategory, MemoryEntry
+
+BASE_TIME = datetime(2026, 1, 1, tzinfo=UTC)
+
+# A small vocabulary with overlaps (substrings, case, non-ASCII, punctuation) so that
+# queries match often and in tricky ways.
+WORDS = [
+    "deploy", "deploys", "Deploy", "blue", "the", "then", "rust", "Rust", "go", "a",
+    "ab", "é", "É", "İstanbul", "x.y", "{\"k\":1}", "file", "search", "glob", "ß", "SS",
+]
+TAGS = ["infra", "deploy", "Blue Team", "x", "rust-lang", "İ"]
+
+words = st.sampled_from(WORDS)
+texts = st.lists(words, max_size=6).map(" ".join) | st.text(
+    alphabet=st.sampled_from("abé İ\t\nxy.-"), max_size=12
+)
+queries = st.lists(words, max_size=4).map(" ".join) | st.text(
+    alphabet=st.sampled_from("abé İ\txy.-"), max_size=8
+)
+relevances = st.sampled_from([0.0, 0.01, 0.05, 0.1, 0.5, 0.8, 0.95, 1.0]) | st.floats(0.0, 1.0)
+categories = st.sampled_from(list(MemoryCategory))
+namespaces = st.sampled_from([(), ("t",), ("t", "acme"), ("t", "acme-corp"), ("u",)])
+times = st.integers(0, 30 * 24 * 3600).map(lambda s: BASE_TIME + timedelta(seconds=s))
+
+
+@st.composite
+def entries(draw: st.DrawFn, id: uuid.UUID | None = None) -> MemoryEntry:
+    return MemoryEntry(
+        id=id if id is not None else uuid.UUID(int=draw(st.integers(0, 2**64))),
+        category=draw(categories),
+        memory=draw(texts),
+        tags=draw(st.lists(st.sampled_from(TAGS), max_size=2)),
+        created_at=draw(times),
+        relevance=draw(relevances),
+        validated=draw(st.booleans()),
+        namespace=draw(namespaces),
+        access_count=draw(st.integers(0, 3)),
+    )

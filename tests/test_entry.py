@@ -1,0 +1,91 @@
+from __future__ import annotations
+
+import math
+import uuid
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from actormem import MAX_MEMORY_CHARS, InvalidEntryError, MemoryCategory, MemoryEntry
+
+
+def test_category_values() -> None:
+    assert [c.value for c in MemoryCategory] == [
+        "trajectory", "insight", "error_pattern", "strategy", "fact", "working",
+    ]
+
+
+def test_new_defaults() -> None:
+    e = MemoryEntry.new(MemoryCategory.FACT, "deploy uses the blue cluster")
+    assert e.relevance == 1.0 and e.access_count == 0 and not e.validated
+    assert e.tags == () and e.namespace == () and e.last_accessed is None
+    assert e.id.version == 4
+    assert e.created_at.tzinfo is not None and e.created_at.utcoffset() == timedelta(0)
+    assert MemoryEntry.new(MemoryCategory.FACT, "x").id != e.id
+
+
+def test_builders_return_new_entries() -> None:
+    e = MemoryEntry.new(MemoryCategory.FACT, "x")
+    f = e.with_tag("infra").with_tags("a", "infra", "b").with_relevance(0.25)
+    g = f.with_namespace("t", "acme").as_validated()
+    assert e.tags == () and f.tags == ("infra", "a", "b") and f.relevance == 0.25
+    assert g.namespace == ("t", "acme") and g.validated and not f.validated
+    assert g.id == e.id
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf, -0.01, 1.0001, 2])
+def test_bad_relevance(bad: float) -> None:
+    e = MemoryEntry.new(MemoryCategory.FACT, "x")
+    with pytest.raises(InvalidEntryError):
+        e.with_relevance(bad)
+    assert issubclass(InvalidEntryError, ValueError)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc"),
+    [
+        ({"memory": 5}, TypeError),
+        ({"memory": b"x"}, TypeError),
+        ({"memory": "x" * (MAX_MEMORY_CHARS + 1)}, InvalidEntryError),
+        ({"memory": "bad \ud800 surrogate"}, InvalidEntryError),
+        ({"tags": ["ok", 3]}, TypeError),
+        ({"tags": "infra"}, TypeError),
+        ({"tags": [""]}, InvalidEntryError),
+        ({"namespace": ("t", "")}, InvalidEntryError),
+        ({"namespace": "t"}, TypeError),
+        ({"created_at": datetime(2026, 1, 1)}, InvalidEntryError),
+        ({"created_at": "2026-01-01"}, TypeError),
+        ({"access_count": -1}, InvalidEntryError),
+        ({"validated": 1}, TypeError),
+        ({"relevance": True}, TypeError),
+        ({"id": "not-a-uuid"}, TypeError),
+        ({"category": "fact"}, TypeError),
+    ],
+)
+def test_invalid_fields(kwargs: dict[str, object], exc: type[Exception]) -> None:
+    fields: dict[str, object] = {"category": MemoryCategory.FACT, "memory": "x"}
+    fields.update(kwargs)
+    with pytest.raises(exc):
+        MemoryEntry(**fields)  # type: ignore[arg-type]
+
+
+def test_limit_is_inclusive_and_times_normalised() -> None:
+    MemoryEntry(category=MemoryCategory.FACT, memory="x" * MAX_MEMORY_CHARS)
+    cet = timezone(timedelta(hours=1))
+    e = MemoryEntry(
+        category=MemoryCategory.FACT, memory="x", created_at=datetime(2026, 1, 1, 1, tzinfo=cet)
+    )
+    assert e.created_at == datetime(2026, 1, 1, tzinfo=timezone.utc)
+    assert e.created_at.tzinfo == timezone.utc
+
+
+def test_frozen_and_final() -> None:
+    e = MemoryEntry.new(MemoryCategory.FACT, "x")
+    with pytest.raises(AttributeError):
+        e.memory = "y"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+
+        class Sub(MemoryEntry):  # type: ignore[misc]
+            pass
+
+    assert isinstance(e.id, uuid.UUID)
