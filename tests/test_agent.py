@@ -146,7 +146,14 @@ def test_memory_block_injection_cannot_forge_a_header_or_a_line() -> None:
     assert [line for line in lines if line == HEADER] == [HEADER]
 
 
-@given(st.lists(st.text(), max_size=5))
+_HEADERISH = st.tuples(
+    st.text(" \t\n\r\\"),
+    st.sampled_from([HEADER, "relevant memory", "RELEVANT Memory:"]),
+    st.text(),
+).map("".join)
+
+
+@given(st.lists(st.one_of(st.text(), _HEADERISH), max_size=5))
 def test_memory_block_shape_property(texts: list[str]) -> None:
     block = memory_block(texts)
     shown = [text for text in texts if text]
