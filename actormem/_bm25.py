@@ -283,6 +283,14 @@ class BM25Index(metaclass=NoPublicConstructor):
         """The configuration this index was made from."""
         return self._scorer
 
+    def document_terms(self, rec: Record) -> Mapping[str, int]:
+        """``{term: tf}`` of ``rec``'s document (read-only; do not mutate). O(1).
+
+        Raises:
+            KeyError: ``rec`` is not in the index (never added, or purged).
+        """
+        return self._docs[rec].tfs
+
     def tokenize(self, text: str) -> list[str]:
         """The scorer's tokenizer applied to ``text``. O(len(text))."""
         return self._scorer.tokenizer(text)

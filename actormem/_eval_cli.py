@@ -1,0 +1,131 @@
+"""``actormem eval locomo``: the retrieval benchmark from the command line.
+
+The ``actormem`` command (``actormem._cli``) mounts :func:`add_eval_parser` on its
+subparsers; ``python -m actormem._eval_cli locomo --data PATH`` runs the same thing alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ._locomo import HELD_OUT, RETRIEVERS, TUNING, evaluate, format_table, load_locomo
+
+__all__ = ["add_eval_parser", "main", "run_eval_locomo"]
+
+#: Where the shared data lives relative to the project root; the CLI's default.
+DEFAULT_DATA = Path("..") / "shared" / "data" / "locomo10.json"
+
+_SPLITS = {"all": None, "tuning": TUNING, "held-out": HELD_OUT}
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"k must be >= 1, got {value}")
+    return value
+
+
+def _configure_locomo(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=DEFAULT_DATA,
+        help=f"path to locomo10.json (default: {DEFAULT_DATA})",
+    )
+    parser.add_argument(
+        "--scorer",
+        choices=sorted(RETRIEVERS),
+        default="bm25",
+        help="retrieval configuration (default: bm25, the plain reference; "
+        "see docs/retrieval.md for the others)",
+    )
+    parser.add_argument(
+        "--k",
+        type=_positive,
+        nargs="+",
+        default=[5, 10, 25, 50],
+        help="cut-offs for recall@k (default: 5 10 25 50)",
+    )
+    parser.add_argument(
+        "--split",
+        choices=sorted(_SPLITS),
+        default="all",
+        help="conversations: all (default), tuning (conv-26..conv-44) or held-out "
+        "(conv-47..conv-50)",
+    )
+    parser.add_argument(
+        "--conversation",
+        action="append",
+        metavar="SAMPLE_ID",
+        help="evaluate only this conversation (repeatable; overrides --split)",
+    )
+    parser.add_argument("--json", type=Path, metavar="OUT", help="also write the result as JSON")
+    parser.set_defaults(handler=run_eval_locomo)
+
+
+def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``eval`` (with its subcommand ``locomo``) to an argparse ``subparsers`` object.
+
+    Each leaf parser sets ``handler`` in its defaults: call ``args.handler(args)`` for the
+    exit status.
+
+    Returns:
+        The ``eval`` parser.
+    """
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "eval", help="measure retrieval quality on public benchmarks"
+    )
+    inner = parser.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
+    locomo = inner.add_parser(
+        "locomo",
+        help="LoCoMo recall@k with the paper's protocol (Table 3, dialog units)",
+        description="Recall@k on LoCoMo (Maharana et al., ACL 2024) with the paper's "
+        "retrieval protocol, beside the paper's DRAGON figures.",
+    )
+    _configure_locomo(locomo)
+    return parser
+
+
+def run_eval_locomo(args: argparse.Namespace) -> int:
+    """Run the LoCoMo evaluation described by ``args``; print the table. Returns 0, or
+    2 when the data cannot be read or names no such conversation (message on stderr)."""
+    try:
+        conversations = load_locomo(args.data)
+    except (OSError, ValueError) as exc:
+        print(f"actormem eval locomo: cannot read {args.data}: {exc}", file=sys.stderr)
+        return 2
+    wanted = args.conversation or _SPLITS[args.split]
+    if wanted is not None:
+        known = {c.sample_id for c in conversations}
+        missing = [w for w in wanted if w not in known]
+        if missing:
+            print(f"actormem eval locomo: no conversation {', '.join(missing)}", file=sys.stderr)
+            return 2
+        conversations = [c for c in conversations if c.sample_id in set(wanted)]
+    result = evaluate(conversations, RETRIEVERS[args.scorer], args.k)
+    print(format_table(result))
+    if args.json is not None:
+        args.json.write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m actormem._eval_cli locomo ...``: the ``eval`` command on its own."""
+    parser = argparse.ArgumentParser(prog="python -m actormem._eval_cli")
+    inner = parser.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
+    _configure_locomo(inner.add_parser("locomo", help="LoCoMo recall@k"))
+    args = parser.parse_args(argv)
+    status: int = args.handler(args)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())
