@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -111,6 +111,8 @@ class Memory(metaclass=NoPublicConstructor):
         self._pending_access: dict[uuid.UUID, tuple[int, datetime]] = {}
         self._snapshots: weakref.WeakSet[Snapshot] = weakref.WeakSet()
         self._retrieves = 0
+        #: Durable backend hook: awaited with each batch's journal before publishing.
+        self._commit: Callable[[list[tuple[int, Record]]], Awaitable[None]] | None = None
 
     # ------------------------------------------------------------ lifecycle helpers
 
@@ -398,6 +400,10 @@ async def _run_owner(memory: Memory, receive: trio.MemoryReceiveChannel[_Request
                     except (trio.WouldBlock, trio.EndOfChannel):
                         break
                 replies = memory._apply_batch(inflight)
+                if memory._commit is not None:
+                    # Durable mode: the batch is one group commit; nothing is published
+                    # or acknowledged before it is on disk.
+                    await memory._commit(state.take_journal())
                 state.publish()
                 for reply, result in replies:
                     reply.set(result)
@@ -446,6 +452,24 @@ def _validate_options(queue_size: int) -> None:
         raise InvalidQueryError(f"queue_size must be >= 1, got {queue_size}")
 
 
+def _make_memory(
+    capacity: int | None,
+    half_life: float,
+    scorer: Scorer | None,
+    queue_size: int,
+    clock: Callable[[], datetime] | None,
+) -> tuple[Memory, trio.MemoryReceiveChannel[_Request]]:
+    _validate_options(queue_size)
+    state = MemoryState(
+        capacity=capacity,
+        half_life=half_life,
+        scorer=scorer if scorer is not None else WordOverlapScorer(),
+        clock=clock if clock is not None else _utc_now,
+    )
+    send, receive = trio.open_memory_channel[_Request](queue_size)
+    return Memory._create(state, send, queue_size), receive
+
+
 async def serve_memory(
     *,
     capacity: int | None = None,
@@ -459,16 +483,11 @@ async def serve_memory(
 
     Returns when the memory is closed (:meth:`Memory.aclose`) and every queued request
     was answered. See :func:`open_memory` for the arguments.
+
+    Raises:
+        TypeError, InvalidQueryError: A bad option (raised from ``nursery.start``).
     """
-    _validate_options(queue_size)
-    state = MemoryState(
-        capacity=capacity,
-        half_life=half_life,
-        scorer=scorer if scorer is not None else WordOverlapScorer(),
-        clock=clock if clock is not None else _utc_now,
-    )
-    send, receive = trio.open_memory_channel[_Request](queue_size)
-    memory = Memory._create(state, send, queue_size)
+    memory, receive = _make_memory(capacity, half_life, scorer, queue_size, clock)
     task_status.started(memory)
     await _run_owner(memory, receive)
 
@@ -502,19 +521,11 @@ async def open_memory(
     Raises:
         TypeError, InvalidQueryError: A bad option (nothing is started).
     """
+    memory, receive = _make_memory(capacity, half_life, scorer, queue_size, clock)
     body_error: BaseException | None = None
     try:
         async with trio.open_nursery() as nursery:
-            memory: Memory = await nursery.start(
-                lambda task_status: serve_memory(
-                    capacity=capacity,
-                    half_life=half_life,
-                    scorer=scorer,
-                    queue_size=queue_size,
-                    clock=clock,
-                    task_status=task_status,
-                )
-            )
+            nursery.start_soon(_run_owner, memory, receive, name="actormem owner")
             try:
                 yield memory
             except BaseException as exc:

@@ -63,6 +63,9 @@ __all__ = ["DEFAULT_HALF_LIFE", "MemoryState", "StoreOutcome", "View"]
 #: Default half-life of relevance-weighted recency, in seconds (7 days).
 DEFAULT_HALF_LIFE = 7 * 24 * 3600.0
 
+#: Journal record kinds: a record became live, a record died, its access bookkeeping changed.
+JOURNAL_DELETE, JOURNAL_PUT, JOURNAL_ACCESS = 0, 1, 2
+
 #: Relevance below which consolidation prunes an unvalidated entry (loopctl's 0.05).
 PRUNE_BELOW = 0.05
 
@@ -200,6 +203,8 @@ class MemoryState:
         self._dups: dict[int, list[Record]] = {}
         self._graveyard: deque[Record] = deque()
         self._evictions_since_consolidate = 0
+        #: Changes since the last :meth:`take_journal`, for a durable backend; None: off.
+        self.journal: list[tuple[int, Record]] | None = None
         # Counters for statistics().
         self.stores = 0
         self.upserts = 0
@@ -238,6 +243,13 @@ class MemoryState:
 
     # ------------------------------------------------------------------ writing
 
+    def take_journal(self) -> list[tuple[int, Record]]:
+        """The changes recorded since the last call, oldest first, and start afresh. O(1)."""
+        journal = self.journal or []
+        if self.journal is not None:
+            self.journal = []
+        return journal
+
     def publish(self) -> None:
         """Make every applied write visible to new snapshots. O(1)."""
         self.published = self.version
@@ -261,6 +273,8 @@ class MemoryState:
         self._dups.setdefault(rec.dupkey, []).append(rec)
         self.index.add(rec)
         self._live += 1
+        if self.journal is not None:
+            self.journal.append((JOURNAL_PUT, rec))
 
     def _unlink(self, rec: Record) -> None:
         """Kill a live record at the working version (older snapshots keep seeing it)."""
@@ -275,6 +289,8 @@ class MemoryState:
         self.index.retire(rec)
         self._graveyard.append(rec)
         self._live -= 1
+        if self.journal is not None:
+            self.journal.append((JOURNAL_DELETE, rec))
 
     def store(self, entry: MemoryEntry) -> StoreOutcome:
         """Insert ``entry``, or replace the live entry with its id (keeping ``created_at``).
@@ -349,6 +365,8 @@ class MemoryState:
             self._evict.remove(rec.evkey)
             rec.evkey = self._evkey(rec)
             self._evict.add(rec.evkey)
+            if self.journal is not None:
+                self.journal.append((JOURNAL_ACCESS, rec))
             changed += 1
         self.access_updates += changed
         return changed

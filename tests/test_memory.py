@@ -1,0 +1,449 @@
+"""The actor: concurrency, snapshots, backpressure, cancellation, lifecycle."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+import actormem
+from actormem import (
+    InvalidQueryError,
+    Memory,
+    MemoryCategory,
+    MemoryEntry,
+    Snapshot,
+    open_memory,
+    serve_memory,
+)
+
+
+def fact(text: str, relevance: float = 1.0) -> MemoryEntry:
+    return MemoryEntry.new(MemoryCategory.FACT, text).with_relevance(relevance)
+
+
+class Gate:
+    """A commit hook that parks the owner until opened: a slow request, on demand."""
+
+    def __init__(self) -> None:
+        self.open = trio.Event()
+        self.entered = 0
+
+    async def __call__(self, journal: Any) -> None:
+        self.entered += 1
+        await self.open.wait()
+
+
+def gate_owner(memory: Memory) -> Gate:
+    gate = Gate()
+    memory._state.journal = []
+    memory._commit = gate
+    return gate
+
+
+@pytest.fixture
+async def memory() -> AsyncIterator[Memory]:
+    async with open_memory() as m:
+        yield m
+
+
+async def test_concurrent_stores_and_retrieves(memory: Memory) -> None:
+    for i in range(200):
+        await memory.store(fact(f"seed entry {i}"))
+    answers: list[int] = []
+
+    async def reader() -> None:
+        for _ in range(20):
+            answers.append(len(await memory.retrieve("entry 7", 5)))
+
+    async with trio.open_nursery() as nursery:
+        for _ in range(5):
+            nursery.start_soon(reader)
+        for i in range(50):
+            nursery.start_soon(memory.store, fact(f"concurrent entry {i}"))
+    assert len(memory) == 250
+    assert answers == [5] * 100
+    memory._state._check()
+
+
+async def test_snapshot_isolation(memory: Memory) -> None:
+    old = fact("kept in old snapshot")
+    await memory.store(old)
+    snap = memory.snapshot()
+    new = fact("written after the snapshot")
+    await memory.store(new)
+    await memory.delete(old.id)
+    await memory.store(old.id and fact("another"))
+    assert len(snap) == 1 and snap.get(new.id) is None and snap.get(old.id) == old
+    assert [e.id for e in snap] == [old.id]
+    assert snap.retrieve("written after") == [old]
+    assert new.id not in snap and old.id in snap
+    fresh = memory.snapshot()
+    assert fresh.get(new.id) == new and fresh.get(old.id) is None and len(fresh) == 2
+    assert memory.statistics().live_snapshots == 2
+    del snap, fresh
+    assert memory.statistics().live_snapshots == 0
+
+
+async def test_readers_answer_while_owner_is_blocked(memory: Memory) -> None:
+    await memory.store(fact("already there"))
+    gate = gate_owner(memory)
+    done = trio.Event()
+
+    async def slow_store() -> None:
+        await memory.store(fact("pending"))
+        done.set()
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(slow_store)
+        await trio.testing.wait_all_tasks_blocked()
+        assert gate.entered == 1 and not done.is_set()
+        # The owner is parked inside a request; reads still answer, from the last
+        # published snapshot.
+        assert [e.memory for e in await memory.retrieve("pending", 5)] == ["already there"]
+        assert len(memory) == 1
+        gate.open.set()
+    assert done.is_set() and len(memory) == 2
+
+
+async def test_backpressure_and_store_nowait() -> None:
+    async with open_memory(queue_size=1) as memory:
+        gate = gate_owner(memory)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(memory.store, fact("a"))  # taken by the owner, parked
+            await trio.testing.wait_all_tasks_blocked()
+            memory.store_nowait(fact("b"))  # fills the one-slot buffer
+            with pytest.raises(trio.WouldBlock):
+                memory.store_nowait(fact("c"))
+            assert memory.statistics().queue_depth == 1
+            blocked = trio.Event()
+
+            async def waits() -> None:
+                blocked.set()
+                await memory.store(fact("d"))  # waits for room: backpressure
+
+            nursery.start_soon(waits)
+            await trio.testing.wait_all_tasks_blocked()
+            assert blocked.is_set() and len(memory) == 0
+            gate.open.set()
+        assert sorted(e.memory for e in memory.snapshot()) == ["a", "b", "d"]
+
+
+async def test_cancelled_callers_do_not_stall_the_owner() -> None:
+    async with open_memory(queue_size=8) as memory:
+        gate = gate_owner(memory)
+        async with trio.open_nursery() as nursery:
+            for i in range(1000):
+                nursery.start_soon(memory.store, fact(f"cancelled {i}"))
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.cancel_scope.cancel()
+        # The owner took one batch (its first request plus what it drained, up to its
+        # batch limit) and parked; the remaining callers were cancelled either with a
+        # request queued (applied later, not acknowledged) or while waiting for room.
+        sent = gate.entered
+        gate.open.set()
+        for _ in range(1000):
+            with trio.CancelScope() as scope:
+                scope.cancel()
+                await memory.store(fact("never sent"))
+        await memory.store(fact("normal call"))
+        texts = [e.memory for e in memory.snapshot()]
+        assert sent == 1 and texts[-1] == "normal call"
+        assert 9 <= len(texts) - 1 < 1000
+        assert "never sent" not in texts
+        assert len(set(texts)) == len(texts)
+        memory._state._check()
+
+
+async def test_access_bookkeeping_is_batched() -> None:
+    now = datetime(2026, 5, 1, tzinfo=UTC)
+    async with open_memory(clock=lambda: now) as memory:
+        e = fact("rust is fast")
+        await memory.store(e)
+        (first,) = await memory.retrieve("rust", 1)
+        assert first.access_count == 0  # results are as of the snapshot read
+        await trio.testing.wait_all_tasks_blocked()
+        assert memory.statistics().access_updates == 1
+        async with trio.open_nursery() as nursery:
+            for _ in range(50):
+                nursery.start_soon(memory.retrieve, "rust", 1)
+        memory.snapshot().retrieve("rust")  # snapshots never count
+        await trio.testing.wait_all_tasks_blocked()
+        stored = await memory.get(e.id)
+        assert stored is not None
+        assert stored.access_count == 51 and stored.last_accessed == now
+        stats = memory.statistics()
+        # 50 concurrent reads reached the owner as one write, not 50.
+        assert stats.retrieves == 51 and stats.access_updates == 2
+
+
+async def test_access_refreshes_eviction_order() -> None:
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    clock_now = [t0]
+    async with open_memory(capacity=2, half_life=3600.0, clock=lambda: clock_now[0]) as memory:
+        old = MemoryEntry(category=MemoryCategory.FACT, memory="old but used", created_at=t0)
+        young = MemoryEntry(
+            category=MemoryCategory.FACT, memory="young", created_at=t0 + timedelta(hours=1)
+        )
+        await memory.store(old)
+        await memory.store(young)
+        clock_now[0] = t0 + timedelta(hours=2)
+        await memory.retrieve("used", 1)
+        await trio.testing.wait_all_tasks_blocked()
+        await memory.store(fact("newcomer"))
+        assert await memory.get(young.id) is None  # the old entry was used later
+        assert await memory.get(old.id) is not None
+        assert memory.statistics().evictions == 1
+
+
+async def test_eviction_prefers_unvalidated_and_low_relevance() -> None:
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    async with open_memory(capacity=3, half_life=86400.0) as memory:
+        low_valid = MemoryEntry(
+            category=MemoryCategory.FACT, memory="v", relevance=0.01, validated=True, created_at=t0
+        )
+        older = MemoryEntry(category=MemoryCategory.FACT, memory="o", relevance=1.0, created_at=t0)
+        # Half the relevance but one half-life younger: the same weighted recency, so
+        # the tie goes to the earlier stored ("o").
+        younger = MemoryEntry(
+            category=MemoryCategory.FACT, memory="y", relevance=0.5, created_at=t0 + timedelta(days=1)
+        )
+        for e in (low_valid, older, younger):
+            await memory.store(e)
+        await memory.store(fact("x"))
+        assert await memory.get(older.id) is None
+        await memory.store(fact("z"))
+        assert await memory.get(younger.id) is None
+        assert await memory.get(low_valid.id) is not None  # validated goes last
+        await memory.store(fact("w"))
+        assert await memory.get(low_valid.id) is not None
+        assert len(memory) == 3 and memory.statistics().evictions == 3
+
+
+async def test_upsert_keeps_created_at_and_position(memory: Memory) -> None:
+    t0 = datetime(2020, 1, 1, tzinfo=UTC)
+    a = MemoryEntry(category=MemoryCategory.FACT, memory="alpha", created_at=t0)
+    b = fact("beta")
+    await memory.store(a)
+    await memory.store(b)
+    a2 = MemoryEntry(id=a.id, category=MemoryCategory.INSIGHT, memory="alpha two")
+    await memory.store(a2)
+    got = await memory.get(a.id)
+    assert got is not None and got.memory == "alpha two" and got.created_at == t0
+    assert [e.memory for e in memory.snapshot()] == ["alpha two", "beta"]
+    assert [e.memory for e in await memory.retrieve("zzz", 2)] == ["alpha two", "beta"]
+    assert len(memory) == 2 and memory.statistics().upserts == 1
+
+
+async def test_filters(memory: Memory) -> None:
+    acme = fact("deploy acme").with_namespace("t", "acme").with_tag("infra")
+    corp = fact("deploy corp").with_namespace("t", "acme-corp")
+    insight = MemoryEntry.new(MemoryCategory.INSIGHT, "deploy insight").with_namespace("t", "acme", "x")
+    for e in (acme, corp, insight):
+        await memory.store(e)
+    got = await memory.retrieve("deploy", 10, namespace=("t", "acme"))
+    assert [e.memory for e in got] == ["deploy acme", "deploy insight"]
+    got = await memory.retrieve("deploy", 10, category=MemoryCategory.INSIGHT)
+    assert [e.memory for e in got] == ["deploy insight"]
+    got = await memory.retrieve("deploy", 10, tags=["infra"])
+    assert [e.memory for e in got] == ["deploy acme"]
+    got = await memory.retrieve("deploy", 10, category=[MemoryCategory.FACT], namespace=("t",))
+    assert [e.memory for e in got] == ["deploy acme", "deploy corp"]
+
+
+async def test_bad_input_is_rejected_and_changes_nothing(memory: Memory) -> None:
+    await memory.store(fact("x"))
+    before = memory.statistics()
+    with pytest.raises(TypeError):
+        await memory.store("not an entry")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        await memory.retrieve(b"bytes")  # type: ignore[arg-type]
+    with pytest.raises(InvalidQueryError):
+        await memory.retrieve("x", -1)
+    with pytest.raises(InvalidQueryError):
+        await memory.retrieve("x" * (actormem.MAX_QUERY_CHARS + 1))
+    with pytest.raises(TypeError):
+        await memory.retrieve("x", namespace="t")  # type: ignore[arg-type]
+    with pytest.raises(InvalidQueryError):
+        await memory.retrieve("x", namespace=("t", ""))
+    with pytest.raises(TypeError):
+        await memory.delete("id")  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        await memory.get(42)  # type: ignore[arg-type]
+    assert memory.statistics() == before
+    with pytest.raises(InvalidQueryError):
+        async with open_memory(capacity=0):
+            pass
+    with pytest.raises(InvalidQueryError):
+        async with open_memory(half_life=float("nan")):
+            pass
+
+
+async def test_consolidate_prunes_merges_and_loses_no_concurrent_store(memory: Memory) -> None:
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    keep = MemoryEntry(category=MemoryCategory.FACT, memory="Deploy  uses BLUE", created_at=t0)
+    dup = fact("deploy uses blue", 0.4).with_tag("infra").as_validated()
+    await memory.store(keep)
+    await memory.store(dup)
+    await memory.store(fact("noise", 0.04))
+    await memory.store(fact("edge", 0.05))
+    await memory.store(fact("trusted noise", 0.0).as_validated())
+    results: list[Any] = []
+
+    async def consolidate() -> None:
+        results.append(await memory.consolidate())
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(consolidate)
+        for i in range(100):
+            nursery.start_soon(memory.store, fact(f"arrives meanwhile {i}"))
+    (stats,) = results
+    assert (stats.entries_before, stats.pruned, stats.merged) == (
+        stats.entries_before, 1, 1,
+    )
+    assert stats.bytes_saved == len("noise") + len("deploy uses blue")
+    assert len(memory) == 5 - 2 + 100
+    merged = await memory.get(keep.id)
+    assert merged is not None
+    assert merged.memory == "Deploy  uses BLUE" and merged.created_at == t0
+    assert merged.relevance == 1.0 and merged.tags == ("infra",) and merged.validated
+    assert await memory.get(dup.id) is None
+
+
+async def test_close_then_every_call_raises_closed() -> None:
+    async with open_memory() as memory:
+        await memory.store(fact("x"))
+    for call in (
+        memory.store(fact("y")),
+        memory.retrieve("x"),
+        memory.retrieve_scored("x"),
+        memory.delete(uuid.uuid4()),
+        memory.consolidate(),
+        memory.get(uuid.uuid4()),
+    ):
+        with pytest.raises(trio.ClosedResourceError):
+            await call
+    with pytest.raises(trio.ClosedResourceError):
+        memory.store_nowait(fact("z"))
+    with pytest.raises(trio.ClosedResourceError):
+        memory.snapshot()
+
+
+async def test_pending_callers_get_closed_error_when_memory_closes() -> None:
+    errors: list[BaseException] = []
+    answered: list[str] = []
+
+    async def caller(memory: Memory, text: str) -> None:
+        try:
+            await memory.store(fact(text))
+            answered.append(text)
+        except trio.ClosedResourceError as exc:
+            errors.append(exc)
+
+    async with trio.open_nursery() as outside:
+        async with open_memory(queue_size=1) as memory:
+            gate = gate_owner(memory)
+            outside.start_soon(caller, memory, "in the owner")
+            await trio.testing.wait_all_tasks_blocked()
+            outside.start_soon(caller, memory, "queued")
+            await trio.testing.wait_all_tasks_blocked()
+            for i in range(3):
+                outside.start_soon(caller, memory, f"waiting for room {i}")
+            await trio.testing.wait_all_tasks_blocked()
+            gate.open.set()
+    # What reached the channel was applied and answered; the rest got a defined error.
+    assert answered == ["in the owner", "queued"]
+    assert len(errors) == 3
+
+
+async def test_serve_memory_with_nursery_start() -> None:
+    async with trio.open_nursery() as nursery:
+        memory = await nursery.start(serve_memory)
+        await memory.store(fact("served"))
+        assert len(memory) == 1
+        await memory.aclose()
+        await memory.aclose()  # idempotent
+    with pytest.raises(trio.ClosedResourceError):
+        await memory.store(fact("after"))
+
+
+class _PoisonScorer:
+    name = "poison"
+
+    def make_index(self) -> Any:
+        inner = actormem.WordOverlapScorer().make_index()
+
+        class Index:
+            def add(self, rec: Any) -> None:
+                if rec.entry.memory == "poison":
+                    raise RuntimeError("bug in the index")
+                inner.add(rec)
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(inner, name)
+
+        return Index()
+
+    def score_entry(self, *args: Any) -> float:
+        raise NotImplementedError
+
+
+async def test_owner_death_breaks_every_call_and_crashes_loudly() -> None:
+    caught: list[BaseException] = []
+    with pytest.raises(BaseExceptionGroup) as info:
+        async with trio.open_nursery() as nursery:
+            memory = await nursery.start(
+                lambda task_status: serve_memory(scorer=_PoisonScorer(), task_status=task_status)
+            )
+
+            async def victim() -> None:
+                try:
+                    await memory.store(fact("poison"))
+                except trio.BrokenResourceError as exc:
+                    caught.append(exc)
+
+            async with trio.open_nursery() as inner:
+                inner.start_soon(victim)
+    assert info.group_contains(RuntimeError, match="bug in the index")
+    (exc,) = caught
+    assert isinstance(exc.__cause__, RuntimeError)
+    with pytest.raises(trio.BrokenResourceError) as later:
+        await memory.store(fact("later"))
+    assert isinstance(later.value.__cause__, RuntimeError)
+    with pytest.raises(trio.BrokenResourceError):
+        await memory.retrieve("x")
+
+
+async def test_body_exceptions_are_not_wrapped() -> None:
+    with pytest.raises(KeyError):
+        async with open_memory():
+            raise KeyError("mine")
+
+
+async def test_idle_memory_uses_no_cpu(autojump_clock: trio.testing.MockClock) -> None:
+    steps: list[str] = []
+
+    class Count(trio.abc.Instrument):
+        def before_task_step(self, task: trio.lowlevel.Task) -> None:
+            steps.append(task.name)
+
+    async with open_memory() as memory:
+        await memory.store(fact("x"))
+        await trio.testing.wait_all_tasks_blocked()
+        trio.lowlevel.add_instrument(Count())
+        await trio.sleep(3600)
+        owner_steps = [name for name in steps if "serve_memory" in name or "owner" in name]
+        assert owner_steps == []
+        assert memory.statistics().queue_depth == 0
+
+
+def test_handles_have_no_public_constructor() -> None:
+    with pytest.raises(TypeError):
+        Memory()
+    with pytest.raises(TypeError):
+        Snapshot()
