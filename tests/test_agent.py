@@ -337,7 +337,8 @@ def test_hooks_reject_bad_top_k(top_k: Any, error: type) -> None:
 class HalfMemory:
     async def store(self, entry: MemoryEntry) -> None: ...
 
-    async def retrieve(self, query: str, limit: int) -> list[MemoryEntry]: ...
+    async def retrieve(self, query: str, limit: int) -> list[MemoryEntry]:
+        return []
 
 
 def test_hooks_reject_object_without_verbs() -> None:
