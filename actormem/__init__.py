@@ -24,10 +24,56 @@ from ._state import DEFAULT_HALF_LIFE as DEFAULT_HALF_LIFE
 from ._stats import ConsolidationStats as ConsolidationStats
 from ._stats import MemoryStatistics as MemoryStatistics
 from ._wordoverlap import WordOverlapScorer as WordOverlapScorer
+from .agent import MEMORY_HEADER as MEMORY_HEADER
+from .agent import LoopMemory as LoopMemory
+from .agent import MemoryHooks as MemoryHooks
+from .agent import RunResult as RunResult
+from .agent import format_trajectory as format_trajectory
+from .agent import run_agent as run_agent
+from .context import Budget as Budget
+from .context import CharTokenCounter as CharTokenCounter
+from .context import ContextMemory as ContextMemory
+from .context import InMemoryContext as InMemoryContext
+from .context import Message as Message
+from .context import Role as Role
+from .context import Round as Round
+from .context import SummarizeStrategy as SummarizeStrategy
+from .context import TokenCounter as TokenCounter
+from .context import ToolCall as ToolCall
+from .context import TrimResult as TrimResult
+from .context import TrimStrategy as TrimStrategy
+from .context import WindowContext as WindowContext
+from .context import WindowDrop as WindowDrop
+from .profile import ProfileEntry as ProfileEntry
+from .profile import ProfileMemory as ProfileMemory
+from .profile import RecallOptions as RecallOptions
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "MEMORY_HEADER",
+    "Budget",
+    "CharTokenCounter",
+    "ContextMemory",
+    "InMemoryContext",
+    "LoopMemory",
+    "MemoryHooks",
+    "Message",
+    "ProfileEntry",
+    "ProfileMemory",
+    "RecallOptions",
+    "Role",
+    "Round",
+    "RunResult",
+    "SummarizeStrategy",
+    "TokenCounter",
+    "ToolCall",
+    "TrimResult",
+    "TrimStrategy",
+    "WindowContext",
+    "WindowDrop",
+    "format_trajectory",
+    "run_agent",
     "DEFAULT_HALF_LIFE",
     "DEFAULT_QUEUE_SIZE",
     "MAX_MEMORY_CHARS",

@@ -38,7 +38,10 @@ leave at ``purge`` lazily: a list is rebuilt when half of it is purged.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+import math
+from collections import Counter
+from collections.abc import Callable, Iterable
+from operator import itemgetter
 
 import attrs
 
@@ -48,6 +51,47 @@ from ._substring import SubstringVocab
 from ._util import Final
 
 __all__ = ["WordOverlapScorer", "combine_word_overlap", "word_overlap_score"]
+
+
+#: Words whose rarest gram is in more tokens than this skip the exact postings count.
+_EXACT_DF_TOKENS = 4096
+
+
+def _kth_floor(
+    matched: Counter[Record],
+    tagged: set[Record],
+    limit: int,
+    n_words: int,
+    admitted: Callable[[Record], bool],
+) -> float | None:
+    """A score at least ``limit`` admitted candidates are sure to reach, or None.
+
+    Takes the candidates with the most matches so far (in growing slices, so rejected
+    ones cannot hide the rest) and returns the k-th best of their scores counting only
+    those matches. O(C log k) for C candidates.
+    """
+    floor: list[float] = []
+
+    def push(score: float) -> None:
+        if len(floor) < limit:
+            heapq.heappush(floor, score)
+        elif score > floor[0]:
+            heapq.heapreplace(floor, score)
+
+    for rec in tagged:
+        if admitted(rec):
+            push(combine_word_overlap(rec.entry.relevance, matched.get(rec, 0), n_words, True))
+    want, taken = limit, 0
+    while taken < len(matched):
+        slice_ = heapq.nlargest(want, matched.items(), key=itemgetter(1))
+        for rec, count in slice_[taken:]:
+            if rec not in tagged and admitted(rec):
+                push(combine_word_overlap(rec.entry.relevance, count, n_words, False))
+        taken = len(slice_)
+        if len(floor) == limit:
+            break
+        want *= 4
+    return floor[0] if len(floor) == limit else None
 
 
 def combine_word_overlap(relevance: float, matched: int, n_words: int, tag: bool) -> float:
@@ -75,17 +119,17 @@ class WordOverlapScorer(metaclass=Final):
     See the module documentation for the formula. Scores lie in [0.1, 1.3].
 
     Args:
-        essential_budget: Tuning knob of the MaxScore split: query words are scored from
-            their posting lists (rarest first) while the postings visited stay within
-            ``max(essential_budget, entries // 8)``; the rest are tested per visited entry.
-            It changes speed only, never results.
+        essential_budget: Postings a retrieve visits before it starts asking, ahead of each
+            further (longer) posting list, whether the entries not yet seen can still
+            reach the k-th best score. Changes speed only, never results.
 
-    Runtime complexity of a retrieve: O(P + V log k) where P is the total postings length
-    of the essential words and V the number of entries visited in relevance order
-    (typically about k). A query of only very common words can visit many entries.
+    Runtime complexity of a retrieve: O(P + C + V) plus O(log k) per entry that enters
+    the heap, where P is the postings length of the words processed exhaustively, C the
+    candidates they yield and V the entries visited in relevance order (typically about
+    k). A query made only of very common words can visit many entries.
     """
 
-    essential_budget: int = 4096
+    essential_budget: int = 2048
 
     @property
     def name(self) -> str:
@@ -196,42 +240,58 @@ class _WordOverlapIndex:
         mult: dict[str, int] = {}
         for w in words:
             mult[w] = mult.get(w, 0) + 1
+        top = next(view.by_relevance(), None)
+        max_rel = top.entry.relevance if top is not None else 1.0
 
-        # Split the distinct words into essential (scored from postings) and the rest.
-        sized = sorted((self._words.vocab.gram_size(w), w) for w in mult)
-        budget = max(self._budget, len(view) // 8)
-        essential: list[tuple[str, list[list[Record]]]] = []
-        rest: list[str] = []
-        spent = 0
-        for gsize, w in sized:
-            if gsize == 0:
-                continue  # no token contains w: it matches nothing
-            if spent + gsize <= budget:
-                lists = self._words.matching(w)
-                size = sum(map(len, lists))
-                if spent + size <= budget:
-                    spent += size
-                    essential.append((w, lists))
-                    continue
-            rest.append(w)
-        m_rest = sum(mult[w] for w in rest)
+        def admitted(rec: Record) -> bool:
+            return rec.born <= version < rec.died and (accept is None or accept(rec))
 
-        # 1. Exhaustive part: essential words' postings, and entries whose tags match.
-        matched: dict[Record, int] = {}
-        for w, lists in essential:
-            m = mult[w]
-            seen: set[Record] = set()
-            for lst in lists:
-                for rec in lst:
-                    if rec in seen:
-                        continue
-                    seen.add(rec)
-                    matched[rec] = matched.get(rec, 0) + m
+        # Entries whose tags contain the whole query: always scored (they get +0.3).
         tagged: set[Record] = set()
         q = query.strip().lower()
         if q:
             for lst in self._tags.matching(q):
                 tagged.update(lst)
+
+        # Words that occur in some token, rarest first (by postings length).
+        vocab = self._words.vocab
+        info: list[tuple[float, str, list[list[Record]] | None]] = []
+        for w in mult:
+            gsize = vocab.gram_size(w)
+            if gsize == 0:
+                continue  # no token contains w: it matches nothing
+            if gsize <= _EXACT_DF_TOKENS:
+                lists = self._words.matching(w)
+                df = sum(map(len, lists))
+                if df:
+                    info.append((df, w, lists))
+            else:
+                info.append((math.inf, w, None))
+        info.sort(key=lambda t: t[0])
+        m_open = sum(mult[w] for _, w, _ in info)  # multiplicity of words not yet processed
+
+        # 1. MaxScore's exhaustive part: process words rarest first, counting matches per
+        # record (in C, through Counter), until the records not yet seen cannot reach the
+        # k-th best score the candidates are already sure of.
+        matched: Counter[Record] = Counter()
+        spent = 0
+        done = 0
+        for df, w, lists in info:
+            if spent + df > self._budget and len(matched) + len(tagged) >= limit:
+                kth = _kth_floor(matched, tagged, limit, n_words, admitted)
+                if kth is not None and combine_word_overlap(max_rel, m_open, n_words, False) < kth:
+                    break
+            if lists is None:
+                lists = self._words.matching(w)
+                df = sum(map(len, lists))
+            spent += int(df)
+            recs: Iterable[Record] = lists[0] if len(lists) == 1 else set().union(*lists)
+            for _ in range(mult[w]):
+                matched.update(recs)
+            m_open -= mult[w]
+            done += 1
+        rest = [w for _, w, _ in info[done:]]
+        m_rest = m_open
 
         heap: list[tuple[float, int, Record]] = []  # worst on top: (score, -seq, rec)
 
@@ -247,15 +307,32 @@ class _WordOverlapIndex:
             elif item[:2] > heap[0][:2]:
                 heapq.heapreplace(heap, item)
 
-        for rec, count in matched.items():
-            if rec.born <= version < rec.died and (accept is None or accept(rec)):
-                offer(rec, count, rec in tagged)
+        # Score the tagged entries, then the candidates by matched count, highest first,
+        # one count at a time, until the next count cannot beat the k-th best.
         for rec in tagged:
-            if rec not in matched and rec.born <= version < rec.died:
-                if accept is None or accept(rec):
-                    offer(rec, 0, True)
+            if admitted(rec):
+                offer(rec, matched.get(rec, 0), True)
+        hist = Counter(matched.values())
+        counts = sorted(hist, reverse=True)
+        i = 0
+        while i < len(counts):
+            if len(heap) == limit:
+                bound = combine_word_overlap(max_rel, counts[i] + m_rest, n_words, False)
+                if bound < heap[0][0]:
+                    break
+            # One pass takes the next counts down to where at least `limit` candidates are.
+            j, have = i, 0
+            while j < len(counts) and have < limit:
+                have += hist[counts[j]]
+                j += 1
+            hi, lo = counts[i], counts[j - 1]
+            for rec, count in matched.items():
+                if lo <= count <= hi and rec not in tagged and admitted(rec):
+                    offer(rec, count, False)
+            i = j
 
-        # 2. Everything else, in descending relevance, while it can still enter the top k.
+        # 2. Everything else matched none of the processed words: visit it in descending
+        # relevance while its bound can still enter the top k.
         below: float | None = None
         while True:
             restarted = False
