@@ -29,7 +29,7 @@ import math
 import re
 import time
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -408,7 +408,7 @@ def evaluate(
     pseudo-relevance feedback) per question.
     """
     if retriever is None:
-        retriever = RETRIEVERS["bm25"]
+        retriever = RETRIEVERS["bm25"]()
     ks = tuple(sorted(set(ks)))
     if not ks or ks[0] < 1:
         raise ValueError(f"every k must be >= 1, got {ks!r}")
@@ -474,11 +474,36 @@ def format_table(result: EvalResult) -> str:
     return "\n".join(lines)
 
 
-def _stemmed() -> Tokenizer:
-    return Tokenizer(stemmer="english", stopwords=stop_words("english"))
+def _plain() -> Retriever:
+    return Retriever(name="bm25")
 
 
-#: Named retrievers for ``actormem eval locomo --scorer NAME`` (see docs/retrieval.md).
-RETRIEVERS: dict[str, Retriever] = {
-    "bm25": Retriever(name="bm25"),
+def _stemmed() -> Retriever:
+    tokenizer = Tokenizer(stemmer="english", stopwords=stop_words("english", "nltk"))
+    return Retriever(name="bm25-stem", scorer=BM25Scorer(k1=0.6, b=0.1, tokenizer=tokenizer))
+
+
+def _tuned() -> Retriever:
+    tokenizer = Tokenizer(stemmer="english", stopwords=stop_words("english", "nltk"))
+    return Retriever(
+        name="bm25-tuned",
+        scorer=BM25Scorer(k1=1.5, b=0.5, tokenizer=tokenizer),
+        speaker_weight=2,
+        text_weight=3,
+        context=2,
+    )
+
+
+#: Named retrievers for ``actormem eval locomo --scorer NAME``, built on demand (the
+#: stemmed ones need PyStemmer and bm25s). Chosen on the tuning conversations by
+#: ``stress/retrieval_experiments.py``; see docs/retrieval.md.
+#:
+#: * ``bm25``: plain BM25 over the paper's unit text (the reference line);
+#: * ``bm25-stem``: Snowball stemming and NLTK's stop words, k1 0.6, b 0.1;
+#: * ``bm25-tuned``: as ``bm25-stem`` plus speaker x2, own text x3 and two neighbouring
+#:   turns on each side in each unit's indexed text, k1 1.5, b 0.5.
+RETRIEVERS: dict[str, Callable[[], Retriever]] = {
+    "bm25": _plain,
+    "bm25-stem": _stemmed,
+    "bm25-tuned": _tuned,
 }
