@@ -490,3 +490,86 @@ BM25Machine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 TestBM25Index = BM25Machine.TestCase
+
+
+# -- the same, through the engine's MemoryState (the owner's real calls) ------------------
+
+
+class EngineBM25Machine(RuleBasedStateMachine):
+    """MemoryState with a BM25Scorer against a dict model; evictions follow the engine."""
+
+    ids = Bundle("engine_ids")
+
+    @initialize(capacity=st.sampled_from([None, 4, 8]))
+    def setup(self, capacity: int | None) -> None:
+        from actormem._state import MemoryState
+
+        self.scorer = BM25Scorer()
+        self.state = MemoryState(capacity=capacity, half_life=3600.0, scorer=self.scorer)
+        self.model: dict[object, tuple[MemoryEntry, int]] = {}  # id -> (entry, seq)
+        self.snapshots: list[tuple[object, list[tuple[MemoryEntry, int]]]] = []
+        self.published: list[tuple[MemoryEntry, int]] = []
+
+    def _store(self, e: MemoryEntry) -> None:
+        outcome = self.state.store(e)
+        if outcome.evicted is not None:
+            del self.model[outcome.evicted.entry.id]
+        self.model[e.id] = (e, outcome.record.seq)
+
+    @rule(target=ids, text=texts)
+    def store(self, text: str) -> object:
+        e = entry(text)
+        self._store(e)
+        return e.id
+
+    @rule(ident=ids, text=texts)
+    def upsert(self, ident: object, text: str) -> None:
+        if ident in self.model:
+            old, _ = self.model[ident]
+            self._store(attrs.evolve(old, memory=text))
+
+    @rule(ident=consumes(ids))
+    def delete(self, ident: object) -> None:
+        if self.state.delete(ident) is not None:  # type: ignore[arg-type]
+            del self.model[ident]
+
+    @rule()
+    def publish(self) -> None:
+        self.state.publish()
+        self.published = list(self.model.values())
+
+    @rule()
+    def open_snapshot(self) -> None:
+        self.snapshots.append((self.state.view(), list(self.published)))
+
+    @precondition(lambda self: self.snapshots)
+    @rule(data=st.data())
+    def close_snapshot(self, data: st.DataObject) -> None:
+        self.snapshots.pop(data.draw(st.integers(0, len(self.snapshots) - 1)))
+
+    @rule()
+    def vacuum(self) -> None:
+        horizon = min([v.version for v, _ in self.snapshots], default=self.state.published)
+        self.state.vacuum(horizon)
+
+    @rule(data=st.data(), query=queries, limit=st.integers(0, 6))
+    def query(self, data: st.DataObject, query: str, limit: int) -> None:
+        choices = [(self.state.view(), self.published), *self.snapshots]
+        view, items = data.draw(st.sampled_from(choices))
+        got = [(s, r.entry.id) for s, r in self.state.index.top_k(view, query, limit, None)]
+        fake = [Record(e, born=0, seq=seq, prev=None) for e, seq in items]
+        want = [(s, r.entry.id) for s, r in brute_force(self.scorer, fake, 0, query, limit)]
+        assert got == want
+
+    @invariant()
+    def check(self) -> None:
+        self.state._check()
+
+
+EngineBM25Machine.TestCase.settings = settings(
+    max_examples=60,
+    stateful_step_count=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestBM25InEngine = EngineBM25Machine.TestCase
