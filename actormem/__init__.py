@@ -6,6 +6,7 @@ in the caller's task. See ``docs/design.md``.
 
 from __future__ import annotations
 
+from ._bm25 import BM25Scorer as BM25Scorer
 from ._entry import MAX_MEMORY_CHARS as MAX_MEMORY_CHARS
 from ._entry import MemoryCategory as MemoryCategory
 from ._entry import MemoryEntry as MemoryEntry
@@ -21,6 +22,8 @@ from ._memory import serve_memory as serve_memory
 from ._snapshot import MAX_QUERY_CHARS as MAX_QUERY_CHARS
 from ._snapshot import Snapshot as Snapshot
 from ._state import DEFAULT_HALF_LIFE as DEFAULT_HALF_LIFE
+from ._tokenize import Tokenizer as Tokenizer
+from ._tokenize import stop_words as stop_words
 from ._stats import ConsolidationStats as ConsolidationStats
 from ._stats import MemoryStatistics as MemoryStatistics
 from ._wordoverlap import WordOverlapScorer as WordOverlapScorer
@@ -79,6 +82,9 @@ __all__ = [
     "MAX_MEMORY_CHARS",
     "MAX_QUERY_CHARS",
     "ActorMemError",
+    "BM25Scorer",
+    "Tokenizer",
+    "stop_words",
     "ConsolidationStats",
     "InvalidEntryError",
     "InvalidQueryError",
