@@ -41,6 +41,7 @@ import heapq
 import math
 from collections import Counter
 from collections.abc import Callable, Iterable
+from typing import Any
 from operator import itemgetter
 
 import attrs
@@ -58,17 +59,19 @@ _EXACT_DF_TOKENS = 4096
 
 
 def _kth_floor(
-    matched: Counter[Record],
+    matched: Counter[Any],
     tagged: set[Record],
+    groups: dict[str, Any],
     limit: int,
     n_words: int,
     admitted: Callable[[Record], bool],
 ) -> float | None:
-    """A score at least ``limit`` admitted candidates are sure to reach, or None.
+    """A score at least ``limit`` admitted entries are sure to reach, or None.
 
-    Takes the candidates with the most matches so far (in growing slices, so rejected
-    ones cannot hide the rest) and returns the k-th best of their scores counting only
-    those matches. O(C log k) for C candidates.
+    Takes the text groups with the most matches so far (by a histogram of the counts,
+    then one pass; lower counts join while fewer than ``limit`` entries are admitted) and
+    returns the k-th best of their entries' scores counting only those matches. O(G) for
+    G candidate groups, plus their entries.
     """
     floor: list[float] = []
 
@@ -80,17 +83,27 @@ def _kth_floor(
 
     for rec in tagged:
         if admitted(rec):
-            push(combine_word_overlap(rec.entry.relevance, matched.get(rec, 0), n_words, True))
-    want, taken = limit, 0
-    while taken < len(matched):
-        slice_ = heapq.nlargest(want, matched.items(), key=itemgetter(1))
-        for rec, count in slice_[taken:]:
-            if rec not in tagged and admitted(rec):
-                push(combine_word_overlap(rec.entry.relevance, count, n_words, False))
-        taken = len(slice_)
-        if len(floor) == limit:
-            break
-        want *= 4
+            base = matched.get(groups[rec.low], 0)
+            push(combine_word_overlap(rec.entry.relevance, base, n_words, True))
+    hist = Counter(matched.values())
+    counts = sorted(hist, reverse=True)
+    hi = None
+    i = 0
+    while i < len(counts) and len(floor) < limit:
+        have = 0
+        j = i
+        while j < len(counts) and have < limit:
+            have += hist[counts[j]]
+            j += 1
+        lo = counts[j - 1]
+        for group, count in [
+            item for item in matched.items() if item[1] >= lo and (hi is None or item[1] < hi)
+        ]:
+            for rec in group.recs:
+                if rec not in tagged and admitted(rec):
+                    push(combine_word_overlap(rec.entry.relevance, count, n_words, False))
+        hi = lo
+        i = j
     return floor[0] if len(floor) == limit else None
 
 
@@ -198,26 +211,47 @@ class _Postings:
             assert len(lst) - len(alive) == self.dead.get(iid, 0)
 
 
-def _tokens(rec: Record) -> set[str]:
-    return set(rec.low.split())
-
-
 def _tags(rec: Record) -> set[str]:
     return {t.lower() for t in rec.entry.tags}
+
+
+class _Group:
+    """Every unpurged record version whose lower-cased text is ``low``.
+
+    Matching depends only on the text, so posting lists hold groups, not records: an
+    agent memory repeats texts (the same tool call, the same fact) and each distinct text
+    is indexed once. ``recs`` is append-only for readers; purged records leave it lazily
+    (the list is rebuilt when half of it is purged).
+    """
+
+    __slots__ = ("dead", "low", "purged", "recs", "unpurged")
+
+    def __init__(self, low: str) -> None:
+        self.low = low
+        self.recs: list[Record] = []
+        self.unpurged = 0
+        self.dead = 0
+        self.purged = False
 
 
 class _WordOverlapIndex:
     """Owner-written, snapshot-read index for :class:`WordOverlapScorer`."""
 
-    __slots__ = ("_budget", "_tags", "_words")
+    __slots__ = ("_budget", "_groups", "_tags", "_words")
 
     def __init__(self, essential_budget: int) -> None:
         self._budget = essential_budget
-        self._words = _Postings()
-        self._tags = _Postings()
+        self._groups: dict[str, _Group] = {}
+        self._words = _Postings()  # token -> groups
+        self._tags = _Postings()  # lower-cased tag -> records
 
     def add(self, rec: Record) -> None:
-        self._words.add(_tokens(rec), rec)
+        group = self._groups.get(rec.low)
+        if group is None:
+            group = self._groups[rec.low] = _Group(rec.low)
+            self._words.add(set(rec.low.split()), group)  # type: ignore[arg-type]
+        group.recs.append(rec)
+        group.unpurged += 1
         if rec.entry.tags:
             self._tags.add(_tags(rec), rec)
 
@@ -225,7 +259,17 @@ class _WordOverlapIndex:
         """Nothing to do: older snapshots still read ``rec`` through the postings."""
 
     def purge(self, rec: Record) -> None:
-        self._words.purge(_tokens(rec))
+        group = self._groups[rec.low]
+        group.unpurged -= 1
+        if group.unpurged == 0:
+            group.purged = True
+            del self._groups[rec.low]
+            self._words.purge(set(rec.low.split()))
+        else:
+            group.dead += 1
+            if 2 * group.dead > len(group.recs):
+                group.recs = [r for r in group.recs if not r.purged]
+                group.dead = 0
         if rec.entry.tags:
             self._tags.purge(_tags(rec))
 
@@ -242,6 +286,7 @@ class _WordOverlapIndex:
             mult[w] = mult.get(w, 0) + 1
         top = next(view.by_relevance(), None)
         max_rel = top.entry.relevance if top is not None else 1.0
+        groups = self._groups
 
         def admitted(rec: Record) -> bool:
             return rec.born <= version < rec.died and (accept is None or accept(rec))
@@ -255,13 +300,13 @@ class _WordOverlapIndex:
 
         # Words that occur in some token, rarest first (by postings length).
         vocab = self._words.vocab
-        info: list[tuple[float, str, list[list[Record]] | None]] = []
+        info: list[tuple[float, str, list[list[_Group]] | None]] = []
         for w in mult:
             gsize = vocab.gram_size(w)
             if gsize == 0:
                 continue  # no token contains w: it matches nothing
             if gsize <= _EXACT_DF_TOKENS:
-                lists = self._words.matching(w)
+                lists: list[list[_Group]] = self._words.matching(w)  # type: ignore[assignment]
                 df = sum(map(len, lists))
                 if df:
                     info.append((df, w, lists))
@@ -271,23 +316,25 @@ class _WordOverlapIndex:
         m_open = sum(mult[w] for _, w, _ in info)  # multiplicity of words not yet processed
 
         # 1. MaxScore's exhaustive part: process words rarest first, counting matches per
-        # record (in C, through Counter), until the records not yet seen cannot reach the
-        # k-th best score the candidates are already sure of.
-        matched: Counter[Record] = Counter()
+        # text group (in C, through Counter), until the entries not yet seen cannot reach
+        # the k-th best score the candidates are already sure of.
+        matched: Counter[_Group] = Counter()
         spent = 0
         done = 0
-        for df, w, lists in info:
+        for df, w, maybe_lists in info:
             if spent + df > self._budget and len(matched) + len(tagged) >= limit:
-                kth = _kth_floor(matched, tagged, limit, n_words, admitted)
+                kth = _kth_floor(matched, tagged, groups, limit, n_words, admitted)
                 if kth is not None and combine_word_overlap(max_rel, m_open, n_words, False) < kth:
                     break
-            if lists is None:
-                lists = self._words.matching(w)
-                df = sum(map(len, lists))
+            if maybe_lists is None:
+                maybe_lists = self._words.matching(w)  # type: ignore[assignment]
+                df = sum(map(len, maybe_lists))
             spent += int(df)
-            recs: Iterable[Record] = lists[0] if len(lists) == 1 else set().union(*lists)
+            found: Iterable[_Group] = (
+                maybe_lists[0] if len(maybe_lists) == 1 else set().union(*maybe_lists)
+            )
             for _ in range(mult[w]):
-                matched.update(recs)
+                matched.update(found)
             m_open -= mult[w]
             done += 1
         rest = [w for _, w, _ in info[done:]]
@@ -295,41 +342,56 @@ class _WordOverlapIndex:
 
         heap: list[tuple[float, int, Record]] = []  # worst on top: (score, -seq, rec)
 
-        def offer(rec: Record, base: int, tag: bool) -> None:
-            low = rec.low
-            count = base
-            for w in rest:
-                if w in low:
-                    count += mult[w]
-            item = (combine_word_overlap(rec.entry.relevance, count, n_words, tag), -rec.seq, rec)
+        def push(rec: Record, score: float) -> None:
+            item = (score, -rec.seq, rec)
             if len(heap) < limit:
                 heapq.heappush(heap, item)
             elif item[:2] > heap[0][:2]:
                 heapq.heapreplace(heap, item)
 
-        # Score the tagged entries, then the candidates by matched count, highest first,
-        # one count at a time, until the next count cannot beat the k-th best.
+        def full_count(low: str, base: int) -> int:
+            for w in rest:
+                if w in low:
+                    base += mult[w]
+            return base
+
+        def offer_group(group: _Group, base: int) -> None:
+            count = full_count(group.low, base)
+            if len(heap) == limit:
+                if combine_word_overlap(max_rel, count, n_words, False) < heap[0][0]:
+                    return
+            for rec in group.recs:
+                if rec not in tagged and admitted(rec):
+                    push(rec, combine_word_overlap(rec.entry.relevance, count, n_words, False))
+
+        # Score the tagged entries, then the groups by matched count, highest first.
         for rec in tagged:
             if admitted(rec):
-                offer(rec, matched.get(rec, 0), True)
-        hist = Counter(matched.values())
-        counts = sorted(hist, reverse=True)
-        i = 0
-        while i < len(counts):
-            if len(heap) == limit:
-                bound = combine_word_overlap(max_rel, counts[i] + m_rest, n_words, False)
-                if bound < heap[0][0]:
+                count = full_count(rec.low, matched.get(groups[rec.low], 0))
+                push(rec, combine_word_overlap(rec.entry.relevance, count, n_words, True))
+        if matched:
+            hist = Counter(matched.values())
+            counts = sorted(hist, reverse=True)
+            # Pass 1: the highest counts, down to where at least `limit` groups are.
+            have = 0
+            for c1 in counts:
+                have += hist[c1]
+                if have >= limit:
                     break
-            # One pass takes the next counts down to where at least `limit` candidates are.
-            j, have = i, 0
-            while j < len(counts) and have < limit:
-                have += hist[counts[j]]
-                j += 1
-            hi, lo = counts[i], counts[j - 1]
-            for rec, count in matched.items():
-                if lo <= count <= hi and rec not in tagged and admitted(rec):
-                    offer(rec, count, False)
-            i = j
+            for group, count in [item for item in matched.items() if item[1] >= c1]:
+                offer_group(group, count)
+            # Pass 2: lower counts whose bound can still reach the k-th best.
+            c_min = 0
+            if len(heap) == limit:
+                worst = heap[0][0]
+                c_min = c1
+                while c_min > 0 and not (
+                    combine_word_overlap(max_rel, c_min - 1 + m_rest, n_words, False) < worst
+                ):
+                    c_min -= 1
+            if c_min < c1:
+                for group, count in [item for item in matched.items() if c_min <= item[1] < c1]:
+                    offer_group(group, count)
 
         # 2. Everything else matched none of the processed words: visit it in descending
         # relevance while its bound can still enter the top k.
@@ -337,7 +399,7 @@ class _WordOverlapIndex:
         while True:
             restarted = False
             for rec in view.by_relevance(below=below):
-                if rec in matched or rec in tagged:
+                if rec in tagged or groups[rec.low] in matched:
                     continue
                 if len(heap) == limit:
                     bound = combine_word_overlap(rec.entry.relevance, m_rest, n_words, False)
@@ -351,7 +413,7 @@ class _WordOverlapIndex:
                         restarted = True
                         break
                 if accept is None or accept(rec):
-                    offer(rec, 0, False)
+                    push(rec, combine_word_overlap(rec.entry.relevance, full_count(rec.low, 0), n_words, False))
             if not restarted:
                 break
 
@@ -359,13 +421,24 @@ class _WordOverlapIndex:
         return [(score, rec) for score, _, rec in heap]
 
     def _check(self, live: Iterable[Record]) -> None:
-        words: dict[str, list[Record]] = {}
+        by_low: dict[str, list[Record]] = {}
         tags: dict[str, list[Record]] = {}
         for rec in live:
             assert not rec.purged
-            for t in _tokens(rec):
-                words.setdefault(t, []).append(rec)
+            by_low.setdefault(rec.low, []).append(rec)
             for t in _tags(rec):
                 tags.setdefault(t, []).append(rec)
-        self._words._check(words)
+        assert set(self._groups) == set(by_low)
+        words: dict[str, list[_Group]] = {}
+        for low, recs in by_low.items():
+            group = self._groups[low]
+            assert group.low == low and not group.purged
+            alive = [r for r in group.recs if not r.purged]
+            assert sorted(map(id, alive)) == sorted(map(id, recs)), low
+            assert group.unpurged == len(recs)
+            assert group.dead == len(group.recs) - len(alive)
+            assert 2 * group.dead <= len(group.recs)
+            for t in set(low.split()):
+                words.setdefault(t, []).append(group)
+        self._words._check(words)  # type: ignore[arg-type]
         self._tags._check(tags)
