@@ -46,7 +46,7 @@ from operator import itemgetter
 
 import attrs
 
-from ._record import Record
+from ._record import NEVER, Record
 from ._scoring import Accept, ReadView
 from ._substring import SubstringVocab
 from ._util import Final
@@ -64,6 +64,7 @@ def _kth_floor(
     groups: dict[str, Any],
     limit: int,
     n_words: int,
+    max_rel: float,
     admitted: Callable[[Record], bool],
 ) -> float | None:
     """A score at least ``limit`` admitted entries are sure to reach, or None.
@@ -99,6 +100,8 @@ def _kth_floor(
         for group, count in [
             item for item in matched.items() if item[1] >= lo and (hi is None or item[1] < hi)
         ]:
+            if len(floor) == limit and combine_word_overlap(max_rel, count, n_words, False) <= floor[0]:
+                continue  # no entry of this group can raise the floor
             for rec in group.recs:
                 if rec not in tagged and admitted(rec):
                     push(combine_word_overlap(rec.entry.relevance, count, n_words, False))
@@ -224,14 +227,20 @@ class _Group:
     (the list is rebuilt when half of it is purged).
     """
 
-    __slots__ = ("dead", "low", "purged", "recs", "unpurged")
+    __slots__ = ("dead", "low", "min_seq", "purged", "recs", "unpurged")
 
     def __init__(self, low: str) -> None:
         self.low = low
         self.recs: list[Record] = []
+        #: A lower bound of the records' ``seq`` (exact until a purge), for tie pruning.
+        self.min_seq = NEVER
         self.unpurged = 0
         self.dead = 0
         self.purged = False
+
+
+def _by_count_then_seq(item: tuple[_Group, int]) -> tuple[int, int]:
+    return (-item[1], item[0].min_seq)
 
 
 class _WordOverlapIndex:
@@ -252,6 +261,8 @@ class _WordOverlapIndex:
             self._words.add(set(rec.low.split()), group)  # type: ignore[arg-type]
         group.recs.append(rec)
         group.unpurged += 1
+        if rec.seq < group.min_seq:
+            group.min_seq = rec.seq
         if rec.entry.tags:
             self._tags.add(_tags(rec), rec)
 
@@ -323,7 +334,7 @@ class _WordOverlapIndex:
         done = 0
         for df, w, maybe_lists in info:
             if spent + df > self._budget and len(matched) + len(tagged) >= limit:
-                kth = _kth_floor(matched, tagged, groups, limit, n_words, admitted)
+                kth = _kth_floor(matched, tagged, groups, limit, n_words, max_rel, admitted)
                 if kth is not None and combine_word_overlap(max_rel, m_open, n_words, False) < kth:
                     break
             if maybe_lists is None:
@@ -357,12 +368,21 @@ class _WordOverlapIndex:
 
         def offer_group(group: _Group, base: int) -> None:
             count = full_count(group.low, base)
-            if len(heap) == limit:
-                if combine_word_overlap(max_rel, count, n_words, False) < heap[0][0]:
-                    return
+            # combine_word_overlap(rel, count, n_words, False), term by term in its order.
+            part = 0.4 * (count / n_words)
             for rec in group.recs:
+                if len(heap) == limit:
+                    worst = heap[0]
+                    bound = ((0.5 * max_rel + part) + 0.0) + 0.1
+                    if bound < worst[0] or (bound == worst[0] and group.min_seq > -worst[1]):
+                        return  # no entry of this group can enter any more
+                    score = ((0.5 * rec.entry.relevance + part) + 0.0) + 0.1
+                    if score < worst[0] or (score == worst[0] and rec.seq > -worst[1]):
+                        continue
+                else:
+                    score = ((0.5 * rec.entry.relevance + part) + 0.0) + 0.1
                 if rec not in tagged and admitted(rec):
-                    push(rec, combine_word_overlap(rec.entry.relevance, count, n_words, False))
+                    push(rec, score)
 
         # Score the tagged entries, then the groups by matched count, highest first.
         for rec in tagged:
@@ -378,7 +398,9 @@ class _WordOverlapIndex:
                 have += hist[c1]
                 if have >= limit:
                     break
-            for group, count in [item for item in matched.items() if item[1] >= c1]:
+            first = [item for item in matched.items() if item[1] >= c1]
+            first.sort(key=_by_count_then_seq)
+            for group, count in first:
                 offer_group(group, count)
             # Pass 2: lower counts whose bound can still reach the k-th best.
             c_min = 0
