@@ -455,6 +455,9 @@ class MemoryState:
             rec = grave.popleft()
             self._purge(rec)
             done += 1
+        index_vacuum = getattr(self.index, "vacuum", None)
+        if index_vacuum is not None:
+            index_vacuum(horizon)  # optional: scorers with per-version statistics (BM25)
         return done
 
     def _purge(self, rec: Record) -> None:
