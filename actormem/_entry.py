@@ -107,10 +107,10 @@ def _convert_optional_time(value: Any) -> datetime | None:
 def _convert_relevance(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"relevance must be a float, not {type(value).__name__}")
-    value = float(value)
-    if math.isnan(value) or not 0.0 <= value <= 1.0:
-        raise InvalidEntryError(f"relevance must be a finite number in [0, 1], got {value!r}")
-    return value
+    number = float(value)
+    if math.isnan(number) or not 0.0 <= number <= 1.0:
+        raise InvalidEntryError(f"relevance must be a finite number in [0, 1], got {number!r}")
+    return number
 
 
 def _check_memory(instance: object, attribute: object, value: str) -> None:
@@ -121,7 +121,7 @@ def _check_memory(instance: object, attribute: object, value: str) -> None:
         )
 
 
-def _check_category(instance: object, attribute: object, value: object) -> None:
+def _check_category(instance: object, attribute: object, value: MemoryCategory) -> None:
     if not isinstance(value, MemoryCategory):
         raise TypeError(f"category must be a MemoryCategory, not {type(value).__name__}")
 

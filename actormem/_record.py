@@ -62,7 +62,18 @@ class Record:
         purged: Set by the owner when no snapshot can see the record any more.
     """
 
-    __slots__ = ("access", "born", "died", "dupkey", "entry", "evkey", "low", "prev", "purged", "seq")
+    __slots__ = (
+        "access",
+        "born",
+        "died",
+        "dupkey",
+        "entry",
+        "evkey",
+        "low",
+        "prev",
+        "purged",
+        "seq",
+    )
 
     def __init__(self, entry: MemoryEntry, born: int, seq: int, prev: Record | None) -> None:
         self.entry = entry

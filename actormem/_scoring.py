@@ -47,9 +47,10 @@ class ReadView(Protocol):
         """Whether ``rec`` is visible in the snapshot. O(1)."""
         ...
 
-    def by_relevance(self) -> Iterator[Record]:
-        """Visible records, highest ``entry.relevance`` first, ties by ``seq``. Lazy; consume
-        it synchronously (before any checkpoint). O(log n) to start, amortized O(1) a step
+    def by_relevance(self, below: float | None = None) -> Iterator[Record]:
+        """Visible records, highest ``entry.relevance`` first, ties by ``seq``; with
+        ``below``, only those whose relevance is lower than it. Lazy; consume it
+        synchronously (before any checkpoint). O(log n) to start, amortized O(1) a step
         (plus skipped invisible records)."""
         ...
 
@@ -80,8 +81,9 @@ class Scorer(Protocol):
 
     def make_index(self) -> ScoringIndex: ...
 
-    def score_entry(self, entry_text: str, tags: tuple[str, ...], relevance: float,
-                    query: str) -> float:
+    def score_entry(
+        self, entry_text: str, tags: tuple[str, ...], relevance: float, query: str
+    ) -> float:
         """The score of one entry for ``query`` computed from scratch, the reference the
         index must agree with. (Scorers whose score depends on corpus statistics, like
         BM25, may raise ``NotImplementedError`` here and test against a brute force over

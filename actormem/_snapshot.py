@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 import weakref
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._entry import MemoryCategory, MemoryEntry, ScoredEntry
 from ._errors import InvalidQueryError
@@ -27,11 +27,11 @@ __all__ = ["MAX_QUERY_CHARS", "Snapshot", "make_filter", "run_retrieve"]
 MAX_QUERY_CHARS = 100_000
 
 
-def _as_tuple_of_str(kind: str, value: object) -> tuple[str, ...]:
+def _as_tuple_of_str(kind: str, value: Any) -> tuple[str, ...]:
     if isinstance(value, str):
         raise TypeError(f"{kind}= takes a sequence of str, not one str")
     try:
-        items = tuple(value)  # type: ignore[call-overload]
+        items: tuple[Any, ...] = tuple(value)
     except TypeError:
         raise TypeError(f"{kind}= takes a sequence of str, not {type(value).__name__}") from None
     for item in items:
@@ -70,10 +70,12 @@ def make_filter(
         else:
             if isinstance(category, str):
                 raise TypeError("category= takes a MemoryCategory or several, not a str")
-            cats = frozenset(category)  # type: ignore[arg-type]
+            cats = frozenset(category)
             for c in cats:
                 if not isinstance(c, MemoryCategory):
-                    raise TypeError(f"category= items must be MemoryCategory, not {type(c).__name__}")
+                    raise TypeError(
+                        f"category= items must be MemoryCategory, not {type(c).__name__}"
+                    )
     if tags is not None:
         need = frozenset(_as_tuple_of_str("tags", tags))
         if any(not t for t in need):
@@ -100,7 +102,9 @@ def check_query(query: object, limit: object) -> None:
     if type(query) is not str:
         raise TypeError(f"query must be str, not {type(query).__name__}")
     if len(query) > MAX_QUERY_CHARS:
-        raise InvalidQueryError(f"query is {len(query)} code points; the limit is {MAX_QUERY_CHARS}")
+        raise InvalidQueryError(
+            f"query is {len(query)} code points; the limit is {MAX_QUERY_CHARS}"
+        )
     if isinstance(limit, bool) or not isinstance(limit, int):
         raise TypeError(f"limit must be an int, not {type(limit).__name__}")
     if limit < 0:

@@ -45,7 +45,7 @@ from __future__ import annotations
 import math
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -151,7 +151,11 @@ class View:
     def by_relevance(self, below: float | None = None) -> Iterator[Record]:
         v = self.version
         keys = self._state._by_relevance
-        it = keys if below is None else keys.irange_key(min_key=(-below, NEVER), inclusive=(False, True))
+        it = (
+            keys
+            if below is None
+            else keys.irange_key(min_key=(-below, NEVER), inclusive=(False, True))
+        )
         for rec in it:
             if rec.born <= v < rec.died:
                 yield rec
@@ -184,9 +188,13 @@ class MemoryState:
             if capacity < 1:
                 raise InvalidQueryError(f"capacity must be >= 1 or None, got {capacity}")
         if isinstance(half_life, bool) or not isinstance(half_life, (int, float)):
-            raise TypeError(f"half_life must be a number of seconds, not {type(half_life).__name__}")
+            raise TypeError(
+                f"half_life must be a number of seconds, not {type(half_life).__name__}"
+            )
         if not (math.isfinite(half_life) and half_life > 0):
-            raise InvalidQueryError(f"half_life must be a positive finite number of seconds, got {half_life!r}")
+            raise InvalidQueryError(
+                f"half_life must be a positive finite number of seconds, got {half_life!r}"
+            )
         self.capacity = capacity
         self.half_life = float(half_life)
         self.scorer = scorer
@@ -382,7 +390,9 @@ class MemoryState:
         # Prune: relevance < PRUNE_BELOW, not validated. The tail of the relevance order.
         low = [
             r
-            for r in self._by_relevance.irange_key(min_key=(-PRUNE_BELOW, NEVER), inclusive=(False, True))
+            for r in self._by_relevance.irange_key(
+                min_key=(-PRUNE_BELOW, NEVER), inclusive=(False, True)
+            )
             if r.died == NEVER and not r.entry.validated
         ]
         for rec in low:
@@ -498,7 +508,7 @@ class MemoryState:
                 unpurged.append(r)
                 newer, r = r, r.prev
         graveyard = list(self._graveyard)
-        assert all(a.died <= b.died for a, b in zip(graveyard, graveyard[1:]))
+        assert all(a.died <= b.died for a, b in zip(graveyard, graveyard[1:], strict=False))
         assert all(r.died != NEVER and not r.purged for r in graveyard)
         assert {id(r) for r in unpurged if r.died != NEVER} == {id(r) for r in graveyard}
         # Relevance order holds exactly the unpurged records.
@@ -510,10 +520,11 @@ class MemoryState:
         assert all(r.evkey == self._evkey(r) for r in live)
         # Duplicate groups hold exactly the live records, by their hash.
         dup_total = 0
-        for key, group in self._dups.items():
+        for dupkey, group in self._dups.items():
             assert group
             for r in group:
-                assert r.died == NEVER and r.dupkey == key == hash(_normalised(r.entry))
+                assert r.died == NEVER
+                assert r.dupkey == dupkey == hash(_normalised(r.entry))
             dup_total += len(group)
         assert dup_total == self._live
         self.index._check([r for r in self._by_relevance])

@@ -19,7 +19,9 @@ class Final(type):
     ) -> Final:
         for base in bases:
             if isinstance(base, Final):
-                raise TypeError(f"{base.__module__}.{base.__qualname__} does not support subclassing")
+                raise TypeError(
+                    f"{base.__module__}.{base.__qualname__} does not support subclassing"
+                )
         return super().__new__(mcs, name, bases, namespace)
 
 

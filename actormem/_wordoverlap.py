@@ -42,7 +42,6 @@ import math
 from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
-from operator import itemgetter
 
 import attrs
 
@@ -100,7 +99,10 @@ def _kth_floor(
         for group, count in [
             item for item in matched.items() if item[1] >= lo and (hi is None or item[1] < hi)
         ]:
-            if len(floor) == limit and combine_word_overlap(max_rel, count, n_words, False) <= floor[0]:
+            if (
+                len(floor) == limit
+                and combine_word_overlap(max_rel, count, n_words, False) <= floor[0]
+            ):
                 continue  # no entry of this group can raise the floor
             for rec in group.recs:
                 if rec not in tagged and admitted(rec):
@@ -318,9 +320,9 @@ class _WordOverlapIndex:
                 continue  # no token contains w: it matches nothing
             if gsize <= _EXACT_DF_TOKENS:
                 lists: list[list[_Group]] = self._words.matching(w)  # type: ignore[assignment]
-                df = sum(map(len, lists))
-                if df:
-                    info.append((df, w, lists))
+                size = sum(map(len, lists))
+                if size:
+                    info.append((size, w, lists))
             else:
                 info.append((math.inf, w, None))
         info.sort(key=lambda t: t[0])
@@ -339,7 +341,8 @@ class _WordOverlapIndex:
                     break
             if maybe_lists is None:
                 maybe_lists = self._words.matching(w)  # type: ignore[assignment]
-                df = sum(map(len, maybe_lists))
+                assert maybe_lists is not None
+                df = float(sum(map(len, maybe_lists)))
             spent += int(df)
             found: Iterable[_Group] = (
                 maybe_lists[0] if len(maybe_lists) == 1 else set().union(*maybe_lists)
@@ -435,7 +438,12 @@ class _WordOverlapIndex:
                         restarted = True
                         break
                 if accept is None or accept(rec):
-                    push(rec, combine_word_overlap(rec.entry.relevance, full_count(rec.low, 0), n_words, False))
+                    push(
+                        rec,
+                        combine_word_overlap(
+                            rec.entry.relevance, full_count(rec.low, 0), n_words, False
+                        ),
+                    )
             if not restarted:
                 break
 
@@ -454,7 +462,8 @@ class _WordOverlapIndex:
         words: dict[str, list[_Group]] = {}
         for low, recs in by_low.items():
             group = self._groups[low]
-            assert group.low == low and not group.purged
+            assert group.low == low
+            assert not group.purged
             alive = [r for r in group.recs if not r.purged]
             assert sorted(map(id, alive)) == sorted(map(id, recs)), low
             assert group.unpurged == len(recs)
