@@ -52,7 +52,7 @@ from typing import Any
 import attrs
 from sortedcontainers import SortedKeyList, SortedList
 
-from ._entry import MemoryEntry
+from ._entry import MemoryCategory, MemoryEntry
 from ._errors import InvalidQueryError
 from ._record import NEVER, Access, Record
 from ._scoring import Scorer, ScoringIndex
@@ -78,8 +78,10 @@ def _relevance_key(rec: Record) -> tuple[float, int]:
     return (-rec.entry.relevance, rec.seq)
 
 
-def _normalised(entry: MemoryEntry) -> tuple[tuple[str, ...], str, str]:
-    return (entry.namespace, entry.category.value, " ".join(entry.memory.lower().split()))
+def _normalised(rec: Record) -> tuple[tuple[str, ...], MemoryCategory, str]:
+    """The duplicate key: namespace, category, text ignoring case and runs of whitespace."""
+    e = rec.entry
+    return (e.namespace, e.category, " ".join(rec.low.split()))
 
 
 @attrs.frozen(slots=True)
@@ -277,7 +279,7 @@ class MemoryState:
         self._by_relevance.add(rec)
         rec.evkey = self._evkey(rec)
         self._evict.add(rec.evkey)
-        rec.dupkey = hash(_normalised(rec.entry))
+        rec.dupkey = hash(_normalised(rec))
         self._dups.setdefault(rec.dupkey, []).append(rec)
         self.index.add(rec)
         self._live += 1
@@ -405,7 +407,7 @@ class MemoryState:
         for group in groups:
             by_key: dict[tuple[Any, ...], list[Record]] = {}
             for rec in group:
-                by_key.setdefault(_normalised(rec.entry), []).append(rec)
+                by_key.setdefault(_normalised(rec), []).append(rec)
             for recs in by_key.values():
                 if len(recs) < 2:
                     continue
@@ -524,7 +526,7 @@ class MemoryState:
             assert group
             for r in group:
                 assert r.died == NEVER
-                assert r.dupkey == dupkey == hash(_normalised(r.entry))
+                assert r.dupkey == dupkey == hash(_normalised(r))
             dup_total += len(group)
         assert dup_total == self._live
         self.index._check([r for r in self._by_relevance])
