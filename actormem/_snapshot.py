@@ -47,13 +47,15 @@ def make_filter(
 ) -> Accept:
     """Validate retrieve filters and build the record predicate (None: accept all).
 
-    * ``namespace``: segment-exact prefix; ``()`` matches everything.
-    * ``category``: one category or several (any of them).
-    * ``tags``: the entry must carry every one of them (exact, case-sensitive).
+    * ``namespace``: segment-exact prefix; ``()`` (the root) matches everything.
+    * ``category``: one category or a non-empty collection of them (any of them).
+    * ``tags``: the entry must carry every one of them (exact, case-sensitive); an empty
+      collection asks for nothing, so it matches everything.
 
     Raises:
         TypeError: A filter has the wrong type.
-        InvalidQueryError: An empty namespace segment or tag.
+        InvalidQueryError: An empty namespace segment or tag, or an empty category
+            collection (ambiguous: pass None for every category).
     """
     ns: tuple[str, ...] | None = None
     cats: frozenset[MemoryCategory] | None = None
@@ -76,6 +78,8 @@ def make_filter(
                     raise TypeError(
                         f"category= items must be MemoryCategory, not {type(c).__name__}"
                     )
+            if not cats:
+                raise InvalidQueryError("category= is empty: pass None for every category")
     if tags is not None:
         need = frozenset(_as_tuple_of_str("tags", tags))
         if any(not t for t in need):

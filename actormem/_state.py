@@ -81,7 +81,7 @@ def _relevance_key(rec: Record) -> tuple[float, int]:
 def _normalised(rec: Record) -> tuple[tuple[str, ...], MemoryCategory, str]:
     """The duplicate key: namespace, category, text ignoring case and runs of whitespace."""
     e = rec.entry
-    return (e.namespace, e.category, " ".join(rec.low.split()))
+    return (e.namespace, e.category, " ".join(e.memory.casefold().split()))
 
 
 @attrs.frozen(slots=True)
@@ -210,7 +210,8 @@ class MemoryState:
         self._by_id: dict[uuid.UUID, Record] = {}
         self._by_relevance: SortedKeyList = SortedKeyList(key=_relevance_key)
         self._evict: SortedList = SortedList()
-        self._dups: dict[int, list[Record]] = {}
+        self._dups: dict[int, dict[Record, None]] = {}  # insertion-ordered sets
+        self._dup_keys: set[int] = set()  # keys of _dups groups with two or more records
         self._graveyard: deque[Record] = deque()
         self._evictions_since_consolidate = 0
         #: Changes since the last :meth:`take_journal`, for a durable backend; None: off.
@@ -280,7 +281,10 @@ class MemoryState:
         rec.evkey = self._evkey(rec)
         self._evict.add(rec.evkey)
         rec.dupkey = hash(_normalised(rec))
-        self._dups.setdefault(rec.dupkey, []).append(rec)
+        group = self._dups.setdefault(rec.dupkey, {})
+        group[rec] = None
+        if len(group) == 2:
+            self._dup_keys.add(rec.dupkey)
         self.index.add(rec)
         self._live += 1
         if self.journal is not None:
@@ -293,8 +297,10 @@ class MemoryState:
         self._evict.remove(rec.evkey)
         rec.evkey = None
         group = self._dups[rec.dupkey]
-        group.remove(rec)
-        if not group:
+        del group[rec]
+        if len(group) == 1:
+            self._dup_keys.discard(rec.dupkey)
+        elif not group:
             del self._dups[rec.dupkey]
         self.index.retire(rec)
         self._graveyard.append(rec)
@@ -403,7 +409,7 @@ class MemoryState:
             pruned += 1
             saved += len(rec.entry.memory.encode("utf-8"))
         # Merge exact duplicates (same namespace, category, folded text).
-        groups = [list(g) for g in self._dups.values() if len(g) > 1]
+        groups = [list(self._dups[key]) for key in self._dup_keys]
         for group in groups:
             by_key: dict[tuple[Any, ...], list[Record]] = {}
             for rec in group:
@@ -522,6 +528,7 @@ class MemoryState:
         assert all(r.evkey == self._evkey(r) for r in live)
         # Duplicate groups hold exactly the live records, by their hash.
         dup_total = 0
+        assert self._dup_keys == {key for key, group in self._dups.items() if len(group) > 1}
         for dupkey, group in self._dups.items():
             assert group
             for r in group:

@@ -271,11 +271,14 @@ async def test_bad_input_is_rejected_and_changes_nothing(memory: Memory) -> None
         await memory.retrieve("x", namespace="t")  # type: ignore[arg-type]
     with pytest.raises(InvalidQueryError):
         await memory.retrieve("x", namespace=("t", ""))
+    with pytest.raises(InvalidQueryError):
+        await memory.retrieve("x", category=[])
     with pytest.raises(TypeError):
         await memory.delete("id")  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         await memory.get(42)  # type: ignore[arg-type]
     assert memory.statistics() == before
+    assert len(await memory.retrieve("x", tags=[], namespace=())) == 1  # empty asks nothing
     with pytest.raises(InvalidQueryError):
         async with open_memory(capacity=0):
             pass

@@ -72,7 +72,7 @@ class _FakeRec:
 
 
 def folded(e: MemoryEntry) -> tuple[tuple[str, ...], str, str]:
-    return (e.namespace, e.category.value, " ".join(e.memory.lower().split()))
+    return (e.namespace, e.category.value, " ".join(e.memory.casefold().split()))
 
 
 class StateMachine(RuleBasedStateMachine):
