@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
@@ -132,17 +133,28 @@ def memory_line(text: str) -> str:
     Escaping rule: backslashes are doubled and every line break (anything
     :meth:`str.splitlines` splits on) is written as a backslash escape such as ``\\n``
     (:func:`~actormem._agent_text.escape_line`), so an entry is always exactly one line.
-    If that line, ignoring leading whitespace and case, starts with "relevant memory"
-    (the header's opening words), a backslash and a space (``"\\ "``) are put in front
-    of it. Escaping never produces a backslash followed by a space (real backslashes are
+    If that line starts with "relevant memory" (the header's opening words), compared
+    after NFKC normalisation, without zero-width and other format characters, with
+    whitespace runs folded and ignoring case, a backslash and a space (``"\\ "``) are put
+    in front of it. Escaping never produces a backslash followed by a space (real backslashes are
     doubled), so the marker is unambiguous and the rule reversible.
 
     Runtime complexity: O(n) for n code points.
     """
     line = escape_line(text)
-    if line.lstrip().casefold().startswith(_HEADER_STEM):
+    if _looks_like_header(line):
         line = _QUOTE + line
     return line
+
+
+def _looks_like_header(line: str) -> bool:
+    """Whether ``line`` reads as the header's opening words to a model: compared after
+    NFKC normalisation (so look-alike and non-breaking spaces fold), without format
+    characters (zero-width spaces and joiners, BOM), with runs of whitespace folded,
+    ignoring case."""
+    folded = unicodedata.normalize("NFKC", line)
+    folded = "".join(ch for ch in folded if unicodedata.category(ch) != "Cf")
+    return " ".join(folded.split()).casefold().startswith(_HEADER_STEM)
 
 
 def memory_block(texts: Iterable[str]) -> str | None:
