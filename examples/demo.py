@@ -29,10 +29,14 @@ async def main() -> None:
 
         # A snapshot is O(1) and immutable: later writes do not show up in it.
         snap = memory.snapshot()
-        await memory.store(
-            MemoryEntry.new(MemoryCategory.FACT, "deploy uses the blue cluster").with_tag("infra")
+        fact = MemoryEntry.new(MemoryCategory.FACT, "deploy uses the blue cluster").with_tag("infra")
+        await memory.store(fact)  # the memory is full: this evicts one entry
+        print(
+            f"after one more store: the snapshot taken before it "
+            f"{'sees' if snap.get(fact.id) else 'does not see'} the new fact; "
+            f"the memory {'has' if await memory.get(fact.id) else 'lacks'} it "
+            f"({len(snap)} and {len(memory)} entries, {memory.statistics().evictions} evicted)"
         )
-        print(f"snapshot still sees {len(snap)} entries; the memory now has {len(memory)}")
 
         # Retrieval scores the latest snapshot in this task, never waiting for the owner.
         for hit in await memory.retrieve_scored("deploy the blue service", 3):
