@@ -6,39 +6,56 @@ Theory of operation
 :class:`BM25Index` that only the owner task writes (``add``/``retire``/``purge``/``vacuum``)
 and that readers query synchronously through a snapshot (``top_k``).
 
-The index holds
+Texts, not records. A record's BM25 score before its recency and prior weights depends
+only on its document (its ``memory`` text and tags): the term frequencies, the length,
+and corpus statistics shared by all. Agent memories repeat texts (the same tool call, the
+same fact), so the index keeps one ``_Group`` per distinct document: its term
+frequencies, its length and its records (sorted by ``seq``). A text is tokenized once;
+storing it again only appends the record to its group. The index holds
 
-* one ``_Doc`` per record not yet purged: its term frequencies, its length in terms
-  (after stop words), its insertion number ``docno`` (increasing), and two flags;
-* one ``_Term`` per term: a posting list (docs in increasing ``docno``, with the term
-  frequency), an upper bound on the term frequency and a lower bound on the length of the
-  docs in the list, the number of purged docs still in the list, and the *history* of the
-  term's document frequency;
-* the histories of the number of documents and of their total length.
+* one ``_Group`` per document that has an un-purged record;
+* one ``_Term`` per term: a posting list of groups (in insertion order) with the term
+  frequency, the number of groups in it whose records are all purged, and ``df`` at the
+  newest version (the records not retired whose document has the term);
+* N and the total length at the newest version, and a *change log*: one
+  ``(version, group, +1 or -1)`` entry per ``add`` (at ``rec.born``) and ``retire`` (at
+  ``rec.died``), sorted by version.
 
-A *history* is a short list of ``(version, value)`` steps: ``add(rec)`` adds 1 at
-``rec.born``, ``retire(rec)`` subtracts 1 at ``rec.died``, so the value at version ``v``
-(the last step at or before ``v``) counts exactly the records visible at ``v``
-(``born <= v < died``). A reader therefore sees N, avgdl and every df of its own
-snapshot, whatever the owner did since: this is the copy-on-write read the engine's
-contract asks for, with the steps as the copies. ``vacuum(oldest)`` drops the steps that
-no live snapshot can reach; if a history was trimmed past a reader's version anyway, the
-reader counts the visible postings instead (slower, still exact).
+A reader at version ``v`` gets the statistics of its own snapshot by undoing the log
+entries newer than ``v`` (none, for the newest snapshot): this is the copy-on-write read
+the engine's contract asks for. ``vacuum(oldest)`` (and ``purge``) drop the entries no
+live snapshot needs; a reader older than the log counts the visible postings instead
+(slower, still exact). Records not visible in a snapshot stay in the groups and are
+skipped by their versions (``born <= v < died``, the contract of ``ReadView``).
 
-Posting lists only grow at the end (``docno`` increases) and lose purged docs by
-compaction once half of a list is purged, so ``purge`` is amortized O(1) per posting.
-Records not visible in a snapshot stay in the lists and are skipped by ``view.visible``.
+Posting lists only grow at the end and lose dead groups by compaction once half of a
+list is dead; a group's record list is compacted the same way, so ``purge`` is amortized
+O(1) per posting.
 
-Invariants (checked by :meth:`BM25Index._check`): every posting list is strictly
-increasing in ``docno`` and holds each un-purged doc that has the term, with its term
-frequency; the bounds bound the list; each history is increasing in version and its
-newest value equals the count over the un-retired docs.
+Top-k is MaxScore (Turtle & Flood, "Query evaluation: strategies and optimizations",
+IP&M 31(6), 1995) term at a time over groups. Each term has an upper bound on its
+contribution (its weight and IDF times the largest saturation in its list). The terms
+with the highest bounds (the rarest) are *essential*: their lists are accumulated into
+partial scores per group, until the bounds of the terms left sum below ``theta``, a lower
+bound on the k-th best score: the k-th best *exact* score of the records of the groups
+with the highest partial scores. No group outside the accumulator can then reach the top
+k. The candidates (partial score plus the bounds left reaching ``theta``) are refined
+term by term, best bound first, and those left are scored exactly, in the query's term
+order, so scores equal a brute force's bit for bit; ties break by ``seq``. The per-posting
+saturations are cached by readers at a reference average length and used, stretched by
+the drift of the average length since, only as bounds (``_Term.impacts``); all bounds
+carry a relative slack of 1e-9 so that summation order can never drop a true result.
+
+Invariants (checked by :meth:`BM25Index._check`): every un-purged record is in exactly
+the group of its document, which is listed, with its term frequency, in the posting list
+of each of its terms; the dead-entry counters count dead entries and stay at most half
+of their list; ``df``, N and the total length equal the counts over the records not
+retired; the log is sorted by version; the cached saturations match their reference.
 
 Scoring follows Robertson & Zaragoza, "The Probabilistic Relevance Framework: BM25 and
 Beyond" (FnTIR 3(4), 2009) with Lucene's IDF and Lucene's term-frequency saturation
 without the constant ``(k1 + 1)`` numerator (``BM25Similarity`` since Lucene 8); these are
-exactly ``bm25s``' ``method="lucene"`` scores. Top-k uses MaxScore (Turtle & Flood,
-"Query evaluation: strategies and optimizations", IP&M 31(6), 1995) document at a time.
+exactly ``bm25s``' ``method="lucene"`` scores.
 """
 
 from __future__ import annotations
@@ -46,9 +63,10 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from bisect import bisect_right
+from bisect import bisect_right, insort
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
+from operator import itemgetter
 from typing import Any
 
 import attrs
@@ -63,6 +81,14 @@ __all__ = ["BM25Index", "BM25Scorer"]
 #: Relative slack on MaxScore's upper bounds, so that a different summation order of the
 #: same floating-point terms can never prune a document that belongs to the top k.
 _SLACK = 1e-9
+
+#: After the essential terms, the next term is added to the candidates term at a time
+#: while its posting list is shorter than this many times the number of candidates.
+_UPDATE_RATIO = 4
+
+#: A term's cached saturations are recomputed when the average document length moved by
+#: more than this factor since they were made (they stay valid bounds up to it).
+_DRIFT = 1.02
 
 
 def _non_negative(instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
@@ -158,92 +184,82 @@ class BM25Scorer(metaclass=Final):
         raise NotImplementedError("BM25 scores depend on corpus statistics")
 
 
-class _History:
-    """Values of a counter by version: ``values[i]`` holds from ``versions[i]`` on."""
+class _Group:
+    """Every un-purged record whose document (``memory`` text and tags) is ``key``.
 
-    __slots__ = ("trimmed", "values", "versions")
+    BM25 statistics and the score before recency and prior depend only on the document,
+    so the index tokenizes a text once and posting lists hold groups, not records: agent
+    memories repeat texts (the same tool call, the same fact). ``recs`` is sorted by
+    ``seq``; purged records leave it lazily (it is rebuilt once half of it is purged).
+    """
 
-    def __init__(self) -> None:
-        self.versions: list[int] = []
-        self.values: list[int] = []
-        self.trimmed = False
+    __slots__ = ("dead", "key", "length", "recs", "terms", "tfs", "unpurged")
 
-    def change(self, version: int, delta: int) -> None:
-        """Add ``delta`` from ``version`` on. O(1) at the newest version, else O(len)."""
-        versions, values = self.versions, self.values
-        if versions and versions[-1] == version:
-            values[-1] += delta
-            return
-        if not versions or versions[-1] < version:
-            versions.append(version)
-            values.append((values[-1] if values else 0) + delta)
-            return
-        pos = bisect_right(versions, version)  # an out-of-order change: rare
-        if pos and versions[pos - 1] == version:
-            start = pos - 1
-        else:
-            versions.insert(pos, version)
-            values.insert(pos, (values[pos - 1] if pos else 0) + delta)
-            start = pos + 1
-        for i in range(start, len(values)):
-            values[i] += delta
-
-    def at(self, version: int) -> int | None:
-        """Value at ``version``, or ``None`` if trimmed away. O(log len)."""
-        versions = self.versions
-        if len(versions) == 1 and versions[0] <= version:
-            return self.values[0]
-        pos = bisect_right(versions, version)
-        if pos:
-            return self.values[pos - 1]
-        return None if self.trimmed else 0
-
-    def newest(self) -> int:
-        return self.values[-1] if self.values else 0
-
-    def trim(self, oldest: int) -> None:
-        """Forget the values no version ``>= oldest`` reads. O(dropped steps)."""
-        pos = bisect_right(self.versions, oldest)
-        if pos > 1:
-            del self.versions[: pos - 1]
-            del self.values[: pos - 1]
-            self.trimmed = True
-
-
-class _Doc:
-    __slots__ = ("docno", "length", "purged", "rec", "retired", "stamp", "tfs")
-
-    def __init__(self, rec: Record, docno: int, tfs: dict[str, int], length: int) -> None:
-        self.rec = rec
-        self.docno = docno
+    def __init__(self, key: object, tfs: dict[str, int], length: int) -> None:
+        self.key = key
         self.tfs = tfs
         self.length = length
-        self.stamp = rec.entry.created_at.timestamp()
-        self.retired = False
-        self.purged = False
+        #: The ``_Term`` of each key of ``tfs``, in the same order.
+        self.terms: list[_Term] = []
+        self.recs: list[Record] = []
+        self.unpurged = 0
+        self.dead = 0
+
+
+def _seq(rec: Record) -> int:
+    return rec.seq
 
 
 class _Term:
-    __slots__ = ("dead", "df", "docs", "max_tf", "min_len", "tfs")
+    """One term's posting list (texts and their term frequencies) and statistics."""
 
-    def __init__(self) -> None:
-        self.docs: list[_Doc] = []
+    __slots__ = ("dead", "df", "groups", "key", "ref", "sats", "tfs", "top")
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.groups: list[_Group] = []
         self.tfs: list[int] = []
+        #: Groups in the list whose records are all purged.
         self.dead = 0
-        self.max_tf = 0
-        self.min_len = NEVER
-        self.df = _History()
+        #: Records not retired whose document has the term: df at the newest version.
+        self.df = 0
+        #: Reader-side cache: the saturation ``tf / (tf + k1 * (1 - b + b * dl / ref))``
+        #: of a prefix of the list at the average length ``ref``, and its maximum.
+        self.sats: list[float] = []
+        self.ref = 0.0
+        self.top = 0.0
+
+    def impacts(self, a_part: float, k_part: float, avgdl: float) -> float:
+        """Bring ``sats`` up to the whole list; return how many times a saturation at
+        ``avgdl`` can exceed the cached one (>= 1). O(new postings), or O(postings) when
+        ``avgdl`` moved by more than ``_DRIFT`` since the cache was made."""
+        ref = self.ref
+        if not ref or not (1.0 / _DRIFT <= avgdl / ref <= _DRIFT):
+            ref = self.ref = avgdl
+            self.sats = []
+            self.top = 0.0
+        sats = self.sats
+        start = len(sats)
+        if start < len(self.groups):
+            b_part = k_part / ref
+            new = [
+                tf / (tf + (a_part + b_part * group.length))
+                for group, tf in zip(self.groups[start:], self.tfs[start:], strict=True)
+            ]
+            sats += new
+            self.top = max(self.top, max(new))
+        # Saturation grows with avgdl, at most in proportion (the length term shrinks).
+        return avgdl / ref if avgdl > ref else 1.0
 
     def compact(self) -> None:
-        docs: list[_Doc] = []
+        groups: list[_Group] = []
         tfs: list[int] = []
-        for doc, tf in zip(self.docs, self.tfs, strict=True):
-            if not doc.purged:
-                docs.append(doc)
+        for group, tf in zip(self.groups, self.tfs, strict=True):
+            if group.unpurged:
+                groups.append(group)
                 tfs.append(tf)
-        self.docs, self.tfs, self.dead = docs, tfs, 0
-        self.max_tf = max(tfs, default=0)
-        self.min_len = min((doc.length for doc in docs), default=NEVER)
+        self.groups, self.tfs, self.dead = groups, tfs, 0
+        self.sats, self.ref, self.top = [], 0.0, 0.0
 
 
 class BM25Index(metaclass=NoPublicConstructor):
@@ -253,29 +269,31 @@ class BM25Index(metaclass=NoPublicConstructor):
     are for the owner task only; ``top_k`` and ``top_k_terms`` run in any reader,
     synchronously. ``T`` below is the number of distinct terms of the record's document.
 
-    Histories trim themselves: ``purge(rec)`` tells the index that no live snapshot
+    The change log trims itself: ``purge(rec)`` tells the index that no live snapshot
     reads below ``rec.died`` (the engine purges only records dead at or below its
-    horizon), and once as many steps were added as there are multi-step histories, the
-    index vacuums to the highest such version, so history space stays proportional to the
-    changes since the oldest live snapshot. Calling :meth:`vacuum` explicitly is optional.
-    Trimming too far is never wrong: a snapshot older than a history's first step counts
-    the visible postings instead.
+    horizon), and :meth:`vacuum` says so explicitly, so the log holds about the changes
+    since the oldest live snapshot. Trimming too far is never wrong: a snapshot older
+    than the log counts the visible postings instead.
     """
 
     def __init__(self, scorer: BM25Scorer) -> None:
         self._scorer = scorer
-        self._docs: dict[Record, _Doc] = {}
+        self._groups: dict[object, _Group] = {}
+        self._group_of: dict[Record, _Group] = {}
+        self._retired: set[Record] = set()
         self._terms: dict[str, _Term] = {}
-        self._count = _History()
-        self._total = _History()
-        #: Histories with more than one step: the only ones a vacuum can shorten.
-        self._dirty: set[_History] = set()
-        self._next_docno = 0
+        #: Records not retired, and the sum of their lengths: N and total at the newest version.
+        self._n = 0
+        self._total = 0
+        #: The change log, sorted by version: ``(version, group, +1 or -1)`` per add/retire.
+        self._log_versions: list[int] = []
+        self._log_groups: list[_Group] = []
+        self._log_deltas: list[int] = []
+        #: Every change at a version above this one is in the log.
+        self._log_floor = -NEVER
         #: Highest version below which no live snapshot reads, as far as the index knows.
         self._horizon = 0
-        #: History steps created since the last vacuum.
-        self._steps = 0
-        #: Extra steps tolerated before a purge vacuums (tests lower it to 0).
+        #: Log entries below the horizon tolerated before a purge trims (tests lower it to 0).
         self._vacuum_slack = 64
 
     @property
@@ -289,59 +307,87 @@ class BM25Index(metaclass=NoPublicConstructor):
         Raises:
             KeyError: ``rec`` is not in the index (never added, or purged).
         """
-        return self._docs[rec].tfs
+        return self._group_of[rec].tfs
 
     def tokenize(self, text: str) -> list[str]:
         """The scorer's tokenizer applied to ``text``. O(len(text))."""
         return self._scorer.tokenizer(text)
 
-    def _document(self, rec: Record) -> list[str]:
+    def _new_group(self, key: object, rec: Record) -> _Group:
         entry = rec.entry
         tokenize = self._scorer.tokenizer
         terms = tokenize(entry.memory)
-        for tag in entry.tags:
-            terms.extend(tokenize(tag))
-        return terms
+        if entry.tags:
+            terms = list(terms)
+            for tag in entry.tags:
+                terms.extend(tokenize(tag))
+        tfs = dict(Counter(terms))
+        length = len(terms)
+        group = self._groups[key] = _Group(key, tfs, length)
+        index_terms = self._terms
+        objs = group.terms
+        for term, tf in tfs.items():
+            obj = index_terms.get(term)
+            if obj is None:
+                obj = index_terms[term] = _Term(term)
+            obj.groups.append(group)
+            obj.tfs.append(tf)
+            objs.append(obj)
+        return group
 
-    def _step(self, history: _History, version: int, delta: int) -> None:
-        steps = len(history.versions)
-        history.change(version, delta)
-        if len(history.versions) > steps:
-            self._steps += 1
-            if steps:
-                self._dirty.add(history)
+    def _log(self, version: int, group: _Group, delta: int) -> None:
+        versions = self._log_versions
+        if not versions or versions[-1] <= version:
+            versions.append(version)
+            self._log_groups.append(group)
+            self._log_deltas.append(delta)
+        else:  # an out-of-order change: rare
+            pos = bisect_right(versions, version)
+            versions.insert(pos, version)
+            self._log_groups.insert(pos, group)
+            self._log_deltas.insert(pos, delta)
+
+    def _trim(self) -> None:
+        """Drop the log entries at or below the horizon. O(log length + kept entries)."""
+        versions = self._log_versions
+        cut = bisect_right(versions, self._horizon)
+        if cut:
+            self._log_floor = max(self._log_floor, versions[cut - 1])
+            del versions[:cut]
+            del self._log_groups[:cut]
+            del self._log_deltas[:cut]
 
     # -- owner side ---------------------------------------------------------------------
 
     def add(self, rec: Record) -> None:
         """Index ``rec``, visible from ``rec.born`` on (owner only).
 
-        Runtime complexity: O(len(text) + T) amortized.
+        Runtime complexity: O(T) amortized when a record with the same text and tags is
+        already indexed (no tokenizing); O(len(text) + T) for a new text.
 
         Raises:
             ValueError: ``rec`` is already in the index.
         """
-        if rec in self._docs:
+        if rec in self._group_of:
             raise ValueError(f"{rec!r} is already indexed")
-        terms = self._document(rec)
-        tfs = dict(Counter(terms))
-        doc = _Doc(rec, self._next_docno, tfs, len(terms))
-        self._next_docno += 1
-        self._docs[rec] = doc
-        born = rec.born
-        for term, tf in tfs.items():
-            entry = self._terms.get(term)
-            if entry is None:
-                entry = self._terms[term] = _Term()
-            entry.docs.append(doc)
-            entry.tfs.append(tf)
-            if tf > entry.max_tf:
-                entry.max_tf = tf
-            if doc.length < entry.min_len:
-                entry.min_len = doc.length
-            self._step(entry.df, born, 1)
-        self._step(self._count, born, 1)
-        self._step(self._total, born, doc.length)
+        entry = rec.entry
+        tags = entry.tags
+        key: object = (entry.memory, tags) if tags else entry.memory
+        group = self._groups.get(key)
+        if group is None:
+            group = self._new_group(key, rec)
+        recs = group.recs
+        if recs and recs[-1].seq > rec.seq:
+            insort(recs, rec, key=_seq)  # an upsert keeps its older seq
+        else:
+            recs.append(rec)
+        group.unpurged += 1
+        self._group_of[rec] = group
+        for term in group.terms:
+            term.df += 1
+        self._n += 1
+        self._total += group.length
+        self._log(rec.born, group, 1)
         if rec.died != NEVER:  # stored already dead: unusual but consistent
             self.retire(rec)
 
@@ -350,69 +396,77 @@ class BM25Index(metaclass=NoPublicConstructor):
 
         Older snapshots keep seeing ``rec`` and the statistics that include it.
 
-        Runtime complexity: O(T) (amortized; O(T + steps) if versions arrive out of order).
+        Runtime complexity: O(T) (O(T + log entries) if versions arrive out of order).
 
         Raises:
             KeyError: ``rec`` is not in the index.
             ValueError: ``rec`` was retired already or ``rec.died`` is not set.
         """
-        doc = self._docs[rec]
-        if doc.retired or rec.died == NEVER:
+        group = self._group_of[rec]
+        if rec in self._retired or rec.died == NEVER:
             raise ValueError(f"{rec!r} is retired already or has no death version")
-        doc.retired = True
-        died = rec.died
-        for term in doc.tfs:
-            self._step(self._terms[term].df, died, -1)
-        self._step(self._count, died, -1)
-        self._step(self._total, died, -doc.length)
+        self._retired.add(rec)
+        for term in group.terms:
+            term.df -= 1
+        self._n -= 1
+        self._total -= group.length
+        self._log(rec.died, group, -1)
 
     def purge(self, rec: Record) -> None:
         """Drop ``rec`` for good: no live snapshot can see it (owner only).
 
-        Runtime complexity: amortized O(T): a posting list is compacted, in time linear in
+        Runtime complexity: amortized O(1), or O(T) when the last record of its text
+        goes: a group's record list, and a posting list, is compacted, in time linear in
         its length, once half of it is purged.
 
         Raises:
             KeyError: ``rec`` is not in the index.
             ValueError: ``rec`` was not retired first.
         """
-        doc = self._docs[rec]
-        if not doc.retired:
+        group = self._group_of[rec]
+        if rec not in self._retired:
             raise ValueError(f"{rec!r} must be retired before it is purged")
-        del self._docs[rec]
-        doc.purged = True
-        for term in doc.tfs:
-            entry = self._terms[term]
-            entry.dead += 1
-            if entry.dead == len(entry.docs):
-                # No live snapshot sees any doc with this term: its df is 0 for all of them.
-                del self._terms[term]
-                self._dirty.discard(entry.df)
-            elif 2 * entry.dead > len(entry.docs):
-                entry.compact()
+        del self._group_of[rec]
+        self._retired.discard(rec)
+        group.unpurged -= 1
+        if group.unpurged == 0:
+            del self._groups[group.key]
+            group.recs = []
+            group.dead = 0
+            for name, term in zip(group.tfs, group.terms, strict=True):
+                term.dead += 1
+                if term.dead == len(term.groups):
+                    # No live snapshot sees any record with this term: df is 0 for all.
+                    del self._terms[name]
+                elif 2 * term.dead > len(term.groups):
+                    term.compact()
+        else:
+            group.dead += 1
+            if 2 * group.dead > len(group.recs):
+                group_of = self._group_of
+                group.recs = [r for r in group.recs if r in group_of]
+                group.dead = 0
         if rec.died > self._horizon:
             self._horizon = rec.died
-        if self._steps > self._vacuum_slack + len(self._dirty):
-            self.vacuum(self._horizon)
+        versions = self._log_versions
+        if versions and versions[0] <= self._horizon:
+            cut = bisect_right(versions, self._horizon)
+            if cut > self._vacuum_slack and 2 * cut >= len(versions):
+                self._trim()
 
     def vacuum(self, oldest: int) -> None:
-        """Forget statistics that only snapshots older than ``oldest`` could read.
+        """Forget changes that only snapshots older than ``oldest`` need to undo.
 
         The owner calls it with the version of its oldest live snapshot (or the current
         version when none is open), e.g. whenever it purges. A snapshot older than
         ``oldest`` that queries anyway gets exact results, computed more slowly.
 
-        Runtime complexity: O(histories changed since the last vacuum + steps dropped).
+        Runtime complexity: O(log L + kept) for a log of L entries of which ``kept`` are
+        newer than ``oldest``.
         """
         if oldest > self._horizon:
             self._horizon = oldest
-        self._steps = 0
-        keep: set[_History] = set()
-        for history in self._dirty:
-            history.trim(oldest)
-            if len(history.versions) > 1:
-                keep.add(history)
-        self._dirty = keep
+        self._trim()
 
     # -- reader side --------------------------------------------------------------------
 
@@ -431,28 +485,49 @@ class BM25Index(metaclass=NoPublicConstructor):
         self, view: ReadView, terms: Iterable[str] = ()
     ) -> tuple[int, float, dict[str, int]]:
         """``(N, avgdl, {term: df})`` as of ``view.version``: the corpus statistics BM25
-        uses. O(|terms| log steps), or O(postings) for a trimmed-away version."""
-        n, total = self._corpus_at(view)
+        uses. O(|terms| + C * |terms|) for C changes newer than the view, or O(postings)
+        for a version older than the log."""
+        wanted = list(dict.fromkeys(terms))
+        n, total, dfs = self._statistics(view, wanted)
         avgdl = total / n if n else 0.0
-        return n, avgdl, {term: self._df_at(term, view) for term in terms}
+        return n, avgdl, dfs
 
-    def _corpus_at(self, view: ReadView) -> tuple[int, int]:
+    def _statistics(self, view: ReadView, terms: list[str]) -> tuple[int, int, dict[str, int]]:
+        """N, total length and ``{term: df}`` (0 for unknown terms) at ``view.version``."""
+        index_terms = self._terms
+        dfs: dict[str, int] = {}
+        for term in terms:
+            obj = index_terms.get(term)
+            dfs[term] = obj.df if obj is not None else 0
+        n, total = self._n, self._total
         version = view.version
-        n = self._count.at(version)
-        total = self._total.at(version)
-        if n is None or total is None:
-            visible = [doc for doc in self._docs.values() if view.visible(doc.rec)]
-            return len(visible), sum(doc.length for doc in visible)
-        return n, total
-
-    def _df_at(self, term: str, view: ReadView) -> int:
-        entry = self._terms.get(term)
-        if entry is None:
-            return 0
-        df = entry.df.at(view.version)
-        if df is None:
-            df = sum(1 for doc in entry.docs if view.visible(doc.rec))
-        return df
+        versions = self._log_versions
+        if version >= self._log_floor:
+            if not versions or versions[-1] <= version:
+                return n, total, dfs  # the newest statistics: the common case
+            # Undo the changes newer than the view.
+            groups, deltas = self._log_groups, self._log_deltas
+            for i in range(bisect_right(versions, version), len(versions)):
+                group, delta = groups[i], deltas[i]
+                n -= delta
+                total -= delta * group.length
+                tfs = group.tfs
+                for term in terms:
+                    if term in tfs:
+                        dfs[term] -= delta
+            return n, total, dfs
+        # The log was trimmed past this version: count what the view sees.
+        visible = view.visible
+        n = total = 0
+        for rec, group in self._group_of.items():
+            if visible(rec):
+                n += 1
+                total += group.length
+        for term in terms:
+            obj = index_terms.get(term)
+            if obj is not None:
+                dfs[term] = sum(1 for group in obj.groups for rec in group.recs if visible(rec))
+        return n, total, dfs
 
     def top_k_terms(
         self, view: ReadView, weights: Mapping[str, float], limit: int, accept: Accept
@@ -470,159 +545,277 @@ class BM25Index(metaclass=NoPublicConstructor):
             Up to ``limit`` ``(score, record)`` pairs, score descending then ``seq``
             ascending, of the visible, accepted records that have a query term.
 
-        Runtime complexity: MaxScore, document at a time: O(P * q + q log q) where ``q``
-        is the number of query terms and ``P`` the number of postings in the lists still
-        *essential*; a list stops being essential once the sum of its and the cheaper
-        lists' score bounds falls below the k-th best score, so the long lists of common
-        terms are mostly skipped. Each candidate costs O(q) and O(log limit).
+        Runtime complexity: MaxScore, term at a time, over distinct texts: O(P + A log A
+        + q log q + C * q) where ``q`` is the number of query terms, ``P`` the postings
+        of the *essential* terms (the rarest, scored exhaustively into an accumulator of
+        ``A`` texts until the score bounds of the other terms sum below a lower bound of
+        the k-th best score), and ``C`` the changes newer than the view (none for the
+        newest). Candidate texts are then scored exactly, O(q) each, best bound first,
+        until the bound falls below the k-th best score, and each of their visible
+        records costs O(log limit) (with a recency or prior weight, every record of a
+        candidate text is scored).
         """
         if limit <= 0:
             return []
         scorer = self._scorer
         k1, b = scorer.k1, scorer.b
-        n, total = self._corpus_at(view)
+        index_terms = self._terms
+        wanted = [t for t, w in weights.items() if w > 0 and t in index_terms]
+        if not wanted:
+            return []
+        n, total, dfs = self._statistics(view, wanted)
         if n == 0 or total == 0:
             return []
         avgdl = total / n
-        # (term, weight * idf, upper bound on its contribution)
-        query: list[tuple[str, float, _Term]] = []
-        for term, weight in weights.items():
-            entry = self._terms.get(term)
-            if entry is None or not weight > 0:
+        a_part = k1 * (1.0 - b)
+        up = 1.0 + _SLACK
+        # The query in its own order, the summation order: (term, weight * idf).
+        query: list[tuple[str, float]] = []
+        # (bound on the term's contribution, weight * idf, term), for MaxScore.
+        order: list[tuple[float, float, _Term]] = []
+        # Cached saturations are exact at their term's reference avgdl and at most
+        # `stretch` times too low at this one (see _Term.impacts).
+        stretch = 1.0
+        for term in wanted:
+            df = dfs[term]
+            if df <= 0:
                 continue
-            df = self._df_at(term, view)
-            if df == 0:
-                continue
-            query.append((term, weight * math.log(1.0 + (n - df + 0.5) / (df + 0.5)), entry))
+            wi = weights[term] * math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+            query.append((term, wi))
+            obj = index_terms[term]
+            hi = obj.impacts(a_part, k1 * b, avgdl)
+            if hi > stretch:
+                stretch = hi
+            order.append((wi * obj.top * hi * up, wi, obj))
         if not query:
             return []
-        bounded = []
-        for term, wi, entry in query:
-            max_tf = entry.max_tf
-            norm = k1 * (1.0 - b + b * entry.min_len / avgdl)
-            bound = wi * (max_tf / (max_tf + norm)) * (1.0 + _SLACK) if max_tf else 0.0
-            bounded.append((bound, term, wi, entry))
-        bounded.sort(key=lambda item: item[0])
-        prefix = [0.0]
-        for bound, *_ in bounded:
-            prefix.append(prefix[-1] + bound)
-        lists = [entry.docs for _, _, _, entry in bounded]
-        counts = [entry.tfs for _, _, _, entry in bounded]
-        wis = [wi for _, _, wi, _ in bounded]
-        cursors = [0] * len(bounded)
-        essential_from = 0  # lists before this index are non-essential
+        order.sort(key=itemgetter(0), reverse=True)
+        # rest[i]: bound on the total contribution of the terms order[i:].
+        rest = [0.0] * (len(order) + 1)
+        for i in range(len(order) - 1, -1, -1):
+            rest[i] = rest[i + 1] + order[i][0]
+        scale = stretch * up  # partial sums times this bound the exact partial sums
+
+        version = view.version
         half_life = scorer.half_life
         alpha = scorer.relevance_prior
+        weighted = half_life is not None or bool(alpha)
         now = scorer.clock() if half_life is not None else 0.0
-        visible = view.visible
-        heap: list[tuple[float, int, int, Record]] = []  # (score, -seq, docno, rec): worst on top
-        theta = -math.inf
-        nlists = len(lists)
-        while essential_from < nlists:
-            candidate = NEVER
-            for i in range(essential_from, nlists):
-                c = cursors[i]
-                docs = lists[i]
-                if c < len(docs):
-                    docno = docs[c].docno
-                    if docno < candidate:
-                        candidate = docno
-            if candidate == NEVER:
-                break
-            doc: _Doc | None = None
-            tf_at: list[tuple[int, int]] = []
-            for i in range(essential_from, nlists):
-                c = cursors[i]
-                docs = lists[i]
-                if c < len(docs) and docs[c].docno == candidate:
-                    doc = docs[c]
-                    tf_at.append((i, counts[i][c]))
-                    cursors[i] = c + 1
-            assert doc is not None
-            rec = doc.rec
-            if not visible(rec):
-                continue
-            norm = k1 * (1.0 - b + b * doc.length / avgdl)
-            if theta > -math.inf:
-                partial = 0.0
-                for i, tf in tf_at:
-                    partial += wis[i] * (tf / (tf + norm))
-                if partial * (1.0 + _SLACK) + prefix[essential_from] < theta:
-                    continue
-            if accept is not None and not accept(rec):
-                continue
-            score = 0.0
-            tfs = doc.tfs
-            for term, wi, _ in query:
-                tf = tfs.get(term, 0)
-                if tf:
-                    score += wi * (tf / (tf + norm))
+        exact: dict[_Group, float] = {}
+
+        def score_of(group: _Group) -> float:
+            """The text's BM25 score, term by term in the query's order (memoized)."""
+            score = exact.get(group)
+            if score is None:
+                norm = k1 * (1.0 - b + b * group.length / avgdl)
+                score = 0.0
+                tfs = group.tfs
+                for term, wi in query:
+                    tf = tfs.get(term, 0)
+                    if tf:
+                        score += wi * (tf / (tf + norm))
+                exact[group] = score
+            return score
+
+        def weigh(score: float, rec: Record) -> float:
+            """A record's score from its text's: recency, then prior."""
             if half_life is not None:
-                score *= 0.5 ** (max(0.0, now - doc.stamp) / half_life)
+                score *= 0.5 ** (max(0.0, now - rec.entry.created_at.timestamp()) / half_life)
             if alpha:
                 score *= (1.0 - alpha) + alpha * rec.entry.relevance
-            item = (score, -rec.seq, candidate, rec)
-            if len(heap) < limit:
-                heapq.heappush(heap, item)
-            elif item[:2] > heap[0][:2]:
-                heapq.heapreplace(heap, item)
-            else:
+            return score
+
+        found: dict[_Group, list[float]] = {}
+
+        def scores_in(group: _Group) -> list[float]:
+            """Exact scores of up to ``limit`` of the text's visible, accepted records,
+            best first (memoized)."""
+            values = found.get(group)
+            if values is None:
+                values = []
+                if weighted:
+                    score = score_of(group)
+                    values = [
+                        weigh(score, rec)
+                        for rec in group.recs
+                        if rec.born <= version < rec.died and (accept is None or accept(rec))
+                    ]
+                    values = heapq.nlargest(limit, values)
+                else:
+                    count = 0
+                    for rec in group.recs:
+                        if rec.born <= version < rec.died and (accept is None or accept(rec)):
+                            count += 1
+                            if count == limit:
+                                break
+                    values = [score_of(group)] * count if count else []
+                found[group] = values
+            return values
+
+        # 1. Essential terms, the highest bounds first, accumulated text by text until the
+        # remaining terms' bounds sum below theta, a lower bound on the k-th best score:
+        # the k-th best exact score among the records of the texts with the highest
+        # partial scores, kept in `top` (`tau`: the lowest partial score there).
+        acc: dict[_Group, float] = {}
+        theta = -math.inf
+        top: list[_Group] = []
+        tau = -math.inf
+        size = limit
+        done = 0
+        for _, wi, obj in order:
+            if rest[done] < theta:
+                break
+            get = acc.get
+            hot: list[_Group] = []
+            for group, sat in zip(obj.groups, obj.sats):  # noqa: B905 - equal lengths
+                value = get(group, 0.0) + wi * sat
+                acc[group] = value
+                if value > tau:
+                    hot.append(group)
+            done += 1
+            if not hot:
                 continue
-            if len(heap) == limit:
-                theta = heap[0][0]
-                while essential_from < nlists and prefix[essential_from + 1] < theta:
-                    essential_from += 1
+            top = heapq.nlargest(size, set(top).union(hot), key=acc.__getitem__)
+            while True:
+                values = [v for group in top for v in scores_in(group)]
+                if len(values) >= limit:
+                    theta = max(theta, heapq.nlargest(limit, values)[-1])
+                    break
+                if size >= len(acc):
+                    break
+                size *= 2  # too few visible, accepted records among them: look wider
+                top = heapq.nlargest(size, acc, key=acc.__getitem__)
+            tau = acc[top[-1]] if len(top) == size else -math.inf
+
+        # 2. Candidates: the texts whose partial score plus the bounds of the other terms
+        # reaches theta. While they outnumber the postings of the next term, that term
+        # is added to them term at a time (cheaper than looking it up in each); then
+        # each is refined term by term in the order of the bounds (MaxScore), best
+        # bound first, and scored exactly.
+        remaining = rest[done]
+        candidates = {g: s for g, s in acc.items() if s * scale + remaining >= theta}
+        while done < len(order) and len(order[done][2].groups) < _UPDATE_RATIO * len(candidates):
+            _, wi, obj = order[done]
+            for group, sat in zip(obj.groups, obj.sats):  # noqa: B905 - equal lengths
+                if group in candidates:
+                    candidates[group] += wi * sat
+            done += 1
+            remaining = rest[done]
+            candidates = {g: s for g, s in candidates.items() if s * scale + remaining >= theta}
+        others = [(obj.key, wi, rest[done + j + 1]) for j, (_, wi, obj) in enumerate(order[done:])]
+        b_part = k1 * b / avgdl
+        heap: list[tuple[float, int, Record]] = []  # (score, -seq, rec): worst on top
+        for group, partial in sorted(candidates.items(), key=itemgetter(1), reverse=True):
+            cut = theta if len(heap) < limit or heap[0][0] < theta else heap[0][0]
+            partial *= stretch
+            if partial * up + remaining < cut:
+                break
+            if others:
+                tfs = group.tfs
+                norm = a_part + b_part * group.length
+                for term, wi, bound in others:
+                    tf = tfs.get(term)
+                    if tf:
+                        partial += wi * (tf / (tf + norm))
+                    if partial * up + bound < cut:
+                        break
+                else:
+                    bound = -1.0
+                if bound >= 0.0:
+                    continue  # pruned
+            score = score_of(group)
+            if not weighted:
+                if len(heap) == limit and score < heap[0][0]:
+                    continue
+                for rec in group.recs:  # by seq: later ones only tie or lose
+                    if len(heap) == limit:
+                        worst, worst_negseq, _ = heap[0]
+                        if score < worst or (score == worst and -rec.seq <= worst_negseq):
+                            break
+                    if rec.born <= version < rec.died and (accept is None or accept(rec)):
+                        if len(heap) < limit:
+                            heapq.heappush(heap, (score, -rec.seq, rec))
+                        else:
+                            heapq.heapreplace(heap, (score, -rec.seq, rec))
+                continue
+            if len(heap) == limit and score * up < heap[0][0]:
+                continue
+            for rec in group.recs:
+                if rec.born <= version < rec.died and (accept is None or accept(rec)):
+                    s = weigh(score, rec)
+                    if len(heap) < limit:
+                        heapq.heappush(heap, (s, -rec.seq, rec))
+                    elif s > heap[0][0] or (s == heap[0][0] and -rec.seq > heap[0][1]):
+                        heapq.heapreplace(heap, (s, -rec.seq, rec))
         heap.sort(key=lambda item: (-item[0], -item[1]))
-        return [(score, rec) for score, _, _, rec in heap]
+        return [(score, rec) for score, _, rec in heap]
 
     # -- checks -------------------------------------------------------------------------
 
     def _check(self, live: Iterable[Record]) -> None:
         """Assert every invariant; ``live`` is every record not yet purged.
 
-        Runtime complexity: O(total postings + total history steps).
+        Runtime complexity: O(total postings + records + log entries).
         """
         live_set = set(live)
-        assert live_set == set(self._docs), "indexed records differ from the live ones"
-        expected: dict[str, int] = Counter()
-        for rec, doc in self._docs.items():
-            assert doc.rec is rec
-            assert not doc.purged
-            assert doc.retired == (rec.died != NEVER), f"{rec!r}: retired flag out of date"
-            assert doc.length == sum(doc.tfs.values())
-            for term in doc.tfs:
-                expected[term] += 0
-                if not doc.retired:
-                    expected[term] += 1
-        assert set(expected) == set(self._terms), "terms differ from the live documents'"
-        for term, entry in self._terms.items():
-            docnos = [doc.docno for doc in entry.docs]
-            assert all(x < y for x, y in zip(docnos, docnos[1:], strict=False)), (
-                f"{term!r}: unsorted"
-            )
-            assert entry.dead == sum(doc.purged for doc in entry.docs)
-            assert entry.dead < len(entry.docs)
-            assert 2 * entry.dead <= len(entry.docs)
-            for doc, tf in zip(entry.docs, entry.tfs, strict=True):
-                if not doc.purged:
-                    assert doc.tfs.get(term) == tf, f"{term!r}: stale tf"
-                    assert tf <= entry.max_tf
-                    assert doc.length >= entry.min_len
-            listed = {doc.rec for doc in entry.docs if not doc.purged}
-            holders = {rec for rec, doc in self._docs.items() if term in doc.tfs}
-            assert listed == holders, f"{term!r}: posting list misses documents"
-            self._check_history(entry.df, expected[term])
-        active = [doc for doc in self._docs.values() if not doc.retired]
-        self._check_history(self._count, len(active))
-        self._check_history(self._total, sum(doc.length for doc in active))
-
-    def _check_history(self, history: _History, newest: int) -> None:
-        versions = history.versions
-        assert len(versions) == len(history.values)
-        assert all(x < y for x, y in zip(versions, versions[1:], strict=False)), (
-            "history out of order"
+        assert live_set == set(self._group_of), "indexed records differ from the live ones"
+        assert self._retired == {rec for rec in live_set if rec.died != NEVER}, (
+            "retired set out of date"
         )
-        assert history.newest() == newest, "history disagrees with the documents"
-        assert all(value >= 0 for value in history.values)
-        if len(versions) > 1:
-            assert history in self._dirty, "a multi-step history escapes vacuum"
+        tokenize = self._scorer.tokenizer
+        holders: dict[str, set[_Group]] = {}
+        df: Counter[str] = Counter()
+        n = total = 0
+        groups = set(self._group_of.values())
+        assert groups == set(self._groups.values()), "groups differ from the live records'"
+        for group in groups:
+            assert self._groups[group.key] is group
+            recs = group.recs
+            assert all(x.seq <= y.seq for x, y in zip(recs, recs[1:], strict=False)), (
+                "records out of seq order"
+            )
+            alive = [rec for rec in recs if rec in self._group_of]
+            assert group.unpurged == len(alive) > 0
+            assert group.dead == len(recs) - len(alive)
+            assert 2 * group.dead <= len(recs)
+            entry = alive[0].entry
+            terms = list(tokenize(entry.memory))
+            for tag in entry.tags:
+                terms += tokenize(tag)
+            assert group.tfs == Counter(terms), "stale term frequencies"
+            assert group.length == len(terms)
+            assert [self._terms[t] for t in group.tfs] == group.terms
+            for rec in alive:
+                assert self._group_of[rec] is group
+                assert (rec.entry.memory, rec.entry.tags) == (entry.memory, entry.tags)
+                if rec.died == NEVER:
+                    n += 1
+                    total += group.length
+                    df.update(group.tfs.keys())
+            for t in group.tfs:
+                holders.setdefault(t, set()).add(group)
+        assert (n, total) == (self._n, self._total), "N or total length out of date"
+        assert set(holders) == set(self._terms), "terms differ from the live documents'"
+        for name, term in self._terms.items():
+            assert len(term.groups) == len(term.tfs)
+            assert len(set(map(id, term.groups))) == len(term.groups), f"{name!r}: repeated"
+            listed = {group for group in term.groups if group.unpurged}
+            assert listed == holders[name], f"{name!r}: posting list misses texts"
+            assert term.dead == len(term.groups) - len(listed)
+            assert term.dead < len(term.groups)
+            assert 2 * term.dead <= len(term.groups)
+            assert term.df == df[name], f"{name!r}: df out of date"
+            for group, tf in zip(term.groups, term.tfs, strict=True):
+                if group.unpurged:
+                    assert group.tfs[name] == tf, f"{name!r}: stale tf"
+            assert len(term.sats) <= len(term.groups)
+            if term.sats:
+                k_part = self._scorer.k1 * self._scorer.b / term.ref
+                a_part = self._scorer.k1 * (1.0 - self._scorer.b)
+                for group, tf, sat in zip(term.groups, term.tfs, term.sats, strict=False):
+                    assert sat == tf / (tf + (a_part + k_part * group.length)), "stale impact"
+                assert term.top == max(term.sats), f"{name!r}: stale impact bound"
+        versions = self._log_versions
+        assert len(versions) == len(self._log_groups) == len(self._log_deltas)
+        assert all(x <= y for x, y in zip(versions, versions[1:], strict=False)), "log out of order"
+        assert all(v > self._log_floor for v in versions)
