@@ -19,6 +19,18 @@ the buffer fills and ``store`` waits (backpressure) while ``store_nowait`` raise
 published version (O(1)) and scores it in the caller's task without a checkpoint, so the
 owner cannot change anything in the middle, and a reader never waits for a writer.
 
+Durable mode (``open_memory(path=...)``, see ``docs/durability.md``). Before serving, the
+owner's state is rebuilt from the SQLite file (:mod:`actormem._sqlite`). Between steps 3
+and 4 the owner hands the batch's journal to the store: one transaction per batch (group
+commit), run in a worker thread with ``trio.to_thread.run_sync`` (not abandoned on
+cancellation, so a transaction is never left half-done; a commit that has not started
+when the owner is cancelled does not start). Nothing is published or acknowledged before
+its commit returned. A failed commit (disk full, I/O error) fails the batch's callers
+with :class:`~actormem.StorageError`, breaks the memory (later calls raise
+:class:`trio.BrokenResourceError` from that error) and stops the owner quietly: the
+in-memory state already holds the batch, so it can no longer match the file. Reads
+never touch the file.
+
 Domain errors travel back in the reply. Anything else raised while applying a batch is a
 bug: the owner fails every pending request with :class:`trio.BrokenResourceError`
 (chained from the bug), marks the memory broken, and re-raises so the bug surfaces in the
@@ -28,6 +40,7 @@ nursery. A cancelled or closed owner answers pending requests with
 
 from __future__ import annotations
 
+import os
 import uuid
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
@@ -40,10 +53,12 @@ import outcome
 import trio
 
 from ._entry import MemoryCategory, MemoryEntry, ScoredEntry
-from ._errors import ActorMemError, InvalidQueryError
+from ._errors import ActorMemError, InvalidEntryError, InvalidQueryError, StorageError
 from ._record import Record
 from ._scoring import Scorer
 from ._snapshot import Snapshot, check_query, make_filter, run_retrieve
+from ._sqlite import Durability, SqliteStore
+from ._sqlite_format import MAX_ACCESS_COUNT
 from ._state import DEFAULT_HALF_LIFE, MemoryState
 from ._stats import ConsolidationStats, MemoryStatistics
 from ._util import NoPublicConstructor
@@ -95,9 +110,13 @@ class Memory(metaclass=NoPublicConstructor):
     applied by the owner task in arrival order; reads (``retrieve``, ``get``, ``snapshot``,
     ``len``) read the latest published snapshot in the caller's task.
 
+    In durable mode (``open_memory(path=...)``) a write returns only once the group
+    commit holding it is in the file; reads still never touch the file.
+
     After the memory is closed every call raises :class:`trio.ClosedResourceError`; if the
-    owner died of a bug, every pending and later call raises
-    :class:`trio.BrokenResourceError` whose ``__cause__`` is the bug.
+    owner died of a bug, or a durable memory's commit failed, every pending and later
+    call raises :class:`trio.BrokenResourceError` whose ``__cause__`` is the bug or the
+    :class:`~actormem.StorageError`.
     """
 
     def __init__(
@@ -113,6 +132,8 @@ class Memory(metaclass=NoPublicConstructor):
         self._retrieves = 0
         #: Durable backend hook: awaited with each batch's journal before publishing.
         self._commit: Callable[[list[tuple[int, Record]]], Awaitable[None]] | None = None
+        #: The SQLite store of a durable memory (None: in-memory).
+        self._storage: SqliteStore | None = None
 
     # ------------------------------------------------------------ lifecycle helpers
 
@@ -153,31 +174,45 @@ class Memory(metaclass=NoPublicConstructor):
         ``created_at``. Storing a new id into a full memory evicts the entry with the
         lowest relevance-weighted recency first. Waits while the request channel is full
         (backpressure). A caller cancelled after its request was queued gets
-        :class:`trio.Cancelled`, and the store may or may not have been applied.
+        :class:`trio.Cancelled`, and the store may or may not have been applied (in
+        durable mode: committed whole, or not at all).
 
         Runtime complexity (owner side): O(T + log n) for T distinct tokens.
 
         Raises:
             TypeError: ``entry`` is not a :class:`MemoryEntry`.
+            InvalidEntryError: Durable mode: ``access_count`` exceeds ``2**63 - 1``.
+            StorageError: Durable mode: the group commit holding this store failed; the
+                memory is now broken.
             trio.ClosedResourceError, trio.BrokenResourceError: See the class docs.
         """
         if not isinstance(entry, MemoryEntry):
             raise TypeError(f"store() takes a MemoryEntry, not {type(entry).__name__}")
+        self._check_storable(entry)
         await self._call(_STORE, entry)
+
+    def _check_storable(self, entry: MemoryEntry) -> None:
+        if self._storage is not None and entry.access_count > MAX_ACCESS_COUNT:
+            raise InvalidEntryError(
+                f"a durable memory keeps access_count in 64 bits; {entry.access_count} is too large"
+            )
 
     def store_nowait(self, entry: MemoryEntry) -> None:
         """Queue ``entry`` for storing without waiting; not acknowledged.
 
         The owner applies it in order with every other request; a later ``await``-ed call
-        from the same task is applied after it.
+        from the same task is applied after it (in durable mode, committed in the same
+        group commit or an earlier one: once that call returns, this store is durable).
 
         Raises:
             TypeError: ``entry`` is not a :class:`MemoryEntry`.
+            InvalidEntryError: Durable mode: ``access_count`` exceeds ``2**63 - 1``.
             trio.WouldBlock: The request channel is full (the owner lags); nothing queued.
             trio.ClosedResourceError, trio.BrokenResourceError: See the class docs.
         """
         if not isinstance(entry, MemoryEntry):
             raise TypeError(f"store_nowait() takes a MemoryEntry, not {type(entry).__name__}")
+        self._check_storable(entry)
         self._raise_if_unusable()
         try:
             self._send.send_nowait(_Request(_STORE_NOWAIT, entry, None))
@@ -221,7 +256,8 @@ class Memory(metaclass=NoPublicConstructor):
             trio.ClosedResourceError, trio.BrokenResourceError: See the class docs.
         """
         self._raise_if_unusable()
-        return Snapshot._create(self._state, self._state.view(), self._snapshots)
+        snap: Snapshot = Snapshot._create(self._state, self._state.view(), self._snapshots)
+        return snap
 
     async def get(self, id: uuid.UUID) -> MemoryEntry | None:
         """The entry ``id`` in the latest snapshot, or None. O(1); never waits for the owner.
@@ -343,7 +379,11 @@ class Memory(metaclass=NoPublicConstructor):
 
     def __repr__(self) -> str:
         status = "broken" if self._broken else "closed" if self._closed else "open"
-        return f"<actormem.Memory {status} entries={len(self)} capacity={self._state.capacity}>"
+        where = "" if self._storage is None else f" path={self._storage.path!r}"
+        return (
+            f"<actormem.Memory {status} entries={len(self)} "
+            f"capacity={self._state.capacity}{where}>"
+        )
 
     # ------------------------------------------------------------ owner side
 
@@ -403,7 +443,12 @@ async def _run_owner(memory: Memory, receive: trio.MemoryReceiveChannel[_Request
                 if memory._commit is not None:
                     # Durable mode: the batch is one group commit; nothing is published
                     # or acknowledged before it is on disk.
-                    await memory._commit(state.take_journal())
+                    try:
+                        await memory._commit(state.take_journal())
+                    except StorageError as exc:
+                        _fail_storage(memory, replies, inflight, receive, exc)
+                        inflight = []
+                        return
                 state.publish()
                 for reply, result in replies:
                     reply.set(result)
@@ -430,6 +475,22 @@ async def _run_owner(memory: Memory, receive: trio.MemoryReceiveChannel[_Request
         memory._send.close()
 
 
+def _fail_storage(
+    memory: Memory,
+    replies: list[tuple[_Reply, outcome.Outcome[Any]]],
+    inflight: list[_Request],
+    receive: trio.MemoryReceiveChannel[_Request],
+    exc: StorageError,
+) -> None:
+    """A commit failed: its batch's callers get ``exc``, everyone else a broken memory."""
+    memory._broken = exc
+    for reply, _ in replies:
+        reply.set(outcome.Error(exc))
+    error = trio.BrokenResourceError("the memory's storage failed; it can no longer commit")
+    error.__cause__ = exc
+    _fail_pending(inflight, receive, error)
+
+
 def _fail_pending(
     inflight: list[_Request], receive: trio.MemoryReceiveChannel[_Request], error: BaseException
 ) -> None:
@@ -452,6 +513,33 @@ def _validate_options(queue_size: int) -> None:
         raise InvalidQueryError(f"queue_size must be >= 1, got {queue_size}")
 
 
+def _check_storage_options(
+    path: str | os.PathLike[str] | None, durability: Durability | str
+) -> tuple[str | None, Durability]:
+    if isinstance(durability, str) and not isinstance(durability, Durability):
+        try:
+            durability = Durability(durability)
+        except ValueError:
+            values = ", ".join(repr(d.value) for d in Durability)
+            raise InvalidQueryError(
+                f"durability must be one of {values}, got {durability!r}"
+            ) from None
+    if not isinstance(durability, Durability):
+        raise TypeError(f"durability must be a Durability or str, not {type(durability).__name__}")
+    if path is None:
+        return None, durability
+    if not isinstance(path, (str, os.PathLike)):
+        raise TypeError(f"path must be a str, an os.PathLike or None, not {type(path).__name__}")
+    fspath = os.fspath(path)
+    if not isinstance(fspath, str):
+        raise TypeError("path must be a str path, not bytes")
+    if not fspath or fspath == ":memory:":
+        raise InvalidQueryError(
+            f"path must name a file, got {fspath!r} (use path=None for in-memory)"
+        )
+    return fspath, durability
+
+
 def _make_memory(
     capacity: int | None,
     half_life: float,
@@ -470,8 +558,64 @@ def _make_memory(
     return Memory._create(state, send, queue_size), receive
 
 
+async def _close_storage(store: SqliteStore) -> None:
+    with trio.CancelScope(shield=True):
+        await trio.to_thread.run_sync(store.close)
+
+
+async def _open_memory(
+    path: str | os.PathLike[str] | None,
+    durability: Durability | str,
+    capacity: int | None,
+    half_life: float,
+    scorer: Scorer | None,
+    queue_size: int,
+    clock: Callable[[], datetime] | None,
+) -> tuple[Memory, trio.MemoryReceiveChannel[_Request]]:
+    """Build a memory; in durable mode open its file and load it (in worker threads)."""
+    fspath, durability = _check_storage_options(path, durability)
+    memory, receive = _make_memory(capacity, half_life, scorer, queue_size, clock)
+    if fspath is None:
+        return memory, receive
+    # Threads are not abandoned on cancellation (trio's default), so a cancelled open
+    # still hands back the store, and the next checkpoint closes it.
+    store, entries = await trio.to_thread.run_sync(SqliteStore.open, fspath, durability)
+    try:
+        await trio.to_thread.run_sync(store.load_into, memory._state, entries)
+    except BaseException:
+        await _close_storage(store)
+        raise
+    del entries
+    limiter = trio.CapacityLimiter(1)  # one commit at a time, never queued behind others
+
+    async def commit(journal: list[tuple[int, Record]]) -> None:
+        if journal:
+            batch = store.prepare(journal)
+            await trio.to_thread.run_sync(store.write, batch, limiter=limiter)
+
+    memory._storage = store
+    memory._commit = commit
+    return memory, receive
+
+
+async def _serve(memory: Memory, receive: trio.MemoryReceiveChannel[_Request]) -> None:
+    """The owner loop, then closing a durable memory's file (shielded)."""
+    try:
+        await _run_owner(memory, receive)
+    finally:
+        if memory._storage is not None:
+            try:
+                await _close_storage(memory._storage)
+            except StorageError:
+                if memory._broken is None:
+                    raise
+                # Closing after a failed commit: the callers already have the error.
+
+
 async def serve_memory(
     *,
+    path: str | os.PathLike[str] | None = None,
+    durability: Durability | str = Durability.NORMAL,
     capacity: int | None = None,
     half_life: float = DEFAULT_HALF_LIFE,
     scorer: Scorer | None = None,
@@ -482,33 +626,62 @@ async def serve_memory(
     """Run a memory's owner task; the form for ``memory = await nursery.start(serve_memory)``.
 
     Returns when the memory is closed (:meth:`Memory.aclose`) and every queued request
-    was answered. See :func:`open_memory` for the arguments.
+    was answered (and, in durable mode, the file is closed). See :func:`open_memory` for
+    the arguments.
 
     Raises:
         TypeError, InvalidQueryError: A bad option (raised from ``nursery.start``).
+        StorageError: The file cannot be opened (raised from ``nursery.start``).
     """
-    memory, receive = _make_memory(capacity, half_life, scorer, queue_size, clock)
-    task_status.started(memory)
-    await _run_owner(memory, receive)
+    memory, receive = await _open_memory(
+        path, durability, capacity, half_life, scorer, queue_size, clock
+    )
+    try:
+        task_status.started(memory)
+    except BaseException:
+        if memory._storage is not None:
+            await _close_storage(memory._storage)
+        raise
+    await _serve(memory, receive)
 
 
 @asynccontextmanager
 async def open_memory(
     *,
+    path: str | os.PathLike[str] | None = None,
+    durability: Durability | str = Durability.NORMAL,
     capacity: int | None = None,
     half_life: float = DEFAULT_HALF_LIFE,
     scorer: Scorer | None = None,
     queue_size: int = DEFAULT_QUEUE_SIZE,
     clock: Callable[[], datetime] | None = None,
 ) -> AsyncIterator[Memory]:
-    """Open an in-memory memory: ``async with open_memory() as memory: ...``.
+    """Open a memory: ``async with open_memory(path="memory.db") as memory: ...``.
 
     Starts the owner task in a nursery of its own; on exit, closes the memory, lets the
     owner answer what is queued, and waits for it (no task outlives the block).
 
+    With ``path=None`` (the default) the memory lives in this process only. With a path
+    it is durable: the file (SQLite, WAL mode; created if missing) is locked, validated
+    and loaded before the block starts, every write is acknowledged only after the
+    group commit holding it returned, and access bookkeeping is committed in the same
+    transactions. Reads never touch the file. See ``docs/durability.md``.
+
     Args:
+        path: The database file, or ``None`` for a memory without a file. A new file is
+            created with mode 0600; ``<path>.lock`` exists while the memory is open.
+        durability: What an acknowledged write survives (durable mode only):
+
+            * ``"normal"`` (:attr:`Durability.NORMAL`, the default): WAL with
+              ``synchronous=NORMAL``. Survives a crash or kill of the process; an OS
+              crash or power loss may roll back the most recent commits (never
+              corrupts).
+            * ``"full"`` (:attr:`Durability.FULL`): WAL with ``synchronous=FULL``, one
+              fsync per group commit. Also survives power loss.
         capacity: Most entries kept (an int >= 1), or ``None`` for unbounded: then nothing
-            is ever evicted and memory grows until you delete or consolidate.
+            is ever evicted and memory grows until you delete or consolidate. A file with
+            more entries loads by the eviction order (the excess is evicted and the
+            evictions committed before the block starts).
         half_life: Seconds for an entry's relevance-weighted recency
             ``relevance * 0.5 ** (age / half_life)`` to halve (default 7 days); age counts
             from ``last_accessed``, else ``created_at``. Orders eviction.
@@ -518,14 +691,22 @@ async def open_memory(
         clock: Returns the current timezone-aware datetime, used for ``last_accessed``
             (tests pass a fake one); ``datetime.now(UTC)`` by default.
 
+    Runtime complexity: opening a file is O(file size) (validation, ``quick_check`` and
+    one scan) plus O(n (T + log n)) to rebuild the indexes.
+
     Raises:
         TypeError, InvalidQueryError: A bad option (nothing is started).
+        StorageError: The file cannot be used: directory missing or not writable, held by
+            another memory (in this or another process), not an actormem database, written
+            by a newer schema version, or corrupted. The file is left unchanged.
     """
-    memory, receive = _make_memory(capacity, half_life, scorer, queue_size, clock)
+    memory, receive = await _open_memory(
+        path, durability, capacity, half_life, scorer, queue_size, clock
+    )
     body_error: BaseException | None = None
     try:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(_run_owner, memory, receive, name="actormem owner")
+            nursery.start_soon(_serve, memory, receive, name="actormem owner")
             try:
                 yield memory
             except BaseException as exc:

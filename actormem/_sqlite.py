@@ -1,0 +1,340 @@
+"""SQLite storage of a durable memory: open, load, group commit, close. Blocking I/O.
+
+Theory of operation
+-------------------
+The owner task stays the only writer: it applies a batch of requests to the in-memory
+:class:`~actormem._state.MemoryState`, then hands the batch's *journal* (records that
+became live, died, or changed access bookkeeping) to :meth:`SqliteStore.prepare` on the
+event loop, and runs :meth:`SqliteStore.write` in a worker thread: one transaction per
+batch (a *group commit*). Only when the transaction committed does the owner publish the
+batch and answer its callers. Every method here blocks; the actor calls them through
+``trio.to_thread.run_sync`` and never two at once, so one connection
+(``check_same_thread=False``) serves every thread in turn.
+
+Coalescing. The journal is applied per entry id, last change wins: an id whose last
+change is a death is deleted; one that became live in the batch (store, upsert, merge,
+re-store after eviction) is written whole from its current record; one whose access
+bookkeeping alone changed gets an ``UPDATE`` of two columns. Because every kind of
+change reduces to the final state of its id, the order of statements in the transaction
+does not matter (``seq`` is never reused by another id).
+
+Opening (:meth:`SqliteStore.open`), in an order that never modifies a refused file:
+
+1. Check the directory (exists, writable: WAL needs ``-wal``/``-shm`` beside the file).
+2. Take the lock file (:mod:`actormem._sqlite_lock`); a second opener fails here.
+3. Existing file: check the raw header, then validate and decode every row through a
+   read-only connection (:func:`~actormem._sqlite_format.read_validated`).
+   New file: build it under a temporary name and hard-link it into place, so a crash
+   never leaves a half-created database at ``path``.
+4. Only then open the read-write connection, in WAL mode, with the durability's
+   ``synchronous`` setting.
+
+Loading (:meth:`SqliteStore.load_into`) stores the decoded entries into the empty state
+in ``seq`` order with their ``seq`` numbers, so insertion order, access counts and
+timestamps come back exactly. Entries beyond ``capacity`` are evicted by the usual
+eviction order as they load, and those evictions are committed before the memory opens.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import sqlite3
+import tempfile
+from typing import Any
+
+import attrs
+
+from ._entry import MemoryEntry
+from ._errors import StorageError
+from ._record import Record
+from ._sqlite_format import (
+    CREATE_SCHEMA,
+    DELETE_ENTRY,
+    INSERT_ENTRY,
+    UPDATE_ACCESS,
+    check_header,
+    check_schema,
+    encode_access,
+    encode_record,
+    file_uri,
+    read_validated,
+    sqlite_reason,
+)
+from ._sqlite_lock import FileLock
+from ._state import JOURNAL_DELETE, JOURNAL_PUT, MemoryState
+
+__all__ = ["Durability", "SqliteStore"]
+
+
+class Durability(enum.Enum):
+    """What an acknowledged write of a durable memory survives.
+
+    In both modes the database is in WAL journal mode, a write is acknowledged only after
+    the transaction holding it committed, and the file is never corrupted by a crash or a
+    power loss: a transaction is on disk entirely or not at all
+    (https://sqlite.org/wal.html, https://sqlite.org/pragma.html#pragma_synchronous).
+    """
+
+    #: ``PRAGMA synchronous=NORMAL``: the commit writes the WAL but does not fsync it.
+    #: An acknowledged write survives a crash of the process (even SIGKILL); an OS crash
+    #: or power loss may roll back the most recent commits (those since the last
+    #: checkpoint). The default.
+    NORMAL = "normal"
+    #: ``PRAGMA synchronous=FULL``: every commit fsyncs the WAL before it is
+    #: acknowledged, so an acknowledged write also survives power loss (on storage that
+    #: honours fsync). Each commit costs one fsync; group commit shares it.
+    FULL = "full"
+
+
+@attrs.frozen(slots=True)
+class Batch:
+    """One group commit's statements, prepared on the event loop from a journal."""
+
+    deletes: list[tuple[str]]
+    puts: list[tuple[Any, ...]]
+    accesses: list[tuple[Any, ...]]
+
+    def __len__(self) -> int:
+        return len(self.deletes) + len(self.puts) + len(self.accesses)
+
+
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _create(path: str) -> None:
+    """Create an empty actormem database at ``path`` atomically (it must not exist)."""
+    directory = os.path.dirname(path)
+    fd, tmp = tempfile.mkstemp(
+        dir=directory, prefix=os.path.basename(path) + ".", suffix=".creating"
+    )
+    os.close(fd)
+    try:
+        conn = sqlite3.connect(tmp, isolation_level=None)
+        try:
+            conn.execute("BEGIN")
+            for statement in CREATE_SCHEMA:
+                conn.execute(statement)
+            conn.execute("COMMIT")
+            (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+        finally:
+            conn.close()
+        if mode != "wal":
+            raise StorageError(path, f"this file system does not support WAL mode ({mode})")
+        _fsync(tmp)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            raise StorageError(path, "created by another program while being created") from None
+        except OSError:
+            # No hard links here (some FUSE or FAT file systems): we hold the lock, so
+            # only a foreign program could create the file in between.
+            if os.path.exists(path):
+                raise StorageError(path, "created by another program while being created") from None
+            os.rename(tmp, path)
+        _fsync(directory)
+    except StorageError:
+        raise
+    except (sqlite3.Error, OSError) as exc:
+        raise StorageError(path, f"cannot create: {sqlite_reason(exc)}") from exc
+    finally:
+        for leftover in (tmp, tmp + "-journal", tmp + "-wal", tmp + "-shm"):
+            try:
+                os.unlink(leftover)
+            except OSError:
+                pass
+
+
+def _connect(path: str, durability: Durability) -> sqlite3.Connection:
+    """The read-write connection of a validated file, in WAL mode."""
+    uri = file_uri(path) + "?mode=rw"
+    conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    try:
+        conn.execute("PRAGMA busy_timeout = 10000")
+        check_schema(path, conn, deep=False)  # cheap re-check under the lock
+        (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
+        if mode != "wal":
+            raise StorageError(path, f"cannot use WAL mode ({mode})")
+        conn.execute(f"PRAGMA synchronous = {durability.name}")
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+class SqliteStore:
+    """The SQLite file of one durable memory. Blocking; one call at a time.
+
+    Build with :meth:`open`; the caller must :meth:`close` it.
+
+    Attributes:
+        path: Absolute path of the database file.
+        durability: The :class:`Durability` it commits with.
+        commits: Transactions committed by :meth:`write` (group commits).
+        written: Row changes (deletes, writes, access updates) committed.
+    """
+
+    def __init__(
+        self, path: str, durability: Durability, lock: FileLock, conn: sqlite3.Connection
+    ) -> None:
+        self.path = path
+        self.durability = durability
+        self._lock = lock
+        self._conn: sqlite3.Connection | None = conn
+        self.commits = 0
+        self.written = 0
+
+    @classmethod
+    def open(
+        cls, path: str, durability: Durability
+    ) -> tuple[SqliteStore, list[tuple[int, MemoryEntry]]]:
+        """Lock, validate (or create) and open ``path``; return the store and its entries.
+
+        The entries are ``(seq, entry)`` pairs in insertion order. A file this refuses
+        is left byte-for-byte unchanged. O(file size).
+
+        Raises:
+            StorageError: The directory is missing or not writable; another memory holds
+                the file; the file is empty, not an actormem database, from a newer
+                schema version, or corrupted; SQLite or the OS failed.
+        """
+        path = os.path.abspath(path)
+        # SQLite follows a symlink to put -wal/-shm beside the real file; so does the
+        # lock, so that two links to one database share it. (Hard links are not
+        # supported: https://sqlite.org/howtocorrupt.html, section 2.5.)
+        real = os.path.realpath(path)
+        directory = os.path.dirname(real)
+        if not os.path.isdir(directory):
+            raise StorageError(path, "the directory does not exist")
+        if os.path.isdir(path):
+            raise StorageError(path, "is a directory")
+        if not os.access(directory, os.W_OK | os.X_OK):
+            raise StorageError(
+                path,
+                "the directory is not writable (WAL mode creates the -wal and -shm files, "
+                "and actormem a .lock file, beside the database)",
+            )
+        if os.path.exists(path) and not os.access(path, os.R_OK | os.W_OK):
+            raise StorageError(path, "the file is not readable and writable")
+        lock = FileLock(path, real + ".lock")
+        try:
+            if os.path.exists(path):
+                check_header(path)
+                entries = read_validated(path)
+            else:
+                wal = path + "-wal"
+                if os.path.exists(wal) and os.path.getsize(wal) > 0:
+                    raise StorageError(
+                        path, f"the database is missing but its log {wal} exists; move it away"
+                    )
+                _create(real)
+                entries = []
+            try:
+                conn = _connect(path, durability)
+            except sqlite3.Error as exc:
+                raise StorageError(path, sqlite_reason(exc)) from exc
+        except BaseException:
+            lock.release()
+            raise
+        return cls(path, durability, lock, conn), entries
+
+    def load_into(self, state: MemoryState, entries: list[tuple[int, MemoryEntry]]) -> int:
+        """Rebuild the empty ``state`` from ``entries``; return how many were evicted.
+
+        Entries keep their ``seq``; with a ``capacity`` below their number, the eviction
+        order drops the excess as they load, and those deletions are committed here.
+        Leaves the state published, with its journal on. O(n (T + log n)).
+
+        Raises:
+            StorageError: Committing the evictions failed.
+        """
+        assert len(state) == 0
+        state.journal = []
+        for seq, entry in entries:
+            # MemoryState numbers new ids itself (``_seq += 1``); start it one below the
+            # stored number so the record keeps the file's seq, hence its order.
+            state._seq = seq - 1
+            state.store(entry)
+        evicted = [
+            (str(rec.entry.id),) for kind, rec in state.take_journal() if kind == JOURNAL_DELETE
+        ]
+        if evicted:
+            self.write(Batch(evicted, [], []))
+        state.stores = state.upserts = 0  # loading is not storing
+        state.publish()
+        return len(evicted)
+
+    def prepare(self, journal: list[tuple[int, Record]]) -> Batch:
+        """Coalesce a journal per id, last change wins (see the module docs).
+
+        Runs on the event loop, while the owner is between batches, so the records
+        cannot change. O(changes).
+        """
+        last: dict[Any, tuple[int, Record]] = {}
+        became_live: set[Any] = set()
+        for kind, rec in journal:
+            id = rec.entry.id
+            last[id] = (kind, rec)
+            if kind == JOURNAL_PUT:
+                became_live.add(id)
+        batch = Batch([], [], [])
+        for id, (kind, rec) in last.items():
+            if kind == JOURNAL_DELETE:
+                batch.deletes.append((str(id),))
+            elif id in became_live:
+                batch.puts.append(encode_record(rec))
+            else:
+                batch.accesses.append(encode_access(rec))
+        return batch
+
+    def write(self, batch: Batch) -> None:
+        """Commit ``batch`` as one transaction, entirely or not at all. Blocking.
+
+        Raises:
+            StorageError: The transaction failed (disk full, I/O error, ...); it was
+                rolled back. (If the failure struck after SQLite wrote the commit record,
+                the batch may still be on disk; it was not acknowledged either way.)
+        """
+        conn = self._conn
+        if conn is None:
+            raise StorageError(self.path, "the store is closed")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            if batch.deletes:
+                conn.executemany(DELETE_ENTRY, batch.deletes)
+            if batch.puts:
+                conn.executemany(INSERT_ENTRY, batch.puts)
+            if batch.accesses:
+                conn.executemany(UPDATE_ACCESS, batch.accesses)
+            conn.execute("COMMIT")
+        except (sqlite3.Error, OSError) as exc:
+            if conn.in_transaction:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+            raise StorageError(self.path, f"commit failed: {sqlite_reason(exc)}") from exc
+        self.commits += 1
+        self.written += len(batch)
+
+    def close(self) -> None:
+        """Close the connection (SQLite checkpoints the WAL) and release the lock.
+
+        Idempotent. Blocking.
+
+        Raises:
+            StorageError: Closing failed; the lock is released anyway.
+        """
+        conn, self._conn = self._conn, None
+        try:
+            if conn is not None:
+                conn.close()
+        except sqlite3.Error as exc:
+            raise StorageError(self.path, f"close failed: {sqlite_reason(exc)}") from exc
+        finally:
+            self._lock.release()

@@ -1,0 +1,308 @@
+"""The file format of a durable memory: schema, identification, validation, row codec.
+
+Theory of operation
+-------------------
+A durable memory is an SQLite database (https://sqlite.org/fileformat.html) in WAL
+journal mode, identified by two fields of its 100-byte header and one table:
+
+* ``application_id`` (header offset 68) is :data:`APPLICATION_ID` ("acMm"): the file is
+  an actormem database;
+* ``user_version`` (header offset 60) and the ``meta`` row ``schema_version`` both hold
+  :data:`SCHEMA_VERSION`; a larger value means a newer actormem wrote the file.
+
+One row of ``entries`` per live entry; the primary key ``seq`` is the entry's insertion
+order (kept across upserts, as :class:`~actormem._record.Record` does), so a table scan
+yields the order in which the memory is rebuilt. Every column round-trips exactly:
+timestamps are ISO 8601 text in UTC with microseconds, relevance an IEEE double, tags
+and namespace JSON arrays of strings.
+
+Opening never modifies a file it refuses. :func:`check_header` reads the raw header (the
+caller holds the lock file, so no SQLite connection of this process can lose its POSIX
+locks when the descriptor closes), then :func:`validate` looks inside through a read-only
+connection: ``immutable=1`` when there is no ``-wal`` file to replay (SQLite then creates
+no side file at all), plain ``mode=ro`` otherwise. Header fields are only ever written
+when a file is created, before it enters WAL mode, so the raw header is up to date; the
+SQL-level check reads them again through SQLite in any case.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import sqlite3
+import uuid
+from datetime import datetime
+from typing import Any
+
+from ._entry import MemoryCategory, MemoryEntry
+from ._errors import StorageError
+from ._record import Record
+
+__all__ = [
+    "APPLICATION_ID",
+    "COLUMNS",
+    "MAX_ACCESS_COUNT",
+    "SCHEMA_VERSION",
+    "check_header",
+    "decode_row",
+    "encode_access",
+    "encode_record",
+    "file_uri",
+    "read_validated",
+    "sqlite_reason",
+]
+
+#: Version of the file layout written by this actormem; stored as ``user_version`` and as
+#: the ``meta`` row ``schema_version``.
+SCHEMA_VERSION = 1
+
+#: SQLite ``application_id`` of an actormem database: the ASCII bytes "acMm".
+APPLICATION_ID = int.from_bytes(b"acMm", "big")
+
+_MAGIC = b"SQLite format 3\x00"
+
+#: Largest access count a file holds (SQLite INTEGER is 64-bit signed). ``store`` rejects
+#: larger ones in durable mode; counts that grow past it by retrieves or merges saturate.
+MAX_ACCESS_COUNT = 2**63 - 1
+
+COLUMNS = (
+    "seq",
+    "id",
+    "category",
+    "memory",
+    "tags",
+    "namespace",
+    "created_at",
+    "relevance",
+    "access_count",
+    "last_accessed",
+    "validated",
+)
+
+#: Statements that create a new database (run in one transaction, before WAL mode).
+CREATE_SCHEMA = (
+    f"PRAGMA application_id = {APPLICATION_ID}",
+    f"PRAGMA user_version = {SCHEMA_VERSION}",
+    "CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL)",
+    """CREATE TABLE entries (
+        seq INTEGER PRIMARY KEY,      -- insertion order of the id, kept across upserts
+        id TEXT NOT NULL UNIQUE,      -- canonical UUID text
+        category TEXT NOT NULL,       -- MemoryCategory value
+        memory TEXT NOT NULL,
+        tags TEXT NOT NULL,           -- JSON array of strings
+        namespace TEXT NOT NULL,      -- JSON array of strings
+        created_at TEXT NOT NULL,     -- ISO 8601, UTC, microseconds
+        relevance REAL NOT NULL,
+        access_count INTEGER NOT NULL,
+        last_accessed TEXT,           -- ISO 8601 or NULL
+        validated INTEGER NOT NULL    -- 0 or 1
+    )""",
+    f"INSERT INTO meta VALUES ('schema_version', '{SCHEMA_VERSION}'), ('application', 'actormem')",
+)
+
+INSERT_ENTRY = (
+    f"INSERT OR REPLACE INTO entries ({', '.join(COLUMNS)}) "
+    f"VALUES ({', '.join('?' * len(COLUMNS))})"
+)
+DELETE_ENTRY = "DELETE FROM entries WHERE id = ?"
+UPDATE_ACCESS = "UPDATE entries SET access_count = ?, last_accessed = ? WHERE id = ?"
+SELECT_ENTRIES = f"SELECT {', '.join(COLUMNS)} FROM entries ORDER BY seq"
+
+
+def sqlite_reason(exc: BaseException) -> str:
+    """A short reason for an SQLite or OS error, naming corruption and locking plainly."""
+    name = getattr(exc, "sqlite_errorname", "")
+    if name == "SQLITE_NOTADB":
+        return f"not an SQLite database, or corrupted ({exc})"
+    if name.startswith("SQLITE_CORRUPT"):
+        return f"corrupted ({exc})"
+    if name.startswith("SQLITE_BUSY") or name.startswith("SQLITE_LOCKED"):
+        return f"locked by another program ({exc})"
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc)
+
+
+def _check_version(path: str, version: int) -> None:
+    if version > SCHEMA_VERSION:
+        raise StorageError(
+            path,
+            f"written by a newer actormem (schema_version {version}; this version reads "
+            f"{SCHEMA_VERSION}); upgrade actormem",
+        )
+    if version != SCHEMA_VERSION:
+        raise StorageError(path, f"unknown schema_version {version} (expected {SCHEMA_VERSION})")
+
+
+def check_header(path: str) -> None:
+    """Check the raw 100-byte header of an existing file; reads only, creates nothing.
+
+    Call only while holding the lock file (see the module docs). O(1).
+
+    Raises:
+        StorageError: Empty file, not an SQLite file, another application's database, or
+            a schema version other than :data:`SCHEMA_VERSION`.
+    """
+    try:
+        with open(path, "rb") as f:
+            header = f.read(100)
+    except OSError as exc:
+        raise StorageError(path, f"cannot read: {exc.strerror}") from exc
+    if not header:
+        raise StorageError(path, "empty file (0 bytes), not an actormem database")
+    if len(header) < 100 or header[:16] != _MAGIC:
+        raise StorageError(path, "not an actormem database (not an SQLite file), or corrupted")
+    app_id = int.from_bytes(header[68:72], "big")
+    if app_id != APPLICATION_ID:
+        raise StorageError(
+            path, f"an SQLite database of another application (application_id {app_id:#x})"
+        )
+    _check_version(path, int.from_bytes(header[60:64], "big"))
+
+
+def file_uri(path: str) -> str:
+    """The ``file:`` URI of ``path`` (absolute, percent-encoded), without a query."""
+    return pathlib.Path(path).absolute().as_uri()
+
+
+def read_only_uri(path: str) -> str:
+    """URI of a read-only connection that creates no side file when nothing needs replay."""
+    uri = file_uri(path) + "?mode=ro"
+    wal = path + "-wal"
+    if not os.path.exists(wal) or os.path.getsize(wal) == 0:
+        uri += "&immutable=1"
+    return uri
+
+
+def check_schema(path: str, conn: sqlite3.Connection, *, deep: bool) -> None:
+    """Check identification, schema version and tables through ``conn``; read-only.
+
+    ``deep`` adds ``PRAGMA quick_check`` (O(file size)).
+
+    Raises:
+        StorageError: The file is not an actormem database of this schema version, or is
+            corrupted.
+        sqlite3.Error: SQLite failed (the caller turns it into StorageError).
+    """
+    (app_id,) = conn.execute("PRAGMA application_id").fetchone()
+    if app_id != APPLICATION_ID:
+        raise StorageError(
+            path, f"an SQLite database of another application (application_id {app_id:#x})"
+        )
+    (version,) = conn.execute("PRAGMA user_version").fetchone()
+    _check_version(path, version)
+    tables = {
+        name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+    }
+    if not {"meta", "entries"} <= tables:
+        raise StorageError(path, "corrupted: the meta or entries table is missing")
+    row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    if row is None or row[0] != str(version):
+        raise StorageError(path, f"corrupted: meta schema_version {row} != user_version {version}")
+    columns = tuple(r[1] for r in conn.execute("PRAGMA table_info(entries)"))
+    if columns != COLUMNS:
+        raise StorageError(path, f"corrupted: unexpected entries columns {columns}")
+    if deep:
+        problems = [r[0] for r in conn.execute("PRAGMA quick_check(5)")]
+        if problems != ["ok"]:
+            raise StorageError(path, "corrupted: " + "; ".join(map(str, problems)))
+
+
+def read_validated(path: str) -> list[tuple[int, MemoryEntry]]:
+    """Validate an existing file and decode every entry, read-only; modifies nothing.
+
+    Returns ``(seq, entry)`` pairs in ``seq`` order. Reading everything here, before any
+    read-write connection exists, means a file refused for its content is never touched
+    (closing a read-write connection may checkpoint the WAL into the file).
+    O(file size) (``PRAGMA quick_check`` plus one table scan).
+
+    Raises:
+        StorageError: See :func:`check_schema` and :func:`decode_row`; also any SQLite
+            error, with its reason.
+    """
+    try:
+        conn = sqlite3.connect(read_only_uri(path), uri=True, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise StorageError(path, f"cannot open read-only: {sqlite_reason(exc)}") from exc
+    try:
+        check_schema(path, conn, deep=True)
+        return [decode_row(path, row) for row in conn.execute(SELECT_ENTRIES)]
+    except sqlite3.Error as exc:
+        raise StorageError(path, sqlite_reason(exc)) from exc
+    finally:
+        conn.close()
+
+
+def _json_strings(value: tuple[str, ...]) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def encode_record(rec: Record) -> tuple[Any, ...]:
+    """The ``entries`` row of a live record, with its current access bookkeeping. O(size)."""
+    e = rec.entry
+    count, last = rec.current_access()
+    return (
+        rec.seq,
+        str(e.id),
+        e.category.value,
+        e.memory,
+        _json_strings(e.tags),
+        _json_strings(e.namespace),
+        e.created_at.isoformat(),
+        e.relevance,
+        min(count, MAX_ACCESS_COUNT),
+        None if last is None else last.isoformat(),
+        int(e.validated),
+    )
+
+
+def encode_access(rec: Record) -> tuple[Any, ...]:
+    """Parameters of :data:`UPDATE_ACCESS` for a record. O(1)."""
+    count, last = rec.current_access()
+    count = min(count, MAX_ACCESS_COUNT)
+    return (count, None if last is None else last.isoformat(), str(rec.entry.id))
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    items = json.loads(value)
+    if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+        raise ValueError(f"expected a JSON array of strings, got {value!r}")
+    return tuple(items)
+
+
+def _time(value: Any) -> datetime:
+    if not isinstance(value, str):
+        raise TypeError(f"expected ISO 8601 text, got {value!r}")
+    return datetime.fromisoformat(value)
+
+
+def decode_row(path: str, row: tuple[Any, ...]) -> tuple[int, MemoryEntry]:
+    """``(seq, entry)`` from an ``entries`` row, every field validated. O(size).
+
+    Raises:
+        StorageError: The row does not decode to a valid :class:`MemoryEntry`.
+    """
+    seq, id, category, memory, tags, namespace, created, relevance, count, last, validated = row
+    try:
+        if type(seq) is not int or seq < 1:
+            raise ValueError(f"bad seq {seq!r}")
+        if validated not in (0, 1) or isinstance(validated, float):
+            raise ValueError(f"bad validated flag {validated!r}")
+        if not isinstance(id, str):
+            raise TypeError(f"bad id {id!r}")
+        entry = MemoryEntry(
+            id=uuid.UUID(id),
+            category=MemoryCategory(category),
+            memory=memory,
+            tags=_strings(tags),
+            namespace=_strings(namespace),
+            created_at=_time(created),
+            relevance=relevance,
+            access_count=count,
+            validated=bool(validated),
+            last_accessed=None if last is None else _time(last),
+        )
+    except (TypeError, ValueError) as exc:  # InvalidEntryError is a ValueError
+        raise StorageError(path, f"corrupted: the entry at seq {seq!r} is invalid: {exc}") from exc
+    return seq, entry

@@ -1,0 +1,215 @@
+"""Child process of the durability tests, and the parent's side of a SIGKILL trial.
+
+Usage (the child side)::
+
+    python tests/crash_child.py store PATH SEED START WRITERS
+        Store make_entry(SEED, i) for i = START, START + 1, ... from WRITERS concurrent
+        tasks, forever; print "i id" (flushed) once each store has returned.
+    python tests/crash_child.py hold PATH
+        Open the durable memory at PATH, print "ready", and wait to be killed.
+    python tests/crash_child.py try-open PATH [--drop-dac]
+        Try to open PATH; print one JSON object: {"error": reason} or {"entries": n}.
+        --drop-dac first drops the capabilities that let root ignore file permissions
+        (CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH, CAP_FOWNER), so a read-only directory
+        is read-only even when the tests run as root (Linux only).
+
+The parent side is :func:`run_trial`, used by ``tests/test_durable.py`` and
+``stress/crash_loop.py``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import trio
+
+import actormem
+from actormem import MemoryCategory, MemoryEntry
+
+BASE = datetime(2020, 1, 1, tzinfo=UTC)
+WORDS = [
+    "deploy", "blue", "ß", "İstanbul", "日本語", "emoji 🧠", "مرحبا", "e\u0301", "tab\tnew\nline",
+    "quote'\"", "nul\x00byte", "{\"k\": [1]}", "%s", "--", "DROP TABLE entries;",
+]
+TAGS = ["infra", "İ", "Blue Team", "x", "ü-tag", "🧠"]
+NAMESPACES = [(), ("t",), ("t", "acme"), ("ü", "ñ", "日本")]
+
+
+def make_entry(seed: int, i: int) -> MemoryEntry:
+    """Entry number ``i`` of trial ``seed``: varied, and the same in every process."""
+    rng = random.Random(f"{seed}:{i}")
+    text = " ".join(rng.choice(WORDS) for _ in range(rng.randint(0, 12)))
+    if rng.random() < 0.02:
+        text = "long " * 4000 + str(i)
+    return MemoryEntry(
+        id=uuid.UUID(int=rng.getrandbits(128), version=4),
+        category=rng.choice(list(MemoryCategory)),
+        memory=text,
+        tags=rng.sample(TAGS, rng.randint(0, 3)),
+        namespace=rng.choice(NAMESPACES),
+        created_at=BASE + timedelta(microseconds=rng.randrange(10**14)),
+        relevance=rng.choice([0.0, 1.0, 5e-324, rng.random()]),
+        access_count=rng.choice([0, 0, rng.randrange(10**6)]),
+        validated=rng.random() < 0.2,
+        last_accessed=rng.choice([None, BASE + timedelta(microseconds=rng.randrange(10**14))]),
+    )
+
+
+async def _store_forever(path: str, seed: int, start: int, writers: int) -> None:
+    async with actormem.open_memory(path=path) as memory:
+        counter = itertools.count(start)
+
+        async def writer() -> None:
+            while True:
+                i = next(counter)
+                entry = make_entry(seed, i)
+                await memory.store(entry)
+                # One write(2) of less than PIPE_BUF bytes: the line is whole or absent.
+                os.write(1, f"{i} {entry.id}\n".encode())
+
+        async with trio.open_nursery() as nursery:
+            for _ in range(writers):
+                nursery.start_soon(writer)
+
+
+async def _hold(path: str) -> None:
+    async with actormem.open_memory(path=path):
+        print("ready", flush=True)
+        await trio.sleep_forever()
+
+
+async def _try_open(path: str) -> dict[str, Any]:
+    try:
+        async with actormem.open_memory(path=path) as memory:
+            return {"entries": len(memory)}
+    except actormem.StorageError as exc:
+        return {"error": exc.reason, "path": str(exc.path)}
+
+
+def drop_dac_capabilities() -> None:
+    """Drop CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH and CAP_FOWNER (Linux, this thread and
+    the threads it starts later)."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    class Header(ctypes.Structure):
+        _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+    class Data(ctypes.Structure):
+        _fields_ = [
+            ("effective", ctypes.c_uint32),
+            ("permitted", ctypes.c_uint32),
+            ("inheritable", ctypes.c_uint32),
+        ]
+
+    header = Header(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
+    data = (Data * 2)()
+    if libc.capget(ctypes.byref(header), data) != 0:
+        raise OSError(ctypes.get_errno(), "capget failed")
+    keep = ~((1 << 1) | (1 << 2) | (1 << 3)) & 0xFFFFFFFF
+    for name in ("effective", "permitted", "inheritable"):
+        setattr(data[0], name, getattr(data[0], name) & keep)
+    if libc.capset(ctypes.byref(header), data) != 0:
+        raise OSError(ctypes.get_errno(), "capset failed")
+
+
+def _parse(text: str) -> list[tuple[int, str]]:
+    """The complete ``"i id"`` lines of ``text`` (a line cut by the kill was not printed)."""
+    out = []
+    for line in text.splitlines(keepends=True):
+        if line.endswith("\n"):
+            i, id = line.split()
+            out.append((int(i), id))
+    return out
+
+
+async def _read_back(path: str) -> dict[uuid.UUID, MemoryEntry]:
+    async with actormem.open_memory(path=path) as memory:
+        memory._state._check()
+        return {e.id: e for e in memory.snapshot()}
+
+
+def run_trial(
+    path: str, seed: int, *, rounds: int = 2, max_acks: int = 300, writers: int = 4
+) -> dict[str, Any]:
+    """Kill a storing child with SIGKILL at a random moment, ``rounds`` times on one file;
+    after each kill, reopen the file and check every acknowledged entry, field by field.
+
+    Returns a JSON-able report; ``report["lost"]`` lists the acknowledged entries that
+    were missing or different (it must be empty).
+    """
+    rng = random.Random(seed)
+    acked: list[tuple[int, str]] = []
+    lost: list[int] = []
+    kills = []
+    stored = 0
+    for round_ in range(rounds):
+        start = round_ * 10**6
+        early = rng.random() < 0.2  # sometimes kill during startup (file creation, load)
+        kill_after = rng.randint(1, max_acks)
+        with tempfile.TemporaryFile("w+") as err:
+            child = subprocess.Popen(
+                [sys.executable, __file__, "store", path, str(seed), str(start), str(writers)],
+                stdout=subprocess.PIPE,
+                stderr=err,
+                text=True,
+                encoding="utf-8",
+            )
+            assert child.stdout is not None
+            got: list[tuple[int, str]] = []
+            if early:
+                time.sleep(rng.random() * 0.6)
+            else:
+                for line in child.stdout:
+                    got.extend(_parse(line))
+                    if len(got) >= kill_after:
+                        break
+                time.sleep(rng.random() * 0.005)
+            child.send_signal(signal.SIGKILL)
+            got.extend(_parse(child.stdout.read()))  # printed before it died
+            child.stdout.close()
+            code = child.wait()
+            err.seek(0)
+            if code != -signal.SIGKILL:
+                raise RuntimeError(f"child exited with {code} before the kill:\n{err.read()}")
+        kills.append({"early": early, "acked": len(got)})
+        acked.extend(got)
+        found = trio.run(_read_back, path)
+        stored = len(found)
+        for i, id in acked:
+            want = make_entry(seed, i)
+            assert str(want.id) == id
+            if found.get(want.id) != want:
+                lost.append(i)
+    return {"seed": seed, "acked": len(acked), "stored": stored, "kills": kills, "lost": lost}
+
+
+def main(argv: list[str]) -> None:
+    mode, path, *rest = argv
+    if mode == "store":
+        seed, start, writers = map(int, rest)
+        trio.run(_store_forever, path, seed, start, writers)
+    elif mode == "hold":
+        trio.run(_hold, path)
+    elif mode == "try-open":
+        if rest == ["--drop-dac"]:
+            drop_dac_capabilities()
+        print(json.dumps(trio.run(_try_open, path)), flush=True)
+    else:
+        raise SystemExit(__doc__)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
