@@ -1,0 +1,10 @@
+"""``python -m actormem``: the ``actormem`` command (see :mod:`actormem._cli`)."""
+
+from __future__ import annotations
+
+import sys
+
+from ._cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,580 @@
+"""The ``actormem`` command: ``swarm``, ``query``, ``stats``, ``import``, ``export``, ``eval``.
+
+Every subcommand is a function ``(args) -> exit status`` set as the parser's ``handler``.
+Exit statuses: 0 success; 1 the run finished but a check failed (accounting, ``--verify``);
+2 bad input (unknown option, missing or malformed file), reported as one line on stderr
+naming the file and line, with nothing written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import sys
+import tempfile
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, NoReturn
+
+import trio
+from rich.console import Console
+
+from . import _eval_cli
+from ._agent_text import cut, escape_line
+from ._bm25 import BM25Scorer
+from ._entry import MemoryCategory, MemoryEntry
+from ._errors import ActorMemError
+from ._jsonl import JsonlError, entry_to_json, read_import_file, read_tool_calls
+from ._memory import Memory, open_memory
+from ._scoring import Scorer
+from ._swarm import SwarmRun, check_accounting, entry_key, run_swarm, summarize_latency
+from ._swarm_data import Workload, group_episodes, replay_workload, synthetic_workload
+from ._swarm_display import result_tables, watch
+from ._wordoverlap import WordOverlapScorer
+
+__all__ = ["main"]
+
+PROG = "actormem"
+
+#: Episodes the synthetic swarm replays when neither ``--episodes`` nor ``--duration`` is
+#: given: about 2,100 tool calls, about ten seconds of CPU on a 2-core machine.
+DEFAULT_SYNTHETIC_EPISODES = 300
+
+SCORERS: dict[str, type[Scorer]] = {"word-overlap": WordOverlapScorer, "bm25": BM25Scorer}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``actormem swarm: error: ...`` and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+class _InputError(Exception):
+    """Bad input found before anything was written; the message is the whole error line."""
+
+
+def _int_at_least(low: int) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+        return value
+
+    return parse
+
+
+def _positive_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
+
+
+# ---------------------------------------------------------------------------- opening
+
+
+@asynccontextmanager
+async def _open(
+    path: Path | None, *, capacity: int | None = None, scorer: str = "word-overlap"
+) -> AsyncIterator[Memory]:
+    """The memory at ``path`` (a SQLite file), or an in-memory one when ``path`` is None."""
+    options: dict[str, Any] = {"capacity": capacity, "scorer": SCORERS[scorer]()}
+    if path is not None:
+        options["path"] = path
+    async with open_memory(**options) as memory:
+        yield memory
+
+
+def _existing(path: Path) -> Path:
+    if not path.exists():
+        raise _InputError(f"{path}: no such file")
+    if path.is_dir():
+        raise _InputError(f"{path}: is a directory, not a memory file")
+    return path
+
+
+async def _settle(memory: Memory) -> None:
+    """Wait until every earlier request, the access bookkeeping of past retrieves
+    included, is applied and published: a no-op write (deleting an id that was never
+    stored) is answered only after everything queued before it."""
+    await memory.delete(uuid.uuid4())
+
+
+# ---------------------------------------------------------------------------- swarm
+
+
+def _swarm_workload(args: argparse.Namespace) -> tuple[Workload, list[dict[str, Any]]]:
+    if not args.tool_calls:
+        limit = args.episodes
+        if limit is None and args.duration is None and args.steps is None:
+            limit = DEFAULT_SYNTHETIC_EPISODES
+        workload = synthetic_workload(seed=args.seed, limit=limit)
+        return workload, []
+    calls = []
+    files: list[dict[str, Any]] = []
+    names_list: list[str] = []
+    for path in args.tool_calls:
+        try:
+            some, digest = read_tool_calls(path)
+        except JsonlError as exc:
+            raise _InputError(str(exc)) from None
+        calls.extend(some)
+        files.append({"path": str(path), "sha256": digest, "rows": len(some)})
+        names_list.append(str(path))
+    episodes = group_episodes(calls)
+    names = ", ".join(names_list)
+    scale = f", x{args.scale}" if args.scale > 1 else ""
+    description = (
+        f"real tool calls: {len(calls):,} calls in {len(episodes):,} episodes from {names}{scale}"
+    )
+    try:
+        workload = replay_workload(
+            episodes, scale=args.scale, limit=args.episodes, description=description
+        )
+    except ValueError as exc:
+        raise _InputError(f"{names}: {exc}") from None
+    return workload, files
+
+
+def _options_json(args: argparse.Namespace, path: Path | None) -> dict[str, Any]:
+    return {
+        "agents": args.agents,
+        "episodes": args.episodes,
+        "duration": args.duration,
+        "steps": args.steps,
+        "capacity": args.capacity,
+        "top_k": args.top_k,
+        "scorer": args.scorer,
+        "seed": args.seed,
+        "scale": args.scale,
+        "tool_calls": [str(p) for p in args.tool_calls],
+        "path": None if path is None else str(path),
+        "in_memory": args.in_memory,
+        "verify": args.verify,
+    }
+
+
+async def _swarm(
+    args: argparse.Namespace, workload: Workload, path: Path | None, console: Console
+) -> tuple[int, dict[str, Any]]:
+    async with _open(path, capacity=args.capacity, scorer=args.scorer) as memory:
+        snapshot = memory.snapshot()
+        initial = {e.id: entry_key(e) for e in snapshot}
+        del snapshot
+        before = memory.statistics()
+        run = SwarmRun(agents=args.agents)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(
+                lambda: watch(
+                    run,
+                    memory.statistics,
+                    total=workload.total,
+                    interactive=console.is_terminal,
+                    interval=args.interval,
+                    out=sys.stdout,
+                )
+            )
+            await run_swarm(
+                memory,
+                workload,
+                agents=args.agents,
+                top_k=args.top_k,
+                duration=args.duration,
+                max_steps=args.steps,
+                run=run,
+            )
+            nursery.cancel_scope.cancel()
+        await _settle(memory)
+        stats = memory.statistics()
+        accounting = check_accounting(memory, initial=initial, stored=run.stored, before=before)
+        final = {e.id: e for e in memory.snapshot()} if args.verify and path is not None else None
+    latency = {
+        "store": summarize_latency(run.store_latency),
+        "retrieve": summarize_latency(run.retrieve_latency),
+        "consolidate": summarize_latency(run.consolidate_latency),
+    }
+    for table in result_tables(run, latency, stats, accounting):
+        console.print(table)
+    status = 0
+    if accounting.ok:
+        print(
+            f"accounting: {accounting.tracked:,} stores = {accounting.present:,} present + "
+            f"{accounting.replaced:,} replaced + {accounting.evicted:,} evicted + "
+            f"{accounting.pruned:,} pruned + {accounting.merged:,} merged + "
+            f"{accounting.deleted:,} deleted"
+        )
+        print("lost: 0")
+    else:
+        status = 1
+        detail = ", ".join(accounting.missing_sample) or "none"
+        print(
+            f"accounting FAILED: {accounting.tracked:,} stores tracked, "
+            f"{accounting.counted:,} accounted for ({accounting.present:,} present); "
+            f"{accounting.missing:,} ids missing, e.g. {detail}; "
+            f"{accounting.orphan_groups:,} orphan groups; "
+            f"{accounting.unexpected:,} entries nobody stored"
+        )
+        print(f"lost: {accounting.lost}")
+    if run.failures:
+        status = 1
+        print(f"failed memory calls: {run.failures} (see the warnings above)")
+    verify: dict[str, Any] | None = None
+    if final is not None:
+        assert path is not None
+        verify = await _verify(path, args, final)
+        print(
+            f"verify: reopened {path}: {verify['entries']:,} entries, "
+            f"{verify['differing']:,} differ, {verify['missing']:,} missing, "
+            f"{verify['extra']:,} extra"
+        )
+        if not verify["ok"]:
+            status = 1
+    sys.stdout.flush()
+    report = {
+        "actormem_version": _version(),
+        "python": platform.python_version(),
+        "machine": {"system": platform.system(), "cpus": os.cpu_count()},
+        "options": _options_json(args, path),
+        "data": workload.description,
+        "data_files": [],
+        "elapsed_s": run.elapsed,
+        "throughput": {
+            "agents": run.agents,
+            "episodes": run.episodes_done,
+            "episodes_succeeded": run.episodes_succeeded,
+            "episodes_interrupted": run.episodes_interrupted,
+            "steps": run.steps,
+            "operations": run.operations,
+            "operations_per_s": run.operations / run.elapsed if run.elapsed else 0.0,
+            "steps_per_s": run.steps / run.elapsed if run.elapsed else 0.0,
+            "failures": run.failures,
+        },
+        "latency_ms": {op: None if s is None else s.to_json() for op, s in latency.items()},
+        "memory": {
+            "entries": stats.entries,
+            "capacity": stats.capacity,
+            "stores": stats.stores - before.stores,
+            "evictions": accounting.evicted,
+            "prunes": accounting.pruned,
+            "merges": accounting.merged,
+            "consolidations": stats.consolidations - before.consolidations,
+            "upserts": accounting.replaced,
+            "deletes": accounting.deleted,
+        },
+        "accounting": accounting.to_json(),
+        "verify": verify,
+        "status": status,
+    }
+    return status, report
+
+
+async def _verify(
+    path: Path, args: argparse.Namespace, final: dict[uuid.UUID, MemoryEntry]
+) -> dict[str, Any]:
+    async with _open(path, capacity=args.capacity, scorer=args.scorer) as memory:
+        reopened = {e.id: e for e in memory.snapshot()}
+    differing = sum(1 for i, e in final.items() if i in reopened and reopened[i] != e)
+    missing = sum(1 for i in final if i not in reopened)
+    extra = sum(1 for i in reopened if i not in final)
+    return {
+        "entries": len(reopened),
+        "differing": differing,
+        "missing": missing,
+        "extra": extra,
+        "ok": differing == missing == extra == 0,
+    }
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("actormem")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        return "unknown"
+
+
+def cmd_swarm(args: argparse.Namespace) -> int:
+    """``actormem swarm``: see ``docs/swarm.md``."""
+    if args.path is not None and args.in_memory:
+        raise _InputError("--path and --in-memory exclude each other")
+    if args.verify and args.in_memory:
+        raise _InputError("--verify needs a file: drop --in-memory")
+    workload, files = _swarm_workload(args)
+    console = Console(highlight=False)
+    print(f"actormem swarm: {workload.description}", flush=True)
+    if not args.tool_calls:
+        print("  (pass --tool-calls FILE to replay real tool calls instead)", flush=True)
+    with tempfile.TemporaryDirectory(prefix="actormem-swarm-") as folder:
+        path: Path | None = args.path
+        if path is None and not args.in_memory:
+            path = Path(folder) / "swarm.sqlite"
+        where = "in memory" if path is None else f"in {path}"
+        print(
+            f"{args.agents} agents, top_k {args.top_k}, scorer {args.scorer}, capacity "
+            f"{'none' if args.capacity is None else args.capacity}, memory {where}",
+            flush=True,
+        )
+        status, report = trio.run(_swarm, args, workload, path, console)
+    report["data_files"] = files
+    report["command"] = shlex.join([PROG, *args.argv])
+    if args.json is not None:
+        args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return status
+
+
+# ---------------------------------------------------------------------------- inspect
+
+
+def _one_line(text: str, width: int) -> str:
+    return cut(escape_line(text), width)
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    """``actormem query PATH TEXT``: the best entries for TEXT, with scores."""
+    path = _existing(args.path)
+
+    async def run() -> list[Any]:
+        async with _open(path, scorer=args.scorer) as memory:
+            # A snapshot's retrieve leaves access bookkeeping alone: looking changes nothing.
+            return memory.snapshot().retrieve_scored(args.text, args.k)
+
+    hits = trio.run(run)
+    if not hits:
+        print("no entries")
+        return 0
+    for rank, hit in enumerate(hits, start=1):
+        entry = hit.entry
+        namespace = "/".join(entry.namespace) or "-"
+        print(f"{rank:>3}  {hit.score:.4f}  {entry.id}  {entry.category.value}  {namespace}")
+        print(f"     {_one_line(entry.memory, args.width)}")
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    """``actormem stats PATH``: entries, categories, namespaces and engine counters."""
+    path = _existing(args.path)
+
+    async def run() -> tuple[Any, list[MemoryEntry]]:
+        async with _open(path) as memory:
+            return memory.statistics(), list(memory.snapshot())
+
+    stats, entries = trio.run(run)
+    by_category = {c.value: 0 for c in MemoryCategory}
+    namespaces: dict[str, int] = {}
+    size = 0
+    for entry in entries:
+        by_category[entry.category.value] += 1
+        top = entry.namespace[0] if entry.namespace else "-"
+        namespaces[top] = namespaces.get(top, 0) + 1
+        size += len(entry.memory.encode("utf-8"))
+    print(f"file: {path} ({path.stat().st_size:,} bytes)")
+    print(f"entries: {stats.entries:,}")
+    print(f"text: {size:,} bytes of UTF-8")
+    for name, count in by_category.items():
+        if count:
+            print(f"  {name}: {count:,}")
+    if entries:
+        print(f"oldest: {min(e.created_at for e in entries).isoformat()}")
+        print(f"newest: {max(e.created_at for e in entries).isoformat()}")
+        print(f"validated: {sum(e.validated for e in entries):,}")
+        print(f"namespaces (first segment): {len(namespaces):,}")
+        for name, count in sorted(namespaces.items(), key=lambda kv: (-kv[1], kv[0]))[:10]:
+            print(f"  {name}: {count:,}")
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """``actormem import PATH FILE``: store every entry or tool call of FILE, or nothing."""
+    try:
+        entries, n_entries, n_calls = read_import_file(args.file)
+    except JsonlError as exc:
+        raise _InputError(str(exc)) from None
+    if args.path.is_dir():
+        raise _InputError(f"{args.path}: is a directory, not a memory file")
+
+    async def run() -> int:
+        async with _open(args.path) as memory:
+            for entry in entries[:-1]:
+                try:
+                    memory.store_nowait(entry)
+                except trio.WouldBlock:
+                    await memory.store(entry)
+            if entries:
+                await memory.store(entries[-1])  # answered after every earlier store
+            return len(memory)
+
+    total = trio.run(run)
+    print(
+        f"imported {len(entries):,} lines ({n_entries:,} entries, {n_calls:,} tool calls) "
+        f"from {args.file} into {args.path}; it now holds {total:,} entries"
+    )
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """``actormem export PATH``: every entry as one JSON line on stdout, insertion order."""
+    path = _existing(args.path)
+
+    async def run() -> list[MemoryEntry]:
+        async with _open(path) as memory:
+            return list(memory.snapshot())
+
+    out = sys.stdout
+    for entry in trio.run(run):
+        out.write(json.dumps(entry_to_json(entry), ensure_ascii=False) + "\n")
+    out.flush()
+    return 0
+
+
+# ---------------------------------------------------------------------------- parser
+
+
+def _add_swarm(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "swarm",
+        help="many agents sharing one memory: throughput, latency and an accounting check",
+        description="Run --agents concurrent agents that replay tool-call episodes against "
+        "one shared memory, then print throughput, store/retrieve latency and an "
+        "accounting check of every store. See docs/swarm.md.",
+    )
+    p.add_argument("--agents", type=_int_at_least(1), default=64, help="agent tasks (default 64)")
+    p.add_argument(
+        "--tool-calls",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="JSONL of real tool calls to replay (repeatable); "
+        "without it, a seeded synthetic generator is used",
+    )
+    p.add_argument(
+        "--scale",
+        type=_int_at_least(1),
+        default=1,
+        help="replay the tool-call data N times with distinct episode ids (default 1)",
+    )
+    p.add_argument(
+        "--episodes",
+        type=_int_at_least(1),
+        help=f"stop after N episodes (default: all the data; synthetic: "
+        f"{DEFAULT_SYNTHETIC_EPISODES} unless --duration is given)",
+    )
+    p.add_argument(
+        "--duration",
+        type=_positive_seconds,
+        metavar="SECONDS",
+        help="stop after this many seconds (agents leave their episode at the next step)",
+    )
+    p.add_argument(
+        "--steps",
+        type=_int_at_least(1),
+        metavar="N",
+        help="stop after N tool calls in all (agents leave their episode at that step)",
+    )
+    p.add_argument(
+        "--capacity", type=_int_at_least(1), help="most entries kept (default: unbounded)"
+    )
+    p.add_argument(
+        "--top-k", type=_int_at_least(0), default=3, help="entries retrieved per turn (default 3)"
+    )
+    p.add_argument(
+        "--scorer", choices=sorted(SCORERS), default="word-overlap", help="retrieval scorer"
+    )
+    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic data (default 0)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument(
+        "--path",
+        type=Path,
+        metavar="FILE",
+        help="SQLite file to keep the memory in (default: a fresh temporary folder)",
+    )
+    where.add_argument("--in-memory", action="store_true", help="keep the memory in RAM only")
+    p.add_argument(
+        "--verify",
+        action="store_true",
+        help="after the run, reopen the file and check it holds the same entries",
+    )
+    p.add_argument("--json", type=Path, metavar="OUT", help="write every figure as JSON")
+    p.add_argument(
+        "--interval",
+        type=_positive_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="progress refresh interval (default 0.25 on a terminal, 5 otherwise)",
+    )
+    p.set_defaults(handler=cmd_swarm)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``actormem`` argument parser with every subcommand."""
+    parser = _Parser(prog=PROG, description="actormem: a concurrent memory engine for LLM agents.")
+    sub = parser.add_subparsers(
+        dest="command", metavar="COMMAND", required=True, parser_class=_Parser
+    )
+    _add_swarm(sub)
+
+    q = sub.add_parser("query", help="the best entries of a memory file for a text")
+    q.add_argument("path", type=Path, metavar="PATH", help="memory file")
+    q.add_argument("text", help="query text")
+    q.add_argument("-k", type=_int_at_least(1), default=5, help="entries to show (default 5)")
+    q.add_argument("--scorer", choices=sorted(SCORERS), default="word-overlap")
+    q.add_argument("--width", type=_int_at_least(10), default=160, help="text shown per entry")
+    q.set_defaults(handler=cmd_query)
+
+    s = sub.add_parser("stats", help="what a memory file holds")
+    s.add_argument("path", type=Path, metavar="PATH", help="memory file")
+    s.set_defaults(handler=cmd_stats)
+
+    i = sub.add_parser("import", help="store the entries or tool calls of a JSONL file")
+    i.add_argument("path", type=Path, metavar="PATH", help="memory file (created if absent)")
+    i.add_argument("file", type=Path, metavar="FILE.jsonl", help="entries or tool calls")
+    i.set_defaults(handler=cmd_import)
+
+    e = sub.add_parser("export", help="every entry of a memory file as JSONL on stdout")
+    e.add_argument("path", type=Path, metavar="PATH", help="memory file")
+    e.set_defaults(handler=cmd_export)
+
+    _eval_cli.add_eval_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``actormem`` command line; return the exit status.
+
+    Args:
+        argv: Arguments after the program name (``sys.argv[1:]`` by default).
+
+    Returns:
+        0 on success, 1 when a check failed, 2 on bad input (message on stderr).
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help, or a usage error already printed
+        return exc.code if isinstance(exc.code, int) else 2
+    args.argv = argv
+    if getattr(args, "interval", 1.0) is None:
+        args.interval = 0.25 if sys.stdout.isatty() else 5.0
+    try:
+        status: int = args.handler(args)
+    except (_InputError, ActorMemError) as exc:  # e.g. StorageError: not a memory file
+        print(f"{PROG} {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    return status

@@ -1,0 +1,184 @@
+"""What ``actormem swarm`` shows: a live progress display while it runs, a table at the end.
+
+Theory of operation
+-------------------
+:func:`watch` is a trio task that samples a :class:`~actormem._swarm.SwarmRun` and the
+memory's statistics at a fixed interval. On a terminal it drives a :mod:`rich.progress`
+display (redrawn by this task, never by rich's own refresh thread, so nothing reads the
+run from another thread); elsewhere (a pipe, a file, CI) it prints one plain line per
+interval instead. Operations/s is the rate over the last interval; the retrieve p99 is
+over the most recent :data:`~actormem._swarm.RECENT_WINDOW` retrieves.
+
+:func:`result_tables` renders the final figures as :class:`rich.table.Table` objects.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import TextIO
+
+import trio
+from rich.console import Console, Group
+from rich.live import Live
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+from rich.text import Text
+
+from ._stats import MemoryStatistics
+from ._swarm import Accounting, LatencySummary, SwarmRun
+
+__all__ = ["progress_line", "result_tables", "watch"]
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def progress_line(run: SwarmRun, total: int | None, rate: float, stats: MemoryStatistics) -> str:
+    """One plain progress line: elapsed s, episodes, ops/s, retrieve p99, entries, evictions."""
+    elapsed = time.perf_counter() - run.started
+    of = "" if total is None else f"/{total}"
+    return (
+        f"[{elapsed:7.1f}s] episodes {run.episodes_done}{of}  ops/s {rate:,.0f}  "
+        f"retrieve p99 {_ms(run.recent_retrieve_p99())} ms  entries {stats.entries:,}  "
+        f"evictions {stats.evictions:,}"
+    )
+
+
+async def watch(
+    run: SwarmRun,
+    statistics: Callable[[], MemoryStatistics],
+    *,
+    total: int | None,
+    interactive: bool,
+    interval: float,
+    out: TextIO,
+) -> None:
+    """Show progress until cancelled (the caller cancels it when the run ends).
+
+    Args:
+        run: The run being filled in.
+        statistics: Returns the memory's current statistics (``memory.statistics``).
+        total: Episodes expected, or ``None`` when unknown.
+        interactive: Draw a live rich display (True) or print plain lines (False).
+        interval: Seconds between refreshes (plain lines: between lines).
+        out: Where to write.
+    """
+    last_ops, last_time = run.operations, time.perf_counter()
+
+    def sample() -> tuple[float, MemoryStatistics]:
+        nonlocal last_ops, last_time
+        now, ops = time.perf_counter(), run.operations
+        rate = (ops - last_ops) / (now - last_time) if now > last_time else 0.0
+        last_ops, last_time = ops, now
+        return rate, statistics()
+
+    if not interactive:
+        while True:
+            await trio.sleep(interval)
+            rate, stats = sample()
+            print(progress_line(run, total, rate, stats), file=out, flush=True)
+    console = Console(file=out)
+    progress = Progress(
+        TextColumn("episodes"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    )
+    task = progress.add_task("swarm", total=total)
+
+    def frame() -> Group:
+        rate, stats = sample()
+        progress.update(task, completed=run.episodes_done)
+        detail = (
+            f"ops/s {rate:,.0f}   retrieve p99 {_ms(run.recent_retrieve_p99())} ms   "
+            f"entries {stats.entries:,}   evictions {stats.evictions:,}"
+        )
+        return Group(progress, Text(detail))
+
+    # The Live display is redrawn by this task only (no refresh thread).
+    with Live(frame(), console=console, auto_refresh=False) as live:
+        try:
+            while True:
+                await trio.sleep(interval)
+                live.update(frame(), refresh=True)
+        finally:
+            live.update(frame(), refresh=True)  # the final figures, once the run is over
+
+
+def result_tables(
+    run: SwarmRun,
+    latency: dict[str, LatencySummary | None],
+    stats: MemoryStatistics,
+    accounting: Accounting,
+) -> list[Table]:
+    """The end-of-run tables: throughput, latency (ms), memory and accounting."""
+    elapsed = max(run.elapsed, 1e-9)
+    throughput = Table(title="throughput", title_justify="left")
+    for name in ("agents", "elapsed s", "episodes", "steps", "operations", "ops/s", "steps/s"):
+        throughput.add_column(name, justify="right")
+    throughput.add_row(
+        str(run.agents),
+        f"{run.elapsed:.2f}",
+        f"{run.episodes_done:,}",
+        f"{run.steps:,}",
+        f"{run.operations:,}",
+        f"{run.operations / elapsed:,.0f}",
+        f"{run.steps / elapsed:,.0f}",
+    )
+    lat = Table(title="latency (ms)", title_justify="left")
+    lat.add_column("operation")
+    for name in ("count", "p50", "p95", "p99", "max"):
+        lat.add_column(name, justify="right")
+    for op, summary in latency.items():
+        if summary is None:
+            lat.add_row(op, "0", "-", "-", "-", "-")
+        else:
+            lat.add_row(
+                op,
+                f"{summary.count:,}",
+                *(f"{v:.3f}" for v in (summary.p50, summary.p95, summary.p99, summary.max)),
+            )
+    memory = Table(title="memory", title_justify="left")
+    for name in ("entries", "capacity", "evictions", "prunes", "merges", "consolidations"):
+        memory.add_column(name, justify="right")
+    memory.add_row(
+        f"{stats.entries:,}",
+        "none" if stats.capacity is None else f"{stats.capacity:,}",
+        f"{accounting.evicted:,}",
+        f"{accounting.pruned:,}",
+        f"{accounting.merged:,}",
+        f"{stats.consolidations:,}",
+    )
+    check = Table(title="accounting", title_justify="left")
+    for name in (
+        "stores",
+        "present",
+        "replaced",
+        "evicted",
+        "pruned",
+        "merged",
+        "deleted",
+        "lost",
+    ):
+        check.add_column(name, justify="right")
+    values = [
+        accounting.tracked,
+        accounting.present,
+        accounting.replaced,
+        accounting.evicted,
+        accounting.pruned,
+        accounting.merged,
+        accounting.deleted,
+        accounting.lost,
+    ]
+    check.add_row(*(f"{v:,}" for v in values))
+    return [throughput, lat, memory, check]
