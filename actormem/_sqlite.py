@@ -11,12 +11,14 @@ batch and answer its callers. Every method here blocks; the actor calls them thr
 ``trio.to_thread.run_sync`` and never two at once, so one connection
 (``check_same_thread=False``) serves every thread in turn.
 
-Coalescing. The journal is applied per entry id, last change wins: an id whose last
-change is a death is deleted; one that became live in the batch (store, upsert, merge,
-re-store after eviction) is written whole from its current record; one whose access
-bookkeeping alone changed gets an ``UPDATE`` of two columns. Because every kind of
-change reduces to the final state of its id, the order of statements in the transaction
-does not matter (``seq`` is never reused by another id).
+Coalescing. Rows are keyed by ``seq`` (see :mod:`actormem._sqlite_format`), and the
+journal is applied per seq, last change wins: a seq whose last change is a death is
+deleted; one that became live in the batch (store, upsert, merge) is written whole from
+its current record; one whose access bookkeeping alone changed gets an ``UPDATE`` of two
+columns. An upsert or merge keeps its seq (death then birth: the row is rewritten); an
+id evicted and stored again in one batch gets a new seq (the old row is deleted, the new
+one inserted). Every change reduces to the final state of its seq and a seq never
+belongs to two ids, so the order of statements in the transaction does not matter.
 
 Opening (:meth:`SqliteStore.open`), in an order that never modifies a refused file:
 
@@ -91,7 +93,7 @@ class Durability(enum.Enum):
 class Batch:
     """One group commit's statements, prepared on the event loop from a journal."""
 
-    deletes: list[tuple[str]]
+    deletes: list[tuple[int]]
     puts: list[tuple[Any, ...]]
     accesses: list[tuple[Any, ...]]
 
@@ -260,9 +262,7 @@ class SqliteStore:
             # stored number so the record keeps the file's seq, hence its order.
             state._seq = seq - 1
             state.store(entry)
-        evicted = [
-            (str(rec.entry.id),) for kind, rec in state.take_journal() if kind == JOURNAL_DELETE
-        ]
+        evicted = [(rec.seq,) for kind, rec in state.take_journal() if kind == JOURNAL_DELETE]
         if evicted:
             self.write(Batch(evicted, [], []))
         state.stores = state.upserts = 0  # loading is not storing
@@ -270,23 +270,22 @@ class SqliteStore:
         return len(evicted)
 
     def prepare(self, journal: list[tuple[int, Record]]) -> Batch:
-        """Coalesce a journal per id, last change wins (see the module docs).
+        """Coalesce a journal per seq, last change wins (see the module docs).
 
         Runs on the event loop, while the owner is between batches, so the records
         cannot change. O(changes).
         """
-        last: dict[Any, tuple[int, Record]] = {}
-        became_live: set[Any] = set()
+        last: dict[int, tuple[int, Record]] = {}
+        became_live: set[int] = set()
         for kind, rec in journal:
-            id = rec.entry.id
-            last[id] = (kind, rec)
+            last[rec.seq] = (kind, rec)
             if kind == JOURNAL_PUT:
-                became_live.add(id)
+                became_live.add(rec.seq)
         batch = Batch([], [], [])
-        for id, (kind, rec) in last.items():
+        for seq, (kind, rec) in last.items():
             if kind == JOURNAL_DELETE:
-                batch.deletes.append((str(id),))
-            elif id in became_live:
+                batch.deletes.append((seq,))
+            elif seq in became_live:
                 batch.puts.append(encode_record(rec))
             else:
                 batch.accesses.append(encode_access(rec))

@@ -12,7 +12,10 @@ journal mode, identified by two fields of its 100-byte header and one table:
 
 One row of ``entries`` per live entry; the primary key ``seq`` is the entry's insertion
 order (kept across upserts, as :class:`~actormem._record.Record` does), so a table scan
-yields the order in which the memory is rebuilt. Every column round-trips exactly:
+yields the order in which the memory is rebuilt. Rows are addressed by ``seq`` alone: a
+seq never belongs to two ids, and one live record per id is the owner's invariant, so
+``id`` needs no index (a UNIQUE index on random UUIDs doubled the cost of an insert);
+loading checks that no id appears twice. Every column round-trips exactly:
 timestamps are ISO 8601 text in UTC with microseconds, relevance an IEEE double, tags
 and namespace JSON arrays of strings.
 
@@ -87,7 +90,7 @@ CREATE_SCHEMA = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL)",
     """CREATE TABLE entries (
         seq INTEGER PRIMARY KEY,      -- insertion order of the id, kept across upserts
-        id TEXT NOT NULL UNIQUE,      -- canonical UUID text
+        id TEXT NOT NULL,             -- canonical UUID text (unique: checked on load)
         category TEXT NOT NULL,       -- MemoryCategory value
         memory TEXT NOT NULL,
         tags TEXT NOT NULL,           -- JSON array of strings
@@ -105,8 +108,8 @@ INSERT_ENTRY = (
     f"INSERT OR REPLACE INTO entries ({', '.join(COLUMNS)}) "
     f"VALUES ({', '.join('?' * len(COLUMNS))})"
 )
-DELETE_ENTRY = "DELETE FROM entries WHERE id = ?"
-UPDATE_ACCESS = "UPDATE entries SET access_count = ?, last_accessed = ? WHERE id = ?"
+DELETE_ENTRY = "DELETE FROM entries WHERE seq = ?"
+UPDATE_ACCESS = "UPDATE entries SET access_count = ?, last_accessed = ? WHERE seq = ?"
 SELECT_ENTRIES = f"SELECT {', '.join(COLUMNS)} FROM entries ORDER BY seq"
 
 
@@ -227,15 +230,24 @@ def read_validated(path: str) -> list[tuple[int, MemoryEntry]]:
         raise StorageError(path, f"cannot open read-only: {sqlite_reason(exc)}") from exc
     try:
         check_schema(path, conn, deep=True)
-        return [decode_row(path, row) for row in conn.execute(SELECT_ENTRIES)]
+        entries = [decode_row(path, row) for row in conn.execute(SELECT_ENTRIES)]
     except sqlite3.Error as exc:
         raise StorageError(path, sqlite_reason(exc)) from exc
     finally:
         conn.close()
+    seen: set[uuid.UUID] = set()
+    for seq, entry in entries:
+        if entry.id in seen:
+            raise StorageError(path, f"corrupted: id {entry.id} appears twice (seq {seq})")
+        seen.add(entry.id)
+    return entries
+
+
+_encode_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def _json_strings(value: tuple[str, ...]) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    return _encode_json(value) if value else "[]"
 
 
 def encode_record(rec: Record) -> tuple[Any, ...]:
@@ -261,7 +273,7 @@ def encode_access(rec: Record) -> tuple[Any, ...]:
     """Parameters of :data:`UPDATE_ACCESS` for a record. O(1)."""
     count, last = rec.current_access()
     count = min(count, MAX_ACCESS_COUNT)
-    return (count, None if last is None else last.isoformat(), str(rec.entry.id))
+    return (count, None if last is None else last.isoformat(), rec.seq)
 
 
 def _strings(value: Any) -> tuple[str, ...]:

@@ -402,6 +402,13 @@ async def test_refuses_corrupted_files(tmp_path: Path) -> None:
     conn.commit()
     conn.close()
     await assert_refused(db, "seq 3 is invalid")
+    # The same id twice (rows are keyed by seq, so only loading can notice).
+    db.write_bytes(pristine)
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE entries SET id = (SELECT id FROM entries WHERE seq = 1) WHERE seq = 9")
+    conn.commit()
+    conn.close()
+    await assert_refused(db, "appears twice")
 
 
 async def test_refuses_an_orphaned_wal(db: Path) -> None:
