@@ -40,6 +40,10 @@ from actormem._sqlite_format import APPLICATION_ID, SCHEMA_VERSION
 
 from .crash_child import make_entry, run_trial
 
+pytestmark = pytest.mark.skipif(
+    sys.platform == "win32", reason="durable memories need fcntl.flock (POSIX)"
+)
+
 CHILD = str(Path(__file__).with_name("crash_child.py"))
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
