@@ -151,10 +151,24 @@ def _looks_like_header(line: str) -> bool:
     """Whether ``line`` reads as the header's opening words to a model: compared after
     NFKC normalisation (so look-alike and non-breaking spaces fold), without format
     characters (zero-width spaces and joiners, BOM), with runs of whitespace folded,
-    ignoring case."""
-    folded = unicodedata.normalize("NFKC", line)
-    folded = "".join(ch for ch in folded if unicodedata.category(ch) != "Cf")
-    return " ".join(folded.split()).casefold().startswith(_HEADER_STEM)
+    ignoring case. Reads only as much of the line as the comparison needs: O(prefix)."""
+    want = len(_HEADER_STEM)
+    seen: list[str] = []
+    size = 0
+    for ch in line:
+        if unicodedata.category(ch) == "Cf":
+            continue
+        for piece in unicodedata.normalize("NFKC", ch).casefold():
+            if piece.isspace():
+                if seen and seen[-1] != " ":
+                    seen.append(" ")
+                    size += 1
+            else:
+                seen.append(piece)
+                size += 1
+        if size > want:
+            break
+    return "".join(seen).startswith(_HEADER_STEM)
 
 
 def memory_block(texts: Iterable[str]) -> str | None:

@@ -30,6 +30,10 @@ from collections.abc import Iterable
 __all__ = ["SubstringVocab", "grams_of"]
 
 _MAX_GRAM = 3
+#: Long words whose lookups are remembered.
+_CACHE_SIZE = 4096
+#: How many of a long word's 3-grams are probed for the shortest candidate list.
+_PROBES = 8
 
 
 def grams_of(item: str) -> set[str]:
@@ -49,7 +53,7 @@ class SubstringVocab:
     and c the cost of verifying those candidates.
     """
 
-    __slots__ = ("_dead", "_grams", "_ids", "_items", "_next_id", "_refs")
+    __slots__ = ("_cache", "_dead", "_grams", "_ids", "_items", "_next_id", "_refs")
 
     def __init__(self) -> None:
         self._ids: dict[str, int] = {}
@@ -58,6 +62,10 @@ class SubstringVocab:
         self._grams: dict[str, list[int]] = {}
         self._dead: dict[str, int] = {}
         self._next_id = 0
+        # Long-word lookups: word -> (the gram list verified, how much of it, matches).
+        # Gram lists only grow in place (a rebuild makes a new list), so a cached answer
+        # stays right and only the list's new tail needs verifying.
+        self._cache: dict[str, tuple[list[int], int, list[int]]] = {}
 
     def __len__(self) -> int:
         return len(self._items)
@@ -109,43 +117,66 @@ class SubstringVocab:
                 dead[g] = d
         return True
 
-    def gram_size(self, word: str) -> int:
-        """Length of the candidate list :meth:`lookup` would verify for ``word``. O(len(word))."""
+    def _candidates(self, word: str) -> list[int] | None:
+        """The shortest gram list among up to ``_PROBES`` of ``word``'s 3-grams, spread
+        over the word (all of them for words up to ``_PROBES + 2`` long); None when one
+        of them is absent, so nothing contains ``word``. O(1) dict probes."""
         grams = self._grams
-        if len(word) <= _MAX_GRAM:
-            lst = grams.get(word)
-            return 0 if lst is None else len(lst)
-        best = None
-        for i in range(len(word) - 2):
-            lst = grams.get(word[i : i + 3])
-            if lst is None:
-                return 0
-            if best is None or len(lst) < best:
-                best = len(lst)
-        return best or 0
-
-    def lookup(self, word: str) -> list[int]:
-        """Ids of the items that contain ``word`` as a substring (``word`` non-empty)."""
-        grams, items = self._grams, self._items
-        if len(word) <= _MAX_GRAM:
-            lst = grams.get(word)
-            if lst is None:
-                return []
-            return [i for i in lst if i in items]
+        n = len(word) - 2
+        if n <= _PROBES:
+            starts: range | list[int] = range(n)
+        else:
+            step = (n - 1) / (_PROBES - 1)
+            starts = [round(i * step) for i in range(_PROBES)]
         best: list[int] | None = None
-        for i in range(len(word) - 2):
+        for i in starts:
             lst = grams.get(word[i : i + 3])
             if lst is None:
-                return []
+                return None
             if best is None or len(lst) < len(best):
                 best = lst
-        assert best is not None
-        out = []
-        for i in best:
+        return best
+
+    def gram_size(self, word: str) -> int:
+        """Length of the candidate list :meth:`lookup` would verify for ``word``. O(1)
+        dict probes."""
+        if len(word) <= _MAX_GRAM:
+            lst = self._grams.get(word)
+        else:
+            lst = self._candidates(word)
+        return 0 if lst is None else len(lst)
+
+    def lookup(self, word: str) -> list[int]:
+        """Ids of the items that contain ``word`` as a substring (``word`` non-empty).
+
+        The answer may also hold ids of items removed since (callers skip them: ids are
+        never reused). Do not modify the returned list. Long words' answers are cached;
+        a repeated lookup only verifies the items added since. O(g) for a gram list of g
+        ids (O(new ids) on a repeat).
+        """
+        if len(word) <= _MAX_GRAM:
+            return self._grams.get(word) or []
+        best = self._candidates(word)
+        if best is None:
+            return []
+        items = self._items
+        hit = self._cache.get(word)
+        if hit is not None and hit[0] is best:
+            _, scanned, found = hit
+            if scanned == len(best):
+                return found
+            start = scanned
+        else:
+            found = []
+            start = 0
+            if len(self._cache) >= _CACHE_SIZE:
+                del self._cache[next(iter(self._cache))]  # oldest first
+        for i in best[start:] if start else best:
             item = items.get(i)
             if item is not None and word in item:
-                out.append(i)
-        return out
+                found.append(i)
+        self._cache[word] = (best, len(best), found)
+        return found
 
     def item(self, iid: int) -> str | None:
         """The item with id ``iid``, or ``None`` if it was removed. O(1)."""

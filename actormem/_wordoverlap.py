@@ -137,9 +137,10 @@ class WordOverlapScorer(metaclass=Final):
     See the module documentation for the formula. Scores lie in [0.1, 1.3].
 
     Args:
-        essential_budget: Postings a retrieve visits before it starts asking, ahead of each
-            further (longer) posting list, whether the entries not yet seen can still
-            reach the k-th best score. Changes speed only, never results.
+        essential_budget: Postings (distinct texts) a retrieve counts before it starts
+            asking, ahead of each further (longer) posting list, whether the entries not
+            yet seen can still reach the k-th best score. Changes speed only, never
+            results.
 
     Runtime complexity of a retrieve: O(P + C + V) plus O(log k) per entry that enters
     the heap, where P is the postings length of the words processed exhaustively, C the
@@ -201,8 +202,8 @@ class _Postings:
                 dead[iid] = d
 
     def matching(self, word: str) -> list[list[Record]]:
-        lists = self.lists
-        return [lists[i] for i in self.vocab.lookup(word)]
+        """The posting lists of the items containing ``word``. O(candidates), in C."""
+        return list(filter(None, map(self.lists.get, self.vocab.lookup(word))))
 
     def _check(self, expected: dict[str, list[Record]]) -> None:
         self.vocab._check()
