@@ -15,8 +15,9 @@ storing it again only appends the record to its group. The index holds
 
 * one ``_Group`` per document that has an un-purged record;
 * one ``_Term`` per term: a posting list of groups (in insertion order) with the term
-  frequency, the number of groups in it whose records are all purged, and ``df`` at the
-  newest version (the records not retired whose document has the term);
+  frequency and the group's length, the number of groups in it whose records are all
+  purged, ``df`` at the newest version (the records not retired whose document has the
+  term), and a cache of the postings' saturations;
 * N and the total length at the newest version, and a *change log*: one
   ``(version, group, +1 or -1)`` entry per ``add`` (at ``rec.born``) and ``retire`` (at
   ``rec.died``), sorted by version.
@@ -39,8 +40,9 @@ with the highest bounds (the rarest) are *essential*: their lists are accumulate
 partial scores per group, until the bounds of the terms left sum below ``theta``, a lower
 bound on the k-th best score: the k-th best *exact* score of the records of the groups
 with the highest partial scores. No group outside the accumulator can then reach the top
-k. The candidates (partial score plus the bounds left reaching ``theta``) are refined
-term by term, best bound first, and those left are scored exactly, in the query's term
+k. The candidates (partial score plus the bounds left reaching ``theta``) take the next
+lists term at a time while they outnumber those lists' postings, then are refined term
+by term, best bound first, and those left are scored exactly, in the query's term
 order, so scores equal a brute force's bit for bit; ties break by ``seq``. The per-posting
 saturations are cached by readers at a reference average length and used, stretched by
 the drift of the average length since, only as bounds (``_Term.impacts``); all bounds
@@ -63,6 +65,7 @@ from __future__ import annotations
 import heapq
 import math
 import time
+from array import array
 from bisect import bisect_right, insort
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -89,6 +92,9 @@ _UPDATE_RATIO = 4
 #: A term's cached saturations are recomputed when the average document length moved by
 #: more than this factor since they were made (they stay valid bounds up to it).
 _DRIFT = 1.02
+
+#: The empty saturation cache of a new or compacted term (never appended to).
+_NO_SATS = array("d")
 
 
 def _non_negative(instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
@@ -211,21 +217,24 @@ def _seq(rec: Record) -> int:
 
 
 class _Term:
-    """One term's posting list (texts and their term frequencies) and statistics."""
+    """One term's posting list: the groups whose document has it, with its frequency and
+    their length, in insertion order; and its statistics."""
 
-    __slots__ = ("dead", "df", "groups", "key", "ref", "sats", "tfs", "top")
+    __slots__ = ("dead", "df", "dls", "groups", "key", "ref", "sats", "tfs", "top")
 
     def __init__(self, key: str) -> None:
         self.key = key
         self.groups: list[_Group] = []
-        self.tfs: list[int] = []
+        #: ``tfs[i]`` and ``dls[i]``: the term frequency and the length of ``groups[i]``.
+        self.tfs = array("l")
+        self.dls = array("l")
         #: Groups in the list whose records are all purged.
         self.dead = 0
         #: Records not retired whose document has the term: df at the newest version.
         self.df = 0
         #: Reader-side cache: the saturation ``tf / (tf + k1 * (1 - b + b * dl / ref))``
         #: of a prefix of the list at the average length ``ref``, and its maximum.
-        self.sats: list[float] = []
+        self.sats = _NO_SATS
         self.ref = 0.0
         self.top = 0.0
 
@@ -234,32 +243,31 @@ class _Term:
         ``avgdl`` can exceed the cached one (>= 1). O(new postings), or O(postings) when
         ``avgdl`` moved by more than ``_DRIFT`` since the cache was made."""
         ref = self.ref
-        if not ref or not (1.0 / _DRIFT <= avgdl / ref <= _DRIFT):
+        if not ref or (k_part and not (1.0 / _DRIFT <= avgdl / ref <= _DRIFT)):
             ref = self.ref = avgdl
-            self.sats = []
+            self.sats = array("d")
             self.top = 0.0
         sats = self.sats
         start = len(sats)
         if start < len(self.groups):
             b_part = k_part / ref
             new = [
-                tf / (tf + (a_part + b_part * group.length))
-                for group, tf in zip(self.groups[start:], self.tfs[start:], strict=True)
+                tf / (tf + (a_part + b_part * dl))
+                for tf, dl in zip(self.tfs[start:], self.dls[start:], strict=True)
             ]
-            sats += new
+            sats.fromlist(new)
             self.top = max(self.top, max(new))
         # Saturation grows with avgdl, at most in proportion (the length term shrinks).
-        return avgdl / ref if avgdl > ref else 1.0
+        return avgdl / ref if k_part and avgdl > ref else 1.0
 
     def compact(self) -> None:
-        groups: list[_Group] = []
-        tfs: list[int] = []
-        for group, tf in zip(self.groups, self.tfs, strict=True):
-            if group.unpurged:
-                groups.append(group)
-                tfs.append(tf)
-        self.groups, self.tfs, self.dead = groups, tfs, 0
-        self.sats, self.ref, self.top = [], 0.0, 0.0
+        keep = [i for i, group in enumerate(self.groups) if group.unpurged]
+        groups, tfs, dls = self.groups, self.tfs, self.dls
+        self.groups = [groups[i] for i in keep]
+        self.tfs = array("l", [tfs[i] for i in keep])
+        self.dls = array("l", [dls[i] for i in keep])
+        self.dead = 0
+        self.sats, self.ref, self.top = _NO_SATS, 0.0, 0.0
 
 
 class BM25Index(metaclass=NoPublicConstructor):
@@ -267,13 +275,15 @@ class BM25Index(metaclass=NoPublicConstructor):
 
     Built by :meth:`BM25Scorer.make_index`. ``add``, ``retire``, ``purge`` and ``vacuum``
     are for the owner task only; ``top_k`` and ``top_k_terms`` run in any reader,
-    synchronously. ``T`` below is the number of distinct terms of the record's document.
+    synchronously (they only fill caches that do not depend on the snapshot). ``T``
+    below is the number of distinct terms of the record's document.
 
     The change log trims itself: ``purge(rec)`` tells the index that no live snapshot
     reads below ``rec.died`` (the engine purges only records dead at or below its
     horizon), and :meth:`vacuum` says so explicitly, so the log holds about the changes
-    since the oldest live snapshot. Trimming too far is never wrong: a snapshot older
-    than the log counts the visible postings instead.
+    since the oldest live snapshot. With neither (a static corpus) it keeps one entry
+    per add and retire. Trimming too far is never wrong: a snapshot older than the log
+    counts the visible postings instead.
     """
 
     def __init__(self, scorer: BM25Scorer) -> None:
@@ -332,6 +342,7 @@ class BM25Index(metaclass=NoPublicConstructor):
                 obj = index_terms[term] = _Term(term)
             obj.groups.append(group)
             obj.tfs.append(tf)
+            obj.dls.append(length)
             objs.append(obj)
         return group
 
@@ -362,8 +373,10 @@ class BM25Index(metaclass=NoPublicConstructor):
     def add(self, rec: Record) -> None:
         """Index ``rec``, visible from ``rec.born`` on (owner only).
 
-        Runtime complexity: O(T) amortized when a record with the same text and tags is
-        already indexed (no tokenizing); O(len(text) + T) for a new text.
+        Runtime complexity: O(T), without tokenizing, when an un-purged record with the
+        same text and tags is indexed (O(records of that text) instead if ``rec.seq`` is
+        below theirs, as after an upsert); O(len(text) + T) for a new text; plus
+        O(log entries) if ``rec.born`` is older than the newest change.
 
         Raises:
             ValueError: ``rec`` is already in the index.
@@ -396,7 +409,8 @@ class BM25Index(metaclass=NoPublicConstructor):
 
         Older snapshots keep seeing ``rec`` and the statistics that include it.
 
-        Runtime complexity: O(T) (O(T + log entries) if versions arrive out of order).
+        Runtime complexity: O(T) (plus O(log entries) if ``rec.died`` is older than the
+        newest change).
 
         Raises:
             KeyError: ``rec`` is not in the index.
@@ -415,9 +429,10 @@ class BM25Index(metaclass=NoPublicConstructor):
     def purge(self, rec: Record) -> None:
         """Drop ``rec`` for good: no live snapshot can see it (owner only).
 
-        Runtime complexity: amortized O(1), or O(T) when the last record of its text
-        goes: a group's record list, and a posting list, is compacted, in time linear in
-        its length, once half of it is purged.
+        Runtime complexity: amortized O(1), plus O(T) when the last record of its text
+        goes: a text's record list, and a posting list, is compacted, in time linear in
+        its length, once half of it is purged. Trimming the change log costs O(entries
+        kept) and happens only once at least half of the log is below the horizon.
 
         Raises:
             KeyError: ``rec`` is not in the index.
@@ -485,8 +500,9 @@ class BM25Index(metaclass=NoPublicConstructor):
         self, view: ReadView, terms: Iterable[str] = ()
     ) -> tuple[int, float, dict[str, int]]:
         """``(N, avgdl, {term: df})`` as of ``view.version``: the corpus statistics BM25
-        uses. O(|terms| + C * |terms|) for C changes newer than the view, or O(postings)
-        for a version older than the log."""
+        uses. O(|terms|) for the newest version, O(C * |terms|) for C log entries newer
+        than the view, or O(records + their postings) for a version older than the log
+        (trimmed by a vacuum past it)."""
         wanted = list(dict.fromkeys(terms))
         n, total, dfs = self._statistics(view, wanted)
         avgdl = total / n if n else 0.0
@@ -518,15 +534,21 @@ class BM25Index(metaclass=NoPublicConstructor):
             return n, total, dfs
         # The log was trimmed past this version: count what the view sees.
         visible = view.visible
+        group_of = self._group_of
         n = total = 0
-        for rec, group in self._group_of.items():
+        for rec, group in group_of.items():
             if visible(rec):
                 n += 1
                 total += group.length
         for term in terms:
             obj = index_terms.get(term)
             if obj is not None:
-                dfs[term] = sum(1 for group in obj.groups for rec in group.recs if visible(rec))
+                dfs[term] = sum(
+                    1
+                    for group in obj.groups
+                    for rec in group.recs
+                    if rec in group_of and visible(rec)
+                )
         return n, total, dfs
 
     def top_k_terms(
@@ -545,15 +567,20 @@ class BM25Index(metaclass=NoPublicConstructor):
             Up to ``limit`` ``(score, record)`` pairs, score descending then ``seq``
             ascending, of the visible, accepted records that have a query term.
 
-        Runtime complexity: MaxScore, term at a time, over distinct texts: O(P + A log A
-        + q log q + C * q) where ``q`` is the number of query terms, ``P`` the postings
-        of the *essential* terms (the rarest, scored exhaustively into an accumulator of
-        ``A`` texts until the score bounds of the other terms sum below a lower bound of
-        the k-th best score), and ``C`` the changes newer than the view (none for the
-        newest). Candidate texts are then scored exactly, O(q) each, best bound first,
-        until the bound falls below the k-th best score, and each of their visible
-        records costs O(log limit) (with a recency or prior weight, every record of a
-        candidate text is scored).
+        Runtime complexity: MaxScore, term at a time, over distinct texts (groups):
+        O(q log q + C * q + P log P + A + R * q) plus O(log limit) per record that
+        enters the result heap, where ``q`` is the number of query terms, ``C`` the log
+        entries newer than the view (none for the newest snapshot), ``P`` the postings
+        accumulated (the *essential* terms, the rarest, until the bounds of the other
+        terms sum below a lower bound on the k-th best score; then the next terms while
+        their lists are shorter than a few times the candidates), ``A`` the groups those
+        postings reach (scanned once to pick the candidates), and ``R`` the candidates
+        refined and scored, best bound first, until the bound falls below the k-th best
+        score. The lower bound costs O(q) per group that rises among the ``limit`` best
+        partial scores. With a recency or prior weight, every visible record of a
+        candidate text is scored. A reader also extends the cached saturations of its
+        terms: O(postings added since), or O(postings) once the average length drifted
+        by more than 2%.
         """
         if limit <= 0:
             return []
@@ -640,7 +667,8 @@ class BM25Index(metaclass=NoPublicConstructor):
                         for rec in group.recs
                         if rec.born <= version < rec.died and (accept is None or accept(rec))
                     ]
-                    values = heapq.nlargest(limit, values)
+                    values.sort(reverse=True)
+                    del values[limit:]
                 else:
                     count = 0
                     for rec in group.recs:
@@ -651,6 +679,23 @@ class BM25Index(metaclass=NoPublicConstructor):
                     values = [score_of(group)] * count if count else []
                 found[group] = values
             return values
+
+        def kth_score(groups: list[_Group]) -> float:
+            """The k-th best exact score of the records of ``groups`` (-inf if fewer)."""
+            if weighted:
+                values = [v for group in groups for v in scores_in(group)]
+                if len(values) < limit:
+                    return -math.inf
+                values.sort(reverse=True)
+                return values[limit - 1]
+            have = 0
+            for score, count in sorted(
+                ((score_of(group), len(scores_in(group))) for group in groups), reverse=True
+            ):
+                have += count
+                if have >= limit:
+                    return score
+            return -math.inf
 
         # 1. Essential terms, the highest bounds first, accumulated text by text until the
         # remaining terms' bounds sum below theta, a lower bound on the k-th best score:
@@ -674,17 +719,20 @@ class BM25Index(metaclass=NoPublicConstructor):
                     hot.append(group)
             done += 1
             if not hot:
-                continue
-            top = heapq.nlargest(size, set(top).union(hot), key=acc.__getitem__)
-            while True:
-                values = [v for group in top for v in scores_in(group)]
-                if len(values) >= limit:
-                    theta = max(theta, heapq.nlargest(limit, values)[-1])
-                    break
-                if size >= len(acc):
-                    break
-                size *= 2  # too few visible, accepted records among them: look wider
-                top = heapq.nlargest(size, acc, key=acc.__getitem__)
+                continue  # `top` is unchanged
+            pool = set(top)
+            pool.update(hot)
+            new_top = sorted(pool, key=acc.__getitem__, reverse=True)[:size]
+            if new_top != top:
+                top = new_top
+                while True:
+                    kth = kth_score(top)
+                    if kth > -math.inf or size >= len(acc):
+                        break
+                    size *= 2  # too few visible, accepted records among them: look wider
+                    top = sorted(acc, key=acc.__getitem__, reverse=True)[:size]
+                if kth > theta:
+                    theta = kth
             tau = acc[top[-1]] if len(top) == size else -math.inf
 
         # 2. Candidates: the texts whose partial score plus the bounds of the other terms
@@ -797,7 +845,6 @@ class BM25Index(metaclass=NoPublicConstructor):
         assert (n, total) == (self._n, self._total), "N or total length out of date"
         assert set(holders) == set(self._terms), "terms differ from the live documents'"
         for name, term in self._terms.items():
-            assert len(term.groups) == len(term.tfs)
             assert len(set(map(id, term.groups))) == len(term.groups), f"{name!r}: repeated"
             listed = {group for group in term.groups if group.unpurged}
             assert listed == holders[name], f"{name!r}: posting list misses texts"
@@ -805,14 +852,14 @@ class BM25Index(metaclass=NoPublicConstructor):
             assert term.dead < len(term.groups)
             assert 2 * term.dead <= len(term.groups)
             assert term.df == df[name], f"{name!r}: df out of date"
-            for group, tf in zip(term.groups, term.tfs, strict=True):
-                if group.unpurged:
-                    assert group.tfs[name] == tf, f"{name!r}: stale tf"
+            assert list(term.tfs) == [group.tfs[name] for group in term.groups]
+            assert list(term.dls) == [group.length for group in term.groups]
             assert len(term.sats) <= len(term.groups)
             if term.sats:
                 k_part = self._scorer.k1 * self._scorer.b / term.ref
                 a_part = self._scorer.k1 * (1.0 - self._scorer.b)
-                for group, tf, sat in zip(term.groups, term.tfs, term.sats, strict=False):
+                for group, sat in zip(term.groups, term.sats, strict=False):
+                    tf = group.tfs[name]
                     assert sat == tf / (tf + (a_part + k_part * group.length)), "stale impact"
                 assert term.top == max(term.sats), f"{name!r}: stale impact bound"
         versions = self._log_versions
