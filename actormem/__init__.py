@@ -19,6 +19,7 @@ from ._memory import DEFAULT_QUEUE_SIZE as DEFAULT_QUEUE_SIZE
 from ._memory import Memory as Memory
 from ._memory import open_memory as open_memory
 from ._memory import serve_memory as serve_memory
+from ._sqlite import Durability as Durability
 from ._snapshot import MAX_QUERY_CHARS as MAX_QUERY_CHARS
 from ._snapshot import Snapshot as Snapshot
 from ._state import DEFAULT_HALF_LIFE as DEFAULT_HALF_LIFE
@@ -86,6 +87,7 @@ __all__ = [
     "Tokenizer",
     "stop_words",
     "ConsolidationStats",
+    "Durability",
     "InvalidEntryError",
     "InvalidQueryError",
     "Memory",

@@ -145,9 +145,16 @@ class Memory(metaclass=NoPublicConstructor):
 
     async def _call(self, op: int, arg: Any) -> Any:
         self._raise_if_unusable()
+        # A caller cancelled before it starts sends nothing; after that, the wait for
+        # the reply is the one schedule point (no extra task step to enqueue).
+        await trio.lowlevel.checkpoint_if_cancelled()
         reply = _Reply()
+        request = _Request(op, arg, reply)
         try:
-            await self._send.send(_Request(op, arg, reply))
+            try:
+                self._send.send_nowait(request)
+            except trio.WouldBlock:
+                await self._send.send(request)  # backpressure: wait for room
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             self._raise_if_unusable()
             raise
@@ -427,37 +434,36 @@ async def _run_owner(memory: Memory, receive: trio.MemoryReceiveChannel[_Request
     state = memory._state
     inflight: list[_Request] = []
     try:
-        async with receive:
-            while True:
+        while True:
+            try:
+                first = await receive.receive()
+            except trio.EndOfChannel:
+                break
+            inflight = [first]
+            while len(inflight) < _MAX_BATCH:
                 try:
-                    first = await receive.receive()
-                except trio.EndOfChannel:
+                    inflight.append(receive.receive_nowait())
+                except (trio.WouldBlock, trio.EndOfChannel):
                     break
-                inflight = [first]
-                while len(inflight) < _MAX_BATCH:
-                    try:
-                        inflight.append(receive.receive_nowait())
-                    except (trio.WouldBlock, trio.EndOfChannel):
-                        break
-                replies = memory._apply_batch(inflight)
-                if memory._commit is not None:
-                    # Durable mode: the batch is one group commit; nothing is published
-                    # or acknowledged before it is on disk.
-                    try:
-                        await memory._commit(state.take_journal())
-                    except StorageError as exc:
-                        _fail_storage(memory, replies, inflight, receive, exc)
-                        inflight = []
-                        return
-                state.publish()
-                for reply, result in replies:
-                    reply.set(result)
-                inflight = []
-                # Vacuum in bounded steps; yield to queued requests between steps.
-                while state.vacuum(memory._horizon(), _VACUUM_STEP) == _VACUUM_STEP:
-                    if receive.statistics().current_buffer_used:
-                        break
-                    await trio.lowlevel.checkpoint()
+            replies = memory._apply_batch(inflight)
+            if memory._commit is not None:
+                # Durable mode: the batch is one group commit; nothing is published
+                # or acknowledged before it is on disk.
+                try:
+                    await memory._commit(state.take_journal())
+                except StorageError as exc:
+                    _fail_storage(memory, replies, inflight, receive, exc)
+                    inflight = []
+                    return
+            state.publish()
+            for reply, result in replies:
+                reply.set(result)
+            inflight = []
+            # Vacuum in bounded steps; yield to queued requests between steps.
+            while state.vacuum(memory._horizon(), _VACUUM_STEP) == _VACUUM_STEP:
+                if receive.statistics().current_buffer_used:
+                    break
+                await trio.lowlevel.checkpoint()
     except BaseException as exc:
         if isinstance(exc, trio.Cancelled):
             error: BaseException = trio.ClosedResourceError(
@@ -468,11 +474,15 @@ async def _run_owner(memory: Memory, receive: trio.MemoryReceiveChannel[_Request
             memory._broken = exc
             error = trio.BrokenResourceError("the memory's owner task died")
             error.__cause__ = exc
+        # No new requests from here on (blocked senders get an error), then answer every
+        # request already taken or still queued: nobody waits forever.
+        memory._send.close()
         _fail_pending(inflight, receive, error)
         raise
     finally:
         memory._closed = True
         memory._send.close()
+        receive.close()
 
 
 def _fail_storage(

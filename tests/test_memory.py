@@ -450,3 +450,66 @@ def test_handles_have_no_public_constructor() -> None:
         Memory()
     with pytest.raises(TypeError):
         Snapshot()
+
+
+async def test_cancelled_owner_answers_every_queued_request(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    # With the autojump clock a caller left waiting forever trips fail_after at once.
+    errors: list[BaseException] = []
+
+    async def caller(memory: Memory, text: str) -> None:
+        try:
+            await memory.store(fact(text))
+        except trio.ClosedResourceError as exc:
+            errors.append(exc)
+
+    with trio.fail_after(3600):
+        async with trio.open_nursery() as outside, trio.open_nursery() as owner_nursery:
+            memory = await owner_nursery.start(
+                lambda task_status: serve_memory(queue_size=2, task_status=task_status)
+            )
+            gate = gate_owner(memory)
+            outside.start_soon(caller, memory, "in the owner")
+            await trio.testing.wait_all_tasks_blocked()
+            for i in range(5):  # 2 queued, 3 waiting for room
+                outside.start_soon(caller, memory, f"pending {i}")
+            await trio.testing.wait_all_tasks_blocked()
+            assert gate.entered == 1
+            assert memory.statistics().queue_depth == 2
+            owner_nursery.cancel_scope.cancel()
+    # Every caller got a defined error; none is left waiting (the nursery exited).
+    assert len(errors) == 6
+
+
+async def test_owner_death_answers_more_than_one_batch_of_pending_requests(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    outcomes: list[str] = []
+
+    async def victim(memory: Memory, text: str) -> None:
+        try:
+            await memory.store(fact(text))
+            outcomes.append("stored")
+        except trio.BrokenResourceError:
+            outcomes.append("broken")
+
+    with pytest.raises(BaseExceptionGroup), trio.fail_after(3600):
+        async with trio.open_nursery() as nursery:
+            memory = await nursery.start(
+                lambda task_status: serve_memory(scorer=_PoisonScorer(), task_status=task_status)
+            )
+            gate = gate_owner(memory)
+            async with trio.open_nursery() as callers:
+                callers.start_soon(victim, memory, "first")  # the owner parks on it
+                await trio.testing.wait_all_tasks_blocked()
+                callers.start_soon(victim, memory, "poison")  # queued first
+                await trio.testing.wait_all_tasks_blocked()
+                for i in range(599):
+                    callers.start_soon(victim, memory, f"after {i}")
+                await trio.testing.wait_all_tasks_blocked()
+                gate.open.set()
+    # The poison's batch takes 512 requests and 88 stay queued: all are answered.
+    assert len(outcomes) == 601
+    assert outcomes.count("stored") == 1
+    assert outcomes.count("broken") == 600
