@@ -1,0 +1,94 @@
+"""Scenario 4: bytes per entry beyond the text itself.
+
+Each measurement runs in a fresh interpreter (``python -m stress._bench_memory``), so
+nothing an earlier scenario allocated (and the allocator kept) blurs it. The child
+reads the corpus, then, with a full collection before each reading of the resident set
+size (RSS, ``/proc/self/statm``):
+
+1. ``rss_before``: the corpus read, nothing built;
+2. ``rss_entries``: after making ``n`` ``MemoryEntry`` values, each with its own text
+   object (as entries arriving from outside have);
+3. ``rss_stored``: after storing them all in a ``MemoryState`` (as the owner does:
+   publish and vacuum every 512 stores, see ``fill_state``), and dropping
+   the caller's list (the state holds every entry).
+
+``text_bytes`` is the texts' UTF-8 size: the text itself. Reported per entry:
+
+* ``engine_bytes``: ``rss_stored - rss_entries``: records, indexes, orders, the
+  lower-cased copy of the text the word-overlap index matches against;
+* ``entry_bytes``: ``rss_entries - rss_before - text_bytes``: the ``MemoryEntry`` value
+  and its ``str`` header beyond the text;
+* ``beyond_text_bytes``: ``rss_stored - rss_before - text_bytes``: everything one stored
+  entry costs beyond its UTF-8 text (str headers included). The target reads this one.
+
+Runtime complexity: one build of ``n`` entries (the state's ``store``, directly).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["measure", "measure_in_child"]
+
+
+def measure(n: int, scorer: str, data: str) -> dict[str, Any]:
+    """The figures above, in this process (call it in a fresh one)."""
+    from actormem._state import DEFAULT_HALF_LIFE, MemoryState
+
+    from ._bench_data import entries, load_corpus
+    from ._bench_engine import fill_state, make_scorer
+    from ._bench_stats import rss_bytes
+
+    corpus = load_corpus(data)  # marked: every entry has its own text object
+    rss_before = rss_bytes()
+    batch = list(entries(corpus, n))
+    text_bytes = sum(len(e.memory.encode("utf-8")) for e in batch)
+    rss_entries = rss_bytes()
+    state = MemoryState(capacity=None, half_life=DEFAULT_HALF_LIFE, scorer=make_scorer(scorer))
+    start = time.perf_counter()
+    fill_state(state, batch)
+    build_s = time.perf_counter() - start
+    del batch  # the state holds every entry
+    rss_stored = rss_bytes()
+    assert len(state) == n
+    return {
+        "scorer": scorer,
+        "n": n,
+        "text_bytes_per_entry": text_bytes / n,
+        "entry_bytes": (rss_entries - rss_before - text_bytes) / n,
+        "engine_bytes": (rss_stored - rss_entries) / n,
+        "beyond_text_bytes": (rss_stored - rss_before - text_bytes) / n,
+        "rss_stored_mib": rss_stored / 2**20,
+        "build_entries_per_s": n / build_s,
+    }
+
+
+def measure_in_child(n: int, scorer: str, data: str) -> dict[str, Any]:
+    """:func:`measure` in a fresh interpreter. Raises ``CalledProcessError`` if it fails."""
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run(
+        [sys.executable, "-m", "stress._bench_memory", "--n", str(n), "--scorer", scorer,
+         "--data", str(data)],
+        cwd=root, check=True, capture_output=True, text=True,
+    )
+    result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, required=True)
+    parser.add_argument("--scorer", default="word-overlap")
+    parser.add_argument("--data", required=True)
+    args = parser.parse_args()
+    print(json.dumps(measure(args.n, args.scorer, args.data)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,206 @@
+"""Scenario 3: readers never block writers, writers never block readers.
+
+On a served memory of ``n`` entries, 64 writer tasks (``await memory.store``, new
+corpus entries) and 64 reader tasks (``await memory.retrieve(question, 10)``) run in three
+phases:
+
+A. writers alone, ``writer_quota`` stores each;
+B. readers alone, ``reader_quota`` retrieves each (as many as fit the time budget);
+C. both at once. Each side keeps going after its quota until the other side has
+   finished its own, and a call counts only if some task of the other side was still
+   running when it returned, so every sample of phase C was taken under contention.
+
+Every task stops early, after at least one call, once its phase has run ``budget_s``:
+at 1M entries one scheduling round of 64 retrieves takes seconds, and writers get one
+store acknowledged per round.
+
+Figures: each side's p99 with the other running over its p99 alone (target: at most 2),
+and, from a trio :class:`~trio.abc.Instrument`, the longest *task step* (the time the
+event loop ran one task without reaching a checkpoint) of the readers: a retrieve scores
+its snapshot synchronously, so that step is the stall every other task (writers, the
+owner) suffers during a retrieve. The owner's longest step (one batch of writes) is
+reported too: readers wait for it in the same way.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import trio
+
+from actormem import Memory, MemoryEntry
+
+from ._bench_stats import GcPauses, summarize_ms
+
+__all__ = ["StepTimer", "rw_cell"]
+
+STALL_MS = 5.0
+
+
+class StepTimer(trio.abc.Instrument):
+    """Longest task step by kind of task (reader, writer, owner, other)."""
+
+    def __init__(self) -> None:
+        self.enabled = False
+        self._t0 = 0
+        self.longest: dict[str, int] = defaultdict(int)
+        self.over: dict[str, int] = defaultdict(int)
+        self.steps: dict[str, int] = defaultdict(int)
+
+    def reset(self) -> None:
+        self.longest.clear()
+        self.over.clear()
+        self.steps.clear()
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        self._t0 = time.perf_counter_ns()
+
+    def after_task_step(self, task: trio.lowlevel.Task) -> None:
+        if not self.enabled:
+            return
+        dt = time.perf_counter_ns() - self._t0
+        name = task.name
+        kind = name if name in ("reader", "writer") else "owner" if "owner" in name else "other"
+        self.steps[kind] += 1
+        if dt > self.longest[kind]:
+            self.longest[kind] = dt
+        if dt > STALL_MS * 1e6:
+            self.over[kind] += 1
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            f"{kind}_longest_step_ms": self.longest.get(kind, 0) / 1e6
+            for kind in ("reader", "writer", "owner", "other")
+        } | {
+            f"{kind}_steps_over_{STALL_MS:g}ms": self.over.get(kind, 0)
+            for kind in ("reader", "owner")
+        }
+
+
+class _Phase:
+    """Shared counters of one phase: who has not finished its quota yet, who still runs."""
+
+    def __init__(self, writers: int, readers: int) -> None:
+        self.left = {"writer": writers, "reader": readers}
+        self.running = {"writer": writers, "reader": readers}
+
+
+async def _run_phase(
+    memory: Memory,
+    new_entries: Iterator[MemoryEntry],
+    queries: Sequence[str],
+    *,
+    writers: int,
+    readers: int,
+    writer_quota: int,
+    reader_quota: int,
+    budget_s: float,
+) -> tuple[list[int], list[int], float]:
+    phase = _Phase(writers, readers)
+    w_lat: list[int] = []
+    r_lat: list[int] = []
+    perf = time.perf_counter_ns
+    both = writers > 0 and readers > 0
+    deadline = time.perf_counter() + budget_s
+
+    async def worker(kind: str, number: int) -> None:
+        other = "reader" if kind == "writer" else "writer"
+        quota = writer_quota if kind == "writer" else reader_quota
+        sink = w_lat if kind == "writer" else r_lat
+        done = 0
+        qi = number * 7
+        while (done < quota or (both and phase.left[other] > 0)) and (
+            done == 0 or time.perf_counter() < deadline
+        ):
+            if kind == "writer":
+                entry = next(new_entries)
+                t0 = perf()
+                await memory.store(entry)
+            else:
+                q = queries[qi % len(queries)]
+                qi += 1
+                t0 = perf()
+                await memory.retrieve(q, 10)
+            dt = perf() - t0
+            if not both or phase.running[other] > 0:
+                sink.append(dt)
+            done += 1
+            if done == quota:
+                phase.left[kind] -= 1
+        phase.running[kind] -= 1
+
+    start = time.perf_counter()
+    async with trio.open_nursery() as nursery:
+        for i in range(writers):
+            nursery.start_soon(worker, "writer", i, name="writer")
+        for i in range(readers):
+            nursery.start_soon(worker, "reader", i, name="reader")
+    return w_lat, r_lat, time.perf_counter() - start
+
+
+async def rw_cell(
+    memory: Memory,
+    timer: StepTimer,
+    new_entries: Iterator[MemoryEntry],
+    queries: Sequence[str],
+    *,
+    writers: int = 64,
+    readers: int = 64,
+    writer_quota: int = 100,
+    budget_s: float = 30.0,
+    max_reader_quota: int = 10,
+) -> dict[str, Any]:
+    """Scenario 3's row for one served memory."""
+    # Reader quota: what fits the budget in phase B, judged from a few retrieves.
+    start = time.perf_counter()
+    for q in queries[:3]:
+        await memory.retrieve(q, 10)
+    est = (time.perf_counter() - start) / 3
+    reader_quota = max(1, min(max_reader_quota, int(budget_s / max(readers * est, 1e-9))))
+
+    phases: dict[str, dict[str, Any]] = {}
+    for name, (w, r) in {
+        "writers_alone": (writers, 0),
+        "readers_alone": (0, readers),
+        "both": (writers, readers),
+    }.items():
+        timer.reset()
+        timer.enabled = True
+        with GcPauses() as pauses:
+            w_lat, r_lat, wall = await _run_phase(
+                memory, new_entries, queries, writers=w, readers=r,
+                writer_quota=writer_quota, reader_quota=reader_quota, budget_s=budget_s,
+            )
+        timer.enabled = False
+        phases[name] = {
+            "wall_s": wall,
+            **summarize_ms(w_lat, "writer_"),
+            **summarize_ms(r_lat, "reader_"),
+            **timer.snapshot(),
+            **pauses.as_json(),
+        }
+    alone_w = phases["writers_alone"]["writer_p99_ms"]
+    alone_r = phases["readers_alone"]["reader_p99_ms"]
+    both = phases["both"]
+    return {
+        "entries_at_start": None,  # filled by the caller
+        "writers": writers,
+        "readers": readers,
+        "writer_quota": writer_quota,
+        "reader_quota": reader_quota,
+        "writer_p99_alone_ms": alone_w,
+        "writer_p99_with_readers_ms": both["writer_p99_ms"],
+        "writer_p99_ratio": both["writer_p99_ms"] / alone_w if alone_w > 0 else float("nan"),
+        "reader_p99_alone_ms": alone_r,
+        "reader_p99_with_writers_ms": both["reader_p99_ms"],
+        "reader_p99_ratio": both["reader_p99_ms"] / alone_r if alone_r > 0 else float("nan"),
+        "longest_retrieve_step_ms": max(
+            phases["readers_alone"]["reader_longest_step_ms"], both["reader_longest_step_ms"]
+        ),
+        "longest_owner_step_ms": max(p["owner_longest_step_ms"] for p in phases.values()),
+        "gc_longest_ms": max(p["gc_longest_ms"] for p in phases.values()),
+        "phases": phases,
+    }

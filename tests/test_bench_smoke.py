@@ -1,0 +1,61 @@
+"""A tiny run of the benchmark harness (``python -m stress.bench``): it runs, and its JSON
+has the expected shape with positive figures. No timing thresholds: benchmarks report
+figures, tests assert behaviour."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from stress import bench
+from stress._bench_data import DEFAULT_DATA
+
+pytestmark = pytest.mark.skipif(
+    not (DEFAULT_DATA / "locomo10.json").exists(), reason="../shared/data is not there"
+)
+
+
+def _positive(value: object) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+
+
+def test_retrieve_scenario_at_200_entries(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    result = bench.run(
+        ["--scenario", "retrieve", "--sizes", "200", "--json", str(out), "--budget", "0.5",
+         "--repeats", "2", "--queries", "30", "--min-queries", "5"]
+    )
+    written = json.loads(out.read_text())
+    assert written["command"].startswith("python -m stress.bench --scenario retrieve")
+    for key in ("command", "machine", "options", "builds", "scenarios", "targets", "duration_s"):
+        assert key in written
+    for key in ("date", "cores", "memory_gib", "python"):
+        assert written["machine"][key]
+    assert list(written["scenarios"]) == ["retrieve"]
+    rows = written["scenarios"]["retrieve"]
+    assert [(r["scorer"], r["n"]) for r in rows] == [("word-overlap", 200), ("bm25", 200)]
+    for row in rows:
+        for key in ("p50_ms", "p99_ms", "max_ms", "cpu_p50_ms", "snapshot_p50_us",
+                    "snapshot_p99_us"):
+            assert _positive(row[key]), (key, row[key])
+        assert row["p50_ms"] <= row["p99_ms"] <= row["max_ms"]
+        assert 5 <= row["queries"] <= 30
+        assert row["samples"] == row["queries"] * 2
+        assert len(row["repeat_p50_ms"]) == 2
+    # Targets at sizes not run are listed but neither met nor missed.
+    assert written["targets"]
+    assert all(t["met"] is None for t in written["targets"])
+    assert result["scenarios"] == written["scenarios"]
+
+
+def test_report_marks_missed_targets() -> None:
+    targets = bench.targets(
+        {"retrieve": [{"scorer": "word-overlap", "n": 100_000, "p50_ms": 0.5, "p99_ms": 7.0}]}
+    )
+    by_name = {t.name: t.met for t in targets}
+    assert by_name["retrieve p50, word-overlap, 100k"] is True
+    assert by_name["retrieve p99, word-overlap, 100k"] is False
+    assert by_name["retrieve p50, bm25, 100k"] is None
