@@ -556,14 +556,18 @@ def _make_memory(
     scorer: Scorer | None,
     queue_size: int,
     clock: Callable[[], datetime] | None,
+    on_remove: Callable[[MemoryEntry, str], None] | None = None,
 ) -> tuple[Memory, trio.MemoryReceiveChannel[_Request]]:
     _validate_options(queue_size)
+    if on_remove is not None and not callable(on_remove):
+        raise TypeError(f"on_remove must be callable, not {type(on_remove).__name__}")
     state = MemoryState(
         capacity=capacity,
         half_life=half_life,
         scorer=scorer if scorer is not None else WordOverlapScorer(),
         clock=clock if clock is not None else _utc_now,
     )
+    state.on_remove = on_remove
     send, receive = trio.open_memory_channel[_Request](queue_size)
     return Memory._create(state, send, queue_size), receive
 
@@ -581,10 +585,11 @@ async def _open_memory(
     scorer: Scorer | None,
     queue_size: int,
     clock: Callable[[], datetime] | None,
+    on_remove: Callable[[MemoryEntry, str], None] | None,
 ) -> tuple[Memory, trio.MemoryReceiveChannel[_Request]]:
     """Build a memory; in durable mode open its file and load it (in worker threads)."""
     fspath, durability = _check_storage_options(path, durability)
-    memory, receive = _make_memory(capacity, half_life, scorer, queue_size, clock)
+    memory, receive = _make_memory(capacity, half_life, scorer, queue_size, clock, on_remove)
     if fspath is None:
         return memory, receive
     # Threads are not abandoned on cancellation (trio's default), so a cancelled open
@@ -631,6 +636,7 @@ async def serve_memory(
     scorer: Scorer | None = None,
     queue_size: int = DEFAULT_QUEUE_SIZE,
     clock: Callable[[], datetime] | None = None,
+    on_remove: Callable[[MemoryEntry, str], None] | None = None,
     task_status: trio.TaskStatus[Memory] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run a memory's owner task; the form for ``memory = await nursery.start(serve_memory)``.
@@ -644,7 +650,7 @@ async def serve_memory(
         StorageError: The file cannot be opened (raised from ``nursery.start``).
     """
     memory, receive = await _open_memory(
-        path, durability, capacity, half_life, scorer, queue_size, clock
+        path, durability, capacity, half_life, scorer, queue_size, clock, on_remove
     )
     try:
         task_status.started(memory)
@@ -665,6 +671,7 @@ async def open_memory(
     scorer: Scorer | None = None,
     queue_size: int = DEFAULT_QUEUE_SIZE,
     clock: Callable[[], datetime] | None = None,
+    on_remove: Callable[[MemoryEntry, str], None] | None = None,
 ) -> AsyncIterator[Memory]:
     """Open a memory: ``async with open_memory(path="memory.db") as memory: ...``.
 
@@ -700,6 +707,13 @@ async def open_memory(
             for the owner before ``store`` blocks and ``store_nowait`` raises.
         clock: Returns the current timezone-aware datetime, used for ``last_accessed``
             (tests pass a fake one); ``datetime.now(UTC)`` by default.
+        on_remove: Called as ``on_remove(entry, cause)`` by the owner, synchronously,
+            for every entry that leaves the memory, with ``cause`` one of
+            ``"replaced"`` (an upsert), ``"evicted"``, ``"deleted"``, ``"pruned"`` or
+            ``"merged"`` (folded into an earlier duplicate). It runs when the owner
+            applies the change, before the change is committed or published, and also
+            for evictions while loading a file. It must be quick and must not raise:
+            an exception in it is a bug and breaks the memory.
 
     Runtime complexity: opening a file is O(file size) (validation, ``quick_check`` and
     one scan) plus O(n (T + log n)) to rebuild the indexes.
@@ -711,7 +725,7 @@ async def open_memory(
             by a newer schema version, or corrupted. The file is left unchanged.
     """
     memory, receive = await _open_memory(
-        path, durability, capacity, half_life, scorer, queue_size, clock
+        path, durability, capacity, half_life, scorer, queue_size, clock, on_remove
     )
     body_error: BaseException | None = None
     try:

@@ -214,6 +214,8 @@ class MemoryState:
         self._dup_keys: set[int] = set()  # keys of _dups groups with two or more records
         self._graveyard: deque[Record] = deque()
         self._evictions_since_consolidate = 0
+        #: Called as ``on_remove(entry, cause)`` for every entry that leaves the memory.
+        self.on_remove: Callable[[MemoryEntry, str], None] | None = None
         #: Changes since the last :meth:`take_journal`, for a durable backend; None: off.
         self.journal: list[tuple[int, Record]] | None = None
         # Counters for statistics().
@@ -290,8 +292,12 @@ class MemoryState:
         if self.journal is not None:
             self.journal.append((JOURNAL_PUT, rec))
 
-    def _unlink(self, rec: Record) -> None:
-        """Kill a live record at the working version (older snapshots keep seeing it)."""
+    def _unlink(self, rec: Record, cause: str | None) -> None:
+        """Kill a live record at the working version (older snapshots keep seeing it).
+
+        ``cause`` (``"replaced"``, ``"evicted"``, ``"deleted"``, ``"pruned"``,
+        ``"merged"``) is reported to :attr:`on_remove`; None when the entry lives on
+        (a merge survivor rewritten)."""
         rec.died = self.version
         assert rec.evkey is not None
         self._evict.remove(rec.evkey)
@@ -307,6 +313,8 @@ class MemoryState:
         self._live -= 1
         if self.journal is not None:
             self.journal.append((JOURNAL_DELETE, rec))
+        if cause is not None and self.on_remove is not None:
+            self.on_remove(rec.entry, cause)
 
     def store(self, entry: MemoryEntry) -> StoreOutcome:
         """Insert ``entry``, or replace the live entry with its id (keeping ``created_at``).
@@ -325,7 +333,7 @@ class MemoryState:
             replaced = old
             if entry.created_at != old.entry.created_at:
                 entry = attrs.evolve(entry, created_at=old.entry.created_at)
-            self._unlink(old)
+            self._unlink(old, "replaced")
             seq = old.seq
             self.upserts += 1
         else:
@@ -340,7 +348,7 @@ class MemoryState:
 
     def _evict_one(self) -> Record:
         rec: Record = self._evict[0][3]
-        self._unlink(rec)
+        self._unlink(rec, "evicted")
         self.evictions += 1
         self._evictions_since_consolidate += 1
         return rec
@@ -353,7 +361,7 @@ class MemoryState:
         if rec is None:
             return None
         self.version += 1
-        self._unlink(rec)
+        self._unlink(rec, "deleted")
         self.deletes += 1
         return rec
 
@@ -404,7 +412,7 @@ class MemoryState:
             if r.died == NEVER and not r.entry.validated
         ]
         for rec in low:
-            self._unlink(rec)
+            self._unlink(rec, "pruned")
             removed.append(rec)
             pruned += 1
             saved += len(rec.entry.memory.encode("utf-8"))
@@ -435,11 +443,11 @@ class MemoryState:
                     validated=any(e.validated for e in entries),
                 )
                 for rec in recs[1:]:
-                    self._unlink(rec)
+                    self._unlink(rec, "merged")
                     removed.append(rec)
                     merged += 1
                     saved += len(rec.entry.memory.encode("utf-8"))
-                self._unlink(keep)
+                self._unlink(keep, None)
                 new = Record(merged_entry, self.version, keep.seq, keep)
                 self._link(new)
                 rewritten.append(new)

@@ -513,3 +513,30 @@ async def test_owner_death_answers_more_than_one_batch_of_pending_requests(
     assert len(outcomes) == 601
     assert outcomes.count("stored") == 1
     assert outcomes.count("broken") == 600
+
+
+async def test_on_remove_reports_every_removal_with_its_cause() -> None:
+    removed: list[tuple[str, str]] = []
+    async with open_memory(
+        capacity=4, on_remove=lambda e, cause: removed.append((e.memory, cause))
+    ) as memory:
+        a, b, c = fact("a", 0.5), fact("b"), fact("c")
+        for e in (a, b, c, fact("d")):
+            await memory.store(e)
+        await memory.store(MemoryEntry(id=b.id, category=MemoryCategory.FACT, memory="b2"))
+        await memory.store(fact("e"))  # full: evicts the lowest weighted recency, "a"
+        await memory.delete(c.id)
+        await memory.store(fact("B2 "))
+        await memory.consolidate()  # folds "B2 " into the earlier "b2"
+        await memory.store(fact("tiny", 0.01))
+        await memory.consolidate()
+    assert removed == [
+        ("b", "replaced"),
+        ("a", "evicted"),
+        ("c", "deleted"),
+        ("B2 ", "merged"),
+        ("tiny", "pruned"),
+    ]
+    with pytest.raises(TypeError):
+        async with open_memory(on_remove="no"):  # type: ignore[arg-type]
+            pass
