@@ -226,8 +226,8 @@ class _Term:
         self.key = key
         self.groups: list[_Group] = []
         #: ``tfs[i]`` and ``dls[i]``: the term frequency and the length of ``groups[i]``.
-        self.tfs = array("l")
-        self.dls = array("l")
+        self.tfs: list[int] = []
+        self.dls: list[int] = []
         #: Groups in the list whose records are all purged.
         self.dead = 0
         #: Records not retired whose document has the term: df at the newest version.
@@ -264,8 +264,8 @@ class _Term:
         keep = [i for i, group in enumerate(self.groups) if group.unpurged]
         groups, tfs, dls = self.groups, self.tfs, self.dls
         self.groups = [groups[i] for i in keep]
-        self.tfs = array("l", [tfs[i] for i in keep])
-        self.dls = array("l", [dls[i] for i in keep])
+        self.tfs = [tfs[i] for i in keep]
+        self.dls = [dls[i] for i in keep]
         self.dead = 0
         self.sats, self.ref, self.top = _NO_SATS, 0.0, 0.0
 
@@ -335,15 +335,16 @@ class BM25Index(metaclass=NoPublicConstructor):
         length = len(terms)
         group = self._groups[key] = _Group(key, tfs, length)
         index_terms = self._terms
-        objs = group.terms
-        for term, tf in tfs.items():
-            obj = index_terms.get(term)
-            if obj is None:
-                obj = index_terms[term] = _Term(term)
+        objs = list(map(index_terms.get, tfs))
+        if None in objs:
+            for i, term in enumerate(tfs):
+                if objs[i] is None:
+                    objs[i] = index_terms[term] = _Term(term)
+        group.terms = objs  # type: ignore[assignment]  # no None left
+        for obj, tf in zip(group.terms, tfs.values(), strict=True):
             obj.groups.append(group)
             obj.tfs.append(tf)
             obj.dls.append(length)
-            objs.append(obj)
         return group
 
     def _log(self, version: int, group: _Group, delta: int) -> None:
@@ -400,7 +401,13 @@ class BM25Index(metaclass=NoPublicConstructor):
             term.df += 1
         self._n += 1
         self._total += group.length
-        self._log(rec.born, group, 1)
+        versions = self._log_versions
+        if not versions or versions[-1] <= rec.born:
+            versions.append(rec.born)
+            self._log_groups.append(group)
+            self._log_deltas.append(1)
+        else:
+            self._log(rec.born, group, 1)
         if rec.died != NEVER:  # stored already dead: unusual but consistent
             self.retire(rec)
 
