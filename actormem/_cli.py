@@ -32,7 +32,15 @@ from ._errors import ActorMemError
 from ._jsonl import JsonlError, entry_to_json, read_import_file, read_tool_calls
 from ._memory import Memory, open_memory
 from ._scoring import Scorer
-from ._swarm import SwarmRun, check_accounting, entry_key, run_swarm, summarize_latency
+from ._swarm import (
+    CAUSES,
+    Accounting,
+    Removals,
+    SwarmRun,
+    check_accounting,
+    run_swarm,
+    summarize_latency,
+)
 from ._swarm_data import Workload, group_episodes, replay_workload, synthetic_workload
 from ._swarm_display import result_tables, watch
 from ._wordoverlap import WordOverlapScorer
@@ -166,14 +174,64 @@ def _options_json(args: argparse.Namespace, path: Path | None) -> dict[str, Any]
     }
 
 
+def _accounting_lines(accounting: Accounting) -> list[str]:
+    """The accounting's verdict as printed lines, ending with ``lost: N``."""
+    lines = []
+    for name, tally in (
+        ("stores", accounting.stores),
+        ("entries present at the start", accounting.initial),
+    ):
+        if tally.tracked or name == "stores":
+            terms = " + ".join(f"{getattr(tally, term):,} {term}" for term in ("present", *CAUSES))
+            lines.append(f"accounting: {tally.tracked:,} {name} = {terms}")
+    loaded = sum(accounting.before_run.values())
+    if loaded:
+        lines.append(
+            f"accounting: {loaded:,} entries of the file removed while loading it "
+            f"({accounting.before_run['evicted']:,} evicted), before the run"
+        )
+    if accounting.lost:
+        more = ", ..." if accounting.lost > len(accounting.lost_ids) else ""
+        lines.append(
+            f"accounting FAILED: {accounting.lost:,} lost (not present, no removal "
+            f"reported): {', '.join(accounting.lost_ids)}{more}"
+        )
+    if accounting.unexpected:
+        lines.append(
+            f"accounting FAILED: {accounting.unexpected:,} unexpected (present or "
+            f"reported removed beyond what was stored), e.g. "
+            f"{', '.join(accounting.unexpected_ids)}"
+        )
+    for cause in accounting.counter_mismatches:
+        lines.append(
+            f"accounting FAILED: the engine counted {accounting.counters[cause]:,} "
+            f"{cause} but reported {accounting.reports[cause]:,}"
+        )
+    if not accounting.totals_hold:
+        lines.append(
+            f"accounting FAILED: totals: {accounting.tracked:,} tracked != "
+            f"{accounting.present:,} present + "
+            f"{sum(accounting.counters.values()):,} counted removals"
+        )
+    lines.append(f"lost: {accounting.lost}")
+    return lines
+
+
 async def _swarm(
     args: argparse.Namespace, workload: Workload, path: Path | None, console: Console
 ) -> tuple[int, dict[str, Any]]:
-    async with _open(path, capacity=args.capacity, scorer=args.scorer) as memory:
-        snapshot = memory.snapshot()
-        initial = {e.id: entry_key(e) for e in snapshot}
-        del snapshot
+    removals = Removals()
+    options: dict[str, Any] = {
+        "path": path,
+        "capacity": args.capacity,
+        "scorer": SCORERS[args.scorer](),
+        "on_remove": removals,
+    }
+    async with open_memory(**options) as memory:
+        # No checkpoint from here to run_swarm: the three agree on where the run starts.
+        initial = [e.id for e in memory.snapshot()]
         before = memory.statistics()
+        removals.start_run()
         run = SwarmRun(agents=args.agents)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(
@@ -198,7 +256,9 @@ async def _swarm(
             nursery.cancel_scope.cancel()
         await _settle(memory)
         stats = memory.statistics()
-        accounting = check_accounting(memory, initial=initial, stored=run.stored, before=before)
+        accounting = check_accounting(
+            memory, initial=initial, stored=run.stored, removals=removals, before=before
+        )
         final = {e.id: e for e in memory.snapshot()} if args.verify and path is not None else None
     latency = {
         "store": summarize_latency(run.store_latency),
@@ -207,26 +267,9 @@ async def _swarm(
     }
     for table in result_tables(run, latency, stats, accounting):
         console.print(table)
-    status = 0
-    if accounting.ok:
-        print(
-            f"accounting: {accounting.tracked:,} stores = {accounting.present:,} present + "
-            f"{accounting.replaced:,} replaced + {accounting.evicted:,} evicted + "
-            f"{accounting.pruned:,} pruned + {accounting.merged:,} merged + "
-            f"{accounting.deleted:,} deleted"
-        )
-        print("lost: 0")
-    else:
-        status = 1
-        detail = ", ".join(accounting.missing_sample) or "none"
-        print(
-            f"accounting FAILED: {accounting.tracked:,} stores tracked, "
-            f"{accounting.counted:,} accounted for ({accounting.present:,} present); "
-            f"{accounting.missing:,} ids missing, e.g. {detail}; "
-            f"{accounting.orphan_groups:,} orphan groups; "
-            f"{accounting.unexpected:,} entries nobody stored"
-        )
-        print(f"lost: {accounting.lost}")
+    status = 0 if accounting.ok else 1
+    for line in _accounting_lines(accounting):
+        print(line)
     if run.failures:
         status = 1
         print(f"failed memory calls: {run.failures} (see the warnings above)")
@@ -266,12 +309,12 @@ async def _swarm(
             "entries": stats.entries,
             "capacity": stats.capacity,
             "stores": stats.stores - before.stores,
-            "evictions": accounting.evicted,
-            "prunes": accounting.pruned,
-            "merges": accounting.merged,
+            "evictions": accounting.counters["evicted"],
+            "prunes": accounting.counters["pruned"],
+            "merges": accounting.counters["merged"],
             "consolidations": stats.consolidations - before.consolidations,
-            "upserts": accounting.replaced,
-            "deletes": accounting.deleted,
+            "upserts": accounting.counters["replaced"],
+            "deletes": accounting.counters["deleted"],
         },
         "accounting": accounting.to_json(),
         "verify": verify,

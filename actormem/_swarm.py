@@ -21,24 +21,24 @@ With a ``duration`` or a ``max_steps`` limit, agents stop taking episodes once i
 reached and leave the one in hand at the next step boundary (counted as *interrupted*;
 no ``end_run``).
 
-Accounting (:func:`check_accounting`). Every entry the run is responsible for, the ones
-present when it started and every store an agent made, must end up either present or
-removed by something the engine counts. Two checks, both from the public API:
+Accounting (:func:`check_accounting`), exact per id. The memory is opened with a
+:class:`Removals` as its ``on_remove`` callback, so the owner reports every entry that
+leaves it with its cause. Every id the run is responsible for, the ones present when it
+started and every acknowledged store, is *tracked*. At the end, per id::
 
-* *Totals*: ``tracked = present + replaced + evicted + pruned + merged + deleted``, where
-  ``tracked`` counts the entries present at the start plus every acknowledged store,
-  ``present`` the distinct tracked ids in the final snapshot, and the other terms the
-  growth of the engine's counters over the run (``upserts`` for ``replaced``).
-* *Per id*: a merge always leaves a survivor with the same namespace, category and
-  case/whitespace-folded text (the merge key). Group the missing ids by key; a group with
-  no surviving entry of its key lost its last member to an eviction, prune or delete, so
-  such *orphan groups* must not outnumber evictions + prunes + deletes.
+    arrivals (1 if present at the start, + its acknowledged stores)
+        == departures (its removal reports during the run, + 1 if in the final snapshot)
 
-``lost`` is the shortfall in either check (0 on a sound run). The engine does not say
-*which* id each eviction removed, so the check is exact in total and for merges but not
-per evicted id: a removal counter bumped for nothing while another entry silently
-vanished would balance. An engine callback reporting each removed id with its cause
-would make it exact per id.
+An id replaced by an upsert of itself arrives twice and leaves once (``replaced``) and is
+present; a merged-away, evicted, pruned or deleted id leaves once and is absent (a merge
+survivor is rewritten in place, with no report). Fewer departures than arrivals is a
+*lost* store (gone with no report); more (a removal report or a present entry nobody's
+store explains) is *unexpected*. Two cross-checks from the engine's counters: each
+counter (``upserts``, ``evictions``, ``pruned``, ``merged``, ``deletes``) grew by exactly
+the number of reports of its cause during the run, and the old totals identity
+``tracked = present + counter growth`` holds. Removals reported before the run
+(evictions while loading a file larger than ``capacity``) are of entries that were never
+tracked and are only counted.
 """
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ import json
 import statistics
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -60,11 +61,13 @@ from ._stats import ConsolidationStats, MemoryStatistics
 from ._swarm_data import Episode, Workload
 
 __all__ = [
+    "CAUSES",
     "Accounting",
     "LatencySummary",
+    "Removals",
     "SwarmRun",
+    "Tally",
     "check_accounting",
-    "entry_key",
     "run_swarm",
     "summarize_latency",
 ]
@@ -131,7 +134,7 @@ class SwarmRun:
         steps_started: Tool calls begun (``steps`` plus those in flight).
         failures: Memory calls that raised (the hooks log them and carry on); 0 normally.
         store_latency, retrieve_latency, consolidate_latency: Durations in seconds.
-        stored: ``(id, entry_key(entry))`` of each acknowledged store, in order.
+        stored: The id of each acknowledged store, in order.
         merged_by_end_run: Entries the ``end_run`` consolidations reported as merged.
     """
 
@@ -147,7 +150,7 @@ class SwarmRun:
     store_latency: list[float] = attrs.field(factory=list)
     retrieve_latency: list[float] = attrs.field(factory=list)
     consolidate_latency: list[float] = attrs.field(factory=list)
-    stored: list[tuple[uuid.UUID, int]] = attrs.field(factory=list)
+    stored: list[uuid.UUID] = attrs.field(factory=list)
     merged_by_end_run: int = 0
 
     @property
@@ -178,7 +181,7 @@ class _Probe:
             self._run.failures += 1
             raise
         self._run.store_latency.append(time.perf_counter() - start)
-        self._run.stored.append((entry.id, entry_key(entry)))
+        self._run.stored.append(entry.id)
 
     async def retrieve(self, query: str, limit: int) -> list[MemoryEntry]:
         start = time.perf_counter()
@@ -294,118 +297,239 @@ async def run_swarm(
     return run
 
 
-@attrs.frozen(kw_only=True, slots=True)
-class Accounting:
-    """Where every tracked store went (see the module docs for the two checks).
+#: The causes ``on_remove`` reports, in the order the accounting shows them.
+CAUSES = ("replaced", "evicted", "pruned", "merged", "deleted")
 
-    Attributes:
-        tracked: Entries present at the start plus acknowledged stores during the run.
-        present: Distinct tracked ids in the final snapshot.
-        replaced, evicted, pruned, merged, deleted: Growth of the engine's ``upserts``,
-            ``evictions``, ``pruned``, ``merged`` and ``deletes`` counters over the run.
-        missing: Distinct tracked ids absent from the final snapshot.
-        orphan_groups: Distinct (namespace, category, folded text) keys of missing ids
-            with no surviving entry of the same key: each needs at least one eviction,
-            prune or delete, since a merge always leaves a survivor.
-        unexpected: Entries in the final snapshot nobody tracked (a store that raised
-            but was applied anyway, or a writer outside the swarm).
-        lost: Stores the counters do not account for (0 on a sound run).
-        missing_sample: Up to 5 missing ids, as strings, for the error message.
+#: Engine counter (:class:`~actormem.MemoryStatistics` field) that counts each cause.
+_COUNTERS = {
+    "replaced": "upserts",
+    "evicted": "evictions",
+    "pruned": "pruned",
+    "merged": "merged",
+    "deleted": "deletes",
+}
+
+#: Ids named in a failed accounting's message (the first ones, in arrival order).
+NAMED_IDS = 5
+
+
+class Removals:
+    """The ``on_remove`` callback of the swarm's memory: notes ``(id, cause)`` of every
+    removal in the order the owner applied them. O(1) per call.
+
+    Pass it to ``open_memory(on_remove=...)`` and call :meth:`start_run` when the run
+    starts; reports before that (evictions while loading a file) are kept apart. It may
+    be called from the worker thread that loads a file (an ``append``, safe under the GIL;
+    nothing reads the log meanwhile).
     """
 
-    tracked: int
-    present: int
-    replaced: int
-    evicted: int
-    pruned: int
-    merged: int
-    deleted: int
-    missing: int
-    orphan_groups: int
-    unexpected: int
-    lost: int
-    missing_sample: tuple[str, ...]
+    def __init__(self) -> None:
+        self.log: list[tuple[uuid.UUID, str]] = []
+        self._start = 0
+
+    def __call__(self, entry: MemoryEntry, cause: str) -> None:
+        self.log.append((entry.id, cause))
+
+    def start_run(self) -> None:
+        """Mark the start of the run: what was reported so far is :attr:`before_run`."""
+        self._start = len(self.log)
 
     @property
-    def counted(self) -> int:
-        """present + replaced + evicted + pruned + merged + deleted."""
-        removed = self.replaced + self.evicted + self.pruned + self.merged + self.deleted
-        return self.present + removed
+    def before_run(self) -> list[tuple[uuid.UUID, str]]:
+        return self.log[: self._start]
+
+    @property
+    def during_run(self) -> list[tuple[uuid.UUID, str]]:
+        return self.log[self._start :]
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class Tally:
+    """Where the arrivals of one group of tracked ids went.
+
+    Attributes:
+        tracked: Arrivals: ids present at the start (one each) or acknowledged stores.
+        present: Of those ids, the ones in the final snapshot.
+        replaced, evicted, pruned, merged, deleted: Removal reports of those ids during
+            the run, per cause.
+        lost: Arrivals with no departure: gone from the snapshot with no report.
+    """
+
+    tracked: int = 0
+    present: int = 0
+    replaced: int = 0
+    evicted: int = 0
+    pruned: int = 0
+    merged: int = 0
+    deleted: int = 0
+    lost: int = 0
+
+    @property
+    def removed(self) -> int:
+        return self.replaced + self.evicted + self.pruned + self.merged + self.deleted
+
+    def to_json(self) -> dict[str, int]:
+        return attrs.asdict(self)
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class Accounting:
+    """Where every tracked id went (see the module docs).
+
+    Attributes:
+        stores: The agents' acknowledged stores.
+        initial: The entries present when the run started (a reused file). An agent store
+            of one of these ids (never, with fresh ids) counts here too.
+        unexpected: Departures beyond arrivals, summed over ids: a removal report or a
+            present entry that no tracked arrival explains (a store that raised but was
+            applied, a writer outside the swarm, a report made twice).
+        before_run: Removal reports before the run, per cause (evictions while loading a
+            file larger than the capacity): entries never tracked, only counted.
+        reports: Removal reports during the run, per cause (all ids).
+        counters: Growth of the engine's counter of each cause over the run.
+        lost_ids, unexpected_ids: The first :data:`NAMED_IDS` such ids, in arrival order.
+    """
+
+    stores: Tally
+    initial: Tally
+    unexpected: int
+    before_run: dict[str, int]
+    reports: dict[str, int]
+    counters: dict[str, int]
+    lost_ids: tuple[str, ...]
+    unexpected_ids: tuple[str, ...]
+
+    @property
+    def lost(self) -> int:
+        """Tracked arrivals with no departure, stores and initial entries together."""
+        return self.stores.lost + self.initial.lost
+
+    @property
+    def tracked(self) -> int:
+        return self.stores.tracked + self.initial.tracked
+
+    @property
+    def present(self) -> int:
+        return self.stores.present + self.initial.present
+
+    @property
+    def counter_mismatches(self) -> tuple[str, ...]:
+        """Causes whose engine counter did not grow by the number of their reports."""
+        return tuple(c for c in CAUSES if self.counters[c] != self.reports[c])
+
+    @property
+    def totals_hold(self) -> bool:
+        """The counters-only identity: tracked = present + growth of the five counters."""
+        return self.tracked == self.present + sum(self.counters.values())
 
     @property
     def ok(self) -> bool:
-        """Whether both checks hold exactly and no entry appeared from nowhere."""
-        return self.lost == 0 and self.unexpected == 0 and self.counted == self.tracked
+        """Every id balances, and the counters agree with the reports and the totals."""
+        return (
+            self.lost == 0
+            and self.unexpected == 0
+            and not self.counter_mismatches
+            and self.totals_hold
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
-            **attrs.asdict(self),
-            "missing_sample": list(self.missing_sample),
-            "counted": self.counted,
+            "stores": self.stores.to_json(),
+            "initial": self.initial.to_json(),
+            "tracked": self.tracked,
+            "present": self.present,
+            "lost": self.lost,
+            "unexpected": self.unexpected,
+            "lost_ids": list(self.lost_ids),
+            "unexpected_ids": list(self.unexpected_ids),
+            "before_run": self.before_run,
+            "reports": self.reports,
+            "counters": self.counters,
+            "counter_mismatches": list(self.counter_mismatches),
+            "totals_hold": self.totals_hold,
             "ok": self.ok,
         }
-
-
-def entry_key(entry: MemoryEntry) -> int:
-    """Hash of the key consolidation merges on, as :meth:`~actormem.Memory.consolidate`
-    documents it: the namespace, the category, and the text ignoring case
-    (``str.casefold``) and runs of whitespace. O(length of the text).
-
-    The per-id check stays sound as long as this key is never finer than the engine's:
-    two entries the engine merges must get the same key here."""
-    return hash((entry.namespace, entry.category, " ".join(entry.memory.casefold().split())))
 
 
 def check_accounting(
     memory: Memory,
     *,
-    initial: Mapping[uuid.UUID, int],
-    stored: Sequence[tuple[uuid.UUID, int]],
+    initial: Iterable[uuid.UUID],
+    stored: Sequence[uuid.UUID],
+    removals: Removals,
     before: MemoryStatistics,
 ) -> Accounting:
-    """Check that every tracked store is present or counted as removed.
+    """Check, per id, that every tracked arrival is present or was reported removed.
 
-    Call it when no write is in flight (every store acknowledged). O(n) for n entries in
-    the memory plus the tracked stores.
+    Call it when no write is in flight (every store acknowledged, e.g. after a no-op
+    write). O(n + s + r) for n entries in the memory, s stores and r removal reports.
 
     Args:
-        memory: The open memory the swarm wrote to.
-        initial: ``id -> entry_key(entry)`` of the entries present when the run started.
-        stored: ``(id, entry_key(entry))`` of every acknowledged store of the run.
+        memory: The open memory the swarm wrote to, opened with ``on_remove=removals``.
+        initial: Ids of the entries present when the run started.
+        stored: The id of every acknowledged store of the run.
+        removals: The memory's ``on_remove`` callback, :meth:`Removals.start_run` called
+            when the run started.
         before: ``memory.statistics()`` when the run started.
     """
     after = memory.statistics()
-    survivors: set[int] = set()
-    present_ids: set[uuid.UUID] = set()
-    for entry in memory.snapshot():
-        survivors.add(entry_key(entry))
-        present_ids.add(entry.id)
-    keys: dict[uuid.UUID, int] = dict(initial)
-    keys.update(stored)
-    missing = [i for i in keys if i not in present_ids]
-    orphan_groups = len({keys[i] for i in missing} - survivors)
-    evicted = after.evictions - before.evictions
-    pruned = after.pruned - before.pruned
-    merged = after.merged - before.merged
-    deleted = after.deletes - before.deletes
-    replaced = after.upserts - before.upserts
-    tracked = len(initial) + len(stored)
-    present = len(keys) - len(missing)
-    counted = present + replaced + evicted + pruned + merged + deleted
-    lost = max(tracked - counted, orphan_groups - (evicted + pruned + deleted), 0)
+    present_ids = {entry.id for entry in memory.snapshot()}
+    # Arrivals per id, in arrival order (dicts keep it): the initial entries, then stores.
+    arrivals: dict[uuid.UUID, int] = dict.fromkeys(initial, 1)
+    initial_ids = set(arrivals)
+    for id in stored:
+        arrivals[id] = arrivals.get(id, 0) + 1
+    removed: dict[uuid.UUID, list[str]] = {}
+    for id, cause in removals.during_run:
+        removed.setdefault(id, []).append(cause)
+
+    tallies = {True: Counter[str](), False: Counter[str]()}  # keyed by "was initial"
+    lost_ids: list[str] = []
+    unexpected_ids: list[str] = []
+    unexpected = 0
+    for id, count in arrivals.items():
+        tally = tallies[id in initial_ids]
+        causes = removed.get(id, ())
+        here = id in present_ids
+        tally["tracked"] += count
+        tally["present"] += here
+        tally.update(causes)
+        gap = count - len(causes) - here
+        if gap > 0:
+            tally["lost"] += gap
+            if len(lost_ids) < NAMED_IDS:
+                lost_ids.append(str(id))
+        elif gap < 0:
+            unexpected -= gap
+            if len(unexpected_ids) < NAMED_IDS:
+                unexpected_ids.append(str(id))
+    # Departures of ids nobody tracked: present entries and removal reports.
+    for id in sorted(present_ids - arrivals.keys(), key=str):
+        unexpected += 1 + len(removed.pop(id, ()))
+        if len(unexpected_ids) < NAMED_IDS:
+            unexpected_ids.append(str(id))
+    for id, causes in removed.items():
+        if id not in arrivals:
+            unexpected += len(causes)
+            if len(unexpected_ids) < NAMED_IDS:
+                unexpected_ids.append(str(id))
+
+    def by_cause(events: Iterable[tuple[uuid.UUID, str]]) -> dict[str, int]:
+        counted = Counter(cause for _, cause in events)
+        return {cause: counted[cause] for cause in CAUSES}
+
     return Accounting(
-        tracked=tracked,
-        present=present,
-        replaced=replaced,
-        evicted=evicted,
-        pruned=pruned,
-        merged=merged,
-        deleted=deleted,
-        missing=len(missing),
-        orphan_groups=orphan_groups,
-        unexpected=len(present_ids - keys.keys()),
-        lost=lost,
-        missing_sample=tuple(sorted(str(i) for i in missing)[:5]),
+        stores=Tally(**tallies[False]),
+        initial=Tally(**tallies[True]),
+        unexpected=unexpected,
+        before_run=by_cause(removals.before_run),
+        reports=by_cause(removals.during_run),
+        counters={
+            cause: getattr(after, field) - getattr(before, field)
+            for cause, field in _COUNTERS.items()
+        },
+        lost_ids=tuple(lost_ids),
+        unexpected_ids=tuple(unexpected_ids),
     )
 
 

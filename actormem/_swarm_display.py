@@ -32,7 +32,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ._stats import MemoryStatistics
-from ._swarm import Accounting, LatencySummary, SwarmRun
+from ._swarm import CAUSES, Accounting, LatencySummary, SwarmRun
 
 __all__ = ["progress_line", "result_tables", "watch"]
 
@@ -120,7 +120,8 @@ def result_tables(
     stats: MemoryStatistics,
     accounting: Accounting,
 ) -> list[Table]:
-    """The end-of-run tables: throughput, latency (ms), memory and accounting."""
+    """The end-of-run tables: throughput, latency (ms), memory and accounting (one row for
+    the agents' stores, one for the entries present at the start when there were any)."""
     elapsed = max(run.elapsed, 1e-9)
     throughput = Table(title="throughput", title_justify="left")
     for name in ("agents", "elapsed s", "episodes", "steps", "operations", "ops/s", "steps/s"):
@@ -153,32 +154,21 @@ def result_tables(
     memory.add_row(
         f"{stats.entries:,}",
         "none" if stats.capacity is None else f"{stats.capacity:,}",
-        f"{accounting.evicted:,}",
-        f"{accounting.pruned:,}",
-        f"{accounting.merged:,}",
+        f"{accounting.counters['evicted']:,}",
+        f"{accounting.counters['pruned']:,}",
+        f"{accounting.counters['merged']:,}",
         f"{stats.consolidations:,}",
     )
+    # Where the tracked arrivals went; their number is in the line printed below the
+    # table (a "tracked" column would not fit in 80 characters).
     check = Table(title="accounting", title_justify="left")
-    for name in (
-        "stores",
-        "present",
-        "replaced",
-        "evicted",
-        "pruned",
-        "merged",
-        "deleted",
-        "lost",
-    ):
+    check.add_column("of")
+    for name in ("present", *CAUSES, "lost"):
         check.add_column(name, justify="right")
-    values = [
-        accounting.tracked,
-        accounting.present,
-        accounting.replaced,
-        accounting.evicted,
-        accounting.pruned,
-        accounting.merged,
-        accounting.deleted,
-        accounting.lost,
-    ]
-    check.add_row(*(f"{v:,}" for v in values))
+    rows = [("stores", accounting.stores)]
+    if accounting.initial.tracked:
+        rows.append(("initial", accounting.initial))
+    for label, tally in rows:
+        values = [getattr(tally, name) for name in ("present", *CAUSES, "lost")]
+        check.add_row(label, *(f"{v:,}" for v in values))
     return [throughput, lat, memory, check]

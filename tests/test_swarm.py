@@ -19,10 +19,11 @@ from actormem import MemoryCategory, MemoryEntry, open_memory
 from actormem._cli import main
 from actormem._jsonl import ToolCall
 from actormem._swarm import (
+    CAUSES,
     Accounting,
+    Removals,
     SwarmRun,
     check_accounting,
-    entry_key,
     run_swarm,
     summarize_latency,
 )
@@ -56,7 +57,12 @@ def check_report(report: dict[str, Any]) -> None:
     assert accounting["ok"] is True
     assert accounting["lost"] == 0
     assert accounting["unexpected"] == 0
-    assert accounting["tracked"] == accounting["counted"] == report["throughput"]["steps"]
+    assert accounting["counter_mismatches"] == []
+    assert accounting["totals_hold"] is True
+    assert accounting["reports"] == accounting["counters"]
+    stores = accounting["stores"]
+    assert stores["tracked"] == report["throughput"]["steps"]
+    assert stores["tracked"] == stores["present"] + sum(stores[c] for c in CAUSES)
     for op in ("store", "retrieve", "consolidate"):
         figures = report["latency_ms"][op]
         assert figures is not None, op
@@ -125,24 +131,36 @@ def test_swarm_on_a_file_with_a_capacity_small_enough_to_evict(
     check_report(report)
     assert report["memory"]["entries"] == 40
     assert report["memory"]["evictions"] > 0
-    accounting = report["accounting"]
-    assert accounting["present"] == 40
-    removed = accounting["evicted"] + accounting["merged"]
-    assert accounting["present"] + removed == accounting["tracked"]
+    stores = report["accounting"]["stores"]
+    assert stores["present"] == 40
+    assert stores["evicted"] == report["memory"]["evictions"]
+    assert stores["present"] + stores["evicted"] + stores["merged"] == stores["tracked"]
     assert "lost: 0" in out
     assert report["verify"]["ok"] is True
     assert report["verify"]["entries"] == 40
     assert db.exists()  # --path keeps the file
 
-    # A second run on the same file tracks the 40 entries already there too.
+    # A second run on the same file with a smaller capacity: loading evicts 15 of the 40
+    # (reported before the run, not tracked); the 25 left are tracked as initial entries,
+    # and the agents' stores evict them: counted, not lost.
     status, out, err = run_cli(
-        capsys, "swarm", "--agents", "4", "--episodes", "5", "--capacity", "40",
-        "--seed", "4", "--path", str(db), "--json", str(out_json),
+        capsys, "swarm", "--agents", "4", "--episodes", "5", "--capacity", "25",
+        "--seed", "4", "--path", str(db), "--verify", "--json", str(out_json),
     )  # fmt: skip
     assert status == 0, err
     second = json.loads(out_json.read_text(encoding="utf-8"))
-    assert second["accounting"]["tracked"] == 40 + second["throughput"]["steps"]
-    assert second["accounting"]["ok"] is True
+    check_report(second)
+    accounting = second["accounting"]
+    assert accounting["before_run"]["evicted"] == 15
+    initial = accounting["initial"]
+    assert initial["tracked"] == 25
+    assert initial["evicted"] > 0
+    assert initial["present"] + initial["evicted"] == 25
+    assert initial["lost"] == 0
+    assert accounting["present"] == 25
+    assert "accounting: 15 entries of the file removed while loading it" in out
+    assert "accounting: 25 entries present at the start = " in out
+    assert second["verify"]["ok"] is True
 
 
 def test_swarm_in_memory_with_bm25(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -171,97 +189,264 @@ def test_swarm_option_conflicts(capsys: pytest.CaptureFixture[str], tmp_path: Pa
 def test_swarm_exits_non_zero_naming_what_is_missing(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    def lossy(*args: Any, **kwargs: Any) -> Accounting:
-        sound = check_accounting(*args, **kwargs)
-        return attrs.evolve(sound, present=sound.present - 1, missing=1, lost=1,
-                            missing_sample=("6f1c0000-0000-4000-8000-000000000000",))  # fmt: skip
+    dropped: list[str] = []
 
-    monkeypatch.setattr(actormem._cli, "check_accounting", lossy)
+    class Lossy(Removals):
+        """Drops the second eviction report: that entry leaves without a trace."""
+
+        def __call__(self, entry: MemoryEntry, cause: str) -> None:
+            if cause == "evicted" and len(dropped) < 2:
+                dropped.append(str(entry.id))
+                if len(dropped) == 2:
+                    return
+            super().__call__(entry, cause)
+
+    monkeypatch.setattr(actormem._cli, "Removals", Lossy)
     out_json = tmp_path / "run.json"
     status, out, _ = run_cli(
-        capsys, "swarm", "--agents", "2", "--episodes", "3", "--in-memory", "--json", str(out_json)
-    )
+        capsys, "swarm", "--agents", "2", "--episodes", "6", "--capacity", "5", "--in-memory",
+        "--json", str(out_json),
+    )  # fmt: skip
     assert status == 1
     lines = out.splitlines()
     assert [line for line in lines if line.startswith("lost:")] == ["lost: 1"]
     failed = [line for line in lines if line.startswith("accounting FAILED:")]
-    assert len(failed) == 1
-    assert "1 ids missing, e.g. 6f1c0000-0000-4000-8000-000000000000" in failed[0]
+    assert failed[0] == (
+        f"accounting FAILED: 1 lost (not present, no removal reported): {dropped[1]}"
+    )
+    assert "the engine counted" in failed[1]  # evictions grew by one more than reported
+    assert len(failed) == 2
     report = json.loads(out_json.read_text(encoding="utf-8"))
     assert report["status"] == 1
-    assert report["accounting"]["ok"] is False
+    accounting = report["accounting"]
+    assert accounting["ok"] is False
+    assert accounting["lost_ids"] == [dropped[1]]
+    assert accounting["counter_mismatches"] == ["evicted"]
+    assert accounting["counters"]["evicted"] == accounting["reports"]["evicted"] + 1
 
 
 # --------------------------------------------------------------------- accounting
 
 
-async def test_accounting_balances_evictions_merges_and_deletes() -> None:
-    async with open_memory(capacity=3) as memory:
-        before = memory.statistics()
-        stored = []
-        for text in ["a", "b", "A  ", "c", "d"]:
-            entry = MemoryEntry.new(MemoryCategory.FACT, text)
-            await memory.store(entry)
-            stored.append((entry.id, entry_key(entry)))
-        await memory.consolidate()
-        await memory.delete(stored[-1][0])
-        result = check_accounting(memory, initial={}, stored=stored, before=before)
+def fact(text: str, relevance: float = 1.0) -> MemoryEntry:
+    return attrs.evolve(MemoryEntry.new(MemoryCategory.FACT, text), relevance=relevance)
+
+
+class Tracked:
+    """A memory opened with a :class:`Removals`, and the ids stored through it."""
+
+    def __init__(self, memory: Any, removals: Removals) -> None:
+        self.memory = memory
+        self.removals = removals
+        self.initial = [e.id for e in memory.snapshot()]
+        self.before = memory.statistics()
+        self.stored: list[Any] = []
+        removals.start_run()
+
+    async def store(self, entry: MemoryEntry) -> MemoryEntry:
+        await self.memory.store(entry)
+        self.stored.append(entry.id)
+        return entry
+
+    def check(self) -> Accounting:
+        return check_accounting(
+            self.memory,
+            initial=self.initial,
+            stored=self.stored,
+            removals=self.removals,
+            before=self.before,
+        )
+
+
+async def test_accounting_is_exact_per_id_through_every_cause() -> None:
+    removals = Removals()
+    async with open_memory(capacity=4, on_remove=removals) as memory:
+        run = Tracked(memory, removals)
+        a = await run.store(fact("a", 0.5))
+        b = await run.store(fact("b"))
+        c = await run.store(fact("c"))
+        await run.store(fact("d"))
+        await run.store(attrs.evolve(b, memory="b2"))  # an upsert: b replaced, b present
+        await run.store(fact("e"))  # full: evicts a, the lowest weighted recency
+        await memory.delete(c.id)
+        dup = await run.store(fact("B2 "))
+        await memory.consolidate()  # merges dup into b (the earlier one survives)
+        tiny = await run.store(fact("tiny", 0.01))
+        await memory.consolidate()  # prunes tiny
+        await run.store(a)  # stored again after its eviction: present again
+        result = run.check()
+        assert {e.id for e in memory.snapshot()} >= {a.id, b.id}
+    assert removals.during_run[1:] == [
+        (a.id, "evicted"),
+        (c.id, "deleted"),
+        (dup.id, "merged"),
+        (tiny.id, "pruned"),
+    ]
+    assert result.stores.to_json() == {
+        "tracked": 9,
+        "present": 4,  # a, b, d, e
+        "replaced": 1,
+        "evicted": 1,
+        "pruned": 1,
+        "merged": 1,
+        "deleted": 1,
+        "lost": 0,
+    }
+    assert result.initial.tracked == 0
     assert result.ok
-    assert (result.tracked, result.evicted, result.deleted) == (5, 2, 1)
-    assert result.present + result.merged == 2
-    assert result.lost == 0
+    assert result.reports == result.counters == dict.fromkeys(CAUSES, 1)
+    assert (result.lost, result.unexpected, result.lost_ids) == (0, 0, ())
 
 
-async def test_accounting_merge_key_folds_case_like_the_engine() -> None:
-    async with open_memory() as memory:
-        before = memory.statistics()
-        stored = []
-        for text in ("Straße  nach Köln", "STRASSE nach\tköln"):
-            entry = MemoryEntry.new(MemoryCategory.FACT, text)
-            await memory.store(entry)
-            stored.append((entry.id, entry_key(entry)))
-        assert (await memory.consolidate()).merged == 1
-        result = check_accounting(memory, initial={}, stored=stored, before=before)
-    assert result.ok
-    assert (result.present, result.merged, result.orphan_groups) == (1, 1, 0)
-
-
-async def test_accounting_finds_a_store_that_vanished() -> None:
-    async with open_memory() as memory:
-        before = memory.statistics()
-        kept = MemoryEntry.new(MemoryCategory.FACT, "kept")
-        await memory.store(kept)
-        ghost = MemoryEntry.new(MemoryCategory.FACT, "never stored")
-        stored = [(kept.id, entry_key(kept)), (ghost.id, entry_key(ghost))]
-        result = check_accounting(memory, initial={}, stored=stored, before=before)
+async def test_accounting_names_a_store_that_vanished() -> None:
+    removals = Removals()
+    async with open_memory(on_remove=removals) as memory:
+        run = Tracked(memory, removals)
+        await run.store(fact("kept"))
+        ghost = fact("never stored")
+        run.stored.append(ghost.id)  # acknowledged, yet the memory never saw it
+        result = run.check()
     assert not result.ok
-    assert result.lost == 1
-    assert result.missing_sample == (str(ghost.id),)
+    assert result.lost == result.stores.lost == 1
+    assert result.lost_ids == (str(ghost.id),)
+    assert not result.totals_hold
+    assert result.counter_mismatches == ()
+
+
+async def test_accounting_finds_a_delete_behind_its_back() -> None:
+    removals = Removals()
+    async with open_memory(on_remove=removals) as memory:
+        run = Tracked(memory, removals)
+        gone = await run.store(fact("gone"))
+        await run.store(fact("kept"))
+        memory._state.on_remove = None  # the removal goes unreported
+        await memory.delete(gone.id)
+        memory._state.on_remove = removals
+        result = run.check()
+    assert not result.ok
+    assert result.lost_ids == (str(gone.id),)
+    assert result.stores.lost == 1
+    assert result.counter_mismatches == ("deleted",)
+    assert result.totals_hold  # the old totals check alone would have passed
+
+
+async def test_accounting_is_exact_where_the_counts_balance() -> None:
+    """An entry that vanished while a report named another: every total and counter agrees,
+    only the per-id check sees it."""
+    removals = Removals()
+    async with open_memory(capacity=2, on_remove=removals) as memory:
+        run = Tracked(memory, removals)
+        first = await run.store(fact("first"))
+        second = await run.store(fact("second"))
+        await run.store(fact("third"))  # evicts first
+        assert removals.during_run == [(first.id, "evicted")]
+        removals.log[-1] = (second.id, "evicted")  # ... but the report names second
+        result = run.check()
+    assert result.totals_hold
+    assert result.counter_mismatches == ()
+    assert result.lost_ids == (str(first.id),)
+    assert result.unexpected_ids == (str(second.id),)  # present and reported removed
+    assert (result.lost, result.unexpected) == (1, 1)
+    assert not result.ok
 
 
 async def test_accounting_finds_an_entry_from_nowhere() -> None:
-    async with open_memory() as memory:
-        before = memory.statistics()
-        await memory.store(MemoryEntry.new(MemoryCategory.FACT, "untracked"))
-        result = check_accounting(memory, initial={}, stored=[], before=before)
+    removals = Removals()
+    async with open_memory(on_remove=removals) as memory:
+        run = Tracked(memory, removals)
+        stray = fact("untracked")
+        await memory.store(stray)
+        result = run.check()
     assert result.unexpected == 1
+    assert result.unexpected_ids == (str(stray.id),)
+    assert result.lost == 0
     assert not result.ok
 
 
-async def test_accounting_counts_entries_present_at_the_start() -> None:
-    async with open_memory(capacity=2) as memory:
-        old = MemoryEntry.new(MemoryCategory.FACT, "old")
+async def test_accounting_counts_entries_present_at_the_start_apart() -> None:
+    removals = Removals()
+    async with open_memory(capacity=2, on_remove=removals) as memory:
+        old = fact("old")
         await memory.store(old)
-        before = memory.statistics()
-        initial = {old.id: entry_key(old)}
-        stored = []
-        for text in ("x", "y"):
-            entry = MemoryEntry.new(MemoryCategory.FACT, text)
-            await memory.store(entry)
-            stored.append((entry.id, entry_key(entry)))
-        result = check_accounting(memory, initial=initial, stored=stored, before=before)
+        run = Tracked(memory, removals)
+        await run.store(fact("x"))
+        await run.store(fact("y"))  # evicts old: an initial entry, counted, not lost
+        result = run.check()
     assert result.ok
-    assert (result.tracked, result.present, result.evicted) == (3, 2, 1)
+    assert result.initial.to_json() == {
+        **dict.fromkeys(("present", *CAUSES, "lost"), 0),
+        "tracked": 1,
+        "evicted": 1,
+    }
+    assert (result.stores.tracked, result.stores.present, result.stores.evicted) == (2, 2, 0)
+
+
+async def test_accounting_keeps_evictions_while_loading_apart(tmp_path: Path) -> None:
+    path = tmp_path / "m.sqlite"
+    async with open_memory(path=path) as memory:
+        for text in ("a", "b", "c"):
+            await memory.store(fact(text))
+    removals = Removals()
+    async with open_memory(path=path, capacity=2, on_remove=removals) as memory:
+        run = Tracked(memory, removals)
+        await run.store(fact("d"))
+        result = run.check()
+    assert result.ok
+    assert result.before_run == {**dict.fromkeys(CAUSES, 0), "evicted": 1}
+    assert result.initial.tracked == 2
+    assert result.initial.present + result.initial.evicted == 2
+
+
+def duplicated_episodes(count: int) -> list[Any]:
+    """Episodes whose first two calls are identical: their end_run merges one away."""
+    calls = []
+    for i in range(count):
+        for step in range(4):
+            same = step < 2
+            calls.append(
+                ToolCall(
+                    source="s",
+                    episode=f"e{i}",
+                    step=step,
+                    tool="t",
+                    input={"q": 0 if same else step},
+                    result="same" if same else f"r{step}",
+                    reward=1.0,
+                )
+            )
+    return group_episodes(calls)
+
+
+@pytest.mark.parametrize("capacity", [None, 9])
+async def test_swarm_accounting_holds_through_merges_prunes_and_evictions(
+    capacity: int | None,
+) -> None:
+    removals = Removals()
+    async with open_memory(capacity=capacity, on_remove=removals) as memory:
+        for i in range(3):  # left from an earlier run; consolidation prunes them
+            await memory.store(fact(f"faint {i}", 0.01))
+        initial = [e.id for e in memory.snapshot()]
+        before = memory.statistics()
+        removals.start_run()
+        workload = replay_workload(duplicated_episodes(12), description="t")
+        run = await run_swarm(memory, workload, agents=3, top_k=2)
+        await memory.delete(MemoryEntry.new(MemoryCategory.FACT, "x").id)  # settle
+        result = check_accounting(
+            memory, initial=initial, stored=run.stored, removals=removals, before=before
+        )
+    assert result.ok, result.to_json()
+    assert result.stores.tracked == run.steps == 48
+    assert result.initial.tracked == 3
+    assert result.initial.pruned + result.initial.evicted == 3
+    removed_stores = result.stores.evicted + result.stores.merged
+    assert result.stores.present + removed_stores == 48
+    if capacity is None:
+        assert result.initial.pruned == 3
+        assert result.stores.merged == 12  # one per episode
+        assert result.stores.present == 36
+    else:
+        assert result.stores.evicted > 0
+        assert result.stores.present + result.initial.present <= capacity
 
 
 # --------------------------------------------------------------------- the runner
@@ -297,11 +482,14 @@ async def test_duration_stops_agents_at_a_step_boundary(mock_clock: trio.testing
         mock_clock.jump(11)
         started_at_jump.append(run.steps_started)
 
-    async with open_memory() as memory, trio.open_nursery() as nursery:
+    removals = Removals()
+    async with open_memory(on_remove=removals) as memory, trio.open_nursery() as nursery:
         before = memory.statistics()
         nursery.start_soon(end_of_time)
         await run_swarm(memory, workload, agents=6, duration=10, run=run)
-        result = check_accounting(memory, initial={}, stored=run.stored, before=before)
+        result = check_accounting(
+            memory, initial=[], stored=run.stored, removals=removals, before=before
+        )
     assert run.steps >= 20
     assert [run.steps] == started_at_jump  # steps begun finish; none begins after the end
     assert workload.taken < 1000
