@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import random
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -30,17 +29,13 @@ from actormem._entry import MemoryCategory, MemoryEntry
 from actormem._record import NEVER, Record
 from actormem._tokenize import Tokenizer, stop_words
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+from .realdata import DATA, real_file
+
 LOCOMO = DATA / "locomo10.json"
 
 
 def need_locomo() -> Path:
-    """The LoCoMo file, or skip (fail under CI=true) when it is absent."""
-    if not LOCOMO.is_file():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{LOCOMO} is missing and CI=true: the real data must be there")
-        pytest.skip(f"{LOCOMO} is absent (shared data not laid out beside the repo)")
-    return LOCOMO
+    return real_file("locomo10.json")
 
 
 class FakeView:

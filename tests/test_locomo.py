@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -20,7 +19,9 @@ from actormem._locomo import (
     recall_at_k,
 )
 
-LOCOMO = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "locomo10.json"
+from .realdata import DATA, real_file
+
+LOCOMO = DATA / "locomo10.json"
 
 TINY = [
     {
@@ -72,11 +73,7 @@ def tiny(tmp_path: Path) -> Path:
 
 
 def need_locomo() -> Path:
-    if not LOCOMO.is_file():
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"{LOCOMO} is missing and CI=true: the real data must be there")
-        pytest.skip(f"{LOCOMO} is absent (shared data not laid out beside the repo)")
-    return LOCOMO
+    return real_file("locomo10.json")
 
 
 def test_parse_evidence_and_recall() -> None:

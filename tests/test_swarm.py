@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -30,18 +29,7 @@ from actormem._swarm import (
 from actormem._swarm_data import group_episodes, replay_workload, synthetic_workload
 from actormem._swarm_display import progress_line, watch
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-
-
-def real_file(name: str) -> Path:
-    """A file of ``../shared/data``; skipped when absent, but a failure on CI."""
-    path = DATA / name
-    if not path.is_file():
-        reason = f"real data {path} is absent (see shared/data/README.md)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    return path
+from .realdata import real_file
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
