@@ -147,18 +147,32 @@ def memory_line(text: str) -> str:
     return line
 
 
+#: Categories a reader does not see: format characters (zero-width spaces and joiners,
+#: BOM, soft hyphen), combining and enclosing marks (variation selectors, the combining
+#: grapheme joiner) and control characters.
+_INVISIBLE = frozenset(("Cf", "Mn", "Me", "Cc"))
+#: Letters that render as blank space (Hangul fillers, from Unicode's
+#: Default_Ignorable_Code_Point list): compared as spaces.
+_FILLERS = frozenset("\u115f\u1160\u3164\uffa0")
+
+
 def _looks_like_header(line: str) -> bool:
     """Whether ``line`` reads as the header's opening words to a model: compared after
-    NFKC normalisation (so look-alike and non-breaking spaces fold), without format
-    characters (zero-width spaces and joiners, BOM), with runs of whitespace folded,
-    ignoring case. Reads only as much of the line as the comparison needs: O(prefix)."""
+    NFKC normalisation (so look-alike and non-breaking spaces fold), without characters
+    a reader does not see (format characters such as zero-width spaces and joiners or the
+    BOM, combining marks such as variation selectors, control characters, Hangul
+    fillers), with runs of whitespace folded, ignoring case. Letters of other scripts
+    that look Latin (Cyrillic "е") are not folded. Reads only as much of the line as the
+    comparison needs: O(prefix)."""
     want = len(_HEADER_STEM)
     seen: list[str] = []
     size = 0
     for ch in line:
-        if unicodedata.category(ch) == "Cf":
-            continue
         for piece in unicodedata.normalize("NFKC", ch).casefold():
+            if piece in _FILLERS:
+                piece = " "  # renders as a blank
+            elif unicodedata.category(piece) in _INVISIBLE and not piece.isspace():
+                continue
             if piece.isspace():
                 if seen and seen[-1] != " ":
                     seen.append(" ")
