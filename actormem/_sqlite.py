@@ -29,7 +29,10 @@ Opening (:meth:`SqliteStore.open`), in an order that never modifies a refused fi
    New file: build it under a temporary name and hard-link it into place, so a crash
    never leaves a half-created database at ``path``.
 4. Only then open the read-write connection, in WAL mode, with the durability's
-   ``synchronous`` setting.
+   ``synchronous`` setting, and record the file's device and inode: before each group
+   commit one ``stat`` checks that ``path`` still names that file, so a database removed
+   or replaced underneath fails the commit (and breaks the memory) instead of
+   acknowledging writes into an unlinked file.
 
 Loading (:meth:`SqliteStore.load_into`) stores the decoded entries into the empty state
 in ``seq`` order with their ``seq`` numbers, so insertion order, access counts and
@@ -190,6 +193,23 @@ class SqliteStore:
         self._conn: sqlite3.Connection | None = conn
         self.commits = 0
         self.written = 0
+        st = os.stat(path)
+        self._identity = (st.st_dev, st.st_ino)
+
+    def _check_identity(self) -> None:
+        """Raise unless ``path`` still names the file opened (one ``stat``, O(1)).
+
+        A database removed or replaced underneath would otherwise keep acknowledging
+        commits into an unlinked inode that nobody can open again.
+        """
+        try:
+            st = os.stat(self.path)
+        except OSError as exc:
+            raise StorageError(
+                self.path, f"the database file was removed or moved away ({exc.strerror})"
+            ) from exc
+        if (st.st_dev, st.st_ino) != self._identity:
+            raise StorageError(self.path, "the database file was replaced by another file")
 
     @classmethod
     def open(
@@ -240,10 +260,15 @@ class SqliteStore:
                 conn = _connect(path, durability)
             except sqlite3.Error as exc:
                 raise StorageError(path, sqlite_reason(exc)) from exc
+            try:
+                store = cls(path, durability, lock, conn)
+            except OSError as exc:
+                conn.close()
+                raise StorageError(path, f"cannot stat: {sqlite_reason(exc)}") from exc
         except BaseException:
             lock.release()
             raise
-        return cls(path, durability, lock, conn), entries
+        return store, entries
 
     def load_into(self, state: MemoryState, entries: list[tuple[int, MemoryEntry]]) -> int:
         """Rebuild the empty ``state`` from ``entries``; return how many were evicted.
@@ -295,13 +320,16 @@ class SqliteStore:
         """Commit ``batch`` as one transaction, entirely or not at all. Blocking.
 
         Raises:
-            StorageError: The transaction failed (disk full, I/O error, ...); it was
+            StorageError: The file at ``path`` is no longer the one opened (removed,
+                moved, replaced: checked by device and inode before the transaction);
+                or the transaction failed (disk full, I/O error, ...); it was
                 rolled back. (If the failure struck after SQLite wrote the commit record,
                 the batch may still be on disk; it was not acknowledged either way.)
         """
         conn = self._conn
         if conn is None:
             raise StorageError(self.path, "the store is closed")
+        self._check_identity()
         try:
             conn.execute("BEGIN IMMEDIATE")
             if batch.deletes:

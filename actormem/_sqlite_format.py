@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import sqlite3
 import uuid
 from datetime import datetime
@@ -112,6 +113,45 @@ DELETE_ENTRY = "DELETE FROM entries WHERE seq = ?"
 UPDATE_ACCESS = "UPDATE entries SET access_count = ?, last_accessed = ? WHERE seq = ?"
 SELECT_ENTRIES = f"SELECT {', '.join(COLUMNS)} FROM entries ORDER BY seq"
 
+_SELECT_MASTER = "SELECT type, name, tbl_name, sql FROM sqlite_master"
+
+
+def _normalise_sql(sql: str | None) -> str | None:
+    """Schema SQL without ``--`` comments and with whitespace collapsed.
+
+    Applied to the schema statements only, which hold no string literals; a foreign
+    object that hides in a comment-like literal still differs in name or type.
+    """
+    if sql is None:
+        return None
+    sql = re.sub(r"--[^\n]*", " ", sql)
+    sql = re.sub(r"\s+", " ", sql)
+    return re.sub(r"\s*([(),])\s*", r"\1", sql).strip()
+
+
+def _schema_objects(conn: sqlite3.Connection) -> set[tuple[str, str, str, str | None]]:
+    return {
+        (type_, name, tbl_name, _normalise_sql(sql))
+        for type_, name, tbl_name, sql in conn.execute(_SELECT_MASTER)
+    }
+
+
+def _expected_objects() -> frozenset[tuple[str, str, str, str | None]]:
+    """Every ``sqlite_master`` row that :data:`CREATE_SCHEMA` creates, normalised."""
+    conn = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        for statement in CREATE_SCHEMA:
+            conn.execute(statement)
+        return frozenset(_schema_objects(conn))
+    finally:
+        conn.close()
+
+
+#: The schema objects (tables, their automatic indexes) of an actormem file; any other
+#: trigger, view, index or table makes the file refused (a trigger could delete rows
+#: behind the owner's back, and SQLite would run it on every commit).
+EXPECTED_OBJECTS = _expected_objects()
+
 
 def sqlite_reason(exc: BaseException) -> str:
     """A short reason for an SQLite or OS error, naming corruption and locking plainly."""
@@ -179,7 +219,11 @@ def read_only_uri(path: str) -> str:
 
 
 def check_schema(path: str, conn: sqlite3.Connection, *, deep: bool) -> None:
-    """Check identification, schema version and tables through ``conn``; read-only.
+    """Check identification, schema version and schema objects through ``conn``; read-only.
+
+    The schema must be exactly :data:`EXPECTED_OBJECTS` (type, name, table and
+    normalised SQL of every ``sqlite_master`` row): no trigger, view, index or table
+    that actormem did not create. O(schema size), plus:
 
     ``deep`` adds ``PRAGMA quick_check`` (O(file size)).
 
@@ -200,6 +244,19 @@ def check_schema(path: str, conn: sqlite3.Connection, *, deep: bool) -> None:
     }
     if not {"meta", "entries"} <= tables:
         raise StorageError(path, "corrupted: the meta or entries table is missing")
+    objects = _schema_objects(conn)
+    if objects != EXPECTED_OBJECTS:
+        extra = sorted(f"{t} {n!r}" for t, n, _, _ in objects - EXPECTED_OBJECTS)
+        missing = sorted(f"{t} {n!r}" for t, n, _, _ in EXPECTED_OBJECTS - objects)
+        detail = "; ".join(
+            part
+            for part in (
+                extra and "not created by actormem (or altered): " + ", ".join(extra),
+                missing and "missing or altered: " + ", ".join(missing),
+            )
+            if part
+        )
+        raise StorageError(path, f"unexpected schema objects: {detail}")
     row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     if row is None or row[0] != str(version):
         raise StorageError(path, f"corrupted: meta schema_version {row} != user_version {version}")

@@ -415,6 +415,38 @@ async def test_refuses_corrupted_files(tmp_path: Path) -> None:
     await assert_refused(db, "appears twice")
 
 
+@pytest.mark.parametrize(
+    ("kind", "sql"),
+    [
+        ("trigger", "CREATE TRIGGER tg AFTER INSERT ON entries BEGIN DELETE FROM entries; END"),
+        ("view", "CREATE VIEW v AS SELECT memory FROM entries"),
+        ("index", "CREATE INDEX ix ON entries (id)"),
+        ("table", "CREATE TABLE extra (x)"),
+        ("altered", "ALTER TABLE entries RENAME COLUMN memory TO mem"),
+    ],
+)
+async def test_refuses_schema_objects_actormem_did_not_create(
+    db: Path, kind: str, sql: str
+) -> None:
+    await make_db(db, 10)
+    conn = sqlite3.connect(db)
+    conn.execute(sql)
+    conn.commit()
+    conn.close()  # the last connection checkpoints: the file holds the new schema
+    match = "unexpected schema objects" if kind != "altered" else "unexpected|columns"
+    error = await assert_refused(db, match)
+    if kind != "altered":
+        assert kind in error.reason
+
+
+async def test_whitespace_and_comments_of_the_schema_do_not_matter() -> None:
+    from actormem._sqlite_format import _normalise_sql
+
+    assert _normalise_sql("CREATE TABLE t (\n a INT, -- note\n b  TEXT )") == (
+        "CREATE TABLE t(a INT,b TEXT)"
+    )
+
+
 async def test_refuses_an_orphaned_wal(db: Path) -> None:
     with open(str(db) + "-wal", "wb") as wal:  # noqa: ASYNC230 - test setup
         wal.write(b"\x37\x7f\x06\x82" + bytes(100))
@@ -593,3 +625,26 @@ async def test_failed_commit_is_never_acknowledged_and_breaks_the_memory(db: Pat
         assert "broken" in repr(memory)
     # The memory exits quietly; the file holds exactly what was acknowledged.
     assert [e.memory for e in await reopened(db)] == ["before"]
+
+
+@pytest.mark.parametrize("how", ["removed", "replaced"])
+async def test_file_removed_or_replaced_underneath_fails_the_commit(
+    tmp_path: Path, how: str
+) -> None:
+    db = tmp_path / "m.db"
+    async with open_memory(path=db) as memory:
+        await memory.store(fact("before"))
+        if how == "removed":
+            os.remove(db)
+        else:
+            other = tmp_path / "other.db"
+            await make_db(other, 3)
+            os.replace(other, db)
+        with pytest.raises(StorageError, match="removed|replaced") as info:
+            await memory.store(fact("after"))
+        assert info.value.path == str(db)
+        with pytest.raises(trio.BrokenResourceError) as later:
+            await memory.store(fact("later"))
+        assert isinstance(later.value.__cause__, StorageError)
+    # SQLite notices the moved file and does not checkpoint on close: the old log stays.
+    # (Reopening then refuses "missing" databases; see docs/durability.md.)
