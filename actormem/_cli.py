@@ -9,9 +9,11 @@ naming the file and line, with nothing written.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
+import re
 import shlex
 import sys
 import tempfile
@@ -29,7 +31,13 @@ from ._agent_text import cut, escape_line
 from ._bm25 import BM25Scorer
 from ._entry import MemoryCategory, MemoryEntry
 from ._errors import ActorMemError
-from ._jsonl import JsonlError, entry_to_json, read_import_file, read_tool_calls
+from ._jsonl import (
+    JsonlError,
+    entry_to_json,
+    escape_json_line,
+    read_import_file,
+    read_tool_calls,
+)
 from ._memory import Memory, open_memory
 from ._scoring import Scorer
 from ._swarm import (
@@ -171,6 +179,8 @@ def _options_json(args: argparse.Namespace, path: Path | None) -> dict[str, Any]
         "path": None if path is None else str(path),
         "in_memory": args.in_memory,
         "verify": args.verify,
+        "json": None if args.json is None else str(args.json),
+        "interval": args.interval,
     }
 
 
@@ -349,8 +359,23 @@ def _version() -> str:
         return "unknown"
 
 
+def _check_json_target(path: Path) -> None:
+    """Refuse a ``--json`` target that cannot be written, before the run spends minutes."""
+    if path.is_dir():
+        raise _InputError(f"--json {path}: is a directory")
+    parent = path.parent
+    if not parent.is_dir():
+        raise _InputError(f"--json {path}: no such directory: {parent}")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise _InputError(f"--json {path}: directory not writable: {parent}")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise _InputError(f"--json {path}: not writable")
+
+
 def cmd_swarm(args: argparse.Namespace) -> int:
     """``actormem swarm``: see ``docs/swarm.md``."""
+    if args.json is not None:
+        _check_json_target(args.json)
     if args.path is not None and args.in_memory:
         raise _InputError("--path and --in-memory exclude each other")
     if args.verify and args.in_memory:
@@ -374,15 +399,41 @@ def cmd_swarm(args: argparse.Namespace) -> int:
     report["data_files"] = files
     report["command"] = shlex.join([PROG, *args.argv])
     if args.json is not None:
-        args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        try:
+            args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        except OSError as exc:  # checked before the run; the disk can still fill up
+            raise _InputError(f"--json {args.json}: {exc.strerror or exc}") from None
     return status
 
 
 # ---------------------------------------------------------------------------- inspect
 
 
+def _escape_char(char: str) -> str:
+    code = ord(char)
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    if code <= 0xFFFF:
+        return f"\\u{code:04x}"
+    return f"\\U{code:08x}"
+
+
+def printable(text: str) -> str:
+    """``text`` made safe to print on one terminal line: :func:`escape_line` (backslashes
+    doubled, line breaks as ``\\n``...), then every other character that
+    :meth:`str.isprintable` refuses (C0 and C1 controls such as ESC and CSI, format
+    characters such as bidi overrides, unassigned and private-use code points, separators
+    other than the space) written as ``\\x1b``, ``\\u009b``, ``\\U000e0001``. Text
+    stored in a memory comes from untrusted tool results, so everything the CLI prints
+    from a memory goes through this. O(n)."""
+    text = escape_line(text)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else _escape_char(c) for c in text)
+
+
 def _one_line(text: str, width: int) -> str:
-    return cut(escape_line(text), width)
+    return cut(printable(text), width)
 
 
 def cmd_query(args: argparse.Namespace) -> int:
@@ -400,7 +451,7 @@ def cmd_query(args: argparse.Namespace) -> int:
         return 0
     for rank, hit in enumerate(hits, start=1):
         entry = hit.entry
-        namespace = "/".join(entry.namespace) or "-"
+        namespace = printable("/".join(entry.namespace)) or "-"
         print(f"{rank:>3}  {hit.score:.4f}  {entry.id}  {entry.category.value}  {namespace}")
         print(f"     {_one_line(entry.memory, args.width)}")
     return 0
@@ -423,7 +474,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         top = entry.namespace[0] if entry.namespace else "-"
         namespaces[top] = namespaces.get(top, 0) + 1
         size += len(entry.memory.encode("utf-8"))
-    print(f"file: {path} ({path.stat().st_size:,} bytes)")
+    print(f"file: {printable(str(path))} ({path.stat().st_size:,} bytes)")
     print(f"entries: {stats.entries:,}")
     print(f"text: {size:,} bytes of UTF-8")
     for name, count in by_category.items():
@@ -435,7 +486,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
         print(f"validated: {sum(e.validated for e in entries):,}")
         print(f"namespaces (first segment): {len(namespaces):,}")
         for name, count in sorted(namespaces.items(), key=lambda kv: (-kv[1], kv[0]))[:10]:
-            print(f"  {name}: {count:,}")
+            print(f"  {printable(name)}: {count:,}")
     return 0
 
 
@@ -459,7 +510,18 @@ def cmd_import(args: argparse.Namespace) -> int:
                 await memory.store(entries[-1])  # answered after every earlier store
             return len(memory)
 
-    total = trio.run(run)
+    sidecars = [Path(f"{args.path}{suffix}") for suffix in ("", "-wal", "-shm", "-journal")]
+    created = [p for p in sidecars if not os.path.lexists(p)]
+    try:
+        total = trio.run(run)
+    except BaseException:
+        if args.path in created:
+            # A failed import into a new path leaves no file behind (an existing file keeps
+            # what committed before the failure; see docs/cli.md).
+            for leftover in created:
+                with contextlib.suppress(FileNotFoundError):
+                    leftover.unlink()
+        raise
     print(
         f"imported {len(entries):,} lines ({n_entries:,} entries, {n_calls:,} tool calls) "
         f"from {args.file} into {args.path}; it now holds {total:,} entries"
@@ -477,7 +539,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     out = sys.stdout
     for entry in trio.run(run):
-        out.write(json.dumps(entry_to_json(entry), ensure_ascii=False) + "\n")
+        out.write(escape_json_line(json.dumps(entry_to_json(entry), ensure_ascii=False)) + "\n")
     out.flush()
     return 0
 
@@ -606,7 +668,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, extra = parser.parse_known_args(argv)
+        if extra:  # reported by the subcommand, as its other usage errors are
+            sub = f"{PROG} {args.command}"
+            parser.exit(
+                2, f"{sub}: error: unrecognized arguments: {' '.join(extra)} (see --help)\n"
+            )
     except SystemExit as exc:  # --help, or a usage error already printed
         return exc.code if isinstance(exc.code, int) else 2
     args.argv = argv
@@ -614,10 +681,60 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.interval = 0.25 if sys.stdout.isatty() else 5.0
     try:
         status: int = args.handler(args)
+        sys.stdout.flush()
     except (_InputError, ActorMemError) as exc:  # e.g. StorageError: not a memory file
-        print(f"{PROG} {args.command}: error: {exc}", file=sys.stderr)
+        print(f"{PROG} {args.command}: error: {error_line(str(exc))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
+    except BaseException as exc:
+        if not _only_broken_pipes(exc):
+            raise
+        return _stdout_closed()
     return status
+
+
+#: Exit status when the reader of stdout went away (``actormem export f.db | head -1``):
+#: 128 + SIGPIPE, what a shell reports for a program SIGPIPE ended (as ``cat`` would be).
+EXIT_BROKEN_PIPE = 141
+
+
+def _only_broken_pipes(exc: BaseException) -> bool:
+    """``exc`` is a BrokenPipeError, or a group (trio's nurseries) of nothing else."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_only_broken_pipes(e) for e in exc.exceptions)
+    return isinstance(exc, BrokenPipeError)
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout has gone: stop quietly, as the "Note on SIGPIPE" in the
+    :mod:`signal` docs advises. stdout is pointed at /dev/null so the interpreter's final
+    flush of what is still buffered does not fail again at exit."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # a replaced stdout (tests): no descriptor
+        return EXIT_BROKEN_PIPE
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
+    return EXIT_BROKEN_PIPE
+
+
+_QUICK_CHECK_HEADER = re.compile(r"\*\*\* in database \S+ \*\*\*")
+
+
+def error_line(message: str) -> str:
+    """``message`` as the one line the CLI prints: a multi-line ``PRAGMA quick_check``
+    report keeps its first problem and a count, any other line break becomes ``; ``, and
+    non-printing characters are escaped (the message may quote a file's contents)."""
+    head, sep, problems = message.partition("corrupted: ")
+    parts = [
+        p
+        for p in (re.split(r"[\r\n]+|; ", problems) if sep else [])
+        if p.strip() and not _QUICK_CHECK_HEADER.fullmatch(p.strip())
+    ]
+    if len(parts) > 1:
+        message = f"{head}corrupted (quick_check: {len(parts)} problems; first: {parts[0]})"
+    lines = [line for line in message.splitlines() if line.strip()]
+    return "".join(c if c.isprintable() else _escape_char(c) for c in "; ".join(lines))

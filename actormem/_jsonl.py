@@ -30,6 +30,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import uuid
 from collections.abc import Iterator
 from datetime import datetime
@@ -40,12 +41,14 @@ import attrs
 
 from ._agent_hooks import format_trajectory
 from ._entry import MemoryCategory, MemoryEntry
+from ._sqlite_format import MAX_ACCESS_COUNT
 
 __all__ = [
     "JsonlError",
     "ToolCall",
     "entry_from_json",
     "entry_to_json",
+    "escape_json_line",
     "read_import_file",
     "read_tool_calls",
     "tool_call_entry",
@@ -257,6 +260,31 @@ def entry_to_json(entry: MemoryEntry) -> dict[str, Any]:
     }
 
 
+# What json.dumps(ensure_ascii=False) leaves raw but a terminal may act on or hide: C1
+# controls (U+0080-U+009F; 8-bit CSI is U+009B), format characters (bidi overrides,
+# zero-width), line and paragraph separators. C0 controls are already \u00XX escapes.
+_JSON_UNSAFE_RE = re.compile(
+    "[\u0080-\u009f\u00ad\u061c\u180e\u200b-\u200f\u2028-\u202e\u2060-\u206f"
+    "\ufeff\ufff9-\ufffb\U000e0000-\U000e007f]"
+)
+
+
+def escape_json_line(line: str) -> str:
+    """``line`` (JSON text from ``json.dumps(..., ensure_ascii=False)``) with the
+    characters a terminal may act on but JSON leaves raw written as ``\\uXXXX`` escapes.
+    Such characters occur only inside JSON strings, where the escape means the same
+    character, so the result parses to the same value. O(n)."""
+    return _JSON_UNSAFE_RE.sub(_json_escape, line)
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code > 0xFFFF:  # JSON spells an astral character as a UTF-16 surrogate pair
+        code -= 0x10000
+        return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+    return f"\\u{code:04x}"
+
+
 def _parse_time(key: str, value: object) -> datetime:
     if not isinstance(value, str):
         raise ValueError(f"{key!r} must be an ISO 8601 string, not {type(value).__name__}")
@@ -311,7 +339,10 @@ def entry_from_json(obj: dict[str, Any]) -> MemoryEntry:
     if "relevance" in obj:
         fields["relevance"] = _need(obj, "relevance", (int, float), "a number")
     if "access_count" in obj:
-        fields["access_count"] = _need(obj, "access_count", int, "an integer")
+        count = _need(obj, "access_count", int, "an integer")
+        if count > MAX_ACCESS_COUNT:  # a durable memory keeps it in 64 bits (SQLite INTEGER)
+            raise ValueError(f"'access_count' must be at most 2**63 - 1, got {count}")
+        fields["access_count"] = count
     if "validated" in obj:
         fields["validated"] = _need(obj, "validated", bool, "true or false")
     try:

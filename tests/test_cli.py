@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import uuid
@@ -304,3 +305,154 @@ def test_eval_is_mounted(capsys: pytest.CaptureFixture[str]) -> None:
     status, out, _ = run_cli(capsys, "eval", "locomo", "--help")
     assert status == 0
     assert "--conversation" in out
+
+
+# --------------------------------------------------------------------- review fixes
+
+
+def test_unknown_option_names_the_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
+    status, out, err = run_cli(capsys, "swarm", "--bogus")
+    assert (status, out) == (2, "")
+    assert err == "actormem swarm: error: unrecognized arguments: --bogus (see --help)\n"
+
+
+@pytest.mark.parametrize("target", ["missing-dir/out.json", "."])
+def test_swarm_checks_the_json_target_before_the_run(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, target: str
+) -> None:
+    out_path = tmp_path / target
+    status, out, err = run_cli(
+        capsys, "swarm", "--episodes", "5", "--in-memory", "--json", str(out_path)
+    )
+    assert (status, out) == (2, "")  # refused before the run printed anything
+    assert err.count("\n") == 1
+    assert err.startswith(f"actormem swarm: error: --json {out_path}: ")
+
+
+def test_swarm_json_options_hold_every_option(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    report = tmp_path / "r.json"
+    status, _, err = run_cli(
+        capsys, "swarm", "--episodes", "3", "--agents", "2", "--in-memory",
+        "--interval", "7", "--json", str(report),
+    )  # fmt: skip
+    assert status == 0, err
+    options = json.loads(report.read_text())["options"]
+    from actormem._cli import build_parser
+
+    sub = build_parser()._subparsers._group_actions[0].choices["swarm"]  # type: ignore[union-attr]
+    dests = {a.dest for a in sub._actions if a.dest != "help"}
+    assert dests <= set(options)
+    assert options["interval"] == 7.0
+
+
+EVIL = "evil \x1b[2J\x1b]0;pwned\x07 \x1b[31mRED \x9b \u202e x"
+
+
+def test_printed_memory_text_has_no_control_characters(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from actormem._cli import printable
+
+    assert printable("a\nb\\c\x1b\x9b\u202e\U000e0041 é") == (
+        "a\\nb\\\\c\\x1b\\x9b\\u202e\\U000e0041 é"
+    )
+    path = tmp_path / "m.sqlite"
+    store_all(path, [MemoryEntry(category=MemoryCategory.FACT, memory=EVIL, namespace=("n\x1b",))])
+    for argv in (("query", str(path), "evil"), ("stats", str(path))):
+        status, out, err = run_cli(capsys, *argv)
+        assert status == 0, err
+        assert out.isascii() or all(c.isprintable() or c == "\n" for c in out)
+        assert not {"\x1b", "\x9b", "\u202e"} & set(out)
+    status, out, _ = run_cli(capsys, "query", str(path), "evil")
+    assert "evil \\x1b[2J\\x1b]0;pwned\\x07 \\x1b[31mRED \\x9b \\u202e x" in out
+    status, out, _ = run_cli(capsys, "export", str(path))
+    assert status == 0
+    assert all(c.isprintable() or c == "\n" for c in out)
+    assert json.loads(out)["memory"] == EVIL
+
+
+def test_closed_stdout_exits_quietly(tmp_path: Path) -> None:
+    path = tmp_path / "m.sqlite"
+    store_all(path, [MemoryEntry.new(MemoryCategory.FACT, f"entry {i} " * 30) for i in range(3000)])
+    for command in ("export", "stats", "query"):
+        read_end, write_end = os.pipe()
+        os.close(read_end)  # the reader is gone before the first write: deterministic EPIPE
+        argv = [sys.executable, "-m", "actormem", command, str(path)]
+        done = subprocess.run(
+            argv + (["entry"] if command == "query" else []),
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+        )
+        os.close(write_end)
+        assert done.stderr == ""
+        assert done.returncode == 141
+
+
+def test_import_refuses_a_count_the_file_cannot_hold(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    huge = {"category": "fact", "memory": "x", "access_count": 10**23}
+    good = {"category": "fact", "memory": "ok", "access_count": 2**63 - 1}
+    dump = write_jsonl(tmp_path / "d.jsonl", [good, huge])
+    fresh = tmp_path / "fresh.sqlite"
+    status, out, err = run_cli(capsys, "import", str(fresh), str(dump))
+    assert (status, out) == (2, "")
+    assert err == (
+        f"actormem import: error: {dump}:2: 'access_count' must be at most 2**63 - 1, "
+        f"got {10**23}\n"
+    )
+    assert list(tmp_path.iterdir()) == [dump]
+    existing = tmp_path / "existing.sqlite"
+    store_all(existing, varied_entries()[:2])
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    status, _, _ = run_cli(capsys, "import", str(existing), str(dump))
+    assert status == 2
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+
+
+def test_failed_import_into_a_new_path_removes_the_file(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from actormem import StorageError
+    from actormem._memory import Memory
+
+    def fail(self: Memory, entry: MemoryEntry) -> None:
+        raise StorageError(str(tmp_path), "disk full (simulated)")
+
+    monkeypatch.setattr(Memory, "_check_storable", fail)
+    dump = write_jsonl(tmp_path / "d.jsonl", [{"category": "fact", "memory": "ok"}])
+    status, _, err = run_cli(capsys, "import", str(tmp_path / "new.sqlite"), str(dump))
+    assert status == 2
+    assert err.count("\n") == 1
+    assert list(tmp_path.iterdir()) == [dump]
+
+
+def test_errors_are_one_line() -> None:
+    from actormem._cli import error_line
+
+    report = (
+        "x.db: corrupted: *** in database main ***\nOn tree page 8 cell 1: bad\n"
+        "On tree page 8 cell 2: bad\nrow 3 missing from index i"
+    )
+    assert error_line(report) == (
+        "x.db: corrupted (quick_check: 3 problems; first: On tree page 8 cell 1: bad)"
+    )
+    assert error_line("x.db: corrupted (malformed)") == "x.db: corrupted (malformed)"
+    assert error_line("a\nb\x1b") == "a; b\\x1b"
+
+
+def test_corrupted_file_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    path = tmp_path / "m.sqlite"
+    store_all(path, [MemoryEntry.new(MemoryCategory.FACT, f"entry {i} " * 30) for i in range(2000)])
+    data = bytearray(path.read_bytes())
+    for offset in range(8192, len(data) // 2, 4096 * 7):
+        data[offset + 20 : offset + 320] = b"\xff" * 300
+    path.write_bytes(bytes(data))
+    status, out, err = run_cli(capsys, "stats", str(path))
+    assert (status, out) == (2, "")
+    assert err.count("\n") == 1
+    assert "corrupted (quick_check: " in err
