@@ -3,7 +3,8 @@
 Every subcommand is a function ``(args) -> exit status`` set as the parser's ``handler``.
 Exit statuses: 0 success; 1 the run finished but a check failed (accounting, ``--verify``);
 2 bad input (unknown option, missing or malformed file), reported as one line on stderr
-naming the file and line, with nothing written.
+naming the file and line, with nothing written; 141 (128 + SIGPIPE) when the reader of
+stdout went away (``actormem export f.db | head -1``), quietly.
 """
 
 from __future__ import annotations
