@@ -43,7 +43,7 @@ def measure(n: int, scorer: str, data: str) -> dict[str, Any]:
 
     from ._bench_data import entries, load_corpus
     from ._bench_engine import fill_state, make_scorer
-    from ._bench_stats import rss_bytes
+    from ._bench_stats import rss_bytes, source_version
 
     corpus = load_corpus(data)  # marked: every entry has its own text object
     rss_before = rss_bytes()
@@ -66,6 +66,7 @@ def measure(n: int, scorer: str, data: str) -> dict[str, Any]:
         "beyond_text_bytes": (rss_stored - rss_before - text_bytes) / n,
         "rss_stored_mib": rss_stored / 2**20,
         "build_entries_per_s": n / build_s,
+        "actormem_source": source_version(),
     }
 
 

@@ -10,9 +10,9 @@ C. both at once. Each side keeps going after its quota until the other side has
    finished its own, and a call counts only if some task of the other side was still
    running when it returned, so every sample of phase C was taken under contention.
 
-Every task stops early, after at least one call, once its phase has run ``budget_s``:
-at 1M entries one scheduling round of 64 retrieves takes seconds, and writers get one
-store acknowledged per round.
+Every task stops early once its phase has run ``budget_s`` and every task of the other
+side has had one call through: at 1M entries one scheduling round of 64 retrieves takes
+tens of seconds, and a store needs two rounds (request, then reply).
 
 Figures: each side's p99 with the other running over its p99 alone (target: at most 2),
 and, from a trio :class:`~trio.abc.Instrument`, the longest *task step* (the time the
@@ -84,8 +84,16 @@ class _Phase:
     """Shared counters of one phase: who has not finished its quota yet, who still runs."""
 
     def __init__(self, writers: int, readers: int) -> None:
+        self.total = {"writer": writers, "reader": readers}
         self.left = {"writer": writers, "reader": readers}
         self.running = {"writer": writers, "reader": readers}
+        #: Tasks that have completed at least one call.
+        self.started = {"writer": 0, "reader": 0}
+
+    def may_stop(self, other: str, deadline: float) -> bool:
+        """Past the deadline, once every task of the other side got one call through
+        (else a side whose calls take several scheduling rounds would get no sample)."""
+        return time.perf_counter() >= deadline and self.started[other] == self.total[other]
 
 
 async def _run_phase(
@@ -112,9 +120,9 @@ async def _run_phase(
         sink = w_lat if kind == "writer" else r_lat
         done = 0
         qi = number * 7
-        while (done < quota or (both and phase.left[other] > 0)) and (
-            done == 0 or time.perf_counter() < deadline
-        ):
+        while done < quota or (both and phase.left[other] > 0):
+            if done and phase.may_stop(other, deadline):
+                break
             if kind == "writer":
                 entry = next(new_entries)
                 t0 = perf()
@@ -128,6 +136,8 @@ async def _run_phase(
             if not both or phase.running[other] > 0:
                 sink.append(dt)
             done += 1
+            if done == 1:
+                phase.started[kind] += 1
             if done == quota:
                 phase.left[kind] -= 1
         phase.running[kind] -= 1

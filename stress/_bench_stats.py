@@ -83,6 +83,26 @@ def _total_memory() -> int:
     return 0  # pragma: no cover
 
 
+def source_version() -> str:
+    """``git describe``-like id of the code measured: the commit, ``+dirty`` if
+    ``actormem/`` has uncommitted changes (the editable install runs the work tree)."""
+    import subprocess
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
+            text=True, check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--", "actormem"], cwd=root,
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head + ("+dirty" if dirty else "")
+
+
 def machine() -> dict[str, Any]:
     """Facts about the machine and the software, for the JSON and the doc."""
     import trio
@@ -114,6 +134,7 @@ def machine() -> dict[str, Any]:
         "sqlite": sqlite3.sqlite_version,
         "langgraph": langgraph,
         "load_average_start": load_average(),
+        "actormem_source": source_version(),
     }
 
 

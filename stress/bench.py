@@ -413,7 +413,8 @@ TITLES = {
 def report(result: dict[str, Any]) -> str:
     m = result["machine"]
     parts = [
-        f"Command: `{result['command']}`, {m['date']}, {result['duration_s'] / 60:.0f} min.  \n"
+        f"Command: `{result['command']}`, {m['date']}, {result['duration_s'] / 60:.0f} min, "
+        f"actormem {m.get('actormem_source', 'unknown')}.  \n"
         f"Machine: {m['cores']} cores ({m['cpu']}), {m['memory_gib']} GiB, "
         f"{m['implementation']} {m['python']}, trio {m['trio']}, SQLite {m['sqlite']}, "
         f"LangGraph {m['langgraph'] or 'not installed'}; load average (1/5/15 min) "
