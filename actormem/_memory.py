@@ -409,7 +409,7 @@ class Memory(metaclass=NoPublicConstructor):
         if req.op == _DELETE:
             return state.delete(req.arg) is not None
         if req.op == _CONSOLIDATE:
-            return state.consolidate().stats
+            return state.consolidate()
         raise AssertionError(f"unknown request {req.op}")  # pragma: no cover
 
     def _apply_batch(self, batch: list[_Request]) -> list[tuple[_Reply, outcome.Outcome[Any]]]:

@@ -93,15 +93,6 @@ class StoreOutcome:
     evicted: Record | None
 
 
-@attrs.frozen(slots=True)
-class ConsolidationOutcome:
-    """A consolidation's stats and the records it removed and rewrote (for persistence)."""
-
-    stats: ConsolidationStats
-    removed: list[Record]
-    rewritten: list[Record]
-
-
 class View:
     """A read-only view of a :class:`MemoryState` at one version. O(1) to make.
 
@@ -244,10 +235,6 @@ class MemoryState:
         if rec is None or rec.died != NEVER:
             return None
         return rec
-
-    def live_records(self) -> list[Record]:
-        """Every live record at the working version, in insertion order. O(n)."""
-        return [r for r in self._by_id.values() if r.died == NEVER]
 
     @property
     def retained(self) -> int:
@@ -395,13 +382,11 @@ class MemoryState:
         self.access_updates += changed
         return changed
 
-    def consolidate(self) -> ConsolidationOutcome:
+    def consolidate(self) -> ConsolidationStats:
         """Prune and merge (see :meth:`Memory.consolidate`). O((p + d) log n) for p pruned
         and d duplicate entries: neither step scans the whole memory."""
         self.version += 1
         before = self._live
-        removed: list[Record] = []
-        rewritten: list[Record] = []
         pruned = merged = saved = 0
         # Prune: relevance < PRUNE_BELOW, not validated. The tail of the relevance order.
         low = [
@@ -413,7 +398,6 @@ class MemoryState:
         ]
         for rec in low:
             self._unlink(rec, "pruned")
-            removed.append(rec)
             pruned += 1
             saved += len(rec.entry.memory.encode("utf-8"))
         # Merge exact duplicates (same namespace, category, folded text).
@@ -444,13 +428,11 @@ class MemoryState:
                 )
                 for rec in recs[1:]:
                     self._unlink(rec, "merged")
-                    removed.append(rec)
                     merged += 1
                     saved += len(rec.entry.memory.encode("utf-8"))
                 self._unlink(keep, None)
                 new = Record(merged_entry, self.version, keep.seq, keep)
                 self._link(new)
-                rewritten.append(new)
         stats = ConsolidationStats(
             entries_before=before,
             entries_after=self._live,
@@ -463,7 +445,7 @@ class MemoryState:
         self.pruned += pruned
         self.merged += merged
         self.consolidations += 1
-        return ConsolidationOutcome(stats, removed, rewritten)
+        return stats
 
     # ------------------------------------------------------------------ vacuum
 

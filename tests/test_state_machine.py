@@ -202,7 +202,7 @@ class StateMachine(RuleBasedStateMachine):
                 merged += 1
                 saved += len(it.entry.memory.encode("utf-8"))
             self.model[keep.entry.id] = Item(new, keep.seq, new.access_count, new.last_accessed)
-        stats = self.state.consolidate().stats
+        stats = self.state.consolidate()
         self.publish()
         assert (stats.entries_before, stats.entries_after) == (before, len(self.model))
         assert (stats.pruned, stats.merged, stats.bytes_saved) == (pruned, merged, saved)
