@@ -149,11 +149,12 @@ def memory_line(text: str) -> str:
 
 #: Categories a reader does not see: format characters (zero-width spaces and joiners,
 #: BOM, soft hyphen), combining and enclosing marks (variation selectors, the combining
-#: grapheme joiner) and control characters.
-_INVISIBLE = frozenset(("Cf", "Mn", "Me", "Cc"))
-#: Letters that render as blank space (Hangul fillers, from Unicode's
-#: Default_Ignorable_Code_Point list): compared as spaces.
-_FILLERS = frozenset("\u115f\u1160\u3164\uffa0")
+#: grapheme joiner), control characters, and unassigned code points (Unicode reserves
+#: some of them as default-ignorable, which renderers show as nothing).
+_INVISIBLE = frozenset(("Cf", "Mn", "Me", "Cc", "Cn"))
+#: Characters that render as blank space without being whitespace (Hangul fillers from
+#: Unicode's Default_Ignorable_Code_Point list, the Braille blank): compared as spaces.
+_FILLERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
 
 
 def _looks_like_header(line: str) -> bool:

@@ -146,6 +146,9 @@ def test_memory_line_quotes_a_repeated_header() -> None:
         "Rele\u034fvant memory",  # combining grapheme joiner
         "Relevant\u3164memory",  # Hangul filler
         "\x00\x7fRelevant memory",  # control characters in front
+        "relevant\u2800memory",  # Braille blank
+        "rele\u2065vant memory",  # unassigned default-ignorable code point
+        "\U000e0080relevant memory",  # unassigned, in the tag block
     ],
 )
 def test_memory_line_quotes_header_look_alikes(disguised: str) -> None:
