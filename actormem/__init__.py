@@ -19,14 +19,14 @@ from ._memory import DEFAULT_QUEUE_SIZE as DEFAULT_QUEUE_SIZE
 from ._memory import Memory as Memory
 from ._memory import open_memory as open_memory
 from ._memory import serve_memory as serve_memory
-from ._sqlite import Durability as Durability
 from ._snapshot import MAX_QUERY_CHARS as MAX_QUERY_CHARS
 from ._snapshot import Snapshot as Snapshot
+from ._sqlite import Durability as Durability
 from ._state import DEFAULT_HALF_LIFE as DEFAULT_HALF_LIFE
-from ._tokenize import Tokenizer as Tokenizer
-from ._tokenize import stop_words as stop_words
 from ._stats import ConsolidationStats as ConsolidationStats
 from ._stats import MemoryStatistics as MemoryStatistics
+from ._tokenize import Tokenizer as Tokenizer
+from ._tokenize import stop_words as stop_words
 from ._wordoverlap import WordOverlapScorer as WordOverlapScorer
 from .agent import MEMORY_HEADER as MEMORY_HEADER
 from .agent import LoopMemory as LoopMemory

@@ -13,19 +13,38 @@ Lifecycle of a record in an index, all calls made by the owner, synchronously:
 3. ``purge(rec)``: no live snapshot can see ``rec`` any more; drop it physically (amortized
    O(1) per posting is fine: e.g. count dead postings and rebuild a list when half is dead).
 
-``top_k`` runs in the reader's task, synchronously (no checkpoint, so the owner cannot
-run in the middle of it). It must return exactly the ``limit`` best records visible at
-``view.version`` that ``accept`` admits, best first, ties broken by ``rec.seq`` ascending.
+``top_k`` runs in the reader's task, synchronously. It must return exactly the ``limit``
+best records visible at ``view.version`` that ``accept`` admits, best first, ties broken by
+``rec.seq`` ascending.
+
+*Sliced retrieves.* An index may also provide ``top_k_steps``, the same query as a
+generator that yields ``None`` after each bounded chunk of work (about 0.1 ms) and returns
+what ``top_k`` returns. ``Memory.retrieve`` drives it and reaches a trio checkpoint
+whenever a slice of :data:`RETRIEVE_SLICE` seconds has run, so a retrieve over a million
+entries never holds the event loop for long; the view stays registered as a live snapshot
+meanwhile, so nothing it can see is purged. Between two yields the owner may apply any
+number of writes: append records to lists (invisible to the view by version), add and
+delete dict entries, retire records, purge records the view cannot see (compacting a list
+by replacing it, never by editing it in place). A generator therefore never keeps an
+iterator over a dict, set or sorted list of the owner's across a yield (``by_relevance``
+is safe: it re-seeks). Indexes without ``top_k_steps`` run in one step.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from typing import Protocol
 
 from ._record import Record
 
-__all__ = ["Accept", "ReadView", "Scorer", "ScoringIndex"]
+__all__ = ["RETRIEVE_SLICE", "Accept", "ReadView", "Scorer", "ScoringIndex", "drain", "top_k_steps"]
+
+#: Seconds a retrieve runs before it lets other tasks run (a trio checkpoint), when its
+#: index provides ``top_k_steps``.
+RETRIEVE_SLICE = 1e-4
+
+#: What ``top_k`` and ``top_k_steps`` return: (score, record) pairs, best first.
+Hits = list[tuple[float, Record]]
 
 #: A filter on records (namespace/category/tags), or ``None`` for "accept all".
 Accept = Callable[[Record], bool] | None
@@ -49,9 +68,9 @@ class ReadView(Protocol):
 
     def by_relevance(self, below: float | None = None) -> Iterator[Record]:
         """Visible records, highest ``entry.relevance`` first, ties by ``seq``; with
-        ``below``, only those whose relevance is lower than it. Lazy; consume it
-        synchronously (before any checkpoint). O(log n) to start, amortized O(1) a step
-        (plus skipped invisible records)."""
+        ``below``, only those whose relevance is lower than it. Lazy, and safe to consume
+        across yields of ``top_k_steps``. O(log n) to start, amortized O(1) a step (plus
+        skipped invisible records)."""
         ...
 
 
@@ -89,3 +108,31 @@ class Scorer(Protocol):
         BM25, may raise ``NotImplementedError`` here and test against a brute force over
         the whole corpus instead.)"""
         ...
+
+
+def drain(steps: Generator[None, None, Hits]) -> Hits:
+    """Run a ``top_k_steps`` generator to its end and return its hits. O(its work)."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as stop:
+            hits: Hits = stop.value
+            return hits
+
+
+def _one_step(
+    index: ScoringIndex, view: ReadView, query: str, limit: int, accept: Accept
+) -> Generator[None, None, Hits]:
+    return index.top_k(view, query, limit, accept)
+    yield  # a generator function  # pragma: no cover
+
+
+def top_k_steps(
+    index: ScoringIndex, view: ReadView, query: str, limit: int, accept: Accept
+) -> Generator[None, None, Hits]:
+    """``index.top_k_steps(...)`` if the index has it, else ``top_k`` as a single step."""
+    steps = getattr(index, "top_k_steps", None)
+    if steps is None:
+        return _one_step(index, view, query, limit, accept)
+    result: Generator[None, None, Hits] = steps(view, query, limit, accept)
+    return result

@@ -2,26 +2,31 @@
 
 A :class:`Snapshot` is a version number plus a reference to the owner's structures
 (see :mod:`actormem._state`): O(1) to take, no entry is copied. Scoring runs in the
-caller's task, synchronously, so the owner cannot change anything in the middle of it.
+caller's task: synchronously for a snapshot's own methods, in slices with checkpoints
+between them for ``Memory.retrieve`` (:func:`run_retrieve_sliced`), where multi-version
+concurrency control keeps the view unchanged while the owner applies writes meanwhile.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
 import weakref
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+import trio
+
 from ._entry import MemoryCategory, MemoryEntry, ScoredEntry
 from ._errors import InvalidQueryError
 from ._record import Record
-from ._scoring import Accept
+from ._scoring import RETRIEVE_SLICE, Accept, top_k_steps
 from ._util import NoPublicConstructor
 
 if TYPE_CHECKING:
     from ._state import MemoryState, View
 
-__all__ = ["MAX_QUERY_CHARS", "Snapshot", "make_filter", "run_retrieve"]
+__all__ = ["MAX_QUERY_CHARS", "Snapshot", "make_filter", "run_retrieve", "run_retrieve_sliced"]
 
 #: Longest accepted query, in code points.
 MAX_QUERY_CHARS = 100_000
@@ -120,6 +125,39 @@ def run_retrieve(
 ) -> list[tuple[float, Record]]:
     """Top-``limit`` records of ``view`` for ``query``; sync, so no write interleaves."""
     return state.index.top_k(view, query, limit, accept)
+
+
+async def run_retrieve_sliced(
+    state: MemoryState,
+    view: View,
+    query: str,
+    limit: int,
+    accept: Accept,
+    registry: weakref.WeakSet[Snapshot],
+) -> list[tuple[float, Record]]:
+    """:func:`run_retrieve`, letting other tasks run every :data:`RETRIEVE_SLICE` seconds.
+
+    ``view`` is registered as a live snapshot in ``registry`` until the scoring ends, so
+    the owner's vacuum keeps every record it can see. Cancellation at a checkpoint
+    closes the index's generator and raises :class:`trio.Cancelled`.
+    """
+    hold = Snapshot._create(state, view, registry)
+    steps = top_k_steps(state.index, view, query, limit, accept)
+    clock = time.perf_counter
+    try:
+        deadline = clock() + RETRIEVE_SLICE
+        while True:
+            try:
+                next(steps)
+            except StopIteration as stop:
+                hits: list[tuple[float, Record]] = stop.value
+                return hits
+            if clock() >= deadline:
+                await trio.lowlevel.checkpoint()
+                deadline = clock() + RETRIEVE_SLICE
+    finally:
+        steps.close()
+        del hold
 
 
 class Snapshot(metaclass=NoPublicConstructor):

@@ -47,6 +47,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from itertools import islice
 from typing import Any
 
 import attrs
@@ -142,16 +143,27 @@ class View:
         return out
 
     def by_relevance(self, below: float | None = None) -> Iterator[Record]:
+        """Visible records, highest relevance first, ties by ``seq`` (see ``ReadView``).
+
+        Safe to consume across checkpoints: it reads the sorted list in chunks (16, 64,
+        ..., 1024 records), each a fresh ``irange_key`` from the key after the last record
+        read, so the owner may insert and remove records between two steps; records
+        inserted later are invisible by version, and removed ones (purged) were invisible.
+        O(log n) per chunk, amortized O(1) per record.
+        """
         v = self.version
         keys = self._state._by_relevance
-        it = (
-            keys
-            if below is None
-            else keys.irange_key(min_key=(-below, NEVER), inclusive=(False, True))
-        )
-        for rec in it:
-            if rec.born <= v < rec.died:
-                yield rec
+        min_key: tuple[float, int] | None = None if below is None else (-below, NEVER)
+        size = 16
+        while True:
+            chunk = list(islice(keys.irange_key(min_key=min_key, inclusive=(False, True)), size))
+            for rec in chunk:
+                if rec.born <= v < rec.died:
+                    yield rec
+            if len(chunk) < size:
+                return
+            min_key = _relevance_key(chunk[-1])
+            size = min(4 * size, 1024)
 
 
 class MemoryState:

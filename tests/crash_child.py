@@ -30,12 +30,16 @@ import tempfile
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import trio
 
-import actormem
-from actormem import MemoryCategory, MemoryEntry
+# The checkout this file belongs to, ahead of any installed copy (worktrees, clean clones).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import actormem  # noqa: E402
+from actormem import MemoryCategory, MemoryEntry  # noqa: E402
 
 BASE = datetime(2020, 1, 1, tzinfo=UTC)
 WORDS = [
