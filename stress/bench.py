@@ -111,6 +111,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--verbatim", action="store_true",
                    help="cycle texts verbatim instead of marking each with its episode and "
                         "cycle (see stress/_bench_data.py; not for the memory scenario)")
+    p.add_argument("--no-gc-freeze", dest="gc_freeze", action="store_false",
+                   help="do not gc.freeze() the prebuilt memories (docs/design.md, 'Garbage "
+                        "collection': freezing after a large load is what we recommend)")
     p.add_argument("--data", type=Path, default=DEFAULT_DATA,
                    help="folder with tool_calls.jsonl and locomo10.json")
     p.add_argument("--json", type=Path, default=None, help="write every figure here")
@@ -185,6 +188,8 @@ class Run:
             self.log(f"build {scorer} n={n}")
             state, seconds = build_state(self.corpus, n, scorer)
             gc.collect()
+            if a.gc_freeze:
+                gc.freeze()  # as docs/design.md recommends after loading a large memory
             states[scorer] = state
             self.builds.append({"scorer": scorer, "n": n, "seconds": seconds,
                                 "entries_per_s": n / seconds if seconds else math.inf})
@@ -200,6 +205,7 @@ class Run:
                     await self._rw(n, memories["word-overlap"])
         finally:
             states.clear()
+            gc.unfreeze()
             gc.collect()
 
     async def _retrieve(self, n: int, memories: dict[str, Memory]) -> None:
@@ -450,7 +456,8 @@ def run(argv: Sequence[str] | None = None) -> dict[str, Any]:
             "writers": args.writers, "store_entries": args.store_entries,
             "durable_modes": args.durable_modes, "repeats": args.repeats,
             "budget_s": args.budget, "queries": args.queries, "min_queries": args.min_queries,
-            "seed": args.seed, "texts": len(bench.corpus.texts),
+            "seed": args.seed, "gc_freeze": args.gc_freeze,
+            "texts": len(bench.corpus.texts),
             "texts_marked": bench.corpus.marked,
             "mean_text_chars": bench.corpus.mean_text_chars,
             "questions": len(bench.corpus.queries),
