@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
@@ -12,6 +13,7 @@ import trio
 import trio.testing
 
 import actormem
+import actormem._snapshot
 from actormem import (
     InvalidQueryError,
     Memory,
@@ -160,7 +162,9 @@ async def test_cancelled_callers_do_not_stall_the_owner() -> None:
         memory._state._check()
 
 
-async def test_access_bookkeeping_is_batched() -> None:
+async def test_access_bookkeeping_is_batched(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Each retrieve in one task step (no slicing), so all 50 finish before the owner runs.
+    monkeypatch.setattr(actormem._snapshot, "RETRIEVE_SLICE", math.inf)
     now = datetime(2026, 5, 1, tzinfo=UTC)
     async with open_memory(clock=lambda: now) as memory:
         e = fact("rust is fast")
