@@ -30,8 +30,10 @@ Structures only the owner reads:
   ``2 ** (key - now / half_life)``, a monotone function of the key, so the order never needs
   re-sorting as time passes. The first element is the next to evict; validated entries
   sort after every unvalidated one.
-* ``_dups``: hash of (namespace, category, case- and whitespace-folded text) -> records,
-  so consolidation merges duplicates without scanning every entry.
+* ``_dups``: hash of (namespace, category, case- and whitespace-folded text) -> the one
+  record with that hash, or an insertion-ordered set (a dict) of two or more, so
+  consolidation merges duplicates without scanning every entry (``_dup_keys`` lists the
+  sets). Most texts are unique: a group of one costs no dict.
 * ``_graveyard``: dead records in order of death, for the vacuum.
 
 Vacuum: a dead record is *purged* (removed from every shared structure) once its death
@@ -52,7 +54,7 @@ from typing import Any
 import attrs
 from sortedcontainers import SortedKeyList, SortedList
 
-from ._entry import MemoryCategory, MemoryEntry
+from ._entry import MemoryEntry
 from ._errors import InvalidQueryError
 from ._record import NEVER, Access, Record
 from ._scoring import Scorer, ScoringIndex
@@ -78,10 +80,24 @@ def _relevance_key(rec: Record) -> tuple[float, int]:
     return (-rec.entry.relevance, rec.seq)
 
 
-def _normalised(rec: Record) -> tuple[tuple[str, ...], MemoryCategory, str]:
+def _folded(text: str) -> str:
+    """``text`` casefolded, runs of whitespace as one space, no leading or trailing space.
+
+    Fast path: a casefolded text that is printable (so its only whitespace is U+0020:
+    every other character ``str.split`` splits on is unprintable, and casefolding never
+    makes whitespace), with no double space and no space at either end, is already
+    folded. O(len(text)).
+    """
+    t = text.casefold()
+    if t.isprintable() and "  " not in t and t[:1] != " " and t[-1:] != " ":
+        return t
+    return " ".join(t.split())
+
+
+def _normalised(rec: Record) -> tuple[tuple[str, ...], str, str]:
     """The duplicate key: namespace, category, text ignoring case and runs of whitespace."""
     e = rec.entry
-    return (e.namespace, e.category, " ".join(e.memory.casefold().split()))
+    return (e.namespace, e.category.value, _folded(e.memory))  # str: its hash is cached
 
 
 @attrs.frozen(slots=True)
@@ -201,7 +217,8 @@ class MemoryState:
         self._by_id: dict[uuid.UUID, Record] = {}
         self._by_relevance: SortedKeyList = SortedKeyList(key=_relevance_key)
         self._evict: SortedList = SortedList()
-        self._dups: dict[int, dict[Record, None]] = {}  # insertion-ordered sets
+        #: dupkey -> the one record with it, or an insertion-ordered set of two or more.
+        self._dups: dict[int, Record | dict[Record, None]] = {}
         self._dup_keys: set[int] = set()  # keys of _dups groups with two or more records
         self._graveyard: deque[Record] = deque()
         self._evictions_since_consolidate = 0
@@ -269,15 +286,25 @@ class MemoryState:
         self._by_relevance.add(rec)
         rec.evkey = self._evkey(rec)
         self._evict.add(rec.evkey)
-        rec.dupkey = hash(_normalised(rec))
-        group = self._dups.setdefault(rec.dupkey, {})
-        group[rec] = None
-        if len(group) == 2:
-            self._dup_keys.add(rec.dupkey)
+        rec.dupkey = key = hash(_normalised(rec))
+        dups = self._dups
+        group = dups.get(key)
+        if group is None:
+            dups[key] = rec  # a group of one is the record itself (no dict per text)
+        elif isinstance(group, dict):
+            group[rec] = None
+        else:
+            dups[key] = {group: None, rec: None}
+            self._dup_keys.add(key)
         self.index.add(rec)
         self._live += 1
         if self.journal is not None:
             self.journal.append((JOURNAL_PUT, rec))
+
+    def _dup_group(self, key: int) -> dict[Record, None]:
+        """The records whose duplicate key is ``key``, in insertion order. O(1)."""
+        group = self._dups[key]
+        return group if isinstance(group, dict) else {group: None}
 
     def _unlink(self, rec: Record, cause: str | None) -> None:
         """Kill a live record at the working version (older snapshots keep seeing it).
@@ -289,12 +316,16 @@ class MemoryState:
         assert rec.evkey is not None
         self._evict.remove(rec.evkey)
         rec.evkey = None
-        group = self._dups[rec.dupkey]
-        del group[rec]
-        if len(group) == 1:
-            self._dup_keys.discard(rec.dupkey)
-        elif not group:
-            del self._dups[rec.dupkey]
+        key = rec.dupkey
+        dups = self._dups
+        group = dups[key]
+        if isinstance(group, dict):
+            del group[rec]
+            if len(group) == 1:
+                dups[key] = next(iter(group))
+                self._dup_keys.discard(key)
+        else:
+            del dups[key]
         self.index.retire(rec)
         self._graveyard.append(rec)
         self._live -= 1
@@ -401,7 +432,7 @@ class MemoryState:
             pruned += 1
             saved += len(rec.entry.memory.encode("utf-8"))
         # Merge exact duplicates (same namespace, category, folded text).
-        groups = [list(self._dups[key]) for key in self._dup_keys]
+        groups = [list(self._dup_group(key)) for key in self._dup_keys]
         for group in groups:
             by_key: dict[tuple[Any, ...], list[Record]] = {}
             for rec in group:
@@ -518,9 +549,10 @@ class MemoryState:
         assert all(r.evkey == self._evkey(r) for r in live)
         # Duplicate groups hold exactly the live records, by their hash.
         dup_total = 0
-        assert self._dup_keys == {key for key, group in self._dups.items() if len(group) > 1}
-        for dupkey, group in self._dups.items():
-            assert group
+        assert self._dup_keys == {k for k, g in self._dups.items() if isinstance(g, dict)}
+        for dupkey in self._dups:
+            group = self._dup_group(dupkey)
+            assert len(group) >= 2 or dupkey not in self._dup_keys
             for r in group:
                 assert r.died == NEVER
                 assert r.dupkey == dupkey == hash(_normalised(r))

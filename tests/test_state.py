@@ -1,0 +1,70 @@
+"""MemoryState paths the state machine reaches only by chance: duplicate groups."""
+
+from __future__ import annotations
+
+from actormem import MemoryCategory, MemoryEntry
+from actormem._state import DEFAULT_HALF_LIFE, MemoryState, _folded
+from actormem._wordoverlap import WordOverlapScorer
+
+
+def _state() -> MemoryState:
+    return MemoryState(capacity=None, half_life=DEFAULT_HALF_LIFE, scorer=WordOverlapScorer())
+
+
+def test_folded_matches_split_join() -> None:
+    for text in [
+        "",
+        " ",
+        "a",
+        " a",
+        "a ",
+        "a  b",
+        "a b",
+        "a\nb",
+        "A\u00a0B",
+        "STRASSE ß",
+        "x\x1cy",
+        "tab\tsep",
+        "\u2003em",
+        "ok text, fine.",
+    ]:
+        assert _folded(text) == " ".join(text.casefold().split()), text
+
+
+def test_duplicate_groups_grow_and_shrink_back_to_a_record() -> None:
+    state = _state()
+    a, b, c = (
+        MemoryEntry.new(MemoryCategory.FACT, t) for t in ("Same  text", "same text", "SAME\ttext")
+    )
+    other = MemoryEntry.new(MemoryCategory.FACT, "other")
+    ra = state.store(a).record
+    state.store(other)
+    assert state._dups[ra.dupkey] is ra and not state._dup_keys  # a group of one
+    rb = state.store(b).record
+    assert state._dups[ra.dupkey] == {ra: None, rb: None}
+    assert state._dup_keys == {ra.dupkey}
+    state.store(c)
+    state._check()
+    state.delete(a.id)
+    state._check()
+    assert type(state._dups[ra.dupkey]) is dict  # two left
+    state.delete(c.id)
+    state._check()
+    assert state._dups[ra.dupkey] is rb and not state._dup_keys  # back to the record
+    state.delete(b.id)
+    state._check()
+    assert ra.dupkey not in state._dups
+
+
+def test_consolidate_merges_a_group_and_leaves_the_survivor_single() -> None:
+    state = _state()
+    a, b = (MemoryEntry.new(MemoryCategory.FACT, t) for t in ("x  y", "X y"))
+    state.store(a)
+    state.store(b)
+    state.store(MemoryEntry.new(MemoryCategory.INSIGHT, "x y"))  # other category: kept
+    stats = state.consolidate()
+    state._check()
+    assert stats.merged == 1 and len(state) == 2
+    survivor = state.current(a.id)
+    assert survivor is not None and state._dups[survivor.dupkey] is survivor
+    assert not state._dup_keys
