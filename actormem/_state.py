@@ -97,7 +97,7 @@ def _folded(text: str) -> str:
 def _normalised(rec: Record) -> tuple[tuple[str, ...], str, str]:
     """The duplicate key: namespace, category, text ignoring case and runs of whitespace."""
     e = rec.entry
-    return (e.namespace, e.category.value, _folded(e.memory))  # str: its hash is cached
+    return (e.namespace, e.category._value_, _folded(e.memory))  # str: its hash is cached
 
 
 @attrs.frozen(slots=True)
