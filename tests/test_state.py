@@ -1,6 +1,8 @@
-"""MemoryState paths the state machine reaches only by chance: duplicate groups."""
+"""MemoryState paths the state machine reaches only by chance: duplicate groups, eviction ties."""
 
 from __future__ import annotations
+
+from datetime import UTC, datetime
 
 from actormem import MemoryCategory, MemoryEntry
 from actormem._state import DEFAULT_HALF_LIFE, MemoryState, _folded
@@ -68,3 +70,29 @@ def test_consolidate_merges_a_group_and_leaves_the_survivor_single() -> None:
     survivor = state.current(a.id)
     assert survivor is not None and state._dups[survivor.dupkey] is survivor
     assert not state._dup_keys
+
+
+def test_eviction_ties_break_by_seq_and_validated_go_last() -> None:
+    when = datetime(2025, 1, 1, tzinfo=UTC)
+
+    def entry(text: str, validated: bool = False) -> MemoryEntry:
+        e = MemoryEntry(category=MemoryCategory.FACT, memory=text, created_at=when)
+        return e.as_validated() if validated else e
+
+    # Equal keys (same time and relevance): the earliest seq goes first.
+    state = MemoryState(capacity=2, half_life=DEFAULT_HALF_LIFE, scorer=WordOverlapScorer())
+    a, b, c = (entry(t) for t in "abc")
+    state.store(a)
+    state.store(b)
+    assert state.store(c).evicted.entry is a  # type: ignore[union-attr]
+    state._check()
+    # Only validated records: the earliest seq goes; then an unvalidated one goes
+    # first although it is the newest.
+    state = MemoryState(capacity=2, half_life=DEFAULT_HALF_LIFE, scorer=WordOverlapScorer())
+    w1, w2 = entry("w1", validated=True), entry("w2", validated=True)
+    state.store(w1)
+    state.store(w2)
+    u = entry("u")
+    assert state.store(u).evicted.entry is w1  # type: ignore[union-attr]
+    assert state.store(entry("u2")).evicted.entry is u  # type: ignore[union-attr]
+    state._check()
