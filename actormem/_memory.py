@@ -166,7 +166,8 @@ class Memory(metaclass=NoPublicConstructor):
             raise trio.ClosedResourceError("the memory is closed")
 
     async def _call(self, op: int, arg: Any) -> Any:
-        self._raise_if_unusable()
+        if self._closed or self._broken is not None:
+            self._raise_if_unusable()
         # A caller cancelled before it starts sends nothing; after that, the wait for
         # the reply is the one schedule point (no extra task step to enqueue).
         await trio.lowlevel.checkpoint_if_cancelled()
@@ -214,7 +215,8 @@ class Memory(metaclass=NoPublicConstructor):
         """
         if not isinstance(entry, MemoryEntry):
             raise TypeError(f"store() takes a MemoryEntry, not {type(entry).__name__}")
-        self._check_storable(entry)
+        if self._storage is not None:
+            self._check_storable(entry)
         await self._call(_STORE, entry)
 
     def _check_storable(self, entry: MemoryEntry) -> None:
