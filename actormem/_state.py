@@ -79,8 +79,19 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+#: relevance -> the float ``-relevance``, so records with the same relevance (most keep
+#: the default 1.0) share one float in their keys (24 bytes each otherwise). Bounded.
+_NEGATED: dict[float, float] = {}
+
+
 def _relevance_key(rec: Record) -> tuple[float, int]:
-    return (-rec.entry.relevance, rec.seq)
+    rel = rec.entry.relevance
+    neg = _NEGATED.get(rel)
+    if neg is None:
+        neg = -rel
+        if len(_NEGATED) < 4096:
+            _NEGATED[rel] = neg
+    return (neg, rec.seq)
 
 
 def _folded(text: str) -> str:

@@ -96,3 +96,18 @@ def test_eviction_ties_break_by_seq_and_validated_go_last() -> None:
     assert state.store(u).evicted.entry is w1  # type: ignore[union-attr]
     assert state.store(entry("u2")).evicted.entry is u  # type: ignore[union-attr]
     state._check()
+
+
+def test_relevance_keys_share_floats_and_keep_the_order() -> None:
+    state = _state()
+    rels = [1.0, 0.5, 1.0, 0.0, -0.0, 0.5, 0.25]
+    recs = [
+        state.store(MemoryEntry.new(MemoryCategory.FACT, f"t{i}").with_relevance(r)).record
+        for i, r in enumerate(rels)
+    ]
+    order = [r.entry.memory for r in state._by_relevance]
+    expected = sorted(recs, key=lambda r: (-r.entry.relevance, r.seq))
+    assert order == [r.entry.memory for r in expected]
+    keys = state._by_relevance._keys[0]
+    assert keys[0][0] is keys[1][0]  # the two 1.0 entries share -1.0
+    state._check()
