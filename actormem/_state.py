@@ -16,7 +16,7 @@ a snapshot never sees half of a batch.
 Structures readers share (each only gains records invisible to existing snapshots, and
 loses records only when no snapshot can see them):
 
-* ``_by_id``: id -> newest record version; older versions hang off ``prev`` for old
+* ``_by_id``: ``id.int`` -> newest record version; older versions hang off ``prev`` for old
   snapshots. A deleted id keeps its dead record here until vacuumed.
 * ``_by_relevance``: every unpurged record, ordered by ``(-relevance, seq)``: the order in
   which the word-overlap scorer tops up results, and the index of consolidation's prune.
@@ -145,7 +145,7 @@ class View:
 
     def get(self, id: uuid.UUID) -> Record | None:
         """The record of ``id`` visible here, or None. O(versions kept for that id)."""
-        rec = self._state._by_id.get(id)
+        rec = self._state._by_id.get(id.int)
         v = self.version
         while rec is not None and rec.born > v:
             rec = rec.prev
@@ -228,7 +228,9 @@ class MemoryState:
         self._published_len = 0
         self._seq = 0
         self._live = 0
-        self._by_id: dict[uuid.UUID, Record] = {}
+        #: ``id.int`` -> newest record (int keys: hashed and compared in C, unlike UUIDs;
+        #: the int is the UUID's own, so it costs no memory).
+        self._by_id: dict[int, Record] = {}
         self._by_relevance: SortedKeyList = SortedKeyList(key=_relevance_key)
         #: Eviction orders of unvalidated (index 0/False) and validated (1/True) records.
         self._evict: tuple[SortedList, SortedList] = (SortedList(), SortedList())
@@ -263,7 +265,7 @@ class MemoryState:
 
     def current(self, id: uuid.UUID) -> Record | None:
         """The live record of ``id`` at the working version, or None. O(1)."""
-        rec = self._by_id.get(id)
+        rec = self._by_id.get(id.int)
         if rec is None or rec.died != NEVER:
             return None
         return rec
@@ -297,7 +299,7 @@ class MemoryState:
 
     def _link(self, rec: Record) -> None:
         """Enter a new live record into every structure."""
-        self._by_id[rec.entry.id] = rec
+        self._by_id[rec.entry.id.int] = rec
         self._by_relevance.add(rec)
         rec.evkey = self._evkey(rec)
         self._evict[rec.entry.validated].add(rec.evkey)
@@ -359,7 +361,7 @@ class MemoryState:
         if not isinstance(entry, MemoryEntry):
             raise TypeError(f"store() takes a MemoryEntry, not {type(entry).__name__}")
         self.version += 1
-        old = self._by_id.get(entry.id)
+        old = self._by_id.get(entry.id.int)
         replaced = None
         evicted = None
         if old is not None and old.died == NEVER:
@@ -520,7 +522,7 @@ class MemoryState:
         rec.purged = True
         self._by_relevance.remove(rec)
         self.index.purge(rec)
-        id = rec.entry.id
+        id = rec.entry.id.int
         head = self._by_id.get(id)
         if head is rec:
             del self._by_id[id]
@@ -542,12 +544,12 @@ class MemoryState:
         assert self.published <= self.version
         unpurged: list[Record] = []
         for key, head in self._by_id.items():
-            assert head.entry.id == key
+            assert head.entry.id.int == key
             r: Record | None = head
             newer: Record | None = None
             while r is not None:
                 assert not r.purged
-                assert r.entry.id == key
+                assert r.entry.id.int == key
                 if newer is not None:
                     assert r.died <= newer.born, "versions of one id overlap"
                     assert r.seq == newer.seq or r.died != NEVER
