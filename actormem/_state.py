@@ -97,21 +97,27 @@ def _relevance_key(rec: Record) -> tuple[float, int]:
 def _folded(text: str) -> str:
     """``text`` casefolded, runs of whitespace as one space, no leading or trailing space.
 
-    Fast path: a casefolded text that is printable (so its only whitespace is U+0020:
-    every other character ``str.split`` splits on is unprintable, and casefolding never
-    makes whitespace), with no double space and no space at either end, is already
-    folded. O(len(text)).
+    O(len(text)).
     """
-    t = text.casefold()
+    return _one_spaced(text.casefold())
+
+
+def _one_spaced(t: str) -> str:
+    """``" ".join(t.split())``, with a fast path: a printable text (so its only whitespace
+    is U+0020: every other character ``str.split`` splits on is unprintable) with no
+    double space and no space at either end is already so. O(len(t))."""
     if t.isprintable() and "  " not in t and t[:1] != " " and t[-1:] != " ":
         return t
     return " ".join(t.split())
 
 
 def _normalised(rec: Record) -> tuple[tuple[str, ...], str, str]:
-    """The duplicate key: namespace, category, text ignoring case and runs of whitespace."""
+    """The duplicate key: namespace, category, text ignoring case and runs of whitespace
+    (:func:`_folded`; an ASCII text's casefold is ``rec.low``, made already)."""
     e = rec.entry
-    return (e.namespace, e.category._value_, _folded(e.memory))  # str: its hash is cached
+    low = rec.low
+    folded = _one_spaced(low if low.isascii() else e.memory.casefold())
+    return (e.namespace, e.category._value_, folded)  # str: its hash is cached
 
 
 @attrs.frozen(slots=True)
@@ -302,7 +308,7 @@ class MemoryState:
         self._by_id[rec.entry.id.int] = rec
         self._by_relevance.add(rec)
         rec.evkey = self._evkey(rec)
-        self._evict[rec.entry.validated].add(rec.evkey)
+        self._evict[rec.entry.validated].add(rec.evkey)  # validated: 0 or 1
         rec.dupkey = key = hash(_normalised(rec))
         dups = self._dups
         group = dups.get(key)

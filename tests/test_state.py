@@ -111,3 +111,16 @@ def test_relevance_keys_share_floats_and_keep_the_order() -> None:
     keys = state._by_relevance._keys[0]
     assert keys[0][0] is keys[1][0]  # the two 1.0 entries share -1.0
     state._check()
+
+
+def test_duplicate_key_folds_ascii_and_unicode_alike() -> None:
+    from actormem._record import Record
+    from actormem._state import _normalised
+
+    def key(text: str) -> tuple[object, ...]:
+        return _normalised(Record(MemoryEntry.new(MemoryCategory.FACT, text), 1, 1, None))
+
+    assert key("Hello  World") == key("hello world") == key(" HELLO\tworld\n")
+    assert key("STRASSE") == key("straße")  # casefold, not lower
+    assert key("Σίσυφος") == key("ΣΊΣΥΦΟΣ")
+    assert key("a b") != key("ab")
