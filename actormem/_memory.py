@@ -95,6 +95,7 @@ class _Request:
         #: The caller's task while it is parked waiting for :attr:`result`, else None.
         self.task: trio.lowlevel.Task | None = None
 
+    @trio.lowlevel.enable_ki_protection  # no KeyboardInterrupt between result and wake-up
     def set(self, result: outcome.Outcome[Any]) -> None:
         """Answer once (later calls are ignored); wake the caller if it is parked."""
         if self.result is None:
@@ -104,14 +105,19 @@ class _Request:
                 self.task = None
                 trio.lowlevel.reschedule(task, result)
 
+    @trio.lowlevel.enable_ki_protection
     def __call__(self, raise_cancel: Any) -> trio.lowlevel.Abort:
         """The abort function of the caller's wait: always succeeds (the request stays
         queued and may still be applied; its answer is dropped)."""
         self.task = None
         return trio.lowlevel.Abort.SUCCEEDED
 
+    @trio.lowlevel.enable_ki_protection  # ``task`` is set only if the park happens
     async def wait(self) -> Any:
-        """Park until :meth:`set`, then return the outcome's value (or raise its error)."""
+        """Park until :meth:`set`, then return the outcome's value (or raise its error).
+
+        KeyboardInterrupt-protected, so it cannot strike between recording the task and
+        parking; it arrives at the park instead, through the abort like a cancel."""
         if self.result is not None:  # answered while the caller waited for room
             return self.result.unwrap()
         self.task = trio.lowlevel.current_task()
