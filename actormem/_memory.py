@@ -415,7 +415,8 @@ class Memory(metaclass=NoPublicConstructor):
         status = "broken" if self._broken else "closed" if self._closed else "open"
         where = "" if self._storage is None else f" path={self._storage.path!r}"
         return (
-            f"<actormem.Memory {status} entries={len(self)} capacity={self._state.capacity}{where}>"
+            f"<actormem.Memory {status} entries={len(self)} "
+            f"capacity={self._state.capacity}{where}>"
         )
 
     # ------------------------------------------------------------ owner side

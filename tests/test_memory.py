@@ -211,10 +211,7 @@ async def test_eviction_prefers_unvalidated_and_low_relevance() -> None:
         # Half the relevance but one half-life younger: the same weighted recency, so
         # the tie goes to the earlier stored ("o").
         younger = MemoryEntry(
-            category=MemoryCategory.FACT,
-            memory="y",
-            relevance=0.5,
-            created_at=t0 + timedelta(days=1),
+            category=MemoryCategory.FACT, memory="y", relevance=0.5, created_at=t0 + timedelta(days=1)
         )
         for e in (low_valid, older, younger):
             await memory.store(e)
@@ -246,9 +243,7 @@ async def test_upsert_keeps_created_at_and_position(memory: Memory) -> None:
 async def test_filters(memory: Memory) -> None:
     acme = fact("deploy acme").with_namespace("t", "acme").with_tag("infra")
     corp = fact("deploy corp").with_namespace("t", "acme-corp")
-    insight = MemoryEntry.new(MemoryCategory.INSIGHT, "deploy insight").with_namespace(
-        "t", "acme", "x"
-    )
+    insight = MemoryEntry.new(MemoryCategory.INSIGHT, "deploy insight").with_namespace("t", "acme", "x")
     for e in (acme, corp, insight):
         await memory.store(e)
     got = await memory.retrieve("deploy", 10, namespace=("t", "acme"))
@@ -312,9 +307,7 @@ async def test_consolidate_prunes_merges_and_loses_no_concurrent_store(memory: M
             nursery.start_soon(memory.store, fact(f"arrives meanwhile {i}"))
     (stats,) = results
     assert (stats.entries_before, stats.pruned, stats.merged) == (
-        stats.entries_before,
-        1,
-        1,
+        stats.entries_before, 1, 1,
     )
     assert stats.bytes_saved == len("noise") + len("deploy uses blue")
     assert len(memory) == 5 - 2 + 100
