@@ -9,11 +9,11 @@ memory channel, hands out a :class:`Memory` handle, and runs the *owner loop*:
 2. Drain every request already queued (up to ``_MAX_BATCH``) without waiting: one batch.
 3. Apply the batch to the state synchronously, in arrival order, plus the access
    bookkeeping that retrieves left in a shared buffer.
-4. Publish the new version, then fill each request's one-shot reply box (an outcome and
-   a :class:`trio.Event`); the owner never awaits a client.
+4. Publish the new version, then fill each request's one-shot reply box (an outcome)
+   and reschedule its parked caller; the owner never awaits a client.
 5. Vacuum a bounded number of dead record versions no snapshot can see.
 
-Clients put small frozen :class:`_Request` messages on the channel. When the owner lags,
+Clients put small :class:`_Request` messages on the channel. When the owner lags,
 the buffer fills and ``store`` waits (backpressure) while ``store_nowait`` raises
 :class:`trio.WouldBlock`. Reads never touch the channel: ``retrieve`` takes a view of the
 published version (O(1)) and scores it in the caller's task without a checkpoint, so the
@@ -48,7 +48,6 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-import attrs
 import outcome
 import trio
 
@@ -74,29 +73,58 @@ _VACUUM_STEP = 256
 _STORE, _DELETE, _CONSOLIDATE, _FLUSH, _STORE_NOWAIT = range(5)
 
 
-class _Reply:
-    """One-shot reply box: the owner fills it once, synchronously; the caller waits."""
+class _Request:
+    """One request, and its one-shot reply box.
 
-    __slots__ = ("event", "result")
+    The caller queues it and parks its task with
+    :func:`trio.lowlevel.wait_task_rescheduled`; the owner fills the box once,
+    synchronously, with :meth:`set`, which reschedules the parked task with the outcome
+    (no :class:`trio.Event` per request). A caller cancelled while parked is aborted by
+    trio (``__call__`` is the abort function): it forgets its task, so the owner's later
+    :meth:`set` stores the outcome and wakes nobody. ``waits`` is False for requests
+    nobody awaits (``store_nowait``, the access-flush wake-up).
+    """
 
-    def __init__(self) -> None:
-        self.event = trio.Event()
+    __slots__ = ("arg", "op", "result", "task", "waits")
+
+    def __init__(self, op: int, arg: Any, waits: bool) -> None:
+        self.op = op
+        self.arg = arg
+        self.waits = waits
         self.result: outcome.Outcome[Any] | None = None
+        #: The caller's task while it is parked waiting for :attr:`result`, else None.
+        self.task: trio.lowlevel.Task | None = None
 
+    @trio.lowlevel.enable_ki_protection  # no KeyboardInterrupt between result and wake-up
     def set(self, result: outcome.Outcome[Any]) -> None:
+        """Answer once (later calls are ignored); wake the caller if it is parked."""
         if self.result is None:
             self.result = result
-            self.event.set()
+            task = self.task
+            if task is not None:
+                self.task = None
+                trio.lowlevel.reschedule(task, result)
+
+    @trio.lowlevel.enable_ki_protection
+    def __call__(self, raise_cancel: Any) -> trio.lowlevel.Abort:
+        """The abort function of the caller's wait: always succeeds (the request stays
+        queued and may still be applied; its answer is dropped)."""
+        self.task = None
+        return trio.lowlevel.Abort.SUCCEEDED
+
+    @trio.lowlevel.enable_ki_protection  # ``task`` is set only if the park happens
+    async def wait(self) -> Any:
+        """Park until :meth:`set`, then return the outcome's value (or raise its error).
+
+        KeyboardInterrupt-protected, so it cannot strike between recording the task and
+        parking; it arrives at the park instead, through the abort like a cancel."""
+        if self.result is not None:  # answered while the caller waited for room
+            return self.result.unwrap()
+        self.task = trio.lowlevel.current_task()
+        return await trio.lowlevel.wait_task_rescheduled(self)
 
 
-@attrs.frozen(slots=True)
-class _Request:
-    op: int
-    arg: Any
-    reply: _Reply | None
-
-
-_FLUSH_REQUEST = _Request(_FLUSH, None, None)
+_FLUSH_REQUEST = _Request(_FLUSH, None, False)
 
 
 def _utc_now() -> datetime:
@@ -144,12 +172,12 @@ class Memory(metaclass=NoPublicConstructor):
             raise trio.ClosedResourceError("the memory is closed")
 
     async def _call(self, op: int, arg: Any) -> Any:
-        self._raise_if_unusable()
+        if self._closed or self._broken is not None:
+            self._raise_if_unusable()
         # A caller cancelled before it starts sends nothing; after that, the wait for
         # the reply is the one schedule point (no extra task step to enqueue).
         await trio.lowlevel.checkpoint_if_cancelled()
-        reply = _Reply()
-        request = _Request(op, arg, reply)
+        request = _Request(op, arg, True)
         try:
             try:
                 self._send.send_nowait(request)
@@ -158,9 +186,7 @@ class Memory(metaclass=NoPublicConstructor):
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             self._raise_if_unusable()
             raise
-        await reply.event.wait()
-        assert reply.result is not None
-        return reply.result.unwrap()
+        return await request.wait()
 
     async def aclose(self) -> None:
         """Close the memory: requests already queued are still applied and answered, then
@@ -195,7 +221,8 @@ class Memory(metaclass=NoPublicConstructor):
         """
         if not isinstance(entry, MemoryEntry):
             raise TypeError(f"store() takes a MemoryEntry, not {type(entry).__name__}")
-        self._check_storable(entry)
+        if self._storage is not None:
+            self._check_storable(entry)
         await self._call(_STORE, entry)
 
     def _check_storable(self, entry: MemoryEntry) -> None:
@@ -222,7 +249,7 @@ class Memory(metaclass=NoPublicConstructor):
         self._check_storable(entry)
         self._raise_if_unusable()
         try:
-            self._send.send_nowait(_Request(_STORE_NOWAIT, entry, None))
+            self._send.send_nowait(_Request(_STORE_NOWAIT, entry, False))
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             self._raise_if_unusable()
             raise
@@ -414,21 +441,28 @@ class Memory(metaclass=NoPublicConstructor):
             return state.consolidate()
         raise AssertionError(f"unknown request {req.op}")  # pragma: no cover
 
-    def _apply_batch(self, batch: list[_Request]) -> list[tuple[_Reply, outcome.Outcome[Any]]]:
+    def _apply_batch(self, batch: list[_Request]) -> list[tuple[_Request, outcome.Outcome[Any]]]:
+        """Apply ``batch`` in order; the answers to give once it is committed and published."""
         state = self._state
         if self._pending_access:
             hits, self._pending_access = self._pending_access, {}
             state.apply_access(hits, self._horizon())
-        replies: list[tuple[_Reply, outcome.Outcome[Any]]] = []
+        store = state.store
+        replies: list[tuple[_Request, outcome.Outcome[Any]]] = []
         for req in batch:
-            if req.op == _FLUSH:
+            op = req.op
+            if op == _FLUSH:
                 continue
             try:
-                result: outcome.Outcome[Any] = outcome.Value(self._apply(req))
+                if op == _STORE or op == _STORE_NOWAIT:
+                    store(req.arg)
+                    result: outcome.Outcome[Any] = outcome.Value(None)
+                else:
+                    result = outcome.Value(self._apply(req))
             except ActorMemError as exc:
                 result = outcome.Error(exc)
-            if req.reply is not None:
-                replies.append((req.reply, result))
+            if req.waits:
+                replies.append((req, result))
         return replies
 
 
@@ -458,8 +492,8 @@ async def _run_owner(memory: Memory, receive: trio.MemoryReceiveChannel[_Request
                     inflight = []
                     return
             state.publish()
-            for reply, result in replies:
-                reply.set(result)
+            for req, result in replies:
+                req.set(result)
             inflight = []
             # Vacuum in bounded steps; yield to queued requests between steps.
             while state.vacuum(memory._horizon(), _VACUUM_STEP) == _VACUUM_STEP:
@@ -489,15 +523,15 @@ async def _run_owner(memory: Memory, receive: trio.MemoryReceiveChannel[_Request
 
 def _fail_storage(
     memory: Memory,
-    replies: list[tuple[_Reply, outcome.Outcome[Any]]],
+    replies: list[tuple[_Request, outcome.Outcome[Any]]],
     inflight: list[_Request],
     receive: trio.MemoryReceiveChannel[_Request],
     exc: StorageError,
 ) -> None:
     """A commit failed: its batch's callers get ``exc``, everyone else a broken memory."""
     memory._broken = exc
-    for reply, _ in replies:
-        reply.set(outcome.Error(exc))
+    for req, _ in replies:
+        req.set(outcome.Error(exc))
     error = trio.BrokenResourceError("the memory's storage failed; it can no longer commit")
     error.__cause__ = exc
     _fail_pending(inflight, receive, error)
@@ -507,15 +541,15 @@ def _fail_pending(
     inflight: list[_Request], receive: trio.MemoryReceiveChannel[_Request], error: BaseException
 ) -> None:
     for req in inflight:
-        if req.reply is not None:
-            req.reply.set(outcome.Error(error))
+        if req.waits:
+            req.set(outcome.Error(error))
     while True:
         try:
             req = receive.receive_nowait()
         except (trio.WouldBlock, trio.EndOfChannel, trio.ClosedResourceError):
             break
-        if req.reply is not None:
-            req.reply.set(outcome.Error(error))
+        if req.waits:
+            req.set(outcome.Error(error))
 
 
 def _validate_options(queue_size: int) -> None:

@@ -87,9 +87,18 @@ class Record:
         #: True once the owner dropped the record from every structure (no snapshot sees it).
         self.purged = False
         #: Owner-private: the record's key in the eviction order, or None when not live.
-        self.evkey: tuple[bool, float, int, Record] | None = None
+        self.evkey: tuple[float, Record] | None = None
         #: Owner-private: hash of (namespace, category, normalised text) for duplicate merging.
         self.dupkey = 0
+
+    def __lt__(self, other: Record) -> bool:
+        """Order by ``seq``: breaks ties of equal floats in the eviction keys
+        (``(key, rec)`` tuples; live records have distinct ``seq``). O(1)."""
+        return self.seq < other.seq
+
+    def __le__(self, other: Record) -> bool:
+        """Order by ``seq`` (see :meth:`__lt__`; sortedcontainers' checks use ``<=``)."""
+        return self.seq <= other.seq
 
     def visible(self, version: int) -> bool:
         """Whether this record is visible at ``version``. O(1)."""

@@ -30,6 +30,7 @@ SQL-level check reads them again through SQLite in any case.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import pathlib
@@ -303,7 +304,10 @@ def read_validated(path: str) -> list[tuple[int, MemoryEntry]]:
 _encode_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
+@functools.lru_cache(maxsize=4096)
 def _json_strings(value: tuple[str, ...]) -> str:
+    """The JSON array of ``value``; cached, as entries share a few tag sets and
+    namespaces (a hit costs a tuple hash, whose strings cache their own hashes)."""
     return _encode_json(value) if value else "[]"
 
 
@@ -314,7 +318,7 @@ def encode_record(rec: Record) -> tuple[Any, ...]:
     return (
         rec.seq,
         str(e.id),
-        e.category.value,
+        e.category._value_,  # the enum's value, without the property's lookup
         e.memory,
         _json_strings(e.tags),
         _json_strings(e.namespace),

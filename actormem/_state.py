@@ -16,7 +16,7 @@ a snapshot never sees half of a batch.
 Structures readers share (each only gains records invisible to existing snapshots, and
 loses records only when no snapshot can see them):
 
-* ``_by_id``: id -> newest record version; older versions hang off ``prev`` for old
+* ``_by_id``: ``id.int`` -> newest record version; older versions hang off ``prev`` for old
   snapshots. A deleted id keeps its dead record here until vacuumed.
 * ``_by_relevance``: every unpurged record, ordered by ``(-relevance, seq)``: the order in
   which the word-overlap scorer tops up results, and the index of consolidation's prune.
@@ -24,14 +24,19 @@ loses records only when no snapshot can see them):
 
 Structures only the owner reads:
 
-* ``_evict``: live records ordered by eviction key ``(validated, log2(relevance) +
-  t / half_life, seq)`` with ``t`` the POSIX time of ``last_accessed`` or else
-  ``created_at``. ``relevance * 0.5 ** (age / half_life)`` at any moment ``now`` equals
-  ``2 ** (key - now / half_life)``, a monotone function of the key, so the order never needs
-  re-sorting as time passes. The first element is the next to evict; validated entries
-  sort after every unvalidated one.
-* ``_dups``: hash of (namespace, category, case- and whitespace-folded text) -> records,
-  so consolidation merges duplicates without scanning every entry.
+* ``_evict``: live records ordered by eviction key ``(log2(relevance) + t / half_life,
+  rec)`` with ``t`` the POSIX time of ``last_accessed`` or else ``created_at``, and
+  records comparing by ``seq`` on equal floats; two sorted lists, ``_evict[False]`` for
+  unvalidated records and ``_evict[True]`` for validated ones, so the key needs no
+  ``validated`` field (a 2-tuple: 56 bytes, not 72). ``relevance * 0.5 ** (age /
+  half_life)`` at any moment ``now`` equals ``2 ** (key - now / half_life)``, a monotone
+  function of the key, so the order never needs re-sorting as time passes. The first
+  unvalidated record is the next to evict, or the first validated one when there is
+  none: the order of ``(validated, key, seq)``.
+* ``_dups``: hash of (namespace, category, case- and whitespace-folded text) -> the one
+  record with that hash, or an insertion-ordered set (a dict) of two or more, so
+  consolidation merges duplicates without scanning every entry (``_dup_keys`` lists the
+  sets). Most texts are unique: a group of one costs no dict.
 * ``_graveyard``: dead records in order of death, for the vacuum.
 
 Vacuum: a dead record is *purged* (removed from every shared structure) once its death
@@ -53,7 +58,7 @@ from typing import Any
 import attrs
 from sortedcontainers import SortedKeyList, SortedList
 
-from ._entry import MemoryCategory, MemoryEntry
+from ._entry import MemoryEntry
 from ._errors import InvalidQueryError
 from ._record import NEVER, Access, Record
 from ._scoring import Scorer, ScoringIndex
@@ -75,14 +80,45 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+#: relevance -> the float ``-relevance``, so records with the same relevance (most keep
+#: the default 1.0) share one float in their keys (24 bytes each otherwise). Bounded.
+_NEGATED: dict[float, float] = {}
+
+
 def _relevance_key(rec: Record) -> tuple[float, int]:
-    return (-rec.entry.relevance, rec.seq)
+    rel = rec.entry.relevance
+    neg = _NEGATED.get(rel)
+    if neg is None:
+        neg = -rel
+        if len(_NEGATED) < 4096:
+            _NEGATED[rel] = neg
+    return (neg, rec.seq)
 
 
-def _normalised(rec: Record) -> tuple[tuple[str, ...], MemoryCategory, str]:
-    """The duplicate key: namespace, category, text ignoring case and runs of whitespace."""
+def _folded(text: str) -> str:
+    """``text`` casefolded, runs of whitespace as one space, no leading or trailing space.
+
+    O(len(text)).
+    """
+    return _one_spaced(text.casefold())
+
+
+def _one_spaced(t: str) -> str:
+    """``" ".join(t.split())``, with a fast path: a printable text (so its only whitespace
+    is U+0020: every other character ``str.split`` splits on is unprintable) with no
+    double space and no space at either end is already so. O(len(t))."""
+    if t.isprintable() and "  " not in t and t[:1] != " " and t[-1:] != " ":
+        return t
+    return " ".join(t.split())
+
+
+def _normalised(rec: Record) -> tuple[tuple[str, ...], str, str]:
+    """The duplicate key: namespace, category, text ignoring case and runs of whitespace
+    (:func:`_folded`; an ASCII text's casefold is ``rec.low``, made already)."""
     e = rec.entry
-    return (e.namespace, e.category, " ".join(e.memory.casefold().split()))
+    low = rec.low
+    folded = _one_spaced(low if low.isascii() else e.memory.casefold())
+    return (e.namespace, e.category._value_, folded)  # str: its hash is cached
 
 
 @attrs.frozen(slots=True)
@@ -116,7 +152,7 @@ class View:
 
     def get(self, id: uuid.UUID) -> Record | None:
         """The record of ``id`` visible here, or None. O(versions kept for that id)."""
-        rec = self._state._by_id.get(id)
+        rec = self._state._by_id.get(id.int)
         v = self.version
         while rec is not None and rec.born > v:
             rec = rec.prev
@@ -210,10 +246,14 @@ class MemoryState:
         self._published_len = 0
         self._seq = 0
         self._live = 0
-        self._by_id: dict[uuid.UUID, Record] = {}
+        #: ``id.int`` -> newest record (int keys: hashed and compared in C, unlike UUIDs;
+        #: the int is the UUID's own, so it costs no memory).
+        self._by_id: dict[int, Record] = {}
         self._by_relevance: SortedKeyList = SortedKeyList(key=_relevance_key)
-        self._evict: SortedList = SortedList()
-        self._dups: dict[int, dict[Record, None]] = {}  # insertion-ordered sets
+        #: Eviction orders of unvalidated (index 0/False) and validated (1/True) records.
+        self._evict: tuple[SortedList, SortedList] = (SortedList(), SortedList())
+        #: dupkey -> the one record with it, or an insertion-ordered set of two or more.
+        self._dups: dict[int, Record | dict[Record, None]] = {}
         self._dup_keys: set[int] = set()  # keys of _dups groups with two or more records
         self._graveyard: deque[Record] = deque()
         self._evictions_since_consolidate = 0
@@ -243,7 +283,7 @@ class MemoryState:
 
     def current(self, id: uuid.UUID) -> Record | None:
         """The live record of ``id`` at the working version, or None. O(1)."""
-        rec = self._by_id.get(id)
+        rec = self._by_id.get(id.int)
         if rec is None or rec.died != NEVER:
             return None
         return rec
@@ -267,29 +307,39 @@ class MemoryState:
         self.published = self.version
         self._published_len = self._live
 
-    def _evkey(self, rec: Record) -> tuple[bool, float, int, Record]:
+    def _evkey(self, rec: Record) -> tuple[float, Record]:
         e = rec.entry
         _, last = rec.current_access()
         t = (last or e.created_at).timestamp()
         rel = e.relevance
         log_rel = math.log2(rel) if rel > 0.0 else -math.inf
-        return (e.validated, log_rel + t / self.half_life, rec.seq, rec)
+        return (log_rel + t / self.half_life, rec)
 
     def _link(self, rec: Record) -> None:
         """Enter a new live record into every structure."""
-        self._by_id[rec.entry.id] = rec
+        self._by_id[rec.entry.id.int] = rec
         self._by_relevance.add(rec)
         rec.evkey = self._evkey(rec)
-        self._evict.add(rec.evkey)
-        rec.dupkey = hash(_normalised(rec))
-        group = self._dups.setdefault(rec.dupkey, {})
-        group[rec] = None
-        if len(group) == 2:
-            self._dup_keys.add(rec.dupkey)
+        self._evict[rec.entry.validated].add(rec.evkey)  # validated: 0 or 1
+        rec.dupkey = key = hash(_normalised(rec))
+        dups = self._dups
+        group = dups.get(key)
+        if group is None:
+            dups[key] = rec  # a group of one is the record itself (no dict per text)
+        elif isinstance(group, dict):
+            group[rec] = None
+        else:
+            dups[key] = {group: None, rec: None}
+            self._dup_keys.add(key)
         self.index.add(rec)
         self._live += 1
         if self.journal is not None:
             self.journal.append((JOURNAL_PUT, rec))
+
+    def _dup_group(self, key: int) -> dict[Record, None]:
+        """The records whose duplicate key is ``key``, in insertion order. O(1)."""
+        group = self._dups[key]
+        return group if isinstance(group, dict) else {group: None}
 
     def _unlink(self, rec: Record, cause: str | None) -> None:
         """Kill a live record at the working version (older snapshots keep seeing it).
@@ -299,14 +349,18 @@ class MemoryState:
         (a merge survivor rewritten)."""
         rec.died = self.version
         assert rec.evkey is not None
-        self._evict.remove(rec.evkey)
+        self._evict[rec.entry.validated].remove(rec.evkey)
         rec.evkey = None
-        group = self._dups[rec.dupkey]
-        del group[rec]
-        if len(group) == 1:
-            self._dup_keys.discard(rec.dupkey)
-        elif not group:
-            del self._dups[rec.dupkey]
+        key = rec.dupkey
+        dups = self._dups
+        group = dups[key]
+        if isinstance(group, dict):
+            del group[rec]
+            if len(group) == 1:
+                dups[key] = next(iter(group))
+                self._dup_keys.discard(key)
+        else:
+            del dups[key]
         self.index.retire(rec)
         self._graveyard.append(rec)
         self._live -= 1
@@ -325,7 +379,7 @@ class MemoryState:
         if not isinstance(entry, MemoryEntry):
             raise TypeError(f"store() takes a MemoryEntry, not {type(entry).__name__}")
         self.version += 1
-        old = self._by_id.get(entry.id)
+        old = self._by_id.get(entry.id.int)
         replaced = None
         evicted = None
         if old is not None and old.died == NEVER:
@@ -346,7 +400,8 @@ class MemoryState:
         return StoreOutcome(rec, replaced, evicted)
 
     def _evict_one(self) -> Record:
-        rec: Record = self._evict[0][3]
+        unvalidated, validated = self._evict
+        rec: Record = (unvalidated or validated)[0][1]
         self._unlink(rec, "evicted")
         self.evictions += 1
         self._evictions_since_consolidate += 1
@@ -385,9 +440,10 @@ class MemoryState:
                 prev.prev = None  # no snapshot needs anything older than prev
             rec.access = Access(self.version, count + times, newest, prev)
             assert rec.evkey is not None
-            self._evict.remove(rec.evkey)
+            order = self._evict[rec.entry.validated]
+            order.remove(rec.evkey)
             rec.evkey = self._evkey(rec)
-            self._evict.add(rec.evkey)
+            order.add(rec.evkey)
             if self.journal is not None:
                 self.journal.append((JOURNAL_ACCESS, rec))
             changed += 1
@@ -413,7 +469,7 @@ class MemoryState:
             pruned += 1
             saved += len(rec.entry.memory.encode("utf-8"))
         # Merge exact duplicates (same namespace, category, folded text).
-        groups = [list(self._dups[key]) for key in self._dup_keys]
+        groups = [list(self._dup_group(key)) for key in self._dup_keys]
         for group in groups:
             by_key: dict[tuple[Any, ...], list[Record]] = {}
             for rec in group:
@@ -484,7 +540,7 @@ class MemoryState:
         rec.purged = True
         self._by_relevance.remove(rec)
         self.index.purge(rec)
-        id = rec.entry.id
+        id = rec.entry.id.int
         head = self._by_id.get(id)
         if head is rec:
             del self._by_id[id]
@@ -506,12 +562,12 @@ class MemoryState:
         assert self.published <= self.version
         unpurged: list[Record] = []
         for key, head in self._by_id.items():
-            assert head.entry.id == key
+            assert head.entry.id.int == key
             r: Record | None = head
             newer: Record | None = None
             while r is not None:
                 assert not r.purged
-                assert r.entry.id == key
+                assert r.entry.id.int == key
                 if newer is not None:
                     assert r.died <= newer.born, "versions of one id overlap"
                     assert r.seq == newer.seq or r.died != NEVER
@@ -525,14 +581,17 @@ class MemoryState:
         self._by_relevance._check()
         assert sorted(map(id, self._by_relevance)) == sorted(map(id, unpurged))
         # Eviction order holds exactly the live records, with fresh keys.
-        self._evict._check()
-        assert sorted(self._evict) == sorted(self._evkey(r) for r in live)
+        for validated, order in enumerate(self._evict):
+            order._check()
+            mine = [r for r in live if r.entry.validated == validated]
+            assert list(order) == sorted(self._evkey(r) for r in mine)
         assert all(r.evkey == self._evkey(r) for r in live)
         # Duplicate groups hold exactly the live records, by their hash.
         dup_total = 0
-        assert self._dup_keys == {key for key, group in self._dups.items() if len(group) > 1}
-        for dupkey, group in self._dups.items():
-            assert group
+        assert self._dup_keys == {k for k, g in self._dups.items() if isinstance(g, dict)}
+        for dupkey in self._dups:
+            group = self._dup_group(dupkey)
+            assert len(group) >= 2 or dupkey not in self._dup_keys
             for r in group:
                 assert r.died == NEVER
                 assert r.dupkey == dupkey == hash(_normalised(r))

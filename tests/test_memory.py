@@ -544,3 +544,87 @@ async def test_on_remove_reports_every_removal_with_its_cause() -> None:
     with pytest.raises(TypeError):
         async with open_memory(on_remove="no"):  # type: ignore[arg-type]
             pass
+
+
+async def test_caller_cancelled_while_parked_on_its_reply() -> None:
+    # The owner holds a batch of three stores (parked in its commit); one caller is
+    # cancelled while parked on its reply. Answering must skip it (it already got
+    # Cancelled from trio) and still wake the other two; its store stays applied.
+    async with open_memory() as memory:
+        gate = gate_owner(memory)
+        results: dict[str, str] = {}
+
+        async def caller(text: str, scope: trio.CancelScope) -> None:
+            with scope:
+                await memory.store(fact(text))
+                results[text] = "stored"
+                return
+            results[text] = "cancelled"
+
+        scopes = {t: trio.CancelScope() for t in ("a", "b", "c")}
+        async with trio.open_nursery() as nursery:
+            for text, scope in scopes.items():
+                nursery.start_soon(caller, text, scope)
+            await trio.testing.wait_all_tasks_blocked()
+            assert gate.entered == 1  # one batch holding all three
+            scopes["b"].cancel()
+            await trio.testing.wait_all_tasks_blocked()
+            assert results == {"b": "cancelled"}
+            gate.open.set()
+        assert results == {"a": "stored", "b": "cancelled", "c": "stored"}
+        assert sorted(e.memory for e in memory.snapshot()) == ["a", "b", "c"]
+        # A cancel that lands after the answer is a no-op for the request.
+        await memory.store(fact("d"))
+        assert len(memory) == 4
+
+
+async def test_reply_given_before_the_caller_parks() -> None:
+    # queue_size=1: callers wait for room in send(); the owner drains a waiting
+    # caller's request, applies and answers it in the same step, so the caller finds
+    # its answer already there when send() returns and must not park.
+    async with open_memory(queue_size=1) as memory:
+        async with trio.open_nursery() as nursery:
+            for i in range(50):
+                nursery.start_soon(memory.store, fact(f"entry {i}"))
+        assert len(memory) == 50
+        memory._state._check()
+
+
+async def test_request_reply_box() -> None:
+    from outcome import Error, Value
+
+    from actormem._memory import _STORE, _Request
+
+    # Answered before the wait: no park, the value or the error comes straight back.
+    req = _Request(_STORE, None, True)
+    req.set(Value(42))
+    req.set(Value(0))  # a second answer is ignored
+    assert await req.wait() == 42
+    req = _Request(_STORE, None, True)
+    req.set(Error(KeyError("k")))
+    with pytest.raises(KeyError):
+        await req.wait()
+    # Answered while parked: the waiter is rescheduled with the outcome.
+    req = _Request(_STORE, None, True)
+    got: list[Any] = []
+
+    async def waiter() -> None:
+        got.append(await req.wait())
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(waiter)
+        await trio.testing.wait_all_tasks_blocked()
+        assert req.task is not None and not got
+        req.set(Value("done"))
+        assert req.task is None
+    assert got == ["done"]
+    # Cancelled while parked: the abort forgets the task; a later answer wakes nobody.
+    req = _Request(_STORE, None, True)
+    with trio.CancelScope() as scope:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(req.wait)
+            await trio.testing.wait_all_tasks_blocked()
+            scope.cancel()
+    assert scope.cancelled_caught and req.task is None
+    req.set(Value(1))
+    assert req.task is None

@@ -1,0 +1,126 @@
+"""MemoryState paths the state machine reaches only by chance: duplicate groups, eviction ties."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from actormem import MemoryCategory, MemoryEntry
+from actormem._state import DEFAULT_HALF_LIFE, MemoryState, _folded
+from actormem._wordoverlap import WordOverlapScorer
+
+
+def _state() -> MemoryState:
+    return MemoryState(capacity=None, half_life=DEFAULT_HALF_LIFE, scorer=WordOverlapScorer())
+
+
+def test_folded_matches_split_join() -> None:
+    for text in [
+        "",
+        " ",
+        "a",
+        " a",
+        "a ",
+        "a  b",
+        "a b",
+        "a\nb",
+        "A\u00a0B",
+        "STRASSE ß",
+        "x\x1cy",
+        "tab\tsep",
+        "\u2003em",
+        "ok text, fine.",
+    ]:
+        assert _folded(text) == " ".join(text.casefold().split()), text
+
+
+def test_duplicate_groups_grow_and_shrink_back_to_a_record() -> None:
+    state = _state()
+    a, b, c = (
+        MemoryEntry.new(MemoryCategory.FACT, t) for t in ("Same  text", "same text", "SAME\ttext")
+    )
+    other = MemoryEntry.new(MemoryCategory.FACT, "other")
+    ra = state.store(a).record
+    state.store(other)
+    assert state._dups[ra.dupkey] is ra and not state._dup_keys  # a group of one
+    rb = state.store(b).record
+    assert state._dups[ra.dupkey] == {ra: None, rb: None}
+    assert state._dup_keys == {ra.dupkey}
+    state.store(c)
+    state._check()
+    state.delete(a.id)
+    state._check()
+    assert type(state._dups[ra.dupkey]) is dict  # two left
+    state.delete(c.id)
+    state._check()
+    assert state._dups[ra.dupkey] is rb and not state._dup_keys  # back to the record
+    state.delete(b.id)
+    state._check()
+    assert ra.dupkey not in state._dups
+
+
+def test_consolidate_merges_a_group_and_leaves_the_survivor_single() -> None:
+    state = _state()
+    a, b = (MemoryEntry.new(MemoryCategory.FACT, t) for t in ("x  y", "X y"))
+    state.store(a)
+    state.store(b)
+    state.store(MemoryEntry.new(MemoryCategory.INSIGHT, "x y"))  # other category: kept
+    stats = state.consolidate()
+    state._check()
+    assert stats.merged == 1 and len(state) == 2
+    survivor = state.current(a.id)
+    assert survivor is not None and state._dups[survivor.dupkey] is survivor
+    assert not state._dup_keys
+
+
+def test_eviction_ties_break_by_seq_and_validated_go_last() -> None:
+    when = datetime(2025, 1, 1, tzinfo=UTC)
+
+    def entry(text: str, validated: bool = False) -> MemoryEntry:
+        e = MemoryEntry(category=MemoryCategory.FACT, memory=text, created_at=when)
+        return e.as_validated() if validated else e
+
+    # Equal keys (same time and relevance): the earliest seq goes first.
+    state = MemoryState(capacity=2, half_life=DEFAULT_HALF_LIFE, scorer=WordOverlapScorer())
+    a, b, c = (entry(t) for t in "abc")
+    state.store(a)
+    state.store(b)
+    assert state.store(c).evicted.entry is a  # type: ignore[union-attr]
+    state._check()
+    # Only validated records: the earliest seq goes; then an unvalidated one goes
+    # first although it is the newest.
+    state = MemoryState(capacity=2, half_life=DEFAULT_HALF_LIFE, scorer=WordOverlapScorer())
+    w1, w2 = entry("w1", validated=True), entry("w2", validated=True)
+    state.store(w1)
+    state.store(w2)
+    u = entry("u")
+    assert state.store(u).evicted.entry is w1  # type: ignore[union-attr]
+    assert state.store(entry("u2")).evicted.entry is u  # type: ignore[union-attr]
+    state._check()
+
+
+def test_relevance_keys_share_floats_and_keep_the_order() -> None:
+    state = _state()
+    rels = [1.0, 0.5, 1.0, 0.0, -0.0, 0.5, 0.25]
+    recs = [
+        state.store(MemoryEntry.new(MemoryCategory.FACT, f"t{i}").with_relevance(r)).record
+        for i, r in enumerate(rels)
+    ]
+    order = [r.entry.memory for r in state._by_relevance]
+    expected = sorted(recs, key=lambda r: (-r.entry.relevance, r.seq))
+    assert order == [r.entry.memory for r in expected]
+    keys = state._by_relevance._keys[0]
+    assert keys[0][0] is keys[1][0]  # the two 1.0 entries share -1.0
+    state._check()
+
+
+def test_duplicate_key_folds_ascii_and_unicode_alike() -> None:
+    from actormem._record import Record
+    from actormem._state import _normalised
+
+    def key(text: str) -> tuple[object, ...]:
+        return _normalised(Record(MemoryEntry.new(MemoryCategory.FACT, text), 1, 1, None))
+
+    assert key("Hello  World") == key("hello world") == key(" HELLO\tworld\n")
+    assert key("STRASSE") == key("straße")  # casefold, not lower
+    assert key("Σίσυφος") == key("ΣΊΣΥΦΟΣ")
+    assert key("a b") != key("ab")
