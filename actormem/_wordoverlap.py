@@ -15,35 +15,45 @@ empty string is in every tag). Ties keep insertion order.
 
 Theory of operation
 -------------------
-Per whitespace token of the lower-cased text, the index keeps a *posting list* of the
-record versions containing it, and a :class:`~actormem._substring.SubstringVocab` maps a
-query word to the tokens that contain it; tags get the same pair of structures. Top-k
-follows MaxScore (Turtle & Flood, 1995): the score is a per-entry prior
-(``0.5 * relevance + 0.1``) plus one fixed contribution per matched word, so
+Matching depends only on the text, so the index numbers each distinct lower-cased text
+(a *group* of the record versions that carry it) with a group number, never reused, and
+keeps per group number the largest relevance and the smallest ``seq`` of its records
+(numpy arrays: upper and lower bounds, never lowered by a purge). Per whitespace token of
+the lower-cased texts it keeps a *posting list* (``array('i')`` of group numbers), and a
+:class:`~actormem._substring.SubstringVocab` maps a query word to the tokens that contain
+it; tags get a vocabulary and posting lists of records.
 
-1. the *essential* words (the rarest, whose postings are short) and the tag matches are
-   scored exhaustively from their postings;
-2. every other entry matches none of the essential words, so its score is at most
-   ``combine(relevance, m_rest)``, where ``m_rest`` counts the non-essential query
-   words. Entries are visited in descending relevance (the snapshot's relevance order)
-   and scored with substring tests of the non-essential words only, until that bound
-   falls below the k-th best score. Because IEEE rounding is monotone, the bound is
-   computed with the score's own formula and the stop test is exact, ties included.
+A retrieve counts, for every group number at once, how many query words its text
+contains: per distinct word, the set of matching groups is the union of the posting
+lists of the tokens that contain the word (joined in C, as one numpy array), added to a
+numpy count array. The sets of words with long postings (the common words of questions:
+*what*, *the*, *do*, names) are cached, as a byte per group or as sorted group numbers,
+and extended for groups added since by testing ``word in text``; so a repeated common
+word costs one vectorised add. Then the groups are visited by matched count, highest
+first: within one count the score's bound is a function of the group's largest
+relevance, and the best ``limit`` groups by (bound, smallest seq) are picked with
+``numpy.partition``, scored exactly record by record into a heap, and the next batch
+taken only while its bound can still enter the top ``limit``. Entries that match no word
+are visited in descending relevance through the view, as long as their bound can still
+enter. Bounds are computed with the score's own float operations in its own order, so
+the stop tests are exact, ties included.
 
-Posting lists are append-only for readers: records enter at ``add`` (invisible to older
-snapshots by version), stay through ``retire`` (older snapshots still see them) and
-leave at ``purge`` lazily: a list is rebuilt when half of it is purged.
+Readers take the group count and the arrays once, at the start, and only read group
+numbers below that count; posting lists and group record lists are append-only for
+readers and are compacted by replacing them (a posting list when half of its group
+numbers are purged). :meth:`_WordOverlapIndex.top_k_steps` yields between bounded chunks
+of work (see ``notes/slicing_protocol.md``); writes between the yields are invisible to it.
 """
 
 from __future__ import annotations
 
 import heapq
-import math
-from collections import Counter
-from collections.abc import Callable, Iterable
+from array import array
+from collections.abc import Generator, Iterable
 from typing import Any
 
 import attrs
+import numpy as np
 
 from ._record import NEVER, Record
 from ._scoring import Accept, ReadView
@@ -52,64 +62,15 @@ from ._util import Final
 
 __all__ = ["WordOverlapScorer", "combine_word_overlap", "word_overlap_score"]
 
-
-#: Words whose rarest gram is in more tokens than this skip the exact postings count.
-_EXACT_DF_TOKENS = 4096
-
-
-def _kth_floor(
-    matched: Counter[Any],
-    tagged: set[Record],
-    groups: dict[str, Any],
-    limit: int,
-    n_words: int,
-    max_rel: float,
-    admitted: Callable[[Record], bool],
-) -> float | None:
-    """A score at least ``limit`` admitted entries are sure to reach, or None.
-
-    Takes the text groups with the most matches so far (by a histogram of the counts,
-    then one pass; lower counts join while fewer than ``limit`` entries are admitted) and
-    returns the k-th best of their entries' scores counting only those matches. O(G) for
-    G candidate groups, plus their entries.
-    """
-    floor: list[float] = []
-
-    def push(score: float) -> None:
-        if len(floor) < limit:
-            heapq.heappush(floor, score)
-        elif score > floor[0]:
-            heapq.heapreplace(floor, score)
-
-    for rec in tagged:
-        if admitted(rec):
-            base = matched.get(groups[rec.low], 0)
-            push(combine_word_overlap(rec.entry.relevance, base, n_words, True))
-    hist = Counter(matched.values())
-    counts = sorted(hist, reverse=True)
-    hi = None
-    i = 0
-    while i < len(counts) and len(floor) < limit:
-        have = 0
-        j = i
-        while j < len(counts) and have < limit:
-            have += hist[counts[j]]
-            j += 1
-        lo = counts[j - 1]
-        for group, count in [
-            item for item in matched.items() if item[1] >= lo and (hi is None or item[1] < hi)
-        ]:
-            if (
-                len(floor) == limit
-                and combine_word_overlap(max_rel, count, n_words, False) <= floor[0]
-            ):
-                continue  # no entry of this group can raise the floor
-            for rec in group.recs:
-                if rec not in tagged and admitted(rec):
-                    push(combine_word_overlap(rec.entry.relevance, count, n_words, False))
-        hi = lo
-        i = j
-    return floor[0] if len(floor) == limit else None
+#: Bytes of cached word match sets kept across retrieves (least recently used dropped).
+_CACHE_BYTES = 64 << 20
+#: A cached match set is extended by testing the texts of up to this many new groups;
+#: beyond that it is rebuilt from the posting lists.
+_SCAN_NEW = 4096
+#: A match set is kept as one byte per group when it holds at least 1/_DENSE of them.
+_DENSE = 16
+#: Work items (groups, records, postings) between two yields of ``top_k_steps``.
+_STEP = 512
 
 
 def combine_word_overlap(relevance: float, matched: int, n_words: int, tag: bool) -> float:
@@ -130,6 +91,15 @@ def word_overlap_score(memory: str, tags: Iterable[str], relevance: float, query
     return combine_word_overlap(relevance, matched, max(len(words), 1), tag)
 
 
+def drain(gen: Generator[None, None, Any]) -> Any:
+    """Run a ``top_k_steps`` generator to its end; return its value."""
+    while True:
+        try:
+            next(gen)
+        except StopIteration as stop:
+            return stop.value
+
+
 @attrs.frozen(kw_only=True, slots=True)
 class WordOverlapScorer(metaclass=Final):
     """loopctl's built-in word-overlap score, exact, answered from an inverted index.
@@ -137,15 +107,14 @@ class WordOverlapScorer(metaclass=Final):
     See the module documentation for the formula. Scores lie in [0.1, 1.3].
 
     Args:
-        essential_budget: Postings (distinct texts) a retrieve counts before it starts
-            asking, ahead of each further (longer) posting list, whether the entries not
-            yet seen can still reach the k-th best score. Changes speed only, never
-            results.
+        essential_budget: Postings (group numbers over the tokens that contain a query
+            word) from which a word's match set is cached across retrieves. Changes
+            speed and memory only, never results.
 
-    Runtime complexity of a retrieve: O(P + C + V) plus O(log k) per entry that enters
-    the heap, where P is the postings length of the words processed exhaustively, C the
-    candidates they yield and V the entries visited in relevance order (typically about
-    k). A query made only of very common words can visit many entries.
+    Runtime complexity of a retrieve: O(q * G) vectorised (numpy) for q distinct query
+    words and G group numbers (distinct texts ever indexed since the last rebuild), plus
+    O(P) for the postings of the words whose match sets are not cached, plus O(V log k)
+    in Python for the V records scored exactly (typically a few times k).
     """
 
     essential_budget: int = 2048
@@ -163,8 +132,12 @@ class WordOverlapScorer(metaclass=Final):
         return word_overlap_score(entry_text, tags, relevance, query)
 
 
-class _Postings:
-    """Token (or tag) vocabulary plus one posting list of records per item."""
+def _tags(rec: Record) -> set[str]:
+    return {t.lower() for t in rec.entry.tags}
+
+
+class _TagPostings:
+    """Tag vocabulary plus one posting list of records per lower-cased tag."""
 
     __slots__ = ("dead", "lists", "vocab")
 
@@ -217,55 +190,104 @@ class _Postings:
             assert len(lst) - len(alive) == self.dead.get(iid, 0)
 
 
-def _tags(rec: Record) -> set[str]:
-    return {t.lower() for t in rec.entry.tags}
-
-
 class _Group:
-    """Every unpurged record version whose lower-cased text is ``low``.
+    """Every unpurged record version whose lower-cased text is ``low``, and its number.
 
-    Matching depends only on the text, so posting lists hold groups, not records: an
-    agent memory repeats texts (the same tool call, the same fact) and each distinct text
-    is indexed once. ``recs`` is append-only for readers; purged records leave it lazily
-    (the list is rebuilt when half of it is purged).
+    ``recs`` is append-only for readers; purged records leave it lazily (the list is
+    replaced when half of it is purged).
     """
 
-    __slots__ = ("dead", "low", "min_seq", "purged", "recs", "unpurged")
+    __slots__ = ("dead", "gid", "low", "recs", "unpurged")
 
-    def __init__(self, low: str) -> None:
+    def __init__(self, low: str, gid: int) -> None:
         self.low = low
+        self.gid = gid
         self.recs: list[Record] = []
-        #: A lower bound of the records' ``seq`` (exact until a purge), for tie pruning.
-        self.min_seq = NEVER
         self.unpurged = 0
         self.dead = 0
-        self.purged = False
-
-
-def _by_count_then_seq(item: tuple[_Group, int]) -> tuple[int, int]:
-    return (-item[1], item[0].min_seq)
 
 
 class _WordOverlapIndex:
-    """Owner-written, snapshot-read index for :class:`WordOverlapScorer`."""
+    """Owner-written, snapshot-read index for :class:`WordOverlapScorer`.
 
-    __slots__ = ("_budget", "_groups", "_tags", "_words")
+    Memory per distinct text: a :class:`_Group`, a slot in the group list, 16 bytes of
+    bounds, 4 bytes per distinct token in posting lists; plus the token vocabulary.
+    """
 
-    def __init__(self, essential_budget: int) -> None:
-        self._budget = essential_budget
+    __slots__ = (
+        "_cache",
+        "_cache_bytes",
+        "_cache_min",
+        "_glist",
+        "_groups",
+        "_maxrel",
+        "_minseq",
+        "_n",
+        "_pdead",
+        "_post",
+        "_tags",
+        "_vocab",
+    )
+
+    def __init__(self, cache_min_postings: int) -> None:
+        self._cache_min = cache_min_postings
         self._groups: dict[str, _Group] = {}
-        self._words = _Postings()  # token -> groups
-        self._tags = _Postings()  # lower-cased tag -> records
+        #: Group number -> group, or None once it is purged (numbers are never reused).
+        self._glist: list[_Group | None] = []
+        self._n = 0  # group numbers handed out
+        #: Per group number: the largest relevance and the smallest seq of its records
+        #: ever added (bounds; only the owner writes; replaced, not resized, on growth).
+        self._maxrel = np.zeros(64, np.float64)
+        self._minseq = np.zeros(64, np.int64)
+        self._vocab = SubstringVocab()  # tokens
+        self._post: dict[int, array[int]] = {}  # token id -> group numbers
+        self._pdead: dict[int, int] = {}  # token id -> purged group numbers in its list
+        self._tags = _TagPostings()  # lower-cased tag -> records
+        #: word -> (groups covered, dense?, byte per group or sorted group numbers).
+        self._cache: dict[str, tuple[int, bool, np.ndarray[Any, Any]]] = {}
+        self._cache_bytes = 0
+
+    # ------------------------------------------------------------------ owner side
+
+    def _grow(self) -> None:
+        cap = 2 * len(self._maxrel)
+        maxrel = np.zeros(cap, np.float64)
+        minseq = np.zeros(cap, np.int64)
+        maxrel[: self._n] = self._maxrel[: self._n]
+        minseq[: self._n] = self._minseq[: self._n]
+        self._maxrel, self._minseq = maxrel, minseq
 
     def add(self, rec: Record) -> None:
-        group = self._groups.get(rec.low)
+        """Index ``rec``. O(tokens of the text) for a new text (plus the vocabulary's
+        cost for new tokens), O(1) for a text already indexed."""
+        low = rec.low
+        rel = rec.entry.relevance
+        group = self._groups.get(low)
         if group is None:
-            group = self._groups[rec.low] = _Group(rec.low)
-            self._words.add(set(rec.low.split()), group)  # type: ignore[arg-type]
+            gid = self._n
+            if gid == len(self._maxrel):
+                self._grow()
+            self._maxrel[gid] = rel
+            self._minseq[gid] = rec.seq
+            group = self._groups[low] = _Group(low, gid)
+            self._glist.append(group)
+            self._n = gid + 1
+            acquire, post = self._vocab.acquire, self._post
+            for tok in set(low.split()):
+                tid = acquire(tok)
+                lst = post.get(tid)
+                if lst is None:
+                    post[tid] = array("i", (gid,))
+                else:
+                    lst.append(gid)
+        else:
+            gid = group.gid
+            if rel > self._maxrel[gid]:
+                self._maxrel[gid] = rel
+            if rec.seq < self._minseq[gid]:
+                self._minseq[gid] = rec.seq
         group.recs.append(rec)
         group.unpurged += 1
-        if rec.seq < group.min_seq:
-            group.min_seq = rec.seq
         if rec.entry.tags:
             self._tags.add(_tags(rec), rec)
 
@@ -276,9 +298,25 @@ class _WordOverlapIndex:
         group = self._groups[rec.low]
         group.unpurged -= 1
         if group.unpurged == 0:
-            group.purged = True
             del self._groups[rec.low]
-            self._words.purge(set(rec.low.split()))
+            glist = self._glist
+            glist[group.gid] = None
+            group.recs = []
+            vocab, post, pdead = self._vocab, self._post, self._pdead
+            for tok in set(rec.low.split()):
+                tid = vocab.id_of(tok)
+                assert tid is not None
+                if vocab.release(tok):
+                    del post[tid]
+                    pdead.pop(tid, None)
+                    continue
+                d = pdead.get(tid, 0) + 1
+                lst = post[tid]
+                if 2 * d > len(lst):
+                    post[tid] = array("i", [g for g in lst if glist[g] is not None])
+                    pdead.pop(tid, None)
+                else:
+                    pdead[tid] = d
         else:
             group.dead += 1
             if 2 * group.dead > len(group.recs):
@@ -287,9 +325,85 @@ class _WordOverlapIndex:
         if rec.entry.tags:
             self._tags.purge(_tags(rec))
 
+    # ------------------------------------------------------------------ reader side
+
+    def _match(
+        self, w: str, n: int
+    ) -> Generator[None, None, tuple[bool, np.ndarray[Any, Any] | None]]:
+        """The groups numbered below ``n`` whose text contains ``w``: ``(True, a byte
+        per group)`` or ``(False, sorted group numbers)``; ``(False, None)`` for none.
+        May include purged groups. O(postings of the tokens containing ``w``), or
+        O(groups added since) for a cached word; vectorised."""
+        cache = self._cache
+        hit = cache.get(w)
+        if hit is not None:
+            del cache[w]
+            cache[w] = hit  # most recently used last
+            upto, dense, data = hit
+            if upto >= n:
+                return dense, (data[:n] if dense else data[: np.searchsorted(data, n)])
+            if n - upto <= _SCAN_NEW:
+                glist = self._glist
+                new: list[int] = []
+                for g in range(upto, n):
+                    grp = glist[g]
+                    if grp is not None and w in grp.low:
+                        new.append(g)
+                    if not g % _STEP:
+                        yield
+                if dense:
+                    ext = np.zeros(n, np.uint8)
+                    ext[:upto] = data
+                    ext[new] = 1
+                else:
+                    ext = np.concatenate((data, np.array(new, np.int32)))
+                self._remember(w, n, dense, ext)
+                return dense, ext
+        ids = self._vocab.lookup(w)
+        lists = list(filter(None, map(self._post.get, ids)))
+        if not lists:
+            return False, None
+        gids = np.frombuffer(b"".join(lists), np.int32)
+        total = len(gids)
+        if self._n != n:
+            gids = gids[gids < n]  # groups added after this retrieve started
+        yield
+        out: np.ndarray[Any, Any]
+        dense = total * _DENSE >= n
+        if dense:
+            out = np.zeros(n, np.uint8)
+            out[gids] = 1
+        else:
+            out = np.unique(gids)
+        if total >= self._cache_min:
+            self._remember(w, n, dense, out)
+        return dense, out
+
+    def _remember(self, w: str, n: int, dense: bool, data: np.ndarray[Any, Any]) -> None:
+        cache = self._cache
+        old = cache.pop(w, None)
+        if old is not None:
+            if old[0] > n:
+                cache[w] = old  # a later retrieve knows more
+                return
+            self._cache_bytes -= old[2].nbytes
+        cache[w] = (n, dense, data)
+        self._cache_bytes += data.nbytes
+        while self._cache_bytes > _CACHE_BYTES and len(cache) > 1:
+            oldest = next(iter(cache))
+            self._cache_bytes -= cache.pop(oldest)[2].nbytes
+
     def top_k(
         self, view: ReadView, query: str, limit: int, accept: Accept
     ) -> list[tuple[float, Record]]:
+        result: list[tuple[float, Record]] = drain(self.top_k_steps(view, query, limit, accept))
+        return result
+
+    def top_k_steps(
+        self, view: ReadView, query: str, limit: int, accept: Accept
+    ) -> Generator[None, None, list[tuple[float, Record]]]:
+        """:meth:`top_k`, yielding after every bounded chunk of work (see the module
+        documentation). Writes between the yields do not change the result."""
         if limit <= 0 or len(view) == 0:
             return []
         version = view.version
@@ -300,6 +414,10 @@ class _WordOverlapIndex:
             mult[w] = mult.get(w, 0) + 1
         top = next(view.by_relevance(), None)
         max_rel = top.entry.relevance if top is not None else 1.0
+        n = self._n
+        glist = self._glist
+        maxrel = self._maxrel[:n]
+        minseq = self._minseq[:n]
         groups = self._groups
 
         def admitted(rec: Record) -> bool:
@@ -312,48 +430,21 @@ class _WordOverlapIndex:
             for lst in self._tags.matching(q):
                 tagged.update(lst)
 
-        # Words that occur in some token, rarest first (by postings length).
-        vocab = self._words.vocab
-        info: list[tuple[float, str, list[list[_Group]] | None]] = []
-        for w in mult:
-            gsize = vocab.gram_size(w)
-            if gsize == 0:
-                continue  # no token contains w: it matches nothing
-            if gsize <= _EXACT_DF_TOKENS:
-                lists: list[list[_Group]] = self._words.matching(w)  # type: ignore[assignment]
-                size = sum(map(len, lists))
-                if size:
-                    info.append((size, w, lists))
+        # Matched words per group number, vectorised.
+        dtype = np.uint8 if n_words < 256 else np.uint16 if n_words < 65536 else np.int64
+        counts = np.zeros(n, dtype)
+        for w, m in mult.items():
+            dense, data = yield from self._match(w, n)
+            if data is None:
+                continue
+            if dense:
+                if m == 1:
+                    counts += data
+                else:
+                    counts += data.astype(dtype) * dtype(m)
             else:
-                info.append((math.inf, w, None))
-        info.sort(key=lambda t: t[0])
-        m_open = sum(mult[w] for _, w, _ in info)  # multiplicity of words not yet processed
-
-        # 1. MaxScore's exhaustive part: process words rarest first, counting matches per
-        # text group (in C, through Counter), until the entries not yet seen cannot reach
-        # the k-th best score the candidates are already sure of.
-        matched: Counter[_Group] = Counter()
-        spent = 0
-        done = 0
-        for df, w, maybe_lists in info:
-            if spent + df > self._budget and len(matched) + len(tagged) >= limit:
-                kth = _kth_floor(matched, tagged, groups, limit, n_words, max_rel, admitted)
-                if kth is not None and combine_word_overlap(max_rel, m_open, n_words, False) < kth:
-                    break
-            if maybe_lists is None:
-                maybe_lists = self._words.matching(w)  # type: ignore[assignment]
-                assert maybe_lists is not None
-                df = float(sum(map(len, maybe_lists)))
-            spent += int(df)
-            found: Iterable[_Group] = (
-                maybe_lists[0] if len(maybe_lists) == 1 else set().union(*maybe_lists)
-            )
-            for _ in range(mult[w]):
-                matched.update(found)
-            m_open -= mult[w]
-            done += 1
-        rest = [w for _, w, _ in info[done:]]
-        m_rest = m_open
+                counts[data] += dtype(m)
+            yield
 
         heap: list[tuple[float, int, Record]] = []  # worst on top: (score, -seq, rec)
 
@@ -364,71 +455,90 @@ class _WordOverlapIndex:
             elif item[:2] > heap[0][:2]:
                 heapq.heapreplace(heap, item)
 
-        def full_count(low: str, base: int) -> int:
-            for w in rest:
-                if w in low:
-                    base += mult[w]
-            return base
-
-        def offer_group(group: _Group, base: int) -> None:
-            count = full_count(group.low, base)
-            # combine_word_overlap(rel, count, n_words, False), term by term in its order.
-            part = 0.4 * (count / n_words)
-            for rec in group.recs:
-                if len(heap) == limit:
-                    worst = heap[0]
-                    bound = ((0.5 * max_rel + part) + 0.0) + 0.1
-                    if bound < worst[0] or (bound == worst[0] and group.min_seq > -worst[1]):
-                        return  # no entry of this group can enter any more
-                    score = ((0.5 * rec.entry.relevance + part) + 0.0) + 0.1
-                    if score < worst[0] or (score == worst[0] and rec.seq > -worst[1]):
-                        continue
-                else:
-                    score = ((0.5 * rec.entry.relevance + part) + 0.0) + 0.1
-                if rec not in tagged and admitted(rec):
-                    push(rec, score)
-
-        # Score the tagged entries, then the groups by matched count, highest first.
-        for rec in tagged:
+        done = 0
+        for rec in list(tagged):
             if admitted(rec):
-                count = full_count(rec.low, matched.get(groups[rec.low], 0))
+                count = int(counts[groups[rec.low].gid])
                 push(rec, combine_word_overlap(rec.entry.relevance, count, n_words, True))
-        if matched:
-            hist = Counter(matched.values())
-            counts = sorted(hist, reverse=True)
-            # Pass 1: the highest counts, down to where at least `limit` groups are.
-            have = 0
-            for c1 in counts:
-                have += hist[c1]
-                if have >= limit:
-                    break
-            first = [item for item in matched.items() if item[1] >= c1]
-            first.sort(key=_by_count_then_seq)
-            for group, count in first:
-                offer_group(group, count)
-            # Pass 2: lower counts whose bound can still reach the k-th best.
-            c_min = 0
-            if len(heap) == limit:
-                worst = heap[0][0]
-                c_min = c1
-                while c_min > 0 and not (
-                    combine_word_overlap(max_rel, c_min - 1 + m_rest, n_words, False) < worst
-                ):
-                    c_min -= 1
-            if c_min < c1:
-                for group, count in [item for item in matched.items() if c_min <= item[1] < c1]:
-                    offer_group(group, count)
+            done += 1
+            if not done % _STEP:
+                yield
 
-        # 2. Everything else matched none of the processed words: visit it in descending
-        # relevance while its bound can still enter the top k.
+        # Groups by matched count, highest first; within a count, by bound then min seq.
+        hist = np.bincount(counts) if n else np.zeros(1, np.int64)
+        for c in range(len(hist) - 1, 0, -1):
+            if not hist[c]:
+                continue
+            if len(heap) == limit and combine_word_overlap(max_rel, c, n_words, False) < heap[0][0]:
+                break
+            idx = np.flatnonzero(counts == c)
+            part = 0.4 * (c / n_words)
+            bounds = ((0.5 * maxrel[idx] + part) + 0.0) + 0.1
+            seqs = minseq[idx]
+            uniform = bool(bounds.min() == bounds.max())
+            batch = max(limit, 32)
+            while len(idx):
+                size = len(idx)
+                rest: np.ndarray[Any, Any] | None = None
+                if size <= batch:
+                    sel = np.lexsort((seqs, -bounds))
+                else:
+                    if uniform:
+                        cand = np.argpartition(seqs, batch - 1)[:batch]
+                    else:
+                        kth = np.partition(bounds, size - batch)[size - batch]
+                        above = np.flatnonzero(bounds > kth)
+                        ties = np.flatnonzero(bounds == kth)
+                        need = batch - len(above)
+                        if need < len(ties):
+                            ties = ties[np.argpartition(seqs[ties], need - 1)[:need]]
+                        cand = np.concatenate((above, ties))
+                    sel = cand[np.lexsort((seqs[cand], -bounds[cand]))]
+                    rest = np.ones(size, bool)
+                    rest[sel] = False
+                stop = False
+                for k, (g, bound, mseq) in enumerate(
+                    zip(idx[sel].tolist(), bounds[sel].tolist(), seqs[sel].tolist(), strict=True)
+                ):
+                    if len(heap) == limit:
+                        worst = heap[0]
+                        if bound < worst[0] or (bound == worst[0] and mseq > -worst[1]):
+                            stop = True  # neither this group nor any later one can enter
+                            break
+                    group = glist[g]
+                    if group is None:
+                        continue
+                    for rec in group.recs:
+                        # combine_word_overlap(rel, c, n_words, False), term by term.
+                        score = ((0.5 * rec.entry.relevance + part) + 0.0) + 0.1
+                        if len(heap) == limit:
+                            worst = heap[0]
+                            if score < worst[0] or (score == worst[0] and rec.seq > -worst[1]):
+                                continue
+                        if rec not in tagged and admitted(rec):
+                            push(rec, score)
+                    if not (k + 1) % _STEP:
+                        yield
+                if stop or rest is None:
+                    break
+                idx, bounds, seqs = idx[rest], bounds[rest], seqs[rest]
+                batch *= 4
+                yield
+
+        # Entries that match no word: visit them in descending relevance while their
+        # bound can still enter the top k.
         below: float | None = None
+        seen = 0
         while True:
             restarted = False
             for rec in view.by_relevance(below=below):
-                if rec in tagged or groups[rec.low] in matched:
+                seen += 1
+                if not seen % _STEP:
+                    yield
+                if rec in tagged or counts[groups[rec.low].gid]:
                     continue
                 if len(heap) == limit:
-                    bound = combine_word_overlap(rec.entry.relevance, m_rest, n_words, False)
+                    bound = combine_word_overlap(rec.entry.relevance, 0, n_words, False)
                     worst_score, worst_negseq = heap[0][0], heap[0][1]
                     if bound < worst_score:
                         break
@@ -439,12 +549,7 @@ class _WordOverlapIndex:
                         restarted = True
                         break
                 if accept is None or accept(rec):
-                    push(
-                        rec,
-                        combine_word_overlap(
-                            rec.entry.relevance, full_count(rec.low, 0), n_words, False
-                        ),
-                    )
+                    push(rec, combine_word_overlap(rec.entry.relevance, 0, n_words, False))
             if not restarted:
                 break
 
@@ -460,17 +565,37 @@ class _WordOverlapIndex:
             for t in _tags(rec):
                 tags.setdefault(t, []).append(rec)
         assert set(self._groups) == set(by_low)
-        words: dict[str, list[_Group]] = {}
+        assert len(self._glist) == self._n <= len(self._maxrel) == len(self._minseq)
+        assert sum(g is not None for g in self._glist) == len(self._groups)
+        words: dict[str, list[int]] = {}
         for low, recs in by_low.items():
             group = self._groups[low]
             assert group.low == low
-            assert not group.purged
+            assert self._glist[group.gid] is group
             alive = [r for r in group.recs if not r.purged]
             assert sorted(map(id, alive)) == sorted(map(id, recs)), low
             assert group.unpurged == len(recs)
             assert group.dead == len(group.recs) - len(alive)
             assert 2 * group.dead <= len(group.recs)
+            assert all(r.entry.relevance <= self._maxrel[group.gid] for r in recs)
+            assert all(r.seq >= self._minseq[group.gid] for r in recs)
             for t in set(low.split()):
-                words.setdefault(t, []).append(group)
-        self._words._check(words)  # type: ignore[arg-type]
+                words.setdefault(t, []).append(group.gid)
+        vocab = self._vocab
+        vocab._check([t for t, gids in words.items() for _ in gids])
+        assert set(self._post) == {vocab.id_of(t) for t in words}
+        for t, gids in words.items():
+            tid = vocab.id_of(t)
+            assert tid is not None
+            lst = self._post[tid]
+            alive_gids = [g for g in lst if self._glist[g] is not None]
+            assert sorted(alive_gids) == sorted(gids), t
+            assert len(lst) - len(alive_gids) == self._pdead.get(tid, 0)
         self._tags._check(tags)
+        assert self._cache_bytes == sum(d.nbytes for _, _, d in self._cache.values())
+        for w, (upto, dense, data) in self._cache.items():
+            got = set(np.flatnonzero(data).tolist() if dense else data.tolist())
+            for g in range(upto):
+                grp = self._glist[g]
+                if grp is not None:
+                    assert (g in got) == (w in grp.low), (w, g)
