@@ -243,7 +243,7 @@ class _WordOverlapIndex:
         self._post: dict[int, array[int]] = {}  # token id -> group numbers
         self._pdead: dict[int, int] = {}  # token id -> purged group numbers in its list
         self._tags = _TagPostings()  # lower-cased tag -> records
-        #: word -> (groups covered, dense?, byte per group or sorted group numbers).
+        #: word -> (groups covered, dense?, byte per group or group numbers).
         self._cache: dict[str, tuple[int, bool, np.ndarray[Any, Any]]] = {}
         self._cache_bytes = 0
 
@@ -331,7 +331,9 @@ class _WordOverlapIndex:
         self, w: str, n: int
     ) -> Generator[None, None, tuple[bool, np.ndarray[Any, Any] | None]]:
         """The groups numbered below ``n`` whose text contains ``w``: ``(True, a byte
-        per group)`` or ``(False, sorted group numbers)``; ``(False, None)`` for none.
+        per group)`` or ``(False, group numbers)`` (unsorted, possibly repeated: add them
+        with one fancy-indexed ``+=``, which counts a repeated number once);
+        ``(False, None)`` for none.
         May include purged groups. O(postings of the tokens containing ``w``), or
         O(groups added since) for a cached word; vectorised."""
         cache = self._cache
@@ -341,7 +343,7 @@ class _WordOverlapIndex:
             cache[w] = hit  # most recently used last
             upto, dense, data = hit
             if upto >= n:
-                return dense, (data[:n] if dense else data[: np.searchsorted(data, n)])
+                return dense, (data[:n] if dense else data[data < n])
             if n - upto <= _SCAN_NEW:
                 glist = self._glist
                 new: list[int] = []
@@ -374,7 +376,7 @@ class _WordOverlapIndex:
             out = np.zeros(n, np.uint8)
             out[gids] = 1
         else:
-            out = np.unique(gids)
+            out = gids
         if total >= self._cache_min:
             self._remember(w, n, dense, out)
         return dense, out
@@ -465,13 +467,13 @@ class _WordOverlapIndex:
                 yield
 
         # Groups by matched count, highest first; within a count, by bound then min seq.
-        hist = np.bincount(counts) if n else np.zeros(1, np.int64)
-        for c in range(len(hist) - 1, 0, -1):
-            if not hist[c]:
-                continue
+        for c in range(int(counts.max()) if n else 0, 0, -1):
             if len(heap) == limit and combine_word_overlap(max_rel, c, n_words, False) < heap[0][0]:
                 break
-            idx = np.flatnonzero(counts == c)
+            at = counts == c
+            if not at.any():
+                continue
+            idx = np.flatnonzero(at)
             part = 0.4 * (c / n_words)
             bounds = ((0.5 * maxrel[idx] + part) + 0.0) + 0.1
             seqs = minseq[idx]
@@ -529,15 +531,16 @@ class _WordOverlapIndex:
         # bound can still enter the top k.
         below: float | None = None
         seen = 0
-        while True:
+        while not (
+            len(heap) == limit and combine_word_overlap(max_rel, 0, n_words, False) < heap[0][0]
+        ):
             restarted = False
             for rec in view.by_relevance(below=below):
                 seen += 1
                 if not seen % _STEP:
                     yield
-                if rec in tagged or counts[groups[rec.low].gid]:
-                    continue
                 if len(heap) == limit:
+                    # The bound of this and every later entry that matches no word.
                     bound = combine_word_overlap(rec.entry.relevance, 0, n_words, False)
                     worst_score, worst_negseq = heap[0][0], heap[0][1]
                     if bound < worst_score:
@@ -548,6 +551,8 @@ class _WordOverlapIndex:
                         below = rec.entry.relevance
                         restarted = True
                         break
+                if rec in tagged or counts[groups[rec.low].gid]:
+                    continue
                 if accept is None or accept(rec):
                     push(rec, combine_word_overlap(rec.entry.relevance, 0, n_words, False))
             if not restarted:
