@@ -49,7 +49,9 @@ from __future__ import annotations
 
 import heapq
 from array import array
+from collections import deque
 from collections.abc import Generator, Iterable
+from itertools import repeat
 from typing import Any
 
 import attrs
@@ -191,16 +193,17 @@ class _TagPostings:
 
 
 class _Group:
-    """Every unpurged record version whose lower-cased text is ``low``, and its number.
+    """Every unpurged record version whose text is ``text``, and its number.
 
     ``recs`` is append-only for readers; purged records leave it lazily (the list is
-    replaced when half of it is purged).
+    replaced when half of it is purged). The lower-cased text is not kept: it is
+    recomputed when the group is purged (see :attr:`_WordOverlapIndex._recent`).
     """
 
-    __slots__ = ("dead", "gid", "low", "recs", "unpurged")
+    __slots__ = ("dead", "gid", "recs", "text", "unpurged")
 
-    def __init__(self, low: str, gid: int) -> None:
-        self.low = low
+    def __init__(self, text: str, gid: int) -> None:
+        self.text = text
         self.gid = gid
         self.recs: list[Record] = []
         self.unpurged = 0
@@ -225,6 +228,7 @@ class _WordOverlapIndex:
         "_n",
         "_pdead",
         "_post",
+        "_recent",
         "_tags",
         "_vocab",
     )
@@ -239,9 +243,14 @@ class _WordOverlapIndex:
         #: ever added (bounds; only the owner writes; replaced, not resized, on growth).
         self._maxrel = np.zeros(64, np.float64)
         self._minseq = np.zeros(64, np.int64)
-        self._vocab = SubstringVocab()  # tokens
-        self._post: dict[int, array[int]] = {}  # token id -> group numbers
-        self._pdead: dict[int, int] = {}  # token id -> purged group numbers in its list
+        #: Tokens, each acquired once while its posting list has a live group number.
+        self._vocab = SubstringVocab()
+        #: Token -> group numbers, ascending (appended in order; compaction keeps order).
+        self._post: dict[str, array[int]] = {}
+        self._pdead: dict[str, int] = {}  # token -> purged group numbers in its list
+        #: Lower-cased text of group number ``g`` at ``g % _SCAN_NEW``, for the last
+        #: ``_SCAN_NEW`` numbers: what extending a cached match set reads.
+        self._recent: list[str] = [""] * _SCAN_NEW
         self._tags = _TagPostings()  # lower-cased tag -> records
         #: word -> (groups covered, dense?, byte per group or group numbers).
         self._cache: dict[str, tuple[int, bool, np.ndarray[Any, Any]]] = {}
@@ -260,26 +269,33 @@ class _WordOverlapIndex:
     def add(self, rec: Record) -> None:
         """Index ``rec``. O(tokens of the text) for a new text (plus the vocabulary's
         cost for new tokens), O(1) for a text already indexed."""
-        low = rec.low
+        text = rec.entry.memory
         rel = rec.entry.relevance
-        group = self._groups.get(low)
+        group = self._groups.get(text)
         if group is None:
             gid = self._n
             if gid == len(self._maxrel):
                 self._grow()
             self._maxrel[gid] = rel
             self._minseq[gid] = rec.seq
-            group = self._groups[low] = _Group(low, gid)
+            group = self._groups[text] = _Group(text, gid)
             self._glist.append(group)
+            low = text.lower()
+            self._recent[gid % _SCAN_NEW] = low
             self._n = gid + 1
-            acquire, post = self._vocab.acquire, self._post
-            for tok in set(low.split()):
-                tid = acquire(tok)
-                lst = post.get(tid)
-                if lst is None:
-                    post[tid] = array("i", (gid,))
-                else:
-                    lst.append(gid)
+            post = self._post
+            toks = set(low.split())
+            lists = list(map(post.get, toks))
+            if None in lists:
+                acquire = self._vocab.acquire
+                for tok, lst in zip(toks, lists, strict=True):
+                    if lst is None:
+                        acquire(tok)
+                        post[tok] = array("i", (gid,))
+                    else:
+                        lst.append(gid)
+            else:
+                deque(map(array.append, lists, repeat(gid)), maxlen=0)  # appends, in C
         else:
             gid = group.gid
             if rel > self._maxrel[gid]:
@@ -295,28 +311,27 @@ class _WordOverlapIndex:
         """Nothing to do: older snapshots still read ``rec`` through the postings."""
 
     def purge(self, rec: Record) -> None:
-        group = self._groups[rec.low]
+        text = rec.entry.memory
+        group = self._groups[text]
         group.unpurged -= 1
         if group.unpurged == 0:
-            del self._groups[rec.low]
+            del self._groups[text]
             glist = self._glist
             glist[group.gid] = None
             group.recs = []
-            vocab, post, pdead = self._vocab, self._post, self._pdead
-            for tok in set(rec.low.split()):
-                tid = vocab.id_of(tok)
-                assert tid is not None
-                if vocab.release(tok):
-                    del post[tid]
-                    pdead.pop(tid, None)
-                    continue
-                d = pdead.get(tid, 0) + 1
-                lst = post[tid]
-                if 2 * d > len(lst):
-                    post[tid] = array("i", [g for g in lst if glist[g] is not None])
-                    pdead.pop(tid, None)
+            post, pdead = self._post, self._pdead
+            for tok in set(text.lower().split()):
+                d = pdead.get(tok, 0) + 1
+                lst = post[tok]
+                if d == len(lst):
+                    del post[tok]
+                    pdead.pop(tok, None)
+                    self._vocab.release(tok)
+                elif 2 * d > len(lst):
+                    post[tok] = array("i", [g for g in lst if glist[g] is not None])
+                    pdead.pop(tok, None)
                 else:
-                    pdead[tid] = d
+                    pdead[tok] = d
         else:
             group.dead += 1
             if 2 * group.dead > len(group.recs):
@@ -345,14 +360,19 @@ class _WordOverlapIndex:
             if upto >= n:
                 return dense, (data[:n] if dense else data[data < n])
             if n - upto <= _SCAN_NEW:
-                glist = self._glist
-                new: list[int] = []
+                recent = self._recent
+                new: list[int] | None = []
                 for g in range(upto, n):
-                    grp = glist[g]
-                    if grp is not None and w in grp.low:
-                        new.append(g)
                     if not g % _STEP:
                         yield
+                        if self._n - _SCAN_NEW > g:
+                            new = None  # the owner has overwritten the texts to read
+                            break
+                    if w in recent[g % _SCAN_NEW]:
+                        new.append(g)
+            else:
+                new = None
+            if new is not None:
                 if dense:
                     ext = np.zeros(n, np.uint8)
                     ext[:upto] = data
@@ -361,8 +381,7 @@ class _WordOverlapIndex:
                     ext = np.concatenate((data, np.array(new, np.int32)))
                 self._remember(w, n, dense, ext)
                 return dense, ext
-        ids = self._vocab.lookup(w)
-        lists = list(filter(None, map(self._post.get, ids)))
+        lists = list(filter(None, map(self._post.get, self._vocab.lookup_items(w))))
         if not lists:
             return False, None
         gids = np.frombuffer(b"".join(lists), np.int32)
@@ -460,7 +479,7 @@ class _WordOverlapIndex:
         done = 0
         for rec in list(tagged):
             if admitted(rec):
-                count = int(counts[groups[rec.low].gid])
+                count = int(counts[groups[rec.entry.memory].gid])
                 push(rec, combine_word_overlap(rec.entry.relevance, count, n_words, True))
             done += 1
             if not done % _STEP:
@@ -551,7 +570,7 @@ class _WordOverlapIndex:
                         below = rec.entry.relevance
                         restarted = True
                         break
-                if rec in tagged or counts[groups[rec.low].gid]:
+                if rec in tagged or counts[groups[rec.entry.memory].gid]:
                     continue
                 if accept is None or accept(rec):
                     push(rec, combine_word_overlap(rec.entry.relevance, 0, n_words, False))
@@ -562,40 +581,42 @@ class _WordOverlapIndex:
         return [(score, rec) for score, _, rec in heap]
 
     def _check(self, live: Iterable[Record]) -> None:
-        by_low: dict[str, list[Record]] = {}
+        by_text: dict[str, list[Record]] = {}
         tags: dict[str, list[Record]] = {}
         for rec in live:
             assert not rec.purged
-            by_low.setdefault(rec.low, []).append(rec)
+            by_text.setdefault(rec.entry.memory, []).append(rec)
             for t in _tags(rec):
                 tags.setdefault(t, []).append(rec)
-        assert set(self._groups) == set(by_low)
+        assert set(self._groups) == set(by_text)
         assert len(self._glist) == self._n <= len(self._maxrel) == len(self._minseq)
         assert sum(g is not None for g in self._glist) == len(self._groups)
         words: dict[str, list[int]] = {}
-        for low, recs in by_low.items():
-            group = self._groups[low]
-            assert group.low == low
+        for text, recs in by_text.items():
+            group = self._groups[text]
+            assert group.text == text
             assert self._glist[group.gid] is group
             alive = [r for r in group.recs if not r.purged]
-            assert sorted(map(id, alive)) == sorted(map(id, recs)), low
+            assert sorted(map(id, alive)) == sorted(map(id, recs)), text
             assert group.unpurged == len(recs)
             assert group.dead == len(group.recs) - len(alive)
             assert 2 * group.dead <= len(group.recs)
             assert all(r.entry.relevance <= self._maxrel[group.gid] for r in recs)
             assert all(r.seq >= self._minseq[group.gid] for r in recs)
-            for t in set(low.split()):
+            if group.gid >= self._n - _SCAN_NEW:
+                assert self._recent[group.gid % _SCAN_NEW] == text.lower()
+            for t in set(text.lower().split()):
                 words.setdefault(t, []).append(group.gid)
-        vocab = self._vocab
-        vocab._check([t for t, gids in words.items() for _ in gids])
-        assert set(self._post) == {vocab.id_of(t) for t in words}
+        self._vocab._check(words)
+        assert set(self._post) == set(words)
         for t, gids in words.items():
-            tid = vocab.id_of(t)
-            assert tid is not None
-            lst = self._post[tid]
+            lst = self._post[t]
+            assert list(lst) == sorted(lst), t
             alive_gids = [g for g in lst if self._glist[g] is not None]
-            assert sorted(alive_gids) == sorted(gids), t
-            assert len(lst) - len(alive_gids) == self._pdead.get(tid, 0)
+            assert alive_gids == sorted(gids), t
+            assert len(lst) - len(alive_gids) == self._pdead.get(t, 0), t
+            assert 2 * (len(lst) - len(alive_gids)) <= len(lst), t
+        assert set(self._pdead) <= set(self._post)
         self._tags._check(tags)
         assert self._cache_bytes == sum(d.nbytes for _, _, d in self._cache.values())
         for w, (upto, dense, data) in self._cache.items():
@@ -603,4 +624,4 @@ class _WordOverlapIndex:
             for g in range(upto):
                 grp = self._glist[g]
                 if grp is not None:
-                    assert (g in got) == (w in grp.low), (w, g)
+                    assert (g in got) == (w in grp.text.lower()), (w, g)
