@@ -52,12 +52,12 @@ from array import array
 from collections import deque
 from collections.abc import Generator, Iterable
 from itertools import repeat
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import numpy as np
 
-from ._record import NEVER, Record
+from ._record import Record
 from ._scoring import Accept, ReadView
 from ._substring import SubstringVocab
 from ._util import Final
@@ -73,6 +73,8 @@ _SCAN_NEW = 4096
 _DENSE = 16
 #: Work items (groups, records, postings) between two yields of ``top_k_steps``.
 _STEP = 512
+#: Records of the relevance walk between two yields.
+_WALK_STEP = 512
 
 
 def combine_word_overlap(relevance: float, matched: int, n_words: int, tag: bool) -> float:
@@ -295,7 +297,8 @@ class _WordOverlapIndex:
                     else:
                         lst.append(gid)
             else:
-                deque(map(array.append, lists, repeat(gid)), maxlen=0)  # appends, in C
+                appends = map(array.append, cast("list[array[int]]", lists), repeat(gid))
+                deque(appends, maxlen=0)  # the appends, run in C
         else:
             gid = group.gid
             if rel > self._maxrel[gid]:
@@ -361,18 +364,19 @@ class _WordOverlapIndex:
                 return dense, (data[:n] if dense else data[data < n])
             if n - upto <= _SCAN_NEW:
                 recent = self._recent
-                new: list[int] | None = []
+                new: list[int] = []
+                whole = True
                 for g in range(upto, n):
                     if not g % _STEP:
                         yield
                         if self._n - _SCAN_NEW > g:
-                            new = None  # the owner has overwritten the texts to read
+                            whole = False  # the owner has overwritten the texts to read
                             break
                     if w in recent[g % _SCAN_NEW]:
                         new.append(g)
             else:
-                new = None
-            if new is not None:
+                whole = False
+            if whole:
                 if dense:
                     ext = np.zeros(n, np.uint8)
                     ext[:upto] = data
@@ -452,8 +456,8 @@ class _WordOverlapIndex:
                 tagged.update(lst)
 
         # Matched words per group number, vectorised.
-        dtype = np.uint8 if n_words < 256 else np.uint16 if n_words < 65536 else np.int64
-        counts = np.zeros(n, dtype)
+        dtype: Any = np.uint8 if n_words < 256 else np.uint16 if n_words < 65536 else np.int64
+        counts: np.ndarray[Any, Any] = np.zeros(n, dtype)
         for w, m in mult.items():
             dense, data = yield from self._match(w, n)
             if data is None:
@@ -556,8 +560,8 @@ class _WordOverlapIndex:
             restarted = False
             for rec in view.by_relevance(below=below):
                 seen += 1
-                if not seen % _STEP:
-                    yield
+                if not seen % _WALK_STEP:
+                    yield  # by_relevance re-seeks across yields (the snapshot's contract)
                 if len(heap) == limit:
                     # The bound of this and every later entry that matches no word.
                     bound = combine_word_overlap(rec.entry.relevance, 0, n_words, False)
