@@ -73,6 +73,8 @@ _SCAN_NEW = 4096
 _DENSE = 16
 #: Work items (groups, records, postings) between two yields of ``top_k_steps``.
 _STEP = 512
+#: The owner renumbers the groups once this many numbers, and over half, are purged.
+_RENUMBER_MIN = 4096
 #: Records of the relevance walk between two yields.
 _WALK_STEP = 512
 
@@ -212,6 +214,54 @@ class _Group:
         self.dead = 0
 
 
+class _Numbering:
+    """Everything that depends on the group numbers; replaced whole when the owner
+    renumbers (see :meth:`_WordOverlapIndex._renumber`), so a reader that took it at
+    its start keeps a consistent set. Only the owner writes it, and only the newest."""
+
+    __slots__ = (
+        "cache",
+        "cache_bytes",
+        "dead",
+        "glist",
+        "groups",
+        "maxrel",
+        "minseq",
+        "n",
+        "pdead",
+        "post",
+        "recent",
+    )
+
+    def __init__(self, capacity: int) -> None:
+        self.groups: dict[str, _Group] = {}  # text -> its group
+        #: Group number -> group, or None once it is purged (numbers are not reused).
+        self.glist: list[_Group | None] = []
+        self.n = 0  # group numbers handed out
+        self.dead = 0  # purged group numbers
+        #: Per group number: the largest relevance and the smallest seq of its records
+        #: ever added (bounds; replaced, not resized, on growth).
+        self.maxrel = np.zeros(capacity, np.float64)
+        self.minseq = np.zeros(capacity, np.int64)
+        #: Token -> group numbers, ascending (appended in order; compaction keeps order).
+        self.post: dict[str, array[int]] = {}
+        self.pdead: dict[str, int] = {}  # token -> purged group numbers in its list
+        #: Lower-cased text of group number ``g`` at ``g % _SCAN_NEW``, for the last
+        #: ``_SCAN_NEW`` numbers: what extending a cached match set reads.
+        self.recent: list[str] = [""] * _SCAN_NEW
+        #: word -> (groups covered, dense?, byte per group or group numbers).
+        self.cache: dict[str, tuple[int, bool, np.ndarray[Any, Any]]] = {}
+        self.cache_bytes = 0
+
+    def grow(self) -> None:
+        cap = 2 * len(self.maxrel)
+        maxrel = np.zeros(cap, np.float64)
+        minseq = np.zeros(cap, np.int64)
+        maxrel[: self.n] = self.maxrel[: self.n]
+        minseq[: self.n] = self.minseq[: self.n]
+        self.maxrel, self.minseq = maxrel, minseq
+
+
 class _WordOverlapIndex:
     """Owner-written, snapshot-read index for :class:`WordOverlapScorer`.
 
@@ -219,73 +269,36 @@ class _WordOverlapIndex:
     bounds, 4 bytes per distinct token in posting lists; plus the token vocabulary.
     """
 
-    __slots__ = (
-        "_cache",
-        "_cache_bytes",
-        "_cache_min",
-        "_glist",
-        "_groups",
-        "_maxrel",
-        "_minseq",
-        "_n",
-        "_pdead",
-        "_post",
-        "_recent",
-        "_tags",
-        "_vocab",
-    )
+    __slots__ = ("_cache_min", "_e", "_tags", "_vocab")
 
     def __init__(self, cache_min_postings: int) -> None:
         self._cache_min = cache_min_postings
-        self._groups: dict[str, _Group] = {}
-        #: Group number -> group, or None once it is purged (numbers are never reused).
-        self._glist: list[_Group | None] = []
-        self._n = 0  # group numbers handed out
-        #: Per group number: the largest relevance and the smallest seq of its records
-        #: ever added (bounds; only the owner writes; replaced, not resized, on growth).
-        self._maxrel = np.zeros(64, np.float64)
-        self._minseq = np.zeros(64, np.int64)
+        self._e = _Numbering(64)
         #: Tokens, each acquired once while its posting list has a live group number.
         self._vocab = SubstringVocab()
-        #: Token -> group numbers, ascending (appended in order; compaction keeps order).
-        self._post: dict[str, array[int]] = {}
-        self._pdead: dict[str, int] = {}  # token -> purged group numbers in its list
-        #: Lower-cased text of group number ``g`` at ``g % _SCAN_NEW``, for the last
-        #: ``_SCAN_NEW`` numbers: what extending a cached match set reads.
-        self._recent: list[str] = [""] * _SCAN_NEW
         self._tags = _TagPostings()  # lower-cased tag -> records
-        #: word -> (groups covered, dense?, byte per group or group numbers).
-        self._cache: dict[str, tuple[int, bool, np.ndarray[Any, Any]]] = {}
-        self._cache_bytes = 0
 
     # ------------------------------------------------------------------ owner side
-
-    def _grow(self) -> None:
-        cap = 2 * len(self._maxrel)
-        maxrel = np.zeros(cap, np.float64)
-        minseq = np.zeros(cap, np.int64)
-        maxrel[: self._n] = self._maxrel[: self._n]
-        minseq[: self._n] = self._minseq[: self._n]
-        self._maxrel, self._minseq = maxrel, minseq
 
     def add(self, rec: Record) -> None:
         """Index ``rec``. O(tokens of the text) for a new text (plus the vocabulary's
         cost for new tokens), O(1) for a text already indexed."""
+        e = self._e
         text = rec.entry.memory
         rel = rec.entry.relevance
-        group = self._groups.get(text)
+        group = e.groups.get(text)
         if group is None:
-            gid = self._n
-            if gid == len(self._maxrel):
-                self._grow()
-            self._maxrel[gid] = rel
-            self._minseq[gid] = rec.seq
-            group = self._groups[text] = _Group(text, gid)
-            self._glist.append(group)
+            gid = e.n
+            if gid == len(e.maxrel):
+                e.grow()
+            e.maxrel[gid] = rel
+            e.minseq[gid] = rec.seq
+            group = e.groups[text] = _Group(text, gid)
+            e.glist.append(group)
             low = text.lower()
-            self._recent[gid % _SCAN_NEW] = low
-            self._n = gid + 1
-            post = self._post
+            e.recent[gid % _SCAN_NEW] = low
+            e.n = gid + 1
+            post = e.post
             toks = set(low.split())
             lists = list(map(post.get, toks))
             if None in lists:
@@ -301,10 +314,10 @@ class _WordOverlapIndex:
                 deque(appends, maxlen=0)  # the appends, run in C
         else:
             gid = group.gid
-            if rel > self._maxrel[gid]:
-                self._maxrel[gid] = rel
-            if rec.seq < self._minseq[gid]:
-                self._minseq[gid] = rec.seq
+            if rel > e.maxrel[gid]:
+                e.maxrel[gid] = rel
+            if rec.seq < e.minseq[gid]:
+                e.minseq[gid] = rec.seq
         group.recs.append(rec)
         group.unpurged += 1
         if rec.entry.tags:
@@ -314,15 +327,19 @@ class _WordOverlapIndex:
         """Nothing to do: older snapshots still read ``rec`` through the postings."""
 
     def purge(self, rec: Record) -> None:
+        """Drop ``rec``. O(1), or O(tokens) when its text leaves; amortized O(1) per
+        posting for the compactions."""
+        e = self._e
         text = rec.entry.memory
-        group = self._groups[text]
+        group = e.groups[text]
         group.unpurged -= 1
         if group.unpurged == 0:
-            del self._groups[text]
-            glist = self._glist
+            del e.groups[text]
+            glist = e.glist
             glist[group.gid] = None
             group.recs = []
-            post, pdead = self._post, self._pdead
+            e.dead += 1
+            post, pdead = e.post, e.pdead
             for tok in set(text.lower().split()):
                 d = pdead.get(tok, 0) + 1
                 lst = post[tok]
@@ -335,6 +352,8 @@ class _WordOverlapIndex:
                     pdead.pop(tok, None)
                 else:
                     pdead[tok] = d
+            if e.dead >= _RENUMBER_MIN and 2 * e.dead > e.n:
+                self._renumber()
         else:
             group.dead += 1
             if 2 * group.dead > len(group.recs):
@@ -343,10 +362,40 @@ class _WordOverlapIndex:
         if rec.entry.tags:
             self._tags.purge(_tags(rec))
 
+    def _renumber(self) -> None:
+        """Number the live groups 0, 1, ... in their old order, in a new
+        :class:`_Numbering` (new group objects sharing the record lists; posting lists
+        remapped with numpy; cached match sets dropped). Readers of the old one keep it.
+        O(G + T) vectorised, plus O(T) Python steps, for G group numbers and T tokens;
+        runs when half the numbers are purged, so amortized O(1 + T/G) per purge."""
+        old = self._e
+        live = [g for g in old.glist if g is not None]
+        size = len(live)
+        e = _Numbering(max(64, 1 << (2 * size).bit_length()))
+        old_ids = np.fromiter((g.gid for g in live), np.int64, size)
+        remap = np.full(old.n, -1, np.int32)
+        remap[old_ids] = np.arange(size, dtype=np.int32)
+        e.maxrel[:size] = old.maxrel[old_ids]
+        e.minseq[:size] = old.minseq[old_ids]
+        for gid, g in enumerate(live):
+            ng = _Group(g.text, gid)
+            ng.recs, ng.unpurged, ng.dead = g.recs, g.unpurged, g.dead
+            e.glist.append(ng)
+            e.groups[g.text] = ng
+        e.n = size
+        for gid in range(max(0, size - _SCAN_NEW), size):
+            e.recent[gid % _SCAN_NEW] = live[gid].text.lower()
+        for tok, lst in old.post.items():
+            ids = remap[np.frombuffer(lst, np.int32)]
+            kept = array("i")
+            kept.frombytes(ids[ids >= 0].tobytes())
+            e.post[tok] = kept
+        self._e = e
+
     # ------------------------------------------------------------------ reader side
 
     def _match(
-        self, w: str, n: int
+        self, e: _Numbering, w: str, n: int
     ) -> Generator[None, None, tuple[bool, np.ndarray[Any, Any] | None]]:
         """The groups numbered below ``n`` whose text contains ``w``: ``(True, a byte
         per group)`` or ``(False, group numbers)`` (unsorted, possibly repeated: add them
@@ -354,7 +403,7 @@ class _WordOverlapIndex:
         ``(False, None)`` for none.
         May include purged groups. O(postings of the tokens containing ``w``), or
         O(groups added since) for a cached word; vectorised."""
-        cache = self._cache
+        cache = e.cache
         hit = cache.get(w)
         if hit is not None:
             del cache[w]
@@ -363,13 +412,13 @@ class _WordOverlapIndex:
             if upto >= n:
                 return dense, (data[:n] if dense else data[data < n])
             if n - upto <= _SCAN_NEW:
-                recent = self._recent
+                recent = e.recent
                 new: list[int] = []
                 whole = True
                 for g in range(upto, n):
                     if not g % _STEP:
                         yield
-                        if self._n - _SCAN_NEW > g:
+                        if e.n - _SCAN_NEW > g:
                             whole = False  # the owner has overwritten the texts to read
                             break
                     if w in recent[g % _SCAN_NEW]:
@@ -383,14 +432,14 @@ class _WordOverlapIndex:
                     ext[new] = 1
                 else:
                     ext = np.concatenate((data, np.array(new, np.int32)))
-                self._remember(w, n, dense, ext)
+                self._remember(e, w, n, dense, ext)
                 return dense, ext
-        lists = list(filter(None, map(self._post.get, self._vocab.lookup_items(w))))
+        lists = list(filter(None, map(e.post.get, self._vocab.lookup_items(w))))
         if not lists:
             return False, None
         gids = np.frombuffer(b"".join(lists), np.int32)
         total = len(gids)
-        if self._n != n:
+        if e.n != n:
             gids = gids[gids < n]  # groups added after this retrieve started
         yield
         out: np.ndarray[Any, Any]
@@ -401,22 +450,24 @@ class _WordOverlapIndex:
         else:
             out = gids
         if total >= self._cache_min:
-            self._remember(w, n, dense, out)
+            self._remember(e, w, n, dense, out)
         return dense, out
 
-    def _remember(self, w: str, n: int, dense: bool, data: np.ndarray[Any, Any]) -> None:
-        cache = self._cache
+    def _remember(
+        self, e: _Numbering, w: str, n: int, dense: bool, data: np.ndarray[Any, Any]
+    ) -> None:
+        cache = e.cache
         old = cache.pop(w, None)
         if old is not None:
             if old[0] > n:
                 cache[w] = old  # a later retrieve knows more
                 return
-            self._cache_bytes -= old[2].nbytes
+            e.cache_bytes -= old[2].nbytes
         cache[w] = (n, dense, data)
-        self._cache_bytes += data.nbytes
-        while self._cache_bytes > _CACHE_BYTES and len(cache) > 1:
+        e.cache_bytes += data.nbytes
+        while e.cache_bytes > _CACHE_BYTES and len(cache) > 1:
             oldest = next(iter(cache))
-            self._cache_bytes -= cache.pop(oldest)[2].nbytes
+            e.cache_bytes -= cache.pop(oldest)[2].nbytes
 
     def top_k(
         self, view: ReadView, query: str, limit: int, accept: Accept
@@ -439,11 +490,12 @@ class _WordOverlapIndex:
             mult[w] = mult.get(w, 0) + 1
         top = next(view.by_relevance(), None)
         max_rel = top.entry.relevance if top is not None else 1.0
-        n = self._n
-        glist = self._glist
-        maxrel = self._maxrel[:n]
-        minseq = self._minseq[:n]
-        groups = self._groups
+        e = self._e
+        n = e.n
+        glist = e.glist
+        maxrel = e.maxrel[:n]
+        minseq = e.minseq[:n]
+        groups = e.groups
 
         def admitted(rec: Record) -> bool:
             return rec.born <= version < rec.died and (accept is None or accept(rec))
@@ -459,7 +511,7 @@ class _WordOverlapIndex:
         dtype: Any = np.uint8 if n_words < 256 else np.uint16 if n_words < 65536 else np.int64
         counts: np.ndarray[Any, Any] = np.zeros(n, dtype)
         for w, m in mult.items():
-            dense, data = yield from self._match(w, n)
+            dense, data = yield from self._match(e, w, n)
             if data is None:
                 continue
             if dense:
@@ -585,6 +637,7 @@ class _WordOverlapIndex:
         return [(score, rec) for score, _, rec in heap]
 
     def _check(self, live: Iterable[Record]) -> None:
+        e = self._e
         by_text: dict[str, list[Record]] = {}
         tags: dict[str, list[Record]] = {}
         for rec in live:
@@ -592,40 +645,41 @@ class _WordOverlapIndex:
             by_text.setdefault(rec.entry.memory, []).append(rec)
             for t in _tags(rec):
                 tags.setdefault(t, []).append(rec)
-        assert set(self._groups) == set(by_text)
-        assert len(self._glist) == self._n <= len(self._maxrel) == len(self._minseq)
-        assert sum(g is not None for g in self._glist) == len(self._groups)
+        assert set(e.groups) == set(by_text)
+        assert len(e.glist) == e.n <= len(e.maxrel) == len(e.minseq)
+        assert sum(g is not None for g in e.glist) == len(e.groups) == e.n - e.dead
+        assert not (e.dead >= _RENUMBER_MIN and 2 * e.dead > e.n)
         words: dict[str, list[int]] = {}
         for text, recs in by_text.items():
-            group = self._groups[text]
+            group = e.groups[text]
             assert group.text == text
-            assert self._glist[group.gid] is group
+            assert e.glist[group.gid] is group
             alive = [r for r in group.recs if not r.purged]
             assert sorted(map(id, alive)) == sorted(map(id, recs)), text
             assert group.unpurged == len(recs)
             assert group.dead == len(group.recs) - len(alive)
             assert 2 * group.dead <= len(group.recs)
-            assert all(r.entry.relevance <= self._maxrel[group.gid] for r in recs)
-            assert all(r.seq >= self._minseq[group.gid] for r in recs)
-            if group.gid >= self._n - _SCAN_NEW:
-                assert self._recent[group.gid % _SCAN_NEW] == text.lower()
+            assert all(r.entry.relevance <= e.maxrel[group.gid] for r in recs)
+            assert all(r.seq >= e.minseq[group.gid] for r in recs)
+            if group.gid >= e.n - _SCAN_NEW:
+                assert e.recent[group.gid % _SCAN_NEW] == text.lower()
             for t in set(text.lower().split()):
                 words.setdefault(t, []).append(group.gid)
         self._vocab._check(words)
-        assert set(self._post) == set(words)
+        assert set(e.post) == set(words)
         for t, gids in words.items():
-            lst = self._post[t]
+            lst = e.post[t]
             assert list(lst) == sorted(lst), t
-            alive_gids = [g for g in lst if self._glist[g] is not None]
+            alive_gids = [g for g in lst if e.glist[g] is not None]
             assert alive_gids == sorted(gids), t
-            assert len(lst) - len(alive_gids) == self._pdead.get(t, 0), t
+            assert len(lst) - len(alive_gids) == e.pdead.get(t, 0), t
             assert 2 * (len(lst) - len(alive_gids)) <= len(lst), t
-        assert set(self._pdead) <= set(self._post)
+        assert set(e.pdead) <= set(e.post)
         self._tags._check(tags)
-        assert self._cache_bytes == sum(d.nbytes for _, _, d in self._cache.values())
-        for w, (upto, dense, data) in self._cache.items():
+        assert e.cache_bytes == sum(d.nbytes for _, _, d in e.cache.values())
+        for w, (upto, dense, data) in e.cache.items():
             got = set(np.flatnonzero(data).tolist() if dense else data.tolist())
             for g in range(upto):
-                grp = self._glist[g]
+                grp = e.glist[g]
                 if grp is not None:
                     assert (g in got) == (w in grp.text.lower()), (w, g)

@@ -100,6 +100,7 @@ def test_top_k_steps_with_writes_between_yields(seed: int, monkeypatch: pytest.M
     monkeypatch.setattr(_wordoverlap, "_STEP", rng.choice([1, 2, 3]))
     monkeypatch.setattr(_wordoverlap, "_SCAN_NEW", rng.choice([2, 5, 64]))
     monkeypatch.setattr(_wordoverlap, "_DENSE", rng.choice([1, 16, 10**9]))
+    monkeypatch.setattr(_wordoverlap, "_RENUMBER_MIN", rng.choice([1, 3, 4096]))
     budget = rng.choice([0, 1, 5, 10**9])
     state = MemoryState(
         capacity=rng.choice([None, 40]),
@@ -198,4 +199,41 @@ def test_cached_word_extension_survives_overwritten_recent_texts(
     state.publish()
     got = _wordoverlap.drain(gen)
     assert [(s, r.seq) for s, r in got] == expected
+    state._check()
+
+
+@pytest.mark.parametrize("query", ["the cat", "a", "do 1", "then", "cat the 1"])
+def test_renumbering_between_yields_keeps_the_readers_numbering(
+    query: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_wordoverlap, "_STEP", 1)
+    monkeypatch.setattr(_wordoverlap, "_RENUMBER_MIN", 1)
+    state = MemoryState(
+        capacity=None, half_life=3600.0, scorer=WordOverlapScorer(essential_budget=0)
+    )
+    texts = ["the cat", "then a dog", "a cat sat", "they ran", "what did the cat do"]
+    entries = [_fact(f"{texts[i % 5]} {i}", i) for i in range(20)]
+    for e in entries:
+        state.store(e)
+    state.publish()
+    state.index.top_k(state.view(), "the", 3, None)  # cache a match set
+    for e in entries[:15]:
+        state.delete(e.id)
+    state.publish()
+    view = state.view()
+    index = state.index
+    numbering = index._e  # type: ignore[attr-defined]
+    expected = reference(view, query, 4, None)
+    gen = index.top_k_steps(view, query, 4, None)  # type: ignore[attr-defined]
+    next(gen)
+    state.vacuum(view.version)  # purges the 15 deleted: a renumbering
+    assert index._e is not numbering  # type: ignore[attr-defined]
+    state.store(_fact("the cat again", 99))  # written to the new numbering
+    got = _wordoverlap.drain(gen)
+    assert [(s, r.seq) for s, r in got] == expected
+    state.publish()
+    view = state.view()
+    assert [(s, r.seq) for s, r in index.top_k(view, query, 4, None)] == reference(
+        view, query, 4, None
+    )
     state._check()
