@@ -197,21 +197,24 @@ class _TagPostings:
 
 
 class _Group:
-    """Every unpurged record version whose text is ``text``, and its number.
+    """Two or more unpurged record versions with the same text (one version is kept
+    bare, as its :class:`~actormem._record.Record`, without a group object).
 
     ``recs`` is append-only for readers; purged records leave it lazily (the list is
-    replaced when half of it is purged). The lower-cased text is not kept: it is
-    recomputed when the group is purged (see :attr:`_WordOverlapIndex._recent`).
+    replaced when half of it is purged).
     """
 
-    __slots__ = ("dead", "gid", "recs", "text", "unpurged")
+    __slots__ = ("dead", "recs", "text", "unpurged")
 
-    def __init__(self, text: str, gid: int) -> None:
+    def __init__(self, text: str, recs: list[Record]) -> None:
         self.text = text
-        self.gid = gid
-        self.recs: list[Record] = []
-        self.unpurged = 0
+        self.recs = recs
+        self.unpurged = len(recs)
         self.dead = 0
+
+
+def _text_of(item: Record | _Group) -> str:
+    return item.text if type(item) is _Group else item.entry.memory  # type: ignore[union-attr]
 
 
 class _Numbering:
@@ -234,9 +237,10 @@ class _Numbering:
     )
 
     def __init__(self, capacity: int) -> None:
-        self.groups: dict[str, _Group] = {}  # text -> its group
-        #: Group number -> group, or None once it is purged (numbers are not reused).
-        self.glist: list[_Group | None] = []
+        self.groups: dict[str, int] = {}  # text -> its group number
+        #: Group number -> its record (one version) or :class:`_Group` (several), or
+        #: None once it is purged (numbers are not reused until a renumbering).
+        self.glist: list[Record | _Group | None] = []
         self.n = 0  # group numbers handed out
         self.dead = 0  # purged group numbers
         #: Per group number: the largest relevance and the smallest seq of its records
@@ -265,8 +269,9 @@ class _Numbering:
 class _WordOverlapIndex:
     """Owner-written, snapshot-read index for :class:`WordOverlapScorer`.
 
-    Memory per distinct text: a :class:`_Group`, a slot in the group list, 16 bytes of
-    bounds, 4 bytes per distinct token in posting lists; plus the token vocabulary.
+    Memory per distinct text: a dict item and a slot in the group list, 16 bytes of
+    bounds, 4 bytes per distinct token in posting lists, a :class:`_Group` only for a
+    text stored more than once; plus the token vocabulary.
     """
 
     __slots__ = ("_cache_min", "_e", "_tags", "_vocab")
@@ -286,15 +291,15 @@ class _WordOverlapIndex:
         e = self._e
         text = rec.entry.memory
         rel = rec.entry.relevance
-        group = e.groups.get(text)
-        if group is None:
+        gid = e.groups.get(text)
+        if gid is None:
             gid = e.n
             if gid == len(e.maxrel):
                 e.grow()
             e.maxrel[gid] = rel
             e.minseq[gid] = rec.seq
-            group = e.groups[text] = _Group(text, gid)
-            e.glist.append(group)
+            e.groups[text] = gid
+            e.glist.append(rec)
             low = text.lower()
             e.recent[gid % _SCAN_NEW] = low
             e.n = gid + 1
@@ -313,13 +318,17 @@ class _WordOverlapIndex:
                 appends = map(array.append, cast("list[array[int]]", lists), repeat(gid))
                 deque(appends, maxlen=0)  # the appends, run in C
         else:
-            gid = group.gid
             if rel > e.maxrel[gid]:
                 e.maxrel[gid] = rel
             if rec.seq < e.minseq[gid]:
                 e.minseq[gid] = rec.seq
-        group.recs.append(rec)
-        group.unpurged += 1
+            item = e.glist[gid]
+            if type(item) is _Group:
+                item.recs.append(rec)
+                item.unpurged += 1
+            else:
+                assert isinstance(item, Record)
+                e.glist[gid] = _Group(text, [item, rec])
         if rec.entry.tags:
             self._tags.add(_tags(rec), rec)
 
@@ -331,13 +340,18 @@ class _WordOverlapIndex:
         posting for the compactions."""
         e = self._e
         text = rec.entry.memory
-        group = e.groups[text]
-        group.unpurged -= 1
-        if group.unpurged == 0:
+        gid = e.groups[text]
+        glist = e.glist
+        group = glist[gid]
+        if type(group) is _Group:
+            group.unpurged -= 1
+            gone = group.unpurged == 0
+        else:
+            assert group is rec
+            gone = True
+        if gone:
             del e.groups[text]
-            glist = e.glist
-            glist[group.gid] = None
-            group.recs = []
+            glist[gid] = None
             e.dead += 1
             post, pdead = e.post, e.pdead
             for tok in set(text.lower().split()):
@@ -355,6 +369,7 @@ class _WordOverlapIndex:
             if e.dead >= _RENUMBER_MIN and 2 * e.dead > e.n:
                 self._renumber()
         else:
+            assert type(group) is _Group
             group.dead += 1
             if 2 * group.dead > len(group.recs):
                 group.recs = [r for r in group.recs if not r.purged]
@@ -369,22 +384,28 @@ class _WordOverlapIndex:
         O(G + T) vectorised, plus O(T) Python steps, for G group numbers and T tokens;
         runs when half the numbers are purged, so amortized O(1 + T/G) per purge."""
         old = self._e
-        live = [g for g in old.glist if g is not None]
-        size = len(live)
+        live_ids = [gid for gid, g in enumerate(old.glist) if g is not None]
+        size = len(live_ids)
         e = _Numbering(max(64, 1 << (2 * size).bit_length()))
-        old_ids = np.fromiter((g.gid for g in live), np.int64, size)
+        old_ids = np.array(live_ids, np.int64)
         remap = np.full(old.n, -1, np.int32)
         remap[old_ids] = np.arange(size, dtype=np.int32)
         e.maxrel[:size] = old.maxrel[old_ids]
         e.minseq[:size] = old.minseq[old_ids]
-        for gid, g in enumerate(live):
-            ng = _Group(g.text, gid)
-            ng.recs, ng.unpurged, ng.dead = g.recs, g.unpurged, g.dead
-            e.glist.append(ng)
-            e.groups[g.text] = ng
+        texts: list[str] = []
+        for old_gid in live_ids:
+            item = old.glist[old_gid]
+            assert item is not None
+            if type(item) is _Group:
+                copy = _Group(item.text, item.recs)  # the readers of `old` keep theirs
+                copy.unpurged, copy.dead = item.unpurged, item.dead
+                item = copy
+            e.groups[_text_of(item)] = len(e.glist)
+            e.glist.append(item)
+            texts.append(_text_of(item))
         e.n = size
         for gid in range(max(0, size - _SCAN_NEW), size):
-            e.recent[gid % _SCAN_NEW] = live[gid].text.lower()
+            e.recent[gid % _SCAN_NEW] = texts[gid].lower()
         for tok, lst in old.post.items():
             ids = remap[np.frombuffer(lst, np.int32)]
             kept = array("i")
@@ -535,7 +556,7 @@ class _WordOverlapIndex:
         done = 0
         for rec in list(tagged):
             if admitted(rec):
-                count = int(counts[groups[rec.entry.memory].gid])
+                count = int(counts[groups[rec.entry.memory]])
                 push(rec, combine_word_overlap(rec.entry.relevance, count, n_words, True))
             done += 1
             if not done % _STEP:
@@ -582,10 +603,11 @@ class _WordOverlapIndex:
                         if bound < worst[0] or (bound == worst[0] and mseq > -worst[1]):
                             stop = True  # neither this group nor any later one can enter
                             break
-                    group = glist[g]
-                    if group is None:
+                    item = glist[g]
+                    if item is None:
                         continue
-                    for rec in group.recs:
+                    recs = item.recs if type(item) is _Group else (item,)
+                    for rec in recs:
                         # combine_word_overlap(rel, c, n_words, False), term by term.
                         score = ((0.5 * rec.entry.relevance + part) + 0.0) + 0.1
                         if len(heap) == limit:
@@ -626,7 +648,7 @@ class _WordOverlapIndex:
                         below = rec.entry.relevance
                         restarted = True
                         break
-                if rec in tagged or counts[groups[rec.entry.memory].gid]:
+                if rec in tagged or counts[groups[rec.entry.memory]]:
                     continue
                 if accept is None or accept(rec):
                     push(rec, combine_word_overlap(rec.entry.relevance, 0, n_words, False))
@@ -651,20 +673,24 @@ class _WordOverlapIndex:
         assert not (e.dead >= _RENUMBER_MIN and 2 * e.dead > e.n)
         words: dict[str, list[int]] = {}
         for text, recs in by_text.items():
-            group = e.groups[text]
-            assert group.text == text
-            assert e.glist[group.gid] is group
-            alive = [r for r in group.recs if not r.purged]
+            gid = e.groups[text]
+            item = e.glist[gid]
+            assert item is not None
+            assert _text_of(item) == text
+            if type(item) is _Group:
+                alive = [r for r in item.recs if not r.purged]
+                assert item.unpurged == len(recs)
+                assert item.dead == len(item.recs) - len(alive)
+                assert 2 * item.dead <= len(item.recs)
+            else:
+                alive = [item]  # type: ignore[list-item]
             assert sorted(map(id, alive)) == sorted(map(id, recs)), text
-            assert group.unpurged == len(recs)
-            assert group.dead == len(group.recs) - len(alive)
-            assert 2 * group.dead <= len(group.recs)
-            assert all(r.entry.relevance <= e.maxrel[group.gid] for r in recs)
-            assert all(r.seq >= e.minseq[group.gid] for r in recs)
-            if group.gid >= e.n - _SCAN_NEW:
-                assert e.recent[group.gid % _SCAN_NEW] == text.lower()
+            assert all(r.entry.relevance <= e.maxrel[gid] for r in recs)
+            assert all(r.seq >= e.minseq[gid] for r in recs)
+            if gid >= e.n - _SCAN_NEW:
+                assert e.recent[gid % _SCAN_NEW] == text.lower()
             for t in set(text.lower().split()):
-                words.setdefault(t, []).append(group.gid)
+                words.setdefault(t, []).append(gid)
         self._vocab._check(words)
         assert set(e.post) == set(words)
         for t, gids in words.items():
@@ -682,4 +708,4 @@ class _WordOverlapIndex:
             for g in range(upto):
                 grp = e.glist[g]
                 if grp is not None:
-                    assert (g in got) == (w in grp.text.lower()), (w, g)
+                    assert (g in got) == (w in _text_of(grp).lower()), (w, g)
