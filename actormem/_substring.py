@@ -9,10 +9,15 @@ whole query inside a tag. So the question "which entries contain w?" becomes "wh
 vocabulary items contain w?" followed by a posting-list union.
 
 :class:`SubstringVocab` keeps every distinct item (a token or a tag) with an integer id,
-and a *gram index*: for every distinct 1-, 2- and 3-character substring (gram) of an item,
-the ids of the items that contain it. For a word of up to 3 characters, the gram list of
-the word itself is the exact answer. For a longer word, the rarest of its 3-grams gives a
-short candidate list, each candidate verified with ``word in item`` (a C-speed search).
+and a *gram index*: for every distinct 3-character substring (gram) of an item, the ids
+of the items that contain it (items of 1 or 2 characters are listed under their 1- and
+2-character substrings instead). Adding an item costs one list append per 3-gram, not
+per 1-, 2- and 3-gram. A word of 3 characters is answered by its gram list; a longer
+word by the rarest of its 3-grams, each candidate verified with ``word in item`` (a
+C-speed search). A word of 1 or 2 characters is in an item of 3 or more characters iff
+it is in one of the item's 3-grams, so it is answered by the union of the gram lists of
+the 3-grams that contain it (kept per word, updated when a 3-gram first appears or goes)
+plus its own list of short items.
 
 Items are reference-counted by the owner. An item whose count drops to zero is removed
 from the item table at once; its ids linger in gram lists until half of a list is dead,
@@ -26,6 +31,7 @@ changes under them.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from itertools import chain
 
 __all__ = ["SubstringVocab", "grams_of"]
 
@@ -37,12 +43,17 @@ _PROBES = 8
 
 
 def grams_of(item: str) -> set[str]:
-    """Distinct 1-, 2- and 3-character substrings of ``item``. O(len(item))."""
+    """The gram keys ``item`` is listed under: its distinct 3-character substrings, or
+    for an item of 1 or 2 characters its 1- and 2-character ones. O(len(item))."""
     n = len(item)
-    out = set(item)
-    out.update(item[i : i + 2] for i in range(n - 1))
-    out.update(item[i : i + 3] for i in range(n - 2))
-    return out
+    if n <= 2:
+        return {item, *item}
+    return {item[i : i + 3] for i in range(n - 2)}
+
+
+def _parts(gram: str) -> set[str]:
+    """The 1- and 2-character substrings of a 3-character ``gram``."""
+    return {*gram, gram[:2], gram[1:]}
 
 
 class SubstringVocab:
@@ -53,7 +64,7 @@ class SubstringVocab:
     and c the cost of verifying those candidates.
     """
 
-    __slots__ = ("_cache", "_dead", "_grams", "_ids", "_items", "_next_id", "_refs")
+    __slots__ = ("_cache", "_dead", "_grams", "_ids", "_items", "_next_id", "_refs", "_sub")
 
     def __init__(self) -> None:
         self._ids: dict[str, int] = {}
@@ -61,6 +72,8 @@ class SubstringVocab:
         self._refs: dict[int, int] = {}
         self._grams: dict[str, list[int]] = {}
         self._dead: dict[str, int] = {}
+        #: 1- or 2-character string -> the 3-gram keys of ``_grams`` that contain it.
+        self._sub: dict[str, set[str]] = {}
         self._next_id = 0
         # Long-word lookups: word -> (the gram list verified, how much of it, matches).
         # Gram lists only grow in place (a rebuild makes a new list), so a cached answer
@@ -90,6 +103,14 @@ class SubstringVocab:
             lst = grams.get(g)
             if lst is None:
                 grams[g] = [iid]
+                if len(g) == 3:
+                    sub = self._sub
+                    for part in _parts(g):
+                        keys = sub.get(part)
+                        if keys is None:
+                            sub[part] = {g}
+                        else:
+                            keys.add(g)
             else:
                 lst.append(iid)
         return iid
@@ -112,6 +133,12 @@ class SubstringVocab:
                     grams[g] = kept
                 else:
                     del grams[g]
+                    if len(g) == 3:
+                        for part in _parts(g):
+                            keys = self._sub[part]
+                            keys.discard(g)
+                            if not keys:
+                                del self._sub[part]
                 dead.pop(g, None)
             else:
                 dead[g] = d
@@ -138,12 +165,15 @@ class SubstringVocab:
         return best
 
     def gram_size(self, word: str) -> int:
-        """Length of the candidate list :meth:`lookup` would verify for ``word``. O(1)
-        dict probes."""
-        if len(word) <= _MAX_GRAM:
-            lst = self._grams.get(word)
-        else:
-            lst = self._candidates(word)
+        """Length of the candidate list(s) :meth:`lookup` would read for ``word``. O(1)
+        dict probes, O(3-grams containing it) for a word of 1 or 2 characters."""
+        if len(word) < _MAX_GRAM:
+            grams = self._grams
+            own = grams.get(word)
+            return (0 if own is None else len(own)) + sum(
+                len(grams[k]) for k in self._sub.get(word, ())
+            )
+        lst = self._grams.get(word) if len(word) == _MAX_GRAM else self._candidates(word)
         return 0 if lst is None else len(lst)
 
     def lookup(self, word: str) -> list[int]:
@@ -152,9 +182,20 @@ class SubstringVocab:
         The answer may also hold ids of items removed since (callers skip them: ids are
         never reused). Do not modify the returned list. Long words' answers are cached;
         a repeated lookup only verifies the items added since. O(g) for a gram list of g
-        ids (O(new ids) on a repeat).
+        ids (O(new ids) on a repeat); for a word of 1 or 2 characters, O(the gram lists
+        of the 3-grams that contain it), deduplicated.
         """
-        if len(word) <= _MAX_GRAM:
+        if len(word) < _MAX_GRAM:
+            grams = self._grams
+            keys = self._sub.get(word)
+            if keys is None:
+                return grams.get(word) or []
+            lists = [grams[k] for k in keys]
+            own = grams.get(word)
+            if own is not None:
+                lists.append(own)
+            return list(dict.fromkeys(chain.from_iterable(lists)))  # distinct, in C
+        if len(word) == _MAX_GRAM:
             return self._grams.get(word) or []
         best = self._candidates(word)
         if best is None:
@@ -195,6 +236,12 @@ class SubstringVocab:
             assert self._refs[iid] > 0
             for g in grams_of(item):
                 assert iid in self._grams[g], (item, g)
+        want: dict[str, set[str]] = {}
+        for g in self._grams:
+            if len(g) == 3:
+                for part in _parts(g):
+                    want.setdefault(part, set()).add(g)
+        assert want == self._sub
         for g, lst in self._grams.items():
             assert lst, g
             assert len(set(lst)) == len(lst), g
