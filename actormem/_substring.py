@@ -15,9 +15,11 @@ of the items that contain it (items of 1 or 2 characters are listed under their 
 per 1-, 2- and 3-gram. A word of 3 characters is answered by its gram list; a longer
 word by the rarest of its 3-grams, each candidate verified with ``word in item`` (a
 C-speed search). A word of 1 or 2 characters is in an item of 3 or more characters iff
-it is in one of the item's 3-grams, so it is answered by the union of the gram lists of
-the 3-grams that contain it (kept per word, updated when a 3-gram first appears or goes)
-plus its own list of short items.
+it is in one of the item's 3-grams, so it is first answered by the union of the gram
+lists of the 3-grams that contain it (kept per word, updated when a 3-gram first appears
+or goes) plus its own list of short items; that answer then becomes the word's own gram
+list (the word is *active*), kept exact from then on like any other, so the union is
+paid once per word ever looked up.
 
 Items are reference-counted by the owner. An item whose count drops to zero is removed
 from the item table at once; its ids linger in gram lists until half of a list is dead,
@@ -64,7 +66,17 @@ class SubstringVocab:
     and c the cost of verifying those candidates.
     """
 
-    __slots__ = ("_cache", "_dead", "_grams", "_ids", "_items", "_next_id", "_refs", "_sub")
+    __slots__ = (
+        "_active",
+        "_cache",
+        "_dead",
+        "_grams",
+        "_ids",
+        "_items",
+        "_next_id",
+        "_refs",
+        "_sub",
+    )
 
     def __init__(self) -> None:
         self._ids: dict[str, int] = {}
@@ -74,6 +86,8 @@ class SubstringVocab:
         self._dead: dict[str, int] = {}
         #: 1- or 2-character string -> the 3-gram keys of ``_grams`` that contain it.
         self._sub: dict[str, set[str]] = {}
+        #: 1- and 2-character words whose gram list holds every item containing them.
+        self._active: set[str] = set()
         self._next_id = 0
         # Long-word lookups: word -> (the gram list verified, how much of it, matches).
         # Gram lists only grow in place (a rebuild makes a new list), so a cached answer
@@ -99,7 +113,7 @@ class SubstringVocab:
         self._items[iid] = item
         self._refs[iid] = 1
         grams = self._grams
-        for g in grams_of(item):
+        for g in self._keys(item):
             lst = grams.get(g)
             if lst is None:
                 grams[g] = [iid]
@@ -124,7 +138,7 @@ class SubstringVocab:
             return False
         del self._refs[iid], self._ids[item], self._items[iid]
         dead, grams, items = self._dead, self._grams, self._items
-        for g in grams_of(item):
+        for g in self._keys(item):
             d = dead.get(g, 0) + 1
             lst = grams[g]
             if 2 * d > len(lst):
@@ -143,6 +157,15 @@ class SubstringVocab:
             else:
                 dead[g] = d
         return True
+
+    def _keys(self, item: str) -> set[str]:
+        """The gram lists ``item`` is in: :func:`grams_of` plus the active words it
+        contains. O(len(item))."""
+        keys = grams_of(item)
+        n = len(item)
+        if n > 2 and self._active:
+            keys |= {*item, *[item[i : i + 2] for i in range(n - 1)]} & self._active
+        return keys
 
     def _candidates(self, word: str) -> list[int] | None:
         """The shortest gram list among up to ``_PROBES`` of ``word``'s 3-grams, spread
@@ -170,6 +193,8 @@ class SubstringVocab:
         if len(word) < _MAX_GRAM:
             grams = self._grams
             own = grams.get(word)
+            if word in self._active:
+                return 0 if own is None else len(own)
             return (0 if own is None else len(own)) + sum(
                 len(grams[k]) for k in self._sub.get(word, ())
             )
@@ -187,14 +212,23 @@ class SubstringVocab:
         """
         if len(word) < _MAX_GRAM:
             grams = self._grams
-            keys = self._sub.get(word)
-            if keys is None:
+            if word in self._active:
                 return grams.get(word) or []
-            lists = [grams[k] for k in keys]
+            lists = [grams[k] for k in self._sub.get(word, ())]
             own = grams.get(word)
             if own is not None:
                 lists.append(own)
-            return list(dict.fromkeys(chain.from_iterable(lists)))  # distinct, in C
+            # Distinct live ids, in C; from now on the word's own list, kept exact.
+            found = list(
+                filter(self._items.__contains__, dict.fromkeys(chain.from_iterable(lists)))
+            )
+            self._active.add(word)
+            self._dead.pop(word, None)
+            if found:
+                grams[word] = found
+            else:
+                grams.pop(word, None)
+            return found
         if len(word) == _MAX_GRAM:
             return self._grams.get(word) or []
         best = self._candidates(word)
@@ -234,8 +268,12 @@ class SubstringVocab:
         for item, iid in self._ids.items():
             assert self._items[iid] == item
             assert self._refs[iid] > 0
-            for g in grams_of(item):
+            for g in self._keys(item):
                 assert iid in self._grams[g], (item, g)
+        for w in self._active:
+            assert len(w) < _MAX_GRAM
+            live = {i for i in self._grams.get(w, ()) if i in self._items}
+            assert live == {i for i, it in self._items.items() if w in it}, w
         want: dict[str, set[str]] = {}
         for g in self._grams:
             if len(g) == 3:
