@@ -9,15 +9,15 @@ whole query inside a tag. So the question "which entries contain w?" becomes "wh
 vocabulary items contain w?" followed by a posting-list union.
 
 :class:`SubstringVocab` keeps every distinct item (a token or a tag) with an integer id,
-and a *gram index*: for every distinct 3-character substring (gram) of an item, the ids
-of the items that contain it (items of 1 or 2 characters are listed under their 1- and
-2-character substrings instead). Adding an item costs one list append per 3-gram, not
-per 1-, 2- and 3-gram. A word of 3 characters is answered by its gram list; a longer
+and a *gram index*: for every distinct character and 3-character substring (gram) of an
+item, the ids of the items that contain it (an item of 2 characters is also listed under
+itself). Adding an item costs one list append per distinct character and 3-gram, not
+also one per 2-gram. A word of 1 or 3 characters is answered by its gram list; a longer
 word by the rarest of its 3-grams, each candidate verified with ``word in item`` (a
-C-speed search). A word of 1 or 2 characters is in an item of 3 or more characters iff
-it is in one of the item's 3-grams, so it is first answered by the union of the gram
-lists of the 3-grams that contain it (kept per word, updated when a 3-gram first appears
-or goes) plus its own list of short items; that answer then becomes the word's own gram
+C-speed search). A word of 2 characters is in an item of 3 or more characters iff it is
+in one of the item's 3-grams, so it is first answered by the union of the gram lists of
+the 3-grams that contain it (kept per word, updated when a 3-gram first appears or goes)
+plus its own list of 2-character items; that answer then becomes the word's own gram
 list (the word is *active*), kept exact from then on like any other, so the union is
 paid once per word ever looked up.
 
@@ -33,7 +33,8 @@ changes under them.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from itertools import chain
+from itertools import chain, compress, repeat
+from operator import contains
 
 __all__ = ["SubstringVocab", "grams_of"]
 
@@ -45,17 +46,18 @@ _PROBES = 8
 
 
 def grams_of(item: str) -> set[str]:
-    """The gram keys ``item`` is listed under: its distinct 3-character substrings, or
-    for an item of 1 or 2 characters its 1- and 2-character ones. O(len(item))."""
+    """The gram keys ``item`` is always listed under: its distinct characters and
+    3-character substrings, or for an item of 2 characters, itself and its characters.
+    O(len(item))."""
     n = len(item)
     if n <= 2:
         return {item, *item}
-    return {item[i : i + 3] for i in range(n - 2)}
+    return {*item, *[item[i : i + 3] for i in range(n - 2)]}
 
 
 def _parts(gram: str) -> set[str]:
-    """The 1- and 2-character substrings of a 3-character ``gram``."""
-    return {*gram, gram[:2], gram[1:]}
+    """The 2-character substrings of a 3-character ``gram``."""
+    return {gram[:2], gram[1:]}
 
 
 class SubstringVocab:
@@ -84,9 +86,9 @@ class SubstringVocab:
         self._refs: dict[int, int] = {}
         self._grams: dict[str, list[int]] = {}
         self._dead: dict[str, int] = {}
-        #: 1- or 2-character string -> the 3-gram keys of ``_grams`` that contain it.
+        #: 2-character string -> the 3-gram keys of ``_grams`` that contain it.
         self._sub: dict[str, set[str]] = {}
-        #: 1- and 2-character words whose gram list holds every item containing them.
+        #: 2-character words whose gram list holds every item containing them.
         self._active: set[str] = set()
         self._next_id = 0
         # Long-word lookups: word -> (the gram list verified, how much of it, matches).
@@ -164,7 +166,7 @@ class SubstringVocab:
         keys = grams_of(item)
         n = len(item)
         if n > 2 and self._active:
-            keys |= {*item, *[item[i : i + 2] for i in range(n - 1)]} & self._active
+            keys |= {item[i : i + 2] for i in range(n - 1)} & self._active
         return keys
 
     def _candidates(self, word: str) -> list[int] | None:
@@ -190,7 +192,7 @@ class SubstringVocab:
     def gram_size(self, word: str) -> int:
         """Length of the candidate list(s) :meth:`lookup` would read for ``word``. O(1)
         dict probes, O(3-grams containing it) for a word of 1 or 2 characters."""
-        if len(word) < _MAX_GRAM:
+        if len(word) == 2:
             grams = self._grams
             own = grams.get(word)
             if word in self._active:
@@ -198,7 +200,7 @@ class SubstringVocab:
             return (0 if own is None else len(own)) + sum(
                 len(grams[k]) for k in self._sub.get(word, ())
             )
-        lst = self._grams.get(word) if len(word) == _MAX_GRAM else self._candidates(word)
+        lst = self._grams.get(word) if len(word) <= _MAX_GRAM else self._candidates(word)
         return 0 if lst is None else len(lst)
 
     def lookup(self, word: str) -> list[int]:
@@ -210,7 +212,7 @@ class SubstringVocab:
         ids (O(new ids) on a repeat); for a word of 1 or 2 characters, O(the gram lists
         of the 3-grams that contain it), deduplicated.
         """
-        if len(word) < _MAX_GRAM:
+        if len(word) == 2:
             grams = self._grams
             if word in self._active:
                 return grams.get(word) or []
@@ -219,9 +221,11 @@ class SubstringVocab:
             if own is not None:
                 lists.append(own)
             # Distinct live ids, in C; from now on the word's own list, kept exact.
-            found = list(
-                filter(self._items.__contains__, dict.fromkeys(chain.from_iterable(lists)))
-            )
+            items = self._items
+            if sum(map(len, lists)) > len(items):  # cheaper to test every item
+                found = list(compress(items, map(contains, items.values(), repeat(word))))
+            else:
+                found = list(filter(items.__contains__, dict.fromkeys(chain.from_iterable(lists))))
             self._active.add(word)
             self._dead.pop(word, None)
             if found:
@@ -229,7 +233,7 @@ class SubstringVocab:
             else:
                 grams.pop(word, None)
             return found
-        if len(word) == _MAX_GRAM:
+        if len(word) <= _MAX_GRAM:
             return self._grams.get(word) or []
         best = self._candidates(word)
         if best is None:
@@ -271,7 +275,7 @@ class SubstringVocab:
             for g in self._keys(item):
                 assert iid in self._grams[g], (item, g)
         for w in self._active:
-            assert len(w) < _MAX_GRAM
+            assert len(w) == 2
             live = {i for i in self._grams.get(w, ()) if i in self._items}
             assert live == {i for i, it in self._items.items() if w in it}, w
         want: dict[str, set[str]] = {}
