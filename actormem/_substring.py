@@ -9,10 +9,17 @@ whole query inside a tag. So the question "which entries contain w?" becomes "wh
 vocabulary items contain w?" followed by a posting-list union.
 
 :class:`SubstringVocab` keeps every distinct item (a token or a tag) with an integer id,
-and a *gram index*: for every distinct 1-, 2- and 3-character substring (gram) of an item,
-the ids of the items that contain it. For a word of up to 3 characters, the gram list of
-the word itself is the exact answer. For a longer word, the rarest of its 3-grams gives a
-short candidate list, each candidate verified with ``word in item`` (a C-speed search).
+and a *gram index*: for every distinct character and 3-character substring (gram) of an
+item, the ids of the items that contain it (an item of 2 characters is also listed under
+itself). Adding an item costs one list append per distinct character and 3-gram, not
+also one per 2-gram. A word of 1 or 3 characters is answered by its gram list; a longer
+word by the rarest of its 3-grams, each candidate verified with ``word in item`` (a
+C-speed search). A word of 2 characters is in an item of 3 or more characters iff it is
+in one of the item's 3-grams, so it is first answered by the union of the gram lists of
+the 3-grams that contain it (kept per word, updated when a 3-gram first appears or goes)
+plus its own list of 2-character items; that answer then becomes the word's own gram
+list (the word is *active*), kept exact from then on like any other, so the union is
+paid once per word ever looked up.
 
 Items are reference-counted by the owner. An item whose count drops to zero is removed
 from the item table at once; its ids linger in gram lists until half of a list is dead,
@@ -26,6 +33,8 @@ changes under them.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from itertools import chain, compress, repeat
+from operator import contains
 
 __all__ = ["SubstringVocab", "grams_of"]
 
@@ -37,12 +46,18 @@ _PROBES = 8
 
 
 def grams_of(item: str) -> set[str]:
-    """Distinct 1-, 2- and 3-character substrings of ``item``. O(len(item))."""
+    """The gram keys ``item`` is always listed under: its distinct characters and
+    3-character substrings, or for an item of 2 characters, itself and its characters.
+    O(len(item))."""
     n = len(item)
-    out = set(item)
-    out.update(item[i : i + 2] for i in range(n - 1))
-    out.update(item[i : i + 3] for i in range(n - 2))
-    return out
+    if n <= 2:
+        return {item, *item}
+    return {*item, *[item[i : i + 3] for i in range(n - 2)]}
+
+
+def _parts(gram: str) -> set[str]:
+    """The 2-character substrings of a 3-character ``gram``."""
+    return {gram[:2], gram[1:]}
 
 
 class SubstringVocab:
@@ -53,7 +68,17 @@ class SubstringVocab:
     and c the cost of verifying those candidates.
     """
 
-    __slots__ = ("_cache", "_dead", "_grams", "_ids", "_items", "_next_id", "_refs")
+    __slots__ = (
+        "_active",
+        "_cache",
+        "_dead",
+        "_grams",
+        "_ids",
+        "_items",
+        "_next_id",
+        "_refs",
+        "_sub",
+    )
 
     def __init__(self) -> None:
         self._ids: dict[str, int] = {}
@@ -61,6 +86,10 @@ class SubstringVocab:
         self._refs: dict[int, int] = {}
         self._grams: dict[str, list[int]] = {}
         self._dead: dict[str, int] = {}
+        #: 2-character string -> the 3-gram keys of ``_grams`` that contain it.
+        self._sub: dict[str, set[str]] = {}
+        #: 2-character words whose gram list holds every item containing them.
+        self._active: set[str] = set()
         self._next_id = 0
         # Long-word lookups: word -> (the gram list verified, how much of it, matches).
         # Gram lists only grow in place (a rebuild makes a new list), so a cached answer
@@ -86,10 +115,18 @@ class SubstringVocab:
         self._items[iid] = item
         self._refs[iid] = 1
         grams = self._grams
-        for g in grams_of(item):
+        for g in self._keys(item):
             lst = grams.get(g)
             if lst is None:
                 grams[g] = [iid]
+                if len(g) == 3:
+                    sub = self._sub
+                    for part in _parts(g):
+                        keys = sub.get(part)
+                        if keys is None:
+                            sub[part] = {g}
+                        else:
+                            keys.add(g)
             else:
                 lst.append(iid)
         return iid
@@ -103,7 +140,7 @@ class SubstringVocab:
             return False
         del self._refs[iid], self._ids[item], self._items[iid]
         dead, grams, items = self._dead, self._grams, self._items
-        for g in grams_of(item):
+        for g in self._keys(item):
             d = dead.get(g, 0) + 1
             lst = grams[g]
             if 2 * d > len(lst):
@@ -112,10 +149,25 @@ class SubstringVocab:
                     grams[g] = kept
                 else:
                     del grams[g]
+                    if len(g) == 3:
+                        for part in _parts(g):
+                            keys = self._sub[part]
+                            keys.discard(g)
+                            if not keys:
+                                del self._sub[part]
                 dead.pop(g, None)
             else:
                 dead[g] = d
         return True
+
+    def _keys(self, item: str) -> set[str]:
+        """The gram lists ``item`` is in: :func:`grams_of` plus the active words it
+        contains. O(len(item))."""
+        keys = grams_of(item)
+        n = len(item)
+        if n > 2 and self._active:
+            keys |= {item[i : i + 2] for i in range(n - 1)} & self._active
+        return keys
 
     def _candidates(self, word: str) -> list[int] | None:
         """The shortest gram list among up to ``_PROBES`` of ``word``'s 3-grams, spread
@@ -138,12 +190,17 @@ class SubstringVocab:
         return best
 
     def gram_size(self, word: str) -> int:
-        """Length of the candidate list :meth:`lookup` would verify for ``word``. O(1)
-        dict probes."""
-        if len(word) <= _MAX_GRAM:
-            lst = self._grams.get(word)
-        else:
-            lst = self._candidates(word)
+        """Length of the candidate list(s) :meth:`lookup` would read for ``word``. O(1)
+        dict probes, O(3-grams containing it) for a word of 1 or 2 characters."""
+        if len(word) == 2:
+            grams = self._grams
+            own = grams.get(word)
+            if word in self._active:
+                return 0 if own is None else len(own)
+            return (0 if own is None else len(own)) + sum(
+                len(grams[k]) for k in self._sub.get(word, ())
+            )
+        lst = self._grams.get(word) if len(word) <= _MAX_GRAM else self._candidates(word)
         return 0 if lst is None else len(lst)
 
     def lookup(self, word: str) -> list[int]:
@@ -152,8 +209,30 @@ class SubstringVocab:
         The answer may also hold ids of items removed since (callers skip them: ids are
         never reused). Do not modify the returned list. Long words' answers are cached;
         a repeated lookup only verifies the items added since. O(g) for a gram list of g
-        ids (O(new ids) on a repeat).
+        ids (O(new ids) on a repeat); for a word of 1 or 2 characters, O(the gram lists
+        of the 3-grams that contain it), deduplicated.
         """
+        if len(word) == 2:
+            grams = self._grams
+            if word in self._active:
+                return grams.get(word) or []
+            lists = [grams[k] for k in self._sub.get(word, ())]
+            own = grams.get(word)
+            if own is not None:
+                lists.append(own)
+            # Distinct live ids, in C; from now on the word's own list, kept exact.
+            items = self._items
+            if sum(map(len, lists)) > len(items):  # cheaper to test every item
+                found = list(compress(items, map(contains, items.values(), repeat(word))))
+            else:
+                found = list(filter(items.__contains__, dict.fromkeys(chain.from_iterable(lists))))
+            self._active.add(word)
+            self._dead.pop(word, None)
+            if found:
+                grams[word] = found
+            else:
+                grams.pop(word, None)
+            return found
         if len(word) <= _MAX_GRAM:
             return self._grams.get(word) or []
         best = self._candidates(word)
@@ -178,6 +257,11 @@ class SubstringVocab:
         self._cache[word] = (best, len(best), found)
         return found
 
+    def lookup_items(self, word: str) -> list[str]:
+        """The items that contain ``word`` (non-empty): :meth:`lookup` without the
+        removed ids, as strings. Same cost, the mapping in C."""
+        return list(filter(None, map(self._items.get, self.lookup(word))))
+
     def item(self, iid: int) -> str | None:
         """The item with id ``iid``, or ``None`` if it was removed. O(1)."""
         return self._items.get(iid)
@@ -188,8 +272,18 @@ class SubstringVocab:
         for item, iid in self._ids.items():
             assert self._items[iid] == item
             assert self._refs[iid] > 0
-            for g in grams_of(item):
+            for g in self._keys(item):
                 assert iid in self._grams[g], (item, g)
+        for w in self._active:
+            assert len(w) == 2
+            live = {i for i in self._grams.get(w, ()) if i in self._items}
+            assert live == {i for i, it in self._items.items() if w in it}, w
+        want: dict[str, set[str]] = {}
+        for g in self._grams:
+            if len(g) == 3:
+                for part in _parts(g):
+                    want.setdefault(part, set()).add(g)
+        assert want == self._sub
         for g, lst in self._grams.items():
             assert lst, g
             assert len(set(lst)) == len(lst), g

@@ -15,101 +15,68 @@ empty string is in every tag). Ties keep insertion order.
 
 Theory of operation
 -------------------
-Per whitespace token of the lower-cased text, the index keeps a *posting list* of the
-record versions containing it, and a :class:`~actormem._substring.SubstringVocab` maps a
-query word to the tokens that contain it; tags get the same pair of structures. Top-k
-follows MaxScore (Turtle & Flood, 1995): the score is a per-entry prior
-(``0.5 * relevance + 0.1``) plus one fixed contribution per matched word, so
+Matching depends only on the text, so the index numbers each distinct lower-cased text
+(a *group* of the record versions that carry it) with a group number, never reused, and
+keeps per group number the largest relevance and the smallest ``seq`` of its records
+(numpy arrays: upper and lower bounds, never lowered by a purge). Per whitespace token of
+the lower-cased texts it keeps a *posting list* (``array('i')`` of group numbers), and a
+:class:`~actormem._substring.SubstringVocab` maps a query word to the tokens that contain
+it; tags get a vocabulary and posting lists of records.
 
-1. the *essential* words (the rarest, whose postings are short) and the tag matches are
-   scored exhaustively from their postings;
-2. every other entry matches none of the essential words, so its score is at most
-   ``combine(relevance, m_rest)``, where ``m_rest`` counts the non-essential query
-   words. Entries are visited in descending relevance (the snapshot's relevance order)
-   and scored with substring tests of the non-essential words only, until that bound
-   falls below the k-th best score. Because IEEE rounding is monotone, the bound is
-   computed with the score's own formula and the stop test is exact, ties included.
+A retrieve counts, for every group number at once, how many query words its text
+contains: per distinct word, the set of matching groups is the union of the posting
+lists of the tokens that contain the word (joined in C, as one numpy array), added to a
+numpy count array. The sets of words with long postings (the common words of questions:
+*what*, *the*, *do*, names) are cached, as a byte per group or as sorted group numbers,
+and extended for groups added since by testing ``word in text``; so a repeated common
+word costs one vectorised add. Then the groups are visited by matched count, highest
+first: within one count the score's bound is a function of the group's largest
+relevance, and the best ``limit`` groups by (bound, smallest seq) are picked with
+``numpy.partition``, scored exactly record by record into a heap, and the next batch
+taken only while its bound can still enter the top ``limit``. Entries that match no word
+are visited in descending relevance through the view, as long as their bound can still
+enter. Bounds are computed with the score's own float operations in its own order, so
+the stop tests are exact, ties included.
 
-Posting lists are append-only for readers: records enter at ``add`` (invisible to older
-snapshots by version), stay through ``retire`` (older snapshots still see them) and
-leave at ``purge`` lazily: a list is rebuilt when half of it is purged.
+Readers take the group count and the arrays once, at the start, and only read group
+numbers below that count; posting lists and group record lists are append-only for
+readers and are compacted by replacing them (a posting list when half of its group
+numbers are purged). :meth:`_WordOverlapIndex.top_k_steps` yields between bounded chunks
+of work (see ``notes/slicing_protocol.md``); writes between the yields are invisible to it.
 """
 
 from __future__ import annotations
 
 import heapq
-import math
-from collections import Counter
-from collections.abc import Callable, Iterable
-from typing import Any
+from array import array
+from collections import deque
+from collections.abc import Generator, Iterable
+from itertools import repeat
+from typing import Any, cast
 
 import attrs
+import numpy as np
 
-from ._record import NEVER, Record
+from ._record import Record
 from ._scoring import Accept, ReadView
 from ._substring import SubstringVocab
 from ._util import Final
 
 __all__ = ["WordOverlapScorer", "combine_word_overlap", "word_overlap_score"]
 
-
-#: Words whose rarest gram is in more tokens than this skip the exact postings count.
-_EXACT_DF_TOKENS = 4096
-
-
-def _kth_floor(
-    matched: Counter[Any],
-    tagged: set[Record],
-    groups: dict[str, Any],
-    limit: int,
-    n_words: int,
-    max_rel: float,
-    admitted: Callable[[Record], bool],
-) -> float | None:
-    """A score at least ``limit`` admitted entries are sure to reach, or None.
-
-    Takes the text groups with the most matches so far (by a histogram of the counts,
-    then one pass; lower counts join while fewer than ``limit`` entries are admitted) and
-    returns the k-th best of their entries' scores counting only those matches. O(G) for
-    G candidate groups, plus their entries.
-    """
-    floor: list[float] = []
-
-    def push(score: float) -> None:
-        if len(floor) < limit:
-            heapq.heappush(floor, score)
-        elif score > floor[0]:
-            heapq.heapreplace(floor, score)
-
-    for rec in tagged:
-        if admitted(rec):
-            base = matched.get(groups[rec.low], 0)
-            push(combine_word_overlap(rec.entry.relevance, base, n_words, True))
-    hist = Counter(matched.values())
-    counts = sorted(hist, reverse=True)
-    hi = None
-    i = 0
-    while i < len(counts) and len(floor) < limit:
-        have = 0
-        j = i
-        while j < len(counts) and have < limit:
-            have += hist[counts[j]]
-            j += 1
-        lo = counts[j - 1]
-        for group, count in [
-            item for item in matched.items() if item[1] >= lo and (hi is None or item[1] < hi)
-        ]:
-            if (
-                len(floor) == limit
-                and combine_word_overlap(max_rel, count, n_words, False) <= floor[0]
-            ):
-                continue  # no entry of this group can raise the floor
-            for rec in group.recs:
-                if rec not in tagged and admitted(rec):
-                    push(combine_word_overlap(rec.entry.relevance, count, n_words, False))
-        hi = lo
-        i = j
-    return floor[0] if len(floor) == limit else None
+#: Bytes of cached word match sets kept across retrieves (least recently used dropped).
+_CACHE_BYTES = 64 << 20
+#: A cached match set is extended by testing the texts of up to this many new groups;
+#: beyond that it is rebuilt from the posting lists.
+_SCAN_NEW = 4096
+#: A match set is kept as one byte per group when it holds at least 1/_DENSE of them.
+_DENSE = 16
+#: Work items (groups, records, postings) between two yields of ``top_k_steps``.
+_STEP = 512
+#: The owner renumbers the groups once this many numbers, and over half, are purged.
+_RENUMBER_MIN = 4096
+#: Records of the relevance walk between two yields.
+_WALK_STEP = 512
 
 
 def combine_word_overlap(relevance: float, matched: int, n_words: int, tag: bool) -> float:
@@ -130,6 +97,15 @@ def word_overlap_score(memory: str, tags: Iterable[str], relevance: float, query
     return combine_word_overlap(relevance, matched, max(len(words), 1), tag)
 
 
+def drain(gen: Generator[None, None, Any]) -> Any:
+    """Run a ``top_k_steps`` generator to its end; return its value."""
+    while True:
+        try:
+            next(gen)
+        except StopIteration as stop:
+            return stop.value
+
+
 @attrs.frozen(kw_only=True, slots=True)
 class WordOverlapScorer(metaclass=Final):
     """loopctl's built-in word-overlap score, exact, answered from an inverted index.
@@ -137,15 +113,14 @@ class WordOverlapScorer(metaclass=Final):
     See the module documentation for the formula. Scores lie in [0.1, 1.3].
 
     Args:
-        essential_budget: Postings (distinct texts) a retrieve counts before it starts
-            asking, ahead of each further (longer) posting list, whether the entries not
-            yet seen can still reach the k-th best score. Changes speed only, never
-            results.
+        essential_budget: Postings (group numbers over the tokens that contain a query
+            word) from which a word's match set is cached across retrieves. Changes
+            speed and memory only, never results.
 
-    Runtime complexity of a retrieve: O(P + C + V) plus O(log k) per entry that enters
-    the heap, where P is the postings length of the words processed exhaustively, C the
-    candidates they yield and V the entries visited in relevance order (typically about
-    k). A query made only of very common words can visit many entries.
+    Runtime complexity of a retrieve: O(q * G) vectorised (numpy) for q distinct query
+    words and G group numbers (distinct texts ever indexed since the last rebuild), plus
+    O(P) for the postings of the words whose match sets are not cached, plus O(V log k)
+    in Python for the V records scored exactly (typically a few times k).
     """
 
     essential_budget: int = 2048
@@ -163,8 +138,12 @@ class WordOverlapScorer(metaclass=Final):
         return word_overlap_score(entry_text, tags, relevance, query)
 
 
-class _Postings:
-    """Token (or tag) vocabulary plus one posting list of records per item."""
+def _tags(rec: Record) -> set[str]:
+    return {t.lower() for t in rec.entry.tags}
+
+
+class _TagPostings:
+    """Tag vocabulary plus one posting list of records per lower-cased tag."""
 
     __slots__ = ("dead", "lists", "vocab")
 
@@ -217,55 +196,139 @@ class _Postings:
             assert len(lst) - len(alive) == self.dead.get(iid, 0)
 
 
-def _tags(rec: Record) -> set[str]:
-    return {t.lower() for t in rec.entry.tags}
-
-
 class _Group:
-    """Every unpurged record version whose lower-cased text is ``low``.
+    """Two or more unpurged record versions with the same text (one version is kept
+    bare, as its :class:`~actormem._record.Record`, without a group object).
 
-    Matching depends only on the text, so posting lists hold groups, not records: an
-    agent memory repeats texts (the same tool call, the same fact) and each distinct text
-    is indexed once. ``recs`` is append-only for readers; purged records leave it lazily
-    (the list is rebuilt when half of it is purged).
+    ``recs`` is append-only for readers; purged records leave it lazily (the list is
+    replaced when half of it is purged).
     """
 
-    __slots__ = ("dead", "low", "min_seq", "purged", "recs", "unpurged")
+    __slots__ = ("dead", "recs", "text", "unpurged")
 
-    def __init__(self, low: str) -> None:
-        self.low = low
-        self.recs: list[Record] = []
-        #: A lower bound of the records' ``seq`` (exact until a purge), for tie pruning.
-        self.min_seq = NEVER
-        self.unpurged = 0
+    def __init__(self, text: str, recs: list[Record]) -> None:
+        self.text = text
+        self.recs = recs
+        self.unpurged = len(recs)
         self.dead = 0
-        self.purged = False
 
 
-def _by_count_then_seq(item: tuple[_Group, int]) -> tuple[int, int]:
-    return (-item[1], item[0].min_seq)
+def _text_of(item: Record | _Group) -> str:
+    return item.text if type(item) is _Group else item.entry.memory  # type: ignore[union-attr]
+
+
+class _Numbering:
+    """Everything that depends on the group numbers; replaced whole when the owner
+    renumbers (see :meth:`_WordOverlapIndex._renumber`), so a reader that took it at
+    its start keeps a consistent set. Only the owner writes it, and only the newest."""
+
+    __slots__ = (
+        "cache",
+        "cache_bytes",
+        "dead",
+        "glist",
+        "groups",
+        "maxrel",
+        "minseq",
+        "n",
+        "pdead",
+        "post",
+        "recent",
+    )
+
+    def __init__(self, capacity: int) -> None:
+        self.groups: dict[str, int] = {}  # text -> its group number
+        #: Group number -> its record (one version) or :class:`_Group` (several), or
+        #: None once it is purged (numbers are not reused until a renumbering).
+        self.glist: list[Record | _Group | None] = []
+        self.n = 0  # group numbers handed out
+        self.dead = 0  # purged group numbers
+        #: Per group number: the largest relevance and the smallest seq of its records
+        #: ever added (bounds; replaced, not resized, on growth).
+        self.maxrel = np.zeros(capacity, np.float64)
+        self.minseq = np.zeros(capacity, np.int64)
+        #: Token -> group numbers, ascending (appended in order; compaction keeps order).
+        self.post: dict[str, array[int]] = {}
+        self.pdead: dict[str, int] = {}  # token -> purged group numbers in its list
+        #: Lower-cased text of group number ``g`` at ``g % _SCAN_NEW``, for the last
+        #: ``_SCAN_NEW`` numbers: what extending a cached match set reads.
+        self.recent: list[str] = [""] * _SCAN_NEW
+        #: word -> (groups covered, dense?, byte per group or group numbers).
+        self.cache: dict[str, tuple[int, bool, np.ndarray[Any, Any]]] = {}
+        self.cache_bytes = 0
+
+    def grow(self) -> None:
+        cap = 2 * len(self.maxrel)
+        maxrel = np.zeros(cap, np.float64)
+        minseq = np.zeros(cap, np.int64)
+        maxrel[: self.n] = self.maxrel[: self.n]
+        minseq[: self.n] = self.minseq[: self.n]
+        self.maxrel, self.minseq = maxrel, minseq
 
 
 class _WordOverlapIndex:
-    """Owner-written, snapshot-read index for :class:`WordOverlapScorer`."""
+    """Owner-written, snapshot-read index for :class:`WordOverlapScorer`.
 
-    __slots__ = ("_budget", "_groups", "_tags", "_words")
+    Memory per distinct text: a dict item and a slot in the group list, 16 bytes of
+    bounds, 4 bytes per distinct token in posting lists, a :class:`_Group` only for a
+    text stored more than once; plus the token vocabulary.
+    """
 
-    def __init__(self, essential_budget: int) -> None:
-        self._budget = essential_budget
-        self._groups: dict[str, _Group] = {}
-        self._words = _Postings()  # token -> groups
-        self._tags = _Postings()  # lower-cased tag -> records
+    __slots__ = ("_cache_min", "_e", "_tags", "_vocab")
+
+    def __init__(self, cache_min_postings: int) -> None:
+        self._cache_min = cache_min_postings
+        self._e = _Numbering(64)
+        #: Tokens, each acquired once while its posting list has a live group number.
+        self._vocab = SubstringVocab()
+        self._tags = _TagPostings()  # lower-cased tag -> records
+
+    # ------------------------------------------------------------------ owner side
 
     def add(self, rec: Record) -> None:
-        group = self._groups.get(rec.low)
-        if group is None:
-            group = self._groups[rec.low] = _Group(rec.low)
-            self._words.add(set(rec.low.split()), group)  # type: ignore[arg-type]
-        group.recs.append(rec)
-        group.unpurged += 1
-        if rec.seq < group.min_seq:
-            group.min_seq = rec.seq
+        """Index ``rec``. O(tokens of the text) for a new text (plus the vocabulary's
+        cost for new tokens), O(1) for a text already indexed."""
+        e = self._e
+        text = rec.entry.memory
+        rel = rec.entry.relevance
+        gid = e.groups.get(text)
+        if gid is None:
+            gid = e.n
+            if gid == len(e.maxrel):
+                e.grow()
+            e.maxrel[gid] = rel
+            e.minseq[gid] = rec.seq
+            e.groups[text] = gid
+            e.glist.append(rec)
+            low = text.lower()
+            e.recent[gid % _SCAN_NEW] = low
+            e.n = gid + 1
+            post = e.post
+            toks = set(low.split())
+            lists = list(map(post.get, toks))
+            if None in lists:
+                acquire = self._vocab.acquire
+                for tok, lst in zip(toks, lists, strict=True):
+                    if lst is None:
+                        acquire(tok)
+                        post[tok] = array("i", (gid,))
+                    else:
+                        lst.append(gid)
+            else:
+                appends = map(array.append, cast("list[array[int]]", lists), repeat(gid))
+                deque(appends, maxlen=0)  # the appends, run in C
+        else:
+            if rel > e.maxrel[gid]:
+                e.maxrel[gid] = rel
+            if rec.seq < e.minseq[gid]:
+                e.minseq[gid] = rec.seq
+            item = e.glist[gid]
+            if type(item) is _Group:
+                item.recs.append(rec)
+                item.unpurged += 1
+            else:
+                assert isinstance(item, Record)
+                e.glist[gid] = _Group(text, [item, rec])
         if rec.entry.tags:
             self._tags.add(_tags(rec), rec)
 
@@ -273,13 +336,40 @@ class _WordOverlapIndex:
         """Nothing to do: older snapshots still read ``rec`` through the postings."""
 
     def purge(self, rec: Record) -> None:
-        group = self._groups[rec.low]
-        group.unpurged -= 1
-        if group.unpurged == 0:
-            group.purged = True
-            del self._groups[rec.low]
-            self._words.purge(set(rec.low.split()))
+        """Drop ``rec``. O(1), or O(tokens) when its text leaves; amortized O(1) per
+        posting for the compactions."""
+        e = self._e
+        text = rec.entry.memory
+        gid = e.groups[text]
+        glist = e.glist
+        group = glist[gid]
+        if type(group) is _Group:
+            group.unpurged -= 1
+            gone = group.unpurged == 0
         else:
+            assert group is rec
+            gone = True
+        if gone:
+            del e.groups[text]
+            glist[gid] = None
+            e.dead += 1
+            post, pdead = e.post, e.pdead
+            for tok in set(text.lower().split()):
+                d = pdead.get(tok, 0) + 1
+                lst = post[tok]
+                if d == len(lst):
+                    del post[tok]
+                    pdead.pop(tok, None)
+                    self._vocab.release(tok)
+                elif 2 * d > len(lst):
+                    post[tok] = array("i", [g for g in lst if glist[g] is not None])
+                    pdead.pop(tok, None)
+                else:
+                    pdead[tok] = d
+            if e.dead >= _RENUMBER_MIN and 2 * e.dead > e.n:
+                self._renumber()
+        else:
+            assert type(group) is _Group
             group.dead += 1
             if 2 * group.dead > len(group.recs):
                 group.recs = [r for r in group.recs if not r.purged]
@@ -287,9 +377,130 @@ class _WordOverlapIndex:
         if rec.entry.tags:
             self._tags.purge(_tags(rec))
 
+    def _renumber(self) -> None:
+        """Number the live groups 0, 1, ... in their old order, in a new
+        :class:`_Numbering` (new group objects sharing the record lists; posting lists
+        remapped with numpy; cached match sets dropped). Readers of the old one keep it.
+        O(G + T) vectorised, plus O(T) Python steps, for G group numbers and T tokens;
+        runs when half the numbers are purged, so amortized O(1 + T/G) per purge."""
+        old = self._e
+        live_ids = [gid for gid, g in enumerate(old.glist) if g is not None]
+        size = len(live_ids)
+        e = _Numbering(max(64, 1 << (2 * size).bit_length()))
+        old_ids = np.array(live_ids, np.int64)
+        remap = np.full(old.n, -1, np.int32)
+        remap[old_ids] = np.arange(size, dtype=np.int32)
+        e.maxrel[:size] = old.maxrel[old_ids]
+        e.minseq[:size] = old.minseq[old_ids]
+        texts: list[str] = []
+        for old_gid in live_ids:
+            item = old.glist[old_gid]
+            assert item is not None
+            if type(item) is _Group:
+                copy = _Group(item.text, item.recs)  # the readers of `old` keep theirs
+                copy.unpurged, copy.dead = item.unpurged, item.dead
+                item = copy
+            e.groups[_text_of(item)] = len(e.glist)
+            e.glist.append(item)
+            texts.append(_text_of(item))
+        e.n = size
+        for gid in range(max(0, size - _SCAN_NEW), size):
+            e.recent[gid % _SCAN_NEW] = texts[gid].lower()
+        for tok, lst in old.post.items():
+            ids = remap[np.frombuffer(lst, np.int32)]
+            kept = array("i")
+            kept.frombytes(ids[ids >= 0].tobytes())
+            e.post[tok] = kept
+        self._e = e
+
+    # ------------------------------------------------------------------ reader side
+
+    def _match(
+        self, e: _Numbering, w: str, n: int
+    ) -> Generator[None, None, tuple[bool, np.ndarray[Any, Any] | None]]:
+        """The groups numbered below ``n`` whose text contains ``w``: ``(True, a byte
+        per group)`` or ``(False, group numbers)`` (unsorted, possibly repeated: add them
+        with one fancy-indexed ``+=``, which counts a repeated number once);
+        ``(False, None)`` for none.
+        May include purged groups. O(postings of the tokens containing ``w``), or
+        O(groups added since) for a cached word; vectorised."""
+        cache = e.cache
+        hit = cache.get(w)
+        if hit is not None:
+            del cache[w]
+            cache[w] = hit  # most recently used last
+            upto, dense, data = hit
+            if upto >= n:
+                return dense, (data[:n] if dense else data[data < n])
+            if n - upto <= _SCAN_NEW:
+                recent = e.recent
+                new: list[int] = []
+                whole = True
+                for g in range(upto, n):
+                    if not g % _STEP:
+                        yield
+                        if e.n - _SCAN_NEW > g:
+                            whole = False  # the owner has overwritten the texts to read
+                            break
+                    if w in recent[g % _SCAN_NEW]:
+                        new.append(g)
+            else:
+                whole = False
+            if whole:
+                if dense:
+                    ext = np.zeros(n, np.uint8)
+                    ext[:upto] = data
+                    ext[new] = 1
+                else:
+                    ext = np.concatenate((data, np.array(new, np.int32)))
+                self._remember(e, w, n, dense, ext)
+                return dense, ext
+        lists = list(filter(None, map(e.post.get, self._vocab.lookup_items(w))))
+        if not lists:
+            return False, None
+        gids = np.frombuffer(b"".join(lists), np.int32)
+        total = len(gids)
+        if e.n != n:
+            gids = gids[gids < n]  # groups added after this retrieve started
+        yield
+        out: np.ndarray[Any, Any]
+        dense = total * _DENSE >= n
+        if dense:
+            out = np.zeros(n, np.uint8)
+            out[gids] = 1
+        else:
+            out = gids
+        if total >= self._cache_min:
+            self._remember(e, w, n, dense, out)
+        return dense, out
+
+    def _remember(
+        self, e: _Numbering, w: str, n: int, dense: bool, data: np.ndarray[Any, Any]
+    ) -> None:
+        cache = e.cache
+        old = cache.pop(w, None)
+        if old is not None:
+            if old[0] > n:
+                cache[w] = old  # a later retrieve knows more
+                return
+            e.cache_bytes -= old[2].nbytes
+        cache[w] = (n, dense, data)
+        e.cache_bytes += data.nbytes
+        while e.cache_bytes > _CACHE_BYTES and len(cache) > 1:
+            oldest = next(iter(cache))
+            e.cache_bytes -= cache.pop(oldest)[2].nbytes
+
     def top_k(
         self, view: ReadView, query: str, limit: int, accept: Accept
     ) -> list[tuple[float, Record]]:
+        result: list[tuple[float, Record]] = drain(self.top_k_steps(view, query, limit, accept))
+        return result
+
+    def top_k_steps(
+        self, view: ReadView, query: str, limit: int, accept: Accept
+    ) -> Generator[None, None, list[tuple[float, Record]]]:
+        """:meth:`top_k`, yielding after every bounded chunk of work (see the module
+        documentation). Writes between the yields do not change the result."""
         if limit <= 0 or len(view) == 0:
             return []
         version = view.version
@@ -300,7 +511,12 @@ class _WordOverlapIndex:
             mult[w] = mult.get(w, 0) + 1
         top = next(view.by_relevance(), None)
         max_rel = top.entry.relevance if top is not None else 1.0
-        groups = self._groups
+        e = self._e
+        n = e.n
+        glist = e.glist
+        maxrel = e.maxrel[:n]
+        minseq = e.minseq[:n]
+        groups = e.groups
 
         def admitted(rec: Record) -> bool:
             return rec.born <= version < rec.died and (accept is None or accept(rec))
@@ -312,48 +528,21 @@ class _WordOverlapIndex:
             for lst in self._tags.matching(q):
                 tagged.update(lst)
 
-        # Words that occur in some token, rarest first (by postings length).
-        vocab = self._words.vocab
-        info: list[tuple[float, str, list[list[_Group]] | None]] = []
-        for w in mult:
-            gsize = vocab.gram_size(w)
-            if gsize == 0:
-                continue  # no token contains w: it matches nothing
-            if gsize <= _EXACT_DF_TOKENS:
-                lists: list[list[_Group]] = self._words.matching(w)  # type: ignore[assignment]
-                size = sum(map(len, lists))
-                if size:
-                    info.append((size, w, lists))
+        # Matched words per group number, vectorised.
+        dtype: Any = np.uint8 if n_words < 256 else np.uint16 if n_words < 65536 else np.int64
+        counts: np.ndarray[Any, Any] = np.zeros(n, dtype)
+        for w, m in mult.items():
+            dense, data = yield from self._match(e, w, n)
+            if data is None:
+                continue
+            if dense:
+                if m == 1:
+                    counts += data
+                else:
+                    counts += data.astype(dtype) * dtype(m)
             else:
-                info.append((math.inf, w, None))
-        info.sort(key=lambda t: t[0])
-        m_open = sum(mult[w] for _, w, _ in info)  # multiplicity of words not yet processed
-
-        # 1. MaxScore's exhaustive part: process words rarest first, counting matches per
-        # text group (in C, through Counter), until the entries not yet seen cannot reach
-        # the k-th best score the candidates are already sure of.
-        matched: Counter[_Group] = Counter()
-        spent = 0
-        done = 0
-        for df, w, maybe_lists in info:
-            if spent + df > self._budget and len(matched) + len(tagged) >= limit:
-                kth = _kth_floor(matched, tagged, groups, limit, n_words, max_rel, admitted)
-                if kth is not None and combine_word_overlap(max_rel, m_open, n_words, False) < kth:
-                    break
-            if maybe_lists is None:
-                maybe_lists = self._words.matching(w)  # type: ignore[assignment]
-                assert maybe_lists is not None
-                df = float(sum(map(len, maybe_lists)))
-            spent += int(df)
-            found: Iterable[_Group] = (
-                maybe_lists[0] if len(maybe_lists) == 1 else set().union(*maybe_lists)
-            )
-            for _ in range(mult[w]):
-                matched.update(found)
-            m_open -= mult[w]
-            done += 1
-        rest = [w for _, w, _ in info[done:]]
-        m_rest = m_open
+                counts[data] += dtype(m)
+            yield
 
         heap: list[tuple[float, int, Record]] = []  # worst on top: (score, -seq, rec)
 
@@ -364,71 +553,92 @@ class _WordOverlapIndex:
             elif item[:2] > heap[0][:2]:
                 heapq.heapreplace(heap, item)
 
-        def full_count(low: str, base: int) -> int:
-            for w in rest:
-                if w in low:
-                    base += mult[w]
-            return base
-
-        def offer_group(group: _Group, base: int) -> None:
-            count = full_count(group.low, base)
-            # combine_word_overlap(rel, count, n_words, False), term by term in its order.
-            part = 0.4 * (count / n_words)
-            for rec in group.recs:
-                if len(heap) == limit:
-                    worst = heap[0]
-                    bound = ((0.5 * max_rel + part) + 0.0) + 0.1
-                    if bound < worst[0] or (bound == worst[0] and group.min_seq > -worst[1]):
-                        return  # no entry of this group can enter any more
-                    score = ((0.5 * rec.entry.relevance + part) + 0.0) + 0.1
-                    if score < worst[0] or (score == worst[0] and rec.seq > -worst[1]):
-                        continue
-                else:
-                    score = ((0.5 * rec.entry.relevance + part) + 0.0) + 0.1
-                if rec not in tagged and admitted(rec):
-                    push(rec, score)
-
-        # Score the tagged entries, then the groups by matched count, highest first.
-        for rec in tagged:
+        done = 0
+        for rec in list(tagged):
             if admitted(rec):
-                count = full_count(rec.low, matched.get(groups[rec.low], 0))
+                count = int(counts[groups[rec.entry.memory]])
                 push(rec, combine_word_overlap(rec.entry.relevance, count, n_words, True))
-        if matched:
-            hist = Counter(matched.values())
-            counts = sorted(hist, reverse=True)
-            # Pass 1: the highest counts, down to where at least `limit` groups are.
-            have = 0
-            for c1 in counts:
-                have += hist[c1]
-                if have >= limit:
-                    break
-            first = [item for item in matched.items() if item[1] >= c1]
-            first.sort(key=_by_count_then_seq)
-            for group, count in first:
-                offer_group(group, count)
-            # Pass 2: lower counts whose bound can still reach the k-th best.
-            c_min = 0
-            if len(heap) == limit:
-                worst = heap[0][0]
-                c_min = c1
-                while c_min > 0 and not (
-                    combine_word_overlap(max_rel, c_min - 1 + m_rest, n_words, False) < worst
-                ):
-                    c_min -= 1
-            if c_min < c1:
-                for group, count in [item for item in matched.items() if c_min <= item[1] < c1]:
-                    offer_group(group, count)
+            done += 1
+            if not done % _STEP:
+                yield
 
-        # 2. Everything else matched none of the processed words: visit it in descending
-        # relevance while its bound can still enter the top k.
+        # Groups by matched count, highest first; within a count, by bound then min seq.
+        for c in range(int(counts.max()) if n else 0, 0, -1):
+            if len(heap) == limit and combine_word_overlap(max_rel, c, n_words, False) < heap[0][0]:
+                break
+            at = counts == c
+            if not at.any():
+                continue
+            idx = np.flatnonzero(at)
+            part = 0.4 * (c / n_words)
+            bounds = ((0.5 * maxrel[idx] + part) + 0.0) + 0.1
+            seqs = minseq[idx]
+            uniform = bool(bounds.min() == bounds.max())
+            batch = max(limit, 32)
+            while len(idx):
+                size = len(idx)
+                rest: np.ndarray[Any, Any] | None = None
+                if size <= batch:
+                    sel = np.lexsort((seqs, -bounds))
+                else:
+                    if uniform:
+                        cand = np.argpartition(seqs, batch - 1)[:batch]
+                    else:
+                        kth = np.partition(bounds, size - batch)[size - batch]
+                        above = np.flatnonzero(bounds > kth)
+                        ties = np.flatnonzero(bounds == kth)
+                        need = batch - len(above)
+                        if need < len(ties):
+                            ties = ties[np.argpartition(seqs[ties], need - 1)[:need]]
+                        cand = np.concatenate((above, ties))
+                    sel = cand[np.lexsort((seqs[cand], -bounds[cand]))]
+                    rest = np.ones(size, bool)
+                    rest[sel] = False
+                stop = False
+                for k, (g, bound, mseq) in enumerate(
+                    zip(idx[sel].tolist(), bounds[sel].tolist(), seqs[sel].tolist(), strict=True)
+                ):
+                    if len(heap) == limit:
+                        worst = heap[0]
+                        if bound < worst[0] or (bound == worst[0] and mseq > -worst[1]):
+                            stop = True  # neither this group nor any later one can enter
+                            break
+                    item = glist[g]
+                    if item is None:
+                        continue
+                    recs = item.recs if type(item) is _Group else (item,)
+                    for rec in recs:
+                        # combine_word_overlap(rel, c, n_words, False), term by term.
+                        score = ((0.5 * rec.entry.relevance + part) + 0.0) + 0.1
+                        if len(heap) == limit:
+                            worst = heap[0]
+                            if score < worst[0] or (score == worst[0] and rec.seq > -worst[1]):
+                                continue
+                        if rec not in tagged and admitted(rec):
+                            push(rec, score)
+                    if not (k + 1) % _STEP:
+                        yield
+                if stop or rest is None:
+                    break
+                idx, bounds, seqs = idx[rest], bounds[rest], seqs[rest]
+                batch *= 4
+                yield
+
+        # Entries that match no word: visit them in descending relevance while their
+        # bound can still enter the top k.
         below: float | None = None
-        while True:
+        seen = 0
+        while not (
+            len(heap) == limit and combine_word_overlap(max_rel, 0, n_words, False) < heap[0][0]
+        ):
             restarted = False
             for rec in view.by_relevance(below=below):
-                if rec in tagged or groups[rec.low] in matched:
-                    continue
+                seen += 1
+                if not seen % _WALK_STEP:
+                    yield  # by_relevance re-seeks across yields (the snapshot's contract)
                 if len(heap) == limit:
-                    bound = combine_word_overlap(rec.entry.relevance, m_rest, n_words, False)
+                    # The bound of this and every later entry that matches no word.
+                    bound = combine_word_overlap(rec.entry.relevance, 0, n_words, False)
                     worst_score, worst_negseq = heap[0][0], heap[0][1]
                     if bound < worst_score:
                         break
@@ -438,13 +648,10 @@ class _WordOverlapIndex:
                         below = rec.entry.relevance
                         restarted = True
                         break
+                if rec in tagged or counts[groups[rec.entry.memory]]:
+                    continue
                 if accept is None or accept(rec):
-                    push(
-                        rec,
-                        combine_word_overlap(
-                            rec.entry.relevance, full_count(rec.low, 0), n_words, False
-                        ),
-                    )
+                    push(rec, combine_word_overlap(rec.entry.relevance, 0, n_words, False))
             if not restarted:
                 break
 
@@ -452,25 +659,53 @@ class _WordOverlapIndex:
         return [(score, rec) for score, _, rec in heap]
 
     def _check(self, live: Iterable[Record]) -> None:
-        by_low: dict[str, list[Record]] = {}
+        e = self._e
+        by_text: dict[str, list[Record]] = {}
         tags: dict[str, list[Record]] = {}
         for rec in live:
             assert not rec.purged
-            by_low.setdefault(rec.low, []).append(rec)
+            by_text.setdefault(rec.entry.memory, []).append(rec)
             for t in _tags(rec):
                 tags.setdefault(t, []).append(rec)
-        assert set(self._groups) == set(by_low)
-        words: dict[str, list[_Group]] = {}
-        for low, recs in by_low.items():
-            group = self._groups[low]
-            assert group.low == low
-            assert not group.purged
-            alive = [r for r in group.recs if not r.purged]
-            assert sorted(map(id, alive)) == sorted(map(id, recs)), low
-            assert group.unpurged == len(recs)
-            assert group.dead == len(group.recs) - len(alive)
-            assert 2 * group.dead <= len(group.recs)
-            for t in set(low.split()):
-                words.setdefault(t, []).append(group)
-        self._words._check(words)  # type: ignore[arg-type]
+        assert set(e.groups) == set(by_text)
+        assert len(e.glist) == e.n <= len(e.maxrel) == len(e.minseq)
+        assert sum(g is not None for g in e.glist) == len(e.groups) == e.n - e.dead
+        assert not (e.dead >= _RENUMBER_MIN and 2 * e.dead > e.n)
+        words: dict[str, list[int]] = {}
+        for text, recs in by_text.items():
+            gid = e.groups[text]
+            item = e.glist[gid]
+            assert item is not None
+            assert _text_of(item) == text
+            if type(item) is _Group:
+                alive = [r for r in item.recs if not r.purged]
+                assert item.unpurged == len(recs)
+                assert item.dead == len(item.recs) - len(alive)
+                assert 2 * item.dead <= len(item.recs)
+            else:
+                alive = [item]  # type: ignore[list-item]
+            assert sorted(map(id, alive)) == sorted(map(id, recs)), text
+            assert all(r.entry.relevance <= e.maxrel[gid] for r in recs)
+            assert all(r.seq >= e.minseq[gid] for r in recs)
+            if gid >= e.n - _SCAN_NEW:
+                assert e.recent[gid % _SCAN_NEW] == text.lower()
+            for t in set(text.lower().split()):
+                words.setdefault(t, []).append(gid)
+        self._vocab._check(words)
+        assert set(e.post) == set(words)
+        for t, gids in words.items():
+            lst = e.post[t]
+            assert list(lst) == sorted(lst), t
+            alive_gids = [g for g in lst if e.glist[g] is not None]
+            assert alive_gids == sorted(gids), t
+            assert len(lst) - len(alive_gids) == e.pdead.get(t, 0), t
+            assert 2 * (len(lst) - len(alive_gids)) <= len(lst), t
+        assert set(e.pdead) <= set(e.post)
         self._tags._check(tags)
+        assert e.cache_bytes == sum(d.nbytes for _, _, d in e.cache.values())
+        for w, (upto, dense, data) in e.cache.items():
+            got = set(np.flatnonzero(data).tolist() if dense else data.tolist())
+            for g in range(upto):
+                grp = e.glist[g]
+                if grp is not None:
+                    assert (g in got) == (w in _text_of(grp).lower()), (w, g)

@@ -1,0 +1,239 @@
+"""WordOverlapScorer's index: top_k_steps under writes between its yields, the numpy
+paths (cached match sets, their extension, dense and sparse sets, count levels) against
+the reference score."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from actormem import MemoryCategory, MemoryEntry, WordOverlapScorer, _wordoverlap
+from actormem._record import Record
+from actormem._scoring import Accept
+from actormem._state import MemoryState, View
+from actormem._wordoverlap import word_overlap_score
+
+BASE = datetime(2026, 1, 1, tzinfo=UTC)
+VOCAB = [
+    "what",
+    "did",
+    "the",
+    "then",
+    "they",
+    "do",
+    "at",
+    "a",
+    "I",
+    "Caroline",
+    "Melanie",
+    "deploy",
+    "deploys",
+    "x.y",
+    "é",
+    "É",
+    "İstanbul",
+    "go",
+    "goes",
+    "ab",
+    "abc",
+    "rust",
+]
+TAGS = ["infra", "deploy", "blue team", "x"]
+RELS = [0.0, 0.5, 0.8, 1.0, 1.0, 1.0]
+
+
+def make_entry(rng: random.Random, i: int, id: uuid.UUID | None = None) -> MemoryEntry:
+    words = rng.choices(VOCAB, k=rng.randint(0, 7))
+    if rng.random() < 0.3:
+        words.append(f"id{rng.randint(0, 10**6)}")  # a new token
+    text = " ".join(words) if rng.random() < 0.9 else rng.choice(["the", "a b", "x.y"])
+    return MemoryEntry(
+        id=id or uuid.UUID(int=rng.getrandbits(64)),
+        category=rng.choice(list(MemoryCategory)),
+        memory=text,
+        tags=rng.sample(TAGS, k=rng.randint(0, 2)),
+        created_at=BASE + timedelta(seconds=i),
+        relevance=rng.choice(RELS),
+        namespace=rng.choice([(), ("t",)]),
+    )
+
+
+def make_query(rng: random.Random) -> str:
+    if rng.random() < 0.1:
+        return rng.choice(["", "  ", "blue team", "deploy", "zzz"])
+    return " ".join(rng.choices(VOCAB + ["e", "th", "ca", "zz", "id1"], k=rng.randint(1, 6)))
+
+
+def reference(view: View, query: str, limit: int, accept: Accept) -> list[tuple[float, int]]:
+    scored = []
+    for rec in view.records():
+        if accept is not None and not accept(rec):
+            continue
+        e = rec.entry
+        scored.append((word_overlap_score(e.memory, e.tags, e.relevance, query), rec.seq))
+    scored.sort(key=lambda t: (-t[0], t[1]))
+    return scored[:limit]
+
+
+def in_t(rec: Record) -> bool:
+    return rec.entry.namespace == ("t",)
+
+
+def write(rng: random.Random, state: MemoryState, ids: list[uuid.UUID], i: int) -> None:
+    op = rng.random()
+    if op < 0.5 or not ids:
+        e = make_entry(rng, i)
+        ids.append(e.id)
+        state.store(e)
+    elif op < 0.75:
+        state.store(make_entry(rng, i, id=rng.choice(ids)))  # upsert
+    else:
+        state.delete(ids.pop(rng.randrange(len(ids))))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_top_k_steps_with_writes_between_yields(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(seed)
+    monkeypatch.setattr(_wordoverlap, "_STEP", rng.choice([1, 2, 3]))
+    monkeypatch.setattr(_wordoverlap, "_SCAN_NEW", rng.choice([2, 5, 64]))
+    monkeypatch.setattr(_wordoverlap, "_DENSE", rng.choice([1, 16, 10**9]))
+    monkeypatch.setattr(_wordoverlap, "_RENUMBER_MIN", rng.choice([1, 3, 4096]))
+    budget = rng.choice([0, 1, 5, 10**9])
+    state = MemoryState(
+        capacity=rng.choice([None, 40]),
+        half_life=3600.0,
+        scorer=WordOverlapScorer(essential_budget=budget),
+    )
+    ids: list[uuid.UUID] = []
+    i = 0
+    for _ in range(60):
+        write(rng, state, ids, i)
+        i += 1
+    state.publish()
+    for _ in range(25):
+        view = state.view()
+        query = make_query(rng)
+        limit = rng.choice([1, 3, 10, 100])
+        accept = rng.choice([None, in_t])
+        expected = reference(view, query, limit, accept)
+        got_sync = state.index.top_k(view, query, limit, accept)
+        assert [(s, r.seq) for s, r in got_sync] == expected
+        gen = state.index.top_k_steps(view, query, limit, accept)  # type: ignore[attr-defined]
+        while True:
+            try:
+                next(gen)
+            except StopIteration as stop:
+                got = stop.value
+                break
+            for _ in range(rng.randint(0, 3)):
+                write(rng, state, ids, i)
+                i += 1
+            if rng.random() < 0.5:
+                state.publish()
+                state.vacuum(view.version)  # the retrieving view stays live
+                state._check()
+            if rng.random() < 0.3:  # another reader, newer, between the yields
+                other = state.view()
+                q2 = make_query(rng)
+                assert [(s, r.seq) for s, r in state.index.top_k(other, q2, 5, None)] == reference(
+                    other, q2, 5, None
+                )
+        assert [(s, r.seq) for s, r in got] == expected, query
+        state.publish()
+        state.vacuum(state.published)
+        state._check()
+
+
+def test_level_batches_ties_and_large_levels(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Many texts with the same count and relevance: the level is bigger than one batch,
+    # ties go to the smallest seq; mixed relevances take the non-uniform partition.
+    for rels in ([1.0], [0.2, 0.9, 1.0, 0.55]):
+        state = MemoryState(capacity=None, half_life=3600.0, scorer=WordOverlapScorer())
+        for i in range(300):
+            state.store(
+                MemoryEntry(
+                    category=MemoryCategory.FACT,
+                    memory=f"the cat {i} " + ("sat" if i % 3 else "ran"),
+                    created_at=BASE + timedelta(seconds=i),
+                    relevance=rels[i % len(rels)],
+                )
+            )
+        state.publish()
+        view = state.view()
+        for query in ["the cat sat", "cat", "ran 1", "zz", "the the cat", "1 2 3"]:
+            for limit in (1, 10, 50, 299, 400):
+                got = state.index.top_k(view, query, limit, None)
+                assert [(s, r.seq) for s, r in got] == reference(view, query, limit, None)
+
+
+def _fact(text: str, i: int) -> MemoryEntry:
+    return MemoryEntry(
+        category=MemoryCategory.FACT, memory=text, created_at=BASE + timedelta(seconds=i)
+    )
+
+
+def test_cached_word_extension_survives_overwritten_recent_texts(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(_wordoverlap, "_STEP", 1)
+    monkeypatch.setattr(_wordoverlap, "_SCAN_NEW", 4)
+    state = MemoryState(
+        capacity=None, half_life=3600.0, scorer=WordOverlapScorer(essential_budget=0)
+    )
+    for i in range(10):
+        state.store(_fact(f"the {i}" if i % 2 else f"other {i}", i))
+    state.publish()
+    state.index.top_k(state.view(), "the", 5, None)  # caches "the"
+    for i in range(10, 13):
+        state.store(_fact(f"then {i}", i))
+    state.publish()
+    view = state.view()
+    expected = reference(view, "the", 20, None)
+    gen = state.index.top_k_steps(view, "the", 20, None)  # type: ignore[attr-defined]
+    next(gen)  # inside the extension of the cached set, over the 3 new texts
+    for i in range(13, 23):  # overwrite every recent text the reader has to read
+        state.store(_fact(f"zz {i}", i))
+    state.publish()
+    got = _wordoverlap.drain(gen)
+    assert [(s, r.seq) for s, r in got] == expected
+    state._check()
+
+
+@pytest.mark.parametrize("query", ["the cat", "a", "do 1", "then", "cat the 1"])
+def test_renumbering_between_yields_keeps_the_readers_numbering(
+    query: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_wordoverlap, "_STEP", 1)
+    monkeypatch.setattr(_wordoverlap, "_RENUMBER_MIN", 1)
+    state = MemoryState(
+        capacity=None, half_life=3600.0, scorer=WordOverlapScorer(essential_budget=0)
+    )
+    texts = ["the cat", "then a dog", "a cat sat", "they ran", "what did the cat do"]
+    entries = [_fact(f"{texts[i % 5]} {i}", i) for i in range(20)]
+    for e in entries:
+        state.store(e)
+    state.publish()
+    state.index.top_k(state.view(), "the", 3, None)  # cache a match set
+    for e in entries[:15]:
+        state.delete(e.id)
+    state.publish()
+    view = state.view()
+    index = state.index
+    numbering = index._e  # type: ignore[attr-defined]
+    expected = reference(view, query, 4, None)
+    gen = index.top_k_steps(view, query, 4, None)  # type: ignore[attr-defined]
+    next(gen)
+    state.vacuum(view.version)  # purges the 15 deleted: a renumbering
+    assert index._e is not numbering  # type: ignore[attr-defined]
+    state.store(_fact("the cat again", 99))  # written to the new numbering
+    got = _wordoverlap.drain(gen)
+    assert [(s, r.seq) for s, r in got] == expected
+    state.publish()
+    view = state.view()
+    assert [(s, r.seq) for s, r in index.top_k(view, query, 4, None)] == reference(
+        view, query, 4, None
+    )
+    state._check()
