@@ -51,8 +51,6 @@ class Record:
     Attributes:
         entry: The entry as stored (its ``access_count``/``last_accessed`` are the values
             at store time; see :meth:`entry_at`).
-        low: ``entry.memory.lower()``; the same object as ``entry.memory`` when lower-casing
-            changes nothing, so it costs no memory then.
         born: Version that made this record visible.
         died: Version that removed it (delete, upsert, eviction, prune, merge), or
             :data:`NEVER`.
@@ -69,7 +67,6 @@ class Record:
         "dupkey",
         "entry",
         "evkey",
-        "low",
         "prev",
         "purged",
         "seq",
@@ -77,8 +74,6 @@ class Record:
 
     def __init__(self, entry: MemoryEntry, born: int, seq: int, prev: Record | None) -> None:
         self.entry = entry
-        low = entry.memory.lower()
-        self.low = entry.memory if low == entry.memory else low
         self.born = born
         self.died = NEVER
         self.seq = seq

@@ -114,10 +114,9 @@ def _one_spaced(t: str) -> str:
 
 def _normalised(rec: Record) -> tuple[tuple[str, ...], str, str]:
     """The duplicate key: namespace, category, text ignoring case and runs of whitespace
-    (:func:`_folded`; an ASCII text's casefold is ``rec.low``, made already)."""
+    (:func:`_folded`)."""
     e = rec.entry
-    low = rec.low
-    folded = _one_spaced(low if low.isascii() else e.memory.casefold())
+    folded = _one_spaced(e.memory.casefold())
     return (e.namespace, e.category._value_, folded)  # str: its hash is cached
 
 
