@@ -322,10 +322,11 @@ class Memory(metaclass=NoPublicConstructor):
         owner). With the built-in scorers the scoring runs in slices of about
         :data:`~actormem._scoring.RETRIEVE_SLICE` (0.1 ms) with a checkpoint between them,
         so other tasks (writers, the owner, other readers) run meanwhile; the result is
-        still exactly that of the snapshot taken at the start. Ties keep insertion order. No minimum score: with fewer than ``limit``
-        entries, all of them come back; ``limit=0`` gives ``[]``. The entries returned
-        get their ``access_count`` and ``last_accessed`` updated by the owner later, in a
-        batch (the returned values are those of the snapshot).
+        still exactly that of the snapshot taken at the start. Ties keep insertion order.
+        No minimum score: with fewer than ``limit`` entries, all of them come back;
+        ``limit=0`` gives ``[]``. The entries returned get their ``access_count`` and
+        ``last_accessed`` updated by the owner later, in a batch (the returned values are
+        those of the snapshot).
 
         Args:
             query: Text, at most :data:`~actormem.MAX_QUERY_CHARS` code points.

@@ -58,7 +58,7 @@ import attrs
 import numpy as np
 
 from ._record import Record
-from ._scoring import Accept, ReadView
+from ._scoring import Accept, ReadView, drain
 from ._substring import SubstringVocab
 from ._util import Final
 
@@ -95,15 +95,6 @@ def word_overlap_score(memory: str, tags: Iterable[str], relevance: float, query
     q = query.strip().lower()
     tag = bool(q) and any(q in t.lower() for t in tags)
     return combine_word_overlap(relevance, matched, max(len(words), 1), tag)
-
-
-def drain(gen: Generator[None, None, Any]) -> Any:
-    """Run a ``top_k_steps`` generator to its end; return its value."""
-    while True:
-        try:
-            next(gen)
-        except StopIteration as stop:
-            return stop.value
 
 
 @attrs.frozen(kw_only=True, slots=True)

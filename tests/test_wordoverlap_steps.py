@@ -12,7 +12,7 @@ import pytest
 
 from actormem import MemoryCategory, MemoryEntry, WordOverlapScorer, _wordoverlap
 from actormem._record import Record
-from actormem._scoring import Accept
+from actormem._scoring import Accept, drain
 from actormem._state import MemoryState, View
 from actormem._wordoverlap import word_overlap_score
 
@@ -197,7 +197,7 @@ def test_cached_word_extension_survives_overwritten_recent_texts(
     for i in range(13, 23):  # overwrite every recent text the reader has to read
         state.store(_fact(f"zz {i}", i))
     state.publish()
-    got = _wordoverlap.drain(gen)
+    got = drain(gen)
     assert [(s, r.seq) for s, r in got] == expected
     state._check()
 
@@ -229,7 +229,7 @@ def test_renumbering_between_yields_keeps_the_readers_numbering(
     state.vacuum(view.version)  # purges the 15 deleted: a renumbering
     assert index._e is not numbering  # type: ignore[attr-defined]
     state.store(_fact("the cat again", 99))  # written to the new numbering
-    got = _wordoverlap.drain(gen)
+    got = drain(gen)
     assert [(s, r.seq) for s, r in got] == expected
     state.publish()
     view = state.view()
