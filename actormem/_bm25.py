@@ -94,6 +94,14 @@ _CHUNK = 2048
 #: more than this factor since they were made (they stay valid bounds up to it).
 _DRIFT = 1.02
 
+#: Up to this many texts are scored exactly one by one (binary searches in Python),
+#: more at once with numpy: the same floating-point operations either way.
+_FEW = 64
+
+#: After the essential terms, the next term is accumulated whole while its posting list
+#: is shorter than the candidates over this ratio (else looked up for each candidate).
+_UPDATE_RATIO = 0.25
+
 _T = TypeVar("_T")
 
 
@@ -683,6 +691,7 @@ class BM25Index(metaclass=NoPublicConstructor):
         query: list[tuple[float, array[int], array[int], int]] = []
         # (bound on the term's contribution, weight * idf, groups, tfs, n), for MaxScore.
         order: list[tuple[float, float, array[int], array[int], int]] = []
+        position: dict[_Term, int] = {}  # a query term's place in `query`
         # Cached maximum saturations are exact at their term's reference avgdl and at
         # most `hi` times too low at this one (see _Term.impacts).
         for term in wanted:
@@ -693,6 +702,7 @@ class BM25Index(metaclass=NoPublicConstructor):
             obj = index_terms[term]
             hi = obj.impacts(a_part, k1 * b, avgdl, lengths)
             post = (wi, obj.groups, obj.tfs, len(obj.groups))
+            position[obj] = len(query)
             query.append(post)
             order.append((wi * obj.top * hi * up, *post))
         if not query:
@@ -718,6 +728,26 @@ class BM25Index(metaclass=NoPublicConstructor):
             for wi, groups, tfs, count in query:
                 hit, tf = _lookup(groups, tfs, count, nums)
                 score[hit] += wi * (tf / (tf + norm[hit]))
+            return score
+
+        exact: dict[int, float] = {}
+
+        def exact_of(num: int) -> float:
+            """BM25 of group ``num`` as :func:`exact_scores` computes it, for a few
+            groups (binary searches in the query's lists; memoized)."""
+            score = exact.get(num)
+            if score is None:
+                score = 0.0
+                group = table[num]
+                if group is not None:  # else purged: no record to score
+                    norm = k1 * (1.0 - b + b * int(lengths[num]) / avgdl)
+                    # The group's own terms say which lists to search.
+                    hits = sorted([position[obj] for obj in group.terms if obj in position])
+                    for pos in hits:
+                        wi, groups, tfs, count = query[pos]
+                        tf = tfs[bisect_left(groups, num, 0, count)]
+                        score += wi * (tf / (tf + norm))
+                exact[num] = score
             return score
 
         def weigh(score: float, rec: Record) -> float:
@@ -761,10 +791,7 @@ class BM25Index(metaclass=NoPublicConstructor):
 
         def kth_score(nums: Any) -> float:
             """The k-th best exact score of the records of groups ``nums`` (-inf if fewer)."""
-            nums = np.sort(nums)
-            pairs = sorted(
-                zip(exact_scores(nums).tolist(), nums.tolist(), strict=True), reverse=True
-            )
+            pairs = sorted(((exact_of(num), num) for num in nums.tolist()), reverse=True)
             values: list[float] = []
             for score, num in pairs:
                 values += scores_in(num, score)
@@ -783,7 +810,6 @@ class BM25Index(metaclass=NoPublicConstructor):
         acc = np.zeros(size_g)
         in_top = np.zeros(size_g, np.bool_)
         parts: list[Any] = []
-        touched = 0
         theta = -math.inf
         top = np.zeros(0, np.int32)
         tau = -math.inf
@@ -797,7 +823,6 @@ class BM25Index(metaclass=NoPublicConstructor):
                 nums = _window(groups, start, min(count, start + _CHUNK))
                 tf = _window(tfs, start, min(count, start + _CHUNK)).astype(np.float64)
                 before = acc[nums]
-                touched += int(np.count_nonzero(before == 0.0))
                 after = before + wi * (tf / (tf + (a_part + b_part * lengths[nums])))
                 acc[nums] = after
                 parts.append(nums)
@@ -817,7 +842,7 @@ class BM25Index(metaclass=NoPublicConstructor):
             if changed:
                 while True:
                     kth = kth_score(top)
-                    if kth > -math.inf or size >= touched:
+                    if kth > -math.inf or len(top) < size:  # then `top` holds every group
                         break
                     size *= 2  # too few visible, accepted records among them: look wider
                     everything = np.flatnonzero(acc)
@@ -831,13 +856,32 @@ class BM25Index(metaclass=NoPublicConstructor):
                     theta = kth
                 yield
 
+        sorted_parts = True
         # 2. Candidates: the texts whose partial score plus the bounds of the other terms
-        # reaches theta; each other term, best bound first, is looked up for them
-        # (binary search in its sorted list), and those that can no longer reach theta
-        # are dropped (MaxScore).
-        if len(parts) == 1:  # one chunk of one list: sorted and distinct already
-            cands = parts[0]
-            cands = cands[acc[cands] * up + rest[done] >= theta]
+        # reaches theta. While they outnumber the postings of the next term over
+        # _UPDATE_RATIO, that term is accumulated whole (cheaper than looking it up for
+        # each); then each other term, best bound first, is looked up for them (binary
+        # search in its sorted list), and those that can no longer reach theta are
+        # dropped (MaxScore).
+        while True:
+            every = parts[0] if len(parts) == 1 else np.concatenate(parts)
+            every = every[acc[every] * up + rest[done] >= theta]
+            if not (done < len(order) and order[done][4] * _UPDATE_RATIO < len(every)):
+                break
+            _, wi, groups, tfs, count = order[done]
+            for start in range(0, count, _CHUNK):
+                nums = _window(groups, start, min(count, start + _CHUNK))
+                tf = _window(tfs, start, min(count, start + _CHUNK)).astype(np.float64)
+                acc[nums] += wi * (tf / (tf + (a_part + b_part * lengths[nums])))
+                yield
+            parts = [every]  # the candidates only: distinct, maybe unsorted
+            sorted_parts = False
+            done += 1
+        if len(parts) == 1 and sorted_parts:  # one chunk of one list: sorted and distinct
+            cands = every
+        elif len(every) < size_g // 16:
+            every.sort()
+            cands = every[np.concatenate(([True], every[1:] != every[:-1]))]
         else:
             # Distinct, sorted: through a dense mark (O(groups), no sort).
             keep = acc * up + rest[done] >= theta
@@ -845,7 +889,7 @@ class BM25Index(metaclass=NoPublicConstructor):
             cands = np.flatnonzero(keep).astype(np.int32)
             del keep
         partial = acc[cands]
-        del acc, parts, in_top
+        del acc, parts, in_top, every
         for j in range(done, len(order)):
             if not len(cands):
                 break
@@ -865,10 +909,13 @@ class BM25Index(metaclass=NoPublicConstructor):
         # 3. The survivors, scored exactly, best first; their records enter a heap.
         heap: list[tuple[float, int, Record]] = []  # (score, -seq, rec): worst on top
         ranked: list[tuple[float, int]] = []
-        for start in range(0, len(cands), _CHUNK):
-            chunk = cands[start : start + _CHUNK]
-            ranked += zip(exact_scores(chunk).tolist(), chunk.tolist(), strict=True)
-            yield
+        if len(cands) <= _FEW:
+            ranked = [(exact_of(num), num) for num in cands.tolist()]
+        else:
+            for start in range(0, len(cands), _CHUNK):
+                chunk = cands[start : start + _CHUNK]
+                ranked += zip(exact_scores(chunk).tolist(), chunk.tolist(), strict=True)
+                yield
         ranked.sort(key=itemgetter(0), reverse=True)
         steps = 0
         for score, num in ranked:
