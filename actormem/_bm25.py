@@ -98,6 +98,9 @@ _DRIFT = 1.02
 #: more at once with numpy: the same floating-point operations either way.
 _FEW = 64
 
+#: Texts scored exactly one by one between two yields.
+_FEW_STEP = 4
+
 #: After the essential terms, the next term is accumulated whole while its posting list
 #: is shorter than the candidates over this ratio (else looked up for each candidate).
 _UPDATE_RATIO = 0.25
@@ -809,6 +812,8 @@ class BM25Index(metaclass=NoPublicConstructor):
         # the lowest partial score there).
         acc = np.zeros(size_g)
         in_top = np.zeros(size_g, np.bool_)
+        yield
+        yield
         parts: list[Any] = []
         theta = -math.inf
         top = np.zeros(0, np.int32)
@@ -841,6 +846,10 @@ class BM25Index(metaclass=NoPublicConstructor):
             done += 1
             if changed:
                 while True:
+                    for i, num in enumerate([num for num in top.tolist() if num not in exact]):
+                        exact_of(num)  # memoized for kth_score
+                        if i % _FEW_STEP == _FEW_STEP - 1:
+                            yield
                     kth = kth_score(top)
                     if kth > -math.inf or len(top) < size:  # then `top` holds every group
                         break
@@ -883,12 +892,18 @@ class BM25Index(metaclass=NoPublicConstructor):
             every.sort()
             cands = every[np.concatenate(([True], every[1:] != every[:-1]))]
         else:
-            # Distinct, sorted: through a dense mark (O(groups), no sort).
-            keep = acc * up + rest[done] >= theta
-            keep &= acc > 0.0
-            cands = np.flatnonzero(keep).astype(np.int32)
-            del keep
+            # Distinct, sorted: through a dense mark (O(groups), no sort), in slices.
+            found_parts = []
+            for lo in range(0, size_g, 32 * _CHUNK):
+                window = acc[lo : lo + 32 * _CHUNK]
+                keep = window * up + rest[done] >= theta
+                keep &= window > 0.0
+                found_parts.append(np.flatnonzero(keep).astype(np.int32) + np.int32(lo))
+                del window, keep
+                yield
+            cands = np.concatenate(found_parts)
         partial = acc[cands]
+        yield
         del acc, parts, in_top, every
         for j in range(done, len(order)):
             if not len(cands):
@@ -910,10 +925,13 @@ class BM25Index(metaclass=NoPublicConstructor):
         heap: list[tuple[float, int, Record]] = []  # (score, -seq, rec): worst on top
         ranked: list[tuple[float, int]] = []
         if len(cands) <= _FEW:
-            ranked = [(exact_of(num), num) for num in cands.tolist()]
+            for i, num in enumerate(cands.tolist()):
+                ranked.append((exact_of(num), num))
+                if i % _FEW_STEP == _FEW_STEP - 1:
+                    yield
         else:
-            for start in range(0, len(cands), _CHUNK):
-                chunk = cands[start : start + _CHUNK]
+            for start in range(0, len(cands), max(1, _CHUNK // 8)):
+                chunk = cands[start : start + max(1, _CHUNK // 8)]
                 ranked += zip(exact_scores(chunk).tolist(), chunk.tolist(), strict=True)
                 yield
         ranked.sort(key=itemgetter(0), reverse=True)
