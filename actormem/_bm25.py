@@ -105,6 +105,12 @@ _FEW_STEP = 4
 #: is shorter than the candidates over this ratio (else looked up for each candidate).
 _UPDATE_RATIO = 0.25
 
+#: The terms of a group not yet filled in.
+_NO_TERMS = array("i")
+
+#: The records of a group not yet filled in (never appended to).
+_NO_RECS: list[Record] = []
+
 _T = TypeVar("_T")
 
 
@@ -219,8 +225,8 @@ class _Group:
     def __init__(self, key: object, num: int) -> None:
         self.key = key
         self.num = num
-        self.terms: tuple[_Term, ...] = ()
-        self.recs: list[Record] = []
+        self.terms = _NO_TERMS
+        self.recs: list[Record] = _NO_RECS
         self.unpurged = 0
         self.dead = 0
 
@@ -238,12 +244,15 @@ class _Term:
     reader that took the arrays and their length at its start can read that prefix at
     any later time."""
 
-    __slots__ = ("dead", "df", "groups", "key", "ref", "seen", "tfs", "top")
+    __slots__ = ("dead", "df", "groups", "key", "num", "ref", "seen", "tfs", "top")
 
-    def __init__(self, key: str) -> None:
+    def __init__(self, key: str, num: int) -> None:
         self.key = key
+        #: The term's slot in the index's term table (never reused).
+        self.num = num
         self.groups = array("i")
-        self.tfs = array("i")
+        #: Bytes while every frequency fits in one, else int32 (the array is replaced).
+        self.tfs = array("B")
         #: Groups in the list whose records are all purged.
         self.dead = 0
         #: Records not retired whose document has the term: df at the newest version.
@@ -267,7 +276,7 @@ class _Term:
         start, end = self.seen, len(self.groups)
         if start < end:
             groups = np.frombuffer(self.groups, np.int32, end)[start:]
-            tfs = np.frombuffer(self.tfs, np.int32, end)[start:].astype(np.float64)
+            tfs = np.frombuffer(self.tfs, self.tfs.typecode, end)[start:].astype(np.float64)
             sats = tfs / (tfs + (a_part + (k_part / ref) * lengths[groups]))
             self.top = max(self.top, float(sats.max()))
             self.seen = end
@@ -280,7 +289,7 @@ class _Term:
         groups, tfs = self.groups, self.tfs
         keep = [i for i, num in enumerate(groups) if table[num] is not None]
         self.groups = array("i", [groups[i] for i in keep])
-        self.tfs = array("i", [tfs[i] for i in keep])
+        self.tfs = array(tfs.typecode, [tfs[i] for i in keep])
         self.dead = 0
         self.ref, self.top, self.seen = 0.0, 0.0, 0
 
@@ -297,7 +306,7 @@ def _drain(steps: Generator[None, None, _T]) -> _T:
 
 def _window(arr: array[int], start: int, end: int) -> Any:
     """A numpy copy of ``arr[start:end]`` (int32), holding no buffer export."""
-    return np.frombuffer(arr, np.int32, end)[start:].copy()
+    return np.frombuffer(arr, arr.typecode, end)[start:].copy()
 
 
 def _lookup(groups: array[int], tfs: array[int], n: int, nums: Any) -> tuple[Any, Any]:
@@ -307,7 +316,7 @@ def _lookup(groups: array[int], tfs: array[int], n: int, nums: Any) -> tuple[Any
     idx = np.searchsorted(gv, nums)
     np.minimum(idx, n - 1, out=idx)
     hit = gv[idx] == nums
-    tf = np.frombuffer(tfs, np.int32, n)[idx[hit]].astype(np.float64)
+    tf = np.frombuffer(tfs, tfs.typecode, n)[idx[hit]].astype(np.float64)
     del gv  # release the buffer exports before the caller yields
     return hit, tf
 
@@ -335,6 +344,8 @@ class BM25Index(metaclass=NoPublicConstructor):
         self._group_of: dict[Record, _Group] = {}
         self._retired: set[Record] = set()
         self._terms: dict[str, _Term] = {}
+        #: Every term ever made, by number; None once deleted (numbers are not reused).
+        self._term_table: list[_Term | None] = []
         #: Every group ever made, by number; None once all its records are purged
         #: (numbers are never reused: readers may still hold postings naming them).
         self._table: list[_Group | None] = []
@@ -365,10 +376,14 @@ class BM25Index(metaclass=NoPublicConstructor):
         Raises:
             KeyError: ``rec`` is not in the index (never added, or purged).
         """
-        num = self._group_of[rec].num
-        return {
-            obj.key: obj.tfs[bisect_left(obj.groups, num)] for obj in self._group_of[rec].terms
-        }
+        group = self._group_of[rec]
+        num = group.num
+        out = {}
+        for t in group.terms:
+            obj = self._term_table[t]
+            assert obj is not None  # the group's records keep its terms
+            out[obj.key] = obj.tfs[bisect_left(obj.groups, num)]
+        return out
 
     def _length(self, group: _Group) -> int:
         return int(self._lengths[group.num])
@@ -396,15 +411,20 @@ class BM25Index(metaclass=NoPublicConstructor):
             lengths = self._lengths = grown
         lengths[num] = len(terms)
         index_terms = self._terms
-        objs = []
+        term_table = self._term_table
+        nums = []
         for term, tf in Counter(terms).items():
             obj = index_terms.get(term)
             if obj is None:
-                obj = index_terms[term] = _Term(term)
+                obj = index_terms[term] = _Term(term, len(term_table))
+                term_table.append(obj)
             obj.groups.append(num)
-            obj.tfs.append(tf)
-            objs.append(obj)
-        group.terms = tuple(objs)
+            tfs = obj.tfs
+            if tf > 255 and tfs.typecode == "B":
+                tfs = obj.tfs = array("i", tfs)  # replaced: readers may hold the old one
+            tfs.append(tf)
+            nums.append(obj.num)
+        group.terms = array("i", nums)  # exactly sized
         return group
 
     def _log(self, version: int, group: _Group, delta: int) -> None:
@@ -451,14 +471,17 @@ class BM25Index(metaclass=NoPublicConstructor):
         if group is None:
             group = self._new_group(key, rec)
         recs = group.recs
-        if recs and recs[-1].seq > rec.seq:
+        if not recs:
+            group.recs = [rec]  # exactly sized: most texts have one record
+        elif recs[-1].seq > rec.seq:
             insort(recs, rec, key=_seq)  # an upsert keeps its older seq
         else:
             recs.append(rec)
         group.unpurged += 1
         self._group_of[rec] = group
-        for term in group.terms:
-            term.df += 1
+        term_table = self._term_table
+        for t in group.terms:
+            term_table[t].df += 1  # type: ignore[union-attr]  # live: not None
         self._n += 1
         self._total += int(self._lengths[group.num])
         versions = self._log_versions
@@ -487,8 +510,9 @@ class BM25Index(metaclass=NoPublicConstructor):
         if rec in self._retired or rec.died == NEVER:
             raise ValueError(f"{rec!r} is retired already or has no death version")
         self._retired.add(rec)
-        for term in group.terms:
-            term.df -= 1
+        term_table = self._term_table
+        for t in group.terms:
+            term_table[t].df -= 1  # type: ignore[union-attr]  # live: not None
         self._n -= 1
         self._total -= int(self._lengths[group.num])
         self._log(rec.died, group, -1)
@@ -516,11 +540,15 @@ class BM25Index(metaclass=NoPublicConstructor):
             self._table[group.num] = None
             group.recs = []
             group.dead = 0
-            for term in group.terms:
+            term_table = self._term_table
+            for t in group.terms:
+                term = term_table[t]
+                assert term is not None  # deleted only once its last group is purged
                 term.dead += 1
                 if term.dead == len(term.groups):
                     # No live snapshot sees any record with this term: df is 0 for all.
                     del self._terms[term.key]
+                    term_table[t] = None
                 elif 2 * term.dead > len(term.groups):
                     term.compact(self._table)
         else:
@@ -602,16 +630,16 @@ class BM25Index(metaclass=NoPublicConstructor):
             if not versions or versions[-1] <= version:
                 return n, total, dfs  # the newest statistics: the common case
             # Undo the changes newer than the view.
-            wanted = {index_terms[t] for t in terms if t in index_terms}
+            wanted = {index_terms[t].num: t for t in terms if t in index_terms}
             groups, deltas = self._log_groups, self._log_deltas
             for i in range(bisect_right(versions, version), len(versions)):
                 group, delta = groups[i], deltas[i]
                 n -= delta
                 total -= delta * int(lengths[group.num])
                 if wanted:
-                    for obj in group.terms:
-                        if obj in wanted:
-                            dfs[obj.key] -= delta
+                    for t in group.terms:
+                        if t in wanted:
+                            dfs[wanted[t]] -= delta
             return n, total, dfs
         # The log was trimmed past this version: count what the view sees.
         visible = view.visible
@@ -694,7 +722,7 @@ class BM25Index(metaclass=NoPublicConstructor):
         query: list[tuple[float, array[int], array[int], int]] = []
         # (bound on the term's contribution, weight * idf, groups, tfs, n), for MaxScore.
         order: list[tuple[float, float, array[int], array[int], int]] = []
-        position: dict[_Term, int] = {}  # a query term's place in `query`
+        position: dict[int, int] = {}  # a query term's place in `query`, by term number
         # Cached maximum saturations are exact at their term's reference avgdl and at
         # most `hi` times too low at this one (see _Term.impacts).
         for term in wanted:
@@ -705,7 +733,7 @@ class BM25Index(metaclass=NoPublicConstructor):
             obj = index_terms[term]
             hi = obj.impacts(a_part, k1 * b, avgdl, lengths)
             post = (wi, obj.groups, obj.tfs, len(obj.groups))
-            position[obj] = len(query)
+            position[obj.num] = len(query)
             query.append(post)
             order.append((wi * obj.top * hi * up, *post))
         if not query:
@@ -745,7 +773,7 @@ class BM25Index(metaclass=NoPublicConstructor):
                 if group is not None:  # else purged: no record to score
                     norm = k1 * (1.0 - b + b * int(lengths[num]) / avgdl)
                     # The group's own terms say which lists to search.
-                    hits = sorted([position[obj] for obj in group.terms if obj in position])
+                    hits = sorted([position[t] for t in group.terms if t in position])
                     for pos in hits:
                         wi, groups, tfs, count = query[pos]
                         tf = tfs[bisect_left(groups, num, 0, count)]
@@ -1007,11 +1035,11 @@ class BM25Index(metaclass=NoPublicConstructor):
             for tag in entry.tags:
                 terms += tokenize(tag)
             counts = Counter(terms)
-            assert [obj.key for obj in group.terms] == list(counts), "stale terms"
+            assert [self._term_table[t].key for t in group.terms] == list(counts), "stale terms"  # type: ignore[union-attr]
             assert dict(self.document_terms(alive[0])) == counts, "stale term frequencies"
             length = int(self._lengths[group.num])
             assert length == len(terms)
-            assert [self._terms[t] for t in counts] == list(group.terms)
+            assert [self._terms[t].num for t in counts] == list(group.terms)
             for rec in alive:
                 assert self._group_of[rec] is group
                 assert (rec.entry.memory, rec.entry.tags) == (entry.memory, entry.tags)
@@ -1023,10 +1051,13 @@ class BM25Index(metaclass=NoPublicConstructor):
                 holders.setdefault(t, {})[group.num] = tf
         assert (n, total) == (self._n, self._total), "N or total length out of date"
         assert set(holders) == set(self._terms), "terms differ from the live documents'"
+        assert sum(t is not None for t in self._term_table) == len(self._terms)
         k1, b = self._scorer.k1, self._scorer.b
         for name, term in self._terms.items():
             nums = list(term.groups)
             assert len(nums) == len(term.tfs)
+            assert self._term_table[term.num] is term, f"{name!r}: not in the term table"
+            assert term.tfs.typecode in "Bi" and term.groups.typecode == "i"
             assert all(x < y for x, y in zip(nums, nums[1:], strict=False)), f"{name!r}: order"
             listed = {num: tf for num, tf in zip(nums, term.tfs, strict=True) if table[num]}
             assert listed == holders[name], f"{name!r}: posting list misses texts"

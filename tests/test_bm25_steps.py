@@ -136,3 +136,35 @@ def test_steps_of_an_empty_or_unmatched_query() -> None:
     assert _bm25._drain(index.top_k_steps(view, "w1", 0, None)) == []
     ((score, rec),) = _bm25._drain(index.top_k_steps(view, "w1", 5, None))
     assert rec.entry.memory == "w1 w2" and score > 0
+
+
+def test_term_frequencies_beyond_a_byte() -> None:
+    """A posting list stores frequencies in bytes until one exceeds 255, then in int32;
+    scores stay the brute force's, before and after the switch and under purges."""
+    scorer = BM25Scorer()
+    state = MemoryState(capacity=None, half_life=86400.0, scorer=scorer)
+    texts = ["w1 w2", "w1 " * 255 + "w3", "w1 " * 300 + "w2", "w2 " * 256, "w1 w3 w3"]
+    for text in texts:
+        state.store(MemoryEntry(category=MemoryCategory.FACT, memory=text))
+    state.publish()
+    index = state.index
+    assert index._terms["w1"].tfs.typecode == "i"  # 300 > 255
+    assert index._terms["w3"].tfs.typecode == "B"
+    view = state.view()
+    for query in ["w1", "w2", "w3 w1", "w2 w2 w3"]:
+        want = brute_force(scorer, view.records(), view.version, query, 10)
+        assert index.top_k(view, query, 10, None) == want
+        assert index.top_k_terms(view, {t: 1.0 for t in query.split()}, 10, None) == (
+            brute_force(scorer, view.records(), view.version, " ".join(dict.fromkeys(query.split())), 10)
+        )
+    rec = view.records()[2]
+    assert index.document_terms(rec) == {"w1": 300, "w2": 1}
+    for rec in view.records()[:3]:
+        state.delete(rec.entry.id)
+    state.publish()
+    state.vacuum(state.published)
+    index._check(list(index._group_of))
+    view = state.view()
+    assert index.top_k(view, "w1 w2 w3", 10, None) == brute_force(
+        scorer, view.records(), view.version, "w1 w2 w3", 10
+    )
