@@ -4,20 +4,27 @@ Theory of operation
 -------------------
 :class:`BM25Scorer` is a frozen configuration; :meth:`BM25Scorer.make_index` gives a
 :class:`BM25Index` that only the owner task writes (``add``/``retire``/``purge``/``vacuum``)
-and that readers query synchronously through a snapshot (``top_k``).
+and that readers query through a snapshot: ``top_k`` at once, or ``top_k_steps``, a
+generator that yields after every bounded slice of work so that the owner may write in
+between (the slicing protocol; ``top_k`` drains it).
 
 Texts, not records. A record's BM25 score before its recency and prior weights depends
 only on its document (its ``memory`` text and tags): the term frequencies, the length,
 and corpus statistics shared by all. Agent memories repeat texts (the same tool call, the
-same fact), so the index keeps one ``_Group`` per distinct document: its term
-frequencies, its length and its records (sorted by ``seq``). A text is tokenized once;
-storing it again only appends the record to its group. The index holds
+same fact), so the index keeps one ``_Group`` per distinct document: its number, the
+numbers of its distinct terms (an exactly sized ``array('i')``) and its records (sorted
+by ``seq``). A text is tokenized once; storing it again only appends the record to its
+group. The index holds
 
-* one ``_Group`` per document that has an un-purged record;
-* one ``_Term`` per term: a posting list of groups (in insertion order) with the term
-  frequency and the group's length, the number of groups in it whose records are all
-  purged, ``df`` at the newest version (the records not retired whose document has the
-  term), and a cache of the postings' saturations;
+* one ``_Group`` per document that has an un-purged record, numbered in creation order
+  (numbers are never reused); a table of groups by number (None once purged) and an
+  int32 numpy array of document lengths by number;
+* one ``_Term`` per term, numbered likewise (a term table maps numbers back): its
+  posting list as two ``array``: the group numbers (ascending, since groups are numbered
+  in creation order and appended when made) and the term frequencies (bytes until one
+  exceeds 255, then int32); the number of groups in it whose records are all purged;
+  ``df`` at the newest version (the records not retired whose document has the term);
+  and a reader-side cache of the largest saturation in the list;
 * N and the total length at the newest version, and a *change log*: one
   ``(version, group, +1 or -1)`` entry per ``add`` (at ``rec.born``) and ``retire`` (at
   ``rec.died``), sorted by version.
@@ -31,28 +38,37 @@ skipped by their versions (``born <= v < died``, the contract of ``ReadView``).
 
 Posting lists only grow at the end and lose dead groups by compaction once half of a
 list is dead; a group's record list is compacted the same way, so ``purge`` is amortized
-O(1) per posting.
+O(1) per posting. Compaction, growth of the length array and the switch of a list's
+frequencies to int32 *replace* the array objects, never resize them in place: a sliced
+reader takes each array and its length once, at its start, and reads only that prefix
+(numpy views of it are dropped before every yield, so the owner's appends never meet a
+buffer export).
 
 Top-k is MaxScore (Turtle & Flood, "Query evaluation: strategies and optimizations",
-IP&M 31(6), 1995) term at a time over groups. Each term has an upper bound on its
-contribution (its weight and IDF times the largest saturation in its list). The terms
-with the highest bounds (the rarest) are *essential*: their lists are accumulated into
-partial scores per group, until the bounds of the terms left sum below ``theta``, a lower
-bound on the k-th best score: the k-th best *exact* score of the records of the groups
-with the highest partial scores. No group outside the accumulator can then reach the top
-k. The candidates (partial score plus the bounds left reaching ``theta``) take the next
-lists term at a time while they outnumber those lists' postings, then are refined term
-by term, best bound first, and those left are scored exactly, in the query's term
-order, so scores equal a brute force's bit for bit; ties break by ``seq``. The per-posting
-saturations are cached by readers at a reference average length and used, stretched by
-the drift of the average length since, only as bounds (``_Term.impacts``); all bounds
-carry a relative slack of 1e-9 so that summation order can never drop a true result.
+IP&M 31(6), 1995) term at a time over groups, vectorised with numpy. Each term has an
+upper bound on its contribution (its weight and IDF times the largest saturation in its
+list). The terms with the highest bounds (the rarest) are *essential*: their lists are
+accumulated into a dense array of partial scores by group number, until the bounds of
+the terms left sum below ``theta``, a lower bound on the k-th best score: the k-th best
+*exact* score of the records of the groups with the highest partial scores. No group
+outside the accumulator can then reach the top k. The candidates (partial score plus
+the bounds left reaching ``theta``) take the next lists whole while they outnumber
+those lists' postings a quarter, then are refined term by term, best bound first, by
+binary search in each sorted list; those left are scored exactly, in the query's term
+order and with the brute force's floating-point operations (one by one in Python, or
+elementwise in numpy: the same IEEE operations), so scores equal a brute force's bit for
+bit; ties break by ``seq``. The largest saturation of a list is cached by readers at a
+reference average length and used, stretched by the drift of the average length since,
+only as a bound (``_Term.impacts``); all bounds carry a relative slack of 1e-9 so that
+summation order can never drop a true result.
 
 Invariants (checked by :meth:`BM25Index._check`): every un-purged record is in exactly
 the group of its document, which is listed, with its term frequency, in the posting list
-of each of its terms; the dead-entry counters count dead entries and stay at most half
-of their list; ``df``, N and the total length equal the counts over the records not
-retired; the log is sorted by version; the cached saturations match their reference.
+of each of its terms, in ascending group order; the tables map numbers to the live
+groups and terms; the dead-entry counters count dead entries and stay at most half of
+their list; ``df``, N and the total length equal the counts over the records not
+retired; the log is sorted by version; the cached largest saturations match their
+reference.
 
 Scoring follows Robertson & Zaragoza, "The Probabilistic Relevance Framework: BM25 and
 Beyond" (FnTIR 3(4), 2009) with Lucene's IDF and Lucene's term-frequency saturation
@@ -410,19 +426,19 @@ class BM25Index(metaclass=NoPublicConstructor):
             grown[: len(lengths)] = lengths
             lengths = self._lengths = grown
         lengths[num] = len(terms)
-        index_terms = self._terms
+        get = self._terms.get
         term_table = self._term_table
         nums = []
         for term, tf in Counter(terms).items():
-            obj = index_terms.get(term)
+            obj = get(term)
             if obj is None:
-                obj = index_terms[term] = _Term(term, len(term_table))
+                obj = self._terms[term] = _Term(term, len(term_table))
                 term_table.append(obj)
             obj.groups.append(num)
-            tfs = obj.tfs
-            if tf > 255 and tfs.typecode == "B":
-                tfs = obj.tfs = array("i", tfs)  # replaced: readers may hold the old one
-            tfs.append(tf)
+            if tf > 255 and obj.tfs.typecode == "B":
+                obj.tfs = array("i", obj.tfs)  # replaced: readers may hold the old one
+            obj.tfs.append(tf)
+            obj.df += 1  # the record being added
             nums.append(obj.num)
         group.terms = array("i", nums)  # exactly sized
         return group
@@ -469,7 +485,11 @@ class BM25Index(metaclass=NoPublicConstructor):
         key: object = (entry.memory, tags) if tags else entry.memory
         group = self._groups.get(key)
         if group is None:
-            group = self._new_group(key, rec)
+            group = self._new_group(key, rec)  # counts the record in each term's df
+        else:
+            term_table = self._term_table
+            for t in group.terms:
+                term_table[t].df += 1  # type: ignore[union-attr]  # live: not None
         recs = group.recs
         if not recs:
             group.recs = [rec]  # exactly sized: most texts have one record
@@ -479,9 +499,6 @@ class BM25Index(metaclass=NoPublicConstructor):
             recs.append(rec)
         group.unpurged += 1
         self._group_of[rec] = group
-        term_table = self._term_table
-        for t in group.terms:
-            term_table[t].df += 1  # type: ignore[union-attr]  # live: not None
         self._n += 1
         self._total += int(self._lengths[group.num])
         versions = self._log_versions
@@ -599,9 +616,7 @@ class BM25Index(metaclass=NoPublicConstructor):
         chunk of work (at most ``_CHUNK`` postings or candidates) and returns what
         :meth:`top_k` returns. The owner may write between two steps (see
         ``docs/slicing_protocol``): the result is that of ``view``'s version."""
-        return self.top_k_terms_steps(
-            view, Counter(self._scorer.tokenizer(query)), limit, accept
-        )
+        return self.top_k_terms_steps(view, Counter(self._scorer.tokenizer(query)), limit, accept)
 
     def statistics(
         self, view: ReadView, terms: Iterable[str] = ()
@@ -655,9 +670,9 @@ class BM25Index(metaclass=NoPublicConstructor):
             if obj is not None:
                 count = 0
                 for num in obj.groups:
-                    group = table[num]
-                    if group is not None:
-                        count += sum(1 for rec in group.recs if rec in group_of and visible(rec))
+                    holder = table[num]
+                    if holder is not None:
+                        count += sum(1 for rec in holder.recs if rec in group_of and visible(rec))
                 dfs[term] = count
         return n, total, dfs
 
@@ -810,9 +825,7 @@ class BM25Index(metaclass=NoPublicConstructor):
                     else:
                         count = 0
                         for rec in group.recs:
-                            if rec.born <= version < rec.died and (
-                                accept is None or accept(rec)
-                            ):
+                            if rec.born <= version < rec.died and (accept is None or accept(rec)):
                                 count += 1
                                 if count == limit:
                                     break
@@ -844,7 +857,7 @@ class BM25Index(metaclass=NoPublicConstructor):
         yield
         parts: list[Any] = []
         theta = -math.inf
-        top = np.zeros(0, np.int32)
+        top: Any = np.zeros(0, np.int32)
         tau = -math.inf
         size = limit
         done = 0
@@ -1057,7 +1070,8 @@ class BM25Index(metaclass=NoPublicConstructor):
             nums = list(term.groups)
             assert len(nums) == len(term.tfs)
             assert self._term_table[term.num] is term, f"{name!r}: not in the term table"
-            assert term.tfs.typecode in "Bi" and term.groups.typecode == "i"
+            assert term.tfs.typecode in "Bi"
+            assert term.groups.typecode == "i"
             assert all(x < y for x, y in zip(nums, nums[1:], strict=False)), f"{name!r}: order"
             listed = {num: tf for num, tf in zip(nums, term.tfs, strict=True) if table[num]}
             assert listed == holders[name], f"{name!r}: posting list misses texts"

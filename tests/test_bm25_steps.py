@@ -7,12 +7,14 @@ from __future__ import annotations
 import random
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
 import pytest
 
 from actormem import _bm25
-from actormem._bm25 import BM25Scorer
+from actormem._bm25 import BM25Index, BM25Scorer
 from actormem._entry import MemoryCategory, MemoryEntry
+from actormem._record import Record
 from actormem._state import MemoryState
 
 from .test_bm25 import brute_force
@@ -34,7 +36,7 @@ def _entry(rng: random.Random, texts: list[str], id: uuid.UUID | None = None) ->
         tags=tags,
         relevance=rng.random(),
         created_at=BASE + timedelta(minutes=rng.randint(0, 3000)),
-        **({"id": id} if id is not None else {}),
+        id=id if id is not None else uuid.uuid4(),
     )
 
 
@@ -56,7 +58,7 @@ def _write(state: MemoryState, rng: random.Random, texts: list[str], horizon: in
 
 
 @pytest.mark.parametrize("seed", range(6))
-@pytest.mark.parametrize("chunk, few", [(3, 64), (2, 0), (2048, 64)])
+@pytest.mark.parametrize(("chunk", "few"), [(3, 64), (2, 0), (2048, 64)])
 def test_steps_with_writes_between_them(
     seed: int, chunk: int, few: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -84,7 +86,7 @@ def test_steps_with_writes_between_them(
             state.store(_entry(rng, texts))
         state.publish()
         view = state.view()
-        index = state.index
+        index = _index(state)
         records = view.records()
         query = " ".join(rng.sample(WORDS[:12], rng.randint(1, 6)))
         limit = rng.choice([1, 3, 10, 50])
@@ -120,14 +122,18 @@ def test_steps_with_writes_between_them(
         assert purged_while_reading  # texts were dropped under a running retrieve
 
 
-def _live(state: MemoryState) -> list[object]:
+def _index(state: MemoryState) -> BM25Index:
+    return cast(BM25Index, state.index)
+
+
+def _live(state: MemoryState) -> list[Record]:
     """Every record the index holds: the ones not yet purged."""
-    return list(state.index._group_of)
+    return list(_index(state)._group_of)
 
 
 def test_steps_of_an_empty_or_unmatched_query() -> None:
     state = MemoryState(capacity=None, half_life=86400.0, scorer=BM25Scorer())
-    index = state.index
+    index = _index(state)
     assert _bm25._drain(index.top_k_steps(state.view(), "w1", 5, None)) == []
     state.store(MemoryEntry(category=MemoryCategory.FACT, memory="w1 w2"))
     state.publish()
@@ -135,7 +141,8 @@ def test_steps_of_an_empty_or_unmatched_query() -> None:
     assert _bm25._drain(index.top_k_steps(view, "nothing", 5, None)) == []
     assert _bm25._drain(index.top_k_steps(view, "w1", 0, None)) == []
     ((score, rec),) = _bm25._drain(index.top_k_steps(view, "w1", 5, None))
-    assert rec.entry.memory == "w1 w2" and score > 0
+    assert rec.entry.memory == "w1 w2"
+    assert score > 0
 
 
 def test_term_frequencies_beyond_a_byte() -> None:
@@ -147,15 +154,16 @@ def test_term_frequencies_beyond_a_byte() -> None:
     for text in texts:
         state.store(MemoryEntry(category=MemoryCategory.FACT, memory=text))
     state.publish()
-    index = state.index
+    index = _index(state)
     assert index._terms["w1"].tfs.typecode == "i"  # 300 > 255
     assert index._terms["w3"].tfs.typecode == "B"
     view = state.view()
     for query in ["w1", "w2", "w3 w1", "w2 w2 w3"]:
         want = brute_force(scorer, view.records(), view.version, query, 10)
         assert index.top_k(view, query, 10, None) == want
-        assert index.top_k_terms(view, {t: 1.0 for t in query.split()}, 10, None) == (
-            brute_force(scorer, view.records(), view.version, " ".join(dict.fromkeys(query.split())), 10)
+        distinct = " ".join(dict.fromkeys(query.split()))
+        assert index.top_k_terms(view, dict.fromkeys(query.split(), 1.0), 10, None) == (
+            brute_force(scorer, view.records(), view.version, distinct, 10)
         )
     rec = view.records()[2]
     assert index.document_terms(rec) == {"w1": 300, "w2": 1}
