@@ -4,20 +4,27 @@ Theory of operation
 -------------------
 :class:`BM25Scorer` is a frozen configuration; :meth:`BM25Scorer.make_index` gives a
 :class:`BM25Index` that only the owner task writes (``add``/``retire``/``purge``/``vacuum``)
-and that readers query synchronously through a snapshot (``top_k``).
+and that readers query through a snapshot: ``top_k`` at once, or ``top_k_steps``, a
+generator that yields after every bounded slice of work so that the owner may write in
+between (the slicing protocol; ``top_k`` drains it).
 
 Texts, not records. A record's BM25 score before its recency and prior weights depends
 only on its document (its ``memory`` text and tags): the term frequencies, the length,
 and corpus statistics shared by all. Agent memories repeat texts (the same tool call, the
-same fact), so the index keeps one ``_Group`` per distinct document: its term
-frequencies, its length and its records (sorted by ``seq``). A text is tokenized once;
-storing it again only appends the record to its group. The index holds
+same fact), so the index keeps one ``_Group`` per distinct document: its number, the
+numbers of its distinct terms (an exactly sized ``array('i')``) and its records (sorted
+by ``seq``). A text is tokenized once; storing it again only appends the record to its
+group. The index holds
 
-* one ``_Group`` per document that has an un-purged record;
-* one ``_Term`` per term: a posting list of groups (in insertion order) with the term
-  frequency and the group's length, the number of groups in it whose records are all
-  purged, ``df`` at the newest version (the records not retired whose document has the
-  term), and a cache of the postings' saturations;
+* one ``_Group`` per document that has an un-purged record, numbered in creation order
+  (numbers are never reused); a table of groups by number (None once purged) and an
+  int32 numpy array of document lengths by number;
+* one ``_Term`` per term, numbered likewise (a term table maps numbers back): its
+  posting list as two ``array``: the group numbers (ascending, since groups are numbered
+  in creation order and appended when made) and the term frequencies (bytes until one
+  exceeds 255, then int32); the number of groups in it whose records are all purged;
+  ``df`` at the newest version (the records not retired whose document has the term);
+  and a reader-side cache of the largest saturation in the list;
 * N and the total length at the newest version, and a *change log*: one
   ``(version, group, +1 or -1)`` entry per ``add`` (at ``rec.born``) and ``retire`` (at
   ``rec.died``), sorted by version.
@@ -31,28 +38,37 @@ skipped by their versions (``born <= v < died``, the contract of ``ReadView``).
 
 Posting lists only grow at the end and lose dead groups by compaction once half of a
 list is dead; a group's record list is compacted the same way, so ``purge`` is amortized
-O(1) per posting.
+O(1) per posting. Compaction, growth of the length array and the switch of a list's
+frequencies to int32 *replace* the array objects, never resize them in place: a sliced
+reader takes each array and its length once, at its start, and reads only that prefix
+(numpy views of it are dropped before every yield, so the owner's appends never meet a
+buffer export).
 
 Top-k is MaxScore (Turtle & Flood, "Query evaluation: strategies and optimizations",
-IP&M 31(6), 1995) term at a time over groups. Each term has an upper bound on its
-contribution (its weight and IDF times the largest saturation in its list). The terms
-with the highest bounds (the rarest) are *essential*: their lists are accumulated into
-partial scores per group, until the bounds of the terms left sum below ``theta``, a lower
-bound on the k-th best score: the k-th best *exact* score of the records of the groups
-with the highest partial scores. No group outside the accumulator can then reach the top
-k. The candidates (partial score plus the bounds left reaching ``theta``) take the next
-lists term at a time while they outnumber those lists' postings, then are refined term
-by term, best bound first, and those left are scored exactly, in the query's term
-order, so scores equal a brute force's bit for bit; ties break by ``seq``. The per-posting
-saturations are cached by readers at a reference average length and used, stretched by
-the drift of the average length since, only as bounds (``_Term.impacts``); all bounds
-carry a relative slack of 1e-9 so that summation order can never drop a true result.
+IP&M 31(6), 1995) term at a time over groups, vectorised with numpy. Each term has an
+upper bound on its contribution (its weight and IDF times the largest saturation in its
+list). The terms with the highest bounds (the rarest) are *essential*: their lists are
+accumulated into a dense array of partial scores by group number, until the bounds of
+the terms left sum below ``theta``, a lower bound on the k-th best score: the k-th best
+*exact* score of the records of the groups with the highest partial scores. No group
+outside the accumulator can then reach the top k. The candidates (partial score plus
+the bounds left reaching ``theta``) take the next lists whole while they outnumber
+those lists' postings a quarter, then are refined term by term, best bound first, by
+binary search in each sorted list; those left are scored exactly, in the query's term
+order and with the brute force's floating-point operations (one by one in Python, or
+elementwise in numpy: the same IEEE operations), so scores equal a brute force's bit for
+bit; ties break by ``seq``. The largest saturation of a list is cached by readers at a
+reference average length and used, stretched by the drift of the average length since,
+only as a bound (``_Term.impacts``); all bounds carry a relative slack of 1e-9 so that
+summation order can never drop a true result.
 
 Invariants (checked by :meth:`BM25Index._check`): every un-purged record is in exactly
 the group of its document, which is listed, with its term frequency, in the posting list
-of each of its terms; the dead-entry counters count dead entries and stay at most half
-of their list; ``df``, N and the total length equal the counts over the records not
-retired; the log is sorted by version; the cached saturations match their reference.
+of each of its terms, in ascending group order; the tables map numbers to the live
+groups and terms; the dead-entry counters count dead entries and stay at most half of
+their list; ``df``, N and the total length equal the counts over the records not
+retired; the log is sorted by version; the cached largest saturations match their
+reference.
 
 Scoring follows Robertson & Zaragoza, "The Probabilistic Relevance Framework: BM25 and
 Beyond" (FnTIR 3(4), 2009) with Lucene's IDF and Lucene's term-frequency saturation
@@ -66,13 +82,14 @@ import heapq
 import math
 import time
 from array import array
-from bisect import bisect_right, insort
+from bisect import bisect_left, bisect_right, insort
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from operator import itemgetter
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
+import numpy as np
 
 from ._record import NEVER, Record
 from ._scoring import Accept, ReadView
@@ -85,16 +102,32 @@ __all__ = ["BM25Index", "BM25Scorer"]
 #: same floating-point terms can never prune a document that belongs to the top k.
 _SLACK = 1e-9
 
-#: After the essential terms, the next term is added to the candidates term at a time
-#: while its posting list is shorter than this many times the number of candidates.
-_UPDATE_RATIO = 4
+#: Postings or candidates processed between two yields of a sliced retrieve (about
+#: 0.05-0.1 ms of vectorised work), and the initial size of the length array.
+_CHUNK = 2048
 
 #: A term's cached saturations are recomputed when the average document length moved by
 #: more than this factor since they were made (they stay valid bounds up to it).
 _DRIFT = 1.02
 
-#: The empty saturation cache of a new or compacted term (never appended to).
-_NO_SATS = array("d")
+#: Up to this many texts are scored exactly one by one (binary searches in Python),
+#: more at once with numpy: the same floating-point operations either way.
+_FEW = 64
+
+#: Texts scored exactly one by one between two yields.
+_FEW_STEP = 4
+
+#: After the essential terms, the next term is accumulated whole while its posting list
+#: is shorter than the candidates over this ratio (else looked up for each candidate).
+_UPDATE_RATIO = 0.25
+
+#: The terms of a group not yet filled in.
+_NO_TERMS = array("i")
+
+#: The records of a group not yet filled in (never appended to).
+_NO_RECS: list[Record] = []
+
+_T = TypeVar("_T")
 
 
 def _non_negative(instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
@@ -195,19 +228,21 @@ class _Group:
 
     BM25 statistics and the score before recency and prior depend only on the document,
     so the index tokenizes a text once and posting lists hold groups, not records: agent
-    memories repeat texts (the same tool call, the same fact). ``recs`` is sorted by
-    ``seq``; purged records leave it lazily (it is rebuilt once half of it is purged).
+    memories repeat texts (the same tool call, the same fact). ``num`` is the group's
+    number (its slot in the index's group table and length array; numbers grow with
+    creation, so every posting list is sorted by it). ``terms`` are the ``_Term`` of each
+    distinct term of the document, in first-occurrence order; the term frequencies live
+    in the posting lists only. ``recs`` is sorted by ``seq``; purged records leave it
+    lazily (it is rebuilt once half of it is purged).
     """
 
-    __slots__ = ("dead", "key", "length", "recs", "terms", "tfs", "unpurged")
+    __slots__ = ("dead", "key", "num", "recs", "terms", "unpurged")
 
-    def __init__(self, key: object, tfs: dict[str, int], length: int) -> None:
+    def __init__(self, key: object, num: int) -> None:
         self.key = key
-        self.tfs = tfs
-        self.length = length
-        #: The ``_Term`` of each key of ``tfs``, in the same order.
-        self.terms: list[_Term] = []
-        self.recs: list[Record] = []
+        self.num = num
+        self.terms = _NO_TERMS
+        self.recs: list[Record] = _NO_RECS
         self.unpurged = 0
         self.dead = 0
 
@@ -217,66 +252,99 @@ def _seq(rec: Record) -> int:
 
 
 class _Term:
-    """One term's posting list: the groups whose document has it, with its frequency and
-    their length, in insertion order; and its statistics."""
+    """One term's posting list: the numbers of the groups whose document has it
+    (ascending: insertion order) and its frequency in each, as ``array('i')``; and its
+    statistics.
 
-    __slots__ = ("dead", "df", "dls", "groups", "key", "ref", "sats", "tfs", "top")
+    Owner writes only append to ``groups``/``tfs`` or replace them (compaction), so a
+    reader that took the arrays and their length at its start can read that prefix at
+    any later time."""
 
-    def __init__(self, key: str) -> None:
+    __slots__ = ("dead", "df", "groups", "key", "num", "ref", "seen", "tfs", "top")
+
+    def __init__(self, key: str, num: int) -> None:
         self.key = key
-        self.groups: list[_Group] = []
-        #: ``tfs[i]`` and ``dls[i]``: the term frequency and the length of ``groups[i]``.
-        self.tfs: list[int] = []
-        self.dls: list[int] = []
+        #: The term's slot in the index's term table (never reused).
+        self.num = num
+        self.groups = array("i")
+        #: Bytes while every frequency fits in one, else int32 (the array is replaced).
+        self.tfs = array("B")
         #: Groups in the list whose records are all purged.
         self.dead = 0
         #: Records not retired whose document has the term: df at the newest version.
         self.df = 0
-        #: Reader-side cache: the saturation ``tf / (tf + k1 * (1 - b + b * dl / ref))``
-        #: of a prefix of the list at the average length ``ref``, and its maximum.
-        self.sats = _NO_SATS
+        #: Reader-side cache: the largest saturation ``tf / (tf + k1 * (1 - b + b * dl /
+        #: ref))`` over the first ``seen`` postings, at the average length ``ref``.
         self.ref = 0.0
         self.top = 0.0
+        self.seen = 0
 
-    def impacts(self, a_part: float, k_part: float, avgdl: float) -> float:
-        """Bring ``sats`` up to the whole list; return how many times a saturation at
-        ``avgdl`` can exceed the cached one (>= 1). O(new postings), or O(postings) when
-        ``avgdl`` moved by more than ``_DRIFT`` since the cache was made."""
+    def impacts(self, a_part: float, k_part: float, avgdl: float, lengths: Any) -> float:
+        """Bring ``top`` up to the whole list; return how many times a saturation at
+        ``avgdl`` can exceed one at ``ref`` (>= 1). ``lengths``: document length by
+        group number. O(new postings), or O(postings) when ``avgdl`` moved by more than
+        ``_DRIFT`` since the cache was made (vectorised)."""
         ref = self.ref
         if not ref or (k_part and not (1.0 / _DRIFT <= avgdl / ref <= _DRIFT)):
             ref = self.ref = avgdl
-            self.sats = array("d")
             self.top = 0.0
-        sats = self.sats
-        start = len(sats)
-        if start < len(self.groups):
-            b_part = k_part / ref
-            new = [
-                tf / (tf + (a_part + b_part * dl))
-                for tf, dl in zip(self.tfs[start:], self.dls[start:], strict=True)
-            ]
-            sats.fromlist(new)
-            self.top = max(self.top, max(new))
+            self.seen = 0
+        start, end = self.seen, len(self.groups)
+        if start < end:
+            groups = np.frombuffer(self.groups, np.int32, end)[start:]
+            tfs = np.frombuffer(self.tfs, self.tfs.typecode, end)[start:].astype(np.float64)
+            sats = tfs / (tfs + (a_part + (k_part / ref) * lengths[groups]))
+            self.top = max(self.top, float(sats.max()))
+            self.seen = end
+            del groups  # release the buffer export at once: the owner appends to the array
         # Saturation grows with avgdl, at most in proportion (the length term shrinks).
         return avgdl / ref if k_part and avgdl > ref else 1.0
 
-    def compact(self) -> None:
-        keep = [i for i, group in enumerate(self.groups) if group.unpurged]
-        groups, tfs, dls = self.groups, self.tfs, self.dls
-        self.groups = [groups[i] for i in keep]
-        self.tfs = [tfs[i] for i in keep]
-        self.dls = [dls[i] for i in keep]
+    def compact(self, table: list[_Group | None]) -> None:
+        """Drop the postings of purged groups, replacing the arrays. O(postings)."""
+        groups, tfs = self.groups, self.tfs
+        keep = [i for i, num in enumerate(groups) if table[num] is not None]
+        self.groups = array("i", [groups[i] for i in keep])
+        self.tfs = array(tfs.typecode, [tfs[i] for i in keep])
         self.dead = 0
-        self.sats, self.ref, self.top = _NO_SATS, 0.0, 0.0
+        self.ref, self.top, self.seen = 0.0, 0.0, 0
+
+
+def _drain(steps: Generator[None, None, _T]) -> _T:
+    """Run a sliced computation to the end; its result."""
+    while True:
+        try:
+            next(steps)
+        except StopIteration as stop:
+            result: _T = stop.value
+            return result
+
+
+def _window(arr: array[int], start: int, end: int) -> Any:
+    """A numpy copy of ``arr[start:end]`` (int32), holding no buffer export."""
+    return np.frombuffer(arr, arr.typecode, end)[start:].copy()
+
+
+def _lookup(groups: array[int], tfs: array[int], n: int, nums: Any) -> tuple[Any, Any]:
+    """For the sorted group numbers ``nums``: which of them are among the first ``n``
+    postings (a mask) and their term frequencies there (float64). O(len(nums) log n)."""
+    gv = np.frombuffer(groups, np.int32, n)
+    idx = np.searchsorted(gv, nums)
+    np.minimum(idx, n - 1, out=idx)
+    hit = gv[idx] == nums
+    tf = np.frombuffer(tfs, tfs.typecode, n)[idx[hit]].astype(np.float64)
+    del gv  # release the buffer exports before the caller yields
+    return hit, tf
 
 
 class BM25Index(metaclass=NoPublicConstructor):
     """The owner-written, snapshot-read index of a :class:`BM25Scorer`.
 
     Built by :meth:`BM25Scorer.make_index`. ``add``, ``retire``, ``purge`` and ``vacuum``
-    are for the owner task only; ``top_k`` and ``top_k_terms`` run in any reader,
-    synchronously (they only fill caches that do not depend on the snapshot). ``T``
-    below is the number of distinct terms of the record's document.
+    are for the owner task only; ``top_k``, ``top_k_terms`` and their sliced forms
+    ``top_k_steps``/``top_k_terms_steps`` run in any reader (they only fill caches that
+    do not depend on the snapshot). ``T`` below is the number of distinct terms of the
+    record's document.
 
     The change log trims itself: ``purge(rec)`` tells the index that no live snapshot
     reads below ``rec.died`` (the engine purges only records dead at or below its
@@ -292,10 +360,17 @@ class BM25Index(metaclass=NoPublicConstructor):
         self._group_of: dict[Record, _Group] = {}
         self._retired: set[Record] = set()
         self._terms: dict[str, _Term] = {}
+        #: Every term ever made, by number; None once deleted (numbers are not reused).
+        self._term_table: list[_Term | None] = []
+        #: Every group ever made, by number; None once all its records are purged
+        #: (numbers are never reused: readers may still hold postings naming them).
+        self._table: list[_Group | None] = []
+        #: Document length by group number (int32; replaced, never shrunk, when it grows).
+        self._lengths: Any = np.zeros(_CHUNK, np.int32)
         #: Records not retired, and the sum of their lengths: N and total at the newest version.
         self._n = 0
         self._total = 0
-        #: The change log, sorted by version: ``(version, group, +1 or -1)`` per add/retire.
+        #: The change log, in three parallel lists sorted by version.
         self._log_versions: list[int] = []
         self._log_groups: list[_Group] = []
         self._log_deltas: list[int] = []
@@ -312,12 +387,22 @@ class BM25Index(metaclass=NoPublicConstructor):
         return self._scorer
 
     def document_terms(self, rec: Record) -> Mapping[str, int]:
-        """``{term: tf}`` of ``rec``'s document (read-only; do not mutate). O(1).
+        """``{term: tf}`` of ``rec``'s document (a new dict). O(T log postings).
 
         Raises:
             KeyError: ``rec`` is not in the index (never added, or purged).
         """
-        return self._group_of[rec].tfs
+        group = self._group_of[rec]
+        num = group.num
+        out = {}
+        for t in group.terms:
+            obj = self._term_table[t]
+            assert obj is not None  # the group's records keep its terms
+            out[obj.key] = obj.tfs[bisect_left(obj.groups, num)]
+        return out
+
+    def _length(self, group: _Group) -> int:
+        return int(self._lengths[group.num])
 
     def tokenize(self, text: str) -> list[str]:
         """The scorer's tokenizer applied to ``text``. O(len(text))."""
@@ -331,20 +416,31 @@ class BM25Index(metaclass=NoPublicConstructor):
             terms = list(terms)
             for tag in entry.tags:
                 terms.extend(tokenize(tag))
-        tfs = dict(Counter(terms))
-        length = len(terms)
-        group = self._groups[key] = _Group(key, tfs, length)
-        index_terms = self._terms
-        objs = list(map(index_terms.get, tfs))
-        if None in objs:
-            for i, term in enumerate(tfs):
-                if objs[i] is None:
-                    objs[i] = index_terms[term] = _Term(term)
-        group.terms = objs  # type: ignore[assignment]  # no None left
-        for obj, tf in zip(group.terms, tfs.values(), strict=True):
-            obj.groups.append(group)
+        table = self._table
+        num = len(table)
+        group = self._groups[key] = _Group(key, num)
+        table.append(group)
+        lengths = self._lengths
+        if num >= len(lengths):  # replace, never resize: readers may hold the old one
+            grown = np.zeros(2 * len(lengths), np.int32)
+            grown[: len(lengths)] = lengths
+            lengths = self._lengths = grown
+        lengths[num] = len(terms)
+        get = self._terms.get
+        term_table = self._term_table
+        nums = []
+        for term, tf in Counter(terms).items():
+            obj = get(term)
+            if obj is None:
+                obj = self._terms[term] = _Term(term, len(term_table))
+                term_table.append(obj)
+            obj.groups.append(num)
+            if tf > 255 and obj.tfs.typecode == "B":
+                obj.tfs = array("i", obj.tfs)  # replaced: readers may hold the old one
             obj.tfs.append(tf)
-            obj.dls.append(length)
+            obj.df += 1  # the record being added
+            nums.append(obj.num)
+        group.terms = array("i", nums)  # exactly sized
         return group
 
     def _log(self, version: int, group: _Group, delta: int) -> None:
@@ -389,18 +485,22 @@ class BM25Index(metaclass=NoPublicConstructor):
         key: object = (entry.memory, tags) if tags else entry.memory
         group = self._groups.get(key)
         if group is None:
-            group = self._new_group(key, rec)
+            group = self._new_group(key, rec)  # counts the record in each term's df
+        else:
+            term_table = self._term_table
+            for t in group.terms:
+                term_table[t].df += 1  # type: ignore[union-attr]  # live: not None
         recs = group.recs
-        if recs and recs[-1].seq > rec.seq:
+        if not recs:
+            group.recs = [rec]  # exactly sized: most texts have one record
+        elif recs[-1].seq > rec.seq:
             insort(recs, rec, key=_seq)  # an upsert keeps its older seq
         else:
             recs.append(rec)
         group.unpurged += 1
         self._group_of[rec] = group
-        for term in group.terms:
-            term.df += 1
         self._n += 1
-        self._total += group.length
+        self._total += int(self._lengths[group.num])
         versions = self._log_versions
         if not versions or versions[-1] <= rec.born:
             versions.append(rec.born)
@@ -427,10 +527,11 @@ class BM25Index(metaclass=NoPublicConstructor):
         if rec in self._retired or rec.died == NEVER:
             raise ValueError(f"{rec!r} is retired already or has no death version")
         self._retired.add(rec)
-        for term in group.terms:
-            term.df -= 1
+        term_table = self._term_table
+        for t in group.terms:
+            term_table[t].df -= 1  # type: ignore[union-attr]  # live: not None
         self._n -= 1
-        self._total -= group.length
+        self._total -= int(self._lengths[group.num])
         self._log(rec.died, group, -1)
 
     def purge(self, rec: Record) -> None:
@@ -453,15 +554,20 @@ class BM25Index(metaclass=NoPublicConstructor):
         group.unpurged -= 1
         if group.unpurged == 0:
             del self._groups[group.key]
+            self._table[group.num] = None
             group.recs = []
             group.dead = 0
-            for name, term in zip(group.tfs, group.terms, strict=True):
+            term_table = self._term_table
+            for t in group.terms:
+                term = term_table[t]
+                assert term is not None  # deleted only once its last group is purged
                 term.dead += 1
                 if term.dead == len(term.groups):
                     # No live snapshot sees any record with this term: df is 0 for all.
-                    del self._terms[name]
+                    del self._terms[term.key]
+                    term_table[t] = None
                 elif 2 * term.dead > len(term.groups):
-                    term.compact()
+                    term.compact(self._table)
         else:
             group.dead += 1
             if 2 * group.dead > len(group.recs):
@@ -501,13 +607,22 @@ class BM25Index(metaclass=NoPublicConstructor):
         Each query term is weighted by its number of occurrences in the tokenized query.
         See :meth:`top_k_terms` for the complexity.
         """
-        return self.top_k_terms(view, Counter(self._scorer.tokenizer(query)), limit, accept)
+        return _drain(self.top_k_steps(view, query, limit, accept))
+
+    def top_k_steps(
+        self, view: ReadView, query: str, limit: int, accept: Accept
+    ) -> Generator[None, None, list[tuple[float, Record]]]:
+        """:meth:`top_k` in slices: a generator that yields None after every bounded
+        chunk of work (at most ``_CHUNK`` postings or candidates) and returns what
+        :meth:`top_k` returns. The owner may write between two steps (see
+        ``docs/slicing_protocol``): the result is that of ``view``'s version."""
+        return self.top_k_terms_steps(view, Counter(self._scorer.tokenizer(query)), limit, accept)
 
     def statistics(
         self, view: ReadView, terms: Iterable[str] = ()
     ) -> tuple[int, float, dict[str, int]]:
         """``(N, avgdl, {term: df})`` as of ``view.version``: the corpus statistics BM25
-        uses. O(|terms|) for the newest version, O(C * |terms|) for C log entries newer
+        uses. O(|terms|) for the newest version, O(C * T) for C log entries newer
         than the view, or O(records + their postings) for a version older than the log
         (trimmed by a vacuum past it)."""
         wanted = list(dict.fromkeys(terms))
@@ -525,37 +640,40 @@ class BM25Index(metaclass=NoPublicConstructor):
         n, total = self._n, self._total
         version = view.version
         versions = self._log_versions
+        lengths = self._lengths
         if version >= self._log_floor:
             if not versions or versions[-1] <= version:
                 return n, total, dfs  # the newest statistics: the common case
             # Undo the changes newer than the view.
+            wanted = {index_terms[t].num: t for t in terms if t in index_terms}
             groups, deltas = self._log_groups, self._log_deltas
             for i in range(bisect_right(versions, version), len(versions)):
                 group, delta = groups[i], deltas[i]
                 n -= delta
-                total -= delta * group.length
-                tfs = group.tfs
-                for term in terms:
-                    if term in tfs:
-                        dfs[term] -= delta
+                total -= delta * int(lengths[group.num])
+                if wanted:
+                    for t in group.terms:
+                        if t in wanted:
+                            dfs[wanted[t]] -= delta
             return n, total, dfs
         # The log was trimmed past this version: count what the view sees.
         visible = view.visible
         group_of = self._group_of
+        table = self._table
         n = total = 0
         for rec, group in group_of.items():
             if visible(rec):
                 n += 1
-                total += group.length
+                total += int(lengths[group.num])
         for term in terms:
             obj = index_terms.get(term)
             if obj is not None:
-                dfs[term] = sum(
-                    1
-                    for group in obj.groups
-                    for rec in group.recs
-                    if rec in group_of and visible(rec)
-                )
+                count = 0
+                for num in obj.groups:
+                    holder = table[num]
+                    if holder is not None:
+                        count += sum(1 for rec in holder.recs if rec in group_of and visible(rec))
+                dfs[term] = count
         return n, total, dfs
 
     def top_k_terms(
@@ -574,21 +692,26 @@ class BM25Index(metaclass=NoPublicConstructor):
             Up to ``limit`` ``(score, record)`` pairs, score descending then ``seq``
             ascending, of the visible, accepted records that have a query term.
 
-        Runtime complexity: MaxScore, term at a time, over distinct texts (groups):
-        O(q log q + C * q + P log P + A + R * q) plus O(log limit) per record that
+        Runtime complexity: MaxScore over distinct texts (groups), vectorised with
+        numpy: O(q log q + C * T + P + R * q log L) plus O(log limit) per record that
         enters the result heap, where ``q`` is the number of query terms, ``C`` the log
         entries newer than the view (none for the newest snapshot), ``P`` the postings
         accumulated (the *essential* terms, the rarest, until the bounds of the other
-        terms sum below a lower bound on the k-th best score; then the next terms while
-        their lists are shorter than a few times the candidates), ``A`` the groups those
-        postings reach (scanned once to pick the candidates), and ``R`` the candidates
-        refined and scored, best bound first, until the bound falls below the k-th best
-        score. The lower bound costs O(q) per group that rises among the ``limit`` best
-        partial scores. With a recency or prior weight, every visible record of a
-        candidate text is scored. A reader also extends the cached saturations of its
+        terms sum below a lower bound on the k-th best score), ``R`` the candidates that
+        can still reach it, looked up (binary search, ``L`` the list length) in each
+        other term's list and pruned term by term, and then scored exactly. The lower
+        bound costs O(q log L) per group that rises among the ``limit`` best partial
+        scores. With a recency or prior weight, every visible record of a surviving
+        text is scored. A reader also extends the cached maximum saturations of its
         terms: O(postings added since), or O(postings) once the average length drifted
         by more than 2%.
         """
+        return _drain(self.top_k_terms_steps(view, weights, limit, accept))
+
+    def top_k_terms_steps(  # noqa: C901 - one algorithm, kept in one place
+        self, view: ReadView, weights: Mapping[str, float], limit: int, accept: Accept
+    ) -> Generator[None, None, list[tuple[float, Record]]]:
+        """:meth:`top_k_terms` in slices (see :meth:`top_k_steps`)."""
         if limit <= 0:
             return []
         scorer = self._scorer
@@ -602,25 +725,32 @@ class BM25Index(metaclass=NoPublicConstructor):
             return []
         avgdl = total / n
         a_part = k1 * (1.0 - b)
+        b_part = k1 * b / avgdl
         up = 1.0 + _SLACK
-        # The query in its own order, the summation order: (term, weight * idf).
-        query: list[tuple[str, float]] = []
-        # (bound on the term's contribution, weight * idf, term), for MaxScore.
-        order: list[tuple[float, float, _Term]] = []
-        # Cached saturations are exact at their term's reference avgdl and at most
-        # `stretch` times too low at this one (see _Term.impacts).
-        stretch = 1.0
+        # Everything the owner may replace is taken once, here: the group table (only
+        # appended to; slots of groups no live snapshot sees become None), the length
+        # array (replaced on growth) and each term's arrays with their length.
+        table = self._table
+        lengths = self._lengths
+        size_g = len(table)
+        # The query in its own order, the summation order: (weight * idf, groups, tfs, n).
+        query: list[tuple[float, array[int], array[int], int]] = []
+        # (bound on the term's contribution, weight * idf, groups, tfs, n), for MaxScore.
+        order: list[tuple[float, float, array[int], array[int], int]] = []
+        position: dict[int, int] = {}  # a query term's place in `query`, by term number
+        # Cached maximum saturations are exact at their term's reference avgdl and at
+        # most `hi` times too low at this one (see _Term.impacts).
         for term in wanted:
             df = dfs[term]
             if df <= 0:
                 continue
             wi = weights[term] * math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-            query.append((term, wi))
             obj = index_terms[term]
-            hi = obj.impacts(a_part, k1 * b, avgdl)
-            if hi > stretch:
-                stretch = hi
-            order.append((wi * obj.top * hi * up, wi, obj))
+            hi = obj.impacts(a_part, k1 * b, avgdl, lengths)
+            post = (wi, obj.groups, obj.tfs, len(obj.groups))
+            position[obj.num] = len(query)
+            query.append(post)
+            order.append((wi * obj.top * hi * up, *post))
         if not query:
             return []
         order.sort(key=itemgetter(0), reverse=True)
@@ -628,27 +758,42 @@ class BM25Index(metaclass=NoPublicConstructor):
         rest = [0.0] * (len(order) + 1)
         for i in range(len(order) - 1, -1, -1):
             rest[i] = rest[i + 1] + order[i][0]
-        scale = stretch * up  # partial sums times this bound the exact partial sums
 
         version = view.version
         half_life = scorer.half_life
         alpha = scorer.relevance_prior
         weighted = half_life is not None or bool(alpha)
         now = scorer.clock() if half_life is not None else 0.0
-        exact: dict[_Group, float] = {}
+        norm_a = 1.0 - b
 
-        def score_of(group: _Group) -> float:
-            """The text's BM25 score, term by term in the query's order (memoized)."""
-            score = exact.get(group)
+        def exact_scores(nums: Any) -> Any:
+            """BM25 of the groups ``nums`` (sorted), term by term in the query's order,
+            with the brute force's floating-point operations (so, bit for bit)."""
+            norm = k1 * (norm_a + b * lengths[nums] / avgdl)
+            score = np.zeros(len(nums))
+            for wi, groups, tfs, count in query:
+                hit, tf = _lookup(groups, tfs, count, nums)
+                score[hit] += wi * (tf / (tf + norm[hit]))
+            return score
+
+        exact: dict[int, float] = {}
+
+        def exact_of(num: int) -> float:
+            """BM25 of group ``num`` as :func:`exact_scores` computes it, for a few
+            groups (binary searches in the query's lists; memoized)."""
+            score = exact.get(num)
             if score is None:
-                norm = k1 * (1.0 - b + b * group.length / avgdl)
                 score = 0.0
-                tfs = group.tfs
-                for term, wi in query:
-                    tf = tfs.get(term, 0)
-                    if tf:
+                group = table[num]
+                if group is not None:  # else purged: no record to score
+                    norm = k1 * (1.0 - b + b * int(lengths[num]) / avgdl)
+                    # The group's own terms say which lists to search.
+                    hits = sorted([position[t] for t in group.terms if t in position])
+                    for pos in hits:
+                        wi, groups, tfs, count = query[pos]
+                        tf = tfs[bisect_left(groups, num, 0, count)]
                         score += wi * (tf / (tf + norm))
-                exact[group] = score
+                exact[num] = score
             return score
 
         def weigh(score: float, rec: Record) -> float:
@@ -659,129 +804,191 @@ class BM25Index(metaclass=NoPublicConstructor):
                 score *= (1.0 - alpha) + alpha * rec.entry.relevance
             return score
 
-        found: dict[_Group, list[float]] = {}
+        found: dict[int, list[float]] = {}
 
-        def scores_in(group: _Group) -> list[float]:
+        def scores_in(num: int, score: float) -> list[float]:
             """Exact scores of up to ``limit`` of the text's visible, accepted records,
             best first (memoized)."""
-            values = found.get(group)
+            values = found.get(num)
             if values is None:
+                group = table[num]
                 values = []
-                if weighted:
-                    score = score_of(group)
-                    values = [
-                        weigh(score, rec)
-                        for rec in group.recs
-                        if rec.born <= version < rec.died and (accept is None or accept(rec))
-                    ]
-                    values.sort(reverse=True)
-                    del values[limit:]
-                else:
-                    count = 0
-                    for rec in group.recs:
-                        if rec.born <= version < rec.died and (accept is None or accept(rec)):
-                            count += 1
-                            if count == limit:
-                                break
-                    values = [score_of(group)] * count if count else []
-                found[group] = values
+                if group is not None:
+                    if weighted:
+                        values = [
+                            weigh(score, rec)
+                            for rec in group.recs
+                            if rec.born <= version < rec.died and (accept is None or accept(rec))
+                        ]
+                        values.sort(reverse=True)
+                        del values[limit:]
+                    else:
+                        count = 0
+                        for rec in group.recs:
+                            if rec.born <= version < rec.died and (accept is None or accept(rec)):
+                                count += 1
+                                if count == limit:
+                                    break
+                        values = [score] * count
+                found[num] = values
             return values
 
-        def kth_score(groups: list[_Group]) -> float:
-            """The k-th best exact score of the records of ``groups`` (-inf if fewer)."""
-            if weighted:
-                values = [v for group in groups for v in scores_in(group)]
-                if len(values) < limit:
-                    return -math.inf
-                values.sort(reverse=True)
-                return values[limit - 1]
-            have = 0
-            for score, count in sorted(
-                ((score_of(group), len(scores_in(group))) for group in groups), reverse=True
-            ):
-                have += count
-                if have >= limit:
-                    return score
-            return -math.inf
+        def kth_score(nums: Any) -> float:
+            """The k-th best exact score of the records of groups ``nums`` (-inf if fewer)."""
+            pairs = sorted(((exact_of(num), num) for num in nums.tolist()), reverse=True)
+            values: list[float] = []
+            for score, num in pairs:
+                values += scores_in(num, score)
+                if not weighted and len(values) >= limit:
+                    break
+            if len(values) < limit:
+                return -math.inf
+            values.sort(reverse=True)
+            return values[limit - 1]
 
-        # 1. Essential terms, the highest bounds first, accumulated text by text until the
-        # remaining terms' bounds sum below theta, a lower bound on the k-th best score:
-        # the k-th best exact score among the records of the texts with the highest
-        # partial scores, kept in `top` (`tau`: the lowest partial score there).
-        acc: dict[_Group, float] = {}
+        # 1. Essential terms, the highest bounds first, accumulated into a dense array of
+        # partial scores by group number, until the remaining terms' bounds sum below
+        # theta, a lower bound on the k-th best score: the k-th best exact score among
+        # the records of the texts with the highest partial scores, kept in `top` (`tau`:
+        # the lowest partial score there).
+        acc = np.zeros(size_g)
+        in_top = np.zeros(size_g, np.bool_)
+        yield
+        yield
+        parts: list[Any] = []
         theta = -math.inf
-        top: list[_Group] = []
+        top: Any = np.zeros(0, np.int32)
         tau = -math.inf
         size = limit
         done = 0
-        for _, wi, obj in order:
+        for _, wi, groups, tfs, count in order:
             if rest[done] < theta:
                 break
-            get = acc.get
-            hot: list[_Group] = []
-            for group, sat in zip(obj.groups, obj.sats):  # noqa: B905 - equal lengths
-                value = get(group, 0.0) + wi * sat
-                acc[group] = value
-                if value > tau:
-                    hot.append(group)
+            changed = False
+            for start in range(0, count, _CHUNK):
+                nums = _window(groups, start, min(count, start + _CHUNK))
+                tf = _window(tfs, start, min(count, start + _CHUNK)).astype(np.float64)
+                before = acc[nums]
+                after = before + wi * (tf / (tf + (a_part + b_part * lengths[nums])))
+                acc[nums] = after
+                parts.append(nums)
+                hot = nums[after > tau]
+                if len(hot):
+                    hot = hot[~in_top[hot]]  # groups already in `top` only rose
+                    in_top[top] = False
+                    pool = np.concatenate((top, hot))
+                    if len(pool) > size:
+                        pool = pool[np.argpartition(-acc[pool], size - 1)[:size]]
+                    top = pool
+                    in_top[top] = True
+                    tau = float(acc[top].min()) if len(top) == size else -math.inf
+                    changed = True
+                yield
             done += 1
-            if not hot:
-                continue  # `top` is unchanged
-            pool = set(top)
-            pool.update(hot)
-            new_top = sorted(pool, key=acc.__getitem__, reverse=True)[:size]
-            if new_top != top:
-                top = new_top
+            if changed:
                 while True:
+                    for i, num in enumerate([num for num in top.tolist() if num not in exact]):
+                        exact_of(num)  # memoized for kth_score
+                        if i % _FEW_STEP == _FEW_STEP - 1:
+                            yield
                     kth = kth_score(top)
-                    if kth > -math.inf or size >= len(acc):
+                    if kth > -math.inf or len(top) < size:  # then `top` holds every group
                         break
                     size *= 2  # too few visible, accepted records among them: look wider
-                    top = sorted(acc, key=acc.__getitem__, reverse=True)[:size]
+                    everything = np.flatnonzero(acc)
+                    in_top[top] = False
+                    top = everything[
+                        np.argpartition(-acc[everything], min(size, len(everything)) - 1)[:size]
+                    ]
+                    in_top[top] = True
+                    tau = float(acc[top].min()) if len(top) == size else -math.inf
                 if kth > theta:
                     theta = kth
-            tau = acc[top[-1]] if len(top) == size else -math.inf
+                yield
 
+        sorted_parts = True
         # 2. Candidates: the texts whose partial score plus the bounds of the other terms
-        # reaches theta. While they outnumber the postings of the next term, that term
-        # is added to them term at a time (cheaper than looking it up in each); then
-        # each is refined term by term in the order of the bounds (MaxScore), best
-        # bound first, and scored exactly.
-        remaining = rest[done]
-        candidates = {g: s for g, s in acc.items() if s * scale + remaining >= theta}
-        while done < len(order) and len(order[done][2].groups) < _UPDATE_RATIO * len(candidates):
-            _, wi, obj = order[done]
-            for group, sat in zip(obj.groups, obj.sats):  # noqa: B905 - equal lengths
-                if group in candidates:
-                    candidates[group] += wi * sat
-            done += 1
-            remaining = rest[done]
-            candidates = {g: s for g, s in candidates.items() if s * scale + remaining >= theta}
-        others = [(obj.key, wi, rest[done + j + 1]) for j, (_, wi, obj) in enumerate(order[done:])]
-        b_part = k1 * b / avgdl
-        heap: list[tuple[float, int, Record]] = []  # (score, -seq, rec): worst on top
-        for group, partial in sorted(candidates.items(), key=itemgetter(1), reverse=True):
-            cut = theta if len(heap) < limit or heap[0][0] < theta else heap[0][0]
-            partial *= stretch
-            if partial * up + remaining < cut:
+        # reaches theta. While they outnumber the postings of the next term over
+        # _UPDATE_RATIO, that term is accumulated whole (cheaper than looking it up for
+        # each); then each other term, best bound first, is looked up for them (binary
+        # search in its sorted list), and those that can no longer reach theta are
+        # dropped (MaxScore).
+        while True:
+            every = parts[0] if len(parts) == 1 else np.concatenate(parts)
+            every = every[acc[every] * up + rest[done] >= theta]
+            if not (done < len(order) and order[done][4] * _UPDATE_RATIO < len(every)):
                 break
-            if others:
-                tfs = group.tfs
-                norm = a_part + b_part * group.length
-                for term, wi, bound in others:
-                    tf = tfs.get(term)
-                    if tf:
-                        partial += wi * (tf / (tf + norm))
-                    if partial * up + bound < cut:
-                        break
-                else:
-                    bound = -1.0
-                if bound >= 0.0:
-                    continue  # pruned
-            score = score_of(group)
+            _, wi, groups, tfs, count = order[done]
+            for start in range(0, count, _CHUNK):
+                nums = _window(groups, start, min(count, start + _CHUNK))
+                tf = _window(tfs, start, min(count, start + _CHUNK)).astype(np.float64)
+                acc[nums] += wi * (tf / (tf + (a_part + b_part * lengths[nums])))
+                yield
+            parts = [every]  # the candidates only: distinct, maybe unsorted
+            sorted_parts = False
+            done += 1
+        if len(parts) == 1 and sorted_parts:  # one chunk of one list: sorted and distinct
+            cands = every
+        elif len(every) < size_g // 16:
+            every.sort()
+            cands = every[np.concatenate(([True], every[1:] != every[:-1]))]
+        else:
+            # Distinct, sorted: through a dense mark (O(groups), no sort), in slices.
+            found_parts = []
+            for lo in range(0, size_g, 32 * _CHUNK):
+                window = acc[lo : lo + 32 * _CHUNK]
+                keep = window * up + rest[done] >= theta
+                keep &= window > 0.0
+                found_parts.append(np.flatnonzero(keep).astype(np.int32) + np.int32(lo))
+                del window, keep
+                yield
+            cands = np.concatenate(found_parts)
+        partial = acc[cands]
+        yield
+        del acc, parts, in_top, every
+        for j in range(done, len(order)):
+            if not len(cands):
+                break
+            _, wi, groups, tfs, count = order[j]
+            hits = []
+            for start in range(0, len(cands), _CHUNK):
+                chunk = cands[start : start + _CHUNK]
+                hit, tf = _lookup(groups, tfs, count, chunk)
+                sat = tf / (tf + (a_part + b_part * lengths[chunk[hit]]))
+                hits.append((start, hit, wi * sat))
+                yield
+            for start, hit, add in hits:
+                partial[start : start + len(hit)][hit] += add
+            keep = partial * up + rest[j + 1] >= theta
+            cands, partial = cands[keep], partial[keep]
+
+        # 3. The survivors, scored exactly, best first; their records enter a heap.
+        heap: list[tuple[float, int, Record]] = []  # (score, -seq, rec): worst on top
+        ranked: list[tuple[float, int]] = []
+        if len(cands) <= _FEW:
+            for i, num in enumerate(cands.tolist()):
+                ranked.append((exact_of(num), num))
+                if i % _FEW_STEP == _FEW_STEP - 1:
+                    yield
+        else:
+            for start in range(0, len(cands), max(1, _CHUNK // 8)):
+                chunk = cands[start : start + max(1, _CHUNK // 8)]
+                ranked += zip(exact_scores(chunk).tolist(), chunk.tolist(), strict=True)
+                yield
+        ranked.sort(key=itemgetter(0), reverse=True)
+        steps = 0
+        for score, num in ranked:
+            steps += 1
+            if steps % _CHUNK == 0:
+                yield
+            if len(heap) == limit and score * up < heap[0][0]:
+                break
+            group = table[num]
+            if group is None:
+                continue
             if not weighted:
                 if len(heap) == limit and score < heap[0][0]:
-                    continue
+                    break
                 for rec in group.recs:  # by seq: later ones only tie or lose
                     if len(heap) == limit:
                         worst, worst_negseq, _ = heap[0]
@@ -792,8 +999,6 @@ class BM25Index(metaclass=NoPublicConstructor):
                             heapq.heappush(heap, (score, -rec.seq, rec))
                         else:
                             heapq.heapreplace(heap, (score, -rec.seq, rec))
-                continue
-            if len(heap) == limit and score * up < heap[0][0]:
                 continue
             for rec in group.recs:
                 if rec.born <= version < rec.died and (accept is None or accept(rec)):
@@ -818,13 +1023,18 @@ class BM25Index(metaclass=NoPublicConstructor):
             "retired set out of date"
         )
         tokenize = self._scorer.tokenizer
-        holders: dict[str, set[_Group]] = {}
+        holders: dict[str, dict[int, int]] = {}
         df: Counter[str] = Counter()
         n = total = 0
         groups = set(self._group_of.values())
         assert groups == set(self._groups.values()), "groups differ from the live records'"
+        table = self._table
+        assert {num for num, group in enumerate(table) if group is not None} == {
+            group.num for group in groups
+        }, "group table out of date"
         for group in groups:
             assert self._groups[group.key] is group
+            assert table[group.num] is group
             recs = group.recs
             assert all(x.seq <= y.seq for x, y in zip(recs, recs[1:], strict=False)), (
                 "records out of seq order"
@@ -837,38 +1047,46 @@ class BM25Index(metaclass=NoPublicConstructor):
             terms = list(tokenize(entry.memory))
             for tag in entry.tags:
                 terms += tokenize(tag)
-            assert group.tfs == Counter(terms), "stale term frequencies"
-            assert group.length == len(terms)
-            assert [self._terms[t] for t in group.tfs] == group.terms
+            counts = Counter(terms)
+            assert [self._term_table[t].key for t in group.terms] == list(counts), "stale terms"  # type: ignore[union-attr]
+            assert dict(self.document_terms(alive[0])) == counts, "stale term frequencies"
+            length = int(self._lengths[group.num])
+            assert length == len(terms)
+            assert [self._terms[t].num for t in counts] == list(group.terms)
             for rec in alive:
                 assert self._group_of[rec] is group
                 assert (rec.entry.memory, rec.entry.tags) == (entry.memory, entry.tags)
                 if rec.died == NEVER:
                     n += 1
-                    total += group.length
-                    df.update(group.tfs.keys())
-            for t in group.tfs:
-                holders.setdefault(t, set()).add(group)
+                    total += length
+                    df.update(counts.keys())
+            for t, tf in counts.items():
+                holders.setdefault(t, {})[group.num] = tf
         assert (n, total) == (self._n, self._total), "N or total length out of date"
         assert set(holders) == set(self._terms), "terms differ from the live documents'"
+        assert sum(t is not None for t in self._term_table) == len(self._terms)
+        k1, b = self._scorer.k1, self._scorer.b
         for name, term in self._terms.items():
-            assert len(set(map(id, term.groups))) == len(term.groups), f"{name!r}: repeated"
-            listed = {group for group in term.groups if group.unpurged}
+            nums = list(term.groups)
+            assert len(nums) == len(term.tfs)
+            assert self._term_table[term.num] is term, f"{name!r}: not in the term table"
+            assert term.tfs.typecode in "Bi"
+            assert term.groups.typecode == "i"
+            assert all(x < y for x, y in zip(nums, nums[1:], strict=False)), f"{name!r}: order"
+            listed = {num: tf for num, tf in zip(nums, term.tfs, strict=True) if table[num]}
             assert listed == holders[name], f"{name!r}: posting list misses texts"
-            assert term.dead == len(term.groups) - len(listed)
-            assert term.dead < len(term.groups)
-            assert 2 * term.dead <= len(term.groups)
+            assert term.dead == len(nums) - len(listed)
+            assert term.dead < len(nums)
+            assert 2 * term.dead <= len(nums)
             assert term.df == df[name], f"{name!r}: df out of date"
-            assert list(term.tfs) == [group.tfs[name] for group in term.groups]
-            assert list(term.dls) == [group.length for group in term.groups]
-            assert len(term.sats) <= len(term.groups)
-            if term.sats:
-                k_part = self._scorer.k1 * self._scorer.b / term.ref
-                a_part = self._scorer.k1 * (1.0 - self._scorer.b)
-                for group, sat in zip(term.groups, term.sats, strict=False):
-                    tf = group.tfs[name]
-                    assert sat == tf / (tf + (a_part + k_part * group.length)), "stale impact"
-                assert term.top == max(term.sats), f"{name!r}: stale impact bound"
+            assert term.seen <= len(nums)
+            if term.seen:
+                k_part = k1 * b / term.ref
+                top = max(
+                    tf / (tf + (k1 * (1.0 - b) + k_part * int(self._lengths[num])))
+                    for num, tf in zip(nums[: term.seen], term.tfs, strict=False)
+                )
+                assert term.top == top, f"{name!r}: stale impact bound"
         versions = self._log_versions
         assert len(versions) == len(self._log_groups) == len(self._log_deltas)
         assert all(x <= y for x, y in zip(versions, versions[1:], strict=False)), "log out of order"

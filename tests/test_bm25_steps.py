@@ -1,0 +1,178 @@
+"""BM25Index.top_k_steps, the sliced retrieve of the slicing protocol: the owner writes
+(stores, upserts, deletes, vacuums that purge texts and compact posting lists) between
+any two steps, and the result stays that of the reader's version."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import cast
+
+import pytest
+
+from actormem import _bm25
+from actormem._bm25 import BM25Index, BM25Scorer
+from actormem._entry import MemoryCategory, MemoryEntry
+from actormem._record import Record
+from actormem._state import MemoryState
+
+from .test_bm25 import brute_force
+
+BASE = datetime(2024, 1, 1, tzinfo=UTC)
+WORDS = [f"w{i}" for i in range(30)]
+
+
+def _text(rng: random.Random) -> str:
+    weights = [1.0 / (i + 1) for i in range(len(WORDS))]
+    return " ".join(rng.choices(WORDS, weights, k=rng.randint(1, 12)))
+
+
+def _entry(rng: random.Random, texts: list[str], id: uuid.UUID | None = None) -> MemoryEntry:
+    tags = (rng.choice(["infra", "ops"]),) if rng.random() < 0.1 else ()
+    return MemoryEntry(
+        category=MemoryCategory.FACT,
+        memory=rng.choice(texts),
+        tags=tags,
+        relevance=rng.random(),
+        created_at=BASE + timedelta(minutes=rng.randint(0, 3000)),
+        id=id if id is not None else uuid.uuid4(),
+    )
+
+
+def _write(state: MemoryState, rng: random.Random, texts: list[str], horizon: int) -> None:
+    """A random batch of owner writes, published, then a vacuum up to ``horizon``."""
+    ids = [rec.entry.id for rec in state.view().records()]
+    for _ in range(rng.randint(1, 6)):
+        roll = rng.random()
+        if roll < 0.45 or not ids:
+            state.store(_entry(rng, texts))
+        elif roll < 0.7:
+            state.store(_entry(rng, texts, id=rng.choice(ids)))  # upsert
+        else:
+            state.delete(rng.choice(ids))
+    if rng.random() < 0.2:
+        texts.append(_text(rng))  # a new text, maybe new terms
+    state.publish()
+    state.vacuum(horizon)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize(("chunk", "few"), [(3, 64), (2, 0), (2048, 64)])
+def test_steps_with_writes_between_them(
+    seed: int, chunk: int, few: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_bm25, "_CHUNK", chunk)  # many slices: writes land everywhere
+    monkeypatch.setattr(_bm25, "_FEW", few)  # 0: survivors scored by the numpy path
+    rng = random.Random(seed)
+    weighted = seed % 2 == 1
+    scorer = BM25Scorer(
+        half_life=3600.0 if weighted else None,
+        relevance_prior=0.5 if weighted else 0.0,
+        clock=lambda: (BASE + timedelta(days=3)).timestamp(),
+    )
+    state = MemoryState(capacity=None, half_life=86400.0, scorer=scorer)
+    texts = [_text(rng) for _ in range(25)]
+    for _ in range(150):
+        state.store(_entry(rng, texts))
+    state.publish()
+    purged_while_reading = 0
+    for round_ in range(8):
+        # Deaths the reader does not see, purged (texts dropped, lists compacted)
+        # only while it runs.
+        for rec in rng.sample(state.view().records(), 25):
+            state.delete(rec.entry.id)
+        for _ in range(rng.randint(0, 30)):
+            state.store(_entry(rng, texts))
+        state.publish()
+        view = state.view()
+        index = _index(state)
+        records = view.records()
+        query = " ".join(rng.sample(WORDS[:12], rng.randint(1, 6)))
+        limit = rng.choice([1, 3, 10, 50])
+
+        def accept(rec: object) -> bool:
+            return hash(rec) % 3 != 0
+
+        acc = accept if round_ % 3 == 2 else None
+        want = index.top_k(view, query, limit, acc)
+        # The brute force sees dead records too, so give it every record it could.
+        assert want == brute_force(
+            scorer, records, view.version, query, limit, acc, now=scorer.clock()
+        )
+        steps = index.top_k_steps(view, query, limit, acc)
+        gone = index._table.count(None)
+        yields = 0
+        while True:
+            try:
+                next(steps)
+            except StopIteration as stop:
+                got = stop.value
+                break
+            yields += 1
+            if yields <= 25 or rng.random() < 0.1:  # writes in every phase, kept quick
+                _write(state, rng, texts, view.version)
+        assert got == want, (seed, round_, query, limit)
+        purged_while_reading += index._table.count(None) > gone
+        if chunk == 3 and want:
+            assert yields > 0
+        index._check(_live(state))
+        state.vacuum(state.published)
+    if chunk == 3:
+        assert purged_while_reading  # texts were dropped under a running retrieve
+
+
+def _index(state: MemoryState) -> BM25Index:
+    return cast(BM25Index, state.index)
+
+
+def _live(state: MemoryState) -> list[Record]:
+    """Every record the index holds: the ones not yet purged."""
+    return list(_index(state)._group_of)
+
+
+def test_steps_of_an_empty_or_unmatched_query() -> None:
+    state = MemoryState(capacity=None, half_life=86400.0, scorer=BM25Scorer())
+    index = _index(state)
+    assert _bm25._drain(index.top_k_steps(state.view(), "w1", 5, None)) == []
+    state.store(MemoryEntry(category=MemoryCategory.FACT, memory="w1 w2"))
+    state.publish()
+    view = state.view()
+    assert _bm25._drain(index.top_k_steps(view, "nothing", 5, None)) == []
+    assert _bm25._drain(index.top_k_steps(view, "w1", 0, None)) == []
+    ((score, rec),) = _bm25._drain(index.top_k_steps(view, "w1", 5, None))
+    assert rec.entry.memory == "w1 w2"
+    assert score > 0
+
+
+def test_term_frequencies_beyond_a_byte() -> None:
+    """A posting list stores frequencies in bytes until one exceeds 255, then in int32;
+    scores stay the brute force's, before and after the switch and under purges."""
+    scorer = BM25Scorer()
+    state = MemoryState(capacity=None, half_life=86400.0, scorer=scorer)
+    texts = ["w1 w2", "w1 " * 255 + "w3", "w1 " * 300 + "w2", "w2 " * 256, "w1 w3 w3"]
+    for text in texts:
+        state.store(MemoryEntry(category=MemoryCategory.FACT, memory=text))
+    state.publish()
+    index = _index(state)
+    assert index._terms["w1"].tfs.typecode == "i"  # 300 > 255
+    assert index._terms["w3"].tfs.typecode == "B"
+    view = state.view()
+    for query in ["w1", "w2", "w3 w1", "w2 w2 w3"]:
+        want = brute_force(scorer, view.records(), view.version, query, 10)
+        assert index.top_k(view, query, 10, None) == want
+        distinct = " ".join(dict.fromkeys(query.split()))
+        assert index.top_k_terms(view, dict.fromkeys(query.split(), 1.0), 10, None) == (
+            brute_force(scorer, view.records(), view.version, distinct, 10)
+        )
+    rec = view.records()[2]
+    assert index.document_terms(rec) == {"w1": 300, "w2": 1}
+    for rec in view.records()[:3]:
+        state.delete(rec.entry.id)
+    state.publish()
+    state.vacuum(state.published)
+    index._check(list(index._group_of))
+    view = state.view()
+    assert index.top_k(view, "w1 w2 w3", 10, None) == brute_force(
+        scorer, view.records(), view.version, "w1 w2 w3", 10
+    )
