@@ -86,13 +86,13 @@ from bisect import bisect_left, bisect_right, insort
 from collections import Counter
 from collections.abc import Callable, Generator, Iterable, Mapping
 from operator import itemgetter
-from typing import Any, TypeVar
+from typing import Any
 
 import attrs
 import numpy as np
 
 from ._record import NEVER, Record
-from ._scoring import Accept, ReadView
+from ._scoring import Accept, ReadView, drain
 from ._tokenize import Tokenizer
 from ._util import Final, NoPublicConstructor
 
@@ -126,8 +126,6 @@ _NO_TERMS = array("i")
 
 #: The records of a group not yet filled in (never appended to).
 _NO_RECS: list[Record] = []
-
-_T = TypeVar("_T")
 
 
 def _non_negative(instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
@@ -308,16 +306,6 @@ class _Term:
         self.tfs = array(tfs.typecode, [tfs[i] for i in keep])
         self.dead = 0
         self.ref, self.top, self.seen = 0.0, 0.0, 0
-
-
-def _drain(steps: Generator[None, None, _T]) -> _T:
-    """Run a sliced computation to the end; its result."""
-    while True:
-        try:
-            next(steps)
-        except StopIteration as stop:
-            result: _T = stop.value
-            return result
 
 
 def _window(arr: array[int], start: int, end: int) -> Any:
@@ -607,7 +595,7 @@ class BM25Index(metaclass=NoPublicConstructor):
         Each query term is weighted by its number of occurrences in the tokenized query.
         See :meth:`top_k_terms` for the complexity.
         """
-        return _drain(self.top_k_steps(view, query, limit, accept))
+        return drain(self.top_k_steps(view, query, limit, accept))
 
     def top_k_steps(
         self, view: ReadView, query: str, limit: int, accept: Accept
@@ -706,7 +694,7 @@ class BM25Index(metaclass=NoPublicConstructor):
         terms: O(postings added since), or O(postings) once the average length drifted
         by more than 2%.
         """
-        return _drain(self.top_k_terms_steps(view, weights, limit, accept))
+        return drain(self.top_k_terms_steps(view, weights, limit, accept))
 
     def top_k_terms_steps(  # noqa: C901 - one algorithm, kept in one place
         self, view: ReadView, weights: Mapping[str, float], limit: int, accept: Accept

@@ -33,7 +33,7 @@ is safe: it re-seeks). Indexes without ``top_k_steps`` run in one step.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable, Iterator
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from ._record import Record
 
@@ -42,6 +42,8 @@ __all__ = ["RETRIEVE_SLICE", "Accept", "ReadView", "Scorer", "ScoringIndex", "dr
 #: Seconds a retrieve runs before it lets other tasks run (a trio checkpoint), when its
 #: index provides ``top_k_steps``.
 RETRIEVE_SLICE = 1e-4
+
+_T = TypeVar("_T")
 
 #: What ``top_k`` and ``top_k_steps`` return: (score, record) pairs, best first.
 Hits = list[tuple[float, Record]]
@@ -110,14 +112,15 @@ class Scorer(Protocol):
         ...
 
 
-def drain(steps: Generator[None, None, Hits]) -> Hits:
-    """Run a ``top_k_steps`` generator to its end and return its hits. O(its work)."""
+def drain(steps: Generator[None, None, _T]) -> _T:
+    """Run a sliced computation (e.g. ``top_k_steps``) to its end and return its value.
+    O(its work)."""
     while True:
         try:
             next(steps)
         except StopIteration as stop:
-            hits: Hits = stop.value
-            return hits
+            result: _T = stop.value
+            return result
 
 
 def _one_step(

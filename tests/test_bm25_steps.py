@@ -15,6 +15,7 @@ from actormem import _bm25
 from actormem._bm25 import BM25Index, BM25Scorer
 from actormem._entry import MemoryCategory, MemoryEntry
 from actormem._record import Record
+from actormem._scoring import drain
 from actormem._state import MemoryState
 
 from .test_bm25 import brute_force
@@ -134,13 +135,13 @@ def _live(state: MemoryState) -> list[Record]:
 def test_steps_of_an_empty_or_unmatched_query() -> None:
     state = MemoryState(capacity=None, half_life=86400.0, scorer=BM25Scorer())
     index = _index(state)
-    assert _bm25._drain(index.top_k_steps(state.view(), "w1", 5, None)) == []
+    assert drain(index.top_k_steps(state.view(), "w1", 5, None)) == []
     state.store(MemoryEntry(category=MemoryCategory.FACT, memory="w1 w2"))
     state.publish()
     view = state.view()
-    assert _bm25._drain(index.top_k_steps(view, "nothing", 5, None)) == []
-    assert _bm25._drain(index.top_k_steps(view, "w1", 0, None)) == []
-    ((score, rec),) = _bm25._drain(index.top_k_steps(view, "w1", 5, None))
+    assert drain(index.top_k_steps(view, "nothing", 5, None)) == []
+    assert drain(index.top_k_steps(view, "w1", 0, None)) == []
+    ((score, rec),) = drain(index.top_k_steps(view, "w1", 5, None))
     assert rec.entry.memory == "w1 w2"
     assert score > 0
 
