@@ -46,7 +46,7 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import outcome
 import trio
@@ -64,6 +64,8 @@ from ._util import NoPublicConstructor
 from ._wordoverlap import WordOverlapScorer
 
 __all__ = ["DEFAULT_QUEUE_SIZE", "Memory", "open_memory", "serve_memory"]
+
+_T = TypeVar("_T")
 
 #: Default size of the request channel's buffer (requests waiting for the owner).
 DEFAULT_QUEUE_SIZE = 1024
@@ -159,7 +161,11 @@ class Memory(metaclass=NoPublicConstructor):
         self._snapshots: weakref.WeakSet[Snapshot] = weakref.WeakSet()
         self._retrieves = 0
         #: Durable backend hook: awaited with each batch's journal before publishing.
-        self._commit: Callable[[list[tuple[int, Record]]], Awaitable[None]] | None = None
+        #: Durable mode: ``await _commit(journal, meanwhile)`` writes the batch's journal
+        #: as one transaction, calling ``meanwhile()`` (the deferred indexing) during it.
+        self._commit: (
+            Callable[[list[tuple[int, Record]], Callable[[], None]], Awaitable[None]] | None
+        ) = None
         #: The SQLite store of a durable memory (None: in-memory).
         self._storage: SqliteStore | None = None
 
@@ -482,12 +488,14 @@ async def _run_owner(memory: Memory, receive: trio.MemoryReceiveChannel[_Request
                     inflight.append(receive.receive_nowait())
                 except (trio.WouldBlock, trio.EndOfChannel):
                     break
+            if memory._commit is not None:
+                state.defer_index()  # indexed while the commit is written (see commit)
             replies = memory._apply_batch(inflight)
             if memory._commit is not None:
                 # Durable mode: the batch is one group commit; nothing is published
                 # or acknowledged before it is on disk.
                 try:
-                    await memory._commit(state.take_journal())
+                    await memory._commit(state.take_journal(), state.flush_index)
                 except StorageError as exc:
                     _fail_storage(memory, replies, inflight, receive, exc)
                     inflight = []
@@ -638,16 +646,45 @@ async def _open_memory(
         await _close_storage(store)
         raise
     del entries
-    limiter = trio.CapacityLimiter(1)  # one commit at a time, never queued behind others
 
-    async def commit(journal: list[tuple[int, Record]]) -> None:
-        if journal:
-            batch = store.prepare(journal)
-            await trio.to_thread.run_sync(store.write, batch, limiter=limiter)
+    async def commit(journal: list[tuple[int, Record]], meanwhile: Callable[[], None]) -> None:
+        if not journal:
+            meanwhile()
+            return
+        batch = store.prepare(journal)
+        await _in_thread_while(store.write, batch, meanwhile)
 
     memory._storage = store
     memory._commit = commit
     return memory, receive
+
+
+async def _in_thread_while(
+    fn: Callable[[_T], None], arg: _T, meanwhile: Callable[[], None]
+) -> None:
+    """Run ``fn(arg)`` in a worker thread and ``meanwhile()`` here at the same time; wait
+    (shielded from cancellation, like ``trio.to_thread.run_sync``) for the thread, then
+    raise what ``meanwhile`` or else ``fn`` raised.
+
+    The group commit overlaps with indexing the batch this way: SQLite releases the GIL
+    while it writes. The thread comes from trio's thread cache
+    (``trio.lowlevel.start_thread_soon``) and starts at once, not at the next checkpoint.
+    """
+    token = trio.lowlevel.current_trio_token()
+    done = trio.Event()
+    result: list[outcome.Outcome[None]] = []
+
+    def deliver(got: outcome.Outcome[None]) -> None:  # in the worker thread
+        result.append(got)
+        token.run_sync_soon(done.set)
+
+    trio.lowlevel.start_thread_soon(lambda: fn(arg), deliver, name="actormem group commit")
+    try:
+        meanwhile()
+    finally:
+        with trio.CancelScope(shield=True):
+            await done.wait()
+    result[0].unwrap()
 
 
 async def _serve(memory: Memory, receive: trio.MemoryReceiveChannel[_Request]) -> None:

@@ -7,7 +7,10 @@ the owner task writes and that readers query through a :class:`ReadView` (a snap
 Lifecycle of a record in an index, all calls made by the owner, synchronously:
 
 1. ``add(rec)``: ``rec`` was just stored; ``rec.born`` is the new version. Readers holding
-   an older snapshot must not see it (filter with ``view.visible(rec)``).
+   an older snapshot must not see it (filter with ``view.visible(rec)``). If ``rec.died``
+   is already set (a durable owner indexes a batch after applying it, see
+   ``MemoryState.defer_index``, and the record was replaced within the batch), ``add``
+   also retires it, and no ``retire`` call follows.
 2. ``retire(rec)``: ``rec.died`` was just set. Older snapshots still see ``rec``, so its
    data must stay readable.
 3. ``purge(rec)``: no live snapshot can see ``rec`` any more; drop it physically (amortized

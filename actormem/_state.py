@@ -260,6 +260,9 @@ class MemoryState:
         self.on_remove: Callable[[MemoryEntry, str], None] | None = None
         #: Changes since the last :meth:`take_journal`, for a durable backend; None: off.
         self.journal: list[tuple[int, Record]] | None = None
+        #: Index calls (``add``/``retire`` and their record) held back by
+        #: :meth:`defer_index` until :meth:`flush_index`; None when not deferring.
+        self._deferred: list[tuple[Callable[[Record], None], Record]] | None = None
         # Counters for statistics().
         self.stores = 0
         self.upserts = 0
@@ -301,8 +304,39 @@ class MemoryState:
             self.journal = []
         return journal
 
+    def defer_index(self) -> None:
+        """Hold back the scoring index's ``add``/``retire`` calls of the writes that follow
+        until :meth:`flush_index`, which makes them in the same order.
+
+        The durable owner uses it to index a batch while its group commit is being
+        written by another thread (SQLite releases the GIL while it works): nothing
+        else in the state reads the index, and readers see no record of the batch
+        before it is published. O(1).
+        """
+        assert self._deferred is None
+        self._deferred = []
+
+    def flush_index(self) -> None:
+        """Make the index calls held back since :meth:`defer_index` (none if not
+        deferring), oldest first, and stop deferring. O(their cost)."""
+        ops, self._deferred = self._deferred, None
+        if not ops:
+            return
+        index = self.index
+        born_dead: set[Record] = set()
+        for call, rec in ops:
+            if call == index.add:
+                index.add(rec)
+                if rec.died != NEVER:
+                    # Removed later in the same batch: ``add`` saw ``died`` set and
+                    # retired it (the ScoringIndex contract), so skip its ``retire``.
+                    born_dead.add(rec)
+            elif rec not in born_dead:
+                index.retire(rec)
+
     def publish(self) -> None:
         """Make every applied write visible to new snapshots. O(1)."""
+        assert self._deferred is None, "flush_index() before publish()"
         self.published = self.version
         self._published_len = self._live
 
@@ -330,7 +364,10 @@ class MemoryState:
         else:
             dups[key] = {group: None, rec: None}
             self._dup_keys.add(key)
-        self.index.add(rec)
+        if self._deferred is None:
+            self.index.add(rec)
+        else:
+            self._deferred.append((self.index.add, rec))
         self._live += 1
         if self.journal is not None:
             self.journal.append((JOURNAL_PUT, rec))
@@ -360,7 +397,10 @@ class MemoryState:
                 self._dup_keys.discard(key)
         else:
             del dups[key]
-        self.index.retire(rec)
+        if self._deferred is None:
+            self.index.retire(rec)
+        else:
+            self._deferred.append((self.index.retire, rec))
         self._graveyard.append(rec)
         self._live -= 1
         if self.journal is not None:
@@ -524,6 +564,7 @@ class MemoryState:
         O(T + log n) per purged record.
         """
         assert horizon <= self.published
+        assert self._deferred is None
         grave = self._graveyard
         done = 0
         while grave and grave[0].died <= horizon and (budget is None or done < budget):
@@ -555,6 +596,7 @@ class MemoryState:
 
     def _check(self) -> None:
         """Assert every invariant of every structure. O(n log n); for tests."""
+        assert self._deferred is None
         live = [r for r in self._by_id.values() if r.died == NEVER]
         assert len(live) == self._live
         assert self.capacity is None or self._live <= self.capacity
