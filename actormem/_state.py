@@ -53,7 +53,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from itertools import islice
-from typing import Any
+from typing import Any, NamedTuple
 
 import attrs
 from sortedcontainers import SortedKeyList, SortedList
@@ -120,9 +120,9 @@ def _normalised(rec: Record) -> tuple[tuple[str, ...], str, str]:
     return (e.namespace, e.category._value_, folded)  # str: its hash is cached
 
 
-@attrs.frozen(slots=True)
-class StoreOutcome:
-    """What one store did: the record it made, the one it replaced, the one it evicted."""
+class StoreOutcome(NamedTuple):
+    """What one store did: the record it made, the one it replaced, the one it evicted.
+    (A named tuple: built once per store, in C.)"""
 
     record: Record
     replaced: Record | None
