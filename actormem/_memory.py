@@ -22,10 +22,11 @@ owner cannot change anything in the middle, and a reader never waits for a write
 Durable mode (``open_memory(path=...)``, see ``docs/durability.md``). Before serving, the
 owner's state is rebuilt from the SQLite file (:mod:`actormem._sqlite`). Between steps 3
 and 4 the owner hands the batch's journal to the store: one transaction per batch (group
-commit), run in a worker thread with ``trio.to_thread.run_sync`` (not abandoned on
-cancellation, so a transaction is never left half-done; a commit that has not started
-when the owner is cancelled does not start). Nothing is published or acknowledged before
-its commit returned. A failed commit (disk full, I/O error) fails the batch's callers
+commit), run in a worker thread (:func:`_in_thread_while`) while the owner indexes the
+batch (``MemoryState.defer_index``). The thread is never abandoned: the owner waits for
+it, shielded from cancellation, so a transaction is never left half-done, and a batch
+whose commit started is committed, published and answered even if the owner is being
+cancelled. Nothing is published or acknowledged before its commit returned. A failed commit (disk full, I/O error) fails the batch's callers
 with :class:`~actormem.StorageError`, breaks the memory (later calls raise
 :class:`trio.BrokenResourceError` from that error) and stops the owner quietly: the
 in-memory state already holds the batch, so it can no longer match the file. Reads

@@ -7,8 +7,8 @@ The owner task stays the only writer: it applies a batch of requests to the in-m
 became live, died, or changed access bookkeeping) to :meth:`SqliteStore.prepare` on the
 event loop, and runs :meth:`SqliteStore.write` in a worker thread: one transaction per
 batch (a *group commit*). Only when the transaction committed does the owner publish the
-batch and answer its callers. Every method here blocks; the actor calls them through
-``trio.to_thread.run_sync`` and never two at once, so one connection
+batch and answer its callers. Every method here blocks; the actor calls them in worker
+threads and never two at once, so one connection
 (``check_same_thread=False``) serves every thread in turn.
 
 Coalescing. Rows are keyed by ``seq`` (see :mod:`actormem._sqlite_format`), and the
