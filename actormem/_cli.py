@@ -367,10 +367,19 @@ def _check_json_target(path: Path) -> None:
     parent = path.parent
     if not parent.is_dir():
         raise _InputError(f"--json {path}: no such directory: {parent}")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise _InputError(f"--json {path}: directory not writable: {parent}")
-    if path.exists() and not os.access(path, os.W_OK):
-        raise _InputError(f"--json {path}: not writable")
+    # Really try (access() trusts permission bits that some file systems, /proc say,
+    # do not honour): an existing target is opened for appending, which changes
+    # nothing; otherwise a probe file is created in the directory and removed.
+    try:
+        if path.exists():
+            with path.open("a", encoding="utf-8"):
+                pass
+        else:
+            with tempfile.NamedTemporaryFile(dir=parent, prefix=".actormem-probe-"):
+                pass
+    except OSError as exc:
+        where = path if path.exists() else parent
+        raise _InputError(f"--json {path}: not writable: {where}: {exc.strerror or exc}") from None
 
 
 def cmd_swarm(args: argparse.Namespace) -> int:

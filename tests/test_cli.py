@@ -329,6 +329,16 @@ def test_swarm_checks_the_json_target_before_the_run(
     assert err.startswith(f"actormem swarm: error: --json {out_path}: ")
 
 
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_swarm_tries_the_json_target_for_real(capsys: pytest.CaptureFixture[str]) -> None:
+    # access() says root may write in /proc; creating a file there fails all the same.
+    status, out, err = run_cli(
+        capsys, "swarm", "--episodes", "5", "--in-memory", "--json", "/proc/out.json"
+    )
+    assert (status, out) == (2, "")
+    assert err.startswith("actormem swarm: error: --json /proc/out.json: not writable: /proc")
+
+
 def test_swarm_json_options_hold_every_option(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
