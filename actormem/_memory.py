@@ -26,8 +26,9 @@ commit), run in a worker thread (:func:`_in_thread_while`) while the owner index
 batch (``MemoryState.defer_index``). The thread is never abandoned: the owner waits for
 it, shielded from cancellation, so a transaction is never left half-done, and a batch
 whose commit started is committed, published and answered even if the owner is being
-cancelled. Nothing is published or acknowledged before its commit returned. A failed commit (disk full, I/O error) fails the batch's callers
-with :class:`~actormem.StorageError`, breaks the memory (later calls raise
+cancelled. Nothing is published or acknowledged before its commit returned. A failed
+commit (disk full, I/O error) fails the batch's callers with
+:class:`~actormem.StorageError`, breaks the memory (later calls raise
 :class:`trio.BrokenResourceError` from that error) and stops the owner quietly: the
 in-memory state already holds the batch, so it can no longer match the file. Reads
 never touch the file.

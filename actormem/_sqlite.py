@@ -283,10 +283,7 @@ class SqliteStore:
         assert len(state) == 0
         state.journal = []
         for seq, entry in entries:
-            # MemoryState numbers new ids itself (``_seq += 1``); start it one below the
-            # stored number so the record keeps the file's seq, hence its order.
-            state._seq = seq - 1
-            state.store(entry)
+            state.restore(entry, seq)  # keeps the file's seq, hence the order of ties
         evicted = [(rec.seq,) for kind, rec in state.take_journal() if kind == JOURNAL_DELETE]
         if evicted:
             self.write(Batch(evicted, [], []))

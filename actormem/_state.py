@@ -438,6 +438,22 @@ class MemoryState:
         self.stores += 1
         return StoreOutcome(rec, replaced, evicted)
 
+    def restore(self, entry: MemoryEntry, seq: int) -> StoreOutcome:
+        """Store ``entry``, read back from a file, under its saved insertion number ``seq``
+        (which orders ties and the file's rows), instead of the next one. O(as store).
+
+        Raises:
+            ValueError: ``seq`` is not above every number given out so far (a file's rows
+                are restored in ascending ``seq``), or ``entry``'s id is live already.
+        """
+        if seq <= self._seq:
+            raise ValueError(f"restore(): seq {seq} is not above {self._seq}")
+        old = self._by_id.get(entry.id.int)
+        if old is not None and old.died == NEVER:
+            raise ValueError(f"restore(): id {entry.id} is stored already")
+        self._seq = seq - 1
+        return self.store(entry)
+
     def _evict_one(self) -> Record:
         unvalidated, validated = self._evict
         rec: Record = (unvalidated or validated)[0][1]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+
 from actormem import MemoryCategory, MemoryEntry
 from actormem._state import DEFAULT_HALF_LIFE, MemoryState, _folded
 from actormem._wordoverlap import WordOverlapScorer
@@ -124,3 +126,17 @@ def test_duplicate_key_folds_ascii_and_unicode_alike() -> None:
     assert key("STRASSE") == key("straße")  # casefold, not lower
     assert key("Σίσυφος") == key("ΣΊΣΥΦΟΣ")
     assert key("a b") != key("ab")
+
+
+def test_restore_keeps_the_saved_seq_and_refuses_disorder() -> None:
+    state = _state()
+    a, b, c = (MemoryEntry.new(MemoryCategory.FACT, t) for t in "abc")
+    assert state.restore(a, 5).record.seq == 5
+    with pytest.raises(ValueError, match="not above 5"):
+        state.restore(b, 5)
+    with pytest.raises(ValueError, match="stored already"):
+        state.restore(a, 9)
+    assert state.restore(b, 9).record.seq == 9
+    assert state.store(c).record.seq == 10
+    state.publish()
+    state._check()
