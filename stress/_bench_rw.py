@@ -17,8 +17,9 @@ tens of seconds, and a store needs two rounds (request, then reply).
 Figures: each side's p99 with the other running over its p99 alone (target: at most 2),
 and, from a trio :class:`~trio.abc.Instrument`, the longest *task step* (the time the
 event loop ran one task without reaching a checkpoint) of the readers: a retrieve scores
-its snapshot synchronously, so that step is the stall every other task (writers, the
-owner) suffers during a retrieve. The owner's longest step (one batch of writes) is
+its snapshot in slices of about 0.1 ms (``RETRIEVE_SLICE``) with a checkpoint between
+them, so that step is the stall every other task (writers, the owner) suffers during a
+retrieve; the garbage collector's pauses land in whatever step allocates. The owner's longest step (one batch of writes) is
 reported too: readers wait for it in the same way.
 """
 
