@@ -59,7 +59,7 @@ order and with the brute force's floating-point operations (one by one in Python
 elementwise in numpy: the same IEEE operations), so scores equal a brute force's bit for
 bit; ties break by ``seq``. The largest saturation of a list is cached by readers at a
 reference average length and used, stretched by the drift of the average length since,
-only as a bound (``_Term.impacts``); all bounds carry a relative slack of 1e-9 so that
+only as a bound (``_Term.bound_steps``); all bounds carry a relative slack of 1e-9 so that
 summation order can never drop a true result.
 
 Invariants (checked by :meth:`BM25Index._check`): every un-purged record is in exactly
@@ -105,6 +105,10 @@ _SLACK = 1e-9
 #: Postings or candidates processed between two yields of a sliced retrieve (about
 #: 0.05-0.1 ms of vectorised work), and the initial size of the length array.
 _CHUNK = 2048
+
+#: Postings read between two yields while a reader brings a term's cached largest
+#: saturation up to date (about 0.05 ms).
+_BOUND_CHUNK = 8192
 
 #: A term's cached saturations are recomputed when the average document length moved by
 #: more than this factor since they were made (they stay valid bounds up to it).
@@ -277,26 +281,37 @@ class _Term:
         self.top = 0.0
         self.seen = 0
 
-    def impacts(self, a_part: float, k_part: float, avgdl: float, lengths: Any) -> float:
-        """Bring ``top`` up to the whole list; return how many times a saturation at
-        ``avgdl`` can exceed one at ``ref`` (>= 1). ``lengths``: document length by
-        group number. O(new postings), or O(postings) when ``avgdl`` moved by more than
-        ``_DRIFT`` since the cache was made (vectorised)."""
-        ref = self.ref
+    def bound_steps(
+        self, a_part: float, k_part: float, avgdl: float, lengths: Any, end: int
+    ) -> Generator[None, None, float]:
+        """A bound on the saturation ``tf / (tf + a_part + k_part * dl / avgdl)`` of the
+        first ``end`` postings (``lengths``: document length by group number), in slices:
+        a generator that yields after every ``_BOUND_CHUNK`` postings it reads and returns
+        the bound. It extends the cached largest saturation (``top`` over the first
+        ``seen`` postings at ``ref``), or starts over at ``avgdl`` when that moved by more
+        than ``_DRIFT`` since ``ref``, and publishes what it computed unless another
+        reader published more, or the owner compacted the list, in between.
+
+        Runtime complexity: O(postings added since the cache was made), or O(postings)
+        once the average length drifted (vectorised, in slices of ``_BOUND_CHUNK``).
+        """
+        groups, tfs = self.groups, self.tfs
+        ref, top, seen = self.ref, self.top, self.seen
         if not ref or (k_part and not (1.0 / _DRIFT <= avgdl / ref <= _DRIFT)):
-            ref = self.ref = avgdl
-            self.top = 0.0
-            self.seen = 0
-        start, end = self.seen, len(self.groups)
-        if start < end:
-            groups = np.frombuffer(self.groups, np.int32, end)[start:]
-            tfs = np.frombuffer(self.tfs, self.tfs.typecode, end)[start:].astype(np.float64)
-            sats = tfs / (tfs + (a_part + (k_part / ref) * lengths[groups]))
-            self.top = max(self.top, float(sats.max()))
-            self.seen = end
-            del groups  # release the buffer export at once: the owner appends to the array
+            ref, top, seen = avgdl, 0.0, 0
+        for start in range(seen, end, _BOUND_CHUNK):
+            stop = min(end, start + _BOUND_CHUNK)
+            nums = np.frombuffer(groups, np.int32, stop)[start:]
+            tf = np.frombuffer(tfs, tfs.typecode, stop)[start:].astype(np.float64)
+            sats = tf / (tf + (a_part + (k_part / ref) * lengths[nums]))
+            top = max(top, float(sats.max()))
+            del nums  # release the buffer export at once: the owner appends to the array
+            if stop < end:
+                yield
+        if self.groups is groups and (self.ref != ref or self.seen < end):
+            self.ref, self.top, self.seen = ref, top, end
         # Saturation grows with avgdl, at most in proportion (the length term shrinks).
-        return avgdl / ref if k_part and avgdl > ref else 1.0
+        return top * (avgdl / ref if k_part and avgdl > ref else 1.0)
 
     def compact(self, table: list[_Group | None]) -> None:
         """Drop the postings of purged groups, replacing the arrays. O(postings)."""
@@ -308,9 +323,15 @@ class _Term:
         self.ref, self.top, self.seen = 0.0, 0.0, 0
 
 
-def _window(arr: array[int], start: int, end: int) -> Any:
-    """A numpy copy of ``arr[start:end]`` (int32), holding no buffer export."""
-    return np.frombuffer(arr, arr.typecode, end)[start:].copy()
+def _nums(groups: array[int], start: int, end: int) -> Any:
+    """``groups[start:end]`` as a new numpy array of ``intp`` (fancy indexing with
+    ``intp`` is about twice as fast as with int32), holding no buffer export."""
+    return np.frombuffer(groups, np.int32, end)[start:].astype(np.intp)
+
+
+def _tfs(tfs: array[int], start: int, end: int) -> Any:
+    """``tfs[start:end]`` as a new numpy array of float64, holding no buffer export."""
+    return np.frombuffer(tfs, tfs.typecode, end)[start:].astype(np.float64)
 
 
 def _lookup(groups: array[int], tfs: array[int], n: int, nums: Any) -> tuple[Any, Any]:
@@ -727,18 +748,21 @@ class BM25Index(metaclass=NoPublicConstructor):
         order: list[tuple[float, float, array[int], array[int], int]] = []
         position: dict[int, int] = {}  # a query term's place in `query`, by term number
         # Cached maximum saturations are exact at their term's reference avgdl and at
-        # most `hi` times too low at this one (see _Term.impacts).
-        for term in wanted:
+        # most avgdl / ref times too low at this one (see _Term.bound_steps).
+        for term, obj in [(term, index_terms[term]) for term in wanted]:
             df = dfs[term]
             if df <= 0:
                 continue
             wi = weights[term] * math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-            obj = index_terms[term]
-            hi = obj.impacts(a_part, k1 * b, avgdl, lengths)
             post = (wi, obj.groups, obj.tfs, len(obj.groups))
+            ref = obj.ref
+            if obj.seen == post[3] and ref and 1.0 / _DRIFT <= avgdl / ref <= _DRIFT:
+                bound = obj.top * (avgdl / ref if avgdl > ref else 1.0)  # cached, as is
+            else:  # the bound may take many postings to bring up to date: in slices
+                bound = yield from obj.bound_steps(a_part, k1 * b, avgdl, lengths, post[3])
             position[obj.num] = len(query)
             query.append(post)
-            order.append((wi * obj.top * hi * up, *post))
+            order.append((wi * bound * up, *post))
         if not query:
             return []
         order.sort(key=itemgetter(0), reverse=True)
@@ -845,7 +869,7 @@ class BM25Index(metaclass=NoPublicConstructor):
         yield
         parts: list[Any] = []
         theta = -math.inf
-        top: Any = np.zeros(0, np.int32)
+        top: Any = np.zeros(0, np.intp)
         tau = -math.inf
         size = limit
         done = 0
@@ -854,8 +878,8 @@ class BM25Index(metaclass=NoPublicConstructor):
                 break
             changed = False
             for start in range(0, count, _CHUNK):
-                nums = _window(groups, start, min(count, start + _CHUNK))
-                tf = _window(tfs, start, min(count, start + _CHUNK)).astype(np.float64)
+                nums = _nums(groups, start, min(count, start + _CHUNK))
+                tf = _tfs(tfs, start, min(count, start + _CHUNK))
                 before = acc[nums]
                 after = before + wi * (tf / (tf + (a_part + b_part * lengths[nums])))
                 acc[nums] = after
@@ -908,8 +932,8 @@ class BM25Index(metaclass=NoPublicConstructor):
                 break
             _, wi, groups, tfs, count = order[done]
             for start in range(0, count, _CHUNK):
-                nums = _window(groups, start, min(count, start + _CHUNK))
-                tf = _window(tfs, start, min(count, start + _CHUNK)).astype(np.float64)
+                nums = _nums(groups, start, min(count, start + _CHUNK))
+                tf = _tfs(tfs, start, min(count, start + _CHUNK))
                 acc[nums] += wi * (tf / (tf + (a_part + b_part * lengths[nums])))
                 yield
             parts = [every]  # the candidates only: distinct, maybe unsorted
@@ -927,11 +951,13 @@ class BM25Index(metaclass=NoPublicConstructor):
                 window = acc[lo : lo + 32 * _CHUNK]
                 keep = window * up + rest[done] >= theta
                 keep &= window > 0.0
-                found_parts.append(np.flatnonzero(keep).astype(np.int32) + np.int32(lo))
+                found_parts.append(np.flatnonzero(keep) + lo)
                 del window, keep
                 yield
             cands = np.concatenate(found_parts)
         partial = acc[cands]
+        # int32 from here: binary searches in the (int32) posting lists need no cast.
+        cands = cands.astype(np.int32)
         yield
         del acc, parts, in_top, every
         for j in range(done, len(order)):
