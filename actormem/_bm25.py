@@ -128,6 +128,15 @@ _UPDATE_RATIO = 0.25
 #: The terms of a group not yet filled in.
 _NO_TERMS = array("i")
 
+#: A group's terms are packed as ``term number << 8 | min(tf, 255)``: its term
+#: frequencies without a binary search in each posting list (255: look it up there).
+_TF_BITS = 8
+_TF_CAP = (1 << _TF_BITS) - 1
+
+#: Term numbers below this pack into int32 (``array('i')``); groups made after the
+#: vocabulary outgrew it pack into int64 (``array('q')``).
+_NARROW = 1 << (31 - _TF_BITS)
+
 #: The records of a group not yet filled in (never appended to).
 _NO_RECS: list[Record] = []
 
@@ -232,9 +241,10 @@ class _Group:
     so the index tokenizes a text once and posting lists hold groups, not records: agent
     memories repeat texts (the same tool call, the same fact). ``num`` is the group's
     number (its slot in the index's group table and length array; numbers grow with
-    creation, so every posting list is sorted by it). ``terms`` are the ``_Term`` of each
-    distinct term of the document, in first-occurrence order; the term frequencies live
-    in the posting lists only. ``recs`` is sorted by ``seq``; purged records leave it
+    creation, so every posting list is sorted by it). ``terms`` are the numbers of the
+    ``_Term`` of each distinct term of the document, in first-occurrence order, each
+    packed with its frequency (``num << _TF_BITS | min(tf, _TF_CAP)``; the posting list
+    has the exact one). ``recs`` is sorted by ``seq``; purged records leave it
     lazily (it is rebuilt once half of it is purged).
     """
 
@@ -405,9 +415,10 @@ class BM25Index(metaclass=NoPublicConstructor):
         num = group.num
         out = {}
         for t in group.terms:
-            obj = self._term_table[t]
+            obj = self._term_table[t >> _TF_BITS]
             assert obj is not None  # the group's records keep its terms
-            out[obj.key] = obj.tfs[bisect_left(obj.groups, num)]
+            tf = t & _TF_CAP
+            out[obj.key] = tf if tf < _TF_CAP else obj.tfs[bisect_left(obj.groups, num)]
         return out
 
     def _length(self, group: _Group) -> int:
@@ -448,8 +459,9 @@ class BM25Index(metaclass=NoPublicConstructor):
                 obj.tfs = array("i", obj.tfs)  # replaced: readers may hold the old one
             obj.tfs.append(tf)
             obj.df += 1  # the record being added
-            nums.append(obj.num)
-        group.terms = array("i", nums)  # exactly sized
+            nums.append(obj.num << _TF_BITS | min(tf, _TF_CAP))
+        # Exactly sized; int64 only once term numbers no longer fit in int32 with a tf.
+        group.terms = array("i" if len(term_table) <= _NARROW else "q", nums)
         return group
 
     def _log(self, version: int, group: _Group, delta: int) -> None:
@@ -498,7 +510,7 @@ class BM25Index(metaclass=NoPublicConstructor):
         else:
             term_table = self._term_table
             for t in group.terms:
-                term_table[t].df += 1  # type: ignore[union-attr]  # live: not None
+                term_table[t >> _TF_BITS].df += 1  # type: ignore[union-attr]  # live: not None
         recs = group.recs
         if not recs:
             group.recs = [rec]  # exactly sized: most texts have one record
@@ -538,7 +550,7 @@ class BM25Index(metaclass=NoPublicConstructor):
         self._retired.add(rec)
         term_table = self._term_table
         for t in group.terms:
-            term_table[t].df -= 1  # type: ignore[union-attr]  # live: not None
+            term_table[t >> _TF_BITS].df -= 1  # type: ignore[union-attr]  # live: not None
         self._n -= 1
         self._total -= int(self._lengths[group.num])
         self._log(rec.died, group, -1)
@@ -568,6 +580,7 @@ class BM25Index(metaclass=NoPublicConstructor):
             group.dead = 0
             term_table = self._term_table
             for t in group.terms:
+                t >>= _TF_BITS
                 term = term_table[t]
                 assert term is not None  # deleted only once its last group is purged
                 term.dead += 1
@@ -662,6 +675,7 @@ class BM25Index(metaclass=NoPublicConstructor):
                 total -= delta * int(lengths[group.num])
                 if wanted:
                     for t in group.terms:
+                        t >>= _TF_BITS
                         if t in wanted:
                             dfs[wanted[t]] -= delta
             return n, total, dfs
@@ -789,6 +803,7 @@ class BM25Index(metaclass=NoPublicConstructor):
             return score
 
         exact: dict[int, float] = {}
+        get_position = position.get
 
         def exact_of(num: int) -> float:
             """BM25 of group ``num`` as :func:`exact_scores` computes it, for a few
@@ -799,11 +814,18 @@ class BM25Index(metaclass=NoPublicConstructor):
                 group = table[num]
                 if group is not None:  # else purged: no record to score
                     norm = k1 * (1.0 - b + b * int(lengths[num]) / avgdl)
-                    # The group's own terms say which lists to search.
-                    hits = sorted([position[t] for t in group.terms if t in position])
-                    for pos in hits:
+                    # The group's own terms and frequencies (no binary search unless a
+                    # frequency is too high to pack), summed in the query's order.
+                    hits = []
+                    for t in group.terms:
+                        pos = get_position(t >> _TF_BITS)
+                        if pos is not None:
+                            hits.append((pos, t & _TF_CAP))
+                    hits.sort()
+                    for pos, tf in hits:
                         wi, groups, tfs, count = query[pos]
-                        tf = tfs[bisect_left(groups, num, 0, count)]
+                        if tf == _TF_CAP:
+                            tf = tfs[bisect_left(groups, num, 0, count)]
                         score += wi * (tf / (tf + norm))
                 exact[num] = score
             return score
@@ -1062,11 +1084,14 @@ class BM25Index(metaclass=NoPublicConstructor):
             for tag in entry.tags:
                 terms += tokenize(tag)
             counts = Counter(terms)
-            assert [self._term_table[t].key for t in group.terms] == list(counts), "stale terms"  # type: ignore[union-attr]
+            nums = [t >> _TF_BITS for t in group.terms]
+            assert [self._term_table[t].key for t in nums] == list(counts), "stale terms"  # type: ignore[union-attr]
+            assert [t & _TF_CAP for t in group.terms] == [min(c, _TF_CAP) for c in counts.values()]
+            assert group.terms.typecode in "iq"
             assert dict(self.document_terms(alive[0])) == counts, "stale term frequencies"
             length = int(self._lengths[group.num])
             assert length == len(terms)
-            assert [self._terms[t].num for t in counts] == list(group.terms)
+            assert [self._terms[t].num for t in counts] == nums
             for rec in alive:
                 assert self._group_of[rec] is group
                 assert (rec.entry.memory, rec.entry.tags) == (entry.memory, entry.tags)

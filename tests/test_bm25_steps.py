@@ -232,3 +232,36 @@ def test_bounds_brought_up_to_date_in_slices_by_interleaved_readers(
     for (_, want), got in zip(readers, results, strict=True):
         assert got == want
     index._check(_live(state))
+
+
+def test_wide_packing_of_a_groups_terms(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A group's terms pack their numbers with their frequencies; once term numbers no
+    longer fit in int32 so packed, new groups use int64. Both kinds, and frequencies
+    beyond the packed byte, score as the brute force does."""
+    monkeypatch.setattr(_bm25, "_NARROW", 3)
+    scorer = BM25Scorer()
+    state = MemoryState(capacity=None, half_life=86400.0, scorer=scorer)
+    texts = ["w1 w2", "w1 w3 w3", "w4 " * 300 + "w1", "w2 w5 w5 w5", "w6 " * 255 + "w2"]
+    for text in texts:
+        state.store(MemoryEntry(category=MemoryCategory.FACT, memory=text))
+    state.publish()
+    index = _index(state)
+    codes = [index._group_of[rec].terms.typecode for rec in state.view().records()]
+    assert codes[0] == "i"
+    assert codes[-1] == "q"
+    view = state.view()
+    for query in ["w1", "w2 w5", "w3 w4 w1", "w6 w2", "w4 w4 w5"]:
+        assert index.top_k(view, query, 10, None) == brute_force(
+            scorer, view.records(), view.version, query, 10
+        )
+    assert index.document_terms(view.records()[2]) == {"w4": 300, "w1": 1}
+    assert index.document_terms(view.records()[4]) == {"w6": 255, "w2": 1}
+    for rec in view.records()[:2]:
+        state.delete(rec.entry.id)
+    state.publish()
+    state.vacuum(state.published)
+    index._check(_live(state))
+    view = state.view()
+    assert index.top_k(view, "w1 w2 w3 w6", 10, None) == brute_force(
+        scorer, view.records(), view.version, "w1 w2 w3 w6", 10
+    )
