@@ -104,7 +104,10 @@ _SLACK = 1e-9
 
 #: Postings or candidates processed between two yields of a sliced retrieve (about
 #: 0.05-0.1 ms of vectorised work), and the initial size of the length array.
-_CHUNK = 2048
+_CHUNK = 4096
+
+#: Slots of the dense accumulator scanned between two yields (about 0.1 ms).
+_DENSE_CHUNK = 65536
 
 #: Postings read between two yields while a reader brings a term's cached largest
 #: saturation up to date (about 0.05 ms).
@@ -124,6 +127,9 @@ _FEW_STEP = 4
 #: After the essential terms, the next term is accumulated whole while its posting list
 #: is shorter than the candidates over this ratio (else looked up for each candidate).
 _UPDATE_RATIO = 0.25
+
+#: No group numbers (an empty concatenation).
+_NO_NUMS = np.zeros(0, np.intp)
 
 #: The terms of a group not yet filled in.
 _NO_TERMS = array("i")
@@ -902,8 +908,13 @@ class BM25Index(metaclass=NoPublicConstructor):
             for start in range(0, count, _CHUNK):
                 nums = _nums(groups, start, min(count, start + _CHUNK))
                 tf = _tfs(tfs, start, min(count, start + _CHUNK))
-                before = acc[nums]
-                after = before + wi * (tf / (tf + (a_part + b_part * lengths[nums])))
+                # before + wi * (tf / (tf + (a_part + b_part * dl))), in place.
+                after = lengths[nums] * b_part
+                after += a_part
+                after += tf
+                np.divide(tf, after, out=after)
+                after *= wi
+                after += acc[nums]
                 acc[nums] = after
                 parts.append(nums)
                 hot = nums[after > tau]
@@ -948,8 +959,21 @@ class BM25Index(metaclass=NoPublicConstructor):
         # search in its sorted list), and those that can no longer reach theta are
         # dropped (MaxScore).
         while True:
-            every = parts[0] if len(parts) == 1 else np.concatenate(parts)
-            every = every[acc[every] * up + rest[done] >= theta]
+            # In slices of about 4 * _CHUNK: at a million entries `parts` can be long.
+            kept, pieces, held = [], [], 0
+            for i, part in enumerate(parts):
+                for start in range(0, len(part), 4 * _CHUNK):
+                    pieces.append(part[start : start + 4 * _CHUNK])
+                    held += len(pieces[-1])
+                    if held >= 4 * _CHUNK or i == len(parts) - 1:
+                        piece = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+                        kept.append(piece[acc[piece] * up + rest[done] >= theta])
+                        pieces, held = [], 0
+                        yield
+            if pieces:  # an empty last part
+                piece = np.concatenate(pieces)
+                kept.append(piece[acc[piece] * up + rest[done] >= theta])
+            every = kept[0] if len(kept) == 1 else np.concatenate([*kept, _NO_NUMS])
             if not (done < len(order) and order[done][4] * _UPDATE_RATIO < len(every)):
                 break
             _, wi, groups, tfs, count = order[done]
@@ -963,40 +987,49 @@ class BM25Index(metaclass=NoPublicConstructor):
             done += 1
         if len(parts) == 1 and sorted_parts:  # one chunk of one list: sorted and distinct
             cands = every
-        elif len(every) < size_g // 16:
+        elif len(every) <= 2 * _CHUNK:  # a short sort (a longer one would be one long step)
             every.sort()
             cands = every[np.concatenate(([True], every[1:] != every[:-1]))]
         else:
             # Distinct, sorted: through a dense mark (O(groups), no sort), in slices.
             found_parts = []
-            for lo in range(0, size_g, 32 * _CHUNK):
-                window = acc[lo : lo + 32 * _CHUNK]
+            for lo in range(0, size_g, _DENSE_CHUNK):
+                window = acc[lo : lo + _DENSE_CHUNK]
                 keep = window * up + rest[done] >= theta
                 keep &= window > 0.0
                 found_parts.append(np.flatnonzero(keep) + lo)
                 del window, keep
                 yield
             cands = np.concatenate(found_parts)
-        partial = acc[cands]
+        if len(cands) <= 4 * _CHUNK:
+            partial = acc[cands]
+        else:
+            partial = np.empty(len(cands))
+            for start in range(0, len(cands), 4 * _CHUNK):
+                partial[start : start + 4 * _CHUNK] = acc[cands[start : start + 4 * _CHUNK]]
+                yield
         # int32 from here: binary searches in the (int32) posting lists need no cast.
         cands = cands.astype(np.int32)
         yield
-        del acc, parts, in_top, every
+        del acc, parts, in_top, every, kept
         for j in range(done, len(order)):
             if not len(cands):
                 break
             _, wi, groups, tfs, count = order[j]
-            hits = []
+            kept_cands, kept_partial = [], []
             for start in range(0, len(cands), _CHUNK):
                 chunk = cands[start : start + _CHUNK]
+                part = partial[start : start + _CHUNK]  # a view: ours to change
                 hit, tf = _lookup(groups, tfs, count, chunk)
-                sat = tf / (tf + (a_part + b_part * lengths[chunk[hit]]))
-                hits.append((start, hit, wi * sat))
+                part[hit] += wi * (tf / (tf + (a_part + b_part * lengths[chunk[hit]])))
+                keep = part * up + rest[j + 1] >= theta
+                kept_cands.append(chunk[keep])
+                kept_partial.append(part[keep])
                 yield
-            for start, hit, add in hits:
-                partial[start : start + len(hit)][hit] += add
-            keep = partial * up + rest[j + 1] >= theta
-            cands, partial = cands[keep], partial[keep]
+            if len(kept_cands) == 1:
+                cands, partial = kept_cands[0], kept_partial[0]
+            else:
+                cands, partial = np.concatenate(kept_cands), np.concatenate(kept_partial)
 
         # 3. The survivors, scored exactly, best first; their records enter a heap.
         heap: list[tuple[float, int, Record]] = []  # (score, -seq, rec): worst on top
@@ -1007,8 +1040,8 @@ class BM25Index(metaclass=NoPublicConstructor):
                 if i % _FEW_STEP == _FEW_STEP - 1:
                     yield
         else:
-            for start in range(0, len(cands), max(1, _CHUNK // 8)):
-                chunk = cands[start : start + max(1, _CHUNK // 8)]
+            for start in range(0, len(cands), max(1, _CHUNK // 16)):
+                chunk = cands[start : start + max(1, _CHUNK // 16)]
                 ranked += zip(exact_scores(chunk).tolist(), chunk.tolist(), strict=True)
                 yield
         ranked.sort(key=itemgetter(0), reverse=True)

@@ -65,6 +65,7 @@ def test_steps_with_writes_between_them(
 ) -> None:
     monkeypatch.setattr(_bm25, "_CHUNK", chunk)  # many slices: writes land everywhere
     monkeypatch.setattr(_bm25, "_BOUND_CHUNK", chunk)  # bounds brought up to date in slices
+    monkeypatch.setattr(_bm25, "_DENSE_CHUNK", 32 * chunk)
     monkeypatch.setattr(_bm25, "_FEW", few)  # 0: survivors scored by the numpy path
     rng = random.Random(seed)
     weighted = seed % 2 == 1
