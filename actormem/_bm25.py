@@ -954,7 +954,16 @@ class BM25Index(metaclass=NoPublicConstructor):
                     if kth > -math.inf or len(top) < size:  # then `top` holds every group
                         break
                     size *= 2  # too few visible, accepted records among them: look wider
-                    everything = np.flatnonzero(acc)
+                    found_parts = []  # the `size` best of each window, in slices
+                    for lo in range(0, size_g, _DENSE_CHUNK):
+                        window = acc[lo : lo + _DENSE_CHUNK]
+                        nz = np.flatnonzero(window)
+                        if len(nz) > size:
+                            nz = nz[np.argpartition(-window[nz], size - 1)[:size]]
+                        found_parts.append(nz + lo)
+                        del window
+                        yield
+                    everything = np.concatenate(found_parts)
                     in_top[top] = False
                     top = everything[
                         np.argpartition(-acc[everything], min(size, len(everything)) - 1)[:size]
