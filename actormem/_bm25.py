@@ -12,13 +12,15 @@ Texts, not records. A record's BM25 score before its recency and prior weights d
 only on its document (its ``memory`` text and tags): the term frequencies, the length,
 and corpus statistics shared by all. Agent memories repeat texts (the same tool call, the
 same fact), so the index keeps one ``_Group`` per distinct document: its number, the
-numbers of its distinct terms (an exactly sized ``array('i')``) and its records (sorted
-by ``seq``). A text is tokenized once; storing it again only appends the record to its
+numbers of its distinct terms, each packed with its frequency capped at 255 (an exactly
+sized ``array('i')``, ``'q'`` once the vocabulary passes 2**23 terms) and its records
+(sorted by ``seq``). A text is tokenized once; storing it again only appends the record to its
 group. The index holds
 
 * one ``_Group`` per document that has an un-purged record, numbered in creation order
-  (numbers are never reused); a table of groups by number (None once purged) and an
-  int32 numpy array of document lengths by number;
+  (numbers are never reused); a table of groups by number (None once purged), an
+  int32 numpy array of document lengths by number and a uint8 one of alive marks (0
+  once purged; compaction reads it);
 * one ``_Term`` per term, numbered likewise (a term table maps numbers back): its
   posting list as two ``array``: the group numbers (ascending, since groups are numbered
   in creation order and appended when made) and the term frequencies (bytes until one
