@@ -64,6 +64,8 @@ def test_steps_with_writes_between_them(
     seed: int, chunk: int, few: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(_bm25, "_CHUNK", chunk)  # many slices: writes land everywhere
+    monkeypatch.setattr(_bm25, "_BOUND_CHUNK", chunk)  # bounds brought up to date in slices
+    monkeypatch.setattr(_bm25, "_DENSE_CHUNK", 32 * chunk)
     monkeypatch.setattr(_bm25, "_FEW", few)  # 0: survivors scored by the numpy path
     rng = random.Random(seed)
     weighted = seed % 2 == 1
@@ -176,4 +178,91 @@ def test_term_frequencies_beyond_a_byte() -> None:
     view = state.view()
     assert index.top_k(view, "w1 w2 w3", 10, None) == brute_force(
         scorer, view.records(), view.version, "w1 w2 w3", 10
+    )
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_bounds_brought_up_to_date_in_slices_by_interleaved_readers(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A term's cached largest saturation is extended (new postings) or recomputed (the
+    average length drifted by more than 2%) a few postings per step; readers at other
+    versions interleave their own updates of the same cache, and the owner compacts the
+    list, in between. Every reader gets its version's exact result and the cache stays
+    a true maximum over the postings it covers."""
+    monkeypatch.setattr(_bm25, "_BOUND_CHUNK", 4)
+    rng = random.Random(seed)
+    scorer = BM25Scorer()
+    state = MemoryState(capacity=None, half_life=86400.0, scorer=scorer)
+    index = _index(state)
+    short = [f"w0 w{i}" for i in range(1, 30)]
+    long = [" ".join(["w0"] + [f"x{i}"] * 8) for i in range(30)]
+    for text in short:
+        state.store(MemoryEntry(category=MemoryCategory.FACT, memory=text))
+    state.publish()
+    old_view = state.view()
+    for text in long:  # the average length more than doubles: every cache is stale
+        state.store(MemoryEntry(category=MemoryCategory.FACT, memory=text))
+    state.publish()
+    new_view = state.view()
+    views = [old_view, new_view]
+    readers = []
+    for view in views * 2:
+        query = "w0 " + " ".join(rng.sample([f"w{i}" for i in range(1, 30)], 2))
+        want = brute_force(scorer, view.records(), view.version, query, 5)
+        readers.append((index.top_k_steps(view, query, 5, None), want))
+    results: list[object] = [None] * len(readers)
+    stepped = 0
+    while any(r is None for r in results):
+        i = rng.randrange(len(readers))
+        if results[i] is not None:
+            continue
+        try:
+            next(readers[i][0])
+            stepped += 1
+        except StopIteration as stop:
+            results[i] = stop.value
+        if rng.random() < 0.1:  # texts nobody sees any more: purged, lists compacted
+            for rec in rng.sample(new_view.records(), 2):
+                if rec.died == _bm25.NEVER and rec.born > new_view.version:
+                    state.delete(rec.entry.id)
+            state.store(MemoryEntry(category=MemoryCategory.FACT, memory=rng.choice(short)))
+            state.publish()
+            state.vacuum(old_view.version)
+    assert stepped > 100  # 68 with the bounds computed in one step each
+    for (_, want), got in zip(readers, results, strict=True):
+        assert got == want
+    index._check(_live(state))
+
+
+def test_wide_packing_of_a_groups_terms(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A group's terms pack their numbers with their frequencies; once term numbers no
+    longer fit in int32 so packed, new groups use int64. Both kinds, and frequencies
+    beyond the packed byte, score as the brute force does."""
+    monkeypatch.setattr(_bm25, "_NARROW", 3)
+    scorer = BM25Scorer()
+    state = MemoryState(capacity=None, half_life=86400.0, scorer=scorer)
+    texts = ["w1 w2", "w1 w3 w3", "w4 " * 300 + "w1", "w2 w5 w5 w5", "w6 " * 255 + "w2"]
+    for text in texts:
+        state.store(MemoryEntry(category=MemoryCategory.FACT, memory=text))
+    state.publish()
+    index = _index(state)
+    codes = [index._group_of[rec].terms.typecode for rec in state.view().records()]
+    assert codes[0] == "i"
+    assert codes[-1] == "q"
+    view = state.view()
+    for query in ["w1", "w2 w5", "w3 w4 w1", "w6 w2", "w4 w4 w5"]:
+        assert index.top_k(view, query, 10, None) == brute_force(
+            scorer, view.records(), view.version, query, 10
+        )
+    assert index.document_terms(view.records()[2]) == {"w4": 300, "w1": 1}
+    assert index.document_terms(view.records()[4]) == {"w6": 255, "w2": 1}
+    for rec in view.records()[:2]:
+        state.delete(rec.entry.id)
+    state.publish()
+    state.vacuum(state.published)
+    index._check(_live(state))
+    view = state.view()
+    assert index.top_k(view, "w1 w2 w3 w6", 10, None) == brute_force(
+        scorer, view.records(), view.version, "w1 w2 w3 w6", 10
     )
