@@ -18,7 +18,7 @@ loses records only when no snapshot can see them):
 
 * ``_by_id``: ``id.int`` -> newest record version; older versions hang off ``prev`` for old
   snapshots. A deleted id keeps its dead record here until vacuumed.
-* ``_by_relevance``: every unpurged record, ordered by ``(-relevance, seq)``: the order in
+* ``_by_relevance``: every unpurged record, ordered by ``(-relevance, seq, born)``: the order in
   which the word-overlap scorer tops up results, and the index of consolidation's prune.
 * the scorer's index (posting lists), via ``add``/``retire``/``purge``.
 
@@ -85,14 +85,17 @@ def _utc_now() -> datetime:
 _NEGATED: dict[float, float] = {}
 
 
-def _relevance_key(rec: Record) -> tuple[float, int]:
+def _relevance_key(rec: Record) -> tuple[float, int, int]:
+    """``(-relevance, seq, born)``: unique per record version (an upsert keeps ``seq`` and
+    often the relevance), so :meth:`View.by_relevance` can re-seek past the last record
+    it read without skipping another version that shares its relevance and seq."""
     rel = rec.entry.relevance
     neg = _NEGATED.get(rel)
     if neg is None:
         neg = -rel
         if len(_NEGATED) < 4096:
             _NEGATED[rel] = neg
-    return (neg, rec.seq)
+    return (neg, rec.seq, rec.born)
 
 
 def _folded(text: str) -> str:
@@ -188,7 +191,9 @@ class View:
         """
         v = self.version
         keys = self._state._by_relevance
-        min_key: tuple[float, int] | None = None if below is None else (-below, NEVER)
+        min_key: tuple[float, int] | tuple[float, int, int] | None = (
+            None if below is None else (-below, NEVER)
+        )
         size = 16
         while True:
             chunk = list(islice(keys.irange_key(min_key=min_key, inclusive=(False, True)), size))

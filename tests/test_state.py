@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import attrs
 import pytest
 
 from actormem import MemoryCategory, MemoryEntry
@@ -140,3 +141,26 @@ def test_restore_keeps_the_saved_seq_and_refuses_disorder() -> None:
     assert state.store(c).record.seq == 10
     state.publish()
     state._check()
+
+
+@pytest.mark.parametrize("upserted", [0, 14, 15, 16, 17, 63, 64, 80, 99])
+def test_by_relevance_sees_every_version_across_chunk_boundaries(upserted: int) -> None:
+    # An upsert keeps seq and, here, the relevance: the two versions sit side by side in
+    # the relevance order. Wherever a chunk of by_relevance ends, a view must see its
+    # own version of every id (regression: the re-seek skipped the newer version).
+    state = _state()
+    entries = [
+        MemoryEntry.new(MemoryCategory.FACT, f"e{i}").with_relevance(0.5) for i in range(100)
+    ]
+    for e in entries:
+        state.store(e)
+    state.publish()
+    old = state.view()
+    renewed = attrs.evolve(entries[upserted], memory="renewed")
+    state.store(renewed)
+    state.publish()
+    new = state.view()
+    assert [r.entry.id for r in old.by_relevance()] == [e.id for e in entries]
+    got = list(new.by_relevance())
+    assert [r.entry.id for r in got] == [e.id for e in entries]
+    assert got[upserted].entry.memory == "renewed"
