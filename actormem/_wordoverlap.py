@@ -76,7 +76,9 @@ _DENSE = 16
 #: Python-level work items (groups, records, lists) between two yields of ``top_k_steps``.
 _STEP = 128
 #: Array elements one vectorised operation of ``top_k_steps`` touches between two yields.
-_CHUNK = 1 << 14
+_CHUNK = 1 << 15
+#: Groups of one count whose bounds are sorted out between two yields.
+_VISIT = 1 << 13
 #: Postings joined and scattered into a match set between two yields (random writes).
 _JOIN = 1 << 13
 #: The owner renumbers the groups once this many numbers, and over half, are purged.
@@ -101,7 +103,7 @@ _SHORT_BIT = {w: i for i, w in enumerate(_SHORT)}
 _LOW64 = (1 << 64) - 1
 
 # What :meth:`_WordOverlapIndex._match` returns: the kind of a word's match set.
-_NONE, _DENSE_SET, _SPARSE_SET, _MASK = range(4)
+_NONE, _DENSE_SET, _SPARSE_SET = range(3)
 
 
 def _short_mask(token: str) -> int:
@@ -477,13 +479,11 @@ class _WordOverlapIndex:
     ) -> Generator[None, None, tuple[int, Any]]:
         """The groups numbered below ``n`` whose text contains ``w``, as one of
         ``(_NONE, None)``; ``(_DENSE_SET, a byte per group)`` (read ``[:n]``);
-        ``(_SPARSE_SET, group numbers)`` (unsorted, possibly repeated or ``>= n``);
-        ``(_MASK, (mask array, bit))`` for a :data:`_SHORT` word. May include purged
-        groups. O(1) for a short word; O(groups added since) for a cached word;
-        else O(postings of the tokens containing ``w``) vectorised, in bounded steps."""
+        ``(_SPARSE_SET, group numbers)`` (unsorted, possibly repeated or ``>= n``).
+        May include purged groups. O(groups added since) for a cached word; else O(n)
+        vectorised for a :data:`_SHORT` word (from the masks), O(postings of the tokens
+        containing ``w``) for another; all in bounded steps."""
         bit = _SHORT_BIT.get(w)
-        if bit is not None:
-            return _MASK, (e.masks[bit >> 6], np.uint64(1 << (bit & 63)))
         cache = e.cache
         hit = cache.get(w)
         if hit is not None:
@@ -492,10 +492,16 @@ class _WordOverlapIndex:
             upto, dense, data = hit
             if upto >= n:
                 return (_DENSE_SET if dense else _SPARSE_SET), data
+            if bit is not None:
+                dense, ext = yield from self._short_set(e, w, bit, n, upto, dense, data)
+                return (_DENSE_SET if dense else _SPARSE_SET), ext
             if n - upto <= _SCAN_NEW:
                 ext = yield from self._extend(e, w, n, upto, dense, data)
                 if ext is not None:
                     return (_DENSE_SET if dense else _SPARSE_SET), ext
+        if bit is not None:
+            dense, found = yield from self._short_set(e, w, bit, n, 0, False, None)
+            return (_DENSE_SET if dense else _SPARSE_SET), found
         ids = yield from self._vocab.lookup_steps(w)
         item_of = self._vocab.item_of
         post = e.post
@@ -541,6 +547,63 @@ class _WordOverlapIndex:
         if total >= self._cache_min:
             self._remember(e, w, n, dense, out)
         return (_DENSE_SET if dense else _SPARSE_SET), out
+
+    def _short_set(
+        self,
+        e: _Numbering,
+        w: str,
+        bit: int,
+        n: int,
+        upto: int,
+        dense: bool,
+        data: np.ndarray[Any, Any] | None,
+    ) -> Generator[None, None, tuple[bool, np.ndarray[Any, Any]]]:
+        """``(dense?, set)``: the match set of the :data:`_SHORT` word ``w`` (mask bit ``bit``) below ``n``,
+        from the masks: with ``data`` (a cached set for groups below ``upto``) that set
+        extended, else new (a new set is returned sparse, as group numbers, and
+        remembered dense or sparse). O(n - upto) vectorised, in chunks."""
+        masks = e.masks[bit >> 6]
+        one = np.uint64(1 << (bit & 63))
+        if data is None:
+            out = np.zeros(n + n // 4, np.uint8)  # room to extend in place
+            hits = 0
+            for start in range(0, n, _CHUNK):
+                stop = min(n, start + _CHUNK)
+                part = (masks[start:stop] & one) != 0
+                out[start:stop] = part
+                hits += int(np.count_nonzero(part))
+                yield
+            if hits * _DENSE >= n:
+                if hits >= self._cache_min:
+                    self._remember(e, w, n, True, out)
+                return True, out
+            gids = np.flatnonzero(out[:n]).astype(np.int32)  # fewer than n / _DENSE
+            if hits >= self._cache_min:
+                self._remember(e, w, n, False, gids)
+            return False, gids
+        new: list[np.ndarray[Any, Any]] = []
+        for start in range(upto, n, _CHUNK):
+            stop = min(n, start + _CHUNK)
+            found = np.flatnonzero((masks[start:stop] & one) != 0)
+            found += start
+            new.append(found.astype(np.int32))
+            yield
+        added = np.concatenate(new) if new else np.zeros(0, np.int32)
+        ext: np.ndarray[Any, Any]
+        if dense:
+            if len(data) >= n:
+                ext = data
+            else:
+                ext = np.zeros(n + n // 2, np.uint8)
+                for start in range(0, upto, 4 * _CHUNK):
+                    stop = min(upto, start + 4 * _CHUNK)
+                    ext[start:stop] = data[start:stop]
+                    yield
+            ext[added] = 1
+        else:
+            ext = np.concatenate((data, added))
+        self._remember(e, w, n, dense, ext)
+        return dense, ext
 
     def _extend(
         self,
@@ -634,14 +697,7 @@ class _WordOverlapIndex:
         over ``_CHUNK`` numbers) removes the repeats across chunks. O(n) or O(set) in
         chunks of ``_CHUNK``."""
         dt = counts.dtype.type
-        if kind == _MASK:
-            masks, bit = data
-            for start in range(0, n, _CHUNK):
-                stop = min(n, start + _CHUNK)
-                hit = (masks[start:stop] & bit) != 0
-                counts[start:stop] += hit if m == 1 else hit * dt(m)
-                yield
-        elif kind == _DENSE_SET:
+        if kind == _DENSE_SET:
             for start in range(0, n, _CHUNK):
                 stop = min(n, start + _CHUNK)
                 part = data[start:stop]
@@ -673,11 +729,27 @@ class _WordOverlapIndex:
         tagged: set[Record],
         progress: list[int],
     ) -> Generator[None, None, None]:
-        """Score the records of groups ``idx`` (at most about 2 * ``_CHUNK``, all of one
-        matched count, whose score part is ``part``) into ``heap`` while they can enter:
+        """Score the records of groups ``idx`` (all of one matched count, whose score part is ``part``) into ``heap`` while they can enter:
         the best ``limit`` groups by (bound, smallest seq) first, picked with
         ``numpy.partition``, then ever larger batches. ``progress[0]`` counts Python
         iterations, for a yield every ``_STEP``."""
+        if len(idx) > _VISIT:
+            # In parts (any order is exact: each part stops only where it can't enter).
+            for start in range(0, len(idx), _VISIT):
+                yield from _WordOverlapIndex._visit(
+                    idx[start : start + _VISIT],
+                    part,
+                    maxrel,
+                    minseq,
+                    glist,
+                    heap,
+                    limit,
+                    push,
+                    admitted,
+                    tagged,
+                    progress,
+                )
+            return
         # combine_word_overlap(maxrel, count, n_words, False), term by term.
         bounds = ((0.5 * maxrel[idx] + part) + 0.0) + 0.1
         seqs = minseq[idx]
@@ -821,12 +893,13 @@ class _WordOverlapIndex:
 
         # Groups by matched count, highest first, while the count's best bound can still
         # enter; a count's groups in sets of about _CHUNK, each by bound then smallest seq.
-        hists: list[tuple[int, list[int]]] = []  # (first group number, counts histogram)
+        tops: list[tuple[int, int]] = []  # (first group number, largest count) per chunk
         top_count = 0
         for start in range(0, n, _CHUNK):
-            hist = np.bincount(counts[start : start + _CHUNK]).tolist()
-            hists.append((start, hist))
-            top_count = max(top_count, len(hist) - 1)
+            most = int(counts[start : start + _CHUNK].max())
+            if most:
+                tops.append((start, most))
+                top_count = max(top_count, most)
             yield
         progress = [0]
         for c in range(top_count, 0, -1):
@@ -835,15 +908,15 @@ class _WordOverlapIndex:
             part = 0.4 * (c / n_words)
             pending: list[np.ndarray[Any, Any]] = []
             size = 0
-            starts = [start for start, hist in hists if len(hist) > c and hist[c]]
+            starts = [start for start, most in tops if most >= c]
             for k, start in enumerate(starts):
                 found = np.flatnonzero(counts[start : start + _CHUNK] == c)
                 found += start
                 pending.append(found)
                 size += len(found)
-                yield
-                if size < _CHUNK and k + 1 < len(starts):
+                if size < _VISIT and k + 1 < len(starts):
                     continue
+                yield
                 idx = pending[0] if len(pending) == 1 else np.concatenate(pending)
                 pending, size = [], 0
                 yield from self._visit(
