@@ -27,12 +27,14 @@ when that list is rebuilt (amortized O(1) per removal). Readers skip dead ids, s
 never need the owner to have finished that clean-up.
 
 Readers use :meth:`lookup` synchronously while the owner is parked, so no structure
-changes under them.
+changes under them; :meth:`lookup_steps` is the same answer in bounded steps, safe with
+owner writes between them (it reads only prefixes of gram lists, which the owner only
+appends to or replaces whole, and never holds an iterator over a dict across a yield).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Generator, Iterable
 from itertools import chain, compress, repeat
 from operator import contains
 
@@ -43,6 +45,9 @@ _MAX_GRAM = 3
 _CACHE_SIZE = 4096
 #: How many of a long word's 3-grams are probed for the shortest candidate list.
 _PROBES = 8
+#: Ids :meth:`SubstringVocab.lookup_steps` reads between two yields (verified with
+#: ``word in item`` for a long word; a quarter of it, as it is a Python loop).
+_STEP = 512
 
 
 def grams_of(item: str) -> set[str]:
@@ -257,10 +262,71 @@ class SubstringVocab:
         self._cache[word] = (best, len(best), found)
         return found
 
+    def lookup_steps(self, word: str) -> Generator[None, None, list[int]]:
+        """:meth:`lookup` in bounded steps: yields after every ``_STEP`` ids read (a
+        quarter of that for the verified candidates of a long word). The owner may add
+        and remove items between the yields: the answer then holds every id that was in
+        the vocabulary at the start and still is, possibly ids added or removed since
+        (callers filter by what they can see). Do not modify the returned list; it may
+        be a gram list the owner appends to, so read only its first ``len()`` ids at once.
+
+        A 2-character word not yet active is activated only when its union fits one
+        step; otherwise the union is computed in steps and not kept (the caller caches
+        what it derives). O(:meth:`lookup`)."""
+        if len(word) == 2:
+            if word in self._active:
+                return self._grams.get(word) or []
+            grams = self._grams
+            lists = [grams[k] for k in self._sub.get(word, ())]
+            own = grams.get(word)
+            if own is not None:
+                lists.append(own)
+            if sum(map(len, lists)) <= _STEP:
+                return self.lookup(word)
+            seen: set[int] = set()
+            for lst in lists:
+                for start in range(0, len(lst), _STEP):
+                    seen.update(lst[start : start + _STEP])
+                    yield
+            return list(seen)
+        if len(word) <= _MAX_GRAM:
+            return self._grams.get(word) or []
+        best = self._candidates(word)
+        if best is None:
+            return []
+        hit = self._cache.get(word)
+        if hit is not None and hit[0] is best:
+            _, scanned, old = hit
+            if scanned == len(best):
+                return old
+            found = list(old)  # other readers may hold the cached list
+        else:
+            scanned, found = 0, []
+        end = len(best)
+        items = self._items
+        step = max(1, _STEP // 4)
+        for start in range(scanned, end, step):
+            if start > scanned:
+                yield
+            for i in best[start : start + step]:
+                item = items.get(i)
+                if item is not None and word in item:
+                    found.append(i)
+        cache = self._cache
+        if word not in cache and len(cache) >= _CACHE_SIZE:
+            del cache[next(iter(cache))]  # oldest first
+        cache[word] = (best, end, found)
+        return found
+
     def lookup_items(self, word: str) -> list[str]:
         """The items that contain ``word`` (non-empty): :meth:`lookup` without the
         removed ids, as strings. Same cost, the mapping in C."""
         return list(filter(None, map(self._items.get, self.lookup(word))))
+
+    @property
+    def item_of(self) -> Callable[[int], str | None]:
+        """:meth:`item` as a bound C function (``dict.get``), for ``map``. O(1)."""
+        return self._items.get
 
     def item(self, iid: int) -> str | None:
         """The item with id ``iid``, or ``None`` if it was removed. O(1)."""

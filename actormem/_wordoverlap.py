@@ -51,7 +51,9 @@ import heapq
 from array import array
 from collections import deque
 from collections.abc import Generator, Iterable
+from functools import reduce
 from itertools import repeat
+from operator import or_
 from typing import Any, cast
 
 import attrs
@@ -71,12 +73,48 @@ _CACHE_BYTES = 64 << 20
 _SCAN_NEW = 4096
 #: A match set is kept as one byte per group when it holds at least 1/_DENSE of them.
 _DENSE = 16
-#: Work items (groups, records, postings) between two yields of ``top_k_steps``.
-_STEP = 512
+#: Python-level work items (groups, records, lists) between two yields of ``top_k_steps``.
+_STEP = 128
+#: Array elements one vectorised operation of ``top_k_steps`` touches between two yields.
+_CHUNK = 1 << 15
+#: Groups of one count whose bounds are sorted out between two yields.
+_VISIT = 1 << 13
+#: Postings joined and scattered into a match set between two yields (random writes).
+_JOIN = 1 << 13
 #: The owner renumbers the groups once this many numbers, and over half, are purged.
 _RENUMBER_MIN = 4096
 #: Records of the relevance walk between two yields.
-_WALK_STEP = 512
+_WALK_STEP = 128
+#: Scratch count arrays kept per dtype for later retrieves (avoids page faults).
+_POOL = 64
+
+#: Short query words answered from a bit mask per group (``_Numbering.masks``): 64
+#: characters, then 64 two-character words. Their posting unions are the largest (a
+#: one-letter word is in most texts), so this turns the costliest first lookups into
+#: one vectorised AND. Any other word goes through the vocabulary.
+_SHORT: tuple[str, ...] = (
+    *"abcdefghijklmnopqrstuvwxyz0123456789-.,'\":;!?()/_=+&$%#@*[]<>|{}",
+    *"on in is at to of do my he me we it an as be by go if no or so up us am oh ok hi".split(),
+    *(str(i) for i in range(10, 32)),
+    *"mr ms dr tv pm vs uk la ny dc ai id na ah ha".split(),
+)
+assert len(_SHORT) == 128 == len(set(_SHORT)), len(_SHORT)
+_SHORT_BIT = {w: i for i, w in enumerate(_SHORT)}
+_LOW64 = (1 << 64) - 1
+
+# What :meth:`_WordOverlapIndex._match` returns: the kind of a word's match set.
+_NONE, _DENSE_SET, _SPARSE_SET = range(3)
+
+
+def _short_mask(token: str) -> int:
+    """The 128-bit mask of the :data:`_SHORT` words ``token`` contains. O(len(token))."""
+    get = _SHORT_BIT.get
+    mask = 0
+    for part in {*token, *[token[i : i + 2] for i in range(len(token) - 1)]}:
+        bit = get(part)
+        if bit is not None:
+            mask |= 1 << bit
+    return mask
 
 
 def combine_word_overlap(relevance: float, matched: int, n_words: int, tag: bool) -> float:
@@ -171,9 +209,16 @@ class _TagPostings:
             else:
                 dead[iid] = d
 
-    def matching(self, word: str) -> list[list[Record]]:
-        """The posting lists of the items containing ``word``. O(candidates), in C."""
-        return list(filter(None, map(self.lists.get, self.vocab.lookup(word))))
+    def matching_steps(self, word: str) -> Generator[None, None, list[list[Record]]]:
+        """The posting lists of the items containing ``word`` (lists the owner may append
+        invisible records to). O(candidates), in bounded steps."""
+        ids = yield from self.vocab.lookup_steps(word)
+        out: list[list[Record]] = []
+        get = self.lists.get
+        for start in range(0, len(ids), _STEP * 4):
+            out.extend(filter(None, map(get, ids[start : start + _STEP * 4])))
+            yield
+        return out
 
     def _check(self, expected: dict[str, list[Record]]) -> None:
         self.vocab._check()
@@ -219,12 +264,14 @@ class _Numbering:
         "dead",
         "glist",
         "groups",
+        "masks",
         "maxrel",
         "minseq",
         "n",
         "pdead",
         "post",
         "recent",
+        "scratch",
     )
 
     def __init__(self, capacity: int) -> None:
@@ -238,6 +285,9 @@ class _Numbering:
         #: ever added (bounds; replaced, not resized, on growth).
         self.maxrel = np.zeros(capacity, np.float64)
         self.minseq = np.zeros(capacity, np.int64)
+        #: Per group number, the :data:`_SHORT` words its text contains (bits 0-63 in
+        #: ``masks[0]``, 64-127 in ``masks[1]``).
+        self.masks = (np.zeros(capacity, np.uint64), np.zeros(capacity, np.uint64))
         #: Token -> group numbers, ascending (appended in order; compaction keeps order).
         self.post: dict[str, array[int]] = {}
         self.pdead: dict[str, int] = {}  # token -> purged group numbers in its list
@@ -247,14 +297,21 @@ class _Numbering:
         #: word -> (groups covered, dense?, byte per group or group numbers).
         self.cache: dict[str, tuple[int, bool, np.ndarray[Any, Any]]] = {}
         self.cache_bytes = 0
+        #: dtype name -> spare count arrays of the current capacity (see ``_take``).
+        self.scratch: dict[str, list[np.ndarray[Any, Any]]] = {}
 
     def grow(self) -> None:
+        """Double the arrays' capacity (new arrays: readers keep the old ones). O(n)."""
         cap = 2 * len(self.maxrel)
+        n = self.n
         maxrel = np.zeros(cap, np.float64)
         minseq = np.zeros(cap, np.int64)
-        maxrel[: self.n] = self.maxrel[: self.n]
-        minseq[: self.n] = self.minseq[: self.n]
-        self.maxrel, self.minseq = maxrel, minseq
+        maxrel[:n] = self.maxrel[:n]
+        minseq[:n] = self.minseq[:n]
+        lo, hi = np.zeros(cap, np.uint64), np.zeros(cap, np.uint64)
+        lo[:n], hi[:n] = self.masks[0][:n], self.masks[1][:n]
+        self.maxrel, self.minseq, self.masks = maxrel, minseq, (lo, hi)
+        self.scratch = {}
 
 
 class _WordOverlapIndex:
@@ -265,13 +322,15 @@ class _WordOverlapIndex:
     text stored more than once; plus the token vocabulary.
     """
 
-    __slots__ = ("_cache_min", "_e", "_tags", "_vocab")
+    __slots__ = ("_cache_min", "_e", "_tags", "_tmask", "_vocab")
 
     def __init__(self, cache_min_postings: int) -> None:
         self._cache_min = cache_min_postings
         self._e = _Numbering(64)
         #: Tokens, each acquired once while its posting list has a live group number.
         self._vocab = SubstringVocab()
+        #: Token -> :func:`_short_mask` of it, for the tokens of ``post``.
+        self._tmask: dict[str, int] = {}
         self._tags = _TagPostings()  # lower-cased tag -> records
 
     # ------------------------------------------------------------------ owner side
@@ -297,17 +356,23 @@ class _WordOverlapIndex:
             post = e.post
             toks = set(low.split())
             lists = list(map(post.get, toks))
+            tmask = self._tmask
             if None in lists:
                 acquire = self._vocab.acquire
                 for tok, lst in zip(toks, lists, strict=True):
                     if lst is None:
                         acquire(tok)
                         post[tok] = array("i", (gid,))
+                        tmask[tok] = _short_mask(tok)
                     else:
                         lst.append(gid)
             else:
                 appends = map(array.append, cast("list[array[int]]", lists), repeat(gid))
                 deque(appends, maxlen=0)  # the appends, run in C
+            mask = reduce(or_, map(tmask.__getitem__, toks), 0)
+            if mask:
+                e.masks[0][gid] = mask & _LOW64
+                e.masks[1][gid] = mask >> 64
         else:
             if rel > e.maxrel[gid]:
                 e.maxrel[gid] = rel
@@ -351,6 +416,7 @@ class _WordOverlapIndex:
                 if d == len(lst):
                     del post[tok]
                     pdead.pop(tok, None)
+                    del self._tmask[tok]
                     self._vocab.release(tok)
                 elif 2 * d > len(lst):
                     post[tok] = array("i", [g for g in lst if glist[g] is not None])
@@ -383,6 +449,8 @@ class _WordOverlapIndex:
         remap[old_ids] = np.arange(size, dtype=np.int32)
         e.maxrel[:size] = old.maxrel[old_ids]
         e.minseq[:size] = old.minseq[old_ids]
+        e.masks[0][:size] = old.masks[0][old_ids]
+        e.masks[1][:size] = old.masks[1][old_ids]
         texts: list[str] = []
         for old_gid in live_ids:
             item = old.glist[old_gid]
@@ -408,13 +476,14 @@ class _WordOverlapIndex:
 
     def _match(
         self, e: _Numbering, w: str, n: int
-    ) -> Generator[None, None, tuple[bool, np.ndarray[Any, Any] | None]]:
-        """The groups numbered below ``n`` whose text contains ``w``: ``(True, a byte
-        per group)`` or ``(False, group numbers)`` (unsorted, possibly repeated: add them
-        with one fancy-indexed ``+=``, which counts a repeated number once);
-        ``(False, None)`` for none.
-        May include purged groups. O(postings of the tokens containing ``w``), or
-        O(groups added since) for a cached word; vectorised."""
+    ) -> Generator[None, None, tuple[int, Any]]:
+        """The groups numbered below ``n`` whose text contains ``w``, as one of
+        ``(_NONE, None)``; ``(_DENSE_SET, a byte per group)`` (read ``[:n]``);
+        ``(_SPARSE_SET, group numbers)`` (unsorted, possibly repeated or ``>= n``).
+        May include purged groups. O(groups added since) for a cached word; else O(n)
+        vectorised for a :data:`_SHORT` word (from the masks), O(postings of the tokens
+        containing ``w``) for another; all in bounded steps."""
+        bit = _SHORT_BIT.get(w)
         cache = e.cache
         hit = cache.get(w)
         if hit is not None:
@@ -422,48 +491,158 @@ class _WordOverlapIndex:
             cache[w] = hit  # most recently used last
             upto, dense, data = hit
             if upto >= n:
-                return dense, (data[:n] if dense else data[data < n])
+                return (_DENSE_SET if dense else _SPARSE_SET), data
+            if bit is not None:
+                dense, ext = yield from self._short_set(e, w, bit, n, upto, dense, data)
+                return (_DENSE_SET if dense else _SPARSE_SET), ext
             if n - upto <= _SCAN_NEW:
-                recent = e.recent
-                new: list[int] = []
-                whole = True
-                for g in range(upto, n):
-                    if not g % _STEP:
-                        yield
-                        if e.n - _SCAN_NEW > g:
-                            whole = False  # the owner has overwritten the texts to read
-                            break
-                    if w in recent[g % _SCAN_NEW]:
-                        new.append(g)
-            else:
-                whole = False
-            if whole:
-                if dense:
-                    ext = np.zeros(n, np.uint8)
-                    ext[:upto] = data
-                    ext[new] = 1
-                else:
-                    ext = np.concatenate((data, np.array(new, np.int32)))
-                self._remember(e, w, n, dense, ext)
-                return dense, ext
-        lists = list(filter(None, map(e.post.get, self._vocab.lookup_items(w))))
+                ext = yield from self._extend(e, w, n, upto, dense, data)
+                if ext is not None:
+                    return (_DENSE_SET if dense else _SPARSE_SET), ext
+        if bit is not None:
+            dense, found = yield from self._short_set(e, w, bit, n, 0, False, None)
+            return (_DENSE_SET if dense else _SPARSE_SET), found
+        ids = yield from self._vocab.lookup_steps(w)
+        item_of = self._vocab.item_of
+        post = e.post
+        lists: list[array[int]] = []
+        end = len(ids)  # `ids` may be a gram list the owner appends to
+        for start in range(0, end, _STEP):
+            toks = filter(None, map(item_of, ids[start : min(end, start + _STEP)]))
+            lists.extend(filter(None, map(post.get, toks)))
+            yield
         if not lists:
-            return False, None
-        gids = np.frombuffer(b"".join(lists), np.int32)
-        total = len(gids)
-        if e.n != n:
-            gids = gids[gids < n]  # groups added after this retrieve started
-        yield
-        out: np.ndarray[Any, Any]
+            return _NONE, None
+        lens = list(map(len, lists))  # only these prefixes: the rest is newer
+        total = sum(lens)
         dense = total * _DENSE >= n
+        out: np.ndarray[Any, Any]
+        parts: list[np.ndarray[Any, Any]] = []
         if dense:
-            out = np.zeros(n, np.uint8)
-            out[gids] = 1
-        else:
-            out = gids
+            out = np.zeros(n + n // 4, np.uint8)  # room to extend in place
+        slices: list[array[int]] = []
+        size = 0
+        for k, (lst, length) in enumerate(zip(lists, lens, strict=True)):
+            for start in range(0, length, _JOIN):
+                # A long list is read in slices (copies); newer numbers are dropped below.
+                piece = lst if length <= _JOIN else lst[start : start + _JOIN]
+                slices.append(piece)
+                size += len(piece)
+                if (
+                    size < _JOIN
+                    and len(slices) < _STEP // 2
+                    and (k + 1 < len(lists) or start + _JOIN < length)
+                ):
+                    continue
+                gids = np.frombuffer(b"".join(slices), np.int32)
+                gids = gids[gids < n]
+                if dense:
+                    out[gids] = 1
+                else:
+                    parts.append(gids)
+                slices, size = [], 0
+                yield
+        if not dense:
+            out = np.concatenate(parts) if len(parts) != 1 else parts[0]
         if total >= self._cache_min:
             self._remember(e, w, n, dense, out)
-        return dense, out
+        return (_DENSE_SET if dense else _SPARSE_SET), out
+
+    def _short_set(
+        self,
+        e: _Numbering,
+        w: str,
+        bit: int,
+        n: int,
+        upto: int,
+        dense: bool,
+        data: np.ndarray[Any, Any] | None,
+    ) -> Generator[None, None, tuple[bool, np.ndarray[Any, Any]]]:
+        """``(dense?, set)``: the match set of the :data:`_SHORT` word ``w`` (mask bit ``bit``) below ``n``,
+        from the masks: with ``data`` (a cached set for groups below ``upto``) that set
+        extended, else new (a new set is returned sparse, as group numbers, and
+        remembered dense or sparse). O(n - upto) vectorised, in chunks."""
+        masks = e.masks[bit >> 6]
+        one = np.uint64(1 << (bit & 63))
+        if data is None:
+            out = np.zeros(n + n // 4, np.uint8)  # room to extend in place
+            hits = 0
+            for start in range(0, n, _CHUNK):
+                stop = min(n, start + _CHUNK)
+                part = (masks[start:stop] & one) != 0
+                out[start:stop] = part
+                hits += int(np.count_nonzero(part))
+                yield
+            if hits * _DENSE >= n:
+                if hits >= self._cache_min:
+                    self._remember(e, w, n, True, out)
+                return True, out
+            gids = np.flatnonzero(out[:n]).astype(np.int32)  # fewer than n / _DENSE
+            if hits >= self._cache_min:
+                self._remember(e, w, n, False, gids)
+            return False, gids
+        new: list[np.ndarray[Any, Any]] = []
+        for start in range(upto, n, _CHUNK):
+            stop = min(n, start + _CHUNK)
+            found = np.flatnonzero((masks[start:stop] & one) != 0)
+            found += start
+            new.append(found.astype(np.int32))
+            yield
+        added = np.concatenate(new) if new else np.zeros(0, np.int32)
+        ext: np.ndarray[Any, Any]
+        if dense:
+            if len(data) >= n:
+                ext = data
+            else:
+                ext = np.zeros(n + n // 2, np.uint8)
+                for start in range(0, upto, 4 * _CHUNK):
+                    stop = min(upto, start + 4 * _CHUNK)
+                    ext[start:stop] = data[start:stop]
+                    yield
+            ext[added] = 1
+        else:
+            ext = np.concatenate((data, added))
+        self._remember(e, w, n, dense, ext)
+        return dense, ext
+
+    def _extend(
+        self,
+        e: _Numbering,
+        w: str,
+        n: int,
+        upto: int,
+        dense: bool,
+        data: np.ndarray[Any, Any],
+    ) -> Generator[None, None, np.ndarray[Any, Any] | None]:
+        """A cached match set of ``w`` for groups below ``upto``, extended to ``n`` by
+        testing the recent texts, and remembered; None if the owner overwrote texts this
+        needed meanwhile. A dense set is written in place when it has room (readers of
+        it read below their own ``n``, and every writer writes the same truth).
+        O(n - upto) Python steps, plus O(upto) copied in chunks when a dense set grows."""
+        recent = e.recent
+        new: list[int] = []
+        for start in range(upto, n, _STEP):
+            if e.n - _SCAN_NEW > start:
+                return None  # the owner has overwritten the texts to read
+            for g in range(start, min(n, start + _STEP)):
+                if w in recent[g % _SCAN_NEW]:
+                    new.append(g)
+            yield
+        ext: np.ndarray[Any, Any]
+        if dense:
+            if len(data) >= n:
+                ext = data
+            else:
+                ext = np.zeros(n + n // 2, np.uint8)
+                for start in range(0, upto, 4 * _CHUNK):
+                    stop = min(upto, start + 4 * _CHUNK)
+                    ext[start:stop] = data[start:stop]
+                    yield
+            ext[new] = 1
+        else:
+            ext = np.concatenate((data, np.array(new, np.int32)))
+        self._remember(e, w, n, dense, ext)
+        return ext
 
     def _remember(
         self, e: _Numbering, w: str, n: int, dense: bool, data: np.ndarray[Any, Any]
@@ -481,6 +660,162 @@ class _WordOverlapIndex:
             oldest = next(iter(cache))
             e.cache_bytes -= cache.pop(oldest)[2].nbytes
 
+    @staticmethod
+    def _take(e: _Numbering, dtype: Any, n: int) -> Generator[None, None, np.ndarray[Any, Any]]:
+        """A zeroed array of at least ``n`` elements of ``dtype``: a spare one of the
+        numbering's current capacity, zeroed in chunks, else a new one. Give it back with
+        :meth:`_give`. O(n) in chunks (a reused array is already paged in)."""
+        spares = e.scratch.get(np.dtype(dtype).name)
+        while spares:
+            arr = spares.pop()
+            if len(arr) >= n:
+                for start in range(0, n, 4 * _CHUNK):
+                    arr[start : start + 4 * _CHUNK] = 0
+                    yield
+                return arr
+        return np.zeros(len(e.maxrel), dtype)
+
+    @staticmethod
+    def _give(e: _Numbering, arr: np.ndarray[Any, Any]) -> None:
+        if len(arr) == len(e.maxrel):
+            spares = e.scratch.setdefault(arr.dtype.name, [])
+            if len(spares) < _POOL:
+                spares.append(arr)
+
+    @staticmethod
+    def _add_counts(
+        counts: np.ndarray[Any, Any],
+        kind: int,
+        data: Any,
+        n: int,
+        m: int,
+        mark: np.ndarray[Any, Any] | None,
+        word: int,
+    ) -> Generator[None, None, None]:
+        """Add ``m`` to ``counts[g]`` once for every group ``g < n`` of a match set from
+        :meth:`_match`. ``mark`` (a per-group word number, needed only for a sparse set
+        over ``_CHUNK`` numbers) removes the repeats across chunks. O(n) or O(set) in
+        chunks of ``_CHUNK``."""
+        dt = counts.dtype.type
+        if kind == _DENSE_SET:
+            for start in range(0, n, _CHUNK):
+                stop = min(n, start + _CHUNK)
+                part = data[start:stop]
+                counts[start:stop] += part if m == 1 else part * dt(m)
+                yield
+        elif len(data) <= _CHUNK:
+            counts[data[data < n]] += dt(m)  # a repeated number is counted once
+        else:
+            assert mark is not None
+            for start in range(0, len(data), _CHUNK):
+                gids = data[start : start + _CHUNK]
+                gids = gids[gids < n]
+                gids = gids[mark[gids] != word]
+                mark[gids] = word
+                counts[gids] += dt(m)
+                yield
+
+    @staticmethod
+    def _visit(
+        idx: np.ndarray[Any, Any],
+        part: float,
+        maxrel: np.ndarray[Any, Any],
+        minseq: np.ndarray[Any, Any],
+        glist: list[Record | _Group | None],
+        heap: list[tuple[float, int, Record]],
+        limit: int,
+        push: Any,
+        admitted: Any,
+        tagged: set[Record],
+        progress: list[int],
+    ) -> Generator[None, None, None]:
+        """Score the records of groups ``idx`` (all of one matched count, whose score part is ``part``) into ``heap`` while they can enter:
+        the best ``limit`` groups by (bound, smallest seq) first, picked with
+        ``numpy.partition``, then ever larger batches. ``progress[0]`` counts Python
+        iterations, for a yield every ``_STEP``."""
+        if len(idx) > _VISIT:
+            # In parts (any order is exact: each part stops only where it can't enter).
+            for start in range(0, len(idx), _VISIT):
+                yield from _WordOverlapIndex._visit(
+                    idx[start : start + _VISIT],
+                    part,
+                    maxrel,
+                    minseq,
+                    glist,
+                    heap,
+                    limit,
+                    push,
+                    admitted,
+                    tagged,
+                    progress,
+                )
+            return
+        # combine_word_overlap(maxrel, count, n_words, False), term by term.
+        bounds = ((0.5 * maxrel[idx] + part) + 0.0) + 0.1
+        seqs = minseq[idx]
+        if len(heap) == limit:
+            worst, wseq = heap[0][0], -heap[0][1]
+            keep = (bounds > worst) | ((bounds == worst) & (seqs < wseq))
+            if not keep.all():
+                idx, bounds, seqs = idx[keep], bounds[keep], seqs[keep]
+        if not len(idx):
+            return
+        uniform = bool(bounds.min() == bounds.max())
+        yield
+        batch = max(limit, 32)
+        while len(idx):
+            size = len(idx)
+            rest: np.ndarray[Any, Any] | None = None
+            if size <= batch:
+                sel = np.lexsort((seqs, -bounds))
+            else:
+                if uniform:
+                    cand = np.argpartition(seqs, batch - 1)[:batch]
+                else:
+                    kth = np.partition(bounds, size - batch)[size - batch]
+                    above = np.flatnonzero(bounds > kth)
+                    ties = np.flatnonzero(bounds == kth)
+                    need = batch - len(above)
+                    if need < len(ties):
+                        ties = ties[np.argpartition(seqs[ties], need - 1)[:need]]
+                    cand = np.concatenate((above, ties))
+                sel = cand[np.lexsort((seqs[cand], -bounds[cand]))]
+                rest = np.ones(size, bool)
+                rest[sel] = False
+            for g, bound, mseq in zip(
+                idx[sel].tolist(), bounds[sel].tolist(), seqs[sel].tolist(), strict=True
+            ):
+                progress[0] += 1
+                if not progress[0] % _STEP:
+                    yield
+                if len(heap) == limit:
+                    worst = heap[0]
+                    if bound < worst[0] or (bound == worst[0] and mseq > -worst[1]):
+                        return  # neither this group nor any later one can enter
+                item = glist[g]
+                if item is None:
+                    continue
+                # The owner only appends (invisible) records to a group's list, or
+                # replaces it whole.
+                recs = item.recs if type(item) is _Group else (item,)
+                for rec in recs:
+                    progress[0] += 1
+                    if not progress[0] % _STEP:
+                        yield
+                    # combine_word_overlap(rel, c, n_words, False), term by term.
+                    score = ((0.5 * rec.entry.relevance + part) + 0.0) + 0.1
+                    if len(heap) == limit:
+                        worst = heap[0]
+                        if score < worst[0] or (score == worst[0] and rec.seq > -worst[1]):
+                            continue
+                    if rec not in tagged and admitted(rec):
+                        push(rec, score)
+            if rest is None:
+                return
+            idx, bounds, seqs = idx[rest], bounds[rest], seqs[rest]
+            batch *= 4
+            yield
+
     def top_k(
         self, view: ReadView, query: str, limit: int, accept: Accept
     ) -> list[tuple[float, Record]]:
@@ -490,8 +825,10 @@ class _WordOverlapIndex:
     def top_k_steps(
         self, view: ReadView, query: str, limit: int, accept: Accept
     ) -> Generator[None, None, list[tuple[float, Record]]]:
-        """:meth:`top_k`, yielding after every bounded chunk of work (see the module
-        documentation). Writes between the yields do not change the result."""
+        """:meth:`top_k`, yielding after every bounded chunk of work: at most ``_CHUNK``
+        array elements per vectorised operation and ``_STEP`` Python iterations between
+        two yields, at any size (see the module documentation). Writes between the
+        yields do not change the result."""
         if limit <= 0 or len(view) == 0:
             return []
         version = view.version
@@ -516,24 +853,25 @@ class _WordOverlapIndex:
         tagged: set[Record] = set()
         q = query.strip().lower()
         if q:
-            for lst in self._tags.matching(q):
-                tagged.update(lst)
+            for lst in (yield from self._tags.matching_steps(q)):
+                for start in range(0, len(lst), _STEP * 4):
+                    tagged.update(lst[start : start + _STEP * 4])
+                    yield
 
         # Matched words per group number, vectorised.
         dtype: Any = np.uint8 if n_words < 256 else np.uint16 if n_words < 65536 else np.int64
-        counts: np.ndarray[Any, Any] = np.zeros(n, dtype)
-        for w, m in mult.items():
-            dense, data = yield from self._match(e, w, n)
-            if data is None:
+        counts: np.ndarray[Any, Any] = yield from self._take(e, dtype, n)
+        mark: np.ndarray[Any, Any] | None = None
+        for number, (w, m) in enumerate(mult.items(), 1):
+            kind, data = yield from self._match(e, w, n)
+            if kind == _NONE:
                 continue
-            if dense:
-                if m == 1:
-                    counts += data
-                else:
-                    counts += data.astype(dtype) * dtype(m)
-            else:
-                counts[data] += dtype(m)
+            if kind == _SPARSE_SET and len(data) > _CHUNK and mark is None:
+                mark = yield from self._take(e, np.uint16, n)
+            yield from self._add_counts(counts, kind, data, n, m, mark, number)
             yield
+        if mark is not None:
+            self._give(e, mark)
 
         heap: list[tuple[float, int, Record]] = []  # worst on top: (score, -seq, rec)
 
@@ -553,67 +891,37 @@ class _WordOverlapIndex:
             if not done % _STEP:
                 yield
 
-        # Groups by matched count, highest first; within a count, by bound then min seq.
-        for c in range(int(counts.max()) if n else 0, 0, -1):
+        # Groups by matched count, highest first, while the count's best bound can still
+        # enter; a count's groups in sets of about _CHUNK, each by bound then smallest seq.
+        tops: list[tuple[int, int]] = []  # (first group number, largest count) per chunk
+        top_count = 0
+        for start in range(0, n, _CHUNK):
+            most = int(counts[start : start + _CHUNK].max())
+            if most:
+                tops.append((start, most))
+                top_count = max(top_count, most)
+            yield
+        progress = [0]
+        for c in range(top_count, 0, -1):
             if len(heap) == limit and combine_word_overlap(max_rel, c, n_words, False) < heap[0][0]:
                 break
-            at = counts == c
-            if not at.any():
-                continue
-            idx = np.flatnonzero(at)
             part = 0.4 * (c / n_words)
-            bounds = ((0.5 * maxrel[idx] + part) + 0.0) + 0.1
-            seqs = minseq[idx]
-            uniform = bool(bounds.min() == bounds.max())
-            batch = max(limit, 32)
-            while len(idx):
-                size = len(idx)
-                rest: np.ndarray[Any, Any] | None = None
-                if size <= batch:
-                    sel = np.lexsort((seqs, -bounds))
-                else:
-                    if uniform:
-                        cand = np.argpartition(seqs, batch - 1)[:batch]
-                    else:
-                        kth = np.partition(bounds, size - batch)[size - batch]
-                        above = np.flatnonzero(bounds > kth)
-                        ties = np.flatnonzero(bounds == kth)
-                        need = batch - len(above)
-                        if need < len(ties):
-                            ties = ties[np.argpartition(seqs[ties], need - 1)[:need]]
-                        cand = np.concatenate((above, ties))
-                    sel = cand[np.lexsort((seqs[cand], -bounds[cand]))]
-                    rest = np.ones(size, bool)
-                    rest[sel] = False
-                stop = False
-                for k, (g, bound, mseq) in enumerate(
-                    zip(idx[sel].tolist(), bounds[sel].tolist(), seqs[sel].tolist(), strict=True)
-                ):
-                    if len(heap) == limit:
-                        worst = heap[0]
-                        if bound < worst[0] or (bound == worst[0] and mseq > -worst[1]):
-                            stop = True  # neither this group nor any later one can enter
-                            break
-                    item = glist[g]
-                    if item is None:
-                        continue
-                    recs = item.recs if type(item) is _Group else (item,)
-                    for rec in recs:
-                        # combine_word_overlap(rel, c, n_words, False), term by term.
-                        score = ((0.5 * rec.entry.relevance + part) + 0.0) + 0.1
-                        if len(heap) == limit:
-                            worst = heap[0]
-                            if score < worst[0] or (score == worst[0] and rec.seq > -worst[1]):
-                                continue
-                        if rec not in tagged and admitted(rec):
-                            push(rec, score)
-                    if not (k + 1) % _STEP:
-                        yield
-                if stop or rest is None:
-                    break
-                idx, bounds, seqs = idx[rest], bounds[rest], seqs[rest]
-                batch *= 4
+            pending: list[np.ndarray[Any, Any]] = []
+            size = 0
+            starts = [start for start, most in tops if most >= c]
+            for k, start in enumerate(starts):
+                found = np.flatnonzero(counts[start : start + _CHUNK] == c)
+                found += start
+                pending.append(found)
+                size += len(found)
+                if size < _VISIT and k + 1 < len(starts):
+                    continue
                 yield
+                idx = pending[0] if len(pending) == 1 else np.concatenate(pending)
+                pending, size = [], 0
+                yield from self._visit(
+                    idx, part, maxrel, minseq, glist, heap, limit, push, admitted, tagged, progress
+                )
 
         # Entries that match no word: visit them in descending relevance while their
         # bound can still enter the top k.
@@ -645,6 +953,7 @@ class _WordOverlapIndex:
                     push(rec, combine_word_overlap(rec.entry.relevance, 0, n_words, False))
             if not restarted:
                 break
+        self._give(e, counts)
 
         heap.sort(key=lambda item: (-item[0], -item[1]))
         return [(score, rec) for score, _, rec in heap]
@@ -680,6 +989,8 @@ class _WordOverlapIndex:
             assert all(r.seq >= e.minseq[gid] for r in recs)
             if gid >= e.n - _SCAN_NEW:
                 assert e.recent[gid % _SCAN_NEW] == text.lower()
+            mask = reduce(or_, map(_short_mask, text.lower().split()), 0)
+            assert int(e.masks[0][gid]) | int(e.masks[1][gid]) << 64 == mask, text
             for t in set(text.lower().split()):
                 words.setdefault(t, []).append(gid)
         self._vocab._check(words)
@@ -692,6 +1003,7 @@ class _WordOverlapIndex:
             assert len(lst) - len(alive_gids) == e.pdead.get(t, 0), t
             assert 2 * (len(lst) - len(alive_gids)) <= len(lst), t
         assert set(e.pdead) <= set(e.post)
+        assert self._tmask == {t: _short_mask(t) for t in e.post}
         self._tags._check(tags)
         assert e.cache_bytes == sum(d.nbytes for _, _, d in e.cache.values())
         for w, (upto, dense, data) in e.cache.items():

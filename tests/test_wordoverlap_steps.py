@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from actormem import MemoryCategory, MemoryEntry, WordOverlapScorer, _wordoverlap
+from actormem import MemoryCategory, MemoryEntry, WordOverlapScorer, _substring, _wordoverlap
 from actormem._record import Record
 from actormem._scoring import Accept, drain
 from actormem._state import MemoryState, View
@@ -101,6 +101,12 @@ def test_top_k_steps_with_writes_between_yields(seed: int, monkeypatch: pytest.M
     monkeypatch.setattr(_wordoverlap, "_SCAN_NEW", rng.choice([2, 5, 64]))
     monkeypatch.setattr(_wordoverlap, "_DENSE", rng.choice([1, 16, 10**9]))
     monkeypatch.setattr(_wordoverlap, "_RENUMBER_MIN", rng.choice([1, 3, 4096]))
+    monkeypatch.setattr(_wordoverlap, "_CHUNK", rng.choice([16, 64, 1 << 15]))
+    monkeypatch.setattr(_wordoverlap, "_JOIN", rng.choice([3, 64, 1 << 13]))
+    monkeypatch.setattr(_wordoverlap, "_VISIT", rng.choice([5, 64, 1 << 13]))
+    monkeypatch.setattr(_substring, "_STEP", rng.choice([4, 64, 512]))
+    if rng.random() < 0.3:  # every word through the vocabulary, none from the masks
+        monkeypatch.setattr(_wordoverlap, "_SHORT_BIT", {})
     budget = rng.choice([0, 1, 5, 10**9])
     state = MemoryState(
         capacity=rng.choice([None, 40]),
@@ -122,12 +128,16 @@ def test_top_k_steps_with_writes_between_yields(seed: int, monkeypatch: pytest.M
         got_sync = state.index.top_k(view, query, limit, accept)
         assert [(s, r.seq) for s, r in got_sync] == expected
         gen = state.index.top_k_steps(view, query, limit, accept)  # type: ignore[attr-defined]
+        steps = 0
         while True:
             try:
                 next(gen)
             except StopIteration as stop:
                 got = stop.value
                 break
+            steps += 1
+            if steps > 60:  # tiny chunks make many steps: write between the first ones
+                continue
             for _ in range(rng.randint(0, 3)):
                 write(rng, state, ids, i)
                 i += 1
@@ -237,3 +247,68 @@ def test_renumbering_between_yields_keeps_the_readers_numbering(
         view, query, 4, None
     )
     state._check()
+
+
+@pytest.mark.parametrize("tiny", [False, True])
+def test_work_between_yields_is_bounded(tiny: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # With tiny chunk constants, a retrieve over many texts yields at least once per
+    # chunk of group numbers in every pass over them (so no step touches more than a
+    # chunk), and the results stay exact. Work is counted in yields, never timed.
+    if tiny:
+        monkeypatch.setattr(_wordoverlap, "_CHUNK", 8)
+        monkeypatch.setattr(_wordoverlap, "_JOIN", 4)
+        monkeypatch.setattr(_wordoverlap, "_VISIT", 4)
+        monkeypatch.setattr(_wordoverlap, "_STEP", 2)
+        monkeypatch.setattr(_wordoverlap, "_WALK_STEP", 2)
+        monkeypatch.setattr(_substring, "_STEP", 4)
+    state = MemoryState(capacity=None, half_life=3600.0, scorer=WordOverlapScorer())
+    rng = random.Random(7)
+    for i in range(400):
+        state.store(make_entry(rng, i))
+    state.publish()
+    view = state.view()
+    groups = state.index._e.n  # type: ignore[attr-defined]
+    for query in ["a", "the cat at", "what did Caroline do", "zz", "ab abc a", "x.y É"]:
+        for limit in (1, 10, 400):
+            gen = state.index.top_k_steps(view, query, limit, None)  # type: ignore[attr-defined]
+            yields = 0
+            while True:
+                try:
+                    next(gen)
+                except StopIteration as stop:
+                    got = stop.value
+                    break
+                yields += 1
+            assert [(s, r.seq) for s, r in got] == reference(view, query, limit, None)
+            if tiny and query.split():
+                # A pass over the counts for their largest, chunk by chunk.
+                assert yields >= groups // 8
+            if tiny and query == "a":
+                # And one for the match set of "a" (from the masks), chunk by chunk.
+                assert yields >= 2 * (groups // 8)
+
+
+def test_short_words_come_from_the_masks() -> None:
+    # A one- or two-character word of the table is answered from the masks, exact,
+    # including texts added after its match set was cached (extension from the masks).
+    state = MemoryState(capacity=None, half_life=3600.0, scorer=WordOverlapScorer(essential_budget=0))
+    texts = ["on the go", "gone", "a b", "in it", "É x", "2023 10", "nothing"]
+    for i, t in enumerate(texts):
+        state.store(_fact(t, i))
+    state.publish()
+    for query in ["on", "go", "a", "in", "é", "10", "o", "-"]:
+        assert (query in _wordoverlap._SHORT_BIT) == (query != "é")
+        view = state.view()
+        got = state.index.top_k(view, query, 10, None)
+        assert [(s, r.seq) for s, r in got] == reference(view, query, 10, None)
+    for i, t in enumerate(["only", "go on", "10 a"], len(texts)):
+        state.store(_fact(t, i))
+    state.publish()
+    for query in ["on", "go", "a", "10"]:
+        view = state.view()
+        got = state.index.top_k(view, query, 10, None)
+        assert [(s, r.seq) for s, r in got] == reference(view, query, 10, None)
+    state._check()
+    assert _wordoverlap._short_mask("on") == 1 << _wordoverlap._SHORT_BIT["o"] | (
+        1 << _wordoverlap._SHORT_BIT["n"]
+    ) | (1 << _wordoverlap._SHORT_BIT["on"])
