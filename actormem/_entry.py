@@ -226,3 +226,22 @@ class ScoredEntry(metaclass=Final):
 
     entry: MemoryEntry
     score: float
+
+
+_ENTRY_FIELDS = tuple(a.name for a in attrs.fields(MemoryEntry))
+
+
+def with_access(entry: MemoryEntry, count: int, last: datetime | None) -> MemoryEntry:
+    """``entry`` with ``access_count`` and ``last_accessed`` replaced, without validation.
+
+    For the engine's own bookkeeping only (the values come from its access chain, made
+    from validated entries and its clock): ``attrs.evolve`` would re-run every field's
+    validation, the whole text included, for each of a retrieve's results. O(fields).
+    """
+    new = object.__new__(MemoryEntry)
+    put = object.__setattr__  # the class is frozen
+    for name in _ENTRY_FIELDS:
+        put(new, name, getattr(entry, name))
+    put(new, "access_count", count)
+    put(new, "last_accessed", last)
+    return new

@@ -58,7 +58,7 @@ from typing import Any, NamedTuple
 import attrs
 from sortedcontainers import SortedKeyList, SortedList
 
-from ._entry import MemoryEntry
+from ._entry import MemoryEntry, with_access
 from ._errors import InvalidQueryError
 from ._record import NEVER, Access, Record
 from ._scoring import Scorer, ScoringIndex
@@ -168,7 +168,7 @@ class View:
         e = rec.entry
         if count == e.access_count and last == e.last_accessed:
             return e
-        return attrs.evolve(e, access_count=count, last_accessed=last)
+        return with_access(e, count, last)
 
     def records(self) -> list[Record]:
         """Every visible record, in insertion order (``seq``). O(n log n)."""

@@ -558,10 +558,11 @@ class _WordOverlapIndex:
         dense: bool,
         data: np.ndarray[Any, Any] | None,
     ) -> Generator[None, None, tuple[bool, np.ndarray[Any, Any]]]:
-        """``(dense?, set)``: the match set of the :data:`_SHORT` word ``w`` (mask bit ``bit``) below ``n``,
-        from the masks: with ``data`` (a cached set for groups below ``upto``) that set
-        extended, else new (a new set is returned sparse, as group numbers, and
-        remembered dense or sparse). O(n - upto) vectorised, in chunks."""
+        """``(dense?, set)``: the match set of the :data:`_SHORT` word ``w`` (mask bit
+        ``bit``) below ``n``, from the masks: with ``data`` (a cached set for groups
+        below ``upto``) that set extended, else new (a new set is returned sparse, as
+        group numbers, and remembered dense or sparse). O(n - upto) vectorised, in
+        chunks."""
         masks = e.masks[bit >> 6]
         one = np.uint64(1 << (bit & 63))
         if data is None:
@@ -729,10 +730,11 @@ class _WordOverlapIndex:
         tagged: set[Record],
         progress: list[int],
     ) -> Generator[None, None, None]:
-        """Score the records of groups ``idx`` (all of one matched count, whose score part is ``part``) into ``heap`` while they can enter:
-        the best ``limit`` groups by (bound, smallest seq) first, picked with
-        ``numpy.partition``, then ever larger batches. ``progress[0]`` counts Python
-        iterations, for a yield every ``_STEP``."""
+        """Score the records of groups ``idx`` (all of one matched count, whose score
+        part is ``part``) into ``heap`` while they can enter: the best ``limit`` groups
+        by (bound, smallest seq) first, picked with ``numpy.partition``, then ever
+        larger batches. ``progress[0]`` counts Python iterations, for a yield every
+        ``_STEP``."""
         if len(idx) > _VISIT:
             # In parts (any order is exact: each part stops only where it can't enter).
             for start in range(0, len(idx), _VISIT):

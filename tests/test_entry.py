@@ -4,9 +4,11 @@ import math
 import uuid
 from datetime import datetime, timedelta, timezone
 
+import attrs
 import pytest
 
 from actormem import MAX_MEMORY_CHARS, InvalidEntryError, MemoryCategory, MemoryEntry
+from actormem._entry import with_access
 
 
 def test_category_values() -> None:
@@ -89,3 +91,14 @@ def test_frozen_and_final() -> None:
             pass
 
     assert isinstance(e.id, uuid.UUID)
+
+
+def test_with_access_equals_evolve_without_revalidating() -> None:
+    e = MemoryEntry.new(MemoryCategory.FACT, "text").with_tags("a", "b")
+    when = datetime(2026, 1, 2, tzinfo=timezone.utc)
+    fast = with_access(e, 7, when)
+    slow = attrs.evolve(e, access_count=7, last_accessed=when)
+    assert fast == slow
+    assert hash(fast) == hash(slow)
+    assert attrs.asdict(fast) == attrs.asdict(slow)
+    assert (e.access_count, e.last_accessed) == (0, None)  # the original is untouched
