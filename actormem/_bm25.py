@@ -300,10 +300,19 @@ class _Term:
         self.seen = 0
 
     def bound_steps(
-        self, a_part: float, k_part: float, avgdl: float, lengths: Any, end: int
+        self,
+        a_part: float,
+        k_part: float,
+        avgdl: float,
+        lengths: Any,
+        groups: array[int],
+        tfs: array[int],
+        end: int,
     ) -> Generator[None, None, float]:
         """A bound on the saturation ``tf / (tf + a_part + k_part * dl / avgdl)`` of the
-        first ``end`` postings (``lengths``: document length by group number), in slices:
+        first ``end`` postings of ``groups``/``tfs`` (this term's arrays as the reader
+        took them, which the owner may have replaced since: then nothing is published),
+        with ``lengths`` the document length by group number, in slices:
         a generator that yields after every ``_BOUND_CHUNK`` postings it reads and returns
         the bound. It extends the cached largest saturation (``top`` over the first
         ``seen`` postings at ``ref``), or starts over at ``avgdl`` when that moved by more
@@ -313,8 +322,9 @@ class _Term:
         Runtime complexity: O(postings added since the cache was made), or O(postings)
         once the average length drifted (vectorised, in slices of ``_BOUND_CHUNK``).
         """
-        groups, tfs = self.groups, self.tfs
         ref, top, seen = self.ref, self.top, self.seen
+        if self.groups is not groups:
+            ref, top, seen = 0.0, 0.0, 0  # the cache describes the arrays now in place
         if not ref or (k_part and not (1.0 / _DRIFT <= avgdl / ref <= _DRIFT)):
             ref, top, seen = avgdl, 0.0, 0
         for start in range(seen, end, _BOUND_CHUNK):
@@ -785,20 +795,27 @@ class BM25Index(metaclass=NoPublicConstructor):
         position: dict[int, int] = {}  # a query term's place in `query`, by term number
         # Cached maximum saturations are exact at their term's reference avgdl and at
         # most avgdl / ref times too low at this one (see _Term.bound_steps).
-        for term, obj in [(term, index_terms[term]) for term in wanted]:
+        # Every term's postings and their length are taken before the first yield (the
+        # bounds below may yield), so no list holds a group appended after `size_g`.
+        taken = []
+        for term in wanted:
             df = dfs[term]
             if df <= 0:
                 continue
+            obj = index_terms[term]
             wi = weights[term] * math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-            post = (wi, obj.groups, obj.tfs, len(obj.groups))
+            taken.append((obj, (wi, obj.groups, obj.tfs, len(obj.groups))))
+        for obj, post in taken:
             ref = obj.ref
             if obj.seen == post[3] and ref and 1.0 / _DRIFT <= avgdl / ref <= _DRIFT:
                 bound = obj.top * (avgdl / ref if avgdl > ref else 1.0)  # cached, as is
             else:  # the bound may take many postings to bring up to date: in slices
-                bound = yield from obj.bound_steps(a_part, k1 * b, avgdl, lengths, post[3])
+                bound = yield from obj.bound_steps(
+                    a_part, k1 * b, avgdl, lengths, post[1], post[2], post[3]
+                )
             position[obj.num] = len(query)
             query.append(post)
-            order.append((wi * bound * up, *post))
+            order.append((post[0] * bound * up, *post))
         if not query:
             return []
         order.sort(key=itemgetter(0), reverse=True)
