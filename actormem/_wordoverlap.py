@@ -474,9 +474,7 @@ class _WordOverlapIndex:
 
     # ------------------------------------------------------------------ reader side
 
-    def _match(
-        self, e: _Numbering, w: str, n: int
-    ) -> Generator[None, None, tuple[int, Any]]:
+    def _match(self, e: _Numbering, w: str, n: int) -> Generator[None, None, tuple[int, Any]]:
         """The groups numbered below ``n`` whose text contains ``w``, as one of
         ``(_NONE, None)``; ``(_DENSE_SET, a byte per group)`` (read ``[:n]``);
         ``(_SPARSE_SET, group numbers)`` (unsorted, possibly repeated or ``>= n``).
@@ -590,20 +588,7 @@ class _WordOverlapIndex:
             new.append(found.astype(np.int32))
             yield
         added = np.concatenate(new) if new else np.zeros(0, np.int32)
-        ext: np.ndarray[Any, Any]
-        if dense:
-            if len(data) >= n:
-                ext = data
-            else:
-                ext = np.zeros(n + n // 2, np.uint8)
-                for start in range(0, upto, 4 * _CHUNK):
-                    stop = min(upto, start + 4 * _CHUNK)
-                    ext[start:stop] = data[start:stop]
-                    yield
-            ext[added] = 1
-        else:
-            ext = np.concatenate((data, added))
-        self._remember(e, w, n, dense, ext)
+        ext = yield from self._put_and_remember(e, w, n, upto, dense, data, added)
         return dense, ext
 
     def _extend(
@@ -629,6 +614,22 @@ class _WordOverlapIndex:
                 if w in recent[g % _SCAN_NEW]:
                     new.append(g)
             yield
+        return (yield from self._put_and_remember(e, w, n, upto, dense, data, new))
+
+    def _put_and_remember(
+        self,
+        e: _Numbering,
+        w: str,
+        n: int,
+        upto: int,
+        dense: bool,
+        data: np.ndarray[Any, Any],
+        added: Any,
+    ) -> Generator[None, None, np.ndarray[Any, Any]]:
+        """``data``, the cached match set of ``w`` below ``upto``, with the group numbers
+        ``added`` (all in ``[upto, n)``) put in, remembered for ``n``, and returned. A
+        dense set full up is copied into one half as large again, in chunks; a sparse
+        one is concatenated. O(len(added)), plus O(upto) when a dense set grows."""
         ext: np.ndarray[Any, Any]
         if dense:
             if len(data) >= n:
@@ -639,9 +640,9 @@ class _WordOverlapIndex:
                     stop = min(upto, start + 4 * _CHUNK)
                     ext[start:stop] = data[start:stop]
                     yield
-            ext[new] = 1
+            ext[added] = 1
         else:
-            ext = np.concatenate((data, np.array(new, np.int32)))
+            ext = np.concatenate((data, np.asarray(added, np.int32)))
         self._remember(e, w, n, dense, ext)
         return ext
 
