@@ -20,7 +20,7 @@ import uuid
 
 import trio
 
-from actormem import Memory, MemoryCategory, MemoryEntry, open_memory
+from actormem import BM25Scorer, Memory, MemoryCategory, MemoryEntry, WordOverlapScorer, open_memory
 
 WORDS = (
     "deploy deploys blue green cluster file search glob edit read write the a of to rust go "
@@ -51,7 +51,8 @@ async def soak(args: argparse.Namespace) -> dict[str, object]:
     failures: list[str] = []
     ops = {"store": 0, "upsert": 0, "delete": 0, "retrieve": 0, "snapshot_checks": 0, "checks": 0}
 
-    async with open_memory(capacity=args.capacity, queue_size=256) as memory:
+    scorer = BM25Scorer() if args.scorer == "bm25" else WordOverlapScorer()
+    async with open_memory(capacity=args.capacity, queue_size=256, scorer=scorer) as memory:
 
         async def writer(n: int) -> None:
             wrng = random.Random(rng.getrandbits(64))
@@ -113,7 +114,12 @@ async def soak(args: argparse.Namespace) -> dict[str, object]:
 
         stats = memory.statistics()
         accounted = (
-            stats.stores - stats.upserts - stats.deletes - stats.evictions - stats.pruned - stats.merged
+            stats.stores
+            - stats.upserts
+            - stats.deletes
+            - stats.evictions
+            - stats.pruned
+            - stats.merged
         )
         if accounted != stats.entries:
             failures.append(f"accounting: {accounted} expected, {stats.entries} present")
@@ -137,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--writers", type=int, default=32)
     parser.add_argument("--readers", type=int, default=32)
     parser.add_argument("--capacity", type=int, default=1000)
+    parser.add_argument("--scorer", choices=["word-overlap", "bm25"], default="word-overlap")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     result = trio.run(soak, args)
