@@ -265,9 +265,9 @@ class MemoryState:
         self.on_remove: Callable[[MemoryEntry, str], None] | None = None
         #: Changes since the last :meth:`take_journal`, for a durable backend; None: off.
         self.journal: list[tuple[int, Record]] | None = None
-        #: Index calls (``add``/``retire`` and their record) held back by
-        #: :meth:`defer_index` until :meth:`flush_index`; None when not deferring.
-        self._deferred: list[tuple[Callable[[Record], None], Record]] | None = None
+        #: Index calls held back by :meth:`defer_index` until :meth:`flush_index`, as
+        #: ``(is_add, record)`` (``add`` if true, else ``retire``); None: not deferring.
+        self._deferred: list[tuple[bool, Record]] | None = None
         # Counters for statistics().
         self.stores = 0
         self.upserts = 0
@@ -329,8 +329,8 @@ class MemoryState:
             return
         index = self.index
         born_dead: set[Record] = set()
-        for call, rec in ops:
-            if call == index.add:
+        for is_add, rec in ops:
+            if is_add:
                 index.add(rec)
                 if rec.died != NEVER:
                     # Removed later in the same batch: ``add`` saw ``died`` set and
@@ -372,7 +372,7 @@ class MemoryState:
         if self._deferred is None:
             self.index.add(rec)
         else:
-            self._deferred.append((self.index.add, rec))
+            self._deferred.append((True, rec))
         self._live += 1
         if self.journal is not None:
             self.journal.append((JOURNAL_PUT, rec))
@@ -405,7 +405,7 @@ class MemoryState:
         if self._deferred is None:
             self.index.retire(rec)
         else:
-            self._deferred.append((self.index.retire, rec))
+            self._deferred.append((False, rec))
         self._graveyard.append(rec)
         self._live -= 1
         if self.journal is not None:
