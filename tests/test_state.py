@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import attrs
 import pytest
@@ -98,6 +98,41 @@ def test_eviction_ties_break_by_seq_and_validated_go_last() -> None:
     u = entry("u")
     assert state.store(u).evicted.entry is w1  # type: ignore[union-attr]
     assert state.store(entry("u2")).evicted.entry is u  # type: ignore[union-attr]
+    state._check()
+
+
+def test_eviction_refreshes_keys_that_access_left_stale() -> None:
+    """Access raises keys without re-sorting the eviction order; the eviction still takes
+    the entry with the smallest fresh key, and a key that went down is re-sorted at once."""
+    t0 = datetime(2025, 1, 1, tzinfo=UTC)
+    state = MemoryState(capacity=3, half_life=DEFAULT_HALF_LIFE, scorer=WordOverlapScorer())
+    a, b, c = (
+        MemoryEntry(category=MemoryCategory.FACT, memory=t, created_at=t0 + timedelta(hours=i))
+        for i, t in enumerate("abc")
+    )
+    for e in (a, b, c):
+        state.store(e)
+    # a and b retrieved later than c was created: both keys rise above c's, both stale.
+    state.apply_access({a.id: (1, t0 + timedelta(days=2)), b.id: (1, t0 + timedelta(days=1))}, 0)
+    stale = [key[1].entry for key in state._evict[False]]
+    assert stale == [a, b, c]  # the order was not re-sorted
+    state._check()
+    assert state.store(MemoryEntry.new(MemoryCategory.FACT, "d")).evicted.entry is c  # type: ignore[union-attr]
+    state._check()
+    # Popping c refreshed nothing else; next goes b (older access than a), then a.
+    assert state.store(MemoryEntry.new(MemoryCategory.FACT, "e")).evicted.entry is b  # type: ignore[union-attr]
+    assert [key[1].entry for key in state._evict[False]][0] is a
+    state._check()
+    # A retrieve dated before created_at lowers the key: re-sorted at once.
+    f = MemoryEntry(category=MemoryCategory.FACT, memory="f", created_at=t0 + timedelta(days=30))
+    g = MemoryEntry(category=MemoryCategory.FACT, memory="g", created_at=t0 + timedelta(days=40))
+    state = MemoryState(capacity=2, half_life=DEFAULT_HALF_LIFE, scorer=WordOverlapScorer())
+    state.store(f)
+    state.store(g)
+    state.apply_access({g.id: (1, t0)}, 0)
+    assert [key[1].entry for key in state._evict[False]] == [g, f]
+    state._check()
+    assert state.store(MemoryEntry.new(MemoryCategory.FACT, "h")).evicted.entry is g  # type: ignore[union-attr]
     state._check()
 
 
