@@ -10,8 +10,10 @@ structures, so taking one is O(1): the structures only ever gain records that ar
 invisible to it (``born > v``), and lose records only once no live snapshot can see them
 (``died <= oldest live snapshot version``), which the owner's vacuum guarantees.
 
-``seq`` is the insertion order of the entry's id; an upsert keeps the seq of the id it
-replaces, so ties in retrieval keep the order in which ids first arrived.
+``seq`` is the insertion order of the entry's id: the version of the store that first
+inserted it (a record born by that store shares the int object: no second int per
+record); an upsert keeps the seq of the id it replaces, so ties in retrieval keep the
+order in which ids first arrived. Seqs increase but have gaps.
 
 Access bookkeeping (``access_count``, ``last_accessed``) changes often and does not
 touch the text, so it is kept beside the record as a short version chain
@@ -64,7 +66,6 @@ class Record:
         "access",
         "born",
         "died",
-        "dupkey",
         "entry",
         "evkey",
         "prev",
@@ -81,10 +82,9 @@ class Record:
         self.prev = prev
         #: True once the owner dropped the record from every structure (no snapshot sees it).
         self.purged = False
-        #: Owner-private: the record's key in the eviction order, or None when not live.
+        #: Owner-private: the record's key in the eviction order, or None when not live
+        #: or the memory is unbounded (no eviction order).
         self.evkey: tuple[float, Record] | None = None
-        #: Owner-private: hash of (namespace, category, normalised text) for duplicate merging.
-        self.dupkey = 0
 
     def __lt__(self, other: Record) -> bool:
         """Order by ``seq``: breaks ties of equal floats in the eviction keys

@@ -37,7 +37,9 @@ Structures only the owner reads:
   below*; the eviction pops the front and re-files it under its fresh key until the
   front is fresh, which is then the true minimum. Retrieves thus cost the owner no
   re-sorting (about 10 µs a hit before), and each stale key is refreshed at most once
-  per eviction that reaches it.
+  per eviction that reaches it. An unbounded memory (``capacity=None``) evicts nothing
+  and keeps no eviction order at all (``_evict`` is None): 88 bytes and two sorted-list
+  operations less per entry.
 * ``_dups``: hash of (namespace, category, case- and whitespace-folded text) -> the one
   record with that hash, or an insertion-ordered set (a dict) of two or more, so
   consolidation merges duplicates without scanning every entry (``_dup_keys`` lists the
@@ -118,6 +120,13 @@ def _one_spaced(t: str) -> str:
     if t.isprintable() and "  " not in t and t[:1] != " " and t[-1:] != " ":
         return t
     return " ".join(t.split())
+
+
+def _dupkey(rec: Record) -> int:
+    """The hash of :func:`_normalised`: the key of ``rec``'s group in ``_dups``.
+    Recomputed when the record leaves (O(len(text))) rather than kept: 40 bytes a
+    record (an int and its slot) for a few µs per delete, upsert or eviction."""
+    return hash(_normalised(rec))
 
 
 def _normalised(rec: Record) -> tuple[tuple[str, ...], str, str]:
@@ -259,8 +268,11 @@ class MemoryState:
         #: the int is the UUID's own, so it costs no memory).
         self._by_id: dict[int, Record] = {}
         self._by_relevance: SortedKeyList = SortedKeyList(key=_relevance_key)
-        #: Eviction orders of unvalidated (index 0/False) and validated (1/True) records.
-        self._evict: tuple[SortedList, SortedList] = (SortedList(), SortedList())
+        #: Eviction orders of unvalidated (index 0/False) and validated (1/True) records;
+        #: None when unbounded (nothing is ever evicted, so no order is kept).
+        self._evict: tuple[SortedList, SortedList] | None = (
+            None if capacity is None else (SortedList(), SortedList())
+        )
         #: dupkey -> the one record with it, or an insertion-ordered set of two or more.
         self._dups: dict[int, Record | dict[Record, None]] = {}
         self._dup_keys: set[int] = set()  # keys of _dups groups with two or more records
@@ -362,9 +374,10 @@ class MemoryState:
         """Enter a new live record into every structure."""
         self._by_id[rec.entry.id.int] = rec
         self._by_relevance.add(rec)
-        rec.evkey = self._evkey(rec)
-        self._evict[rec.entry.validated].add(rec.evkey)  # validated: 0 or 1
-        rec.dupkey = key = hash(_normalised(rec))
+        if self._evict is not None:
+            rec.evkey = self._evkey(rec)
+            self._evict[rec.entry.validated].add(rec.evkey)  # validated: 0 or 1
+        key = _dupkey(rec)
         dups = self._dups
         group = dups.get(key)
         if group is None:
@@ -394,10 +407,11 @@ class MemoryState:
         ``"merged"``) is reported to :attr:`on_remove`; None when the entry lives on
         (a merge survivor rewritten)."""
         rec.died = self.version
-        assert rec.evkey is not None
-        self._evict[rec.entry.validated].remove(rec.evkey)
-        rec.evkey = None
-        key = rec.dupkey
+        if self._evict is not None:
+            assert rec.evkey is not None
+            self._evict[rec.entry.validated].remove(rec.evkey)
+            rec.evkey = None
+        key = _dupkey(rec)
         dups = self._dups
         group = dups[key]
         if isinstance(group, dict):
@@ -427,6 +441,9 @@ class MemoryState:
         """
         if not isinstance(entry, MemoryEntry):
             raise TypeError(f"store() takes a MemoryEntry, not {type(entry).__name__}")
+        return self._store(entry, None)
+
+    def _store(self, entry: MemoryEntry, new_seq: int | None) -> StoreOutcome:
         self.version += 1
         old = self._by_id.get(entry.id.int)
         replaced = None
@@ -441,8 +458,11 @@ class MemoryState:
         else:
             if self.capacity is not None and self._live >= self.capacity:
                 evicted = self._evict_one()
-            self._seq += 1
-            seq = self._seq
+            # A new id's seq is the version that stores it (so seqs order ids by first
+            # arrival), unless restored: then born and seq are one int object, not two.
+            if new_seq is None or new_seq == self.version:
+                new_seq = self.version
+            seq = self._seq = new_seq
         rec = Record(entry, self.version, seq, old)
         self._link(rec)
         self.stores += 1
@@ -461,8 +481,9 @@ class MemoryState:
         old = self._by_id.get(entry.id.int)
         if old is not None and old.died == NEVER:
             raise ValueError(f"restore(): id {entry.id} is stored already")
-        self._seq = seq - 1
-        return self.store(entry)
+        if self.version < seq - 1:
+            self.version = seq - 1  # versions may jump; then this store's version is seq
+        return self._store(entry, seq)
 
     def _evict_one(self) -> Record:
         """Evict the live record with the smallest fresh eviction key, unvalidated first.
@@ -471,6 +492,7 @@ class MemoryState:
         key and does not re-sort; see :meth:`apply_access`), so the front is popped and
         re-filed under its fresh key until the front's stored key is fresh: then no
         other record's fresh key can be smaller. O(log n) amortized per access since."""
+        assert self._evict is not None, "unbounded: nothing to evict"
         unvalidated, validated = self._evict
         order = unvalidated or validated
         while True:
@@ -520,7 +542,7 @@ class MemoryState:
             if prev is not None and prev.version <= horizon:
                 prev.prev = None  # no snapshot needs anything older than prev
             rec.access = Access(self.version, count + times, newest, prev)
-            if last is None and newest < rec.entry.created_at:
+            if last is None and newest < rec.entry.created_at and self._evict is not None:
                 # The key went down (a retrieve dated before created_at): keys in the
                 # eviction order may only be stale from below, so re-sort it now.
                 assert rec.evkey is not None
@@ -668,13 +690,16 @@ class MemoryState:
         # Relevance order holds exactly the unpurged records.
         self._by_relevance._check()
         assert sorted(map(id, self._by_relevance)) == sorted(map(id, unpurged))
-        # Eviction order holds exactly the live records, each under a key at most its
-        # fresh key (access only raises keys; _evict_one refreshes the front).
-        for validated, order in enumerate(self._evict):
+        # Eviction order (bounded memories only) holds exactly the live records, each
+        # under a key at most its fresh key (access only raises keys; _evict_one
+        # refreshes the front).
+        if self._evict is None:
+            assert self.capacity is None and all(r.evkey is None for r in unpurged)
+        for validated, order in enumerate(self._evict or ()):
             order._check()
             mine = [r for r in live if r.entry.validated == validated]
             assert sorted(map(id, order)) == sorted(id(r.evkey) for r in mine)
-        for r in live:
+        for r in live if self._evict is not None else ():
             assert r.evkey is not None and r.evkey[1] is r
             assert r.evkey[0] <= self._evkey(r)[0]
         # Duplicate groups hold exactly the live records, by their hash.
@@ -685,7 +710,7 @@ class MemoryState:
             assert len(group) >= 2 or dupkey not in self._dup_keys
             for r in group:
                 assert r.died == NEVER
-                assert r.dupkey == dupkey == hash(_normalised(r))
+                assert _dupkey(r) == dupkey
             dup_total += len(group)
         assert dup_total == self._live
         self.index._check([r for r in self._by_relevance])

@@ -8,7 +8,7 @@ import attrs
 import pytest
 
 from actormem import MemoryCategory, MemoryEntry
-from actormem._state import DEFAULT_HALF_LIFE, MemoryState, _folded
+from actormem._state import DEFAULT_HALF_LIFE, MemoryState, _dupkey, _folded
 from actormem._wordoverlap import WordOverlapScorer
 
 
@@ -44,21 +44,21 @@ def test_duplicate_groups_grow_and_shrink_back_to_a_record() -> None:
     other = MemoryEntry.new(MemoryCategory.FACT, "other")
     ra = state.store(a).record
     state.store(other)
-    assert state._dups[ra.dupkey] is ra and not state._dup_keys  # a group of one
+    assert state._dups[_dupkey(ra)] is ra and not state._dup_keys  # a group of one
     rb = state.store(b).record
-    assert state._dups[ra.dupkey] == {ra: None, rb: None}
-    assert state._dup_keys == {ra.dupkey}
+    assert state._dups[_dupkey(ra)] == {ra: None, rb: None}
+    assert state._dup_keys == {_dupkey(ra)}
     state.store(c)
     state._check()
     state.delete(a.id)
     state._check()
-    assert type(state._dups[ra.dupkey]) is dict  # two left
+    assert type(state._dups[_dupkey(ra)]) is dict  # two left
     state.delete(c.id)
     state._check()
-    assert state._dups[ra.dupkey] is rb and not state._dup_keys  # back to the record
+    assert state._dups[_dupkey(ra)] is rb and not state._dup_keys  # back to the record
     state.delete(b.id)
     state._check()
-    assert ra.dupkey not in state._dups
+    assert _dupkey(ra) not in state._dups
 
 
 def test_consolidate_merges_a_group_and_leaves_the_survivor_single() -> None:
@@ -71,7 +71,7 @@ def test_consolidate_merges_a_group_and_leaves_the_survivor_single() -> None:
     state._check()
     assert stats.merged == 1 and len(state) == 2
     survivor = state.current(a.id)
-    assert survivor is not None and state._dups[survivor.dupkey] is survivor
+    assert survivor is not None and state._dups[_dupkey(survivor)] is survivor
     assert not state._dup_keys
 
 
@@ -164,6 +164,33 @@ def test_duplicate_key_folds_ascii_and_unicode_alike() -> None:
     assert key("a b") != key("ab")
 
 
+def test_seq_is_the_storing_version_and_shares_its_int() -> None:
+    """A new id's seq is the version that stored it (one int object for born and seq);
+    an upsert keeps the seq; seqs increase across deletes and access versions."""
+    state = _state()
+    a, b = (MemoryEntry.new(MemoryCategory.FACT, t * 300) for t in "ab")
+    ra = state.store(a).record
+    state.apply_access({a.id: (1, datetime(2030, 1, 1, tzinfo=UTC))}, 0)
+    rb = state.store(b).record
+    assert ra.born is ra.seq and rb.born is rb.seq
+    assert ra.seq < rb.seq and rb.seq == state.version
+    upsert = state.store(attrs.evolve(a, memory="a2")).record
+    assert upsert.seq == ra.seq and upsert.born > rb.seq
+    state.publish()
+    state._check()
+
+
+def test_unbounded_memories_keep_no_eviction_order() -> None:
+    state = _state()
+    assert state.capacity is None and state._evict is None
+    rec = state.store(MemoryEntry.new(MemoryCategory.FACT, "x")).record
+    state.apply_access({rec.entry.id: (1, datetime(2000, 1, 1, tzinfo=UTC))}, 0)
+    assert rec.evkey is None
+    state.delete(rec.entry.id)
+    state.publish()
+    state._check()
+
+
 def test_restore_keeps_the_saved_seq_and_refuses_disorder() -> None:
     state = _state()
     a, b, c = (MemoryEntry.new(MemoryCategory.FACT, t) for t in "abc")
@@ -172,8 +199,13 @@ def test_restore_keeps_the_saved_seq_and_refuses_disorder() -> None:
         state.restore(b, 5)
     with pytest.raises(ValueError, match="stored already"):
         state.restore(a, 9)
-    assert state.restore(b, 9).record.seq == 9
+    rb = state.restore(b, 9).record
+    assert rb.seq == 9 and rb.born is rb.seq  # the version jumped to the saved seq
     assert state.store(c).record.seq == 10
+    state.delete(c.id)  # version 11
+    # Not above the working version: kept as given, in its own int.
+    re = state.restore(MemoryEntry.new(MemoryCategory.FACT, "e"), 11).record
+    assert re.seq == 11 and re.born == 12
     state.publish()
     state._check()
 
