@@ -74,6 +74,8 @@ async def _call_tool(tools: Mapping[str, Tool], call: ToolCall) -> tuple[object,
         arguments = json.loads(call.arguments)
     except ValueError as exc:
         return call.arguments, f"error: arguments are not valid JSON: {exc}", False
+    except RecursionError:  # a model's "[[[[...": valid JSON, deeper than Python's stack
+        return call.arguments, "error: arguments are JSON nested too deep", False
     if not isinstance(arguments, dict):
         return arguments, "error: arguments must be a JSON object", False
     tool = tools.get(call.name)

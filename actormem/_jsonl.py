@@ -137,6 +137,8 @@ def _lines(path: Path) -> Iterator[tuple[int, Any]]:
             except json.JSONDecodeError as exc:
                 reason = f"not JSON: {exc.msg} at column {exc.colno}"
                 raise JsonlError(path, number, reason) from None
+            except RecursionError:  # "[[[[...": valid JSON, deeper than Python's stack
+                raise JsonlError(path, number, "JSON nested too deep") from None
             yield number, value
 
 

@@ -157,7 +157,10 @@ def load_locomo(path: str | Path) -> list[Conversation]:
         OSError: The file cannot be read.
         ValueError: It is not LoCoMo-shaped JSON (the message says what is missing).
     """
-    raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    except RecursionError:
+        raise ValueError(f"{path}: JSON nested too deep") from None
     if not isinstance(raw, list):
         raise ValueError(f"{path}: expected a JSON list of LoCoMo samples")
     out = []

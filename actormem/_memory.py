@@ -346,7 +346,8 @@ class Memory(metaclass=NoPublicConstructor):
         Runtime complexity: see the scorer (word overlap: O(P + V log k)).
 
         Raises:
-            TypeError: Wrong argument types.
+            TypeError: Wrong argument types; or the memory's ``clock`` returned something
+                other than a timezone-aware datetime (no access is recorded).
             InvalidQueryError: Negative limit, over-long query, empty filter segment.
             trio.ClosedResourceError, trio.BrokenResourceError: See the class docs.
         """
@@ -381,10 +382,15 @@ class Memory(metaclass=NoPublicConstructor):
         buf = self._pending_access
         was_empty = not buf
         now = self._state.clock()
+        if not isinstance(now, datetime) or now.utcoffset() is None:
+            raise TypeError(f"clock() must return a timezone-aware datetime, got {now!r}")
         for _, rec in hits:
             id = rec.entry.id
             prev = buf.get(id)
-            buf[id] = (1 if prev is None else prev[0] + 1, now)
+            if prev is None:
+                buf[id] = (1, now)
+            else:  # the latest time, as if each retrieve had been applied on its own
+                buf[id] = (prev[0] + 1, now if now > prev[1] else prev[1])
         if was_empty:
             # Wake the owner once per batch of hits. If the channel is full the owner has
             # work queued and drains the buffer on its next wake-up anyway.
@@ -777,12 +783,13 @@ async def open_memory(
             evictions committed before the block starts).
         half_life: Seconds for an entry's relevance-weighted recency
             ``relevance * 0.5 ** (age / half_life)`` to halve (default 7 days); age counts
-            from ``last_accessed``, else ``created_at``. Orders eviction.
+            from ``last_accessed``, else ``created_at``. Orders eviction. At least 1e-6.
         scorer: How retrieve ranks entries; :class:`~actormem.WordOverlapScorer` by default.
         queue_size: Buffer of the request channel (>= 1): how many write requests may wait
             for the owner before ``store`` blocks and ``store_nowait`` raises.
         clock: Returns the current timezone-aware datetime, used for ``last_accessed``
-            (tests pass a fake one); ``datetime.now(UTC)`` by default.
+            (tests pass a fake one); ``datetime.now(UTC)`` by default. A retrieve whose
+            clock returns anything else raises ``TypeError`` (and updates nothing).
         on_remove: Called as ``on_remove(entry, cause)`` by the owner, synchronously,
             for every entry that leaves the memory, with ``cause`` one of
             ``"replaced"`` (an upsert), ``"evicted"``, ``"deleted"``, ``"pruned"`` or

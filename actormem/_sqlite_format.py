@@ -70,6 +70,11 @@ _MAGIC = b"SQLite format 3\x00"
 #: Largest access count a file holds (SQLite INTEGER is 64-bit signed). ``store`` rejects
 #: larger ones in durable mode; counts that grow past it by retrieves or merges saturate.
 MAX_ACCESS_COUNT = 2**63 - 1
+#: Largest ``seq`` a file may hold. A new id's seq is the version that stored it, and
+#: loading continues the versions from the file's seqs, so a larger one (a corrupted
+#: row) would run the versions into ``NEVER``; 2**62 writes take 146 years at 10**9 a
+#: second.
+MAX_SEQ = 2**62
 
 COLUMNS = (
     "seq",
@@ -154,18 +159,32 @@ def _expected_objects() -> frozenset[tuple[str, str, str, str | None]]:
 EXPECTED_OBJECTS = _expected_objects()
 
 
+#: Longest error text quoted in a reason, in code points (a corrupted row's error may
+#: quote a whole column value).
+_MAX_QUOTE = 300
+
+
+def _cut(text: str) -> str:
+    """``text``, cut to :data:`_MAX_QUOTE` code points (saying how much was left out)."""
+    if len(text) <= _MAX_QUOTE:
+        return text
+    return f"{text[:_MAX_QUOTE]}... ({len(text) - _MAX_QUOTE} more characters)"
+
+
 def sqlite_reason(exc: BaseException) -> str:
-    """A short reason for an SQLite or OS error, naming corruption and locking plainly."""
+    """A short reason for an SQLite or OS error, naming corruption and locking plainly;
+    the error's own text is cut to :data:`_MAX_QUOTE` code points."""
     name = getattr(exc, "sqlite_errorname", "")
+    text = _cut(str(exc))
     if name == "SQLITE_NOTADB":
-        return f"not an SQLite database, or corrupted ({exc})"
+        return f"not an SQLite database, or corrupted ({text})"
     if name.startswith("SQLITE_CORRUPT"):
-        return f"corrupted ({exc})"
+        return f"corrupted ({text})"
     if name.startswith("SQLITE_BUSY") or name.startswith("SQLITE_LOCKED"):
-        return f"locked by another program ({exc})"
+        return f"locked by another program ({text})"
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
-    return str(exc)
+    return text
 
 
 def _check_version(path: str, version: int) -> None:
@@ -338,7 +357,10 @@ def encode_access(rec: Record) -> tuple[Any, ...]:
 
 
 def _strings(value: Any) -> tuple[str, ...]:
-    items = json.loads(value)
+    try:
+        items = json.loads(value)
+    except RecursionError:  # e.g. "[[[[...": not a ValueError, but as invalid
+        raise ValueError("expected a JSON array of strings, got one nested too deep") from None
     if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
         raise ValueError(f"expected a JSON array of strings, got {value!r}")
     return tuple(items)
@@ -358,7 +380,7 @@ def decode_row(path: str, row: tuple[Any, ...]) -> tuple[int, MemoryEntry]:
     """
     seq, id, category, memory, tags, namespace, created, relevance, count, last, validated = row
     try:
-        if type(seq) is not int or seq < 1:
+        if type(seq) is not int or not 1 <= seq <= MAX_SEQ:
             raise ValueError(f"bad seq {seq!r}")
         if validated not in (0, 1) or isinstance(validated, float):
             raise ValueError(f"bad validated flag {validated!r}")
@@ -377,5 +399,7 @@ def decode_row(path: str, row: tuple[Any, ...]) -> tuple[int, MemoryEntry]:
             last_accessed=None if last is None else _time(last),
         )
     except (TypeError, ValueError) as exc:  # InvalidEntryError is a ValueError
-        raise StorageError(path, f"corrupted: the entry at seq {seq!r} is invalid: {exc}") from exc
+        raise StorageError(
+            path, f"corrupted: the entry at seq {_cut(repr(seq))} is invalid: {_cut(str(exc))}"
+        ) from exc
     return seq, entry

@@ -75,6 +75,9 @@ __all__ = ["DEFAULT_HALF_LIFE", "MemoryState", "StoreOutcome", "View"]
 
 #: Default half-life of relevance-weighted recency, in seconds (7 days).
 DEFAULT_HALF_LIFE = 7 * 24 * 3600.0
+#: Smallest ``half_life`` accepted, in seconds: with it, ``t / half_life`` stays finite for
+#: every ``datetime`` (year 9999 is 2.5e11 s), so no eviction key is infinite or NaN.
+MIN_HALF_LIFE = 1e-6
 
 #: Journal record kinds: a record became live, a record died, its access bookkeeping changed.
 JOURNAL_DELETE, JOURNAL_PUT, JOURNAL_ACCESS = 0, 1, 2
@@ -230,7 +233,8 @@ class MemoryState:
         clock: Returns the current UTC datetime (for ``last_accessed``).
 
     Raises:
-        InvalidQueryError: ``capacity`` < 1 or ``half_life`` not a positive finite number.
+        InvalidQueryError: ``capacity`` < 1 or ``half_life`` not a finite number of
+            seconds >= :data:`MIN_HALF_LIFE`.
     """
 
     def __init__(
@@ -250,9 +254,10 @@ class MemoryState:
             raise TypeError(
                 f"half_life must be a number of seconds, not {type(half_life).__name__}"
             )
-        if not (math.isfinite(half_life) and half_life > 0):
+        if not (math.isfinite(half_life) and half_life >= MIN_HALF_LIFE):
             raise InvalidQueryError(
-                f"half_life must be a positive finite number of seconds, got {half_life!r}"
+                f"half_life must be a finite number of seconds >= {MIN_HALF_LIFE:g}, "
+                f"got {half_life!r}"
             )
         self.capacity = capacity
         self.half_life = float(half_life)

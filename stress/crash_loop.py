@@ -43,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     totals = {"iterations": 0, "kills": 0, "early_kills": 0, "acked": 0, "lost": 0}
     start = time.perf_counter()
+    if args.dir is not None:
+        args.dir.mkdir(parents=True, exist_ok=True)
     for k in range(args.iterations):
         directory = Path(tempfile.mkdtemp(prefix="actormem-crash-", dir=args.dir))
         try:

@@ -493,6 +493,7 @@ async def test_agent_loop_failed_tool_is_not_stored_and_model_sees_error() -> No
                     call("c2", "missing"),
                     ToolCall(id="c3", name="broken", arguments="{not json"),
                     ToolCall(id="c4", name="broken", arguments="[1]"),
+                    ToolCall(id="c5", name="broken", arguments="[" * 100_000),
                 ]
             ),
             Message.assistant("gave up"),
@@ -510,12 +511,13 @@ async def test_agent_loop_failed_tool_is_not_stored_and_model_sees_error() -> No
             "Expecting property name enclosed in double quotes: line 1 column 2 (char 1)",
         ),
         ("c4", "error: arguments must be a JSON object"),
+        ("c5", "error: arguments are JSON nested too deep"),
     ]
     assert result == RunResult(
         success=True,
         output="gave up",
         turns=2,
-        tool_calls=4,
+        tool_calls=5,
         consolidation=ConsolidationStats(entries_before=0, entries_after=0),
     )
 

@@ -265,6 +265,11 @@ def test_bad_import_leaves_nothing_behind(
     status, _, err = run_cli(capsys, "import", str(existing), str(tmp_path / "gone.jsonl"))
     assert status == 2
     assert err == f"actormem import: error: {tmp_path / 'gone.jsonl'}: no such file\n"
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text(json.dumps(good) + "\n" + "[" * 100_000 + "\n", encoding="utf-8")
+    status, _, err = run_cli(capsys, "import", str(existing), str(deep))
+    assert (status, err) == (2, f"actormem import: error: {deep}:2: JSON nested too deep\n")
+    assert read_all(existing) == entries
 
 
 def test_inspecting_a_missing_or_foreign_file_fails_cleanly(

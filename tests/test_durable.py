@@ -413,6 +413,31 @@ async def test_refuses_corrupted_files(tmp_path: Path) -> None:
     conn.commit()
     conn.close()
     await assert_refused(db, "appears twice")
+    # Text that is not UTF-8.
+    db.write_bytes(pristine)
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE entries SET memory = CAST(? AS TEXT) WHERE seq = 2", (b"\xff" * 5000,))
+    conn.commit()
+    conn.close()
+    refused = await assert_refused(db, "decode|UTF-8|corrupt")
+    assert len(str(refused)) < 1000
+    # A long invalid value is quoted in part; a deeply nested one is refused too.
+    for tags, match in (('"' + "x" * 5000 + '"', "more characters"), ("[" * 5000, "too deep")):
+        db.write_bytes(pristine)
+        conn = sqlite3.connect(db)
+        conn.execute("UPDATE entries SET tags = ? WHERE seq = 2", (tags,))
+        conn.commit()
+        conn.close()
+        refused = await assert_refused(db, match)
+        assert len(str(refused)) < 1000
+    # A seq beyond what any memory reaches (loading continues the versions from it).
+    for seq in (2**62 + 1, 2**63 - 1):
+        db.write_bytes(pristine)
+        conn = sqlite3.connect(db)
+        conn.execute("UPDATE entries SET seq = ? WHERE seq = (SELECT max(seq) FROM entries)", (seq,))
+        conn.commit()
+        conn.close()
+        await assert_refused(db, f"bad seq {seq}")
 
 
 @pytest.mark.parametrize(

@@ -165,3 +165,11 @@ def test_tuned_retriever_reaches_the_dragon_line(tmp_path: Path) -> None:
     assert result["retriever"] == "bm25-tuned"
     for k, figures in DRAGON.items():
         assert result["recall"]["overall"][str(k)] >= figures["overall"], k
+
+
+def test_load_refuses_files_that_are_not_locomo(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    for text, match in (("{}", "expected a JSON list"), ("[" * 100_000, "nested too deep")):
+        bad.write_text(text, encoding="utf-8")
+        with pytest.raises(ValueError, match=match):
+            load_locomo(bad)

@@ -290,6 +290,35 @@ async def test_bad_input_is_rejected_and_changes_nothing(memory: Memory) -> None
     with pytest.raises(InvalidQueryError):
         async with open_memory(half_life=float("nan")):
             pass
+    with pytest.raises(InvalidQueryError, match="half_life"):
+        async with open_memory(half_life=1e-300):  # t / half_life would overflow
+            pass
+
+
+async def test_a_naive_clock_fails_the_retrieve_not_the_owner() -> None:
+    async with open_memory(clock=lambda: datetime(2026, 1, 1)) as memory:
+        await memory.store(fact("blue cluster"))
+        with pytest.raises(TypeError, match="timezone-aware"):
+            await memory.retrieve("blue")
+        await memory.store(fact("still serving"))  # the owner lives
+        await trio.testing.wait_all_tasks_blocked()
+        assert len(memory) == 2 and memory.statistics().access_updates == 0
+
+
+async def test_pending_accesses_keep_the_latest_time_when_the_clock_goes_back() -> None:
+    t0 = datetime(2026, 1, 1, 2, tzinfo=UTC)
+    times = iter([t0, t0 - timedelta(hours=2)])
+    async with open_memory(clock=lambda: next(times)) as memory:
+        e = fact("blue cluster")
+        await memory.store(e)
+        # Both retrieves land in one pending batch (the owner has not run between them).
+        snap = memory.snapshot()
+        assert memory._pending_access == {}
+        memory._note_access([(1.0, snap._view.get(e.id))])  # type: ignore[attr-defined]
+        memory._note_access([(1.0, snap._view.get(e.id))])  # type: ignore[attr-defined]
+        await trio.testing.wait_all_tasks_blocked()
+        got = await memory.get(e.id)
+        assert got is not None and got.access_count == 2 and got.last_accessed == t0
 
 
 async def test_consolidate_prunes_merges_and_loses_no_concurrent_store(memory: Memory) -> None:
