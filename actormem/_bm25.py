@@ -989,8 +989,12 @@ class BM25Index(metaclass=NoPublicConstructor):
                 after *= wi
                 after += acc[nums]
                 acc[nums] = after
-                parts.append(nums)
                 hot = nums[after > tau]
+                if theta > -math.inf:
+                    # A group no later list names keeps `after` as its partial score, and
+                    # theta only rises: this one can reach it only through a later list.
+                    nums = nums[after * up + rest[done + 1] >= theta]
+                parts.append(nums)
                 if len(hot):
                     hot = hot[~in_top[hot]]  # groups already in `top` only rose
                     in_top[top] = False
