@@ -308,3 +308,26 @@ def _weighted_brute_force(
         results.append((score, rec))
     results.sort(key=lambda item: (-item[0], item[1].seq))
     return results[:limit]
+
+
+@pytest.mark.parametrize("k1", [0.0, 1.5])
+def test_ties_across_texts_and_lazy_exact_scores(k1: float) -> None:
+    """Texts that are permutations of each other score exactly alike: the survivors are
+    scored lazily by partial score, so ties across texts must still break by seq; with
+    k1 = 0 the candidates' lookups take the per-hit path (a miss would divide 0 by 0)."""
+    rng = random.Random(13)
+    scorer = BM25Scorer(k1=k1)
+    words = ["red", "green", "blue", "cyan", "gold"]
+    texts = []
+    for _ in range(40):
+        chosen = rng.sample(words, 3)
+        texts += [" ".join(chosen), " ".join(reversed(chosen))]  # same score, two texts
+    texts += [" ".join(rng.choices([f"x{i}" for i in range(30)], k=rng.randint(1, 8))) for _ in range(200)]
+    w = Workload(scorer, rng, texts)
+    for _ in range(500):
+        w.store()
+    w.delete(40)
+    for query in ("red blue", "gold cyan green", "red x1 x2 x3 green", "x0 x5 blue blue"):
+        for limit in (1, 3, 10, 25):
+            w.check_query(w.version, query, limit)
+            w.check_query(w.version - 1, query, limit)
