@@ -18,8 +18,9 @@ loses records only when no snapshot can see them):
 
 * ``_by_id``: ``id.int`` -> newest record version; older versions hang off ``prev`` for old
   snapshots. A deleted id keeps its dead record here until vacuumed.
-* ``_by_relevance``: every unpurged record, ordered by ``(-relevance, seq, born)``: the order in
-  which the word-overlap scorer tops up results, and the index of consolidation's prune.
+* ``_by_relevance``: every unpurged record, ordered by ``(-relevance, seq, born)`` (packed
+  into one int, :func:`_relevance_key`): the order in which the word-overlap scorer tops
+  up results, and the index of consolidation's prune.
 * the scorer's index (posting lists), via ``add``/``retire``/``purge``.
 
 Structures only the owner reads:
@@ -55,6 +56,7 @@ steps so one long-held snapshot released at once cannot stall the owner.
 from __future__ import annotations
 
 import math
+import struct
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -90,22 +92,45 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-#: relevance -> the float ``-relevance``, so records with the same relevance (most keep
-#: the default 1.0) share one float in their keys (24 bytes each otherwise). Bounded.
-_NEGATED: dict[float, float] = {}
+#: relevance -> its part of the relevance key, shared by every record with that
+#: relevance (most keep the default 1.0). Bounded.
+_REL_PART: dict[float, int] = {}
+#: The relevance key's layout: ``seq`` and ``born`` (each below 2**63) in the low bits.
+_SEQ_SHIFT = 63
+_REL_SHIFT = 126
+_ONE_BITS = struct.unpack("<q", struct.pack("<d", 1.0))[0]
+_LOW_MAX = (1 << _REL_SHIFT) - 1
 
 
-def _relevance_key(rec: Record) -> tuple[float, int, int]:
-    """``(-relevance, seq, born)``: unique per record version (an upsert keeps ``seq`` and
-    often the relevance), so :meth:`View.by_relevance` can re-seek past the last record
-    it read without skipping another version that shares its relevance and seq."""
-    rel = rec.entry.relevance
-    neg = _NEGATED.get(rel)
-    if neg is None:
-        neg = -rel
-        if len(_NEGATED) < 4096:
-            _NEGATED[rel] = neg
-    return (neg, rec.seq, rec.born)
+def _rel_part(relevance: float) -> int:
+    """The relevance part of the key: larger for lower relevance, as ``-relevance`` would
+    order. For a float in [0, 1] its IEEE 754 bits, read as an int, order like the float
+    (``+ 0.0`` folds -0.0 into 0.0). O(1)."""
+    part = _REL_PART.get(relevance)
+    if part is None:
+        bits = struct.unpack("<q", struct.pack("<d", relevance + 0.0))[0]
+        part = (_ONE_BITS - bits) << _REL_SHIFT
+        if len(_REL_PART) < 4096:
+            _REL_PART[relevance] = part
+    return part
+
+
+def _relevance_key(rec: Record) -> int:
+    """The order ``(-relevance, seq, born)`` packed into one int (52 bytes, compared in C;
+    the tuple took 64 and compared element by element): unique per record version (an
+    upsert keeps ``seq`` and often the relevance), so :meth:`View.by_relevance` can
+    re-seek past the last record it read without skipping another version that shares
+    its relevance and seq. O(1)."""
+    return _rel_part(rec.entry.relevance) | (rec.seq << _SEQ_SHIFT) | rec.born
+
+
+def _below_key(relevance: float) -> int | None:
+    """The largest key a record with relevance >= ``relevance`` can have: the records
+    after it are exactly those with relevance < ``relevance``. None: every record is
+    (``relevance`` above 1)."""
+    if relevance > 1.0:
+        return None
+    return _rel_part(max(relevance, 0.0)) | _LOW_MAX
 
 
 def _folded(text: str) -> str:
@@ -208,9 +233,7 @@ class View:
         """
         v = self.version
         keys = self._state._by_relevance
-        min_key: tuple[float, int] | tuple[float, int, int] | None = (
-            None if below is None else (-below, NEVER)
-        )
+        min_key = None if below is None else _below_key(below)
         size = 16
         while True:
             chunk = list(islice(keys.irange_key(min_key=min_key, inclusive=(False, True)), size))
@@ -573,7 +596,7 @@ class MemoryState:
         low = [
             r
             for r in self._by_relevance.irange_key(
-                min_key=(-PRUNE_BELOW, NEVER), inclusive=(False, True)
+                min_key=_below_key(PRUNE_BELOW), inclusive=(False, True)
             )
             if r.died == NEVER and not r.entry.validated
         ]

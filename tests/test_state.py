@@ -8,7 +8,8 @@ import attrs
 import pytest
 
 from actormem import MemoryCategory, MemoryEntry
-from actormem._state import DEFAULT_HALF_LIFE, MemoryState, _dupkey, _folded
+from actormem._record import NEVER
+from actormem._state import DEFAULT_HALF_LIFE, MemoryState, _dupkey, _folded, _relevance_key
 from actormem._wordoverlap import WordOverlapScorer
 
 
@@ -136,18 +137,25 @@ def test_eviction_refreshes_keys_that_access_left_stale() -> None:
     state._check()
 
 
-def test_relevance_keys_share_floats_and_keep_the_order() -> None:
+def test_relevance_keys_order_like_the_tuples_they_pack() -> None:
     state = _state()
-    rels = [1.0, 0.5, 1.0, 0.0, -0.0, 0.5, 0.25]
+    rels = [1.0, 0.5, 1.0, 0.0, -0.0, 0.5, 0.25, 5e-324, 0.05, 0.04999999999999999]
     recs = [
         state.store(MemoryEntry.new(MemoryCategory.FACT, f"t{i}").with_relevance(r)).record
         for i, r in enumerate(rels)
     ]
+    upserted = state.store(attrs.evolve(recs[1].entry, memory="t1 again")).record
+    recs.append(upserted)  # same relevance and seq as recs[1], a later born
     order = [r.entry.memory for r in state._by_relevance]
-    expected = sorted(recs, key=lambda r: (-r.entry.relevance, r.seq))
+    expected = sorted(recs, key=lambda r: (-r.entry.relevance, r.seq, r.born))
     assert order == [r.entry.memory for r in expected]
-    keys = state._by_relevance._keys[0]
-    assert keys[0][0] is keys[1][0]  # the two 1.0 entries share -1.0
+    assert len({_relevance_key(r) for r in recs}) == len(recs)
+    state.publish()
+    view = state.view()
+    for below in (2.0, 1.0, 0.5, 0.05, 5e-324, 0.0, -0.0, -1.0):
+        got = [r.entry.memory for r in view.by_relevance(below=below)]
+        want = [r.entry.memory for r in expected if r.entry.relevance < below and r.died == NEVER]
+        assert got == want, below
     state._check()
 
 
