@@ -101,8 +101,10 @@ _SHORT: tuple[str, ...] = (
 assert len(_SHORT) == 128 == len(set(_SHORT)), len(_SHORT)
 _SHORT_BIT = {w: i for i, w in enumerate(_SHORT)}
 #: Groups whose masks the owner computes at once (:meth:`_Numbering.fill_masks`); fewer
-#: are pending at any time, and a retrieve computes those at its start.
+#: are pending at any time. A retrieve that reads the masks first computes the pending
+#: ones, ``_MASK_STEP`` between two yields (about 3 us each).
 _MASK_BATCH = 128
+_MASK_STEP = 32
 
 
 def _pair_table() -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
@@ -358,16 +360,24 @@ class _Numbering:
         self.maxrel, self.minseq, self.masks = maxrel, minseq, (lo, hi)
         self.scratch = {}
 
-    def fill_masks(self) -> None:
-        """Compute the pending masks (numbers ``masked`` to ``n``). Writes only numbers
-        no reader reads from the masks yet. O(their text length), vectorised."""
-        start, n = self.masked, self.n
-        if start < n:
-            lo, hi = _text_masks(self.pending)
-            self.masks[0][start:n] = lo
-            self.masks[1][start:n] = hi
-            self.masked = n
-            self.pending = []
+    def fill_masks(self, most: int | None = None) -> None:
+        """Compute the pending masks (numbers ``masked`` to ``n``), or the first
+        ``most`` of them. Writes only numbers no reader reads from the masks yet (the
+        owner and readers both call it; each call is atomic). O(their text length),
+        vectorised."""
+        pending = self.pending
+        if not pending:
+            return
+        if most is not None and most < len(pending):
+            texts, self.pending = pending[:most], pending[most:]
+        else:
+            texts, self.pending = pending, []
+        start = self.masked
+        stop = start + len(texts)
+        lo, hi = _text_masks(texts)
+        self.masks[0][start:stop] = lo
+        self.masks[1][start:stop] = hi
+        self.masked = stop
 
 
 class _WordOverlapIndex:
@@ -612,7 +622,10 @@ class _WordOverlapIndex:
         ``bit``) below ``n``, from the masks: with ``data`` (a cached set for groups
         below ``upto``) that set extended, else new (a new set is returned sparse, as
         group numbers, and remembered dense or sparse). O(n - upto) vectorised, in
-        chunks."""
+        chunks, after computing the pending masks below ``n`` (the owner's work)."""
+        while e.masked < n:
+            e.fill_masks(_MASK_STEP)
+            yield
         masks = e.masks[bit >> 6]
         one = np.uint64(1 << (bit & 63))
         if data is None:
@@ -895,7 +908,6 @@ class _WordOverlapIndex:
         top = next(view.by_relevance(), None)
         max_rel = top.entry.relevance if top is not None else 1.0
         e = self._e
-        e.fill_masks()  # the owner's pending work (bounded): masks below n from here on
         n = e.n
         glist = e.glist
         maxrel = e.maxrel[:n]

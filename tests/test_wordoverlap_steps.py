@@ -108,6 +108,7 @@ def test_top_k_steps_with_writes_between_yields(seed: int, monkeypatch: pytest.M
     monkeypatch.setattr(_wordoverlap, "_VISIT", rng.choice([5, 64, 1 << 13]))
     monkeypatch.setattr(_substring, "_STEP", rng.choice([4, 64, 512]))
     monkeypatch.setattr(_wordoverlap, "_MASK_BATCH", rng.choice([1, 3, 128]))
+    monkeypatch.setattr(_wordoverlap, "_MASK_STEP", rng.choice([1, 2, 32]))
     if rng.random() < 0.3:  # every word through the vocabulary, none from the masks
         monkeypatch.setattr(_wordoverlap, "_SHORT_BIT", {})
     budget = rng.choice([0, 1, 5, 10**9])
@@ -337,7 +338,8 @@ def test_text_masks_match_the_tokens_masks() -> None:
 
 
 def test_pending_masks_are_computed_by_the_next_retrieve() -> None:
-    # Masks are computed per batch of texts; a retrieve first computes the pending ones.
+    # Masks are computed per batch of texts; a retrieve that reads them first computes
+    # the pending ones, in steps.
     state = MemoryState(capacity=None, half_life=3600.0, scorer=WordOverlapScorer())
     batch = _wordoverlap._MASK_BATCH
     for i in range(batch + 5):
@@ -348,6 +350,9 @@ def test_pending_masks_are_computed_by_the_next_retrieve() -> None:
     assert index._e.masked == batch and len(index._e.pending) == 5
     state._check()
     view = state.view()
+    got = index.top_k(view, "gone", 300, None)  # not a short word: masks not read
+    assert [(s, r.seq) for s, r in got] == reference(view, "gone", 300, None)
+    assert index._e.masked == batch and len(index._e.pending) == 5
     got = index.top_k(view, "on", 300, None)
     assert [(s, r.seq) for s, r in got] == reference(view, "on", 300, None)
     assert index._e.masked == batch + 5 and not index._e.pending
