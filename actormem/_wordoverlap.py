@@ -52,7 +52,7 @@ from array import array
 from collections import deque
 from collections.abc import Generator, Iterable
 from functools import reduce
-from itertools import repeat
+from itertools import compress, repeat
 from operator import or_
 from typing import Any, cast
 
@@ -480,7 +480,8 @@ class _WordOverlapIndex:
                     pdead.pop(tok, None)
                     self._vocab.release(tok)
                 elif 2 * d > len(lst):
-                    post[tok] = array("i", [g for g in lst if glist[g] is not None])
+                    # The live group numbers, in C (records and groups are truthy).
+                    post[tok] = array("i", compress(lst, map(glist.__getitem__, lst)))
                     pdead.pop(tok, None)
                 else:
                     pdead[tok] = d
