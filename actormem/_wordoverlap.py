@@ -52,7 +52,7 @@ from array import array
 from collections import deque
 from collections.abc import Generator, Iterable
 from functools import reduce
-from itertools import compress, repeat
+from itertools import repeat
 from operator import or_
 from typing import Any, cast
 
@@ -480,8 +480,7 @@ class _WordOverlapIndex:
                     pdead.pop(tok, None)
                     self._vocab.release(tok)
                 elif 2 * d > len(lst):
-                    # The live group numbers, in C (records and groups are truthy).
-                    post[tok] = array("i", compress(lst, map(glist.__getitem__, lst)))
+                    post[tok] = array("i", [g for g in lst if glist[g] is not None])
                     pdead.pop(tok, None)
                 else:
                     pdead[tok] = d
