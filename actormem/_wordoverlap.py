@@ -100,21 +100,62 @@ _SHORT: tuple[str, ...] = (
 )
 assert len(_SHORT) == 128 == len(set(_SHORT)), len(_SHORT)
 _SHORT_BIT = {w: i for i, w in enumerate(_SHORT)}
-_LOW64 = (1 << 64) - 1
+#: Groups whose masks the owner computes at once (:meth:`_Numbering.fill_masks`); fewer
+#: are pending at any time. A retrieve that reads the masks first computes the pending
+#: ones, ``_MASK_STEP`` between two yields (about 3 us each).
+_MASK_BATCH = 128
+_MASK_STEP = 32
+
+
+def _pair_table() -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """The mask bits (low and high 64) of a character pair ``(a, b)`` at ``a * 129 + b``
+    (code points above 127 as 128): those of the :data:`_SHORT` character ``a`` and of
+    the :data:`_SHORT` 2-character word ``ab``."""
+    lo = np.zeros(129 * 129, np.uint64)
+    hi = np.zeros(129 * 129, np.uint64)
+    for w, bit in _SHORT_BIT.items():
+        half = lo if bit < 64 else hi
+        value = np.uint64(1 << (bit & 63))
+        if len(w) == 1:
+            half[ord(w) * 129 : ord(w) * 129 + 129] |= value
+        else:
+            half[ord(w[0]) * 129 + ord(w[1])] |= value
+    return lo, hi
+
+
+_PAIR_LO, _PAIR_HI = _pair_table()
 
 # What :meth:`_WordOverlapIndex._match` returns: the kind of a word's match set.
 _NONE, _DENSE_SET, _SPARSE_SET = range(3)
 
 
 def _short_mask(token: str) -> int:
-    """The 128-bit mask of the :data:`_SHORT` words ``token`` contains. O(len(token))."""
-    get = _SHORT_BIT.get
-    mask = 0
-    for part in {*token, *[token[i : i + 2] for i in range(len(token) - 1)]}:
-        bit = get(part)
-        if bit is not None:
-            mask |= 1 << bit
-    return mask
+    """The 128-bit mask of the :data:`_SHORT` words ``token`` contains: the reference
+    for :func:`_text_masks`. O(len(token))."""
+    return sum(1 << bit for bit, w in enumerate(_SHORT) if w in token)
+
+
+def _text_masks(
+    texts: list[str],
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """The :func:`_short_mask` of each of ``texts`` (lower-cased) as a whole, the low
+    and high 64 bits in two arrays, vectorised: a :data:`_SHORT` word has no whitespace,
+    so the mask of a text is the union of its tokens' masks. Each text is followed by a
+    newline, so every character (and that newline) starts a pair. O(total length) in
+    numpy: about 3 us for a text of 240 characters in a batch of 128."""
+    joined = "\n".join(texts) + "\n\n"
+    codes = np.frombuffer(joined.encode("utf-32-le", "surrogatepass"), np.uint32)
+    codes = np.minimum(codes, 128)
+    pairs = codes[:-1] * 129
+    pairs += codes[1:]
+    lens = np.fromiter(map(len, texts), np.int64, len(texts))
+    lens += 1
+    starts = np.cumsum(lens)
+    starts -= lens
+    return (
+        np.bitwise_or.reduceat(_PAIR_LO[pairs], starts),
+        np.bitwise_or.reduceat(_PAIR_HI[pairs], starts),
+    )
 
 
 def combine_word_overlap(relevance: float, matched: int, n_words: int, tag: bool) -> float:
@@ -264,11 +305,13 @@ class _Numbering:
         "dead",
         "glist",
         "groups",
+        "masked",
         "masks",
         "maxrel",
         "minseq",
         "n",
         "pdead",
+        "pending",
         "post",
         "recent",
         "scratch",
@@ -285,9 +328,13 @@ class _Numbering:
         #: ever added (bounds; replaced, not resized, on growth).
         self.maxrel = np.zeros(capacity, np.float64)
         self.minseq = np.zeros(capacity, np.int64)
-        #: Per group number, the :data:`_SHORT` words its text contains (bits 0-63 in
-        #: ``masks[0]``, 64-127 in ``masks[1]``).
+        #: Per group number below ``masked``, the :data:`_SHORT` words its text
+        #: contains (bits 0-63 in ``masks[0]``, 64-127 in ``masks[1]``); those of the
+        #: fewer than ``_MASK_BATCH`` numbers from ``masked`` to ``n`` are pending,
+        #: their lower-cased texts in ``pending``.
         self.masks = (np.zeros(capacity, np.uint64), np.zeros(capacity, np.uint64))
+        self.masked = 0
+        self.pending: list[str] = []
         #: Token -> group numbers, ascending (appended in order; compaction keeps order).
         self.post: dict[str, array[int]] = {}
         self.pdead: dict[str, int] = {}  # token -> purged group numbers in its list
@@ -313,6 +360,25 @@ class _Numbering:
         self.maxrel, self.minseq, self.masks = maxrel, minseq, (lo, hi)
         self.scratch = {}
 
+    def fill_masks(self, most: int | None = None) -> None:
+        """Compute the pending masks (numbers ``masked`` to ``n``), or the first
+        ``most`` of them. Writes only numbers no reader reads from the masks yet (the
+        owner and readers both call it; each call is atomic). O(their text length),
+        vectorised."""
+        pending = self.pending
+        if not pending:
+            return
+        if most is not None and most < len(pending):
+            texts, self.pending = pending[:most], pending[most:]
+        else:
+            texts, self.pending = pending, []
+        start = self.masked
+        stop = start + len(texts)
+        lo, hi = _text_masks(texts)
+        self.masks[0][start:stop] = lo
+        self.masks[1][start:stop] = hi
+        self.masked = stop
+
 
 class _WordOverlapIndex:
     """Owner-written, snapshot-read index for :class:`WordOverlapScorer`.
@@ -322,15 +388,13 @@ class _WordOverlapIndex:
     text stored more than once; plus the token vocabulary.
     """
 
-    __slots__ = ("_cache_min", "_e", "_tags", "_tmask", "_vocab")
+    __slots__ = ("_cache_min", "_e", "_tags", "_vocab")
 
     def __init__(self, cache_min_postings: int) -> None:
         self._cache_min = cache_min_postings
         self._e = _Numbering(64)
         #: Tokens, each acquired once while its posting list has a live group number.
         self._vocab = SubstringVocab()
-        #: Token -> :func:`_short_mask` of it, for the tokens of ``post``.
-        self._tmask: dict[str, int] = {}
         self._tags = _TagPostings()  # lower-cased tag -> records
 
     # ------------------------------------------------------------------ owner side
@@ -356,23 +420,21 @@ class _WordOverlapIndex:
             post = e.post
             toks = set(low.split())
             lists = list(map(post.get, toks))
-            tmask = self._tmask
             if None in lists:
                 acquire = self._vocab.acquire
                 for tok, lst in zip(toks, lists, strict=True):
                     if lst is None:
                         acquire(tok)
                         post[tok] = array("i", (gid,))
-                        tmask[tok] = _short_mask(tok)
                     else:
                         lst.append(gid)
             else:
                 appends = map(array.append, cast("list[array[int]]", lists), repeat(gid))
                 deque(appends, maxlen=0)  # the appends, run in C
-            mask = reduce(or_, map(tmask.__getitem__, toks), 0)
-            if mask:
-                e.masks[0][gid] = mask & _LOW64
-                e.masks[1][gid] = mask >> 64
+            pending = e.pending
+            pending.append(low)
+            if len(pending) >= _MASK_BATCH:
+                e.fill_masks()
         else:
             if rel > e.maxrel[gid]:
                 e.maxrel[gid] = rel
@@ -416,7 +478,6 @@ class _WordOverlapIndex:
                 if d == len(lst):
                     del post[tok]
                     pdead.pop(tok, None)
-                    del self._tmask[tok]
                     self._vocab.release(tok)
                 elif 2 * d > len(lst):
                     post[tok] = array("i", [g for g in lst if glist[g] is not None])
@@ -441,6 +502,7 @@ class _WordOverlapIndex:
         O(G + T) vectorised, plus O(T) Python steps, for G group numbers and T tokens;
         runs when half the numbers are purged, so amortized O(1 + T/G) per purge."""
         old = self._e
+        old.fill_masks()
         live_ids = [gid for gid, g in enumerate(old.glist) if g is not None]
         size = len(live_ids)
         e = _Numbering(max(64, 1 << (2 * size).bit_length()))
@@ -462,7 +524,7 @@ class _WordOverlapIndex:
             e.groups[_text_of(item)] = len(e.glist)
             e.glist.append(item)
             texts.append(_text_of(item))
-        e.n = size
+        e.n = e.masked = size
         for gid in range(max(0, size - _SCAN_NEW), size):
             e.recent[gid % _SCAN_NEW] = texts[gid].lower()
         for tok, lst in old.post.items():
@@ -560,7 +622,10 @@ class _WordOverlapIndex:
         ``bit``) below ``n``, from the masks: with ``data`` (a cached set for groups
         below ``upto``) that set extended, else new (a new set is returned sparse, as
         group numbers, and remembered dense or sparse). O(n - upto) vectorised, in
-        chunks."""
+        chunks, after computing the pending masks below ``n`` (the owner's work)."""
+        while e.masked < n:
+            e.fill_masks(_MASK_STEP)
+            yield
         masks = e.masks[bit >> 6]
         one = np.uint64(1 << (bit & 63))
         if data is None:
@@ -992,8 +1057,9 @@ class _WordOverlapIndex:
             assert all(r.seq >= e.minseq[gid] for r in recs)
             if gid >= e.n - _SCAN_NEW:
                 assert e.recent[gid % _SCAN_NEW] == text.lower()
-            mask = reduce(or_, map(_short_mask, text.lower().split()), 0)
-            assert int(e.masks[0][gid]) | int(e.masks[1][gid]) << 64 == mask, text
+            if gid < e.masked:
+                mask = reduce(or_, map(_short_mask, text.lower().split()), 0)
+                assert int(e.masks[0][gid]) | int(e.masks[1][gid]) << 64 == mask, text
             for t in set(text.lower().split()):
                 words.setdefault(t, []).append(gid)
         self._vocab._check(words)
@@ -1006,7 +1072,10 @@ class _WordOverlapIndex:
             assert len(lst) - len(alive_gids) == e.pdead.get(t, 0), t
             assert 2 * (len(lst) - len(alive_gids)) <= len(lst), t
         assert set(e.pdead) <= set(e.post)
-        assert self._tmask == {t: _short_mask(t) for t in e.post}
+        assert e.n - _MASK_BATCH < e.masked <= e.n
+        assert len(e.pending) == e.n - e.masked
+        for item, low in zip(e.glist[e.masked :], e.pending, strict=True):
+            assert item is None or _text_of(item).lower() == low
         self._tags._check(tags)
         assert e.cache_bytes == sum(d.nbytes for _, _, d in e.cache.values())
         for w, (upto, dense, data) in e.cache.items():

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import random
 import uuid
+from functools import reduce
+from operator import or_
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -105,6 +107,8 @@ def test_top_k_steps_with_writes_between_yields(seed: int, monkeypatch: pytest.M
     monkeypatch.setattr(_wordoverlap, "_JOIN", rng.choice([3, 64, 1 << 13]))
     monkeypatch.setattr(_wordoverlap, "_VISIT", rng.choice([5, 64, 1 << 13]))
     monkeypatch.setattr(_substring, "_STEP", rng.choice([4, 64, 512]))
+    monkeypatch.setattr(_wordoverlap, "_MASK_BATCH", rng.choice([1, 3, 128]))
+    monkeypatch.setattr(_wordoverlap, "_MASK_STEP", rng.choice([1, 2, 32]))
     if rng.random() < 0.3:  # every word through the vocabulary, none from the masks
         monkeypatch.setattr(_wordoverlap, "_SHORT_BIT", {})
     budget = rng.choice([0, 1, 5, 10**9])
@@ -312,3 +316,44 @@ def test_short_words_come_from_the_masks() -> None:
     assert _wordoverlap._short_mask("on") == 1 << _wordoverlap._SHORT_BIT["o"] | (
         1 << _wordoverlap._SHORT_BIT["n"]
     ) | (1 << _wordoverlap._SHORT_BIT["on"])
+
+
+def test_text_masks_match_the_tokens_masks() -> None:
+    # The vectorised mask of a whole text is the union of its tokens' masks: whitespace
+    # of any kind separates, characters beyond ASCII (and lone surrogates) match nothing.
+    texts = [
+        "", "on", "o n", "a\nb", "x\u2028on", "\u00e9on \u00c9", "\ud800on", "10 31\t32",
+        "ny-dc", "  ", "\U0001f600ok", "id=42;", "a" * 300,
+    ]
+    rng = random.Random(7)
+    alphabet = "abon1023.,-=;() \t\n\u00e9\u00ff\u2028\U0001f600"
+    texts += ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 40))) for _ in range(500)]
+    for size in (1, 2, len(texts)):
+        for start in range(0, len(texts), size):
+            batch = texts[start : start + size]
+            lo, hi = _wordoverlap._text_masks(batch)
+            for text, low, high in zip(batch, lo.tolist(), hi.tolist(), strict=True):
+                want = reduce(or_, map(_wordoverlap._short_mask, text.split()), 0)
+                assert low | high << 64 == want, repr(text)
+
+
+def test_pending_masks_are_computed_by_the_next_retrieve() -> None:
+    # Masks are computed per batch of texts; a retrieve that reads them first computes
+    # the pending ones, in steps.
+    state = MemoryState(capacity=None, half_life=3600.0, scorer=WordOverlapScorer())
+    batch = _wordoverlap._MASK_BATCH
+    for i in range(batch + 5):
+        state.store(_fact(f"text {i} on" if i % 2 else f"gone {i}", i))
+    state.publish()
+    index = state.index
+    assert isinstance(index, _wordoverlap._WordOverlapIndex)
+    assert index._e.masked == batch and len(index._e.pending) == 5
+    state._check()
+    view = state.view()
+    got = index.top_k(view, "gone", 300, None)  # not a short word: masks not read
+    assert [(s, r.seq) for s, r in got] == reference(view, "gone", 300, None)
+    assert index._e.masked == batch and len(index._e.pending) == 5
+    got = index.top_k(view, "on", 300, None)
+    assert [(s, r.seq) for s, r in got] == reference(view, "on", 300, None)
+    assert index._e.masked == batch + 5 and not index._e.pending
+    state._check()
