@@ -52,18 +52,14 @@ upper bound on its contribution (its weight and IDF times the largest saturation
 list). The terms with the highest bounds (the rarest) are *essential*: their lists are
 accumulated into a dense array of partial scores by group number, until the bounds of
 the terms left sum below ``theta``, a lower bound on the k-th best score: the k-th best
-*exact* score of the records of the groups with the highest partial scores (exact
-scores cost Python, so theta is refreshed only once the lowest of those partial scores
-is within a factor ``_HOPE`` of the bounds left, and at the end). No group
+*exact* score of the records of the groups with the highest partial scores. No group
 outside the accumulator can then reach the top k. The candidates (partial score plus
 the bounds left reaching ``theta``) take the next lists whole while they outnumber
 those lists' postings a quarter, then are refined term by term, best bound first, by
 binary search in each sorted list; those left are scored exactly, in the query's term
 order and with the brute force's floating-point operations (one by one in Python, or
 elementwise in numpy: the same IEEE operations), so scores equal a brute force's bit for
-bit; ties break by ``seq``. A few survivors are scored one by one in the order of their
-partial scores, which by then hold every query term (summed in another order: equal
-within the slack), until that bound falls below the k-th best record. The largest saturation of a list is cached by readers at a
+bit; ties break by ``seq``. The largest saturation of a list is cached by readers at a
 reference average length and used, stretched by the drift of the average length since,
 only as a bound (``_Term.bound_steps``); all bounds carry a relative slack of 1e-9 so that
 summation order can never drop a true result.
@@ -126,11 +122,6 @@ _DRIFT = 1.02
 #: Up to this many texts are scored exactly one by one (binary searches in Python),
 #: more at once with numpy: the same floating-point operations either way.
 _FEW = 64
-
-#: Theta (the k-th best exact score of the best partial scores) is refreshed after a list
-#: only once the lowest of those partial scores times this reaches the bound of the lists
-#: left: before, it could hardly end MaxScore's first phase (exact scores cost Python).
-_HOPE = 1.5
 
 #: Texts scored exactly one by one between two yields.
 _FEW_STEP = 4
@@ -942,37 +933,6 @@ class BM25Index(metaclass=NoPublicConstructor):
         top: Any = np.zeros(0, np.intp)
         tau = -math.inf
         size = limit
-        def refresh() -> Generator[None, None, float]:
-            """The k-th best exact score of the records of the groups in `top` (widened
-            while they have too few visible, accepted records), in slices."""
-            nonlocal top, tau, size
-            while True:
-                for i, num in enumerate([num for num in top.tolist() if num not in exact]):
-                    exact_of(num)  # memoized for kth_score
-                    if i % _FEW_STEP == _FEW_STEP - 1:
-                        yield
-                kth = kth_score(top)
-                if kth > -math.inf or len(top) < size:  # then `top` holds every group
-                    return kth
-                size *= 2  # too few visible, accepted records among them: look wider
-                found_parts = []  # the `size` best of each window, in slices
-                for lo in range(0, size_g, _DENSE_CHUNK):
-                    window = acc[lo : lo + _DENSE_CHUNK]
-                    nz = np.flatnonzero(window)
-                    if len(nz) > size:
-                        nz = nz[np.argpartition(-window[nz], size - 1)[:size]]
-                    found_parts.append(nz + lo)
-                    del window
-                    yield
-                everything = np.concatenate(found_parts)
-                in_top[top] = False
-                top = everything[
-                    np.argpartition(-acc[everything], min(size, len(everything)) - 1)[:size]
-                ]
-                in_top[top] = True
-                tau = float(acc[top].min()) if len(top) == size else -math.inf
-
-        stale = False  # `top` changed since theta was last refreshed
         done = 0
         for _, wi, groups, tfs, count in order:
             if rest[done] < theta:
@@ -989,12 +949,8 @@ class BM25Index(metaclass=NoPublicConstructor):
                 after *= wi
                 after += acc[nums]
                 acc[nums] = after
-                hot = nums[after > tau]
-                if theta > -math.inf:
-                    # A group no later list names keeps `after` as its partial score, and
-                    # theta only rises: this one can reach it only through a later list.
-                    nums = nums[after * up + rest[done + 1] >= theta]
                 parts.append(nums)
+                hot = nums[after > tau]
                 if len(hot):
                     hot = hot[~in_top[hot]]  # groups already in `top` only rose
                     in_top[top] = False
@@ -1008,14 +964,34 @@ class BM25Index(metaclass=NoPublicConstructor):
                 yield
             done += 1
             if changed:
-                if done < len(order) and tau * _HOPE < rest[done]:
-                    stale = True  # theta cannot end the loop yet: refresh it later
-                else:
-                    stale = False
-                    theta = max(theta, (yield from refresh()))
+                while True:
+                    for i, num in enumerate([num for num in top.tolist() if num not in exact]):
+                        exact_of(num)  # memoized for kth_score
+                        if i % _FEW_STEP == _FEW_STEP - 1:
+                            yield
+                    kth = kth_score(top)
+                    if kth > -math.inf or len(top) < size:  # then `top` holds every group
+                        break
+                    size *= 2  # too few visible, accepted records among them: look wider
+                    found_parts = []  # the `size` best of each window, in slices
+                    for lo in range(0, size_g, _DENSE_CHUNK):
+                        window = acc[lo : lo + _DENSE_CHUNK]
+                        nz = np.flatnonzero(window)
+                        if len(nz) > size:
+                            nz = nz[np.argpartition(-window[nz], size - 1)[:size]]
+                        found_parts.append(nz + lo)
+                        del window
+                        yield
+                    everything = np.concatenate(found_parts)
+                    in_top[top] = False
+                    top = everything[
+                        np.argpartition(-acc[everything], min(size, len(everything)) - 1)[:size]
+                    ]
+                    in_top[top] = True
+                    tau = float(acc[top].min()) if len(top) == size else -math.inf
+                if kth > theta:
+                    theta = kth
                 yield
-        if stale:
-            theta = max(theta, (yield from refresh()))
 
         sorted_parts = True
         # 2. Candidates: the texts whose partial score plus the bounds of the other terms
@@ -1078,92 +1054,33 @@ class BM25Index(metaclass=NoPublicConstructor):
         cands = cands.astype(np.int32)
         yield
         del acc, parts, in_top, every, kept
-        # The saturation's denominator of each candidate, a_part + b_part * dl: positive
-        # (a candidate has a term) unless k1 is 0, when a miss would divide 0 by 0.
-        den = a_part + b_part * lengths[cands] if k1 > 0.0 else None
         for j in range(done, len(order)):
             if not len(cands):
                 break
             _, wi, groups, tfs, count = order[j]
-            kept_cands, kept_partial, kept_den = [], [], []
+            kept_cands, kept_partial = [], []
             for start in range(0, len(cands), _CHUNK):
                 chunk = cands[start : start + _CHUNK]
                 part = partial[start : start + _CHUNK]  # a view: ours to change
-                if den is None:
-                    hit, tf = _lookup(groups, tfs, count, chunk)
-                    part[hit] += wi * (tf / (tf + (a_part + b_part * lengths[chunk[hit]])))
-                else:
-                    # Every candidate at once, tf 0 for a miss: x + 0.0 == x, so the
-                    # partial scores are those of the hits alone, bit for bit.
-                    dch = den[start : start + _CHUNK]
-                    gv = np.frombuffer(groups, np.int32, count)
-                    idx = np.searchsorted(gv, chunk)
-                    tf = np.frombuffer(tfs, tfs.typecode, count).take(idx, mode="clip")
-                    tf *= gv.take(idx, mode="clip") == chunk
-                    del gv  # release the buffer export before the yield below
-                    part += wi * (tf / (tf + dch))
+                hit, tf = _lookup(groups, tfs, count, chunk)
+                part[hit] += wi * (tf / (tf + (a_part + b_part * lengths[chunk[hit]])))
                 keep = part * up + rest[j + 1] >= theta
                 kept_cands.append(chunk[keep])
                 kept_partial.append(part[keep])
-                if den is not None:
-                    kept_den.append(den[start : start + _CHUNK][keep])
                 yield
             if len(kept_cands) == 1:
                 cands, partial = kept_cands[0], kept_partial[0]
-                den = kept_den[0] if den is not None else None
             else:
                 cands, partial = np.concatenate(kept_cands), np.concatenate(kept_partial)
-                den = np.concatenate(kept_den) if den is not None else None
 
         # 3. The survivors, scored exactly, best first; their records enter a heap.
-        def offer(score: float, group: _Group) -> None:
-            """Offer the visible, accepted records of a text of BM25 ``score`` to the
-            heap (any order of texts gives the same heap)."""
-            if not weighted:
-                for rec in group.recs:  # by seq: later ones only tie or lose
-                    if len(heap) == limit:
-                        worst, worst_negseq, _ = heap[0]
-                        if score < worst or (score == worst and -rec.seq <= worst_negseq):
-                            return
-                    if rec.born <= version < rec.died and (accept is None or accept(rec)):
-                        if len(heap) < limit:
-                            heapq.heappush(heap, (score, -rec.seq, rec))
-                        else:
-                            heapq.heapreplace(heap, (score, -rec.seq, rec))
-                return
-            for rec in group.recs:
-                if rec.born <= version < rec.died and (accept is None or accept(rec)):
-                    s = weigh(score, rec)
-                    if len(heap) < limit:
-                        heapq.heappush(heap, (s, -rec.seq, rec))
-                    elif s > heap[0][0] or (s == heap[0][0] and -rec.seq > heap[0][1]):
-                        heapq.heapreplace(heap, (s, -rec.seq, rec))
-
         heap: list[tuple[float, int, Record]] = []  # (score, -seq, rec): worst on top
         ranked: list[tuple[float, int]] = []
         if len(cands) <= _FEW:
-            # Few: scored exactly one by one, lazily, by partial score descending: each
-            # partial score holds every query term (in another order), so it bounds the
-            # exact score within the slack, and the rest cannot enter once it falls
-            # below the heap's worst.
-            by_partial = np.argsort(-partial, kind="stable")
-            ranked = list(
-                zip((partial[by_partial] * (up * up)).tolist(), cands[by_partial].tolist())
-            )
-            computed = 0
-            for bound, num in ranked:
-                if len(heap) == limit and bound < heap[0][0]:
-                    break
-                if num not in exact:
-                    computed += 1
-                    if computed % _FEW_STEP == 0:
-                        yield
-                group = table[num]
-                if group is None:
-                    continue
-                offer(exact_of(num), group)
-            heap.sort(key=lambda item: (-item[0], -item[1]))
-            return [(score, rec) for score, _, rec in heap]
+            for i, num in enumerate(cands.tolist()):
+                ranked.append((exact_of(num), num))
+                if i % _FEW_STEP == _FEW_STEP - 1:
+                    yield
         else:
             for start in range(0, len(cands), max(1, _CHUNK // 16)):
                 chunk = cands[start : start + max(1, _CHUNK // 16)]
@@ -1178,8 +1095,29 @@ class BM25Index(metaclass=NoPublicConstructor):
             if len(heap) == limit and score * up < heap[0][0]:
                 break
             group = table[num]
-            if group is not None:
-                offer(score, group)
+            if group is None:
+                continue
+            if not weighted:
+                if len(heap) == limit and score < heap[0][0]:
+                    break
+                for rec in group.recs:  # by seq: later ones only tie or lose
+                    if len(heap) == limit:
+                        worst, worst_negseq, _ = heap[0]
+                        if score < worst or (score == worst and -rec.seq <= worst_negseq):
+                            break
+                    if rec.born <= version < rec.died and (accept is None or accept(rec)):
+                        if len(heap) < limit:
+                            heapq.heappush(heap, (score, -rec.seq, rec))
+                        else:
+                            heapq.heapreplace(heap, (score, -rec.seq, rec))
+                continue
+            for rec in group.recs:
+                if rec.born <= version < rec.died and (accept is None or accept(rec)):
+                    s = weigh(score, rec)
+                    if len(heap) < limit:
+                        heapq.heappush(heap, (s, -rec.seq, rec))
+                    elif s > heap[0][0] or (s == heap[0][0] and -rec.seq > heap[0][1]):
+                        heapq.heapreplace(heap, (s, -rec.seq, rec))
         heap.sort(key=lambda item: (-item[0], -item[1]))
         return [(score, rec) for score, _, rec in heap]
 
