@@ -779,8 +779,10 @@ async def open_memory(
               fsync per group commit. Also survives power loss.
         capacity: Most entries kept (an int >= 1), or ``None`` for unbounded: then nothing
             is ever evicted and memory grows until you delete or consolidate. A file with
-            more entries loads by the eviction order (the excess is evicted and the
-            evictions committed before the block starts).
+            more entries loads as if its entries had been stored, in insertion order, into
+            a memory of this capacity: whenever it is full, the usual eviction order picks
+            the entry to drop (so the last entries loaded stay); those evictions are
+            committed before the block starts.
         half_life: Seconds for an entry's relevance-weighted recency
             ``relevance * 0.5 ** (age / half_life)`` to halve (default 7 days); age counts
             from ``last_accessed``, else ``created_at``. Orders eviction. At least 1e-6.
