@@ -152,8 +152,9 @@ def _one_spaced(t: str) -> str:
 
 def _dupkey(rec: Record) -> int:
     """The hash of :func:`_normalised`: the key of ``rec``'s group in ``_dups``.
-    Recomputed when the record leaves (O(len(text))) rather than kept: 40 bytes a
-    record (an int and its slot) for a few µs per delete, upsert or eviction."""
+    Recomputed when the record leaves (O(len(text))) rather than kept on the record:
+    a slot less per record (the int lives on as the dict's key) for a few µs per
+    delete, upsert or eviction."""
     return hash(_normalised(rec))
 
 
