@@ -322,7 +322,8 @@ def test_ties_across_texts_and_lazy_exact_scores(k1: float) -> None:
     for _ in range(40):
         chosen = rng.sample(words, 3)
         texts += [" ".join(chosen), " ".join(reversed(chosen))]  # same score, two texts
-    texts += [" ".join(rng.choices([f"x{i}" for i in range(30)], k=rng.randint(1, 8))) for _ in range(200)]
+    fillers = [f"x{i}" for i in range(30)]
+    texts += [" ".join(rng.choices(fillers, k=rng.randint(1, 8))) for _ in range(200)]
     w = Workload(scorer, rng, texts)
     for _ in range(500):
         w.store()

@@ -434,7 +434,9 @@ async def test_refuses_corrupted_files(tmp_path: Path) -> None:
     for seq in (2**62 + 1, 2**63 - 1):
         db.write_bytes(pristine)
         conn = sqlite3.connect(db)
-        conn.execute("UPDATE entries SET seq = ? WHERE seq = (SELECT max(seq) FROM entries)", (seq,))
+        conn.execute(
+            "UPDATE entries SET seq = ? WHERE seq = (SELECT max(seq) FROM entries)", (seq,)
+        )
         conn.commit()
         conn.close()
         await assert_refused(db, f"bad seq {seq}")

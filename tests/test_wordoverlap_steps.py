@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import random
 import uuid
+from datetime import UTC, datetime, timedelta
 from functools import reduce
 from operator import or_
-from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -295,7 +295,8 @@ def test_work_between_yields_is_bounded(tiny: bool, monkeypatch: pytest.MonkeyPa
 def test_short_words_come_from_the_masks() -> None:
     # A one- or two-character word of the table is answered from the masks, exact,
     # including texts added after its match set was cached (extension from the masks).
-    state = MemoryState(capacity=None, half_life=3600.0, scorer=WordOverlapScorer(essential_budget=0))
+    scorer = WordOverlapScorer(essential_budget=0)
+    state = MemoryState(capacity=None, half_life=3600.0, scorer=scorer)
     texts = ["on the go", "gone", "a b", "in it", "É x", "2023 10", "nothing"]
     for i, t in enumerate(texts):
         state.store(_fact(t, i))
