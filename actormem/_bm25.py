@@ -94,7 +94,7 @@ import attrs
 import numpy as np
 
 from ._record import NEVER, Record
-from ._scoring import Accept, ReadView, drain
+from ._scoring import Accept, ReadView, ScratchPool, drain
 from ._tokenize import Tokenizer
 from ._util import Final, NoPublicConstructor
 
@@ -413,6 +413,8 @@ class BM25Index(metaclass=NoPublicConstructor):
         self._lengths: Any = np.zeros(_CHUNK, np.int32)
         #: 1 for a group in the table, 0 once purged (uint8, by number; owner only).
         self._alive: Any = np.zeros(_CHUNK, np.uint8)
+        #: Retrieves' per-group scratch arrays, of ``len(_lengths)`` elements.
+        self._scratch = ScratchPool()
         #: Records not retired, and the sum of their lengths: N and total at the newest version.
         self._n = 0
         self._total = 0
@@ -924,8 +926,11 @@ class BM25Index(metaclass=NoPublicConstructor):
         # theta, a lower bound on the k-th best score: the k-th best exact score among
         # the records of the texts with the highest partial scores, kept in `top` (`tau`:
         # the lowest partial score there).
-        acc = np.zeros(size_g)
-        in_top = np.zeros(size_g, np.bool_)
+        # Borrowed from the pool (memory already paged in), viewed to `size_g` groups.
+        capacity = len(lengths)
+        acc_base = yield from self._scratch.take_steps(np.float64, size_g, capacity)
+        top_base = yield from self._scratch.take_steps(np.bool_, size_g, capacity)
+        acc, in_top = acc_base[:size_g], top_base[:size_g]
         yield
         yield
         parts: list[Any] = []
@@ -1054,6 +1059,8 @@ class BM25Index(metaclass=NoPublicConstructor):
         cands = cands.astype(np.int32)
         yield
         del acc, parts, in_top, every, kept
+        self._scratch.give(acc_base, capacity)
+        self._scratch.give(top_base, capacity)
         for j in range(done, len(order)):
             if not len(cands):
                 break

@@ -1,0 +1,68 @@
+"""Scratch arrays of the scoring indexes: paged in by steps, borrowed and given back."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from actormem._scoring import ScratchPool, drain, zeroed_steps
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.float64, np.bool_])
+@pytest.mark.parametrize("size", [0, 1, 1000, 300_000])
+def test_zeroed_steps_is_all_zeros_and_yields_per_256_kib(dtype: type, size: int) -> None:
+    steps = zeroed_steps(size, dtype)
+    yields = 0
+    while True:
+        try:
+            next(steps)
+        except StopIteration as stop:
+            arr = stop.value
+            break
+        yields += 1
+    assert arr.dtype == np.dtype(dtype) and arr.shape == (size,)
+    assert not arr.any()
+    assert arr.flags.writeable
+    nbytes = size * np.dtype(dtype).itemsize
+    assert yields == -(-nbytes // (256 << 10))  # one per 256 KiB started
+    arr[:] = 1  # writable memory of its own
+    assert arr.sum() == size
+
+
+def test_pool_reuses_a_given_array_and_zeroes_its_prefix() -> None:
+    pool = ScratchPool(most=2)
+    first = drain(pool.take_steps(np.uint16, 100, 1000))
+    assert len(first) == 1000 and not first.any()
+    first[:] = 7
+    pool.give(first, 1000)
+    again = drain(pool.take_steps(np.uint16, 100, 1000))
+    assert again is first
+    assert not again[:100].any()  # the prefix a caller reads is zero again
+    other = drain(pool.take_steps(np.uint16, 100, 1000))  # pool empty now: a new one
+    assert other is not first and not other.any()
+
+
+def test_pool_drops_other_capacities_short_arrays_and_overflow() -> None:
+    pool = ScratchPool(most=1)
+    a = drain(pool.take_steps(np.float64, 10, 64))
+    b = drain(pool.take_steps(np.float64, 10, 64))
+    pool.give(a, 128)  # capacity changed since: dropped
+    assert drain(pool.take_steps(np.float64, 10, 64)) is not a
+    pool.give(a, 64)
+    pool.give(b, 64)  # over `most`: dropped
+    assert drain(pool.take_steps(np.float64, 10, 64)) is a
+    pool.give(a, 64)
+    bigger = drain(pool.take_steps(np.float64, 100, 128))  # the spare is too short
+    assert bigger is not a and len(bigger) == 128
+    pool.give(b, 64)
+    pool.clear()
+    assert drain(pool.take_steps(np.float64, 10, 64)) is not b
+
+
+def test_pool_keeps_dtypes_apart() -> None:
+    pool = ScratchPool()
+    counts = drain(pool.take_steps(np.uint8, 10, 64))
+    pool.give(counts, 64)
+    scores = drain(pool.take_steps(np.float64, 10, 64))
+    assert scores is not counts and scores.dtype == np.float64
+    assert drain(pool.take_steps(np.uint8, 10, 64)) is counts
