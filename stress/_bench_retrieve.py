@@ -15,8 +15,11 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+import trio
+
 from actormem import Memory
 
+from ._bench_rw import StepTimer
 from ._bench_stats import GcPauses, median, summarize_ms
 
 __all__ = ["Budget", "choose_queries", "time_calls", "time_snapshots"]
@@ -97,16 +100,29 @@ def time_snapshots(memory: Memory, count: int = 2000) -> dict[str, float]:
 
 
 async def retrieve_cell(
-    memory: Memory, queries: Sequence[str], budget: Budget
+    memory: Memory, queries: Sequence[str], budget: Budget, timer: StepTimer | None = None
 ) -> dict[str, Any]:
-    """Scenario 1's figures for one served memory."""
+    """Scenario 1's figures for one served memory; with ``timer`` (added as a trio
+    instrument by the caller), also the longest step of the calling task while the
+    timed retrieves run (``longest_step_ms``: how long the event loop went without a
+    checkpoint, a one-reader figure beside the rw scenario's 64 readers)."""
 
     async def call(q: str) -> object:
         return await memory.retrieve(q, K)
 
     chosen = await choose_queries(call, queries, budget)
-    with GcPauses() as pauses:
-        row = await time_calls(call, chosen, budget.repeats)
+    if timer is not None:
+        timer.reset()
+        timer.enabled = True
+    try:
+        with GcPauses() as pauses:
+            row = await time_calls(call, chosen, budget.repeats)
+    finally:
+        if timer is not None:
+            timer.enabled = False
+    if timer is not None:
+        me = timer.kind(trio.lowlevel.current_task())
+        row["longest_step_ms"] = timer.longest.get(me, 0) / 1e6
     row.update(pauses.as_json())
     row.update(time_snapshots(memory))
     row["spread_p50_ms"] = [min(row["repeat_p50_ms"]), max(row["repeat_p50_ms"])]

@@ -56,6 +56,12 @@ class StepTimer(trio.abc.Instrument):
         self.over.clear()
         self.steps.clear()
 
+    @staticmethod
+    def kind(task: trio.lowlevel.Task) -> str:
+        """``reader`` or ``writer`` (by task name), ``owner``, or ``other``."""
+        name = task.name
+        return name if name in ("reader", "writer") else "owner" if "owner" in name else "other"
+
     def before_task_step(self, task: trio.lowlevel.Task) -> None:
         self._t0 = time.perf_counter_ns()
 
@@ -63,8 +69,7 @@ class StepTimer(trio.abc.Instrument):
         if not self.enabled:
             return
         dt = time.perf_counter_ns() - self._t0
-        name = task.name
-        kind = name if name in ("reader", "writer") else "owner" if "owner" in name else "other"
+        kind = self.kind(task)
         self.steps[kind] += 1
         if dt > self.longest[kind]:
             self.longest[kind] = dt
