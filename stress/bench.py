@@ -340,13 +340,15 @@ def targets(results: dict[str, list[dict[str, Any]]]) -> list[Target]:
                       "<=", 2, "x"))
     out.append(Target("reader p99 with writers / alone, 100k", _fig(row, "reader_p99_ratio"),
                       "<=", 2, "x"))
+    # The stall targets use the step's CPU time: its wall time also counts the OS running
+    # another process meanwhile (the machine is shared); tables show both.
     row = _find(rw, n=1_000_000)
-    out.append(Target("longest event-loop step in a retrieve, 1M (rw, word-overlap)",
-                      _fig(row, "longest_retrieve_step_ms"), "<=", STALL_MS, "ms"))
+    out.append(Target("longest retrieve step (CPU), 1M, rw 64 readers, word-overlap",
+                      _fig(row, "longest_retrieve_step_cpu_ms"), "<=", STALL_MS, "ms"))
     for scorer in SCORERS:
         row = _find(retrieve, scorer=scorer, n=1_000_000)
-        out.append(Target(f"longest event-loop step in a retrieve, 1M ({scorer}, one reader)",
-                          _fig(row, "longest_step_ms"), "<=", STALL_MS, "ms"))
+        out.append(Target(f"longest retrieve step (CPU), 1M, one reader, {scorer}",
+                          _fig(row, "longest_step_cpu_ms"), "<=", STALL_MS, "ms"))
     mem = results.get("memory", [])
     for scorer in SCORERS:
         row = _find(mem, scorer=scorer, n=1_000_000)
@@ -392,7 +394,8 @@ def table(rows: list[dict[str, Any]], columns: list[tuple[str, str]]) -> str:
 COLUMNS: dict[str, list[tuple[str, str]]] = {
     "retrieve": [("scorer", "scorer"), ("n", "entries"), ("p50_ms", "p50 ms"),
                  ("p99_ms", "p99 ms"), ("max_ms", "max ms"), ("cpu_p50_ms", "CPU p50 ms"),
-                 ("longest_step_ms", "longest step ms"), ("gc_longest_ms", "GC max ms"),
+                 ("longest_step_ms", "longest step ms"),
+                 ("longest_step_cpu_ms", "longest step CPU ms"), ("gc_longest_ms", "GC max ms"),
                  ("queries", "queries"), ("repeats", "repeats"),
                  ("snapshot_p50_us", "snapshot p50 µs"), ("snapshot_p99_us", "snapshot p99 µs")],
     "store": [("system", "system"), ("writers", "writers"), ("entries_per_s", "entries/s"),
@@ -402,6 +405,7 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
            ("writer_p99_ratio", "ratio"), ("reader_p99_alone_ms", "reader p99 alone"),
            ("reader_p99_with_writers_ms", "reader p99 w/ writers"),
            ("reader_p99_ratio", "ratio"), ("longest_retrieve_step_ms", "longest retrieve step ms"),
+           ("longest_retrieve_step_cpu_ms", "longest retrieve step CPU ms"),
            ("longest_owner_step_ms", "longest owner step ms"), ("gc_longest_ms", "GC max ms"),
            ("reader_quota", "retrieves/reader")],
     "memory": [("scorer", "scorer"), ("n", "entries"), ("text_bytes_per_entry", "text B"),
