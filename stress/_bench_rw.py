@@ -19,8 +19,9 @@ and, from a trio :class:`~trio.abc.Instrument`, the longest *task step* (the tim
 event loop ran one task without reaching a checkpoint) of the readers: a retrieve scores
 its snapshot in slices of about 0.1 ms (``RETRIEVE_SLICE``) with a checkpoint between
 them, so that step is the stall every other task (writers, the owner) suffers during a
-retrieve; the garbage collector's pauses land in whatever step allocates. The owner's longest step (one batch of writes) is
-reported too: readers wait for it in the same way.
+retrieve; the garbage collector's pauses land in whatever step allocates. The owner's
+longest step (one batch of writes) is reported too: readers wait for it in the same way.
+Each step is timed in wall time and in CPU time (see :class:`StepTimer`).
 """
 
 from __future__ import annotations
