@@ -69,3 +69,16 @@ def test_report_marks_missed_targets() -> None:
     assert by_name["longest retrieve step (CPU), 1M, one reader, bm25"] is False
     assert by_name["longest retrieve step (CPU), 1M, one reader, word-overlap"] is True
     assert by_name["retrieve p50, bm25, 100k"] is None
+
+
+def test_handoff_prints_its_four_cases(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from stress import handoff
+
+    handoff.main(["--rounds", "5", "--dir", str(tmp_path)])
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+    names = [row.split(" | ")[0].removeprefix("| ") for row in rows[1:]]
+    assert names == ["lock ping-pong", "to_thread no-op", "commit path no-op", "inline commit"]
+    for row in rows[1:]:
+        wall, cpu = (float(cell) for cell in row.strip(" |").split(" | ")[1:])
+        assert wall >= 0 and cpu >= 0
+    assert list(tmp_path.iterdir()) == []  # its SQLite file lived in a temporary folder
