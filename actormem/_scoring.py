@@ -160,14 +160,23 @@ class ScratchPool:
     array's page faults cost more than the retrieve itself at 1M groups.
 
     Arrays have the index's capacity at the time (its per-group arrays' length); one
-    given back at another capacity is dropped, as are spares beyond ``most`` per dtype.
-    No lock: the owner and the readers run on one thread, between checkpoints."""
+    given back at another capacity is dropped, as are spares beyond ``most`` per dtype
+    or beyond ``most_bytes`` in all (what the pool keeps is the high-water mark of
+    concurrent retrieves: at 1M entries a BM25 retrieve borrows ~9 MB). No lock: the
+    owner and the readers run on one thread, between checkpoints."""
 
-    __slots__ = ("_most", "_spares")
+    __slots__ = ("_bytes", "_most", "_most_bytes", "_spares")
 
-    def __init__(self, most: int = 64) -> None:
+    def __init__(self, most: int = 64, most_bytes: int = 256 << 20) -> None:
         self._most = most
+        self._most_bytes = most_bytes
+        self._bytes = 0
         self._spares: dict[str, list[np.ndarray[Any, Any]]] = {}
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the spares kept now. O(1)."""
+        return self._bytes
 
     def take_steps(
         self, dtype: Any, n: int, capacity: int
@@ -179,6 +188,7 @@ class ScratchPool:
         spares = self._spares.get(np.dtype(dtype).name)
         while spares:
             arr = spares.pop()
+            self._bytes -= arr.nbytes
             if len(arr) >= n:
                 step = max(1, _ZERO_STEP_BYTES // arr.itemsize)
                 for start in range(0, n, step):
@@ -190,14 +200,17 @@ class ScratchPool:
     def give(self, arr: np.ndarray[Any, Any], capacity: int) -> None:
         """Keep ``arr`` (from :meth:`take_steps`) for a later retrieve if it has
         ``capacity`` elements and the pool has room. O(1)."""
-        if len(arr) == capacity:
-            spares = self._spares.setdefault(arr.dtype.name, [])
-            if len(spares) < self._most:
-                spares.append(arr)
+        if len(arr) != capacity or self._bytes + arr.nbytes > self._most_bytes:
+            return
+        spares = self._spares.setdefault(arr.dtype.name, [])
+        if len(spares) < self._most:
+            spares.append(arr)
+            self._bytes += arr.nbytes
 
     def clear(self) -> None:
         """Drop every spare (the capacity changed). O(spares)."""
         self._spares.clear()
+        self._bytes = 0
 
 
 def _one_step(

@@ -66,3 +66,19 @@ def test_pool_keeps_dtypes_apart() -> None:
     scores = drain(pool.take_steps(np.float64, 10, 64))
     assert scores is not counts and scores.dtype == np.float64
     assert drain(pool.take_steps(np.uint8, 10, 64)) is counts
+
+
+def test_pool_keeps_at_most_its_byte_budget() -> None:
+    pool = ScratchPool(most=10, most_bytes=3 * 800)  # three float64 arrays of 100
+    arrays = [drain(pool.take_steps(np.float64, 100, 100)) for _ in range(5)]
+    for arr in arrays:
+        pool.give(arr, 100)
+    assert pool.nbytes == 3 * 800
+    kept = [drain(pool.take_steps(np.float64, 100, 100)) for _ in range(3)]
+    assert {id(a) for a in kept} <= {id(a) for a in arrays[:3]}
+    assert pool.nbytes == 0
+    fresh = drain(pool.take_steps(np.float64, 100, 100))  # the pool is empty again
+    assert all(fresh is not a for a in arrays)
+    pool.give(kept[0], 100)
+    pool.clear()
+    assert pool.nbytes == 0
