@@ -477,6 +477,7 @@ class BM25Index(metaclass=NoPublicConstructor):
             alive = np.zeros(len(grown), np.uint8)
             alive[: len(self._alive)] = self._alive
             self._alive = alive
+            self._scratch.clear()  # spares of the old capacity
         lengths[num] = len(terms)
         self._alive[num] = 1
         get = self._terms.get

@@ -928,18 +928,23 @@ class _WordOverlapIndex:
 
         # Matched words per group number, vectorised.
         dtype: Any = np.uint8 if n_words < 256 else np.uint16 if n_words < 65536 else np.int64
-        counts: np.ndarray[Any, Any] = yield from self._take(e, dtype, n)
+        # Pooled arrays, viewed to the `n` groups this retrieve sees (beyond `n` a
+        # pooled array holds another retrieve's garbage).
+        counts_all: np.ndarray[Any, Any] = yield from self._take(e, dtype, n)
+        counts = counts_all[:n]
+        mark_all: np.ndarray[Any, Any] | None = None
         mark: np.ndarray[Any, Any] | None = None
         for number, (w, m) in enumerate(mult.items(), 1):
             kind, data = yield from self._match(e, w, n)
             if kind == _NONE:
                 continue
-            if kind == _SPARSE_SET and len(data) > _CHUNK and mark is None:
-                mark = yield from self._take(e, np.uint16, n)
+            if kind == _SPARSE_SET and len(data) > _CHUNK and mark_all is None:
+                mark_all = yield from self._take(e, np.uint16, n)
+                mark = mark_all[:n]
             yield from self._add_counts(counts, kind, data, n, m, mark, number)
             yield
-        if mark is not None:
-            self._give(e, mark)
+        if mark_all is not None:
+            self._give(e, mark_all)
 
         heap: list[tuple[float, int, Record]] = []  # worst on top: (score, -seq, rec)
 
@@ -1021,7 +1026,7 @@ class _WordOverlapIndex:
                     push(rec, combine_word_overlap(rec.entry.relevance, 0, n_words, False))
             if not restarted:
                 break
-        self._give(e, counts)
+        self._give(e, counts_all)
 
         heap.sort(key=lambda item: (-item[0], -item[1]))
         return [(score, rec) for score, _, rec in heap]

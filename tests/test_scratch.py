@@ -82,3 +82,37 @@ def test_pool_keeps_at_most_its_byte_budget() -> None:
     pool.give(kept[0], 100)
     pool.clear()
     assert pool.nbytes == 0
+
+
+def test_word_overlap_reads_no_pooled_garbage_past_its_groups(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A pooled count array is zeroed only to the borrower's group count (rounded up to
+    a step); a retrieve that started with fewer groups than the array's last user must
+    not read that user's counts past its own. With a 1-byte zeroing step, reader A
+    (100 groups) took B's array (120 groups) dirty up to 120."""
+    from datetime import UTC, datetime, timedelta
+
+    from actormem import MemoryCategory, MemoryEntry, WordOverlapScorer, _scoring
+    from actormem._state import MemoryState
+
+    monkeypatch.setattr(_scoring, "_ZERO_STEP_BYTES", 1)
+    base = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def entry(text: str, i: int, tags: tuple[str, ...] = ()) -> MemoryEntry:
+        return MemoryEntry(category=MemoryCategory.FACT, memory=text, tags=list(tags),
+                           created_at=base + timedelta(seconds=i))
+
+    state = MemoryState(capacity=None, half_life=3600.0, scorer=WordOverlapScorer())
+    for i in range(100):
+        state.store(entry(f"x{i}", i, ("cat",)))
+    state.publish()
+    a = state.index.top_k_steps(state.view(), "cat", 3, None)
+    next(a)  # A has its 100 groups and is in the tag lookup
+    for i in range(100, 120):
+        state.store(entry(f"cat {i}", i))
+    state.publish()
+    b = drain(state.index.top_k_steps(state.view(), "cat", 3, None))
+    assert [(s, r.entry.memory) for s, r in b] == [(1.0, f"cat {i}") for i in (100, 101, 102)]
+    got = drain(a)  # only the tag matches existed at A's version: 0.5 + 0.3 + 0.1
+    assert [(s, r.entry.memory) for s, r in got] == [(0.9, f"x{i}") for i in range(3)]
