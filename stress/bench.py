@@ -55,6 +55,7 @@ import trio
 from actormem import Memory
 from actormem._state import MemoryState
 
+from ._bench_args import positive_float, positive_int, positive_ints
 from ._bench_data import DEFAULT_DATA, Corpus, entries, load_corpus
 from ._bench_engine import SCORERS, build_state, check_served, serve_state
 from ._bench_memory import measure_in_child
@@ -66,10 +67,6 @@ from ._bench_store import durable_modes, store_runs
 
 SCENARIOS = ("store", "retrieve", "peers", "rw", "memory")
 DEFAULT_SIZES = (1_000, 10_000, 100_000, 1_000_000)
-
-
-def _ints(text: str) -> list[int]:
-    return [int(x.replace("_", "")) for x in text.split(",") if x.strip()]
 
 
 def _names(text: str, allowed: Sequence[str]) -> list[str]:
@@ -87,26 +84,27 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--scenario", default="all",
                    help=f"comma-separated, from {', '.join(SCENARIOS)} (default: all)")
-    p.add_argument("--sizes", type=_ints, default=None,
+    p.add_argument("--sizes", type=positive_ints, default=None,
                    help="entries for the retrieve scenario (default 1000,10000,100000,1000000)")
-    p.add_argument("--peer-sizes", type=_ints, default=None)
-    p.add_argument("--rw-sizes", type=_ints, default=None)
-    p.add_argument("--memory-sizes", type=_ints, default=None)
+    p.add_argument("--peer-sizes", type=positive_ints, default=None)
+    p.add_argument("--rw-sizes", type=positive_ints, default=None)
+    p.add_argument("--memory-sizes", type=positive_ints, default=None)
     p.add_argument("--scorers", default=",".join(SCORERS),
                    help="for retrieve, peers and memory (default: word-overlap,bm25)")
     p.add_argument("--peers", default=",".join(PEER_NAMES),
                    help=f"from {', '.join(PEER_NAMES)} (default: all)")
-    p.add_argument("--writers", type=_ints, default=[1, 8, 64, 512])
-    p.add_argument("--store-entries", type=int, default=10_000,
+    p.add_argument("--writers", type=positive_ints, default=[1, 8, 64, 512])
+    p.add_argument("--store-entries", type=positive_int, default=10_000,
                    help="entries stored per store run (default 10000)")
     p.add_argument("--durable", default="auto",
                    help="durability modes for the store scenario: auto (all the engine has), "
                         "none, or a comma-separated list")
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--budget", type=float, default=20.0,
+    p.add_argument("--repeats", type=positive_int, default=3)
+    p.add_argument("--budget", type=positive_float, default=20.0,
                    help="seconds of timed calls per cell (default 20)")
-    p.add_argument("--queries", type=int, default=500, help="most queries per cell")
-    p.add_argument("--min-queries", type=int, default=20, help="fewest queries per cell")
+    p.add_argument("--queries", type=positive_int, default=500, help="most queries per cell")
+    p.add_argument("--min-queries", type=positive_int, default=20,
+                   help="fewest queries per cell")
     p.add_argument("--seed", type=int, default=0, help="order of texts and queries")
     p.add_argument("--verbatim", action="store_true",
                    help="cycle texts verbatim instead of marking each with its episode and "
@@ -122,9 +120,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--profile", type=Path, default=None,
                    help="write a pyinstrument profile of each cell into this folder")
     args = p.parse_args(argv)
-    args.scenarios = list(SCENARIOS) if args.scenario == "all" else _names(args.scenario, SCENARIOS)
-    args.scorer_names = _names(args.scorers, list(SCORERS))
-    args.peer_names = _names(args.peers, list(PEER_NAMES))
+    try:
+        args.scenarios = (
+            list(SCENARIOS) if args.scenario == "all" else _names(args.scenario, SCENARIOS)
+        )
+        args.scorer_names = _names(args.scorers, list(SCORERS))
+        args.peer_names = _names(args.peers, list(PEER_NAMES))
+    except argparse.ArgumentTypeError as exc:
+        p.error(str(exc))
+    if args.render is not None and not args.render.is_file():
+        p.error(f"--render: {str(args.render)!r} is not a file")
     sizes = args.sizes or list(DEFAULT_SIZES)
     args.sizes = sizes
     big = [s for s in sizes if s in (100_000, 1_000_000)] or [max(sizes)]

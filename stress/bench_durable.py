@@ -131,12 +131,20 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--entries", type=int, default=4000, help="entries stored per run")
     parser.add_argument("--writers", type=int, nargs="+", default=[1, 8, 64])
-    parser.add_argument("--modes", nargs="+", default=["memory", "normal", "full"])
+    parser.add_argument("--modes", nargs="+", default=["memory", "normal", "full"],
+                        choices=["memory", "normal", "full"])
     parser.add_argument("--repeats", type=int, default=3, help="runs per cell (median)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dir", type=Path, default=None, help="where the files go")
     parser.add_argument("--json", type=Path, default=None, help="also write the runs here")
     args = parser.parse_args(argv)
+    for name in ("entries", "repeats"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
+    if any(w < 1 for w in args.writers):
+        parser.error(f"--writers must all be at least 1, got {args.writers}")
+    if args.dir is not None and not args.dir.is_dir():
+        parser.error(f"--dir: {str(args.dir)!r} is not an existing directory")
     directory = Path(tempfile.mkdtemp(prefix="actormem-bench-", dir=args.dir))
     entries = make_entries(args.entries, args.seed)
     cells: dict[tuple[str, int], list[dict[str, Any]]] = {}

@@ -37,6 +37,8 @@ import trio
 
 from actormem._memory import _in_thread_while
 
+from ._bench_args import existing_dir, positive_int
+
 
 def _lock_ping_pong(rounds: int) -> tuple[float, float]:
     there, back = threading.Lock(), threading.Lock()
@@ -90,9 +92,12 @@ def _inline_commit(rounds: int, directory: Path) -> tuple[float, float]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=2000, help="round trips per run")
-    parser.add_argument("--dir", type=Path, default=None,
+    parser = argparse.ArgumentParser(
+        prog="python -m stress.handoff", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--rounds", type=positive_int, default=2000,
+                        help="round trips per run")
+    parser.add_argument("--dir", type=existing_dir, default=None,
                         help="folder for the SQLite file (default: a temporary one)")
     args = parser.parse_args(argv)
     rounds = args.rounds

@@ -82,3 +82,33 @@ def test_handoff_prints_its_four_cases(tmp_path: Path, capsys: pytest.CaptureFix
         wall, cpu = (float(cell) for cell in row.strip(" |").split(" | ")[1:])
         assert wall >= 0 and cpu >= 0
     assert list(tmp_path.iterdir()) == []  # its SQLite file lived in a temporary folder
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--scenario", "retreive"], "'retreive' is not one of"),
+        (["--scorers", "bm2"], "'bm2' is not one of"),
+        (["--sizes", "0"], "must be at least 1"),
+        (["--budget", "-1"], "must be a positive number"),
+        (["--render", "/nonexistent/run.json"], "is not a file"),
+    ],
+)
+def test_bench_refuses_bad_arguments_in_one_line(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        bench.parse_args(argv)
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_handoff_refuses_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:
+    from stress import handoff
+
+    for argv, message in ((["--rounds", "0"], "must be at least 1"),
+                          (["--dir", "/nonexistent/dir"], "is not an existing directory")):
+        with pytest.raises(SystemExit) as exit_info:
+            handoff.main(argv)
+        assert exit_info.value.code == 2
+        assert message in capsys.readouterr().err
