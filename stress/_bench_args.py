@@ -1,42 +1,28 @@
 """Argument types shared by the benchmark scripts: a bad value is an argparse error
-(usage, one line, exit status 2), not a traceback from deep inside a run."""
+(usage, one line, exit status 2), not a traceback from deep inside a run. The number
+types are the ``actormem`` CLI's own."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
 
-__all__ = ["existing_dir", "positive_float", "positive_int", "positive_ints"]
+from actormem._cli import _int_at_least, _positive_seconds
 
+__all__ = ["existing_dir", "positive_int", "positive_ints", "positive_seconds"]
 
-def positive_int(text: str) -> int:
-    """An int >= 1 (``_`` separators allowed)."""
-    try:
-        value = int(text.replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+#: An int >= 1.
+positive_int = _int_at_least(1)
+#: A finite number of seconds > 0.
+positive_seconds = _positive_seconds
 
 
 def positive_ints(text: str) -> list[int]:
-    """A comma-separated list of :func:`positive_int`, at least one."""
+    """A comma-separated list of :data:`positive_int`, at least one."""
     values = [positive_int(x.strip()) for x in text.split(",") if x.strip()]
     if not values:
         raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}")
     return values
-
-
-def positive_float(text: str) -> float:
-    """A finite float > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number, got {text}")
-    return value
 
 
 def existing_dir(text: str) -> Path:

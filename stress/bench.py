@@ -55,7 +55,7 @@ import trio
 from actormem import Memory
 from actormem._state import MemoryState
 
-from ._bench_args import positive_float, positive_int, positive_ints
+from ._bench_args import positive_int, positive_ints, positive_seconds
 from ._bench_data import DEFAULT_DATA, Corpus, entries, load_corpus
 from ._bench_engine import SCORERS, build_state, check_served, serve_state
 from ._bench_memory import measure_in_child
@@ -100,7 +100,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help="durability modes for the store scenario: auto (all the engine has), "
                         "none, or a comma-separated list")
     p.add_argument("--repeats", type=positive_int, default=3)
-    p.add_argument("--budget", type=positive_float, default=20.0,
+    p.add_argument("--budget", type=positive_seconds, default=20.0,
                    help="seconds of timed calls per cell (default 20)")
     p.add_argument("--queries", type=positive_int, default=500, help="most queries per cell")
     p.add_argument("--min-queries", type=positive_int, default=20,

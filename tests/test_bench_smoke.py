@@ -89,8 +89,8 @@ def test_handoff_prints_its_four_cases(tmp_path: Path, capsys: pytest.CaptureFix
     [
         (["--scenario", "retreive"], "'retreive' is not one of"),
         (["--scorers", "bm2"], "'bm2' is not one of"),
-        (["--sizes", "0"], "must be at least 1"),
-        (["--budget", "-1"], "must be a positive number"),
+        (["--sizes", "0"], "must be >= 1"),
+        (["--budget", "-1"], "must be a positive number of seconds"),
         (["--render", "/nonexistent/run.json"], "is not a file"),
     ],
 )
@@ -106,7 +106,7 @@ def test_bench_refuses_bad_arguments_in_one_line(
 def test_handoff_refuses_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:
     from stress import handoff
 
-    for argv, message in ((["--rounds", "0"], "must be at least 1"),
+    for argv, message in ((["--rounds", "0"], "must be >= 1"),
                           (["--dir", "/nonexistent/dir"], "is not an existing directory")):
         with pytest.raises(SystemExit) as exit_info:
             handoff.main(argv)
