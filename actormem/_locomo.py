@@ -275,7 +275,9 @@ class _Everything:
     def visible(self, rec: Record) -> bool:
         return True
 
-    def by_relevance(self) -> Iterator[Record]:  # pragma: no cover - unused by BM25
+    def by_relevance(  # pragma: no cover - unused by BM25
+        self, below: float | None = None
+    ) -> Iterator[Record]:
         return iter(())
 
 

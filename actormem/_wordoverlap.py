@@ -556,9 +556,9 @@ class _WordOverlapIndex:
                 dense, ext = yield from self._short_set(e, w, bit, n, upto, dense, data)
                 return (_DENSE_SET if dense else _SPARSE_SET), ext
             if n - upto <= _SCAN_NEW:
-                ext = yield from self._extend(e, w, n, upto, dense, data)
-                if ext is not None:
-                    return (_DENSE_SET if dense else _SPARSE_SET), ext
+                extended = yield from self._extend(e, w, n, upto, dense, data)
+                if extended is not None:
+                    return (_DENSE_SET if dense else _SPARSE_SET), extended
         if bit is not None:
             dense, found = yield from self._short_set(e, w, bit, n, 0, False, None)
             return (_DENSE_SET if dense else _SPARSE_SET), found
@@ -633,26 +633,26 @@ class _WordOverlapIndex:
             hits = 0
             # The set's group numbers, collected while it may still turn out sparse
             # (one flatnonzero over all n at the end was a ~2 ms step at 1M).
-            found: list[np.ndarray[Any, Any]] | None = []
+            parts: list[np.ndarray[Any, Any]] | None = []
             for start in range(0, n, _CHUNK):
                 stop = min(n, start + _CHUNK)
                 part = (masks[start:stop] & one) != 0
                 out[start:stop] = part
                 got = int(np.count_nonzero(part))
                 hits += got
-                if found is not None:
+                if parts is not None:
                     if hits * _DENSE >= n:
-                        found = None  # dense whatever follows
+                        parts = None  # dense whatever follows
                     elif got:
                         gids = np.flatnonzero(part)
                         gids += start
-                        found.append(gids.astype(np.int32))
+                        parts.append(gids.astype(np.int32))
                 yield
-            if found is None:
+            if parts is None:
                 if hits >= self._cache_min:
                     self._remember(e, w, n, True, out)
                 return True, out
-            gids = np.concatenate(found) if found else np.zeros(0, np.int32)
+            gids = np.concatenate(parts) if parts else np.zeros(0, np.int32)
             if hits >= self._cache_min:
                 self._remember(e, w, n, False, gids)
             return False, gids
@@ -822,8 +822,8 @@ class _WordOverlapIndex:
         bounds = ((0.5 * maxrel[idx] + part) + 0.0) + 0.1
         seqs = minseq[idx]
         if len(heap) == limit:
-            worst, wseq = heap[0][0], -heap[0][1]
-            keep = (bounds > worst) | ((bounds == worst) & (seqs < wseq))
+            kth, kth_seq = heap[0][0], -heap[0][1]
+            keep = (bounds > kth) | ((bounds == kth) & (seqs < kth_seq))
             if not keep.all():
                 idx, bounds, seqs = idx[keep], bounds[keep], seqs[keep]
         if not len(idx):

@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from crash_child import run_trial  # noqa: E402
+from crash_child import run_trial  # type: ignore[import-not-found]  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

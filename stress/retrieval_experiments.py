@@ -24,6 +24,7 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import attrs
 
@@ -44,7 +45,7 @@ KS = (5, 10, 25, 50)
 Variants = Callable[[Retriever], list[Retriever]]
 
 
-def _scorer(base: Retriever, **changes: object) -> BM25Scorer:
+def _scorer(base: Retriever, **changes: Any) -> BM25Scorer:
     return attrs.evolve(base.scorer, **changes)
 
 

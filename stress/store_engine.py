@@ -67,7 +67,7 @@ async def _run(scorer_name: str, batch: list[Any], writers: int) -> tuple[float,
         wall, lat = await _floor_run(batch, writers)
     else:
         scorer = StubScorer() if scorer_name == "stub" else make_scorer(scorer_name)
-        async with open_memory(scorer=scorer) as memory:  # type: ignore[arg-type]
+        async with open_memory(scorer=scorer) as memory:
             wall, lat = await _drive(memory.store, batch, writers)
             assert len(memory) == len(batch)
     return wall, time.process_time() - cpu0, lat
