@@ -35,9 +35,9 @@ import trio
 
 from actormem import Memory, MemoryEntry
 
-from ._bench_stats import GcPauses, summarize_ms
+from ._bench_stats import GcPauses, median, summarize_ms
 
-__all__ = ["StepTimer", "rw_cell"]
+__all__ = ["StepTimer", "combine_repeats", "rw_cell"]
 
 STALL_MS = 5.0
 
@@ -243,3 +243,30 @@ async def rw_cell(
         "gc_longest_ms": max(p["gc_longest_ms"] for p in phases.values()),
         "phases": phases,
     }
+
+
+#: Figures of a row that are a maximum over the run: combined by max, not median.
+_MAX_KEYS = frozenset({
+    "longest_retrieve_step_ms", "longest_retrieve_step_cpu_ms", "longest_owner_step_ms",
+    "gc_longest_ms",
+})
+
+
+def combine_repeats(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One row from :func:`rw_cell` rows of repeated runs on one memory: the median of
+    each figure (p99s, ratios, quotas) and the maximum of each longest step or pause; the
+    per-repeat ratios and every repeat's phases are kept beside them."""
+    out: dict[str, Any] = {}
+    for key, first in rows[0].items():
+        values = [row[key] for row in rows]
+        if key in _MAX_KEYS:
+            out[key] = max(values)
+        elif isinstance(first, (int, float)) and not isinstance(first, bool):
+            out[key] = median(values)
+        else:
+            out[key] = first
+    out["repeats"] = len(rows)
+    out["repeat_writer_p99_ratio"] = [row["writer_p99_ratio"] for row in rows]
+    out["repeat_reader_p99_ratio"] = [row["reader_p99_ratio"] for row in rows]
+    out["phases"] = [row["phases"] for row in rows]
+    return out

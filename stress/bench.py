@@ -61,7 +61,7 @@ from ._bench_engine import SCORERS, build_state, check_served, serve_state
 from ._bench_memory import measure_in_child
 from ._bench_peers import PEER_NAMES, peers_cell
 from ._bench_retrieve import Budget, retrieve_cell
-from ._bench_rw import STALL_MS, StepTimer, rw_cell
+from ._bench_rw import STALL_MS, StepTimer, combine_repeats, rw_cell
 from ._bench_stats import Target, load_average, machine
 from ._bench_store import durable_modes, store_runs
 
@@ -240,17 +240,21 @@ class Run:
             self.results["peers"].append({"id": peer, **row})
 
     async def _rw(self, n: int, memory: Memory) -> None:
-        self.log(f"rw n={n}")
         timer = StepTimer()
         trio.lowlevel.add_instrument(timer)
+        rows = []
         try:
             new = entries(self.corpus, 10**9, start=n + 1_000_000)
-            with self.profile(f"rw-{n}"):
-                row = await rw_cell(
-                    memory, timer, new, self.corpus.queries, budget_s=self.args.budget
-                )
+            for repeat in range(self.args.repeats):
+                # Each repeat's writers add 12,800 entries or more to the same memory.
+                self.log(f"rw n={n} repeat {repeat + 1}/{self.args.repeats}")
+                with self.profile(f"rw-{n}-{repeat}"):
+                    rows.append(await rw_cell(
+                        memory, timer, new, self.corpus.queries, budget_s=self.args.budget
+                    ))
         finally:
             trio.lowlevel.remove_instrument(timer)
+        row = combine_repeats(rows)
         row["entries_at_start"] = n
         self.results["rw"].append({"n": n, **row})
 
@@ -412,7 +416,7 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
            ("reader_p99_ratio", "ratio"), ("longest_retrieve_step_ms", "longest retrieve step ms"),
            ("longest_retrieve_step_cpu_ms", "longest retrieve step CPU ms"),
            ("longest_owner_step_ms", "longest owner step ms"), ("gc_longest_ms", "GC max ms"),
-           ("reader_quota", "retrieves/reader")],
+           ("reader_quota", "retrieves/reader"), ("repeats", "repeats")],
     "memory": [("scorer", "scorer"), ("n", "entries"), ("text_bytes_per_entry", "text B"),
                ("beyond_text_bytes", "beyond text B"), ("engine_bytes", "engine B"),
                ("entry_bytes", "entry value B"), ("rss_stored_mib", "RSS MiB")],

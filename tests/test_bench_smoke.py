@@ -112,3 +112,33 @@ def test_handoff_refuses_bad_arguments(capsys: pytest.CaptureFixture[str]) -> No
             handoff.main(argv)
         assert exit_info.value.code == 2
         assert message in capsys.readouterr().err
+
+
+def test_rw_repeats_combine_by_median_and_max() -> None:
+    from stress._bench_rw import combine_repeats
+
+    rows = [
+        {"writers": 64, "writer_p99_ratio": r, "reader_p99_ratio": 1 / r,
+         "longest_retrieve_step_ms": step, "gc_longest_ms": gc, "entries_at_start": None,
+         "phases": {"both": {}}}
+        for r, step, gc in ((3.0, 1.0, 0.5), (5.0, 4.0, 0.2), (4.0, 2.0, 0.9))
+    ]
+    row = combine_repeats(rows)
+    assert row["writer_p99_ratio"] == 4.0
+    assert row["reader_p99_ratio"] == 0.25
+    assert row["longest_retrieve_step_ms"] == 4.0
+    assert row["gc_longest_ms"] == 0.9
+    assert row["writers"] == 64 and row["repeats"] == 3
+    assert row["repeat_writer_p99_ratio"] == [3.0, 5.0, 4.0]
+    assert len(row["phases"]) == 3
+
+
+def test_rw_scenario_runs_its_repeats(tmp_path: Path) -> None:
+    out = tmp_path / "rw.json"
+    bench.run(["--scenario", "rw", "--sizes", "300", "--budget", "0.2", "--repeats", "2",
+               "--json", str(out)])
+    (row,) = json.loads(out.read_text())["scenarios"]["rw"]
+    assert row["n"] == 300 and row["repeats"] == 2
+    assert len(row["repeat_writer_p99_ratio"]) == 2
+    for key in ("writer_p99_ratio", "reader_p99_ratio", "longest_retrieve_step_cpu_ms"):
+        assert _positive(row[key]), (key, row[key])
