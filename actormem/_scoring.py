@@ -131,22 +131,29 @@ def drain(steps: Generator[None, None, _T]) -> _T:
 
 #: Bytes :func:`zeroed_steps` and :meth:`ScratchPool.take_steps` write between two yields.
 _ZERO_STEP_BYTES = 256 << 10
+#: Arrays from this size get transparent huge pages from numpy (its
+#: ``madvise(MADV_HUGEPAGE)`` threshold, 4 MiB), so :func:`zeroed_steps` maps them itself.
+_HUGE_PAGE_ARRAY = 4 << 20
 
 
 def zeroed_steps(size: int, dtype: Any) -> Generator[None, None, np.ndarray[Any, Any]]:
     """A new numpy array of ``size`` zeros of ``dtype``, paged in 256 KiB (64 pages) at
     a time with a yield between.
 
-    The memory is an anonymous ``mmap`` (zero-filled by the kernel, 4 KiB pages), not
-    numpy's allocator: numpy asks for transparent huge pages for arrays of 4 MiB and
-    more, and on this project's VMs a fresh 2 MiB page faulted in up to 12 ms in one
-    step (a 9.6 MB array ~29 ms in all, against ~9 ms in 4 KiB faults). Scattered writes
+    From 4 MiB the memory is an anonymous ``mmap`` (zero-filled by the kernel, 4 KiB
+    pages), not numpy's allocator: numpy asks for transparent huge pages for arrays that
+    large, and on this project's VMs a fresh 2 MiB page faulted in up to 12 ms in one
+    step (a 9.6 MB array ~29 ms in all, against ~9 ms in 4 KiB faults). Smaller arrays
+    come from numpy, whose heap memory is usually paged in already. Scattered writes
     into a fresh array fault wherever they land, so it is paged in first, in order.
     O(size) in steps."""
     nbytes = size * np.dtype(dtype).itemsize
     if nbytes == 0:
         return np.zeros(size, dtype)
-    arr = np.frombuffer(mmap.mmap(-1, nbytes), dtype)
+    if nbytes >= _HUGE_PAGE_ARRAY:
+        arr = np.frombuffer(mmap.mmap(-1, nbytes), dtype)
+    else:
+        arr = np.empty(size, dtype)
     step = max(1, _ZERO_STEP_BYTES // arr.itemsize)
     for start in range(0, size, step):
         arr[start : start + step] = 0

@@ -9,7 +9,7 @@ from actormem._scoring import ScratchPool, drain, zeroed_steps
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.float64, np.bool_])
-@pytest.mark.parametrize("size", [0, 1, 1000, 300_000])
+@pytest.mark.parametrize("size", [0, 1, 1000, 300_000, 1 << 22])
 def test_zeroed_steps_is_all_zeros_and_yields_per_256_kib(dtype: type, size: int) -> None:
     steps = zeroed_steps(size, dtype)
     yields = 0
