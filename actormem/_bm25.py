@@ -1060,8 +1060,9 @@ class BM25Index(metaclass=NoPublicConstructor):
         cands = cands.astype(np.int32)
         yield
         del acc, parts, in_top, every, kept
-        self._scratch.give(acc_base, capacity)
-        self._scratch.give(top_base, capacity)
+        # At the capacity now: arrays of one the index has grown past are dropped.
+        self._scratch.give(acc_base, len(self._lengths))
+        self._scratch.give(top_base, len(self._lengths))
         for j in range(done, len(order)):
             if not len(cands):
                 break

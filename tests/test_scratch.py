@@ -116,3 +116,35 @@ def test_word_overlap_reads_no_pooled_garbage_past_its_groups(
     assert [(s, r.entry.memory) for s, r in b] == [(1.0, f"cat {i}") for i in (100, 101, 102)]
     got = drain(a)  # only the tag matches existed at A's version: 0.5 + 0.3 + 0.1
     assert [(s, r.entry.memory) for s, r in got] == [(0.9, f"x{i}") for i in range(3)]
+
+
+def test_bm25_gives_back_no_array_of_a_capacity_it_has_grown_past() -> None:
+    """A retrieve that started before the index's arrays grew gives its scratch back at
+    the capacity of the end, so the old-size arrays are dropped, not kept."""
+    from datetime import UTC, datetime, timedelta
+
+    from actormem import BM25Scorer, MemoryCategory, MemoryEntry
+    from actormem._state import MemoryState
+
+    base = datetime(2026, 1, 1, tzinfo=UTC)
+    state = MemoryState(capacity=None, half_life=3600.0, scorer=BM25Scorer())
+
+    def store(i: int) -> None:
+        state.store(MemoryEntry(category=MemoryCategory.FACT, memory=f"deploy step {i}",
+                                created_at=base + timedelta(seconds=i)))
+
+    for i in range(4050):
+        store(i)
+    state.publish()
+    index = state.index
+    before = len(index._lengths)
+    steps = index.top_k_steps(state.view(), "deploy step", 5, None)
+    next(steps)
+    for i in range(4050, 4250):  # past the first capacity: the arrays are replaced
+        store(i)
+    state.publish()
+    assert len(index._lengths) > before
+    hits = drain(steps)
+    assert len(hits) == 5
+    kept = [len(a) for spares in index._scratch._spares.values() for a in spares]
+    assert before not in kept
