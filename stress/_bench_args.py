@@ -5,6 +5,7 @@ types are the ``actormem`` CLI's own."""
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from actormem._cli import _int_at_least, _positive_seconds
@@ -26,8 +27,10 @@ def positive_ints(text: str) -> list[int]:
 
 
 def existing_dir(text: str) -> Path:
-    """A path naming an existing directory."""
+    """A path naming an existing directory this process may create files in."""
     path = Path(text)
     if not path.is_dir():
         raise argparse.ArgumentTypeError(f"{text!r} is not an existing directory")
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a writable directory")
     return path

@@ -26,6 +26,7 @@ Each step is timed in wall time and in CPU time (see :class:`StepTimer`).
 
 from __future__ import annotations
 
+import math
 import time
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
@@ -250,22 +251,37 @@ _MAX_KEYS = frozenset({
     "longest_retrieve_step_ms", "longest_retrieve_step_cpu_ms", "longest_owner_step_ms",
     "gc_longest_ms",
 })
+#: The run's settings: the same in every repeat, kept as they are.
+_SETTINGS = frozenset({"writers", "readers", "writer_quota", "reader_quota"})
+
+
+def _median_of_numbers(values: list[float]) -> float:
+    """The median of the values that are numbers (a p99 of no samples is NaN)."""
+    numbers = [v for v in values if not math.isnan(v)]
+    return median(numbers) if numbers else math.nan
 
 
 def combine_repeats(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """One row from :func:`rw_cell` rows of repeated runs on one memory: the median of
-    each figure (p99s, ratios, quotas) and the maximum of each longest step or pause; the
-    per-repeat ratios and every repeat's phases are kept beside them."""
+    each p99, each ratio then recomputed from those medians (so a ratio matches the
+    columns beside it), and the maximum of each longest step or pause; the settings of
+    the first repeat (the reader quota may differ per repeat: each repeat's is kept);
+    per-repeat ratios and every repeat's phases beside them."""
     out: dict[str, Any] = {}
     for key, first in rows[0].items():
         values = [row[key] for row in rows]
-        if key in _MAX_KEYS:
-            out[key] = max(values)
-        elif isinstance(first, (int, float)) and not isinstance(first, bool):
-            out[key] = median(values)
-        else:
+        if key in _SETTINGS or not isinstance(first, (int, float)) or isinstance(first, bool):
             out[key] = first
+        elif key in _MAX_KEYS:
+            out[key] = max(values)
+        else:
+            out[key] = _median_of_numbers(values)
+    for side, other in (("writer", "readers"), ("reader", "writers")):
+        alone = out[f"{side}_p99_alone_ms"]
+        both = out[f"{side}_p99_with_{other}_ms"]
+        out[f"{side}_p99_ratio"] = both / alone if alone > 0 else math.nan
     out["repeats"] = len(rows)
+    out["repeat_reader_quota"] = [row["reader_quota"] for row in rows]
     out["repeat_writer_p99_ratio"] = [row["writer_p99_ratio"] for row in rows]
     out["repeat_reader_p99_ratio"] = [row["reader_p99_ratio"] for row in rows]
     out["phases"] = [row["phases"] for row in rows]

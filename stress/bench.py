@@ -130,6 +130,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         p.error(str(exc))
     if args.render is not None and not args.render.is_file():
         p.error(f"--render: {str(args.render)!r} is not a file")
+    if args.json is not None and not args.json.parent.is_dir():
+        p.error(f"--json: the folder of {str(args.json)!r} does not exist")
     sizes = args.sizes or list(DEFAULT_SIZES)
     args.sizes = sizes
     big = [s for s in sizes if s in (100_000, 1_000_000)] or [max(sizes)]
@@ -145,6 +147,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         args.durable_modes = []
     else:
         args.durable_modes = [m.strip() for m in args.durable.split(",") if m.strip()]
+        known = durable_modes()
+        for mode in args.durable_modes:
+            if mode not in known:
+                p.error(f"--durable: {mode!r} is not one of auto, none, {', '.join(known)}")
     return args
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 import statistics
@@ -143,9 +144,14 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
     if any(w < 1 for w in args.writers):
         parser.error(f"--writers must all be at least 1, got {args.writers}")
-    if args.dir is not None and not args.dir.is_dir():
-        parser.error(f"--dir: {str(args.dir)!r} is not an existing directory")
-    directory = Path(tempfile.mkdtemp(prefix="actormem-bench-", dir=args.dir))
+    if args.dir is not None and not (args.dir.is_dir() and os.access(args.dir, os.W_OK)):
+        parser.error(f"--dir: {str(args.dir)!r} is not a writable directory")
+    if args.json is not None and not args.json.parent.is_dir():
+        parser.error(f"--json: the folder of {str(args.json)!r} does not exist")
+    try:
+        directory = Path(tempfile.mkdtemp(prefix="actormem-bench-", dir=args.dir))
+    except OSError as exc:
+        parser.error(f"--dir: cannot create a folder in {str(args.dir)!r}: {exc.strerror}")
     entries = make_entries(args.entries, args.seed)
     cells: dict[tuple[str, int], list[dict[str, Any]]] = {}
     try:

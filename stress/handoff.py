@@ -105,7 +105,11 @@ def main(argv: list[str] | None = None) -> None:
     def nothing(_: object = None) -> None:
         return None
 
-    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+    try:
+        scratch = tempfile.TemporaryDirectory(dir=args.dir)
+    except OSError as exc:
+        parser.error(f"--dir: cannot create a folder in {str(args.dir)!r}: {exc.strerror}")
+    with scratch as tmp:
         cases: dict[str, Callable[[], tuple[float, float]]] = {
             "lock ping-pong": lambda: _lock_ping_pong(rounds),
             "to_thread no-op": lambda: _timed(

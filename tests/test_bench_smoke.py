@@ -92,6 +92,8 @@ def test_handoff_prints_its_four_cases(tmp_path: Path, capsys: pytest.CaptureFix
         (["--sizes", "0"], "must be >= 1"),
         (["--budget", "-1"], "must be a positive number of seconds"),
         (["--render", "/nonexistent/run.json"], "is not a file"),
+        (["--durable", "bogus"], "'bogus' is not one of auto, none"),
+        (["--json", "/nonexistent/dir/run.json"], "does not exist"),
     ],
 )
 def test_bench_refuses_bad_arguments_in_one_line(
@@ -118,18 +120,28 @@ def test_rw_repeats_combine_by_median_and_max() -> None:
     from stress._bench_rw import combine_repeats
 
     rows = [
-        {"writers": 64, "writer_p99_ratio": r, "reader_p99_ratio": 1 / r,
-         "longest_retrieve_step_ms": step, "gc_longest_ms": gc, "entries_at_start": None,
-         "phases": {"both": {}}}
-        for r, step, gc in ((3.0, 1.0, 0.5), (5.0, 4.0, 0.2), (4.0, 2.0, 0.9))
+        {"writers": 64, "reader_quota": quota, "writer_p99_alone_ms": alone,
+         "writer_p99_with_readers_ms": both, "writer_p99_ratio": both / alone,
+         "reader_p99_alone_ms": 100.0, "reader_p99_with_writers_ms": r_both,
+         "reader_p99_ratio": r_both / 100.0, "longest_retrieve_step_ms": step,
+         "gc_longest_ms": gc, "entries_at_start": None, "phases": {"both": {}}}
+        for alone, both, r_both, quota, step, gc in (
+            (10.0, 30.0, 150.0, 2, 1.0, 0.5),
+            (20.0, 20.0, float("nan"), 3, 4.0, 0.2),
+            (12.0, 60.0, 250.0, 2, 2.0, 0.9),
+        )
     ]
     row = combine_repeats(rows)
-    assert row["writer_p99_ratio"] == 4.0
-    assert row["reader_p99_ratio"] == 0.25
+    assert row["writer_p99_alone_ms"] == 12.0 and row["writer_p99_with_readers_ms"] == 30.0
+    assert row["writer_p99_ratio"] == 2.5  # of the medians beside it, not a median ratio
+    assert row["reader_p99_with_writers_ms"] == 200.0  # NaN (no samples) left out
+    assert row["reader_p99_ratio"] == 2.0
     assert row["longest_retrieve_step_ms"] == 4.0
     assert row["gc_longest_ms"] == 0.9
-    assert row["writers"] == 64 and row["repeats"] == 3
-    assert row["repeat_writer_p99_ratio"] == [3.0, 5.0, 4.0]
+    assert row["writers"] == 64 and isinstance(row["writers"], int)
+    assert row["reader_quota"] == 2 and row["repeat_reader_quota"] == [2, 3, 2]
+    assert row["repeats"] == 3
+    assert row["repeat_writer_p99_ratio"] == [3.0, 1.0, 5.0]
     assert len(row["phases"]) == 3
 
 
