@@ -154,11 +154,17 @@ def zeroed_steps(size: int, dtype: Any) -> Generator[None, None, np.ndarray[Any,
         arr = np.frombuffer(mmap.mmap(-1, nbytes), dtype)
     else:
         arr = np.empty(size, dtype)
+    yield from _zero_steps(arr, size)
+    return arr
+
+
+def _zero_steps(arr: np.ndarray[Any, Any], n: int) -> Generator[None, None, None]:
+    """Zero ``arr`` up to ``n`` rounded up to a whole step of 256 KiB (or to its end),
+    a step between two yields. O(n) in steps."""
     step = max(1, _ZERO_STEP_BYTES // arr.itemsize)
-    for start in range(0, size, step):
+    for start in range(0, n, step):
         arr[start : start + step] = 0
         yield
-    return arr
 
 
 class ScratchPool:
@@ -197,10 +203,7 @@ class ScratchPool:
             arr = spares.pop()
             self._bytes -= arr.nbytes
             if len(arr) >= n:
-                step = max(1, _ZERO_STEP_BYTES // arr.itemsize)
-                for start in range(0, n, step):
-                    arr[start : start + step] = 0
-                    yield
+                yield from _zero_steps(arr, n)
                 return arr
         return (yield from zeroed_steps(max(n, capacity), dtype))
 

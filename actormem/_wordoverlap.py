@@ -575,10 +575,10 @@ class _WordOverlapIndex:
         for start in range(0, end, _STEP):
             toks = filter(None, map(item_of, ids[start : min(end, start + _STEP)]))
             got = list(filter(None, map(post.get, toks)))
+            got_lens = list(map(len, got))
             lists += got
-            had = len(lens)
-            lens += map(len, got)
-            total += sum(lens[had:])
+            lens += got_lens
+            total += sum(got_lens)
             yield
         if not lists:
             return _NONE, None
