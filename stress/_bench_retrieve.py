@@ -100,30 +100,22 @@ def time_snapshots(memory: Memory, count: int = 2000) -> dict[str, float]:
 
 
 async def retrieve_cell(
-    memory: Memory, queries: Sequence[str], budget: Budget, timer: StepTimer | None = None
+    memory: Memory, queries: Sequence[str], budget: Budget
 ) -> dict[str, Any]:
-    """Scenario 1's figures for one served memory; with ``timer`` (added as a trio
-    instrument by the caller), also the longest step of the calling task while the
-    timed retrieves run (``longest_step_ms``: how long the event loop went without a
-    checkpoint, a one-reader figure beside the rw scenario's 64 readers; and
+    """Scenario 1's figures for one served memory, with the longest step of the calling
+    task while the timed retrieves run (``longest_step_ms``: how long the event loop went
+    without a checkpoint, a one-reader figure beside the rw scenario's 64 readers; and
     ``longest_step_cpu_ms``, the most CPU time one step took, see :class:`StepTimer`)."""
 
     async def call(q: str) -> object:
         return await memory.retrieve(q, K)
 
     chosen = await choose_queries(call, queries, budget)
-    if timer is not None:
-        timer.reset()
-        timer.enabled = True
-    try:
-        with GcPauses() as pauses:
-            row = await time_calls(call, chosen, budget.repeats)
-    finally:
-        if timer is not None:
-            timer.enabled = False
-    if timer is not None:
-        wall, cpu = timer.longest_ms(timer.kind(trio.lowlevel.current_task()))
-        row["longest_step_ms"], row["longest_step_cpu_ms"] = wall, cpu
+    timer = StepTimer()
+    with timer.recording(), GcPauses() as pauses:
+        row = await time_calls(call, chosen, budget.repeats)
+    wall, cpu = timer.longest_ms(timer.kind(trio.lowlevel.current_task()))
+    row["longest_step_ms"], row["longest_step_cpu_ms"] = wall, cpu
     row.update(pauses.as_json())
     row.update(time_snapshots(memory))
     row["spread_p50_ms"] = [min(row["repeat_p50_ms"]), max(row["repeat_p50_ms"])]

@@ -30,6 +30,7 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import trio
@@ -53,7 +54,6 @@ class StepTimer(trio.abc.Instrument):
     the wall figure is what other tasks waited."""
 
     def __init__(self) -> None:
-        self.enabled = False
         self._t0 = 0
         self._c0 = 0
         self.longest: dict[str, int] = defaultdict(int)
@@ -61,11 +61,21 @@ class StepTimer(trio.abc.Instrument):
         self.over: dict[str, int] = defaultdict(int)
         self.steps: dict[str, int] = defaultdict(int)
 
-    def reset(self) -> None:
+    @contextmanager
+    def recording(self) -> Iterator[StepTimer]:
+        """Forget what was recorded, then time every task step while inside, as a trio
+        instrument of the current run (removed on the way out)."""
         self.longest.clear()
         self.longest_cpu.clear()
         self.over.clear()
         self.steps.clear()
+        trio.lowlevel.add_instrument(self)
+        # The step in progress (the caller's) counts from here: it began unobserved.
+        self.before_task_step(trio.lowlevel.current_task())
+        try:
+            yield self
+        finally:
+            trio.lowlevel.remove_instrument(self)
 
     @staticmethod
     def kind(task: trio.lowlevel.Task) -> str:
@@ -78,8 +88,6 @@ class StepTimer(trio.abc.Instrument):
         self._t0 = time.perf_counter_ns()
 
     def after_task_step(self, task: trio.lowlevel.Task) -> None:
-        if not self.enabled:
-            return
         dt = time.perf_counter_ns() - self._t0
         cpu = time.thread_time_ns() - self._c0
         kind = self.kind(task)
@@ -179,7 +187,6 @@ async def _run_phase(
 
 async def rw_cell(
     memory: Memory,
-    timer: StepTimer,
     new_entries: Iterator[MemoryEntry],
     queries: Sequence[str],
     *,
@@ -197,20 +204,18 @@ async def rw_cell(
     est = (time.perf_counter() - start) / 3
     reader_quota = max(1, min(max_reader_quota, int(budget_s / max(readers * est, 1e-9))))
 
+    timer = StepTimer()
     phases: dict[str, dict[str, Any]] = {}
     for name, (w, r) in {
         "writers_alone": (writers, 0),
         "readers_alone": (0, readers),
         "both": (writers, readers),
     }.items():
-        timer.reset()
-        timer.enabled = True
-        with GcPauses() as pauses:
+        with timer.recording(), GcPauses() as pauses:
             w_lat, r_lat, wall = await _run_phase(
                 memory, new_entries, queries, writers=w, readers=r,
                 writer_quota=writer_quota, reader_quota=reader_quota, budget_s=budget_s,
             )
-        timer.enabled = False
         phases[name] = {
             "wall_s": wall,
             **summarize_ms(w_lat, "writer_"),

@@ -61,7 +61,7 @@ from ._bench_engine import SCORERS, build_state, check_served, serve_state
 from ._bench_memory import measure_in_child
 from ._bench_peers import PEER_NAMES, peers_cell
 from ._bench_retrieve import Budget, retrieve_cell
-from ._bench_rw import STALL_MS, StepTimer, combine_repeats, rw_cell
+from ._bench_rw import STALL_MS, combine_repeats, rw_cell
 from ._bench_stats import Target, load_average, machine
 from ._bench_store import durable_modes, store_runs
 
@@ -222,15 +222,8 @@ class Run:
     async def _retrieve(self, n: int, memories: dict[str, Memory]) -> None:
         for scorer in self.args.scorer_names:
             self.log(f"retrieve {scorer} n={n}")
-            timer = StepTimer()
-            trio.lowlevel.add_instrument(timer)
-            try:
-                with self.profile(f"retrieve-{scorer}-{n}"):
-                    row = await retrieve_cell(
-                        memories[scorer], self.corpus.queries, self.budget, timer
-                    )
-            finally:
-                trio.lowlevel.remove_instrument(timer)
+            with self.profile(f"retrieve-{scorer}-{n}"):
+                row = await retrieve_cell(memories[scorer], self.corpus.queries, self.budget)
             self.results["retrieve"].append({"scorer": scorer, "n": n, **row})
 
     async def _peers(self, n: int, memories: dict[str, Memory]) -> None:
@@ -246,20 +239,15 @@ class Run:
             self.results["peers"].append({"id": peer, **row})
 
     async def _rw(self, n: int, memory: Memory) -> None:
-        timer = StepTimer()
-        trio.lowlevel.add_instrument(timer)
         rows = []
-        try:
-            new = entries(self.corpus, 10**9, start=n + 1_000_000)
-            for repeat in range(self.args.repeats):
-                # Each repeat's writers add 12,800 entries or more to the same memory.
-                self.log(f"rw n={n} repeat {repeat + 1}/{self.args.repeats}")
-                with self.profile(f"rw-{n}-{repeat}"):
-                    rows.append(await rw_cell(
-                        memory, timer, new, self.corpus.queries, budget_s=self.args.budget
-                    ))
-        finally:
-            trio.lowlevel.remove_instrument(timer)
+        new = entries(self.corpus, 10**9, start=n + 1_000_000)
+        for repeat in range(self.args.repeats):
+            # Each repeat's writers add 12,800 entries or more to the same memory.
+            self.log(f"rw n={n} repeat {repeat + 1}/{self.args.repeats}")
+            with self.profile(f"rw-{n}-{repeat}"):
+                rows.append(
+                    await rw_cell(memory, new, self.corpus.queries, budget_s=self.args.budget)
+                )
         row = combine_repeats(rows)
         row["entries_at_start"] = n
         self.results["rw"].append({"n": n, **row})

@@ -42,6 +42,9 @@ def test_retrieve_scenario_at_200_entries(tmp_path: Path) -> None:
                     "snapshot_p99_us", "longest_step_ms", "longest_step_cpu_ms"):
             assert _positive(row[key]), (key, row[key])
         assert row["p50_ms"] <= row["p99_ms"] <= row["max_ms"]
+        # One step of the run cannot outlast the run (a step timed from an unset start
+        # once read as 35,000 s).
+        assert row["longest_step_ms"] <= written["duration_s"] * 1000
         assert 5 <= row["queries"] <= 30
         assert row["samples"] == row["queries"] * 2
         assert len(row["repeat_p50_ms"]) == 2
