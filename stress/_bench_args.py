@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import argparse
 import os
+import tempfile
 from pathlib import Path
 
 from actormem._cli import _int_at_least, _positive_seconds
 
-__all__ = ["existing_dir", "positive_int", "positive_ints", "positive_seconds"]
+__all__ = [
+    "existing_dir", "existing_file", "make_scratch_dir", "output_file", "positive_int",
+    "positive_ints", "positive_seconds",
+]
 
 #: An int >= 1.
 positive_int = _int_at_least(1)
@@ -34,3 +38,29 @@ def existing_dir(text: str) -> Path:
     if not os.access(path, os.W_OK | os.X_OK):
         raise argparse.ArgumentTypeError(f"{text!r} is not a writable directory")
     return path
+
+
+def existing_file(text: str) -> Path:
+    """A path naming an existing file."""
+    path = Path(text)
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"{text!r} is not a file")
+    return path
+
+
+def output_file(text: str) -> Path:
+    """A path to write, in a folder that exists (checked before a long run, not after)."""
+    path = Path(text)
+    if not path.parent.is_dir():
+        raise argparse.ArgumentTypeError(f"the folder of {text!r} does not exist")
+    return path
+
+
+def make_scratch_dir(parser: argparse.ArgumentParser, parent: Path | None, prefix: str) -> Path:
+    """A new folder in ``parent`` (None: the system's temporary folder); a usage error
+    through ``parser`` if it cannot be made (``--dir`` passes :func:`existing_dir` but
+    root ignores permission bits, and some folders, like ``/proc``, refuse anyway)."""
+    try:
+        return Path(tempfile.mkdtemp(prefix=prefix, dir=parent))
+    except OSError as exc:
+        parser.error(f"--dir: cannot create a folder in {str(parent)!r}: {exc.strerror}")

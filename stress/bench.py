@@ -55,7 +55,7 @@ import trio
 from actormem import Memory
 from actormem._state import MemoryState
 
-from ._bench_args import positive_int, positive_ints, positive_seconds
+from ._bench_args import existing_file, output_file, positive_int, positive_ints, positive_seconds
 from ._bench_data import DEFAULT_DATA, Corpus, entries, load_corpus
 from ._bench_engine import SCORERS, build_state, check_served, serve_state
 from ._bench_memory import measure_in_child
@@ -114,8 +114,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         "collection': freezing after a large load is what we recommend)")
     p.add_argument("--data", type=Path, default=DEFAULT_DATA,
                    help="folder with tool_calls.jsonl and locomo10.json")
-    p.add_argument("--json", type=Path, default=None, help="write every figure here")
-    p.add_argument("--render", type=Path, default=None,
+    p.add_argument("--json", type=output_file, default=None, help="write every figure here")
+    p.add_argument("--render", type=existing_file, default=None,
                    help="print the tables of an earlier --json file and exit (runs nothing)")
     p.add_argument("--profile", type=Path, default=None,
                    help="write a pyinstrument profile of each cell into this folder")
@@ -128,10 +128,6 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         args.peer_names = _names(args.peers, list(PEER_NAMES))
     except argparse.ArgumentTypeError as exc:
         p.error(str(exc))
-    if args.render is not None and not args.render.is_file():
-        p.error(f"--render: {str(args.render)!r} is not a file")
-    if args.json is not None and not args.json.parent.is_dir():
-        p.error(f"--json: the folder of {str(args.json)!r} does not exist")
     sizes = args.sizes or list(DEFAULT_SIZES)
     args.sizes = sizes
     big = [s for s in sizes if s in (100_000, 1_000_000)] or [max(sizes)]

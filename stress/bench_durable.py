@@ -26,12 +26,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -41,6 +39,15 @@ from typing import Any
 import trio
 
 from actormem import MemoryCategory, MemoryEntry, open_memory
+
+# Run as a script (`python stress/bench_durable.py`): the project root, for `stress`.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from stress._bench_args import (  # noqa: E402
+    existing_dir,
+    make_scratch_dir,
+    output_file,
+    positive_int,
+)
 
 WORDS = (
     "deploy blue cluster rust tokio trio sqlite commit latency agent tool search glob file "
@@ -130,28 +137,18 @@ def table(runs: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--entries", type=int, default=4000, help="entries stored per run")
-    parser.add_argument("--writers", type=int, nargs="+", default=[1, 8, 64])
+    parser.add_argument("--entries", type=positive_int, default=4000,
+                        help="entries stored per run")
+    parser.add_argument("--writers", type=positive_int, nargs="+", default=[1, 8, 64])
     parser.add_argument("--modes", nargs="+", default=["memory", "normal", "full"],
                         choices=["memory", "normal", "full"])
-    parser.add_argument("--repeats", type=int, default=3, help="runs per cell (median)")
+    parser.add_argument("--repeats", type=positive_int, default=3, help="runs per cell (median)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--dir", type=Path, default=None, help="where the files go")
-    parser.add_argument("--json", type=Path, default=None, help="also write the runs here")
+    parser.add_argument("--dir", type=existing_dir, default=None, help="where the files go")
+    parser.add_argument("--json", type=output_file, default=None,
+                        help="also write the runs here")
     args = parser.parse_args(argv)
-    for name in ("entries", "repeats"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name} must be at least 1, got {getattr(args, name)}")
-    if any(w < 1 for w in args.writers):
-        parser.error(f"--writers must all be at least 1, got {args.writers}")
-    if args.dir is not None and not (args.dir.is_dir() and os.access(args.dir, os.W_OK)):
-        parser.error(f"--dir: {str(args.dir)!r} is not a writable directory")
-    if args.json is not None and not args.json.parent.is_dir():
-        parser.error(f"--json: the folder of {str(args.json)!r} does not exist")
-    try:
-        directory = Path(tempfile.mkdtemp(prefix="actormem-bench-", dir=args.dir))
-    except OSError as exc:
-        parser.error(f"--dir: cannot create a folder in {str(args.dir)!r}: {exc.strerror}")
+    directory = make_scratch_dir(parser, args.dir, "actormem-bench-")
     entries = make_entries(args.entries, args.seed)
     cells: dict[tuple[str, int], list[dict[str, Any]]] = {}
     try:

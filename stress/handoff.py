@@ -25,9 +25,9 @@ mode mostly measures this hand-off (``docs/benchmarks.md``, "Durable store throu
 from __future__ import annotations
 
 import argparse
+import shutil
 import sqlite3
 import statistics
-import tempfile
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -37,7 +37,7 @@ import trio
 
 from actormem._memory import _in_thread_while
 
-from ._bench_args import existing_dir, positive_int
+from ._bench_args import existing_dir, make_scratch_dir, positive_int
 
 
 def _lock_ping_pong(rounds: int) -> tuple[float, float]:
@@ -105,11 +105,8 @@ def main(argv: list[str] | None = None) -> None:
     def nothing(_: object = None) -> None:
         return None
 
+    scratch = make_scratch_dir(parser, args.dir, "actormem-handoff-")
     try:
-        scratch = tempfile.TemporaryDirectory(dir=args.dir)
-    except OSError as exc:
-        parser.error(f"--dir: cannot create a folder in {str(args.dir)!r}: {exc.strerror}")
-    with scratch as tmp:
         cases: dict[str, Callable[[], tuple[float, float]]] = {
             "lock ping-pong": lambda: _lock_ping_pong(rounds),
             "to_thread no-op": lambda: _timed(
@@ -118,12 +115,14 @@ def main(argv: list[str] | None = None) -> None:
             "commit path no-op": lambda: _timed(
                 rounds, lambda: _in_thread_while(nothing, None, nothing)
             ),
-            "inline commit": lambda: _inline_commit(rounds, Path(tmp)),
+            "inline commit": lambda: _inline_commit(rounds, scratch),
         }
         runs: dict[str, list[tuple[float, float]]] = {name: [] for name in cases}
         for _ in range(5):  # interleaved, so a burst of load elsewhere hits all alike
             for name, case in cases.items():
                 runs[name].append(case())
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     print(f"python -m stress.handoff --rounds {rounds}  (median of 5 runs, per round)")
     print("| case | wall µs | event-loop thread CPU µs |\n|---|---:|---:|")
     for name, got in runs.items():
