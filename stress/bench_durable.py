@@ -55,7 +55,12 @@ WORDS = (
 ).split()
 
 
-def make_entries(n: int, seed: int) -> list[MemoryEntry]:
+#: Seed of the untimed warm-up entries: a string, so that no ``--seed`` reproduces their
+#: ids (``random.Random`` seeds an int by its absolute value: -1 and 1 are one seed).
+WARM_UP_SEED = "warm-up"
+
+
+def make_entries(n: int, seed: int | str) -> list[MemoryEntry]:
     """``n`` entries of 8-30 words with tags and namespaces, fixed by ``seed``."""
     rng = random.Random(seed)
     base = datetime(2026, 1, 1, tzinfo=UTC)
@@ -87,7 +92,7 @@ async def run_one(
     latencies: list[float] = []
     async with open_memory(**options) as memory:
         # Warm up (thread cache, first pages) with entries that are not timed.
-        for e in make_entries(20, seed=-1):
+        for e in make_entries(20, seed=WARM_UP_SEED):
             await memory.store(e)
         commits0 = memory._storage.commits if memory._storage else 0
 
