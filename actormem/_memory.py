@@ -674,8 +674,11 @@ async def _in_thread_while(
     (shielded from cancellation, like ``trio.to_thread.run_sync``) for the thread, then
     raise what ``meanwhile`` or else ``fn`` raised.
 
-    The group commit overlaps with indexing the batch this way: SQLite releases the GIL
-    while it writes. The thread comes from trio's thread cache
+    The group commit overlaps with indexing the batch this way: the indexing runs while
+    the OS wakes the worker (which hides a lone store's indexing), and the worker writes
+    whenever it holds the GIL (SQLite releases it while it works). With a large batch
+    the worker mostly waits for the indexing to end (docs/benchmarks.md, "Where a batch
+    of 64 goes"). The thread comes from trio's thread cache
     (``trio.lowlevel.start_thread_soon``) and starts at once, not at the next checkpoint.
     """
     token = trio.lowlevel.current_trio_token()

@@ -359,10 +359,9 @@ class MemoryState:
         """Hold back the scoring index's ``add``/``retire`` calls of the writes that follow
         until :meth:`flush_index`, which makes them in the same order.
 
-        The durable owner uses it to index a batch while its group commit is being
-        written by another thread (SQLite releases the GIL while it works): nothing
-        else in the state reads the index, and readers see no record of the batch
-        before it is published. O(1).
+        The durable owner uses it to index a batch while the thread of its group commit
+        starts (see ``_memory._in_thread_while``): nothing else in the state reads the
+        index, and readers see no record of the batch before it is published. O(1).
         """
         assert self._deferred is None
         self._deferred = []
