@@ -8,11 +8,12 @@ import argparse
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from actormem._cli import _int_at_least, _positive_seconds
 
 __all__ = [
-    "existing_dir", "existing_file", "make_scratch_dir", "output_file", "positive_int",
+    "distinct", "existing_dir", "existing_file", "make_scratch_dir", "output_file", "positive_int",
     "positive_ints", "positive_seconds",
 ]
 
@@ -49,11 +50,30 @@ def existing_file(text: str) -> Path:
 
 
 def output_file(text: str) -> Path:
-    """A path to write, in a folder that exists (checked before a long run, not after)."""
+    """A file path this process can write, checked before a long run, not after: its
+    folder exists, it is not a folder, and opening it for appending works (which
+    creates it, empty, if it was not there; an existing file is left as it is until the
+    run writes it)."""
     path = Path(text)
     if not path.parent.is_dir():
         raise argparse.ArgumentTypeError(f"the folder of {text!r} does not exist")
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r} is a folder, not a file")
+    try:
+        with path.open("a"):
+            pass
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"cannot write {text!r}: {exc.strerror}") from None
     return path
+
+
+def distinct(values: list[Any], option: str, parser: argparse.ArgumentParser) -> list[Any]:
+    """``values`` unchanged, or a usage error through ``parser`` if one is repeated
+    (a repeated cell would run twice into one file and be merged in the table)."""
+    repeated = sorted({str(v) for v in values if values.count(v) > 1})
+    if repeated:
+        parser.error(f"{option}: each value once, got {', '.join(repeated)} more than once")
+    return values
 
 
 def make_scratch_dir(parser: argparse.ArgumentParser, parent: Path | None, prefix: str) -> Path:

@@ -43,6 +43,7 @@ from actormem import MemoryCategory, MemoryEntry, open_memory
 # Run as a script (`python stress/bench_durable.py`): the project root, for `stress`.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from stress._bench_args import (  # noqa: E402
+    distinct,
     existing_dir,
     make_scratch_dir,
     output_file,
@@ -58,6 +59,8 @@ WORDS = (
 #: Seed of the untimed warm-up entries: a string, so that no ``--seed`` reproduces their
 #: ids (``random.Random`` seeds an int by its absolute value: -1 and 1 are one seed).
 WARM_UP_SEED = "warm-up"
+#: Untimed stores before each timed run, awaited one at a time (one batch each).
+WARM_UP_ENTRIES = 20
 
 
 def make_entries(n: int, seed: int | str) -> list[MemoryEntry]:
@@ -92,7 +95,7 @@ async def run_one(
     latencies: list[float] = []
     async with open_memory(**options) as memory:
         # Warm up (thread cache, first pages) with entries that are not timed.
-        for e in make_entries(20, seed=WARM_UP_SEED):
+        for e in make_entries(WARM_UP_ENTRIES, seed=WARM_UP_SEED):
             await memory.store(e)
         commits0 = memory._storage.commits if memory._storage else 0
 
@@ -108,7 +111,7 @@ async def run_one(
                 nursery.start_soon(writer, entries[w::writers])
         wall = time.perf_counter() - start
         commits = (memory._storage.commits - commits0) if memory._storage else 0
-        assert len(memory) == len(entries) + 20
+        assert len(memory) == len(entries) + WARM_UP_ENTRIES
     return {
         "mode": mode,
         "writers": writers,
@@ -130,12 +133,12 @@ def table(runs: list[dict[str, Any]]) -> str:
         "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in runs:
-        ratio = r["entries_per_s"] / base[r["mode"]] if r["mode"] in base else float("nan")
+        ratio = f"{r['entries_per_s'] / base[r['mode']]:.1f}" if r["mode"] in base else "-"
         batch = "-" if r["batch"] is None else f"{r['batch']:.1f}"
         commits = "-" if r["mode"] == "memory" else str(r["commits"])
         lines.append(
             f"| {r['mode']} | {r['writers']} | {r['entries_per_s']:,.0f} | {r['p50_ms']:.3f} "
-            f"| {r['p99_ms']:.3f} | {commits} | {batch} | {ratio:.1f} |"
+            f"| {r['p99_ms']:.3f} | {commits} | {batch} | {ratio} |"
         )
     return "\n".join(lines)
 
@@ -153,6 +156,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", type=output_file, default=None,
                         help="also write the runs here")
     args = parser.parse_args(argv)
+    distinct(args.writers, "--writers", parser)
+    distinct(args.modes, "--modes", parser)
     directory = make_scratch_dir(parser, args.dir, "actormem-bench-")
     entries = make_entries(args.entries, args.seed)
     cells: dict[tuple[str, int], list[dict[str, Any]]] = {}

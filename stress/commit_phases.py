@@ -22,18 +22,19 @@ is comparable across threads). Per batch:
 * ``write end -> owner``: until the owner runs again (trio's wake-up of the event loop);
 * ``period``: one batch's ``apply`` start to the next's.
 
-Each figure is the median over the batches of a run (the first ``--entries`` / 8 stores
-of each run are a warm-up and are not counted), then the median over ``--repeats``
-interleaved runs. ``--idle-ms`` adds a ``time.sleep`` of that many milliseconds before
-each in-memory publish: what the event loop's idle wait for a commit costs the code that
-runs after it (on a VM the vCPU halts and its caches go cold). Figures in
-``docs/benchmarks.md``, "Durable store throughput".
+Each figure is the median over the batches of a run, then the median over ``--repeats``
+interleaved runs. Not counted: the run's untimed warm-up stores (one batch each) and
+then ``--entries`` / 8 / ``--writers`` batches, about the first eighth of the stores.
+``--idle-ms`` adds a ``time.sleep`` of that many milliseconds before each in-memory
+publish: what the event loop's idle wait for a commit costs the code that runs after it
+(on this VM: 27-48% slower, docs/benchmarks.md, "Where a batch of 64 goes").
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import shutil
 import statistics
 import sys
@@ -50,8 +51,8 @@ from actormem._state import MemoryState
 
 # Run as a script: the project root, for `stress`.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from stress._bench_args import existing_dir, make_scratch_dir, positive_int  # noqa: E402
-from stress.bench_durable import WARM_UP_SEED, make_entries, run_one  # noqa: E402
+from stress._bench_args import distinct, existing_dir, make_scratch_dir, positive_int  # noqa: E402
+from stress.bench_durable import WARM_UP_ENTRIES, WARM_UP_SEED, make_entries, run_one  # noqa: E402
 
 STEPS = (
     "writers",
@@ -158,7 +159,7 @@ def run(
     events: list[Event] = []
     with timed_owner(events, idle_ms):
         result = trio.run(run_one, mode, writers, make_entries(entries, 0), directory, repeat)
-    skip = max(1, entries // 8 // writers)
+    skip = WARM_UP_ENTRIES + math.ceil(entries / 8 / writers)
     return {"mode": mode, "entries_per_s": result["entries_per_s"], **phases(events, skip)}
 
 
@@ -194,6 +195,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if not 0 <= args.idle_ms <= 1000:
         parser.error(f"--idle-ms must be between 0 and 1000, got {args.idle_ms}")
+    distinct(args.modes, "--modes", parser)
     directory = make_scratch_dir(parser, args.dir, "actormem-phases-")
     try:
         warm_up = make_entries(200, WARM_UP_SEED + " phases")
