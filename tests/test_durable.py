@@ -617,6 +617,28 @@ async def test_cancelled_owner_finishes_the_running_commit(db: Path) -> None:
     assert (await reopened(db)) == [victim]
 
 
+async def test_readers_never_see_a_batch_before_its_commit_returned(db: Path) -> None:
+    """While a batch's commit is parked in its thread, snapshots, ``get`` and retrieves
+    show the memory as before the batch; they show it once the commit returned."""
+    async with open_memory(path=db) as memory:
+        kept = fact("deploy kept")
+        await memory.store(kept)
+        slow = SlowCommits(memory)
+        new, replacing = fact("deploy new"), attrs.evolve(kept, memory="deploy replaced")
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(memory.store, new)
+                nursery.start_soon(memory.store, replacing)
+                await slow.wait_entered()
+                assert list(memory.snapshot()) == [kept]
+                assert await memory.get(new.id) is None
+                assert [e.memory for e in await memory.retrieve("deploy", 5)] == ["deploy kept"]
+                slow.release.set()
+        finally:
+            slow.release.set()  # never leave the worker parked, even when an assert fails
+        assert [e.memory for e in memory.snapshot()] == ["deploy replaced", "deploy new"]
+
+
 # ------------------------------------------------------------------ failures
 
 
