@@ -67,7 +67,7 @@ def file_entries(path: Path) -> list[MemoryEntry]:
 
 
 async def run_ops(
-    path: Path, capacity: int | None, program: Program, close_queries: list[str] = []
+    path: Path, capacity: int | None, program: Program, close_queries: tuple[str, ...] = ()
 ) -> dict[str, int]:
     """Apply ``program``, then retrieve ``close_queries`` and close; check the file after
     every awaited write and after the close. Return how often each kind of write ran."""
