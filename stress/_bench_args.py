@@ -67,13 +67,12 @@ def output_file(text: str) -> Path:
     return path
 
 
-def distinct(values: list[Any], option: str, parser: argparse.ArgumentParser) -> list[Any]:
-    """``values`` unchanged, or a usage error through ``parser`` if one is repeated
-    (a repeated cell would run twice into one file and be merged in the table)."""
+def distinct(values: list[Any], option: str, parser: argparse.ArgumentParser) -> None:
+    """A usage error through ``parser`` if a value of ``option`` is repeated (a repeated
+    cell would run twice into one file and be merged in the table)."""
     repeated = sorted({str(v) for v in values if values.count(v) > 1})
     if repeated:
         parser.error(f"{option}: each value once, got {', '.join(repeated)} more than once")
-    return values
 
 
 def make_scratch_dir(parser: argparse.ArgumentParser, parent: Path | None, prefix: str) -> Path:

@@ -1,10 +1,13 @@
 """Tiny runs of the durable benchmarks (``stress/bench_durable.py``,
-``python -m stress.commit_phases``): they run, report every cell, clean up, and restore
-what they patch. No timing thresholds: benchmarks report figures, tests assert behaviour."""
+``python -m stress.commit_phases``, ``python -m stress.handoff``): they run, report
+every cell, clean up, restore what they patch, and refuse bad arguments with a usage
+line. They need no data. No timing thresholds: benchmarks report figures, tests assert
+behaviour."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,7 +15,7 @@ import pytest
 import actormem._memory as memory_module
 from actormem._sqlite import SqliteStore
 from actormem._state import MemoryState
-from stress import bench_durable, commit_phases
+from stress import bench_durable, commit_phases, handoff
 
 
 def test_bench_durable_runs_every_cell_with_any_seed(
@@ -95,16 +98,6 @@ def test_commit_phases_runs_and_restores_what_it_patches(
     assert list(tmp_path.iterdir()) == []
 
 
-def test_commit_phases_refuses_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:
-    for argv, message in ((["--idle-ms", "5000"], "--idle-ms must be between 0 and 1000"),
-                          (["--entries", "0"], "must be >= 1"),
-                          (["--modes", "fast"], "invalid choice: 'fast'")):
-        with pytest.raises(SystemExit) as exit_info:
-            commit_phases.main(argv)
-        assert exit_info.value.code == 2
-        assert message in capsys.readouterr().err
-
-
 def test_commit_phases_skips_the_warm_up_batches(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -124,24 +117,6 @@ def test_commit_phases_skips_the_warm_up_batches(
     assert got["batches"] == batches_seen - 1 - skip  # the last one has no end
 
 
-@pytest.mark.parametrize(
-    ("argv", "message"),
-    [
-        (["--writers", "1", "1"], "--writers: each value once, got 1 more than once"),
-        (["--modes", "normal", "normal"], "--modes: each value once, got normal"),
-        (["--json", "/"], "'/' is a folder, not a file"),
-        (["--json", "/proc/actormem.jsonl"], "cannot write '/proc/actormem.jsonl'"),
-    ],
-)
-def test_bench_durable_refuses_bad_arguments_before_running(
-    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        bench_durable.main(["--entries", "10", "--repeats", "1", *argv])
-    assert exit_info.value.code == 2
-    assert message in capsys.readouterr().err
-
-
 def test_bench_durable_table_without_a_lone_writer_has_no_ratio(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -155,8 +130,45 @@ def test_bench_durable_table_without_a_lone_writer_has_no_ratio(
     assert "nan" not in table
 
 
-def test_commit_phases_refuses_a_repeated_mode(capsys: pytest.CaptureFixture[str]) -> None:
+def test_handoff_prints_its_four_cases(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    handoff.main(["--rounds", "5", "--dir", str(tmp_path)])
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+    names = [row.split(" | ")[0].removeprefix("| ") for row in rows[1:]]
+    assert names == ["lock ping-pong", "to_thread no-op", "commit path no-op", "inline commit"]
+    for row in rows[1:]:
+        wall, cpu = (float(cell) for cell in row.strip(" |").split(" | ")[1:])
+        assert wall >= 0 and cpu >= 0
+    assert list(tmp_path.iterdir()) == []  # its SQLite file lived in a temporary folder
+
+
+_QUICK = ["--entries", "10", "--repeats", "1"]  # a short run, should the check be missing
+
+
+@pytest.mark.parametrize(
+    ("main", "argv", "message"),
+    [
+        (handoff.main, ["--rounds", "0"], "must be >= 1"),
+        (handoff.main, ["--dir", "/nonexistent/dir"], "is not an existing directory"),
+        (commit_phases.main, ["--idle-ms", "5000"], "--idle-ms must be between 0 and 1000"),
+        (commit_phases.main, ["--entries", "0"], "must be >= 1"),
+        (commit_phases.main, ["--modes", "fast"], "invalid choice: 'fast'"),
+        (commit_phases.main, ["--modes", "normal", "normal"], "--modes: each value once"),
+        (bench_durable.main, [*_QUICK, "--writers", "1", "1"],
+         "--writers: each value once, got 1 more than once"),
+        (bench_durable.main, [*_QUICK, "--modes", "normal", "normal"],
+         "--modes: each value once, got normal"),
+        (bench_durable.main, [*_QUICK, "--json", "/"], "'/' is a folder, not a file"),
+        (bench_durable.main, [*_QUICK, "--json", "/proc/actormem.jsonl"],
+         "cannot write '/proc/actormem.jsonl'"),
+    ],
+)
+def test_refuses_bad_arguments_before_running(
+    main: Callable[[list[str]], None],
+    argv: list[str],
+    message: str,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     with pytest.raises(SystemExit) as exit_info:
-        commit_phases.main(["--modes", "normal", "normal"])
+        main(argv)
     assert exit_info.value.code == 2
-    assert "--modes: each value once" in capsys.readouterr().err
+    assert message in capsys.readouterr().err

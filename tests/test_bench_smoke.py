@@ -74,19 +74,6 @@ def test_report_marks_missed_targets() -> None:
     assert by_name["retrieve p50, bm25, 100k"] is None
 
 
-def test_handoff_prints_its_four_cases(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from stress import handoff
-
-    handoff.main(["--rounds", "5", "--dir", str(tmp_path)])
-    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
-    names = [row.split(" | ")[0].removeprefix("| ") for row in rows[1:]]
-    assert names == ["lock ping-pong", "to_thread no-op", "commit path no-op", "inline commit"]
-    for row in rows[1:]:
-        wall, cpu = (float(cell) for cell in row.strip(" |").split(" | ")[1:])
-        assert wall >= 0 and cpu >= 0
-    assert list(tmp_path.iterdir()) == []  # its SQLite file lived in a temporary folder
-
-
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
@@ -106,17 +93,6 @@ def test_bench_refuses_bad_arguments_in_one_line(
         bench.parse_args(argv)
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
-
-
-def test_handoff_refuses_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:
-    from stress import handoff
-
-    for argv, message in ((["--rounds", "0"], "must be >= 1"),
-                          (["--dir", "/nonexistent/dir"], "is not an existing directory")):
-        with pytest.raises(SystemExit) as exit_info:
-            handoff.main(argv)
-        assert exit_info.value.code == 2
-        assert message in capsys.readouterr().err
 
 
 def test_rw_repeats_combine_by_median_and_max() -> None:
