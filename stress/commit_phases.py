@@ -125,18 +125,16 @@ def phases(events: list[Event], skip: int = 0) -> dict[str, Any]:
     starts = [i for i, (label, _) in enumerate(events) if label == "apply<"]
     found: dict[str, list[float]] = {step: [] for step in STEPS}
     overlapped = 0
-    for n, (a, b) in enumerate(zip(starts, starts[1:], strict=False)):
-        if n < skip:
-            continue
+    for a, b in zip(starts[skip:], starts[skip + 1 :], strict=False):
         batch = events[a:b]
         at = {label: t for label, t in batch}
         found["period"].append(events[b][1] - events[a][1])
         found["apply"].append(at["apply>"] - at["apply<"])
         if "publish>" in at:
             found["writers"].append(events[b][1] - at["publish>"])
-        for step, label in (("encode", "encode"), ("index", "index"), ("write", "write")):
-            if label + "<" in at and label + ">" in at:
-                found[step].append(at[label + ">"] - at[label + "<"])
+        for step in ("encode", "index", "write"):
+            if step + "<" in at and step + ">" in at:
+                found[step].append(at[step + ">"] - at[step + "<"])
         if "write<" in at and "index>" in at:
             if at["write<"] >= at["index>"]:
                 found["index end -> write start"].append(at["write<"] - at["index>"])
