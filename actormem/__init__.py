@@ -6,7 +6,13 @@ in the caller's task. See ``docs/design.md``.
 
 from __future__ import annotations
 
-from ._bm25 import BM25Scorer as BM25Scorer
+from ._engine.memory import DEFAULT_QUEUE_SIZE as DEFAULT_QUEUE_SIZE
+from ._engine.memory import Memory as Memory
+from ._engine.memory import open_memory as open_memory
+from ._engine.memory import serve_memory as serve_memory
+from ._engine.snapshot import MAX_QUERY_CHARS as MAX_QUERY_CHARS
+from ._engine.snapshot import Snapshot as Snapshot
+from ._engine.state import DEFAULT_HALF_LIFE as DEFAULT_HALF_LIFE
 from ._entry import MAX_MEMORY_CHARS as MAX_MEMORY_CHARS
 from ._entry import MemoryCategory as MemoryCategory
 from ._entry import MemoryEntry as MemoryEntry
@@ -15,19 +21,13 @@ from ._errors import ActorMemError as ActorMemError
 from ._errors import InvalidEntryError as InvalidEntryError
 from ._errors import InvalidQueryError as InvalidQueryError
 from ._errors import StorageError as StorageError
-from ._memory import DEFAULT_QUEUE_SIZE as DEFAULT_QUEUE_SIZE
-from ._memory import Memory as Memory
-from ._memory import open_memory as open_memory
-from ._memory import serve_memory as serve_memory
-from ._snapshot import MAX_QUERY_CHARS as MAX_QUERY_CHARS
-from ._snapshot import Snapshot as Snapshot
-from ._sqlite import Durability as Durability
-from ._state import DEFAULT_HALF_LIFE as DEFAULT_HALF_LIFE
+from ._index.bm25 import BM25Scorer as BM25Scorer
+from ._index.tokenize import Tokenizer as Tokenizer
+from ._index.tokenize import stop_words as stop_words
+from ._index.wordoverlap import WordOverlapScorer as WordOverlapScorer
 from ._stats import ConsolidationStats as ConsolidationStats
 from ._stats import MemoryStatistics as MemoryStatistics
-from ._tokenize import Tokenizer as Tokenizer
-from ._tokenize import stop_words as stop_words
-from ._wordoverlap import WordOverlapScorer as WordOverlapScorer
+from ._storage.sqlite import Durability as Durability
 from .agent import MEMORY_HEADER as MEMORY_HEADER
 from .agent import LoopMemory as LoopMemory
 from .agent import MemoryHooks as MemoryHooks

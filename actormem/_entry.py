@@ -17,7 +17,7 @@ from typing import Any
 import attrs
 
 from ._errors import InvalidEntryError
-from ._util import Final
+from ._util import Final, sequence_of
 
 __all__ = ["MAX_MEMORY_CHARS", "MemoryCategory", "MemoryEntry", "ScoredEntry"]
 
@@ -61,12 +61,7 @@ def _check_text(kind: str, value: object) -> str:
 
 
 def _convert_tags(value: Any) -> tuple[str, ...]:
-    if isinstance(value, str):
-        raise TypeError("tags must be a sequence of str, not one str")
-    try:
-        items = tuple(value)
-    except TypeError:
-        raise TypeError(f"tags must be a sequence of str, not {type(value).__name__}") from None
+    items = sequence_of(value, "tags", "str")
     seen: dict[str, None] = {}
     for tag in items:
         _check_text("tag", tag)
@@ -77,14 +72,7 @@ def _convert_tags(value: Any) -> tuple[str, ...]:
 
 
 def _convert_namespace(value: Any) -> tuple[str, ...]:
-    if isinstance(value, str):
-        raise TypeError("namespace must be a sequence of str segments, not one str")
-    try:
-        items = tuple(value)
-    except TypeError:
-        raise TypeError(
-            f"namespace must be a sequence of str, not {type(value).__name__}"
-        ) from None
+    items = sequence_of(value, "namespace", "str segments")
     for segment in items:
         _check_text("namespace segment", segment)
         if not segment:

@@ -27,10 +27,13 @@ from datetime import datetime
 
 from ._entry import MemoryEntry
 
-__all__ = ["NEVER", "Access", "Record"]
+__all__ = ["JOURNAL_ACCESS", "JOURNAL_DELETE", "JOURNAL_PUT", "NEVER", "Access", "Record"]
 
 #: ``died`` of a record that has not been removed.
 NEVER = sys.maxsize
+
+#: Journal record kinds: a record became live, a record died, its access bookkeeping changed.
+JOURNAL_DELETE, JOURNAL_PUT, JOURNAL_ACCESS = 0, 1, 2
 
 
 class Access:

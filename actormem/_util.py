@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, NoReturn
 
-__all__ = ["Final", "NoPublicConstructor"]
+__all__ = ["Final", "NoPublicConstructor", "sequence_of"]
 
 
 class Final(type):
@@ -36,3 +36,30 @@ class NoPublicConstructor(Final):
 
     def _create(cls, *args: Any, **kwargs: Any) -> Any:
         return super().__call__(*args, **kwargs)
+
+
+def sequence_of(value: Any, what: str, item: str) -> tuple[Any, ...]:
+    """``tuple(value)`` for an argument that takes a sequence of ``item``.
+
+    The one check shared by every "a sequence of X" argument (tags, namespaces, filters,
+    tool calls): a lone ``str`` or ``bytes`` is refused rather than split into characters,
+    and so is anything that is not iterable. The caller checks the items. O(len(value)).
+
+    Args:
+        value: What the caller passed.
+        what: How the argument is named in errors, e.g. ``"tags"`` or ``"namespace="``.
+        item: What each item must be, e.g. ``"str"``.
+
+    Raises:
+        TypeError: ``value`` is a ``str`` or ``bytes``, or not iterable. The message names
+            ``what`` and ``item``, e.g. "tags must be a sequence of str, not one str".
+    """
+    if isinstance(value, (str, bytes)):
+        kind = type(value).__name__
+        raise TypeError(f"{what} must be a sequence of {item}, not one {kind}")
+    try:
+        return tuple(value)
+    except TypeError:
+        raise TypeError(
+            f"{what} must be a sequence of {item}, not {type(value).__name__}"
+        ) from None

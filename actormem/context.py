@@ -7,23 +7,23 @@ Source: molo_agent's ``memory`` module (``Memory``, ``InMemoryMemory``, ``Window
 
 from __future__ import annotations
 
-from ._context_message import Message as Message
-from ._context_message import Role as Role
-from ._context_message import ToolCall as ToolCall
-from ._context_summarize import SUMMARY_PREFIX as SUMMARY_PREFIX
-from ._context_summarize import Provider as Provider
-from ._context_summarize import SummarizeStrategy as SummarizeStrategy
-from ._context_window import Budget as Budget
-from ._context_window import CharTokenCounter as CharTokenCounter
-from ._context_window import ContextMemory as ContextMemory
-from ._context_window import InMemoryContext as InMemoryContext
-from ._context_window import Round as Round
-from ._context_window import TokenCounter as TokenCounter
-from ._context_window import TrimResult as TrimResult
-from ._context_window import TrimStrategy as TrimStrategy
-from ._context_window import WindowContext as WindowContext
-from ._context_window import WindowDrop as WindowDrop
-from ._context_window import keep_rounds as keep_rounds
+from .agent._context_message import Message as Message
+from .agent._context_message import Role as Role
+from .agent._context_message import ToolCall as ToolCall
+from .agent._context_summarize import SUMMARY_PREFIX as SUMMARY_PREFIX
+from .agent._context_summarize import Provider as Provider
+from .agent._context_summarize import SummarizeStrategy as SummarizeStrategy
+from .agent._context_window import Budget as Budget
+from .agent._context_window import CharTokenCounter as CharTokenCounter
+from .agent._context_window import ContextMemory as ContextMemory
+from .agent._context_window import InMemoryContext as InMemoryContext
+from .agent._context_window import Round as Round
+from .agent._context_window import TokenCounter as TokenCounter
+from .agent._context_window import TrimResult as TrimResult
+from .agent._context_window import TrimStrategy as TrimStrategy
+from .agent._context_window import WindowContext as WindowContext
+from .agent._context_window import WindowDrop as WindowDrop
+from .agent._context_window import keep_rounds as keep_rounds
 
 __all__ = [
     "SUMMARY_PREFIX",

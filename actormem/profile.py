@@ -7,9 +7,9 @@ Source: the structured knowledge ``Memory`` trait of the seed documents (``get``
 
 from __future__ import annotations
 
-from ._profile import PROFILE_PREFIXES as PROFILE_PREFIXES
-from ._profile import ProfileEntry as ProfileEntry
-from ._profile import ProfileMemory as ProfileMemory
-from ._profile import RecallOptions as RecallOptions
+from .agent._profile import PROFILE_PREFIXES as PROFILE_PREFIXES
+from .agent._profile import ProfileEntry as ProfileEntry
+from .agent._profile import ProfileMemory as ProfileMemory
+from .agent._profile import RecallOptions as RecallOptions
 
 __all__ = ["PROFILE_PREFIXES", "ProfileEntry", "ProfileMemory", "RecallOptions"]

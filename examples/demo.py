@@ -29,7 +29,8 @@ async def main() -> None:
 
         # A snapshot is O(1) and immutable: later writes do not show up in it.
         snap = memory.snapshot()
-        fact = MemoryEntry.new(MemoryCategory.FACT, "deploy uses the blue cluster").with_tag("infra")
+        fact = MemoryEntry.new(MemoryCategory.FACT, "deploy uses the blue cluster")
+        fact = fact.with_tag("infra")
         await memory.store(fact)  # the memory is full: this evicts one entry
         print(
             f"after one more store: the snapshot taken before it "

@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from actormem._cli import _int_at_least, _positive_seconds
+from actormem.cli._main import _int_at_least, _positive_seconds
 
 __all__ = [
     "distinct", "existing_dir", "existing_file", "make_scratch_dir", "output_file", "positive_int",

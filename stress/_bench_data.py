@@ -33,7 +33,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from actormem import MemoryCategory, MemoryEntry, format_trajectory
-from actormem._locomo import load_locomo
+from actormem.eval._locomo import load_locomo
 
 __all__ = ["DEFAULT_DATA", "Corpus", "entries", "load_corpus"]
 

@@ -3,7 +3,7 @@
 Storing through the owner costs the channel round trip on top of the state's own work,
 so a 1M-entry memory takes minutes that read benchmarks do not need to spend. For the
 scenarios about reads, :func:`build_state` fills the I/O-free
-:class:`~actormem._state.MemoryState` directly (the same ``store`` the owner calls, one
+:class:`~actormem._engine.state.MemoryState` directly (the same ``store`` the owner calls, one
 call per entry, publishing and vacuuming after every 512 as the owner does after a
 batch), and :func:`serve_state` puts that state behind a
 real :func:`~actormem.open_memory`, so retrieves, snapshots and later stores go through
@@ -25,8 +25,8 @@ from contextlib import asynccontextmanager
 import trio
 
 from actormem import BM25Scorer, Memory, MemoryEntry, WordOverlapScorer, open_memory
-from actormem._scoring import Scorer
-from actormem._state import DEFAULT_HALF_LIFE, MemoryState
+from actormem._engine.state import DEFAULT_HALF_LIFE, MemoryState
+from actormem._index.scoring import Scorer
 
 from ._bench_data import Corpus, entries
 

@@ -39,7 +39,7 @@ __all__ = ["measure", "measure_in_child"]
 
 def measure(n: int, scorer: str, data: str) -> dict[str, Any]:
     """The figures above, in this process (call it in a fresh one)."""
-    from actormem._state import DEFAULT_HALF_LIFE, MemoryState
+    from actormem._engine.state import DEFAULT_HALF_LIFE, MemoryState
 
     from ._bench_data import entries, load_corpus
     from ._bench_engine import fill_state, make_scorer

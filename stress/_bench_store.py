@@ -49,7 +49,7 @@ def durable_modes() -> list[str]:
     if "path" not in params or "durability" not in params:
         return []
     try:
-        from actormem._sqlite import Durability
+        from actormem._storage.sqlite import Durability
     except ImportError:  # pragma: no cover - only during the landing
         return ["normal"]
     return [d.value for d in Durability]

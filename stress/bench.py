@@ -53,7 +53,7 @@ from typing import Any
 import trio
 
 from actormem import Memory
-from actormem._state import MemoryState
+from actormem._engine.state import MemoryState
 
 from ._bench_args import existing_file, output_file, positive_int, positive_ints, positive_seconds
 from ._bench_data import DEFAULT_DATA, Corpus, entries, load_corpus

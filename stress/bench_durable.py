@@ -6,7 +6,7 @@ Usage (from the project root)::
         [--modes memory normal full] [--repeats 3] [--seed 0] [--dir DIR] [--json OUT]
 
 For each mode (``memory``: ``path=None``; ``normal`` / ``full``: a durable memory with that
-:class:`~actormem._sqlite.Durability`, a fresh file in ``--dir`` per run) and each writer
+:class:`~actormem._storage.sqlite.Durability`, a fresh file in ``--dir`` per run) and each writer
 count W, W tasks store ``--entries`` entries between them (each task awaits its store
 before the next), into an unbounded memory. Reported per run: entries/s over the wall
 time, p50 and p99 of the per-store latency (from the call to its return, so it includes

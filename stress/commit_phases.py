@@ -45,9 +45,9 @@ from typing import Any
 
 import trio
 
-import actormem._memory as memory_module
-from actormem._sqlite import SqliteStore
-from actormem._state import MemoryState
+import actormem._engine.memory as memory_module
+from actormem._engine.state import MemoryState
+from actormem._storage.sqlite import SqliteStore
 
 # Run as a script: the project root, for `stress`.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))

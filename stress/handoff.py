@@ -35,7 +35,7 @@ from pathlib import Path
 
 import trio
 
-from actormem._memory import _in_thread_while
+from actormem._engine.memory import _in_thread_while
 
 from ._bench_args import existing_dir, make_scratch_dir, positive_int
 

@@ -38,7 +38,7 @@ from typing import Any, Protocol
 import trio
 
 from actormem import MemoryEntry
-from actormem._wordoverlap import word_overlap_score
+from actormem._index.wordoverlap import word_overlap_score
 
 __all__ = [
     "LangGraphStore",

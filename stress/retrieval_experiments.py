@@ -28,8 +28,9 @@ from typing import Any
 
 import attrs
 
-from actormem._bm25 import BM25Scorer
-from actormem._locomo import (
+from actormem._index.bm25 import BM25Scorer
+from actormem._index.tokenize import Tokenizer, stop_words
+from actormem.eval._locomo import (
     HELD_OUT,
     RETRIEVERS,
     TUNING,
@@ -39,7 +40,6 @@ from actormem._locomo import (
     evaluate,
     load_locomo,
 )
-from actormem._tokenize import Tokenizer, stop_words
 
 KS = (5, 10, 25, 50)
 Variants = Callable[[Retriever], list[Retriever]]

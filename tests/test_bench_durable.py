@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-import actormem._memory as memory_module
-from actormem._sqlite import SqliteStore
-from actormem._state import MemoryState
+import actormem._engine.memory as memory_module
+from actormem._engine.state import MemoryState
+from actormem._storage.sqlite import SqliteStore
 from stress import bench_durable, commit_phases, handoff
 
 

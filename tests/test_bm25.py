@@ -12,6 +12,7 @@ from pathlib import Path
 
 import attrs
 import pytest
+from actormem._index.bm25 import BM25Index, BM25Scorer
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -24,10 +25,9 @@ from hypothesis.stateful import (
     rule,
 )
 
-from actormem._bm25 import BM25Index, BM25Scorer
 from actormem._entry import MemoryCategory, MemoryEntry
+from actormem._index.tokenize import Tokenizer, stop_words
 from actormem._record import NEVER, Record
-from actormem._tokenize import Tokenizer, stop_words
 
 from .realdata import DATA, real_file
 
@@ -497,7 +497,7 @@ class EngineBM25Machine(RuleBasedStateMachine):
 
     @initialize(capacity=st.sampled_from([None, 4, 8]))
     def setup(self, capacity: int | None) -> None:
-        from actormem._state import MemoryState
+        from actormem._engine.state import MemoryState
 
         self.scorer = BM25Scorer()
         self.state = MemoryState(capacity=capacity, half_life=3600.0, scorer=self.scorer)

@@ -11,12 +11,12 @@ from typing import cast
 
 import pytest
 
-from actormem import _bm25
-from actormem._bm25 import BM25Index, BM25Scorer
+from actormem._engine.state import MemoryState
 from actormem._entry import MemoryCategory, MemoryEntry
+from actormem._index import bm25 as _bm25
+from actormem._index.bm25 import BM25Index, BM25Scorer
+from actormem._index.scoring import drain
 from actormem._record import Record
-from actormem._scoring import drain
-from actormem._state import MemoryState
 
 from .test_bm25 import brute_force
 

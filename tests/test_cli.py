@@ -14,8 +14,9 @@ import pytest
 import trio
 
 from actormem import MemoryCategory, MemoryEntry, open_memory
-from actormem._cli import main
-from actormem._jsonl import JsonlError, entry_from_json, entry_to_json, read_tool_calls
+from actormem._storage.jsonl import JsonlError, entry_from_json, entry_to_json
+from actormem.agent._toolcalls import read_tool_calls
+from actormem.cli._main import main
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -354,7 +355,7 @@ def test_swarm_json_options_hold_every_option(
     )  # fmt: skip
     assert status == 0, err
     options = json.loads(report.read_text())["options"]
-    from actormem._cli import build_parser
+    from actormem.cli._main import build_parser
 
     sub = build_parser()._subparsers._group_actions[0].choices["swarm"]  # type: ignore[union-attr]
     dests = {a.dest for a in sub._actions if a.dest != "help"}
@@ -368,7 +369,7 @@ EVIL = "evil \x1b[2J\x1b]0;pwned\x07 \x1b[31mRED \x9b \u202e x"
 def test_printed_memory_text_has_no_control_characters(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    from actormem._cli import printable
+    from actormem.cli._main import printable
 
     assert printable("a\nb\\c\x1b\x9b\u202e\U000e0041 é") == (
         "a\\nb\\\\c\\x1b\\x9b\\u202e\\U000e0041 é"
@@ -433,7 +434,7 @@ def test_failed_import_into_a_new_path_removes_the_file(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from actormem import StorageError
-    from actormem._memory import Memory
+    from actormem._engine.memory import Memory
 
     def fail(self: Memory, entry: MemoryEntry) -> None:
         raise StorageError(str(tmp_path), "disk full (simulated)")
@@ -447,7 +448,7 @@ def test_failed_import_into_a_new_path_removes_the_file(
 
 
 def test_errors_are_one_line() -> None:
-    from actormem._cli import error_line
+    from actormem.cli._main import error_line
 
     report = (
         "x.db: corrupted: *** in database main ***\nOn tree page 8 cell 1: bad\n"

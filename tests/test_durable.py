@@ -35,8 +35,8 @@ from actormem import (
     open_memory,
     serve_memory,
 )
-from actormem._sqlite import Durability
-from actormem._sqlite_format import APPLICATION_ID, SCHEMA_VERSION
+from actormem._storage.sqlite import Durability
+from actormem._storage.sqlite_format import APPLICATION_ID, SCHEMA_VERSION
 
 from .crash_child import make_entry, run_trial
 
@@ -467,7 +467,7 @@ async def test_refuses_schema_objects_actormem_did_not_create(
 
 
 async def test_whitespace_and_comments_of_the_schema_do_not_matter() -> None:
-    from actormem._sqlite_format import _normalise_sql
+    from actormem._storage.sqlite_format import _normalise_sql
 
     assert _normalise_sql("CREATE TABLE t (\n a INT, -- note\n b  TEXT )") == (
         "CREATE TABLE t(a INT,b TEXT)"

@@ -31,7 +31,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from actormem import MemoryCategory, MemoryEntry, open_memory
-from actormem._sqlite_format import MAX_ACCESS_COUNT, read_validated
+from actormem._storage.sqlite_format import MAX_ACCESS_COUNT, read_validated
 
 from .strategies import entries, queries
 

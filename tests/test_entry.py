@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import attrs
 import pytest
@@ -77,8 +77,8 @@ def test_limit_is_inclusive_and_times_normalised() -> None:
     e = MemoryEntry(
         category=MemoryCategory.FACT, memory="x", created_at=datetime(2026, 1, 1, 1, tzinfo=cet)
     )
-    assert e.created_at == datetime(2026, 1, 1, tzinfo=timezone.utc)
-    assert e.created_at.tzinfo == timezone.utc
+    assert e.created_at == datetime(2026, 1, 1, tzinfo=UTC)
+    assert e.created_at.tzinfo == UTC
 
 
 def test_frozen_and_final() -> None:
@@ -95,7 +95,7 @@ def test_frozen_and_final() -> None:
 
 def test_with_access_equals_evolve_without_revalidating() -> None:
     e = MemoryEntry.new(MemoryCategory.FACT, "text").with_tags("a", "b")
-    when = datetime(2026, 1, 2, tzinfo=timezone.utc)
+    when = datetime(2026, 1, 2, tzinfo=UTC)
     fast = with_access(e, 7, when)
     slow = attrs.evolve(e, access_count=7, last_accessed=when)
     assert fast == slow

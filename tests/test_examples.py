@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from actormem._profile import _INSTRUCTIONS
+from actormem.agent._profile import _INSTRUCTIONS
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -10,9 +10,9 @@ import pytest
 import trio
 
 from actormem import BM25Scorer, MemoryCategory, MemoryEntry, WordOverlapScorer
-from actormem._memory import _in_thread_while
-from actormem._scoring import Scorer
-from actormem._state import DEFAULT_HALF_LIFE, MemoryState
+from actormem._engine.memory import _in_thread_while
+from actormem._engine.state import DEFAULT_HALF_LIFE, MemoryState
+from actormem._index.scoring import Scorer
 
 WORDS = ["deploy", "error", "cache", "retry", "timeout", "user", "plan", "disk", "Deploy"]
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from actormem._eval_cli import main
-from actormem._locomo import (
+from actormem.eval._cli import main
+from actormem.eval._locomo import (
     DRAGON,
     PLAIN_BM25,
     RETRIEVERS,

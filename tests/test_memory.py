@@ -13,7 +13,7 @@ import trio
 import trio.testing
 
 import actormem
-import actormem._snapshot
+import actormem._engine.snapshot
 from actormem import (
     InvalidQueryError,
     Memory,
@@ -165,7 +165,7 @@ async def test_cancelled_callers_do_not_stall_the_owner() -> None:
 
 async def test_access_bookkeeping_is_batched(monkeypatch: pytest.MonkeyPatch) -> None:
     # Each retrieve in one task step (no slicing), so all 50 finish before the owner runs.
-    monkeypatch.setattr(actormem._snapshot, "RETRIEVE_SLICE", math.inf)
+    monkeypatch.setattr(actormem._engine.snapshot, "RETRIEVE_SLICE", math.inf)
     now = datetime(2026, 5, 1, tzinfo=UTC)
     async with open_memory(clock=lambda: now) as memory:
         e = fact("rust is fast")
@@ -623,7 +623,7 @@ async def test_reply_given_before_the_caller_parks() -> None:
 async def test_request_reply_box() -> None:
     from outcome import Error, Value
 
-    from actormem._memory import _STORE, _Request
+    from actormem._engine.memory import _STORE, _Request
 
     # Answered before the wait: no park, the value or the error comes straight back.
     req = _Request(_STORE, None, True)

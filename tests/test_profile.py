@@ -10,8 +10,8 @@ import pytest
 import trio
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from actormem._agent_text import escape_line
-from actormem._profile import _INSTRUCTIONS
+from actormem.agent._profile import _INSTRUCTIONS
+from actormem.agent._text import escape_line
 from actormem.profile import PROFILE_PREFIXES, ProfileEntry, ProfileMemory, RecallOptions
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from actormem import MemoryCategory, MemoryEntry, WordOverlapScorer, open_memory
-from actormem._wordoverlap import word_overlap_score
+from actormem._index.wordoverlap import word_overlap_score
 
 
 def fact(text: str, relevance: float = 1.0, *tags: str) -> MemoryEntry:

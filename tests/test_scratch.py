@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from actormem._scoring import ScratchPool, drain, zeroed_steps
+from actormem._index.scoring import ScratchPool, drain, zeroed_steps
 
 
 @pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.float64, np.bool_])
@@ -93,8 +93,9 @@ def test_word_overlap_reads_no_pooled_garbage_past_its_groups(
     (100 groups) took B's array (120 groups) dirty up to 120."""
     from datetime import UTC, datetime, timedelta
 
-    from actormem import MemoryCategory, MemoryEntry, WordOverlapScorer, _scoring
-    from actormem._state import MemoryState
+    from actormem import MemoryCategory, MemoryEntry, WordOverlapScorer
+    from actormem._index import scoring as _scoring
+    from actormem._engine.state import MemoryState
 
     monkeypatch.setattr(_scoring, "_ZERO_STEP_BYTES", 1)
     base = datetime(2026, 1, 1, tzinfo=UTC)
@@ -124,7 +125,7 @@ def test_bm25_gives_back_no_array_of_a_capacity_it_has_grown_past() -> None:
     from datetime import UTC, datetime, timedelta
 
     from actormem import BM25Scorer, MemoryCategory, MemoryEntry
-    from actormem._state import MemoryState
+    from actormem._engine.state import MemoryState
 
     base = datetime(2026, 1, 1, tzinfo=UTC)
     state = MemoryState(capacity=None, half_life=3600.0, scorer=BM25Scorer())

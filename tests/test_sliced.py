@@ -1,7 +1,7 @@
 """Sliced retrieves: ``Memory.retrieve`` lets other tasks run while it scores.
 
 A brute-force scorer whose ``top_k_steps`` yields after every record drives the
-protocol of ``actormem._scoring``: with ``RETRIEVE_SLICE = 0`` every yield is a trio
+protocol of ``actormem._index.scoring``: with ``RETRIEVE_SLICE = 0`` every yield is a trio
 checkpoint, so writers (stores, deletes, upserts, the owner's vacuum) run in the middle
 of a retrieve, and the result must still be that of the version the retrieve started at.
 """
@@ -17,12 +17,12 @@ import pytest
 import trio
 import trio.testing
 
-import actormem._snapshot
+import actormem._engine.snapshot
 from actormem import MemoryCategory, MemoryEntry, WordOverlapScorer, open_memory
+from actormem._engine.snapshot import run_retrieve_sliced
+from actormem._index.scoring import Accept, ReadView, drain
+from actormem._index.wordoverlap import word_overlap_score
 from actormem._record import Record
-from actormem._scoring import Accept, ReadView, drain
-from actormem._snapshot import run_retrieve_sliced
-from actormem._wordoverlap import word_overlap_score
 
 Hits = list[tuple[float, Record]]
 
@@ -98,7 +98,7 @@ def _expected(entries: list[MemoryEntry], query: str, limit: int) -> list[tuple[
 
 @pytest.fixture
 def every_yield_checkpoints(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(actormem._snapshot, "RETRIEVE_SLICE", 0.0)
+    monkeypatch.setattr(actormem._engine.snapshot, "RETRIEVE_SLICE", 0.0)
 
 
 @pytest.mark.parametrize("seed", range(4))

@@ -8,9 +8,9 @@ import attrs
 import pytest
 
 from actormem import MemoryCategory, MemoryEntry
+from actormem._engine.state import DEFAULT_HALF_LIFE, MemoryState, _dupkey, _folded, _relevance_key
+from actormem._index.wordoverlap import WordOverlapScorer
 from actormem._record import NEVER
-from actormem._state import DEFAULT_HALF_LIFE, MemoryState, _dupkey, _folded, _relevance_key
-from actormem._wordoverlap import WordOverlapScorer
 
 
 def _state() -> MemoryState:
@@ -160,8 +160,8 @@ def test_relevance_keys_order_like_the_tuples_they_pack() -> None:
 
 
 def test_duplicate_key_folds_ascii_and_unicode_alike() -> None:
+    from actormem._engine.state import _normalised
     from actormem._record import Record
-    from actormem._state import _normalised
 
     def key(text: str) -> tuple[object, ...]:
         return _normalised(Record(MemoryEntry.new(MemoryCategory.FACT, text), 1, 1, None))

@@ -26,9 +26,9 @@ from hypothesis.stateful import (
 )
 
 from actormem import MemoryCategory, MemoryEntry, WordOverlapScorer
-from actormem._snapshot import make_filter
-from actormem._state import MemoryState, View
-from actormem._wordoverlap import word_overlap_score
+from actormem._engine.snapshot import make_filter
+from actormem._engine.state import MemoryState, View
+from actormem._index.wordoverlap import word_overlap_score
 
 from .strategies import TAGS, categories, entries, namespaces, queries, times
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actormem._substring import SubstringVocab
+from actormem._index.substring import SubstringVocab
 
 alphabet = st.sampled_from("abcé{}\":_-")
 items = st.text(alphabet, min_size=1, max_size=30)
@@ -50,7 +50,7 @@ def test_short_words_stay_exact_once_active(
 ) -> None:
     # Words of 1 or 2 characters are answered from the 3-grams' lists once, then kept
     # exact (active) through later adds and removes; lookups interleave with the churn.
-    import actormem._substring as substring
+    import actormem._index.substring as substring
 
     old_step = substring._STEP
     substring._STEP = step

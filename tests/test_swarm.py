@@ -13,11 +13,12 @@ import pytest
 import trio
 import trio.lowlevel
 
-import actormem._cli
+import actormem.cli._main
 from actormem import MemoryCategory, MemoryEntry, open_memory
-from actormem._cli import main
-from actormem._jsonl import ToolCall
-from actormem._swarm import (
+from actormem.agent._toolcalls import ToolCall
+from actormem.cli._display import progress_line, watch
+from actormem.cli._main import main
+from actormem.cli._swarm import (
     CAUSES,
     Accounting,
     Removals,
@@ -26,8 +27,7 @@ from actormem._swarm import (
     run_swarm,
     summarize_latency,
 )
-from actormem._swarm_data import group_episodes, replay_workload, synthetic_workload
-from actormem._swarm_display import progress_line, watch
+from actormem.cli._swarm_data import group_episodes, replay_workload, synthetic_workload
 
 from .realdata import real_file
 
@@ -189,7 +189,7 @@ def test_swarm_exits_non_zero_naming_what_is_missing(
                     return
             super().__call__(entry, cause)
 
-    monkeypatch.setattr(actormem._cli, "Removals", Lossy)
+    monkeypatch.setattr(actormem.cli._main, "Removals", Lossy)
     out_json = tmp_path / "run.json"
     status, out, _ = run_cli(
         capsys, "swarm", "--agents", "2", "--episodes", "6", "--capacity", "5", "--in-memory",

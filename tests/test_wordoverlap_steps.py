@@ -12,11 +12,13 @@ from operator import or_
 
 import pytest
 
-from actormem import MemoryCategory, MemoryEntry, WordOverlapScorer, _substring, _wordoverlap
+from actormem import MemoryCategory, MemoryEntry, WordOverlapScorer
+from actormem._engine.state import MemoryState, View
+from actormem._index import substring as _substring
+from actormem._index import wordoverlap as _wordoverlap
+from actormem._index.scoring import Accept, drain
+from actormem._index.wordoverlap import word_overlap_score
 from actormem._record import Record
-from actormem._scoring import Accept, drain
-from actormem._state import MemoryState, View
-from actormem._wordoverlap import word_overlap_score
 
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
 VOCAB = [

@@ -39,8 +39,8 @@ from typing import Protocol, runtime_checkable
 import attrs
 import trio
 
+from .._util import Final
 from ._context_message import Message, Role
-from ._util import Final
 
 __all__ = [
     "Budget",

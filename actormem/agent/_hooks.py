@@ -26,12 +26,12 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from ._agent_text import cut, escape_line
-from ._entry import MemoryCategory, MemoryEntry
-from ._util import Final
+from .._entry import MemoryCategory, MemoryEntry
+from .._util import Final
+from ._text import cut, escape_line
 
 if TYPE_CHECKING:
-    from ._stats import ConsolidationStats
+    from .._stats import ConsolidationStats
 
 __all__ = [
     "MEMORY_HEADER",
@@ -132,7 +132,7 @@ def memory_line(text: str) -> str:
 
     Escaping rule: backslashes are doubled and every line break (anything
     :meth:`str.splitlines` splits on) is written as a backslash escape such as ``\\n``
-    (:func:`~actormem._agent_text.escape_line`), so an entry is always exactly one line.
+    (:func:`~actormem.agent._text.escape_line`), so an entry is always exactly one line.
     If that line starts with "relevant memory" (the header's opening words), compared
     after NFKC normalisation, without zero-width and other format characters, with
     whitespace runs folded and ignoring case, a backslash and a space (``"\\ "``) are put

@@ -1,17 +1,10 @@
-"""JSON Lines in and out: tool-call records, and entries for ``import``/``export``.
+"""JSON Lines in and out: entries for ``import``/``export``, and the line reader that the
+tool-call reader (:mod:`actormem.agent._toolcalls`) shares.
 
 Theory of operation
 -------------------
-Two line formats meet here, both one JSON object per line (UTF-8, blank lines skipped):
-
-* a *tool call* (the format of ``shared/data/tool_calls.jsonl``)::
-
-      {"source": str, "episode": str, "step": int, "tool": str, "input": any JSON,
-       "result": str, "reward"?: number}
-
-  Other keys are ignored, so richer records still load.
-* an *entry*, every field of a :class:`~actormem.MemoryEntry`, as :func:`entry_to_json`
-  writes it::
+One JSON object per line (UTF-8, blank lines skipped). An *entry* holds every field of a
+:class:`~actormem.MemoryEntry`, as :func:`entry_to_json` writes it::
 
       {"id": "<uuid>", "category": "trajectory", "memory": str, "tags": [str],
        "created_at": "<ISO 8601 with offset>", "relevance": float, "access_count": int,
@@ -29,7 +22,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 import uuid
 from collections.abc import Iterator
@@ -37,21 +29,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import attrs
-
-from ._agent_hooks import format_trajectory
-from ._entry import MemoryCategory, MemoryEntry
-from ._sqlite_format import MAX_ACCESS_COUNT
+from .._entry import MemoryCategory, MemoryEntry
+from .sqlite_format import MAX_ACCESS_COUNT
 
 __all__ = [
     "JsonlError",
-    "ToolCall",
     "entry_from_json",
     "entry_to_json",
     "escape_json_line",
-    "read_import_file",
-    "read_tool_calls",
-    "tool_call_entry",
+    "file_sha256",
+    "json_lines",
+    "need",
 ]
 
 _ENTRY_KEYS = frozenset(
@@ -90,31 +78,7 @@ class JsonlError(ValueError):
         self.reason = reason
 
 
-@attrs.frozen(kw_only=True, slots=True)
-class ToolCall:
-    """One recorded tool call (one line of a tool-call file).
-
-    Attributes:
-        source: Where the record comes from (a dataset name), non-empty.
-        episode: The episode (trajectory) it belongs to within ``source``, non-empty.
-        step: Position in the episode, an int >= 0. Calls with equal steps keep their
-            file order (``tool_lookups.jsonl`` numbers every call 0).
-        tool: The tool's name.
-        input: The call's arguments, any JSON value (normally an object).
-        result: The tool's text output.
-        reward: The episode's reward where the data has one, else ``None``.
-    """
-
-    source: str
-    episode: str
-    step: int
-    tool: str
-    input: Any
-    result: str
-    reward: float | None = None
-
-
-def _lines(path: Path) -> Iterator[tuple[int, Any]]:
+def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
     """``(line number, parsed JSON)`` for each non-blank line; :class:`JsonlError` otherwise."""
     try:
         handle = path.open("rb")
@@ -142,7 +106,7 @@ def _lines(path: Path) -> Iterator[tuple[int, Any]]:
             yield number, value
 
 
-def _need(obj: dict[str, Any], key: str, kind: type | tuple[type, ...], what: str) -> Any:
+def need(obj: dict[str, Any], key: str, kind: type | tuple[type, ...], what: str) -> Any:
     if key not in obj:
         raise ValueError(f"missing {key!r}")
     value = obj[key]
@@ -151,66 +115,6 @@ def _need(obj: dict[str, Any], key: str, kind: type | tuple[type, ...], what: st
     if not isinstance(value, kind):
         raise ValueError(f"{key!r} must be {what}, not {type(value).__name__}")
     return value
-
-
-def _tool_call(obj: dict[str, Any]) -> ToolCall:
-    source = _need(obj, "source", str, "a string")
-    episode = _need(obj, "episode", str, "a string")
-    if not source or not episode:
-        raise ValueError("'source' and 'episode' must not be empty")
-    step = _need(obj, "step", int, "an integer")
-    if step < 0:
-        raise ValueError(f"'step' must be >= 0, got {step}")
-    tool = _need(obj, "tool", str, "a string")
-    if "input" not in obj:
-        raise ValueError("missing 'input'")
-    result = _need(obj, "result", str, "a string")
-    reward = obj.get("reward")
-    if reward is not None:
-        if isinstance(reward, bool) or not isinstance(reward, (int, float)):
-            raise ValueError(f"'reward' must be a number, not {type(reward).__name__}")
-        if not math.isfinite(reward):
-            raise ValueError("'reward' must be finite")
-        reward = float(reward)
-    call = ToolCall(
-        source=source,
-        episode=episode,
-        step=step,
-        tool=tool,
-        input=obj["input"],
-        result=result,
-        reward=reward,
-    )
-    format_trajectory(call.tool, call.input, call.result)  # refuses what it cannot write
-    return call
-
-
-def read_tool_calls(path: Path) -> tuple[list[ToolCall], str]:
-    """Read and check a whole tool-call file.
-
-    Args:
-        path: A JSONL file of tool calls (see the module docs).
-
-    Returns:
-        ``(calls, sha256)``: the calls in file order, and the hex SHA-256 of the file's
-        bytes (for reports that compare runs).
-
-    Raises:
-        JsonlError: The file cannot be read, or a line is not JSON or not a tool call.
-            Names the file and the line.
-
-    Runtime complexity: O(size of the file).
-    """
-    calls: list[ToolCall] = []
-    for number, value in _lines(path):
-        if not isinstance(value, dict):
-            raise JsonlError(path, number, f"expected a JSON object, got {type(value).__name__}")
-        try:
-            call = _tool_call(value)
-        except (ValueError, TypeError) as exc:
-            raise JsonlError(path, number, f"not a tool call: {exc}") from None
-        calls.append(call)
-    return calls, file_sha256(path)
 
 
 def file_sha256(path: Path) -> str:
@@ -224,19 +128,6 @@ def file_sha256(path: Path) -> str:
         while block := handle.read(1 << 20):
             digest.update(block)
     return digest.hexdigest()
-
-
-def tool_call_entry(call: ToolCall, *, episode: str | None = None) -> MemoryEntry:
-    """The ``TRAJECTORY`` entry :class:`~actormem.MemoryHooks` would store for ``call``,
-    in namespace ``(source, episode)`` (``episode`` overrides the call's own id).
-
-    Raises:
-        TypeError, ValueError: As :func:`~actormem.format_trajectory`.
-    """
-    entry = MemoryEntry.new(
-        MemoryCategory.TRAJECTORY, format_trajectory(call.tool, call.input, call.result)
-    )
-    return entry.with_namespace(call.source, call.episode if episode is None else episode)
 
 
 def _time_to_json(value: datetime | None) -> str | None:
@@ -317,15 +208,15 @@ def entry_from_json(obj: dict[str, Any]) -> MemoryEntry:
     unknown = sorted(set(obj) - _ENTRY_KEYS)
     if unknown:
         raise ValueError(f"unknown key {unknown[0]!r}")
-    category_name = _need(obj, "category", str, "a string")
+    category_name = need(obj, "category", str, "a string")
     try:
         category = MemoryCategory(category_name)
     except ValueError:
         known = ", ".join(c.value for c in MemoryCategory)
         raise ValueError(f"unknown category {category_name!r} (one of {known})") from None
-    fields: dict[str, Any] = {"category": category, "memory": _need(obj, "memory", str, "a string")}
+    fields: dict[str, Any] = {"category": category, "memory": need(obj, "memory", str, "a string")}
     if "id" in obj:
-        raw_id = _need(obj, "id", str, "a UUID string")
+        raw_id = need(obj, "id", str, "a UUID string")
         try:
             fields["id"] = uuid.UUID(raw_id)
         except ValueError:
@@ -339,51 +230,15 @@ def entry_from_json(obj: dict[str, Any]) -> MemoryEntry:
     if obj.get("last_accessed") is not None:
         fields["last_accessed"] = _parse_time("last_accessed", obj["last_accessed"])
     if "relevance" in obj:
-        fields["relevance"] = _need(obj, "relevance", (int, float), "a number")
+        fields["relevance"] = need(obj, "relevance", (int, float), "a number")
     if "access_count" in obj:
-        count = _need(obj, "access_count", int, "an integer")
+        count = need(obj, "access_count", int, "an integer")
         if count > MAX_ACCESS_COUNT:  # a durable memory keeps it in 64 bits (SQLite INTEGER)
             raise ValueError(f"'access_count' must be at most 2**63 - 1, got {count}")
         fields["access_count"] = count
     if "validated" in obj:
-        fields["validated"] = _need(obj, "validated", bool, "true or false")
+        fields["validated"] = need(obj, "validated", bool, "true or false")
     try:
         return MemoryEntry(**fields)
     except TypeError as exc:  # attrs validators raise TypeError for wrong types
         raise ValueError(str(exc)) from None
-
-
-def read_import_file(path: Path) -> tuple[list[MemoryEntry], int, int]:
-    """Read and check a whole file for ``actormem import``: entries, tool calls, or both.
-
-    A line with ``tool`` and ``result`` keys is a tool call and becomes its trajectory
-    entry (:func:`tool_call_entry`); a line with a ``memory`` key is an entry.
-
-    Returns:
-        ``(entries, n_entries, n_tool_calls)``: the entries to store in file order, and
-        how many lines were of each kind.
-
-    Raises:
-        JsonlError: The file cannot be read or a line is neither kind (file and line named).
-
-    Runtime complexity: O(size of the file).
-    """
-    entries: list[MemoryEntry] = []
-    n_entries = n_calls = 0
-    for number, value in _lines(path):
-        if not isinstance(value, dict):
-            raise JsonlError(path, number, f"expected a JSON object, got {type(value).__name__}")
-        try:
-            if "tool" in value and "result" in value:
-                entries.append(tool_call_entry(_tool_call(value)))
-                n_calls += 1
-            elif "memory" in value:
-                entries.append(entry_from_json(value))
-                n_entries += 1
-            else:
-                raise ValueError(
-                    "neither an entry (no 'memory' key) nor a tool call (no 'tool'/'result')"
-                )
-        except (ValueError, TypeError) as exc:
-            raise JsonlError(path, number, str(exc)) from None
-    return entries, n_entries, n_calls

@@ -41,7 +41,7 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from ._record import Record
+from .._record import Record
 
 __all__ = ["RETRIEVE_SLICE", "Accept", "ReadView", "Scorer", "ScoringIndex", "drain", "top_k_steps"]
 

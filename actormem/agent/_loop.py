@@ -29,13 +29,13 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from ._agent_hooks import MemoryHooks, _result_text
+from .._util import Final
 from ._context_message import Message, Role, ToolCall
 from ._context_window import ContextMemory, InMemoryContext
-from ._util import Final
+from ._hooks import MemoryHooks, _result_text
 
 if TYPE_CHECKING:
-    from ._stats import ConsolidationStats
+    from .._stats import ConsolidationStats
 
 __all__ = ["Model", "RunResult", "Tool", "run_agent"]
 

@@ -2,12 +2,12 @@
 
 Theory of operation
 -------------------
-:func:`watch` is a trio task that samples a :class:`~actormem._swarm.SwarmRun` and the
+:func:`watch` is a trio task that samples a :class:`~actormem.cli._swarm.SwarmRun` and the
 memory's statistics at a fixed interval. On a terminal it drives a :mod:`rich.progress`
 display (redrawn by this task, never by rich's own refresh thread, so nothing reads the
 run from another thread); elsewhere (a pipe, a file, CI) it prints one plain line per
 interval instead. Operations/s is the rate over the last interval; the retrieve p99 is
-over the most recent :data:`~actormem._swarm.RECENT_WINDOW` retrieves.
+over the most recent :data:`~actormem.cli._swarm.RECENT_WINDOW` retrieves.
 
 :func:`result_tables` renders the final figures as :class:`rich.table.Table` objects.
 """
@@ -31,7 +31,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from ._stats import MemoryStatistics
+from .._stats import MemoryStatistics
 from ._swarm import CAUSES, Accounting, LatencySummary, SwarmRun
 
 __all__ = ["progress_line", "result_tables", "watch"]

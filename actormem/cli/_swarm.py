@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 :func:`run_swarm` starts ``agents`` trio tasks on an open :class:`~actormem.Memory`. Each
-agent loops: take the next :class:`~actormem._swarm_data.Episode` from the shared
+agent loops: take the next :class:`~actormem.cli._swarm_data.Episode` from the shared
 workload, then for every step
 
 1. ``MemoryHooks.before_turn(query)``: a retrieve of ``top_k`` entries, with the query
@@ -54,10 +54,10 @@ from typing import Any
 import attrs
 import trio
 
-from ._agent_hooks import MemoryHooks
-from ._entry import MemoryEntry
-from ._memory import Memory
-from ._stats import ConsolidationStats, MemoryStatistics
+from .._engine.memory import Memory
+from .._entry import MemoryEntry
+from .._stats import ConsolidationStats, MemoryStatistics
+from ..agent._hooks import MemoryHooks
 from ._swarm_data import Episode, Workload
 
 __all__ = [

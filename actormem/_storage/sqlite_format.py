@@ -40,9 +40,9 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from ._entry import MemoryCategory, MemoryEntry
-from ._errors import StorageError
-from ._record import Record
+from .._entry import MemoryCategory, MemoryEntry
+from .._errors import StorageError
+from .._record import Record
 
 __all__ = [
     "APPLICATION_ID",

@@ -93,10 +93,10 @@ from typing import Any
 import attrs
 import numpy as np
 
-from ._record import NEVER, Record
-from ._scoring import Accept, ReadView, ScratchPool, drain
-from ._tokenize import Tokenizer
-from ._util import Final, NoPublicConstructor
+from .._record import NEVER, Record
+from .._util import Final, NoPublicConstructor
+from .scoring import Accept, ReadView, ScratchPool, drain
+from .tokenize import Tokenizer
 
 __all__ = ["BM25Index", "BM25Scorer"]
 

@@ -27,20 +27,17 @@ from typing import Any, NoReturn
 import trio
 from rich.console import Console
 
-from . import _eval_cli
-from ._agent_text import cut, escape_line
-from ._bm25 import BM25Scorer
-from ._entry import MemoryCategory, MemoryEntry
-from ._errors import ActorMemError
-from ._jsonl import (
-    JsonlError,
-    entry_to_json,
-    escape_json_line,
-    read_import_file,
-    read_tool_calls,
-)
-from ._memory import Memory, open_memory
-from ._scoring import Scorer
+from .._engine.memory import Memory, open_memory
+from .._entry import MemoryCategory, MemoryEntry
+from .._errors import ActorMemError
+from .._index.bm25 import BM25Scorer
+from .._index.scoring import Scorer
+from .._index.wordoverlap import WordOverlapScorer
+from .._storage.jsonl import JsonlError, entry_to_json, escape_json_line
+from ..agent._text import cut, escape_line
+from ..agent._toolcalls import read_import_file, read_tool_calls
+from ..eval import _cli as _eval_cli
+from ._display import result_tables, watch
 from ._swarm import (
     CAUSES,
     Accounting,
@@ -51,8 +48,6 @@ from ._swarm import (
     summarize_latency,
 )
 from ._swarm_data import Workload, group_episodes, replay_workload, synthetic_workload
-from ._swarm_display import result_tables, watch
-from ._wordoverlap import WordOverlapScorer
 
 __all__ = ["main"]
 

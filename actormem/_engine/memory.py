@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-:func:`serve_memory` creates a :class:`~actormem._state.MemoryState` and a bounded trio
+:func:`serve_memory` creates a :class:`~actormem._engine.state.MemoryState` and a bounded trio
 memory channel, hands out a :class:`Memory` handle, and runs the *owner loop*:
 
 1. Wait for a request (``await receive()``: an idle memory uses no CPU).
@@ -20,7 +20,7 @@ published version (O(1)) and scores it in the caller's task without a checkpoint
 owner cannot change anything in the middle, and a reader never waits for a writer.
 
 Durable mode (``open_memory(path=...)``, see ``docs/durability.md``). Before serving, the
-owner's state is rebuilt from the SQLite file (:mod:`actormem._sqlite`). Between steps 3
+owner's state is rebuilt from the SQLite file (:mod:`actormem._storage.sqlite`). Between steps 3
 and 4 the owner hands the batch's journal to the store: one transaction per batch (group
 commit), run in a worker thread (:func:`_in_thread_while`) while the owner indexes the
 batch (``MemoryState.defer_index``). The thread is never abandoned: the owner waits for
@@ -53,17 +53,17 @@ from typing import Any, TypeVar
 import outcome
 import trio
 
-from ._entry import MemoryCategory, MemoryEntry, ScoredEntry
-from ._errors import ActorMemError, InvalidEntryError, InvalidQueryError, StorageError
-from ._record import Record
-from ._scoring import Scorer
-from ._snapshot import Snapshot, check_query, make_filter, run_retrieve_sliced
-from ._sqlite import Durability, SqliteStore
-from ._sqlite_format import MAX_ACCESS_COUNT
-from ._state import DEFAULT_HALF_LIFE, MemoryState
-from ._stats import ConsolidationStats, MemoryStatistics
-from ._util import NoPublicConstructor
-from ._wordoverlap import WordOverlapScorer
+from .._entry import MemoryCategory, MemoryEntry, ScoredEntry
+from .._errors import ActorMemError, InvalidEntryError, InvalidQueryError, StorageError
+from .._index.scoring import Scorer
+from .._index.wordoverlap import WordOverlapScorer
+from .._record import Record
+from .._stats import ConsolidationStats, MemoryStatistics
+from .._storage.sqlite import Durability, SqliteStore
+from .._storage.sqlite_format import MAX_ACCESS_COUNT
+from .._util import NoPublicConstructor
+from .snapshot import Snapshot, check_query, make_filter, run_retrieve_sliced
+from .state import DEFAULT_HALF_LIFE, MemoryState
 
 __all__ = ["DEFAULT_QUEUE_SIZE", "Memory", "open_memory", "serve_memory"]
 
@@ -328,7 +328,7 @@ class Memory(metaclass=NoPublicConstructor):
 
         Scores the latest published snapshot in the caller's task (never waits for the
         owner). With the built-in scorers the scoring runs in slices of about
-        :data:`~actormem._scoring.RETRIEVE_SLICE` (0.1 ms) with a checkpoint between them,
+        :data:`~actormem._index.scoring.RETRIEVE_SLICE` (0.1 ms) with a checkpoint between them,
         so other tasks (writers, the owner, other readers) run meanwhile; the result is
         still exactly that of the snapshot taken at the start. Ties keep insertion order.
         No minimum score: with fewer than ``limit`` entries, all of them come back;
@@ -630,6 +630,11 @@ async def _close_storage(store: SqliteStore) -> None:
         await trio.to_thread.run_sync(store.close)
 
 
+def _load(store: SqliteStore, state: MemoryState, entries: list[tuple[int, MemoryEntry]]) -> None:
+    """Rebuild ``state`` from a file's rows and delete what eviction dropped. Blocking."""
+    store.delete_seqs(state.load(entries))
+
+
 async def _open_memory(
     path: str | os.PathLike[str] | None,
     durability: Durability | str,
@@ -649,7 +654,7 @@ async def _open_memory(
     # still hands back the store, and the next checkpoint closes it.
     store, entries = await trio.to_thread.run_sync(SqliteStore.open, fspath, durability)
     try:
-        await trio.to_thread.run_sync(store.load_into, memory._state, entries)
+        await trio.to_thread.run_sync(_load, store, memory._state, entries)
     except BaseException:
         await _close_storage(store)
         raise

@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 :class:`MemoryState` is a plain class with no trio import. One owner applies every write
-to it, in order; readers only ever read it through a :class:`~actormem._snapshot.View`
+to it, in order; readers only ever read it through a :class:`~actormem._engine.snapshot.View`
 taken at the *published* version.
 
 Versions (multi-version concurrency control). Every write (store, delete, consolidate,
@@ -59,7 +59,7 @@ import math
 import struct
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from itertools import islice
 from typing import Any, NamedTuple
@@ -67,11 +67,11 @@ from typing import Any, NamedTuple
 import attrs
 from sortedcontainers import SortedKeyList, SortedList
 
-from ._entry import MemoryEntry, with_access
-from ._errors import InvalidQueryError
-from ._record import NEVER, Access, Record
-from ._scoring import Scorer, ScoringIndex
-from ._stats import ConsolidationStats
+from .._entry import MemoryEntry, with_access
+from .._errors import InvalidQueryError
+from .._index.scoring import Scorer, ScoringIndex
+from .._record import JOURNAL_ACCESS, JOURNAL_DELETE, JOURNAL_PUT, NEVER, Access, Record
+from .._stats import ConsolidationStats
 
 __all__ = ["DEFAULT_HALF_LIFE", "MemoryState", "StoreOutcome", "View"]
 
@@ -80,9 +80,6 @@ DEFAULT_HALF_LIFE = 7 * 24 * 3600.0
 #: Smallest ``half_life`` accepted, in seconds: with it, ``t / half_life`` stays finite for
 #: every ``datetime`` (year 9999 is 2.5e11 s), so no eviction key is infinite or NaN.
 MIN_HALF_LIFE = 1e-6
-
-#: Journal record kinds: a record became live, a record died, its access bookkeeping changed.
-JOURNAL_DELETE, JOURNAL_PUT, JOURNAL_ACCESS = 0, 1, 2
 
 #: Relevance below which consolidation prunes an unvalidated entry (loopctl's 0.05).
 PRUNE_BELOW = 0.05
@@ -513,6 +510,27 @@ class MemoryState:
             self.version = seq - 1  # versions may jump; then this store's version is seq
         return self._store(entry, seq)
 
+    def load(self, rows: Iterable[tuple[int, MemoryEntry]]) -> list[int]:
+        """Rebuild this empty state from a file's ``(seq, entry)`` rows, in ascending seq;
+        return the seqs that eviction dropped while loading (a ``capacity`` below the
+        file's count), for the caller to delete from the file.
+
+        The narrow entry point storage needs: it decodes rows, the engine restores them.
+        Turns the journal on, leaves the state published and its store counters at zero
+        (loading is not storing). O(n (T + log n)).
+
+        Raises:
+            ValueError: As :meth:`restore`.
+        """
+        assert len(self) == 0
+        self.journal = []
+        for seq, entry in rows:
+            self.restore(entry, seq)  # keeps the file's seq, hence the order of ties
+        evicted = [rec.seq for kind, rec in self.take_journal() if kind == JOURNAL_DELETE]
+        self.stores = self.upserts = 0
+        self.publish()
+        return evicted
+
     def _evict_one(self) -> Record:
         """Evict the live record with the smallest fresh eviction key, unvalidated first.
 
@@ -722,13 +740,15 @@ class MemoryState:
         # under a key at most its fresh key (access only raises keys; _evict_one
         # refreshes the front).
         if self._evict is None:
-            assert self.capacity is None and all(r.evkey is None for r in unpurged)
+            assert self.capacity is None
+            assert all(r.evkey is None for r in unpurged)
         for validated, order in enumerate(self._evict or ()):
             order._check()
             mine = [r for r in live if r.entry.validated == validated]
             assert sorted(map(id, order)) == sorted(id(r.evkey) for r in mine)
         for r in live if self._evict is not None else ():
-            assert r.evkey is not None and r.evkey[1] is r
+            assert r.evkey is not None
+            assert r.evkey[1] is r
             assert r.evkey[0] <= self._evkey(r)[0]
         # Duplicate groups hold exactly the live records, by their hash.
         dup_total = 0

@@ -20,7 +20,7 @@ Matching depends only on the text, so the index numbers each distinct lower-case
 keeps per group number the largest relevance and the smallest ``seq`` of its records
 (numpy arrays: upper and lower bounds, never lowered by a purge). Per whitespace token of
 the lower-cased texts it keeps a *posting list* (``array('i')`` of group numbers), and a
-:class:`~actormem._substring.SubstringVocab` maps a query word to the tokens that contain
+:class:`~actormem._index.substring.SubstringVocab` maps a query word to the tokens that contain
 it; tags get a vocabulary and posting lists of records.
 
 A retrieve counts, for every group number at once, how many query words its text
@@ -59,10 +59,10 @@ from typing import Any, cast
 import attrs
 import numpy as np
 
-from ._record import Record
-from ._scoring import Accept, ReadView, ScratchPool, drain, zeroed_steps
-from ._substring import SubstringVocab
-from ._util import Final
+from .._record import Record
+from .._util import Final
+from .scoring import Accept, ReadView, ScratchPool, drain, zeroed_steps
+from .substring import SubstringVocab
 
 __all__ = ["WordOverlapScorer", "combine_word_overlap", "word_overlap_score"]
 
@@ -748,7 +748,7 @@ class _WordOverlapIndex:
     @staticmethod
     def _take(e: _Numbering, dtype: Any, n: int) -> Generator[None, None, np.ndarray[Any, Any]]:
         """A zeroed array of at least ``n`` elements of ``dtype`` from the numbering's
-        :class:`~actormem._scoring.ScratchPool`. Give it back with :meth:`_give`. O(n)
+        :class:`~actormem._index.scoring.ScratchPool`. Give it back with :meth:`_give`. O(n)
         in steps."""
         return (yield from e.scratch.take_steps(dtype, n, len(e.maxrel)))
 

@@ -1,7 +1,7 @@
 """Immutable snapshots of a memory, and the retrieve that runs on them.
 
 A :class:`Snapshot` is a version number plus a reference to the owner's structures
-(see :mod:`actormem._state`): O(1) to take, no entry is copied. Scoring runs in the
+(see :mod:`actormem._engine.state`): O(1) to take, no entry is copied. Scoring runs in the
 caller's task: synchronously for a snapshot's own methods, in slices with checkpoints
 between them for ``Memory.retrieve`` (:func:`run_retrieve_sliced`), where multi-version
 concurrency control keeps the view unchanged while the owner applies writes meanwhile.
@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ._entry import MemoryCategory, MemoryEntry, ScoredEntry
-from ._errors import InvalidQueryError
-from ._record import Record
-from ._scoring import RETRIEVE_SLICE, Accept, top_k_steps
-from ._util import NoPublicConstructor
+from .._entry import MemoryCategory, MemoryEntry, ScoredEntry
+from .._errors import InvalidQueryError
+from .._index.scoring import RETRIEVE_SLICE, Accept, top_k_steps
+from .._record import Record
+from .._util import NoPublicConstructor, sequence_of
 
 if TYPE_CHECKING:
-    from ._state import MemoryState, View
+    from .state import MemoryState, View
 
 __all__ = ["MAX_QUERY_CHARS", "Snapshot", "make_filter", "run_retrieve", "run_retrieve_sliced"]
 
@@ -33,12 +33,7 @@ MAX_QUERY_CHARS = 100_000
 
 
 def _as_tuple_of_str(kind: str, value: Any) -> tuple[str, ...]:
-    if isinstance(value, str):
-        raise TypeError(f"{kind}= takes a sequence of str, not one str")
-    try:
-        items: tuple[Any, ...] = tuple(value)
-    except TypeError:
-        raise TypeError(f"{kind}= takes a sequence of str, not {type(value).__name__}") from None
+    items = sequence_of(value, f"{kind}=", "str")
     for item in items:
         if type(item) is not str:
             raise TypeError(f"{kind}= items must be str, not {type(item).__name__}")

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 
-from ._errors import StorageError
+from .._errors import StorageError
 
 try:
     import fcntl

@@ -36,8 +36,8 @@ from collections.abc import Callable
 import attrs
 import trio
 
-from ._agent_text import LINE_BREAKS, escape_line
-from ._util import Final
+from .._util import Final
+from ._text import LINE_BREAKS, escape_line
 
 __all__ = ["PROFILE_PREFIXES", "ProfileEntry", "ProfileMemory", "RecallOptions"]
 
@@ -241,7 +241,7 @@ class ProfileMemory(metaclass=Final):
         ``user.`` or ``soul.`` (case-sensitive), ``"\\n\\n## Your profile\\n\\n"`` and one
         ``**{key}**: {value}\\n`` line per such key, in insertion order. Line breaks and
         backslashes in values are escaped as in the memory block
-        (:func:`~actormem._agent_text.escape_line`), so a value stays on its line.
+        (:func:`~actormem.agent._text.escape_line`), so a value stays on its line.
         O(total size).
         """
         lines = [

@@ -29,7 +29,7 @@ from typing import Any
 
 import attrs
 
-from ._jsonl import ToolCall
+from ..agent._toolcalls import ToolCall
 
 __all__ = ["Episode", "Workload", "group_episodes", "replay_workload", "synthetic_workload"]
 

@@ -36,10 +36,10 @@ from typing import Any
 
 import attrs
 
-from ._bm25 import BM25Index, BM25Scorer
-from ._entry import MemoryCategory, MemoryEntry
-from ._record import Record
-from ._tokenize import Tokenizer, stop_words
+from .._entry import MemoryCategory, MemoryEntry
+from .._index.bm25 import BM25Index, BM25Scorer
+from .._index.tokenize import Tokenizer, stop_words
+from .._record import Record
 
 __all__ = [
     "CATEGORIES",

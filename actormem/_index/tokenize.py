@@ -32,7 +32,7 @@ from typing import Any
 
 import attrs
 
-from ._util import Final
+from .._util import Final
 
 __all__ = ["Tokenizer", "stop_words"]
 

@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 When the conversation is over budget, :class:`SummarizeStrategy` reserves
 ``summary_max_tokens`` tokens (and one round) for a summary, applies the window rule
-(:func:`~actormem._context_window.keep_rounds`) to the rest, and asks the provider to
+(:func:`~actormem.agent._context_window.keep_rounds`) to the rest, and asks the provider to
 summarize the unprotected rounds that did not fit. The reply is stored as one system
 message, ``Summary of prior context:\\n<reply>``, in place of those rounds, so the work is
 not redone on the next call. A summary from an earlier call is among the rounds being
@@ -12,7 +12,7 @@ replaced: its text is given to the provider as the previous summary, so summarie
 instead of piling up.
 
 When the provider raises, replies blank, or the summary cannot be counted, the strategy
-falls back to :class:`~actormem._context_window.WindowDrop`'s decision for this call and
+falls back to :class:`~actormem.agent._context_window.WindowDrop`'s decision for this call and
 leaves storage unchanged, so the next call tries again.
 
 Source: molo_agent's ``SummarizeStrategy``.
@@ -25,10 +25,10 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import trio
 
-from ._agent_text import escape_line
+from .._util import Final
 from ._context_message import Message, Role
 from ._context_window import Budget, Round, TokenCounter, TrimResult, drop, keep_rounds
-from ._util import Final
+from ._text import escape_line
 
 __all__ = ["SUMMARY_PREFIX", "Provider", "SummarizeStrategy"]
 
@@ -71,7 +71,7 @@ def summary_request(
     """The messages sent to the provider: an instruction and the transcript to condense.
 
     Each transcript line is one message piece with its line breaks escaped
-    (:func:`~actormem._agent_text.escape_line`), so a message cannot fake a second one.
+    (:func:`~actormem.agent._text.escape_line`), so a message cannot fake a second one.
     """
     parts: list[str] = []
     if previous:

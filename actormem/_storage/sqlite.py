@@ -3,7 +3,7 @@
 Theory of operation
 -------------------
 The owner task stays the only writer: it applies a batch of requests to the in-memory
-:class:`~actormem._state.MemoryState`, then hands the batch's *journal* (records that
+:class:`~actormem._engine.state.MemoryState`, then hands the batch's *journal* (records that
 became live, died, or changed access bookkeeping) to :meth:`SqliteStore.prepare` on the
 event loop, and runs :meth:`SqliteStore.write` in a worker thread: one transaction per
 batch (a *group commit*). Only when the transaction committed does the owner publish the
@@ -11,7 +11,7 @@ batch and answer its callers. Every method here blocks; the actor calls them in 
 threads and never two at once, so one connection
 (``check_same_thread=False``) serves every thread in turn.
 
-Coalescing. Rows are keyed by ``seq`` (see :mod:`actormem._sqlite_format`), and the
+Coalescing. Rows are keyed by ``seq`` (see :mod:`actormem._storage.sqlite_format`), and the
 journal is applied per seq, last change wins: a seq whose last change is a death is
 deleted; one that became live in the batch (store, upsert, merge) is written whole from
 its current record; one whose access bookkeeping alone changed gets an ``UPDATE`` of two
@@ -23,9 +23,9 @@ belongs to two ids, so the order of statements in the transaction does not matte
 Opening (:meth:`SqliteStore.open`), in an order that never modifies a refused file:
 
 1. Check the directory (exists, writable: WAL needs ``-wal``/``-shm`` beside the file).
-2. Take the lock file (:mod:`actormem._sqlite_lock`); a second opener fails here.
+2. Take the lock file (:mod:`actormem._storage.lock`); a second opener fails here.
 3. Existing file: check the raw header, then validate and decode every row through a
-   read-only connection (:func:`~actormem._sqlite_format.read_validated`).
+   read-only connection (:func:`~actormem._storage.sqlite_format.read_validated`).
    New file: build it under a temporary name and hard-link it into place, so a crash
    never leaves a half-created database at ``path``.
 4. Only then open the read-write connection, in WAL mode, with the durability's
@@ -34,7 +34,7 @@ Opening (:meth:`SqliteStore.open`), in an order that never modifies a refused fi
    or replaced underneath fails the commit (and breaks the memory) instead of
    acknowledging writes into an unlinked file.
 
-Loading (:meth:`SqliteStore.load_into`) stores the decoded entries into the empty state
+Loading (the engine's ``MemoryState.load``) stores the decoded entries into the empty state
 in ``seq`` order with their ``seq`` numbers, so insertion order, access counts and
 timestamps come back exactly. Entries beyond ``capacity`` are evicted by the usual
 eviction order as they load, and those evictions are committed before the memory opens.
@@ -50,10 +50,11 @@ from typing import Any
 
 import attrs
 
-from ._entry import MemoryEntry
-from ._errors import StorageError
-from ._record import Record
-from ._sqlite_format import (
+from .._entry import MemoryEntry
+from .._errors import StorageError
+from .._record import JOURNAL_DELETE, JOURNAL_PUT, Record
+from .lock import FileLock
+from .sqlite_format import (
     CREATE_SCHEMA,
     DELETE_ENTRY,
     INSERT_ENTRY,
@@ -66,8 +67,6 @@ from ._sqlite_format import (
     read_validated,
     sqlite_reason,
 )
-from ._sqlite_lock import FileLock
-from ._state import JOURNAL_DELETE, JOURNAL_PUT, MemoryState
 
 __all__ = ["Durability", "SqliteStore"]
 
@@ -270,26 +269,14 @@ class SqliteStore:
             raise
         return store, entries
 
-    def load_into(self, state: MemoryState, entries: list[tuple[int, MemoryEntry]]) -> int:
-        """Rebuild the empty ``state`` from ``entries``; return how many were evicted.
-
-        Entries keep their ``seq``; with a ``capacity`` below their number, the eviction
-        order drops the excess as they load, and those deletions are committed here.
-        Leaves the state published, with its journal on. O(n (T + log n)).
+    def delete_seqs(self, seqs: list[int]) -> None:
+        """Delete the rows of ``seqs`` in one transaction (the evictions of a load). Blocking.
 
         Raises:
-            StorageError: Committing the evictions failed.
+            StorageError: As :meth:`write`.
         """
-        assert len(state) == 0
-        state.journal = []
-        for seq, entry in entries:
-            state.restore(entry, seq)  # keeps the file's seq, hence the order of ties
-        evicted = [(rec.seq,) for kind, rec in state.take_journal() if kind == JOURNAL_DELETE]
-        if evicted:
-            self.write(Batch(evicted, [], []))
-        state.stores = state.upserts = 0  # loading is not storing
-        state.publish()
-        return len(evicted)
+        if seqs:
+            self.write(Batch([(seq,) for seq in seqs], [], []))
 
     def prepare(self, journal: list[tuple[int, Record]]) -> Batch:
         """Coalesce a journal per seq, last change wins (see the module docs).

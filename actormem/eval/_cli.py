@@ -1,7 +1,7 @@
 """``actormem eval locomo``: the retrieval benchmark from the command line.
 
-The ``actormem`` command (``actormem._cli``) mounts :func:`add_eval_parser` on its
-subparsers; ``python -m actormem._eval_cli locomo --data PATH`` runs the same thing alone.
+The ``actormem`` command (``actormem.cli._main``) mounts :func:`add_eval_parser` on its
+subparsers; ``python -m actormem.eval._cli locomo --data PATH`` runs the same thing alone.
 """
 
 from __future__ import annotations
@@ -124,8 +124,8 @@ def run_eval_locomo(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m actormem._eval_cli locomo ...``: the ``eval`` command on its own."""
-    parser = argparse.ArgumentParser(prog="python -m actormem._eval_cli")
+    """``python -m actormem.eval._cli locomo ...``: the ``eval`` command on its own."""
+    parser = argparse.ArgumentParser(prog="python -m actormem.eval._cli")
     inner = parser.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
     _configure_locomo(inner.add_parser("locomo", help="LoCoMo recall@k"))
     args = parser.parse_args(argv)

@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from ._util import Final
+from .._util import Final, sequence_of
 
 __all__ = ["Message", "Role", "ToolCall"]
 
@@ -72,14 +72,7 @@ def _convert_role(value: object) -> Role:
 
 
 def _convert_calls(value: Iterable[ToolCall]) -> tuple[ToolCall, ...]:
-    if isinstance(value, (str, bytes)):
-        raise TypeError("tool_calls must be a sequence of ToolCall")
-    try:
-        calls = tuple(value)
-    except TypeError:
-        raise TypeError(
-            f"tool_calls must be a sequence of ToolCall, not {type(value).__name__}"
-        ) from None
+    calls = sequence_of(value, "tool_calls", "ToolCall")
     for call in calls:
         if not isinstance(call, ToolCall):
             raise TypeError(f"tool_calls must hold ToolCall, not {type(call).__name__}")

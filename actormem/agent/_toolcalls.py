@@ -1,0 +1,159 @@
+"""Tool-call records (the format of ``shared/data/tool_calls.jsonl``) and the entries the
+agent hooks make of them.
+
+One JSON object per line::
+
+    {"source": str, "episode": str, "step": int, "tool": str, "input": any JSON,
+     "result": str, "reward"?: number}
+
+Other keys are ignored, so richer records still load. The reader checks a whole file
+before anything is done with it and raises :class:`~actormem._storage.jsonl.JsonlError`
+naming the file and the 1-based line of the first bad record.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from .._entry import MemoryCategory, MemoryEntry
+from .._storage.jsonl import JsonlError, entry_from_json, file_sha256, json_lines, need
+from ._hooks import format_trajectory
+
+__all__ = ["ToolCall", "read_import_file", "read_tool_calls", "tool_call", "tool_call_entry"]
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class ToolCall:
+    """One recorded tool call (one line of a tool-call file).
+
+    Attributes:
+        source: Where the record comes from (a dataset name), non-empty.
+        episode: The episode (trajectory) it belongs to within ``source``, non-empty.
+        step: Position in the episode, an int >= 0. Calls with equal steps keep their
+            file order (``tool_lookups.jsonl`` numbers every call 0).
+        tool: The tool's name.
+        input: The call's arguments, any JSON value (normally an object).
+        result: The tool's text output.
+        reward: The episode's reward where the data has one, else ``None``.
+    """
+
+    source: str
+    episode: str
+    step: int
+    tool: str
+    input: Any
+    result: str
+    reward: float | None = None
+
+
+def tool_call(obj: dict[str, Any]) -> ToolCall:
+    source = need(obj, "source", str, "a string")
+    episode = need(obj, "episode", str, "a string")
+    if not source or not episode:
+        raise ValueError("'source' and 'episode' must not be empty")
+    step = need(obj, "step", int, "an integer")
+    if step < 0:
+        raise ValueError(f"'step' must be >= 0, got {step}")
+    tool = need(obj, "tool", str, "a string")
+    if "input" not in obj:
+        raise ValueError("missing 'input'")
+    result = need(obj, "result", str, "a string")
+    reward = obj.get("reward")
+    if reward is not None:
+        if isinstance(reward, bool) or not isinstance(reward, (int, float)):
+            raise ValueError(f"'reward' must be a number, not {type(reward).__name__}")
+        if not math.isfinite(reward):
+            raise ValueError("'reward' must be finite")
+        reward = float(reward)
+    call = ToolCall(
+        source=source,
+        episode=episode,
+        step=step,
+        tool=tool,
+        input=obj["input"],
+        result=result,
+        reward=reward,
+    )
+    format_trajectory(call.tool, call.input, call.result)  # refuses what it cannot write
+    return call
+
+
+def read_tool_calls(path: Path) -> tuple[list[ToolCall], str]:
+    """Read and check a whole tool-call file.
+
+    Args:
+        path: A JSONL file of tool calls (see the module docs).
+
+    Returns:
+        ``(calls, sha256)``: the calls in file order, and the hex SHA-256 of the file's
+        bytes (for reports that compare runs).
+
+    Raises:
+        JsonlError: The file cannot be read, or a line is not JSON or not a tool call.
+            Names the file and the line.
+
+    Runtime complexity: O(size of the file).
+    """
+    calls: list[ToolCall] = []
+    for number, value in json_lines(path):
+        if not isinstance(value, dict):
+            raise JsonlError(path, number, f"expected a JSON object, got {type(value).__name__}")
+        try:
+            call = tool_call(value)
+        except (ValueError, TypeError) as exc:
+            raise JsonlError(path, number, f"not a tool call: {exc}") from None
+        calls.append(call)
+    return calls, file_sha256(path)
+
+
+def tool_call_entry(call: ToolCall, *, episode: str | None = None) -> MemoryEntry:
+    """The ``TRAJECTORY`` entry :class:`~actormem.MemoryHooks` would store for ``call``,
+    in namespace ``(source, episode)`` (``episode`` overrides the call's own id).
+
+    Raises:
+        TypeError, ValueError: As :func:`~actormem.format_trajectory`.
+    """
+    entry = MemoryEntry.new(
+        MemoryCategory.TRAJECTORY, format_trajectory(call.tool, call.input, call.result)
+    )
+    return entry.with_namespace(call.source, call.episode if episode is None else episode)
+
+
+def read_import_file(path: Path) -> tuple[list[MemoryEntry], int, int]:
+    """Read and check a whole file for ``actormem import``: entries, tool calls, or both.
+
+    A line with ``tool`` and ``result`` keys is a tool call and becomes its trajectory
+    entry (:func:`tool_call_entry`); a line with a ``memory`` key is an entry.
+
+    Returns:
+        ``(entries, n_entries, n_tool_calls)``: the entries to store in file order, and
+        how many lines were of each kind.
+
+    Raises:
+        JsonlError: The file cannot be read or a line is neither kind (file and line named).
+
+    Runtime complexity: O(size of the file).
+    """
+    entries: list[MemoryEntry] = []
+    n_entries = n_calls = 0
+    for number, value in json_lines(path):
+        if not isinstance(value, dict):
+            raise JsonlError(path, number, f"expected a JSON object, got {type(value).__name__}")
+        try:
+            if "tool" in value and "result" in value:
+                entries.append(tool_call_entry(tool_call(value)))
+                n_calls += 1
+            elif "memory" in value:
+                entries.append(entry_from_json(value))
+                n_entries += 1
+            else:
+                raise ValueError(
+                    "neither an entry (no 'memory' key) nor a tool call (no 'tool'/'result')"
+                )
+        except (ValueError, TypeError) as exc:
+            raise JsonlError(path, number, str(exc)) from None
+    return entries, n_entries, n_calls
