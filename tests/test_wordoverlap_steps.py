@@ -15,10 +15,10 @@ import pytest
 from actormem import MemoryCategory, MemoryEntry, WordOverlapScorer
 from actormem._engine.state import MemoryState, View
 from actormem._index import substring as _substring
+from actormem._index.scoring import Accept, drain
 from actormem._index.wordoverlap import index as _wo_index
 from actormem._index.wordoverlap import knobs as _wordoverlap
 from actormem._index.wordoverlap import masks as _masks
-from actormem._index.scoring import Accept, drain
 from actormem._index.wordoverlap import word_overlap_score
 from actormem._record import Record
 
