@@ -99,7 +99,7 @@ class MatchFinder:
                 dense, ext = yield from self._short_set(e, w, bit, n, upto, dense, data)
                 return (_DENSE_SET if dense else _SPARSE_SET), ext
             if n - upto <= knobs._SCAN_NEW:
-                extended = yield from self._extend(e, w, n, upto, dense, data)
+                extended = yield from self._extend(e, w, n, hit)
                 if extended is not None:
                     return (_DENSE_SET if dense else _SPARSE_SET), extended
         if bit is not None:
@@ -218,19 +218,14 @@ class MatchFinder:
         return dense, ext
 
     def _extend(
-        self,
-        e: _Numbering,
-        w: str,
-        n: int,
-        upto: int,
-        dense: bool,
-        data: np.ndarray[Any, Any],
+        self, e: _Numbering, w: str, n: int, hit: tuple[int, bool, np.ndarray[Any, Any]]
     ) -> Generator[None, None, np.ndarray[Any, Any] | None]:
-        """A cached match set of ``w`` for groups below ``upto``, extended to ``n`` by
-        testing the recent texts, and remembered; None if the owner overwrote texts this
-        needed meanwhile. A dense set is written in place when it has room (readers of
+        """``hit``, a cached match set ``(upto, dense, data)`` of ``w`` for the groups
+        below ``upto``, extended to ``n`` by testing the recent texts, and remembered;
+        None if the owner overwrote texts this needed meanwhile. A dense set is written in place when it has room (readers of
         it read below their own ``n``, and every writer writes the same truth).
         O(n - upto) Python steps, plus O(upto) copied in chunks when a dense set grows."""
+        upto, dense, data = hit
         recent = e.recent
         new: list[int] = []
         for start in range(upto, n, knobs._STEP):
