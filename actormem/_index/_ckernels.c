@@ -109,6 +109,7 @@ PyDoc_STRVAR(bm25_accumulate_doc,
 static PyObject *
 bm25_accumulate(PyObject *self, PyObject *args)
 {
+    PyObject *result = NULL;
     PyObject *o_groups, *o_tfs, *o_len, *o_acc, *o_top, *o_nums, *o_hot;
     Py_ssize_t start, end;
     double wi, a_part, b_part, tau;
@@ -124,7 +125,6 @@ bm25_accumulate(PyObject *self, PyObject *args)
     if (get(o_top, &top, K_BOOL, 0, "in_top") < 0) goto e4;
     if (get(o_nums, &nums, K_I64, 1, "nums_out") < 0) goto e5;
     if (get(o_hot, &hot, K_I64, 1, "hot_out") < 0) goto e6;
-    PyObject *result = NULL;
     Py_ssize_t count = end - start;
     if (start < 0 || end < start || end > LEN(groups) || end > LEN(tfs) ||
         LEN(nums) < count || LEN(hot) < count) {
@@ -204,6 +204,7 @@ PyDoc_STRVAR(bm25_refine_doc,
 static PyObject *
 bm25_refine(PyObject *self, PyObject *args)
 {
+    PyObject *result = NULL;
     PyObject *o_groups, *o_tfs, *o_cands, *o_part, *o_len, *o_keep;
     Py_ssize_t count;
     double wi, a_part, b_part, up, rest, theta;
@@ -219,7 +220,6 @@ bm25_refine(PyObject *self, PyObject *args)
     if (get(o_part, &part, K_F64, 1, "part") < 0) goto e3;
     if (get(o_len, &len, K_I32, 0, "lengths") < 0) goto e4;
     if (get(o_keep, &keep, K_BOOL, 1, "keep_out") < 0) goto e5;
-    PyObject *result = NULL;
     Py_ssize_t m = LEN(cands);
     if (count < 0 || count > LEN(groups) || count > LEN(tfs) || LEN(part) != m ||
         LEN(keep) < m) {
@@ -278,6 +278,7 @@ PyDoc_STRVAR(bm25_max_sat_doc,
 static PyObject *
 bm25_max_sat(PyObject *self, PyObject *args)
 {
+    PyObject *result = NULL;
     PyObject *o_groups, *o_tfs, *o_len;
     Py_ssize_t start, stop;
     double a_part, kr;
@@ -289,7 +290,6 @@ bm25_max_sat(PyObject *self, PyObject *args)
     if (get(o_groups, &groups, K_I32, 0, "groups") < 0) return NULL;
     if (get(o_tfs, &tfs, K_TF, 0, "tfs") < 0) goto e1;
     if (get(o_len, &len, K_I32, 0, "lengths") < 0) goto e2;
-    PyObject *result = NULL;
     if (start < 0 || stop < start || stop > LEN(groups) || stop > LEN(tfs)) {
         range_error("start/stop");
         goto done;
@@ -533,8 +533,11 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module = {
-    PyModuleDef_HEAD_INIT, "actormem._index._ckernels",
-    "Compiled kernels of the scoring indexes (see actormem/_index/kernels.py).", -1, methods,
+    .m_base = PyModuleDef_HEAD_INIT,
+    .m_name = "actormem._index._ckernels",
+    .m_doc = "Compiled kernels of the scoring indexes (see actormem/_index/kernels.py).",
+    .m_size = -1,
+    .m_methods = methods,
 };
 
 PyMODINIT_FUNC
