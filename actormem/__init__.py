@@ -34,6 +34,7 @@ from .agent import MemoryHooks as MemoryHooks
 from .agent import RunResult as RunResult
 from .agent import format_trajectory as format_trajectory
 from .agent import run_agent as run_agent
+from .client import HostedMemory as HostedMemory
 from .context import Budget as Budget
 from .context import CharTokenCounter as CharTokenCounter
 from .context import ContextMemory as ContextMemory
@@ -88,6 +89,7 @@ __all__ = [
     "stop_words",
     "ConsolidationStats",
     "Durability",
+    "HostedMemory",
     "InvalidEntryError",
     "InvalidQueryError",
     "Memory",
