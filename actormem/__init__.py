@@ -20,7 +20,9 @@ from ._entry import ScoredEntry as ScoredEntry
 from ._errors import ActorMemError as ActorMemError
 from ._errors import InvalidEntryError as InvalidEntryError
 from ._errors import InvalidQueryError as InvalidQueryError
+from ._errors import RemoteError as RemoteError
 from ._errors import StorageError as StorageError
+from ._errors import TransportError as TransportError
 from ._index.bm25 import BM25Scorer as BM25Scorer
 from ._index.tokenize import Tokenizer as Tokenizer
 from ._index.tokenize import stop_words as stop_words
@@ -96,9 +98,11 @@ __all__ = [
     "MemoryCategory",
     "MemoryEntry",
     "MemoryStatistics",
+    "RemoteError",
     "ScoredEntry",
     "Snapshot",
     "StorageError",
+    "TransportError",
     "WordOverlapScorer",
     "open_memory",
     "serve_memory",

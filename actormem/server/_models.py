@@ -13,7 +13,7 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, Strict, StringConstraints
 
 from .._engine.snapshot import MAX_QUERY_CHARS
 from .._entry import MAX_MEMORY_CHARS, MemoryCategory
@@ -45,8 +45,10 @@ MAX_LIMIT = 10_000
 MAX_BATCH_ENTRIES = 10_000
 
 Category = Literal[tuple(c.value for c in MemoryCategory)]  # type: ignore[valid-type]
-NonEmpty = Annotated[str, StringConstraints(min_length=1)]
-_STRICT = ConfigDict(extra="forbid", strict=True)
+NonEmpty = Annotated[str, Strict(), StringConstraints(min_length=1)]
+# Unknown keys are refused, so a typo never drops a field silently. Scalars are strict
+# (no "1" for 1, no 1 for true); ids and times are parsed from their JSON strings.
+_STRICT = ConfigDict(extra="forbid")
 
 
 class EntryIn(BaseModel):
@@ -60,12 +62,12 @@ class EntryIn(BaseModel):
 
     id: uuid.UUID | None = None
     category: Category  # type: ignore[valid-type]
-    memory: Annotated[str, StringConstraints(max_length=MAX_MEMORY_CHARS)]
+    memory: Annotated[str, Strict(), StringConstraints(max_length=MAX_MEMORY_CHARS)]
     tags: list[NonEmpty] = []
     created_at: AwareDatetime | None = None
-    relevance: Annotated[float, Field(ge=0.0, le=1.0, allow_inf_nan=False)] = 1.0
-    access_count: Annotated[int, Field(ge=0, le=MAX_ACCESS_COUNT)] = 0
-    validated: bool = False
+    relevance: Annotated[float, Strict(), Field(ge=0.0, le=1.0, allow_inf_nan=False)] = 1.0
+    access_count: Annotated[int, Strict(), Field(ge=0, le=MAX_ACCESS_COUNT)] = 0
+    validated: Annotated[bool, Strict()] = False
     namespace: list[NonEmpty] = []
     last_accessed: AwareDatetime | None = None
 
@@ -121,8 +123,8 @@ class RetrieveIn(BaseModel):
 
     model_config = _STRICT
 
-    query: Annotated[str, StringConstraints(max_length=MAX_QUERY_CHARS)]
-    limit: Annotated[int, Field(ge=0, le=MAX_LIMIT)] = 10
+    query: Annotated[str, Strict(), StringConstraints(max_length=MAX_QUERY_CHARS)]
+    limit: Annotated[int, Strict(), Field(ge=0, le=MAX_LIMIT)] = 10
     namespace: list[NonEmpty] | None = None
     category: Category | Annotated[list[Category], Field(min_length=1)] | None = None  # type: ignore[valid-type]
     tags: list[NonEmpty] | None = None
