@@ -134,7 +134,7 @@ def _store_many_call(entries: Iterable[MemoryEntry]) -> _Call[None]:
         kind = type(entries).__name__
         raise TypeError(f"store_many() takes an iterable of MemoryEntry, not one {kind}")
     body = {"entries": [_entry_json(e, "store_many()") for e in entries]}
-    return _Call("POST", "/v1/entries/batch", lambda _: None, body=body, invalid=InvalidEntryError)
+    return _Call("POST", "/v1/batch", lambda _: None, body=body, invalid=InvalidEntryError)
 
 
 def _delete_call(id: uuid.UUID) -> _Call[bool]:

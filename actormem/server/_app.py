@@ -42,6 +42,7 @@ from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.exceptions import HTTPException
+from starlette.routing import Match
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._engine.memory import Memory
@@ -130,7 +131,11 @@ def _field_of(loc: Sequence[Any]) -> str:
 def _to_entry(body: EntryIn, field: str) -> MemoryEntry:
     """The entry a validated body describes, through the one JSON converter."""
     try:
-        return entry_from_json(body.model_dump(mode="json", exclude_unset=True))
+        fields = body.model_dump(mode="json", exclude_unset=True)
+        for key in ("id", "created_at"):  # null means "not given": a new id, created now
+            if fields.get(key, "") is None:
+                del fields[key]
+        return entry_from_json(fields)
     except (ValueError, TypeError) as exc:  # MemoryEntry's own checks (e.g. a lone surrogate)
         raise _Refused(422, f"{field}: {exc}", field) from None
 
@@ -148,6 +153,17 @@ def _retrieve_filters(body: RetrieveIn) -> dict[str, Any]:
     elif category is not None:
         filters["category"] = [MemoryCategory(c) for c in category]
     return filters
+
+
+def _allowed_methods(app: FastAPI, scope: Scope) -> list[str]:
+    """Every method some route serves at this path (Starlette's own 405 names only the
+    first matching route's)."""
+    methods: set[str] = set()
+    for route in app.router.routes:
+        match, _ = route.matches({**scope, "method": "\x00"})
+        if match != Match.NONE:
+            methods |= getattr(route, "methods", None) or set()
+    return sorted(methods)
 
 
 class _BodyLimit:
@@ -342,7 +358,7 @@ def create_app(
         return JSONResponse({"id": str(entry.id)})
 
     @app.post(
-        "/v1/entries/batch",
+        "/v1/batch",
         response_model=StoredManyOut,
         responses=_PROBLEMS,
         summary="Store many entries in order, as one request (Memory.store_many)",
@@ -491,7 +507,10 @@ def create_app(
     @app.get(
         "/metrics",
         summary="Prometheus metrics (text format)",
-        responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}},
+        responses={
+            200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
+            401: _PROBLEMS[401],
+        },
         response_class=Response,
         **guarded,
     )
@@ -519,7 +538,12 @@ def create_app(
     async def http_error(request: Request, exc: HTTPException) -> Response:
         status = exc.status_code
         detail = exc.detail if isinstance(exc.detail, str) else HTTPStatus(status).phrase
-        return problem(status, detail, headers=getattr(exc, "headers", None))
+        headers = getattr(exc, "headers", None)
+        if status == 400:  # FastAPI's "error parsing the body": not JSON, or not UTF-8
+            return problem(422, "body: not a JSON document in UTF-8", "body")
+        if status == 405:
+            headers = {"Allow": ", ".join(_allowed_methods(app, request.scope))}
+        return problem(status, detail, headers=headers)
 
     @app.exception_handler(InvalidEntryError)
     @app.exception_handler(InvalidQueryError)

@@ -13,14 +13,23 @@ from __future__ import annotations
 import uuid
 from typing import Annotated, Literal
 
-from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, Strict, StringConstraints
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    StringConstraints,
+    field_validator,
+)
 
 from .._engine.snapshot import MAX_QUERY_CHARS
 from .._entry import MAX_MEMORY_CHARS, MemoryCategory
-from .._storage.sqlite_format import MAX_ACCESS_COUNT
 
 __all__ = [
     "MAX_BATCH_ENTRIES",
+    "MAX_JSON_INT",
     "MAX_LIMIT",
     "Category",
     "ConsolidationOut",
@@ -41,11 +50,35 @@ __all__ = [
 
 #: Most results one retrieve may ask for over HTTP (a bigger ``limit`` is a 422).
 MAX_LIMIT = 10_000
+#: Largest ``access_count`` over HTTP: I-JSON's (RFC 7493) limit for integers that every
+#: JSON parser reads exactly, 2**53 - 1 (a memory file allows up to 2**63 - 1).
+MAX_JSON_INT = 2**53 - 1
 #: Most entries in one ``store_many`` request (the body limit usually binds first).
 MAX_BATCH_ENTRIES = 10_000
 
 Category = Literal[tuple(c.value for c in MemoryCategory)]  # type: ignore[valid-type]
 NonEmpty = Annotated[str, Strict(), StringConstraints(min_length=1)]
+
+
+def _json_integer(cls: object, value: object) -> object:
+    """JSON Schema's integer: an int, or a number with no fraction (``515.0``); never a
+    string or a boolean (pydantic's strict mode refuses ``515.0``, its lax mode ``"515"``
+    too little)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError("must be an integer")
+    return value
+
+
+def _json_time(value: object) -> object:
+    """A time must be an RFC 3339 string (pydantic would also take a number of seconds)."""
+    if value is not None and not isinstance(value, str):
+        raise ValueError("must be an RFC 3339 date-time string")
+    return value
+
+
+Time = Annotated[AwareDatetime, BeforeValidator(_json_time)]
 # Unknown keys are refused, so a typo never drops a field silently. Scalars are strict
 # (no "1" for 1, no 1 for true); ids and times are parsed from their JSON strings.
 _STRICT = ConfigDict(extra="forbid")
@@ -60,16 +93,18 @@ class EntryIn(BaseModel):
 
     model_config = _STRICT
 
-    id: uuid.UUID | None = None
+    id: uuid.UUID | None = Field(None, description="null or absent: a new random UUID")
     category: Category  # type: ignore[valid-type]
     memory: Annotated[str, Strict(), StringConstraints(max_length=MAX_MEMORY_CHARS)]
     tags: list[NonEmpty] = []
-    created_at: AwareDatetime | None = None
+    created_at: Time | None = None
     relevance: Annotated[float, Strict(), Field(ge=0.0, le=1.0, allow_inf_nan=False)] = 1.0
-    access_count: Annotated[int, Strict(), Field(ge=0, le=MAX_ACCESS_COUNT)] = 0
+    access_count: Annotated[int, Field(ge=0, le=MAX_JSON_INT)] = 0
     validated: Annotated[bool, Strict()] = False
     namespace: list[NonEmpty] = []
-    last_accessed: AwareDatetime | None = None
+    last_accessed: Time | None = None
+
+    _integer = field_validator("access_count", mode="before")(_json_integer)
 
 
 class EntryOut(BaseModel):
@@ -124,10 +159,12 @@ class RetrieveIn(BaseModel):
     model_config = _STRICT
 
     query: Annotated[str, Strict(), StringConstraints(max_length=MAX_QUERY_CHARS)]
-    limit: Annotated[int, Strict(), Field(ge=0, le=MAX_LIMIT)] = 10
+    limit: Annotated[int, Field(ge=0, le=MAX_LIMIT)] = 10
     namespace: list[NonEmpty] | None = None
     category: Category | Annotated[list[Category], Field(min_length=1)] | None = None  # type: ignore[valid-type]
     tags: list[NonEmpty] | None = None
+
+    _integer = field_validator("limit", mode="before")(_json_integer)
 
 
 class RetrieveOut(BaseModel):
