@@ -222,9 +222,9 @@ class MatchFinder:
     ) -> Generator[None, None, np.ndarray[Any, Any] | None]:
         """``hit``, a cached match set ``(upto, dense, data)`` of ``w`` for the groups
         below ``upto``, extended to ``n`` by testing the recent texts, and remembered;
-        None if the owner overwrote texts this needed meanwhile. A dense set is written
-        in place when it has room (readers of it read below their own ``n``, and every
-        writer writes the same truth).
+        None if the owner overwrote texts this needed meanwhile. A dense set is written in
+        place when it has room (readers of it read below their own ``n``, and every writer
+        writes the same truth).
         O(n - upto) Python steps, plus O(upto) copied in chunks when a dense set grows."""
         upto, dense, data = hit
         recent = e.recent
