@@ -178,6 +178,19 @@ def test_counting_equals_numpy(seed: int, dtype: Any, words: int) -> None:
     assert marked.tolist() == want.tolist()
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    texts=st.lists(st.text(alphabet="ab \u00e9\U0001f600x", max_size=12), min_size=1, max_size=9),
+    word=st.text(alphabet="ab\u00e9\U0001f600", min_size=1, max_size=3),
+    lo=st.integers(0, 20),
+    span=st.integers(0, 20),
+)
+def test_scan_equals_the_text_tests(texts: list[str], word: str, lo: int, span: int) -> None:
+    mod = len(texts)
+    want = [g for g in range(lo, lo + span) if word in texts[g % mod]]
+    assert kernels.wo_scan(texts, lo, lo + span, mod, word) == want
+
+
 def test_bad_arguments_are_refused_before_c() -> None:
     groups, tfs = array("i", [0, 3, 9]), array("B", [1, 2, 3])
     lengths = np.ones(10, np.int32)
@@ -211,6 +224,10 @@ def test_bad_arguments_are_refused_before_c() -> None:
         kernels.DenseCounts(np.zeros(5, np.int32), [], [])
     with pytest.raises(ValueError):
         kernels.DenseCounts(np.zeros(5, np.uint8), [], []).add(0, 6)
+    with pytest.raises(ValueError, match="mod"):
+        kernels.wo_scan(["a"], 0, 3, 2, "a")
+    with pytest.raises(TypeError):
+        kernels.wo_scan(("a",), 0, 1, 1, "a")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="word"):
         kernels.wo_count_sparse(np.zeros(5, np.uint8), np.zeros(1, np.int32), 0, 1, 5, 1, None, 70000)
 
@@ -239,6 +256,8 @@ def test_c_checks_memory_safety_itself() -> None:
             array("i", [1]), array("B", [1]), 1, np.array([9], np.int32), np.zeros(1), lengths,
             1.0, 0.0, 0.0, 1.0, 0.0, 0.0, np.zeros(1, np.bool_),
         )  # fmt: skip
+    with pytest.raises(TypeError, match="str"):
+        _ckernels.wo_scan(["a", 1], 0, 2, 2, "a")
     with pytest.raises(ValueError, match="set length"):
         _ckernels.wo_count_dense(np.zeros(5, np.uint8), 0, 5, [np.zeros(2, np.uint8)], [1])
 

@@ -521,6 +521,49 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(wo_scan_doc,
+"wo_scan(recent, lo, hi, mod, word) -> list[int]\n\n"
+"The group numbers g in lo..hi whose lower-cased text, recent[g % mod], contains\n"
+"word (Python's `word in text`). O(total length of those texts).");
+
+static PyObject *
+wo_scan(PyObject *self, PyObject *args)
+{
+    PyObject *recent, *word;
+    Py_ssize_t lo, hi, mod;
+    if (!PyArg_ParseTuple(args, "O!nnnU", &PyList_Type, &recent, &lo, &hi, &mod, &word)) {
+        return NULL;
+    }
+    if (lo < 0 || hi < lo || mod <= 0 || mod > PyList_GET_SIZE(recent)) {
+        return range_error("lo/hi/mod");
+    }
+    PyObject *out = PyList_New(0);
+    if (!out) return NULL;
+    for (Py_ssize_t g = lo; g < hi; g++) {
+        PyObject *text = PyList_GET_ITEM(recent, g % mod);
+        if (!PyUnicode_Check(text)) {
+            Py_DECREF(out);
+            PyErr_SetString(PyExc_TypeError, "recent texts must be str");
+            return NULL;
+        }
+        Py_ssize_t at = PyUnicode_Find(text, word, 0, PY_SSIZE_T_MAX, 1);
+        if (at == -2) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        if (at >= 0) {
+            PyObject *num = PyLong_FromSsize_t(g);
+            if (!num || PyList_Append(out, num) < 0) {
+                Py_XDECREF(num);
+                Py_DECREF(out);
+                return NULL;
+            }
+            Py_DECREF(num);
+        }
+    }
+    return out;
+}
+
 /* ------------------------------------------------------------------ module */
 
 static PyMethodDef methods[] = {
@@ -529,6 +572,7 @@ static PyMethodDef methods[] = {
     {"bm25_max_sat", bm25_max_sat, METH_VARARGS, bm25_max_sat_doc},
     {"wo_count_dense", wo_count_dense, METH_VARARGS, wo_count_dense_doc},
     {"wo_count_sparse", wo_count_sparse, METH_VARARGS, wo_count_sparse_doc},
+    {"wo_scan", wo_scan, METH_VARARGS, wo_scan_doc},
     {NULL, NULL, 0, NULL},
 };
 

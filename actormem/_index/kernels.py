@@ -35,6 +35,7 @@ __all__ = [
     "bm25_max_sat",
     "bm25_refine",
     "wo_count_sparse",
+    "wo_scan",
 ]
 
 _c: ModuleType | None
@@ -261,3 +262,18 @@ def wo_count_sparse(
     _need(type(m) is int and 0 <= m < 1 << 31, "m must be an int >= 0")
     _need(type(word) is int and 0 <= word <= 0xFFFF, "word must be in [0, 65535]")
     _kernels().wo_count_sparse(counts, gids, lo, hi, n, m, mark, word)
+
+
+def wo_scan(recent: list[str], lo: int, hi: int, mod: int, word: str) -> list[int]:
+    """The group numbers ``g`` in ``lo:hi`` whose text ``recent[g % mod]`` contains
+    ``word`` (``word in text``), ascending. O(total length of those texts).
+
+    Raises:
+        TypeError, ValueError: ``recent`` not a list of str shorter than ``mod``, or a
+            bad range.
+    """
+    if type(recent) is not list or type(word) is not str:
+        raise TypeError("recent must be a list of str and word a str")
+    _need(0 <= lo <= hi and 0 < mod <= len(recent), "lo, hi, mod out of range")
+    found: list[int] = _kernels().wo_scan(recent, lo, hi, mod, word)
+    return found
