@@ -324,6 +324,113 @@ e1:
     return result;
 }
 
+typedef struct {
+    Py_ssize_t pos;
+    long tf;
+} hit_t;
+
+static int
+by_pos(const void *a, const void *b)
+{
+    Py_ssize_t x = ((const hit_t *)a)->pos, y = ((const hit_t *)b)->pos;
+    return (x > y) - (x < y);
+}
+
+PyDoc_STRVAR(bm25_exact_doc,
+"bm25_exact(terms, position, query, num, norm) -> float\n\n"
+"BM25 of group num before weights: over its packed terms (term << 8 | min(tf, 255))\n"
+"that have a position in the query, in the query's order, score += wi * (tf / (tf +\n"
+"norm)), a capped tf looked up in the term's list (binary search). O(T log T).");
+
+static PyObject *
+bm25_exact(PyObject *self, PyObject *args)
+{
+    PyObject *o_terms, *position, *query;
+    Py_ssize_t num;
+    double norm;
+    if (!PyArg_ParseTuple(args, "OO!O!nd", &o_terms, &PyDict_Type, &position, &PyList_Type,
+                          &query, &num, &norm)) {
+        return NULL;
+    }
+    Py_buffer terms;
+    if (PyObject_GetBuffer(o_terms, &terms, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_SetString(PyExc_ValueError, "terms: not a contiguous buffer");
+        return NULL;
+    }
+    char c = fmt_char(&terms);
+    int wide = terms.itemsize == 8 && (c == 'q' || c == 'l');
+    if (terms.ndim != 1 || !(wide || (terms.itemsize == 4 && c == 'i'))) {
+        PyBuffer_Release(&terms);
+        PyErr_SetString(PyExc_ValueError, "terms: not int32 or int64");
+        return NULL;
+    }
+    Py_ssize_t n = LEN(terms), nhits = 0, qlen = PyList_GET_SIZE(query);
+    hit_t *hits = PyMem_Malloc((n ? n : 1) * sizeof(hit_t));
+    PyObject *result = NULL;
+    if (!hits) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long long t = wide ? ((const int64_t *)terms.buf)[i] : ((const int32_t *)terms.buf)[i];
+        PyObject *key = PyLong_FromLongLong(t >> 8);
+        if (!key) goto done;
+        PyObject *pos = PyDict_GetItemWithError(position, key);
+        Py_DECREF(key);
+        if (!pos) {
+            if (PyErr_Occurred()) goto done;
+            continue;
+        }
+        Py_ssize_t p = PyLong_AsSsize_t(pos);
+        if (p == -1 && PyErr_Occurred()) goto done;
+        if (p < 0 || p >= qlen) {
+            range_error("query position");
+            goto done;
+        }
+        hits[nhits].pos = p;
+        hits[nhits].tf = (long)(t & 255);
+        nhits++;
+    }
+    qsort(hits, nhits, sizeof(hit_t), by_pos);
+    double score = 0.0;
+    for (Py_ssize_t h = 0; h < nhits; h++) {
+        PyObject *entry = PyList_GET_ITEM(query, hits[h].pos);
+        double wi;
+        PyObject *o_groups, *o_tfs;
+        Py_ssize_t count;
+        if (!PyTuple_Check(entry) ||
+            !PyArg_ParseTuple(entry, "dOOn", &wi, &o_groups, &o_tfs, &count)) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "query entries: tuples");
+            goto done;
+        }
+        double tf = (double)hits[h].tf;
+        if (hits[h].tf == 255) { /* capped: the exact frequency from the posting list */
+            Py_buffer groups, tfs;
+            if (get(o_groups, &groups, K_I32, 0, "groups") < 0) goto done;
+            if (get(o_tfs, &tfs, K_TF, 0, "tfs") < 0) {
+                PyBuffer_Release(&groups);
+                goto done;
+            }
+            int ok = count >= 0 && count <= LEN(groups) && count <= LEN(tfs) && num >= 0;
+            Py_ssize_t at = ok ? lower_bound((const int32_t *)groups.buf, count, (int32_t)num) : 0;
+            ok = ok && at < count;
+            if (ok) tf = tf_at(&tfs, at);
+            PyBuffer_Release(&tfs);
+            PyBuffer_Release(&groups);
+            if (!ok) {
+                range_error("group in its term's list");
+                goto done;
+            }
+        }
+        score += wi * (tf / (tf + norm));
+    }
+    result = PyFloat_FromDouble(score);
+done:
+    PyMem_Free(hits);
+    PyBuffer_Release(&terms);
+    return result;
+}
+
 /* ------------------------------------------------------------------ word overlap */
 
 /* counts[lo..hi) += m * set[lo..hi); counts of 1, 2 or 8 bytes. `restrict`: the two
@@ -583,6 +690,7 @@ static PyMethodDef methods[] = {
     {"bm25_accumulate", bm25_accumulate, METH_VARARGS, bm25_accumulate_doc},
     {"bm25_refine", bm25_refine, METH_VARARGS, bm25_refine_doc},
     {"bm25_max_sat", bm25_max_sat, METH_VARARGS, bm25_max_sat_doc},
+    {"bm25_exact", bm25_exact, METH_VARARGS, bm25_exact_doc},
     {"wo_count_dense", wo_count_dense, METH_VARARGS, wo_count_dense_doc},
     {"wo_count_sparse", wo_count_sparse, METH_VARARGS, wo_count_sparse_doc},
     {"wo_scan", wo_scan, METH_VARARGS, wo_scan_doc},

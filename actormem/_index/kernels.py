@@ -32,6 +32,7 @@ __all__ = [
     "ENABLED",
     "active",
     "bm25_accumulate",
+    "bm25_exact",
     "bm25_max_sat",
     "bm25_refine",
     "wo_count_sparse",
@@ -187,6 +188,31 @@ def bm25_max_sat(
     _array_of("lengths", lengths, _I32)
     top: float = _kernels().bm25_max_sat(groups, tfs, start, stop, lengths, a_part, kr)
     return top
+
+
+def bm25_exact(
+    terms: array[int],
+    position: dict[int, int],
+    query: list[tuple[float, array[int], array[int], int]],
+    num: int,
+    norm: float,
+) -> float:
+    """BM25 of group ``num`` before weights: over its packed ``terms`` (``term << 8 |
+    min(tf, 255)``) that have a ``position`` in ``query``, in the query's order, ``score
+    += wi * (tf / (tf + norm))``; a capped frequency is looked up in the term's list
+    ``(wi, groups, tfs, count)`` by binary search. O(T log T).
+
+    Raises:
+        TypeError, ValueError: An argument of the wrong type, a position beyond the
+            query, or a capped group missing from its term's list.
+    """
+    if not isinstance(terms, array) or terms.typecode not in "iq":
+        raise TypeError("terms must be an array('i') or array('q')")
+    if type(position) is not dict or type(query) is not list:
+        raise TypeError("position must be a dict and query a list")
+    _need(type(num) is int and num >= 0, "num must be an int >= 0")
+    score: float = _kernels().bm25_exact(terms, position, query, num, norm)
+    return score
 
 
 _COUNTS = (_U8, _U16, _I64)

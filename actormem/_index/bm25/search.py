@@ -44,6 +44,7 @@ class _Exact:
         "alpha",
         "avgdl",
         "b",
+        "compiled",
         "exact",
         "found",
         "half_life",
@@ -70,7 +71,9 @@ class _Exact:
         lengths: Any,
         query: list[_Post],
         position: dict[int, int],
+        compiled: bool,
     ) -> None:
+        self.compiled = compiled
         self.k1, self.b = scorer.k1, scorer.b
         self.version = view.version
         self.accept = accept
@@ -112,6 +115,10 @@ class _Exact:
             if group is not None:  # else purged: no record to score
                 k1, b = self.k1, self.b
                 norm = k1 * (1.0 - b + b * int(self.lengths[num]) / self.avgdl)
+                if self.compiled:  # the same operations in C (kernels.py)
+                    score = kernels.bm25_exact(group.terms, self.position, self.query, num, norm)
+                    exact[num] = score
+                    return score
                 # The group's own terms and frequencies (no binary search unless a
                 # frequency is too high to pack), summed in the query's order.
                 get_position = self.position.get
@@ -266,6 +273,7 @@ class MaxScoreSearch:
             lengths=lengths,
             query=query,
             position=position,
+            compiled=compiled,
         )
         weighted = ex.weighted
         version = ex.version
