@@ -145,6 +145,44 @@ def test_refine_and_bound_equal_numpy(
 
 
 @settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), norm=st.floats(0.01, 5), theta=st.floats(-1, 3))
+def test_exact_and_keep_equal_python(seed: int, norm: float, theta: float) -> None:
+    rng = np.random.default_rng(seed)
+    num = 7
+    # Query terms 0..5 (some absent from the group), each list holding group `num`.
+    query: list[tuple[float, array[int], array[int], int]] = []
+    for _ in range(6):
+        groups = sorted({*rng.integers(0, 50, 5).tolist(), num})
+        tfs = rng.integers(1, 400, len(groups)).tolist()
+        query.append((float(rng.random() * 4), *_lists(groups, tfs), len(groups)))
+    term_nums = rng.permutation(9)[: int(rng.integers(1, 9))].tolist()  # 6-8: not queried
+    position = {t: p for p, t in enumerate(rng.permutation(9)[:6].tolist())}
+    terms, want, hits = [], 0.0, []
+    for t in term_nums:
+        pos = position.get(t)
+        tf_real = None
+        if pos is not None:
+            _, groups, tfs, count = query[pos]
+            tf_real = tfs[groups.index(num)]
+        tf = min(tf_real if tf_real is not None else int(rng.integers(1, 300)), 255)
+        terms.append(t << 8 | tf)
+        if pos is not None:
+            hits.append((pos, tf))
+    for pos, tf in sorted(hits):  # the reference's loop (_Exact.exact_of)
+        wi, groups, tfs, count = query[pos]
+        if tf == 255:
+            tf = tfs[groups.index(num)]
+        want += wi * (tf / (tf + norm))
+    for code in "iq":
+        assert kernels.bm25_exact(array(code, terms), position, query, num, norm) == want
+    acc = rng.random(60) * 2
+    nums = rng.integers(0, 60, 40).astype(np.intp)
+    out = np.empty(40, np.intp)
+    got = kernels.bm25_keep(acc, nums, 3, 40, 1.0 + 1e-9, 0.25, theta, out)
+    assert out[:got].tolist() == nums[3:][acc[nums[3:]] * (1.0 + 1e-9) + 0.25 >= theta].tolist()
+
+
+@settings(max_examples=60, deadline=None)
 @given(
     seed=st.integers(0, 2**32 - 1),
     dtype=st.sampled_from([np.uint8, np.uint16, np.int64]),

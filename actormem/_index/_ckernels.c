@@ -324,6 +324,55 @@ e1:
     return result;
 }
 
+PyDoc_STRVAR(bm25_keep_doc,
+"bm25_keep(acc, nums, lo, hi, up, rest, theta, out) -> int\n\n"
+"The group numbers g of nums[lo:hi] (intp) with acc[g] * up + rest >= theta, in\n"
+"order, into out; returns how many. O(hi - lo).");
+
+static PyObject *
+bm25_keep(PyObject *self, PyObject *args)
+{
+    PyObject *o_acc, *o_nums, *o_out, *result = NULL;
+    Py_ssize_t lo, hi;
+    double up, rest, theta;
+    if (!PyArg_ParseTuple(args, "OOnndddO", &o_acc, &o_nums, &lo, &hi, &up, &rest, &theta,
+                          &o_out)) {
+        return NULL;
+    }
+    Py_buffer acc, nums, out;
+    if (get(o_acc, &acc, K_F64, 0, "acc") < 0) return NULL;
+    if (get(o_nums, &nums, K_I64, 0, "nums") < 0) goto e1;
+    if (get(o_out, &out, K_I64, 1, "out") < 0) goto e2;
+    if (lo < 0 || hi < lo || hi > LEN(nums) || LEN(out) < hi - lo) {
+        range_error("lo/hi");
+        goto done;
+    }
+    {
+        const double *a = (const double *)acc.buf;
+        const int64_t *g = (const int64_t *)nums.buf;
+        int64_t *o = (int64_t *)out.buf;
+        Py_ssize_t k = 0, limit = LEN(acc);
+        for (Py_ssize_t i = lo; i < hi; i++) {
+            int64_t num = g[i];
+            if (num < 0 || num >= limit) {
+                range_error("group number");
+                goto done;
+            }
+            if (a[num] * up + rest >= theta) {
+                o[k++] = num;
+            }
+        }
+        result = PyLong_FromSsize_t(k);
+    }
+done:
+    PyBuffer_Release(&out);
+e2:
+    PyBuffer_Release(&nums);
+e1:
+    PyBuffer_Release(&acc);
+    return result;
+}
+
 typedef struct {
     Py_ssize_t pos;
     long tf;
@@ -691,6 +740,7 @@ static PyMethodDef methods[] = {
     {"bm25_refine", bm25_refine, METH_VARARGS, bm25_refine_doc},
     {"bm25_max_sat", bm25_max_sat, METH_VARARGS, bm25_max_sat_doc},
     {"bm25_exact", bm25_exact, METH_VARARGS, bm25_exact_doc},
+    {"bm25_keep", bm25_keep, METH_VARARGS, bm25_keep_doc},
     {"wo_count_dense", wo_count_dense, METH_VARARGS, wo_count_dense_doc},
     {"wo_count_sparse", wo_count_sparse, METH_VARARGS, wo_count_sparse_doc},
     {"wo_scan", wo_scan, METH_VARARGS, wo_scan_doc},

@@ -33,6 +33,7 @@ __all__ = [
     "active",
     "bm25_accumulate",
     "bm25_exact",
+    "bm25_keep",
     "bm25_max_sat",
     "bm25_refine",
     "wo_count_sparse",
@@ -213,6 +214,30 @@ def bm25_exact(
     _need(type(num) is int and num >= 0, "num must be an int >= 0")
     score: float = _kernels().bm25_exact(terms, position, query, num, norm)
     return score
+
+
+def bm25_keep(
+    acc: np.ndarray[Any, Any],
+    nums: np.ndarray[Any, Any],
+    lo: int,
+    hi: int,
+    up: float,
+    rest: float,
+    theta: float,
+    out: np.ndarray[Any, Any],
+) -> int:
+    """The group numbers ``g`` of ``nums[lo:hi]`` (intp) with ``acc[g] * up + rest >=
+    theta``, in order, written to ``out``; returns how many. O(hi - lo).
+
+    Raises:
+        TypeError, ValueError: An argument of the wrong type or size, or a group number
+            beyond ``acc``.
+    """
+    _array_of("acc", acc, _F64)
+    _need(0 <= lo <= hi <= _array_of("nums", nums, _INTP), "lo, hi beyond nums")
+    _need(_array_of("out", out, _INTP, writable=True) >= hi - lo, "out too short")
+    kept: int = _kernels().bm25_keep(acc, nums, lo, hi, up, rest, theta, out)
+    return kept
 
 
 _COUNTS = (_U8, _U16, _I64)

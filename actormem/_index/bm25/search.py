@@ -377,7 +377,14 @@ class MaxScoreSearch:
         while True:
             # In slices of about 4 * knobs._CHUNK: at a million entries `parts` can be long.
             kept, pieces, held = [], [], 0
-            for i, part in enumerate(parts):
+            for part in parts if compiled else ():  # the same filter in C (kernels.py)
+                for start in range(0, len(part), 4 * knobs._CHUNK):
+                    stop = min(len(part), start + 4 * knobs._CHUNK)
+                    out = np.empty(stop - start, np.intp)
+                    got = kernels.bm25_keep(acc, part, start, stop, up, rest[done], theta, out)
+                    kept.append(out[:got])
+                    yield
+            for i, part in enumerate(() if compiled else parts):
                 for start in range(0, len(part), 4 * knobs._CHUNK):
                     pieces.append(part[start : start + 4 * knobs._CHUNK])
                     held += len(pieces[-1])
@@ -394,9 +401,17 @@ class MaxScoreSearch:
                 break
             _, wi, groups, tfs, count = order[done]
             for start in range(0, count, knobs._CHUNK):
-                nums = _nums(groups, start, min(count, start + knobs._CHUNK))
-                tf = _tfs(tfs, start, min(count, start + knobs._CHUNK))
-                acc[nums] += wi * (tf / (tf + (a_part + b_part * lengths[nums])))
+                stop = min(count, start + knobs._CHUNK)
+                if compiled:  # the same operations (a sum commutes) in C, nothing hot
+                    spare = np.empty(stop - start, np.intp)
+                    kernels.bm25_accumulate(
+                        groups, tfs, start, stop, lengths, acc, wi, a_part, b_part, math.inf,
+                        in_top, spare, spare,
+                    )  # fmt: skip
+                else:
+                    nums = _nums(groups, start, stop)
+                    tf = _tfs(tfs, start, stop)
+                    acc[nums] += wi * (tf / (tf + (a_part + b_part * lengths[nums])))
                 yield
             parts = [every]  # the candidates only: distinct, maybe unsorted
             sorted_parts = False
