@@ -229,6 +229,24 @@ def test_scan_equals_the_text_tests(texts: list[str], word: str, lo: int, span: 
     assert kernels.wo_scan(texts, lo, lo + span, mod, word) == want
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    lists=st.lists(st.lists(st.integers(0, 99), min_size=1, max_size=20), max_size=6),
+    n=st.integers(0, 100),
+)
+def test_join_equals_numpy(lists: list[list[int]], n: int) -> None:
+    arrays = [array("i", lst) for lst in lists]
+    joined = np.frombuffer(b"".join(arrays), np.int32)  # the reference's join
+    want = joined[joined < n]
+    room = np.empty(len(joined), np.int32)
+    assert room[: kernels.wo_join(arrays, n, room, None)].tolist() == want.tolist()
+    dense = np.zeros(n + 3, np.uint8)
+    assert kernels.wo_join(arrays, n, None, dense) == 0
+    expect = np.zeros(n + 3, np.uint8)
+    expect[want] = 1
+    assert dense.tolist() == expect.tolist()
+
+
 def test_bad_arguments_are_refused_before_c() -> None:
     groups, tfs = array("i", [0, 3, 9]), array("B", [1, 2, 3])
     lengths = np.ones(10, np.int32)
@@ -262,6 +280,12 @@ def test_bad_arguments_are_refused_before_c() -> None:
         kernels.DenseCounts(np.zeros(5, np.int32), [], [])
     with pytest.raises(ValueError):
         kernels.DenseCounts(np.zeros(5, np.uint8), [], []).add(0, 6)
+    with pytest.raises(ValueError, match="too short"):
+        kernels.wo_join([array("i", [1, 2])], 5, np.empty(1, np.int32), None)
+    with pytest.raises(ValueError, match="exactly one"):
+        kernels.wo_join([], 5, None, None)
+    with pytest.raises(TypeError):
+        kernels.wo_join([array("q", [1])], 5, np.empty(1, np.int32), None)
     with pytest.raises(ValueError, match="mod"):
         kernels.wo_scan(["a"], 0, 3, 2, "a")
     with pytest.raises(TypeError):
@@ -296,6 +320,8 @@ def test_c_checks_memory_safety_itself() -> None:
         )  # fmt: skip
     with pytest.raises(TypeError, match="str"):
         _ckernels.wo_scan(["a", 1], 0, 2, 2, "a")
+    with pytest.raises(ValueError, match="capacity"):
+        _ckernels.wo_join([array("i", [1, 2])], 5, np.empty(1, np.int32), None)
     with pytest.raises(ValueError, match="set length"):
         _ckernels.wo_count_dense(np.zeros(5, np.uint8), 0, 5, [np.zeros(2, np.uint8)], [1])
 

@@ -733,6 +733,65 @@ wo_scan(PyObject *self, PyObject *args)
     return out;
 }
 
+PyDoc_STRVAR(wo_join_doc,
+"wo_join(lists, n, ids, dense) -> int\n\n"
+"The group numbers below n of the posting lists (array('i') each): written in order\n"
+"to ids (int32) and counted, or, with dense (uint8) instead of ids, marked 1 there\n"
+"(then 0 is returned). O(total postings).");
+
+static PyObject *
+wo_join(PyObject *self, PyObject *args)
+{
+    PyObject *lists, *o_ids, *o_dense;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "O!nOO", &PyList_Type, &lists, &n, &o_ids, &o_dense)) {
+        return NULL;
+    }
+    int to_dense = o_dense != Py_None;
+    if (to_dense == (o_ids != Py_None)) {
+        PyErr_SetString(PyExc_ValueError, "exactly one of ids and dense");
+        return NULL;
+    }
+    Py_buffer out;
+    if (get(to_dense ? o_dense : o_ids, &out, to_dense ? K_U8 : K_I32, 1, "out") < 0) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    Py_ssize_t cap = LEN(out), k = 0;
+    if (n < 0 || (to_dense && n > cap)) {
+        range_error("n");
+        goto done;
+    }
+    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(lists); j++) {
+        Py_buffer lst;
+        if (get(PyList_GET_ITEM(lists, j), &lst, K_I32, 0, "posting list") < 0) goto done;
+        const int32_t *g = (const int32_t *)lst.buf;
+        Py_ssize_t len = LEN(lst);
+        int full = 0;
+        for (Py_ssize_t i = 0; i < len; i++) {
+            int32_t num = g[i];
+            if (num < 0 || num >= n) continue;
+            if (to_dense) {
+                ((uint8_t *)out.buf)[num] = 1;
+            } else if (k < cap) {
+                ((int32_t *)out.buf)[k++] = num;
+            } else {
+                full = 1;
+                break;
+            }
+        }
+        PyBuffer_Release(&lst);
+        if (full) {
+            range_error("ids capacity");
+            goto done;
+        }
+    }
+    result = PyLong_FromSsize_t(k);
+done:
+    PyBuffer_Release(&out);
+    return result;
+}
+
 /* ------------------------------------------------------------------ module */
 
 static PyMethodDef methods[] = {
@@ -744,6 +803,7 @@ static PyMethodDef methods[] = {
     {"wo_count_dense", wo_count_dense, METH_VARARGS, wo_count_dense_doc},
     {"wo_count_sparse", wo_count_sparse, METH_VARARGS, wo_count_sparse_doc},
     {"wo_scan", wo_scan, METH_VARARGS, wo_scan_doc},
+    {"wo_join", wo_join, METH_VARARGS, wo_join_doc},
     {NULL, NULL, 0, NULL},
 };
 

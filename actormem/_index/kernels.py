@@ -37,6 +37,7 @@ __all__ = [
     "bm25_max_sat",
     "bm25_refine",
     "wo_count_sparse",
+    "wo_join",
     "wo_scan",
 ]
 
@@ -328,3 +329,33 @@ def wo_scan(recent: list[str], lo: int, hi: int, mod: int, word: str) -> list[in
     _need(0 <= lo <= hi and 0 < mod <= len(recent), "lo, hi, mod out of range")
     found: list[int] = _kernels().wo_scan(recent, lo, hi, mod, word)
     return found
+
+
+def wo_join(
+    lists: list[array[int]],
+    n: int,
+    ids: np.ndarray[Any, Any] | None,
+    dense: np.ndarray[Any, Any] | None,
+) -> int:
+    """The group numbers below ``n`` of the posting ``lists`` (``array('i')``): written
+    in order to ``ids`` (int32, room for all of them) and counted, or, with ``dense``
+    (uint8, at least ``n``) instead, marked 1 there (then 0 is returned).
+    O(total postings).
+
+    Raises:
+        TypeError, ValueError: Not exactly one of ``ids`` and ``dense``, a list that is
+            not an ``array('i')``, or too little room.
+    """
+    if type(lists) is not list:
+        raise TypeError("lists must be a list")
+    for lst in lists:
+        if not isinstance(lst, array) or lst.typecode != "i":
+            raise TypeError("posting lists must be array('i')")
+    _need((ids is None) != (dense is None), "exactly one of ids and dense")
+    if ids is not None:
+        room = _array_of("ids", ids, _I32, writable=True)
+        _need(room >= sum(map(len, lists)), "ids too short for the lists")
+    if dense is not None:
+        _need(_array_of("dense", dense, _U8, writable=True) >= n >= 0, "dense shorter than n")
+    got: int = _kernels().wo_join(lists, n, ids, dense)
+    return got
