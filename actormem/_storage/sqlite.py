@@ -333,6 +333,16 @@ class SqliteStore:
         self.commits += 1
         self.written += len(batch)
 
+    def interrupt(self) -> None:
+        """Abort the :meth:`write` running in another thread, if any
+        (:meth:`sqlite3.Connection.interrupt`): its transaction is rolled back and it
+        raises :class:`StorageError`. A no-op between statements (a write that gets past
+        it commits normally). Thread-safe, O(1).
+        """
+        conn = self._conn
+        if conn is not None:
+            conn.interrupt()
+
     def close(self) -> None:
         """Close the connection (SQLite checkpoints the WAL) and release the lock.
 
