@@ -23,7 +23,9 @@ afterwards: nobody reads it, so nothing needs publishing.
 from __future__ import annotations
 
 import os
+import signal
 import threading
+from typing import Any
 
 import attrs
 import outcome
@@ -54,27 +56,44 @@ class BulkResult:
 
 
 def _write_interruptibly(store: SqliteStore, batch: Batch) -> None:
-    """``store.write(batch)`` in a worker thread; a KeyboardInterrupt in this thread
-    interrupts the transaction (``sqlite3.Connection.interrupt``), waits for its rollback
-    and is re-raised, unless the commit had completed by then (then the interrupt is
-    dropped: everything is in the file)."""
-    result: list[outcome.Outcome[None]] = []
-    worker = threading.Thread(
-        target=lambda: result.append(outcome.capture(store.write, batch)),
-        name="actormem bulk commit",
-    )
-    worker.start()
+    """``store.write(batch)`` in a worker thread, with SIGINT and SIGTERM caught meanwhile
+    (main thread only): a signal makes the transaction abort at its next statement step
+    (:meth:`SqliteStore.abort_when`); once it is rolled back, the signal's previous
+    handler runs (Ctrl-C: ``KeyboardInterrupt``). A signal that came after the last
+    step lets the commit complete (everything is in the file) and is then dropped.
+
+    No ``KeyboardInterrupt`` can strike between starting the thread and waiting for it
+    (which would leave the thread writing on a connection being closed): the handlers
+    only note the signal.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        store.write(batch)  # signal handlers can only be set in the main thread
+        return
+    caught: list[int] = []
+    store.abort_when(lambda: bool(caught))
+    previous: dict[int, Any] = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            previous[signum] = signal.signal(signum, lambda signum, frame: caught.append(signum))
     try:
+        result: list[outcome.Outcome[None]] = []
+        worker = threading.Thread(
+            target=lambda: result.append(outcome.capture(store.write, batch)),
+            name="actormem bulk commit",
+        )
+        worker.start()
         worker.join()
-    except KeyboardInterrupt:
-        store.interrupt()
-        while worker.is_alive():  # uninterruptible from here: the rollback is quick
-            try:
-                worker.join()
-            except KeyboardInterrupt:
-                continue
-        if isinstance(result[0], outcome.Error):
-            raise
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        store.abort_when(None)
+    if caught and isinstance(result[0], outcome.Error):
+        handler = previous[caught[0]]
+        if callable(handler):
+            handler(caught[0], None)  # KeyboardInterrupt, or the CLI's SIGTERM exception
+        elif handler == signal.SIG_DFL:
+            signal.raise_signal(caught[0])  # ends the process, as the signal would have
+        raise KeyboardInterrupt
     result[0].unwrap()
 
 
