@@ -200,3 +200,54 @@ def test_ctrl_c_during_an_import_leaves_all_or_nothing(tmp_path: Path) -> None:
         assert len(after) == len(existing) + n
     assert "Traceback" not in err
     assert not os.path.exists(f"{db}.lock")
+
+
+# --------------------------------------------------------------------- salvage
+
+
+def _damage_a_leaf_page(path: Path) -> int:
+    """Overwrite one table-leaf page in the middle of ``path`` with junk; its number."""
+    data = bytearray(path.read_bytes())
+    size = int.from_bytes(data[16:18], "big")
+    pages = len(data) // size
+    for number in range(pages // 2, pages):
+        offset = (number - 1) * size
+        if data[offset] == 0x0D:  # a table B-tree leaf page
+            data[offset : offset + size] = b"\xa5" * size
+            path.write_bytes(bytes(data))
+            return number
+    raise AssertionError("no leaf page found")
+
+
+def test_salvage_export_writes_every_readable_row_and_reports_the_rest(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    db = tmp_path / "m.sqlite"
+    entries = [MemoryEntry.new(MemoryCategory.FACT, f"entry {i} " * 20) for i in range(1500)]
+    store_all(db, entries)
+    status, whole, err = run_cli(capsys, "export", "--salvage", str(db))
+    assert (status, err) == (0, f"actormem export: salvaged 1,500 entries from {db}; nothing skipped\n")
+    status, plain, _ = run_cli(capsys, "export", str(db))
+    assert (status, plain) == (0, whole)  # an undamaged file: the same as a plain export
+
+    _damage_a_leaf_page(db)
+    damaged = db.read_bytes()
+    status, out, err = run_cli(capsys, "export", str(db))
+    assert (status, out) == (2, "")  # a plain export refuses the file
+    status, out, err = run_cli(capsys, "export", "--salvage", str(db))
+    assert status == 1
+    got = [json.loads(line) for line in out.splitlines()]
+    by_id = {str(e.id): e for e in entries}
+    from actormem._storage.jsonl import entry_from_json
+
+    salvaged = [entry_from_json(row) for row in got]
+    assert all(by_id[str(e.id)] == e for e in salvaged)  # every row written is exact
+    lost = [e for e in entries if e not in set(salvaged)]
+    assert 0 < len(lost) < 100  # one page's worth
+    first, last = entries.index(lost[0]), entries.index(lost[-1])
+    assert lost == entries[first : last + 1]  # one contiguous run of rows
+    assert salvaged == entries[:first] + entries[last + 1 :]  # in order, nothing else
+    assert err.startswith(f"actormem export: salvaged {len(salvaged):,} entries from {db}; ")
+    assert "1 unreadable regions skipped (entries after seq " in err
+    assert err.count("\n") == 1
+    assert db.read_bytes() == damaged  # salvaging writes nothing

@@ -36,6 +36,7 @@ from .._index.bm25 import BM25Scorer
 from .._index.scoring import Scorer
 from .._index.wordoverlap import WordOverlapScorer
 from .._storage.jsonl import JsonlError, entry_to_json, escape_json_line
+from .._storage.salvage import Salvage
 from ..agent._text import cut, escape_line
 from ..agent._toolcalls import read_import_file, read_tool_calls
 from ..eval import _cli as _eval_cli
@@ -641,6 +642,8 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     """``actormem export PATH``: every entry as one JSON line on stdout, insertion order."""
     path = _existing(args.path)
+    if args.salvage:
+        return _export_salvage(path)
 
     async def run() -> list[MemoryEntry]:
         async with _open(path) as memory:
@@ -651,6 +654,39 @@ def cmd_export(args: argparse.Namespace) -> int:
         out.write(escape_json_line(json.dumps(entry_to_json(entry), ensure_ascii=False)) + "\n")
     out.flush()
     return 0
+
+
+#: Skipped rows and ranges named in the salvage report (the first ones).
+_SALVAGE_NAMED = 5
+
+
+def _export_salvage(path: Path) -> int:
+    """``export --salvage``: every row that reads, then what was skipped (stderr); 1 if
+    anything was skipped."""
+    salvage = Salvage(path)
+    out = sys.stdout
+    for entry in salvage.entries():
+        out.write(escape_json_line(json.dumps(entry_to_json(entry), ensure_ascii=False)) + "\n")
+    out.flush()
+    parts = [f"salvaged {salvage.salvaged:,} entries from {path}"]
+    if salvage.unreadable:
+        ranges = ", ".join(
+            f"after seq {a}" + ("" if b is None else f" before seq {b}")
+            for a, b in salvage.unreadable[:_SALVAGE_NAMED]
+        )
+        more = ", ..." if len(salvage.unreadable) > _SALVAGE_NAMED else ""
+        parts.append(
+            f"{len(salvage.unreadable):,} unreadable regions skipped "
+            f"(entries {ranges}{more}; how many they held is unknown)"
+        )
+    if salvage.skipped_rows:
+        rows = "; ".join(f"seq {seq}: {why}" for seq, why in salvage.skipped_rows[:_SALVAGE_NAMED])
+        more = "; ..." if len(salvage.skipped_rows) > _SALVAGE_NAMED else ""
+        parts.append(f"{len(salvage.skipped_rows):,} rows skipped ({rows}{more})")
+    if salvage.complete:
+        parts.append("nothing skipped")
+    print(f"{PROG} export: {error_line('; '.join(parts))}", file=sys.stderr)
+    return 0 if salvage.complete else 1
 
 
 # ---------------------------------------------------------------------------- parser
@@ -772,6 +808,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     e = sub.add_parser("export", help="every entry of a memory file as JSONL on stdout")
     e.add_argument("path", type=Path, metavar="PATH", help="memory file")
+    e.add_argument(
+        "--salvage",
+        action="store_true",
+        help="from a damaged file: write every entry that can be read, report on stderr "
+        "what was skipped (exit status 1 if anything was)",
+    )
     e.set_defaults(handler=cmd_export)
 
     _eval_cli.add_eval_parser(sub)
