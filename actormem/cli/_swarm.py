@@ -189,10 +189,12 @@ class _Probe:
         self._run.store_latency.append(time.perf_counter() - start)
         self._run.stored.append(entry.id)
 
-    async def retrieve(self, query: str, limit: int) -> list[MemoryEntry]:
+    async def retrieve(
+        self, query: str, limit: int, *, namespace: Sequence[str] | None = None
+    ) -> list[MemoryEntry]:
         start = time.perf_counter()
         try:
-            found = await self._memory.retrieve(query, limit)
+            found = await self._memory.retrieve(query, limit, namespace=namespace)
         except Exception:
             self._run.failures += 1
             raise
