@@ -77,3 +77,31 @@ def test_eval_missing_package_names_the_extra(
     assert status == 2
     assert "pip install 'actormem[stem]'" in err
     assert err.count("\n") == 1
+
+
+def test_an_interrupt_inside_trio_is_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """KeyboardInterrupt raised inside the trio run (where trio may wrap it in an
+    exception group) ends ``stats`` with one line and 130."""
+    from actormem._engine.memory import Memory
+
+    main(["import", str(tmp_path / "m.sqlite"), str(_calls(tmp_path))])
+    capsys.readouterr()
+
+    def interrupted(self: Memory) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Memory, "statistics", interrupted)
+    assert main(["stats", str(tmp_path / "m.sqlite")]) == 130
+    assert capsys.readouterr() == ("", "actormem stats: interrupted (SIGINT)\n")
+
+
+def _calls(tmp_path: Path) -> Path:
+    path = tmp_path / "calls.jsonl"
+    path.write_text(
+        json.dumps({"source": "s", "episode": "e", "step": 0, "tool": "t", "input": {},
+                    "result": "r"}) + "\n",
+        encoding="utf-8",
+    )  # fmt: skip
+    return path
