@@ -35,6 +35,7 @@ from actormem import BM25Scorer, MemoryCategory, MemoryEntry, WordOverlapScorer
 from actormem._engine.state import MemoryState
 from actormem._index import kernels
 from actormem._index.bm25 import knobs as bm25_knobs
+from actormem._index.scoring import drain
 from actormem._index.wordoverlap import knobs as wo_knobs
 
 pytestmark = pytest.mark.skipif(not kernels.AVAILABLE, reason="the C extension is not built")
@@ -67,7 +68,12 @@ def _lists(groups: list[int], tfs: list[int]) -> tuple[array[int], array[int]]:
     tau=st.floats(-1, 5) | st.just(-np.inf),
 )
 def test_accumulate_equals_numpy(
-    post: tuple[list[int], list[int]], seed: int, wi: float, b_part: float, a_part: float, tau: float
+    post: tuple[list[int], list[int]],
+    seed: int,
+    wi: float,
+    b_part: float,
+    a_part: float,
+    tau: float,
 ) -> None:
     rng = np.random.default_rng(seed)
     groups, tfs = _lists(*post)
@@ -133,7 +139,8 @@ def test_refine_and_bound_equal_numpy(
         groups, tfs, count, cands, c_part, lengths, wi, a_part, b_part, up, rest, theta, c_keep
     )
     assert c_part.tobytes() == part.tobytes()
-    assert c_keep.tolist() == keep.tolist() and kept == int(keep.sum())
+    assert c_keep.tolist() == keep.tolist()
+    assert kept == int(keep.sum())
     # The largest saturation of a list's range (_Term.bound_steps).
     start = int(rng.integers(0, count))
     nums = np.frombuffer(groups, np.int32, count)[start:]
@@ -278,7 +285,7 @@ def test_bad_arguments_are_refused_before_c() -> None:
         kernels.DenseCounts(np.zeros(5, np.uint8), [np.zeros(4, np.uint8)], [1])
     with pytest.raises(TypeError):
         kernels.DenseCounts(np.zeros(5, np.int32), [], [])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="lo, hi"):
         kernels.DenseCounts(np.zeros(5, np.uint8), [], []).add(0, 6)
     with pytest.raises(ValueError, match="too short"):
         kernels.wo_join([array("i", [1, 2])], 5, np.empty(1, np.int32), None)
@@ -291,7 +298,9 @@ def test_bad_arguments_are_refused_before_c() -> None:
     with pytest.raises(TypeError):
         kernels.wo_scan(("a",), 0, 1, 1, "a")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="word"):
-        kernels.wo_count_sparse(np.zeros(5, np.uint8), np.zeros(1, np.int32), 0, 1, 5, 1, None, 70000)
+        kernels.wo_count_sparse(
+            np.zeros(5, np.uint8), np.zeros(1, np.int32), 0, 1, 5, 1, None, 70000
+        )
 
 
 def test_c_checks_memory_safety_itself() -> None:
@@ -341,7 +350,8 @@ def test_without_the_extension_the_index_works_and_says_so() -> None:
     )
     assert done.stdout.split() == ["False", "1"]
     notice = [line for line in done.stderr.splitlines() if line.strip()]
-    assert len(notice) == 1 and "pure-Python index" in notice[0]
+    assert len(notice) == 1
+    assert "pure-Python index" in notice[0]
 
 
 # -- both paths driven by the same operations ----------------------------------------
@@ -362,11 +372,14 @@ def small_knobs() -> Iterator[None]:
             (wo_knobs, "_CHUNK"),
             (wo_knobs, "_JOIN"),
             (wo_knobs, "_DENSE"),
+            (wo_knobs, "_RENUMBER_MIN"),
+            (wo_knobs, "_STEP"),
         ]
     }
     bm25_knobs._CHUNK, bm25_knobs._BOUND_CHUNK, bm25_knobs._DENSE_CHUNK = 4, 4, 16
     bm25_knobs._FEW = 2
     wo_knobs._CHUNK, wo_knobs._JOIN, wo_knobs._DENSE = 8, 4, 4
+    wo_knobs._RENUMBER_MIN, wo_knobs._STEP = 1, 2
     try:
         yield
     finally:
@@ -428,13 +441,53 @@ class TwoPaths(RuleBasedStateMachine):
     def query(self, words: list[str], limit: int) -> None:
         query = " ".join(words)
         got = {}
-        for (scorer, compiled), state in self.states.items():
+        for (_, compiled), state in self.states.items():
             kernels.ENABLED = compiled
             try:
                 hits = state.index.top_k(state.view(), query, limit, None)
             finally:
                 kernels.ENABLED = kernels.AVAILABLE
             got[compiled] = [(score, rec.seq) for score, rec in hits]
+        assert got[True] == got[False], query
+
+    @rule(
+        words=st.lists(st.sampled_from([*WORDS, "zz"]), min_size=1, max_size=8),
+        limit=st.integers(1, 6),
+        new=st.lists(st.sampled_from(WORDS), min_size=1, max_size=5),
+        steps=st.integers(1, 6),
+    )
+    def query_with_writes_between_steps(
+        self, words: list[str], limit: int, new: list[str], steps: int
+    ) -> None:
+        # Both paths read a snapshot while the owner stores, purges (renumbering word
+        # overlap's groups) and compacts between their steps.
+        first = next(iter(self.states.values()))
+        live = [rec.entry.id for rec in first.view().records()]
+        for state in self.states.values():
+            if live:
+                state.delete(live[0])  # purged below, while the queries are under way
+            state.publish()
+        query = " ".join(words)
+        gens, done = {}, {}
+        for key, state in self.states.items():
+            kernels.ENABLED = key[1]  # read at a retrieve's first step
+            gen = state.index.top_k_steps(state.view(), query, limit, None)  # type: ignore[attr-defined]
+            gens[key] = gen
+            for _ in range(steps):
+                try:
+                    next(gen)
+                except StopIteration as stop:
+                    done[key] = stop.value
+                    break
+        kernels.ENABLED = kernels.AVAILABLE
+        seen = first.published  # the views' version
+        self.store(new, 0.5)
+        for state in self.states.values():
+            state.vacuum(seen)  # purges the deleted entry, nothing a view still sees
+        got = {}
+        for key, gen in gens.items():
+            result = done[key] if key in done else drain(gen)
+            got[key[1]] = [(score, rec.seq) for score, rec in result]
         assert got[True] == got[False], query
 
     @invariant()
