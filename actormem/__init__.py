@@ -22,6 +22,11 @@ from ._errors import InvalidEntryError as InvalidEntryError
 from ._errors import InvalidQueryError as InvalidQueryError
 from ._errors import StorageError as StorageError
 from ._index.bm25 import BM25Scorer as BM25Scorer
+from ._index.dense import DenseScorer as DenseScorer
+from ._index.dense import Embedder as Embedder
+from ._index.dense import FunctionEmbedder as FunctionEmbedder
+from ._index.dense import wordllama_embedder as wordllama_embedder
+from ._index.hybrid import HybridScorer as HybridScorer
 from ._index.tokenize import Tokenizer as Tokenizer
 from ._index.tokenize import stop_words as stop_words
 from ._index.wordoverlap import WordOverlapScorer as WordOverlapScorer
@@ -84,8 +89,13 @@ __all__ = [
     "MAX_QUERY_CHARS",
     "ActorMemError",
     "BM25Scorer",
+    "DenseScorer",
+    "Embedder",
+    "FunctionEmbedder",
+    "HybridScorer",
     "Tokenizer",
     "stop_words",
+    "wordllama_embedder",
     "ConsolidationStats",
     "Durability",
     "InvalidEntryError",

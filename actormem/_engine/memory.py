@@ -55,6 +55,9 @@ import trio
 
 from .._entry import MemoryCategory, MemoryEntry, ScoredEntry
 from .._errors import ActorMemError, InvalidEntryError, InvalidQueryError, StorageError
+from .._index.bm25 import BM25Index
+from .._index.dense import entry_document
+from .._index.hybrid import HybridIndex
 from .._index.scoring import Scorer
 from .._index.wordoverlap import WordOverlapScorer
 from .._record import Record
@@ -62,7 +65,13 @@ from .._stats import ConsolidationStats, MemoryStatistics
 from .._storage.sqlite import Durability, SqliteStore
 from .._storage.sqlite_format import MAX_ACCESS_COUNT
 from .._util import NoPublicConstructor
-from .snapshot import Snapshot, check_query, make_filter, run_retrieve_sliced
+from .snapshot import (
+    Snapshot,
+    check_query,
+    check_thresholds,
+    make_filter,
+    run_retrieve_sliced,
+)
 from .state import DEFAULT_HALF_LIFE, MemoryState
 
 __all__ = ["DEFAULT_QUEUE_SIZE", "Memory", "open_memory", "serve_memory"]
@@ -323,6 +332,10 @@ class Memory(metaclass=NoPublicConstructor):
         namespace: Iterable[str] | None = None,
         category: MemoryCategory | Iterable[MemoryCategory] | None = None,
         tags: Iterable[str] | None = None,
+        min_score: float | None = None,
+        min_matched: int = 0,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
     ) -> list[ScoredEntry]:
         """The ``limit`` best entries for ``query``, best first, with their scores.
 
@@ -331,10 +344,13 @@ class Memory(metaclass=NoPublicConstructor):
         :data:`~actormem._index.scoring.RETRIEVE_SLICE` (0.1 ms) with a checkpoint between them,
         so other tasks (writers, the owner, other readers) run meanwhile; the result is
         still exactly that of the snapshot taken at the start. Ties keep insertion order.
-        No minimum score: with fewer than ``limit`` entries, all of them come back;
-        ``limit=0`` gives ``[]``. The entries returned get their ``access_count`` and
-        ``last_accessed`` updated by the owner later, in a batch (the returned values are
-        those of the snapshot).
+        Without thresholds (the default) there is no minimum: with the default word-overlap
+        scorer every entry has a score of at least 0.1, so with fewer than ``limit``
+        entries all of them come back, matching or not; ``limit=0`` gives ``[]``.
+        ``min_score`` and ``min_matched`` return only entries that match (see
+        ``docs/retrieval.md``, "Thresholds", for what the numbers mean per scorer). The
+        entries returned get their ``access_count`` and ``last_accessed`` updated by the
+        owner later, in a batch (the returned values are those of the snapshot).
 
         Args:
             query: Text, at most :data:`~actormem.MAX_QUERY_CHARS` code points.
@@ -342,22 +358,42 @@ class Memory(metaclass=NoPublicConstructor):
             namespace: Keep entries whose namespace starts with these segments.
             category: Keep entries of this category (or of any of these).
             tags: Keep entries carrying every one of these tags.
+            min_score: Keep entries scoring at least this (None: no minimum). Word
+                overlap scores lie in [0.1, 1.3] (0.6 for an entry of relevance 1 that
+                matches no word); BM25 scores are > 0 and unbounded; dense scores are
+                cosines in [-1, 1]; hybrid scores are fused ranks, below 1 / 31.
+            min_matched: Keep entries whose text matches at least this many query terms
+                (0: no minimum): for word overlap, query words (``query.lower().split()``,
+                repeats counted) contained in the lower-cased text; for BM25 and hybrid,
+                distinct tokenized query terms in the document. Refused by the dense
+                scorer.
+            created_after: Keep entries created at or after this timezone-aware time.
+            created_before: Keep entries created strictly before this time.
 
         Runtime complexity: see the scorer (word overlap: O(P + V log k)).
 
         Raises:
             TypeError: Wrong argument types; or the memory's ``clock`` returned something
                 other than a timezone-aware datetime (no access is recorded).
-            InvalidQueryError: Negative limit, over-long query, empty filter segment.
+            InvalidQueryError: Negative limit, over-long query, empty filter segment,
+                a naive datetime, a non-finite ``min_score``, a negative ``min_matched``,
+                or ``min_matched`` with the dense scorer.
             trio.ClosedResourceError, trio.BrokenResourceError: See the class docs.
         """
         check_query(query, limit)
-        accept = make_filter(namespace, category, tags)
+        check_thresholds(min_score, min_matched)
+        accept = make_filter(namespace, category, tags, created_after, created_before)
+        if min_matched and not _matches_terms(self._state.index):
+            raise InvalidQueryError(
+                "min_matched= needs a scorer that matches terms (word overlap, BM25, hybrid)"
+            )
         await trio.lowlevel.checkpoint()
         self._raise_if_unusable()
         state = self._state
         view = state.view()
-        hits = await run_retrieve_sliced(state, view, query, limit, accept, self._snapshots)
+        hits = await run_retrieve_sliced(
+            state, view, query, limit, accept, self._snapshots, min_score, min_matched
+        )
         self._retrieves += 1
         if hits:
             self._note_access(hits)
@@ -371,10 +407,22 @@ class Memory(metaclass=NoPublicConstructor):
         namespace: Iterable[str] | None = None,
         category: MemoryCategory | Iterable[MemoryCategory] | None = None,
         tags: Iterable[str] | None = None,
+        min_score: float | None = None,
+        min_matched: int = 0,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
     ) -> list[MemoryEntry]:
         """The ``limit`` best entries for ``query``, best first (see :meth:`retrieve_scored`)."""
         scored = await self.retrieve_scored(
-            query, limit, namespace=namespace, category=category, tags=tags
+            query,
+            limit,
+            namespace=namespace,
+            category=category,
+            tags=tags,
+            min_score=min_score,
+            min_matched=min_matched,
+            created_after=created_after,
+            created_before=created_before,
         )
         return [s.entry for s in scored]
 
@@ -496,6 +544,7 @@ async def _run_owner(memory: Memory, receive: trio.MemoryReceiveChannel[_Request
                     inflight.append(receive.receive_nowait())
                 except (trio.WouldBlock, trio.EndOfChannel):
                     break
+            await _embed_ahead(state.index, inflight)
             if memory._commit is not None:
                 state.defer_index()  # indexed while the commit is written (see commit)
             replies = memory._apply_batch(inflight)
@@ -536,6 +585,33 @@ async def _run_owner(memory: Memory, receive: trio.MemoryReceiveChannel[_Request
         memory._closed = True
         memory._send.close()
         receive.close()
+
+
+def _matches_terms(index: Any) -> bool:
+    """Whether ``min_matched=`` means something for ``index`` (see thresholds.py)."""
+    return isinstance(index, BM25Index | HybridIndex) or bool(
+        getattr(index, "supports_min_matched", False)
+    )
+
+
+async def _embed_ahead(index: Any, batch: list[_Request]) -> None:
+    """Embed the new texts of ``batch``'s stores before it is applied, for an index with
+    vectors (dense, hybrid): in one call, in a worker thread when they total
+    ``index.inline_chars`` characters or more (so the event loop runs meanwhile), then
+    offered to the index, whose ``add`` finds them. Nothing to do for other indexes."""
+    missing = getattr(index, "missing", None)
+    if missing is None:
+        return
+    texts: list[str] = missing(
+        entry_document(req.arg) for req in batch if req.op == _STORE or req.op == _STORE_NOWAIT
+    )
+    if not texts:
+        return
+    if sum(map(len, texts)) < index.inline_chars:
+        vectors = index.embed(texts)
+    else:
+        vectors = await trio.to_thread.run_sync(index.embed, texts)
+    index.offer(texts, vectors)
 
 
 def _fail_storage(

@@ -897,13 +897,18 @@ class _WordOverlapIndex:
         result: list[tuple[float, Record]] = drain(self.top_k_steps(view, query, limit, accept))
         return result
 
+    #: ``top_k_steps`` takes ``min_matched=`` (see ``thresholds.py``).
+    supports_min_matched = True
+
     def top_k_steps(
-        self, view: ReadView, query: str, limit: int, accept: Accept
+        self, view: ReadView, query: str, limit: int, accept: Accept, *, min_matched: int = 0
     ) -> Generator[None, None, list[tuple[float, Record]]]:
         """:meth:`top_k`, yielding after every bounded chunk of work: at most ``_CHUNK``
         array elements per vectorised operation and ``_STEP`` Python iterations between
         two yields, at any size (see the module documentation). Writes between the
-        yields do not change the result."""
+        yields do not change the result. With ``min_matched`` > 0, only records whose
+        text contains at least that many query words (counted as in the score) are
+        returned."""
         if limit <= 0 or len(view) == 0:
             return []
         version = view.version
@@ -966,7 +971,8 @@ class _WordOverlapIndex:
         for rec in list(tagged):
             if admitted(rec):
                 count = int(counts[groups[rec.entry.memory]])
-                push(rec, combine_word_overlap(rec.entry.relevance, count, n_words, True))
+                if count >= min_matched:  # min_matched (thresholds.py)
+                    push(rec, combine_word_overlap(rec.entry.relevance, count, n_words, True))
             done += 1
             if not done % _STEP:
                 yield
@@ -982,7 +988,7 @@ class _WordOverlapIndex:
                 top_count = max(top_count, most)
             yield
         progress = [0]
-        for c in range(top_count, 0, -1):
+        for c in range(top_count, max(min_matched, 1) - 1, -1):  # min_matched: thresholds.py
             if len(heap) == limit and combine_word_overlap(max_rel, c, n_words, False) < heap[0][0]:
                 break
             part = 0.4 * (c / n_words)
@@ -1007,7 +1013,7 @@ class _WordOverlapIndex:
         # bound can still enter the top k.
         below: float | None = None
         seen = 0
-        while not (
+        while min_matched <= 0 and not (  # min_matched: thresholds.py
             len(heap) == limit and combine_word_overlap(max_rel, 0, n_words, False) < heap[0][0]
         ):
             restarted = False
