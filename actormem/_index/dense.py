@@ -144,7 +144,7 @@ def wordllama_embedder(dim: int = 256) -> FunctionEmbedder:
     def embed(texts: Sequence[str]) -> Any:
         if not texts:
             return np.zeros((0, dim), np.float32)
-        return model.embed(list(texts), norm=True)
+        return model.embed(list(texts), norm=False)  # normalised by the index (0 stays 0)
 
     made = FunctionEmbedder(fn=embed, name=f"wordllama-l2_supercat-{dim}", dim=dim)
     _WORDLLAMA[dim] = made
