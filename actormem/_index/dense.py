@@ -33,6 +33,7 @@ is below the worst kept.
 
 from __future__ import annotations
 
+import copy
 import heapq
 import os
 from collections.abc import Callable, Generator, Iterable, Sequence
@@ -56,8 +57,9 @@ __all__ = [
     "wordllama_embedder",
 ]
 
-#: Rows scored (one matrix-vector product) between two yields of ``top_k_steps``.
-_CHUNK = 4096
+#: Rows scored (one matrix-vector product, about 0.1 ms at 256 dimensions) between two
+#: yields of ``top_k_steps``.
+_CHUNK = 1024
 #: Rows visited (records checked) between two yields.
 _STEP = 128
 #: Dead rows below which the owner never compacts.
@@ -141,10 +143,28 @@ def wordllama_embedder(dim: int = 256) -> FunctionEmbedder:
         trunc_dim=None if dim == 256 else dim,
     )
 
+    tokenizer = copy.deepcopy(model.tokenizer)
+    tokenizer.no_padding()  # a batch's texts are pooled one by one: no padding to the longest
+    table = model.embedding  # (vocabulary, dim) float32
+    top = table.shape[0] - 1
+
     def embed(texts: Sequence[str]) -> Any:
+        """Mean of the texts' token vectors (WordLlama's average pooling), no padding."""
         if not texts:
             return np.zeros((0, dim), np.float32)
-        return model.embed(list(texts), norm=False)  # normalised by the index (0 stays 0)
+        encoded = tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        lengths = np.fromiter((len(e.ids) for e in encoded), np.int64, len(encoded))
+        ids = np.fromiter(
+            (i for e in encoded for i in e.ids), np.int64, int(lengths.sum())
+        )
+        np.clip(ids, 0, top, out=ids)
+        out = np.zeros((len(texts), table.shape[1]), np.float32)
+        filled = lengths > 0
+        if ids.size:
+            starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))[filled]
+            sums = np.add.reduceat(table[ids], starts, axis=0, dtype=np.float32)
+            out[filled] = sums / lengths[filled, None].astype(np.float32)
+        return out[:, :dim]
 
     made = FunctionEmbedder(fn=embed, name=f"wordllama-l2_supercat-{dim}", dim=dim)
     _WORDLLAMA[dim] = made
@@ -376,7 +396,9 @@ class DenseIndex:
         sims = np.empty(n, np.float32)
         for start in range(0, n, _CHUNK):
             end = min(n, start + _CHUNK)
-            np.matmul(matrix[start:end], q, out=sims[start:end])
+            # einsum, not matmul: OpenBLAS's threaded gemv was 20 times slower on a
+            # loaded 2-core machine (docs/benchmarks.md); this loop uses one core.
+            np.einsum("ij,j->i", matrix[start:end], q, out=sims[start:end])
             yield
         return sims, recs
 
