@@ -138,3 +138,44 @@ async def test_bad_thresholds_name_the_argument(kwargs: dict[str, Any], error: t
             await memory.retrieve("x", **kwargs)
         with pytest.raises(error, match=name):
             memory.snapshot().retrieve("x", **kwargs)
+
+
+async def test_hooks_pass_thresholds_to_retrieve() -> None:
+    from actormem import MemoryHooks
+
+    async with open_memory() as memory:
+        await memory.store(entry("deploy the blue service"))
+        await memory.store(entry("lunch is at noon"))
+        plain = await MemoryHooks(memory, top_k=3).before_turn("blue deploy")
+        assert plain is not None
+        assert "lunch" in plain  # the seed's contract: the top k, matching or not
+        strict = await MemoryHooks(memory, top_k=3, min_matched=1).before_turn("blue deploy")
+        assert strict is not None
+        assert "lunch" not in strict
+        assert "deploy the blue service" in strict
+        assert await MemoryHooks(memory, min_score=5.0).before_turn("blue deploy") is None
+        with pytest.raises(ValueError, match="min_matched"):
+            MemoryHooks(memory, min_matched=-1)
+        with pytest.raises(TypeError, match="min_score"):
+            MemoryHooks(memory, min_score="high")  # type: ignore[arg-type]
+
+
+async def test_durable_dense_memory_reopens_with_its_vectors(tmp_path: Any) -> None:
+    import numpy as np
+
+    from actormem import DenseScorer, FunctionEmbedder, HybridScorer
+
+    def embed(texts: Any) -> Any:
+        return np.array([[t.count("a") + 1.0, t.count("e") + 1.0] for t in texts])
+
+    scorer = HybridScorer(dense=DenseScorer(embedder=FunctionEmbedder(fn=embed, name="ae", dim=2)))
+    path = tmp_path / "m.db"
+    async with open_memory(path=path, scorer=scorer) as memory:
+        await memory.store(entry("banana bread"))
+        await memory.store(entry("green tree"))
+    async with open_memory(path=path, scorer=scorer) as memory:
+        index: Any = memory._state.index
+        assert index.dense.inline == 0  # embedded in batches while loading
+        got = await memory.retrieve("banana", 1)
+        assert [e.memory for e in got] == ["banana bread"]
+        memory._state._check()

@@ -45,7 +45,7 @@ from __future__ import annotations
 import os
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -708,7 +708,24 @@ async def _close_storage(store: SqliteStore) -> None:
 
 def _load(store: SqliteStore, state: MemoryState, entries: list[tuple[int, MemoryEntry]]) -> None:
     """Rebuild ``state`` from a file's rows and delete what eviction dropped. Blocking."""
-    store.delete_seqs(state.load(entries))
+    store.delete_seqs(state.load(_embedded_ahead(state.index, entries)))
+
+
+def _embedded_ahead(
+    index: Any, rows: list[tuple[int, MemoryEntry]], chunk: int = 512
+) -> Iterator[tuple[int, MemoryEntry]]:
+    """``rows``, with the vectors of each ``chunk`` of them embedded in one call and
+    offered to ``index`` before they are loaded (for an index with vectors: dense,
+    hybrid). Vectors are not stored in the file yet, so a reopened memory embeds again.
+    """
+    missing = getattr(index, "missing", None)
+    for start in range(0, len(rows), chunk):
+        part = rows[start : start + chunk]
+        if missing is not None:
+            texts: list[str] = missing(entry_document(entry) for _, entry in part)
+            if texts:
+                index.offer(texts, index.embed(texts))
+        yield from part
 
 
 async def _open_memory(

@@ -154,9 +154,7 @@ def wordllama_embedder(dim: int = 256) -> FunctionEmbedder:
             return np.zeros((0, dim), np.float32)
         encoded = tokenizer.encode_batch(list(texts), add_special_tokens=False)
         lengths = np.fromiter((len(e.ids) for e in encoded), np.int64, len(encoded))
-        ids = np.fromiter(
-            (i for e in encoded for i in e.ids), np.int64, int(lengths.sum())
-        )
+        ids = np.fromiter((i for e in encoded for i in e.ids), np.int64, int(lengths.sum()))
         np.clip(ids, 0, top, out=ids)
         out = np.zeros((len(texts), table.shape[1]), np.float32)
         filled = lengths > 0

@@ -24,7 +24,7 @@ import json
 import logging
 import unicodedata
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .._entry import MemoryCategory, MemoryEntry
 from .._util import Final
@@ -216,19 +216,44 @@ class MemoryHooks(metaclass=Final):
             :func:`actormem.open_memory`.
         top_k: Entries retrieved before each turn, an int >= 0 (default 3, loopctl's
             ``memory_top_k``); 0 disables retrieval.
+        min_score: Passed to the memory's ``retrieve`` when not None: only entries
+            scoring at least this reach the prompt (see ``Memory.retrieve_scored``).
+        min_matched: Passed to ``retrieve`` when not 0: only entries matching at least
+            this many query terms reach the prompt. With the default word-overlap
+            scorer, ``min_matched=1`` keeps out entries that share no word with the
+            query (which otherwise fill the ``top_k`` slots).
 
     Raises:
-        TypeError: ``memory`` lacks ``store``/``retrieve``/``consolidate``, or ``top_k``
-            is not an int.
-        ValueError: ``top_k`` is negative.
+        TypeError: ``memory`` lacks ``store``/``retrieve``/``consolidate``, ``top_k`` or
+            ``min_matched`` is not an int, or ``min_score`` not a number.
+        ValueError: ``top_k`` or ``min_matched`` is negative.
     """
 
-    def __init__(self, memory: LoopMemory, *, top_k: int = 3) -> None:
+    def __init__(
+        self,
+        memory: LoopMemory,
+        *,
+        top_k: int = 3,
+        min_score: float | None = None,
+        min_matched: int = 0,
+    ) -> None:
         for verb in ("store", "retrieve", "consolidate"):
             if not callable(getattr(memory, verb, None)):
                 raise TypeError(f"memory must have an async {verb}() method")
         self._memory = memory
         self._top_k = _check_top_k(top_k)
+        #: Thresholds passed to ``retrieve`` (only those set, so any LoopMemory works).
+        self._thresholds: dict[str, Any] = {}
+        if min_score is not None:
+            if isinstance(min_score, bool) or not isinstance(min_score, (int, float)):
+                raise TypeError(f"min_score must be a number, not {type(min_score).__name__}")
+            self._thresholds["min_score"] = min_score
+        if isinstance(min_matched, bool) or not isinstance(min_matched, int):
+            raise TypeError(f"min_matched must be an int, not {type(min_matched).__name__}")
+        if min_matched < 0:
+            raise ValueError(f"min_matched must be >= 0, got {min_matched}")
+        if min_matched:
+            self._thresholds["min_matched"] = min_matched
 
     @property
     def memory(self) -> LoopMemory:
@@ -277,7 +302,7 @@ class MemoryHooks(metaclass=Final):
         if self._top_k == 0:
             return None
         try:
-            entries = await self._memory.retrieve(query, self._top_k)
+            entries = await self._memory.retrieve(query, self._top_k, **self._thresholds)
             texts = [entry.memory for entry in list(entries)[: self._top_k]]
         except Exception:
             logger.warning("retrieving memory failed; the turn goes on without it", exc_info=True)
