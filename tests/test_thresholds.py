@@ -179,3 +179,28 @@ async def test_durable_dense_memory_reopens_with_its_vectors(tmp_path: Any) -> N
         got = await memory.retrieve("banana", 1)
         assert [e.memory for e in got] == ["banana bread"]
         memory._state._check()
+
+
+def test_server_retrieve_body_carries_the_thresholds() -> None:
+    import inspect
+
+    from actormem import Memory
+    from actormem.server._app import _retrieve_filters
+    from actormem.server._models import RetrieveIn
+
+    body = RetrieveIn.model_validate(
+        {
+            "query": "x",
+            "min_score": 0.5,
+            "min_matched": 2.0,
+            "created_after": "2025-01-01T00:00:00Z",
+            "created_before": "2025-02-01T00:00:00+01:00",
+        }
+    )
+    filters = _retrieve_filters(body)
+    assert filters["min_matched"] == 2
+    assert filters["created_after"] == T0
+    assert set(filters) <= set(inspect.signature(Memory.retrieve_scored).parameters)
+    for bad in ({"min_matched": -1}, {"min_score": "1"}, {"created_after": 5}):
+        with pytest.raises(ValueError, match=next(iter(bad))):
+            RetrieveIn.model_validate({"query": "x", **bad})

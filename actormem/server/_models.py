@@ -153,7 +153,10 @@ class RetrieveIn(BaseModel):
     """A retrieve: the query text, how many results, and the filters of ``Memory.retrieve``.
 
     ``namespace``: keep entries under these segments; ``category``: one category or a
-    non-empty list (any of them); ``tags``: keep entries carrying every one of them.
+    non-empty list (any of them); ``tags``: keep entries carrying every one of them;
+    ``min_score``, ``min_matched``: only entries that match (``docs/retrieval.md``,
+    "Thresholds"); ``created_after`` (inclusive) / ``created_before`` (exclusive): a
+    time range on ``created_at``.
     """
 
     model_config = _STRICT
@@ -163,8 +166,12 @@ class RetrieveIn(BaseModel):
     namespace: list[NonEmpty] | None = None
     category: Category | Annotated[list[Category], Field(min_length=1)] | None = None  # type: ignore[valid-type]
     tags: list[NonEmpty] | None = None
+    min_score: Annotated[float, Strict(), Field(allow_inf_nan=False)] | None = None
+    min_matched: Annotated[int, Field(ge=0, le=MAX_JSON_INT)] = 0
+    created_after: Time | None = None
+    created_before: Time | None = None
 
-    _integer = field_validator("limit", mode="before")(_json_integer)
+    _integer = field_validator("limit", "min_matched", mode="before")(_json_integer)
 
 
 class RetrieveOut(BaseModel):
