@@ -205,3 +205,35 @@ def test_wordllama_loads_offline_and_ranks_paraphrases() -> None:
     near = scorer.score_entry("the cat is sleeping on the sofa", (), 1.0, "a kitten naps")
     far = scorer.score_entry("quarterly tax filing deadline", (), 1.0, "a kitten naps")
     assert near > far
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    docs=st.lists(texts, min_size=65, max_size=200),
+    query=texts,
+    limit=st.integers(1, 8),
+    keep=st.integers(1, 7),
+)
+def test_dense_filters_past_the_kept_rows_stay_exact(
+    docs: list[str], query: str, limit: int, keep: int
+) -> None:
+    """More rows than phase 1 keeps, small chunks, a filter rejecting most records:
+    phase 2 must find the rest exactly."""
+    old = dense_module._CHUNK
+    dense_module._CHUNK = 16
+    try:
+        state = MemoryState(capacity=None, half_life=3600.0, scorer=DenseScorer(embedder=FAKE))
+        for i, text in enumerate(docs):
+            state.store(entry(f"{text} n{i % keep}"))
+        state.publish()
+
+        def accept(rec: Record) -> bool:
+            return rec.entry.memory.endswith(" n0")
+
+        index = state.index
+        assert isinstance(index, DenseIndex)
+        got = index.top_k(state.view(), query, limit, accept)
+        want = [(s, r) for s, r in brute(state, query, len(docs)) if accept(r)][:limit]
+        assert_same(got, want)
+    finally:
+        dense_module._CHUNK = old

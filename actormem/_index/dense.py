@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import copy
 import heapq
+import math
 import os
 from collections.abc import Callable, Generator, Iterable, Sequence
 from typing import Any, Protocol
@@ -408,51 +409,70 @@ class DenseIndex:
         accept: Accept,
     ) -> Generator[None, None, list[tuple[float, Record]]]:
         """The ``limit`` best visible, admitted records given every row's similarity,
-        best first, ties by ``seq``."""
+        best first, ties by ``seq``. Every step touches at most about :data:`_CHUNK`
+        rows (plus ``4 * limit``): no step grows with the index.
+
+        Phase 1 keeps the ``max(4 * limit, 64)`` most similar rows, chunk by chunk, and
+        the largest similarity it left out (``bound``), then visits the kept rows best
+        first until one falls below the heap's worst. If that worst is above ``bound``
+        the heap is exact (nothing left out can enter). Otherwise (filters rejected
+        most rows) phase 2 visits, chunk by chunk, every other row that can still enter.
+        """
         sims, recs = scored
         n = len(sims)
         take = min(n, max(4 * limit, 64))
-        if take < n:
-            # The ``take`` most similar rows first: every other row is at most as similar
-            # as the least of them, so if the heap stops inside them the answer is exact.
-            part = np.argpartition(-sims, take - 1)[:take]
-            order = part[np.argsort(-sims[part], kind="stable")]
-            heap, stopped = yield from self._visit(view, sims, recs, order, limit, accept)
-            if stopped:
-                return _ranked(heap)
-        order = np.argsort(-sims, kind="stable")
-        heap, _ = yield from self._visit(view, sims, recs, order, limit, accept)
-        return _ranked(heap)
-
-    @staticmethod
-    def _visit(
-        view: ReadView,
-        sims: np.ndarray[Any, Any],
-        recs: list[list[Record] | None],
-        order: np.ndarray[Any, Any],
-        limit: int,
-        accept: Accept,
-    ) -> Generator[None, None, tuple[list[tuple[float, int, Record]], bool]]:
-        """Rows in ``order`` (by descending similarity) into a heap of the ``limit``
-        best; True with it if a row's similarity fell below the heap's worst."""
-        version = view.version
+        kept = np.empty(0, np.int64)
+        bound = -math.inf
+        for start in range(0, n, _CHUNK):
+            cand = np.concatenate((kept, np.arange(start, min(n, start + _CHUNK))))
+            if len(cand) > take:
+                part = np.argpartition(-sims[cand], take - 1)
+                bound = max(bound, float(sims[cand[part[take:]]].max()))
+                cand = cand[part[:take]]
+            kept = cand
+            yield
+        order = kept[np.argsort(-sims[kept], kind="stable")]
         heap: list[tuple[float, int, Record]] = []  # worst on top: (score, -seq, rec)
-        for done, r in enumerate(order.tolist(), 1):
-            sim = float(sims[r])
-            if len(heap) == limit and sim < heap[0][0]:
-                return heap, True
+        version = view.version
+
+        def visit(r: int) -> None:
             group = recs[r]
-            if group is not None:
-                for rec in list(group):
-                    if rec.born <= version < rec.died and (accept is None or accept(rec)):
-                        item = (sim, -rec.seq, rec)
-                        if len(heap) < limit:
-                            heapq.heappush(heap, item)
-                        elif item[:2] > heap[0][:2]:
-                            heapq.heapreplace(heap, item)
+            if group is None:
+                return
+            sim = float(sims[r])
+            for rec in list(group):
+                if rec.born <= version < rec.died and (accept is None or accept(rec)):
+                    item = (sim, -rec.seq, rec)
+                    if len(heap) < limit:
+                        heapq.heappush(heap, item)
+                    elif item[:2] > heap[0][:2]:
+                        heapq.heapreplace(heap, item)
+
+        for done, r in enumerate(order.tolist(), 1):
+            if len(heap) == limit and float(sims[r]) < heap[0][0]:
+                break
+            visit(r)
             if not done % _STEP:
                 yield
-        return heap, False
+        if bound == -math.inf or (len(heap) == limit and bound < heap[0][0]):
+            return _ranked(heap)
+        # Phase 2: every row not kept whose similarity can still enter.
+        seen = np.zeros(n, np.bool_)
+        seen[kept] = True
+        for start in range(0, n, _CHUNK):
+            end = min(n, start + _CHUNK)
+            part_sims = sims[start:end]
+            ok = ~seen[start:end]
+            if len(heap) == limit:
+                ok &= part_sims >= heap[0][0]
+            for done, r in enumerate((np.flatnonzero(ok) + start).tolist(), 1):
+                if len(heap) == limit and float(sims[r]) < heap[0][0]:
+                    continue
+                visit(r)
+                if not done % _STEP:
+                    yield
+            yield
+        return _ranked(heap)
 
     def statistics(self) -> dict[str, int]:
         """Rows, dead rows, indexed records, offered vectors, inline embeddings. O(1)."""
