@@ -237,3 +237,14 @@ def test_dense_filters_past_the_kept_rows_stay_exact(
         assert_same(got, want)
     finally:
         dense_module._CHUNK = old
+
+
+async def test_hybrid_min_matched_filters_both_lists() -> None:
+    scorer = HybridScorer(dense=DenseScorer(embedder=FAKE))
+    async with open_memory(scorer=scorer) as memory:
+        for t in ["red fox runs", "red dog", "blue cat sleeps", "red fox"]:
+            await memory.store(entry(t))
+        got = await memory.retrieve("red fox", 10, min_matched=2)
+        assert sorted(e.memory for e in got) == ["red fox", "red fox runs"]
+        everything = await memory.retrieve("red fox", 10)
+        assert len(everything) == 4  # the dense list brings in every entry
