@@ -19,7 +19,7 @@ import shlex
 import sys
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, NoReturn
@@ -31,6 +31,8 @@ from .._engine.memory import Memory, open_memory
 from .._entry import MemoryCategory, MemoryEntry
 from .._errors import ActorMemError
 from .._index.bm25 import BM25Scorer
+from .._index.dense import DenseScorer
+from .._index.hybrid import HybridScorer
 from .._index.scoring import Scorer
 from .._index.wordoverlap import WordOverlapScorer
 from .._storage.jsonl import JsonlError, entry_to_json, escape_json_line
@@ -58,7 +60,14 @@ PROG = "actormem"
 #: given: about 2,100 tool calls, about ten seconds of CPU on a 2-core machine.
 DEFAULT_SYNTHETIC_EPISODES = 300
 
-SCORERS: dict[str, type[Scorer]] = {"word-overlap": WordOverlapScorer, "bm25": BM25Scorer}
+#: ``--scorer`` choices. ``dense`` and ``hybrid`` need ``pip install 'actormem[dense]'``
+#: (WordLlama); ``hybrid`` fuses plain BM25 with it (docs/retrieval.md).
+SCORERS: dict[str, Callable[[], Scorer]] = {
+    "word-overlap": WordOverlapScorer,
+    "bm25": BM25Scorer,
+    "dense": DenseScorer,
+    "hybrid": HybridScorer,
+}
 
 
 class _Parser(argparse.ArgumentParser):
