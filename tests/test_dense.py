@@ -248,3 +248,39 @@ async def test_hybrid_min_matched_filters_both_lists() -> None:
         assert sorted(e.memory for e in got) == ["red fox", "red fox runs"]
         everything = await memory.retrieve("red fox", 10)
         assert len(everything) == 4  # the dense list brings in every entry
+
+
+async def test_store_many_is_embedded_ahead_in_one_call() -> None:
+    calls: list[int] = []
+
+    def counting(batch: Sequence[str]) -> Any:
+        calls.append(len(batch))
+        return hashed(batch)
+
+    embedder = FunctionEmbedder(fn=counting, name="counting", dim=DIM)
+    async with open_memory(scorer=DenseScorer(embedder=embedder)) as memory:
+        await memory.store_many([entry(t) for t in ["red fox", "blue dog", "red fox", "cat"]])
+        index = memory._state.index
+        assert isinstance(index, DenseIndex)
+        assert index.inline == 0
+        assert calls == [3]
+
+
+async def test_a_failing_embedder_breaks_the_memory_loudly() -> None:
+    import trio
+
+    def broken(batch: Sequence[str]) -> Any:
+        if any("boom" in t for t in batch):
+            raise RuntimeError("model crashed")
+        return hashed(batch)
+
+    embedder = FunctionEmbedder(fn=broken, name="broken", dim=DIM)
+    with pytest.raises(BaseExceptionGroup) as info:  # noqa: PT012 - the owner's crash
+        async with open_memory(scorer=DenseScorer(embedder=embedder)) as memory:
+            await memory.store(entry("fine"))
+            with pytest.raises(RuntimeError, match="model crashed"):
+                await memory.retrieve("boom")  # the query's embedding: the caller's error
+            assert await memory.retrieve("fine", 1)  # the memory is fine
+            with pytest.raises(trio.BrokenResourceError):
+                await memory.store(entry("boom"))  # the owner's embedding: a bug
+    assert info.group_contains(RuntimeError, match="model crashed")

@@ -646,6 +646,15 @@ def _matches_terms(index: Any) -> bool:
     )
 
 
+def _stored_entries(batch: list[_Request]) -> Iterator[MemoryEntry]:
+    """The entries ``batch`` stores, in order."""
+    for req in batch:
+        if req.op == _STORE or req.op == _STORE_NOWAIT:
+            yield req.arg
+        elif req.op == _STORE_MANY:
+            yield from req.arg
+
+
 async def _embed_ahead(index: Any, batch: list[_Request]) -> None:
     """Embed the new texts of ``batch``'s stores before it is applied, for an index with
     vectors (dense, hybrid): in one call, in a worker thread when they total
@@ -654,9 +663,7 @@ async def _embed_ahead(index: Any, batch: list[_Request]) -> None:
     missing = getattr(index, "missing", None)
     if missing is None:
         return
-    texts: list[str] = missing(
-        entry_document(req.arg) for req in batch if req.op == _STORE or req.op == _STORE_NOWAIT
-    )
+    texts: list[str] = missing(entry_document(entry) for entry in _stored_entries(batch))
     if not texts:
         return
     if sum(map(len, texts)) < index.inline_chars:

@@ -214,6 +214,11 @@ class DenseScorer(metaclass=Final):
             than this itself; a larger batch goes to a worker thread (see
             :meth:`DenseIndex.missing`).
 
+    The owner embeds new texts before applying each batch (see ``docs/design.md``); an
+    embedder that raises there, or returns a wrong shape or a NaN, is treated as a bug:
+    the memory breaks (``trio.BrokenResourceError`` from that error). A retrieve embeds
+    its query in the caller's task and raises the embedder's error to the caller.
+
     Runtime complexity of a retrieve: one query embedding plus O(n * dim) multiply-adds
     for n distinct texts (exact search), plus O(V log k) for the V records visited.
     """
