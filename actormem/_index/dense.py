@@ -161,7 +161,10 @@ def wordllama_embedder(dim: int = 256) -> FunctionEmbedder:
         filled = lengths > 0
         if ids.size:
             starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))[filled]
-            sums = np.add.reduceat(table[ids], starts, axis=0, dtype=np.float32)
+            # Gather each distinct token's row once (the table is 32 MB; a batch's tokens
+            # repeat), then expand from that small, cache-resident copy.
+            distinct, inverse = np.unique(ids, return_inverse=True)
+            sums = np.add.reduceat(table[distinct][inverse], starts, axis=0, dtype=np.float32)
             out[filled] = sums / lengths[filled, None].astype(np.float32)
         return out[:, :dim]
 
