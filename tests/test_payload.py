@@ -286,7 +286,9 @@ async def test_a_version_1_file_is_upgraded_in_place(tmp_path: Path) -> None:
         await memory.store(item(("ns",), "k", {"new": True}))
     conn = sqlite3.connect(db)
     assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
-    assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("2",)
+    assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (
+        str(SCHEMA_VERSION),
+    )
     conn.close()
     async with open_memory(path=db) as memory:
         assert len(memory) == 2

@@ -160,27 +160,6 @@ async def test_hooks_pass_thresholds_to_retrieve() -> None:
             MemoryHooks(memory, min_score="high")  # type: ignore[arg-type]
 
 
-async def test_durable_dense_memory_reopens_with_its_vectors(tmp_path: Any) -> None:
-    import numpy as np
-
-    from actormem import DenseScorer, FunctionEmbedder, HybridScorer
-
-    def embed(texts: Any) -> Any:
-        return np.array([[t.count("a") + 1.0, t.count("e") + 1.0] for t in texts])
-
-    scorer = HybridScorer(dense=DenseScorer(embedder=FunctionEmbedder(fn=embed, name="ae", dim=2)))
-    path = tmp_path / "m.db"
-    async with open_memory(path=path, scorer=scorer) as memory:
-        await memory.store(entry("banana bread"))
-        await memory.store(entry("green tree"))
-    async with open_memory(path=path, scorer=scorer) as memory:
-        index: Any = memory._state.index
-        assert index.dense.inline == 0  # embedded in batches while loading
-        got = await memory.retrieve("banana", 1)
-        assert [e.memory for e in got] == ["banana bread"]
-        memory._state._check()
-
-
 def test_server_retrieve_body_carries_the_thresholds() -> None:
     import inspect
 

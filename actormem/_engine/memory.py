@@ -51,19 +51,20 @@ from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+import numpy as np
 import outcome
 import trio
 
 from .._entry import MemoryCategory, MemoryEntry, ScoredEntry
 from .._errors import ActorMemError, InvalidEntryError, InvalidQueryError, StorageError
 from .._index.bm25 import BM25Index
-from .._index.dense import entry_document
+from .._index.dense import entry_document, text_hash
 from .._index.hybrid import HybridIndex
 from .._index.scoring import Scorer
 from .._index.wordoverlap import WordOverlapScorer
 from .._record import Record
 from .._stats import ConsolidationStats, MemoryStatistics
-from .._storage.sqlite import Durability, SqliteStore
+from .._storage.sqlite import Batch, Durability, SqliteStore
 from .._storage.sqlite_format import MAX_ACCESS_COUNT
 from .._util import NoPublicConstructor, sequence_of
 from .snapshot import (
@@ -990,24 +991,58 @@ async def _close_storage(store: SqliteStore) -> None:
 
 
 def _load(store: SqliteStore, state: MemoryState, entries: list[tuple[int, MemoryEntry]]) -> None:
-    """Rebuild ``state`` from a file's rows and delete what eviction dropped. Blocking."""
-    store.delete_seqs(state.load(_embedded_ahead(state.index, entries)))
+    """Rebuild ``state`` from a file's rows and delete what eviction dropped; with a dense
+    or hybrid index, reuse the file's vectors of this model and store the ones computed
+    now. Blocking."""
+    index: Any = state.index
+    if getattr(index, "stored_vector", None) is None:
+        store.delete_seqs(state.load(entries))
+        return
+    stored = store.read_vectors(index.model_name, index.dim)
+    computed: list[tuple[int, bytes, bytes]] = []
+    dropped = state.load(_embedded_ahead(index, entries, stored, computed))
+    # Vectors of rows that are gone (written while they lived, by an older actormem or a
+    # foreign program) are deleted with the new ones' insertion; deleting their entry
+    # rows too changes nothing (there are none).
+    orphans = set(stored).difference(seq for seq, _ in entries)
+    if computed or orphans:
+        store.write(Batch([(seq,) for seq in sorted(orphans)], [], [], computed))
+    store.delete_seqs(dropped)
 
 
 def _embedded_ahead(
-    index: Any, rows: list[tuple[int, MemoryEntry]], chunk: int = 512
+    index: Any,
+    rows: list[tuple[int, MemoryEntry]],
+    stored: dict[int, tuple[bytes, bytes]],
+    computed: list[tuple[int, bytes, bytes]],
+    chunk: int = 512,
 ) -> Iterator[tuple[int, MemoryEntry]]:
-    """``rows``, with the vectors of each ``chunk`` of them embedded in one call and
-    offered to ``index`` before they are loaded (for an index with vectors: dense,
-    hybrid). Vectors are not stored in the file yet, so a reopened memory embeds again.
-    """
-    missing = getattr(index, "missing", None)
+    """``rows``, with the vectors of each ``chunk`` of them offered to ``index`` before
+    they are loaded: the file's (``stored``, by seq) when made from the same text, else
+    embedded in one call and appended to ``computed`` as ``(seq, text_hash, bytes)`` for
+    the file."""
     for start in range(0, len(rows), chunk):
         part = rows[start : start + chunk]
-        if missing is not None:
-            texts: list[str] = missing(entry_document(entry) for _, entry in part)
-            if texts:
-                index.offer(texts, index.embed(texts))
+        reuse: dict[str, bytes] = {}
+        for seq, entry in part:
+            saved = stored.get(seq)
+            if saved is not None:
+                text = entry_document(entry)
+                if saved[0] == text_hash(text):
+                    reuse[text] = saved[1]
+        fresh = [t for t in index.missing(reuse) if t in reuse]
+        if fresh:
+            index.offer_stored(fresh, [reuse[t] for t in fresh])
+        texts: list[str] = index.missing(entry_document(entry) for _, entry in part)
+        if texts:
+            vectors = index.embed(texts)
+            index.offer(texts, vectors)
+            by_text = {t: v for t, v in zip(texts, vectors, strict=True)}
+            for seq, entry in part:
+                text = entry_document(entry)
+                vec = by_text.get(text)
+                if vec is not None:
+                    computed.append((seq, text_hash(text), np.asarray(vec, "<f4").tobytes()))
         yield from part
 
 
@@ -1040,7 +1075,7 @@ async def _open_memory(
         if not journal:
             meanwhile()
             return
-        batch = store.prepare(journal)
+        batch = store.prepare(journal, getattr(memory._state.index, "stored_vector", None))
         await _in_thread_while(store.write, batch, meanwhile)
 
     memory._storage = store

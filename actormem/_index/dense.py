@@ -34,6 +34,7 @@ is below the worst kept.
 from __future__ import annotations
 
 import copy
+import hashlib
 import heapq
 import math
 import os
@@ -55,6 +56,7 @@ __all__ = [
     "FunctionEmbedder",
     "document_text",
     "entry_document",
+    "text_hash",
     "wordllama_embedder",
 ]
 
@@ -176,6 +178,11 @@ def wordllama_embedder(dim: int = 256) -> FunctionEmbedder:
 def entry_document(entry: MemoryEntry) -> str:
     """The text an entry is embedded as: its memory, then its tags, space-separated."""
     return entry.memory if not entry.tags else " ".join((entry.memory, *entry.tags))
+
+
+def text_hash(text: str) -> bytes:
+    """16 bytes identifying ``text``: the BLAKE2b digest of its UTF-8 (surrogates kept)."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
 def document_text(rec: Record) -> str:
@@ -301,6 +308,41 @@ class DenseIndex:
             offered[text] = vec
         while len(offered) > _OFFER_MAX:
             del offered[next(iter(offered))]
+
+    @property
+    def model_name(self) -> str:
+        """The embedder's name (recorded with persisted vectors)."""
+        return str(self.embedder.name)
+
+    def stored_vector(self, rec: Record) -> tuple[bytes, bytes] | None:
+        """``(text_hash, float32 bytes)`` of ``rec``'s document, for the file, from the
+        index's rows or the vectors offered ahead; None if it has none yet. O(dim)."""
+        text = document_text(rec)
+        row = self._row_of_text.get(text)
+        if row is not None:
+            vec = self._matrix[row]
+        else:
+            offered = self._offered.get(text)
+            if offered is None:
+                return None
+            vec = offered
+        return text_hash(text), np.asarray(vec, "<f4").tobytes()
+
+    def offer_stored(self, texts: Sequence[str], blobs: Sequence[bytes]) -> list[str]:
+        """Offer vectors read back from a file (float32 bytes, one per text); those not
+        finite or of the wrong length are left out. Returns the texts offered. O(n dim)."""
+        kept: list[str] = []
+        rows: list[np.ndarray[Any, Any]] = []
+        for text, blob in zip(texts, blobs, strict=True):
+            if len(blob) != 4 * self.dim:
+                continue
+            vec = np.frombuffer(blob, "<f4").astype(np.float32)
+            if np.isfinite(vec).all():
+                kept.append(text)
+                rows.append(vec)
+        if kept:
+            self.offer(kept, _unit_rows(np.stack(rows), len(kept), self.dim))
+        return kept
 
     def vector_of(self, rec: Record) -> np.ndarray[Any, Any]:
         """The unit vector ``rec`` is indexed with (a copy). O(dim).

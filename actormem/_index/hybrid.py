@@ -137,6 +137,24 @@ class HybridIndex:
         self.dense.offer(texts, vectors)
 
     @property
+    def model_name(self) -> str:
+        """See :attr:`DenseIndex.model_name`."""
+        return self.dense.model_name
+
+    @property
+    def dim(self) -> int:
+        """The dense vectors' length."""
+        return self.dense.dim
+
+    def stored_vector(self, rec: Record) -> tuple[bytes, bytes] | None:
+        """See :meth:`DenseIndex.stored_vector`."""
+        return self.dense.stored_vector(rec)
+
+    def offer_stored(self, texts: Sequence[str], blobs: Sequence[bytes]) -> list[str]:
+        """See :meth:`DenseIndex.offer_stored`."""
+        return self.dense.offer_stored(texts, blobs)
+
+    @property
     def inline_chars(self) -> int:
         """See :class:`DenseScorer`."""
         return self.dense.inline_chars

@@ -60,8 +60,13 @@ from .lock import FileLock
 from .sqlite_format import (
     CREATE_SCHEMA,
     DELETE_ENTRY,
+    DELETE_VECTOR,
     INSERT_ENTRY,
+    INSERT_VECTOR,
     MIGRATE_FROM_1,
+    MIGRATE_FROM_2,
+    SCHEMA_VERSION,
+    SELECT_VECTORS,
     UPDATE_ACCESS,
     check_header,
     check_schema,
@@ -102,6 +107,8 @@ class Batch:
     deletes: list[tuple[int]]
     puts: list[tuple[Any, ...]]
     accesses: list[tuple[Any, ...]]
+    #: ``(seq, text_hash, vector bytes)`` of the dense index, for puts that have one.
+    vectors: list[tuple[int, bytes, bytes]] = attrs.field(factory=list)
 
     def __len__(self) -> int:
         return len(self.deletes) + len(self.puts) + len(self.accesses)
@@ -178,8 +185,10 @@ def _connect(path: str, durability: Durability) -> sqlite3.Connection:
     conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
     try:
         conn.execute("PRAGMA busy_timeout = 10000")
-        if check_schema(path, conn, deep=False) == 1:  # cheap re-check under the lock
-            _migrate(path, conn, MIGRATE_FROM_1)
+        version = check_schema(path, conn, deep=False)  # cheap re-check under the lock
+        if version < SCHEMA_VERSION:
+            upgrade = (MIGRATE_FROM_1 if version == 1 else ()) + MIGRATE_FROM_2
+            _migrate(path, conn, upgrade)
             check_schema(path, conn, deep=False)
         (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
         if mode != "wal":
@@ -298,11 +307,16 @@ class SqliteStore:
         if seqs:
             self.write(Batch([(seq,) for seq in seqs], [], []))
 
-    def prepare(self, journal: list[tuple[int, Record]]) -> Batch:
+    def prepare(
+        self,
+        journal: list[tuple[int, Record]],
+        vector_of: Callable[[Record], tuple[bytes, bytes] | None] | None = None,
+    ) -> Batch:
         """Coalesce a journal per seq, last change wins (see the module docs).
 
-        Runs on the event loop, while the owner is between batches, so the records
-        cannot change. O(changes).
+        ``vector_of(rec)`` gives the ``(text_hash, vector bytes)`` to store with a put
+        (the dense index's), or None. Runs on the event loop, while the owner is between
+        batches, so the records cannot change. O(changes).
         """
         last: dict[int, tuple[int, Record]] = {}
         became_live: set[int] = set()
@@ -316,6 +330,9 @@ class SqliteStore:
                 batch.deletes.append((seq,))
             elif seq in became_live:
                 batch.puts.append(encode_record(rec))
+                vector = None if vector_of is None else vector_of(rec)
+                if vector is not None:
+                    batch.vectors.append((seq, *vector))
             else:
                 batch.accesses.append(encode_access(rec))
         return batch
@@ -338,10 +355,13 @@ class SqliteStore:
             conn.execute("BEGIN IMMEDIATE")
             if batch.deletes:
                 conn.executemany(DELETE_ENTRY, batch.deletes)
+                conn.executemany(DELETE_VECTOR, batch.deletes)
             if batch.puts:
                 conn.executemany(INSERT_ENTRY, batch.puts)
             if batch.accesses:
                 conn.executemany(UPDATE_ACCESS, batch.accesses)
+            if batch.vectors:
+                conn.executemany(INSERT_VECTOR, batch.vectors)
             conn.execute("COMMIT")
         except (sqlite3.Error, OSError) as exc:
             if conn.in_transaction:
@@ -352,6 +372,47 @@ class SqliteStore:
             raise StorageError(self.path, f"commit failed: {sqlite_reason(exc)}") from exc
         self.commits += 1
         self.written += len(batch)
+
+    def read_vectors(self, model: str, dim: int) -> dict[int, tuple[bytes, bytes]]:
+        """The stored vectors, ``{seq: (text_hash, float32 bytes)}``, if they were made by
+        ``model`` with ``dim`` dimensions (the ``meta`` rows ``dense_model`` and
+        ``dense_dim``). Otherwise the vectors are deleted, the meta rows set to this model,
+        in one transaction, and ``{}`` returned (they are recomputed). Rows of the wrong
+        length are left out. Blocking. O(vectors).
+
+        Raises:
+            StorageError: SQLite failed.
+        """
+        conn = self._conn
+        if conn is None:
+            raise StorageError(self.path, "the store is closed")
+        try:
+            meta = dict(
+                conn.execute(
+                    "SELECT key, value FROM meta WHERE key IN ('dense_model', 'dense_dim')"
+                )
+            )
+            if meta == {"dense_model": model, "dense_dim": str(dim)}:
+                size = 4 * dim
+                return {
+                    seq: (text_hash, vector)
+                    for seq, text_hash, vector in conn.execute(SELECT_VECTORS)
+                    if isinstance(vector, bytes)
+                    and len(vector) == size
+                    and isinstance(text_hash, bytes)
+                }
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("DELETE FROM vectors")
+            conn.execute(
+                "INSERT OR REPLACE INTO meta VALUES ('dense_model', ?), ('dense_dim', ?)",
+                (model, str(dim)),
+            )
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise StorageError(self.path, f"reading vectors failed: {sqlite_reason(exc)}") from exc
+        return {}
 
     def abort_when(self, check: Callable[[], bool] | None) -> None:
         """Make every statement of later :meth:`write` calls ask ``check()`` every few
