@@ -53,6 +53,11 @@ class MemoryStatistics(metaclass=Final):
         live_snapshots: Snapshots from :meth:`Memory.snapshot` still referenced.
         retained_versions: Record versions kept only for older snapshots (MVCC garbage
             not yet vacuumed).
+        log_applied_seq: A node of a replicated memory: the seq of the last log record
+            applied here (None: not replicated).
+        log_stale_seconds: A node of a replicated memory: seconds since it last heard
+            from the log (reads may miss writes made since on other nodes); None: not
+            replicated, or the log never answered.
     """
 
     entries: int
@@ -71,3 +76,5 @@ class MemoryStatistics(metaclass=Final):
     snapshot_version: int
     live_snapshots: int
     retained_versions: int
+    log_applied_seq: int | None = None
+    log_stale_seconds: float | None = None

@@ -48,7 +48,7 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import outcome
 import trio
@@ -64,6 +64,9 @@ from .._storage.sqlite_format import MAX_ACCESS_COUNT
 from .._util import NoPublicConstructor
 from .snapshot import Snapshot, check_query, make_filter, run_retrieve_sliced
 from .state import DEFAULT_HALF_LIFE, MemoryState
+
+if TYPE_CHECKING:
+    from .replica import Replica, ReplicaOptions
 
 __all__ = ["DEFAULT_QUEUE_SIZE", "Memory", "open_memory", "serve_memory"]
 
@@ -170,6 +173,8 @@ class Memory(metaclass=NoPublicConstructor):
         ) = None
         #: The SQLite store of a durable memory (None: in-memory).
         self._storage: SqliteStore | None = None
+        #: A node of a replicated memory (``open_memory(log=...)``): its log follower.
+        self._replica: Replica | None = None
 
     # ------------------------------------------------------------ lifecycle helpers
 
@@ -208,8 +213,12 @@ class Memory(metaclass=NoPublicConstructor):
 
     # ------------------------------------------------------------ writes
 
-    async def store(self, entry: MemoryEntry) -> None:
+    async def store(self, entry: MemoryEntry) -> int | None:
         """Store ``entry``; return once the owner has applied (and published) it.
+
+        Returns None, or for a replicated memory (``open_memory(log=...)``) the log seq
+        of the batch holding the store: another node's :meth:`wait_applied` with it
+        waits until that node sees the store (causal reads).
 
         An entry whose id is already stored replaces it (upsert), keeping the stored
         ``created_at``. Storing a new id into a full memory evicts the entry with the
@@ -231,7 +240,8 @@ class Memory(metaclass=NoPublicConstructor):
             raise TypeError(f"store() takes a MemoryEntry, not {type(entry).__name__}")
         if self._storage is not None:
             self._check_storable(entry)
-        await self._call(_STORE, entry)
+        seq: int | None = await self._call(_STORE, entry)
+        return seq
 
     def _check_storable(self, entry: MemoryEntry) -> None:
         if self._storage is not None and entry.access_count > MAX_ACCESS_COUNT:
@@ -288,6 +298,24 @@ class Memory(metaclass=NoPublicConstructor):
         """
         result: ConsolidationStats = await self._call(_CONSOLIDATE, None)
         return result
+
+    async def wait_applied(self, seq: int) -> None:
+        """Wait until this node of a replicated memory has applied log record ``seq``
+        (a seq that :meth:`store` returned on any node); then reads here see that
+        store and everything before it. Returns at once for a memory that is not
+        replicated, or when ``seq`` is applied already. Cancel it to bound the wait.
+
+        Raises:
+            TypeError: ``seq`` is not an int.
+            trio.ClosedResourceError, trio.BrokenResourceError: See the class docs.
+        """
+        if isinstance(seq, bool) or not isinstance(seq, int):
+            raise TypeError(f"wait_applied() takes an int seq, not {type(seq).__name__}")
+        self._raise_if_unusable()
+        if self._replica is None:
+            await trio.lowlevel.checkpoint()
+            return
+        await self._replica.wait_applied(self, seq)
 
     # ------------------------------------------------------------ reads
 
@@ -427,6 +455,8 @@ class Memory(metaclass=NoPublicConstructor):
             snapshot_version=state.published,
             live_snapshots=len(self._snapshots),
             retained_versions=state.retained,
+            log_applied_seq=None if self._replica is None else self._replica.applied,
+            log_stale_seconds=None if self._replica is None else self._replica.stale_seconds(),
         )
 
     def __repr__(self) -> str:
@@ -672,6 +702,43 @@ async def _open_memory(
     return memory, receive
 
 
+async def _open_any(
+    path: str | os.PathLike[str] | None,
+    durability: Durability | str,
+    capacity: int | None,
+    half_life: float,
+    scorer: Scorer | None,
+    queue_size: int,
+    clock: Callable[[], datetime] | None,
+    on_remove: Callable[[MemoryEntry, str], None] | None,
+    log: str | None,
+    name: str | None,
+    log_options: ReplicaOptions | None,
+) -> tuple[Memory, trio.MemoryReceiveChannel[_Request]]:
+    """A local memory (:func:`_open_memory`), or a node of a replicated one."""
+    if log is None:
+        if name is not None or log_options is not None:
+            raise InvalidQueryError("name and log_options go with log= (a replicated memory)")
+        return await _open_memory(
+            path, durability, capacity, half_life, scorer, queue_size, clock, on_remove
+        )
+    from .replica import open_replica  # the replica's module imports this one
+
+    return await open_replica(
+        log=log,
+        name=name,
+        path=path,
+        durability=durability,
+        capacity=capacity,
+        half_life=half_life,
+        scorer=scorer,
+        queue_size=queue_size,
+        clock=clock,
+        on_remove=on_remove,
+        options=log_options,
+    )
+
+
 async def _in_thread_while(
     fn: Callable[[_T], None], arg: _T, meanwhile: Callable[[], None]
 ) -> None:
@@ -706,7 +773,10 @@ async def _in_thread_while(
 async def _serve(memory: Memory, receive: trio.MemoryReceiveChannel[_Request]) -> None:
     """The owner loop, then closing a durable memory's file (shielded)."""
     try:
-        await _run_owner(memory, receive)
+        if memory._replica is not None:
+            await memory._replica.run(memory, receive)
+        else:
+            await _run_owner(memory, receive)
     finally:
         if memory._storage is not None:
             try:
@@ -727,6 +797,9 @@ async def serve_memory(
     queue_size: int = DEFAULT_QUEUE_SIZE,
     clock: Callable[[], datetime] | None = None,
     on_remove: Callable[[MemoryEntry, str], None] | None = None,
+    log: str | None = None,
+    name: str | None = None,
+    log_options: ReplicaOptions | None = None,
     task_status: trio.TaskStatus[Memory] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run a memory's owner task; the form for ``memory = await nursery.start(serve_memory)``.
@@ -739,9 +812,10 @@ async def serve_memory(
         TypeError, InvalidQueryError: A bad option (raised from ``nursery.start``).
         StorageError: The file cannot be opened (raised from ``nursery.start``).
     """
-    memory, receive = await _open_memory(
-        path, durability, capacity, half_life, scorer, queue_size, clock, on_remove
-    )
+    memory, receive = await _open_any(
+        path, durability, capacity, half_life, scorer, queue_size, clock, on_remove,
+        log, name, log_options,
+    )  # fmt: skip
     try:
         task_status.started(memory)
     except BaseException:
@@ -762,6 +836,9 @@ async def open_memory(
     queue_size: int = DEFAULT_QUEUE_SIZE,
     clock: Callable[[], datetime] | None = None,
     on_remove: Callable[[MemoryEntry, str], None] | None = None,
+    log: str | None = None,
+    name: str | None = None,
+    log_options: ReplicaOptions | None = None,
 ) -> AsyncIterator[Memory]:
     """Open a memory: ``async with open_memory(path="memory.db") as memory: ...``.
 
@@ -807,6 +884,18 @@ async def open_memory(
             applies the change, before the change is committed or published, and also
             for evictions while loading a file. It must be quick and must not raise:
             an exception in it is a bug and breaks the memory.
+        log: A PostgreSQL connection string (``"postgresql://host/db"``): this memory
+            is then one *node* of the replicated memory ``name``, following the ordered
+            write log kept in that database (see ``docs/replication.md``; needs
+            ``actormem[postgres]``). ``path`` is the node's local checkpoint (optional:
+            without it the node replays the log's snapshot and records at every start).
+            A write returns once its batch is in the log and applied here;
+            ``store`` returns the batch's seq. Every node must use the same
+            ``capacity`` and ``half_life`` (those the log was created with).
+        name: The replicated memory's name (a letter, then up to 62 letters, digits,
+            ``_`` or ``-``); required with ``log``.
+        log_options: Timeouts and intervals of a node
+            (:class:`~actormem._engine.replica.ReplicaOptions`); the defaults suit a LAN.
 
     Runtime complexity: opening a file is O(file size) (validation, ``quick_check`` and
     one scan) plus O(n (T + log n)) to rebuild the indexes.
@@ -815,11 +904,15 @@ async def open_memory(
         TypeError, InvalidQueryError: A bad option (nothing is started).
         StorageError: The file cannot be used: directory missing or not writable, held by
             another memory (in this or another process), not an actormem database, written
-            by a newer schema version, or corrupted. The file is left unchanged.
+            by a newer schema version, or corrupted. The file is left unchanged. With
+            ``log``: the server does not answer within ``log_options.log_timeout``, the
+            log was written by a newer actormem, or the file is the checkpoint of another
+            memory (nothing is changed in either).
     """
-    memory, receive = await _open_memory(
-        path, durability, capacity, half_life, scorer, queue_size, clock, on_remove
-    )
+    memory, receive = await _open_any(
+        path, durability, capacity, half_life, scorer, queue_size, clock, on_remove,
+        log, name, log_options,
+    )  # fmt: skip
     body_error: BaseException | None = None
     try:
         async with trio.open_nursery() as nursery:

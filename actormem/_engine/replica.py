@@ -1,0 +1,676 @@
+"""A replica of one memory: the owner task of a node that follows a shared write log.
+
+Theory of operation
+-------------------
+``open_memory(log=DSN, name=..., path=...)`` makes this process a *node* of the memory
+``name``: state-machine replication over the ordered log of
+:mod:`actormem._storage.pglog` (any :class:`~actormem._storage.log.WriteLog`). The state
+(:class:`~actormem._engine.state.MemoryState`) changes only by applying log records, in
+log seq order, with :func:`apply_ops`; nothing it reads differs between nodes:
+
+* a record's time is the appender's clock reading, stored in the record and passed as
+  ``now`` (never the applying node's clock);
+* ids, texts and timestamps come from the client (the encoded entries);
+* eviction, pruning and merging depend only on entry fields and the order of
+  operations; access bookkeeping (``access_count``, ``last_accessed``, which feed
+  eviction) is itself logged: each node batches its retrieves' hits and appends them
+  as an ``access`` operation, with its next write batch or at least every
+  ``access_interval`` seconds (docs/replication.md weighs this choice).
+
+The owner loop (:meth:`Replica.run`) replaces the single-node owner of
+:mod:`actormem._engine.memory`; the handle (:class:`~actormem._engine.memory.Memory`) and
+the request channel are the same. One round of the loop:
+
+1. Wait for requests, a wake-up from the ``LISTEN`` thread, or the poll timer.
+2. Encode the drained write requests (and pending access hits) as one batch and append
+   it (:meth:`~actormem._storage.log.WriteLog.append`, in a worker thread, retried with
+   the same batch id until ``log_timeout``); the append returns every record after this
+   node's applied seq up to the batch's own. With nothing to write, read new records
+   instead (the correctness path; notifications are only wake-ups).
+3. Apply the records in seq order to the state; commit the state's journal and the
+   new applied seq to the local SQLite file in one transaction; publish; answer the
+   requests of this node's batch (a store answers with its batch's seq).
+
+A failed append (the log unreachable for ``log_timeout`` seconds) fails that batch's
+callers with :class:`~actormem.StorageError` and changes nothing: the state only moves by
+the log, so the memory stays usable; reads go on from the last published snapshot, and
+the poll timer catches up when the log answers again. A failed local commit breaks the
+memory, as in durable mode.
+
+The local file is a checkpoint: its ``meta`` table names the memory, the log's id, the
+node's id, the applied seq and the state's version; a restart loads it and reads the log
+from ``applied_seq + 1``. If those records were truncated, the node starts over from the
+latest snapshot in the log (:meth:`Replica.bootstrap`). The node that appends a record
+whose seq is a multiple of ``snapshot_every`` writes a snapshot once it is applied and
+truncates the log below it and below the lowest applied seq of the live nodes
+(heartbeats every ``heartbeat_interval`` seconds).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import threading
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+import attrs
+import outcome
+import trio
+
+from .._entry import MemoryEntry
+from .._errors import InvalidQueryError, StorageError
+from .._index.scoring import Scorer
+from .._storage.jsonl import entry_from_json, entry_to_json
+from .._storage.log import (
+    LogContentError,
+    LogRecord,
+    LogSnapshot,
+    LogTruncatedError,
+    WriteLog,
+)
+from .._storage.pglog import LOG_FORMAT, MEMORY_NAME_RE, PgLog
+from .._storage.sqlite import Durability, SqliteStore
+from .._storage.sqlite_format import encode_record
+from .memory import (
+    _CONSOLIDATE,
+    _DELETE,
+    _FLUSH,
+    _FLUSH_REQUEST,
+    _MAX_BATCH,
+    _STORE,
+    _STORE_NOWAIT,
+    _VACUUM_STEP,
+    Memory,
+    _check_storage_options,
+    _close_storage,
+    _fail_pending,
+    _make_memory,
+    _Request,
+)
+from .state import MemoryState
+
+__all__ = ["ReplicaOptions", "Replica", "apply_ops", "decode_snapshot", "encode_snapshot"]
+
+_META_MEMORY = "replica_memory"
+_META_LOG = "replica_log"
+_META_NODE = "replica_node"
+_META_APPLIED = "replica_applied_seq"
+_META_VERSION = "replica_version"
+_READ_LIMIT = 1000
+
+
+@attrs.frozen(kw_only=True)
+class ReplicaOptions:
+    """Timing of a replica (seconds); the defaults suit a LAN. Tests shorten them."""
+
+    #: How long an append may keep failing before its callers get StorageError; also
+    #: how long opening waits for the server to answer.
+    log_timeout: float = 10.0
+    #: Read the log at least this often even without a notification.
+    poll_interval: float = 1.0
+    #: Append pending access hits on their own at most this often.
+    access_interval: float = 1.0
+    #: Report this node's applied seq to the log this often.
+    heartbeat_interval: float = 1.0
+    #: A node not heard from for this long does not hold back truncation.
+    live_seconds: float = 30.0
+    #: Write a snapshot (and truncate) at every record seq that is a multiple of this.
+    snapshot_every: int = 10_000
+
+
+# ---------------------------------------------------------------- the deterministic apply
+
+
+def _encode_request(req: _Request) -> list[Any]:
+    if req.op == _STORE or req.op == _STORE_NOWAIT:
+        return ["s", entry_to_json(req.arg)]
+    if req.op == _DELETE:
+        return ["d", str(req.arg)]
+    if req.op == _CONSOLIDATE:
+        return ["c"]
+    raise AssertionError(f"unknown request {req.op}")  # pragma: no cover
+
+
+def _encode_access(hits: dict[uuid.UUID, tuple[int, datetime]]) -> list[Any]:
+    return ["a", [[str(id), times, when.isoformat()] for id, (times, when) in hits.items()]]
+
+
+def encode_batch(ops: list[list[Any]]) -> bytes:
+    """The payload of a log record: ``{"v": LOG_FORMAT, "ops": [...]}`` as UTF-8 JSON. O(size)."""
+    return json.dumps({"v": LOG_FORMAT, "ops": ops}, separators=(",", ":")).encode()
+
+
+def decode_batch(where: str, seq: int, payload: bytes) -> list[list[Any]]:
+    """The operations of a log record's payload.
+
+    Raises:
+        StorageError: Not a payload of this format, or of a newer actormem.
+    """
+    try:
+        obj = json.loads(payload)
+        version = obj["v"]
+        ops = obj["ops"]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise LogContentError(where, f"log record {seq} is not an actormem batch ({exc})") from exc
+    if not isinstance(version, int) or version > LOG_FORMAT:
+        raise LogContentError(
+            where,
+            f"log record {seq} was written by a newer actormem (format {version}; this one "
+            f"reads up to {LOG_FORMAT}); upgrade actormem",
+        )
+    if not isinstance(ops, list):
+        raise LogContentError(where, f"log record {seq} is not an actormem batch")
+    return ops
+
+
+def apply_ops(state: MemoryState, ops: list[list[Any]], now: datetime, horizon: int) -> list[Any]:
+    """Apply one log record's operations to ``state``, in order; return each one's result.
+
+    Deterministic: the result and the new state depend only on ``state``, ``ops`` and
+    ``now`` (the record's time, the one moment every time-dependent rule of the state
+    must use; today's rules need none). ``horizon`` (the oldest version a live snapshot
+    reads) only decides which old access versions may be dropped, never what is visible
+    at the new version. Results: None for a store or an access batch, a bool for a
+    delete, :class:`~actormem.ConsolidationStats` for a consolidation. O(as the ops).
+
+    Raises:
+        ValueError, KeyError, TypeError: A malformed operation (a foreign or corrupt log).
+    """
+    del now  # the seam for time-dependent rules (TTL expiry): see the docstring
+    results: list[Any] = []
+    for op in ops:
+        kind = op[0]
+        if kind == "s":
+            state.store(entry_from_json(op[1]))
+            results.append(None)
+        elif kind == "d":
+            results.append(state.delete(uuid.UUID(op[1])) is not None)
+        elif kind == "c":
+            results.append(state.consolidate())
+        elif kind == "a":
+            hits = {uuid.UUID(i): (int(t), datetime.fromisoformat(w)) for i, t, w in op[1]}
+            state.apply_access(hits, horizon)
+            results.append(None)
+        else:
+            raise ValueError(f"unknown operation {kind!r}")
+    return results
+
+
+def encode_snapshot(state: MemoryState, seq: int) -> bytes:
+    """The published state after log record ``seq``: every entry with its insertion
+    number and access bookkeeping, and the state's version. O(n log n)."""
+    view = state.view()
+    rows = [[rec.seq, entry_to_json(view.entry(rec))] for rec in view.records()]
+    body = {"v": LOG_FORMAT, "seq": seq, "version": state.version, "entries": rows}
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def decode_snapshot(
+    where: str, payload: bytes, make_state: Callable[[], MemoryState]
+) -> tuple[MemoryState, int]:
+    """A new state rebuilt from a snapshot payload, and the seq it reflects. O(n (T + log n)).
+
+    Raises:
+        StorageError: Not a snapshot of this format.
+    """
+    try:
+        obj = json.loads(payload)
+        if obj["v"] > LOG_FORMAT:
+            raise LogContentError(
+                where, f"the snapshot was written by a newer actormem ({obj['v']})"
+            )
+        state = make_state()
+        state.load((int(s), entry_from_json(e)) for s, e in obj["entries"])
+        state.version = state.published = max(state.version, int(obj["version"]))
+        return state, int(obj["seq"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise LogContentError(where, f"the snapshot cannot be read ({exc})") from exc
+
+
+# ---------------------------------------------------------------- the node
+
+
+class Replica:
+    """The replication side of one node's memory (see the module docs).
+
+    Attributes:
+        applied: Seq of the last log record applied and published here.
+    """
+
+    def __init__(
+        self,
+        log: WriteLog,
+        store: SqliteStore | None,
+        node_id: uuid.UUID,
+        applied: int,
+        options: ReplicaOptions,
+    ) -> None:
+        self.log = log
+        self.store = store
+        self.node_id = node_id
+        self.applied = applied
+        self.options = options
+        #: batch id -> the requests of this node's batch, one per op (None: access op).
+        self._mine: dict[uuid.UUID, list[_Request | None]] = {}
+        self._changed = trio.Event()
+        self._last_contact: float | None = None
+        self._last_access = -math.inf
+        self._last_heartbeat = -math.inf
+        self._snapshot_due = False
+        self._closed = False
+        #: The last error talking to the log (None once it answers again).
+        self.log_error: StorageError | None = None
+
+    # ------------------------------------------------------------ handle side
+
+    async def wait_applied(self, memory: Memory, seq: int) -> None:
+        """Wait until this node has applied log record ``seq``."""
+        while self.applied < seq:
+            memory._raise_if_unusable()
+            await self._changed.wait()
+        await trio.lowlevel.checkpoint()
+
+    def stale_seconds(self) -> float | None:
+        """Seconds since this node last heard from the log (None: never)."""
+        if self._last_contact is None:
+            return None
+        return max(0.0, trio.current_time() - self._last_contact)
+
+    # ------------------------------------------------------------ talking to the log
+
+    async def _log_call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        result = await trio.to_thread.run_sync(fn, *args)
+        self._last_contact = trio.current_time()
+        self.log_error = None
+        return result
+
+    async def _append(self, batch_id: uuid.UUID, when: datetime, payload: bytes) -> Any:
+        """Append, retrying with the same batch id (stored once) until ``log_timeout``."""
+        deadline = trio.current_time() + self.options.log_timeout
+        delay = 0.05
+        while True:
+            try:
+                return await self._log_call(self.log.append, batch_id, when, payload, self.applied)
+            except LogTruncatedError:
+                raise
+            except StorageError as exc:
+                self.log_error = exc
+                if trio.current_time() + delay > deadline:
+                    raise
+            await trio.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+    # ------------------------------------------------------------ applying
+
+    async def _apply(self, memory: Memory, records: list[LogRecord]) -> None:
+        """Apply ``records`` (in seq order, from ``applied + 1``), commit, publish, answer."""
+        records = [r for r in records if r.seq > self.applied]
+        if not records:
+            return
+        state = memory._state
+        horizon = memory._horizon()
+        replies: list[tuple[_Request, outcome.Outcome[Any]]] = []
+        where = self.log.where
+        for rec in records:
+            if rec.seq != self.applied + 1:  # pragma: no cover - the log checks this
+                raise StorageError(where, f"log record {self.applied + 1} is missing")
+            ops = decode_batch(where, rec.seq, rec.payload)
+            try:
+                results = apply_ops(state, ops, rec.appended_at, horizon)
+            except (ValueError, KeyError, TypeError, IndexError) as exc:
+                raise LogContentError(
+                    where, f"log record {rec.seq} cannot be applied ({exc})"
+                ) from exc
+            self.applied = rec.seq
+            waiters = self._mine.pop(rec.batch_id, None)
+            if waiters is not None:
+                if rec.seq % self.options.snapshot_every == 0:
+                    self._snapshot_due = True
+                for req, result in zip(waiters, results, strict=True):
+                    if req is not None and req.waits:
+                        value = rec.seq if req.op == _STORE else result
+                        replies.append((req, outcome.Value(value)))
+        await self._commit_local(state)
+        state.publish()
+        for req, answer in replies:
+            req.set(answer)
+        self._notify()
+        while state.vacuum(memory._horizon(), _VACUUM_STEP) == _VACUUM_STEP:
+            await trio.lowlevel.checkpoint()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    def _meta(self, version: int) -> list[tuple[str, str]]:
+        return [
+            (_META_MEMORY, self.log.memory),
+            (_META_LOG, self.log.log_id),
+            (_META_NODE, str(self.node_id)),
+            (_META_APPLIED, str(self.applied)),
+            (_META_VERSION, str(version)),
+        ]
+
+    async def _commit_local(self, state: MemoryState, *, clear: bool = False) -> None:
+        """The state's journal and the applied seq, in one local transaction."""
+        journal = state.take_journal()
+        store = self.store
+        if store is None:
+            return
+        batch = store.prepare(journal)
+        batch = attrs.evolve(batch, meta=self._meta(state.version), clear=clear)
+        if clear:
+            batch = attrs.evolve(
+                batch,
+                deletes=[],
+                accesses=[],
+                puts=[encode_record(r) for r in state.view().records()],
+            )
+        await trio.to_thread.run_sync(store.write, batch)
+
+    async def bootstrap(self, memory: Memory) -> None:
+        """Start over from the log's latest snapshot (the records this node needs were
+        truncated): replace the state, and the local file's rows, in one transaction."""
+        snap = await self._log_call(self.log.latest_snapshot)
+        where = self.log.where
+        if snap is None or snap.seq <= self.applied:
+            raise LogContentError(
+                where, f"the log was truncated after seq {self.applied} but holds no later snapshot"
+            )
+        old = memory._state
+
+        def make_state() -> MemoryState:
+            fresh = MemoryState(
+                capacity=old.capacity, half_life=old.half_life, scorer=old.scorer, clock=old.clock
+            )
+            fresh.on_remove = old.on_remove
+            return fresh
+
+        state, seq = decode_snapshot(where, snap.payload, make_state)
+        self.applied = seq
+        if self.store is None:
+            state.journal = None
+        await self._commit_local(state, clear=True)
+        memory._state = state
+        self._notify()
+
+    async def catch_up(self, memory: Memory, until: int = 0) -> None:
+        """Read and apply the log until nothing is left (and at least up to ``until``).
+
+        Raises:
+            StorageError: The log cannot be read (the caller decides whether it is fatal).
+        """
+        while True:
+            try:
+                records = await self._log_call(self.log.read, self.applied, _READ_LIMIT)
+            except LogTruncatedError:
+                await self.bootstrap(memory)
+                continue
+            await self._apply(memory, records)
+            if len(records) < _READ_LIMIT and self.applied >= until:
+                return
+
+    # ------------------------------------------------------------ the owner loop
+
+    async def run(self, memory: Memory, receive: trio.MemoryReceiveChannel[_Request]) -> None:
+        """The node's owner loop (see the module docs); returns when the memory closes."""
+        token = trio.lowlevel.current_trio_token()
+        stop = threading.Event()
+        stopped = trio.Event()
+
+        def wake() -> None:  # in the listener thread
+            try:
+                token.run_sync_soon(self._wake, memory)
+            except trio.RunFinishedError:  # pragma: no cover - the run ended first
+                pass
+
+        def listener_done(_: outcome.Outcome[None]) -> None:
+            try:
+                token.run_sync_soon(stopped.set)
+            except trio.RunFinishedError:  # pragma: no cover
+                pass
+
+        trio.lowlevel.start_thread_soon(
+            lambda: self.log.listen(wake, stop.is_set), listener_done, name="actormem listen"
+        )
+        inflight: list[_Request] = []
+        try:
+            while True:
+                inflight = []
+                with trio.move_on_after(self._next_timeout()):
+                    try:
+                        inflight.append(await receive.receive())
+                    except trio.EndOfChannel:
+                        break
+                    while len(inflight) < _MAX_BATCH:
+                        try:
+                            inflight.append(receive.receive_nowait())
+                        except (trio.WouldBlock, trio.EndOfChannel):
+                            break
+                await self._round(memory, [r for r in inflight if r.op != _FLUSH])
+                inflight = []
+        except BaseException as exc:
+            if isinstance(exc, trio.Cancelled):
+                error: BaseException = trio.ClosedResourceError(
+                    "the memory was closed (its owner was cancelled) before answering"
+                )
+            else:
+                memory._broken = exc
+                error = trio.BrokenResourceError("the memory's owner task died")
+                error.__cause__ = exc
+            memory._send.close()
+            _fail_pending(inflight, receive, error)
+            for waiters in self._mine.values():
+                for req in waiters:
+                    if req is not None and req.waits:
+                        req.set(outcome.Error(error))
+            if not isinstance(exc, StorageError):
+                raise
+        finally:
+            memory._closed = True
+            memory._send.close()
+            receive.close()
+            self._notify()
+            stop.set()
+            with trio.CancelScope(shield=True):
+                await stopped.wait()
+                await trio.to_thread.run_sync(self.log.close)
+
+    def _wake(self, memory: Memory) -> None:
+        try:
+            memory._send.send_nowait(_FLUSH_REQUEST)
+        except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
+            pass
+
+    def _next_timeout(self) -> float:
+        return self.options.poll_interval
+
+    async def _round(self, memory: Memory, writes: list[_Request]) -> None:
+        now = trio.current_time()
+        ops: list[list[Any]] = []
+        waiters: list[_Request | None] = []
+        hits = memory._pending_access
+        if hits and (writes or now - self._last_access >= self.options.access_interval):
+            memory._pending_access = {}
+            self._last_access = now
+            ops.append(_encode_access(hits))
+            waiters.append(None)
+        for req in writes:
+            ops.append(_encode_request(req))
+            waiters.append(req)
+        if ops:
+            await self._append_round(memory, ops, waiters, hits)
+        else:
+            try:
+                await self.catch_up(memory)
+            except LogTruncatedError:  # pragma: no cover - catch_up bootstraps
+                raise
+            except StorageError as exc:
+                if self._is_fatal(exc):
+                    raise
+                self.log_error = exc
+        if now - self._last_heartbeat >= self.options.heartbeat_interval:
+            self._last_heartbeat = now
+            try:
+                await self._log_call(self.log.heartbeat, self.node_id, self.applied)
+            except StorageError as exc:
+                self.log_error = exc
+        if self._snapshot_due:
+            self._snapshot_due = False
+            await self.write_snapshot(memory)
+
+    def _is_fatal(self, exc: StorageError) -> bool:
+        """The log's content or the local file failed, not the way to the log."""
+        return isinstance(exc, LogContentError) or exc.path != self.log.where
+
+    async def _append_round(
+        self,
+        memory: Memory,
+        ops: list[list[Any]],
+        waiters: list[_Request | None],
+        hits: dict[uuid.UUID, tuple[int, datetime]],
+    ) -> None:
+        batch_id = uuid.uuid4()
+        when = memory._state.clock()
+        self._mine[batch_id] = waiters
+        try:
+            seq, records = await self._append(batch_id, when, encode_batch(ops))
+        except LogTruncatedError:
+            await self.bootstrap(memory)
+            await self.catch_up(memory)
+            return
+        except StorageError as exc:
+            # Not stored (or stored and not confirmed: then applied later, unanswered).
+            del self._mine[batch_id]
+            for req in waiters:
+                if req is not None and req.waits:
+                    req.set(outcome.Error(exc))
+            for id, (times, last) in hits.items():  # keep the hits for the next append
+                prev = memory._pending_access.get(id)
+                if prev is not None:
+                    times, last = times + prev[0], max(last, prev[1])
+                memory._pending_access[id] = (times, last)
+            return
+        await self._apply(memory, records)
+        if self.applied < seq:  # pragma: no cover - append returns up to its own seq
+            await self.catch_up(memory, seq)
+
+    async def write_snapshot(self, memory: Memory) -> int:
+        """Write a snapshot at the applied seq and truncate the log below what every
+        live node and the snapshot have; return the records dropped (0 when the log
+        cannot be reached: the next snapshot tries again)."""
+        payload = encode_snapshot(memory._state, self.applied)
+        try:
+            await self._log_call(self.log.put_snapshot, LogSnapshot(self.applied, payload))
+            await self._log_call(self.log.heartbeat, self.node_id, self.applied)
+            return int(await self._log_call(self.log.truncate, self.options.live_seconds))
+        except StorageError as exc:
+            self.log_error = exc
+            return 0
+
+
+# ---------------------------------------------------------------- opening a node
+
+
+def _check_name(name: object) -> str:
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str naming the memory, not {type(name).__name__}")
+    if not MEMORY_NAME_RE.fullmatch(name):
+        raise InvalidQueryError(
+            f"name must be a letter then up to 62 letters, digits, '_' or '-', got {name!r}"
+        )
+    return name
+
+
+async def open_replica(
+    *,
+    log: str,
+    name: str | None,
+    path: str | os.PathLike[str] | None,
+    durability: Durability | str,
+    capacity: int | None,
+    half_life: float,
+    scorer: Scorer | None,
+    queue_size: int,
+    clock: Callable[[], datetime] | None,
+    on_remove: Callable[[MemoryEntry, str], None] | None,
+    options: ReplicaOptions | None = None,
+) -> tuple[Memory, trio.MemoryReceiveChannel[_Request]]:
+    """Open this process's node of memory ``name`` over the log at ``log`` (a DSN), load
+    its checkpoint ``path`` (if any) and catch up with the log; see ``open_memory``.
+
+    Raises:
+        TypeError, InvalidQueryError: A bad option, including a ``capacity`` or
+            ``half_life`` other than the memory's (fixed when its log was created).
+        StorageError: The log does not answer within ``log_timeout``, or was written by
+            a newer actormem; the file belongs to another memory or log, or is a
+            memory that is not a replica; as ``open_memory(path=...)``.
+    """
+    if not isinstance(log, str):
+        raise TypeError(f"log must be a PostgreSQL connection string, not {type(log).__name__}")
+    if name is None:
+        raise InvalidQueryError("name is required with log= (the memory's name in the log)")
+    name = _check_name(name)
+    options = options if options is not None else ReplicaOptions()
+    fspath, durability = _check_storage_options(path, durability)
+    memory, receive = _make_memory(capacity, half_life, scorer, queue_size, clock, on_remove)
+    state = memory._state
+    config: dict[str, object] = {"capacity": state.capacity, "half_life": state.half_life}
+    wlog = await trio.to_thread.run_sync(
+        lambda: PgLog.open(log, name, config, connect_timeout=options.log_timeout)
+    )
+    store: SqliteStore | None = None
+    try:
+        if wlog.config != config:
+            raise InvalidQueryError(
+                f"memory {name!r} was created with capacity={wlog.config.get('capacity')!r}, "
+                f"half_life={wlog.config.get('half_life')!r}; every node must use the same, "
+                f"got capacity={state.capacity!r}, half_life={state.half_life!r}"
+            )
+        node_id = uuid.uuid4()
+        applied = 0
+        meta: dict[str, str] = {}
+        if fspath is not None:
+            opened, entries = await trio.to_thread.run_sync(SqliteStore.open, fspath, durability)
+            store = opened
+            meta = await trio.to_thread.run_sync(opened.read_meta)
+            if _META_MEMORY in meta:
+                if meta[_META_MEMORY] != name or meta.get(_META_LOG) != wlog.log_id:
+                    raise StorageError(
+                        opened.path,
+                        f"a checkpoint of memory {meta[_META_MEMORY]!r} (log "
+                        f"{meta.get(_META_LOG)}), not of memory {name!r} (log {wlog.log_id}); "
+                        "use another path",
+                    )
+                node_id = uuid.UUID(meta[_META_NODE])
+                applied = int(meta[_META_APPLIED])
+                version = int(meta[_META_VERSION])
+            elif entries:
+                raise StorageError(
+                    opened.path,
+                    f"holds a memory that is not a replica of {name!r}; open it without "
+                    "log=, or give this node a new path",
+                )
+            else:
+                version = 0
+            state.load(entries)
+            state.version = state.published = max(state.version, version)
+        else:
+            state.journal = None
+        replica = Replica(wlog, store, node_id, applied, options)
+        memory._replica = replica
+        memory._storage = store
+        if store is not None and _META_MEMORY not in meta:
+            await replica._commit_local(state)  # claim the new file for this memory
+        await replica.catch_up(memory)
+    except BaseException:
+        if store is not None:
+            await _close_storage(store)
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(wlog.close)
+        raise
+    return memory, receive

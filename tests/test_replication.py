@@ -1,0 +1,406 @@
+"""Replicas of one memory over a PostgreSQL write log (docs/replication.md).
+
+Every test gets a fresh database (tests/pg.py); without a server they skip, naming
+ACTORMEM_TEST_PG. States are compared field for field through ``encode_snapshot``
+(every entry with its insertion number and access bookkeeping, and the version).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import sqlite3
+import subprocess
+import sys
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from actormem import (
+    InvalidQueryError,
+    Memory,
+    MemoryCategory,
+    MemoryEntry,
+    StorageError,
+    open_memory,
+)
+from actormem._engine.replica import ReplicaOptions, encode_snapshot
+from tests.pg import pg_dsn, sql  # noqa: F401  (pg_dsn is a fixture)
+
+FAST = ReplicaOptions(
+    log_timeout=2.0, poll_interval=0.1, access_interval=0.1, heartbeat_interval=0.1
+)
+WORDS = "alpha beta gamma delta tool error fix plan ok".split()
+HERE = Path(__file__).resolve().parent
+
+
+def state_of(memory: Memory) -> tuple[int | None, Any]:
+    """(applied seq, every entry field by field with its insertion number, version)."""
+    body = json.loads(encode_snapshot(memory._state, 0))
+    return memory.statistics().log_applied_seq, (body["entries"], body["version"])
+
+
+def entry(rng: random.Random, **kw: Any) -> MemoryEntry:
+    fields: dict[str, Any] = {
+        "id": uuid.UUID(int=rng.getrandbits(128), version=4),
+        "category": rng.choice([MemoryCategory.FACT, MemoryCategory.INSIGHT]),
+        "memory": " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 3))),
+        "relevance": rng.choice([0.01, 0.5, 1.0]),
+        "created_at": datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=rng.randrange(10**6)),
+    }
+    fields.update(kw)
+    return MemoryEntry(**fields)
+
+
+async def settle(*memories: Memory) -> int:
+    """Make every node flush its access hits into the log, then wait until all have
+    applied the last record; return its seq."""
+    head = 0
+    for m in memories:
+        head = max(head, await m.delete(uuid.uuid4()) and 0 or m.statistics().log_applied_seq or 0)
+    for m in memories:
+        await m.wait_applied(head)
+    return head
+
+
+async def test_nodes_converge_under_concurrent_writes(pg_dsn: str, tmp_path: Path) -> None:
+    """Three nodes; stores, upserts, deletes, retrieves (access bookkeeping),
+    consolidations and evictions (capacity 25) from all three at once: every node
+    ends in the same state at the same seq."""
+    async with (
+        open_memory(log=pg_dsn, name="team-a", path=tmp_path / "1.db", capacity=25, log_options=FAST) as a,
+        open_memory(log=pg_dsn, name="team-a", path=tmp_path / "2.db", capacity=25, log_options=FAST) as b,
+        open_memory(log=pg_dsn, name="team-a", capacity=25, log_options=FAST) as c,
+    ):
+        nodes = [a, b, c]
+
+        async def worker(node: Memory, seed: int) -> None:
+            rng = random.Random(seed)
+            mine: list[MemoryEntry] = []
+            for _ in range(40):
+                r = rng.random()
+                if r < 0.5 or not mine:
+                    e = entry(rng)
+                    mine.append(e)
+                    seq = await node.store(e)
+                    assert isinstance(seq, int)
+                elif r < 0.65:
+                    await node.store(rng.choice(mine).with_tag("upserted"))
+                elif r < 0.75:
+                    await node.delete(rng.choice(mine).id)
+                elif r < 0.8:
+                    await node.consolidate()
+                else:
+                    await node.retrieve(rng.choice(WORDS), 3)
+
+        async with trio.open_nursery() as nursery:
+            for i, node in enumerate(nodes):
+                for j in range(3):
+                    nursery.start_soon(worker, node, i * 10 + j)
+        head = await settle(*nodes)
+        states = [state_of(n) for n in nodes]
+        assert states[0] == states[1] == states[2]
+        assert states[0][0] == head
+        assert any(e["access_count"] for _, e in states[0][1][0])  # accesses were logged
+        assert a.statistics().evictions > 0  # capacity 25 was reached
+
+
+async def test_causal_read_on_another_node(pg_dsn: str) -> None:
+    """A store's seq, waited for on another node, makes the store visible there."""
+    rng = random.Random(5)
+    async with (
+        open_memory(log=pg_dsn, name="m", log_options=FAST) as a,
+        open_memory(log=pg_dsn, name="m", log_options=FAST) as b,
+    ):
+        for _ in range(20):
+            e = entry(rng)
+            seq = await a.store(e)
+            assert isinstance(seq, int)
+            await b.wait_applied(seq)
+            assert await b.get(e.id) == e
+            assert (b.statistics().log_applied_seq or 0) >= seq
+
+
+async def test_restart_replays_from_checkpoint(pg_dsn: str, tmp_path: Path) -> None:
+    """A node closed while others write reopens its checkpoint, reads the log from its
+    applied seq + 1 and converges; its file holds the applied seq with the state."""
+    rng = random.Random(1)
+    path = tmp_path / "a.db"
+    async with open_memory(log=pg_dsn, name="m", path=path, log_options=FAST) as a:
+        for _ in range(5):
+            await a.store(entry(rng))
+        first = a.statistics().log_applied_seq
+    meta = dict(sqlite3.connect(path).execute("SELECT key, value FROM meta").fetchall())
+    assert meta["replica_applied_seq"] == str(first)
+    async with open_memory(log=pg_dsn, name="m", path=tmp_path / "b.db", log_options=FAST) as b:
+        for _ in range(5):
+            await b.store(entry(rng))
+        async with open_memory(log=pg_dsn, name="m", path=path, log_options=FAST) as a:
+            assert a.statistics().log_applied_seq == b.statistics().log_applied_seq == first + 5
+            assert state_of(a) == state_of(b)
+            assert len(a) == 10
+
+
+async def test_node_down_during_truncation_bootstraps_from_snapshot(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    """Node A is down while B writes a snapshot every 4 records and truncates the log
+    (A's heartbeat is stale): A's records are gone, so it restarts from the snapshot and
+    converges; a new node without a file starts from the snapshot too."""
+    rng = random.Random(2)
+    a_path = tmp_path / "a.db"
+    async with open_memory(log=pg_dsn, name="m", path=a_path, capacity=8, log_options=FAST) as a:
+        for _ in range(3):
+            await a.store(entry(rng))
+    opts = ReplicaOptions(
+        log_timeout=2.0, poll_interval=0.1, heartbeat_interval=0.1, snapshot_every=4, live_seconds=0
+    )
+    async with open_memory(log=pg_dsn, name="m", path=tmp_path / "b.db", capacity=8, log_options=opts) as b:
+        for _ in range(14):
+            await b.store(entry(rng))
+        await b.consolidate()
+        (low,) = sql(pg_dsn, "SELECT min(seq) FROM actormem_log WHERE memory = 'm'")[0]
+        assert low is None or low > 4  # A (applied 3) can no longer read what it needs
+        async with (
+            open_memory(log=pg_dsn, name="m", path=a_path, capacity=8, log_options=FAST) as a,
+            open_memory(log=pg_dsn, name="m", capacity=8, log_options=FAST) as c,
+        ):
+            head = await settle(a, b, c)
+            assert state_of(a) == state_of(b) == state_of(c)
+            assert state_of(a)[0] == head
+    rows = sqlite3.connect(a_path).execute("SELECT count(*) FROM entries").fetchone()
+    assert rows == (len(state_of_file(a_path)),)
+
+
+def state_of_file(path: Path) -> list[tuple[Any, ...]]:
+    return sqlite3.connect(path).execute("SELECT * FROM entries ORDER BY seq").fetchall()
+
+
+def file_content(path: Path) -> tuple[Any, ...]:
+    conn = sqlite3.connect(path)
+    try:
+        return (
+            conn.execute("SELECT * FROM entries ORDER BY seq").fetchall(),
+            sorted(conn.execute("SELECT * FROM meta").fetchall()),
+        )
+    finally:
+        conn.close()
+
+
+async def test_bad_input_is_refused_and_changes_nothing(pg_dsn: str, tmp_path: Path) -> None:
+    rng = random.Random(3)
+    # A DSN that does not answer: StorageError naming it, no file made.
+    dead = "postgresql://postgres@127.0.0.1:1/nothing"
+    with pytest.raises(StorageError, match=r"127\.0\.0\.1:1.*cannot connect"):
+        async with open_memory(log=dead, name="m", path=tmp_path / "x.db", log_options=FAST):
+            pass  # pragma: no cover
+    assert not (tmp_path / "x.db").exists()
+    # A memory name that is not an identifier: refused before connecting.
+    for bad in ("bad name", "1abc", "", "a" * 64, "drop;table"):
+        with pytest.raises(InvalidQueryError, match="name"):
+            async with open_memory(log=pg_dsn, name=bad, log_options=FAST):
+                pass  # pragma: no cover
+    assert sql(pg_dsn, "SELECT to_regclass('actormem_log')") == [(None,)]
+    with pytest.raises(InvalidQueryError, match="name"):
+        async with open_memory(log=pg_dsn, log_options=FAST):
+            pass  # pragma: no cover
+    # A node of memory "a" makes a checkpoint; memory "b" may not use it.
+    path = tmp_path / "a.db"
+    async with open_memory(log=pg_dsn, name="a", path=path, log_options=FAST) as a:
+        await a.store(entry(rng))
+    before = file_content(path)
+    with pytest.raises(StorageError, match="checkpoint of memory 'a'"):
+        async with open_memory(log=pg_dsn, name="b", path=path, log_options=FAST):
+            pass  # pragma: no cover
+    assert file_content(path) == before
+    # A node with other options than the memory's.
+    with pytest.raises(InvalidQueryError, match="capacity"):
+        async with open_memory(log=pg_dsn, name="a", capacity=5, log_options=FAST):
+            pass  # pragma: no cover
+    # A plain durable file with entries is not a checkpoint.
+    plain = tmp_path / "plain.db"
+    async with open_memory(path=plain) as m:
+        await m.store(entry(rng))
+    plain_before = file_content(plain)
+    with pytest.raises(StorageError, match="not a replica"):
+        async with open_memory(log=pg_dsn, name="a", path=plain, log_options=FAST):
+            pass  # pragma: no cover
+    assert file_content(plain) == plain_before
+    # A record written by a newer actormem: the node refuses to apply it.
+    sql(
+        pg_dsn,
+        "INSERT INTO actormem_log VALUES ('a', 2, %s, now(), %s)",
+        uuid.uuid4(),
+        b'{"v": 99, "ops": []}',
+    )
+    sql(pg_dsn, "UPDATE actormem_memories SET head = 2 WHERE memory = 'a'")
+    with pytest.raises(StorageError, match="newer actormem"):
+        async with open_memory(log=pg_dsn, name="a", path=path, log_options=FAST):
+            pass  # pragma: no cover
+    assert file_content(path) == before
+    # A log whose format is newer.
+    sql(pg_dsn, "UPDATE actormem_memories SET format_version = 2 WHERE memory = 'a'")
+    with pytest.raises(StorageError, match="newer actormem"):
+        async with open_memory(log=pg_dsn, name="a", path=path, log_options=FAST):
+            pass  # pragma: no cover
+    assert file_content(path) == before
+
+
+class Proxy:
+    """A TCP proxy to the PostgreSQL server that the test can cut and restore."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.port = 0
+        self._scope: trio.CancelScope | None = None
+
+    async def _pipe(self, src: trio.SocketStream, dst: trio.SocketStream) -> None:
+        try:
+            async for chunk in src:
+                await dst.send_all(chunk)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        finally:
+            await dst.aclose()
+
+    async def _handle(self, client: trio.SocketStream) -> None:
+        try:
+            server = await trio.open_tcp_stream("127.0.0.1", self.target_port)
+        except OSError:
+            await client.aclose()
+            return
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._pipe, client, server)
+            nursery.start_soon(self._pipe, server, client)
+
+    async def _serve(self, task_status: trio.TaskStatus[None]) -> None:
+        with trio.CancelScope() as self._scope:
+            listeners = await trio.open_tcp_listeners(self.port, host="127.0.0.1")
+            self.port = listeners[0].socket.getsockname()[1]
+            await trio.serve_listeners(self._handle, listeners, task_status=task_status)
+
+    async def up(self, nursery: trio.Nursery) -> None:
+        await nursery.start(self._serve)
+
+    def down(self) -> None:
+        assert self._scope is not None
+        self._scope.cancel()
+
+
+async def test_log_unreachable_stores_fail_reads_go_on_then_catch_up(
+    pg_dsn: str, tmp_path: Path
+) -> None:
+    """Cut node A's way to the server: its stores fail with StorageError after the
+    bounded wait and change nothing, its reads go on (statistics say how stale), and
+    once the way is back it catches up with what B stored meanwhile by itself."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    rng = random.Random(4)
+    params = conninfo_to_dict(pg_dsn)
+    proxy = Proxy(int(params.get("port", 5432)))
+    opts = ReplicaOptions(log_timeout=0.5, poll_interval=0.1, heartbeat_interval=0.1)
+    async with trio.open_nursery() as nursery:
+        await proxy.up(nursery)
+        via_proxy = make_conninfo(**{**params, "host": "127.0.0.1", "port": str(proxy.port)})
+        async with (
+            open_memory(log=via_proxy, name="m", path=tmp_path / "a.db", log_options=opts) as a,
+            open_memory(log=pg_dsn, name="m", path=tmp_path / "b.db", log_options=FAST) as b,
+        ):
+            kept = entry(rng)
+            await a.store(kept)
+            proxy.down()
+            lost = entry(rng)
+            with pytest.raises(StorageError):
+                await a.store(lost)
+            assert await a.get(kept.id) is not None  # reads go on
+            assert await a.get(lost.id) is None
+            seq = await b.store(entry(rng))
+            assert isinstance(seq, int)
+            assert (a.statistics().log_applied_seq or 0) < seq
+            assert a.statistics().log_stale_seconds is not None
+            await proxy.up(nursery)
+            await a.wait_applied(seq)  # caught up by itself
+            after = await a.store(entry(rng))
+            assert isinstance(after, int)
+            await b.wait_applied(after)
+            assert state_of(a) == state_of(b)
+            assert len(a) == 3
+        proxy.down()
+
+
+def _spawn(dsn: str, path: Path, seed: int, start: int, count: int) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, str(HERE / "replica_child.py"), dsn, "swarm", str(path)]
+        + [str(seed), str(start), str(count), "8"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+
+
+def _close_pipes(proc: subprocess.Popen[str]) -> None:
+    for pipe in (proc.stdin, proc.stdout):
+        if pipe is not None:
+            pipe.close()
+
+
+def _read_until_stored(proc: subprocess.Popen[str], acked: set[int]) -> None:
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        if line.startswith("acked "):
+            acked.add(int(line.split()[1]))
+        elif line.strip() == "stored":
+            return
+    raise AssertionError(f"node exited early with {proc.wait()}")
+
+
+def test_node_processes_converge_after_kill_9(pg_dsn: str, tmp_path: Path) -> None:
+    """Three node processes store concurrently; one is killed with SIGKILL while its
+    appends are in flight and restarted on its checkpoint: every node converges to the
+    same state at the same seq, and every acknowledged store is in it."""
+    from tests.crash_child import make_entry
+
+    count = 60
+    procs = [_spawn(pg_dsn, tmp_path / f"n{i}.db", 7, i * 1000, count) for i in range(3)]
+    acked: set[int] = set()
+    try:
+        victim = procs[0]
+        assert victim.stdout is not None
+        for line in victim.stdout:  # kill it once it acknowledged a few stores
+            if line.startswith("acked "):
+                acked.add(int(line.split()[1]))
+            if len(acked) >= 10:
+                break
+        victim.send_signal(signal.SIGKILL)
+        victim.wait()
+        _close_pipes(victim)
+        procs[0] = _spawn(pg_dsn, tmp_path / "n0.db", 7, 0, count)
+        for proc in procs:
+            _read_until_stored(proc, acked)
+        (head,) = sql(pg_dsn, "SELECT head FROM actormem_memories WHERE memory = 'swarm'")[0]
+        results = []
+        for proc in procs:
+            assert proc.stdin is not None and proc.stdout is not None
+            proc.stdin.write(f"check {head}\n")
+            proc.stdin.flush()
+            results.append(json.loads(proc.stdout.readline()))
+            assert proc.wait() == 0
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            _close_pipes(proc)
+    assert [r["applied"] for r in results] == [head] * 3
+    assert results[0]["digest"] == results[1]["digest"] == results[2]["digest"]
+    expected = {str(make_entry(7, i).id) for i in acked}
+    assert expected <= set(results[0]["ids"])  # lost: 0
+    assert len(results[0]["ids"]) == 3 * count
+
