@@ -37,9 +37,9 @@ def with_dbname(dsn: str, dbname: str) -> str:
     return make_conninfo(**params)
 
 
-@pytest.fixture
-def pg_dsn() -> Iterator[str]:
-    """A connection string to a new, empty database, dropped after the test."""
+def fresh_database() -> Iterator[str]:
+    """Yield a connection string to a new, empty database, and drop it afterwards (the
+    body of each test module's ``pg_dsn`` fixture)."""
     try:
         import psycopg
     except ImportError:

@@ -35,7 +35,9 @@ def state_digest(memory: object) -> tuple[str, list[str]]:
     return hashlib.sha256(json.dumps(body["entries"]).encode()).hexdigest(), ids
 
 
-async def main(dsn: str, name: str, path: str, seed: int, start: int, count: int, writers: int) -> None:
+async def main(
+    dsn: str, name: str, path: str, seed: int, start: int, count: int, writers: int
+) -> None:
     options = ReplicaOptions(poll_interval=0.2, heartbeat_interval=0.2)
     async with open_memory(log=dsn, name=name, path=path, log_options=options) as memory:
         send, receive = trio.open_memory_channel[int](0)

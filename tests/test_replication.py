@@ -15,6 +15,7 @@ import sqlite3
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -31,13 +32,24 @@ from actormem import (
     open_memory,
 )
 from actormem._engine.replica import ReplicaOptions, encode_snapshot
-from tests.pg import pg_dsn, sql  # noqa: F401  (pg_dsn is a fixture)
+from tests.pg import fresh_database, sql
 
 FAST = ReplicaOptions(
     log_timeout=2.0, poll_interval=0.1, access_interval=0.1, heartbeat_interval=0.1
 )
 WORDS = "alpha beta gamma delta tool error fix plan ok".split()
 HERE = Path(__file__).resolve().parent
+
+
+@pytest.fixture
+def pg_dsn() -> Iterator[str]:
+    yield from fresh_database()
+
+
+def node(dsn: str, name: str, path: Path | None, **options: Any) -> Any:
+    """``open_memory`` of a node with the short test timings (unless given)."""
+    options.setdefault("log_options", FAST)
+    return open_memory(log=dsn, name=name, path=path, **options)
 
 
 def state_of(memory: Memory) -> tuple[int | None, Any]:
@@ -74,13 +86,13 @@ async def test_nodes_converge_under_concurrent_writes(pg_dsn: str, tmp_path: Pat
     consolidations and evictions (capacity 25) from all three at once: every node
     ends in the same state at the same seq."""
     async with (
-        open_memory(log=pg_dsn, name="team-a", path=tmp_path / "1.db", capacity=25, log_options=FAST) as a,
-        open_memory(log=pg_dsn, name="team-a", path=tmp_path / "2.db", capacity=25, log_options=FAST) as b,
-        open_memory(log=pg_dsn, name="team-a", capacity=25, log_options=FAST) as c,
+        node(pg_dsn, "team-a", tmp_path / "1.db", capacity=25) as a,
+        node(pg_dsn, "team-a", tmp_path / "2.db", capacity=25) as b,
+        node(pg_dsn, "team-a", None, capacity=25) as c,
     ):
         nodes = [a, b, c]
 
-        async def worker(node: Memory, seed: int) -> None:
+        async def worker(me: Memory, seed: int) -> None:
             rng = random.Random(seed)
             mine: list[MemoryEntry] = []
             for _ in range(40):
@@ -88,21 +100,21 @@ async def test_nodes_converge_under_concurrent_writes(pg_dsn: str, tmp_path: Pat
                 if r < 0.5 or not mine:
                     e = entry(rng)
                     mine.append(e)
-                    seq = await node.store(e)
+                    seq = await me.store(e)
                     assert isinstance(seq, int)
                 elif r < 0.65:
-                    await node.store(rng.choice(mine).with_tag("upserted"))
+                    await me.store(rng.choice(mine).with_tag("upserted"))
                 elif r < 0.75:
-                    await node.delete(rng.choice(mine).id)
+                    await me.delete(rng.choice(mine).id)
                 elif r < 0.8:
-                    await node.consolidate()
+                    await me.consolidate()
                 else:
-                    await node.retrieve(rng.choice(WORDS), 3)
+                    await me.retrieve(rng.choice(WORDS), 3)
 
         async with trio.open_nursery() as nursery:
-            for i, node in enumerate(nodes):
+            for i, member in enumerate(nodes):
                 for j in range(3):
-                    nursery.start_soon(worker, node, i * 10 + j)
+                    nursery.start_soon(worker, member, i * 10 + j)
         head = await settle(*nodes)
         states = [state_of(n) for n in nodes]
         assert states[0] == states[1] == states[2]
@@ -161,7 +173,7 @@ async def test_node_down_during_truncation_bootstraps_from_snapshot(
     opts = ReplicaOptions(
         log_timeout=2.0, poll_interval=0.1, heartbeat_interval=0.1, snapshot_every=4, live_seconds=0
     )
-    async with open_memory(log=pg_dsn, name="m", path=tmp_path / "b.db", capacity=8, log_options=opts) as b:
+    async with node(pg_dsn, "m", tmp_path / "b.db", capacity=8, log_options=opts) as b:
         for _ in range(14):
             await b.store(entry(rng))
         await b.consolidate()
@@ -387,7 +399,8 @@ def test_node_processes_converge_after_kill_9(pg_dsn: str, tmp_path: Path) -> No
         (head,) = sql(pg_dsn, "SELECT head FROM actormem_memories WHERE memory = 'swarm'")[0]
         results = []
         for proc in procs:
-            assert proc.stdin is not None and proc.stdout is not None
+            assert proc.stdin is not None
+            assert proc.stdout is not None
             proc.stdin.write(f"check {head}\n")
             proc.stdin.flush()
             results.append(json.loads(proc.stdout.readline()))
@@ -403,4 +416,3 @@ def test_node_processes_converge_after_kill_9(pg_dsn: str, tmp_path: Path) -> No
     expected = {str(make_entry(7, i).id) for i in acked}
     assert expected <= set(results[0]["ids"])  # lost: 0
     assert len(results[0]["ids"]) == 3 * count
-
