@@ -190,6 +190,13 @@ async def test_node_down_during_truncation_bootstraps_from_snapshot(
     assert rows == (len(state_of_file(a_path)),)
 
 
+async def refused(error: type[Exception], match: str, **options: Any) -> None:
+    """``open_memory(**options)`` raises ``error`` matching ``match``."""
+    with pytest.raises(error, match=match):
+        async with open_memory(**options):
+            pass  # pragma: no cover
+
+
 def state_of_file(path: Path) -> list[tuple[Any, ...]]:
     return sqlite3.connect(path).execute("SELECT * FROM entries ORDER BY seq").fetchall()
 
@@ -209,40 +216,37 @@ async def test_bad_input_is_refused_and_changes_nothing(pg_dsn: str, tmp_path: P
     rng = random.Random(3)
     # A DSN that does not answer: StorageError naming it, no file made.
     dead = "postgresql://postgres@127.0.0.1:1/nothing"
-    with pytest.raises(StorageError, match=r"127\.0\.0\.1:1.*cannot connect"):
-        async with open_memory(log=dead, name="m", path=tmp_path / "x.db", log_options=FAST):
-            pass  # pragma: no cover
+    await refused(
+        StorageError,
+        r"127\.0\.0\.1:1.*cannot connect",
+        log=dead,
+        name="m",
+        path=tmp_path / "x.db",
+        log_options=FAST,
+    )
     assert not (tmp_path / "x.db").exists()
     # A memory name that is not an identifier: refused before connecting.
     for bad in ("bad name", "1abc", "", "a" * 64, "drop;table"):
-        with pytest.raises(InvalidQueryError, match="name"):
-            async with open_memory(log=pg_dsn, name=bad, log_options=FAST):
-                pass  # pragma: no cover
+        await refused(InvalidQueryError, "name", log=pg_dsn, name=bad, log_options=FAST)
     assert sql(pg_dsn, "SELECT to_regclass('actormem_log')") == [(None,)]
-    with pytest.raises(InvalidQueryError, match="name"):
-        async with open_memory(log=pg_dsn, log_options=FAST):
-            pass  # pragma: no cover
+    await refused(InvalidQueryError, "name", log=pg_dsn, log_options=FAST)
     # A node of memory "a" makes a checkpoint; memory "b" may not use it.
     path = tmp_path / "a.db"
     async with open_memory(log=pg_dsn, name="a", path=path, log_options=FAST) as a:
         await a.store(entry(rng))
     before = file_content(path)
-    with pytest.raises(StorageError, match="checkpoint of memory 'a'"):
-        async with open_memory(log=pg_dsn, name="b", path=path, log_options=FAST):
-            pass  # pragma: no cover
+    await refused(
+        StorageError, "checkpoint of memory 'a'", log=pg_dsn, name="b", path=path, log_options=FAST
+    )
     assert file_content(path) == before
     # A node with other options than the memory's.
-    with pytest.raises(InvalidQueryError, match="capacity"):
-        async with open_memory(log=pg_dsn, name="a", capacity=5, log_options=FAST):
-            pass  # pragma: no cover
+    await refused(InvalidQueryError, "capacity", log=pg_dsn, name="a", capacity=5, log_options=FAST)
     # A plain durable file with entries is not a checkpoint.
     plain = tmp_path / "plain.db"
     async with open_memory(path=plain) as m:
         await m.store(entry(rng))
     plain_before = file_content(plain)
-    with pytest.raises(StorageError, match="not a replica"):
-        async with open_memory(log=pg_dsn, name="a", path=plain, log_options=FAST):
-            pass  # pragma: no cover
+    await refused(StorageError, "not a replica", log=pg_dsn, name="a", path=plain, log_options=FAST)
     assert file_content(plain) == plain_before
     # A record written by a newer actormem: the node refuses to apply it.
     sql(
@@ -252,15 +256,11 @@ async def test_bad_input_is_refused_and_changes_nothing(pg_dsn: str, tmp_path: P
         b'{"v": 99, "ops": []}',
     )
     sql(pg_dsn, "UPDATE actormem_memories SET head = 2 WHERE memory = 'a'")
-    with pytest.raises(StorageError, match="newer actormem"):
-        async with open_memory(log=pg_dsn, name="a", path=path, log_options=FAST):
-            pass  # pragma: no cover
+    await refused(StorageError, "newer actormem", log=pg_dsn, name="a", path=path, log_options=FAST)
     assert file_content(path) == before
     # A log whose format is newer.
     sql(pg_dsn, "UPDATE actormem_memories SET format_version = 2 WHERE memory = 'a'")
-    with pytest.raises(StorageError, match="newer actormem"):
-        async with open_memory(log=pg_dsn, name="a", path=path, log_options=FAST):
-            pass  # pragma: no cover
+    await refused(StorageError, "newer actormem", log=pg_dsn, name="a", path=path, log_options=FAST)
     assert file_content(path) == before
 
 

@@ -548,24 +548,36 @@ async def _run_owner(memory: Memory, receive: trio.MemoryReceiveChannel[_Request
                     break
                 await trio.lowlevel.checkpoint()
     except BaseException as exc:
-        if isinstance(exc, trio.Cancelled):
-            error: BaseException = trio.ClosedResourceError(
-                "the memory was closed (its owner was cancelled) before answering"
-            )
-            memory._closed = True
-        else:
-            memory._broken = exc
-            error = trio.BrokenResourceError("the memory's owner task died")
-            error.__cause__ = exc
-        # No new requests from here on (blocked senders get an error), then answer every
-        # request already taken or still queued: nobody waits forever.
-        memory._send.close()
-        _fail_pending(inflight, receive, error)
+        _owner_died(memory, exc, inflight, receive)
         raise
     finally:
         memory._closed = True
         memory._send.close()
         receive.close()
+
+
+def _owner_died(
+    memory: Memory,
+    exc: BaseException,
+    inflight: list[_Request],
+    receive: trio.MemoryReceiveChannel[_Request],
+) -> BaseException:
+    """The owner stops on ``exc``: cancelled (the memory is closed) or a bug (it is
+    broken). No new requests from here on (blocked senders get an error), then every
+    request already taken or still queued is answered with the error returned: nobody
+    waits forever."""
+    if isinstance(exc, trio.Cancelled):
+        error: BaseException = trio.ClosedResourceError(
+            "the memory was closed (its owner was cancelled) before answering"
+        )
+        memory._closed = True
+    else:
+        memory._broken = exc
+        error = trio.BrokenResourceError("the memory's owner task died")
+        error.__cause__ = exc
+    memory._send.close()
+    _fail_pending(inflight, receive, error)
+    return error
 
 
 def _fail_storage(
@@ -674,10 +686,21 @@ async def _open_memory(
     queue_size: int,
     clock: Callable[[], datetime] | None,
     on_remove: Callable[[MemoryEntry, str], None] | None,
+    log: str | None = None,
+    name: str | None = None,
+    log_options: ReplicaOptions | None = None,
 ) -> tuple[Memory, trio.MemoryReceiveChannel[_Request]]:
-    """Build a memory; in durable mode open its file and load it (in worker threads)."""
+    """Build a memory; in durable mode open its file and load it (in worker threads);
+    with ``log``, make it a node of the replicated memory ``name``."""
     fspath, durability = _check_storage_options(path, durability)
+    if log is None and (name is not None or log_options is not None):
+        raise InvalidQueryError("name and log_options go with log= (a replicated memory)")
     memory, receive = _make_memory(capacity, half_life, scorer, queue_size, clock, on_remove)
+    if log is not None:
+        from .replica import open_replica  # the replica's module imports this one
+
+        await open_replica(memory, log, name, fspath, durability, log_options)
+        return memory, receive
     if fspath is None:
         return memory, receive
     # Threads are not abandoned on cancellation (trio's default), so a cancelled open
@@ -700,43 +723,6 @@ async def _open_memory(
     memory._storage = store
     memory._commit = commit
     return memory, receive
-
-
-async def _open_any(
-    path: str | os.PathLike[str] | None,
-    durability: Durability | str,
-    capacity: int | None,
-    half_life: float,
-    scorer: Scorer | None,
-    queue_size: int,
-    clock: Callable[[], datetime] | None,
-    on_remove: Callable[[MemoryEntry, str], None] | None,
-    log: str | None,
-    name: str | None,
-    log_options: ReplicaOptions | None,
-) -> tuple[Memory, trio.MemoryReceiveChannel[_Request]]:
-    """A local memory (:func:`_open_memory`), or a node of a replicated one."""
-    if log is None:
-        if name is not None or log_options is not None:
-            raise InvalidQueryError("name and log_options go with log= (a replicated memory)")
-        return await _open_memory(
-            path, durability, capacity, half_life, scorer, queue_size, clock, on_remove
-        )
-    from .replica import open_replica  # the replica's module imports this one
-
-    return await open_replica(
-        log=log,
-        name=name,
-        path=path,
-        durability=durability,
-        capacity=capacity,
-        half_life=half_life,
-        scorer=scorer,
-        queue_size=queue_size,
-        clock=clock,
-        on_remove=on_remove,
-        options=log_options,
-    )
 
 
 async def _in_thread_while(
@@ -812,7 +798,7 @@ async def serve_memory(
         TypeError, InvalidQueryError: A bad option (raised from ``nursery.start``).
         StorageError: The file cannot be opened (raised from ``nursery.start``).
     """
-    memory, receive = await _open_any(
+    memory, receive = await _open_memory(
         path, durability, capacity, half_life, scorer, queue_size, clock, on_remove,
         log, name, log_options,
     )  # fmt: skip
@@ -909,7 +895,7 @@ async def open_memory(
             log was written by a newer actormem, or the file is the checkpoint of another
             memory (nothing is changed in either).
     """
-    memory, receive = await _open_any(
+    memory, receive = await _open_memory(
         path, durability, capacity, half_life, scorer, queue_size, clock, on_remove,
         log, name, log_options,
     )  # fmt: skip

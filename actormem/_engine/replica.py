@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import threading
 import uuid
 from collections.abc import Callable
@@ -61,9 +60,7 @@ import attrs
 import outcome
 import trio
 
-from .._entry import MemoryEntry
 from .._errors import InvalidQueryError, StorageError
-from .._index.scoring import Scorer
 from .._storage.jsonl import entry_from_json, entry_to_json
 from .._storage.log import (
     LogContentError,
@@ -75,20 +72,18 @@ from .._storage.log import (
 from .._storage.pglog import LOG_FORMAT, MEMORY_NAME_RE, PgLog
 from .._storage.sqlite import Durability, SqliteStore
 from .._storage.sqlite_format import encode_record
+from .._util import Final
 from .memory import (
     _CONSOLIDATE,
     _DELETE,
     _FLUSH,
-    _FLUSH_REQUEST,
     _MAX_BATCH,
     _STORE,
     _STORE_NOWAIT,
     _VACUUM_STEP,
     Memory,
-    _check_storage_options,
     _close_storage,
-    _fail_pending,
-    _make_memory,
+    _owner_died,
     _Request,
 )
 from .state import MemoryState
@@ -100,25 +95,36 @@ _META_LOG = "replica_log"
 _META_NODE = "replica_node"
 _META_APPLIED = "replica_applied_seq"
 _META_VERSION = "replica_version"
+_META_EVICTIONS = "replica_evictions"
 _READ_LIMIT = 1000
 
 
 @attrs.frozen(kw_only=True)
-class ReplicaOptions:
-    """Timing of a replica (seconds); the defaults suit a LAN. Tests shorten them."""
+class ReplicaOptions(metaclass=Final):
+    """Timings of a node of a replicated memory, in seconds (``open_memory(log_options=...)``).
 
-    #: How long an append may keep failing before its callers get StorageError; also
-    #: how long opening waits for the server to answer.
+    The defaults suit nodes on one LAN; tests shorten them.
+
+    Attributes:
+        log_timeout: How long an append may keep failing (retried with the same batch
+            id) before its callers get :class:`~actormem.StorageError`; also how long
+            opening waits for the server.
+        poll_interval: The node reads the log at least this often even without a
+            notification (the correctness path; notifications only wake it sooner).
+        access_interval: Retrieve hits (access bookkeeping) are appended with the next
+            write batch, or on their own at most this often.
+        heartbeat_interval: How often the node reports its applied seq to the log.
+        live_seconds: A node not heard from for this long no longer holds back
+            truncation; when it comes back it starts over from the snapshot.
+        snapshot_every: The node that appends a record whose seq is a multiple of this
+            writes a snapshot once it applied it, and truncates the log.
+    """
+
     log_timeout: float = 10.0
-    #: Read the log at least this often even without a notification.
     poll_interval: float = 1.0
-    #: Append pending access hits on their own at most this often.
     access_interval: float = 1.0
-    #: Report this node's applied seq to the log this often.
     heartbeat_interval: float = 1.0
-    #: A node not heard from for this long does not hold back truncation.
     live_seconds: float = 30.0
-    #: Write a snapshot (and truncate) at every record seq that is a multiple of this.
     snapshot_every: int = 10_000
 
 
@@ -205,7 +211,13 @@ def encode_snapshot(state: MemoryState, seq: int) -> bytes:
     number and access bookkeeping, and the state's version. O(n log n)."""
     view = state.view()
     rows = [[rec.seq, entry_to_json(view.entry(rec))] for rec in view.records()]
-    body = {"v": LOG_FORMAT, "seq": seq, "version": state.version, "entries": rows}
+    body = {
+        "v": LOG_FORMAT,
+        "seq": seq,
+        "version": state.version,
+        "evictions": state._evictions_since_consolidate,
+        "entries": rows,
+    }
     return json.dumps(body, separators=(",", ":")).encode()
 
 
@@ -226,6 +238,7 @@ def decode_snapshot(
         state = make_state()
         state.load((int(s), entry_from_json(e)) for s, e in obj["entries"])
         state.version = state.published = max(state.version, int(obj["version"]))
+        state._evictions_since_consolidate = int(obj["evictions"])
         return state, int(obj["seq"])
     except (ValueError, KeyError, TypeError) as exc:
         raise LogContentError(where, f"the snapshot cannot be read ({exc})") from exc
@@ -262,6 +275,8 @@ class Replica:
         self._last_heartbeat = -math.inf
         self._snapshot_due = False
         self._closed = False
+        #: The request the LISTEN thread queues to wake the owner (not an access flush).
+        self._wake_request = _Request(_FLUSH, None, False)
         #: The last error talking to the log (None once it answers again).
         self.log_error: StorageError | None = None
 
@@ -346,13 +361,14 @@ class Replica:
         self._changed.set()
         self._changed = trio.Event()
 
-    def _meta(self, version: int) -> list[tuple[str, str]]:
+    def _meta(self, state: MemoryState) -> list[tuple[str, str]]:
         return [
+            (_META_EVICTIONS, str(state._evictions_since_consolidate)),
             (_META_MEMORY, self.log.memory),
             (_META_LOG, self.log.log_id),
             (_META_NODE, str(self.node_id)),
             (_META_APPLIED, str(self.applied)),
-            (_META_VERSION, str(version)),
+            (_META_VERSION, str(state.version)),
         ]
 
     async def _commit_local(self, state: MemoryState, *, clear: bool = False) -> None:
@@ -362,7 +378,7 @@ class Replica:
         if store is None:
             return
         batch = store.prepare(journal)
-        batch = attrs.evolve(batch, meta=self._meta(state.version), clear=clear)
+        batch = attrs.evolve(batch, meta=self._meta(state), clear=clear)
         if clear:
             batch = attrs.evolve(
                 batch,
@@ -441,7 +457,7 @@ class Replica:
         try:
             while True:
                 inflight = []
-                with trio.move_on_after(self._next_timeout()):
+                with trio.move_on_after(self._next_timeout(memory)) as timer:
                     try:
                         inflight.append(await receive.receive())
                     except trio.EndOfChannel:
@@ -451,19 +467,11 @@ class Replica:
                             inflight.append(receive.receive_nowait())
                         except (trio.WouldBlock, trio.EndOfChannel):
                             break
-                await self._round(memory, [r for r in inflight if r.op != _FLUSH])
+                read = timer.cancelled_caught or any(r is self._wake_request for r in inflight)
+                await self._round(memory, [r for r in inflight if r.op != _FLUSH], read)
                 inflight = []
         except BaseException as exc:
-            if isinstance(exc, trio.Cancelled):
-                error: BaseException = trio.ClosedResourceError(
-                    "the memory was closed (its owner was cancelled) before answering"
-                )
-            else:
-                memory._broken = exc
-                error = trio.BrokenResourceError("the memory's owner task died")
-                error.__cause__ = exc
-            memory._send.close()
-            _fail_pending(inflight, receive, error)
+            error = _owner_died(memory, exc, inflight, receive)
             for waiters in self._mine.values():
                 for req in waiters:
                     if req is not None and req.waits:
@@ -481,15 +489,23 @@ class Replica:
                 await trio.to_thread.run_sync(self.log.close)
 
     def _wake(self, memory: Memory) -> None:
+        """A notification: have the owner read the log (unless it is busy anyway)."""
         try:
-            memory._send.send_nowait(_FLUSH_REQUEST)
+            memory._send.send_nowait(self._wake_request)
         except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
             pass
 
-    def _next_timeout(self) -> float:
-        return self.options.poll_interval
+    def _next_timeout(self, memory: Memory) -> float:
+        """Until the next poll of the log, or sooner when access hits wait to be sent."""
+        timeout = self.options.poll_interval
+        if memory._pending_access:
+            due = self._last_access + self.options.access_interval - trio.current_time()
+            timeout = min(timeout, max(due, 0.0))
+        return timeout
 
-    async def _round(self, memory: Memory, writes: list[_Request]) -> None:
+    async def _round(self, memory: Memory, writes: list[_Request], read: bool) -> None:
+        """Append what was asked (and due access hits); else read the log if ``read``
+        (a notification or the poll timer; a retrieve's wake-up alone reads nothing)."""
         now = trio.current_time()
         ops: list[list[Any]] = []
         waiters: list[_Request | None] = []
@@ -504,7 +520,7 @@ class Replica:
             waiters.append(req)
         if ops:
             await self._append_round(memory, ops, waiters, hits)
-        else:
+        elif read:
             try:
                 await self.catch_up(memory)
             except LogTruncatedError:  # pragma: no cover - catch_up bootstraps
@@ -587,21 +603,16 @@ def _check_name(name: object) -> str:
 
 
 async def open_replica(
-    *,
-    log: str,
-    name: str | None,
-    path: str | os.PathLike[str] | None,
-    durability: Durability | str,
-    capacity: int | None,
-    half_life: float,
-    scorer: Scorer | None,
-    queue_size: int,
-    clock: Callable[[], datetime] | None,
-    on_remove: Callable[[MemoryEntry, str], None] | None,
-    options: ReplicaOptions | None = None,
-) -> tuple[Memory, trio.MemoryReceiveChannel[_Request]]:
-    """Open this process's node of memory ``name`` over the log at ``log`` (a DSN), load
-    its checkpoint ``path`` (if any) and catch up with the log; see ``open_memory``.
+    memory: Memory,
+    log: object,
+    name: object,
+    fspath: str | None,
+    durability: Durability,
+    options: ReplicaOptions | None,
+) -> None:
+    """Make the new ``memory`` this process's node of memory ``name`` over the log at
+    ``log`` (a DSN): load its checkpoint ``fspath`` (if any) and catch up with the log;
+    see ``open_memory``. Nothing is changed when it raises.
 
     Raises:
         TypeError, InvalidQueryError: A bad option, including a ``capacity`` or
@@ -615,13 +626,14 @@ async def open_replica(
     if name is None:
         raise InvalidQueryError("name is required with log= (the memory's name in the log)")
     name = _check_name(name)
+    dsn = log
+    if options is not None and not isinstance(options, ReplicaOptions):
+        raise TypeError(f"log_options must be a ReplicaOptions, not {type(options).__name__}")
     options = options if options is not None else ReplicaOptions()
-    fspath, durability = _check_storage_options(path, durability)
-    memory, receive = _make_memory(capacity, half_life, scorer, queue_size, clock, on_remove)
     state = memory._state
     config: dict[str, object] = {"capacity": state.capacity, "half_life": state.half_life}
     wlog = await trio.to_thread.run_sync(
-        lambda: PgLog.open(log, name, config, connect_timeout=options.log_timeout)
+        lambda: PgLog.open(dsn, name, config, connect_timeout=options.log_timeout)
     )
     store: SqliteStore | None = None
     try:
@@ -659,6 +671,7 @@ async def open_replica(
                 version = 0
             state.load(entries)
             state.version = state.published = max(state.version, version)
+            state._evictions_since_consolidate = int(meta.get(_META_EVICTIONS, 0))
         else:
             state.journal = None
         replica = Replica(wlog, store, node_id, applied, options)
@@ -673,4 +686,3 @@ async def open_replica(
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(wlog.close)
         raise
-    return memory, receive
