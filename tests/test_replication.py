@@ -20,10 +20,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 import trio
 
 from actormem import (
+    InvalidEntryError,
     InvalidQueryError,
     Memory,
     MemoryCategory,
@@ -134,9 +136,20 @@ async def test_causal_read_on_another_node(pg_dsn: str) -> None:
             e = entry(rng)
             seq = await a.store(e)
             assert isinstance(seq, int)
-            await b.wait_applied(seq)
-            assert await b.get(e.id) == e
+            if seq % 2:
+                await b.wait_applied(seq)
+                assert await b.get(e.id) == e
+            else:  # the retrieve waits itself
+                hits = await b.retrieve(e.memory, 100, min_seq=seq)
+                assert e.id in {h.id for h in hits}
             assert (b.statistics().log_applied_seq or 0) >= seq
+        with trio.move_on_after(0.2) as scope:  # a seq nobody appended: waits until cancelled
+            await b.wait_applied(10**9)
+        assert scope.cancelled_caught
+        with pytest.raises(InvalidEntryError, match="64 bits"):  # any node may checkpoint
+            await b.store(attrs.evolve(e, access_count=2**63))
+    with pytest.raises(trio.ClosedResourceError):
+        await b.wait_applied(1)
 
 
 async def test_restart_replays_from_checkpoint(pg_dsn: str, tmp_path: Path) -> None:

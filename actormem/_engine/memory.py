@@ -231,20 +231,23 @@ class Memory(metaclass=NoPublicConstructor):
 
         Raises:
             TypeError: ``entry`` is not a :class:`MemoryEntry`.
-            InvalidEntryError: Durable mode: ``access_count`` exceeds ``2**63 - 1``.
+            InvalidEntryError: Durable or replicated mode: ``access_count`` exceeds
+                ``2**63 - 1``.
             StorageError: Durable mode: the group commit holding this store failed; the
-                memory is now broken.
+                memory is now broken. Replicated mode: the log did not take the batch
+                within ``log_timeout`` (the memory stays usable; the store may still
+                appear later if the log committed it without answering).
             trio.ClosedResourceError, trio.BrokenResourceError: See the class docs.
         """
         if not isinstance(entry, MemoryEntry):
             raise TypeError(f"store() takes a MemoryEntry, not {type(entry).__name__}")
-        if self._storage is not None:
-            self._check_storable(entry)
+        self._check_storable(entry)
         seq: int | None = await self._call(_STORE, entry)
         return seq
 
     def _check_storable(self, entry: MemoryEntry) -> None:
-        if self._storage is not None and entry.access_count > MAX_ACCESS_COUNT:
+        durable = self._storage is not None or self._replica is not None  # any node may be
+        if durable and entry.access_count > MAX_ACCESS_COUNT:
             raise InvalidEntryError(
                 f"a durable memory keeps access_count in 64 bits; {entry.access_count} is too large"
             )
@@ -351,6 +354,7 @@ class Memory(metaclass=NoPublicConstructor):
         namespace: Iterable[str] | None = None,
         category: MemoryCategory | Iterable[MemoryCategory] | None = None,
         tags: Iterable[str] | None = None,
+        min_seq: int | None = None,
     ) -> list[ScoredEntry]:
         """The ``limit`` best entries for ``query``, best first, with their scores.
 
@@ -370,6 +374,8 @@ class Memory(metaclass=NoPublicConstructor):
             namespace: Keep entries whose namespace starts with these segments.
             category: Keep entries of this category (or of any of these).
             tags: Keep entries carrying every one of these tags.
+            min_seq: A replicated memory: first wait until this node applied log
+                record ``min_seq`` (see :meth:`wait_applied`), then score.
 
         Runtime complexity: see the scorer (word overlap: O(P + V log k)).
 
@@ -381,6 +387,8 @@ class Memory(metaclass=NoPublicConstructor):
         """
         check_query(query, limit)
         accept = make_filter(namespace, category, tags)
+        if min_seq is not None:
+            await self.wait_applied(min_seq)
         await trio.lowlevel.checkpoint()
         self._raise_if_unusable()
         state = self._state
@@ -399,10 +407,11 @@ class Memory(metaclass=NoPublicConstructor):
         namespace: Iterable[str] | None = None,
         category: MemoryCategory | Iterable[MemoryCategory] | None = None,
         tags: Iterable[str] | None = None,
+        min_seq: int | None = None,
     ) -> list[MemoryEntry]:
         """The ``limit`` best entries for ``query``, best first (see :meth:`retrieve_scored`)."""
         scored = await self.retrieve_scored(
-            query, limit, namespace=namespace, category=category, tags=tags
+            query, limit, namespace=namespace, category=category, tags=tags, min_seq=min_seq
         )
         return [s.entry for s in scored]
 
