@@ -429,3 +429,32 @@ def test_node_processes_converge_after_kill_9(pg_dsn: str, tmp_path: Path) -> No
     expected = {str(make_entry(7, i).id) for i in acked}
     assert expected <= set(results[0]["ids"])  # lost: 0
     assert len(results[0]["ids"]) == 3 * count
+
+
+def test_swarm_over_node_processes(pg_dsn: str, tmp_path: Path) -> None:
+    """``actormem swarm --nodes 2 --log DSN``: the report's accounting and convergence
+    pass, and the memory's rows are gone from the database afterwards."""
+    out = tmp_path / "report.json"
+    argv = ["swarm", "--nodes", "2", "--log", pg_dsn, "--agents", "4", "--episodes", "12"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "actormem", *argv, "--capacity", "40", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=HERE.parent,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "lost: 0" in proc.stdout
+    assert "convergence: every node identical" in proc.stdout
+    report = json.loads(out.read_text())
+    assert report["converged"] is True
+    assert [n["lost"] for n in report["per_node"]] == [0, 0]
+    assert report["per_node"][0]["digest"] == report["per_node"][1]["digest"]
+    assert sql(pg_dsn, "SELECT count(*) FROM actormem_log") == [(0,)]
+    usage = subprocess.run(
+        [sys.executable, "-m", "actormem", "swarm", "--nodes", "2"],
+        capture_output=True,
+        text=True,
+        cwd=HERE.parent,
+    )
+    assert usage.returncode == 2
+    assert "--nodes needs --log" in usage.stderr

@@ -51,6 +51,7 @@ from __future__ import annotations
 import json
 import math
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from datetime import datetime
@@ -279,6 +280,9 @@ class Replica:
         self._wake_request = _Request(_FLUSH, None, False)
         #: The last error talking to the log (None once it answers again).
         self.log_error: StorageError | None = None
+        #: If set (``actormem swarm --nodes``): log seq -> (``time.time()`` when it was
+        #: published here, whether it was this node's own record).
+        self.trace: dict[int, tuple[float, bool]] | None = None
 
     # ------------------------------------------------------------ handle side
 
@@ -342,6 +346,8 @@ class Replica:
                 ) from exc
             self.applied = rec.seq
             waiters = self._mine.pop(rec.batch_id, None)
+            if self.trace is not None:
+                self.trace[rec.seq] = (0.0, waiters is not None)
             if waiters is not None:
                 if rec.seq % self.options.snapshot_every == 0:
                     self._snapshot_due = True
@@ -353,6 +359,10 @@ class Replica:
         state.publish()
         for req, answer in replies:
             req.set(answer)
+        if self.trace is not None:
+            now = time.time()
+            for rec in records:
+                self.trace[rec.seq] = (now, self.trace[rec.seq][1])
         self._notify()
         while state.vacuum(memory._horizon(), _VACUUM_STEP) == _VACUUM_STEP:
             await trio.lowlevel.checkpoint()

@@ -88,6 +88,8 @@ _CREATE = (
         PRIMARY KEY (memory, node_id))""",
 )
 
+_TABLES = ("actormem_log", "actormem_snapshots", "actormem_nodes", "actormem_memories")
+
 _SELECT_AFTER = (
     "SELECT seq, batch_id, appended_at, payload FROM actormem_log "
     "WHERE memory = %s AND seq > %s AND seq <= %s ORDER BY seq LIMIT %s"
@@ -362,6 +364,18 @@ class PgLog:
                 return int(cur.rowcount)
 
         return int(self._run("truncating the log", go))
+
+    def drop(self) -> None:
+        """Delete this memory's log, snapshots, nodes and registration (the tables
+        stay). Nodes still open on it break. O(rows)."""
+        memory = self.memory
+
+        def go(conn: Any) -> None:
+            with conn.transaction():
+                for table in _TABLES:
+                    conn.execute(f"DELETE FROM {table} WHERE memory = %s", (memory,))
+
+        self._run("dropping the memory", go)
 
     def listen(self, wake: Callable[[], None], stopped: Callable[[], bool]) -> None:
         """See :meth:`actormem._storage.log.WriteLog.listen`. Checks ``stopped()`` at
