@@ -21,7 +21,9 @@ from ._entry import ScoredEntry as ScoredEntry
 from ._errors import ActorMemError as ActorMemError
 from ._errors import InvalidEntryError as InvalidEntryError
 from ._errors import InvalidQueryError as InvalidQueryError
+from ._errors import RemoteError as RemoteError
 from ._errors import StorageError as StorageError
+from ._errors import TransportError as TransportError
 from ._index.bm25 import BM25Scorer as BM25Scorer
 from ._index.tokenize import Tokenizer as Tokenizer
 from ._index.tokenize import stop_words as stop_words
@@ -35,6 +37,7 @@ from .agent import MemoryHooks as MemoryHooks
 from .agent import RunResult as RunResult
 from .agent import format_trajectory as format_trajectory
 from .agent import run_agent as run_agent
+from .client import HostedMemory as HostedMemory
 from .context import Budget as Budget
 from .context import CharTokenCounter as CharTokenCounter
 from .context import ContextMemory as ContextMemory
@@ -89,16 +92,19 @@ __all__ = [
     "stop_words",
     "ConsolidationStats",
     "Durability",
+    "HostedMemory",
     "InvalidEntryError",
     "InvalidQueryError",
     "Memory",
     "MemoryCategory",
     "MemoryEntry",
     "MemoryStatistics",
+    "RemoteError",
     "ReplicaOptions",
     "ScoredEntry",
     "Snapshot",
     "StorageError",
+    "TransportError",
     "WordOverlapScorer",
     "open_memory",
     "serve_memory",

@@ -11,7 +11,14 @@ owner's exception), and a full request channel makes ``*_nowait`` calls raise
 
 from __future__ import annotations
 
-__all__ = ["ActorMemError", "InvalidEntryError", "InvalidQueryError", "StorageError"]
+__all__ = [
+    "ActorMemError",
+    "InvalidEntryError",
+    "InvalidQueryError",
+    "RemoteError",
+    "StorageError",
+    "TransportError",
+]
 
 
 class ActorMemError(Exception):
@@ -50,3 +57,41 @@ class StorageError(ActorMemError, OSError):
         super().__init__(f"{path}: {reason}")
         self.path = path
         self.reason = reason
+
+
+class TransportError(ActorMemError, ConnectionError):
+    """An HTTP client (:class:`~actormem.client.Client`, :class:`~actormem.client.AsyncClient`)
+    could not get an answer from the server: it cannot be reached, the connection broke,
+    or no answer came within the client's timeout.
+
+    The message names the URL and what went wrong. Calls that are safe to repeat were
+    already retried on connection failures before this was raised (see ``docs/server.md``);
+    after a timeout the request may or may not have been applied.
+
+    Attributes:
+        url: The URL of the request.
+    """
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(f"{url}: {reason}")
+        self.url = url
+        self.reason = reason
+
+
+class RemoteError(ActorMemError):
+    """The server answered an HTTP client's request with an error it has no closer
+    actormem error for: 401 (missing or wrong token), 413 (body over the server's limit),
+    503 (the memory is closing or broken), or a 5xx. (A 422 raises
+    :class:`InvalidEntryError` or :class:`InvalidQueryError`, as the memory itself would.)
+
+    Attributes:
+        url: The URL of the request.
+        status: The HTTP status code.
+        detail: The problem document's ``detail`` (RFC 9457), or the body's start.
+    """
+
+    def __init__(self, url: str, status: int, detail: str) -> None:
+        super().__init__(f"{url}: HTTP {status}: {detail}")
+        self.url = url
+        self.status = status
+        self.detail = detail

@@ -104,8 +104,10 @@ async def test_nodes_converge_under_concurrent_writes(pg_dsn: str, tmp_path: Pat
                     mine.append(e)
                     seq = await me.store(e)
                     assert isinstance(seq, int)
-                elif r < 0.65:
+                elif r < 0.6:
                     await me.store(rng.choice(mine).with_tag("upserted"))
+                elif r < 0.65:
+                    await me.store_many([entry(rng), rng.choice(mine).with_tag("again")])
                 elif r < 0.75:
                     await me.delete(rng.choice(mine).id)
                 elif r < 0.8:

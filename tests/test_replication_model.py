@@ -31,9 +31,12 @@ IDS = [uuid.UUID(int=i, version=4) for i in range(1, 9)]
 
 @st.composite
 def operations(draw: st.DrawFn) -> list[Any]:
-    kind = draw(st.sampled_from("ssssdca"))
+    kind = draw(st.sampled_from("sssmdca"))
     if kind == "s":
         return ["s", entry_to_json(draw(entries(id=draw(st.sampled_from(IDS)))))]
+    if kind == "m":
+        ids = draw(st.lists(st.sampled_from(IDS), max_size=3))
+        return ["m", [entry_to_json(draw(entries(id=i))) for i in ids]]
     if kind == "d":
         return ["d", str(draw(st.sampled_from(IDS)))]
     if kind == "c":
@@ -109,6 +112,7 @@ def test_same_log_any_batching_same_state(
     assert fields(a) == fields(b)  # includes the evictions a consolidation will report
     # What each operation answered (delete found it, consolidation counts) agrees too.
     assert results_a == results_b
+
 
 def test_malformed_or_newer_payloads_are_refused() -> None:
     with pytest.raises(LogContentError, match="newer actormem"):

@@ -77,7 +77,7 @@ DEFAULT_QUEUE_SIZE = 1024
 _MAX_BATCH = 512
 _VACUUM_STEP = 256
 
-_STORE, _DELETE, _CONSOLIDATE, _FLUSH, _STORE_NOWAIT = range(5)
+_STORE, _DELETE, _CONSOLIDATE, _FLUSH, _STORE_NOWAIT, _STORE_MANY = range(6)
 
 
 class _Request:
@@ -244,6 +244,36 @@ class Memory(metaclass=NoPublicConstructor):
         self._check_storable(entry)
         seq: int | None = await self._call(_STORE, entry)
         return seq
+
+    async def store_many(self, entries: Iterable[MemoryEntry]) -> None:
+        """Store every entry of ``entries``, in order, as one request with one reply.
+
+        The owner applies the whole list in one batch, entry after entry, exactly as that
+        many :meth:`store` calls in a row (upserts by id, evictions when full; a later
+        entry with the same id as an earlier one replaces it). No other request is
+        applied in the middle, and in durable mode the list is committed in one group
+        commit: after a crash it is in the file whole or not at all. Returns once it is
+        applied and published (durable: committed). Every entry is checked before
+        anything is queued, so a bad one stores nothing. An empty list is still a request
+        (it returns once the owner has answered it).
+
+        Runtime complexity (owner side): the sum of the stores, O(sum(T) + m log n) for
+        m entries.
+
+        Raises:
+            TypeError: ``entries`` is a single entry, a str, not iterable, or holds
+                something other than a :class:`MemoryEntry` (the message gives its index).
+            InvalidEntryError: Durable or replicated mode: an ``access_count`` exceeds
+                ``2**63 - 1``.
+            StorageError: Durable mode: the group commit failed; the memory is now broken.
+                Replicated mode: as :meth:`store` (the list is one log record: applied
+                whole on every node, or not at all).
+            trio.ClosedResourceError, trio.BrokenResourceError: See the class docs.
+        """
+        batch = _entry_batch(entries)
+        for entry in batch:
+            self._check_storable(entry)
+        await self._call(_STORE_MANY, batch)
 
     def _check_storable(self, entry: MemoryEntry) -> None:
         durable = self._storage is not None or self._replica is not None  # any node may be
@@ -489,6 +519,10 @@ class Memory(metaclass=NoPublicConstructor):
         if req.op == _STORE or req.op == _STORE_NOWAIT:
             state.store(req.arg)
             return None
+        if req.op == _STORE_MANY:
+            for entry in req.arg:
+                state.store(entry)
+            return None
         if req.op == _DELETE:
             return state.delete(req.arg) is not None
         if req.op == _CONSOLIDATE:
@@ -518,6 +552,26 @@ class Memory(metaclass=NoPublicConstructor):
             if req.waits:
                 replies.append((req, result))
         return replies
+
+
+def _entry_batch(entries: Iterable[MemoryEntry]) -> tuple[MemoryEntry, ...]:
+    """``tuple(entries)``, checked: every item a :class:`MemoryEntry`. O(m)."""
+    if isinstance(entries, (MemoryEntry, str, bytes)):
+        raise TypeError(
+            f"store_many() takes an iterable of MemoryEntry, not one {type(entries).__name__}"
+        )
+    try:
+        batch = tuple(entries)
+    except TypeError:
+        raise TypeError(
+            f"store_many() takes an iterable of MemoryEntry, not {type(entries).__name__}"
+        ) from None
+    for index, entry in enumerate(batch):
+        if not isinstance(entry, MemoryEntry):
+            raise TypeError(
+                f"store_many() entries[{index}] is a {type(entry).__name__}, not a MemoryEntry"
+            )
+    return batch
 
 
 async def _run_owner(memory: Memory, receive: trio.MemoryReceiveChannel[_Request]) -> None:

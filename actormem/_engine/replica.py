@@ -80,6 +80,7 @@ from .memory import (
     _FLUSH,
     _MAX_BATCH,
     _STORE,
+    _STORE_MANY,
     _STORE_NOWAIT,
     _VACUUM_STEP,
     Memory,
@@ -135,6 +136,8 @@ class ReplicaOptions(metaclass=Final):
 def _encode_request(req: _Request) -> list[Any]:
     if req.op == _STORE or req.op == _STORE_NOWAIT:
         return ["s", entry_to_json(req.arg)]
+    if req.op == _STORE_MANY:
+        return ["m", [entry_to_json(e) for e in req.arg]]
     if req.op == _DELETE:
         return ["d", str(req.arg)]
     if req.op == _CONSOLIDATE:
@@ -182,7 +185,9 @@ def apply_ops(state: MemoryState, ops: list[list[Any]], now: datetime, horizon: 
     must use; today's rules need none). ``horizon`` (the oldest version a live snapshot
     reads) only decides which old access versions may be dropped, never what is visible
     at the new version. Results: None for a store or an access batch, a bool for a
-    delete, :class:`~actormem.ConsolidationStats` for a consolidation. O(as the ops).
+    delete, :class:`~actormem.ConsolidationStats` for a consolidation. Operations:
+    ``["s", entry]`` store, ``["m", [entry, ...]]`` store many, ``["d", id]`` delete,
+    ``["c"]`` consolidate, ``["a", [[id, times, when], ...]]`` access hits. O(as the ops).
 
     Raises:
         ValueError, KeyError, TypeError: A malformed operation (a foreign or corrupt log).
@@ -193,6 +198,10 @@ def apply_ops(state: MemoryState, ops: list[list[Any]], now: datetime, horizon: 
         kind = op[0]
         if kind == "s":
             state.store(entry_from_json(op[1]))
+            results.append(None)
+        elif kind == "m":
+            for obj in op[1]:
+                state.store(entry_from_json(obj))
             results.append(None)
         elif kind == "d":
             results.append(state.delete(uuid.UUID(op[1])) is not None)

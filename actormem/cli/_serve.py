@@ -1,0 +1,145 @@
+"""``actormem serve``: one memory over HTTP/JSON for many processes (docs/server.md)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from .._errors import StorageError
+
+__all__ = ["add_serve_parser", "cmd_serve"]
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be in 0..65535 (0: any free port), got {value}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def add_serve_parser(sub: Any, scorers: dict[str, Any]) -> None:
+    """Register ``actormem serve`` on the subcommand parsers ``sub``."""
+    from ..server._run import DEFAULT_MAX_BODY, DEFAULT_PORT
+
+    p = sub.add_parser(
+        "serve",
+        help="serve one memory over HTTP/JSON to many processes",
+        description="Serve one memory over HTTP/JSON until SIGINT or SIGTERM, then commit "
+        "and close it (exit 0). See docs/server.md for the routes and the clients.",
+    )
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--path", type=Path, help="the memory's SQLite file (created if absent)")
+    where.add_argument(
+        "--in-memory", action="store_true", help="a memory without a file (the default)"
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument(
+        "--port", type=_port, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT})"
+    )
+    p.add_argument("--capacity", type=_positive_int, default=None, help="most entries kept")
+    p.add_argument("--scorer", choices=sorted(scorers), default="word-overlap")
+    p.add_argument(
+        "--durability",
+        choices=["normal", "full"],
+        default="normal",
+        help="what an acknowledged write survives (with --path; docs/durability.md)",
+    )
+    p.add_argument(
+        "--token-file",
+        type=Path,
+        help="file holding the bearer token every API call must carry "
+        "(required with a non-loopback --host)",
+    )
+    p.add_argument(
+        "--max-body",
+        type=_positive_int,
+        default=DEFAULT_MAX_BODY,
+        help=f"largest request body in bytes (default {DEFAULT_MAX_BODY})",
+    )
+    p.set_defaults(handler=partial(cmd_serve, scorers=scorers))
+
+
+def cmd_serve(args: argparse.Namespace, scorers: dict[str, Any]) -> int:
+    """Run the server in the foreground; 0 after a clean stop, 2 on bad options."""
+    try:
+        from ..server._run import is_loopback, read_token, serve_http
+    except ImportError as exc:  # pragma: no cover - the extra is missing
+        print(
+            f"actormem serve: error: {exc.name} is not installed (pip install 'actormem[server]')",
+            file=sys.stderr,
+        )
+        return 2
+    token = None
+    if args.token_file is not None:
+        try:
+            token = read_token(args.token_file)
+        except (OSError, ValueError) as exc:
+            print(f"actormem serve: error: {exc}", file=sys.stderr)
+            return 2
+    elif not is_loopback(args.host):
+        print(
+            f"actormem serve: error: refusing to listen on {args.host} without --token-file: "
+            "anyone who can reach it could read and change the memory",
+            file=sys.stderr,
+        )
+        return 2
+    where = "in memory" if args.path is None else str(args.path)
+
+    def ready(binds: list[str]) -> None:
+        auth = "token required" if token else "no token"
+        print(f"actormem serve: {where} on {' '.join(binds)} ({auth})", flush=True)
+
+    try:
+        trio.run(
+            partial(
+                serve_http,
+                path=args.path,
+                durability=args.durability,
+                host=args.host,
+                port=args.port,
+                capacity=args.capacity,
+                scorer=scorers[args.scorer](),
+                token=token,
+                max_body=args.max_body,
+                on_ready=ready,
+            )
+        )
+    except BaseException as exc:
+        error = _single(exc)
+        if isinstance(error, StorageError):
+            raise error from None  # the CLI prints it as one line, exit 2
+        if isinstance(error, OSError):
+            print(
+                f"actormem serve: error: cannot listen on {args.host}:{args.port}: "
+                f"{error.strerror or error}",
+                file=sys.stderr,
+            )
+            return 2
+        raise
+    print("actormem serve: stopped; the memory is committed and closed", flush=True)
+    return 0
+
+
+def _single(exc: BaseException) -> BaseException:
+    """The one exception inside nested single-member exception groups (trio's nurseries)."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc

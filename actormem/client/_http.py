@@ -1,0 +1,486 @@
+"""HTTP clients of ``actormem serve``: :class:`AsyncClient` (anyio: asyncio or trio) and
+:class:`Client` (synchronous), with the same methods as :class:`~actormem.Memory`.
+
+Theory of operation
+-------------------
+Each method describes its request as a :class:`_Call` (HTTP method, path, JSON body,
+whether it is safe to repeat, how to read the answer); the two classes differ only in
+how they send it (``httpx.AsyncClient`` or ``httpx.Client``, each keeping a pool of
+connections). Entries travel in the one JSON shape of
+:func:`~actormem._storage.jsonl.entry_to_json` / :func:`~actormem._storage.jsonl.entry_from_json`.
+
+Failures:
+
+* A connection that could not be opened (nothing was sent) is retried for every call.
+* A connection that broke after the request may have been sent is retried only for
+  calls that are safe to repeat: ``store`` and ``store_many`` (an upsert by id: a second
+  application stores the same entries again), ``get``, ``retrieve``, ``retrieve_scored``
+  (a repeated retrieve may count one more access), ``statistics``, ``count``, ``export``.
+  ``delete`` and ``consolidate`` are not repeated (a second ``delete`` would answer
+  False for an entry the first one deleted).
+* Up to ``retries`` retries, waiting 50 ms, 100 ms, 200 ms... in between; then, or on a
+  timeout (never retried: the server is slow, not gone), :class:`~actormem.TransportError`
+  naming the URL.
+* Error answers: 422 raises :class:`~actormem.InvalidEntryError` (writes) or
+  :class:`~actormem.InvalidQueryError` (retrieves), as the memory would; 404 is ``None``
+  from ``get`` and ``False`` from ``delete``; anything else
+  :class:`~actormem.RemoteError` with the status and the problem's ``detail``.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from datetime import datetime
+from types import TracebackType
+from typing import Any, Generic, TypeVar
+
+import anyio
+import httpx
+
+from .._entry import MemoryEntry, ScoredEntry
+from .._errors import InvalidEntryError, InvalidQueryError, RemoteError, TransportError
+from .._stats import ConsolidationStats, MemoryStatistics
+from .._storage.jsonl import entry_from_json, entry_to_json
+from .._util import Final
+
+__all__ = ["DEFAULT_RETRIES", "DEFAULT_TIMEOUT", "AsyncClient", "Client"]
+
+_T = TypeVar("_T")
+
+#: Seconds a call may take (connect, send, wait for the answer, read it) by default.
+DEFAULT_TIMEOUT = 10.0
+#: Retries of a failed connection by default (see the module docs for which calls).
+DEFAULT_RETRIES = 3
+_FIRST_BACKOFF = 0.05
+_NOT_FOUND = object()
+
+
+class _Call(Generic[_T]):
+    """One API call: the request to send and how to read its answer."""
+
+    __slots__ = ("body", "decode", "idempotent", "invalid", "method", "not_found", "path")
+
+    def __init__(
+        self,
+        method: str,
+        path: str,
+        decode: Callable[[Any], _T],
+        *,
+        body: Any = None,
+        idempotent: bool = True,
+        invalid: type[Exception] = InvalidQueryError,
+        not_found: Any = _NOT_FOUND,
+    ) -> None:
+        self.method = method
+        self.path = path
+        self.decode = decode
+        self.body = body
+        self.idempotent = idempotent
+        self.invalid = invalid
+        self.not_found = not_found
+
+
+def _jsonable(value: Any) -> Any:
+    """A retrieve filter as JSON: enums by value, datetimes ISO 8601, iterables as lists."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (str, int, float, bool)) or value is None:
+        return value
+    if isinstance(value, Iterable):
+        return [_jsonable(v) for v in value]
+    raise TypeError(f"cannot send a {type(value).__name__} as a retrieve filter")
+
+
+def _entry_json(entry: MemoryEntry, what: str) -> dict[str, Any]:
+    if not isinstance(entry, MemoryEntry):
+        raise TypeError(f"{what} takes a MemoryEntry, not {type(entry).__name__}")
+    return entry_to_json(entry)
+
+
+def _check_id(id: uuid.UUID, what: str) -> str:
+    if not isinstance(id, uuid.UUID):
+        raise TypeError(f"{what} takes a uuid.UUID, not {type(id).__name__}")
+    return str(id)
+
+
+def _entries(data: Any) -> list[MemoryEntry]:
+    return [entry_from_json(e) for e in data["entries"]]
+
+
+def _scored(data: Any) -> list[ScoredEntry]:
+    return [
+        ScoredEntry(entry=entry_from_json(r["entry"]), score=float(r["score"]))
+        for r in data["results"]
+    ]
+
+
+def _store_call(entry: MemoryEntry) -> _Call[None]:
+    body = _entry_json(entry, "store()")
+    return _Call("POST", "/v1/entries", lambda _: None, body=body, invalid=InvalidEntryError)
+
+
+def _store_many_call(entries: Iterable[MemoryEntry]) -> _Call[None]:
+    if isinstance(entries, (MemoryEntry, str, bytes)):
+        kind = type(entries).__name__
+        raise TypeError(f"store_many() takes an iterable of MemoryEntry, not one {kind}")
+    body = {"entries": [_entry_json(e, "store_many()") for e in entries]}
+    return _Call("POST", "/v1/batch", lambda _: None, body=body, invalid=InvalidEntryError)
+
+
+def _delete_call(id: uuid.UUID) -> _Call[bool]:
+    path = f"/v1/entries/{_check_id(id, 'delete()')}"
+    return _Call("DELETE", path, lambda _: True, idempotent=False, not_found=False)
+
+
+def _get_call(id: uuid.UUID) -> _Call[MemoryEntry | None]:
+    path = f"/v1/entries/{_check_id(id, 'get()')}"
+    return _Call("GET", path, entry_from_json, not_found=None)
+
+
+def _retrieve_body(query: str, limit: int, filters: dict[str, Any]) -> dict[str, Any]:
+    if type(query) is not str:
+        raise TypeError(f"query must be str, not {type(query).__name__}")
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise TypeError(f"limit must be an int, not {type(limit).__name__}")
+    body: dict[str, Any] = {"query": query, "limit": limit}
+    for name, value in filters.items():
+        if value is not None:
+            if isinstance(value, (str, bytes)) and name in ("namespace", "tags"):
+                raise TypeError(f"{name}= must be a sequence of str, not one str")
+            body[name] = _jsonable(value)
+    return body
+
+
+def _retrieve_call(query: str, limit: int, filters: dict[str, Any]) -> _Call[list[MemoryEntry]]:
+    return _Call("POST", "/v1/retrieve", _entries, body=_retrieve_body(query, limit, filters))
+
+
+def _retrieve_scored_call(
+    query: str, limit: int, filters: dict[str, Any]
+) -> _Call[list[ScoredEntry]]:
+    body = _retrieve_body(query, limit, filters)
+    return _Call("POST", "/v1/retrieve_scored", _scored, body=body)
+
+
+def _consolidate_call() -> _Call[ConsolidationStats]:
+    return _Call("POST", "/v1/consolidate", lambda d: ConsolidationStats(**d), idempotent=False)
+
+
+def _statistics_call() -> _Call[MemoryStatistics]:
+    return _Call("GET", "/v1/statistics", lambda d: MemoryStatistics(**d))
+
+
+def _count_call() -> _Call[int]:
+    return _Call("GET", "/v1/len", lambda d: int(d["entries"]))
+
+
+def _detail(response: httpx.Response) -> str:
+    try:
+        problem = response.json()
+    except ValueError:
+        return response.text[:200] or response.reason_phrase
+    if isinstance(problem, dict) and isinstance(problem.get("detail"), str):
+        return str(problem["detail"])
+    return str(problem)[:200]
+
+
+def _decode(call: _Call[_T], response: httpx.Response) -> _T:
+    status = response.status_code
+    if 200 <= status < 300:
+        return call.decode(response.json())
+    if status == 404 and call.not_found is not _NOT_FOUND:
+        result: _T = call.not_found
+        return result
+    detail = _detail(response)
+    if status == 422:
+        raise call.invalid(detail)
+    raise RemoteError(str(response.request.url), status, detail)
+
+
+def _normalize_url(url: str) -> str:
+    if not isinstance(url, str):
+        raise TypeError(f"url must be a str, not {type(url).__name__}")
+    parsed = httpx.URL(url)
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise ValueError(f"url must be an http:// or https:// URL, got {url!r}")
+    return url.rstrip("/")
+
+
+def _check_options(timeout: float, retries: int) -> None:
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise ValueError(f"retries must be an int >= 0, got {retries!r}")
+
+
+def _headers(token: str | None) -> dict[str, str]:
+    if token is None:
+        return {}
+    if not isinstance(token, str) or not token:
+        raise ValueError("token must be a non-empty str or None")
+    return {"Authorization": f"Bearer {token}"}
+
+
+def _retryable(exc: httpx.HTTPError, call: _Call[Any]) -> bool:
+    if isinstance(exc, httpx.TimeoutException):
+        return False
+    if isinstance(exc, httpx.ConnectError):
+        return True  # nothing was sent
+    return call.idempotent and isinstance(exc, httpx.TransportError)
+
+
+def _transport_error(url: str, exc: httpx.HTTPError, attempts: int) -> TransportError:
+    if isinstance(exc, httpx.TimeoutException):
+        reason = f"no answer within the timeout ({type(exc).__name__})"
+    else:
+        tries = f" after {attempts} attempts" if attempts > 1 else ""
+        reason = f"{type(exc).__name__}: {exc or 'connection failed'}{tries}"
+    error = TransportError(url, reason)
+    error.__cause__ = exc
+    return error
+
+
+class AsyncClient(metaclass=Final):
+    """Async client of an ``actormem serve`` server, for asyncio and trio alike.
+
+    Built on ``httpx.AsyncClient`` and anyio only, so the same object works under
+    ``asyncio.run`` and ``trio.run``. The methods mirror :class:`~actormem.Memory`:
+    ``store``, ``store_many``, ``delete``, ``consolidate``, ``get``, ``retrieve``,
+    ``retrieve_scored`` take and return the same types; ``statistics`` and ``count``
+    (``len(memory)``) are coroutines here, and ``export`` streams every entry.
+
+    Use it as a context manager (``async with AsyncClient(url) as memory:``) or call
+    :meth:`aclose`. It keeps a pool of connections; every call has ``timeout``.
+
+    Args:
+        url: The server's base URL, e.g. ``"http://127.0.0.1:8765"``.
+        token: The server's bearer token, if it has one.
+        timeout: Seconds each call may take in all (default 10). A call that runs out
+            raises :class:`~actormem.TransportError`; it may or may not have been applied.
+        retries: Retries after a failed connection (default 3): every call when the
+            connection could not be opened, only calls safe to repeat when it broke
+            after sending (see ``docs/server.md``).
+
+    Raises (from every call):
+        TransportError: The server could not be reached or did not answer in time.
+        RemoteError: The server answered 401, 413, 503 or another error status.
+        InvalidEntryError, InvalidQueryError: The server refused the input (422).
+        TypeError: An argument of the wrong type (nothing is sent).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        retries: int = DEFAULT_RETRIES,
+    ) -> None:
+        self.url = _normalize_url(url)
+        _check_options(timeout, retries)
+        self._retries = retries
+        self._http = httpx.AsyncClient(
+            base_url=self.url, headers=_headers(token), timeout=httpx.Timeout(timeout)
+        )
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connection pool. Idempotent."""
+        await self._http.aclose()
+
+    async def _do(self, call: _Call[_T]) -> _T:
+        attempt = 0
+        while True:
+            try:
+                response = await self._http.request(call.method, call.path, json=call.body)
+            except httpx.HTTPError as exc:
+                if attempt < self._retries and _retryable(exc, call):
+                    await anyio.sleep(_FIRST_BACKOFF * 2**attempt)
+                    attempt += 1
+                    continue
+                raise _transport_error(self.url + call.path, exc, attempt + 1) from exc
+            return _decode(call, response)
+
+    async def store(self, entry: MemoryEntry) -> None:
+        """Store ``entry`` (an upsert by id); return once the server applied it
+        (a durable server: committed). See :meth:`Memory.store <actormem.Memory.store>`."""
+        await self._do(_store_call(entry))
+
+    async def store_many(self, entries: Iterable[MemoryEntry]) -> None:
+        """Store every entry in order, as one request applied in one batch (see
+        :meth:`Memory.store_many <actormem.Memory.store_many>`); the server's body limit
+        bounds how many fit in one call."""
+        await self._do(_store_many_call(entries))
+
+    async def delete(self, id: uuid.UUID) -> bool:
+        """Remove the entry ``id``; True if it was there. Not retried after sending."""
+        return await self._do(_delete_call(id))
+
+    async def consolidate(self) -> ConsolidationStats:
+        """Prune and merge (see :meth:`Memory.consolidate <actormem.Memory.consolidate>`)."""
+        return await self._do(_consolidate_call())
+
+    async def get(self, id: uuid.UUID) -> MemoryEntry | None:
+        """The entry ``id``, or None."""
+        return await self._do(_get_call(id))
+
+    async def retrieve(self, query: str, limit: int = 10, **filters: Any) -> list[MemoryEntry]:
+        """The ``limit`` best entries for ``query``, best first; ``filters`` are the
+        keyword filters of :meth:`Memory.retrieve <actormem.Memory.retrieve>`
+        (``namespace=``, ``category=``, ``tags=``). At most 10,000 results per call."""
+        return await self._do(_retrieve_call(query, limit, filters))
+
+    async def retrieve_scored(
+        self, query: str, limit: int = 10, **filters: Any
+    ) -> list[ScoredEntry]:
+        """As :meth:`retrieve`, with scores (:class:`~actormem.ScoredEntry`)."""
+        return await self._do(_retrieve_scored_call(query, limit, filters))
+
+    async def statistics(self) -> MemoryStatistics:
+        """The server memory's counters (:class:`~actormem.MemoryStatistics`)."""
+        return await self._do(_statistics_call())
+
+    async def count(self) -> int:
+        """Entries in the server memory's latest snapshot (``len(memory)``)."""
+        return await self._do(_count_call())
+
+    async def export(self) -> AsyncIterator[MemoryEntry]:
+        """Every entry of one snapshot of the server's memory, in insertion order,
+        streamed (memory use stays flat). Not retried once the stream has started."""
+        url = self.url + "/v1/export"
+        try:
+            async with self._http.stream("GET", "/v1/export") as response:
+                if response.status_code != 200:
+                    await response.aread()
+                    _decode(_Call("GET", "/v1/export", lambda _: None), response)
+                async for line in response.aiter_lines():
+                    if line:
+                        yield entry_from_json(json.loads(line))
+        except httpx.HTTPError as exc:
+            raise _transport_error(url, exc, 1) from exc
+
+
+class Client(metaclass=Final):
+    """Synchronous client of an ``actormem serve`` server: :class:`AsyncClient`'s methods,
+    blocking (``httpx.Client`` underneath). Safe to share between threads.
+
+    ``len(client)`` works too (one request). See :class:`AsyncClient` for the arguments,
+    the retries and the errors.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        token: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        retries: int = DEFAULT_RETRIES,
+    ) -> None:
+        self.url = _normalize_url(url)
+        _check_options(timeout, retries)
+        self._retries = retries
+        self._http = httpx.Client(
+            base_url=self.url, headers=_headers(token), timeout=httpx.Timeout(timeout)
+        )
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection pool. Idempotent."""
+        self._http.close()
+
+    def _do(self, call: _Call[_T]) -> _T:
+        attempt = 0
+        while True:
+            try:
+                response = self._http.request(call.method, call.path, json=call.body)
+            except httpx.HTTPError as exc:
+                if attempt < self._retries and _retryable(exc, call):
+                    time.sleep(_FIRST_BACKOFF * 2**attempt)
+                    attempt += 1
+                    continue
+                raise _transport_error(self.url + call.path, exc, attempt + 1) from exc
+            return _decode(call, response)
+
+    def store(self, entry: MemoryEntry) -> None:
+        """See :meth:`AsyncClient.store`."""
+        self._do(_store_call(entry))
+
+    def store_many(self, entries: Iterable[MemoryEntry]) -> None:
+        """See :meth:`AsyncClient.store_many`."""
+        self._do(_store_many_call(entries))
+
+    def delete(self, id: uuid.UUID) -> bool:
+        """See :meth:`AsyncClient.delete`."""
+        return self._do(_delete_call(id))
+
+    def consolidate(self) -> ConsolidationStats:
+        """See :meth:`AsyncClient.consolidate`."""
+        return self._do(_consolidate_call())
+
+    def get(self, id: uuid.UUID) -> MemoryEntry | None:
+        """See :meth:`AsyncClient.get`."""
+        return self._do(_get_call(id))
+
+    def retrieve(self, query: str, limit: int = 10, **filters: Any) -> list[MemoryEntry]:
+        """See :meth:`AsyncClient.retrieve`."""
+        return self._do(_retrieve_call(query, limit, filters))
+
+    def retrieve_scored(self, query: str, limit: int = 10, **filters: Any) -> list[ScoredEntry]:
+        """See :meth:`AsyncClient.retrieve_scored`."""
+        return self._do(_retrieve_scored_call(query, limit, filters))
+
+    def statistics(self) -> MemoryStatistics:
+        """See :meth:`AsyncClient.statistics`."""
+        return self._do(_statistics_call())
+
+    def count(self) -> int:
+        """See :meth:`AsyncClient.count`."""
+        return self._do(_count_call())
+
+    def __len__(self) -> int:
+        """``count()``: entries in the server memory's latest snapshot."""
+        return self.count()
+
+    def export(self) -> Iterator[MemoryEntry]:
+        """See :meth:`AsyncClient.export`."""
+        url = self.url + "/v1/export"
+        try:
+            with self._http.stream("GET", "/v1/export") as response:
+                if response.status_code != 200:
+                    response.read()
+                    _decode(_Call("GET", "/v1/export", lambda _: None), response)
+                for line in response.iter_lines():
+                    if line:
+                        yield entry_from_json(json.loads(line))
+        except httpx.HTTPError as exc:
+            raise _transport_error(url, exc, 1) from exc

@@ -1,0 +1,562 @@
+"""The HTTP API over one open :class:`~actormem.Memory` (FastAPI on anyio, run by
+hypercorn's trio worker in :mod:`actormem.server._run`).
+
+Theory of operation
+-------------------
+The web layer is thin: routes validate a body with a pydantic model
+(:mod:`actormem.server._models`), build entries with
+:func:`~actormem._storage.jsonl.entry_from_json`, await the memory's own method, and write
+the answer with :func:`~actormem._storage.jsonl.entry_to_json`. The handlers run as trio
+tasks of the server's run, so they call the memory directly, as any trio task does:
+writes queue for the owner, reads score a snapshot in the handler's task.
+
+Every error leaves as one RFC 9457 problem document (``application/problem+json`` with
+``type``, ``title``, ``status``, ``detail`` and, for a bad field, ``field``), made by the
+handlers at the bottom: invalid body or query 422, unknown id or route 404, body over the
+limit 413, missing or wrong token 401, memory closing or broken 503. Anything else is a
+bug in actormem (500, still a problem document, and logged).
+
+Two pure ASGI middlewares wrap the app: the outer one times every request for
+``/metrics``; the inner one refuses a body over the limit before the app reads it (by
+``Content-Length``, or while a chunked body streams in).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Iterator, Sequence
+from http import HTTPStatus
+from typing import Any
+
+import attrs
+import trio
+from fastapi import Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from prometheus_client import CollectorRegistry, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from starlette.exceptions import HTTPException
+from starlette.routing import Match
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .._engine.memory import Memory
+from .._entry import MemoryCategory, MemoryEntry
+from .._errors import ActorMemError, InvalidEntryError, InvalidQueryError, StorageError
+from .._storage.jsonl import entry_from_json, entry_to_json
+from ._models import (
+    ConsolidationOut,
+    DeletedOut,
+    EntryIn,
+    EntryOut,
+    LenOut,
+    Problem,
+    RetrieveIn,
+    RetrieveOut,
+    ScoredResultsOut,
+    StatisticsOut,
+    StoredManyOut,
+    StoredOut,
+    StoreManyIn,
+)
+
+__all__ = ["PROBLEM_JSON", "create_app"]
+
+log = logging.getLogger("actormem.server")
+
+PROBLEM_JSON = "application/problem+json"
+_NDJSON = "application/x-ndjson"
+#: Entries per chunk of a streamed export (a checkpoint between chunks).
+_EXPORT_CHUNK = 256
+#: How long /readyz waits for the owner to answer before saying "not ready".
+_READY_TIMEOUT = 2.0
+
+
+class _Refused(Exception):
+    """A request refused with a problem document (raised by the handlers below)."""
+
+    def __init__(self, status: int, detail: str, field: str | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.field = field
+
+
+def problem(
+    status: int, detail: str, field: str | None = None, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    """An RFC 9457 problem response (``type`` is ``about:blank``: the status says it all)."""
+    body: dict[str, Any] = {
+        "type": "about:blank",
+        "title": HTTPStatus(status).phrase,
+        "status": status,
+        "detail": detail,
+    }
+    if field is not None:
+        body["field"] = field
+    return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
+
+
+_PROBLEMS: dict[int | str, dict[str, Any]] = {
+    status: {
+        "model": Problem,
+        "content": {PROBLEM_JSON: {}},
+        "description": HTTPStatus(status).phrase,
+    }
+    for status in (401, 413, 422, 503)
+}
+_NOT_FOUND: dict[int | str, dict[str, Any]] = {
+    404: {"model": Problem, "content": {PROBLEM_JSON: {}}, "description": "No entry with this id"}
+}
+
+
+def _field_of(loc: Sequence[Any]) -> str:
+    """``("body", "entries", 0, "tags", 2)`` -> ``"entries[0].tags[2]"``."""
+    out = ""
+    for part in loc:
+        if part in ("body", "query", "path") and not out:
+            continue
+        if isinstance(part, int):
+            out += f"[{part}]" if out else "body"  # ("body", 0): the body as a whole
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "body"
+
+
+def _to_entry(body: EntryIn, field: str) -> MemoryEntry:
+    """The entry a validated body describes, through the one JSON converter."""
+    try:
+        fields = body.model_dump(mode="json", exclude_unset=True)
+        for key in ("id", "created_at"):  # null means "not given": a new id, created now
+            if fields.get(key, "") is None:
+                del fields[key]
+        return entry_from_json(fields)
+    except (ValueError, TypeError) as exc:  # MemoryEntry's own checks (e.g. a lone surrogate)
+        raise _Refused(422, f"{field}: {exc}", field) from None
+
+
+def _scored_json(score: float, entry: MemoryEntry) -> dict[str, Any]:
+    return {"entry": entry_to_json(entry), "score": score}
+
+
+def _retrieve_filters(body: RetrieveIn) -> dict[str, Any]:
+    """The keyword filters of ``Memory.retrieve`` given in the body (unset ones left out)."""
+    filters = body.model_dump(exclude_unset=True, exclude={"query", "limit"})
+    category = filters.get("category")
+    if isinstance(category, str):
+        filters["category"] = MemoryCategory(category)
+    elif category is not None:
+        filters["category"] = [MemoryCategory(c) for c in category]
+    return filters
+
+
+def _allowed_methods(app: FastAPI, scope: Scope) -> list[str]:
+    """Every method some route serves at this path (Starlette's own 405 names only the
+    first matching route's)."""
+    methods: set[str] = set()
+    for route in app.router.routes:
+        match, _ = route.matches({**scope, "method": "\x00"})
+        if match != Match.NONE:
+            methods |= getattr(route, "methods", None) or set()
+    return sorted(methods)
+
+
+class _BodyLimit:
+    """ASGI middleware: a request body over ``max_body`` bytes gets a 413 problem."""
+
+    def __init__(self, app: ASGIApp, max_body: int) -> None:
+        self.app = app
+        self.max_body = max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = self.max_body
+        for name, value in scope["headers"]:
+            if name == b"content-length":
+                try:
+                    declared = int(value)
+                except ValueError:
+                    declared = -1
+                if declared > limit:
+                    await self._refuse(scope, receive, send)
+                    return
+        seen = 0
+        started = False
+
+        async def limited_receive() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise _BodyTooLarge()
+            return message
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, tracking_send)
+        except _BodyTooLarge:
+            if started:  # pragma: no cover - the app answers only after reading the body
+                raise
+            await self._refuse(scope, receive, send)
+
+    async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = problem(
+            413, f"the request body is over the limit of {self.max_body} bytes", "body"
+        )
+        await response(scope, receive, send)
+
+
+class _BodyTooLarge(HTTPException):
+    """Raised from ``receive`` when a streamed body passes the limit. An HTTPException,
+    because FastAPI turns any other error while reading a body into a 400."""
+
+    def __init__(self) -> None:
+        super().__init__(413, "the request body is over the limit")
+
+
+class _Timing:
+    """ASGI middleware: request latencies by method, route template and status."""
+
+    def __init__(self, app: ASGIApp, histogram: Histogram) -> None:
+        self.app = app
+        self.histogram = histogram
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = 500
+
+        async def timed_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, timed_send)
+        finally:
+            route = scope.get("route")
+            path = getattr(route, "path", None) or "(unmatched)"
+            self.histogram.labels(scope["method"], path, str(status)).observe(
+                time.perf_counter() - start
+            )
+
+
+class _MemoryCollector(Collector):
+    """Prometheus metrics read from ``Memory.statistics()`` at each scrape."""
+
+    def __init__(self, memory: Memory) -> None:
+        self.memory = memory
+
+    def collect(self) -> Iterator[Metric]:
+        stats = self.memory.statistics()
+        gauges = {
+            "entries": "Entries in the latest published snapshot",
+            "queue_depth": "Requests waiting for the owner",
+            "queue_capacity": "Size of the owner's request channel",
+            "snapshot_version": "Version number of the latest published snapshot",
+            "live_snapshots": "Snapshots still referenced",
+            "retained_versions": "Dead record versions kept for live snapshots",
+        }
+        for name, text in gauges.items():
+            yield GaugeMetricFamily(f"actormem_{name}", text, value=getattr(stats, name))
+        if stats.capacity is not None:
+            yield GaugeMetricFamily("actormem_capacity", "Most entries kept", value=stats.capacity)
+        counters = {
+            "stores": "Stores applied (upserts included)",
+            "upserts": "Stores that replaced an entry with the same id",
+            "deletes": "Deletes that removed an entry",
+            "evictions": "Entries evicted at capacity",
+            "pruned": "Entries pruned by consolidation",
+            "merged": "Entries merged into a duplicate by consolidation",
+            "consolidations": "Consolidations run",
+            "retrieves": "Retrieves answered",
+            "access_updates": "Access-count updates applied",
+        }
+        for name, text in counters.items():
+            yield CounterMetricFamily(f"actormem_{name}", text, value=getattr(stats, name))
+
+
+def create_app(
+    memory: Memory,
+    *,
+    token: str | None = None,
+    max_body: int = 4 << 20,
+) -> FastAPI:
+    """The ASGI app serving ``memory`` (which must stay open while the app serves).
+
+    Args:
+        memory: An open memory; the app's handlers must run in its trio run.
+        token: When set, every route but ``/healthz``, ``/readyz`` and
+            ``/openapi.json`` needs ``Authorization: Bearer <token>`` (compared in
+            constant time); otherwise 401.
+        max_body: Largest accepted request body, in bytes (larger: 413).
+
+    Returns:
+        A FastAPI app (docs in ``docs/server.md``, schema at ``/openapi.json``).
+    """
+    registry = CollectorRegistry(auto_describe=True)
+    registry.register(_MemoryCollector(memory))
+    latency = Histogram(
+        "actormem_http_request_duration_seconds",
+        "HTTP request latency, from the first byte in to the last byte out",
+        ["method", "route", "status"],
+        registry=registry,
+        buckets=(1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5),
+    )
+    bearer = HTTPBearer(auto_error=False, description="The server's token (--token-file)")
+    expected = None if token is None else token.encode("utf-8")
+
+    async def authorized(
+        credentials: HTTPAuthorizationCredentials | None = Depends(bearer),  # noqa: B008
+    ) -> None:
+        if expected is None:
+            return
+        given = b"" if credentials is None else credentials.credentials.encode("utf-8")
+        # compare_digest takes the same time whatever matches, so a wrong token tells
+        # nothing about the right one (its length aside).
+        if credentials is None or not hmac.compare_digest(given, expected):
+            raise _Refused(401, "missing or wrong bearer token", "Authorization")
+
+    app = FastAPI(
+        title="actormem",
+        version="1",
+        summary="One actormem memory served over HTTP/JSON.",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url="/openapi.json",
+    )
+    guarded: dict[str, Any] = {"dependencies": [Depends(authorized)]}
+
+    # ------------------------------------------------------------ writes
+
+    @app.post(
+        "/v1/entries",
+        response_model=StoredOut,
+        responses=_PROBLEMS,
+        summary="Store one entry (an upsert by id)",
+        **guarded,
+    )
+    async def store(body: EntryIn) -> Response:
+        entry = _to_entry(body, "body")
+        await memory.store(entry)
+        return JSONResponse({"id": str(entry.id)})
+
+    @app.post(
+        "/v1/batch",
+        response_model=StoredManyOut,
+        responses=_PROBLEMS,
+        summary="Store many entries in order, as one request (Memory.store_many)",
+        **guarded,
+    )
+    async def store_many(body: StoreManyIn) -> Response:
+        entries = [_to_entry(e, f"entries[{i}]") for i, e in enumerate(body.entries)]
+        await memory.store_many(entries)
+        return JSONResponse({"stored": len(entries), "ids": [str(e.id) for e in entries]})
+
+    @app.delete(
+        "/v1/entries/{entry_id}",
+        response_model=DeletedOut,
+        responses={**_PROBLEMS, **_NOT_FOUND},
+        summary="Delete an entry",
+        **guarded,
+    )
+    async def delete(entry_id: uuid.UUID) -> Response:
+        if not await memory.delete(entry_id):
+            raise _Refused(404, f"no entry with id {entry_id}", "entry_id")
+        return JSONResponse({"deleted": True})
+
+    @app.post(
+        "/v1/consolidate",
+        response_model=ConsolidationOut,
+        responses=_PROBLEMS,
+        summary="Prune and merge (Memory.consolidate)",
+        **guarded,
+    )
+    async def consolidate() -> Response:
+        return JSONResponse(attrs.asdict(await memory.consolidate()))
+
+    # ------------------------------------------------------------ reads
+
+    @app.get(
+        "/v1/entries/{entry_id}",
+        response_model=EntryOut,
+        responses={**_PROBLEMS, **_NOT_FOUND},
+        summary="Get an entry by id",
+        **guarded,
+    )
+    async def get(entry_id: uuid.UUID) -> Response:
+        entry = await memory.get(entry_id)
+        if entry is None:
+            raise _Refused(404, f"no entry with id {entry_id}", "entry_id")
+        return JSONResponse(entry_to_json(entry))
+
+    @app.post(
+        "/v1/retrieve",
+        response_model=RetrieveOut,
+        responses=_PROBLEMS,
+        summary="The best entries for a query (Memory.retrieve)",
+        **guarded,
+    )
+    async def retrieve(body: RetrieveIn) -> Response:
+        hits = await _retrieve(body)
+        return JSONResponse({"entries": [entry_to_json(h.entry) for h in hits]})
+
+    @app.post(
+        "/v1/retrieve_scored",
+        response_model=ScoredResultsOut,
+        responses=_PROBLEMS,
+        summary="The best entries for a query, with scores (Memory.retrieve_scored)",
+        **guarded,
+    )
+    async def retrieve_scored(body: RetrieveIn) -> Response:
+        hits = await _retrieve(body)
+        return JSONResponse({"results": [_scored_json(h.score, h.entry) for h in hits]})
+
+    async def _retrieve(body: RetrieveIn) -> list[Any]:
+        try:
+            return await memory.retrieve_scored(body.query, body.limit, **_retrieve_filters(body))
+        except (InvalidQueryError, TypeError) as exc:
+            raise _Refused(422, str(exc), "body") from None
+
+    @app.get(
+        "/v1/statistics",
+        response_model=StatisticsOut,
+        responses=_PROBLEMS,
+        summary="The memory's counters (Memory.statistics)",
+        **guarded,
+    )
+    async def statistics() -> Response:
+        return JSONResponse(attrs.asdict(memory.statistics()))
+
+    @app.get(
+        "/v1/len",
+        response_model=LenOut,
+        responses=_PROBLEMS,
+        summary="Entries in the latest snapshot (len(memory))",
+        **guarded,
+    )
+    async def length() -> Response:
+        return JSONResponse({"entries": len(memory)})
+
+    @app.get(
+        "/v1/export",
+        responses={
+            **_PROBLEMS,
+            200: {
+                "description": "One entry per line (JSON Lines), from one snapshot",
+                "content": {_NDJSON: {"schema": {"type": "string"}}},
+            },
+        },
+        response_class=StreamingResponse,
+        summary="Every entry of one snapshot, streamed as JSON Lines",
+        **guarded,
+    )
+    async def export() -> Response:
+        snapshot = memory.snapshot()  # O(1); the stream reads this version only
+
+        async def lines() -> AsyncIterator[bytes]:
+            chunk: list[str] = []
+            for entry in snapshot:
+                chunk.append(json.dumps(entry_to_json(entry), ensure_ascii=False))
+                if len(chunk) == _EXPORT_CHUNK:
+                    yield ("\n".join(chunk) + "\n").encode("utf-8")
+                    chunk = []
+                    await trio.lowlevel.checkpoint()
+            if chunk:
+                yield ("\n".join(chunk) + "\n").encode("utf-8")
+
+        return StreamingResponse(
+            lines(),
+            media_type=_NDJSON,
+            headers={"X-Actormem-Entries": str(len(snapshot))},
+        )
+
+    # ------------------------------------------------------------ operations
+
+    @app.get("/healthz", summary="The process is up", responses={200: {"description": "OK"}})
+    async def healthz() -> Response:
+        return JSONResponse({"status": "ok"})
+
+    @app.get(
+        "/readyz",
+        summary="The memory is open and its owner answers",
+        responses={200: {"description": "Ready"}, 503: _PROBLEMS[503]},
+    )
+    async def readyz() -> Response:
+        with trio.move_on_after(_READY_TIMEOUT):
+            await memory.store_many([])  # a round trip through the owner; changes nothing
+            return JSONResponse({"status": "ready", "entries": len(memory)})
+        raise _Refused(503, "the memory's owner did not answer in time")
+
+    @app.get(
+        "/metrics",
+        summary="Prometheus metrics (text format)",
+        responses={
+            200: {"content": {"text/plain": {"schema": {"type": "string"}}}},
+            401: _PROBLEMS[401],
+        },
+        response_class=Response,
+        **guarded,
+    )
+    async def metrics() -> Response:
+        return Response(
+            generate_latest(registry), media_type="text/plain; version=0.0.4; charset=utf-8"
+        )
+
+    # ------------------------------------------------------------ errors
+
+    @app.exception_handler(_Refused)
+    async def refused(request: Request, exc: _Refused) -> Response:
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+        return problem(exc.status, exc.detail, exc.field, headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> Response:
+        errors = exc.errors()
+        first = errors[0] if errors else {"loc": ("body",), "msg": "invalid request"}
+        field = _field_of(first.get("loc", ("body",)))
+        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        return problem(422, f"{field}: {first.get('msg', 'invalid')}{more}", field)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> Response:
+        status = exc.status_code
+        detail = exc.detail if isinstance(exc.detail, str) else HTTPStatus(status).phrase
+        headers = getattr(exc, "headers", None)
+        if status == 400:  # FastAPI's "error parsing the body": not JSON, or not UTF-8
+            return problem(422, "body: not a JSON document in UTF-8", "body")
+        if status == 405:
+            headers = {"Allow": ", ".join(_allowed_methods(app, request.scope))}
+        return problem(status, detail, headers=headers)
+
+    @app.exception_handler(InvalidEntryError)
+    @app.exception_handler(InvalidQueryError)
+    async def invalid_input(request: Request, exc: ActorMemError) -> Response:
+        return problem(422, str(exc))
+
+    @app.exception_handler(StorageError)
+    @app.exception_handler(trio.ClosedResourceError)
+    @app.exception_handler(trio.BrokenResourceError)
+    async def unavailable(request: Request, exc: Exception) -> Response:
+        return problem(503, f"the memory is closing or broken: {exc}")
+
+    app.add_middleware(_BodyLimit, max_body=max_body)
+    app.add_middleware(_Timing, histogram=latency)
+    app.state.memory = memory
+    return app

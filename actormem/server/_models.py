@@ -1,0 +1,234 @@
+"""Request and response bodies of the HTTP API, as pydantic models (they make the OpenAPI
+document, and FastAPI validates requests with them).
+
+The models only check shapes and ranges; an entry is built by
+:func:`actormem._storage.jsonl.entry_from_json` from the model's JSON dump, the same
+function ``actormem import`` uses, so the server and the files speak one format.
+Responses are written with :func:`~actormem._storage.jsonl.entry_to_json` directly (the
+models below document them).
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Literal
+
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    StringConstraints,
+    field_validator,
+)
+
+from .._engine.snapshot import MAX_QUERY_CHARS
+from .._entry import MAX_MEMORY_CHARS, MemoryCategory
+
+__all__ = [
+    "MAX_BATCH_ENTRIES",
+    "MAX_JSON_INT",
+    "MAX_LIMIT",
+    "Category",
+    "ConsolidationOut",
+    "DeletedOut",
+    "EntryIn",
+    "EntryOut",
+    "LenOut",
+    "Problem",
+    "RetrieveIn",
+    "RetrieveOut",
+    "ScoredOut",
+    "ScoredResultsOut",
+    "StatisticsOut",
+    "StoreManyIn",
+    "StoredManyOut",
+    "StoredOut",
+]
+
+#: Most results one retrieve may ask for over HTTP (a bigger ``limit`` is a 422).
+MAX_LIMIT = 10_000
+#: Largest ``access_count`` over HTTP: I-JSON's (RFC 7493) limit for integers that every
+#: JSON parser reads exactly, 2**53 - 1 (a memory file allows up to 2**63 - 1).
+MAX_JSON_INT = 2**53 - 1
+#: Most entries in one ``store_many`` request (the body limit usually binds first).
+MAX_BATCH_ENTRIES = 10_000
+
+Category = Literal[tuple(c.value for c in MemoryCategory)]  # type: ignore[valid-type]
+NonEmpty = Annotated[str, Strict(), StringConstraints(min_length=1)]
+
+
+def _json_integer(cls: object, value: object) -> object:
+    """JSON Schema's integer: an int, or a number with no fraction (``515.0``); never a
+    string or a boolean (pydantic's strict mode refuses ``515.0``, its lax mode ``"515"``
+    too little)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError("must be an integer")
+    return value
+
+
+def _json_time(value: object) -> object:
+    """A time must be an RFC 3339 string (pydantic would also take a number of seconds)."""
+    if value is not None and not isinstance(value, str):
+        raise ValueError("must be an RFC 3339 date-time string")
+    return value
+
+
+Time = Annotated[AwareDatetime, BeforeValidator(_json_time)]
+# Unknown keys are refused, so a typo never drops a field silently. Scalars are strict
+# (no "1" for 1, no 1 for true); ids and times are parsed from their JSON strings.
+_STRICT = ConfigDict(extra="forbid")
+
+
+class EntryIn(BaseModel):
+    """A memory entry to store; only ``category`` and ``memory`` are required.
+
+    Field names and meanings are those of :class:`~actormem.MemoryEntry`; a missing ``id``
+    gets a new random UUID, a missing ``created_at`` the server's current time.
+    """
+
+    model_config = _STRICT
+
+    id: uuid.UUID | None = Field(None, description="null or absent: a new random UUID")
+    category: Category  # type: ignore[valid-type]
+    memory: Annotated[str, Strict(), StringConstraints(max_length=MAX_MEMORY_CHARS)]
+    tags: list[NonEmpty] = []
+    created_at: Time | None = None
+    relevance: Annotated[float, Strict(), Field(ge=0.0, le=1.0, allow_inf_nan=False)] = 1.0
+    access_count: Annotated[int, Field(ge=0, le=MAX_JSON_INT)] = 0
+    validated: Annotated[bool, Strict()] = False
+    namespace: list[NonEmpty] = []
+    last_accessed: Time | None = None
+
+    _integer = field_validator("access_count", mode="before")(_json_integer)
+
+
+class EntryOut(BaseModel):
+    """A stored entry, every field present (``entry_to_json``'s shape)."""
+
+    id: uuid.UUID
+    category: Category  # type: ignore[valid-type]
+    memory: str
+    tags: list[str]
+    created_at: str = Field(json_schema_extra={"format": "date-time"})
+    relevance: float
+    access_count: int
+    validated: bool
+    namespace: list[str]
+    last_accessed: str | None = Field(json_schema_extra={"format": "date-time"})
+
+
+class StoreManyIn(BaseModel):
+    """Entries to store in order, as one request (see ``Memory.store_many``)."""
+
+    model_config = _STRICT
+
+    entries: Annotated[list[EntryIn], Field(max_length=MAX_BATCH_ENTRIES)]
+
+
+class StoredOut(BaseModel):
+    """The id of the stored entry (useful when the request left it out)."""
+
+    id: uuid.UUID
+
+
+class StoredManyOut(BaseModel):
+    """How many entries were stored, and their ids in request order."""
+
+    stored: int
+    ids: list[uuid.UUID]
+
+
+class DeletedOut(BaseModel):
+    """The entry was there and is now deleted (an unknown id is a 404 instead)."""
+
+    deleted: Literal[True]
+
+
+class RetrieveIn(BaseModel):
+    """A retrieve: the query text, how many results, and the filters of ``Memory.retrieve``.
+
+    ``namespace``: keep entries under these segments; ``category``: one category or a
+    non-empty list (any of them); ``tags``: keep entries carrying every one of them.
+    """
+
+    model_config = _STRICT
+
+    query: Annotated[str, Strict(), StringConstraints(max_length=MAX_QUERY_CHARS)]
+    limit: Annotated[int, Field(ge=0, le=MAX_LIMIT)] = 10
+    namespace: list[NonEmpty] | None = None
+    category: Category | Annotated[list[Category], Field(min_length=1)] | None = None  # type: ignore[valid-type]
+    tags: list[NonEmpty] | None = None
+
+    _integer = field_validator("limit", mode="before")(_json_integer)
+
+
+class RetrieveOut(BaseModel):
+    """Entries best first."""
+
+    entries: list[EntryOut]
+
+
+class ScoredOut(BaseModel):
+    """An entry and its score (higher is better; the scale depends on the scorer)."""
+
+    entry: EntryOut
+    score: float
+
+
+class ScoredResultsOut(BaseModel):
+    """Scored entries, best first."""
+
+    results: list[ScoredOut]
+
+
+class ConsolidationOut(BaseModel):
+    """What a consolidation did (``ConsolidationStats``)."""
+
+    entries_before: int
+    entries_after: int
+    pruned: int
+    merged: int
+    evicted: int
+    bytes_saved: int
+
+
+class StatisticsOut(BaseModel):
+    """The memory's counters (``MemoryStatistics``)."""
+
+    entries: int
+    capacity: int | None
+    stores: int
+    upserts: int
+    deletes: int
+    evictions: int
+    pruned: int
+    merged: int
+    consolidations: int
+    retrieves: int
+    access_updates: int
+    queue_depth: int
+    queue_capacity: int
+    snapshot_version: int
+    live_snapshots: int
+    retained_versions: int
+
+
+class LenOut(BaseModel):
+    """Entries in the latest published snapshot."""
+
+    entries: int
+
+
+class Problem(BaseModel):
+    """An error, as an RFC 9457 problem document (``application/problem+json``)."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    field: str | None = None

@@ -1,0 +1,155 @@
+"""Run the HTTP server: one memory, hypercorn's trio worker, graceful stop on a signal.
+
+Theory of operation
+-------------------
+:func:`serve_http` opens the memory (:func:`~actormem.open_memory`), builds the app
+(:func:`~actormem.server._app.create_app`) and serves it with ``hypercorn.trio.serve`` in
+the same trio run, so request handlers are trio tasks that call the memory directly.
+
+Stopping (``stop`` set, or SIGINT/SIGTERM when ``handle_signals``): hypercorn closes its
+listening sockets, lets requests in flight finish for up to ``graceful_timeout`` seconds
+(then cancels them: a cancelled store may or may not be applied, and its client got no
+acknowledgement), and returns; then the memory closes: every request already queued is
+applied and answered, a durable memory commits and closes its file. Nothing acknowledged
+is lost, because an acknowledgement is only sent after the owner applied (and, durable,
+committed) the write.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import math
+import os
+import signal
+from collections.abc import Callable
+from typing import Any, cast
+
+import trio
+from hypercorn.config import Config
+from hypercorn.trio import serve
+
+from .._engine.memory import open_memory
+from .._index.scoring import Scorer
+from .._storage.sqlite import Durability
+from ._app import create_app
+
+__all__ = ["DEFAULT_MAX_BODY", "DEFAULT_PORT", "is_loopback", "read_token", "serve_http"]
+
+DEFAULT_PORT = 8765
+#: Largest request body accepted by default: 4 MiB (a batch of a few thousand entries).
+DEFAULT_MAX_BODY = 4 << 20
+
+log = logging.getLogger("actormem.server")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names only this machine (``localhost``, 127.0.0.0/8, ``::1``)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def read_token(path: str | os.PathLike[str]) -> str:
+    """The token in ``path`` (surrounding whitespace stripped).
+
+    Raises:
+        ValueError: The file is empty or holds more than one line.
+        OSError: The file cannot be read.
+    """
+    with open(path, encoding="utf-8") as handle:
+        token = handle.read().strip()
+    if not token:
+        raise ValueError(f"{os.fspath(path)}: the token file is empty")
+    if any(c.isspace() for c in token):
+        raise ValueError(f"{os.fspath(path)}: the token must be one word, without spaces")
+    return token
+
+
+def _bind(host: str, port: int) -> str:
+    return f"[{host.strip('[]')}]:{port}" if ":" in host.strip("[]") else f"{host}:{port}"
+
+
+async def serve_http(
+    *,
+    path: str | os.PathLike[str] | None = None,
+    durability: Durability | str = Durability.NORMAL,
+    host: str = "127.0.0.1",
+    port: int = DEFAULT_PORT,
+    capacity: int | None = None,
+    scorer: Scorer | None = None,
+    token: str | None = None,
+    max_body: int = DEFAULT_MAX_BODY,
+    graceful_timeout: float = 5.0,
+    handle_signals: bool = True,
+    stop: trio.Event | None = None,
+    on_ready: Callable[[list[str]], Any] | None = None,
+    task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve one memory over HTTP until stopped; return once it is closed.
+
+    Args:
+        path: The memory's SQLite file, or ``None`` for an in-memory one.
+        durability: As :func:`~actormem.open_memory`.
+        host: Address to listen on. Anything but a loopback address needs ``token``.
+        port: TCP port; 0 picks a free one (the bound URLs go to ``task_status`` and
+            ``on_ready``).
+        capacity, scorer: As :func:`~actormem.open_memory`.
+        token: Bearer token every API call must carry, or ``None`` for none.
+        max_body: Largest request body in bytes (larger: 413).
+        graceful_timeout: Seconds requests in flight get to finish after a stop.
+        handle_signals: Stop on SIGINT and SIGTERM (main thread only).
+        stop: Set it to stop the server (the programmatic SIGTERM).
+        on_ready: Called with the bound URLs once the server listens.
+
+    Raises:
+        ValueError: A non-loopback ``host`` without a token, or a bad ``max_body``.
+        StorageError, TypeError, InvalidQueryError: As :func:`~actormem.open_memory`.
+        OSError: The address cannot be bound (e.g. the port is in use).
+    """
+    if token is None and not is_loopback(host):
+        raise ValueError(
+            f"refusing to listen on {host} without a token: anyone who can reach it could "
+            "read and change the memory (pass --token-file, or listen on 127.0.0.1)"
+        )
+    if max_body < 1:
+        raise ValueError(f"max_body must be >= 1 byte, got {max_body}")
+    if not (graceful_timeout >= 0 and math.isfinite(graceful_timeout)):
+        raise ValueError(f"graceful_timeout must be >= 0 seconds, got {graceful_timeout}")
+    stop = stop if stop is not None else trio.Event()
+    config = Config()
+    config.bind = [_bind(host, port)]
+    config.graceful_timeout = graceful_timeout
+    config.accesslog = None
+    config.errorlog = log
+    config.loglevel = "WARNING"
+    options: dict[str, Any] = {"path": path, "durability": durability, "capacity": capacity}
+    if scorer is not None:
+        options["scorer"] = scorer
+    async with open_memory(**options) as memory:
+        app = create_app(memory, token=token, max_body=max_body)
+        async with trio.open_nursery() as nursery:
+            if handle_signals:
+                nursery.start_soon(_stop_on_signal, stop)
+
+            async def run_server(task_status: trio.TaskStatus[list[str]]) -> None:
+                await serve(
+                    cast(Any, app), config, shutdown_trigger=stop.wait, task_status=task_status
+                )
+                nursery.cancel_scope.cancel()  # the signal watcher
+
+            binds: list[str] = await nursery.start(run_server)
+            if on_ready is not None:
+                on_ready(binds)
+            task_status.started(binds)
+        # Leaving open_memory: queued requests are applied, the file committed and closed.
+
+
+async def _stop_on_signal(stop: trio.Event) -> None:
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            log.warning("actormem serve: %s received, stopping", signal.Signals(signum).name)
+            stop.set()
