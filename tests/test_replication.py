@@ -23,6 +23,7 @@ from typing import Any
 import attrs
 import pytest
 import trio
+import trio.testing
 
 from actormem import (
     InvalidEntryError,
@@ -152,6 +153,47 @@ async def test_causal_read_on_another_node(pg_dsn: str) -> None:
             await b.store(attrs.evolve(e, access_count=2**63))
     with pytest.raises(trio.ClosedResourceError):
         await b.wait_applied(1)
+
+
+async def test_applied_seq_moves_only_when_published(pg_dsn: str, tmp_path: Path) -> None:
+    """While node B's local commit of a record is in its thread, B does not claim the
+    record applied: a causal read waits for the publish (it once returned during the
+    commit and read the old snapshot)."""
+    import threading
+
+    rng = random.Random(6)
+    async with (
+        node(pg_dsn, "m", None) as a,
+        node(pg_dsn, "m", tmp_path / "b.db") as b,
+    ):
+        replica = b._replica
+        assert replica is not None
+        assert replica.store is not None
+        write = replica.store.write
+        entered, release = threading.Event(), threading.Event()
+
+        def slow_write(batch: Any) -> None:
+            entered.set()
+            release.wait(30)
+            write(batch)
+
+        replica.store.write = slow_write  # type: ignore[method-assign]
+        e = entry(rng)
+        seq = await a.store(e)
+        assert isinstance(seq, int)
+        await trio.to_thread.run_sync(entered.wait, 30)  # B is committing the record
+        seen: list[MemoryEntry | None] = []
+
+        async def reader() -> None:
+            seen.append((await b.retrieve(e.memory, 10, min_seq=seq) or [None])[0])
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(reader)
+            await trio.testing.wait_all_tasks_blocked()
+            assert seen == []  # still waiting
+            assert (b.statistics().log_applied_seq or 0) < seq
+            release.set()
+        assert seen == [e]
 
 
 async def test_restart_replays_from_checkpoint(pg_dsn: str, tmp_path: Path) -> None:
@@ -460,3 +502,47 @@ def test_swarm_over_node_processes(pg_dsn: str, tmp_path: Path) -> None:
     )
     assert usage.returncode == 2
     assert "--nodes needs --log" in usage.stderr
+
+
+def _serve_node(dsn: str, path: Path) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "actormem", "serve", "--log", dsn, "--name", "web"]
+        + ["--path", str(path), "--port", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=HERE.parent,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert "node of 'web'" in line, line
+    return proc, line.split(" on ")[-1].split()[0]
+
+
+def test_server_nodes_store_and_causal_retrieve(pg_dsn: str, tmp_path: Path) -> None:
+    """Two ``actormem serve --log`` processes, nodes of one memory: a store on one
+    answers its seq, a retrieve on the other with ``min_seq`` sees it; SIGTERM stops
+    both cleanly."""
+    import httpx
+
+    procs = []
+    try:
+        for i in range(2):
+            procs.append(_serve_node(pg_dsn, tmp_path / f"s{i}.db"))
+        (_, one), (_, two) = procs
+        with httpx.Client(timeout=30) as http:
+            for i in range(5):
+                body = {"category": "fact", "memory": f"blue cluster deploy {i}"}
+                stored = http.post(f"{one}/v1/entries", json=body).json()
+                assert isinstance(stored["seq"], int)
+                found = http.post(
+                    f"{two}/v1/retrieve",
+                    json={"query": f"deploy {i}", "limit": 10, "min_seq": stored["seq"]},
+                ).json()
+                assert stored["id"] in {e["id"] for e in found["entries"]}
+    finally:
+        for proc, _ in procs:
+            proc.send_signal(signal.SIGTERM)
+        statuses = [proc.wait(timeout=60) for proc, _ in procs]
+        for proc, _ in procs:
+            _close_pipes(proc)
+    assert statuses == [0, 0]

@@ -261,7 +261,8 @@ class Replica:
     """The replication side of one node's memory (see the module docs).
 
     Attributes:
-        applied: Seq of the last log record applied and published here.
+        applied: Seq of the last log record applied and published here (it moves only
+            at the publish, so a reader that sees it sees the records' effects).
     """
 
     def __init__(
@@ -296,7 +297,7 @@ class Replica:
     # ------------------------------------------------------------ handle side
 
     async def wait_applied(self, memory: Memory, seq: int) -> None:
-        """Wait until this node has applied log record ``seq``."""
+        """Wait until this node has applied and published log record ``seq``."""
         while self.applied < seq:
             memory._raise_if_unusable()
             await self._changed.wait()
@@ -343,9 +344,10 @@ class Replica:
         horizon = memory._horizon()
         replies: list[tuple[_Request, outcome.Outcome[Any]]] = []
         where = self.log.where
+        applied = self.applied  # self.applied moves only when the records are published
         for rec in records:
-            if rec.seq != self.applied + 1:  # pragma: no cover - the log checks this
-                raise StorageError(where, f"log record {self.applied + 1} is missing")
+            if rec.seq != applied + 1:  # pragma: no cover - the log checks this
+                raise StorageError(where, f"log record {applied + 1} is missing")
             ops = decode_batch(where, rec.seq, rec.payload)
             try:
                 results = apply_ops(state, ops, rec.appended_at, horizon)
@@ -353,7 +355,7 @@ class Replica:
                 raise LogContentError(
                     where, f"log record {rec.seq} cannot be applied ({exc})"
                 ) from exc
-            self.applied = rec.seq
+            applied = rec.seq
             waiters = self._mine.pop(rec.batch_id, None)
             if self.trace is not None:
                 self.trace[rec.seq] = (0.0, waiters is not None)
@@ -364,8 +366,9 @@ class Replica:
                     if req is not None and req.waits:
                         value = rec.seq if req.op == _STORE else result
                         replies.append((req, outcome.Value(value)))
-        await self._commit_local(state)
+        await self._commit_local(state, applied)
         state.publish()
+        self.applied = applied
         for req, answer in replies:
             req.set(answer)
         if self.trace is not None:
@@ -380,24 +383,24 @@ class Replica:
         self._changed.set()
         self._changed = trio.Event()
 
-    def _meta(self, state: MemoryState) -> list[tuple[str, str]]:
+    def _meta(self, state: MemoryState, applied: int) -> list[tuple[str, str]]:
         return [
             (_META_EVICTIONS, str(state._evictions_since_consolidate)),
             (_META_MEMORY, self.log.memory),
             (_META_LOG, self.log.log_id),
             (_META_NODE, str(self.node_id)),
-            (_META_APPLIED, str(self.applied)),
+            (_META_APPLIED, str(applied)),
             (_META_VERSION, str(state.version)),
         ]
 
-    async def _commit_local(self, state: MemoryState, *, clear: bool = False) -> None:
+    async def _commit_local(self, state: MemoryState, applied: int, *, clear: bool = False) -> None:
         """The state's journal and the applied seq, in one local transaction."""
         journal = state.take_journal()
         store = self.store
         if store is None:
             return
         batch = store.prepare(journal)
-        batch = attrs.evolve(batch, meta=self._meta(state), clear=clear)
+        batch = attrs.evolve(batch, meta=self._meta(state, applied), clear=clear)
         if clear:
             batch = attrs.evolve(
                 batch,
@@ -426,11 +429,11 @@ class Replica:
             return fresh
 
         state, seq = decode_snapshot(where, snap.payload, make_state)
-        self.applied = seq
         if self.store is None:
             state.journal = None
-        await self._commit_local(state, clear=True)
+        await self._commit_local(state, seq, clear=True)
         memory._state = state
+        self.applied = seq
         self._notify()
 
     async def catch_up(self, memory: Memory, until: int = 0) -> None:
@@ -697,7 +700,7 @@ async def open_replica(
         memory._replica = replica
         memory._storage = store
         if store is not None and _META_MEMORY not in meta:
-            await replica._commit_local(state)  # claim the new file for this memory
+            await replica._commit_local(state, 0)  # claim the new file for this memory
         await replica.catch_up(memory)
     except BaseException:
         if store is not None:
