@@ -524,6 +524,8 @@ def test_server_nodes_store_and_causal_retrieve(pg_dsn: str, tmp_path: Path) -> 
     both cleanly."""
     import httpx
 
+    from actormem.client import Client
+
     procs = []
     try:
         for i in range(2):
@@ -539,6 +541,13 @@ def test_server_nodes_store_and_causal_retrieve(pg_dsn: str, tmp_path: Path) -> 
                     json={"query": f"deploy {i}", "limit": 10, "min_seq": stored["seq"]},
                 ).json()
                 assert stored["id"] in {e["id"] for e in found["entries"]}
+        with Client(two) as client:  # the Python client passes min_seq through
+            body = {"category": "fact", "memory": "green cluster rollback"}
+            with httpx.Client(timeout=30) as http:
+                stored = http.post(f"{one}/v1/entries", json=body).json()
+            hits = client.retrieve("rollback", 10, min_seq=stored["seq"])
+            assert str(hits[0].id) == stored["id"]
+            assert (client.statistics().log_applied_seq or 0) >= stored["seq"]
     finally:
         for proc, _ in procs:
             proc.send_signal(signal.SIGTERM)

@@ -220,6 +220,8 @@ class StatisticsOut(BaseModel):
     snapshot_version: int
     live_snapshots: int
     retained_versions: int
+    log_applied_seq: int | None = None
+    log_stale_seconds: float | None = None
 
 
 class LenOut(BaseModel):
