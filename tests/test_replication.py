@@ -198,12 +198,19 @@ async def test_applied_seq_moves_only_when_published(pg_dsn: str, tmp_path: Path
 
 async def test_restart_replays_from_checkpoint(pg_dsn: str, tmp_path: Path) -> None:
     """A node closed while others write reopens its checkpoint, reads the log from its
-    applied seq + 1 and converges; its file holds the applied seq with the state."""
+    applied seq + 1 and converges; its file holds the applied seq with the state; a
+    clean close logs the access hits still buffered."""
     rng = random.Random(1)
     path = tmp_path / "a.db"
-    async with open_memory(log=pg_dsn, name="m", path=path, log_options=FAST) as a:
+    lazy = attrs.evolve(FAST, access_interval=3600.0)  # hits go out with writes or at close
+    async with open_memory(log=pg_dsn, name="m", path=path, log_options=lazy) as a:
         for _ in range(5):
             await a.store(entry(rng))
+        hit = (await a.retrieve(WORDS[0] + " " + WORDS[1], 1))[0]
+    async with open_memory(log=pg_dsn, name="m", path=path, log_options=FAST) as a:
+        got = await a.get(hit.id)
+        assert got is not None
+        assert got.access_count == hit.access_count + 1  # the close logged the hit
         first = a.statistics().log_applied_seq
     meta = dict(sqlite3.connect(path).execute("SELECT key, value FROM meta").fetchall())
     assert meta["replica_applied_seq"] == str(first)

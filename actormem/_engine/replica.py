@@ -483,6 +483,10 @@ class Replica:
                     try:
                         inflight.append(await receive.receive())
                     except trio.EndOfChannel:
+                        # A clean close: log the access hits still buffered (or give up
+                        # after log_timeout, as for any append).
+                        self._last_access = -math.inf
+                        await self._round(memory, [], False)
                         break
                     while len(inflight) < _MAX_BATCH:
                         try:
