@@ -1,6 +1,7 @@
 """Determinism of replication (no server needed): the same log applied to fresh states,
 in any batching, with or without a restart from a snapshot, gives states equal field
-for field, eviction, pruning, merging and access bookkeeping included."""
+for field, eviction, pruning, merging, access bookkeeping, keys, time-to-live expiry and
+its refreshes included."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -24,23 +26,42 @@ from actormem._engine.replica import (
 from actormem._engine.state import MemoryState
 from actormem._storage.jsonl import entry_to_json
 from actormem._storage.log import LogContentError
-from tests.strategies import entries, times
+from tests.strategies import entries, namespaces, times
 
 IDS = [uuid.UUID(int=i, version=4) for i in range(1, 9)]
 
 
 @st.composite
+def logged_entries(draw: st.DrawFn) -> dict[str, Any]:
+    """An entry as a log holds it: some with a key (an upsert by key takes the stored
+    entry's id) and some with a time to live (counted from the record's time)."""
+    e = draw(entries(id=draw(st.sampled_from(IDS))))
+    e = attrs.evolve(
+        e,
+        key=draw(st.sampled_from([None, None, "k1", "k2"])),
+        ttl=draw(st.sampled_from([None, None, 60.0, 86400.0])),
+    )
+    return entry_to_json(e)
+
+
+@st.composite
 def operations(draw: st.DrawFn) -> list[Any]:
-    kind = draw(st.sampled_from("sssmdca"))
+    kind = draw(st.sampled_from("sssmdkcaxr"))
     if kind == "s":
-        return ["s", entry_to_json(draw(entries(id=draw(st.sampled_from(IDS)))))]
+        return ["s", draw(logged_entries())]
     if kind == "m":
-        ids = draw(st.lists(st.sampled_from(IDS), max_size=3))
-        return ["m", [entry_to_json(draw(entries(id=i))) for i in ids]]
+        return ["m", draw(st.lists(logged_entries(), max_size=3))]
     if kind == "d":
         return ["d", str(draw(st.sampled_from(IDS)))]
+    if kind == "k":
+        return ["k", list(draw(namespaces)), draw(st.sampled_from(["k1", "k2"]))]
     if kind == "c":
         return ["c"]
+    if kind == "x":
+        return ["x"]
+    if kind == "r":
+        reads = draw(st.lists(st.sampled_from(IDS), min_size=1, max_size=3, unique=True))
+        return ["r", [[str(i), draw(times).isoformat()] for i in reads]]
     hits = draw(st.lists(st.sampled_from(IDS), min_size=1, max_size=3, unique=True))
     return [
         "a",
@@ -123,4 +144,4 @@ def test_malformed_or_newer_payloads_are_refused() -> None:
     with pytest.raises(LogContentError, match="newer"):
         decode_snapshot("log", b'{"v": 5}', lambda: fresh(None))
     with pytest.raises(ValueError, match="unknown operation"):
-        apply_ops(fresh(None), [["x"]], datetime.now().astimezone(), 0)
+        apply_ops(fresh(None), [["?"]], datetime.now().astimezone(), 0)

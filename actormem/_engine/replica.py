@@ -77,11 +77,13 @@ from .._util import Final
 from .memory import (
     _CONSOLIDATE,
     _DELETE,
+    _DELETE_KEY,
     _FLUSH,
     _MAX_BATCH,
     _STORE,
     _STORE_MANY,
     _STORE_NOWAIT,
+    _SWEEP,
     _VACUUM_STEP,
     Memory,
     _close_storage,
@@ -140,6 +142,11 @@ def _encode_request(req: _Request) -> list[Any]:
         return ["m", [entry_to_json(e) for e in req.arg]]
     if req.op == _DELETE:
         return ["d", str(req.arg)]
+    if req.op == _DELETE_KEY:
+        namespace, key = req.arg
+        return ["k", list(namespace), key]
+    if req.op == _SWEEP:
+        return ["x"]
     if req.op == _CONSOLIDATE:
         return ["c"]
     raise AssertionError(f"unknown request {req.op}")  # pragma: no cover
@@ -147,6 +154,10 @@ def _encode_request(req: _Request) -> list[Any]:
 
 def _encode_access(hits: dict[uuid.UUID, tuple[int, datetime]]) -> list[Any]:
     return ["a", [[str(id), times, when.isoformat()] for id, (times, when) in hits.items()]]
+
+
+def _encode_refresh(reads: dict[uuid.UUID, datetime]) -> list[Any]:
+    return ["r", [[str(id), when.isoformat()] for id, when in reads.items()]]
 
 
 def encode_batch(ops: list[list[Any]]) -> bytes:
@@ -181,30 +192,45 @@ def apply_ops(state: MemoryState, ops: list[list[Any]], now: datetime, horizon: 
     """Apply one log record's operations to ``state``, in order; return each one's result.
 
     Deterministic: the result and the new state depend only on ``state``, ``ops`` and
-    ``now`` (the record's time, the one moment every time-dependent rule of the state
-    must use; today's rules need none). ``horizon`` (the oldest version a live snapshot
+    ``now`` (the record's time: every time-dependent rule uses it, never a clock). First
+    the entries whose time to live ran out by ``now`` are removed (as the single-node
+    owner does before each batch), then the operations run; a store's ``ttl`` counts
+    from ``now``. ``horizon`` (the oldest version a live snapshot
     reads) only decides which old access versions may be dropped, never what is visible
     at the new version. Results: None for a store or an access batch, a bool for a
-    delete, :class:`~actormem.ConsolidationStats` for a consolidation. Operations:
-    ``["s", entry]`` store, ``["m", [entry, ...]]`` store many, ``["d", id]`` delete,
-    ``["c"]`` consolidate, ``["a", [[id, times, when], ...]]`` access hits. O(as the ops).
+    delete, :class:`~actormem.ConsolidationStats` for a consolidation, the number of
+    entries expired for a sweep. Operations: ``["s", entry]`` store, ``["m", [entry,
+    ...]]`` store many, ``["d", id]`` delete, ``["k", namespace, key]`` delete by key,
+    ``["c"]`` consolidate, ``["x"]`` sweep expired entries, ``["a", [[id, times, when],
+    ...]]`` access hits, ``["r", [[id, when], ...]]`` time-to-live refreshes by reads.
+    O(as the ops).
 
     Raises:
         ValueError, KeyError, TypeError: A malformed operation (a foreign or corrupt log).
     """
-    del now  # the seam for time-dependent rules (TTL expiry): see the docstring
+    swept = state.expire(now) if state.next_expiry() is not None else 0
     results: list[Any] = []
     for op in ops:
         kind = op[0]
         if kind == "s":
-            state.store(entry_from_json(op[1]))
+            state.store(entry_from_json(op[1]), now)
             results.append(None)
         elif kind == "m":
             for obj in op[1]:
-                state.store(entry_from_json(obj))
+                state.store(entry_from_json(obj), now)
             results.append(None)
         elif kind == "d":
             results.append(state.delete(uuid.UUID(op[1])) is not None)
+        elif kind == "k":
+            rec = state.current_by_key(tuple(op[1]), op[2])
+            results.append(rec is not None and state.delete(rec.entry.id) is not None)
+        elif kind == "x":
+            results.append(swept + state.expire(now))
+            swept = 0
+        elif kind == "r":
+            reads = {uuid.UUID(i): datetime.fromisoformat(w) for i, w in op[1]}
+            state.refresh(reads, horizon)
+            results.append(None)
         elif kind == "c":
             results.append(state.consolidate())
         elif kind == "a":
@@ -524,7 +550,7 @@ class Replica:
     def _next_timeout(self, memory: Memory) -> float:
         """Until the next poll of the log, or sooner when access hits wait to be sent."""
         timeout = self.options.poll_interval
-        if memory._pending_access:
+        if memory._pending_access or memory._pending_refresh:
             due = self._last_access + self.options.access_interval - trio.current_time()
             timeout = min(timeout, max(due, 0.0))
         return timeout
@@ -536,16 +562,23 @@ class Replica:
         ops: list[list[Any]] = []
         waiters: list[_Request | None] = []
         hits = memory._pending_access
-        if hits and (writes or now - self._last_access >= self.options.access_interval):
+        reads = memory._pending_refresh
+        due = now - self._last_access >= self.options.access_interval
+        if (hits or reads) and (writes or due):
             memory._pending_access = {}
+            memory._pending_refresh = {}
             self._last_access = now
-            ops.append(_encode_access(hits))
-            waiters.append(None)
+            if hits:
+                ops.append(_encode_access(hits))
+                waiters.append(None)
+            if reads:
+                ops.append(_encode_refresh(reads))
+                waiters.append(None)
         for req in writes:
             ops.append(_encode_request(req))
             waiters.append(req)
         if ops:
-            await self._append_round(memory, ops, waiters, hits)
+            await self._append_round(memory, ops, waiters, hits, reads)
         elif read:
             try:
                 await self.catch_up(memory)
@@ -575,6 +608,7 @@ class Replica:
         ops: list[list[Any]],
         waiters: list[_Request | None],
         hits: dict[uuid.UUID, tuple[int, datetime]],
+        reads: dict[uuid.UUID, datetime],
     ) -> None:
         batch_id = uuid.uuid4()
         when = memory._state.clock()
@@ -596,6 +630,9 @@ class Replica:
                 if prev is not None:
                     times, last = times + prev[0], max(last, prev[1])
                 memory._pending_access[id] = (times, last)
+            for id, when in reads.items():
+                prev_read = memory._pending_refresh.get(id)
+                memory._pending_refresh[id] = when if prev_read is None else max(when, prev_read)
             return
         await self._apply(memory, records)
         if self.applied < seq:  # pragma: no cover - append returns up to its own seq
