@@ -85,9 +85,10 @@ async def settle(*memories: Memory) -> int:
 
 
 async def test_nodes_converge_under_concurrent_writes(pg_dsn: str, tmp_path: Path) -> None:
-    """Three nodes; stores, upserts, deletes, retrieves (access bookkeeping),
-    consolidations and evictions (capacity 25) from all three at once: every node
-    ends in the same state at the same seq."""
+    """Three nodes; stores, upserts, store-many, deletes by id and by key, entries with
+    a time to live and sweeps, retrieves (access bookkeeping), consolidations and
+    evictions (capacity 25) from all three at once: every node ends in the same state
+    at the same seq."""
     async with (
         node(pg_dsn, "team-a", tmp_path / "1.db", capacity=25) as a,
         node(pg_dsn, "team-a", tmp_path / "2.db", capacity=25) as b,
@@ -109,8 +110,15 @@ async def test_nodes_converge_under_concurrent_writes(pg_dsn: str, tmp_path: Pat
                     await me.store(rng.choice(mine).with_tag("upserted"))
                 elif r < 0.65:
                     await me.store_many([entry(rng), rng.choice(mine).with_tag("again")])
-                elif r < 0.75:
+                elif r < 0.7:
                     await me.delete(rng.choice(mine).id)
+                elif r < 0.73:  # a keyed entry with a short time to live, by key
+                    ns, key = ("keys",), rng.choice(["a", "b"])
+                    await me.store(entry(rng, namespace=ns, key=key, ttl=0.05))
+                elif r < 0.75:
+                    await me.delete_key(("keys",), rng.choice(["a", "b"]))
+                elif r < 0.77:
+                    await me.sweep_expired()
                 elif r < 0.8:
                     await me.consolidate()
                 else:
@@ -126,6 +134,7 @@ async def test_nodes_converge_under_concurrent_writes(pg_dsn: str, tmp_path: Pat
         assert states[0][0] == head
         assert any(e["access_count"] for _, e in states[0][1][0])  # accesses were logged
         assert a.statistics().evictions > 0  # capacity 25 was reached
+        assert a.statistics().expired > 0  # time-to-live entries ran out on every node
 
 
 async def test_causal_read_on_another_node(pg_dsn: str) -> None:
