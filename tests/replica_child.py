@@ -4,19 +4,23 @@ Usage::
 
     python tests/replica_child.py DSN NAME PATH SEED START COUNT WRITERS
 
-Opens the node (checkpoint PATH), stores ``make_entry(SEED, i)`` for ``i`` in
-``[START, START + COUNT)`` from WRITERS concurrent tasks, with an upsert of an earlier
-entry after every 7th store; prints ``acked i`` (flushed) as each store returns, then
-``stored``. Then reads a line ``check SEQ`` from stdin, waits until the node applied SEQ,
-and prints one JSON line ``{"applied": ..., "digest": ..., "ids": [...]}`` and exits.
+Opens the node (checkpoint PATH, capacity :data:`CAPACITY`) and runs step ``i`` for ``i``
+in ``[START, START + COUNT)`` from WRITERS concurrent tasks (:func:`step`: mostly a store
+of ``make_entry(SEED, i)``, printed ``acked i`` (flushed) once it returned; else an
+upsert, a delete, a consolidation or a retrieve); then a no-op write (it carries the
+last access hits) and ``stored``. Then reads a line ``check SEQ`` from stdin, waits
+until the node applied SEQ, and prints one JSON line ``{"applied": ..., "digest": ...}``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import random
 import sys
+import uuid
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -27,28 +31,45 @@ from actormem._engine.replica import ReplicaOptions, encode_snapshot  # noqa: E4
 from tests.crash_child import make_entry  # noqa: E402
 
 
-def state_digest(memory: object) -> tuple[str, list[str]]:
-    """A digest of every field of every entry (and insertion numbers), and the ids."""
-    state = memory._state  # type: ignore[attr-defined]
+def state_digest(state: Any) -> str:
+    """A digest of every field of every entry, with insertion numbers."""
     body = json.loads(encode_snapshot(state, 0))
-    ids = sorted(e["id"] for _, e in body["entries"])
-    return hashlib.sha256(json.dumps(body["entries"]).encode()).hexdigest(), ids
+    return hashlib.sha256(json.dumps(body["entries"]).encode()).hexdigest()
+
+
+#: Every node's capacity: small enough that the stores evict.
+CAPACITY = 40
+
+
+async def step(memory: Any, seed: int, start: int, i: int) -> None:
+    """Step ``i`` of a node (see the module docs); prints ``acked ID`` per store."""
+    r = random.Random(f"step:{seed}:{i}").random()
+    if r < 0.75 or i < start + 3:
+        await memory.store(make_entry(seed, i))
+        print(f"acked {i}", flush=True)
+    elif r < 0.83:
+        await memory.store(make_entry(seed, i - 1))  # an upsert (or a store again)
+        print(f"acked {i - 1}", flush=True)
+    elif r < 0.9:
+        await memory.delete(make_entry(seed, i - 2).id)
+    elif r < 0.95:
+        await memory.consolidate()
+    else:
+        await memory.retrieve(make_entry(seed, i - 3).memory, 3)
 
 
 async def main(
     dsn: str, name: str, path: str, seed: int, start: int, count: int, writers: int
 ) -> None:
     options = ReplicaOptions(poll_interval=0.2, heartbeat_interval=0.2)
-    async with open_memory(log=dsn, name=name, path=path, log_options=options) as memory:
+    async with open_memory(
+        log=dsn, name=name, path=path, capacity=CAPACITY, log_options=options
+    ) as memory:
         send, receive = trio.open_memory_channel[int](0)
 
         async def writer() -> None:
             async for i in receive:
-                await memory.store(make_entry(seed, i))
-                print(f"acked {i}", flush=True)
-                if i % 7 == 0 and i > start:
-                    await memory.store(make_entry(seed, i - 1))  # an upsert
-                    print(f"acked {i - 1}", flush=True)
+                await step(memory, seed, start, i)
 
         async with trio.open_nursery() as nursery:
             for _ in range(writers):
@@ -56,13 +77,20 @@ async def main(
             async with send:
                 for i in range(start, start + count):
                     await send.send(i)
+        await memory.delete(uuid.uuid4())  # appends the access hits still buffered
         print("stored", flush=True)
         line = await trio.to_thread.run_sync(sys.stdin.readline)
         seq = int(line.split()[1])
         await memory.wait_applied(seq)
-        digest, ids = state_digest(memory)
-        applied = memory.statistics().log_applied_seq
-        print(json.dumps({"applied": applied, "digest": digest, "ids": ids}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "applied": memory.statistics().log_applied_seq,
+                    "digest": state_digest(memory._state),
+                }
+            ),
+            flush=True,
+        )
 
 
 if __name__ == "__main__":
