@@ -502,7 +502,7 @@ def test_node_processes_converge_after_kill_9(pg_dsn: str, tmp_path: Path) -> No
     logged: set[str] = set()
     for seq, appended_at, payload in rows:
         ops = decode_batch("log", seq, bytes(payload))
-        apply_ops(replay, ops, appended_at, replay.published)
+        apply_ops(replay, ops, appended_at.astimezone(UTC), replay.published)
         replay.publish()
         logged |= {op[1]["id"] for op in ops if op[0] == "s"}
     assert state_digest(replay) == results[0]["digest"]

@@ -40,7 +40,7 @@ import re
 import time
 import uuid
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from .._errors import StorageError
@@ -268,7 +268,9 @@ class PgLog:
         return seq, self._records(after, head, rows)
 
     def _records(self, after: int, head: int, rows: list[tuple[Any, ...]]) -> list[LogRecord]:
-        records = [LogRecord(s, b, t, bytes(p)) for s, b, t, p in rows]
+        # In UTC whatever the session's TimeZone: every node then applies the same value,
+        # down to the offset a stored expiry is written with.
+        records = [LogRecord(s, b, t.astimezone(UTC), bytes(p)) for s, b, t, p in rows]
         expected = after + 1
         if (records and records[0].seq != expected) or (not records and head > after):
             raise LogTruncatedError(
