@@ -797,11 +797,7 @@ async def _run_owner(memory: Memory, receive: trio.MemoryReceiveChannel[_Request
                     inflight = [_FLUSH_REQUEST]  # the earliest expiry came: sweep
             except trio.EndOfChannel:
                 break
-            while len(inflight) < _MAX_BATCH:
-                try:
-                    inflight.append(receive.receive_nowait())
-                except (trio.WouldBlock, trio.EndOfChannel):
-                    break
+            _drain(receive, inflight)
             if memory._commit is not None:
                 state.defer_index()  # indexed while the commit is written (see commit)
             replies = memory._apply_batch(inflight)
@@ -830,6 +826,16 @@ async def _run_owner(memory: Memory, receive: trio.MemoryReceiveChannel[_Request
         memory._closed = True
         memory._send.close()
         receive.close()
+
+
+def _drain(receive: trio.MemoryReceiveChannel[_Request], inflight: list[_Request]) -> None:
+    """Add the requests already queued to ``inflight``, up to ``_MAX_BATCH`` in all,
+    without waiting: one batch."""
+    while len(inflight) < _MAX_BATCH:
+        try:
+            inflight.append(receive.receive_nowait())
+        except (trio.WouldBlock, trio.EndOfChannel):
+            break
 
 
 def _owner_died(

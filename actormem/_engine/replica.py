@@ -79,7 +79,6 @@ from .memory import (
     _DELETE,
     _DELETE_KEY,
     _FLUSH,
-    _MAX_BATCH,
     _STORE,
     _STORE_MANY,
     _STORE_NOWAIT,
@@ -87,6 +86,7 @@ from .memory import (
     _VACUUM_STEP,
     Memory,
     _close_storage,
+    _drain,
     _owner_died,
     _Request,
 )
@@ -505,20 +505,20 @@ class Replica:
         try:
             while True:
                 inflight = []
+                closing = False
                 with trio.move_on_after(self._next_timeout(memory)) as timer:
                     try:
                         inflight.append(await receive.receive())
                     except trio.EndOfChannel:
-                        # A clean close: log the access hits still buffered (or give up
-                        # after log_timeout, as for any append).
-                        self._last_access = -math.inf
-                        await self._round(memory, [], False)
-                        break
-                    while len(inflight) < _MAX_BATCH:
-                        try:
-                            inflight.append(receive.receive_nowait())
-                        except (trio.WouldBlock, trio.EndOfChannel):
-                            break
+                        closing = True
+                    else:
+                        _drain(receive, inflight)
+                if closing:
+                    # A clean close: log the access hits still buffered (or give up
+                    # after log_timeout, as for any append).
+                    self._last_access = -math.inf
+                    await self._round(memory, [], False)
+                    break
                 read = timer.cancelled_caught or any(r is self._wake_request for r in inflight)
                 await self._round(memory, [r for r in inflight if r.op != _FLUSH], read)
                 inflight = []
