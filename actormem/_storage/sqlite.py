@@ -67,6 +67,7 @@ from .sqlite_format import (
     MIGRATE_FROM_2,
     SCHEMA_VERSION,
     SELECT_VECTORS,
+    SET_META,
     UPDATE_ACCESS,
     check_header,
     check_schema,
@@ -107,6 +108,10 @@ class Batch:
     deletes: list[tuple[int]]
     puts: list[tuple[Any, ...]]
     accesses: list[tuple[Any, ...]]
+    #: ``meta`` rows to set in the same transaction (a replica's applied seq).
+    meta: list[tuple[str, str]] = attrs.field(factory=list)
+    #: Delete every entry first (a replica starting over from a snapshot).
+    clear: bool = False
     #: ``(seq, text_hash, vector bytes)`` of the dense index, for puts that have one.
     vectors: list[tuple[int, bytes, bytes]] = attrs.field(factory=list)
 
@@ -353,6 +358,11 @@ class SqliteStore:
         self._check_identity()
         try:
             conn.execute("BEGIN IMMEDIATE")
+            if batch.clear:
+                conn.execute("DELETE FROM entries")
+                conn.execute("DELETE FROM vectors")
+            if batch.meta:
+                conn.executemany(SET_META, batch.meta)
             if batch.deletes:
                 conn.executemany(DELETE_ENTRY, batch.deletes)
                 conn.executemany(DELETE_VECTOR, batch.deletes)
@@ -372,6 +382,20 @@ class SqliteStore:
             raise StorageError(self.path, f"commit failed: {sqlite_reason(exc)}") from exc
         self.commits += 1
         self.written += len(batch)
+
+    def read_meta(self) -> dict[str, str]:
+        """Every ``meta`` row (schema version, a replica's checkpoint). Blocking, O(rows).
+
+        Raises:
+            StorageError: The store is closed or SQLite failed.
+        """
+        conn = self._conn
+        if conn is None:
+            raise StorageError(self.path, "the store is closed")
+        try:
+            return {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta")}
+        except sqlite3.Error as exc:
+            raise StorageError(self.path, f"reading meta failed: {sqlite_reason(exc)}") from exc
 
     def read_vectors(self, model: str, dim: int) -> dict[int, tuple[bytes, bytes]]:
         """The stored vectors, ``{seq: (text_hash, float32 bytes)}``, if they were made by
