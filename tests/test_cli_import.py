@@ -13,42 +13,19 @@ import uuid
 from pathlib import Path
 
 import pytest
-import trio
-
-from actormem import MemoryCategory, MemoryEntry, open_memory
+from actormem import MemoryCategory, MemoryEntry
+from actormem._engine.bulk import store_all_or_nothing
 from actormem._storage import sqlite as sqlite_store
-from actormem.cli._main import main
+
+from .test_cli import read_all, run_cli, store_all
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    status = main(list(argv))
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 def write_jsonl(path: Path, rows: list[dict[str, object]], *, bom: bool = False) -> Path:
     text = "".join(json.dumps(r) + "\n" for r in rows)
     path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8"))
     return path
-
-
-def read_all(path: Path) -> list[MemoryEntry]:
-    async def run() -> list[MemoryEntry]:
-        async with open_memory(path=path) as memory:
-            return list(memory.snapshot())
-
-    return trio.run(run)
-
-
-def store_all(path: Path, entries: list[MemoryEntry]) -> None:
-    async def run() -> None:
-        async with open_memory(path=path) as memory:
-            for entry in entries:
-                await memory.store(entry)
-
-    trio.run(run)
 
 
 def calls(n: int, *, text: str = "") -> list[dict[str, object]]:
@@ -176,7 +153,7 @@ def test_ctrl_c_during_an_import_leaves_all_or_nothing(tmp_path: Path) -> None:
     db = tmp_path / "m.sqlite"
     existing = [MemoryEntry.new(MemoryCategory.FACT, f"kept {i}") for i in range(5)]
     store_all(db, existing)
-    n = 20_000
+    n = 8_000
     dump = write_jsonl(tmp_path / "d.jsonl", calls(n, text="y" * 200))
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD, "import", str(db), str(dump)],
@@ -224,7 +201,7 @@ def test_salvage_export_writes_every_readable_row_and_reports_the_rest(
 ) -> None:
     db = tmp_path / "m.sqlite"
     entries = [MemoryEntry.new(MemoryCategory.FACT, f"entry {i} " * 20) for i in range(1500)]
-    store_all(db, entries)
+    store_all_or_nothing(db, entries)  # one transaction: quicker than 1,500 stores
     status, whole, err = run_cli(capsys, "export", "--salvage", str(db))
     assert (status, err) == (0, f"actormem export: salvaged 1,500 entries from {db}; nothing skipped\n")
     status, plain, _ = run_cli(capsys, "export", str(db))

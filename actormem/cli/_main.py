@@ -845,7 +845,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "interval", 1.0) is None:
         args.interval = 0.25 if sys.stdout.isatty() else 5.0
     sub = f"{PROG} {args.command}"
-    previous = _install_sigterm()
+    # SIGTERM unwinds like Ctrl-C where a command has something to clean up or report
+    # (swarm: its temporary folder and figures; import: a file it created). Elsewhere
+    # (serve handles its own signals) it keeps its default action.
+    previous = _install_sigterm() if args.command in ("swarm", "import") else None
     try:
         status: int = args.handler(args)
         sys.stdout.flush()
