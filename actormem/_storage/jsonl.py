@@ -9,7 +9,9 @@ of the file ignored). An *entry* holds every field of a
 
       {"id": "<uuid>", "category": "trajectory", "memory": str, "tags": [str],
        "created_at": "<ISO 8601 with offset>", "relevance": float, "access_count": int,
-       "validated": bool, "namespace": [str], "last_accessed": "<ISO 8601>" | null}
+       "validated": bool, "namespace": [str], "last_accessed": "<ISO 8601>" | null,
+       "key": str | null, "value": {...} | null, "updated_at": "<ISO 8601>",
+       "ttl": float | null, "expires_at": "<ISO 8601>" | null}
 
   Only ``category`` and ``memory`` are required; unknown keys are refused, so a typo never
   drops a field silently. ``entry_from_json(entry_to_json(e)) == e`` for every entry.
@@ -55,6 +57,11 @@ _ENTRY_KEYS = frozenset(
         "validated",
         "namespace",
         "last_accessed",
+        "key",
+        "value",
+        "updated_at",
+        "ttl",
+        "expires_at",
     }
 )
 
@@ -155,6 +162,11 @@ def entry_to_json(entry: MemoryEntry) -> dict[str, Any]:
         "validated": entry.validated,
         "namespace": list(entry.namespace),
         "last_accessed": _time_to_json(entry.last_accessed),
+        "key": entry.key,
+        "value": None if entry.value is None else entry.value.thaw(),
+        "updated_at": _time_to_json(entry.updated_at),
+        "ttl": entry.ttl,
+        "expires_at": _time_to_json(entry.expires_at),
     }
 
 
@@ -243,6 +255,16 @@ def entry_from_json(obj: dict[str, Any]) -> MemoryEntry:
         fields["access_count"] = count
     if "validated" in obj:
         fields["validated"] = need(obj, "validated", bool, "true or false")
+    if obj.get("key") is not None:
+        fields["key"] = need(obj, "key", str, "a string")
+    if obj.get("value") is not None:
+        fields["value"] = need(obj, "value", dict, "a JSON object")
+    if "updated_at" in obj:
+        fields["updated_at"] = _parse_time("updated_at", obj["updated_at"])
+    if obj.get("ttl") is not None:
+        fields["ttl"] = need(obj, "ttl", (int, float), "a number of seconds")
+    if obj.get("expires_at") is not None:
+        fields["expires_at"] = _parse_time("expires_at", obj["expires_at"])
     try:
         return MemoryEntry(**fields)
     except TypeError as exc:  # attrs validators raise TypeError for wrong types

@@ -41,6 +41,7 @@ from ..agent._text import cut, escape_line
 from ..agent._toolcalls import read_import_file, read_tool_calls
 from ..eval import _cli as _eval_cli
 from ._display import result_tables, watch
+from ._mcp import add_mcp_parser
 from ._serve import add_serve_parser
 from ._swarm import (
     CAUSES,
@@ -818,6 +819,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _eval_cli.add_eval_parser(sub)
     add_serve_parser(sub, SCORERS)
+    add_mcp_parser(sub, SCORERS)
     return parser
 
 
