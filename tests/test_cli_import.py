@@ -228,3 +228,37 @@ def test_salvage_export_writes_every_readable_row_and_reports_the_rest(
     assert "1 unreadable regions skipped (entries after seq " in err
     assert err.count("\n") == 1
     assert db.read_bytes() == damaged  # salvaging writes nothing
+
+
+def test_salvage_reads_a_version_1_file_without_upgrading_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from actormem._storage.sqlite_format import CREATE_SCHEMA_V1
+
+    db = tmp_path / "old.sqlite"
+    conn = sqlite3.connect(db, isolation_level=None)
+    for statement in CREATE_SCHEMA_V1:
+        conn.execute(statement)
+    conn.execute(
+        "INSERT INTO entries VALUES (1, '00000000-0000-0000-0000-000000000001', 'fact', "
+        "'old text', '[\"t\"]', '[\"ns\"]', '2026-01-01T00:00:00+00:00', 0.5, 2, NULL, 0)"
+    )
+    conn.close()
+    before = db.read_bytes()
+    status, out, err = run_cli(capsys, "export", "--salvage", str(db))
+    assert status == 0, err
+    (row,) = [json.loads(line) for line in out.splitlines()]
+    assert (row["memory"], row["namespace"], row["access_count"]) == ("old text", ["ns"], 2)
+    assert db.read_bytes() == before
+
+
+def test_import_gives_a_ttl_line_its_expiry(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    dump = write_jsonl(tmp_path / "d.jsonl", [{"category": "fact", "memory": "m", "ttl": 3600}])
+    db = tmp_path / "m.sqlite"
+    status, _, err = run_cli(capsys, "import", str(db), str(dump))
+    assert status == 0, err
+    (entry,) = read_all(db)
+    assert entry.expires_at is not None
+    assert (entry.expires_at - entry.created_at).total_seconds() == pytest.approx(3600, abs=60)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from datetime import UTC, datetime
 from typing import Any
 
 import attrs
@@ -133,8 +134,9 @@ def store_all_or_nothing(
         state.load(rows)  # capacity None: nothing evicted, nothing to delete
         before = len(state)
         del rows
+        now = datetime.now(UTC)  # the time of every write (a ttl counts from it)
         for entry in entries:
-            state.store(entry)
+            state.store(entry, now)
         batch = store.prepare(state.take_journal())
         _write_interruptibly(store, batch)
         return BulkResult(
