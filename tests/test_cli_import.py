@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 from actormem import MemoryCategory, MemoryEntry
-from actormem._engine.bulk import store_all_or_nothing
 from actormem._storage import sqlite as sqlite_store
 
 from .test_cli import read_all, run_cli, store_all
@@ -199,6 +198,8 @@ def _damage_a_leaf_page(path: Path) -> int:
 def test_salvage_export_writes_every_readable_row_and_reports_the_rest(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
+    from actormem._engine.bulk import store_all_or_nothing
+
     db = tmp_path / "m.sqlite"
     entries = [MemoryEntry.new(MemoryCategory.FACT, f"entry {i} " * 20) for i in range(1500)]
     store_all_or_nothing(db, entries)  # one transaction: quicker than 1,500 stores
