@@ -146,9 +146,13 @@ CHILD = textwrap.dedent(
 )
 
 
-def test_ctrl_c_during_an_import_leaves_all_or_nothing(tmp_path: Path) -> None:
-    """A real SIGINT, sent once the import writes: the file then holds every line or none
-    of them (never a part), and an interrupt that came in time says so in one line."""
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_during_an_import_leaves_all_or_nothing(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    """A real SIGINT (Ctrl-C) or SIGTERM, sent once the import writes: the file then holds
+    every line or none of them (never a part), and a signal that came in time says so in
+    one line."""
     db = tmp_path / "m.sqlite"
     existing = [MemoryEntry.new(MemoryCategory.FACT, f"kept {i}") for i in range(5)]
     store_all(db, existing)
@@ -163,12 +167,13 @@ def test_ctrl_c_during_an_import_leaves_all_or_nothing(tmp_path: Path) -> None:
     )
     assert child.stdout is not None
     assert child.stdout.readline() == "writing\n"
-    child.send_signal(signal.SIGINT)
+    child.send_signal(signum)
     out, err = child.communicate(timeout=120)
     after = read_all(db)
-    if child.returncode == 130:  # interrupted in time: nothing imported
+    if child.returncode == 128 + signum:  # interrupted in time: nothing imported
+        name = signal.Signals(signum).name
         assert err == (
-            f"actormem import: interrupted (SIGINT): nothing imported: {db} is unchanged\n"
+            f"actormem import: interrupted ({name}): nothing imported: {db} is unchanged\n"
         )
         assert after == existing
     else:  # the commit had completed when the interrupt came: everything imported

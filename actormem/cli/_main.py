@@ -627,7 +627,10 @@ def cmd_import(args: argparse.Namespace) -> int:
                 with contextlib.suppress(FileNotFoundError):
                     leftover.unlink()
         if isinstance(exc, KeyboardInterrupt):
-            raise _Interrupted(f"nothing imported: {args.path} is unchanged") from None
+            signum = signal.SIGTERM if isinstance(exc, _Terminated) else signal.SIGINT
+            raise _Interrupted(
+                f"nothing imported: {args.path} is unchanged", signum=signum
+            ) from None
         raise
     repeats = f"; {lines.repeated:,} repeated ids, later lines won" if lines.repeated else ""
     print(
