@@ -268,3 +268,19 @@ def test_import_gives_a_ttl_line_its_expiry(
     (entry,) = read_all(db)
     assert entry.expires_at is not None
     assert (entry.expires_at - entry.created_at).total_seconds() == pytest.approx(3600, abs=60)
+
+
+def test_a_repeated_namespace_and_key_is_refused_like_an_id(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    first = {"category": "fact", "memory": "old", "namespace": ["u"], "key": "city"}
+    second = {"category": "fact", "memory": "new", "namespace": ["u"], "key": "city"}
+    elsewhere = {"category": "fact", "memory": "other", "namespace": ["v"], "key": "city"}
+    dump = write_jsonl(tmp_path / "d.jsonl", [first, elsewhere, second])
+    db = tmp_path / "m.sqlite"
+    status, _, err = run_cli(capsys, "import", str(db), str(dump))
+    assert status == 2
+    assert f"{dump}:3: the same namespace and key 'city' as line 1; " in err
+    status, _, err = run_cli(capsys, "import", str(db), str(dump), "--later-wins")
+    assert status == 0, err
+    assert sorted(e.memory for e in read_all(db)) == ["new", "other"]
