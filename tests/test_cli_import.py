@@ -239,17 +239,10 @@ def test_salvage_export_writes_every_readable_row_and_reports_the_rest(
 def test_salvage_reads_a_version_1_file_without_upgrading_it(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
-    from actormem._storage.sqlite_format import CREATE_SCHEMA_V1
+    from .test_payload import write_version_1_file
 
     db = tmp_path / "old.sqlite"
-    conn = sqlite3.connect(db, isolation_level=None)
-    for statement in CREATE_SCHEMA_V1:
-        conn.execute(statement)
-    conn.execute(
-        "INSERT INTO entries VALUES (1, '00000000-0000-0000-0000-000000000001', 'fact', "
-        "'old text', '[\"t\"]', '[\"ns\"]', '2026-01-01T00:00:00+00:00', 0.5, 2, NULL, 0)"
-    )
-    conn.close()
+    write_version_1_file(db)
     before = db.read_bytes()
     status, out, err = run_cli(capsys, "export", "--salvage", str(db))
     assert status == 0, err
