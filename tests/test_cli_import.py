@@ -13,8 +13,11 @@ import uuid
 from pathlib import Path
 
 import pytest
-from actormem import MemoryCategory, MemoryEntry
+import trio
+
+from actormem import MemoryCategory, MemoryEntry, open_memory
 from actormem._storage import sqlite as sqlite_store
+from actormem.cli._main import main
 
 from .test_cli import read_all, run_cli, store_all
 
@@ -277,3 +280,53 @@ def test_a_repeated_namespace_and_key_is_refused_like_an_id(
     status, _, err = run_cli(capsys, "import", str(db), str(dump), "--later-wins")
     assert status == 0, err
     assert sorted(e.memory for e in read_all(db)) == ["new", "other"]
+
+
+# --------------------------------------------------------------------- counters
+
+
+async def test_statistics_counters_continue_across_reopens(tmp_path: Path) -> None:
+    db = tmp_path / "m.sqlite"
+    a, b, c = (MemoryEntry.new(MemoryCategory.FACT, f"same words {i}") for i in range(3))
+    async with open_memory(path=db) as memory:
+        for entry in (a, b, c, a):  # the second a is an upsert
+            await memory.store(entry)
+        await memory.delete(b.id)
+        await memory.retrieve("same words", 2)
+        await memory.consolidate()
+        first = memory.statistics()
+    assert (first.stores, first.upserts, first.deletes, first.retrieves) == (4, 1, 1, 1)
+    async with open_memory(path=db) as memory:
+        reopened = memory.statistics()
+        assert (reopened.stores, reopened.upserts, reopened.deletes) == (4, 1, 1)
+        assert (reopened.retrieves, reopened.consolidations) == (1, 1)
+        assert reopened.access_updates == first.access_updates
+        await memory.store(MemoryEntry.new(MemoryCategory.FACT, "one more"))
+    async with open_memory(path=db) as memory:
+        assert memory.statistics().stores == 5
+
+
+def test_looking_at_a_file_writes_nothing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """stats, export and query change no counter, so closing writes no counters."""
+    db = tmp_path / "m.sqlite"
+    store_all(db, [MemoryEntry.new(MemoryCategory.FACT, f"same words {i}") for i in range(3)])
+    before = db.read_bytes()
+    for command in (["stats"], ["export"], ["query", "same"], ["export", "--salvage"]):
+        assert main([command[0], str(db), *command[1:]]) in (0, 1)
+    assert db.read_bytes() == before
+    assert not os.path.exists(f"{db}-wal")
+
+
+def test_an_import_counts_its_stores(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    db = tmp_path / "m.sqlite"
+    store_all(db, [MemoryEntry.new(MemoryCategory.FACT, "kept")])
+    dump = write_jsonl(tmp_path / "d.jsonl", calls(3))
+    assert run_cli(capsys, "import", str(db), str(dump))[0] == 0
+
+    async def stores() -> int:
+        async with open_memory(path=db) as memory:
+            return memory.statistics().stores
+
+    assert trio.run(stores) == 4
