@@ -131,9 +131,12 @@ class StoreManyIn(BaseModel):
 
 
 class StoredOut(BaseModel):
-    """The id of the stored entry (useful when the request left it out)."""
+    """The id of the stored entry (useful when the request left it out), and on a node
+    of a replicated memory the log seq of the store (pass it as ``min_seq`` to a
+    retrieve on another node to read it there)."""
 
     id: uuid.UUID
+    seq: int | None = None
 
 
 class StoredManyOut(BaseModel):
@@ -163,8 +166,9 @@ class RetrieveIn(BaseModel):
     namespace: list[NonEmpty] | None = None
     category: Category | Annotated[list[Category], Field(min_length=1)] | None = None  # type: ignore[valid-type]
     tags: list[NonEmpty] | None = None
+    min_seq: Annotated[int, Field(ge=0)] | None = None
 
-    _integer = field_validator("limit", mode="before")(_json_integer)
+    _integer = field_validator("limit", "min_seq", mode="before")(_json_integer)
 
 
 class RetrieveOut(BaseModel):
@@ -216,6 +220,8 @@ class StatisticsOut(BaseModel):
     snapshot_version: int
     live_snapshots: int
     retained_versions: int
+    log_applied_seq: int | None = None
+    log_stale_seconds: float | None = None
 
 
 class LenOut(BaseModel):
