@@ -1045,9 +1045,45 @@ def _make_memory(
     return Memory._create(state, send, queue_size), receive
 
 
-async def _close_storage(store: SqliteStore) -> None:
+#: The counters of :meth:`Memory.statistics` kept in a durable memory's file: those of
+#: the state, and ``retrieves`` (the handle's).
+_STATE_COUNTERS = (
+    "stores",
+    "upserts",
+    "deletes",
+    "evictions",
+    "pruned",
+    "merged",
+    "consolidations",
+    "access_updates",
+)
+
+
+def _counters(memory: Memory) -> dict[str, int]:
+    state = memory._state
+    counters = {name: getattr(state, name) for name in _STATE_COUNTERS}
+    counters["retrieves"] = memory._retrieves
+    return counters
+
+
+def _restore_counters(memory: Memory, saved: dict[str, int]) -> None:
+    """Continue the counters saved in the file (loading's evictions add to them)."""
+    state = memory._state
+    for name in _STATE_COUNTERS:
+        setattr(state, name, getattr(state, name) + saved.get(name, 0))
+    memory._retrieves += saved.get("retrieves", 0)
+
+
+async def _close_storage(store: SqliteStore, counters: dict[str, int] | None = None) -> None:
+    """Save ``counters`` (unless None: a broken memory's are not trusted) and close."""
+
+    def close() -> None:
+        if counters is not None:
+            store.save_counters(counters)
+        store.close()
+
     with trio.CancelScope(shield=True):
-        await trio.to_thread.run_sync(store.close)
+        await trio.to_thread.run_sync(close)
 
 
 def _load(store: SqliteStore, state: MemoryState, entries: list[tuple[int, MemoryEntry]]) -> None:
@@ -1141,6 +1177,7 @@ async def _open_memory(
         await _close_storage(store)
         raise
     del entries
+    _restore_counters(memory, store.saved_counters)
 
     async def commit(journal: list[tuple[int, Record]], meanwhile: Callable[[], None]) -> None:
         if not journal:
@@ -1194,8 +1231,9 @@ async def _serve(memory: Memory, receive: trio.MemoryReceiveChannel[_Request]) -
             await _run_owner(memory, receive)
     finally:
         if memory._storage is not None:
+            counters = _counters(memory) if memory._broken is None else None
             try:
-                await _close_storage(memory._storage)
+                await _close_storage(memory._storage, counters)
             except StorageError:
                 if memory._broken is None:
                     raise

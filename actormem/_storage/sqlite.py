@@ -45,6 +45,7 @@ eviction order as they load, and those evictions are committed before the memory
 from __future__ import annotations
 
 import enum
+import json
 import os
 import sqlite3
 import tempfile
@@ -205,6 +206,30 @@ def _connect(path: str, durability: Durability) -> sqlite3.Connection:
     return conn
 
 
+#: The ``meta`` row that keeps a memory's statistics counters across opens (JSON object
+#: of counter name to int). Best effort: written when a memory closes cleanly.
+COUNTERS_KEY = "counters"
+
+
+def _read_counters(conn: sqlite3.Connection) -> dict[str, int]:
+    """The counters saved in the file, or ``{}`` (none saved, or a row that is not a JSON
+    object of non-negative ints: counters are statistics, never a reason to refuse)."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (COUNTERS_KEY,)).fetchone()
+    if row is None:
+        return {}
+    try:
+        value = json.loads(row[0])
+    except (TypeError, ValueError, RecursionError):
+        return {}
+    if not isinstance(value, dict):
+        return {}
+    return {
+        k: v
+        for k, v in value.items()
+        if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 2**63 - 1
+    }
+
+
 class SqliteStore:
     """The SQLite file of one durable memory. Blocking; one call at a time.
 
@@ -226,6 +251,9 @@ class SqliteStore:
         self._conn: sqlite3.Connection | None = conn
         self.commits = 0
         self.written = 0
+        #: The statistics counters saved in the file when it was opened (see
+        #: :meth:`save_counters`), or last saved.
+        self.saved_counters: dict[str, int] = _read_counters(conn)
         st = os.stat(path)
         self._identity = (st.st_dev, st.st_ino)
 
@@ -447,6 +475,25 @@ class SqliteStore:
         conn = self._conn
         if conn is not None:
             conn.set_progress_handler(None if check is None else (lambda: check()), 4096)
+
+    def save_counters(self, counters: dict[str, int]) -> None:
+        """Keep ``counters`` (statistics) in the file, unless they equal those saved, so
+        that closing a memory that did nothing writes nothing. Best effort: a failure
+        (disk full, a file removed underneath) leaves the previous counters and is not
+        raised; the entries are never affected. Blocking; one autocommitted statement.
+        """
+        conn = self._conn
+        if conn is None or counters == self.saved_counters:
+            return
+        try:
+            self._check_identity()
+            conn.execute(
+                "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                (COUNTERS_KEY, json.dumps(counters, sort_keys=True)),
+            )
+        except (sqlite3.Error, OSError, StorageError):
+            return
+        self.saved_counters = dict(counters)
 
     def close(self) -> None:
         """Close the connection (SQLite checkpoints the WAL) and release the lock.

@@ -647,7 +647,10 @@ def cmd_import(args: argparse.Namespace) -> int:
                 with contextlib.suppress(FileNotFoundError):
                     leftover.unlink()
         if isinstance(exc, KeyboardInterrupt):
-            raise _Interrupted(f"nothing imported: {args.path} is unchanged") from None
+            signum = signal.SIGTERM if isinstance(exc, _Terminated) else signal.SIGINT
+            raise _Interrupted(
+                f"nothing imported: {args.path} is unchanged", signum=signum
+            ) from None
         raise
     repeats = f"; {lines.repeated:,} repeated ids, later lines won" if lines.repeated else ""
     print(
@@ -879,7 +882,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "interval", 1.0) is None:
         args.interval = 0.25 if sys.stdout.isatty() else 5.0
     sub = f"{PROG} {args.command}"
-    previous = _install_sigterm()
+    # SIGTERM unwinds like Ctrl-C where a command has something to clean up or report
+    # (swarm: its temporary folder and figures; import: a file it created). Elsewhere
+    # (serve handles its own signals) it keeps its default action.
+    previous = _install_sigterm() if args.command in ("swarm", "import") else None
     try:
         status: int = args.handler(args)
         sys.stdout.flush()
