@@ -131,9 +131,12 @@ class StoreManyIn(BaseModel):
 
 
 class StoredOut(BaseModel):
-    """The id of the stored entry (useful when the request left it out)."""
+    """The id of the stored entry (useful when the request left it out), and on a node
+    of a replicated memory the log seq of the store (pass it as ``min_seq`` to a
+    retrieve on another node to read it there)."""
 
     id: uuid.UUID
+    seq: int | None = None
 
 
 class StoredManyOut(BaseModel):
@@ -153,7 +156,10 @@ class RetrieveIn(BaseModel):
     """A retrieve: the query text, how many results, and the filters of ``Memory.retrieve``.
 
     ``namespace``: keep entries under these segments; ``category``: one category or a
-    non-empty list (any of them); ``tags``: keep entries carrying every one of them.
+    non-empty list (any of them); ``tags``: keep entries carrying every one of them;
+    ``min_score``, ``min_matched``: only entries that match (``docs/retrieval.md``,
+    "Thresholds"); ``created_after`` (inclusive) / ``created_before`` (exclusive): a
+    time range on ``created_at``.
     """
 
     model_config = _STRICT
@@ -163,8 +169,13 @@ class RetrieveIn(BaseModel):
     namespace: list[NonEmpty] | None = None
     category: Category | Annotated[list[Category], Field(min_length=1)] | None = None  # type: ignore[valid-type]
     tags: list[NonEmpty] | None = None
+    min_score: Annotated[float, Strict(), Field(allow_inf_nan=False)] | None = None
+    min_matched: Annotated[int, Field(ge=0, le=MAX_JSON_INT)] = 0
+    created_after: Time | None = None
+    created_before: Time | None = None
+    min_seq: Annotated[int, Field(ge=0)] | None = None
 
-    _integer = field_validator("limit", mode="before")(_json_integer)
+    _integer = field_validator("limit", "min_matched", "min_seq", mode="before")(_json_integer)
 
 
 class RetrieveOut(BaseModel):
@@ -216,6 +227,8 @@ class StatisticsOut(BaseModel):
     snapshot_version: int
     live_snapshots: int
     retained_versions: int
+    log_applied_seq: int | None = None
+    log_stale_seconds: float | None = None
 
 
 class LenOut(BaseModel):
