@@ -1,0 +1,1 @@
+"""Adapters of actormem to agent frameworks (LangGraph, LangChain); each needs its extra."""

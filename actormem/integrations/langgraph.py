@@ -1,0 +1,530 @@
+"""A LangGraph store on an actormem memory: :class:`ActormemStore`.
+
+Theory of operation
+-------------------
+LangGraph's ``BaseStore`` keeps JSON items under ``(namespace, key)``. Each item is one
+:class:`~actormem.MemoryEntry`: ``namespace`` and ``key`` are the entry's own (the engine
+upserts by them), the item's dict is the entry's JSON payload (``value``), its
+``created_at``/``updated_at`` are the entry's, and LangGraph's time to live (minutes) is
+the entry's ``ttl`` (seconds), so the engine hides and removes expired items itself. The
+entry's text (what the engine's scorer ranks) is drawn from the item's indexed fields.
+
+The memory lives in this process in a :class:`~actormem.client.HostedMemory` (its owner
+under trio in a thread of its own), so the store works from synchronous code and from
+asyncio alike. Every op of a batch becomes one call of the memory; ops run in order.
+
+Search. Without a query: the engine's filter-only listing (newest ``updated_at`` first).
+With a query and no ``index=`` configuration: the engine's scorer over the entries'
+text. With ``index=`` (an embedding function, as LangGraph configures it): cosine
+similarity between the query's embedding and each indexed field's embedding, the best
+field per item, as LangGraph's own stores do. The vectors are kept by this adapter (in
+process, recomputed on demand after a restart) until the engine has a dense index.
+
+Which fields an item indexes (``put(..., index=...)``) is kept in the entry's tags
+(``langgraph:noindex`` or ``langgraph:index:<path>``), so it survives a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import math
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    IndexConfig,
+    Item,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    TTLConfig,
+    ensure_embeddings,
+    get_text_at_path,
+    validate_op_namespace,
+)
+
+from .._entry import MAX_MEMORY_CHARS, MemoryCategory, MemoryEntry
+from .._json import text_at_paths
+from .._storage.sqlite import Durability
+from ..client import HostedMemory
+
+__all__ = ["ActormemStore"]
+
+_NOINDEX = "langgraph:noindex"
+_INDEX = "langgraph:index:"
+#: Most entries a vector search reads per namespace prefix (the candidates it ranks).
+_MAX_CANDIDATES = 1_000_000
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class ActormemStore(BaseStore):
+    """A LangGraph ``BaseStore`` whose items live in an actormem memory.
+
+    Switch in one line: ``store = ActormemStore()`` instead of ``InMemoryStore()``, or
+    ``ActormemStore(path="memory.db")`` for a durable file, then use it as any LangGraph
+    store (``put``/``get``/``search``/``delete``/``list_namespaces``, their ``a*`` forms,
+    ``batch``/``abatch``). Close it with :meth:`close` (or use it as a context manager).
+
+    Args:
+        path: An SQLite file for a durable store, or None (in memory).
+        capacity: Most items kept (the engine evicts the least relevant, least recently
+            used), or None for unbounded. LangGraph's own stores have no bound.
+        index: LangGraph's ``IndexConfig`` (``dims``, ``embed``, ``fields``) for
+            semantic search; the ``fields`` also choose the text the engine ranks.
+        ttl: LangGraph's ``TTLConfig`` (``default_ttl`` in minutes, ``refresh_on_read``).
+            The engine removes expired items by itself; the sweeper calls are kept for
+            compatibility.
+        durability: As :func:`~actormem.open_memory`.
+        clock: The memory's clock (tests), as :func:`~actormem.open_memory`.
+        async_only: Refuse the synchronous methods on a thread that runs an asyncio
+            event loop (:class:`asyncio.InvalidStateError`: they would stall the loop),
+            as LangGraph's ``AsyncSqliteStore`` does; use the ``a*`` methods there.
+
+    Reads refresh an item's time to live when the read asks for it (``refresh_ttl``,
+    true by default in LangGraph's methods) and ``ttl["refresh_on_read"]`` is true (false
+    by default), as LangGraph's SQLite store decides.
+
+    Raises:
+        StorageError: The file cannot be opened (see :func:`~actormem.open_memory`).
+    """
+
+    supports_ttl = True
+
+    __slots__ = (
+        "_embeddings",
+        "_fields",
+        "_host",
+        "_async_only",
+        "_expired_seen",
+        "_lock",
+        "_vectors",
+        "index_config",
+        "ttl_config",
+    )
+
+    def __init__(
+        self,
+        *,
+        path: str | None = None,
+        capacity: int | None = None,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        durability: Durability | str = Durability.NORMAL,
+        clock: Any = None,
+        async_only: bool = False,
+    ) -> None:
+        self.ttl_config = ttl
+        self._async_only = async_only
+        self._expired_seen = 0
+        self.index_config = dict(index) if index else None
+        self._embeddings = None
+        self._fields: list[str] = ["$"]
+        if self.index_config is not None:
+            self._embeddings = ensure_embeddings(self.index_config.get("embed"))  # type: ignore[arg-type]
+            # "fields" (IndexConfig) or "text_fields" (LangGraph's SQL stores' name).
+            config: dict[str, Any] = self.index_config
+            self._fields = list(config.get("fields") or config.get("text_fields") or ["$"])
+        #: (namespace, key) -> (updated_at, fields, one vector per indexed text).
+        self._vectors: dict[
+            tuple[tuple[str, ...], str], tuple[datetime, tuple[str, ...], list[list[float]]]
+        ] = {}
+        self._lock = threading.Lock()
+        self._host = HostedMemory(path=path, capacity=capacity, durability=durability, clock=clock)
+        self._host.start()
+
+    # ------------------------------------------------------------ lifecycle
+
+    def close(self) -> None:
+        """Close the memory (a durable file is committed and closed). Idempotent."""
+        self._host.close()
+
+    def __enter__(self) -> ActormemStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def memory(self) -> HostedMemory:
+        """The :class:`~actormem.client.HostedMemory` under the store (for statistics,
+        retrieves with the engine's own filters, consolidation)."""
+        return self._host
+
+    def sweep_ttl(self) -> int:
+        """Remove expired items now; return how many items expired since the previous
+        call (the engine's owner removes each item when it expires, so most are gone
+        before this runs; they are counted all the same)."""
+        self._guard()
+        self._host.sync.sweep_expired()
+        return self._expired_since()
+
+    async def asweep_ttl(self) -> int:
+        """:meth:`sweep_ttl`, async."""
+        await self._host.sweep_expired()
+        return self._expired_since()
+
+    def _expired_since(self) -> int:
+        with self._lock:
+            total = self._host.statistics().expired
+            new, self._expired_seen = total - self._expired_seen, total
+        return new
+
+    def _guard(self) -> None:
+        if not self._async_only:
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        raise asyncio.InvalidStateError(
+            "synchronous calls of this store would block the running event loop; "
+            "use the a* methods (aput, aget, asearch ...) from async code"
+        )
+
+    def start_ttl_sweeper(
+        self, sweep_interval_minutes: float | None = None
+    ) -> concurrent.futures.Future[None]:
+        """Nothing to start: the engine's owner removes each item when it expires. Returns
+        a future that is already done (LangGraph's stores return their sweeper's)."""
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        done.set_result(None)
+        return done
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Nothing to stop (see :meth:`start_ttl_sweeper`); True."""
+        return True
+
+    # ------------------------------------------------------------ batches
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run ``ops`` in order; one result per op (None for a put). Blocking.
+
+        Raises:
+            InvalidNamespaceError: An op's namespace is invalid (checked before any op
+                runs, with LangGraph's ``validate_op_namespace``).
+            ValueError: A malformed filter ("Invalid filter key ...") or value.
+        """
+        self._guard()
+        ops = list(ops)
+        for op in ops:
+            validate_op_namespace(op)
+        memory = self._host.sync
+        results: list[Result] = []
+        for op in ops:
+            if isinstance(op, GetOp):
+                entry = memory.get_by_key(
+                    op.namespace, op.key, refresh_ttl=self._refresh(op.refresh_ttl)
+                )
+                results.append(None if entry is None else _item(entry))
+            elif isinstance(op, PutOp):
+                if op.value is None:
+                    memory.delete_key(op.namespace, op.key)
+                else:
+                    entry = self._entry(op)
+                    self._embed_put(entry, op)
+                    memory.store(entry)
+                results.append(None)
+            elif isinstance(op, SearchOp):
+                results.append(self._search(op))
+            elif isinstance(op, ListNamespacesOp):
+                results.append(memory.list_namespaces(**_namespace_options(op)))
+            else:
+                raise TypeError(f"unknown op {type(op).__name__}")
+        return results
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """:meth:`batch` without blocking the event loop (asyncio or trio)."""
+        ops = list(ops)
+        for op in ops:
+            validate_op_namespace(op)
+        memory = self._host
+        results: list[Result] = []
+        for op in ops:
+            if isinstance(op, GetOp):
+                entry = await memory.get_by_key(
+                    op.namespace, op.key, refresh_ttl=self._refresh(op.refresh_ttl)
+                )
+                results.append(None if entry is None else _item(entry))
+            elif isinstance(op, PutOp):
+                if op.value is None:
+                    await memory.delete_key(op.namespace, op.key)
+                else:
+                    entry = self._entry(op)
+                    await self._aembed_put(entry, op)
+                    await memory.store(entry)
+                results.append(None)
+            elif isinstance(op, SearchOp):
+                results.append(await self._asearch(op))
+            elif isinstance(op, ListNamespacesOp):
+                results.append(await memory.list_namespaces(**_namespace_options(op)))
+            else:
+                raise TypeError(f"unknown op {type(op).__name__}")
+        return results
+
+    # ------------------------------------------------------------ puts
+
+    def _refresh(self, asked: bool | None) -> bool:
+        return bool(asked) and bool((self.ttl_config or {}).get("refresh_on_read", False))
+
+    def _ttl_seconds(self, op: PutOp) -> float | None:
+        ttl = op.ttl
+        if not isinstance(ttl, (int, float)) or isinstance(ttl, bool):  # NOT_PROVIDED
+            ttl = (self.ttl_config or {}).get("default_ttl") if ttl is not None else None
+        return None if ttl is None else float(ttl) * 60.0
+
+    def _index_fields(self, op: PutOp) -> list[str] | None:
+        if op.index is False:
+            return None
+        return list(op.index) if op.index else self._fields
+
+    def _entry(self, op: PutOp) -> MemoryEntry:
+        now = _utc_now()
+        fields = self._index_fields(op)
+        tags: tuple[str, ...] = ()
+        if op.index is False:
+            tags = (_NOINDEX,)
+        elif op.index:
+            tags = tuple(_INDEX + f for f in op.index)
+        entry = MemoryEntry(
+            category=MemoryCategory.FACT,
+            memory="",
+            namespace=op.namespace,
+            key=op.key,
+            value=op.value,
+            tags=tags,
+            created_at=now,
+            updated_at=now,
+            ttl=self._ttl_seconds(op),
+        )
+        assert entry.value is not None
+        text = "\n".join(_texts(entry.value.thaw(), fields or ["$"]))
+        return MemoryEntry(
+            category=entry.category,
+            memory=text[:MAX_MEMORY_CHARS],
+            namespace=entry.namespace,
+            key=entry.key,
+            value=entry.value,
+            tags=entry.tags,
+            created_at=now,
+            updated_at=now,
+            ttl=entry.ttl,
+        )
+
+    def _embed_put(self, entry: MemoryEntry, op: PutOp) -> None:
+        if self._embeddings is None:
+            return
+        fields, texts = _embed_texts(entry, self._fields)
+        vectors = self._embeddings.embed_documents(texts) if texts else []
+        self._remember(entry, fields, vectors)
+
+    async def _aembed_put(self, entry: MemoryEntry, op: PutOp) -> None:
+        if self._embeddings is None:
+            return
+        fields, texts = _embed_texts(entry, self._fields)
+        vectors = await self._embeddings.aembed_documents(texts) if texts else []
+        self._remember(entry, fields, vectors)
+
+    def _remember(
+        self, entry: MemoryEntry, fields: tuple[str, ...], vectors: list[list[float]]
+    ) -> None:
+        assert entry.key is not None
+        with self._lock:
+            self._vectors[(entry.namespace, entry.key)] = (entry.updated_at, fields, vectors)
+
+    def _cached(self, entry: MemoryEntry) -> list[list[float]] | None:
+        assert entry.key is not None
+        with self._lock:
+            got = self._vectors.get((entry.namespace, entry.key))
+        if got is None or got[0] != entry.updated_at:
+            return None
+        return got[2]
+
+    # ------------------------------------------------------------ searches
+
+    def _search(self, op: SearchOp) -> list[SearchItem]:
+        memory = self._host.sync
+        refresh = self._refresh(op.refresh_ttl)
+        where = dict(op.filter) if op.filter else None
+        if not op.query:
+            entries = memory.list_entries(
+                op.namespace_prefix,
+                where=where,
+                limit=op.limit,
+                offset=op.offset,
+                refresh_ttl=refresh,
+            )
+            return [_search_item(e, None) for e in _keyed(entries)]
+        if self._embeddings is None:
+            hits = memory.retrieve_scored(
+                op.query,
+                op.offset + op.limit,
+                namespace=op.namespace_prefix,
+                where=where,
+                refresh_ttl=refresh,
+            )
+            return [_search_item(h.entry, h.score) for h in hits[op.offset :] if h.entry.key]
+        entries = _keyed(
+            memory.list_entries(
+                op.namespace_prefix, where=where, limit=_MAX_CANDIDATES, refresh_ttl=refresh
+            )
+        )
+        query = self._embeddings.embed_query(op.query)
+        missing = [e for e in entries if self._cached(e) is None]
+        for e in missing:
+            fields, texts = _embed_texts(e, self._fields)
+            self._remember(e, fields, self._embeddings.embed_documents(texts) if texts else [])
+        return _rank(entries, query, [self._cached(e) or [] for e in entries], op)
+
+    async def _asearch(self, op: SearchOp) -> list[SearchItem]:
+        memory = self._host
+        refresh = self._refresh(op.refresh_ttl)
+        where = dict(op.filter) if op.filter else None
+        if not op.query:
+            entries = await memory.list_entries(
+                op.namespace_prefix,
+                where=where,
+                limit=op.limit,
+                offset=op.offset,
+                refresh_ttl=refresh,
+            )
+            return [_search_item(e, None) for e in _keyed(entries)]
+        if self._embeddings is None:
+            hits = await memory.retrieve_scored(
+                op.query,
+                op.offset + op.limit,
+                namespace=op.namespace_prefix,
+                where=where,
+                refresh_ttl=refresh,
+            )
+            return [_search_item(h.entry, h.score) for h in hits[op.offset :] if h.entry.key]
+        entries = _keyed(
+            await memory.list_entries(
+                op.namespace_prefix, where=where, limit=_MAX_CANDIDATES, refresh_ttl=refresh
+            )
+        )
+        query = await self._embeddings.aembed_query(op.query)
+        for e in entries:
+            if self._cached(e) is None:
+                fields, texts = _embed_texts(e, self._fields)
+                vectors = await self._embeddings.aembed_documents(texts) if texts else []
+                self._remember(e, fields, vectors)
+        return _rank(entries, query, [self._cached(e) or [] for e in entries], op)
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _texts(value: dict[str, Any], fields: Sequence[str]) -> Iterator[str]:
+    for field in fields:
+        if field == "$":
+            yield from text_at_paths(_frozen(value)).splitlines() if value else ()
+        else:
+            yield from get_text_at_path(value, field)
+
+
+def _frozen(value: dict[str, Any]) -> Any:
+    from .._json import JsonObject
+
+    return JsonObject(value)
+
+
+def _embed_texts(entry: MemoryEntry, default: list[str]) -> tuple[tuple[str, ...], list[str]]:
+    """The fields an entry indexes and their texts (LangGraph's paths)."""
+    if _NOINDEX in entry.tags:
+        return (), []
+    chosen = [t[len(_INDEX) :] for t in entry.tags if t.startswith(_INDEX)] or default
+    value = _value(entry)
+    texts: list[str] = []
+    for field in chosen:
+        texts.extend(get_text_at_path(value, field))
+    return tuple(chosen), texts
+
+
+def _cosine(a: list[float], b: list[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=False))
+    na = math.sqrt(sum(x * x for x in a))
+    nb = math.sqrt(sum(y * y for y in b))
+    return 0.0 if na == 0.0 or nb == 0.0 else dot / (na * nb)
+
+
+def _rank(
+    entries: list[MemoryEntry], query: list[float], vectors: list[list[list[float]]], op: SearchOp
+) -> list[SearchItem]:
+    """Max cosine over each entry's vectors, best first; unembedded entries after."""
+    scored = []
+    scoreless = []
+    for i, (e, vs) in enumerate(zip(entries, vectors, strict=True)):
+        if vs:
+            scored.append((max(_cosine(query, v) for v in vs), i, e))
+        else:
+            scoreless.append(e)
+    scored.sort(key=lambda t: (-t[0], t[1]))
+    kept: list[SearchItem] = [
+        _search_item(e, s) for s, _, e in scored[op.offset : op.offset + op.limit]
+    ]
+    if len(kept) < op.limit:
+        kept.extend(_search_item(e, None) for e in scoreless[: op.limit - len(kept)])
+    return kept
+
+
+def _value(entry: MemoryEntry) -> dict[str, Any]:
+    """The item's dict: the payload, or ``{}`` for an entry stored without one."""
+    return {} if entry.value is None else entry.value.thaw()
+
+
+def _item(entry: MemoryEntry) -> Item:
+    assert entry.key is not None  # found by its key
+    return Item(
+        value=_value(entry),
+        key=entry.key,
+        namespace=entry.namespace,
+        created_at=entry.created_at,
+        updated_at=entry.updated_at,
+    )
+
+
+def _keyed(entries: Iterable[MemoryEntry]) -> list[MemoryEntry]:
+    """The entries that are items: those with a key (the memory may also hold entries
+    stored without one through actormem's own API; LangGraph cannot name them)."""
+    return [e for e in entries if e.key is not None]
+
+
+def _search_item(entry: MemoryEntry, score: float | None) -> SearchItem:
+    assert entry.key is not None
+    return SearchItem(
+        namespace=entry.namespace,
+        key=entry.key,
+        value=_value(entry),
+        created_at=entry.created_at,
+        updated_at=entry.updated_at,
+        score=score,
+    )
+
+
+def _namespace_options(op: ListNamespacesOp) -> dict[str, Any]:
+    prefix = suffix = None
+    for condition in op.match_conditions or ():
+        if condition.match_type == "prefix":
+            prefix = tuple(condition.path)
+        elif condition.match_type == "suffix":
+            suffix = tuple(condition.path)
+        else:
+            raise ValueError(f"unsupported match type {condition.match_type!r}")
+    return {
+        "prefix": prefix,
+        "suffix": suffix,
+        "max_depth": op.max_depth,
+        "limit": op.limit,
+        "offset": op.offset,
+    }
