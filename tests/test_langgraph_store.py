@@ -5,6 +5,12 @@ tests run against it in a separate run: stress/langgraph_store_tests.py.)"""
 from __future__ import annotations
 
 import asyncio
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -65,3 +71,63 @@ def test_async_methods_under_asyncio() -> None:
     assert got is not None
     assert put is None
     assert gone is None
+
+
+@pytest.fixture
+def server_url() -> Iterator[str]:
+    """``actormem serve`` in a child process on a free loopback port."""
+    pytest.importorskip("fastapi")
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "actormem", "serve", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(300):  # up to ~30 s for the child to start listening
+            try:
+                if httpx.get(url + "/healthz", timeout=1.0).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if proc.poll() is not None:
+                raise AssertionError(proc.stderr.read().decode() if proc.stderr else "died")
+            time.sleep(0.1)
+        yield url
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        if proc.stderr is not None:
+            proc.stderr.close()
+
+
+def test_from_url_against_a_server(server_url: str) -> None:
+    store = ActormemStore.from_url(server_url, ttl={"default_ttl": 5.0})
+    try:
+        store.put(("docs", "a"), "k1", {"text": "blue cluster", "n": 1})
+        store.put(("docs", "b"), "k2", {"text": "green cluster", "n": 2})
+        item = store.get(("docs", "a"), "k1")
+        assert item is not None
+        assert item.value == {"text": "blue cluster", "n": 1}
+        assert [h.key for h in store.search(("docs",), filter={"n": 2})] == ["k2"]
+        assert store.search(("docs",), query="blue", limit=1)[0].key == "k1"
+        assert store.list_namespaces(prefix=("docs",)) == [("docs", "a"), ("docs", "b")]
+        store.delete(("docs", "a"), "k1")
+        assert store.get(("docs", "a"), "k1") is None
+        remote = store.memory.get_by_key(("docs", "b"), "k2")
+        assert remote.ttl == 300.0
+        assert store.sweep_ttl() == 0
+
+        async def via_async() -> object:
+            got = await store.aget(("docs", "b"), "k2")
+            await store.aclose()
+            return got
+
+        assert asyncio.run(via_async()) is not None
+    finally:
+        store.close()

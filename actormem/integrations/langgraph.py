@@ -32,7 +32,7 @@ import math
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from langgraph.store.base import (
     BaseStore,
@@ -55,6 +55,9 @@ from .._entry import MAX_MEMORY_CHARS, MemoryCategory, MemoryEntry
 from .._json import text_at_paths
 from .._storage.sqlite import Durability
 from ..client import HostedMemory
+
+if TYPE_CHECKING:
+    from ..client import AsyncClient, Client
 
 __all__ = ["ActormemStore"]
 
@@ -105,6 +108,9 @@ class ActormemStore(BaseStore):
         "_embeddings",
         "_fields",
         "_host",
+        "_remote",
+        "_sync",
+        "_async",
         "_async_only",
         "_expired_seen",
         "_lock",
@@ -123,6 +129,7 @@ class ActormemStore(BaseStore):
         durability: Durability | str = Durability.NORMAL,
         clock: Any = None,
         async_only: bool = False,
+        _remote: tuple[Client, AsyncClient] | None = None,
     ) -> None:
         self.ttl_config = ttl
         self._async_only = async_only
@@ -140,14 +147,54 @@ class ActormemStore(BaseStore):
             tuple[tuple[str, ...], str], tuple[datetime, tuple[str, ...], list[list[float]]]
         ] = {}
         self._lock = threading.Lock()
-        self._host = HostedMemory(path=path, capacity=capacity, durability=durability, clock=clock)
-        self._host.start()
+        self._remote = _remote
+        self._host: HostedMemory | None = None
+        self._sync: Any
+        self._async: Any
+        if _remote is not None:
+            self._sync, self._async = _remote
+        else:
+            self._host = HostedMemory(
+                path=path, capacity=capacity, durability=durability, clock=clock
+            )
+            self._host.start()
+            self._sync, self._async = self._host.sync, self._host
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        *,
+        token: str | None = None,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        async_only: bool = False,
+    ) -> ActormemStore:
+        """A store on the memory of an ``actormem serve`` server at ``url`` (``token``:
+        its bearer token). Sync methods use :class:`~actormem.client.Client`, async ones
+        :class:`~actormem.client.AsyncClient` (use them from one event loop). The
+        server's memory decides capacity and durability. Needs httpx (the ``client``
+        extra). Nothing is sent until the first call."""
+        from ..client import AsyncClient, Client
+
+        remote = (Client(url, token=token), AsyncClient(url, token=token))
+        return cls(index=index, ttl=ttl, async_only=async_only, _remote=remote)
 
     # ------------------------------------------------------------ lifecycle
 
     def close(self) -> None:
-        """Close the memory (a durable file is committed and closed). Idempotent."""
-        self._host.close()
+        """Close the memory (a durable file is committed and closed), or the server
+        connections of :meth:`from_url`. Idempotent."""
+        if self._host is not None:
+            self._host.close()
+        if self._remote is not None:
+            self._remote[0].close()
+
+    async def aclose(self) -> None:
+        """:meth:`close`, also closing the async connections of :meth:`from_url`."""
+        if self._remote is not None:
+            await self._remote[1].aclose()
+        self.close()
 
     def __enter__(self) -> ActormemStore:
         return self
@@ -156,27 +203,28 @@ class ActormemStore(BaseStore):
         self.close()
 
     @property
-    def memory(self) -> HostedMemory:
-        """The :class:`~actormem.client.HostedMemory` under the store (for statistics,
-        retrieves with the engine's own filters, consolidation)."""
-        return self._host
+    def memory(self) -> Any:
+        """What the store runs on: the :class:`~actormem.client.HostedMemory` (for
+        statistics, retrieves with the engine's own filters, consolidation), or the
+        :class:`~actormem.client.Client` of :meth:`from_url`."""
+        return self._host if self._host is not None else self._sync
 
     def sweep_ttl(self) -> int:
         """Remove expired items now; return how many items expired since the previous
         call (the engine's owner removes each item when it expires, so most are gone
         before this runs; they are counted all the same)."""
         self._guard()
-        self._host.sync.sweep_expired()
+        self._sync.sweep_expired()
         return self._expired_since()
 
     async def asweep_ttl(self) -> int:
         """:meth:`sweep_ttl`, async."""
-        await self._host.sweep_expired()
+        await self._async.sweep_expired()
         return self._expired_since()
 
     def _expired_since(self) -> int:
         with self._lock:
-            total = self._host.statistics().expired
+            total: int = self._sync.statistics().expired
             new, self._expired_seen = total - self._expired_seen, total
         return new
 
@@ -219,7 +267,7 @@ class ActormemStore(BaseStore):
         ops = list(ops)
         for op in ops:
             validate_op_namespace(op)
-        memory = self._host.sync
+        memory = self._sync
         results: list[Result] = []
         for op in ops:
             if isinstance(op, GetOp):
@@ -248,7 +296,7 @@ class ActormemStore(BaseStore):
         ops = list(ops)
         for op in ops:
             validate_op_namespace(op)
-        memory = self._host
+        memory = self._async
         results: list[Result] = []
         for op in ops:
             if isinstance(op, GetOp):
@@ -353,7 +401,7 @@ class ActormemStore(BaseStore):
     # ------------------------------------------------------------ searches
 
     def _search(self, op: SearchOp) -> list[SearchItem]:
-        memory = self._host.sync
+        memory = self._sync
         refresh = self._refresh(op.refresh_ttl)
         where = dict(op.filter) if op.filter else None
         if not op.query:
@@ -387,7 +435,7 @@ class ActormemStore(BaseStore):
         return _rank(entries, query, [self._cached(e) or [] for e in entries], op)
 
     async def _asearch(self, op: SearchOp) -> list[SearchItem]:
-        memory = self._host
+        memory = self._async
         refresh = self._refresh(op.refresh_ttl)
         where = dict(op.filter) if op.filter else None
         if not op.query:
