@@ -3,7 +3,8 @@ tool-call reader (:mod:`actormem.agent._toolcalls`) shares.
 
 Theory of operation
 -------------------
-One JSON object per line (UTF-8, blank lines skipped). An *entry* holds every field of a
+One JSON object per line (UTF-8, blank lines skipped, a byte-order mark at the start
+of the file ignored). An *entry* holds every field of a
 :class:`~actormem.MemoryEntry`, as :func:`entry_to_json` writes it::
 
       {"id": "<uuid>", "category": "trajectory", "memory": str, "tags": [str],
@@ -86,7 +87,9 @@ class JsonlError(ValueError):
 
 
 def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
-    """``(line number, parsed JSON)`` for each non-blank line; :class:`JsonlError` otherwise."""
+    """``(line number, parsed JSON)`` for each non-blank line; :class:`JsonlError` otherwise.
+
+    A UTF-8 byte-order mark at the start of the file is skipped."""
     try:
         handle = path.open("rb")
     except FileNotFoundError:
@@ -101,6 +104,8 @@ def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
                 raise JsonlError(path, number, f"not UTF-8 ({exc.reason})") from None
+            if number == 1 and text.startswith("\ufeff"):
+                text = text[1:]  # a byte-order mark, as some Windows editors write
             if not text.strip():
                 continue
             try:

@@ -48,6 +48,7 @@ import enum
 import os
 import sqlite3
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -351,6 +352,16 @@ class SqliteStore:
             raise StorageError(self.path, f"commit failed: {sqlite_reason(exc)}") from exc
         self.commits += 1
         self.written += len(batch)
+
+    def abort_when(self, check: Callable[[], bool] | None) -> None:
+        """Make every statement of later :meth:`write` calls ask ``check()`` every few
+        thousand SQLite virtual-machine steps, and fail (rolled back, :class:`StorageError`
+        "interrupted") once it returns true; ``None`` removes the check. ``check`` runs
+        in the thread that writes. O(1).
+        """
+        conn = self._conn
+        if conn is not None:
+            conn.set_progress_handler(None if check is None else (lambda: check()), 4096)
 
     def close(self) -> None:
         """Close the connection (SQLite checkpoints the WAL) and release the lock.
