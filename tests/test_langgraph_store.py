@@ -116,6 +116,8 @@ def test_from_url_against_a_server(server_url: str) -> None:
         assert item.value == {"text": "blue cluster", "n": 1}
         assert [h.key for h in store.search(("docs",), filter={"n": 2})] == ["k2"]
         assert store.search(("docs",), query="blue", limit=1)[0].key == "k1"
+        with pytest.raises(ValueError, match="Invalid filter key"):  # the server's 422
+            store.search(("docs",), filter={"a b": 1})
         assert store.list_namespaces(prefix=("docs",)) == [("docs", "a"), ("docs", "b")]
         store.delete(("docs", "a"), "k1")
         assert store.get(("docs", "a"), "k1") is None

@@ -30,7 +30,7 @@ import asyncio
 import concurrent.futures
 import math
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Generator, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +63,8 @@ __all__ = ["ActormemStore"]
 
 _NOINDEX = "langgraph:noindex"
 _INDEX = "langgraph:index:"
+#: A call an op needs: (target, method, args, kwargs); see ``ActormemStore._steps``.
+_Call = tuple[str, str, tuple[Any, ...], dict[str, Any]]
 #: Most entries a vector search reads per namespace prefix (the candidates it ranks).
 _MAX_CANDIDATES = 1_000_000
 
@@ -262,63 +264,110 @@ class ActormemStore(BaseStore):
             InvalidNamespaceError: An op's namespace is invalid (checked before any op
                 runs, with LangGraph's ``validate_op_namespace``).
             ValueError: A malformed filter ("Invalid filter key ...") or value.
+            asyncio.InvalidStateError: ``async_only`` and called on an event loop's thread.
         """
         self._guard()
-        ops = list(ops)
-        for op in ops:
-            validate_op_namespace(op)
-        memory = self._sync
+        ops = _validated(ops)
         results: list[Result] = []
         for op in ops:
-            if isinstance(op, GetOp):
-                entry = memory.get_by_key(
-                    op.namespace, op.key, refresh_ttl=self._refresh(op.refresh_ttl)
-                )
-                results.append(None if entry is None else _item(entry))
-            elif isinstance(op, PutOp):
-                if op.value is None:
-                    memory.delete_key(op.namespace, op.key)
-                else:
-                    entry = self._entry(op)
-                    self._embed_put(entry, op)
-                    memory.store(entry)
-                results.append(None)
-            elif isinstance(op, SearchOp):
-                results.append(self._search(op))
-            elif isinstance(op, ListNamespacesOp):
-                results.append(memory.list_namespaces(**_namespace_options(op)))
-            else:
-                raise TypeError(f"unknown op {type(op).__name__}")
+            steps = self._steps(op)
+            answer: Any = None
+            try:
+                while True:
+                    call = steps.send(answer)
+                    answer = self._call_sync(call)
+            except StopIteration as done:
+                results.append(done.value)
         return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """:meth:`batch` without blocking the event loop (asyncio or trio)."""
-        ops = list(ops)
-        for op in ops:
-            validate_op_namespace(op)
-        memory = self._async
+        ops = _validated(ops)
         results: list[Result] = []
         for op in ops:
-            if isinstance(op, GetOp):
-                entry = await memory.get_by_key(
-                    op.namespace, op.key, refresh_ttl=self._refresh(op.refresh_ttl)
-                )
-                results.append(None if entry is None else _item(entry))
-            elif isinstance(op, PutOp):
-                if op.value is None:
-                    await memory.delete_key(op.namespace, op.key)
-                else:
-                    entry = self._entry(op)
-                    await self._aembed_put(entry, op)
-                    await memory.store(entry)
-                results.append(None)
-            elif isinstance(op, SearchOp):
-                results.append(await self._asearch(op))
-            elif isinstance(op, ListNamespacesOp):
-                results.append(await memory.list_namespaces(**_namespace_options(op)))
-            else:
-                raise TypeError(f"unknown op {type(op).__name__}")
+            steps = self._steps(op)
+            answer: Any = None
+            try:
+                while True:
+                    call = steps.send(answer)
+                    answer = await self._call_async(call)
+            except StopIteration as done:
+                results.append(done.value)
         return results
+
+    # ------------------------------------------------------------ one op, I/O-free
+    #
+    # Each op is a generator that yields the calls it needs, ``(target, method, args,
+    # kwargs)`` with target "memory" (the memory's method of that name) or "embed"
+    # (``embed_documents``/``embed_query`` of the embeddings), and is sent their
+    # answers; ``batch`` answers them synchronously, ``abatch`` with the async forms.
+
+    def _call_sync(self, call: _Call) -> Any:
+        target, method, args, kwargs = call
+        if target == "embed":
+            return getattr(self._embeddings, method)(*args)
+        return getattr(self._sync, method)(*args, **kwargs)
+
+    async def _call_async(self, call: _Call) -> Any:
+        target, method, args, kwargs = call
+        if target == "embed":
+            return await getattr(self._embeddings, "a" + method)(*args)
+        return await getattr(self._async, method)(*args, **kwargs)
+
+    def _steps(self, op: Op) -> Generator[_Call, Any, Result]:
+        if isinstance(op, GetOp):
+            refresh = self._refresh(op.refresh_ttl)
+            entry = yield ("memory", "get_by_key", (op.namespace, op.key), {"refresh_ttl": refresh})
+            return None if entry is None else _item(entry)
+        if isinstance(op, PutOp):
+            if op.value is None:
+                yield ("memory", "delete_key", (op.namespace, op.key), {})
+                return None
+            entry = self._entry(op)
+            if self._embeddings is not None:
+                yield from self._embed(entry)
+            yield ("memory", "store", (entry,), {})
+            return None
+        if isinstance(op, SearchOp):
+            return (yield from self._search(op))
+        if isinstance(op, ListNamespacesOp):
+            found: list[tuple[str, ...]] = yield (
+                "memory",
+                "list_namespaces",
+                (),
+                _namespace_options(op),
+            )
+            return found
+        raise TypeError(f"unknown op {type(op).__name__}")
+
+    def _embed(self, entry: MemoryEntry) -> Generator[_Call, Any, None]:
+        fields, texts = _embed_texts(entry, self._fields)
+        vectors = (yield ("embed", "embed_documents", (texts,), {})) if texts else []
+        assert entry.key is not None
+        with self._lock:
+            self._vectors[(entry.namespace, entry.key)] = (entry.updated_at, fields, vectors)
+
+    def _search(self, op: SearchOp) -> Generator[_Call, Any, list[SearchItem]]:
+        options: dict[str, Any] = {
+            "where": dict(op.filter) if op.filter else None,
+            "refresh_ttl": self._refresh(op.refresh_ttl),
+        }
+        prefix = op.namespace_prefix
+        if not op.query:
+            options.update(limit=op.limit, offset=op.offset)
+            entries = yield ("memory", "list_entries", (prefix,), options)
+            return [_search_item(e, None) for e in _keyed(entries)]
+        if self._embeddings is None:  # ranked by the engine's scorer
+            options["namespace"] = prefix
+            hits = yield ("memory", "retrieve_scored", (op.query, op.offset + op.limit), options)
+            return [_search_item(h.entry, h.score) for h in hits[op.offset :] if h.entry.key]
+        options["limit"] = _MAX_CANDIDATES
+        entries = _keyed((yield ("memory", "list_entries", (prefix,), options)))
+        query = yield ("embed", "embed_query", (op.query,), {})
+        for e in entries:
+            if self._cached(e) is None:  # stored before this process, or elsewhere
+                yield from self._embed(e)
+        return _rank(entries, query, [self._cached(e) or [] for e in entries], op)
 
     # ------------------------------------------------------------ puts
 
@@ -369,27 +418,6 @@ class ActormemStore(BaseStore):
             ttl=entry.ttl,
         )
 
-    def _embed_put(self, entry: MemoryEntry, op: PutOp) -> None:
-        if self._embeddings is None:
-            return
-        fields, texts = _embed_texts(entry, self._fields)
-        vectors = self._embeddings.embed_documents(texts) if texts else []
-        self._remember(entry, fields, vectors)
-
-    async def _aembed_put(self, entry: MemoryEntry, op: PutOp) -> None:
-        if self._embeddings is None:
-            return
-        fields, texts = _embed_texts(entry, self._fields)
-        vectors = await self._embeddings.aembed_documents(texts) if texts else []
-        self._remember(entry, fields, vectors)
-
-    def _remember(
-        self, entry: MemoryEntry, fields: tuple[str, ...], vectors: list[list[float]]
-    ) -> None:
-        assert entry.key is not None
-        with self._lock:
-            self._vectors[(entry.namespace, entry.key)] = (entry.updated_at, fields, vectors)
-
     def _cached(self, entry: MemoryEntry) -> list[list[float]] | None:
         assert entry.key is not None
         with self._lock:
@@ -398,79 +426,16 @@ class ActormemStore(BaseStore):
             return None
         return got[2]
 
-    # ------------------------------------------------------------ searches
-
-    def _search(self, op: SearchOp) -> list[SearchItem]:
-        memory = self._sync
-        refresh = self._refresh(op.refresh_ttl)
-        where = dict(op.filter) if op.filter else None
-        if not op.query:
-            entries = memory.list_entries(
-                op.namespace_prefix,
-                where=where,
-                limit=op.limit,
-                offset=op.offset,
-                refresh_ttl=refresh,
-            )
-            return [_search_item(e, None) for e in _keyed(entries)]
-        if self._embeddings is None:
-            hits = memory.retrieve_scored(
-                op.query,
-                op.offset + op.limit,
-                namespace=op.namespace_prefix,
-                where=where,
-                refresh_ttl=refresh,
-            )
-            return [_search_item(h.entry, h.score) for h in hits[op.offset :] if h.entry.key]
-        entries = _keyed(
-            memory.list_entries(
-                op.namespace_prefix, where=where, limit=_MAX_CANDIDATES, refresh_ttl=refresh
-            )
-        )
-        query = self._embeddings.embed_query(op.query)
-        missing = [e for e in entries if self._cached(e) is None]
-        for e in missing:
-            fields, texts = _embed_texts(e, self._fields)
-            self._remember(e, fields, self._embeddings.embed_documents(texts) if texts else [])
-        return _rank(entries, query, [self._cached(e) or [] for e in entries], op)
-
-    async def _asearch(self, op: SearchOp) -> list[SearchItem]:
-        memory = self._async
-        refresh = self._refresh(op.refresh_ttl)
-        where = dict(op.filter) if op.filter else None
-        if not op.query:
-            entries = await memory.list_entries(
-                op.namespace_prefix,
-                where=where,
-                limit=op.limit,
-                offset=op.offset,
-                refresh_ttl=refresh,
-            )
-            return [_search_item(e, None) for e in _keyed(entries)]
-        if self._embeddings is None:
-            hits = await memory.retrieve_scored(
-                op.query,
-                op.offset + op.limit,
-                namespace=op.namespace_prefix,
-                where=where,
-                refresh_ttl=refresh,
-            )
-            return [_search_item(h.entry, h.score) for h in hits[op.offset :] if h.entry.key]
-        entries = _keyed(
-            await memory.list_entries(
-                op.namespace_prefix, where=where, limit=_MAX_CANDIDATES, refresh_ttl=refresh
-            )
-        )
-        query = await self._embeddings.aembed_query(op.query)
-        for e in entries:
-            if self._cached(e) is None:
-                fields, texts = _embed_texts(e, self._fields)
-                vectors = await self._embeddings.aembed_documents(texts) if texts else []
-                self._remember(e, fields, vectors)
-        return _rank(entries, query, [self._cached(e) or [] for e in entries], op)
-
 
 # ---------------------------------------------------------------- helpers
+
+
+def _validated(ops: Iterable[Op]) -> list[Op]:
+    """``ops`` as a list, every namespace checked first (LangGraph's own check)."""
+    ops = list(ops)
+    for op in ops:
+        validate_op_namespace(op)
+    return ops
 
 
 def _texts(value: dict[str, Any], fields: Sequence[str]) -> Iterator[str]:

@@ -28,9 +28,9 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterator, Sequence
 from http import HTTPStatus
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import trio
@@ -67,6 +67,7 @@ from ._models import (
     StoredManyOut,
     StoredOut,
     StoreManyIn,
+    SweptOut,
 )
 
 __all__ = ["PROBLEM_JSON", "create_app"]
@@ -142,6 +143,17 @@ def _to_entry(body: EntryIn, field: str) -> MemoryEntry:
         return entry_from_json(fields)
     except (ValueError, TypeError) as exc:  # MemoryEntry's own checks (e.g. a lone surrogate)
         raise _Refused(422, f"{field}: {exc}", field) from None
+
+
+_T = TypeVar("_T")
+
+
+async def _as_query(call: Awaitable[_T]) -> _T:
+    """``await call``, a bad query (the engine's own checks) answered as a 422."""
+    try:
+        return await call
+    except (InvalidQueryError, TypeError) as exc:
+        raise _Refused(422, str(exc), "body") from None
 
 
 def _scored_json(score: float, entry: MemoryEntry) -> dict[str, Any]:
@@ -435,10 +447,8 @@ def create_app(
         return JSONResponse({"results": [_scored_json(h.score, h.entry) for h in hits]})
 
     async def _retrieve(body: RetrieveIn) -> list[Any]:
-        try:
-            return await memory.retrieve_scored(body.query, body.limit, **_retrieve_filters(body))
-        except (InvalidQueryError, TypeError) as exc:
-            raise _Refused(422, str(exc), "body") from None
+        filters = _retrieve_filters(body)
+        return await _as_query(memory.retrieve_scored(body.query, body.limit, **filters))
 
     @app.post(
         "/v1/keys/get",
@@ -473,11 +483,7 @@ def create_app(
         **guarded,
     )
     async def list_entries(body: ListIn) -> Response:
-        options = _retrieve_filters(body)
-        try:
-            entries = await memory.list_entries(**options)
-        except (InvalidQueryError, TypeError) as exc:
-            raise _Refused(422, str(exc), "body") from None
+        entries = await _as_query(memory.list_entries(**_retrieve_filters(body)))
         return JSONResponse({"entries": [entry_to_json(e) for e in entries]})
 
     @app.post(
@@ -488,14 +494,12 @@ def create_app(
         **guarded,
     )
     async def list_namespaces(body: NamespacesIn) -> Response:
-        try:
-            found = await memory.list_namespaces(**body.model_dump(exclude_unset=True))
-        except (InvalidQueryError, TypeError) as exc:
-            raise _Refused(422, str(exc), "body") from None
+        found = await _as_query(memory.list_namespaces(**body.model_dump(exclude_unset=True)))
         return JSONResponse({"namespaces": [list(ns) for ns in found]})
 
     @app.post(
         "/v1/sweep",
+        response_model=SweptOut,
         responses=_PROBLEMS,
         summary="Remove expired entries now (Memory.sweep_expired)",
         **guarded,

@@ -50,6 +50,7 @@ __all__ = [
     "StoreManyIn",
     "StoredManyOut",
     "StoredOut",
+    "SweptOut",
 ]
 
 #: Most results one retrieve may ask for over HTTP (a bigger ``limit`` is a 422).
@@ -228,6 +229,12 @@ class NamespacesIn(BaseModel):
     offset: Annotated[int, Field(ge=0)] = 0
 
     _integer = field_validator("limit", "offset", "max_depth", mode="before")(_json_integer)
+
+
+class SweptOut(BaseModel):
+    """How many expired entries a sweep removed."""
+
+    expired: int
 
 
 class NamespacesOut(BaseModel):
