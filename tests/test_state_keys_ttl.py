@@ -175,6 +175,13 @@ class KeysTtlMachine(RuleBasedStateMachine):
         assert list_namespaces_at(view, alive, ("*", "a"), None, None, 100, 0) == [
             n for n in names if len(n) >= 2 and n[1] == "a"
         ]
+        assert list_namespaces_at(view, alive, ("d", "*"), None, None, 100, 0) == [
+            n for n in names if len(n) >= 2 and n[0] == "d"
+        ]
+        assert (
+            list_namespaces_at(view, alive, ("a",), None, None, 1, 1)
+            == [n for n in names if n[0] == "a"][1:2]
+        )
         assert list_namespaces_at(view, alive, None, ("b",), 1, 100, 0) == sorted(
             {n[:1] for n in names if n[-1] == "b"}
         )

@@ -491,7 +491,8 @@ class Memory(metaclass=NoPublicConstructor):
                 duplicates are dropped).
             limit: Most namespaces (>= 0). offset: Namespaces to skip first (>= 0).
 
-        Runtime complexity: O(N) for N distinct namespaces (an index of namespaces is
+        Runtime complexity: O(log N + M) for N distinct namespaces of which M start with
+        the prefix's segments before its first ``"*"`` (a sorted index of namespaces is
         kept; the entries are not scanned).
 
         Raises:

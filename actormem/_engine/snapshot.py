@@ -172,13 +172,19 @@ def list_namespaces_at(
     limit: int,
     offset: int,
 ) -> list[tuple[str, ...]]:
-    """See :meth:`Memory.list_namespaces`. Synchronous. O(namespaces)."""
+    """See :meth:`Memory.list_namespaces`. Synchronous. O(log N + the namespaces under
+    the prefix's segments before its first ``"*"``)."""
     pre = None if prefix is None else _as_tuple_of_str("prefix", prefix)
     suf = None if suffix is None else _as_tuple_of_str("suffix", suffix)
     if max_depth is not None:
         _check_count("max_depth", max_depth)
     out: dict[tuple[str, ...], None] = {}
-    for ns in view.namespaces(alive):
+    literal: tuple[str, ...] = ()  # the prefix's segments before its first "*"
+    for segment in pre or ():
+        if segment == "*":
+            break
+        literal += (segment,)
+    for ns in view.namespaces(alive, literal):
         if pre is not None and not _matches(ns, pre, False):
             continue
         if suf is not None and not _matches(ns, suf, True):

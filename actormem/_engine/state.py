@@ -274,13 +274,18 @@ class View:
                 if rec.born <= v < rec.died:
                     yield rec
 
-    def namespaces(self, alive: Callable[[Record], bool] | None) -> Iterator[tuple[str, ...]]:
-        """The namespaces holding a visible record that ``alive`` admits, sorted.
-        Synchronous use only (see :meth:`in_namespace`). O(namespaces + records
-        skipped before a visible one in each)."""
+    def namespaces(
+        self, alive: Callable[[Record], bool] | None, under: tuple[str, ...] = ()
+    ) -> Iterator[tuple[str, ...]]:
+        """The namespaces starting with ``under`` that hold a visible record ``alive``
+        admits, sorted. Synchronous use only (see :meth:`in_namespace`).
+        O(log N + namespaces under ``under`` + records skipped before a visible one)."""
         state = self._state
         v = self.version
-        for ns in state._ns_sorted:
+        n = len(under)
+        for ns in state._ns_sorted.irange(minimum=under):
+            if ns[:n] != under:
+                break
             for rec in state._namespaces[ns]:
                 if rec.born <= v < rec.died and (alive is None or alive(rec)):
                     yield ns
