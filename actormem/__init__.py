@@ -10,6 +10,7 @@ from ._engine.memory import DEFAULT_QUEUE_SIZE as DEFAULT_QUEUE_SIZE
 from ._engine.memory import Memory as Memory
 from ._engine.memory import open_memory as open_memory
 from ._engine.memory import serve_memory as serve_memory
+from ._engine.replica import ReplicaOptions as ReplicaOptions
 from ._engine.snapshot import MAX_QUERY_CHARS as MAX_QUERY_CHARS
 from ._engine.snapshot import Snapshot as Snapshot
 from ._engine.state import DEFAULT_HALF_LIFE as DEFAULT_HALF_LIFE
@@ -105,6 +106,7 @@ __all__ = [
     "MemoryEntry",
     "MemoryStatistics",
     "RemoteError",
+    "ReplicaOptions",
     "ScoredEntry",
     "Snapshot",
     "StorageError",

@@ -49,7 +49,7 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import outcome
 import trio
@@ -74,6 +74,9 @@ from .snapshot import (
     with_alive,
 )
 from .state import DEFAULT_HALF_LIFE, MemoryState, View
+
+if TYPE_CHECKING:
+    from .replica import Replica, ReplicaOptions
 
 __all__ = ["DEFAULT_QUEUE_SIZE", "Memory", "open_memory", "serve_memory"]
 
@@ -184,6 +187,8 @@ class Memory(metaclass=NoPublicConstructor):
         ) = None
         #: The SQLite store of a durable memory (None: in-memory).
         self._storage: SqliteStore | None = None
+        #: A node of a replicated memory (``open_memory(log=...)``): its log follower.
+        self._replica: Replica | None = None
 
     # ------------------------------------------------------------ lifecycle helpers
 
@@ -222,8 +227,12 @@ class Memory(metaclass=NoPublicConstructor):
 
     # ------------------------------------------------------------ writes
 
-    async def store(self, entry: MemoryEntry) -> None:
+    async def store(self, entry: MemoryEntry) -> int | None:
         """Store ``entry``; return once the owner has applied (and published) it.
+
+        Returns None, or for a replicated memory (``open_memory(log=...)``) the log seq
+        of the batch holding the store: another node's :meth:`wait_applied` with it
+        waits until that node sees the store (causal reads).
 
         An entry whose id is already stored replaces it (upsert), keeping the stored
         ``created_at``. Storing a new id into a full memory evicts the entry with the
@@ -236,16 +245,19 @@ class Memory(metaclass=NoPublicConstructor):
 
         Raises:
             TypeError: ``entry`` is not a :class:`MemoryEntry`.
-            InvalidEntryError: Durable mode: ``access_count`` exceeds ``2**63 - 1``.
+            InvalidEntryError: Durable or replicated mode: ``access_count`` exceeds
+                ``2**63 - 1``.
             StorageError: Durable mode: the group commit holding this store failed; the
-                memory is now broken.
+                memory is now broken. Replicated mode: the log did not take the batch
+                within ``log_timeout`` (the memory stays usable; the store may still
+                appear later if the log committed it without answering).
             trio.ClosedResourceError, trio.BrokenResourceError: See the class docs.
         """
         if not isinstance(entry, MemoryEntry):
             raise TypeError(f"store() takes a MemoryEntry, not {type(entry).__name__}")
-        if self._storage is not None:
-            self._check_storable(entry)
-        await self._call(_STORE, entry)
+        self._check_storable(entry)
+        seq: int | None = await self._call(_STORE, entry)
+        return seq
 
     async def store_many(self, entries: Iterable[MemoryEntry]) -> None:
         """Store every entry of ``entries``, in order, as one request with one reply.
@@ -265,18 +277,21 @@ class Memory(metaclass=NoPublicConstructor):
         Raises:
             TypeError: ``entries`` is a single entry, a str, not iterable, or holds
                 something other than a :class:`MemoryEntry` (the message gives its index).
-            InvalidEntryError: Durable mode: an ``access_count`` exceeds ``2**63 - 1``.
+            InvalidEntryError: Durable or replicated mode: an ``access_count`` exceeds
+                ``2**63 - 1``.
             StorageError: Durable mode: the group commit failed; the memory is now broken.
+                Replicated mode: as :meth:`store` (the list is one log record: applied
+                whole on every node, or not at all).
             trio.ClosedResourceError, trio.BrokenResourceError: See the class docs.
         """
         batch = _entry_batch(entries)
-        if self._storage is not None:
-            for entry in batch:
-                self._check_storable(entry)
+        for entry in batch:
+            self._check_storable(entry)
         await self._call(_STORE_MANY, batch)
 
     def _check_storable(self, entry: MemoryEntry) -> None:
-        if self._storage is not None and entry.access_count > MAX_ACCESS_COUNT:
+        durable = self._storage is not None or self._replica is not None  # any node may be
+        if durable and entry.access_count > MAX_ACCESS_COUNT:
             raise InvalidEntryError(
                 f"a durable memory keeps access_count in 64 bits; {entry.access_count} is too large"
             )
@@ -347,6 +362,24 @@ class Memory(metaclass=NoPublicConstructor):
         """
         result: ConsolidationStats = await self._call(_CONSOLIDATE, None)
         return result
+
+    async def wait_applied(self, seq: int) -> None:
+        """Wait until this node of a replicated memory has applied log record ``seq``
+        (a seq that :meth:`store` returned on any node); then reads here see that
+        store and everything before it. Returns at once for a memory that is not
+        replicated, or when ``seq`` is applied already. Cancel it to bound the wait.
+
+        Raises:
+            TypeError: ``seq`` is not an int.
+            trio.ClosedResourceError, trio.BrokenResourceError: See the class docs.
+        """
+        if isinstance(seq, bool) or not isinstance(seq, int):
+            raise TypeError(f"wait_applied() takes an int seq, not {type(seq).__name__}")
+        self._raise_if_unusable()
+        if self._replica is None:
+            await trio.lowlevel.checkpoint()
+            return
+        await self._replica.wait_applied(self, seq)
 
     # ------------------------------------------------------------ reads
 
@@ -518,6 +551,7 @@ class Memory(metaclass=NoPublicConstructor):
         tags: Iterable[str] | None = None,
         where: Mapping[str, Any] | None = None,
         refresh_ttl: bool = False,
+        min_seq: int | None = None,
     ) -> list[ScoredEntry]:
         """The ``limit`` best entries for ``query``, best first, with their scores.
 
@@ -542,6 +576,8 @@ class Memory(metaclass=NoPublicConstructor):
                 to operators ``{"$eq" | "$ne" | "$gt" | "$gte" | "$lt" | "$lte": v}``.
                 Entries without a payload never match. See :mod:`actormem._json`.
             refresh_ttl: Refresh the expiry of the entries returned (see :meth:`get`).
+            min_seq: A replicated memory: first wait until this node applied log
+                record ``min_seq`` (see :meth:`wait_applied`), then score.
 
         Expired entries are never returned, even before the owner removed them.
 
@@ -556,6 +592,8 @@ class Memory(metaclass=NoPublicConstructor):
         """
         check_query(query, limit)
         accept = make_filter(namespace, category, tags, where)
+        if min_seq is not None:
+            await self.wait_applied(min_seq)
         await trio.lowlevel.checkpoint()
         self._raise_if_unusable()
         state = self._state
@@ -580,6 +618,7 @@ class Memory(metaclass=NoPublicConstructor):
         tags: Iterable[str] | None = None,
         where: Mapping[str, Any] | None = None,
         refresh_ttl: bool = False,
+        min_seq: int | None = None,
     ) -> list[MemoryEntry]:
         """The ``limit`` best entries for ``query``, best first (see :meth:`retrieve_scored`)."""
         scored = await self.retrieve_scored(
@@ -590,6 +629,7 @@ class Memory(metaclass=NoPublicConstructor):
             tags=tags,
             where=where,
             refresh_ttl=refresh_ttl,
+            min_seq=min_seq,
         )
         return [s.entry for s in scored]
 
@@ -639,6 +679,8 @@ class Memory(metaclass=NoPublicConstructor):
             snapshot_version=state.published,
             live_snapshots=len(self._snapshots),
             retained_versions=state.retained,
+            log_applied_seq=None if self._replica is None else self._replica.applied,
+            log_stale_seconds=None if self._replica is None else self._replica.stale_seconds(),
         )
 
     def __repr__(self) -> str:
@@ -760,11 +802,7 @@ async def _run_owner(memory: Memory, receive: trio.MemoryReceiveChannel[_Request
                     inflight = [_FLUSH_REQUEST]  # the earliest expiry came: sweep
             except trio.EndOfChannel:
                 break
-            while len(inflight) < _MAX_BATCH:
-                try:
-                    inflight.append(receive.receive_nowait())
-                except (trio.WouldBlock, trio.EndOfChannel):
-                    break
+            _drain(receive, inflight)
             if memory._commit is not None:
                 state.defer_index()  # indexed while the commit is written (see commit)
             replies = memory._apply_batch(inflight)
@@ -787,24 +825,46 @@ async def _run_owner(memory: Memory, receive: trio.MemoryReceiveChannel[_Request
                     break
                 await trio.lowlevel.checkpoint()
     except BaseException as exc:
-        if isinstance(exc, trio.Cancelled):
-            error: BaseException = trio.ClosedResourceError(
-                "the memory was closed (its owner was cancelled) before answering"
-            )
-            memory._closed = True
-        else:
-            memory._broken = exc
-            error = trio.BrokenResourceError("the memory's owner task died")
-            error.__cause__ = exc
-        # No new requests from here on (blocked senders get an error), then answer every
-        # request already taken or still queued: nobody waits forever.
-        memory._send.close()
-        _fail_pending(inflight, receive, error)
+        _owner_died(memory, exc, inflight, receive)
         raise
     finally:
         memory._closed = True
         memory._send.close()
         receive.close()
+
+
+def _drain(receive: trio.MemoryReceiveChannel[_Request], inflight: list[_Request]) -> None:
+    """Add the requests already queued to ``inflight``, up to ``_MAX_BATCH`` in all,
+    without waiting: one batch."""
+    while len(inflight) < _MAX_BATCH:
+        try:
+            inflight.append(receive.receive_nowait())
+        except (trio.WouldBlock, trio.EndOfChannel):
+            break
+
+
+def _owner_died(
+    memory: Memory,
+    exc: BaseException,
+    inflight: list[_Request],
+    receive: trio.MemoryReceiveChannel[_Request],
+) -> BaseException:
+    """The owner stops on ``exc``: cancelled (the memory is closed) or a bug (it is
+    broken). No new requests from here on (blocked senders get an error), then every
+    request already taken or still queued is answered with the error returned: nobody
+    waits forever."""
+    if isinstance(exc, trio.Cancelled):
+        error: BaseException = trio.ClosedResourceError(
+            "the memory was closed (its owner was cancelled) before answering"
+        )
+        memory._closed = True
+    else:
+        memory._broken = exc
+        error = trio.BrokenResourceError("the memory's owner task died")
+        error.__cause__ = exc
+    memory._send.close()
+    _fail_pending(inflight, receive, error)
+    return error
 
 
 def _fail_storage(
@@ -934,10 +994,21 @@ async def _open_memory(
     queue_size: int,
     clock: Callable[[], datetime] | None,
     on_remove: Callable[[MemoryEntry, str], None] | None,
+    log: str | None = None,
+    name: str | None = None,
+    log_options: ReplicaOptions | None = None,
 ) -> tuple[Memory, trio.MemoryReceiveChannel[_Request]]:
-    """Build a memory; in durable mode open its file and load it (in worker threads)."""
+    """Build a memory; in durable mode open its file and load it (in worker threads);
+    with ``log``, make it a node of the replicated memory ``name``."""
     fspath, durability = _check_storage_options(path, durability)
+    if log is None and (name is not None or log_options is not None):
+        raise InvalidQueryError("name and log_options go with log= (a replicated memory)")
     memory, receive = _make_memory(capacity, half_life, scorer, queue_size, clock, on_remove)
+    if log is not None:
+        from .replica import open_replica  # the replica's module imports this one
+
+        await open_replica(memory, log, name, fspath, durability, log_options)
+        return memory, receive
     if fspath is None:
         return memory, receive
     # Threads are not abandoned on cancellation (trio's default), so a cancelled open
@@ -996,7 +1067,10 @@ async def _in_thread_while(
 async def _serve(memory: Memory, receive: trio.MemoryReceiveChannel[_Request]) -> None:
     """The owner loop, then closing a durable memory's file (shielded)."""
     try:
-        await _run_owner(memory, receive)
+        if memory._replica is not None:
+            await memory._replica.run(memory, receive)
+        else:
+            await _run_owner(memory, receive)
     finally:
         if memory._storage is not None:
             try:
@@ -1017,6 +1091,9 @@ async def serve_memory(
     queue_size: int = DEFAULT_QUEUE_SIZE,
     clock: Callable[[], datetime] | None = None,
     on_remove: Callable[[MemoryEntry, str], None] | None = None,
+    log: str | None = None,
+    name: str | None = None,
+    log_options: ReplicaOptions | None = None,
     task_status: trio.TaskStatus[Memory] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run a memory's owner task; the form for ``memory = await nursery.start(serve_memory)``.
@@ -1030,8 +1107,9 @@ async def serve_memory(
         StorageError: The file cannot be opened (raised from ``nursery.start``).
     """
     memory, receive = await _open_memory(
-        path, durability, capacity, half_life, scorer, queue_size, clock, on_remove
-    )
+        path, durability, capacity, half_life, scorer, queue_size, clock, on_remove,
+        log, name, log_options,
+    )  # fmt: skip
     try:
         task_status.started(memory)
     except BaseException:
@@ -1052,6 +1130,9 @@ async def open_memory(
     queue_size: int = DEFAULT_QUEUE_SIZE,
     clock: Callable[[], datetime] | None = None,
     on_remove: Callable[[MemoryEntry, str], None] | None = None,
+    log: str | None = None,
+    name: str | None = None,
+    log_options: ReplicaOptions | None = None,
 ) -> AsyncIterator[Memory]:
     """Open a memory: ``async with open_memory(path="memory.db") as memory: ...``.
 
@@ -1097,6 +1178,18 @@ async def open_memory(
             applies the change, before the change is committed or published, and also
             for evictions while loading a file. It must be quick and must not raise:
             an exception in it is a bug and breaks the memory.
+        log: A PostgreSQL connection string (``"postgresql://host/db"``): this memory
+            is then one *node* of the replicated memory ``name``, following the ordered
+            write log kept in that database (see ``docs/replication.md``; needs
+            ``actormem[postgres]``). ``path`` is the node's local checkpoint (optional:
+            without it the node replays the log's snapshot and records at every start).
+            A write returns once its batch is in the log and applied here;
+            ``store`` returns the batch's seq. Every node must use the same
+            ``capacity`` and ``half_life`` (those the log was created with).
+        name: The replicated memory's name (a letter, then up to 62 letters, digits,
+            ``_`` or ``-``); required with ``log``.
+        log_options: Timeouts and intervals of a node
+            (:class:`~actormem._engine.replica.ReplicaOptions`); the defaults suit a LAN.
 
     Runtime complexity: opening a file is O(file size) (validation, ``quick_check`` and
     one scan) plus O(n (T + log n)) to rebuild the indexes.
@@ -1105,11 +1198,15 @@ async def open_memory(
         TypeError, InvalidQueryError: A bad option (nothing is started).
         StorageError: The file cannot be used: directory missing or not writable, held by
             another memory (in this or another process), not an actormem database, written
-            by a newer schema version, or corrupted. The file is left unchanged.
+            by a newer schema version, or corrupted. The file is left unchanged. With
+            ``log``: the server does not answer within ``log_options.log_timeout``, the
+            log was written by a newer actormem, or the file is the checkpoint of another
+            memory (nothing is changed in either).
     """
     memory, receive = await _open_memory(
-        path, durability, capacity, half_life, scorer, queue_size, clock, on_remove
-    )
+        path, durability, capacity, half_life, scorer, queue_size, clock, on_remove,
+        log, name, log_options,
+    )  # fmt: skip
     body_error: BaseException | None = None
     try:
         async with trio.open_nursery() as nursery:

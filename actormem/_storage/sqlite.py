@@ -62,6 +62,7 @@ from .sqlite_format import (
     DELETE_ENTRY,
     INSERT_ENTRY,
     MIGRATE_FROM_1,
+    SET_META,
     UPDATE_ACCESS,
     check_header,
     check_schema,
@@ -102,6 +103,10 @@ class Batch:
     deletes: list[tuple[int]]
     puts: list[tuple[Any, ...]]
     accesses: list[tuple[Any, ...]]
+    #: ``meta`` rows to set in the same transaction (a replica's applied seq).
+    meta: list[tuple[str, str]] = attrs.field(factory=list)
+    #: Delete every entry first (a replica starting over from a snapshot).
+    clear: bool = False
 
     def __len__(self) -> int:
         return len(self.deletes) + len(self.puts) + len(self.accesses)
@@ -336,6 +341,10 @@ class SqliteStore:
         self._check_identity()
         try:
             conn.execute("BEGIN IMMEDIATE")
+            if batch.clear:
+                conn.execute("DELETE FROM entries")
+            if batch.meta:
+                conn.executemany(SET_META, batch.meta)
             if batch.deletes:
                 conn.executemany(DELETE_ENTRY, batch.deletes)
             if batch.puts:
@@ -352,6 +361,20 @@ class SqliteStore:
             raise StorageError(self.path, f"commit failed: {sqlite_reason(exc)}") from exc
         self.commits += 1
         self.written += len(batch)
+
+    def read_meta(self) -> dict[str, str]:
+        """Every ``meta`` row (schema version, a replica's checkpoint). Blocking, O(rows).
+
+        Raises:
+            StorageError: The store is closed or SQLite failed.
+        """
+        conn = self._conn
+        if conn is None:
+            raise StorageError(self.path, "the store is closed")
+        try:
+            return {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta")}
+        except sqlite3.Error as exc:
+            raise StorageError(self.path, f"reading meta failed: {sqlite_reason(exc)}") from exc
 
     def abort_when(self, check: Callable[[], bool] | None) -> None:
         """Make every statement of later :meth:`write` calls ask ``check()`` every few

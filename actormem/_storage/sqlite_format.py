@@ -161,6 +161,7 @@ INSERT_ENTRY = (
     f"VALUES ({', '.join('?' * len(COLUMNS))})"
 )
 DELETE_ENTRY = "DELETE FROM entries WHERE seq = ?"
+SET_META = "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)"
 UPDATE_ACCESS = (
     "UPDATE entries SET access_count = ?, last_accessed = ?, expires_at = ? WHERE seq = ?"
 )

@@ -36,6 +36,7 @@ from .._index.bm25 import BM25Scorer
 from .._index.scoring import Scorer
 from .._index.wordoverlap import WordOverlapScorer
 from .._storage.jsonl import JsonlError, entry_to_json, escape_json_line
+from .._storage.pglog import redact_dsn
 from .._storage.salvage import Salvage
 from ..agent._text import cut, escape_line
 from ..agent._toolcalls import read_import_file, read_tool_calls
@@ -205,6 +206,8 @@ def _options_json(args: argparse.Namespace, path: Path | None) -> dict[str, Any]
         "verify": args.verify,
         "json": None if args.json is None else str(args.json),
         "interval": args.interval,
+        "log": None if args.log is None else redact_dsn(args.log),
+        "nodes": args.nodes,
     }
 
 
@@ -488,6 +491,14 @@ def cmd_swarm(args: argparse.Namespace) -> int:
         raise _InputError("--reuse-path needs --path FILE")
     if args.path is not None and args.path.is_dir():
         raise _InputError(f"--path {args.path}: is a directory, not a memory file")
+    if args.nodes > 1 and args.log is None:
+        raise _InputError("--nodes needs --log DSN (the PostgreSQL database of the write log)")
+    if args.log is not None:
+        if args.path is not None or args.in_memory or args.verify:
+            raise _InputError("--log runs its own node files: drop --path, --in-memory, --verify")
+        from ._swarm_nodes import swarm_nodes
+
+        return swarm_nodes(args)
     workload, files = _swarm_workload(args)
     console = Console(highlight=False)
     print(f"actormem swarm: {workload.description}", flush=True)
@@ -765,6 +776,18 @@ def _add_swarm(subparsers: Any) -> None:
         help="after the run, reopen the file and check it holds the same entries",
     )
     p.add_argument("--json", type=Path, metavar="OUT", help="write every figure as JSON")
+    p.add_argument(
+        "--log",
+        metavar="DSN",
+        help="a PostgreSQL database: run the memory replicated over a write log there "
+        "(docs/replication.md); with --nodes N, over N node processes",
+    )
+    p.add_argument(
+        "--nodes",
+        type=_int_at_least(1),
+        default=1,
+        help="node processes of the replicated memory, each with --agents agents (needs --log)",
+    )
     p.add_argument(
         "--interval",
         type=_positive_seconds,

@@ -372,8 +372,8 @@ def create_app(
     )
     async def store(body: EntryIn) -> Response:
         entry = _to_entry(body, "body")
-        await memory.store(entry)
-        return JSONResponse({"id": str(entry.id)})
+        seq = await memory.store(entry)
+        return JSONResponse({"id": str(entry.id), "seq": seq})
 
     @app.post(
         "/v1/batch",

@@ -151,9 +151,12 @@ class StoreManyIn(BaseModel):
 
 
 class StoredOut(BaseModel):
-    """The id of the stored entry (useful when the request left it out)."""
+    """The id of the stored entry (useful when the request left it out), and on a node
+    of a replicated memory the log seq of the store (pass it as ``min_seq`` to a
+    retrieve on another node to read it there)."""
 
     id: uuid.UUID
+    seq: int | None = None
 
 
 class StoredManyOut(BaseModel):
@@ -187,8 +190,9 @@ class RetrieveIn(BaseModel):
         None, description="payload filter: dotted paths to values or {$eq|$ne|$gt|$gte|$lt|$lte}"
     )
     refresh_ttl: Annotated[bool, Strict()] = False
+    min_seq: Annotated[int, Field(ge=0)] | None = None
 
-    _integer = field_validator("limit", mode="before")(_json_integer)
+    _integer = field_validator("limit", "min_seq", mode="before")(_json_integer)
 
 
 class KeyIn(BaseModel):
@@ -294,6 +298,8 @@ class StatisticsOut(BaseModel):
     retained_versions: int
     expired: int
     ttl_refreshes: int
+    log_applied_seq: int | None = None
+    log_stale_seconds: float | None = None
 
 
 class LenOut(BaseModel):
