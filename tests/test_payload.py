@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import trio
 import trio.testing
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actormem import (
@@ -347,6 +347,7 @@ def _ref_ordered(op: str, item: object, want: object) -> bool:
     return {"$gt": a > b, "$gte": a >= b, "$lt": a < b, "$lte": a <= b}[op]  # type: ignore[operator]
 
 
+@settings(max_examples=500, deadline=None)
 @given(
     value=st.dictionaries(st.sampled_from(["f", "g"]), _JSON, max_size=2),
     op=st.sampled_from(["=", "$eq", "$ne", "$gt", "$gte", "$lt", "$lte"]),
