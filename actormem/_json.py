@@ -113,8 +113,15 @@ class JsonObject(Mapping[str, Any]):
     def __init__(self, mapping: Mapping[str, Any] = {}) -> None:  # noqa: B006 - read only
         built = JsonObject._build(mapping, "", 0)
         self._data: dict[str, Any] = built._data
-        self._key: str | None = None
-        size = len(self.to_json().encode("utf-8"))
+        # The canonical text (hash and equality) has the compact text's length (only the
+        # key order differs), so one encoding serves both; from the caller's own dict
+        # when the encoder takes it (checked by _build already), else from a thawed copy.
+        try:
+            key = str(_canonical(mapping))
+        except TypeError:  # a Mapping that is not a dict, somewhere inside
+            key = str(_canonical(self.thaw()))
+        self._key: str | None = key
+        size = len(key.encode("utf-8"))
         if size > MAX_VALUE_BYTES:
             raise InvalidEntryError(
                 f"value is {size} bytes as JSON; the limit is {MAX_VALUE_BYTES}"
