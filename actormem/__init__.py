@@ -26,6 +26,11 @@ from ._errors import RemoteError as RemoteError
 from ._errors import StorageError as StorageError
 from ._errors import TransportError as TransportError
 from ._index.bm25 import BM25Scorer as BM25Scorer
+from ._index.dense import DenseScorer as DenseScorer
+from ._index.dense import Embedder as Embedder
+from ._index.dense import FunctionEmbedder as FunctionEmbedder
+from ._index.dense import wordllama_embedder as wordllama_embedder
+from ._index.hybrid import HybridScorer as HybridScorer
 from ._index.tokenize import Tokenizer as Tokenizer
 from ._index.tokenize import stop_words as stop_words
 from ._index.wordoverlap import WordOverlapScorer as WordOverlapScorer
@@ -93,8 +98,13 @@ __all__ = [
     "MAX_VALUE_BYTES",
     "ActorMemError",
     "BM25Scorer",
+    "DenseScorer",
+    "Embedder",
+    "FunctionEmbedder",
+    "HybridScorer",
     "Tokenizer",
     "stop_words",
+    "wordllama_embedder",
     "ConsolidationStats",
     "Durability",
     "HostedMemory",

@@ -35,6 +35,9 @@ class ConsolidationStats(metaclass=Final):
 class MemoryStatistics(metaclass=Final):
     """Counters of one memory, as returned by :meth:`Memory.statistics` (sync, O(1)).
 
+    A durable memory's counters (``stores`` to ``access_updates``, ``retrieves``
+    included) continue across opens: they are saved in the file when it closes cleanly.
+
     Attributes:
         entries: Entries in the latest published snapshot.
         capacity: The bound on entries, or ``None`` for unbounded.

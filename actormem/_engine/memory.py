@@ -46,27 +46,32 @@ import math
 import os
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import numpy as np
 import outcome
 import trio
 
 from .._entry import MemoryCategory, MemoryEntry, ScoredEntry
 from .._errors import ActorMemError, InvalidEntryError, InvalidQueryError, StorageError
+from .._index.bm25 import BM25Index
+from .._index.dense import entry_document, text_hash
+from .._index.hybrid import HybridIndex
 from .._index.scoring import Scorer
 from .._index.wordoverlap import WordOverlapScorer
 from .._record import Record
 from .._stats import ConsolidationStats, MemoryStatistics
-from .._storage.sqlite import Durability, SqliteStore
+from .._storage.sqlite import Batch, Durability, SqliteStore
 from .._storage.sqlite_format import MAX_ACCESS_COUNT
 from .._util import NoPublicConstructor, sequence_of
 from .snapshot import (
     Snapshot,
     check_listing,
     check_query,
+    check_thresholds,
     list_namespaces_at,
     list_records_sliced,
     make_filter,
@@ -552,6 +557,10 @@ class Memory(metaclass=NoPublicConstructor):
         where: Mapping[str, Any] | None = None,
         refresh_ttl: bool = False,
         min_seq: int | None = None,
+        min_score: float | None = None,
+        min_matched: int = 0,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
     ) -> list[ScoredEntry]:
         """The ``limit`` best entries for ``query``, best first, with their scores.
 
@@ -560,10 +569,13 @@ class Memory(metaclass=NoPublicConstructor):
         :data:`~actormem._index.scoring.RETRIEVE_SLICE` (0.1 ms) with a checkpoint between them,
         so other tasks (writers, the owner, other readers) run meanwhile; the result is
         still exactly that of the snapshot taken at the start. Ties keep insertion order.
-        No minimum score: with fewer than ``limit`` entries, all of them come back;
-        ``limit=0`` gives ``[]``. The entries returned get their ``access_count`` and
-        ``last_accessed`` updated by the owner later, in a batch (the returned values are
-        those of the snapshot).
+        Without thresholds (the default) there is no minimum: with the default word-overlap
+        scorer every entry has a score of at least 0.1, so with fewer than ``limit``
+        entries all of them come back, matching or not; ``limit=0`` gives ``[]``.
+        ``min_score`` and ``min_matched`` return only entries that match (see
+        ``docs/retrieval.md``, "Thresholds", for what the numbers mean per scorer). The
+        entries returned get their ``access_count`` and ``last_accessed`` updated by the
+        owner later, in a batch (the returned values are those of the snapshot).
 
         Args:
             query: Text, at most :data:`~actormem.MAX_QUERY_CHARS` code points.
@@ -578,6 +590,17 @@ class Memory(metaclass=NoPublicConstructor):
             refresh_ttl: Refresh the expiry of the entries returned (see :meth:`get`).
             min_seq: A replicated memory: first wait until this node applied log
                 record ``min_seq`` (see :meth:`wait_applied`), then score.
+            min_score: Keep entries scoring at least this (None: no minimum). Word
+                overlap scores lie in [0.1, 1.3] (0.6 for an entry of relevance 1 that
+                matches no word); BM25 scores are > 0 and unbounded; dense scores are
+                cosines in [-1, 1]; hybrid scores are fused ranks, below 1 / 31.
+            min_matched: Keep entries whose text matches at least this many query terms
+                (0: no minimum): for word overlap, query words (``query.lower().split()``,
+                repeats counted) contained in the lower-cased text; for BM25 and hybrid,
+                distinct tokenized query terms in the document. Refused by the dense
+                scorer.
+            created_after: Keep entries created at or after this timezone-aware time.
+            created_before: Keep entries created strictly before this time.
 
         Expired entries are never returned, even before the owner removed them.
 
@@ -587,11 +610,18 @@ class Memory(metaclass=NoPublicConstructor):
             TypeError: Wrong argument types; or the memory's ``clock`` returned something
                 other than a timezone-aware datetime (no access is recorded).
             InvalidQueryError: Negative limit, over-long query, empty filter segment,
-                malformed payload filter (an "Invalid filter key", an unknown operator).
+                malformed payload filter (an "Invalid filter key", an unknown operator),
+                a naive datetime, a non-finite ``min_score``, a negative ``min_matched``,
+                or ``min_matched`` with the dense scorer.
             trio.ClosedResourceError, trio.BrokenResourceError: See the class docs.
         """
         check_query(query, limit)
-        accept = make_filter(namespace, category, tags, where)
+        check_thresholds(min_score, min_matched)
+        accept = make_filter(namespace, category, tags, where, created_after, created_before)
+        if min_matched and not _matches_terms(self._state.index):
+            raise InvalidQueryError(
+                "min_matched= needs a scorer that matches terms (word overlap, BM25, hybrid)"
+            )
         if min_seq is not None:
             await self.wait_applied(min_seq)
         await trio.lowlevel.checkpoint()
@@ -600,7 +630,9 @@ class Memory(metaclass=NoPublicConstructor):
         view = state.view()
         alive = self._alive(view)
         accept = with_alive(accept, alive)
-        hits = await run_retrieve_sliced(state, view, query, limit, accept, self._snapshots)
+        hits = await run_retrieve_sliced(
+            state, view, query, limit, accept, self._snapshots, min_score, min_matched
+        )
         self._retrieves += 1
         if hits:
             self._note_access(hits)
@@ -619,6 +651,10 @@ class Memory(metaclass=NoPublicConstructor):
         where: Mapping[str, Any] | None = None,
         refresh_ttl: bool = False,
         min_seq: int | None = None,
+        min_score: float | None = None,
+        min_matched: int = 0,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
     ) -> list[MemoryEntry]:
         """The ``limit`` best entries for ``query``, best first (see :meth:`retrieve_scored`)."""
         scored = await self.retrieve_scored(
@@ -630,6 +666,10 @@ class Memory(metaclass=NoPublicConstructor):
             where=where,
             refresh_ttl=refresh_ttl,
             min_seq=min_seq,
+            min_score=min_score,
+            min_matched=min_matched,
+            created_after=created_after,
+            created_before=created_before,
         )
         return [s.entry for s in scored]
 
@@ -803,6 +843,7 @@ async def _run_owner(memory: Memory, receive: trio.MemoryReceiveChannel[_Request
             except trio.EndOfChannel:
                 break
             _drain(receive, inflight)
+            await _embed_ahead(state.index, inflight)
             if memory._commit is not None:
                 state.defer_index()  # indexed while the commit is written (see commit)
             replies = memory._apply_batch(inflight)
@@ -865,6 +906,40 @@ def _owner_died(
     memory._send.close()
     _fail_pending(inflight, receive, error)
     return error
+
+
+def _matches_terms(index: Any) -> bool:
+    """Whether ``min_matched=`` means something for ``index`` (see thresholds.py)."""
+    return isinstance(index, BM25Index | HybridIndex) or bool(
+        getattr(index, "supports_min_matched", False)
+    )
+
+
+def _stored_entries(batch: list[_Request]) -> Iterator[MemoryEntry]:
+    """The entries ``batch`` stores, in order."""
+    for req in batch:
+        if req.op == _STORE or req.op == _STORE_NOWAIT:
+            yield req.arg
+        elif req.op == _STORE_MANY:
+            yield from req.arg
+
+
+async def _embed_ahead(index: Any, batch: list[_Request]) -> None:
+    """Embed the new texts of ``batch``'s stores before it is applied, for an index with
+    vectors (dense, hybrid): in one call, in a worker thread when they total
+    ``index.inline_chars`` characters or more (so the event loop runs meanwhile), then
+    offered to the index, whose ``add`` finds them. Nothing to do for other indexes."""
+    missing = getattr(index, "missing", None)
+    if missing is None:
+        return
+    texts: list[str] = missing(entry_document(entry) for entry in _stored_entries(batch))
+    if not texts:
+        return
+    if sum(map(len, texts)) < index.inline_chars:
+        vectors = index.embed(texts)
+    else:
+        vectors = await trio.to_thread.run_sync(index.embed, texts)
+    index.offer(texts, vectors)
 
 
 def _fail_storage(
@@ -975,14 +1050,101 @@ def _make_memory(
     return Memory._create(state, send, queue_size), receive
 
 
-async def _close_storage(store: SqliteStore) -> None:
+#: The counters of :meth:`Memory.statistics` kept in a durable memory's file: those of
+#: the state, and ``retrieves`` (the handle's).
+_STATE_COUNTERS = (
+    "stores",
+    "upserts",
+    "deletes",
+    "evictions",
+    "pruned",
+    "merged",
+    "consolidations",
+    "access_updates",
+)
+
+
+def _counters(memory: Memory) -> dict[str, int]:
+    state = memory._state
+    counters = {name: getattr(state, name) for name in _STATE_COUNTERS}
+    counters["retrieves"] = memory._retrieves
+    return counters
+
+
+def _restore_counters(memory: Memory, saved: dict[str, int]) -> None:
+    """Continue the counters saved in the file (loading's evictions add to them)."""
+    state = memory._state
+    for name in _STATE_COUNTERS:
+        setattr(state, name, getattr(state, name) + saved.get(name, 0))
+    memory._retrieves += saved.get("retrieves", 0)
+
+
+async def _close_storage(store: SqliteStore, counters: dict[str, int] | None = None) -> None:
+    """Save ``counters`` (unless None: a broken memory's are not trusted) and close."""
+
+    def close() -> None:
+        if counters is not None:
+            store.save_counters(counters)
+        store.close()
+
     with trio.CancelScope(shield=True):
-        await trio.to_thread.run_sync(store.close)
+        await trio.to_thread.run_sync(close)
 
 
 def _load(store: SqliteStore, state: MemoryState, entries: list[tuple[int, MemoryEntry]]) -> None:
-    """Rebuild ``state`` from a file's rows and delete what eviction dropped. Blocking."""
-    store.delete_seqs(state.load(entries))
+    """Rebuild ``state`` from a file's rows and delete what eviction dropped; with a dense
+    or hybrid index, reuse the file's vectors of this model and store the ones computed
+    now. Blocking."""
+    index: Any = state.index
+    if getattr(index, "stored_vector", None) is None:
+        store.delete_seqs(state.load(entries))
+        return
+    stored = store.read_vectors(index.model_name, index.dim)
+    computed: list[tuple[int, bytes, bytes]] = []
+    dropped = state.load(_embedded_ahead(index, entries, stored, computed))
+    # Vectors of rows that are gone (written while they lived, by an older actormem or a
+    # foreign program) are deleted with the new ones' insertion; deleting their entry
+    # rows too changes nothing (there are none).
+    orphans = set(stored).difference(seq for seq, _ in entries)
+    if computed or orphans:
+        store.write(Batch([(seq,) for seq in sorted(orphans)], [], [], vectors=computed))
+    store.delete_seqs(dropped)
+
+
+def _embedded_ahead(
+    index: Any,
+    rows: list[tuple[int, MemoryEntry]],
+    stored: dict[int, tuple[bytes, bytes]],
+    computed: list[tuple[int, bytes, bytes]],
+    chunk: int = 512,
+) -> Iterator[tuple[int, MemoryEntry]]:
+    """``rows``, with the vectors of each ``chunk`` of them offered to ``index`` before
+    they are loaded: the file's (``stored``, by seq) when made from the same text, else
+    embedded in one call and appended to ``computed`` as ``(seq, text_hash, bytes)`` for
+    the file."""
+    for start in range(0, len(rows), chunk):
+        part = rows[start : start + chunk]
+        reuse: dict[str, bytes] = {}
+        for seq, entry in part:
+            saved = stored.get(seq)
+            if saved is not None:
+                text = entry_document(entry)
+                if saved[0] == text_hash(text):
+                    reuse[text] = saved[1]
+        fresh = [t for t in index.missing(reuse) if t in reuse]
+        if fresh:
+            index.offer_stored(fresh, [reuse[t] for t in fresh])
+        texts: list[str] = index.missing(entry_document(entry) for _, entry in part)
+        if texts:
+            vectors = index.embed(texts)
+            index.offer(texts, vectors)
+            by_text = {t: v for t, v in zip(texts, vectors, strict=True)}
+            for seq, entry in part:
+                text = entry_document(entry)
+                vec = by_text.get(text)
+                if vec is not None:
+                    computed.append((seq, text_hash(text), np.asarray(vec, "<f4").tobytes()))
+        yield from part
 
 
 async def _open_memory(
@@ -1020,12 +1182,13 @@ async def _open_memory(
         await _close_storage(store)
         raise
     del entries
+    _restore_counters(memory, store.saved_counters)
 
     async def commit(journal: list[tuple[int, Record]], meanwhile: Callable[[], None]) -> None:
         if not journal:
             meanwhile()
             return
-        batch = store.prepare(journal)
+        batch = store.prepare(journal, getattr(memory._state.index, "stored_vector", None))
         await _in_thread_while(store.write, batch, meanwhile)
 
     memory._storage = store
@@ -1073,8 +1236,9 @@ async def _serve(memory: Memory, receive: trio.MemoryReceiveChannel[_Request]) -
             await _run_owner(memory, receive)
     finally:
         if memory._storage is not None:
+            counters = _counters(memory) if memory._broken is None else None
             try:
-                await _close_storage(memory._storage)
+                await _close_storage(memory._storage, counters)
             except StorageError:
                 if memory._broken is None:
                     raise

@@ -20,7 +20,7 @@ import signal
 import sys
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, NoReturn
@@ -33,6 +33,8 @@ from .._engine.memory import Memory, open_memory
 from .._entry import MemoryCategory, MemoryEntry
 from .._errors import ActorMemError
 from .._index.bm25 import BM25Scorer
+from .._index.dense import DenseScorer
+from .._index.hybrid import HybridScorer
 from .._index.scoring import Scorer
 from .._index.wordoverlap import WordOverlapScorer
 from .._storage.jsonl import JsonlError, entry_to_json, escape_json_line
@@ -63,7 +65,14 @@ PROG = "actormem"
 #: given: about 2,100 tool calls, about ten seconds of CPU on a 2-core machine.
 DEFAULT_SYNTHETIC_EPISODES = 300
 
-SCORERS: dict[str, type[Scorer]] = {"word-overlap": WordOverlapScorer, "bm25": BM25Scorer}
+#: ``--scorer`` choices. ``dense`` and ``hybrid`` need ``pip install 'actormem[dense]'``
+#: (WordLlama); ``hybrid`` fuses plain BM25 with it (docs/retrieval.md).
+SCORERS: dict[str, Callable[[], Scorer]] = {
+    "word-overlap": WordOverlapScorer,
+    "bm25": BM25Scorer,
+    "dense": DenseScorer,
+    "hybrid": HybridScorer,
+}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -638,7 +647,10 @@ def cmd_import(args: argparse.Namespace) -> int:
                 with contextlib.suppress(FileNotFoundError):
                     leftover.unlink()
         if isinstance(exc, KeyboardInterrupt):
-            raise _Interrupted(f"nothing imported: {args.path} is unchanged") from None
+            signum = signal.SIGTERM if isinstance(exc, _Terminated) else signal.SIGINT
+            raise _Interrupted(
+                f"nothing imported: {args.path} is unchanged", signum=signum
+            ) from None
         raise
     repeats = f"; {lines.repeated:,} repeated ids, later lines won" if lines.repeated else ""
     print(
@@ -870,7 +882,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "interval", 1.0) is None:
         args.interval = 0.25 if sys.stdout.isatty() else 5.0
     sub = f"{PROG} {args.command}"
-    previous = _install_sigterm()
+    # SIGTERM unwinds like Ctrl-C where a command has something to clean up or report
+    # (swarm: its temporary folder and figures; import: a file it created). Elsewhere
+    # (serve handles its own signals) it keeps its default action.
+    previous = _install_sigterm() if args.command in ("swarm", "import") else None
     try:
         status: int = args.handler(args)
         sys.stdout.flush()

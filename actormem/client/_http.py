@@ -395,7 +395,8 @@ class AsyncClient(metaclass=Final):
     async def retrieve(self, query: str, limit: int = 10, **filters: Any) -> list[MemoryEntry]:
         """The ``limit`` best entries for ``query``, best first; ``filters`` are the
         keyword filters of :meth:`Memory.retrieve <actormem.Memory.retrieve>`
-        (``namespace=``, ``category=``, ``tags=``). At most 10,000 results per call."""
+        (``namespace=``, ``category=``, ``tags=``, ``min_score=``, ``min_matched=``,
+        ``created_after=``, ``created_before=``). At most 10,000 results per call."""
         return await self._do(_retrieve_call(query, limit, filters))
 
     async def retrieve_scored(

@@ -176,7 +176,10 @@ class RetrieveIn(BaseModel):
     """A retrieve: the query text, how many results, and the filters of ``Memory.retrieve``.
 
     ``namespace``: keep entries under these segments; ``category``: one category or a
-    non-empty list (any of them); ``tags``: keep entries carrying every one of them.
+    non-empty list (any of them); ``tags``: keep entries carrying every one of them;
+    ``min_score``, ``min_matched``: only entries that match (``docs/retrieval.md``,
+    "Thresholds"); ``created_after`` (inclusive) / ``created_before`` (exclusive): a
+    time range on ``created_at``.
     """
 
     model_config = _STRICT
@@ -190,9 +193,13 @@ class RetrieveIn(BaseModel):
         None, description="payload filter: dotted paths to values or {$eq|$ne|$gt|$gte|$lt|$lte}"
     )
     refresh_ttl: Annotated[bool, Strict()] = False
+    min_score: Annotated[float, Strict(), Field(allow_inf_nan=False)] | None = None
+    min_matched: Annotated[int, Field(ge=0, le=MAX_JSON_INT)] = 0
+    created_after: Time | None = None
+    created_before: Time | None = None
     min_seq: Annotated[int, Field(ge=0)] | None = None
 
-    _integer = field_validator("limit", "min_seq", mode="before")(_json_integer)
+    _integer = field_validator("limit", "min_matched", "min_seq", mode="before")(_json_integer)
 
 
 class KeyIn(BaseModel):
