@@ -113,8 +113,15 @@ class JsonObject(Mapping[str, Any]):
     def __init__(self, mapping: Mapping[str, Any] = {}) -> None:  # noqa: B006 - read only
         built = JsonObject._build(mapping, "", 0)
         self._data: dict[str, Any] = built._data
-        self._key: str | None = None
-        size = len(self.to_json().encode("utf-8"))
+        # The canonical text (hash and equality) has the compact text's length (only the
+        # key order differs), so one encoding serves both; from the caller's own dict
+        # when the encoder takes it (checked by _build already), else from a thawed copy.
+        try:
+            key = str(_canonical(mapping))
+        except TypeError:  # a Mapping that is not a dict, somewhere inside
+            key = str(_canonical(self.thaw()))
+        self._key: str | None = key
+        size = len(key.encode("utf-8"))
         if size > MAX_VALUE_BYTES:
             raise InvalidEntryError(
                 f"value is {size} bytes as JSON; the limit is {MAX_VALUE_BYTES}"
@@ -302,22 +309,6 @@ def _equal(item: Any, want: Any) -> bool:
     return bool(item == want) if item is not None or want is None else False
 
 
-def _ordered(op: str, item: Any, want: Any) -> bool:
-    if _is_number(want) and _is_number(item):
-        pass
-    elif isinstance(want, str) and isinstance(item, str):
-        pass
-    else:
-        return False
-    if op == "$gt":
-        return bool(item > want)
-    if op == "$gte":
-        return bool(item >= want)
-    if op == "$lt":
-        return bool(item < want)
-    return bool(item <= want)
-
-
 def _check_operand(path: str, op: str, want: Any) -> None:
     if want is None or isinstance(want, (bool, int, float, str)):
         return
@@ -329,12 +320,38 @@ def _check_operand(path: str, op: str, want: Any) -> None:
     )
 
 
+_NUMBERS = (int, float)
+
+
+def _equals(want: Any) -> Callable[[Any], bool]:
+    """The equality test against ``want``, specialised for scalars (the common case:
+    no generic dispatch per entry); a missing field (``_MISSING``) never equals."""
+    kind = type(want)
+    if want is None:
+        return lambda item: item is None
+    if kind is bool:
+        return lambda item: item is want
+    if kind is str:
+        return lambda item: type(item) is str and item == want
+    if kind is int or kind is float:
+        return lambda item: type(item) in _NUMBERS and item == want
+    return lambda item: item is not _MISSING and _equal(item, want)
+
+
 def _operator_test(op: str, want: Any) -> Callable[[Any], bool]:
     if op == "$eq":
-        return lambda item: item is not _MISSING and _equal(item, want)
+        return _equals(want)
     if op == "$ne":
-        return lambda item: item is _MISSING or not _equal(item, want)
-    return lambda item: _ordered(op, item, want)
+        equal = _equals(want)
+        return lambda item: not equal(item)
+    kinds = _NUMBERS if type(want) in _NUMBERS else (str,) if type(want) is str else ()
+    if op == "$gt":
+        return lambda item: type(item) in kinds and item > want
+    if op == "$gte":
+        return lambda item: type(item) in kinds and item >= want
+    if op == "$lt":
+        return lambda item: type(item) in kinds and item < want
+    return lambda item: type(item) in kinds and item <= want
 
 
 def _condition(path: str, cond: Any) -> Callable[[Any], bool]:
@@ -349,12 +366,14 @@ def _condition(path: str, cond: Any) -> Callable[[Any], bool]:
                 )
             _check_operand(path, op, want)
             tests.append(_operator_test(op, want))
+        if len(tests) == 1:
+            return tests[0]
         return lambda item: all(t(item) for t in tests)
     if not (cond is None or isinstance(cond, (bool, int, float, str, Mapping, list, tuple))):
         raise InvalidQueryError(
             f"where={{{path!r}: ...}}: a {type(cond).__name__} is not a JSON value"
         )
-    return lambda item: item is not _MISSING and _equal(item, cond)
+    return _equals(cond)
 
 
 _MISSING = object()
@@ -362,9 +381,9 @@ _MISSING = object()
 
 def _lookup(value: Any, keys: tuple[str, ...]) -> Any:
     for k in keys:
-        if not isinstance(value, Mapping) or k not in value:
+        if type(value) is not JsonObject:
             return _MISSING
-        value = value[k]
+        value = value._data.get(k, _MISSING)
     return value
 
 
@@ -398,6 +417,9 @@ def compile_where(where: Mapping[str, Any] | None) -> Predicate | None:
     def predicate(value: JsonObject | None) -> bool:
         if value is None:
             return False
-        return all(test(_lookup(value, keys)) for keys, test in tests)
+        for keys, test in tests:
+            if not test(_lookup(value, keys)):
+                return False
+        return True
 
     return predicate

@@ -13,8 +13,14 @@ from typing import Any
 from actormem.cli._main import _int_at_least, _positive_seconds
 
 __all__ = [
-    "distinct", "existing_dir", "existing_file", "make_scratch_dir", "output_file", "positive_int",
-    "positive_ints", "positive_seconds",
+    "distinct",
+    "existing_dir",
+    "existing_file",
+    "make_scratch_dir",
+    "output_file",
+    "positive_int",
+    "positive_ints",
+    "positive_seconds",
 ]
 
 #: An int >= 1.

@@ -74,9 +74,21 @@ def measure_in_child(n: int, scorer: str, data: str) -> dict[str, Any]:
     """:func:`measure` in a fresh interpreter. Raises ``CalledProcessError`` if it fails."""
     root = Path(__file__).resolve().parent.parent
     out = subprocess.run(
-        [sys.executable, "-m", "stress._bench_memory", "--n", str(n), "--scorer", scorer,
-         "--data", str(data)],
-        cwd=root, check=True, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "stress._bench_memory",
+            "--n",
+            str(n),
+            "--scorer",
+            scorer,
+            "--data",
+            str(data),
+        ],
+        cwd=root,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     result: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
     return result

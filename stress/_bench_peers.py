@@ -104,6 +104,7 @@ async def peers_cell(
         calls: dict[str, Callable[[str], Awaitable[object]]] = {"peer": peer_call}
         for scorer in memories:
             calls[scorer] = actormem_call(scorer)
+
         async def all_calls(q: str) -> object:
             for call in calls.values():
                 await call(q)

@@ -30,9 +30,7 @@ K = 10
 class Budget:
     """How long one cell may take and how many queries it may use."""
 
-    def __init__(
-        self, seconds: float, repeats: int, min_queries: int, max_queries: int
-    ) -> None:
+    def __init__(self, seconds: float, repeats: int, min_queries: int, max_queries: int) -> None:
         self.seconds = seconds
         self.repeats = repeats
         self.min_queries = min_queries
@@ -99,9 +97,7 @@ def time_snapshots(memory: Memory, count: int = 2000) -> dict[str, float]:
     }
 
 
-async def retrieve_cell(
-    memory: Memory, queries: Sequence[str], budget: Budget
-) -> dict[str, Any]:
+async def retrieve_cell(memory: Memory, queries: Sequence[str], budget: Budget) -> dict[str, Any]:
     """Scenario 1's figures for one served memory, with the longest step of the calling
     task while the timed retrieves run (``longest_step_ms``: how long the event loop went
     without a checkpoint, a one-reader figure beside the rw scenario's 64 readers; and

@@ -213,8 +213,14 @@ async def rw_cell(
     }.items():
         with timer.recording(), GcPauses() as pauses:
             w_lat, r_lat, wall = await _run_phase(
-                memory, new_entries, queries, writers=w, readers=r,
-                writer_quota=writer_quota, reader_quota=reader_quota, budget_s=budget_s,
+                memory,
+                new_entries,
+                queries,
+                writers=w,
+                readers=r,
+                writer_quota=writer_quota,
+                reader_quota=reader_quota,
+                budget_s=budget_s,
             )
         phases[name] = {
             "wall_s": wall,
@@ -252,10 +258,14 @@ async def rw_cell(
 
 
 #: Figures of a row that are a maximum over the run: combined by max, not median.
-_MAX_KEYS = frozenset({
-    "longest_retrieve_step_ms", "longest_retrieve_step_cpu_ms", "longest_owner_step_ms",
-    "gc_longest_ms",
-})
+_MAX_KEYS = frozenset(
+    {
+        "longest_retrieve_step_ms",
+        "longest_retrieve_step_cpu_ms",
+        "longest_owner_step_ms",
+        "gc_longest_ms",
+    }
+)
 #: The run's settings: the same in every repeat, kept as they are.
 _SETTINGS = frozenset({"writers", "readers", "writer_quota", "reader_quota"})
 

@@ -82,43 +82,83 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         prog="python -m stress.bench",
         description="actormem benchmarks beside its peers, on real texts.",
     )
-    p.add_argument("--scenario", default="all",
-                   help=f"comma-separated, from {', '.join(SCENARIOS)} (default: all)")
-    p.add_argument("--sizes", type=positive_ints, default=None,
-                   help="entries for the retrieve scenario (default 1000,10000,100000,1000000)")
+    p.add_argument(
+        "--scenario",
+        default="all",
+        help=f"comma-separated, from {', '.join(SCENARIOS)} (default: all)",
+    )
+    p.add_argument(
+        "--sizes",
+        type=positive_ints,
+        default=None,
+        help="entries for the retrieve scenario (default 1000,10000,100000,1000000)",
+    )
     p.add_argument("--peer-sizes", type=positive_ints, default=None)
     p.add_argument("--rw-sizes", type=positive_ints, default=None)
     p.add_argument("--memory-sizes", type=positive_ints, default=None)
-    p.add_argument("--scorers", default=",".join(SCORERS),
-                   help="for retrieve, peers and memory (default: word-overlap,bm25)")
-    p.add_argument("--peers", default=",".join(PEER_NAMES),
-                   help=f"from {', '.join(PEER_NAMES)} (default: all)")
+    p.add_argument(
+        "--scorers",
+        default=",".join(SCORERS),
+        help="for retrieve, peers and memory (default: word-overlap,bm25)",
+    )
+    p.add_argument(
+        "--peers", default=",".join(PEER_NAMES), help=f"from {', '.join(PEER_NAMES)} (default: all)"
+    )
     p.add_argument("--writers", type=positive_ints, default=[1, 8, 64, 512])
-    p.add_argument("--store-entries", type=positive_int, default=10_000,
-                   help="entries stored per store run (default 10000)")
-    p.add_argument("--durable", default="auto",
-                   help="durability modes for the store scenario: auto (all the engine has), "
-                        "none, or a comma-separated list")
+    p.add_argument(
+        "--store-entries",
+        type=positive_int,
+        default=10_000,
+        help="entries stored per store run (default 10000)",
+    )
+    p.add_argument(
+        "--durable",
+        default="auto",
+        help="durability modes for the store scenario: auto (all the engine has), "
+        "none, or a comma-separated list",
+    )
     p.add_argument("--repeats", type=positive_int, default=3)
-    p.add_argument("--budget", type=positive_seconds, default=20.0,
-                   help="seconds of timed calls per cell (default 20)")
+    p.add_argument(
+        "--budget",
+        type=positive_seconds,
+        default=20.0,
+        help="seconds of timed calls per cell (default 20)",
+    )
     p.add_argument("--queries", type=positive_int, default=500, help="most queries per cell")
-    p.add_argument("--min-queries", type=positive_int, default=20,
-                   help="fewest queries per cell")
+    p.add_argument("--min-queries", type=positive_int, default=20, help="fewest queries per cell")
     p.add_argument("--seed", type=int, default=0, help="order of texts and queries")
-    p.add_argument("--verbatim", action="store_true",
-                   help="cycle texts verbatim instead of marking each with its episode and "
-                        "cycle (see stress/_bench_data.py; not for the memory scenario)")
-    p.add_argument("--no-gc-freeze", dest="gc_freeze", action="store_false",
-                   help="do not gc.freeze() the prebuilt memories (docs/design.md, 'Garbage "
-                        "collection': freezing after a large load is what we recommend)")
-    p.add_argument("--data", type=Path, default=DEFAULT_DATA,
-                   help="folder with tool_calls.jsonl and locomo10.json")
+    p.add_argument(
+        "--verbatim",
+        action="store_true",
+        help="cycle texts verbatim instead of marking each with its episode and "
+        "cycle (see stress/_bench_data.py; not for the memory scenario)",
+    )
+    p.add_argument(
+        "--no-gc-freeze",
+        dest="gc_freeze",
+        action="store_false",
+        help="do not gc.freeze() the prebuilt memories (docs/design.md, 'Garbage "
+        "collection': freezing after a large load is what we recommend)",
+    )
+    p.add_argument(
+        "--data",
+        type=Path,
+        default=DEFAULT_DATA,
+        help="folder with tool_calls.jsonl and locomo10.json",
+    )
     p.add_argument("--json", type=output_file, default=None, help="write every figure here")
-    p.add_argument("--render", type=existing_file, default=None,
-                   help="print the tables of an earlier --json file and exit (runs nothing)")
-    p.add_argument("--profile", type=Path, default=None,
-                   help="write a pyinstrument profile of each cell into this folder")
+    p.add_argument(
+        "--render",
+        type=existing_file,
+        default=None,
+        help="print the tables of an earlier --json file and exit (runs nothing)",
+    )
+    p.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="write a pyinstrument profile of each cell into this folder",
+    )
     args = p.parse_args(argv)
     try:
         args.scenarios = (
@@ -198,8 +238,14 @@ class Run:
             if a.gc_freeze:
                 gc.freeze()  # as docs/design.md recommends after loading a large memory
             states[scorer] = state
-            self.builds.append({"scorer": scorer, "n": n, "seconds": seconds,
-                                "entries_per_s": n / seconds if seconds else math.inf})
+            self.builds.append(
+                {
+                    "scorer": scorer,
+                    "n": n,
+                    "seconds": seconds,
+                    "entries_per_s": n / seconds if seconds else math.inf,
+                }
+            )
         try:
             async with _serve_all(states) as memories:
                 for scorer, memory in memories.items():
@@ -271,8 +317,10 @@ class Run:
 async def _serve_all(states: dict[str, MemoryState]) -> AsyncIterator[dict[str, Memory]]:
     """Every state served at once, by its own owner task."""
     async with AsyncExitStack() as stack:
-        yield {name: await stack.enter_async_context(serve_state(state))
-               for name, state in states.items()}
+        yield {
+            name: await stack.enter_async_context(serve_state(state))
+            for name, state in states.items()
+        }
 
 
 class _Profiled:
@@ -330,29 +378,55 @@ def targets(results: dict[str, list[dict[str, Any]]]) -> list[Target]:
             out.append(Target(f"{peer} p50 / actormem {scorer} p50, 100k", fig, ">=", need, "x"))
     store = results.get("store", [])
     row = _find(store, system="actormem memory", writers=64)
-    out.append(Target("store, in memory, 64 writers", _fig(row, "entries_per_s"), ">=", 50_000,
-                      "entries/s"))
+    out.append(
+        Target(
+            "store, in memory, 64 writers", _fig(row, "entries_per_s"), ">=", 50_000, "entries/s"
+        )
+    )
     out.append(Target("store p99, in memory, 64 writers", _fig(row, "p99_ms"), "<", 5, "ms"))
     rw = results.get("rw", [])
     row = _find(rw, n=100_000)
-    out.append(Target("writer p99 with readers / alone, 100k", _fig(row, "writer_p99_ratio"),
-                      "<=", 2, "x"))
-    out.append(Target("reader p99 with writers / alone, 100k", _fig(row, "reader_p99_ratio"),
-                      "<=", 2, "x"))
+    out.append(
+        Target("writer p99 with readers / alone, 100k", _fig(row, "writer_p99_ratio"), "<=", 2, "x")
+    )
+    out.append(
+        Target("reader p99 with writers / alone, 100k", _fig(row, "reader_p99_ratio"), "<=", 2, "x")
+    )
     # The stall targets use the step's CPU time: its wall time also counts the OS running
     # another process meanwhile (the machine is shared); tables show both.
     row = _find(rw, n=1_000_000)
-    out.append(Target("longest retrieve step (CPU), 1M, rw 64 readers, word-overlap",
-                      _fig(row, "longest_retrieve_step_cpu_ms"), "<=", STALL_MS, "ms"))
+    out.append(
+        Target(
+            "longest retrieve step (CPU), 1M, rw 64 readers, word-overlap",
+            _fig(row, "longest_retrieve_step_cpu_ms"),
+            "<=",
+            STALL_MS,
+            "ms",
+        )
+    )
     for scorer in SCORERS:
         row = _find(retrieve, scorer=scorer, n=1_000_000)
-        out.append(Target(f"longest retrieve step (CPU), 1M, one reader, {scorer}",
-                          _fig(row, "longest_step_cpu_ms"), "<=", STALL_MS, "ms"))
+        out.append(
+            Target(
+                f"longest retrieve step (CPU), 1M, one reader, {scorer}",
+                _fig(row, "longest_step_cpu_ms"),
+                "<=",
+                STALL_MS,
+                "ms",
+            )
+        )
     mem = results.get("memory", [])
     for scorer in SCORERS:
         row = _find(mem, scorer=scorer, n=1_000_000)
-        out.append(Target(f"bytes per entry beyond text, {scorer}, 1M",
-                          _fig(row, "beyond_text_bytes"), "<", 1024, "B"))
+        out.append(
+            Target(
+                f"bytes per entry beyond text, {scorer}, 1M",
+                _fig(row, "beyond_text_bytes"),
+                "<",
+                1024,
+                "B",
+            )
+        )
     return out
 
 
@@ -383,42 +457,85 @@ def _fmt(value: Any) -> str:
 
 def table(rows: list[dict[str, Any]], columns: list[tuple[str, str]]) -> str:
     """A markdown table of ``rows`` with ``(key, heading)`` columns."""
-    lines = ["| " + " | ".join(h for _, h in columns) + " |",
-             "|" + "|".join("---" for _ in columns) + "|"]
+    lines = [
+        "| " + " | ".join(h for _, h in columns) + " |",
+        "|" + "|".join("---" for _ in columns) + "|",
+    ]
     for row in rows:
         lines.append("| " + " | ".join(_fmt(row.get(k)) for k, _ in columns) + " |")
     return "\n".join(lines)
 
 
 COLUMNS: dict[str, list[tuple[str, str]]] = {
-    "retrieve": [("scorer", "scorer"), ("n", "entries"), ("p50_ms", "p50 ms"),
-                 ("p99_ms", "p99 ms"), ("max_ms", "max ms"), ("cpu_p50_ms", "CPU p50 ms"),
-                 ("longest_step_ms", "longest step ms"),
-                 ("longest_step_cpu_ms", "longest step CPU ms"), ("gc_longest_ms", "GC max ms"),
-                 ("queries", "queries"), ("repeats", "repeats"),
-                 ("snapshot_p50_us", "snapshot p50 µs"), ("snapshot_p99_us", "snapshot p99 µs")],
-    "store": [("system", "system"), ("writers", "writers"), ("entries_per_s", "entries/s"),
-              ("p50_ms", "p50 ms"), ("p99_ms", "p99 ms"), ("max_ms", "max ms")],
-    "rw": [("n", "entries"), ("writer_p99_alone_ms", "writer p99 alone"),
-           ("writer_p99_with_readers_ms", "writer p99 w/ readers"),
-           ("writer_p99_ratio", "ratio"), ("reader_p99_alone_ms", "reader p99 alone"),
-           ("reader_p99_with_writers_ms", "reader p99 w/ writers"),
-           ("reader_p99_ratio", "ratio"), ("longest_retrieve_step_ms", "longest retrieve step ms"),
-           ("longest_retrieve_step_cpu_ms", "longest retrieve step CPU ms"),
-           ("longest_owner_step_ms", "longest owner step ms"), ("gc_longest_ms", "GC max ms"),
-           ("reader_quota", "retrieves/reader"), ("repeats", "repeats")],
-    "memory": [("scorer", "scorer"), ("n", "entries"), ("text_bytes_per_entry", "text B"),
-               ("beyond_text_bytes", "beyond text B"), ("engine_bytes", "engine B"),
-               ("entry_bytes", "entry value B"), ("rss_stored_mib", "RSS MiB")],
-    "peers": [("peer", "peer"), ("n", "entries"), ("p50_ms", "p50 ms"), ("p99_ms", "p99 ms"),
-              ("word-overlap_p50_ms", "actormem WO p50"), ("bm25_p50_ms", "actormem BM25 p50"),
-              ("ratio_p50_vs_word-overlap", "peer/WO p50"),
-              ("ratio_p99_vs_word-overlap", "peer/WO p99"),
-              ("ratio_p50_vs_bm25", "peer/BM25 p50"), ("ratio_p99_vs_bm25", "peer/BM25 p99"),
-              ("agreement_top10", "top-10 agreement"), ("queries", "queries"),
-              ("build_entries_per_s", "build entries/s")],
-    "targets": [("target", "target"), ("figure", "figure"), ("bound", "bound"),
-                ("unit", "unit"), ("met", "met")],
+    "retrieve": [
+        ("scorer", "scorer"),
+        ("n", "entries"),
+        ("p50_ms", "p50 ms"),
+        ("p99_ms", "p99 ms"),
+        ("max_ms", "max ms"),
+        ("cpu_p50_ms", "CPU p50 ms"),
+        ("longest_step_ms", "longest step ms"),
+        ("longest_step_cpu_ms", "longest step CPU ms"),
+        ("gc_longest_ms", "GC max ms"),
+        ("queries", "queries"),
+        ("repeats", "repeats"),
+        ("snapshot_p50_us", "snapshot p50 µs"),
+        ("snapshot_p99_us", "snapshot p99 µs"),
+    ],
+    "store": [
+        ("system", "system"),
+        ("writers", "writers"),
+        ("entries_per_s", "entries/s"),
+        ("p50_ms", "p50 ms"),
+        ("p99_ms", "p99 ms"),
+        ("max_ms", "max ms"),
+    ],
+    "rw": [
+        ("n", "entries"),
+        ("writer_p99_alone_ms", "writer p99 alone"),
+        ("writer_p99_with_readers_ms", "writer p99 w/ readers"),
+        ("writer_p99_ratio", "ratio"),
+        ("reader_p99_alone_ms", "reader p99 alone"),
+        ("reader_p99_with_writers_ms", "reader p99 w/ writers"),
+        ("reader_p99_ratio", "ratio"),
+        ("longest_retrieve_step_ms", "longest retrieve step ms"),
+        ("longest_retrieve_step_cpu_ms", "longest retrieve step CPU ms"),
+        ("longest_owner_step_ms", "longest owner step ms"),
+        ("gc_longest_ms", "GC max ms"),
+        ("reader_quota", "retrieves/reader"),
+        ("repeats", "repeats"),
+    ],
+    "memory": [
+        ("scorer", "scorer"),
+        ("n", "entries"),
+        ("text_bytes_per_entry", "text B"),
+        ("beyond_text_bytes", "beyond text B"),
+        ("engine_bytes", "engine B"),
+        ("entry_bytes", "entry value B"),
+        ("rss_stored_mib", "RSS MiB"),
+    ],
+    "peers": [
+        ("peer", "peer"),
+        ("n", "entries"),
+        ("p50_ms", "p50 ms"),
+        ("p99_ms", "p99 ms"),
+        ("word-overlap_p50_ms", "actormem WO p50"),
+        ("bm25_p50_ms", "actormem BM25 p50"),
+        ("ratio_p50_vs_word-overlap", "peer/WO p50"),
+        ("ratio_p99_vs_word-overlap", "peer/WO p99"),
+        ("ratio_p50_vs_bm25", "peer/BM25 p50"),
+        ("ratio_p99_vs_bm25", "peer/BM25 p99"),
+        ("agreement_top10", "top-10 agreement"),
+        ("queries", "queries"),
+        ("build_entries_per_s", "build entries/s"),
+    ],
+    "targets": [
+        ("target", "target"),
+        ("figure", "figure"),
+        ("bound", "bound"),
+        ("unit", "unit"),
+        ("met", "met"),
+    ],
 }
 
 TITLES = {
@@ -466,12 +583,20 @@ def run(argv: Sequence[str] | None = None) -> dict[str, Any]:
         "command": "python -m stress.bench " + " ".join(sys.argv[1:] if argv is None else argv),
         "machine": info,
         "options": {
-            "scenarios": args.scenarios, "sizes": args.sizes, "peer_sizes": args.peer_sizes,
-            "rw_sizes": args.rw_sizes, "memory_sizes": args.memory_sizes,
-            "writers": args.writers, "store_entries": args.store_entries,
-            "durable_modes": args.durable_modes, "repeats": args.repeats,
-            "budget_s": args.budget, "queries": args.queries, "min_queries": args.min_queries,
-            "seed": args.seed, "gc_freeze": args.gc_freeze,
+            "scenarios": args.scenarios,
+            "sizes": args.sizes,
+            "peer_sizes": args.peer_sizes,
+            "rw_sizes": args.rw_sizes,
+            "memory_sizes": args.memory_sizes,
+            "writers": args.writers,
+            "store_entries": args.store_entries,
+            "durable_modes": args.durable_modes,
+            "repeats": args.repeats,
+            "budget_s": args.budget,
+            "queries": args.queries,
+            "min_queries": args.min_queries,
+            "seed": args.seed,
+            "gc_freeze": args.gc_freeze,
             "texts": len(bench.corpus.texts),
             "texts_marked": bench.corpus.marked,
             "mean_text_chars": bench.corpus.mean_text_chars,

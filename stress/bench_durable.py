@@ -145,16 +145,18 @@ def table(runs: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--entries", type=positive_int, default=4000,
-                        help="entries stored per run")
+    parser.add_argument("--entries", type=positive_int, default=4000, help="entries stored per run")
     parser.add_argument("--writers", type=positive_int, nargs="+", default=[1, 8, 64])
-    parser.add_argument("--modes", nargs="+", default=["memory", "normal", "full"],
-                        choices=["memory", "normal", "full"])
+    parser.add_argument(
+        "--modes",
+        nargs="+",
+        default=["memory", "normal", "full"],
+        choices=["memory", "normal", "full"],
+    )
     parser.add_argument("--repeats", type=positive_int, default=3, help="runs per cell (median)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dir", type=existing_dir, default=None, help="where the files go")
-    parser.add_argument("--json", type=output_file, default=None,
-                        help="also write the runs here")
+    parser.add_argument("--json", type=output_file, default=None, help="also write the runs here")
     args = parser.parse_args(argv)
     distinct(args.writers, "--writers", parser)
     distinct(args.modes, "--modes", parser)

@@ -95,10 +95,13 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         prog="python -m stress.handoff", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--rounds", type=positive_int, default=2000,
-                        help="round trips per run")
-    parser.add_argument("--dir", type=existing_dir, default=None,
-                        help="folder for the SQLite file (default: a temporary one)")
+    parser.add_argument("--rounds", type=positive_int, default=2000, help="round trips per run")
+    parser.add_argument(
+        "--dir",
+        type=existing_dir,
+        default=None,
+        help="folder for the SQLite file (default: a temporary one)",
+    )
     args = parser.parse_args(argv)
     rounds = args.rounds
 
@@ -109,9 +112,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         cases: dict[str, Callable[[], tuple[float, float]]] = {
             "lock ping-pong": lambda: _lock_ping_pong(rounds),
-            "to_thread no-op": lambda: _timed(
-                rounds, lambda: trio.to_thread.run_sync(nothing)
-            ),
+            "to_thread no-op": lambda: _timed(rounds, lambda: trio.to_thread.run_sync(nothing)),
             "commit path no-op": lambda: _timed(
                 rounds, lambda: _in_thread_while(nothing, None, nothing)
             ),

@@ -69,12 +69,29 @@ PROFILE_MEMORY = (
 )
 
 
+LANGGRAPH_STORE = """get: {'text': 'deploys go to the blue cluster', 'team': 'infra'}
+search: [('deploy', 'deploys go to the blue cluster')]
+filter: ['db', 'deploy']
+namespaces: [('users', 'ada'), ('users', 'bob')]
+aget: the database is postgres 16
+after reopening: ['db', 'deploy']
+"""
+
+try:
+    import langgraph.store.base  # noqa: F401
+
+    _NEEDS_LANGGRAPH = pytest.mark.skipif(False, reason="")
+except ImportError:  # pragma: no cover - the test extra installs it
+    _NEEDS_LANGGRAPH = pytest.mark.skip(reason="langgraph-checkpoint is not installed")
+
+
 @pytest.mark.parametrize(
     ("script", "expected"),
     [
         ("agent_loop.py", AGENT_LOOP),
         ("context_window.py", CONTEXT_WINDOW),
         ("profile_memory.py", PROFILE_MEMORY),
+        pytest.param("langgraph_store.py", LANGGRAPH_STORE, marks=_NEEDS_LANGGRAPH),
     ],
 )
 def test_example_output(script: str, expected: str) -> None:
@@ -98,3 +115,5 @@ def test_docs_name_every_example() -> None:
     docs = (ROOT / "docs" / "agent.md").read_text(encoding="utf-8")
     for script in ("agent_loop.py", "context_window.py", "profile_memory.py"):
         assert f"examples/{script}" in docs
+    integrations = (ROOT / "docs" / "integrations.md").read_text(encoding="utf-8")
+    assert "examples/langgraph_store.py" in integrations

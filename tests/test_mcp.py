@@ -45,6 +45,7 @@ async def test_tools_listed_with_their_arguments() -> None:
         "namespace",
         "category",
         "tags",
+        "where",
     }
     assert tools["remember"].input_schema["required"] == ["text"]
 
@@ -75,13 +76,23 @@ async def test_remember_recall_forget_stats(tmp_path: Path) -> None:
             "hits"
         ]
         assert [h["memory"] for h in only] == ["lunch is at noon"]
+        payload(
+            await s.call_tool(
+                "remember", {"text": "ci budget", "key": "budget", "value": {"minutes": 15}}
+            )
+        )
+        budget = payload(
+            await s.call_tool("recall", {"query": "x", "where": {"minutes": {"$gt": 10}}})
+        )["hits"]
+        assert [h["key"] for h in budget] == ["budget"]
+        assert budget[0]["value"] == {"minutes": 15}
         stats = payload(await s.call_tool("stats", {}))
-        assert stats["entries"] == 2
+        assert stats["entries"] == 3
         assert payload(await s.call_tool("forget", {"id": first["id"]})) == {"deleted": True}
         assert payload(await s.call_tool("forget", {"id": first["id"]})) == {"deleted": False}
     # The file holds what the tools stored (committed when the server's stdin closed).
     async with session("--path", str(db)) as s:
-        assert payload(await s.call_tool("stats", {}))["entries"] == 1
+        assert payload(await s.call_tool("stats", {}))["entries"] == 2
 
 
 BAD_CALLS = [
@@ -92,6 +103,7 @@ BAD_CALLS = [
     ("remember", {"text": "x", "tags": [""]}, "tag"),
     ("recall", {"query": "x", "limit": -1}, "limit"),
     ("recall", {"query": "x", "category": "gossip"}, "unknown category"),
+    ("recall", {"query": "x", "where": {"a b": 1}}, "Invalid filter key"),
     ("forget", {"id": "not-a-uuid"}, "UUID"),
 ]
 

@@ -4,12 +4,15 @@ handle; persistence of the new fields (schema 2, the upgrade from schema 1, JSON
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 import trio
 import trio.testing
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from actormem import (
     MAX_VALUE_BYTES,
@@ -21,6 +24,7 @@ from actormem import (
     StorageError,
     open_memory,
 )
+from actormem._json import compile_where
 from actormem._storage.jsonl import entry_from_json, entry_to_json
 from actormem._storage.sqlite_format import CREATE_SCHEMA_V1, SCHEMA_VERSION
 
@@ -313,3 +317,68 @@ async def test_a_newer_file_is_refused_untouched(tmp_path: Path) -> None:
         async with open_memory(path=db):
             pass
     assert db.read_bytes() == before
+
+
+# ------------------------------------------------------------------ filters, by property
+
+_SCALARS = [None, True, False, 0, 1, 1.0, 2.5, -3, "a", "b", ""]
+_JSON = st.sampled_from(_SCALARS) | st.sampled_from([[1], [1, "a"], {"x": 1}, {"x": "a"}])
+
+
+def _ref_equal(item: object, want: object) -> bool:
+    """Equality as documented in actormem._json, written out plainly."""
+    if isinstance(want, dict):
+        return isinstance(item, Mapping) and all(
+            k in item and _ref_equal(item[k], w) for k, w in want.items()
+        )
+    if isinstance(want, list):
+        return (
+            isinstance(item, tuple)
+            and len(item) == len(want)
+            and all(_ref_equal(i, w) for i, w in zip(item, want, strict=True))
+        )
+    if isinstance(want, bool) or isinstance(item, bool):
+        return type(item) is type(want) and item == want
+    if want is None or item is None:
+        return item is want
+    if isinstance(want, str) or isinstance(item, str):
+        return type(item) is type(want) and item == want
+    return item == want  # two numbers
+
+
+def _ref_ordered(op: str, item: object, want: object) -> bool:
+    numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (item, want))
+    strings = isinstance(item, str) and isinstance(want, str)
+    if not (numbers or strings):
+        return False
+    a, b = item, want
+    return {"$gt": a > b, "$gte": a >= b, "$lt": a < b, "$lte": a <= b}[op]  # type: ignore[operator]
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    value=st.dictionaries(st.sampled_from(["f", "g"]), _JSON, max_size=2),
+    op=st.sampled_from(["=", "$eq", "$ne", "$gt", "$gte", "$lt", "$lte"]),
+    want=_JSON,
+)
+def test_where_matches_the_documented_rules(
+    value: dict[str, object], op: str, want: object
+) -> None:
+    if op in ("$gt", "$gte", "$lt", "$lte") and isinstance(want, (list, dict)):
+        with pytest.raises(InvalidQueryError):
+            compile_where({"f": {op: want}})
+        return
+    cond = want if op == "=" else {op: want}  # a nested object without "$": field by field
+    predicate = compile_where({"f": cond})
+    assert predicate is not None
+    frozen = JsonObject(value)
+    missing = "f" not in value
+    item = None if missing else frozen["f"]
+    if op in ("=", "$eq"):
+        want_match = not missing and _ref_equal(item, cond if op == "=" else want)
+    elif op == "$ne":
+        want_match = missing or not _ref_equal(item, want)
+    else:
+        want_match = not missing and _ref_ordered(op, item, want)
+    assert predicate(frozen) == want_match
+    assert predicate(None) is False

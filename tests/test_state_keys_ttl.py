@@ -16,7 +16,13 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from actormem import MemoryCategory, MemoryEntry, WordOverlapScorer
-from actormem._engine.snapshot import list_namespaces_at, list_records, make_filter, with_alive
+from actormem._engine.snapshot import (
+    list_namespaces_at,
+    list_records,
+    list_steps,
+    make_filter,
+    with_alive,
+)
 from actormem._engine.state import MemoryState
 
 from .strategies import BASE_TIME
@@ -24,7 +30,15 @@ from .strategies import BASE_TIME
 NAMESPACES = [("a",), ("a", "b"), ("a", "c"), ("d",), ("d", "a", "b")]
 KEYS = ["k1", "k2", "k3"]
 IDS = [uuid.UUID(int=i) for i in range(1, 7)]
-WHERE = [{"n": 1}, {"n": {"$gt": 1}}, {"n": {"$ne": 2}}, {"tag.x": "y"}, {"n": {"$lte": 0}}]
+#: Payload filters, each with the answer written out by hand (independent of _json.py).
+WHERE: list[tuple[dict[str, object], object]] = [
+    ({"n": 1}, lambda v: v is not None and v["n"] == 1),
+    ({"n": {"$gt": 1}}, lambda v: v is not None and v["n"] > 1),
+    ({"n": {"$ne": 2}}, lambda v: v is not None and v["n"] != 2),  # no payload: no match
+    ({"tag.x": "y"}, lambda v: v is not None and "tag" in v),
+    ({"n": {"$lte": 0}}, lambda v: v is not None and v["n"] <= 0),
+    ({"tag": {"x": "y"}, "n": {"$gte": 2}}, lambda v: v is not None and "tag" in v and v["n"] >= 2),
+]
 
 
 @attrs.define
@@ -146,15 +160,17 @@ class KeysTtlMachine(RuleBasedStateMachine):
         assert len(view) == len(self.model)
         # Listing: unexpired entries under a prefix, newest updated_at first.
         for prefix in [(), ("a",), ("d", "a")]:
-            for where in [None, *WHERE]:
+            for where, wanted in [(None, None), *WHERE]:
                 accept = with_alive(make_filter(prefix, None, None, where), alive)
                 got = list_records(view, prefix, accept, 100, 0)
-                pred = make_filter(prefix, None, None, where)
                 want_ids = {
                     id
                     for id, m in live.items()
-                    if pred is None or pred(_Rec(m.entry))  # type: ignore[arg-type]
+                    if m.entry.namespace[: len(prefix)] == prefix
+                    and (wanted is None or wanted(m.entry.value))  # type: ignore[operator]
                 }
+                if where is not None:  # a filter never matches an entry without a payload
+                    assert all(r.entry.value is not None for r in got)
                 assert {r.entry.id for r in got} == want_ids
                 stamps = [r.entry.updated_at for r in got]
                 assert stamps == sorted(stamps, reverse=True)
@@ -165,14 +181,16 @@ class KeysTtlMachine(RuleBasedStateMachine):
         assert list_namespaces_at(view, alive, ("*", "a"), None, None, 100, 0) == [
             n for n in names if len(n) >= 2 and n[1] == "a"
         ]
+        assert list_namespaces_at(view, alive, ("d", "*"), None, None, 100, 0) == [
+            n for n in names if len(n) >= 2 and n[0] == "d"
+        ]
+        assert (
+            list_namespaces_at(view, alive, ("a",), None, None, 1, 1)
+            == [n for n in names if n[0] == "a"][1:2]
+        )
         assert list_namespaces_at(view, alive, None, ("b",), 1, 100, 0) == sorted(
             {n[:1] for n in names if n[-1] == "b"}
         )
-
-
-class _Rec:
-    def __init__(self, entry: MemoryEntry) -> None:
-        self.entry = entry
 
 
 TestKeysTtl = KeysTtlMachine.TestCase
@@ -182,3 +200,45 @@ TestKeysTtl.settings = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
+
+
+def test_listing_in_steps_is_exact_while_the_owner_writes() -> None:
+    """list_steps yields between chunks; stores, upserts, deletes and vacuums between any
+    two steps leave its answer that of the version it started at."""
+    state = MemoryState(capacity=None, half_life=3600.0, scorer=WordOverlapScorer())
+    ids = [uuid.UUID(int=i) for i in range(1, 2001)]
+
+    def entry(i: int, ns: tuple[str, ...], n: int) -> MemoryEntry:
+        return MemoryEntry(
+            category=MemoryCategory.FACT,
+            memory=f"text {i}",
+            id=ids[i],
+            namespace=ns,
+            key=f"k{i}",
+            value={"n": n},
+            created_at=BASE_TIME + timedelta(seconds=i % 97),
+        )
+
+    for i in range(1500):
+        state.store(entry(i, NAMESPACES[i % 3], i % 5))
+    state.publish()
+    view = state.view()
+    accept = make_filter(("a",), None, None, {"n": {"$gte": 2}})
+    want = list_records(view, ("a",), accept, 50, 7)
+    steps = list_steps(view, ("a",), accept, 50, 7)
+    step = 0
+    try:
+        while True:
+            next(steps)
+            step += 1
+            i = 1500 + step
+            state.store(entry(i, NAMESPACES[step % 3], 4))  # new, invisible to the view
+            state.store(entry(step, NAMESPACES[step % 3], 0))  # upsert of a visible one
+            state.delete(ids[step + 700])
+            state.publish()
+            state.vacuum(view.version)  # what the view sees must survive
+    except StopIteration as done:
+        got = done.value
+    assert step > 3  # it really yielded in between
+    assert [r.entry for r in got] == [r.entry for r in want]
+    state._check()

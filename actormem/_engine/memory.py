@@ -73,7 +73,7 @@ from .snapshot import (
     check_query,
     check_thresholds,
     list_namespaces_at,
-    list_records,
+    list_records_sliced,
     make_filter,
     run_retrieve_sliced,
     with_alive,
@@ -483,8 +483,9 @@ class Memory(metaclass=NoPublicConstructor):
         """Entries matching the filters without a query: newest ``updated_at`` first
         (ties: the later stored first), skipping ``offset``, at most ``limit``.
 
-        Reads the latest published snapshot in the caller's task, in one step (no
-        checkpoint inside). Does not count as an access (no ``access_count`` change).
+        Reads the latest published snapshot in the caller's task, in slices with a
+        checkpoint between them as a retrieve does (the result is that of the snapshot
+        taken at the start). Does not count as an access (no ``access_count`` change).
 
         Args:
             namespace: Keep entries whose namespace starts with these segments.
@@ -506,7 +507,10 @@ class Memory(metaclass=NoPublicConstructor):
         self._raise_if_unusable()
         view = self._state.view()
         alive = self._alive(view)
-        recs = list_records(view, prefix, with_alive(accept, alive), limit, offset)
+        accept = with_alive(accept, alive)
+        recs = await list_records_sliced(
+            self._state, view, prefix, accept, limit, offset, self._snapshots
+        )
         if refresh_ttl and alive is not None:
             self._note_refresh(recs, self._now())
         return [view.entry(rec) for rec in recs]
@@ -529,7 +533,8 @@ class Memory(metaclass=NoPublicConstructor):
                 duplicates are dropped).
             limit: Most namespaces (>= 0). offset: Namespaces to skip first (>= 0).
 
-        Runtime complexity: O(N) for N distinct namespaces (an index of namespaces is
+        Runtime complexity: O(log N + M) for N distinct namespaces of which M start with
+        the prefix's segments before its first ``"*"`` (a sorted index of namespaces is
         kept; the entries are not scanned).
 
         Raises:

@@ -14,9 +14,9 @@ import math
 import time
 import uuid
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
@@ -37,11 +37,15 @@ __all__ = [
     "check_listing",
     "list_namespaces_at",
     "list_records",
+    "list_records_sliced",
+    "list_steps",
     "make_filter",
     "run_retrieve",
     "run_retrieve_sliced",
     "with_alive",
 ]
+
+_T = TypeVar("_T")
 
 #: Longest accepted query, in code points.
 MAX_QUERY_CHARS = 100_000
@@ -187,17 +191,55 @@ def check_listing(limit: object, offset: object) -> None:
     _check_count("offset", offset)
 
 
+def list_steps(
+    view: View, prefix: tuple[str, ...], accept: Accept, limit: int, offset: int
+) -> Generator[None, None, list[Record]]:
+    """The visible records under ``prefix`` that ``accept`` admits, newest
+    ``updated_at`` first (ties: larger ``seq`` first), ``offset`` skipped, at most
+    ``limit``; a generator that yields after each bounded chunk (see
+    :meth:`View.in_namespace`). O(m log(offset + limit)) for m records under the prefix."""
+    if limit == 0:
+        return []
+    k = offset + limit
+    heap: list[tuple[datetime, int, Record]] = []  # the k newest so far, oldest on top
+    for rec in view.in_namespace(prefix):
+        if rec is None:
+            yield
+            continue
+        if accept is not None and not accept(rec):
+            continue
+        item = (rec.entry.updated_at, rec.seq, rec)  # seqs of visible records differ
+        if len(heap) < k:
+            heapq.heappush(heap, item)
+        elif item > heap[0]:
+            heapq.heapreplace(heap, item)
+    heap.sort(reverse=True)
+    return [rec for _, _, rec in heap[offset:]]
+
+
 def list_records(
     view: View, prefix: tuple[str, ...], accept: Accept, limit: int, offset: int
 ) -> list[Record]:
-    """The visible records under ``prefix`` that ``accept`` admits, newest
-    ``updated_at`` first (ties: larger ``seq`` first), ``offset`` skipped, at most
-    ``limit``. Synchronous. O(m log(offset + limit)) for m records under the prefix."""
-    if limit == 0:
-        return []
-    recs = (r for r in view.in_namespace(prefix) if accept is None or accept(r))
-    top = heapq.nlargest(offset + limit, recs, key=lambda r: (r.entry.updated_at, r.seq))
-    return top[offset:]
+    """:func:`list_steps` run to its end, synchronously."""
+    return drain(list_steps(view, prefix, accept, limit, offset))
+
+
+async def list_records_sliced(
+    state: MemoryState,
+    view: View,
+    prefix: tuple[str, ...],
+    accept: Accept,
+    limit: int,
+    offset: int,
+    registry: weakref.WeakSet[Snapshot],
+) -> list[Record]:
+    """:func:`list_records`, letting other tasks run every :data:`RETRIEVE_SLICE` seconds
+    (``view`` is registered as a live snapshot meanwhile, as a retrieve's is)."""
+    hold = Snapshot._create(state, view, registry)
+    try:
+        return await _run_sliced(list_steps(view, prefix, accept, limit, offset))
+    finally:
+        del hold
 
 
 def _matches(ns: tuple[str, ...], pattern: tuple[str, ...], at_end: bool) -> bool:
@@ -216,13 +258,19 @@ def list_namespaces_at(
     limit: int,
     offset: int,
 ) -> list[tuple[str, ...]]:
-    """See :meth:`Memory.list_namespaces`. Synchronous. O(namespaces)."""
+    """See :meth:`Memory.list_namespaces`. Synchronous. O(log N + the namespaces under
+    the prefix's segments before its first ``"*"``)."""
     pre = None if prefix is None else _as_tuple_of_str("prefix", prefix)
     suf = None if suffix is None else _as_tuple_of_str("suffix", suffix)
     if max_depth is not None:
         _check_count("max_depth", max_depth)
     out: dict[tuple[str, ...], None] = {}
-    for ns in view.namespaces(alive):
+    literal: tuple[str, ...] = ()  # the prefix's segments before its first "*"
+    for segment in pre or ():
+        if segment == "*":
+            break
+        literal += (segment,)
+    for ns in view.namespaces(alive, literal):
         if pre is not None and not _matches(ns, pre, False):
             continue
         if suf is not None and not _matches(ns, suf, True):
@@ -278,6 +326,16 @@ async def run_retrieve_sliced(
     """
     hold = Snapshot._create(state, view, registry)
     steps = thresholded_steps(state.index, view, query, limit, accept, min_score, min_matched)
+    try:
+        return await _run_sliced(steps)
+    finally:
+        del hold
+
+
+async def _run_sliced(steps: Generator[None, None, _T]) -> _T:
+    """Run a sliced computation to its end, reaching a trio checkpoint whenever a slice
+    of :data:`RETRIEVE_SLICE` seconds has run. Cancellation at a checkpoint closes the
+    generator and raises :class:`trio.Cancelled`."""
     clock = time.perf_counter
     try:
         deadline = clock() + RETRIEVE_SLICE
@@ -285,14 +343,13 @@ async def run_retrieve_sliced(
             try:
                 next(steps)
             except StopIteration as stop:
-                hits: list[tuple[float, Record]] = stop.value
-                return hits
+                result: _T = stop.value
+                return result
             if clock() >= deadline:
                 await trio.lowlevel.checkpoint()
                 deadline = clock() + RETRIEVE_SLICE
     finally:
         steps.close()
-        del hold
 
 
 class Snapshot(metaclass=NoPublicConstructor):

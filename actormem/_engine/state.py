@@ -259,28 +259,48 @@ class View:
         e = rec.entry
         return rec if e.key == key and e.namespace == namespace else None
 
-    def in_namespace(self, prefix: tuple[str, ...]) -> Iterator[Record]:
+    def in_namespace(self, prefix: tuple[str, ...]) -> Iterator[Record | None]:
         """Visible records whose namespace starts with ``prefix`` (segment by segment),
-        namespace by namespace in sorted order, each in insertion order. Not safe
-        across checkpoints (it iterates the owner's dicts): consume it synchronously.
-        O(namespaces under the prefix + their unpurged records)."""
+        namespace by namespace in sorted order, each in insertion order, with a None
+        after every 256 records read (a point where the caller may checkpoint).
+
+        Safe to consume across checkpoints while the view is registered as a live
+        snapshot: it lists the namespaces up front and copies each one's records (a C
+        copy) before reading them, so the owner may add and purge meanwhile (what it
+        adds is invisible by version, what it purges was invisible). O(namespaces under
+        the prefix + their unpurged records)."""
         state = self._state
         v = self.version
         n = len(prefix)
+        names = []
         for ns in state._ns_sorted.irange(minimum=prefix):
             if ns[:n] != prefix:
                 break
-            for rec in state._namespaces[ns]:
+            names.append(ns)
+        read = 0
+        for ns in names:
+            records = state._namespaces.get(ns)
+            if records is None:  # purged meanwhile: nothing in it was visible here
+                continue
+            for rec in list(records):
                 if rec.born <= v < rec.died:
                     yield rec
+                read += 1
+                if read % 256 == 0:
+                    yield None
 
-    def namespaces(self, alive: Callable[[Record], bool] | None) -> Iterator[tuple[str, ...]]:
-        """The namespaces holding a visible record that ``alive`` admits, sorted.
-        Synchronous use only (see :meth:`in_namespace`). O(namespaces + records
-        skipped before a visible one in each)."""
+    def namespaces(
+        self, alive: Callable[[Record], bool] | None, under: tuple[str, ...] = ()
+    ) -> Iterator[tuple[str, ...]]:
+        """The namespaces starting with ``under`` that hold a visible record ``alive``
+        admits, sorted. Synchronous use only (see :meth:`in_namespace`).
+        O(log N + namespaces under ``under`` + records skipped before a visible one)."""
         state = self._state
         v = self.version
-        for ns in state._ns_sorted:
+        n = len(under)
+        for ns in state._ns_sorted.irange(minimum=under):
+            if ns[:n] != under:
+                break
             for rec in state._namespaces[ns]:
                 if rec.born <= v < rec.died and (alive is None or alive(rec)):
                     yield ns

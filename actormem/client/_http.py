@@ -172,6 +172,54 @@ def _retrieve_scored_call(
     return _Call("POST", "/v1/retrieve_scored", _scored, body=body)
 
 
+def _key_body(namespace: Iterable[str], key: str, **more: Any) -> dict[str, Any]:
+    if type(key) is not str:
+        raise TypeError(f"key must be a str, not {type(key).__name__}")
+    if isinstance(namespace, (str, bytes)):
+        raise TypeError("namespace must be a sequence of str, not one str")
+    return {"namespace": list(namespace), "key": key, **more}
+
+
+def _get_by_key_call(
+    namespace: Iterable[str], key: str, refresh_ttl: bool
+) -> _Call[MemoryEntry | None]:
+    body = _key_body(namespace, key, refresh_ttl=refresh_ttl)
+    return _Call("POST", "/v1/keys/get", entry_from_json, body=body, not_found=None)
+
+
+def _delete_key_call(namespace: Iterable[str], key: str) -> _Call[bool]:
+    body = _key_body(namespace, key)
+    return _Call(
+        "POST", "/v1/keys/delete", lambda _: True, body=body, idempotent=False, not_found=False
+    )
+
+
+def _options(options: dict[str, Any]) -> dict[str, Any]:
+    return {k: _jsonable(v) for k, v in options.items() if v is not None}
+
+
+def _list_call(
+    namespace: Iterable[str] | None, options: dict[str, Any]
+) -> _Call[list[MemoryEntry]]:
+    if isinstance(namespace, (str, bytes)):
+        raise TypeError("namespace must be a sequence of str, not one str")
+    body = _options({"namespace": namespace, **options})
+    return _Call("POST", "/v1/list", _entries, body=body)
+
+
+def _namespaces_call(options: dict[str, Any]) -> _Call[list[tuple[str, ...]]]:
+    return _Call(
+        "POST",
+        "/v1/namespaces",
+        lambda d: [tuple(ns) for ns in d["namespaces"]],
+        body=_options(options),
+    )
+
+
+def _sweep_call() -> _Call[int]:
+    return _Call("POST", "/v1/sweep", lambda d: int(d["expired"]))
+
+
 def _consolidate_call() -> _Call[ConsolidationStats]:
     return _Call("POST", "/v1/consolidate", lambda d: ConsolidationStats(**d), idempotent=False)
 
@@ -361,6 +409,30 @@ class AsyncClient(metaclass=Final):
         """The server memory's counters (:class:`~actormem.MemoryStatistics`)."""
         return await self._do(_statistics_call())
 
+    async def get_by_key(
+        self, namespace: Iterable[str], key: str, *, refresh_ttl: bool = False
+    ) -> MemoryEntry | None:
+        """The entry with ``(namespace, key)``, or None (``Memory.get_by_key``)."""
+        return await self._do(_get_by_key_call(namespace, key, refresh_ttl))
+
+    async def delete_key(self, namespace: Iterable[str], key: str) -> bool:
+        """Delete the entry with ``(namespace, key)``; True if it was there."""
+        return await self._do(_delete_key_call(namespace, key))
+
+    async def list_entries(
+        self, namespace: Iterable[str] | None = None, **options: Any
+    ) -> list[MemoryEntry]:
+        """``Memory.list_entries``: filters, newest ``updated_at`` first."""
+        return await self._do(_list_call(namespace, options))
+
+    async def list_namespaces(self, **options: Any) -> list[tuple[str, ...]]:
+        """``Memory.list_namespaces``."""
+        return await self._do(_namespaces_call(options))
+
+    async def sweep_expired(self) -> int:
+        """``Memory.sweep_expired``: remove expired entries now; how many."""
+        return await self._do(_sweep_call())
+
     async def count(self) -> int:
         """Entries in the server memory's latest snapshot (``len(memory)``)."""
         return await self._do(_count_call())
@@ -463,6 +535,30 @@ class Client(metaclass=Final):
     def statistics(self) -> MemoryStatistics:
         """See :meth:`AsyncClient.statistics`."""
         return self._do(_statistics_call())
+
+    def get_by_key(
+        self, namespace: Iterable[str], key: str, *, refresh_ttl: bool = False
+    ) -> MemoryEntry | None:
+        """See :meth:`AsyncClient.get_by_key`."""
+        return self._do(_get_by_key_call(namespace, key, refresh_ttl))
+
+    def delete_key(self, namespace: Iterable[str], key: str) -> bool:
+        """See :meth:`AsyncClient.delete_key`."""
+        return self._do(_delete_key_call(namespace, key))
+
+    def list_entries(
+        self, namespace: Iterable[str] | None = None, **options: Any
+    ) -> list[MemoryEntry]:
+        """See :meth:`AsyncClient.list_entries`."""
+        return self._do(_list_call(namespace, options))
+
+    def list_namespaces(self, **options: Any) -> list[tuple[str, ...]]:
+        """See :meth:`AsyncClient.list_namespaces`."""
+        return self._do(_namespaces_call(options))
+
+    def sweep_expired(self) -> int:
+        """See :meth:`AsyncClient.sweep_expired`."""
+        return self._do(_sweep_call())
 
     def count(self) -> int:
         """See :meth:`AsyncClient.count`."""

@@ -58,6 +58,7 @@ class MemoryBackend(Protocol):
         namespace: Iterable[str] | None = ...,
         category: MemoryCategory | Iterable[MemoryCategory] | None = ...,
         tags: Iterable[str] | None = ...,
+        where: dict[str, Any] | None = ...,
     ) -> list[ScoredEntry]: ...
 
     def statistics(self) -> MemoryStatistics | Awaitable[MemoryStatistics]: ...
@@ -128,6 +129,8 @@ def build_mcp_server(memory: MemoryBackend, *, name: str = "actormem") -> MCPSer
         tags: list[str] | None = None,
         namespace: list[str] | None = None,
         relevance: float = 1.0,
+        key: str | None = None,
+        value: dict[str, Any] | None = None,
     ) -> dict[str, str]:
         """Store one memory entry and return its id.
 
@@ -138,6 +141,9 @@ def build_mcp_server(memory: MemoryBackend, *, name: str = "actormem") -> MCPSer
             tags: Labels to filter on later.
             namespace: A path of segments, e.g. ["team-a", "agent-1"], to recall within.
             relevance: Weight in [0, 1]; low-relevance entries are evicted first.
+            key: A name unique within the namespace: remembering the same key again
+                replaces the entry (its id is kept).
+            value: A JSON object stored with the text, for `recall`'s `where` filter.
         """
         if not text.strip():
             raise InvalidEntryError("text must not be empty: there is nothing to remember")
@@ -147,6 +153,8 @@ def build_mcp_server(memory: MemoryBackend, *, name: str = "actormem") -> MCPSer
             tags=tags or (),
             namespace=namespace or (),
             relevance=relevance,
+            key=key,
+            value=value,
         )
         await memory.store(entry)
         return {"id": str(entry.id)}
@@ -159,6 +167,7 @@ def build_mcp_server(memory: MemoryBackend, *, name: str = "actormem") -> MCPSer
         namespace: list[str] | None = None,
         category: str | None = None,
         tags: list[str] | None = None,
+        where: dict[str, Any] | None = None,
     ) -> dict[str, list[dict[str, Any]]]:
         """`hits`: the entries most relevant to `query`, best first, each with its score.
 
@@ -168,6 +177,8 @@ def build_mcp_server(memory: MemoryBackend, *, name: str = "actormem") -> MCPSer
             namespace: Only entries whose namespace starts with these segments.
             category: Only entries of this category.
             tags: Only entries carrying every one of these tags.
+            where: Only entries whose JSON payload matches: dotted paths to a value, or
+                to {"$eq"|"$ne"|"$gt"|"$gte"|"$lt"|"$lte": value}.
         """
         hits = await memory.retrieve_scored(
             query,
@@ -175,6 +186,7 @@ def build_mcp_server(memory: MemoryBackend, *, name: str = "actormem") -> MCPSer
             namespace=namespace,
             category=None if category is None else _category(category),
             tags=tags,
+            where=where,
         )
         return {"hits": [_hit(h) for h in hits]}
 

@@ -28,9 +28,9 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Iterator, Sequence
 from http import HTTPStatus
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import trio
@@ -54,7 +54,11 @@ from ._models import (
     DeletedOut,
     EntryIn,
     EntryOut,
+    KeyIn,
     LenOut,
+    ListIn,
+    NamespacesIn,
+    NamespacesOut,
     Problem,
     RetrieveIn,
     RetrieveOut,
@@ -63,6 +67,7 @@ from ._models import (
     StoredManyOut,
     StoredOut,
     StoreManyIn,
+    SweptOut,
 )
 
 __all__ = ["PROBLEM_JSON", "create_app"]
@@ -132,7 +137,7 @@ def _to_entry(body: EntryIn, field: str) -> MemoryEntry:
     """The entry a validated body describes, through the one JSON converter."""
     try:
         fields = body.model_dump(mode="json", exclude_unset=True)
-        for key in ("id", "created_at"):  # null means "not given": a new id, created now
+        for key in ("id", "created_at", "updated_at"):  # null: not given (new id, now)
             if fields.get(key, "") is None:
                 del fields[key]
         return entry_from_json(fields)
@@ -140,13 +145,26 @@ def _to_entry(body: EntryIn, field: str) -> MemoryEntry:
         raise _Refused(422, f"{field}: {exc}", field) from None
 
 
+_T = TypeVar("_T")
+
+
+async def _as_query(call: Awaitable[_T]) -> _T:
+    """``await call``, a bad query (the engine's own checks) answered as a 422."""
+    try:
+        return await call
+    except (InvalidQueryError, TypeError) as exc:
+        raise _Refused(422, str(exc), "body") from None
+
+
 def _scored_json(score: float, entry: MemoryEntry) -> dict[str, Any]:
     return {"entry": entry_to_json(entry), "score": score}
 
 
-def _retrieve_filters(body: RetrieveIn) -> dict[str, Any]:
-    """The keyword filters of ``Memory.retrieve`` given in the body (unset ones left out)."""
-    filters = body.model_dump(exclude_unset=True, exclude={"query", "limit"})
+def _retrieve_filters(body: RetrieveIn | ListIn) -> dict[str, Any]:
+    """The keyword arguments of ``Memory.retrieve`` (beyond query and limit) or of
+    ``Memory.list_entries`` given in the body (unset ones left out)."""
+    exclude = {"query", "limit"} if isinstance(body, RetrieveIn) else set()
+    filters = body.model_dump(exclude_unset=True, exclude=exclude)
     category = filters.get("category")
     if isinstance(category, str):
         filters["category"] = MemoryCategory(category)
@@ -429,10 +447,65 @@ def create_app(
         return JSONResponse({"results": [_scored_json(h.score, h.entry) for h in hits]})
 
     async def _retrieve(body: RetrieveIn) -> list[Any]:
-        try:
-            return await memory.retrieve_scored(body.query, body.limit, **_retrieve_filters(body))
-        except (InvalidQueryError, TypeError) as exc:
-            raise _Refused(422, str(exc), "body") from None
+        filters = _retrieve_filters(body)
+        return await _as_query(memory.retrieve_scored(body.query, body.limit, **filters))
+
+    @app.post(
+        "/v1/keys/get",
+        response_model=EntryOut,
+        responses={**_PROBLEMS, **_NOT_FOUND},
+        summary="Get an entry by namespace and key (Memory.get_by_key)",
+        **guarded,
+    )
+    async def get_by_key(body: KeyIn) -> Response:
+        entry = await memory.get_by_key(body.namespace, body.key, refresh_ttl=body.refresh_ttl)
+        if entry is None:
+            raise _Refused(404, f"no entry with key {body.key!r} in {body.namespace}", "key")
+        return JSONResponse(entry_to_json(entry))
+
+    @app.post(
+        "/v1/keys/delete",
+        response_model=DeletedOut,
+        responses={**_PROBLEMS, **_NOT_FOUND},
+        summary="Delete an entry by namespace and key (Memory.delete_key)",
+        **guarded,
+    )
+    async def delete_key(body: KeyIn) -> Response:
+        if not await memory.delete_key(body.namespace, body.key):
+            raise _Refused(404, f"no entry with key {body.key!r} in {body.namespace}", "key")
+        return JSONResponse({"deleted": True})
+
+    @app.post(
+        "/v1/list",
+        response_model=RetrieveOut,
+        responses=_PROBLEMS,
+        summary="Entries matching filters, newest updated_at first (Memory.list_entries)",
+        **guarded,
+    )
+    async def list_entries(body: ListIn) -> Response:
+        entries = await _as_query(memory.list_entries(**_retrieve_filters(body)))
+        return JSONResponse({"entries": [entry_to_json(e) for e in entries]})
+
+    @app.post(
+        "/v1/namespaces",
+        response_model=NamespacesOut,
+        responses=_PROBLEMS,
+        summary="Namespaces holding an entry (Memory.list_namespaces)",
+        **guarded,
+    )
+    async def list_namespaces(body: NamespacesIn) -> Response:
+        found = await _as_query(memory.list_namespaces(**body.model_dump(exclude_unset=True)))
+        return JSONResponse({"namespaces": [list(ns) for ns in found]})
+
+    @app.post(
+        "/v1/sweep",
+        response_model=SweptOut,
+        responses=_PROBLEMS,
+        summary="Remove expired entries now (Memory.sweep_expired)",
+        **guarded,
+    )
+    async def sweep() -> Response:
+        return JSONResponse({"expired": await memory.sweep_expired()})
 
     @app.get(
         "/v1/statistics",

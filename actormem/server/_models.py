@@ -11,7 +11,7 @@ models below document them).
 from __future__ import annotations
 
 import uuid
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AwareDatetime,
@@ -25,7 +25,7 @@ from pydantic import (
 )
 
 from .._engine.snapshot import MAX_QUERY_CHARS
-from .._entry import MAX_MEMORY_CHARS, MemoryCategory
+from .._entry import MAX_KEY_CHARS, MAX_MEMORY_CHARS, MemoryCategory
 
 __all__ = [
     "MAX_BATCH_ENTRIES",
@@ -36,7 +36,11 @@ __all__ = [
     "DeletedOut",
     "EntryIn",
     "EntryOut",
+    "KeyIn",
     "LenOut",
+    "ListIn",
+    "NamespacesIn",
+    "NamespacesOut",
     "Problem",
     "RetrieveIn",
     "RetrieveOut",
@@ -46,6 +50,7 @@ __all__ = [
     "StoreManyIn",
     "StoredManyOut",
     "StoredOut",
+    "SweptOut",
 ]
 
 #: Most results one retrieve may ask for over HTTP (a bigger ``limit`` is a 422).
@@ -79,6 +84,7 @@ def _json_time(value: object) -> object:
 
 
 Time = Annotated[AwareDatetime, BeforeValidator(_json_time)]
+Key = Annotated[str, Strict(), StringConstraints(min_length=1, max_length=MAX_KEY_CHARS)]
 # Unknown keys are refused, so a typo never drops a field silently. Scalars are strict
 # (no "1" for 1, no 1 for true); ids and times are parsed from their JSON strings.
 _STRICT = ConfigDict(extra="forbid")
@@ -103,6 +109,15 @@ class EntryIn(BaseModel):
     validated: Annotated[bool, Strict()] = False
     namespace: list[NonEmpty] = []
     last_accessed: Time | None = None
+    key: Key | None = None
+    value: dict[str, Any] | None = Field(
+        None, description="a JSON object payload (at most MAX_VALUE_BYTES as JSON)"
+    )
+    updated_at: Time | None = None
+    ttl: Annotated[float, Field(gt=0.0, allow_inf_nan=False)] | None = Field(
+        None, description="time to live in seconds"
+    )
+    expires_at: Time | None = None
 
     _integer = field_validator("access_count", mode="before")(_json_integer)
 
@@ -120,6 +135,11 @@ class EntryOut(BaseModel):
     validated: bool
     namespace: list[str]
     last_accessed: str | None = Field(json_schema_extra={"format": "date-time"})
+    key: str | None
+    value: dict[str, Any] | None
+    updated_at: str = Field(json_schema_extra={"format": "date-time"})
+    ttl: float | None
+    expires_at: str | None = Field(json_schema_extra={"format": "date-time"})
 
 
 class StoreManyIn(BaseModel):
@@ -169,6 +189,10 @@ class RetrieveIn(BaseModel):
     namespace: list[NonEmpty] | None = None
     category: Category | Annotated[list[Category], Field(min_length=1)] | None = None  # type: ignore[valid-type]
     tags: list[NonEmpty] | None = None
+    where: dict[str, Any] | None = Field(
+        None, description="payload filter: dotted paths to values or {$eq|$ne|$gt|$gte|$lt|$lte}"
+    )
+    refresh_ttl: Annotated[bool, Strict()] = False
     min_score: Annotated[float, Strict(), Field(allow_inf_nan=False)] | None = None
     min_matched: Annotated[int, Field(ge=0, le=MAX_JSON_INT)] = 0
     created_after: Time | None = None
@@ -176,6 +200,58 @@ class RetrieveIn(BaseModel):
     min_seq: Annotated[int, Field(ge=0)] | None = None
 
     _integer = field_validator("limit", "min_matched", "min_seq", mode="before")(_json_integer)
+
+
+class KeyIn(BaseModel):
+    """An entry named by its namespace and key."""
+
+    model_config = _STRICT
+
+    namespace: list[NonEmpty]
+    key: Key
+    refresh_ttl: Annotated[bool, Strict()] = False
+
+
+class ListIn(BaseModel):
+    """A listing without a query (``Memory.list_entries``): newest ``updated_at`` first."""
+
+    model_config = _STRICT
+
+    namespace: list[NonEmpty] | None = None
+    where: dict[str, Any] | None = None
+    category: Category | Annotated[list[Category], Field(min_length=1)] | None = None  # type: ignore[valid-type]
+    tags: list[NonEmpty] | None = None
+    limit: Annotated[int, Field(ge=0, le=MAX_LIMIT)] = 10
+    offset: Annotated[int, Field(ge=0)] = 0
+    refresh_ttl: Annotated[bool, Strict()] = False
+
+    _integer = field_validator("limit", "offset", mode="before")(_json_integer)
+
+
+class NamespacesIn(BaseModel):
+    """Which namespaces to list (``Memory.list_namespaces``); ``"*"`` matches one segment."""
+
+    model_config = _STRICT
+
+    prefix: list[NonEmpty] | None = None
+    suffix: list[NonEmpty] | None = None
+    max_depth: Annotated[int, Field(ge=0)] | None = None
+    limit: Annotated[int, Field(ge=0, le=MAX_LIMIT)] = 100
+    offset: Annotated[int, Field(ge=0)] = 0
+
+    _integer = field_validator("limit", "offset", "max_depth", mode="before")(_json_integer)
+
+
+class SweptOut(BaseModel):
+    """How many expired entries a sweep removed."""
+
+    expired: int
+
+
+class NamespacesOut(BaseModel):
+    """Namespaces, sorted."""
+
+    namespaces: list[list[str]]
 
 
 class RetrieveOut(BaseModel):
@@ -227,6 +303,8 @@ class StatisticsOut(BaseModel):
     snapshot_version: int
     live_snapshots: int
     retained_versions: int
+    expired: int
+    ttl_refreshes: int
     log_applied_seq: int | None = None
     log_stale_seconds: float | None = None
 

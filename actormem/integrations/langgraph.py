@@ -1,0 +1,543 @@
+"""A LangGraph store on an actormem memory: :class:`ActormemStore`.
+
+Theory of operation
+-------------------
+LangGraph's ``BaseStore`` keeps JSON items under ``(namespace, key)``. Each item is one
+:class:`~actormem.MemoryEntry`: ``namespace`` and ``key`` are the entry's own (the engine
+upserts by them), the item's dict is the entry's JSON payload (``value``), its
+``created_at``/``updated_at`` are the entry's, and LangGraph's time to live (minutes) is
+the entry's ``ttl`` (seconds), so the engine hides and removes expired items itself. The
+entry's text (what the engine's scorer ranks) is drawn from the item's indexed fields.
+
+The memory lives in this process in a :class:`~actormem.client.HostedMemory` (its owner
+under trio in a thread of its own), so the store works from synchronous code and from
+asyncio alike. Every op of a batch becomes one call of the memory; ops run in order.
+
+Search. Without a query: the engine's filter-only listing (newest ``updated_at`` first).
+With a query and no ``index=`` configuration: the engine's scorer over the entries'
+text. With ``index=`` (an embedding function, as LangGraph configures it): cosine
+similarity between the query's embedding and each indexed field's embedding, the best
+field per item, as LangGraph's own stores do. The vectors are kept by this adapter (in
+process, recomputed on demand after a restart) until the engine has a dense index.
+
+Which fields an item indexes (``put(..., index=...)``) is kept in the entry's tags
+(``langgraph:noindex`` or ``langgraph:index:<path>``), so it survives a restart.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import math
+import threading
+from collections.abc import Generator, Iterable, Iterator, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    IndexConfig,
+    Item,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    TTLConfig,
+    ensure_embeddings,
+    get_text_at_path,
+    validate_op_namespace,
+)
+
+from .._entry import MAX_MEMORY_CHARS, MemoryCategory, MemoryEntry
+from .._json import text_at_paths
+from .._storage.sqlite import Durability
+from ..client import HostedMemory
+
+if TYPE_CHECKING:
+    from ..client import AsyncClient, Client
+
+__all__ = ["ActormemStore"]
+
+_NOINDEX = "langgraph:noindex"
+_INDEX = "langgraph:index:"
+#: A call an op needs: (target, method, args, kwargs); see ``ActormemStore._steps``.
+_Call = tuple[str, str, tuple[Any, ...], dict[str, Any]]
+#: Most entries a vector search reads per namespace prefix (the candidates it ranks).
+_MAX_CANDIDATES = 1_000_000
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class ActormemStore(BaseStore):
+    """A LangGraph ``BaseStore`` whose items live in an actormem memory.
+
+    Switch in one line: ``store = ActormemStore()`` instead of ``InMemoryStore()``, or
+    ``ActormemStore(path="memory.db")`` for a durable file, then use it as any LangGraph
+    store (``put``/``get``/``search``/``delete``/``list_namespaces``, their ``a*`` forms,
+    ``batch``/``abatch``). Close it with :meth:`close` (or use it as a context manager).
+
+    Args:
+        path: An SQLite file for a durable store, or None (in memory).
+        capacity: Most items kept (the engine evicts the least relevant, least recently
+            used), or None for unbounded. LangGraph's own stores have no bound.
+        index: LangGraph's ``IndexConfig`` (``dims``, ``embed``, ``fields``) for
+            semantic search; the ``fields`` also choose the text the engine ranks.
+        ttl: LangGraph's ``TTLConfig`` (``default_ttl`` in minutes, ``refresh_on_read``).
+            The engine removes expired items by itself; the sweeper calls are kept for
+            compatibility.
+        durability: As :func:`~actormem.open_memory`.
+        clock: The memory's clock (tests), as :func:`~actormem.open_memory`.
+        async_only: Refuse the synchronous methods on a thread that runs an asyncio
+            event loop (:class:`asyncio.InvalidStateError`: they would stall the loop),
+            as LangGraph's ``AsyncSqliteStore`` does; use the ``a*`` methods there.
+
+    Reads refresh an item's time to live when the read asks for it (``refresh_ttl``,
+    true by default in LangGraph's methods) and ``ttl["refresh_on_read"]`` is true (false
+    by default), as LangGraph's SQLite store decides.
+
+    Raises:
+        StorageError: The file cannot be opened (see :func:`~actormem.open_memory`).
+    """
+
+    supports_ttl = True
+
+    __slots__ = (
+        "_embeddings",
+        "_fields",
+        "_host",
+        "_remote",
+        "_sync",
+        "_async",
+        "_async_only",
+        "_expired_seen",
+        "_lock",
+        "_vectors",
+        "index_config",
+        "ttl_config",
+    )
+
+    def __init__(
+        self,
+        *,
+        path: str | None = None,
+        capacity: int | None = None,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        durability: Durability | str = Durability.NORMAL,
+        clock: Any = None,
+        async_only: bool = False,
+        _remote: tuple[Client, AsyncClient] | None = None,
+    ) -> None:
+        self.ttl_config = ttl
+        self._async_only = async_only
+        self._expired_seen = 0
+        self.index_config = dict(index) if index else None
+        self._embeddings = None
+        self._fields: list[str] = ["$"]
+        if self.index_config is not None:
+            self._embeddings = ensure_embeddings(self.index_config.get("embed"))  # type: ignore[arg-type]
+            # "fields" (IndexConfig) or "text_fields" (LangGraph's SQL stores' name).
+            config: dict[str, Any] = self.index_config
+            self._fields = list(config.get("fields") or config.get("text_fields") or ["$"])
+        #: (namespace, key) -> (updated_at, fields, one vector per indexed text).
+        self._vectors: dict[
+            tuple[tuple[str, ...], str], tuple[datetime, tuple[str, ...], list[list[float]]]
+        ] = {}
+        self._lock = threading.Lock()
+        self._remote = _remote
+        self._host: HostedMemory | None = None
+        self._sync: Any
+        self._async: Any
+        if _remote is not None:
+            self._sync, self._async = _remote
+        else:
+            self._host = HostedMemory(
+                path=path, capacity=capacity, durability=durability, clock=clock
+            )
+            self._host.start()
+            self._sync, self._async = self._host.sync, self._host
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        *,
+        token: str | None = None,
+        index: IndexConfig | None = None,
+        ttl: TTLConfig | None = None,
+        async_only: bool = False,
+    ) -> ActormemStore:
+        """A store on the memory of an ``actormem serve`` server at ``url`` (``token``:
+        its bearer token). Sync methods use :class:`~actormem.client.Client`, async ones
+        :class:`~actormem.client.AsyncClient` (use them from one event loop). The
+        server's memory decides capacity and durability. Needs httpx (the ``client``
+        extra). Nothing is sent until the first call."""
+        from ..client import AsyncClient, Client
+
+        remote = (Client(url, token=token), AsyncClient(url, token=token))
+        return cls(index=index, ttl=ttl, async_only=async_only, _remote=remote)
+
+    # ------------------------------------------------------------ lifecycle
+
+    def close(self) -> None:
+        """Close the memory (a durable file is committed and closed), or the server
+        connections of :meth:`from_url`. Idempotent."""
+        if self._host is not None:
+            self._host.close()
+        if self._remote is not None:
+            self._remote[0].close()
+
+    async def aclose(self) -> None:
+        """:meth:`close`, also closing the async connections of :meth:`from_url`."""
+        if self._remote is not None:
+            await self._remote[1].aclose()
+        self.close()
+
+    def __enter__(self) -> ActormemStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def memory(self) -> Any:
+        """What the store runs on: the :class:`~actormem.client.HostedMemory` (for
+        statistics, retrieves with the engine's own filters, consolidation), or the
+        :class:`~actormem.client.Client` of :meth:`from_url`."""
+        return self._host if self._host is not None else self._sync
+
+    def sweep_ttl(self) -> int:
+        """Remove expired items now; return how many items expired since the previous
+        call (the engine's owner removes each item when it expires, so most are gone
+        before this runs; they are counted all the same)."""
+        self._guard()
+        self._sync.sweep_expired()
+        return self._expired_since()
+
+    async def asweep_ttl(self) -> int:
+        """:meth:`sweep_ttl`, async."""
+        await self._async.sweep_expired()
+        return self._expired_since()
+
+    def _expired_since(self) -> int:
+        with self._lock:
+            total: int = self._sync.statistics().expired
+            new, self._expired_seen = total - self._expired_seen, total
+        return new
+
+    def _guard(self) -> None:
+        if not self._async_only:
+            return
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        raise asyncio.InvalidStateError(
+            "synchronous calls of this store would block the running event loop; "
+            "use the a* methods (aput, aget, asearch ...) from async code"
+        )
+
+    def start_ttl_sweeper(
+        self, sweep_interval_minutes: float | None = None
+    ) -> concurrent.futures.Future[None]:
+        """Nothing to start: the engine's owner removes each item when it expires. Returns
+        a future that is already done (LangGraph's stores return their sweeper's)."""
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        done.set_result(None)
+        return done
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Nothing to stop (see :meth:`start_ttl_sweeper`); True."""
+        return True
+
+    # ------------------------------------------------------------ batches
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run ``ops`` in order; one result per op (None for a put). Blocking.
+
+        Raises:
+            InvalidNamespaceError: An op's namespace is invalid (checked before any op
+                runs, with LangGraph's ``validate_op_namespace``).
+            ValueError: A malformed filter ("Invalid filter key ...") or value.
+            asyncio.InvalidStateError: ``async_only`` and called on an event loop's thread.
+        """
+        self._guard()
+        ops = _validated(ops)
+        results: list[Result] = []
+        for op in ops:
+            steps = self._steps(op)
+            answer: Any = None
+            try:
+                while True:
+                    call = steps.send(answer)
+                    answer = self._call_sync(call)
+            except StopIteration as done:
+                results.append(done.value)
+        return results
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """:meth:`batch` without blocking the event loop (asyncio or trio)."""
+        ops = _validated(ops)
+        results: list[Result] = []
+        for op in ops:
+            steps = self._steps(op)
+            answer: Any = None
+            try:
+                while True:
+                    call = steps.send(answer)
+                    answer = await self._call_async(call)
+            except StopIteration as done:
+                results.append(done.value)
+        return results
+
+    # ------------------------------------------------------------ one op, I/O-free
+    #
+    # Each op is a generator that yields the calls it needs, ``(target, method, args,
+    # kwargs)`` with target "memory" (the memory's method of that name) or "embed"
+    # (``embed_documents``/``embed_query`` of the embeddings), and is sent their
+    # answers; ``batch`` answers them synchronously, ``abatch`` with the async forms.
+
+    def _call_sync(self, call: _Call) -> Any:
+        target, method, args, kwargs = call
+        if target == "embed":
+            return getattr(self._embeddings, method)(*args)
+        return getattr(self._sync, method)(*args, **kwargs)
+
+    async def _call_async(self, call: _Call) -> Any:
+        target, method, args, kwargs = call
+        if target == "embed":
+            return await getattr(self._embeddings, "a" + method)(*args)
+        return await getattr(self._async, method)(*args, **kwargs)
+
+    def _steps(self, op: Op) -> Generator[_Call, Any, Result]:
+        if isinstance(op, GetOp):
+            refresh = self._refresh(op.refresh_ttl)
+            entry = yield ("memory", "get_by_key", (op.namespace, op.key), {"refresh_ttl": refresh})
+            return None if entry is None else _item(entry)
+        if isinstance(op, PutOp):
+            if op.value is None:
+                yield ("memory", "delete_key", (op.namespace, op.key), {})
+                return None
+            entry = self._entry(op)
+            if self._embeddings is not None:
+                yield from self._embed(entry)
+            yield ("memory", "store", (entry,), {})
+            return None
+        if isinstance(op, SearchOp):
+            return (yield from self._search(op))
+        if isinstance(op, ListNamespacesOp):
+            found: list[tuple[str, ...]] = yield (
+                "memory",
+                "list_namespaces",
+                (),
+                _namespace_options(op),
+            )
+            return found
+        raise TypeError(f"unknown op {type(op).__name__}")
+
+    def _embed(self, entry: MemoryEntry) -> Generator[_Call, Any, None]:
+        fields, texts = _embed_texts(entry, self._fields)
+        vectors = (yield ("embed", "embed_documents", (texts,), {})) if texts else []
+        assert entry.key is not None
+        with self._lock:
+            self._vectors[(entry.namespace, entry.key)] = (entry.updated_at, fields, vectors)
+
+    def _search(self, op: SearchOp) -> Generator[_Call, Any, list[SearchItem]]:
+        options: dict[str, Any] = {
+            "where": dict(op.filter) if op.filter else None,
+            "refresh_ttl": self._refresh(op.refresh_ttl),
+        }
+        prefix = op.namespace_prefix
+        if not op.query:
+            options.update(limit=op.limit, offset=op.offset)
+            entries = yield ("memory", "list_entries", (prefix,), options)
+            return [_search_item(e, None) for e in _keyed(entries)]
+        if self._embeddings is None:  # ranked by the engine's scorer
+            options["namespace"] = prefix
+            hits = yield ("memory", "retrieve_scored", (op.query, op.offset + op.limit), options)
+            return [_search_item(h.entry, h.score) for h in hits[op.offset :] if h.entry.key]
+        options["limit"] = _MAX_CANDIDATES
+        entries = _keyed((yield ("memory", "list_entries", (prefix,), options)))
+        query = yield ("embed", "embed_query", (op.query,), {})
+        for e in entries:
+            if self._cached(e) is None:  # stored before this process, or elsewhere
+                yield from self._embed(e)
+        return _rank(entries, query, [self._cached(e) or [] for e in entries], op)
+
+    # ------------------------------------------------------------ puts
+
+    def _refresh(self, asked: bool | None) -> bool:
+        return bool(asked) and bool((self.ttl_config or {}).get("refresh_on_read", False))
+
+    def _ttl_seconds(self, op: PutOp) -> float | None:
+        ttl = op.ttl
+        if not isinstance(ttl, (int, float)) or isinstance(ttl, bool):  # NOT_PROVIDED
+            ttl = (self.ttl_config or {}).get("default_ttl") if ttl is not None else None
+        return None if ttl is None else float(ttl) * 60.0
+
+    def _index_fields(self, op: PutOp) -> list[str] | None:
+        if op.index is False:
+            return None
+        return list(op.index) if op.index else self._fields
+
+    def _entry(self, op: PutOp) -> MemoryEntry:
+        now = _utc_now()
+        fields = self._index_fields(op)
+        tags: tuple[str, ...] = ()
+        if op.index is False:
+            tags = (_NOINDEX,)
+        elif op.index:
+            tags = tuple(_INDEX + f for f in op.index)
+        entry = MemoryEntry(
+            category=MemoryCategory.FACT,
+            memory="",
+            namespace=op.namespace,
+            key=op.key,
+            value=op.value,
+            tags=tags,
+            created_at=now,
+            updated_at=now,
+            ttl=self._ttl_seconds(op),
+        )
+        assert entry.value is not None
+        text = "\n".join(_texts(entry.value.thaw(), fields or ["$"]))
+        return MemoryEntry(
+            category=entry.category,
+            memory=text[:MAX_MEMORY_CHARS],
+            namespace=entry.namespace,
+            key=entry.key,
+            value=entry.value,
+            tags=entry.tags,
+            created_at=now,
+            updated_at=now,
+            ttl=entry.ttl,
+        )
+
+    def _cached(self, entry: MemoryEntry) -> list[list[float]] | None:
+        assert entry.key is not None
+        with self._lock:
+            got = self._vectors.get((entry.namespace, entry.key))
+        if got is None or got[0] != entry.updated_at:
+            return None
+        return got[2]
+
+
+# ---------------------------------------------------------------- helpers
+
+
+def _validated(ops: Iterable[Op]) -> list[Op]:
+    """``ops`` as a list, every namespace checked first (LangGraph's own check)."""
+    ops = list(ops)
+    for op in ops:
+        validate_op_namespace(op)
+    return ops
+
+
+def _texts(value: dict[str, Any], fields: Sequence[str]) -> Iterator[str]:
+    for field in fields:
+        if field == "$":
+            yield from text_at_paths(_frozen(value)).splitlines() if value else ()
+        else:
+            yield from get_text_at_path(value, field)
+
+
+def _frozen(value: dict[str, Any]) -> Any:
+    from .._json import JsonObject
+
+    return JsonObject(value)
+
+
+def _embed_texts(entry: MemoryEntry, default: list[str]) -> tuple[tuple[str, ...], list[str]]:
+    """The fields an entry indexes and their texts (LangGraph's paths)."""
+    if _NOINDEX in entry.tags:
+        return (), []
+    chosen = [t[len(_INDEX) :] for t in entry.tags if t.startswith(_INDEX)] or default
+    value = _value(entry)
+    texts: list[str] = []
+    for field in chosen:
+        texts.extend(get_text_at_path(value, field))
+    return tuple(chosen), texts
+
+
+def _cosine(a: list[float], b: list[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=False))
+    na = math.sqrt(sum(x * x for x in a))
+    nb = math.sqrt(sum(y * y for y in b))
+    return 0.0 if na == 0.0 or nb == 0.0 else dot / (na * nb)
+
+
+def _rank(
+    entries: list[MemoryEntry], query: list[float], vectors: list[list[list[float]]], op: SearchOp
+) -> list[SearchItem]:
+    """Max cosine over each entry's vectors, best first; unembedded entries after."""
+    scored = []
+    scoreless = []
+    for i, (e, vs) in enumerate(zip(entries, vectors, strict=True)):
+        if vs:
+            scored.append((max(_cosine(query, v) for v in vs), i, e))
+        else:
+            scoreless.append(e)
+    scored.sort(key=lambda t: (-t[0], t[1]))
+    kept: list[SearchItem] = [
+        _search_item(e, s) for s, _, e in scored[op.offset : op.offset + op.limit]
+    ]
+    if len(kept) < op.limit:
+        kept.extend(_search_item(e, None) for e in scoreless[: op.limit - len(kept)])
+    return kept
+
+
+def _value(entry: MemoryEntry) -> dict[str, Any]:
+    """The item's dict: the payload, or ``{}`` for an entry stored without one."""
+    return {} if entry.value is None else entry.value.thaw()
+
+
+def _item(entry: MemoryEntry) -> Item:
+    assert entry.key is not None  # found by its key
+    return Item(
+        value=_value(entry),
+        key=entry.key,
+        namespace=entry.namespace,
+        created_at=entry.created_at,
+        updated_at=entry.updated_at,
+    )
+
+
+def _keyed(entries: Iterable[MemoryEntry]) -> list[MemoryEntry]:
+    """The entries that are items: those with a key (the memory may also hold entries
+    stored without one through actormem's own API; LangGraph cannot name them)."""
+    return [e for e in entries if e.key is not None]
+
+
+def _search_item(entry: MemoryEntry, score: float | None) -> SearchItem:
+    assert entry.key is not None
+    return SearchItem(
+        namespace=entry.namespace,
+        key=entry.key,
+        value=_value(entry),
+        created_at=entry.created_at,
+        updated_at=entry.updated_at,
+        score=score,
+    )
+
+
+def _namespace_options(op: ListNamespacesOp) -> dict[str, Any]:
+    prefix = suffix = None
+    for condition in op.match_conditions or ():
+        if condition.match_type == "prefix":
+            prefix = tuple(condition.path)
+        elif condition.match_type == "suffix":
+            suffix = tuple(condition.path)
+        else:
+            raise ValueError(f"unsupported match type {condition.match_type!r}")
+    return {
+        "prefix": prefix,
+        "suffix": suffix,
+        "max_depth": op.max_depth,
+        "limit": op.limit,
+        "offset": op.offset,
+    }
