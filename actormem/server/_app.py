@@ -118,9 +118,11 @@ _NOT_FOUND: dict[int | str, dict[str, Any]] = {
 def _field_of(loc: Sequence[Any]) -> str:
     """``("body", "entries", 0, "tags", 2)`` -> ``"entries[0].tags[2]"``."""
     out = ""
+    if loc and loc[0] in ("body", "query", "path", "header"):
+        loc = loc[1:]  # where the value was: the rest names it
     for part in loc:
-        if part in ("body", "query", "path") and not out:
-            continue
+        if isinstance(part, str) and ("[" in part or "(" in part):
+            continue  # a union member's tag, e.g. "literal['fact', ...]", not a field
         if isinstance(part, int):
             out += f"[{part}]" if out else "body"  # ("body", 0): the body as a whole
         else:
@@ -378,7 +380,7 @@ def create_app(
     )
     async def delete(entry_id: uuid.UUID) -> Response:
         if not await memory.delete(entry_id):
-            raise _Refused(404, f"no entry with id {entry_id}", "entry_id")
+            raise _Refused(404, f"entry_id: no entry with id {entry_id}", "entry_id")
         return JSONResponse({"deleted": True})
 
     @app.post(
@@ -403,7 +405,7 @@ def create_app(
     async def get(entry_id: uuid.UUID) -> Response:
         entry = await memory.get(entry_id)
         if entry is None:
-            raise _Refused(404, f"no entry with id {entry_id}", "entry_id")
+            raise _Refused(404, f"entry_id: no entry with id {entry_id}", "entry_id")
         return JSONResponse(entry_to_json(entry))
 
     @app.post(

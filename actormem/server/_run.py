@@ -22,6 +22,7 @@ import logging
 import math
 import os
 import signal
+import socket
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -120,6 +121,7 @@ async def serve_http(
     if not (graceful_timeout >= 0 and math.isfinite(graceful_timeout)):
         raise ValueError(f"graceful_timeout must be >= 0 seconds, got {graceful_timeout}")
     stop = stop if stop is not None else trio.Event()
+    _check_bindable(host, port)  # before opening (maybe creating, loading) the file
     config = Config()
     config.bind = [_bind(host, port)]
     config.graceful_timeout = graceful_timeout
@@ -146,6 +148,19 @@ async def serve_http(
                 on_ready(binds)
             task_status.started(binds)
         # Leaving open_memory: queued requests are applied, the file committed and closed.
+
+
+def _check_bindable(host: str, port: int) -> None:
+    """Raise the OSError binding ``host:port`` would raise, from a socket we close.
+
+    hypercorn leaves the socket of a failed bind open; trying first keeps that from
+    happening in the common case (the port is taken) and fails before the memory opens.
+    """
+    bare = host.strip("[]")
+    family = socket.AF_INET6 if ":" in bare else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind((bare, port))
 
 
 async def _stop_on_signal(stop: trio.Event) -> None:
