@@ -13,10 +13,10 @@ import pytest
 
 from actormem._engine.state import MemoryState
 from actormem._entry import MemoryCategory, MemoryEntry
-from actormem._index import bm25 as _bm25
 from actormem._index.bm25 import BM25Index, BM25Scorer
+from actormem._index.bm25 import knobs as _bm25
 from actormem._index.scoring import drain
-from actormem._record import Record
+from actormem._record import NEVER, Record
 
 from .test_bm25 import brute_force
 
@@ -224,7 +224,7 @@ def test_bounds_brought_up_to_date_in_slices_by_interleaved_readers(
             results[i] = stop.value
         if rng.random() < 0.1:  # texts nobody sees any more: purged, lists compacted
             for rec in rng.sample(new_view.records(), 2):
-                if rec.died == _bm25.NEVER and rec.born > new_view.version:
+                if rec.died == NEVER and rec.born > new_view.version:
                     state.delete(rec.entry.id)
             state.store(MemoryEntry(category=MemoryCategory.FACT, memory=rng.choice(short)))
             state.publish()

@@ -15,8 +15,10 @@ import pytest
 from actormem import MemoryCategory, MemoryEntry, WordOverlapScorer
 from actormem._engine.state import MemoryState, View
 from actormem._index import substring as _substring
-from actormem._index import wordoverlap as _wordoverlap
 from actormem._index.scoring import Accept, drain
+from actormem._index.wordoverlap import index as _wo_index
+from actormem._index.wordoverlap import knobs as _wordoverlap
+from actormem._index.wordoverlap import masks as _masks
 from actormem._index.wordoverlap import word_overlap_score
 from actormem._record import Record
 
@@ -112,7 +114,7 @@ def test_top_k_steps_with_writes_between_yields(seed: int, monkeypatch: pytest.M
     monkeypatch.setattr(_wordoverlap, "_MASK_BATCH", rng.choice([1, 3, 128]))
     monkeypatch.setattr(_wordoverlap, "_MASK_STEP", rng.choice([1, 2, 32]))
     if rng.random() < 0.3:  # every word through the vocabulary, none from the masks
-        monkeypatch.setattr(_wordoverlap, "_SHORT_BIT", {})
+        monkeypatch.setattr(_masks, "_SHORT_BIT", {})
     budget = rng.choice([0, 1, 5, 10**9])
     state = MemoryState(
         capacity=rng.choice([None, 40]),
@@ -304,7 +306,7 @@ def test_short_words_come_from_the_masks() -> None:
         state.store(_fact(t, i))
     state.publish()
     for query in ["on", "go", "a", "in", "é", "10", "o", "-"]:
-        assert (query in _wordoverlap._SHORT_BIT) == (query != "é")
+        assert (query in _masks._SHORT_BIT) == (query != "é")
         view = state.view()
         got = state.index.top_k(view, query, 10, None)
         assert [(s, r.seq) for s, r in got] == reference(view, query, 10, None)
@@ -316,9 +318,9 @@ def test_short_words_come_from_the_masks() -> None:
         got = state.index.top_k(view, query, 10, None)
         assert [(s, r.seq) for s, r in got] == reference(view, query, 10, None)
     state._check()
-    assert _wordoverlap._short_mask("on") == 1 << _wordoverlap._SHORT_BIT["o"] | (
-        1 << _wordoverlap._SHORT_BIT["n"]
-    ) | (1 << _wordoverlap._SHORT_BIT["on"])
+    assert _masks._short_mask("on") == 1 << _masks._SHORT_BIT["o"] | (
+        1 << _masks._SHORT_BIT["n"]
+    ) | (1 << _masks._SHORT_BIT["on"])
 
 
 def test_text_masks_match_the_tokens_masks() -> None:
@@ -334,9 +336,9 @@ def test_text_masks_match_the_tokens_masks() -> None:
     for size in (1, 2, len(texts)):
         for start in range(0, len(texts), size):
             batch = texts[start : start + size]
-            lo, hi = _wordoverlap._text_masks(batch)
+            lo, hi = _masks._text_masks(batch)
             for text, low, high in zip(batch, lo.tolist(), hi.tolist(), strict=True):
-                want = reduce(or_, map(_wordoverlap._short_mask, text.split()), 0)
+                want = reduce(or_, map(_masks._short_mask, text.split()), 0)
                 assert low | high << 64 == want, repr(text)
 
 
@@ -349,7 +351,7 @@ def test_pending_masks_are_computed_by_the_next_retrieve() -> None:
         state.store(_fact(f"text {i} on" if i % 2 else f"gone {i}", i))
     state.publish()
     index = state.index
-    assert isinstance(index, _wordoverlap._WordOverlapIndex)
+    assert isinstance(index, _wo_index._WordOverlapIndex)
     assert index._e.masked == batch and len(index._e.pending) == 5
     state._check()
     view = state.view()

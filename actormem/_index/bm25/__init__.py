@@ -1,0 +1,96 @@
+"""Okapi BM25 as an owner-maintained, snapshot-read scoring index.
+
+Theory of operation
+-------------------
+:class:`BM25Scorer` is a frozen configuration; :meth:`BM25Scorer.make_index` gives a
+:class:`BM25Index` that only the owner task writes (``add``/``retire``/``purge``/``vacuum``)
+and that readers query through a snapshot: ``top_k`` at once, or ``top_k_steps``, a
+generator that yields after every bounded slice of work so that the owner may write in
+between (the slicing protocol; ``top_k`` drains it).
+
+Texts, not records. A record's BM25 score before its recency and prior weights depends
+only on its document (its ``memory`` text and tags): the term frequencies, the length,
+and corpus statistics shared by all. Agent memories repeat texts (the same tool call, the
+same fact), so the index keeps one ``_Group`` per distinct document: its number, the
+numbers of its distinct terms, each packed with its frequency capped at 255 (an exactly
+sized ``array('i')``, ``'q'`` once the vocabulary passes 2**23 terms) and its records
+(sorted by ``seq``). A text is tokenized once; storing it again only appends the record to its
+group. The index holds
+
+* one ``_Group`` per document that has an un-purged record, numbered in creation order
+  (numbers are never reused); a table of groups by number (None once purged), an
+  int32 numpy array of document lengths by number and a uint8 one of alive marks (0
+  once purged; compaction reads it);
+* one ``_Term`` per term, numbered likewise (a term table maps numbers back): its
+  posting list as two ``array``: the group numbers (ascending, since groups are numbered
+  in creation order and appended when made) and the term frequencies (bytes until one
+  exceeds 255, then int32); the number of groups in it whose records are all purged;
+  ``df`` at the newest version (the records not retired whose document has the term);
+  and a reader-side cache of the largest saturation in the list;
+* N and the total length at the newest version, and a *change log*: one
+  ``(version, group, +1 or -1)`` entry per ``add`` (at ``rec.born``) and ``retire`` (at
+  ``rec.died``), sorted by version.
+
+A reader at version ``v`` gets the statistics of its own snapshot by undoing the log
+entries newer than ``v`` (none, for the newest snapshot): this is the copy-on-write read
+the engine's contract asks for. ``vacuum(oldest)`` (and ``purge``) drop the entries no
+live snapshot needs; a reader older than the log counts the visible postings instead
+(slower, still exact). Records not visible in a snapshot stay in the groups and are
+skipped by their versions (``born <= v < died``, the contract of ``ReadView``).
+
+Posting lists only grow at the end and lose dead groups by compaction once half of a
+list is dead; a group's record list is compacted the same way, so ``purge`` is amortized
+O(1) per posting. Compaction, growth of the length array and the switch of a list's
+frequencies to int32 *replace* the array objects, never resize them in place: a sliced
+reader takes each array and its length once, at its start, and reads only that prefix
+(numpy views of it are dropped before every yield, so the owner's appends never meet a
+buffer export).
+
+Top-k is MaxScore (Turtle & Flood, "Query evaluation: strategies and optimizations",
+IP&M 31(6), 1995) term at a time over groups, vectorised with numpy. Each term has an
+upper bound on its contribution (its weight and IDF times the largest saturation in its
+list). The terms with the highest bounds (the rarest) are *essential*: their lists are
+accumulated into a dense array of partial scores by group number, until the bounds of
+the terms left sum below ``theta``, a lower bound on the k-th best score: the k-th best
+*exact* score of the records of the groups with the highest partial scores. No group
+outside the accumulator can then reach the top k. The candidates (partial score plus
+the bounds left reaching ``theta``) take the next lists whole while they outnumber
+those lists' postings a quarter, then are refined term by term, best bound first, by
+binary search in each sorted list; those left are scored exactly, in the query's term
+order and with the brute force's floating-point operations (one by one in Python, or
+elementwise in numpy: the same IEEE operations), so scores equal a brute force's bit for
+bit; ties break by ``seq``. The largest saturation of a list is cached by readers at a
+reference average length and used, stretched by the drift of the average length since,
+only as a bound (``postings._Term.bound_steps``); all bounds carry a relative slack of 1e-9 so that
+summation order can never drop a true result.
+
+Invariants (checked by ``BM25Index._check``): every un-purged record is in exactly
+the group of its document, which is listed, with its term frequency, in the posting list
+of each of its terms, in ascending group order; the tables map numbers to the live
+groups and terms; the dead-entry counters count dead entries and stay at most half of
+their list; ``df``, N and the total length equal the counts over the records not
+retired; the log is sorted by version; the cached largest saturations match their
+reference.
+
+Scoring follows Robertson & Zaragoza, "The Probabilistic Relevance Framework: BM25 and
+Beyond" (FnTIR 3(4), 2009) with Lucene's IDF and Lucene's term-frequency saturation
+without the constant ``(k1 + 1)`` numerator (``BM25Similarity`` since Lucene 8); these are
+exactly ``bm25s``' ``method="lucene"`` scores.
+
+Modules
+-------
+``scorer``     :class:`BM25Scorer`, the frozen configuration and its validation;
+``index``      :class:`BM25Index`: the owner's writes (add, retire, purge, vacuum), the
+               statistics of a snapshot and the invariant check;
+``postings``   a text's group and a term's posting list (bounds, compaction);
+``changelog``  the change log that gives an older snapshot its N, total length and df;
+``search``     the reader's MaxScore top-k, in bounded steps, and the exact scores;
+``knobs``      tuning constants (speed and memory only, never results).
+"""
+
+from __future__ import annotations
+
+from .index import BM25Index
+from .scorer import BM25Scorer
+
+__all__ = ["BM25Index", "BM25Scorer"]

@@ -1,0 +1,479 @@
+"""The BM25 index: storage and maintenance of the posting lists (owner side).
+
+The owner adds, retires and purges records here and trims the change log; readers get
+the statistics of their snapshot here and run the top-k in
+:class:`~.search.MaxScoreSearch`. See the package documentation of
+:mod:`actormem._index.bm25` for the theory of operation.
+"""
+
+from __future__ import annotations
+
+from array import array
+from bisect import bisect_left, bisect_right, insort
+from collections import Counter
+from collections.abc import Generator, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..._record import NEVER, Record
+from ..._util import NoPublicConstructor
+from ..scoring import Accept, ReadView, ScratchPool, drain
+from . import knobs
+from .changelog import ChangeLog
+from .postings import _TF_BITS, _TF_CAP, _Group, _seq, _Term
+from .search import MaxScoreSearch
+
+if TYPE_CHECKING:
+    from .scorer import BM25Scorer
+
+__all__ = ["BM25Index"]
+
+
+class BM25Index(metaclass=NoPublicConstructor):
+    """The owner-written, snapshot-read index of a :class:`BM25Scorer`.
+
+    Built by :meth:`BM25Scorer.make_index`. ``add``, ``retire``, ``purge`` and ``vacuum``
+    are for the owner task only; ``top_k``, ``top_k_terms`` and their sliced forms
+    ``top_k_steps``/``top_k_terms_steps`` run in any reader (they only fill caches that
+    do not depend on the snapshot). ``T`` below is the number of distinct terms of the
+    record's document.
+
+    The change log trims itself: ``purge(rec)`` tells the index that no live snapshot
+    reads below ``rec.died`` (the engine purges only records dead at or below its
+    horizon), and :meth:`vacuum` says so explicitly, so the log holds about the changes
+    since the oldest live snapshot. With neither (a static corpus) it keeps one entry
+    per add and retire. Trimming too far is never wrong: a snapshot older than the log
+    counts the visible postings instead.
+    """
+
+    def __init__(self, scorer: BM25Scorer) -> None:
+        self._scorer = scorer
+        self._groups: dict[object, _Group] = {}
+        self._group_of: dict[Record, _Group] = {}
+        self._retired: set[Record] = set()
+        self._terms: dict[str, _Term] = {}
+        #: Every term ever made, by number; None once deleted (numbers are not reused).
+        self._term_table: list[_Term | None] = []
+        #: Every group ever made, by number; None once all its records are purged
+        #: (numbers are never reused: readers may still hold postings naming them).
+        self._table: list[_Group | None] = []
+        #: Document length by group number (int32; replaced, never shrunk, when it grows).
+        self._lengths: Any = np.zeros(knobs._CHUNK, np.int32)
+        #: 1 for a group in the table, 0 once purged (uint8, by number; owner only).
+        self._alive: Any = np.zeros(knobs._CHUNK, np.uint8)
+        #: Retrieves' per-group scratch arrays, of ``len(_lengths)`` elements.
+        self._scratch = ScratchPool()
+        #: Records not retired, and the sum of their lengths: N and total at the newest version.
+        self._n = 0
+        self._total = 0
+        #: The changes older snapshots undo for their statistics.
+        self._changes = ChangeLog()
+
+    @property
+    def scorer(self) -> BM25Scorer:
+        """The configuration this index was made from."""
+        return self._scorer
+
+    def document_terms(self, rec: Record) -> Mapping[str, int]:
+        """``{term: tf}`` of ``rec``'s document (a new dict). O(T log postings).
+
+        Raises:
+            KeyError: ``rec`` is not in the index (never added, or purged).
+        """
+        group = self._group_of[rec]
+        num = group.num
+        out = {}
+        for t in group.terms:
+            obj = self._term_table[t >> _TF_BITS]
+            assert obj is not None  # the group's records keep its terms
+            tf = t & _TF_CAP
+            out[obj.key] = tf if tf < _TF_CAP else obj.tfs[bisect_left(obj.groups, num)]
+        return out
+
+    def _length(self, group: _Group) -> int:
+        return int(self._lengths[group.num])
+
+    def tokenize(self, text: str) -> list[str]:
+        """The scorer's tokenizer applied to ``text``. O(len(text))."""
+        return self._scorer.tokenizer(text)
+
+    def _new_group(self, key: object, rec: Record) -> _Group:
+        entry = rec.entry
+        tokenize = self._scorer.tokenizer
+        terms = tokenize(entry.memory)
+        if entry.tags:
+            terms = list(terms)
+            for tag in entry.tags:
+                terms.extend(tokenize(tag))
+        table = self._table
+        num = len(table)
+        group = self._groups[key] = _Group(key, num)
+        table.append(group)
+        lengths = self._lengths
+        if num >= len(lengths):  # replace, never resize: readers may hold the old one
+            grown = np.zeros(2 * len(lengths), np.int32)
+            grown[: len(lengths)] = lengths
+            lengths = self._lengths = grown
+            alive = np.zeros(len(grown), np.uint8)
+            alive[: len(self._alive)] = self._alive
+            self._alive = alive
+            self._scratch.clear()  # spares of the old capacity
+        lengths[num] = len(terms)
+        self._alive[num] = 1
+        get = self._terms.get
+        term_table = self._term_table
+        nums = []
+        for term, tf in Counter(terms).items():
+            obj = get(term)
+            if obj is None:
+                obj = self._terms[term] = _Term(term, len(term_table))
+                term_table.append(obj)
+            obj.groups.append(num)
+            if tf > 255 and obj.tfs.typecode == "B":
+                obj.tfs = array("i", obj.tfs)  # replaced: readers may hold the old one
+            obj.tfs.append(tf)
+            obj.df += 1  # the record being added
+            nums.append(obj.num << _TF_BITS | min(tf, _TF_CAP))
+        # Exactly sized; int64 only once term numbers no longer fit in int32 with a tf.
+        group.terms = array("i" if len(term_table) <= knobs._NARROW else "q", nums)
+        return group
+
+    # -- owner side ---------------------------------------------------------------------
+
+    def add(self, rec: Record) -> None:
+        """Index ``rec``, visible from ``rec.born`` on (owner only).
+
+        Runtime complexity: O(T), without tokenizing, when an un-purged record with the
+        same text and tags is indexed (O(records of that text) instead if ``rec.seq`` is
+        below theirs, as after an upsert); O(len(text) + T) for a new text; plus
+        O(log entries) if ``rec.born`` is older than the newest change.
+
+        Raises:
+            ValueError: ``rec`` is already in the index.
+        """
+        if rec in self._group_of:
+            raise ValueError(f"{rec!r} is already indexed")
+        entry = rec.entry
+        tags = entry.tags
+        key: object = (entry.memory, tags) if tags else entry.memory
+        group = self._groups.get(key)
+        if group is None:
+            group = self._new_group(key, rec)  # counts the record in each term's df
+        else:
+            term_table = self._term_table
+            for t in group.terms:
+                term_table[t >> _TF_BITS].df += 1  # type: ignore[union-attr]  # live: not None
+        recs = group.recs
+        if not recs:
+            group.recs = [rec]  # exactly sized: most texts have one record
+        elif recs[-1].seq > rec.seq:
+            insort(recs, rec, key=_seq)  # an upsert keeps its older seq
+        else:
+            recs.append(rec)
+        group.unpurged += 1
+        self._group_of[rec] = group
+        self._n += 1
+        self._total += int(self._lengths[group.num])
+        self._changes.record(rec.born, group, 1)
+        if rec.died != NEVER:  # stored already dead: unusual but consistent
+            self.retire(rec)
+
+    def retire(self, rec: Record) -> None:
+        """Note that ``rec`` is invisible from ``rec.died`` on (owner only).
+
+        Older snapshots keep seeing ``rec`` and the statistics that include it.
+
+        Runtime complexity: O(T) (plus O(log entries) if ``rec.died`` is older than the
+        newest change).
+
+        Raises:
+            KeyError: ``rec`` is not in the index.
+            ValueError: ``rec`` was retired already or ``rec.died`` is not set.
+        """
+        group = self._group_of[rec]
+        if rec in self._retired or rec.died == NEVER:
+            raise ValueError(f"{rec!r} is retired already or has no death version")
+        self._retired.add(rec)
+        term_table = self._term_table
+        for t in group.terms:
+            term_table[t >> _TF_BITS].df -= 1  # type: ignore[union-attr]  # live: not None
+        self._n -= 1
+        self._total -= int(self._lengths[group.num])
+        self._changes.record(rec.died, group, -1)
+
+    def purge(self, rec: Record) -> None:
+        """Drop ``rec`` for good: no live snapshot can see it (owner only).
+
+        Runtime complexity: amortized O(1), plus O(T) when the last record of its text
+        goes: a text's record list, and a posting list, is compacted, in time linear in
+        its length, once half of it is purged. Trimming the change log costs O(entries
+        kept) and happens only once at least half of the log is below the horizon.
+
+        Raises:
+            KeyError: ``rec`` is not in the index.
+            ValueError: ``rec`` was not retired first.
+        """
+        group = self._group_of[rec]
+        if rec not in self._retired:
+            raise ValueError(f"{rec!r} must be retired before it is purged")
+        del self._group_of[rec]
+        self._retired.discard(rec)
+        group.unpurged -= 1
+        if group.unpurged == 0:
+            del self._groups[group.key]
+            self._table[group.num] = None
+            self._alive[group.num] = 0
+            group.recs = []
+            group.dead = 0
+            term_table = self._term_table
+            for t in group.terms:
+                t >>= _TF_BITS
+                term = term_table[t]
+                assert term is not None  # deleted only once its last group is purged
+                term.dead += 1
+                if term.dead == len(term.groups):
+                    # No live snapshot sees any record with this term: df is 0 for all.
+                    del self._terms[term.key]
+                    term_table[t] = None
+                elif 2 * term.dead > len(term.groups):
+                    term.compact(self._alive)
+        else:
+            group.dead += 1
+            if 2 * group.dead > len(group.recs):
+                group_of = self._group_of
+                group.recs = [r for r in group.recs if r in group_of]
+                group.dead = 0
+        self._changes.purged(rec.died)
+
+    def vacuum(self, oldest: int) -> None:
+        """Forget changes that only snapshots older than ``oldest`` need to undo.
+
+        The owner calls it with the version of its oldest live snapshot (or the current
+        version when none is open), e.g. whenever it purges. A snapshot older than
+        ``oldest`` that queries anyway gets exact results, computed more slowly.
+
+        Runtime complexity: O(log L + kept) for a log of L entries of which ``kept`` are
+        newer than ``oldest``.
+        """
+        self._changes.vacuum(oldest)
+
+    # -- reader side --------------------------------------------------------------------
+
+    def top_k(
+        self, view: ReadView, query: str, limit: int, accept: Accept
+    ) -> list[tuple[float, Record]]:
+        """The ``limit`` best records for ``query`` visible in ``view`` and admitted by
+        ``accept``, best first, ties by ``seq`` ascending, as ``(score, record)``.
+
+        Each query term is weighted by its number of occurrences in the tokenized query.
+        See :meth:`top_k_terms` for the complexity.
+        """
+        return drain(self.top_k_steps(view, query, limit, accept))
+
+    def top_k_steps(
+        self, view: ReadView, query: str, limit: int, accept: Accept
+    ) -> Generator[None, None, list[tuple[float, Record]]]:
+        """:meth:`top_k` in slices: a generator that yields None after every bounded
+        chunk of work (at most ``_CHUNK`` postings or candidates) and returns what
+        :meth:`top_k` returns. The owner may write between two steps (see
+        ``docs/slicing_protocol``): the result is that of ``view``'s version."""
+        return self.top_k_terms_steps(view, Counter(self._scorer.tokenizer(query)), limit, accept)
+
+    def statistics(
+        self, view: ReadView, terms: Iterable[str] = ()
+    ) -> tuple[int, float, dict[str, int]]:
+        """``(N, avgdl, {term: df})`` as of ``view.version``: the corpus statistics BM25
+        uses. O(|terms|) for the newest version, O(C * T) for C log entries newer
+        than the view, or O(records + their postings) for a version older than the log
+        (trimmed by a vacuum past it)."""
+        wanted = list(dict.fromkeys(terms))
+        n, total, dfs = self._statistics(view, wanted)
+        avgdl = total / n if n else 0.0
+        return n, avgdl, dfs
+
+    def _statistics(self, view: ReadView, terms: list[str]) -> tuple[int, int, dict[str, int]]:
+        """N, total length and ``{term: df}`` (0 for unknown terms) at ``view.version``."""
+        index_terms = self._terms
+        dfs: dict[str, int] = {}
+        for term in terms:
+            obj = index_terms.get(term)
+            dfs[term] = obj.df if obj is not None else 0
+        n, total = self._n, self._total
+        version = view.version
+        changes = self._changes
+        versions = changes.versions
+        lengths = self._lengths
+        if version >= changes.floor:
+            if not versions or versions[-1] <= version:
+                return n, total, dfs  # the newest statistics: the common case
+            # Undo the changes newer than the view.
+            wanted = {index_terms[t].num: t for t in terms if t in index_terms}
+            groups, deltas = changes.groups, changes.deltas
+            for i in range(bisect_right(versions, version), len(versions)):
+                group, delta = groups[i], deltas[i]
+                n -= delta
+                total -= delta * int(lengths[group.num])
+                if wanted:
+                    for t in group.terms:
+                        t >>= _TF_BITS
+                        if t in wanted:
+                            dfs[wanted[t]] -= delta
+            return n, total, dfs
+        # The log was trimmed past this version: count what the view sees.
+        visible = view.visible
+        group_of = self._group_of
+        table = self._table
+        n = total = 0
+        for rec, group in group_of.items():
+            if visible(rec):
+                n += 1
+                total += int(lengths[group.num])
+        for term in terms:
+            obj = index_terms.get(term)
+            if obj is not None:
+                count = 0
+                for num in obj.groups:
+                    holder = table[num]
+                    if holder is not None:
+                        count += sum(1 for rec in holder.recs if rec in group_of and visible(rec))
+                dfs[term] = count
+        return n, total, dfs
+
+    def top_k_terms(
+        self, view: ReadView, weights: Mapping[str, float], limit: int, accept: Accept
+    ) -> list[tuple[float, Record]]:
+        """Like :meth:`top_k` for an already tokenized, weighted query.
+
+        Args:
+            view: The reader's snapshot.
+            weights: ``{term: q_t}``, weights > 0 (others are ignored); the terms' order
+                is the summation order of a score.
+            limit: Number of results wanted (>= 0).
+            accept: Predicate on records, or ``None``.
+
+        Returns:
+            Up to ``limit`` ``(score, record)`` pairs, score descending then ``seq``
+            ascending, of the visible, accepted records that have a query term.
+
+        Runtime complexity: MaxScore over distinct texts (groups), vectorised with
+        numpy: O(q log q + C * T + P + R * q log L) plus O(log limit) per record that
+        enters the result heap, where ``q`` is the number of query terms, ``C`` the log
+        entries newer than the view (none for the newest snapshot), ``P`` the postings
+        accumulated (the *essential* terms, the rarest, until the bounds of the other
+        terms sum below a lower bound on the k-th best score), ``R`` the candidates that
+        can still reach it, looked up (binary search, ``L`` the list length) in each
+        other term's list and pruned term by term, and then scored exactly. The lower
+        bound costs O(q log L) per group that rises among the ``limit`` best partial
+        scores. With a recency or prior weight, every visible record of a surviving
+        text is scored. A reader also extends the cached maximum saturations of its
+        terms: O(postings added since), or O(postings) once the average length drifted
+        by more than 2%.
+        """
+        return drain(self.top_k_terms_steps(view, weights, limit, accept))
+
+    def top_k_terms_steps(
+        self, view: ReadView, weights: Mapping[str, float], limit: int, accept: Accept
+    ) -> Generator[None, None, list[tuple[float, Record]]]:
+        """:meth:`top_k_terms` in slices (see :meth:`top_k_steps`); the search itself
+        is :class:`~.search.MaxScoreSearch`."""
+        return (yield from MaxScoreSearch(self).top_k_terms_steps(view, weights, limit, accept))
+
+    # -- test access to the change log -----------------------------------------------
+
+    @property
+    def _log_versions(self) -> list[int]:
+        return self._changes.versions
+
+    @property
+    def _vacuum_slack(self) -> int:
+        return self._changes.slack
+
+    @_vacuum_slack.setter
+    def _vacuum_slack(self, slack: int) -> None:
+        self._changes.slack = slack
+
+    # -- checks -------------------------------------------------------------------------
+
+    def _check(self, live: Iterable[Record]) -> None:
+        """Assert every invariant; ``live`` is every record not yet purged.
+
+        Runtime complexity: O(total postings + records + log entries).
+        """
+        live_set = set(live)
+        assert live_set == set(self._group_of), "indexed records differ from the live ones"
+        assert self._retired == {rec for rec in live_set if rec.died != NEVER}, (
+            "retired set out of date"
+        )
+        tokenize = self._scorer.tokenizer
+        holders: dict[str, dict[int, int]] = {}
+        df: Counter[str] = Counter()
+        n = total = 0
+        groups = set(self._group_of.values())
+        assert groups == set(self._groups.values()), "groups differ from the live records'"
+        table = self._table
+        assert {num for num, group in enumerate(table) if group is not None} == {
+            group.num for group in groups
+        }, "group table out of date"
+        alive = self._alive[: len(table)].tolist()
+        assert alive == [int(group is not None) for group in table], "alive marks out of date"
+        assert not self._alive[len(table) :].any()
+        for group in groups:
+            assert self._groups[group.key] is group
+            assert table[group.num] is group
+            recs = group.recs
+            assert all(x.seq <= y.seq for x, y in zip(recs, recs[1:], strict=False)), (
+                "records out of seq order"
+            )
+            alive = [rec for rec in recs if rec in self._group_of]
+            assert group.unpurged == len(alive) > 0
+            assert group.dead == len(recs) - len(alive)
+            assert 2 * group.dead <= len(recs)
+            entry = alive[0].entry
+            terms = list(tokenize(entry.memory))
+            for tag in entry.tags:
+                terms += tokenize(tag)
+            counts = Counter(terms)
+            nums = [t >> _TF_BITS for t in group.terms]
+            assert [self._term_table[t].key for t in nums] == list(counts), "stale terms"  # type: ignore[union-attr]
+            assert [t & _TF_CAP for t in group.terms] == [min(c, _TF_CAP) for c in counts.values()]
+            assert group.terms.typecode in "iq"
+            assert dict(self.document_terms(alive[0])) == counts, "stale term frequencies"
+            length = int(self._lengths[group.num])
+            assert length == len(terms)
+            assert [self._terms[t].num for t in counts] == nums
+            for rec in alive:
+                assert self._group_of[rec] is group
+                assert (rec.entry.memory, rec.entry.tags) == (entry.memory, entry.tags)
+                if rec.died == NEVER:
+                    n += 1
+                    total += length
+                    df.update(counts.keys())
+            for t, tf in counts.items():
+                holders.setdefault(t, {})[group.num] = tf
+        assert (n, total) == (self._n, self._total), "N or total length out of date"
+        assert set(holders) == set(self._terms), "terms differ from the live documents'"
+        assert sum(t is not None for t in self._term_table) == len(self._terms)
+        k1, b = self._scorer.k1, self._scorer.b
+        for name, term in self._terms.items():
+            nums = list(term.groups)
+            assert len(nums) == len(term.tfs)
+            assert self._term_table[term.num] is term, f"{name!r}: not in the term table"
+            assert term.tfs.typecode in "Bi"
+            assert term.groups.typecode == "i"
+            assert all(x < y for x, y in zip(nums, nums[1:], strict=False)), f"{name!r}: order"
+            listed = {num: tf for num, tf in zip(nums, term.tfs, strict=True) if table[num]}
+            assert listed == holders[name], f"{name!r}: posting list misses texts"
+            assert term.dead == len(nums) - len(listed)
+            assert term.dead < len(nums)
+            assert 2 * term.dead <= len(nums)
+            assert term.df == df[name], f"{name!r}: df out of date"
+            assert term.seen <= len(nums)
+            if term.seen:
+                k_part = k1 * b / term.ref
+                top = max(
+                    tf / (tf + (k1 * (1.0 - b) + k_part * int(self._lengths[num])))
+                    for num, tf in zip(nums[: term.seen], term.tfs, strict=False)
+                )
+                assert term.top == top, f"{name!r}: stale impact bound"
+        self._changes._check()

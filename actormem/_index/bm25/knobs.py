@@ -1,0 +1,42 @@
+"""Tuning constants of the BM25 index: speed and memory only, never results.
+
+Tests lower them (``monkeypatch.setattr(knobs, "_CHUNK", 4)``) to make every slicing path
+run on small inputs; the modules read them as ``knobs._NAME`` at call time so that such a
+patch reaches every user.
+"""
+
+from __future__ import annotations
+
+#: Relative slack on MaxScore's upper bounds, so that a different summation order of the
+#: same floating-point terms can never prune a document that belongs to the top k.
+_SLACK = 1e-9
+
+#: Postings or candidates processed between two yields of a sliced retrieve (about
+#: 0.05-0.1 ms of vectorised work), and the initial size of the length array.
+_CHUNK = 4096
+
+#: Slots of the dense accumulator scanned between two yields (about 0.1 ms).
+_DENSE_CHUNK = 65536
+
+#: Postings read between two yields while a reader brings a term's cached largest
+#: saturation up to date (about 0.05 ms).
+_BOUND_CHUNK = 8192
+
+#: A term's cached saturations are recomputed when the average document length moved by
+#: more than this factor since they were made (they stay valid bounds up to it).
+_DRIFT = 1.02
+
+#: Up to this many texts are scored exactly one by one (binary searches in Python),
+#: more at once with numpy: the same floating-point operations either way.
+_FEW = 64
+
+#: Texts scored exactly one by one between two yields.
+_FEW_STEP = 4
+
+#: After the essential terms, the next term is accumulated whole while its posting list
+#: is shorter than the candidates over this ratio (else looked up for each candidate).
+_UPDATE_RATIO = 0.25
+
+#: Term numbers below this pack into int32 (``array('i')``) with a frequency; groups
+#: made after the vocabulary outgrew it pack into int64 (``array('q')``).
+_NARROW = 1 << 23

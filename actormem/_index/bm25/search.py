@@ -1,0 +1,479 @@
+"""The BM25 index's reader: MaxScore top-k over the posting lists, in bounded steps.
+
+See the package documentation of :mod:`actormem._index.bm25` (MaxScore, Turtle & Flood
+1995; the exact scores equal a brute force's bit for bit). :class:`MaxScoreSearch` runs
+one query against a :class:`~actormem._index.bm25.BM25Index`; :class:`_Exact` holds the
+query's exact scoring (per text, memoized, and per record with recency and prior).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from array import array
+from bisect import bisect_left
+from collections.abc import Generator, Mapping
+from operator import itemgetter
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..._record import Record
+from ..scoring import Accept, ReadView
+from . import knobs
+from .postings import _NO_NUMS, _TF_BITS, _TF_CAP, _Group, _lookup, _nums, _tfs
+
+if TYPE_CHECKING:
+    from .index import BM25Index
+    from .scorer import BM25Scorer
+
+__all__ = ["MaxScoreSearch"]
+
+#: One query term as a retrieve took it: (weight * idf, group numbers, frequencies, length).
+_Post = tuple[float, "array[int]", "array[int]", int]
+
+
+class _Exact:
+    """Exact scores for one retrieve: of a text (group) at the snapshot's statistics,
+    term by term in the query's order with the brute force's floating-point operations,
+    and of its records (recency, then prior). Memoized per group number."""
+
+    __slots__ = (
+        "accept",
+        "alpha",
+        "avgdl",
+        "b",
+        "exact",
+        "found",
+        "half_life",
+        "k1",
+        "lengths",
+        "limit",
+        "now",
+        "position",
+        "query",
+        "table",
+        "version",
+        "weighted",
+    )
+
+    def __init__(
+        self,
+        *,
+        scorer: BM25Scorer,
+        view: ReadView,
+        accept: Accept,
+        limit: int,
+        avgdl: float,
+        table: list[_Group | None],
+        lengths: Any,
+        query: list[_Post],
+        position: dict[int, int],
+    ) -> None:
+        self.k1, self.b = scorer.k1, scorer.b
+        self.version = view.version
+        self.accept = accept
+        self.limit = limit
+        self.avgdl = avgdl
+        self.table = table
+        self.lengths = lengths
+        self.query = query
+        self.position = position
+        self.half_life = scorer.half_life
+        self.alpha = scorer.relevance_prior
+        self.weighted = self.half_life is not None or bool(self.alpha)
+        self.now = scorer.clock() if self.half_life is not None else 0.0
+        #: Exact score by group number (:meth:`exact_of`).
+        self.exact: dict[int, float] = {}
+        #: Up to ``limit`` record scores by group number (:meth:`scores_in`).
+        self.found: dict[int, list[float]] = {}
+
+    def exact_scores(self, nums: Any) -> Any:
+        """BM25 of the groups ``nums`` (sorted), term by term in the query's order,
+        with the brute force's floating-point operations (so, bit for bit).
+        O(len(nums) * q log L), vectorised."""
+        k1, b = self.k1, self.b
+        norm = k1 * ((1.0 - b) + b * self.lengths[nums] / self.avgdl)
+        score = np.zeros(len(nums))
+        for wi, groups, tfs, count in self.query:
+            hit, tf = _lookup(groups, tfs, count, nums)
+            score[hit] += wi * (tf / (tf + norm[hit]))
+        return score
+
+    def exact_of(self, num: int) -> float:
+        """BM25 of group ``num`` as :meth:`exact_scores` computes it, for a few
+        groups (binary searches in the query's lists; memoized). O(T log q)."""
+        exact = self.exact
+        score = exact.get(num)
+        if score is None:
+            score = 0.0
+            group = self.table[num]
+            if group is not None:  # else purged: no record to score
+                k1, b = self.k1, self.b
+                norm = k1 * (1.0 - b + b * int(self.lengths[num]) / self.avgdl)
+                # The group's own terms and frequencies (no binary search unless a
+                # frequency is too high to pack), summed in the query's order.
+                get_position = self.position.get
+                hits = []
+                for t in group.terms:
+                    pos = get_position(t >> _TF_BITS)
+                    if pos is not None:
+                        hits.append((pos, t & _TF_CAP))
+                hits.sort()
+                query = self.query
+                for pos, tf in hits:
+                    wi, groups, tfs, count = query[pos]
+                    if tf == _TF_CAP:
+                        tf = tfs[bisect_left(groups, num, 0, count)]
+                    score += wi * (tf / (tf + norm))
+            exact[num] = score
+        return score
+
+    def weigh(self, score: float, rec: Record) -> float:
+        """A record's score from its text's: recency, then prior. O(1)."""
+        half_life, alpha = self.half_life, self.alpha
+        if half_life is not None:
+            score *= 0.5 ** (max(0.0, self.now - rec.entry.created_at.timestamp()) / half_life)
+        if alpha:
+            score *= (1.0 - alpha) + alpha * rec.entry.relevance
+        return score
+
+    def scores_in(self, num: int, score: float) -> list[float]:
+        """Exact scores of up to ``limit`` of the text's visible, accepted records,
+        best first (memoized). O(records of the text)."""
+        values = self.found.get(num)
+        if values is None:
+            group = self.table[num]
+            values = []
+            version, accept, limit = self.version, self.accept, self.limit
+            if group is not None:
+                if self.weighted:
+                    values = [
+                        self.weigh(score, rec)
+                        for rec in group.recs
+                        if rec.born <= version < rec.died and (accept is None or accept(rec))
+                    ]
+                    values.sort(reverse=True)
+                    del values[limit:]
+                else:
+                    count = 0
+                    for rec in group.recs:
+                        if rec.born <= version < rec.died and (accept is None or accept(rec)):
+                            count += 1
+                            if count == limit:
+                                break
+                    values = [score] * count
+            self.found[num] = values
+        return values
+
+    def kth_score(self, nums: Any) -> float:
+        """The k-th best exact score of the records of groups ``nums`` (-inf if fewer)."""
+        limit = self.limit
+        pairs = sorted(((self.exact_of(num), num) for num in nums.tolist()), reverse=True)
+        values: list[float] = []
+        for score, num in pairs:
+            values += self.scores_in(num, score)
+            if not self.weighted and len(values) >= limit:
+                break
+        if len(values) < limit:
+            return -math.inf
+        values.sort(reverse=True)
+        return values[limit - 1]
+
+
+class MaxScoreSearch:
+    """One top-k query over a :class:`~actormem._index.bm25.BM25Index` (reader side)."""
+
+    __slots__ = ("_index",)
+
+    def __init__(self, index: BM25Index) -> None:
+        self._index = index
+
+    def top_k_terms_steps(  # noqa: C901 - one algorithm, kept in one place
+        self, view: ReadView, weights: Mapping[str, float], limit: int, accept: Accept
+    ) -> Generator[None, None, list[tuple[float, Record]]]:
+        """``BM25Index.top_k_terms`` in slices: yields None after every bounded chunk
+        of work (at most ``knobs._CHUNK`` postings or candidates); the owner may write
+        in between. See ``BM25Index.top_k_terms`` for the arguments, result and
+        complexity."""
+        if limit <= 0:
+            return []
+        index = self._index
+        scorer = index.scorer
+        k1, b = scorer.k1, scorer.b
+        index_terms = index._terms
+        wanted = [t for t, w in weights.items() if w > 0 and t in index_terms]
+        if not wanted:
+            return []
+        n, total, dfs = index._statistics(view, wanted)
+        if n == 0 or total == 0:
+            return []
+        avgdl = total / n
+        a_part = k1 * (1.0 - b)
+        b_part = k1 * b / avgdl
+        up = 1.0 + knobs._SLACK
+        # Everything the owner may replace is taken once, here: the group table (only
+        # appended to; slots of groups no live snapshot sees become None), the length
+        # array (replaced on growth) and each term's arrays with their length.
+        table = index._table
+        lengths = index._lengths
+        size_g = len(table)
+        # The query in its own order, the summation order: (weight * idf, groups, tfs, n).
+        query: list[tuple[float, array[int], array[int], int]] = []
+        # (bound on the term's contribution, weight * idf, groups, tfs, n), for MaxScore.
+        order: list[tuple[float, float, array[int], array[int], int]] = []
+        position: dict[int, int] = {}  # a query term's place in `query`, by term number
+        # Cached maximum saturations are exact at their term's reference avgdl and at
+        # most avgdl / ref times too low at this one (see _Term.bound_steps).
+        # Every term's postings and their length are taken before the first yield (the
+        # bounds below may yield), so no list holds a group appended after `size_g`.
+        taken = []
+        for term in wanted:
+            df = dfs[term]
+            if df <= 0:
+                continue
+            obj = index_terms[term]
+            wi = weights[term] * math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+            taken.append((obj, (wi, obj.groups, obj.tfs, len(obj.groups))))
+        for obj, post in taken:
+            ref = obj.ref
+            if obj.seen == post[3] and ref and 1.0 / knobs._DRIFT <= avgdl / ref <= knobs._DRIFT:
+                bound = obj.top * (avgdl / ref if avgdl > ref else 1.0)  # cached, as is
+            else:  # the bound may take many postings to bring up to date: in slices
+                bound = yield from obj.bound_steps(
+                    a_part, k1 * b, avgdl, lengths, post[1], post[2], post[3]
+                )
+            position[obj.num] = len(query)
+            query.append(post)
+            order.append((post[0] * bound * up, *post))
+        if not query:
+            return []
+        order.sort(key=itemgetter(0), reverse=True)
+        # rest[i]: bound on the total contribution of the terms order[i:].
+        rest = [0.0] * (len(order) + 1)
+        for i in range(len(order) - 1, -1, -1):
+            rest[i] = rest[i + 1] + order[i][0]
+
+        ex = _Exact(
+            scorer=scorer,
+            view=view,
+            accept=accept,
+            limit=limit,
+            avgdl=avgdl,
+            table=table,
+            lengths=lengths,
+            query=query,
+            position=position,
+        )
+        weighted = ex.weighted
+        version = ex.version
+
+        # 1. Essential terms, the highest bounds first, accumulated into a dense array of
+        # partial scores by group number, until the remaining terms' bounds sum below
+        # theta, a lower bound on the k-th best score: the k-th best exact score among
+        # the records of the texts with the highest partial scores, kept in `top` (`tau`:
+        # the lowest partial score there).
+        # Borrowed from the pool (memory already paged in), viewed to `size_g` groups.
+        capacity = len(lengths)
+        acc_base = yield from index._scratch.take_steps(np.float64, size_g, capacity)
+        top_base = yield from index._scratch.take_steps(np.bool_, size_g, capacity)
+        acc, in_top = acc_base[:size_g], top_base[:size_g]
+        yield
+        yield
+        parts: list[Any] = []
+        theta = -math.inf
+        top: Any = np.zeros(0, np.intp)
+        tau = -math.inf
+        size = limit
+        done = 0
+        for _, wi, groups, tfs, count in order:
+            if rest[done] < theta:
+                break
+            changed = False
+            for start in range(0, count, knobs._CHUNK):
+                nums = _nums(groups, start, min(count, start + knobs._CHUNK))
+                tf = _tfs(tfs, start, min(count, start + knobs._CHUNK))
+                # before + wi * (tf / (tf + (a_part + b_part * dl))), in place.
+                after = lengths[nums] * b_part
+                after += a_part
+                after += tf
+                np.divide(tf, after, out=after)
+                after *= wi
+                after += acc[nums]
+                acc[nums] = after
+                parts.append(nums)
+                hot = nums[after > tau]
+                if len(hot):
+                    hot = hot[~in_top[hot]]  # groups already in `top` only rose
+                    in_top[top] = False
+                    pool = np.concatenate((top, hot))
+                    if len(pool) > size:
+                        pool = pool[np.argpartition(-acc[pool], size - 1)[:size]]
+                    top = pool
+                    in_top[top] = True
+                    tau = float(acc[top].min()) if len(top) == size else -math.inf
+                    changed = True
+                yield
+            done += 1
+            if changed:
+                while True:
+                    for i, num in enumerate([num for num in top.tolist() if num not in ex.exact]):
+                        ex.exact_of(num)  # memoized for kth_score
+                        if i % knobs._FEW_STEP == knobs._FEW_STEP - 1:
+                            yield
+                    kth = ex.kth_score(top)
+                    if kth > -math.inf or len(top) < size:  # then `top` holds every group
+                        break
+                    size *= 2  # too few visible, accepted records among them: look wider
+                    found_parts = []  # the `size` best of each window, in slices
+                    for lo in range(0, size_g, knobs._DENSE_CHUNK):
+                        window = acc[lo : lo + knobs._DENSE_CHUNK]
+                        nz = np.flatnonzero(window)
+                        if len(nz) > size:
+                            nz = nz[np.argpartition(-window[nz], size - 1)[:size]]
+                        found_parts.append(nz + lo)
+                        del window
+                        yield
+                    everything = np.concatenate(found_parts)
+                    in_top[top] = False
+                    top = everything[
+                        np.argpartition(-acc[everything], min(size, len(everything)) - 1)[:size]
+                    ]
+                    in_top[top] = True
+                    tau = float(acc[top].min()) if len(top) == size else -math.inf
+                if kth > theta:
+                    theta = kth
+                yield
+
+        sorted_parts = True
+        # 2. Candidates: the texts whose partial score plus the bounds of the other terms
+        # reaches theta. While they outnumber the postings of the next term over
+        # knobs._UPDATE_RATIO, that term is accumulated whole (cheaper than looking it up for
+        # each); then each other term, best bound first, is looked up for them (binary
+        # search in its sorted list), and those that can no longer reach theta are
+        # dropped (MaxScore).
+        while True:
+            # In slices of about 4 * knobs._CHUNK: at a million entries `parts` can be long.
+            kept, pieces, held = [], [], 0
+            for i, part in enumerate(parts):
+                for start in range(0, len(part), 4 * knobs._CHUNK):
+                    pieces.append(part[start : start + 4 * knobs._CHUNK])
+                    held += len(pieces[-1])
+                    if held >= 4 * knobs._CHUNK or i == len(parts) - 1:
+                        piece = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
+                        kept.append(piece[acc[piece] * up + rest[done] >= theta])
+                        pieces, held = [], 0
+                        yield
+            if pieces:  # an empty last part
+                piece = np.concatenate(pieces)
+                kept.append(piece[acc[piece] * up + rest[done] >= theta])
+            every = kept[0] if len(kept) == 1 else np.concatenate([*kept, _NO_NUMS])
+            if not (done < len(order) and order[done][4] * knobs._UPDATE_RATIO < len(every)):
+                break
+            _, wi, groups, tfs, count = order[done]
+            for start in range(0, count, knobs._CHUNK):
+                nums = _nums(groups, start, min(count, start + knobs._CHUNK))
+                tf = _tfs(tfs, start, min(count, start + knobs._CHUNK))
+                acc[nums] += wi * (tf / (tf + (a_part + b_part * lengths[nums])))
+                yield
+            parts = [every]  # the candidates only: distinct, maybe unsorted
+            sorted_parts = False
+            done += 1
+        if len(parts) == 1 and sorted_parts:  # one chunk of one list: sorted and distinct
+            cands = every
+        elif len(every) <= 2 * knobs._CHUNK:  # a short sort (a longer one would be one long step)
+            every.sort()
+            cands = every[np.concatenate(([True], every[1:] != every[:-1]))]
+        else:
+            # Distinct, sorted: through a dense mark (O(groups), no sort), in slices.
+            found_parts = []
+            for lo in range(0, size_g, knobs._DENSE_CHUNK):
+                window = acc[lo : lo + knobs._DENSE_CHUNK]
+                keep = window * up + rest[done] >= theta
+                keep &= window > 0.0
+                found_parts.append(np.flatnonzero(keep) + lo)
+                del window, keep
+                yield
+            cands = np.concatenate(found_parts)
+        if len(cands) <= 4 * knobs._CHUNK:
+            partial = acc[cands]
+        else:
+            partial = np.empty(len(cands))
+            for start in range(0, len(cands), 4 * knobs._CHUNK):
+                partial[start : start + 4 * knobs._CHUNK] = acc[
+                    cands[start : start + 4 * knobs._CHUNK]
+                ]
+                yield
+        # int32 from here: binary searches in the (int32) posting lists need no cast.
+        cands = cands.astype(np.int32)
+        yield
+        del acc, parts, in_top, every, kept
+        # At the capacity now: arrays of one the index has grown past are dropped.
+        index._scratch.give(acc_base, len(index._lengths))
+        index._scratch.give(top_base, len(index._lengths))
+        for j in range(done, len(order)):
+            if not len(cands):
+                break
+            _, wi, groups, tfs, count = order[j]
+            kept_cands, kept_partial = [], []
+            for start in range(0, len(cands), knobs._CHUNK):
+                chunk = cands[start : start + knobs._CHUNK]
+                part = partial[start : start + knobs._CHUNK]  # a view: ours to change
+                hit, tf = _lookup(groups, tfs, count, chunk)
+                part[hit] += wi * (tf / (tf + (a_part + b_part * lengths[chunk[hit]])))
+                keep = part * up + rest[j + 1] >= theta
+                kept_cands.append(chunk[keep])
+                kept_partial.append(part[keep])
+                yield
+            if len(kept_cands) == 1:
+                cands, partial = kept_cands[0], kept_partial[0]
+            else:
+                cands, partial = np.concatenate(kept_cands), np.concatenate(kept_partial)
+
+        # 3. The survivors, scored exactly, best first; their records enter a heap.
+        heap: list[tuple[float, int, Record]] = []  # (score, -seq, rec): worst on top
+        ranked: list[tuple[float, int]] = []
+        if len(cands) <= knobs._FEW:
+            for i, num in enumerate(cands.tolist()):
+                ranked.append((ex.exact_of(num), num))
+                if i % knobs._FEW_STEP == knobs._FEW_STEP - 1:
+                    yield
+        else:
+            for start in range(0, len(cands), max(1, knobs._CHUNK // 16)):
+                chunk = cands[start : start + max(1, knobs._CHUNK // 16)]
+                ranked += zip(ex.exact_scores(chunk).tolist(), chunk.tolist(), strict=True)
+                yield
+        ranked.sort(key=itemgetter(0), reverse=True)
+        steps = 0
+        for score, num in ranked:
+            steps += 1
+            if steps % knobs._CHUNK == 0:
+                yield
+            if len(heap) == limit and score * up < heap[0][0]:
+                break
+            group = table[num]
+            if group is None:
+                continue
+            if not weighted:
+                if len(heap) == limit and score < heap[0][0]:
+                    break
+                for rec in group.recs:  # by seq: later ones only tie or lose
+                    if len(heap) == limit:
+                        worst, worst_negseq, _ = heap[0]
+                        if score < worst or (score == worst and -rec.seq <= worst_negseq):
+                            break
+                    if rec.born <= version < rec.died and (accept is None or accept(rec)):
+                        if len(heap) < limit:
+                            heapq.heappush(heap, (score, -rec.seq, rec))
+                        else:
+                            heapq.heapreplace(heap, (score, -rec.seq, rec))
+                continue
+            for rec in group.recs:
+                if rec.born <= version < rec.died and (accept is None or accept(rec)):
+                    s = ex.weigh(score, rec)
+                    if len(heap) < limit:
+                        heapq.heappush(heap, (s, -rec.seq, rec))
+                    elif s > heap[0][0] or (s == heap[0][0] and -rec.seq > heap[0][1]):
+                        heapq.heapreplace(heap, (s, -rec.seq, rec))
+        heap.sort(key=lambda item: (-item[0], -item[1]))
+        return [(score, rec) for score, _, rec in heap]

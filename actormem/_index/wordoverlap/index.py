@@ -1,0 +1,259 @@
+"""The word-overlap index: the owner's side (posting-list storage and maintenance).
+
+The owner adds and purges records here; readers call ``top_k``/``top_k_steps``, which
+hand over to :class:`~.search.WordOverlapSearch` with the numbering current at their
+start. See the package documentation of :mod:`actormem._index.wordoverlap`.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections import deque
+from collections.abc import Generator, Iterable
+from functools import reduce
+from itertools import repeat
+from operator import or_
+from typing import cast
+
+import numpy as np
+
+from ..._record import Record
+from ..scoring import Accept, ReadView, drain
+from ..substring import SubstringVocab
+from . import knobs
+from .masks import _short_mask
+from .matchsets import MatchFinder
+from .numbering import _Group, _Numbering, _TagPostings, _tags, _text_of
+from .search import WordOverlapSearch
+
+__all__ = ["_WordOverlapIndex"]
+
+
+class _WordOverlapIndex:
+    """Owner-written, snapshot-read index for :class:`WordOverlapScorer`.
+
+    Memory per distinct text: a dict item and a slot in the group list, 16 bytes of
+    bounds, 4 bytes per distinct token in posting lists, a :class:`_Group` only for a
+    text stored more than once; plus the token vocabulary.
+    """
+
+    __slots__ = ("_e", "_search", "_tags", "_vocab")
+
+    def __init__(self, cache_min_postings: int) -> None:
+        self._e = _Numbering(64)
+        #: Tokens, each acquired once while its posting list has a live group number.
+        self._vocab = SubstringVocab()
+        self._tags = _TagPostings()  # lower-cased tag -> records
+        self._search = WordOverlapSearch(self._tags, MatchFinder(self._vocab, cache_min_postings))
+
+    # ------------------------------------------------------------------ owner side
+
+    def add(self, rec: Record) -> None:
+        """Index ``rec``. O(tokens of the text) for a new text (plus the vocabulary's
+        cost for new tokens), O(1) for a text already indexed."""
+        e = self._e
+        text = rec.entry.memory
+        rel = rec.entry.relevance
+        gid = e.groups.get(text)
+        if gid is None:
+            gid = e.n
+            if gid == len(e.maxrel):
+                e.grow()
+            e.maxrel[gid] = rel
+            e.minseq[gid] = rec.seq
+            e.groups[text] = gid
+            e.glist.append(rec)
+            low = text.lower()
+            e.recent[gid % knobs._SCAN_NEW] = low
+            e.n = gid + 1
+            post = e.post
+            toks = set(low.split())
+            lists = list(map(post.get, toks))
+            if None in lists:
+                acquire = self._vocab.acquire
+                for tok, lst in zip(toks, lists, strict=True):
+                    if lst is None:
+                        acquire(tok)
+                        post[tok] = array("i", (gid,))
+                    else:
+                        lst.append(gid)
+            else:
+                appends = map(array.append, cast("list[array[int]]", lists), repeat(gid))
+                deque(appends, maxlen=0)  # the appends, run in C
+            pending = e.pending
+            pending.append(low)
+            if len(pending) >= knobs._MASK_BATCH:
+                e.fill_masks()
+        else:
+            if rel > e.maxrel[gid]:
+                e.maxrel[gid] = rel
+            if rec.seq < e.minseq[gid]:
+                e.minseq[gid] = rec.seq
+            item = e.glist[gid]
+            if type(item) is _Group:
+                item.recs.append(rec)
+                item.unpurged += 1
+            else:
+                assert isinstance(item, Record)
+                e.glist[gid] = _Group(text, [item, rec])
+        if rec.entry.tags:
+            self._tags.add(_tags(rec), rec)
+
+    def retire(self, rec: Record) -> None:
+        """Nothing to do: older snapshots still read ``rec`` through the postings."""
+
+    def purge(self, rec: Record) -> None:
+        """Drop ``rec``. O(1), or O(tokens) when its text leaves; amortized O(1) per
+        posting for the compactions."""
+        e = self._e
+        text = rec.entry.memory
+        gid = e.groups[text]
+        glist = e.glist
+        group = glist[gid]
+        if type(group) is _Group:
+            group.unpurged -= 1
+            gone = group.unpurged == 0
+        else:
+            assert group is rec
+            gone = True
+        if gone:
+            del e.groups[text]
+            glist[gid] = None
+            e.dead += 1
+            post, pdead = e.post, e.pdead
+            for tok in set(text.lower().split()):
+                d = pdead.get(tok, 0) + 1
+                lst = post[tok]
+                if d == len(lst):
+                    del post[tok]
+                    pdead.pop(tok, None)
+                    self._vocab.release(tok)
+                elif 2 * d > len(lst):
+                    post[tok] = array("i", [g for g in lst if glist[g] is not None])
+                    pdead.pop(tok, None)
+                else:
+                    pdead[tok] = d
+            if e.dead >= knobs._RENUMBER_MIN and 2 * e.dead > e.n:
+                self._renumber()
+        else:
+            assert type(group) is _Group
+            group.dead += 1
+            if 2 * group.dead > len(group.recs):
+                group.recs = [r for r in group.recs if not r.purged]
+                group.dead = 0
+        if rec.entry.tags:
+            self._tags.purge(_tags(rec))
+
+    def _renumber(self) -> None:
+        """Number the live groups 0, 1, ... in their old order, in a new
+        :class:`_Numbering` (new group objects sharing the record lists; posting lists
+        remapped with numpy; cached match sets dropped). Readers of the old one keep it.
+        O(G + T) vectorised, plus O(T) Python steps, for G group numbers and T tokens;
+        runs when half the numbers are purged, so amortized O(1 + T/G) per purge."""
+        old = self._e
+        old.fill_masks()
+        live_ids = [gid for gid, g in enumerate(old.glist) if g is not None]
+        size = len(live_ids)
+        e = _Numbering(max(64, 1 << (2 * size).bit_length()))
+        old_ids = np.array(live_ids, np.int64)
+        remap = np.full(old.n, -1, np.int32)
+        remap[old_ids] = np.arange(size, dtype=np.int32)
+        e.maxrel[:size] = old.maxrel[old_ids]
+        e.minseq[:size] = old.minseq[old_ids]
+        e.masks[0][:size] = old.masks[0][old_ids]
+        e.masks[1][:size] = old.masks[1][old_ids]
+        texts: list[str] = []
+        for old_gid in live_ids:
+            item = old.glist[old_gid]
+            assert item is not None
+            if type(item) is _Group:
+                copy = _Group(item.text, item.recs)  # the readers of `old` keep theirs
+                copy.unpurged, copy.dead = item.unpurged, item.dead
+                item = copy
+            e.groups[_text_of(item)] = len(e.glist)
+            e.glist.append(item)
+            texts.append(_text_of(item))
+        e.n = e.masked = size
+        for gid in range(max(0, size - knobs._SCAN_NEW), size):
+            e.recent[gid % knobs._SCAN_NEW] = texts[gid].lower()
+        for tok, lst in old.post.items():
+            ids = remap[np.frombuffer(lst, np.int32)]
+            kept = array("i")
+            kept.frombytes(ids[ids >= 0].tobytes())
+            e.post[tok] = kept
+        self._e = e
+
+    # ------------------------------------------------------------------ reader side
+
+    def top_k(
+        self, view: ReadView, query: str, limit: int, accept: Accept
+    ) -> list[tuple[float, Record]]:
+        result: list[tuple[float, Record]] = drain(self.top_k_steps(view, query, limit, accept))
+        return result
+
+    def top_k_steps(
+        self, view: ReadView, query: str, limit: int, accept: Accept
+    ) -> Generator[None, None, list[tuple[float, Record]]]:
+        """:meth:`top_k`, yielding after every bounded chunk of work (see
+        :meth:`WordOverlapSearch.top_k_steps`). Writes between the yields do not change
+        the result: the numbering is taken at the first step and kept."""
+        return (yield from self._search.top_k_steps(self._e, view, query, limit, accept))
+
+    def _check(self, live: Iterable[Record]) -> None:
+        e = self._e
+        by_text: dict[str, list[Record]] = {}
+        tags: dict[str, list[Record]] = {}
+        for rec in live:
+            assert not rec.purged
+            by_text.setdefault(rec.entry.memory, []).append(rec)
+            for t in _tags(rec):
+                tags.setdefault(t, []).append(rec)
+        assert set(e.groups) == set(by_text)
+        assert len(e.glist) == e.n <= len(e.maxrel) == len(e.minseq)
+        assert sum(g is not None for g in e.glist) == len(e.groups) == e.n - e.dead
+        assert not (e.dead >= knobs._RENUMBER_MIN and 2 * e.dead > e.n)
+        words: dict[str, list[int]] = {}
+        for text, recs in by_text.items():
+            gid = e.groups[text]
+            item = e.glist[gid]
+            assert item is not None
+            assert _text_of(item) == text
+            if type(item) is _Group:
+                alive = [r for r in item.recs if not r.purged]
+                assert item.unpurged == len(recs)
+                assert item.dead == len(item.recs) - len(alive)
+                assert 2 * item.dead <= len(item.recs)
+            else:
+                alive = [item]  # type: ignore[list-item]
+            assert sorted(map(id, alive)) == sorted(map(id, recs)), text
+            assert all(r.entry.relevance <= e.maxrel[gid] for r in recs)
+            assert all(r.seq >= e.minseq[gid] for r in recs)
+            if gid >= e.n - knobs._SCAN_NEW:
+                assert e.recent[gid % knobs._SCAN_NEW] == text.lower()
+            if gid < e.masked:
+                mask = reduce(or_, map(_short_mask, text.lower().split()), 0)
+                assert int(e.masks[0][gid]) | int(e.masks[1][gid]) << 64 == mask, text
+            for t in set(text.lower().split()):
+                words.setdefault(t, []).append(gid)
+        self._vocab._check(words)
+        assert set(e.post) == set(words)
+        for t, gids in words.items():
+            lst = e.post[t]
+            assert list(lst) == sorted(lst), t
+            alive_gids = [g for g in lst if e.glist[g] is not None]
+            assert alive_gids == sorted(gids), t
+            assert len(lst) - len(alive_gids) == e.pdead.get(t, 0), t
+            assert 2 * (len(lst) - len(alive_gids)) <= len(lst), t
+        assert set(e.pdead) <= set(e.post)
+        assert e.n - knobs._MASK_BATCH < e.masked <= e.n
+        assert len(e.pending) == e.n - e.masked
+        for item, low in zip(e.glist[e.masked :], e.pending, strict=True):
+            assert item is None or _text_of(item).lower() == low
+        self._tags._check(tags)
+        e.cache._check()
+        for w, (upto, dense, data) in e.cache.entries.items():
+            got = set(np.flatnonzero(data).tolist() if dense else data.tolist())
+            for g in range(upto):
+                grp = e.glist[g]
+                if grp is not None:
+                    assert (g in got) == (w in _text_of(grp).lower()), (w, g)

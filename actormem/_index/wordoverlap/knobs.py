@@ -1,0 +1,35 @@
+"""Tuning constants of the word-overlap index: speed and memory only, never results.
+
+Tests lower them (``monkeypatch.setattr(knobs, "_STEP", 1)``) to make every slicing and
+compaction path run on small inputs; the modules read them as ``knobs._NAME`` at call
+time so that such a patch reaches every user.
+"""
+
+from __future__ import annotations
+
+#: Bytes of cached word match sets kept across retrieves (least recently used dropped).
+_CACHE_BYTES = 64 << 20
+#: A cached match set is extended by testing the texts of up to this many new groups;
+#: beyond that it is rebuilt from the posting lists.
+_SCAN_NEW = 4096
+#: A match set is kept as one byte per group when it holds at least 1/_DENSE of them.
+_DENSE = 16
+#: Python-level work items (groups, records, lists) between two yields of ``top_k_steps``.
+_STEP = 128
+#: Array elements one vectorised operation of ``top_k_steps`` touches between two yields.
+_CHUNK = 1 << 15
+#: Groups of one count whose bounds are sorted out between two yields.
+_VISIT = 1 << 13
+#: Postings joined and scattered into a match set between two yields (random writes).
+_JOIN = 1 << 13
+#: The owner renumbers the groups once this many numbers, and over half, are purged.
+_RENUMBER_MIN = 4096
+#: Records of the relevance walk between two yields.
+_WALK_STEP = 128
+#: Scratch count arrays kept per dtype for later retrieves (avoids page faults).
+_POOL = 64
+#: Groups whose masks the owner computes at once (``_Numbering.fill_masks``); fewer
+#: are pending at any time. A retrieve that reads the masks first computes the pending
+#: ones, ``_MASK_STEP`` between two yields (about 3 us each).
+_MASK_BATCH = 128
+_MASK_STEP = 32

@@ -1,0 +1,269 @@
+"""A query word's match set: the group numbers whose text contains the word.
+
+:class:`MatchFinder` finds it from the token vocabulary and posting lists (the union of
+the lists of the tokens containing the word, joined in C as one numpy array), or, for a
+short word, from the per-text masks; :class:`MatchCache` keeps the sets of words with
+long postings across retrieves (one byte per group when dense, else sorted group
+numbers), each extended for the groups added since by testing ``word in text`` or from
+the masks, so a repeated common word costs one vectorised add.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..scoring import zeroed_steps
+from ..substring import SubstringVocab
+from . import knobs, masks
+
+if TYPE_CHECKING:
+    from .numbering import _Numbering
+
+__all__ = ["MatchCache", "MatchFinder"]
+
+# What :meth:`MatchFinder.match_steps` returns: the kind of a word's match set.
+_NONE, _DENSE_SET, _SPARSE_SET = range(3)
+
+
+class MatchCache:
+    """Match sets of query words for one numbering, least recently used dropped past
+    ``knobs._CACHE_BYTES``. Readers write it (each call is atomic between yields)."""
+
+    __slots__ = ("entries", "nbytes")
+
+    def __init__(self) -> None:
+        #: word -> (groups covered, dense?, byte per group or group numbers).
+        self.entries: dict[str, tuple[int, bool, np.ndarray[Any, Any]]] = {}
+        self.nbytes = 0
+
+    def get(self, w: str) -> tuple[int, bool, np.ndarray[Any, Any]] | None:
+        """The cached set of ``w``, marked most recently used, or None. O(1)."""
+        entries = self.entries
+        hit = entries.pop(w, None)
+        if hit is not None:
+            entries[w] = hit  # most recently used last
+        return hit
+
+    def remember(self, w: str, n: int, dense: bool, data: np.ndarray[Any, Any]) -> None:
+        """Keep ``data``, the match set of ``w`` for the groups below ``n``, unless a
+        set for more groups is cached already. Amortized O(1)."""
+        cache = self.entries
+        old = cache.pop(w, None)
+        if old is not None:
+            if old[0] > n:
+                cache[w] = old  # a later retrieve knows more
+                return
+            self.nbytes -= old[2].nbytes
+        cache[w] = (n, dense, data)
+        self.nbytes += data.nbytes
+        while self.nbytes > knobs._CACHE_BYTES and len(cache) > 1:
+            oldest = next(iter(cache))
+            self.nbytes -= cache.pop(oldest)[2].nbytes
+
+    def _check(self) -> None:
+        assert self.nbytes == sum(d.nbytes for _, _, d in self.entries.values())
+
+
+class MatchFinder:
+    """Finds match sets (reader side; shares the owner's token vocabulary).
+
+    Args:
+        vocab: The tokens of the indexed texts (the owner's, read between its writes).
+        cache_min: Postings from which a word's set is cached (``essential_budget``).
+    """
+
+    __slots__ = ("_cache_min", "_vocab")
+
+    def __init__(self, vocab: SubstringVocab, cache_min: int) -> None:
+        self._vocab = vocab
+        self._cache_min = cache_min
+
+    def match_steps(self, e: _Numbering, w: str, n: int) -> Generator[None, None, tuple[int, Any]]:
+        """The groups numbered below ``n`` whose text contains ``w``, as one of
+        ``(_NONE, None)``; ``(_DENSE_SET, a byte per group)`` (read ``[:n]``);
+        ``(_SPARSE_SET, group numbers)`` (unsorted, possibly repeated or ``>= n``).
+        May include purged groups. O(groups added since) for a cached word; else O(n)
+        vectorised for a :data:`~.masks._SHORT` word (from the masks), O(postings of the tokens
+        containing ``w``) for another; all in bounded steps."""
+        bit = masks._SHORT_BIT.get(w)
+        hit = e.cache.get(w)
+        if hit is not None:
+            upto, dense, data = hit
+            if upto >= n:
+                return (_DENSE_SET if dense else _SPARSE_SET), data
+            if bit is not None:
+                dense, ext = yield from self._short_set(e, w, bit, n, upto, dense, data)
+                return (_DENSE_SET if dense else _SPARSE_SET), ext
+            if n - upto <= knobs._SCAN_NEW:
+                extended = yield from self._extend(e, w, n, hit)
+                if extended is not None:
+                    return (_DENSE_SET if dense else _SPARSE_SET), extended
+        if bit is not None:
+            dense, found = yield from self._short_set(e, w, bit, n, 0, False, None)
+            return (_DENSE_SET if dense else _SPARSE_SET), found
+        ids = yield from self._vocab.lookup_steps(w)
+        item_of = self._vocab.item_of
+        post = e.post
+        lists: list[array[int]] = []
+        # Each list's length when read: any prefix holds every group below `n` (the
+        # owner only appends newer numbers, dropped below). Counted as read, per step:
+        # at 1M a common substring has ~10^5 lists, and one pass over them was 2 ms.
+        lens: list[int] = []
+        total = 0
+        end = len(ids)  # `ids` may be a gram list the owner appends to
+        for start in range(0, end, knobs._STEP):
+            toks = filter(None, map(item_of, ids[start : min(end, start + knobs._STEP)]))
+            got = list(filter(None, map(post.get, toks)))
+            got_lens = list(map(len, got))
+            lists += got
+            lens += got_lens
+            total += sum(got_lens)
+            yield
+        if not lists:
+            return _NONE, None
+        dense = total * knobs._DENSE >= n
+        out: np.ndarray[Any, Any]
+        parts: list[np.ndarray[Any, Any]] = []
+        if dense:  # room to extend in place; paged in before the random writes below
+            out = yield from zeroed_steps(n + n // 4, np.uint8)
+        slices: list[array[int]] = []
+        size = 0
+        for k, (lst, length) in enumerate(zip(lists, lens, strict=True)):
+            for start in range(0, length, knobs._JOIN):
+                # A long list is read in slices (copies); newer numbers are dropped below.
+                piece = lst if length <= knobs._JOIN else lst[start : start + knobs._JOIN]
+                slices.append(piece)
+                size += len(piece)
+                if (
+                    size < knobs._JOIN
+                    and len(slices) < knobs._STEP // 2
+                    and (k + 1 < len(lists) or start + knobs._JOIN < length)
+                ):
+                    continue
+                gids = np.frombuffer(b"".join(slices), np.int32)
+                gids = gids[gids < n]
+                if dense:
+                    out[gids] = 1
+                else:
+                    parts.append(gids)
+                slices, size = [], 0
+                yield
+        if not dense:
+            out = np.concatenate(parts) if len(parts) != 1 else parts[0]
+        if total >= self._cache_min:
+            e.cache.remember(w, n, dense, out)
+        return (_DENSE_SET if dense else _SPARSE_SET), out
+
+    def _short_set(
+        self,
+        e: _Numbering,
+        w: str,
+        bit: int,
+        n: int,
+        upto: int,
+        dense: bool,
+        data: np.ndarray[Any, Any] | None,
+    ) -> Generator[None, None, tuple[bool, np.ndarray[Any, Any]]]:
+        """``(dense?, set)``: the match set of the :data:`~.masks._SHORT` word ``w`` (mask bit
+        ``bit``) below ``n``, from the masks: with ``data`` (a cached set for groups
+        below ``upto``) that set extended, else new (a new set is returned sparse, as
+        group numbers, and remembered dense or sparse). O(n - upto) vectorised, in
+        chunks, after computing the pending masks below ``n`` (the owner's work)."""
+        while e.masked < n:
+            e.fill_masks(knobs._MASK_STEP)
+            yield
+        masks = e.masks[bit >> 6]
+        one = np.uint64(1 << (bit & 63))
+        if data is None:
+            out = np.zeros(n + n // 4, np.uint8)  # room to extend in place
+            hits = 0
+            # The set's group numbers, collected while it may still turn out sparse
+            # (one flatnonzero over all n at the end was a ~2 ms step at 1M).
+            parts: list[np.ndarray[Any, Any]] | None = []
+            for start in range(0, n, knobs._CHUNK):
+                stop = min(n, start + knobs._CHUNK)
+                part = (masks[start:stop] & one) != 0
+                out[start:stop] = part
+                got = int(np.count_nonzero(part))
+                hits += got
+                if parts is not None:
+                    if hits * knobs._DENSE >= n:
+                        parts = None  # dense whatever follows
+                    elif got:
+                        gids = np.flatnonzero(part)
+                        gids += start
+                        parts.append(gids.astype(np.int32))
+                yield
+            if parts is None:
+                if hits >= self._cache_min:
+                    e.cache.remember(w, n, True, out)
+                return True, out
+            gids = np.concatenate(parts) if parts else np.zeros(0, np.int32)
+            if hits >= self._cache_min:
+                e.cache.remember(w, n, False, gids)
+            return False, gids
+        new: list[np.ndarray[Any, Any]] = []
+        for start in range(upto, n, knobs._CHUNK):
+            stop = min(n, start + knobs._CHUNK)
+            found = np.flatnonzero((masks[start:stop] & one) != 0)
+            found += start
+            new.append(found.astype(np.int32))
+            yield
+        added = np.concatenate(new) if new else np.zeros(0, np.int32)
+        ext = yield from self._put_and_remember(e, w, n, upto, dense, data, added)
+        return dense, ext
+
+    def _extend(
+        self, e: _Numbering, w: str, n: int, hit: tuple[int, bool, np.ndarray[Any, Any]]
+    ) -> Generator[None, None, np.ndarray[Any, Any] | None]:
+        """``hit``, a cached match set ``(upto, dense, data)`` of ``w`` for the groups
+        below ``upto``, extended to ``n`` by testing the recent texts, and remembered;
+        None if the owner overwrote texts this needed meanwhile. A dense set is written in
+        place when it has room (readers of it read below their own ``n``, and every writer
+        writes the same truth).
+        O(n - upto) Python steps, plus O(upto) copied in chunks when a dense set grows."""
+        upto, dense, data = hit
+        recent = e.recent
+        new: list[int] = []
+        for start in range(upto, n, knobs._STEP):
+            if e.n - knobs._SCAN_NEW > start:
+                return None  # the owner has overwritten the texts to read
+            for g in range(start, min(n, start + knobs._STEP)):
+                if w in recent[g % knobs._SCAN_NEW]:
+                    new.append(g)
+            yield
+        return (yield from self._put_and_remember(e, w, n, upto, dense, data, new))
+
+    def _put_and_remember(
+        self,
+        e: _Numbering,
+        w: str,
+        n: int,
+        upto: int,
+        dense: bool,
+        data: np.ndarray[Any, Any],
+        added: Any,
+    ) -> Generator[None, None, np.ndarray[Any, Any]]:
+        """``data``, the cached match set of ``w`` below ``upto``, with the group numbers
+        ``added`` (all in ``[upto, n)``) put in, remembered for ``n``, and returned. A
+        dense set full up is copied into one half as large again, in chunks; a sparse
+        one is concatenated. O(len(added)), plus O(upto) when a dense set grows."""
+        ext: np.ndarray[Any, Any]
+        if dense:
+            if len(data) >= n:
+                ext = data
+            else:
+                ext = np.zeros(n + n // 2, np.uint8)
+                for start in range(0, upto, 4 * knobs._CHUNK):
+                    stop = min(upto, start + 4 * knobs._CHUNK)
+                    ext[start:stop] = data[start:stop]
+                    yield
+            ext[added] = 1
+        else:
+            ext = np.concatenate((data, np.asarray(added, np.int32)))
+        e.cache.remember(w, n, dense, ext)
+        return ext

@@ -1,0 +1,193 @@
+"""The word-overlap index's storage: what depends on the group numbers, and the tags.
+
+A *group* is one distinct text and the record versions that carry it (a bare
+:class:`~actormem._record.Record` while there is one). :class:`_Numbering` holds, per
+group number, the group, the bounds (largest relevance, smallest seq), the short-word
+masks, and per token the posting list of group numbers; the owner replaces it whole when
+it renumbers, so a reader keeps the one it took at its start. :class:`_TagPostings`
+holds the records per lower-cased tag (tags are few and not renumbered).
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Generator, Iterable
+
+import numpy as np
+
+from ..._record import Record
+from ..scoring import ScratchPool
+from ..substring import SubstringVocab
+from . import knobs
+from .masks import _text_masks
+from .matchsets import MatchCache
+
+
+def _tags(rec: Record) -> set[str]:
+    return {t.lower() for t in rec.entry.tags}
+
+
+class _TagPostings:
+    """Tag vocabulary plus one posting list of records per lower-cased tag."""
+
+    __slots__ = ("dead", "lists", "vocab")
+
+    def __init__(self) -> None:
+        self.vocab = SubstringVocab()
+        self.lists: dict[int, list[Record]] = {}
+        self.dead: dict[int, int] = {}
+
+    def add(self, items: Iterable[str], rec: Record) -> None:
+        lists = self.lists
+        for item in items:
+            iid = self.vocab.acquire(item)
+            lst = lists.get(iid)
+            if lst is None:
+                lists[iid] = [rec]
+            else:
+                lst.append(rec)
+
+    def purge(self, items: Iterable[str]) -> None:
+        """``rec.purged`` is already True for the record that held ``items``."""
+        lists, dead = self.lists, self.dead
+        for item in items:
+            iid = self.vocab.id_of(item)
+            assert iid is not None
+            if self.vocab.release(item):
+                del lists[iid]
+                dead.pop(iid, None)
+                continue
+            d = dead.get(iid, 0) + 1
+            lst = lists[iid]
+            if 2 * d > len(lst):
+                lists[iid] = [r for r in lst if not r.purged]
+                dead.pop(iid, None)
+            else:
+                dead[iid] = d
+
+    def matching_steps(self, word: str) -> Generator[None, None, list[list[Record]]]:
+        """The posting lists of the items containing ``word`` (lists the owner may append
+        invisible records to). O(candidates), in bounded steps."""
+        ids = yield from self.vocab.lookup_steps(word)
+        out: list[list[Record]] = []
+        get = self.lists.get
+        for start in range(0, len(ids), knobs._STEP * 4):
+            out.extend(filter(None, map(get, ids[start : start + knobs._STEP * 4])))
+            yield
+        return out
+
+    def _check(self, expected: dict[str, list[Record]]) -> None:
+        self.vocab._check()
+        assert set(self.lists) == {self.vocab.id_of(t) for t in expected}
+        for item, recs in expected.items():
+            iid = self.vocab.id_of(item)
+            assert iid is not None
+            lst = self.lists[iid]
+            alive = [r for r in lst if not r.purged]
+            assert sorted(map(id, alive)) == sorted(map(id, recs)), item
+            assert len(lst) - len(alive) == self.dead.get(iid, 0)
+
+
+class _Group:
+    """Two or more unpurged record versions with the same text (one version is kept
+    bare, as its :class:`~actormem._record.Record`, without a group object).
+
+    ``recs`` is append-only for readers; purged records leave it lazily (the list is
+    replaced when half of it is purged).
+    """
+
+    __slots__ = ("dead", "recs", "text", "unpurged")
+
+    def __init__(self, text: str, recs: list[Record]) -> None:
+        self.text = text
+        self.recs = recs
+        self.unpurged = len(recs)
+        self.dead = 0
+
+
+def _text_of(item: Record | _Group) -> str:
+    return item.text if type(item) is _Group else item.entry.memory  # type: ignore[union-attr]
+
+
+class _Numbering:
+    """Everything that depends on the group numbers; replaced whole when the owner
+    renumbers (see ``_WordOverlapIndex._renumber``), so a reader that took it at
+    its start keeps a consistent set. Only the owner writes it, and only the newest."""
+
+    __slots__ = (
+        "cache",
+        "dead",
+        "glist",
+        "groups",
+        "masked",
+        "masks",
+        "maxrel",
+        "minseq",
+        "n",
+        "pdead",
+        "pending",
+        "post",
+        "recent",
+        "scratch",
+    )
+
+    def __init__(self, capacity: int) -> None:
+        self.groups: dict[str, int] = {}  # text -> its group number
+        #: Group number -> its record (one version) or :class:`_Group` (several), or
+        #: None once it is purged (numbers are not reused until a renumbering).
+        self.glist: list[Record | _Group | None] = []
+        self.n = 0  # group numbers handed out
+        self.dead = 0  # purged group numbers
+        #: Per group number: the largest relevance and the smallest seq of its records
+        #: ever added (bounds; replaced, not resized, on growth).
+        self.maxrel = np.zeros(capacity, np.float64)
+        self.minseq = np.zeros(capacity, np.int64)
+        #: Per group number below ``masked``, the :data:`_SHORT` words its text
+        #: contains (bits 0-63 in ``masks[0]``, 64-127 in ``masks[1]``); those of the
+        #: fewer than ``knobs._MASK_BATCH`` numbers from ``masked`` to ``n`` are pending,
+        #: their lower-cased texts in ``pending``.
+        self.masks = (np.zeros(capacity, np.uint64), np.zeros(capacity, np.uint64))
+        self.masked = 0
+        self.pending: list[str] = []
+        #: Token -> group numbers, ascending (appended in order; compaction keeps order).
+        self.post: dict[str, array[int]] = {}
+        self.pdead: dict[str, int] = {}  # token -> purged group numbers in its list
+        #: Lower-cased text of group number ``g`` at ``g % _SCAN_NEW``, for the last
+        #: ``knobs._SCAN_NEW`` numbers: what extending a cached match set reads.
+        self.recent: list[str] = [""] * knobs._SCAN_NEW
+        #: Cached match sets of query words, for these numbers.
+        self.cache = MatchCache()
+        #: Spare count arrays of the current capacity (see ``search``).
+        self.scratch = ScratchPool(knobs._POOL)
+
+    def grow(self) -> None:
+        """Double the arrays' capacity (new arrays: readers keep the old ones). O(n)."""
+        cap = 2 * len(self.maxrel)
+        n = self.n
+        maxrel = np.zeros(cap, np.float64)
+        minseq = np.zeros(cap, np.int64)
+        maxrel[:n] = self.maxrel[:n]
+        minseq[:n] = self.minseq[:n]
+        lo, hi = np.zeros(cap, np.uint64), np.zeros(cap, np.uint64)
+        lo[:n], hi[:n] = self.masks[0][:n], self.masks[1][:n]
+        self.maxrel, self.minseq, self.masks = maxrel, minseq, (lo, hi)
+        self.scratch.clear()
+
+    def fill_masks(self, most: int | None = None) -> None:
+        """Compute the pending masks (numbers ``masked`` to ``n``), or the first
+        ``most`` of them. Writes only numbers no reader reads from the masks yet (the
+        owner and readers both call it; each call is atomic). O(their text length),
+        vectorised."""
+        pending = self.pending
+        if not pending:
+            return
+        if most is not None and most < len(pending):
+            texts, self.pending = pending[:most], pending[most:]
+        else:
+            texts, self.pending = pending, []
+        start = self.masked
+        stop = start + len(texts)
+        lo, hi = _text_masks(texts)
+        self.masks[0][start:stop] = lo
+        self.masks[1][start:stop] = hi
+        self.masked = stop

@@ -1,0 +1,327 @@
+"""The word-overlap index's reader: top-k over one numbering, in bounded steps.
+
+Counts, for every group number at once, how many query words its text contains (a
+numpy count array from the pool, one vectorised add per word's match set), then visits
+the groups by matched count, highest first, scoring exactly only those whose bound can
+still enter the top ``limit``; last the entries that match no word, in descending
+relevance. See the package documentation of :mod:`actormem._index.wordoverlap`.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Generator
+from typing import Any
+
+import numpy as np
+
+from ..._record import Record
+from ..scoring import Accept, ReadView
+from . import knobs
+from .formula import combine_word_overlap
+from .matchsets import _DENSE_SET, _NONE, _SPARSE_SET, MatchFinder
+from .numbering import _Group, _Numbering, _TagPostings
+
+__all__ = ["WordOverlapSearch"]
+
+
+class WordOverlapSearch:
+    """Top-k for a word-overlap index (reader side: runs in the reader's task).
+
+    Args:
+        tags: The index's tag postings (the owner's).
+        finder: Finds the query words' match sets.
+    """
+
+    __slots__ = ("_finder", "_tags")
+
+    def __init__(self, tags: _TagPostings, finder: MatchFinder) -> None:
+        self._tags = tags
+        self._finder = finder
+
+    @staticmethod
+    def _take(e: _Numbering, dtype: Any, n: int) -> Generator[None, None, np.ndarray[Any, Any]]:
+        """A zeroed array of at least ``n`` elements of ``dtype`` from the numbering's
+        :class:`~actormem._index.scoring.ScratchPool`. Give it back with :meth:`_give`. O(n)
+        in steps."""
+        return (yield from e.scratch.take_steps(dtype, n, len(e.maxrel)))
+
+    @staticmethod
+    def _give(e: _Numbering, arr: np.ndarray[Any, Any]) -> None:
+        e.scratch.give(arr, len(e.maxrel))
+
+    @staticmethod
+    def _add_counts(
+        counts: np.ndarray[Any, Any],
+        kind: int,
+        data: Any,
+        n: int,
+        m: int,
+        mark: np.ndarray[Any, Any] | None,
+        word: int,
+    ) -> Generator[None, None, None]:
+        """Add ``m`` to ``counts[g]`` once for every group ``g < n`` of a match set
+        from :meth:`MatchFinder.match_steps`. ``mark`` (a per-group word number, needed
+        only for a sparse set over ``_CHUNK`` numbers) removes the repeats across
+        chunks. O(n) or O(set) in chunks of ``_CHUNK``."""
+        dt = counts.dtype.type
+        if kind == _DENSE_SET:
+            for start in range(0, n, knobs._CHUNK):
+                stop = min(n, start + knobs._CHUNK)
+                part = data[start:stop]
+                counts[start:stop] += part if m == 1 else part * dt(m)
+                yield
+        elif len(data) <= knobs._CHUNK:
+            counts[data[data < n]] += dt(m)  # a repeated number is counted once
+        else:
+            assert mark is not None
+            for start in range(0, len(data), knobs._JOIN):  # random writes: knobs._JOIN at a time
+                gids = data[start : start + knobs._JOIN]
+                gids = gids[gids < n]
+                gids = gids[mark[gids] != word]
+                mark[gids] = word
+                counts[gids] += dt(m)
+                yield
+
+    @staticmethod
+    def _visit(
+        idx: np.ndarray[Any, Any],
+        part: float,
+        maxrel: np.ndarray[Any, Any],
+        minseq: np.ndarray[Any, Any],
+        glist: list[Record | _Group | None],
+        heap: list[tuple[float, int, Record]],
+        limit: int,
+        push: Any,
+        admitted: Any,
+        tagged: set[Record],
+        progress: list[int],
+    ) -> Generator[None, None, None]:
+        """Score the records of groups ``idx`` (all of one matched count, whose score
+        part is ``part``) into ``heap`` while they can enter: the best ``limit`` groups
+        by (bound, smallest seq) first, picked with ``numpy.partition``, then ever
+        larger batches. ``progress[0]`` counts Python iterations, for a yield every
+        ``_STEP``."""
+        if len(idx) > knobs._VISIT:
+            # In parts (any order is exact: each part stops only where it can't enter).
+            for start in range(0, len(idx), knobs._VISIT):
+                yield from WordOverlapSearch._visit(
+                    idx[start : start + knobs._VISIT],
+                    part,
+                    maxrel,
+                    minseq,
+                    glist,
+                    heap,
+                    limit,
+                    push,
+                    admitted,
+                    tagged,
+                    progress,
+                )
+            return
+        # combine_word_overlap(maxrel, count, n_words, False), term by term.
+        bounds = ((0.5 * maxrel[idx] + part) + 0.0) + 0.1
+        seqs = minseq[idx]
+        if len(heap) == limit:
+            kth, kth_seq = heap[0][0], -heap[0][1]
+            keep = (bounds > kth) | ((bounds == kth) & (seqs < kth_seq))
+            if not keep.all():
+                idx, bounds, seqs = idx[keep], bounds[keep], seqs[keep]
+        if not len(idx):
+            return
+        uniform = bool(bounds.min() == bounds.max())
+        yield
+        batch = max(limit, 32)
+        while len(idx):
+            size = len(idx)
+            rest: np.ndarray[Any, Any] | None = None
+            if size <= batch:
+                sel = np.lexsort((seqs, -bounds))
+            else:
+                if uniform:
+                    cand = np.argpartition(seqs, batch - 1)[:batch]
+                else:
+                    kth = np.partition(bounds, size - batch)[size - batch]
+                    above = np.flatnonzero(bounds > kth)
+                    ties = np.flatnonzero(bounds == kth)
+                    need = batch - len(above)
+                    if need < len(ties):
+                        ties = ties[np.argpartition(seqs[ties], need - 1)[:need]]
+                    cand = np.concatenate((above, ties))
+                sel = cand[np.lexsort((seqs[cand], -bounds[cand]))]
+                rest = np.ones(size, bool)
+                rest[sel] = False
+            for g, bound, mseq in zip(
+                idx[sel].tolist(), bounds[sel].tolist(), seqs[sel].tolist(), strict=True
+            ):
+                progress[0] += 1
+                if not progress[0] % knobs._STEP:
+                    yield
+                if len(heap) == limit:
+                    worst = heap[0]
+                    if bound < worst[0] or (bound == worst[0] and mseq > -worst[1]):
+                        return  # neither this group nor any later one can enter
+                item = glist[g]
+                if item is None:
+                    continue
+                # The owner only appends (invisible) records to a group's list, or
+                # replaces it whole.
+                recs = item.recs if type(item) is _Group else (item,)
+                for rec in recs:
+                    progress[0] += 1
+                    if not progress[0] % knobs._STEP:
+                        yield
+                    # combine_word_overlap(rel, c, n_words, False), term by term.
+                    score = ((0.5 * rec.entry.relevance + part) + 0.0) + 0.1
+                    if len(heap) == limit:
+                        worst = heap[0]
+                        if score < worst[0] or (score == worst[0] and rec.seq > -worst[1]):
+                            continue
+                    if rec not in tagged and admitted(rec):
+                        push(rec, score)
+            if rest is None:
+                return
+            idx, bounds, seqs = idx[rest], bounds[rest], seqs[rest]
+            batch *= 4
+            yield
+
+    def top_k_steps(
+        self, e: _Numbering, view: ReadView, query: str, limit: int, accept: Accept
+    ) -> Generator[None, None, list[tuple[float, Record]]]:
+        """The index's ``top_k`` over the numbering ``e`` (the one current at the
+        start), yielding after every bounded chunk of work: at most ``_CHUNK``
+        array elements per vectorised operation and ``_STEP`` Python iterations between
+        two yields, at any size (see the module documentation). Writes between the
+        yields do not change the result."""
+        if limit <= 0 or len(view) == 0:
+            return []
+        version = view.version
+        words = query.lower().split()
+        n_words = max(len(words), 1)
+        mult: dict[str, int] = {}
+        for w in words:
+            mult[w] = mult.get(w, 0) + 1
+        top = next(view.by_relevance(), None)
+        max_rel = top.entry.relevance if top is not None else 1.0
+        n = e.n
+        glist = e.glist
+        maxrel = e.maxrel[:n]
+        minseq = e.minseq[:n]
+        groups = e.groups
+
+        def admitted(rec: Record) -> bool:
+            return rec.born <= version < rec.died and (accept is None or accept(rec))
+
+        # Entries whose tags contain the whole query: always scored (they get +0.3).
+        tagged: set[Record] = set()
+        q = query.strip().lower()
+        if q:
+            for lst in (yield from self._tags.matching_steps(q)):
+                for start in range(0, len(lst), knobs._STEP * 4):
+                    tagged.update(lst[start : start + knobs._STEP * 4])
+                    yield
+
+        # Matched words per group number, vectorised.
+        dtype: Any = np.uint8 if n_words < 256 else np.uint16 if n_words < 65536 else np.int64
+        # Pooled arrays, viewed to the `n` groups this retrieve sees (beyond `n` a
+        # pooled array holds another retrieve's garbage).
+        counts_all: np.ndarray[Any, Any] = yield from self._take(e, dtype, n)
+        counts = counts_all[:n]
+        mark_all: np.ndarray[Any, Any] | None = None
+        mark: np.ndarray[Any, Any] | None = None
+        for number, (w, m) in enumerate(mult.items(), 1):
+            kind, data = yield from self._finder.match_steps(e, w, n)
+            if kind == _NONE:
+                continue
+            if kind == _SPARSE_SET and len(data) > knobs._CHUNK and mark_all is None:
+                mark_all = yield from self._take(e, np.uint16, n)
+                mark = mark_all[:n]
+            yield from self._add_counts(counts, kind, data, n, m, mark, number)
+            yield
+        if mark_all is not None:
+            self._give(e, mark_all)
+
+        heap: list[tuple[float, int, Record]] = []  # worst on top: (score, -seq, rec)
+
+        def push(rec: Record, score: float) -> None:
+            item = (score, -rec.seq, rec)
+            if len(heap) < limit:
+                heapq.heappush(heap, item)
+            elif item[:2] > heap[0][:2]:
+                heapq.heapreplace(heap, item)
+
+        done = 0
+        for rec in list(tagged):
+            if admitted(rec):
+                count = int(counts[groups[rec.entry.memory]])
+                push(rec, combine_word_overlap(rec.entry.relevance, count, n_words, True))
+            done += 1
+            if not done % knobs._STEP:
+                yield
+
+        # Groups by matched count, highest first, while the count's best bound can still
+        # enter; a count's groups in sets of about knobs._CHUNK, each by bound then smallest seq.
+        tops: list[tuple[int, int]] = []  # (first group number, largest count) per chunk
+        top_count = 0
+        for start in range(0, n, knobs._CHUNK):
+            most = int(counts[start : start + knobs._CHUNK].max())
+            if most:
+                tops.append((start, most))
+                top_count = max(top_count, most)
+            yield
+        progress = [0]
+        for c in range(top_count, 0, -1):
+            if len(heap) == limit and combine_word_overlap(max_rel, c, n_words, False) < heap[0][0]:
+                break
+            part = 0.4 * (c / n_words)
+            pending: list[np.ndarray[Any, Any]] = []
+            size = 0
+            starts = [start for start, most in tops if most >= c]
+            for k, start in enumerate(starts):
+                found = np.flatnonzero(counts[start : start + knobs._CHUNK] == c)
+                found += start
+                pending.append(found)
+                size += len(found)
+                if size < knobs._VISIT and k + 1 < len(starts):
+                    continue
+                yield
+                idx = pending[0] if len(pending) == 1 else np.concatenate(pending)
+                pending, size = [], 0
+                yield from self._visit(
+                    idx, part, maxrel, minseq, glist, heap, limit, push, admitted, tagged, progress
+                )
+
+        # Entries that match no word: visit them in descending relevance while their
+        # bound can still enter the top k.
+        below: float | None = None
+        seen = 0
+        while not (
+            len(heap) == limit and combine_word_overlap(max_rel, 0, n_words, False) < heap[0][0]
+        ):
+            restarted = False
+            for rec in view.by_relevance(below=below):
+                seen += 1
+                if not seen % knobs._WALK_STEP:
+                    yield  # by_relevance re-seeks across yields (the snapshot's contract)
+                if len(heap) == limit:
+                    # The bound of this and every later entry that matches no word.
+                    bound = combine_word_overlap(rec.entry.relevance, 0, n_words, False)
+                    worst_score, worst_negseq = heap[0][0], heap[0][1]
+                    if bound < worst_score:
+                        break
+                    if bound == worst_score and -worst_negseq < rec.seq:
+                        # Nobody left at this relevance can beat the worst: later seq, and
+                        # a score of at most `bound`. Jump to the next lower relevance.
+                        below = rec.entry.relevance
+                        restarted = True
+                        break
+                if rec in tagged or counts[groups[rec.entry.memory]]:
+                    continue
+                if accept is None or accept(rec):
+                    push(rec, combine_word_overlap(rec.entry.relevance, 0, n_words, False))
+            if not restarted:
+                break
+        self._give(e, counts_all)
+
+        heap.sort(key=lambda item: (-item[0], -item[1]))
+        return [(score, rec) for score, _, rec in heap]
