@@ -490,3 +490,51 @@ def test_schemathesis_finds_nothing(tmp_path: Path) -> None:
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
     assert "No issues found" in run.stdout
     assert status == 0
+
+
+# ------------------------------------------------------------------ CLI
+
+
+def test_cli_reads_a_server_and_a_live_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "live.db"
+    entries = [fact(f"deploy number {i}") for i in range(20)]
+    with ServerProcess("--path", str(db), token=TOKEN, tmp=tmp_path) as srv:
+        with Client(srv.url, token=TOKEN) as client:
+            client.store_many(entries)
+        token_file = tmp_path / "cli-token"
+        token_file.write_text(TOKEN)
+        remote = ["--server", srv.url, "--token-file", str(token_file)]
+
+        def run(*argv: str) -> tuple[int, str, str]:
+            status = main(list(argv))
+            out, err = capsys.readouterr()
+            return status, out, err
+
+        # The file is held by the server: a live read, said so, with every committed entry.
+        for argv in (["query", str(db), "deploy number 3", "-k", "1"], ["stats", str(db)]):
+            status, out, _ = run(*argv)
+            assert status == 0 and out.startswith("live read: ")
+        assert "deploy number 3" in run("query", str(db), "deploy number 3", "-k", "1")[1]
+        status, out, err = run("export", str(db))
+        assert status == 0 and "live read" in err
+        assert [json.loads(line)["id"] for line in out.splitlines()] == [
+            str(e.id) for e in entries
+        ]
+        # The same through the server.
+        status, out, _ = run("query", *remote, "deploy number 3", "-k", "1")
+        assert status == 0 and "deploy number 3" in out
+        status, out, _ = run("stats", *remote)
+        assert status == 0 and "entries: 20" in out and f"server: {srv.url}" in out
+        status, out, _ = run("export", *remote)
+        assert len(out.splitlines()) == 20
+        # Errors: no token, both or neither of PATH and --server.
+        status, _, err = run("export", "--server", srv.url)
+        assert status == 2 and "401" in err
+        assert run("export", str(db), *remote)[0] == 2
+        assert run("export")[0] == 2
+        assert srv.stop()[0] == 0
+    # Stopped: an ordinary read again, no note.
+    status, out, _ = run("stats", str(db))
+    assert status == 0 and not out.startswith("live read") and "entries: 20" in out

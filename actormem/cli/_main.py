@@ -27,9 +27,10 @@ from typing import Any, NoReturn
 import trio
 from rich.console import Console
 
+from .._engine.live import is_held_elsewhere, open_live_copy
 from .._engine.memory import Memory, open_memory
 from .._entry import MemoryCategory, MemoryEntry
-from .._errors import ActorMemError
+from .._errors import ActorMemError, StorageError
 from .._index.bm25 import BM25Scorer
 from .._index.scoring import Scorer
 from .._index.wordoverlap import WordOverlapScorer
@@ -38,6 +39,7 @@ from ..agent._text import cut, escape_line
 from ..agent._toolcalls import read_import_file, read_tool_calls
 from ..eval import _cli as _eval_cli
 from ._display import result_tables, watch
+from ._remote import LIVE_NOTE, add_remote_options, remote_contents, remote_entries, remote_hits
 from ._serve import add_serve_parser
 from ._swarm import (
     CAUSES,
@@ -116,6 +118,34 @@ def _existing(path: Path) -> Path:
     if path.is_dir():
         raise _InputError(f"{path}: is a directory, not a memory file")
     return path
+
+
+@asynccontextmanager
+async def _reading(
+    path: Path, *, scorer: str = "word-overlap", live_note_to: Any = None
+) -> AsyncIterator[Memory]:
+    """The memory at ``path`` to read; when a running memory holds the file, a live read
+    (a consistent read-only snapshot, see ``_engine/live.py``), said on ``live_note_to``."""
+    entered = False
+    try:
+        async with _open(path, scorer=scorer) as memory:
+            entered = True
+            yield memory
+    except StorageError as exc:
+        if entered or not is_held_elsewhere(exc.reason):
+            raise
+    else:
+        return
+    print(LIVE_NOTE.format(path=printable(str(path))), file=live_note_to or sys.stdout)
+    async with open_live_copy(path, scorer=SCORERS[scorer]()) as memory:
+        yield memory
+
+
+def _path_or_server(args: argparse.Namespace) -> Path | None:
+    """PATH, or None with ``--server``; exactly one of them."""
+    if (args.path is None) == (args.server is None):
+        raise _InputError("give a memory file PATH or --server URL (one of them)")
+    return None if args.path is None else _existing(args.path)
 
 
 async def _settle(memory: Memory) -> None:
@@ -444,14 +474,15 @@ def _one_line(text: str, width: int) -> str:
 
 def cmd_query(args: argparse.Namespace) -> int:
     """``actormem query PATH TEXT``: the best entries for TEXT, with scores."""
-    path = _existing(args.path)
+    path = _path_or_server(args)
 
     async def run() -> list[Any]:
-        async with _open(path, scorer=args.scorer) as memory:
+        assert path is not None
+        async with _reading(path, scorer=args.scorer) as memory:
             # A snapshot's retrieve leaves access bookkeeping alone: looking changes nothing.
             return memory.snapshot().retrieve_scored(args.text, args.k)
 
-    hits = trio.run(run)
+    hits = trio.run(run) if path is not None else remote_hits(args)
     if not hits:
         print("no entries")
         return 0
@@ -465,13 +496,14 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     """``actormem stats PATH``: entries, categories, namespaces and engine counters."""
-    path = _existing(args.path)
+    path = _path_or_server(args)
 
     async def run() -> tuple[Any, list[MemoryEntry]]:
-        async with _open(path) as memory:
+        assert path is not None
+        async with _reading(path) as memory:
             return memory.statistics(), list(memory.snapshot())
 
-    stats, entries = trio.run(run)
+    stats, entries = trio.run(run) if path is not None else remote_contents(args)
     by_category = {c.value: 0 for c in MemoryCategory}
     namespaces: dict[str, int] = {}
     size = 0
@@ -480,7 +512,10 @@ def cmd_stats(args: argparse.Namespace) -> int:
         top = entry.namespace[0] if entry.namespace else "-"
         namespaces[top] = namespaces.get(top, 0) + 1
         size += len(entry.memory.encode("utf-8"))
-    print(f"file: {printable(str(path))} ({path.stat().st_size:,} bytes)")
+    if path is None:
+        print(f"server: {printable(args.server)}")
+    else:
+        print(f"file: {printable(str(path))} ({path.stat().st_size:,} bytes)")
     print(f"entries: {stats.entries:,}")
     print(f"text: {size:,} bytes of UTF-8")
     for name, count in by_category.items():
@@ -537,14 +572,15 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """``actormem export PATH``: every entry as one JSON line on stdout, insertion order."""
-    path = _existing(args.path)
+    path = _path_or_server(args)
 
     async def run() -> list[MemoryEntry]:
-        async with _open(path) as memory:
+        assert path is not None
+        async with _reading(path, live_note_to=sys.stderr) as memory:
             return list(memory.snapshot())
 
     out = sys.stdout
-    for entry in trio.run(run):
+    for entry in trio.run(run) if path is not None else remote_entries(args):
         out.write(escape_json_line(json.dumps(entry_to_json(entry), ensure_ascii=False)) + "\n")
     out.flush()
     return 0
@@ -638,15 +674,17 @@ def build_parser() -> argparse.ArgumentParser:
     _add_swarm(sub)
 
     q = sub.add_parser("query", help="the best entries of a memory file for a text")
-    q.add_argument("path", type=Path, metavar="PATH", help="memory file")
+    q.add_argument("path", type=Path, metavar="PATH", nargs="?", help="memory file")
     q.add_argument("text", help="query text")
+    add_remote_options(q)
     q.add_argument("-k", type=_int_at_least(1), default=5, help="entries to show (default 5)")
     q.add_argument("--scorer", choices=sorted(SCORERS), default="word-overlap")
     q.add_argument("--width", type=_int_at_least(10), default=160, help="text shown per entry")
     q.set_defaults(handler=cmd_query)
 
     s = sub.add_parser("stats", help="what a memory file holds")
-    s.add_argument("path", type=Path, metavar="PATH", help="memory file")
+    s.add_argument("path", type=Path, metavar="PATH", nargs="?", help="memory file")
+    add_remote_options(s)
     s.set_defaults(handler=cmd_stats)
 
     i = sub.add_parser("import", help="store the entries or tool calls of a JSONL file")
@@ -655,7 +693,8 @@ def build_parser() -> argparse.ArgumentParser:
     i.set_defaults(handler=cmd_import)
 
     e = sub.add_parser("export", help="every entry of a memory file as JSONL on stdout")
-    e.add_argument("path", type=Path, metavar="PATH", help="memory file")
+    e.add_argument("path", type=Path, metavar="PATH", nargs="?", help="memory file")
+    add_remote_options(e)
     e.set_defaults(handler=cmd_export)
 
     _eval_cli.add_eval_parser(sub)

@@ -33,6 +33,7 @@ from hypercorn.trio import serve
 from .._engine.memory import open_memory
 from .._index.scoring import Scorer
 from .._storage.sqlite import Durability
+from .._util import read_token_file as read_token
 from ._app import create_app
 
 __all__ = ["DEFAULT_MAX_BODY", "DEFAULT_PORT", "is_loopback", "read_token", "serve_http"]
@@ -52,22 +53,6 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
-
-
-def read_token(path: str | os.PathLike[str]) -> str:
-    """The token in ``path`` (surrounding whitespace stripped).
-
-    Raises:
-        ValueError: The file is empty or holds more than one line.
-        OSError: The file cannot be read.
-    """
-    with open(path, encoding="utf-8") as handle:
-        token = handle.read().strip()
-    if not token:
-        raise ValueError(f"{os.fspath(path)}: the token file is empty")
-    if any(c.isspace() for c in token):
-        raise ValueError(f"{os.fspath(path)}: the token must be one word, without spaces")
-    return token
 
 
 def _bind(host: str, port: int) -> str:
