@@ -538,3 +538,20 @@ def test_cli_reads_a_server_and_a_live_file(
     # Stopped: an ordinary read again, no note.
     status, out, _ = run("stats", str(db))
     assert status == 0 and not out.startswith("live read") and "entries: 20" in out
+
+
+def test_swarm_in_processes_accounts_for_every_store(tmp_path: Path) -> None:
+    out = tmp_path / "swarm.json"
+    status = main([
+        "swarm", "--processes", "2", "--agents", "4", "--episodes", "12",
+        "--capacity", "40", "--json", str(out), "--interval", "60",
+    ])
+    assert status == 0
+    report = json.loads(out.read_text())
+    accounting = report["accounting"]
+    assert accounting["ok"] and accounting["lost"] == 0
+    stores = accounting["stores"]
+    assert stores["tracked"] == report["throughput"]["steps"] > 0
+    assert stores["evicted"] > 0  # the capacity forced evictions across processes
+    assert report["throughput"]["episodes"] == 12
+    assert report["options"]["processes"] == 2

@@ -18,9 +18,11 @@ import re
 import shlex
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -158,6 +160,23 @@ async def _settle(memory: Memory) -> None:
 # ---------------------------------------------------------------------------- swarm
 
 
+async def _swarm_processes(
+    memory: Memory, args: argparse.Namespace, run: SwarmRun, nursery: trio.Nursery
+) -> list[str]:
+    """``--processes N``: serve ``memory`` on a loopback port and run the agents in N
+    processes (``_swarm_procs.py``); their results are merged into ``run``."""
+    from ..server import serve_memory_http
+    from ._swarm_procs import run_agent_processes
+
+    stop = trio.Event()
+    binds = await nursery.start(partial(serve_memory_http, memory, stop=stop))
+    run.started = time.perf_counter()
+    errors = await run_agent_processes(binds[0], args.argv, args.processes, run)
+    run.elapsed = time.perf_counter() - run.started
+    stop.set()
+    return errors
+
+
 def _swarm_workload(args: argparse.Namespace) -> tuple[Workload, list[dict[str, Any]]]:
     if not args.tool_calls:
         limit = args.episodes
@@ -194,6 +213,7 @@ def _swarm_workload(args: argparse.Namespace) -> tuple[Workload, list[dict[str, 
 def _options_json(args: argparse.Namespace, path: Path | None) -> dict[str, Any]:
     return {
         "agents": args.agents,
+        "processes": args.processes,
         "episodes": args.episodes,
         "duration": args.duration,
         "steps": args.steps,
@@ -258,6 +278,7 @@ async def _swarm(
     args: argparse.Namespace, workload: Workload, path: Path | None, console: Console
 ) -> tuple[int, dict[str, Any]]:
     removals = Removals()
+    child_errors: list[str] = []
     options: dict[str, Any] = {
         "path": path,
         "capacity": args.capacity,
@@ -281,15 +302,18 @@ async def _swarm(
                     out=sys.stdout,
                 )
             )
-            await run_swarm(
-                memory,
-                workload,
-                agents=args.agents,
-                top_k=args.top_k,
-                duration=args.duration,
-                max_steps=args.steps,
-                run=run,
-            )
+            if args.processes is None:
+                await run_swarm(
+                    memory,
+                    workload,
+                    agents=args.agents,
+                    top_k=args.top_k,
+                    duration=args.duration,
+                    max_steps=args.steps,
+                    run=run,
+                )
+            else:
+                child_errors = await _swarm_processes(memory, args, run, nursery)
             nursery.cancel_scope.cancel()
         await _settle(memory)
         stats = memory.statistics()
@@ -310,6 +334,9 @@ async def _swarm(
     if run.failures:
         status = 1
         print(f"failed memory calls: {run.failures} (see the warnings above)")
+    for line in child_errors:
+        status = 1
+        print(line)
     verify: dict[str, Any] | None = None
     if final is not None:
         assert path is not None
@@ -427,7 +454,9 @@ def cmd_swarm(args: argparse.Namespace) -> int:
             path = Path(folder) / "swarm.sqlite"
         where = "in memory" if path is None else f"in {path}"
         print(
-            f"{args.agents} agents, top_k {args.top_k}, scorer {args.scorer}, capacity "
+            f"{args.agents} agents"
+            + ("" if args.processes is None else f" in {args.processes} processes (HTTP)")
+            + f", top_k {args.top_k}, scorer {args.scorer}, capacity "
             f"{'none' if args.capacity is None else args.capacity}, memory {where}",
             flush=True,
         )
@@ -598,6 +627,12 @@ def _add_swarm(subparsers: Any) -> None:
         "accounting check of every store. See docs/swarm.md.",
     )
     p.add_argument("--agents", type=_int_at_least(1), default=64, help="agent tasks (default 64)")
+    p.add_argument(
+        "--processes",
+        type=_int_at_least(1),
+        help="run the agents in N processes, sharing the memory through a loopback "
+        "HTTP server (docs/server.md); default: one process, no server",
+    )
     p.add_argument(
         "--tool-calls",
         type=Path,

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import enum
 import json
+import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
@@ -57,6 +58,9 @@ DEFAULT_TIMEOUT = 10.0
 DEFAULT_RETRIES = 3
 _FIRST_BACKOFF = 0.05
 _NOT_FOUND = object()
+#: No Nagle delay: a request's header and body go out as two writes, and waiting for the
+#: first one's ACK before sending the second would add a delayed-ACK pause to each call.
+_SOCKET_OPTIONS = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
 
 
 class _Call(Generic[_T]):
@@ -290,7 +294,10 @@ class AsyncClient(metaclass=Final):
         _check_options(timeout, retries)
         self._retries = retries
         self._http = httpx.AsyncClient(
-            base_url=self.url, headers=_headers(token), timeout=httpx.Timeout(timeout)
+            base_url=self.url,
+            headers=_headers(token),
+            timeout=httpx.Timeout(timeout),
+            transport=httpx.AsyncHTTPTransport(socket_options=_SOCKET_OPTIONS),
         )
 
     async def __aenter__(self) -> AsyncClient:
@@ -400,7 +407,10 @@ class Client(metaclass=Final):
         _check_options(timeout, retries)
         self._retries = retries
         self._http = httpx.Client(
-            base_url=self.url, headers=_headers(token), timeout=httpx.Timeout(timeout)
+            base_url=self.url,
+            headers=_headers(token),
+            timeout=httpx.Timeout(timeout),
+            transport=httpx.HTTPTransport(socket_options=_SOCKET_OPTIONS),
         )
 
     def __enter__(self) -> Client:

@@ -30,13 +30,20 @@ import trio
 from hypercorn.config import Config
 from hypercorn.trio import serve
 
-from .._engine.memory import open_memory
+from .._engine.memory import Memory, open_memory
 from .._index.scoring import Scorer
 from .._storage.sqlite import Durability
 from .._util import read_token_file as read_token
 from ._app import create_app
 
-__all__ = ["DEFAULT_MAX_BODY", "DEFAULT_PORT", "is_loopback", "read_token", "serve_http"]
+__all__ = [
+    "DEFAULT_MAX_BODY",
+    "DEFAULT_PORT",
+    "is_loopback",
+    "read_token",
+    "serve_http",
+    "serve_memory_http",
+]
 
 DEFAULT_PORT = 8765
 #: Largest request body accepted by default: 4 MiB (a batch of a few thousand entries).
@@ -107,32 +114,54 @@ async def serve_http(
         raise ValueError(f"graceful_timeout must be >= 0 seconds, got {graceful_timeout}")
     stop = stop if stop is not None else trio.Event()
     _check_bindable(host, port)  # before opening (maybe creating, loading) the file
+    options: dict[str, Any] = {"path": path, "durability": durability, "capacity": capacity}
+    if scorer is not None:
+        options["scorer"] = scorer
+    async with open_memory(**options) as memory, trio.open_nursery() as nursery:
+        if handle_signals:
+            nursery.start_soon(_stop_on_signal, stop)
+
+        async def run_server(task_status: trio.TaskStatus[list[str]]) -> None:
+            await serve_memory_http(
+                memory,
+                host=host,
+                port=port,
+                token=token,
+                max_body=max_body,
+                graceful_timeout=graceful_timeout,
+                stop=stop,
+                task_status=task_status,
+            )
+            nursery.cancel_scope.cancel()  # the signal watcher
+
+        binds: list[str] = await nursery.start(run_server)
+        if on_ready is not None:
+            on_ready(binds)
+        task_status.started(binds)
+    # Leaving open_memory: queued requests are applied, the file committed and closed.
+
+
+async def serve_memory_http(
+    memory: Memory,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    token: str | None = None,
+    max_body: int = DEFAULT_MAX_BODY,
+    graceful_timeout: float = 5.0,
+    stop: trio.Event,
+    task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve an open ``memory`` over HTTP until ``stop`` is set (the memory stays open:
+    the caller owns it). ``task_status`` gets the bound URLs. See :func:`serve_http`."""
     config = Config()
     config.bind = [_bind(host, port)]
     config.graceful_timeout = graceful_timeout
     config.accesslog = None
     config.errorlog = log
     config.loglevel = "WARNING"
-    options: dict[str, Any] = {"path": path, "durability": durability, "capacity": capacity}
-    if scorer is not None:
-        options["scorer"] = scorer
-    async with open_memory(**options) as memory:
-        app = create_app(memory, token=token, max_body=max_body)
-        async with trio.open_nursery() as nursery:
-            if handle_signals:
-                nursery.start_soon(_stop_on_signal, stop)
-
-            async def run_server(task_status: trio.TaskStatus[list[str]]) -> None:
-                await serve(
-                    cast(Any, app), config, shutdown_trigger=stop.wait, task_status=task_status
-                )
-                nursery.cancel_scope.cancel()  # the signal watcher
-
-            binds: list[str] = await nursery.start(run_server)
-            if on_ready is not None:
-                on_ready(binds)
-            task_status.started(binds)
-        # Leaving open_memory: queued requests are applied, the file committed and closed.
+    app = create_app(memory, token=token, max_body=max_body)
+    await serve(cast(Any, app), config, shutdown_trigger=stop.wait, task_status=task_status)
 
 
 def _check_bindable(host: str, port: int) -> None:
