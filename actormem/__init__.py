@@ -13,6 +13,7 @@ from ._engine.memory import serve_memory as serve_memory
 from ._engine.snapshot import MAX_QUERY_CHARS as MAX_QUERY_CHARS
 from ._engine.snapshot import Snapshot as Snapshot
 from ._engine.state import DEFAULT_HALF_LIFE as DEFAULT_HALF_LIFE
+from ._entry import MAX_KEY_CHARS as MAX_KEY_CHARS
 from ._entry import MAX_MEMORY_CHARS as MAX_MEMORY_CHARS
 from ._entry import MemoryCategory as MemoryCategory
 from ._entry import MemoryEntry as MemoryEntry
@@ -27,6 +28,8 @@ from ._index.bm25 import BM25Scorer as BM25Scorer
 from ._index.tokenize import Tokenizer as Tokenizer
 from ._index.tokenize import stop_words as stop_words
 from ._index.wordoverlap import WordOverlapScorer as WordOverlapScorer
+from ._json import MAX_VALUE_BYTES as MAX_VALUE_BYTES
+from ._json import JsonObject as JsonObject
 from ._stats import ConsolidationStats as ConsolidationStats
 from ._stats import MemoryStatistics as MemoryStatistics
 from ._storage.sqlite import Durability as Durability
@@ -83,8 +86,10 @@ __all__ = [
     "run_agent",
     "DEFAULT_HALF_LIFE",
     "DEFAULT_QUEUE_SIZE",
+    "MAX_KEY_CHARS",
     "MAX_MEMORY_CHARS",
     "MAX_QUERY_CHARS",
+    "MAX_VALUE_BYTES",
     "ActorMemError",
     "BM25Scorer",
     "Tokenizer",
@@ -94,6 +99,7 @@ __all__ = [
     "HostedMemory",
     "InvalidEntryError",
     "InvalidQueryError",
+    "JsonObject",
     "Memory",
     "MemoryCategory",
     "MemoryEntry",

@@ -17,14 +17,17 @@ from typing import Any
 import attrs
 
 from ._errors import InvalidEntryError
+from ._json import JsonObject, freeze_json, text_at_paths
 from ._util import Final, sequence_of
 
-__all__ = ["MAX_MEMORY_CHARS", "MemoryCategory", "MemoryEntry", "ScoredEntry"]
+__all__ = ["MAX_KEY_CHARS", "MAX_MEMORY_CHARS", "MemoryCategory", "MemoryEntry", "ScoredEntry"]
 
 #: Longest accepted ``MemoryEntry.memory``, in code points. Memory is for gist, not
 #: archives (loopctl cuts trajectory parts to 500 characters); a larger text is a bug in
 #: the caller more often than a wish, and one huge entry would stall every retrieve.
 MAX_MEMORY_CHARS = 100_000
+#: Longest accepted ``MemoryEntry.key``, in code points.
+MAX_KEY_CHARS = 4096
 
 
 class MemoryCategory(enum.Enum):
@@ -109,6 +112,30 @@ def _check_memory(instance: object, attribute: object, value: str) -> None:
         )
 
 
+def _convert_key(value: Any) -> str | None:
+    if value is None:
+        return None
+    _check_text("key", value)
+    if not value:
+        raise InvalidEntryError("key must not be empty (use None for no key)")
+    if len(value) > MAX_KEY_CHARS:
+        raise InvalidEntryError(
+            f"key is {len(value)} code points long; the limit is {MAX_KEY_CHARS}"
+        )
+    return str(value)
+
+
+def _convert_ttl(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"ttl must be a number of seconds or None, not {type(value).__name__}")
+    number = float(value)
+    if not (math.isfinite(number) and number > 0.0):
+        raise InvalidEntryError(f"ttl must be a finite number of seconds > 0, got {number!r}")
+    return number
+
+
 def _check_category(instance: object, attribute: object, value: MemoryCategory) -> None:
     if not isinstance(value, MemoryCategory):
         raise TypeError(f"category must be a MemoryCategory, not {type(value).__name__}")
@@ -153,12 +180,33 @@ class MemoryEntry(metaclass=Final):
         namespace: Tuple of non-empty path segments, ``()`` for the root. Retrieve filters
             match it segment by segment (``("t", "acme")`` never matches ``("t", "acme-corp")``).
         last_accessed: When a retrieve last returned this entry (UTC), or ``None``.
+        key: An optional name, unique within the namespace: storing an entry with the
+            ``(namespace, key)`` of a live entry replaces that entry whatever the ids
+            (the stored entry takes the replaced one's id and ``created_at``). At most
+            :data:`MAX_KEY_CHARS` code points, not empty.
+        value: An optional JSON object payload (a :class:`~actormem.JsonObject`, frozen
+            from any mapping), at most :data:`~actormem.MAX_VALUE_BYTES` bytes as JSON.
+            Payload filters (``where=``) read it; :meth:`from_value` derives the indexed
+            text (``memory``) from chosen fields of it.
+        updated_at: When this version was written (UTC); defaults to ``created_at``, and
+            one earlier than ``created_at`` is raised to it. An upsert keeps
+            ``created_at`` and takes the new entry's ``updated_at``. Listings order by
+            it, newest first.
+        ttl: Time to live in seconds, or ``None``: the owner sets ``expires_at`` to the
+            time it stores the entry plus ``ttl`` (unless ``expires_at`` is given), and a
+            read asked to refresh it (``refresh_ttl=True``) pushes it to the read's time
+            plus ``ttl``.
+        expires_at: When the entry expires (UTC), or ``None`` for never. An expired entry
+            is never returned, and the owner removes it (``on_remove`` cause
+            ``"expired"``).
 
     Raises:
         TypeError: A field has the wrong type (e.g. a non-str memory or tag).
         InvalidEntryError: A field is out of range: NaN, infinite or out-of-[0, 1]
             relevance; negative access count; empty tag or namespace segment; naive
-            datetime; text longer than :data:`MAX_MEMORY_CHARS` or not encodable as UTF-8.
+            datetime; text longer than :data:`MAX_MEMORY_CHARS` or not encodable as UTF-8;
+            an empty key; a payload that is not JSON or too large; a ttl that is not a
+            positive finite number.
     """
 
     category: MemoryCategory = attrs.field(validator=_check_category)
@@ -171,6 +219,45 @@ class MemoryEntry(metaclass=Final):
     validated: bool = attrs.field(default=False, validator=_check_bool)
     namespace: tuple[str, ...] = attrs.field(default=(), converter=_convert_namespace)
     last_accessed: datetime | None = attrs.field(default=None, converter=_convert_optional_time)
+    key: str | None = attrs.field(default=None, converter=_convert_key)
+    value: JsonObject | None = attrs.field(default=None, converter=freeze_json)
+    updated_at: datetime = attrs.field(
+        default=None,  # set to created_at after init
+        converter=_convert_optional_time,
+    )
+    ttl: float | None = attrs.field(default=None, converter=_convert_ttl)
+    expires_at: datetime | None = attrs.field(default=None, converter=_convert_optional_time)
+
+    def __attrs_post_init__(self) -> None:
+        if self.updated_at is None or self.updated_at < self.created_at:
+            # Never before created_at (so ``evolve(created_at=later)`` moves both).
+            object.__setattr__(self, "updated_at", self.created_at)
+
+    @classmethod
+    def from_value(
+        cls,
+        category: MemoryCategory,
+        value: Any,
+        *,
+        index: tuple[str, ...] | list[str] | None = None,
+        **fields: Any,
+    ) -> MemoryEntry:
+        """An entry whose payload is ``value`` and whose indexed text (``memory``) is
+        derived from it: the leaves at the paths ``index`` (dotted keys, ``[i]``,
+        ``[*]``), one per line; every leaf when ``index`` is None.
+
+        ``fields`` are the other constructor arguments (``key=``, ``namespace=``...).
+        O(size of the value).
+
+        Raises:
+            TypeError, InvalidEntryError: As the constructor (e.g. a derived text longer
+                than :data:`MAX_MEMORY_CHARS`).
+            InvalidQueryError: A malformed path in ``index``.
+        """
+        frozen = freeze_json(value)
+        if frozen is None:
+            raise TypeError("from_value() needs a JSON object, not None")
+        return cls(category=category, memory=text_at_paths(frozen, index), value=frozen, **fields)
 
     @classmethod
     def new(cls, category: MemoryCategory, memory: str) -> MemoryEntry:
@@ -219,8 +306,11 @@ class ScoredEntry(metaclass=Final):
 _ENTRY_FIELDS = tuple(a.name for a in attrs.fields(MemoryEntry))
 
 
-def with_access(entry: MemoryEntry, count: int, last: datetime | None) -> MemoryEntry:
-    """``entry`` with ``access_count`` and ``last_accessed`` replaced, without validation.
+def with_access(
+    entry: MemoryEntry, count: int, last: datetime | None, expires: datetime | None = None
+) -> MemoryEntry:
+    """``entry`` with ``access_count``, ``last_accessed`` and ``expires_at`` (when not
+    None) replaced, without validation.
 
     For the engine's own bookkeeping only (the values come from its access chain, made
     from validated entries and its clock): ``attrs.evolve`` would re-run every field's
@@ -232,4 +322,6 @@ def with_access(entry: MemoryEntry, count: int, last: datetime | None) -> Memory
         put(new, name, getattr(entry, name))
     put(new, "access_count", count)
     put(new, "last_accessed", last)
+    if expires is not None:
+        put(new, "expires_at", expires)
     return new

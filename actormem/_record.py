@@ -37,17 +37,24 @@ JOURNAL_DELETE, JOURNAL_PUT, JOURNAL_ACCESS = 0, 1, 2
 
 
 class Access:
-    """One version of a record's access bookkeeping; ``prev`` is the older version."""
+    """One version of a record's access bookkeeping (count, last access, and the expiry
+    a read refreshed); ``prev`` is the older version."""
 
-    __slots__ = ("count", "last", "prev", "version")
+    __slots__ = ("count", "expires", "last", "prev", "version")
 
     def __init__(
-        self, version: int, count: int, last: datetime | None, prev: Access | None
+        self,
+        version: int,
+        count: int,
+        last: datetime | None,
+        prev: Access | None,
+        expires: datetime | None = None,
     ) -> None:
         self.version = version
         self.count = count
         self.last = last
         self.prev = prev
+        self.expires = expires
 
 
 class Record:
@@ -71,6 +78,7 @@ class Record:
         "died",
         "entry",
         "evkey",
+        "exkey",
         "prev",
         "purged",
         "seq",
@@ -88,6 +96,9 @@ class Record:
         #: Owner-private: the record's key in the eviction order, or None when not live
         #: or the memory is unbounded (no eviction order).
         self.evkey: tuple[float, Record] | None = None
+        #: Owner-private: the record's key in the expiry order (a lower bound of its
+        #: expiry as a POSIX time), or None when not live or it never expires.
+        self.exkey: tuple[float, Record] | None = None
 
     def __lt__(self, other: Record) -> bool:
         """Order by ``seq``: breaks ties of equal floats in the eviction keys
@@ -117,6 +128,22 @@ class Record:
         if a is None:
             return self.entry.access_count, self.entry.last_accessed
         return a.count, a.last
+
+    def expires_at(self, version: int) -> datetime | None:
+        """``expires_at`` as of ``version`` (refreshed by reads). O(length of the chain)."""
+        a = self.access
+        while a is not None and a.version > version:
+            a = a.prev
+        if a is None or a.expires is None:
+            return self.entry.expires_at
+        return a.expires
+
+    def current_expires(self) -> datetime | None:
+        """``expires_at`` as of the newest version. O(1)."""
+        a = self.access
+        if a is None or a.expires is None:
+            return self.entry.expires_at
+        return a.expires
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         died = "never" if self.died == NEVER else self.died

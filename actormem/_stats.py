@@ -53,6 +53,8 @@ class MemoryStatistics(metaclass=Final):
         live_snapshots: Snapshots from :meth:`Memory.snapshot` still referenced.
         retained_versions: Record versions kept only for older snapshots (MVCC garbage
             not yet vacuumed).
+        expired: Entries the owner removed because their time to live ran out.
+        ttl_refreshes: Expiries pushed later by reads with ``refresh_ttl=True``.
     """
 
     entries: int
@@ -71,3 +73,5 @@ class MemoryStatistics(metaclass=Final):
     snapshot_version: int
     live_snapshots: int
     retained_versions: int
+    expired: int = 0
+    ttl_refreshes: int = 0

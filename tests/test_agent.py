@@ -592,3 +592,69 @@ async def test_agent_loop_rejects_bad_arguments(kwargs: dict[str, Any], error: t
 async def test_agent_loop_rejects_non_str_task() -> None:
     with pytest.raises(TypeError):
         await run_agent(ScriptedModel([]), {}, None)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------
+# Namespaces: one argument per agent, user or thread
+
+
+async def test_hooks_store_and_retrieve_in_their_namespace() -> None:
+    async with actormem.open_memory() as memory:
+        alice = MemoryHooks(memory, namespace=("team", "alice"))
+        bob = MemoryHooks(memory, namespace=["team", "bob"])
+        assert alice.namespace == ("team", "alice")
+        await alice.after_tool_call("read", {"path": "a"}, "deploy uses the blue cluster")
+        await bob.after_tool_call("read", {"path": "b"}, "deploy uses the green cluster")
+        stored = {e.namespace: e.memory for e in memory.snapshot()}
+        assert set(stored) == {("team", "alice"), ("team", "bob")}
+        block = await alice.before_turn("deploy cluster")
+        assert block is not None
+        assert "blue" in block
+        assert "green" not in block  # bob's entry is not alice's to see
+        # A per-call namespace wins; the root sees everything.
+        assert "green" in (await alice.before_turn("deploy", namespace=("team", "bob")) or "")
+        everyone = await MemoryHooks(memory).before_turn("deploy cluster")
+        assert everyone is not None
+        assert "blue" in everyone
+        assert "green" in everyone
+
+
+@pytest.mark.parametrize(
+    ("namespace", "error"),
+    [("team", TypeError), (["team", 3], TypeError), (["team", ""], ValueError)],
+)
+def test_hooks_reject_a_bad_namespace(namespace: Any, error: type) -> None:
+    async def noop(*args: object) -> None: ...
+
+    class Fake:
+        store = retrieve = consolidate = noop
+
+    with pytest.raises(error):
+        MemoryHooks(Fake(), namespace=namespace)  # type: ignore[arg-type]
+
+
+async def test_run_agent_keeps_a_thread_in_its_namespace() -> None:
+    async with actormem.open_memory() as memory:
+        hooks = MemoryHooks(memory)
+        for thread, path in (("t1", "notes.txt"), ("t2", "other.txt")):
+            model = ScriptedModel(
+                [Message.assistant(tool_calls=[call("c1", "read_file", path=path)]),
+                 Message.assistant("done")]
+            )  # fmt: skip
+            files = {"notes.txt": "deploy uses the blue cluster", "other.txt": "deploy is green"}
+
+            async def read(args: dict[str, Any], files: dict[str, str] = files) -> str:
+                await trio.lowlevel.checkpoint()
+                return files[args["path"]]
+
+            await run_agent(model, {"read_file": read}, "deploy?", hooks=hooks,
+                            namespace=("threads", thread))  # fmt: skip
+        assert sorted(e.namespace for e in memory.snapshot()) == [
+            ("threads", "t1"),
+            ("threads", "t2"),
+        ]
+        model = ScriptedModel([Message.assistant("blue")])
+        await run_agent(model, {}, "deploy cluster", hooks=hooks, namespace=["threads", "t1"])
+        [request] = model.requests
+        assert "blue cluster" in request[-1].content
+        assert "green" not in request[-1].content

@@ -250,7 +250,8 @@ def test_bad_import_leaves_nothing_behind(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
     good = {"category": "fact", "memory": "fine"}
-    bad = write_jsonl(tmp_path / "bad.jsonl", [good, good, {"category": "fact", "memory": 3}])
+    also = {"category": "fact", "memory": "fine too"}
+    bad = write_jsonl(tmp_path / "bad.jsonl", [good, also, {"category": "fact", "memory": 3}])
     fresh = tmp_path / "fresh.sqlite"
     status, out, err = run_cli(capsys, "import", str(fresh), str(bad))
     assert status == 2
@@ -434,12 +435,12 @@ def test_failed_import_into_a_new_path_removes_the_file(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from actormem import StorageError
-    from actormem._engine.memory import Memory
+    from actormem._storage.sqlite import Batch, SqliteStore
 
-    def fail(self: Memory, entry: MemoryEntry) -> None:
+    def fail(self: SqliteStore, batch: Batch) -> None:
         raise StorageError(str(tmp_path), "disk full (simulated)")
 
-    monkeypatch.setattr(Memory, "_check_storable", fail)
+    monkeypatch.setattr(SqliteStore, "write", fail)
     dump = write_jsonl(tmp_path / "d.jsonl", [{"category": "fact", "memory": "ok"}])
     status, _, err = run_cli(capsys, "import", str(tmp_path / "new.sqlite"), str(dump))
     assert status == 2

@@ -377,3 +377,17 @@ def _words(text: str) -> set[str]:
 
 
 TestProfileMachine = ProfileMachine.TestCase
+
+
+def test_set_refuses_a_value_longer_than_an_entry_may_be() -> None:
+    from actormem import MAX_MEMORY_CHARS
+    from actormem.profile import ProfileMemory
+
+    profile = ProfileMemory()
+    assert profile.set("bio", "x" * MAX_MEMORY_CHARS) is None
+    with pytest.raises(ValueError, match="the limit is 100000"):
+        profile.set("bio", "y" * (MAX_MEMORY_CHARS + 1))
+    assert profile.get("bio") == "x" * MAX_MEMORY_CHARS  # nothing changed
+    with pytest.raises(ValueError, match="limit"):
+        profile.set("new", "z" * 5_000_000)
+    assert profile.get("new") is None

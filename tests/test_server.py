@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import attrs
 import httpx
 import pytest
 import trio
@@ -97,6 +98,25 @@ def exercise_sync(client: Client) -> None:
     assert isinstance(statistics, MemoryStatistics) and statistics.entries == client.count()
     exported = {e.id: e for e in client.export()}
     assert exported[a.id].memory == a.memory and b.id not in exported
+    # Keys, JSON payloads, time to live, listings (Memory's fields and methods, #16).
+    keyed = attrs.evolve(
+        fact("profile of ada", ns=ns), key="ada", value={"kind": "user", "age": 36}, ttl=3600.0
+    )
+    client.store(keyed)
+    got_keyed = client.get(keyed.id)
+    assert got_keyed is not None and got_keyed.value == keyed.value
+    assert got_keyed.key == "ada" and got_keyed.expires_at is not None
+    assert [e.id for e in client.retrieve("ada", 5, namespace=[ns], where={"kind": "user"})] == [
+        keyed.id
+    ]
+    assert client.retrieve("ada", 5, namespace=[ns], where={"kind": "robot"}) == []
+    listed = client.list_entries([ns], limit=10)
+    assert listed[0].id == keyed.id and a.id in {e.id for e in listed}  # newest first
+    assert [e.id for e in client.list_entries([ns], where={"age": 36})] == [keyed.id]
+    assert [e.id for e in client.list_entries([ns], limit=1, offset=1)] == [listed[1].id]
+    assert (ns,) in client.list_namespaces(prefix=[ns])
+    with pytest.raises(InvalidQueryError):
+        client.list_entries([ns], limit=-1)
 
 
 async def exercise_async(client: AsyncClient) -> None:
@@ -478,6 +498,10 @@ def test_schemathesis_finds_nothing(tmp_path: Path) -> None:
                 sys.executable, "-m", "schemathesis.cli", "run", f"{srv.url}/openapi.json",
                 "--header", f"Authorization: Bearer {TOKEN}",
                 "--checks", "all",
+                # "Created resource not found" is right here: an entry stored with a tiny
+                # ttl or a past expires_at is gone by the next request, and one stored
+                # with the (namespace, key) of a live entry takes that entry's id.
+                "--exclude-checks", "ensure_resource_availability",
                 "--max-examples", "8",
                 "--seed", "15",
                 "--workers", "2",

@@ -128,12 +128,24 @@ def test_swarm_on_a_file_with_a_capacity_small_enough_to_evict(
     assert report["verify"]["entries"] == 40
     assert db.exists()  # --path keeps the file
 
+    # The file now holds entries: a second run is refused unless --reuse-path says so
+    # (it would add its entries to the user's, and consolidate them), the file unchanged.
+    kept = db.read_bytes()
+    status, out, err = run_cli(
+        capsys, "swarm", "--agents", "4", "--episodes", "5", "--path", str(db),
+    )  # fmt: skip
+    assert status == 2
+    assert err.startswith(f"actormem swarm: error: --path {db}: holds 40 entries; ")
+    assert "--reuse-path" in err
+    assert err.count("\n") == 1
+    assert db.read_bytes() == kept
+
     # A second run on the same file with a smaller capacity: loading evicts 15 of the 40
     # (reported before the run, not tracked); the 25 left are tracked as initial entries,
     # and the agents' stores evict them: counted, not lost.
     status, out, err = run_cli(
         capsys, "swarm", "--agents", "4", "--episodes", "5", "--capacity", "25",
-        "--seed", "4", "--path", str(db), "--verify", "--json", str(out_json),
+        "--seed", "4", "--path", str(db), "--reuse-path", "--verify", "--json", str(out_json),
     )  # fmt: skip
     assert status == 0, err
     second = json.loads(out_json.read_text(encoding="utf-8"))
@@ -158,7 +170,8 @@ def test_swarm_in_memory_with_bm25(capsys: pytest.CaptureFixture[str], tmp_path:
         "--top-k", "5", "--json", str(out_json),
     )  # fmt: skip
     assert status == 0, err
-    assert "memory in memory" in out.splitlines()[2]
+    assert out.splitlines()[2].endswith(", memory in RAM only (--in-memory)")
+    assert "memory in memory" not in out
     report = json.loads(out_json.read_text(encoding="utf-8"))
     check_report(report)
     assert report["options"]["path"] is None

@@ -42,10 +42,11 @@ nursery. A cancelled or closed owner answers pending requests with
 
 from __future__ import annotations
 
+import math
 import os
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -61,9 +62,18 @@ from .._record import Record
 from .._stats import ConsolidationStats, MemoryStatistics
 from .._storage.sqlite import Durability, SqliteStore
 from .._storage.sqlite_format import MAX_ACCESS_COUNT
-from .._util import NoPublicConstructor
-from .snapshot import Snapshot, check_query, make_filter, run_retrieve_sliced
-from .state import DEFAULT_HALF_LIFE, MemoryState
+from .._util import NoPublicConstructor, sequence_of
+from .snapshot import (
+    Snapshot,
+    check_listing,
+    check_query,
+    list_namespaces_at,
+    list_records,
+    make_filter,
+    run_retrieve_sliced,
+    with_alive,
+)
+from .state import DEFAULT_HALF_LIFE, MemoryState, View
 
 __all__ = ["DEFAULT_QUEUE_SIZE", "Memory", "open_memory", "serve_memory"]
 
@@ -74,7 +84,7 @@ DEFAULT_QUEUE_SIZE = 1024
 _MAX_BATCH = 512
 _VACUUM_STEP = 256
 
-_STORE, _DELETE, _CONSOLIDATE, _FLUSH, _STORE_NOWAIT, _STORE_MANY = range(6)
+_STORE, _DELETE, _CONSOLIDATE, _FLUSH, _STORE_NOWAIT, _STORE_MANY, _DELETE_KEY, _SWEEP = range(8)
 
 
 class _Request:
@@ -160,6 +170,10 @@ class Memory(metaclass=NoPublicConstructor):
         self._closed = False
         self._broken: BaseException | None = None
         self._pending_access: dict[uuid.UUID, tuple[int, datetime]] = {}
+        #: Reads asked to refresh a time to live: id -> latest read time.
+        self._pending_refresh: dict[uuid.UUID, datetime] = {}
+        #: Entries the current batch's sweep removed (for ``sweep_expired``'s answer).
+        self._swept = 0
         self._snapshots: weakref.WeakSet[Snapshot] = weakref.WeakSet()
         self._retrieves = 0
         #: Durable backend hook: awaited with each batch's journal before publishing.
@@ -300,6 +314,23 @@ class Memory(metaclass=NoPublicConstructor):
             raise TypeError(f"delete() takes a uuid.UUID, not {type(id).__name__}")
         return bool(await self._call(_DELETE, id))
 
+    async def delete_key(self, namespace: Iterable[str], key: str) -> bool:
+        """Remove the live entry with ``(namespace, key)``; True if there was one.
+        O(T + log n) on the owner.
+
+        Raises:
+            TypeError: ``key`` is not a str or ``namespace`` not a sequence of str.
+        """
+        ns = _check_namespace_key(namespace, key)
+        return bool(await self._call(_DELETE_KEY, (ns, key)))
+
+    async def sweep_expired(self) -> int:
+        """Remove every expired entry now; return how many. The owner does this by
+        itself when the earliest expiry comes (and before each batch); this is for
+        callers that want it at once. O(log n) per expired entry."""
+        result: int = await self._call(_SWEEP, None)
+        return result
+
     async def consolidate(self) -> ConsolidationStats:
         """Prune and merge, as one write applied in order with every other request.
 
@@ -329,8 +360,14 @@ class Memory(metaclass=NoPublicConstructor):
         snap: Snapshot = Snapshot._create(self._state, self._state.view(), self._snapshots)
         return snap
 
-    async def get(self, id: uuid.UUID) -> MemoryEntry | None:
-        """The entry ``id`` in the latest snapshot, or None. O(1); never waits for the owner.
+    async def get(self, id: uuid.UUID, *, refresh_ttl: bool = False) -> MemoryEntry | None:
+        """The entry ``id`` in the latest snapshot, or None (also when it has expired).
+        O(1); never waits for the owner.
+
+        Args:
+            id: The entry's id.
+            refresh_ttl: Push the entry's expiry to now plus its ``ttl`` (applied by the
+                owner with its next batch; the entry returned shows the old expiry).
 
         Raises:
             TypeError: ``id`` is not a :class:`uuid.UUID`.
@@ -340,8 +377,131 @@ class Memory(metaclass=NoPublicConstructor):
         await trio.lowlevel.checkpoint()
         self._raise_if_unusable()
         view = self._state.view()
-        rec = view.get(id)
-        return None if rec is None else view.entry(rec)
+        return self._read_one(view, view.get(id), refresh_ttl)
+
+    async def get_by_key(
+        self, namespace: Iterable[str], key: str, *, refresh_ttl: bool = False
+    ) -> MemoryEntry | None:
+        """The entry with ``(namespace, key)`` in the latest snapshot, or None (also when
+        it has expired). O(1); never waits for the owner. ``refresh_ttl`` as :meth:`get`.
+
+        Raises:
+            TypeError: ``key`` is not a str or ``namespace`` not a sequence of str.
+        """
+        ns = _check_namespace_key(namespace, key)
+        await trio.lowlevel.checkpoint()
+        self._raise_if_unusable()
+        view = self._state.view()
+        return self._read_one(view, view.by_key(ns, key), refresh_ttl)
+
+    def _read_one(self, view: View, rec: Record | None, refresh_ttl: bool) -> MemoryEntry | None:
+        if rec is None:
+            return None
+        expires = rec.expires_at(view.version)
+        if expires is not None:
+            now = self._now()
+            if expires <= now:
+                return None
+            if refresh_ttl:
+                self._note_refresh([rec], now)
+        return view.entry(rec)
+
+    def _alive(self, view: View) -> Callable[[Record], bool] | None:
+        """The expiry test of reads now (None, and no clock read, if nothing expires)."""
+        return view.alive(self._now()) if self._state._ever_expiring else None
+
+    def _now(self) -> datetime:
+        now = self._state.clock()
+        if not isinstance(now, datetime) or now.utcoffset() is None:
+            raise TypeError(f"clock() must return a timezone-aware datetime, got {now!r}")
+        return now
+
+    def _note_refresh(self, recs: Iterable[Record], now: datetime) -> None:
+        buf = self._pending_refresh
+        was_empty = not buf and not self._pending_access
+        for rec in recs:
+            if rec.entry.ttl is not None:
+                buf[rec.entry.id] = now
+        if was_empty and buf:
+            self._wake_owner()
+
+    def _wake_owner(self) -> None:
+        try:
+            self._send.send_nowait(_FLUSH_REQUEST)
+        except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
+            pass
+
+    async def list_entries(
+        self,
+        namespace: Iterable[str] | None = None,
+        *,
+        where: Mapping[str, Any] | None = None,
+        category: MemoryCategory | Iterable[MemoryCategory] | None = None,
+        tags: Iterable[str] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh_ttl: bool = False,
+    ) -> list[MemoryEntry]:
+        """Entries matching the filters without a query: newest ``updated_at`` first
+        (ties: the later stored first), skipping ``offset``, at most ``limit``.
+
+        Reads the latest published snapshot in the caller's task, in one step (no
+        checkpoint inside). Does not count as an access (no ``access_count`` change).
+
+        Args:
+            namespace: Keep entries whose namespace starts with these segments.
+            where: A payload filter (see :meth:`retrieve_scored`).
+            category, tags: As :meth:`retrieve_scored`.
+            limit: Most entries (>= 0). offset: Entries to skip first (>= 0).
+            refresh_ttl: Refresh the expiry of the entries returned (see :meth:`get`).
+
+        Runtime complexity: O(m log(offset + limit)) for m entries under the namespace
+        prefix (only the namespaces under the prefix are read, never the whole memory).
+
+        Raises:
+            TypeError, InvalidQueryError: A bad filter, limit or offset.
+        """
+        accept = make_filter(namespace, category, tags, where)
+        check_listing(limit, offset)
+        prefix = () if namespace is None else tuple(namespace)
+        await trio.lowlevel.checkpoint()
+        self._raise_if_unusable()
+        view = self._state.view()
+        alive = self._alive(view)
+        recs = list_records(view, prefix, with_alive(accept, alive), limit, offset)
+        if refresh_ttl and alive is not None:
+            self._note_refresh(recs, self._now())
+        return [view.entry(rec) for rec in recs]
+
+    async def list_namespaces(
+        self,
+        *,
+        prefix: Iterable[str] | None = None,
+        suffix: Iterable[str] | None = None,
+        max_depth: int | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[tuple[str, ...]]:
+        """The namespaces that hold at least one (unexpired) entry, sorted.
+
+        Args:
+            prefix: Keep namespaces starting with these segments; ``"*"`` matches any one.
+            suffix: Keep namespaces ending with these segments; ``"*"`` matches any one.
+            max_depth: Cut each namespace to its first ``max_depth`` segments (then
+                duplicates are dropped).
+            limit: Most namespaces (>= 0). offset: Namespaces to skip first (>= 0).
+
+        Runtime complexity: O(N) for N distinct namespaces (an index of namespaces is
+        kept; the entries are not scanned).
+
+        Raises:
+            TypeError, InvalidQueryError: Bad arguments.
+        """
+        check_listing(limit, offset)
+        await trio.lowlevel.checkpoint()
+        self._raise_if_unusable()
+        view = self._state.view()
+        return list_namespaces_at(view, self._alive(view), prefix, suffix, max_depth, limit, offset)
 
     async def retrieve_scored(
         self,
@@ -351,6 +511,8 @@ class Memory(metaclass=NoPublicConstructor):
         namespace: Iterable[str] | None = None,
         category: MemoryCategory | Iterable[MemoryCategory] | None = None,
         tags: Iterable[str] | None = None,
+        where: Mapping[str, Any] | None = None,
+        refresh_ttl: bool = False,
     ) -> list[ScoredEntry]:
         """The ``limit`` best entries for ``query``, best first, with their scores.
 
@@ -370,25 +532,37 @@ class Memory(metaclass=NoPublicConstructor):
             namespace: Keep entries whose namespace starts with these segments.
             category: Keep entries of this category (or of any of these).
             tags: Keep entries carrying every one of these tags.
+            where: Keep entries whose payload (``value``) matches: a mapping of dotted
+                paths to a value (equality; a nested object matches field by field) or
+                to operators ``{"$eq" | "$ne" | "$gt" | "$gte" | "$lt" | "$lte": v}``.
+                Entries without a payload never match. See :mod:`actormem._json`.
+            refresh_ttl: Refresh the expiry of the entries returned (see :meth:`get`).
+
+        Expired entries are never returned, even before the owner removed them.
 
         Runtime complexity: see the scorer (word overlap: O(P + V log k)).
 
         Raises:
             TypeError: Wrong argument types; or the memory's ``clock`` returned something
                 other than a timezone-aware datetime (no access is recorded).
-            InvalidQueryError: Negative limit, over-long query, empty filter segment.
+            InvalidQueryError: Negative limit, over-long query, empty filter segment,
+                malformed payload filter (an "Invalid filter key", an unknown operator).
             trio.ClosedResourceError, trio.BrokenResourceError: See the class docs.
         """
         check_query(query, limit)
-        accept = make_filter(namespace, category, tags)
+        accept = make_filter(namespace, category, tags, where)
         await trio.lowlevel.checkpoint()
         self._raise_if_unusable()
         state = self._state
         view = state.view()
+        alive = self._alive(view)
+        accept = with_alive(accept, alive)
         hits = await run_retrieve_sliced(state, view, query, limit, accept, self._snapshots)
         self._retrieves += 1
         if hits:
             self._note_access(hits)
+            if refresh_ttl and alive is not None:
+                self._note_refresh([rec for _, rec in hits], self._now())
         return [ScoredEntry(entry=view.entry(rec), score=score) for score, rec in hits]
 
     async def retrieve(
@@ -399,19 +573,25 @@ class Memory(metaclass=NoPublicConstructor):
         namespace: Iterable[str] | None = None,
         category: MemoryCategory | Iterable[MemoryCategory] | None = None,
         tags: Iterable[str] | None = None,
+        where: Mapping[str, Any] | None = None,
+        refresh_ttl: bool = False,
     ) -> list[MemoryEntry]:
         """The ``limit`` best entries for ``query``, best first (see :meth:`retrieve_scored`)."""
         scored = await self.retrieve_scored(
-            query, limit, namespace=namespace, category=category, tags=tags
+            query,
+            limit,
+            namespace=namespace,
+            category=category,
+            tags=tags,
+            where=where,
+            refresh_ttl=refresh_ttl,
         )
         return [s.entry for s in scored]
 
     def _note_access(self, hits: list[tuple[float, Record]]) -> None:
         buf = self._pending_access
-        was_empty = not buf
-        now = self._state.clock()
-        if not isinstance(now, datetime) or now.utcoffset() is None:
-            raise TypeError(f"clock() must return a timezone-aware datetime, got {now!r}")
+        was_empty = not buf and not self._pending_refresh
+        now = self._now()
         for _, rec in hits:
             id = rec.entry.id
             prev = buf.get(id)
@@ -422,10 +602,7 @@ class Memory(metaclass=NoPublicConstructor):
         if was_empty:
             # Wake the owner once per batch of hits. If the channel is full the owner has
             # work queued and drains the buffer on its next wake-up anyway.
-            try:
-                self._send.send_nowait(_FLUSH_REQUEST)
-            except (trio.WouldBlock, trio.ClosedResourceError, trio.BrokenResourceError):
-                pass
+            self._wake_owner()
 
     def __len__(self) -> int:
         """Entries in the latest published snapshot. O(1)."""
@@ -450,6 +627,8 @@ class Memory(metaclass=NoPublicConstructor):
             consolidations=state.consolidations,
             retrieves=self._retrieves,
             access_updates=state.access_updates,
+            expired=state.expired,
+            ttl_refreshes=state.ttl_refreshes,
             queue_depth=self._send.statistics().current_buffer_used,
             queue_capacity=self._queue_size,
             snapshot_version=state.published,
@@ -466,6 +645,16 @@ class Memory(metaclass=NoPublicConstructor):
 
     # ------------------------------------------------------------ owner side
 
+    def _next_sweep(self) -> float:
+        """The trio time at which the earliest expiry comes (``inf``: none expires)."""
+        nxt = self._state.next_expiry()
+        if nxt is None:
+            return math.inf
+        now = self._state.clock()
+        if not isinstance(now, datetime) or now.utcoffset() is None:
+            return math.inf
+        return trio.current_time() + max(0.0, nxt - now.timestamp())
+
     def _horizon(self) -> int:
         horizon = self._state.published
         for snap in list(self._snapshots):
@@ -473,17 +662,23 @@ class Memory(metaclass=NoPublicConstructor):
                 horizon = snap.version
         return horizon
 
-    def _apply(self, req: _Request) -> Any:
+    def _apply(self, req: _Request, now: datetime | None) -> Any:
         state = self._state
         if req.op == _STORE or req.op == _STORE_NOWAIT:
-            state.store(req.arg)
+            state.store(req.arg, now)
             return None
         if req.op == _STORE_MANY:
             for entry in req.arg:
-                state.store(entry)
+                state.store(entry, now)
             return None
         if req.op == _DELETE:
             return state.delete(req.arg) is not None
+        if req.op == _DELETE_KEY:
+            rec = state.current_by_key(*req.arg)
+            return rec is not None and state.delete(rec.entry.id) is not None
+        if req.op == _SWEEP:  # counts what this batch's own sweep removed too
+            swept, self._swept = self._swept, 0
+            return swept + (0 if now is None else state.expire(now))
         if req.op == _CONSOLIDATE:
             return state.consolidate()
         raise AssertionError(f"unknown request {req.op}")  # pragma: no cover
@@ -491,9 +686,23 @@ class Memory(metaclass=NoPublicConstructor):
     def _apply_batch(self, batch: list[_Request]) -> list[tuple[_Request, outcome.Outcome[Any]]]:
         """Apply ``batch`` in order; the answers to give once it is committed and published."""
         state = self._state
+        self._swept = 0
+        # The owner's time for this batch, read only when some entry expires or a store
+        # has a ttl (the state reads no clock). A clock returning junk only fails the
+        # stores that need a time (and skips the sweep).
+        now: datetime | None = None
+        if state.next_expiry() is not None or any(_needs_time(req) for req in batch):
+            now = state.clock()
+            if not isinstance(now, datetime) or now.utcoffset() is None:
+                now = None
+            elif state.next_expiry() is not None:
+                self._swept = state.expire(now)
         if self._pending_access:
             hits, self._pending_access = self._pending_access, {}
             state.apply_access(hits, self._horizon())
+        if self._pending_refresh:
+            reads, self._pending_refresh = self._pending_refresh, {}
+            state.refresh(reads, self._horizon())
         store = state.store
         replies: list[tuple[_Request, outcome.Outcome[Any]]] = []
         for req in batch:
@@ -502,10 +711,10 @@ class Memory(metaclass=NoPublicConstructor):
                 continue
             try:
                 if op == _STORE or op == _STORE_NOWAIT:
-                    store(req.arg)
+                    store(req.arg, now)
                     result: outcome.Outcome[Any] = outcome.Value(None)
                 else:
-                    result = outcome.Value(self._apply(req))
+                    result = outcome.Value(self._apply(req, now))
             except ActorMemError as exc:
                 result = outcome.Error(exc)
             if req.waits:
@@ -538,11 +747,14 @@ async def _run_owner(memory: Memory, receive: trio.MemoryReceiveChannel[_Request
     inflight: list[_Request] = []
     try:
         while True:
+            inflight = []
             try:
-                first = await receive.receive()
+                with trio.move_on_at(memory._next_sweep()):
+                    inflight = [await receive.receive()]
+                if not inflight:
+                    inflight = [_FLUSH_REQUEST]  # the earliest expiry came: sweep
             except trio.EndOfChannel:
                 break
-            inflight = [first]
             while len(inflight) < _MAX_BATCH:
                 try:
                     inflight.append(receive.receive_nowait())
@@ -619,6 +831,27 @@ def _fail_pending(
             break
         if req.waits:
             req.set(outcome.Error(error))
+
+
+def _needs_time(req: _Request) -> bool:
+    if req.op == _SWEEP:
+        return True
+    if req.op == _STORE_MANY:
+        return any(e.ttl is not None and e.expires_at is None for e in req.arg)
+    if req.op != _STORE and req.op != _STORE_NOWAIT:
+        return False
+    entry: MemoryEntry = req.arg
+    return entry.ttl is not None and entry.expires_at is None
+
+
+def _check_namespace_key(namespace: Iterable[str], key: str) -> tuple[str, ...]:
+    if type(key) is not str:
+        raise TypeError(f"key must be a str, not {type(key).__name__}")
+    ns = sequence_of(namespace, "namespace", "str segments")
+    for segment in ns:
+        if type(segment) is not str:
+            raise TypeError(f"namespace segments must be str, not {type(segment).__name__}")
+    return ns
 
 
 def _validate_options(queue_size: int) -> None:

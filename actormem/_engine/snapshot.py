@@ -9,10 +9,12 @@ concurrency control keeps the view unchanged while the owner applies writes mean
 
 from __future__ import annotations
 
+import heapq
 import time
 import uuid
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import trio
@@ -20,13 +22,24 @@ import trio
 from .._entry import MemoryCategory, MemoryEntry, ScoredEntry
 from .._errors import InvalidQueryError
 from .._index.scoring import RETRIEVE_SLICE, Accept, top_k_steps
+from .._json import compile_where
 from .._record import Record
 from .._util import NoPublicConstructor, sequence_of
 
 if TYPE_CHECKING:
     from .state import MemoryState, View
 
-__all__ = ["MAX_QUERY_CHARS", "Snapshot", "make_filter", "run_retrieve", "run_retrieve_sliced"]
+__all__ = [
+    "MAX_QUERY_CHARS",
+    "Snapshot",
+    "check_listing",
+    "list_namespaces_at",
+    "list_records",
+    "make_filter",
+    "run_retrieve",
+    "run_retrieve_sliced",
+    "with_alive",
+]
 
 #: Longest accepted query, in code points.
 MAX_QUERY_CHARS = 100_000
@@ -44,6 +57,7 @@ def make_filter(
     namespace: Iterable[str] | None,
     category: MemoryCategory | Iterable[MemoryCategory] | None,
     tags: Iterable[str] | None,
+    where: Mapping[str, Any] | None = None,
 ) -> Accept:
     """Validate retrieve filters and build the record predicate (None: accept all).
 
@@ -51,11 +65,13 @@ def make_filter(
     * ``category``: one category or a non-empty collection of them (any of them).
     * ``tags``: the entry must carry every one of them (exact, case-sensitive); an empty
       collection asks for nothing, so it matches everything.
+    * ``where``: a payload filter (:func:`actormem._json.compile_where`).
 
     Raises:
         TypeError: A filter has the wrong type.
-        InvalidQueryError: An empty namespace segment or tag, or an empty category
-            collection (ambiguous: pass None for every category).
+        InvalidQueryError: An empty namespace segment or tag, an empty category
+            collection (ambiguous: pass None for every category), a malformed payload
+            filter.
     """
     ns: tuple[str, ...] | None = None
     cats: frozenset[MemoryCategory] | None = None
@@ -86,7 +102,8 @@ def make_filter(
             raise InvalidQueryError("tags= must not hold an empty tag")
         if not need:
             need = None
-    if ns is None and cats is None and need is None:
+    payload = compile_where(where)
+    if ns is None and cats is None and need is None and payload is None:
         return None
     n = 0 if ns is None else len(ns)
 
@@ -96,9 +113,78 @@ def make_filter(
             return False
         if cats is not None and e.category not in cats:
             return False
-        return need is None or need.issubset(e.tags)
+        if need is not None and not need.issubset(e.tags):
+            return False
+        return payload is None or payload(e.value)
 
     return accept
+
+
+def with_alive(accept: Accept, alive: Callable[[Record], bool] | None) -> Accept:
+    """``accept`` and ``alive`` both (either may be None: no condition). O(1)."""
+    if alive is None:
+        return accept
+    if accept is None:
+        return alive
+    first = accept
+    return lambda rec: first(rec) and alive(rec)
+
+
+def _check_count(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if value < 0:
+        raise InvalidQueryError(f"{name} must be >= 0, got {value}")
+
+
+def check_listing(limit: object, offset: object) -> None:
+    """Raise TypeError / InvalidQueryError for a bad ``limit`` or ``offset``."""
+    _check_count("limit", limit)
+    _check_count("offset", offset)
+
+
+def list_records(
+    view: View, prefix: tuple[str, ...], accept: Accept, limit: int, offset: int
+) -> list[Record]:
+    """The visible records under ``prefix`` that ``accept`` admits, newest
+    ``updated_at`` first (ties: larger ``seq`` first), ``offset`` skipped, at most
+    ``limit``. Synchronous. O(m log(offset + limit)) for m records under the prefix."""
+    if limit == 0:
+        return []
+    recs = (r for r in view.in_namespace(prefix) if accept is None or accept(r))
+    top = heapq.nlargest(offset + limit, recs, key=lambda r: (r.entry.updated_at, r.seq))
+    return top[offset:]
+
+
+def _matches(ns: tuple[str, ...], pattern: tuple[str, ...], at_end: bool) -> bool:
+    if len(ns) < len(pattern):
+        return False
+    part = ns[len(ns) - len(pattern) :] if at_end else ns[: len(pattern)]
+    return all(p == "*" or p == s for p, s in zip(pattern, part, strict=True))
+
+
+def list_namespaces_at(
+    view: View,
+    alive: Callable[[Record], bool] | None,
+    prefix: Iterable[str] | None,
+    suffix: Iterable[str] | None,
+    max_depth: int | None,
+    limit: int,
+    offset: int,
+) -> list[tuple[str, ...]]:
+    """See :meth:`Memory.list_namespaces`. Synchronous. O(namespaces)."""
+    pre = None if prefix is None else _as_tuple_of_str("prefix", prefix)
+    suf = None if suffix is None else _as_tuple_of_str("suffix", suffix)
+    if max_depth is not None:
+        _check_count("max_depth", max_depth)
+    out: dict[tuple[str, ...], None] = {}
+    for ns in view.namespaces(alive):
+        if pre is not None and not _matches(ns, pre, False):
+            continue
+        if suf is not None and not _matches(ns, suf, True):
+            continue
+        out[ns if max_depth is None else ns[:max_depth]] = None
+    return sorted(out)[offset : offset + limit]
 
 
 def check_query(query: object, limit: object) -> None:
@@ -216,10 +302,15 @@ class Snapshot(metaclass=NoPublicConstructor):
         namespace: Iterable[str] | None = None,
         category: MemoryCategory | Iterable[MemoryCategory] | None = None,
         tags: Iterable[str] | None = None,
+        where: Mapping[str, Any] | None = None,
     ) -> list[ScoredEntry]:
-        """Like :meth:`Memory.retrieve_scored`, on this snapshot, synchronously."""
+        """Like :meth:`Memory.retrieve_scored`, on this snapshot, synchronously (expiry
+        is judged by the memory's clock now; nothing is refreshed)."""
         check_query(query, limit)
-        accept = make_filter(namespace, category, tags)
+        accept = make_filter(namespace, category, tags, where)
+        now = self._state.clock()
+        if isinstance(now, datetime) and now.utcoffset() is not None:
+            accept = with_alive(accept, self._view.alive(now))
         view = self._view
         return [
             ScoredEntry(entry=view.entry(rec), score=score)
@@ -234,12 +325,13 @@ class Snapshot(metaclass=NoPublicConstructor):
         namespace: Iterable[str] | None = None,
         category: MemoryCategory | Iterable[MemoryCategory] | None = None,
         tags: Iterable[str] | None = None,
+        where: Mapping[str, Any] | None = None,
     ) -> list[MemoryEntry]:
         """Like :meth:`Memory.retrieve`, on this snapshot, synchronously."""
         return [
             s.entry
             for s in self.retrieve_scored(
-                query, limit, namespace=namespace, category=category, tags=tags
+                query, limit, namespace=namespace, category=category, tags=tags, where=where
             )
         ]
 

@@ -46,6 +46,23 @@ Structures only the owner reads:
   consolidation merges duplicates without scanning every entry (``_dup_keys`` lists the
   sets). Most texts are unique: a group of one costs no dict.
 * ``_graveyard``: dead records in order of death, for the vacuum.
+* ``_expiry``: live records that expire, ordered by ``(expires_at as POSIX time, rec)``.
+  A read that refreshes a time to live only moves an expiry later, so, as with the
+  eviction order, a stored key may be stale from below: :meth:`MemoryState.expire` pops
+  the front and re-files it under its fresh key until the front is due for real.
+
+Structures readers share for keys and namespaces (same two rules as above):
+
+* ``_by_key``: ``(namespace, key)`` -> ``id.int`` of the newest record that took that key.
+  A reader checks the record it finds at its version still carries the key (an id may
+  change its key; the entry is left until the id is purged).
+* ``_namespaces``: namespace -> its unpurged records (an insertion-ordered dict), and
+  ``_ns_sorted``, those namespaces in order, so namespace listings and prefix listings
+  read only the namespaces concerned, never every entry.
+
+Time. The state never reads a clock for anything that changes it: the owner passes
+``now`` (``store``, ``expire``, ``refresh``), so a replica fed the same times makes the
+same changes. Readers compare expiry times with their own clock (reads change nothing).
 
 Vacuum: a dead record is *purged* (removed from every shared structure) once its death
 version is at or below the *horizon*, the oldest version any live snapshot can read.
@@ -60,7 +77,7 @@ import struct
 import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from itertools import islice
 from typing import Any, NamedTuple
 
@@ -68,8 +85,9 @@ import attrs
 from sortedcontainers import SortedKeyList, SortedList
 
 from .._entry import MemoryEntry, with_access
-from .._errors import InvalidQueryError
+from .._errors import InvalidEntryError, InvalidQueryError
 from .._index.scoring import Scorer, ScoringIndex
+from .._json import JsonObject
 from .._record import JOURNAL_ACCESS, JOURNAL_DELETE, JOURNAL_PUT, NEVER, Access, Record
 from .._stats import ConsolidationStats
 
@@ -155,12 +173,15 @@ def _dupkey(rec: Record) -> int:
     return hash(_normalised(rec))
 
 
-def _normalised(rec: Record) -> tuple[tuple[str, ...], str, str]:
+def _normalised(
+    rec: Record,
+) -> tuple[tuple[str, ...], str, str, str | None, JsonObject | None]:
     """The duplicate key: namespace, category, text ignoring case and runs of whitespace
-    (:func:`_folded`)."""
+    (:func:`_folded`), key and payload (entries with different keys or payloads are
+    never duplicates)."""
     e = rec.entry
     folded = _one_spaced(e.memory.casefold())
-    return (e.namespace, e.category._value_, folded)  # str: its hash is cached
+    return (e.namespace, e.category._value_, folded, e.key, e.value)  # str: hash cached
 
 
 class StoreOutcome(NamedTuple):
@@ -203,12 +224,67 @@ class View:
         return rec
 
     def entry(self, rec: Record) -> MemoryEntry:
-        """``rec.entry`` with the access bookkeeping as of this view."""
+        """``rec.entry`` with the access bookkeeping (and refreshed expiry) as of this view."""
         count, last = rec.access_at(self.version)
+        expires = rec.expires_at(self.version)
         e = rec.entry
-        if count == e.access_count and last == e.last_accessed:
+        if count == e.access_count and last == e.last_accessed and expires == e.expires_at:
             return e
-        return with_access(e, count, last)
+        return with_access(e, count, last, expires)
+
+    def alive(self, now: datetime) -> Callable[[Record], bool] | None:
+        """A predicate: the record has not expired at ``now`` (as of this view); None
+        when no record of this memory ever had an expiry (every record passes). O(1)."""
+        if not self._state._ever_expiring:
+            return None
+        v = self.version
+
+        def alive(rec: Record) -> bool:
+            expires = rec.expires_at(v)
+            return expires is None or expires > now
+
+        return alive
+
+    def by_key(self, namespace: tuple[str, ...], key: str) -> Record | None:
+        """The visible record with ``(namespace, key)``, or None. O(versions of the id)."""
+        id = self._state._by_key.get((namespace, key))
+        if id is None:
+            return None
+        rec = self._state._by_id.get(id)
+        v = self.version
+        while rec is not None and rec.born > v:
+            rec = rec.prev
+        if rec is None or rec.died <= v:
+            return None
+        e = rec.entry
+        return rec if e.key == key and e.namespace == namespace else None
+
+    def in_namespace(self, prefix: tuple[str, ...]) -> Iterator[Record]:
+        """Visible records whose namespace starts with ``prefix`` (segment by segment),
+        namespace by namespace in sorted order, each in insertion order. Not safe
+        across checkpoints (it iterates the owner's dicts): consume it synchronously.
+        O(namespaces under the prefix + their unpurged records)."""
+        state = self._state
+        v = self.version
+        n = len(prefix)
+        for ns in state._ns_sorted.irange(minimum=prefix):
+            if ns[:n] != prefix:
+                break
+            for rec in state._namespaces[ns]:
+                if rec.born <= v < rec.died:
+                    yield rec
+
+    def namespaces(self, alive: Callable[[Record], bool] | None) -> Iterator[tuple[str, ...]]:
+        """The namespaces holding a visible record that ``alive`` admits, sorted.
+        Synchronous use only (see :meth:`in_namespace`). O(namespaces + records
+        skipped before a visible one in each)."""
+        state = self._state
+        v = self.version
+        for ns in state._ns_sorted:
+            for rec in state._namespaces[ns]:
+                if rec.born <= v < rec.died and (alive is None or alive(rec)):
+                    yield ns
+                    break
 
     def records(self) -> list[Record]:
         """Every visible record, in insertion order (``seq``). O(n log n)."""
@@ -303,6 +379,15 @@ class MemoryState:
         self._dups: dict[int, Record | dict[Record, None]] = {}
         self._dup_keys: set[int] = set()  # keys of _dups groups with two or more records
         self._graveyard: deque[Record] = deque()
+        #: (namespace, key) -> id.int of the newest record that took the key.
+        self._by_key: dict[tuple[tuple[str, ...], str], int] = {}
+        #: namespace -> its unpurged records; the namespaces, sorted.
+        self._namespaces: dict[tuple[str, ...], dict[Record, None]] = {}
+        self._ns_sorted: SortedList = SortedList()
+        #: Live records that expire, by (expiry as POSIX time, rec); stale from below.
+        self._expiry: SortedList = SortedList()
+        #: Whether any record ever had an expiry (readers then check expiry times).
+        self._ever_expiring = False
         self._evictions_since_consolidate = 0
         #: Called as ``on_remove(entry, cause)`` for every entry that leaves the memory.
         self.on_remove: Callable[[MemoryEntry, str], None] | None = None
@@ -320,6 +405,8 @@ class MemoryState:
         self.merged = 0
         self.consolidations = 0
         self.access_updates = 0
+        self.expired = 0
+        self.ttl_refreshes = 0
 
     # ------------------------------------------------------------------ reading
 
@@ -330,6 +417,15 @@ class MemoryState:
     def view(self) -> View:
         """A view at the published version. O(1)."""
         return View(self, self.published, self._published_len)
+
+    def current_by_key(self, namespace: tuple[str, ...], key: str) -> Record | None:
+        """The live record with ``(namespace, key)`` at the working version, or None. O(1)."""
+        id = self._by_key.get((namespace, key))
+        rec = None if id is None else self._by_id.get(id)
+        if rec is None or rec.died != NEVER:
+            return None
+        e = rec.entry
+        return rec if e.key == key and e.namespace == namespace else None
 
     def current(self, id: uuid.UUID) -> Record | None:
         """The live record of ``id`` at the working version, or None. O(1)."""
@@ -397,8 +493,21 @@ class MemoryState:
 
     def _link(self, rec: Record) -> None:
         """Enter a new live record into every structure."""
-        self._by_id[rec.entry.id.int] = rec
+        e = rec.entry
+        self._by_id[e.id.int] = rec
         self._by_relevance.add(rec)
+        if e.key is not None:
+            self._by_key[(e.namespace, e.key)] = e.id.int
+        records = self._namespaces.get(e.namespace)
+        if records is None:
+            records = self._namespaces[e.namespace] = {}
+            self._ns_sorted.add(e.namespace)
+        records[rec] = None
+        expires = rec.current_expires()
+        if expires is not None:
+            self._ever_expiring = True
+            rec.exkey = (expires.timestamp(), rec)
+            self._expiry.add(rec.exkey)
         if self._evict is not None:
             rec.evkey = self._evkey(rec)
             self._evict[rec.entry.validated].add(rec.evkey)  # validated: 0 or 1
@@ -429,13 +538,16 @@ class MemoryState:
         """Kill a live record at the working version (older snapshots keep seeing it).
 
         ``cause`` (``"replaced"``, ``"evicted"``, ``"deleted"``, ``"pruned"``,
-        ``"merged"``) is reported to :attr:`on_remove`; None when the entry lives on
+        ``"merged"``, ``"expired"``) is reported to :attr:`on_remove`; None when the entry lives on
         (a merge survivor rewritten)."""
         rec.died = self.version
         if self._evict is not None:
             assert rec.evkey is not None
             self._evict[rec.entry.validated].remove(rec.evkey)
             rec.evkey = None
+        if rec.exkey is not None:
+            self._expiry.remove(rec.exkey)
+            rec.exkey = None
         key = _dupkey(rec)
         dups = self._dups
         group = dups[key]
@@ -457,26 +569,58 @@ class MemoryState:
         if cause is not None and self.on_remove is not None:
             self.on_remove(rec.entry, cause)
 
-    def store(self, entry: MemoryEntry) -> StoreOutcome:
-        """Insert ``entry``, or replace the live entry with its id (keeping ``created_at``).
+    def store(self, entry: MemoryEntry, now: datetime | None = None) -> StoreOutcome:
+        """Insert ``entry``, or replace the live entry with its id, or with its
+        ``(namespace, key)`` (taking that entry's id), keeping ``created_at``.
 
         Storing a new id into a full memory first evicts the entry with the lowest
-        relevance-weighted recency (unvalidated ones first). O(T + log n) for T distinct
-        tokens in the text.
+        relevance-weighted recency (unvalidated ones first). An entry with a ``ttl`` and
+        no ``expires_at`` expires at ``now + ttl``: ``now`` is the owner's time of the
+        write (the state reads no clock). O(T + log n) for T distinct tokens in the text.
+
+        Raises:
+            TypeError: ``entry`` is not a MemoryEntry.
+            InvalidEntryError: ``entry`` has a ``ttl`` to apply and ``now`` is None.
         """
         if not isinstance(entry, MemoryEntry):
             raise TypeError(f"store() takes a MemoryEntry, not {type(entry).__name__}")
+        if entry.ttl is not None and entry.expires_at is None:
+            if now is None:
+                raise InvalidEntryError(
+                    "an entry with a ttl needs the time of the write, and the memory's "
+                    "clock() did not return a timezone-aware datetime"
+                )
+            entry = with_access(
+                entry,
+                entry.access_count,
+                entry.last_accessed,
+                now + timedelta(seconds=entry.ttl),
+            )
         return self._store(entry, None)
 
     def _store(self, entry: MemoryEntry, new_seq: int | None) -> StoreOutcome:
         self.version += 1
+        if entry.key is not None:
+            other_id = self._by_key.get((entry.namespace, entry.key))
+            if other_id is not None and other_id != entry.id.int:
+                other = self._by_id.get(other_id)
+                if (
+                    other is not None
+                    and other.died == NEVER
+                    and other.entry.key == entry.key
+                    and other.entry.namespace == entry.namespace
+                ):
+                    entry = attrs.evolve(entry, id=other.entry.id)  # the key wins
         old = self._by_id.get(entry.id.int)
         replaced = None
         evicted = None
         if old is not None and old.died == NEVER:
             replaced = old
             if entry.created_at != old.entry.created_at:
-                entry = attrs.evolve(entry, created_at=old.entry.created_at)
+                created = old.entry.created_at
+                entry = attrs.evolve(
+                    entry, created_at=created, updated_at=max(entry.updated_at, created)
+                )
             self._unlink(old, "replaced")
             seq = old.seq
             self.upserts += 1
@@ -587,7 +731,7 @@ class MemoryState:
             prev = rec.access
             if prev is not None and prev.version <= horizon:
                 prev.prev = None  # no snapshot needs anything older than prev
-            rec.access = Access(self.version, count + times, newest, prev)
+            rec.access = Access(self.version, count + times, newest, prev, rec.current_expires())
             if last is None and newest < rec.entry.created_at and self._evict is not None:
                 # The key went down (a retrieve dated before created_at): keys in the
                 # eviction order may only be stale from below, so re-sort it now.
@@ -602,6 +746,66 @@ class MemoryState:
                 self.journal.append((JOURNAL_ACCESS, rec))
             changed += 1
         self.access_updates += changed
+        return changed
+
+    def next_expiry(self) -> float | None:
+        """A lower bound of the earliest expiry of a live record (POSIX time), or None
+        when none expires: when the owner should next call :meth:`expire`. O(1)."""
+        return self._expiry[0][0] if self._expiry else None
+
+    def expire(self, now: datetime) -> int:
+        """Remove every live record whose expiry is at or before ``now`` (cause
+        ``"expired"``); return how many. ``now`` is the owner's time (see the module
+        docs). O(log n) per expired record, plus one per stale key re-filed."""
+        order = self._expiry
+        limit = now.timestamp()
+        done = 0
+        while order and order[0][0] <= limit:
+            stale = order[0]
+            rec: Record = stale[1]
+            fresh = rec.current_expires()
+            assert fresh is not None
+            if fresh.timestamp() > stale[0]:  # refreshed since: re-file, look again
+                del order[0]
+                rec.exkey = (fresh.timestamp(), rec)
+                order.add(rec.exkey)
+                continue
+            if done == 0:
+                self.version += 1
+            self._unlink(rec, "expired")
+            done += 1
+        self.expired += done
+        return done
+
+    def refresh(self, reads: dict[uuid.UUID, datetime], horizon: int) -> int:
+        """Push the expiry of each read entry that has a ``ttl`` to its read's time plus
+        the ttl (never earlier than it was); return how many changed.
+
+        ``reads`` maps id -> the latest time it was read with ``refresh_ttl=True``; ids no
+        longer live, or without a ttl, are skipped. The expiry order is left stale from
+        below (see :meth:`expire`). O(r) for r ids.
+        """
+        if not reads:
+            return 0
+        self.version += 1
+        changed = 0
+        for id, when in reads.items():
+            rec = self.current(id)
+            if rec is None or rec.entry.ttl is None:
+                continue
+            old = rec.current_expires()
+            new = when + timedelta(seconds=rec.entry.ttl)
+            if old is not None and new <= old:
+                continue
+            count, last = rec.current_access()
+            prev = rec.access
+            if prev is not None and prev.version <= horizon:
+                prev.prev = None
+            rec.access = Access(self.version, count, last, prev, new)
+            if self.journal is not None:
+                self.journal.append((JOURNAL_ACCESS, rec))
+            changed += 1
+        self.ttl_refreshes += changed
         return changed
 
     def consolidate(self) -> ConsolidationStats:
@@ -647,6 +851,7 @@ class MemoryState:
                     last_accessed=max(lasts) if lasts else None,
                     tags=tuple(tags),
                     validated=any(e.validated for e in entries),
+                    expires_at=keep.current_expires(),
                 )
                 for rec in recs[1:]:
                     self._unlink(rec, "merged")
@@ -695,8 +900,17 @@ class MemoryState:
         rec.purged = True
         self._by_relevance.remove(rec)
         self.index.purge(rec)
-        id = rec.entry.id.int
+        e = rec.entry
+        records = self._namespaces[e.namespace]
+        del records[rec]
+        if not records:
+            del self._namespaces[e.namespace]
+            self._ns_sorted.remove(e.namespace)
+        id = e.id.int
         head = self._by_id.get(id)
+        if head is rec and rec.prev is None and e.key is not None:
+            if self._by_key.get((e.namespace, e.key)) == id:
+                del self._by_key[(e.namespace, e.key)]  # the id's last version goes
         if head is rec:
             del self._by_id[id]
         else:
@@ -761,4 +975,28 @@ class MemoryState:
                 assert _dupkey(r) == dupkey
             dup_total += len(group)
         assert dup_total == self._live
+        # Keys: each live keyed record is found under its key; no two share one.
+        keys = [(r.entry.namespace, r.entry.key) for r in live if r.entry.key is not None]
+        assert len(keys) == len(set(keys)), "two live entries share a (namespace, key)"
+        for r in live:
+            if r.entry.key is not None:
+                assert self._by_key[(r.entry.namespace, r.entry.key)] == r.entry.id.int
+        # Namespaces index: exactly the unpurged records, by namespace.
+        assert list(self._ns_sorted) == sorted(self._namespaces)
+        by_ns: dict[tuple[str, ...], set[int]] = {}
+        for r in unpurged:
+            by_ns.setdefault(r.entry.namespace, set()).add(id(r))
+        assert {ns: set(map(id, recs)) for ns, recs in self._namespaces.items()} == by_ns
+        # Expiry order: exactly the live records that expire, keys at most the fresh ones.
+        self._expiry._check()
+        expiring = [r for r in live if r.current_expires() is not None]
+        assert sorted(map(id, self._expiry)) == sorted(id(r.exkey) for r in expiring)
+        for r in expiring:
+            assert r.exkey is not None
+            assert r.exkey[1] is r
+            fresh = r.current_expires()
+            assert fresh is not None
+            assert r.exkey[0] <= fresh.timestamp()
+        assert all(r.exkey is None for r in unpurged if r.died != NEVER)
+        assert self._ever_expiring or not expiring
         self.index._check([r for r in self._by_relevance])

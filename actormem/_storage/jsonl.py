@@ -3,12 +3,15 @@ tool-call reader (:mod:`actormem.agent._toolcalls`) shares.
 
 Theory of operation
 -------------------
-One JSON object per line (UTF-8, blank lines skipped). An *entry* holds every field of a
+One JSON object per line (UTF-8, blank lines skipped, a byte-order mark at the start
+of the file ignored). An *entry* holds every field of a
 :class:`~actormem.MemoryEntry`, as :func:`entry_to_json` writes it::
 
       {"id": "<uuid>", "category": "trajectory", "memory": str, "tags": [str],
        "created_at": "<ISO 8601 with offset>", "relevance": float, "access_count": int,
-       "validated": bool, "namespace": [str], "last_accessed": "<ISO 8601>" | null}
+       "validated": bool, "namespace": [str], "last_accessed": "<ISO 8601>" | null,
+       "key": str | null, "value": {...} | null, "updated_at": "<ISO 8601>",
+       "ttl": float | null, "expires_at": "<ISO 8601>" | null}
 
   Only ``category`` and ``memory`` are required; unknown keys are refused, so a typo never
   drops a field silently. ``entry_from_json(entry_to_json(e)) == e`` for every entry.
@@ -54,6 +57,11 @@ _ENTRY_KEYS = frozenset(
         "validated",
         "namespace",
         "last_accessed",
+        "key",
+        "value",
+        "updated_at",
+        "ttl",
+        "expires_at",
     }
 )
 
@@ -79,7 +87,9 @@ class JsonlError(ValueError):
 
 
 def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
-    """``(line number, parsed JSON)`` for each non-blank line; :class:`JsonlError` otherwise."""
+    """``(line number, parsed JSON)`` for each non-blank line; :class:`JsonlError` otherwise.
+
+    A UTF-8 byte-order mark at the start of the file is skipped."""
     try:
         handle = path.open("rb")
     except FileNotFoundError:
@@ -94,6 +104,8 @@ def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
                 raise JsonlError(path, number, f"not UTF-8 ({exc.reason})") from None
+            if number == 1 and text.startswith("\ufeff"):
+                text = text[1:]  # a byte-order mark, as some Windows editors write
             if not text.strip():
                 continue
             try:
@@ -150,6 +162,11 @@ def entry_to_json(entry: MemoryEntry) -> dict[str, Any]:
         "validated": entry.validated,
         "namespace": list(entry.namespace),
         "last_accessed": _time_to_json(entry.last_accessed),
+        "key": entry.key,
+        "value": None if entry.value is None else entry.value.thaw(),
+        "updated_at": _time_to_json(entry.updated_at),
+        "ttl": entry.ttl,
+        "expires_at": _time_to_json(entry.expires_at),
     }
 
 
@@ -238,6 +255,16 @@ def entry_from_json(obj: dict[str, Any]) -> MemoryEntry:
         fields["access_count"] = count
     if "validated" in obj:
         fields["validated"] = need(obj, "validated", bool, "true or false")
+    if obj.get("key") is not None:
+        fields["key"] = need(obj, "key", str, "a string")
+    if obj.get("value") is not None:
+        fields["value"] = need(obj, "value", dict, "a JSON object")
+    if "updated_at" in obj:
+        fields["updated_at"] = _parse_time("updated_at", obj["updated_at"])
+    if obj.get("ttl") is not None:
+        fields["ttl"] = need(obj, "ttl", (int, float), "a number of seconds")
+    if obj.get("expires_at") is not None:
+        fields["expires_at"] = _parse_time("expires_at", obj["expires_at"])
     try:
         return MemoryEntry(**fields)
     except TypeError as exc:  # attrs validators raise TypeError for wrong types

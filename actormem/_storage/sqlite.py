@@ -25,7 +25,9 @@ Opening (:meth:`SqliteStore.open`), in an order that never modifies a refused fi
 1. Check the directory (exists, writable: WAL needs ``-wal``/``-shm`` beside the file).
 2. Take the lock file (:mod:`actormem._storage.lock`); a second opener fails here.
 3. Existing file: check the raw header, then validate and decode every row through a
-   read-only connection (:func:`~actormem._storage.sqlite_format.read_validated`).
+   read-only connection (:func:`~actormem._storage.sqlite_format.read_validated`). A
+   file of an older schema version is upgraded in place, in one transaction, only after
+   it passed that validation (step 4, ``_migrate``).
    New file: build it under a temporary name and hard-link it into place, so a crash
    never leaves a half-created database at ``path``.
 4. Only then open the read-write connection, in WAL mode, with the durability's
@@ -46,6 +48,7 @@ import enum
 import os
 import sqlite3
 import tempfile
+from collections.abc import Callable
 from typing import Any
 
 import attrs
@@ -58,6 +61,7 @@ from .sqlite_format import (
     CREATE_SCHEMA,
     DELETE_ENTRY,
     INSERT_ENTRY,
+    MIGRATE_FROM_1,
     UPDATE_ACCESS,
     check_header,
     check_schema,
@@ -154,13 +158,29 @@ def _create(path: str) -> None:
                 pass
 
 
+def _migrate(path: str, conn: sqlite3.Connection, statements: tuple[str, ...]) -> None:
+    """Upgrade a validated older file in place: one transaction, all or nothing (a crash
+    or an error leaves the old version, which opens and upgrades next time)."""
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        for statement in statements:
+            conn.execute(statement)
+        conn.execute("COMMIT")
+    except sqlite3.Error as exc:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise StorageError(path, f"upgrading the file failed: {sqlite_reason(exc)}") from exc
+
+
 def _connect(path: str, durability: Durability) -> sqlite3.Connection:
     """The read-write connection of a validated file, in WAL mode."""
     uri = file_uri(path) + "?mode=rw"
     conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
     try:
         conn.execute("PRAGMA busy_timeout = 10000")
-        check_schema(path, conn, deep=False)  # cheap re-check under the lock
+        if check_schema(path, conn, deep=False) == 1:  # cheap re-check under the lock
+            _migrate(path, conn, MIGRATE_FROM_1)
+            check_schema(path, conn, deep=False)
         (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
         if mode != "wal":
             raise StorageError(path, f"cannot use WAL mode ({mode})")
@@ -332,6 +352,16 @@ class SqliteStore:
             raise StorageError(self.path, f"commit failed: {sqlite_reason(exc)}") from exc
         self.commits += 1
         self.written += len(batch)
+
+    def abort_when(self, check: Callable[[], bool] | None) -> None:
+        """Make every statement of later :meth:`write` calls ask ``check()`` every few
+        thousand SQLite virtual-machine steps, and fail (rolled back, :class:`StorageError`
+        "interrupted") once it returns true; ``None`` removes the check. ``check`` runs
+        in the thread that writes. O(1).
+        """
+        conn = self._conn
+        if conn is not None:
+            conn.set_progress_handler(None if check is None else (lambda: check()), 4096)
 
     def close(self) -> None:
         """Close the connection (SQLite checkpoints the WAL) and release the lock.

@@ -10,6 +10,13 @@ journal mode, identified by two fields of its 100-byte header and one table:
 * ``user_version`` (header offset 60) and the ``meta`` row ``schema_version`` both hold
   :data:`SCHEMA_VERSION`; a larger value means a newer actormem wrote the file.
 
+Versions. Version 1 had no key, payload, ``updated_at`` or expiry columns. A version-1
+file is validated read-only like any other, then upgraded in place by one transaction
+(:data:`MIGRATE_FROM_1`: the old table renamed, the new one created by the very statement
+a new file gets, the rows copied with ``updated_at = created_at``, the old table dropped,
+both version fields set to 2): a crash leaves either the old file or the new one. A file
+of a newer version is refused before anything is written.
+
 One row of ``entries`` per live entry; the primary key ``seq`` is the entry's insertion
 order (kept across upserts, as :class:`~actormem._record.Record` does), so a table scan
 yields the order in which the memory is rebuilt. Rows are addressed by ``seq`` alone: a
@@ -42,11 +49,15 @@ from typing import Any
 
 from .._entry import MemoryCategory, MemoryEntry
 from .._errors import StorageError
+from .._json import JsonObject
 from .._record import Record
 
 __all__ = [
     "APPLICATION_ID",
     "COLUMNS",
+    "CREATE_SCHEMA_V1",
+    "MIGRATABLE_VERSIONS",
+    "MIGRATE_FROM_1",
     "MAX_ACCESS_COUNT",
     "SCHEMA_VERSION",
     "check_header",
@@ -60,7 +71,9 @@ __all__ = [
 
 #: Version of the file layout written by this actormem; stored as ``user_version`` and as
 #: the ``meta`` row ``schema_version``.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: Older versions this actormem upgrades in place when it opens them.
+MIGRATABLE_VERSIONS = (1,)
 
 #: SQLite ``application_id`` of an actormem database: the ASCII bytes "acMm".
 APPLICATION_ID = int.from_bytes(b"acMm", "big")
@@ -76,7 +89,7 @@ MAX_ACCESS_COUNT = 2**63 - 1
 #: second.
 MAX_SEQ = 2**62
 
-COLUMNS = (
+COLUMNS_V1 = (
     "seq",
     "id",
     "category",
@@ -89,13 +102,11 @@ COLUMNS = (
     "last_accessed",
     "validated",
 )
+COLUMNS = (*COLUMNS_V1, "key", "value", "updated_at", "ttl", "expires_at")
 
-#: Statements that create a new database (run in one transaction, before WAL mode).
-CREATE_SCHEMA = (
-    f"PRAGMA application_id = {APPLICATION_ID}",
-    f"PRAGMA user_version = {SCHEMA_VERSION}",
-    "CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL)",
-    """CREATE TABLE entries (
+_CREATE_META = "CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL)"
+# The columns of version 1; version 2 appends five (the comments are not compared).
+_COLUMNS_SQL_V1 = """
         seq INTEGER PRIMARY KEY,      -- insertion order of the id, kept across upserts
         id TEXT NOT NULL,             -- canonical UUID text (unique: checked on load)
         category TEXT NOT NULL,       -- MemoryCategory value
@@ -106,9 +117,43 @@ CREATE_SCHEMA = (
         relevance REAL NOT NULL,
         access_count INTEGER NOT NULL,
         last_accessed TEXT,           -- ISO 8601 or NULL
-        validated INTEGER NOT NULL    -- 0 or 1
-    )""",
+        -- validated: 0 or 1
+        validated INTEGER NOT NULL"""
+_CREATE_ENTRIES = f"""CREATE TABLE entries ({_COLUMNS_SQL_V1},
+        key TEXT,                     -- unique per namespace among live entries, or NULL
+        value TEXT,                   -- JSON object (compact, key order kept) or NULL
+        updated_at TEXT NOT NULL,     -- ISO 8601, UTC, microseconds
+        ttl REAL,                     -- seconds, or NULL
+        expires_at TEXT               -- ISO 8601 (as refreshed by reads) or NULL
+    )"""
+
+#: Statements that create a new database (run in one transaction, before WAL mode).
+CREATE_SCHEMA = (
+    f"PRAGMA application_id = {APPLICATION_ID}",
+    f"PRAGMA user_version = {SCHEMA_VERSION}",
+    _CREATE_META,
+    _CREATE_ENTRIES,
     f"INSERT INTO meta VALUES ('schema_version', '{SCHEMA_VERSION}'), ('application', 'actormem')",
+)
+
+#: Upgrade of a version-1 file to version 2, run as one transaction.
+MIGRATE_FROM_1 = (
+    "ALTER TABLE entries RENAME TO entries_v1",
+    _CREATE_ENTRIES,
+    f"INSERT INTO entries ({', '.join(COLUMNS_V1)}, updated_at) "
+    f"SELECT {', '.join(COLUMNS_V1)}, created_at FROM entries_v1",
+    "DROP TABLE entries_v1",
+    "UPDATE meta SET value = '2' WHERE key = 'schema_version'",
+    "PRAGMA user_version = 2",
+)
+
+#: The statements that created a version-1 file (to recognise one, and for tests).
+CREATE_SCHEMA_V1 = (
+    f"PRAGMA application_id = {APPLICATION_ID}",
+    "PRAGMA user_version = 1",
+    _CREATE_META,
+    f"CREATE TABLE entries ({_COLUMNS_SQL_V1}\n    )",
+    "INSERT INTO meta VALUES ('schema_version', '1'), ('application', 'actormem')",
 )
 
 INSERT_ENTRY = (
@@ -116,8 +161,11 @@ INSERT_ENTRY = (
     f"VALUES ({', '.join('?' * len(COLUMNS))})"
 )
 DELETE_ENTRY = "DELETE FROM entries WHERE seq = ?"
-UPDATE_ACCESS = "UPDATE entries SET access_count = ?, last_accessed = ? WHERE seq = ?"
+UPDATE_ACCESS = (
+    "UPDATE entries SET access_count = ?, last_accessed = ?, expires_at = ? WHERE seq = ?"
+)
 SELECT_ENTRIES = f"SELECT {', '.join(COLUMNS)} FROM entries ORDER BY seq"
+SELECT_ENTRIES_V1 = f"SELECT {', '.join(COLUMNS_V1)} FROM entries ORDER BY seq"
 
 _SELECT_MASTER = "SELECT type, name, tbl_name, sql FROM sqlite_master"
 
@@ -142,21 +190,24 @@ def _schema_objects(conn: sqlite3.Connection) -> set[tuple[str, str, str, str | 
     }
 
 
-def _expected_objects() -> frozenset[tuple[str, str, str, str | None]]:
-    """Every ``sqlite_master`` row that :data:`CREATE_SCHEMA` creates, normalised."""
+def _expected_objects(
+    statements: tuple[str, ...],
+) -> frozenset[tuple[str, str, str, str | None]]:
+    """Every ``sqlite_master`` row that ``statements`` create, normalised."""
     conn = sqlite3.connect(":memory:", isolation_level=None)
     try:
-        for statement in CREATE_SCHEMA:
+        for statement in statements:
             conn.execute(statement)
         return frozenset(_schema_objects(conn))
     finally:
         conn.close()
 
 
-#: The schema objects (tables, their automatic indexes) of an actormem file; any other
-#: trigger, view, index or table makes the file refused (a trigger could delete rows
-#: behind the owner's back, and SQLite would run it on every commit).
-EXPECTED_OBJECTS = _expected_objects()
+#: The schema objects (tables, their automatic indexes) of an actormem file, per schema
+#: version; any other trigger, view, index or table makes the file refused (a trigger
+#: could delete rows behind the owner's back, and SQLite would run it on every commit).
+EXPECTED_OBJECTS = {1: _expected_objects(CREATE_SCHEMA_V1), 2: _expected_objects(CREATE_SCHEMA)}
+_COLUMNS_OF = {1: COLUMNS_V1, 2: COLUMNS}
 
 
 #: Longest error text quoted in a reason, in code points (a corrupted row's error may
@@ -194,7 +245,7 @@ def _check_version(path: str, version: int) -> None:
             f"written by a newer actormem (schema_version {version}; this version reads "
             f"{SCHEMA_VERSION}); upgrade actormem",
         )
-    if version != SCHEMA_VERSION:
+    if version != SCHEMA_VERSION and version not in MIGRATABLE_VERSIONS:
         raise StorageError(path, f"unknown schema_version {version} (expected {SCHEMA_VERSION})")
 
 
@@ -205,7 +256,8 @@ def check_header(path: str) -> None:
 
     Raises:
         StorageError: Empty file, not an SQLite file, another application's database, or
-            a schema version other than :data:`SCHEMA_VERSION`.
+            a schema version other than :data:`SCHEMA_VERSION` and the versions it
+            upgrades (:data:`MIGRATABLE_VERSIONS`).
     """
     try:
         with open(path, "rb") as f:
@@ -238,14 +290,15 @@ def read_only_uri(path: str) -> str:
     return uri
 
 
-def check_schema(path: str, conn: sqlite3.Connection, *, deep: bool) -> None:
+def check_schema(path: str, conn: sqlite3.Connection, *, deep: bool) -> int:
     """Check identification, schema version and schema objects through ``conn``; read-only.
 
     The schema must be exactly :data:`EXPECTED_OBJECTS` (type, name, table and
     normalised SQL of every ``sqlite_master`` row): no trigger, view, index or table
     that actormem did not create. O(schema size), plus:
 
-    ``deep`` adds ``PRAGMA quick_check`` (O(file size)).
+    ``deep`` adds ``PRAGMA quick_check`` (O(file size)). Returns the schema version (the
+    current one, or an older one this actormem upgrades).
 
     Raises:
         StorageError: The file is not an actormem database of this schema version, or is
@@ -265,9 +318,10 @@ def check_schema(path: str, conn: sqlite3.Connection, *, deep: bool) -> None:
     if not {"meta", "entries"} <= tables:
         raise StorageError(path, "corrupted: the meta or entries table is missing")
     objects = _schema_objects(conn)
-    if objects != EXPECTED_OBJECTS:
-        extra = sorted(f"{t} {n!r}" for t, n, _, _ in objects - EXPECTED_OBJECTS)
-        missing = sorted(f"{t} {n!r}" for t, n, _, _ in EXPECTED_OBJECTS - objects)
+    expected = EXPECTED_OBJECTS[version]
+    if objects != expected:
+        extra = sorted(f"{t} {n!r}" for t, n, _, _ in objects - expected)
+        missing = sorted(f"{t} {n!r}" for t, n, _, _ in expected - objects)
         detail = "; ".join(
             part
             for part in (
@@ -281,20 +335,23 @@ def check_schema(path: str, conn: sqlite3.Connection, *, deep: bool) -> None:
     if row is None or row[0] != str(version):
         raise StorageError(path, f"corrupted: meta schema_version {row} != user_version {version}")
     columns = tuple(r[1] for r in conn.execute("PRAGMA table_info(entries)"))
-    if columns != COLUMNS:
+    if columns != _COLUMNS_OF[version]:
         raise StorageError(path, f"corrupted: unexpected entries columns {columns}")
     if deep:
         problems = [r[0] for r in conn.execute("PRAGMA quick_check(5)")]
         if problems != ["ok"]:
             raise StorageError(path, "corrupted: " + "; ".join(map(str, problems)))
+    return int(version)
 
 
 def read_validated(path: str) -> list[tuple[int, MemoryEntry]]:
     """Validate an existing file and decode every entry, read-only; modifies nothing.
 
-    Returns ``(seq, entry)`` pairs in ``seq`` order. Reading everything here, before any
-    read-write connection exists, means a file refused for its content is never touched
-    (closing a read-write connection may checkpoint the WAL into the file).
+    Returns ``(seq, entry)`` pairs in ``seq`` order. A version-1 file's entries get the
+    fields version 1 did not have at their defaults (``updated_at = created_at``).
+    Reading everything here, before any read-write connection exists, means a file
+    refused for its content is never touched (closing a read-write connection may
+    checkpoint the WAL into the file).
     O(file size) (``PRAGMA quick_check`` plus one table scan).
 
     Raises:
@@ -306,8 +363,13 @@ def read_validated(path: str) -> list[tuple[int, MemoryEntry]]:
     except sqlite3.Error as exc:
         raise StorageError(path, f"cannot open read-only: {sqlite_reason(exc)}") from exc
     try:
-        check_schema(path, conn, deep=True)
-        entries = [decode_row(path, row) for row in conn.execute(SELECT_ENTRIES)]
+        version = check_schema(path, conn, deep=True)
+        if version == 1:
+            padding = (None, None, None, None, None)
+            rows = [row + padding for row in conn.execute(SELECT_ENTRIES_V1)]
+        else:
+            rows = conn.execute(SELECT_ENTRIES).fetchall()
+        entries = [decode_row(path, row) for row in rows]
     except sqlite3.Error as exc:
         raise StorageError(path, sqlite_reason(exc)) from exc
     finally:
@@ -346,14 +408,23 @@ def encode_record(rec: Record) -> tuple[Any, ...]:
         min(count, MAX_ACCESS_COUNT),
         None if last is None else last.isoformat(),
         int(e.validated),
+        e.key,
+        None if e.value is None else e.value.to_json(),
+        e.updated_at.isoformat(),
+        e.ttl,
+        _iso(rec.current_expires()),
     )
+
+
+def _iso(value: datetime | None) -> str | None:
+    return None if value is None else value.isoformat()
 
 
 def encode_access(rec: Record) -> tuple[Any, ...]:
     """Parameters of :data:`UPDATE_ACCESS` for a record. O(1)."""
     count, last = rec.current_access()
     count = min(count, MAX_ACCESS_COUNT)
-    return (count, None if last is None else last.isoformat(), rec.seq)
+    return (count, _iso(last), _iso(rec.current_expires()), rec.seq)
 
 
 def _strings(value: Any) -> tuple[str, ...]:
@@ -364,6 +435,15 @@ def _strings(value: Any) -> tuple[str, ...]:
     if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
         raise ValueError(f"expected a JSON array of strings, got {value!r}")
     return tuple(items)
+
+
+def _json_object(value: Any) -> JsonObject:
+    if not isinstance(value, str):
+        raise TypeError(f"expected JSON object text, got {value!r}")
+    try:
+        return JsonObject.from_json(value)
+    except RecursionError:
+        raise ValueError("a payload nested too deep") from None
 
 
 def _time(value: Any) -> datetime:
@@ -378,7 +458,10 @@ def decode_row(path: str, row: tuple[Any, ...]) -> tuple[int, MemoryEntry]:
     Raises:
         StorageError: The row does not decode to a valid :class:`MemoryEntry`.
     """
-    seq, id, category, memory, tags, namespace, created, relevance, count, last, validated = row
+    (seq, id, category, memory, tags, namespace, created, relevance, count, last, validated) = row[
+        :11
+    ]
+    key, value, updated, ttl, expires = row[11:]
     try:
         if type(seq) is not int or not 1 <= seq <= MAX_SEQ:
             raise ValueError(f"bad seq {seq!r}")
@@ -397,6 +480,11 @@ def decode_row(path: str, row: tuple[Any, ...]) -> tuple[int, MemoryEntry]:
             access_count=count,
             validated=bool(validated),
             last_accessed=None if last is None else _time(last),
+            key=key,
+            value=None if value is None else _json_object(value),
+            updated_at=None if updated is None else _time(updated),
+            ttl=ttl,
+            expires_at=None if expires is None else _time(expires),
         )
     except (TypeError, ValueError) as exc:  # InvalidEntryError is a ValueError
         raise StorageError(

@@ -61,11 +61,15 @@ class LoopMemory(Protocol):
     """What :class:`MemoryHooks` needs from a memory (loopctl's ``LoopMemory`` verbs).
 
     :func:`actormem.open_memory`'s ``Memory`` has these methods; so can any object.
+    ``retrieve`` is passed ``namespace=`` only by hooks given a namespace (it keeps the
+    entries whose namespace starts with those segments, as ``Memory.retrieve`` does).
     """
 
     async def store(self, entry: MemoryEntry) -> object: ...
 
-    async def retrieve(self, query: str, limit: int) -> Sequence[MemoryEntry]: ...
+    async def retrieve(
+        self, query: str, limit: int, *, namespace: Sequence[str] | None = None
+    ) -> Sequence[MemoryEntry]: ...
 
     async def consolidate(self) -> ConsolidationStats: ...
 
@@ -196,6 +200,21 @@ def memory_block(texts: Iterable[str]) -> str | None:
     return "\n".join([MEMORY_HEADER, *lines])
 
 
+def _check_namespace(namespace: object) -> tuple[str, ...]:
+    if namespace is None:
+        return ()
+    if isinstance(namespace, str) or not isinstance(namespace, (tuple, list)):
+        raise TypeError(
+            f"namespace must be a tuple or list of str segments, not {type(namespace).__name__}"
+        )
+    for segment in namespace:
+        if not isinstance(segment, str):
+            raise TypeError(f"namespace segments must be str, not {type(segment).__name__}")
+        if not segment:
+            raise ValueError("namespace segments must not be empty")
+    return tuple(namespace)
+
+
 def _check_top_k(top_k: object) -> int:
     if isinstance(top_k, bool) or not isinstance(top_k, int):
         raise TypeError(f"top_k must be an int, not {type(top_k).__name__}")
@@ -216,19 +235,31 @@ class MemoryHooks(metaclass=Final):
             :func:`actormem.open_memory`.
         top_k: Entries retrieved before each turn, an int >= 0 (default 3, loopctl's
             ``memory_top_k``); 0 disables retrieval.
+        namespace: Segments (a tuple or list of non-empty str) of the namespace this
+            agent, user or thread works in: trajectories are stored in it, and
+            ``before_turn`` retrieves only entries whose namespace starts with it.
+            ``None`` or ``()`` (the default): store at the root, retrieve from every
+            namespace. Each hook also takes a ``namespace=`` of its own, which wins.
 
     Raises:
-        TypeError: ``memory`` lacks ``store``/``retrieve``/``consolidate``, or ``top_k``
-            is not an int.
-        ValueError: ``top_k`` is negative.
+        TypeError: ``memory`` lacks ``store``/``retrieve``/``consolidate``, ``top_k``
+            is not an int, or ``namespace`` is not a sequence of str.
+        ValueError: ``top_k`` is negative, or a namespace segment is empty.
     """
 
-    def __init__(self, memory: LoopMemory, *, top_k: int = 3) -> None:
+    def __init__(
+        self,
+        memory: LoopMemory,
+        *,
+        top_k: int = 3,
+        namespace: Sequence[str] | None = None,
+    ) -> None:
         for verb in ("store", "retrieve", "consolidate"):
             if not callable(getattr(memory, verb, None)):
                 raise TypeError(f"memory must have an async {verb}() method")
         self._memory = memory
         self._top_k = _check_top_k(top_k)
+        self._namespace = _check_namespace(namespace)
 
     @property
     def memory(self) -> LoopMemory:
@@ -240,44 +271,73 @@ class MemoryHooks(metaclass=Final):
         """Entries retrieved before each turn (0: retrieval disabled)."""
         return self._top_k
 
+    @property
+    def namespace(self) -> tuple[str, ...]:
+        """The hooks' namespace (``()``: the root, and retrieval from everywhere)."""
+        return self._namespace
+
+    def _pick(self, namespace: Sequence[str] | None) -> tuple[str, ...]:
+        return self._namespace if namespace is None else _check_namespace(namespace)
+
     async def after_tool_call(
-        self, name: str, input: object, result: str | Iterable[str], *, ok: bool = True
+        self,
+        name: str,
+        input: object,
+        result: str | Iterable[str],
+        *,
+        ok: bool = True,
+        namespace: Sequence[str] | None = None,
     ) -> None:
         """Store a ``TRAJECTORY`` entry for a successful tool call.
 
-        The entry's text is :func:`format_trajectory` of the arguments. Nothing is stored
-        when ``ok`` is false (failures are not trajectories). Never raises: a formatting
-        or store failure is logged and swallowed.
+        The entry's text is :func:`format_trajectory` of the arguments; it goes into
+        ``namespace`` if given, else the hooks' namespace. Nothing is stored when ``ok``
+        is false (failures are not trajectories). Never raises because of the memory: a
+        formatting or store failure is logged and swallowed.
+
+        Raises:
+            TypeError, ValueError: ``namespace`` is not a sequence of non-empty str.
         """
+        segments = self._pick(namespace)
         if not ok:
             return
         try:
             entry = MemoryEntry.new(
                 MemoryCategory.TRAJECTORY, format_trajectory(name, input, result)
             )
+            if segments:
+                entry = entry.with_namespace(*segments)
             await self._memory.store(entry)
         except Exception:
             logger.warning(
                 "storing the trajectory of tool %r failed; the turn goes on", name, exc_info=True
             )
 
-    async def before_turn(self, query: str) -> str | None:
-        """The memory message for a turn, or ``None`` when nothing was found.
+    async def before_turn(
+        self, query: str, *, namespace: Sequence[str] | None = None
+    ) -> str | None:
+        """The memory message for a turn (one string), or ``None`` when nothing was found.
 
-        Retrieves up to ``top_k`` entries for ``query`` (the memory ranks them) and
-        returns :func:`memory_block` of their texts, best first. Does not call the
-        memory at all when ``top_k`` is 0. A retrieve failure is logged and gives
-        ``None``.
+        Retrieves up to ``top_k`` entries for ``query`` (the memory ranks them) from
+        ``namespace`` if given, else the hooks' namespace (``()``: from everywhere), and
+        returns :func:`memory_block` of their texts, best first: the text of one user
+        message. Does not call the memory at all when ``top_k`` is 0. A retrieve failure
+        is logged and gives ``None``.
 
         Raises:
-            TypeError: ``query`` is not a str.
+            TypeError: ``query`` is not a str, or ``namespace`` not a sequence of str.
+            ValueError: A namespace segment is empty.
         """
         if not isinstance(query, str):
             raise TypeError(f"query must be str, not {type(query).__name__}")
+        segments = self._pick(namespace)
         if self._top_k == 0:
             return None
         try:
-            entries = await self._memory.retrieve(query, self._top_k)
+            if segments:
+                entries = await self._memory.retrieve(query, self._top_k, namespace=segments)
+            else:
+                entries = await self._memory.retrieve(query, self._top_k)
             texts = [entry.memory for entry in list(entries)[: self._top_k]]
         except Exception:
             logger.warning("retrieving memory failed; the turn goes on without it", exc_info=True)

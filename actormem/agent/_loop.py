@@ -24,7 +24,7 @@ context memory).
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -32,7 +32,7 @@ import attrs
 from .._util import Final
 from ._context_message import Message, Role, ToolCall
 from ._context_window import ContextMemory, InMemoryContext
-from ._hooks import MemoryHooks, _result_text
+from ._hooks import MemoryHooks, _check_namespace, _result_text
 
 if TYPE_CHECKING:
     from .._stats import ConsolidationStats
@@ -97,6 +97,7 @@ async def run_agent(
     context: ContextMemory | None = None,
     system: str | None = None,
     max_turns: int = 10,
+    namespace: Sequence[str] | None = None,
 ) -> RunResult:
     """Run an agent on ``task`` until the model answers without calling a tool.
 
@@ -115,6 +116,9 @@ async def run_agent(
         system: A system prompt, recorded protected before the task (e.g.
             :meth:`ProfileMemory.compile() <actormem.profile.ProfileMemory.compile>`).
         max_turns: Most model calls, an int >= 1.
+        namespace: The namespace of this run (an agent, a user, a thread: a tuple or list
+            of non-empty str): every hook call stores into it and retrieves from it,
+            overriding the hooks' own namespace. ``None``: the hooks' namespace.
 
     Returns:
         A :class:`RunResult`.
@@ -140,6 +144,8 @@ async def run_agent(
         raise TypeError(f"max_turns must be an int, not {type(max_turns).__name__}")
     if max_turns < 1:
         raise ValueError(f"max_turns must be >= 1, got {max_turns}")
+    if namespace is not None:
+        namespace = _check_namespace(namespace)
     conversation: ContextMemory = InMemoryContext() if context is None else context
 
     tool_calls = 0
@@ -151,7 +157,7 @@ async def run_agent(
         for turn in range(1, max_turns + 1):
             request = await conversation.context()
             if hooks is not None:
-                block = await hooks.before_turn(task)
+                block = await hooks.before_turn(task, namespace=namespace)
                 if block is not None:
                     request.append(Message.user(block))
             reply = await model(request)
@@ -172,7 +178,9 @@ async def run_agent(
                 tool_calls += 1
                 await conversation.record(Message.tool(text, tool_call_id=call.id))
                 if hooks is not None:
-                    await hooks.after_tool_call(call.name, arguments, text, ok=ok)
+                    await hooks.after_tool_call(
+                        call.name, arguments, text, ok=ok, namespace=namespace
+                    )
     except Exception:
         if hooks is not None:
             await hooks.end_run(False)

@@ -36,6 +36,7 @@ from collections.abc import Callable
 import attrs
 import trio
 
+from .._entry import MAX_MEMORY_CHARS
 from .._util import Final
 from ._text import LINE_BREAKS, escape_line
 
@@ -73,6 +74,11 @@ def _check_key(key: object) -> str:
 def _check_value(value: object) -> str:
     if not isinstance(value, str):
         raise TypeError(f"value must be str, not {type(value).__name__}")
+    if len(value) > MAX_MEMORY_CHARS:
+        raise ValueError(
+            f"value is {len(value)} code points long; the limit is {MAX_MEMORY_CHARS} "
+            "(MAX_MEMORY_CHARS, as for an entry's text)"
+        )
     return value
 
 
@@ -211,8 +217,10 @@ class ProfileMemory(metaclass=Final):
         Raises:
             TypeError: ``key`` or ``value`` is not a str, or the clock returned a
                 non-number.
-            ValueError: ``key`` is empty or holds a line break, or the clock returned NaN
-                or an infinity. Nothing changes.
+            ValueError: ``key`` is empty or holds a line break, ``value`` is longer than
+                :data:`~actormem.MAX_MEMORY_CHARS` (100,000) code points (the limit of
+                an entry's text), or the clock returned NaN or an infinity. Nothing
+                changes.
         """
         _check_key(key)
         _check_value(value)

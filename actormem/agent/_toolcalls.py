@@ -13,7 +13,9 @@ naming the file and the 1-based line of the first bad record.
 
 from __future__ import annotations
 
+import json
 import math
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,16 @@ from .._entry import MemoryCategory, MemoryEntry
 from .._storage.jsonl import JsonlError, entry_from_json, file_sha256, json_lines, need
 from ._hooks import format_trajectory
 
-__all__ = ["ToolCall", "read_import_file", "read_tool_calls", "tool_call", "tool_call_entry"]
+__all__ = [
+    "IMPORT_ID_NAMESPACE",
+    "ImportLines",
+    "ToolCall",
+    "line_id",
+    "read_import_file",
+    "read_tool_calls",
+    "tool_call",
+    "tool_call_entry",
+]
 
 
 @attrs.frozen(kw_only=True, slots=True)
@@ -123,32 +134,75 @@ def tool_call_entry(call: ToolCall, *, episode: str | None = None) -> MemoryEntr
     return entry.with_namespace(call.source, call.episode if episode is None else episode)
 
 
-def read_import_file(path: Path) -> tuple[list[MemoryEntry], int, int]:
+#: Namespace of the ids :func:`line_id` derives (a fixed, random UUID; never change it,
+#: or re-running an import made before the change would store its lines again).
+IMPORT_ID_NAMESPACE = uuid.UUID("3f0c5d0e-8b7a-4f1e-9c64-2a51d8e0b7c3")
+
+
+def line_id(value: Any) -> uuid.UUID:
+    """The stable id of an import line without an ``id``: ``uuid5`` of the line's
+    canonical JSON (keys sorted, no spaces, non-ASCII kept) in
+    :data:`IMPORT_ID_NAMESPACE`. The same content always gives the same id, whatever the
+    key order or spacing of the line, so importing a file twice replaces its entries
+    instead of duplicating them. O(size of the line)."""
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return uuid.uuid5(IMPORT_ID_NAMESPACE, canonical)
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class ImportLines:
+    """The checked content of an ``actormem import`` file.
+
+    Attributes:
+        entries: What to store, in order (with ``later_wins``, each id once, at the
+            place of its last line).
+        entry_lines: Lines that were entries.
+        tool_call_lines: Lines that were tool calls.
+        repeated: Lines dropped because a later line had the same id (``later_wins``).
+    """
+
+    entries: list[MemoryEntry]
+    entry_lines: int
+    tool_call_lines: int
+    repeated: int
+
+
+def read_import_file(path: Path, *, later_wins: bool = False) -> ImportLines:
     """Read and check a whole file for ``actormem import``: entries, tool calls, or both.
 
     A line with ``tool`` and ``result`` keys is a tool call and becomes its trajectory
-    entry (:func:`tool_call_entry`); a line with a ``memory`` key is an entry.
+    entry (:func:`tool_call_entry`); a line with a ``memory`` key is an entry. A line
+    without an ``id`` (every tool call) gets :func:`line_id`, derived from its content,
+    so that running an import again never stores a line twice.
+
+    Two lines with the same id (given, or derived: two identical lines) are refused,
+    naming both lines, unless ``later_wins``: then the later line replaces the earlier
+    one entirely (its text and every other field), as if the earlier were not there.
+
+    Args:
+        path: The JSON Lines file; a UTF-8 byte-order mark at its start is skipped.
+        later_wins: Let a later line with an id already given replace the earlier line.
 
     Returns:
-        ``(entries, n_entries, n_tool_calls)``: the entries to store in file order, and
-        how many lines were of each kind.
+        An :class:`ImportLines`.
 
     Raises:
-        JsonlError: The file cannot be read or a line is neither kind (file and line named).
+        JsonlError: The file cannot be read, a line is neither kind, or (without
+            ``later_wins``) a line repeats the id of an earlier line (file and line named).
 
     Runtime complexity: O(size of the file).
     """
-    entries: list[MemoryEntry] = []
-    n_entries = n_calls = 0
+    found: dict[uuid.UUID, tuple[int, MemoryEntry]] = {}
+    n_entries = n_calls = repeated = 0
     for number, value in json_lines(path):
         if not isinstance(value, dict):
             raise JsonlError(path, number, f"expected a JSON object, got {type(value).__name__}")
         try:
             if "tool" in value and "result" in value:
-                entries.append(tool_call_entry(tool_call(value)))
+                entry = tool_call_entry(tool_call(value))
                 n_calls += 1
             elif "memory" in value:
-                entries.append(entry_from_json(value))
+                entry = entry_from_json(value)
                 n_entries += 1
             else:
                 raise ValueError(
@@ -156,4 +210,24 @@ def read_import_file(path: Path) -> tuple[list[MemoryEntry], int, int]:
                 )
         except (ValueError, TypeError) as exc:
             raise JsonlError(path, number, str(exc)) from None
-    return entries, n_entries, n_calls
+        given = "id" in value and "memory" in value
+        if not given:
+            entry = attrs.evolve(entry, id=line_id(value))
+        earlier = found.pop(entry.id, None)
+        if earlier is not None:
+            if not later_wins:
+                what = f"id {entry.id}" if given else "content (so the same derived id)"
+                raise JsonlError(
+                    path,
+                    number,
+                    f"the same {what} as line {earlier[0]}; pass --later-wins to let the "
+                    "later line replace the earlier one",
+                )
+            repeated += 1
+        found[entry.id] = (number, entry)
+    return ImportLines(
+        entries=[entry for _, entry in found.values()],
+        entry_lines=n_entries,
+        tool_call_lines=n_calls,
+        repeated=repeated,
+    )

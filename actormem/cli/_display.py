@@ -41,12 +41,22 @@ def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def progress_line(run: SwarmRun, total: int | None, rate: float, stats: MemoryStatistics) -> str:
-    """One plain progress line: elapsed s, episodes, ops/s, retrieve p99, entries, evictions."""
+def progress_line(
+    run: SwarmRun,
+    total: int | None,
+    rate: float,
+    stats: MemoryStatistics,
+    total_steps: int | None = None,
+) -> str:
+    """One plain progress line: elapsed s, episodes, steps, ops/s, retrieve p99, entries,
+    evictions. Steps (tool calls replayed) move from the first second, while the first
+    episodes (the longest go first) may take minutes to end."""
     elapsed = time.perf_counter() - run.started
-    of = "" if total is None else f"/{total}"
+    of = "" if total is None else f"/{total:,}"
+    steps_of = "" if total_steps is None else f"/{total_steps:,}"
     return (
-        f"[{elapsed:7.1f}s] episodes {run.episodes_done}{of}  ops/s {rate:,.0f}  "
+        f"[{elapsed:7.1f}s] episodes {run.episodes_done:,}{of}  "
+        f"steps {run.steps:,}{steps_of}  ops/s {rate:,.0f}  "
         f"retrieve p99 {_ms(run.recent_retrieve_p99())} ms  entries {stats.entries:,}  "
         f"evictions {stats.evictions:,}"
     )
@@ -60,6 +70,7 @@ async def watch(
     interactive: bool,
     interval: float,
     out: TextIO,
+    total_steps: int | None = None,
 ) -> None:
     """Show progress until cancelled (the caller cancels it when the run ends).
 
@@ -67,6 +78,8 @@ async def watch(
         run: The run being filled in.
         statistics: Returns the memory's current statistics (``memory.statistics``).
         total: Episodes expected, or ``None`` when unknown.
+        total_steps: Tool calls expected, or ``None`` when unknown. When known, the
+            live bar counts steps (it moves from the start); else episodes.
         interactive: Draw a live rich display (True) or print plain lines (False).
         interval: Seconds between refreshes (plain lines: between lines).
         out: Where to write.
@@ -84,22 +97,25 @@ async def watch(
         while True:
             await trio.sleep(interval)
             rate, stats = sample()
-            print(progress_line(run, total, rate, stats), file=out, flush=True)
+            print(progress_line(run, total, rate, stats, total_steps), file=out, flush=True)
     console = Console(file=out)
+    by_steps = total_steps is not None
     progress = Progress(
-        TextColumn("episodes"),
+        TextColumn("steps" if by_steps else "episodes"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         console=console,
     )
-    task = progress.add_task("swarm", total=total)
+    task = progress.add_task("swarm", total=total_steps if by_steps else total)
 
     def frame() -> Group:
         rate, stats = sample()
-        progress.update(task, completed=run.episodes_done)
+        progress.update(task, completed=run.steps if by_steps else run.episodes_done)
+        of = "" if total is None else f"/{total:,}"
+        counted = f"episodes {run.episodes_done:,}{of}" if by_steps else f"steps {run.steps:,}"
         detail = (
-            f"ops/s {rate:,.0f}   retrieve p99 {_ms(run.recent_retrieve_p99())} ms   "
+            f"{counted}   ops/s {rate:,.0f}   retrieve p99 {_ms(run.recent_retrieve_p99())} ms   "
             f"entries {stats.entries:,}   evictions {stats.evictions:,}"
         )
         return Group(progress, Text(detail))

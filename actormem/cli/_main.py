@@ -16,6 +16,7 @@ import os
 import platform
 import re
 import shlex
+import signal
 import sys
 import tempfile
 import time
@@ -29,6 +30,7 @@ from typing import Any, NoReturn
 import trio
 from rich.console import Console
 
+from .._engine.bulk import store_all_or_nothing
 from .._engine.live import is_held_elsewhere, open_live_copy
 from .._engine.memory import Memory, open_memory
 from .._entry import MemoryCategory, MemoryEntry
@@ -37,10 +39,12 @@ from .._index.bm25 import BM25Scorer
 from .._index.scoring import Scorer
 from .._index.wordoverlap import WordOverlapScorer
 from .._storage.jsonl import JsonlError, entry_to_json, escape_json_line
+from .._storage.salvage import Salvage
 from ..agent._text import cut, escape_line
 from ..agent._toolcalls import read_import_file, read_tool_calls
 from ..eval import _cli as _eval_cli
 from ._display import result_tables, watch
+from ._mcp import add_mcp_parser
 from ._remote import LIVE_NOTE, add_remote_options, remote_contents, remote_entries, remote_hits
 from ._serve import add_serve_parser
 from ._swarm import (
@@ -74,6 +78,28 @@ class _Parser(argparse.ArgumentParser):
 
 class _InputError(Exception):
     """Bad input found before anything was written; the message is the whole error line."""
+
+
+class _Interrupted(Exception):
+    """SIGINT (Ctrl-C) or SIGTERM stopped the command; the message says what it left.
+
+    Attributes:
+        status: The exit status, 128 + the signal's number (130 for SIGINT).
+    """
+
+    def __init__(self, message: str, *, signum: int = signal.SIGINT) -> None:
+        name = signal.Signals(signum).name
+        super().__init__(f"interrupted ({name}): {message}")
+        self.status = 128 + signum
+
+
+class _Terminated(KeyboardInterrupt):
+    """Raised by the SIGTERM handler the CLI installs: SIGTERM unwinds like Ctrl-C (so
+    every ``finally`` runs and temporary files go), and exits with 143."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise _Terminated
 
 
 def _int_at_least(low: int) -> Any:
@@ -225,6 +251,7 @@ def _options_json(args: argparse.Namespace, path: Path | None) -> dict[str, Any]
         "tool_calls": [str(p) for p in args.tool_calls],
         "path": None if path is None else str(path),
         "in_memory": args.in_memory,
+        "reuse_path": args.reuse_path,
         "verify": args.verify,
         "json": None if args.json is None else str(args.json),
         "interval": args.interval,
@@ -274,8 +301,51 @@ def _accounting_lines(accounting: Accounting) -> list[str]:
     return lines
 
 
+class _Stop:
+    """The first SIGINT or SIGTERM of a swarm run: which one, and the scope it cancels."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.scope: trio.CancelScope | None = None
+
+    def stop(self, signum: int) -> None:
+        if self.signum is None:
+            self.signum = signum
+        if self.scope is not None:
+            self.scope.cancel()
+
+
+async def _watch_signals(signals: AsyncIterator[int], stop: _Stop) -> None:
+    """The first signal ends the run gracefully (the report shows what it did); a second
+    one while the report is made gives up at once (KeyboardInterrupt)."""
+    async for signum in signals:
+        if stop.signum is not None:
+            raise KeyboardInterrupt
+        stop.stop(signum)
+
+
 async def _swarm(
     args: argparse.Namespace, workload: Workload, path: Path | None, console: Console
+) -> tuple[int, dict[str, Any]]:
+    """The swarm run, with SIGINT and SIGTERM handled by trio for its whole length (so an
+    interrupt never strikes at a random place: it cancels the run, and the figures of
+    what ran are still counted, checked and reported)."""
+    stop = _Stop()
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with trio.open_nursery() as guard:
+            guard.start_soon(_watch_signals, signals, stop)
+            try:
+                return await _swarm_run(args, workload, path, console, stop)
+            finally:
+                guard.cancel_scope.cancel()
+
+
+async def _swarm_run(
+    args: argparse.Namespace,
+    workload: Workload,
+    path: Path | None,
+    console: Console,
+    stop: _Stop,
 ) -> tuple[int, dict[str, Any]]:
     removals = Removals()
     child_errors: list[str] = []
@@ -285,47 +355,74 @@ async def _swarm(
         "scorer": SCORERS[args.scorer](),
         "on_remove": removals,
     }
+    # A signal while the file opens is noted and acted on once it is open (a second one
+    # gives up at once): the open runs in a worker thread that cannot be cut short.
     async with open_memory(**options) as memory:
+        if stop.signum is not None:
+            raise _Interrupted("before the run started", signum=stop.signum)
+        if path is not None and len(memory) and not args.reuse_path:
+            raise _InputError(
+                f"--path {path}: holds {len(memory):,} entries; the swarm would add its "
+                "benchmark entries to them, and its consolidations may merge or prune "
+                "them. Name a new file, or pass --reuse-path to run on it anyway"
+            )
         # No checkpoint from here to run_swarm: the three agree on where the run starts.
         initial = [e.id for e in memory.snapshot()]
         before = memory.statistics()
         removals.start_run()
         run = SwarmRun(agents=args.agents)
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(
-                lambda: watch(
-                    run,
-                    memory.statistics,
-                    total=workload.total,
-                    interactive=console.is_terminal,
-                    interval=args.interval,
-                    out=sys.stdout,
+        with trio.CancelScope() as running:
+            stop.scope = running
+            if stop.signum is not None:
+                running.cancel()
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(
+                    lambda: watch(
+                        run,
+                        memory.statistics,
+                        total=workload.total,
+                        total_steps=workload.total_steps,
+                        interactive=console.is_terminal,
+                        interval=args.interval,
+                        out=sys.stdout,
+                    )
                 )
-            )
-            if args.processes is None:
-                await run_swarm(
-                    memory,
-                    workload,
-                    agents=args.agents,
-                    top_k=args.top_k,
-                    duration=args.duration,
-                    max_steps=args.steps,
-                    run=run,
-                )
-            else:
-                child_errors = await _swarm_processes(memory, args, run, nursery)
-            nursery.cancel_scope.cancel()
+                if args.processes is None:
+                    await run_swarm(
+                        memory,
+                        workload,
+                        agents=args.agents,
+                        top_k=args.top_k,
+                        duration=args.duration,
+                        max_steps=args.steps,
+                        run=run,
+                    )
+                else:
+                    child_errors = await _swarm_processes(memory, args, run, nursery)
+                nursery.cancel_scope.cancel()
+        stop.scope = None
         await _settle(memory)
         stats = memory.statistics()
         accounting = check_accounting(
-            memory, initial=initial, stored=run.stored, removals=removals, before=before
+            memory,
+            initial=initial,
+            stored=run.stored,
+            uncertain=run.uncertain,
+            removals=removals,
+            before=before,
         )
         final = {e.id: e for e in memory.snapshot()} if args.verify and path is not None else None
+    interrupted = None if stop.signum is None else signal.Signals(stop.signum).name
     latency = {
         "store": summarize_latency(run.store_latency),
         "retrieve": summarize_latency(run.retrieve_latency),
         "consolidate": summarize_latency(run.consolidate_latency),
     }
+    if interrupted is not None:
+        print(
+            f"interrupted by {interrupted} after {run.elapsed:.1f} s: the figures below "
+            "are those of the part that ran"
+        )
     for table in result_tables(run, latency, stats, accounting):
         console.print(table)
     status = 0 if accounting.ok else 1
@@ -349,13 +446,14 @@ async def _swarm(
         if not verify["ok"]:
             status = 1
     sys.stdout.flush()
-    report = {
+    report: dict[str, Any] = {
         "actormem_version": _version(),
         "python": platform.python_version(),
         "machine": {"system": platform.system(), "cpus": os.cpu_count()},
         "options": _options_json(args, path),
         "data": workload.description,
         "data_files": [],
+        "interrupted": interrupted,
         "elapsed_s": run.elapsed,
         "throughput": {
             "agents": run.agents,
@@ -443,16 +541,27 @@ def cmd_swarm(args: argparse.Namespace) -> int:
         raise _InputError("--path and --in-memory exclude each other")
     if args.verify and args.in_memory:
         raise _InputError("--verify needs a file: drop --in-memory")
+    if args.reuse_path and args.path is None:
+        raise _InputError("--reuse-path needs --path FILE")
+    if args.path is not None and args.path.is_dir():
+        raise _InputError(f"--path {args.path}: is a directory, not a memory file")
     workload, files = _swarm_workload(args)
     console = Console(highlight=False)
     print(f"actormem swarm: {workload.description}", flush=True)
     if not args.tool_calls:
         print("  (pass --tool-calls FILE to replay real tool calls instead)", flush=True)
-    with tempfile.TemporaryDirectory(prefix="actormem-swarm-") as folder:
+    with contextlib.ExitStack() as cleanup:
         path: Path | None = args.path
-        if path is None and not args.in_memory:
+        if args.in_memory:
+            where = "in RAM only (--in-memory)"
+        elif path is None:
+            # Made only now that it is needed, and removed on every way out (SIGINT and
+            # SIGTERM end the run through _swarm, so this block still exits).
+            folder = cleanup.enter_context(tempfile.TemporaryDirectory(prefix="actormem-swarm-"))
             path = Path(folder) / "swarm.sqlite"
-        where = "in memory" if path is None else f"in {path}"
+            where = f"in {path} (a temporary folder, removed at the end)"
+        else:
+            where = f"in {path}"
         print(
             f"{args.agents} agents"
             + ("" if args.processes is None else f" in {args.processes} processes (HTTP)")
@@ -468,6 +577,9 @@ def cmd_swarm(args: argparse.Namespace) -> int:
             args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
         except OSError as exc:  # checked before the run; the disk can still fill up
             raise _InputError(f"--json {args.json}: {exc.strerror or exc}") from None
+    if report["interrupted"] is not None:
+        signum = signal.Signals[report["interrupted"]]
+        raise _Interrupted("the figures above are those of the part that ran", signum=signum)
     return status
 
 
@@ -563,38 +675,31 @@ def cmd_stats(args: argparse.Namespace) -> int:
 def cmd_import(args: argparse.Namespace) -> int:
     """``actormem import PATH FILE``: store every entry or tool call of FILE, or nothing."""
     try:
-        entries, n_entries, n_calls = read_import_file(args.file)
+        lines = read_import_file(args.file, later_wins=args.later_wins)
     except JsonlError as exc:
         raise _InputError(str(exc)) from None
     if args.path.is_dir():
         raise _InputError(f"{args.path}: is a directory, not a memory file")
-
-    async def run() -> int:
-        async with _open(args.path) as memory:
-            for entry in entries[:-1]:
-                try:
-                    memory.store_nowait(entry)
-                except trio.WouldBlock:
-                    await memory.store(entry)
-            if entries:
-                await memory.store(entries[-1])  # answered after every earlier store
-            return len(memory)
-
     sidecars = [Path(f"{args.path}{suffix}") for suffix in ("", "-wal", "-shm", "-journal")]
     created = [p for p in sidecars if not os.path.lexists(p)]
     try:
-        total = trio.run(run)
-    except BaseException:
+        result = store_all_or_nothing(args.path, lines.entries)
+    except BaseException as exc:
         if args.path in created:
-            # A failed import into a new path leaves no file behind (an existing file keeps
-            # what committed before the failure; see docs/cli.md).
+            # A failed import into a new path leaves no file behind.
             for leftover in created:
                 with contextlib.suppress(FileNotFoundError):
                     leftover.unlink()
+        if isinstance(exc, KeyboardInterrupt):
+            raise _Interrupted(f"nothing imported: {args.path} is unchanged") from None
         raise
+    repeats = f"; {lines.repeated:,} repeated ids, later lines won" if lines.repeated else ""
     print(
-        f"imported {len(entries):,} lines ({n_entries:,} entries, {n_calls:,} tool calls) "
-        f"from {args.file} into {args.path}; it now holds {total:,} entries"
+        f"imported {lines.entry_lines + lines.tool_call_lines:,} lines "
+        f"({lines.entry_lines:,} entries, "
+        f"{lines.tool_call_lines:,} tool calls{repeats}) from {args.file} into {args.path}: "
+        f"{result.added:,} new, {result.replaced:,} replaced; it now holds {result.after:,} "
+        "entries"
     )
     return 0
 
@@ -602,6 +707,10 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     """``actormem export PATH``: every entry as one JSON line on stdout, insertion order."""
     path = _path_or_server(args)
+    if args.salvage:
+        if path is None:
+            raise _InputError("--salvage reads a file: drop --server")
+        return _export_salvage(path)
 
     async def run() -> list[MemoryEntry]:
         assert path is not None
@@ -613,6 +722,39 @@ def cmd_export(args: argparse.Namespace) -> int:
         out.write(escape_json_line(json.dumps(entry_to_json(entry), ensure_ascii=False)) + "\n")
     out.flush()
     return 0
+
+
+#: Skipped rows and ranges named in the salvage report (the first ones).
+_SALVAGE_NAMED = 5
+
+
+def _export_salvage(path: Path) -> int:
+    """``export --salvage``: every row that reads, then what was skipped (stderr); 1 if
+    anything was skipped."""
+    salvage = Salvage(path)
+    out = sys.stdout
+    for entry in salvage.entries():
+        out.write(escape_json_line(json.dumps(entry_to_json(entry), ensure_ascii=False)) + "\n")
+    out.flush()
+    parts = [f"salvaged {salvage.salvaged:,} entries from {path}"]
+    if salvage.unreadable:
+        ranges = ", ".join(
+            f"after seq {a}" + ("" if b is None else f" before seq {b}")
+            for a, b in salvage.unreadable[:_SALVAGE_NAMED]
+        )
+        more = ", ..." if len(salvage.unreadable) > _SALVAGE_NAMED else ""
+        parts.append(
+            f"{len(salvage.unreadable):,} unreadable regions skipped "
+            f"(entries {ranges}{more}; how many they held is unknown)"
+        )
+    if salvage.skipped_rows:
+        rows = "; ".join(f"seq {seq}: {why}" for seq, why in salvage.skipped_rows[:_SALVAGE_NAMED])
+        more = "; ..." if len(salvage.skipped_rows) > _SALVAGE_NAMED else ""
+        parts.append(f"{len(salvage.skipped_rows):,} rows skipped ({rows}{more})")
+    if salvage.complete:
+        parts.append("nothing skipped")
+    print(f"{PROG} export: {error_line('; '.join(parts))}", file=sys.stderr)
+    return 0 if salvage.complete else 1
 
 
 # ---------------------------------------------------------------------------- parser
@@ -685,6 +827,12 @@ def _add_swarm(subparsers: Any) -> None:
     )
     where.add_argument("--in-memory", action="store_true", help="keep the memory in RAM only")
     p.add_argument(
+        "--reuse-path",
+        action="store_true",
+        help="let --path name a file that already holds entries (the run adds to them, "
+        "and its consolidations may merge or prune them)",
+    )
+    p.add_argument(
         "--verify",
         action="store_true",
         help="after the run, reopen the file and check it holds the same entries",
@@ -703,6 +851,7 @@ def _add_swarm(subparsers: Any) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The ``actormem`` argument parser with every subcommand."""
     parser = _Parser(prog=PROG, description="actormem: a concurrent memory engine for LLM agents.")
+    parser.add_argument("--version", action="version", version=f"{PROG} {_version()}")
     sub = parser.add_subparsers(
         dest="command", metavar="COMMAND", required=True, parser_class=_Parser
     )
@@ -725,15 +874,28 @@ def build_parser() -> argparse.ArgumentParser:
     i = sub.add_parser("import", help="store the entries or tool calls of a JSONL file")
     i.add_argument("path", type=Path, metavar="PATH", help="memory file (created if absent)")
     i.add_argument("file", type=Path, metavar="FILE.jsonl", help="entries or tool calls")
+    i.add_argument(
+        "--later-wins",
+        action="store_true",
+        help="let a line that repeats the id of an earlier line replace it "
+        "(default: refuse the file, naming both lines)",
+    )
     i.set_defaults(handler=cmd_import)
 
     e = sub.add_parser("export", help="every entry of a memory file as JSONL on stdout")
     e.add_argument("path", type=Path, metavar="PATH", nargs="?", help="memory file")
     add_remote_options(e)
+    e.add_argument(
+        "--salvage",
+        action="store_true",
+        help="from a damaged file: write every entry that can be read, report on stderr "
+        "what was skipped (exit status 1 if anything was)",
+    )
     e.set_defaults(handler=cmd_export)
 
     _eval_cli.add_eval_parser(sub)
     add_serve_parser(sub, SCORERS)
+    add_mcp_parser(sub, SCORERS)
     return parser
 
 
@@ -760,32 +922,64 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.argv = argv
     if getattr(args, "interval", 1.0) is None:
         args.interval = 0.25 if sys.stdout.isatty() else 5.0
+    sub = f"{PROG} {args.command}"
+    previous = _install_sigterm()
     try:
         status: int = args.handler(args)
         sys.stdout.flush()
-    except (_InputError, ActorMemError) as exc:  # e.g. StorageError: not a memory file
-        print(f"{PROG} {args.command}: error: {error_line(str(exc))}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
     except BaseException as exc:
-        if not _only_broken_pipes(exc):
-            raise
-        return _stdout_closed()
+        # trio's nurseries wrap what their tasks raised in exception groups: look inside.
+        sole = _sole(exc)
+        if isinstance(sole, (_InputError, ActorMemError)):  # e.g. StorageError
+            print(f"{sub}: error: {error_line(str(sole))}", file=sys.stderr)
+            return 2
+        if isinstance(sole, _Interrupted):
+            print(f"{sub}: {error_line(str(sole))}", file=sys.stderr)
+            return sole.status
+        if _only(exc, KeyboardInterrupt):
+            terminated = _only(exc, _Terminated)
+            print(f"{sub}: interrupted ({'SIGTERM' if terminated else 'SIGINT'})", file=sys.stderr)
+            return 128 + (signal.SIGTERM if terminated else signal.SIGINT)
+        if _only(exc, BrokenPipeError):
+            return _stdout_closed()
+        raise
+    finally:
+        _restore_sigterm(previous)
     return status
+
+
+def _install_sigterm() -> Any:
+    """Make SIGTERM raise :class:`_Terminated` (main thread only; else leave it)."""
+    try:
+        return signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread (signal handlers can only be set there)
+        return None
+
+
+def _restore_sigterm(previous: Any) -> None:
+    if previous is not None:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _sole(exc: BaseException) -> BaseException:
+    """``exc``, or the one exception inside nested groups that hold only it."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def _only(exc: BaseException, kind: type[BaseException]) -> bool:
+    """``exc`` is a ``kind``, or a group (trio's nurseries) of nothing else. trio's
+    ``Cancelled`` beside them counts as nothing (the tasks an interrupt cancelled)."""
+    if isinstance(exc, BaseExceptionGroup):
+        inner = [e for e in exc.exceptions if not isinstance(e, trio.Cancelled)]
+        return bool(inner) and all(_only(e, kind) for e in inner)
+    return isinstance(exc, kind)
 
 
 #: Exit status when the reader of stdout went away (``actormem export f.db | head -1``):
 #: 128 + SIGPIPE, what a shell reports for a program SIGPIPE ended (as ``cat`` would be).
 EXIT_BROKEN_PIPE = 141
-
-
-def _only_broken_pipes(exc: BaseException) -> bool:
-    """``exc`` is a BrokenPipeError, or a group (trio's nurseries) of nothing else."""
-    if isinstance(exc, BaseExceptionGroup):
-        return all(_only_broken_pipes(e) for e in exc.exceptions)
-    return isinstance(exc, BrokenPipeError)
 
 
 def _stdout_closed() -> int:

@@ -135,6 +135,8 @@ class SwarmRun:
         failures: Memory calls that raised (the hooks log them and carry on); 0 normally.
         store_latency, retrieve_latency, consolidate_latency: Durations in seconds.
         stored: The id of each acknowledged store, in order.
+        uncertain: Ids of stores cancelled after their request was sent (an interrupted
+            run): each may or may not have been applied (see :func:`check_accounting`).
         merged_by_end_run: Entries the ``end_run`` consolidations reported as merged.
     """
 
@@ -151,6 +153,7 @@ class SwarmRun:
     retrieve_latency: list[float] = attrs.field(factory=list)
     consolidate_latency: list[float] = attrs.field(factory=list)
     stored: list[uuid.UUID] = attrs.field(factory=list)
+    uncertain: list[uuid.UUID] = attrs.field(factory=list)
     merged_by_end_run: int = 0
 
     @property
@@ -177,16 +180,21 @@ class _Probe:
         start = time.perf_counter()
         try:
             await self._memory.store(entry)
+        except trio.Cancelled:
+            self._run.uncertain.append(entry.id)  # queued, so perhaps applied
+            raise
         except Exception:
             self._run.failures += 1
             raise
         self._run.store_latency.append(time.perf_counter() - start)
         self._run.stored.append(entry.id)
 
-    async def retrieve(self, query: str, limit: int) -> list[MemoryEntry]:
+    async def retrieve(
+        self, query: str, limit: int, *, namespace: Sequence[str] | None = None
+    ) -> list[MemoryEntry]:
         start = time.perf_counter()
         try:
-            found = await self._memory.retrieve(query, limit)
+            found = await self._memory.retrieve(query, limit, namespace=namespace)
         except Exception:
             self._run.failures += 1
             raise
@@ -248,7 +256,9 @@ async def run_swarm(
     """Replay ``workload`` with ``agents`` concurrent agent tasks sharing ``memory``.
 
     Returns when the workload is exhausted (or ``duration`` is over) and every agent has
-    stopped; every store and consolidation is acknowledged by then.
+    stopped; every store and consolidation is acknowledged by then. When cancelled, the
+    run's figures so far stay in ``run`` (``elapsed`` included), and the stores whose
+    answer the cancellation cut off are in ``run.uncertain``.
 
     Args:
         memory: An open memory.
@@ -281,19 +291,21 @@ async def run_swarm(
     steps_cap = float("inf") if max_steps is None else max_steps
     deadline = trio.current_time() + duration if duration is not None else float("inf")
     run.started = time.perf_counter()
-    async with trio.open_nursery() as nursery:
-        for number in range(agents):
-            nursery.start_soon(
-                _agent,
-                memory,
-                workload,
-                run,
-                top_k,
-                deadline,
-                steps_cap,
-                name=f"swarm agent {number}",
-            )
-    run.elapsed = time.perf_counter() - run.started
+    try:
+        async with trio.open_nursery() as nursery:
+            for number in range(agents):
+                nursery.start_soon(
+                    _agent,
+                    memory,
+                    workload,
+                    run,
+                    top_k,
+                    deadline,
+                    steps_cap,
+                    name=f"swarm agent {number}",
+                )
+    finally:  # also when cancelled (an interrupted run still reports its figures)
+        run.elapsed = time.perf_counter() - run.started
     return run
 
 
@@ -458,6 +470,7 @@ def check_accounting(
     stored: Sequence[uuid.UUID],
     removals: Removals,
     before: MemoryStatistics,
+    uncertain: Iterable[uuid.UUID] = (),
 ) -> Accounting:
     """Check, per id, that every tracked arrival is present or was reported removed.
 
@@ -471,9 +484,15 @@ def check_accounting(
         removals: The memory's ``on_remove`` callback, :meth:`Removals.start_run` called
             when the run started.
         before: ``memory.statistics()`` when the run started.
+        uncertain: Ids of stores whose caller was cancelled after sending them (an
+            interrupted run). Such a store was applied, or not at all: it counts as an
+            arrival exactly when the memory shows it (the id is present or was reported
+            removed), and is otherwise left out.
     """
     after = memory.statistics()
     present_ids = {entry.id for entry in memory.snapshot()}
+    reported = {id for id, _ in removals.during_run}
+    stored = [*stored, *(id for id in uncertain if id in present_ids or id in reported)]
     # Arrivals per id, in arrival order (dicts keep it): the initial entries, then stores.
     arrivals: dict[uuid.UUID, int] = dict.fromkeys(initial, 1)
     initial_ids = set(arrivals)

@@ -98,6 +98,11 @@ class Workload:
         total: How many episodes ``source`` yields, or ``None`` if unknown or endless.
         limit: Most episodes to hand out, or ``None`` for all of ``source``.
         description: One line saying what the data is (printed first by the CLI).
+        total_steps: How many tool calls the episodes handed out hold in all, or
+            ``None`` if unknown (shown as progress before the first episode ends).
+
+    ``source`` is consumed one episode per :meth:`take`: a workload never holds more than
+    its source does (a generator holds nothing ahead).
     """
 
     def __init__(
@@ -107,8 +112,10 @@ class Workload:
         total: int | None,
         limit: int | None,
         description: str,
+        total_steps: int | None = None,
     ) -> None:
         self._source = source
+        self.total_steps = total_steps
         self._limit = limit
         self.taken = 0
         self.description = description
@@ -128,14 +135,22 @@ class Workload:
         return episode
 
 
+def _longest_first(episodes: Sequence[Episode]) -> list[int]:
+    """Indexes of ``episodes``, longest first, ties in file order. O(E log E)."""
+    return sorted(range(len(episodes)), key=lambda i: (-len(episodes[i].steps), i))
+
+
 def _copies(episodes: Sequence[Episode], scale: int) -> Iterator[Episode]:
-    order = sorted(
-        ((k, i) for k in range(1, scale + 1) for i in range(len(episodes))),
-        key=lambda ki: (-len(episodes[ki[1]].steps), ki[1], ki[0]),
-    )
-    for k, i in order:
+    """Every copy of every episode, longest episodes first, the copies of one episode
+    together (k = 1..scale). Lazy: O(E log E) to start, then O(1) per copy, whatever
+    ``scale`` is (``--scale 1000000 --episodes 10`` makes ten copies, not ten million)."""
+    for i in _longest_first(episodes):
         ep = episodes[i]
-        yield ep if scale == 1 else attrs.evolve(ep, episode=f"{ep.episode}#{k}")
+        if scale == 1:
+            yield ep
+            continue
+        for k in range(1, scale + 1):
+            yield attrs.evolve(ep, episode=f"{ep.episode}#{k}")
 
 
 def replay_workload(
@@ -150,11 +165,22 @@ def replay_workload(
         raise ValueError(f"scale must be >= 1, got {scale}")
     if not episodes:
         raise ValueError("no episodes to replay")
+    if limit is None or limit >= len(episodes) * scale:
+        steps = sum(len(ep.steps) for ep in episodes) * scale
+    else:  # the first ``limit`` copies, in the order _copies deals them: O(E log E)
+        steps, left = 0, limit
+        for i in _longest_first(episodes):
+            take = min(left, scale)
+            steps += take * len(episodes[i].steps)
+            left -= take
+            if not left:
+                break
     return Workload(
         _copies(episodes, scale),
         total=len(episodes) * scale,
         limit=limit,
         description=description,
+        total_steps=steps,
     )
 
 

@@ -271,6 +271,16 @@ class HostedMemory(metaclass=Final):
         """:meth:`Memory.retrieve_scored <actormem.Memory.retrieve_scored>`."""
         return await self._arun(lambda m: m.retrieve_scored(query, limit, **filters))
 
+    async def list_entries(
+        self, namespace: Iterable[str] | None = None, **filters: Any
+    ) -> list[MemoryEntry]:
+        """:meth:`Memory.list_entries <actormem.Memory.list_entries>`."""
+        return await self._arun(lambda m: m.list_entries(namespace, **filters))
+
+    async def list_namespaces(self, **options: Any) -> list[tuple[str, ...]]:
+        """:meth:`Memory.list_namespaces <actormem.Memory.list_namespaces>`."""
+        return await self._arun(lambda m: m.list_namespaces(**options))
+
     def statistics(self) -> MemoryStatistics:
         """:meth:`Memory.statistics <actormem.Memory.statistics>`. O(1), never blocks.
 
@@ -328,6 +338,16 @@ class SyncHostedMemory(metaclass=NoPublicConstructor):
     def retrieve_scored(self, query: str, limit: int = 10, **filters: Any) -> list[ScoredEntry]:
         """:meth:`Memory.retrieve_scored <actormem.Memory.retrieve_scored>`."""
         return self._host._run(lambda m: m.retrieve_scored(query, limit, **filters))
+
+    def list_entries(
+        self, namespace: Iterable[str] | None = None, **filters: Any
+    ) -> list[MemoryEntry]:
+        """:meth:`Memory.list_entries <actormem.Memory.list_entries>`."""
+        return self._host._run(lambda m: m.list_entries(namespace, **filters))
+
+    def list_namespaces(self, **options: Any) -> list[tuple[str, ...]]:
+        """:meth:`Memory.list_namespaces <actormem.Memory.list_namespaces>`."""
+        return self._host._run(lambda m: m.list_namespaces(**options))
 
     def statistics(self) -> MemoryStatistics:
         """:meth:`Memory.statistics <actormem.Memory.statistics>`."""

@@ -176,6 +176,25 @@ def _retrieve_scored_call(
     return _Call("POST", "/v1/retrieve_scored", _scored, body=body)
 
 
+def _list_call(
+    namespace: Iterable[str] | None, filters: dict[str, Any]
+) -> _Call[list[MemoryEntry]]:
+    body: dict[str, Any] = {}
+    for name, value in {"namespace": namespace, **filters}.items():
+        if value is not None:
+            if isinstance(value, (str, bytes)) and name in ("namespace", "tags"):
+                raise TypeError(f"{name}= must be a sequence of str, not one str")
+            body[name] = _jsonable(value)
+    return _Call("POST", "/v1/list", _entries, body=body)
+
+
+def _namespaces_call(options: dict[str, Any]) -> _Call[list[tuple[str, ...]]]:
+    body = {name: _jsonable(v) for name, v in options.items() if v is not None}
+    return _Call(
+        "POST", "/v1/namespaces", lambda d: [tuple(ns) for ns in d["namespaces"]], body=body
+    )
+
+
 def _consolidate_call() -> _Call[ConsolidationStats]:
     return _Call("POST", "/v1/consolidate", lambda d: ConsolidationStats(**d), idempotent=False)
 
@@ -363,6 +382,20 @@ class AsyncClient(metaclass=Final):
         """As :meth:`retrieve`, with scores (:class:`~actormem.ScoredEntry`)."""
         return await self._do(_retrieve_scored_call(query, limit, filters))
 
+    async def list_entries(
+        self, namespace: Iterable[str] | None = None, **filters: Any
+    ) -> list[MemoryEntry]:
+        """Entries matching the filters without a query, newest ``updated_at`` first
+        (:meth:`Memory.list_entries <actormem.Memory.list_entries>`: ``where=``,
+        ``category=``, ``tags=``, ``limit=``, ``offset=``, ``refresh_ttl=``)."""
+        return await self._do(_list_call(namespace, filters))
+
+    async def list_namespaces(self, **options: Any) -> list[tuple[str, ...]]:
+        """The namespaces holding entries (:meth:`Memory.list_namespaces
+        <actormem.Memory.list_namespaces>`: ``prefix=``, ``suffix=``, ``max_depth=``,
+        ``limit=``, ``offset=``)."""
+        return await self._do(_namespaces_call(options))
+
     async def statistics(self) -> MemoryStatistics:
         """The server memory's counters (:class:`~actormem.MemoryStatistics`)."""
         return await self._do(_statistics_call())
@@ -468,6 +501,16 @@ class Client(metaclass=Final):
     def retrieve_scored(self, query: str, limit: int = 10, **filters: Any) -> list[ScoredEntry]:
         """See :meth:`AsyncClient.retrieve_scored`."""
         return self._do(_retrieve_scored_call(query, limit, filters))
+
+    def list_entries(
+        self, namespace: Iterable[str] | None = None, **filters: Any
+    ) -> list[MemoryEntry]:
+        """See :meth:`AsyncClient.list_entries`."""
+        return self._do(_list_call(namespace, filters))
+
+    def list_namespaces(self, **options: Any) -> list[tuple[str, ...]]:
+        """See :meth:`AsyncClient.list_namespaces`."""
+        return self._do(_namespaces_call(options))
 
     def statistics(self) -> MemoryStatistics:
         """See :meth:`AsyncClient.statistics`."""

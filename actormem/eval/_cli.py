@@ -114,12 +114,16 @@ def run_eval_locomo(args: argparse.Namespace) -> int:
     try:
         retriever = RETRIEVERS[args.scorer]()
     except ImportError as exc:
-        print(f"actormem eval locomo: {exc} (or use --scorer bm25)", file=sys.stderr)
+        print(
+            f"actormem eval locomo: --scorer {args.scorer} needs the 'stem' extra: "
+            f"pip install 'actormem[stem]' ({exc}), or use --scorer bm25",
+            file=sys.stderr,
+        )
         return 2
     result = evaluate(conversations, retriever, args.k)
-    print(format_table(result))
-    if args.json is not None:
+    if args.json is not None:  # first: the table below may meet a closed pipe (| head)
         args.json.write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
+    print(format_table(result))
     return 0
 
 

@@ -55,6 +55,9 @@ from ._models import (
     EntryIn,
     EntryOut,
     LenOut,
+    ListIn,
+    NamespacesIn,
+    NamespacesOut,
     Problem,
     RetrieveIn,
     RetrieveOut,
@@ -134,7 +137,7 @@ def _to_entry(body: EntryIn, field: str) -> MemoryEntry:
     """The entry a validated body describes, through the one JSON converter."""
     try:
         fields = body.model_dump(mode="json", exclude_unset=True)
-        for key in ("id", "created_at"):  # null means "not given": a new id, created now
+        for key in ("id", "created_at", "updated_at"):  # null: not given (a new id, now)
             if fields.get(key, "") is None:
                 del fields[key]
         return entry_from_json(fields)
@@ -146,9 +149,10 @@ def _scored_json(score: float, entry: MemoryEntry) -> dict[str, Any]:
     return {"entry": entry_to_json(entry), "score": score}
 
 
-def _retrieve_filters(body: RetrieveIn) -> dict[str, Any]:
-    """The keyword filters of ``Memory.retrieve`` given in the body (unset ones left out)."""
-    filters = body.model_dump(exclude_unset=True, exclude={"query", "limit"})
+def _retrieve_filters(body: RetrieveIn | ListIn) -> dict[str, Any]:
+    """The keyword filters of ``Memory.retrieve`` (or ``list_entries``) given in the body
+    (unset ones left out)."""
+    filters = body.model_dump(exclude_unset=True, exclude={"query", "limit", "offset"})
     category = filters.get("category")
     if isinstance(category, str):
         filters["category"] = MemoryCategory(category)
@@ -289,6 +293,8 @@ class _MemoryCollector(Collector):
             "consolidations": "Consolidations run",
             "retrieves": "Retrieves answered",
             "access_updates": "Access-count updates applied",
+            "expired": "Entries removed because their time to live ran out",
+            "ttl_refreshes": "Expiry times pushed back by reads",
         }
         for name, text in counters.items():
             yield CounterMetricFamily(f"actormem_{name}", text, value=getattr(stats, name))
@@ -435,6 +441,38 @@ def create_app(
             return await memory.retrieve_scored(body.query, body.limit, **_retrieve_filters(body))
         except (InvalidQueryError, TypeError) as exc:
             raise _Refused(422, str(exc), "body") from None
+
+    @app.post(
+        "/v1/list",
+        response_model=RetrieveOut,
+        responses=_PROBLEMS,
+        summary="Entries matching filters, newest first (Memory.list_entries)",
+        **guarded,
+    )
+    async def list_entries(body: ListIn) -> Response:
+        filters = _retrieve_filters(body)
+        namespace = filters.pop("namespace", None)
+        try:
+            entries = await memory.list_entries(
+                namespace, limit=body.limit, offset=body.offset, **filters
+            )
+        except (InvalidQueryError, TypeError) as exc:
+            raise _Refused(422, str(exc), "body") from None
+        return JSONResponse({"entries": [entry_to_json(e) for e in entries]})
+
+    @app.post(
+        "/v1/namespaces",
+        response_model=NamespacesOut,
+        responses=_PROBLEMS,
+        summary="Namespaces holding entries (Memory.list_namespaces)",
+        **guarded,
+    )
+    async def list_namespaces(body: NamespacesIn) -> Response:
+        try:
+            found = await memory.list_namespaces(**body.model_dump(exclude_unset=True))
+        except (InvalidQueryError, TypeError) as exc:
+            raise _Refused(422, str(exc), "body") from None
+        return JSONResponse({"namespaces": [list(ns) for ns in found]})
 
     @app.get(
         "/v1/statistics",

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..._record import Record
+from .. import kernels
 from . import knobs
 
 #: No group numbers (an empty concatenation).
@@ -118,13 +119,18 @@ class _Term:
             ref, top, seen = 0.0, 0.0, 0  # the cache describes the arrays now in place
         if not ref or (k_part and not (1.0 / knobs._DRIFT <= avgdl / ref <= knobs._DRIFT)):
             ref, top, seen = avgdl, 0.0, 0
+        compiled = kernels.active()
         for start in range(seen, end, knobs._BOUND_CHUNK):
             stop = min(end, start + knobs._BOUND_CHUNK)
-            nums = np.frombuffer(groups, np.int32, stop)[start:]
-            tf = np.frombuffer(tfs, tfs.typecode, stop)[start:].astype(np.float64)
-            sats = tf / (tf + (a_part + (k_part / ref) * lengths[nums]))
-            top = max(top, float(sats.max()))
-            del nums  # release the buffer export at once: the owner appends to the array
+            if compiled:  # the same operations in one pass (kernels.py)
+                sat = kernels.bm25_max_sat(groups, tfs, start, stop, lengths, a_part, k_part / ref)
+                top = max(top, sat)
+            else:
+                nums = np.frombuffer(groups, np.int32, stop)[start:]
+                tf = np.frombuffer(tfs, tfs.typecode, stop)[start:].astype(np.float64)
+                sats = tf / (tf + (a_part + (k_part / ref) * lengths[nums]))
+                top = max(top, float(sats.max()))
+                del nums  # release the buffer export at once: the owner appends to it
             if stop < end:
                 yield
         if self.groups is groups and (self.ref != ref or self.seen < end):

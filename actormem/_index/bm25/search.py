@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..._record import Record
+from .. import kernels
 from ..scoring import Accept, ReadView
 from . import knobs
 from .postings import _NO_NUMS, _TF_BITS, _TF_CAP, _Group, _lookup, _nums, _tfs
@@ -199,6 +200,7 @@ class MaxScoreSearch:
         if limit <= 0:
             return []
         index = self._index
+        compiled = kernels.active()
         scorer = index.scorer
         k1, b = scorer.k1, scorer.b
         index_terms = index._terms
@@ -291,20 +293,32 @@ class MaxScoreSearch:
                 break
             changed = False
             for start in range(0, count, knobs._CHUNK):
-                nums = _nums(groups, start, min(count, start + knobs._CHUNK))
-                tf = _tfs(tfs, start, min(count, start + knobs._CHUNK))
-                # before + wi * (tf / (tf + (a_part + b_part * dl))), in place.
-                after = lengths[nums] * b_part
-                after += a_part
-                after += tf
-                np.divide(tf, after, out=after)
-                after *= wi
-                after += acc[nums]
-                acc[nums] = after
+                stop = min(count, start + knobs._CHUNK)
+                if compiled:  # the same operations in one pass (kernels.py)
+                    nums = np.empty(stop - start, np.intp)
+                    hot = np.empty(stop - start, np.intp)
+                    got, above = kernels.bm25_accumulate(
+                        groups, tfs, start, stop, lengths, acc, wi, a_part, b_part, tau,
+                        in_top, nums, hot,
+                    )  # fmt: skip
+                    hot = hot[:got] if above else hot[:0]
+                else:
+                    nums = _nums(groups, start, stop)
+                    tf = _tfs(tfs, start, stop)
+                    # before + wi * (tf / (tf + (a_part + b_part * dl))), in place.
+                    after = lengths[nums] * b_part
+                    after += a_part
+                    after += tf
+                    np.divide(tf, after, out=after)
+                    after *= wi
+                    after += acc[nums]
+                    acc[nums] = after
+                    hot = nums[after > tau]
+                    above = len(hot)
+                    if above:
+                        hot = hot[~in_top[hot]]  # groups already in `top` only rose
                 parts.append(nums)
-                hot = nums[after > tau]
-                if len(hot):
-                    hot = hot[~in_top[hot]]  # groups already in `top` only rose
+                if above:
                     in_top[top] = False
                     pool = np.concatenate((top, hot))
                     if len(pool) > size:
@@ -419,9 +433,16 @@ class MaxScoreSearch:
             for start in range(0, len(cands), knobs._CHUNK):
                 chunk = cands[start : start + knobs._CHUNK]
                 part = partial[start : start + knobs._CHUNK]  # a view: ours to change
-                hit, tf = _lookup(groups, tfs, count, chunk)
-                part[hit] += wi * (tf / (tf + (a_part + b_part * lengths[chunk[hit]])))
-                keep = part * up + rest[j + 1] >= theta
+                if compiled:  # the same operations in one pass (kernels.py)
+                    keep = np.empty(len(chunk), np.bool_)
+                    kernels.bm25_refine(
+                        groups, tfs, count, chunk, part, lengths, wi, a_part, b_part, up,
+                        rest[j + 1], theta, keep,
+                    )  # fmt: skip
+                else:
+                    hit, tf = _lookup(groups, tfs, count, chunk)
+                    part[hit] += wi * (tf / (tf + (a_part + b_part * lengths[chunk[hit]])))
+                    keep = part * up + rest[j + 1] >= theta
                 kept_cands.append(chunk[keep])
                 kept_partial.append(part[keep])
                 yield

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .. import kernels
 from ..scoring import zeroed_steps
 from ..substring import SubstringVocab
 from . import knobs, masks
@@ -229,12 +230,17 @@ class MatchFinder:
         upto, dense, data = hit
         recent = e.recent
         new: list[int] = []
+        compiled = kernels.active()
         for start in range(upto, n, knobs._STEP):
             if e.n - knobs._SCAN_NEW > start:
                 return None  # the owner has overwritten the texts to read
-            for g in range(start, min(n, start + knobs._STEP)):
-                if w in recent[g % knobs._SCAN_NEW]:
-                    new.append(g)
+            stop = min(n, start + knobs._STEP)
+            if compiled:  # the same tests, without the interpreter's loop (kernels.py)
+                new += kernels.wo_scan(recent, start, stop, knobs._SCAN_NEW, w)
+            else:
+                for g in range(start, stop):
+                    if w in recent[g % knobs._SCAN_NEW]:
+                        new.append(g)
             yield
         return (yield from self._put_and_remember(e, w, n, upto, dense, data, new))
 

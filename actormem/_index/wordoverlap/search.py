@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..._record import Record
+from .. import kernels
 from ..scoring import Accept, ReadView
 from . import knobs
 from .formula import combine_word_overlap
@@ -82,6 +83,26 @@ class WordOverlapSearch:
                 mark[gids] = word
                 counts[gids] += dt(m)
                 yield
+
+    @staticmethod
+    def _add_sparse_compiled(
+        counts: np.ndarray[Any, Any],
+        data: np.ndarray[Any, Any],
+        n: int,
+        m: int,
+        mark: np.ndarray[Any, Any] | None,
+        word: int,
+    ) -> Generator[None, None, None]:
+        """:meth:`_add_counts` of a sparse set (int32 group numbers) by the compiled
+        kernel: the same counts, ``_JOIN`` numbers between two yields."""
+        if len(data) <= knobs._CHUNK:
+            kernels.wo_count_sparse(counts, data, 0, len(data), n, m, None, word)
+            return
+        assert mark is not None
+        for start in range(0, len(data), knobs._JOIN):
+            stop = min(len(data), start + knobs._JOIN)
+            kernels.wo_count_sparse(counts, data, start, stop, n, m, mark, word)
+            yield
 
     @staticmethod
     def _visit(
@@ -229,6 +250,11 @@ class WordOverlapSearch:
         counts = counts_all[:n]
         mark_all: np.ndarray[Any, Any] | None = None
         mark: np.ndarray[Any, Any] | None = None
+        compiled = kernels.active()
+        # With the kernels, dense sets are added in one pass after the loop (a set only
+        # gains numbers at or above this retrieve's `n`, so deferring changes nothing).
+        dense: list[np.ndarray[Any, Any]] = []
+        dense_mult: list[int] = []
         for number, (w, m) in enumerate(mult.items(), 1):
             kind, data = yield from self._finder.match_steps(e, w, n)
             if kind == _NONE:
@@ -236,8 +262,23 @@ class WordOverlapSearch:
             if kind == _SPARSE_SET and len(data) > knobs._CHUNK and mark_all is None:
                 mark_all = yield from self._take(e, np.uint16, n)
                 mark = mark_all[:n]
-            yield from self._add_counts(counts, kind, data, n, m, mark, number)
+            if compiled and kind == _DENSE_SET:
+                dense.append(data)
+                dense_mult.append(m)
+            elif compiled and number <= 0xFFFF and data.dtype == np.int32:
+                yield from self._add_sparse_compiled(counts, data, n, m, mark, number)
+            else:
+                yield from self._add_counts(counts, kind, data, n, m, mark, number)
             yield
+        if dense:
+            # About 8 * _CHUNK byte additions between two yields, whatever the words.
+            step = max(256, knobs._CHUNK * 8 // max(8, len(dense)))
+            adder = kernels.DenseCounts(counts, dense, dense_mult)
+            for lo in range(0, n, step):
+                adder.add(lo, min(n, lo + step))
+                yield
+            del adder
+            del dense
         if mark_all is not None:
             self._give(e, mark_all)
 

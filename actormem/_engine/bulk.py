@@ -1,0 +1,147 @@
+"""Storing many entries into a memory file in one transaction: all of them or none.
+
+Theory of operation
+-------------------
+:func:`store_all_or_nothing` is what ``actormem import`` runs. It does what a durable
+memory would do with a run of ``store`` calls, without the owner task and its group
+commits of at most a few hundred requests:
+
+1. :meth:`~actormem._storage.sqlite.SqliteStore.open` locks, validates (or creates) and
+   reads the file, exactly as :func:`~actormem.open_memory` does;
+2. a :class:`~actormem._engine.state.MemoryState` is loaded from its rows and every
+   entry is stored into it in order (same upsert rule: a stored id keeps its
+   ``created_at``), which fills the state's journal;
+3. the whole journal is written as **one** SQLite transaction, in a worker thread.
+
+SQLite commits a transaction entirely or not at all, so an interrupt (Ctrl-C: the
+connection is interrupted and the transaction rolled back), a full disk or an I/O error
+leaves the file as it was; a killed process leaves an uncommitted transaction in the
+write-ahead log, which SQLite discards on the next open. The state is thrown away
+afterwards: nobody reads it, so nothing needs publishing.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from typing import Any
+
+import attrs
+import outcome
+
+from .._entry import MemoryEntry
+from .._index.wordoverlap import WordOverlapScorer
+from .._storage.sqlite import Batch, Durability, SqliteStore
+from .state import DEFAULT_HALF_LIFE, MemoryState
+
+__all__ = ["BulkResult", "store_all_or_nothing"]
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class BulkResult:
+    """What :func:`store_all_or_nothing` committed.
+
+    Attributes:
+        before: Entries in the file before.
+        after: Entries in the file after.
+        added: Stores of a new id.
+        replaced: Stores that replaced an entry with the same id (upserts).
+    """
+
+    before: int
+    after: int
+    added: int
+    replaced: int
+
+
+def _write_interruptibly(store: SqliteStore, batch: Batch) -> None:
+    """``store.write(batch)`` in a worker thread, with SIGINT and SIGTERM caught meanwhile
+    (main thread only): a signal makes the transaction abort at its next statement step
+    (:meth:`SqliteStore.abort_when`); once it is rolled back, the signal's previous
+    handler runs (Ctrl-C: ``KeyboardInterrupt``). A signal that came after the last
+    step lets the commit complete (everything is in the file) and is then dropped.
+
+    No ``KeyboardInterrupt`` can strike between starting the thread and waiting for it
+    (which would leave the thread writing on a connection being closed): the handlers
+    only note the signal.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        store.write(batch)  # signal handlers can only be set in the main thread
+        return
+    caught: list[int] = []
+    store.abort_when(lambda: bool(caught))
+    previous: dict[int, Any] = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            previous[signum] = signal.signal(signum, lambda signum, frame: caught.append(signum))
+    try:
+        result: list[outcome.Outcome[None]] = []
+        worker = threading.Thread(
+            target=lambda: result.append(outcome.capture(store.write, batch)),
+            name="actormem bulk commit",
+        )
+        worker.start()
+        worker.join()
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        store.abort_when(None)
+    if caught and isinstance(result[0], outcome.Error):
+        handler = previous[caught[0]]
+        if callable(handler):
+            handler(caught[0], None)  # KeyboardInterrupt, or the CLI's SIGTERM exception
+        elif handler == signal.SIG_DFL:
+            signal.raise_signal(caught[0])  # ends the process, as the signal would have
+        raise KeyboardInterrupt
+    result[0].unwrap()
+
+
+def store_all_or_nothing(
+    path: str | os.PathLike[str],
+    entries: list[MemoryEntry],
+    *,
+    durability: Durability = Durability.NORMAL,
+) -> BulkResult:
+    """Store ``entries`` in order into the memory file at ``path`` in one transaction.
+
+    The file is created if absent (as :func:`~actormem.open_memory` would), locked while
+    this runs (a running memory holding it makes this fail), and either holds every
+    entry afterwards or is unchanged. Blocking; call it outside trio (it uses one worker
+    thread for the commit so that Ctrl-C can interrupt it).
+
+    Args:
+        path: The memory file.
+        entries: What to store, in order; a later entry with an id already stored (in
+            the file or earlier in the list) replaces it, keeping ``created_at``.
+        durability: As :func:`~actormem.open_memory`.
+
+    Returns:
+        A :class:`BulkResult`.
+
+    Raises:
+        StorageError: The file cannot be opened (see :func:`~actormem.open_memory`), or
+            the transaction failed (disk full, I/O error): the file is unchanged.
+        KeyboardInterrupt: Interrupted before the commit completed; the file is unchanged.
+
+    Runtime complexity: O(file size + n (T + log n)) for n entries in all, plus the
+    transaction (O(bytes written)).
+    """
+    store, rows = SqliteStore.open(os.fspath(path), durability)
+    try:
+        state = MemoryState(capacity=None, half_life=DEFAULT_HALF_LIFE, scorer=WordOverlapScorer())
+        state.load(rows)  # capacity None: nothing evicted, nothing to delete
+        before = len(state)
+        del rows
+        for entry in entries:
+            state.store(entry)
+        batch = store.prepare(state.take_journal())
+        _write_interruptibly(store, batch)
+        return BulkResult(
+            before=before,
+            after=len(state),
+            added=state.stores - state.upserts,
+            replaced=state.upserts,
+        )
+    finally:
+        store.close()

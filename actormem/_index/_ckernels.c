@@ -1,0 +1,591 @@
+/* Compiled kernels of the scoring indexes (optional: actormem/_index/kernels.py falls
+ * back to numpy, the reference, when this module is not built).
+ *
+ * Each function does, in one pass over the index's own arrays, what a few numpy
+ * operations of the pure-Python path do, with the same IEEE double operations in the
+ * same order (built with -ffp-contract=off: no fused multiply-add), so results are bit
+ * for bit those of the reference. Every call is bounded by its arguments (a slice of a
+ * posting list, a chunk of groups): the caller yields between calls, and no buffer is
+ * held across calls (the owner appends to the posting arrays between them).
+ *
+ * Arguments are checked by kernels.py before they get here; the checks below repeat
+ * what memory safety needs (formats, lengths, index ranges) and raise ValueError.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ buffers */
+
+enum kind { K_I32, K_U8, K_U16, K_I64, K_F64, K_BOOL, K_TF };
+
+static char
+fmt_char(const Py_buffer *v)
+{
+    const char *f = v->format ? v->format : "B";
+    while (*f == '@' || *f == '=' || *f == '<') {
+        f++;
+    }
+    if (f[0] == '\0' || f[1] != '\0') {
+        return 0;
+    }
+    return f[0];
+}
+
+static int
+kind_ok(const Py_buffer *v, enum kind k)
+{
+    char c = fmt_char(v);
+    switch (k) {
+    case K_I32:
+        return v->itemsize == 4 && (c == 'i' || (c == 'l' && sizeof(long) == 4));
+    case K_U8:
+        return v->itemsize == 1 && c == 'B';
+    case K_BOOL:
+        return v->itemsize == 1 && (c == '?' || c == 'B');
+    case K_U16:
+        return v->itemsize == 2 && c == 'H';
+    case K_I64:
+        return v->itemsize == 8 && (c == 'q' || c == 'l');
+    case K_F64:
+        return v->itemsize == 8 && c == 'd';
+    case K_TF: /* term frequencies: bytes or int32 */
+        return (v->itemsize == 1 && c == 'B') ||
+               (v->itemsize == 4 && (c == 'i' || (c == 'l' && sizeof(long) == 4)));
+    }
+    return 0;
+}
+
+/* Get a 1-D C-contiguous buffer of `o` of kind `k`; on failure set an error naming
+ * `name` and return -1 (nothing to release). */
+static int
+get(PyObject *o, Py_buffer *v, enum kind k, int writable, const char *name)
+{
+    int flags = PyBUF_FORMAT | PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(o, v, flags) < 0) {
+        PyErr_Format(PyExc_ValueError, "%s: not a contiguous%s buffer", name,
+                     writable ? " writable" : "");
+        return -1;
+    }
+    if (v->ndim != 1 || !kind_ok(v, k)) {
+        PyErr_Format(PyExc_ValueError, "%s: wrong element type or shape", name);
+        PyBuffer_Release(v);
+        return -1;
+    }
+    return 0;
+}
+
+#define LEN(v) ((v).len / (v).itemsize)
+
+static inline double
+tf_at(const Py_buffer *tfs, Py_ssize_t i)
+{
+    if (tfs->itemsize == 1) {
+        return (double)((const uint8_t *)tfs->buf)[i];
+    }
+    return (double)((const int32_t *)tfs->buf)[i];
+}
+
+static PyObject *
+range_error(const char *what)
+{
+    PyErr_Format(PyExc_ValueError, "%s out of range", what);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ BM25 */
+
+PyDoc_STRVAR(bm25_accumulate_doc,
+"bm25_accumulate(groups, tfs, start, end, lengths, acc, wi, a_part, b_part, tau,\n"
+"                in_top, nums_out, hot_out) -> (int, int)\n\n"
+"For the postings start..end: acc[g] = wi * (tf / ((len[g] * b_part + a_part) + tf))\n"
+"+ acc[g]; nums_out gets the group numbers, hot_out those whose new value is above\n"
+"tau and that are not in_top. Returns (how many went to hot_out, how many were above\n"
+"tau). O(end - start).");
+
+static PyObject *
+bm25_accumulate(PyObject *self, PyObject *args)
+{
+    PyObject *result = NULL;
+    PyObject *o_groups, *o_tfs, *o_len, *o_acc, *o_top, *o_nums, *o_hot;
+    Py_ssize_t start, end;
+    double wi, a_part, b_part, tau;
+    if (!PyArg_ParseTuple(args, "OOnnOOddddOOO", &o_groups, &o_tfs, &start, &end, &o_len,
+                          &o_acc, &wi, &a_part, &b_part, &tau, &o_top, &o_nums, &o_hot)) {
+        return NULL;
+    }
+    Py_buffer groups, tfs, len, acc, top, nums, hot;
+    if (get(o_groups, &groups, K_I32, 0, "groups") < 0) return NULL;
+    if (get(o_tfs, &tfs, K_TF, 0, "tfs") < 0) goto e1;
+    if (get(o_len, &len, K_I32, 0, "lengths") < 0) goto e2;
+    if (get(o_acc, &acc, K_F64, 1, "acc") < 0) goto e3;
+    if (get(o_top, &top, K_BOOL, 0, "in_top") < 0) goto e4;
+    if (get(o_nums, &nums, K_I64, 1, "nums_out") < 0) goto e5;
+    if (get(o_hot, &hot, K_I64, 1, "hot_out") < 0) goto e6;
+    Py_ssize_t count = end - start;
+    if (start < 0 || end < start || end > LEN(groups) || end > LEN(tfs) ||
+        LEN(nums) < count || LEN(hot) < count) {
+        range_error("start/end");
+        goto done;
+    }
+    {
+        const int32_t *g = (const int32_t *)groups.buf;
+        const int32_t *ln = (const int32_t *)len.buf;
+        double *a = (double *)acc.buf;
+        const uint8_t *in_top = (const uint8_t *)top.buf;
+        int64_t *out = (int64_t *)nums.buf, *h = (int64_t *)hot.buf;
+        Py_ssize_t limit = LEN(acc);
+        if (LEN(len) < limit) limit = LEN(len);
+        if (LEN(top) < limit) limit = LEN(top);
+        Py_ssize_t k = 0, above = 0;
+        for (Py_ssize_t i = start; i < end; i++) {
+            int32_t num = g[i];
+            if (num < 0 || num >= limit) {
+                range_error("group number");
+                goto done;
+            }
+            double tf = tf_at(&tfs, i);
+            double den = ((double)ln[num] * b_part + a_part) + tf;
+            double after = (tf / den) * wi + a[num];
+            a[num] = after;
+            out[i - start] = num;
+            if (after > tau) {
+                above++;
+                if (!in_top[num]) {
+                    h[k++] = num;
+                }
+            }
+        }
+        result = Py_BuildValue("nn", k, above);
+    }
+done:
+    PyBuffer_Release(&hot);
+e6:
+    PyBuffer_Release(&nums);
+e5:
+    PyBuffer_Release(&top);
+e4:
+    PyBuffer_Release(&acc);
+e3:
+    PyBuffer_Release(&len);
+e2:
+    PyBuffer_Release(&tfs);
+e1:
+    PyBuffer_Release(&groups);
+    return result;
+}
+
+/* The first position of `key` in the ascending g[0..n), or n. */
+static inline Py_ssize_t
+lower_bound(const int32_t *g, Py_ssize_t n, int32_t key)
+{
+    Py_ssize_t lo = 0, hi = n;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (g[mid] < key) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo;
+}
+
+PyDoc_STRVAR(bm25_refine_doc,
+"bm25_refine(groups, tfs, count, cands, part, lengths, wi, a_part, b_part, up, rest,\n"
+"            theta, keep_out) -> int\n\n"
+"For each candidate group c (int32) found among the first count postings (binary\n"
+"search): part += wi * (tf / (tf + (a_part + b_part * len[c]))); then keep_out =\n"
+"part * up + rest >= theta. Returns how many are kept. O(len(cands) log count).");
+
+static PyObject *
+bm25_refine(PyObject *self, PyObject *args)
+{
+    PyObject *result = NULL;
+    PyObject *o_groups, *o_tfs, *o_cands, *o_part, *o_len, *o_keep;
+    Py_ssize_t count;
+    double wi, a_part, b_part, up, rest, theta;
+    if (!PyArg_ParseTuple(args, "OOnOOOddddddO", &o_groups, &o_tfs, &count, &o_cands,
+                          &o_part, &o_len, &wi, &a_part, &b_part, &up, &rest, &theta,
+                          &o_keep)) {
+        return NULL;
+    }
+    Py_buffer groups, tfs, cands, part, len, keep;
+    if (get(o_groups, &groups, K_I32, 0, "groups") < 0) return NULL;
+    if (get(o_tfs, &tfs, K_TF, 0, "tfs") < 0) goto e1;
+    if (get(o_cands, &cands, K_I32, 0, "cands") < 0) goto e2;
+    if (get(o_part, &part, K_F64, 1, "part") < 0) goto e3;
+    if (get(o_len, &len, K_I32, 0, "lengths") < 0) goto e4;
+    if (get(o_keep, &keep, K_BOOL, 1, "keep_out") < 0) goto e5;
+    Py_ssize_t m = LEN(cands);
+    if (count < 0 || count > LEN(groups) || count > LEN(tfs) || LEN(part) != m ||
+        LEN(keep) < m) {
+        range_error("count or lengths");
+        goto done;
+    }
+    {
+        const int32_t *g = (const int32_t *)groups.buf;
+        const int32_t *c = (const int32_t *)cands.buf;
+        const int32_t *ln = (const int32_t *)len.buf;
+        double *p = (double *)part.buf;
+        uint8_t *k = (uint8_t *)keep.buf;
+        Py_ssize_t nlen = LEN(len), kept = 0, from = 0;
+        for (Py_ssize_t i = 0; i < m; i++) {
+            int32_t num = c[i];
+            if (num < 0 || num >= nlen) {
+                range_error("candidate");
+                goto done;
+            }
+            /* The lower bound of num: beyond the last one when candidates ascend. */
+            if (from == 0 || g[from - 1] < num) {
+                from += lower_bound(g + from, count - from, num);
+            } else {
+                from = lower_bound(g, from, num);
+            }
+            if (from < count && g[from] == num) {
+                double tf = tf_at(&tfs, from);
+                p[i] = p[i] + wi * (tf / (tf + (a_part + b_part * (double)ln[num])));
+            }
+            int ok = p[i] * up + rest >= theta;
+            k[i] = (uint8_t)ok;
+            kept += ok;
+        }
+        result = PyLong_FromSsize_t(kept);
+    }
+done:
+    PyBuffer_Release(&keep);
+e5:
+    PyBuffer_Release(&len);
+e4:
+    PyBuffer_Release(&part);
+e3:
+    PyBuffer_Release(&cands);
+e2:
+    PyBuffer_Release(&tfs);
+e1:
+    PyBuffer_Release(&groups);
+    return result;
+}
+
+PyDoc_STRVAR(bm25_max_sat_doc,
+"bm25_max_sat(groups, tfs, start, stop, lengths, a_part, kr) -> float\n\n"
+"The largest tf / (tf + (a_part + kr * len[g])) over the postings start..stop\n"
+"(0.0 for none). O(stop - start).");
+
+static PyObject *
+bm25_max_sat(PyObject *self, PyObject *args)
+{
+    PyObject *result = NULL;
+    PyObject *o_groups, *o_tfs, *o_len;
+    Py_ssize_t start, stop;
+    double a_part, kr;
+    if (!PyArg_ParseTuple(args, "OOnnOdd", &o_groups, &o_tfs, &start, &stop, &o_len, &a_part,
+                          &kr)) {
+        return NULL;
+    }
+    Py_buffer groups, tfs, len;
+    if (get(o_groups, &groups, K_I32, 0, "groups") < 0) return NULL;
+    if (get(o_tfs, &tfs, K_TF, 0, "tfs") < 0) goto e1;
+    if (get(o_len, &len, K_I32, 0, "lengths") < 0) goto e2;
+    if (start < 0 || stop < start || stop > LEN(groups) || stop > LEN(tfs)) {
+        range_error("start/stop");
+        goto done;
+    }
+    {
+        const int32_t *g = (const int32_t *)groups.buf;
+        const int32_t *ln = (const int32_t *)len.buf;
+        Py_ssize_t nlen = LEN(len);
+        double top = 0.0;
+        int any = 0;
+        for (Py_ssize_t i = start; i < stop; i++) {
+            int32_t num = g[i];
+            if (num < 0 || num >= nlen) {
+                range_error("group number");
+                goto done;
+            }
+            double tf = tf_at(&tfs, i);
+            double s = tf / (tf + (a_part + kr * (double)ln[num]));
+            if (!any || s > top) {
+                top = s;
+                any = 1;
+            }
+        }
+        result = PyFloat_FromDouble(top);
+    }
+done:
+    PyBuffer_Release(&len);
+e2:
+    PyBuffer_Release(&tfs);
+e1:
+    PyBuffer_Release(&groups);
+    return result;
+}
+
+/* ------------------------------------------------------------------ word overlap */
+
+/* counts[lo..hi) += m * set[g] for each (set, m); counts of 1, 2 or 8 bytes. */
+#define ADD_DENSE(T)                                                  \
+    do {                                                              \
+        T *cnt = (T *)counts.buf;                                     \
+        for (Py_ssize_t s = 0; s < nsets; s++) {                      \
+            const uint8_t *set = (const uint8_t *)sets[s].buf;        \
+            T m = (T)mults[s];                                        \
+            if (m == 1) {                                             \
+                for (Py_ssize_t g = lo; g < hi; g++) cnt[g] += set[g]; \
+            } else {                                                  \
+                for (Py_ssize_t g = lo; g < hi; g++)                  \
+                    cnt[g] += (T)(set[g] * m);                        \
+            }                                                         \
+        }                                                             \
+    } while (0)
+
+PyDoc_STRVAR(wo_count_dense_doc,
+"wo_count_dense(counts, lo, hi, sets, mults) -> None\n\n"
+"counts[lo:hi] += m * set[lo:hi] for each byte set and multiplicity, in the counts'\n"
+"own integer type (uint8, uint16 or int64, wrapping as numpy does).\n"
+"O((hi - lo) * len(sets)).");
+
+static PyObject *
+wo_count_dense(PyObject *self, PyObject *args)
+{
+    PyObject *o_counts, *o_sets, *o_mults;
+    Py_ssize_t lo, hi;
+    if (!PyArg_ParseTuple(args, "OnnOO", &o_counts, &lo, &hi, &o_sets, &o_mults)) {
+        return NULL;
+    }
+    if (!PyList_Check(o_sets) || !PyList_Check(o_mults) ||
+        PyList_GET_SIZE(o_sets) != PyList_GET_SIZE(o_mults)) {
+        PyErr_SetString(PyExc_ValueError, "sets and mults: lists of one length");
+        return NULL;
+    }
+    Py_buffer counts;
+    if (PyObject_GetBuffer(o_counts, &counts,
+                           PyBUF_FORMAT | PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+        PyErr_SetString(PyExc_ValueError, "counts: not a contiguous writable buffer");
+        return NULL;
+    }
+    char c = fmt_char(&counts);
+    int width = counts.ndim == 1 && ((counts.itemsize == 1 && c == 'B') ||
+                                     (counts.itemsize == 2 && c == 'H') ||
+                                     (counts.itemsize == 8 && (c == 'q' || c == 'l')))
+                    ? (int)counts.itemsize
+                    : 0;
+    if (!width) {
+        PyBuffer_Release(&counts);
+        PyErr_SetString(PyExc_ValueError, "counts: not uint8, uint16 or int64");
+        return NULL;
+    }
+    if (lo < 0 || hi < lo || hi > LEN(counts)) {
+        PyBuffer_Release(&counts);
+        return range_error("lo/hi");
+    }
+    Py_ssize_t nsets = PyList_GET_SIZE(o_sets), got = 0;
+    Py_buffer *sets = PyMem_Calloc(nsets ? nsets : 1, sizeof(Py_buffer));
+    long *mults = PyMem_Calloc(nsets ? nsets : 1, sizeof(long));
+    PyObject *result = NULL;
+    if (!sets || !mults) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (; got < nsets; got++) {
+        mults[got] = PyLong_AsLong(PyList_GET_ITEM(o_mults, got));
+        if (mults[got] == -1 && PyErr_Occurred()) goto done;
+        if (mults[got] < 0) {
+            range_error("mult");
+            goto done;
+        }
+        if (get(PyList_GET_ITEM(o_sets, got), &sets[got], K_U8, 0, "set") < 0) goto done;
+        if (LEN(sets[got]) < hi) {
+            got++;
+            range_error("set length");
+            goto done;
+        }
+    }
+    if (width == 1) {
+        ADD_DENSE(uint8_t);
+    } else if (width == 2) {
+        ADD_DENSE(uint16_t);
+    } else {
+        ADD_DENSE(int64_t);
+    }
+    result = Py_NewRef(Py_None);
+done:
+    for (Py_ssize_t s = 0; s < got; s++) PyBuffer_Release(&sets[s]);
+    PyMem_Free(sets);
+    PyMem_Free(mults);
+    PyBuffer_Release(&counts);
+    return result;
+}
+
+/* Add m to counts[g] once per distinct g < n of gids[lo..hi): with a mark array
+ * (mark[g] == word: counted already), or as numpy's buffered counts[gids] += m. */
+#define ADD_SPARSE(T)                                                        \
+    do {                                                                     \
+        T *cnt = (T *)counts.buf;                                            \
+        T mm = (T)m;                                                         \
+        if (mk) {                                                            \
+            for (Py_ssize_t i = lo; i < hi; i++) {                           \
+                int32_t g = gd[i];                                           \
+                if (g < 0 || g >= n) continue;                               \
+                if (mk[g] == w) continue;                                    \
+                mk[g] = w;                                                   \
+                cnt[g] += mm;                                                \
+            }                                                                \
+        } else {                                                             \
+            T *tmp = PyMem_Malloc((hi - lo ? hi - lo : 1) * sizeof(T));      \
+            if (!tmp) {                                                      \
+                PyErr_NoMemory();                                            \
+                goto done;                                                   \
+            }                                                                \
+            for (Py_ssize_t i = lo; i < hi; i++) {                           \
+                int32_t g = gd[i];                                           \
+                if (g >= 0 && g < n) tmp[i - lo] = (T)(cnt[g] + mm);         \
+            }                                                                \
+            for (Py_ssize_t i = lo; i < hi; i++) {                           \
+                int32_t g = gd[i];                                           \
+                if (g >= 0 && g < n) cnt[g] = tmp[i - lo];                   \
+            }                                                                \
+            PyMem_Free(tmp);                                                 \
+        }                                                                    \
+    } while (0)
+
+PyDoc_STRVAR(wo_count_sparse_doc,
+"wo_count_sparse(counts, gids, lo, hi, n, m, mark, word) -> None\n\n"
+"counts[g] += m once for each distinct group number g < n among gids[lo:hi] (int32).\n"
+"With mark (uint16, or None): mark[g] == word means counted already, and is set.\n"
+"O(hi - lo).");
+
+static PyObject *
+wo_count_sparse(PyObject *self, PyObject *args)
+{
+    PyObject *o_counts, *o_gids, *o_mark;
+    Py_ssize_t lo, hi, n;
+    long m, word;
+    if (!PyArg_ParseTuple(args, "OOnnnlOl", &o_counts, &o_gids, &lo, &hi, &n, &m, &o_mark,
+                          &word)) {
+        return NULL;
+    }
+    Py_buffer counts, gids, mark;
+    int has_mark = o_mark != Py_None;
+    if (PyObject_GetBuffer(o_counts, &counts,
+                           PyBUF_FORMAT | PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+        PyErr_SetString(PyExc_ValueError, "counts: not a contiguous writable buffer");
+        return NULL;
+    }
+    PyObject *result = NULL;
+    char c = fmt_char(&counts);
+    int width = counts.ndim == 1 && ((counts.itemsize == 1 && c == 'B') ||
+                                     (counts.itemsize == 2 && c == 'H') ||
+                                     (counts.itemsize == 8 && (c == 'q' || c == 'l')))
+                    ? (int)counts.itemsize
+                    : 0;
+    if (!width) {
+        PyBuffer_Release(&counts);
+        PyErr_SetString(PyExc_ValueError, "counts: not uint8, uint16 or int64");
+        return NULL;
+    }
+    if (get(o_gids, &gids, K_I32, 0, "gids") < 0) {
+        PyBuffer_Release(&counts);
+        return NULL;
+    }
+    if (has_mark && get(o_mark, &mark, K_U16, 1, "mark") < 0) {
+        PyBuffer_Release(&gids);
+        PyBuffer_Release(&counts);
+        return NULL;
+    }
+    if (lo < 0 || hi < lo || hi > LEN(gids) || n < 0 || n > LEN(counts) ||
+        (has_mark && n > LEN(mark)) || m < 0 || word < 0 || word > 65535) {
+        range_error("lo/hi/n/m/word");
+        goto done;
+    }
+    {
+        const int32_t *gd = (const int32_t *)gids.buf;
+        uint16_t *mk = has_mark ? (uint16_t *)mark.buf : NULL;
+        uint16_t w = (uint16_t)word;
+        if (width == 1) {
+            ADD_SPARSE(uint8_t);
+        } else if (width == 2) {
+            ADD_SPARSE(uint16_t);
+        } else {
+            ADD_SPARSE(int64_t);
+        }
+    }
+    result = Py_NewRef(Py_None);
+done:
+    if (has_mark) PyBuffer_Release(&mark);
+    PyBuffer_Release(&gids);
+    PyBuffer_Release(&counts);
+    return result;
+}
+
+PyDoc_STRVAR(wo_scan_doc,
+"wo_scan(recent, lo, hi, mod, word) -> list[int]\n\n"
+"The group numbers g in lo..hi whose lower-cased text, recent[g % mod], contains\n"
+"word (Python's `word in text`). O(total length of those texts).");
+
+static PyObject *
+wo_scan(PyObject *self, PyObject *args)
+{
+    PyObject *recent, *word;
+    Py_ssize_t lo, hi, mod;
+    if (!PyArg_ParseTuple(args, "O!nnnU", &PyList_Type, &recent, &lo, &hi, &mod, &word)) {
+        return NULL;
+    }
+    if (lo < 0 || hi < lo || mod <= 0 || mod > PyList_GET_SIZE(recent)) {
+        return range_error("lo/hi/mod");
+    }
+    PyObject *out = PyList_New(0);
+    if (!out) return NULL;
+    for (Py_ssize_t g = lo; g < hi; g++) {
+        PyObject *text = PyList_GET_ITEM(recent, g % mod);
+        if (!PyUnicode_Check(text)) {
+            Py_DECREF(out);
+            PyErr_SetString(PyExc_TypeError, "recent texts must be str");
+            return NULL;
+        }
+        Py_ssize_t at = PyUnicode_Find(text, word, 0, PY_SSIZE_T_MAX, 1);
+        if (at == -2) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        if (at >= 0) {
+            PyObject *num = PyLong_FromSsize_t(g);
+            if (!num || PyList_Append(out, num) < 0) {
+                Py_XDECREF(num);
+                Py_DECREF(out);
+                return NULL;
+            }
+            Py_DECREF(num);
+        }
+    }
+    return out;
+}
+
+/* ------------------------------------------------------------------ module */
+
+static PyMethodDef methods[] = {
+    {"bm25_accumulate", bm25_accumulate, METH_VARARGS, bm25_accumulate_doc},
+    {"bm25_refine", bm25_refine, METH_VARARGS, bm25_refine_doc},
+    {"bm25_max_sat", bm25_max_sat, METH_VARARGS, bm25_max_sat_doc},
+    {"wo_count_dense", wo_count_dense, METH_VARARGS, wo_count_dense_doc},
+    {"wo_count_sparse", wo_count_sparse, METH_VARARGS, wo_count_sparse_doc},
+    {"wo_scan", wo_scan, METH_VARARGS, wo_scan_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    .m_base = PyModuleDef_HEAD_INIT,
+    .m_name = "actormem._index._ckernels",
+    .m_doc = "Compiled kernels of the scoring indexes (see actormem/_index/kernels.py).",
+    .m_size = -1,
+    .m_methods = methods,
+};
+
+PyMODINIT_FUNC
+PyInit__ckernels(void)
+{
+    return PyModule_Create(&module);
+}

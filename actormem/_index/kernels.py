@@ -1,0 +1,279 @@
+"""The compiled index kernels (``_ckernels.c``), checked, or the numpy reference.
+
+The indexes ask :func:`active` once at the start of a retrieve. When it is true they call
+the kernels below for their hot loops (BM25's accumulation of the essential terms, the
+refinement of candidates by binary search and the largest saturation of a posting list;
+word overlap's counting of matched words); when false, or where the extension could not
+be built (``pip install`` skips it: ``optional=True`` in ``setup.py``), they run the numpy
+code, which stays the reference: a kernel does the same IEEE double operations in the
+same order, so results are identical bit for bit (``tests/test_kernels.py``).
+
+Every wrapper checks its arguments (types, element types, lengths, ranges) and raises
+:class:`ValueError` or :class:`TypeError` before anything reaches C; the C code checks
+again what memory safety needs.
+
+``ACTORMEM_PURE_PYTHON=1`` in the environment, or ``kernels.ENABLED = False``, selects the
+reference path (benchmarks compare both in one run).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from array import array
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "AVAILABLE",
+    "DenseCounts",
+    "ENABLED",
+    "active",
+    "bm25_accumulate",
+    "bm25_max_sat",
+    "bm25_refine",
+    "wo_count_sparse",
+    "wo_scan",
+]
+
+_c: ModuleType | None
+try:
+    if os.environ.get("ACTORMEM_PURE_PYTHON"):
+        raise ImportError("ACTORMEM_PURE_PYTHON is set")
+    from . import _ckernels as _c
+except ImportError as exc:  # pragma: no cover - depends on the build
+    _c = None
+    logging.getLogger("actormem").warning(
+        "actormem: compiled index kernels unavailable (%s); using the pure-Python index", exc
+    )
+
+#: Whether the extension was built and imported.
+AVAILABLE = _c is not None
+#: Whether the indexes use it (tests and benchmarks switch it off to run the reference).
+ENABLED = AVAILABLE
+
+
+def active() -> bool:
+    """Whether retrieves starting now use the compiled kernels. O(1)."""
+    return ENABLED and _c is not None
+
+
+def _kernels() -> ModuleType:
+    if _c is None:
+        raise RuntimeError("the compiled index kernels are not available")
+    return _c
+
+
+def _need(ok: bool, message: str) -> None:
+    if not ok:
+        raise ValueError(message)
+
+
+_I32, _I64, _U8, _U16 = (np.dtype(t) for t in (np.int32, np.int64, np.uint8, np.uint16))
+_F64, _BOOL, _INTP = (np.dtype(t) for t in (np.float64, np.bool_, np.intp))
+
+
+def _array_of(name: str, value: Any, dtype: np.dtype[Any], writable: bool = False) -> int:
+    """Check that ``value`` is a 1-D C-contiguous numpy array of ``dtype`` (writable if
+    asked); its length. O(1): the message is built only for a refusal."""
+    if type(value) is not np.ndarray:
+        raise TypeError(f"{name} must be a numpy array, not {type(value).__name__}")
+    flags = value.flags
+    if value.dtype != dtype or value.ndim != 1 or not flags.c_contiguous:
+        raise ValueError(f"{name} must be a 1-D contiguous array of {dtype}")
+    if writable and not flags.writeable:
+        raise ValueError(f"{name} must be writable")
+    return len(value)
+
+
+def _postings(groups: array[int], tfs: array[int], stop: int) -> None:
+    if not isinstance(groups, array) or groups.typecode != "i":
+        raise TypeError("groups must be an array('i')")
+    if not isinstance(tfs, array) or tfs.typecode not in "Bi":
+        raise TypeError("tfs must be an array('B') or array('i')")
+    _need(0 <= stop <= len(groups) and stop <= len(tfs), "posting range beyond the list")
+
+
+def bm25_accumulate(
+    groups: array[int],
+    tfs: array[int],
+    start: int,
+    end: int,
+    lengths: np.ndarray[Any, Any],
+    acc: np.ndarray[Any, Any],
+    wi: float,
+    a_part: float,
+    b_part: float,
+    tau: float,
+    in_top: np.ndarray[Any, Any],
+    nums_out: np.ndarray[Any, Any],
+    hot_out: np.ndarray[Any, Any],
+) -> tuple[int, int]:
+    """For the postings ``start:end``: ``acc[g] = wi * (tf / ((len[g] * b_part + a_part)
+    + tf)) + acc[g]`` (the numpy path's operations, in its order); ``nums_out`` gets the
+    group numbers and ``hot_out`` those whose new value exceeds ``tau`` and that are not
+    ``in_top``. Returns (groups put in ``hot_out``, groups above ``tau``). O(end - start).
+
+    Raises:
+        TypeError, ValueError: An argument of the wrong type, element type or size, or
+            a group number beyond ``acc``, ``lengths`` or ``in_top``.
+    """
+    _postings(groups, tfs, end)
+    _need(0 <= start <= end, "start must be in [0, end]")
+    _array_of("lengths", lengths, _I32)
+    _array_of("acc", acc, _F64, writable=True)
+    _array_of("in_top", in_top, _BOOL)
+    size = end - start
+    _need(_array_of("nums_out", nums_out, _INTP, True) >= size, "nums_out too short")
+    _need(_array_of("hot_out", hot_out, _INTP, True) >= size, "hot_out too short")
+    got: tuple[int, int] = _kernels().bm25_accumulate(
+        groups, tfs, start, end, lengths, acc, wi, a_part, b_part, tau, in_top, nums_out, hot_out
+    )
+    return got
+
+
+def bm25_refine(
+    groups: array[int],
+    tfs: array[int],
+    count: int,
+    cands: np.ndarray[Any, Any],
+    part: np.ndarray[Any, Any],
+    lengths: np.ndarray[Any, Any],
+    wi: float,
+    a_part: float,
+    b_part: float,
+    up: float,
+    rest: float,
+    theta: float,
+    keep_out: np.ndarray[Any, Any],
+) -> int:
+    """For each candidate group (int32) among the first ``count`` postings: ``part +=
+    wi * (tf / (tf + (a_part + b_part * len)))``; then ``keep_out = part * up + rest >=
+    theta``. Returns how many are kept. O(len(cands) log count).
+
+    Raises:
+        TypeError, ValueError: As :func:`bm25_accumulate`.
+    """
+    _postings(groups, tfs, count)
+    m = _array_of("cands", cands, _I32)
+    _need(_array_of("part", part, _F64, writable=True) == m, "part must match cands")
+    _array_of("lengths", lengths, _I32)
+    _need(_array_of("keep_out", keep_out, _BOOL, writable=True) >= m, "keep_out too short")
+    kept: int = _kernels().bm25_refine(
+        groups, tfs, count, cands, part, lengths, wi, a_part, b_part, up, rest, theta, keep_out
+    )
+    return kept
+
+
+def bm25_max_sat(
+    groups: array[int],
+    tfs: array[int],
+    start: int,
+    stop: int,
+    lengths: np.ndarray[Any, Any],
+    a_part: float,
+    kr: float,
+) -> float:
+    """The largest ``tf / (tf + (a_part + kr * len[g]))`` over the postings
+    ``start:stop`` (0.0 for none). O(stop - start).
+
+    Raises:
+        TypeError, ValueError: As :func:`bm25_accumulate`.
+    """
+    _postings(groups, tfs, stop)
+    _need(0 <= start <= stop, "start must be in [0, stop]")
+    _array_of("lengths", lengths, _I32)
+    top: float = _kernels().bm25_max_sat(groups, tfs, start, stop, lengths, a_part, kr)
+    return top
+
+
+_COUNTS = (_U8, _U16, _I64)
+
+
+def _counts(counts: Any) -> int:
+    if type(counts) is not np.ndarray or counts.dtype not in _COUNTS:
+        raise TypeError("counts must be a numpy array of uint8, uint16 or int64")
+    return _array_of("counts", counts, counts.dtype, writable=True)
+
+
+class DenseCounts:
+    """Adds byte sets into a count array, a range of groups at a time: the arguments
+    are checked once, here, and each :meth:`add` checks only its range.
+
+    Args:
+        counts: Counts per group (uint8, uint16 or int64, 1-D, contiguous, writable).
+        sets: Match sets, one byte (0 or 1) per group, each at least ``len(counts)``.
+        mults: The multiplicity of each set (ints >= 0).
+
+    Raises:
+        TypeError, ValueError: An argument of the wrong type or size.
+    """
+
+    __slots__ = ("_counts", "_mults", "_n", "_sets")
+
+    def __init__(
+        self, counts: np.ndarray[Any, Any], sets: list[np.ndarray[Any, Any]], mults: list[int]
+    ) -> None:
+        self._n = n = _counts(counts)
+        if type(sets) is not list or type(mults) is not list:
+            raise TypeError("sets and mults must be lists")
+        _need(len(sets) == len(mults), "one multiplicity per set")
+        for s in sets:
+            _need(_array_of("set", s, _U8) >= n, "a set shorter than the counts")
+        for m in mults:
+            _need(type(m) is int and 0 <= m < 1 << 31, "multiplicities must be ints >= 0")
+        self._counts, self._sets, self._mults = counts, list(sets), list(mults)
+
+    def add(self, lo: int, hi: int) -> None:
+        """``counts[lo:hi] += m * s[lo:hi]`` for each set ``s`` and its multiplicity
+        ``m``, in the counts' integer type. O((hi - lo) * sets).
+
+        Raises:
+            ValueError: Not ``0 <= lo <= hi <= len(counts)``.
+        """
+        _need(0 <= lo <= hi <= self._n, "lo, hi must satisfy 0 <= lo <= hi <= len(counts)")
+        _kernels().wo_count_dense(self._counts, lo, hi, self._sets, self._mults)
+
+
+def wo_count_sparse(
+    counts: np.ndarray[Any, Any],
+    gids: np.ndarray[Any, Any],
+    lo: int,
+    hi: int,
+    n: int,
+    m: int,
+    mark: np.ndarray[Any, Any] | None,
+    word: int,
+) -> None:
+    """``counts[g] += m`` once for each distinct group number ``g < n`` among
+    ``gids[lo:hi]`` (int32). With ``mark`` (uint16 per group), ``mark[g] == word`` means
+    counted already by an earlier call, and is set. O(hi - lo).
+
+    Raises:
+        TypeError, ValueError: An argument of the wrong type or size, or ``word``
+            beyond uint16.
+    """
+    _need(0 <= n <= _counts(counts), "n beyond counts")
+    _need(0 <= lo <= hi <= _array_of("gids", gids, _I32), "lo, hi beyond gids")
+    if mark is not None:
+        _need(_array_of("mark", mark, _U16, writable=True) >= n, "mark shorter than n")
+    _need(type(m) is int and 0 <= m < 1 << 31, "m must be an int >= 0")
+    _need(type(word) is int and 0 <= word <= 0xFFFF, "word must be in [0, 65535]")
+    _kernels().wo_count_sparse(counts, gids, lo, hi, n, m, mark, word)
+
+
+def wo_scan(recent: list[str], lo: int, hi: int, mod: int, word: str) -> list[int]:
+    """The group numbers ``g`` in ``lo:hi`` whose text ``recent[g % mod]`` contains
+    ``word`` (``word in text``), ascending. O(total length of those texts).
+
+    Raises:
+        TypeError, ValueError: ``recent`` not a list of str shorter than ``mod``, or a
+            bad range.
+    """
+    if type(recent) is not list or type(word) is not str:
+        raise TypeError("recent must be a list of str and word a str")
+    _need(0 <= lo <= hi and 0 < mod <= len(recent), "lo, hi, mod out of range")
+    found: list[int] = _kernels().wo_scan(recent, lo, hi, mod, word)
+    return found

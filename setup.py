@@ -1,0 +1,20 @@
+"""The optional compiled index kernels; everything else is in pyproject.toml.
+
+``optional=True``: where the C compiler or the Python headers are missing, the build
+skips the extension and the package installs anyway; ``actormem._index.kernels`` then
+logs one line and the indexes run their numpy reference path.
+"""
+
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            "actormem._index._ckernels",
+            ["actormem/_index/_ckernels.c"],
+            # No fused multiply-add: the kernels must round as numpy does, bit for bit.
+            extra_compile_args=["-O2", "-ffp-contract=off", "-fno-fast-math"],
+            optional=True,
+        )
+    ]
+)

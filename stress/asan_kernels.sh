@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The kernel tests (tests/test_kernels.py) against an AddressSanitizer build of the
+# compiled index kernels: any out-of-bounds read or write, use after free or double
+# free in actormem/_index/_ckernels.c aborts the run with ASan's report.
+#
+# Usage (from the repository root, in the project's virtualenv):
+#     stress/asan_kernels.sh [extra pytest arguments]
+# Needs gcc and its libasan (Debian: libasan8, installed with gcc), or set CC=clang
+# with libclang-rt-14-dev. Leak checking is off: CPython keeps objects alive on purpose.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CC=${CC:-gcc}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cp -r actormem tests pyproject.toml "$work"/
+find "$work/actormem" -name '*.so' -delete
+include=$(python -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
+suffix=$(python -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+"$CC" -shared -fPIC -O1 -g -fsanitize=address -fno-omit-frame-pointer -ffp-contract=off \
+    -Wall -Wextra -Wno-unused-parameter -Werror -I"$include" \
+    actormem/_index/_ckernels.c -o "$work/actormem/_index/_ckernels$suffix"
+runtime=$("$CC" -print-file-name=libasan.so)
+if [ "$CC" = clang ]; then
+    runtime=$(clang -print-file-name=libclang_rt.asan-x86_64.so)
+fi
+cd "$work"
+LD_PRELOAD="$runtime" ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 PYTHONPATH="$work" \
+    python -c 'import actormem._index._ckernels as k, sys; print("ASan build:", k.__file__)'
+LD_PRELOAD="$runtime" ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 PYTHONPATH="$work" \
+    python -m pytest -q -p no:cacheprovider tests/test_kernels.py "$@"

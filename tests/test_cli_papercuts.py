@@ -1,0 +1,107 @@
+"""Small things a new user met: ``--version``, ``eval``'s errors and its ``--json``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+from actormem.cli._main import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: A LoCoMo-shaped file of one tiny conversation (the shape of locomo10.json).
+TINY_LOCOMO = [
+    {
+        "sample_id": "conv-x",
+        "conversation": {
+            "speaker_a": "Ann",
+            "speaker_b": "Bo",
+            "session_1_date_time": "1:00 pm on 1 May, 2023",
+            "session_1": [
+                {"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a cat named Miso."},
+                {"speaker": "Bo", "dia_id": "D1:2", "text": "I went hiking in the Alps."},
+            ],
+        },
+        "qa": [{"question": "What is the cat called?", "evidence": ["D1:1"], "category": 1}],
+    }
+]
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"actormem {version('actormem')}\n"
+
+
+def test_eval_json_is_written_when_stdout_is_a_closed_pipe(tmp_path: Path) -> None:
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps(TINY_LOCOMO), encoding="utf-8")
+    out_json = tmp_path / "result.json"
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # `| head` that has gone: the table meets EPIPE
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "actormem", "eval", "locomo", "--data", str(data),
+             "--scorer", "bm25", "--k", "1", "--json", str(out_json)],
+            stdout=write_end, stderr=subprocess.PIPE, text=True, check=False, cwd=ROOT,
+        )  # fmt: skip
+    finally:
+        os.close(write_end)
+    assert done.returncode == 141, done.stderr
+    assert done.stderr == ""
+    result = json.loads(out_json.read_text(encoding="utf-8"))
+    assert result["conversations"] == ["conv-x"]
+    assert result["questions"]["overall"] == 1
+
+
+def test_eval_missing_package_names_the_extra(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from actormem._index import tokenize
+
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps(TINY_LOCOMO), encoding="utf-8")
+    for module in ("Stemmer", "stop_words", "bm25s"):
+        monkeypatch.setitem(sys.modules, module, None)  # import raises ImportError
+    tokenize._stem_function.cache_clear()
+    try:
+        status = main(["eval", "locomo", "--data", str(data), "--scorer", "bm25-tuned"])
+    finally:
+        tokenize._stem_function.cache_clear()
+    err = capsys.readouterr().err
+    assert status == 2
+    assert "pip install 'actormem[stem]'" in err
+    assert err.count("\n") == 1
+
+
+def test_an_interrupt_inside_trio_is_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """KeyboardInterrupt raised inside the trio run (where trio may wrap it in an
+    exception group) ends ``stats`` with one line and 130."""
+    from actormem._engine.memory import Memory
+
+    main(["import", str(tmp_path / "m.sqlite"), str(_calls(tmp_path))])
+    capsys.readouterr()
+
+    def interrupted(self: Memory) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Memory, "statistics", interrupted)
+    assert main(["stats", str(tmp_path / "m.sqlite")]) == 130
+    assert capsys.readouterr() == ("", "actormem stats: interrupted (SIGINT)\n")
+
+
+def _calls(tmp_path: Path) -> Path:
+    path = tmp_path / "calls.jsonl"
+    path.write_text(
+        json.dumps({"source": "s", "episode": "e", "step": 0, "tool": "t", "input": {},
+                    "result": "r"}) + "\n",
+        encoding="utf-8",
+    )  # fmt: skip
+    return path

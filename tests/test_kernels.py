@@ -1,0 +1,386 @@
+"""The compiled index kernels against the numpy reference.
+
+Each kernel must give bit for bit what the numpy path computes (the same IEEE double
+operations in the same order); a state machine drives two memories per scorer with the
+same writes and queries, one answering with the kernels and one with the reference, and
+requires identical top-k, scores and ties; bad arguments are refused before C; and
+without the extension the package works, saying so in one line.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from array import array
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    Bundle,
+    RuleBasedStateMachine,
+    consumes,
+    initialize,
+    invariant,
+    rule,
+)
+
+from actormem import BM25Scorer, MemoryCategory, MemoryEntry, WordOverlapScorer
+from actormem._engine.state import MemoryState
+from actormem._index import kernels
+from actormem._index.bm25 import knobs as bm25_knobs
+from actormem._index.wordoverlap import knobs as wo_knobs
+
+pytestmark = pytest.mark.skipif(not kernels.AVAILABLE, reason="the C extension is not built")
+
+BASE = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+# -- kernels, one by one -------------------------------------------------------------
+
+
+postings = st.integers(1, 60).flatmap(
+    lambda n: st.tuples(
+        st.lists(st.integers(0, 199), min_size=n, max_size=n, unique=True).map(sorted),
+        st.lists(st.integers(1, 300), min_size=n, max_size=n),
+    )
+)
+
+
+def _lists(groups: list[int], tfs: list[int]) -> tuple[array[int], array[int]]:
+    return array("i", groups), array("B" if max(tfs) < 256 else "i", tfs)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    post=postings,
+    seed=st.integers(0, 2**32 - 1),
+    wi=st.floats(0.01, 20),
+    b_part=st.floats(0, 2),
+    a_part=st.floats(0, 2),
+    tau=st.floats(-1, 5) | st.just(-np.inf),
+)
+def test_accumulate_equals_numpy(
+    post: tuple[list[int], list[int]], seed: int, wi: float, b_part: float, a_part: float, tau: float
+) -> None:
+    rng = np.random.default_rng(seed)
+    groups, tfs = _lists(*post)
+    lengths = rng.integers(1, 500, 200).astype(np.int32)
+    acc0 = rng.random(200) * rng.integers(0, 2, 200)
+    in_top = rng.random(200) < 0.2
+    start = int(rng.integers(0, len(groups)))
+    end = int(rng.integers(start, len(groups) + 1))
+    # The numpy path of MaxScoreSearch, step by step.
+    acc = acc0.copy()
+    nums = np.frombuffer(groups, np.int32, end)[start:].astype(np.intp)
+    tf = np.frombuffer(tfs, tfs.typecode, end)[start:].astype(np.float64)
+    after = lengths[nums] * b_part
+    after += a_part
+    after += tf
+    np.divide(tf, after, out=after)
+    after *= wi
+    after += acc[nums]
+    acc[nums] = after
+    hot = nums[after > tau]
+    above = len(hot)
+    hot = hot[~in_top[hot]]
+    c_acc = acc0.copy()
+    c_nums = np.empty(end - start, np.intp)
+    c_hot = np.empty(end - start, np.intp)
+    got, c_above = kernels.bm25_accumulate(
+        groups, tfs, start, end, lengths, c_acc, wi, a_part, b_part, tau, in_top, c_nums, c_hot
+    )
+    assert c_acc.tobytes() == acc.tobytes()
+    assert c_nums.tolist() == nums.tolist()
+    assert (got, c_above) == (len(hot), above)
+    assert c_hot[:got].tolist() == hot.tolist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    post=postings,
+    seed=st.integers(0, 2**32 - 1),
+    wi=st.floats(0.01, 20),
+    theta=st.floats(0, 10),
+)
+def test_refine_and_bound_equal_numpy(
+    post: tuple[list[int], list[int]], seed: int, wi: float, theta: float
+) -> None:
+    rng = np.random.default_rng(seed)
+    groups, tfs = _lists(*post)
+    count = int(rng.integers(1, len(groups) + 1))
+    lengths = rng.integers(1, 500, 200).astype(np.int32)
+    cands = np.unique(rng.integers(0, 200, int(rng.integers(0, 80)))).astype(np.int32)
+    partial = rng.random(len(cands)) * 3
+    a_part, b_part, up, rest = 0.3, 0.01, 1.0 + 1e-9, float(rng.random())
+    # The numpy path (_lookup, then the update and the test).
+    part = partial.copy()
+    gv = np.frombuffer(groups, np.int32, count)
+    idx = np.minimum(np.searchsorted(gv, cands), count - 1)
+    hit = gv[idx] == cands
+    tf = np.frombuffer(tfs, tfs.typecode, count)[idx[hit]].astype(np.float64)
+    part[hit] += wi * (tf / (tf + (a_part + b_part * lengths[cands[hit]])))
+    keep = part * up + rest >= theta
+    c_part = partial.copy()
+    c_keep = np.empty(len(cands), np.bool_)
+    kept = kernels.bm25_refine(
+        groups, tfs, count, cands, c_part, lengths, wi, a_part, b_part, up, rest, theta, c_keep
+    )
+    assert c_part.tobytes() == part.tobytes()
+    assert c_keep.tolist() == keep.tolist() and kept == int(keep.sum())
+    # The largest saturation of a list's range (_Term.bound_steps).
+    start = int(rng.integers(0, count))
+    nums = np.frombuffer(groups, np.int32, count)[start:]
+    tfv = np.frombuffer(tfs, tfs.typecode, count)[start:].astype(np.float64)
+    sats = tfv / (tfv + (a_part + 0.7 * lengths[nums]))
+    assert kernels.bm25_max_sat(groups, tfs, start, count, lengths, a_part, 0.7) == float(
+        sats.max()
+    )
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    dtype=st.sampled_from([np.uint8, np.uint16, np.int64]),
+    words=st.integers(0, 6),
+)
+def test_counting_equals_numpy(seed: int, dtype: Any, words: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 300))
+    sets = [(rng.random(n + 10) < rng.random()).astype(np.uint8) for _ in range(words)]
+    mults = [int(m) for m in rng.integers(1, 4, words)]
+    counts = np.zeros(n, dtype)
+    for s, m in zip(sets, mults, strict=True):
+        counts += s[:n] * dtype(m)
+    got = np.zeros(n, dtype)
+    adder = kernels.DenseCounts(got, sets, mults)
+    cuts = sorted({0, n, *rng.integers(0, n + 1, 3).tolist()})
+    for lo, hi in zip(cuts, cuts[1:], strict=False):
+        adder.add(lo, hi)
+    assert got.tolist() == counts.tolist()
+    # Sparse sets: repeats and numbers >= n are counted once / not at all, as numpy does.
+    gids = rng.integers(0, n + 20, int(rng.integers(0, 400))).astype(np.int32)
+    want = counts.copy()
+    want[gids[gids < n]] += dtype(3)
+    once = counts.copy()
+    kernels.wo_count_sparse(once, gids, 0, len(gids), n, 3, None, 1)
+    assert once.tolist() == want.tolist()
+    marked = counts.copy()
+    mark = np.zeros(n, np.uint16)
+    for lo in range(0, len(gids), 7):  # in slices, the mark removing repeats across them
+        kernels.wo_count_sparse(marked, gids, lo, min(len(gids), lo + 7), n, 3, mark, 5)
+    assert marked.tolist() == want.tolist()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    texts=st.lists(st.text(alphabet="ab \u00e9\U0001f600x", max_size=12), min_size=1, max_size=9),
+    word=st.text(alphabet="ab\u00e9\U0001f600", min_size=1, max_size=3),
+    lo=st.integers(0, 20),
+    span=st.integers(0, 20),
+)
+def test_scan_equals_the_text_tests(texts: list[str], word: str, lo: int, span: int) -> None:
+    mod = len(texts)
+    want = [g for g in range(lo, lo + span) if word in texts[g % mod]]
+    assert kernels.wo_scan(texts, lo, lo + span, mod, word) == want
+
+
+def test_bad_arguments_are_refused_before_c() -> None:
+    groups, tfs = array("i", [0, 3, 9]), array("B", [1, 2, 3])
+    lengths = np.ones(10, np.int32)
+    acc = np.zeros(10)
+    top = np.zeros(10, np.bool_)
+    out = np.empty(3, np.intp)
+    good = (groups, tfs, 0, 3, lengths, acc, 1.0, 0.1, 0.1, 0.0, top, out, out.copy())
+    assert kernels.bm25_accumulate(*good) == (3, 3)
+    bad: list[tuple[int, Any]] = [
+        (0, array("q", [0, 3, 9])),  # not int32 postings
+        (1, [1, 2, 3]),  # not an array
+        (3, 4),  # beyond the list
+        (2, 3 + 1),  # start after end
+        (4, lengths.astype(np.int64)),
+        (5, np.zeros(10, np.float32)),
+        (5, np.zeros(20)[::2]),  # not contiguous
+        (11, np.empty(2, np.intp)),  # too short for the range
+    ]
+    for at, value in bad:
+        args = list(good)
+        args[at] = value
+        with pytest.raises((TypeError, ValueError)):
+            kernels.bm25_accumulate(*args)
+    frozen = np.zeros(10)
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="writable"):
+        kernels.bm25_accumulate(*good[:5], frozen, *good[6:])
+    with pytest.raises(ValueError, match="shorter"):
+        kernels.DenseCounts(np.zeros(5, np.uint8), [np.zeros(4, np.uint8)], [1])
+    with pytest.raises(TypeError):
+        kernels.DenseCounts(np.zeros(5, np.int32), [], [])
+    with pytest.raises(ValueError):
+        kernels.DenseCounts(np.zeros(5, np.uint8), [], []).add(0, 6)
+    with pytest.raises(ValueError, match="mod"):
+        kernels.wo_scan(["a"], 0, 3, 2, "a")
+    with pytest.raises(TypeError):
+        kernels.wo_scan(("a",), 0, 1, 1, "a")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="word"):
+        kernels.wo_count_sparse(np.zeros(5, np.uint8), np.zeros(1, np.int32), 0, 1, 5, 1, None, 70000)
+
+
+def test_c_checks_memory_safety_itself() -> None:
+    # Past the Python checks (called directly), C still refuses what would read or
+    # write out of bounds.
+    from actormem._index import _ckernels  # type: ignore[attr-defined]
+
+    lengths = np.ones(4, np.int32)
+    acc = np.zeros(4)
+    top = np.zeros(4, np.bool_)
+    out = np.empty(1, np.intp)
+    with pytest.raises(ValueError, match="group number"):
+        _ckernels.bm25_accumulate(
+            array("i", [7]), array("B", [1]), 0, 1, lengths, acc, 1.0, 0.0, 0.0, 0.0, top, out,
+            out.copy(),
+        )  # fmt: skip
+    with pytest.raises(ValueError, match="start/end"):
+        _ckernels.bm25_accumulate(
+            array("i", [1]), array("B", [1]), 0, 2, lengths, acc, 1.0, 0.0, 0.0, 0.0, top, out,
+            out.copy(),
+        )  # fmt: skip
+    with pytest.raises(ValueError, match="candidate"):
+        _ckernels.bm25_refine(
+            array("i", [1]), array("B", [1]), 1, np.array([9], np.int32), np.zeros(1), lengths,
+            1.0, 0.0, 0.0, 1.0, 0.0, 0.0, np.zeros(1, np.bool_),
+        )  # fmt: skip
+    with pytest.raises(TypeError, match="str"):
+        _ckernels.wo_scan(["a", 1], 0, 2, 2, "a")
+    with pytest.raises(ValueError, match="set length"):
+        _ckernels.wo_count_dense(np.zeros(5, np.uint8), 0, 5, [np.zeros(2, np.uint8)], [1])
+
+
+def test_without_the_extension_the_index_works_and_says_so() -> None:
+    code = (
+        "import actormem._index.kernels as k, actormem;"
+        "from actormem._engine.state import MemoryState;"
+        "s = MemoryState(capacity=None, half_life=60.0, scorer=actormem.BM25Scorer());"
+        "s.store(actormem.MemoryEntry(category=actormem.MemoryCategory.FACT, memory='a b'));"
+        "s.publish();"
+        "print(k.AVAILABLE, len(s.index.top_k(s.view(), 'a', 3, None)))"
+    )
+    env = {**os.environ, "ACTORMEM_PURE_PYTHON": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.split() == ["False", "1"]
+    notice = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(notice) == 1 and "pure-Python index" in notice[0]
+
+
+# -- both paths driven by the same operations ----------------------------------------
+
+WORDS = ["the", "a", "on", "cat", "cats", "deploy", "deployed", "x", "id", "do", "w1", "w2"]
+
+
+@pytest.fixture
+def small_knobs() -> Iterator[None]:
+    """Tiny chunks, so that every slicing path (and its kernel calls) runs."""
+    saved = {
+        (m, k): getattr(m, k)
+        for m, k in [
+            (bm25_knobs, "_CHUNK"),
+            (bm25_knobs, "_BOUND_CHUNK"),
+            (bm25_knobs, "_DENSE_CHUNK"),
+            (bm25_knobs, "_FEW"),
+            (wo_knobs, "_CHUNK"),
+            (wo_knobs, "_JOIN"),
+            (wo_knobs, "_DENSE"),
+        ]
+    }
+    bm25_knobs._CHUNK, bm25_knobs._BOUND_CHUNK, bm25_knobs._DENSE_CHUNK = 4, 4, 16
+    bm25_knobs._FEW = 2
+    wo_knobs._CHUNK, wo_knobs._JOIN, wo_knobs._DENSE = 8, 4, 4
+    try:
+        yield
+    finally:
+        for (m, k), v in saved.items():
+            setattr(m, k, v)
+
+
+class TwoPaths(RuleBasedStateMachine):
+    """One memory per path and scorer, the same writes; every query compared."""
+
+    ids = Bundle("ids")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.states: dict[tuple[str, bool], MemoryState] = {}
+        self.i = 0
+
+    @initialize(scorer=st.sampled_from(["word-overlap", "bm25"]), budget=st.sampled_from([0, 8]))
+    def make(self, scorer: str, budget: int) -> None:
+        for compiled in (False, True):
+            self.states[scorer, compiled] = MemoryState(
+                capacity=None,
+                half_life=3600.0,
+                scorer=WordOverlapScorer(essential_budget=budget)
+                if scorer == "word-overlap"
+                else BM25Scorer(),
+            )
+
+    @rule(
+        target=ids,
+        words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=6),
+        rel=st.sampled_from([0.1, 0.5, 0.9]),
+    )
+    def store(self, words: list[str], rel: float) -> uuid.UUID:
+        self.i += 1
+        entry = MemoryEntry(
+            category=MemoryCategory.FACT,
+            memory=" ".join(words),
+            relevance=rel,
+            created_at=BASE + timedelta(seconds=self.i),
+            id=uuid.UUID(int=self.i),
+        )
+        for state in self.states.values():
+            state.store(entry)
+            state.publish()
+        return entry.id
+
+    @rule(entry_id=consumes(ids))
+    def delete(self, entry_id: uuid.UUID) -> None:
+        for state in self.states.values():
+            state.delete(entry_id)
+            state.publish()
+            state.vacuum(state.published)
+
+    @rule(
+        words=st.lists(st.sampled_from([*WORDS, "zz", "at"]), min_size=1, max_size=8),
+        limit=st.integers(1, 6),
+    )
+    def query(self, words: list[str], limit: int) -> None:
+        query = " ".join(words)
+        got = {}
+        for (scorer, compiled), state in self.states.items():
+            kernels.ENABLED = compiled
+            try:
+                hits = state.index.top_k(state.view(), query, limit, None)
+            finally:
+                kernels.ENABLED = kernels.AVAILABLE
+            got[compiled] = [(score, rec.seq) for score, rec in hits]
+        assert got[True] == got[False], query
+
+    @invariant()
+    def checked(self) -> None:
+        for state in self.states.values():
+            state._check()
+
+
+@pytest.mark.usefixtures("small_knobs")
+def test_kernels_and_reference_agree_on_every_query() -> None:
+    run = TwoPaths.TestCase()
+    run.settings = settings(max_examples=40, stateful_step_count=30, deadline=None)
+    run.runTest()
