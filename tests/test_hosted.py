@@ -49,6 +49,9 @@ async def exercise(memory: HostedMemory) -> None:
     statistics = memory.statistics()
     assert isinstance(statistics, MemoryStatistics)
     assert statistics.entries == len(memory) == 1
+    await memory.store(fact("in a namespace").with_namespace("team", "a"))
+    assert [e.memory for e in await memory.list_entries(["team"])] == ["in a namespace"]
+    assert await memory.list_namespaces(prefix=["team"]) == [("team", "a")]
 
 
 def test_under_asyncio() -> None:

@@ -172,6 +172,13 @@ def _allowed_methods(app: FastAPI, scope: Scope) -> list[str]:
     return sorted(methods)
 
 
+def _query_refused(exc: Exception) -> _Refused:
+    """A 422 for a query the memory refused, naming the field its message names."""
+    message = str(exc)
+    field = "where" if ("filter" in message or "where" in message) else "body"
+    return _Refused(422, f"{field}: {message}", field)
+
+
 class _BodyLimit:
     """ASGI middleware: a request body over ``max_body`` bytes gets a 413 problem."""
 
@@ -440,7 +447,7 @@ def create_app(
         try:
             return await memory.retrieve_scored(body.query, body.limit, **_retrieve_filters(body))
         except (InvalidQueryError, TypeError) as exc:
-            raise _Refused(422, str(exc), "body") from None
+            raise _query_refused(exc) from None
 
     @app.post(
         "/v1/list",
@@ -457,7 +464,7 @@ def create_app(
                 namespace, limit=body.limit, offset=body.offset, **filters
             )
         except (InvalidQueryError, TypeError) as exc:
-            raise _Refused(422, str(exc), "body") from None
+            raise _query_refused(exc) from None
         return JSONResponse({"entries": [entry_to_json(e) for e in entries]})
 
     @app.post(
@@ -471,7 +478,7 @@ def create_app(
         try:
             found = await memory.list_namespaces(**body.model_dump(exclude_unset=True))
         except (InvalidQueryError, TypeError) as exc:
-            raise _Refused(422, str(exc), "body") from None
+            raise _query_refused(exc) from None
         return JSONResponse({"namespaces": [list(ns) for ns in found]})
 
     @app.get(
