@@ -256,9 +256,23 @@ class HostedMemory(metaclass=Final):
         """:meth:`Memory.consolidate <actormem.Memory.consolidate>`: prune and merge."""
         return await self._arun(lambda m: m.consolidate())
 
-    async def get(self, id: uuid.UUID) -> MemoryEntry | None:
+    async def get(self, id: uuid.UUID, **options: Any) -> MemoryEntry | None:
         """:meth:`Memory.get <actormem.Memory.get>`: the entry ``id``, or None."""
-        return await self._arun(lambda m: m.get(id))
+        return await self._arun(lambda m: m.get(id, **options))
+
+    async def get_by_key(
+        self, namespace: Iterable[str], key: str, **options: Any
+    ) -> MemoryEntry | None:
+        """:meth:`Memory.get_by_key <actormem.Memory.get_by_key>`."""
+        return await self._arun(lambda m: m.get_by_key(namespace, key, **options))
+
+    async def delete_key(self, namespace: Iterable[str], key: str) -> bool:
+        """:meth:`Memory.delete_key <actormem.Memory.delete_key>`."""
+        return await self._arun(lambda m: m.delete_key(namespace, key))
+
+    async def sweep_expired(self) -> int:
+        """:meth:`Memory.sweep_expired <actormem.Memory.sweep_expired>`."""
+        return await self._arun(lambda m: m.sweep_expired())
 
     async def retrieve(self, query: str, limit: int = 10, **filters: Any) -> list[MemoryEntry]:
         """:meth:`Memory.retrieve <actormem.Memory.retrieve>`, with every keyword filter
@@ -327,9 +341,21 @@ class SyncHostedMemory(metaclass=NoPublicConstructor):
         """:meth:`Memory.consolidate <actormem.Memory.consolidate>`: prune and merge."""
         return self._host._run(lambda m: m.consolidate())
 
-    def get(self, id: uuid.UUID) -> MemoryEntry | None:
+    def get(self, id: uuid.UUID, **options: Any) -> MemoryEntry | None:
         """:meth:`Memory.get <actormem.Memory.get>`: the entry ``id``, or None."""
-        return self._host._run(lambda m: m.get(id))
+        return self._host._run(lambda m: m.get(id, **options))
+
+    def get_by_key(self, namespace: Iterable[str], key: str, **options: Any) -> MemoryEntry | None:
+        """:meth:`Memory.get_by_key <actormem.Memory.get_by_key>`."""
+        return self._host._run(lambda m: m.get_by_key(namespace, key, **options))
+
+    def delete_key(self, namespace: Iterable[str], key: str) -> bool:
+        """:meth:`Memory.delete_key <actormem.Memory.delete_key>`."""
+        return self._host._run(lambda m: m.delete_key(namespace, key))
+
+    def sweep_expired(self) -> int:
+        """:meth:`Memory.sweep_expired <actormem.Memory.sweep_expired>`."""
+        return self._host._run(lambda m: m.sweep_expired())
 
     def retrieve(self, query: str, limit: int = 10, **filters: Any) -> list[MemoryEntry]:
         """:meth:`Memory.retrieve <actormem.Memory.retrieve>` with every keyword filter."""

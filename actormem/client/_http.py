@@ -195,6 +195,32 @@ def _namespaces_call(options: dict[str, Any]) -> _Call[list[tuple[str, ...]]]:
     )
 
 
+def _key_body(namespace: Iterable[str], key: str, what: str) -> dict[str, Any]:
+    if isinstance(namespace, (str, bytes)):
+        raise TypeError(f"{what}: namespace must be a sequence of str, not one str")
+    if type(key) is not str:
+        raise TypeError(f"{what}: key must be a str, not {type(key).__name__}")
+    return {"namespace": list(namespace), "key": key}
+
+
+def _get_by_key_call(
+    namespace: Iterable[str], key: str, refresh_ttl: bool
+) -> _Call[MemoryEntry | None]:
+    body = {**_key_body(namespace, key, "get_by_key()"), "refresh_ttl": refresh_ttl}
+    return _Call("POST", "/v1/by_key", entry_from_json, body=body, not_found=None)
+
+
+def _delete_key_call(namespace: Iterable[str], key: str) -> _Call[bool]:
+    body = _key_body(namespace, key, "delete_key()")
+    return _Call(
+        "POST", "/v1/delete_key", lambda _: True, body=body, idempotent=False, not_found=False
+    )
+
+
+def _sweep_call() -> _Call[int]:
+    return _Call("POST", "/v1/sweep_expired", lambda d: int(d["removed"]), idempotent=False)
+
+
 def _consolidate_call() -> _Call[ConsolidationStats]:
     return _Call("POST", "/v1/consolidate", lambda d: ConsolidationStats(**d), idempotent=False)
 
@@ -366,6 +392,23 @@ class AsyncClient(metaclass=Final):
         """Prune and merge (see :meth:`Memory.consolidate <actormem.Memory.consolidate>`)."""
         return await self._do(_consolidate_call())
 
+    async def get_by_key(
+        self, namespace: Iterable[str], key: str, *, refresh_ttl: bool = False
+    ) -> MemoryEntry | None:
+        """The entry with ``(namespace, key)``, or None (:meth:`Memory.get_by_key
+        <actormem.Memory.get_by_key>`)."""
+        return await self._do(_get_by_key_call(namespace, key, refresh_ttl))
+
+    async def delete_key(self, namespace: Iterable[str], key: str) -> bool:
+        """Remove the entry with ``(namespace, key)``; True if there was one. Not
+        retried after sending."""
+        return await self._do(_delete_key_call(namespace, key))
+
+    async def sweep_expired(self) -> int:
+        """Remove every expired entry now; how many (:meth:`Memory.sweep_expired
+        <actormem.Memory.sweep_expired>`). Not retried after sending."""
+        return await self._do(_sweep_call())
+
     async def get(self, id: uuid.UUID) -> MemoryEntry | None:
         """The entry ``id``, or None."""
         return await self._do(_get_call(id))
@@ -489,6 +532,20 @@ class Client(metaclass=Final):
     def consolidate(self) -> ConsolidationStats:
         """See :meth:`AsyncClient.consolidate`."""
         return self._do(_consolidate_call())
+
+    def get_by_key(
+        self, namespace: Iterable[str], key: str, *, refresh_ttl: bool = False
+    ) -> MemoryEntry | None:
+        """See :meth:`AsyncClient.get_by_key`."""
+        return self._do(_get_by_key_call(namespace, key, refresh_ttl))
+
+    def delete_key(self, namespace: Iterable[str], key: str) -> bool:
+        """See :meth:`AsyncClient.delete_key`."""
+        return self._do(_delete_key_call(namespace, key))
+
+    def sweep_expired(self) -> int:
+        """See :meth:`AsyncClient.sweep_expired`."""
+        return self._do(_sweep_call())
 
     def get(self, id: uuid.UUID) -> MemoryEntry | None:
         """See :meth:`AsyncClient.get`."""

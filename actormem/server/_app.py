@@ -54,6 +54,7 @@ from ._models import (
     DeletedOut,
     EntryIn,
     EntryOut,
+    KeyIn,
     LenOut,
     ListIn,
     NamespacesIn,
@@ -66,6 +67,7 @@ from ._models import (
     StoredManyOut,
     StoredOut,
     StoreManyIn,
+    SweptOut,
 )
 
 __all__ = ["PROBLEM_JSON", "create_app"]
@@ -370,7 +372,12 @@ def create_app(
     async def store(body: EntryIn) -> Response:
         entry = _to_entry(body, "body")
         await memory.store(entry)
-        return JSONResponse({"id": str(entry.id)})
+        stored_id = entry.id
+        if entry.key is not None:  # a key upsert keeps the replaced entry's id
+            now = await memory.get_by_key(entry.namespace, entry.key)
+            if now is not None:
+                stored_id = now.id
+        return JSONResponse({"id": str(stored_id)})
 
     @app.post(
         "/v1/batch",
@@ -397,6 +404,28 @@ def create_app(
         return JSONResponse({"deleted": True})
 
     @app.post(
+        "/v1/delete_key",
+        response_model=DeletedOut,
+        responses={**_PROBLEMS, **_NOT_FOUND},
+        summary="Delete the entry with (namespace, key) (Memory.delete_key)",
+        **guarded,
+    )
+    async def delete_key(body: KeyIn) -> Response:
+        if not await memory.delete_key(body.namespace, body.key):
+            raise _Refused(404, f"key: no entry with key {body.key!r} there", "key")
+        return JSONResponse({"deleted": True})
+
+    @app.post(
+        "/v1/sweep_expired",
+        response_model=SweptOut,
+        responses=_PROBLEMS,
+        summary="Remove every expired entry now (Memory.sweep_expired)",
+        **guarded,
+    )
+    async def sweep_expired() -> Response:
+        return JSONResponse({"removed": await memory.sweep_expired()})
+
+    @app.post(
         "/v1/consolidate",
         response_model=ConsolidationOut,
         responses=_PROBLEMS,
@@ -419,6 +448,19 @@ def create_app(
         entry = await memory.get(entry_id)
         if entry is None:
             raise _Refused(404, f"entry_id: no entry with id {entry_id}", "entry_id")
+        return JSONResponse(entry_to_json(entry))
+
+    @app.post(
+        "/v1/by_key",
+        response_model=EntryOut,
+        responses={**_PROBLEMS, **_NOT_FOUND},
+        summary="Get the entry with (namespace, key) (Memory.get_by_key)",
+        **guarded,
+    )
+    async def get_by_key(body: KeyIn) -> Response:
+        entry = await memory.get_by_key(body.namespace, body.key, refresh_ttl=body.refresh_ttl)
+        if entry is None:
+            raise _Refused(404, f"key: no entry with key {body.key!r} there", "key")
         return JSONResponse(entry_to_json(entry))
 
     @app.post(

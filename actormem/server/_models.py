@@ -38,6 +38,7 @@ __all__ = [
     "DeletedOut",
     "EntryIn",
     "EntryOut",
+    "KeyIn",
     "LenOut",
     "ListIn",
     "NamespacesIn",
@@ -51,6 +52,7 @@ __all__ = [
     "StoreManyIn",
     "StoredManyOut",
     "StoredOut",
+    "SweptOut",
 ]
 
 #: Most results one retrieve may ask for over HTTP (a bigger ``limit`` is a 422).
@@ -258,6 +260,22 @@ class NamespacesIn(BaseModel):
     offset: Annotated[int, Field(ge=0, le=MAX_JSON_INT)] = 0
 
     _integer = field_validator("max_depth", "limit", "offset", mode="before")(_json_integer)
+
+
+class KeyIn(BaseModel):
+    """An entry named by its ``(namespace, key)``."""
+
+    model_config = _STRICT
+
+    namespace: list[NonEmpty] = []
+    key: Annotated[str, Strict(), StringConstraints(min_length=1, max_length=MAX_KEY_CHARS)]
+    refresh_ttl: Annotated[bool, Strict()] = False
+
+
+class SweptOut(BaseModel):
+    """How many expired entries a sweep removed."""
+
+    removed: int
 
 
 class NamespacesOut(BaseModel):
