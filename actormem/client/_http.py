@@ -14,10 +14,11 @@ Failures:
 * A connection that could not be opened (nothing was sent) is retried for every call.
 * A connection that broke after the request may have been sent is retried only for
   calls that are safe to repeat: ``store`` and ``store_many`` (an upsert by id: a second
-  application stores the same entries again), ``get``, ``retrieve``, ``retrieve_scored``
-  (a repeated retrieve may count one more access), ``statistics``, ``count``, ``export``.
-  ``delete`` and ``consolidate`` are not repeated (a second ``delete`` would answer
-  False for an entry the first one deleted).
+  application stores the same entries again), ``get``, ``get_by_key``, ``retrieve``,
+  ``retrieve_scored`` (a repeated retrieve may count one more access), ``list_entries``,
+  ``list_namespaces``, ``statistics``, ``count``. ``delete``, ``delete_key``,
+  ``sweep_expired`` and ``consolidate`` are not repeated (a second ``delete`` would
+  answer False for an entry the first one deleted); ``export`` is not retried.
 * Up to ``retries`` retries, waiting 50 ms, 100 ms, 200 ms... in between; then, or on a
   timeout (never retried: the server is slow, not gone), :class:`~actormem.TransportError`
   naming the URL.
