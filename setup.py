@@ -13,7 +13,7 @@ setup(
             "actormem._index._ckernels",
             ["actormem/_index/_ckernels.c"],
             # No fused multiply-add: the kernels must round as numpy does, bit for bit.
-            extra_compile_args=["-O2", "-ffp-contract=off", "-fno-fast-math"],
+            extra_compile_args=["-O3", "-ffp-contract=off", "-fno-fast-math"],
             optional=True,
         )
     ]

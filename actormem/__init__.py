@@ -10,6 +10,7 @@ from ._engine.memory import DEFAULT_QUEUE_SIZE as DEFAULT_QUEUE_SIZE
 from ._engine.memory import Memory as Memory
 from ._engine.memory import open_memory as open_memory
 from ._engine.memory import serve_memory as serve_memory
+from ._engine.replica import ReplicaOptions as ReplicaOptions
 from ._engine.snapshot import MAX_QUERY_CHARS as MAX_QUERY_CHARS
 from ._engine.snapshot import Snapshot as Snapshot
 from ._engine.state import DEFAULT_HALF_LIFE as DEFAULT_HALF_LIFE
@@ -25,6 +26,11 @@ from ._errors import RemoteError as RemoteError
 from ._errors import StorageError as StorageError
 from ._errors import TransportError as TransportError
 from ._index.bm25 import BM25Scorer as BM25Scorer
+from ._index.dense import DenseScorer as DenseScorer
+from ._index.dense import Embedder as Embedder
+from ._index.dense import FunctionEmbedder as FunctionEmbedder
+from ._index.dense import wordllama_embedder as wordllama_embedder
+from ._index.hybrid import HybridScorer as HybridScorer
 from ._index.tokenize import Tokenizer as Tokenizer
 from ._index.tokenize import stop_words as stop_words
 from ._index.wordoverlap import WordOverlapScorer as WordOverlapScorer
@@ -92,8 +98,13 @@ __all__ = [
     "MAX_VALUE_BYTES",
     "ActorMemError",
     "BM25Scorer",
+    "DenseScorer",
+    "Embedder",
+    "FunctionEmbedder",
+    "HybridScorer",
     "Tokenizer",
     "stop_words",
+    "wordllama_embedder",
     "ConsolidationStats",
     "Durability",
     "HostedMemory",
@@ -105,6 +116,7 @@ __all__ = [
     "MemoryEntry",
     "MemoryStatistics",
     "RemoteError",
+    "ReplicaOptions",
     "ScoredEntry",
     "Snapshot",
     "StorageError",

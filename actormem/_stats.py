@@ -35,6 +35,9 @@ class ConsolidationStats(metaclass=Final):
 class MemoryStatistics(metaclass=Final):
     """Counters of one memory, as returned by :meth:`Memory.statistics` (sync, O(1)).
 
+    A durable memory's counters (``stores`` to ``access_updates``, ``retrieves``
+    included) continue across opens: they are saved in the file when it closes cleanly.
+
     Attributes:
         entries: Entries in the latest published snapshot.
         capacity: The bound on entries, or ``None`` for unbounded.
@@ -55,6 +58,11 @@ class MemoryStatistics(metaclass=Final):
             not yet vacuumed).
         expired: Entries the owner removed because their time to live ran out.
         ttl_refreshes: Expiries pushed later by reads with ``refresh_ttl=True``.
+        log_applied_seq: A node of a replicated memory: the seq of the last log record
+            applied here (None: not replicated).
+        log_stale_seconds: A node of a replicated memory: seconds since it last heard
+            from the log (reads may miss writes made since on other nodes); None: not
+            replicated, or the log never answered.
     """
 
     entries: int
@@ -75,3 +83,5 @@ class MemoryStatistics(metaclass=Final):
     retained_versions: int
     expired: int = 0
     ttl_refreshes: int = 0
+    log_applied_seq: int | None = None
+    log_stale_seconds: float | None = None

@@ -69,8 +69,8 @@ def time_both(index: Any, view: Any, queries: Sequence[str]) -> dict[str, Any]:
     for compiled, name in ((False, "numpy"), (True, "kernels")):
         values = sorted(cpu[compiled])
         out[name] = {
-            "p50_ms": percentile(values, 50),
-            "p99_ms": percentile(values, 99),
+            "p50_ms": percentile(values, 0.5),
+            "p99_ms": percentile(values, 0.99),
             "mean_ms": sum(values) / len(values),
         }
     out["ratio_p50"] = out["numpy"]["p50_ms"] / out["kernels"]["p50_ms"]

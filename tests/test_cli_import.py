@@ -19,36 +19,15 @@ from actormem import MemoryCategory, MemoryEntry, open_memory
 from actormem._storage import sqlite as sqlite_store
 from actormem.cli._main import main
 
+from .test_cli import read_all, run_cli, store_all
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    status = main(list(argv))
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 def write_jsonl(path: Path, rows: list[dict[str, object]], *, bom: bool = False) -> Path:
     text = "".join(json.dumps(r) + "\n" for r in rows)
     path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + text.encode("utf-8"))
     return path
-
-
-def read_all(path: Path) -> list[MemoryEntry]:
-    async def run() -> list[MemoryEntry]:
-        async with open_memory(path=path) as memory:
-            return list(memory.snapshot())
-
-    return trio.run(run)
-
-
-def store_all(path: Path, entries: list[MemoryEntry]) -> None:
-    async def run() -> None:
-        async with open_memory(path=path) as memory:
-            for entry in entries:
-                await memory.store(entry)
-
-    trio.run(run)
 
 
 def calls(n: int, *, text: str = "") -> list[dict[str, object]]:
@@ -170,13 +149,17 @@ CHILD = textwrap.dedent(
 )
 
 
-def test_ctrl_c_during_an_import_leaves_all_or_nothing(tmp_path: Path) -> None:
-    """A real SIGINT, sent once the import writes: the file then holds every line or none
-    of them (never a part), and an interrupt that came in time says so in one line."""
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_during_an_import_leaves_all_or_nothing(
+    tmp_path: Path, signum: signal.Signals
+) -> None:
+    """A real SIGINT (Ctrl-C) or SIGTERM, sent once the import writes: the file then holds
+    every line or none of them (never a part), and a signal that came in time says so in
+    one line."""
     db = tmp_path / "m.sqlite"
     existing = [MemoryEntry.new(MemoryCategory.FACT, f"kept {i}") for i in range(5)]
     store_all(db, existing)
-    n = 20_000
+    n = 8_000
     dump = write_jsonl(tmp_path / "d.jsonl", calls(n, text="y" * 200))
     child = subprocess.Popen(
         [sys.executable, "-c", CHILD, "import", str(db), str(dump)],
@@ -187,12 +170,13 @@ def test_ctrl_c_during_an_import_leaves_all_or_nothing(tmp_path: Path) -> None:
     )
     assert child.stdout is not None
     assert child.stdout.readline() == "writing\n"
-    child.send_signal(signal.SIGINT)
+    child.send_signal(signum)
     out, err = child.communicate(timeout=120)
     after = read_all(db)
-    if child.returncode == 130:  # interrupted in time: nothing imported
+    if child.returncode == 128 + signum:  # interrupted in time: nothing imported
+        name = signal.Signals(signum).name
         assert err == (
-            f"actormem import: interrupted (SIGINT): nothing imported: {db} is unchanged\n"
+            f"actormem import: interrupted ({name}): nothing imported: {db} is unchanged\n"
         )
         assert after == existing
     else:  # the commit had completed when the interrupt came: everything imported
@@ -222,9 +206,11 @@ def _damage_a_leaf_page(path: Path) -> int:
 def test_salvage_export_writes_every_readable_row_and_reports_the_rest(
     capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
+    from actormem._engine.bulk import store_all_or_nothing
+
     db = tmp_path / "m.sqlite"
     entries = [MemoryEntry.new(MemoryCategory.FACT, f"entry {i} " * 20) for i in range(1500)]
-    store_all(db, entries)
+    store_all_or_nothing(db, entries)  # one transaction: quicker than 1,500 stores
     status, whole, err = run_cli(capsys, "export", "--salvage", str(db))
     assert (status, err) == (0, f"actormem export: salvaged 1,500 entries from {db}; nothing skipped\n")
     status, plain, _ = run_cli(capsys, "export", str(db))
@@ -251,3 +237,96 @@ def test_salvage_export_writes_every_readable_row_and_reports_the_rest(
     assert "1 unreadable regions skipped (entries after seq " in err
     assert err.count("\n") == 1
     assert db.read_bytes() == damaged  # salvaging writes nothing
+
+
+def test_salvage_reads_a_version_1_file_without_upgrading_it(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    from .test_payload import write_version_1_file
+
+    db = tmp_path / "old.sqlite"
+    write_version_1_file(db)
+    before = db.read_bytes()
+    status, out, err = run_cli(capsys, "export", "--salvage", str(db))
+    assert status == 0, err
+    (row,) = [json.loads(line) for line in out.splitlines()]
+    assert (row["memory"], row["namespace"], row["access_count"]) == ("old text", ["ns"], 2)
+    assert db.read_bytes() == before
+
+
+def test_import_gives_a_ttl_line_its_expiry(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    dump = write_jsonl(tmp_path / "d.jsonl", [{"category": "fact", "memory": "m", "ttl": 3600}])
+    db = tmp_path / "m.sqlite"
+    status, _, err = run_cli(capsys, "import", str(db), str(dump))
+    assert status == 0, err
+    (entry,) = read_all(db)
+    assert entry.expires_at is not None
+    assert (entry.expires_at - entry.created_at).total_seconds() == pytest.approx(3600, abs=60)
+
+
+def test_a_repeated_namespace_and_key_is_refused_like_an_id(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    first = {"category": "fact", "memory": "old", "namespace": ["u"], "key": "city"}
+    second = {"category": "fact", "memory": "new", "namespace": ["u"], "key": "city"}
+    elsewhere = {"category": "fact", "memory": "other", "namespace": ["v"], "key": "city"}
+    dump = write_jsonl(tmp_path / "d.jsonl", [first, elsewhere, second])
+    db = tmp_path / "m.sqlite"
+    status, _, err = run_cli(capsys, "import", str(db), str(dump))
+    assert status == 2
+    assert f"{dump}:3: the same namespace and key 'city' as line 1; " in err
+    status, _, err = run_cli(capsys, "import", str(db), str(dump), "--later-wins")
+    assert status == 0, err
+    assert sorted(e.memory for e in read_all(db)) == ["new", "other"]
+
+
+# --------------------------------------------------------------------- counters
+
+
+async def test_statistics_counters_continue_across_reopens(tmp_path: Path) -> None:
+    db = tmp_path / "m.sqlite"
+    a, b, c = (MemoryEntry.new(MemoryCategory.FACT, f"same words {i}") for i in range(3))
+    async with open_memory(path=db) as memory:
+        for entry in (a, b, c, a):  # the second a is an upsert
+            await memory.store(entry)
+        await memory.delete(b.id)
+        await memory.retrieve("same words", 2)
+        await memory.consolidate()
+        first = memory.statistics()
+    assert (first.stores, first.upserts, first.deletes, first.retrieves) == (4, 1, 1, 1)
+    async with open_memory(path=db) as memory:
+        reopened = memory.statistics()
+        assert (reopened.stores, reopened.upserts, reopened.deletes) == (4, 1, 1)
+        assert (reopened.retrieves, reopened.consolidations) == (1, 1)
+        assert reopened.access_updates == first.access_updates
+        await memory.store(MemoryEntry.new(MemoryCategory.FACT, "one more"))
+    async with open_memory(path=db) as memory:
+        assert memory.statistics().stores == 5
+
+
+def test_looking_at_a_file_writes_nothing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """stats, export and query change no counter, so closing writes no counters."""
+    db = tmp_path / "m.sqlite"
+    store_all(db, [MemoryEntry.new(MemoryCategory.FACT, f"same words {i}") for i in range(3)])
+    before = db.read_bytes()
+    for command in (["stats"], ["export"], ["query", "same"], ["export", "--salvage"]):
+        assert main([command[0], str(db), *command[1:]]) in (0, 1)
+    assert db.read_bytes() == before
+    assert not os.path.exists(f"{db}-wal")
+
+
+def test_an_import_counts_its_stores(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    db = tmp_path / "m.sqlite"
+    store_all(db, [MemoryEntry.new(MemoryCategory.FACT, "kept")])
+    dump = write_jsonl(tmp_path / "d.jsonl", calls(3))
+    assert run_cli(capsys, "import", str(db), str(dump))[0] == 0
+
+    async def stores() -> int:
+        async with open_memory(path=db) as memory:
+            return memory.statistics().stores
+
+    assert trio.run(stores) == 4

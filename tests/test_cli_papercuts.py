@@ -13,25 +13,9 @@ import pytest
 
 from actormem.cli._main import main
 
+from .test_locomo import TINY
+
 ROOT = Path(__file__).resolve().parent.parent
-
-#: A LoCoMo-shaped file of one tiny conversation (the shape of locomo10.json).
-TINY_LOCOMO = [
-    {
-        "sample_id": "conv-x",
-        "conversation": {
-            "speaker_a": "Ann",
-            "speaker_b": "Bo",
-            "session_1_date_time": "1:00 pm on 1 May, 2023",
-            "session_1": [
-                {"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a cat named Miso."},
-                {"speaker": "Bo", "dia_id": "D1:2", "text": "I went hiking in the Alps."},
-            ],
-        },
-        "qa": [{"question": "What is the cat called?", "evidence": ["D1:1"], "category": 1}],
-    }
-]
-
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--version"]) == 0
@@ -40,7 +24,7 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_eval_json_is_written_when_stdout_is_a_closed_pipe(tmp_path: Path) -> None:
     data = tmp_path / "locomo.json"
-    data.write_text(json.dumps(TINY_LOCOMO), encoding="utf-8")
+    data.write_text(json.dumps(TINY), encoding="utf-8")
     out_json = tmp_path / "result.json"
     read_end, write_end = os.pipe()
     os.close(read_end)  # `| head` that has gone: the table meets EPIPE
@@ -55,8 +39,8 @@ def test_eval_json_is_written_when_stdout_is_a_closed_pipe(tmp_path: Path) -> No
     assert done.returncode == 141, done.stderr
     assert done.stderr == ""
     result = json.loads(out_json.read_text(encoding="utf-8"))
-    assert result["conversations"] == ["conv-x"]
-    assert result["questions"]["overall"] == 1
+    assert result["conversations"] == [c["sample_id"] for c in TINY]
+    assert result["questions"]["overall"] == sum(len(c["qa"]) for c in TINY)
 
 
 def test_eval_missing_package_names_the_extra(
@@ -65,7 +49,7 @@ def test_eval_missing_package_names_the_extra(
     from actormem._index import tokenize
 
     data = tmp_path / "locomo.json"
-    data.write_text(json.dumps(TINY_LOCOMO), encoding="utf-8")
+    data.write_text(json.dumps(TINY), encoding="utf-8")
     for module in ("Stemmer", "stop_words", "bm25s"):
         monkeypatch.setitem(sys.modules, module, None)  # import raises ImportError
     tokenize._stem_function.cache_clear()

@@ -35,6 +35,7 @@ from actormem import BM25Scorer, MemoryCategory, MemoryEntry, WordOverlapScorer
 from actormem._engine.state import MemoryState
 from actormem._index import kernels
 from actormem._index.bm25 import knobs as bm25_knobs
+from actormem._index.scoring import drain
 from actormem._index.wordoverlap import knobs as wo_knobs
 
 pytestmark = pytest.mark.skipif(not kernels.AVAILABLE, reason="the C extension is not built")
@@ -67,7 +68,12 @@ def _lists(groups: list[int], tfs: list[int]) -> tuple[array[int], array[int]]:
     tau=st.floats(-1, 5) | st.just(-np.inf),
 )
 def test_accumulate_equals_numpy(
-    post: tuple[list[int], list[int]], seed: int, wi: float, b_part: float, a_part: float, tau: float
+    post: tuple[list[int], list[int]],
+    seed: int,
+    wi: float,
+    b_part: float,
+    a_part: float,
+    tau: float,
 ) -> None:
     rng = np.random.default_rng(seed)
     groups, tfs = _lists(*post)
@@ -133,7 +139,8 @@ def test_refine_and_bound_equal_numpy(
         groups, tfs, count, cands, c_part, lengths, wi, a_part, b_part, up, rest, theta, c_keep
     )
     assert c_part.tobytes() == part.tobytes()
-    assert c_keep.tolist() == keep.tolist() and kept == int(keep.sum())
+    assert c_keep.tolist() == keep.tolist()
+    assert kept == int(keep.sum())
     # The largest saturation of a list's range (_Term.bound_steps).
     start = int(rng.integers(0, count))
     nums = np.frombuffer(groups, np.int32, count)[start:]
@@ -142,6 +149,44 @@ def test_refine_and_bound_equal_numpy(
     assert kernels.bm25_max_sat(groups, tfs, start, count, lengths, a_part, 0.7) == float(
         sats.max()
     )
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), norm=st.floats(0.01, 5), theta=st.floats(-1, 3))
+def test_exact_and_keep_equal_python(seed: int, norm: float, theta: float) -> None:
+    rng = np.random.default_rng(seed)
+    num = 7
+    # Query terms 0..5 (some absent from the group), each list holding group `num`.
+    query: list[tuple[float, array[int], array[int], int]] = []
+    for _ in range(6):
+        groups = sorted({*rng.integers(0, 50, 5).tolist(), num})
+        tfs = rng.integers(1, 400, len(groups)).tolist()
+        query.append((float(rng.random() * 4), *_lists(groups, tfs), len(groups)))
+    term_nums = rng.permutation(9)[: int(rng.integers(1, 9))].tolist()  # 6-8: not queried
+    position = {t: p for p, t in enumerate(rng.permutation(9)[:6].tolist())}
+    terms, want, hits = [], 0.0, []
+    for t in term_nums:
+        pos = position.get(t)
+        tf_real = None
+        if pos is not None:
+            _, groups, tfs, count = query[pos]
+            tf_real = tfs[groups.index(num)]
+        tf = min(tf_real if tf_real is not None else int(rng.integers(1, 300)), 255)
+        terms.append(t << 8 | tf)
+        if pos is not None:
+            hits.append((pos, tf))
+    for pos, tf in sorted(hits):  # the reference's loop (_Exact.exact_of)
+        wi, groups, tfs, count = query[pos]
+        if tf == 255:
+            tf = tfs[groups.index(num)]
+        want += wi * (tf / (tf + norm))
+    for code in "iq":
+        assert kernels.bm25_exact(array(code, terms), position, query, num, norm) == want
+    acc = rng.random(60) * 2
+    nums = rng.integers(0, 60, 40).astype(np.intp)
+    out = np.empty(40, np.intp)
+    got = kernels.bm25_keep(acc, nums, 3, 40, 1.0 + 1e-9, 0.25, theta, out)
+    assert out[:got].tolist() == nums[3:][acc[nums[3:]] * (1.0 + 1e-9) + 0.25 >= theta].tolist()
 
 
 @settings(max_examples=60, deadline=None)
@@ -191,6 +236,24 @@ def test_scan_equals_the_text_tests(texts: list[str], word: str, lo: int, span: 
     assert kernels.wo_scan(texts, lo, lo + span, mod, word) == want
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    lists=st.lists(st.lists(st.integers(0, 99), min_size=1, max_size=20), max_size=6),
+    n=st.integers(0, 100),
+)
+def test_join_equals_numpy(lists: list[list[int]], n: int) -> None:
+    arrays = [array("i", lst) for lst in lists]
+    joined = np.frombuffer(b"".join(arrays), np.int32)  # the reference's join
+    want = joined[joined < n]
+    room = np.empty(len(joined), np.int32)
+    assert room[: kernels.wo_join(arrays, n, room, None)].tolist() == want.tolist()
+    dense = np.zeros(n + 3, np.uint8)
+    assert kernels.wo_join(arrays, n, None, dense) == 0
+    expect = np.zeros(n + 3, np.uint8)
+    expect[want] = 1
+    assert dense.tolist() == expect.tolist()
+
+
 def test_bad_arguments_are_refused_before_c() -> None:
     groups, tfs = array("i", [0, 3, 9]), array("B", [1, 2, 3])
     lengths = np.ones(10, np.int32)
@@ -222,14 +285,22 @@ def test_bad_arguments_are_refused_before_c() -> None:
         kernels.DenseCounts(np.zeros(5, np.uint8), [np.zeros(4, np.uint8)], [1])
     with pytest.raises(TypeError):
         kernels.DenseCounts(np.zeros(5, np.int32), [], [])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="lo, hi"):
         kernels.DenseCounts(np.zeros(5, np.uint8), [], []).add(0, 6)
+    with pytest.raises(ValueError, match="too short"):
+        kernels.wo_join([array("i", [1, 2])], 5, np.empty(1, np.int32), None)
+    with pytest.raises(ValueError, match="exactly one"):
+        kernels.wo_join([], 5, None, None)
+    with pytest.raises(TypeError):
+        kernels.wo_join([array("q", [1])], 5, np.empty(1, np.int32), None)
     with pytest.raises(ValueError, match="mod"):
         kernels.wo_scan(["a"], 0, 3, 2, "a")
     with pytest.raises(TypeError):
         kernels.wo_scan(("a",), 0, 1, 1, "a")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="word"):
-        kernels.wo_count_sparse(np.zeros(5, np.uint8), np.zeros(1, np.int32), 0, 1, 5, 1, None, 70000)
+        kernels.wo_count_sparse(
+            np.zeros(5, np.uint8), np.zeros(1, np.int32), 0, 1, 5, 1, None, 70000
+        )
 
 
 def test_c_checks_memory_safety_itself() -> None:
@@ -258,6 +329,8 @@ def test_c_checks_memory_safety_itself() -> None:
         )  # fmt: skip
     with pytest.raises(TypeError, match="str"):
         _ckernels.wo_scan(["a", 1], 0, 2, 2, "a")
+    with pytest.raises(ValueError, match="capacity"):
+        _ckernels.wo_join([array("i", [1, 2])], 5, np.empty(1, np.int32), None)
     with pytest.raises(ValueError, match="set length"):
         _ckernels.wo_count_dense(np.zeros(5, np.uint8), 0, 5, [np.zeros(2, np.uint8)], [1])
 
@@ -277,7 +350,8 @@ def test_without_the_extension_the_index_works_and_says_so() -> None:
     )
     assert done.stdout.split() == ["False", "1"]
     notice = [line for line in done.stderr.splitlines() if line.strip()]
-    assert len(notice) == 1 and "pure-Python index" in notice[0]
+    assert len(notice) == 1
+    assert "pure-Python index" in notice[0]
 
 
 # -- both paths driven by the same operations ----------------------------------------
@@ -298,11 +372,14 @@ def small_knobs() -> Iterator[None]:
             (wo_knobs, "_CHUNK"),
             (wo_knobs, "_JOIN"),
             (wo_knobs, "_DENSE"),
+            (wo_knobs, "_RENUMBER_MIN"),
+            (wo_knobs, "_STEP"),
         ]
     }
     bm25_knobs._CHUNK, bm25_knobs._BOUND_CHUNK, bm25_knobs._DENSE_CHUNK = 4, 4, 16
     bm25_knobs._FEW = 2
     wo_knobs._CHUNK, wo_knobs._JOIN, wo_knobs._DENSE = 8, 4, 4
+    wo_knobs._RENUMBER_MIN, wo_knobs._STEP = 1, 2
     try:
         yield
     finally:
@@ -364,13 +441,53 @@ class TwoPaths(RuleBasedStateMachine):
     def query(self, words: list[str], limit: int) -> None:
         query = " ".join(words)
         got = {}
-        for (scorer, compiled), state in self.states.items():
+        for (_, compiled), state in self.states.items():
             kernels.ENABLED = compiled
             try:
                 hits = state.index.top_k(state.view(), query, limit, None)
             finally:
                 kernels.ENABLED = kernels.AVAILABLE
             got[compiled] = [(score, rec.seq) for score, rec in hits]
+        assert got[True] == got[False], query
+
+    @rule(
+        words=st.lists(st.sampled_from([*WORDS, "zz"]), min_size=1, max_size=8),
+        limit=st.integers(1, 6),
+        new=st.lists(st.sampled_from(WORDS), min_size=1, max_size=5),
+        steps=st.integers(1, 6),
+    )
+    def query_with_writes_between_steps(
+        self, words: list[str], limit: int, new: list[str], steps: int
+    ) -> None:
+        # Both paths read a snapshot while the owner stores, purges (renumbering word
+        # overlap's groups) and compacts between their steps.
+        first = next(iter(self.states.values()))
+        live = [rec.entry.id for rec in first.view().records()]
+        for state in self.states.values():
+            if live:
+                state.delete(live[0])  # purged below, while the queries are under way
+            state.publish()
+        query = " ".join(words)
+        gens, done = {}, {}
+        for key, state in self.states.items():
+            kernels.ENABLED = key[1]  # read at a retrieve's first step
+            gen = state.index.top_k_steps(state.view(), query, limit, None)  # type: ignore[attr-defined]
+            gens[key] = gen
+            for _ in range(steps):
+                try:
+                    next(gen)
+                except StopIteration as stop:
+                    done[key] = stop.value
+                    break
+        kernels.ENABLED = kernels.AVAILABLE
+        seen = first.published  # the views' version
+        self.store(new, 0.5)
+        for state in self.states.values():
+            state.vacuum(seen)  # purges the deleted entry, nothing a view still sees
+        got = {}
+        for key, gen in gens.items():
+            result = done[key] if key in done else drain(gen)
+            got[key[1]] = [(score, rec.seq) for score, rec in result]
         assert got[True] == got[False], query
 
     @invariant()

@@ -266,8 +266,9 @@ async def test_sqlite_round_trips_the_new_fields(tmp_path: Path) -> None:
         assert await memory.get_by_key(("n",), "k") == e
 
 
-async def test_a_version_1_file_is_upgraded_in_place(tmp_path: Path) -> None:
-    db = tmp_path / "old.db"
+def write_version_1_file(db: Path) -> None:
+    """A schema-version-1 file (as actormem wrote before keys and payloads) holding one
+    entry: 'old text', namespace ["ns"], tags ["t"], relevance 0.5, 2 accesses."""
     conn = sqlite3.connect(db, isolation_level=None)
     for statement in CREATE_SCHEMA_V1:
         conn.execute(statement)
@@ -277,6 +278,11 @@ async def test_a_version_1_file_is_upgraded_in_place(tmp_path: Path) -> None:
     )
     conn.execute("PRAGMA journal_mode = WAL")
     conn.close()
+
+
+async def test_a_version_1_file_is_upgraded_in_place(tmp_path: Path) -> None:
+    db = tmp_path / "old.db"
+    write_version_1_file(db)
     async with open_memory(path=db) as memory:
         (entry,) = list(memory.snapshot())
         assert entry.memory == "old text"
@@ -286,7 +292,9 @@ async def test_a_version_1_file_is_upgraded_in_place(tmp_path: Path) -> None:
         await memory.store(item(("ns",), "k", {"new": True}))
     conn = sqlite3.connect(db)
     assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
-    assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == ("2",)
+    assert conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone() == (
+        str(SCHEMA_VERSION),
+    )
     conn.close()
     async with open_memory(path=db) as memory:
         assert len(memory) == 2

@@ -11,7 +11,9 @@ commits of at most a few hundred requests:
 2. a :class:`~actormem._engine.state.MemoryState` is loaded from its rows and every
    entry is stored into it in order (same upsert rule: a stored id keeps its
    ``created_at``), which fills the state's journal;
-3. the whole journal is written as **one** SQLite transaction, in a worker thread.
+3. the whole journal is written as **one** SQLite transaction, in a worker thread;
+4. the file's statistics counters grow by the stores made (after the commit, best
+   effort, as a memory saves them when it closes).
 
 SQLite commits a transaction entirely or not at all, so an interrupt (Ctrl-C: the
 connection is interrupted and the transaction rolled back), a full disk or an I/O error
@@ -25,6 +27,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from datetime import UTC, datetime
 from typing import Any
 
 import attrs
@@ -33,6 +36,7 @@ import outcome
 from .._entry import MemoryEntry
 from .._index.wordoverlap import WordOverlapScorer
 from .._storage.sqlite import Batch, Durability, SqliteStore
+from .memory import _STATE_COUNTERS
 from .state import DEFAULT_HALF_LIFE, MemoryState
 
 __all__ = ["BulkResult", "store_all_or_nothing"]
@@ -133,10 +137,18 @@ def store_all_or_nothing(
         state.load(rows)  # capacity None: nothing evicted, nothing to delete
         before = len(state)
         del rows
+        now = datetime.now(UTC)  # the time of every write (a ttl counts from it)
         for entry in entries:
-            state.store(entry)
+            state.store(entry, now)
         batch = store.prepare(state.take_journal())
         _write_interruptibly(store, batch)
+        saved = store.saved_counters  # the stores count, as a memory's would
+        store.save_counters(
+            {
+                **saved,
+                **{name: saved.get(name, 0) + getattr(state, name) for name in _STATE_COUNTERS},
+            }
+        )
         return BulkResult(
             before=before,
             after=len(state),

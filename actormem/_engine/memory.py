@@ -46,27 +46,32 @@ import math
 import os
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+import numpy as np
 import outcome
 import trio
 
 from .._entry import MemoryCategory, MemoryEntry, ScoredEntry
 from .._errors import ActorMemError, InvalidEntryError, InvalidQueryError, StorageError
+from .._index.bm25 import BM25Index
+from .._index.dense import entry_document, text_hash
+from .._index.hybrid import HybridIndex
 from .._index.scoring import Scorer
 from .._index.wordoverlap import WordOverlapScorer
 from .._record import Record
 from .._stats import ConsolidationStats, MemoryStatistics
-from .._storage.sqlite import Durability, SqliteStore
+from .._storage.sqlite import Batch, Durability, SqliteStore
 from .._storage.sqlite_format import MAX_ACCESS_COUNT
 from .._util import NoPublicConstructor, sequence_of
 from .snapshot import (
     Snapshot,
     check_listing,
     check_query,
+    check_thresholds,
     list_namespaces_at,
     list_records,
     make_filter,
@@ -74,6 +79,9 @@ from .snapshot import (
     with_alive,
 )
 from .state import DEFAULT_HALF_LIFE, MemoryState, View
+
+if TYPE_CHECKING:
+    from .replica import Replica, ReplicaOptions
 
 __all__ = ["DEFAULT_QUEUE_SIZE", "Memory", "open_memory", "serve_memory"]
 
@@ -184,6 +192,8 @@ class Memory(metaclass=NoPublicConstructor):
         ) = None
         #: The SQLite store of a durable memory (None: in-memory).
         self._storage: SqliteStore | None = None
+        #: A node of a replicated memory (``open_memory(log=...)``): its log follower.
+        self._replica: Replica | None = None
 
     # ------------------------------------------------------------ lifecycle helpers
 
@@ -222,8 +232,12 @@ class Memory(metaclass=NoPublicConstructor):
 
     # ------------------------------------------------------------ writes
 
-    async def store(self, entry: MemoryEntry) -> None:
+    async def store(self, entry: MemoryEntry) -> int | None:
         """Store ``entry``; return once the owner has applied (and published) it.
+
+        Returns None, or for a replicated memory (``open_memory(log=...)``) the log seq
+        of the batch holding the store: another node's :meth:`wait_applied` with it
+        waits until that node sees the store (causal reads).
 
         An entry whose id is already stored replaces it (upsert), keeping the stored
         ``created_at``. Storing a new id into a full memory evicts the entry with the
@@ -236,16 +250,19 @@ class Memory(metaclass=NoPublicConstructor):
 
         Raises:
             TypeError: ``entry`` is not a :class:`MemoryEntry`.
-            InvalidEntryError: Durable mode: ``access_count`` exceeds ``2**63 - 1``.
+            InvalidEntryError: Durable or replicated mode: ``access_count`` exceeds
+                ``2**63 - 1``.
             StorageError: Durable mode: the group commit holding this store failed; the
-                memory is now broken.
+                memory is now broken. Replicated mode: the log did not take the batch
+                within ``log_timeout`` (the memory stays usable; the store may still
+                appear later if the log committed it without answering).
             trio.ClosedResourceError, trio.BrokenResourceError: See the class docs.
         """
         if not isinstance(entry, MemoryEntry):
             raise TypeError(f"store() takes a MemoryEntry, not {type(entry).__name__}")
-        if self._storage is not None:
-            self._check_storable(entry)
-        await self._call(_STORE, entry)
+        self._check_storable(entry)
+        seq: int | None = await self._call(_STORE, entry)
+        return seq
 
     async def store_many(self, entries: Iterable[MemoryEntry]) -> None:
         """Store every entry of ``entries``, in order, as one request with one reply.
@@ -265,18 +282,21 @@ class Memory(metaclass=NoPublicConstructor):
         Raises:
             TypeError: ``entries`` is a single entry, a str, not iterable, or holds
                 something other than a :class:`MemoryEntry` (the message gives its index).
-            InvalidEntryError: Durable mode: an ``access_count`` exceeds ``2**63 - 1``.
+            InvalidEntryError: Durable or replicated mode: an ``access_count`` exceeds
+                ``2**63 - 1``.
             StorageError: Durable mode: the group commit failed; the memory is now broken.
+                Replicated mode: as :meth:`store` (the list is one log record: applied
+                whole on every node, or not at all).
             trio.ClosedResourceError, trio.BrokenResourceError: See the class docs.
         """
         batch = _entry_batch(entries)
-        if self._storage is not None:
-            for entry in batch:
-                self._check_storable(entry)
+        for entry in batch:
+            self._check_storable(entry)
         await self._call(_STORE_MANY, batch)
 
     def _check_storable(self, entry: MemoryEntry) -> None:
-        if self._storage is not None and entry.access_count > MAX_ACCESS_COUNT:
+        durable = self._storage is not None or self._replica is not None  # any node may be
+        if durable and entry.access_count > MAX_ACCESS_COUNT:
             raise InvalidEntryError(
                 f"a durable memory keeps access_count in 64 bits; {entry.access_count} is too large"
             )
@@ -347,6 +367,24 @@ class Memory(metaclass=NoPublicConstructor):
         """
         result: ConsolidationStats = await self._call(_CONSOLIDATE, None)
         return result
+
+    async def wait_applied(self, seq: int) -> None:
+        """Wait until this node of a replicated memory has applied log record ``seq``
+        (a seq that :meth:`store` returned on any node); then reads here see that
+        store and everything before it. Returns at once for a memory that is not
+        replicated, or when ``seq`` is applied already. Cancel it to bound the wait.
+
+        Raises:
+            TypeError: ``seq`` is not an int.
+            trio.ClosedResourceError, trio.BrokenResourceError: See the class docs.
+        """
+        if isinstance(seq, bool) or not isinstance(seq, int):
+            raise TypeError(f"wait_applied() takes an int seq, not {type(seq).__name__}")
+        self._raise_if_unusable()
+        if self._replica is None:
+            await trio.lowlevel.checkpoint()
+            return
+        await self._replica.wait_applied(self, seq)
 
     # ------------------------------------------------------------ reads
 
@@ -513,6 +551,11 @@ class Memory(metaclass=NoPublicConstructor):
         tags: Iterable[str] | None = None,
         where: Mapping[str, Any] | None = None,
         refresh_ttl: bool = False,
+        min_seq: int | None = None,
+        min_score: float | None = None,
+        min_matched: int = 0,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
     ) -> list[ScoredEntry]:
         """The ``limit`` best entries for ``query``, best first, with their scores.
 
@@ -521,10 +564,13 @@ class Memory(metaclass=NoPublicConstructor):
         :data:`~actormem._index.scoring.RETRIEVE_SLICE` (0.1 ms) with a checkpoint between them,
         so other tasks (writers, the owner, other readers) run meanwhile; the result is
         still exactly that of the snapshot taken at the start. Ties keep insertion order.
-        No minimum score: with fewer than ``limit`` entries, all of them come back;
-        ``limit=0`` gives ``[]``. The entries returned get their ``access_count`` and
-        ``last_accessed`` updated by the owner later, in a batch (the returned values are
-        those of the snapshot).
+        Without thresholds (the default) there is no minimum: with the default word-overlap
+        scorer every entry has a score of at least 0.1, so with fewer than ``limit``
+        entries all of them come back, matching or not; ``limit=0`` gives ``[]``.
+        ``min_score`` and ``min_matched`` return only entries that match (see
+        ``docs/retrieval.md``, "Thresholds", for what the numbers mean per scorer). The
+        entries returned get their ``access_count`` and ``last_accessed`` updated by the
+        owner later, in a batch (the returned values are those of the snapshot).
 
         Args:
             query: Text, at most :data:`~actormem.MAX_QUERY_CHARS` code points.
@@ -537,6 +583,19 @@ class Memory(metaclass=NoPublicConstructor):
                 to operators ``{"$eq" | "$ne" | "$gt" | "$gte" | "$lt" | "$lte": v}``.
                 Entries without a payload never match. See :mod:`actormem._json`.
             refresh_ttl: Refresh the expiry of the entries returned (see :meth:`get`).
+            min_seq: A replicated memory: first wait until this node applied log
+                record ``min_seq`` (see :meth:`wait_applied`), then score.
+            min_score: Keep entries scoring at least this (None: no minimum). Word
+                overlap scores lie in [0.1, 1.3] (0.6 for an entry of relevance 1 that
+                matches no word); BM25 scores are > 0 and unbounded; dense scores are
+                cosines in [-1, 1]; hybrid scores are fused ranks, below 1 / 31.
+            min_matched: Keep entries whose text matches at least this many query terms
+                (0: no minimum): for word overlap, query words (``query.lower().split()``,
+                repeats counted) contained in the lower-cased text; for BM25 and hybrid,
+                distinct tokenized query terms in the document. Refused by the dense
+                scorer.
+            created_after: Keep entries created at or after this timezone-aware time.
+            created_before: Keep entries created strictly before this time.
 
         Expired entries are never returned, even before the owner removed them.
 
@@ -546,18 +605,29 @@ class Memory(metaclass=NoPublicConstructor):
             TypeError: Wrong argument types; or the memory's ``clock`` returned something
                 other than a timezone-aware datetime (no access is recorded).
             InvalidQueryError: Negative limit, over-long query, empty filter segment,
-                malformed payload filter (an "Invalid filter key", an unknown operator).
+                malformed payload filter (an "Invalid filter key", an unknown operator),
+                a naive datetime, a non-finite ``min_score``, a negative ``min_matched``,
+                or ``min_matched`` with the dense scorer.
             trio.ClosedResourceError, trio.BrokenResourceError: See the class docs.
         """
         check_query(query, limit)
-        accept = make_filter(namespace, category, tags, where)
+        check_thresholds(min_score, min_matched)
+        accept = make_filter(namespace, category, tags, where, created_after, created_before)
+        if min_matched and not _matches_terms(self._state.index):
+            raise InvalidQueryError(
+                "min_matched= needs a scorer that matches terms (word overlap, BM25, hybrid)"
+            )
+        if min_seq is not None:
+            await self.wait_applied(min_seq)
         await trio.lowlevel.checkpoint()
         self._raise_if_unusable()
         state = self._state
         view = state.view()
         alive = self._alive(view)
         accept = with_alive(accept, alive)
-        hits = await run_retrieve_sliced(state, view, query, limit, accept, self._snapshots)
+        hits = await run_retrieve_sliced(
+            state, view, query, limit, accept, self._snapshots, min_score, min_matched
+        )
         self._retrieves += 1
         if hits:
             self._note_access(hits)
@@ -575,6 +645,11 @@ class Memory(metaclass=NoPublicConstructor):
         tags: Iterable[str] | None = None,
         where: Mapping[str, Any] | None = None,
         refresh_ttl: bool = False,
+        min_seq: int | None = None,
+        min_score: float | None = None,
+        min_matched: int = 0,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
     ) -> list[MemoryEntry]:
         """The ``limit`` best entries for ``query``, best first (see :meth:`retrieve_scored`)."""
         scored = await self.retrieve_scored(
@@ -585,6 +660,11 @@ class Memory(metaclass=NoPublicConstructor):
             tags=tags,
             where=where,
             refresh_ttl=refresh_ttl,
+            min_seq=min_seq,
+            min_score=min_score,
+            min_matched=min_matched,
+            created_after=created_after,
+            created_before=created_before,
         )
         return [s.entry for s in scored]
 
@@ -634,6 +714,8 @@ class Memory(metaclass=NoPublicConstructor):
             snapshot_version=state.published,
             live_snapshots=len(self._snapshots),
             retained_versions=state.retained,
+            log_applied_seq=None if self._replica is None else self._replica.applied,
+            log_stale_seconds=None if self._replica is None else self._replica.stale_seconds(),
         )
 
     def __repr__(self) -> str:
@@ -755,11 +837,8 @@ async def _run_owner(memory: Memory, receive: trio.MemoryReceiveChannel[_Request
                     inflight = [_FLUSH_REQUEST]  # the earliest expiry came: sweep
             except trio.EndOfChannel:
                 break
-            while len(inflight) < _MAX_BATCH:
-                try:
-                    inflight.append(receive.receive_nowait())
-                except (trio.WouldBlock, trio.EndOfChannel):
-                    break
+            _drain(receive, inflight)
+            await _embed_ahead(state.index, inflight)
             if memory._commit is not None:
                 state.defer_index()  # indexed while the commit is written (see commit)
             replies = memory._apply_batch(inflight)
@@ -782,24 +861,80 @@ async def _run_owner(memory: Memory, receive: trio.MemoryReceiveChannel[_Request
                     break
                 await trio.lowlevel.checkpoint()
     except BaseException as exc:
-        if isinstance(exc, trio.Cancelled):
-            error: BaseException = trio.ClosedResourceError(
-                "the memory was closed (its owner was cancelled) before answering"
-            )
-            memory._closed = True
-        else:
-            memory._broken = exc
-            error = trio.BrokenResourceError("the memory's owner task died")
-            error.__cause__ = exc
-        # No new requests from here on (blocked senders get an error), then answer every
-        # request already taken or still queued: nobody waits forever.
-        memory._send.close()
-        _fail_pending(inflight, receive, error)
+        _owner_died(memory, exc, inflight, receive)
         raise
     finally:
         memory._closed = True
         memory._send.close()
         receive.close()
+
+
+def _drain(receive: trio.MemoryReceiveChannel[_Request], inflight: list[_Request]) -> None:
+    """Add the requests already queued to ``inflight``, up to ``_MAX_BATCH`` in all,
+    without waiting: one batch."""
+    while len(inflight) < _MAX_BATCH:
+        try:
+            inflight.append(receive.receive_nowait())
+        except (trio.WouldBlock, trio.EndOfChannel):
+            break
+
+
+def _owner_died(
+    memory: Memory,
+    exc: BaseException,
+    inflight: list[_Request],
+    receive: trio.MemoryReceiveChannel[_Request],
+) -> BaseException:
+    """The owner stops on ``exc``: cancelled (the memory is closed) or a bug (it is
+    broken). No new requests from here on (blocked senders get an error), then every
+    request already taken or still queued is answered with the error returned: nobody
+    waits forever."""
+    if isinstance(exc, trio.Cancelled):
+        error: BaseException = trio.ClosedResourceError(
+            "the memory was closed (its owner was cancelled) before answering"
+        )
+        memory._closed = True
+    else:
+        memory._broken = exc
+        error = trio.BrokenResourceError("the memory's owner task died")
+        error.__cause__ = exc
+    memory._send.close()
+    _fail_pending(inflight, receive, error)
+    return error
+
+
+def _matches_terms(index: Any) -> bool:
+    """Whether ``min_matched=`` means something for ``index`` (see thresholds.py)."""
+    return isinstance(index, BM25Index | HybridIndex) or bool(
+        getattr(index, "supports_min_matched", False)
+    )
+
+
+def _stored_entries(batch: list[_Request]) -> Iterator[MemoryEntry]:
+    """The entries ``batch`` stores, in order."""
+    for req in batch:
+        if req.op == _STORE or req.op == _STORE_NOWAIT:
+            yield req.arg
+        elif req.op == _STORE_MANY:
+            yield from req.arg
+
+
+async def _embed_ahead(index: Any, batch: list[_Request]) -> None:
+    """Embed the new texts of ``batch``'s stores before it is applied, for an index with
+    vectors (dense, hybrid): in one call, in a worker thread when they total
+    ``index.inline_chars`` characters or more (so the event loop runs meanwhile), then
+    offered to the index, whose ``add`` finds them. Nothing to do for other indexes."""
+    missing = getattr(index, "missing", None)
+    if missing is None:
+        return
+    texts: list[str] = missing(entry_document(entry) for entry in _stored_entries(batch))
+    if not texts:
+        return
+    if sum(map(len, texts)) < index.inline_chars:
+        vectors = index.embed(texts)
+    else:
+        vectors = await trio.to_thread.run_sync(index.embed, texts)
+    index.offer(texts, vectors)
 
 
 def _fail_storage(
@@ -910,14 +1045,101 @@ def _make_memory(
     return Memory._create(state, send, queue_size), receive
 
 
-async def _close_storage(store: SqliteStore) -> None:
+#: The counters of :meth:`Memory.statistics` kept in a durable memory's file: those of
+#: the state, and ``retrieves`` (the handle's).
+_STATE_COUNTERS = (
+    "stores",
+    "upserts",
+    "deletes",
+    "evictions",
+    "pruned",
+    "merged",
+    "consolidations",
+    "access_updates",
+)
+
+
+def _counters(memory: Memory) -> dict[str, int]:
+    state = memory._state
+    counters = {name: getattr(state, name) for name in _STATE_COUNTERS}
+    counters["retrieves"] = memory._retrieves
+    return counters
+
+
+def _restore_counters(memory: Memory, saved: dict[str, int]) -> None:
+    """Continue the counters saved in the file (loading's evictions add to them)."""
+    state = memory._state
+    for name in _STATE_COUNTERS:
+        setattr(state, name, getattr(state, name) + saved.get(name, 0))
+    memory._retrieves += saved.get("retrieves", 0)
+
+
+async def _close_storage(store: SqliteStore, counters: dict[str, int] | None = None) -> None:
+    """Save ``counters`` (unless None: a broken memory's are not trusted) and close."""
+
+    def close() -> None:
+        if counters is not None:
+            store.save_counters(counters)
+        store.close()
+
     with trio.CancelScope(shield=True):
-        await trio.to_thread.run_sync(store.close)
+        await trio.to_thread.run_sync(close)
 
 
 def _load(store: SqliteStore, state: MemoryState, entries: list[tuple[int, MemoryEntry]]) -> None:
-    """Rebuild ``state`` from a file's rows and delete what eviction dropped. Blocking."""
-    store.delete_seqs(state.load(entries))
+    """Rebuild ``state`` from a file's rows and delete what eviction dropped; with a dense
+    or hybrid index, reuse the file's vectors of this model and store the ones computed
+    now. Blocking."""
+    index: Any = state.index
+    if getattr(index, "stored_vector", None) is None:
+        store.delete_seqs(state.load(entries))
+        return
+    stored = store.read_vectors(index.model_name, index.dim)
+    computed: list[tuple[int, bytes, bytes]] = []
+    dropped = state.load(_embedded_ahead(index, entries, stored, computed))
+    # Vectors of rows that are gone (written while they lived, by an older actormem or a
+    # foreign program) are deleted with the new ones' insertion; deleting their entry
+    # rows too changes nothing (there are none).
+    orphans = set(stored).difference(seq for seq, _ in entries)
+    if computed or orphans:
+        store.write(Batch([(seq,) for seq in sorted(orphans)], [], [], vectors=computed))
+    store.delete_seqs(dropped)
+
+
+def _embedded_ahead(
+    index: Any,
+    rows: list[tuple[int, MemoryEntry]],
+    stored: dict[int, tuple[bytes, bytes]],
+    computed: list[tuple[int, bytes, bytes]],
+    chunk: int = 512,
+) -> Iterator[tuple[int, MemoryEntry]]:
+    """``rows``, with the vectors of each ``chunk`` of them offered to ``index`` before
+    they are loaded: the file's (``stored``, by seq) when made from the same text, else
+    embedded in one call and appended to ``computed`` as ``(seq, text_hash, bytes)`` for
+    the file."""
+    for start in range(0, len(rows), chunk):
+        part = rows[start : start + chunk]
+        reuse: dict[str, bytes] = {}
+        for seq, entry in part:
+            saved = stored.get(seq)
+            if saved is not None:
+                text = entry_document(entry)
+                if saved[0] == text_hash(text):
+                    reuse[text] = saved[1]
+        fresh = [t for t in index.missing(reuse) if t in reuse]
+        if fresh:
+            index.offer_stored(fresh, [reuse[t] for t in fresh])
+        texts: list[str] = index.missing(entry_document(entry) for _, entry in part)
+        if texts:
+            vectors = index.embed(texts)
+            index.offer(texts, vectors)
+            by_text = {t: v for t, v in zip(texts, vectors, strict=True)}
+            for seq, entry in part:
+                text = entry_document(entry)
+                vec = by_text.get(text)
+                if vec is not None:
+                    computed.append((seq, text_hash(text), np.asarray(vec, "<f4").tobytes()))
+        yield from part
 
 
 async def _open_memory(
@@ -929,10 +1151,21 @@ async def _open_memory(
     queue_size: int,
     clock: Callable[[], datetime] | None,
     on_remove: Callable[[MemoryEntry, str], None] | None,
+    log: str | None = None,
+    name: str | None = None,
+    log_options: ReplicaOptions | None = None,
 ) -> tuple[Memory, trio.MemoryReceiveChannel[_Request]]:
-    """Build a memory; in durable mode open its file and load it (in worker threads)."""
+    """Build a memory; in durable mode open its file and load it (in worker threads);
+    with ``log``, make it a node of the replicated memory ``name``."""
     fspath, durability = _check_storage_options(path, durability)
+    if log is None and (name is not None or log_options is not None):
+        raise InvalidQueryError("name and log_options go with log= (a replicated memory)")
     memory, receive = _make_memory(capacity, half_life, scorer, queue_size, clock, on_remove)
+    if log is not None:
+        from .replica import open_replica  # the replica's module imports this one
+
+        await open_replica(memory, log, name, fspath, durability, log_options)
+        return memory, receive
     if fspath is None:
         return memory, receive
     # Threads are not abandoned on cancellation (trio's default), so a cancelled open
@@ -944,12 +1177,13 @@ async def _open_memory(
         await _close_storage(store)
         raise
     del entries
+    _restore_counters(memory, store.saved_counters)
 
     async def commit(journal: list[tuple[int, Record]], meanwhile: Callable[[], None]) -> None:
         if not journal:
             meanwhile()
             return
-        batch = store.prepare(journal)
+        batch = store.prepare(journal, getattr(memory._state.index, "stored_vector", None))
         await _in_thread_while(store.write, batch, meanwhile)
 
     memory._storage = store
@@ -991,11 +1225,15 @@ async def _in_thread_while(
 async def _serve(memory: Memory, receive: trio.MemoryReceiveChannel[_Request]) -> None:
     """The owner loop, then closing a durable memory's file (shielded)."""
     try:
-        await _run_owner(memory, receive)
+        if memory._replica is not None:
+            await memory._replica.run(memory, receive)
+        else:
+            await _run_owner(memory, receive)
     finally:
         if memory._storage is not None:
+            counters = _counters(memory) if memory._broken is None else None
             try:
-                await _close_storage(memory._storage)
+                await _close_storage(memory._storage, counters)
             except StorageError:
                 if memory._broken is None:
                     raise
@@ -1012,6 +1250,9 @@ async def serve_memory(
     queue_size: int = DEFAULT_QUEUE_SIZE,
     clock: Callable[[], datetime] | None = None,
     on_remove: Callable[[MemoryEntry, str], None] | None = None,
+    log: str | None = None,
+    name: str | None = None,
+    log_options: ReplicaOptions | None = None,
     task_status: trio.TaskStatus[Memory] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run a memory's owner task; the form for ``memory = await nursery.start(serve_memory)``.
@@ -1025,8 +1266,9 @@ async def serve_memory(
         StorageError: The file cannot be opened (raised from ``nursery.start``).
     """
     memory, receive = await _open_memory(
-        path, durability, capacity, half_life, scorer, queue_size, clock, on_remove
-    )
+        path, durability, capacity, half_life, scorer, queue_size, clock, on_remove,
+        log, name, log_options,
+    )  # fmt: skip
     try:
         task_status.started(memory)
     except BaseException:
@@ -1047,6 +1289,9 @@ async def open_memory(
     queue_size: int = DEFAULT_QUEUE_SIZE,
     clock: Callable[[], datetime] | None = None,
     on_remove: Callable[[MemoryEntry, str], None] | None = None,
+    log: str | None = None,
+    name: str | None = None,
+    log_options: ReplicaOptions | None = None,
 ) -> AsyncIterator[Memory]:
     """Open a memory: ``async with open_memory(path="memory.db") as memory: ...``.
 
@@ -1092,6 +1337,18 @@ async def open_memory(
             applies the change, before the change is committed or published, and also
             for evictions while loading a file. It must be quick and must not raise:
             an exception in it is a bug and breaks the memory.
+        log: A PostgreSQL connection string (``"postgresql://host/db"``): this memory
+            is then one *node* of the replicated memory ``name``, following the ordered
+            write log kept in that database (see ``docs/replication.md``; needs
+            ``actormem[postgres]``). ``path`` is the node's local checkpoint (optional:
+            without it the node replays the log's snapshot and records at every start).
+            A write returns once its batch is in the log and applied here;
+            ``store`` returns the batch's seq. Every node must use the same
+            ``capacity`` and ``half_life`` (those the log was created with).
+        name: The replicated memory's name (a letter, then up to 62 letters, digits,
+            ``_`` or ``-``); required with ``log``.
+        log_options: Timeouts and intervals of a node
+            (:class:`~actormem._engine.replica.ReplicaOptions`); the defaults suit a LAN.
 
     Runtime complexity: opening a file is O(file size) (validation, ``quick_check`` and
     one scan) plus O(n (T + log n)) to rebuild the indexes.
@@ -1100,11 +1357,15 @@ async def open_memory(
         TypeError, InvalidQueryError: A bad option (nothing is started).
         StorageError: The file cannot be used: directory missing or not writable, held by
             another memory (in this or another process), not an actormem database, written
-            by a newer schema version, or corrupted. The file is left unchanged.
+            by a newer schema version, or corrupted. The file is left unchanged. With
+            ``log``: the server does not answer within ``log_options.log_timeout``, the
+            log was written by a newer actormem, or the file is the checkpoint of another
+            memory (nothing is changed in either).
     """
     memory, receive = await _open_memory(
-        path, durability, capacity, half_life, scorer, queue_size, clock, on_remove
-    )
+        path, durability, capacity, half_life, scorer, queue_size, clock, on_remove,
+        log, name, log_options,
+    )  # fmt: skip
     body_error: BaseException | None = None
     try:
         async with trio.open_nursery() as nursery:

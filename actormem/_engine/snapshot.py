@@ -10,6 +10,7 @@ concurrency control keeps the view unchanged while the owner applies writes mean
 from __future__ import annotations
 
 import heapq
+import math
 import time
 import uuid
 import weakref
@@ -21,7 +22,8 @@ import trio
 
 from .._entry import MemoryCategory, MemoryEntry, ScoredEntry
 from .._errors import InvalidQueryError
-from .._index.scoring import RETRIEVE_SLICE, Accept, top_k_steps
+from .._index.scoring import RETRIEVE_SLICE, Accept, drain
+from .._index.thresholds import thresholded_steps
 from .._json import compile_where
 from .._record import Record
 from .._util import NoPublicConstructor, sequence_of
@@ -53,11 +55,37 @@ def _as_tuple_of_str(kind: str, value: Any) -> tuple[str, ...]:
     return items
 
 
+def _check_time(name: str, value: object) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        raise TypeError(f"{name}= must be a datetime or None, not {type(value).__name__}")
+    if value.utcoffset() is None:
+        raise InvalidQueryError(f"{name}= must be timezone-aware, got {value!r}")
+    return value
+
+
+def check_thresholds(min_score: object, min_matched: object) -> None:
+    """Raise TypeError / InvalidQueryError for a bad ``min_score`` (None or a finite
+    number) or ``min_matched`` (an int >= 0); return nothing."""
+    if min_score is not None:
+        if isinstance(min_score, bool) or not isinstance(min_score, (int, float)):
+            raise TypeError(f"min_score= must be a number or None, not {type(min_score).__name__}")
+        if not math.isfinite(min_score):
+            raise InvalidQueryError(f"min_score= must be finite, got {min_score!r}")
+    if isinstance(min_matched, bool) or not isinstance(min_matched, int):
+        raise TypeError(f"min_matched= must be an int, not {type(min_matched).__name__}")
+    if min_matched < 0:
+        raise InvalidQueryError(f"min_matched= must be >= 0, got {min_matched}")
+
+
 def make_filter(
     namespace: Iterable[str] | None,
     category: MemoryCategory | Iterable[MemoryCategory] | None,
     tags: Iterable[str] | None,
     where: Mapping[str, Any] | None = None,
+    created_after: datetime | None = None,
+    created_before: datetime | None = None,
 ) -> Accept:
     """Validate retrieve filters and build the record predicate (None: accept all).
 
@@ -66,13 +94,18 @@ def make_filter(
     * ``tags``: the entry must carry every one of them (exact, case-sensitive); an empty
       collection asks for nothing, so it matches everything.
     * ``where``: a payload filter (:func:`actormem._json.compile_where`).
+    * ``created_after`` / ``created_before``: timezone-aware datetimes; the entry's
+      ``created_at`` must be at or after the first and strictly before the second (a
+      half-open range, so consecutive ranges do not overlap).
 
     Raises:
         TypeError: A filter has the wrong type.
         InvalidQueryError: An empty namespace segment or tag, an empty category
             collection (ambiguous: pass None for every category), a malformed payload
-            filter.
+            filter, or a naive datetime.
     """
+    after = _check_time("created_after", created_after)
+    before = _check_time("created_before", created_before)
     ns: tuple[str, ...] | None = None
     cats: frozenset[MemoryCategory] | None = None
     need: frozenset[str] | None = None
@@ -103,7 +136,14 @@ def make_filter(
         if not need:
             need = None
     payload = compile_where(where)
-    if ns is None and cats is None and need is None and payload is None:
+    if (
+        ns is None
+        and cats is None
+        and need is None
+        and payload is None
+        and after is None
+        and before is None
+    ):
         return None
     n = 0 if ns is None else len(ns)
 
@@ -112,6 +152,10 @@ def make_filter(
         if ns is not None and e.namespace[:n] != ns:
             return False
         if cats is not None and e.category not in cats:
+            return False
+        if after is not None and e.created_at < after:
+            return False
+        if before is not None and e.created_at >= before:
             return False
         if need is not None and not need.issubset(e.tags):
             return False
@@ -202,10 +246,18 @@ def check_query(query: object, limit: object) -> None:
 
 
 def run_retrieve(
-    state: MemoryState, view: View, query: str, limit: int, accept: Accept
+    state: MemoryState,
+    view: View,
+    query: str,
+    limit: int,
+    accept: Accept,
+    min_score: float | None = None,
+    min_matched: int = 0,
 ) -> list[tuple[float, Record]]:
     """Top-``limit`` records of ``view`` for ``query``; sync, so no write interleaves."""
-    return state.index.top_k(view, query, limit, accept)
+    if min_score is None and not min_matched:
+        return state.index.top_k(view, query, limit, accept)
+    return drain(thresholded_steps(state.index, view, query, limit, accept, min_score, min_matched))
 
 
 async def run_retrieve_sliced(
@@ -215,6 +267,8 @@ async def run_retrieve_sliced(
     limit: int,
     accept: Accept,
     registry: weakref.WeakSet[Snapshot],
+    min_score: float | None = None,
+    min_matched: int = 0,
 ) -> list[tuple[float, Record]]:
     """:func:`run_retrieve`, letting other tasks run every :data:`RETRIEVE_SLICE` seconds.
 
@@ -223,7 +277,7 @@ async def run_retrieve_sliced(
     closes the index's generator and raises :class:`trio.Cancelled`.
     """
     hold = Snapshot._create(state, view, registry)
-    steps = top_k_steps(state.index, view, query, limit, accept)
+    steps = thresholded_steps(state.index, view, query, limit, accept, min_score, min_matched)
     clock = time.perf_counter
     try:
         deadline = clock() + RETRIEVE_SLICE
@@ -303,19 +357,22 @@ class Snapshot(metaclass=NoPublicConstructor):
         category: MemoryCategory | Iterable[MemoryCategory] | None = None,
         tags: Iterable[str] | None = None,
         where: Mapping[str, Any] | None = None,
+        min_score: float | None = None,
+        min_matched: int = 0,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
     ) -> list[ScoredEntry]:
         """Like :meth:`Memory.retrieve_scored`, on this snapshot, synchronously (expiry
         is judged by the memory's clock now; nothing is refreshed)."""
         check_query(query, limit)
-        accept = make_filter(namespace, category, tags, where)
+        check_thresholds(min_score, min_matched)
+        accept = make_filter(namespace, category, tags, where, created_after, created_before)
         now = self._state.clock()
         if isinstance(now, datetime) and now.utcoffset() is not None:
             accept = with_alive(accept, self._view.alive(now))
         view = self._view
-        return [
-            ScoredEntry(entry=view.entry(rec), score=score)
-            for score, rec in run_retrieve(self._state, view, query, limit, accept)
-        ]
+        hits = run_retrieve(self._state, view, query, limit, accept, min_score, min_matched)
+        return [ScoredEntry(entry=view.entry(rec), score=score) for score, rec in hits]
 
     def retrieve(
         self,
@@ -326,14 +383,25 @@ class Snapshot(metaclass=NoPublicConstructor):
         category: MemoryCategory | Iterable[MemoryCategory] | None = None,
         tags: Iterable[str] | None = None,
         where: Mapping[str, Any] | None = None,
+        min_score: float | None = None,
+        min_matched: int = 0,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
     ) -> list[MemoryEntry]:
         """Like :meth:`Memory.retrieve`, on this snapshot, synchronously."""
-        return [
-            s.entry
-            for s in self.retrieve_scored(
-                query, limit, namespace=namespace, category=category, tags=tags, where=where
-            )
-        ]
+        scored = self.retrieve_scored(
+            query,
+            limit,
+            namespace=namespace,
+            category=category,
+            tags=tags,
+            where=where,
+            min_score=min_score,
+            min_matched=min_matched,
+            created_after=created_after,
+            created_before=created_before,
+        )
+        return [s.entry for s in scored]
 
     def __repr__(self) -> str:
         return f"<actormem.Snapshot version={self.version} entries={len(self)}>"

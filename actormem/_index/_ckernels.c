@@ -324,22 +324,185 @@ e1:
     return result;
 }
 
+PyDoc_STRVAR(bm25_keep_doc,
+"bm25_keep(acc, nums, lo, hi, up, rest, theta, out) -> int\n\n"
+"The group numbers g of nums[lo:hi] (intp) with acc[g] * up + rest >= theta, in\n"
+"order, into out; returns how many. O(hi - lo).");
+
+static PyObject *
+bm25_keep(PyObject *self, PyObject *args)
+{
+    PyObject *o_acc, *o_nums, *o_out, *result = NULL;
+    Py_ssize_t lo, hi;
+    double up, rest, theta;
+    if (!PyArg_ParseTuple(args, "OOnndddO", &o_acc, &o_nums, &lo, &hi, &up, &rest, &theta,
+                          &o_out)) {
+        return NULL;
+    }
+    Py_buffer acc, nums, out;
+    if (get(o_acc, &acc, K_F64, 0, "acc") < 0) return NULL;
+    if (get(o_nums, &nums, K_I64, 0, "nums") < 0) goto e1;
+    if (get(o_out, &out, K_I64, 1, "out") < 0) goto e2;
+    if (lo < 0 || hi < lo || hi > LEN(nums) || LEN(out) < hi - lo) {
+        range_error("lo/hi");
+        goto done;
+    }
+    {
+        const double *a = (const double *)acc.buf;
+        const int64_t *g = (const int64_t *)nums.buf;
+        int64_t *o = (int64_t *)out.buf;
+        Py_ssize_t k = 0, limit = LEN(acc);
+        for (Py_ssize_t i = lo; i < hi; i++) {
+            int64_t num = g[i];
+            if (num < 0 || num >= limit) {
+                range_error("group number");
+                goto done;
+            }
+            if (a[num] * up + rest >= theta) {
+                o[k++] = num;
+            }
+        }
+        result = PyLong_FromSsize_t(k);
+    }
+done:
+    PyBuffer_Release(&out);
+e2:
+    PyBuffer_Release(&nums);
+e1:
+    PyBuffer_Release(&acc);
+    return result;
+}
+
+typedef struct {
+    Py_ssize_t pos;
+    long tf;
+} hit_t;
+
+static int
+by_pos(const void *a, const void *b)
+{
+    Py_ssize_t x = ((const hit_t *)a)->pos, y = ((const hit_t *)b)->pos;
+    return (x > y) - (x < y);
+}
+
+PyDoc_STRVAR(bm25_exact_doc,
+"bm25_exact(terms, position, query, num, norm) -> float\n\n"
+"BM25 of group num before weights: over its packed terms (term << 8 | min(tf, 255))\n"
+"that have a position in the query, in the query's order, score += wi * (tf / (tf +\n"
+"norm)), a capped tf looked up in the term's list (binary search). O(T log T).");
+
+static PyObject *
+bm25_exact(PyObject *self, PyObject *args)
+{
+    PyObject *o_terms, *position, *query;
+    Py_ssize_t num;
+    double norm;
+    if (!PyArg_ParseTuple(args, "OO!O!nd", &o_terms, &PyDict_Type, &position, &PyList_Type,
+                          &query, &num, &norm)) {
+        return NULL;
+    }
+    Py_buffer terms;
+    if (PyObject_GetBuffer(o_terms, &terms, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_SetString(PyExc_ValueError, "terms: not a contiguous buffer");
+        return NULL;
+    }
+    char c = fmt_char(&terms);
+    int wide = terms.itemsize == 8 && (c == 'q' || c == 'l');
+    if (terms.ndim != 1 || !(wide || (terms.itemsize == 4 && c == 'i'))) {
+        PyBuffer_Release(&terms);
+        PyErr_SetString(PyExc_ValueError, "terms: not int32 or int64");
+        return NULL;
+    }
+    Py_ssize_t n = LEN(terms), nhits = 0, qlen = PyList_GET_SIZE(query);
+    hit_t *hits = PyMem_Malloc((n ? n : 1) * sizeof(hit_t));
+    PyObject *result = NULL;
+    if (!hits) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long long t = wide ? ((const int64_t *)terms.buf)[i] : ((const int32_t *)terms.buf)[i];
+        PyObject *key = PyLong_FromLongLong(t >> 8);
+        if (!key) goto done;
+        PyObject *pos = PyDict_GetItemWithError(position, key);
+        Py_DECREF(key);
+        if (!pos) {
+            if (PyErr_Occurred()) goto done;
+            continue;
+        }
+        Py_ssize_t p = PyLong_AsSsize_t(pos);
+        if (p == -1 && PyErr_Occurred()) goto done;
+        if (p < 0 || p >= qlen) {
+            range_error("query position");
+            goto done;
+        }
+        hits[nhits].pos = p;
+        hits[nhits].tf = (long)(t & 255);
+        nhits++;
+    }
+    qsort(hits, nhits, sizeof(hit_t), by_pos);
+    double score = 0.0;
+    for (Py_ssize_t h = 0; h < nhits; h++) {
+        PyObject *entry = PyList_GET_ITEM(query, hits[h].pos);
+        double wi;
+        PyObject *o_groups, *o_tfs;
+        Py_ssize_t count;
+        if (!PyTuple_Check(entry) ||
+            !PyArg_ParseTuple(entry, "dOOn", &wi, &o_groups, &o_tfs, &count)) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "query entries: tuples");
+            goto done;
+        }
+        double tf = (double)hits[h].tf;
+        if (hits[h].tf == 255) { /* capped: the exact frequency from the posting list */
+            Py_buffer groups, tfs;
+            if (get(o_groups, &groups, K_I32, 0, "groups") < 0) goto done;
+            if (get(o_tfs, &tfs, K_TF, 0, "tfs") < 0) {
+                PyBuffer_Release(&groups);
+                goto done;
+            }
+            int ok = count >= 0 && count <= LEN(groups) && count <= LEN(tfs) && num >= 0;
+            Py_ssize_t at = ok ? lower_bound((const int32_t *)groups.buf, count, (int32_t)num) : 0;
+            ok = ok && at < count;
+            if (ok) tf = tf_at(&tfs, at);
+            PyBuffer_Release(&tfs);
+            PyBuffer_Release(&groups);
+            if (!ok) {
+                range_error("group in its term's list");
+                goto done;
+            }
+        }
+        score += wi * (tf / (tf + norm));
+    }
+    result = PyFloat_FromDouble(score);
+done:
+    PyMem_Free(hits);
+    PyBuffer_Release(&terms);
+    return result;
+}
+
 /* ------------------------------------------------------------------ word overlap */
 
-/* counts[lo..hi) += m * set[g] for each (set, m); counts of 1, 2 or 8 bytes. */
-#define ADD_DENSE(T)                                                  \
-    do {                                                              \
-        T *cnt = (T *)counts.buf;                                     \
-        for (Py_ssize_t s = 0; s < nsets; s++) {                      \
-            const uint8_t *set = (const uint8_t *)sets[s].buf;        \
-            T m = (T)mults[s];                                        \
-            if (m == 1) {                                             \
-                for (Py_ssize_t g = lo; g < hi; g++) cnt[g] += set[g]; \
-            } else {                                                  \
-                for (Py_ssize_t g = lo; g < hi; g++)                  \
-                    cnt[g] += (T)(set[g] * m);                        \
-            }                                                         \
-        }                                                             \
+/* counts[lo..hi) += m * set[lo..hi); counts of 1, 2 or 8 bytes. `restrict`: the two
+ * never overlap (kernels.py passes distinct arrays), so the loops vectorise. */
+#define DEFINE_ADD_DENSE(NAME, T)                                                    \
+    static void NAME(T *restrict cnt, const uint8_t *restrict set, Py_ssize_t lo,    \
+                     Py_ssize_t hi, T m)                                             \
+    {                                                                                \
+        if (m == 1) {                                                                \
+            for (Py_ssize_t g = lo; g < hi; g++) cnt[g] += set[g];                   \
+        } else {                                                                     \
+            for (Py_ssize_t g = lo; g < hi; g++) cnt[g] += (T)(set[g] * m);          \
+        }                                                                            \
+    }
+DEFINE_ADD_DENSE(add_dense_u8, uint8_t)
+DEFINE_ADD_DENSE(add_dense_u16, uint16_t)
+DEFINE_ADD_DENSE(add_dense_i64, int64_t)
+
+#define ADD_DENSE(FN, T)                                                          \
+    do {                                                                          \
+        for (Py_ssize_t s = 0; s < nsets; s++) {                                  \
+            FN((T *)counts.buf, (const uint8_t *)sets[s].buf, lo, hi, (T)mults[s]); \
+        }                                                                         \
     } while (0)
 
 PyDoc_STRVAR(wo_count_dense_doc,
@@ -404,12 +567,18 @@ wo_count_dense(PyObject *self, PyObject *args)
             goto done;
         }
     }
+    for (Py_ssize_t s = 0; s < nsets; s++) {
+        if (sets[s].buf == counts.buf) {
+            PyErr_SetString(PyExc_ValueError, "a set is the counts array");
+            goto done;
+        }
+    }
     if (width == 1) {
-        ADD_DENSE(uint8_t);
+        ADD_DENSE(add_dense_u8, uint8_t);
     } else if (width == 2) {
-        ADD_DENSE(uint16_t);
+        ADD_DENSE(add_dense_u16, uint16_t);
     } else {
-        ADD_DENSE(int64_t);
+        ADD_DENSE(add_dense_i64, int64_t);
     }
     result = Py_NewRef(Py_None);
 done:
@@ -564,15 +733,77 @@ wo_scan(PyObject *self, PyObject *args)
     return out;
 }
 
+PyDoc_STRVAR(wo_join_doc,
+"wo_join(lists, n, ids, dense) -> int\n\n"
+"The group numbers below n of the posting lists (array('i') each): written in order\n"
+"to ids (int32) and counted, or, with dense (uint8) instead of ids, marked 1 there\n"
+"(then 0 is returned). O(total postings).");
+
+static PyObject *
+wo_join(PyObject *self, PyObject *args)
+{
+    PyObject *lists, *o_ids, *o_dense;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "O!nOO", &PyList_Type, &lists, &n, &o_ids, &o_dense)) {
+        return NULL;
+    }
+    int to_dense = o_dense != Py_None;
+    if (to_dense == (o_ids != Py_None)) {
+        PyErr_SetString(PyExc_ValueError, "exactly one of ids and dense");
+        return NULL;
+    }
+    Py_buffer out;
+    if (get(to_dense ? o_dense : o_ids, &out, to_dense ? K_U8 : K_I32, 1, "out") < 0) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    Py_ssize_t cap = LEN(out), k = 0;
+    if (n < 0 || (to_dense && n > cap)) {
+        range_error("n");
+        goto done;
+    }
+    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(lists); j++) {
+        Py_buffer lst;
+        if (get(PyList_GET_ITEM(lists, j), &lst, K_I32, 0, "posting list") < 0) goto done;
+        const int32_t *g = (const int32_t *)lst.buf;
+        Py_ssize_t len = LEN(lst);
+        int full = 0;
+        for (Py_ssize_t i = 0; i < len; i++) {
+            int32_t num = g[i];
+            if (num < 0 || num >= n) continue;
+            if (to_dense) {
+                ((uint8_t *)out.buf)[num] = 1;
+            } else if (k < cap) {
+                ((int32_t *)out.buf)[k++] = num;
+            } else {
+                full = 1;
+                break;
+            }
+        }
+        PyBuffer_Release(&lst);
+        if (full) {
+            range_error("ids capacity");
+            goto done;
+        }
+    }
+    result = PyLong_FromSsize_t(k);
+done:
+    PyBuffer_Release(&out);
+    return result;
+}
+
 /* ------------------------------------------------------------------ module */
 
 static PyMethodDef methods[] = {
     {"bm25_accumulate", bm25_accumulate, METH_VARARGS, bm25_accumulate_doc},
     {"bm25_refine", bm25_refine, METH_VARARGS, bm25_refine_doc},
     {"bm25_max_sat", bm25_max_sat, METH_VARARGS, bm25_max_sat_doc},
+    {"bm25_exact", bm25_exact, METH_VARARGS, bm25_exact_doc},
+    {"bm25_keep", bm25_keep, METH_VARARGS, bm25_keep_doc},
     {"wo_count_dense", wo_count_dense, METH_VARARGS, wo_count_dense_doc},
     {"wo_count_sparse", wo_count_sparse, METH_VARARGS, wo_count_sparse_doc},
     {"wo_scan", wo_scan, METH_VARARGS, wo_scan_doc},
+    {"wo_join", wo_join, METH_VARARGS, wo_join_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -32,9 +32,12 @@ __all__ = [
     "ENABLED",
     "active",
     "bm25_accumulate",
+    "bm25_exact",
+    "bm25_keep",
     "bm25_max_sat",
     "bm25_refine",
     "wo_count_sparse",
+    "wo_join",
     "wo_scan",
 ]
 
@@ -189,6 +192,55 @@ def bm25_max_sat(
     return top
 
 
+def bm25_exact(
+    terms: array[int],
+    position: dict[int, int],
+    query: list[tuple[float, array[int], array[int], int]],
+    num: int,
+    norm: float,
+) -> float:
+    """BM25 of group ``num`` before weights: over its packed ``terms`` (``term << 8 |
+    min(tf, 255)``) that have a ``position`` in ``query``, in the query's order, ``score
+    += wi * (tf / (tf + norm))``; a capped frequency is looked up in the term's list
+    ``(wi, groups, tfs, count)`` by binary search. O(T log T).
+
+    Raises:
+        TypeError, ValueError: An argument of the wrong type, a position beyond the
+            query, or a capped group missing from its term's list.
+    """
+    if not isinstance(terms, array) or terms.typecode not in "iq":
+        raise TypeError("terms must be an array('i') or array('q')")
+    if type(position) is not dict or type(query) is not list:
+        raise TypeError("position must be a dict and query a list")
+    _need(type(num) is int and num >= 0, "num must be an int >= 0")
+    score: float = _kernels().bm25_exact(terms, position, query, num, norm)
+    return score
+
+
+def bm25_keep(
+    acc: np.ndarray[Any, Any],
+    nums: np.ndarray[Any, Any],
+    lo: int,
+    hi: int,
+    up: float,
+    rest: float,
+    theta: float,
+    out: np.ndarray[Any, Any],
+) -> int:
+    """The group numbers ``g`` of ``nums[lo:hi]`` (intp) with ``acc[g] * up + rest >=
+    theta``, in order, written to ``out``; returns how many. O(hi - lo).
+
+    Raises:
+        TypeError, ValueError: An argument of the wrong type or size, or a group number
+            beyond ``acc``.
+    """
+    _array_of("acc", acc, _F64)
+    _need(0 <= lo <= hi <= _array_of("nums", nums, _INTP), "lo, hi beyond nums")
+    _need(_array_of("out", out, _INTP, writable=True) >= hi - lo, "out too short")
+    kept: int = _kernels().bm25_keep(acc, nums, lo, hi, up, rest, theta, out)
+    return kept
+
+
 _COUNTS = (_U8, _U16, _I64)
 
 
@@ -277,3 +329,33 @@ def wo_scan(recent: list[str], lo: int, hi: int, mod: int, word: str) -> list[in
     _need(0 <= lo <= hi and 0 < mod <= len(recent), "lo, hi, mod out of range")
     found: list[int] = _kernels().wo_scan(recent, lo, hi, mod, word)
     return found
+
+
+def wo_join(
+    lists: list[array[int]],
+    n: int,
+    ids: np.ndarray[Any, Any] | None,
+    dense: np.ndarray[Any, Any] | None,
+) -> int:
+    """The group numbers below ``n`` of the posting ``lists`` (``array('i')``): written
+    in order to ``ids`` (int32, room for all of them) and counted, or, with ``dense``
+    (uint8, at least ``n``) instead, marked 1 there (then 0 is returned).
+    O(total postings).
+
+    Raises:
+        TypeError, ValueError: Not exactly one of ``ids`` and ``dense``, a list that is
+            not an ``array('i')``, or too little room.
+    """
+    if type(lists) is not list:
+        raise TypeError("lists must be a list")
+    for lst in lists:
+        if not isinstance(lst, array) or lst.typecode != "i":
+            raise TypeError("posting lists must be array('i')")
+    _need((ids is None) != (dense is None), "exactly one of ids and dense")
+    if ids is not None:
+        room = _array_of("ids", ids, _I32, writable=True)
+        _need(room >= sum(map(len, lists)), "ids too short for the lists")
+    if dense is not None:
+        _need(_array_of("dense", dense, _U8, writable=True) >= n >= 0, "dense shorter than n")
+    got: int = _kernels().wo_join(lists, n, ids, dense)
+    return got

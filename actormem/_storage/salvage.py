@@ -34,6 +34,7 @@ from .._errors import StorageError
 from .lock import FileLock
 from .sqlite_format import (
     COLUMNS,
+    COLUMNS_V1,
     MAX_SEQ,
     check_header,
     decode_row,
@@ -43,7 +44,7 @@ from .sqlite_format import (
 
 __all__ = ["Salvage"]
 
-_SELECT_FROM = f"SELECT {', '.join(COLUMNS)} FROM entries WHERE seq > ? ORDER BY seq"
+_SELECT_FROM = "SELECT {} FROM entries WHERE seq > ? ORDER BY seq"
 _PROBE = "SELECT seq FROM entries WHERE seq >= ? ORDER BY seq LIMIT 1"
 
 
@@ -105,16 +106,26 @@ class Salvage:
 
     def _walk(self, conn: sqlite3.Connection) -> Iterator[MemoryEntry]:
         try:
+            (version,) = conn.execute("PRAGMA user_version").fetchone()
             conn.execute(_PROBE, (0,)).fetchall()
         except sqlite3.DatabaseError as exc:
-            if "no such table" in str(exc):
+            if "no such table" in str(exc) or "no such column" in str(exc):
                 raise StorageError(self.path, "corrupted: no entries table") from exc
+            version = None
+        # A version-1 file lacks the later columns: read its own, decode them padded
+        # (as loading it does).
+        columns: tuple[str, ...] = COLUMNS
+        padding: tuple[None, ...] = ()
+        if version == 1:
+            columns, padding = COLUMNS_V1, (None,) * (len(COLUMNS) - len(COLUMNS_V1))
+        select = _SELECT_FROM.format(", ".join(columns))
         seen: set[uuid.UUID] = set()
         last = 0  # the last key read (good or not); rows after it come next
         floor = 0  # a failure before reading past the key resumed at skips that key too
         while True:
             try:
-                for row in conn.execute(_SELECT_FROM, (last,)):
+                for row in conn.execute(select, (last,)):
+                    row += padding
                     seq = row[0]
                     if not isinstance(seq, int) or seq <= last:
                         raise sqlite3.DatabaseError(f"keys out of order after {last}")

@@ -45,6 +45,7 @@ eviction order as they load, and those evictions are committed before the memory
 from __future__ import annotations
 
 import enum
+import json
 import os
 import sqlite3
 import tempfile
@@ -60,8 +61,14 @@ from .lock import FileLock
 from .sqlite_format import (
     CREATE_SCHEMA,
     DELETE_ENTRY,
+    DELETE_VECTOR,
     INSERT_ENTRY,
+    INSERT_VECTOR,
     MIGRATE_FROM_1,
+    MIGRATE_FROM_2,
+    SCHEMA_VERSION,
+    SELECT_VECTORS,
+    SET_META,
     UPDATE_ACCESS,
     check_header,
     check_schema,
@@ -102,6 +109,12 @@ class Batch:
     deletes: list[tuple[int]]
     puts: list[tuple[Any, ...]]
     accesses: list[tuple[Any, ...]]
+    #: ``meta`` rows to set in the same transaction (a replica's applied seq).
+    meta: list[tuple[str, str]] = attrs.field(factory=list)
+    #: Delete every entry first (a replica starting over from a snapshot).
+    clear: bool = False
+    #: ``(seq, text_hash, vector bytes)`` of the dense index, for puts that have one.
+    vectors: list[tuple[int, bytes, bytes]] = attrs.field(factory=list)
 
     def __len__(self) -> int:
         return len(self.deletes) + len(self.puts) + len(self.accesses)
@@ -178,8 +191,10 @@ def _connect(path: str, durability: Durability) -> sqlite3.Connection:
     conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
     try:
         conn.execute("PRAGMA busy_timeout = 10000")
-        if check_schema(path, conn, deep=False) == 1:  # cheap re-check under the lock
-            _migrate(path, conn, MIGRATE_FROM_1)
+        version = check_schema(path, conn, deep=False)  # cheap re-check under the lock
+        if version < SCHEMA_VERSION:
+            upgrade = (MIGRATE_FROM_1 if version == 1 else ()) + MIGRATE_FROM_2
+            _migrate(path, conn, upgrade)
             check_schema(path, conn, deep=False)
         (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
         if mode != "wal":
@@ -189,6 +204,30 @@ def _connect(path: str, durability: Durability) -> sqlite3.Connection:
         conn.close()
         raise
     return conn
+
+
+#: The ``meta`` row that keeps a memory's statistics counters across opens (JSON object
+#: of counter name to int). Best effort: written when a memory closes cleanly.
+COUNTERS_KEY = "counters"
+
+
+def _read_counters(conn: sqlite3.Connection) -> dict[str, int]:
+    """The counters saved in the file, or ``{}`` (none saved, or a row that is not a JSON
+    object of non-negative ints: counters are statistics, never a reason to refuse)."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (COUNTERS_KEY,)).fetchone()
+    if row is None:
+        return {}
+    try:
+        value = json.loads(row[0])
+    except (TypeError, ValueError, RecursionError):
+        return {}
+    if not isinstance(value, dict):
+        return {}
+    return {
+        k: v
+        for k, v in value.items()
+        if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 2**63 - 1
+    }
 
 
 class SqliteStore:
@@ -212,6 +251,9 @@ class SqliteStore:
         self._conn: sqlite3.Connection | None = conn
         self.commits = 0
         self.written = 0
+        #: The statistics counters saved in the file when it was opened (see
+        #: :meth:`save_counters`), or last saved.
+        self.saved_counters: dict[str, int] = _read_counters(conn)
         st = os.stat(path)
         self._identity = (st.st_dev, st.st_ino)
 
@@ -298,11 +340,16 @@ class SqliteStore:
         if seqs:
             self.write(Batch([(seq,) for seq in seqs], [], []))
 
-    def prepare(self, journal: list[tuple[int, Record]]) -> Batch:
+    def prepare(
+        self,
+        journal: list[tuple[int, Record]],
+        vector_of: Callable[[Record], tuple[bytes, bytes] | None] | None = None,
+    ) -> Batch:
         """Coalesce a journal per seq, last change wins (see the module docs).
 
-        Runs on the event loop, while the owner is between batches, so the records
-        cannot change. O(changes).
+        ``vector_of(rec)`` gives the ``(text_hash, vector bytes)`` to store with a put
+        (the dense index's), or None. Runs on the event loop, while the owner is between
+        batches, so the records cannot change. O(changes).
         """
         last: dict[int, tuple[int, Record]] = {}
         became_live: set[int] = set()
@@ -316,6 +363,9 @@ class SqliteStore:
                 batch.deletes.append((seq,))
             elif seq in became_live:
                 batch.puts.append(encode_record(rec))
+                vector = None if vector_of is None else vector_of(rec)
+                if vector is not None:
+                    batch.vectors.append((seq, *vector))
             else:
                 batch.accesses.append(encode_access(rec))
         return batch
@@ -336,12 +386,20 @@ class SqliteStore:
         self._check_identity()
         try:
             conn.execute("BEGIN IMMEDIATE")
+            if batch.clear:
+                conn.execute("DELETE FROM entries")
+                conn.execute("DELETE FROM vectors")
+            if batch.meta:
+                conn.executemany(SET_META, batch.meta)
             if batch.deletes:
                 conn.executemany(DELETE_ENTRY, batch.deletes)
+                conn.executemany(DELETE_VECTOR, batch.deletes)
             if batch.puts:
                 conn.executemany(INSERT_ENTRY, batch.puts)
             if batch.accesses:
                 conn.executemany(UPDATE_ACCESS, batch.accesses)
+            if batch.vectors:
+                conn.executemany(INSERT_VECTOR, batch.vectors)
             conn.execute("COMMIT")
         except (sqlite3.Error, OSError) as exc:
             if conn.in_transaction:
@@ -353,6 +411,61 @@ class SqliteStore:
         self.commits += 1
         self.written += len(batch)
 
+    def read_meta(self) -> dict[str, str]:
+        """Every ``meta`` row (schema version, a replica's checkpoint). Blocking, O(rows).
+
+        Raises:
+            StorageError: The store is closed or SQLite failed.
+        """
+        conn = self._conn
+        if conn is None:
+            raise StorageError(self.path, "the store is closed")
+        try:
+            return {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta")}
+        except sqlite3.Error as exc:
+            raise StorageError(self.path, f"reading meta failed: {sqlite_reason(exc)}") from exc
+
+    def read_vectors(self, model: str, dim: int) -> dict[int, tuple[bytes, bytes]]:
+        """The stored vectors, ``{seq: (text_hash, float32 bytes)}``, if they were made by
+        ``model`` with ``dim`` dimensions (the ``meta`` rows ``dense_model`` and
+        ``dense_dim``). Otherwise the vectors are deleted, the meta rows set to this model,
+        in one transaction, and ``{}`` returned (they are recomputed). Rows of the wrong
+        length are left out. Blocking. O(vectors).
+
+        Raises:
+            StorageError: SQLite failed.
+        """
+        conn = self._conn
+        if conn is None:
+            raise StorageError(self.path, "the store is closed")
+        try:
+            meta = dict(
+                conn.execute(
+                    "SELECT key, value FROM meta WHERE key IN ('dense_model', 'dense_dim')"
+                )
+            )
+            if meta == {"dense_model": model, "dense_dim": str(dim)}:
+                size = 4 * dim
+                return {
+                    seq: (text_hash, vector)
+                    for seq, text_hash, vector in conn.execute(SELECT_VECTORS)
+                    if isinstance(vector, bytes)
+                    and len(vector) == size
+                    and isinstance(text_hash, bytes)
+                }
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("DELETE FROM vectors")
+            conn.execute(
+                "INSERT OR REPLACE INTO meta VALUES ('dense_model', ?), ('dense_dim', ?)",
+                (model, str(dim)),
+            )
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise StorageError(self.path, f"reading vectors failed: {sqlite_reason(exc)}") from exc
+        return {}
+
     def abort_when(self, check: Callable[[], bool] | None) -> None:
         """Make every statement of later :meth:`write` calls ask ``check()`` every few
         thousand SQLite virtual-machine steps, and fail (rolled back, :class:`StorageError`
@@ -362,6 +475,25 @@ class SqliteStore:
         conn = self._conn
         if conn is not None:
             conn.set_progress_handler(None if check is None else (lambda: check()), 4096)
+
+    def save_counters(self, counters: dict[str, int]) -> None:
+        """Keep ``counters`` (statistics) in the file, unless they equal those saved, so
+        that closing a memory that did nothing writes nothing. Best effort: a failure
+        (disk full, a file removed underneath) leaves the previous counters and is not
+        raised; the entries are never affected. Blocking; one autocommitted statement.
+        """
+        conn = self._conn
+        if conn is None or counters == self.saved_counters:
+            return
+        try:
+            self._check_identity()
+            conn.execute(
+                "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                (COUNTERS_KEY, json.dumps(counters, sort_keys=True)),
+            )
+        except (sqlite3.Error, OSError, StorageError):
+            return
+        self.saved_counters = dict(counters)
 
     def close(self) -> None:
         """Close the connection (SQLite checkpoints the WAL) and release the lock.

@@ -14,8 +14,10 @@ Versions. Version 1 had no key, payload, ``updated_at`` or expiry columns. A ver
 file is validated read-only like any other, then upgraded in place by one transaction
 (:data:`MIGRATE_FROM_1`: the old table renamed, the new one created by the very statement
 a new file gets, the rows copied with ``updated_at = created_at``, the old table dropped,
-both version fields set to 2): a crash leaves either the old file or the new one. A file
-of a newer version is refused before anything is written.
+both version fields set to 2): a crash leaves either the old file or the new one. Version
+3 adds the ``vectors`` table of the dense index (:data:`MIGRATE_FROM_2` creates it and
+sets both version fields to 3; a version-1 file runs both upgrades in one transaction).
+A file of a newer version is refused before anything is written.
 
 One row of ``entries`` per live entry; the primary key ``seq`` is the entry's insertion
 order (kept across upserts, as :class:`~actormem._record.Record` does), so a table scan
@@ -56,8 +58,10 @@ __all__ = [
     "APPLICATION_ID",
     "COLUMNS",
     "CREATE_SCHEMA_V1",
+    "CREATE_SCHEMA_V2",
     "MIGRATABLE_VERSIONS",
     "MIGRATE_FROM_1",
+    "MIGRATE_FROM_2",
     "MAX_ACCESS_COUNT",
     "SCHEMA_VERSION",
     "check_header",
@@ -71,9 +75,9 @@ __all__ = [
 
 #: Version of the file layout written by this actormem; stored as ``user_version`` and as
 #: the ``meta`` row ``schema_version``.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: Older versions this actormem upgrades in place when it opens them.
-MIGRATABLE_VERSIONS = (1,)
+MIGRATABLE_VERSIONS = (1, 2)
 
 #: SQLite ``application_id`` of an actormem database: the ASCII bytes "acMm".
 APPLICATION_ID = int.from_bytes(b"acMm", "big")
@@ -127,13 +131,39 @@ _CREATE_ENTRIES = f"""CREATE TABLE entries ({_COLUMNS_SQL_V1},
         expires_at TEXT               -- ISO 8601 (as refreshed by reads) or NULL
     )"""
 
+# Version 3: the dense index's vectors, one row per entry that has one. ``text_hash``
+# is the first 16 bytes of the BLAKE2b of the text the vector was computed from (the
+# entry's memory, then its tags): a vector whose text changed since is not used.
+_CREATE_VECTORS = """CREATE TABLE vectors (
+        seq INTEGER PRIMARY KEY,      -- the entry's seq
+        text_hash BLOB NOT NULL,      -- 16 bytes
+        vector BLOB NOT NULL          -- float32, little-endian, unit length
+    )"""
+
 #: Statements that create a new database (run in one transaction, before WAL mode).
 CREATE_SCHEMA = (
     f"PRAGMA application_id = {APPLICATION_ID}",
     f"PRAGMA user_version = {SCHEMA_VERSION}",
     _CREATE_META,
     _CREATE_ENTRIES,
+    _CREATE_VECTORS,
     f"INSERT INTO meta VALUES ('schema_version', '{SCHEMA_VERSION}'), ('application', 'actormem')",
+)
+
+#: The statements that created a version-2 file (to recognise one, and for tests).
+CREATE_SCHEMA_V2 = (
+    f"PRAGMA application_id = {APPLICATION_ID}",
+    "PRAGMA user_version = 2",
+    _CREATE_META,
+    _CREATE_ENTRIES,
+    "INSERT INTO meta VALUES ('schema_version', '2'), ('application', 'actormem')",
+)
+
+#: Upgrade of a version-2 file to version 3, run as one transaction.
+MIGRATE_FROM_2 = (
+    _CREATE_VECTORS,
+    "UPDATE meta SET value = '3' WHERE key = 'schema_version'",
+    "PRAGMA user_version = 3",
 )
 
 #: Upgrade of a version-1 file to version 2, run as one transaction.
@@ -161,6 +191,7 @@ INSERT_ENTRY = (
     f"VALUES ({', '.join('?' * len(COLUMNS))})"
 )
 DELETE_ENTRY = "DELETE FROM entries WHERE seq = ?"
+SET_META = "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)"
 UPDATE_ACCESS = (
     "UPDATE entries SET access_count = ?, last_accessed = ?, expires_at = ? WHERE seq = ?"
 )
@@ -206,8 +237,16 @@ def _expected_objects(
 #: The schema objects (tables, their automatic indexes) of an actormem file, per schema
 #: version; any other trigger, view, index or table makes the file refused (a trigger
 #: could delete rows behind the owner's back, and SQLite would run it on every commit).
-EXPECTED_OBJECTS = {1: _expected_objects(CREATE_SCHEMA_V1), 2: _expected_objects(CREATE_SCHEMA)}
-_COLUMNS_OF = {1: COLUMNS_V1, 2: COLUMNS}
+EXPECTED_OBJECTS = {
+    1: _expected_objects(CREATE_SCHEMA_V1),
+    2: _expected_objects(CREATE_SCHEMA_V2),
+    3: _expected_objects(CREATE_SCHEMA),
+}
+_COLUMNS_OF = {1: COLUMNS_V1, 2: COLUMNS, 3: COLUMNS}
+
+INSERT_VECTOR = "INSERT OR REPLACE INTO vectors (seq, text_hash, vector) VALUES (?, ?, ?)"
+DELETE_VECTOR = "DELETE FROM vectors WHERE seq = ?"
+SELECT_VECTORS = "SELECT seq, text_hash, vector FROM vectors"
 
 
 #: Longest error text quoted in a reason, in code points (a corrupted row's error may

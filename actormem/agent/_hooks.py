@@ -24,7 +24,7 @@ import json
 import logging
 import unicodedata
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .._entry import MemoryCategory, MemoryEntry
 from .._util import Final
@@ -240,11 +240,19 @@ class MemoryHooks(metaclass=Final):
             ``before_turn`` retrieves only entries whose namespace starts with it.
             ``None`` or ``()`` (the default): store at the root, retrieve from every
             namespace. Each hook also takes a ``namespace=`` of its own, which wins.
+        min_score: Passed to the memory's ``retrieve`` when not None: only entries
+            scoring at least this reach the prompt (see ``Memory.retrieve_scored``).
+        min_matched: Passed to ``retrieve`` when not 0: only entries matching at least
+            this many query terms reach the prompt. With the default word-overlap
+            scorer, ``min_matched=1`` keeps out entries that share no word with the
+            query (which otherwise fill the ``top_k`` slots).
 
     Raises:
-        TypeError: ``memory`` lacks ``store``/``retrieve``/``consolidate``, ``top_k``
-            is not an int, or ``namespace`` is not a sequence of str.
-        ValueError: ``top_k`` is negative, or a namespace segment is empty.
+        TypeError: ``memory`` lacks ``store``/``retrieve``/``consolidate``, ``top_k`` or
+            ``min_matched`` is not an int, ``min_score`` not a number, or ``namespace``
+            is not a sequence of str.
+        ValueError: ``top_k`` or ``min_matched`` is negative, or a namespace segment is
+            empty.
     """
 
     def __init__(
@@ -253,6 +261,8 @@ class MemoryHooks(metaclass=Final):
         *,
         top_k: int = 3,
         namespace: Sequence[str] | None = None,
+        min_score: float | None = None,
+        min_matched: int = 0,
     ) -> None:
         for verb in ("store", "retrieve", "consolidate"):
             if not callable(getattr(memory, verb, None)):
@@ -260,6 +270,18 @@ class MemoryHooks(metaclass=Final):
         self._memory = memory
         self._top_k = _check_top_k(top_k)
         self._namespace = _check_namespace(namespace)
+        #: Thresholds passed to ``retrieve`` (only those set, so any LoopMemory works).
+        self._thresholds: dict[str, Any] = {}
+        if min_score is not None:
+            if isinstance(min_score, bool) or not isinstance(min_score, (int, float)):
+                raise TypeError(f"min_score must be a number, not {type(min_score).__name__}")
+            self._thresholds["min_score"] = min_score
+        if isinstance(min_matched, bool) or not isinstance(min_matched, int):
+            raise TypeError(f"min_matched must be an int, not {type(min_matched).__name__}")
+        if min_matched < 0:
+            raise ValueError(f"min_matched must be >= 0, got {min_matched}")
+        if min_matched:
+            self._thresholds["min_matched"] = min_matched
 
     @property
     def memory(self) -> LoopMemory:
@@ -335,9 +357,11 @@ class MemoryHooks(metaclass=Final):
             return None
         try:
             if segments:
-                entries = await self._memory.retrieve(query, self._top_k, namespace=segments)
+                entries = await self._memory.retrieve(
+                    query, self._top_k, namespace=segments, **self._thresholds
+                )
             else:
-                entries = await self._memory.retrieve(query, self._top_k)
+                entries = await self._memory.retrieve(query, self._top_k, **self._thresholds)
             texts = [entry.memory for entry in list(entries)[: self._top_k]]
         except Exception:
             logger.warning("retrieving memory failed; the turn goes on without it", exc_info=True)

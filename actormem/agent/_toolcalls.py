@@ -175,9 +175,10 @@ def read_import_file(path: Path, *, later_wins: bool = False) -> ImportLines:
     without an ``id`` (every tool call) gets :func:`line_id`, derived from its content,
     so that running an import again never stores a line twice.
 
-    Two lines with the same id (given, or derived: two identical lines) are refused,
-    naming both lines, unless ``later_wins``: then the later line replaces the earlier
-    one entirely (its text and every other field), as if the earlier were not there.
+    Two lines with the same id (given, or derived: two identical lines), or with the same
+    namespace and ``key``, are refused, naming both lines, unless ``later_wins``: then
+    the later line replaces the earlier one entirely (its text and every other field),
+    as if the earlier were not there.
 
     Args:
         path: The JSON Lines file; a UTF-8 byte-order mark at its start is skipped.
@@ -193,6 +194,7 @@ def read_import_file(path: Path, *, later_wins: bool = False) -> ImportLines:
     Runtime complexity: O(size of the file).
     """
     found: dict[uuid.UUID, tuple[int, MemoryEntry]] = {}
+    keyed: dict[tuple[tuple[str, ...], str], uuid.UUID] = {}
     n_entries = n_calls = repeated = 0
     for number, value in json_lines(path):
         if not isinstance(value, dict):
@@ -214,9 +216,16 @@ def read_import_file(path: Path, *, later_wins: bool = False) -> ImportLines:
         if not given:
             entry = attrs.evolve(entry, id=line_id(value))
         earlier = found.pop(entry.id, None)
+        what = f"id {entry.id}" if given else "content (so the same derived id)"
+        if earlier is None and entry.key is not None:
+            # A key names one entry per namespace too: a store with a live (namespace,
+            # key) replaces that entry, so two such lines would mix like two ids would.
+            same = keyed.get((entry.namespace, entry.key))
+            if same is not None and same in found:
+                earlier = found.pop(same)
+                what = f"namespace and key {entry.key!r}"
         if earlier is not None:
             if not later_wins:
-                what = f"id {entry.id}" if given else "content (so the same derived id)"
                 raise JsonlError(
                     path,
                     number,
@@ -225,6 +234,8 @@ def read_import_file(path: Path, *, later_wins: bool = False) -> ImportLines:
                 )
             repeated += 1
         found[entry.id] = (number, entry)
+        if entry.key is not None:
+            keyed[(entry.namespace, entry.key)] = entry.id
     return ImportLines(
         entries=[entry for _, entry in found.values()],
         entry_lines=n_entries,

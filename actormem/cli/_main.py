@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
@@ -36,9 +36,12 @@ from .._engine.memory import Memory, open_memory
 from .._entry import MemoryCategory, MemoryEntry
 from .._errors import ActorMemError, StorageError
 from .._index.bm25 import BM25Scorer
+from .._index.dense import DenseScorer
+from .._index.hybrid import HybridScorer
 from .._index.scoring import Scorer
 from .._index.wordoverlap import WordOverlapScorer
 from .._storage.jsonl import JsonlError, entry_to_json, escape_json_line
+from .._storage.pglog import redact_dsn
 from .._storage.salvage import Salvage
 from ..agent._text import cut, escape_line
 from ..agent._toolcalls import read_import_file, read_tool_calls
@@ -66,7 +69,14 @@ PROG = "actormem"
 #: given: about 2,100 tool calls, about ten seconds of CPU on a 2-core machine.
 DEFAULT_SYNTHETIC_EPISODES = 300
 
-SCORERS: dict[str, type[Scorer]] = {"word-overlap": WordOverlapScorer, "bm25": BM25Scorer}
+#: ``--scorer`` choices. ``dense`` and ``hybrid`` need ``pip install 'actormem[dense]'``
+#: (WordLlama); ``hybrid`` fuses plain BM25 with it (docs/retrieval.md).
+SCORERS: dict[str, Callable[[], Scorer]] = {
+    "word-overlap": WordOverlapScorer,
+    "bm25": BM25Scorer,
+    "dense": DenseScorer,
+    "hybrid": HybridScorer,
+}
 
 
 class _Parser(argparse.ArgumentParser):
@@ -255,6 +265,8 @@ def _options_json(args: argparse.Namespace, path: Path | None) -> dict[str, Any]
         "verify": args.verify,
         "json": None if args.json is None else str(args.json),
         "interval": args.interval,
+        "log": None if args.log is None else redact_dsn(args.log),
+        "nodes": args.nodes,
     }
 
 
@@ -545,6 +557,14 @@ def cmd_swarm(args: argparse.Namespace) -> int:
         raise _InputError("--reuse-path needs --path FILE")
     if args.path is not None and args.path.is_dir():
         raise _InputError(f"--path {args.path}: is a directory, not a memory file")
+    if args.nodes > 1 and args.log is None:
+        raise _InputError("--nodes needs --log DSN (the PostgreSQL database of the write log)")
+    if args.log is not None:
+        if args.path is not None or args.in_memory or args.verify:
+            raise _InputError("--log runs its own node files: drop --path, --in-memory, --verify")
+        from ._swarm_nodes import swarm_nodes
+
+        return swarm_nodes(args)
     workload, files = _swarm_workload(args)
     console = Console(highlight=False)
     print(f"actormem swarm: {workload.description}", flush=True)
@@ -691,7 +711,10 @@ def cmd_import(args: argparse.Namespace) -> int:
                 with contextlib.suppress(FileNotFoundError):
                     leftover.unlink()
         if isinstance(exc, KeyboardInterrupt):
-            raise _Interrupted(f"nothing imported: {args.path} is unchanged") from None
+            signum = signal.SIGTERM if isinstance(exc, _Terminated) else signal.SIGINT
+            raise _Interrupted(
+                f"nothing imported: {args.path} is unchanged", signum=signum
+            ) from None
         raise
     repeats = f"; {lines.repeated:,} repeated ids, later lines won" if lines.repeated else ""
     print(
@@ -839,6 +862,18 @@ def _add_swarm(subparsers: Any) -> None:
     )
     p.add_argument("--json", type=Path, metavar="OUT", help="write every figure as JSON")
     p.add_argument(
+        "--log",
+        metavar="DSN",
+        help="a PostgreSQL database: run the memory replicated over a write log there "
+        "(docs/replication.md); with --nodes N, over N node processes",
+    )
+    p.add_argument(
+        "--nodes",
+        type=_int_at_least(1),
+        default=1,
+        help="node processes of the replicated memory, each with --agents agents (needs --log)",
+    )
+    p.add_argument(
         "--interval",
         type=_positive_seconds,
         default=None,
@@ -923,7 +958,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if getattr(args, "interval", 1.0) is None:
         args.interval = 0.25 if sys.stdout.isatty() else 5.0
     sub = f"{PROG} {args.command}"
-    previous = _install_sigterm()
+    # SIGTERM unwinds like Ctrl-C where a command has something to clean up or report
+    # (swarm: its temporary folder and figures; import: a file it created). Elsewhere
+    # (serve handles its own signals) it keeps its default action.
+    previous = _install_sigterm() if args.command in ("swarm", "import") else None
     try:
         status: int = args.handler(args)
         sys.stdout.flush()

@@ -10,7 +10,7 @@ from typing import Any
 
 import trio
 
-from .._errors import StorageError
+from .._errors import ActorMemError
 
 __all__ = ["add_serve_parser", "cmd_serve"]
 
@@ -63,6 +63,13 @@ def add_serve_parser(sub: Any, scorers: dict[str, Any]) -> None:
         help="what an acknowledged write survives (with --path; docs/durability.md)",
     )
     p.add_argument(
+        "--log",
+        metavar="DSN",
+        help="a PostgreSQL database: serve one node of the replicated memory --name over "
+        "its write log there, with --path as the node's checkpoint (docs/replication.md)",
+    )
+    p.add_argument("--name", help="the replicated memory's name (with --log)")
+    p.add_argument(
         "--token-file",
         type=Path,
         help="file holding the bearer token every API call must carry "
@@ -102,6 +109,10 @@ def cmd_serve(args: argparse.Namespace, scorers: dict[str, Any]) -> int:
         )
         return 2
     where = "in memory" if args.path is None else str(args.path)
+    if args.log is not None:
+        from .._storage.pglog import redact_dsn
+
+        where = f"node of {args.name!r} over {redact_dsn(args.log)}, {where}"
 
     def ready(binds: list[str]) -> None:
         auth = "token required" if token else "no token"
@@ -117,6 +128,8 @@ def cmd_serve(args: argparse.Namespace, scorers: dict[str, Any]) -> int:
                 port=args.port,
                 capacity=args.capacity,
                 scorer=scorers[args.scorer](),
+                log=args.log,
+                name=args.name,
                 token=token,
                 max_body=args.max_body,
                 on_ready=ready,
@@ -124,8 +137,8 @@ def cmd_serve(args: argparse.Namespace, scorers: dict[str, Any]) -> int:
         )
     except BaseException as exc:
         error = _single(exc)
-        if isinstance(error, StorageError):
-            raise error from None  # the CLI prints it as one line, exit 2
+        if isinstance(error, ActorMemError):  # StorageError, a bad --name: one line, exit 2
+            raise error from None
         if isinstance(error, OSError):
             print(
                 f"actormem serve: error: cannot listen on {args.host}:{args.port}: "

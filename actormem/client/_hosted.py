@@ -240,9 +240,9 @@ class HostedMemory(metaclass=Final):
 
     # ------------------------------------------------------------ the Memory methods
 
-    async def store(self, entry: MemoryEntry) -> None:
+    async def store(self, entry: MemoryEntry) -> int | None:
         """:meth:`Memory.store <actormem.Memory.store>` (an upsert by id)."""
-        await self._arun(lambda m: m.store(entry))
+        return await self._arun(lambda m: m.store(entry))
 
     async def store_many(self, entries: Iterable[MemoryEntry]) -> None:
         """:meth:`Memory.store_many <actormem.Memory.store_many>`: one request, in order."""
@@ -325,9 +325,9 @@ class SyncHostedMemory(metaclass=NoPublicConstructor):
     def __init__(self, host: HostedMemory) -> None:
         self._host = host
 
-    def store(self, entry: MemoryEntry) -> None:
+    def store(self, entry: MemoryEntry) -> int | None:
         """:meth:`Memory.store <actormem.Memory.store>` (an upsert by id)."""
-        self._host._run(lambda m: m.store(entry))
+        return self._host._run(lambda m: m.store(entry))
 
     def store_many(self, entries: Iterable[MemoryEntry]) -> None:
         """:meth:`Memory.store_many <actormem.Memory.store_many>`: one request, in order."""

@@ -129,9 +129,11 @@ def _scored(data: Any) -> list[ScoredEntry]:
     ]
 
 
-def _store_call(entry: MemoryEntry) -> _Call[None]:
+def _store_call(entry: MemoryEntry) -> _Call[int | None]:
     body = _entry_json(entry, "store()")
-    return _Call("POST", "/v1/entries", lambda _: None, body=body, invalid=InvalidEntryError)
+    return _Call(
+        "POST", "/v1/entries", lambda d: d.get("seq"), body=body, invalid=InvalidEntryError
+    )
 
 
 def _store_many_call(entries: Iterable[MemoryEntry]) -> _Call[None]:
@@ -374,10 +376,11 @@ class AsyncClient(metaclass=Final):
                 raise _transport_error(self.url + call.path, exc, attempt + 1) from exc
             return _decode(call, response)
 
-    async def store(self, entry: MemoryEntry) -> None:
+    async def store(self, entry: MemoryEntry) -> int | None:
         """Store ``entry`` (an upsert by id); return once the server applied it
-        (a durable server: committed). See :meth:`Memory.store <actormem.Memory.store>`."""
-        await self._do(_store_call(entry))
+        (a durable server: committed): None, or on a node of a replicated memory the
+        store's log seq. See :meth:`Memory.store <actormem.Memory.store>`."""
+        return await self._do(_store_call(entry))
 
     async def store_many(self, entries: Iterable[MemoryEntry]) -> None:
         """Store every entry in order, as one request applied in one batch (see
@@ -417,7 +420,8 @@ class AsyncClient(metaclass=Final):
     async def retrieve(self, query: str, limit: int = 10, **filters: Any) -> list[MemoryEntry]:
         """The ``limit`` best entries for ``query``, best first; ``filters`` are the
         keyword filters of :meth:`Memory.retrieve <actormem.Memory.retrieve>`
-        (``namespace=``, ``category=``, ``tags=``). At most 10,000 results per call."""
+        (``namespace=``, ``category=``, ``tags=``, ``min_score=``, ``min_matched=``,
+        ``created_after=``, ``created_before=``). At most 10,000 results per call."""
         return await self._do(_retrieve_call(query, limit, filters))
 
     async def retrieve_scored(
@@ -518,9 +522,9 @@ class Client(metaclass=Final):
                 raise _transport_error(self.url + call.path, exc, attempt + 1) from exc
             return _decode(call, response)
 
-    def store(self, entry: MemoryEntry) -> None:
+    def store(self, entry: MemoryEntry) -> int | None:
         """See :meth:`AsyncClient.store`."""
-        self._do(_store_call(entry))
+        return self._do(_store_call(entry))
 
     def store_many(self, entries: Iterable[MemoryEntry]) -> None:
         """See :meth:`AsyncClient.store_many`."""

@@ -13,12 +13,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from . import _toolcalls
 from ._locomo import HELD_OUT, RETRIEVERS, TUNING, evaluate, format_table, load_locomo
 
-__all__ = ["add_eval_parser", "main", "run_eval_locomo"]
+__all__ = ["add_eval_parser", "main", "run_eval_locomo", "run_eval_toolcalls"]
 
 #: Where the shared data lives relative to the project root; the CLI's default.
 DEFAULT_DATA = Path("..") / "shared" / "data" / "locomo10.json"
+DEFAULT_TOOL_CALLS = Path("..") / "shared" / "data" / "tool_calls.jsonl"
 
 _SPLITS = {"all": None, "tuning": TUNING, "held-out": HELD_OUT}
 
@@ -45,7 +47,8 @@ def _configure_locomo(parser: argparse.ArgumentParser) -> None:
         choices=sorted(RETRIEVERS),
         default="bm25-tuned",
         help="retrieval configuration: bm25 (plain, the reference line), bm25-stem, "
-        "bm25-tuned (default; needs PyStemmer and bm25s); see docs/retrieval.md",
+        "bm25-tuned (default; needs PyStemmer and bm25s), dense, hybrid (need wordllama); "
+        "see docs/retrieval.md",
     )
     parser.add_argument(
         "--k",
@@ -71,6 +74,23 @@ def _configure_locomo(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(handler=run_eval_locomo)
 
 
+def _configure_toolcalls(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=DEFAULT_TOOL_CALLS,
+        help=f"path to tool_calls.jsonl (default: {DEFAULT_TOOL_CALLS})",
+    )
+    parser.add_argument(
+        "--scorer",
+        choices=sorted(_toolcalls.SCORERS),
+        action="append",
+        help="scorer to measure (repeatable; default: all of them)",
+    )
+    parser.add_argument("--json", type=Path, metavar="OUT", help="also write the results as JSON")
+    parser.set_defaults(handler=run_eval_toolcalls)
+
+
 def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add ``eval`` (with its subcommand ``locomo``) to an argparse ``subparsers`` object.
 
@@ -91,6 +111,14 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
         "retrieval protocol, beside the paper's DRAGON figures.",
     )
     _configure_locomo(locomo)
+    toolcalls = inner.add_parser(
+        "toolcalls",
+        help="tool-call memory recall on tau-bench trials (hit@1/3/10, MRR)",
+        description="Whether retrieving with the previous tool result, or with the step's "
+        "own tool input, finds a step of the same task's other trials (tau-bench, "
+        "tool_calls.jsonl); tuning tasks 0-34, held-out 35-49. See docs/retrieval.md.",
+    )
+    _configure_toolcalls(toolcalls)
     return parser
 
 
@@ -127,11 +155,37 @@ def run_eval_locomo(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_eval_toolcalls(args: argparse.Namespace) -> int:
+    """Run the tool-call recall evaluation described by ``args``; print the table.
+    Returns 0, or 2 when the data cannot be read or a scorer's optional dependencies are
+    missing (message on stderr)."""
+    try:
+        steps = _toolcalls.load_steps(args.data)
+    except (OSError, ValueError) as exc:
+        print(f"actormem eval toolcalls: cannot read {args.data}: {exc}", file=sys.stderr)
+        return 2
+    names = args.scorer or list(_toolcalls.SCORERS)
+    results = []
+    for name in names:
+        try:
+            scorer = _toolcalls.SCORERS[name]()
+            results.append(_toolcalls.evaluate(steps, scorer, name))
+        except ImportError as exc:
+            print(f"actormem eval toolcalls: {exc} (or leave out {name})", file=sys.stderr)
+            return 2
+    print(_toolcalls.format_table(results))
+    if args.json is not None:
+        payload = [r.to_json() for r in results]
+        args.json.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m actormem.eval._cli locomo ...``: the ``eval`` command on its own."""
     parser = argparse.ArgumentParser(prog="python -m actormem.eval._cli")
     inner = parser.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
     _configure_locomo(inner.add_parser("locomo", help="LoCoMo recall@k"))
+    _configure_toolcalls(inner.add_parser("toolcalls", help="tool-call memory recall"))
     args = parser.parse_args(argv)
     status: int = args.handler(args)
     return status

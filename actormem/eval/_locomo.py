@@ -38,6 +38,8 @@ import attrs
 
 from .._entry import MemoryCategory, MemoryEntry
 from .._index.bm25 import BM25Index, BM25Scorer
+from .._index.dense import DenseIndex, DenseScorer
+from .._index.hybrid import HybridIndex, HybridScorer
 from .._index.tokenize import Tokenizer, stop_words
 from .._record import Record
 
@@ -211,7 +213,9 @@ class Retriever:
 
     Attributes:
         name: Short id for reports and ``--scorer``.
-        scorer: The :class:`~actormem.BM25Scorer` configuration.
+        scorer: The :class:`~actormem.BM25Scorer` configuration, or a
+            :class:`~actormem.DenseScorer` or :class:`~actormem.HybridScorer` (then the
+            query expansion and smoothing fields must keep their defaults).
         speaker_weight: Times the ``"{speaker} said,"`` part is indexed (0 drops it).
         text_weight: Times the turn's own text is indexed.
         caption_weight: Times ``"and shared {caption}"`` is indexed (0 drops it).
@@ -232,7 +236,7 @@ class Retriever:
     """
 
     name: str
-    scorer: BM25Scorer = attrs.field(factory=BM25Scorer)
+    scorer: BM25Scorer | DenseScorer | HybridScorer = attrs.field(factory=BM25Scorer)
     speaker_weight: int = 1
     text_weight: int = 1
     caption_weight: int = 1
@@ -290,13 +294,15 @@ class _ConversationIndex:
     def __init__(self, retriever: Retriever, conversation: Conversation) -> None:
         self.retriever = retriever
         self.units = conversation.units
-        self.index: BM25Index = retriever.scorer.make_index()
+        self.index: BM25Index | DenseIndex | HybridIndex = retriever.scorer.make_index()
         self.position: dict[Record, int] = {}
+        documents = [retriever.document(self.units, i) for i in range(len(self.units))]
+        if not isinstance(self.index, BM25Index):
+            todo = self.index.missing(documents)  # embedded in one batch
+            self.index.offer(todo, self.index.embed(todo))
         for i in range(len(self.units)):
             entry = MemoryEntry(
-                category=MemoryCategory.FACT,
-                memory=retriever.document(self.units, i),
-                created_at=_EPOCH,
+                category=MemoryCategory.FACT, memory=documents[i], created_at=_EPOCH
             )
             rec = Record(entry, born=1, seq=i, prev=None)
             self.index.add(rec)
@@ -306,6 +312,9 @@ class _ConversationIndex:
     def search(self, question: str, limit: int) -> list[str]:
         """Unit ids, best first, at most ``limit``."""
         r = self.retriever
+        if not isinstance(self.index, BM25Index):
+            found = self.index.top_k(self.view, question, limit, None)
+            return [self.units[self.position[rec]].id for _, rec in found]
         weights: dict[str, float] = dict(Counter(self.index.tokenize(question)))
         depth = max(limit, r.smooth_depth) if r.smooth else limit
         if r.prf_docs:
@@ -329,6 +338,7 @@ class _ConversationIndex:
         self, weights: Mapping[str, float], first: list[tuple[float, Record]]
     ) -> dict[str, float]:
         r = self.retriever
+        assert isinstance(self.index, BM25Index)
         mass = sum(s for s, _ in first)
         if not first or mass <= 0:
             return dict(weights)
@@ -499,6 +509,18 @@ def _tuned() -> Retriever:
     )
 
 
+def _dense() -> Retriever:
+    return Retriever(name="dense", scorer=DenseScorer())
+
+
+def _hybrid() -> Retriever:
+    tuned = _tuned()
+    assert isinstance(tuned.scorer, BM25Scorer)
+    return attrs.evolve(
+        tuned, name="hybrid", scorer=HybridScorer(bm25=tuned.scorer, dense=DenseScorer())
+    )
+
+
 #: Named retrievers for ``actormem eval locomo --scorer NAME``, built on demand (the
 #: stemmed ones need PyStemmer and bm25s). Chosen on the tuning conversations by
 #: ``stress/retrieval_experiments.py``; see docs/retrieval.md.
@@ -511,4 +533,6 @@ RETRIEVERS: dict[str, Callable[[], Retriever]] = {
     "bm25": _plain,
     "bm25-stem": _stemmed,
     "bm25-tuned": _tuned,
+    "dense": _dense,
+    "hybrid": _hybrid,
 }

@@ -371,13 +371,13 @@ def create_app(
     )
     async def store(body: EntryIn) -> Response:
         entry = _to_entry(body, "body")
-        await memory.store(entry)
+        seq = await memory.store(entry)
         stored_id = entry.id
         if entry.key is not None:  # a key upsert keeps the replaced entry's id
             now = await memory.get_by_key(entry.namespace, entry.key)
             if now is not None:
                 stored_id = now.id
-        return JSONResponse({"id": str(stored_id)})
+        return JSONResponse({"id": str(stored_id), "seq": seq})
 
     @app.post(
         "/v1/batch",

@@ -194,9 +194,12 @@ class StoreManyIn(BaseModel):
 
 
 class StoredOut(BaseModel):
-    """The id of the stored entry (useful when the request left it out)."""
+    """The id of the stored entry (useful when the request left it out), and on a node
+    of a replicated memory the log seq of the store (pass it as ``min_seq`` to a
+    retrieve on another node to read it there)."""
 
     id: uuid.UUID
+    seq: int | None = None
 
 
 class StoredManyOut(BaseModel):
@@ -216,7 +219,10 @@ class RetrieveIn(BaseModel):
     """A retrieve: the query text, how many results, and the filters of ``Memory.retrieve``.
 
     ``namespace``: keep entries under these segments; ``category``: one category or a
-    non-empty list (any of them); ``tags``: keep entries carrying every one of them.
+    non-empty list (any of them); ``tags``: keep entries carrying every one of them;
+    ``min_score``, ``min_matched``: only entries that match (``docs/retrieval.md``,
+    "Thresholds"); ``created_after`` (inclusive) / ``created_before`` (exclusive): a
+    time range on ``created_at``.
     """
 
     model_config = _STRICT
@@ -228,8 +234,13 @@ class RetrieveIn(BaseModel):
     tags: list[NonEmpty] | None = None
     where: Where = None
     refresh_ttl: Annotated[bool, Strict()] = False
+    min_score: Annotated[float, Strict(), Field(allow_inf_nan=False)] | None = None
+    min_matched: Annotated[int, Field(ge=0, le=MAX_JSON_INT)] = 0
+    created_after: Time | None = None
+    created_before: Time | None = None
+    min_seq: Annotated[int, Field(ge=0)] | None = None
 
-    _integer = field_validator("limit", mode="before")(_json_integer)
+    _integer = field_validator("limit", "min_matched", "min_seq", mode="before")(_json_integer)
 
 
 class ListIn(BaseModel):
@@ -335,6 +346,8 @@ class StatisticsOut(BaseModel):
     retained_versions: int
     expired: int
     ttl_refreshes: int
+    log_applied_seq: int | None = None
+    log_stale_seconds: float | None = None
 
 
 class LenOut(BaseModel):

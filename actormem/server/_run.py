@@ -49,7 +49,7 @@ DEFAULT_PORT = 8765
 #: Largest request body accepted by default: 4 MiB (a batch of a few thousand entries).
 DEFAULT_MAX_BODY = 4 << 20
 
-log = logging.getLogger("actormem.server")
+logger = logging.getLogger("actormem.server")
 
 
 def is_loopback(host: str) -> bool:
@@ -74,6 +74,8 @@ async def serve_http(
     port: int = DEFAULT_PORT,
     capacity: int | None = None,
     scorer: Scorer | None = None,
+    log: str | None = None,
+    name: str | None = None,
     token: str | None = None,
     max_body: int = DEFAULT_MAX_BODY,
     graceful_timeout: float = 5.0,
@@ -91,6 +93,8 @@ async def serve_http(
         port: TCP port; 0 picks a free one (the bound URLs go to ``task_status`` and
             ``on_ready``).
         capacity, scorer: As :func:`~actormem.open_memory`.
+        log, name: As :func:`~actormem.open_memory`: serve one node of the replicated
+            memory ``name`` over the PostgreSQL write log ``log`` (docs/replication.md).
         token: Bearer token every API call must carry, or ``None`` for none.
         max_body: Largest request body in bytes (larger: 413).
         graceful_timeout: Seconds requests in flight get to finish after a stop.
@@ -115,6 +119,8 @@ async def serve_http(
     stop = stop if stop is not None else trio.Event()
     _check_bindable(host, port)  # before opening (maybe creating, loading) the file
     options: dict[str, Any] = {"path": path, "durability": durability, "capacity": capacity}
+    if log is not None or name is not None:
+        options.update(log=log, name=name)
     if scorer is not None:
         options["scorer"] = scorer
     async with open_memory(**options) as memory, trio.open_nursery() as nursery:
@@ -158,7 +164,7 @@ async def serve_memory_http(
     config.bind = [_bind(host, port)]
     config.graceful_timeout = graceful_timeout
     config.accesslog = None
-    config.errorlog = log
+    config.errorlog = logger
     config.loglevel = "WARNING"
     app = create_app(memory, token=token, max_body=max_body)
     await serve(cast(Any, app), config, shutdown_trigger=stop.wait, task_status=task_status)
@@ -180,5 +186,5 @@ def _check_bindable(host: str, port: int) -> None:
 async def _stop_on_signal(stop: trio.Event) -> None:
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for signum in signals:
-            log.warning("actormem serve: %s received, stopping", signal.Signals(signum).name)
+            logger.warning("actormem serve: %s received, stopping", signal.Signals(signum).name)
             stop.set()

@@ -44,6 +44,7 @@ class _Exact:
         "alpha",
         "avgdl",
         "b",
+        "compiled",
         "exact",
         "found",
         "half_life",
@@ -70,7 +71,9 @@ class _Exact:
         lengths: Any,
         query: list[_Post],
         position: dict[int, int],
+        compiled: bool,
     ) -> None:
+        self.compiled = compiled
         self.k1, self.b = scorer.k1, scorer.b
         self.version = view.version
         self.accept = accept
@@ -112,6 +115,10 @@ class _Exact:
             if group is not None:  # else purged: no record to score
                 k1, b = self.k1, self.b
                 norm = k1 * (1.0 - b + b * int(self.lengths[num]) / self.avgdl)
+                if self.compiled:  # the same operations in C (kernels.py)
+                    score = kernels.bm25_exact(group.terms, self.position, self.query, num, norm)
+                    exact[num] = score
+                    return score
                 # The group's own terms and frequencies (no binary search unless a
                 # frequency is too high to pack), summed in the query's order.
                 get_position = self.position.get
@@ -266,6 +273,7 @@ class MaxScoreSearch:
             lengths=lengths,
             query=query,
             position=position,
+            compiled=compiled,
         )
         weighted = ex.weighted
         version = ex.version
@@ -369,7 +377,14 @@ class MaxScoreSearch:
         while True:
             # In slices of about 4 * knobs._CHUNK: at a million entries `parts` can be long.
             kept, pieces, held = [], [], 0
-            for i, part in enumerate(parts):
+            for part in parts if compiled else ():  # the same filter in C (kernels.py)
+                for start in range(0, len(part), 4 * knobs._CHUNK):
+                    stop = min(len(part), start + 4 * knobs._CHUNK)
+                    out = np.empty(stop - start, np.intp)
+                    got = kernels.bm25_keep(acc, part, start, stop, up, rest[done], theta, out)
+                    kept.append(out[:got])
+                    yield
+            for i, part in enumerate(() if compiled else parts):
                 for start in range(0, len(part), 4 * knobs._CHUNK):
                     pieces.append(part[start : start + 4 * knobs._CHUNK])
                     held += len(pieces[-1])
@@ -386,9 +401,17 @@ class MaxScoreSearch:
                 break
             _, wi, groups, tfs, count = order[done]
             for start in range(0, count, knobs._CHUNK):
-                nums = _nums(groups, start, min(count, start + knobs._CHUNK))
-                tf = _tfs(tfs, start, min(count, start + knobs._CHUNK))
-                acc[nums] += wi * (tf / (tf + (a_part + b_part * lengths[nums])))
+                stop = min(count, start + knobs._CHUNK)
+                if compiled:  # the same operations (a sum commutes) in C, nothing hot
+                    spare = np.empty(stop - start, np.intp)
+                    kernels.bm25_accumulate(
+                        groups, tfs, start, stop, lengths, acc, wi, a_part, b_part, math.inf,
+                        in_top, spare, spare,
+                    )  # fmt: skip
+                else:
+                    nums = _nums(groups, start, stop)
+                    tf = _tfs(tfs, start, stop)
+                    acc[nums] += wi * (tf / (tf + (a_part + b_part * lengths[nums])))
                 yield
             parts = [every]  # the candidates only: distinct, maybe unsorted
             sorted_parts = False

@@ -191,13 +191,19 @@ class _WordOverlapIndex:
         result: list[tuple[float, Record]] = drain(self.top_k_steps(view, query, limit, accept))
         return result
 
+    #: ``top_k_steps`` takes ``min_matched=`` (see ``thresholds.py``).
+    supports_min_matched = True
+
     def top_k_steps(
-        self, view: ReadView, query: str, limit: int, accept: Accept
+        self, view: ReadView, query: str, limit: int, accept: Accept, *, min_matched: int = 0
     ) -> Generator[None, None, list[tuple[float, Record]]]:
         """:meth:`top_k`, yielding after every bounded chunk of work (see
         :meth:`WordOverlapSearch.top_k_steps`). Writes between the yields do not change
-        the result: the numbering is taken at the first step and kept."""
-        return (yield from self._search.top_k_steps(self._e, view, query, limit, accept))
+        the result: the numbering is taken at the first step and kept. ``min_matched``:
+        see :mod:`actormem._index.thresholds`."""
+        return (
+            yield from self._search.top_k_steps(self._e, view, query, limit, accept, min_matched)
+        )
 
     def _check(self, live: Iterable[Record]) -> None:
         e = self._e

@@ -131,6 +131,13 @@ class MatchFinder:
         parts: list[np.ndarray[Any, Any]] = []
         if dense:  # room to extend in place; paged in before the random writes below
             out = yield from zeroed_steps(n + n // 4, np.uint8)
+        if total <= knobs._JOIN and kernels.active():  # one slice, joined in C
+            if dense:
+                kernels.wo_join(lists, n, None, out)
+            else:
+                room = np.empty(sum(map(len, lists)), np.int32)  # the lists as they are now
+                out = room[: kernels.wo_join(lists, n, room, None)]
+            lists, lens = [], []  # done
         slices: list[array[int]] = []
         size = 0
         for k, (lst, length) in enumerate(zip(lists, lens, strict=True)):
@@ -153,7 +160,7 @@ class MatchFinder:
                     parts.append(gids)
                 slices, size = [], 0
                 yield
-        if not dense:
+        if not dense and parts:
             out = np.concatenate(parts) if len(parts) != 1 else parts[0]
         if total >= self._cache_min:
             e.cache.remember(w, n, dense, out)

@@ -207,13 +207,21 @@ class WordOverlapSearch:
             yield
 
     def top_k_steps(
-        self, e: _Numbering, view: ReadView, query: str, limit: int, accept: Accept
+        self,
+        e: _Numbering,
+        view: ReadView,
+        query: str,
+        limit: int,
+        accept: Accept,
+        min_matched: int = 0,
     ) -> Generator[None, None, list[tuple[float, Record]]]:
         """The index's ``top_k`` over the numbering ``e`` (the one current at the
         start), yielding after every bounded chunk of work: at most ``_CHUNK``
         array elements per vectorised operation and ``_STEP`` Python iterations between
         two yields, at any size (see the module documentation). Writes between the
-        yields do not change the result."""
+        yields do not change the result. With ``min_matched`` > 0, only records whose
+        text contains at least that many query words (counted as in the score) are
+        returned (``thresholds.py``)."""
         if limit <= 0 or len(view) == 0:
             return []
         version = view.version
@@ -295,7 +303,8 @@ class WordOverlapSearch:
         for rec in list(tagged):
             if admitted(rec):
                 count = int(counts[groups[rec.entry.memory]])
-                push(rec, combine_word_overlap(rec.entry.relevance, count, n_words, True))
+                if count >= min_matched:  # min_matched (thresholds.py)
+                    push(rec, combine_word_overlap(rec.entry.relevance, count, n_words, True))
             done += 1
             if not done % knobs._STEP:
                 yield
@@ -311,7 +320,7 @@ class WordOverlapSearch:
                 top_count = max(top_count, most)
             yield
         progress = [0]
-        for c in range(top_count, 0, -1):
+        for c in range(top_count, max(min_matched, 1) - 1, -1):  # min_matched: thresholds.py
             if len(heap) == limit and combine_word_overlap(max_rel, c, n_words, False) < heap[0][0]:
                 break
             part = 0.4 * (c / n_words)
@@ -336,7 +345,7 @@ class WordOverlapSearch:
         # bound can still enter the top k.
         below: float | None = None
         seen = 0
-        while not (
+        while min_matched <= 0 and not (  # min_matched: thresholds.py
             len(heap) == limit and combine_word_overlap(max_rel, 0, n_words, False) < heap[0][0]
         ):
             restarted = False

@@ -1,0 +1,562 @@
+"""A dense (embedding) index: exact cosine top-k over a float32 matrix.
+
+Theory of operation
+-------------------
+An *embedder* is any callable from a list of texts to an ``(n, dim)`` array of vectors
+(:class:`Embedder`); :func:`wordllama_embedder` wraps WordLlama, whose weights ship
+inside its PyPI wheel and load with no network. The document of an entry is its
+``memory`` text followed by its tags (as for BM25).
+
+The index numbers each distinct document (a *row*) once, never reusing a number until a
+compaction, and keeps its unit-length float32 vector in row ``r`` of ``_matrix``, the
+records that carry it in ``_recs[r]``. Rows are appended; the matrix grows by doubling
+into a *new* array, so a reader holding the old array keeps reading the prefix it saw.
+A row whose last record is purged is dead; once half of the rows (and at least
+:data:`_COMPACT_MIN`) are dead the owner copies the live rows into new arrays
+(compaction), again replacing, never editing, what readers hold.
+
+Multi-version concurrency control is the engine's: a reader only keeps the records
+visible at its version (``rec.born <= version < rec.died``); records are purged only
+once no snapshot can see them.
+
+Vectors come from, in order: the index's cache of vectors computed ahead of time
+(:meth:`DenseIndex.offer`, filled by the owner from a worker thread, batched, before
+it applies a batch of stores, see :func:`actormem._engine.memory`), vectors restored
+from a file, or else an embedding on the spot (counted in :attr:`DenseIndex.inline`).
+
+A retrieve embeds the query in the reader's task, then scores the rows it saw at its
+start in chunks of :data:`_CHUNK` rows (one matrix-vector product each, a yield
+between them), and visits rows in descending similarity, keeping the visible records
+admitted by the filter in a heap of the ``limit`` best, until the next row's similarity
+is below the worst kept.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import heapq
+import math
+import os
+from collections.abc import Callable, Generator, Iterable, Sequence
+from typing import Any, Protocol
+
+import attrs
+import numpy as np
+
+from .._entry import MemoryEntry
+from .._record import Record
+from .._util import Final
+from .scoring import Accept, ReadView, drain
+
+__all__ = [
+    "DenseIndex",
+    "DenseScorer",
+    "Embedder",
+    "FunctionEmbedder",
+    "document_text",
+    "entry_document",
+    "text_hash",
+    "wordllama_embedder",
+]
+
+#: Rows scored (one matrix-vector product, about 0.1 ms at 256 dimensions) between two
+#: yields of ``top_k_steps``.
+_CHUNK = 1024
+#: Rows visited (records checked) between two yields.
+_STEP = 128
+#: Dead rows below which the owner never compacts.
+_COMPACT_MIN = 1024
+#: Vectors kept in the ahead-of-time cache at most (oldest dropped first).
+_OFFER_MAX = 65536
+
+
+class Embedder(Protocol):
+    """Texts to vectors: ``embedder(texts)`` returns an ``(len(texts), dim)`` array.
+
+    ``name`` identifies the model (recorded with persisted vectors: a different name
+    means the vectors are recomputed); ``dim`` is the vector length. The call must be a
+    pure function of its argument and safe to run in a worker thread.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    def __call__(self, texts: Sequence[str]) -> Any: ...
+
+
+@attrs.frozen(kw_only=True)
+class FunctionEmbedder(metaclass=Final):
+    """An :class:`Embedder` from a plain function ``texts -> (n, dim) array``.
+
+    Attributes:
+        fn: The function (pure, thread-safe).
+        name: The model's name, e.g. ``"my-model-v2"``.
+        dim: Vector length, >= 1.
+    """
+
+    fn: Callable[[Sequence[str]], Any] = attrs.field(eq=False)
+    name: str
+    dim: int = attrs.field()
+
+    @dim.validator
+    def _check_dim(self, attribute: attrs.Attribute[int], value: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"dim must be an int >= 1, got {value!r}")
+
+    def __call__(self, texts: Sequence[str]) -> Any:
+        return self.fn(texts)
+
+
+_WORDLLAMA: dict[int, FunctionEmbedder] = {}
+
+
+def wordllama_embedder(dim: int = 256) -> FunctionEmbedder:
+    """WordLlama's ``l2_supercat`` static embeddings, loaded from the files inside the
+    installed ``wordllama`` package (no download, no network).
+
+    WordLlama (Lee Miller, MIT licence, https://github.com/dleemiller/WordLlama) averages
+    token embeddings distilled from large language models' input embeddings (Llama 2
+    family tokenizer): about 10 µs a short text on one core, numpy only. Loaded once per
+    process per ``dim``.
+
+    Args:
+        dim: Truncation of the 256-dimensional vectors (64, 128 or 256; Matryoshka).
+
+    Raises:
+        ImportError: ``wordllama`` is not installed (``pip install 'actormem[dense]'``).
+    """
+    cached = _WORDLLAMA.get(dim)
+    if cached is not None:
+        return cached
+    try:
+        import wordllama
+        from wordllama import WordLlama
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "the dense scorer's default model needs wordllama: pip install 'actormem[dense]'"
+        ) from exc
+    model = WordLlama.load(
+        cache_dir=os.path.dirname(wordllama.__file__),
+        disable_download=True,
+        dim=256,
+        trunc_dim=None if dim == 256 else dim,
+    )
+
+    tokenizer = copy.deepcopy(model.tokenizer)
+    tokenizer.no_padding()  # a batch's texts are pooled one by one: no padding to the longest
+    table = model.embedding  # (vocabulary, dim) float32
+    top = table.shape[0] - 1
+
+    def embed(texts: Sequence[str]) -> Any:
+        """Mean of the texts' token vectors (WordLlama's average pooling), no padding."""
+        if not texts:
+            return np.zeros((0, dim), np.float32)
+        encoded = tokenizer.encode_batch(list(texts), add_special_tokens=False)
+        lengths = np.fromiter((len(e.ids) for e in encoded), np.int64, len(encoded))
+        ids = np.fromiter((i for e in encoded for i in e.ids), np.int64, int(lengths.sum()))
+        np.clip(ids, 0, top, out=ids)
+        out = np.zeros((len(texts), table.shape[1]), np.float32)
+        filled = lengths > 0
+        if ids.size:
+            starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))[filled]
+            # Gather each distinct token's row once (the table is 32 MB; a batch's tokens
+            # repeat), then expand from that small, cache-resident copy.
+            distinct, inverse = np.unique(ids, return_inverse=True)
+            sums = np.add.reduceat(table[distinct][inverse], starts, axis=0, dtype=np.float32)
+            out[filled] = sums / lengths[filled, None].astype(np.float32)
+        return out[:, :dim]
+
+    made = FunctionEmbedder(fn=embed, name=f"wordllama-l2_supercat-{dim}", dim=dim)
+    _WORDLLAMA[dim] = made
+    return made
+
+
+def entry_document(entry: MemoryEntry) -> str:
+    """The text an entry is embedded as: its memory, then its tags, space-separated."""
+    return entry.memory if not entry.tags else " ".join((entry.memory, *entry.tags))
+
+
+def text_hash(text: str) -> bytes:
+    """16 bytes identifying ``text``: the BLAKE2b digest of its UTF-8 (surrogates kept)."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
+def document_text(rec: Record) -> str:
+    """:func:`entry_document` of ``rec``'s entry."""
+    return entry_document(rec.entry)
+
+
+def _unit_rows(vectors: Any, n: int, dim: int) -> np.ndarray[Any, Any]:
+    """``vectors`` as a C-contiguous float32 ``(n, dim)`` array of unit rows (zero rows
+    stay zero).
+
+    Raises:
+        ValueError: The shape is not ``(n, dim)`` or a value is not finite.
+    """
+    arr = np.ascontiguousarray(np.asarray(vectors, dtype=np.float32))
+    if arr.shape != (n, dim):
+        raise ValueError(f"the embedder returned shape {arr.shape}, expected {(n, dim)}")
+    if not np.isfinite(arr).all():
+        raise ValueError("the embedder returned a vector with a NaN or infinite value")
+    norms = np.linalg.norm(arr, axis=1)
+    norms[norms == 0] = 1.0
+    arr /= norms[:, None]
+    return arr
+
+
+@attrs.frozen(kw_only=True)
+class DenseScorer(metaclass=Final):
+    """Cosine similarity between embeddings of the query and of each entry.
+
+    ``score(d) = cos(embed(query), embed(document(d)))``, in [-1, 1], with the document
+    an entry's memory text then its tags. Every visible entry has a score, so a retrieve
+    returns ``limit`` entries whenever that many are visible (ask for ``min_score=`` to
+    keep only close ones; ``min_matched=`` is meaningless here and refused).
+
+    Attributes:
+        embedder: Texts to vectors (:class:`Embedder`); ``None`` (default) loads
+            :func:`wordllama_embedder` when the index is made.
+        inline_chars: The owner embeds a batch of new texts totalling fewer characters
+            than this itself; a larger batch goes to a worker thread (see
+            :meth:`DenseIndex.missing`).
+
+    The owner embeds new texts before applying each batch (see ``docs/design.md``); an
+    embedder that raises there, or returns a wrong shape or a NaN, is treated as a bug:
+    the memory breaks (``trio.BrokenResourceError`` from that error). A retrieve embeds
+    its query in the caller's task and raises the embedder's error to the caller.
+
+    Runtime complexity of a retrieve: one query embedding plus O(n * dim) multiply-adds
+    for n distinct texts (exact search), plus O(V log k) for the V records visited.
+    """
+
+    embedder: Embedder | None = attrs.field(default=None, eq=False)
+    inline_chars: int = 2048
+
+    @property
+    def name(self) -> str:
+        """Short id for reports: ``"dense"``."""
+        return "dense"
+
+    def resolved(self) -> Embedder:
+        """The embedder, loading the default one if none was given."""
+        return self.embedder if self.embedder is not None else wordllama_embedder()
+
+    def make_index(self) -> DenseIndex:
+        """A new, empty :class:`DenseIndex`. O(1) (plus loading the default model once)."""
+        return DenseIndex(self.resolved(), self.inline_chars)
+
+    def score_entry(
+        self, entry_text: str, tags: tuple[str, ...], relevance: float, query: str
+    ) -> float:
+        """The cosine of ``query`` and the entry's document, from scratch."""
+        emb = self.resolved()
+        doc = entry_text if not tags else " ".join((entry_text, *tags))
+        vecs = _unit_rows(emb([query, doc]), 2, emb.dim)
+        return float(vecs[0] @ vecs[1])
+
+
+def _ranked(heap: list[tuple[float, int, Record]]) -> list[tuple[float, Record]]:
+    heap.sort(key=lambda item: (-item[0], -item[1]))
+    return [(score, rec) for score, _, rec in heap]
+
+
+class DenseIndex:
+    """Owner-written, snapshot-read exact cosine index (see the module docs)."""
+
+    def __init__(self, embedder: Embedder, inline_chars: int = 2048) -> None:
+        self.embedder = embedder
+        self.dim = int(embedder.dim)
+        self.inline_chars = inline_chars
+        self._matrix: np.ndarray[Any, Any] = np.zeros((16, self.dim), np.float32)
+        self._n = 0
+        self._recs: list[list[Record] | None] = []
+        self._row_of_text: dict[str, int] = {}
+        self._row_of: dict[Record, int] = {}
+        self._dead = 0
+        self._offered: dict[str, np.ndarray[Any, Any]] = {}
+        #: Texts embedded on the spot by ``add`` (no vector offered ahead): statistics.
+        self.inline = 0
+
+    # -- owner side: vectors ahead of time ----------------------------------------------
+
+    def missing(self, texts: Iterable[str]) -> list[str]:
+        """The distinct texts among ``texts`` with no vector yet (neither indexed nor
+        offered), in order. O(len(texts))."""
+        out: dict[str, None] = {}
+        for t in texts:
+            if t not in self._row_of_text and t not in self._offered:
+                out[t] = None
+        return list(out)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray[Any, Any]:
+        """Unit vectors of ``texts``: pure, safe to call in a worker thread.
+
+        Raises:
+            ValueError: The embedder returned a wrong shape or a non-finite value.
+        """
+        return _unit_rows(self.embedder(list(texts)), len(texts), self.dim)
+
+    def offer(self, texts: Sequence[str], vectors: np.ndarray[Any, Any]) -> None:
+        """Keep ``vectors`` (from :meth:`embed`, one row per text) for the ``add`` of a
+        record with that document. At most :data:`_OFFER_MAX` are kept. O(len(texts))."""
+        offered = self._offered
+        for text, vec in zip(texts, vectors, strict=True):
+            offered[text] = vec
+        while len(offered) > _OFFER_MAX:
+            del offered[next(iter(offered))]
+
+    @property
+    def model_name(self) -> str:
+        """The embedder's name (recorded with persisted vectors)."""
+        return str(self.embedder.name)
+
+    def stored_vector(self, rec: Record) -> tuple[bytes, bytes] | None:
+        """``(text_hash, float32 bytes)`` of ``rec``'s document, for the file, from the
+        index's rows or the vectors offered ahead; None if it has none yet. O(dim)."""
+        text = document_text(rec)
+        row = self._row_of_text.get(text)
+        if row is not None:
+            vec = self._matrix[row]
+        else:
+            offered = self._offered.get(text)
+            if offered is None:
+                return None
+            vec = offered
+        return text_hash(text), np.asarray(vec, "<f4").tobytes()
+
+    def offer_stored(self, texts: Sequence[str], blobs: Sequence[bytes]) -> list[str]:
+        """Offer vectors read back from a file (float32 bytes, one per text); those not
+        finite or of the wrong length are left out. Returns the texts offered. O(n dim)."""
+        kept: list[str] = []
+        rows: list[np.ndarray[Any, Any]] = []
+        for text, blob in zip(texts, blobs, strict=True):
+            if len(blob) != 4 * self.dim:
+                continue
+            vec = np.frombuffer(blob, "<f4").astype(np.float32)
+            if np.isfinite(vec).all():
+                kept.append(text)
+                rows.append(vec)
+        if kept:
+            self.offer(kept, _unit_rows(np.stack(rows), len(kept), self.dim))
+        return kept
+
+    def vector_of(self, rec: Record) -> np.ndarray[Any, Any]:
+        """The unit vector ``rec`` is indexed with (a copy). O(dim).
+
+        Raises:
+            KeyError: ``rec`` is not in the index.
+        """
+        return np.array(self._matrix[self._row_of[rec]])
+
+    # -- owner side: the ScoringIndex lifecycle -----------------------------------------
+
+    def add(self, rec: Record) -> None:
+        """Index ``rec`` (see ``ScoringIndex``). O(dim), plus an embedding when its text
+        has no row and no offered vector."""
+        text = document_text(rec)
+        row = self._row_of_text.get(text)
+        if row is None:
+            vec = self._offered.pop(text, None)
+            if vec is None:
+                vec = self.embed([text])[0]
+                self.inline += 1
+            row = self._append(text, vec)
+        recs = self._recs[row]
+        assert recs is not None
+        recs.append(rec)
+        self._row_of[rec] = row
+
+    def _append(self, text: str, vec: np.ndarray[Any, Any]) -> int:
+        n = self._n
+        if n == len(self._matrix):
+            bigger = np.zeros((2 * n, self.dim), np.float32)
+            bigger[:n] = self._matrix[:n]
+            self._matrix = bigger  # replaced, not resized: readers keep the old one
+        self._matrix[n] = vec
+        self._recs.append([])
+        self._row_of_text[text] = n
+        self._n = n + 1
+        return n
+
+    def retire(self, rec: Record) -> None:
+        """Nothing to do: readers filter by version. O(1)."""
+
+    def purge(self, rec: Record) -> None:
+        """Drop ``rec``; a row without records dies; compact when half are dead.
+        Amortized O(dim)."""
+        row = self._row_of.pop(rec)
+        recs = self._recs[row]
+        assert recs is not None
+        recs.remove(rec)
+        if not recs:
+            self._recs[row] = None
+            del self._row_of_text[document_text(rec)]
+            self._dead += 1
+            if self._dead >= _COMPACT_MIN and 2 * self._dead >= self._n:
+                self._compact()
+
+    def _compact(self) -> None:
+        live = [r for r in range(self._n) if self._recs[r] is not None]
+        matrix = np.zeros((max(16, 2 * len(live)), self.dim), np.float32)
+        matrix[: len(live)] = self._matrix[live]
+        recs: list[list[Record] | None] = []
+        row_of_text: dict[str, int] = {}
+        row_of: dict[Record, int] = {}
+        for new, old in enumerate(live):
+            group = self._recs[old]
+            assert group is not None
+            recs.append(list(group))
+            row_of_text[document_text(group[0])] = new
+            for rec in group:
+                row_of[rec] = new
+        self._matrix, self._recs, self._n, self._dead = matrix, recs, len(live), 0
+        self._row_of_text, self._row_of = row_of_text, row_of
+
+    # -- reader side --------------------------------------------------------------------
+
+    def top_k(
+        self, view: ReadView, query: str, limit: int, accept: Accept
+    ) -> list[tuple[float, Record]]:
+        """The ``limit`` records visible in ``view`` and admitted by ``accept`` whose
+        documents are most similar to ``query`` (cosine), best first, ties by ``seq``."""
+        return drain(self.top_k_steps(view, query, limit, accept))
+
+    def top_k_steps(
+        self, view: ReadView, query: str, limit: int, accept: Accept
+    ) -> Generator[None, None, list[tuple[float, Record]]]:
+        """:meth:`top_k` in slices (see ``scoring``): a yield after every
+        :data:`_CHUNK` rows scored and every :data:`_STEP` rows visited."""
+        if limit <= 0 or len(view) == 0:
+            return []
+        q = self.embed([query])[0]
+        sims = yield from self.similarities_steps(q)
+        return (yield from self.best_steps(view, sims, limit, accept))
+
+    def similarities_steps(
+        self, q: np.ndarray[Any, Any]
+    ) -> Generator[None, None, tuple[np.ndarray[Any, Any], list[list[Record] | None]]]:
+        """Cosine of the unit vector ``q`` with every row there is now, in chunks; also
+        returns the row-to-records table read (the one the rows' numbers refer to)."""
+        matrix, recs, n = self._matrix, self._recs, self._n
+        sims = np.empty(n, np.float32)
+        for start in range(0, n, _CHUNK):
+            end = min(n, start + _CHUNK)
+            # einsum, not matmul: OpenBLAS's threaded gemv was 20 times slower on a
+            # loaded 2-core machine (docs/benchmarks.md); this loop uses one core.
+            np.einsum("ij,j->i", matrix[start:end], q, out=sims[start:end])
+            yield
+        return sims, recs
+
+    def best_steps(
+        self,
+        view: ReadView,
+        scored: tuple[np.ndarray[Any, Any], list[list[Record] | None]],
+        limit: int,
+        accept: Accept,
+    ) -> Generator[None, None, list[tuple[float, Record]]]:
+        """The ``limit`` best visible, admitted records given every row's similarity,
+        best first, ties by ``seq``. Every step touches at most about :data:`_CHUNK`
+        rows (plus ``4 * limit``): no step grows with the index.
+
+        Phase 1 keeps the ``max(4 * limit, 64)`` most similar rows, chunk by chunk, and
+        the largest similarity it left out (``bound``), then visits the kept rows best
+        first until one falls below the heap's worst. If that worst is above ``bound``
+        the heap is exact (nothing left out can enter). Otherwise (filters rejected
+        most rows) phase 2 visits, chunk by chunk, every other row that can still enter.
+        """
+        sims, recs = scored
+        n = len(sims)
+        take = min(n, max(4 * limit, 64))
+        kept = np.empty(0, np.int64)
+        bound = -math.inf
+        for start in range(0, n, _CHUNK):
+            cand = np.concatenate((kept, np.arange(start, min(n, start + _CHUNK))))
+            if len(cand) > take:
+                part = np.argpartition(-sims[cand], take - 1)
+                bound = max(bound, float(sims[cand[part[take:]]].max()))
+                cand = cand[part[:take]]
+            kept = cand
+            yield
+        order = kept[np.argsort(-sims[kept], kind="stable")]
+        heap: list[tuple[float, int, Record]] = []  # worst on top: (score, -seq, rec)
+        version = view.version
+
+        def visit(r: int) -> None:
+            group = recs[r]
+            if group is None:
+                return
+            sim = float(sims[r])
+            for rec in list(group):
+                if rec.born <= version < rec.died and (accept is None or accept(rec)):
+                    item = (sim, -rec.seq, rec)
+                    if len(heap) < limit:
+                        heapq.heappush(heap, item)
+                    elif item[:2] > heap[0][:2]:
+                        heapq.heapreplace(heap, item)
+
+        for done, r in enumerate(order.tolist(), 1):
+            if len(heap) == limit and float(sims[r]) < heap[0][0]:
+                break
+            visit(r)
+            if not done % _STEP:
+                yield
+        if bound == -math.inf or (len(heap) == limit and bound < heap[0][0]):
+            return _ranked(heap)
+        # Phase 2: every row not kept whose similarity can still enter.
+        seen = np.zeros(n, np.bool_)
+        seen[kept] = True
+        for start in range(0, n, _CHUNK):
+            end = min(n, start + _CHUNK)
+            part_sims = sims[start:end]
+            ok = ~seen[start:end]
+            if len(heap) == limit:
+                ok &= part_sims >= heap[0][0]
+            for done, r in enumerate((np.flatnonzero(ok) + start).tolist(), 1):
+                if len(heap) == limit and float(sims[r]) < heap[0][0]:
+                    continue
+                visit(r)
+                if not done % _STEP:
+                    yield
+            yield
+        return _ranked(heap)
+
+    def statistics(self) -> dict[str, int]:
+        """Rows, dead rows, indexed records, offered vectors, inline embeddings. O(1)."""
+        return {
+            "rows": self._n,
+            "dead_rows": self._dead,
+            "records": len(self._row_of),
+            "offered": len(self._offered),
+            "inline": self.inline,
+        }
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the vector matrix (capacity, not only the rows in use). O(1)."""
+        return int(self._matrix.nbytes)
+
+    def _check(self, live: Iterable[Record]) -> None:
+        """Assert every invariant; ``live`` is every unpurged record. O(n * dim)."""
+        live_set = set(live)
+        assert set(self._row_of) == live_set
+        assert len(self._recs) == self._n <= len(self._matrix)
+        dead = 0
+        for r, group in enumerate(self._recs):
+            if group is None:
+                dead += 1
+                continue
+            assert group, "an empty row must be dead"
+            text = document_text(group[0])
+            assert self._row_of_text[text] == r
+            for rec in group:
+                assert self._row_of[rec] == r
+                assert document_text(rec) == text
+            norm = float(np.linalg.norm(self._matrix[r]))
+            assert norm == 0.0 or abs(norm - 1.0) < 1e-4
+        assert dead == self._dead
+        assert len(self._row_of_text) == self._n - dead
+        assert not self._matrix[self._n :].any()

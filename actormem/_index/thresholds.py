@@ -1,0 +1,88 @@
+"""Retrieve thresholds: a minimum score and a minimum number of matched query terms.
+
+Both keep the scorer's contract (exactly the ``limit`` best admitted records, best
+first, ties by ``seq``), over the records that pass:
+
+* ``min_score``: a record passes when its score is at least this. The scorers return
+  their best first, so the best ``limit`` that pass are the first ``limit`` results at
+  or above it: the threshold cuts the sorted list, no scorer changes.
+* ``min_matched``: a record passes when its text matches at least this many of the
+  query's terms, in the scorer's own sense:
+
+  - word overlap: query words (``query.lower().split()``, a repeated word counted each
+    time, as in the score) that are substrings of the lower-cased text; the index
+    counts them anyway, so it stops at that count
+    (``_WordOverlapIndex.top_k_steps(min_matched=)``);
+  - BM25 and hybrid: distinct tokenized query terms present in the entry's document
+    (text and tags), through a filter that reads the document's terms; BM25 already
+    returns only records matching one term, so 1 changes nothing;
+  - dense: refused (:class:`~actormem.InvalidQueryError`): a vector has no terms.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+
+from .._errors import InvalidQueryError
+from .._record import Record
+from .bm25 import BM25Index
+from .hybrid import HybridIndex
+from .scoring import Accept, ReadView, ScoringIndex, top_k_steps
+
+__all__ = ["thresholded_steps"]
+
+Hits = list[tuple[float, Record]]
+
+
+def _terms_filter(bm25: BM25Index, query: str, min_matched: int, accept: Accept) -> Accept:
+    """``accept`` and "the document has at least ``min_matched`` distinct query terms"."""
+    terms = frozenset(bm25.tokenize(query))
+    if min_matched > len(terms):
+        return lambda rec: False
+
+    def matched(rec: Record) -> bool:
+        if accept is not None and not accept(rec):
+            return False
+        have = bm25.document_terms(rec)
+        return sum(1 for t in terms if t in have) >= min_matched
+
+    return matched
+
+
+def thresholded_steps(
+    index: ScoringIndex,
+    view: ReadView,
+    query: str,
+    limit: int,
+    accept: Accept,
+    min_score: float | None = None,
+    min_matched: int = 0,
+) -> Generator[None, None, Hits]:
+    """:func:`~actormem._index.scoring.top_k_steps` with the thresholds of the module
+    docs (``None`` / 0: none).
+
+    Raises:
+        InvalidQueryError: ``min_matched`` > 0 with an index that has no terms (dense)
+            or that this module does not know.
+    """
+    if min_matched > 0:
+        if isinstance(index, BM25Index | HybridIndex):
+            bm25 = index if isinstance(index, BM25Index) else index.bm25
+            if min_matched > 1:
+                accept = _terms_filter(bm25, query, min_matched, accept)
+            steps = top_k_steps(index, view, query, limit, accept)
+        elif getattr(index, "supports_min_matched", False):
+            steps = index.top_k_steps(  # type: ignore[attr-defined]
+                view, query, limit, accept, min_matched=min_matched
+            )
+        else:
+            raise InvalidQueryError(
+                f"min_matched= needs a scorer that matches terms (word overlap, BM25, "
+                f"hybrid), not {type(index).__name__}"
+            )
+    else:
+        steps = top_k_steps(index, view, query, limit, accept)
+    hits: Hits = yield from steps
+    if min_score is not None:
+        hits = [(score, rec) for score, rec in hits if score >= min_score]
+    return hits
