@@ -535,6 +535,7 @@ def test_schemathesis_finds_nothing(tmp_path: Path) -> None:
                 "--suppress-health-check", "all",
             ],
             capture_output=True, text=True, timeout=240,
+            cwd=tmp_path,  # its .schemathesis/ cache stays out of the repository
         )
         status = srv.stop()[0]
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
