@@ -141,6 +141,8 @@ def http_run(clients: int, ops: int, entries: int, seed: int) -> dict[str, Any]:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+        if proc.stdout is not None:
+            proc.stdout.close()  # else the pipe is closed by the GC, with a ResourceWarning
     figures: dict[str, Any] = {}
     for phase in PHASES:
         samples = [s for _, lat in results for s in lat[phase]]

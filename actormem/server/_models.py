@@ -26,7 +26,7 @@ from pydantic import (
 )
 
 from .._engine.snapshot import MAX_QUERY_CHARS
-from .._entry import MAX_KEY_CHARS, MAX_MEMORY_CHARS, MemoryCategory
+from .._entry import MAX_KEY_CHARS, MAX_MEMORY_CHARS, MAX_TTL, MemoryCategory
 
 __all__ = [
     "MAX_BATCH_ENTRIES",
@@ -60,9 +60,6 @@ MAX_LIMIT = 10_000
 #: Largest ``access_count`` over HTTP: I-JSON's (RFC 7493) limit for integers that every
 #: JSON parser reads exactly, 2**53 - 1 (a memory file allows up to 2**63 - 1).
 MAX_JSON_INT = 2**53 - 1
-#: Longest ``ttl`` over HTTP, in seconds: 100 years (the engine computes ``now + ttl``
-#: as a datetime, which a much larger ttl would overflow).
-MAX_TTL = 100 * 365.25 * 86400
 #: Most entries in one ``store_many`` request (the body limit usually binds first).
 MAX_BATCH_ENTRIES = 10_000
 
