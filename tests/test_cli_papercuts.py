@@ -17,6 +17,7 @@ from .test_locomo import TINY
 
 ROOT = Path(__file__).resolve().parent.parent
 
+
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--version"]) == 0
     assert capsys.readouterr().out == f"actormem {version('actormem')}\n"
@@ -89,3 +90,26 @@ def _calls(tmp_path: Path) -> Path:
         encoding="utf-8",
     )  # fmt: skip
     return path
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
+@pytest.mark.parametrize("command", ["export", "stats", "query"])
+def test_a_full_disk_on_stdout_is_one_line(command: str, tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    lines = tmp_path / "in.jsonl"
+    lines.write_text('{"category": "fact", "memory": "hello"}\n', encoding="utf-8")
+    assert main(["import", str(db), str(lines)]) == 0
+    args = [sys.executable, "-m", "actormem", command, str(db)]
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [*args, *(["hello"] if command == "query" else [])],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        f"actormem {command}: error: no space left on device ([Errno 28] No space left on device)"
+    ]

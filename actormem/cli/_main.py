@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import json
 import os
 import platform
@@ -980,10 +981,42 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 128 + (signal.SIGTERM if terminated else signal.SIGINT)
         if _only(exc, BrokenPipeError):
             return _stdout_closed()
+        if isinstance(sole, ModuleNotFoundError) and sole.name:
+            package = sole.name.split(".")[0]
+            if package in _EXTRA_OF:
+                print(
+                    f"{sub}: error: {package} is not installed "
+                    f"(pip install 'actormem[{_EXTRA_OF[package]}]')",
+                    file=sys.stderr,
+                )
+                return 2
+        if isinstance(sole, OSError) and sole.errno == errno.ENOSPC:
+            print(f"{sub}: error: no space left on device ({sole})", file=sys.stderr)
+            return 1
         raise
     finally:
         _restore_sigterm(previous)
     return status
+
+
+#: The optional extra that brings each package a command may need (pyproject.toml).
+_EXTRA_OF = {
+    "fastapi": "server",
+    "starlette": "server",
+    "pydantic": "server",
+    "hypercorn": "server",
+    "prometheus_client": "server",
+    "httpx": "client",
+    "mcp": "mcp",
+    "mcp_types": "mcp",
+    "langchain_core": "langchain",
+    "langgraph": "langgraph",
+    "psycopg": "postgres",
+    "wordllama": "dense",
+    "bm25s": "stem",
+    "Stemmer": "stem",
+    "stop_words": "stem",
+}
 
 
 def _install_sigterm() -> Any:

@@ -37,7 +37,7 @@ def _positive_int(text: str) -> int:
 
 def add_serve_parser(sub: Any, scorers: dict[str, Any]) -> None:
     """Register ``actormem serve`` on the subcommand parsers ``sub``."""
-    from ..server._run import DEFAULT_MAX_BODY, DEFAULT_PORT
+    from ..server._defaults import DEFAULT_MAX_BODY, DEFAULT_PORT
 
     p = sub.add_parser(
         "serve",

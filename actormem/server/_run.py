@@ -35,6 +35,7 @@ from .._index.scoring import Scorer
 from .._storage.sqlite import Durability
 from .._util import read_token_file as read_token
 from ._app import create_app
+from ._defaults import DEFAULT_MAX_BODY, DEFAULT_PORT
 
 __all__ = [
     "DEFAULT_MAX_BODY",
@@ -45,9 +46,6 @@ __all__ = [
     "serve_memory_http",
 ]
 
-DEFAULT_PORT = 8765
-#: Largest request body accepted by default: 4 MiB (a batch of a few thousand entries).
-DEFAULT_MAX_BODY = 4 << 20
 
 logger = logging.getLogger("actormem.server")
 
