@@ -128,6 +128,11 @@ async def test_nodes_converge_under_concurrent_writes(pg_dsn: str, tmp_path: Pat
             for i, member in enumerate(nodes):
                 for j in range(3):
                     nursery.start_soon(worker, member, i * 10 + j)
+        # At least one expiry whatever the timing above: an entry whose time to live has
+        # surely run out by the time a logged sweep applies (the appender's clock).
+        await b.store(entry(rng=random.Random(99), namespace=("keys",), key="z", ttl=0.01))
+        await trio.sleep(0.05)
+        await c.sweep_expired()
         head = await settle(*nodes)
         states = [state_of(n) for n in nodes]
         assert states[0] == states[1] == states[2]
