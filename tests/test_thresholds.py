@@ -183,3 +183,23 @@ def test_server_retrieve_body_carries_the_thresholds() -> None:
     for bad in ({"min_matched": -1}, {"min_score": "1"}, {"created_after": 5}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             RetrieveIn.model_validate({"query": "x", **bad})
+
+
+async def test_hybrid_min_matched_one_drops_entries_without_a_query_term() -> None:
+    """The dense half ranks every entry: min_matched=1 must still keep only entries with
+    a query term (a reviewer saw all three entries come back, one sharing no word)."""
+    from actormem._index.dense import DenseScorer, FunctionEmbedder
+    from actormem._index.hybrid import HybridScorer
+
+    def constant(texts: list[str]) -> list[list[float]]:
+        return [[1.0, 0.0] for _ in texts]
+
+    fake = FunctionEmbedder(fn=constant, name="constant-2", dim=2)
+    async with open_memory(scorer=HybridScorer(dense=DenseScorer(embedder=fake))) as memory:
+        for text in ("deploys go to the blue cluster", "lunch is at noon", "a database"):
+            await memory.store(entry(text))
+        everything = await memory.retrieve("deploy the blue service", 5)
+        assert len(everything) == 3  # without a threshold the dense side admits all
+        got = await memory.retrieve("deploy the blue service", 5, min_matched=1)
+        assert [e.memory for e in got] == ["deploys go to the blue cluster"]
+        assert await memory.retrieve("ДЕПЛОЙ 🚀", 5, min_matched=1) == []

@@ -14,8 +14,9 @@ first, ties by ``seq``), over the records that pass:
     counts them anyway, so it stops at that count
     (``_WordOverlapIndex.top_k_steps(min_matched=)``);
   - BM25 and hybrid: distinct tokenized query terms present in the entry's document
-    (text and tags), through a filter that reads the document's terms; BM25 already
-    returns only records matching one term, so 1 changes nothing;
+    (text and tags), through a filter that reads the document's terms (BM25 alone
+    returns only records matching one term, so there 1 needs no filter; the hybrid's
+    dense side ranks every record, so it is filtered at every value);
   - dense: refused (:class:`~actormem.InvalidQueryError`): a vector has no terms.
 """
 
@@ -68,7 +69,9 @@ def thresholded_steps(
     if min_matched > 0:
         if isinstance(index, BM25Index | HybridIndex):
             bm25 = index if isinstance(index, BM25Index) else index.bm25
-            if min_matched > 1:
+            # BM25 returns only documents with a query term, so 1 needs no filter; the
+            # hybrid's dense list ranks every document, so it always does.
+            if min_matched > 1 or isinstance(index, HybridIndex):
                 accept = _terms_filter(bm25, query, min_matched, accept)
             steps = top_k_steps(index, view, query, limit, accept)
         elif getattr(index, "supports_min_matched", False):
