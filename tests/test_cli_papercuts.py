@@ -113,3 +113,15 @@ def test_a_full_disk_on_stdout_is_one_line(command: str, tmp_path: Path) -> None
     assert done.stderr.splitlines() == [
         f"actormem {command}: error: no space left on device ([Errno 28] No space left on device)"
     ]
+
+
+def test_swarm_nodes_with_a_log_that_does_not_answer_is_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    pytest.importorskip("psycopg", reason="the postgres extra is not installed")
+    argv = ["swarm", "--nodes", "2", "--log", "postgresql://u:secret@127.0.0.1:1/x"]
+    assert main([*argv, "--episodes", "2"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1
+    assert err[0].startswith("actormem swarm: error: postgresql://u@127.0.0.1:1/x: cannot connect")
+    assert "secret" not in err[0]

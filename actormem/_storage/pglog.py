@@ -46,7 +46,7 @@ from typing import Any
 from .._errors import StorageError
 from .log import LogRecord, LogSnapshot, LogTruncatedError
 
-__all__ = ["LOG_FORMAT", "MEMORY_NAME_RE", "PgLog", "redact_dsn"]
+__all__ = ["LOG_FORMAT", "MEMORY_NAME_RE", "PgLog", "check_reachable", "redact_dsn"]
 
 #: Version of the tables and payloads this actormem writes; a memory whose log has a
 #: larger one was written by a newer actormem and is refused.
@@ -104,6 +104,17 @@ def _psycopg() -> Any:
             "log", "replication needs psycopg 3: pip install 'actormem[postgres]'"
         ) from exc
     return psycopg
+
+
+def check_reachable(dsn: str, connect_timeout: float = 5.0) -> None:
+    """Connect to ``dsn`` once and close: a quick check before starting processes that
+    would each fail on their own. Blocking; at most about ``connect_timeout`` seconds.
+
+    Raises:
+        StorageError: The server does not answer, refuses, or the database is missing
+            (the message names the server without its password).
+    """
+    PgLog(dsn, "check", connect_timeout)._connect().close()
 
 
 def redact_dsn(dsn: str) -> str:

@@ -47,7 +47,7 @@ import trio
 
 from .._engine.memory import open_memory
 from .._engine.replica import encode_snapshot
-from .._storage.pglog import PgLog, redact_dsn
+from .._storage.pglog import PgLog, check_reachable, redact_dsn
 from ._swarm import Removals, SwarmRun, check_accounting, run_swarm
 from ._swarm_data import Episode, Workload
 
@@ -180,6 +180,7 @@ def swarm_nodes(args: argparse.Namespace) -> int:
     """Run ``actormem swarm --nodes N --log DSN`` (see the module docs); the exit status."""
     name = f"swarm-{uuid.uuid4().hex[:12]}"
     nodes = args.nodes
+    check_reachable(args.log)  # one clear line now, not a traceback from every node
     print(
         f"actormem swarm: {nodes} node processes of memory {name!r} in {redact_dsn(args.log)}, "
         f"{args.agents} agents each",
