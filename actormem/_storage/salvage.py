@@ -17,7 +17,11 @@ as one skipped range (a probe can find a key whose row then fails to read: the r
 then grows past it). A row that reads but does not decode to a valid entry, or repeats
 an id already salvaged, is skipped and reported with its ``seq``.
 
-Nothing here writes: the connection is read-only (``immutable=1`` when no write-ahead
+A file cut short (a copy that stopped, a full disk) is shorter than the page count its
+header records, which SQLite refuses outright; it is read through a copy zero-filled to
+that size, whose missing pages are then damaged pages like any other.
+
+Nothing here writes to the file: the connection is read-only (``immutable=1`` when no write-ahead
 log waits to be replayed), under the memory's lock file, so no running memory writes
 the file meanwhile.
 """
@@ -25,7 +29,9 @@ the file meanwhile.
 from __future__ import annotations
 
 import os
+import shutil
 import sqlite3
+import tempfile
 import uuid
 from collections.abc import Iterator
 
@@ -46,6 +52,34 @@ __all__ = ["Salvage"]
 
 _SELECT_FROM = "SELECT {} FROM entries WHERE seq > ? ORDER BY seq"
 _PROBE = "SELECT seq FROM entries WHERE seq >= ? ORDER BY seq LIMIT 1"
+
+
+def _padded_copy(path: str, scratch: str) -> str | None:
+    """A copy of a truncated ``path`` in ``scratch``, zero-filled to the size its header
+    records, or None when the file is not shorter than that. SQLite refuses to read a
+    file shorter than its header's page count; zero pages read as damaged pages, which
+    the walk skips, so every page that survived the truncation can be read. O(file size).
+    """
+    with open(path, "rb") as handle:
+        header = handle.read(100)
+    if len(header) < 100:
+        return None
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(header[28:32], "big")
+    # The in-header size counts only while the change counter matches "version valid for".
+    if pages == 0 or header[24:28] != header[92:96]:
+        return None
+    expected = page_size * pages
+    if os.path.getsize(path) >= expected:
+        return None
+    copy = os.path.join(scratch, os.path.basename(path))
+    shutil.copyfile(path, copy)
+    with open(copy, "r+b") as handle:
+        handle.truncate(expected)
+    if os.path.exists(path + "-wal"):
+        shutil.copyfile(path + "-wal", copy + "-wal")
+    return copy
 
 
 class Salvage:
@@ -93,14 +127,18 @@ class Salvage:
         lock = FileLock(path, os.path.realpath(path) + ".lock")
         try:
             check_header(path)
-            try:
-                conn = sqlite3.connect(read_only_uri(path), uri=True, isolation_level=None)
-            except sqlite3.Error as exc:
-                raise StorageError(path, f"cannot open read-only: {sqlite_reason(exc)}") from exc
-            try:
-                yield from self._walk(conn)
-            finally:
-                conn.close()
+            with tempfile.TemporaryDirectory(prefix="actormem-salvage-") as scratch:
+                source = _padded_copy(path, scratch) or path
+                try:
+                    uri = read_only_uri(source)
+                    conn = sqlite3.connect(uri, uri=True, isolation_level=None)
+                except sqlite3.Error as exc:
+                    reason = f"cannot open read-only: {sqlite_reason(exc)}"
+                    raise StorageError(path, reason) from exc
+                try:
+                    yield from self._walk(conn)
+                finally:
+                    conn.close()
         finally:
             lock.release()
 
