@@ -714,14 +714,15 @@ def cmd_import(args: argparse.Namespace) -> int:
         if isinstance(exc, KeyboardInterrupt):
             signum = signal.SIGTERM if isinstance(exc, _Terminated) else signal.SIGINT
             raise _Interrupted(
-                f"nothing imported: {args.path} is unchanged", signum=signum
+                f"nothing imported: {printable(str(args.path))} is unchanged", signum=signum
             ) from None
         raise
     repeats = f"; {lines.repeated:,} repeated ids, later lines won" if lines.repeated else ""
     print(
         f"imported {lines.entry_lines + lines.tool_call_lines:,} lines "
         f"({lines.entry_lines:,} entries, "
-        f"{lines.tool_call_lines:,} tool calls{repeats}) from {args.file} into {args.path}: "
+        f"{lines.tool_call_lines:,} tool calls{repeats}) from {printable(str(args.file))} "
+        f"into {printable(str(args.path))}: "
         f"{result.added:,} new, {result.replaced:,} replaced; it now holds {result.after:,} "
         "entries"
     )
