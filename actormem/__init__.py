@@ -15,6 +15,7 @@ from ._engine.snapshot import MAX_QUERY_CHARS as MAX_QUERY_CHARS
 from ._engine.snapshot import Snapshot as Snapshot
 from ._engine.state import DEFAULT_HALF_LIFE as DEFAULT_HALF_LIFE
 from ._entry import MAX_KEY_CHARS as MAX_KEY_CHARS
+from ._entry import MAX_TTL as MAX_TTL
 from ._entry import MAX_MEMORY_CHARS as MAX_MEMORY_CHARS
 from ._entry import MemoryCategory as MemoryCategory
 from ._entry import MemoryEntry as MemoryEntry
@@ -93,6 +94,7 @@ __all__ = [
     "DEFAULT_HALF_LIFE",
     "DEFAULT_QUEUE_SIZE",
     "MAX_KEY_CHARS",
+    "MAX_TTL",
     "MAX_MEMORY_CHARS",
     "MAX_QUERY_CHARS",
     "MAX_VALUE_BYTES",

@@ -28,6 +28,9 @@ __all__ = ["MAX_KEY_CHARS", "MAX_MEMORY_CHARS", "MemoryCategory", "MemoryEntry",
 MAX_MEMORY_CHARS = 100_000
 #: Longest accepted ``MemoryEntry.key``, in code points.
 MAX_KEY_CHARS = 4096
+#: Longest accepted ``MemoryEntry.ttl``, in seconds: 100 years. The owner computes
+#: ``now + ttl``; an unbounded ttl (1e300) would overflow ``datetime`` in the owner.
+MAX_TTL = 100 * 365.25 * 86400
 
 
 class MemoryCategory(enum.Enum):
@@ -131,8 +134,11 @@ def _convert_ttl(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"ttl must be a number of seconds or None, not {type(value).__name__}")
     number = float(value)
-    if not (math.isfinite(number) and number > 0.0):
-        raise InvalidEntryError(f"ttl must be a finite number of seconds > 0, got {number!r}")
+    if not (math.isfinite(number) and 0.0 < number <= MAX_TTL):
+        raise InvalidEntryError(
+            f"ttl must be a number of seconds > 0 and <= {MAX_TTL:.0f} (100 years), "
+            f"got {number!r}"
+        )
     return number
 
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any, NoReturn
 
-__all__ = ["Final", "NoPublicConstructor", "sequence_of"]
+__all__ = ["Final", "NoPublicConstructor", "read_token_file", "sequence_of"]
 
 
 class Final(type):
@@ -63,3 +64,20 @@ def sequence_of(value: Any, what: str, item: str) -> tuple[Any, ...]:
         raise TypeError(
             f"{what} must be a sequence of {item}, not {type(value).__name__}"
         ) from None
+
+
+def read_token_file(path: str | os.PathLike[str]) -> str:
+    """The bearer token in the file ``path``, surrounding whitespace stripped (the server's
+    ``--token-file`` and the CLI's ``--token-file`` read it alike).
+
+    Raises:
+        ValueError: The file is empty, or the token holds whitespace.
+        OSError: The file cannot be read.
+    """
+    with open(path, encoding="utf-8") as handle:
+        token = handle.read().strip()
+    if not token:
+        raise ValueError(f"{os.fspath(path)}: the token file is empty")
+    if any(c.isspace() for c in token):
+        raise ValueError(f"{os.fspath(path)}: the token must be one word, without spaces")
+    return token

@@ -133,3 +133,16 @@ def test_rw_scenario_runs_its_repeats(tmp_path: Path) -> None:
     assert len(row["repeat_writer_p99_ratio"]) == 2
     for key in ("writer_p99_ratio", "reader_p99_ratio", "longest_retrieve_step_cpu_ms"):
         assert _positive(row[key]), (key, row[key])
+
+
+def test_bench_server_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from stress import bench_server
+
+    out = tmp_path / "server.json"
+    assert bench_server.main(["--clients", "1", "--ops", "5", "--entries", "10",
+                              "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    for phase in ("floor", "store", "retrieve"):
+        assert report["http"][phase]["count"] == 5
+    assert report["in_process"]["store"]["count"] == 5
+    assert "retrieve (HTTP)" in capsys.readouterr().out

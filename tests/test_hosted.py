@@ -49,15 +49,19 @@ async def exercise(memory: HostedMemory) -> None:
     statistics = memory.statistics()
     assert isinstance(statistics, MemoryStatistics)
     assert statistics.entries == len(memory) == 1
+    await memory.store(fact("in a namespace").with_namespace("team", "a"))
+    assert [e.memory for e in await memory.list_entries(["team"])] == ["in a namespace"]
+    assert await memory.list_namespaces(prefix=["team"]) == [("team", "a")]
 
 
 def test_under_asyncio() -> None:
     async def main() -> None:
         async with HostedMemory() as memory:
             await exercise(memory)
+            before = len(memory)
             # Many asyncio tasks at once: every store applied.
             await asyncio.gather(*(memory.store(fact(f"t{i}")) for i in range(100)))
-            assert len(memory) == 101
+            assert len(memory) == before + 100
 
     asyncio.run(main())
 

@@ -242,3 +242,24 @@ def test_listing_in_steps_is_exact_while_the_owner_writes() -> None:
     assert step > 3  # it really yielded in between
     assert [r.entry for r in got] == [r.entry for r in want]
     state._check()
+
+
+def test_ttl_is_bounded_and_expiry_never_overflows() -> None:
+    """A huge ttl used to overflow ``now + ttl`` inside the owner (found by schemathesis
+    through the server): the entry refuses it, and a clock at the end of datetime's range
+    saturates instead of raising."""
+    import pytest
+
+    from actormem import MAX_TTL, InvalidEntryError
+    from actormem._engine.state import LATEST
+
+    with pytest.raises(InvalidEntryError, match="100 years"):
+        MemoryEntry(category=MemoryCategory.FACT, memory="x", ttl=1e300)
+    state = MemoryState(capacity=None, half_life=3600.0, scorer=WordOverlapScorer())
+    entry = MemoryEntry(category=MemoryCategory.FACT, memory="x", ttl=MAX_TTL)
+    late = datetime.max.replace(tzinfo=BASE_TIME.tzinfo) - timedelta(days=1)
+    state.store(entry, now=late)
+    state.publish()
+    rec = state.current(entry.id)
+    assert rec is not None
+    assert rec.current_expires() == LATEST

@@ -340,6 +340,19 @@ class View:
             size = min(4 * size, 1024)
 
 
+#: The latest expiry the state computes: datetime's own maximum, in UTC.
+LATEST = datetime.max.replace(tzinfo=UTC)
+
+
+def expiry(when: datetime, ttl: float) -> datetime:
+    """``when + ttl`` seconds, or :data:`LATEST` where that is past year 9999 (a clock
+    near the end of ``datetime``'s range must not crash the owner). O(1)."""
+    try:
+        return when + timedelta(seconds=ttl)
+    except OverflowError:
+        return LATEST
+
+
 class MemoryState:
     """Entries, indexes and eviction order of one memory. Not thread-safe; no I/O.
 
@@ -614,7 +627,7 @@ class MemoryState:
                 entry,
                 entry.access_count,
                 entry.last_accessed,
-                now + timedelta(seconds=entry.ttl),
+                expiry(now, entry.ttl),
             )
         return self._store(entry, None)
 
@@ -814,7 +827,7 @@ class MemoryState:
             if rec is None or rec.entry.ttl is None:
                 continue
             old = rec.current_expires()
-            new = when + timedelta(seconds=rec.entry.ttl)
+            new = expiry(when, rec.entry.ttl)
             if old is not None and new <= old:
                 continue
             count, last = rec.current_access()

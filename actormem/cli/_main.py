@@ -19,9 +19,11 @@ import shlex
 import signal
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -29,9 +31,10 @@ import trio
 from rich.console import Console
 
 from .._engine.bulk import store_all_or_nothing
+from .._engine.live import is_held_elsewhere, open_live_copy
 from .._engine.memory import Memory, open_memory
 from .._entry import MemoryCategory, MemoryEntry
-from .._errors import ActorMemError
+from .._errors import ActorMemError, StorageError
 from .._index.bm25 import BM25Scorer
 from .._index.dense import DenseScorer
 from .._index.hybrid import HybridScorer
@@ -45,6 +48,7 @@ from ..agent._toolcalls import read_import_file, read_tool_calls
 from ..eval import _cli as _eval_cli
 from ._display import result_tables, watch
 from ._mcp import add_mcp_parser
+from ._remote import LIVE_NOTE, add_remote_options, remote_contents, remote_entries, remote_hits
 from ._serve import add_serve_parser
 from ._swarm import (
     CAUSES,
@@ -154,6 +158,34 @@ def _existing(path: Path) -> Path:
     return path
 
 
+@asynccontextmanager
+async def _reading(
+    path: Path, *, scorer: str = "word-overlap", live_note_to: Any = None
+) -> AsyncIterator[Memory]:
+    """The memory at ``path`` to read; when a running memory holds the file, a live read
+    (a consistent read-only snapshot, see ``_engine/live.py``), said on ``live_note_to``."""
+    entered = False
+    try:
+        async with _open(path, scorer=scorer) as memory:
+            entered = True
+            yield memory
+    except StorageError as exc:
+        if entered or not is_held_elsewhere(exc.reason):
+            raise
+    else:
+        return
+    print(LIVE_NOTE.format(path=printable(str(path))), file=live_note_to or sys.stdout)
+    async with open_live_copy(path, scorer=SCORERS[scorer]()) as memory:
+        yield memory
+
+
+def _path_or_server(args: argparse.Namespace) -> Path | None:
+    """PATH, or None with ``--server``; exactly one of them."""
+    if (args.path is None) == (args.server is None):
+        raise _InputError("give a memory file PATH or --server URL (one of them)")
+    return None if args.path is None else _existing(args.path)
+
+
 async def _settle(memory: Memory) -> None:
     """Wait until every earlier request, the access bookkeeping of past retrieves
     included, is applied and published: a no-op write (deleting an id that was never
@@ -162,6 +194,23 @@ async def _settle(memory: Memory) -> None:
 
 
 # ---------------------------------------------------------------------------- swarm
+
+
+async def _swarm_processes(
+    memory: Memory, args: argparse.Namespace, run: SwarmRun, nursery: trio.Nursery
+) -> list[str]:
+    """``--processes N``: serve ``memory`` on a loopback port and run the agents in N
+    processes (``_swarm_procs.py``); their results are merged into ``run``."""
+    from ..server import serve_memory_http
+    from ._swarm_procs import run_agent_processes
+
+    stop = trio.Event()
+    binds = await nursery.start(partial(serve_memory_http, memory, stop=stop))
+    run.started = time.perf_counter()
+    errors = await run_agent_processes(binds[0], args.argv, args.processes, run)
+    run.elapsed = time.perf_counter() - run.started
+    stop.set()
+    return errors
 
 
 def _swarm_workload(args: argparse.Namespace) -> tuple[Workload, list[dict[str, Any]]]:
@@ -200,6 +249,7 @@ def _swarm_workload(args: argparse.Namespace) -> tuple[Workload, list[dict[str, 
 def _options_json(args: argparse.Namespace, path: Path | None) -> dict[str, Any]:
     return {
         "agents": args.agents,
+        "processes": args.processes,
         "episodes": args.episodes,
         "duration": args.duration,
         "steps": args.steps,
@@ -310,6 +360,7 @@ async def _swarm_run(
     stop: _Stop,
 ) -> tuple[int, dict[str, Any]]:
     removals = Removals()
+    child_errors: list[str] = []
     options: dict[str, Any] = {
         "path": path,
         "capacity": args.capacity,
@@ -348,15 +399,18 @@ async def _swarm_run(
                         out=sys.stdout,
                     )
                 )
-                await run_swarm(
-                    memory,
-                    workload,
-                    agents=args.agents,
-                    top_k=args.top_k,
-                    duration=args.duration,
-                    max_steps=args.steps,
-                    run=run,
-                )
+                if args.processes is None:
+                    await run_swarm(
+                        memory,
+                        workload,
+                        agents=args.agents,
+                        top_k=args.top_k,
+                        duration=args.duration,
+                        max_steps=args.steps,
+                        run=run,
+                    )
+                else:
+                    child_errors = await _swarm_processes(memory, args, run, nursery)
                 nursery.cancel_scope.cancel()
         stop.scope = None
         await _settle(memory)
@@ -389,6 +443,9 @@ async def _swarm_run(
     if run.failures:
         status = 1
         print(f"failed memory calls: {run.failures} (see the warnings above)")
+    for line in child_errors:
+        status = 1
+        print(line)
     verify: dict[str, Any] | None = None
     if final is not None:
         assert path is not None
@@ -526,7 +583,9 @@ def cmd_swarm(args: argparse.Namespace) -> int:
         else:
             where = f"in {path}"
         print(
-            f"{args.agents} agents, top_k {args.top_k}, scorer {args.scorer}, capacity "
+            f"{args.agents} agents"
+            + ("" if args.processes is None else f" in {args.processes} processes (HTTP)")
+            + f", top_k {args.top_k}, scorer {args.scorer}, capacity "
             f"{'none' if args.capacity is None else args.capacity}, memory {where}",
             flush=True,
         )
@@ -576,14 +635,15 @@ def _one_line(text: str, width: int) -> str:
 
 def cmd_query(args: argparse.Namespace) -> int:
     """``actormem query PATH TEXT``: the best entries for TEXT, with scores."""
-    path = _existing(args.path)
+    path = _path_or_server(args)
 
     async def run() -> list[Any]:
-        async with _open(path, scorer=args.scorer) as memory:
+        assert path is not None
+        async with _reading(path, scorer=args.scorer) as memory:
             # A snapshot's retrieve leaves access bookkeeping alone: looking changes nothing.
             return memory.snapshot().retrieve_scored(args.text, args.k)
 
-    hits = trio.run(run)
+    hits = trio.run(run) if path is not None else remote_hits(args)
     if not hits:
         print("no entries")
         return 0
@@ -597,13 +657,14 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 def cmd_stats(args: argparse.Namespace) -> int:
     """``actormem stats PATH``: entries, categories, namespaces and engine counters."""
-    path = _existing(args.path)
+    path = _path_or_server(args)
 
     async def run() -> tuple[Any, list[MemoryEntry]]:
-        async with _open(path) as memory:
+        assert path is not None
+        async with _reading(path) as memory:
             return memory.statistics(), list(memory.snapshot())
 
-    stats, entries = trio.run(run)
+    stats, entries = trio.run(run) if path is not None else remote_contents(args)
     by_category = {c.value: 0 for c in MemoryCategory}
     namespaces: dict[str, int] = {}
     size = 0
@@ -612,7 +673,10 @@ def cmd_stats(args: argparse.Namespace) -> int:
         top = entry.namespace[0] if entry.namespace else "-"
         namespaces[top] = namespaces.get(top, 0) + 1
         size += len(entry.memory.encode("utf-8"))
-    print(f"file: {printable(str(path))} ({path.stat().st_size:,} bytes)")
+    if path is None:
+        print(f"server: {printable(args.server)}")
+    else:
+        print(f"file: {printable(str(path))} ({path.stat().st_size:,} bytes)")
     print(f"entries: {stats.entries:,}")
     print(f"text: {size:,} bytes of UTF-8")
     for name, count in by_category.items():
@@ -665,16 +729,19 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """``actormem export PATH``: every entry as one JSON line on stdout, insertion order."""
-    path = _existing(args.path)
+    path = _path_or_server(args)
     if args.salvage:
+        if path is None:
+            raise _InputError("--salvage reads a file: drop --server")
         return _export_salvage(path)
 
     async def run() -> list[MemoryEntry]:
-        async with _open(path) as memory:
+        assert path is not None
+        async with _reading(path, live_note_to=sys.stderr) as memory:
             return list(memory.snapshot())
 
     out = sys.stdout
-    for entry in trio.run(run):
+    for entry in trio.run(run) if path is not None else remote_entries(args):
         out.write(escape_json_line(json.dumps(entry_to_json(entry), ensure_ascii=False)) + "\n")
     out.flush()
     return 0
@@ -725,6 +792,12 @@ def _add_swarm(subparsers: Any) -> None:
         "accounting check of every store. See docs/swarm.md.",
     )
     p.add_argument("--agents", type=_int_at_least(1), default=64, help="agent tasks (default 64)")
+    p.add_argument(
+        "--processes",
+        type=_int_at_least(1),
+        help="run the agents in N processes, sharing the memory through a loopback "
+        "HTTP server (docs/server.md); default: one process, no server",
+    )
     p.add_argument(
         "--tool-calls",
         type=Path,
@@ -820,15 +893,17 @@ def build_parser() -> argparse.ArgumentParser:
     _add_swarm(sub)
 
     q = sub.add_parser("query", help="the best entries of a memory file for a text")
-    q.add_argument("path", type=Path, metavar="PATH", help="memory file")
+    q.add_argument("path", type=Path, metavar="PATH", nargs="?", help="memory file")
     q.add_argument("text", help="query text")
+    add_remote_options(q)
     q.add_argument("-k", type=_int_at_least(1), default=5, help="entries to show (default 5)")
     q.add_argument("--scorer", choices=sorted(SCORERS), default="word-overlap")
     q.add_argument("--width", type=_int_at_least(10), default=160, help="text shown per entry")
     q.set_defaults(handler=cmd_query)
 
     s = sub.add_parser("stats", help="what a memory file holds")
-    s.add_argument("path", type=Path, metavar="PATH", help="memory file")
+    s.add_argument("path", type=Path, metavar="PATH", nargs="?", help="memory file")
+    add_remote_options(s)
     s.set_defaults(handler=cmd_stats)
 
     i = sub.add_parser("import", help="store the entries or tool calls of a JSONL file")
@@ -843,7 +918,8 @@ def build_parser() -> argparse.ArgumentParser:
     i.set_defaults(handler=cmd_import)
 
     e = sub.add_parser("export", help="every entry of a memory file as JSONL on stdout")
-    e.add_argument("path", type=Path, metavar="PATH", help="memory file")
+    e.add_argument("path", type=Path, metavar="PATH", nargs="?", help="memory file")
+    add_remote_options(e)
     e.add_argument(
         "--salvage",
         action="store_true",

@@ -240,9 +240,9 @@ class HostedMemory(metaclass=Final):
 
     # ------------------------------------------------------------ the Memory methods
 
-    async def store(self, entry: MemoryEntry) -> None:
+    async def store(self, entry: MemoryEntry) -> int | None:
         """:meth:`Memory.store <actormem.Memory.store>` (an upsert by id)."""
-        await self._arun(lambda m: m.store(entry))
+        return await self._arun(lambda m: m.store(entry))
 
     async def store_many(self, entries: Iterable[MemoryEntry]) -> None:
         """:meth:`Memory.store_many <actormem.Memory.store_many>`: one request, in order."""
@@ -270,16 +270,6 @@ class HostedMemory(metaclass=Final):
         """:meth:`Memory.delete_key <actormem.Memory.delete_key>`."""
         return await self._arun(lambda m: m.delete_key(namespace, key))
 
-    async def list_entries(
-        self, namespace: Iterable[str] | None = None, **options: Any
-    ) -> list[MemoryEntry]:
-        """:meth:`Memory.list_entries <actormem.Memory.list_entries>`."""
-        return await self._arun(lambda m: m.list_entries(namespace, **options))
-
-    async def list_namespaces(self, **options: Any) -> list[tuple[str, ...]]:
-        """:meth:`Memory.list_namespaces <actormem.Memory.list_namespaces>`."""
-        return await self._arun(lambda m: m.list_namespaces(**options))
-
     async def sweep_expired(self) -> int:
         """:meth:`Memory.sweep_expired <actormem.Memory.sweep_expired>`."""
         return await self._arun(lambda m: m.sweep_expired())
@@ -294,6 +284,16 @@ class HostedMemory(metaclass=Final):
     ) -> list[ScoredEntry]:
         """:meth:`Memory.retrieve_scored <actormem.Memory.retrieve_scored>`."""
         return await self._arun(lambda m: m.retrieve_scored(query, limit, **filters))
+
+    async def list_entries(
+        self, namespace: Iterable[str] | None = None, **filters: Any
+    ) -> list[MemoryEntry]:
+        """:meth:`Memory.list_entries <actormem.Memory.list_entries>`."""
+        return await self._arun(lambda m: m.list_entries(namespace, **filters))
+
+    async def list_namespaces(self, **options: Any) -> list[tuple[str, ...]]:
+        """:meth:`Memory.list_namespaces <actormem.Memory.list_namespaces>`."""
+        return await self._arun(lambda m: m.list_namespaces(**options))
 
     def statistics(self) -> MemoryStatistics:
         """:meth:`Memory.statistics <actormem.Memory.statistics>`. O(1), never blocks.
@@ -325,9 +325,9 @@ class SyncHostedMemory(metaclass=NoPublicConstructor):
     def __init__(self, host: HostedMemory) -> None:
         self._host = host
 
-    def store(self, entry: MemoryEntry) -> None:
+    def store(self, entry: MemoryEntry) -> int | None:
         """:meth:`Memory.store <actormem.Memory.store>` (an upsert by id)."""
-        self._host._run(lambda m: m.store(entry))
+        return self._host._run(lambda m: m.store(entry))
 
     def store_many(self, entries: Iterable[MemoryEntry]) -> None:
         """:meth:`Memory.store_many <actormem.Memory.store_many>`: one request, in order."""
@@ -353,16 +353,6 @@ class SyncHostedMemory(metaclass=NoPublicConstructor):
         """:meth:`Memory.delete_key <actormem.Memory.delete_key>`."""
         return self._host._run(lambda m: m.delete_key(namespace, key))
 
-    def list_entries(
-        self, namespace: Iterable[str] | None = None, **options: Any
-    ) -> list[MemoryEntry]:
-        """:meth:`Memory.list_entries <actormem.Memory.list_entries>`."""
-        return self._host._run(lambda m: m.list_entries(namespace, **options))
-
-    def list_namespaces(self, **options: Any) -> list[tuple[str, ...]]:
-        """:meth:`Memory.list_namespaces <actormem.Memory.list_namespaces>`."""
-        return self._host._run(lambda m: m.list_namespaces(**options))
-
     def sweep_expired(self) -> int:
         """:meth:`Memory.sweep_expired <actormem.Memory.sweep_expired>`."""
         return self._host._run(lambda m: m.sweep_expired())
@@ -374,6 +364,16 @@ class SyncHostedMemory(metaclass=NoPublicConstructor):
     def retrieve_scored(self, query: str, limit: int = 10, **filters: Any) -> list[ScoredEntry]:
         """:meth:`Memory.retrieve_scored <actormem.Memory.retrieve_scored>`."""
         return self._host._run(lambda m: m.retrieve_scored(query, limit, **filters))
+
+    def list_entries(
+        self, namespace: Iterable[str] | None = None, **filters: Any
+    ) -> list[MemoryEntry]:
+        """:meth:`Memory.list_entries <actormem.Memory.list_entries>`."""
+        return self._host._run(lambda m: m.list_entries(namespace, **filters))
+
+    def list_namespaces(self, **options: Any) -> list[tuple[str, ...]]:
+        """:meth:`Memory.list_namespaces <actormem.Memory.list_namespaces>`."""
+        return self._host._run(lambda m: m.list_namespaces(**options))
 
     def statistics(self) -> MemoryStatistics:
         """:meth:`Memory.statistics <actormem.Memory.statistics>`."""

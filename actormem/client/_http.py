@@ -14,10 +14,11 @@ Failures:
 * A connection that could not be opened (nothing was sent) is retried for every call.
 * A connection that broke after the request may have been sent is retried only for
   calls that are safe to repeat: ``store`` and ``store_many`` (an upsert by id: a second
-  application stores the same entries again), ``get``, ``retrieve``, ``retrieve_scored``
-  (a repeated retrieve may count one more access), ``statistics``, ``count``, ``export``.
-  ``delete`` and ``consolidate`` are not repeated (a second ``delete`` would answer
-  False for an entry the first one deleted).
+  application stores the same entries again), ``get``, ``get_by_key``, ``retrieve``,
+  ``retrieve_scored`` (a repeated retrieve may count one more access), ``list_entries``,
+  ``list_namespaces``, ``statistics``, ``count``. ``delete``, ``delete_key``,
+  ``sweep_expired`` and ``consolidate`` are not repeated (a second ``delete`` would
+  answer False for an entry the first one deleted); ``export`` is not retried.
 * Up to ``retries`` retries, waiting 50 ms, 100 ms, 200 ms... in between; then, or on a
   timeout (never retried: the server is slow, not gone), :class:`~actormem.TransportError`
   naming the URL.
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import enum
 import json
+import socket
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
@@ -57,6 +59,9 @@ DEFAULT_TIMEOUT = 10.0
 DEFAULT_RETRIES = 3
 _FIRST_BACKOFF = 0.05
 _NOT_FOUND = object()
+#: No Nagle delay: a request's header and body go out as two writes, and waiting for the
+#: first one's ACK before sending the second would add a delayed-ACK pause to each call.
+_SOCKET_OPTIONS = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
 
 
 class _Call(Generic[_T]):
@@ -124,9 +129,11 @@ def _scored(data: Any) -> list[ScoredEntry]:
     ]
 
 
-def _store_call(entry: MemoryEntry) -> _Call[None]:
+def _store_call(entry: MemoryEntry) -> _Call[int | None]:
     body = _entry_json(entry, "store()")
-    return _Call("POST", "/v1/entries", lambda _: None, body=body, invalid=InvalidEntryError)
+    return _Call(
+        "POST", "/v1/entries", lambda d: d.get("seq"), body=body, invalid=InvalidEntryError
+    )
 
 
 def _store_many_call(entries: Iterable[MemoryEntry]) -> _Call[None]:
@@ -172,52 +179,49 @@ def _retrieve_scored_call(
     return _Call("POST", "/v1/retrieve_scored", _scored, body=body)
 
 
-def _key_body(namespace: Iterable[str], key: str, **more: Any) -> dict[str, Any]:
-    if type(key) is not str:
-        raise TypeError(f"key must be a str, not {type(key).__name__}")
+def _list_call(
+    namespace: Iterable[str] | None, filters: dict[str, Any]
+) -> _Call[list[MemoryEntry]]:
+    body: dict[str, Any] = {}
+    for name, value in {"namespace": namespace, **filters}.items():
+        if value is not None:
+            if isinstance(value, (str, bytes)) and name in ("namespace", "tags"):
+                raise TypeError(f"{name}= must be a sequence of str, not one str")
+            body[name] = _jsonable(value)
+    return _Call("POST", "/v1/list", _entries, body=body)
+
+
+def _namespaces_call(options: dict[str, Any]) -> _Call[list[tuple[str, ...]]]:
+    body = {name: _jsonable(v) for name, v in options.items() if v is not None}
+    return _Call(
+        "POST", "/v1/namespaces", lambda d: [tuple(ns) for ns in d["namespaces"]], body=body
+    )
+
+
+def _key_body(namespace: Iterable[str], key: str, what: str) -> dict[str, Any]:
     if isinstance(namespace, (str, bytes)):
-        raise TypeError("namespace must be a sequence of str, not one str")
-    return {"namespace": list(namespace), "key": key, **more}
+        raise TypeError(f"{what}: namespace must be a sequence of str, not one str")
+    if type(key) is not str:
+        raise TypeError(f"{what}: key must be a str, not {type(key).__name__}")
+    return {"namespace": list(namespace), "key": key}
 
 
 def _get_by_key_call(
     namespace: Iterable[str], key: str, refresh_ttl: bool
 ) -> _Call[MemoryEntry | None]:
-    body = _key_body(namespace, key, refresh_ttl=refresh_ttl)
-    return _Call("POST", "/v1/keys/get", entry_from_json, body=body, not_found=None)
+    body = {**_key_body(namespace, key, "get_by_key()"), "refresh_ttl": refresh_ttl}
+    return _Call("POST", "/v1/by_key", entry_from_json, body=body, not_found=None)
 
 
 def _delete_key_call(namespace: Iterable[str], key: str) -> _Call[bool]:
-    body = _key_body(namespace, key)
+    body = _key_body(namespace, key, "delete_key()")
     return _Call(
-        "POST", "/v1/keys/delete", lambda _: True, body=body, idempotent=False, not_found=False
-    )
-
-
-def _options(options: dict[str, Any]) -> dict[str, Any]:
-    return {k: _jsonable(v) for k, v in options.items() if v is not None}
-
-
-def _list_call(
-    namespace: Iterable[str] | None, options: dict[str, Any]
-) -> _Call[list[MemoryEntry]]:
-    if isinstance(namespace, (str, bytes)):
-        raise TypeError("namespace must be a sequence of str, not one str")
-    body = _options({"namespace": namespace, **options})
-    return _Call("POST", "/v1/list", _entries, body=body)
-
-
-def _namespaces_call(options: dict[str, Any]) -> _Call[list[tuple[str, ...]]]:
-    return _Call(
-        "POST",
-        "/v1/namespaces",
-        lambda d: [tuple(ns) for ns in d["namespaces"]],
-        body=_options(options),
+        "POST", "/v1/delete_key", lambda _: True, body=body, idempotent=False, not_found=False
     )
 
 
 def _sweep_call() -> _Call[int]:
-    return _Call("POST", "/v1/sweep", lambda d: int(d["expired"]))
+    return _Call("POST", "/v1/sweep_expired", lambda d: int(d["removed"]), idempotent=False)
 
 
 def _consolidate_call() -> _Call[ConsolidationStats]:
@@ -338,7 +342,10 @@ class AsyncClient(metaclass=Final):
         _check_options(timeout, retries)
         self._retries = retries
         self._http = httpx.AsyncClient(
-            base_url=self.url, headers=_headers(token), timeout=httpx.Timeout(timeout)
+            base_url=self.url,
+            headers=_headers(token),
+            timeout=httpx.Timeout(timeout),
+            transport=httpx.AsyncHTTPTransport(socket_options=_SOCKET_OPTIONS),
         )
 
     async def __aenter__(self) -> AsyncClient:
@@ -369,10 +376,11 @@ class AsyncClient(metaclass=Final):
                 raise _transport_error(self.url + call.path, exc, attempt + 1) from exc
             return _decode(call, response)
 
-    async def store(self, entry: MemoryEntry) -> None:
+    async def store(self, entry: MemoryEntry) -> int | None:
         """Store ``entry`` (an upsert by id); return once the server applied it
-        (a durable server: committed). See :meth:`Memory.store <actormem.Memory.store>`."""
-        await self._do(_store_call(entry))
+        (a durable server: committed): None, or on a node of a replicated memory the
+        store's log seq. See :meth:`Memory.store <actormem.Memory.store>`."""
+        return await self._do(_store_call(entry))
 
     async def store_many(self, entries: Iterable[MemoryEntry]) -> None:
         """Store every entry in order, as one request applied in one batch (see
@@ -387,6 +395,23 @@ class AsyncClient(metaclass=Final):
     async def consolidate(self) -> ConsolidationStats:
         """Prune and merge (see :meth:`Memory.consolidate <actormem.Memory.consolidate>`)."""
         return await self._do(_consolidate_call())
+
+    async def get_by_key(
+        self, namespace: Iterable[str], key: str, *, refresh_ttl: bool = False
+    ) -> MemoryEntry | None:
+        """The entry with ``(namespace, key)``, or None (:meth:`Memory.get_by_key
+        <actormem.Memory.get_by_key>`)."""
+        return await self._do(_get_by_key_call(namespace, key, refresh_ttl))
+
+    async def delete_key(self, namespace: Iterable[str], key: str) -> bool:
+        """Remove the entry with ``(namespace, key)``; True if there was one. Not
+        retried after sending."""
+        return await self._do(_delete_key_call(namespace, key))
+
+    async def sweep_expired(self) -> int:
+        """Remove every expired entry now; how many (:meth:`Memory.sweep_expired
+        <actormem.Memory.sweep_expired>`). Not retried after sending."""
+        return await self._do(_sweep_call())
 
     async def get(self, id: uuid.UUID) -> MemoryEntry | None:
         """The entry ``id``, or None."""
@@ -405,33 +430,23 @@ class AsyncClient(metaclass=Final):
         """As :meth:`retrieve`, with scores (:class:`~actormem.ScoredEntry`)."""
         return await self._do(_retrieve_scored_call(query, limit, filters))
 
+    async def list_entries(
+        self, namespace: Iterable[str] | None = None, **filters: Any
+    ) -> list[MemoryEntry]:
+        """Entries matching the filters without a query, newest ``updated_at`` first
+        (:meth:`Memory.list_entries <actormem.Memory.list_entries>`: ``where=``,
+        ``category=``, ``tags=``, ``limit=``, ``offset=``, ``refresh_ttl=``)."""
+        return await self._do(_list_call(namespace, filters))
+
+    async def list_namespaces(self, **options: Any) -> list[tuple[str, ...]]:
+        """The namespaces holding entries (:meth:`Memory.list_namespaces
+        <actormem.Memory.list_namespaces>`: ``prefix=``, ``suffix=``, ``max_depth=``,
+        ``limit=``, ``offset=``)."""
+        return await self._do(_namespaces_call(options))
+
     async def statistics(self) -> MemoryStatistics:
         """The server memory's counters (:class:`~actormem.MemoryStatistics`)."""
         return await self._do(_statistics_call())
-
-    async def get_by_key(
-        self, namespace: Iterable[str], key: str, *, refresh_ttl: bool = False
-    ) -> MemoryEntry | None:
-        """The entry with ``(namespace, key)``, or None (``Memory.get_by_key``)."""
-        return await self._do(_get_by_key_call(namespace, key, refresh_ttl))
-
-    async def delete_key(self, namespace: Iterable[str], key: str) -> bool:
-        """Delete the entry with ``(namespace, key)``; True if it was there."""
-        return await self._do(_delete_key_call(namespace, key))
-
-    async def list_entries(
-        self, namespace: Iterable[str] | None = None, **options: Any
-    ) -> list[MemoryEntry]:
-        """``Memory.list_entries``: filters, newest ``updated_at`` first."""
-        return await self._do(_list_call(namespace, options))
-
-    async def list_namespaces(self, **options: Any) -> list[tuple[str, ...]]:
-        """``Memory.list_namespaces``."""
-        return await self._do(_namespaces_call(options))
-
-    async def sweep_expired(self) -> int:
-        """``Memory.sweep_expired``: remove expired entries now; how many."""
-        return await self._do(_sweep_call())
 
     async def count(self) -> int:
         """Entries in the server memory's latest snapshot (``len(memory)``)."""
@@ -473,7 +488,10 @@ class Client(metaclass=Final):
         _check_options(timeout, retries)
         self._retries = retries
         self._http = httpx.Client(
-            base_url=self.url, headers=_headers(token), timeout=httpx.Timeout(timeout)
+            base_url=self.url,
+            headers=_headers(token),
+            timeout=httpx.Timeout(timeout),
+            transport=httpx.HTTPTransport(socket_options=_SOCKET_OPTIONS),
         )
 
     def __enter__(self) -> Client:
@@ -504,9 +522,9 @@ class Client(metaclass=Final):
                 raise _transport_error(self.url + call.path, exc, attempt + 1) from exc
             return _decode(call, response)
 
-    def store(self, entry: MemoryEntry) -> None:
+    def store(self, entry: MemoryEntry) -> int | None:
         """See :meth:`AsyncClient.store`."""
-        self._do(_store_call(entry))
+        return self._do(_store_call(entry))
 
     def store_many(self, entries: Iterable[MemoryEntry]) -> None:
         """See :meth:`AsyncClient.store_many`."""
@@ -520,6 +538,20 @@ class Client(metaclass=Final):
         """See :meth:`AsyncClient.consolidate`."""
         return self._do(_consolidate_call())
 
+    def get_by_key(
+        self, namespace: Iterable[str], key: str, *, refresh_ttl: bool = False
+    ) -> MemoryEntry | None:
+        """See :meth:`AsyncClient.get_by_key`."""
+        return self._do(_get_by_key_call(namespace, key, refresh_ttl))
+
+    def delete_key(self, namespace: Iterable[str], key: str) -> bool:
+        """See :meth:`AsyncClient.delete_key`."""
+        return self._do(_delete_key_call(namespace, key))
+
+    def sweep_expired(self) -> int:
+        """See :meth:`AsyncClient.sweep_expired`."""
+        return self._do(_sweep_call())
+
     def get(self, id: uuid.UUID) -> MemoryEntry | None:
         """See :meth:`AsyncClient.get`."""
         return self._do(_get_call(id))
@@ -532,33 +564,19 @@ class Client(metaclass=Final):
         """See :meth:`AsyncClient.retrieve_scored`."""
         return self._do(_retrieve_scored_call(query, limit, filters))
 
-    def statistics(self) -> MemoryStatistics:
-        """See :meth:`AsyncClient.statistics`."""
-        return self._do(_statistics_call())
-
-    def get_by_key(
-        self, namespace: Iterable[str], key: str, *, refresh_ttl: bool = False
-    ) -> MemoryEntry | None:
-        """See :meth:`AsyncClient.get_by_key`."""
-        return self._do(_get_by_key_call(namespace, key, refresh_ttl))
-
-    def delete_key(self, namespace: Iterable[str], key: str) -> bool:
-        """See :meth:`AsyncClient.delete_key`."""
-        return self._do(_delete_key_call(namespace, key))
-
     def list_entries(
-        self, namespace: Iterable[str] | None = None, **options: Any
+        self, namespace: Iterable[str] | None = None, **filters: Any
     ) -> list[MemoryEntry]:
         """See :meth:`AsyncClient.list_entries`."""
-        return self._do(_list_call(namespace, options))
+        return self._do(_list_call(namespace, filters))
 
     def list_namespaces(self, **options: Any) -> list[tuple[str, ...]]:
         """See :meth:`AsyncClient.list_namespaces`."""
         return self._do(_namespaces_call(options))
 
-    def sweep_expired(self) -> int:
-        """See :meth:`AsyncClient.sweep_expired`."""
-        return self._do(_sweep_call())
+    def statistics(self) -> MemoryStatistics:
+        """See :meth:`AsyncClient.statistics`."""
+        return self._do(_statistics_call())
 
     def count(self) -> int:
         """See :meth:`AsyncClient.count`."""

@@ -10,7 +10,14 @@ Needs the ``server`` extra (``pip install 'actormem[server]'``).
 from __future__ import annotations
 
 from ._app import create_app
-from ._run import DEFAULT_MAX_BODY, DEFAULT_PORT, is_loopback, read_token, serve_http
+from ._run import (
+    DEFAULT_MAX_BODY,
+    DEFAULT_PORT,
+    is_loopback,
+    read_token,
+    serve_http,
+    serve_memory_http,
+)
 
 __all__ = [
     "DEFAULT_MAX_BODY",
@@ -19,4 +26,5 @@ __all__ = [
     "is_loopback",
     "read_token",
     "serve_http",
+    "serve_memory_http",
 ]

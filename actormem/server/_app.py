@@ -28,9 +28,9 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from http import HTTPStatus
-from typing import Any, TypeVar
+from typing import Any
 
 import attrs
 import trio
@@ -123,9 +123,11 @@ _NOT_FOUND: dict[int | str, dict[str, Any]] = {
 def _field_of(loc: Sequence[Any]) -> str:
     """``("body", "entries", 0, "tags", 2)`` -> ``"entries[0].tags[2]"``."""
     out = ""
+    if loc and loc[0] in ("body", "query", "path", "header"):
+        loc = loc[1:]  # where the value was: the rest names it
     for part in loc:
-        if part in ("body", "query", "path") and not out:
-            continue
+        if isinstance(part, str) and ("[" in part or "(" in part):
+            continue  # a union member's tag, e.g. "literal['fact', ...]", not a field
         if isinstance(part, int):
             out += f"[{part}]" if out else "body"  # ("body", 0): the body as a whole
         else:
@@ -137,7 +139,7 @@ def _to_entry(body: EntryIn, field: str) -> MemoryEntry:
     """The entry a validated body describes, through the one JSON converter."""
     try:
         fields = body.model_dump(mode="json", exclude_unset=True)
-        for key in ("id", "created_at", "updated_at"):  # null: not given (new id, now)
+        for key in ("id", "created_at", "updated_at"):  # null: not given (a new id, now)
             if fields.get(key, "") is None:
                 del fields[key]
         return entry_from_json(fields)
@@ -145,26 +147,14 @@ def _to_entry(body: EntryIn, field: str) -> MemoryEntry:
         raise _Refused(422, f"{field}: {exc}", field) from None
 
 
-_T = TypeVar("_T")
-
-
-async def _as_query(call: Awaitable[_T]) -> _T:
-    """``await call``, a bad query (the engine's own checks) answered as a 422."""
-    try:
-        return await call
-    except (InvalidQueryError, TypeError) as exc:
-        raise _Refused(422, str(exc), "body") from None
-
-
 def _scored_json(score: float, entry: MemoryEntry) -> dict[str, Any]:
     return {"entry": entry_to_json(entry), "score": score}
 
 
 def _retrieve_filters(body: RetrieveIn | ListIn) -> dict[str, Any]:
-    """The keyword arguments of ``Memory.retrieve`` (beyond query and limit) or of
-    ``Memory.list_entries`` given in the body (unset ones left out)."""
-    exclude = {"query", "limit"} if isinstance(body, RetrieveIn) else set()
-    filters = body.model_dump(exclude_unset=True, exclude=exclude)
+    """The keyword filters of ``Memory.retrieve`` (or ``list_entries``) given in the body
+    (unset ones left out)."""
+    filters = body.model_dump(exclude_unset=True, exclude={"query", "limit", "offset"})
     category = filters.get("category")
     if isinstance(category, str):
         filters["category"] = MemoryCategory(category)
@@ -182,6 +172,13 @@ def _allowed_methods(app: FastAPI, scope: Scope) -> list[str]:
         if match != Match.NONE:
             methods |= getattr(route, "methods", None) or set()
     return sorted(methods)
+
+
+def _query_refused(exc: Exception) -> _Refused:
+    """A 422 for a query the memory refused, naming the field its message names."""
+    message = str(exc)
+    field = "where" if ("filter" in message or "where" in message) else "body"
+    return _Refused(422, f"{field}: {message}", field)
 
 
 class _BodyLimit:
@@ -305,6 +302,8 @@ class _MemoryCollector(Collector):
             "consolidations": "Consolidations run",
             "retrieves": "Retrieves answered",
             "access_updates": "Access-count updates applied",
+            "expired": "Entries removed because their time to live ran out",
+            "ttl_refreshes": "Expiry times pushed back by reads",
         }
         for name, text in counters.items():
             yield CounterMetricFamily(f"actormem_{name}", text, value=getattr(stats, name))
@@ -373,7 +372,12 @@ def create_app(
     async def store(body: EntryIn) -> Response:
         entry = _to_entry(body, "body")
         seq = await memory.store(entry)
-        return JSONResponse({"id": str(entry.id), "seq": seq})
+        stored_id = entry.id
+        if entry.key is not None:  # a key upsert keeps the replaced entry's id
+            now = await memory.get_by_key(entry.namespace, entry.key)
+            if now is not None:
+                stored_id = now.id
+        return JSONResponse({"id": str(stored_id), "seq": seq})
 
     @app.post(
         "/v1/batch",
@@ -396,8 +400,30 @@ def create_app(
     )
     async def delete(entry_id: uuid.UUID) -> Response:
         if not await memory.delete(entry_id):
-            raise _Refused(404, f"no entry with id {entry_id}", "entry_id")
+            raise _Refused(404, f"entry_id: no entry with id {entry_id}", "entry_id")
         return JSONResponse({"deleted": True})
+
+    @app.post(
+        "/v1/delete_key",
+        response_model=DeletedOut,
+        responses={**_PROBLEMS, **_NOT_FOUND},
+        summary="Delete the entry with (namespace, key) (Memory.delete_key)",
+        **guarded,
+    )
+    async def delete_key(body: KeyIn) -> Response:
+        if not await memory.delete_key(body.namespace, body.key):
+            raise _Refused(404, f"key: no entry with key {body.key!r} there", "key")
+        return JSONResponse({"deleted": True})
+
+    @app.post(
+        "/v1/sweep_expired",
+        response_model=SweptOut,
+        responses=_PROBLEMS,
+        summary="Remove every expired entry now (Memory.sweep_expired)",
+        **guarded,
+    )
+    async def sweep_expired() -> Response:
+        return JSONResponse({"removed": await memory.sweep_expired()})
 
     @app.post(
         "/v1/consolidate",
@@ -421,7 +447,20 @@ def create_app(
     async def get(entry_id: uuid.UUID) -> Response:
         entry = await memory.get(entry_id)
         if entry is None:
-            raise _Refused(404, f"no entry with id {entry_id}", "entry_id")
+            raise _Refused(404, f"entry_id: no entry with id {entry_id}", "entry_id")
+        return JSONResponse(entry_to_json(entry))
+
+    @app.post(
+        "/v1/by_key",
+        response_model=EntryOut,
+        responses={**_PROBLEMS, **_NOT_FOUND},
+        summary="Get the entry with (namespace, key) (Memory.get_by_key)",
+        **guarded,
+    )
+    async def get_by_key(body: KeyIn) -> Response:
+        entry = await memory.get_by_key(body.namespace, body.key, refresh_ttl=body.refresh_ttl)
+        if entry is None:
+            raise _Refused(404, f"key: no entry with key {body.key!r} there", "key")
         return JSONResponse(entry_to_json(entry))
 
     @app.post(
@@ -447,65 +486,42 @@ def create_app(
         return JSONResponse({"results": [_scored_json(h.score, h.entry) for h in hits]})
 
     async def _retrieve(body: RetrieveIn) -> list[Any]:
-        filters = _retrieve_filters(body)
-        return await _as_query(memory.retrieve_scored(body.query, body.limit, **filters))
-
-    @app.post(
-        "/v1/keys/get",
-        response_model=EntryOut,
-        responses={**_PROBLEMS, **_NOT_FOUND},
-        summary="Get an entry by namespace and key (Memory.get_by_key)",
-        **guarded,
-    )
-    async def get_by_key(body: KeyIn) -> Response:
-        entry = await memory.get_by_key(body.namespace, body.key, refresh_ttl=body.refresh_ttl)
-        if entry is None:
-            raise _Refused(404, f"no entry with key {body.key!r} in {body.namespace}", "key")
-        return JSONResponse(entry_to_json(entry))
-
-    @app.post(
-        "/v1/keys/delete",
-        response_model=DeletedOut,
-        responses={**_PROBLEMS, **_NOT_FOUND},
-        summary="Delete an entry by namespace and key (Memory.delete_key)",
-        **guarded,
-    )
-    async def delete_key(body: KeyIn) -> Response:
-        if not await memory.delete_key(body.namespace, body.key):
-            raise _Refused(404, f"no entry with key {body.key!r} in {body.namespace}", "key")
-        return JSONResponse({"deleted": True})
+        try:
+            return await memory.retrieve_scored(body.query, body.limit, **_retrieve_filters(body))
+        except (InvalidQueryError, TypeError) as exc:
+            raise _query_refused(exc) from None
 
     @app.post(
         "/v1/list",
         response_model=RetrieveOut,
         responses=_PROBLEMS,
-        summary="Entries matching filters, newest updated_at first (Memory.list_entries)",
+        summary="Entries matching filters, newest first (Memory.list_entries)",
         **guarded,
     )
     async def list_entries(body: ListIn) -> Response:
-        entries = await _as_query(memory.list_entries(**_retrieve_filters(body)))
+        filters = _retrieve_filters(body)
+        namespace = filters.pop("namespace", None)
+        try:
+            entries = await memory.list_entries(
+                namespace, limit=body.limit, offset=body.offset, **filters
+            )
+        except (InvalidQueryError, TypeError) as exc:
+            raise _query_refused(exc) from None
         return JSONResponse({"entries": [entry_to_json(e) for e in entries]})
 
     @app.post(
         "/v1/namespaces",
         response_model=NamespacesOut,
         responses=_PROBLEMS,
-        summary="Namespaces holding an entry (Memory.list_namespaces)",
+        summary="Namespaces holding entries (Memory.list_namespaces)",
         **guarded,
     )
     async def list_namespaces(body: NamespacesIn) -> Response:
-        found = await _as_query(memory.list_namespaces(**body.model_dump(exclude_unset=True)))
+        try:
+            found = await memory.list_namespaces(**body.model_dump(exclude_unset=True))
+        except (InvalidQueryError, TypeError) as exc:
+            raise _query_refused(exc) from None
         return JSONResponse({"namespaces": [list(ns) for ns in found]})
-
-    @app.post(
-        "/v1/sweep",
-        response_model=SweptOut,
-        responses=_PROBLEMS,
-        summary="Remove expired entries now (Memory.sweep_expired)",
-        **guarded,
-    )
-    async def sweep() -> Response:
-        return JSONResponse({"expired": await memory.sweep_expired()})
 
     @app.get(
         "/v1/statistics",

@@ -21,16 +21,18 @@ from pydantic import (
     Field,
     Strict,
     StringConstraints,
+    WithJsonSchema,
     field_validator,
 )
 
 from .._engine.snapshot import MAX_QUERY_CHARS
-from .._entry import MAX_KEY_CHARS, MAX_MEMORY_CHARS, MemoryCategory
+from .._entry import MAX_KEY_CHARS, MAX_MEMORY_CHARS, MAX_TTL, MemoryCategory
 
 __all__ = [
     "MAX_BATCH_ENTRIES",
     "MAX_JSON_INT",
     "MAX_LIMIT",
+    "MAX_TTL",
     "Category",
     "ConsolidationOut",
     "DeletedOut",
@@ -69,6 +71,8 @@ def _json_integer(cls: object, value: object) -> object:
     """JSON Schema's integer: an int, or a number with no fraction (``515.0``); never a
     string or a boolean (pydantic's strict mode refuses ``515.0``, its lax mode ``"515"``
     too little)."""
+    if value is None:  # optional fields: None stays None, the field's type decides
+        return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, bool) or not isinstance(value, int):
@@ -84,7 +88,45 @@ def _json_time(value: object) -> object:
 
 
 Time = Annotated[AwareDatetime, BeforeValidator(_json_time)]
-Key = Annotated[str, Strict(), StringConstraints(min_length=1, max_length=MAX_KEY_CHARS)]
+
+_SCALAR: list[dict[str, Any]] = [
+    {"type": "string"},
+    {"type": "number"},
+    {"type": "boolean"},
+    {"type": "null"},
+]
+#: The JSON schema of a payload filter (``where``), as ``actormem._json.compile_where``
+#: checks it: dotted paths of word characters and "-" to conditions, each a JSON value
+#: to equal (an object without "$" keys compares field by field) or an object of
+#: operators; ordering operators take a scalar.
+WHERE_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {
+            "type": "object",
+            "propertyNames": {"pattern": r"^[\w-]+(?:\.[\w-]+)*\Z"},
+            "additionalProperties": {
+                "anyOf": [
+                    *_SCALAR,
+                    {"type": "array"},
+                    {"type": "object", "propertyNames": {"not": {"pattern": r"^\$"}}},
+                    {
+                        "type": "object",
+                        "minProperties": 1,
+                        "additionalProperties": False,
+                        "properties": {
+                            "$eq": {},
+                            "$ne": {},
+                            **{op: {"anyOf": _SCALAR} for op in ("$gt", "$gte", "$lt", "$lte")},
+                        },
+                    },
+                ]
+            },
+        },
+        {"type": "null"},
+    ],
+    "description": "payload filter: dotted paths to values or {$eq|$ne|$gt|$gte|$lt|$lte}",
+}
+Where = Annotated[dict[str, Any] | None, WithJsonSchema(WHERE_SCHEMA)]
 # Unknown keys are refused, so a typo never drops a field silently. Scalars are strict
 # (no "1" for 1, no 1 for true); ids and times are parsed from their JSON strings.
 _STRICT = ConfigDict(extra="forbid")
@@ -109,14 +151,12 @@ class EntryIn(BaseModel):
     validated: Annotated[bool, Strict()] = False
     namespace: list[NonEmpty] = []
     last_accessed: Time | None = None
-    key: Key | None = None
-    value: dict[str, Any] | None = Field(
-        None, description="a JSON object payload (at most MAX_VALUE_BYTES as JSON)"
-    )
-    updated_at: Time | None = None
-    ttl: Annotated[float, Field(gt=0.0, allow_inf_nan=False)] | None = Field(
-        None, description="time to live in seconds"
-    )
+    key: (
+        Annotated[str, Strict(), StringConstraints(min_length=1, max_length=MAX_KEY_CHARS)] | None
+    ) = None
+    value: dict[str, Any] | None = None
+    updated_at: Time | None = Field(None, description="null or absent: created_at")
+    ttl: Annotated[float, Strict(), Field(gt=0, le=MAX_TTL, allow_inf_nan=False)] | None = None
     expires_at: Time | None = None
 
     _integer = field_validator("access_count", mode="before")(_json_integer)
@@ -189,9 +229,7 @@ class RetrieveIn(BaseModel):
     namespace: list[NonEmpty] | None = None
     category: Category | Annotated[list[Category], Field(min_length=1)] | None = None  # type: ignore[valid-type]
     tags: list[NonEmpty] | None = None
-    where: dict[str, Any] | None = Field(
-        None, description="payload filter: dotted paths to values or {$eq|$ne|$gt|$gte|$lt|$lte}"
-    )
+    where: Where = None
     refresh_ttl: Annotated[bool, Strict()] = False
     min_score: Annotated[float, Strict(), Field(allow_inf_nan=False)] | None = None
     min_matched: Annotated[int, Field(ge=0, le=MAX_JSON_INT)] = 0
@@ -202,54 +240,54 @@ class RetrieveIn(BaseModel):
     _integer = field_validator("limit", "min_matched", "min_seq", mode="before")(_json_integer)
 
 
-class KeyIn(BaseModel):
-    """An entry named by its namespace and key."""
-
-    model_config = _STRICT
-
-    namespace: list[NonEmpty]
-    key: Key
-    refresh_ttl: Annotated[bool, Strict()] = False
-
-
 class ListIn(BaseModel):
     """A listing without a query (``Memory.list_entries``): newest ``updated_at`` first."""
 
     model_config = _STRICT
 
     namespace: list[NonEmpty] | None = None
-    where: dict[str, Any] | None = None
+    where: Where = None
     category: Category | Annotated[list[Category], Field(min_length=1)] | None = None  # type: ignore[valid-type]
     tags: list[NonEmpty] | None = None
     limit: Annotated[int, Field(ge=0, le=MAX_LIMIT)] = 10
-    offset: Annotated[int, Field(ge=0)] = 0
+    offset: Annotated[int, Field(ge=0, le=MAX_JSON_INT)] = 0
     refresh_ttl: Annotated[bool, Strict()] = False
 
     _integer = field_validator("limit", "offset", mode="before")(_json_integer)
 
 
 class NamespacesIn(BaseModel):
-    """Which namespaces to list (``Memory.list_namespaces``); ``"*"`` matches one segment."""
+    """A listing of namespaces (``Memory.list_namespaces``); ``"*"`` matches one segment."""
 
     model_config = _STRICT
 
     prefix: list[NonEmpty] | None = None
     suffix: list[NonEmpty] | None = None
-    max_depth: Annotated[int, Field(ge=0)] | None = None
+    max_depth: Annotated[int, Field(ge=1, le=MAX_JSON_INT)] | None = None
     limit: Annotated[int, Field(ge=0, le=MAX_LIMIT)] = 100
-    offset: Annotated[int, Field(ge=0)] = 0
+    offset: Annotated[int, Field(ge=0, le=MAX_JSON_INT)] = 0
 
-    _integer = field_validator("limit", "offset", "max_depth", mode="before")(_json_integer)
+    _integer = field_validator("max_depth", "limit", "offset", mode="before")(_json_integer)
+
+
+class KeyIn(BaseModel):
+    """An entry named by its ``(namespace, key)``."""
+
+    model_config = _STRICT
+
+    namespace: list[NonEmpty] = []
+    key: Annotated[str, Strict(), StringConstraints(min_length=1, max_length=MAX_KEY_CHARS)]
+    refresh_ttl: Annotated[bool, Strict()] = False
 
 
 class SweptOut(BaseModel):
     """How many expired entries a sweep removed."""
 
-    expired: int
+    removed: int
 
 
 class NamespacesOut(BaseModel):
-    """Namespaces, sorted."""
+    """Namespaces holding at least one entry, sorted."""
 
     namespaces: list[list[str]]
 

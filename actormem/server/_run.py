@@ -22,6 +22,7 @@ import logging
 import math
 import os
 import signal
+import socket
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -29,12 +30,20 @@ import trio
 from hypercorn.config import Config
 from hypercorn.trio import serve
 
-from .._engine.memory import open_memory
+from .._engine.memory import Memory, open_memory
 from .._index.scoring import Scorer
 from .._storage.sqlite import Durability
+from .._util import read_token_file as read_token
 from ._app import create_app
 
-__all__ = ["DEFAULT_MAX_BODY", "DEFAULT_PORT", "is_loopback", "read_token", "serve_http"]
+__all__ = [
+    "DEFAULT_MAX_BODY",
+    "DEFAULT_PORT",
+    "is_loopback",
+    "read_token",
+    "serve_http",
+    "serve_memory_http",
+]
 
 DEFAULT_PORT = 8765
 #: Largest request body accepted by default: 4 MiB (a batch of a few thousand entries).
@@ -51,22 +60,6 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
-
-
-def read_token(path: str | os.PathLike[str]) -> str:
-    """The token in ``path`` (surrounding whitespace stripped).
-
-    Raises:
-        ValueError: The file is empty or holds more than one line.
-        OSError: The file cannot be read.
-    """
-    with open(path, encoding="utf-8") as handle:
-        token = handle.read().strip()
-    if not token:
-        raise ValueError(f"{os.fspath(path)}: the token file is empty")
-    if any(c.isspace() for c in token):
-        raise ValueError(f"{os.fspath(path)}: the token must be one word, without spaces")
-    return token
 
 
 def _bind(host: str, port: int) -> str:
@@ -124,34 +117,70 @@ async def serve_http(
     if not (graceful_timeout >= 0 and math.isfinite(graceful_timeout)):
         raise ValueError(f"graceful_timeout must be >= 0 seconds, got {graceful_timeout}")
     stop = stop if stop is not None else trio.Event()
+    _check_bindable(host, port)  # before opening (maybe creating, loading) the file
+    options: dict[str, Any] = {"path": path, "durability": durability, "capacity": capacity}
+    if log is not None or name is not None:
+        options.update(log=log, name=name)
+    if scorer is not None:
+        options["scorer"] = scorer
+    async with open_memory(**options) as memory, trio.open_nursery() as nursery:
+        if handle_signals:
+            nursery.start_soon(_stop_on_signal, stop)
+
+        async def run_server(task_status: trio.TaskStatus[list[str]]) -> None:
+            await serve_memory_http(
+                memory,
+                host=host,
+                port=port,
+                token=token,
+                max_body=max_body,
+                graceful_timeout=graceful_timeout,
+                stop=stop,
+                task_status=task_status,
+            )
+            nursery.cancel_scope.cancel()  # the signal watcher
+
+        binds: list[str] = await nursery.start(run_server)
+        if on_ready is not None:
+            on_ready(binds)
+        task_status.started(binds)
+    # Leaving open_memory: queued requests are applied, the file committed and closed.
+
+
+async def serve_memory_http(
+    memory: Memory,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    token: str | None = None,
+    max_body: int = DEFAULT_MAX_BODY,
+    graceful_timeout: float = 5.0,
+    stop: trio.Event,
+    task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Serve an open ``memory`` over HTTP until ``stop`` is set (the memory stays open:
+    the caller owns it). ``task_status`` gets the bound URLs. See :func:`serve_http`."""
     config = Config()
     config.bind = [_bind(host, port)]
     config.graceful_timeout = graceful_timeout
     config.accesslog = None
     config.errorlog = logger
     config.loglevel = "WARNING"
-    options: dict[str, Any] = {"path": path, "durability": durability, "capacity": capacity}
-    if log is not None or name is not None:
-        options.update(log=log, name=name)
-    if scorer is not None:
-        options["scorer"] = scorer
-    async with open_memory(**options) as memory:
-        app = create_app(memory, token=token, max_body=max_body)
-        async with trio.open_nursery() as nursery:
-            if handle_signals:
-                nursery.start_soon(_stop_on_signal, stop)
+    app = create_app(memory, token=token, max_body=max_body)
+    await serve(cast(Any, app), config, shutdown_trigger=stop.wait, task_status=task_status)
 
-            async def run_server(task_status: trio.TaskStatus[list[str]]) -> None:
-                await serve(
-                    cast(Any, app), config, shutdown_trigger=stop.wait, task_status=task_status
-                )
-                nursery.cancel_scope.cancel()  # the signal watcher
 
-            binds: list[str] = await nursery.start(run_server)
-            if on_ready is not None:
-                on_ready(binds)
-            task_status.started(binds)
-        # Leaving open_memory: queued requests are applied, the file committed and closed.
+def _check_bindable(host: str, port: int) -> None:
+    """Raise the OSError binding ``host:port`` would raise, from a socket we close.
+
+    hypercorn leaves the socket of a failed bind open; trying first keeps that from
+    happening in the common case (the port is taken) and fails before the memory opens.
+    """
+    bare = host.strip("[]")
+    family = socket.AF_INET6 if ":" in bare else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind((bare, port))
 
 
 async def _stop_on_signal(stop: trio.Event) -> None:
