@@ -15,8 +15,8 @@ from ._engine.snapshot import MAX_QUERY_CHARS as MAX_QUERY_CHARS
 from ._engine.snapshot import Snapshot as Snapshot
 from ._engine.state import DEFAULT_HALF_LIFE as DEFAULT_HALF_LIFE
 from ._entry import MAX_KEY_CHARS as MAX_KEY_CHARS
-from ._entry import MAX_TTL as MAX_TTL
 from ._entry import MAX_MEMORY_CHARS as MAX_MEMORY_CHARS
+from ._entry import MAX_TTL as MAX_TTL
 from ._entry import MemoryCategory as MemoryCategory
 from ._entry import MemoryEntry as MemoryEntry
 from ._entry import ScoredEntry as ScoredEntry
