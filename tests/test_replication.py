@@ -128,11 +128,11 @@ async def test_nodes_converge_under_concurrent_writes(pg_dsn: str, tmp_path: Pat
             for i, member in enumerate(nodes):
                 for j in range(3):
                     nursery.start_soon(worker, member, i * 10 + j)
-        # At least one expiry whatever the timing above: an entry whose time to live has
-        # surely run out by the time a logged sweep applies (the appender's clock).
-        await b.store(entry(rng=random.Random(99), namespace=("keys",), key="z", ttl=0.01))
-        await trio.sleep(0.05)
-        await c.sweep_expired()
+        # The workers' keyed entries may all be replaced or deleted before their 50 ms
+        # run out (a fast run): one more that surely expires, swept through the log.
+        await a.store(entry(random.Random(99), namespace=("keys",), key="last", ttl=0.05))
+        await trio.sleep(0.06)
+        await a.sweep_expired()
         head = await settle(*nodes)
         states = [state_of(n) for n in nodes]
         assert states[0] == states[1] == states[2]
