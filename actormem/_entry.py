@@ -91,7 +91,12 @@ def _convert_time(value: Any) -> datetime:
         raise TypeError(f"expected a datetime, not {type(value).__name__}")
     if value.tzinfo is None or value.utcoffset() is None:
         raise InvalidEntryError("datetimes must be timezone-aware (naive datetime given)")
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:  # 0001-01-01 at +05:00 is before year 1 in UTC
+        raise InvalidEntryError(
+            f"datetime {value.isoformat()} is outside the years 1-9999 once in UTC"
+        ) from None
 
 
 def _convert_optional_time(value: Any) -> datetime | None:

@@ -221,6 +221,19 @@ _ID = "0f1e2d3c-4b5a-4968-8776-655443322110"
         ("POST", "/v1/entries", {"category": "fact", "memory": "x", "ttl": 1e300}, 422, "ttl"),
         ("POST", "/v1/entries", {"category": "fact", "memory": "x", "key": ""}, 422, "key"),
         ("POST", "/v1/entries", {"category": "fact", "memory": "x", "value": [1]}, 422, "value"),
+        # 1e400 parses as infinity: stored it would have come back as null (a reviewer).
+        ("POST", "/v1/entries", b'{"category": "fact", "memory": "x", "value": {"a": 1e400}}',
+         422, "value"),
+        ("POST", "/v1/retrieve", b'{"query": "x", "where": {"a": {"$eq": -1e400}}}', 422,
+         "where"),
+        # Valid times that fall outside years 1-9999 once in UTC were a 500 (a reviewer).
+        ("POST", "/v1/entries",
+         {"category": "fact", "memory": "x", "created_at": "0001-01-01T00:00:00+05:00"}, 422,
+         None),
+        ("POST", "/v1/batch", {"entries": [{"category": "fact", "memory": "b1"},
+                                           {"category": "fact", "memory": "b2",
+                                            "created_at": "9999-12-31T23:59:59-05:00"}]},
+         422, None),
         ("POST", "/v1/retrieve", {"query": "x", "where": {"a b": 1}}, 422, "where"),
         ("POST", "/v1/list", {"where": {"a": {"$in": [1]}}}, 422, "where"),
         ("POST", "/v1/list", {"offset": -1}, 422, "offset"),
@@ -326,6 +339,12 @@ def test_health_metrics_and_openapi(server: ServerProcess) -> None:
             and 'route="/v1/entries"' in line and 'method="POST"' in line
             for line in lines
         )
+        # Made-up methods share one label value: they cannot grow /metrics without bound.
+        for i in range(3):
+            http.request(f"ZZ{i}", "/v1/len")
+        lines = http.get("/metrics").text.splitlines()
+        assert not any('method="ZZ' in line for line in lines)
+        assert any('method="OTHER"' in line for line in lines)
         schema = http.get("/openapi.json").json()
     assert schema["openapi"].startswith("3.1")
     paths = set(schema["paths"])

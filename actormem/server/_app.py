@@ -242,6 +242,11 @@ class _BodyTooLarge(HTTPException):
         super().__init__(413, "the request body is over the limit")
 
 
+#: Methods labelled as themselves in the latency metric; any other is "OTHER", so that
+#: requests with made-up methods cannot grow /metrics (one label set each) without bound.
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
 class _Timing:
     """ASGI middleware: request latencies by method, route template and status."""
 
@@ -267,7 +272,8 @@ class _Timing:
         finally:
             route = scope.get("route")
             path = getattr(route, "path", None) or "(unmatched)"
-            self.histogram.labels(scope["method"], path, str(status)).observe(
+            method = scope["method"] if scope["method"] in _METHODS else "OTHER"
+            self.histogram.labels(method, path, str(status)).observe(
                 time.perf_counter() - start
             )
 

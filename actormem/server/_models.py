@@ -10,10 +10,12 @@ models below document them).
 
 from __future__ import annotations
 
+import math
 import uuid
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     AwareDatetime,
     BaseModel,
     BeforeValidator,
@@ -89,6 +91,25 @@ def _json_time(value: object) -> object:
 
 Time = Annotated[AwareDatetime, BeforeValidator(_json_time)]
 
+
+def _finite_json(value: object) -> object:
+    """Refuse a number the JSON text spelled past float's range (``1e400`` parses as
+    infinity): stored, it would come back as ``null`` (JSON has no infinity)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            raise ValueError("numbers must be finite (a JSON number too large for a double)")
+        if isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return value
+
+
+#: A JSON object whose numbers are all finite.
+FiniteObject = Annotated[dict[str, Any], AfterValidator(_finite_json)]
+
 _SCALAR: list[dict[str, Any]] = [
     {"type": "string"},
     {"type": "number"},
@@ -126,7 +147,7 @@ WHERE_SCHEMA: dict[str, Any] = {
     ],
     "description": "payload filter: dotted paths to values or {$eq|$ne|$gt|$gte|$lt|$lte}",
 }
-Where = Annotated[dict[str, Any] | None, WithJsonSchema(WHERE_SCHEMA)]
+Where = Annotated[FiniteObject | None, WithJsonSchema(WHERE_SCHEMA)]
 # Unknown keys are refused, so a typo never drops a field silently. Scalars are strict
 # (no "1" for 1, no 1 for true); ids and times are parsed from their JSON strings.
 _STRICT = ConfigDict(extra="forbid")
@@ -154,7 +175,7 @@ class EntryIn(BaseModel):
     key: (
         Annotated[str, Strict(), StringConstraints(min_length=1, max_length=MAX_KEY_CHARS)] | None
     ) = None
-    value: dict[str, Any] | None = None
+    value: FiniteObject | None = None
     updated_at: Time | None = Field(None, description="null or absent: created_at")
     ttl: Annotated[float, Strict(), Field(gt=0, le=MAX_TTL, allow_inf_nan=False)] | None = None
     expires_at: Time | None = None
