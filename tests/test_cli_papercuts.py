@@ -125,3 +125,23 @@ def test_swarm_nodes_with_a_log_that_does_not_answer_is_one_line(
     assert len(err) == 1
     assert err[0].startswith("actormem swarm: error: postgresql://u@127.0.0.1:1/x: cannot connect")
     assert "secret" not in err[0]
+
+
+def test_server_option_with_a_bad_url_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("httpx", reason="the client extra is not installed")
+    assert main(["stats", "--server", "notaurl"]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1
+    assert err[0].startswith("actormem stats: error: --server: ")
+
+
+def test_client_refuses_a_query_it_cannot_send() -> None:
+    pytest.importorskip("httpx", reason="the client extra is not installed")
+    from actormem import InvalidQueryError
+    from actormem.client import Client
+
+    with (
+        Client("http://127.0.0.1:9") as client,
+        pytest.raises(InvalidQueryError, match="surrogate"),
+    ):
+        client.retrieve("caf\udcff", 1)  # refused before any request is made

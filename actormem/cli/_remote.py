@@ -38,7 +38,10 @@ def _client(args: argparse.Namespace) -> Any:
             token = read_token_file(args.token_file)
         except (OSError, ValueError) as exc:
             raise ActorMemError(f"--token-file: {exc}") from None
-    return Client(args.server, token=token)
+    try:
+        return Client(args.server, token=token)
+    except ValueError as exc:  # not an http(s) URL
+        raise ActorMemError(f"--server: {exc}") from None
 
 
 def remote_hits(args: argparse.Namespace) -> list[ScoredEntry]:

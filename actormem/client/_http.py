@@ -159,6 +159,12 @@ def _retrieve_body(query: str, limit: int, filters: dict[str, Any]) -> dict[str,
         raise TypeError(f"query must be str, not {type(query).__name__}")
     if isinstance(limit, bool) or not isinstance(limit, int):
         raise TypeError(f"limit must be an int, not {type(limit).__name__}")
+    try:
+        query.encode("utf-8")
+    except UnicodeEncodeError:  # JSON over HTTP is UTF-8: a lone surrogate cannot be sent
+        raise InvalidQueryError(
+            "query holds a lone surrogate and cannot be sent as UTF-8"
+        ) from None
     body: dict[str, Any] = {"query": query, "limit": limit}
     for name, value in filters.items():
         if value is not None:
