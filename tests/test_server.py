@@ -627,3 +627,45 @@ def test_swarm_in_processes_accounts_for_every_store(tmp_path: Path) -> None:
     assert stores["evicted"] > 0  # the capacity forced evictions across processes
     assert report["throughput"]["episodes"] == 12
     assert report["options"]["processes"] == 2
+
+
+@pytest.mark.parametrize("body", [b"hello", b"{}", b"[]", b'{"entries": "x"}'])
+def test_clients_refuse_a_2xx_that_is_not_an_actormem_answer(body: bytes) -> None:
+    """Another program on the port answering 200 (a reviewer's fake server): the client
+    says so as RemoteError, never a raw decoding error or a store reported done."""
+    import http.server
+    import threading
+
+    class Fake(http.server.BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            self.rfile.read(length)
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = _answer
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), Fake) as fake:
+        thread = threading.Thread(target=fake.serve_forever, daemon=True)
+        thread.start()
+        url = f"http://127.0.0.1:{fake.server_address[1]}"
+        try:
+            with Client(url, retries=0) as client:
+                for call in (
+                    lambda: client.store(fact("x")),
+                    lambda: client.store_many([fact("y")]),
+                    lambda: client.retrieve("x", 1),
+                    lambda: client.get(uuid.uuid4()),
+                    lambda: client.count(),
+                    lambda: client.statistics(),
+                ):
+                    with pytest.raises(RemoteError, match="not an actormem answer"):
+                        call()
+        finally:
+            fake.shutdown()

@@ -129,11 +129,24 @@ def _scored(data: Any) -> list[ScoredEntry]:
     ]
 
 
+def _stored_seq(answer: Any) -> int | None:
+    """A store's answer: ``{"id": ..., "seq": n | null}``; the seq (a replicated memory's)."""
+    uuid.UUID(answer["id"])  # an answer without the stored id is not a store's answer
+    seq = answer.get("seq")
+    if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int)):
+        raise TypeError(f"seq must be an int, not {type(seq).__name__}")
+    return seq
+
+
+def _stored_many(answer: Any) -> None:
+    """A batch store's answer: ``{"stored": n, "ids": [...]}``."""
+    for i in answer["ids"]:
+        uuid.UUID(i)
+
+
 def _store_call(entry: MemoryEntry) -> _Call[int | None]:
     body = _entry_json(entry, "store()")
-    return _Call(
-        "POST", "/v1/entries", lambda d: d.get("seq"), body=body, invalid=InvalidEntryError
-    )
+    return _Call("POST", "/v1/entries", _stored_seq, body=body, invalid=InvalidEntryError)
 
 
 def _store_many_call(entries: Iterable[MemoryEntry]) -> _Call[None]:
@@ -141,7 +154,7 @@ def _store_many_call(entries: Iterable[MemoryEntry]) -> _Call[None]:
         kind = type(entries).__name__
         raise TypeError(f"store_many() takes an iterable of MemoryEntry, not one {kind}")
     body = {"entries": [_entry_json(e, "store_many()") for e in entries]}
-    return _Call("POST", "/v1/batch", lambda _: None, body=body, invalid=InvalidEntryError)
+    return _Call("POST", "/v1/batch", _stored_many, body=body, invalid=InvalidEntryError)
 
 
 def _delete_call(id: uuid.UUID) -> _Call[bool]:
@@ -255,7 +268,13 @@ def _detail(response: httpx.Response) -> str:
 def _decode(call: _Call[_T], response: httpx.Response) -> _T:
     status = response.status_code
     if 200 <= status < 300:
-        return call.decode(response.json())
+        try:
+            return call.decode(response.json())
+        except (ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+            # A 2xx that is not this call's answer (another program on the port, a
+            # proxy's page): say so, never a raw decoding error or a silent success.
+            reason = f"not an actormem answer ({type(exc).__name__}: {exc})"
+            raise RemoteError(str(response.request.url), status, reason[:300]) from None
     if status == 404 and call.not_found is not _NOT_FOUND:
         result: _T = call.not_found
         return result
