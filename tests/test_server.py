@@ -669,3 +669,18 @@ def test_clients_refuse_a_2xx_that_is_not_an_actormem_answer(body: bytes) -> Non
                         call()
         finally:
             fake.shutdown()
+
+
+def test_batch_answers_the_ids_stored_under_a_shared_key(server: ServerProcess) -> None:
+    """Two entries of one batch with the same (namespace, key): the second replaces the
+    first and keeps its id, and the answer says so (it listed an id never stored)."""
+    first, second = "44444444-4444-4444-8444-444444444444", "55555555-5555-4555-8555-555555555555"
+    body = {"entries": [
+        {"id": first, "category": "fact", "memory": "a", "namespace": ["q"], "key": "same"},
+        {"id": second, "category": "fact", "memory": "b", "namespace": ["q"], "key": "same"},
+    ]}  # fmt: skip
+    with httpx.Client(base_url=server.url, headers=AUTH) as http:
+        answer = http.post("/v1/batch", json=body).json()
+        assert answer == {"stored": 2, "ids": [first, first]}
+        assert http.get(f"/v1/entries/{first}").json()["memory"] == "b"
+        assert http.get(f"/v1/entries/{second}").status_code == 404

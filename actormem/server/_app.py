@@ -395,7 +395,13 @@ def create_app(
     async def store_many(body: StoreManyIn) -> Response:
         entries = [_to_entry(e, f"entries[{i}]") for i, e in enumerate(body.entries)]
         await memory.store_many(entries)
-        return JSONResponse({"stored": len(entries), "ids": [str(e.id) for e in entries]})
+        ids = []
+        for entry in entries:  # a key upsert keeps the replaced entry's id, as /v1/entries
+            stored = None
+            if entry.key is not None:
+                stored = await memory.get_by_key(entry.namespace, entry.key)
+            ids.append(str(entry.id if stored is None else stored.id))
+        return JSONResponse({"stored": len(entries), "ids": ids})
 
     @app.delete(
         "/v1/entries/{entry_id}",
