@@ -208,9 +208,11 @@ async def _swarm_processes(
     stop = trio.Event()
     binds = await nursery.start(partial(serve_memory_http, memory, stop=stop))
     run.started = time.perf_counter()
-    errors = await run_agent_processes(binds[0], args.argv, args.processes, run)
-    run.elapsed = time.perf_counter() - run.started
-    stop.set()
+    try:
+        errors = await run_agent_processes(binds[0], args.argv, args.processes, run)
+    finally:  # an interrupt cancels the children: the run still lasted this long
+        run.elapsed = time.perf_counter() - run.started
+        stop.set()
     return errors
 
 
@@ -416,11 +418,19 @@ async def _swarm_run(
         stop.scope = None
         await _settle(memory)
         stats = memory.statistics()
+        uncertain = list(run.uncertain)
+        unreported = stop.signum is not None and args.processes is not None
+        if unreported:
+            # Interrupted agent processes die with the list of stores the server
+            # acknowledged them: what the memory shows of the run is all there is to go
+            # on, so it is counted as arrived (unchecked, and said so below).
+            shown = {e.id for e in memory.snapshot()} | {i for i, _ in removals.during_run}
+            uncertain.extend(shown - set(initial) - set(run.stored))
         accounting = check_accounting(
             memory,
             initial=initial,
             stored=run.stored,
-            uncertain=run.uncertain,
+            uncertain=uncertain,
             removals=removals,
             before=before,
         )
@@ -441,6 +451,12 @@ async def _swarm_run(
     status = 0 if accounting.ok else 1
     for line in _accounting_lines(accounting):
         print(line)
+    if unreported:
+        print(
+            "accounting: not checked per id: the interrupted agent processes could not "
+            "report which stores the server acknowledged them; the memory's entries of "
+            "this run are counted as stored"
+        )
     if run.failures:
         status = 1
         print(f"failed memory calls: {run.failures} (see the warnings above)")
