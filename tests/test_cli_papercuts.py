@@ -145,3 +145,24 @@ def test_client_refuses_a_query_it_cannot_send() -> None:
         pytest.raises(InvalidQueryError, match="surrogate"),
     ):
         client.retrieve("caf\udcff", 1)  # refused before any request is made
+
+
+def test_a_closed_client_says_so() -> None:
+    pytest.importorskip("httpx", reason="the client extra is not installed")
+    import asyncio
+
+    from actormem import TransportError
+    from actormem.client import AsyncClient, Client
+
+    client = Client("http://127.0.0.1:9")
+    client.close()
+    with pytest.raises(TransportError, match="the client is closed"):
+        client.count()
+
+    async def main() -> None:
+        async with AsyncClient("http://127.0.0.1:9") as aclient:
+            pass
+        with pytest.raises(TransportError, match="the client is closed"):
+            await aclient.count()
+
+    asyncio.run(main())

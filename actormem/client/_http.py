@@ -389,6 +389,8 @@ class AsyncClient(metaclass=Final):
         await self._http.aclose()
 
     async def _do(self, call: _Call[_T]) -> _T:
+        if self._http.is_closed:
+            raise TransportError(self.url + call.path, "the client is closed")
         attempt = 0
         while True:
             try:
@@ -535,6 +537,8 @@ class Client(metaclass=Final):
         self._http.close()
 
     def _do(self, call: _Call[_T]) -> _T:
+        if self._http.is_closed:
+            raise TransportError(self.url + call.path, "the client is closed")
         attempt = 0
         while True:
             try:
