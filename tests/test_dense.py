@@ -4,6 +4,7 @@ the owner's apply, weighted rank fusion."""
 
 from __future__ import annotations
 
+import logging
 import zlib
 from collections.abc import Sequence
 from typing import Any
@@ -284,3 +285,22 @@ async def test_a_failing_embedder_breaks_the_memory_loudly() -> None:
             with pytest.raises(trio.BrokenResourceError):
                 await memory.store(entry("boom"))  # the owner's embedding: a bug
     assert info.group_contains(RuntimeError, match="model crashed")
+
+
+def test_loading_wordllama_leaves_the_root_logger_alone() -> None:
+    """Importing wordllama adds a stderr handler to the root logger; `serve --scorer
+    dense` then printed its log lines in another format (a reviewer's finding)."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("wordllama", reason="the dense extra is not installed")
+    code = (
+        "import logging\n"
+        "from actormem._index.dense import wordllama_embedder\n"
+        "wordllama_embedder()\n"
+        "print(logging.getLogger().handlers, logging.getLogger().level)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"[] {logging.WARNING}"

@@ -36,6 +36,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import heapq
+import logging
 import math
 import os
 from collections.abc import Callable, Generator, Iterable, Sequence
@@ -132,6 +133,8 @@ def wordllama_embedder(dim: int = 256) -> FunctionEmbedder:
     cached = _WORDLLAMA.get(dim)
     if cached is not None:
         return cached
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
     try:
         import wordllama
         from wordllama import WordLlama
@@ -139,6 +142,13 @@ def wordllama_embedder(dim: int = 256) -> FunctionEmbedder:
         raise ImportError(
             "the dense scorer's default model needs wordllama: pip install 'actormem[dense]'"
         ) from exc
+    finally:
+        # Importing wordllama configures the root logger (a stderr handler), which
+        # changed how every program using actormem logs: undo that.
+        for handler in root.handlers[:]:
+            if handler not in handlers:
+                root.removeHandler(handler)
+        root.setLevel(level)
     model = WordLlama.load(
         cache_dir=os.path.dirname(wordllama.__file__),
         disable_download=True,
