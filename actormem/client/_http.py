@@ -332,7 +332,8 @@ class AsyncClient(metaclass=Final):
 
     Built on ``httpx.AsyncClient`` and anyio only, so the same class works under
     ``asyncio.run`` and ``trio.run``; an instance belongs to the event loop that first
-    used it (its pooled connections do): make one per run. The methods mirror :class:`~actormem.Memory`:
+    used it (its pooled connections do): make one per run. The methods mirror
+    :class:`~actormem.Memory`:
     ``store``, ``store_many``, ``delete``, ``consolidate``, ``get``, ``retrieve``,
     ``retrieve_scored`` take and return the same types; ``statistics`` and ``count``
     (``len(memory)``) are coroutines here, and ``export`` streams every entry.

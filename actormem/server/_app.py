@@ -30,11 +30,11 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from http import HTTPStatus
-from typing import Any
+from typing import Annotated, Any
 
 import attrs
 import trio
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -49,7 +49,9 @@ from .._engine.memory import Memory
 from .._entry import MemoryCategory, MemoryEntry
 from .._errors import ActorMemError, InvalidEntryError, InvalidQueryError, StorageError
 from .._storage.jsonl import entry_from_json, entry_to_json
+from ._feed import RemovalFeed
 from ._models import (
+    MAX_JSON_INT,
     ConsolidationOut,
     DeletedOut,
     EntryIn,
@@ -60,6 +62,7 @@ from ._models import (
     NamespacesIn,
     NamespacesOut,
     Problem,
+    RemovalsOut,
     RetrieveIn,
     RetrieveOut,
     ScoredResultsOut,
@@ -320,6 +323,7 @@ def create_app(
     *,
     token: str | None = None,
     max_body: int = 4 << 20,
+    removals: RemovalFeed | None = None,
 ) -> FastAPI:
     """The ASGI app serving ``memory`` (which must stay open while the app serves).
 
@@ -534,6 +538,24 @@ def create_app(
         except (InvalidQueryError, TypeError) as exc:
             raise _query_refused(exc) from None
         return JSONResponse({"namespaces": [list(ns) for ns in found]})
+
+    @app.get(
+        "/v1/removals",
+        response_model=RemovalsOut,
+        responses={**_PROBLEMS, **_NOT_FOUND},
+        summary="Removal reports numbered above `after` (for exact accounting by clients)",
+        **guarded,
+    )
+    async def removal_reports(
+        after: Annotated[int, Query(ge=0, le=MAX_JSON_INT)] = 0,
+        limit: Annotated[int, Query(ge=1, le=100_000)] = 10_000,
+    ) -> Response:
+        if removals is None:
+            raise _Refused(404, "this server keeps no removal reports", "after")
+        reports = [list(r) for r in removals.since(after, limit)]
+        return JSONResponse(
+            {"total": removals.total, "first": removals.first, "removals": reports}
+        )
 
     @app.get(
         "/v1/statistics",

@@ -35,6 +35,7 @@ __all__ = [
     "MAX_JSON_INT",
     "MAX_LIMIT",
     "MAX_TTL",
+    "RemovalsOut",
     "Category",
     "ConsolidationOut",
     "DeletedOut",
@@ -366,6 +367,16 @@ class StatisticsOut(BaseModel):
     ttl_refreshes: int
     log_applied_seq: int | None = None
     log_stale_seconds: float | None = None
+
+
+class RemovalsOut(BaseModel):
+    """Removal reports numbered above ``after``: ``[number, id, cause]`` each, oldest
+    first. ``first`` is the oldest number still kept: ``after + 1 < first`` means reports
+    were dropped before they were read."""
+
+    total: int
+    first: int
+    removals: list[tuple[int, str, str]]
 
 
 class LenOut(BaseModel):
