@@ -684,3 +684,32 @@ def test_batch_answers_the_ids_stored_under_a_shared_key(server: ServerProcess) 
         assert answer == {"stored": 2, "ids": [first, first]}
         assert http.get(f"/v1/entries/{first}").json()["memory"] == "b"
         assert http.get(f"/v1/entries/{second}").status_code == 404
+
+
+def test_swarm_against_a_running_server_accounts_for_every_store(tmp_path: Path) -> None:
+    """``swarm --server URL``: agent processes against an external server whose capacity
+    forces evictions, twice (the second run starts on a memory that holds entries); the
+    server's removal reports (GET /v1/removals) keep the per-id accounting exact."""
+    from actormem.cli import main
+
+    with ServerProcess("--in-memory", "--capacity", "60", token=TOKEN,
+                       tmp=tmp_path) as srv:  # fmt: skip
+        token_file = tmp_path / "token"
+        token_file.write_text(TOKEN + "\n")
+        for _ in range(2):
+            argv = ["swarm", "--server", srv.url, "--token-file", str(token_file),
+                    "--processes", "2", "--episodes", "30", "--agents", "8"]  # fmt: skip
+            assert main(argv) == 0
+        with Client(srv.url, token=TOKEN) as client:
+            total, first, reports = client.removals(after=0, limit=5)
+            assert total > 0  # capacity 60 was reached: evictions were reported
+            assert first == 1
+            assert [n for n, _, _ in reports] == list(range(1, min(total, 5) + 1))
+            assert {cause for _, _, cause in reports} <= {"evicted", "merged", "pruned"}
+
+
+def test_swarm_server_option_refuses_local_memory_options(capsys: pytest.CaptureFixture[str]) -> None:
+    from actormem.cli import main
+
+    assert main(["swarm", "--server", "http://127.0.0.1:9", "--in-memory"]) == 2
+    assert "--server uses the server's memory" in capsys.readouterr().err

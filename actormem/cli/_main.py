@@ -44,6 +44,7 @@ from .._index.wordoverlap import WordOverlapScorer
 from .._storage.jsonl import JsonlError, entry_to_json, escape_json_line
 from .._storage.pglog import redact_dsn
 from .._storage.salvage import Salvage
+from .._util import read_token_file
 from ..agent._text import cut, escape_line
 from ..agent._toolcalls import read_import_file, read_tool_calls
 from ..eval import _cli as _eval_cli
@@ -187,6 +188,59 @@ def _path_or_server(args: argparse.Namespace) -> Path | None:
     return None if args.path is None else _existing(args.path)
 
 
+class _RemoteMemory:
+    """What ``swarm --server URL`` reads of a memory it does not own, through the
+    synchronous client (short calls on loopback, made between the run's phases): its
+    length, entries and counters, and the removal reports the server keeps for exact
+    accounting (``GET /v1/removals``)."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._cursor = 0
+        self.url: str = client.url
+
+    def __len__(self) -> int:
+        return int(self._client.count())
+
+    def snapshot(self) -> list[MemoryEntry]:
+        return list(self._client.export())
+
+    def statistics(self) -> Any:
+        return self._client.statistics()
+
+    def mark(self) -> None:
+        """Removal reports from now on belong to the run."""
+        self._cursor = self._client.removals(after=0, limit=1)[0]
+
+    def pull(self, removals: Removals) -> None:
+        """Append the reports since :meth:`mark` to ``removals`` (its run part).
+
+        Raises:
+            _InputError: The server dropped reports before they were read (its feed keeps
+                the latest million): the accounting could not be exact.
+        """
+        while True:
+            _, first, reports = self._client.removals(after=self._cursor, limit=10_000)
+            if self._cursor + 1 < first:
+                raise _InputError(
+                    f"--server {self.url}: the server dropped removal reports before they "
+                    "were read; the accounting cannot be exact"
+                )
+            if not reports:
+                return
+            removals.log.extend((id, cause) for _, id, cause in reports)
+            self._cursor = reports[-1][0]
+
+
+@contextlib.asynccontextmanager
+async def _remote_memory(args: argparse.Namespace) -> AsyncIterator[_RemoteMemory]:
+    from ..client import Client
+
+    token = None if args.token_file is None else read_token_file(args.token_file)
+    with Client(args.server, token=token) as client:
+        yield _RemoteMemory(client)
+
+
 async def _settle(memory: Memory) -> None:
     """Wait until every earlier request, the access bookkeeping of past retrieves
     included, is applied and published: a no-op write (deleting an id that was never
@@ -206,10 +260,14 @@ async def _swarm_processes(
     from ._swarm_procs import run_agent_processes
 
     stop = trio.Event()
-    binds = await nursery.start(partial(serve_memory_http, memory, stop=stop))
+    if args.server is not None:
+        url = args.server
+    else:
+        binds = await nursery.start(partial(serve_memory_http, memory, stop=stop))
+        url = binds[0]
     run.started = time.perf_counter()
     try:
-        errors = await run_agent_processes(binds[0], args.argv, args.processes, run)
+        errors = await run_agent_processes(url, args.argv, args.processes or 1, run)
     finally:  # an interrupt cancels the children: the run still lasted this long
         run.elapsed = time.perf_counter() - run.started
         stop.set()
@@ -372,7 +430,11 @@ async def _swarm_run(
     }
     # A signal while the file opens is noted and acted on once it is open (a second one
     # gives up at once): the open runs in a worker thread that cannot be cut short.
-    async with open_memory(**options) as memory:
+    remote = args.server is not None
+    # The same names either way (len, snapshot, statistics): the run and report below
+    # read both alike.
+    opened: Any = _remote_memory(args) if remote else open_memory(**options)
+    async with opened as memory:
         if stop.signum is not None:
             raise _Interrupted("before the run started", signum=stop.signum)
         if path is not None and len(memory) and not args.reuse_path:
@@ -385,6 +447,8 @@ async def _swarm_run(
         initial = [e.id for e in memory.snapshot()]
         before = memory.statistics()
         removals.start_run()
+        if remote:
+            memory.mark()
         run = SwarmRun(agents=args.agents)
         with trio.CancelScope() as running:
             stop.scope = running
@@ -402,7 +466,7 @@ async def _swarm_run(
                         out=sys.stdout,
                     )
                 )
-                if args.processes is None:
+                if args.processes is None and not remote:
                     await run_swarm(
                         memory,
                         workload,
@@ -416,10 +480,13 @@ async def _swarm_run(
                     child_errors = await _swarm_processes(memory, args, run, nursery)
                 nursery.cancel_scope.cancel()
         stop.scope = None
-        await _settle(memory)
+        if remote:
+            memory.pull(removals)
+        else:
+            await _settle(memory)
         stats = memory.statistics()
         uncertain = list(run.uncertain)
-        unreported = stop.signum is not None and args.processes is not None
+        unreported = stop.signum is not None and (args.processes is not None or remote)
         if unreported:
             # Interrupted agent processes die with the list of stores the server
             # acknowledged them: what the memory shows of the run is all there is to go
@@ -574,6 +641,14 @@ def cmd_swarm(args: argparse.Namespace) -> int:
         raise _InputError("--reuse-path needs --path FILE")
     if args.path is not None and args.path.is_dir():
         raise _InputError(f"--path {args.path}: is a directory, not a memory file")
+    if args.server is not None:
+        if args.path is not None or args.in_memory or args.verify or args.capacity is not None:
+            raise _InputError(
+                "--server uses the server's memory: drop --path, --in-memory, --verify, "
+                "--capacity"
+            )
+        if args.log is not None:
+            raise _InputError("--server and --log exclude each other")
     if args.nodes > 1 and args.log is None:
         raise _InputError("--nodes needs --log DSN (the PostgreSQL database of the write log)")
     if args.log is not None:
@@ -589,7 +664,9 @@ def cmd_swarm(args: argparse.Namespace) -> int:
         print("  (pass --tool-calls FILE to replay real tool calls instead)", flush=True)
     with contextlib.ExitStack() as cleanup:
         path: Path | None = args.path
-        if args.in_memory:
+        if args.server is not None:
+            where = f"of the server {printable(args.server)}"
+        elif args.in_memory:
             where = "in RAM only (--in-memory)"
         elif path is None:
             # Made only now that it is needed, and removed on every way out (SIGINT and
@@ -601,9 +678,19 @@ def cmd_swarm(args: argparse.Namespace) -> int:
             where = f"in {path}"
         print(
             f"{args.agents} agents"
-            + ("" if args.processes is None else f" in {args.processes} processes (HTTP)")
-            + f", top_k {args.top_k}, scorer {args.scorer}, capacity "
-            f"{'none' if args.capacity is None else args.capacity}, memory {where}",
+            + (
+                ""
+                if args.processes is None and args.server is None
+                else f" in {args.processes or 1} processes (HTTP)"
+            )
+            + f", top_k {args.top_k}, "
+            + (
+                "the server's scorer and capacity"
+                if args.server is not None
+                else f"scorer {args.scorer}, capacity "
+                f"{'none' if args.capacity is None else args.capacity}"
+            )
+            + f", memory {where}",
             flush=True,
         )
         status, report = trio.run(_swarm, args, workload, path, console)
@@ -816,6 +903,14 @@ def _add_swarm(subparsers: Any) -> None:
         help="run the agents in N processes, sharing the memory through a loopback "
         "HTTP server (docs/server.md); default: one process, no server",
     )
+    p.add_argument(
+        "--server",
+        metavar="URL",
+        help="run the agents (in --processes N, default 1) against a running `actormem "
+        "serve` instead of a memory of the swarm's own; the accounting reads the server's "
+        "removal reports",
+    )
+    p.add_argument("--token-file", type=Path, help="bearer token for --server")
     p.add_argument(
         "--tool-calls",
         type=Path,

@@ -32,6 +32,7 @@ from typing import Any, cast
 import trio
 
 from .._engine.memory import Memory
+from .._util import read_token_file
 from ._swarm import SwarmRun, run_swarm
 from ._swarm_data import Episode, Workload
 
@@ -113,7 +114,10 @@ async def _child(url: str, k: int, n: int, args: argparse.Namespace) -> dict[str
     share = _Share(workload, k, n)
     agents = max(1, _split(args.agents, n, k))
     steps = None if args.steps is None else _split(args.steps, n, k)
-    async with AsyncClient(url, timeout=60) as client:
+    token = None
+    if args.server is not None and args.token_file is not None:  # swarm --server URL
+        token = read_token_file(args.token_file)
+    async with AsyncClient(url, token=token, timeout=60) as client:
         if steps == 0:
             run = SwarmRun(agents=agents)
         else:

@@ -251,6 +251,22 @@ def _statistics_call() -> _Call[MemoryStatistics]:
     return _Call("GET", "/v1/statistics", lambda d: MemoryStatistics(**d))
 
 
+#: One page of removal reports: ``(total, first, [(number, id, cause), ...])``.
+Removals = tuple[int, int, list[tuple[int, uuid.UUID, str]]]
+
+
+def _removals_page(answer: Any) -> Removals:
+    reports = [(int(n), uuid.UUID(i), str(c)) for n, i, c in answer["removals"]]
+    return int(answer["total"]), int(answer["first"]), reports
+
+
+def _removals_call(after: int, limit: int) -> _Call[Removals]:
+    for name, value in (("after", after), ("limit", limit)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    return _Call("GET", f"/v1/removals?after={after}&limit={limit}", _removals_page)
+
+
 def _count_call() -> _Call[int]:
     return _Call("GET", "/v1/len", lambda d: int(d["entries"]))
 
@@ -481,6 +497,19 @@ class AsyncClient(metaclass=Final):
         """Entries in the server memory's latest snapshot (``len(memory)``)."""
         return await self._do(_count_call())
 
+    async def removals(self, after: int = 0, limit: int = 10_000) -> Removals:
+        """The server memory's removal reports numbered above ``after``, oldest first,
+        at most ``limit``: ``(total, first, [(number, id, cause), ...])``: ``total`` reports
+        so far, ``first`` the oldest number the server still keeps (``after + 1 < first``:
+        some were dropped before they were read).
+        What an exact accounting of stores needs (``actormem swarm --server``).
+
+        Raises:
+            RemoteError: 404 when the server keeps no reports (a memory served by another
+                program than ``actormem serve``).
+        """
+        return await self._do(_removals_call(after, limit))
+
     async def export(self) -> AsyncIterator[MemoryEntry]:
         """Every entry of one snapshot of the server's memory, in insertion order,
         streamed (memory use stays flat). Not retried once the stream has started."""
@@ -612,6 +641,10 @@ class Client(metaclass=Final):
     def count(self) -> int:
         """See :meth:`AsyncClient.count`."""
         return self._do(_count_call())
+
+    def removals(self, after: int = 0, limit: int = 10_000) -> Removals:
+        """See :meth:`AsyncClient.removals`."""
+        return self._do(_removals_call(after, limit))
 
     def __len__(self) -> int:
         """``count()``: entries in the server memory's latest snapshot."""

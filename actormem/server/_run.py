@@ -36,6 +36,7 @@ from .._storage.sqlite import Durability
 from .._util import read_token_file as read_token
 from ._app import create_app
 from ._defaults import DEFAULT_MAX_BODY, DEFAULT_PORT
+from ._feed import RemovalFeed
 
 __all__ = [
     "DEFAULT_MAX_BODY",
@@ -121,6 +122,8 @@ async def serve_http(
         options.update(log=log, name=name)
     if scorer is not None:
         options["scorer"] = scorer
+    feed = RemovalFeed()  # GET /v1/removals: what clients need to account for every store
+    options["on_remove"] = feed
     async with open_memory(**options) as memory, trio.open_nursery() as nursery:
         if handle_signals:
             nursery.start_soon(_stop_on_signal, stop)
@@ -134,6 +137,7 @@ async def serve_http(
                 max_body=max_body,
                 graceful_timeout=graceful_timeout,
                 stop=stop,
+                removals=feed,
                 task_status=task_status,
             )
             nursery.cancel_scope.cancel()  # the signal watcher
@@ -154,17 +158,19 @@ async def serve_memory_http(
     max_body: int = DEFAULT_MAX_BODY,
     graceful_timeout: float = 5.0,
     stop: trio.Event,
+    removals: RemovalFeed | None = None,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve an open ``memory`` over HTTP until ``stop`` is set (the memory stays open:
-    the caller owns it). ``task_status`` gets the bound URLs. See :func:`serve_http`."""
+    the caller owns it). ``task_status`` gets the bound URLs. ``removals``, the memory's
+    ``on_remove`` feed if it has one, serves ``GET /v1/removals``. See :func:`serve_http`."""
     config = Config()
     config.bind = [_bind(host, port)]
     config.graceful_timeout = graceful_timeout
     config.accesslog = None
     config.errorlog = logger
     config.loglevel = "WARNING"
-    app = create_app(memory, token=token, max_body=max_body)
+    app = create_app(memory, token=token, max_body=max_body, removals=removals)
     await serve(cast(Any, app), config, shutdown_trigger=stop.wait, task_status=task_status)
 
 
