@@ -328,6 +328,8 @@ def _options_json(args: argparse.Namespace, path: Path | None) -> dict[str, Any]
         "interval": args.interval,
         "log": None if args.log is None else redact_dsn(args.log),
         "nodes": args.nodes,
+        "server": args.server,
+        "token_file": None if args.token_file is None else str(args.token_file),
     }
 
 

@@ -376,7 +376,7 @@ class RemovalsOut(BaseModel):
 
     total: int
     first: int
-    removals: list[tuple[int, str, str]]
+    removals: list[list[int | str]]  # [number, id, cause] each
 
 
 class LenOut(BaseModel):
