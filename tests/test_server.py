@@ -317,6 +317,12 @@ def test_auth(server: ServerProcess) -> None:
                 assert response.headers["www-authenticate"] == "Bearer"
                 assert response.json()["field"] == "Authorization"
         assert http.get("/v1/len", headers=AUTH).status_code == 200
+        # Without the token, routes and methods are not revealed: 401 before 404 and 405.
+        for method, path in (("GET", "/nowhere"), ("PUT", "/v1/entries"), ("ZZ", "/v1/len")):
+            response = http.request(method, path)
+            assert response.status_code == 401, (method, path)
+            assert response.json()["field"] == "Authorization"
+        assert http.get("/nowhere", headers=AUTH).status_code == 404
     with Client(server.url, token="wrong") as client, pytest.raises(RemoteError) as info:
         client.count()
     assert info.value.status == 401 and server.url in str(info.value)

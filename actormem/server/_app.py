@@ -237,6 +237,39 @@ class _BodyLimit:
         await response(scope, receive, send)
 
 
+class _Auth:
+    """ASGI middleware: with a token, every request but the public routes needs it, and
+    is refused (401) before routing, so that a caller without it learns nothing of which
+    routes and methods exist (no 404/405 first). The routes check again (their
+    dependency documents the scheme in the OpenAPI document)."""
+
+    #: What a load balancer or a scraper of the schema may call without the token.
+    PUBLIC = frozenset({"/healthz", "/readyz", "/openapi.json"})
+
+    def __init__(self, app: ASGIApp, expected: bytes | None) -> None:
+        self.app = app
+        self.expected = expected
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or self.expected is None or scope["path"] in self.PUBLIC:
+            await self.app(scope, receive, send)
+            return
+        given = b""
+        for name, value in scope["headers"]:
+            if name == b"authorization" and value[:7].lower() == b"bearer ":
+                given = value[7:].strip()
+        if not hmac.compare_digest(given, self.expected):
+            response = problem(
+                401,
+                "missing or wrong bearer token",
+                "Authorization",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
 class _BodyTooLarge(HTTPException):
     """Raised from ``receive`` when a streamed body passes the limit. An HTTPException,
     because FastAPI turns any other error while reading a body into a 400."""
@@ -679,7 +712,9 @@ def create_app(
     async def unavailable(request: Request, exc: Exception) -> Response:
         return problem(503, f"the memory is closing or broken: {exc}")
 
+    # The last added runs first: timing, then the token, then the body limit.
     app.add_middleware(_BodyLimit, max_body=max_body)
+    app.add_middleware(_Auth, expected=expected)
     app.add_middleware(_Timing, histogram=latency)
     app.state.memory = memory
     return app
