@@ -50,6 +50,7 @@ from ..agent._toolcalls import read_import_file, read_tool_calls
 from ..eval import _cli as _eval_cli
 from ._display import result_tables, watch
 from ._mcp import add_mcp_parser
+from ._options import int_at_least as _int_at_least
 from ._remote import LIVE_NOTE, add_remote_options, remote_contents, remote_entries, remote_hits
 from ._serve import add_serve_parser
 from ._swarm import (
@@ -112,19 +113,6 @@ class _Terminated(KeyboardInterrupt):
 
 def _on_sigterm(signum: int, frame: object) -> None:
     raise _Terminated
-
-
-def _int_at_least(low: int) -> Any:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-        if value < low:
-            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
-        return value
-
-    return parse
 
 
 def _positive_seconds(text: str) -> float:

@@ -12,6 +12,10 @@ from typing import Any
 
 import trio
 
+from .._errors import ActorMemError
+from .._util import read_token_file
+from ._options import add_memory_location, int_at_least
+
 __all__ = ["add_mcp_parser", "cmd_mcp"]
 
 
@@ -24,14 +28,12 @@ def add_mcp_parser(sub: Any, scorers: dict[str, Any]) -> None:
         "remember, recall, forget and stats, over a memory file, an in-process memory, or "
         "a running `actormem serve` (--server). Stops when stdin closes.",
     )
-    where = p.add_mutually_exclusive_group()
-    where.add_argument("--path", type=Path, help="the memory's SQLite file (created if absent)")
-    where.add_argument(
-        "--in-memory", action="store_true", help="a memory without a file (the default)"
-    )
+    where = add_memory_location(p)
     where.add_argument("--server", metavar="URL", help="use a running `actormem serve`")
     p.add_argument("--token-file", type=Path, help="bearer token for --server")
-    p.add_argument("--capacity", type=int, default=None, help="most entries kept (not --server)")
+    p.add_argument(
+        "--capacity", type=int_at_least(1), default=None, help="most entries kept (not --server)"
+    )
     p.add_argument("--scorer", choices=sorted(scorers), default="word-overlap")
     p.set_defaults(handler=partial(cmd_mcp, scorers=scorers))
 
@@ -43,7 +45,10 @@ async def _backend(args: argparse.Namespace, scorers: dict[str, Any]) -> AsyncIt
 
         token = None
         if args.token_file is not None:
-            token = args.token_file.read_text(encoding="utf-8").strip()
+            try:
+                token = read_token_file(args.token_file)
+            except (OSError, ValueError) as exc:
+                raise ActorMemError(f"--token-file: {exc}") from None
         async with AsyncClient(args.server, token=token) as client:
             yield client
         return
@@ -71,9 +76,6 @@ def cmd_mcp(args: argparse.Namespace, scorers: dict[str, Any]) -> int:
             "actormem mcp: error: the mcp package is not installed (pip install 'actormem[mcp]')",
             file=sys.stderr,
         )
-        return 2
-    if args.capacity is not None and args.capacity < 1:
-        print(f"actormem mcp: error: --capacity must be >= 1, got {args.capacity}", file=sys.stderr)
         return 2
     if args.server is not None and args.capacity is not None:
         print("actormem mcp: error: --capacity does not apply to --server", file=sys.stderr)

@@ -11,6 +11,7 @@ from typing import Any
 import trio
 
 from .._errors import ActorMemError
+from ._options import add_memory_location, int_at_least
 
 __all__ = ["add_serve_parser", "cmd_serve"]
 
@@ -25,16 +26,6 @@ def _port(text: str) -> int:
     return value
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
 def add_serve_parser(sub: Any, scorers: dict[str, Any]) -> None:
     """Register ``actormem serve`` on the subcommand parsers ``sub``."""
     from ..server._defaults import DEFAULT_MAX_BODY, DEFAULT_PORT
@@ -45,16 +36,12 @@ def add_serve_parser(sub: Any, scorers: dict[str, Any]) -> None:
         description="Serve one memory over HTTP/JSON until SIGINT or SIGTERM, then commit "
         "and close it (exit 0). See docs/server.md for the routes and the clients.",
     )
-    where = p.add_mutually_exclusive_group()
-    where.add_argument("--path", type=Path, help="the memory's SQLite file (created if absent)")
-    where.add_argument(
-        "--in-memory", action="store_true", help="a memory without a file (the default)"
-    )
+    add_memory_location(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument(
         "--port", type=_port, default=DEFAULT_PORT, help=f"TCP port (default {DEFAULT_PORT})"
     )
-    p.add_argument("--capacity", type=_positive_int, default=None, help="most entries kept")
+    p.add_argument("--capacity", type=int_at_least(1), default=None, help="most entries kept")
     p.add_argument("--scorer", choices=sorted(scorers), default="word-overlap")
     p.add_argument(
         "--durability",
@@ -77,7 +64,7 @@ def add_serve_parser(sub: Any, scorers: dict[str, Any]) -> None:
     )
     p.add_argument(
         "--max-body",
-        type=_positive_int,
+        type=int_at_least(1),
         default=DEFAULT_MAX_BODY,
         help=f"largest request body in bytes (default {DEFAULT_MAX_BODY})",
     )
