@@ -68,7 +68,7 @@ def state_of(scorer: HybridScorer, entries: Sequence[MemoryEntry]) -> MemoryStat
 
 def test_defaults_and_validation() -> None:
     s = HybridScorer(dense=DenseScorer(embedder=FAKE))
-    assert (s.fusion, s.dense_w, s.date_w) == ("convex", 0.3, 0.5)
+    assert (s.fusion, s.dense_w, s.date_w) == ("convex", 0.3, 0.75)
     r = HybridScorer(dense=DenseScorer(embedder=FAKE), fusion="rrf")
     assert (r.dense_w, r.date_w) == (0.2, 0.0)
     given_w = HybridScorer(dense=DenseScorer(embedder=FAKE), dense_weight=0.0, date_weight=2)
@@ -167,7 +167,7 @@ def test_date_bonus_reads_created_at_and_mentioned_dates() -> None:
         entry("went camping on 3 May, 2022", T0),
     ]
     # date_weight 1: a dated candidate gains the best fused score, so it passes every
-    # undated one (scores are >= 0); the default 0.5 only lifts it halfway.
+    # undated one (scores are >= 0); the default 0.75 lifts it three quarters of the way.
     state = state_of(HybridScorer(dense=DenseScorer(embedder=FAKE), date_weight=1.0), entries)
     index = state.index
     assert isinstance(index, HybridIndex)

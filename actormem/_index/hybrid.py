@@ -145,7 +145,7 @@ def fuse_ranks(
 FUSIONS = ("convex", "rrf")
 #: Per fusion, the defaults of ``dense_weight`` and ``date_weight`` (chosen on LoCoMo's
 #: tuning conversations, ``stress/hybrid_tuning.py``).
-DEFAULT_WEIGHTS: dict[str, tuple[float, float]] = {"convex": (0.3, 0.5), "rrf": (0.2, 0.0)}
+DEFAULT_WEIGHTS: dict[str, tuple[float, float]] = {"convex": (0.3, 0.75), "rrf": (0.2, 0.0)}
 #: How the convex fusion scales each list: BM25 by its largest score, cosine min-max.
 CONVEX_NORMS = ("max", "minmax")
 
@@ -206,7 +206,7 @@ class HybridScorer(metaclass=Final):
         dense_weight: ``w`` in [0, 1]; 0 is BM25's ranking, 1 the dense one. ``None``
             (the default): 0.3 with ``"convex"``, 0.2 with ``"rrf"``.
         date_weight: The date bonus as a fraction of the best fused score, >= 0 (0: no
-            bonus). ``None`` (the default): 0.5 with ``"convex"``, 0 with ``"rrf"``, so
+            bonus). ``None`` (the default): 0.75 with ``"convex"``, 0 with ``"rrf"``, so
             ``HybridScorer(fusion="rrf")`` ranks exactly as the RRF-only scorer did.
         rrf_c: The RRF rank offset ``c`` (> 0); 30 by default (60 in Cormack et al.).
         depth: How many of each list are fused, at least ``limit``; 200 by default.
