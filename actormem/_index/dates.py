@@ -41,15 +41,17 @@ import attrs
 
 __all__ = ["Period", "in_period", "mentioned_periods", "query_period"]
 
-_MONTHS = {
-    name: i
-    for i in range(1, 13)
-    for name in (calendar.month_name[i], calendar.month_abbr[i])
-}
+# English names, spelled out (``calendar.month_name`` follows the process's locale).
+_NAMES = (
+    "January", "February", "March", "April", "May", "June",
+    "July", "August", "September", "October", "November", "December",
+)  # fmt: skip
+_MONTHS = {name: i for i, name in enumerate(_NAMES, 1)}
+_MONTHS.update({name[:3]: i for i, name in enumerate(_NAMES, 1)})
 _MONTHS["Sept"] = 9
-_FULL = "|".join(calendar.month_name[i] for i in range(1, 13))
-_ABBR = "|".join([calendar.month_abbr[i] for i in range(1, 13)] + ["Sept"])
-# Longest alternatives first so that "Sept" is not read as "Sep" + "t".
+_FULL = "|".join(_NAMES)
+# Every spelling, longest first so that "Sept" is not read as "Sep" + "t"; abbreviations
+# are read only beside a day or a year (the groups that use _ANY), full names alone too.
 _ANY = "|".join(sorted(_MONTHS, key=len, reverse=True))
 _YEAR = r"(?:19|20)[0-9]{2}"
 _DAY = r"[0-9]{1,2}(?:st|nd|rd|th)?"
@@ -68,7 +70,6 @@ _DATE = re.compile(
     rf")",
     re.ASCII,
 )
-del _ABBR  # abbreviations are read only beside a day or a year (the _ANY groups)
 
 
 @attrs.frozen

@@ -152,9 +152,7 @@ CONVEX_NORMS = ("max", "minmax")
 
 def _fusion(instance: object, attribute: attrs.Attribute[str], value: str) -> None:
     if value not in FUSIONS:
-        raise ValueError(
-            f"fusion must be one of {', '.join(map(repr, FUSIONS))}, got {value!r}"
-        )
+        raise ValueError(f"fusion must be one of {', '.join(map(repr, FUSIONS))}, got {value!r}")
 
 
 def _optional_weight(
