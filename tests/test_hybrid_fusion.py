@@ -3,12 +3,9 @@ validation, and the retrieve thresholds over its fused scores."""
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,7 +13,6 @@ from hypothesis import strategies as st
 from actormem import (
     BM25Scorer,
     DenseScorer,
-    FunctionEmbedder,
     HybridScorer,
     MemoryCategory,
     MemoryEntry,
@@ -33,20 +29,9 @@ from actormem._index.hybrid import (
 )
 from actormem._record import Record
 
-DIM = 8
+from .test_dense import FAKE  # word counts hashed into 8 buckets: no model
+
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
-
-
-def hashed(texts: Sequence[str]) -> Any:
-    """Word counts hashed into 8 buckets: deterministic, no model."""
-    out = np.zeros((len(texts), DIM), np.float32)
-    for i, text in enumerate(texts):
-        for word in text.lower().split():
-            out[i, zlib.crc32(word.encode()) % DIM] += 1.0
-    return out
-
-
-FAKE = FunctionEmbedder(fn=hashed, name="hashed-8", dim=DIM)
 
 
 def entry(text: str, when: datetime = T0, tags: tuple[str, ...] = ()) -> MemoryEntry:
