@@ -57,9 +57,6 @@ def _positive(instance: object, attribute: attrs.Attribute[Any], value: Any) -> 
         raise ValueError(f"{attribute.name} must be > 0, got {value!r}")
 
 
-_NORMS = ("max", "minmax")
-
-
 def _normalised(hits: Sequence[tuple[float, Record]], how: str) -> dict[Record, float]:
     """Each record's score in ``hits`` scaled into [0, 1] over the list: ``s / max`` when
     ``how == "max"`` and the largest score is > 0, else ``(s - min) / (max - min)``
