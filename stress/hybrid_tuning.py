@@ -184,11 +184,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     dated_questions = sum(1 for r in rows if r.period is not None)
     print(f"{len(rows)} questions, {dated_questions} naming a period")
     results: list[dict[str, Any]] = []
+    settings: list[dict[str, Any]]
     if "rrf" in args.stages:
         grid = itertools.product(RRF_WEIGHTS, OFFSETS, DEPTHS)
         settings = [{"w": w, "c": c, "depth": d} for w, c, d in grid]
         results += run_stage("rrf", rows, settings, rrf)
-    best_convex = {"w": 0.3, "bm25_norm": "max", "dense_norm": "minmax", "depth": 200}
+    best_convex: dict[str, Any] = {
+        "w": 0.3,
+        "bm25_norm": "max",
+        "dense_norm": "minmax",
+        "depth": 200,
+    }
     if "convex" in args.stages:
         grid2 = itertools.product(CONVEX_WEIGHTS, NORMS, NORMS, (100, 200))
         settings = [
