@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -92,6 +93,9 @@ def test_load_units_in_session_order(tiny: Path) -> None:
         'Alice said, "Rex loves the beach" and shared a photo of a dog on sand'
     )
     assert conv.units[0].render() == 'Alice said, "I adopted a puppy named Rex"'
+    # The session's time, read as UTC, is kept beside the unit, not in its text.
+    assert conv.units[0].when == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    assert conv.units[3].when == datetime(2023, 5, 9, 14, 0, tzinfo=UTC)
     assert [q.evidence for q in conv.questions] == [
         ("D2:1",),
         ("D1:1", "D1:3", "D2:2"),
@@ -178,6 +182,7 @@ def test_hybrid_beats_tuned_bm25_on_the_held_out_split() -> None:
     hybrid = evaluate(held_out, RETRIEVERS["hybrid"](), (10,))
     tuned = evaluate(held_out, RETRIEVERS["bm25-tuned"](), (10,))
     assert hybrid.recall["overall"][10] >= tuned.recall["overall"][10]
+    assert hybrid.recall["overall"][10] >= 78.0  # issue 18's line (78.4 measured)
 
 
 def test_load_refuses_files_that_are_not_locomo(tmp_path: Path) -> None:

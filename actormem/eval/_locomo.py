@@ -91,6 +91,7 @@ HELD_OUT = ("conv-47", "conv-48", "conv-49", "conv-50")
 
 _EVIDENCE = re.compile(r"D\d+:\d+")
 _SESSION = re.compile(r"session_(\d+)")
+_SESSION_TIME = "%I:%M %p on %d %B, %Y"
 
 
 @attrs.frozen(kw_only=True)
@@ -103,6 +104,9 @@ class DialogUnit:
         text: What they say.
         caption: The BLIP caption of the image they share, or ``None``.
         session: Session number (from the ``session_<n>`` key).
+        when: When the session took place, from its ``session_<n>_date_time`` key
+            (``"1:56 pm on 8 May, 2023"``, read as UTC), or ``None`` when it has none or
+            it does not parse. Not part of the unit's text.
     """
 
     id: str
@@ -110,6 +114,7 @@ class DialogUnit:
     text: str
     caption: str | None
     session: int
+    when: datetime | None = None
 
     def render(self) -> str:
         """The paper's unit text: ``{speaker} said, "{text}"`` (+ `` and shared {caption}``)."""
@@ -149,6 +154,16 @@ def parse_evidence(items: Sequence[str]) -> tuple[str, ...]:
     return tuple(seen)
 
 
+def _session_time(text: object) -> datetime | None:
+    """``"1:56 pm on 8 May, 2023"`` as a UTC datetime, ``None`` if absent or malformed."""
+    if not isinstance(text, str):
+        return None
+    try:
+        return datetime.strptime(text.strip(), _SESSION_TIME).replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
 def load_locomo(path: str | Path) -> list[Conversation]:
     """Read ``locomo10.json`` into :class:`Conversation` values.
 
@@ -179,6 +194,7 @@ def load_locomo(path: str | Path) -> list[Conversation]:
                     text=turn["text"],
                     caption=turn.get("blip_caption") or None,
                     session=number,
+                    when=_session_time(conv.get(f"{key}_date_time")),
                 )
                 for number, key in sessions
                 for turn in conv[key]
@@ -233,6 +249,10 @@ class Retriever:
             ``smooth`` times the scores of the turns right before and after it in its
             session (from the top ``smooth_depth``); 0 disables it.
         smooth_depth: How many first-pass results the smoothing reads.
+        dated: Store each unit with ``created_at`` = its session's time (as an agent
+            storing the turn when it was said would), instead of one fixed instant. Only
+            a scorer that reads ``created_at`` sees it (the hybrid's date bonus,
+            BM25's recency when a half-life is set); the indexed text is unchanged.
     """
 
     name: str
@@ -247,6 +267,7 @@ class Retriever:
     prf_weight: float = 0.5
     smooth: float = 0.0
     smooth_depth: int = 200
+    dated: bool = False
 
     def document(self, units: Sequence[DialogUnit], i: int) -> str:
         """The text unit ``i`` of ``units`` is indexed with. O(context * unit length)."""
@@ -301,8 +322,9 @@ class _ConversationIndex:
             todo = self.index.missing(documents)  # embedded in one batch
             self.index.offer(todo, self.index.embed(todo))
         for i in range(len(self.units)):
+            when = self.units[i].when if retriever.dated else None
             entry = MemoryEntry(
-                category=MemoryCategory.FACT, memory=documents[i], created_at=_EPOCH
+                category=MemoryCategory.FACT, memory=documents[i], created_at=when or _EPOCH
             )
             rec = Record(entry, born=1, seq=i, prev=None)
             self.index.add(rec)
@@ -517,7 +539,10 @@ def _hybrid() -> Retriever:
     tuned = _tuned()
     assert isinstance(tuned.scorer, BM25Scorer)
     return attrs.evolve(
-        tuned, name="hybrid", scorer=HybridScorer(bm25=tuned.scorer, dense=DenseScorer())
+        tuned,
+        name="hybrid",
+        scorer=HybridScorer(bm25=tuned.scorer, dense=DenseScorer()),
+        dated=True,
     )
 
 
@@ -528,7 +553,11 @@ def _hybrid() -> Retriever:
 #: * ``bm25``: plain BM25 over the paper's unit text (the reference line);
 #: * ``bm25-stem``: Snowball stemming and NLTK's stop words, k1 0.6, b 0.1;
 #: * ``bm25-tuned``: as ``bm25-stem`` plus speaker x2, own text x3 and two neighbouring
-#:   turns on each side in each unit's indexed text, k1 1.5, b 0.5.
+#:   turns on each side in each unit's indexed text, k1 1.5, b 0.5;
+#: * ``dense``: WordLlama over the paper's unit text;
+#: * ``hybrid``: ``bm25-tuned`` and WordLlama on the same text, ``HybridScorer``'s
+#:   defaults (convex fusion, date bonus), each unit stored with ``created_at`` = its
+#:   session's time (``Retriever.dated``).
 RETRIEVERS: dict[str, Callable[[], Retriever]] = {
     "bm25": _plain,
     "bm25-stem": _stemmed,
