@@ -226,3 +226,22 @@ def test_hosted_memory_reports_embedding_errors_to_asyncio_callers() -> None:
             return sorted(e.memory for e in await memory.retrieve("fox dog", 5))
 
     assert asyncio.run(main()) == ["blue dog", "red fox"]
+
+
+async def test_the_server_answers_503_when_the_embedder_fails() -> None:
+    import httpx
+
+    from actormem.server import create_app
+
+    flaky = Flaky()
+    scorer = DenseScorer(embedder=FunctionEmbedder(fn=flaky, name="flaky", dim=DIM))
+    async with open_memory(scorer=scorer) as memory:
+        transport = httpx.ASGITransport(app=create_app(memory))
+        async with httpx.AsyncClient(transport=transport, base_url="http://app") as http:
+            response = await http.post("/v1/entries", json={"category": "fact", "memory": "boom"})
+            assert response.status_code == 503
+            assert response.headers["content-type"] == "application/problem+json"
+            assert "the embedder failed (nothing was stored)" in response.json()["detail"]
+            ok = await http.post("/v1/entries", json={"category": "fact", "memory": "fine"})
+            assert ok.status_code < 300
+        assert [e.memory for e in memory.snapshot()] == ["fine"]
