@@ -141,7 +141,8 @@ def _convert_ttl(value: Any) -> float | None:
     number = float(value)
     if not (math.isfinite(number) and 0.0 < number <= MAX_TTL):
         raise InvalidEntryError(
-            f"ttl must be a number of seconds > 0 and <= {MAX_TTL:.0f} (100 years), got {number!r}"
+            f"ttl must be a number of seconds > 0 and <= {MAX_TTL:.0f} (100 years), "
+            f"got {number!r}"
         )
     return number
 

@@ -635,7 +635,8 @@ def cmd_swarm(args: argparse.Namespace) -> int:
     if args.server is not None:
         if args.path is not None or args.in_memory or args.verify or args.capacity is not None:
             raise _InputError(
-                "--server uses the server's memory: drop --path, --in-memory, --verify, --capacity"
+                "--server uses the server's memory: drop --path, --in-memory, --verify, "
+                "--capacity"
             )
         if args.log is not None:
             raise _InputError("--server and --log exclude each other")

@@ -315,7 +315,9 @@ class _Timing:
             route = scope.get("route")
             path = getattr(route, "path", None) or "(unmatched)"
             method = scope["method"] if scope["method"] in _METHODS else "OTHER"
-            self.histogram.labels(method, path, str(status)).observe(time.perf_counter() - start)
+            self.histogram.labels(method, path, str(status)).observe(
+                time.perf_counter() - start
+            )
 
 
 class _MemoryCollector(Collector):
@@ -590,7 +592,9 @@ def create_app(
         if removals is None:
             raise _Refused(404, "this server keeps no removal reports", "after")
         reports = [list(r) for r in removals.since(after, limit)]
-        return JSONResponse({"total": removals.total, "first": removals.first, "removals": reports})
+        return JSONResponse(
+            {"total": removals.total, "first": removals.first, "removals": reports}
+        )
 
     @app.get(
         "/v1/statistics",
