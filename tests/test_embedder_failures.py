@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import zlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -29,15 +28,7 @@ from actormem import (
 from actormem._index import dense as dense_module
 from actormem._index.dense import DenseIndex
 
-DIM = 8
-
-
-def hashed(texts: Sequence[str]) -> Any:
-    out = np.zeros((len(texts), DIM), np.float32)
-    for i, text in enumerate(texts):
-        for word in text.lower().split():
-            out[i, zlib.crc32(word.encode()) % DIM] += 1.0
-    return out
+from .test_dense import DIM, hashed
 
 
 class Flaky:
