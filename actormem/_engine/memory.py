@@ -322,6 +322,8 @@ class Memory(metaclass=NoPublicConstructor):
         The owner applies it in order with every other request; a later ``await``-ed call
         from the same task is applied after it (in durable mode, committed in the same
         group commit or an earlier one: once that call returns, this store is durable).
+        With a dense or hybrid scorer whose embedder fails on the entry's text, the
+        store is dropped (nobody waits for its :class:`EmbeddingError`).
 
         Raises:
             TypeError: ``entry`` is not a :class:`MemoryEntry`.
