@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -236,3 +236,44 @@ async def test_the_server_answers_503_when_the_embedder_fails() -> None:
             ok = await http.post("/v1/entries", json={"category": "fact", "memory": "fine"})
             assert ok.status_code < 300
         assert [e.memory for e in memory.snapshot()] == ["fine"]
+
+
+@pytest.fixture
+def pg_dsn() -> Iterator[str]:
+    from tests.pg import fresh_database
+
+    yield from fresh_database()
+
+
+async def test_replica_nodes_survive_a_failing_embedder(pg_dsn: str) -> None:
+    """Replication: a node's own store whose text cannot be embedded fails before it
+    reaches the log; a node that cannot embed another node's record lags, stays usable,
+    and applies it once its embedder works again."""
+    from actormem._engine.replica import ReplicaOptions
+
+    fast = ReplicaOptions(
+        log_timeout=2.0, poll_interval=0.05, access_interval=0.1, heartbeat_interval=0.1
+    )
+    good = FunctionEmbedder(fn=hashed, name="h", dim=DIM)
+    flaky = Flaky()
+    bad = FunctionEmbedder(fn=flaky, name="h", dim=DIM)
+    async with (
+        open_memory(log=pg_dsn, name="m", log_options=fast, scorer=DenseScorer(embedder=good)) as a,
+        open_memory(log=pg_dsn, name="m", log_options=fast, scorer=DenseScorer(embedder=bad)) as b,
+    ):
+        with pytest.raises(EmbeddingError):
+            await b.store(entry("boom from b"))
+        seq = await b.store(entry("fine from b"))
+        assert isinstance(seq, int)
+        await a.wait_applied(seq)
+        assert [e.memory for e in a.snapshot()] == ["fine from b"]  # nothing of "boom"
+        seq = await a.store(entry("boom from a"))  # a embeds it; b cannot
+        assert isinstance(seq, int)
+        with trio.move_on_after(0.5):
+            await b.wait_applied(seq)
+        assert (b.statistics().log_applied_seq or 0) < seq  # b lags, but lives
+        assert [e.memory for e in await b.retrieve("fine", 5)] == ["fine from b"]
+        flaky.broken = False
+        await b.wait_applied(seq)  # the next poll embeds and applies it
+        assert sorted(e.memory for e in b.snapshot()) == ["boom from a", "fine from b"]
+        assert b._state.index.inline == 0

@@ -956,7 +956,11 @@ async def _embed_ahead(index: Any, batch: list[_Request]) -> EmbeddingError | No
     missing = getattr(index, "missing", None)
     if missing is None:
         return None
-    texts: list[str] = missing(entry_document(entry) for entry in _stored_entries(batch))
+    return await _embed_texts(index, missing(entry_document(e) for e in _stored_entries(batch)))
+
+
+async def _embed_texts(index: Any, texts: list[str]) -> EmbeddingError | None:
+    """Embed ``texts`` (new to ``index``) and offer their vectors: see :func:`_embed_ahead`."""
     if not texts:
         return None
     try:
