@@ -84,7 +84,10 @@ class Embedder(Protocol):
 
     ``name`` identifies the model (recorded with persisted vectors: a different name
     means the vectors are recomputed); ``dim`` is the vector length. The call must be a
-    pure function of its argument and safe to run in a worker thread.
+    pure function of its argument and safe to run in a worker thread. It may fail (raise,
+    or return a wrong shape or a NaN): the stores that needed it then fail with
+    :class:`~actormem.EmbeddingError` and a later store calls it again. It is given at
+    most 1,024 texts a call.
     """
 
     @property
