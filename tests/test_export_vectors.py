@@ -183,7 +183,7 @@ def test_vectors_of_another_model_or_text_are_not_trusted(
     status, out, err = run_cli(capsys, "import", str(target), str(dump))
     assert status == 0, err
     assert "1 vectors not kept: their text_hash is not that of their entry's text" in err
-    assert "2 vectors of 'm1' (dim 3) not kept: the file's vectors are of 'm2'" in err
+    assert "2 vectors of 'm1' (dim 3) not kept: the file's vectors are of 'm2' (dim 3)" in err
     calls, _ = open_with(target, "m2")
     # The imported ids replaced nothing (new ids), so all three texts are new rows; two
     # of them equal texts m2 already has vectors for (and are reused), the edited one
@@ -234,3 +234,18 @@ def test_a_malformed_vector_refuses_the_file(
 def test_the_entry_document_is_what_the_hash_covers() -> None:
     entry = MemoryEntry(category=MemoryCategory.FACT, memory="text", tags=("a", "b"))
     assert entry_document(entry) == "text a b"
+
+
+def test_a_vector_of_another_dimension_is_not_kept(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    target = tmp_path / "t.db"
+    make_db(target, name="m1")  # dim 3
+    text = "a new text"
+    vector = vector_to_json("m1", 4, text_hash(text), struct.pack("<4f", 1, 0, 0, 0))
+    dump = write(tmp_path / "d.jsonl", [{"category": "fact", "memory": text, "vector": vector}])
+    status, out, err = run_cli(capsys, "import", str(target), str(dump))
+    assert status == 0, err
+    assert "1 vectors of 'm1' (dim 4) not kept: the file's vectors are of 'm1' (dim 3)" in err
+    calls, _ = open_with(target, "m1")
+    assert calls == [text]

@@ -68,6 +68,7 @@ class BulkResult:
         replaced: Stores that replaced an entry with the same id (upserts).
         vectors: Dense vectors written with the entries (those of ``model``).
         model: The model the file's vectors are of, or None (no vectors).
+        dim: Their dimension (0 without a model).
         other_models: Vectors left out because another model made them:
             ``{(model, dim): count}``.
     """
@@ -78,6 +79,7 @@ class BulkResult:
     replaced: int
     vectors: int = 0
     model: str | None = None
+    dim: int = 0
     other_models: dict[tuple[str, int], int] = attrs.field(factory=dict)
 
 
@@ -188,6 +190,7 @@ def store_all_or_nothing(
             replaced=state.upserts,
             vectors=len(batch.vectors),
             model=model if batch.vectors or "dense_model" in meta else None,
+            dim=dim if batch.vectors or "dense_model" in meta else 0,
             other_models=others,
         )
     finally:

@@ -839,7 +839,7 @@ def _vector_notes(stale: int, result: BulkResult) -> list[str]:
     for (model, dim), count in sorted(result.other_models.items()):
         notes.append(
             f"{count:,} vectors of {printable(repr(model))} (dim {dim}) not kept: the file's "
-            f"vectors are of {printable(repr(result.model))}; {later}"
+            f"vectors are of {printable(repr(result.model))} (dim {result.dim}); {later}"
         )
     return notes
 
