@@ -21,6 +21,7 @@ from ._entry import MemoryCategory as MemoryCategory
 from ._entry import MemoryEntry as MemoryEntry
 from ._entry import ScoredEntry as ScoredEntry
 from ._errors import ActorMemError as ActorMemError
+from ._errors import EmbeddingError as EmbeddingError
 from ._errors import InvalidEntryError as InvalidEntryError
 from ._errors import InvalidQueryError as InvalidQueryError
 from ._errors import RemoteError as RemoteError
@@ -109,6 +110,7 @@ __all__ = [
     "wordllama_embedder",
     "ConsolidationStats",
     "Durability",
+    "EmbeddingError",
     "HostedMemory",
     "InvalidEntryError",
     "InvalidQueryError",

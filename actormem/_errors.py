@@ -13,6 +13,7 @@ from __future__ import annotations
 
 __all__ = [
     "ActorMemError",
+    "EmbeddingError",
     "InvalidEntryError",
     "InvalidQueryError",
     "RemoteError",
@@ -57,6 +58,19 @@ class StorageError(ActorMemError, OSError):
         super().__init__(f"{path}: {reason}")
         self.path = path
         self.reason = reason
+
+
+class EmbeddingError(ActorMemError, RuntimeError):
+    """The embedder of a dense or hybrid scorer failed: it raised (any ``Exception``, or
+    ``asyncio.CancelledError`` from an embedder that waits on an event loop), or it
+    returned an array of the wrong shape or with a NaN or infinite value.
+
+    Raised to the callers of the stores whose new texts needed vectors from the failed
+    call (nothing of theirs is stored; the memory stays usable and a later store of the
+    same text embeds it again), to a retrieve whose query could not be embedded, and by
+    :func:`~actormem.open_memory` when the vectors of a file's entries cannot be made
+    (the file is unchanged). The embedder's own exception is the ``__cause__``.
+    """
 
 
 class TransportError(ActorMemError, ConnectionError):

@@ -12,6 +12,8 @@ entries of :mod:`stress._bench_data` (real tool calls and LoCoMo turns, cycled, 
 text distinct) -> entries/s and store latency p50/p99 in ms (the hybrid's owner embeds
 each batch's new texts in a worker thread before applying it); then ``--queries``
 LoCoMo questions, ``await memory.retrieve(q, 10)`` one after another -> p50/p99 in ms;
+the CPU time of the store phase per entry (``time.process_time``: every thread, the
+embedding workers included) and of each retrieve (``time.thread_time``, p50/p99);
 the resident memory the memory added (``/proc/self/statm`` after minus before, divided
 by the entries; the process's other allocations make this approximate, and numpy's
 freed pages may stay resident) and, for the hybrid, the vector matrix's bytes.
@@ -72,6 +74,7 @@ async def _run(
     before = _rss()
     store_ns: list[int] = []
     retrieve_ns: list[int] = []
+    retrieve_cpu_ns: list[int] = []
     async with open_memory(scorer=scorer) as memory:
 
         async def writer(part: Sequence[Any]) -> None:
@@ -81,16 +84,20 @@ async def _run(
                 store_ns.append(time.perf_counter_ns() - t0)
 
         start = time.perf_counter()
+        cpu_start = time.process_time()  # every thread's: the embedding workers' too
         async with trio.open_nursery() as nursery:
             for w in range(writers):
                 nursery.start_soon(writer, todo[w::writers])
         store_s = time.perf_counter() - start
+        store_cpu_s = time.process_time() - cpu_start
         del todo
         gc.collect()
         grown = _rss() - before
         for q in queries:
             t0 = time.perf_counter_ns()
+            c0 = time.thread_time_ns()
             await memory.retrieve(q, 10)
+            retrieve_cpu_ns.append(time.thread_time_ns() - c0)
             retrieve_ns.append(time.perf_counter_ns() - t0)
         index: Any = memory._state.index
         matrix = getattr(getattr(index, "dense", None), "nbytes", 0)
@@ -99,8 +106,10 @@ async def _run(
         "scorer": scorer.name,
         "entries": n,
         "store_per_s": round(n / store_s),
+        "store_cpu_us_per_entry": round(store_cpu_s / n * 1e6, 1),
         **summarize_ms(store_ns, "store_"),
         **summarize_ms(retrieve_ns, "retrieve_"),
+        **summarize_ms(retrieve_cpu_ns, "retrieve_cpu_"),
         "rss_bytes_per_entry": round(grown / n),
         "vector_bytes": matrix,
         "inline_embeddings": inline,

@@ -104,3 +104,30 @@ async def test_a_version_2_file_is_upgraded_to_hold_vectors(tmp_path: Path) -> N
     assert conn.execute("PRAGMA user_version").fetchone() == (SCHEMA_VERSION,)
     conn.close()
     assert len(vectors(db)) == 1
+
+
+async def test_a_live_copy_reuses_the_files_vectors(tmp_path: Path) -> None:
+    """A file held by a running dense memory, read by ``open_live_copy`` (what ``actormem
+    query --scorer dense`` does then): the vectors of that model come from the file, the
+    others are embedded in a batch, none inline."""
+    from actormem._engine.live import open_live_copy
+    from actormem._index.dense import DenseIndex
+
+    db = tmp_path / "m.db"
+    calls: list[str] = []
+    async with open_memory(path=db, scorer=DenseScorer(embedder=counting("m1", calls))) as held:
+        await held.store_many([entry("banana bread"), entry("green tree")])
+        copied: list[str] = []
+        scorer = DenseScorer(embedder=counting("m1", copied))
+        async with open_live_copy(db, scorer=scorer) as copy:
+            assert copied == []
+            index = copy._state.index
+            assert isinstance(index, DenseIndex)
+            assert index.inline == 0
+            assert [e.memory for e in await copy.retrieve("banana bread", 1)] == ["banana bread"]
+        other: list[str] = []
+        async with open_live_copy(db, scorer=DenseScorer(embedder=counting("m2", other))) as copy:
+            assert sorted(other) == ["banana bread", "green tree"]  # another model: embedded
+            index = copy._state.index
+            assert isinstance(index, DenseIndex)
+            assert index.inline == 0

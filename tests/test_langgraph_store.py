@@ -133,3 +133,53 @@ def test_from_url_against_a_server(server_url: str) -> None:
         assert asyncio.run(via_async()) is not None
     finally:
         store.close()
+
+
+def test_index_without_embed_uses_the_engines_dense_vectors(tmp_path: Path) -> None:
+    """``index=`` with no embedding function: the engine's WordLlama vectors rank a
+    paraphrase that shares no word with the query; items put with ``index=False`` come
+    last without a score; the vectors are persisted with the file."""
+    pytest.importorskip("wordllama", reason="the dense extra is not installed")
+    from actormem import DenseScorer
+
+    db = str(tmp_path / "lg.db")
+    config = {"dims": 256, "fields": ["text"]}
+    with ActormemStore(path=db, index=config) as store:  # type: ignore[arg-type]
+        assert isinstance(store.memory._options["scorer"], DenseScorer)
+        store.put(("docs",), "cat", {"text": "the cat is sleeping on the sofa", "n": 1})
+        store.put(("docs",), "tax", {"text": "quarterly tax filing deadline", "n": 2})
+        store.put(("docs",), "hidden", {"text": "a kitten naps"}, index=False)
+        hits = store.search(("docs",), query="a kitten naps", limit=3)
+        assert [h.key for h in hits] == ["cat", "tax", "hidden"]
+        assert hits[0].score is not None
+        assert hits[1].score is not None
+        assert hits[0].score > hits[1].score
+        assert hits[2].score is None
+        assert [h.key for h in store.search(("docs",), query="a kitten naps", limit=1)] == ["cat"]
+        filtered = store.search(("docs",), query="a kitten naps", filter={"n": 2}, limit=3)
+        assert [h.key for h in filtered] == ["tax"]
+        assert [h.key for h in store.search(("docs",), query="kitten", offset=1, limit=1)] == [
+            "tax"
+        ]
+    with ActormemStore(path=db, index=config) as store:  # type: ignore[arg-type]
+        index = store.memory._memory._state.index
+        assert index.statistics()["inline"] == 0
+        assert index.inline == 0
+        assert store.search(("docs",), query="a kitten naps", limit=1)[0].key == "cat"
+
+
+def test_index_without_embed_works_from_asyncio() -> None:
+    pytest.importorskip("wordllama", reason="the dense extra is not installed")
+
+    async def main() -> list[str]:
+        with ActormemStore(index={"fields": ["text"]}) as store:  # type: ignore[typeddict-item]
+            await store.aput(("d",), "cat", {"text": "the cat is sleeping on the sofa"})
+            await store.aput(("d",), "tax", {"text": "quarterly tax filing deadline"})
+            return [h.key for h in await store.asearch(("d",), query="a kitten naps", limit=1)]
+
+    assert asyncio.run(main()) == ["cat"]
+
+
+def test_index_without_embed_refuses_dims_the_model_does_not_have() -> None:
+    with pytest.raises(ValueError, match="'dims' must be one of those"):
+        ActormemStore(index={"dims": 1536})  # type: ignore[typeddict-item]

@@ -15,6 +15,14 @@ commits of at most a few hundred requests:
 4. the file's statistics counters grow by the stores made (after the commit, best
    effort, as a memory saves them when it closes).
 
+Entries may come with dense vectors (from an export): those of the model the file's
+vectors are of (its ``meta`` rows ``dense_model``/``dense_dim``; a file without one takes
+the model most of the vectors have) are written into the ``vectors`` table in the same
+transaction, keyed by the hash of the text they were made from, so a memory opened on
+the file with that model embeds nothing for them. Vectors of another model are left
+out (counted): the engine computes its own when the file is next opened with a dense or
+hybrid scorer.
+
 SQLite commits a transaction entirely or not at all, so an interrupt (Ctrl-C: the
 connection is interrupted and the transaction rolled back), a full disk or an I/O error
 leaves the file as it was; a killed process leaves an uncommitted transaction in the
@@ -27,14 +35,21 @@ from __future__ import annotations
 import os
 import signal
 import threading
+import uuid
+from collections import Counter
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import attrs
+import numpy as np
 import outcome
 
 from .._entry import MemoryEntry
+from .._index.dense import document_text, text_hash
 from .._index.wordoverlap import WordOverlapScorer
+from .._record import Record
+from .._storage.jsonl import JsonVector
 from .._storage.sqlite import Batch, Durability, SqliteStore
 from .memory import _STATE_COUNTERS
 from .state import DEFAULT_HALF_LIFE, MemoryState
@@ -51,12 +66,21 @@ class BulkResult:
         after: Entries in the file after.
         added: Stores of a new id.
         replaced: Stores that replaced an entry with the same id (upserts).
+        vectors: Dense vectors written with the entries (those of ``model``).
+        model: The model the file's vectors are of, or None (no vectors).
+        dim: Their dimension (0 without a model).
+        other_models: Vectors left out because another model made them:
+            ``{(model, dim): count}``.
     """
 
     before: int
     after: int
     added: int
     replaced: int
+    vectors: int = 0
+    model: str | None = None
+    dim: int = 0
+    other_models: dict[tuple[str, int], int] = attrs.field(factory=dict)
 
 
 def _write_interruptibly(store: SqliteStore, batch: Batch) -> None:
@@ -106,6 +130,7 @@ def store_all_or_nothing(
     entries: list[MemoryEntry],
     *,
     durability: Durability = Durability.NORMAL,
+    vectors: Mapping[uuid.UUID, JsonVector] | None = None,
 ) -> BulkResult:
     """Store ``entries`` in order into the memory file at ``path`` in one transaction.
 
@@ -119,6 +144,8 @@ def store_all_or_nothing(
         entries: What to store, in order; a later entry with an id already stored (in
             the file or earlier in the list) replaces it, keeping ``created_at``.
         durability: As :func:`~actormem.open_memory`.
+        vectors: Dense vectors of some of the entries, by id, each made from that
+            entry's text (see the module docs for which are written).
 
     Returns:
         A :class:`BulkResult`.
@@ -140,7 +167,14 @@ def store_all_or_nothing(
         now = datetime.now(UTC)  # the time of every write (a ttl counts from it)
         for entry in entries:
             state.store(entry, now)
-        batch = store.prepare(state.take_journal())
+        meta = store.read_meta()
+        model, dim, kept, others = _vectors_to_keep(
+            meta.get("dense_model"), meta.get("dense_dim"), vectors or {}
+        )
+        batch = store.prepare(state.take_journal(), _vector_lookup(kept))
+        if batch.vectors and "dense_model" not in meta:
+            assert model is not None
+            batch.meta.extend([("dense_model", model), ("dense_dim", str(dim))])
         _write_interruptibly(store, batch)
         saved = store.saved_counters  # the stores count, as a memory's would
         store.save_counters(
@@ -154,6 +188,51 @@ def store_all_or_nothing(
             after=len(state),
             added=state.stores - state.upserts,
             replaced=state.upserts,
+            vectors=len(batch.vectors),
+            model=model if batch.vectors or "dense_model" in meta else None,
+            dim=dim if batch.vectors or "dense_model" in meta else 0,
+            other_models=others,
         )
     finally:
         store.close()
+
+
+def _vectors_to_keep(
+    model: str | None, dim_text: str | None, vectors: Mapping[uuid.UUID, JsonVector]
+) -> tuple[str | None, int, dict[bytes, bytes], dict[tuple[str, int], int]]:
+    """The model to keep vectors of (the file's, else the most common among
+    ``vectors``), its dimension, the kept vectors as unit float32 bytes by text hash,
+    and how many of each other model are left out. O(total size of the vectors)."""
+    counts = Counter((v.model, v.dim) for v in vectors.values())
+    if model is None or dim_text is None or not dim_text.isdigit():
+        if not counts:
+            return None, 0, {}, {}
+        model, dim = counts.most_common(1)[0][0]
+    else:
+        dim = int(dim_text)
+    kept: dict[bytes, bytes] = {}
+    for v in vectors.values():
+        if (v.model, v.dim) == (model, dim):
+            vec = np.frombuffer(v.data, "<f4").astype(np.float32)
+            norm = float(np.linalg.norm(vec))
+            if norm > 0:
+                vec /= norm
+            kept[v.text_hash] = vec.astype("<f4").tobytes()
+    others = {key: n for key, n in counts.items() if key != (model, dim)}
+    return model, dim, kept, others
+
+
+def _vector_lookup(
+    kept: dict[bytes, bytes],
+) -> Callable[[Record], tuple[bytes, bytes] | None] | None:
+    """``vector_of`` for :meth:`SqliteStore.prepare`: a record's kept vector, by the hash
+    of its text."""
+    if not kept:
+        return None
+
+    def vector_of(rec: Record) -> tuple[bytes, bytes] | None:
+        digest = text_hash(document_text(rec))
+        data = kept.get(digest)
+        return None if data is None else (digest, data)
+
+    return vector_of

@@ -9,7 +9,9 @@ connection (:func:`~actormem._storage.sqlite_format.read_validated`: the entries
 from one ``SELECT``, hence from one commit) and loads them into a fresh in-memory memory:
 a consistent snapshot of everything the running memory had acknowledged at that moment,
 which the caller can query, count and export. Nothing is written to the file, and the
-copy does not follow later writes.
+copy does not follow later writes. With a dense or hybrid scorer, the copy reuses the
+vectors the file keeps for that model (by the hash of each text) and embeds the others
+in batches before loading, in a worker thread (as opening the file would).
 """
 
 from __future__ import annotations
@@ -17,12 +19,16 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import trio
 
+from .._entry import MemoryEntry
+from .._index.dense import entry_document, text_hash
 from .._index.scoring import Scorer
-from .._storage.sqlite_format import read_validated
-from .memory import Memory, open_memory
+from .._storage.sqlite_format import read_stored_vectors, read_validated
+from .memory import Memory, _embedded_ahead, open_memory
+from .state import MemoryState
 
 __all__ = ["is_held_elsewhere", "open_live_copy"]
 
@@ -44,9 +50,47 @@ async def open_live_copy(
     Raises:
         StorageError: The file is not a readable actormem database.
     """
-    entries = await trio.to_thread.run_sync(read_validated, os.fspath(path))
+    fspath = os.fspath(path)
+    entries = await trio.to_thread.run_sync(read_validated, fspath)
     async with open_memory(scorer=scorer) as memory:
-        memory._state.load(entries)
-        memory._state.journal = None  # an in-memory copy keeps no journal
+        state = memory._state
+        index: Any = state.index
+        if getattr(index, "stored_vector", None) is None:
+            state.load(entries)
+        else:
+            # The owner has nothing to do until the memory is handed out: the worker
+            # thread is the only one touching the state meanwhile.
+            found = await trio.to_thread.run_sync(read_stored_vectors, fspath)
+            stored = _stored_by_seq(index, found, entries)
+            await trio.to_thread.run_sync(_load_embedded, state, entries, stored)
+        state.journal = None  # an in-memory copy keeps no journal
         del entries
         yield memory
+
+
+def _load_embedded(
+    state: MemoryState,
+    entries: list[tuple[int, MemoryEntry]],
+    stored: dict[int, tuple[bytes, bytes]],
+) -> None:
+    """Load ``entries`` into ``state``, offering their vectors ahead (reused from
+    ``stored`` or embedded in batches). Blocking."""
+    state.load(_embedded_ahead(state.index, entries, stored, []))
+
+
+def _stored_by_seq(
+    index: Any,
+    found: tuple[str, int, dict[bytes, bytes]] | None,
+    entries: list[tuple[int, MemoryEntry]],
+) -> dict[int, tuple[bytes, bytes]]:
+    """The file's vectors of ``index``'s model, ``{seq: (text_hash, bytes)}``."""
+    if found is None or found[:2] != (index.model_name, index.dim):
+        return {}
+    by_hash = found[2]
+    stored: dict[int, tuple[bytes, bytes]] = {}
+    for seq, entry in entries:
+        digest = text_hash(entry_document(entry))
+        data = by_hash.get(digest)
+        if data is not None:
+            stored[seq] = (digest, data)
+    return stored

@@ -33,6 +33,11 @@ commit (disk full, I/O error) fails the batch's callers with
 in-memory state already holds the batch, so it can no longer match the file. Reads
 never touch the file.
 
+With a dense or hybrid scorer, step 3 starts by embedding the batch's new texts
+(:func:`_embed_ahead`: one call, in a worker thread for long texts). If the embedder
+fails, the stores that needed those vectors are answered with
+:class:`~actormem.EmbeddingError` and left out of the batch; the rest is applied.
+
 Domain errors travel back in the reply. Anything else raised while applying a batch is a
 bug: the owner fails every pending request with :class:`trio.BrokenResourceError`
 (chained from the bug), marks the memory broken, and re-raises so the bug surfaces in the
@@ -56,7 +61,13 @@ import outcome
 import trio
 
 from .._entry import MemoryCategory, MemoryEntry, ScoredEntry
-from .._errors import ActorMemError, InvalidEntryError, InvalidQueryError, StorageError
+from .._errors import (
+    ActorMemError,
+    EmbeddingError,
+    InvalidEntryError,
+    InvalidQueryError,
+    StorageError,
+)
 from .._index.bm25 import BM25Index
 from .._index.dense import entry_document, text_hash
 from .._index.hybrid import HybridIndex
@@ -256,6 +267,8 @@ class Memory(metaclass=NoPublicConstructor):
                 memory is now broken. Replicated mode: the log did not take the batch
                 within ``log_timeout`` (the memory stays usable; the store may still
                 appear later if the log committed it without answering).
+            EmbeddingError: A dense or hybrid scorer's embedder failed on the entry's
+                text: nothing is stored; the memory stays usable.
             trio.ClosedResourceError, trio.BrokenResourceError: See the class docs.
         """
         if not isinstance(entry, MemoryEntry):
@@ -287,6 +300,8 @@ class Memory(metaclass=NoPublicConstructor):
             StorageError: Durable mode: the group commit failed; the memory is now broken.
                 Replicated mode: as :meth:`store` (the list is one log record: applied
                 whole on every node, or not at all).
+            EmbeddingError: A dense or hybrid scorer's embedder failed on a new text of
+                the list: none of the list is stored; the memory stays usable.
             trio.ClosedResourceError, trio.BrokenResourceError: See the class docs.
         """
         batch = _entry_batch(entries)
@@ -307,6 +322,8 @@ class Memory(metaclass=NoPublicConstructor):
         The owner applies it in order with every other request; a later ``await``-ed call
         from the same task is applied after it (in durable mode, committed in the same
         group commit or an earlier one: once that call returns, this store is durable).
+        With a dense or hybrid scorer whose embedder fails on the entry's text, the
+        store is dropped (nobody waits for its :class:`EmbeddingError`).
 
         Raises:
             TypeError: ``entry`` is not a :class:`MemoryEntry`.
@@ -843,7 +860,9 @@ async def _run_owner(memory: Memory, receive: trio.MemoryReceiveChannel[_Request
             except trio.EndOfChannel:
                 break
             _drain(receive, inflight)
-            await _embed_ahead(state.index, inflight)
+            failed = await _embed_ahead(state.index, inflight)
+            if failed is not None:
+                inflight = _fail_unembedded(state.index, inflight, failed)
             if memory._commit is not None:
                 state.defer_index()  # indexed while the commit is written (see commit)
             replies = memory._apply_batch(inflight)
@@ -924,22 +943,59 @@ def _stored_entries(batch: list[_Request]) -> Iterator[MemoryEntry]:
             yield from req.arg
 
 
-async def _embed_ahead(index: Any, batch: list[_Request]) -> None:
+async def _embed_ahead(index: Any, batch: list[_Request]) -> EmbeddingError | None:
     """Embed the new texts of ``batch``'s stores before it is applied, for an index with
     vectors (dense, hybrid): in one call, in a worker thread when they total
     ``index.inline_chars`` characters or more (so the event loop runs meanwhile), then
-    offered to the index, whose ``add`` finds them. Nothing to do for other indexes."""
+    offered to the index, whose ``add`` finds them. Nothing to do for other indexes.
+
+    Returns the embedder's failure (nothing offered), or None. A cancelled owner does
+    not wait for the worker thread (the embedding is pure: its result is dropped), so a
+    slow embedder never holds up cancellation.
+    """
     missing = getattr(index, "missing", None)
     if missing is None:
-        return
-    texts: list[str] = missing(entry_document(entry) for entry in _stored_entries(batch))
+        return None
+    return await _embed_texts(index, missing(entry_document(e) for e in _stored_entries(batch)))
+
+
+async def _embed_texts(index: Any, texts: list[str]) -> EmbeddingError | None:
+    """Embed ``texts`` (new to ``index``) and offer their vectors: see :func:`_embed_ahead`."""
     if not texts:
-        return
-    if sum(map(len, texts)) < index.inline_chars:
-        vectors = index.embed(texts)
-    else:
-        vectors = await trio.to_thread.run_sync(index.embed, texts)
+        return None
+    try:
+        if sum(map(len, texts)) < index.inline_chars:
+            vectors = index.embed(texts)
+        else:
+            vectors = await trio.to_thread.run_sync(index.embed, texts, abandon_on_cancel=True)
+    except EmbeddingError as exc:
+        return exc
     index.offer(texts, vectors)
+    return None
+
+
+def _fail_unembedded(index: Any, batch: list[_Request], failed: EmbeddingError) -> list[_Request]:
+    """The embedding of ``batch``'s new texts failed: answer each store, store_many or
+    store_nowait that has a text without a vector with an :class:`EmbeddingError`
+    (a store_nowait is dropped: nobody waits for it) and return the rest of the batch,
+    in order, to be applied as usual. O(entries in the batch)."""
+    kept: list[_Request] = []
+    for req in batch:
+        if req.op == _STORE or req.op == _STORE_NOWAIT:
+            entries: Iterable[MemoryEntry] = (req.arg,)
+        elif req.op == _STORE_MANY:
+            entries = req.arg
+        else:
+            kept.append(req)
+            continue
+        if not index.missing(entry_document(entry) for entry in entries):
+            kept.append(req)  # every text has a vector already (e.g. stored before)
+            continue
+        if req.waits:
+            error = EmbeddingError(f"nothing stored: {failed}")
+            error.__cause__ = failed.__cause__
+            req.set(outcome.Error(error))
+    return kept
 
 
 def _fail_storage(

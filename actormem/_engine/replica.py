@@ -31,6 +31,13 @@ the request channel are the same. One round of the loop:
    new applied seq to the local SQLite file in one transaction; publish; answer the
    requests of this node's batch (a store answers with its batch's seq).
 
+With a dense or hybrid scorer, the texts a batch stores are embedded before it is
+appended (as the single-node owner does before applying), and a failure fails those
+stores with :class:`~actormem.EmbeddingError` before they reach the log. Records from
+other nodes are embedded before they are applied; if that fails, none of them is applied
+now and the next poll tries again (the node lags meanwhile; nothing is lost: the log
+holds them).
+
 A failed append (the log unreachable for ``log_timeout`` seconds) fails that batch's
 callers with :class:`~actormem.StorageError` and changes nothing: the state only moves by
 the log, so the memory stays usable; reads go on from the last published snapshot, and
@@ -61,7 +68,8 @@ import attrs
 import outcome
 import trio
 
-from .._errors import InvalidQueryError, StorageError
+from .._errors import EmbeddingError, InvalidQueryError, StorageError
+from .._index.dense import entry_document
 from .._storage.jsonl import entry_from_json, entry_to_json
 from .._storage.log import (
     LogContentError,
@@ -87,6 +95,9 @@ from .memory import (
     Memory,
     _close_storage,
     _drain,
+    _embed_ahead,
+    _embed_texts,
+    _fail_unembedded,
     _owner_died,
     _Request,
 )
@@ -186,6 +197,30 @@ def decode_batch(where: str, seq: int, payload: bytes) -> list[list[Any]]:
     if not isinstance(ops, list):
         raise LogContentError(where, f"log record {seq} is not an actormem batch")
     return ops
+
+
+async def _embed_records(index: Any, decoded: list[list[list[Any]]]) -> None:
+    """Embed, ahead of :func:`apply_ops`, the new texts the decoded records store (for
+    an index with vectors), as the single-node owner does for a batch.
+
+    Raises:
+        EmbeddingError: The embedder failed (nothing offered; apply nothing now).
+    """
+    if getattr(index, "missing", None) is None:
+        return
+    docs: list[str] = []
+    for ops in decoded:
+        for op in ops:
+            try:
+                if op[0] == "s":
+                    docs.append(entry_document(entry_from_json(op[1])))
+                elif op[0] == "m":
+                    docs.extend(entry_document(entry_from_json(obj)) for obj in op[1])
+            except (ValueError, KeyError, TypeError, IndexError):
+                continue  # apply_ops refuses the record with the reason
+    failed = await _embed_texts(index, index.missing(docs))
+    if failed is not None:
+        raise failed
 
 
 def apply_ops(state: MemoryState, ops: list[list[Any]], now: datetime, horizon: int) -> list[Any]:
@@ -370,11 +405,12 @@ class Replica:
         horizon = memory._horizon()
         replies: list[tuple[_Request, outcome.Outcome[Any]]] = []
         where = self.log.where
+        decoded = [decode_batch(where, rec.seq, rec.payload) for rec in records]
+        await _embed_records(state.index, decoded)
         applied = self.applied  # self.applied moves only when the records are published
-        for rec in records:
+        for rec, ops in zip(records, decoded, strict=True):
             if rec.seq != applied + 1:  # pragma: no cover - the log checks this
                 raise StorageError(where, f"log record {applied + 1} is missing")
-            ops = decode_batch(where, rec.seq, rec.payload)
             try:
                 results = apply_ops(state, ops, rec.appended_at, horizon)
             except (ValueError, KeyError, TypeError, IndexError) as exc:
@@ -574,6 +610,9 @@ class Replica:
             if reads:
                 ops.append(_encode_refresh(reads))
                 waiters.append(None)
+        failed = await _embed_ahead(memory._state.index, writes)
+        if failed is not None:
+            writes = _fail_unembedded(memory._state.index, writes, failed)
         for req in writes:
             ops.append(_encode_request(req))
             waiters.append(req)
@@ -588,6 +627,8 @@ class Replica:
                 if self._is_fatal(exc):
                     raise
                 self.log_error = exc
+            except EmbeddingError:
+                pass  # nothing applied: the next poll reads and embeds them again
         if now - self._last_heartbeat >= self.options.heartbeat_interval:
             self._last_heartbeat = now
             try:
@@ -634,7 +675,10 @@ class Replica:
                 prev_read = memory._pending_refresh.get(id)
                 memory._pending_refresh[id] = when if prev_read is None else max(when, prev_read)
             return
-        await self._apply(memory, records)
+        try:
+            await self._apply(memory, records)
+        except EmbeddingError:
+            return  # the batch is in the log; the next poll applies it and answers
         if self.applied < seq:  # pragma: no cover - append returns up to its own seq
             await self.catch_up(memory, seq)
 

@@ -33,6 +33,7 @@ is below the worst kept.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import hashlib
 import heapq
@@ -46,6 +47,7 @@ import attrs
 import numpy as np
 
 from .._entry import MemoryEntry
+from .._errors import EmbeddingError
 from .._record import Record
 from .._util import Final
 from .scoring import Accept, ReadView, drain
@@ -68,8 +70,13 @@ _CHUNK = 1024
 _STEP = 128
 #: Dead rows below which the owner never compacts.
 _COMPACT_MIN = 1024
-#: Vectors kept in the ahead-of-time cache at most (oldest dropped first).
+#: Vectors kept in the ahead-of-time cache at most (oldest dropped first), beyond those
+#: of the latest offer, which are always kept (a batch's ``add`` calls need them all).
 _OFFER_MAX = 65536
+#: Texts per call of the embedder: :meth:`DenseIndex.embed` cuts a longer list into
+#: calls of this many, which bounds the embedder's working memory (WordLlama gathers
+#: one 1 KiB row per token of the call).
+_EMBED_CHUNK = 1024
 
 
 class Embedder(Protocol):
@@ -77,7 +84,10 @@ class Embedder(Protocol):
 
     ``name`` identifies the model (recorded with persisted vectors: a different name
     means the vectors are recomputed); ``dim`` is the vector length. The call must be a
-    pure function of its argument and safe to run in a worker thread.
+    pure function of its argument and safe to run in a worker thread. It may fail (raise,
+    or return a wrong shape or a NaN): the stores that needed it then fail with
+    :class:`~actormem.EmbeddingError` and a later store calls it again. It is given at
+    most 1,024 texts a call.
     """
 
     @property
@@ -234,10 +244,13 @@ class DenseScorer(metaclass=Final):
             than this itself; a larger batch goes to a worker thread (see
             :meth:`DenseIndex.missing`).
 
-    The owner embeds new texts before applying each batch (see ``docs/design.md``); an
-    embedder that raises there, or returns a wrong shape or a NaN, is treated as a bug:
-    the memory breaks (``trio.BrokenResourceError`` from that error). A retrieve embeds
-    its query in the caller's task and raises the embedder's error to the caller.
+    The owner embeds new texts before applying each batch (see ``docs/design.md``). An
+    embedder that raises there, or returns a wrong shape or a NaN, fails the stores of
+    that batch that needed new vectors with :class:`~actormem.EmbeddingError` (nothing
+    of theirs is stored); the other requests of the batch are applied, the memory stays
+    usable, and a later store of the same text calls the embedder again. A retrieve
+    embeds its query in the caller's task and raises :class:`~actormem.EmbeddingError`
+    there.
 
     Runtime complexity of a retrieve: one query embedding plus O(n * dim) multiply-adds
     for n distinct texts (exact search), plus O(V log k) for the V records visited.
@@ -303,20 +316,50 @@ class DenseIndex:
         return list(out)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray[Any, Any]:
-        """Unit vectors of ``texts``: pure, safe to call in a worker thread.
+        """Unit vectors of ``texts``, one row each: pure, safe to call in a worker thread.
+        The embedder is called once per :data:`_EMBED_CHUNK` texts.
 
         Raises:
-            ValueError: The embedder returned a wrong shape or a non-finite value.
+            EmbeddingError: The embedder raised (an ``Exception`` or
+                ``asyncio.CancelledError``; it is the ``__cause__``), or returned a wrong
+                shape or a non-finite value.
         """
-        return _unit_rows(self.embedder(list(texts)), len(texts), self.dim)
+        texts = list(texts)
+        if len(texts) <= _EMBED_CHUNK:
+            return self._embed_chunk(texts)
+        out = np.empty((len(texts), self.dim), np.float32)
+        for start in range(0, len(texts), _EMBED_CHUNK):
+            part = texts[start : start + _EMBED_CHUNK]
+            out[start : start + len(part)] = self._embed_chunk(part)
+        return out
+
+    def _embed_chunk(self, texts: list[str]) -> np.ndarray[Any, Any]:
+        name = self.model_name
+        try:
+            got = self.embedder(texts)
+        except EmbeddingError:
+            raise
+        except (Exception, asyncio.CancelledError) as exc:
+            what = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+            raise EmbeddingError(
+                f"the embedder {name!r} failed on {len(texts)} texts ({what})"
+            ) from exc
+        try:
+            return _unit_rows(got, len(texts), self.dim)
+        except ValueError as exc:
+            raise EmbeddingError(f"the embedder {name!r}: {exc}") from None
 
     def offer(self, texts: Sequence[str], vectors: np.ndarray[Any, Any]) -> None:
         """Keep ``vectors`` (from :meth:`embed`, one row per text) for the ``add`` of a
-        record with that document. At most :data:`_OFFER_MAX` are kept. O(len(texts))."""
+        record with that document. Of the vectors offered earlier and not used yet, the
+        oldest are dropped beyond :data:`_OFFER_MAX` in all; those of this offer are all
+        kept, however many. O(len(texts) + dropped)."""
         offered = self._offered
+        for text in texts:  # re-offered texts count as new: move them to the end
+            offered.pop(text, None)
         for text, vec in zip(texts, vectors, strict=True):
             offered[text] = vec
-        while len(offered) > _OFFER_MAX:
+        while len(offered) > max(_OFFER_MAX, len(texts)):
             del offered[next(iter(offered))]
 
     @property
@@ -372,7 +415,12 @@ class DenseIndex:
         if row is None:
             vec = self._offered.pop(text, None)
             if vec is None:
-                vec = self.embed([text])[0]
+                try:
+                    vec = self.embed([text])[0]
+                except EmbeddingError as exc:
+                    # Not a domain error here: the caller (the owner, mid-store) embeds
+                    # ahead of time and catches failures there, before changing anything.
+                    raise RuntimeError(f"embedding a text inline failed: {exc}") from exc
                 self.inline += 1
             row = self._append(text, vec)
         recs = self._recs[row]

@@ -16,6 +16,17 @@ of the file ignored). An *entry* holds every field of a
   Only ``category`` and ``memory`` are required; unknown keys are refused, so a typo never
   drops a field silently. ``entry_from_json(entry_to_json(e)) == e`` for every entry.
 
+An exported entry may also carry its dense vector (:func:`vector_to_json`), read back by
+:func:`vector_from_json`::
+
+      "vector": {"model": str, "dim": int, "text_hash": "<32 hex digits>",
+                 "f32le": "<base64 of dim little-endian float32 values>"}
+
+  ``model`` and ``dim`` name the embedder that made it (the file's ``dense_model`` and
+  ``dense_dim``), ``text_hash`` is :func:`~actormem._index.dense.text_hash` of the text it
+  was computed from (the entry's memory, then its tags): an importer uses the vector only
+  for that text, and only with that model.
+
 Readers check a whole file before anything is done with it and raise
 :class:`JsonlError` naming the file and the 1-based line of the first bad record, so a
 caller can refuse the file without having stored half of it.
@@ -23,6 +34,8 @@ caller can refuse the file without having stored half of it.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
 import re
@@ -32,10 +45,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import attrs
+import numpy as np
+
 from .._entry import MemoryCategory, MemoryEntry
 from .sqlite_format import MAX_ACCESS_COUNT
 
 __all__ = [
+    "JsonVector",
     "JsonlError",
     "entry_from_json",
     "entry_to_json",
@@ -43,6 +60,8 @@ __all__ = [
     "file_sha256",
     "json_lines",
     "need",
+    "vector_from_json",
+    "vector_to_json",
 ]
 
 _ENTRY_KEYS = frozenset(
@@ -269,3 +288,75 @@ def entry_from_json(obj: dict[str, Any]) -> MemoryEntry:
         return MemoryEntry(**fields)
     except TypeError as exc:  # attrs validators raise TypeError for wrong types
         raise ValueError(str(exc)) from None
+
+
+#: Most dimensions a vector line may declare (a bound on what one line can make us decode).
+MAX_VECTOR_DIM = 65536
+_VECTOR_KEYS = frozenset({"model", "dim", "text_hash", "f32le"})
+
+
+@attrs.frozen(kw_only=True, slots=True)
+class JsonVector:
+    """A dense vector read from an exported entry (see the module docs).
+
+    Attributes:
+        model: The embedder's name.
+        dim: Its dimension, 1 to :data:`MAX_VECTOR_DIM`.
+        text_hash: 16 bytes identifying the text it was computed from.
+        data: ``dim`` little-endian float32 values, every one finite.
+    """
+
+    model: str
+    dim: int
+    text_hash: bytes
+    data: bytes
+
+
+def vector_to_json(model: str, dim: int, text_hash: bytes, data: bytes) -> dict[str, Any]:
+    """The ``"vector"`` object of an exported entry. O(dim)."""
+    return {
+        "model": model,
+        "dim": dim,
+        "text_hash": text_hash.hex(),
+        "f32le": base64.b64encode(data).decode("ascii"),
+    }
+
+
+def vector_from_json(obj: object) -> JsonVector:
+    """The vector a :func:`vector_to_json` object describes, checked. O(dim).
+
+    Raises:
+        ValueError: Not an object, an unknown or missing key, a field of the wrong type,
+            ``dim`` outside 1 to :data:`MAX_VECTOR_DIM`, ``text_hash`` not 32 hex
+            digits, ``f32le`` not base64 or not ``dim`` float32 values, or a NaN or
+            infinite value. The message starts with ``'vector'``.
+    """
+    if not isinstance(obj, dict):
+        raise ValueError(f"'vector' must be a JSON object, not {type(obj).__name__}")
+    unknown = sorted(set(obj) - _VECTOR_KEYS)
+    if unknown:
+        raise ValueError(f"'vector' has an unknown key {unknown[0]!r}")
+    try:
+        model = need(obj, "model", str, "a string")
+        dim = need(obj, "dim", int, "an integer")
+        digest = need(obj, "text_hash", str, "a string of 32 hex digits")
+        encoded = need(obj, "f32le", str, "a base64 string")
+    except ValueError as exc:
+        raise ValueError(f"'vector': {exc}") from None
+    if not model:
+        raise ValueError("'vector': 'model' is empty")
+    if not 1 <= dim <= MAX_VECTOR_DIM:
+        raise ValueError(f"'vector': 'dim' must be 1 to {MAX_VECTOR_DIM}, got {dim}")
+    if not re.fullmatch(r"[0-9a-fA-F]{32}", digest):
+        raise ValueError("'vector': 'text_hash' must be 32 hex digits")
+    try:
+        data = base64.b64decode(encoded, validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError("'vector': 'f32le' is not valid base64") from None
+    if len(data) != 4 * dim:
+        raise ValueError(
+            f"'vector': 'f32le' holds {len(data)} bytes, not {4 * dim} ({dim} float32 values)"
+        )
+    if not np.isfinite(np.frombuffer(data, "<f4")).all():
+        raise ValueError("'vector': 'f32le' holds a NaN or infinite value")
+    return JsonVector(model=model, dim=dim, text_hash=bytes.fromhex(digest), data=data)

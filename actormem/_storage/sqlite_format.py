@@ -69,6 +69,7 @@ __all__ = [
     "encode_access",
     "encode_record",
     "file_uri",
+    "read_stored_vectors",
     "read_validated",
     "sqlite_reason",
 ]
@@ -419,6 +420,42 @@ def read_validated(path: str) -> list[tuple[int, MemoryEntry]]:
             raise StorageError(path, f"corrupted: id {entry.id} appears twice (seq {seq})")
         seen.add(entry.id)
     return entries
+
+
+def read_stored_vectors(path: str) -> tuple[str, int, dict[bytes, bytes]] | None:
+    """The dense vectors a file keeps, read-only (for ``actormem export``): the model's
+    name and dimension (``meta`` rows ``dense_model`` and ``dense_dim``) and
+    ``{text_hash: float32 bytes}``, rows of the wrong length left out; None when the
+    file has no vectors' model (it was never opened with a dense or hybrid scorer, or
+    its schema predates vectors). Modifies nothing. O(vectors).
+
+    Raises:
+        StorageError: The file is not a readable actormem database.
+    """
+    try:
+        conn = sqlite3.connect(read_only_uri(path), uri=True, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise StorageError(path, f"cannot open read-only: {sqlite_reason(exc)}") from exc
+    try:
+        if check_schema(path, conn, deep=False) < 3:
+            return None
+        meta = dict(
+            conn.execute("SELECT key, value FROM meta WHERE key IN ('dense_model', 'dense_dim')")
+        )
+        model, dim = meta.get("dense_model"), meta.get("dense_dim")
+        if not isinstance(model, str) or not isinstance(dim, str) or not dim.isdigit():
+            return None
+        size = 4 * int(dim)
+        rows = {
+            bytes(digest): bytes(vector)
+            for _, digest, vector in conn.execute(SELECT_VECTORS)
+            if isinstance(vector, bytes) and len(vector) == size and isinstance(digest, bytes)
+        }
+    except sqlite3.Error as exc:
+        raise StorageError(path, sqlite_reason(exc)) from exc
+    finally:
+        conn.close()
+    return model, int(dim), rows
 
 
 _encode_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode

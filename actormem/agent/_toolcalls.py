@@ -22,7 +22,16 @@ from typing import Any
 import attrs
 
 from .._entry import MemoryCategory, MemoryEntry
-from .._storage.jsonl import JsonlError, entry_from_json, file_sha256, json_lines, need
+from .._index.dense import entry_document, text_hash
+from .._storage.jsonl import (
+    JsonlError,
+    JsonVector,
+    entry_from_json,
+    file_sha256,
+    json_lines,
+    need,
+    vector_from_json,
+)
 from ._hooks import format_trajectory
 
 __all__ = [
@@ -159,12 +168,18 @@ class ImportLines:
         entry_lines: Lines that were entries.
         tool_call_lines: Lines that were tool calls.
         repeated: Lines dropped because a later line had the same id (``later_wins``).
+        vectors: The dense vectors of the entries that carry one (exported entries),
+            by entry id, each made from that entry's text (its ``text_hash`` matched).
+        stale_vectors: Vectors left out because their ``text_hash`` is not that of
+            their entry's text (the line was edited after the export).
     """
 
     entries: list[MemoryEntry]
     entry_lines: int
     tool_call_lines: int
     repeated: int
+    vectors: dict[uuid.UUID, JsonVector] = attrs.field(factory=dict)
+    stale_vectors: int = 0
 
 
 def read_import_file(path: Path, *, later_wins: bool = False) -> ImportLines:
@@ -174,6 +189,10 @@ def read_import_file(path: Path, *, later_wins: bool = False) -> ImportLines:
     entry (:func:`tool_call_entry`); a line with a ``memory`` key is an entry. A line
     without an ``id`` (every tool call) gets :func:`line_id`, derived from its content,
     so that running an import again never stores a line twice.
+
+    An entry line may carry its dense ``vector`` (as ``actormem export`` writes it, see
+    :func:`~actormem._storage.jsonl.vector_from_json`); a malformed one is an error of
+    that line, one made from another text than the entry's is left out (counted).
 
     Two lines with the same id (given, or derived: two identical lines), or with the same
     namespace and ``key``, are refused, naming both lines, unless ``later_wins``: then
@@ -195,16 +214,22 @@ def read_import_file(path: Path, *, later_wins: bool = False) -> ImportLines:
     """
     found: dict[uuid.UUID, tuple[int, MemoryEntry]] = {}
     keyed: dict[tuple[tuple[str, ...], str], uuid.UUID] = {}
-    n_entries = n_calls = repeated = 0
+    vectors: dict[uuid.UUID, JsonVector] = {}
+    n_entries = n_calls = repeated = stale = 0
     for number, value in json_lines(path):
         if not isinstance(value, dict):
             raise JsonlError(path, number, f"expected a JSON object, got {type(value).__name__}")
+        vector: JsonVector | None = None
         try:
             if "tool" in value and "result" in value:
                 entry = tool_call_entry(tool_call(value))
                 n_calls += 1
             elif "memory" in value:
-                entry = entry_from_json(value)
+                if "vector" in value:
+                    vector = vector_from_json(value["vector"])
+                    entry = entry_from_json({k: v for k, v in value.items() if k != "vector"})
+                else:
+                    entry = entry_from_json(value)
                 n_entries += 1
             else:
                 raise ValueError(
@@ -233,7 +258,13 @@ def read_import_file(path: Path, *, later_wins: bool = False) -> ImportLines:
                     "later line replace the earlier one",
                 )
             repeated += 1
+            vectors.pop(earlier[1].id, None)
         found[entry.id] = (number, entry)
+        if vector is not None:
+            if vector.text_hash == text_hash(entry_document(entry)):
+                vectors[entry.id] = vector
+            else:
+                stale += 1
         if entry.key is not None:
             keyed[(entry.namespace, entry.key)] = entry.id
     return ImportLines(
@@ -241,4 +272,6 @@ def read_import_file(path: Path, *, later_wins: bool = False) -> ImportLines:
         entry_lines=n_entries,
         tool_call_lines=n_calls,
         repeated=repeated,
+        vectors=vectors,
+        stale_vectors=stale,
     )

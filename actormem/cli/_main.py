@@ -31,19 +31,20 @@ from typing import Any, NoReturn
 import trio
 from rich.console import Console
 
-from .._engine.bulk import store_all_or_nothing
+from .._engine.bulk import BulkResult, store_all_or_nothing
 from .._engine.live import is_held_elsewhere, open_live_copy
 from .._engine.memory import Memory, open_memory
 from .._entry import MemoryCategory, MemoryEntry
 from .._errors import ActorMemError, StorageError
 from .._index.bm25 import BM25Scorer
-from .._index.dense import DenseScorer
+from .._index.dense import DenseScorer, entry_document, text_hash
 from .._index.hybrid import HybridScorer
 from .._index.scoring import Scorer
 from .._index.wordoverlap import WordOverlapScorer
-from .._storage.jsonl import JsonlError, entry_to_json, escape_json_line
+from .._storage.jsonl import JsonlError, entry_to_json, escape_json_line, vector_to_json
 from .._storage.pglog import redact_dsn
 from .._storage.salvage import Salvage
+from .._storage.sqlite_format import read_stored_vectors
 from .._util import read_token_file
 from ..agent._text import cut, escape_line
 from ..agent._toolcalls import read_import_file, read_tool_calls
@@ -797,7 +798,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     sidecars = [Path(f"{args.path}{suffix}") for suffix in ("", "-wal", "-shm", "-journal")]
     created = [p for p in sidecars if not os.path.lexists(p)]
     try:
-        result = store_all_or_nothing(args.path, lines.entries)
+        result = store_all_or_nothing(args.path, lines.entries, vectors=lines.vectors)
     except BaseException as exc:
         if args.path in created:
             # A failed import into a new path leaves no file behind.
@@ -819,7 +820,28 @@ def cmd_import(args: argparse.Namespace) -> int:
         f"{result.added:,} new, {result.replaced:,} replaced; it now holds {result.after:,} "
         "entries"
     )
+    for note in _vector_notes(lines.stale_vectors, result):
+        print(f"{PROG} import: {note}", file=sys.stderr)
     return 0
+
+
+def _vector_notes(stale: int, result: BulkResult) -> list[str]:
+    """What ``import`` says about the dense vectors it did not keep (and kept)."""
+    notes = []
+    if result.vectors:
+        notes.append(f"kept {result.vectors:,} vectors of {printable(repr(result.model))}")
+    later = "it is computed when the file is opened with a dense or hybrid scorer"
+    if stale:
+        notes.append(
+            f"{stale:,} vectors not kept: their text_hash is not that of their entry's text "
+            f"(edited after the export); {later}"
+        )
+    for (model, dim), count in sorted(result.other_models.items()):
+        notes.append(
+            f"{count:,} vectors of {printable(repr(model))} (dim {dim}) not kept: the file's "
+            f"vectors are of {printable(repr(result.model))} (dim {result.dim}); {later}"
+        )
+    return notes
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -836,8 +858,22 @@ def cmd_export(args: argparse.Namespace) -> int:
             return list(memory.snapshot())
 
     out = sys.stdout
-    for entry in trio.run(run) if path is not None else remote_entries(args):
-        out.write(escape_json_line(json.dumps(entry_to_json(entry), ensure_ascii=False)) + "\n")
+    if path is None:
+        for entry in remote_entries(args):
+            out.write(escape_json_line(json.dumps(entry_to_json(entry), ensure_ascii=False)) + "\n")
+        out.flush()
+        return 0
+    entries = trio.run(run)
+    stored = None if args.no_vectors else read_stored_vectors(str(path))
+    for entry in entries:
+        obj = entry_to_json(entry)
+        if stored is not None:
+            model, dim, by_hash = stored
+            digest = text_hash(entry_document(entry))
+            data = by_hash.get(digest)
+            if data is not None:
+                obj["vector"] = vector_to_json(model, dim, digest, data)
+        out.write(escape_json_line(json.dumps(obj, ensure_ascii=False)) + "\n")
     out.flush()
     return 0
 
@@ -1023,6 +1059,12 @@ def build_parser() -> argparse.ArgumentParser:
     e = sub.add_parser("export", help="every entry of a memory file as JSONL on stdout")
     e.add_argument("path", type=Path, metavar="PATH", nargs="?", help="memory file")
     add_remote_options(e)
+    e.add_argument(
+        "--no-vectors",
+        action="store_true",
+        help="leave out the entries' dense vectors (written by default when the file "
+        "has some: a memory opened with a dense or hybrid scorer keeps them)",
+    )
     e.add_argument(
         "--salvage",
         action="store_true",

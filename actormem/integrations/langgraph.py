@@ -15,10 +15,15 @@ asyncio alike. Every op of a batch becomes one call of the memory; ops run in or
 
 Search. Without a query: the engine's filter-only listing (newest ``updated_at`` first).
 With a query and no ``index=`` configuration: the engine's scorer over the entries'
-text. With ``index=`` (an embedding function, as LangGraph configures it): cosine
-similarity between the query's embedding and each indexed field's embedding, the best
-field per item, as LangGraph's own stores do. The vectors are kept by this adapter (in
-process, recomputed on demand after a restart) until the engine has a dense index.
+text. With ``index=`` and an embedding function (``embed``, as LangGraph configures it):
+cosine similarity between the query's embedding and each indexed field's embedding, the
+best field per item, as LangGraph's own stores do; those vectors are kept by this
+adapter (in process, recomputed on demand after a restart). With ``index=`` and no
+``embed``: the engine's own dense index (:class:`~actormem.DenseScorer` with its default
+model, WordLlama, offline): the item's indexed fields, joined, are its text, embedded by
+the engine when stored, persisted with the entry in a durable file, and ranked by cosine
+with the query; items put with ``index=False`` come after the others, without a score,
+as in LangGraph's stores.
 
 Which fields an item indexes (``put(..., index=...)``) is kept in the entry's tags
 (``langgraph:noindex`` or ``langgraph:index:<path>``), so it survives a restart.
@@ -52,6 +57,7 @@ from langgraph.store.base import (
 )
 
 from .._entry import MAX_MEMORY_CHARS, MemoryCategory, MemoryEntry
+from .._index.dense import DenseScorer, wordllama_embedder
 from .._json import text_at_paths
 from .._storage.sqlite import Durability
 from ..client import HostedMemory
@@ -87,6 +93,9 @@ class ActormemStore(BaseStore):
             used), or None for unbounded. LangGraph's own stores have no bound.
         index: LangGraph's ``IndexConfig`` (``dims``, ``embed``, ``fields``) for
             semantic search; the ``fields`` also choose the text the engine ranks.
+            Without ``embed``, the engine's dense index ranks (WordLlama, in the
+            ``dense`` extra; ``dims`` 64, 128 or 256, 256 if left out); with
+            :meth:`from_url`, the server's scorer does (run it with ``--scorer dense``).
         ttl: LangGraph's ``TTLConfig`` (``default_ttl`` in minutes, ``refresh_on_read``).
             The engine removes expired items by itself; the sweeper calls are kept for
             compatibility.
@@ -102,12 +111,15 @@ class ActormemStore(BaseStore):
 
     Raises:
         StorageError: The file cannot be opened (see :func:`~actormem.open_memory`).
+        ValueError: ``index`` has no ``embed`` and ``dims`` is not 64, 128 or 256.
+        ImportError: ``index`` has no ``embed`` and ``wordllama`` is not installed.
     """
 
     supports_ttl = True
 
     __slots__ = (
         "_embeddings",
+        "_engine_dense",
         "_fields",
         "_host",
         "_remote",
@@ -138,11 +150,19 @@ class ActormemStore(BaseStore):
         self._expired_seen = 0
         self.index_config = dict(index) if index else None
         self._embeddings = None
+        #: ``index=`` without ``embed``: the engine's dense index ranks searches.
+        self._engine_dense = False
         self._fields: list[str] = ["$"]
+        scorer: DenseScorer | None = None
         if self.index_config is not None:
-            self._embeddings = ensure_embeddings(self.index_config.get("embed"))  # type: ignore[arg-type]
-            # "fields" (IndexConfig) or "text_fields" (LangGraph's SQL stores' name).
             config: dict[str, Any] = self.index_config
+            if config.get("embed") is None:
+                self._engine_dense = True
+                if _remote is None:
+                    scorer = DenseScorer(embedder=wordllama_embedder(_dims(config.get("dims"))))
+            else:
+                self._embeddings = ensure_embeddings(config["embed"])
+            # "fields" (IndexConfig) or "text_fields" (LangGraph's SQL stores' name).
             self._fields = list(config.get("fields") or config.get("text_fields") or ["$"])
         #: (namespace, key) -> (updated_at, fields, one vector per indexed text).
         self._vectors: dict[
@@ -157,7 +177,7 @@ class ActormemStore(BaseStore):
             self._sync, self._async = _remote
         else:
             self._host = HostedMemory(
-                path=path, capacity=capacity, durability=durability, clock=clock
+                path=path, capacity=capacity, durability=durability, clock=clock, scorer=scorer
             )
             self._host.start()
             self._sync, self._async = self._host.sync, self._host
@@ -357,6 +377,8 @@ class ActormemStore(BaseStore):
             options.update(limit=op.limit, offset=op.offset)
             entries = yield ("memory", "list_entries", (prefix,), options)
             return [_search_item(e, None) for e in _keyed(entries)]
+        if self._engine_dense:
+            return (yield from self._search_dense(op, options))
         if self._embeddings is None:  # ranked by the engine's scorer
             options["namespace"] = prefix
             hits = yield ("memory", "retrieve_scored", (op.query, op.offset + op.limit), options)
@@ -368,6 +390,37 @@ class ActormemStore(BaseStore):
             if self._cached(e) is None:  # stored before this process, or elsewhere
                 yield from self._embed(e)
         return _rank(entries, query, [self._cached(e) or [] for e in entries], op)
+
+    def _search_dense(
+        self, op: SearchOp, options: dict[str, Any]
+    ) -> Generator[_Call, Any, list[SearchItem]]:
+        """``index=`` without ``embed``: the engine's dense ranking of the items that are
+        indexed, then (to fill ``limit``) those put with ``index=False``, without a
+        score, newest first, as LangGraph's stores rank items that have no vector."""
+        assert op.query
+        want = op.offset + op.limit
+        k = max(want, 1)
+        while True:
+            hits = yield (
+                "memory",
+                "retrieve_scored",
+                (op.query, k),
+                {**options, "namespace": op.namespace_prefix},
+            )
+            indexed = [h for h in hits if h.entry.key is not None and _NOINDEX not in h.entry.tags]
+            if len(indexed) >= want or len(hits) < k:
+                break
+            k *= 2  # items put with index=False took places: ask for more
+        items = [_search_item(h.entry, h.score) for h in indexed[op.offset : want]]
+        if len(items) < op.limit:
+            rest = yield (
+                "memory",
+                "list_entries",
+                (op.namespace_prefix,),
+                {**options, "tags": [_NOINDEX], "limit": op.limit - len(items)},
+            )
+            items.extend(_search_item(e, None) for e in _keyed(rest))
+        return items
 
     # ------------------------------------------------------------ puts
 
@@ -428,6 +481,19 @@ class ActormemStore(BaseStore):
 
 
 # ---------------------------------------------------------------- helpers
+
+
+def _dims(dims: object) -> int:
+    """The WordLlama truncation ``IndexConfig["dims"]`` asks for (256 if absent)."""
+    if dims is None:
+        return 256
+    if isinstance(dims, bool) or dims not in (64, 128, 256):
+        raise ValueError(
+            f"index= without 'embed' uses the engine's dense index (WordLlama, 64, 128 or "
+            f"256 dimensions): 'dims' must be one of those or left out, got {dims!r}"
+        )
+    assert isinstance(dims, int)
+    return dims
 
 
 def _validated(ops: Iterable[Op]) -> list[Op]:

@@ -47,7 +47,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .._engine.memory import Memory
 from .._entry import MemoryCategory, MemoryEntry
-from .._errors import ActorMemError, InvalidEntryError, InvalidQueryError, StorageError
+from .._errors import (
+    ActorMemError,
+    EmbeddingError,
+    InvalidEntryError,
+    InvalidQueryError,
+    StorageError,
+)
 from .._storage.jsonl import entry_from_json, entry_to_json
 from ._feed import RemovalFeed
 from ._models import (
@@ -705,6 +711,10 @@ def create_app(
     @app.exception_handler(InvalidQueryError)
     async def invalid_input(request: Request, exc: ActorMemError) -> Response:
         return problem(422, str(exc))
+
+    @app.exception_handler(EmbeddingError)
+    async def embedding_failed(request: Request, exc: EmbeddingError) -> Response:
+        return problem(503, f"the embedder failed (nothing was stored): {exc}")
 
     @app.exception_handler(StorageError)
     @app.exception_handler(trio.ClosedResourceError)
