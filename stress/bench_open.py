@@ -7,7 +7,7 @@ Usage (from the project root)::
 For each size ``n`` a file of ``n`` real entries (:mod:`stress._bench_data`: tool calls and
 LoCoMo turns, marked per cycle) is written once, straight into SQLite through the file's
 own row codec (``encode_record``), and kept in ``--scratch`` for later runs. Then, for
-each scorer and repeat, a *fresh* Python process (``python -m stress.bench_open --child``)
+each scorer and repeat, a *fresh* Python process (``python -c`` with :func:`child`'s source)
 imports actormem, opens the file with ``open_memory(path=...)`` and answers one retrieve;
 it reports, as one JSON line:
 
@@ -16,7 +16,11 @@ it reports, as one JSON line:
 * ``read_s``: the part spent reading and decoding the rows (``SqliteStore.open``), and
   ``load_s``: rebuilding the state and its index from them (``MemoryState.load``), both
   CPU seconds of the thread that ran them;
-* ``import_s``: importing actormem (not counted in ``wall_s``); ``rss_mib`` after the query.
+* ``max_rss_mib``: the process's peak resident memory; ``first_hit``: the best entry's id
+  (the same for every checkout measured).
+
+``--root DIR`` (repeatable) measures other checkouts side by side, e.g. main before this
+change: ``--root /work/main --root .``.
 
 The target of issue #20: a 1M-entry file opens and answers its first query in <= 3 s.
 """
@@ -24,18 +28,20 @@ The target of issue #20: a 1M-entry file opens and answers its first query in <=
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from ._bench_args import existing_dir, positive_ints
 from ._bench_data import DEFAULT_DATA, entries, load_corpus
-from ._bench_stats import load_average, rss_bytes
+from ._bench_stats import load_average
 
 SCORERS = ("word-overlap", "bm25")
 
@@ -71,16 +77,20 @@ def build_file(path: Path, n: int, data: Path, seed: int) -> None:
 
 
 def child(path: str, scorer: str, query: str) -> dict[str, Any]:
-    """Open ``path`` and answer ``query``; the figures of one fresh process."""
-    t_import = time.perf_counter()
+    """Open ``path`` and answer ``query``; the figures of one fresh process.
+
+    Self-contained (stdlib and actormem only): :func:`main` runs its source with
+    ``python -c`` and ``PYTHONPATH=--root``, so another checkout can be measured."""
+    import json as _json  # noqa: F401  (the -c wrapper prints with it)
+    import resource
+    import time
+
     import trio
 
-    import actormem._engine.memory as memory_module
     import actormem._storage.sqlite as sqlite_module
     from actormem import BM25Scorer, WordOverlapScorer, open_memory
     from actormem._engine.state import MemoryState
 
-    import_s = time.perf_counter() - t_import
     phases: dict[str, float] = {}
 
     def timed(name: str, fn: Any) -> Any:
@@ -97,7 +107,6 @@ def child(path: str, scorer: str, query: str) -> dict[str, Any]:
     store_cls.open = staticmethod(timed("read_s", store_cls.open))
     state_cls: Any = MemoryState
     state_cls.load = timed("load_s", state_cls.load)
-    del memory_module
 
     async def run() -> dict[str, Any]:
         sc = BM25Scorer() if scorer == "bm25" else WordOverlapScorer()
@@ -111,16 +120,22 @@ def child(path: str, scorer: str, query: str) -> dict[str, Any]:
             n = len(memory)
         return {
             "entries": n,
-            "hits": len(hits),
+            "hits": [str(h.id) for h in hits],
             "wall_s": round(wall, 3),
             "cpu_s": round(cpu, 3),
             "open_wall_s": round(t_open, 3),
             **{k: round(v, 3) for k, v in phases.items()},
-            "import_s": round(import_s, 3),
-            "rss_mib": round(rss_bytes() / 2**20, 1),
+            "max_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         }
 
     return trio.run(run)
+
+
+_CHILD = (
+    "import sys, json\nfrom typing import Any\n"
+    + inspect.getsource(child)
+    + "\nprint(json.dumps(child(*sys.argv[1:4])))\n"
+)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -132,11 +147,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data", type=existing_dir, default=DEFAULT_DATA)
     parser.add_argument("--scratch", type=Path, default=Path("/tmp/actormem_bench_open"))
     parser.add_argument("--query", default="What did Caroline research?")
-    parser.add_argument("--child", nargs=2, metavar=("PATH", "SCORER"), help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--root",
+        action="append",
+        type=existing_dir,
+        help="a checkout to measure (repeatable, run side by side); default: this one",
+    )
     args = parser.parse_args(argv)
-    if args.child:
-        print(json.dumps(child(args.child[0], args.child[1], args.query)))
-        return
+    here = Path(__file__).resolve().parent.parent
+    roots = [(str(r), r.resolve()) for r in args.root or [here]]
+    scratch = Path(tempfile.mkdtemp(prefix="bench_open_cwd_"))  # not a checkout: cwd
     scorers = [s for s in args.scorers.split(",") if s]
     for s in scorers:
         if s not in SCORERS:
@@ -151,11 +171,17 @@ def main(argv: list[str] | None = None) -> None:
             print(json.dumps({"built": str(path), "n": n, "s": round(time.perf_counter() - t0, 1)}))
         for repeat in range(args.repeats):
             for scorer in scorers:
-                cmd = [sys.executable, "-m", "stress.bench_open", "--child", str(path), scorer]
-                cmd += ["--query", args.query]
-                out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
-                row = {"n": n, "scorer": scorer, "repeat": repeat, **json.loads(out)}
-                print(json.dumps(row), flush=True)
+                for label, root in roots:
+                    cmd = [sys.executable, "-c", _CHILD, str(path), scorer, args.query]
+                    env = {**os.environ, "PYTHONPATH": str(root)}
+                    out = subprocess.run(
+                        cmd, check=True, capture_output=True, text=True, env=env, cwd=scratch
+                    ).stdout
+                    row = {"n": n, "scorer": scorer, "repeat": repeat, "root": label}
+                    row |= json.loads(out)
+                    hits = row.pop("hits")
+                    row["first_hit"] = hits[0] if hits else None
+                    print(json.dumps(row), flush=True)
     print(json.dumps({"load_average_end": load_average()}))
 
 

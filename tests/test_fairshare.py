@@ -209,3 +209,28 @@ async def test_a_cancelled_writer_leaves_no_demand() -> None:
 def test_share_constants_are_sane() -> None:
     assert 0 < fairshare.SHARE < 1
     assert 0 < fairshare.CLOSED_MAX < fairshare.COMMIT_PARK
+
+
+async def test_a_commit_starting_cuts_the_readers_open_phase_short(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    gate = ReadGate()
+    gate.enter()
+    gate.commit_started()
+    await gate.checkpoint()  # a long commit: parked for COMMIT_PARK, then open
+    gate.commit_ended()
+    assert not gate.closed
+    # That closed phase earned readers a long open phase ...
+    await trio.sleep(0.01)
+    parks = gate.parks
+    await gate.checkpoint()
+    assert gate.parks == parks
+    # ... which the next commit cuts short: readers park again at once.
+    gate.commit_started()
+    t0 = trio.current_time()
+    await gate.checkpoint()
+    assert gate.parks == parks + 1
+    assert trio.current_time() - t0 == pytest.approx(COMMIT_PARK)
+    gate.commit_ended()
+    gate.leave()
+    gate._check()

@@ -25,7 +25,8 @@ While there is demand the gate alternates two phases:
 * **open**: readers run as without a gate. A closed phase of ``d`` seconds earns readers
   ``d * (1 - SHARE) / SHARE`` seconds of open phase before the gate may close again, so
   with writes pending all the time the owner's side gets :data:`SHARE` of the loop and
-  readers the rest.
+  readers the rest. A group commit starting cuts an open phase short once it has lasted
+  :data:`OPEN_MIN` (what a closed phase of :data:`CLOSED_MAX` earns).
 
 Invariants: no reader stays parked longer than the closed phase's limit (the first reader
 to park holds a timeout, the *watch*, and opens the gate when it fires; if it is cancelled
@@ -41,7 +42,7 @@ from __future__ import annotations
 
 import trio
 
-__all__ = ["CLOSED_MAX", "COMMIT_PARK", "SHARE", "ReadGate"]
+__all__ = ["CLOSED_MAX", "COMMIT_PARK", "OPEN_MIN", "SHARE", "ReadGate"]
 
 #: The owner's share of the loop while writes are pending (readers get ``1 - SHARE``).
 SHARE = 0.6
@@ -49,6 +50,9 @@ SHARE = 0.6
 CLOSED_MAX = 0.006
 #: Longest closed phase, in seconds, while a durable group commit is in its thread.
 COMMIT_PARK = 0.25
+#: Shortest open phase a commit starting cuts short: what a closed phase of
+#: :data:`CLOSED_MAX` earns readers.
+OPEN_MIN = CLOSED_MAX * (1 - SHARE) / SHARE
 
 
 class ReadGate:
@@ -67,6 +71,7 @@ class ReadGate:
         "_demand",
         "_lot",
         "_open_until",
+        "_opened_at",
         "_since",
         "_watch",
         "enabled",
@@ -83,6 +88,8 @@ class ReadGate:
         self._since = 0.0
         #: The gate may not close before this trio time (readers' earned open phase).
         self._open_until = -float("inf")
+        #: When the gate last opened (trio time).
+        self._opened_at = -float("inf")
         self._committing = False
         #: The timeout of the first parked reader (the watch), while one is parked.
         self._watch: trio.CancelScope | None = None
@@ -105,8 +112,12 @@ class ReadGate:
 
     def commit_started(self) -> None:
         """A durable group commit runs in its thread: closed phases may last up to
-        :data:`COMMIT_PARK`. O(1)."""
+        :data:`COMMIT_PARK`, and an open phase under way ends once it has lasted
+        :data:`OPEN_MIN` (readers running now would take the GIL from the commit's
+        thread for a switch interval at a time). O(1)."""
         self._committing = True
+        if not self._closed and self._demand:
+            self._open_until = min(self._open_until, self._opened_at + OPEN_MIN)
         self._rewatch()
 
     def commit_ended(self) -> None:
@@ -164,6 +175,7 @@ class ReadGate:
 
     def _open(self, now: float) -> None:
         self._closed = False
+        self._opened_at = now
         self._open_until = now + (now - self._since) * ((1 - SHARE) / SHARE)
         self._lot.unpark_all()
 
