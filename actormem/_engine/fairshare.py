@@ -176,7 +176,10 @@ class ReadGate:
     def _open(self, now: float) -> None:
         self._closed = False
         self._opened_at = now
-        self._open_until = now + (now - self._since) * ((1 - SHARE) / SHARE)
+        # Earned by the closed time up to the limit: a phase stretched by a long batch
+        # or by the OS not running us does not buy readers a long open phase.
+        closed_for = min(now - self._since, self._limit())
+        self._open_until = now + closed_for * ((1 - SHARE) / SHARE)
         self._lot.unpark_all()
 
     async def _park(self) -> None:
