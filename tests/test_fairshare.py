@@ -8,7 +8,9 @@ are exact consequences of the phase rules, not timings of this machine.
 
 from __future__ import annotations
 
+import functools
 import uuid
+from collections.abc import Awaitable, Callable
 
 import pytest
 import trio
@@ -67,14 +69,7 @@ async def test_pending_writes_take_their_share_and_readers_are_never_starved(
 async def test_last_write_leaving_wakes_parked_readers_at_once(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    gate = ReadGate()
-    gate.enter()
-    woke: list[float] = []
-
-    async def reader() -> None:
-        await gate.checkpoint()
-        woke.append(trio.current_time())
-
+    gate, woke, reader = _gate_with_a_write()
     async with trio.open_nursery() as nursery:
         for _ in range(3):
             nursery.start_soon(reader)
@@ -117,14 +112,7 @@ async def test_a_durable_commit_parks_readers_up_to_commit_park(
 async def test_a_cancelled_watch_hands_over_the_timeout(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
-    gate = ReadGate()
-    gate.enter()
-    woke: list[float] = []
-
-    async def reader() -> None:
-        await gate.checkpoint()
-        woke.append(trio.current_time())
-
+    gate, woke, reader = _gate_with_a_write()
     async with trio.open_nursery() as nursery:
         first = trio.CancelScope()
         nursery.start_soon(_cancellable, gate, first)
@@ -136,6 +124,20 @@ async def test_a_cancelled_watch_hands_over_the_timeout(
     # The second reader still woke when the closed phase ended.
     assert woke == [pytest.approx(CLOSED_MAX)]
     gate.leave()
+
+
+def _gate_with_a_write() -> tuple[ReadGate, list[float], Callable[[], Awaitable[None]]]:
+    """A gate with one write in flight, the wake-up times, and a reader noting its own."""
+    gate = ReadGate()
+    gate.enter()
+    woke: list[float] = []
+    return gate, woke, functools.partial(_wake_time, gate, woke)
+
+
+async def _wake_time(gate: ReadGate, woke: list[float]) -> None:
+    """Pass the gate once; note when."""
+    await gate.checkpoint()
+    woke.append(trio.current_time())
 
 
 async def _cancellable(gate: ReadGate, scope: trio.CancelScope) -> None:
