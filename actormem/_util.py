@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, NoReturn
 
-__all__ = ["Final", "NoPublicConstructor", "read_token_file", "sequence_of"]
+__all__ = ["Final", "NoPublicConstructor", "gc_paused", "read_token_file", "sequence_of"]
 
 
 class Final(type):
@@ -81,3 +85,33 @@ def read_token_file(path: str | os.PathLike[str]) -> str:
     if any(c.isspace() for c in token):
         raise ValueError(f"{os.fspath(path)}: the token must be one word, without spaces")
     return token
+
+
+_gc_lock = threading.Lock()
+_gc_pauses = 0
+_gc_was_enabled = False
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Turn the cyclic garbage collector off inside the block; back on (if it was on)
+    when the last such block in any thread ends, even on an error.
+
+    For building many long-lived objects at once (loading a file): each young
+    collection would scan what was just built, and the full ones everything, for no
+    garbage (the objects are all reachable). Reference counting still frees what dies.
+    The switch is process-wide, so blocks in several threads share one count. O(1).
+    """
+    global _gc_pauses, _gc_was_enabled
+    with _gc_lock:
+        if _gc_pauses == 0:
+            _gc_was_enabled = gc.isenabled()
+            gc.disable()
+        _gc_pauses += 1
+    try:
+        yield
+    finally:
+        with _gc_lock:
+            _gc_pauses -= 1
+            if _gc_pauses == 0 and _gc_was_enabled:
+                gc.enable()

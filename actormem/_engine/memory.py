@@ -78,6 +78,7 @@ from .._stats import ConsolidationStats, MemoryStatistics
 from .._storage.sqlite import Batch, Durability, SqliteStore
 from .._storage.sqlite_format import MAX_ACCESS_COUNT
 from .._util import NoPublicConstructor, sequence_of
+from .fairshare import ReadGate
 from .snapshot import (
     Snapshot,
     check_listing,
@@ -205,6 +206,8 @@ class Memory(metaclass=NoPublicConstructor):
         self._storage: SqliteStore | None = None
         #: A node of a replicated memory (``open_memory(log=...)``): its log follower.
         self._replica: Replica | None = None
+        #: Where readers wait between slices while writes are pending (fairshare.py).
+        self._gate = ReadGate()
 
     # ------------------------------------------------------------ lifecycle helpers
 
@@ -221,15 +224,20 @@ class Memory(metaclass=NoPublicConstructor):
         # the reply is the one schedule point (no extra task step to enqueue).
         await trio.lowlevel.checkpoint_if_cancelled()
         request = _Request(op, arg, True)
+        gate = self._gate
+        gate.enter()  # readers yield the loop to writes in flight (fairshare.py)
         try:
             try:
-                self._send.send_nowait(request)
-            except trio.WouldBlock:
-                await self._send.send(request)  # backpressure: wait for room
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            self._raise_if_unusable()
-            raise
-        return await request.wait()
+                try:
+                    self._send.send_nowait(request)
+                except trio.WouldBlock:
+                    await self._send.send(request)  # backpressure: wait for room
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                self._raise_if_unusable()
+                raise
+            return await request.wait()
+        finally:
+            gate.leave()
 
     async def aclose(self) -> None:
         """Close the memory: requests already queued are still applied and answered, then
@@ -526,7 +534,7 @@ class Memory(metaclass=NoPublicConstructor):
         alive = self._alive(view)
         accept = with_alive(accept, alive)
         recs = await list_records_sliced(
-            self._state, view, prefix, accept, limit, offset, self._snapshots
+            self._state, view, prefix, accept, limit, offset, self._snapshots, self._gate
         )
         if refresh_ttl and alive is not None:
             self._note_refresh(recs, self._now())
@@ -641,15 +649,16 @@ class Memory(metaclass=NoPublicConstructor):
             )
         if min_seq is not None:
             await self.wait_applied(min_seq)
-        await trio.lowlevel.checkpoint()
+        await self._gate.checkpoint()
         self._raise_if_unusable()
         state = self._state
         view = state.view()
         alive = self._alive(view)
         accept = with_alive(accept, alive)
         hits = await run_retrieve_sliced(
-            state, view, query, limit, accept, self._snapshots, min_score, min_matched
-        )
+            state, view, query, limit, accept, self._snapshots, min_score, min_matched,
+            self._gate,
+        )  # fmt: skip
         self._retrieves += 1
         if hits:
             self._note_access(hits)
@@ -869,12 +878,15 @@ async def _run_owner(memory: Memory, receive: trio.MemoryReceiveChannel[_Request
             if memory._commit is not None:
                 # Durable mode: the batch is one group commit; nothing is published
                 # or acknowledged before it is on disk.
+                memory._gate.commit_started()
                 try:
                     await memory._commit(state.take_journal(), state.flush_index)
                 except StorageError as exc:
                     _fail_storage(memory, replies, inflight, receive, exc)
                     inflight = []
                     return
+                finally:
+                    memory._gate.commit_ended()
             state.publish()
             for req, result in replies:
                 req.set(result)

@@ -29,6 +29,7 @@ from .._record import Record
 from .._util import NoPublicConstructor, sequence_of
 
 if TYPE_CHECKING:
+    from .fairshare import ReadGate
     from .state import MemoryState, View
 
 __all__ = [
@@ -232,12 +233,14 @@ async def list_records_sliced(
     limit: int,
     offset: int,
     registry: weakref.WeakSet[Snapshot],
+    gate: ReadGate | None = None,
 ) -> list[Record]:
     """:func:`list_records`, letting other tasks run every :data:`RETRIEVE_SLICE` seconds
-    (``view`` is registered as a live snapshot meanwhile, as a retrieve's is)."""
+    (``view`` is registered as a live snapshot meanwhile, as a retrieve's is; ``gate``
+    as in :func:`run_retrieve_sliced`)."""
     hold = Snapshot._create(state, view, registry)
     try:
-        return await _run_sliced(list_steps(view, prefix, accept, limit, offset))
+        return await _run_sliced(list_steps(view, prefix, accept, limit, offset), gate)
     finally:
         del hold
 
@@ -317,26 +320,30 @@ async def run_retrieve_sliced(
     registry: weakref.WeakSet[Snapshot],
     min_score: float | None = None,
     min_matched: int = 0,
+    gate: ReadGate | None = None,
 ) -> list[tuple[float, Record]]:
     """:func:`run_retrieve`, letting other tasks run every :data:`RETRIEVE_SLICE` seconds.
 
     ``view`` is registered as a live snapshot in ``registry`` until the scoring ends, so
     the owner's vacuum keeps every record it can see. Cancellation at a checkpoint
-    closes the index's generator and raises :class:`trio.Cancelled`.
+    closes the index's generator and raises :class:`trio.Cancelled`. With a ``gate``,
+    each slice boundary is the gate's checkpoint: the reader parks there while the
+    owner takes its share of the loop (:mod:`actormem._engine.fairshare`).
     """
     hold = Snapshot._create(state, view, registry)
     steps = thresholded_steps(state.index, view, query, limit, accept, min_score, min_matched)
     try:
-        return await _run_sliced(steps)
+        return await _run_sliced(steps, gate)
     finally:
         del hold
 
 
-async def _run_sliced(steps: Generator[None, None, _T]) -> _T:
-    """Run a sliced computation to its end, reaching a trio checkpoint whenever a slice
-    of :data:`RETRIEVE_SLICE` seconds has run. Cancellation at a checkpoint closes the
-    generator and raises :class:`trio.Cancelled`."""
+async def _run_sliced(steps: Generator[None, None, _T], gate: ReadGate | None = None) -> _T:
+    """Run a sliced computation to its end, reaching a trio checkpoint (``gate``'s, if
+    given) whenever a slice of :data:`RETRIEVE_SLICE` seconds has run. Cancellation at a
+    checkpoint closes the generator and raises :class:`trio.Cancelled`."""
     clock = time.perf_counter
+    pause = trio.lowlevel.checkpoint if gate is None else gate.checkpoint
     try:
         deadline = clock() + RETRIEVE_SLICE
         while True:
@@ -346,7 +353,7 @@ async def _run_sliced(steps: Generator[None, None, _T]) -> _T:
                 result: _T = stop.value
                 return result
             if clock() >= deadline:
-                await trio.lowlevel.checkpoint()
+                await pause()
                 deadline = clock() + RETRIEVE_SLICE
     finally:
         steps.close()

@@ -1,0 +1,189 @@
+"""Opening a durable file: open plus the first query, in a fresh process.
+
+Usage (from the project root)::
+
+    python -m stress.bench_open --sizes 100000 --repeats 2 --scorers word-overlap,bm25
+
+For each size ``n`` a file of ``n`` real entries (:mod:`stress._bench_data`: tool calls and
+LoCoMo turns, marked per cycle) is written once, straight into SQLite through the file's
+own row codec (``encode_record``), and kept in ``--scratch`` for later runs. Then, for
+each scorer and repeat, a *fresh* Python process (``python -c`` with :func:`child`'s source)
+imports actormem, opens the file with ``open_memory(path=...)`` and answers one retrieve;
+it reports, as one JSON line:
+
+* ``wall_s`` / ``cpu_s``: from just before ``open_memory`` to the first answer (wall
+  time; the process's CPU time, ``time.process_time``);
+* ``read_s``: the part spent reading and decoding the rows (``SqliteStore.open``), and
+  ``load_s``: rebuilding the state and its index from them (``MemoryState.load``), both
+  CPU seconds of the thread that ran them;
+* ``max_rss_mib``: the process's peak resident memory; ``first_hit``: the best entry's id
+  (the same for every checkout measured).
+
+``--root DIR`` (repeatable) measures other checkouts side by side, e.g. main before this
+change: ``--root /work/main --root .``.
+
+The target of issue #20: a 1M-entry file opens and answers its first query in <= 3 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from ._bench_args import existing_dir, positive_ints
+from ._bench_data import DEFAULT_DATA, entries, load_corpus
+from ._bench_stats import load_average
+
+SCORERS = ("word-overlap", "bm25")
+
+
+def build_file(path: Path, n: int, data: Path, seed: int) -> None:
+    """Write ``n`` corpus entries into a new memory file at ``path`` (rows as a memory
+    would write them, seqs 1..n). O(n)."""
+    from actormem._record import Record
+    from actormem._storage.sqlite import Durability, SqliteStore
+    from actormem._storage.sqlite_format import INSERT_ENTRY, encode_record
+
+    tmp = path.with_suffix(".building")
+    for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm"), Path(f"{tmp}.lock")):
+        leftover.unlink(missing_ok=True)
+    store, rows = SqliteStore.open(str(tmp), Durability.NORMAL)
+    assert not rows
+    store.close()
+    corpus = load_corpus(data, seed)
+    conn = sqlite3.connect(tmp)
+    try:
+        with conn:
+            batch: list[tuple[Any, ...]] = []
+            for seq, entry in enumerate(entries(corpus, n), start=1):
+                batch.append(encode_record(Record(entry, seq, seq, None)))
+                if len(batch) == 10_000:
+                    conn.executemany(INSERT_ENTRY, batch)
+                    batch = []
+            conn.executemany(INSERT_ENTRY, batch)
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    finally:
+        conn.close()
+    os.replace(tmp, path)
+
+
+def child(path: str, scorer: str, query: str) -> dict[str, Any]:
+    """Open ``path`` and answer ``query``; the figures of one fresh process.
+
+    Self-contained (stdlib and actormem only): :func:`main` runs its source with
+    ``python -c`` and ``PYTHONPATH=--root``, so another checkout can be measured."""
+    import json as _json  # noqa: F401  (the -c wrapper prints with it)
+    import resource
+    import time
+
+    import trio
+
+    import actormem._storage.sqlite as sqlite_module
+    from actormem import BM25Scorer, WordOverlapScorer, open_memory
+    from actormem._engine.state import MemoryState
+
+    phases: dict[str, float] = {}
+
+    def timed(name: str, fn: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            c0 = time.thread_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                phases[name] = phases.get(name, 0.0) + time.thread_time() - c0
+
+        return wrapper
+
+    store_cls: Any = sqlite_module.SqliteStore
+    store_cls.open = staticmethod(timed("read_s", store_cls.open))
+    state_cls: Any = MemoryState
+    state_cls.load = timed("load_s", state_cls.load)
+
+    async def run() -> dict[str, Any]:
+        sc = BM25Scorer() if scorer == "bm25" else WordOverlapScorer()
+        c0 = time.process_time()
+        t0 = time.perf_counter()
+        async with open_memory(path=path, scorer=sc) as memory:
+            t_open = time.perf_counter() - t0
+            hits = await memory.retrieve(query, 10)
+            wall = time.perf_counter() - t0
+            cpu = time.process_time() - c0
+            n = len(memory)
+        return {
+            "entries": n,
+            "hits": [str(h.id) for h in hits],
+            "wall_s": round(wall, 3),
+            "cpu_s": round(cpu, 3),
+            "open_wall_s": round(t_open, 3),
+            **{k: round(v, 3) for k, v in phases.items()},
+            "max_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        }
+
+    return trio.run(run)
+
+
+_CHILD = (
+    "import sys, json\nfrom typing import Any\n"
+    + inspect.getsource(child)
+    + "\nprint(json.dumps(child(*sys.argv[1:4])))\n"
+)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=positive_ints, default=[100_000])
+    parser.add_argument("--scorers", default="word-overlap,bm25")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--data", type=existing_dir, default=DEFAULT_DATA)
+    parser.add_argument("--scratch", type=Path, default=Path("/tmp/actormem_bench_open"))
+    parser.add_argument("--query", default="What did Caroline research?")
+    parser.add_argument(
+        "--root",
+        action="append",
+        type=existing_dir,
+        help="a checkout to measure (repeatable, run side by side); default: this one",
+    )
+    args = parser.parse_args(argv)
+    here = Path(__file__).resolve().parent.parent
+    roots = [(str(r), r.resolve()) for r in args.root or [here]]
+    scratch = Path(tempfile.mkdtemp(prefix="bench_open_cwd_"))  # not a checkout: cwd
+    scorers = [s for s in args.scorers.split(",") if s]
+    for s in scorers:
+        if s not in SCORERS:
+            parser.error(f"unknown scorer {s!r}")
+    args.scratch.mkdir(parents=True, exist_ok=True)
+    print(json.dumps({"load_average": load_average(), "sizes": args.sizes, "scorers": scorers}))
+    for n in args.sizes:
+        path = args.scratch / f"open_{n}_{args.seed}.db"
+        if not path.exists():
+            t0 = time.perf_counter()
+            build_file(path, n, args.data, args.seed)
+            print(json.dumps({"built": str(path), "n": n, "s": round(time.perf_counter() - t0, 1)}))
+        for repeat in range(args.repeats):
+            for scorer in scorers:
+                for label, root in roots:
+                    cmd = [sys.executable, "-c", _CHILD, str(path), scorer, args.query]
+                    env = {**os.environ, "PYTHONPATH": str(root)}
+                    out = subprocess.run(
+                        cmd, check=True, capture_output=True, text=True, env=env, cwd=scratch
+                    ).stdout
+                    row = {"n": n, "scorer": scorer, "repeat": repeat, "root": label}
+                    row |= json.loads(out)
+                    hits = row.pop("hits")
+                    row["first_hit"] = hits[0] if hits else None
+                    print(json.dumps(row), flush=True)
+    print(json.dumps({"load_average_end": load_average()}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+"""Tiny runs of ``stress/bench_fairshare.py`` and ``stress/bench_open.py``: they run and
+print rows of the expected shape. No timing thresholds: benchmarks report figures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from stress import bench_fairshare, bench_open
+from tests.realdata import real_file
+
+
+def _rows(out: str) -> list[dict[str, object]]:
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def test_bench_fairshare_smoke(capsys: pytest.CaptureFixture[str]) -> None:
+    data = real_file("tool_calls.jsonl").parent
+    bench_fairshare.main(
+        ["--data", str(data), "--n", "200", "--writers", "4", "--readers", "4",
+         "--seconds", "0.2", "--rounds", "1", "--modes", "memory"]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    rows = [r for r in _rows(out) if "phase" in r]
+    assert [r["phase"] for r in rows] == ["alone", "gate", "nogate"]
+    assert all(isinstance(r["stores"], int) and r["stores"] > 0 for r in rows)
+    assert rows[0]["retrieves"] == 0
+    assert "| memory |" in out
+
+
+def test_bench_open_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = real_file("tool_calls.jsonl").parent
+    bench_open.main(
+        ["--data", str(data), "--sizes", "300", "--repeats", "1", "--scratch", str(tmp_path)]
+    )
+    rows = [r for r in _rows(capsys.readouterr().out) if "scorer" in r]
+    assert [r["scorer"] for r in rows] == ["word-overlap", "bm25"]
+    for row in rows:
+        assert row["entries"] == 300
+        assert row["first_hit"] is not None
+        assert isinstance(row["cpu_s"], float)

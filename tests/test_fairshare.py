@@ -1,0 +1,238 @@
+"""The fair-share gate: readers yield the loop to pending writes, and are never starved.
+
+The gate's phases run on trio's clock, so the unit tests drive it with the autojump
+:class:`trio.testing.MockClock`: a reader's slice of work is ``trio.sleep(SLICE)`` (it
+advances mock time), and the park's timeout makes the clock jump. The figures asserted
+are exact consequences of the phase rules, not timings of this machine.
+"""
+
+from __future__ import annotations
+
+import functools
+import uuid
+from collections.abc import Awaitable, Callable
+
+import pytest
+import trio
+import trio.testing
+
+import actormem._engine.fairshare as fairshare
+from actormem import MemoryCategory, MemoryEntry, open_memory
+from actormem._engine.fairshare import CLOSED_MAX, COMMIT_PARK, SHARE, ReadGate
+
+SLICE = 1e-4
+
+
+async def _reader(gate: ReadGate, until: float, parks: list[float], slices: list[int]) -> None:
+    """Loop slices of work until ``until``; record how long each gate checkpoint took."""
+    while trio.current_time() < until:
+        await trio.sleep(SLICE)
+        slices[0] += 1
+        t0 = trio.current_time()
+        await gate.checkpoint()
+        parks.append(trio.current_time() - t0)
+        gate._check()
+
+
+async def test_without_demand_readers_never_park(autojump_clock: trio.testing.MockClock) -> None:
+    gate = ReadGate()
+    parks: list[float] = []
+    slices = [0]
+    await _reader(gate, 0.1, parks, slices)
+    assert gate.parks == 0
+    assert max(parks) == 0
+
+
+async def test_pending_writes_take_their_share_and_readers_are_never_starved(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    gate = ReadGate()
+    gate.enter()  # a write in flight all the time: the worst case for readers
+    parks: list[float] = []
+    slices = [0]
+    t0 = trio.current_time()
+    async with trio.open_nursery() as nursery:
+        for _ in range(4):
+            nursery.start_soon(_reader, gate, t0 + 1.0, parks, slices)
+    # No park lasts longer than a closed phase.
+    assert max(parks) <= CLOSED_MAX + 1e-9
+    assert gate.parks > 0
+    # Readers ran (1 - SHARE) of the time: 4 readers x 1 s x 0.4 / SLICE slices, give or
+    # take one phase.
+    expected = 4 * (1 - SHARE) / SLICE
+    assert abs(slices[0] - expected) <= 4 * (CLOSED_MAX / SLICE + 1)
+    gate.leave()
+    gate._check()
+    assert not gate.closed
+
+
+async def test_last_write_leaving_wakes_parked_readers_at_once(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    gate, woke, reader = _gate_with_a_write()
+    async with trio.open_nursery() as nursery:
+        for _ in range(3):
+            nursery.start_soon(reader)
+        await trio.testing.wait_all_tasks_blocked()
+        assert gate.closed
+        assert not woke
+        await trio.sleep(CLOSED_MAX / 3)
+        gate.leave()
+    assert woke == [pytest.approx(CLOSED_MAX / 3)] * 3
+    gate._check()
+
+
+async def test_a_durable_commit_parks_readers_up_to_commit_park(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    gate = ReadGate()
+    gate.enter()
+    gate.commit_started()
+    t0 = trio.current_time()
+    await gate.checkpoint()  # parks for the longest closed phase, no longer
+    assert trio.current_time() - t0 == pytest.approx(COMMIT_PARK)
+    # The commit ending shortens a closed phase under way to CLOSED_MAX.
+    woke: list[float] = []
+
+    async def reader() -> None:
+        await trio.sleep(COMMIT_PARK)  # past the open phase it earned
+        start = trio.current_time()
+        await gate.checkpoint()
+        woke.append(trio.current_time() - start)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(reader)
+        await trio.sleep(COMMIT_PARK + CLOSED_MAX / 2)
+        assert gate.closed
+        gate.commit_ended()
+    assert woke == [pytest.approx(CLOSED_MAX)]
+    gate.leave()
+
+
+async def test_a_cancelled_watch_hands_over_the_timeout(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    gate, woke, reader = _gate_with_a_write()
+    async with trio.open_nursery() as nursery:
+        first = trio.CancelScope()
+        nursery.start_soon(_cancellable, gate, first)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(reader)
+        await trio.testing.wait_all_tasks_blocked()
+        assert gate._watch is not None  # the first reader holds the watch
+        first.cancel()
+    # The second reader still woke when the closed phase ended.
+    assert woke == [pytest.approx(CLOSED_MAX)]
+    gate.leave()
+
+
+def _gate_with_a_write() -> tuple[ReadGate, list[float], Callable[[], Awaitable[None]]]:
+    """A gate with one write in flight, the wake-up times, and a reader noting its own."""
+    gate = ReadGate()
+    gate.enter()
+    woke: list[float] = []
+    return gate, woke, functools.partial(_wake_time, gate, woke)
+
+
+async def _wake_time(gate: ReadGate, woke: list[float]) -> None:
+    """Pass the gate once; note when."""
+    await gate.checkpoint()
+    woke.append(trio.current_time())
+
+
+async def _cancellable(gate: ReadGate, scope: trio.CancelScope) -> None:
+    with scope:
+        await gate.checkpoint()
+
+
+async def test_disabled_gate_never_parks(autojump_clock: trio.testing.MockClock) -> None:
+    gate = ReadGate()
+    gate.enabled = False
+    gate.enter()
+    parks: list[float] = []
+    await _reader(gate, 0.05, parks, [0])
+    assert gate.parks == 0
+
+
+def _entry(i: int) -> MemoryEntry:
+    return MemoryEntry(
+        category=MemoryCategory.FACT,
+        memory=f"fact number {i} about the garden and the weather",
+        id=uuid.UUID(int=i + 1),
+    )
+
+
+@pytest.mark.parametrize("durable", [False, True])
+async def test_writers_get_through_while_64_readers_loop(
+    durable: bool, tmp_path: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("actormem._engine.snapshot.RETRIEVE_SLICE", 0.0)  # a gate per step
+    path = None if not durable else f"{tmp_path}/m.db"
+    async with open_memory(path=path) as memory:
+        await memory.store_many([_entry(i) for i in range(300)])
+        stop = False
+        retrieves = [0] * 64
+
+        async def reader(i: int) -> None:
+            while not stop:
+                await memory.retrieve("garden weather fact", 5)
+                retrieves[i] += 1
+
+        async def writer(w: int) -> None:
+            for j in range(40):
+                await memory.store(_entry(1000 + w * 100 + j))
+
+        async with trio.open_nursery() as readers:
+            for i in range(64):
+                readers.start_soon(reader, i)
+            async with trio.open_nursery() as writers:
+                for w in range(8):
+                    writers.start_soon(writer, w)
+            stop = True
+        assert len(memory) == 300 + 8 * 40
+        assert all(retrieves)  # every reader got through while writes were pending
+        assert memory._gate._demand == 0
+        memory._gate._check()
+        assert not memory._gate.closed
+
+
+async def test_a_cancelled_writer_leaves_no_demand() -> None:
+    async with open_memory(queue_size=1) as memory:
+        with trio.move_on_after(0):
+            await memory.store(_entry(1))
+        async with trio.open_nursery() as nursery:
+            for i in range(5):
+                nursery.start_soon(memory.store, _entry(i))
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.cancel_scope.cancel()
+        assert memory._gate._demand == 0
+
+
+def test_share_constants_are_sane() -> None:
+    assert 0 < fairshare.SHARE < 1
+    assert 0 < fairshare.CLOSED_MAX < fairshare.COMMIT_PARK
+
+
+async def test_a_commit_starting_cuts_the_readers_open_phase_short(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    gate = ReadGate()
+    gate.enter()
+    gate.commit_started()
+    await gate.checkpoint()  # a long commit: parked for COMMIT_PARK, then open
+    gate.commit_ended()
+    assert not gate.closed
+    # That closed phase earned readers a long open phase ...
+    await trio.sleep(0.01)
+    parks = gate.parks
+    await gate.checkpoint()
+    assert gate.parks == parks
+    # ... which the next commit cuts short: readers park again at once.
+    gate.commit_started()
+    t0 = trio.current_time()
+    await gate.checkpoint()
+    assert gate.parks == parks + 1
+    assert trio.current_time() - t0 == pytest.approx(COMMIT_PARK)
+    gate.commit_ended()
+    gate.leave()
+    gate._check()
