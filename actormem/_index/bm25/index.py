@@ -18,6 +18,7 @@ import numpy as np
 
 from ..._record import NEVER, Record
 from ..._util import NoPublicConstructor
+from .. import kernels
 from ..scoring import Accept, ReadView, ScratchPool, drain
 from . import knobs
 from .changelog import ChangeLog
@@ -121,8 +122,14 @@ class BM25Index(metaclass=NoPublicConstructor):
             self._scratch.clear()  # spares of the old capacity
         lengths[num] = len(terms)
         self._alive[num] = 1
-        get = self._terms.get
         term_table = self._term_table
+        if kernels.bm25_core_active():  # the same loop in C (kernels.py)
+            if type(terms) is not list:
+                terms = list(terms)
+            nums = kernels.bm25_add_terms(terms, self._terms, term_table, num, _Term)
+            group.terms = array("i" if len(term_table) <= knobs._NARROW else "q", nums)
+            return group
+        get = self._terms.get
         nums = []
         for term, tf in Counter(terms).items():
             obj = get(term)

@@ -72,7 +72,7 @@ class _Term:
     reader that took the arrays and their length at its start can read that prefix at
     any later time."""
 
-    __slots__ = ("dead", "df", "groups", "key", "num", "ref", "seen", "tfs", "top")
+    __slots__ = ("blocks", "dead", "df", "groups", "key", "num", "ref", "seen", "tfs", "top")
 
     def __init__(self, key: str, num: int) -> None:
         self.key = key
@@ -90,6 +90,12 @@ class _Term:
         self.ref = 0.0
         self.top = 0.0
         self.seen = 0
+        #: Reader-side cache for the compiled core's block-max bounds: per complete block
+        #: of ``kernels.BM25_BLOCK`` postings of ``groups``, its largest frequency and
+        #: smallest document length (int32 pairs). Extended by readers; replaced with
+        #: ``groups`` by compaction, so a reader that took both together reads a pair
+        #: that matches (a block of an append-only list never changes).
+        self.blocks = array("i")
 
     def bound_steps(
         self,
@@ -153,6 +159,7 @@ class _Term:
         self.groups, self.tfs = groups, tfs
         self.dead = 0
         self.ref, self.top, self.seen = 0.0, 0.0, 0
+        self.blocks = array("i")
 
 
 def _nums(groups: array[int], start: int, end: int) -> Any:
