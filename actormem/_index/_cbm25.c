@@ -146,7 +146,7 @@ e1:
 /* ------------------------------------------------------------------ driver */
 
 typedef struct {
-    double wi, ub;
+    double wi, ub, at; /* at: the frequency at the pivot, -1 if none */
     Py_buffer groups, tfs, blocks;
     int have; /* buffers taken (to release) */
     const int32_t *g, *blk;
@@ -199,7 +199,7 @@ by_ub(const void *x, const void *y)
 
 PyDoc_STRVAR(bm25_daat_doc,
 "bm25_daat(terms, cursors, lengths, a_part, b_part, k1, b, avgdl, up, theta, budget,\n"
-"          nums_out, scores_out) -> (int, bool)\n\n"
+"          seed, nums_out, scores_out) -> (int, bool)\n\n"
 "Document-at-a-time MaxScore with block-max windows over the query's terms, a list of\n"
 "(wi, ub, groups, tfs, count, blocks, nblocks) in the query's order (ub: a bound on the\n"
 "term's contribution, slack included; blocks: (largest tf, smallest length) of each of\n"
@@ -207,17 +207,18 @@ PyDoc_STRVAR(bm25_daat_doc,
 "between calls. Writes the groups that may reach theta, ascending, with their exact\n"
 "score (query order, norm = k1 * ((1 - b) + b * len / avgdl)) to nums_out and\n"
 "scores_out, up to their length; returns (how many, whether every list is done).\n"
-"About budget postings of work per call.");
+"About budget postings of work per call. With seed >= 0 instead: every group of that\n"
+"term's list in turn, with its exact score (a first theta).");
 
 static PyObject *
 bm25_daat(PyObject *self, PyObject *args)
 {
     PyObject *o_terms, *o_cur, *o_len, *o_nums, *o_scores;
     double a_part, b_part, k1, b, avgdl, up, theta;
-    Py_ssize_t budget;
-    if (!PyArg_ParseTuple(args, "O!OOdddddddnOO", &PyList_Type, &o_terms, &o_cur, &o_len,
-                          &a_part, &b_part, &k1, &b, &avgdl, &up, &theta, &budget, &o_nums,
-                          &o_scores)) {
+    Py_ssize_t budget, seed;
+    if (!PyArg_ParseTuple(args, "O!OOdddddddnnOO", &PyList_Type, &o_terms, &o_cur, &o_len,
+                          &a_part, &b_part, &k1, &b, &avgdl, &up, &theta, &budget, &seed,
+                          &o_nums, &o_scores)) {
         return NULL;
     }
     Py_ssize_t q = PyList_GET_SIZE(o_terms);
@@ -230,7 +231,7 @@ bm25_daat(PyObject *self, PyObject *args)
     if (get(o_len, &len, K_I32, 0, "lengths") < 0) goto e1;
     if (get(o_nums, &nums, K_I64, 1, "nums_out") < 0) goto e2;
     if (get(o_scores, &scores, K_F64, 1, "scores_out") < 0) goto e3;
-    if (LEN(cur) != q || LEN(scores) < LEN(nums) || q == 0) {
+    if (LEN(cur) != q || LEN(scores) < LEN(nums) || q == 0 || seed < -1 || seed >= q) {
         PyErr_SetString(PyExc_ValueError, "cursors or outputs of the wrong size");
         goto done;
     }
@@ -286,59 +287,106 @@ bm25_daat(PyObject *self, PyObject *args)
     if (ne == q) {
         finished = 1; /* no group can reach theta */
     }
-    while (!finished && work < budget && emitted < room) {
-        int64_t pivot = INT64_MAX;
-        for (Py_ssize_t i = ne; i < q; i++) {
-            term_t *t = &T[ord[i]];
-            if (t->cur < t->count && t->g[t->cur] < pivot) pivot = t->g[t->cur];
+    if (seed >= 0) {
+        /* Seeding: every group of the seed term's list, its exact score. */
+        term_t *s = &T[seed];
+        finished = 0;
+        while (work < budget && emitted < room) {
+            if (s->cur >= s->count) {
+                finished = 1;
+                break;
+            }
+            int64_t pivot = s->g[s->cur];
+            if (pivot < 0 || pivot >= nlen) {
+                PyErr_SetString(PyExc_ValueError, "group number beyond lengths");
+                goto done;
+            }
+            double dl = (double)ln[pivot];
+            double norm = k1 * ((1.0 - b) + b * dl / avgdl), score = 0.0;
+            for (Py_ssize_t i = 0; i < q; i++) {
+                term_t *t = &T[i];
+                t->cur = seek(t->g, t->cur, t->count, pivot);
+                if (t->cur < t->count && t->g[t->cur] == pivot) {
+                    double tf = tf_of(t, t->cur);
+                    score += t->wi * (tf / (tf + norm));
+                }
+            }
+            work += q;
+            out_n[emitted] = pivot;
+            out_s[emitted] = score;
+            emitted++;
+            s->cur++;
         }
+        goto out;
+    }
+    /* The pivot: the lowest group at the essential terms' positions. */
+    int64_t pivot = INT64_MAX, wend = -1; /* groups up to wend passed the window check */
+    for (Py_ssize_t i = ne; i < q; i++) {
+        term_t *t = &T[ord[i]];
+        if (t->cur < t->count && t->g[t->cur] < pivot) pivot = t->g[t->cur];
+    }
+    while (!finished && work < budget && emitted < room) {
         if (pivot == INT64_MAX) {
             finished = 1;
             break;
         }
-        work += q - ne;
-        if (theta > -INFINITY) {
+        if (theta > -INFINITY && pivot > wend) {
             /* Block-max window: up to the end of the first block to end among the
              * essential terms' current ones; every group in it is bounded by those
              * blocks' bounds plus the non-essential terms' bounds. */
-            double bound = prefix[ne];
             int64_t upto = INT64_MAX;
             for (Py_ssize_t i = ne; i < q; i++) {
                 term_t *t = &T[ord[i]];
                 if (t->cur >= t->count) continue;
                 Py_ssize_t k = t->cur / BLOCK;
-                int64_t end;
+                int64_t end = k < t->nblk ? t->g[(k + 1) * BLOCK - 1] : t->g[t->count - 1];
+                if (end < upto) upto = end;
+            }
+            /* Only the terms with a posting in [pivot, upto] add their block's bound. */
+            double bound = prefix[ne];
+            for (Py_ssize_t i = ne; i < q; i++) {
+                term_t *t = &T[ord[i]];
+                if (t->cur >= t->count || t->g[t->cur] > upto) continue;
+                Py_ssize_t k = t->cur / BLOCK;
                 if (k < t->nblk) {
                     double tf = (double)t->blk[2 * k], dl = (double)t->blk[2 * k + 1];
                     double sat = tf / (tf + (a_part + b_part * dl));
                     bound += t->wi * sat * up;
-                    end = t->g[(k + 1) * BLOCK - 1];
                 } else {
                     bound += t->ub;
-                    end = t->g[t->count - 1];
                 }
-                if (end < upto) upto = end;
             }
-            if (bound * up < theta) {
+            work += 2 * (q - ne);
+            if (bound * up < theta) { /* skip the window */
+                pivot = INT64_MAX;
                 for (Py_ssize_t i = ne; i < q; i++) {
                     term_t *t = &T[ord[i]];
                     t->cur = seek(t->g, t->cur, t->count, upto + 1);
+                    if (t->cur < t->count && t->g[t->cur] < pivot) pivot = t->g[t->cur];
                 }
                 continue;
             }
+            wend = upto;
         }
         if (pivot < 0 || pivot >= nlen) {
             PyErr_SetString(PyExc_ValueError, "group number beyond lengths");
             goto done;
         }
+        /* The essential terms at the pivot: their frequencies, the partial score, past
+         * the pivot, and the next pivot, in one pass. */
         double dl = (double)ln[pivot], partial = 0.0;
+        int64_t next = INT64_MAX;
         for (Py_ssize_t i = ne; i < q; i++) {
             term_t *t = &T[ord[i]];
+            t->at = -1.0;
             if (t->cur < t->count && t->g[t->cur] == pivot) {
-                double tf = tf_of(t, t->cur);
+                double tf = t->at = tf_of(t, t->cur);
                 partial += t->wi * (tf / (tf + (a_part + b_part * dl)));
+                t->cur++;
             }
+            if (t->cur < t->count && t->g[t->cur] < next) next = t->g[t->cur];
         }
+        work += q - ne;
         int keep = 1;
         for (Py_ssize_t j = ne - 1; j >= 0; j--) {
             if (partial * up + prefix[j + 1] < theta) {
@@ -347,31 +395,28 @@ bm25_daat(PyObject *self, PyObject *args)
             }
             term_t *t = &T[ord[j]];
             t->cur = seek(t->g, t->cur, t->count, pivot);
+            t->at = -1.0;
             work += 1;
             if (t->cur < t->count && t->g[t->cur] == pivot) {
-                double tf = tf_of(t, t->cur);
+                double tf = t->at = tf_of(t, t->cur);
                 partial += t->wi * (tf / (tf + (a_part + b_part * dl)));
             }
         }
         if (keep && partial * up >= theta) {
-            /* Every list is at or past the pivot: the exact score in the query's order. */
+            /* Every term's frequency at the pivot is known: the exact score, in the
+             * query's order. */
             double norm = k1 * ((1.0 - b) + b * dl / avgdl), score = 0.0;
             for (Py_ssize_t i = 0; i < q; i++) {
-                term_t *t = &T[i];
-                if (t->cur < t->count && t->g[t->cur] == pivot) {
-                    double tf = tf_of(t, t->cur);
-                    score += t->wi * (tf / (tf + norm));
-                }
+                double tf = T[i].at;
+                if (tf >= 0.0) score += T[i].wi * (tf / (tf + norm));
             }
             out_n[emitted] = pivot;
             out_s[emitted] = score;
             emitted++;
         }
-        for (Py_ssize_t i = ne; i < q; i++) {
-            term_t *t = &T[ord[i]];
-            if (t->cur < t->count && t->g[t->cur] == pivot) t->cur++;
-        }
+        pivot = next;
     }
+out:
     for (Py_ssize_t i = 0; i < q; i++) {
         cursors[i] = T[i].cur;
     }

@@ -17,6 +17,7 @@ def bm25_daat(
     up: float,
     theta: float,
     budget: int,
+    seed: int,
     nums_out: Any,
     scores_out: Any,
     /,

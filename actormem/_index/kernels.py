@@ -447,7 +447,7 @@ class Bm25Daat:
             block count beyond its list.
     """
 
-    __slots__ = ("_cursors", "_lengths", "_nums", "_parts", "_scores", "_terms")
+    __slots__ = ("_cursors", "_lengths", "_nums", "_parts", "_scores", "_seeds", "_terms")
 
     def __init__(
         self,
@@ -473,24 +473,32 @@ class Bm25Daat:
         _need(type(room) is int and room > 0, "room must be an int > 0")
         self._terms, self._lengths, self._parts = list(terms), lengths, parts
         self._cursors = np.zeros(len(terms), np.int64)
+        self._seeds = np.zeros(len(terms), np.int64)
         self._nums = np.empty(room, np.int64)
         self._scores = np.empty(room, np.float64)
 
-    def step(self, theta: float, budget: int) -> tuple[list[int], list[float], bool]:
+    def step(self, theta: float, budget: int, seed: int = -1) -> tuple[Any, Any, bool]:
         """About ``budget`` postings of work: the groups met that may still reach
-        ``theta`` (ascending, at most ``room``), their exact scores (the query's order,
+        ``theta`` (ascending, at most ``room``; int64 numpy arrays, new), their exact
+        scores (float64; the query's order,
         ``norm = k1 * ((1 - b) + b * dl / avgdl)``), and whether every list is done.
+        With ``seed``, a term's index: every group of that term's list in turn instead,
+        with its exact score (and whether that list is done), to find a first theta
+        (with positions of its own).
 
         Raises:
-            ValueError: A NaN ``theta`` or ``budget`` not an int > 0.
+            ValueError: A NaN ``theta``, ``budget`` not an int > 0, or ``seed`` not -1
+                or a term's index.
         """
         _need(theta == theta, "theta must not be NaN")
         _need(type(budget) is int and budget > 0, "budget must be an int > 0")
+        _need(type(seed) is int and -1 <= seed < len(self._terms), "seed: -1 or a term")
         got, done = _core().bm25_daat(
-            self._terms, self._cursors, self._lengths, *self._parts, theta, budget,
+            self._terms, self._cursors if seed < 0 else self._seeds, self._lengths,
+            *self._parts, theta, budget, seed,
             self._nums, self._scores,
         )  # fmt: skip
-        return self._nums[:got].tolist(), self._scores[:got].tolist(), done
+        return self._nums[:got].copy(), self._scores[:got].copy(), done
 
 
 def bm25_add_terms(

@@ -262,7 +262,9 @@ class MaxScoreSearch:
             terms.append((wi, bound, groups, tfs, count, cache, wanted))
         k1, b = scorer.k1, scorer.b
         parts = (k1 * (1.0 - b), k1 * b / avgdl, float(k1), float(b), avgdl, 1.0 + knobs._SLACK)
-        daat = kernels.Bm25Daat(terms, lengths, parts, max(limit, 16))
+        # A step re-takes every list's buffers (O(terms)): long queries get longer steps.
+        budget = 4 * knobs._CHUNK + 16 * len(terms)
+        daat = kernels.Bm25Daat(terms, lengths, parts, max(limit, knobs._CHUNK // 4))
         ex = _Exact(
             scorer=scorer,
             view=view,
@@ -276,12 +278,27 @@ class MaxScoreSearch:
             compiled=True,
         )
         heap: list[tuple[float, int, Record]] = []  # (score, -seq, rec): worst on top
-        theta = -math.inf
+        up = parts[5]
+        # A first theta: the exact scores of the groups in the first slice of the list
+        # of the term with the highest bound (the rarest), their records offered best
+        # first. Documents at a time in number order would raise it only slowly.
+        seed = max(range(len(terms)), key=bounds.__getitem__)
+        nums, scores, _ = daat.step(-math.inf, budget, seed)  # one step of it
+        best = np.argsort(-scores, kind="stable")
+        offered = set(nums.tolist())
+        for num, score in zip(nums[best].tolist(), scores[best].tolist(), strict=True):
+            if len(heap) == limit and score * up < heap[0][0]:
+                break
+            group = table[num]
+            if group is not None:  # else purged: no record to score
+                ex.offer(heap, group, score)
+        theta = heap[0][0] if len(heap) == limit else -math.inf
+        yield
         while True:
-            nums, scores, done = daat.step(theta, 4 * knobs._CHUNK)
-            for num, score in zip(nums, scores, strict=True):
+            nums, scores, done = daat.step(theta, budget)
+            for num, score in zip(nums.tolist(), scores.tolist(), strict=True):
                 group = table[num]
-                if group is not None:  # else purged: no record to score
+                if group is not None and num not in offered:  # else purged, or offered
                     ex.offer(heap, group, score)
             if len(heap) == limit:
                 theta = heap[0][0]
