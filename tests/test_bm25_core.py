@@ -71,9 +71,10 @@ def scorers() -> dict[str, BM25Scorer]:
 @pytest.fixture
 def small_knobs() -> Iterator[None]:
     """Tiny chunks, so that every slicing path runs on small inputs."""
-    saved = {k: getattr(bm25_knobs, k) for k in ("_CHUNK", "_BOUND_CHUNK", "_DENSE_CHUNK", "_FEW")}
+    names = ("_CHUNK", "_BOUND_CHUNK", "_DENSE_CHUNK", "_FEW", "_SEEDS")
+    saved = {k: getattr(bm25_knobs, k) for k in names}
     bm25_knobs._CHUNK, bm25_knobs._BOUND_CHUNK, bm25_knobs._DENSE_CHUNK = 4, 4, 16
-    bm25_knobs._FEW = 2
+    bm25_knobs._FEW, bm25_knobs._SEEDS = 2, 3  # several seeds: their positions reset
     try:
         yield
     finally:
@@ -267,7 +268,8 @@ def test_long_lists_with_blocks_agree(name: str, small: bool, monkeypatch: Any) 
     frequencies, repeated texts, deletions and an older snapshot: all three paths and
     the brute force agree."""
     if small:
-        for k, v in (("_CHUNK", 4), ("_BOUND_CHUNK", 4), ("_DENSE_CHUNK", 16), ("_FEW", 2)):
+        small_ones = (("_CHUNK", 4), ("_BOUND_CHUNK", 4), ("_DENSE_CHUNK", 16), ("_FEW", 2))
+        for k, v in (*small_ones, ("_SEEDS", 3)):
             monkeypatch.setattr(bm25_knobs, k, v)
     rng = random.Random(name)
     three = Three(scorers()[name])

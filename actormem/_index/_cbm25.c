@@ -246,11 +246,18 @@ bm25_daat(PyObject *self, PyObject *args)
     for (Py_ssize_t i = 0; i < q; i++) {
         PyObject *entry = PyList_GET_ITEM(o_terms, i), *o_g, *o_tf, *o_blk;
         term_t *t = &T[i];
-        if (!PyTuple_Check(entry) || !PyArg_ParseTuple(entry, "ddOOnOn", &t->wi, &t->ub, &o_g,
-                                                       &o_tf, &t->count, &o_blk, &t->nblk)) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "terms: tuples");
+        if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 7) {
+            PyErr_SetString(PyExc_TypeError, "terms: 7-tuples");
             goto done;
         }
+        t->wi = PyFloat_AsDouble(PyTuple_GET_ITEM(entry, 0));
+        t->ub = PyFloat_AsDouble(PyTuple_GET_ITEM(entry, 1));
+        o_g = PyTuple_GET_ITEM(entry, 2);
+        o_tf = PyTuple_GET_ITEM(entry, 3);
+        t->count = PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, 4));
+        o_blk = PyTuple_GET_ITEM(entry, 5);
+        t->nblk = PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, 6));
+        if (PyErr_Occurred()) goto done;
         if (get(o_g, &t->groups, K_I32, 0, "groups") < 0) goto done;
         t->have = 1;
         if (get(o_tf, &t->tfs, K_TF, 0, "tfs") < 0) goto done;

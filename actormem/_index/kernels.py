@@ -447,7 +447,7 @@ class Bm25Daat:
             block count beyond its list.
     """
 
-    __slots__ = ("_cursors", "_lengths", "_nums", "_parts", "_scores", "_seeds", "_terms")
+    __slots__ = ("_cursors", "_lengths", "_nums", "_parts", "_scores", "_seed", "_seeds", "_terms")
 
     def __init__(
         self,
@@ -474,6 +474,7 @@ class Bm25Daat:
         self._terms, self._lengths, self._parts = list(terms), lengths, parts
         self._cursors = np.zeros(len(terms), np.int64)
         self._seeds = np.zeros(len(terms), np.int64)
+        self._seed = -1  # the term the seeding positions are for
         self._nums = np.empty(room, np.int64)
         self._scores = np.empty(room, np.float64)
 
@@ -484,7 +485,7 @@ class Bm25Daat:
         ``norm = k1 * ((1 - b) + b * dl / avgdl)``), and whether every list is done.
         With ``seed``, a term's index: every group of that term's list in turn instead,
         with its exact score (and whether that list is done), to find a first theta
-        (with positions of its own).
+        (with positions of their own, from the start of the lists for each new seed).
 
         Raises:
             ValueError: A NaN ``theta``, ``budget`` not an int > 0, or ``seed`` not -1
@@ -493,6 +494,9 @@ class Bm25Daat:
         _need(theta == theta, "theta must not be NaN")
         _need(type(budget) is int and budget > 0, "budget must be an int > 0")
         _need(type(seed) is int and -1 <= seed < len(self._terms), "seed: -1 or a term")
+        if seed >= 0 and seed != self._seed:  # another term's list: from the start
+            self._seeds[:] = 0
+            self._seed = seed
         got, done = _core().bm25_daat(
             self._terms, self._cursors if seed < 0 else self._seeds, self._lengths,
             *self._parts, theta, budget, seed,

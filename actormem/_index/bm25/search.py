@@ -263,7 +263,7 @@ class MaxScoreSearch:
         k1, b = scorer.k1, scorer.b
         parts = (k1 * (1.0 - b), k1 * b / avgdl, float(k1), float(b), avgdl, 1.0 + knobs._SLACK)
         # A step re-takes every list's buffers (O(terms)): long queries get longer steps.
-        budget = 4 * knobs._CHUNK + 16 * len(terms)
+        budget = 4 * knobs._CHUNK + 64 * len(terms)
         daat = kernels.Bm25Daat(terms, lengths, parts, max(limit, knobs._CHUNK // 4))
         ex = _Exact(
             scorer=scorer,
@@ -279,21 +279,24 @@ class MaxScoreSearch:
         )
         heap: list[tuple[float, int, Record]] = []  # (score, -seq, rec): worst on top
         up = parts[5]
-        # A first theta: the exact scores of the groups in the first slice of the list
-        # of the term with the highest bound (the rarest), their records offered best
+        # A first theta: the exact scores of the groups in the first slice of the lists
+        # of the terms with the highest bounds (the rarest), their records offered best
         # first. Documents at a time in number order would raise it only slowly.
-        seed = max(range(len(terms)), key=bounds.__getitem__)
-        nums, scores, _ = daat.step(-math.inf, budget, seed)  # one step of it
-        best = np.argsort(-scores, kind="stable")
-        offered = set(nums.tolist())
-        for num, score in zip(nums[best].tolist(), scores[best].tolist(), strict=True):
-            if len(heap) == limit and score * up < heap[0][0]:
-                break
-            group = table[num]
-            if group is not None:  # else purged: no record to score
-                ex.offer(heap, group, score)
+        offered: set[int] = set()
+        for seed in sorted(range(len(terms)), key=bounds.__getitem__)[-knobs._SEEDS :]:
+            nums, scores, _ = daat.step(-math.inf, budget, seed)  # one step of each
+            best = np.argsort(-scores, kind="stable")
+            for num, score in zip(nums[best].tolist(), scores[best].tolist(), strict=True):
+                if len(heap) == limit and score * up < heap[0][0]:
+                    break
+                if num in offered:
+                    continue
+                offered.add(num)
+                group = table[num]
+                if group is not None:  # else purged: no record to score
+                    ex.offer(heap, group, score)
+            yield
         theta = heap[0][0] if len(heap) == limit else -math.inf
-        yield
         while True:
             nums, scores, done = daat.step(theta, budget)
             for num, score in zip(nums.tolist(), scores.tolist(), strict=True):
