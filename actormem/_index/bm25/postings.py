@@ -3,8 +3,10 @@
 A ``_Group`` is every un-purged record of one document (text and tags) with the packed
 numbers and frequencies of its terms; a ``_Term`` is one term's posting list (group
 numbers ascending, frequencies), its df at the newest version and a reader-side cache of
-its largest saturation (the MaxScore bound). The helpers read a prefix of a posting list
-as numpy arrays without keeping a buffer export across a yield.
+its largest saturation (the MaxScore bound) and, for the compiled core, per block of
+postings the largest frequency and smallest length (the block-max bounds). The helpers
+read a prefix of a posting list as numpy arrays without keeping a buffer export across a
+yield.
 """
 
 from __future__ import annotations

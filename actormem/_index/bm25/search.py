@@ -1,5 +1,9 @@
 """The BM25 index's reader: MaxScore top-k over the posting lists, in bounded steps.
 
+With the compiled core (``kernels.bm25_core_active()``) the search is
+:meth:`MaxScoreSearch._core_steps`: document at a time in C, with block-max windows; the
+Python term-at-a-time search below stays the reference.
+
 See the package documentation of :mod:`actormem._index.bm25` (MaxScore, Turtle & Flood
 1995; the exact scores equal a brute force's bit for bit). :class:`MaxScoreSearch` runs
 one query against a :class:`~actormem._index.bm25.BM25Index`; :class:`_Exact` holds the
@@ -227,29 +231,21 @@ class MaxScoreSearch:
         self._index = index
 
     def _core_steps(
-        self,
-        view: ReadView,
-        accept: Accept,
-        limit: int,
-        avgdl: float,
-        query: list[_Post],
-        bounds: list[float],
-        blocks: list[array[int]],
+        self, ex: _Exact, bounds: list[float], blocks: list[array[int]]
     ) -> Generator[None, None, list[tuple[float, Record]]]:
         """The top-k of :meth:`top_k_terms_steps` by the compiled core (``_cbm25.c``):
         document at a time over the query's lists in the C code, MaxScore with block-max
         windows, each step about ``4 * knobs._CHUNK`` postings of work; the groups it
         finds may reach ``theta`` come back with their exact scores (bit for bit the
         reference's) and their records enter the heap here, which raises ``theta`` (the
-        k-th best record score). ``query`` as taken at the start, ``bounds`` its terms'
-        bounds (slack included), ``blocks`` their block caches, extended here first."""
-        index = self._index
-        scorer = index.scorer
-        lengths = index._lengths
-        table = index._table
+        k-th best record score). ``ex`` holds the query as taken at the start, ``bounds``
+        its terms' bounds (slack included), ``blocks`` their block caches, extended here
+        first."""
+        scorer = self._index.scorer
+        lengths, table, limit, avgdl = ex.lengths, ex.table, ex.limit, ex.avgdl
         size = kernels.BM25_BLOCK
         terms: list[kernels.DaatTerm] = []
-        for (wi, groups, tfs, count), bound, cache in zip(query, bounds, blocks, strict=True):
+        for (wi, groups, tfs, count), bound, cache in zip(ex.query, bounds, blocks, strict=True):
             wanted = count // size
             while len(cache) // 2 < wanted:  # extend the cache, in slices
                 first = len(cache) // 2
@@ -265,18 +261,6 @@ class MaxScoreSearch:
         # A step re-takes every list's buffers (O(terms)): long queries get longer steps.
         budget = 4 * knobs._CHUNK + 64 * len(terms)
         daat = kernels.Bm25Daat(terms, lengths, parts, max(limit, knobs._CHUNK // 4))
-        ex = _Exact(
-            scorer=scorer,
-            view=view,
-            accept=accept,
-            limit=limit,
-            avgdl=avgdl,
-            table=table,
-            lengths=lengths,
-            query=query,
-            position={},
-            compiled=True,
-        )
         heap: list[tuple[float, int, Record]] = []  # (score, -seq, rec): worst on top
         up = parts[5]
         # A first theta: the exact scores of the groups in the first slice of the lists
@@ -374,15 +358,6 @@ class MaxScoreSearch:
             order.append((post[0] * bound * up, *post))
         if not query:
             return []
-        if core:
-            bounds = [bound for bound, *_ in order]
-            return (yield from self._core_steps(view, accept, limit, avgdl, query, bounds, blocks))
-        order.sort(key=itemgetter(0), reverse=True)
-        # rest[i]: bound on the total contribution of the terms order[i:].
-        rest = [0.0] * (len(order) + 1)
-        for i in range(len(order) - 1, -1, -1):
-            rest[i] = rest[i + 1] + order[i][0]
-
         ex = _Exact(
             scorer=scorer,
             view=view,
@@ -395,6 +370,14 @@ class MaxScoreSearch:
             position=position,
             compiled=compiled,
         )
+        if core:
+            bounds = [bound for bound, *_ in order]  # in the query's order still
+            return (yield from self._core_steps(ex, bounds, blocks))
+        order.sort(key=itemgetter(0), reverse=True)
+        # rest[i]: bound on the total contribution of the terms order[i:].
+        rest = [0.0] * (len(order) + 1)
+        for i in range(len(order) - 1, -1, -1):
+            rest[i] = rest[i + 1] + order[i][0]
 
         # 1. Essential terms, the highest bounds first, accumulated into a dense array of
         # partial scores by group number, until the remaining terms' bounds sum below
