@@ -1,4 +1,4 @@
-"""The optional compiled index kernels; everything else is in pyproject.toml.
+"""The optional compiled index kernels and BM25 core; everything else is in pyproject.toml.
 
 ``optional=True``: where the C compiler or the Python headers are missing, the build
 skips the extension and the package installs anyway; ``actormem._index.kernels`` then
@@ -15,6 +15,12 @@ setup(
             # No fused multiply-add: the kernels must round as numpy does, bit for bit.
             extra_compile_args=["-O3", "-ffp-contract=off", "-fno-fast-math"],
             optional=True,
-        )
+        ),
+        Extension(
+            "actormem._index._cbm25",
+            ["actormem/_index/_cbm25.c"],
+            extra_compile_args=["-O3", "-ffp-contract=off", "-fno-fast-math"],
+            optional=True,
+        ),
     ]
 )

@@ -13,7 +13,10 @@ Every wrapper checks its arguments (types, element types, lengths, ranges) and r
 again what memory safety needs.
 
 ``ACTORMEM_PURE_PYTHON=1`` in the environment, or ``kernels.ENABLED = False``, selects the
-reference path (benchmarks compare both in one run).
+reference path (benchmarks compare both in one run). BM25 has a second, larger module,
+``_cbm25.c``: its add term loop and its whole query driver (document-at-a-time MaxScore
+with block-max bounds); ``ACTORMEM_BM25_CORE=0`` or ``kernels.BM25_CORE = False`` keeps
+BM25 on the Python driver (with the kernels above).
 """
 
 from __future__ import annotations
@@ -31,7 +34,13 @@ __all__ = [
     "DenseCounts",
     "ENABLED",
     "active",
+    "BM25_BLOCK",
+    "BM25_CORE",
+    "Bm25Daat",
     "bm25_accumulate",
+    "bm25_add_terms",
+    "bm25_blocks",
+    "bm25_core_active",
     "bm25_exact",
     "bm25_keep",
     "bm25_max_sat",
@@ -56,6 +65,30 @@ except ImportError as exc:  # pragma: no cover - depends on the build
 AVAILABLE = _c is not None
 #: Whether the indexes use it (tests and benchmarks switch it off to run the reference).
 ENABLED = AVAILABLE
+
+# The BM25 core (``_cbm25.c``): the add term loop and the query driver (``bm25_*_core``).
+_b: ModuleType | None
+try:
+    if os.environ.get("ACTORMEM_PURE_PYTHON"):
+        raise ImportError("ACTORMEM_PURE_PYTHON is set")
+    from . import _cbm25 as _b
+except ImportError as exc:  # pragma: no cover - depends on the build
+    _b = None
+    if _c is not None:  # else the line above said it
+        logging.getLogger("actormem").warning(
+            "actormem: compiled BM25 core unavailable (%s); using the Python BM25 index", exc
+        )
+
+#: Whether the BM25 core is used when :data:`ENABLED`: ``ACTORMEM_BM25_CORE=0`` (or
+#: setting this to False) keeps BM25 on the Python driver and the kernels above.
+BM25_CORE = os.environ.get("ACTORMEM_BM25_CORE", "1") != "0"
+#: Postings per block of the core's block-max bounds.
+BM25_BLOCK: int = _b.BLOCK if _b is not None else 64
+
+
+def bm25_core_active() -> bool:
+    """Whether BM25 adds and retrieves starting now use the compiled core. O(1)."""
+    return ENABLED and BM25_CORE and _b is not None
 
 
 def active() -> bool:
@@ -359,3 +392,134 @@ def wo_join(
         _need(_array_of("dense", dense, _U8, writable=True) >= n >= 0, "dense shorter than n")
     got: int = _kernels().wo_join(lists, n, ids, dense)
     return got
+
+
+def _core() -> ModuleType:
+    if _b is None:
+        raise RuntimeError("the compiled BM25 core is not available")
+    return _b
+
+
+def bm25_blocks(
+    groups: array[int],
+    tfs: array[int],
+    lengths: np.ndarray[Any, Any],
+    first: int,
+    stop: int,
+    out: np.ndarray[Any, Any],
+) -> None:
+    """For each complete block ``k`` in ``first:stop`` of :data:`BM25_BLOCK` postings:
+    ``out[2 (k - first)]`` its largest frequency, ``out[2 (k - first) + 1]`` the smallest
+    length of its groups. O((stop - first) * BM25_BLOCK).
+
+    Raises:
+        TypeError, ValueError: An argument of the wrong type or size, a block beyond
+            the list, or a group number beyond ``lengths``.
+    """
+    _postings(groups, tfs, 0)
+    _need(0 <= first <= stop, "first must be in [0, stop]")
+    _need(stop * BM25_BLOCK <= min(len(groups), len(tfs)), "blocks beyond the list")
+    _array_of("lengths", lengths, _I32)
+    _need(_array_of("out", out, _I32, writable=True) >= 2 * (stop - first), "out too short")
+    _core().bm25_blocks(groups, tfs, lengths, first, stop, out)
+
+
+#: One query term for :class:`Bm25Daat`: (wi, bound, groups, tfs, count, blocks, nblocks).
+DaatTerm = tuple[float, float, "array[int]", "array[int]", int, "array[int]", int]
+
+
+class Bm25Daat:
+    """The core's document-at-a-time MaxScore with block-max windows over one query, in
+    bounded steps: the arguments are checked once, here, and each :meth:`step` checks
+    only its own (the term arrays only grow, and the C code checks again).
+
+    Args:
+        terms: In the query's order, each ``(wi, bound, groups, tfs, count, blocks,
+            nblocks)``: ``bound`` >= ``wi`` times any saturation in the list, slack
+            included; ``blocks`` as :func:`bm25_blocks` made them for the first
+            ``nblocks`` <= ``count // BM25_BLOCK`` blocks.
+        lengths: Document length by group number (int32).
+        parts: ``(a_part, b_part, k1, b, avgdl, up)``.
+        room: Groups returned per step at most.
+
+    Raises:
+        TypeError, ValueError: An argument of the wrong type or size, or a count or
+            block count beyond its list.
+    """
+
+    __slots__ = ("_cursors", "_lengths", "_nums", "_parts", "_scores", "_seed", "_seeds", "_terms")
+
+    def __init__(
+        self,
+        terms: list[DaatTerm],
+        lengths: np.ndarray[Any, Any],
+        parts: tuple[float, float, float, float, float, float],
+        room: int,
+    ) -> None:
+        if type(terms) is not list or not terms:
+            raise TypeError("terms must be a non-empty list")
+        for term in terms:
+            if type(term) is not tuple or len(term) != 7:
+                raise TypeError("each term must be a 7-tuple")
+            _, _, groups, tfs, count, blocks, nblocks = term
+            _postings(groups, tfs, count)
+            if not isinstance(blocks, array) or blocks.typecode != "i":
+                raise TypeError("blocks must be an array('i')")
+            _need(type(nblocks) is int and 0 <= nblocks <= count // BM25_BLOCK, "nblocks")
+            _need(2 * nblocks <= len(blocks), "blocks shorter than nblocks")
+        _array_of("lengths", lengths, _I32)
+        if len(parts) != 6 or not all(isinstance(x, float) for x in parts):
+            raise TypeError("parts must be six floats")
+        _need(type(room) is int and room > 0, "room must be an int > 0")
+        self._terms, self._lengths, self._parts = list(terms), lengths, parts
+        self._cursors = np.zeros(len(terms), np.int64)
+        self._seeds = np.zeros(len(terms), np.int64)
+        self._seed = -1  # the term the seeding positions are for
+        self._nums = np.empty(room, np.int64)
+        self._scores = np.empty(room, np.float64)
+
+    def step(self, theta: float, budget: int, seed: int = -1) -> tuple[Any, Any, bool]:
+        """About ``budget`` postings of work: the groups met that may still reach
+        ``theta`` (ascending, at most ``room``; int64 numpy arrays, new), their exact
+        scores (float64; the query's order,
+        ``norm = k1 * ((1 - b) + b * dl / avgdl)``), and whether every list is done.
+        With ``seed``, a term's index: every group of that term's list in turn instead,
+        with its exact score (and whether that list is done), to find a first theta
+        (with positions of their own, from the start of the lists for each new seed).
+
+        Raises:
+            ValueError: A NaN ``theta``, ``budget`` not an int > 0, or ``seed`` not -1
+                or a term's index.
+        """
+        _need(theta == theta, "theta must not be NaN")
+        _need(type(budget) is int and budget > 0, "budget must be an int > 0")
+        _need(type(seed) is int and -1 <= seed < len(self._terms), "seed: -1 or a term")
+        if seed >= 0 and seed != self._seed:  # another term's list: from the start
+            self._seeds[:] = 0
+            self._seed = seed
+        got, done = _core().bm25_daat(
+            self._terms, self._cursors if seed < 0 else self._seeds, self._lengths,
+            *self._parts, theta, budget, seed,
+            self._nums, self._scores,
+        )  # fmt: skip
+        return self._nums[:got].copy(), self._scores[:got].copy(), done
+
+
+def bm25_add_terms(
+    terms: list[str], index_terms: dict[str, Any], term_table: list[Any], num: int, make: Any
+) -> list[int]:
+    """The term loop of a new BM25 group ``num``: each distinct term of ``terms`` in
+    first-occurrence order, with its count ``tf``: its posting list ``index_terms[term]``
+    (``make(term, len(term_table))``, added to both, if missing) gets ``num`` and ``tf``
+    appended and its ``df`` raised by one. Returns ``term.num << 8 | min(tf, 255)`` per
+    term. O(len(terms)).
+
+    Raises:
+        TypeError, ValueError: Containers of the wrong type, a term that is not a str,
+            or ``num`` not an int >= 0.
+    """
+    if type(terms) is not list or type(index_terms) is not dict or type(term_table) is not list:
+        raise TypeError("terms and term_table must be lists and index_terms a dict")
+    _need(type(num) is int and num >= 0, "num must be an int >= 0")
+    nums: list[int] = _core().bm25_add_terms(terms, index_terms, term_table, num, make)
+    return nums

@@ -64,6 +64,20 @@ reference average length and used, stretched by the drift of the average length 
 only as a bound (``postings._Term.bound_steps``); all bounds carry a relative slack of 1e-9 so that
 summation order can never drop a true result.
 
+With the compiled core (``_cbm25.c``, :func:`~actormem._index.kernels.bm25_core_active`;
+``ACTORMEM_BM25_CORE=0`` switches it off) the same top-k comes from a different driver,
+document at a time in C: MaxScore over the terms sorted by bound (those whose bounds sum
+below ``theta`` are only looked up for candidates of the others) with block-max windows
+(Ding & Suel, SIGIR 2011): a reader-side cache per list holds, for each complete block of
+64 postings, its largest frequency and smallest document length, whose saturation bounds
+the whole block at any average length, so a window of groups whose blocks' bounds (plus
+the other terms' bounds) stay below ``theta`` is skipped. ``theta`` starts as the k-th
+best record score among the groups of one step of the rarest term's list and rises, in
+Python, from the exact record scores of what the C code returns; each call is one bounded
+step (the slicing protocol) that re-takes the buffers and keeps only positions. Exact
+scores are computed as above, so both drivers give the same results bit for bit
+(``tests/test_bm25_core.py``); the core also runs ``add``'s term loop.
+
 Invariants (checked by ``BM25Index._check``): every un-purged record is in exactly
 the group of its document, which is listed, with its term frequency, in the posting list
 of each of its terms, in ascending group order; the tables map numbers to the live
@@ -84,7 +98,8 @@ Modules
                statistics of a snapshot and the invariant check;
 ``postings``   a text's group and a term's posting list (bounds, compaction);
 ``changelog``  the change log that gives an older snapshot its N, total length and df;
-``search``     the reader's MaxScore top-k, in bounded steps, and the exact scores;
+``search``     the reader's MaxScore top-k, in bounded steps, and the exact scores (and
+               the driver of the compiled core);
 ``knobs``      tuning constants (speed and memory only, never results).
 """
 

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..._record import NEVER, Record
 from ..._util import NoPublicConstructor
+from .. import kernels
 from ..scoring import Accept, ReadView, ScratchPool, drain
 from . import knobs
 from .changelog import ChangeLog
@@ -121,8 +122,14 @@ class BM25Index(metaclass=NoPublicConstructor):
             self._scratch.clear()  # spares of the old capacity
         lengths[num] = len(terms)
         self._alive[num] = 1
-        get = self._terms.get
         term_table = self._term_table
+        if kernels.bm25_core_active():  # the same loop in C (kernels.py)
+            if type(terms) is not list:
+                terms = list(terms)
+            nums = kernels.bm25_add_terms(terms, self._terms, term_table, num, _Term)
+            group.terms = array("i" if len(term_table) <= knobs._NARROW else "q", nums)
+            return group
+        get = self._terms.get
         nums = []
         for term, tf in Counter(terms).items():
             obj = get(term)
@@ -368,7 +375,10 @@ class BM25Index(metaclass=NoPublicConstructor):
         scores. With a recency or prior weight, every visible record of a surviving
         text is scored. A reader also extends the cached maximum saturations of its
         terms: O(postings added since), or O(postings) once the average length drifted
-        by more than 2%.
+        by more than 2%. With the compiled core the driver is document at a time in C
+        (MaxScore with block-max windows, see the package documentation): the same
+        result, O(q) per step to re-take the lists, and the postings of the terms whose
+        bounds can still reach the k-th score, less the windows skipped.
         """
         return drain(self.top_k_terms_steps(view, weights, limit, accept))
 
@@ -476,4 +486,14 @@ class BM25Index(metaclass=NoPublicConstructor):
                     for num, tf in zip(nums[: term.seen], term.tfs, strict=False)
                 )
                 assert term.top == top, f"{name!r}: stale impact bound"
+            size = kernels.BM25_BLOCK
+            cached = term.blocks.tolist()
+            assert term.blocks.typecode == "i"
+            assert len(cached) % 2 == 0
+            assert len(cached) // 2 <= len(nums) // size, f"{name!r}: blocks beyond the list"
+            for k in range(len(cached) // 2):
+                lo, hi = k * size, (k + 1) * size
+                assert cached[2 * k] == max(term.tfs[lo:hi]), f"{name!r}: stale block bound"
+                low = min(int(self._lengths[num]) for num in nums[lo:hi])
+                assert cached[2 * k + 1] == low, f"{name!r}: stale block bound"
         self._changes._check()

@@ -40,3 +40,7 @@ _UPDATE_RATIO = 0.25
 #: Term numbers below this pack into int32 (``array('i')``) with a frequency; groups
 #: made after the vocabulary outgrew it pack into int64 (``array('q')``).
 _NARROW = 1 << 23
+
+#: The compiled core's first theta comes from one step of the lists of this many terms,
+#: those with the highest bounds.
+_SEEDS = 1

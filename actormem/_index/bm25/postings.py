@@ -3,8 +3,10 @@
 A ``_Group`` is every un-purged record of one document (text and tags) with the packed
 numbers and frequencies of its terms; a ``_Term`` is one term's posting list (group
 numbers ascending, frequencies), its df at the newest version and a reader-side cache of
-its largest saturation (the MaxScore bound). The helpers read a prefix of a posting list
-as numpy arrays without keeping a buffer export across a yield.
+its largest saturation (the MaxScore bound) and, for the compiled core, per block of
+postings the largest frequency and smallest length (the block-max bounds). The helpers
+read a prefix of a posting list as numpy arrays without keeping a buffer export across a
+yield.
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ class _Term:
     reader that took the arrays and their length at its start can read that prefix at
     any later time."""
 
-    __slots__ = ("dead", "df", "groups", "key", "num", "ref", "seen", "tfs", "top")
+    __slots__ = ("blocks", "dead", "df", "groups", "key", "num", "ref", "seen", "tfs", "top")
 
     def __init__(self, key: str, num: int) -> None:
         self.key = key
@@ -90,6 +92,12 @@ class _Term:
         self.ref = 0.0
         self.top = 0.0
         self.seen = 0
+        #: Reader-side cache for the compiled core's block-max bounds: per complete block
+        #: of ``kernels.BM25_BLOCK`` postings of ``groups``, its largest frequency and
+        #: smallest document length (int32 pairs). Extended by readers; replaced with
+        #: ``groups`` by compaction, so a reader that took both together reads a pair
+        #: that matches (a block of an append-only list never changes).
+        self.blocks = array("i")
 
     def bound_steps(
         self,
@@ -153,6 +161,7 @@ class _Term:
         self.groups, self.tfs = groups, tfs
         self.dead = 0
         self.ref, self.top, self.seen = 0.0, 0.0, 0
+        self.blocks = array("i")
 
 
 def _nums(groups: array[int], start: int, end: int) -> Any:

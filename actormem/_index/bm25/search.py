@@ -1,5 +1,9 @@
 """The BM25 index's reader: MaxScore top-k over the posting lists, in bounded steps.
 
+With the compiled core (``kernels.bm25_core_active()``) the search is
+:meth:`MaxScoreSearch._core_steps`: document at a time in C, with block-max windows; the
+Python term-at-a-time search below stays the reference.
+
 See the package documentation of :mod:`actormem._index.bm25` (MaxScore, Turtle & Flood
 1995; the exact scores equal a brute force's bit for bit). :class:`MaxScoreSearch` runs
 one query against a :class:`~actormem._index.bm25.BM25Index`; :class:`_Exact` holds the
@@ -174,6 +178,35 @@ class _Exact:
             self.found[num] = values
         return values
 
+    def offer(self, heap: list[tuple[float, int, Record]], group: _Group, score: float) -> None:
+        """Offer the visible, accepted records of ``group``, whose text scores
+        ``score``, to ``heap``: the ``limit`` best ``(score, -seq, rec)`` so far, worst
+        on top (a higher score, then a lower seq, wins). O(records of the text log
+        limit), O(limit log limit) without weights (records are by seq: later ones only
+        tie or lose)."""
+        version, accept, limit = self.version, self.accept, self.limit
+        if not self.weighted:
+            if len(heap) == limit and score < heap[0][0]:
+                return
+            for rec in group.recs:
+                if len(heap) == limit:
+                    worst, worst_negseq, _ = heap[0]
+                    if score < worst or (score == worst and -rec.seq <= worst_negseq):
+                        return
+                if rec.born <= version < rec.died and (accept is None or accept(rec)):
+                    if len(heap) < limit:
+                        heapq.heappush(heap, (score, -rec.seq, rec))
+                    else:
+                        heapq.heapreplace(heap, (score, -rec.seq, rec))
+            return
+        for rec in group.recs:
+            if rec.born <= version < rec.died and (accept is None or accept(rec)):
+                s = self.weigh(score, rec)
+                if len(heap) < limit:
+                    heapq.heappush(heap, (s, -rec.seq, rec))
+                elif s > heap[0][0] or (s == heap[0][0] and -rec.seq > heap[0][1]):
+                    heapq.heapreplace(heap, (s, -rec.seq, rec))
+
     def kth_score(self, nums: Any) -> float:
         """The k-th best exact score of the records of groups ``nums`` (-inf if fewer)."""
         limit = self.limit
@@ -197,6 +230,71 @@ class MaxScoreSearch:
     def __init__(self, index: BM25Index) -> None:
         self._index = index
 
+    def _core_steps(
+        self, ex: _Exact, bounds: list[float], blocks: list[array[int]]
+    ) -> Generator[None, None, list[tuple[float, Record]]]:
+        """The top-k of :meth:`top_k_terms_steps` by the compiled core (``_cbm25.c``):
+        document at a time over the query's lists in the C code, MaxScore with block-max
+        windows, each step about ``4 * knobs._CHUNK`` postings of work; the groups it
+        finds may reach ``theta`` come back with their exact scores (bit for bit the
+        reference's) and their records enter the heap here, which raises ``theta`` (the
+        k-th best record score). ``ex`` holds the query as taken at the start, ``bounds``
+        its terms' bounds (slack included), ``blocks`` their block caches, extended here
+        first."""
+        scorer = self._index.scorer
+        lengths, table, limit, avgdl = ex.lengths, ex.table, ex.limit, ex.avgdl
+        size = kernels.BM25_BLOCK
+        terms: list[kernels.DaatTerm] = []
+        for (wi, groups, tfs, count), bound, cache in zip(ex.query, bounds, blocks, strict=True):
+            wanted = count // size
+            while len(cache) // 2 < wanted:  # extend the cache, in slices
+                first = len(cache) // 2
+                stop = min(wanted, first + max(1, knobs._BOUND_CHUNK // size))
+                out = np.empty(2 * (stop - first), np.int32)
+                kernels.bm25_blocks(groups, tfs, lengths, first, stop, out)
+                cache.frombytes(out.tobytes())  # no yield since `first`: still the end
+                if stop < wanted:
+                    yield
+            terms.append((wi, bound, groups, tfs, count, cache, wanted))
+        k1, b = scorer.k1, scorer.b
+        parts = (k1 * (1.0 - b), k1 * b / avgdl, float(k1), float(b), avgdl, 1.0 + knobs._SLACK)
+        # A step re-takes every list's buffers (O(terms)): long queries get longer steps.
+        budget = 4 * knobs._CHUNK + 64 * len(terms)
+        daat = kernels.Bm25Daat(terms, lengths, parts, max(limit, knobs._CHUNK // 4))
+        heap: list[tuple[float, int, Record]] = []  # (score, -seq, rec): worst on top
+        up = parts[5]
+        # A first theta: the exact scores of the groups in the first slice of the lists
+        # of the terms with the highest bounds (the rarest), their records offered best
+        # first. Documents at a time in number order would raise it only slowly.
+        offered: set[int] = set()
+        for seed in sorted(range(len(terms)), key=bounds.__getitem__)[-knobs._SEEDS :]:
+            nums, scores, _ = daat.step(-math.inf, budget, seed)  # one step of each
+            best = np.argsort(-scores, kind="stable")
+            for num, score in zip(nums[best].tolist(), scores[best].tolist(), strict=True):
+                if len(heap) == limit and score * up < heap[0][0]:
+                    break
+                if num in offered:
+                    continue
+                offered.add(num)
+                group = table[num]
+                if group is not None:  # else purged: no record to score
+                    ex.offer(heap, group, score)
+            yield
+        theta = heap[0][0] if len(heap) == limit else -math.inf
+        while True:
+            nums, scores, done = daat.step(theta, budget)
+            for num, score in zip(nums.tolist(), scores.tolist(), strict=True):
+                group = table[num]
+                if group is not None and num not in offered:  # else purged, or offered
+                    ex.offer(heap, group, score)
+            if len(heap) == limit:
+                theta = heap[0][0]
+            if done:
+                break
+            yield
+        heap.sort(key=lambda item: (-item[0], -item[1]))
+        return [(score, rec) for score, _, rec in heap]
+
     def top_k_terms_steps(  # noqa: C901 - one algorithm, kept in one place
         self, view: ReadView, weights: Mapping[str, float], limit: int, accept: Accept
     ) -> Generator[None, None, list[tuple[float, Record]]]:
@@ -208,6 +306,7 @@ class MaxScoreSearch:
             return []
         index = self._index
         compiled = kernels.active()
+        core = kernels.bm25_core_active()
         scorer = index.scorer
         k1, b = scorer.k1, scorer.b
         index_terms = index._terms
@@ -244,6 +343,8 @@ class MaxScoreSearch:
             obj = index_terms[term]
             wi = weights[term] * math.log(1.0 + (n - df + 0.5) / (df + 0.5))
             taken.append((obj, (wi, obj.groups, obj.tfs, len(obj.groups))))
+        # The core's block bounds, taken with their lists (compaction replaces both).
+        blocks = [obj.blocks for obj, _ in taken] if core else []
         for obj, post in taken:
             ref = obj.ref
             if obj.seen == post[3] and ref and 1.0 / knobs._DRIFT <= avgdl / ref <= knobs._DRIFT:
@@ -257,12 +358,6 @@ class MaxScoreSearch:
             order.append((post[0] * bound * up, *post))
         if not query:
             return []
-        order.sort(key=itemgetter(0), reverse=True)
-        # rest[i]: bound on the total contribution of the terms order[i:].
-        rest = [0.0] * (len(order) + 1)
-        for i in range(len(order) - 1, -1, -1):
-            rest[i] = rest[i + 1] + order[i][0]
-
         ex = _Exact(
             scorer=scorer,
             view=view,
@@ -275,8 +370,14 @@ class MaxScoreSearch:
             position=position,
             compiled=compiled,
         )
-        weighted = ex.weighted
-        version = ex.version
+        if core:
+            bounds = [bound for bound, *_ in order]  # in the query's order still
+            return (yield from self._core_steps(ex, bounds, blocks))
+        order.sort(key=itemgetter(0), reverse=True)
+        # rest[i]: bound on the total contribution of the terms order[i:].
+        rest = [0.0] * (len(order) + 1)
+        for i in range(len(order) - 1, -1, -1):
+            rest[i] = rest[i + 1] + order[i][0]
 
         # 1. Essential terms, the highest bounds first, accumulated into a dense array of
         # partial scores by group number, until the remaining terms' bounds sum below
@@ -496,28 +597,7 @@ class MaxScoreSearch:
             if len(heap) == limit and score * up < heap[0][0]:
                 break
             group = table[num]
-            if group is None:
-                continue
-            if not weighted:
-                if len(heap) == limit and score < heap[0][0]:
-                    break
-                for rec in group.recs:  # by seq: later ones only tie or lose
-                    if len(heap) == limit:
-                        worst, worst_negseq, _ = heap[0]
-                        if score < worst or (score == worst and -rec.seq <= worst_negseq):
-                            break
-                    if rec.born <= version < rec.died and (accept is None or accept(rec)):
-                        if len(heap) < limit:
-                            heapq.heappush(heap, (score, -rec.seq, rec))
-                        else:
-                            heapq.heapreplace(heap, (score, -rec.seq, rec))
-                continue
-            for rec in group.recs:
-                if rec.born <= version < rec.died and (accept is None or accept(rec)):
-                    s = ex.weigh(score, rec)
-                    if len(heap) < limit:
-                        heapq.heappush(heap, (s, -rec.seq, rec))
-                    elif s > heap[0][0] or (s == heap[0][0] and -rec.seq > heap[0][1]):
-                        heapq.heapreplace(heap, (s, -rec.seq, rec))
+            if group is not None:
+                ex.offer(heap, group, score)
         heap.sort(key=lambda item: (-item[0], -item[1]))
         return [(score, rec) for score, _, rec in heap]

@@ -1,0 +1,628 @@
+/* The compiled core of the BM25 index (optional: actormem/_index/kernels.py reports
+ * whether it is built, and the index runs its pure-Python reference path without it).
+ *
+ * Two entry points, both over the index's own Python objects and arrays:
+ *
+ * - bm25_add_terms: the owner's per-text term loop of BM25Index._new_group (count the
+ *   terms in first-occurrence order, find or make each term's posting list, append the
+ *   group and its frequency, count the df, pack the term numbers), the same operations
+ *   as the Python loop in the same order;
+ * - bm25_daat: the reader's query driver, document at a time over the query's posting
+ *   lists: MaxScore (Turtle & Flood 1995: the terms whose upper bounds sum below the
+ *   threshold theta only get looked up for the candidates of the others) with block-max
+ *   windows (Ding & Suel, SIGIR 2011; Lucene's block-max MaxScore): each complete block of
+ *   BLOCK postings has its largest frequency and smallest document length, whose
+ *   saturation bounds every posting of the block, so a window of groups whose block
+ *   bounds sum below theta is skipped whole. Each call does a bounded amount of work
+ *   (budget) and keeps its state in the caller's cursor array: the caller yields between
+ *   calls, raises theta from the exact record scores, and no buffer is held across calls
+ *   (the owner appends to the arrays in between). Groups that can reach theta are
+ *   returned with their exact score, term by term in the query's order with the
+ *   reference's IEEE operations (built with -ffp-contract=off), so bit for bit.
+ *
+ * Arguments are checked by kernels.py before they get here; the checks below repeat
+ * what memory safety needs (formats, lengths, index ranges) and raise ValueError.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Postings per block of the block-max bounds (kernels.BM25_BLOCK). */
+#define BLOCK 64
+
+/* ------------------------------------------------------------------ buffers */
+
+enum kind { K_I32, K_I64, K_F64, K_TF };
+
+static int
+kind_ok(const Py_buffer *v, enum kind k)
+{
+    const char *f = v->format ? v->format : "B";
+    while (*f == '@' || *f == '=' || *f == '<') {
+        f++;
+    }
+    if (f[0] == '\0' || f[1] != '\0') {
+        return 0;
+    }
+    char c = f[0];
+    int i32 = v->itemsize == 4 && (c == 'i' || (c == 'l' && sizeof(long) == 4));
+    switch (k) {
+    case K_I32:
+        return i32;
+    case K_I64:
+        return v->itemsize == 8 && (c == 'q' || c == 'l');
+    case K_F64:
+        return v->itemsize == 8 && c == 'd';
+    case K_TF: /* term frequencies: bytes or int32 */
+        return (v->itemsize == 1 && c == 'B') || i32;
+    }
+    return 0;
+}
+
+/* A 1-D C-contiguous buffer of `o` of kind `k`; on failure an error naming `name`, -1
+ * and nothing to release. */
+static int
+get(PyObject *o, Py_buffer *v, enum kind k, int writable, const char *name)
+{
+    int flags = PyBUF_FORMAT | PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(o, v, flags) < 0) {
+        PyErr_Format(PyExc_ValueError, "%s: not a contiguous%s buffer", name,
+                     writable ? " writable" : "");
+        return -1;
+    }
+    if (v->ndim != 1 || !kind_ok(v, k)) {
+        PyErr_Format(PyExc_ValueError, "%s: wrong element type or shape", name);
+        PyBuffer_Release(v);
+        return -1;
+    }
+    return 0;
+}
+
+#define LEN(v) ((v).len / (v).itemsize)
+
+/* ------------------------------------------------------------------ blocks */
+
+PyDoc_STRVAR(bm25_blocks_doc,
+"bm25_blocks(groups, tfs, lengths, first, stop, out) -> None\n\n"
+"For each complete block k in first..stop of BLOCK postings: out[2(k - first)] the\n"
+"largest frequency and out[2(k - first) + 1] the smallest document length of its\n"
+"groups. O((stop - first) * BLOCK).");
+
+static PyObject *
+bm25_blocks(PyObject *self, PyObject *args)
+{
+    PyObject *o_groups, *o_tfs, *o_len, *o_out;
+    Py_ssize_t first, stop;
+    if (!PyArg_ParseTuple(args, "OOOnnO", &o_groups, &o_tfs, &o_len, &first, &stop, &o_out)) {
+        return NULL;
+    }
+    Py_buffer groups, tfs, len, out;
+    PyObject *result = NULL;
+    if (get(o_groups, &groups, K_I32, 0, "groups") < 0) return NULL;
+    if (get(o_tfs, &tfs, K_TF, 0, "tfs") < 0) goto e1;
+    if (get(o_len, &len, K_I32, 0, "lengths") < 0) goto e2;
+    if (get(o_out, &out, K_I32, 1, "out") < 0) goto e3;
+    if (first < 0 || stop < first || stop > LEN(groups) / BLOCK || stop > LEN(tfs) / BLOCK ||
+        LEN(out) < 2 * (stop - first)) {
+        PyErr_SetString(PyExc_ValueError, "blocks out of range");
+        goto done;
+    }
+    {
+        const int32_t *g = (const int32_t *)groups.buf, *ln = (const int32_t *)len.buf;
+        int32_t *o = (int32_t *)out.buf;
+        Py_ssize_t nlen = LEN(len);
+        for (Py_ssize_t k = first; k < stop; k++) {
+            int32_t top = 0, low = INT32_MAX;
+            for (Py_ssize_t i = k * BLOCK; i < (k + 1) * BLOCK; i++) {
+                int32_t tf = tfs.itemsize == 1 ? ((const uint8_t *)tfs.buf)[i]
+                                               : ((const int32_t *)tfs.buf)[i];
+                int32_t num = g[i];
+                if (num < 0 || num >= nlen) {
+                    PyErr_SetString(PyExc_ValueError, "group number out of range");
+                    goto done;
+                }
+                if (tf > top) top = tf;
+                if (ln[num] < low) low = ln[num];
+            }
+            o[2 * (k - first)] = top;
+            o[2 * (k - first) + 1] = low;
+        }
+    }
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&out);
+e3:
+    PyBuffer_Release(&len);
+e2:
+    PyBuffer_Release(&tfs);
+e1:
+    PyBuffer_Release(&groups);
+    return result;
+}
+
+/* ------------------------------------------------------------------ driver */
+
+typedef struct {
+    double wi, ub, at; /* at: the frequency at the pivot, -1 if none */
+    Py_buffer groups, tfs, blocks;
+    int have; /* buffers taken (to release) */
+    const int32_t *g, *blk;
+    Py_ssize_t count, nblk, cur;
+} term_t;
+
+static inline double
+tf_of(const term_t *t, Py_ssize_t i)
+{
+    if (t->tfs.itemsize == 1) {
+        return (double)((const uint8_t *)t->tfs.buf)[i];
+    }
+    return (double)((const int32_t *)t->tfs.buf)[i];
+}
+
+/* The first position >= cur of a posting whose group is >= target (galloping, then
+ * binary search); count if none. */
+static inline Py_ssize_t
+seek(const int32_t *g, Py_ssize_t cur, Py_ssize_t count, int64_t target)
+{
+    if (cur >= count || g[cur] >= target) {
+        return cur;
+    }
+    Py_ssize_t lo = cur, step = 1, hi = cur + 1; /* g[lo] < target */
+    while (hi < count && g[hi] < target) {
+        lo = hi;
+        step *= 2;
+        hi = cur + step;
+    }
+    if (hi > count) hi = count;
+    while (hi - lo > 1) { /* g[lo] < target, and g[hi] >= target or hi == count */
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (g[mid] < target) lo = mid;
+        else hi = mid;
+    }
+    return hi;
+}
+
+static term_t *by_ub_terms;
+
+static int
+by_ub(const void *x, const void *y)
+{
+    Py_ssize_t i = *(const Py_ssize_t *)x, j = *(const Py_ssize_t *)y;
+    double a = by_ub_terms[i].ub, b = by_ub_terms[j].ub;
+    if (a < b) return -1;
+    if (a > b) return 1;
+    return (i > j) - (i < j);
+}
+
+PyDoc_STRVAR(bm25_daat_doc,
+"bm25_daat(terms, cursors, lengths, a_part, b_part, k1, b, avgdl, up, theta, budget,\n"
+"          seed, nums_out, scores_out) -> (int, bool)\n\n"
+"Document-at-a-time MaxScore with block-max windows over the query's terms, a list of\n"
+"(wi, ub, groups, tfs, count, blocks, nblocks) in the query's order (ub: a bound on the\n"
+"term's contribution, slack included; blocks: (largest tf, smallest length) of each of\n"
+"the first nblocks blocks). cursors (int64, one per term) hold the position in each list\n"
+"between calls. Writes the groups that may reach theta, ascending, with their exact\n"
+"score (query order, norm = k1 * ((1 - b) + b * len / avgdl)) to nums_out and\n"
+"scores_out, up to their length; returns (how many, whether every list is done).\n"
+"About budget postings of work per call. With seed >= 0 instead: every group of that\n"
+"term's list in turn, with its exact score (a first theta).");
+
+static PyObject *
+bm25_daat(PyObject *self, PyObject *args)
+{
+    PyObject *o_terms, *o_cur, *o_len, *o_nums, *o_scores;
+    double a_part, b_part, k1, b, avgdl, up, theta;
+    Py_ssize_t budget, seed;
+    if (!PyArg_ParseTuple(args, "O!OOdddddddnnOO", &PyList_Type, &o_terms, &o_cur, &o_len,
+                          &a_part, &b_part, &k1, &b, &avgdl, &up, &theta, &budget, &seed,
+                          &o_nums, &o_scores)) {
+        return NULL;
+    }
+    Py_ssize_t q = PyList_GET_SIZE(o_terms);
+    Py_buffer cur, len, nums, scores;
+    PyObject *result = NULL;
+    term_t *T = NULL;
+    Py_ssize_t *ord = NULL;
+    double *prefix = NULL;
+    if (get(o_cur, &cur, K_I64, 1, "cursors") < 0) return NULL;
+    if (get(o_len, &len, K_I32, 0, "lengths") < 0) goto e1;
+    if (get(o_nums, &nums, K_I64, 1, "nums_out") < 0) goto e2;
+    if (get(o_scores, &scores, K_F64, 1, "scores_out") < 0) goto e3;
+    if (LEN(cur) != q || LEN(scores) < LEN(nums) || q == 0 || seed < -1 || seed >= q) {
+        PyErr_SetString(PyExc_ValueError, "cursors or outputs of the wrong size");
+        goto done;
+    }
+    T = PyMem_Calloc(q, sizeof(term_t));
+    ord = PyMem_Malloc(q * sizeof(Py_ssize_t));
+    prefix = PyMem_Malloc((q + 1) * sizeof(double));
+    if (!T || !ord || !prefix) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    int64_t *cursors = (int64_t *)cur.buf;
+    for (Py_ssize_t i = 0; i < q; i++) {
+        PyObject *entry = PyList_GET_ITEM(o_terms, i), *o_g, *o_tf, *o_blk;
+        term_t *t = &T[i];
+        if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 7) {
+            PyErr_SetString(PyExc_TypeError, "terms: 7-tuples");
+            goto done;
+        }
+        t->wi = PyFloat_AsDouble(PyTuple_GET_ITEM(entry, 0));
+        t->ub = PyFloat_AsDouble(PyTuple_GET_ITEM(entry, 1));
+        o_g = PyTuple_GET_ITEM(entry, 2);
+        o_tf = PyTuple_GET_ITEM(entry, 3);
+        t->count = PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, 4));
+        o_blk = PyTuple_GET_ITEM(entry, 5);
+        t->nblk = PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, 6));
+        if (PyErr_Occurred()) goto done;
+        if (get(o_g, &t->groups, K_I32, 0, "groups") < 0) goto done;
+        t->have = 1;
+        if (get(o_tf, &t->tfs, K_TF, 0, "tfs") < 0) goto done;
+        t->have = 2;
+        if (get(o_blk, &t->blocks, K_I32, 0, "blocks") < 0) goto done;
+        t->have = 3;
+        t->g = (const int32_t *)t->groups.buf;
+        t->blk = (const int32_t *)t->blocks.buf;
+        t->cur = cursors[i];
+        if (t->count < 0 || t->count > LEN(t->groups) || t->count > LEN(t->tfs) ||
+            t->nblk < 0 || t->nblk > t->count / BLOCK || 2 * t->nblk > LEN(t->blocks) ||
+            t->cur < 0 || t->cur > t->count) {
+            PyErr_SetString(PyExc_ValueError, "term counts, blocks or cursors out of range");
+            goto done;
+        }
+        ord[i] = i;
+    }
+    by_ub_terms = T;
+    qsort(ord, q, sizeof(Py_ssize_t), by_ub);
+    prefix[0] = 0.0;
+    for (Py_ssize_t i = 0; i < q; i++) {
+        prefix[i + 1] = prefix[i] + T[ord[i]].ub;
+    }
+    /* Terms ord[0..ne) are non-essential: their bounds sum below theta. */
+    Py_ssize_t ne = 0;
+    while (ne < q && prefix[ne + 1] < theta) {
+        ne++;
+    }
+    const int32_t *ln = (const int32_t *)len.buf;
+    Py_ssize_t nlen = LEN(len), room = LEN(nums), emitted = 0, work = 0;
+    int64_t *out_n = (int64_t *)nums.buf;
+    double *out_s = (double *)scores.buf;
+    int finished = 0;
+    if (ne == q) {
+        finished = 1; /* no group can reach theta */
+    }
+    if (seed >= 0) {
+        /* Seeding: every group of the seed term's list, its exact score. */
+        term_t *s = &T[seed];
+        finished = 0;
+        while (work < budget && emitted < room) {
+            if (s->cur >= s->count) {
+                finished = 1;
+                break;
+            }
+            int64_t pivot = s->g[s->cur];
+            if (pivot < 0 || pivot >= nlen) {
+                PyErr_SetString(PyExc_ValueError, "group number beyond lengths");
+                goto done;
+            }
+            double dl = (double)ln[pivot];
+            double norm = k1 * ((1.0 - b) + b * dl / avgdl), score = 0.0;
+            for (Py_ssize_t i = 0; i < q; i++) {
+                term_t *t = &T[i];
+                t->cur = seek(t->g, t->cur, t->count, pivot);
+                if (t->cur < t->count && t->g[t->cur] == pivot) {
+                    double tf = tf_of(t, t->cur);
+                    score += t->wi * (tf / (tf + norm));
+                }
+            }
+            work += q;
+            out_n[emitted] = pivot;
+            out_s[emitted] = score;
+            emitted++;
+            s->cur++;
+        }
+        goto out;
+    }
+    /* The pivot: the lowest group at the essential terms' positions. */
+    int64_t pivot = INT64_MAX, wend = -1; /* groups up to wend passed the window check */
+    for (Py_ssize_t i = ne; i < q; i++) {
+        term_t *t = &T[ord[i]];
+        if (t->cur < t->count && t->g[t->cur] < pivot) pivot = t->g[t->cur];
+    }
+    while (!finished && work < budget && emitted < room) {
+        if (pivot == INT64_MAX) {
+            finished = 1;
+            break;
+        }
+        if (theta > -INFINITY && pivot > wend) {
+            /* Block-max window: up to the end of the first block to end among the
+             * essential terms' current ones; every group in it is bounded by those
+             * blocks' bounds plus the non-essential terms' bounds. */
+            int64_t upto = INT64_MAX;
+            for (Py_ssize_t i = ne; i < q; i++) {
+                term_t *t = &T[ord[i]];
+                if (t->cur >= t->count) continue;
+                Py_ssize_t k = t->cur / BLOCK;
+                int64_t end = k < t->nblk ? t->g[(k + 1) * BLOCK - 1] : t->g[t->count - 1];
+                if (end < upto) upto = end;
+            }
+            /* Only the terms with a posting in [pivot, upto] add their block's bound. */
+            double bound = prefix[ne];
+            for (Py_ssize_t i = ne; i < q; i++) {
+                term_t *t = &T[ord[i]];
+                if (t->cur >= t->count || t->g[t->cur] > upto) continue;
+                Py_ssize_t k = t->cur / BLOCK;
+                if (k < t->nblk) {
+                    double tf = (double)t->blk[2 * k], dl = (double)t->blk[2 * k + 1];
+                    double sat = tf / (tf + (a_part + b_part * dl));
+                    bound += t->wi * sat * up;
+                } else {
+                    bound += t->ub;
+                }
+            }
+            work += 2 * (q - ne);
+            if (bound * up < theta) { /* skip the window */
+                pivot = INT64_MAX;
+                for (Py_ssize_t i = ne; i < q; i++) {
+                    term_t *t = &T[ord[i]];
+                    t->cur = seek(t->g, t->cur, t->count, upto + 1);
+                    if (t->cur < t->count && t->g[t->cur] < pivot) pivot = t->g[t->cur];
+                }
+                continue;
+            }
+            wend = upto;
+        }
+        if (pivot < 0 || pivot >= nlen) {
+            PyErr_SetString(PyExc_ValueError, "group number beyond lengths");
+            goto done;
+        }
+        /* The essential terms at the pivot: their frequencies, the partial score, past
+         * the pivot, and the next pivot, in one pass. */
+        double dl = (double)ln[pivot], partial = 0.0;
+        int64_t next = INT64_MAX;
+        for (Py_ssize_t i = ne; i < q; i++) {
+            term_t *t = &T[ord[i]];
+            t->at = -1.0;
+            if (t->cur < t->count && t->g[t->cur] == pivot) {
+                double tf = t->at = tf_of(t, t->cur);
+                partial += t->wi * (tf / (tf + (a_part + b_part * dl)));
+                t->cur++;
+            }
+            if (t->cur < t->count && t->g[t->cur] < next) next = t->g[t->cur];
+        }
+        work += q - ne;
+        int keep = 1;
+        for (Py_ssize_t j = ne - 1; j >= 0; j--) {
+            if (partial * up + prefix[j + 1] < theta) {
+                keep = 0;
+                break;
+            }
+            term_t *t = &T[ord[j]];
+            t->cur = seek(t->g, t->cur, t->count, pivot);
+            t->at = -1.0;
+            work += 1;
+            if (t->cur < t->count && t->g[t->cur] == pivot) {
+                double tf = t->at = tf_of(t, t->cur);
+                partial += t->wi * (tf / (tf + (a_part + b_part * dl)));
+            }
+        }
+        if (keep && partial * up >= theta) {
+            /* Every term's frequency at the pivot is known: the exact score, in the
+             * query's order. */
+            double norm = k1 * ((1.0 - b) + b * dl / avgdl), score = 0.0;
+            for (Py_ssize_t i = 0; i < q; i++) {
+                double tf = T[i].at;
+                if (tf >= 0.0) score += T[i].wi * (tf / (tf + norm));
+            }
+            out_n[emitted] = pivot;
+            out_s[emitted] = score;
+            emitted++;
+        }
+        pivot = next;
+    }
+out:
+    for (Py_ssize_t i = 0; i < q; i++) {
+        cursors[i] = T[i].cur;
+    }
+    result = Py_BuildValue("nO", emitted, finished ? Py_True : Py_False);
+done:
+    if (T) {
+        for (Py_ssize_t i = 0; i < q; i++) {
+            if (T[i].have > 2) PyBuffer_Release(&T[i].blocks);
+            if (T[i].have > 1) PyBuffer_Release(&T[i].tfs);
+            if (T[i].have > 0) PyBuffer_Release(&T[i].groups);
+        }
+    }
+    PyMem_Free(T);
+    PyMem_Free(ord);
+    PyMem_Free(prefix);
+    PyBuffer_Release(&scores);
+e3:
+    PyBuffer_Release(&nums);
+e2:
+    PyBuffer_Release(&len);
+e1:
+    PyBuffer_Release(&cur);
+    return result;
+}
+
+/* ------------------------------------------------------------------ add */
+
+static PyObject *s_groups, *s_tfs, *s_df, *s_num, *s_append, *s_typecode, *array_type;
+
+/* obj.<name> += 1 */
+static int
+bump(PyObject *obj, PyObject *name)
+{
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (!v) return -1;
+    long long d = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    if (d == -1 && PyErr_Occurred()) return -1;
+    PyObject *w = PyLong_FromLongLong(d + 1);
+    if (!w) return -1;
+    int r = PyObject_SetAttr(obj, name, w);
+    Py_DECREF(w);
+    return r;
+}
+
+/* Append the group number and the frequency to obj's posting list (the frequencies
+ * switch to int32, a new array, once one exceeds 255), count the df; obj.num or -1. */
+static long long
+post(PyObject *obj, PyObject *num, long long tf)
+{
+    PyObject *groups = PyObject_GetAttr(obj, s_groups);
+    if (!groups) return -1;
+    PyObject *r = PyObject_CallMethodOneArg(groups, s_append, num);
+    Py_DECREF(groups);
+    if (!r) return -1;
+    Py_DECREF(r);
+    PyObject *tfs = PyObject_GetAttr(obj, s_tfs);
+    if (!tfs) return -1;
+    if (tf > 255) {
+        PyObject *code = PyObject_GetAttr(tfs, s_typecode);
+        if (!code) goto fail;
+        int bytes = PyUnicode_Check(code) && PyUnicode_CompareWithASCIIString(code, "B") == 0;
+        Py_DECREF(code);
+        if (bytes) { /* replaced, never resized: readers may hold the old one */
+            PyObject *wide = PyObject_CallFunction(array_type, "sO", "i", tfs);
+            if (!wide) goto fail;
+            Py_SETREF(tfs, wide);
+            if (PyObject_SetAttr(obj, s_tfs, tfs) < 0) goto fail;
+        }
+    }
+    PyObject *o_tf = PyLong_FromLongLong(tf);
+    if (!o_tf) goto fail;
+    r = PyObject_CallMethodOneArg(tfs, s_append, o_tf);
+    Py_DECREF(o_tf);
+    Py_DECREF(tfs);
+    if (!r) return -1;
+    Py_DECREF(r);
+    if (bump(obj, s_df) < 0) return -1;
+    PyObject *n = PyObject_GetAttr(obj, s_num);
+    if (!n) return -1;
+    long long t = PyLong_AsLongLong(n);
+    Py_DECREF(n);
+    if (t < 0 && !PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "negative term number");
+    return t;
+fail:
+    Py_DECREF(tfs);
+    return -1;
+}
+
+PyDoc_STRVAR(bm25_add_terms_doc,
+"bm25_add_terms(terms, index_terms, term_table, num, make_term) -> list[int]\n\n"
+"The term loop of a new group: for each distinct term of the list terms (str), in\n"
+"first-occurrence order, with its count tf: its posting list index_terms[term] (made\n"
+"as make_term(term, len(term_table)) and added to both if missing) gets num and tf\n"
+"appended and its df raised by one. Returns term.num << 8 | min(tf, 255) per term.\n"
+"O(len(terms)).");
+
+static PyObject *
+bm25_add_terms(PyObject *self, PyObject *args)
+{
+    PyObject *terms, *index_terms, *table, *num, *make_term;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O", &PyList_Type, &terms, &PyDict_Type, &index_terms,
+                          &PyList_Type, &table, &PyLong_Type, &num, &make_term)) {
+        return NULL;
+    }
+    PyObject *counts = PyDict_New(), *out = NULL;
+    if (!counts) return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(terms); i++) {
+        PyObject *term = PyList_GET_ITEM(terms, i);
+        if (!PyUnicode_CheckExact(term)) {
+            PyErr_SetString(PyExc_TypeError, "terms must be str");
+            goto done;
+        }
+        PyObject *c = PyDict_GetItemWithError(counts, term);
+        long long n = 0;
+        if (c) {
+            n = PyLong_AsLongLong(c);
+        } else if (PyErr_Occurred()) {
+            goto done;
+        }
+        PyObject *c1 = PyLong_FromLongLong(n + 1);
+        if (!c1) goto done;
+        int r = PyDict_SetItem(counts, term, c1);
+        Py_DECREF(c1);
+        if (r < 0) goto done;
+    }
+    out = PyList_New(0);
+    if (!out) goto done;
+    Py_ssize_t pos = 0;
+    PyObject *term, *c;
+    while (PyDict_Next(counts, &pos, &term, &c)) {
+        long long tf = PyLong_AsLongLong(c);
+        PyObject *obj = PyDict_GetItemWithError(index_terms, term); /* borrowed */
+        if (!obj) {
+            if (PyErr_Occurred()) goto fail;
+            PyObject *made = PyObject_CallFunction(make_term, "On", term, PyList_GET_SIZE(table));
+            if (!made) goto fail;
+            int r = PyDict_SetItem(index_terms, term, made);
+            if (r == 0) r = PyList_Append(table, made);
+            Py_DECREF(made); /* held by the dict */
+            if (r < 0) goto fail;
+            obj = made;
+        }
+        Py_INCREF(obj);
+        long long t = post(obj, num, tf);
+        Py_DECREF(obj);
+        if (t < 0) goto fail;
+        PyObject *packed = PyLong_FromLongLong(t << 8 | (tf < 255 ? tf : 255));
+        if (!packed) goto fail;
+        int r = PyList_Append(out, packed);
+        Py_DECREF(packed);
+        if (r < 0) goto fail;
+    }
+    goto done;
+fail:
+    Py_CLEAR(out);
+done:
+    Py_DECREF(counts);
+    return out;
+}
+
+/* ------------------------------------------------------------------ module */
+
+static PyMethodDef methods[] = {
+    {"bm25_blocks", bm25_blocks, METH_VARARGS, bm25_blocks_doc},
+    {"bm25_daat", bm25_daat, METH_VARARGS, bm25_daat_doc},
+    {"bm25_add_terms", bm25_add_terms, METH_VARARGS, bm25_add_terms_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    .m_base = PyModuleDef_HEAD_INIT,
+    .m_name = "actormem._index._cbm25",
+    .m_doc = "The compiled core of the BM25 index (see actormem/_index/kernels.py).",
+    .m_size = -1,
+    .m_methods = methods,
+};
+
+PyMODINIT_FUNC
+PyInit__cbm25(void)
+{
+    s_groups = PyUnicode_InternFromString("groups");
+    s_tfs = PyUnicode_InternFromString("tfs");
+    s_df = PyUnicode_InternFromString("df");
+    s_num = PyUnicode_InternFromString("num");
+    s_append = PyUnicode_InternFromString("append");
+    s_typecode = PyUnicode_InternFromString("typecode");
+    PyObject *mod = PyImport_ImportModule("array");
+    if (!mod || !s_groups || !s_tfs || !s_df || !s_num || !s_append || !s_typecode) {
+        Py_XDECREF(mod);
+        return NULL;
+    }
+    array_type = PyObject_GetAttrString(mod, "array");
+    Py_DECREF(mod);
+    if (!array_type) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (m && PyModule_AddIntConstant(m, "BLOCK", BLOCK) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

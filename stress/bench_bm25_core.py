@@ -1,0 +1,167 @@
+"""BM25 with its compiled core (``_cbm25.c``) against the driver before it, in one run.
+
+*Old* is the Python MaxScore driver with the per-step kernels of ``_ckernels.c``
+(``kernels.BM25_CORE = False``); *new* is the core: the add term loop and the whole query
+driver in C (document at a time, MaxScore with block-max windows). For each size and
+configuration one memory of real texts (``stress._bench_data``) is built; every query then
+runs on both paths in turn (alternating which goes first), the thread CPU of each
+``index.top_k(view, query, 10, None)`` is taken, and the two top-10s must be identical
+(scores and ties) or the run fails. Query sets: ``questions`` (LoCoMo, about 10 words) and
+``tool results`` (a real tool call's result, what the swarm's agents retrieve with).
+Configurations: ``bm25`` (plain, the paper's reference line) and ``bm25-tuned`` (Snowball
+stemming and NLTK's stop words, k1 1.5, b 0.5: ``actormem eval locomo --scorer
+bm25-tuned``'s text processing). Store cost: ``--adds`` entries stored into two fresh
+states, one per path, in alternating chunks of 1,000, CPU per ``MemoryState.store``.
+
+Usage (from the repository root)::
+
+    python -m stress.bench_bm25_core --data ../shared/data --sizes 100000,1000000 --queries 200
+
+Prints one line per cell and, with ``--json``, every figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from actormem import BM25Scorer, Tokenizer
+from actormem._engine.state import DEFAULT_HALF_LIFE, MemoryState
+from actormem._index import kernels
+from actormem._index.tokenize import stop_words
+
+from ._bench_args import output_file, positive_int, positive_ints
+from ._bench_data import DEFAULT_DATA, entries, load_corpus
+from ._bench_engine import fill_state
+from ._bench_stats import percentile
+from .bench_kernels import tool_result_queries
+
+K = 10
+
+
+def make(name: str) -> BM25Scorer:
+    """The configuration named ``bm25`` or ``bm25-tuned``."""
+    if name == "bm25":
+        return BM25Scorer()
+    if name == "bm25-tuned":
+        words = Tokenizer(stemmer="english", stopwords=stop_words("english", "nltk"))
+        return BM25Scorer(k1=1.5, b=0.5, tokenizer=words)
+    raise ValueError(f"unknown configuration {name!r}")
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    values = sorted(values)
+    return {
+        "p50_ms": percentile(values, 0.5),
+        "p99_ms": percentile(values, 0.99),
+        "mean_ms": sum(values) / len(values),
+    }
+
+
+def time_both(index: Any, view: Any, queries: Sequence[str]) -> dict[str, Any]:
+    """Per query, old then new (then the other order on the next query): thread CPU in
+    ms, and a check that both give the same top-k."""
+    cpu: dict[bool, list[float]] = {False: [], True: []}
+    for i, query in enumerate(queries):
+        got = {}
+        for core in (False, True) if i % 2 else (True, False):
+            kernels.BM25_CORE = core
+            start = time.thread_time_ns()
+            hits = index.top_k(view, query, K, None)
+            cpu[core].append((time.thread_time_ns() - start) / 1e6)
+            got[core] = [(score, rec.seq) for score, rec in hits]
+        if got[True] != got[False]:
+            raise AssertionError(f"the core and the old driver differ on {query[:80]!r}")
+    kernels.BM25_CORE = True
+    out: dict[str, Any] = {"queries": len(queries), "old": summary(cpu[False])}
+    out["new"] = summary(cpu[True])
+    out["ratio_p50"] = out["old"]["p50_ms"] / out["new"]["p50_ms"]
+    return out
+
+
+def store_cost(corpus: Any, name: str, adds: int) -> dict[str, Any]:
+    """CPU per store (ms) of two fresh states, old and new, fed the same entries in
+    alternating chunks of 1,000."""
+    states = {
+        core: MemoryState(capacity=None, half_life=DEFAULT_HALF_LIFE, scorer=make(name))
+        for core in (False, True)
+    }
+    batch = list(entries(corpus, adds))
+    cpu = {False: 0.0, True: 0.0}
+    for i, lo in enumerate(range(0, adds, 1000)):
+        for core in (False, True) if i % 2 else (True, False):
+            kernels.BM25_CORE = core
+            start = time.thread_time_ns()
+            fill_state(states[core], batch[lo : lo + 1000])
+            cpu[core] += (time.thread_time_ns() - start) / 1e6
+    kernels.BM25_CORE = True
+    return {"adds": adds, "old_us": 1000 * cpu[False] / adds, "new_us": 1000 * cpu[True] / adds}
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m stress.bench_bm25_core", description=__doc__)
+    p.add_argument("--sizes", type=positive_ints, default=[100_000])
+    p.add_argument("--configs", default="bm25,bm25-tuned")
+    p.add_argument("--queries", type=positive_int, default=200, help="queries per set")
+    p.add_argument("--adds", type=positive_int, default=50_000, help="entries for store cost")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    p.add_argument("--json", type=output_file, default=None)
+    args = p.parse_args(argv)
+    if not (kernels.AVAILABLE and kernels.bm25_core_active()):
+        p.error("the compiled kernels or BM25 core are not built (pip install -e .)")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    corpus = load_corpus(args.data, args.seed)
+    sets = {
+        "questions": corpus.queries[: args.queries],
+        "tool results": tool_result_queries(args.data, args.queries, args.seed),
+    }
+    cells: list[dict[str, Any]] = []
+    for name in args.configs.split(","):
+        cost = store_cost(corpus, name, args.adds)
+        cells.append({"config": name, "store": cost})
+        print(
+            f"{name:10} store, {cost['adds']:,} entries: old {cost['old_us']:.1f} us"
+            f" | new {cost['new_us']:.1f} us per store",
+            flush=True,
+        )
+        for size in args.sizes:
+            state = MemoryState(capacity=None, half_life=DEFAULT_HALF_LIFE, scorer=make(name))
+            fill_state(state, entries(corpus, size))
+            gc.freeze()
+            view, index = state.view(), state.index
+            for set_name, queries in sets.items():
+                for query in queries[:3]:  # warm caches on both paths
+                    for core in (False, True):
+                        kernels.BM25_CORE = core
+                        index.top_k(view, query, K, None)
+                cell = {"config": name, "size": size, "queries_of": set_name}
+                cell.update(time_both(index, view, queries))
+                cells.append(cell)
+                print(
+                    f"{name:10} n={size:>9,} {set_name:12} old p50 {cell['old']['p50_ms']:.3f}"
+                    f" p99 {cell['old']['p99_ms']:.2f} ms | new p50"
+                    f" {cell['new']['p50_ms']:.3f} p99 {cell['new']['p99_ms']:.2f} ms"
+                    f" | x{cell['ratio_p50']:.2f} p50",
+                    flush=True,
+                )
+            del state, view, index
+            gc.unfreeze()
+            gc.collect()
+    if args.json is not None:
+        args.json.write_text(json.dumps({"command": sys.argv, "cells": cells}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,411 @@
+"""The compiled BM25 core (``_cbm25.c``) against the Python index, the reference.
+
+Three indexes per scorer get the same records, retirements and purges: the reference
+(``kernels.ENABLED = False``: numpy only), the Python driver with the per-step kernels
+(``BM25_CORE = False``) and the core (its add term loop and its document-at-a-time
+MaxScore with block-max windows). Every query, at the newest snapshot or an older one
+(the change log's undo), with or without a filter, at once or in slices with the owner
+writing in between, must give identical top-k, scores and ties on all three. Bad
+arguments are refused before C, and ``ACTORMEM_BM25_CORE=0`` or a missing core leaves a
+working index.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+from array import array
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from actormem import BM25Scorer, Tokenizer
+from actormem._index import kernels
+from actormem._index.bm25 import BM25Index
+from actormem._index.bm25 import knobs as bm25_knobs
+from actormem._index.scoring import drain
+from actormem._record import NEVER, Record
+
+from .test_bm25 import FakeView, brute_force, entry
+
+pytestmark = pytest.mark.skipif(
+    not kernels.bm25_core_active(), reason="the compiled BM25 core is not built"
+)
+
+BASE = datetime(2024, 1, 1, tzinfo=UTC)
+NOW = (BASE + timedelta(days=2)).timestamp()
+
+#: (ENABLED, BM25_CORE) of each path.
+PATHS = {"reference": (False, False), "kernels": (True, False), "core": (True, True)}
+
+
+@contextmanager
+def path(name: str) -> Iterator[None]:
+    kernels.ENABLED, kernels.BM25_CORE = PATHS[name]
+    try:
+        yield
+    finally:
+        kernels.ENABLED, kernels.BM25_CORE = kernels.AVAILABLE, True
+
+
+def scorers() -> dict[str, BM25Scorer]:
+    return {
+        "plain": BM25Scorer(),
+        "weighted": BM25Scorer(
+            k1=1.2, b=0.5, half_life=40_000.0, relevance_prior=0.5, clock=lambda: NOW
+        ),
+        "stop words": BM25Scorer(k1=1.5, b=0.5, tokenizer=Tokenizer(stopwords={"the", "a"})),
+        "no length": BM25Scorer(k1=0.9, b=0.0),
+    }
+
+
+@pytest.fixture
+def small_knobs() -> Iterator[None]:
+    """Tiny chunks, so that every slicing path runs on small inputs."""
+    names = ("_CHUNK", "_BOUND_CHUNK", "_DENSE_CHUNK", "_FEW", "_SEEDS")
+    saved = {k: getattr(bm25_knobs, k) for k in names}
+    bm25_knobs._CHUNK, bm25_knobs._BOUND_CHUNK, bm25_knobs._DENSE_CHUNK = 4, 4, 16
+    bm25_knobs._FEW, bm25_knobs._SEEDS = 2, 3  # several seeds: their positions reset
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(bm25_knobs, k, v)
+
+
+class Three:
+    """One index per path over the same records (an owner's calls, applied to all)."""
+
+    def __init__(self, scorer: BM25Scorer) -> None:
+        self.scorer = scorer
+        self.indexes: dict[str, BM25Index] = {}
+        for name in PATHS:
+            with path(name):
+                self.indexes[name] = scorer.make_index()
+        self.version = 0
+        self.records: list[Record] = []  # not purged
+        self.seq = 0
+
+    def add(
+        self, text: str, tags: tuple[str, ...] = (), rel: float = 0.5, upsert: bool = False
+    ) -> None:
+        self.version += 1
+        old = None
+        live = [rec for rec in self.records if rec.died == NEVER]
+        if upsert and live:
+            old = live[0]
+            self.retire(old)
+        seq = old.seq if old is not None else self.seq
+        self.seq += old is None
+        e = entry(text, tags=tags, relevance=rel, created_at=BASE + timedelta(seconds=self.seq))
+        rec = Record(e, born=self.version, seq=seq, prev=old)
+        for name, index in self.indexes.items():
+            with path(name):  # the add's term loop: Python or the core's
+                index.add(rec)
+        self.records.append(rec)
+
+    def retire(self, rec: Record) -> None:
+        rec.died = self.version
+        for index in self.indexes.values():
+            index.retire(rec)
+
+    def delete(self, pick: int) -> None:
+        live = [rec for rec in self.records if rec.died == NEVER]
+        if live:
+            self.version += 1
+            self.retire(live[pick % len(live)])
+
+    def purge(self, horizon: int) -> None:
+        """Purge the records dead at or below ``horizon`` (no view reads below it)."""
+        for rec in [rec for rec in self.records if rec.died <= horizon]:
+            self.records.remove(rec)
+            for index in self.indexes.values():
+                index.purge(rec)
+        for index in self.indexes.values():
+            index.vacuum(horizon)
+
+    def view(self, version: int | None = None) -> FakeView:
+        return FakeView(self.version if version is None else version, self.records)
+
+    def query(
+        self,
+        view: FakeView,
+        query: str,
+        limit: int,
+        accept: Callable[[Record], bool] | None = None,
+    ) -> list[tuple[float, int]]:
+        got = {}
+        for name, index in self.indexes.items():
+            with path(name):
+                hits = index.top_k(view, query, limit, accept)  # type: ignore[arg-type]
+            got[name] = [(score, rec.seq) for score, rec in hits]
+        assert got["core"] == got["reference"], (query, got)
+        assert got["kernels"] == got["reference"], (query, got)
+        return got["core"]
+
+    def check(self) -> None:
+        for index in self.indexes.values():
+            index._check(self.records)
+
+
+WORDS = ["the", "a", "cat", "cats", "deploy", "x", "id", "w1", "w2", "w3", "zed"]
+
+
+class CoreAgrees(RuleBasedStateMachine):
+    """Random owner calls and queries, all three paths compared on every query."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.three: Three
+        self.held: list[int] = []  # versions of views held open
+
+    @initialize(name=st.sampled_from(sorted(scorers())))
+    def make(self, name: str) -> None:
+        self.three = Three(scorers()[name])
+
+    @rule(
+        words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=7),
+        tag=st.sampled_from([None, "ops", "the cat"]),
+        rel=st.sampled_from([0.1, 0.5, 1.0]),
+        upsert=st.booleans(),
+        repeat=st.integers(1, 3),
+    )
+    def store(
+        self, words: list[str], tag: str | None, rel: float, upsert: bool, repeat: int
+    ) -> None:
+        for _ in range(repeat):  # the same text again: one group, several records
+            self.three.add(" ".join(words), (tag,) if tag else (), rel, upsert)
+
+    @rule(text=st.sampled_from(["x " * 300, "cat " * 260 + "w1", "id id id"]))
+    def store_long(self, text: str) -> None:  # frequencies beyond a byte
+        self.three.add(text)
+
+    @rule(pick=st.integers(0, 1000))
+    def delete(self, pick: int) -> None:
+        self.three.delete(pick)
+
+    @rule()
+    def hold(self) -> None:
+        self.held.append(self.three.version)
+
+    @rule()
+    def release_and_purge(self) -> None:
+        if self.held:
+            self.held.pop(0)
+        self.three.purge(min(self.held, default=self.three.version))
+
+    @rule(
+        words=st.lists(st.sampled_from([*WORDS, "nope"]), min_size=1, max_size=9),
+        limit=st.integers(1, 7),
+        old=st.booleans(),
+        filtered=st.booleans(),
+    )
+    def query(self, words: list[str], limit: int, old: bool, filtered: bool) -> None:
+        version = self.held[0] if old and self.held else None
+        accept = (lambda rec: rec.seq % 3 != 0) if filtered else None
+        self.three.query(self.three.view(version), " ".join(words), limit, accept)
+
+    @precondition(lambda self: len(self.three.records) > 0)
+    @rule(
+        words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=6),
+        limit=st.integers(1, 5),
+        new=st.lists(st.sampled_from(WORDS), min_size=1, max_size=5),
+        steps=st.integers(1, 8),
+    )
+    def query_in_slices(self, words: list[str], limit: int, new: list[str], steps: int) -> None:
+        # All three read one snapshot while the owner stores, retires and purges
+        # (compacting posting lists) between their steps.
+        three = self.three
+        version = three.version
+        query = " ".join(words)
+        gens, done = {}, {}
+        for name, index in three.indexes.items():
+            with path(name):  # read at a retrieve's first step
+                gen = index.top_k_steps(three.view(version), query, limit, None)  # type: ignore[arg-type]
+                for _ in range(steps):
+                    try:
+                        next(gen)
+                    except StopIteration as stop:
+                        done[name] = stop.value
+                        break
+            gens[name] = gen
+        three.add(" ".join(new))
+        three.delete(steps)
+        three.purge(min([*self.held, version]))
+        got = {}
+        for name, gen in gens.items():
+            with path(name):
+                result = done[name] if name in done else drain(gen)
+            got[name] = [(score, rec.seq) for score, rec in result]
+        assert got["core"] == got["reference"] == got["kernels"], query
+
+    @invariant()
+    def checked(self) -> None:
+        if hasattr(self, "three"):
+            self.three.check()
+
+
+@pytest.mark.usefixtures("small_knobs")
+def test_core_and_reference_agree_on_every_query() -> None:
+    run = CoreAgrees.TestCase()
+    run.settings = settings(max_examples=40, stateful_step_count=40, deadline=None)
+    run.runTest()
+
+
+@pytest.mark.parametrize("name", sorted(scorers()))
+@pytest.mark.parametrize("small", [False, True])
+def test_long_lists_with_blocks_agree(name: str, small: bool, monkeypatch: Any) -> None:
+    """Lists of hundreds of postings (complete blocks: the block-max windows), skewed
+    frequencies, repeated texts, deletions and an older snapshot: all three paths and
+    the brute force agree."""
+    if small:
+        small_ones = (("_CHUNK", 4), ("_BOUND_CHUNK", 4), ("_DENSE_CHUNK", 16), ("_FEW", 2))
+        for k, v in (*small_ones, ("_SEEDS", 3)):
+            monkeypatch.setattr(bm25_knobs, k, v)
+    rng = random.Random(name)
+    three = Three(scorers()[name])
+    vocab = [f"t{i}" for i in range(40)]
+    weights = [1.0 / (i + 1) for i in range(40)]
+    for i in range(900):
+        n = rng.randint(1, 12)
+        words = rng.choices(vocab, weights, k=n) + (["the"] if rng.random() < 0.5 else [])
+        if rng.random() < 0.05 and three.records:
+            three.add(rng.choice(three.records).entry.memory)  # a text stored again
+        else:
+            three.add(" ".join(words), rel=rng.choice([0.2, 0.6, 1.0]))
+        if rng.random() < 0.1:
+            three.delete(rng.randrange(1000))
+        if i == 600:
+            old = three.version
+    for _ in range(25):
+        query = " ".join(rng.choices(vocab, k=rng.randint(1, 10)) + ["the"] * rng.randint(0, 1))
+        limit = rng.choice([1, 3, 10, 25])
+        for version in (None, old):
+            view = three.view(version)
+            got = three.query(view, query, limit)
+            want = brute_force(three.scorer, three.records, view.version, query, limit, now=NOW)
+            assert got == [(score, rec.seq) for score, rec in want]
+        three.query(three.view(), query, limit, lambda rec: rec.seq % 2 == 0)
+    three.purge(three.version)
+    three.check()
+    three.query(three.view(), "t0 t1 t5 t30", 10)
+
+
+# -- arguments ---------------------------------------------------------------------
+
+
+def _term(count: int = 64) -> kernels.DaatTerm:
+    groups, tfs = array("i", range(count)), array("B", [1] * count)
+    return (1.0, 2.0, groups, tfs, count, array("i", [1, 1]), count // 64)
+
+
+def test_bad_arguments_are_refused_before_c() -> None:
+    lengths = np.ones(128, np.int32)
+    parts = (0.5, 0.01, 1.5, 0.75, 10.0, 1.0 + 1e-9)
+    bad_daat: list[tuple[Any, ...]] = [
+        ([], lengths, parts, 4),  # no terms
+        ([_term()[:6]], lengths, parts, 4),  # not a 7-tuple
+        ([(*_term()[:4], 65, *_term()[5:])], lengths, parts, 4),  # count beyond the list
+        ([(*_term()[:5], array("i"), 1)], lengths, parts, 4),  # blocks missing
+        ([(*_term()[:6], 2)], lengths, parts, 4),  # more blocks than complete ones
+        ([(*_term()[:5], [1, 1], 1)], lengths, parts, 4),  # blocks not an array('i')
+        ([_term()], lengths.astype(np.int64), parts, 4),  # lengths not int32
+        ([_term()], lengths, parts[:5], 4),  # parts
+        ([_term()], lengths, parts, 0),  # room
+    ]
+    for args in bad_daat:
+        with pytest.raises((TypeError, ValueError)):
+            kernels.Bm25Daat(*args)
+    daat = kernels.Bm25Daat([_term()], lengths, parts, 4)
+    for theta, budget, seed in [(float("nan"), 10, -1), (0.0, 0, -1), (0.0, 10, 1), (0.0, 10, -2)]:
+        with pytest.raises(ValueError, match="theta|budget|seed"):
+            daat.step(theta, budget, seed)
+    groups, tfs = array("i", range(128)), array("B", [1] * 128)
+    for args in [
+        (groups, tfs, lengths, 0, 3, np.empty(6, np.int32)),  # beyond the list
+        (groups, tfs, lengths, 1, 0, np.empty(6, np.int32)),  # first > stop
+        (groups, tfs, lengths, 0, 2, np.empty(3, np.int32)),  # out too short
+        (groups, tfs, lengths, 0, 2, np.empty(4, np.int64)),  # out not int32
+        (list(groups), tfs, lengths, 0, 2, np.empty(4, np.int32)),  # groups not an array
+    ]:
+        with pytest.raises((TypeError, ValueError)):
+            kernels.bm25_blocks(*args)
+    for add_args in [
+        (("a",), {}, [], 0, object),
+        (["a"], [], [], 0, object),
+        (["a"], {}, [], -1, object),
+        (["a"], {}, (), 0, object),
+    ]:
+        with pytest.raises((TypeError, ValueError)):
+            kernels.bm25_add_terms(*add_args)
+
+
+def test_c_checks_memory_safety_itself() -> None:
+    """Called directly, past the Python checks, the core still refuses what would read
+    or write out of bounds."""
+    from actormem._index import _cbm25 as core  # type: ignore[attr-defined]
+
+    lengths = np.ones(8, np.int32)  # shorter than the group numbers below
+    groups, tfs = array("i", range(64)), array("B", [1] * 64)
+    out = np.empty(2, np.int32)
+    with pytest.raises(ValueError, match="group number"):
+        core.bm25_blocks(groups, tfs, lengths, 0, 1, out)  # group beyond lengths
+    with pytest.raises(ValueError, match="out of range"):
+        core.bm25_blocks(groups, tfs, np.ones(64, np.int32), 0, 2, out)  # beyond the list
+    cursors, nums, scores = np.zeros(1, np.int64), np.empty(64, np.int64), np.empty(64)
+    common = (0.5, 0.01, 1.5, 0.75, 10.0, 1.0)
+    term = (1.0, 2.0, groups, tfs, 64, array("i", [1, 1]), 1)
+    with pytest.raises(ValueError, match="beyond lengths"):
+        core.bm25_daat([term], cursors, lengths, *common, -np.inf, 100, -1, nums, scores)
+    with pytest.raises(ValueError, match="out of range"):  # count beyond the list
+        core.bm25_daat(
+            [(*term[:4], 65, *term[5:])], cursors, lengths, *common, 0.0, 100, -1, nums, scores
+        )
+    with pytest.raises(ValueError, match="out of range"):  # cursor beyond the count
+        core.bm25_daat(
+            [term], np.full(1, 70, np.int64), lengths, *common, 0.0, 100, -1, nums, scores
+        )
+    with pytest.raises(ValueError, match="out of range"):  # blocks claimed but absent
+        core.bm25_daat(
+            [(*term[:5], array("i"), 1)], cursors, lengths, *common, 0.0, 100, -1, nums, scores
+        )
+    with pytest.raises(ValueError, match="wrong size"):  # seed beyond the terms
+        core.bm25_daat([term], cursors, lengths, *common, 0.0, 100, 1, nums, scores)
+    with pytest.raises(TypeError):
+        core.bm25_add_terms(["a", 1], {}, [], 0, lambda *a: None)
+
+
+def test_core_switched_off_or_missing() -> None:
+    """``ACTORMEM_BM25_CORE=0`` keeps the Python driver; a missing core says so in one
+    line and the index still answers."""
+    code = (
+        "import actormem._index.kernels as k, actormem;"
+        "from actormem._engine.state import MemoryState;"
+        "s = MemoryState(capacity=None, half_life=60.0, scorer=actormem.BM25Scorer());"
+        "s.store(actormem.MemoryEntry(category=actormem.MemoryCategory.FACT, memory='a b'));"
+        "s.publish();"
+        "print(k.bm25_core_active(), len(s.index.top_k(s.view(), 'a', 3, None)))"
+    )
+    env = {**os.environ, "ACTORMEM_BM25_CORE": "0"}
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.split() == ["False", "1"]
+    assert not done.stderr.strip()
+    missing = "import sys; sys.modules['actormem._index._cbm25'] = None;" + code
+    done = subprocess.run(
+        [sys.executable, "-c", missing], capture_output=True, text=True, check=True
+    )
+    assert done.stdout.split() == ["False", "1"]
+    notice = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(notice) == 1
+    assert "BM25 core unavailable" in notice[0]
