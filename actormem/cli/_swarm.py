@@ -127,6 +127,10 @@ class SwarmRun:
     Attributes:
         agents: Agent tasks started.
         started: ``time.perf_counter()`` at the start; ``elapsed`` is set at the end (s).
+        cpu_started: ``time.process_time()`` at the start; ``cpu_s`` is set at the end:
+            the CPU seconds (user + system, every thread of this process: the agents,
+            the owner, a durable memory's writer thread) the run took. With agent
+            processes (``--processes``) only this process's share (the served memory).
         episodes_done: Episodes replayed to the end (``end_run`` called).
         episodes_succeeded: Of those, the ones whose ``end_run`` got ``success=True``.
         episodes_interrupted: Episodes left mid-way (duration over or step limit reached).
@@ -143,6 +147,9 @@ class SwarmRun:
     agents: int
     started: float = attrs.field(factory=time.perf_counter)
     elapsed: float = 0.0
+    cpu_started: float = attrs.field(factory=time.process_time)
+    cpu_s: float = 0.0
+    child_cpu_s: float = 0.0
     episodes_done: int = 0
     episodes_succeeded: int = 0
     episodes_interrupted: int = 0
@@ -160,6 +167,23 @@ class SwarmRun:
     def operations(self) -> int:
         """Memory calls made: stores + retrieves + consolidations."""
         return len(self.store_latency) + len(self.retrieve_latency) + len(self.consolidate_latency)
+
+    def start_clocks(self) -> None:
+        """Start the wall and CPU clocks (``started``, ``cpu_started``) now."""
+        self.started = time.perf_counter()
+        self.cpu_started = time.process_time()
+
+    def stop_clocks(self) -> None:
+        """Set ``elapsed`` and ``cpu_s``: the time since :meth:`start_clocks` (``cpu_s``
+        with ``child_cpu_s`` added)."""
+        self.elapsed = time.perf_counter() - self.started
+        self.cpu_s = time.process_time() - self.cpu_started + self.child_cpu_s
+
+    @property
+    def operations_per_cpu_s(self) -> float:
+        """Memory operations per CPU-second of this process (``cpu_s``); 0.0 before the
+        run ends."""
+        return self.operations / self.cpu_s if self.cpu_s > 0 else 0.0
 
     def recent_retrieve_p99(self) -> float | None:
         """p99 in ms of the last :data:`RECENT_WINDOW` retrieves, or ``None``. O(w log w)."""
@@ -273,7 +297,7 @@ async def run_swarm(
             one by default.
 
     Returns:
-        The filled-in :class:`SwarmRun`, with ``elapsed`` set.
+        The filled-in :class:`SwarmRun`, with ``elapsed`` and ``cpu_s`` set.
 
     Raises:
         ValueError: ``agents`` < 1, ``top_k`` < 0, ``duration`` <= 0 or ``max_steps`` < 1.
@@ -290,7 +314,7 @@ async def run_swarm(
         run = SwarmRun(agents=agents)
     steps_cap = float("inf") if max_steps is None else max_steps
     deadline = trio.current_time() + duration if duration is not None else float("inf")
-    run.started = time.perf_counter()
+    run.start_clocks()
     try:
         async with trio.open_nursery() as nursery:
             for number in range(agents):
@@ -305,7 +329,7 @@ async def run_swarm(
                     name=f"swarm agent {number}",
                 )
     finally:  # also when cancelled (an interrupted run still reports its figures)
-        run.elapsed = time.perf_counter() - run.started
+        run.stop_clocks()
     return run
 
 
