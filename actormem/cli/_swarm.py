@@ -13,9 +13,10 @@ workload, then for every step
 and at the end of the episode ``MemoryHooks.end_run(success)`` (a consolidation when the
 episode's reward is > 0 or the data has no reward). The hooks talk to the memory through
 a per-agent :class:`_Probe`, which times every call (wall-clock, ``time.perf_counter``,
-including the time spent queued behind the other agents: the latency an agent sees),
-puts each entry into the namespace ``(source, episode)`` so that replayed copies of an
-episode stay distinct entries, and notes the id of every acknowledged store.
+including the time spent queued behind the other agents: the latency an agent sees) and
+notes the id of every acknowledged store. Each store goes into the namespace
+``(source, episode)`` (passed to ``after_tool_call``), so that replayed copies of an
+episode stay distinct entries.
 
 With a ``duration`` or a ``max_steps`` limit, agents stop taking episodes once it is
 reached and leave the one in hand at the next step boundary (counted as *interrupted*;
@@ -192,15 +193,13 @@ class SwarmRun:
 
 
 class _Probe:
-    """The memory as one agent's hooks see it: timed, namespaced, ids noted."""
+    """The memory as one agent's hooks see it: timed, ids noted."""
 
     def __init__(self, memory: Memory, run: SwarmRun) -> None:
         self._memory = memory
         self._run = run
-        self.namespace: tuple[str, ...] = ()
 
     async def store(self, entry: MemoryEntry) -> None:
-        entry = entry.with_namespace(*self.namespace)
         start = time.perf_counter()
         try:
             await self._memory.store(entry)
@@ -251,7 +250,7 @@ async def _agent(
         episode: Episode | None = workload.take()
         if episode is None:
             return
-        probe.namespace = (episode.source, episode.episode)
+        namespace = (episode.source, episode.episode)
         query = episode.first_query
         for call in episode.steps:
             if trio.current_time() >= deadline or run.steps_started >= max_steps:
@@ -259,7 +258,7 @@ async def _agent(
                 return
             run.steps_started += 1  # before any checkpoint: no other agent can slip in
             await hooks.before_turn(query)
-            await hooks.after_tool_call(call.tool, call.input, call.result)
+            await hooks.after_tool_call(call.tool, call.input, call.result, namespace=namespace)
             run.steps += 1
             query = call.result
         await hooks.end_run(episode.success)
