@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from stress import bench_mainjob
+from stress import bench_hooks, bench_mainjob
 
 
 def test_pairs_against_a_checkout_report_every_figure(
@@ -71,3 +71,18 @@ def test_bad_arguments_are_usage_errors(
         bench_mainjob.run(argv)
     assert stopped.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_bench_hooks_measures_both_hooks(tmp_path: Path) -> None:
+    calls = tmp_path / "calls.jsonl"
+    calls.write_text(
+        "".join(
+            json.dumps({"source": "s", "episode": f"e{i % 2}", "step": i, "tool": "read",
+                        "input": {"path": f"/f{i}"}, "result": "line\\none " * i}) + "\n"
+            for i in range(7)
+        )
+    )
+    result = bench_hooks.run(["--tool-calls", str(calls), "--repeats", "2"])
+    assert result["calls"] == 7
+    assert result["memory_block_us"] > 0
+    assert result["after_tool_call_us"] > 0
