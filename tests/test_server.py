@@ -633,6 +633,7 @@ def test_swarm_in_processes_accounts_for_every_store(tmp_path: Path) -> None:
     assert stores["evicted"] > 0  # the capacity forced evictions across processes
     assert report["throughput"]["episodes"] == 12
     assert report["options"]["processes"] == 2
+    assert report["throughput"]["cpu_s"] > 0  # this process's and the agent processes'
 
 
 @pytest.mark.parametrize("body", [b"hello", b"{}", b"[]", b'{"entries": "x"}'])

@@ -60,6 +60,11 @@ def check_report(report: dict[str, Any]) -> None:
         assert figures["p50"] <= figures["p95"] <= figures["p99"] <= figures["max"]
     assert report["throughput"]["operations_per_s"] > 0
     assert report["elapsed_s"] > 0
+    throughput = report["throughput"]
+    assert throughput["cpu_s"] > 0
+    assert throughput["operations_per_cpu_s"] == pytest.approx(
+        throughput["operations"] / throughput["cpu_s"]
+    )
 
 
 # --------------------------------------------------------------------- end to end

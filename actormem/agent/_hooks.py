@@ -161,6 +161,10 @@ _INVISIBLE = frozenset(("Cf", "Mn", "Me", "Cc", "Cn"))
 _FILLERS = frozenset("\u115f\u1160\u3164\uffa0\u2800")
 
 
+#: Visible ASCII characters that cannot begin a line read as the header (all but r, R).
+_NOT_HEADER_START = frozenset(chr(c) for c in range(0x21, 0x7F)) - {"r", "R"}
+
+
 def _looks_like_header(line: str) -> bool:
     """Whether ``line`` reads as the header's opening words to a model: compared after
     NFKC normalisation (so look-alike and non-breaking spaces fold), without characters
@@ -168,7 +172,12 @@ def _looks_like_header(line: str) -> bool:
     BOM, combining marks such as variation selectors, control characters, Hangul
     fillers), with runs of whitespace folded, ignoring case. Letters of other scripts
     that look Latin (Cyrillic "е") are not folded. Reads only as much of the line as the
-    comparison needs: O(prefix)."""
+    comparison needs: O(prefix); O(1) for a line starting with a visible ASCII character
+    other than "r" (a trajectory's ``tool=``), whatever its length."""
+    if line and line[0] in _NOT_HEADER_START:
+        # Printable ASCII is its own NFKC form, visible and not a space: it is the first
+        # character compared, and the header's is "r".
+        return False
     want = len(_HEADER_STEM)
     seen: list[str] = []
     size = 0
@@ -324,11 +333,11 @@ class MemoryHooks(metaclass=Final):
         if not ok:
             return
         try:
-            entry = MemoryEntry.new(
-                MemoryCategory.TRAJECTORY, format_trajectory(name, input, result)
+            entry = MemoryEntry(  # namespaced as it is made: one entry built, not two
+                category=MemoryCategory.TRAJECTORY,
+                memory=format_trajectory(name, input, result),
+                namespace=segments,
             )
-            if segments:
-                entry = entry.with_namespace(*segments)
             await self._memory.store(entry)
         except Exception:
             logger.warning(

@@ -20,7 +20,6 @@ import shlex
 import signal
 import sys
 import tempfile
-import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -254,11 +253,11 @@ async def _swarm_processes(
     else:
         binds = await nursery.start(partial(serve_memory_http, memory, stop=stop))
         url = binds[0]
-    run.started = time.perf_counter()
+    run.start_clocks()
     try:
         errors = await run_agent_processes(url, args.argv, args.processes or 1, run)
     finally:  # an interrupt cancels the children: the run still lasted this long
-        run.elapsed = time.perf_counter() - run.started
+        run.stop_clocks()
         stop.set()
     return errors
 
@@ -506,6 +505,11 @@ async def _swarm_run(
         )
     for table in result_tables(run, latency, stats, accounting):
         console.print(table)
+    whose = "this process and its agent processes" if run.child_cpu_s else "this process"
+    print(
+        f"CPU: {run.cpu_s:.2f} s of {whose} (user + system), "
+        f"{run.operations_per_cpu_s:,.0f} memory operations per CPU-second"
+    )
     status = 0 if accounting.ok else 1
     for line in _accounting_lines(accounting):
         print(line)
@@ -551,6 +555,8 @@ async def _swarm_run(
             "operations": run.operations,
             "operations_per_s": run.operations / run.elapsed if run.elapsed else 0.0,
             "steps_per_s": run.steps / run.elapsed if run.elapsed else 0.0,
+            "cpu_s": run.cpu_s,
+            "operations_per_cpu_s": run.operations_per_cpu_s,
             "failures": run.failures,
         },
         "latency_ms": {op: None if s is None else s.to_json() for op, s in latency.items()},

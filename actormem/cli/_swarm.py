@@ -13,9 +13,10 @@ workload, then for every step
 and at the end of the episode ``MemoryHooks.end_run(success)`` (a consolidation when the
 episode's reward is > 0 or the data has no reward). The hooks talk to the memory through
 a per-agent :class:`_Probe`, which times every call (wall-clock, ``time.perf_counter``,
-including the time spent queued behind the other agents: the latency an agent sees),
-puts each entry into the namespace ``(source, episode)`` so that replayed copies of an
-episode stay distinct entries, and notes the id of every acknowledged store.
+including the time spent queued behind the other agents: the latency an agent sees) and
+notes the id of every acknowledged store. Each store goes into the namespace
+``(source, episode)`` (passed to ``after_tool_call``), so that replayed copies of an
+episode stay distinct entries.
 
 With a ``duration`` or a ``max_steps`` limit, agents stop taking episodes once it is
 reached and leave the one in hand at the next step boundary (counted as *interrupted*;
@@ -127,6 +128,10 @@ class SwarmRun:
     Attributes:
         agents: Agent tasks started.
         started: ``time.perf_counter()`` at the start; ``elapsed`` is set at the end (s).
+        cpu_started: ``time.process_time()`` at the start; ``cpu_s`` is set at the end:
+            the CPU seconds (user + system, every thread of this process: the agents,
+            the owner, a durable memory's writer thread) the run took. With agent
+            processes (``--processes``) only this process's share (the served memory).
         episodes_done: Episodes replayed to the end (``end_run`` called).
         episodes_succeeded: Of those, the ones whose ``end_run`` got ``success=True``.
         episodes_interrupted: Episodes left mid-way (duration over or step limit reached).
@@ -143,6 +148,9 @@ class SwarmRun:
     agents: int
     started: float = attrs.field(factory=time.perf_counter)
     elapsed: float = 0.0
+    cpu_started: float = attrs.field(factory=time.process_time)
+    cpu_s: float = 0.0
+    child_cpu_s: float = 0.0
     episodes_done: int = 0
     episodes_succeeded: int = 0
     episodes_interrupted: int = 0
@@ -161,6 +169,23 @@ class SwarmRun:
         """Memory calls made: stores + retrieves + consolidations."""
         return len(self.store_latency) + len(self.retrieve_latency) + len(self.consolidate_latency)
 
+    def start_clocks(self) -> None:
+        """Start the wall and CPU clocks (``started``, ``cpu_started``) now."""
+        self.started = time.perf_counter()
+        self.cpu_started = time.process_time()
+
+    def stop_clocks(self) -> None:
+        """Set ``elapsed`` and ``cpu_s``: the time since :meth:`start_clocks` (``cpu_s``
+        with ``child_cpu_s`` added)."""
+        self.elapsed = time.perf_counter() - self.started
+        self.cpu_s = time.process_time() - self.cpu_started + self.child_cpu_s
+
+    @property
+    def operations_per_cpu_s(self) -> float:
+        """Memory operations per CPU-second of this process (``cpu_s``); 0.0 before the
+        run ends."""
+        return self.operations / self.cpu_s if self.cpu_s > 0 else 0.0
+
     def recent_retrieve_p99(self) -> float | None:
         """p99 in ms of the last :data:`RECENT_WINDOW` retrieves, or ``None``. O(w log w)."""
         summary = summarize_latency(self.retrieve_latency[-RECENT_WINDOW:])
@@ -168,15 +193,13 @@ class SwarmRun:
 
 
 class _Probe:
-    """The memory as one agent's hooks see it: timed, namespaced, ids noted."""
+    """The memory as one agent's hooks see it: timed, ids noted."""
 
     def __init__(self, memory: Memory, run: SwarmRun) -> None:
         self._memory = memory
         self._run = run
-        self.namespace: tuple[str, ...] = ()
 
     async def store(self, entry: MemoryEntry) -> None:
-        entry = entry.with_namespace(*self.namespace)
         start = time.perf_counter()
         try:
             await self._memory.store(entry)
@@ -227,7 +250,7 @@ async def _agent(
         episode: Episode | None = workload.take()
         if episode is None:
             return
-        probe.namespace = (episode.source, episode.episode)
+        namespace = (episode.source, episode.episode)
         query = episode.first_query
         for call in episode.steps:
             if trio.current_time() >= deadline or run.steps_started >= max_steps:
@@ -235,7 +258,7 @@ async def _agent(
                 return
             run.steps_started += 1  # before any checkpoint: no other agent can slip in
             await hooks.before_turn(query)
-            await hooks.after_tool_call(call.tool, call.input, call.result)
+            await hooks.after_tool_call(call.tool, call.input, call.result, namespace=namespace)
             run.steps += 1
             query = call.result
         await hooks.end_run(episode.success)
@@ -273,7 +296,7 @@ async def run_swarm(
             one by default.
 
     Returns:
-        The filled-in :class:`SwarmRun`, with ``elapsed`` set.
+        The filled-in :class:`SwarmRun`, with ``elapsed`` and ``cpu_s`` set.
 
     Raises:
         ValueError: ``agents`` < 1, ``top_k`` < 0, ``duration`` <= 0 or ``max_steps`` < 1.
@@ -290,7 +313,7 @@ async def run_swarm(
         run = SwarmRun(agents=agents)
     steps_cap = float("inf") if max_steps is None else max_steps
     deadline = trio.current_time() + duration if duration is not None else float("inf")
-    run.started = time.perf_counter()
+    run.start_clocks()
     try:
         async with trio.open_nursery() as nursery:
             for number in range(agents):
@@ -305,7 +328,7 @@ async def run_swarm(
                     name=f"swarm agent {number}",
                 )
     finally:  # also when cancelled (an interrupted run still reports its figures)
-        run.elapsed = time.perf_counter() - run.started
+        run.stop_clocks()
     return run
 
 

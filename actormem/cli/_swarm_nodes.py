@@ -106,6 +106,7 @@ async def _child(args: argparse.Namespace, workload: Workload, cfg: dict[str, An
         _send(
             {
                 "elapsed": run.elapsed,
+                "cpu_s": run.cpu_s,
                 "steps": run.steps,
                 "operations": run.operations,
                 "failures": run.failures,
@@ -251,6 +252,7 @@ def _report(
     head: int,
 ) -> int:
     wall = max(r["elapsed"] for r in runs) or 1e-9
+    cpu_s = sum(r["cpu_s"] for r in runs)
     operations = sum(r["operations"] for r in runs)
     steps = sum(r["steps"] for r in runs)
     for i, (r, c) in enumerate(zip(runs, checks, strict=True)):
@@ -285,6 +287,8 @@ def _report(
             "agents_per_node": args.agents,
             "elapsed_s": wall,
             "operations_per_s": operations / wall,
+            "cpu_s": cpu_s,
+            "operations_per_cpu_s": operations / cpu_s if cpu_s > 0 else 0.0,
             "steps": steps,
             "seq": head,
             "converged": converged,

@@ -93,6 +93,7 @@ async def run_agent_processes(
         run.retrieve_latency.extend(result["retrieve_latency"])
         run.consolidate_latency.extend(result["consolidate_latency"])
         run.stored.extend(uuid.UUID(i) for i in result["stored"])
+        run.child_cpu_s += result["cpu_s"]
         for name in (
             "episodes_done",
             "episodes_succeeded",
@@ -141,6 +142,7 @@ async def _child(url: str, k: int, n: int, args: argparse.Namespace) -> dict[str
         "steps_started": run.steps_started,
         "failures": run.failures,
         "merged_by_end_run": run.merged_by_end_run,
+        "cpu_s": run.cpu_s,
     }
 
 
