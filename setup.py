@@ -15,6 +15,12 @@ setup(
             # No fused multiply-add: the kernels must round as numpy does, bit for bit.
             extra_compile_args=["-O3", "-ffp-contract=off", "-fno-fast-math"],
             optional=True,
-        )
+        ),
+        Extension(
+            "actormem._index._cwordoverlap",
+            ["actormem/_index/_cwordoverlap.c"],
+            extra_compile_args=["-O3"],
+            optional=True,
+        ),
     ]
 )

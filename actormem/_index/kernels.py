@@ -30,6 +30,8 @@ __all__ = [
     "AVAILABLE",
     "DenseCounts",
     "ENABLED",
+    "WO_CORE",
+    "WO_CORE_AVAILABLE",
     "active",
     "bm25_accumulate",
     "bm25_exact",
@@ -38,6 +40,7 @@ __all__ = [
     "bm25_refine",
     "wo_count_sparse",
     "wo_join",
+    "wo_core",
     "wo_scan",
 ]
 
@@ -52,10 +55,34 @@ except ImportError as exc:  # pragma: no cover - depends on the build
         "actormem: compiled index kernels unavailable (%s); using the pure-Python index", exc
     )
 
+_wo: ModuleType | None
+try:  # the word-overlap core (_cwordoverlap.c; wrappers in wordoverlap/ccore.py)
+    if os.environ.get("ACTORMEM_PURE_PYTHON") or os.environ.get("ACTORMEM_WO_CORE") == "0":
+        raise ImportError("switched off")
+    from . import _cwordoverlap as _wo
+except ImportError as exc:  # pragma: no cover - depends on the build
+    _wo = None
+    if _c is not None and str(exc) != "switched off":  # else the notice above says it
+        logging.getLogger("actormem").warning(
+            "actormem: compiled word-overlap core unavailable (%s); using its pure-Python path",
+            exc,
+        )
+
 #: Whether the extension was built and imported.
 AVAILABLE = _c is not None
 #: Whether the indexes use it (tests and benchmarks switch it off to run the reference).
 ENABLED = AVAILABLE
+
+
+#: Whether the word-overlap core was built and imported (``ACTORMEM_WO_CORE=0`` or
+#: ``ACTORMEM_PURE_PYTHON=1`` keep it out); ``WO_CORE = False`` selects the Python path.
+WO_CORE_AVAILABLE = _wo is not None
+WO_CORE = WO_CORE_AVAILABLE
+
+
+def wo_core() -> ModuleType | None:
+    """The word-overlap core module while ``WO_CORE`` is on, else None. O(1)."""
+    return _wo if WO_CORE else None
 
 
 def active() -> bool:
