@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The kernel tests (tests/test_kernels.py) against an AddressSanitizer build of the
-# compiled index kernels: any out-of-bounds read or write, use after free or double
-# free in actormem/_index/_ckernels.c aborts the run with ASan's report.
+# The kernel tests (tests/test_kernels.py, tests/test_wordoverlap_core.py) against an
+# AddressSanitizer build of the compiled index kernels: any out-of-bounds read or write,
+# use after free or double free in actormem/_index/_ckernels.c or _cwordoverlap.c
+# aborts the run with ASan's report.
 #
 # Usage (from the repository root, in the project's virtualenv):
 #     stress/asan_kernels.sh [extra pytest arguments]
@@ -16,15 +17,19 @@ cp -r actormem tests pyproject.toml "$work"/
 find "$work/actormem" -name '*.so' -delete
 include=$(python -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
 suffix=$(python -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
-"$CC" -shared -fPIC -O1 -g -fsanitize=address -fno-omit-frame-pointer -ffp-contract=off \
-    -Wall -Wextra -Wno-unused-parameter -Werror -I"$include" \
-    actormem/_index/_ckernels.c -o "$work/actormem/_index/_ckernels$suffix"
+for module in _ckernels _cwordoverlap; do
+    "$CC" -shared -fPIC -O1 -g -fsanitize=address -fno-omit-frame-pointer -ffp-contract=off \
+        -Wall -Wextra -Wno-unused-parameter -Werror -I"$include" \
+        "actormem/_index/$module.c" -o "$work/actormem/_index/$module$suffix"
+done
 runtime=$("$CC" -print-file-name=libasan.so)
 if [ "$CC" = clang ]; then
     runtime=$(clang -print-file-name=libclang_rt.asan-x86_64.so)
 fi
 cd "$work"
 LD_PRELOAD="$runtime" ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 PYTHONPATH="$work" \
-    python -c 'import actormem._index._ckernels as k, sys; print("ASan build:", k.__file__)'
+    python -c 'import actormem._index._ckernels as k, actormem._index._cwordoverlap as w
+print("ASan build:", k.__file__, w.__file__)'
 LD_PRELOAD="$runtime" ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 PYTHONPATH="$work" \
-    python -m pytest -q -p no:cacheprovider tests/test_kernels.py "$@"
+    python -m pytest -q -p no:cacheprovider tests/test_kernels.py \
+    tests/test_wordoverlap_core.py "$@"

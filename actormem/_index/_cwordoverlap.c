@@ -363,13 +363,86 @@ candidates(PyObject *grams, PyObject *w, int *absent)
     return best;
 }
 
+/* The ids of the tokens that contain `w` (4 or more characters), by the vocabulary's
+ * long-word cache as SubstringVocab.lookup_steps keeps it: a cached answer for the same
+ * candidate list is reused, its new tail verified, and the answer remembered (the
+ * oldest word dropped beyond `cache_size`). A new reference; or NULL with *absent set
+ * (nothing contains w), *big set (more than `limit` candidates to verify), or an error.
+ * Adds the candidates verified to *work. */
+static PyObject *
+long_word_ids(PyObject *grams, PyObject *items, PyObject *cache, Py_ssize_t cache_size,
+              PyObject *w, Py_ssize_t limit, int *absent, int *big, Py_ssize_t *work)
+{
+    PyObject *best = candidates(grams, w, absent);
+    if (!best) return NULL;
+    Py_ssize_t end = PyList_GET_SIZE(best), scanned = 0;
+    PyObject *old = NULL;
+    PyObject *hit = PyDict_GetItemWithError(cache, w);
+    if (!hit && PyErr_Occurred()) return NULL;
+    if (hit && PyTuple_CheckExact(hit) && PyTuple_GET_SIZE(hit) == 3 &&
+        PyTuple_GET_ITEM(hit, 0) == best) {
+        scanned = PyLong_AsSsize_t(PyTuple_GET_ITEM(hit, 1));
+        if (scanned == -1 && PyErr_Occurred()) return NULL;
+        old = PyTuple_GET_ITEM(hit, 2);
+        if (!PyList_CheckExact(old) || scanned < 0 || scanned > end) {
+            PyErr_SetString(PyExc_ValueError, "a malformed long-word cache entry");
+            return NULL;
+        }
+        if (scanned == end) return Py_NewRef(old);
+    }
+    if (end - scanned > limit) {
+        *big = 1;
+        return NULL;
+    }
+    /* A copy: other readers may hold the cached list. */
+    PyObject *found = old ? PyList_GetSlice(old, 0, PY_SSIZE_T_MAX) : PyList_New(0);
+    if (!found) return NULL;
+    *work += end - scanned;
+    for (Py_ssize_t j = scanned; j < end; j++) {
+        PyObject *id = PyList_GET_ITEM(best, j);
+        PyObject *item = PyDict_GetItemWithError(items, id);
+        if (!item) {
+            if (PyErr_Occurred()) goto fail;
+            continue; /* removed since */
+        }
+        if (!PyUnicode_CheckExact(item)) {
+            PyErr_SetString(PyExc_TypeError, "vocabulary items must be str");
+            goto fail;
+        }
+        Py_ssize_t at = PyUnicode_Find(item, w, 0, PY_SSIZE_T_MAX, 1);
+        if (at == -2 || (at >= 0 && PyList_Append(found, id) < 0)) goto fail;
+    }
+    int in = PyDict_Contains(cache, w);
+    if (in < 0) goto fail;
+    if (!in && PyDict_GET_SIZE(cache) >= cache_size) {
+        Py_ssize_t pos = 0;
+        PyObject *key, *value;
+        if (PyDict_Next(cache, &pos, &key, &value)) { /* the oldest first */
+            Py_INCREF(key);
+            int r = PyDict_DelItem(cache, key);
+            Py_DECREF(key);
+            if (r < 0) goto fail;
+        }
+    }
+    PyObject *entry = Py_BuildValue("(OnO)", best, end, found);
+    if (!entry) goto fail;
+    int r = PyDict_SetItem(cache, w, entry);
+    Py_DECREF(entry);
+    if (r < 0) goto fail;
+    return found;
+fail:
+    Py_DECREF(found);
+    return NULL;
+}
+
 PyDoc_STRVAR(count_words_doc,
-"count_words(words, mults, start, budget, limit, grams, items, post, skip, short,\n"
-"            counts, n) -> (int, list[int])\n\n"
+"count_words(words, mults, start, budget, limit, grams, items, cache, cache_size,\n"
+"            post, skip, short, counts, n) -> (int, list[int])\n\n"
 "From words[start:] (distinct lower-cased query words, mults their multiplicities):\n"
 "for each word of 3 or more characters that is not in `short` (a dict) nor in `skip`\n"
 "(a dict: the cached match sets), whose candidate tokens (from the vocabulary's gram\n"
-"dict `grams` and item dict `items`) number at most `limit` and whose posting lists in\n"
+"dict `grams`, item dict `items` and long-word cache `cache`, kept as\n"
+"SubstringVocab.lookup_steps keeps it) number at most `limit` and whose lists in\n"
 "`post` hold fewer than `limit` group numbers in all, counts[g] += mult once for every\n"
 "distinct group number g < n of those lists. Every other word is left to the caller.\n"
 "Stops after the word at which the work (candidates + postings + 1 per word) reaches\n"
@@ -389,12 +462,18 @@ PyDoc_STRVAR(count_words_doc,
 static PyObject *
 count_words(PyObject *self, PyObject *args)
 {
-    PyObject *words, *mults, *grams, *items, *post, *skip, *shorts, *o_counts;
-    Py_ssize_t start, budget, limit, n;
-    if (!PyArg_ParseTuple(args, "O!O!nnnO!O!O!O!O!On", &PyList_Type, &words, &PyList_Type,
+    PyObject *words, *mults, *grams, *items, *vcache, *post, *skip, *shorts, *o_counts;
+    Py_ssize_t start, budget, limit, cache_size, n;
+    if (!PyArg_ParseTuple(args, "O!O!nnnO!O!O!nO!O!O!On", &PyList_Type, &words, &PyList_Type,
                           &mults, &start, &budget, &limit, &PyDict_Type, &grams, &PyDict_Type,
-                          &items, &PyDict_Type, &post, &PyDict_Type, &skip, &PyDict_Type,
-                          &shorts, &o_counts, &n)) {
+                          &items, &PyDict_Type, &vcache, &cache_size, &PyDict_Type, &post,
+                          &PyDict_Type, &skip, &PyDict_Type, &shorts, &o_counts, &n)) {
+        return NULL;
+    }
+    if (!PyDict_CheckExact(grams) || !PyDict_CheckExact(items) || !PyDict_CheckExact(vcache) ||
+        !PyDict_CheckExact(post) || !PyDict_CheckExact(skip) || !PyDict_CheckExact(shorts) ||
+        cache_size < 1) {
+        PyErr_SetString(PyExc_TypeError, "exact dicts and a cache size >= 1 expected");
         return NULL;
     }
     Py_ssize_t nw = PyList_GET_SIZE(words);
@@ -444,7 +523,7 @@ count_words(PyObject *self, PyObject *args)
         }
         long m = PyLong_AsLong(mo);
         if (m == -1 && PyErr_Occurred()) goto done;
-        if (m < 0 || m > 0xFFFF) {
+        if (m < 0 || m > INT32_MAX) {
             PyErr_SetString(PyExc_ValueError, "a multiplicity out of range");
             goto done;
         }
@@ -457,53 +536,55 @@ count_words(PyObject *self, PyObject *args)
             if (in < 0) goto done;
             leave = in;
         }
-        PyObject *cand = NULL;
+        PyObject *ids = NULL; /* owned: the tokens containing w */
         if (!leave) {
-            int absent = 0;
+            int absent = 0, big = 0;
             if (wlen == 3) {
-                cand = PyDict_GetItemWithError(grams, w);
-                if (!cand && PyErr_Occurred()) goto done;
-                if (cand && !PyList_CheckExact(cand)) {
+                ids = PyDict_GetItemWithError(grams, w);
+                if (!ids && PyErr_Occurred()) goto done;
+                if (ids && !PyList_CheckExact(ids)) {
                     PyErr_SetString(PyExc_TypeError, "gram lists must be lists");
                     goto done;
                 }
+                Py_XINCREF(ids);
+                absent = ids == NULL;
             } else {
-                cand = candidates(grams, w, &absent);
-                if (!cand && !absent) goto done;
+                ids = long_word_ids(grams, items, vcache, cache_size, w, limit, &absent, &big,
+                                    &work);
+                if (!ids && !absent && !big) goto done;
             }
-            if (!cand) continue; /* no token contains w */
-            if (PyList_GET_SIZE(cand) > limit) leave = 1;
+            if (absent) continue; /* no token contains w */
+            leave = big || PyList_GET_SIZE(ids) > limit;
         }
         Py_ssize_t nl = 0, total = 0;
         if (!leave) {
-            Py_ssize_t nc = PyList_GET_SIZE(cand);
+            Py_ssize_t nc = PyList_GET_SIZE(ids);
             work += nc;
             for (Py_ssize_t j = 0; j < nc && !leave; j++) {
-                PyObject *item = PyDict_GetItemWithError(items, PyList_GET_ITEM(cand, j));
-                if (!item) {
-                    if (PyErr_Occurred()) goto done;
-                    continue; /* removed since */
-                }
-                if (!PyUnicode_CheckExact(item)) {
+                PyObject *item = PyDict_GetItemWithError(items, PyList_GET_ITEM(ids, j));
+                if (item && !PyUnicode_CheckExact(item)) {
+                    Py_DECREF(ids);
                     PyErr_SetString(PyExc_TypeError, "vocabulary items must be str");
                     goto done;
                 }
-                if (wlen > 3) {
-                    Py_ssize_t at = PyUnicode_Find(item, w, 0, PY_SSIZE_T_MAX, 1);
-                    if (at == -2) goto done;
-                    if (at < 0) continue;
-                }
-                PyObject *lst = PyDict_GetItemWithError(post, item);
+                PyObject *lst = item ? PyDict_GetItemWithError(post, item) : NULL;
                 if (!lst) {
-                    if (PyErr_Occurred()) goto done;
-                    continue;
+                    if (PyErr_Occurred()) {
+                        Py_DECREF(ids);
+                        goto done;
+                    }
+                    continue; /* removed since */
                 }
-                if (Py_TYPE(lst) != (PyTypeObject *)array_type) {
-                    PyErr_SetString(PyExc_TypeError, "posting lists must be array('i')");
+                Py_ssize_t len = Py_TYPE(lst) == (PyTypeObject *)array_type
+                                     ? PyObject_Length(lst)
+                                     : -1;
+                if (len < 0) {
+                    Py_DECREF(ids);
+                    if (!PyErr_Occurred()) {
+                        PyErr_SetString(PyExc_TypeError, "posting lists must be array('i')");
+                    }
                     goto done;
                 }
-                Py_ssize_t len = PyObject_Length(lst);
-                if (len < 0) goto done;
                 total += len;
                 if (total >= limit) {
                     leave = 1;
@@ -512,6 +593,7 @@ count_words(PyObject *self, PyObject *args)
                 }
             }
         }
+        Py_XDECREF(ids);
         if (leave) {
             PyObject *num = PyLong_FromSsize_t(i);
             if (!num || PyList_Append(left, num) < 0) {

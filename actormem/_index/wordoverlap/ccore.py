@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import kernels
+from .. import kernels, substring
 from ..substring import SubstringVocab
 
 __all__ = ["add_text", "core", "count_words"]
@@ -77,11 +77,12 @@ def count_words(
     """From ``words[start:]`` (distinct query words; ``mults`` their multiplicities),
     for each word of 3 or more characters not in ``short`` or ``skip`` whose candidate
     tokens number at most ``limit`` and whose posting lists hold fewer than ``limit``
-    group numbers in all: ``counts[g] += mult`` once per distinct group number ``g < n``
-    of the lists of the tokens that contain it. Every other word is left to the caller.
-    Stops once the work (candidates + postings + 1 per word) reaches ``budget``.
-    Returns (the index of the next word, the indexes of the words left). O(budget +
-    limit).
+    group numbers in all (the vocabulary's long-word cache read and kept as
+    :meth:`SubstringVocab.lookup_steps` does): ``counts[g] += mult`` once per distinct
+    group number ``g < n`` of the lists of the tokens that contain it. Every other word
+    is left to the caller. Stops once the work (candidates + postings + 1 per word)
+    reaches ``budget``. Returns (the index of the next word, the indexes of the words
+    left). O(budget + limit).
 
     Raises:
         TypeError, ValueError: An argument of the wrong type or range.
@@ -92,6 +93,10 @@ def count_words(
         raise TypeError("post, skip and short must be dicts")
     if type(vocab) is not SubstringVocab:
         raise TypeError("vocab must be a SubstringVocab")
+    if not all(type(w) is str for w in words) or not all(type(m) is int for m in mults):
+        raise TypeError("words must be str and mults int")
+    if mults and not 0 <= min(mults) <= max(mults) < 1 << 31:
+        raise ValueError("multiplicities must be in [0, 2**31)")
     if type(counts) is not np.ndarray or counts.dtype not in _COUNTS:
         raise TypeError("counts must be a numpy array of uint8, uint16 or int64")
     if counts.ndim != 1 or not counts.flags.c_contiguous or not counts.flags.writeable:
@@ -106,6 +111,8 @@ def count_words(
         limit,
         vocab._grams,
         vocab._items,
+        vocab._cache,
+        substring._CACHE_SIZE,
         post,
         skip,
         short,

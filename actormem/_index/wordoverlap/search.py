@@ -264,7 +264,7 @@ class WordOverlapSearch:
         dense: list[np.ndarray[Any, Any]] = []
         dense_mult: list[int] = []
 
-        def count(number: int, w: str, m: int) -> Generator[None, None, None]:
+        def add_word(number: int, w: str, m: int) -> Generator[None, None, None]:
             """Add the match set of query word ``w`` (the ``number``-th distinct one,
             ``m`` times in the query) to ``counts``."""
             nonlocal mark_all, mark
@@ -304,11 +304,11 @@ class WordOverlapSearch:
                     n,
                 )
                 for i in left:
-                    yield from count(i + 1, words[i], mults[i])
+                    yield from add_word(i + 1, words[i], mults[i])
                 yield
         else:
             for number, (w, m) in enumerate(mult.items(), 1):
-                yield from count(number, w, m)
+                yield from add_word(number, w, m)
         if dense:
             # About 8 * _CHUNK byte additions between two yields, whatever the words.
             step = max(256, knobs._CHUNK * 8 // max(8, len(dense)))
