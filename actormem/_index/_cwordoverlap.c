@@ -325,11 +325,25 @@ done:
 
 /* ------------------------------------------------------------------ query words */
 
-static int
-cmp_i32(const void *a, const void *b)
+/* The distinct numbers of buf[0:k] (each in [0, 2^31)) moved to its front, in their
+ * first order; returns how many. `table` has room for `cap` numbers (a power of two
+ * >= 2k). O(k + cap). */
+static Py_ssize_t
+distinct(int32_t *buf, Py_ssize_t k, int32_t *table, size_t cap)
 {
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return (x > y) - (x < y);
+    memset(table, 0xFF, cap * sizeof(int32_t)); /* -1: empty */
+    size_t mask = cap - 1;
+    Py_ssize_t out = 0;
+    for (Py_ssize_t j = 0; j < k; j++) {
+        int32_t g = buf[j];
+        size_t h = ((uint32_t)g * 2654435761u) & mask;
+        while (table[h] != -1 && table[h] != g) h = (h + 1) & mask;
+        if (table[h] == -1) {
+            table[h] = g;
+            buf[out++] = g;
+        }
+    }
+    return out;
 }
 
 /* The candidate ids of `w` (len >= 4): the shortest of up to 8 of its 3-gram lists,
@@ -454,7 +468,6 @@ PyDoc_STRVAR(count_words_doc,
         T *c = (T *)counts.buf;                                              \
         T add = (T)m;                                                        \
         for (Py_ssize_t j = 0; j < k; j++) {                                 \
-            if (j && buf[j] == buf[j - 1]) continue;                         \
             c[buf[j]] += add;                                                \
         }                                                                    \
     } while (0)
@@ -497,7 +510,7 @@ count_words(PyObject *self, PyObject *args)
                     : 0;
     PyObject *left = NULL, *result = NULL;
     PyObject **lists = NULL;
-    int32_t *buf = NULL;
+    int32_t *buf = NULL, *table = NULL;
     if (!width) {
         PyErr_SetString(PyExc_ValueError, "counts: not uint8, uint16 or int64");
         goto done;
@@ -509,7 +522,10 @@ count_words(PyObject *self, PyObject *args)
     left = PyList_New(0);
     lists = PyMem_Malloc(sizeof(PyObject *) * (size_t)(limit + 1));
     buf = PyMem_Malloc(sizeof(int32_t) * (size_t)(limit + 1));
-    if (!left || !lists || !buf) {
+    size_t cap = 16;
+    while (cap < 2 * (size_t)limit) cap *= 2;
+    table = PyMem_Malloc(sizeof(int32_t) * cap);
+    if (!left || !lists || !buf || !table) {
         if (!PyErr_Occurred()) PyErr_NoMemory();
         goto done;
     }
@@ -624,8 +640,11 @@ count_words(PyObject *self, PyObject *args)
             }
             PyBuffer_Release(&lb);
         }
-        if (nl > 1) qsort(buf, (size_t)k, sizeof(int32_t), cmp_i32);
-        /* One list holds distinct numbers; several are sorted and the repeats skipped. */
+        if (nl > 1) { /* one list holds distinct numbers; several may share some */
+            size_t size = 16;
+            while (size < 2 * (size_t)k) size *= 2;
+            k = distinct(buf, k, table, size <= cap ? size : cap);
+        }
         if (width == 1) {
             ADD_COUNTS(uint8_t);
         } else if (width == 2) {
@@ -636,6 +655,7 @@ count_words(PyObject *self, PyObject *args)
     }
     result = Py_BuildValue("nO", i, left);
 done:
+    PyMem_Free(table);
     PyMem_Free(buf);
     PyMem_Free(lists);
     Py_XDECREF(left);
