@@ -224,9 +224,9 @@ def test_bad_arguments_are_refused_before_c() -> None:
         ccore.add_text({}, b"a b", 0, vocab)  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         ccore.add_text({}, "a b", 0, object())  # type: ignore[arg-type]
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="gid"):
         ccore.add_text({}, "a b", -1, vocab)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="gid"):
         ccore.add_text({}, "a b", 1 << 31, vocab)
     assert ccore.count_words(**_args()) == (1, [])
     bad: list[tuple[type[Exception], dict[str, Any]]] = [
@@ -256,7 +256,7 @@ def test_c_checks_memory_safety_itself() -> None:
     vocab = SubstringVocab()
     with pytest.raises(TypeError, match="array"):
         c.add_text({"a": [1]}, "a", 2, vocab)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="gid"):
         c.add_text({}, "a", -1, vocab)
 
     def call(**change: Any) -> Any:
@@ -302,7 +302,7 @@ def test_c_checks_memory_safety_itself() -> None:
     cache: dict[str, Any] = {"abcd": ({}, 9, [])}  # another list: not this one's answer
     call(words=["abcd"], grams={"abc": gram, "bcd": gram}, items={0: "abcd"}, cache=cache)
     assert cache == {"abcd": (gram, 1, [0])}
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="start"):
         call(start=3)
     # Group numbers beyond n or negative are skipped, never written.
     counts = np.zeros(4, np.uint8)
@@ -325,3 +325,31 @@ def test_switched_off_the_index_runs_python_silently() -> None:
     )
     assert done.stdout.split() == ["False", "1"]
     assert not done.stderr.strip()
+
+
+def test_masks_equal_numpy() -> None:
+    from actormem._index.wordoverlap import masks
+
+    texts = ["", "a", "on the mr. x", "é on", "deploy:ok", "İstanbul ab", "\tx\n", "zz9 10 31"]
+    out = (np.zeros(12, np.uint64), np.zeros(12, np.uint64))
+    ccore.text_masks(texts, out, 2)
+    lo, hi = masks._text_masks(texts)
+    assert out[0][2:10].tolist() == lo.tolist()
+    assert out[1][2:10].tolist() == hi.tolist()
+    for i, t in enumerate(texts):
+        assert int(out[0][2 + i]) | int(out[1][2 + i]) << 64 == masks._short_mask(t), t
+    assert out[0][:2].tolist() == out[0][10:].tolist() == [0, 0]
+    with pytest.raises(ValueError, match="start"):
+        ccore.text_masks(texts, out, 5)
+    with pytest.raises(TypeError, match="uint64"):
+        ccore.text_masks(texts, (np.zeros(12, np.int64), out[1]), 0)
+    with pytest.raises(TypeError, match="str"):
+        ccore.text_masks([b"x"], out, 0)  # type: ignore[list-item]
+    from actormem._index import _cwordoverlap as c
+
+    with pytest.raises(ValueError, match="start"):
+        c.text_masks(texts, masks._PAIR_LO, masks._PAIR_HI, out[0], out[1], 5)
+    with pytest.raises(ValueError, match="uint64"):
+        c.text_masks(texts, masks._PAIR_LO, masks._PAIR_HI, out[0], np.zeros(12), 0)
+    with pytest.raises(ValueError, match="tables"):
+        c.text_masks(texts, out[0], masks._PAIR_HI, out[0], out[1], 0)

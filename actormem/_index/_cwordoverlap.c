@@ -663,11 +663,82 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------ masks */
+
+PyDoc_STRVAR(text_masks_doc,
+"text_masks(texts, pair_lo, pair_hi, lo, hi, start) -> None\n\n"
+"For each lower-cased text j of `texts`: lo[start + j] and hi[start + j] = the OR of\n"
+"pair_lo / pair_hi (uint64, 129 * 129) at a * 129 + b over the text's character pairs\n"
+"(a, b), the last character paired with a newline; code points above 127 count as 128.\n"
+"What masks._text_masks computes with numpy. O(total length).");
+
+static PyObject *
+text_masks(PyObject *self, PyObject *args)
+{
+    PyObject *texts, *o_plo, *o_phi, *o_lo, *o_hi;
+    Py_ssize_t start;
+    if (!PyArg_ParseTuple(args, "O!OOOOn", &PyList_Type, &texts, &o_plo, &o_phi, &o_lo, &o_hi,
+                          &start)) {
+        return NULL;
+    }
+    Py_buffer b[4];
+    PyObject *objs[4] = {o_plo, o_phi, o_lo, o_hi};
+    int got = 0;
+    PyObject *result = NULL;
+    for (; got < 4; got++) {
+        int flags = PyBUF_FORMAT | PyBUF_C_CONTIGUOUS | (got >= 2 ? PyBUF_WRITABLE : 0);
+        if (PyObject_GetBuffer(objs[got], &b[got], flags) < 0) goto done;
+        const char *f = b[got].format ? b[got].format : "B";
+        while (*f == '@' || *f == '=' || *f == '<') f++;
+        if (b[got].ndim != 1 || b[got].itemsize != 8 || (f[0] != 'Q' && f[0] != 'L') ||
+            f[1] != '\0') {
+            got++;
+            PyErr_SetString(PyExc_ValueError, "masks and tables must be 1-D uint64");
+            goto done;
+        }
+    }
+    Py_ssize_t nt = PyList_GET_SIZE(texts);
+    if (b[0].len / 8 != 129 * 129 || b[1].len / 8 != 129 * 129 || start < 0 ||
+        start + nt > b[2].len / 8 || start + nt > b[3].len / 8) {
+        PyErr_SetString(PyExc_ValueError, "tables not 129 * 129, or start beyond the masks");
+        goto done;
+    }
+    const uint64_t *plo = b[0].buf, *phi = b[1].buf;
+    uint64_t *lo = b[2].buf, *hi = b[3].buf;
+    for (Py_ssize_t j = 0; j < nt; j++) {
+        PyObject *t = PyList_GET_ITEM(texts, j);
+        if (!PyUnicode_CheckExact(t)) {
+            PyErr_SetString(PyExc_TypeError, "texts must be str");
+            goto done;
+        }
+        int kind = PyUnicode_KIND(t);
+        const void *data = PyUnicode_DATA(t);
+        Py_ssize_t len = PyUnicode_GET_LENGTH(t);
+        uint64_t ml = 0, mh = 0;
+        Py_UCS4 prev = len ? PyUnicode_READ(kind, data, 0) : 0;
+        unsigned a = prev > 128 ? 128 : prev;
+        for (Py_ssize_t i = 1; i <= len; i++) {
+            Py_UCS4 c = i < len ? PyUnicode_READ(kind, data, i) : '\n';
+            unsigned z = c > 128 ? 128 : c;
+            ml |= plo[a * 129 + z];
+            mh |= phi[a * 129 + z];
+            a = z;
+        }
+        lo[start + j] = ml;
+        hi[start + j] = mh;
+    }
+    result = Py_NewRef(Py_None);
+done:
+    for (int k = 0; k < got; k++) PyBuffer_Release(&b[k]);
+    return result;
+}
+
 /* ------------------------------------------------------------------ module */
 
 static PyMethodDef methods[] = {
     {"add_text", add_text, METH_VARARGS, add_text_doc},
     {"count_words", count_words, METH_VARARGS, count_words_doc},
+    {"text_masks", text_masks, METH_VARARGS, text_masks_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -18,3 +18,6 @@ def count_words(
     n: int,
     /,
 ) -> tuple[int, list[int]]: ...
+def text_masks(
+    texts: list[str], pair_lo: Any, pair_hi: Any, lo: Any, hi: Any, start: int, /
+) -> None: ...

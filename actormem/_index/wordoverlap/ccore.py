@@ -8,7 +8,8 @@ Python path, which stays the reference (``tests/test_wordoverlap_core.py`` drive
 * :func:`add_text`: the owner's add of a new distinct text (token set, posting appends,
   the vocabulary's acquire of new tokens);
 * :func:`count_words`: a reader's word loop for the words with small match sets, a work
-  budget per call (the reader yields between calls).
+  budget per call (the reader yields between calls);
+* :func:`text_masks`: the short-word masks of a batch of texts (``masks._text_masks``).
 
 :func:`core` is None when the extension is missing, ``ACTORMEM_WO_CORE=0`` or
 ``ACTORMEM_PURE_PYTHON=1`` is set, or ``kernels.WO_CORE`` is False; the index then runs
@@ -26,8 +27,9 @@ import numpy as np
 
 from .. import kernels, substring
 from ..substring import SubstringVocab
+from . import masks
 
-__all__ = ["add_text", "core", "count_words"]
+__all__ = ["add_text", "core", "count_words", "text_masks"]
 
 _COUNTS = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.int64))
 
@@ -120,3 +122,27 @@ def count_words(
         n,
     )
     return got
+
+
+_U64 = np.dtype(np.uint64)
+
+
+def text_masks(
+    texts: list[str], out: tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]], start: int
+) -> None:
+    """:func:`~.masks._text_masks` of ``texts`` (lower-cased) written to ``out[0]`` and
+    ``out[1]`` (the low and high 64 bits) from ``start`` on. O(total length).
+
+    Raises:
+        TypeError, ValueError: An argument of the wrong type, or ``out`` too short.
+    """
+    if type(texts) is not list or not all(type(t) is str for t in texts):
+        raise TypeError("texts must be a list of str")
+    for arr in out:
+        if type(arr) is not np.ndarray or arr.dtype != _U64 or arr.ndim != 1:
+            raise TypeError("masks must be 1-D numpy arrays of uint64")
+        if not arr.flags.c_contiguous or not arr.flags.writeable:
+            raise ValueError("masks must be contiguous and writable")
+        if not 0 <= start <= len(arr) - len(texts):
+            raise ValueError("start beyond the masks")
+    _module().text_masks(texts, masks._PAIR_LO, masks._PAIR_HI, out[0], out[1], start)
