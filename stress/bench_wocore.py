@@ -3,10 +3,12 @@
 For each size, two word-overlap memories of the same real texts (``stress._bench_data``)
 are built side by side, one with the core (``kernels.WO_CORE``) and one without, in
 alternating batches of stores, timing the thread CPU of each batch: the store cost per
-path. Then every query runs on both (alternating which goes first), timing the thread
-CPU of each ``index.top_k(view, query, 10, None)``; the two top-10s must be identical
-(scores and ties), or the run fails. Both paths use the other compiled kernels
-(``_ckernels.c``) when they are built. Queries: LoCoMo questions, and tool results of
+path (the whole ``MemoryState.store``, with a publish and vacuum per batch); and the
+token part of the index's ``add`` alone (posting lists and vocabulary), per text. Then
+every query runs on both (alternating which goes first), timing the thread CPU of each
+``index.top_k(view, query, 10, None)``; the two top-10s must be identical (scores and
+ties), or the run fails. Both paths use the other compiled kernels (``_ckernels.c``)
+when they are built. Queries: LoCoMo questions, and tool results of
 ``tool_calls.jsonl`` (what the swarm's agents retrieve with).
 
 Usage (from the repository root)::
@@ -27,6 +29,8 @@ from typing import Any
 
 from actormem._engine.state import MemoryState
 from actormem._index import kernels
+from actormem._index.wordoverlap import ccore
+from actormem._index.wordoverlap.index import _WordOverlapIndex
 
 from ._bench_args import output_file, positive_int, positive_ints
 from ._bench_data import DEFAULT_DATA, entries, load_corpus
@@ -57,6 +61,30 @@ def build_both(corpus: Any, size: int) -> tuple[dict[bool, MemoryState], dict[bo
             cpu[core] += time.thread_time() - t0
     kernels.WO_CORE = kernels.WO_CORE_AVAILABLE
     return states, cpu
+
+
+def time_tokens(corpus: Any, size: int) -> dict[bool, float]:
+    """The token part of the index's ``add`` alone, per path: microseconds of thread CPU
+    per text to put the lower-cased texts of ``size`` entries into two fresh indexes'
+    posting lists and vocabularies (``_add_tokens`` against ``ccore.add_text``), in
+    alternating batches."""
+    lows = [entry.memory.lower() for entry in entries(corpus, size)]
+    indexes = {core: _WordOverlapIndex(2048) for core in (False, True)}
+    cpu = dict.fromkeys(indexes, 0.0)
+    for k, start in enumerate(range(0, size, BATCH)):
+        for core in (False, True) if k % 2 else (True, False):
+            index = indexes[core]
+            post, vocab = index._e.post, index._vocab
+            t0 = time.thread_time()
+            if core:
+                for gid in range(start, min(size, start + BATCH)):
+                    ccore.add_text(post, lows[gid], gid, vocab)
+            else:
+                for gid in range(start, min(size, start + BATCH)):
+                    index._add_tokens(post, lows[gid], gid)
+            cpu[core] += time.thread_time() - t0
+    assert indexes[True]._e.post == indexes[False]._e.post
+    return {core: seconds / size * 1e6 for core, seconds in cpu.items()}
 
 
 def time_both(states: dict[bool, MemoryState], queries: Sequence[str]) -> dict[str, Any]:
@@ -118,7 +146,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             flush=True,
         )
         per_s = {"python": rates[False], "core": rates[True]}
-        cells.append({"size": size, "store_per_cpu_s": per_s})
+        tokens_us = time_tokens(corpus, size)
+        print(
+            f"n={size:>9,} the add's tokens: python {tokens_us[False]:.2f} / core"
+            f" {tokens_us[True]:.2f} us per text (x{tokens_us[False] / tokens_us[True]:.2f})",
+            flush=True,
+        )
+        cells.append(
+            {
+                "size": size,
+                "store_per_cpu_s": per_s,
+                "add_tokens_us": {"python": tokens_us[False], "core": tokens_us[True]},
+            }
+        )
         for name, queries in sets.items():
             time_both(states, queries[:3])  # warm caches on both paths
             cell = {"size": size, "queries_of": name, **time_both(states, queries)}

@@ -47,6 +47,17 @@ struct vocab {
     PyObject *obj, *ids, *items, *refs, *grams, *sub, *active;
 };
 
+static void
+vocab_release(struct vocab *v)
+{
+    Py_CLEAR(v->ids);
+    Py_CLEAR(v->items);
+    Py_CLEAR(v->refs);
+    Py_CLEAR(v->grams);
+    Py_CLEAR(v->sub);
+    Py_CLEAR(v->active);
+}
+
 static int
 vocab_load(PyObject *obj, struct vocab *v)
 {
@@ -68,25 +79,10 @@ vocab_load(PyObject *obj, struct vocab *v)
     }
     return 0;
 fail:
-    Py_CLEAR(v->ids);
-    Py_CLEAR(v->items);
-    Py_CLEAR(v->refs);
-    Py_CLEAR(v->grams);
-    Py_CLEAR(v->sub);
-    Py_CLEAR(v->active);
+    vocab_release(v);
     return -1;
 }
 
-static void
-vocab_release(struct vocab *v)
-{
-    Py_CLEAR(v->ids);
-    Py_CLEAR(v->items);
-    Py_CLEAR(v->refs);
-    Py_CLEAR(v->grams);
-    Py_CLEAR(v->sub);
-    Py_CLEAR(v->active);
-}
 
 /* Add `sub` (a new reference, stolen) to `set`. */
 static int
