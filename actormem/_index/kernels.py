@@ -13,7 +13,9 @@ Every wrapper checks its arguments (types, element types, lengths, ranges) and r
 again what memory safety needs.
 
 ``ACTORMEM_PURE_PYTHON=1`` in the environment, or ``kernels.ENABLED = False``, selects the
-reference path (benchmarks compare both in one run).
+reference path (benchmarks compare both in one run). Word overlap's compiled core
+(``_cwordoverlap.c``, wrappers in ``wordoverlap/ccore.py``) is loaded here too:
+``ACTORMEM_WO_CORE=0`` or ``kernels.WO_CORE = False`` runs its Python path.
 """
 
 from __future__ import annotations
