@@ -400,8 +400,8 @@ long_word_ids(PyObject *grams, PyObject *items, PyObject *cache, Py_ssize_t cach
         }
         if (scanned == end) return Py_NewRef(old);
     }
-    if (end - scanned > limit) {
-        *big = 1;
+    if (end - scanned > limit || (old && PyList_GET_SIZE(old) > limit)) {
+        *big = 1; /* left to Python (bounded steps), not copied here */
         return NULL;
     }
     /* A copy: other readers may hold the cached list. */
