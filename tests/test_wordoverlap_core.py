@@ -353,3 +353,4 @@ def test_masks_equal_numpy() -> None:
         c.text_masks(texts, masks._PAIR_LO, masks._PAIR_HI, out[0], np.zeros(12), 0)
     with pytest.raises(ValueError, match="tables"):
         c.text_masks(texts, out[0], masks._PAIR_HI, out[0], out[1], 0)
+
