@@ -22,5 +22,11 @@ setup(
             extra_compile_args=["-O3", "-ffp-contract=off", "-fno-fast-math"],
             optional=True,
         ),
+        Extension(
+            "actormem._index._cwordoverlap",
+            ["actormem/_index/_cwordoverlap.c"],
+            extra_compile_args=["-O3"],
+            optional=True,
+        ),
     ]
 )

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The kernel tests (tests/test_kernels.py, tests/test_bm25_core.py) against an
-# AddressSanitizer build of the compiled index kernels and BM25 core: any out-of-bounds
-# read or write, use after free or double free in actormem/_index/_ckernels.c or
-# _cbm25.c aborts the run with ASan's report.
+# The kernel tests (tests/test_kernels.py, tests/test_bm25_core.py,
+# tests/test_wordoverlap_core.py) against an AddressSanitizer build of the compiled
+# index kernels, the BM25 core and the word-overlap core: any out-of-bounds read or
+# write, use after free or double free in actormem/_index/_ckernels.c, _cbm25.c or
+# _cwordoverlap.c aborts the run with ASan's report.
 #
 # Usage (from the repository root, in the project's virtualenv):
 #     stress/asan_kernels.sh [extra pytest arguments]
@@ -17,7 +18,7 @@ cp -r actormem tests pyproject.toml "$work"/
 find "$work/actormem" -name '*.so' -delete
 include=$(python -c 'import sysconfig; print(sysconfig.get_paths()["include"])')
 suffix=$(python -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
-for module in _ckernels _cbm25; do
+for module in _ckernels _cbm25 _cwordoverlap; do
     "$CC" -shared -fPIC -O1 -g -fsanitize=address -fno-omit-frame-pointer -ffp-contract=off \
         -Wall -Wextra -Wno-unused-parameter -Werror -I"$include" \
         "actormem/_index/$module.c" -o "$work/actormem/_index/$module$suffix"
@@ -28,7 +29,8 @@ if [ "$CC" = clang ]; then
 fi
 cd "$work"
 LD_PRELOAD="$runtime" ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 PYTHONPATH="$work" \
-    python -c 'import actormem._index._ckernels as k, actormem._index._cbm25 as b
-print("ASan builds:", k.__file__, b.__file__)'
+    python -c 'import actormem._index._ckernels as k, actormem._index._cbm25 as b, actormem._index._cwordoverlap as w
+print("ASan builds:", k.__file__, b.__file__, w.__file__)'
 LD_PRELOAD="$runtime" ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 PYTHONPATH="$work" \
-    python -m pytest -q -p no:cacheprovider tests/test_kernels.py tests/test_bm25_core.py "$@"
+    python -m pytest -q -p no:cacheprovider tests/test_kernels.py tests/test_bm25_core.py \
+    tests/test_wordoverlap_core.py "$@"

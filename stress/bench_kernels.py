@@ -41,7 +41,8 @@ K = 10
 
 def tool_result_queries(data: Path, count: int, seed: int) -> list[str]:
     """``count`` tool results of ``tool_calls.jsonl`` as query strings, seeded order."""
-    rows = [json.loads(line) for line in open(data / "tool_calls.jsonl", encoding="utf-8")]
+    with open(data / "tool_calls.jsonl", encoding="utf-8") as lines:
+        rows = [json.loads(line) for line in lines]
     random.Random(seed).shuffle(rows)
     out = []
     for row in rows[:count]:

@@ -16,7 +16,9 @@ again what memory safety needs.
 reference path (benchmarks compare both in one run). BM25 has a second, larger module,
 ``_cbm25.c``: its add term loop and its whole query driver (document-at-a-time MaxScore
 with block-max bounds); ``ACTORMEM_BM25_CORE=0`` or ``kernels.BM25_CORE = False`` keeps
-BM25 on the Python driver (with the kernels above).
+BM25 on the Python driver (with the kernels above). Word overlap's compiled core
+(``_cwordoverlap.c``, wrappers in ``wordoverlap/ccore.py``) is loaded here too:
+``ACTORMEM_WO_CORE=0`` or ``kernels.WO_CORE = False`` runs its Python path.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ __all__ = [
     "AVAILABLE",
     "DenseCounts",
     "ENABLED",
+    "WO_CORE",
+    "WO_CORE_AVAILABLE",
     "active",
     "BM25_BLOCK",
     "BM25_CORE",
@@ -47,6 +51,7 @@ __all__ = [
     "bm25_refine",
     "wo_count_sparse",
     "wo_join",
+    "wo_core",
     "wo_scan",
 ]
 
@@ -60,6 +65,19 @@ except ImportError as exc:  # pragma: no cover - depends on the build
     logging.getLogger("actormem").warning(
         "actormem: compiled index kernels unavailable (%s); using the pure-Python index", exc
     )
+
+_wo: ModuleType | None
+try:  # the word-overlap core (_cwordoverlap.c; wrappers in wordoverlap/ccore.py)
+    if os.environ.get("ACTORMEM_PURE_PYTHON") or os.environ.get("ACTORMEM_WO_CORE") == "0":
+        raise ImportError("switched off")
+    from . import _cwordoverlap as _wo
+except ImportError as exc:  # pragma: no cover - depends on the build
+    _wo = None
+    if _c is not None and str(exc) != "switched off":  # else the notice above says it
+        logging.getLogger("actormem").warning(
+            "actormem: compiled word-overlap core unavailable (%s); using its pure-Python path",
+            exc,
+        )
 
 #: Whether the extension was built and imported.
 AVAILABLE = _c is not None
@@ -89,6 +107,17 @@ BM25_BLOCK: int = _b.BLOCK if _b is not None else 64
 def bm25_core_active() -> bool:
     """Whether BM25 adds and retrieves starting now use the compiled core. O(1)."""
     return ENABLED and BM25_CORE and _b is not None
+
+
+#: Whether the word-overlap core was built and imported (``ACTORMEM_WO_CORE=0`` or
+#: ``ACTORMEM_PURE_PYTHON=1`` keep it out); ``WO_CORE = False`` selects the Python path.
+WO_CORE_AVAILABLE = _wo is not None
+WO_CORE = WO_CORE_AVAILABLE
+
+
+def wo_core() -> ModuleType | None:
+    """The word-overlap core module while ``WO_CORE`` is on, else None. O(1)."""
+    return _wo if WO_CORE else None
 
 
 def active() -> bool:

@@ -56,7 +56,10 @@ Modules
 ``matchsets``  a query word's set of matching groups: from the postings or the masks,
                and the cache of them across retrieves;
 ``search``     the reader's top-k over the counts (bounded steps);
-``knobs``      tuning constants (speed and memory only, never results).
+``knobs``      tuning constants (speed and memory only, never results);
+``ccore``      the checked wrappers of the compiled core (``_cwordoverlap.c``): the
+               owner's add of a new text, the short-word masks, and the reader's word
+               loop for words with small match sets; the Python code is the reference.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ import numpy as np
 from ..._record import Record
 from ..scoring import Accept, ReadView, drain
 from ..substring import SubstringVocab
-from . import knobs
+from . import ccore, knobs
 from .masks import _short_mask
 from .matchsets import MatchFinder
 from .numbering import _Group, _Numbering, _TagPostings, _tags, _text_of
@@ -67,19 +67,10 @@ class _WordOverlapIndex:
             e.recent[gid % knobs._SCAN_NEW] = low
             e.n = gid + 1
             post = e.post
-            toks = set(low.split())
-            lists = list(map(post.get, toks))
-            if None in lists:
-                acquire = self._vocab.acquire
-                for tok, lst in zip(toks, lists, strict=True):
-                    if lst is None:
-                        acquire(tok)
-                        post[tok] = array("i", (gid,))
-                    else:
-                        lst.append(gid)
+            if ccore.core() is not None:  # the same, compiled (ccore.py)
+                ccore.add_text(post, low, gid, self._vocab)
             else:
-                appends = map(array.append, cast("list[array[int]]", lists), repeat(gid))
-                deque(appends, maxlen=0)  # the appends, run in C
+                self._add_tokens(post, low, gid)
             pending = e.pending
             pending.append(low)
             if len(pending) >= knobs._MASK_BATCH:
@@ -98,6 +89,23 @@ class _WordOverlapIndex:
                 e.glist[gid] = _Group(text, [item, rec])
         if rec.entry.tags:
             self._tags.add(_tags(rec), rec)
+
+    def _add_tokens(self, post: dict[str, array[int]], low: str, gid: int) -> None:
+        """The reference of :func:`ccore.add_text`: ``gid`` appended to the posting list of
+        each distinct token of ``low``, a new token acquired with a list of its own."""
+        toks = set(low.split())
+        lists = list(map(post.get, toks))
+        if None in lists:
+            acquire = self._vocab.acquire
+            for tok, lst in zip(toks, lists, strict=True):
+                if lst is None:
+                    acquire(tok)
+                    post[tok] = array("i", (gid,))
+                else:
+                    lst.append(gid)
+        else:
+            appends = map(array.append, cast("list[array[int]]", lists), repeat(gid))
+            deque(appends, maxlen=0)  # the appends, run in C
 
     def retire(self, rec: Record) -> None:
         """Nothing to do: older snapshots still read ``rec`` through the postings."""

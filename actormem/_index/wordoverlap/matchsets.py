@@ -83,6 +83,16 @@ class MatchFinder:
         self._vocab = vocab
         self._cache_min = cache_min
 
+    @property
+    def vocab(self) -> SubstringVocab:
+        """The token vocabulary (the owner's)."""
+        return self._vocab
+
+    @property
+    def cache_min(self) -> int:
+        """Postings from which a word's match set is cached."""
+        return self._cache_min
+
     def match_steps(self, e: _Numbering, w: str, n: int) -> Generator[None, None, tuple[int, Any]]:
         """The groups numbered below ``n`` whose text contains ``w``, as one of
         ``(_NONE, None)``; ``(_DENSE_SET, a byte per group)`` (read ``[:n]``);

@@ -18,7 +18,7 @@ import numpy as np
 from ..._record import Record
 from ..scoring import ScratchPool
 from ..substring import SubstringVocab
-from . import knobs
+from . import ccore, knobs
 from .masks import _text_masks
 from .matchsets import MatchCache
 
@@ -187,7 +187,10 @@ class _Numbering:
             texts, self.pending = pending, []
         start = self.masked
         stop = start + len(texts)
-        lo, hi = _text_masks(texts)
-        self.masks[0][start:stop] = lo
-        self.masks[1][start:stop] = hi
+        if ccore.core() is not None:
+            ccore.text_masks(texts, self.masks, start)  # the same, compiled
+        else:
+            lo, hi = _text_masks(texts)
+            self.masks[0][start:stop] = lo
+            self.masks[1][start:stop] = hi
         self.masked = stop

@@ -18,7 +18,7 @@ import numpy as np
 from ..._record import Record
 from .. import kernels
 from ..scoring import Accept, ReadView
-from . import knobs
+from . import ccore, knobs, masks
 from .formula import combine_word_overlap
 from .matchsets import _DENSE_SET, _NONE, _SPARSE_SET, MatchFinder
 from .numbering import _Group, _Numbering, _TagPostings
@@ -263,10 +263,14 @@ class WordOverlapSearch:
         # gains numbers at or above this retrieve's `n`, so deferring changes nothing).
         dense: list[np.ndarray[Any, Any]] = []
         dense_mult: list[int] = []
-        for number, (w, m) in enumerate(mult.items(), 1):
+
+        def add_word(number: int, w: str, m: int) -> Generator[None, None, None]:
+            """Add the match set of query word ``w`` (the ``number``-th distinct one,
+            ``m`` times in the query) to ``counts``."""
+            nonlocal mark_all, mark
             kind, data = yield from self._finder.match_steps(e, w, n)
             if kind == _NONE:
-                continue
+                return
             if kind == _SPARSE_SET and len(data) > knobs._CHUNK and mark_all is None:
                 mark_all = yield from self._take(e, np.uint16, n)
                 mark = mark_all[:n]
@@ -278,6 +282,33 @@ class WordOverlapSearch:
             else:
                 yield from self._add_counts(counts, kind, data, n, m, mark, number)
             yield
+
+        if ccore.core() is not None:
+            # The words with small match sets counted in C, a budget per call; the C
+            # code hands back the others (short, cached or common words).
+            words, mults = list(mult), list(mult.values())
+            small = min(knobs._JOIN, self._finder.cache_min)  # postings of a word for C
+            at = 0
+            while at < len(words):
+                at, left = ccore.count_words(
+                    words,
+                    mults,
+                    at,
+                    knobs._JOIN,
+                    small,
+                    self._finder.vocab,
+                    e.post,
+                    e.cache.entries,
+                    masks._SHORT_BIT,
+                    counts,
+                    n,
+                )
+                for i in left:
+                    yield from add_word(i + 1, words[i], mults[i])
+                yield
+        else:
+            for number, (w, m) in enumerate(mult.items(), 1):
+                yield from add_word(number, w, m)
         if dense:
             # About 8 * _CHUNK byte additions between two yields, whatever the words.
             step = max(256, knobs._CHUNK * 8 // max(8, len(dense)))

@@ -1,0 +1,181 @@
+"""Word overlap with its compiled core (``_cwordoverlap.c``) against the Python path, in one run.
+
+For each size, two word-overlap memories of the same real texts (``stress._bench_data``)
+are built side by side, one with the core (``kernels.WO_CORE``) and one without, in
+alternating batches of stores, timing the thread CPU of each batch: the store cost per
+path (the whole ``MemoryState.store``, with a publish and vacuum per batch); and the
+token part of the index's ``add`` alone (posting lists and vocabulary), per text. Then
+every query runs on both (alternating which goes first), timing the thread CPU of each
+``index.top_k(view, query, 10, None)``; the two top-10s must be identical (scores and
+ties), or the run fails. Both paths use the other compiled kernels (``_ckernels.c``)
+when they are built. Queries: LoCoMo questions, and tool results of
+``tool_calls.jsonl`` (what the swarm's agents retrieve with).
+
+Usage (from the repository root)::
+
+    python -m stress.bench_wocore --sizes 100000 --queries 200 [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from actormem._engine.state import MemoryState
+from actormem._index import kernels
+from actormem._index.wordoverlap import ccore
+from actormem._index.wordoverlap.index import _WordOverlapIndex
+
+from ._bench_args import output_file, positive_int, positive_ints
+from ._bench_data import DEFAULT_DATA, entries, load_corpus
+from ._bench_engine import BATCH, make_scorer
+from ._bench_stats import percentile
+from .bench_kernels import K, tool_result_queries
+
+
+def build_both(corpus: Any, size: int) -> tuple[dict[bool, MemoryState], dict[bool, float]]:
+    """Two states of ``size`` entries, built in alternating batches; per path the
+    thread CPU seconds of its stores (with a publish and vacuum per batch)."""
+    states = {
+        core: MemoryState(capacity=None, half_life=3600.0, scorer=make_scorer("word-overlap"))
+        for core in (False, True)
+    }
+    cpu = dict.fromkeys(states, 0.0)
+    batch = list(entries(corpus, size))
+    for k, start in enumerate(range(0, size, BATCH)):
+        part = batch[start : start + BATCH]
+        for core in (False, True) if k % 2 else (True, False):
+            kernels.WO_CORE = core
+            state = states[core]
+            t0 = time.thread_time()
+            for entry in part:
+                state.store(entry)
+            state.publish()
+            state.vacuum(state.published)
+            cpu[core] += time.thread_time() - t0
+    kernels.WO_CORE = kernels.WO_CORE_AVAILABLE
+    return states, cpu
+
+
+def time_tokens(corpus: Any, size: int) -> dict[bool, float]:
+    """The token part of the index's ``add`` alone, per path: microseconds of thread CPU
+    per text to put the lower-cased texts of ``size`` entries into two fresh indexes'
+    posting lists and vocabularies (``_add_tokens`` against ``ccore.add_text``), in
+    alternating batches."""
+    lows = [entry.memory.lower() for entry in entries(corpus, size)]
+    indexes = {core: _WordOverlapIndex(2048) for core in (False, True)}
+    cpu = dict.fromkeys(indexes, 0.0)
+    for k, start in enumerate(range(0, size, BATCH)):
+        for core in (False, True) if k % 2 else (True, False):
+            index = indexes[core]
+            post, vocab = index._e.post, index._vocab
+            t0 = time.thread_time()
+            if core:
+                for gid in range(start, min(size, start + BATCH)):
+                    ccore.add_text(post, lows[gid], gid, vocab)
+            else:
+                for gid in range(start, min(size, start + BATCH)):
+                    index._add_tokens(post, lows[gid], gid)
+            cpu[core] += time.thread_time() - t0
+    assert indexes[True]._e.post == indexes[False]._e.post
+    return {core: seconds / size * 1e6 for core, seconds in cpu.items()}
+
+
+def time_both(states: dict[bool, MemoryState], queries: Sequence[str]) -> dict[str, Any]:
+    """Per query, both paths in turn: thread CPU in ms, and a check that they agree."""
+    cpu: dict[bool, list[float]] = {False: [], True: []}
+    views = {core: state.view() for core, state in states.items()}
+    for i, query in enumerate(queries):
+        got = {}
+        for core in (False, True) if i % 2 else (True, False):
+            kernels.WO_CORE = core
+            index = states[core].index
+            start = time.thread_time_ns()
+            hits = index.top_k(views[core], query, K, None)
+            cpu[core].append((time.thread_time_ns() - start) / 1e6)
+            got[core] = [(score, rec.seq) for score, rec in hits]
+        if got[True] != got[False]:
+            raise AssertionError(f"the core and the Python path differ on {query[:80]!r}")
+    kernels.WO_CORE = kernels.WO_CORE_AVAILABLE
+    out: dict[str, Any] = {"queries": len(queries)}
+    for core, name in ((False, "python"), (True, "core")):
+        values = sorted(cpu[core])
+        out[name] = {
+            "p50_ms": percentile(values, 0.5),
+            "p99_ms": percentile(values, 0.99),
+            "mean_ms": sum(values) / len(values),
+        }
+    out["ratio_p50"] = out["python"]["p50_ms"] / out["core"]["p50_ms"]
+    return out
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m stress.bench_wocore", description=__doc__)
+    p.add_argument("--sizes", type=positive_ints, default=[100_000])
+    p.add_argument("--queries", type=positive_int, default=200, help="queries per set")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    p.add_argument("--json", type=output_file, default=None)
+    args = p.parse_args(argv)
+    if not kernels.WO_CORE_AVAILABLE:
+        p.error("the word-overlap core is not built (pip install -e .)")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    corpus = load_corpus(args.data, args.seed)
+    sets = {
+        "questions": corpus.queries[: args.queries],
+        "tool results": tool_result_queries(args.data, args.queries, args.seed),
+    }
+    cells = []
+    for size in args.sizes:
+        states, store_cpu = build_both(corpus, size)
+        gc.freeze()
+        rates = {core: size / store_cpu[core] for core in store_cpu}
+        print(
+            f"n={size:>9,} store: python {rates[False]:,.0f} / core {rates[True]:,.0f}"
+            f" entries per CPU-second (x{rates[True] / rates[False]:.2f})",
+            flush=True,
+        )
+        per_s = {"python": rates[False], "core": rates[True]}
+        tokens_us = time_tokens(corpus, size)
+        print(
+            f"n={size:>9,} the add's tokens: python {tokens_us[False]:.2f} / core"
+            f" {tokens_us[True]:.2f} us per text (x{tokens_us[False] / tokens_us[True]:.2f})",
+            flush=True,
+        )
+        cells.append(
+            {
+                "size": size,
+                "store_per_cpu_s": per_s,
+                "add_tokens_us": {"python": tokens_us[False], "core": tokens_us[True]},
+            }
+        )
+        for name, queries in sets.items():
+            time_both(states, queries[:3])  # warm caches on both paths
+            cell = {"size": size, "queries_of": name, **time_both(states, queries)}
+            cells.append(cell)
+            print(
+                f"n={size:>9,} {name:12} python p50 {cell['python']['p50_ms']:.3f}"
+                f" p99 {cell['python']['p99_ms']:.2f} ms | core p50 {cell['core']['p50_ms']:.3f}"
+                f" p99 {cell['core']['p99_ms']:.2f} ms | x{cell['ratio_p50']:.2f} p50",
+                flush=True,
+            )
+        del states
+        gc.unfreeze()
+        gc.collect()
+    if args.json is not None:
+        args.json.write_text(json.dumps({"command": sys.argv, "cells": cells}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,31 @@
+"""A tiny run of ``stress/bench_wocore.py``: both paths built and queried, their top-10s
+compared (the script fails if they differ), and the JSON shaped as documented. No timing
+thresholds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from actormem._index import kernels
+from stress import bench_wocore
+
+from .realdata import real_file
+
+pytestmark = pytest.mark.skipif(
+    not kernels.WO_CORE_AVAILABLE, reason="the word-overlap core is not built"
+)
+
+
+def test_the_benchmark_runs_and_compares(tmp_path: Path) -> None:
+    data = real_file("tool_calls.jsonl").parent
+    real_file("locomo10.json")
+    out = tmp_path / "wocore.json"
+    args = ["--data", str(data), "--sizes", "600", "--queries", "5", "--json", str(out)]
+    assert bench_wocore.main(args) == 0
+    cells = json.loads(out.read_text())["cells"]
+    assert [c.get("queries_of") for c in cells] == [None, "questions", "tool results"]
+    assert set(cells[0]["store_per_cpu_s"]) == set(cells[0]["add_tokens_us"]) == {"python", "core"}
+    assert all(c["queries"] == 5 for c in cells[1:])
