@@ -734,6 +734,12 @@ def cmd_query(args: argparse.Namespace) -> int:
 
     async def run() -> list[Any]:
         assert path is not None
+        if args.scorer in ("dense", "hybrid"):
+            # Always through a read-only connection: the vectors this computes (those the
+            # file lacks, or all of them when it keeps another model's) stay in memory,
+            # where opening the file would store them and its model in the file.
+            async with open_live_copy(path, scorer=SCORERS[args.scorer]()) as memory:
+                return memory.snapshot().retrieve_scored(args.text, args.k)
         async with _reading(path, scorer=args.scorer) as memory:
             # A snapshot's retrieve leaves access bookkeeping alone: looking changes nothing.
             return memory.snapshot().retrieve_scored(args.text, args.k)
