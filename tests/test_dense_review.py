@@ -64,3 +64,69 @@ def test_query_leaves_the_file_byte_identical(
     out, _ = capsys.readouterr()
     assert "deploys go to the blue cluster" in out
     assert sha256_of(*files) == before
+
+
+def thread_recording(threads: list[int]) -> FunctionEmbedder:
+    import threading
+
+    def fn(texts: Sequence[str]) -> Any:
+        threads.append(threading.get_ident())
+        return other_model(texts)
+
+    return FunctionEmbedder(fn=fn, name="recording", dim=8)
+
+
+@pytest.mark.parametrize("kind", ["dense", "hybrid"])
+def test_a_custom_embedder_never_runs_on_the_event_loop(kind: str) -> None:
+    import threading
+
+    threads: list[int] = []
+    dense = DenseScorer(embedder=thread_recording(threads))
+    scorer = dense if kind == "dense" else HybridScorer(dense=dense)
+
+    async def run() -> None:
+        async with open_memory(scorer=scorer) as memory:
+            await memory.store(fact("short text"))
+            await memory.store_many([fact("one"), fact("two")])
+            assert [e.memory for e in await memory.retrieve("short", 1)] == ["short text"]
+            await memory.retrieve_scored("one", 2, min_score=-1.0)
+
+    trio.run(run)
+    assert len(threads) == 4
+    assert threading.get_ident() not in threads
+
+
+def test_the_builtin_model_embeds_short_texts_inline_only() -> None:
+    from actormem._index.dense import DenseIndex, wordllama_embedder
+
+    index = DenseIndex(wordllama_embedder(), 2048)
+    assert index.builtin and index.inline_ok(["short", "texts"])
+    assert not index.inline_ok(["x" * 2048])
+    custom = DenseIndex(FunctionEmbedder(fn=other_model, name="x", dim=8), 2048)
+    assert not custom.builtin and not custom.inline_ok(["short"])
+
+
+def test_a_long_query_is_embedded_in_a_worker_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from actormem._index.dense import DenseIndex
+
+    where: list[tuple[int, int]] = []
+    embed = DenseIndex.embed
+
+    def recording(self: DenseIndex, texts: Sequence[str]) -> Any:
+        where.append((threading.get_ident(), sum(map(len, texts))))
+        return embed(self, texts)
+
+    monkeypatch.setattr(DenseIndex, "embed", recording)
+
+    async def run() -> None:
+        async with open_memory(scorer=HybridScorer()) as memory:
+            await memory.store(fact("deploys go to the blue cluster"))
+            where.clear()
+            await memory.retrieve("blue " * 1000, 1)
+            await memory.retrieve("blue", 1)
+
+    trio.run(run)
+    main_thread = threading.get_ident()
+    assert [(t != main_thread, n) for t, n in where] == [(True, 5000), (False, 4)]

@@ -240,17 +240,20 @@ class DenseScorer(metaclass=Final):
     Attributes:
         embedder: Texts to vectors (:class:`Embedder`); ``None`` (default) loads
             :func:`wordllama_embedder` when the index is made.
-        inline_chars: The owner embeds a batch of new texts totalling fewer characters
-            than this itself; a larger batch goes to a worker thread (see
-            :meth:`DenseIndex.missing`).
+        inline_chars: With the built-in model (``embedder=None``), a batch of new texts
+            totalling fewer characters than this is embedded by the owner itself, and a
+            query shorter than this by the caller's task; longer ones go to a worker
+            thread. A custom embedder always runs in a worker thread (it may be slow:
+            a remote API, a transformer), see :meth:`DenseIndex.inline_ok`.
 
     The owner embeds new texts before applying each batch (see ``docs/design.md``). An
     embedder that raises there, or returns a wrong shape or a NaN, fails the stores of
     that batch that needed new vectors with :class:`~actormem.EmbeddingError` (nothing
     of theirs is stored); the other requests of the batch are applied, the memory stays
     usable, and a later store of the same text calls the embedder again. A retrieve
-    embeds its query in the caller's task and raises :class:`~actormem.EmbeddingError`
-    there.
+    embeds its query for the caller's task (in a worker thread unless the built-in
+    model and a short query, see ``inline_chars``) and raises
+    :class:`~actormem.EmbeddingError` there.
 
     Runtime complexity of a retrieve: one query embedding plus O(n * dim) multiply-adds
     for n distinct texts (exact search), plus O(V log k) for the V records visited.
@@ -292,6 +295,9 @@ class DenseIndex:
 
     def __init__(self, embedder: Embedder, inline_chars: int = 2048) -> None:
         self.embedder = embedder
+        #: Whether the embedder is the built-in model (fast, pure numpy): only it may be
+        #: called on the event loop, and only for short texts (see :meth:`inline_ok`).
+        self.builtin = any(embedder is e for e in _WORDLLAMA.values())
         self.dim = int(embedder.dim)
         self.inline_chars = inline_chars
         self._matrix: np.ndarray[Any, Any] = np.zeros((16, self.dim), np.float32)
@@ -301,6 +307,9 @@ class DenseIndex:
         self._row_of: dict[Record, int] = {}
         self._dead = 0
         self._offered: dict[str, np.ndarray[Any, Any]] = {}
+        # Query vectors computed in a worker thread for retrieves under way:
+        # {query: [vector, retrieves using it]} (see pin_query).
+        self._pinned: dict[str, list[Any]] = {}
         #: Texts embedded on the spot by ``add`` (no vector offered ahead): statistics.
         self.inline = 0
 
@@ -314,6 +323,39 @@ class DenseIndex:
             if t not in self._row_of_text and t not in self._offered:
                 out[t] = None
         return list(out)
+
+    def inline_ok(self, texts: Sequence[str]) -> bool:
+        """Whether ``texts`` may be embedded on the event loop: only by the built-in
+        model, and only when they total fewer than ``inline_chars`` characters. Any
+        custom embedder runs in a worker thread. O(len(texts))."""
+        return self.builtin and sum(map(len, texts)) < self.inline_chars
+
+    def pin_query(self, query: str, vector: np.ndarray[Any, Any]) -> None:
+        """Use ``vector`` (from :meth:`embed`) for ``query`` in ``top_k_steps`` until as
+        many :meth:`unpin_query` calls. O(1)."""
+        pinned = self._pinned.get(query)
+        if pinned is None:
+            self._pinned[query] = [vector, 1]
+        else:
+            pinned[1] += 1
+
+    def unpin_query(self, query: str) -> None:
+        """Undo one :meth:`pin_query` of ``query``. O(1)."""
+        pinned = self._pinned[query]
+        pinned[1] -= 1
+        if not pinned[1]:
+            del self._pinned[query]
+
+    def query_vector(self, query: str) -> np.ndarray[Any, Any]:
+        """The unit vector of ``query``: the pinned one, else embedded now.
+
+        Raises:
+            EmbeddingError: See :meth:`embed`.
+        """
+        pinned = self._pinned.get(query)
+        if pinned is not None:
+            return pinned[0]  # type: ignore[no-any-return]
+        return self.embed([query])[0]
 
     def embed(self, texts: Sequence[str]) -> np.ndarray[Any, Any]:
         """Unit vectors of ``texts``, one row each: pure, safe to call in a worker thread.
@@ -490,7 +532,7 @@ class DenseIndex:
         :data:`_CHUNK` rows scored and every :data:`_STEP` rows visited."""
         if limit <= 0 or len(view) == 0:
             return []
-        q = self.embed([query])[0]
+        q = self.query_vector(query)
         sims = yield from self.similarities_steps(q)
         return (yield from self.best_steps(view, sims, limit, accept))
 

@@ -306,6 +306,15 @@ class HybridIndex:
         """See :class:`DenseScorer`."""
         return self.dense.inline_chars
 
+    def inline_ok(self, texts: Sequence[str]) -> bool:
+        """See :meth:`DenseIndex.inline_ok`."""
+        return self.dense.inline_ok(texts)
+
+    def query_index(self) -> DenseIndex | None:
+        """The dense index a retrieve embeds its query with; None when the dense weight
+        is 0 (no embedding)."""
+        return self.dense if self.scorer.dense_w > 0.0 else None
+
     def add(self, rec: Record) -> None:
         """Index ``rec`` in both, and note the dates it mentions. O(BM25 add + dense add
         + len(text))."""
