@@ -130,3 +130,34 @@ def test_a_long_query_is_embedded_in_a_worker_thread(monkeypatch: pytest.MonkeyP
     trio.run(run)
     main_thread = threading.get_ident()
     assert [(t != main_thread, n) for t, n in where] == [(True, 5000), (False, 4)]
+
+
+def test_mentioned_dates_are_read_from_a_bounded_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
+    from actormem._index import dates
+
+    filler = "word " * (dates.MENTION_CHARS // 5)
+    assert dates.mentioned_periods("on 8 May, 2023 " + filler) == (dates.Period(2023, 5, 8),)
+    assert dates.mentioned_periods(filler + " on 8 May, 2023") == ()
+    scanned: list[int] = []
+    pattern = dates._DATE
+
+    class Counting:
+        def finditer(self, text: str) -> Any:
+            scanned.append(len(text))
+            return pattern.finditer(text)
+
+    monkeypatch.setattr(dates, "_DATE", Counting())
+    for size in (10_000, 100_000, 1_000_000):
+        dates.mentioned_periods("2023 " * (size // 5))
+    assert scanned == [dates.MENTION_CHARS] * 3
+
+
+def test_an_entry_with_dates_past_the_bound_gets_no_bonus_for_them() -> None:
+    from actormem._index.dates import MENTION_CHARS, Period
+    from actormem._index.hybrid import _entry_mentions
+    from actormem._record import Record
+
+    text = "x " * MENTION_CHARS + "on 8 May, 2023"
+    entry = fact(text).with_tag("seen 9 May, 2023")
+    rec = Record(entry, 1, 1, None)
+    assert _entry_mentions(rec) == (Period(2023, 5, 9),)

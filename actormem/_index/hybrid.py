@@ -116,11 +116,13 @@ def lift_dated(
 
 
 def _entry_mentions(rec: Record) -> tuple[Period, ...]:
-    """The dates ``rec``'s text and tags mention. O(their length)."""
+    """The dates ``rec``'s text and tags mention, each read up to
+    :data:`~actormem._index.dates.MENTION_CHARS` characters. O(1): at most twice that."""
     entry = rec.entry
+    found = mentioned_periods(entry.memory)
     if not entry.tags:
-        return mentioned_periods(entry.memory)
-    return mentioned_periods("\n".join((entry.memory, *entry.tags)))
+        return found
+    return tuple(dict.fromkeys((*found, *mentioned_periods("\n".join(entry.tags)))))
 
 
 def fuse_ranks(
