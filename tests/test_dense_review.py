@@ -161,3 +161,29 @@ def test_an_entry_with_dates_past_the_bound_gets_no_bonus_for_them() -> None:
     entry = fact(text).with_tag("seen 9 May, 2023")
     rec = Record(entry, 1, 1, None)
     assert _entry_mentions(rec) == (Period(2023, 5, 9),)
+
+
+@pytest.mark.parametrize("fusion", ["convex", "rrf"])
+def test_a_larger_hybrid_limit_only_appends(fusion: str) -> None:
+    import random
+
+    rnd = random.Random(7)
+    words = "blue green red cluster deploy cat dog sofa May 2023 June lunch plan trip".split()
+    texts = [" ".join(rnd.choices(words, k=rnd.randint(1, 6))) + f" n{i}" for i in range(300)]
+    queries = [" ".join(rnd.choices(words, k=rnd.randint(1, 4))) for _ in range(25)]
+    scorer = HybridScorer(fusion=fusion, depth=6)
+
+    async def run() -> None:
+        async with open_memory(scorer=scorer) as memory:
+            await memory.store_many([fact(t) for t in texts])
+            for q in queries:
+                runs = [await memory.retrieve_scored(q, k) for k in (3, 6, 7, 20, 80, 400)]
+                assert len(runs[-1]) > 80
+                for small, large in zip(runs, runs[1:]):
+                    assert [(h.entry.id, h.score) for h in small] == [
+                        (h.entry.id, h.score) for h in large[: len(small)]
+                    ], q
+                scores = [h.score for h in runs[-1]]
+                assert scores == sorted(scores, reverse=True)
+
+    trio.run(run)
