@@ -187,3 +187,28 @@ def test_a_larger_hybrid_limit_only_appends(fusion: str) -> None:
                 assert scores == sorted(scores, reverse=True)
 
     trio.run(run)
+
+
+def test_the_langgraph_adapter_embeds_only_the_indexed_text() -> None:
+    pytest.importorskip("langgraph")
+    from actormem.integrations.langgraph import ActormemStore
+
+    store = ActormemStore(index={"fields": ["text"]})
+    try:
+        value = {"text": "the cat is sleeping on the sofa"}
+        store.put(("u",), "default", value)
+        store.put(("u",), "explicit", value, index=["text"])
+        for query in ["a feline resting", "index", "langgraph"]:
+            scores = {i.key: i.score for i in store.search(("u",), query=query)}
+            assert scores["default"] == pytest.approx(scores["explicit"], abs=1e-6), query
+    finally:
+        store.close()
+
+
+def test_bookkeeping_tags_are_not_part_of_the_dense_document() -> None:
+    from actormem._index.dense import entry_document
+
+    assert entry_document(fact("text").with_tag("langgraph:index:text")) == "text"
+    assert entry_document(fact("text").with_tag("pets").with_tag("langgraph:noindex")) == (
+        "text pets"
+    )

@@ -5,7 +5,8 @@ Theory of operation
 An *embedder* is any callable from a list of texts to an ``(n, dim)`` array of vectors
 (:class:`Embedder`); :func:`wordllama_embedder` wraps WordLlama, whose weights ship
 inside its PyPI wheel and load with no network. The document of an entry is its
-``memory`` text followed by its tags (as for BM25).
+``memory`` text followed by its tags (as for BM25), bookkeeping tags excepted
+(:func:`entry_document`).
 
 The index numbers each distinct document (a *row*) once, never reusing a number until a
 compaction, and keeps its unit-length float32 vector in row ``r`` of ``_matrix``, the
@@ -53,6 +54,7 @@ from .._util import Final
 from .scoring import Accept, ReadView, drain
 
 __all__ = [
+    "BOOKKEEPING_TAG_PREFIX",
     "DenseIndex",
     "DenseScorer",
     "Embedder",
@@ -195,9 +197,23 @@ def wordllama_embedder(dim: int = 256) -> FunctionEmbedder:
     return made
 
 
+#: Tags beginning with this are an integration's bookkeeping (the LangGraph adapter's
+#: ``langgraph:index:<field>`` and ``langgraph:noindex``), not words about the entry:
+#: :func:`entry_document` leaves them out.
+BOOKKEEPING_TAG_PREFIX = "langgraph:"
+
+
 def entry_document(entry: MemoryEntry) -> str:
-    """The text an entry is embedded as: its memory, then its tags, space-separated."""
-    return entry.memory if not entry.tags else " ".join((entry.memory, *entry.tags))
+    """The text an entry is embedded as: its memory, then its tags, space-separated,
+    except bookkeeping tags (:data:`BOOKKEEPING_TAG_PREFIX`). O(text + tags)."""
+    tags = entry.tags
+    if not tags:
+        return entry.memory
+    if any(t.startswith(BOOKKEEPING_TAG_PREFIX) for t in tags):
+        tags = tuple(t for t in tags if not t.startswith(BOOKKEEPING_TAG_PREFIX))
+        if not tags:
+            return entry.memory
+    return " ".join((entry.memory, *tags))
 
 
 def text_hash(text: str) -> bytes:
@@ -280,7 +296,8 @@ class DenseScorer(metaclass=Final):
     ) -> float:
         """The cosine of ``query`` and the entry's document, from scratch."""
         emb = self.resolved()
-        doc = entry_text if not tags else " ".join((entry_text, *tags))
+        kept = [t for t in tags if not t.startswith(BOOKKEEPING_TAG_PREFIX)]
+        doc = " ".join((entry_text, *kept)) if kept else entry_text
         vecs = _unit_rows(emb([query, doc]), 2, emb.dim)
         return float(vecs[0] @ vecs[1])
 
