@@ -212,3 +212,31 @@ def test_bookkeeping_tags_are_not_part_of_the_dense_document() -> None:
     assert entry_document(fact("text").with_tag("pets").with_tag("langgraph:noindex")) == (
         "text pets"
     )
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_hooks_refuse_a_min_score_that_is_not_finite(bad: float) -> None:
+    from actormem import MemoryHooks
+
+    async def run() -> None:
+        async with open_memory() as memory:
+            with pytest.raises(ValueError, match="min_score must be finite"):
+                MemoryHooks(memory, min_score=bad)
+
+    trio.run(run)
+
+
+def test_hooks_refuse_min_matched_with_a_dense_memory() -> None:
+    from actormem import MemoryHooks
+
+    emb = FunctionEmbedder(fn=other_model, name="other", dim=8)
+
+    async def run() -> None:
+        async with open_memory(scorer=DenseScorer(embedder=emb)) as memory:
+            with pytest.raises(ValueError, match="min_matched needs a scorer"):
+                MemoryHooks(memory, min_matched=1)
+            MemoryHooks(memory, min_score=0.5)
+        async with open_memory(scorer=HybridScorer(dense=DenseScorer(embedder=emb))) as memory:
+            MemoryHooks(memory, min_matched=1)
+
+    trio.run(run)
