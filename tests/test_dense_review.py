@@ -240,3 +240,28 @@ def test_hooks_refuse_min_matched_with_a_dense_memory() -> None:
             MemoryHooks(memory, min_matched=1)
 
     trio.run(run)
+
+
+@pytest.mark.parametrize("dims", [256.0, True, "256", 100])
+def test_langgraph_store_refuses_bad_dims(dims: Any) -> None:
+    pytest.importorskip("langgraph")
+    from actormem.integrations.langgraph import ActormemStore
+
+    with pytest.raises(ValueError, match="'dims' must be one of those"):
+        ActormemStore(index={"dims": dims, "fields": ["text"]})
+
+
+def test_hybrid_scorer_checks_its_parts_and_depth() -> None:
+    from actormem import BM25Scorer
+
+    with pytest.raises(TypeError):
+        HybridScorer(bm25=None)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        HybridScorer(dense=BM25Scorer())  # type: ignore[arg-type]
+    for bad in (0.5, 200.0, True, "3"):
+        with pytest.raises(TypeError, match="depth must be an int"):
+            HybridScorer(depth=bad)  # type: ignore[arg-type]
+    for bad in (0, -1, 2**70, 1_000_001):
+        with pytest.raises(ValueError, match="depth must be in"):
+            HybridScorer(depth=bad)
+    assert HybridScorer(depth=1_000_000).depth == 1_000_000

@@ -68,6 +68,17 @@ def _positive(instance: object, attribute: attrs.Attribute[Any], value: Any) -> 
         raise ValueError(f"{attribute.name} must be > 0, got {value!r}")
 
 
+#: The largest ``HybridScorer.depth`` accepted.
+MAX_DEPTH = 1_000_000
+
+
+def _depth(instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"depth must be an int, not {type(value).__name__}")
+    if not 1 <= value <= MAX_DEPTH:
+        raise ValueError(f"depth must be in [1, {MAX_DEPTH:,}], got {value!r}")
+
+
 def _normalised(hits: Sequence[tuple[float, Record]], how: str) -> dict[Record, float]:
     """Each record's score in ``hits`` scaled into [0, 1] over the list: ``s / max`` when
     ``how == "max"`` and the largest score is > 0, else ``(s - min) / (max - min)``
@@ -248,28 +259,34 @@ class HybridScorer(metaclass=Final):
             bonus). ``None`` (the default): 0.75 with ``"convex"``, 0 with ``"rrf"``, so
             ``HybridScorer(fusion="rrf")`` ranks exactly as the RRF-only scorer did.
         rrf_c: The RRF rank offset ``c`` (> 0); 30 by default (60 in Cormack et al.).
-        depth: How many of each list are fused, at least ``limit``; 200 by default.
+        depth: How many of each list are fused, an int in [1, 1,000,000]; 200 by default.
 
     The defaults were chosen on LoCoMo's tuning conversations with WordLlama and the
     tuned BM25 (``stress/hybrid_tuning.py``, ``docs/retrieval.md``).
 
     Raises:
-        ValueError: An unknown ``fusion``, a weight out of range, a ``depth`` or
-            ``rrf_c`` <= 0.
-        TypeError: A weight or number of the wrong type.
+        ValueError: An unknown ``fusion``, a weight out of range, a ``depth`` out of
+            [1, 1,000,000], an ``rrf_c`` <= 0.
+        TypeError: A weight or number of the wrong type, a ``depth`` that is not an
+            int, a ``bm25`` not a :class:`BM25Scorer` or ``dense`` not a
+            :class:`DenseScorer`.
 
     Runtime complexity of a retrieve: a BM25 top-``D`` plus a dense top-``D`` (see
     each), then O(D log D) (the date bonus: O(len(query)) once, then O(1) per candidate
     plus its text's cached mentions).
     """
 
-    bm25: BM25Scorer = attrs.field(factory=BM25Scorer)
-    dense: DenseScorer = attrs.field(factory=DenseScorer)
+    bm25: BM25Scorer = attrs.field(
+        factory=BM25Scorer, validator=attrs.validators.instance_of(BM25Scorer)
+    )
+    dense: DenseScorer = attrs.field(
+        factory=DenseScorer, validator=attrs.validators.instance_of(DenseScorer)
+    )
     fusion: str = attrs.field(default="convex", validator=_fusion)
     dense_weight: float | None = attrs.field(default=None, validator=_optional_weight)
     date_weight: float | None = attrs.field(default=None, validator=_date_weight)
     rrf_c: float = attrs.field(default=30.0, validator=_positive)
-    depth: int = attrs.field(default=200, validator=_positive)
+    depth: int = attrs.field(default=200, validator=_depth)
 
     @property
     def dense_w(self) -> float:
