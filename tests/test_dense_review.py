@@ -100,10 +100,12 @@ def test_the_builtin_model_embeds_short_texts_inline_only() -> None:
     from actormem._index.dense import DenseIndex, wordllama_embedder
 
     index = DenseIndex(wordllama_embedder(), 2048)
-    assert index.builtin and index.inline_ok(["short", "texts"])
+    assert index.builtin
+    assert index.inline_ok(["short", "texts"])
     assert not index.inline_ok(["x" * 2048])
     custom = DenseIndex(FunctionEmbedder(fn=other_model, name="x", dim=8), 2048)
-    assert not custom.builtin and not custom.inline_ok(["short"])
+    assert not custom.builtin
+    assert not custom.inline_ok(["short"])
 
 
 def test_a_long_query_is_embedded_in_a_worker_thread(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -179,7 +181,7 @@ def test_a_larger_hybrid_limit_only_appends(fusion: str) -> None:
             for q in queries:
                 runs = [await memory.retrieve_scored(q, k) for k in (3, 6, 7, 20, 80, 400)]
                 assert len(runs[-1]) > 80
-                for small, large in zip(runs, runs[1:]):
+                for small, large in zip(runs, runs[1:], strict=False):
                     assert [(h.entry.id, h.score) for h in small] == [
                         (h.entry.id, h.score) for h in large[: len(small)]
                     ], q

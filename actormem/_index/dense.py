@@ -370,9 +370,8 @@ class DenseIndex:
             EmbeddingError: See :meth:`embed`.
         """
         pinned = self._pinned.get(query)
-        if pinned is not None:
-            return pinned[0]  # type: ignore[no-any-return]
-        return self.embed([query])[0]
+        vec: np.ndarray[Any, Any] = pinned[0] if pinned is not None else self.embed([query])[0]
+        return vec
 
     def embed(self, texts: Sequence[str]) -> np.ndarray[Any, Any]:
         """Unit vectors of ``texts``, one row each: pure, safe to call in a worker thread.
