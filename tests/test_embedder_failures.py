@@ -232,9 +232,16 @@ async def test_the_server_answers_503_when_the_embedder_fails() -> None:
             response = await http.post("/v1/entries", json={"category": "fact", "memory": "boom"})
             assert response.status_code == 503
             assert response.headers["content-type"] == "application/problem+json"
-            assert "the embedder failed (nothing was stored)" in response.json()["detail"]
+            detail = response.json()["detail"]
+            assert detail.startswith("the embedder failed, nothing was stored: the embedder")
+            assert detail.count("nothing") == 1
             ok = await http.post("/v1/entries", json={"category": "fact", "memory": "fine"})
             assert ok.status_code < 300
+            response = await http.post("/v1/retrieve", json={"query": "boom", "limit": 3})
+            assert response.status_code == 503
+            detail = response.json()["detail"]
+            assert detail.startswith("the embedder failed on the query: the embedder")
+            assert "stored" not in detail
         assert [e.memory for e in memory.snapshot()] == ["fine"]
 
 

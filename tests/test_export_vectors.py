@@ -8,6 +8,7 @@ import base64
 import json
 import sqlite3
 import struct
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -249,3 +250,24 @@ def test_a_vector_of_another_dimension_is_not_kept(
     assert "1 vectors of 'm1' (dim 4) not kept: the file's vectors are of 'm1' (dim 3)" in err
     calls, _ = open_with(target, "m1")
     assert calls == [text]
+
+
+@pytest.mark.parametrize("values", [[0.0, 0.0, 0.0], [1e30, 1e30, 1e30], [1.0, 1.0, 1.0]])
+def test_a_vector_not_of_unit_length_is_not_trusted(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, values: list[float]
+) -> None:
+    source = tmp_path / "m.db"
+    make_db(source, name="m1")
+    _, out, _ = run_cli(capsys, "export", str(source))
+    rows = lines(out)
+    rows[0]["vector"]["f32le"] = base64.b64encode(struct.pack("<3f", *values)).decode()
+    dump = write(tmp_path / "dump.jsonl", rows)
+    fresh = tmp_path / "fresh.db"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no numpy overflow warning either
+        status, _, err = run_cli(capsys, "import", str(fresh), str(dump))
+    assert status == 0, err
+    assert "kept 2 vectors of 'm1'" in err
+    assert "1 vectors not kept: their length is not 1" in err
+    calls, _ = open_with(fresh, "m1")
+    assert calls == [rows[0]["memory"]]

@@ -142,6 +142,24 @@ def test_cli_on_a_hand_made_conversation(
         main(["locomo", "--data", str(tiny), "--k", "0"])
 
 
+@pytest.mark.parametrize(
+    ("data", "what"),
+    [
+        ([], "no conversations"),
+        ([{"sample_id": "conv-99", "conversation": {"speaker_a": "A", "speaker_b": "B"},
+           "qa": []}], "no questions"),
+    ],
+)  # fmt: skip
+def test_cli_refuses_data_without_questions(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], data: list[object], what: str
+) -> None:
+    path = tmp_path / "empty.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    assert main(["locomo", "--data", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"actormem eval locomo: {path}: {what} to evaluate\n"
+
+
 def test_eval_locomo_reaches_the_plain_bm25_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

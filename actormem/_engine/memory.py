@@ -957,8 +957,9 @@ def _stored_entries(batch: list[_Request]) -> Iterator[MemoryEntry]:
 
 async def _embed_ahead(index: Any, batch: list[_Request]) -> EmbeddingError | None:
     """Embed the new texts of ``batch``'s stores before it is applied, for an index with
-    vectors (dense, hybrid): in one call, in a worker thread when they total
-    ``index.inline_chars`` characters or more (so the event loop runs meanwhile), then
+    vectors (dense, hybrid): in one call, in a worker thread (so the event loop runs
+    meanwhile) unless the embedder is the built-in model and they total fewer than
+    ``index.inline_chars`` characters (``index.inline_ok``), then
     offered to the index, whose ``add`` finds them. Nothing to do for other indexes.
 
     Returns the embedder's failure (nothing offered), or None. A cancelled owner does
@@ -976,7 +977,7 @@ async def _embed_texts(index: Any, texts: list[str]) -> EmbeddingError | None:
     if not texts:
         return None
     try:
-        if sum(map(len, texts)) < index.inline_chars:
+        if index.inline_ok(texts):
             vectors = index.embed(texts)
         else:
             vectors = await trio.to_thread.run_sync(index.embed, texts, abandon_on_cancel=True)

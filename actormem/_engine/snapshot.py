@@ -323,6 +323,8 @@ async def run_retrieve_sliced(
     gate: ReadGate | None = None,
 ) -> list[tuple[float, Record]]:
     """:func:`run_retrieve`, letting other tasks run every :data:`RETRIEVE_SLICE` seconds.
+    A dense or hybrid index's query is embedded first, in a worker thread unless the
+    index may embed it on the event loop (``inline_ok``: built-in model, short query).
 
     ``view`` is registered as a live snapshot in ``registry`` until the scoring ends, so
     the owner's vacuum keeps every record it can see. Cancellation at a checkpoint
@@ -331,11 +333,30 @@ async def run_retrieve_sliced(
     owner takes its share of the loop (:mod:`actormem._engine.fairshare`).
     """
     hold = Snapshot._create(state, view, registry)
+    dense = _query_index(state.index) if limit > 0 and len(view) else None
+    if dense is not None and not dense.inline_ok([query]):
+        # A custom embedder, or a long query: embed it in a worker thread (abandoned on
+        # cancellation: the embedding is pure) and have the index use that vector.
+        vector = (await trio.to_thread.run_sync(dense.embed, [query], abandon_on_cancel=True))[0]
+        dense.pin_query(query, vector)
+    else:
+        dense = None
     steps = thresholded_steps(state.index, view, query, limit, accept, min_score, min_matched)
     try:
         return await _run_sliced(steps, gate)
     finally:
+        if dense is not None:
+            dense.unpin_query(query)
         del hold
+
+
+def _query_index(index: Any) -> Any:
+    """The dense index that embeds a retrieve's query on ``index`` (itself for a dense
+    index, the dense half of a hybrid one that uses it), or None."""
+    if hasattr(index, "query_vector"):
+        return index
+    query_index = getattr(index, "query_index", None)
+    return None if query_index is None else query_index()
 
 
 async def _run_sliced(steps: Generator[None, None, _T], gate: ReadGate | None = None) -> _T:

@@ -25,6 +25,10 @@ Known false positives: a sentence-initial or name "May" / "June" / "August" foll
 nothing date-like still reads as that month, and any number 1900-2099 standing alone
 (a count, a price, a room) as a year. They only matter when a query names a period.
 
+An entry's dates are read from the first :data:`MENTION_CHARS` (4,096) characters of
+its text (and of its tags, joined), so reading them costs the same bounded time for a
+100,000-character text; a date mentioned further on is ignored.
+
 A mention is *inside* a period when it fixes every field the period fixes, to the same
 value: ``8 May, 2023`` is inside ``May 2023``, ``2023``, ``May`` and ``8 May``; ``May
 2023`` is not inside ``8 May, 2023`` (coarser), nor ``2023`` inside ``May``.
@@ -39,7 +43,11 @@ from datetime import datetime
 
 import attrs
 
-__all__ = ["Period", "in_period", "mentioned_periods", "query_period"]
+__all__ = ["MENTION_CHARS", "Period", "in_period", "mentioned_periods", "query_period"]
+
+#: :func:`mentioned_periods` reads this many characters of a text at most: the owner
+#: runs it on every stored text in one step, so its cost must not grow with the text.
+MENTION_CHARS = 4096
 
 # English names, spelled out (``calendar.month_name`` follows the process's locale).
 _NAMES = (
@@ -136,12 +144,13 @@ def _periods(text: str) -> Iterator[Period]:
 
 
 def mentioned_periods(text: str) -> tuple[Period, ...]:
-    """Every date ``text`` mentions (module docs), in order, repeats removed.
+    """Every date the first :data:`MENTION_CHARS` characters of ``text`` mention (module
+    docs), in order, repeats removed; later ones are ignored.
 
     ``"1:56 pm on 8 May, 2023"`` gives ``(Period(2023, 5, 8),)``. Runtime complexity:
-    O(len(text)).
+    O(min(len(text), MENTION_CHARS)).
     """
-    return tuple(dict.fromkeys(_periods(text)))
+    return tuple(dict.fromkeys(_periods(text[:MENTION_CHARS])))
 
 
 def query_period(query: str) -> Period | None:

@@ -5,7 +5,8 @@ Theory of operation
 An *embedder* is any callable from a list of texts to an ``(n, dim)`` array of vectors
 (:class:`Embedder`); :func:`wordllama_embedder` wraps WordLlama, whose weights ship
 inside its PyPI wheel and load with no network. The document of an entry is its
-``memory`` text followed by its tags (as for BM25).
+``memory`` text followed by its tags (as for BM25), bookkeeping tags excepted
+(:func:`entry_document`).
 
 The index numbers each distinct document (a *row*) once, never reusing a number until a
 compaction, and keeps its unit-length float32 vector in row ``r`` of ``_matrix``, the
@@ -53,6 +54,7 @@ from .._util import Final
 from .scoring import Accept, ReadView, drain
 
 __all__ = [
+    "BOOKKEEPING_TAG_PREFIX",
     "DenseIndex",
     "DenseScorer",
     "Embedder",
@@ -195,9 +197,23 @@ def wordllama_embedder(dim: int = 256) -> FunctionEmbedder:
     return made
 
 
+#: Tags beginning with this are an integration's bookkeeping (the LangGraph adapter's
+#: ``langgraph:index:<field>`` and ``langgraph:noindex``), not words about the entry:
+#: :func:`entry_document` leaves them out.
+BOOKKEEPING_TAG_PREFIX = "langgraph:"
+
+
 def entry_document(entry: MemoryEntry) -> str:
-    """The text an entry is embedded as: its memory, then its tags, space-separated."""
-    return entry.memory if not entry.tags else " ".join((entry.memory, *entry.tags))
+    """The text an entry is embedded as: its memory, then its tags, space-separated,
+    except bookkeeping tags (:data:`BOOKKEEPING_TAG_PREFIX`). O(text + tags)."""
+    tags = entry.tags
+    if not tags:
+        return entry.memory
+    if any(t.startswith(BOOKKEEPING_TAG_PREFIX) for t in tags):
+        tags = tuple(t for t in tags if not t.startswith(BOOKKEEPING_TAG_PREFIX))
+        if not tags:
+            return entry.memory
+    return " ".join((entry.memory, *tags))
 
 
 def text_hash(text: str) -> bytes:
@@ -240,17 +256,20 @@ class DenseScorer(metaclass=Final):
     Attributes:
         embedder: Texts to vectors (:class:`Embedder`); ``None`` (default) loads
             :func:`wordllama_embedder` when the index is made.
-        inline_chars: The owner embeds a batch of new texts totalling fewer characters
-            than this itself; a larger batch goes to a worker thread (see
-            :meth:`DenseIndex.missing`).
+        inline_chars: With the built-in model (``embedder=None``), a batch of new texts
+            totalling fewer characters than this is embedded by the owner itself, and a
+            query shorter than this by the caller's task; longer ones go to a worker
+            thread. A custom embedder always runs in a worker thread (it may be slow:
+            a remote API, a transformer), see :meth:`DenseIndex.inline_ok`.
 
     The owner embeds new texts before applying each batch (see ``docs/design.md``). An
     embedder that raises there, or returns a wrong shape or a NaN, fails the stores of
     that batch that needed new vectors with :class:`~actormem.EmbeddingError` (nothing
     of theirs is stored); the other requests of the batch are applied, the memory stays
     usable, and a later store of the same text calls the embedder again. A retrieve
-    embeds its query in the caller's task and raises :class:`~actormem.EmbeddingError`
-    there.
+    embeds its query for the caller's task (in a worker thread unless the built-in
+    model and a short query, see ``inline_chars``) and raises
+    :class:`~actormem.EmbeddingError` there.
 
     Runtime complexity of a retrieve: one query embedding plus O(n * dim) multiply-adds
     for n distinct texts (exact search), plus O(V log k) for the V records visited.
@@ -277,7 +296,8 @@ class DenseScorer(metaclass=Final):
     ) -> float:
         """The cosine of ``query`` and the entry's document, from scratch."""
         emb = self.resolved()
-        doc = entry_text if not tags else " ".join((entry_text, *tags))
+        kept = [t for t in tags if not t.startswith(BOOKKEEPING_TAG_PREFIX)]
+        doc = " ".join((entry_text, *kept)) if kept else entry_text
         vecs = _unit_rows(emb([query, doc]), 2, emb.dim)
         return float(vecs[0] @ vecs[1])
 
@@ -292,6 +312,9 @@ class DenseIndex:
 
     def __init__(self, embedder: Embedder, inline_chars: int = 2048) -> None:
         self.embedder = embedder
+        #: Whether the embedder is the built-in model (fast, pure numpy): only it may be
+        #: called on the event loop, and only for short texts (see :meth:`inline_ok`).
+        self.builtin = any(embedder is e for e in _WORDLLAMA.values())
         self.dim = int(embedder.dim)
         self.inline_chars = inline_chars
         self._matrix: np.ndarray[Any, Any] = np.zeros((16, self.dim), np.float32)
@@ -301,6 +324,9 @@ class DenseIndex:
         self._row_of: dict[Record, int] = {}
         self._dead = 0
         self._offered: dict[str, np.ndarray[Any, Any]] = {}
+        # Query vectors computed in a worker thread for retrieves under way:
+        # {query: [vector, retrieves using it]} (see pin_query).
+        self._pinned: dict[str, list[Any]] = {}
         #: Texts embedded on the spot by ``add`` (no vector offered ahead): statistics.
         self.inline = 0
 
@@ -314,6 +340,38 @@ class DenseIndex:
             if t not in self._row_of_text and t not in self._offered:
                 out[t] = None
         return list(out)
+
+    def inline_ok(self, texts: Sequence[str]) -> bool:
+        """Whether ``texts`` may be embedded on the event loop: only by the built-in
+        model, and only when they total fewer than ``inline_chars`` characters. Any
+        custom embedder runs in a worker thread. O(len(texts))."""
+        return self.builtin and sum(map(len, texts)) < self.inline_chars
+
+    def pin_query(self, query: str, vector: np.ndarray[Any, Any]) -> None:
+        """Use ``vector`` (from :meth:`embed`) for ``query`` in ``top_k_steps`` until as
+        many :meth:`unpin_query` calls. O(1)."""
+        pinned = self._pinned.get(query)
+        if pinned is None:
+            self._pinned[query] = [vector, 1]
+        else:
+            pinned[1] += 1
+
+    def unpin_query(self, query: str) -> None:
+        """Undo one :meth:`pin_query` of ``query``. O(1)."""
+        pinned = self._pinned[query]
+        pinned[1] -= 1
+        if not pinned[1]:
+            del self._pinned[query]
+
+    def query_vector(self, query: str) -> np.ndarray[Any, Any]:
+        """The unit vector of ``query``: the pinned one, else embedded now.
+
+        Raises:
+            EmbeddingError: See :meth:`embed`.
+        """
+        pinned = self._pinned.get(query)
+        vec: np.ndarray[Any, Any] = pinned[0] if pinned is not None else self.embed([query])[0]
+        return vec
 
     def embed(self, texts: Sequence[str]) -> np.ndarray[Any, Any]:
         """Unit vectors of ``texts``, one row each: pure, safe to call in a worker thread.
@@ -490,7 +548,7 @@ class DenseIndex:
         :data:`_CHUNK` rows scored and every :data:`_STEP` rows visited."""
         if limit <= 0 or len(view) == 0:
             return []
-        q = self.embed([query])[0]
+        q = self.query_vector(query)
         sims = yield from self.similarities_steps(q)
         return (yield from self.best_steps(view, sims, limit, accept))
 

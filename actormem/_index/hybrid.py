@@ -7,15 +7,19 @@ Theory of operation
 ``purge`` goes to both), and for each record whose text or tags mention a date, those
 dates (:mod:`~actormem._index.dates`, read once at ``add``). A retrieve asks each index
 for its ``D = max(limit, depth)`` best visible, admitted records, then scores each
-record found by either list. By default (``fusion="convex"``) that is a convex
+record found in the first ``depth`` of either list (so the fused ranking does not depend
+on ``limit``: a larger limit only appends). By default (``fusion="convex"``) that is a convex
 combination of normalised scores (Bruch, Gai & Ingber, "An Analysis of Fusion Functions
 for Hybrid Retrieval", 2023)::
 
     fused(d) = (1 - w) * bm25(d) / max bm25 + w * (cos(d) - min cos) / (max cos - min cos)
 
-max and min over each list's ``D`` records, a term 0 when ``d`` is not in that list;
+max and min over each list's first ``depth`` records, a term 0 when ``d`` is not among
+them;
 ``fusion="rrf"`` keeps weighted reciprocal rank fusion (Cormack, Clarke & Buettcher,
-SIGIR 2009), ``(1 - w) / (c + rank_bm25(d)) + w / (c + rank_dense(d))``. When the query
+SIGIR 2009), ``(1 - w) / (c + rank_bm25(d)) + w / (c + rank_dense(d))``. When ``limit``
+exceeds the fused records, the lists' further records follow with score 0, by rank
+(:func:`append_beyond`). When the query
 names a period (a year, a month, a day), the records whose ``created_at`` day or
 mentioned dates fall inside it gain ``date_weight`` times the best fused score
 (:func:`lift_dated`). The weights are chosen on LoCoMo's tuning conversations only
@@ -40,7 +44,14 @@ from .dates import Period, mentioned_periods, query_period
 from .dense import DenseIndex, DenseScorer
 from .scoring import Accept, ReadView, drain
 
-__all__ = ["HybridIndex", "HybridScorer", "fuse_ranks", "fuse_scores", "lift_dated"]
+__all__ = [
+    "HybridIndex",
+    "HybridScorer",
+    "append_beyond",
+    "fuse_ranks",
+    "fuse_scores",
+    "lift_dated",
+]
 
 
 def _weight(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
@@ -55,6 +66,17 @@ def _positive(instance: object, attribute: attrs.Attribute[Any], value: Any) -> 
         raise TypeError(f"{attribute.name} must be a number, not {type(value).__name__}")
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"{attribute.name} must be > 0, got {value!r}")
+
+
+#: The largest ``HybridScorer.depth`` accepted.
+MAX_DEPTH = 1_000_000
+
+
+def _depth(instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"depth must be an int, not {type(value).__name__}")
+    if not 1 <= value <= MAX_DEPTH:
+        raise ValueError(f"depth must be in [1, {MAX_DEPTH:,}], got {value!r}")
 
 
 def _normalised(hits: Sequence[tuple[float, Record]], how: str) -> dict[Record, float]:
@@ -116,11 +138,40 @@ def lift_dated(
 
 
 def _entry_mentions(rec: Record) -> tuple[Period, ...]:
-    """The dates ``rec``'s text and tags mention. O(their length)."""
+    """The dates ``rec``'s text and tags mention, each read up to
+    :data:`~actormem._index.dates.MENTION_CHARS` characters. O(1): at most twice that."""
     entry = rec.entry
+    found = mentioned_periods(entry.memory)
     if not entry.tags:
-        return mentioned_periods(entry.memory)
-    return mentioned_periods("\n".join((entry.memory, *entry.tags)))
+        return found
+    return tuple(dict.fromkeys((*found, *mentioned_periods("\n".join(entry.tags)))))
+
+
+def append_beyond(
+    fused: Sequence[tuple[float, Record]],
+    lists: Sequence[Sequence[tuple[float, Record]]],
+    weights: Sequence[float],
+    depth: int,
+    limit: int,
+) -> list[tuple[float, Record]]:
+    """``fused`` (the fusion of each list's first ``depth`` records) followed, up to
+    ``limit`` records, by the other records of ``lists`` (those of weight > 0) with score
+    0, in order of their rank in a list from ``depth + 1`` on (at equal rank, the lists'
+    order). The order never depends on how long the lists are, so a larger ``limit``
+    only appends. O(total length)."""
+    out = list(fused)
+    seen = {rec for _, rec in out}
+    used = [hits for hits, w in zip(lists, weights, strict=True) if w != 0.0]
+    for rank in range(depth, max(map(len, used), default=0)):
+        for hits in used:
+            if rank < len(hits):
+                rec = hits[rank][1]
+                if rec not in seen:
+                    seen.add(rec)
+                    out.append((0.0, rec))
+                    if len(out) >= limit:
+                        return out
+    return out
 
 
 def fuse_ranks(
@@ -174,13 +225,17 @@ def _date_weight(
 class HybridScorer(metaclass=Final):
     """BM25 and dense similarity fused into one ranking, with a bonus for dated entries.
 
-    Each side lists its first ``D = max(limit, depth)`` visible entries that the filters
-    admit; every entry in either list is a candidate, scored by ``fusion``:
+    Each side lists its first ``depth`` visible entries that the filters admit; every
+    entry in either list is a candidate, scored by ``fusion`` (so the ranking does not
+    depend on ``limit``):
 
     * ``"convex"`` (the default): ``(1 - w) * bm25(d) / max bm25 + w * (cos(d) - min
       cos) / (max cos - min cos)``, max and min over the list (Bruch, Gai & Ingber,
       "An Analysis of Fusion Functions for Hybrid Retrieval", 2023; a list the entry is
       not in adds 0, all-equal cosines count 1). Fused scores lie in [0, 1].
+    * A ``limit`` above the number of candidates is filled with the lists' next entries
+      (ranks ``depth + 1`` on, alternating between the lists), each with score 0, so a
+      larger limit only appends to a smaller one's results.
     * ``"rrf"``: weighted reciprocal rank fusion (Cormack, Clarke & Buettcher 2009),
       ``(1 - w) / (rrf_c + rank_bm25(d)) + w / (rrf_c + rank_dense(d))``, ranks from 1;
       scores in ``(0, 1 / (rrf_c + 1)]``.
@@ -204,28 +259,34 @@ class HybridScorer(metaclass=Final):
             bonus). ``None`` (the default): 0.75 with ``"convex"``, 0 with ``"rrf"``, so
             ``HybridScorer(fusion="rrf")`` ranks exactly as the RRF-only scorer did.
         rrf_c: The RRF rank offset ``c`` (> 0); 30 by default (60 in Cormack et al.).
-        depth: How many of each list are fused, at least ``limit``; 200 by default.
+        depth: How many of each list are fused, an int in [1, 1,000,000]; 200 by default.
 
     The defaults were chosen on LoCoMo's tuning conversations with WordLlama and the
     tuned BM25 (``stress/hybrid_tuning.py``, ``docs/retrieval.md``).
 
     Raises:
-        ValueError: An unknown ``fusion``, a weight out of range, a ``depth`` or
-            ``rrf_c`` <= 0.
-        TypeError: A weight or number of the wrong type.
+        ValueError: An unknown ``fusion``, a weight out of range, a ``depth`` out of
+            [1, 1,000,000], an ``rrf_c`` <= 0.
+        TypeError: A weight or number of the wrong type, a ``depth`` that is not an
+            int, a ``bm25`` not a :class:`BM25Scorer` or ``dense`` not a
+            :class:`DenseScorer`.
 
     Runtime complexity of a retrieve: a BM25 top-``D`` plus a dense top-``D`` (see
     each), then O(D log D) (the date bonus: O(len(query)) once, then O(1) per candidate
     plus its text's cached mentions).
     """
 
-    bm25: BM25Scorer = attrs.field(factory=BM25Scorer)
-    dense: DenseScorer = attrs.field(factory=DenseScorer)
+    bm25: BM25Scorer = attrs.field(
+        factory=BM25Scorer, validator=attrs.validators.instance_of(BM25Scorer)
+    )
+    dense: DenseScorer = attrs.field(
+        factory=DenseScorer, validator=attrs.validators.instance_of(DenseScorer)
+    )
     fusion: str = attrs.field(default="convex", validator=_fusion)
     dense_weight: float | None = attrs.field(default=None, validator=_optional_weight)
     date_weight: float | None = attrs.field(default=None, validator=_date_weight)
     rrf_c: float = attrs.field(default=30.0, validator=_positive)
-    depth: int = attrs.field(default=200, validator=_positive)
+    depth: int = attrs.field(default=200, validator=_depth)
 
     @property
     def dense_w(self) -> float:
@@ -306,6 +367,15 @@ class HybridIndex:
         """See :class:`DenseScorer`."""
         return self.dense.inline_chars
 
+    def inline_ok(self, texts: Sequence[str]) -> bool:
+        """See :meth:`DenseIndex.inline_ok`."""
+        return self.dense.inline_ok(texts)
+
+    def query_index(self) -> DenseIndex | None:
+        """The dense index a retrieve embeds its query with; None when the dense weight
+        is 0 (no embedding)."""
+        return self.dense if self.scorer.dense_w > 0.0 else None
+
     def add(self, rec: Record) -> None:
         """Index ``rec`` in both, and note the dates it mentions. O(BM25 add + dense add
         + len(text))."""
@@ -347,14 +417,17 @@ class HybridIndex:
         if limit <= 0 or len(view) == 0:
             return []
         s = self.scorer
-        depth = max(limit, int(s.depth))
+        depth = int(s.depth)
+        deep = max(limit, depth)
         w = s.dense_w
-        lexical = yield from self.bm25.top_k_steps(view, query, depth, accept)
+        lexical = yield from self.bm25.top_k_steps(view, query, deep, accept)
         if w > 0.0:
-            semantic = yield from self.dense.top_k_steps(view, query, depth, accept)
+            semantic = yield from self.dense.top_k_steps(view, query, deep, accept)
         else:
             semantic = []
-        lists, weights = (lexical, semantic), (1.0 - w, w)
+        # Only each list's first ``depth`` records are fused (the same whatever the
+        # limit), so a larger limit only appends (see append_beyond).
+        lists, weights = (lexical[:depth], semantic[:depth]), (1.0 - w, w)
         if s.fusion == "rrf":
             fused = fuse_ranks(lists, weights, s.rrf_c)
         else:
@@ -362,6 +435,8 @@ class HybridIndex:
         period = query_period(query) if s.date_w > 0.0 else None
         if period is not None:
             fused = lift_dated(fused, lambda rec: self.dated(rec, period), s.date_w)
+        if limit > len(fused):
+            fused = append_beyond(fused, (lexical, semantic), weights, depth, limit)
         return fused[:limit]
 
     def dated(self, rec: Record, period: Period) -> bool:

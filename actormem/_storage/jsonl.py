@@ -58,6 +58,7 @@ __all__ = [
     "entry_to_json",
     "escape_json_line",
     "file_sha256",
+    "is_unit_vector",
     "json_lines",
     "need",
     "vector_from_json",
@@ -320,6 +321,20 @@ def vector_to_json(model: str, dim: int, text_hash: bytes, data: bytes) -> dict[
         "text_hash": text_hash.hex(),
         "f32le": base64.b64encode(data).decode("ascii"),
     }
+
+
+#: How far from 1 the length of an exported vector may be (they are written unit length,
+#: float32: about 1e-7 off); a vector further off is not trusted (see is_unit_vector).
+UNIT_TOLERANCE = 1e-3
+
+
+def is_unit_vector(data: bytes) -> bool:
+    """Whether the float32 little-endian values ``data`` form a vector of length 1
+    within :data:`UNIT_TOLERANCE` (computed in float64: no overflow for huge values).
+    An all-zero vector, or one scaled up, is not: ``import`` drops it and the vector is
+    computed when the file is next opened with a dense or hybrid scorer. O(dim)."""
+    norm = float(np.linalg.norm(np.frombuffer(data, "<f4").astype(np.float64)))
+    return abs(norm - 1.0) <= UNIT_TOLERANCE
 
 
 def vector_from_json(obj: object) -> JsonVector:

@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .._engine.memory import Memory, _matches_terms
 from .._entry import MemoryCategory, MemoryEntry
 from .._util import Final
 from ._text import cut, escape_line
@@ -260,8 +262,9 @@ class MemoryHooks(metaclass=Final):
         TypeError: ``memory`` lacks ``store``/``retrieve``/``consolidate``, ``top_k`` or
             ``min_matched`` is not an int, ``min_score`` not a number, or ``namespace``
             is not a sequence of str.
-        ValueError: ``top_k`` or ``min_matched`` is negative, or a namespace segment is
-            empty.
+        ValueError: ``top_k`` or ``min_matched`` is negative, ``min_score`` is not finite
+            (NaN or infinite), ``min_matched`` > 0 with an actormem ``Memory`` whose
+            scorer matches no terms (dense), or a namespace segment is empty.
     """
 
     def __init__(
@@ -284,12 +287,21 @@ class MemoryHooks(metaclass=Final):
         if min_score is not None:
             if isinstance(min_score, bool) or not isinstance(min_score, (int, float)):
                 raise TypeError(f"min_score must be a number, not {type(min_score).__name__}")
+            if not math.isfinite(min_score):
+                # NaN admits nothing and inf nothing either: every turn would silently
+                # retrieve no entry.
+                raise ValueError(f"min_score must be finite, got {min_score!r}")
             self._thresholds["min_score"] = min_score
         if isinstance(min_matched, bool) or not isinstance(min_matched, int):
             raise TypeError(f"min_matched must be an int, not {type(min_matched).__name__}")
         if min_matched < 0:
             raise ValueError(f"min_matched must be >= 0, got {min_matched}")
         if min_matched:
+            if isinstance(memory, Memory) and not _matches_terms(memory._state.index):
+                raise ValueError(
+                    "min_matched needs a scorer that matches terms (word overlap, BM25, "
+                    "hybrid); this memory's dense scorer has none"
+                )
             self._thresholds["min_matched"] = min_matched
 
     @property

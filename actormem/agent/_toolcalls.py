@@ -28,6 +28,7 @@ from .._storage.jsonl import (
     JsonVector,
     entry_from_json,
     file_sha256,
+    is_unit_vector,
     json_lines,
     need,
     vector_from_json,
@@ -172,6 +173,8 @@ class ImportLines:
             by entry id, each made from that entry's text (its ``text_hash`` matched).
         stale_vectors: Vectors left out because their ``text_hash`` is not that of
             their entry's text (the line was edited after the export).
+        not_unit_vectors: Vectors left out because their length is not 1 (within
+            :data:`~actormem._storage.jsonl.UNIT_TOLERANCE`): all zero, or scaled.
     """
 
     entries: list[MemoryEntry]
@@ -180,6 +183,7 @@ class ImportLines:
     repeated: int
     vectors: dict[uuid.UUID, JsonVector] = attrs.field(factory=dict)
     stale_vectors: int = 0
+    not_unit_vectors: int = 0
 
 
 def read_import_file(path: Path, *, later_wins: bool = False) -> ImportLines:
@@ -215,7 +219,7 @@ def read_import_file(path: Path, *, later_wins: bool = False) -> ImportLines:
     found: dict[uuid.UUID, tuple[int, MemoryEntry]] = {}
     keyed: dict[tuple[tuple[str, ...], str], uuid.UUID] = {}
     vectors: dict[uuid.UUID, JsonVector] = {}
-    n_entries = n_calls = repeated = stale = 0
+    n_entries = n_calls = repeated = stale = not_unit = 0
     for number, value in json_lines(path):
         if not isinstance(value, dict):
             raise JsonlError(path, number, f"expected a JSON object, got {type(value).__name__}")
@@ -261,10 +265,12 @@ def read_import_file(path: Path, *, later_wins: bool = False) -> ImportLines:
             vectors.pop(earlier[1].id, None)
         found[entry.id] = (number, entry)
         if vector is not None:
-            if vector.text_hash == text_hash(entry_document(entry)):
-                vectors[entry.id] = vector
-            else:
+            if vector.text_hash != text_hash(entry_document(entry)):
                 stale += 1
+            elif not is_unit_vector(vector.data):
+                not_unit += 1
+            else:
+                vectors[entry.id] = vector
         if entry.key is not None:
             keyed[(entry.namespace, entry.key)] = entry.id
     return ImportLines(
@@ -274,4 +280,5 @@ def read_import_file(path: Path, *, later_wins: bool = False) -> ImportLines:
         repeated=repeated,
         vectors=vectors,
         stale_vectors=stale,
+        not_unit_vectors=not_unit,
     )

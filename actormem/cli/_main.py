@@ -740,6 +740,12 @@ def cmd_query(args: argparse.Namespace) -> int:
 
     async def run() -> list[Any]:
         assert path is not None
+        if args.scorer in ("dense", "hybrid"):
+            # Always through a read-only connection: the vectors this computes (those the
+            # file lacks, or all of them when it keeps another model's) stay in memory,
+            # where opening the file would store them and its model in the file.
+            async with open_live_copy(path, scorer=SCORERS[args.scorer]()) as memory:
+                return memory.snapshot().retrieve_scored(args.text, args.k)
         async with _reading(path, scorer=args.scorer) as memory:
             # A snapshot's retrieve leaves access bookkeeping alone: looking changes nothing.
             return memory.snapshot().retrieve_scored(args.text, args.k)
@@ -826,12 +832,12 @@ def cmd_import(args: argparse.Namespace) -> int:
         f"{result.added:,} new, {result.replaced:,} replaced; it now holds {result.after:,} "
         "entries"
     )
-    for note in _vector_notes(lines.stale_vectors, result):
+    for note in _vector_notes(lines.stale_vectors, result, lines.not_unit_vectors):
         print(f"{PROG} import: {note}", file=sys.stderr)
     return 0
 
 
-def _vector_notes(stale: int, result: BulkResult) -> list[str]:
+def _vector_notes(stale: int, result: BulkResult, not_unit: int = 0) -> list[str]:
     """What ``import`` says about the dense vectors it did not keep (and kept)."""
     notes = []
     if result.vectors:
@@ -841,6 +847,11 @@ def _vector_notes(stale: int, result: BulkResult) -> list[str]:
         notes.append(
             f"{stale:,} vectors not kept: their text_hash is not that of their entry's text "
             f"(edited after the export); {later}"
+        )
+    if not_unit:
+        notes.append(
+            f"{not_unit:,} vectors not kept: their length is not 1 (all zero, or scaled: "
+            f"not as exported); {later}"
         )
     for (model, dim), count in sorted(result.other_models.items()):
         notes.append(

@@ -124,8 +124,9 @@ def add_eval_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run_eval_locomo(args: argparse.Namespace) -> int:
     """Run the LoCoMo evaluation described by ``args``; print the table. Returns 0, or
-    2 when the data cannot be read, names no such conversation, or the retriever's
-    optional dependencies are missing (message on stderr)."""
+    2 when the data cannot be read, names no such conversation, holds no question (in
+    the conversations chosen), or the retriever's optional dependencies are missing
+    (message on stderr)."""
     try:
         conversations = load_locomo(args.data)
     except (OSError, ValueError) as exc:
@@ -139,6 +140,10 @@ def run_eval_locomo(args: argparse.Namespace) -> int:
             print(f"actormem eval locomo: no conversation {', '.join(missing)}", file=sys.stderr)
             return 2
         conversations = [c for c in conversations if c.sample_id in set(wanted)]
+    if not any(c.questions for c in conversations):
+        what = "conversations" if not conversations else "questions"
+        print(f"actormem eval locomo: {args.data}: no {what} to evaluate", file=sys.stderr)
+        return 2
     try:
         retriever = RETRIEVERS[args.scorer]()
     except ImportError as exc:

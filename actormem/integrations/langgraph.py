@@ -487,12 +487,11 @@ def _dims(dims: object) -> int:
     """The WordLlama truncation ``IndexConfig["dims"]`` asks for (256 if absent)."""
     if dims is None:
         return 256
-    if isinstance(dims, bool) or dims not in (64, 128, 256):
+    if isinstance(dims, bool) or not isinstance(dims, int) or dims not in (64, 128, 256):
         raise ValueError(
             f"index= without 'embed' uses the engine's dense index (WordLlama, 64, 128 or "
             f"256 dimensions): 'dims' must be one of those or left out, got {dims!r}"
         )
-    assert isinstance(dims, int)
     return dims
 
 

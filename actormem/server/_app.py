@@ -714,7 +714,15 @@ def create_app(
 
     @app.exception_handler(EmbeddingError)
     async def embedding_failed(request: Request, exc: EmbeddingError) -> Response:
-        return problem(503, f"the embedder failed (nothing was stored): {exc}")
+        # A store's error already says "nothing stored: ..." (the engine's); any other
+        # (a retrieve's, on its query) stored nothing to begin with.
+        detail = str(exc)
+        stored = "nothing stored: "
+        if detail.startswith(stored):
+            return problem(
+                503, f"the embedder failed, nothing was stored: {detail[len(stored):]}"
+            )
+        return problem(503, f"the embedder failed on the query: {detail}")
 
     @app.exception_handler(StorageError)
     @app.exception_handler(trio.ClosedResourceError)
