@@ -15,7 +15,7 @@ import platform
 import sqlite3
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -26,7 +26,9 @@ __all__ = [
     "machine",
     "percentile",
     "rss_bytes",
+    "summarize_cpu_ms",
     "summarize_ms",
+    "time_paired",
 ]
 
 
@@ -55,6 +57,44 @@ def summarize_ms(samples_ns: Iterable[int], prefix: str = "") -> dict[str, float
         "samples": n,
     }
     return {prefix + k: v for k, v in out.items()}
+
+
+def summarize_cpu_ms(values_ms: Iterable[float]) -> dict[str, float]:
+    """``{p50_ms, p99_ms, mean_ms}`` of millisecond samples (at least one)."""
+    values = sorted(values_ms)
+    return {
+        "p50_ms": percentile(values, 0.5),
+        "p99_ms": percentile(values, 0.99),
+        "mean_ms": sum(values) / len(values),
+    }
+
+
+def time_paired(
+    queries: Sequence[str],
+    switch: Callable[[bool], None],
+    top_k: Callable[[bool, str], Sequence[tuple[float, Any]]],
+    what: str,
+) -> dict[bool, list[float]]:
+    """Two paths of one query, A/B in one run: per query, for each path ``on`` (``True``
+    first on even queries, ``False`` first on odd ones) ``switch(on)``, then the thread
+    CPU in ms of ``top_k(on, query)``. Returns the samples per path.
+
+    Raises:
+        AssertionError: The paths' hits, as ``(score, record.seq)``, differ on a query
+            (``what`` names the two paths in the message).
+    """
+    cpu: dict[bool, list[float]] = {False: [], True: []}
+    for i, query in enumerate(queries):
+        got = {}
+        for on in (False, True) if i % 2 else (True, False):
+            switch(on)
+            start = time.thread_time_ns()
+            hits = top_k(on, query)
+            cpu[on].append((time.thread_time_ns() - start) / 1e6)
+            got[on] = [(score, rec.seq) for score, rec in hits]
+        if got[True] != got[False]:
+            raise AssertionError(f"{what} differ on {query[:80]!r}")
+    return cpu
 
 
 def median(values: Sequence[float]) -> float:

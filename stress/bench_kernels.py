@@ -22,9 +22,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import random
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -32,48 +30,30 @@ from typing import Any
 from actormem._index import kernels
 
 from ._bench_args import output_file, positive_int, positive_ints
-from ._bench_data import DEFAULT_DATA, load_corpus
+from ._bench_data import DEFAULT_DATA, load_corpus, query_sets
 from ._bench_engine import build_state
-from ._bench_stats import percentile
+from ._bench_stats import summarize_cpu_ms, time_paired
 
 K = 10
-
-
-def tool_result_queries(data: Path, count: int, seed: int) -> list[str]:
-    """``count`` tool results of ``tool_calls.jsonl`` as query strings, seeded order."""
-    with open(data / "tool_calls.jsonl", encoding="utf-8") as lines:
-        rows = [json.loads(line) for line in lines]
-    random.Random(seed).shuffle(rows)
-    out = []
-    for row in rows[:count]:
-        result = row["result"]
-        out.append(result if isinstance(result, str) else json.dumps(result))
-    return out
 
 
 def time_both(index: Any, view: Any, queries: Sequence[str]) -> dict[str, Any]:
     """Per query, the reference then the kernels (then the other order on the next
     query): thread CPU in ms, and a check that both give the same top-k."""
-    cpu: dict[bool, list[float]] = {False: [], True: []}
-    for i, query in enumerate(queries):
-        got = {}
-        for compiled in (False, True) if i % 2 else (True, False):
-            kernels.ENABLED = compiled
-            start = time.thread_time_ns()
-            hits = index.top_k(view, query, K, None)
-            cpu[compiled].append((time.thread_time_ns() - start) / 1e6)
-            got[compiled] = [(score, rec.seq) for score, rec in hits]
-        if got[True] != got[False]:
-            raise AssertionError(f"the kernels and the reference differ on {query[:80]!r}")
+
+    def switch(compiled: bool) -> None:
+        kernels.ENABLED = compiled
+
+    cpu = time_paired(
+        queries,
+        switch,
+        lambda _, query: index.top_k(view, query, K, None),
+        "the kernels and the reference",
+    )
     kernels.ENABLED = kernels.AVAILABLE
     out: dict[str, Any] = {"queries": len(queries)}
-    for compiled, name in ((False, "numpy"), (True, "kernels")):
-        values = sorted(cpu[compiled])
-        out[name] = {
-            "p50_ms": percentile(values, 0.5),
-            "p99_ms": percentile(values, 0.99),
-            "mean_ms": sum(values) / len(values),
-        }
+    out["numpy"] = summarize_cpu_ms(cpu[False])
+    out["kernels"] = summarize_cpu_ms(cpu[True])
     out["ratio_p50"] = out["numpy"]["p50_ms"] / out["kernels"]["p50_ms"]
     out["ratio_mean"] = out["numpy"]["mean_ms"] / out["kernels"]["mean_ms"]
     return out
@@ -96,10 +76,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     corpus = load_corpus(args.data, args.seed)
-    sets = {
-        "questions": corpus.queries[: args.queries],
-        "tool results": tool_result_queries(args.data, args.queries, args.seed),
-    }
+    sets = query_sets(corpus, args.data, args.queries, args.seed)
     cells = []
     for size in args.sizes:
         for scorer in args.scorers.split(","):
