@@ -24,6 +24,7 @@ __all__ = [
     "Target",
     "load_average",
     "machine",
+    "paired_line",
     "percentile",
     "rss_bytes",
     "summarize_cpu_ms",
@@ -95,6 +96,16 @@ def time_paired(
         if got[True] != got[False]:
             raise AssertionError(f"{what} differ on {query[:80]!r}")
     return cpu
+
+
+def paired_line(cell: dict[str, Any], a: str, b: str) -> str:
+    """``a p50 .. p99 .. ms | b p50 .. p99 .. ms | x.. p50`` of a cell with the
+    :func:`summarize_cpu_ms` of paths ``a`` and ``b`` and their ``ratio_p50``."""
+    return (
+        f"{a} p50 {cell[a]['p50_ms']:.3f} p99 {cell[a]['p99_ms']:.2f} ms"
+        f" | {b} p50 {cell[b]['p50_ms']:.3f} p99 {cell[b]['p99_ms']:.2f} ms"
+        f" | x{cell['ratio_p50']:.2f} p50"
+    )
 
 
 def median(values: Sequence[float]) -> float:

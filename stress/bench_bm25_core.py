@@ -27,7 +27,6 @@ import gc
 import json
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from actormem import BM25Scorer, Tokenizer
@@ -35,10 +34,10 @@ from actormem._engine.state import DEFAULT_HALF_LIFE, MemoryState
 from actormem._index import kernels
 from actormem._index.tokenize import stop_words
 
-from ._bench_args import output_file, positive_int, positive_ints
+from ._bench_args import add_paired_args, positive_int
 from ._bench_data import DEFAULT_DATA, entries, load_corpus, query_sets
 from ._bench_engine import fill_state, store_paired
-from ._bench_stats import summarize_cpu_ms, time_paired
+from ._bench_stats import paired_line, summarize_cpu_ms, time_paired
 
 K = 10
 
@@ -87,13 +86,9 @@ def store_cost(corpus: Any, name: str, adds: int) -> dict[str, Any]:
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m stress.bench_bm25_core", description=__doc__)
-    p.add_argument("--sizes", type=positive_ints, default=[100_000])
+    add_paired_args(p, [100_000], DEFAULT_DATA)
     p.add_argument("--configs", default="bm25,bm25-tuned")
-    p.add_argument("--queries", type=positive_int, default=200, help="queries per set")
     p.add_argument("--adds", type=positive_int, default=50_000, help="entries for store cost")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    p.add_argument("--json", type=output_file, default=None)
     args = p.parse_args(argv)
     if not (kernels.AVAILABLE and kernels.bm25_core_active()):
         p.error("the compiled kernels or BM25 core are not built (pip install -e .)")
@@ -127,10 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 cell.update(time_both(index, view, queries))
                 cells.append(cell)
                 print(
-                    f"{name:10} n={size:>9,} {set_name:12} old p50 {cell['old']['p50_ms']:.3f}"
-                    f" p99 {cell['old']['p99_ms']:.2f} ms | new p50"
-                    f" {cell['new']['p50_ms']:.3f} p99 {cell['new']['p99_ms']:.2f} ms"
-                    f" | x{cell['ratio_p50']:.2f} p50",
+                    f"{name:10} n={size:>9,} {set_name:12} {paired_line(cell, 'old', 'new')}",
                     flush=True,
                 )
             del state, view, index

@@ -24,15 +24,14 @@ import gc
 import json
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from actormem._index import kernels
 
-from ._bench_args import output_file, positive_int, positive_ints
+from ._bench_args import add_paired_args
 from ._bench_data import DEFAULT_DATA, load_corpus, query_sets
 from ._bench_engine import build_state
-from ._bench_stats import summarize_cpu_ms, time_paired
+from ._bench_stats import paired_line, summarize_cpu_ms, time_paired
 
 K = 10
 
@@ -61,12 +60,8 @@ def time_both(index: Any, view: Any, queries: Sequence[str]) -> dict[str, Any]:
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m stress.bench_kernels", description=__doc__)
-    p.add_argument("--sizes", type=positive_ints, default=[10_000, 100_000])
+    add_paired_args(p, [10_000, 100_000], DEFAULT_DATA)
     p.add_argument("--scorers", default="word-overlap,bm25")
-    p.add_argument("--queries", type=positive_int, default=200, help="queries per set")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    p.add_argument("--json", type=output_file, default=None)
     args = p.parse_args(argv)
     if not kernels.AVAILABLE:
         p.error("the compiled kernels are not built (pip install -e .)")
@@ -90,10 +85,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 cell.update(time_both(index, view, queries))
                 cells.append(cell)
                 print(
-                    f"{scorer:12} n={size:>9,} {name:12} numpy p50 {cell['numpy']['p50_ms']:.3f}"
-                    f" p99 {cell['numpy']['p99_ms']:.2f} ms | kernels p50"
-                    f" {cell['kernels']['p50_ms']:.3f} p99 {cell['kernels']['p99_ms']:.2f} ms"
-                    f" | x{cell['ratio_p50']:.2f} p50, x{cell['ratio_mean']:.2f} mean",
+                    f"{scorer:12} n={size:>9,} {name:12} {paired_line(cell, 'numpy', 'kernels')},"
+                    f" x{cell['ratio_mean']:.2f} mean",
                     flush=True,
                 )
             del state, view, index

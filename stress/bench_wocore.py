@@ -24,7 +24,6 @@ import json
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from actormem import MemoryEntry
@@ -33,10 +32,10 @@ from actormem._index import kernels
 from actormem._index.wordoverlap import ccore
 from actormem._index.wordoverlap.index import _WordOverlapIndex
 
-from ._bench_args import output_file, positive_int, positive_ints
+from ._bench_args import add_paired_args
 from ._bench_data import DEFAULT_DATA, entries, load_corpus, query_sets
 from ._bench_engine import BATCH, make_scorer, store_paired
-from ._bench_stats import summarize_cpu_ms, time_paired
+from ._bench_stats import paired_line, summarize_cpu_ms, time_paired
 
 K = 10
 
@@ -108,11 +107,7 @@ def time_both(states: dict[bool, MemoryState], queries: Sequence[str]) -> dict[s
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m stress.bench_wocore", description=__doc__)
-    p.add_argument("--sizes", type=positive_ints, default=[100_000])
-    p.add_argument("--queries", type=positive_int, default=200, help="queries per set")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    p.add_argument("--json", type=output_file, default=None)
+    add_paired_args(p, [100_000], DEFAULT_DATA)
     args = p.parse_args(argv)
     if not kernels.WO_CORE_AVAILABLE:
         p.error("the word-overlap core is not built (pip install -e .)")
@@ -151,12 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             time_both(states, queries[:3])  # warm caches on both paths
             cell = {"size": size, "queries_of": name, **time_both(states, queries)}
             cells.append(cell)
-            print(
-                f"n={size:>9,} {name:12} python p50 {cell['python']['p50_ms']:.3f}"
-                f" p99 {cell['python']['p99_ms']:.2f} ms | core p50 {cell['core']['p50_ms']:.3f}"
-                f" p99 {cell['core']['p99_ms']:.2f} ms | x{cell['ratio_p50']:.2f} p50",
-                flush=True,
-            )
+            print(f"n={size:>9,} {name:12} {paired_line(cell, 'python', 'core')}", flush=True)
         del states
         gc.unfreeze()
         gc.collect()
