@@ -13,6 +13,7 @@ from typing import Any
 from actormem.cli._main import _int_at_least, _positive_seconds
 
 __all__ = [
+    "add_paired_args",
     "distinct",
     "existing_dir",
     "existing_file",
@@ -35,6 +36,17 @@ def positive_ints(text: str) -> list[int]:
     if not values:
         raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {text!r}")
     return values
+
+
+def add_paired_args(parser: argparse.ArgumentParser, sizes: list[int], data: Path) -> None:
+    """The options of the A/B benchmarks (``bench_kernels``, ``bench_bm25_core``,
+    ``bench_wocore``): ``--sizes`` (default ``sizes``), ``--queries`` per set,
+    ``--seed``, ``--data`` (default ``data``) and ``--json``."""
+    parser.add_argument("--sizes", type=positive_ints, default=sizes)
+    parser.add_argument("--queries", type=positive_int, default=200, help="queries per set")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--data", type=Path, default=data)
+    parser.add_argument("--json", type=output_file, default=None)
 
 
 def existing_dir(text: str) -> Path:

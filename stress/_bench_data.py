@@ -18,7 +18,8 @@ or ``session=conv-26-s4.7; Caroline said, "..."``: the texts stay real, every cy
 are distinct, and the markers add what real entries carry anyway, ids (one new token per
 episode and cycle). ``load_corpus(marked=False)`` cycles the texts verbatim instead.
 
-Queries are the 1,986 LoCoMo questions, in a seeded order.
+Queries are the 1,986 LoCoMo questions, in a seeded order; :func:`query_sets` adds the
+results of the tool calls as queries (what the swarm's agents retrieve with).
 """
 
 from __future__ import annotations
@@ -35,7 +36,14 @@ from pathlib import Path
 from actormem import MemoryCategory, MemoryEntry, format_trajectory
 from actormem.eval._locomo import load_locomo
 
-__all__ = ["DEFAULT_DATA", "Corpus", "entries", "load_corpus"]
+__all__ = [
+    "DEFAULT_DATA",
+    "Corpus",
+    "entries",
+    "load_corpus",
+    "query_sets",
+    "tool_result_queries",
+]
 
 #: ``../shared/data`` seen from the project root (where ``python -m stress.bench`` runs).
 DEFAULT_DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
@@ -121,3 +129,30 @@ def entries(corpus: Corpus, n: int, *, start: int = 0) -> Iterator[MemoryEntry]:
             id=uuid.UUID(int=i + 1),
             created_at=EPOCH + timedelta(seconds=i),
         )
+
+
+def tool_result_queries(data: Path, count: int, seed: int) -> list[str]:
+    """``count`` tool results of ``tool_calls.jsonl`` as query strings, seeded order
+    (JSON results serialized with ``json.dumps``). O(file size).
+
+    Raises:
+        OSError: ``tool_calls.jsonl`` is missing.
+    """
+    with open(data / "tool_calls.jsonl", encoding="utf-8") as lines:
+        rows = [json.loads(line) for line in lines]
+    random.Random(seed).shuffle(rows)
+    out = []
+    for row in rows[:count]:
+        result = row["result"]
+        out.append(result if isinstance(result, str) else json.dumps(result))
+    return out
+
+
+def query_sets(corpus: Corpus, data: Path, count: int, seed: int) -> dict[str, list[str]]:
+    """The two query sets of the A/B benchmarks, ``count`` queries each:
+    ``questions`` (LoCoMo, about 10 words) and ``tool results``
+    (:func:`tool_result_queries`: median 59 words, up to 24,000 characters of JSON)."""
+    return {
+        "questions": corpus.queries[:count],
+        "tool results": tool_result_queries(data, count, seed),
+    }

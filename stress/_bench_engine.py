@@ -19,7 +19,7 @@ instead of measuring an empty memory.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 
 import trio
@@ -30,7 +30,7 @@ from actormem._index.scoring import Scorer
 
 from ._bench_data import Corpus, entries
 
-__all__ = ["SCORERS", "build_state", "check_served", "serve_state"]
+__all__ = ["SCORERS", "build_state", "check_served", "serve_state", "store_paired"]
 
 #: The scorers the benchmarks compare, by the name the tables use.
 SCORERS: dict[str, type[WordOverlapScorer] | type[BM25Scorer]] = {
@@ -58,6 +58,28 @@ def fill_state(state: MemoryState, batch: Iterable[MemoryEntry]) -> None:
             state.vacuum(state.published)
     state.publish()
     state.vacuum(state.published)
+
+
+def store_paired(
+    states: dict[bool, MemoryState],
+    batch: Sequence[MemoryEntry],
+    chunk: int,
+    switch: Callable[[bool], None],
+    fill: Callable[[MemoryState, Sequence[MemoryEntry]], None] = fill_state,
+) -> dict[bool, float]:
+    """Store cost of two paths, A/B in one run: ``batch`` in chunks of ``chunk``, each
+    chunk into both states (``True`` first on even chunks, ``False`` first on odd ones)
+    after ``switch(path)``, with ``fill(state, chunk)``. Returns the thread CPU seconds
+    per path. O(len(batch)) stores per path."""
+    cpu = dict.fromkeys(states, 0.0)
+    for k, lo in enumerate(range(0, len(batch), chunk)):
+        part = batch[lo : lo + chunk]
+        for on in (False, True) if k % 2 else (True, False):
+            switch(on)
+            start = time.thread_time()
+            fill(states[on], part)
+            cpu[on] += time.thread_time() - start
+    return cpu
 
 
 def build_state(corpus: Corpus, n: int, scorer: str) -> tuple[MemoryState, float]:

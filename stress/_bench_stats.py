@@ -15,7 +15,7 @@ import platform
 import sqlite3
 import sys
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,9 +24,12 @@ __all__ = [
     "Target",
     "load_average",
     "machine",
+    "paired_line",
     "percentile",
     "rss_bytes",
+    "summarize_cpu_ms",
     "summarize_ms",
+    "time_paired",
 ]
 
 
@@ -55,6 +58,54 @@ def summarize_ms(samples_ns: Iterable[int], prefix: str = "") -> dict[str, float
         "samples": n,
     }
     return {prefix + k: v for k, v in out.items()}
+
+
+def summarize_cpu_ms(values_ms: Iterable[float]) -> dict[str, float]:
+    """``{p50_ms, p99_ms, mean_ms}`` of millisecond samples (at least one)."""
+    values = sorted(values_ms)
+    return {
+        "p50_ms": percentile(values, 0.5),
+        "p99_ms": percentile(values, 0.99),
+        "mean_ms": sum(values) / len(values),
+    }
+
+
+def time_paired(
+    queries: Sequence[str],
+    switch: Callable[[bool], None],
+    top_k: Callable[[bool, str], Sequence[tuple[float, Any]]],
+    what: str,
+) -> dict[bool, list[float]]:
+    """Two paths of one query, A/B in one run: per query, for each path ``on`` (``True``
+    first on even queries, ``False`` first on odd ones) ``switch(on)``, then the thread
+    CPU in ms of ``top_k(on, query)``. Returns the samples per path.
+
+    Raises:
+        AssertionError: The paths' hits, as ``(score, record.seq)``, differ on a query
+            (``what`` names the two paths in the message).
+    """
+    cpu: dict[bool, list[float]] = {False: [], True: []}
+    for i, query in enumerate(queries):
+        got = {}
+        for on in (False, True) if i % 2 else (True, False):
+            switch(on)
+            start = time.thread_time_ns()
+            hits = top_k(on, query)
+            cpu[on].append((time.thread_time_ns() - start) / 1e6)
+            got[on] = [(score, rec.seq) for score, rec in hits]
+        if got[True] != got[False]:
+            raise AssertionError(f"{what} differ on {query[:80]!r}")
+    return cpu
+
+
+def paired_line(cell: dict[str, Any], a: str, b: str) -> str:
+    """``a p50 .. p99 .. ms | b p50 .. p99 .. ms | x.. p50`` of a cell with the
+    :func:`summarize_cpu_ms` of paths ``a`` and ``b`` and their ``ratio_p50``."""
+    return (
+        f"{a} p50 {cell[a]['p50_ms']:.3f} p99 {cell[a]['p99_ms']:.2f} ms"
+        f" | {b} p50 {cell[b]['p50_ms']:.3f} p99 {cell[b]['p99_ms']:.2f} ms"
+        f" | x{cell['ratio_p50']:.2f} p50"
+    )
 
 
 def median(values: Sequence[float]) -> float:

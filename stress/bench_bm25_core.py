@@ -26,9 +26,7 @@ import argparse
 import gc
 import json
 import sys
-import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from actormem import BM25Scorer, Tokenizer
@@ -36,11 +34,10 @@ from actormem._engine.state import DEFAULT_HALF_LIFE, MemoryState
 from actormem._index import kernels
 from actormem._index.tokenize import stop_words
 
-from ._bench_args import output_file, positive_int, positive_ints
-from ._bench_data import DEFAULT_DATA, entries, load_corpus
-from ._bench_engine import fill_state
-from ._bench_stats import percentile
-from .bench_kernels import tool_result_queries
+from ._bench_args import add_paired_args, positive_int
+from ._bench_data import DEFAULT_DATA, entries, load_corpus, query_sets
+from ._bench_engine import fill_state, store_paired
+from ._bench_stats import paired_line, summarize_cpu_ms, time_paired
 
 K = 10
 
@@ -55,64 +52,43 @@ def make(name: str) -> BM25Scorer:
     raise ValueError(f"unknown configuration {name!r}")
 
 
-def summary(values: list[float]) -> dict[str, float]:
-    values = sorted(values)
-    return {
-        "p50_ms": percentile(values, 0.5),
-        "p99_ms": percentile(values, 0.99),
-        "mean_ms": sum(values) / len(values),
-    }
+def switch(core: bool) -> None:
+    kernels.BM25_CORE = core
 
 
 def time_both(index: Any, view: Any, queries: Sequence[str]) -> dict[str, Any]:
     """Per query, old then new (then the other order on the next query): thread CPU in
     ms, and a check that both give the same top-k."""
-    cpu: dict[bool, list[float]] = {False: [], True: []}
-    for i, query in enumerate(queries):
-        got = {}
-        for core in (False, True) if i % 2 else (True, False):
-            kernels.BM25_CORE = core
-            start = time.thread_time_ns()
-            hits = index.top_k(view, query, K, None)
-            cpu[core].append((time.thread_time_ns() - start) / 1e6)
-            got[core] = [(score, rec.seq) for score, rec in hits]
-        if got[True] != got[False]:
-            raise AssertionError(f"the core and the old driver differ on {query[:80]!r}")
+    cpu = time_paired(
+        queries,
+        switch,
+        lambda _, query: index.top_k(view, query, K, None),
+        "the core and the old driver",
+    )
     kernels.BM25_CORE = True
-    out: dict[str, Any] = {"queries": len(queries), "old": summary(cpu[False])}
-    out["new"] = summary(cpu[True])
+    out: dict[str, Any] = {"queries": len(queries), "old": summarize_cpu_ms(cpu[False])}
+    out["new"] = summarize_cpu_ms(cpu[True])
     out["ratio_p50"] = out["old"]["p50_ms"] / out["new"]["p50_ms"]
     return out
 
 
 def store_cost(corpus: Any, name: str, adds: int) -> dict[str, Any]:
-    """CPU per store (ms) of two fresh states, old and new, fed the same entries in
+    """CPU per store (us) of two fresh states, old and new, fed the same entries in
     alternating chunks of 1,000."""
     states = {
         core: MemoryState(capacity=None, half_life=DEFAULT_HALF_LIFE, scorer=make(name))
         for core in (False, True)
     }
-    batch = list(entries(corpus, adds))
-    cpu = {False: 0.0, True: 0.0}
-    for i, lo in enumerate(range(0, adds, 1000)):
-        for core in (False, True) if i % 2 else (True, False):
-            kernels.BM25_CORE = core
-            start = time.thread_time_ns()
-            fill_state(states[core], batch[lo : lo + 1000])
-            cpu[core] += (time.thread_time_ns() - start) / 1e6
+    cpu = store_paired(states, list(entries(corpus, adds)), 1000, switch)
     kernels.BM25_CORE = True
-    return {"adds": adds, "old_us": 1000 * cpu[False] / adds, "new_us": 1000 * cpu[True] / adds}
+    return {"adds": adds, "old_us": 1e6 * cpu[False] / adds, "new_us": 1e6 * cpu[True] / adds}
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m stress.bench_bm25_core", description=__doc__)
-    p.add_argument("--sizes", type=positive_ints, default=[100_000])
+    add_paired_args(p, [100_000], DEFAULT_DATA)
     p.add_argument("--configs", default="bm25,bm25-tuned")
-    p.add_argument("--queries", type=positive_int, default=200, help="queries per set")
     p.add_argument("--adds", type=positive_int, default=50_000, help="entries for store cost")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    p.add_argument("--json", type=output_file, default=None)
     args = p.parse_args(argv)
     if not (kernels.AVAILABLE and kernels.bm25_core_active()):
         p.error("the compiled kernels or BM25 core are not built (pip install -e .)")
@@ -122,10 +98,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     corpus = load_corpus(args.data, args.seed)
-    sets = {
-        "questions": corpus.queries[: args.queries],
-        "tool results": tool_result_queries(args.data, args.queries, args.seed),
-    }
+    sets = query_sets(corpus, args.data, args.queries, args.seed)
     cells: list[dict[str, Any]] = []
     for name in args.configs.split(","):
         cost = store_cost(corpus, name, args.adds)
@@ -149,10 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 cell.update(time_both(index, view, queries))
                 cells.append(cell)
                 print(
-                    f"{name:10} n={size:>9,} {set_name:12} old p50 {cell['old']['p50_ms']:.3f}"
-                    f" p99 {cell['old']['p99_ms']:.2f} ms | new p50"
-                    f" {cell['new']['p50_ms']:.3f} p99 {cell['new']['p99_ms']:.2f} ms"
-                    f" | x{cell['ratio_p50']:.2f} p50",
+                    f"{name:10} n={size:>9,} {set_name:12} {paired_line(cell, 'old', 'new')}",
                     flush=True,
                 )
             del state, view, index

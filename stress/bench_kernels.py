@@ -22,58 +22,37 @@ from __future__ import annotations
 import argparse
 import gc
 import json
-import random
 import sys
-import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from actormem._index import kernels
 
-from ._bench_args import output_file, positive_int, positive_ints
-from ._bench_data import DEFAULT_DATA, load_corpus
+from ._bench_args import add_paired_args
+from ._bench_data import DEFAULT_DATA, load_corpus, query_sets
 from ._bench_engine import build_state
-from ._bench_stats import percentile
+from ._bench_stats import paired_line, summarize_cpu_ms, time_paired
 
 K = 10
-
-
-def tool_result_queries(data: Path, count: int, seed: int) -> list[str]:
-    """``count`` tool results of ``tool_calls.jsonl`` as query strings, seeded order."""
-    with open(data / "tool_calls.jsonl", encoding="utf-8") as lines:
-        rows = [json.loads(line) for line in lines]
-    random.Random(seed).shuffle(rows)
-    out = []
-    for row in rows[:count]:
-        result = row["result"]
-        out.append(result if isinstance(result, str) else json.dumps(result))
-    return out
 
 
 def time_both(index: Any, view: Any, queries: Sequence[str]) -> dict[str, Any]:
     """Per query, the reference then the kernels (then the other order on the next
     query): thread CPU in ms, and a check that both give the same top-k."""
-    cpu: dict[bool, list[float]] = {False: [], True: []}
-    for i, query in enumerate(queries):
-        got = {}
-        for compiled in (False, True) if i % 2 else (True, False):
-            kernels.ENABLED = compiled
-            start = time.thread_time_ns()
-            hits = index.top_k(view, query, K, None)
-            cpu[compiled].append((time.thread_time_ns() - start) / 1e6)
-            got[compiled] = [(score, rec.seq) for score, rec in hits]
-        if got[True] != got[False]:
-            raise AssertionError(f"the kernels and the reference differ on {query[:80]!r}")
+
+    def switch(compiled: bool) -> None:
+        kernels.ENABLED = compiled
+
+    cpu = time_paired(
+        queries,
+        switch,
+        lambda _, query: index.top_k(view, query, K, None),
+        "the kernels and the reference",
+    )
     kernels.ENABLED = kernels.AVAILABLE
     out: dict[str, Any] = {"queries": len(queries)}
-    for compiled, name in ((False, "numpy"), (True, "kernels")):
-        values = sorted(cpu[compiled])
-        out[name] = {
-            "p50_ms": percentile(values, 0.5),
-            "p99_ms": percentile(values, 0.99),
-            "mean_ms": sum(values) / len(values),
-        }
+    out["numpy"] = summarize_cpu_ms(cpu[False])
+    out["kernels"] = summarize_cpu_ms(cpu[True])
     out["ratio_p50"] = out["numpy"]["p50_ms"] / out["kernels"]["p50_ms"]
     out["ratio_mean"] = out["numpy"]["mean_ms"] / out["kernels"]["mean_ms"]
     return out
@@ -81,12 +60,8 @@ def time_both(index: Any, view: Any, queries: Sequence[str]) -> dict[str, Any]:
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m stress.bench_kernels", description=__doc__)
-    p.add_argument("--sizes", type=positive_ints, default=[10_000, 100_000])
+    add_paired_args(p, [10_000, 100_000], DEFAULT_DATA)
     p.add_argument("--scorers", default="word-overlap,bm25")
-    p.add_argument("--queries", type=positive_int, default=200, help="queries per set")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    p.add_argument("--json", type=output_file, default=None)
     args = p.parse_args(argv)
     if not kernels.AVAILABLE:
         p.error("the compiled kernels are not built (pip install -e .)")
@@ -96,10 +71,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     corpus = load_corpus(args.data, args.seed)
-    sets = {
-        "questions": corpus.queries[: args.queries],
-        "tool results": tool_result_queries(args.data, args.queries, args.seed),
-    }
+    sets = query_sets(corpus, args.data, args.queries, args.seed)
     cells = []
     for size in args.sizes:
         for scorer in args.scorers.split(","):
@@ -113,10 +85,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 cell.update(time_both(index, view, queries))
                 cells.append(cell)
                 print(
-                    f"{scorer:12} n={size:>9,} {name:12} numpy p50 {cell['numpy']['p50_ms']:.3f}"
-                    f" p99 {cell['numpy']['p99_ms']:.2f} ms | kernels p50"
-                    f" {cell['kernels']['p50_ms']:.3f} p99 {cell['kernels']['p99_ms']:.2f} ms"
-                    f" | x{cell['ratio_p50']:.2f} p50, x{cell['ratio_mean']:.2f} mean",
+                    f"{scorer:12} n={size:>9,} {name:12} {paired_line(cell, 'numpy', 'kernels')},"
+                    f" x{cell['ratio_mean']:.2f} mean",
                     flush=True,
                 )
             del state, view, index

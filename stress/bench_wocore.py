@@ -24,19 +24,32 @@ import json
 import sys
 import time
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
+from actormem import MemoryEntry
 from actormem._engine.state import MemoryState
 from actormem._index import kernels
 from actormem._index.wordoverlap import ccore
 from actormem._index.wordoverlap.index import _WordOverlapIndex
 
-from ._bench_args import output_file, positive_int, positive_ints
-from ._bench_data import DEFAULT_DATA, entries, load_corpus
-from ._bench_engine import BATCH, make_scorer
-from ._bench_stats import percentile
-from .bench_kernels import K, tool_result_queries
+from ._bench_args import add_paired_args
+from ._bench_data import DEFAULT_DATA, entries, load_corpus, query_sets
+from ._bench_engine import BATCH, make_scorer, store_paired
+from ._bench_stats import paired_line, summarize_cpu_ms, time_paired
+
+K = 10
+
+
+def switch(core: bool) -> None:
+    kernels.WO_CORE = core
+
+
+def store_batch(state: MemoryState, part: Sequence[MemoryEntry]) -> None:
+    """Store ``part`` (at most ``BATCH`` entries), then one publish and vacuum."""
+    for entry in part:
+        state.store(entry)
+    state.publish()
+    state.vacuum(state.published)
 
 
 def build_both(corpus: Any, size: int) -> tuple[dict[bool, MemoryState], dict[bool, float]]:
@@ -46,19 +59,7 @@ def build_both(corpus: Any, size: int) -> tuple[dict[bool, MemoryState], dict[bo
         core: MemoryState(capacity=None, half_life=3600.0, scorer=make_scorer("word-overlap"))
         for core in (False, True)
     }
-    cpu = dict.fromkeys(states, 0.0)
-    batch = list(entries(corpus, size))
-    for k, start in enumerate(range(0, size, BATCH)):
-        part = batch[start : start + BATCH]
-        for core in (False, True) if k % 2 else (True, False):
-            kernels.WO_CORE = core
-            state = states[core]
-            t0 = time.thread_time()
-            for entry in part:
-                state.store(entry)
-            state.publish()
-            state.vacuum(state.published)
-            cpu[core] += time.thread_time() - t0
+    cpu = store_paired(states, list(entries(corpus, size)), BATCH, switch, store_batch)
     kernels.WO_CORE = kernels.WO_CORE_AVAILABLE
     return states, cpu
 
@@ -89,39 +90,24 @@ def time_tokens(corpus: Any, size: int) -> dict[bool, float]:
 
 def time_both(states: dict[bool, MemoryState], queries: Sequence[str]) -> dict[str, Any]:
     """Per query, both paths in turn: thread CPU in ms, and a check that they agree."""
-    cpu: dict[bool, list[float]] = {False: [], True: []}
     views = {core: state.view() for core, state in states.items()}
-    for i, query in enumerate(queries):
-        got = {}
-        for core in (False, True) if i % 2 else (True, False):
-            kernels.WO_CORE = core
-            index = states[core].index
-            start = time.thread_time_ns()
-            hits = index.top_k(views[core], query, K, None)
-            cpu[core].append((time.thread_time_ns() - start) / 1e6)
-            got[core] = [(score, rec.seq) for score, rec in hits]
-        if got[True] != got[False]:
-            raise AssertionError(f"the core and the Python path differ on {query[:80]!r}")
+    cpu = time_paired(
+        queries,
+        switch,
+        lambda core, query: states[core].index.top_k(views[core], query, K, None),
+        "the core and the Python path",
+    )
     kernels.WO_CORE = kernels.WO_CORE_AVAILABLE
     out: dict[str, Any] = {"queries": len(queries)}
-    for core, name in ((False, "python"), (True, "core")):
-        values = sorted(cpu[core])
-        out[name] = {
-            "p50_ms": percentile(values, 0.5),
-            "p99_ms": percentile(values, 0.99),
-            "mean_ms": sum(values) / len(values),
-        }
+    out["python"] = summarize_cpu_ms(cpu[False])
+    out["core"] = summarize_cpu_ms(cpu[True])
     out["ratio_p50"] = out["python"]["p50_ms"] / out["core"]["p50_ms"]
     return out
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m stress.bench_wocore", description=__doc__)
-    p.add_argument("--sizes", type=positive_ints, default=[100_000])
-    p.add_argument("--queries", type=positive_int, default=200, help="queries per set")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--data", type=Path, default=DEFAULT_DATA)
-    p.add_argument("--json", type=output_file, default=None)
+    add_paired_args(p, [100_000], DEFAULT_DATA)
     args = p.parse_args(argv)
     if not kernels.WO_CORE_AVAILABLE:
         p.error("the word-overlap core is not built (pip install -e .)")
@@ -131,10 +117,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     corpus = load_corpus(args.data, args.seed)
-    sets = {
-        "questions": corpus.queries[: args.queries],
-        "tool results": tool_result_queries(args.data, args.queries, args.seed),
-    }
+    sets = query_sets(corpus, args.data, args.queries, args.seed)
     cells = []
     for size in args.sizes:
         states, store_cpu = build_both(corpus, size)
@@ -163,12 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             time_both(states, queries[:3])  # warm caches on both paths
             cell = {"size": size, "queries_of": name, **time_both(states, queries)}
             cells.append(cell)
-            print(
-                f"n={size:>9,} {name:12} python p50 {cell['python']['p50_ms']:.3f}"
-                f" p99 {cell['python']['p99_ms']:.2f} ms | core p50 {cell['core']['p50_ms']:.3f}"
-                f" p99 {cell['core']['p99_ms']:.2f} ms | x{cell['ratio_p50']:.2f} p50",
-                flush=True,
-            )
+            print(f"n={size:>9,} {name:12} {paired_line(cell, 'python', 'core')}", flush=True)
         del states
         gc.unfreeze()
         gc.collect()

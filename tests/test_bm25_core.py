@@ -12,10 +12,7 @@ working index.
 
 from __future__ import annotations
 
-import os
 import random
-import subprocess
-import sys
 from array import array
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -35,6 +32,7 @@ from actormem._index.bm25 import knobs as bm25_knobs
 from actormem._index.scoring import drain
 from actormem._record import NEVER, Record
 
+from .fallback import one_entry_run
 from .test_bm25 import FakeView, brute_force, entry
 
 pytestmark = pytest.mark.skipif(
@@ -387,25 +385,13 @@ def test_c_checks_memory_safety_itself() -> None:
 def test_core_switched_off_or_missing() -> None:
     """``ACTORMEM_BM25_CORE=0`` keeps the Python driver; a missing core says so in one
     line and the index still answers."""
-    code = (
-        "import actormem._index.kernels as k, actormem;"
-        "from actormem._engine.state import MemoryState;"
-        "s = MemoryState(capacity=None, half_life=60.0, scorer=actormem.BM25Scorer());"
-        "s.store(actormem.MemoryEntry(category=actormem.MemoryCategory.FACT, memory='a b'));"
-        "s.publish();"
-        "print(k.bm25_core_active(), len(s.index.top_k(s.view(), 'a', 3, None)))"
+    run = ("BM25Scorer", "a b", "a", "bm25_core_active()")
+    out, notice = one_entry_run(*run, {"ACTORMEM_BM25_CORE": "0"})
+    assert out == ["False", "1"]
+    assert not notice
+    out, notice = one_entry_run(
+        *run, prelude="import sys; sys.modules['actormem._index._cbm25'] = None;"
     )
-    env = {**os.environ, "ACTORMEM_BM25_CORE": "0"}
-    done = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
-    )
-    assert done.stdout.split() == ["False", "1"]
-    assert not done.stderr.strip()
-    missing = "import sys; sys.modules['actormem._index._cbm25'] = None;" + code
-    done = subprocess.run(
-        [sys.executable, "-c", missing], capture_output=True, text=True, check=True
-    )
-    assert done.stdout.split() == ["False", "1"]
-    notice = [line for line in done.stderr.splitlines() if line.strip()]
+    assert out == ["False", "1"]
     assert len(notice) == 1
     assert "BM25 core unavailable" in notice[0]

@@ -9,9 +9,6 @@ without the extension the package works, saying so in one line.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import uuid
 from array import array
 from collections.abc import Iterator
@@ -37,6 +34,8 @@ from actormem._index import kernels
 from actormem._index.bm25 import knobs as bm25_knobs
 from actormem._index.scoring import drain
 from actormem._index.wordoverlap import knobs as wo_knobs
+
+from .fallback import one_entry_run
 
 pytestmark = pytest.mark.skipif(not kernels.AVAILABLE, reason="the C extension is not built")
 
@@ -336,20 +335,10 @@ def test_c_checks_memory_safety_itself() -> None:
 
 
 def test_without_the_extension_the_index_works_and_says_so() -> None:
-    code = (
-        "import actormem._index.kernels as k, actormem;"
-        "from actormem._engine.state import MemoryState;"
-        "s = MemoryState(capacity=None, half_life=60.0, scorer=actormem.BM25Scorer());"
-        "s.store(actormem.MemoryEntry(category=actormem.MemoryCategory.FACT, memory='a b'));"
-        "s.publish();"
-        "print(k.AVAILABLE, len(s.index.top_k(s.view(), 'a', 3, None)))"
+    out, notice = one_entry_run(
+        "BM25Scorer", "a b", "a", "AVAILABLE", {"ACTORMEM_PURE_PYTHON": "1"}
     )
-    env = {**os.environ, "ACTORMEM_PURE_PYTHON": "1"}
-    done = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
-    )
-    assert done.stdout.split() == ["False", "1"]
-    notice = [line for line in done.stderr.splitlines() if line.strip()]
+    assert out == ["False", "1"]
     assert len(notice) == 1
     assert "pure-Python index" in notice[0]
 

@@ -10,9 +10,6 @@ C; the C code refuses what would break memory safety; and with the core switched
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import uuid
 from array import array
 from collections.abc import Iterator
@@ -32,6 +29,8 @@ from actormem._index.scoring import drain
 from actormem._index.substring import SubstringVocab
 from actormem._index.wordoverlap import ccore
 from actormem._index.wordoverlap import knobs as wo_knobs
+
+from .fallback import one_entry_run
 
 pytestmark = pytest.mark.skipif(
     not kernels.WO_CORE_AVAILABLE, reason="the word-overlap core is not built"
@@ -311,20 +310,11 @@ def test_c_checks_memory_safety_itself() -> None:
 
 
 def test_switched_off_the_index_runs_python_silently() -> None:
-    code = (
-        "import actormem._index.kernels as k, actormem;"
-        "from actormem._engine.state import MemoryState;"
-        "s = MemoryState(capacity=None, half_life=60.0, scorer=actormem.WordOverlapScorer());"
-        "s.store(actormem.MemoryEntry(category=actormem.MemoryCategory.FACT, memory='deploy b'));"
-        "s.publish();"
-        "print(k.WO_CORE_AVAILABLE, len(s.index.top_k(s.view(), 'ploy', 3, None)))"
+    out, notice = one_entry_run(
+        "WordOverlapScorer", "deploy b", "ploy", "WO_CORE_AVAILABLE", {"ACTORMEM_WO_CORE": "0"}
     )
-    env = {**os.environ, "ACTORMEM_WO_CORE": "0"}
-    done = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
-    )
-    assert done.stdout.split() == ["False", "1"]
-    assert not done.stderr.strip()
+    assert out == ["False", "1"]
+    assert not notice
 
 
 def test_masks_equal_numpy() -> None:
@@ -353,4 +343,3 @@ def test_masks_equal_numpy() -> None:
         c.text_masks(texts, masks._PAIR_LO, masks._PAIR_HI, out[0], np.zeros(12), 0)
     with pytest.raises(ValueError, match="tables"):
         c.text_masks(texts, out[0], masks._PAIR_HI, out[0], out[1], 0)
-

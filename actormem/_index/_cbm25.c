@@ -30,58 +30,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "_kernels_common.h"
+
 /* Postings per block of the block-max bounds (kernels.BM25_BLOCK). */
 #define BLOCK 64
-
-/* ------------------------------------------------------------------ buffers */
-
-enum kind { K_I32, K_I64, K_F64, K_TF };
-
-static int
-kind_ok(const Py_buffer *v, enum kind k)
-{
-    const char *f = v->format ? v->format : "B";
-    while (*f == '@' || *f == '=' || *f == '<') {
-        f++;
-    }
-    if (f[0] == '\0' || f[1] != '\0') {
-        return 0;
-    }
-    char c = f[0];
-    int i32 = v->itemsize == 4 && (c == 'i' || (c == 'l' && sizeof(long) == 4));
-    switch (k) {
-    case K_I32:
-        return i32;
-    case K_I64:
-        return v->itemsize == 8 && (c == 'q' || c == 'l');
-    case K_F64:
-        return v->itemsize == 8 && c == 'd';
-    case K_TF: /* term frequencies: bytes or int32 */
-        return (v->itemsize == 1 && c == 'B') || i32;
-    }
-    return 0;
-}
-
-/* A 1-D C-contiguous buffer of `o` of kind `k`; on failure an error naming `name`, -1
- * and nothing to release. */
-static int
-get(PyObject *o, Py_buffer *v, enum kind k, int writable, const char *name)
-{
-    int flags = PyBUF_FORMAT | PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
-    if (PyObject_GetBuffer(o, v, flags) < 0) {
-        PyErr_Format(PyExc_ValueError, "%s: not a contiguous%s buffer", name,
-                     writable ? " writable" : "");
-        return -1;
-    }
-    if (v->ndim != 1 || !kind_ok(v, k)) {
-        PyErr_Format(PyExc_ValueError, "%s: wrong element type or shape", name);
-        PyBuffer_Release(v);
-        return -1;
-    }
-    return 0;
-}
-
-#define LEN(v) ((v).len / (v).itemsize)
 
 /* ------------------------------------------------------------------ blocks */
 
@@ -156,10 +108,7 @@ typedef struct {
 static inline double
 tf_of(const term_t *t, Py_ssize_t i)
 {
-    if (t->tfs.itemsize == 1) {
-        return (double)((const uint8_t *)t->tfs.buf)[i];
-    }
-    return (double)((const int32_t *)t->tfs.buf)[i];
+    return tf_at(&t->tfs, i);
 }
 
 /* The first position >= cur of a posting whose group is >= target (galloping, then
@@ -611,13 +560,10 @@ PyInit__cbm25(void)
     s_num = PyUnicode_InternFromString("num");
     s_append = PyUnicode_InternFromString("append");
     s_typecode = PyUnicode_InternFromString("typecode");
-    PyObject *mod = PyImport_ImportModule("array");
-    if (!mod || !s_groups || !s_tfs || !s_df || !s_num || !s_append || !s_typecode) {
-        Py_XDECREF(mod);
+    if (!s_groups || !s_tfs || !s_df || !s_num || !s_append || !s_typecode) {
         return NULL;
     }
-    array_type = PyObject_GetAttrString(mod, "array");
-    Py_DECREF(mod);
+    array_type = import_array_type();
     if (!array_type) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m && PyModule_AddIntConstant(m, "BLOCK", BLOCK) < 0) {

@@ -18,76 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "_kernels_common.h"
+
 /* ------------------------------------------------------------------ buffers */
-
-enum kind { K_I32, K_U8, K_U16, K_I64, K_F64, K_BOOL, K_TF };
-
-static char
-fmt_char(const Py_buffer *v)
-{
-    const char *f = v->format ? v->format : "B";
-    while (*f == '@' || *f == '=' || *f == '<') {
-        f++;
-    }
-    if (f[0] == '\0' || f[1] != '\0') {
-        return 0;
-    }
-    return f[0];
-}
-
-static int
-kind_ok(const Py_buffer *v, enum kind k)
-{
-    char c = fmt_char(v);
-    switch (k) {
-    case K_I32:
-        return v->itemsize == 4 && (c == 'i' || (c == 'l' && sizeof(long) == 4));
-    case K_U8:
-        return v->itemsize == 1 && c == 'B';
-    case K_BOOL:
-        return v->itemsize == 1 && (c == '?' || c == 'B');
-    case K_U16:
-        return v->itemsize == 2 && c == 'H';
-    case K_I64:
-        return v->itemsize == 8 && (c == 'q' || c == 'l');
-    case K_F64:
-        return v->itemsize == 8 && c == 'd';
-    case K_TF: /* term frequencies: bytes or int32 */
-        return (v->itemsize == 1 && c == 'B') ||
-               (v->itemsize == 4 && (c == 'i' || (c == 'l' && sizeof(long) == 4)));
-    }
-    return 0;
-}
-
-/* Get a 1-D C-contiguous buffer of `o` of kind `k`; on failure set an error naming
- * `name` and return -1 (nothing to release). */
-static int
-get(PyObject *o, Py_buffer *v, enum kind k, int writable, const char *name)
-{
-    int flags = PyBUF_FORMAT | PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
-    if (PyObject_GetBuffer(o, v, flags) < 0) {
-        PyErr_Format(PyExc_ValueError, "%s: not a contiguous%s buffer", name,
-                     writable ? " writable" : "");
-        return -1;
-    }
-    if (v->ndim != 1 || !kind_ok(v, k)) {
-        PyErr_Format(PyExc_ValueError, "%s: wrong element type or shape", name);
-        PyBuffer_Release(v);
-        return -1;
-    }
-    return 0;
-}
-
-#define LEN(v) ((v).len / (v).itemsize)
-
-static inline double
-tf_at(const Py_buffer *tfs, Py_ssize_t i)
-{
-    if (tfs->itemsize == 1) {
-        return (double)((const uint8_t *)tfs->buf)[i];
-    }
-    return (double)((const int32_t *)tfs->buf)[i];
-}
 
 static PyObject *
 range_error(const char *what)

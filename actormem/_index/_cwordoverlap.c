@@ -27,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "_kernels_common.h"
+
 static PyObject *array_type;   /* array.array */
 static PyObject *array_append; /* array.array.append (a method descriptor) */
 
@@ -496,12 +498,8 @@ count_words(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "counts: not a contiguous writable buffer");
         return NULL;
     }
-    const char *f = counts.format ? counts.format : "B";
-    while (*f == '@' || *f == '=' || *f == '<') f++;
-    char c0 = f[1] == '\0' ? f[0] : 0;
-    int width = counts.ndim == 1 && ((counts.itemsize == 1 && c0 == 'B') ||
-                                     (counts.itemsize == 2 && c0 == 'H') ||
-                                     (counts.itemsize == 8 && (c0 == 'q' || c0 == 'l')))
+    int width = counts.ndim == 1 && (kind_ok(&counts, K_U8) || kind_ok(&counts, K_U16) ||
+                                     kind_ok(&counts, K_I64))
                     ? (int)counts.itemsize
                     : 0;
     PyObject *left = NULL, *result = NULL;
@@ -511,7 +509,7 @@ count_words(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "counts: not uint8, uint16 or int64");
         goto done;
     }
-    if (n < 0 || n > counts.len / counts.itemsize) {
+    if (n < 0 || n > LEN(counts)) {
         PyErr_SetString(PyExc_ValueError, "n beyond counts");
         goto done;
     }
@@ -684,10 +682,7 @@ text_masks(PyObject *self, PyObject *args)
     for (; got < 4; got++) {
         int flags = PyBUF_FORMAT | PyBUF_C_CONTIGUOUS | (got >= 2 ? PyBUF_WRITABLE : 0);
         if (PyObject_GetBuffer(objs[got], &b[got], flags) < 0) goto done;
-        const char *f = b[got].format ? b[got].format : "B";
-        while (*f == '@' || *f == '=' || *f == '<') f++;
-        if (b[got].ndim != 1 || b[got].itemsize != 8 || (f[0] != 'Q' && f[0] != 'L') ||
-            f[1] != '\0') {
+        if (b[got].ndim != 1 || !kind_ok(&b[got], K_U64)) {
             got++;
             PyErr_SetString(PyExc_ValueError, "masks and tables must be 1-D uint64");
             goto done;
@@ -749,10 +744,7 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__cwordoverlap(void)
 {
-    PyObject *mod = PyImport_ImportModule("array");
-    if (!mod) return NULL;
-    array_type = PyObject_GetAttrString(mod, "array");
-    Py_DECREF(mod);
+    array_type = import_array_type();
     if (!array_type) return NULL;
     array_append = PyObject_GetAttrString(array_type, "append");
     if (!array_append) return NULL;

@@ -1,0 +1,101 @@
+/* Buffer helpers shared by the compiled index modules (_ckernels.c, _cbm25.c,
+ * _cwordoverlap.c): the element kinds they accept, the format check, taking a 1-D
+ * C-contiguous buffer with a ValueError that names the argument, and the array.array
+ * type. Included after <Python.h>; everything is `static inline`, so a module that
+ * does not use a helper gets no copy of it and no unused-function warning.
+ */
+#ifndef ACTORMEM_KERNELS_COMMON_H
+#define ACTORMEM_KERNELS_COMMON_H
+
+#include <stdint.h>
+
+/* Element kinds: int32, uint8, uint16, int64, uint64, float64, bool (bytes or bool),
+ * term frequencies (uint8 or int32). */
+enum kind { K_I32, K_U8, K_U16, K_I64, K_U64, K_F64, K_BOOL, K_TF };
+
+/* The buffer's one-character format after any '@', '=' or '<' prefix; 0 if it is not
+ * a single character. */
+static inline char
+fmt_char(const Py_buffer *v)
+{
+    const char *f = v->format ? v->format : "B";
+    while (*f == '@' || *f == '=' || *f == '<') {
+        f++;
+    }
+    if (f[0] == '\0' || f[1] != '\0') {
+        return 0;
+    }
+    return f[0];
+}
+
+/* Whether the elements of `v` are of kind `k` (format and item size; not the shape). */
+static inline int
+kind_ok(const Py_buffer *v, enum kind k)
+{
+    char c = fmt_char(v);
+    int i32 = v->itemsize == 4 && (c == 'i' || (c == 'l' && sizeof(long) == 4));
+    switch (k) {
+    case K_I32:
+        return i32;
+    case K_U8:
+        return v->itemsize == 1 && c == 'B';
+    case K_BOOL:
+        return v->itemsize == 1 && (c == '?' || c == 'B');
+    case K_U16:
+        return v->itemsize == 2 && c == 'H';
+    case K_I64:
+        return v->itemsize == 8 && (c == 'q' || c == 'l');
+    case K_U64:
+        return v->itemsize == 8 && (c == 'Q' || c == 'L');
+    case K_F64:
+        return v->itemsize == 8 && c == 'd';
+    case K_TF: /* term frequencies: bytes or int32 */
+        return (v->itemsize == 1 && c == 'B') || i32;
+    }
+    return 0;
+}
+
+/* Get a 1-D C-contiguous buffer of `o` of kind `k`; on failure set a ValueError naming
+ * `name` and return -1 (nothing to release). */
+static inline int
+get(PyObject *o, Py_buffer *v, enum kind k, int writable, const char *name)
+{
+    int flags = PyBUF_FORMAT | PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(o, v, flags) < 0) {
+        PyErr_Format(PyExc_ValueError, "%s: not a contiguous%s buffer", name,
+                     writable ? " writable" : "");
+        return -1;
+    }
+    if (v->ndim != 1 || !kind_ok(v, k)) {
+        PyErr_Format(PyExc_ValueError, "%s: wrong element type or shape", name);
+        PyBuffer_Release(v);
+        return -1;
+    }
+    return 0;
+}
+
+/* The number of elements of a Py_buffer. */
+#define LEN(v) ((v).len / (v).itemsize)
+
+/* Term frequency i of a K_TF buffer, as a double. */
+static inline double
+tf_at(const Py_buffer *tfs, Py_ssize_t i)
+{
+    if (tfs->itemsize == 1) {
+        return (double)((const uint8_t *)tfs->buf)[i];
+    }
+    return (double)((const int32_t *)tfs->buf)[i];
+}
+
+/* array.array (a new reference), or NULL with the import error set. */
+static inline PyObject *
+import_array_type(void)
+{
+    PyObject *mod = PyImport_ImportModule("array");
+    if (!mod) return NULL;
+    PyObject *type = PyObject_GetAttrString(mod, "array");
+    Py_DECREF(mod);
+    return type;
+}
+
+#endif /* ACTORMEM_KERNELS_COMMON_H */
