@@ -394,4 +394,21 @@ def test_core_switched_off_or_missing() -> None:
     )
     assert out == ["False", "1"]
     assert len(notice) == 1
-    assert "BM25 core unavailable" in notice[0]
+    assert "BM25 core" in notice[0]
+    assert "unavailable" in notice[0]
+
+
+def test_two_missing_cores_are_one_line() -> None:
+    """With only the kernels built, the missing word-overlap and BM25 cores share one line
+    of notice (README: one line on stderr), and both indexes still answer."""
+    hide = (
+        "import sys; sys.modules['actormem._index._cbm25'] = None;"
+        " sys.modules['actormem._index._cwordoverlap'] = None;"
+    )
+    runs = (("BM25Scorer", "a b", "a"), ("WordOverlapScorer", "deploy b", "ploy"))
+    for scorer, text, query in runs:
+        out, notice = one_entry_run(scorer, text, query, "AVAILABLE", prelude=hide)
+        assert out == ["True", "1"]
+        assert len(notice) == 1, notice
+        assert "word-overlap core" in notice[0]
+        assert "BM25 core" in notice[0]

@@ -23,6 +23,7 @@ BM25 on the Python driver (with the kernels above). Word overlap's compiled core
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 from array import array
@@ -55,47 +56,49 @@ __all__ = [
     "wo_scan",
 ]
 
-_c: ModuleType | None
-try:
-    if os.environ.get("ACTORMEM_PURE_PYTHON"):
-        raise ImportError("ACTORMEM_PURE_PYTHON is set")
-    from . import _ckernels as _c
-except ImportError as exc:  # pragma: no cover - depends on the build
-    _c = None
-    logging.getLogger("actormem").warning(
-        "actormem: compiled index kernels unavailable (%s); using the pure-Python index", exc
-    )
 
-_wo: ModuleType | None
-try:  # the word-overlap core (_cwordoverlap.c; wrappers in wordoverlap/ccore.py)
-    if os.environ.get("ACTORMEM_PURE_PYTHON") or os.environ.get("ACTORMEM_WO_CORE") == "0":
-        raise ImportError("switched off")
-    from . import _cwordoverlap as _wo
-except ImportError as exc:  # pragma: no cover - depends on the build
-    _wo = None
-    if _c is not None and str(exc) != "switched off":  # else the notice above says it
-        logging.getLogger("actormem").warning(
-            "actormem: compiled word-overlap core unavailable (%s); using its pure-Python path",
-            exc,
+def _load(name: str, switched_off: bool) -> tuple[ModuleType | None, str]:
+    """The compiled module ``name`` of this package, or None and why not ("" when it was
+    switched off)."""
+    if switched_off:
+        return None, ""
+    try:
+        return importlib.import_module(f"{__package__}.{name}"), ""
+    except ImportError as exc:  # pragma: no cover - depends on the build
+        return None, str(exc)
+
+
+_PURE = bool(os.environ.get("ACTORMEM_PURE_PYTHON"))
+_c: ModuleType | None
+_wo: ModuleType | None  # the word-overlap core (_cwordoverlap.c; wrappers in wordoverlap/ccore.py)
+_b: ModuleType | None  # the BM25 core (_cbm25.c): its add term loop and query driver
+_c, _c_why = _load("_ckernels", _PURE)
+_wo, _wo_why = _load("_cwordoverlap", _PURE or os.environ.get("ACTORMEM_WO_CORE") == "0")
+_b, _b_why = _load("_cbm25", _PURE)
+# One line on stderr, whatever is missing (README: "one line on stderr says so").
+if _PURE:
+    logging.getLogger("actormem").warning(
+        "actormem: ACTORMEM_PURE_PYTHON is set; using the pure-Python index"
+    )
+elif _c_why or _wo_why or _b_why:  # pragma: no cover - depends on the build
+    _missing = [
+        f"{what} ({why})"
+        for what, why in (
+            ("index kernels", _c_why),
+            ("word-overlap core", _wo_why),
+            ("BM25 core", _b_why),
         )
+        if why
+    ]
+    logging.getLogger("actormem").warning(
+        "actormem: compiled %s unavailable; using the pure-Python index there",
+        ", ".join(_missing),
+    )
 
 #: Whether the extension was built and imported.
 AVAILABLE = _c is not None
 #: Whether the indexes use it (tests and benchmarks switch it off to run the reference).
 ENABLED = AVAILABLE
-
-# The BM25 core (``_cbm25.c``): the add term loop and the query driver (``bm25_*_core``).
-_b: ModuleType | None
-try:
-    if os.environ.get("ACTORMEM_PURE_PYTHON"):
-        raise ImportError("ACTORMEM_PURE_PYTHON is set")
-    from . import _cbm25 as _b
-except ImportError as exc:  # pragma: no cover - depends on the build
-    _b = None
-    if _c is not None:  # else the line above said it
-        logging.getLogger("actormem").warning(
-            "actormem: compiled BM25 core unavailable (%s); using the Python BM25 index", exc
-        )
 
 #: Whether the BM25 core is used when :data:`ENABLED`: ``ACTORMEM_BM25_CORE=0`` (or
 #: setting this to False) keeps BM25 on the Python driver and the kernels above.
