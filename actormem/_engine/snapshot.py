@@ -351,10 +351,8 @@ async def run_retrieve_sliced(
 
 
 def _query_index(index: Any) -> Any:
-    """The dense index that embeds a retrieve's query on ``index`` (itself for a dense
-    index, the dense half of a hybrid one that uses it), or None."""
-    if hasattr(index, "query_vector"):
-        return index
+    """The dense index that embeds a retrieve's query on ``index`` (its ``query_index()``:
+    itself for a dense index, the dense half of a hybrid one that uses it), or None."""
     query_index = getattr(index, "query_index", None)
     return None if query_index is None else query_index()
 

@@ -204,16 +204,20 @@ BOOKKEEPING_TAG_PREFIX = "langgraph:"
 
 
 def entry_document(entry: MemoryEntry) -> str:
-    """The text an entry is embedded as: its memory, then its tags, space-separated,
-    except bookkeeping tags (:data:`BOOKKEEPING_TAG_PREFIX`). O(text + tags)."""
-    tags = entry.tags
+    """The text an entry is embedded as: :func:`_document` of its memory and tags."""
+    return _document(entry.memory, entry.tags)
+
+
+def _document(text: str, tags: Sequence[str]) -> str:
+    """``text``, then ``tags``, space-separated, except bookkeeping tags
+    (:data:`BOOKKEEPING_TAG_PREFIX`). O(text + tags)."""
     if not tags:
-        return entry.memory
+        return text
     if any(t.startswith(BOOKKEEPING_TAG_PREFIX) for t in tags):
-        tags = tuple(t for t in tags if not t.startswith(BOOKKEEPING_TAG_PREFIX))
+        tags = [t for t in tags if not t.startswith(BOOKKEEPING_TAG_PREFIX)]
         if not tags:
-            return entry.memory
-    return " ".join((entry.memory, *tags))
+            return text
+    return " ".join((text, *tags))
 
 
 def text_hash(text: str) -> bytes:
@@ -296,9 +300,7 @@ class DenseScorer(metaclass=Final):
     ) -> float:
         """The cosine of ``query`` and the entry's document, from scratch."""
         emb = self.resolved()
-        kept = [t for t in tags if not t.startswith(BOOKKEEPING_TAG_PREFIX)]
-        doc = " ".join((entry_text, *kept)) if kept else entry_text
-        vecs = _unit_rows(emb([query, doc]), 2, emb.dim)
+        vecs = _unit_rows(emb([query, _document(entry_text, tags)]), 2, emb.dim)
         return float(vecs[0] @ vecs[1])
 
 
@@ -346,6 +348,11 @@ class DenseIndex:
         model, and only when they total fewer than ``inline_chars`` characters. Any
         custom embedder runs in a worker thread. O(len(texts))."""
         return self.builtin and sum(map(len, texts)) < self.inline_chars
+
+    def query_index(self) -> DenseIndex:
+        """The dense index a retrieve embeds its query with: this one (a hybrid index
+        answers with its dense half). O(1)."""
+        return self
 
     def pin_query(self, query: str, vector: np.ndarray[Any, Any]) -> None:
         """Use ``vector`` (from :meth:`embed`) for ``query`` in ``top_k_steps`` until as
