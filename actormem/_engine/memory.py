@@ -68,10 +68,9 @@ from .._errors import (
     InvalidQueryError,
     StorageError,
 )
-from .._index.bm25 import BM25Index
 from .._index.dense import entry_document, text_hash
-from .._index.hybrid import HybridIndex
 from .._index.scoring import Scorer
+from .._index.thresholds import matches_terms
 from .._index.wordoverlap import WordOverlapScorer
 from .._record import Record
 from .._stats import ConsolidationStats, MemoryStatistics
@@ -643,7 +642,7 @@ class Memory(metaclass=NoPublicConstructor):
         check_query(query, limit)
         check_thresholds(min_score, min_matched)
         accept = make_filter(namespace, category, tags, where, created_after, created_before)
-        if min_matched and not _matches_terms(self._state.index):
+        if min_matched and not matches_terms(self._state.index):
             raise InvalidQueryError(
                 "min_matched= needs a scorer that matches terms (word overlap, BM25, hybrid)"
             )
@@ -937,13 +936,6 @@ def _owner_died(
     memory._send.close()
     _fail_pending(inflight, receive, error)
     return error
-
-
-def _matches_terms(index: Any) -> bool:
-    """Whether ``min_matched=`` means something for ``index`` (see thresholds.py)."""
-    return isinstance(index, BM25Index | HybridIndex) or bool(
-        getattr(index, "supports_min_matched", False)
-    )
 
 
 def _stored_entries(batch: list[_Request]) -> Iterator[MemoryEntry]:

@@ -30,7 +30,7 @@ from .bm25 import BM25Index
 from .hybrid import HybridIndex
 from .scoring import Accept, ReadView, ScoringIndex, top_k_steps
 
-__all__ = ["thresholded_steps"]
+__all__ = ["matches_terms", "thresholded_steps"]
 
 Hits = list[tuple[float, Record]]
 
@@ -67,6 +67,11 @@ def thresholded_steps(
             or that this module does not know.
     """
     if min_matched > 0:
+        if not matches_terms(index):
+            raise InvalidQueryError(
+                f"min_matched= needs a scorer that matches terms (word overlap, BM25, "
+                f"hybrid), not {type(index).__name__}"
+            )
         if isinstance(index, BM25Index | HybridIndex):
             bm25 = index if isinstance(index, BM25Index) else index.bm25
             # BM25 returns only documents with a query term, so 1 needs no filter; the
@@ -74,14 +79,9 @@ def thresholded_steps(
             if min_matched > 1 or isinstance(index, HybridIndex):
                 accept = _terms_filter(bm25, query, min_matched, accept)
             steps = top_k_steps(index, view, query, limit, accept)
-        elif getattr(index, "supports_min_matched", False):
+        else:
             steps = index.top_k_steps(  # type: ignore[attr-defined]
                 view, query, limit, accept, min_matched=min_matched
-            )
-        else:
-            raise InvalidQueryError(
-                f"min_matched= needs a scorer that matches terms (word overlap, BM25, "
-                f"hybrid), not {type(index).__name__}"
             )
     else:
         steps = top_k_steps(index, view, query, limit, accept)
@@ -89,3 +89,12 @@ def thresholded_steps(
     if min_score is not None:
         hits = [(score, rec) for score, rec in hits if score >= min_score]
     return hits
+
+
+def matches_terms(index: object) -> bool:
+    """Whether ``min_matched=`` means something for ``index``: BM25, hybrid (through its
+    BM25 half), or an index whose ``top_k_steps`` takes it (``supports_min_matched``:
+    word overlap). O(1)."""
+    return isinstance(index, BM25Index | HybridIndex) or bool(
+        getattr(index, "supports_min_matched", False)
+    )

@@ -27,8 +27,9 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .._engine.memory import Memory, _matches_terms
+from .._engine.memory import Memory
 from .._entry import MemoryCategory, MemoryEntry
+from .._index.thresholds import matches_terms
 from .._util import Final
 from ._text import cut, escape_line
 
@@ -297,7 +298,7 @@ class MemoryHooks(metaclass=Final):
         if min_matched < 0:
             raise ValueError(f"min_matched must be >= 0, got {min_matched}")
         if min_matched:
-            if isinstance(memory, Memory) and not _matches_terms(memory._state.index):
+            if isinstance(memory, Memory) and not matches_terms(memory._state.index):
                 raise ValueError(
                     "min_matched needs a scorer that matches terms (word overlap, BM25, "
                     "hybrid); this memory's dense scorer has none"
