@@ -80,8 +80,7 @@ class ReadGate:
 
     def __init__(self) -> None:
         self.enabled = True
-        #: Writes in flight (awaited calls queued and not yet answered-and-woken, plus
-        #: the owner applying a batch).
+        #: Writes in flight: awaited calls queued and not yet answered-and-woken.
         self._demand = 0
         self._closed = False
         #: Start of the current closed phase (trio time); meaningful while closed.
@@ -100,7 +99,8 @@ class ReadGate:
     # ------------------------------------------------------------ the write side
 
     def enter(self) -> None:
-        """A write is in flight (a caller queued a request, or the owner took a batch). O(1)."""
+        """A write is in flight (a caller is queueing, or waiting for the answer to, an
+        awaited request). O(1)."""
         self._demand += 1
 
     def leave(self) -> None:
