@@ -67,7 +67,7 @@ from .sqlite_format import (
     MIGRATE_FROM_1,
     MIGRATE_FROM_2,
     SCHEMA_VERSION,
-    SELECT_VECTORS,
+    SELECT_VECTOR_META,
     SET_META,
     UPDATE_ACCESS,
     check_header,
@@ -77,6 +77,7 @@ from .sqlite_format import (
     file_uri,
     read_validated,
     sqlite_reason,
+    vector_rows,
 )
 
 __all__ = ["Durability", "SqliteStore"]
@@ -439,20 +440,9 @@ class SqliteStore:
         if conn is None:
             raise StorageError(self.path, "the store is closed")
         try:
-            meta = dict(
-                conn.execute(
-                    "SELECT key, value FROM meta WHERE key IN ('dense_model', 'dense_dim')"
-                )
-            )
+            meta = dict(conn.execute(SELECT_VECTOR_META))
             if meta == {"dense_model": model, "dense_dim": str(dim)}:
-                size = 4 * dim
-                return {
-                    seq: (text_hash, vector)
-                    for seq, text_hash, vector in conn.execute(SELECT_VECTORS)
-                    if isinstance(vector, bytes)
-                    and len(vector) == size
-                    and isinstance(text_hash, bytes)
-                }
+                return {seq: (digest, vector) for seq, digest, vector in vector_rows(conn, dim)}
             conn.execute("BEGIN IMMEDIATE")
             conn.execute("DELETE FROM vectors")
             conn.execute(

@@ -46,6 +46,7 @@ import pathlib
 import re
 import sqlite3
 import uuid
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -71,6 +72,7 @@ __all__ = [
     "encode_record",
     "file_uri",
     "read_stored_vectors",
+    "vector_rows",
     "read_validated",
     "sqlite_reason",
 ]
@@ -249,6 +251,21 @@ _COLUMNS_OF = {1: COLUMNS_V1, 2: COLUMNS, 3: COLUMNS}
 INSERT_VECTOR = "INSERT OR REPLACE INTO vectors (seq, text_hash, vector) VALUES (?, ?, ?)"
 DELETE_VECTOR = "DELETE FROM vectors WHERE seq = ?"
 SELECT_VECTORS = "SELECT seq, text_hash, vector FROM vectors"
+#: The vectors' model and dimension (``meta`` rows; absent before any dense open).
+SELECT_VECTOR_META = "SELECT key, value FROM meta WHERE key IN ('dense_model', 'dense_dim')"
+
+
+def vector_rows(conn: sqlite3.Connection, dim: int) -> Iterator[tuple[int, bytes, bytes]]:
+    """``(seq, text_hash, vector)`` of each row of ``vectors`` whose vector is ``dim``
+    float32 values; other rows (a damaged file) left out. O(vectors), lazily.
+
+    Raises:
+        sqlite3.Error: As the query.
+    """
+    size = 4 * dim
+    for seq, digest, vector in conn.execute(SELECT_VECTORS):
+        if isinstance(vector, bytes) and len(vector) == size and isinstance(digest, bytes):
+            yield seq, digest, vector
 
 
 #: Longest error text quoted in a reason, in code points (a corrupted row's error may
@@ -441,18 +458,11 @@ def read_stored_vectors(path: str) -> tuple[str, int, dict[bytes, bytes]] | None
     try:
         if check_schema(path, conn, deep=False) < 3:
             return None
-        meta = dict(
-            conn.execute("SELECT key, value FROM meta WHERE key IN ('dense_model', 'dense_dim')")
-        )
+        meta = dict(conn.execute(SELECT_VECTOR_META))
         model, dim = meta.get("dense_model"), meta.get("dense_dim")
         if not isinstance(model, str) or not isinstance(dim, str) or not dim.isdigit():
             return None
-        size = 4 * int(dim)
-        rows = {
-            bytes(digest): bytes(vector)
-            for _, digest, vector in conn.execute(SELECT_VECTORS)
-            if isinstance(vector, bytes) and len(vector) == size and isinstance(digest, bytes)
-        }
+        rows = {bytes(digest): bytes(vector) for _, digest, vector in vector_rows(conn, int(dim))}
     except sqlite3.Error as exc:
         raise StorageError(path, sqlite_reason(exc)) from exc
     finally:
