@@ -447,6 +447,46 @@ fail:
     return NULL;
 }
 
+/* ------------------------------------------------------------------ bit-sliced counts */
+
+/* A retrieve's matched-word counts, bit-sliced: `planes` (uint64) holds, for the 64
+ * groups 64w .. 64w + 63, `np` words at planes[w * np .. w * np + np - 1]; bit (g & 63)
+ * of word j is bit j of group g's count (word-major, so one group's planes share a
+ * cache line). Adding a set of groups given as a 64-bit word x is a ripple-carry add of
+ * x into the planes (a half adder per plane, stopped once no lane carries); adding it
+ * m times adds x once at every plane j where bit j of m is set. Counts never exceed
+ * 2**np - 1 when the caller picks np >= bit_length(sum of multiplicities); a carry
+ * out of the top plane would be dropped. Match sets are bitsets in the same numbering
+ * (bit g & 63 of word g >> 6). */
+
+#define MAX_PLANES 32
+
+static inline void
+bs_add(uint64_t *restrict p, int np, uint64_t x, uint64_t m)
+{
+    for (int j = 0; m && j < np; j++, m >>= 1) {
+        if (!(m & 1)) continue;
+        uint64_t c = x;
+        for (int k = j; c && k < np; k++) {
+            uint64_t t = p[k] & c;
+            p[k] ^= c;
+            c = t;
+        }
+    }
+}
+
+/* Bits of word w that are groups below n. */
+static inline uint64_t
+below_n(Py_ssize_t w, Py_ssize_t n)
+{
+    Py_ssize_t left = n - w * 64;
+    if (left >= 64) return ~(uint64_t)0;
+    if (left <= 0) return 0;
+    return ((uint64_t)1 << left) - 1;
+}
+
+#define NWORDS(n) (((n) + 63) / 64)
+
 PyDoc_STRVAR(count_words_doc,
 "count_words(words, mults, start, budget, limit, grams, items, cache, cache_size,\n"
 "            post, skip, short, counts, n) -> (int, list[int])\n\n"
@@ -474,11 +514,15 @@ static PyObject *
 count_words(PyObject *self, PyObject *args)
 {
     PyObject *words, *mults, *grams, *items, *vcache, *post, *skip, *shorts, *o_counts;
-    Py_ssize_t start, budget, limit, cache_size, n;
-    if (!PyArg_ParseTuple(args, "O!O!nnnO!O!O!nO!O!O!On", &PyList_Type, &words, &PyList_Type,
+    Py_ssize_t start, budget, limit, cache_size, n, np = 0;
+    if (!PyArg_ParseTuple(args, "O!O!nnnO!O!O!nO!O!O!On|n", &PyList_Type, &words, &PyList_Type,
                           &mults, &start, &budget, &limit, &PyDict_Type, &grams, &PyDict_Type,
                           &items, &PyDict_Type, &vcache, &cache_size, &PyDict_Type, &post,
-                          &PyDict_Type, &skip, &PyDict_Type, &shorts, &o_counts, &n)) {
+                          &PyDict_Type, &skip, &PyDict_Type, &shorts, &o_counts, &n, &np)) {
+        return NULL;
+    }
+    if (np < 0 || np > MAX_PLANES) {
+        PyErr_SetString(PyExc_ValueError, "np out of range");
         return NULL;
     }
     if (!PyDict_CheckExact(grams) || !PyDict_CheckExact(items) || !PyDict_CheckExact(vcache) ||
@@ -498,18 +542,20 @@ count_words(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "counts: not a contiguous writable buffer");
         return NULL;
     }
-    int width = counts.ndim == 1 && (kind_ok(&counts, K_U8) || kind_ok(&counts, K_U16) ||
-                                     kind_ok(&counts, K_I64))
+    int width = counts.ndim == 1 && (np ? kind_ok(&counts, K_U64)
+                                        : (kind_ok(&counts, K_U8) || kind_ok(&counts, K_U16) ||
+                                           kind_ok(&counts, K_I64)))
                     ? (int)counts.itemsize
                     : 0;
     PyObject *left = NULL, *result = NULL;
     PyObject **lists = NULL;
     int32_t *buf = NULL, *table = NULL;
     if (!width) {
-        PyErr_SetString(PyExc_ValueError, "counts: not uint8, uint16 or int64");
+        PyErr_SetString(PyExc_ValueError, np ? "planes: not uint64"
+                                             : "counts: not uint8, uint16 or int64");
         goto done;
     }
-    if (n < 0 || n > LEN(counts)) {
+    if (n < 0 || (np ? LEN(counts) / np < NWORDS(n) : n > LEN(counts))) {
         PyErr_SetString(PyExc_ValueError, "n beyond counts");
         goto done;
     }
@@ -639,7 +685,13 @@ count_words(PyObject *self, PyObject *args)
             while (size < 2 * (size_t)k) size *= 2;
             k = distinct(buf, k, table, size <= cap ? size : cap);
         }
-        if (width == 1) {
+        if (np) {
+            uint64_t *p = (uint64_t *)counts.buf;
+            for (Py_ssize_t j = 0; j < k; j++) {
+                bs_add(p + (Py_ssize_t)(buf[j] >> 6) * np, (int)np,
+                       (uint64_t)1 << (buf[j] & 63), (uint64_t)m);
+            }
+        } else if (width == 1) {
             ADD_COUNTS(uint8_t);
         } else if (width == 2) {
             ADD_COUNTS(uint16_t);
@@ -724,12 +776,469 @@ done:
     return result;
 }
 
+
+/* The planes buffer, checked: uint64, writable, np in [1, MAX_PLANES], room for
+ * `words` words of groups. */
+static int
+get_planes(PyObject *o, Py_buffer *b, Py_ssize_t np, Py_ssize_t words, int writable)
+{
+    if (np < 1 || np > MAX_PLANES) {
+        PyErr_SetString(PyExc_ValueError, "np out of range");
+        return -1;
+    }
+    if (get(o, b, K_U64, writable, "planes") < 0) return -1;
+    if (words < 0 || LEN(*b) / np < words) {
+        PyBuffer_Release(b);
+        PyErr_SetString(PyExc_ValueError, "planes too short");
+        return -1;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(bits_collect_doc,
+"bits_collect(xbits, touched, nt, gids, lo, hi, n) -> int\n\n"
+"Set bit g of the bitset xbits (uint64) for each group number 0 <= g < n of\n"
+"gids[lo:hi] (int32); a word of xbits that was zero gets its index appended to\n"
+"touched (int32) at nt. Returns the new nt. Repeats set one bit once. O(hi - lo).");
+
+static PyObject *
+bits_collect(PyObject *self, PyObject *args)
+{
+    PyObject *o_x, *o_t, *o_g;
+    Py_ssize_t nt, lo, hi, n;
+    if (!PyArg_ParseTuple(args, "OOnOnnn", &o_x, &o_t, &nt, &o_g, &lo, &hi, &n)) return NULL;
+    Py_buffer xb, tb, gb;
+    PyObject *result = NULL;
+    if (get(o_x, &xb, K_U64, 1, "xbits") < 0) return NULL;
+    if (get(o_t, &tb, K_I32, 1, "touched") < 0) goto e1;
+    if (get(o_g, &gb, K_I32, 0, "gids") < 0) goto e2;
+    Py_ssize_t cap = LEN(tb);
+    if (n < 0 || NWORDS(n) > LEN(xb) || nt < 0 || nt > cap || lo < 0 || hi < lo ||
+        hi > LEN(gb)) {
+        PyErr_SetString(PyExc_ValueError, "n/nt/lo/hi out of range");
+        goto done;
+    }
+    {
+        uint64_t *x = xb.buf;
+        int32_t *t = tb.buf;
+        const int32_t *g = gb.buf;
+        for (Py_ssize_t i = lo; i < hi; i++) {
+            int32_t num = g[i];
+            if (num < 0 || num >= n) continue;
+            Py_ssize_t w = num >> 6;
+            if (!x[w]) {
+                if (nt >= cap) {
+                    PyErr_SetString(PyExc_ValueError, "touched is full");
+                    goto done;
+                }
+                t[nt++] = (int32_t)w;
+            }
+            x[w] |= (uint64_t)1 << (num & 63);
+        }
+    }
+    result = PyLong_FromSsize_t(nt);
+done:
+    PyBuffer_Release(&gb);
+e2:
+    PyBuffer_Release(&tb);
+e1:
+    PyBuffer_Release(&xb);
+    return result;
+}
+
+PyDoc_STRVAR(bits_flush_doc,
+"bits_flush(planes, np, xbits, touched, nt, m) -> None\n\n"
+"For each word index w of touched[:nt]: add m times the word xbits[w] into the\n"
+"planes, then zero xbits[w]. O(nt * np).");
+
+static PyObject *
+bits_flush(PyObject *self, PyObject *args)
+{
+    PyObject *o_p, *o_x, *o_t;
+    Py_ssize_t np, nt;
+    unsigned long long m;
+    if (!PyArg_ParseTuple(args, "OnOOnK", &o_p, &np, &o_x, &o_t, &nt, &m)) return NULL;
+    Py_buffer pb, xb, tb;
+    PyObject *result = NULL;
+    if (get_planes(o_p, &pb, np, 0, 1) < 0) return NULL;
+    if (get(o_x, &xb, K_U64, 1, "xbits") < 0) goto e1;
+    if (get(o_t, &tb, K_I32, 0, "touched") < 0) goto e2;
+    if (nt < 0 || nt > LEN(tb)) {
+        PyErr_SetString(PyExc_ValueError, "nt out of range");
+        goto done;
+    }
+    {
+        uint64_t *p = pb.buf, *x = xb.buf;
+        const int32_t *t = tb.buf;
+        Py_ssize_t words = LEN(pb) / np;
+        if (LEN(xb) < words) words = LEN(xb);
+        for (Py_ssize_t i = 0; i < nt; i++) {
+            int32_t w = t[i];
+            if (w < 0 || w >= words) {
+                PyErr_SetString(PyExc_ValueError, "a touched word out of range");
+                goto done;
+            }
+            bs_add(p + (Py_ssize_t)w * np, (int)np, x[w], m);
+            x[w] = 0;
+        }
+    }
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&tb);
+e2:
+    PyBuffer_Release(&xb);
+e1:
+    PyBuffer_Release(&pb);
+    return result;
+}
+
+PyDoc_STRVAR(bits_add_dense_doc,
+"bits_add_dense(planes, np, wlo, whi, sets, mults) -> None\n\n"
+"For the words wlo..whi: add each bitset of `sets` (uint64, at least whi words) its\n"
+"multiplicity times into the planes, the planes of a word loaded once for all sets.\n"
+"O((whi - wlo) * len(sets) * np) at worst, about twice (whi - wlo) * len(sets) on\n"
+"sets of random groups (a ripple stops when no lane carries).");
+
+static PyObject *
+bits_add_dense(PyObject *self, PyObject *args)
+{
+    PyObject *o_p, *o_sets, *o_mults;
+    Py_ssize_t np, wlo, whi;
+    if (!PyArg_ParseTuple(args, "OnnnO!O!", &o_p, &np, &wlo, &whi, &PyList_Type, &o_sets,
+                          &PyList_Type, &o_mults)) {
+        return NULL;
+    }
+    Py_ssize_t nsets = PyList_GET_SIZE(o_sets);
+    if (PyList_GET_SIZE(o_mults) != nsets || wlo < 0 || whi < wlo) {
+        PyErr_SetString(PyExc_ValueError, "sets/mults/wlo/whi out of range");
+        return NULL;
+    }
+    Py_buffer pb;
+    if (get_planes(o_p, &pb, np, whi, 1) < 0) return NULL;
+    Py_buffer *sets = PyMem_Calloc(nsets ? nsets : 1, sizeof(Py_buffer));
+    const uint64_t **bufs = PyMem_Calloc(nsets ? nsets : 1, sizeof(uint64_t *));
+    uint64_t *mults = PyMem_Calloc(nsets ? nsets : 1, sizeof(uint64_t));
+    Py_ssize_t got = 0;
+    PyObject *result = NULL;
+    if (!sets || !bufs || !mults) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (; got < nsets; got++) {
+        mults[got] = PyLong_AsUnsignedLongLong(PyList_GET_ITEM(o_mults, got));
+        if (PyErr_Occurred()) goto done;
+        if (get(PyList_GET_ITEM(o_sets, got), &sets[got], K_U64, 0, "set") < 0) goto done;
+        if (LEN(sets[got]) < whi) {
+            got++;
+            PyErr_SetString(PyExc_ValueError, "a set shorter than whi words");
+            goto done;
+        }
+        bufs[got] = sets[got].buf;
+    }
+    {
+        uint64_t *p = pb.buf;
+        uint64_t r[MAX_PLANES];
+        int pn = (int)np;
+        for (Py_ssize_t w = wlo; w < whi; w++) {
+            uint64_t *pw = p + w * np;
+            memcpy(r, pw, sizeof(uint64_t) * (size_t)pn);
+            for (Py_ssize_t s = 0; s < nsets; s++) {
+                uint64_t x = bufs[s][w];
+                if (!x) continue;
+                if (mults[s] == 1) {
+                    for (int k = 0; x && k < pn; k++) {
+                        uint64_t t = r[k] & x;
+                        r[k] ^= x;
+                        x = t;
+                    }
+                } else {
+                    bs_add(r, pn, x, mults[s]);
+                }
+            }
+            memcpy(pw, r, sizeof(uint64_t) * (size_t)pn);
+        }
+    }
+    result = Py_NewRef(Py_None);
+done:
+    for (Py_ssize_t s = 0; s < got; s++) PyBuffer_Release(&sets[s]);
+    PyMem_Free(sets);
+    PyMem_Free(bufs);
+    PyMem_Free(mults);
+    PyBuffer_Release(&pb);
+    return result;
+}
+
+/* The largest count among the lanes `valid` of one word's planes `pw`. */
+static inline uint64_t
+word_max(const uint64_t *pw, int np, uint64_t valid)
+{
+    uint64_t cand = valid, c = 0;
+    if (!cand) return 0;
+    for (int j = np - 1; j >= 0; j--) {
+        uint64_t t = cand & pw[j];
+        if (t) {
+            cand = t;
+            c |= (uint64_t)1 << j;
+        }
+    }
+    return c;
+}
+
+PyDoc_STRVAR(bits_maxima_doc,
+"bits_maxima(planes, np, n, chunk, c0, c1, out) -> None\n\n"
+"out[i] (int64) = the largest count among the groups i * chunk .. (i + 1) * chunk - 1\n"
+"below n, for the chunks c0..c1 (chunk a positive multiple of 64).\n"
+"O((c1 - c0) * chunk / 64 * np).");
+
+static PyObject *
+bits_maxima(PyObject *self, PyObject *args)
+{
+    PyObject *o_p, *o_out;
+    Py_ssize_t np, n, chunk, c0, c1;
+    if (!PyArg_ParseTuple(args, "OnnnnnO", &o_p, &np, &n, &chunk, &c0, &c1, &o_out)) {
+        return NULL;
+    }
+    if (n < 0 || chunk <= 0 || chunk % 64 || c0 < 0 || c1 < c0 ||
+        (c1 > 0 && (c1 - 1) > (n ? (n - 1) / chunk : -1))) {
+        PyErr_SetString(PyExc_ValueError, "n/chunk/c0/c1 out of range");
+        return NULL;
+    }
+    Py_buffer pb, ob;
+    if (get_planes(o_p, &pb, np, NWORDS(n), 0) < 0) return NULL;
+    if (get(o_out, &ob, K_I64, 1, "out") < 0) {
+        PyBuffer_Release(&pb);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    if (LEN(ob) < c1) {
+        PyErr_SetString(PyExc_ValueError, "out too short");
+        goto done;
+    }
+    {
+        const uint64_t *p = pb.buf;
+        int64_t *out = ob.buf;
+        Py_ssize_t per = chunk / 64, last = NWORDS(n);
+        for (Py_ssize_t i = c0; i < c1; i++) {
+            uint64_t most = 0;
+            Py_ssize_t hiw = (i + 1) * per < last ? (i + 1) * per : last;
+            for (Py_ssize_t w = i * per; w < hiw; w++) {
+                uint64_t c = word_max(p + w * np, (int)np, below_n(w, n));
+                if (c > most) most = c;
+            }
+            out[i] = (int64_t)most;
+        }
+    }
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&ob);
+    PyBuffer_Release(&pb);
+    return result;
+}
+
+PyDoc_STRVAR(bits_select_doc,
+"bits_select(planes, np, c, glo, ghi, n, out) -> int\n\n"
+"The group numbers g in glo..ghi, below n, whose count is c, ascending, written to out\n"
+"(int64, at least ghi - glo); returns how many. O((ghi - glo) / 64 * np + found).");
+
+static PyObject *
+bits_select(PyObject *self, PyObject *args)
+{
+    PyObject *o_p, *o_out;
+    Py_ssize_t np, glo, ghi, n;
+    unsigned long long c;
+    if (!PyArg_ParseTuple(args, "OnKnnnO", &o_p, &np, &c, &glo, &ghi, &n, &o_out)) return NULL;
+    if (n < 0 || glo < 0 || ghi < glo) {
+        PyErr_SetString(PyExc_ValueError, "glo/ghi/n out of range");
+        return NULL;
+    }
+    if (ghi > n) ghi = n;
+    if (glo > ghi) glo = ghi;
+    Py_buffer pb, ob;
+    if (get_planes(o_p, &pb, np, NWORDS(ghi), 0) < 0) return NULL;
+    if (get(o_out, &ob, K_I64, 1, "out") < 0) {
+        PyBuffer_Release(&pb);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    if (LEN(ob) < ghi - glo) {
+        PyErr_SetString(PyExc_ValueError, "out too short");
+        goto done;
+    }
+    {
+        const uint64_t *p = pb.buf;
+        int64_t *out = ob.buf;
+        Py_ssize_t k = 0;
+        int pn = (int)np;
+        if (glo < ghi && (pn >= 64 || (c >> pn) == 0)) {
+            for (Py_ssize_t w = glo >> 6; w <= (ghi - 1) >> 6; w++) {
+                const uint64_t *pw = p + w * np;
+                uint64_t eq = below_n(w, ghi) & ~below_n(w, glo);
+                for (int j = 0; eq && j < pn; j++) {
+                    eq &= ((c >> j) & 1) ? pw[j] : ~pw[j];
+                }
+                while (eq) {
+                    out[k++] = (int64_t)(w * 64 + __builtin_ctzll(eq));
+                    eq &= eq - 1;
+                }
+            }
+        }
+        result = PyLong_FromSsize_t(k);
+    }
+done:
+    PyBuffer_Release(&ob);
+    PyBuffer_Release(&pb);
+    return result;
+}
+
+PyDoc_STRVAR(bits_count_doc,
+"bits_count(planes, np, g) -> int\n\n"
+"The count of group g. O(np).");
+
+static PyObject *
+bits_count(PyObject *self, PyObject *args)
+{
+    PyObject *o_p;
+    Py_ssize_t np, g;
+    if (!PyArg_ParseTuple(args, "Onn", &o_p, &np, &g)) return NULL;
+    if (g < 0) {
+        PyErr_SetString(PyExc_ValueError, "g out of range");
+        return NULL;
+    }
+    Py_buffer pb;
+    if (get_planes(o_p, &pb, np, g / 64 + 1, 0) < 0) return NULL;
+    const uint64_t *pw = (const uint64_t *)pb.buf + (g >> 6) * np;
+    unsigned long long c = 0;
+    for (Py_ssize_t j = 0; j < np; j++) c |= ((pw[j] >> (g & 63)) & 1) << j;
+    PyBuffer_Release(&pb);
+    return PyLong_FromUnsignedLongLong(c);
+}
+
+PyDoc_STRVAR(bits_set_doc,
+"bits_set(bits, gids, lo, hi, n) -> None\n\n"
+"Set bit g of the bitset bits (uint64) for each group number 0 <= g < n of\n"
+"gids[lo:hi] (int32). O(hi - lo).");
+
+static PyObject *
+bits_set(PyObject *self, PyObject *args)
+{
+    PyObject *o_b, *o_g;
+    Py_ssize_t lo, hi, n;
+    if (!PyArg_ParseTuple(args, "OOnnn", &o_b, &o_g, &lo, &hi, &n)) return NULL;
+    Py_buffer bb, gb;
+    if (get(o_b, &bb, K_U64, 1, "bits") < 0) return NULL;
+    if (get(o_g, &gb, K_I32, 0, "gids") < 0) {
+        PyBuffer_Release(&bb);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    if (n < 0 || NWORDS(n) > LEN(bb) || lo < 0 || hi < lo || hi > LEN(gb)) {
+        PyErr_SetString(PyExc_ValueError, "n/lo/hi out of range");
+        goto done;
+    }
+    {
+        uint64_t *b = bb.buf;
+        const int32_t *g = gb.buf;
+        for (Py_ssize_t i = lo; i < hi; i++) {
+            int32_t num = g[i];
+            if (num >= 0 && num < n) b[num >> 6] |= (uint64_t)1 << (num & 63);
+        }
+    }
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&gb);
+    PyBuffer_Release(&bb);
+    return result;
+}
+
+PyDoc_STRVAR(bits_join_doc,
+"bits_join(lists, n, bits) -> None\n\n"
+"Set bit g of the bitset bits (uint64, at least ceil(n / 64) words) for every group\n"
+"number 0 <= g < n of the posting lists (array('i') each). O(total postings).");
+
+static PyObject *
+bits_join(PyObject *self, PyObject *args)
+{
+    PyObject *lists, *o_b;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "O!nO", &PyList_Type, &lists, &n, &o_b)) return NULL;
+    Py_buffer bb;
+    if (get(o_b, &bb, K_U64, 1, "bits") < 0) return NULL;
+    PyObject *result = NULL;
+    if (n < 0 || NWORDS(n) > LEN(bb)) {
+        PyErr_SetString(PyExc_ValueError, "n out of range");
+        goto done;
+    }
+    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(lists); j++) {
+        Py_buffer lst;
+        if (get(PyList_GET_ITEM(lists, j), &lst, K_I32, 0, "posting list") < 0) goto done;
+        const int32_t *g = lst.buf;
+        uint64_t *b = bb.buf;
+        for (Py_ssize_t i = 0; i < LEN(lst); i++) {
+            int32_t num = g[i];
+            if (num >= 0 && num < n) b[num >> 6] |= (uint64_t)1 << (num & 63);
+        }
+        PyBuffer_Release(&lst);
+    }
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&bb);
+    return result;
+}
+
+PyDoc_STRVAR(bits_from_masks_doc,
+"bits_from_masks(masks, bit, lo, hi, bits) -> int\n\n"
+"Set bit g of the bitset bits (uint64) for each g in lo..hi whose short-word mask\n"
+"masks[g] (uint64) has bit `bit` (0..63); returns how many. O(hi - lo).");
+
+static PyObject *
+bits_from_masks(PyObject *self, PyObject *args)
+{
+    PyObject *o_m, *o_b;
+    Py_ssize_t bit, lo, hi;
+    if (!PyArg_ParseTuple(args, "OnnnO", &o_m, &bit, &lo, &hi, &o_b)) return NULL;
+    Py_buffer mb, bb;
+    if (get(o_m, &mb, K_U64, 0, "masks") < 0) return NULL;
+    if (get(o_b, &bb, K_U64, 1, "bits") < 0) {
+        PyBuffer_Release(&mb);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    if (bit < 0 || bit > 63 || lo < 0 || hi < lo || hi > LEN(mb) || NWORDS(hi) > LEN(bb)) {
+        PyErr_SetString(PyExc_ValueError, "bit/lo/hi out of range");
+        goto done;
+    }
+    {
+        const uint64_t *m = mb.buf;
+        uint64_t *b = bb.buf;
+        Py_ssize_t hits = 0;
+        for (Py_ssize_t g = lo; g < hi; g++) {
+            uint64_t on = (m[g] >> bit) & 1;
+            b[g >> 6] |= on << (g & 63);
+            hits += (Py_ssize_t)on;
+        }
+        result = PyLong_FromSsize_t(hits);
+    }
+done:
+    PyBuffer_Release(&bb);
+    PyBuffer_Release(&mb);
+    return result;
+}
+
 /* ------------------------------------------------------------------ module */
 
 static PyMethodDef methods[] = {
     {"add_text", add_text, METH_VARARGS, add_text_doc},
     {"count_words", count_words, METH_VARARGS, count_words_doc},
     {"text_masks", text_masks, METH_VARARGS, text_masks_doc},
+    {"bits_collect", bits_collect, METH_VARARGS, bits_collect_doc},
+    {"bits_flush", bits_flush, METH_VARARGS, bits_flush_doc},
+    {"bits_add_dense", bits_add_dense, METH_VARARGS, bits_add_dense_doc},
+    {"bits_maxima", bits_maxima, METH_VARARGS, bits_maxima_doc},
+    {"bits_select", bits_select, METH_VARARGS, bits_select_doc},
+    {"bits_count", bits_count, METH_VARARGS, bits_count_doc},
+    {"bits_set", bits_set, METH_VARARGS, bits_set_doc},
+    {"bits_join", bits_join, METH_VARARGS, bits_join_doc},
+    {"bits_from_masks", bits_from_masks, METH_VARARGS, bits_from_masks_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -19,6 +19,7 @@ code checks again what memory safety needs.
 
 from __future__ import annotations
 
+import os
 from array import array
 from types import ModuleType
 from typing import Any
@@ -29,9 +30,25 @@ from .. import kernels, substring
 from ..substring import SubstringVocab
 from . import masks
 
-__all__ = ["add_text", "core", "count_words", "text_masks"]
+__all__ = [
+    "BITS",
+    "MAX_PLANES",
+    "BitPlanes",
+    "DenseBits",
+    "add_text",
+    "bits_active",
+    "bits_from_masks",
+    "bits_join",
+    "bits_set",
+    "bits_to_gids",
+    "core",
+    "count_words",
+    "text_masks",
+    "words_of",
+]
 
 _COUNTS = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.int64))
+_U64 = np.dtype(np.uint64)
 
 
 def core() -> ModuleType | None:
@@ -75,6 +92,7 @@ def count_words(
     short: dict[str, int],
     counts: np.ndarray[Any, Any],
     n: int,
+    planes: int = 0,
 ) -> tuple[int, list[int]]:
     """From ``words[start:]`` (distinct query words; ``mults`` their multiplicities),
     for each word of 3 or more characters not in ``short`` or ``skip`` whose candidate
@@ -99,11 +117,14 @@ def count_words(
         raise TypeError("words must be str and mults int")
     if mults and not 0 <= min(mults) <= max(mults) < 1 << 31:
         raise ValueError("multiplicities must be in [0, 2**31)")
-    if type(counts) is not np.ndarray or counts.dtype not in _COUNTS:
-        raise TypeError("counts must be a numpy array of uint8, uint16 or int64")
+    if type(counts) is not np.ndarray or counts.dtype not in (_COUNTS if not planes else (_U64,)):
+        raise TypeError("counts must be a numpy array of uint8, uint16 or int64 (uint64 planes)")
     if counts.ndim != 1 or not counts.flags.c_contiguous or not counts.flags.writeable:
         raise ValueError("counts must be 1-D, contiguous and writable")
-    if not (0 <= start <= len(words) and budget >= 0 and limit >= 0 and 0 <= n <= len(counts)):
+    if type(planes) is not int or not 0 <= planes <= MAX_PLANES:
+        raise ValueError("planes out of range")
+    room = len(counts) // planes * 64 if planes else len(counts)
+    if not (0 <= start <= len(words) and budget >= 0 and limit >= 0 and 0 <= n <= room):
         raise ValueError("start, budget, limit or n out of range")
     got: tuple[int, list[int]] = _module().count_words(
         words,
@@ -120,11 +141,10 @@ def count_words(
         short,
         counts,
         n,
+        planes,
     )
     return got
 
-
-_U64 = np.dtype(np.uint64)
 
 
 def text_masks(
@@ -146,3 +166,237 @@ def text_masks(
         if not 0 <= start <= len(arr) - len(texts):
             raise ValueError("start beyond the masks")
     _module().text_masks(texts, masks._PAIR_LO, masks._PAIR_HI, out[0], out[1], start)
+
+
+# ---------------------------------------------------------------- bit-sliced counts
+
+#: Whether retrieves use the bit-sliced counts (:class:`BitPlanes`, packed match sets)
+#: when the core is on: ``ACTORMEM_WO_BITS=0`` (or setting this False) keeps the byte
+#: counts of the path before them, the reference the tests compare with.
+BITS = os.environ.get("ACTORMEM_WO_BITS", "1") != "0"
+#: The most planes a retrieve uses: queries of 2**16 words or more take the byte path.
+MAX_PLANES = 16
+
+
+def bits_active() -> bool:
+    """Whether retrieves starting now count with :class:`BitPlanes`. O(1)."""
+    return BITS and core() is not None
+
+
+def words_of(n: int) -> int:
+    """64-bit words of a bitset over ``n`` groups. O(1)."""
+    return (n + 63) >> 6
+
+
+def _bitset(name: str, value: Any, n: int, writable: bool = False) -> None:
+    """Check ``value`` is a uint64 bitset over at least ``n`` groups."""
+    _need(kernels._array_of(name, value, _U64, writable) >= words_of(n), f"{name} too short")
+
+
+def _gids(gids: Any, lo: int, hi: int) -> None:
+    _need(0 <= lo <= hi <= kernels._array_of("gids", gids, _I32), "lo, hi beyond gids")
+
+
+def _need(ok: bool, message: str) -> None:
+    if not ok:
+        raise ValueError(message)
+
+
+_I32, _I64 = np.dtype(np.int32), np.dtype(np.int64)
+
+
+class BitPlanes:
+    """A retrieve's matched-word count per group number, bit-sliced (``_cwordoverlap.c``):
+    ``planes`` (uint64) holds for each 64 groups ``np_`` words, word ``j`` bit ``g & 63``
+    being bit ``j`` of group ``g``'s count. Adding a set of groups is a ripple-carry add
+    of its 64-bit words into the planes (AND/XOR per plane, about two planes per word
+    on average), so a dense match set costs ``n / 64`` word operations instead of ``n``
+    byte additions, and reads an eighth of the memory. The arrays are checked here,
+    once; each method checks its own arguments before C.
+
+    Args:
+        planes: uint64, 1-D, contiguous, writable, at least ``words_of(n) * np_`` zeros
+            (or counts so far).
+        np_: Planes, 1 to :data:`MAX_PLANES`; counts must stay below ``2 ** np_``
+            (``np_ = (words in the query).bit_length()``).
+        n: The groups counted (numbers ``0 .. n - 1``).
+
+    Raises:
+        TypeError, ValueError: An argument of the wrong type or size.
+    """
+
+    __slots__ = ("_c", "_n", "_np", "_planes", "_xbits", "_touched", "_nt")
+
+    def __init__(self, planes: np.ndarray[Any, Any], np_: int, n: int) -> None:
+        _need(type(np_) is int and 1 <= np_ <= MAX_PLANES, "np_ must be in [1, MAX_PLANES]")
+        _need(type(n) is int and n >= 0, "n must be an int >= 0")
+        have = kernels._array_of("planes", planes, _U64, writable=True)
+        _need(have >= words_of(n) * np_, "planes too short for n groups")
+        self._c = _module()
+        self._planes, self._np, self._n = planes, np_, n
+        self._xbits: np.ndarray[Any, Any] | None = None
+        self._touched: np.ndarray[Any, Any] | None = None
+        self._nt = 0
+
+    @property
+    def planes(self) -> np.ndarray[Any, Any]:
+        """The planes array."""
+        return self._planes
+
+    def set_scratch(self, xbits: np.ndarray[Any, Any], touched: np.ndarray[Any, Any]) -> None:
+        """Give the scratch of :meth:`collect`: ``xbits`` (uint64, ``words_of(n)`` zeros)
+        and ``touched`` (int32, ``words_of(n)``). O(1)."""
+        _bitset("xbits", xbits, self._n, writable=True)
+        _need(
+            kernels._array_of("touched", touched, _I32, writable=True) >= words_of(self._n),
+            "touched too short",
+        )
+        self._xbits, self._touched, self._nt = xbits, touched, 0
+
+    def collect(self, gids: np.ndarray[Any, Any], lo: int, hi: int) -> None:
+        """Put the group numbers ``g < n`` of ``gids[lo:hi]`` (int32, repeats allowed)
+        into the pending set (:meth:`flush` adds it). O(hi - lo).
+
+        Raises:
+            ValueError: No scratch given, or a bad range.
+        """
+        _need(self._xbits is not None, "set_scratch first")
+        _gids(gids, lo, hi)
+        self._nt = self._c.bits_collect(self._xbits, self._touched, self._nt, gids, lo, hi, self._n)
+
+    def flush(self, m: int) -> None:
+        """Add the pending set ``m`` times to the counts and empty it. O(its words * np_)."""
+        _need(type(m) is int and 0 <= m < 1 << 63, "m must be an int >= 0")
+        if self._nt:
+            self._c.bits_flush(self._planes, self._np, self._xbits, self._touched, self._nt, m)
+            self._nt = 0
+
+    def add_dense(self, sets: list[np.ndarray[Any, Any]], mults: list[int]) -> DenseBits:
+        """An adder of the bitsets ``sets`` (uint64, over at least ``n`` groups), each
+        its multiplicity of ``mults`` times, a range of words at a time. O(sets)."""
+        return DenseBits(self, sets, mults)
+
+    def count_words_args(self) -> tuple[np.ndarray[Any, Any], int]:
+        """(planes, np_) for :func:`count_words`'s ``counts`` and ``planes``."""
+        return self._planes, self._np
+
+    def maxima(self, chunk: int, c0: int, c1: int, out: np.ndarray[Any, Any]) -> None:
+        """``out[i]`` (int64) = the largest count of the groups below ``n`` in chunk ``i``
+        (groups ``i * chunk`` to ``(i + 1) * chunk - 1``), for ``c0 <= i < c1``.
+        O((c1 - c0) * chunk / 64 * np_).
+
+        Raises:
+            ValueError: ``chunk`` not a positive multiple of 64, or chunks beyond ``n``.
+        """
+        _need(type(chunk) is int and chunk > 0 and chunk % 64 == 0, "chunk: a multiple of 64")
+        chunks = -(-self._n // chunk)
+        _need(0 <= c0 <= c1 <= chunks, "c0, c1 beyond the chunks")
+        _need(kernels._array_of("out", out, _I64, writable=True) >= c1, "out too short")
+        self._c.bits_maxima(self._planes, self._np, self._n, chunk, c0, c1, out)
+
+    def select(self, c: int, glo: int, ghi: int, out: np.ndarray[Any, Any]) -> int:
+        """Write the group numbers ``g`` in ``glo:ghi`` (and below ``n``) whose count is
+        ``c`` to ``out`` (int64), ascending; how many. O((ghi - glo) / 64 * np_).
+
+        Raises:
+            ValueError: A bad range, or ``out`` shorter than ``ghi - glo``.
+        """
+        _need(type(c) is int and 0 <= c < 1 << 63, "c must be an int >= 0")
+        _need(0 <= glo <= ghi, "glo, ghi out of range")
+        room = kernels._array_of("out", out, _I64, writable=True)
+        _need(room >= min(ghi, self._n) - min(glo, self._n), "out too short")
+        got: int = self._c.bits_select(self._planes, self._np, c, glo, ghi, self._n, out)
+        return got
+
+    def count(self, g: int) -> int:
+        """The count of group ``g``. O(np_).
+
+        Raises:
+            IndexError: ``g`` not below ``n`` (as the byte counts' ``counts[:n][g]``).
+        """
+        if not 0 <= g < self._n:
+            raise IndexError("group number beyond the counted groups")
+        got: int = self._c.bits_count(self._planes, self._np, g)
+        return got
+
+
+class DenseBits:
+    """Adds packed match sets into :class:`BitPlanes`, a range of words at a time (the
+    sets are checked once, here; :meth:`add` checks its range)."""
+
+    __slots__ = ("_mults", "_planes", "_sets")
+
+    def __init__(
+        self, planes: BitPlanes, sets: list[np.ndarray[Any, Any]], mults: list[int]
+    ) -> None:
+        if type(sets) is not list or type(mults) is not list:
+            raise TypeError("sets and mults must be lists")
+        _need(len(sets) == len(mults), "one multiplicity per set")
+        for s in sets:
+            _bitset("set", s, planes._n)
+        for m in mults:
+            _need(type(m) is int and 0 <= m < 1 << 63, "multiplicities must be ints >= 0")
+        self._planes, self._sets, self._mults = planes, list(sets), list(mults)
+
+    def add(self, wlo: int, whi: int) -> None:
+        """Add the sets' words ``wlo:whi``. O((whi - wlo) * sets * np_) at worst.
+
+        Raises:
+            ValueError: Not ``0 <= wlo <= whi <= words_of(n)``.
+        """
+        p = self._planes
+        _need(0 <= wlo <= whi <= words_of(p._n), "wlo, whi out of range")
+        p._c.bits_add_dense(p._planes, p._np, wlo, whi, self._sets, self._mults)
+
+
+def bits_set(bits: np.ndarray[Any, Any], gids: np.ndarray[Any, Any], n: int) -> None:
+    """Set the bits of the group numbers ``g < n`` of ``gids`` (int32) in ``bits``
+    (uint64, over at least ``n`` groups). O(len(gids)).
+
+    Raises:
+        TypeError, ValueError: An argument of the wrong type or size.
+    """
+    _need(type(n) is int and n >= 0, "n must be an int >= 0")
+    _bitset("bits", bits, n, writable=True)
+    _gids(gids, 0, len(gids))
+    _module().bits_set(bits, gids, 0, len(gids), n)
+
+
+def bits_join(lists: list[array[int]], n: int, bits: np.ndarray[Any, Any]) -> None:
+    """Set the bits of the group numbers ``g < n`` of the posting ``lists``
+    (``array('i')``) in ``bits`` (uint64, over at least ``n`` groups). O(postings).
+
+    Raises:
+        TypeError, ValueError: An argument of the wrong type or size.
+    """
+    if type(lists) is not list:
+        raise TypeError("lists must be a list")
+    for lst in lists:
+        if not isinstance(lst, array) or lst.typecode != "i":
+            raise TypeError("posting lists must be array('i')")
+    _need(type(n) is int and n >= 0, "n must be an int >= 0")
+    _bitset("bits", bits, n, writable=True)
+    _module().bits_join(lists, n, bits)
+
+
+def bits_from_masks(
+    masks_: np.ndarray[Any, Any], bit: int, lo: int, hi: int, bits: np.ndarray[Any, Any]
+) -> int:
+    """Set bit ``g`` of ``bits`` for each ``g`` in ``lo:hi`` whose short-word mask
+    ``masks_[g]`` (uint64) has bit ``bit`` (0-63); how many. O(hi - lo).
+
+    Raises:
+        TypeError, ValueError: An argument of the wrong type or size.
+    """
+    _need(type(bit) is int and 0 <= bit < 64, "bit must be in [0, 64)")
+    _need(0 <= lo <= hi <= kernels._array_of("masks", masks_, _U64), "lo, hi beyond masks")
+    _bitset("bits", bits, hi, writable=True)
+    got: int = _module().bits_from_masks(masks_, bit, lo, hi, bits)
+    return got
+
+
+def bits_to_gids(bits: np.ndarray[Any, Any], n: int) -> np.ndarray[Any, Any]:
+    """The group numbers ``g < n`` whose bit is set in ``bits`` (uint64), ascending
+    (numpy; for checks and tests). O(n)."""
+    flags = np.unpackbits(bits.view(np.uint8), bitorder="little")[:n]
+    return np.flatnonzero(flags)

@@ -266,6 +266,8 @@ class _WordOverlapIndex:
         self._tags._check(tags)
         e.cache._check()
         for w, (upto, dense, data) in e.cache.entries.items():
+            if dense and data.dtype == np.uint64:  # a bitset (ccore.BitPlanes' sets)
+                data = np.unpackbits(data.view(np.uint8), bitorder="little")
             got = set(np.flatnonzero(data).tolist() if dense else data.tolist())
             for g in range(upto):
                 grp = e.glist[g]

@@ -14,6 +14,13 @@ _CACHE_BYTES = 64 << 20
 _SCAN_NEW = 4096
 #: A match set is kept as one byte per group when it holds at least 1/_DENSE of them.
 _DENSE = 16
+#: The same for the bit-sliced counts (``ccore.BitPlanes``): a bitset of ``n / 8`` bytes
+#: is smaller than the group numbers (4 bytes each) from ``n / 32`` of them.
+_DENSE_BITS = 32
+#: Groups one pass of the bit-sliced counts (``ccore.BitPlanes``: largest count per
+#: chunk) covers between two yields: a 64-bit word holds 64 groups, so this many cost
+#: about what ``_CHUNK`` byte counts do.
+_BITS_CHUNK = 1 << 18
 #: Python-level work items (groups, records, lists) between two yields of ``top_k_steps``.
 _STEP = 128
 #: Array elements one vectorised operation of ``top_k_steps`` touches between two yields.

@@ -3,8 +3,8 @@
 :class:`MatchFinder` finds it from the token vocabulary and posting lists (the union of
 the lists of the tokens containing the word, joined in C as one numpy array), or, for a
 short word, from the per-text masks; :class:`MatchCache` keeps the sets of words with
-long postings across retrieves (one byte per group when dense, else sorted group
-numbers), each extended for the groups added since by testing ``word in text`` or from
+long postings across retrieves (when dense, one byte per group, or one bit for the
+bit-sliced counts of ``ccore.BitPlanes``; else group numbers), each extended for the groups added since by testing ``word in text`` or from
 the masks, so a repeated common word costs one vectorised add.
 """
 
@@ -19,7 +19,7 @@ import numpy as np
 from .. import kernels
 from ..scoring import zeroed_steps
 from ..substring import SubstringVocab
-from . import knobs, masks
+from . import ccore, knobs, masks
 
 if TYPE_CHECKING:
     from .numbering import _Numbering
@@ -37,7 +37,8 @@ class MatchCache:
     __slots__ = ("entries", "nbytes")
 
     def __init__(self) -> None:
-        #: word -> (groups covered, dense?, byte per group or group numbers).
+        #: word -> (groups covered, dense?, byte per group (uint8) or bit per group
+        #: (uint64 words) when dense, else group numbers (int32)).
         self.entries: dict[str, tuple[int, bool, np.ndarray[Any, Any]]] = {}
         self.nbytes = 0
 
@@ -93,28 +94,34 @@ class MatchFinder:
         """Postings from which a word's match set is cached."""
         return self._cache_min
 
-    def match_steps(self, e: _Numbering, w: str, n: int) -> Generator[None, None, tuple[int, Any]]:
+    def match_steps(
+        self, e: _Numbering, w: str, n: int, bits: bool = False
+    ) -> Generator[None, None, tuple[int, Any]]:
         """The groups numbered below ``n`` whose text contains ``w``, as one of
-        ``(_NONE, None)``; ``(_DENSE_SET, a byte per group)`` (read ``[:n]``);
-        ``(_SPARSE_SET, group numbers)`` (unsorted, possibly repeated or ``>= n``).
+        ``(_NONE, None)``; ``(_DENSE_SET, a byte per group)`` (read ``[:n]``), or with
+        ``bits`` (the compiled core on) ``(_DENSE_SET, a bitset)`` (uint64 words, bit
+        ``g & 63`` of word ``g >> 6``; bits at ``n`` and beyond may be set);
+        ``(_SPARSE_SET, group numbers)`` (int32, unsorted, possibly repeated or ``>= n``).
         May include purged groups. O(groups added since) for a cached word; else O(n)
         vectorised for a :data:`~.masks._SHORT` word (from the masks), O(postings of the tokens
         containing ``w``) for another; all in bounded steps."""
         bit = masks._SHORT_BIT.get(w)
         hit = e.cache.get(w)
+        if hit is not None and hit[1] and (hit[2].dtype == np.uint64) != bits:
+            hit = None  # dense in the other path's form: found again, and replaced
         if hit is not None:
             upto, dense, data = hit
             if upto >= n:
                 return (_DENSE_SET if dense else _SPARSE_SET), data
             if bit is not None:
-                dense, ext = yield from self._short_set(e, w, bit, n, upto, dense, data)
+                dense, ext = yield from self._short_set(e, w, bit, n, upto, dense, data, bits)
                 return (_DENSE_SET if dense else _SPARSE_SET), ext
             if n - upto <= knobs._SCAN_NEW:
                 extended = yield from self._extend(e, w, n, hit)
                 if extended is not None:
                     return (_DENSE_SET if dense else _SPARSE_SET), extended
         if bit is not None:
-            dense, found = yield from self._short_set(e, w, bit, n, 0, False, None)
+            dense, found = yield from self._short_set(e, w, bit, n, 0, False, None, bits)
             return (_DENSE_SET if dense else _SPARSE_SET), found
         ids = yield from self._vocab.lookup_steps(w)
         item_of = self._vocab.item_of
@@ -136,12 +143,17 @@ class MatchFinder:
             yield
         if not lists:
             return _NONE, None
-        dense = total * knobs._DENSE >= n
+        dense = total * (knobs._DENSE_BITS if bits else knobs._DENSE) >= n
         out: np.ndarray[Any, Any]
         parts: list[np.ndarray[Any, Any]] = []
-        if dense:  # room to extend in place; paged in before the random writes below
+        if dense and bits:  # room to extend in place
+            out = yield from zeroed_steps(ccore.words_of(n + n // 4), np.uint64)
+        elif dense:  # room to extend in place; paged in before the random writes below
             out = yield from zeroed_steps(n + n // 4, np.uint8)
-        if total <= knobs._JOIN and kernels.active():  # one slice, joined in C
+        if bits and dense and total <= knobs._JOIN:  # one slice, joined in C
+            ccore.bits_join(lists, n, out)
+            lists, lens = [], []  # done
+        elif total <= knobs._JOIN and kernels.active():  # one slice, joined in C
             if dense:
                 kernels.wo_join(lists, n, None, out)
             else:
@@ -164,7 +176,9 @@ class MatchFinder:
                     continue
                 gids = np.frombuffer(b"".join(slices), np.int32)
                 gids = gids[gids < n]
-                if dense:
+                if dense and bits:
+                    ccore.bits_set(out, gids, n)
+                elif dense:
                     out[gids] = 1
                 else:
                     parts.append(gids)
@@ -185,17 +199,21 @@ class MatchFinder:
         upto: int,
         dense: bool,
         data: np.ndarray[Any, Any] | None,
+        bits: bool = False,
     ) -> Generator[None, None, tuple[bool, np.ndarray[Any, Any]]]:
         """``(dense?, set)``: the match set of the :data:`~.masks._SHORT` word ``w`` (mask bit
         ``bit``) below ``n``, from the masks: with ``data`` (a cached set for groups
         below ``upto``) that set extended, else new (a new set is returned sparse, as
-        group numbers, and remembered dense or sparse). O(n - upto) vectorised, in
-        chunks, after computing the pending masks below ``n`` (the owner's work)."""
+        group numbers, and remembered dense or sparse; dense as a bitset with ``bits``).
+        O(n - upto) vectorised, in chunks, after computing the pending masks below ``n``
+        (the owner's work)."""
         while e.masked < n:
             e.fill_masks(knobs._MASK_STEP)
             yield
         masks = e.masks[bit >> 6]
         one = np.uint64(1 << (bit & 63))
+        if data is None and bits:
+            return (yield from self._short_bits(e, w, masks, bit & 63, n))
         if data is None:
             out = np.zeros(n + n // 4, np.uint8)  # room to extend in place
             hits = 0
@@ -234,6 +252,36 @@ class MatchFinder:
         added = np.concatenate(new) if new else np.zeros(0, np.int32)
         ext = yield from self._put_and_remember(e, w, n, upto, dense, data, added)
         return dense, ext
+
+    def _short_bits(
+        self, e: _Numbering, w: str, masks_: np.ndarray[Any, Any], bit: int, n: int
+    ) -> Generator[None, None, tuple[bool, np.ndarray[Any, Any]]]:
+        """:meth:`_short_set` of a new set for the bit-sliced counts: a bitset when
+        dense, else group numbers; remembered. O(n) in chunks of ``_CHUNK``."""
+        out = np.zeros(ccore.words_of(n + n // 4), np.uint64)  # room to extend in place
+        one = np.uint64(1 << bit)
+        hits = 0
+        parts: list[np.ndarray[Any, Any]] | None = []
+        for start in range(0, n, knobs._CHUNK):
+            stop = min(n, start + knobs._CHUNK)
+            got = ccore.bits_from_masks(masks_, bit, start, stop, out)
+            hits += got
+            if parts is not None:
+                if hits * knobs._DENSE_BITS >= n:
+                    parts = None  # dense whatever follows
+                elif got:
+                    gids = np.flatnonzero((masks_[start:stop] & one) != 0)
+                    gids += start
+                    parts.append(gids.astype(np.int32))
+            yield
+        if parts is None:
+            if hits >= self._cache_min:
+                e.cache.remember(w, n, True, out)
+            return True, out
+        gids = np.concatenate(parts) if parts else np.zeros(0, np.int32)
+        if hits >= self._cache_min:
+            e.cache.remember(w, n, False, gids)
+        return False, gids
 
     def _extend(
         self, e: _Numbering, w: str, n: int, hit: tuple[int, bool, np.ndarray[Any, Any]]
@@ -276,7 +324,18 @@ class MatchFinder:
         dense set full up is copied into one half as large again, in chunks; a sparse
         one is concatenated. O(len(added)), plus O(upto) when a dense set grows."""
         ext: np.ndarray[Any, Any]
-        if dense:
+        if dense and data.dtype == np.uint64:  # a bitset (ccore.BitPlanes' sets)
+            if len(data) >= ccore.words_of(n):
+                ext = data
+            else:
+                ext = np.zeros(ccore.words_of(n + n // 2), np.uint64)
+                words = ccore.words_of(upto)
+                for start in range(0, words, 4 * knobs._CHUNK):
+                    stop = min(words, start + 4 * knobs._CHUNK)
+                    ext[start:stop] = data[start:stop]
+                    yield
+            ccore.bits_set(ext, np.asarray(added, np.int32), n)
+        elif dense:
             if len(data) >= n:
                 ext = data
             else:

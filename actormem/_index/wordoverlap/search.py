@@ -17,7 +17,7 @@ import numpy as np
 
 from ..._record import Record
 from .. import kernels
-from ..scoring import Accept, ReadView
+from ..scoring import Accept, ReadView, zeroed_steps
 from . import ccore, knobs, masks
 from .formula import combine_word_overlap
 from .matchsets import _DENSE_SET, _NONE, _SPARSE_SET, MatchFinder
@@ -250,6 +250,13 @@ class WordOverlapSearch:
                     tagged.update(lst[start : start + knobs._STEP * 4])
                     yield
 
+        if ccore.bits_active() and n_words.bit_length() <= ccore.MAX_PLANES:
+            return (
+                yield from self._top_k_bits(
+                    e, view, mult, n_words, limit, accept, min_matched, tagged, max_rel
+                )
+            )
+
         # Matched words per group number, vectorised.
         dtype: Any = np.uint8 if n_words < 256 else np.uint16 if n_words < 65536 else np.int64
         # Pooled arrays, viewed to the `n` groups this retrieve sees (beyond `n` a
@@ -403,6 +410,213 @@ class WordOverlapSearch:
             if not restarted:
                 break
         self._give(e, counts_all)
+
+        heap.sort(key=lambda item: (-item[0], -item[1]))
+        return [(score, rec) for score, _, rec in heap]
+
+    def _count_bits(
+        self,
+        e: _Numbering,
+        mult: dict[str, int],
+        n: int,
+        bp: ccore.BitPlanes,
+        xbits: np.ndarray[Any, Any],
+    ) -> Generator[None, None, None]:
+        """Add every query word's match set (``mult``: word -> multiplicity) into the
+        bit-sliced counts ``bp`` over the groups below ``n``: the words with small sets
+        in C (``count_words``), sparse sets by their words touched (``collect`` then
+        ``flush``), dense bitsets in one pass at the end (a set only gains numbers at or
+        above this retrieve's ``n``, so deferring changes nothing). ``xbits``: room for
+        a sparse set's words (``words_of(n)``, garbage; zeroed here when first needed).
+        O(words + postings + n / 64 * planes) in steps."""
+        touched: list[np.ndarray[Any, Any]] = []
+        dense: list[np.ndarray[Any, Any]] = []
+        dense_mult: list[int] = []
+        words, mults = list(mult), list(mult.values())
+
+        def add_word(w: str, m: int) -> Generator[None, None, None]:
+            kind, data = yield from self._finder.match_steps(e, w, n, True)
+            if kind == _NONE:
+                return
+            if kind == _DENSE_SET:
+                dense.append(data)
+                dense_mult.append(m)
+                return
+            if not touched:
+                words_n = ccore.words_of(n)
+                cap = ccore.words_of(len(e.maxrel))
+                for start in range(0, words_n, knobs._CHUNK):
+                    xbits[start : start + knobs._CHUNK] = 0
+                    yield
+                got = yield from e.scratch.take_steps(np.int32, 0, cap)
+                touched.append(got if len(got) >= words_n else np.empty(cap, np.int32))
+                bp.set_scratch(xbits, touched[0][:words_n])
+            if data.dtype != np.int32:
+                data = data.astype(np.int32)
+            for start in range(0, len(data), knobs._JOIN):
+                bp.collect(data, start, min(len(data), start + knobs._JOIN))
+                if len(data) > knobs._JOIN:
+                    yield
+            bp.flush(m)
+            yield
+
+        planes, n_planes = bp.count_words_args()
+        small = min(knobs._JOIN, self._finder.cache_min)  # postings of a word for C
+        at = 0
+        while at < len(words):
+            at, left = ccore.count_words(
+                words,
+                mults,
+                at,
+                knobs._JOIN,
+                small,
+                self._finder.vocab,
+                e.post,
+                e.cache.entries,
+                masks._SHORT_BIT,
+                planes,
+                n,
+                n_planes,
+            )
+            for i in left:
+                yield from add_word(words[i], mults[i])
+            yield
+        if dense:
+            # About 2 * _CHUNK words of each set between two yields, fewer with more sets.
+            step = max(64, knobs._CHUNK * 2 // max(8, len(dense)))
+            adder = bp.add_dense(dense, dense_mult)
+            top = ccore.words_of(n)
+            for lo in range(0, top, step):
+                adder.add(lo, min(top, lo + step))
+                yield
+            del adder
+            del dense
+        if touched:
+            e.scratch.give(touched[0], ccore.words_of(len(e.maxrel)))
+
+    def _top_k_bits(
+        self,
+        e: _Numbering,
+        view: ReadView,
+        mult: dict[str, int],
+        n_words: int,
+        limit: int,
+        accept: Accept,
+        min_matched: int,
+        tagged: set[Record],
+        max_rel: float,
+    ) -> Generator[None, None, list[tuple[float, Record]]]:
+        """The rest of :meth:`top_k_steps` with the matched-word counts bit-sliced
+        (:class:`~.ccore.BitPlanes`): the same counts as the byte path's, the groups of a
+        count visited in chunks of whole 64-group words, so the same top-k, scores and
+        ties. O(words + postings + n / 64 * planes per count visited), in bounded
+        steps."""
+        version = view.version
+        n = e.n
+        glist = e.glist
+        maxrel = e.maxrel[:n]
+        minseq = e.minseq[:n]
+        groups = e.groups
+
+        def admitted(rec: Record) -> bool:
+            return rec.born <= version < rec.died and (accept is None or accept(rec))
+
+        n_planes = n_words.bit_length()
+        # Planes from the pool, zeroed for the `n` groups this retrieve sees; after the
+        # room for MAX_PLANES planes, a sparse set's words (`_count_bits`).
+        words_cap = ccore.words_of(len(e.maxrel))
+        cap = words_cap * (ccore.MAX_PLANES + 1)
+        words_n = ccore.words_of(n)
+        planes_all: np.ndarray[Any, Any] = yield from e.scratch.take_steps(
+            np.uint64, words_n * n_planes, cap
+        )
+        if len(planes_all) < cap:  # a spare given back by a retrieve that began before a growth
+            planes_all = yield from zeroed_steps(cap, np.uint64)
+        bp = ccore.BitPlanes(planes_all[: words_cap * ccore.MAX_PLANES], n_planes, n)
+        xbits = planes_all[words_cap * ccore.MAX_PLANES :][:words_n]
+        yield from self._count_bits(e, mult, n, bp, xbits)
+
+        heap: list[tuple[float, int, Record]] = []  # worst on top: (score, -seq, rec)
+
+        def push(rec: Record, score: float) -> None:
+            item = (score, -rec.seq, rec)
+            if len(heap) < limit:
+                heapq.heappush(heap, item)
+            elif item[:2] > heap[0][:2]:
+                heapq.heapreplace(heap, item)
+
+        done = 0
+        for rec in list(tagged):
+            if admitted(rec):
+                count = bp.count(groups[rec.entry.memory])
+                if count >= min_matched:  # min_matched (thresholds.py)
+                    push(rec, combine_word_overlap(rec.entry.relevance, count, n_words, True))
+            done += 1
+            if not done % knobs._STEP:
+                yield
+
+        # The largest count per chunk of about knobs._CHUNK groups (whole words),
+        # knobs._BITS_CHUNK groups between two yields. The chunks and batches need not
+        # be the byte path's: _visit's result does not depend on the order it sees the
+        # groups in.
+        chunk = -(-knobs._CHUNK // 64) * 64
+        chunks = -(-n // chunk)
+        most = np.zeros(max(1, chunks), np.int64)
+        per_step = max(1, knobs._BITS_CHUNK // chunk)
+        for c0 in range(0, chunks, per_step):
+            bp.maxima(chunk, c0, min(chunks, c0 + per_step), most)
+            yield
+        tops = [(i * chunk, m) for i, m in enumerate(most[:chunks].tolist()) if m]
+        top_count = max((m for _, m in tops), default=0)
+        found_buf = np.empty(chunk, np.int64)
+        progress = [0]
+        for c in range(top_count, max(min_matched, 1) - 1, -1):  # min_matched: thresholds.py
+            if len(heap) == limit and combine_word_overlap(max_rel, c, n_words, False) < heap[0][0]:
+                break
+            part = 0.4 * (c / n_words)
+            pending: list[np.ndarray[Any, Any]] = []
+            size = 0
+            starts = [start for start, m in tops if m >= c]
+            for k, start in enumerate(starts):
+                got = bp.select(c, start, start + chunk, found_buf)
+                pending.append(found_buf[:got].copy())
+                size += got
+                if size < knobs._VISIT and k + 1 < len(starts):
+                    continue
+                yield
+                idx = pending[0] if len(pending) == 1 else np.concatenate(pending)
+                pending, size = [], 0
+                yield from self._visit(
+                    idx, part, maxrel, minseq, glist, heap, limit, push, admitted, tagged, progress
+                )
+
+        # Entries that match no word: as in top_k_steps.
+        below: float | None = None
+        seen = 0
+        while min_matched <= 0 and not (  # min_matched: thresholds.py
+            len(heap) == limit and combine_word_overlap(max_rel, 0, n_words, False) < heap[0][0]
+        ):
+            restarted = False
+            for rec in view.by_relevance(below=below):
+                seen += 1
+                if not seen % knobs._WALK_STEP:
+                    yield  # by_relevance re-seeks across yields (the snapshot's contract)
+                if len(heap) == limit:
+                    bound = combine_word_overlap(rec.entry.relevance, 0, n_words, False)
+                    worst_score, worst_negseq = heap[0][0], heap[0][1]
+                    if bound < worst_score:
+                        break
+                    if bound == worst_score and -worst_negseq < rec.seq:
+                        below = rec.entry.relevance
+                        restarted = True
+                        break
+                if rec in tagged or bp.count(groups[rec.entry.memory]):
+                    continue
+                if accept is None or accept(rec):
+                    push(rec, combine_word_overlap(rec.entry.relevance, 0, n_words, False))
+            if not restarted:
+                break
+        e.scratch.give(planes_all, ccore.words_of(len(e.maxrel)) * (ccore.MAX_PLANES + 1))
 
         heap.sort(key=lambda item: (-item[0], -item[1]))
         return [(score, rec) for score, _, rec in heap]
