@@ -11,9 +11,16 @@ ties), or the run fails. Both paths use the other compiled kernels (``_ckernels.
 when they are built. Queries: LoCoMo questions, and tool results of
 ``tool_calls.jsonl`` (what the swarm's agents retrieve with).
 
+With ``--bits``, the comparison is instead the core's bit-sliced counts (packed match
+sets, ``ccore.BitPlanes``) against the core's byte counts (``ACTORMEM_WO_BITS=0``, the
+path before them), in one memory per size built with the core: per query both paths in
+turn, each with its own match-set cache (swapped in with the path, so neither reads
+the other's sets), thread CPU per ``top_k``, identical top-10s required.
+
 Usage (from the repository root)::
 
     python -m stress.bench_wocore --sizes 100000 --queries 200 [--json out.json]
+    python -m stress.bench_wocore --bits --sizes 100000,1000000 --queries 200
 """
 
 from __future__ import annotations
@@ -31,10 +38,11 @@ from actormem._engine.state import MemoryState
 from actormem._index import kernels
 from actormem._index.wordoverlap import ccore
 from actormem._index.wordoverlap.index import _WordOverlapIndex
+from actormem._index.wordoverlap.matchsets import MatchCache
 
 from ._bench_args import add_paired_args
 from ._bench_data import DEFAULT_DATA, entries, load_corpus, query_sets
-from ._bench_engine import BATCH, make_scorer, store_paired
+from ._bench_engine import BATCH, fill_state, make_scorer, store_paired
 from ._bench_stats import paired_line, summarize_cpu_ms, time_paired
 
 K = 10
@@ -105,9 +113,57 @@ def time_both(states: dict[bool, MemoryState], queries: Sequence[str]) -> dict[s
     return out
 
 
+def time_bits(state: MemoryState, queries: Sequence[str]) -> dict[str, Any]:
+    """Per query, the bit-sliced counts and the byte counts in turn on one memory (each
+    path with its own match-set cache): thread CPU in ms, and a check that they agree."""
+    index: Any = state.index
+    view = state.view()
+    caches = {False: MatchCache(), True: MatchCache()}
+
+    def switch_bits(on: bool) -> None:
+        ccore.BITS = on
+        index._e.cache = caches[on]
+
+    cpu = time_paired(
+        queries,
+        switch_bits,
+        lambda on, query: index.top_k(view, query, K, None),
+        "the bit-sliced and the byte counts",
+    )
+    ccore.BITS = True
+    out: dict[str, Any] = {"queries": len(queries)}
+    out["bytes"] = summarize_cpu_ms(cpu[False])
+    out["bits"] = summarize_cpu_ms(cpu[True])
+    out["ratio_p50"] = out["bytes"]["p50_ms"] / out["bits"]["p50_ms"]
+    return out
+
+
+def main_bits(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The ``--bits`` comparison (see the module documentation)."""
+    corpus = load_corpus(args.data, args.seed)
+    sets = query_sets(corpus, args.data, args.queries, args.seed)
+    cells = []
+    for size in args.sizes:
+        state = MemoryState(capacity=None, half_life=3600.0, scorer=make_scorer("word-overlap"))
+        fill_state(state, entries(corpus, size))
+        gc.freeze()
+        for name, queries in sets.items():
+            time_bits(state, queries[:3])  # warm caches on both paths
+            cell = {"size": size, "queries_of": name, **time_bits(state, queries)}
+            cells.append(cell)
+            print(f"n={size:>9,} {name:12} {paired_line(cell, 'bytes', 'bits')}", flush=True)
+        del state
+        gc.unfreeze()
+        gc.collect()
+    return cells
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m stress.bench_wocore", description=__doc__)
     add_paired_args(p, [100_000], DEFAULT_DATA)
+    p.add_argument(
+        "--bits", action="store_true", help="bit-sliced against byte counts, both with the core"
+    )
     args = p.parse_args(argv)
     if not kernels.WO_CORE_AVAILABLE:
         p.error("the word-overlap core is not built (pip install -e .)")
@@ -116,6 +172,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.bits:
+        cells = main_bits(args)
+        if args.json is not None:
+            args.json.write_text(json.dumps({"command": sys.argv, "cells": cells}, indent=1))
+        return 0
     corpus = load_corpus(args.data, args.seed)
     sets = query_sets(corpus, args.data, args.queries, args.seed)
     cells = []

@@ -146,7 +146,6 @@ def count_words(
     return got
 
 
-
 def text_masks(
     texts: list[str], out: tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]], start: int
 ) -> None:

@@ -4,8 +4,9 @@
 the lists of the tokens containing the word, joined in C as one numpy array), or, for a
 short word, from the per-text masks; :class:`MatchCache` keeps the sets of words with
 long postings across retrieves (when dense, one byte per group, or one bit for the
-bit-sliced counts of ``ccore.BitPlanes``; else group numbers), each extended for the groups added since by testing ``word in text`` or from
-the masks, so a repeated common word costs one vectorised add.
+bit-sliced counts of ``ccore.BitPlanes``; else group numbers), each extended for the
+groups added since by testing ``word in text`` or from the masks, so a repeated common
+word costs one vectorised add.
 """
 
 from __future__ import annotations

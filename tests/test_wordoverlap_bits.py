@@ -1,0 +1,516 @@
+"""Word overlap's bit-sliced counts (``ccore.BitPlanes``, packed match sets) against the
+byte counts they replace (``ccore.BITS = False``, the reference).
+
+The kernels are checked against numpy on random sets (counts, per-chunk maxima, the
+groups of one count, bitsets from group numbers, posting lists and masks); a state
+machine drives two word-overlap memories with the same stores, upserts, deletes,
+evictions, old snapshots and queries (filters, ``min_matched``, repeated words, writes
+between a retrieve's steps), one counting in bit planes and one in bytes, and requires
+identical top-k, scores (bit for bit) and ties; bad arguments are refused before C, and
+the C code refuses what would break memory safety.
+"""
+
+from __future__ import annotations
+
+import uuid
+from array import array
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, rule
+
+from actormem import MemoryCategory, MemoryEntry, WordOverlapScorer
+from actormem._engine.state import MemoryState, View
+from actormem._index import kernels
+from actormem._index.scoring import drain
+from actormem._index.substring import SubstringVocab
+from actormem._index.wordoverlap import ccore
+from actormem._index.wordoverlap import knobs as wo_knobs
+
+pytestmark = pytest.mark.skipif(
+    not kernels.WO_CORE_AVAILABLE, reason="the word-overlap core is not built"
+)
+
+BASE = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+def _unpack(planes: np.ndarray[Any, Any], np_: int, n: int) -> np.ndarray[Any, Any]:
+    """The counts of groups ``0 .. n - 1`` decoded from word-major planes with numpy."""
+    words = ccore.words_of(n)
+    grid = planes[: words * np_].reshape(words, np_)
+    out = np.zeros(words * 64, np.int64)
+    for j in range(np_):
+        bits = np.unpackbits(grid[:, j].copy().view(np.uint8), bitorder="little")
+        out += bits.astype(np.int64) << j
+    return out[:n]
+
+
+def _bitset(gids: list[int], n: int, room: int = 0) -> np.ndarray[Any, Any]:
+    out = np.zeros(ccore.words_of(n) + room, np.uint64)
+    for g in gids:
+        if 0 <= g < n:
+            out[g >> 6] |= np.uint64(1 << (g & 63))
+    return out
+
+
+sets_st = st.lists(
+    st.tuples(
+        st.lists(st.integers(-3, 330), max_size=60),  # group numbers, repeats, out of range
+        st.integers(1, 3),  # multiplicity
+        st.booleans(),  # dense (a bitset) or sparse (group numbers)
+    ),
+    max_size=9,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(n=st.integers(0, 320), sets=sets_st, split=st.integers(1, 70))
+def test_planes_count_as_numpy(n: int, sets: list[tuple[list[int], int, bool]], split: int) -> None:
+    total = sum(m for _, m, _ in sets)
+    np_ = max(1, total.bit_length())
+    words = ccore.words_of(n)
+    planes = np.zeros(words * np_ + 3, np.uint64)
+    bp = ccore.BitPlanes(planes, np_, n)
+    bp.set_scratch(np.zeros(words, np.uint64), np.zeros(words, np.int32))
+    want = np.zeros(n, np.int64)
+    dense: list[np.ndarray[Any, Any]] = []
+    mults: list[int] = []
+    for gids, m, is_dense in sets:
+        uniq = sorted({g for g in gids if 0 <= g < n})
+        want[uniq] += m
+        if is_dense:
+            # Bits at n and beyond (a later retrieve's extension) must not count.
+            dense.append(_bitset([*gids, n, n + 1], n + 2, room=1))
+            mults.append(m)
+            continue
+        arr = np.array(gids, np.int32)
+        for lo in range(0, len(arr), split):  # in slices, as across yields
+            bp.collect(arr, lo, min(len(arr), lo + split))
+        bp.flush(m)
+    adder = bp.add_dense(dense, mults)
+    for lo in range(0, words, 2):
+        adder.add(lo, min(words, lo + 2))
+    assert _unpack(planes, np_, n).tolist() == want.tolist()
+    assert [bp.count(g) for g in range(n)] == want.tolist()
+    for chunk in (64, 128):
+        chunks = -(-n // chunk)
+        most = np.full(chunks + 1, -1, np.int64)
+        bp.maxima(chunk, 0, chunks, most)
+        assert most[:chunks].tolist() == [
+            int(want[i * chunk : (i + 1) * chunk].max()) for i in range(chunks)
+        ]
+        assert most[chunks] == -1  # nothing written beyond c1
+    out = np.zeros(max(1, n), np.int64)
+    for c in range(total + 2):
+        for glo, ghi in ((0, n), (5, max(5, n - 3)), (64, 200), (0, n + 50)):
+            got = bp.select(c, glo, ghi, out)
+            lo, hi = min(glo, n), min(ghi, n)
+            expect = [g for g in range(lo, hi) if want[g] == c]
+            assert out[:got].tolist() == expect
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    n=st.integers(0, 300), gids=st.lists(st.integers(-2, 310), max_size=80), bit=st.integers(0, 63)
+)
+def test_bitsets_as_numpy(n: int, gids: list[int], bit: int) -> None:
+    got = np.zeros(ccore.words_of(n) + 1, np.uint64)
+    ccore.bits_set(got, np.array(gids, np.int32), n)
+    assert got.tolist() == _bitset(gids, n, room=1).tolist()
+    assert ccore.bits_to_gids(got, n).tolist() == sorted({g for g in gids if 0 <= g < n})
+    half = len(gids) // 2
+    lists = [array("i", sorted(set(gids[:half]))), array("i", gids[half:])]
+    joined = np.zeros(ccore.words_of(n), np.uint64)
+    ccore.bits_join(lists, n, joined)
+    assert joined.tolist() == _bitset(gids, n).tolist()
+    rng = np.random.default_rng(n + bit)
+    masks = rng.integers(0, 1 << 63, n + 5, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+    out = np.zeros(ccore.words_of(n + 5), np.uint64)
+    lo = min(n, 3)
+    hits = ccore.bits_from_masks(masks, bit, lo, n, out)
+    expect = [g for g in range(lo, n) if int(masks[g]) >> bit & 1]
+    assert hits == len(expect)
+    assert ccore.bits_to_gids(out, n + 5).tolist() == expect
+
+
+def test_a_long_query_carries_through_every_plane() -> None:
+    # 200 sets over the same groups: counts up to 200 need 8 planes and long carries.
+    n = 130
+    bp = ccore.BitPlanes(np.zeros(ccore.words_of(n) * 8, np.uint64), 8, n)
+    sets = [_bitset(list(range(k % 7, n, 1 + k % 5)), n) for k in range(200)]
+    bp.add_dense(sets, [1] * 199 + [0]).add(0, ccore.words_of(n))
+    want = [
+        sum(1 for k in range(199) if g >= k % 7 and (g - k % 7) % (1 + k % 5) == 0)
+        for g in range(n)
+    ]
+    assert [bp.count(g) for g in range(n)] == want
+
+
+# -- the index: bit planes against byte counts ----------------------------------------
+
+WORDS = [
+    "the", "a", "on", "cat", "cats", "deploy", "deployed", "x", "id", "do", "w1", "w2",
+    '{"status":', '"ok",', "é", "İstanbul", "ab", "abc", "abcd", "what", "when",
+]  # fmt: skip
+QUERY_WORDS = [*WORDS, "zz", "at", "eplo", "status", "stan", "bcd", "ok", "t", "wh"]
+
+
+class BitsAndBytes(RuleBasedStateMachine):
+    """Two memories, the same operations: one counting in bit planes, one in bytes."""
+
+    ids = Bundle("ids")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.states: dict[bool, MemoryState] = {}
+        self.i = 0
+        #: Old snapshots still read (the vacuum keeps what they see).
+        self.old: list[dict[bool, View]] = []
+
+    @initialize(budget=st.sampled_from([0, 2, 8, 2048]), capacity=st.sampled_from([None, 40]))
+    def make(self, budget: int, capacity: int | None) -> None:
+        for bits in (False, True):
+            self.states[bits] = MemoryState(
+                capacity=capacity,
+                half_life=3600.0,
+                scorer=WordOverlapScorer(essential_budget=budget),
+            )
+
+    def _each(self) -> Iterator[tuple[bool, MemoryState]]:
+        for bits, state in self.states.items():
+            ccore.BITS = bits
+            try:
+                yield bits, state
+            finally:
+                ccore.BITS = True
+
+    def _entry(self, words: list[str], rel: float, id: uuid.UUID | None = None) -> MemoryEntry:
+        self.i += 1
+        return MemoryEntry(
+            category=MemoryCategory.FACT,
+            memory="  ".join(words) if self.i % 3 else "\t".join(w.upper() for w in words),
+            relevance=rel,
+            created_at=BASE + timedelta(seconds=self.i),
+            id=id or uuid.UUID(int=self.i),
+            tags=["deploy the cat"] if self.i % 5 == 0 else [],
+        )
+
+    def _vacuum(self) -> None:
+        for bits, state in self._each():
+            horizon = min([state.published, *(v[bits].version for v in self.old)])
+            state.vacuum(horizon)
+
+    @rule(
+        target=ids,
+        words=st.lists(st.sampled_from(WORDS), min_size=0, max_size=8),
+        fresh=st.booleans(),
+        rel=st.sampled_from([0.1, 0.5, 0.9]),
+    )
+    def store(self, words: list[str], fresh: bool, rel: float) -> uuid.UUID:
+        if fresh:
+            words = [*words, f"tok{self.i}x{self.i * 7}"]  # a new token
+        entry = self._entry(words, rel)
+        for _, state in self._each():
+            state.store(entry)
+            state.publish()
+        self._vacuum()
+        return entry.id
+
+    @rule(
+        seed=st.integers(0, 1 << 30),
+        count=st.sampled_from([30, 70, 100]),
+    )
+    def store_many(self, seed: int, count: int) -> None:
+        # Enough texts to cross 64-group words and chunks.
+        rng = np.random.default_rng(seed)
+        batch = []
+        for _ in range(count):
+            k = int(rng.integers(1, 7))
+            words = [WORDS[int(j)] for j in rng.integers(0, len(WORDS), k)]
+            batch.append(self._entry([*words, f"m{self.i}"], float(rng.choice([0.2, 0.6, 1.0]))))
+        for _, state in self._each():
+            for entry in batch:
+                state.store(entry)
+            state.publish()
+        self._vacuum()
+
+    @rule(entry_id=ids, words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=5))
+    def upsert(self, entry_id: uuid.UUID, words: list[str]) -> None:
+        entry = self._entry(words, 0.7, id=entry_id)
+        for _, state in self._each():
+            state.store(entry)
+            state.publish()
+        self._vacuum()
+
+    @rule(entry_id=ids)
+    def delete(self, entry_id: uuid.UUID) -> None:
+        for _, state in self._each():
+            state.delete(entry_id)
+            state.publish()
+        self._vacuum()
+
+    @rule()
+    def keep_snapshot(self) -> None:
+        if len(self.old) < 2:
+            self.old.append({bits: state.view() for bits, state in self.states.items()})
+
+    @rule()
+    def drop_snapshot(self) -> None:
+        if self.old:
+            self.old.pop(0)
+            self._vacuum()
+
+    @rule(
+        words=st.lists(st.sampled_from(QUERY_WORDS), min_size=1, max_size=40),
+        limit=st.one_of(st.integers(1, 8), st.just(1000)),  # 1000: every match, in order
+        min_matched=st.sampled_from([0, 0, 1, 2, 3]),
+        filtered=st.booleans(),
+        old=st.booleans(),
+    )
+    def query(
+        self, words: list[str], limit: int, min_matched: int, filtered: bool, old: bool
+    ) -> None:
+        query = " ".join(words)
+        accept = (lambda rec: rec.seq % 3 != 1) if filtered else None
+        got = {}
+        for bits, state in self._each():
+            view = self.old[0][bits] if old and self.old else state.view()
+            steps = state.index.top_k_steps(  # type: ignore[attr-defined]
+                view, query, limit, accept, min_matched=min_matched
+            )
+            got[bits] = [(score, rec.seq) for score, rec in drain(steps)]
+        assert got[True] == got[False], query
+
+    @rule(
+        words=st.lists(st.sampled_from(QUERY_WORDS), min_size=1, max_size=12),
+        limit=st.integers(1, 6),
+        new=st.lists(st.sampled_from(WORDS), min_size=1, max_size=5),
+        steps=st.integers(1, 12),
+    )
+    def query_with_writes_between_steps(
+        self, words: list[str], limit: int, new: list[str], steps: int
+    ) -> None:
+        # Both read a snapshot while the owner stores, deletes and purges between steps.
+        live = [rec.entry.id for rec in self.states[False].view().records()]
+        query = " ".join(words)
+        gens, done = {}, {}
+        reading: dict[bool, View] = {}
+        self.old.append(reading)  # the vacuum keeps what the retrieves read
+        for bits, state in self._each():
+            view = reading[bits] = state.view()
+            gen = state.index.top_k_steps(view, query, limit, None)  # type: ignore[attr-defined]
+            gens[bits] = gen
+            for _ in range(steps):
+                try:
+                    next(gen)
+                except StopIteration as stop:
+                    done[bits] = stop.value
+                    break
+        for _, state in self._each():
+            if live:
+                state.delete(live[0])
+            state.publish()
+        self.store(new, True, 0.5)
+        self.store_many(self.i, 30)
+        got = {}
+        for bits, _state in self._each():
+            result = done[bits] if bits in done else drain(gens[bits])
+            got[bits] = [(score, rec.seq) for score, rec in result]
+        self.old.remove(reading)
+        assert got[True] == got[False], query
+
+    @rule()
+    def consistent(self) -> None:
+        # The index's own check (cached bitsets included); a rule, not an invariant:
+        # it is O(texts * words) and the runs hold a few hundred texts.
+        for _, state in self._each():
+            state._check()
+
+
+def test_bits_and_bytes_agree() -> None:
+    run = BitsAndBytes.TestCase()
+    run.settings = settings(max_examples=30, stateful_step_count=20, deadline=None)
+    run.runTest()
+
+
+@pytest.fixture
+def small_knobs() -> Iterator[None]:
+    """Tiny slices: every sparse set over several calls, every pass over several yields."""
+    names = ("_CHUNK", "_JOIN", "_DENSE", "_DENSE_BITS", "_STEP", "_VISIT", "_BITS_CHUNK")
+    saved = {k: getattr(wo_knobs, k) for k in names}
+    values = (8, 3, 4, 4, 2, 4, 64)
+    for k, v in zip(names, values, strict=True):
+        setattr(wo_knobs, k, v)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(wo_knobs, k, v)
+
+
+@pytest.mark.usefixtures("small_knobs")
+def test_bits_and_bytes_agree_in_small_slices() -> None:
+    run = BitsAndBytes.TestCase()
+    run.settings = settings(max_examples=20, stateful_step_count=20, deadline=None)
+    run.runTest()
+
+
+# -- arguments ------------------------------------------------------------------------
+
+
+def test_bad_arguments_are_refused_before_c() -> None:
+    n = 100
+    ok = np.zeros(ccore.words_of(n) * 3, np.uint64)
+    bad_ctor: list[tuple[type[Exception], Any, Any, Any]] = [
+        (TypeError, list(ok), 3, n),
+        (ValueError, ok.astype(np.int64), 3, n),
+        (ValueError, ok[::2], 3, n),
+        (ValueError, ok, 4, n),  # too short for 4 planes
+        (ValueError, ok, 0, n),
+        (ValueError, ok, ccore.MAX_PLANES + 1, n),
+        (ValueError, ok, 3, -1),
+        (ValueError, ok, 3, 200),
+    ]
+    for error, planes, np_, size in bad_ctor:
+        with pytest.raises(error):
+            ccore.BitPlanes(planes, np_, size)
+    bp = ccore.BitPlanes(ok, 3, n)
+    gids = np.array([1, 2, 3], np.int32)
+    with pytest.raises(ValueError, match="set_scratch"):
+        bp.collect(gids, 0, 3)
+    with pytest.raises(ValueError, match="xbits"):
+        bp.set_scratch(np.zeros(1, np.uint64), np.zeros(2, np.int32))
+    with pytest.raises(ValueError, match="touched"):
+        bp.set_scratch(np.zeros(2, np.uint64), np.zeros(1, np.int32))
+    bp.set_scratch(np.zeros(2, np.uint64), np.zeros(2, np.int32))
+    with pytest.raises(ValueError, match="gids"):
+        bp.collect(gids.astype(np.int64), 0, 3)
+    with pytest.raises(ValueError, match="lo, hi"):
+        bp.collect(gids, 2, 4)
+    with pytest.raises(ValueError, match="m must"):
+        bp.flush(-1)
+    with pytest.raises(ValueError, match="chunk"):
+        bp.maxima(63, 0, 1, np.zeros(2, np.int64))
+    with pytest.raises(ValueError, match="c0, c1"):
+        bp.maxima(64, 0, 3, np.zeros(3, np.int64))
+    with pytest.raises(ValueError, match="out"):
+        bp.maxima(64, 0, 2, np.zeros(1, np.int64))
+    with pytest.raises(ValueError, match="out"):
+        bp.select(1, 0, 100, np.zeros(99, np.int64))
+    with pytest.raises(ValueError, match="c must"):
+        bp.select(-1, 0, 100, np.zeros(100, np.int64))
+    with pytest.raises(IndexError):
+        bp.count(100)
+    with pytest.raises(ValueError, match="set too short"):
+        bp.add_dense([np.zeros(1, np.uint64)], [1])
+    with pytest.raises(ValueError, match="multiplicit"):
+        bp.add_dense([np.zeros(2, np.uint64)], [-1])
+    with pytest.raises(TypeError):
+        bp.add_dense((np.zeros(2, np.uint64),), [1])  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="wlo"):
+        bp.add_dense([np.zeros(2, np.uint64)], [1]).add(0, 3)
+    with pytest.raises(ValueError, match="bits too short"):
+        ccore.bits_set(np.zeros(1, np.uint64), gids, 100)
+    with pytest.raises(TypeError, match="array"):
+        ccore.bits_join([[1, 2]], 10, np.zeros(1, np.uint64))  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="bit must"):
+        ccore.bits_from_masks(np.zeros(4, np.uint64), 64, 0, 4, np.zeros(1, np.uint64))
+    with pytest.raises(ValueError, match="n out of range"):  # 200 groups need 4 words
+        ccore.count_words([], [], 0, 1, 1, SubstringVocab(), {}, {}, {}, ok, 200, 3)
+    with pytest.raises(TypeError, match="uint64"):
+        ccore.count_words(
+            [], [], 0, 1, 1, SubstringVocab(), {}, {}, {}, ok[:1].astype(np.uint8), 1, 3
+        )
+
+
+def test_c_checks_memory_safety_itself() -> None:
+    from actormem._index import _cwordoverlap as c
+
+    planes = np.zeros(6, np.uint64)  # 2 words of 3 planes: groups 0..127
+    with pytest.raises(ValueError, match="planes too short"):
+        c.bits_add_dense(planes, 3, 0, 3, [], [])
+    with pytest.raises(ValueError, match="np"):
+        c.bits_add_dense(planes, 0, 0, 1, [], [])
+    with pytest.raises(ValueError, match="set shorter"):
+        c.bits_add_dense(planes, 3, 0, 2, [np.zeros(1, np.uint64)], [1])
+    with pytest.raises(ValueError, match="touched word"):
+        c.bits_flush(planes, 3, np.zeros(2, np.uint64), np.array([5], np.int32), 1, 1)
+    with pytest.raises(ValueError, match="nt"):
+        c.bits_flush(planes, 3, np.zeros(2, np.uint64), np.array([0], np.int32), 2, 1)
+    xbits, touched = np.zeros(2, np.uint64), np.zeros(1, np.int32)
+    with pytest.raises(ValueError, match="touched is full"):  # nt stale: more words than room
+        c.bits_collect(xbits, touched, 1, np.array([1, 70], np.int32), 0, 2, 128)
+    with pytest.raises(ValueError, match="out of range"):
+        c.bits_collect(xbits, touched, 0, np.array([1], np.int32), 0, 1, 200)
+    with pytest.raises(ValueError, match="out too short"):
+        c.bits_select(planes, 3, 0, 0, 128, 128, np.zeros(10, np.int64))
+    with pytest.raises(ValueError, match="planes too short"):
+        c.bits_select(planes, 3, 0, 0, 200, 200, np.zeros(200, np.int64))
+    with pytest.raises(ValueError, match="out of range"):
+        c.bits_maxima(planes, 3, 128, 64, 0, 3, np.zeros(3, np.int64))
+    with pytest.raises(ValueError, match="planes too short"):
+        c.bits_count(planes, 3, 128)
+    with pytest.raises(ValueError, match="out of range"):
+        c.bits_set(np.zeros(1, np.uint64), np.array([1], np.int32), 0, 1, 65)
+    with pytest.raises(ValueError, match="out of range"):
+        c.bits_from_masks(np.zeros(4, np.uint64), 64, 0, 4, np.zeros(1, np.uint64))
+    with pytest.raises(ValueError, match="n out of range"):
+        c.bits_join([], 65, np.zeros(1, np.uint64))
+    with pytest.raises(ValueError, match="planes"):
+        c.bits_add_dense(np.zeros(6, np.int64), 3, 0, 1, [], [])
+    # Numbers beyond n or negative are skipped, never written.
+    bits = np.zeros(2, np.uint64)
+    c.bits_set(bits, np.array([-5, 3, 64, 1 << 30], np.int32), 0, 4, 64)
+    assert bits.tolist() == [8, 0]
+
+
+@pytest.mark.parametrize("budget", [0, 2048])
+def test_every_match_of_many_groups(budget: int) -> None:
+    # Hundreds of groups (several 64-group words and chunks), queries with repeated
+    # words: the whole ranking (limit beyond the matches) is the byte path's.
+    rng = np.random.default_rng(budget)
+    states = {
+        bits: MemoryState(
+            capacity=None, half_life=3600.0, scorer=WordOverlapScorer(essential_budget=budget)
+        )
+        for bits in (False, True)
+    }
+    for i in range(700):
+        words = [WORDS[int(j)] for j in rng.integers(0, len(WORDS), int(rng.integers(1, 9)))]
+        entry = MemoryEntry(
+            category=MemoryCategory.FACT,
+            memory=" ".join([*words, f"n{i % 50}"]),
+            relevance=float(rng.choice([0.25, 0.5, 1.0])),
+            created_at=BASE + timedelta(seconds=i),
+            id=uuid.UUID(int=i + 1),
+        )
+        for state in states.values():
+            state.store(entry)
+    for state in states.values():
+        state.publish()
+    queries = [
+        "the",
+        "the the cat a",
+        "deploy x id w1 w2 ab abc eplo",
+        "n1 n1 n1 the a a",
+        "n17 n17 n17 abcd",
+    ]
+    queries += [" ".join(QUERY_WORDS * 3), "zz", "a b c d e f g h i j k l m n o p q r s t"]
+    for query in queries:
+        for limit, min_matched in ((1000, 0), (7, 0), (1000, 2), (3, 1)):
+            got = {}
+            for bits, state in states.items():
+                ccore.BITS = bits
+                try:
+                    steps = state.index.top_k_steps(  # type: ignore[attr-defined]
+                        state.view(), query, limit, None, min_matched=min_matched
+                    )
+                    got[bits] = [(score, rec.seq) for score, rec in drain(steps)]
+                finally:
+                    ccore.BITS = True
+            assert got[True] == got[False], (query, limit, min_matched)
