@@ -1,6 +1,6 @@
 """The word-overlap index's compiled core (``_cwordoverlap.c``), checked.
 
-Two calls replace Python loops of the index with the same operations on the same
+Its calls replace Python loops of the index with the same operations on the same
 structures (the posting dict of ``array('i')``, the substring vocabulary's dicts), so the
 index's state after an ``add`` and the counts of a retrieve are exactly those of the
 Python path, which stays the reference (``tests/test_wordoverlap_core.py`` drives both):
@@ -9,7 +9,12 @@ Python path, which stays the reference (``tests/test_wordoverlap_core.py`` drive
   the vocabulary's acquire of new tokens);
 * :func:`count_words`: a reader's word loop for the words with small match sets, a work
   budget per call (the reader yields between calls);
-* :func:`text_masks`: the short-word masks of a batch of texts (``masks._text_masks``).
+* :func:`text_masks`: the short-word masks of a batch of texts (``masks._text_masks``);
+* :class:`BitPlanes` and the ``bits_*`` helpers: a retrieve's matched-word counts
+  bit-sliced (``np_`` planes of 64 groups per uint64 word, ripple-carry adds) and match
+  sets as packed bitsets, instead of a byte per group (``search.py``'s byte counts stay
+  the reference, ``tests/test_wordoverlap_bits.py``; ``ACTORMEM_WO_BITS=0`` or
+  ``BITS = False`` selects them).
 
 :func:`core` is None when the extension is missing, ``ACTORMEM_WO_CORE=0`` or
 ``ACTORMEM_PURE_PYTHON=1`` is set, or ``kernels.WO_CORE`` is False; the index then runs
