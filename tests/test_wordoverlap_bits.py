@@ -76,7 +76,8 @@ def test_planes_count_as_numpy(n: int, sets: list[tuple[list[int], int, bool]], 
     words = ccore.words_of(n)
     planes = np.zeros(words * np_ + 3, np.uint64)
     bp = ccore.BitPlanes(planes, np_, n)
-    bp.set_scratch(np.zeros(words, np.uint64), np.zeros(words, np.int32))
+    xbits = np.zeros(words, np.uint64)
+    bp.set_scratch(xbits)
     want = np.zeros(n, np.int64)
     dense: list[np.ndarray[Any, Any]] = []
     mults: list[int] = []
@@ -90,8 +91,10 @@ def test_planes_count_as_numpy(n: int, sets: list[tuple[list[int], int, bool]], 
             continue
         arr = np.array(gids, np.int32)
         for lo in range(0, len(arr), split):  # in slices, as across yields
-            bp.collect(arr, lo, min(len(arr), lo + split))
-        bp.flush(m)
+            bp.add_sparse(arr, lo, min(len(arr), lo + split), m)
+        for lo in range(0, len(arr), split):
+            bp.unmark(arr, lo, min(len(arr), lo + split))
+        assert not xbits.any()  # the marks are gone for the next set
     adder = bp.add_dense(dense, mults)
     for lo in range(0, words, 2):
         adder.add(lo, min(words, lo + 2))
@@ -382,18 +385,22 @@ def test_bad_arguments_are_refused_before_c() -> None:
     bp = ccore.BitPlanes(ok, 3, n)
     gids = np.array([1, 2, 3], np.int32)
     with pytest.raises(ValueError, match="set_scratch"):
-        bp.collect(gids, 0, 3)
+        bp.add_sparse(gids, 0, 3, 1)
+    with pytest.raises(ValueError, match="set_scratch"):
+        bp.unmark(gids, 0, 3)
     with pytest.raises(ValueError, match="xbits"):
-        bp.set_scratch(np.zeros(1, np.uint64), np.zeros(2, np.int32))
-    with pytest.raises(ValueError, match="touched"):
-        bp.set_scratch(np.zeros(2, np.uint64), np.zeros(1, np.int32))
-    bp.set_scratch(np.zeros(2, np.uint64), np.zeros(2, np.int32))
+        bp.set_scratch(np.zeros(1, np.uint64))
+    with pytest.raises(ValueError, match="xbits"):
+        bp.set_scratch(np.zeros(2, np.int64))
+    bp.set_scratch(np.zeros(2, np.uint64))
     with pytest.raises(ValueError, match="gids"):
-        bp.collect(gids.astype(np.int64), 0, 3)
+        bp.add_sparse(gids.astype(np.int64), 0, 3, 1)
     with pytest.raises(ValueError, match="lo, hi"):
-        bp.collect(gids, 2, 4)
+        bp.add_sparse(gids, 2, 4, 1)
+    with pytest.raises(ValueError, match="lo, hi"):
+        bp.unmark(gids, 0, 4)
     with pytest.raises(ValueError, match="m must"):
-        bp.flush(-1)
+        bp.add_sparse(gids, 0, 3, -1)
     with pytest.raises(ValueError, match="chunk"):
         bp.maxima(63, 0, 1, np.zeros(2, np.int64))
     with pytest.raises(ValueError, match="c0, c1"):
@@ -438,15 +445,17 @@ def test_c_checks_memory_safety_itself() -> None:
         c.bits_add_dense(planes, 0, 0, 1, [], [])
     with pytest.raises(ValueError, match="set shorter"):
         c.bits_add_dense(planes, 3, 0, 2, [np.zeros(1, np.uint64)], [1])
-    with pytest.raises(ValueError, match="touched word"):
-        c.bits_flush(planes, 3, np.zeros(2, np.uint64), np.array([5], np.int32), 1, 1)
-    with pytest.raises(ValueError, match="nt"):
-        c.bits_flush(planes, 3, np.zeros(2, np.uint64), np.array([0], np.int32), 2, 1)
-    xbits, touched = np.zeros(2, np.uint64), np.zeros(1, np.int32)
-    with pytest.raises(ValueError, match="touched is full"):  # nt stale: more words than room
-        c.bits_collect(xbits, touched, 1, np.array([1, 70], np.int32), 0, 2, 128)
+    xbits, one = np.zeros(2, np.uint64), np.array([1], np.int32)
+    with pytest.raises(ValueError, match="planes too short"):
+        c.bits_add_sparse(planes, 3, xbits, one, 0, 1, 200, 1)
     with pytest.raises(ValueError, match="out of range"):
-        c.bits_collect(xbits, touched, 0, np.array([1], np.int32), 0, 1, 200)
+        c.bits_add_sparse(planes, 3, np.zeros(1, np.uint64), one, 0, 1, 128, 1)
+    with pytest.raises(ValueError, match="out of range"):
+        c.bits_add_sparse(planes, 3, xbits, one, 0, 2, 128, 1)
+    with pytest.raises(ValueError, match="out of range"):
+        c.bits_unmark(np.zeros(1, np.uint64), one, 0, 1, 128)
+    with pytest.raises(ValueError, match="out of range"):
+        c.bits_unmark(xbits, one, 1, 0, 128)
     with pytest.raises(ValueError, match="out too short"):
         c.bits_select(planes, 3, 0, 0, 128, 128, np.zeros(10, np.int64))
     with pytest.raises(ValueError, match="planes too short"):

@@ -795,96 +795,51 @@ get_planes(PyObject *o, Py_buffer *b, Py_ssize_t np, Py_ssize_t words, int writa
     return 0;
 }
 
-PyDoc_STRVAR(bits_collect_doc,
-"bits_collect(xbits, touched, nt, gids, lo, hi, n) -> int\n\n"
-"Set bit g of the bitset xbits (uint64) for each group number 0 <= g < n of\n"
-"gids[lo:hi] (int32); a word of xbits that was zero gets its index appended to\n"
-"touched (int32) at nt. Returns the new nt. Repeats set one bit once. O(hi - lo).");
+PyDoc_STRVAR(bits_add_sparse_doc,
+"bits_add_sparse(planes, np, xbits, gids, lo, hi, n, m) -> None\n\n"
+"Add m to the count of each distinct group number 0 <= g < n of gids[lo:hi] (int32),\n"
+"once: bit g of the bitset xbits (uint64) marks a group added already, and is set\n"
+"(clear it with bits_unmark once the whole set is added). O((hi - lo) * np) at worst,\n"
+"about 2 (hi - lo) plane words (a single bit's carry stops early).");
 
 static PyObject *
-bits_collect(PyObject *self, PyObject *args)
+bits_add_sparse(PyObject *self, PyObject *args)
 {
-    PyObject *o_x, *o_t, *o_g;
-    Py_ssize_t nt, lo, hi, n;
-    if (!PyArg_ParseTuple(args, "OOnOnnn", &o_x, &o_t, &nt, &o_g, &lo, &hi, &n)) return NULL;
-    Py_buffer xb, tb, gb;
-    PyObject *result = NULL;
-    if (get(o_x, &xb, K_U64, 1, "xbits") < 0) return NULL;
-    if (get(o_t, &tb, K_I32, 1, "touched") < 0) goto e1;
-    if (get(o_g, &gb, K_I32, 0, "gids") < 0) goto e2;
-    Py_ssize_t cap = LEN(tb);
-    if (n < 0 || NWORDS(n) > LEN(xb) || nt < 0 || nt > cap || lo < 0 || hi < lo ||
-        hi > LEN(gb)) {
-        PyErr_SetString(PyExc_ValueError, "n/nt/lo/hi out of range");
-        goto done;
-    }
-    {
-        uint64_t *x = xb.buf;
-        int32_t *t = tb.buf;
-        const int32_t *g = gb.buf;
-        for (Py_ssize_t i = lo; i < hi; i++) {
-            int32_t num = g[i];
-            if (num < 0 || num >= n) continue;
-            Py_ssize_t w = num >> 6;
-            if (!x[w]) {
-                if (nt >= cap) {
-                    PyErr_SetString(PyExc_ValueError, "touched is full");
-                    goto done;
-                }
-                t[nt++] = (int32_t)w;
-            }
-            x[w] |= (uint64_t)1 << (num & 63);
-        }
-    }
-    result = PyLong_FromSsize_t(nt);
-done:
-    PyBuffer_Release(&gb);
-e2:
-    PyBuffer_Release(&tb);
-e1:
-    PyBuffer_Release(&xb);
-    return result;
-}
-
-PyDoc_STRVAR(bits_flush_doc,
-"bits_flush(planes, np, xbits, touched, nt, m) -> None\n\n"
-"For each word index w of touched[:nt]: add m times the word xbits[w] into the\n"
-"planes, then zero xbits[w]. O(nt * np).");
-
-static PyObject *
-bits_flush(PyObject *self, PyObject *args)
-{
-    PyObject *o_p, *o_x, *o_t;
-    Py_ssize_t np, nt;
+    PyObject *o_p, *o_x, *o_g;
+    Py_ssize_t np, lo, hi, n;
     unsigned long long m;
-    if (!PyArg_ParseTuple(args, "OnOOnK", &o_p, &np, &o_x, &o_t, &nt, &m)) return NULL;
-    Py_buffer pb, xb, tb;
+    if (!PyArg_ParseTuple(args, "OnOOnnnK", &o_p, &np, &o_x, &o_g, &lo, &hi, &n, &m)) {
+        return NULL;
+    }
+    Py_buffer pb, xb, gb;
     PyObject *result = NULL;
-    if (get_planes(o_p, &pb, np, 0, 1) < 0) return NULL;
+    if (n < 0) {
+        PyErr_SetString(PyExc_ValueError, "n out of range");
+        return NULL;
+    }
+    if (get_planes(o_p, &pb, np, NWORDS(n), 1) < 0) return NULL;
     if (get(o_x, &xb, K_U64, 1, "xbits") < 0) goto e1;
-    if (get(o_t, &tb, K_I32, 0, "touched") < 0) goto e2;
-    if (nt < 0 || nt > LEN(tb)) {
-        PyErr_SetString(PyExc_ValueError, "nt out of range");
+    if (get(o_g, &gb, K_I32, 0, "gids") < 0) goto e2;
+    if (NWORDS(n) > LEN(xb) || lo < 0 || hi < lo || hi > LEN(gb)) {
+        PyErr_SetString(PyExc_ValueError, "n/lo/hi out of range");
         goto done;
     }
     {
         uint64_t *p = pb.buf, *x = xb.buf;
-        const int32_t *t = tb.buf;
-        Py_ssize_t words = LEN(pb) / np;
-        if (LEN(xb) < words) words = LEN(xb);
-        for (Py_ssize_t i = 0; i < nt; i++) {
-            int32_t w = t[i];
-            if (w < 0 || w >= words) {
-                PyErr_SetString(PyExc_ValueError, "a touched word out of range");
-                goto done;
-            }
-            bs_add(p + (Py_ssize_t)w * np, (int)np, x[w], m);
-            x[w] = 0;
+        const int32_t *g = gb.buf;
+        int pn = (int)np;
+        for (Py_ssize_t i = lo; i < hi; i++) {
+            int32_t num = g[i];
+            if (num < 0 || num >= n) continue;
+            uint64_t bit = (uint64_t)1 << (num & 63);
+            if (x[num >> 6] & bit) continue;
+            x[num >> 6] |= bit;
+            bs_add(p + (Py_ssize_t)(num >> 6) * np, pn, bit, m);
         }
     }
     result = Py_NewRef(Py_None);
 done:
-    PyBuffer_Release(&tb);
+    PyBuffer_Release(&gb);
 e2:
     PyBuffer_Release(&xb);
 e1:
@@ -892,12 +847,72 @@ e1:
     return result;
 }
 
+PyDoc_STRVAR(bits_unmark_doc,
+"bits_unmark(xbits, gids, lo, hi, n) -> None\n\n"
+"Zero the words of the bitset xbits (uint64) that hold the group numbers 0 <= g < n\n"
+"of gids[lo:hi] (int32): undoes bits_add_sparse's marks. O(hi - lo).");
+
+static PyObject *
+bits_unmark(PyObject *self, PyObject *args)
+{
+    PyObject *o_x, *o_g;
+    Py_ssize_t lo, hi, n;
+    if (!PyArg_ParseTuple(args, "OOnnn", &o_x, &o_g, &lo, &hi, &n)) return NULL;
+    Py_buffer xb, gb;
+    PyObject *result = NULL;
+    if (get(o_x, &xb, K_U64, 1, "xbits") < 0) return NULL;
+    if (get(o_g, &gb, K_I32, 0, "gids") < 0) goto e1;
+    if (n < 0 || NWORDS(n) > LEN(xb) || lo < 0 || hi < lo || hi > LEN(gb)) {
+        PyErr_SetString(PyExc_ValueError, "n/lo/hi out of range");
+        goto done;
+    }
+    {
+        uint64_t *x = xb.buf;
+        const int32_t *g = gb.buf;
+        for (Py_ssize_t i = lo; i < hi; i++) {
+            int32_t num = g[i];
+            if (num >= 0 && num < n) x[num >> 6] = 0;
+        }
+    }
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&gb);
+e1:
+    PyBuffer_Release(&xb);
+    return result;
+}
+
+/* bits_add_dense's loop; inlined with a constant `pn` (1 to 16) the planes of a word stay
+ * in registers and a set of multiplicity 1 is added branch-free through every plane. */
+static inline __attribute__((always_inline)) void
+add_dense_fixed(uint64_t *p, int pn, Py_ssize_t wlo, Py_ssize_t whi, const uint64_t **bufs,
+                const uint64_t *mults, Py_ssize_t nsets)
+{
+    uint64_t r[MAX_PLANES];
+    for (Py_ssize_t w = wlo; w < whi; w++) {
+        uint64_t *pw = p + w * pn;
+        for (int k = 0; k < pn; k++) r[k] = pw[k];
+        for (Py_ssize_t s = 0; s < nsets; s++) {
+            uint64_t x = bufs[s][w];
+            if (mults[s] == 1) {
+                for (int k = 0; k < pn; k++) {
+                    uint64_t t = r[k] & x;
+                    r[k] ^= x;
+                    x = t;
+                }
+            } else {
+                bs_add(r, pn, x, mults[s]);
+            }
+        }
+        for (int k = 0; k < pn; k++) pw[k] = r[k];
+    }
+}
+
 PyDoc_STRVAR(bits_add_dense_doc,
 "bits_add_dense(planes, np, wlo, whi, sets, mults) -> None\n\n"
 "For the words wlo..whi: add each bitset of `sets` (uint64, at least whi words) its\n"
 "multiplicity times into the planes, the planes of a word loaded once for all sets.\n"
-"O((whi - wlo) * len(sets) * np) at worst, about twice (whi - wlo) * len(sets) on\n"
-"sets of random groups (a ripple stops when no lane carries).");
+"O((whi - wlo) * len(sets) * np): three word operations per plane, set and word.");
 
 static PyObject *
 bits_add_dense(PyObject *self, PyObject *args)
@@ -935,28 +950,18 @@ bits_add_dense(PyObject *self, PyObject *args)
         }
         bufs[got] = sets[got].buf;
     }
-    {
-        uint64_t *p = pb.buf;
-        uint64_t r[MAX_PLANES];
-        int pn = (int)np;
-        for (Py_ssize_t w = wlo; w < whi; w++) {
-            uint64_t *pw = p + w * np;
-            memcpy(r, pw, sizeof(uint64_t) * (size_t)pn);
-            for (Py_ssize_t s = 0; s < nsets; s++) {
-                uint64_t x = bufs[s][w];
-                if (!x) continue;
-                if (mults[s] == 1) {
-                    for (int k = 0; x && k < pn; k++) {
-                        uint64_t t = r[k] & x;
-                        r[k] ^= x;
-                        x = t;
-                    }
-                } else {
-                    bs_add(r, pn, x, mults[s]);
-                }
-            }
-            memcpy(pw, r, sizeof(uint64_t) * (size_t)pn);
-        }
+    switch ((int)np) {
+#define DENSE_CASE(PN)                                                           \
+    case PN:                                                                     \
+        add_dense_fixed(pb.buf, PN, wlo, whi, bufs, mults, nsets);               \
+        break;
+        DENSE_CASE(1) DENSE_CASE(2) DENSE_CASE(3) DENSE_CASE(4) DENSE_CASE(5)
+        DENSE_CASE(6) DENSE_CASE(7) DENSE_CASE(8) DENSE_CASE(9) DENSE_CASE(10)
+        DENSE_CASE(11) DENSE_CASE(12) DENSE_CASE(13) DENSE_CASE(14) DENSE_CASE(15)
+        DENSE_CASE(16)
+#undef DENSE_CASE
+    default:
+        add_dense_fixed(pb.buf, (int)np, wlo, whi, bufs, mults, nsets);
     }
     result = Py_NewRef(Py_None);
 done:
@@ -1230,8 +1235,8 @@ static PyMethodDef methods[] = {
     {"add_text", add_text, METH_VARARGS, add_text_doc},
     {"count_words", count_words, METH_VARARGS, count_words_doc},
     {"text_masks", text_masks, METH_VARARGS, text_masks_doc},
-    {"bits_collect", bits_collect, METH_VARARGS, bits_collect_doc},
-    {"bits_flush", bits_flush, METH_VARARGS, bits_flush_doc},
+    {"bits_add_sparse", bits_add_sparse, METH_VARARGS, bits_add_sparse_doc},
+    {"bits_unmark", bits_unmark, METH_VARARGS, bits_unmark_doc},
     {"bits_add_dense", bits_add_dense, METH_VARARGS, bits_add_dense_doc},
     {"bits_maxima", bits_maxima, METH_VARARGS, bits_maxima_doc},
     {"bits_select", bits_select, METH_VARARGS, bits_select_doc},

@@ -229,7 +229,7 @@ class BitPlanes:
         TypeError, ValueError: An argument of the wrong type or size.
     """
 
-    __slots__ = ("_c", "_n", "_np", "_planes", "_xbits", "_touched", "_nt")
+    __slots__ = ("_c", "_n", "_np", "_planes", "_xbits")
 
     def __init__(self, planes: np.ndarray[Any, Any], np_: int, n: int) -> None:
         _need(type(np_) is int and 1 <= np_ <= MAX_PLANES, "np_ must be in [1, MAX_PLANES]")
@@ -239,41 +239,42 @@ class BitPlanes:
         self._c = _module()
         self._planes, self._np, self._n = planes, np_, n
         self._xbits: np.ndarray[Any, Any] | None = None
-        self._touched: np.ndarray[Any, Any] | None = None
-        self._nt = 0
 
     @property
     def planes(self) -> np.ndarray[Any, Any]:
         """The planes array."""
         return self._planes
 
-    def set_scratch(self, xbits: np.ndarray[Any, Any], touched: np.ndarray[Any, Any]) -> None:
-        """Give the scratch of :meth:`collect`: ``xbits`` (uint64, ``words_of(n)`` zeros)
-        and ``touched`` (int32, ``words_of(n)``). O(1)."""
+    def set_scratch(self, xbits: np.ndarray[Any, Any]) -> None:
+        """Give the marks of :meth:`add_sparse`: ``xbits``, uint64, ``words_of(n)``
+        zeros (:meth:`unmark` leaves them zero again). O(1)."""
         _bitset("xbits", xbits, self._n, writable=True)
-        _need(
-            kernels._array_of("touched", touched, _I32, writable=True) >= words_of(self._n),
-            "touched too short",
-        )
-        self._xbits, self._touched, self._nt = xbits, touched, 0
+        self._xbits = xbits
 
-    def collect(self, gids: np.ndarray[Any, Any], lo: int, hi: int) -> None:
-        """Put the group numbers ``g < n`` of ``gids[lo:hi]`` (int32, repeats allowed)
-        into the pending set (:meth:`flush` adds it). O(hi - lo).
+    def add_sparse(self, gids: np.ndarray[Any, Any], lo: int, hi: int, m: int) -> None:
+        """Add ``m`` to the count of each group number ``g < n`` of ``gids[lo:hi]``
+        (int32) not added since the last :meth:`unmark` of it (repeats count once, also
+        across calls: one set over several calls). O(hi - lo), about two plane words
+        each.
+
+        Raises:
+            ValueError: No scratch given, or a bad range or ``m``.
+        """
+        _need(self._xbits is not None, "set_scratch first")
+        _gids(gids, lo, hi)
+        _need(type(m) is int and 0 <= m < 1 << 63, "m must be an int >= 0")
+        self._c.bits_add_sparse(self._planes, self._np, self._xbits, gids, lo, hi, self._n, m)
+
+    def unmark(self, gids: np.ndarray[Any, Any], lo: int, hi: int) -> None:
+        """Clear :meth:`add_sparse`'s marks of ``gids[lo:hi]`` once its whole set is
+        added (zeroes their words of the scratch). O(hi - lo).
 
         Raises:
             ValueError: No scratch given, or a bad range.
         """
         _need(self._xbits is not None, "set_scratch first")
         _gids(gids, lo, hi)
-        self._nt = self._c.bits_collect(self._xbits, self._touched, self._nt, gids, lo, hi, self._n)
-
-    def flush(self, m: int) -> None:
-        """Add the pending set ``m`` times to the counts and empty it. O(its words * np_)."""
-        _need(type(m) is int and 0 <= m < 1 << 63, "m must be an int >= 0")
-        if self._nt:
-            self._c.bits_flush(self._planes, self._np, self._xbits, self._touched, self._nt, m)
-            self._nt = 0
+        self._c.bits_unmark(self._xbits, gids, lo, hi, self._n)
 
     def add_dense(self, sets: list[np.ndarray[Any, Any]], mults: list[int]) -> DenseBits:
         """An adder of the bitsets ``sets`` (uint64, over at least ``n`` groups), each

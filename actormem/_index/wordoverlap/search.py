@@ -424,17 +424,18 @@ class WordOverlapSearch:
     ) -> Generator[None, None, None]:
         """Add every query word's match set (``mult``: word -> multiplicity) into the
         bit-sliced counts ``bp`` over the groups below ``n``: the words with small sets
-        in C (``count_words``), sparse sets by their words touched (``collect`` then
-        ``flush``), dense bitsets in one pass at the end (a set only gains numbers at or
-        above this retrieve's ``n``, so deferring changes nothing). ``xbits``: room for
-        a sparse set's words (``words_of(n)``, garbage; zeroed here when first needed).
-        O(words + postings + n / 64 * planes) in steps."""
-        touched: list[np.ndarray[Any, Any]] = []
+        in C (``count_words``), sparse sets group by group (``add_sparse``, each once,
+        then ``unmark``), dense bitsets in one pass at the end (a set only gains numbers
+        at or above this retrieve's ``n``, so deferring changes nothing). ``xbits``: room
+        for the marks of a sparse set (``words_of(n)``, garbage; zeroed here when first
+        needed). O(words + postings + n / 64 * planes) in steps."""
+        ready = False
         dense: list[np.ndarray[Any, Any]] = []
         dense_mult: list[int] = []
         words, mults = list(mult), list(mult.values())
 
         def add_word(w: str, m: int) -> Generator[None, None, None]:
+            nonlocal ready
             kind, data = yield from self._finder.match_steps(e, w, n, True)
             if kind == _NONE:
                 return
@@ -442,22 +443,23 @@ class WordOverlapSearch:
                 dense.append(data)
                 dense_mult.append(m)
                 return
-            if not touched:
-                words_n = ccore.words_of(n)
-                cap = ccore.words_of(len(e.maxrel))
-                for start in range(0, words_n, knobs._CHUNK):
+            if not ready:
+                for start in range(0, len(xbits), knobs._CHUNK):
                     xbits[start : start + knobs._CHUNK] = 0
                     yield
-                got = yield from e.scratch.take_steps(np.int32, 0, cap)
-                touched.append(got if len(got) >= words_n else np.empty(cap, np.int32))
-                bp.set_scratch(xbits, touched[0][:words_n])
+                bp.set_scratch(xbits)
+                ready = True
             if data.dtype != np.int32:
                 data = data.astype(np.int32)
-            for start in range(0, len(data), knobs._JOIN):
-                bp.collect(data, start, min(len(data), start + knobs._JOIN))
-                if len(data) > knobs._JOIN:
+            size = len(data)
+            for start in range(0, size, knobs._JOIN):  # random writes: _JOIN at a time
+                bp.add_sparse(data, start, min(size, start + knobs._JOIN), m)
+                if size > knobs._JOIN:
                     yield
-            bp.flush(m)
+            for start in range(0, size, knobs._CHUNK):
+                bp.unmark(data, start, min(size, start + knobs._CHUNK))
+                if size > knobs._CHUNK:
+                    yield
             yield
 
         planes, n_planes = bp.count_words_args()
@@ -491,8 +493,6 @@ class WordOverlapSearch:
                 yield
             del adder
             del dense
-        if touched:
-            e.scratch.give(touched[0], ccore.words_of(len(e.maxrel)))
 
     def _top_k_bits(
         self,
