@@ -10,7 +10,7 @@ relevance. See the package documentation of :mod:`actormem._index.wordoverlap`.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any
 
 import numpy as np
@@ -224,7 +224,6 @@ class WordOverlapSearch:
         returned (``thresholds.py``)."""
         if limit <= 0 or len(view) == 0:
             return []
-        version = view.version
         words = query.lower().split()
         n_words = max(len(words), 1)
         mult: dict[str, int] = {}
@@ -233,13 +232,8 @@ class WordOverlapSearch:
         top = next(view.by_relevance(), None)
         max_rel = top.entry.relevance if top is not None else 1.0
         n = e.n
-        glist = e.glist
-        maxrel = e.maxrel[:n]
-        minseq = e.minseq[:n]
-        groups = e.groups
-
-        def admitted(rec: Record) -> bool:
-            return rec.born <= version < rec.died and (accept is None or accept(rec))
+        # Taken now: the owner may replace the arrays (grow) between the yields.
+        at_start = (e.glist, e.maxrel[:n], e.minseq[:n], e.groups)
 
         # Entries whose tags contain the whole query: always scored (they get +0.3).
         tagged: set[Record] = set()
@@ -253,7 +247,7 @@ class WordOverlapSearch:
         if ccore.bits_active() and n_words.bit_length() <= ccore.MAX_PLANES:
             return (
                 yield from self._top_k_bits(
-                    e, view, mult, n_words, limit, accept, min_matched, tagged, max_rel
+                    e, view, mult, n_words, limit, accept, min_matched, tagged, max_rel, at_start
                 )
             )
 
@@ -328,91 +322,25 @@ class WordOverlapSearch:
         if mark_all is not None:
             self._give(e, mark_all)
 
-        heap: list[tuple[float, int, Record]] = []  # worst on top: (score, -seq, rec)
-
-        def push(rec: Record, score: float) -> None:
-            item = (score, -rec.seq, rec)
-            if len(heap) < limit:
-                heapq.heappush(heap, item)
-            elif item[:2] > heap[0][:2]:
-                heapq.heapreplace(heap, item)
-
-        done = 0
-        for rec in list(tagged):
-            if admitted(rec):
-                count = int(counts[groups[rec.entry.memory]])
-                if count >= min_matched:  # min_matched (thresholds.py)
-                    push(rec, combine_word_overlap(rec.entry.relevance, count, n_words, True))
-            done += 1
-            if not done % knobs._STEP:
-                yield
-
-        # Groups by matched count, highest first, while the count's best bound can still
-        # enter; a count's groups in sets of about knobs._CHUNK, each by bound then smallest seq.
+        # The largest count per chunk of knobs._CHUNK groups, a chunk between two yields.
         tops: list[tuple[int, int]] = []  # (first group number, largest count) per chunk
-        top_count = 0
         for start in range(0, n, knobs._CHUNK):
             most = int(counts[start : start + knobs._CHUNK].max())
             if most:
                 tops.append((start, most))
-                top_count = max(top_count, most)
             yield
-        progress = [0]
-        for c in range(top_count, max(min_matched, 1) - 1, -1):  # min_matched: thresholds.py
-            if len(heap) == limit and combine_word_overlap(max_rel, c, n_words, False) < heap[0][0]:
-                break
-            part = 0.4 * (c / n_words)
-            pending: list[np.ndarray[Any, Any]] = []
-            size = 0
-            starts = [start for start, most in tops if most >= c]
-            for k, start in enumerate(starts):
-                found = np.flatnonzero(counts[start : start + knobs._CHUNK] == c)
-                found += start
-                pending.append(found)
-                size += len(found)
-                if size < knobs._VISIT and k + 1 < len(starts):
-                    continue
-                yield
-                idx = pending[0] if len(pending) == 1 else np.concatenate(pending)
-                pending, size = [], 0
-                yield from self._visit(
-                    idx, part, maxrel, minseq, glist, heap, limit, push, admitted, tagged, progress
-                )
 
-        # Entries that match no word: visit them in descending relevance while their
-        # bound can still enter the top k.
-        below: float | None = None
-        seen = 0
-        while min_matched <= 0 and not (  # min_matched: thresholds.py
-            len(heap) == limit and combine_word_overlap(max_rel, 0, n_words, False) < heap[0][0]
-        ):
-            restarted = False
-            for rec in view.by_relevance(below=below):
-                seen += 1
-                if not seen % knobs._WALK_STEP:
-                    yield  # by_relevance re-seeks across yields (the snapshot's contract)
-                if len(heap) == limit:
-                    # The bound of this and every later entry that matches no word.
-                    bound = combine_word_overlap(rec.entry.relevance, 0, n_words, False)
-                    worst_score, worst_negseq = heap[0][0], heap[0][1]
-                    if bound < worst_score:
-                        break
-                    if bound == worst_score and -worst_negseq < rec.seq:
-                        # Nobody left at this relevance can beat the worst: later seq, and
-                        # a score of at most `bound`. Jump to the next lower relevance.
-                        below = rec.entry.relevance
-                        restarted = True
-                        break
-                if rec in tagged or counts[groups[rec.entry.memory]]:
-                    continue
-                if accept is None or accept(rec):
-                    push(rec, combine_word_overlap(rec.entry.relevance, 0, n_words, False))
-            if not restarted:
-                break
+        def select(c: int, start: int) -> np.ndarray[Any, Any]:
+            found = np.flatnonzero(counts[start : start + knobs._CHUNK] == c)
+            found += start
+            return found
+
+        result = yield from self._rank_steps(
+            view, n_words, limit, accept, min_matched, tagged, max_rel, at_start, tops, select,
+            lambda g: int(counts[g]),
+        )  # fmt: skip
         self._give(e, counts_all)
-
-        heap.sort(key=lambda item: (-item[0], -item[1]))
-        return [(score, rec) for score, _, rec in heap]
+        return result
 
     def _count_bits(
         self,
@@ -505,22 +433,14 @@ class WordOverlapSearch:
         min_matched: int,
         tagged: set[Record],
         max_rel: float,
+        at_start: tuple[Any, ...],
     ) -> Generator[None, None, list[tuple[float, Record]]]:
         """The rest of :meth:`top_k_steps` with the matched-word counts bit-sliced
         (:class:`~.ccore.BitPlanes`): the same counts as the byte path's, the groups of a
         count visited in chunks of whole 64-group words, so the same top-k, scores and
         ties. O(words + postings + n / 64 * planes per count visited), in bounded
         steps."""
-        version = view.version
-        n = e.n
-        glist = e.glist
-        maxrel = e.maxrel[:n]
-        minseq = e.minseq[:n]
-        groups = e.groups
-
-        def admitted(rec: Record) -> bool:
-            return rec.born <= version < rec.died and (accept is None or accept(rec))
-
+        n = len(at_start[1])
         n_planes = n_words.bit_length()
         # Planes from the pool, zeroed for the `n` groups this retrieve sees; after the
         # room for MAX_PLANES planes, a sparse set's words (`_count_bits`).
@@ -536,25 +456,6 @@ class WordOverlapSearch:
         xbits = planes_all[words_cap * ccore.MAX_PLANES :][:words_n]
         yield from self._count_bits(e, mult, n, bp, xbits)
 
-        heap: list[tuple[float, int, Record]] = []  # worst on top: (score, -seq, rec)
-
-        def push(rec: Record, score: float) -> None:
-            item = (score, -rec.seq, rec)
-            if len(heap) < limit:
-                heapq.heappush(heap, item)
-            elif item[:2] > heap[0][:2]:
-                heapq.heapreplace(heap, item)
-
-        done = 0
-        for rec in list(tagged):
-            if admitted(rec):
-                count = bp.count(groups[rec.entry.memory])
-                if count >= min_matched:  # min_matched (thresholds.py)
-                    push(rec, combine_word_overlap(rec.entry.relevance, count, n_words, True))
-            done += 1
-            if not done % knobs._STEP:
-                yield
-
         # The largest count per chunk of about knobs._CHUNK groups (whole words),
         # knobs._BITS_CHUNK groups between two yields. The chunks and batches need not
         # be the byte path's: _visit's result does not depend on the order it sees the
@@ -567,8 +468,72 @@ class WordOverlapSearch:
             bp.maxima(chunk, c0, min(chunks, c0 + per_step), most)
             yield
         tops = [(i * chunk, m) for i, m in enumerate(most[:chunks].tolist()) if m]
-        top_count = max((m for _, m in tops), default=0)
         found_buf = np.empty(chunk, np.int64)
+
+        def select(c: int, start: int) -> np.ndarray[Any, Any]:
+            got = bp.select(c, start, start + chunk, found_buf)
+            return found_buf[:got].copy()
+
+        result = yield from self._rank_steps(
+            view, n_words, limit, accept, min_matched, tagged, max_rel, at_start, tops, select,
+            bp.count,
+        )  # fmt: skip
+        e.scratch.give(planes_all, ccore.words_of(len(e.maxrel)) * (ccore.MAX_PLANES + 1))
+        return result
+
+    def _rank_steps(
+        self,
+        view: ReadView,
+        n_words: int,
+        limit: int,
+        accept: Accept,
+        min_matched: int,
+        tagged: set[Record],
+        max_rel: float,
+        at_start: tuple[Any, ...],
+        tops: list[tuple[int, int]],
+        select: Callable[[int, int], np.ndarray[Any, Any]],
+        count_of: Callable[[int], int],
+    ) -> Generator[None, None, list[tuple[float, Record]]]:
+        """The top ``limit`` from the matched-word counts of every group of the numbering
+        (``at_start``: its group list, bounds below ``n`` and text dict as the retrieve
+        began):
+        the ``tagged`` records first, then the groups by count, highest first, while a
+        count's best bound can still enter (``tops``: the first group number and largest
+        count of each chunk; ``select(c, start)``: the group numbers of count ``c`` in
+        the chunk from ``start``, as an array), last the entries that match no word, in
+        descending relevance. ``count_of(g)``: group ``g``'s count. Whatever the counts'
+        form, the same counts give the same top-k, scores and ties. O(groups visited),
+        in bounded steps."""
+        version = view.version
+        glist, maxrel, minseq, groups = at_start
+
+        def admitted(rec: Record) -> bool:
+            return rec.born <= version < rec.died and (accept is None or accept(rec))
+
+        heap: list[tuple[float, int, Record]] = []  # worst on top: (score, -seq, rec)
+
+        def push(rec: Record, score: float) -> None:
+            item = (score, -rec.seq, rec)
+            if len(heap) < limit:
+                heapq.heappush(heap, item)
+            elif item[:2] > heap[0][:2]:
+                heapq.heapreplace(heap, item)
+
+        done = 0
+        for rec in list(tagged):
+            if admitted(rec):
+                count = count_of(groups[rec.entry.memory])
+                if count >= min_matched:  # min_matched (thresholds.py)
+                    push(rec, combine_word_overlap(rec.entry.relevance, count, n_words, True))
+            done += 1
+            if not done % knobs._STEP:
+                yield
+
+        # Groups by matched count, highest first, while the count's best bound can still
+        # enter; a count's groups in sets of about knobs._VISIT, each by bound then
+        # smallest seq.
+        top_count = max((most for _, most in tops), default=0)
         progress = [0]
         for c in range(top_count, max(min_matched, 1) - 1, -1):  # min_matched: thresholds.py
             if len(heap) == limit and combine_word_overlap(max_rel, c, n_words, False) < heap[0][0]:
@@ -576,11 +541,11 @@ class WordOverlapSearch:
             part = 0.4 * (c / n_words)
             pending: list[np.ndarray[Any, Any]] = []
             size = 0
-            starts = [start for start, m in tops if m >= c]
+            starts = [start for start, most in tops if most >= c]
             for k, start in enumerate(starts):
-                got = bp.select(c, start, start + chunk, found_buf)
-                pending.append(found_buf[:got].copy())
-                size += got
+                found = select(c, start)
+                pending.append(found)
+                size += len(found)
                 if size < knobs._VISIT and k + 1 < len(starts):
                     continue
                 yield
@@ -590,7 +555,8 @@ class WordOverlapSearch:
                     idx, part, maxrel, minseq, glist, heap, limit, push, admitted, tagged, progress
                 )
 
-        # Entries that match no word: as in top_k_steps.
+        # Entries that match no word: visit them in descending relevance while their
+        # bound can still enter the top k.
         below: float | None = None
         seen = 0
         while min_matched <= 0 and not (  # min_matched: thresholds.py
@@ -602,21 +568,23 @@ class WordOverlapSearch:
                 if not seen % knobs._WALK_STEP:
                     yield  # by_relevance re-seeks across yields (the snapshot's contract)
                 if len(heap) == limit:
+                    # The bound of this and every later entry that matches no word.
                     bound = combine_word_overlap(rec.entry.relevance, 0, n_words, False)
                     worst_score, worst_negseq = heap[0][0], heap[0][1]
                     if bound < worst_score:
                         break
                     if bound == worst_score and -worst_negseq < rec.seq:
+                        # Nobody left at this relevance can beat the worst: later seq, and
+                        # a score of at most `bound`. Jump to the next lower relevance.
                         below = rec.entry.relevance
                         restarted = True
                         break
-                if rec in tagged or bp.count(groups[rec.entry.memory]):
+                if rec in tagged or count_of(groups[rec.entry.memory]):
                     continue
                 if accept is None or accept(rec):
                     push(rec, combine_word_overlap(rec.entry.relevance, 0, n_words, False))
             if not restarted:
                 break
-        e.scratch.give(planes_all, ccore.words_of(len(e.maxrel)) * (ccore.MAX_PLANES + 1))
 
         heap.sort(key=lambda item: (-item[0], -item[1]))
         return [(score, rec) for score, _, rec in heap]
