@@ -235,14 +235,7 @@ class MatchFinder:
                         gids += start
                         parts.append(gids.astype(np.int32))
                 yield
-            if parts is None:
-                if hits >= self._cache_min:
-                    e.cache.remember(w, n, True, out)
-                return True, out
-            gids = np.concatenate(parts) if parts else np.zeros(0, np.int32)
-            if hits >= self._cache_min:
-                e.cache.remember(w, n, False, gids)
-            return False, gids
+            return self._remember_new(e, w, n, hits, out, parts)
         new: list[np.ndarray[Any, Any]] = []
         for start in range(upto, n, knobs._CHUNK):
             stop = min(n, start + knobs._CHUNK)
@@ -253,6 +246,27 @@ class MatchFinder:
         added = np.concatenate(new) if new else np.zeros(0, np.int32)
         ext = yield from self._put_and_remember(e, w, n, upto, dense, data, added)
         return dense, ext
+
+    def _remember_new(
+        self,
+        e: _Numbering,
+        w: str,
+        n: int,
+        hits: int,
+        out: np.ndarray[Any, Any],
+        parts: list[np.ndarray[Any, Any]] | None,
+    ) -> tuple[bool, np.ndarray[Any, Any]]:
+        """``(dense?, set)`` of a short word's new match set below ``n`` (``hits``
+        groups): ``out`` (dense) when ``parts`` is None, else the group numbers of
+        ``parts`` joined; remembered when it has ``cache_min`` groups or more. O(set)."""
+        if parts is None:
+            if hits >= self._cache_min:
+                e.cache.remember(w, n, True, out)
+            return True, out
+        gids = np.concatenate(parts) if parts else np.zeros(0, np.int32)
+        if hits >= self._cache_min:
+            e.cache.remember(w, n, False, gids)
+        return False, gids
 
     def _short_bits(
         self, e: _Numbering, w: str, masks_: np.ndarray[Any, Any], bit: int, n: int
@@ -275,14 +289,7 @@ class MatchFinder:
                     gids += start
                     parts.append(gids.astype(np.int32))
             yield
-        if parts is None:
-            if hits >= self._cache_min:
-                e.cache.remember(w, n, True, out)
-            return True, out
-        gids = np.concatenate(parts) if parts else np.zeros(0, np.int32)
-        if hits >= self._cache_min:
-            e.cache.remember(w, n, False, gids)
-        return False, gids
+        return self._remember_new(e, w, n, hits, out, parts)
 
     def _extend(
         self, e: _Numbering, w: str, n: int, hit: tuple[int, bool, np.ndarray[Any, Any]]

@@ -285,28 +285,9 @@ class WordOverlapSearch:
             yield
 
         if ccore.core() is not None:
-            # The words with small match sets counted in C, a budget per call; the C
-            # code hands back the others (short, cached or common words).
-            words, mults = list(mult), list(mult.values())
-            small = min(knobs._JOIN, self._finder.cache_min)  # postings of a word for C
-            at = 0
-            while at < len(words):
-                at, left = ccore.count_words(
-                    words,
-                    mults,
-                    at,
-                    knobs._JOIN,
-                    small,
-                    self._finder.vocab,
-                    e.post,
-                    e.cache.entries,
-                    masks._SHORT_BIT,
-                    counts,
-                    n,
-                )
-                for i in left:
-                    yield from add_word(i + 1, words[i], mults[i])
-                yield
+            yield from self._core_words(
+                e, mult, n, counts, 0, lambda i, w, m: add_word(i + 1, w, m)
+            )
         else:
             for number, (w, m) in enumerate(mult.items(), 1):
                 yield from add_word(number, w, m)
@@ -342,6 +323,42 @@ class WordOverlapSearch:
         self._give(e, counts_all)
         return result
 
+    def _core_words(
+        self,
+        e: _Numbering,
+        mult: dict[str, int],
+        n: int,
+        counts: np.ndarray[Any, Any],
+        n_planes: int,
+        add_word: Callable[[int, str, int], Generator[None, None, None]],
+    ) -> Generator[None, None, None]:
+        """The query words (``mult``: word -> multiplicity) with small match sets counted
+        in C into ``counts`` (byte counts, or with ``n_planes`` > 0 a
+        :class:`~.ccore.BitPlanes`' planes), a budget per call; the C code hands back
+        the others (short, cached or common words), each given to ``add_word(its index,
+        word, multiplicity)``. O(words + their postings) in steps."""
+        words, mults = list(mult), list(mult.values())
+        small = min(knobs._JOIN, self._finder.cache_min)  # postings of a word for C
+        at = 0
+        while at < len(words):
+            at, left = ccore.count_words(
+                words,
+                mults,
+                at,
+                knobs._JOIN,
+                small,
+                self._finder.vocab,
+                e.post,
+                e.cache.entries,
+                masks._SHORT_BIT,
+                counts,
+                n,
+                n_planes,
+            )
+            for i in left:
+                yield from add_word(i, words[i], mults[i])
+            yield
+
     def _count_bits(
         self,
         e: _Numbering,
@@ -360,7 +377,6 @@ class WordOverlapSearch:
         ready = False
         dense: list[np.ndarray[Any, Any]] = []
         dense_mult: list[int] = []
-        words, mults = list(mult), list(mult.values())
 
         def add_word(w: str, m: int) -> Generator[None, None, None]:
             nonlocal ready
@@ -391,26 +407,7 @@ class WordOverlapSearch:
             yield
 
         planes, n_planes = bp.count_words_args()
-        small = min(knobs._JOIN, self._finder.cache_min)  # postings of a word for C
-        at = 0
-        while at < len(words):
-            at, left = ccore.count_words(
-                words,
-                mults,
-                at,
-                knobs._JOIN,
-                small,
-                self._finder.vocab,
-                e.post,
-                e.cache.entries,
-                masks._SHORT_BIT,
-                planes,
-                n,
-                n_planes,
-            )
-            for i in left:
-                yield from add_word(words[i], mults[i])
-            yield
+        yield from self._core_words(e, mult, n, planes, n_planes, lambda i, w, m: add_word(w, m))
         if dense:
             # About 2 * _CHUNK words of each set between two yields, fewer with more sets.
             step = max(64, knobs._CHUNK * 2 // max(8, len(dense)))
