@@ -17,9 +17,9 @@ _DENSE = 16
 #: The same for the bit-sliced counts (``ccore.BitPlanes``): a bitset of ``n / 8`` bytes
 #: is smaller than the group numbers (4 bytes each) from ``n / 32`` of them.
 _DENSE_BITS = 32
-#: Groups one pass of the bit-sliced counts (``ccore.BitPlanes``: largest count per
-#: chunk) covers between two yields: a 64-bit word holds 64 groups, so this many cost
-#: about what ``_CHUNK`` byte counts do.
+#: Groups one call over the bit-sliced counts (``ccore.BitPlanes``: the largest count
+#: of a chunk, or its groups of one count) covers between two yields: a 64-bit word
+#: holds 64 groups, so this many cost about what ``_CHUNK`` byte counts do.
 _BITS_CHUNK = 1 << 18
 #: Python-level work items (groups, records, lists) between two yields of ``top_k_steps``.
 _STEP = 128

@@ -453,19 +453,21 @@ class WordOverlapSearch:
         xbits = planes_all[words_cap * ccore.MAX_PLANES :][:words_n]
         yield from self._count_bits(e, mult, n, bp, xbits)
 
-        # The largest count per chunk of about knobs._CHUNK groups (whole words),
-        # knobs._BITS_CHUNK groups between two yields. The chunks and batches need not
-        # be the byte path's: _visit's result does not depend on the order it sees the
-        # groups in.
-        chunk = -(-knobs._CHUNK // 64) * 64
+        # The largest count per chunk of knobs._BITS_CHUNK groups (whole words), a chunk
+        # between two yields; then the groups of a count a chunk per call. The chunks and
+        # batches need not be the byte path's: _visit's result does not depend on the
+        # order it sees the groups in.
+        chunk = -(-knobs._BITS_CHUNK // 64) * 64
         chunks = -(-n // chunk)
         most = np.zeros(max(1, chunks), np.int64)
-        per_step = max(1, knobs._BITS_CHUNK // chunk)
-        for c0 in range(0, chunks, per_step):
-            bp.maxima(chunk, c0, min(chunks, c0 + per_step), most)
+        for c0 in range(chunks):
+            bp.maxima(chunk, c0, c0 + 1, most)
             yield
         tops = [(i * chunk, m) for i, m in enumerate(most[:chunks].tolist()) if m]
-        found_buf = np.empty(chunk, np.int64)
+        # Room for a chunk's groups, pooled (only the pages written are touched).
+        found_buf = yield from e.scratch.take_steps(np.int64, 0, chunk)
+        if len(found_buf) < chunk:
+            found_buf = np.empty(chunk, np.int64)
 
         def select(c: int, start: int) -> np.ndarray[Any, Any]:
             got = bp.select(c, start, start + chunk, found_buf)
@@ -475,6 +477,7 @@ class WordOverlapSearch:
             view, n_words, limit, accept, min_matched, tagged, max_rel, at_start, tops, select,
             bp.count,
         )  # fmt: skip
+        e.scratch.give(found_buf, chunk)
         e.scratch.give(planes_all, ccore.words_of(len(e.maxrel)) * (ccore.MAX_PLANES + 1))
         return result
 
