@@ -29,3 +29,14 @@ def test_the_benchmark_runs_and_compares(tmp_path: Path) -> None:
     assert [c.get("queries_of") for c in cells] == [None, "questions", "tool results"]
     assert set(cells[0]["store_per_cpu_s"]) == set(cells[0]["add_tokens_us"]) == {"python", "core"}
     assert all(c["queries"] == 5 for c in cells[1:])
+
+
+def test_the_bits_comparison_runs_and_compares(tmp_path: Path) -> None:
+    data = real_file("tool_calls.jsonl").parent
+    real_file("locomo10.json")
+    out = tmp_path / "bits.json"
+    args = ["--bits", "--data", str(data), "--sizes", "600", "--queries", "5", "--json", str(out)]
+    assert bench_wocore.main(args) == 0
+    cells = json.loads(out.read_text())["cells"]
+    assert [c["queries_of"] for c in cells] == ["questions", "tool results"]
+    assert all(c["queries"] == 5 and {"bytes", "bits"} <= set(c) for c in cells)
