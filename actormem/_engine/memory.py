@@ -648,7 +648,10 @@ class Memory(metaclass=NoPublicConstructor):
             )
         if min_seq is not None:
             await self.wait_applied(min_seq)
-        await self._gate.checkpoint()
+        # A cancel point now; the schedule point is the first slice boundary, or one at
+        # the end for a retrieve shorter than a slice (run_retrieve_sliced): one task step
+        # fewer per sliced retrieve, and one scheduling round less to wait with many tasks.
+        await trio.lowlevel.checkpoint_if_cancelled()
         self._raise_if_unusable()
         state = self._state
         view = state.view()
