@@ -279,3 +279,19 @@ async def test_a_reader_woken_by_an_opening_passes_once_it_waited_starve_max(
         assert woke == [pytest.approx(t0 + CLOSED_MAX + OPEN_MIN + CLOSED_MAX)]
     gate.leave()
     gate._check()
+
+
+async def test_would_park_tells_whether_a_reader_would_park_now(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    gate = ReadGate()
+    assert not gate.would_park()  # no demand
+    gate.enter()
+    assert gate.would_park()  # demand, and no open phase earned yet: closes now
+    assert gate.closed
+    gate.enabled = False
+    assert not gate.would_park()
+    gate.enabled = True
+    gate.leave()
+    assert not gate.would_park()
+    gate._check()

@@ -247,3 +247,27 @@ async def test_a_retrieve_cancelled_before_it_starts_scores_nothing() -> None:
         assert scope.cancelled_caught
         assert scorer.index.steps_taken == 0
         assert memory.statistics().live_snapshots == 0
+
+
+async def test_a_retrieve_parks_before_scoring_while_writes_hold_the_gate(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    scorer = _BruteScorer()
+    async with open_memory(scorer=scorer) as memory:
+        for i in range(5):
+            await memory.store(_fact(f"entry {i} about deploys", 0.5))
+        gate = memory._gate
+        gate.enter()  # a write in flight: the gate closes at the next reader's boundary
+        hits: list[MemoryEntry] = []
+
+        async def reader() -> None:
+            hits.extend(await memory.retrieve("deploys", 3))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(reader)
+            await trio.testing.wait_all_tasks_blocked()
+            assert gate.closed
+            assert scorer.index.steps_taken == 0  # parked before any scoring
+            gate.leave()
+        assert len(hits) == 3
+        assert scorer.index.steps_taken == 5

@@ -40,8 +40,8 @@ was 3-4x its value without the gate; docs/benchmarks.md); with it a reader waits
 most about two closed phases and a round. With no demand the gate costs a reader one
 attribute test per slice. Phase changes happen lazily, at readers' slice boundaries, on
 trio's clock (``trio.current_time()``, read only while there is demand), so tests drive
-the gate with :class:`trio.testing.MockClock`. No trio import is needed by the state (this gate lives
-beside the owner, not in ``state.py``).
+the gate with :class:`trio.testing.MockClock`. No trio import is needed by the state
+(this gate lives beside the owner, not in ``state.py``).
 """
 
 from __future__ import annotations
@@ -149,6 +149,11 @@ class ReadGate:
     def closed(self) -> bool:
         """Whether readers arriving now would park (the phase as last decided)."""
         return self._closed
+
+    def would_park(self) -> bool:
+        """Whether a reader reaching a slice boundary now would park (deciding the phase
+        now, as :meth:`checkpoint` does). O(1)."""
+        return bool(self._demand) and self.enabled and self._closed_now(trio.current_time())
 
     async def checkpoint(self) -> None:
         """A reader's slice boundary: a trio checkpoint, or, while the gate is closed, a

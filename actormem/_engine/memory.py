@@ -648,10 +648,16 @@ class Memory(metaclass=NoPublicConstructor):
             )
         if min_seq is not None:
             await self.wait_applied(min_seq)
-        # A cancel point now; the schedule point is the first slice boundary, or one at
-        # the end for a retrieve shorter than a slice (run_retrieve_sliced): one task step
-        # fewer per sliced retrieve, and one scheduling round less to wait with many tasks.
-        await trio.lowlevel.checkpoint_if_cancelled()
+        # While writes hold the gate closed, park first (before any scoring). Otherwise
+        # only a cancel point now: the schedule point is the first slice boundary, or one
+        # at the end for a retrieve shorter than a slice (run_retrieve_sliced), so a sliced
+        # retrieve costs one task step and one scheduling round less.
+        gate = self._gate
+        parked = gate.would_park()
+        if parked:
+            await gate.checkpoint()
+        else:
+            await trio.lowlevel.checkpoint_if_cancelled()
         self._raise_if_unusable()
         state = self._state
         view = state.view()
@@ -659,7 +665,7 @@ class Memory(metaclass=NoPublicConstructor):
         accept = with_alive(accept, alive)
         hits = await run_retrieve_sliced(
             state, view, query, limit, accept, self._snapshots, min_score, min_matched,
-            self._gate,
+            gate, yielded=parked,
         )  # fmt: skip
         self._retrieves += 1
         if hits:

@@ -321,6 +321,7 @@ async def run_retrieve_sliced(
     min_score: float | None = None,
     min_matched: int = 0,
     gate: ReadGate | None = None,
+    yielded: bool = False,
 ) -> list[tuple[float, Record]]:
     """:func:`run_retrieve`, letting other tasks run every :data:`RETRIEVE_SLICE` seconds.
     A dense or hybrid index's query is embedded first, in a worker thread unless the
@@ -331,8 +332,9 @@ async def run_retrieve_sliced(
     closes the index's generator and raises :class:`trio.Cancelled`. With a ``gate``,
     each slice boundary is the gate's checkpoint: the reader parks there while the
     owner takes its share of the loop (:mod:`actormem._engine.fairshare`). A retrieve
-    shorter than a slice reaches that checkpoint once, at the end: the call is always
-    a schedule point (the caller makes the cancel point before it starts).
+    shorter than a slice reaches that checkpoint once, at the end, unless ``yielded``
+    (the caller passed a schedule point just before): the call is always a schedule
+    point (the caller makes the cancel point before it starts).
     """
     hold = Snapshot._create(state, view, registry)
     dense = _query_index(state.index) if limit > 0 and len(view) else None
@@ -346,7 +348,7 @@ async def run_retrieve_sliced(
     steps = thresholded_steps(state.index, view, query, limit, accept, min_score, min_matched)
     try:
         # At least one schedule point (a worker thread's embedding was one already).
-        return await _run_sliced(steps, gate, at_least_one=dense is None)
+        return await _run_sliced(steps, gate, at_least_one=dense is None and not yielded)
     finally:
         if dense is not None:
             dense.unpin_query(query)
