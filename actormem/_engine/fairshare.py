@@ -159,8 +159,7 @@ class ReadGate:
         """A reader's slice boundary: a trio checkpoint, or, while the gate is closed, a
         park until it opens (at most the closed phase's limit; a reader the opening woke
         that finds the gate closed again parks once more only if it has waited less than
-        :data:`STARVE_MAX`). A schedule point and a
-        cancel point either way.
+        :data:`STARVE_MAX`). A schedule point and a cancel point either way.
 
         Runtime complexity: O(1) (waking parked readers is O(parked), once per phase).
         """
