@@ -248,10 +248,10 @@ def _mutations(parts: dict[str, bytes]) -> list[tuple[str, dict[str, bytes]]]:
         bad[-1] += 10
         variant("offsets beyond the postings", post_ends=bad.tobytes())
     if "group_terms" in parts:
-        gt = np.frombuffer(parts["group_terms"], "<i8").copy()
+        gt = np.frombuffer(parts["group_terms"], head["arrays"]["group_terms"][0]).copy()
         if len(gt):
             bad_gt = gt.copy()
-            bad_gt[0] = (10**9) << 8 | 1
+            bad_gt[0] = (1 << 22) << 8 | 1  # a term number beyond the terms
             variant("a group's term out of range", group_terms=bad_gt.tobytes())
             bad_gt = gt.copy()
             bad_gt[0] = bad_gt[0] & ~0xFF

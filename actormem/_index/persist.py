@@ -48,6 +48,9 @@ _DTYPES: dict[str, np.dtype[Any]] = {
     name: np.dtype(name) for name in ("<i4", "<i8", "<u8", "<f8", "|u1")
 }
 
+#: Strings joined at a time by :func:`text_digest`.
+_DIGEST_CHUNK = 4096
+
 #: The largest header accepted, in bytes (a header lists a few dozen fields).
 _MAX_HEADER = 1 << 16
 
@@ -64,7 +67,9 @@ def text_digest(texts: Sequence[str], extra: Sequence[str] = ()) -> str:
     h = hashlib.blake2b(digest_size=16)
     for part in (texts, extra):
         h.update(np.fromiter(map(len, part), np.int64, len(part)).tobytes())
-        h.update("".join(part).encode("utf-8", "surrogatepass"))
+        for start in range(0, len(part), _DIGEST_CHUNK):  # bounded transient copies
+            chunk = part[start : start + _DIGEST_CHUNK]
+            h.update("".join(chunk).encode("utf-8", "surrogatepass"))
     return h.hexdigest()
 
 

@@ -121,6 +121,7 @@ def dump(index: BM25Index, records: list[Record]) -> dict[str, bytes]:
     new_of_old = np.full(max(len(index._term_table), 1), -1, np.int64)
     new_of_old[order] = np.arange(len(order), dtype=np.int64)
     new_packed = (new_of_old[old_terms] << _TF_BITS) | (packed & _TF_CAP)
+    del packed, old_terms, first, uniq
     remap = np.full(max(len(index._table), 1), -1, np.int64)
     remap[old_of_new] = np.arange(size, dtype=np.int64)
     terms: list[_Term] = []
@@ -143,10 +144,11 @@ def dump(index: BM25Index, records: list[Record]) -> dict[str, bytes]:
     p_ends = np.zeros(len(terms) + 1, np.int64)
     np.cumsum(np.bincount(tok, minlength=len(terms)), out=p_ends[1:])
     blob, t_ends = persist.encode_strings([t.key for t in terms])
+    narrow = len(terms) <= knobs._NARROW  # then a packed term fits in int32
     arrays: dict[str, np.ndarray[Any, Any] | bytes] = {
         "terms": blob,
         "term_ends": t_ends,
-        "group_terms": new_packed,
+        "group_terms": new_packed.astype(np.int32) if narrow else new_packed,
         "group_ends": g_ends,
         "lengths": index._lengths[old_of_new].astype(np.int32),
         "post_ends": p_ends,
@@ -185,11 +187,12 @@ def restore(index: BM25Index, parts: Mapping[str, bytes], records: list[Record])
     if len(tfs) and int(tfs.min()) < 1:
         raise ImageError("a term frequency below 1")
     g_ends = persist.need(arrays, "group_ends", "<i8", size + 1)
-    packed = persist.need(arrays, "group_terms", "<i8", len(postings))
+    narrow = count <= knobs._NARROW
+    packed = persist.need(arrays, "group_terms", "<i4" if narrow else "<i8", len(postings))
     lengths = persist.need(arrays, "lengths", "<i4", size)
     if g_ends[0] != 0 or g_ends[-1] != len(packed) or np.any(np.diff(g_ends) < 0):
         raise ImageError("group term offsets out of order or range")
-    nums = packed >> _TF_BITS
+    nums = packed >> _TF_BITS  # (non-negative as checked next, for int32 too)
     capped = packed & _TF_CAP
     if len(packed) and (int(nums.min()) < 0 or int(nums.max()) >= count or int(capped.min()) < 1):
         raise ImageError("a group's term out of range")
@@ -207,9 +210,8 @@ def restore(index: BM25Index, parts: Mapping[str, bytes], records: list[Record])
 
     gids = list(map(gmap.__getitem__, keys))
     sizes = np.bincount(np.array(gids, np.int64), minlength=size) if size else np.zeros(0, np.int64)
-    code = "i" if count <= knobs._NARROW else "q"
-    raw_terms = packed.astype(np.int32 if code == "i" else np.int64).tobytes()
-    width = 4 if code == "i" else 8
+    code, width = ("i", 4) if narrow else ("q", 8)
+    raw_terms = memoryview(parts["group_terms"])
     bounds = (g_ends * width).tolist()
     table: list[_Group] = []
     for num, key in enumerate(canon):
@@ -227,8 +229,8 @@ def restore(index: BM25Index, parts: Mapping[str, bytes], records: list[Record])
         group.unpurged += 1
     dfs = np.add.reduceat(sizes[postings], p_ends[:-1]).tolist() if count else []
     wide = np.maximum.reduceat(tfs, p_ends[:-1]).tolist() if count else []
-    raw_groups = postings.tobytes()
-    raw_tfs = tfs.tobytes()
+    raw_groups = memoryview(parts["postings"])
+    raw_tfs = memoryview(parts["tfs"])
     small = tfs.astype(np.uint8).tobytes() if count else b""
     starts = p_ends.tolist()
     term_table: list[_Term | None] = []

@@ -180,7 +180,7 @@ def restore(
     e.n = e.masked = size
     for gid in range(max(0, size - knobs._SCAN_NEW), size):
         e.recent[gid % knobs._SCAN_NEW] = canon[gid].lower()
-    raw = postings.tobytes()
+    raw = memoryview(parts["postings"])  # slices of it copy nothing until frombytes
     bounds = (ends * 4).tolist()
     post: dict[str, array[int]] = {}
     for tok, start, stop in zip(tokens, bounds, bounds[1:], strict=False):
