@@ -57,6 +57,18 @@ def _groups(records: list[Record]) -> tuple[list[str], dict[str, None]]:
     return texts, dict.fromkeys(texts)
 
 
+def _expect(records: list[Record], canon: list[str]) -> dict[str, Any]:
+    """The header fields of the image of ``records``, whose distinct texts are ``canon``."""
+    return {
+        "kind": KIND,
+        "params": _params(),
+        "rows": len(records),
+        "max_seq": records[-1].seq if records else 0,
+        "groups": len(canon),
+        "digest": persist.text_digest(canon),
+    }
+
+
 def dump(index: _WordOverlapIndex, records: list[Record]) -> dict[str, bytes]:
     """The image of ``index`` for ``records`` (its live records, ascending seq), group
     numbers renumbered as a rebuild from them would number them. Owner only (it fills
@@ -86,14 +98,6 @@ def dump(index: _WordOverlapIndex, records: list[Record]) -> dict[str, bytes]:
     ends = np.zeros(len(kept) + 1, np.int64)
     np.cumsum(counts[present], out=ends[1:])
     blob, tok_ends = persist.encode_strings(kept)
-    header = {
-        "kind": KIND,
-        "params": _params(),
-        "rows": len(records),
-        "max_seq": records[-1].seq if records else 0,
-        "groups": size,
-        "digest": persist.text_digest(canon),
-    }
     arrays: dict[str, np.ndarray[Any, Any] | bytes] = {
         "tokens": blob,
         "token_ends": tok_ends,
@@ -102,7 +106,7 @@ def dump(index: _WordOverlapIndex, records: list[Record]) -> dict[str, bytes]:
         "masks_lo": e.masks[0][old_of_new],
         "masks_hi": e.masks[1][old_of_new],
     }
-    return persist.pack(header, arrays)
+    return persist.pack(_expect(records, canon), arrays)
 
 
 def restore(
@@ -119,17 +123,7 @@ def restore(
     texts, distinct = _groups(records)
     canon = list(distinct)
     size = len(canon)
-    _, arrays = persist.unpack(
-        parts,
-        {
-            "kind": KIND,
-            "params": _params(),
-            "rows": len(records),
-            "max_seq": records[-1].seq if records else 0,
-            "groups": size,
-            "digest": persist.text_digest(canon),
-        },
-    )
+    _, arrays = persist.unpack(parts, _expect(records, canon))
     tok_ends = persist.need(arrays, "token_ends", "<i8")
     tokens = persist.decode_strings(persist.need(arrays, "tokens", "|u1").tobytes(), tok_ends)
     if len(set(tokens)) != len(tokens):
