@@ -56,17 +56,21 @@ SCORERS = ("word-overlap", "bm25")
 
 def build_file(path: Path, n: int, data: Path, seed: int) -> None:
     """Write ``n`` corpus entries into a new memory file at ``path`` (rows as a memory
-    would write them, seqs 1..n). O(n)."""
+    would write them, seqs 1..n), of schema version 3, which checkouts before the index
+    image (version 4) open too and later ones upgrade. O(n)."""
     from actormem._record import Record
-    from actormem._storage.sqlite import Durability, SqliteStore
-    from actormem._storage.sqlite_format import INSERT_ENTRY, encode_record
+    from actormem._storage.sqlite_format import CREATE_SCHEMA_V3, INSERT_ENTRY, encode_record
 
     tmp = path.with_suffix(".building")
     for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm"), Path(f"{tmp}.lock")):
         leftover.unlink(missing_ok=True)
-    store, rows = SqliteStore.open(str(tmp), Durability.NORMAL)
-    assert not rows
-    store.close()
+    conn = sqlite3.connect(tmp, isolation_level=None)
+    try:
+        for statement in CREATE_SCHEMA_V3:
+            conn.execute(statement)
+        conn.execute("PRAGMA journal_mode = WAL")
+    finally:
+        conn.close()
     corpus = load_corpus(data, seed)
     conn = sqlite3.connect(tmp)
     try:

@@ -1162,12 +1162,13 @@ async def _close_storage(
 
 
 def _load(store: SqliteStore, state: MemoryState, entries: list[tuple[int, MemoryEntry]]) -> None:
-    """Rebuild ``state`` from a file's rows and delete what eviction dropped; with a dense
-    or hybrid index, reuse the file's vectors of this model and store the ones computed
-    now. Blocking."""
+    """Rebuild ``state`` from a file's rows and delete what eviction dropped, restoring
+    the index from the file's image when it describes the rows; with a dense or hybrid
+    index, reuse the file's vectors of this model and store the ones computed now.
+    Blocking."""
     index: Any = state.index
+    image, store.image = store.image, None  # not kept for the session
     if getattr(index, "stored_vector", None) is None:
-        image, store.image = store.image, None
         before = state.index
         dropped = state.load(entries, image)
         # A restored index is a new object; a rebuilt one (no image, or refused) is not.
@@ -1453,7 +1454,9 @@ async def open_memory(
             (:class:`~actormem._engine.replica.ReplicaOptions`); the defaults suit a LAN.
 
     Runtime complexity: opening a file is O(file size) (validation, ``quick_check`` and
-    one scan) plus O(n (T + log n)) to rebuild the indexes.
+    one scan) plus O(n (T + log n)) to rebuild the indexes, or O(n log n + image size)
+    when the file keeps an image of the index that describes its rows (written at a clean
+    close, checked before it is used, never trusted: ``docs/durability.md``).
 
     Raises:
         TypeError, InvalidQueryError: A bad option (nothing is started).
