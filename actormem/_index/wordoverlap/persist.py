@@ -136,7 +136,10 @@ def restore(
     lo = persist.need(arrays, "masks_lo", "<u8", size)
     hi = persist.need(arrays, "masks_hi", "<u8", size)
 
-    e = _Numbering(max(64, 1 << (2 * size).bit_length()))
+    cap = 64
+    while cap < size:
+        cap *= 2  # as add() grows it
+    e = _Numbering(cap)
     gmap = dict(zip(canon, range(size), strict=True))
     e.groups = gmap
     if size == len(records):  # every text once: each group is its record
