@@ -79,20 +79,26 @@ def dump(index: _WordOverlapIndex, records: list[Record]) -> dict[str, bytes]:
     canon = list(distinct)
     size = len(canon)
     old_of_new = np.fromiter(map(e.groups.__getitem__, canon), np.int64, size)
-    remap = np.full(max(e.n, 1), -1, np.int64)
-    remap[old_of_new] = np.arange(size, dtype=np.int64)
+    remap = np.full(max(e.n, 1), -1, np.int32)
+    remap[old_of_new] = np.arange(size, dtype=np.int32)
     tokens = list(e.post)
     lists = list(e.post.values())
     lens = np.fromiter(map(len, lists), np.int64, len(lists))
-    flat = np.frombuffer(b"".join(lists), np.int32)
-    new = remap[flat]
-    tok = np.repeat(np.arange(len(tokens), dtype=np.int64), lens)
+    new = remap[np.frombuffer(b"".join(lists), np.int32)]  # int32 throughout: 4 B a posting
+    del lists
     keep = new >= 0
-    new, tok = new[keep], tok[keep]
+    counts = lens
+    if not keep.all():  # postings of dead groups, or of texts no live record has
+        starts = np.zeros(len(lens), np.int64)
+        np.cumsum(lens[:-1], out=starts[1:])
+        counts = np.add.reduceat(keep, starts, dtype=np.int64) if len(lens) else lens
+        new = new[keep]
+    del keep
     if len(old_of_new) > 1 and not np.all(np.diff(old_of_new) > 0):
-        order = np.lexsort((new, tok))  # the renumbering changed the order within lists
-        new, tok = new[order], tok[order]
-    counts = np.bincount(tok, minlength=len(tokens))
+        # The renumbering changed the order within lists: sort each (token, group) pair.
+        tok = np.repeat(np.arange(len(counts), dtype=np.int32), counts)
+        new = new[np.lexsort((new, tok))]
+        del tok
     present = counts > 0
     kept = [t for t, p in zip(tokens, present.tolist(), strict=True) if p]
     ends = np.zeros(len(kept) + 1, np.int64)
@@ -102,7 +108,7 @@ def dump(index: _WordOverlapIndex, records: list[Record]) -> dict[str, bytes]:
         "tokens": blob,
         "token_ends": tok_ends,
         "post_ends": ends,
-        "postings": new.astype(np.int32),
+        "postings": new,
         "masks_lo": e.masks[0][old_of_new],
         "masks_hi": e.masks[1][old_of_new],
     }
