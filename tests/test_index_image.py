@@ -34,6 +34,7 @@ from hypothesis import strategies as st
 from actormem import BM25Scorer, MemoryEntry, Tokenizer, WordOverlapScorer, open_memory
 from actormem._engine.snapshot import run_retrieve
 from actormem._engine.state import DEFAULT_HALF_LIFE, MemoryState
+from actormem._index.bm25 import knobs as bm25_knobs
 from actormem._index.persist import ImageError, dump_index, restore_index
 from actormem._index.scoring import Scorer
 from actormem._index.wordoverlap import knobs
@@ -139,6 +140,20 @@ def test_restored_equals_rebuilt(make: Callable[[], Scorer], seed: int, n: int, 
         s.publish()
         s.vacuum(s.published)
     _assert_same(restored, rebuilt)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_bm25_wide_term_numbers(monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    """Past ``_NARROW`` terms a group's packed terms are int64 (typecode ``q``), in the
+    index and in the image."""
+    monkeypatch.setattr(bm25_knobs, "_NARROW", 8)
+    state = _messy(BM25Scorer, seed, 60, 30)
+    rows = _file_rows(state)
+    parts = _image(state)
+    assert json.loads(parts["header"])["arrays"]["group_terms"][0] == "<i8"
+    restored = _loaded(BM25Scorer, rows, parts)
+    assert all(g.terms.typecode == "q" for g in restored.index._table if g is not None)  # type: ignore[attr-defined]
+    _assert_same(restored, _loaded(BM25Scorer, rows, None))
 
 
 @pytest.mark.parametrize("make", SCORERS)

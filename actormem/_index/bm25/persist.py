@@ -95,9 +95,10 @@ def _mix(
 
 
 def _flat(arrays: list[array[int]]) -> np.ndarray[Any, Any]:
-    """The concatenation of int arrays of any typecodes, as int64. O(total)."""
+    """The concatenation of int arrays of any typecodes: int32 if they all are, else
+    int64. O(total)."""
     if all(a.typecode == "i" for a in arrays):
-        return np.frombuffer(b"".join(arrays), np.int32).astype(np.int64)
+        return np.frombuffer(b"".join(arrays), np.int32)
     if not arrays:
         return np.zeros(0, np.int64)
     return np.concatenate([np.frombuffer(a, a.typecode).astype(np.int64) for a in arrays])
@@ -118,12 +119,14 @@ def dump(index: BM25Index, records: list[Record]) -> dict[str, bytes]:
     # Number the terms by first appearance, group by group, as add() would.
     uniq, first = np.unique(old_terms, return_index=True)
     order = uniq[np.argsort(first, kind="stable")]
-    new_of_old = np.full(max(len(index._term_table), 1), -1, np.int64)
-    new_of_old[order] = np.arange(len(order), dtype=np.int64)
+    # int32 while a packed term fits in it (4 B a posting for the transients).
+    wide = np.int32 if len(index._term_table) <= knobs._NARROW else np.int64
+    new_of_old = np.full(max(len(index._term_table), 1), -1, wide)
+    new_of_old[order] = np.arange(len(order), dtype=wide)
     new_packed = (new_of_old[old_terms] << _TF_BITS) | (packed & _TF_CAP)
     del packed, old_terms, first, uniq
-    remap = np.full(max(len(index._table), 1), -1, np.int64)
-    remap[old_of_new] = np.arange(size, dtype=np.int64)
+    remap = np.full(max(len(index._table), 1), -1, np.int32)
+    remap[old_of_new] = np.arange(size, dtype=np.int32)
     terms: list[_Term] = []
     for num in order.tolist():
         term = index._term_table[num]
@@ -135,7 +138,7 @@ def dump(index: BM25Index, records: list[Record]) -> dict[str, bytes]:
         [np.frombuffer(t.tfs, t.tfs.typecode).astype(np.int32) for t in terms]
         or [np.zeros(0, np.int32)]
     )
-    tok = np.repeat(np.arange(len(terms), dtype=np.int64), lens)
+    tok = np.repeat(np.arange(len(terms), dtype=np.int32), lens)
     keep = groups >= 0
     groups, tfs, tok = groups[keep], tfs[keep], tok[keep]
     if size > 1 and not np.all(np.diff(old_of_new) > 0):
@@ -148,7 +151,7 @@ def dump(index: BM25Index, records: list[Record]) -> dict[str, bytes]:
     arrays: dict[str, np.ndarray[Any, Any] | bytes] = {
         "terms": blob,
         "term_ends": t_ends,
-        "group_terms": new_packed.astype(np.int32) if narrow else new_packed,
+        "group_terms": new_packed.astype(np.int32 if narrow else np.int64, copy=False),
         "group_ends": g_ends,
         "lengths": index._lengths[old_of_new].astype(np.int32),
         "post_ends": p_ends,
