@@ -565,3 +565,26 @@ def test_kill_9_while_the_image_is_written(tmp_path: Path, make: Callable[[], Sc
         # Either the new image, or none / an old one that is refused: always correct.
         trio.run(_reopen, path, make, None)
         trio.run(_reopen, path, make, True)  # the close above kept a good one
+
+
+def test_an_unexpected_error_in_a_restore_rebuilds(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A fault no check foresaw (here: raised by the restore) is logged with its
+    traceback, and the index rebuilt: an image can never keep a file from opening."""
+    import actormem._engine.state as state_module
+
+    rows = _rows(6, 40)
+    source = _state(WordOverlapScorer())
+    source.load(rows)
+    parts = _image(source)
+
+    def broken(*args: object) -> object:
+        raise IndexError("unforeseen")
+
+    monkeypatch.setattr(state_module, "restore_index", broken)
+    with caplog.at_level(logging.WARNING, "actormem"):
+        loaded = _loaded(WordOverlapScorer, rows, parts, used=False)
+    assert "unforeseen" in caplog.text
+    assert caplog.records[-1].exc_info is not None
+    _assert_same(loaded, _loaded(WordOverlapScorer, rows, None))

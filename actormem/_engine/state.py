@@ -748,9 +748,11 @@ class MemoryState:
             self.index = cast(
                 "ScoringIndex", restore_index(self.scorer.make_index(), image, records)
             )
-        except ImageError as exc:
+        except Exception as exc:  # the image is untrusted: whatever it does, rebuild
             logging.getLogger("actormem").warning(
-                "actormem: the file's index image was not used (%s); rebuilding the index", exc
+                "actormem: the file's index image was not used (%s); rebuilding the index",
+                exc,
+                exc_info=not isinstance(exc, ImageError),  # a check missed it: a bug
             )
             add = self.index.add
             for rec in records:
