@@ -35,6 +35,7 @@ from actormem import BM25Scorer, MemoryEntry, Tokenizer, WordOverlapScorer, open
 from actormem._engine.snapshot import run_retrieve
 from actormem._engine.state import DEFAULT_HALF_LIFE, MemoryState
 from actormem._index.bm25 import knobs as bm25_knobs
+from actormem._index.bm25 import persist as bm25_persist
 from actormem._index.persist import ImageError, dump_index, restore_index
 from actormem._index.scoring import Scorer
 from actormem._index.wordoverlap import knobs
@@ -114,6 +115,7 @@ def _loaded(
 @pytest.fixture
 def small_renumber(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(knobs, "_RENUMBER_MIN", 4)
+    monkeypatch.setattr(bm25_persist, "_CHUNK", 5)  # BM25's checks in many chunks
 
 
 @pytest.mark.usefixtures("small_renumber")
@@ -282,6 +284,7 @@ def _mutations(parts: dict[str, bytes]) -> list[tuple[str, dict[str, bytes]]]:
     return out
 
 
+@pytest.mark.usefixtures("small_renumber")
 @pytest.mark.parametrize("make", SCORERS)
 def test_corrupt_images_are_refused(make: Callable[[], Scorer]) -> None:
     state = _messy(make, 5, 70, 20)

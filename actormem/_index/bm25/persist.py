@@ -45,6 +45,9 @@ __all__ = ["dump", "handles", "restore"]
 
 KIND = "bm25"
 
+#: Postings checked at a time by :func:`restore`.
+_CHUNK = 1 << 20
+
 
 def handles(index: object) -> bool:
     return type(index) is BM25Index and type(index.scorer.tokenizer) is Tokenizer
@@ -195,19 +198,27 @@ def restore(index: BM25Index, parts: Mapping[str, bytes], records: list[Record])
     lengths = persist.need(arrays, "lengths", "<i4", size)
     if g_ends[0] != 0 or g_ends[-1] != len(packed) or np.any(np.diff(g_ends) < 0):
         raise ImageError("group term offsets out of order or range")
-    nums = packed >> _TF_BITS  # (non-negative as checked next, for int32 too)
-    capped = packed & _TF_CAP
-    if len(packed) and (int(nums.min()) < 0 or int(nums.max()) >= count or int(capped.min()) < 1):
-        raise ImageError("a group's term out of range")
-    per_group = np.diff(g_ends)
-    if not np.array_equal(np.bincount(postings, minlength=size), per_group):
+    if not np.array_equal(np.bincount(postings, minlength=size), np.diff(g_ends)):
         raise ImageError("groups and posting lists disagree")
-    owner = np.repeat(np.arange(size, dtype=np.int64), per_group)
-    term_of = np.repeat(np.arange(count, dtype=np.int64), np.diff(p_ends))
-    mixed = _mix(term_of, postings, np.minimum(tfs, _TF_CAP), size)
-    if _mix(nums, owner, capped, size) != mixed:
+    # In chunks, so that the transients stay small (a 1M-entry file has ~30M postings).
+    group_side = post_side = 0
+    sums = np.zeros(size, np.float64)
+    for start in range(0, len(packed), _CHUNK):
+        stop = min(len(packed), start + _CHUNK)
+        at = np.arange(start, stop, dtype=np.int64)
+        part = packed[start:stop]
+        nums = part >> _TF_BITS  # (non-negative as checked next, for int32 too)
+        capped = part & _TF_CAP
+        if int(nums.min()) < 0 or int(nums.max()) >= count or int(capped.min()) < 1:
+            raise ImageError("a group's term out of range")
+        owner = np.searchsorted(g_ends, at, side="right") - 1
+        group_side += _mix(nums, owner, capped, size)
+        freqs = tfs[start:stop]
+        term_of = np.searchsorted(p_ends, at, side="right") - 1
+        post_side += _mix(term_of, postings[start:stop], np.minimum(freqs, _TF_CAP), size)
+        sums += np.bincount(postings[start:stop], weights=freqs, minlength=size)
+    if group_side % (1 << 64) != post_side % (1 << 64):
         raise ImageError("groups and posting lists disagree")
-    sums = np.bincount(postings, weights=tfs.astype(np.float64), minlength=size)
     if not np.array_equal(sums, lengths.astype(np.float64)):
         raise ImageError("a document length differs from its frequencies' sum")
 
