@@ -473,13 +473,24 @@ class Bm25Daat:
         lengths: Document length by group number (int32).
         parts: ``(a_part, b_part, k1, b, avgdl, up)``.
         room: Groups returned per step at most.
+        cost_split: Split the terms cost-aware (see ``_cbm25.bm25_daat``), not by bound.
 
     Raises:
         TypeError, ValueError: An argument of the wrong type or size, or a count or
             block count beyond its list.
     """
 
-    __slots__ = ("_cursors", "_lengths", "_nums", "_parts", "_scores", "_seed", "_seeds", "_terms")
+    __slots__ = (
+        "_cursors",
+        "_lengths",
+        "_nums",
+        "_parts",
+        "_scores",
+        "_seed",
+        "_seeds",
+        "_sticky",
+        "_terms",
+    )
 
     def __init__(
         self,
@@ -487,6 +498,7 @@ class Bm25Daat:
         lengths: np.ndarray[Any, Any],
         parts: tuple[float, float, float, float, float, float],
         room: int,
+        cost_split: bool = False,
     ) -> None:
         if type(terms) is not list or not terms:
             raise TypeError("terms must be a non-empty list")
@@ -507,6 +519,7 @@ class Bm25Daat:
         self._cursors = np.zeros(len(terms), np.int64)
         self._seeds = np.zeros(len(terms), np.int64)
         self._seed = -1  # the term the seeding positions are for
+        self._sticky = np.zeros(len(terms), np.uint8) if cost_split else None
         self._nums = np.empty(room, np.int64)
         self._scores = np.empty(room, np.float64)
 
@@ -532,7 +545,7 @@ class Bm25Daat:
         got, done = _core().bm25_daat(
             self._terms, self._cursors if seed < 0 else self._seeds, self._lengths,
             *self._parts, theta, budget, seed,
-            self._nums, self._scores,
+            self._nums, self._scores, self._sticky,
         )  # fmt: skip
         return self._nums[:got].copy(), self._scores[:got].copy(), done
 

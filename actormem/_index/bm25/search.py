@@ -260,7 +260,9 @@ class MaxScoreSearch:
         parts = (k1 * (1.0 - b), k1 * b / avgdl, float(k1), float(b), avgdl, 1.0 + knobs._SLACK)
         # A step re-takes every list's buffers (O(terms)): long queries get longer steps.
         budget = 4 * knobs._CHUNK + 64 * len(terms)
-        daat = kernels.Bm25Daat(terms, lengths, parts, max(limit, knobs._CHUNK // 4))
+        daat = kernels.Bm25Daat(
+            terms, lengths, parts, max(limit, knobs._CHUNK // 4), knobs._COST_SPLIT
+        )
         heap: list[tuple[float, int, Record]] = []  # (score, -seq, rec): worst on top
         up = parts[5]
         # A first theta: the exact scores of the groups in the first slice of the lists
