@@ -253,6 +253,8 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
         }
         Py_ssize_t width = room - emitted < WINDOW ? room - emitted : WINDOW;
         int64_t hi = lo + width;
+        Py_ssize_t top = 0; /* acc[0..top) to clear after the window */
+        const double rest = prefix[ne];
         for (Py_ssize_t i = ne; i < q; i++) {
             term_t *t = &T[ord[i]];
             Py_ssize_t c = t->cur;
@@ -267,8 +269,16 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
                 }
                 double tf = tf_of(t, c);
                 Py_ssize_t at = (Py_ssize_t)(num - lo);
-                acc[at] += wi * (tf / (tf + (a_part + b_part * (double)ln[num])));
-                mark[at >> 6] |= (uint64_t)1 << (at & 63);
+                double before = acc[at];
+                double after = before + wi * (tf / (tf + (a_part + b_part * (double)ln[num])));
+                acc[at] = after;
+                /* Marked once its partial score with every non-essential bound can
+                 * reach theta (partial scores only grow, from 0 at a group's first
+                 * posting): the others cannot. */
+                if (after * up + rest >= theta && (before == 0.0 || before * up + rest < theta)) {
+                    mark[at >> 6] |= (uint64_t)1 << (at & 63);
+                }
+                if (at >= top) top = at + 1;
                 c++;
             }
             work += c - t->cur + 1;
@@ -283,7 +293,6 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
                 bits &= bits - 1;
                 int64_t num = lo + at;
                 double partial = acc[at];
-                acc[at] = 0.0;
                 double dl = (double)ln[num];
                 int keep = 1;
                 for (Py_ssize_t j = ne - 1; j >= 0; j--) {
@@ -317,6 +326,7 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
                 emitted++;
             }
         }
+        memset(acc, 0, (size_t)top * sizeof(double));
     }
 done:
     PyMem_Free(acc);

@@ -523,7 +523,9 @@ class Bm25Daat:
         self._nums = np.empty(room, np.int64)
         self._scores = np.empty(room, np.float64)
 
-    def step(self, theta: float, budget: int, seed: int = -1) -> tuple[Any, Any, bool]:
+    def step(
+        self, theta: float, budget: int, seed: int = -1, room: int = 0
+    ) -> tuple[Any, Any, bool]:
         """About ``budget`` postings of work: the groups met that may still reach
         ``theta`` (ascending, at most ``room``; int64 numpy arrays, new), their exact
         scores (float64; the query's order,
@@ -531,21 +533,24 @@ class Bm25Daat:
         With ``seed``, a term's index: every group of that term's list in turn instead,
         with its exact score (and whether that list is done), to find a first theta
         (with positions of their own, from the start of the lists for each new seed).
+        ``room`` > 0 returns at most that many groups (at most the ``room`` given at
+        construction either way).
 
         Raises:
-            ValueError: A NaN ``theta``, ``budget`` not an int > 0, or ``seed`` not -1
-                or a term's index.
+            ValueError: A NaN ``theta``, ``budget`` not an int > 0, ``seed`` not -1
+                or a term's index, or ``room`` not an int >= 0.
         """
         _need(theta == theta, "theta must not be NaN")
         _need(type(budget) is int and budget > 0, "budget must be an int > 0")
         _need(type(seed) is int and -1 <= seed < len(self._terms), "seed: -1 or a term")
+        _need(type(room) is int and room >= 0, "room must be an int >= 0")
         if seed >= 0 and seed != self._seed:  # another term's list: from the start
             self._seeds[:] = 0
             self._seed = seed
         got, done = _core().bm25_daat(
             self._terms, self._cursors if seed < 0 else self._seeds, self._lengths,
             *self._parts, theta, budget, seed,
-            self._nums, self._scores, self._sticky,
+            self._nums[:room] if room else self._nums, self._scores, self._sticky,
         )  # fmt: skip
         return self._nums[:got].copy(), self._scores[:got].copy(), done
 

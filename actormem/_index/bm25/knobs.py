@@ -50,3 +50,7 @@ _SEEDS = 1
 #: long lists of common terms are looked up and only cheap lists walked; False: by bound
 #: alone (MaxScore's split, the driver before it).
 _COST_SPLIT = True
+
+#: With the cost-aware split, the first theta comes from this many groups of the seed
+#: term's list at most (or the query's limit, if more); without, one step's worth.
+_SEED_ROOM = 128
