@@ -392,6 +392,9 @@ def test_bad_arguments_are_refused_before_c() -> None:
     for theta, budget, seed in [(float("nan"), 10, -1), (0.0, 0, -1), (0.0, 10, 1), (0.0, 10, -2)]:
         with pytest.raises(ValueError, match="theta|budget|seed"):
             daat.step(theta, budget, seed)
+    for room in (-1, 2.0):
+        with pytest.raises(ValueError, match="room"):
+            daat.step(0.0, 10, 0, room)  # type: ignore[arg-type]
     groups, tfs = array("i", range(128)), array("B", [1] * 128)
     for args in [
         (groups, tfs, lengths, 0, 3, np.empty(6, np.int32)),  # beyond the list
@@ -443,6 +446,9 @@ def test_c_checks_memory_safety_itself() -> None:
         )
     with pytest.raises(ValueError, match="wrong size"):  # seed beyond the terms
         core.bm25_daat([term], cursors, lengths, *common, 0.0, 100, 1, nums, scores)
+    for sticky in (np.zeros(2, np.uint8), np.zeros(1, np.int64), np.zeros(1, np.uint8)[:0]):
+        with pytest.raises(ValueError, match="sticky"):  # one byte per term, or nothing
+            core.bm25_daat([term], cursors, lengths, *common, 0.0, 100, -1, nums, scores, sticky)
     with pytest.raises(TypeError):
         core.bm25_add_terms(["a", 1], {}, [], 0, lambda *a: None)
 

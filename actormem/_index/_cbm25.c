@@ -13,8 +13,10 @@
  *   windows (Ding & Suel, SIGIR 2011; Lucene's block-max MaxScore): each complete block of
  *   BLOCK postings has its largest frequency and smallest document length, whose
  *   saturation bounds every posting of the block, so a window of groups whose block
- *   bounds sum below theta is skipped whole. Each call does a bounded amount of work
- *   (budget) and keeps its state in the caller's cursor array: the caller yields between
+ *   bounds sum below theta is skipped whole; or, with a `sticky` flag array (the
+ *   default driver, window_steps), a cost-aware split of the terms and the essential
+ *   lists walked term at a time over windows of groups. Each call does a bounded amount
+ *   of work (budget) and keeps its state in the caller's arrays: the caller yields between
  *   calls, raises theta from the exact record scores, and no buffer is held across calls
  *   (the owner appends to the arrays in between). Groups that can reach theta are
  *   returned with their exact score, term by term in the query's order with the
