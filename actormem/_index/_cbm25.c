@@ -212,6 +212,32 @@ split_terms(term_t *T, Py_ssize_t q, double theta, uint8_t *sticky, Py_ssize_t *
     return ne;
 }
 
+/* MaxScore's lookups for group num with partial score `partial` (dl its length): the
+ * non-essential terms ord[ne - 1] down to ord[0] (largest bound first), each sought
+ * from its position (its frequency there kept in `at`, -1 if absent), while the partial
+ * score with the bounds of the terms left (prefix) can reach theta. Returns the partial
+ * score with theirs, or -INFINITY once it cannot reach theta. Adds the lookups to *work. */
+static inline double
+look_up(term_t *T, const Py_ssize_t *ord, Py_ssize_t ne, const double *prefix, int64_t num,
+        double partial, double dl, double a_part, double b_part, double up, double theta,
+        Py_ssize_t *work)
+{
+    for (Py_ssize_t j = ne - 1; j >= 0; j--) {
+        if (partial * up + prefix[j + 1] < theta) {
+            return -INFINITY;
+        }
+        term_t *t = &T[ord[j]];
+        t->cur = seek(t->g, t->cur, t->count, num);
+        t->at = -1.0;
+        *work += 1;
+        if (t->cur < t->count && t->g[t->cur] == num) {
+            double tf = t->at = tf_of(t, t->cur);
+            partial += t->wi * (tf / (tf + (a_part + b_part * dl)));
+        }
+    }
+    return partial;
+}
+
 /* Groups per window of the windowed driver (a 32 KiB score array, a 512 B bitset). */
 #define WINDOW 4096
 
@@ -296,21 +322,9 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
                 int64_t num = lo + at;
                 double partial = acc[at];
                 double dl = (double)ln[num];
-                int keep = 1;
-                for (Py_ssize_t j = ne - 1; j >= 0; j--) {
-                    if (partial * up + prefix[j + 1] < theta) {
-                        keep = 0;
-                        break;
-                    }
-                    term_t *t = &T[ord[j]];
-                    t->cur = seek(t->g, t->cur, t->count, num);
-                    work += 1;
-                    if (t->cur < t->count && t->g[t->cur] == num) {
-                        double tf = tf_of(t, t->cur);
-                        partial += t->wi * (tf / (tf + (a_part + b_part * dl)));
-                    }
-                }
-                if (!keep || partial * up < theta) continue;
+                partial = look_up(T, ord, ne, prefix, num, partial, dl, a_part, b_part, up,
+                                  theta, &work);
+                if (!(partial * up >= theta)) continue;
                 /* The exact score, in the query's order. */
                 double norm = k1 * ((1.0 - b) + b * dl / avgdl), score = 0.0;
                 for (Py_ssize_t i = 0; i < q; i++) {
@@ -541,22 +555,9 @@ bm25_daat(PyObject *self, PyObject *args)
             if (t->cur < t->count && t->g[t->cur] < next) next = t->g[t->cur];
         }
         work += q - ne;
-        int keep = 1;
-        for (Py_ssize_t j = ne - 1; j >= 0; j--) {
-            if (partial * up + prefix[j + 1] < theta) {
-                keep = 0;
-                break;
-            }
-            term_t *t = &T[ord[j]];
-            t->cur = seek(t->g, t->cur, t->count, pivot);
-            t->at = -1.0;
-            work += 1;
-            if (t->cur < t->count && t->g[t->cur] == pivot) {
-                double tf = t->at = tf_of(t, t->cur);
-                partial += t->wi * (tf / (tf + (a_part + b_part * dl)));
-            }
-        }
-        if (keep && partial * up >= theta) {
+        partial = look_up(T, ord, ne, prefix, pivot, partial, dl, a_part, b_part, up, theta,
+                          &work);
+        if (partial * up >= theta) {
             /* Every term's frequency at the pivot is known: the exact score, in the
              * query's order. */
             double norm = k1 * ((1.0 - b) + b * dl / avgdl), score = 0.0;
