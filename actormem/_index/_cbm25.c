@@ -241,7 +241,8 @@ look_up(term_t *T, const Py_ssize_t *ord, Py_ssize_t ne, const double *prefix, i
 /* Groups per window of the windowed driver (a 32 KiB score array, a 512 B bitset). */
 #define WINDOW 4096
 
-/* The windowed driver (with `sticky`): MaxScore over windows of WINDOW groups. In a
+/* The windowed driver (with `sticky`): MaxScore over windows of up to WINDOW groups (no
+ * more than the room left in the output, so that a window's groups always fit). In a
  * window, the essential terms' postings are added term at a time into a score array by
  * group (and a bitset of the groups met): O(postings) with no per-group scan of the
  * terms, which document at a time costs on long queries with many essential (cheap)

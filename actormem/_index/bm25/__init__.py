@@ -70,8 +70,9 @@ C: MaxScore whose non-essential terms (only looked up for candidates of the othe
 bounds sum below ``theta``) are chosen cost-aware, greedily by bound per posting left, so
 that long lists of common terms are looked up and short ones walked; a term once
 non-essential stays so. The essential lists are walked term at a time over windows of
-4,096 groups into a score array; a group whose partial score plus the non-essential
-bounds can reach ``theta`` gets the lookups, largest bound first, while it still can.
+up to 4,096 groups (no wider than a step's output, 1,024) into a score array; a group
+whose partial score plus the non-essential bounds can reach ``theta`` gets the lookups,
+largest bound first, while it still can.
 ``theta`` starts as the k-th best record score among the first groups (128) of the
 rarest term's list and rises, in Python, from the exact record scores of what the C code
 returns; each call is one bounded step (the slicing protocol) that re-takes the buffers
