@@ -1157,9 +1157,9 @@ class MemoryState:
             ns: {id(r) for r in group.recs if not r.purged}
             for ns, group in self._namespaces.items()
         } == by_ns
-        for group in self._namespaces.values():
-            assert group.live == sum(not r.purged for r in group.recs) > 0
-            assert 4 * (len(group.recs) - group.live) <= len(group.recs)
+        for ns_group in self._namespaces.values():
+            assert ns_group.live == sum(not r.purged for r in ns_group.recs) > 0
+            assert 4 * (len(ns_group.recs) - ns_group.live) <= len(ns_group.recs)
         # Expiry order: exactly the live records that expire, keys at most the fresh ones.
         self._expiry._check()
         expiring = [r for r in live if r.current_expires() is not None]
