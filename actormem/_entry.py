@@ -152,9 +152,30 @@ def _check_category(instance: object, attribute: object, value: MemoryCategory) 
         raise TypeError(f"category must be a MemoryCategory, not {type(value).__name__}")
 
 
-def _check_id(instance: object, attribute: object, value: object) -> None:
-    if not isinstance(value, uuid.UUID):
-        raise TypeError(f"id must be a uuid.UUID, not {type(value).__name__}")
+def _new_id() -> int:
+    return uuid.uuid4().int
+
+
+def _convert_id(value: uuid.UUID) -> int:
+    """The UUID's 128-bit int, which is all the entry keeps (a ``UUID`` object beside
+    it took 56 bytes and a garbage-collected object per entry). An int in range is
+    taken as is: ``attrs.evolve`` passes the kept int back in."""
+    if isinstance(value, uuid.UUID):
+        return value.int
+    if type(value) is int:
+        if not 0 <= value < 1 << 128:
+            raise InvalidEntryError(f"an int id must be in [0, 2**128), got {value}")
+        return value
+    raise TypeError(f"id must be a uuid.UUID, not {type(value).__name__}")
+
+
+def _uuid(value: int) -> uuid.UUID:
+    """``uuid.UUID(int=value)`` for an int known to be in range, without re-checking
+    it. O(1)."""
+    u = object.__new__(uuid.UUID)
+    object.__setattr__(u, "int", value)
+    object.__setattr__(u, "is_safe", uuid.SafeUUID.unknown)
+    return u
 
 
 def _check_count(instance: object, attribute: object, value: object) -> None:
@@ -169,7 +190,7 @@ def _check_bool(instance: object, attribute: object, value: object) -> None:
         raise TypeError(f"validated must be a bool, not {type(value).__name__}")
 
 
-@attrs.frozen(kw_only=True, slots=True, weakref_slot=False)
+@attrs.frozen(kw_only=True, slots=True, weakref_slot=False, repr=False)
 class MemoryEntry(metaclass=Final):
     """One remembered item. Immutable; compare and hash by value.
 
@@ -179,7 +200,9 @@ class MemoryEntry(metaclass=Final):
 
     Attributes:
         id: Unique id, a random UUID (version 4) by default. Storing an entry whose id is
-            already in the memory replaces the stored one (upsert).
+            already in the memory replaces the stored one (upsert). The entry keeps the
+            UUID's 128-bit int (also accepted as ``id``), and ``id`` reads a new ``UUID``
+            equal to the one given.
         category: A :class:`MemoryCategory`.
         memory: The payload text, at most :data:`MAX_MEMORY_CHARS` code points, valid UTF-8.
         tags: Tuple of non-empty tags, duplicates dropped (first occurrence kept).
@@ -222,7 +245,8 @@ class MemoryEntry(metaclass=Final):
 
     category: MemoryCategory = attrs.field(validator=_check_category)
     memory: str = attrs.field(validator=_check_memory)
-    id: uuid.UUID = attrs.field(factory=uuid.uuid4, validator=_check_id)
+    #: The id's 128-bit int (the ``id`` property makes the UUID).
+    _id: int = attrs.field(factory=_new_id, converter=_convert_id, alias="id")
     tags: tuple[str, ...] = attrs.field(default=(), converter=_convert_tags)
     created_at: datetime = attrs.field(factory=_utc_now, converter=_convert_time)
     relevance: float = attrs.field(default=1.0, converter=_convert_relevance)
@@ -238,6 +262,19 @@ class MemoryEntry(metaclass=Final):
     )
     ttl: float | None = attrs.field(default=None, converter=_convert_ttl)
     expires_at: datetime | None = attrs.field(default=None, converter=_convert_optional_time)
+
+    @property
+    def id(self) -> uuid.UUID:
+        """The entry's id, a :class:`uuid.UUID` (made from the kept int on each read). O(1)."""
+        return _uuid(self._id)
+
+    def __repr__(self) -> str:
+        """As the attrs repr would be with an ``id`` field. O(fields)."""
+        parts = ", ".join(
+            f"id={self.id!r}" if name == "_id" else f"{name}={getattr(self, name)!r}"
+            for name in _ENTRY_FIELDS
+        )
+        return f"MemoryEntry({parts})"
 
     def __attrs_post_init__(self) -> None:
         if self.updated_at is None or self.updated_at < self.created_at:

@@ -561,10 +561,10 @@ class MemoryState:
     def _link(self, rec: Record) -> None:
         """Enter a new live record into every structure."""
         e = rec.entry
-        self._by_id[e.id.int] = rec
+        self._by_id[e._id] = rec
         self._by_relevance.add(rec)
         if e.key is not None:
-            self._by_key[(e.namespace, e.key)] = e.id.int
+            self._by_key[(e.namespace, e.key)] = e._id
         records = self._namespaces.get(e.namespace)
         if records is None:
             records = self._namespaces[e.namespace] = _NsRecords()
@@ -669,7 +669,7 @@ class MemoryState:
         self.version += 1
         if entry.key is not None:
             other_id = self._by_key.get((entry.namespace, entry.key))
-            if other_id is not None and other_id != entry.id.int:
+            if other_id is not None and other_id != entry._id:
                 other = self._by_id.get(other_id)
                 if (
                     other is not None
@@ -678,7 +678,7 @@ class MemoryState:
                     and other.entry.namespace == entry.namespace
                 ):
                     entry = attrs.evolve(entry, id=other.entry.id)  # the key wins
-        old = self._by_id.get(entry.id.int)
+        old = self._by_id.get(entry._id)
         replaced = None
         evicted = None
         if old is not None and old.died == NEVER:
@@ -714,7 +714,7 @@ class MemoryState:
         """
         if seq <= self._seq:
             raise ValueError(f"restore(): seq {seq} is not above {self._seq}")
-        old = self._by_id.get(entry.id.int)
+        old = self._by_id.get(entry._id)
         if old is not None and old.died == NEVER:
             raise ValueError(f"restore(): id {entry.id} is stored already")
         if self.version < seq - 1:
@@ -801,7 +801,7 @@ class MemoryState:
             if seq <= last:
                 raise ValueError(f"restore(): seq {seq} is not above {last}")
             last = seq
-            ident = entry.id.int
+            ident = entry._id
             if ident in by_id:
                 raise ValueError(f"restore(): id {entry.id} is stored already")
             rec = Record(entry, seq, seq, None)
@@ -1073,7 +1073,7 @@ class MemoryState:
         if self._namespaces[e.namespace].purged():
             del self._namespaces[e.namespace]
             self._ns_sorted.remove(e.namespace)
-        id = e.id.int
+        id = e._id
         head = self._by_id.get(id)
         if head is rec and rec.prev is None and e.key is not None:
             if self._by_key.get((e.namespace, e.key)) == id:
@@ -1099,12 +1099,12 @@ class MemoryState:
         assert self.published <= self.version
         unpurged: list[Record] = []
         for key, head in self._by_id.items():
-            assert head.entry.id.int == key
+            assert head.entry._id == key
             r: Record | None = head
             newer: Record | None = None
             while r is not None:
                 assert not r.purged
-                assert r.entry.id.int == key
+                assert r.entry._id == key
                 if newer is not None:
                     assert r.died <= newer.born, "versions of one id overlap"
                     assert r.seq == newer.seq or r.died != NEVER
@@ -1147,7 +1147,7 @@ class MemoryState:
         assert len(keys) == len(set(keys)), "two live entries share a (namespace, key)"
         for r in live:
             if r.entry.key is not None:
-                assert self._by_key[(r.entry.namespace, r.entry.key)] == r.entry.id.int
+                assert self._by_key[(r.entry.namespace, r.entry.key)] == r.entry._id
         # Namespaces index: exactly the unpurged records, by namespace.
         assert list(self._ns_sorted) == sorted(self._namespaces)
         by_ns: dict[tuple[str, ...], set[int]] = {}
