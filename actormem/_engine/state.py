@@ -46,7 +46,8 @@ Structures only the owner reads:
   consolidation merges duplicates without scanning every entry (``_dup_keys`` lists the
   sets). Most texts are unique: a group of one costs no dict.
 * ``_graveyard``: dead records in order of death, for the vacuum.
-* ``_expiry``: live records that expire, ordered by ``(expires_at as POSIX time, rec)``.
+* ``_expiry``: live records that expire, ordered by ``(expires_at as POSIX time, rec)``
+  (each record's key in it in ``_exkeys``).
   A read that refreshes a time to live only moves an expiry later, so, as with the
   eviction order, a stored key may be stale from below: :meth:`MemoryState.expire` pops
   the front and re-files it under its fresh key until the front is due for real.
@@ -176,8 +177,10 @@ def _dupkey(rec: Record) -> int:
     """The hash of :func:`_normalised`: the key of ``rec``'s group in ``_dups``.
     Recomputed when the record leaves (O(len(text))) rather than kept on the record:
     a slot less per record (the int lives on as the dict's key) for a few µs per
-    delete, upsert or eviction."""
-    return hash(_normalised(rec))
+    delete, upsert or eviction. Cut to 30 bits: an int of one digit (28 bytes, not
+    36); the few more unequal records that share a key cost nothing but a group
+    (consolidation compares the full :func:`_normalised` keys)."""
+    return hash(_normalised(rec)) & 0x3FFF_FFFF
 
 
 def _normalised(
@@ -453,6 +456,9 @@ class MemoryState:
         self._ns_sorted: SortedList = SortedList()
         #: Live records that expire, by (expiry as POSIX time, rec); stale from below.
         self._expiry: SortedList = SortedList()
+        #: A live record's key in ``_expiry`` (kept here, not on the record: a slot less
+        #: on every record, for the few that expire).
+        self._exkeys: dict[Record, tuple[float, Record]] = {}
         #: Whether any record ever had an expiry (readers then check expiry times).
         self._ever_expiring = False
         self._evictions_since_consolidate = 0
@@ -573,8 +579,8 @@ class MemoryState:
         expires = rec.current_expires()
         if expires is not None:
             self._ever_expiring = True
-            rec.exkey = (expires.timestamp(), rec)
-            self._expiry.add(rec.exkey)
+            exkey = self._exkeys[rec] = (expires.timestamp(), rec)
+            self._expiry.add(exkey)
         if self._evict is not None:
             rec.evkey = self._evkey(rec)
             self._evict[rec.entry.validated].add(rec.evkey)  # validated: 0 or 1
@@ -612,9 +618,9 @@ class MemoryState:
             assert rec.evkey is not None
             self._evict[rec.entry.validated].remove(rec.evkey)
             rec.evkey = None
-        if rec.exkey is not None:
-            self._expiry.remove(rec.exkey)
-            rec.exkey = None
+        exkey = self._exkeys.pop(rec, None)
+        if exkey is not None:
+            self._expiry.remove(exkey)
         key = _dupkey(rec)
         dups = self._dups
         group = dups[key]
@@ -735,8 +741,8 @@ class MemoryState:
         moves to the collector's permanent generation, so no later full collection walks
         them (1-2.5 s of CPU each at 1M entries otherwise). Reference counting still frees
         them; only a reference cycle that was already garbage then is never collected
-        (the state makes none: a record's eviction and expiry keys, the one cycle it
-        holds, are cleared when it dies).
+        (the state makes none: a record's eviction key, the one cycle it holds, is
+        cleared when it dies).
 
         Raises:
             ValueError: As :meth:`restore`.
@@ -816,8 +822,8 @@ class MemoryState:
             group.add(rec)
             expires = rec.current_expires()
             if expires is not None:
-                rec.exkey = (expires.timestamp(), rec)
-                expiry_keys.append(rec.exkey)
+                exkey = self._exkeys[rec] = (expires.timestamp(), rec)
+                expiry_keys.append(exkey)
             if bounded:
                 rec.evkey = self._evkey(rec)
                 evict_keys[entry.validated].append(rec.evkey)
@@ -936,8 +942,8 @@ class MemoryState:
             assert fresh is not None
             if fresh.timestamp() > stale[0]:  # refreshed since: re-file, look again
                 del order[0]
-                rec.exkey = (fresh.timestamp(), rec)
-                order.add(rec.exkey)
+                exkey = self._exkeys[rec] = (fresh.timestamp(), rec)
+                order.add(exkey)
                 continue
             if done == 0:
                 self.version += 1
@@ -1163,13 +1169,13 @@ class MemoryState:
         # Expiry order: exactly the live records that expire, keys at most the fresh ones.
         self._expiry._check()
         expiring = [r for r in live if r.current_expires() is not None]
-        assert sorted(map(id, self._expiry)) == sorted(id(r.exkey) for r in expiring)
+        assert sorted(map(id, self._expiry)) == sorted(id(self._exkeys[r]) for r in expiring)
+        assert len(self._exkeys) == len(expiring)
         for r in expiring:
-            assert r.exkey is not None
-            assert r.exkey[1] is r
+            exkey = self._exkeys[r]
+            assert exkey[1] is r
             fresh = r.current_expires()
             assert fresh is not None
-            assert r.exkey[0] <= fresh.timestamp()
-        assert all(r.exkey is None for r in unpurged if r.died != NEVER)
+            assert exkey[0] <= fresh.timestamp()
         assert self._ever_expiring or not expiring
         self.index._check([r for r in self._by_relevance])
