@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import math
+import os
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -152,8 +153,16 @@ def _check_category(instance: object, attribute: object, value: MemoryCategory) 
         raise TypeError(f"category must be a MemoryCategory, not {type(value).__name__}")
 
 
+#: A version 4 UUID's fixed bits: the variant (RFC 4122) and the version, as
+#: ``uuid.uuid4()`` sets them on 128 random bits.
+_V4_CLEAR = ~((0xC000 << 48) | (0xF000 << 64))
+_V4_SET = (0x8000 << 48) | (4 << 76)
+
+
 def _new_id() -> int:
-    return uuid.uuid4().int
+    """The int of a fresh random UUID (version 4), as ``uuid.uuid4().int`` without
+    the ``UUID`` object. O(1)."""
+    return (int.from_bytes(os.urandom(16), "big") & _V4_CLEAR) | _V4_SET
 
 
 def _convert_id(value: uuid.UUID) -> int:
@@ -172,10 +181,13 @@ def _convert_id(value: uuid.UUID) -> int:
 def _uuid(value: int) -> uuid.UUID:
     """``uuid.UUID(int=value)`` for an int known to be in range, without re-checking
     it. O(1)."""
-    u = object.__new__(uuid.UUID)
-    object.__setattr__(u, "int", value)
-    object.__setattr__(u, "is_safe", uuid.SafeUUID.unknown)
+    u = _new(_UUID)
+    _set(u, "int", value)
+    _set(u, "is_safe", _UNKNOWN)
     return u
+
+
+_new, _set, _UUID, _UNKNOWN = object.__new__, object.__setattr__, uuid.UUID, uuid.SafeUUID.unknown
 
 
 def _check_count(instance: object, attribute: object, value: object) -> None:

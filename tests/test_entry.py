@@ -128,3 +128,14 @@ def test_the_id_is_kept_as_its_int_and_read_as_an_equal_uuid() -> None:
     for bad, exc in ((True, TypeError), (-1, InvalidEntryError), (1 << 128, InvalidEntryError)):
         with pytest.raises(exc):
             MemoryEntry(category=MemoryCategory.FACT, memory="x", id=bad)
+
+
+def test_fresh_ids_are_random_version_4_uuids() -> None:
+    from actormem._entry import _V4_CLEAR, _V4_SET
+
+    ids = {MemoryEntry.new(MemoryCategory.FACT, "x").id for _ in range(200)}
+    assert len(ids) == 200
+    assert all(i.version == 4 and i.variant == uuid.RFC_4122 for i in ids)
+    for _ in range(200):  # the masks change no bit uuid4() itself fixes
+        x = uuid.uuid4().int
+        assert (x & _V4_CLEAR) | _V4_SET == x

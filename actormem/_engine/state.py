@@ -252,7 +252,11 @@ class View:
 
     def get(self, id: uuid.UUID) -> Record | None:
         """The record of ``id`` visible here, or None. O(versions kept for that id)."""
-        rec = self._state._by_id.get(id.int)
+        return self._get(id.int)
+
+    def _get(self, ident: int) -> Record | None:
+        """:meth:`get` by the id's int. O(versions kept for that id)."""
+        rec = self._state._by_id.get(ident)
         v = self.version
         while rec is not None and rec.born > v:
             rec = rec.prev
@@ -347,7 +351,7 @@ class View:
         """Every visible record, in insertion order (``seq``). O(n log n)."""
         out = []
         for rec in list(self._state._by_id.values()):
-            r = self.get(rec.entry.id)
+            r = self._get(rec.entry._id)
             if r is not None:
                 out.append(r)
         out.sort(key=lambda r: r.seq)
