@@ -299,3 +299,34 @@ def test_a_large_load_freezes_what_it_built(monkeypatch: pytest.MonkeyPatch) -> 
         large._check()
     finally:
         gc.unfreeze()
+
+
+def test_namespace_list_rebuilds_in_steps_across_stores_and_views(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from actormem._engine import state as state_module
+
+    monkeypatch.setattr(state_module, "_NS_STEP", 3)
+    state = _state()
+    live: list[MemoryEntry] = []
+    for i in range(40):
+        e = MemoryEntry.new(MemoryCategory.FACT, f"x{i}")
+        state.store(e)
+        live.append(e)
+    state.publish()
+    group = state._namespaces[()]
+    replaced = 0
+    for i in range(80):  # delete the oldest, store a new one, purge, list
+        state.delete(live.pop(0).id)
+        e = MemoryEntry.new(MemoryCategory.FACT, f"y{i}")
+        state.store(e)
+        live.append(e)
+        state.publish()
+        held = state.view()
+        before = group.recs
+        state.vacuum(state.published)
+        replaced += group.recs is not before
+        state._check()
+        assert [r.entry for r in held.in_namespace(()) if r is not None] == live
+    assert replaced >= 2
+    assert len(group.recs) <= 80  # 40 live: rebuilt, not grown by every purge

@@ -194,30 +194,47 @@ def _normalised(
     return (e.namespace, e.category._value_, folded, e.key, e.value)  # str: hash cached
 
 
+#: Records a namespace list's rebuild reads per purge (see :class:`_NsRecords`).
+_NS_STEP = 256
+
+
 class _NsRecords:
     """One namespace's records in insertion order: every unpurged record, and purged
     ones not yet dropped (readers skip them: a purged record is invisible to every live
-    view). ``recs`` is append-only for readers; the owner replaces it by a list of the
-    unpurged records once more than a quarter of it is purged, so it holds at most a
-    third more records than ``live``: amortized O(1) per purge."""
+    view). ``recs`` is append-only for readers. Once more than a quarter of it is
+    purged, the owner rebuilds it without them, :data:`_NS_STEP` records per later purge
+    (so no step of the owner copies a large list), and then replaces it: amortized O(1)
+    per purge, and the list holds about a third more records than ``live`` at most."""
 
-    __slots__ = ("live", "recs")
+    __slots__ = ("_at", "_next", "live", "recs")
 
     def __init__(self) -> None:
         self.recs: list[Record] = []
         #: Unpurged records in ``recs``.
         self.live = 0
+        #: The rebuild under way (the unpurged records of ``recs[:_at]``), or None.
+        self._next: list[Record] | None = None
+        self._at = 0
 
     def add(self, rec: Record) -> None:
         self.recs.append(rec)
         self.live += 1
 
     def purged(self) -> bool:
-        """One of ``recs`` was purged (``rec.purged`` set); True when none is left. O(1)
-        amortized."""
+        """One of ``recs`` was purged (``rec.purged`` set); True when none is left.
+        O(:data:`_NS_STEP`)."""
         self.live -= 1
-        if 4 * (len(self.recs) - self.live) > len(self.recs):
-            self.recs = [r for r in self.recs if not r.purged]
+        recs = self.recs
+        if self._next is not None:
+            end = min(self._at + _NS_STEP, len(recs))
+            self._next.extend([r for r in recs[self._at : end] if not r.purged])
+            if end < len(recs):
+                self._at = end
+                return self.live == 0
+            recs = self.recs = self._next  # read to the end (appends included)
+            self._next = None
+        if 4 * (len(recs) - self.live) > len(recs):  # (still) a quarter purged
+            self._next, self._at = [], 0
         return self.live == 0
 
 
@@ -1169,7 +1186,8 @@ class MemoryState:
         } == by_ns
         for ns_group in self._namespaces.values():
             assert ns_group.live == sum(not r.purged for r in ns_group.recs) > 0
-            assert 4 * (len(ns_group.recs) - ns_group.live) <= len(ns_group.recs)
+            dead = len(ns_group.recs) - ns_group.live
+            assert ns_group._next is not None or 4 * dead <= len(ns_group.recs)
         # Expiry order: exactly the live records that expire, keys at most the fresh ones.
         self._expiry._check()
         expiring = [r for r in live if r.current_expires() is not None]
