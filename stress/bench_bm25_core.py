@@ -13,9 +13,15 @@ stemming and NLTK's stop words, k1 1.5, b 0.5: ``actormem eval locomo --scorer
 bm25-tuned``'s text processing). Store cost: ``--adds`` entries stored into two fresh
 states, one per path, in alternating chunks of 1,000, CPU per ``MemoryState.store``.
 
+``--old core-bound`` makes *old* the core's driver before the cost-aware split
+(``knobs._COST_SPLIT = False``: MaxScore's split by bound, document at a time with
+block-max windows) and *new* the core as it is (cost-aware split, term at a time over
+windows of groups); the store cost then compares the same path twice.
+
 Usage (from the repository root)::
 
     python -m stress.bench_bm25_core --data ../shared/data --sizes 100000,1000000 --queries 200
+    python -m stress.bench_bm25_core --data ../shared/data --old core-bound --adds 1000
 
 Prints one line per cell and, with ``--json``, every figure.
 """
@@ -32,6 +38,7 @@ from typing import Any
 from actormem import BM25Scorer, Tokenizer
 from actormem._engine.state import DEFAULT_HALF_LIFE, MemoryState
 from actormem._index import kernels
+from actormem._index.bm25 import knobs
 from actormem._index.tokenize import stop_words
 
 from ._bench_args import add_paired_args, positive_int
@@ -52,8 +59,16 @@ def make(name: str) -> BM25Scorer:
     raise ValueError(f"unknown configuration {name!r}")
 
 
-def switch(core: bool) -> None:
-    kernels.BM25_CORE = core
+#: What *old* is: ``python`` (the Python driver) or ``core-bound`` (the core's driver
+#: with MaxScore's split by bound); set by ``main``.
+OLD = "python"
+
+
+def switch(new: bool) -> None:
+    if OLD == "python":
+        kernels.BM25_CORE = new
+    else:
+        knobs._COST_SPLIT = new
 
 
 def time_both(index: Any, view: Any, queries: Sequence[str]) -> dict[str, Any]:
@@ -65,7 +80,7 @@ def time_both(index: Any, view: Any, queries: Sequence[str]) -> dict[str, Any]:
         lambda _, query: index.top_k(view, query, K, None),
         "the core and the old driver",
     )
-    kernels.BM25_CORE = True
+    switch(True)
     out: dict[str, Any] = {"queries": len(queries), "old": summarize_cpu_ms(cpu[False])}
     out["new"] = summarize_cpu_ms(cpu[True])
     out["ratio_p50"] = out["old"]["p50_ms"] / out["new"]["p50_ms"]
@@ -80,7 +95,7 @@ def store_cost(corpus: Any, name: str, adds: int) -> dict[str, Any]:
         for core in (False, True)
     }
     cpu = store_paired(states, list(entries(corpus, adds)), 1000, switch)
-    kernels.BM25_CORE = True
+    switch(True)
     return {"adds": adds, "old_us": 1e6 * cpu[False] / adds, "new_us": 1e6 * cpu[True] / adds}
 
 
@@ -89,6 +104,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     add_paired_args(p, [100_000], DEFAULT_DATA)
     p.add_argument("--configs", default="bm25,bm25-tuned")
     p.add_argument("--adds", type=positive_int, default=50_000, help="entries for store cost")
+    p.add_argument(
+        "--old",
+        choices=("python", "core-bound"),
+        default="python",
+        help="old: the Python driver, or the core's driver with MaxScore's split by bound",
+    )
     args = p.parse_args(argv)
     if not (kernels.AVAILABLE and kernels.bm25_core_active()):
         p.error("the compiled kernels or BM25 core are not built (pip install -e .)")
@@ -96,7 +117,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    global OLD
     args = parse_args(argv)
+    OLD = args.old
     corpus = load_corpus(args.data, args.seed)
     sets = query_sets(corpus, args.data, args.queries, args.seed)
     cells: list[dict[str, Any]] = []
@@ -115,8 +138,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             view, index = state.view(), state.index
             for set_name, queries in sets.items():
                 for query in queries[:3]:  # warm caches on both paths
-                    for core in (False, True):
-                        kernels.BM25_CORE = core
+                    for new in (False, True):
+                        switch(new)
                         index.top_k(view, query, K, None)
                 cell = {"config": name, "size": size, "queries_of": set_name}
                 cell.update(time_both(index, view, queries))
@@ -129,7 +152,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             gc.unfreeze()
             gc.collect()
     if args.json is not None:
-        args.json.write_text(json.dumps({"command": sys.argv, "cells": cells}, indent=1))
+        args.json.write_text(
+            json.dumps({"command": sys.argv, "old": OLD, "cells": cells}, indent=1)
+        )
     return 0
 
 

@@ -17,7 +17,14 @@ it reports, as one JSON line:
   ``load_s``: rebuilding the state and its index from them (``MemoryState.load``), both
   CPU seconds of the thread that ran them;
 * ``max_rss_mib``: the process's peak resident memory; ``first_hit``: the best entry's id
-  (the same for every checkout measured).
+  (the same for every checkout measured);
+* ``image``: whether the index was restored from the file's index image (None: a checkout
+  without one), and ``close_s``: the CPU of closing (writing the image when it was not).
+
+Each checkout and scorer opens its own copy of the file (a checkout with the index image
+upgrades it to schema 4, which older ones refuse, and keeps one scorer's image). A
+checkout with the image rebuilds on its first open and keeps the image at the close, so
+its later repeats restore it: run ``--repeats 2`` (or more) and read the repeats apart.
 
 ``--root DIR`` (repeatable) measures other checkouts side by side, e.g. main before this
 change: ``--root /work/main --root .``.
@@ -31,6 +38,7 @@ import argparse
 import inspect
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -48,17 +56,21 @@ SCORERS = ("word-overlap", "bm25")
 
 def build_file(path: Path, n: int, data: Path, seed: int) -> None:
     """Write ``n`` corpus entries into a new memory file at ``path`` (rows as a memory
-    would write them, seqs 1..n). O(n)."""
+    would write them, seqs 1..n), of schema version 3, which checkouts before the index
+    image (version 4) open too and later ones upgrade. O(n)."""
     from actormem._record import Record
-    from actormem._storage.sqlite import Durability, SqliteStore
-    from actormem._storage.sqlite_format import INSERT_ENTRY, encode_record
+    from actormem._storage.sqlite_format import CREATE_SCHEMA_V3, INSERT_ENTRY, encode_record
 
     tmp = path.with_suffix(".building")
     for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm"), Path(f"{tmp}.lock")):
         leftover.unlink(missing_ok=True)
-    store, rows = SqliteStore.open(str(tmp), Durability.NORMAL)
-    assert not rows
-    store.close()
+    conn = sqlite3.connect(tmp, isolation_level=None)
+    try:
+        for statement in CREATE_SCHEMA_V3:
+            conn.execute(statement)
+        conn.execute("PRAGMA journal_mode = WAL")
+    finally:
+        conn.close()
     corpus = load_corpus(data, seed)
     conn = sqlite3.connect(tmp)
     try:
@@ -118,6 +130,9 @@ def child(path: str, scorer: str, query: str) -> dict[str, Any]:
             wall = time.perf_counter() - t0
             cpu = time.process_time() - c0
             n = len(memory)
+            image = getattr(memory._storage, "image_fresh", None)
+            c1 = time.process_time()
+        close = time.process_time() - c1
         return {
             "entries": n,
             "hits": [str(h.id) for h in hits],
@@ -126,6 +141,8 @@ def child(path: str, scorer: str, query: str) -> dict[str, Any]:
             "open_wall_s": round(t_open, 3),
             **{k: round(v, 3) for k, v in phases.items()},
             "max_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+            "image": image,
+            "close_s": round(close, 3),
         }
 
     return trio.run(run)
@@ -169,10 +186,17 @@ def main(argv: list[str] | None = None) -> None:
             t0 = time.perf_counter()
             build_file(path, n, args.data, args.seed)
             print(json.dumps({"built": str(path), "n": n, "s": round(time.perf_counter() - t0, 1)}))
+        copies: dict[tuple[int, str], Path] = {}
+        for i in range(len(roots)):
+            for scorer in scorers:
+                copy = copies[i, scorer] = path.with_name(f"{path.stem}.{i}.{scorer}.db")
+                if not copy.exists():
+                    shutil.copyfile(path, copy)
         for repeat in range(args.repeats):
             for scorer in scorers:
-                for label, root in roots:
-                    cmd = [sys.executable, "-c", _CHILD, str(path), scorer, args.query]
+                for i, (label, root) in enumerate(roots):
+                    copy = copies[i, scorer]
+                    cmd = [sys.executable, "-c", _CHILD, str(copy), scorer, args.query]
                     env = {**os.environ, "PYTHONPATH": str(root)}
                     out = subprocess.run(
                         cmd, check=True, capture_output=True, text=True, env=env, cwd=scratch

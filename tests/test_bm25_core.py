@@ -42,17 +42,25 @@ pytestmark = pytest.mark.skipif(
 BASE = datetime(2024, 1, 1, tzinfo=UTC)
 NOW = (BASE + timedelta(days=2)).timestamp()
 
-#: (ENABLED, BM25_CORE) of each path.
-PATHS = {"reference": (False, False), "kernels": (True, False), "core": (True, True)}
+#: (ENABLED, BM25_CORE, knobs._COST_SPLIT) of each path: "core" is the core's windowed
+#: driver with the cost-aware split, "core-bound" its document-at-a-time driver with
+#: MaxScore's split by bound (the driver before it, kept for side-by-side benchmarks).
+PATHS = {
+    "reference": (False, False, True),
+    "kernels": (True, False, True),
+    "core": (True, True, True),
+    "core-bound": (True, True, False),
+}
 
 
 @contextmanager
 def path(name: str) -> Iterator[None]:
-    kernels.ENABLED, kernels.BM25_CORE = PATHS[name]
+    kernels.ENABLED, kernels.BM25_CORE, bm25_knobs._COST_SPLIT = PATHS[name]
     try:
         yield
     finally:
         kernels.ENABLED, kernels.BM25_CORE = kernels.AVAILABLE, True
+        bm25_knobs._COST_SPLIT = True
 
 
 def scorers() -> dict[str, BM25Scorer]:
@@ -69,10 +77,13 @@ def scorers() -> dict[str, BM25Scorer]:
 @pytest.fixture
 def small_knobs() -> Iterator[None]:
     """Tiny chunks, so that every slicing path runs on small inputs."""
-    names = ("_CHUNK", "_BOUND_CHUNK", "_DENSE_CHUNK", "_FEW", "_SEEDS")
+    names = ("_CHUNK", "_BOUND_CHUNK", "_DENSE_CHUNK", "_FEW", "_SEEDS", "_SEED_ROOM")
     saved = {k: getattr(bm25_knobs, k) for k in names}
     bm25_knobs._CHUNK, bm25_knobs._BOUND_CHUNK, bm25_knobs._DENSE_CHUNK = 4, 4, 16
     bm25_knobs._FEW, bm25_knobs._SEEDS = 2, 3  # several seeds: their positions reset
+    # A few seeded groups; the windows are as wide as the room (the limit here), so
+    # that a query crosses many windows and steps.
+    bm25_knobs._SEED_ROOM = 2
     try:
         yield
     finally:
@@ -147,6 +158,7 @@ class Three:
                 hits = index.top_k(view, query, limit, accept)  # type: ignore[arg-type]
             got[name] = [(score, rec.seq) for score, rec in hits]
         assert got["core"] == got["reference"], (query, got)
+        assert got["core-bound"] == got["reference"], (query, got)
         assert got["kernels"] == got["reference"], (query, got)
         return got["core"]
 
@@ -156,6 +168,9 @@ class Three:
 
 
 WORDS = ["the", "a", "cat", "cats", "deploy", "x", "id", "w1", "w2", "w3", "zed"]
+#: A larger vocabulary for texts and long queries (tool results: many distinct terms, of
+#: which some repeat, with very different list lengths).
+MANY_WORDS = [*WORDS, *(f"t{i}" for i in range(30))]
 
 
 class CoreAgrees(RuleBasedStateMachine):
@@ -187,6 +202,14 @@ class CoreAgrees(RuleBasedStateMachine):
     def store_long(self, text: str) -> None:  # frequencies beyond a byte
         self.three.add(text)
 
+    @rule(
+        words=st.lists(st.sampled_from(MANY_WORDS), min_size=3, max_size=25),
+        count=st.integers(1, 12),
+    )
+    def store_many_words(self, words: list[str], count: int) -> None:
+        for i in range(count):  # rotated: distinct texts sharing terms
+            self.three.add(" ".join(words[i % len(words) :] + words[: i % len(words)]))
+
     @rule(pick=st.integers(0, 1000))
     def delete(self, pick: int) -> None:
         self.three.delete(pick)
@@ -212,9 +235,21 @@ class CoreAgrees(RuleBasedStateMachine):
         accept = (lambda rec: rec.seq % 3 != 0) if filtered else None
         self.three.query(self.three.view(version), " ".join(words), limit, accept)
 
+    @rule(
+        words=st.lists(st.sampled_from([*MANY_WORDS, "nope"]), min_size=10, max_size=60),
+        limit=st.integers(1, 12),
+        old=st.booleans(),
+        filtered=st.booleans(),
+    )
+    def query_long(self, words: list[str], limit: int, old: bool, filtered: bool) -> None:
+        # A tool result as the query: many terms, repeated ones weigh more.
+        version = self.held[0] if old and self.held else None
+        accept = (lambda rec: rec.seq % 2 == 0) if filtered else None
+        self.three.query(self.three.view(version), " ".join(words), limit, accept)
+
     @precondition(lambda self: len(self.three.records) > 0)
     @rule(
-        words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=6),
+        words=st.lists(st.sampled_from(MANY_WORDS), min_size=1, max_size=40),
         limit=st.integers(1, 5),
         new=st.lists(st.sampled_from(WORDS), min_size=1, max_size=5),
         steps=st.integers(1, 8),
@@ -244,7 +279,7 @@ class CoreAgrees(RuleBasedStateMachine):
             with path(name):
                 result = done[name] if name in done else drain(gen)
             got[name] = [(score, rec.seq) for score, rec in result]
-        assert got["core"] == got["reference"] == got["kernels"], query
+        assert got["core"] == got["reference"] == got["kernels"] == got["core-bound"], query
 
     @invariant()
     def checked(self) -> None:
@@ -255,7 +290,7 @@ class CoreAgrees(RuleBasedStateMachine):
 @pytest.mark.usefixtures("small_knobs")
 def test_core_and_reference_agree_on_every_query() -> None:
     run = CoreAgrees.TestCase()
-    run.settings = settings(max_examples=40, stateful_step_count=40, deadline=None)
+    run.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
     run.runTest()
 
 
@@ -267,7 +302,7 @@ def test_long_lists_with_blocks_agree(name: str, small: bool, monkeypatch: Any) 
     the brute force agree."""
     if small:
         small_ones = (("_CHUNK", 4), ("_BOUND_CHUNK", 4), ("_DENSE_CHUNK", 16), ("_FEW", 2))
-        for k, v in (*small_ones, ("_SEEDS", 3)):
+        for k, v in (*small_ones, ("_SEEDS", 3), ("_SEED_ROOM", 2)):
             monkeypatch.setattr(bm25_knobs, k, v)
     rng = random.Random(name)
     three = Three(scorers()[name])
@@ -284,8 +319,10 @@ def test_long_lists_with_blocks_agree(name: str, small: bool, monkeypatch: Any) 
             three.delete(rng.randrange(1000))
         if i == 600:
             old = three.version
-    for _ in range(25):
-        query = " ".join(rng.choices(vocab, k=rng.randint(1, 10)) + ["the"] * rng.randint(0, 1))
+    for i in range(35):
+        # Short queries, and long ones (tool results: tens of terms, repeated ones).
+        words = rng.choices(vocab, k=rng.randint(1, 10) if i < 25 else rng.randint(20, 80))
+        query = " ".join(words + ["the"] * rng.randint(0, 1))
         limit = rng.choice([1, 3, 10, 25])
         for version in (None, old):
             view = three.view(version)
@@ -296,6 +333,34 @@ def test_long_lists_with_blocks_agree(name: str, small: bool, monkeypatch: Any) 
     three.purge(three.version)
     three.check()
     three.query(three.view(), "t0 t1 t5 t30", 10)
+
+
+def test_many_windows_agree() -> None:
+    """More groups than one window of the windowed driver (4,096), rare and common terms,
+    a few texts that score high far apart: the windows' edges, the skipped stretches and
+    the cost-aware split (long lists looked up, short ones walked) agree with the
+    reference and the brute force."""
+    rng = random.Random(7)
+    three = Three(scorers()["plain"])
+    common = [f"c{i}" for i in range(8)]
+    rare = [f"r{i}" for i in range(200)]
+    for i in range(9_000):
+        words = rng.choices(common, k=rng.randint(2, 9)) + rng.choices(rare, k=rng.randint(0, 2))
+        if i % 2_500 == 1_000:  # a text with many query terms, repeated
+            words = common * 3 + rare[:20]
+        three.add(" ".join(words))
+    queries = [
+        " ".join(common * 2 + rare[:20]),  # long: every term, common ones repeated
+        " ".join(rng.choices(common + rare, k=60)),
+        "c0 c1 r3",
+        "r5 r6 r7 r8 c0",
+    ]
+    for query in queries:
+        for limit in (1, 10, 40):
+            view = three.view()
+            got = three.query(view, query, limit)
+            want = brute_force(three.scorer, three.records, view.version, query, limit, now=NOW)
+            assert got == [(score, rec.seq) for score, rec in want]
 
 
 # -- arguments ---------------------------------------------------------------------
@@ -327,6 +392,9 @@ def test_bad_arguments_are_refused_before_c() -> None:
     for theta, budget, seed in [(float("nan"), 10, -1), (0.0, 0, -1), (0.0, 10, 1), (0.0, 10, -2)]:
         with pytest.raises(ValueError, match="theta|budget|seed"):
             daat.step(theta, budget, seed)
+    for room in (-1, 2.0):
+        with pytest.raises(ValueError, match="room"):
+            daat.step(0.0, 10, 0, room)  # type: ignore[arg-type]
     groups, tfs = array("i", range(128)), array("B", [1] * 128)
     for args in [
         (groups, tfs, lengths, 0, 3, np.empty(6, np.int32)),  # beyond the list
@@ -378,6 +446,9 @@ def test_c_checks_memory_safety_itself() -> None:
         )
     with pytest.raises(ValueError, match="wrong size"):  # seed beyond the terms
         core.bm25_daat([term], cursors, lengths, *common, 0.0, 100, 1, nums, scores)
+    for sticky in (np.zeros(2, np.uint8), np.zeros(1, np.int64), np.zeros(1, np.uint8)[:0]):
+        with pytest.raises(ValueError, match="sticky"):  # one byte per term, or nothing
+            core.bm25_daat([term], cursors, lengths, *common, 0.0, 100, -1, nums, scores, sticky)
     with pytest.raises(TypeError):
         core.bm25_add_terms(["a", 1], {}, [], 0, lambda *a: None)
 

@@ -18,7 +18,14 @@ import trio.testing
 
 import actormem._engine.fairshare as fairshare
 from actormem import MemoryCategory, MemoryEntry, open_memory
-from actormem._engine.fairshare import CLOSED_MAX, COMMIT_PARK, SHARE, ReadGate
+from actormem._engine.fairshare import (
+    CLOSED_MAX,
+    COMMIT_PARK,
+    OPEN_MIN,
+    SHARE,
+    STARVE_MAX,
+    ReadGate,
+)
 
 SLICE = 1e-4
 
@@ -235,4 +242,56 @@ async def test_a_commit_starting_cuts_the_readers_open_phase_short(
     assert trio.current_time() - t0 == pytest.approx(COMMIT_PARK)
     gate.commit_ended()
     gate.leave()
+    gate._check()
+
+
+async def _park_then_use_up_the_open_phase(gate: ReadGate, woke: list[float]) -> None:
+    """Pass the gate (the watch's timeout opens it), then, in the same task step, reach a
+    slice boundary past the open phase it earned: the gate closes before the other
+    readers the opening woke have run."""
+    await gate.checkpoint()
+    woke.append(trio.current_time())
+    assert gate._closed_now(trio.current_time() + OPEN_MIN + 1e-9)
+
+
+@pytest.mark.parametrize("waited", [CLOSED_MAX, CLOSED_MAX / 2])
+async def test_a_reader_woken_by_an_opening_passes_once_it_waited_starve_max(
+    autojump_clock: trio.testing.MockClock, waited: float
+) -> None:
+    """The second reader is woken by the opening but runs after the gate closed again: it
+    passes if it has waited STARVE_MAX, and parks once more (for the next closed phase)
+    if it has waited less."""
+    assert STARVE_MAX == CLOSED_MAX
+    gate, woke, reader = _gate_with_a_write()
+    first: list[float] = []
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_park_then_use_up_the_open_phase, gate, first)
+        await trio.testing.wait_all_tasks_blocked()
+        t0 = trio.current_time()
+        await trio.sleep(CLOSED_MAX - waited)
+        nursery.start_soon(reader)
+    assert first == [pytest.approx(t0 + CLOSED_MAX)]
+    if waited >= STARVE_MAX:
+        assert woke == [pytest.approx(t0 + CLOSED_MAX)]  # through with the first
+    else:
+        # Parked again, out when that closed phase ended (it began where the first
+        # reader's boundary was, past the open phase).
+        assert woke == [pytest.approx(t0 + CLOSED_MAX + OPEN_MIN + CLOSED_MAX)]
+    gate.leave()
+    gate._check()
+
+
+async def test_would_park_tells_whether_a_reader_would_park_now(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    gate = ReadGate()
+    assert not gate.would_park()  # no demand
+    gate.enter()
+    assert gate.would_park()  # demand, and no open phase earned yet: closes now
+    assert gate.closed
+    gate.enabled = False
+    assert not gate.would_park()
+    gate.enabled = True
+    gate.leave()
+    assert not gate.would_park()
     gate._check()

@@ -199,3 +199,75 @@ async def test_index_without_steps_runs_in_one_step() -> None:
     async with open_memory(scorer=WordOverlapScorer()) as memory:
         await memory.store(_fact("one entry", 0.5))
         assert [e.memory for e in await memory.retrieve("entry", 3)] == ["one entry"]
+
+
+class _StepCounter(trio.abc.Instrument):
+    """Counts the task steps of one task."""
+
+    def __init__(self, task: trio.lowlevel.Task) -> None:
+        self.task = task
+        self.steps = 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        if task is self.task:
+            self.steps += 1
+
+
+@pytest.mark.parametrize("slice_s", [1e9, 0.0])
+async def test_a_retrieve_has_one_schedule_point_per_slice_and_none_extra(
+    slice_s: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A retrieve shorter than a slice is one schedule point (at its end); a sliced one is
+    one per slice boundary, with none added at the start (each costs a scheduling round
+    with many tasks)."""
+    monkeypatch.setattr(actormem._engine.snapshot, "RETRIEVE_SLICE", slice_s)
+    scorer = _BruteScorer()
+    async with open_memory(scorer=scorer) as memory:
+        for i in range(30):
+            await memory.store(_fact(f"entry {i} about deploys", 0.5))
+        counter = _StepCounter(trio.lowlevel.current_task())
+        trio.lowlevel.add_instrument(counter)
+        try:
+            with trio.testing.assert_checkpoints():
+                hits = await memory.retrieve("deploys", 5)
+        finally:
+            trio.lowlevel.remove_instrument(counter)
+        assert len(hits) == 5
+        # The index yields once per record: 30 boundaries when each is a checkpoint.
+        assert counter.steps == (1 if slice_s else 30)
+
+
+async def test_a_retrieve_cancelled_before_it_starts_scores_nothing() -> None:
+    scorer = _BruteScorer()
+    async with open_memory(scorer=scorer) as memory:
+        await memory.store(_fact("entry about deploys", 0.5))
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            await memory.retrieve("deploys", 5)
+        assert scope.cancelled_caught
+        assert scorer.index.steps_taken == 0
+        assert memory.statistics().live_snapshots == 0
+
+
+async def test_a_retrieve_parks_before_scoring_while_writes_hold_the_gate(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    scorer = _BruteScorer()
+    async with open_memory(scorer=scorer) as memory:
+        for i in range(5):
+            await memory.store(_fact(f"entry {i} about deploys", 0.5))
+        gate = memory._gate
+        gate.enter()  # a write in flight: the gate closes at the next reader's boundary
+        hits: list[MemoryEntry] = []
+
+        async def reader() -> None:
+            hits.extend(await memory.retrieve("deploys", 3))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(reader)
+            await trio.testing.wait_all_tasks_blocked()
+            assert gate.closed
+            assert scorer.index.steps_taken == 0  # parked before any scoring
+            gate.leave()
+        assert len(hits) == 3
+        assert scorer.index.steps_taken == 5

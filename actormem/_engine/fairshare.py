@@ -31,18 +31,24 @@ While there is demand the gate alternates two phases:
 Invariants: no reader stays parked longer than the closed phase's limit (the first reader
 to park holds a timeout, the *watch*, and opens the gate when it fires; if it is cancelled
 it hands the watch to another parked reader), so readers are never starved whatever the
-writers do; with no demand the gate costs a reader one attribute test per slice. Phase
-changes happen lazily, at readers' slice boundaries, on trio's clock
-(``trio.current_time()``, read only while there is demand), so tests drive the gate with
-:class:`trio.testing.MockClock`. No trio import is needed by the state (this gate lives
-beside the owner, not in ``state.py``).
+writers do. An opening wakes every parked reader, but with many readers a scheduling
+round (one slice of each) outlasts the open phase, so the last of them to run find the
+gate closed again: such a reader parks once more only if it has waited less than
+:data:`STARVE_MAX` at this slice boundary, else it passes. Without that rule the readers
+that run late in a round could re-park phase after phase (the main job's retrieve p99
+was 3-4x its value without the gate; docs/benchmarks.md); with it a reader waits at
+most about two closed phases and a round. With no demand the gate costs a reader one
+attribute test per slice. Phase changes happen lazily, at readers' slice boundaries, on
+trio's clock (``trio.current_time()``, read only while there is demand), so tests drive
+the gate with :class:`trio.testing.MockClock`. No trio import is needed by the state
+(this gate lives beside the owner, not in ``state.py``).
 """
 
 from __future__ import annotations
 
 import trio
 
-__all__ = ["CLOSED_MAX", "COMMIT_PARK", "OPEN_MIN", "SHARE", "ReadGate"]
+__all__ = ["CLOSED_MAX", "COMMIT_PARK", "OPEN_MIN", "SHARE", "STARVE_MAX", "ReadGate"]
 
 #: The owner's share of the loop while writes are pending (readers get ``1 - SHARE``).
 SHARE = 0.6
@@ -50,6 +56,9 @@ SHARE = 0.6
 CLOSED_MAX = 0.006
 #: Longest closed phase, in seconds, while a durable group commit is in its thread.
 COMMIT_PARK = 0.25
+#: A reader that has waited this long at one slice boundary passes when an opening
+#: wakes it, even if the gate closed again before it ran (see :meth:`ReadGate.checkpoint`).
+STARVE_MAX = CLOSED_MAX
 #: Shortest open phase a commit starting cuts short: what a closed phase of
 #: :data:`CLOSED_MAX` earns readers.
 OPEN_MIN = CLOSED_MAX * (1 - SHARE) / SHARE
@@ -72,6 +81,7 @@ class ReadGate:
         "_lot",
         "_open_until",
         "_opened_at",
+        "_opens",
         "_since",
         "_watch",
         "enabled",
@@ -90,6 +100,9 @@ class ReadGate:
         #: When the gate last opened (trio time).
         self._opened_at = -float("inf")
         self._committing = False
+        #: How many times the gate opened: a parked reader that sees it change was let
+        #: through by an opening (not woken to take over the watch).
+        self._opens = 0
         #: The timeout of the first parked reader (the watch), while one is parked.
         self._watch: trio.CancelScope | None = None
         self._lot = trio.lowlevel.ParkingLot()
@@ -137,10 +150,16 @@ class ReadGate:
         """Whether readers arriving now would park (the phase as last decided)."""
         return self._closed
 
+    def would_park(self) -> bool:
+        """Whether a reader reaching a slice boundary now would park (deciding the phase
+        now, as :meth:`checkpoint` does). O(1)."""
+        return bool(self._demand) and self.enabled and self._closed_now(trio.current_time())
+
     async def checkpoint(self) -> None:
         """A reader's slice boundary: a trio checkpoint, or, while the gate is closed, a
-        park until it opens (at most the closed phase's limit). A schedule point and a
-        cancel point either way.
+        park until it opens (at most the closed phase's limit; a reader the opening woke
+        that finds the gate closed again parks once more only if it has waited less than
+        :data:`STARVE_MAX`). A schedule point and a cancel point either way.
 
         Runtime complexity: O(1) (waking parked readers is O(parked), once per phase).
         """
@@ -150,10 +169,19 @@ class ReadGate:
         if not self._closed_now(trio.current_time()):
             await trio.lowlevel.checkpoint()
             return
+        since = trio.current_time()
         while True:
             self.parks += 1
+            opens = self._opens
             await self._park()
-            if not self._demand or not self._closed_now(trio.current_time()):
+            now = trio.current_time()
+            if opens != self._opens and now - since >= STARVE_MAX:
+                # Let through by an opening after waiting long: pass even if the gate
+                # closed again before this task ran (with many readers a round can
+                # outlast an open phase, and a reader that re-parked could wait phase
+                # after phase).
+                return
+            if not self._demand or not self._closed_now(now):
                 return
 
     def _limit(self) -> float:
@@ -175,6 +203,7 @@ class ReadGate:
 
     def _open(self, now: float) -> None:
         self._closed = False
+        self._opens += 1
         self._opened_at = now
         # Earned by the closed time up to the limit: a phase stretched by a long batch
         # or by the OS not running us does not buy readers a long open phase.

@@ -47,6 +47,7 @@ nursery. A cancelled or closed owner answers pending requests with
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import uuid
@@ -69,10 +70,11 @@ from .._errors import (
     StorageError,
 )
 from .._index.dense import entry_document, text_hash
+from .._index.persist import dump_index
 from .._index.scoring import Scorer
 from .._index.thresholds import matches_terms
 from .._index.wordoverlap import WordOverlapScorer
-from .._record import Record
+from .._record import NEVER, Record
 from .._stats import ConsolidationStats, MemoryStatistics
 from .._storage.sqlite import Batch, Durability, SqliteStore
 from .._storage.sqlite_format import MAX_ACCESS_COUNT
@@ -648,7 +650,16 @@ class Memory(metaclass=NoPublicConstructor):
             )
         if min_seq is not None:
             await self.wait_applied(min_seq)
-        await self._gate.checkpoint()
+        # While writes hold the gate closed, park first (before any scoring). Otherwise
+        # only a cancel point now: the schedule point is the first slice boundary, or one
+        # at the end for a retrieve shorter than a slice (run_retrieve_sliced), so a sliced
+        # retrieve costs one task step and one scheduling round less.
+        gate = self._gate
+        parked = gate.would_park()
+        if parked:
+            await gate.checkpoint()
+        else:
+            await trio.lowlevel.checkpoint_if_cancelled()
         self._raise_if_unusable()
         state = self._state
         view = state.view()
@@ -656,7 +667,7 @@ class Memory(metaclass=NoPublicConstructor):
         accept = with_alive(accept, alive)
         hits = await run_retrieve_sliced(
             state, view, query, limit, accept, self._snapshots, min_score, min_matched,
-            self._gate,
+            gate, yielded=parked,
         )  # fmt: skip
         self._retrieves += 1
         if hits:
@@ -1140,10 +1151,17 @@ def _restore_counters(memory: Memory, saved: dict[str, int]) -> None:
     memory._retrieves += saved.get("retrieves", 0)
 
 
-async def _close_storage(store: SqliteStore, counters: dict[str, int] | None = None) -> None:
-    """Save ``counters`` (unless None: a broken memory's are not trusted) and close."""
+async def _close_storage(
+    store: SqliteStore,
+    counters: dict[str, int] | None = None,
+    image: dict[str, bytes] | None = None,
+) -> None:
+    """Save ``image`` (the index image, unless None) and ``counters`` (unless None: a
+    broken memory's are not trusted) and close."""
 
     def close() -> None:
+        if image is not None:
+            store.write_image(image)
         if counters is not None:
             store.save_counters(counters)
         store.close()
@@ -1153,12 +1171,18 @@ async def _close_storage(store: SqliteStore, counters: dict[str, int] | None = N
 
 
 def _load(store: SqliteStore, state: MemoryState, entries: list[tuple[int, MemoryEntry]]) -> None:
-    """Rebuild ``state`` from a file's rows and delete what eviction dropped; with a dense
-    or hybrid index, reuse the file's vectors of this model and store the ones computed
-    now. Blocking."""
+    """Rebuild ``state`` from a file's rows and delete what eviction dropped, restoring
+    the index from the file's image when it describes the rows; with a dense or hybrid
+    index, reuse the file's vectors of this model and store the ones computed now.
+    Blocking."""
     index: Any = state.index
+    image, store.image = store.image, None  # not kept for the session
     if getattr(index, "stored_vector", None) is None:
-        store.delete_seqs(state.load(entries))
+        before = state.index
+        dropped = state.load(entries, image)
+        # A restored index is a new object; a rebuilt one (no image, or refused) is not.
+        store.image_fresh = image is not None and state.index is not before
+        store.delete_seqs(dropped)
         return
     stored = store.read_vectors(index.model_name, index.dim)
     computed: list[tuple[int, bytes, bytes]] = []
@@ -1298,12 +1322,34 @@ async def _serve(memory: Memory, receive: trio.MemoryReceiveChannel[_Request]) -
     finally:
         if memory._storage is not None:
             counters = _counters(memory) if memory._broken is None else None
+            image = None
+            if memory._broken is None and memory._replica is None:
+                image = _index_image(memory._state, memory._storage)
             try:
-                await _close_storage(memory._storage, counters)
+                await _close_storage(memory._storage, counters, image)
             except StorageError:
                 if memory._broken is None:
                     raise
                 # Closing after a failed commit: the callers already have the error.
+
+
+def _index_image(state: MemoryState, store: SqliteStore) -> dict[str, bytes] | None:
+    """The image of ``state``'s index to keep beside the rows at a clean close, or None:
+    the file's image is still fresh, the memory is empty, or its index has no image
+    (dense, hybrid, a custom tokenizer). Runs on the event loop: readers may still fill
+    the index's caches, never while this runs. O(index size), vectorised."""
+    if store.image_fresh or not len(state):
+        return None
+    records = sorted((r for r in state._by_id.values() if r.died == NEVER), key=_seq_of)
+    try:
+        return dump_index(state.index, records)
+    except Exception:  # a bug here must not keep the file from closing
+        logging.getLogger("actormem").exception("actormem: saving the index image failed")
+        return None
+
+
+def _seq_of(rec: Record) -> int:
+    return rec.seq
 
 
 async def serve_memory(
@@ -1417,7 +1463,9 @@ async def open_memory(
             (:class:`~actormem._engine.replica.ReplicaOptions`); the defaults suit a LAN.
 
     Runtime complexity: opening a file is O(file size) (validation, ``quick_check`` and
-    one scan) plus O(n (T + log n)) to rebuild the indexes.
+    one scan) plus O(n (T + log n)) to rebuild the indexes, or O(n log n + image size)
+    when the file keeps an image of the index that describes its rows (written at a clean
+    close, checked before it is used, never trusted: ``docs/durability.md``).
 
     Raises:
         TypeError, InvalidQueryError: A bad option (nothing is started).

@@ -321,6 +321,7 @@ async def run_retrieve_sliced(
     min_score: float | None = None,
     min_matched: int = 0,
     gate: ReadGate | None = None,
+    yielded: bool = False,
 ) -> list[tuple[float, Record]]:
     """:func:`run_retrieve`, letting other tasks run every :data:`RETRIEVE_SLICE` seconds.
     A dense or hybrid index's query is embedded first, in a worker thread unless the
@@ -330,7 +331,10 @@ async def run_retrieve_sliced(
     the owner's vacuum keeps every record it can see. Cancellation at a checkpoint
     closes the index's generator and raises :class:`trio.Cancelled`. With a ``gate``,
     each slice boundary is the gate's checkpoint: the reader parks there while the
-    owner takes its share of the loop (:mod:`actormem._engine.fairshare`).
+    owner takes its share of the loop (:mod:`actormem._engine.fairshare`). A retrieve
+    shorter than a slice reaches that checkpoint once, at the end, unless ``yielded``
+    (the caller passed a schedule point just before): the call is always a schedule
+    point (the caller makes the cancel point before it starts).
     """
     hold = Snapshot._create(state, view, registry)
     dense = _query_index(state.index) if limit > 0 and len(view) else None
@@ -343,7 +347,8 @@ async def run_retrieve_sliced(
         dense = None
     steps = thresholded_steps(state.index, view, query, limit, accept, min_score, min_matched)
     try:
-        return await _run_sliced(steps, gate)
+        # At least one schedule point (a worker thread's embedding was one already).
+        return await _run_sliced(steps, gate, at_least_one=dense is None and not yielded)
     finally:
         if dense is not None:
             dense.unpin_query(query)
@@ -357,10 +362,14 @@ def _query_index(index: Any) -> Any:
     return None if query_index is None else query_index()
 
 
-async def _run_sliced(steps: Generator[None, None, _T], gate: ReadGate | None = None) -> _T:
+async def _run_sliced(
+    steps: Generator[None, None, _T], gate: ReadGate | None = None, at_least_one: bool = False
+) -> _T:
     """Run a sliced computation to its end, reaching a trio checkpoint (``gate``'s, if
-    given) whenever a slice of :data:`RETRIEVE_SLICE` seconds has run. Cancellation at a
-    checkpoint closes the generator and raises :class:`trio.Cancelled`."""
+    given) whenever a slice of :data:`RETRIEVE_SLICE` seconds has run, and with
+    ``at_least_one`` once at the end if no slice boundary came (so the whole is always a
+    schedule point). Cancellation at a checkpoint closes the generator and raises
+    :class:`trio.Cancelled`."""
     clock = time.perf_counter
     pause = trio.lowlevel.checkpoint if gate is None else gate.checkpoint
     try:
@@ -370,12 +379,16 @@ async def _run_sliced(steps: Generator[None, None, _T], gate: ReadGate | None = 
                 next(steps)
             except StopIteration as stop:
                 result: _T = stop.value
-                return result
+                break
             if clock() >= deadline:
                 await pause()
+                at_least_one = False
                 deadline = clock() + RETRIEVE_SLICE
     finally:
         steps.close()
+    if at_least_one:
+        await pause()
+    return result
 
 
 class Snapshot(metaclass=NoPublicConstructor):

@@ -76,20 +76,22 @@ steps so one long-held snapshot released at once cannot stall the owner.
 from __future__ import annotations
 
 import gc
+import logging
 import math
 import struct
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from itertools import islice
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import attrs
 from sortedcontainers import SortedKeyList, SortedList
 
 from .._entry import MemoryEntry, with_access
 from .._errors import InvalidEntryError, InvalidQueryError
+from .._index.persist import ImageError, restore_index
 from .._index.scoring import Scorer, ScoringIndex
 from .._json import JsonObject
 from .._record import JOURNAL_ACCESS, JOURNAL_DELETE, JOURNAL_PUT, NEVER, Access, Record
@@ -748,7 +750,9 @@ class MemoryState:
             self.version = seq - 1  # versions may jump; then this store's version is seq
         return self._store(entry, seq)
 
-    def load(self, rows: Iterable[tuple[int, MemoryEntry]]) -> list[int]:
+    def load(
+        self, rows: Iterable[tuple[int, MemoryEntry]], image: Mapping[str, bytes] | None = None
+    ) -> list[int]:
         """Rebuild this empty state from a file's ``(seq, entry)`` rows, in ascending seq;
         return the seqs that eviction dropped while loading (a ``capacity`` below the
         file's count), for the caller to delete from the file.
@@ -756,6 +760,11 @@ class MemoryState:
         The narrow entry point storage needs: it decodes rows, the engine restores them.
         Turns the journal on, leaves the state published and its store counters at zero
         (loading is not storing). O(n (T + log n)).
+
+        ``image``: the file's index image (``actormem._index.persist``), used instead of
+        adding every record to the index when the rows load in bulk and it describes
+        exactly them; otherwise (stale, foreign, corrupt) the index is rebuilt and one
+        line logged. Then O(n log n + image size).
 
         A load of :data:`FREEZE_MIN` entries or more ends with ``gc.freeze()``: every
         object the process holds then (the loaded records, entries and index among them)
@@ -774,7 +783,9 @@ class MemoryState:
             # A list is loaded in bulk when it can be; another iterable (the dense
             # index's rows, whose vectors are offered chunk by chunk) row by row.
             if isinstance(rows, list) and self._bulk_loadable(rows):
-                self._load_bulk(rows)
+                records = self._load_bulk(rows, index=image is None)
+                if image is not None:
+                    self._index_from_image(image, records)
             else:
                 for seq, entry in rows:
                     self.restore(entry, seq)  # keeps the file's seq, hence the order of ties
@@ -800,13 +811,33 @@ class MemoryState:
                 keys.add(pair)
         return True
 
-    def _load_bulk(self, rows: list[tuple[int, MemoryEntry]]) -> None:
+    def _index_from_image(self, image: Mapping[str, bytes], records: list[Record]) -> None:
+        """The index restored from ``image`` for ``records`` (every record, in seq
+        order), or, if the image does not fit them, rebuilt by adding each (logged)."""
+        try:
+            self.index = cast(
+                "ScoringIndex", restore_index(self.scorer.make_index(), image, records)
+            )
+        except Exception as exc:  # the image is untrusted: whatever it does, rebuild
+            logging.getLogger("actormem").warning(
+                "actormem: the file's index image was not used (%s); rebuilding the index",
+                exc,
+                exc_info=not isinstance(exc, ImageError),  # a check missed it: a bug
+            )
+            add = self.index.add
+            for rec in records:
+                add(rec)
+
+    def _load_bulk(
+        self, rows: list[tuple[int, MemoryEntry]], *, index: bool = True
+    ) -> list[Record]:
         """:meth:`restore` of every row, for rows :meth:`_bulk_loadable` admits: the
         same records, index calls and structures, but the sorted orders (relevance,
         eviction, expiry) are sorted once at the end instead of one insertion per row.
         The journal gets no puts (:meth:`load` discards them; it keeps the deletes).
 
-        Runtime complexity: O(n log n) sorting in C, plus the index's ``add`` per row.
+        Runtime complexity: O(n log n) sorting in C, plus the index's ``add`` per row
+        (none with ``index=False``: the caller fills the index). Returns the records.
 
         Raises:
             ValueError: As :meth:`restore` (seqs not ascending, an id twice); the state is
@@ -817,7 +848,7 @@ class MemoryState:
         by_key = self._by_key
         namespaces = self._namespaces
         dups = self._dups
-        add = self.index.add
+        add = self.index.add if index else None
         evict_keys: tuple[list[tuple[float, Record]], list[tuple[float, Record]]] = ([], [])
         expiry_keys: list[tuple[float, Record]] = []
         new_ns: list[tuple[str, ...]] = []
@@ -857,7 +888,8 @@ class MemoryState:
             else:
                 dups[key] = {same: None, rec: None}
                 self._dup_keys.add(key)
-            add(rec)
+            if add is not None:
+                add(rec)
         self._by_relevance.update(records)
         self._ns_sorted.update(new_ns)
         if expiry_keys:
@@ -870,6 +902,7 @@ class MemoryState:
         self.stores += len(records)
         if records:
             self.version = self._seq = last
+        return records
 
     def _evict_one(self) -> Record:
         """Evict the live record with the smallest fresh eviction key, unvalidated first.

@@ -13,8 +13,10 @@
  *   windows (Ding & Suel, SIGIR 2011; Lucene's block-max MaxScore): each complete block of
  *   BLOCK postings has its largest frequency and smallest document length, whose
  *   saturation bounds every posting of the block, so a window of groups whose block
- *   bounds sum below theta is skipped whole. Each call does a bounded amount of work
- *   (budget) and keeps its state in the caller's cursor array: the caller yields between
+ *   bounds sum below theta is skipped whole; or, with a `sticky` flag array (the
+ *   default driver, window_steps), a cost-aware split of the terms and the essential
+ *   lists walked term at a time over windows of groups. Each call does a bounded amount
+ *   of work (budget) and keeps its state in the caller's arrays: the caller yields between
  *   calls, raises theta from the exact record scores, and no buffer is held across calls
  *   (the owner appends to the arrays in between). Groups that can reach theta are
  *   returned with their exact score, term by term in the query's order with the
@@ -102,7 +104,7 @@ typedef struct {
     Py_buffer groups, tfs, blocks;
     int have; /* buffers taken (to release) */
     const int32_t *g, *blk;
-    Py_ssize_t count, nblk, cur;
+    Py_ssize_t count, nblk, cur, xcur; /* xcur: the windowed driver's exact-score seek */
 } term_t;
 
 static inline double
@@ -146,9 +148,213 @@ by_ub(const void *x, const void *y)
     return (i > j) - (i < j);
 }
 
+/* The bound per posting left in the list (ascending): the cost-aware split's order. */
+static int
+by_ratio(const void *x, const void *y)
+{
+    Py_ssize_t i = *(const Py_ssize_t *)x, j = *(const Py_ssize_t *)y;
+    const term_t *s = &by_ub_terms[i], *t = &by_ub_terms[j];
+    double a = s->ub / (double)(s->count - s->cur + 1), b = t->ub / (double)(t->count - t->cur + 1);
+    if (a < b) return -1;
+    if (a > b) return 1;
+    return (i > j) - (i < j);
+}
+
+/* Order the terms for MaxScore: ord[0..ne) the non-essential ones (their bounds sum
+ * below theta), ascending by bound (looked up for a candidate from the last), then the
+ * essential ones; prefix[i] the sum of the first i bounds. Without `sticky`, MaxScore's
+ * split: the terms with the lowest bounds. With it (one flag per term, kept between
+ * calls), the cost-aware split: greedily, the terms with the lowest bound per posting
+ * left, so that long lists of common terms become lookups and only the cheap lists are
+ * walked; a term once non-essential stays so (its cursor lags behind the pivot, and the
+ * groups it skipped were below an earlier, lower theta), so the flagged terms go first.
+ * Returns ne. O(q log q). */
+static Py_ssize_t
+split_terms(term_t *T, Py_ssize_t q, double theta, uint8_t *sticky, Py_ssize_t *ord,
+            double *prefix)
+{
+    Py_ssize_t ne = 0;
+    for (Py_ssize_t i = 0; i < q; i++) ord[i] = i;
+    by_ub_terms = T;
+    if (!sticky) {
+        qsort(ord, q, sizeof(Py_ssize_t), by_ub);
+        prefix[0] = 0.0;
+        for (Py_ssize_t i = 0; i < q; i++) prefix[i + 1] = prefix[i] + T[ord[i]].ub;
+        while (ne < q && prefix[ne + 1] < theta) ne++;
+        return ne;
+    }
+    qsort(ord, q, sizeof(Py_ssize_t), by_ratio);
+    double sum = 0.0;
+    for (int pass = 0; pass < 2; pass++) { /* the sticky ones first, then the greedy */
+        for (Py_ssize_t i = 0; i < q; i++) {
+            Py_ssize_t k = ord[i];
+            if ((sticky[k] == 1) != (pass == 0)) continue;
+            if (pass == 0 || sum + T[k].ub < theta) {
+                sum += T[k].ub;
+                sticky[k] = 2; /* chosen in this call */
+            }
+        }
+    }
+    Py_ssize_t e = q;
+    for (Py_ssize_t i = q - 1; i >= 0; i--) { /* the essential ones to the end, in order */
+        Py_ssize_t k = ord[i];
+        if (sticky[k] != 2) ord[--e] = k;
+    }
+    for (Py_ssize_t k = 0; k < q; k++) {
+        if (sticky[k] == 2) ord[ne++] = k;
+    }
+    qsort(ord, ne, sizeof(Py_ssize_t), by_ub);
+    prefix[0] = 0.0;
+    for (Py_ssize_t i = 0; i < ne; i++) prefix[i + 1] = prefix[i] + T[ord[i]].ub;
+    /* (Summed in this order the bounds may differ from the greedy's sum in the last
+     * bits: the bounds' relative slack, far larger, covers that.) */
+    for (Py_ssize_t i = 0; i < ne; i++) sticky[ord[i]] = 1;
+    return ne;
+}
+
+/* MaxScore's lookups for group num with partial score `partial` (dl its length): the
+ * non-essential terms ord[ne - 1] down to ord[0] (largest bound first), each sought
+ * from its position (its frequency there kept in `at`, -1 if absent), while the partial
+ * score with the bounds of the terms left (prefix) can reach theta. Returns the partial
+ * score with theirs, or -INFINITY once it cannot reach theta. Adds the lookups to *work. */
+static inline double
+look_up(term_t *T, const Py_ssize_t *ord, Py_ssize_t ne, const double *prefix, int64_t num,
+        double partial, double dl, double a_part, double b_part, double up, double theta,
+        Py_ssize_t *work)
+{
+    for (Py_ssize_t j = ne - 1; j >= 0; j--) {
+        if (partial * up + prefix[j + 1] < theta) {
+            return -INFINITY;
+        }
+        term_t *t = &T[ord[j]];
+        t->cur = seek(t->g, t->cur, t->count, num);
+        t->at = -1.0;
+        *work += 1;
+        if (t->cur < t->count && t->g[t->cur] == num) {
+            double tf = t->at = tf_of(t, t->cur);
+            partial += t->wi * (tf / (tf + (a_part + b_part * dl)));
+        }
+    }
+    return partial;
+}
+
+/* Groups per window of the windowed driver (a 32 KiB score array, a 512 B bitset). */
+#define WINDOW 4096
+
+/* The windowed driver (with `sticky`): MaxScore over windows of up to WINDOW groups (no
+ * more than the room left in the output, so that a window's groups always fit). In a
+ * window, the essential terms' postings are added term at a time into a score array by
+ * group (and a bitset of the groups met): O(postings) with no per-group scan of the
+ * terms, which document at a time costs on long queries with many essential (cheap)
+ * lists. Then each group met, ascending: the non-essential terms looked up, largest bound
+ * first, while its partial score with the bounds of the terms left can reach theta; a
+ * group that reaches it gets its exact score, term by term in the query's order (its
+ * frequencies found again from the window's start: these are few). The partial scores
+ * are summed in another order than the exact one: only ever compared with the bounds'
+ * slack. Windows are whole: a call ends between two, after budget postings of work or
+ * when the next could overflow the output. Returns -1 with an exception set. */
+static int
+window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
+             const double *prefix, const int32_t *ln, Py_ssize_t nlen, double a_part,
+             double b_part, double k1, double b, double avgdl, double up, double theta,
+             Py_ssize_t budget, Py_ssize_t room, int64_t *out_n, double *out_s,
+             Py_ssize_t *p_emitted, int *p_finished)
+{
+    double *acc = PyMem_Calloc(WINDOW, sizeof(double));
+    uint64_t *mark = PyMem_Calloc(WINDOW / 64, sizeof(uint64_t));
+    if (!acc || !mark) {
+        PyMem_Free(acc);
+        PyMem_Free(mark);
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t emitted = *p_emitted, work = 0;
+    int rc = 0;
+    while (work < budget && room - emitted > 0) {
+        int64_t lo = INT64_MAX;
+        for (Py_ssize_t i = ne; i < q; i++) {
+            term_t *t = &T[ord[i]];
+            if (t->cur < t->count && t->g[t->cur] < lo) lo = t->g[t->cur];
+        }
+        if (lo == INT64_MAX) {
+            *p_finished = 1;
+            break;
+        }
+        Py_ssize_t width = room - emitted < WINDOW ? room - emitted : WINDOW;
+        int64_t hi = lo + width;
+        Py_ssize_t top = 0; /* acc[0..top) to clear after the window */
+        const double rest = prefix[ne];
+        for (Py_ssize_t i = ne; i < q; i++) {
+            term_t *t = &T[ord[i]];
+            Py_ssize_t c = t->cur;
+            t->xcur = c;
+            const double wi = t->wi;
+            while (c < t->count && t->g[c] < hi) {
+                int64_t num = t->g[c];
+                if (num < 0 || num >= nlen) {
+                    PyErr_SetString(PyExc_ValueError, "group number beyond lengths");
+                    rc = -1;
+                    goto done;
+                }
+                double tf = tf_of(t, c);
+                Py_ssize_t at = (Py_ssize_t)(num - lo);
+                double before = acc[at];
+                double after = before + wi * (tf / (tf + (a_part + b_part * (double)ln[num])));
+                acc[at] = after;
+                /* Marked once its partial score with every non-essential bound can
+                 * reach theta (partial scores only grow, from 0 at a group's first
+                 * posting): the others cannot. */
+                if (after * up + rest >= theta && (before == 0.0 || before * up + rest < theta)) {
+                    mark[at >> 6] |= (uint64_t)1 << (at & 63);
+                }
+                if (at >= top) top = at + 1;
+                c++;
+            }
+            work += c - t->cur + 1;
+            t->cur = c;
+        }
+        for (Py_ssize_t i = 0; i < ne; i++) T[ord[i]].xcur = -1; /* looked up: at cur */
+        for (Py_ssize_t w = 0; w < WINDOW / 64; w++) {
+            uint64_t bits = mark[w];
+            mark[w] = 0;
+            while (bits) {
+                Py_ssize_t at = 64 * w + __builtin_ctzll(bits);
+                bits &= bits - 1;
+                int64_t num = lo + at;
+                double partial = acc[at];
+                double dl = (double)ln[num];
+                partial = look_up(T, ord, ne, prefix, num, partial, dl, a_part, b_part, up,
+                                  theta, &work);
+                if (!(partial * up >= theta)) continue;
+                /* The exact score, in the query's order. */
+                double norm = k1 * ((1.0 - b) + b * dl / avgdl), score = 0.0;
+                for (Py_ssize_t i = 0; i < q; i++) {
+                    term_t *t = &T[i];
+                    Py_ssize_t c = t->cur;
+                    if (t->xcur >= 0) c = t->xcur = seek(t->g, t->xcur, t->count, num);
+                    if (c < t->count && t->g[c] == num) {
+                        double tf = tf_of(t, c);
+                        score += t->wi * (tf / (tf + norm));
+                    }
+                }
+                work += q;
+                out_n[emitted] = num;
+                out_s[emitted] = score;
+                emitted++;
+            }
+        }
+        memset(acc, 0, (size_t)top * sizeof(double));
+    }
+done:
+    PyMem_Free(acc);
+    PyMem_Free(mark);
+    *p_emitted = emitted;
+    return rc;
+}
+
 PyDoc_STRVAR(bm25_daat_doc,
 "bm25_daat(terms, cursors, lengths, a_part, b_part, k1, b, avgdl, up, theta, budget,\n"
-"          seed, nums_out, scores_out) -> (int, bool)\n\n"
+"          seed, nums_out, scores_out, sticky=None) -> (int, bool)\n\n"
 "Document-at-a-time MaxScore with block-max windows over the query's terms, a list of\n"
 "(wi, ub, groups, tfs, count, blocks, nblocks) in the query's order (ub: a bound on the\n"
 "term's contribution, slack included; blocks: (largest tf, smallest length) of each of\n"
@@ -157,21 +363,24 @@ PyDoc_STRVAR(bm25_daat_doc,
 "score (query order, norm = k1 * ((1 - b) + b * len / avgdl)) to nums_out and\n"
 "scores_out, up to their length; returns (how many, whether every list is done).\n"
 "About budget postings of work per call. With seed >= 0 instead: every group of that\n"
-"term's list in turn, with its exact score (a first theta).");
+"term's list in turn, with its exact score (a first theta). With sticky (uint8, one per\n"
+"term, zero at first, kept between calls) the cost-aware split of the terms: the\n"
+"non-essential ones are chosen greedily by bound per posting left, not by bound alone.");
 
 static PyObject *
 bm25_daat(PyObject *self, PyObject *args)
 {
-    PyObject *o_terms, *o_cur, *o_len, *o_nums, *o_scores;
+    PyObject *o_terms, *o_cur, *o_len, *o_nums, *o_scores, *o_sticky = Py_None;
     double a_part, b_part, k1, b, avgdl, up, theta;
     Py_ssize_t budget, seed;
-    if (!PyArg_ParseTuple(args, "O!OOdddddddnnOO", &PyList_Type, &o_terms, &o_cur, &o_len,
+    if (!PyArg_ParseTuple(args, "O!OOdddddddnnOO|O", &PyList_Type, &o_terms, &o_cur, &o_len,
                           &a_part, &b_part, &k1, &b, &avgdl, &up, &theta, &budget, &seed,
-                          &o_nums, &o_scores)) {
+                          &o_nums, &o_scores, &o_sticky)) {
         return NULL;
     }
     Py_ssize_t q = PyList_GET_SIZE(o_terms);
-    Py_buffer cur, len, nums, scores;
+    Py_buffer cur, len, nums, scores, sticky;
+    int have_sticky = 0;
     PyObject *result = NULL;
     term_t *T = NULL;
     Py_ssize_t *ord = NULL;
@@ -180,8 +389,13 @@ bm25_daat(PyObject *self, PyObject *args)
     if (get(o_len, &len, K_I32, 0, "lengths") < 0) goto e1;
     if (get(o_nums, &nums, K_I64, 1, "nums_out") < 0) goto e2;
     if (get(o_scores, &scores, K_F64, 1, "scores_out") < 0) goto e3;
-    if (LEN(cur) != q || LEN(scores) < LEN(nums) || q == 0 || seed < -1 || seed >= q) {
-        PyErr_SetString(PyExc_ValueError, "cursors or outputs of the wrong size");
+    if (o_sticky != Py_None) {
+        if (get(o_sticky, &sticky, K_U8, 1, "sticky") < 0) goto done;
+        have_sticky = 1;
+    }
+    if (LEN(cur) != q || LEN(scores) < LEN(nums) || q == 0 || seed < -1 || seed >= q ||
+        (have_sticky && LEN(sticky) != q)) {
+        PyErr_SetString(PyExc_ValueError, "cursors, sticky or outputs of the wrong size");
         goto done;
     }
     T = PyMem_Calloc(q, sizeof(term_t));
@@ -222,19 +436,10 @@ bm25_daat(PyObject *self, PyObject *args)
             PyErr_SetString(PyExc_ValueError, "term counts, blocks or cursors out of range");
             goto done;
         }
-        ord[i] = i;
-    }
-    by_ub_terms = T;
-    qsort(ord, q, sizeof(Py_ssize_t), by_ub);
-    prefix[0] = 0.0;
-    for (Py_ssize_t i = 0; i < q; i++) {
-        prefix[i + 1] = prefix[i] + T[ord[i]].ub;
     }
     /* Terms ord[0..ne) are non-essential: their bounds sum below theta. */
-    Py_ssize_t ne = 0;
-    while (ne < q && prefix[ne + 1] < theta) {
-        ne++;
-    }
+    Py_ssize_t ne = split_terms(T, q, theta, seed < 0 && have_sticky ? (uint8_t *)sticky.buf : NULL,
+                                ord, prefix);
     const int32_t *ln = (const int32_t *)len.buf;
     Py_ssize_t nlen = LEN(len), room = LEN(nums), emitted = 0, work = 0;
     int64_t *out_n = (int64_t *)nums.buf;
@@ -272,6 +477,14 @@ bm25_daat(PyObject *self, PyObject *args)
             out_s[emitted] = score;
             emitted++;
             s->cur++;
+        }
+        goto out;
+    }
+    if (have_sticky) {
+        if (!finished && window_steps(T, q, ord, ne, prefix, ln, nlen, a_part, b_part, k1, b,
+                                      avgdl, up, theta, budget, room, out_n, out_s, &emitted,
+                                      &finished) < 0) {
+            goto done;
         }
         goto out;
     }
@@ -343,22 +556,9 @@ bm25_daat(PyObject *self, PyObject *args)
             if (t->cur < t->count && t->g[t->cur] < next) next = t->g[t->cur];
         }
         work += q - ne;
-        int keep = 1;
-        for (Py_ssize_t j = ne - 1; j >= 0; j--) {
-            if (partial * up + prefix[j + 1] < theta) {
-                keep = 0;
-                break;
-            }
-            term_t *t = &T[ord[j]];
-            t->cur = seek(t->g, t->cur, t->count, pivot);
-            t->at = -1.0;
-            work += 1;
-            if (t->cur < t->count && t->g[t->cur] == pivot) {
-                double tf = t->at = tf_of(t, t->cur);
-                partial += t->wi * (tf / (tf + (a_part + b_part * dl)));
-            }
-        }
-        if (keep && partial * up >= theta) {
+        partial = look_up(T, ord, ne, prefix, pivot, partial, dl, a_part, b_part, up, theta,
+                          &work);
+        if (partial * up >= theta) {
             /* Every term's frequency at the pivot is known: the exact score, in the
              * query's order. */
             double norm = k1 * ((1.0 - b) + b * dl / avgdl), score = 0.0;
@@ -388,6 +588,7 @@ done:
     PyMem_Free(T);
     PyMem_Free(ord);
     PyMem_Free(prefix);
+    if (have_sticky) PyBuffer_Release(&sticky);
     PyBuffer_Release(&scores);
 e3:
     PyBuffer_Release(&nums);

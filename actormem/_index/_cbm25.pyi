@@ -20,6 +20,7 @@ def bm25_daat(
     seed: int,
     nums_out: Any,
     scores_out: Any,
+    sticky: Any = None,
     /,
 ) -> tuple[int, bool]: ...
 def bm25_add_terms(

@@ -473,13 +473,24 @@ class Bm25Daat:
         lengths: Document length by group number (int32).
         parts: ``(a_part, b_part, k1, b, avgdl, up)``.
         room: Groups returned per step at most.
+        cost_split: Split the terms cost-aware (see ``_cbm25.bm25_daat``), not by bound.
 
     Raises:
         TypeError, ValueError: An argument of the wrong type or size, or a count or
             block count beyond its list.
     """
 
-    __slots__ = ("_cursors", "_lengths", "_nums", "_parts", "_scores", "_seed", "_seeds", "_terms")
+    __slots__ = (
+        "_cursors",
+        "_lengths",
+        "_nums",
+        "_parts",
+        "_scores",
+        "_seed",
+        "_seeds",
+        "_sticky",
+        "_terms",
+    )
 
     def __init__(
         self,
@@ -487,6 +498,7 @@ class Bm25Daat:
         lengths: np.ndarray[Any, Any],
         parts: tuple[float, float, float, float, float, float],
         room: int,
+        cost_split: bool = False,
     ) -> None:
         if type(terms) is not list or not terms:
             raise TypeError("terms must be a non-empty list")
@@ -507,10 +519,13 @@ class Bm25Daat:
         self._cursors = np.zeros(len(terms), np.int64)
         self._seeds = np.zeros(len(terms), np.int64)
         self._seed = -1  # the term the seeding positions are for
+        self._sticky = np.zeros(len(terms), np.uint8) if cost_split else None
         self._nums = np.empty(room, np.int64)
         self._scores = np.empty(room, np.float64)
 
-    def step(self, theta: float, budget: int, seed: int = -1) -> tuple[Any, Any, bool]:
+    def step(
+        self, theta: float, budget: int, seed: int = -1, room: int = 0
+    ) -> tuple[Any, Any, bool]:
         """About ``budget`` postings of work: the groups met that may still reach
         ``theta`` (ascending, at most ``room``; int64 numpy arrays, new), their exact
         scores (float64; the query's order,
@@ -518,21 +533,24 @@ class Bm25Daat:
         With ``seed``, a term's index: every group of that term's list in turn instead,
         with its exact score (and whether that list is done), to find a first theta
         (with positions of their own, from the start of the lists for each new seed).
+        ``room`` > 0 returns at most that many groups (at most the ``room`` given at
+        construction either way).
 
         Raises:
-            ValueError: A NaN ``theta``, ``budget`` not an int > 0, or ``seed`` not -1
-                or a term's index.
+            ValueError: A NaN ``theta``, ``budget`` not an int > 0, ``seed`` not -1
+                or a term's index, or ``room`` not an int >= 0.
         """
         _need(theta == theta, "theta must not be NaN")
         _need(type(budget) is int and budget > 0, "budget must be an int > 0")
         _need(type(seed) is int and -1 <= seed < len(self._terms), "seed: -1 or a term")
+        _need(type(room) is int and room >= 0, "room must be an int >= 0")
         if seed >= 0 and seed != self._seed:  # another term's list: from the start
             self._seeds[:] = 0
             self._seed = seed
         got, done = _core().bm25_daat(
             self._terms, self._cursors if seed < 0 else self._seeds, self._lengths,
             *self._parts, theta, budget, seed,
-            self._nums, self._scores,
+            self._nums[:room] if room else self._nums, self._scores, self._sticky,
         )  # fmt: skip
         return self._nums[:got].copy(), self._scores[:got].copy(), done
 

@@ -62,10 +62,12 @@ from .sqlite_format import (
     CREATE_SCHEMA,
     DELETE_ENTRY,
     DELETE_VECTOR,
+    IMAGE_KEY,
     INSERT_ENTRY,
     INSERT_VECTOR,
     MIGRATE_FROM_1,
     MIGRATE_FROM_2,
+    MIGRATE_FROM_3,
     SCHEMA_VERSION,
     SELECT_VECTOR_META,
     SET_META,
@@ -75,7 +77,8 @@ from .sqlite_format import (
     encode_access,
     encode_record,
     file_uri,
-    read_validated,
+    image_marker,
+    read_file,
     sqlite_reason,
     vector_rows,
 )
@@ -194,7 +197,11 @@ def _connect(path: str, durability: Durability) -> sqlite3.Connection:
         conn.execute("PRAGMA busy_timeout = 10000")
         version = check_schema(path, conn, deep=False)  # cheap re-check under the lock
         if version < SCHEMA_VERSION:
-            upgrade = (MIGRATE_FROM_1 if version == 1 else ()) + MIGRATE_FROM_2
+            upgrade = (
+                (MIGRATE_FROM_1 if version == 1 else ())
+                + (MIGRATE_FROM_2 if version <= 2 else ())
+                + MIGRATE_FROM_3
+            )
             _migrate(path, conn, upgrade)
             check_schema(path, conn, deep=False)
         (mode,) = conn.execute("PRAGMA journal_mode = WAL").fetchone()
@@ -257,6 +264,15 @@ class SqliteStore:
         self.saved_counters: dict[str, int] = _read_counters(conn)
         st = os.stat(path)
         self._identity = (st.st_dev, st.st_ino)
+        #: The index image read when the file was opened (its bytes match the ``meta``
+        #: marker; the engine validates the rest), or None. The engine drops it once used.
+        self.image: dict[str, bytes] | None = None
+        #: Whether the file's image describes its rows (set by the engine once it used
+        #: the image, and by :meth:`write_image`); the first commit clears it.
+        self.image_fresh = False
+        #: Whether the ``meta`` row :data:`IMAGE_KEY` may exist: the first :meth:`write`
+        #: deletes it in its own transaction, so no image outlives a change of the rows.
+        self._marked = True
 
     def _check_identity(self) -> None:
         """Raise unless ``path`` still names the file opened (one ``stat``, O(1)).
@@ -307,9 +323,10 @@ class SqliteStore:
             raise StorageError(path, "the file is not readable and writable")
         lock = FileLock(path, real + ".lock")
         try:
+            image = None
             if os.path.exists(path):
                 check_header(path)
-                entries = read_validated(path)
+                entries, image = read_file(path)
             else:
                 wal = path + "-wal"
                 if os.path.exists(wal) and os.path.getsize(wal) > 0:
@@ -327,6 +344,7 @@ class SqliteStore:
             except OSError as exc:
                 conn.close()
                 raise StorageError(path, f"cannot stat: {sqlite_reason(exc)}") from exc
+            store.image = image
         except BaseException:
             lock.release()
             raise
@@ -387,6 +405,9 @@ class SqliteStore:
         self._check_identity()
         try:
             conn.execute("BEGIN IMMEDIATE")
+            changes_rows = bool(batch.clear or batch.deletes or batch.puts)
+            if self._marked and changes_rows:  # the image no longer describes the rows
+                conn.execute("DELETE FROM meta WHERE key = ?", (IMAGE_KEY,))
             if batch.clear:
                 conn.execute("DELETE FROM entries")
                 conn.execute("DELETE FROM vectors")
@@ -411,6 +432,39 @@ class SqliteStore:
             raise StorageError(self.path, f"commit failed: {sqlite_reason(exc)}") from exc
         self.commits += 1
         self.written += len(batch)
+        if changes_rows:  # access bookkeeping alone leaves what an image describes
+            self._marked = self.image_fresh = False
+
+    def write_image(self, parts: dict[str, bytes]) -> bool:
+        """Keep the index image ``parts`` beside the rows: the old image's rows deleted,
+        the new ones inserted and the ``meta`` row naming it set, in one transaction (a
+        crash leaves the old state: no marker, or one that names the old image, whose
+        bytes are still there). Best effort, like :meth:`save_counters`: a failure is
+        rolled back and returns False. Call it only while the rows are those the image
+        describes (no commit in between). Blocking; O(image size).
+        """
+        conn = self._conn
+        if conn is None:
+            return False
+        marker = image_marker(parts)
+        try:
+            self._check_identity()
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("DELETE FROM index_image")
+            conn.executemany(
+                "INSERT INTO index_image (name, data) VALUES (?, ?)", sorted(parts.items())
+            )
+            conn.execute(SET_META, (IMAGE_KEY, marker))
+            conn.execute("COMMIT")
+        except (sqlite3.Error, OSError, StorageError):
+            if conn.in_transaction:
+                try:
+                    conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
+            return False
+        self._marked = self.image_fresh = True
+        return True
 
     def read_meta(self) -> dict[str, str]:
         """Every ``meta`` row (schema version, a replica's checkpoint). Blocking, O(rows).

@@ -16,8 +16,10 @@ file is validated read-only like any other, then upgraded in place by one transa
 a new file gets, the rows copied with ``updated_at = created_at``, the old table dropped,
 both version fields set to 2): a crash leaves either the old file or the new one. Version
 3 adds the ``vectors`` table of the dense index (:data:`MIGRATE_FROM_2` creates it and
-sets both version fields to 3; a version-1 file runs both upgrades in one transaction).
-A file of a newer version is refused before anything is written.
+sets both version fields to 3). Version 4 adds the ``index_image`` table, where a clean
+close keeps the word-overlap or BM25 index beside the rows (:data:`MIGRATE_FROM_3`;
+``docs/durability.md``, "The index image"). An older file runs every upgrade it lacks in
+one transaction. A file of a newer version is refused before anything is written.
 
 One row of ``entries`` per live entry; the primary key ``seq`` is the entry's insertion
 order (kept across upserts, as :class:`~actormem._record.Record` does), so a table scan
@@ -40,7 +42,9 @@ SQL-level check reads them again through SQLite in any case.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
+import logging
 import os
 import pathlib
 import re
@@ -61,9 +65,12 @@ __all__ = [
     "COLUMNS",
     "CREATE_SCHEMA_V1",
     "CREATE_SCHEMA_V2",
+    "CREATE_SCHEMA_V3",
+    "IMAGE_KEY",
     "MIGRATABLE_VERSIONS",
     "MIGRATE_FROM_1",
     "MIGRATE_FROM_2",
+    "MIGRATE_FROM_3",
     "MAX_ACCESS_COUNT",
     "SCHEMA_VERSION",
     "check_header",
@@ -73,15 +80,17 @@ __all__ = [
     "file_uri",
     "read_stored_vectors",
     "vector_rows",
+    "image_marker",
+    "read_file",
     "read_validated",
     "sqlite_reason",
 ]
 
 #: Version of the file layout written by this actormem; stored as ``user_version`` and as
 #: the ``meta`` row ``schema_version``.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: Older versions this actormem upgrades in place when it opens them.
-MIGRATABLE_VERSIONS = (1, 2)
+MIGRATABLE_VERSIONS = (1, 2, 3)
 
 #: SQLite ``application_id`` of an actormem database: the ASCII bytes "acMm".
 APPLICATION_ID = int.from_bytes(b"acMm", "big")
@@ -144,6 +153,14 @@ _CREATE_VECTORS = """CREATE TABLE vectors (
         vector BLOB NOT NULL          -- float32, little-endian, unit length
     )"""
 
+# Version 4: the index image (``actormem._index.persist``), one row per part, written
+# at a clean close in one transaction with the ``meta`` row :data:`IMAGE_KEY`, which the
+# first commit after it deletes.
+_CREATE_INDEX_IMAGE = """CREATE TABLE index_image (
+        name TEXT PRIMARY KEY NOT NULL,  -- "header" (JSON) or an array's name
+        data BLOB NOT NULL               -- the header, or the array's raw bytes
+    )"""
+
 #: Statements that create a new database (run in one transaction, before WAL mode).
 CREATE_SCHEMA = (
     f"PRAGMA application_id = {APPLICATION_ID}",
@@ -151,7 +168,25 @@ CREATE_SCHEMA = (
     _CREATE_META,
     _CREATE_ENTRIES,
     _CREATE_VECTORS,
+    _CREATE_INDEX_IMAGE,
     f"INSERT INTO meta VALUES ('schema_version', '{SCHEMA_VERSION}'), ('application', 'actormem')",
+)
+
+#: The statements that created a version-3 file (to recognise one, and for tests).
+CREATE_SCHEMA_V3 = (
+    f"PRAGMA application_id = {APPLICATION_ID}",
+    "PRAGMA user_version = 3",
+    _CREATE_META,
+    _CREATE_ENTRIES,
+    _CREATE_VECTORS,
+    "INSERT INTO meta VALUES ('schema_version', '3'), ('application', 'actormem')",
+)
+
+#: Upgrade of a version-3 file to version 4, run as one transaction.
+MIGRATE_FROM_3 = (
+    _CREATE_INDEX_IMAGE,
+    "UPDATE meta SET value = '4' WHERE key = 'schema_version'",
+    "PRAGMA user_version = 4",
 )
 
 #: The statements that created a version-2 file (to recognise one, and for tests).
@@ -244,9 +279,48 @@ def _expected_objects(
 EXPECTED_OBJECTS = {
     1: _expected_objects(CREATE_SCHEMA_V1),
     2: _expected_objects(CREATE_SCHEMA_V2),
-    3: _expected_objects(CREATE_SCHEMA),
+    3: _expected_objects(CREATE_SCHEMA_V3),
+    4: _expected_objects(CREATE_SCHEMA),
 }
-_COLUMNS_OF = {1: COLUMNS_V1, 2: COLUMNS, 3: COLUMNS}
+_COLUMNS_OF = {1: COLUMNS_V1, 2: COLUMNS, 3: COLUMNS, 4: COLUMNS}
+
+#: The ``meta`` row naming the index image that describes the rows: the
+#: :func:`image_marker` of its parts. Absent: no image, or one made stale by a commit.
+IMAGE_KEY = "index_image"
+SELECT_IMAGE = "SELECT name, data FROM index_image"
+
+
+def image_marker(parts: dict[str, bytes]) -> str:
+    """The BLAKE2b (128 bits, hex) of an image's parts (names, lengths, bytes, in name
+    order): the ``meta`` value that ties the rows to exactly this image, and a checksum
+    of its bytes. O(image size), about 1 ms per MB."""
+    h = hashlib.blake2b(digest_size=16)
+    for name in sorted(parts):
+        data = parts[name]
+        h.update(json.dumps([name, len(data)]).encode())
+        h.update(data)
+    return h.hexdigest()
+
+
+def _read_image(conn: sqlite3.Connection) -> dict[str, bytes] | None:
+    """The index image whose :func:`image_marker` the ``meta`` row names, or None (no
+    marker, no image, parts that are not text names and blobs, or bytes that do not
+    hash to the marker). O(image size)."""
+    row = conn.execute("SELECT value FROM meta WHERE key = ?", (IMAGE_KEY,)).fetchone()
+    if row is None:
+        return None
+    parts: dict[str, bytes] = {}
+    for name, data in conn.execute(SELECT_IMAGE):
+        if type(name) is not str or type(data) is not bytes:
+            return None
+        parts[name] = data
+    if not parts or image_marker(parts) != row[0]:
+        logging.getLogger("actormem").warning(
+            "actormem: the index image does not match its marker in the file; rebuilding the index"
+        )
+        return None
+    return parts
+
 
 INSERT_VECTOR = "INSERT OR REPLACE INTO vectors (seq, text_hash, vector) VALUES (?, ?, ?)"
 DELETE_VECTOR = "DELETE FROM vectors WHERE seq = ?"
@@ -404,6 +478,16 @@ def check_schema(path: str, conn: sqlite3.Connection, *, deep: bool) -> int:
 
 def read_validated(path: str) -> list[tuple[int, MemoryEntry]]:
     """Validate an existing file and decode every entry, read-only; modifies nothing.
+    See :func:`read_file`."""
+    return read_file(path, image=False)[0]
+
+
+def read_file(
+    path: str, *, image: bool = True
+) -> tuple[list[tuple[int, MemoryEntry]], dict[str, bytes] | None]:
+    """Validate an existing file and decode every entry, read-only; modifies nothing.
+    With ``image``, also read the index image the ``meta`` row names, if its bytes hash
+    to it (``None`` otherwise; an image is validated further where it is used).
 
     Returns ``(seq, entry)`` pairs in ``seq`` order. A version-1 file's entries get the
     fields version 1 did not have at their defaults (``updated_at = created_at``).
@@ -429,6 +513,8 @@ def read_validated(path: str) -> list[tuple[int, MemoryEntry]]:
             else:
                 rows = conn.execute(SELECT_ENTRIES).fetchall()
             entries = [decode_row(path, row) for row in rows]
+            del rows
+            parts = _read_image(conn) if image and version >= 4 else None
     except sqlite3.Error as exc:
         raise StorageError(path, sqlite_reason(exc)) from exc
     finally:
@@ -439,7 +525,7 @@ def read_validated(path: str) -> list[tuple[int, MemoryEntry]]:
         if ident in seen:
             raise StorageError(path, f"corrupted: id {entry.id} appears twice (seq {seq})")
         seen.add(ident)
-    return entries
+    return entries, parts
 
 
 def read_stored_vectors(path: str) -> tuple[str, int, dict[bytes, bytes]] | None:

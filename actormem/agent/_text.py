@@ -52,6 +52,8 @@ def escape_line(text: str) -> str:
 
     Runtime complexity: O(n) for n code points.
     """
+    if text.isprintable() and "\\" not in text:
+        return text  # nothing to escape (every line break is unprintable): two C scans
     # One str.replace per character (a C scan each, 5-10x faster than a regex sub with a
     # callback on a typical 1,000-character entry). The backslash goes first: the
     # escapes written after it are backslashes followed by ASCII letters and digits,

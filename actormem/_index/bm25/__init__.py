@@ -65,16 +65,22 @@ only as a bound (``postings._Term.bound_steps``); all bounds carry a relative sl
 summation order can never drop a true result.
 
 With the compiled core (``_cbm25.c``, :func:`~actormem._index.kernels.bm25_core_active`;
-``ACTORMEM_BM25_CORE=0`` switches it off) the same top-k comes from a different driver,
-document at a time in C: MaxScore over the terms sorted by bound (those whose bounds sum
-below ``theta`` are only looked up for candidates of the others) with block-max windows
-(Ding & Suel, SIGIR 2011): a reader-side cache per list holds, for each complete block of
-64 postings, its largest frequency and smallest document length, whose saturation bounds
-the whole block at any average length, so a window of groups whose blocks' bounds (plus
-the other terms' bounds) stay below ``theta`` is skipped. ``theta`` starts as the k-th
-best record score among the groups of one step of the rarest term's list and rises, in
-Python, from the exact record scores of what the C code returns; each call is one bounded
-step (the slicing protocol) that re-takes the buffers and keeps only positions. Exact
+``ACTORMEM_BM25_CORE=0`` switches it off) the same top-k comes from a different driver in
+C: MaxScore whose non-essential terms (only looked up for candidates of the others; their
+bounds sum below ``theta``) are chosen cost-aware, greedily by bound per posting left, so
+that long lists of common terms are looked up and short ones walked; a term once
+non-essential stays so. The essential lists are walked term at a time over windows of
+up to 4,096 groups (no wider than a step's output, 1,024) into a score array; a group
+whose partial score plus the non-essential bounds can reach ``theta`` gets the lookups,
+largest bound first, while it still can.
+``theta`` starts as the k-th best record score among the first groups (128) of the
+rarest term's list and rises, in Python, from the exact record scores of what the C code
+returns; each call is one bounded step (the slicing protocol) that re-takes the buffers
+and keeps only positions and the non-essential flags. ``knobs._COST_SPLIT = False`` keeps
+the driver before it (document at a time, MaxScore's split by bound, block-max windows
+after Ding & Suel, SIGIR 2011: a reader-side cache per list holds, for each complete
+block of 64 postings, its largest frequency and smallest document length, whose
+saturation bounds the whole block at any average length). Exact
 scores are computed as above, so both drivers give the same results bit for bit
 (``tests/test_bm25_core.py``); the core also runs ``add``'s term loop.
 

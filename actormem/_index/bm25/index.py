@@ -375,10 +375,12 @@ class BM25Index(metaclass=NoPublicConstructor):
         scores. With a recency or prior weight, every visible record of a surviving
         text is scored. A reader also extends the cached maximum saturations of its
         terms: O(postings added since), or O(postings) once the average length drifted
-        by more than 2%. With the compiled core the driver is document at a time in C
-        (MaxScore with block-max windows, see the package documentation): the same
-        result, O(q) per step to re-take the lists, and the postings of the terms whose
-        bounds can still reach the k-th score, less the windows skipped.
+        by more than 2%. With the compiled core the driver is in C (MaxScore with a
+        cost-aware split, term at a time over windows of groups, see the package
+        documentation): the same result, O(q log q) per step to re-take the lists and
+        split the terms, the postings of the essential (short) lists, and per group
+        whose partial score can still reach the k-th score one lookup (galloping search)
+        per non-essential term until it cannot.
         """
         return drain(self.top_k_terms_steps(view, weights, limit, accept))
 

@@ -44,3 +44,13 @@ _NARROW = 1 << 23
 #: The compiled core's first theta comes from one step of the lists of this many terms,
 #: those with the highest bounds.
 _SEEDS = 1
+
+#: The compiled core splits the query's terms cost-aware: the non-essential ones (looked
+#: up for candidates, never walked) are chosen greedily by bound per posting, so that the
+#: long lists of common terms are looked up and only cheap lists walked; False: by bound
+#: alone (MaxScore's split, the driver before it).
+_COST_SPLIT = True
+
+#: With the cost-aware split, the first theta comes from this many groups of the seed
+#: term's list at most (or the query's limit, if more); without, one step's worth.
+_SEED_ROOM = 128

@@ -234,13 +234,17 @@ class MaxScoreSearch:
         self, ex: _Exact, bounds: list[float], blocks: list[array[int]]
     ) -> Generator[None, None, list[tuple[float, Record]]]:
         """The top-k of :meth:`top_k_terms_steps` by the compiled core (``_cbm25.c``):
-        document at a time over the query's lists in the C code, MaxScore with block-max
-        windows, each step about ``4 * knobs._CHUNK`` postings of work; the groups it
-        finds may reach ``theta`` come back with their exact scores (bit for bit the
-        reference's) and their records enter the heap here, which raises ``theta`` (the
-        k-th best record score). ``ex`` holds the query as taken at the start, ``bounds``
-        its terms' bounds (slack included), ``blocks`` their block caches, extended here
-        first."""
+        MaxScore over the query's lists in the C code, each step about ``4 *
+        knobs._CHUNK`` postings of work. With ``knobs._COST_SPLIT`` (the default) the
+        terms are split cost-aware (the long lists of common terms are looked up, the
+        short ones walked) and the walk is term at a time over windows of groups; else
+        MaxScore's split by bound and document at a time with block-max windows (the
+        driver before, kept for side-by-side benchmarks). The groups it finds may reach
+        ``theta`` come back with their exact scores (bit for bit the reference's),
+        best first, and their records enter the heap here, which raises ``theta`` (the
+        k-th best record score). ``ex`` holds the query as taken at the start,
+        ``bounds`` its terms' bounds (slack included), ``blocks`` their block caches,
+        extended here first."""
         scorer = self._index.scorer
         lengths, table, limit, avgdl = ex.lengths, ex.table, ex.limit, ex.avgdl
         size = kernels.BM25_BLOCK
@@ -260,15 +264,19 @@ class MaxScoreSearch:
         parts = (k1 * (1.0 - b), k1 * b / avgdl, float(k1), float(b), avgdl, 1.0 + knobs._SLACK)
         # A step re-takes every list's buffers (O(terms)): long queries get longer steps.
         budget = 4 * knobs._CHUNK + 64 * len(terms)
-        daat = kernels.Bm25Daat(terms, lengths, parts, max(limit, knobs._CHUNK // 4))
+        daat = kernels.Bm25Daat(
+            terms, lengths, parts, max(limit, knobs._CHUNK // 4), knobs._COST_SPLIT
+        )
         heap: list[tuple[float, int, Record]] = []  # (score, -seq, rec): worst on top
         up = parts[5]
         # A first theta: the exact scores of the groups in the first slice of the lists
         # of the terms with the highest bounds (the rarest), their records offered best
         # first. Documents at a time in number order would raise it only slowly.
         offered: set[int] = set()
+        seed_room = max(limit, knobs._SEED_ROOM) if knobs._COST_SPLIT else 0
         for seed in sorted(range(len(terms)), key=bounds.__getitem__)[-knobs._SEEDS :]:
-            nums, scores, _ = daat.step(-math.inf, budget, seed)  # one step of each
+            # one step of each (with the cost-aware split, of a few groups)
+            nums, scores, _ = daat.step(-math.inf, budget, seed, seed_room)
             best = np.argsort(-scores, kind="stable")
             for num, score in zip(nums[best].tolist(), scores[best].tolist(), strict=True):
                 if len(heap) == limit and score * up < heap[0][0]:
@@ -283,7 +291,12 @@ class MaxScoreSearch:
         theta = heap[0][0] if len(heap) == limit else -math.inf
         while True:
             nums, scores, done = daat.step(theta, budget)
+            if len(nums) > 1:  # best first: those below the heap's worst are not offered
+                best = np.argsort(-scores, kind="stable")
+                nums, scores = nums[best], scores[best]
             for num, score in zip(nums.tolist(), scores.tolist(), strict=True):
+                if len(heap) == limit and score * up < heap[0][0]:
+                    break
                 group = table[num]
                 if group is not None and num not in offered:  # else purged, or offered
                     ex.offer(heap, group, score)

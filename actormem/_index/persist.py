@@ -1,0 +1,232 @@
+"""An index image: an index's structures as named flat arrays plus a JSON header.
+
+A durable memory keeps the image of its word-overlap or BM25 index beside the rows
+(``docs/durability.md``, "The index image"), so that opening a file restores the index
+instead of tokenizing every text again. The file is untrusted: an image is only ever
+*decoded* here (JSON and raw little-endian arrays, never pickle), and it is used only
+if its header names exactly what the reader expects (format, index kind, parameters,
+the rows' count, largest seq and a digest of the texts it was built from) and every
+array has the declared type and length. The index packages' own ``persist`` modules
+check the arrays' values (ranges, order) before anything reaches the compiled kernels;
+any mismatch raises :class:`ImageError` and the caller rebuilds from the rows.
+
+The parts are ``{name: bytes}``: ``"header"`` (UTF-8 JSON object) and one part per
+array, whose dtype and element count the header lists under ``"arrays"``.
+
+This module is the container and the digest; :func:`dump_index` and
+:func:`restore_index` dispatch to the index kinds that have an image.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from .._record import Record
+
+__all__ = [
+    "FORMAT",
+    "ImageError",
+    "decode_strings",
+    "dump_index",
+    "encode_strings",
+    "pack",
+    "restore_index",
+    "text_digest",
+    "unpack",
+]
+
+#: The image format; an image of another format is rebuilt.
+FORMAT = 1
+
+#: The dtypes an image may declare (little-endian, fixed size).
+_DTYPES: dict[str, np.dtype[Any]] = {
+    name: np.dtype(name) for name in ("<i4", "<i8", "<u8", "<f8", "|u1")
+}
+
+#: Strings joined at a time by :func:`text_digest`.
+_DIGEST_CHUNK = 4096
+
+#: The largest header accepted, in bytes (a header lists a few dozen fields).
+_MAX_HEADER = 1 << 16
+
+
+class ImageError(ValueError):
+    """An index image that does not describe these rows with these parameters (stale,
+    foreign or corrupt); the index is rebuilt from the rows instead."""
+
+
+def text_digest(texts: Sequence[str], extra: Sequence[str] = ()) -> str:
+    """A 128-bit BLAKE2b digest (hex) of ``texts`` in order, then of ``extra``:
+    unambiguous (the code-point lengths are hashed with the concatenation). O(total
+    length), in C: about 0.5 s per GB."""
+    h = hashlib.blake2b(digest_size=16)
+    for part in (texts, extra):
+        h.update(np.fromiter(map(len, part), np.int64, len(part)).tobytes())
+        for start in range(0, len(part), _DIGEST_CHUNK):  # bounded transient copies
+            chunk = part[start : start + _DIGEST_CHUNK]
+            h.update("".join(chunk).encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
+def encode_strings(strings: Sequence[str]) -> tuple[bytes, np.ndarray[Any, Any]]:
+    """``strings`` as one UTF-8 blob and the code-point offsets of their ends
+    (``int64``, length ``len(strings) + 1``, starting at 0). O(total length)."""
+    ends = np.zeros(len(strings) + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, strings), np.int64, len(strings)), out=ends[1:])
+    return "".join(strings).encode("utf-8", "surrogatepass"), ends
+
+
+def decode_strings(blob: bytes, ends: np.ndarray[Any, Any]) -> list[str]:
+    """The strings :func:`encode_strings` made. O(total length).
+
+    Raises:
+        ImageError: ``blob`` is not UTF-8, or ``ends`` does not start at 0, decrease
+            nowhere and end at the blob's length in code points.
+    """
+    try:
+        text = blob.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ImageError(f"strings are not UTF-8: {exc}") from None
+    if len(ends) == 0 or ends[0] != 0 or ends[-1] != len(text) or np.any(np.diff(ends) < 0):
+        raise ImageError("string offsets out of order or range")
+    bounds = ends.tolist()
+    return list(map(text.__getitem__, map(slice, bounds[:-1], bounds[1:])))
+
+
+def pack(
+    header: dict[str, Any], arrays: Mapping[str, np.ndarray[Any, Any] | bytes]
+) -> dict[str, bytes]:
+    """The parts of an image: ``header`` (plus ``"format"`` and ``"arrays"``) and each
+    array's raw bytes (``bytes`` values as ``|u1``). O(total size)."""
+    parts: dict[str, bytes] = {}
+    listed: dict[str, list[Any]] = {}
+    for name, value in arrays.items():
+        if isinstance(value, bytes):
+            parts[name], listed[name] = value, ["|u1", len(value)]
+            continue
+        dtype = value.dtype.newbyteorder("<") if value.dtype.byteorder == ">" else value.dtype
+        spec = dtype.str
+        assert spec in _DTYPES, spec
+        parts[name] = np.ascontiguousarray(value, dtype).tobytes()
+        listed[name] = [spec, len(value)]
+    head = {**header, "format": FORMAT, "arrays": listed}
+    parts["header"] = json.dumps(head, sort_keys=True).encode()
+    return parts
+
+
+def unpack(
+    parts: Mapping[str, bytes], expect: Mapping[str, Any]
+) -> tuple[dict[str, Any], dict[str, np.ndarray[Any, Any]]]:
+    """The header and the arrays (read-only views of ``parts``) of an image whose header
+    has every field of ``expect`` with that exact value. O(number of parts).
+
+    Raises:
+        ImageError: No header or not a JSON object, another format, a field that differs
+            from ``expect``, a part missing or not listed, a dtype not allowed, a part's
+            length not the listed count times the item size.
+    """
+    raw = parts.get("header")
+    if raw is None or len(raw) > _MAX_HEADER:
+        raise ImageError("no header, or one too large")
+    try:
+        head = json.loads(raw)
+    except (ValueError, RecursionError) as exc:
+        raise ImageError(f"header is not JSON: {exc}") from None
+    if not isinstance(head, dict) or head.get("format") != FORMAT:
+        raise ImageError(f"not an image of format {FORMAT}")
+    for key, want in expect.items():
+        if head.get(key) != want:
+            raise ImageError(f"{key}: the image has {head.get(key)!r}, the rows need {want!r}")
+    listed = head.get("arrays")
+    if not isinstance(listed, dict) or set(listed) != set(parts) - {"header"}:
+        raise ImageError("the parts differ from those the header lists")
+    arrays: dict[str, np.ndarray[Any, Any]] = {}
+    for name, spec in listed.items():
+        if not (
+            isinstance(spec, list)
+            and len(spec) == 2
+            and spec[0] in _DTYPES
+            and type(spec[1]) is int
+            and spec[1] >= 0
+        ):
+            raise ImageError(f"bad array description for {name!r}: {spec!r}")
+        dtype = _DTYPES[spec[0]]
+        blob = parts[name]
+        if len(blob) != spec[1] * dtype.itemsize:
+            raise ImageError(f"{name!r}: {len(blob)} bytes, expected {spec[1]} x {dtype.itemsize}")
+        arrays[name] = np.frombuffer(blob, dtype)
+    return head, arrays
+
+
+def need(
+    arrays: Mapping[str, np.ndarray[Any, Any]], name: str, dtype: str, count: int | None = None
+) -> np.ndarray[Any, Any]:
+    """``arrays[name]``, which must have ``dtype`` and (unless None) ``count`` elements.
+
+    Raises:
+        ImageError: Missing, or another dtype or length.
+    """
+    arr = arrays.get(name)
+    if arr is None or arr.dtype != _DTYPES[dtype] or (count is not None and len(arr) != count):
+        raise ImageError(f"{name!r}: missing, or not {count} x {dtype}")
+    return arr
+
+
+def check_lists(
+    ends: np.ndarray[Any, Any], values: np.ndarray[Any, Any], bound: int, what: str
+) -> None:
+    """Check concatenated lists: ``ends`` (int64, one more than the lists) starts at 0,
+    every list is non-empty and ``values`` ends at ``ends[-1]``; every value lies in
+    ``[0, bound)`` and each list is strictly ascending. O(total length), vectorised.
+
+    Raises:
+        ImageError: Any of these fails.
+    """
+    if len(ends) == 0 or ends[0] != 0 or ends[-1] != len(values) or np.any(np.diff(ends) <= 0):
+        raise ImageError(f"{what}: list offsets out of order or range")
+    if len(values) and (int(values.min()) < 0 or int(values.max()) >= bound):
+        raise ImageError(f"{what}: a value outside [0, {bound})")
+    steps = np.diff(values.astype(np.int64))
+    # A step may only go down (or repeat) where a new list starts.
+    bad = np.flatnonzero(steps <= 0) + 1
+    if len(bad) and not np.isin(bad, ends[1:-1]).all():
+        raise ImageError(f"{what}: a list out of order or with repeats")
+
+
+def dump_index(index: object, records: list[Record]) -> dict[str, bytes] | None:
+    """The image of ``index`` describing ``records`` (every live record, ascending
+    ``seq``: the file's rows), or None for an index kind without an image (dense,
+    hybrid, a BM25 with a custom tokenizer). The owner must not change the index
+    meanwhile. O(index size), vectorised."""
+    from .bm25 import persist as bm25_persist  # the packages import this module
+    from .wordoverlap import persist as wo_persist
+
+    for module in (wo_persist, bm25_persist):
+        if module.handles(index):
+            parts: dict[str, bytes] = module.dump(index, records)
+            return parts
+    return None
+
+
+def restore_index(fresh: object, parts: Mapping[str, bytes], records: list[Record]) -> object:
+    """An index equal (same results, same invariants) to ``fresh`` after ``add`` of each
+    of ``records`` (ascending ``seq``), restored from the image ``parts``; ``fresh`` is
+    a new empty index of the scorer (it may be filled and returned). O(records +
+    image size), mostly vectorised.
+
+    Raises:
+        ImageError: The image does not describe ``records`` for this index's kind and
+            parameters, or is corrupt. ``fresh`` may then be partly filled: discard it.
+    """
+    from .bm25 import persist as bm25_persist
+    from .wordoverlap import persist as wo_persist
+
+    for module in (wo_persist, bm25_persist):
+        if module.handles(fresh):
+            return module.restore(fresh, parts, records)
+    raise ImageError(f"no image for a {type(fresh).__name__}")

@@ -1,0 +1,206 @@
+"""The word-overlap index's image: dump at a clean close, restore when opening a file.
+
+What a rebuild spends its time on is tokenizing every text into the posting lists; the
+image keeps those (the tokens, and per token its group numbers) and each group's
+short-word masks. Everything else is derived from the rows on restore, cheaply: the
+groups (distinct texts in ``seq`` order of their first record: the numbering a rebuild
+gives), their bounds (largest relevance, smallest seq), the recent texts, the tag
+postings and the vocabulary of the tokens. The image is tied to the rows by the digest
+of those distinct texts, in order (:func:`~actormem._index.persist.text_digest`).
+
+Restoring checks, before anything is built: the header (kind, parameters, the rows'
+count and largest seq, the number of groups, the digest), every array's type and
+length, the tokens (UTF-8, distinct, non-empty, no whitespace), and the posting lists
+(every group number in ``[0, groups)``, each list non-empty and strictly ascending), so
+no position out of range reaches the compiled core. A hostile image that passes these
+can still give wrong answers for these rows (the postings are not re-derived from the
+texts: that is the rebuild it saves), never an out-of-range read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from array import array
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..._record import Record
+from .. import persist
+from ..persist import ImageError
+from . import ccore, knobs
+from .index import _WordOverlapIndex
+from .masks import _SHORT
+from .numbering import _Group, _Numbering, _tags
+
+__all__ = ["dump", "handles", "restore"]
+
+KIND = "word-overlap"
+
+
+def _params() -> dict[str, Any]:
+    """What the image's structures depend on besides the texts: the tokenizer (lower
+    case, whitespace split; Python's Unicode tables) and the short words of the masks."""
+    import unicodedata
+
+    short = hashlib.blake2b("\x00".join(_SHORT).encode(), digest_size=8).hexdigest()
+    return {"tokenizer": "lower-split", "unicode": unicodedata.unidata_version, "short": short}
+
+
+def handles(index: object) -> bool:
+    return type(index) is _WordOverlapIndex
+
+
+def _groups(records: list[Record]) -> tuple[list[str], dict[str, None]]:
+    texts = [rec.entry.memory for rec in records]
+    return texts, dict.fromkeys(texts)
+
+
+def _expect(records: list[Record], canon: list[str]) -> dict[str, Any]:
+    """The header fields of the image of ``records``, whose distinct texts are ``canon``."""
+    return {
+        "kind": KIND,
+        "params": _params(),
+        "rows": len(records),
+        "max_seq": records[-1].seq if records else 0,
+        "groups": len(canon),
+        "digest": persist.text_digest(canon),
+    }
+
+
+def dump(index: _WordOverlapIndex, records: list[Record]) -> dict[str, bytes]:
+    """The image of ``index`` for ``records`` (its live records, ascending seq), group
+    numbers renumbered as a rebuild from them would number them. Owner only (it fills
+    the pending masks). O(postings), vectorised."""
+    e = index._e
+    e.fill_masks()
+    _, distinct = _groups(records)
+    canon = list(distinct)
+    size = len(canon)
+    old_of_new = np.fromiter(map(e.groups.__getitem__, canon), np.int64, size)
+    remap = np.full(max(e.n, 1), -1, np.int32)
+    remap[old_of_new] = np.arange(size, dtype=np.int32)
+    tokens = list(e.post)
+    lists = list(e.post.values())
+    lens = np.fromiter(map(len, lists), np.int64, len(lists))
+    new = remap[np.frombuffer(b"".join(lists), np.int32)]  # int32 throughout: 4 B a posting
+    del lists
+    keep = new >= 0
+    counts = lens
+    if not keep.all():  # postings of dead groups, or of texts no live record has
+        starts = np.zeros(len(lens), np.int64)
+        np.cumsum(lens[:-1], out=starts[1:])
+        counts = np.add.reduceat(keep, starts, dtype=np.int64) if len(lens) else lens
+        new = new[keep]
+    del keep
+    if len(old_of_new) > 1 and not np.all(np.diff(old_of_new) > 0):
+        # The renumbering changed the order within lists: sort each (token, group) pair.
+        tok = np.repeat(np.arange(len(counts), dtype=np.int32), counts)
+        new = new[np.lexsort((new, tok))]
+        del tok
+    present = counts > 0
+    kept = [t for t, p in zip(tokens, present.tolist(), strict=True) if p]
+    ends = np.zeros(len(kept) + 1, np.int64)
+    np.cumsum(counts[present], out=ends[1:])
+    blob, tok_ends = persist.encode_strings(kept)
+    arrays: dict[str, np.ndarray[Any, Any] | bytes] = {
+        "tokens": blob,
+        "token_ends": tok_ends,
+        "post_ends": ends,
+        "postings": new,
+        "masks_lo": e.masks[0][old_of_new],
+        "masks_hi": e.masks[1][old_of_new],
+    }
+    return persist.pack(_expect(records, canon), arrays)
+
+
+def restore(
+    index: _WordOverlapIndex, parts: Mapping[str, bytes], records: list[Record]
+) -> _WordOverlapIndex:
+    """Fill the new, empty ``index`` from the image ``parts`` so that it equals one that
+    added ``records`` (ascending seq) one by one. O(records + postings), vectorised
+    but for O(records + tokens) Python steps.
+
+    Raises:
+        ImageError: See the module documentation. ``index`` may be partly filled.
+    """
+    assert index._e.n == 0, "restore into a new index"
+    texts, distinct = _groups(records)
+    canon = list(distinct)
+    size = len(canon)
+    _, arrays = persist.unpack(parts, _expect(records, canon))
+    tok_ends = persist.need(arrays, "token_ends", "<i8")
+    tokens = persist.decode_strings(persist.need(arrays, "tokens", "|u1").tobytes(), tok_ends)
+    if len(set(tokens)) != len(tokens):
+        raise ImageError("a token listed twice")
+    if not all(tok.split() == [tok] for tok in tokens):
+        raise ImageError("a token empty or holding whitespace")
+    ends = persist.need(arrays, "post_ends", "<i8", len(tokens) + 1)
+    postings = persist.need(arrays, "postings", "<i4")
+    persist.check_lists(ends, postings, size, "postings")
+    lo = persist.need(arrays, "masks_lo", "<u8", size)
+    hi = persist.need(arrays, "masks_hi", "<u8", size)
+
+    cap = 64
+    while cap < size:
+        cap *= 2  # as add() grows it
+    e = _Numbering(cap)
+    gmap = dict(zip(canon, range(size), strict=True))
+    e.groups = gmap
+    if size == len(records):  # every text once: each group is its record
+        e.glist = list(records)
+        gids = np.arange(size, dtype=np.int64)
+    else:
+        glist: list[Record | _Group | None] = [None] * size
+        gid_list = list(map(gmap.__getitem__, texts))
+        for rec, g in zip(records, gid_list, strict=True):
+            item = glist[g]
+            if item is None:
+                glist[g] = rec
+            elif type(item) is _Group:
+                item.recs.append(rec)
+                item.unpurged += 1
+            else:
+                assert isinstance(item, Record)
+                glist[g] = _Group(item.entry.memory, [item, rec])
+        e.glist = glist
+        gids = np.array(gid_list, np.int64)
+    rel = np.fromiter((rec.entry.relevance for rec in records), np.float64, len(records))
+    seqs = np.fromiter((rec.seq for rec in records), np.int64, len(records))
+    if size == len(records):
+        e.maxrel[:size] = rel
+        e.minseq[:size] = seqs
+    else:
+        maxrel = np.zeros(size, np.float64)
+        np.maximum.at(maxrel, gids, rel)
+        e.maxrel[:size] = maxrel
+        firsts = np.full(size, np.iinfo(np.int64).max, np.int64)
+        np.minimum.at(firsts, gids, seqs)
+        e.minseq[:size] = firsts
+    e.masks[0][:size] = lo
+    e.masks[1][:size] = hi
+    e.n = e.masked = size
+    for gid in range(max(0, size - knobs._SCAN_NEW), size):
+        e.recent[gid % knobs._SCAN_NEW] = canon[gid].lower()
+    raw = memoryview(parts["postings"])  # slices of it copy nothing until frombytes
+    bounds = (ends * 4).tolist()
+    post: dict[str, array[int]] = {}
+    for tok, start, stop in zip(tokens, bounds, bounds[1:], strict=False):
+        lst = array("i")
+        lst.frombytes(raw[start:stop])
+        post[tok] = lst
+    e.post = post
+    vocab = index._vocab
+    if tokens and ccore.core() is not None:
+        # The compiled add acquires each token it has no list for (all of them here).
+        ccore.add_text({}, " ".join(tokens), 0, vocab)
+    else:
+        for tok in tokens:
+            vocab.acquire(tok)
+    tag_postings = index._tags
+    for rec in records:
+        if rec.entry.tags:
+            tag_postings.add(_tags(rec), rec)
+    index._e = e
+    return index
