@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import math
+import os
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -152,9 +153,41 @@ def _check_category(instance: object, attribute: object, value: MemoryCategory) 
         raise TypeError(f"category must be a MemoryCategory, not {type(value).__name__}")
 
 
-def _check_id(instance: object, attribute: object, value: object) -> None:
-    if not isinstance(value, uuid.UUID):
-        raise TypeError(f"id must be a uuid.UUID, not {type(value).__name__}")
+#: A version 4 UUID's fixed bits: the variant (RFC 4122) and the version, as
+#: ``uuid.uuid4()`` sets them on 128 random bits.
+_V4_CLEAR = ~((0xC000 << 48) | (0xF000 << 64))
+_V4_SET = (0x8000 << 48) | (4 << 76)
+
+
+def _new_id() -> int:
+    """The int of a fresh random UUID (version 4), as ``uuid.uuid4().int`` without
+    the ``UUID`` object. O(1)."""
+    return (int.from_bytes(os.urandom(16), "big") & _V4_CLEAR) | _V4_SET
+
+
+def _convert_id(value: uuid.UUID) -> int:
+    """The UUID's 128-bit int, which is all the entry keeps (a ``UUID`` object beside
+    it took 56 bytes and a garbage-collected object per entry). An int in range is
+    taken as is: ``attrs.evolve`` passes the kept int back in."""
+    if isinstance(value, uuid.UUID):
+        return value.int
+    if type(value) is int:
+        if not 0 <= value < 1 << 128:
+            raise InvalidEntryError(f"an int id must be in [0, 2**128), got {value}")
+        return value
+    raise TypeError(f"id must be a uuid.UUID, not {type(value).__name__}")
+
+
+def _uuid(value: int) -> uuid.UUID:
+    """``uuid.UUID(int=value)`` for an int known to be in range, without re-checking
+    it. O(1)."""
+    u = _new(_UUID)
+    _set(u, "int", value)
+    _set(u, "is_safe", _UNKNOWN)
+    return u
+
+
+_new, _set, _UUID, _UNKNOWN = object.__new__, object.__setattr__, uuid.UUID, uuid.SafeUUID.unknown
 
 
 def _check_count(instance: object, attribute: object, value: object) -> None:
@@ -169,7 +202,7 @@ def _check_bool(instance: object, attribute: object, value: object) -> None:
         raise TypeError(f"validated must be a bool, not {type(value).__name__}")
 
 
-@attrs.frozen(kw_only=True, slots=True, weakref_slot=False)
+@attrs.frozen(kw_only=True, slots=True, weakref_slot=False, repr=False)
 class MemoryEntry(metaclass=Final):
     """One remembered item. Immutable; compare and hash by value.
 
@@ -179,7 +212,9 @@ class MemoryEntry(metaclass=Final):
 
     Attributes:
         id: Unique id, a random UUID (version 4) by default. Storing an entry whose id is
-            already in the memory replaces the stored one (upsert).
+            already in the memory replaces the stored one (upsert). The entry keeps the
+            UUID's 128-bit int (also accepted as ``id``), and ``id`` reads a new ``UUID``
+            equal to the one given.
         category: A :class:`MemoryCategory`.
         memory: The payload text, at most :data:`MAX_MEMORY_CHARS` code points, valid UTF-8.
         tags: Tuple of non-empty tags, duplicates dropped (first occurrence kept).
@@ -222,7 +257,8 @@ class MemoryEntry(metaclass=Final):
 
     category: MemoryCategory = attrs.field(validator=_check_category)
     memory: str = attrs.field(validator=_check_memory)
-    id: uuid.UUID = attrs.field(factory=uuid.uuid4, validator=_check_id)
+    #: The id's 128-bit int (the ``id`` property makes the UUID).
+    _id: int = attrs.field(factory=_new_id, converter=_convert_id, alias="id")
     tags: tuple[str, ...] = attrs.field(default=(), converter=_convert_tags)
     created_at: datetime = attrs.field(factory=_utc_now, converter=_convert_time)
     relevance: float = attrs.field(default=1.0, converter=_convert_relevance)
@@ -238,6 +274,19 @@ class MemoryEntry(metaclass=Final):
     )
     ttl: float | None = attrs.field(default=None, converter=_convert_ttl)
     expires_at: datetime | None = attrs.field(default=None, converter=_convert_optional_time)
+
+    @property
+    def id(self) -> uuid.UUID:
+        """The entry's id, a :class:`uuid.UUID` (made from the kept int on each read). O(1)."""
+        return _uuid(self._id)
+
+    def __repr__(self) -> str:
+        """As the attrs repr would be with an ``id`` field. O(fields)."""
+        parts = ", ".join(
+            f"id={self.id!r}" if name == "_id" else f"{name}={getattr(self, name)!r}"
+            for name in _ENTRY_FIELDS
+        )
+        return f"MemoryEntry({parts})"
 
     def __attrs_post_init__(self) -> None:
         if self.updated_at is None or self.updated_at < self.created_at:

@@ -78,7 +78,6 @@ class Record:
         "died",
         "entry",
         "evkey",
-        "exkey",
         "prev",
         "purged",
         "seq",
@@ -96,9 +95,6 @@ class Record:
         #: Owner-private: the record's key in the eviction order, or None when not live
         #: or the memory is unbounded (no eviction order).
         self.evkey: tuple[float, Record] | None = None
-        #: Owner-private: the record's key in the expiry order (a lower bound of its
-        #: expiry as a POSIX time), or None when not live or it never expires.
-        self.exkey: tuple[float, Record] | None = None
 
     def __lt__(self, other: Record) -> bool:
         """Order by ``seq``: breaks ties of equal floats in the eviction keys

@@ -9,8 +9,13 @@ size (RSS, ``/proc/self/statm``):
 2. ``rss_entries``: after making ``n`` ``MemoryEntry`` values, each with its own text
    object (as entries arriving from outside have);
 3. ``rss_stored``: after storing them all in a ``MemoryState`` (as the owner does:
-   publish and vacuum every 512 stores, see ``fill_state``), and dropping
-   the caller's list (the state holds every entry).
+   publish and vacuum every 512 stores, see ``fill_state``), or with ``--load`` after
+   ``MemoryState.load`` of them as a file's rows (as opening a file does), and
+   dropping the caller's list (the state holds every entry).
+
+Then the garbage collector's view: ``gc_tracked_per_entry``, the objects it tracks in
+the process (outside its permanent generation) per entry, and ``full_gc_cpu_s``, the
+process CPU time of one full ``gc.collect()`` (the median of three).
 
 ``text_bytes`` is the texts' UTF-8 size: the text itself. Reported per entry:
 
@@ -27,6 +32,7 @@ Runtime complexity: one build of ``n`` entries (the state's ``store``, directly)
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import subprocess
 import sys
@@ -37,7 +43,7 @@ from typing import Any
 __all__ = ["measure", "measure_in_child"]
 
 
-def measure(n: int, scorer: str, data: str) -> dict[str, Any]:
+def measure(n: int, scorer: str, data: str, load: bool = False) -> dict[str, Any]:
     """The figures above, in this process (call it in a fresh one)."""
     from actormem._engine.state import DEFAULT_HALF_LIFE, MemoryState
 
@@ -52,11 +58,21 @@ def measure(n: int, scorer: str, data: str) -> dict[str, Any]:
     rss_entries = rss_bytes()
     state = MemoryState(capacity=None, half_life=DEFAULT_HALF_LIFE, scorer=make_scorer(scorer))
     start = time.perf_counter()
-    fill_state(state, batch)
+    if load:
+        state.load([(seq, e) for seq, e in enumerate(batch, 1)])
+    else:
+        fill_state(state, batch)
     build_s = time.perf_counter() - start
     del batch  # the state holds every entry
     rss_stored = rss_bytes()
     assert len(state) == n
+    gc.collect()
+    tracked = len(gc.get_objects())
+    cpu = []
+    for _ in range(3):
+        start = time.process_time()
+        gc.collect()
+        cpu.append(time.process_time() - start)
     return {
         "scorer": scorer,
         "n": n,
@@ -66,11 +82,14 @@ def measure(n: int, scorer: str, data: str) -> dict[str, Any]:
         "beyond_text_bytes": (rss_stored - rss_before - text_bytes) / n,
         "rss_stored_mib": rss_stored / 2**20,
         "build_entries_per_s": n / build_s,
+        "built_by": "load" if load else "store",
+        "gc_tracked_per_entry": tracked / n,
+        "full_gc_cpu_s": sorted(cpu)[1],
         "actormem_source": source_version(),
     }
 
 
-def measure_in_child(n: int, scorer: str, data: str) -> dict[str, Any]:
+def measure_in_child(n: int, scorer: str, data: str, load: bool = False) -> dict[str, Any]:
     """:func:`measure` in a fresh interpreter. Raises ``CalledProcessError`` if it fails."""
     root = Path(__file__).resolve().parent.parent
     out = subprocess.run(
@@ -84,6 +103,7 @@ def measure_in_child(n: int, scorer: str, data: str) -> dict[str, Any]:
             scorer,
             "--data",
             str(data),
+            *(["--load"] if load else []),
         ],
         cwd=root,
         check=True,
@@ -99,8 +119,9 @@ def main() -> None:
     parser.add_argument("--n", type=int, required=True)
     parser.add_argument("--scorer", default="word-overlap")
     parser.add_argument("--data", required=True)
+    parser.add_argument("--load", action="store_true", help="build by MemoryState.load")
     args = parser.parse_args()
-    print(json.dumps(measure(args.n, args.scorer, args.data)))
+    print(json.dumps(measure(args.n, args.scorer, args.data, args.load)))
 
 
 if __name__ == "__main__":

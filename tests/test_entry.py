@@ -102,3 +102,40 @@ def test_with_access_equals_evolve_without_revalidating() -> None:
     assert hash(fast) == hash(slow)
     assert attrs.asdict(fast) == attrs.asdict(slow)
     assert (e.access_count, e.last_accessed) == (0, None)  # the original is untouched
+
+
+def test_the_id_is_kept_as_its_int_and_read_as_an_equal_uuid() -> None:
+    import pickle
+
+    given = uuid.uuid4()
+    when = datetime(2026, 1, 1, tzinfo=UTC)
+    e = MemoryEntry(category=MemoryCategory.FACT, memory="x", id=given, created_at=when)
+    assert type(e.id) is uuid.UUID
+    assert e.id == given
+    assert e.id.version == 4
+    assert hash(e.id) == hash(given)
+    assert str(e.id) == str(given)
+    assert f"id={given!r}" in repr(e)
+    assert type(getattr(e, "_id")) is int  # noqa: B009  (no UUID object kept)
+    # The int form is taken too; attrs.evolve passes it back in.
+    same = MemoryEntry(category=MemoryCategory.FACT, memory="x", id=given.int, created_at=when)
+    assert same == e
+    assert attrs.evolve(e, memory="y").id == given
+    other = uuid.uuid4()
+    assert attrs.evolve(e, id=other).id == other
+    assert pickle.loads(pickle.dumps(e)) == e
+    assert pickle.loads(pickle.dumps(e)).id == given
+    for bad, exc in ((True, TypeError), (-1, InvalidEntryError), (1 << 128, InvalidEntryError)):
+        with pytest.raises(exc):
+            MemoryEntry(category=MemoryCategory.FACT, memory="x", id=bad)
+
+
+def test_fresh_ids_are_random_version_4_uuids() -> None:
+    from actormem._entry import _V4_CLEAR, _V4_SET
+
+    ids = {MemoryEntry.new(MemoryCategory.FACT, "x").id for _ in range(200)}
+    assert len(ids) == 200
+    assert all(i.version == 4 and i.variant == uuid.RFC_4122 for i in ids)
+    for _ in range(200):  # the masks change no bit uuid4() itself fixes
+        x = uuid.uuid4().int
+        assert (x & _V4_CLEAR) | _V4_SET == x

@@ -239,3 +239,94 @@ def test_by_relevance_sees_every_version_across_chunk_boundaries(upserted: int) 
     got = list(new.by_relevance())
     assert [r.entry.id for r in got] == [e.id for e in entries]
     assert got[upserted].entry.memory == "renewed"
+
+
+def test_namespace_lists_drop_purged_records_lazily_and_views_keep_theirs() -> None:
+    state = _state()
+    a = [MemoryEntry.new(MemoryCategory.FACT, f"a{i}").with_namespace("a") for i in range(100)]
+    b = [MemoryEntry.new(MemoryCategory.FACT, f"b{i}").with_namespace("b") for i in range(3)]
+    for e in a + b:
+        state.store(e)
+    state.publish()
+    old = state.view()  # held: nothing it sees may be purged
+    for e in a[:60]:
+        state.delete(e.id)
+    state.publish()
+    assert state.vacuum(old.version) == 0
+    assert [r.entry for r in old.in_namespace(("a",)) if r is not None] == a
+    state.vacuum(state.published)  # the old view is released
+    state._check()
+    group = state._namespaces[("a",)]
+    assert group.live == 40
+    assert len(group.recs) < 60  # compacted once a quarter was purged
+    new = state.view()
+    assert [r.entry for r in new.in_namespace(("a",)) if r is not None] == a[60:]
+    assert list(new.namespaces(None)) == [("a",), ("b",)]
+    for e in b:
+        state.delete(e.id)
+    state.publish()
+    state.vacuum(state.published)
+    state._check()
+    assert ("b",) not in state._namespaces and list(state._ns_sorted) == [("a",)]
+    # An upsert appends its new version; the dead one leaves with the vacuum.
+    state.store(attrs.evolve(a[99], memory="changed"))
+    state.publish()
+    state.vacuum(state.published)
+    state._check()
+    assert [r.entry.memory for r in state.view().in_namespace(("a",)) if r is not None][-1] == (
+        "changed"
+    )
+
+
+def test_a_large_load_freezes_what_it_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    from actormem._engine import state as state_module
+
+    rows = [(i + 1, MemoryEntry.new(MemoryCategory.FACT, f"t{i}")) for i in range(3)]
+    gc.unfreeze()
+    try:
+        monkeypatch.setattr(state_module, "FREEZE_MIN", 4)
+        small = _state()
+        small.load(rows)  # below the threshold: nothing frozen
+        assert gc.get_freeze_count() == 0
+        monkeypatch.setattr(state_module, "FREEZE_MIN", 3)
+        large = _state()
+        large.load(rows)
+        assert gc.get_freeze_count() > 0
+        rec = large._by_id[rows[0][1].id.int]
+        assert not any(o is rec for o in gc.get_objects())  # in the permanent generation
+        large._check()
+    finally:
+        gc.unfreeze()
+
+
+def test_namespace_list_rebuilds_in_steps_across_stores_and_views(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from actormem._engine import state as state_module
+
+    monkeypatch.setattr(state_module, "_NS_STEP", 3)
+    state = _state()
+    live: list[MemoryEntry] = []
+    for i in range(40):
+        e = MemoryEntry.new(MemoryCategory.FACT, f"x{i}")
+        state.store(e)
+        live.append(e)
+    state.publish()
+    group = state._namespaces[()]
+    replaced = 0
+    for i in range(80):  # delete the oldest, store a new one, purge, list
+        state.delete(live.pop(0).id)
+        e = MemoryEntry.new(MemoryCategory.FACT, f"y{i}")
+        state.store(e)
+        live.append(e)
+        state.publish()
+        held = state.view()
+        before = group.recs
+        state.vacuum(state.published)
+        replaced += group.recs is not before
+        state._check()
+        assert [r.entry for r in held.in_namespace(()) if r is not None] == live
+    assert replaced >= 2
+    assert len(group.recs) <= 80  # 40 live: rebuilt, not grown by every purge

@@ -46,7 +46,8 @@ Structures only the owner reads:
   consolidation merges duplicates without scanning every entry (``_dup_keys`` lists the
   sets). Most texts are unique: a group of one costs no dict.
 * ``_graveyard``: dead records in order of death, for the vacuum.
-* ``_expiry``: live records that expire, ordered by ``(expires_at as POSIX time, rec)``.
+* ``_expiry``: live records that expire, ordered by ``(expires_at as POSIX time, rec)``
+  (each record's key in it in ``_exkeys``).
   A read that refreshes a time to live only moves an expiry later, so, as with the
   eviction order, a stored key may be stale from below: :meth:`MemoryState.expire` pops
   the front and re-files it under its fresh key until the front is due for real.
@@ -56,9 +57,11 @@ Structures readers share for keys and namespaces (same two rules as above):
 * ``_by_key``: ``(namespace, key)`` -> ``id.int`` of the newest record that took that key.
   A reader checks the record it finds at its version still carries the key (an id may
   change its key; the entry is left until the id is purged).
-* ``_namespaces``: namespace -> its unpurged records (an insertion-ordered dict), and
-  ``_ns_sorted``, those namespaces in order, so namespace listings and prefix listings
-  read only the namespaces concerned, never every entry.
+* ``_namespaces``: namespace -> its unpurged records in insertion order (a
+  :class:`_NsRecords`: a list that purged records leave lazily, 8 bytes a record where
+  an insertion-ordered dict took ~50), and ``_ns_sorted``, those namespaces in order, so
+  namespace listings and prefix listings read only the namespaces concerned, never
+  every entry.
 
 Time. The state never reads a clock for anything that changes it: the owner passes
 ``now`` (``store``, ``expire``, ``refresh``), so a replica fed the same times makes the
@@ -72,6 +75,7 @@ steps so one long-held snapshot released at once cannot stall the owner.
 
 from __future__ import annotations
 
+import gc
 import logging
 import math
 import struct
@@ -101,6 +105,9 @@ DEFAULT_HALF_LIFE = 7 * 24 * 3600.0
 #: Smallest ``half_life`` accepted, in seconds: with it, ``t / half_life`` stays finite for
 #: every ``datetime`` (year 9999 is 2.5e11 s), so no eviction key is infinite or NaN.
 MIN_HALF_LIFE = 1e-6
+
+#: Entries from which :meth:`MemoryState.load` ends with ``gc.freeze()``.
+FREEZE_MIN = 50_000
 
 #: Relevance below which consolidation prunes an unvalidated entry (loopctl's 0.05).
 PRUNE_BELOW = 0.05
@@ -172,8 +179,10 @@ def _dupkey(rec: Record) -> int:
     """The hash of :func:`_normalised`: the key of ``rec``'s group in ``_dups``.
     Recomputed when the record leaves (O(len(text))) rather than kept on the record:
     a slot less per record (the int lives on as the dict's key) for a few µs per
-    delete, upsert or eviction."""
-    return hash(_normalised(rec))
+    delete, upsert or eviction. Cut to 30 bits: an int of one digit (28 bytes, not
+    36); the few more unequal records that share a key cost nothing but a group
+    (consolidation compares the full :func:`_normalised` keys)."""
+    return hash(_normalised(rec)) & 0x3FFF_FFFF
 
 
 def _normalised(
@@ -185,6 +194,50 @@ def _normalised(
     e = rec.entry
     folded = _one_spaced(e.memory.casefold())
     return (e.namespace, e.category._value_, folded, e.key, e.value)  # str: hash cached
+
+
+#: Records a namespace list's rebuild reads per purge (see :class:`_NsRecords`).
+_NS_STEP = 256
+
+
+class _NsRecords:
+    """One namespace's records in insertion order: every unpurged record, and purged
+    ones not yet dropped (readers skip them: a purged record is invisible to every live
+    view). ``recs`` is append-only for readers. Once more than a quarter of it is
+    purged, the owner rebuilds it without them, :data:`_NS_STEP` records per later purge
+    (so no step of the owner copies a large list), and then replaces it: amortized O(1)
+    per purge, and the list holds about a third more records than ``live`` at most."""
+
+    __slots__ = ("_at", "_next", "live", "recs")
+
+    def __init__(self) -> None:
+        self.recs: list[Record] = []
+        #: Unpurged records in ``recs``.
+        self.live = 0
+        #: The rebuild under way (the unpurged records of ``recs[:_at]``), or None.
+        self._next: list[Record] | None = None
+        self._at = 0
+
+    def add(self, rec: Record) -> None:
+        self.recs.append(rec)
+        self.live += 1
+
+    def purged(self) -> bool:
+        """One of ``recs`` was purged (``rec.purged`` set); True when none is left.
+        O(:data:`_NS_STEP`)."""
+        self.live -= 1
+        recs = self.recs
+        if self._next is not None:
+            end = min(self._at + _NS_STEP, len(recs))
+            self._next.extend([r for r in recs[self._at : end] if not r.purged])
+            if end < len(recs):
+                self._at = end
+                return self.live == 0
+            recs = self.recs = self._next  # read to the end (appends included)
+            self._next = None
+        if 4 * (len(recs) - self.live) > len(recs):  # (still) a quarter purged
+            self._next, self._at = [], 0
+        return self.live == 0
 
 
 class StoreOutcome(NamedTuple):
@@ -218,7 +271,11 @@ class View:
 
     def get(self, id: uuid.UUID) -> Record | None:
         """The record of ``id`` visible here, or None. O(versions kept for that id)."""
-        rec = self._state._by_id.get(id.int)
+        return self._get(id.int)
+
+    def _get(self, ident: int) -> Record | None:
+        """:meth:`get` by the id's int. O(versions kept for that id)."""
+        rec = self._state._by_id.get(ident)
         v = self.version
         while rec is not None and rec.born > v:
             rec = rec.prev
@@ -285,7 +342,7 @@ class View:
             records = state._namespaces.get(ns)
             if records is None:  # purged meanwhile: nothing in it was visible here
                 continue
-            for rec in list(records):
+            for rec in records.recs.copy():  # purged ones fail the visibility test
                 if rec.born <= v < rec.died:
                     yield rec
                 read += 1
@@ -304,7 +361,7 @@ class View:
         for ns in state._ns_sorted.irange(minimum=under):
             if ns[:n] != under:
                 break
-            for rec in state._namespaces[ns]:
+            for rec in state._namespaces[ns].recs:
                 if rec.born <= v < rec.died and (alive is None or alive(rec)):
                     yield ns
                     break
@@ -313,7 +370,7 @@ class View:
         """Every visible record, in insertion order (``seq``). O(n log n)."""
         out = []
         for rec in list(self._state._by_id.values()):
-            r = self.get(rec.entry.id)
+            r = self._get(rec.entry._id)
             if r is not None:
                 out.append(r)
         out.sort(key=lambda r: r.seq)
@@ -418,10 +475,13 @@ class MemoryState:
         #: (namespace, key) -> id.int of the newest record that took the key.
         self._by_key: dict[tuple[tuple[str, ...], str], int] = {}
         #: namespace -> its unpurged records; the namespaces, sorted.
-        self._namespaces: dict[tuple[str, ...], dict[Record, None]] = {}
+        self._namespaces: dict[tuple[str, ...], _NsRecords] = {}
         self._ns_sorted: SortedList = SortedList()
         #: Live records that expire, by (expiry as POSIX time, rec); stale from below.
         self._expiry: SortedList = SortedList()
+        #: A live record's key in ``_expiry`` (kept here, not on the record: a slot less
+        #: on every record, for the few that expire).
+        self._exkeys: dict[Record, tuple[float, Record]] = {}
         #: Whether any record ever had an expiry (readers then check expiry times).
         self._ever_expiring = False
         self._evictions_since_consolidate = 0
@@ -530,20 +590,20 @@ class MemoryState:
     def _link(self, rec: Record) -> None:
         """Enter a new live record into every structure."""
         e = rec.entry
-        self._by_id[e.id.int] = rec
+        self._by_id[e._id] = rec
         self._by_relevance.add(rec)
         if e.key is not None:
-            self._by_key[(e.namespace, e.key)] = e.id.int
+            self._by_key[(e.namespace, e.key)] = e._id
         records = self._namespaces.get(e.namespace)
         if records is None:
-            records = self._namespaces[e.namespace] = {}
+            records = self._namespaces[e.namespace] = _NsRecords()
             self._ns_sorted.add(e.namespace)
-        records[rec] = None
+        records.add(rec)
         expires = rec.current_expires()
         if expires is not None:
             self._ever_expiring = True
-            rec.exkey = (expires.timestamp(), rec)
-            self._expiry.add(rec.exkey)
+            exkey = self._exkeys[rec] = (expires.timestamp(), rec)
+            self._expiry.add(exkey)
         if self._evict is not None:
             rec.evkey = self._evkey(rec)
             self._evict[rec.entry.validated].add(rec.evkey)  # validated: 0 or 1
@@ -581,9 +641,9 @@ class MemoryState:
             assert rec.evkey is not None
             self._evict[rec.entry.validated].remove(rec.evkey)
             rec.evkey = None
-        if rec.exkey is not None:
-            self._expiry.remove(rec.exkey)
-            rec.exkey = None
+        exkey = self._exkeys.pop(rec, None)
+        if exkey is not None:
+            self._expiry.remove(exkey)
         key = _dupkey(rec)
         dups = self._dups
         group = dups[key]
@@ -638,7 +698,7 @@ class MemoryState:
         self.version += 1
         if entry.key is not None:
             other_id = self._by_key.get((entry.namespace, entry.key))
-            if other_id is not None and other_id != entry.id.int:
+            if other_id is not None and other_id != entry._id:
                 other = self._by_id.get(other_id)
                 if (
                     other is not None
@@ -647,7 +707,7 @@ class MemoryState:
                     and other.entry.namespace == entry.namespace
                 ):
                     entry = attrs.evolve(entry, id=other.entry.id)  # the key wins
-        old = self._by_id.get(entry.id.int)
+        old = self._by_id.get(entry._id)
         replaced = None
         evicted = None
         if old is not None and old.died == NEVER:
@@ -683,7 +743,7 @@ class MemoryState:
         """
         if seq <= self._seq:
             raise ValueError(f"restore(): seq {seq} is not above {self._seq}")
-        old = self._by_id.get(entry.id.int)
+        old = self._by_id.get(entry._id)
         if old is not None and old.died == NEVER:
             raise ValueError(f"restore(): id {entry.id} is stored already")
         if self.version < seq - 1:
@@ -706,6 +766,14 @@ class MemoryState:
         exactly them; otherwise (stale, foreign, corrupt) the index is rebuilt and one
         line logged. Then O(n log n + image size).
 
+        A load of :data:`FREEZE_MIN` entries or more ends with ``gc.freeze()``: every
+        object the process holds then (the loaded records, entries and index among them)
+        moves to the collector's permanent generation, so no later full collection walks
+        them (1-2.5 s of CPU each at 1M entries otherwise). Reference counting still frees
+        them; only a reference cycle that was already garbage then is never collected
+        (the state makes none: a record's eviction key, the one cycle it holds, is
+        cleared when it dies).
+
         Raises:
             ValueError: As :meth:`restore`.
         """
@@ -721,6 +789,8 @@ class MemoryState:
             else:
                 for seq, entry in rows:
                     self.restore(entry, seq)  # keeps the file's seq, hence the order of ties
+        if len(self) >= FREEZE_MIN:
+            gc.freeze()
         evicted = [rec.seq for kind, rec in self.take_journal() if kind == JOURNAL_DELETE]
         self.stores = self.upserts = 0
         self.publish()
@@ -789,7 +859,7 @@ class MemoryState:
             if seq <= last:
                 raise ValueError(f"restore(): seq {seq} is not above {last}")
             last = seq
-            ident = entry.id.int
+            ident = entry._id
             if ident in by_id:
                 raise ValueError(f"restore(): id {entry.id} is stored already")
             rec = Record(entry, seq, seq, None)
@@ -799,13 +869,13 @@ class MemoryState:
                 by_key[(entry.namespace, entry.key)] = ident
             group = namespaces.get(entry.namespace)
             if group is None:
-                group = namespaces[entry.namespace] = {}
+                group = namespaces[entry.namespace] = _NsRecords()
                 new_ns.append(entry.namespace)
-            group[rec] = None
+            group.add(rec)
             expires = rec.current_expires()
             if expires is not None:
-                rec.exkey = (expires.timestamp(), rec)
-                expiry_keys.append(rec.exkey)
+                exkey = self._exkeys[rec] = (expires.timestamp(), rec)
+                expiry_keys.append(exkey)
             if bounded:
                 rec.evkey = self._evkey(rec)
                 evict_keys[entry.validated].append(rec.evkey)
@@ -926,8 +996,8 @@ class MemoryState:
             assert fresh is not None
             if fresh.timestamp() > stale[0]:  # refreshed since: re-file, look again
                 del order[0]
-                rec.exkey = (fresh.timestamp(), rec)
-                order.add(rec.exkey)
+                exkey = self._exkeys[rec] = (fresh.timestamp(), rec)
+                order.add(exkey)
                 continue
             if done == 0:
                 self.version += 1
@@ -1060,12 +1130,10 @@ class MemoryState:
         self._by_relevance.remove(rec)
         self.index.purge(rec)
         e = rec.entry
-        records = self._namespaces[e.namespace]
-        del records[rec]
-        if not records:
+        if self._namespaces[e.namespace].purged():
             del self._namespaces[e.namespace]
             self._ns_sorted.remove(e.namespace)
-        id = e.id.int
+        id = e._id
         head = self._by_id.get(id)
         if head is rec and rec.prev is None and e.key is not None:
             if self._by_key.get((e.namespace, e.key)) == id:
@@ -1091,12 +1159,12 @@ class MemoryState:
         assert self.published <= self.version
         unpurged: list[Record] = []
         for key, head in self._by_id.items():
-            assert head.entry.id.int == key
+            assert head.entry._id == key
             r: Record | None = head
             newer: Record | None = None
             while r is not None:
                 assert not r.purged
-                assert r.entry.id.int == key
+                assert r.entry._id == key
                 if newer is not None:
                     assert r.died <= newer.born, "versions of one id overlap"
                     assert r.seq == newer.seq or r.died != NEVER
@@ -1139,23 +1207,30 @@ class MemoryState:
         assert len(keys) == len(set(keys)), "two live entries share a (namespace, key)"
         for r in live:
             if r.entry.key is not None:
-                assert self._by_key[(r.entry.namespace, r.entry.key)] == r.entry.id.int
+                assert self._by_key[(r.entry.namespace, r.entry.key)] == r.entry._id
         # Namespaces index: exactly the unpurged records, by namespace.
         assert list(self._ns_sorted) == sorted(self._namespaces)
         by_ns: dict[tuple[str, ...], set[int]] = {}
         for r in unpurged:
             by_ns.setdefault(r.entry.namespace, set()).add(id(r))
-        assert {ns: set(map(id, recs)) for ns, recs in self._namespaces.items()} == by_ns
+        assert {
+            ns: {id(r) for r in group.recs if not r.purged}
+            for ns, group in self._namespaces.items()
+        } == by_ns
+        for ns_group in self._namespaces.values():
+            assert ns_group.live == sum(not r.purged for r in ns_group.recs) > 0
+            dead = len(ns_group.recs) - ns_group.live
+            assert ns_group._next is not None or 4 * dead <= len(ns_group.recs)
         # Expiry order: exactly the live records that expire, keys at most the fresh ones.
         self._expiry._check()
         expiring = [r for r in live if r.current_expires() is not None]
-        assert sorted(map(id, self._expiry)) == sorted(id(r.exkey) for r in expiring)
+        assert sorted(map(id, self._expiry)) == sorted(id(self._exkeys[r]) for r in expiring)
+        assert len(self._exkeys) == len(expiring)
         for r in expiring:
-            assert r.exkey is not None
-            assert r.exkey[1] is r
+            exkey = self._exkeys[r]
+            assert exkey[1] is r
             fresh = r.current_expires()
             assert fresh is not None
-            assert r.exkey[0] <= fresh.timestamp()
-        assert all(r.exkey is None for r in unpurged if r.died != NEVER)
+            assert exkey[0] <= fresh.timestamp()
         assert self._ever_expiring or not expiring
         self.index._check([r for r in self._by_relevance])

@@ -519,11 +519,12 @@ def read_file(
         raise StorageError(path, sqlite_reason(exc)) from exc
     finally:
         conn.close()
-    seen: set[uuid.UUID] = set()
+    seen: set[int] = set()
     for seq, entry in entries:
-        if entry.id in seen:
+        ident = entry._id  # the id's int, as the entry keeps it (no UUID made per row)
+        if ident in seen:
             raise StorageError(path, f"corrupted: id {entry.id} appears twice (seq {seq})")
-        seen.add(entry.id)
+        seen.add(ident)
     return entries, parts
 
 
