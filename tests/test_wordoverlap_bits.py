@@ -523,3 +523,27 @@ def test_every_match_of_many_groups(budget: int) -> None:
                 finally:
                     ccore.BITS = True
             assert got[True] == got[False], (query, limit, min_matched)
+
+
+def test_a_small_memory_borrows_room_for_its_own_groups_only() -> None:
+    # The room a retrieve reads a count's groups into is at most its groups rounded up
+    # to a whole 64-group word, not a whole _BITS_CHUNK: 64 readers of a small memory
+    # each holding 2 MiB of it doubled the main job's RSS.
+    state = MemoryState(capacity=None, half_life=3600.0, scorer=WordOverlapScorer())
+    for i in range(100):
+        state.store(
+            MemoryEntry(
+                category=MemoryCategory.FACT,
+                memory=f"{WORDS[i % len(WORDS)]} n{i}",
+                created_at=BASE + timedelta(seconds=i),
+                id=uuid.UUID(int=i + 1),
+            )
+        )
+    state.publish()
+    index = state.index
+    assert ccore.BITS
+    got = list(drain(index.top_k_steps(state.view(), "n1 the cat", 5, None)))  # type: ignore[attr-defined]
+    assert got
+    spares = index._e.scratch._spares.get("int64", [])  # type: ignore[attr-defined]
+    assert spares, "the room is given back to the pool"
+    assert max(len(a) for a in spares) <= ccore.words_of(100) * 64

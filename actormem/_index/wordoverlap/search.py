@@ -457,7 +457,10 @@ class WordOverlapSearch:
         # between two yields; then the groups of a count a chunk per call. The chunks and
         # batches need not be the byte path's: _visit's result does not depend on the
         # order it sees the groups in.
-        chunk = -(-knobs._BITS_CHUNK // 64) * 64
+        # No wider than this retrieve's groups: the room below is a chunk of int64s, and
+        # 64 concurrent readers of a small memory each holding 2 MiB doubled the main
+        # job's RSS.
+        chunk = min(-(-knobs._BITS_CHUNK // 64) * 64, max(1, words_n) * 64)
         chunks = -(-n // chunk)
         most = np.zeros(max(1, chunks), np.int64)
         for c0 in range(chunks):
