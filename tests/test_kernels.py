@@ -343,6 +343,16 @@ def test_without_the_extension_the_index_works_and_says_so() -> None:
     assert "pure-Python index" in notice[0]
 
 
+@pytest.mark.skipif(not kernels.AVAILABLE, reason="the compiled kernels are not built")
+def test_pure_python_switch_set_to_0_is_off() -> None:
+    # As ACTORMEM_WO_CORE=0 and ACTORMEM_BM25_CORE=0: 0 means off, not "set".
+    out, notice = one_entry_run(
+        "BM25Scorer", "a b", "a", "AVAILABLE", {"ACTORMEM_PURE_PYTHON": "0"}
+    )
+    assert out == ["True", "1"]
+    assert notice == []
+
+
 # -- both paths driven by the same operations ----------------------------------------
 
 WORDS = ["the", "a", "on", "cat", "cats", "deploy", "deployed", "x", "id", "do", "w1", "w2"]

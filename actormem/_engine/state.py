@@ -75,7 +75,6 @@ steps so one long-held snapshot released at once cannot stall the owner.
 
 from __future__ import annotations
 
-import gc
 import logging
 import math
 import struct
@@ -106,8 +105,6 @@ DEFAULT_HALF_LIFE = 7 * 24 * 3600.0
 #: every ``datetime`` (year 9999 is 2.5e11 s), so no eviction key is infinite or NaN.
 MIN_HALF_LIFE = 1e-6
 
-#: Entries from which :meth:`MemoryState.load` ends with ``gc.freeze()``.
-FREEZE_MIN = 50_000
 
 #: Relevance below which consolidation prunes an unvalidated entry (loopctl's 0.05).
 PRUNE_BELOW = 0.05
@@ -766,13 +763,10 @@ class MemoryState:
         exactly them; otherwise (stale, foreign, corrupt) the index is rebuilt and one
         line logged. Then O(n log n + image size).
 
-        A load of :data:`FREEZE_MIN` entries or more ends with ``gc.freeze()``: every
-        object the process holds then (the loaded records, entries and index among them)
-        moves to the collector's permanent generation, so no later full collection walks
-        them (1-2.5 s of CPU each at 1M entries otherwise). Reference counting still frees
-        them; only a reference cycle that was already garbage then is never collected
-        (the state makes none: a record's eviction key, the one cycle it holds, is
-        cleared when it dies).
+        The library never calls ``gc.freeze()`` (process-wide: a reference cycle alive
+        then, of the application or of the memory's own owner, would never be collected
+        after the memory closes); an application that keeps a large memory open for
+        long may freeze after opening it (docs/design.md, "Garbage collection").
 
         Raises:
             ValueError: As :meth:`restore`.
@@ -789,8 +783,6 @@ class MemoryState:
             else:
                 for seq, entry in rows:
                     self.restore(entry, seq)  # keeps the file's seq, hence the order of ties
-        if len(self) >= FREEZE_MIN:
-            gc.freeze()
         evicted = [rec.seq for kind, rec in self.take_journal() if kind == JOURNAL_DELETE]
         self.stores = self.upserts = 0
         self.publish()

@@ -68,7 +68,8 @@ def _load(name: str, switched_off: bool) -> tuple[ModuleType | None, str]:
         return None, str(exc)
 
 
-_PURE = bool(os.environ.get("ACTORMEM_PURE_PYTHON"))
+# Unset, empty or 0: off (as the other switches); anything else: on.
+_PURE = os.environ.get("ACTORMEM_PURE_PYTHON", "0") not in ("", "0")
 _c: ModuleType | None
 _wo: ModuleType | None  # the word-overlap core (_cwordoverlap.c; wrappers in wordoverlap/ccore.py)
 _b: ModuleType | None  # the BM25 core (_cbm25.c): its add term loop and query driver

@@ -24,6 +24,7 @@ answers for these rows, never an out-of-range read.
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import unicodedata
 from array import array
@@ -53,6 +54,14 @@ def handles(index: object) -> bool:
     return type(index) is BM25Index and type(index.scorer.tokenizer) is Tokenizer
 
 
+def _stemmer_version() -> str | None:
+    """The installed PyStemmer's version (None if its metadata cannot be read)."""
+    try:
+        return importlib.metadata.version("PyStemmer")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def _params(index: BM25Index) -> dict[str, Any]:
     tok = index.scorer.tokenizer
     assert type(tok) is Tokenizer
@@ -60,6 +69,8 @@ def _params(index: BM25Index) -> dict[str, Any]:
         "pattern": _WORD.pattern,
         "unicode": unicodedata.unidata_version,
         "stemmer": tok.stemmer,
+        # Another PyStemmer release may stem differently: its image is then refused.
+        "stemmer_version": _stemmer_version() if tok.stemmer else None,
         "stopwords": persist.text_digest(sorted(tok.stopwords)),
     }
 

@@ -130,8 +130,10 @@ class _WordOverlapIndex:
             e.dead += 1
             post, pdead = e.post, e.pdead
             for tok in set(text.lower().split()):
+                lst = post.get(tok)
+                if lst is None:  # only behind a restored image that lacked it (persist.py)
+                    continue
                 d = pdead.get(tok, 0) + 1
-                lst = post[tok]
                 if d == len(lst):
                     del post[tok]
                     pdead.pop(tok, None)
