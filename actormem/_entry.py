@@ -142,8 +142,7 @@ def _convert_ttl(value: Any) -> float | None:
     number = float(value)
     if not (math.isfinite(number) and 0.0 < number <= MAX_TTL):
         raise InvalidEntryError(
-            f"ttl must be a number of seconds > 0 and <= {MAX_TTL:.0f} (100 years), "
-            f"got {number!r}"
+            f"ttl must be a number of seconds > 0 and <= {MAX_TTL:.0f} (100 years), got {number!r}"
         )
     return number
 
@@ -287,6 +286,24 @@ class MemoryEntry(metaclass=Final):
             for name in _ENTRY_FIELDS
         )
         return f"MemoryEntry({parts})"
+
+    def __getstate__(self) -> dict[str, object]:
+        """Pickle state: each field by its name, the id as its kept int. O(fields)."""
+        return {name: getattr(self, name) for name in _ENTRY_FIELDS}
+
+    def __setstate__(self, state: dict[str, object] | tuple[object, ...]) -> None:
+        """Restore pickle state, also of an entry pickled before the id was kept as an
+        int (its state has ``id``, a ``UUID``, where today's has ``_id``). O(fields)."""
+        if isinstance(state, tuple):  # attrs' older tuple form: the fields in order
+            state = dict(zip(_ENTRY_FIELDS, state, strict=True))
+        else:
+            state = dict(state)
+        if "_id" not in state and "id" in state:
+            state["_id"] = _convert_id(state.pop("id"))  # type: ignore[arg-type]
+        if set(state) != set(_ENTRY_FIELDS):
+            raise TypeError(f"not the state of a MemoryEntry: fields {sorted(state)}")
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
 
     def __attrs_post_init__(self) -> None:
         if self.updated_at is None or self.updated_at < self.created_at:

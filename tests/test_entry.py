@@ -13,7 +13,12 @@ from actormem._entry import with_access
 
 def test_category_values() -> None:
     assert [c.value for c in MemoryCategory] == [
-        "trajectory", "insight", "error_pattern", "strategy", "fact", "working",
+        "trajectory",
+        "insight",
+        "error_pattern",
+        "strategy",
+        "fact",
+        "working",
     ]
 
 
@@ -139,3 +144,45 @@ def test_fresh_ids_are_random_version_4_uuids() -> None:
     for _ in range(200):  # the masks change no bit uuid4() itself fixes
         x = uuid.uuid4().int
         assert (x & _V4_CLEAR) | _V4_SET == x
+
+
+# An entry pickled by actormem at d9f9859, when the id was kept as a UUID field named
+# ``id`` (MemoryEntry(category=FACT, memory="hello old", tags=("a",),
+# id=UUID(int=12345), created_at=2026-01-02 UTC), pickle protocol 4).
+_OLD_PICKLE = (
+    "gASVhQEAAAAAAACMD2FjdG9ybWVtLl9lbnRyeZSMC01lbW9yeUVudHJ5lJOUKYGUfZQojAhjYXRlZ29y"
+    "eZRoAIwOTWVtb3J5Q2F0ZWdvcnmUk5SMBGZhY3SUhZRSlIwGbWVtb3J5lIwJaGVsbG8gb2xklIwCaWSU"
+    "jAR1dWlklIwEVVVJRJSTlCmBlH2UjANpbnSUTTkwc2KMBHRhZ3OUjAFhlIWUjApjcmVhdGVkX2F0lIwI"
+    "ZGF0ZXRpbWWUjAhkYXRldGltZZSTlEMKB+oBAgAAAAAAAJRoGIwIdGltZXpvbmWUk5RoGIwJdGltZWRl"
+    "bHRhlJOUSwBLAEsAh5RSlIWUUpSGlFKUjAlyZWxldmFuY2WURz/wAAAAAAAAjAxhY2Nlc3NfY291bnSU"
+    "SwCMCXZhbGlkYXRlZJSJjAluYW1lc3BhY2WUKYwNbGFzdF9hY2Nlc3NlZJROjANrZXmUTowFdmFsdWWU"
+    "TowKdXBkYXRlZF9hdJRoJYwDdHRslE6MCmV4cGlyZXNfYXSUTnViLg=="
+)
+
+
+def test_an_entry_pickled_before_the_int_id_loads() -> None:
+    import base64
+    import pickle
+
+    entry = pickle.loads(base64.b64decode(_OLD_PICKLE))  # noqa: S301 - our own bytes
+    assert entry.id == uuid.UUID(int=12345)
+    assert entry.memory == "hello old"
+    assert entry.tags == ("a",)
+    same = MemoryEntry(
+        category=MemoryCategory.FACT,
+        memory="hello old",
+        tags=("a",),
+        id=uuid.UUID(int=12345),
+        created_at=datetime(2026, 1, 2, tzinfo=UTC),
+    )
+    assert entry == same
+    assert hash(entry) == hash(same)
+    assert pickle.loads(pickle.dumps(entry)) == same  # noqa: S301
+
+
+def test_a_foreign_pickle_state_is_refused() -> None:
+    entry = MemoryEntry.new(MemoryCategory.FACT, "x")
+    blank = object.__new__(MemoryEntry)
+    with pytest.raises(TypeError, match="not the state of a MemoryEntry"):
+        blank.__setstate__({"memory": "x"})
+    assert entry.__getstate__()["_id"] == entry.id.int
