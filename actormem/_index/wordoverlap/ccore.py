@@ -201,12 +201,9 @@ def _gids(gids: Any, lo: int, hi: int) -> None:
     _need(0 <= lo <= hi <= kernels._array_of("gids", gids, _I32), "lo, hi beyond gids")
 
 
-def _need(ok: bool, message: str) -> None:
-    if not ok:
-        raise ValueError(message)
-
-
-_I32, _I64 = np.dtype(np.int32), np.dtype(np.int64)
+# The kernels' own argument checks and dtypes: one way to refuse a bad argument.
+_need = kernels._need
+_I32, _I64 = kernels._I32, kernels._I64
 
 
 class BitPlanes:
