@@ -189,6 +189,16 @@ def _migrate(path: str, conn: sqlite3.Connection, statements: tuple[str, ...]) -
         raise StorageError(path, f"upgrading the file failed: {sqlite_reason(exc)}") from exc
 
 
+def _roll_back(conn: sqlite3.Connection) -> None:
+    """Roll back the open transaction, if any, after a failed write; a failing ROLLBACK
+    is ignored (SQLite has then rolled back already, or the connection is gone)."""
+    if conn.in_transaction:
+        try:
+            conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass
+
+
 def _connect(path: str, durability: Durability) -> sqlite3.Connection:
     """The read-write connection of a validated file, in WAL mode."""
     uri = file_uri(path) + "?mode=rw"
@@ -424,11 +434,7 @@ class SqliteStore:
                 conn.executemany(INSERT_VECTOR, batch.vectors)
             conn.execute("COMMIT")
         except (sqlite3.Error, OSError) as exc:
-            if conn.in_transaction:
-                try:
-                    conn.execute("ROLLBACK")
-                except sqlite3.Error:
-                    pass
+            _roll_back(conn)
             raise StorageError(self.path, f"commit failed: {sqlite_reason(exc)}") from exc
         self.commits += 1
         self.written += len(batch)
@@ -457,11 +463,7 @@ class SqliteStore:
             conn.execute(SET_META, (IMAGE_KEY, marker))
             conn.execute("COMMIT")
         except (sqlite3.Error, OSError, StorageError):
-            if conn.in_transaction:
-                try:
-                    conn.execute("ROLLBACK")
-                except sqlite3.Error:
-                    pass
+            _roll_back(conn)
             return False
         self._marked = self.image_fresh = True
         return True
