@@ -273,33 +273,34 @@ class MaxScoreSearch:
         # of the terms with the highest bounds (the rarest), their records offered best
         # first. Documents at a time in number order would raise it only slowly.
         offered: set[int] = set()
-        seed_room = max(limit, knobs._SEED_ROOM) if knobs._COST_SPLIT else 0
-        for seed in sorted(range(len(terms)), key=bounds.__getitem__)[-knobs._SEEDS :]:
-            # one step of each (with the cost-aware split, of a few groups)
-            nums, scores, _ = daat.step(-math.inf, budget, seed, seed_room)
-            best = np.argsort(-scores, kind="stable")
-            for num, score in zip(nums[best].tolist(), scores[best].tolist(), strict=True):
-                if len(heap) == limit and score * up < heap[0][0]:
-                    break
-                if num in offered:
-                    continue
-                offered.add(num)
-                group = table[num]
-                if group is not None:  # else purged: no record to score
-                    ex.offer(heap, group, score)
-            yield
-        theta = heap[0][0] if len(heap) == limit else -math.inf
-        while True:
-            nums, scores, done = daat.step(theta, budget)
-            if len(nums) > 1:  # best first: those below the heap's worst are not offered
+
+        def offer_best_first(nums: Any, scores: Any, remember: bool) -> None:
+            # A step's groups, best first, until one is below the heap's worst; each
+            # group once (the seeds' steps remember what they offered).
+            if len(nums) > 1:
                 best = np.argsort(-scores, kind="stable")
                 nums, scores = nums[best], scores[best]
             for num, score in zip(nums.tolist(), scores.tolist(), strict=True):
                 if len(heap) == limit and score * up < heap[0][0]:
                     break
+                if num in offered:
+                    continue
+                if remember:
+                    offered.add(num)
                 group = table[num]
-                if group is not None and num not in offered:  # else purged, or offered
+                if group is not None:  # else purged: no record to score
                     ex.offer(heap, group, score)
+
+        seed_room = max(limit, knobs._SEED_ROOM) if knobs._COST_SPLIT else 0
+        for seed in sorted(range(len(terms)), key=bounds.__getitem__)[-knobs._SEEDS :]:
+            # one step of each (with the cost-aware split, of a few groups)
+            nums, scores, _ = daat.step(-math.inf, budget, seed, seed_room)
+            offer_best_first(nums, scores, True)
+            yield
+        theta = heap[0][0] if len(heap) == limit else -math.inf
+        while True:
+            nums, scores, done = daat.step(theta, budget)
+            offer_best_first(nums, scores, False)
             if len(heap) == limit:
                 theta = heap[0][0]
             if done:
