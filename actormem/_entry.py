@@ -431,19 +431,40 @@ def entry_of_checked(
     O(1).
     """
     new = _new(MemoryEntry)
-    _set(new, "category", category)
-    _set(new, "memory", memory)
-    _set(new, "_id", ident)
-    _set(new, "tags", tags)
-    _set(new, "created_at", created_at)
-    _set(new, "relevance", relevance)
-    _set(new, "access_count", access_count)
-    _set(new, "validated", validated)
-    _set(new, "namespace", namespace)
-    _set(new, "last_accessed", last_accessed)
-    _set(new, "key", key)
-    _set(new, "value", value)
-    _set(new, "updated_at", updated_at)
-    _set(new, "ttl", ttl)
-    _set(new, "expires_at", expires_at)
+    _s_category(new, category)
+    _s_memory(new, memory)
+    _s_id(new, ident)
+    _s_tags(new, tags)
+    _s_created_at(new, created_at)
+    _s_relevance(new, relevance)
+    _s_access_count(new, access_count)
+    _s_validated(new, validated)
+    _s_namespace(new, namespace)
+    _s_last_accessed(new, last_accessed)
+    _s_key(new, key)
+    _s_value(new, value)
+    _s_updated_at(new, updated_at)
+    _s_ttl(new, ttl)
+    _s_expires_at(new, expires_at)
     return new
+
+
+# The slots' own setters (their descriptors' ``__set__``), for entry_of_checked: a third
+# cheaper than ``object.__setattr__`` by name, which looks the descriptor up each time.
+(
+    _s_category,
+    _s_memory,
+    _s_id,
+    _s_tags,
+    _s_created_at,
+    _s_relevance,
+    _s_access_count,
+    _s_validated,
+    _s_namespace,
+    _s_last_accessed,
+    _s_key,
+    _s_value,
+    _s_updated_at,
+    _s_ttl,
+    _s_expires_at,
+) = (MemoryEntry.__dict__[name].__set__ for name in _ENTRY_FIELDS)

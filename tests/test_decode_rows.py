@@ -215,5 +215,7 @@ def test_one_datetime_for_equal_created_and_updated_times() -> None:
     ((_, decoded),) = decode_rows("f.db", [encode_record(Record(entry, 1, 1, None))])
     assert decoded == entry
     assert decoded.updated_at is decoded.created_at  # one object kept, not two
+    ((_, again),) = decode_rows("f.db", [encode_record(Record(entry, 2, 2, None))])
+    assert again.relevance is decoded.relevance == 1.0  # the default float shared too
     other = datetime(2026, 1, 1, tzinfo=timezone(timedelta(hours=2)))
     assert other.astimezone(UTC).tzinfo is UTC

@@ -746,6 +746,8 @@ def _decode_checked(row: tuple[Any, ...]) -> tuple[int, MemoryEntry]:
         raise _Declined
     if type(relevance) is not float or not 0.0 <= relevance <= 1.0:  # NaN fails too
         raise _Declined
+    if relevance == 1.0:  # the default: one float object for every such entry, not one each
+        relevance = 1.0
     if type(count) is not int or count < 0 or type(validated) is not int:
         raise _Declined
     if validated != 0 and validated != 1:
