@@ -11,8 +11,10 @@ go, empty or overlong texts, lone surrogates, duplicate tags.
 from __future__ import annotations
 
 import math
+import sqlite3
 import uuid
 from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -25,7 +27,15 @@ from actormem._entry import _ENTRY_FIELDS, MAX_KEY_CHARS, MAX_MEMORY_CHARS, entr
 from actormem._errors import StorageError
 from actormem._json import JsonObject
 from actormem._record import Record
-from actormem._storage.sqlite_format import COLUMNS, decode_row, decode_rows, encode_record
+from actormem._storage import sqlite_format
+from actormem._storage.sqlite_format import (
+    COLUMNS,
+    CREATE_SCHEMA,
+    INSERT_ENTRY,
+    decode_row,
+    decode_rows,
+    encode_record,
+)
 
 from .strategies import entries
 
@@ -219,3 +229,36 @@ def test_one_datetime_for_equal_created_and_updated_times() -> None:
     assert again.relevance is decoded.relevance == 1.0  # the default float shared too
     other = datetime(2026, 1, 1, tzinfo=timezone(timedelta(hours=2)))
     assert other.astimezone(UTC).tzinfo is UTC
+
+
+def _file_of(path: Path, rows: list[tuple[Any, ...]]) -> None:
+    conn = sqlite3.connect(path, isolation_level=None)
+    for statement in CREATE_SCHEMA:
+        conn.execute(statement)
+    conn.executemany(INSERT_ENTRY, rows)
+    conn.close()
+
+
+def test_read_file_decodes_batch_by_batch_as_row_by_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_format, "_FETCH_ROWS", 4)  # several batches, one partial
+    rows = [
+        encode_record(Record(MemoryEntry(category=MemoryCategory.FACT, memory=f"m{i}"), i, i, None))
+        for i in range(1, 11)
+    ]
+    good = tmp_path / "good.db"
+    _file_of(good, rows)
+    entries, image = sqlite_format.read_file(str(good))
+    assert image is None
+    assert entries == [decode_row("f.db", r) for r in rows]
+    bad = tmp_path / "bad.db"
+    odd = list(rows[6])
+    odd[COLUMNS.index("created_at")] = "2026-01-01T01:00:00+01:00"  # valid, not the writer's
+    wrong = list(rows[8])
+    wrong[COLUMNS.index("access_count")] = -1
+    _file_of(bad, [*rows[:6], tuple(odd), rows[7], tuple(wrong), rows[9]])
+    before = bad.read_bytes()
+    with pytest.raises(StorageError, match="seq 9 is invalid"):
+        sqlite_format.read_file(str(bad))
+    assert bad.read_bytes() == before

@@ -491,6 +491,10 @@ def read_validated(path: str) -> list[tuple[int, MemoryEntry]]:
     return read_file(path, image=False)[0]
 
 
+#: Rows fetched and decoded at a time when a file is read.
+_FETCH_ROWS = 16384
+
+
 def read_file(
     path: str, *, image: bool = True
 ) -> tuple[list[tuple[int, MemoryEntry]], dict[str, bytes] | None]:
@@ -516,12 +520,15 @@ def read_file(
     try:
         version = check_schema(path, conn, deep=True)
         with gc_paused():  # every object built here lives on: nothing for it to find
-            if version == 1:
-                padding = (None, None, None, None, None)
-                rows = [row + padding for row in conn.execute(SELECT_ENTRIES_V1)]
-            else:
-                rows = conn.execute(SELECT_ENTRIES).fetchall()
-            entries = decode_rows(path, rows)
+            # Decoded a batch of rows at a time: the rows of the whole file never exist
+            # at once beside their entries (about a third of the peak memory at 1M).
+            cursor = conn.execute(SELECT_ENTRIES_V1 if version == 1 else SELECT_ENTRIES)
+            entries: list[tuple[int, MemoryEntry]] = []
+            while rows := cursor.fetchmany(_FETCH_ROWS):
+                if version == 1:
+                    padding = (None, None, None, None, None)
+                    rows = [row + padding for row in rows]
+                entries += decode_rows(path, rows)
             del rows
             parts = _read_image(conn) if image and version >= 4 else None
     except sqlite3.Error as exc:
