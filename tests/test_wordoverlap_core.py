@@ -244,8 +244,9 @@ def test_bad_arguments_are_refused_before_c() -> None:
         (ValueError, {"start": 2}),
         (ValueError, {"budget": -1}),
         (TypeError, {"memo": {}}),
-        (TypeError, {"memo": [{}]}),
-        (TypeError, {"memo": [{}, []]}),
+        (TypeError, {"memo": [{}, {}]}),
+        (TypeError, {"memo": [{}, [], 0]}),
+        (TypeError, {"memo": [{}, {}, 0.0]}),
         (ValueError, {"epoch": -1}),
     ]
     for error, change in bad:
@@ -304,12 +305,12 @@ def test_c_checks_memory_safety_itself() -> None:
         call(words=["abcd"], grams={"abc": gram, "bcd": gram}, cache={"abcd": (gram, 9, [])})
     # The word memo: a list of two dicts whose values are its own capsules.
     with pytest.raises(TypeError, match="memo"):
-        call(planes=0, memo=[{}], epoch=0, memo_cap=4)
+        call(planes=0, memo=[{}, {}], epoch=0, memo_cap=4)
     with pytest.raises(TypeError, match="memo"):
-        call(planes=0, memo=[{}, {}], epoch=0, memo_cap=0)
+        call(planes=0, memo=[{}, {}, 0], epoch=0, memo_cap=0)
     with pytest.raises((TypeError, ValueError)):
-        call(planes=0, memo=[{"abc": object()}, {}], epoch=0, memo_cap=4)
-    memo: list[dict[str, Any]] = [{}, {}]
+        call(planes=0, memo=[{"abc": object()}, {}, 0], epoch=0, memo_cap=4)
+    memo: list[Any] = [{}, {}, 0]
     post = {"abc": array("i", [1, 3])}
     counts = np.zeros(4, np.uint8)
     for _ in range(2):  # built, then read from the memo: the same counts

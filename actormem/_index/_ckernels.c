@@ -111,6 +111,22 @@ e1:
     return result;
 }
 
+/* The first position of `key` in the ascending g[0..n), or n. */
+static inline Py_ssize_t
+lower_bound(const int32_t *g, Py_ssize_t n, int32_t key)
+{
+    Py_ssize_t lo = 0, hi = n;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (g[mid] < key) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo;
+}
+
 PyDoc_STRVAR(bm25_refine_doc,
 "bm25_refine(groups, tfs, count, cands, part, lengths, wi, a_part, b_part, up, rest,\n"
 "            theta, keep_out) -> int\n\n"

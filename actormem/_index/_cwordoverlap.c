@@ -473,8 +473,9 @@ struct memo {
     PyObject **arrs;
     Py_ssize_t *seen;      /* numbers read of each array */
     Py_ssize_t total;      /* sum of seen */
-    int32_t *set;          /* distinct group numbers read, ascending */
+    int32_t *set;          /* the distinct group numbers read, in no order */
     Py_ssize_t nset, cset;
+    int32_t most;          /* the largest of them (when nset > 0) */
 };
 
 static const char MEMO_NAME[] = "actormem._index._cwordoverlap.memo";
@@ -518,71 +519,47 @@ nomem:
     return -1;
 }
 
+/* Put the numbers new[0:k] (distinct) into the set, which stays distinct: appended
+ * when all are above its largest (the usual case: the owner appends ever larger numbers),
+ * else appended and the whole set made distinct again with `table` (room for `cap`
+ * numbers, a power of two at least twice the set's size). 0, or -1 (no memory). */
 static int
-cmp_i32(const void *a, const void *b)
-{
-    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* Sort buf[0:k] and drop repeats; returns the count left. O(k log k). */
-static Py_ssize_t
-sort_unique(int32_t *buf, Py_ssize_t k)
-{
-    if (k < 2) return k;
-    qsort(buf, (size_t)k, sizeof(int32_t), cmp_i32);
-    Py_ssize_t out = 1;
-    for (Py_ssize_t j = 1; j < k; j++) {
-        if (buf[j] != buf[out - 1]) buf[out++] = buf[j];
-    }
-    return out;
-}
-
-/* Put the numbers new[0:k] (sorted, distinct) into the set. 0, or -1 (no memory). */
-static int
-memo_merge(struct memo *m, const int32_t *new, Py_ssize_t k)
+memo_merge(struct memo *m, const int32_t *new, Py_ssize_t k, int32_t *table, size_t cap)
 {
     if (!k) return 0;
-    if (!m->nset || new[0] > m->set[m->nset - 1]) { /* the usual case: appends */
-        if (m->nset + k > m->cset) {
-            Py_ssize_t room = m->nset + k + (m->nset + k) / 2 + 4;
-            int32_t *set = PyMem_Realloc(m->set, sizeof(int32_t) * (size_t)room);
-            if (!set) goto nomem;
-            m->set = set;
-            m->cset = room;
-        }
-        memcpy(m->set + m->nset, new, sizeof(int32_t) * (size_t)k);
-        m->nset += k;
-        return 0;
+    int32_t least = new[0], most = new[0];
+    for (Py_ssize_t j = 1; j < k; j++) {
+        if (new[j] < least) least = new[j];
+        if (new[j] > most) most = new[j];
     }
-    Py_ssize_t room = m->nset + k + (m->nset + k) / 2 + 4;
-    int32_t *set = PyMem_Malloc(sizeof(int32_t) * (size_t)room);
-    if (!set) goto nomem;
-    Py_ssize_t a = 0, b = 0, out = 0;
-    while (a < m->nset || b < k) {
-        int32_t g;
-        if (b == k || (a < m->nset && m->set[a] <= new[b])) {
-            g = m->set[a++];
-        } else {
-            g = new[b++];
+    if (m->nset + k > m->cset) {
+        Py_ssize_t room = m->nset + k + (m->nset + k) / 2 + 4;
+        int32_t *set = PyMem_Realloc(m->set, sizeof(int32_t) * (size_t)room);
+        if (!set) {
+            PyErr_NoMemory();
+            return -1;
         }
-        if (!out || set[out - 1] != g) set[out++] = g;
+        m->set = set;
+        m->cset = room;
     }
-    PyMem_Free(m->set);
-    m->set = set;
-    m->nset = out;
-    m->cset = room;
+    memcpy(m->set + m->nset, new, sizeof(int32_t) * (size_t)k);
+    int appended = !m->nset || least > m->most;
+    m->nset += k;
+    if (!appended) {
+        size_t size = 16;
+        while (size < 2 * (size_t)m->nset) size *= 2;
+        m->nset = distinct(m->set, m->nset, table, size <= cap ? size : cap);
+    }
+    if (appended || most > m->most) m->most = most;
     return 0;
-nomem:
-    PyErr_NoMemory();
-    return -1;
 }
 
 /* Read the new tails of the held arrays into the set, using `tmp` (room for `limit`
- * numbers). 1 when the arrays hold `limit` numbers or more in all (the word is left to
+ * numbers) and `table` (room for `cap`, a power of two at least 2 * limit). 1 when the arrays hold `limit` numbers or more in all (the word is left to
  * the caller, as count_words leaves such words), else 0; -1 with an error set. */
 static int
-memo_read_tails(struct memo *m, Py_ssize_t limit, int32_t *tmp, Py_ssize_t *work)
+memo_read_tails(struct memo *m, Py_ssize_t limit, int32_t *tmp, int32_t *table, size_t cap,
+                Py_ssize_t *work)
 {
     Py_ssize_t k = 0;
     for (Py_ssize_t j = 0; j < m->narr; j++) {
@@ -606,8 +583,12 @@ memo_read_tails(struct memo *m, Py_ssize_t limit, int32_t *tmp, Py_ssize_t *work
         m->seen[j] = len;
     }
     *work += m->narr / 8 + k;
-    k = sort_unique(tmp, k);
-    return memo_merge(m, tmp, k);
+    if (k > 1) {
+        size_t size = 16;
+        while (size < 2 * (size_t)k) size *= 2;
+        k = distinct(tmp, k, table, size <= cap ? size : cap);
+    }
+    return memo_merge(m, tmp, k, table, cap);
 }
 
 /* Bring the memo of `w` up to date: the ids added to its gram list since (verified to
@@ -617,7 +598,7 @@ memo_read_tails(struct memo *m, Py_ssize_t limit, int32_t *tmp, Py_ssize_t *work
 static int
 memo_refresh(struct memo *m, PyObject *w, int verify, PyObject *grams, PyObject *items,
              PyObject *post, Py_ssize_t epoch, Py_ssize_t limit, int32_t *tmp,
-             Py_ssize_t *work)
+             int32_t *table, size_t cap, Py_ssize_t *work)
 {
     if (m->epoch != epoch) return 2;
     PyObject *now = PyDict_GetItemWithError(grams, m->gram);
@@ -654,7 +635,24 @@ memo_refresh(struct memo *m, PyObject *w, int verify, PyObject *grams, PyObject 
     }
     m->end = end;
     if (m->narr > limit) return 1;
-    return memo_read_tails(m, limit, tmp, work);
+    return memo_read_tails(m, limit, tmp, table, cap, work);
+}
+
+/* The numbers of the set below n: the set itself (*src) when all are, else those copied
+ * to `buf` (room for the set). Their count. O(set) at most. */
+static Py_ssize_t
+memo_below(const struct memo *m, Py_ssize_t n, int32_t *buf, const int32_t **src)
+{
+    if (!m->nset || m->most < n) {
+        *src = m->set;
+        return m->nset;
+    }
+    Py_ssize_t k = 0;
+    for (Py_ssize_t j = 0; j < m->nset; j++) {
+        if (m->set[j] < n) buf[k++] = m->set[j];
+    }
+    *src = buf;
+    return k;
 }
 
 /* A new memo of a word: the gram list `best` (of the 3-gram of w at `at`) looked at up
@@ -685,11 +683,39 @@ fail:
     return NULL;
 }
 
+/* Numbers (set members and arrays) a generation holds on average per word before it
+ * turns old: bounds the memo's memory when the words' sets are large. */
+#define MEMO_NUMBERS_PER_WORD 128
+
+/* Count `m`'s numbers into the young generation (memo[2]); once it holds `cap` words
+ * or MEMO_NUMBERS_PER_WORD times as many numbers, it becomes the old one (the old
+ * dropped). 0, or -1 with an error set. */
+static int
+memo_grew(PyObject *memo, struct memo *m, Py_ssize_t cap)
+{
+    PyObject *young = PyList_GET_ITEM(memo, 0);
+    Py_ssize_t size = PyLong_AsSsize_t(PyList_GET_ITEM(memo, 2));
+    if (size == -1 && PyErr_Occurred()) return -1;
+    size += m->nset + m->narr;
+    if (PyDict_GET_SIZE(young) >= cap || size >= cap * MEMO_NUMBERS_PER_WORD) {
+        PyObject *fresh = PyDict_New();
+        if (!fresh) return -1;
+        Py_INCREF(young);
+        PyList_SetItem(memo, 1, young); /* drops the old generation */
+        PyList_SetItem(memo, 0, fresh);
+        size = 0;
+    }
+    PyObject *now = PyLong_FromSsize_t(size);
+    if (!now) return -1;
+    PyList_SetItem(memo, 2, now);
+    return 0;
+}
+
 /* The memo of `w` from the two generations memo[0] (young) and memo[1] (old), an old
- * one moved to the young; borrowed (held by the young dict), or NULL (none, or an error
+ * one moved to the young; borrowed (held by the memo), or NULL (none, or an error
  * set). */
 static struct memo *
-memo_find(PyObject *memo, PyObject *w)
+memo_find(PyObject *memo, PyObject *w, Py_ssize_t cap_words)
 {
     PyObject *young = PyList_GET_ITEM(memo, 0), *old = PyList_GET_ITEM(memo, 1);
     PyObject *cap = PyDict_GetItemWithError(young, w);
@@ -702,28 +728,37 @@ memo_find(PyObject *memo, PyObject *w)
         if (r == 0) r = PyDict_SetItem(young, w, cap);
         Py_DECREF(cap); /* held by young now */
         if (r < 0) return NULL;
+        struct memo *m = PyCapsule_GetPointer(cap, MEMO_NAME);
+        if (!m || memo_grew(memo, m, cap_words) < 0) return NULL;
+        return m; /* held by the young generation, or the old one it turned into */
     }
     struct memo *m = PyCapsule_GetPointer(cap, MEMO_NAME);
     return m;
 }
 
-/* Keep `capsule` (a new memo, stolen) as w's in the young generation; once the young
- * holds `cap` words it becomes the old one (the old dropped). 0, or -1. */
+/* Drop w's memo from whichever generation holds it. 0, or -1 with an error set. */
 static int
-memo_keep(PyObject *memo, PyObject *w, PyObject *capsule, Py_ssize_t cap)
+memo_drop(PyObject *memo, PyObject *w)
+{
+    for (int gen = 0; gen < 2; gen++) {
+        PyObject *d = PyList_GET_ITEM(memo, gen);
+        int in = PyDict_Contains(d, w);
+        if (in < 0) return -1;
+        if (in) return PyDict_DelItem(d, w);
+    }
+    return 0;
+}
+
+/* Keep `capsule` (a new memo `m`, stolen) as w's in the young generation (memo_grew).
+ * 0, or -1. */
+static int
+memo_keep(PyObject *memo, PyObject *w, PyObject *capsule, struct memo *m, Py_ssize_t cap)
 {
     PyObject *young = PyList_GET_ITEM(memo, 0);
     int r = PyDict_SetItem(young, w, capsule);
     Py_DECREF(capsule);
     if (r < 0) return -1;
-    if (PyDict_GET_SIZE(young) >= cap) {
-        PyObject *fresh = PyDict_New();
-        if (!fresh) return -1;
-        Py_INCREF(young);
-        PyList_SetItem(memo, 1, young); /* drops the old generation */
-        PyList_SetItem(memo, 0, fresh);
-    }
-    return 0;
+    return memo_grew(memo, m, cap);
 }
 
 /* ------------------------------------------------------------------ bit-sliced counts */
@@ -779,9 +814,10 @@ PyDoc_STRVAR(count_words_doc,
 "distinct group number g < n of those lists. Every other word is left to the caller.\n"
 "Stops after the word at which the work (candidates + postings + 1 per word) reaches\n"
 "`budget`. Returns (the index of the next word, the indexes of the words left).\n"
-"With `memo` (a list of two dicts, young and old: word -> capsule) each such word's\n"
-"match set is kept (see struct memo), valid while `epoch` stays, and brought up to\n"
-"date on its next use; the young generation turns old at `memo_cap` words.\n"
+"With `memo` (a list: two dicts, young and old, word -> capsule, and the young one's\n"
+"numbers) each such word's match set is kept (see struct memo), valid while `epoch`\n"
+"stays, and brought up to date on its next use; the young generation turns old at\n"
+"`memo_cap` words or 128 times as many numbers.\n"
 "O(budget + limit).");
 
 #define ADD_COUNTS(T)                                                        \
@@ -808,10 +844,12 @@ count_words(PyObject *self, PyObject *args)
     }
     if (memo == Py_None) {
         memo = NULL;
-    } else if (!PyList_CheckExact(memo) || PyList_GET_SIZE(memo) != 2 ||
+    } else if (!PyList_CheckExact(memo) || PyList_GET_SIZE(memo) != 3 ||
                !PyDict_CheckExact(PyList_GET_ITEM(memo, 0)) ||
-               !PyDict_CheckExact(PyList_GET_ITEM(memo, 1)) || memo_cap < 1) {
-        PyErr_SetString(PyExc_TypeError, "memo must be None or a list of two dicts, cap >= 1");
+               !PyDict_CheckExact(PyList_GET_ITEM(memo, 1)) ||
+               !PyLong_CheckExact(PyList_GET_ITEM(memo, 2)) || memo_cap < 1) {
+        PyErr_SetString(PyExc_TypeError,
+                        "memo must be None or a list of two dicts and an int, cap >= 1");
         return NULL;
     }
     if (np < 0 || np > MAX_PLANES) {
@@ -888,18 +926,17 @@ count_words(PyObject *self, PyObject *args)
         const int32_t *src = buf; /* the distinct numbers to count, k of them */
         Py_ssize_t k = 0;
         if (!leave && memo) {
-            struct memo *mm = memo_find(memo, w);
+            struct memo *mm = memo_find(memo, w, memo_cap);
             if (!mm && PyErr_Occurred()) goto done;
             int r = mm ? memo_refresh(mm, w, wlen > 3, grams, items, post, epoch, limit, buf,
-                                      &work)
+                                      table, cap, &work)
                        : 2;
             if (r < 0) goto done;
             if (r == 0) {
-                src = mm->set;
-                k = lower_bound(mm->set, mm->nset, (int32_t)(n < INT32_MAX ? n : INT32_MAX));
+                k = memo_below(mm, n, buf, &src);
                 goto add;
             }
-            if (mm && PyDict_DelItem(PyList_GET_ITEM(memo, 0), w) < 0) goto done;
+            if (mm && memo_drop(memo, w) < 0) goto done; /* stale, or left from now on */
             leave = r == 1;
         }
         PyObject *ids = NULL; /* owned: the tokens containing w */
@@ -972,7 +1009,7 @@ count_words(PyObject *self, PyObject *args)
                 goto done;
             }
             struct memo *mm = PyCapsule_GetPointer(capsule, MEMO_NAME);
-            int r = memo_read_tails(mm, limit, buf, &work);
+            int r = memo_read_tails(mm, limit, buf, table, cap, &work);
             if (r != 0) { /* 1 cannot happen (total < limit): left as before */
                 Py_DECREF(capsule);
                 if (r < 0) {
@@ -982,10 +1019,9 @@ count_words(PyObject *self, PyObject *args)
                 leave = 1;
             } else {
                 Py_DECREF(ids);
-                if (memo_keep(memo, w, capsule, memo_cap) < 0) goto done; /* held by memo */
+                if (memo_keep(memo, w, capsule, mm, memo_cap) < 0) goto done; /* held */
                 work += total;
-                src = mm->set;
-                k = lower_bound(mm->set, mm->nset, (int32_t)(n < INT32_MAX ? n : INT32_MAX));
+                k = memo_below(mm, n, buf, &src);
                 goto add;
             }
         }

@@ -17,7 +17,7 @@ def count_words(
     counts: Any,
     n: int,
     planes: int = ...,
-    memo: list[dict[str, Any]] | None = ...,
+    memo: list[Any] | None = ...,
     epoch: int = ...,
     memo_cap: int = ...,
     /,

@@ -87,23 +87,6 @@ tf_at(const Py_buffer *tfs, Py_ssize_t i)
     return (double)((const int32_t *)tfs->buf)[i];
 }
 
-/* The first position of `key` in the ascending g[0..n), or n (shared by the kernels
- * and the word-overlap core). O(log n). */
-static inline Py_ssize_t
-lower_bound(const int32_t *g, Py_ssize_t n, int32_t key)
-{
-    Py_ssize_t lo = 0, hi = n;
-    while (lo < hi) {
-        Py_ssize_t mid = lo + (hi - lo) / 2;
-        if (g[mid] < key) {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    return lo;
-}
-
 /* array.array (a new reference), or NULL with the import error set. */
 static inline PyObject *
 import_array_type(void)

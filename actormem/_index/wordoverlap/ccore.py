@@ -98,7 +98,7 @@ def count_words(
     counts: np.ndarray[Any, Any],
     n: int,
     planes: int = 0,
-    memo: list[dict[str, Any]] | None = None,
+    memo: list[Any] | None = None,
     epoch: int = 0,
 ) -> tuple[int, list[int]]:
     """From ``words[start:]`` (distinct query words; ``mults`` their multiplicities),
@@ -112,25 +112,27 @@ def count_words(
     left). O(budget + limit).
 
     With ``memo`` (a numbering's word memo: a list of two dicts, the young and the old
-    generation, only ever written by this call) the match set of such a word is kept
-    across calls in C (the posting arrays of the tokens containing it, how much of each
-    was read, the distinct group numbers read) and brought up to date from the arrays'
-    new tails and the gram list's new ids, which the owner only appends while the
-    numbering's ``epoch`` stays the same (a purge that replaces or deletes a list bumps
-    it). The same counts; a repeated word costs O(its tokens / 8 + new postings + its
-    set) instead of its lookup and posting join. ``knobs._MEMO_WORDS`` words per
-    generation.
+    generation, and the young one's count of numbers; only ever written by this call) the
+    match set of such a word is kept across calls in C (the posting arrays of the tokens
+    containing it, how much of each was read, the distinct group numbers read) and
+    brought up to date from the arrays' new tails and the gram list's new ids, which the
+    owner only appends while the numbering's ``epoch`` stays the same (a purge that
+    replaces or deletes a list bumps it). The same counts; a repeated word costs O(its
+    tokens / 8 + new postings + its set) instead of its lookup and posting join. A
+    generation turns old at ``knobs._MEMO_WORDS`` words or 128 times as many numbers
+    (the old one dropped).
 
     Raises:
         TypeError, ValueError: An argument of the wrong type or range.
     """
     if memo is not None and (
         type(memo) is not list
-        or len(memo) != 2
+        or len(memo) != 3
         or type(memo[0]) is not dict
         or type(memo[1]) is not dict
+        or type(memo[2]) is not int
     ):
-        raise TypeError("memo must be None or a list of two dicts")
+        raise TypeError("memo must be None or a list of two dicts and an int")
     if type(epoch) is not int or not 0 <= epoch < 1 << 62:
         raise ValueError("epoch must be an int in [0, 2**62)")
     if type(words) is not list or type(mults) is not list or len(words) != len(mults):

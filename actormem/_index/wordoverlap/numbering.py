@@ -160,10 +160,10 @@ class _Numbering:
         self.recent: list[str] = [""] * knobs._SCAN_NEW
         #: Cached match sets of query words, for these numbers.
         self.cache = MatchCache()
-        #: The small match sets ``ccore.count_words`` keeps (young and old generation),
-        #: valid while ``epoch`` stays: the owner bumps it when it replaces or deletes a
-        #: posting list (until then it only appends to them).
-        self.memo: list[dict[str, Any]] = [{}, {}]
+        #: The small match sets ``ccore.count_words`` keeps (young and old generation,
+        #: and the young one's numbers), valid while ``epoch`` stays: the owner bumps it
+        #: when it replaces or deletes a posting list (until then it only appends).
+        self.memo: list[Any] = [{}, {}, 0]
         self.epoch = 0
         #: Spare count arrays of the current capacity (see ``search``).
         self.scratch = ScratchPool(knobs._POOL)
