@@ -15,12 +15,17 @@ With ``--bits``, the comparison is instead the core's bit-sliced counts (packed 
 sets, ``ccore.BitPlanes``) against the core's byte counts (``ACTORMEM_WO_BITS=0``, the
 path before them), in one memory per size built with the core: per query both paths in
 turn, each with its own match-set cache (swapped in with the path, so neither reads
-the other's sets), thread CPU per ``top_k``, identical top-10s required.
+the other's sets), thread CPU per ``top_k``, identical top-10s required. With
+``--memo``, the same for the word memo of ``ccore.count_words`` (``ccore.MEMO``) against
+recomputing each word's small match set (``ACTORMEM_WO_MEMO=0``), both bit-sliced: each
+side has its own match-set cache and memo, kept from query to query (no texts are
+added between queries here, so a repeated word is a pure hit).
 
 Usage (from the repository root)::
 
     python -m stress.bench_wocore --sizes 100000 --queries 200 [--json out.json]
     python -m stress.bench_wocore --bits --sizes 100000,1000000 --queries 200
+    python -m stress.bench_wocore --memo --sizes 1000000 --queries 200
 """
 
 from __future__ import annotations
@@ -113,33 +118,40 @@ def time_both(states: dict[bool, MemoryState], queries: Sequence[str]) -> dict[s
     return out
 
 
-def time_bits(state: MemoryState, queries: Sequence[str]) -> dict[str, Any]:
-    """Per query, the bit-sliced counts and the byte counts in turn on one memory (each
-    path with its own match-set cache): thread CPU in ms, and a check that they agree."""
+#: The ``ccore`` switches ``--bits`` and ``--memo`` compare: (name off, name on).
+SIDES = {"BITS": ("bytes", "bits"), "MEMO": ("recomputed", "memo")}
+
+
+def time_switch(
+    state: MemoryState, queries: Sequence[str], flag: str, memos: dict[bool, Any]
+) -> dict[str, Any]:
+    """Per query, the core with ``ccore.<flag>`` off and on in turn on one memory (each
+    side with its own match-set cache and word memo, ``memos``: kept across calls):
+    thread CPU in ms, and a check that they agree."""
     index: Any = state.index
     view = state.view()
-    caches = {False: MatchCache(), True: MatchCache()}
+    off, on_name = SIDES[flag]
 
-    def switch_bits(on: bool) -> None:
-        ccore.BITS = on
-        index._e.cache = caches[on]
+    def switch_flag(on: bool) -> None:
+        setattr(ccore, flag, on)
+        index._e.cache, index._e.memo = memos[on]
 
     cpu = time_paired(
         queries,
-        switch_bits,
+        switch_flag,
         lambda on, query: index.top_k(view, query, K, None),
-        "the bit-sliced and the byte counts",
+        f"the {on_name} and the {off} path",
     )
-    ccore.BITS = True
+    setattr(ccore, flag, True)
     out: dict[str, Any] = {"queries": len(queries)}
-    out["bytes"] = summarize_cpu_ms(cpu[False])
-    out["bits"] = summarize_cpu_ms(cpu[True])
-    out["ratio_p50"] = out["bytes"]["p50_ms"] / out["bits"]["p50_ms"]
+    out[off] = summarize_cpu_ms(cpu[False])
+    out[on_name] = summarize_cpu_ms(cpu[True])
+    out["ratio_p50"] = out[off]["p50_ms"] / out[on_name]["p50_ms"]
     return out
 
 
-def main_bits(args: argparse.Namespace) -> list[dict[str, Any]]:
-    """The ``--bits`` comparison (see the module documentation)."""
+def main_switch(args: argparse.Namespace, flag: str) -> list[dict[str, Any]]:
+    """The ``--bits`` or ``--memo`` comparison (see the module documentation)."""
     corpus = load_corpus(args.data, args.seed)
     sets = query_sets(corpus, args.data, args.queries, args.seed)
     cells = []
@@ -147,11 +159,12 @@ def main_bits(args: argparse.Namespace) -> list[dict[str, Any]]:
         state = MemoryState(capacity=None, half_life=3600.0, scorer=make_scorer("word-overlap"))
         fill_state(state, entries(corpus, size))
         gc.freeze()
+        memos = {on: (MatchCache(), [{}, {}, 0]) for on in (False, True)}
         for name, queries in sets.items():
-            time_bits(state, queries[:3])  # warm caches on both paths
-            cell = {"size": size, "queries_of": name, **time_bits(state, queries)}
+            time_switch(state, queries[:3], flag, memos)  # warm caches on both paths
+            cell = {"size": size, "queries_of": name, **time_switch(state, queries, flag, memos)}
             cells.append(cell)
-            print(f"n={size:>9,} {name:12} {paired_line(cell, 'bytes', 'bits')}", flush=True)
+            print(f"n={size:>9,} {name:12} {paired_line(cell, *SIDES[flag])}", flush=True)
         del state
         gc.unfreeze()
         gc.collect()
@@ -164,6 +177,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--bits", action="store_true", help="bit-sliced against byte counts, both with the core"
     )
+    p.add_argument(
+        "--memo",
+        action="store_true",
+        help="the word memo against recomputing each word's set, both bit-sliced in the core",
+    )
     args = p.parse_args(argv)
     if not kernels.WO_CORE_AVAILABLE:
         p.error("the word-overlap core is not built (pip install -e .)")
@@ -172,8 +190,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.bits:
-        cells = main_bits(args)
+    if args.bits or args.memo:
+        cells = main_switch(args, "BITS" if args.bits else "MEMO")
         if args.json is not None:
             args.json.write_text(json.dumps({"command": sys.argv, "cells": cells}, indent=1))
         return 0

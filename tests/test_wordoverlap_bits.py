@@ -167,6 +167,8 @@ class BitsAndBytes(RuleBasedStateMachine):
     """Two memories, the same operations: one counting in bit planes, one in bytes."""
 
     ids = Bundle("ids")
+    #: The ``ccore`` switch the two memories differ in (True for one, False for the other).
+    SWITCH = "BITS"
 
     def __init__(self) -> None:
         super().__init__()
@@ -185,12 +187,12 @@ class BitsAndBytes(RuleBasedStateMachine):
             )
 
     def _each(self) -> Iterator[tuple[bool, MemoryState]]:
-        for bits, state in self.states.items():
-            ccore.BITS = bits
+        for on, state in self.states.items():
+            setattr(ccore, self.SWITCH, on)
             try:
-                yield bits, state
+                yield on, state
             finally:
-                ccore.BITS = True
+                setattr(ccore, self.SWITCH, True)
 
     def _entry(self, words: list[str], rel: float, id: uuid.UUID | None = None) -> MemoryEntry:
         self.i += 1
@@ -361,6 +363,75 @@ def test_bits_and_bytes_agree_in_small_slices() -> None:
     run = BitsAndBytes.TestCase()
     run.settings = settings(max_examples=20, stateful_step_count=20, deadline=None)
     run.runTest()
+
+
+class MemoAndNot(BitsAndBytes):
+    """The same machine, two memories: one keeping the small match sets of
+    ``count_words`` across retrieves (``ccore.MEMO``, the word memo), one finding them
+    again every time (the reference). Stores between queries grow the memo's posting
+    arrays and gram lists, deletes with the vacuum purge (the epoch), old snapshots read
+    the memo with a smaller bound."""
+
+    SWITCH = "MEMO"
+
+
+def test_memo_and_no_memo_agree() -> None:
+    run = MemoAndNot.TestCase()
+    run.settings = settings(max_examples=60, stateful_step_count=25, deadline=None)
+    run.runTest()
+
+
+@pytest.mark.usefixtures("small_knobs")
+def test_memo_and_no_memo_agree_in_small_slices(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two words per generation: the memo's generations turn over all the time.
+    monkeypatch.setattr(wo_knobs, "_MEMO_WORDS", 2)
+    run = MemoAndNot.TestCase()
+    run.settings = settings(max_examples=20, stateful_step_count=25, deadline=None)
+    run.runTest()
+
+
+def test_the_memo_is_kept_and_brought_up_to_date() -> None:
+    # A repeated word is answered from the memo (the memo holds it), and texts stored
+    # after the memo was built, including ones with new tokens containing the word, are
+    # counted; a purge that rewrites a posting list makes the memo stale (epoch).
+    state = MemoryState(capacity=None, half_life=3600.0, scorer=WordOverlapScorer())
+
+    def put(i: int, text: str) -> None:
+        state.store(
+            MemoryEntry(
+                category=MemoryCategory.FACT,
+                memory=text,
+                created_at=BASE + timedelta(seconds=i),
+                id=uuid.UUID(int=i + 1),
+            )
+        )
+        state.publish()
+
+    def hits(query: str) -> set[str]:
+        got = drain(state.index.top_k_steps(state.view(), query, 100, None, min_matched=1))  # type: ignore[attr-defined]
+        return {rec.entry.memory for _, rec in got}
+
+    for i in range(20):
+        put(i, f"deploy n{i}" if i % 2 else f"other n{i}")
+    e = state.index._e  # type: ignore[attr-defined]
+    assert hits("deploy") == {f"deploy n{i}" for i in range(1, 20, 2)}
+    assert "deploy" in e.memo[0]
+    put(20, "redeployed service")  # a new token containing the word
+    put(21, "deploy again")  # a new number in a held list
+    assert hits("deploy") == {f"deploy n{i}" for i in range(1, 20, 2)} | {
+        "redeployed service",
+        "deploy again",
+    }
+    epoch = e.epoch
+    for i in range(1, 12, 2):
+        state.delete(uuid.UUID(int=i + 1))
+    state.publish()
+    state.vacuum(state.published)
+    assert e.epoch > epoch
+    want = {f"deploy n{i}" for i in range(13, 20, 2)} | {"redeployed service", "deploy again"}
+    assert hits("deploy") == want
+    put(22, "deploy later")  # appended to the list that replaced the one the memo held
+    assert hits("deploy") == want | {"deploy later"}
 
 
 # -- arguments ------------------------------------------------------------------------

@@ -243,6 +243,11 @@ def test_bad_arguments_are_refused_before_c() -> None:
         (ValueError, {"n": 5}),
         (ValueError, {"start": 2}),
         (ValueError, {"budget": -1}),
+        (TypeError, {"memo": {}}),
+        (TypeError, {"memo": [{}, {}]}),
+        (TypeError, {"memo": [{}, [], 0]}),
+        (TypeError, {"memo": [{}, {}, 0.0]}),
+        (ValueError, {"epoch": -1}),
     ]
     for error, change in bad:
         with pytest.raises(error):
@@ -298,6 +303,25 @@ def test_c_checks_memory_safety_itself() -> None:
     gram = [0]
     with pytest.raises(ValueError, match="cache"):  # verified beyond its list
         call(words=["abcd"], grams={"abc": gram, "bcd": gram}, cache={"abcd": (gram, 9, [])})
+    # The word memo: a list of two dicts whose values are its own capsules.
+    with pytest.raises(TypeError, match="memo"):
+        call(planes=0, memo=[{}, {}], epoch=0, memo_cap=4)
+    with pytest.raises(TypeError, match="memo"):
+        call(planes=0, memo=[{}, {}, 0], epoch=0, memo_cap=0)
+    with pytest.raises((TypeError, ValueError)):
+        call(planes=0, memo=[{"abc": object()}, {}, 0], epoch=0, memo_cap=4)
+    memo: list[Any] = [{}, {}, 0]
+    post = {"abc": array("i", [1, 3])}
+    counts = np.zeros(4, np.uint8)
+    for _ in range(2):  # built, then read from the memo: the same counts
+        assert call(counts=counts, post=post, planes=0, memo=memo, epoch=0, memo_cap=4) == (1, [])
+    assert counts.tolist() == [0, 2, 0, 2]
+    assert "abc" in memo[0]
+    post["abc"].append(2)  # a new tail, read; numbers at or beyond n skipped
+    post["abc"].append(7)
+    counts[:] = 0
+    assert call(counts=counts, post=post, planes=0, memo=memo, epoch=0, memo_cap=4) == (1, [])
+    assert counts.tolist() == [0, 1, 1, 1]
     cache: dict[str, Any] = {"abcd": ({}, 9, [])}  # another list: not this one's answer
     call(words=["abcd"], grams={"abc": gram, "bcd": gram}, items={0: "abcd"}, cache=cache)
     assert cache == {"abcd": (gram, 1, [0])}

@@ -349,7 +349,7 @@ distinct(int32_t *buf, Py_ssize_t k, int32_t *table, size_t cap)
  * candidate is verified). Borrowed, or NULL with *absent = 1 when a gram is missing
  * (nothing contains w), or NULL with an error set. */
 static PyObject *
-candidates(PyObject *grams, PyObject *w, int *absent)
+candidates(PyObject *grams, PyObject *w, int *absent, Py_ssize_t *at)
 {
     Py_ssize_t n = PyUnicode_GET_LENGTH(w) - 2;
     Py_ssize_t probes = n <= 8 ? n : 8;
@@ -370,7 +370,10 @@ candidates(PyObject *grams, PyObject *w, int *absent)
             PyErr_SetString(PyExc_TypeError, "gram lists must be lists");
             return NULL;
         }
-        if (!best || PyList_GET_SIZE(lst) < PyList_GET_SIZE(best)) best = lst;
+        if (!best || PyList_GET_SIZE(lst) < PyList_GET_SIZE(best)) {
+            best = lst;
+            *at = i;
+        }
     }
     return best;
 }
@@ -380,12 +383,15 @@ candidates(PyObject *grams, PyObject *w, int *absent)
  * candidate list is reused, its new tail verified, and the answer remembered (the
  * oldest word dropped beyond `cache_size`). A new reference; or NULL with *absent set
  * (nothing contains w), *big set (more than `limit` candidates to verify), or an error.
- * Adds the candidates verified to *work. */
+ * Adds the candidates verified to *work. The candidate list read (every one of its ids
+ * verified on success) is *best_out (borrowed), the start of its 3-gram in w *at. */
 static PyObject *
 long_word_ids(PyObject *grams, PyObject *items, PyObject *cache, Py_ssize_t cache_size,
-              PyObject *w, Py_ssize_t limit, int *absent, int *big, Py_ssize_t *work)
+              PyObject *w, Py_ssize_t limit, int *absent, int *big, Py_ssize_t *work,
+              PyObject **best_out, Py_ssize_t *at)
 {
-    PyObject *best = candidates(grams, w, absent);
+    PyObject *best = candidates(grams, w, absent, at);
+    *best_out = best;
     if (!best) return NULL;
     Py_ssize_t end = PyList_GET_SIZE(best), scanned = 0;
     PyObject *old = NULL;
@@ -447,6 +453,314 @@ fail:
     return NULL;
 }
 
+/* ------------------------------------------------------------------ word memo */
+
+/* A query word's match set kept across retrieves (count_words' `memo`): the posting
+ * arrays of the tokens that contain the word, how much of each was read, and the
+ * distinct group numbers read from them, sorted. The owner only appends to a posting
+ * array while the numbering's `epoch` stays the same (a purge that replaces or deletes
+ * one bumps it), and a new token containing the word is appended to every gram list of
+ * its 3-grams, so the set is brought up to date from the arrays' new tails and the new
+ * ids of the gram list `best` (the list of the 3-gram `gram` of the word, still that
+ * object in the gram dict). Readers of any bound share it: it holds every number read,
+ * each reader counts those below its own n. Kept in a capsule; no Python code runs
+ * while one is read or changed. */
+struct memo {
+    PyObject *gram, *best; /* the 3-gram and its gram list (owned) */
+    Py_ssize_t end;        /* ids of `best` looked at */
+    Py_ssize_t epoch;      /* the numbering's epoch when built */
+    Py_ssize_t narr, carr; /* posting arrays held (owned), room */
+    PyObject **arrs;
+    Py_ssize_t *seen;      /* numbers read of each array */
+    Py_ssize_t total;      /* sum of seen */
+    int32_t *set;          /* the distinct group numbers read, in no order */
+    Py_ssize_t nset, cset;
+    int32_t most;          /* the largest of them (when nset > 0) */
+};
+
+static const char MEMO_NAME[] = "actormem._index._cwordoverlap.memo";
+
+static void
+memo_destroy(PyObject *capsule)
+{
+    struct memo *m = PyCapsule_GetPointer(capsule, MEMO_NAME);
+    if (!m) {
+        PyErr_Clear();
+        return;
+    }
+    Py_XDECREF(m->gram);
+    Py_XDECREF(m->best);
+    for (Py_ssize_t j = 0; j < m->narr; j++) Py_DECREF(m->arrs[j]);
+    PyMem_Free(m->arrs);
+    PyMem_Free(m->seen);
+    PyMem_Free(m->set);
+    PyMem_Free(m);
+}
+
+/* Hold `arr` (an array('i')) with nothing of it read yet. 0, or -1 (no memory). */
+static int
+memo_hold(struct memo *m, PyObject *arr)
+{
+    if (m->narr == m->carr) {
+        Py_ssize_t room = m->carr ? 2 * m->carr : 4;
+        PyObject **arrs = PyMem_Realloc(m->arrs, sizeof(PyObject *) * (size_t)room);
+        if (!arrs) goto nomem;
+        m->arrs = arrs;
+        Py_ssize_t *seen = PyMem_Realloc(m->seen, sizeof(Py_ssize_t) * (size_t)room);
+        if (!seen) goto nomem;
+        m->seen = seen;
+        m->carr = room;
+    }
+    m->arrs[m->narr] = Py_NewRef(arr);
+    m->seen[m->narr++] = 0;
+    return 0;
+nomem:
+    PyErr_NoMemory();
+    return -1;
+}
+
+/* Put the numbers new[0:k] (distinct) into the set, which stays distinct: appended
+ * when all are above its largest (the usual case: the owner appends ever larger numbers),
+ * else appended and the whole set made distinct again with `table` (room for `cap`
+ * numbers, a power of two at least twice the set's size). 0, or -1 (no memory). */
+static int
+memo_merge(struct memo *m, const int32_t *new, Py_ssize_t k, int32_t *table, size_t cap)
+{
+    if (!k) return 0;
+    int32_t least = new[0], most = new[0];
+    for (Py_ssize_t j = 1; j < k; j++) {
+        if (new[j] < least) least = new[j];
+        if (new[j] > most) most = new[j];
+    }
+    if (m->nset + k > m->cset) {
+        Py_ssize_t room = m->nset + k + (m->nset + k) / 2 + 4;
+        int32_t *set = PyMem_Realloc(m->set, sizeof(int32_t) * (size_t)room);
+        if (!set) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        m->set = set;
+        m->cset = room;
+    }
+    memcpy(m->set + m->nset, new, sizeof(int32_t) * (size_t)k);
+    int appended = !m->nset || least > m->most;
+    m->nset += k;
+    if (!appended) {
+        size_t size = 16;
+        while (size < 2 * (size_t)m->nset) size *= 2;
+        m->nset = distinct(m->set, m->nset, table, size <= cap ? size : cap);
+    }
+    if (appended || most > m->most) m->most = most;
+    return 0;
+}
+
+/* Read the new tails of the held arrays into the set, using `tmp` (room for `limit`
+ * numbers) and `table` (room for `cap`, a power of two at least 2 * limit). 1 when the arrays hold `limit` numbers or more in all (the word is left to
+ * the caller, as count_words leaves such words), else 0; -1 with an error set. */
+static int
+memo_read_tails(struct memo *m, Py_ssize_t limit, int32_t *tmp, int32_t *table, size_t cap,
+                Py_ssize_t *work)
+{
+    Py_ssize_t k = 0;
+    for (Py_ssize_t j = 0; j < m->narr; j++) {
+        PyObject *arr = m->arrs[j];
+        Py_ssize_t len = Py_SIZE(arr); /* an array('i') (checked when held) */
+        if (len <= m->seen[j]) continue;
+        if (m->total + (len - m->seen[j]) >= limit) return 1;
+        Py_buffer lb;
+        if (PyObject_GetBuffer(arr, &lb, PyBUF_C_CONTIGUOUS) < 0) return -1;
+        if (lb.len / 4 < len) {
+            PyBuffer_Release(&lb);
+            PyErr_SetString(PyExc_ValueError, "a posting array shorter than its length");
+            return -1;
+        }
+        const int32_t *g = (const int32_t *)lb.buf;
+        for (Py_ssize_t q = m->seen[j]; q < len; q++) {
+            if (g[q] >= 0) tmp[k++] = g[q]; /* as count_words reads a list */
+        }
+        PyBuffer_Release(&lb);
+        m->total += len - m->seen[j];
+        m->seen[j] = len;
+    }
+    *work += m->narr / 8 + k;
+    if (k > 1) {
+        size_t size = 16;
+        while (size < 2 * (size_t)k) size *= 2;
+        k = distinct(tmp, k, table, size <= cap ? size : cap);
+    }
+    return memo_merge(m, tmp, k, table, cap);
+}
+
+/* Bring the memo of `w` up to date: the ids added to its gram list since (verified to
+ * contain w when `verify`, as the long-word lookup does), then the arrays' new tails.
+ * 0 done; 1 the word is to be left to the caller (too many numbers or candidates); 2
+ * stale (rebuild it); -1 with an error set. */
+static int
+memo_refresh(struct memo *m, PyObject *w, int verify, PyObject *grams, PyObject *items,
+             PyObject *post, Py_ssize_t epoch, Py_ssize_t limit, int32_t *tmp,
+             int32_t *table, size_t cap, Py_ssize_t *work)
+{
+    if (m->epoch != epoch) return 2;
+    PyObject *now = PyDict_GetItemWithError(grams, m->gram);
+    if (!now && PyErr_Occurred()) return -1;
+    if (now != m->best) return 2;
+    Py_ssize_t end = PyList_GET_SIZE(m->best);
+    if (end - m->end > limit) return 2;
+    *work += end - m->end;
+    for (Py_ssize_t j = m->end; j < end; j++) {
+        PyObject *item = PyDict_GetItemWithError(items, PyList_GET_ITEM(m->best, j));
+        if (!item) {
+            if (PyErr_Occurred()) return -1;
+            continue; /* removed since */
+        }
+        if (!PyUnicode_CheckExact(item)) {
+            PyErr_SetString(PyExc_TypeError, "vocabulary items must be str");
+            return -1;
+        }
+        if (verify) {
+            Py_ssize_t at = PyUnicode_Find(item, w, 0, PY_SSIZE_T_MAX, 1);
+            if (at == -2) return -1;
+            if (at < 0) continue;
+        }
+        PyObject *lst = PyDict_GetItemWithError(post, item);
+        if (!lst) {
+            if (PyErr_Occurred()) return -1;
+            continue;
+        }
+        if (Py_TYPE(lst) != (PyTypeObject *)array_type) {
+            PyErr_SetString(PyExc_TypeError, "posting lists must be array('i')");
+            return -1;
+        }
+        if (memo_hold(m, lst) < 0) return -1;
+    }
+    m->end = end;
+    if (m->narr > limit) return 1;
+    return memo_read_tails(m, limit, tmp, table, cap, work);
+}
+
+/* The numbers of the set below n: the set itself (*src) when all are, else those copied
+ * to `buf` (room for the set). Their count. O(set) at most. */
+static Py_ssize_t
+memo_below(const struct memo *m, Py_ssize_t n, int32_t *buf, const int32_t **src)
+{
+    if (!m->nset || m->most < n) {
+        *src = m->set;
+        return m->nset;
+    }
+    Py_ssize_t k = 0;
+    for (Py_ssize_t j = 0; j < m->nset; j++) {
+        if (m->set[j] < n) buf[k++] = m->set[j];
+    }
+    *src = buf;
+    return k;
+}
+
+/* A new memo of a word: the gram list `best` (of the 3-gram of w at `at`) looked at up
+ * to `end`, the posting arrays lists[0:nl] (array('i'), checked). A new capsule, or NULL
+ * with an error set. */
+static PyObject *
+memo_new(PyObject *w, Py_ssize_t at, PyObject *best, Py_ssize_t end, Py_ssize_t epoch,
+         PyObject **lists, Py_ssize_t nl)
+{
+    struct memo *m = PyMem_Calloc(1, sizeof(struct memo));
+    if (!m) return PyErr_NoMemory();
+    PyObject *capsule = PyCapsule_New(m, MEMO_NAME, memo_destroy);
+    if (!capsule) {
+        PyMem_Free(m);
+        return NULL;
+    }
+    m->gram = PyUnicode_Substring(w, at, at + 3);
+    if (!m->gram) goto fail;
+    m->best = Py_NewRef(best);
+    m->end = end;
+    m->epoch = epoch;
+    for (Py_ssize_t j = 0; j < nl; j++) {
+        if (memo_hold(m, lists[j]) < 0) goto fail;
+    }
+    return capsule;
+fail:
+    Py_DECREF(capsule);
+    return NULL;
+}
+
+/* Numbers (set members and arrays) a generation holds on average per word before it
+ * turns old: bounds the memo's memory when the words' sets are large. */
+#define MEMO_NUMBERS_PER_WORD 128
+
+/* Count `m`'s numbers into the young generation (memo[2]); once it holds `cap` words
+ * or MEMO_NUMBERS_PER_WORD times as many numbers, it becomes the old one (the old
+ * dropped). 0, or -1 with an error set. */
+static int
+memo_grew(PyObject *memo, struct memo *m, Py_ssize_t cap)
+{
+    PyObject *young = PyList_GET_ITEM(memo, 0);
+    Py_ssize_t size = PyLong_AsSsize_t(PyList_GET_ITEM(memo, 2));
+    if (size == -1 && PyErr_Occurred()) return -1;
+    size += m->nset + m->narr;
+    if (PyDict_GET_SIZE(young) >= cap || size >= cap * MEMO_NUMBERS_PER_WORD) {
+        PyObject *fresh = PyDict_New();
+        if (!fresh) return -1;
+        Py_INCREF(young);
+        PyList_SetItem(memo, 1, young); /* drops the old generation */
+        PyList_SetItem(memo, 0, fresh);
+        size = 0;
+    }
+    PyObject *now = PyLong_FromSsize_t(size);
+    if (!now) return -1;
+    PyList_SetItem(memo, 2, now);
+    return 0;
+}
+
+/* The memo of `w` from the two generations memo[0] (young) and memo[1] (old), an old
+ * one moved to the young; borrowed (held by the memo), or NULL (none, or an error
+ * set). */
+static struct memo *
+memo_find(PyObject *memo, PyObject *w, Py_ssize_t cap_words)
+{
+    PyObject *young = PyList_GET_ITEM(memo, 0), *old = PyList_GET_ITEM(memo, 1);
+    PyObject *cap = PyDict_GetItemWithError(young, w);
+    if (!cap) {
+        if (PyErr_Occurred()) return NULL;
+        cap = PyDict_GetItemWithError(old, w);
+        if (!cap) return NULL;
+        Py_INCREF(cap);
+        int r = PyDict_DelItem(old, w);
+        if (r == 0) r = PyDict_SetItem(young, w, cap);
+        Py_DECREF(cap); /* held by young now */
+        if (r < 0) return NULL;
+        struct memo *m = PyCapsule_GetPointer(cap, MEMO_NAME);
+        if (!m || memo_grew(memo, m, cap_words) < 0) return NULL;
+        return m; /* held by the young generation, or the old one it turned into */
+    }
+    struct memo *m = PyCapsule_GetPointer(cap, MEMO_NAME);
+    return m;
+}
+
+/* Drop w's memo from whichever generation holds it. 0, or -1 with an error set. */
+static int
+memo_drop(PyObject *memo, PyObject *w)
+{
+    for (int gen = 0; gen < 2; gen++) {
+        PyObject *d = PyList_GET_ITEM(memo, gen);
+        int in = PyDict_Contains(d, w);
+        if (in < 0) return -1;
+        if (in) return PyDict_DelItem(d, w);
+    }
+    return 0;
+}
+
+/* Keep `capsule` (a new memo `m`, stolen) as w's in the young generation (memo_grew).
+ * 0, or -1. */
+static int
+memo_keep(PyObject *memo, PyObject *w, PyObject *capsule, struct memo *m, Py_ssize_t cap)
+{
+    PyObject *young = PyList_GET_ITEM(memo, 0);
+    int r = PyDict_SetItem(young, w, capsule);
+    Py_DECREF(capsule);
+    if (r < 0) return -1;
+    return memo_grew(memo, m, cap);
+}
+
 /* ------------------------------------------------------------------ bit-sliced counts */
 
 /* A retrieve's matched-word counts, bit-sliced: `planes` (uint64) holds, for the 64
@@ -489,7 +803,8 @@ below_n(Py_ssize_t w, Py_ssize_t n)
 
 PyDoc_STRVAR(count_words_doc,
 "count_words(words, mults, start, budget, limit, grams, items, cache, cache_size,\n"
-"            post, skip, short, counts, n) -> (int, list[int])\n\n"
+"            post, skip, short, counts, n, np=0, memo=None, epoch=0, memo_cap=1)\n"
+"            -> (int, list[int])\n\n"
 "From words[start:] (distinct lower-cased query words, mults their multiplicities):\n"
 "for each word of 3 or more characters that is not in `short` (a dict) nor in `skip`\n"
 "(a dict: the cached match sets), whose candidate tokens (from the vocabulary's gram\n"
@@ -499,6 +814,10 @@ PyDoc_STRVAR(count_words_doc,
 "distinct group number g < n of those lists. Every other word is left to the caller.\n"
 "Stops after the word at which the work (candidates + postings + 1 per word) reaches\n"
 "`budget`. Returns (the index of the next word, the indexes of the words left).\n"
+"With `memo` (a list: two dicts, young and old, word -> capsule, and the young one's\n"
+"numbers) each such word's match set is kept (see struct memo), valid while `epoch`\n"
+"stays, and brought up to date on its next use; the young generation turns old at\n"
+"`memo_cap` words or 128 times as many numbers.\n"
 "O(budget + limit).");
 
 #define ADD_COUNTS(T)                                                        \
@@ -506,7 +825,7 @@ PyDoc_STRVAR(count_words_doc,
         T *c = (T *)counts.buf;                                              \
         T add = (T)m;                                                        \
         for (Py_ssize_t j = 0; j < k; j++) {                                 \
-            c[buf[j]] += add;                                                \
+            c[src[j]] += add;                                                \
         }                                                                    \
     } while (0)
 
@@ -514,11 +833,23 @@ static PyObject *
 count_words(PyObject *self, PyObject *args)
 {
     PyObject *words, *mults, *grams, *items, *vcache, *post, *skip, *shorts, *o_counts;
-    Py_ssize_t start, budget, limit, cache_size, n, np = 0;
-    if (!PyArg_ParseTuple(args, "O!O!nnnO!O!O!nO!O!O!On|n", &PyList_Type, &words, &PyList_Type,
-                          &mults, &start, &budget, &limit, &PyDict_Type, &grams, &PyDict_Type,
-                          &items, &PyDict_Type, &vcache, &cache_size, &PyDict_Type, &post,
-                          &PyDict_Type, &skip, &PyDict_Type, &shorts, &o_counts, &n, &np)) {
+    PyObject *memo = Py_None;
+    Py_ssize_t start, budget, limit, cache_size, n, np = 0, epoch = 0, memo_cap = 1;
+    if (!PyArg_ParseTuple(args, "O!O!nnnO!O!O!nO!O!O!On|nOnn", &PyList_Type, &words,
+                          &PyList_Type, &mults, &start, &budget, &limit, &PyDict_Type, &grams,
+                          &PyDict_Type, &items, &PyDict_Type, &vcache, &cache_size,
+                          &PyDict_Type, &post, &PyDict_Type, &skip, &PyDict_Type, &shorts,
+                          &o_counts, &n, &np, &memo, &epoch, &memo_cap)) {
+        return NULL;
+    }
+    if (memo == Py_None) {
+        memo = NULL;
+    } else if (!PyList_CheckExact(memo) || PyList_GET_SIZE(memo) != 3 ||
+               !PyDict_CheckExact(PyList_GET_ITEM(memo, 0)) ||
+               !PyDict_CheckExact(PyList_GET_ITEM(memo, 1)) ||
+               !PyLong_CheckExact(PyList_GET_ITEM(memo, 2)) || memo_cap < 1) {
+        PyErr_SetString(PyExc_TypeError,
+                        "memo must be None or a list of two dicts and an int, cap >= 1");
         return NULL;
     }
     if (np < 0 || np > MAX_PLANES) {
@@ -592,7 +923,25 @@ count_words(PyObject *self, PyObject *args)
             if (in < 0) goto done;
             leave = in;
         }
+        const int32_t *src = buf; /* the distinct numbers to count, k of them */
+        Py_ssize_t k = 0;
+        if (!leave && memo) {
+            struct memo *mm = memo_find(memo, w, memo_cap);
+            if (!mm && PyErr_Occurred()) goto done;
+            int r = mm ? memo_refresh(mm, w, wlen > 3, grams, items, post, epoch, limit, buf,
+                                      table, cap, &work)
+                       : 2;
+            if (r < 0) goto done;
+            if (r == 0) {
+                k = memo_below(mm, n, buf, &src);
+                goto add;
+            }
+            if (mm && memo_drop(memo, w) < 0) goto done; /* stale, or left from now on */
+            leave = r == 1;
+        }
         PyObject *ids = NULL; /* owned: the tokens containing w */
+        PyObject *best = NULL; /* borrowed: the gram list ids come from */
+        Py_ssize_t at = 0;
         if (!leave) {
             int absent = 0, big = 0;
             if (wlen == 3) {
@@ -604,9 +953,10 @@ count_words(PyObject *self, PyObject *args)
                 }
                 Py_XINCREF(ids);
                 absent = ids == NULL;
+                best = ids;
             } else {
                 ids = long_word_ids(grams, items, vcache, cache_size, w, limit, &absent, &big,
-                                    &work);
+                                    &work, &best, &at);
                 if (!ids && !absent && !big) goto done;
             }
             if (absent) continue; /* no token contains w */
@@ -649,6 +999,32 @@ count_words(PyObject *self, PyObject *args)
                 }
             }
         }
+        Py_ssize_t end = best ? PyList_GET_SIZE(best) : 0;
+        if (!leave && memo) {
+            /* Kept from now on (`best` is held by the gram dict: no Python code runs in
+             * this call). */
+            PyObject *capsule = memo_new(w, at, best, end, epoch, lists, nl);
+            if (!capsule) {
+                Py_DECREF(ids);
+                goto done;
+            }
+            struct memo *mm = PyCapsule_GetPointer(capsule, MEMO_NAME);
+            int r = memo_read_tails(mm, limit, buf, table, cap, &work);
+            if (r != 0) { /* 1 cannot happen (total < limit): left as before */
+                Py_DECREF(capsule);
+                if (r < 0) {
+                    Py_DECREF(ids);
+                    goto done;
+                }
+                leave = 1;
+            } else {
+                Py_DECREF(ids);
+                if (memo_keep(memo, w, capsule, mm, memo_cap) < 0) goto done; /* held */
+                work += total;
+                k = memo_below(mm, n, buf, &src);
+                goto add;
+            }
+        }
         Py_XDECREF(ids);
         if (leave) {
             PyObject *num = PyLong_FromSsize_t(i);
@@ -660,7 +1036,6 @@ count_words(PyObject *self, PyObject *args)
             continue;
         }
         work += total;
-        Py_ssize_t k = 0;
         for (Py_ssize_t j = 0; j < nl; j++) {
             Py_buffer lb;
             if (PyObject_GetBuffer(lists[j], &lb, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
@@ -685,11 +1060,12 @@ count_words(PyObject *self, PyObject *args)
             while (size < 2 * (size_t)k) size *= 2;
             k = distinct(buf, k, table, size <= cap ? size : cap);
         }
+    add:
         if (np) {
             uint64_t *p = (uint64_t *)counts.buf;
             for (Py_ssize_t j = 0; j < k; j++) {
-                bs_add(p + (Py_ssize_t)(buf[j] >> 6) * np, (int)np,
-                       (uint64_t)1 << (buf[j] & 63), (uint64_t)m);
+                bs_add(p + (Py_ssize_t)(src[j] >> 6) * np, (int)np,
+                       (uint64_t)1 << (src[j] & 63), (uint64_t)m);
             }
         } else if (width == 1) {
             ADD_COUNTS(uint8_t);

@@ -16,6 +16,10 @@ def count_words(
     short: dict[str, int],
     counts: Any,
     n: int,
+    planes: int = ...,
+    memo: list[Any] | None = ...,
+    epoch: int = ...,
+    memo_cap: int = ...,
     /,
 ) -> tuple[int, list[int]]: ...
 def text_masks(

@@ -33,7 +33,7 @@ import numpy as np
 
 from .. import kernels, substring
 from ..substring import SubstringVocab
-from . import masks
+from . import knobs, masks
 
 __all__ = [
     "BITS",
@@ -98,6 +98,8 @@ def count_words(
     counts: np.ndarray[Any, Any],
     n: int,
     planes: int = 0,
+    memo: list[Any] | None = None,
+    epoch: int = 0,
 ) -> tuple[int, list[int]]:
     """From ``words[start:]`` (distinct query words; ``mults`` their multiplicities),
     for each word of 3 or more characters not in ``short`` or ``skip`` whose candidate
@@ -109,9 +111,30 @@ def count_words(
     reaches ``budget``. Returns (the index of the next word, the indexes of the words
     left). O(budget + limit).
 
+    With ``memo`` (a numbering's word memo: a list of two dicts, the young and the old
+    generation, and the young one's count of numbers; only ever written by this call) the
+    match set of such a word is kept across calls in C (the posting arrays of the tokens
+    containing it, how much of each was read, the distinct group numbers read) and
+    brought up to date from the arrays' new tails and the gram list's new ids, which the
+    owner only appends while the numbering's ``epoch`` stays the same (a purge that
+    replaces or deletes a list bumps it). The same counts; a repeated word costs O(its
+    tokens / 8 + new postings + its set) instead of its lookup and posting join. A
+    generation turns old at ``knobs._MEMO_WORDS`` words or 128 times as many numbers
+    (the old one dropped).
+
     Raises:
         TypeError, ValueError: An argument of the wrong type or range.
     """
+    if memo is not None and (
+        type(memo) is not list
+        or len(memo) != 3
+        or type(memo[0]) is not dict
+        or type(memo[1]) is not dict
+        or type(memo[2]) is not int
+    ):
+        raise TypeError("memo must be None or a list of two dicts and an int")
+    if type(epoch) is not int or not 0 <= epoch < 1 << 62:
+        raise ValueError("epoch must be an int in [0, 2**62)")
     if type(words) is not list or type(mults) is not list or len(words) != len(mults):
         raise TypeError("words and mults must be lists of the same length")
     if type(post) is not dict or type(skip) is not dict or type(short) is not dict:
@@ -147,6 +170,9 @@ def count_words(
         counts,
         n,
         planes,
+        memo,
+        epoch,
+        max(1, knobs._MEMO_WORDS),
     )
     return got
 
@@ -178,6 +204,10 @@ def text_masks(
 #: when the core is on: ``ACTORMEM_WO_BITS=0`` (or setting this False) keeps the byte
 #: counts of the path before them, the reference the tests compare with.
 BITS = os.environ.get("ACTORMEM_WO_BITS", "1") != "0"
+#: Whether retrieves keep the match sets of the words :func:`count_words` counts across
+#: retrieves (its ``memo``): ``ACTORMEM_WO_MEMO=0`` (or setting this False) recomputes
+#: them every time, the path before the memo, the reference the tests compare with.
+MEMO = os.environ.get("ACTORMEM_WO_MEMO", "1") != "0"
 #: The most planes a retrieve uses: queries of 2**16 words or more take the byte path.
 MAX_PLANES = 16
 

@@ -135,10 +135,12 @@ class _WordOverlapIndex:
                     continue
                 d = pdead.get(tok, 0) + 1
                 if d == len(lst):
+                    e.epoch += 1  # the word memo holds lists as they were (numbering.py)
                     del post[tok]
                     pdead.pop(tok, None)
                     self._vocab.release(tok)
                 elif 2 * d > len(lst):
+                    e.epoch += 1
                     post[tok] = array("i", [g for g in lst if glist[g] is not None])
                     pdead.pop(tok, None)
                 else:

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 #: Bytes of cached word match sets kept across retrieves (least recently used dropped).
 _CACHE_BYTES = 64 << 20
+#: Words per generation of a numbering's word memo (``ccore.count_words``): the young
+#: generation becomes the old one (the old dropped) once it holds this many, so up to
+#: twice as many small match sets are kept.
+_MEMO_WORDS = 8192
 #: A cached match set is extended by testing the texts of up to this many new groups;
 #: beyond that it is rebuilt from the posting lists.
 _SCAN_NEW = 4096

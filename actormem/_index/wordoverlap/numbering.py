@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Generator, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -117,11 +118,13 @@ class _Numbering:
     __slots__ = (
         "cache",
         "dead",
+        "epoch",
         "glist",
         "groups",
         "masked",
         "masks",
         "maxrel",
+        "memo",
         "minseq",
         "n",
         "pdead",
@@ -157,6 +160,11 @@ class _Numbering:
         self.recent: list[str] = [""] * knobs._SCAN_NEW
         #: Cached match sets of query words, for these numbers.
         self.cache = MatchCache()
+        #: The small match sets ``ccore.count_words`` keeps (young and old generation,
+        #: and the young one's numbers), valid while ``epoch`` stays: the owner bumps it
+        #: when it replaces or deletes a posting list (until then it only appends).
+        self.memo: list[Any] = [{}, {}, 0]
+        self.epoch = 0
         #: Spare count arrays of the current capacity (see ``search``).
         self.scratch = ScratchPool(knobs._POOL)
 

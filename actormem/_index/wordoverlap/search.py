@@ -354,6 +354,8 @@ class WordOverlapSearch:
                 counts,
                 n,
                 n_planes,
+                e.memo if ccore.MEMO else None,
+                e.epoch,
             )
             for i in left:
                 yield from add_word(i, words[i], mults[i])
