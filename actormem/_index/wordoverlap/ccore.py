@@ -41,6 +41,7 @@ __all__ = [
     "BitPlanes",
     "DenseBits",
     "add_text",
+    "add_text_known",
     "bits_active",
     "bits_from_masks",
     "bits_join",
@@ -82,6 +83,28 @@ def add_text(post: dict[str, array[int]], low: str, gid: int, vocab: SubstringVo
     if type(gid) is not int or not 0 <= gid < 1 << 31:
         raise ValueError("gid must be an int in [0, 2**31)")
     fresh: int = _module().add_text(post, low, gid, vocab)
+    return fresh
+
+
+def add_text_known(post: dict[str, array[int]], low: str, gid: int, vocab: SubstringVocab) -> int:
+    """:func:`add_text`, through the core's ``add_known`` first: when every token of
+    ``low`` has a posting list already (most texts, once a memory holds a few thousand),
+    one lookup per token and one append per distinct list, without the token set;
+    otherwise :func:`add_text` (whose set order gives new tokens their vocabulary ids).
+    The same structures either way. Returns the new tokens' count. O(tokens),
+    plus O(len(token)) per new token.
+
+    Raises:
+        TypeError, ValueError: As :func:`add_text`.
+    """
+    if type(post) is not dict or type(low) is not str or type(vocab) is not SubstringVocab:
+        raise TypeError("post must be a dict, low a str, vocab a SubstringVocab")
+    if type(gid) is not int or not 0 <= gid < 1 << 31:
+        raise ValueError("gid must be an int in [0, 2**31)")
+    mod = _module()
+    if mod.add_known(post, low, gid):
+        return 0
+    fresh: int = mod.add_text(post, low, gid, vocab)
     return fresh
 
 
