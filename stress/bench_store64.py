@@ -24,6 +24,12 @@ Usage (from the repository root)::
 
     python -m stress.bench_store64 --entries 64000 --repeats 3 [--against ../wt/base]
         [--modes memory,normal] [--apis store,store_many] [--preload 0] [--json out.json]
+    python -m stress.bench_store64 --state 100000,300000
+
+``--state SIZES`` measures the state's store alone instead (``MemoryState.store``, no
+owner, no trio): this checkout's store path against the path before it (the knobs
+``wordoverlap.knobs._ADD_KNOWN`` and ``textfold._fold_ascii``), in one process, two
+states filled side by side in alternating chunks of 512 (thread CPU per chunk).
 """
 
 from __future__ import annotations
@@ -43,9 +49,11 @@ from typing import Any
 import trio
 
 from actormem import MemoryEntry, open_memory
+from actormem._engine.state import DEFAULT_HALF_LIFE, MemoryState
 
-from ._bench_args import existing_dir, output_file, positive_int
+from ._bench_args import existing_dir, output_file, positive_int, positive_ints
 from ._bench_data import DEFAULT_DATA, entries, load_corpus
+from ._bench_engine import fill_state, make_scorer, store_paired
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -108,6 +116,39 @@ def child(args: argparse.Namespace) -> None:
     print(json.dumps(out))
 
 
+def _switch(on: bool) -> None:
+    """This branch's store path on (``add_text_known``, ``fold_ascii``) or off (the path
+    before it: ``add_text`` for every text, the duplicate key folded in Python)."""
+    from actormem._index import kernels, textfold
+    from actormem._index.wordoverlap import knobs
+
+    knobs._ADD_KNOWN = on
+    textfold._fold_ascii = getattr(kernels._wo, "fold_ascii", None) if on else None
+
+
+def state_paired(args: argparse.Namespace) -> None:
+    """``--state``: the state's store alone (no owner, no trio), both paths of this
+    checkout side by side: per size two fresh word-overlap states get the same entries
+    in alternating chunks of 512 (which path goes first alternates), with a publish and
+    vacuum per chunk, thread CPU per chunk (``store_paired``)."""
+    corpus = load_corpus(args.data)
+    print("| entries | old: entries per CPU-s | new: entries per CPU-s | new/old |")
+    print("|---:|---:|---:|---:|")
+    for size in args.state:
+        batch = list(entries(corpus, size))
+        states = {
+            on: MemoryState(
+                capacity=None, half_life=DEFAULT_HALF_LIFE, scorer=make_scorer("word-overlap")
+            )
+            for on in (False, True)
+        }
+        cpu = store_paired(states, batch, 512, _switch, fill_state)
+        _switch(True)
+        old, new = size / cpu[False], size / cpu[True]
+        print(f"| {size:,} | {old:,.0f} | {new:,.0f} | {new / old:.2f} |", flush=True)
+        del states, batch
+
+
 def _run(tree: Path, cell: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
     # actormem from ``tree``, imported first; then this checkout's ``stress`` (the other
     # checkout may have no such benchmark), which finds actormem already imported.
@@ -163,12 +204,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--data", type=Path, default=DEFAULT_DATA)
     p.add_argument("--dir", type=existing_dir, default=None, help="where durable files go")
     p.add_argument("--json", type=output_file, default=None)
+    p.add_argument(
+        "--state",
+        type=positive_ints,
+        default=None,
+        help="sizes: the state's store alone, this checkout's old and new path in one process",
+    )
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--mode", default="memory", help=argparse.SUPPRESS)
     p.add_argument("--api", default="store", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
         child(args)
+        return 0
+    if args.state is not None:
+        state_paired(args)
         return 0
     trees = {"new": ROOT} if args.against is None else {"old": args.against, "new": ROOT}
     cells = [{"mode": m, "api": a} for m in args.modes.split(",") for a in args.apis.split(",")]

@@ -1,12 +1,12 @@
 """The store path's compiled helpers (``_cwordoverlap.c``, its "store path" block)
 against their references.
 
-* ``ccore.add_text_known`` (``add_known`` first, ``add_text`` when a token is new)
-  leaves exactly the structures ``add_text`` and the Python path ``_add_tokens`` leave:
-  the posting lists, and the vocabulary's ids, gram lists and 1/2-character index
-  (Hypothesis drives all three with the same texts); ``add_known`` changes nothing
-  when a token is new; bad arguments are refused before C, and the C code refuses
-  what would break memory safety.
+* ``ccore.add_text_known`` (no token set when every token is known, ``add_text``'s
+  way at the first new one) leaves exactly the structures ``add_text`` and the Python
+  path ``_add_tokens`` leave: the posting lists, and the vocabulary's ids, gram lists
+  and 1/2-character index (Hypothesis drives all three with the same texts); bad
+  arguments are refused before C, and the C code refuses what would break memory
+  safety.
 * ``textfold.fold`` (``fold_ascii`` in C for an ASCII text) equals
   ``" ".join(text.casefold().split())`` and ``fold_python`` on any text.
 """
@@ -77,18 +77,20 @@ def test_add_text_known_leaves_what_add_text_and_python_leave(lows: list[str]) -
 
 
 @needs_core
-def test_add_known_changes_nothing_when_a_token_is_new() -> None:
-    from actormem._index import _cwordoverlap as c
-
-    post = {"a": array("i", [0]), "b": array("i", [0])}
-    assert c.add_known(post, "a b new a", 1) is False
-    assert post == {"a": array("i", [0]), "b": array("i", [0])}
-    assert c.add_known(post, "b  a\tb", 1) is True
+def test_add_text_known_shortcut_and_fallback() -> None:
+    vocab = SubstringVocab()
+    post: dict[str, array[int]] = {}
+    assert ccore.add_text_known(post, "a b a", 0, vocab) == 2  # all new: add_text's way
+    assert ccore.add_text_known(post, "b  a\tb", 1, vocab) == 0  # all known: the shortcut
     assert post == {"a": array("i", [0, 1]), "b": array("i", [0, 1])}
-    assert c.add_known(post, "", 2) is True  # no token: nothing to append
+    assert ccore.add_text_known(post, "a b new a", 2, vocab) == 1  # known ones, then a new
+    assert post == {"a": array("i", [0, 1, 2]), "b": array("i", [0, 1, 2]), "new": array("i", [2])}
+    assert ccore.add_text_known(post, "", 3, vocab) == 0  # no token: nothing to append
     many = " ".join(["a", "b"] * 100)  # more tokens than the stack buffers hold
-    assert c.add_known(post, many, 3) is True
-    assert post == {"a": array("i", [0, 1, 3]), "b": array("i", [0, 1, 3])}
+    assert ccore.add_text_known(post, many, 4, vocab) == 0
+    assert ccore.add_text_known(post, many + " new2", 5, vocab) == 1
+    assert post["a"] == post["b"] == array("i", [0, 1, 2, 4, 5])
+    assert vocab._ids.keys() == {"a", "b", "new", "new2"}
 
 
 @needs_core
@@ -111,12 +113,13 @@ def test_adds_refuse_bad_arguments_before_c(add: Any) -> None:
 def test_c_store_path_checks_memory_safety_itself() -> None:
     from actormem._index import _cwordoverlap as c
 
+    vocab = SubstringVocab()
     with pytest.raises(TypeError, match="array"):
-        c.add_known({"a": [1]}, "a", 2)
+        c.add_text_known({"a": [1]}, "a", 2, vocab)
     with pytest.raises(ValueError, match="gid"):
-        c.add_known({}, "a", -1)
+        c.add_text_known({}, "a", -1, vocab)
     with pytest.raises(TypeError):
-        c.add_known([], "a", 1)
+        c.add_text_known([], "a", 1, vocab)
     with pytest.raises(TypeError, match="str"):
         c.fold_ascii(b"abc")
 

@@ -269,20 +269,25 @@ add_token(PyObject *post, PyObject *tok, PyObject *num, PyObject *vocab_obj, str
     return 0;
 }
 
-/* The arguments add_text and add_known share: an exact dict, an exact str, a gid in
- * [0, 2^31). 0, or -1 with an error set. */
-static int
-check_add(PyObject *post, PyObject *low, long gid)
+/* The arguments add_text and add_text_known share, parsed and checked (an exact dict,
+ * an exact str, a gid in [0, 2^31), the vocabulary), and `low.split()`: a new list, or
+ * NULL with an error set. */
+static PyObject *
+add_args(PyObject *args, PyObject **post, long *gid, PyObject **vocab_obj)
 {
-    if (!PyDict_CheckExact(post) || !PyUnicode_CheckExact(low)) {
+    PyObject *low;
+    if (!PyArg_ParseTuple(args, "O!UlO", &PyDict_Type, post, &low, gid, vocab_obj)) {
+        return NULL;
+    }
+    if (!PyDict_CheckExact(*post) || !PyUnicode_CheckExact(low)) {
         PyErr_SetString(PyExc_TypeError, "post must be a dict and low a str");
-        return -1;
+        return NULL;
     }
-    if (gid < 0 || gid > INT32_MAX) {
+    if (*gid < 0 || *gid > INT32_MAX) {
         PyErr_SetString(PyExc_ValueError, "gid out of range");
-        return -1;
+        return NULL;
     }
-    return 0;
+    return PyUnicode_Split(low, NULL, -1);
 }
 
 PyDoc_STRVAR(add_text_doc,
@@ -292,19 +297,13 @@ PyDoc_STRVAR(add_text_doc,
 "or, for a new token, vocab.acquire(token) and post[token] = array('i', [gid]).\n"
 "Returns the number of new tokens. O(tokens), plus O(len(token)) per new token.");
 
+/* add_text's work once `low` is split into `words` (a list, borrowed): the token set,
+ * then one add_token per token in the set's order. The number of new tokens, or NULL
+ * with an error set. */
 static PyObject *
-add_text(PyObject *self, PyObject *args)
+add_words(PyObject *post, PyObject *words, long gid, PyObject *vocab_obj)
 {
-    PyObject *post, *low, *vocab_obj;
-    long gid;
-    if (!PyArg_ParseTuple(args, "O!UlO", &PyDict_Type, &post, &low, &gid, &vocab_obj)) {
-        return NULL;
-    }
-    if (check_add(post, low, gid) < 0) return NULL;
-    PyObject *words = PyUnicode_Split(low, NULL, -1);
-    if (!words) return NULL;
     PyObject *toks = PySet_New(words);
-    Py_DECREF(words);
     if (!toks) return NULL;
     PyObject *num = PyLong_FromLong(gid);
     PyObject *result = NULL;
@@ -327,6 +326,18 @@ done:
     if (loaded) vocab_release(&v);
     Py_XDECREF(num);
     Py_DECREF(toks);
+    return result;
+}
+
+static PyObject *
+add_text(PyObject *self, PyObject *args)
+{
+    PyObject *post, *vocab_obj;
+    long gid;
+    PyObject *words = add_args(args, &post, &gid, &vocab_obj);
+    if (!words) return NULL;
+    PyObject *result = add_words(post, words, gid, vocab_obj);
+    Py_DECREF(words);
     return result;
 }
 
@@ -1243,12 +1254,13 @@ done:
  * The owner's per-store work outside the query kernels (issue #20, the store targets;
  * kept apart from the blocks above):
  *
- *   add_known   add_text's common case, once a memory holds a few thousand texts: every
- *               token of the text has a posting list already. One lookup per token
- *               (no token set: equal tokens find the same list, so the lists are
- *               de-duplicated by address), then one append of gid per distinct list,
- *               calling array.append's C function directly. When some token is new it
- *               changes nothing and returns False: the caller runs add_text, whose set
+ *   add_text_known  add_text, with a shortcut for its common case once a memory holds
+ *               a few thousand texts: every token of the text has a posting list
+ *               already. One lookup per token (no token set: equal tokens find the
+ *               same list, so the lists are de-duplicated by address), then one append
+ *               of gid per distinct list, calling array.append's C function directly.
+ *               At the first new token it lets go of the lists found (nothing appended
+ *               yet) and does add_text's work on the same split: the token set, whose
  *               order gives the vocabulary's new ids (the Python path's order).
  *   fold_ascii  the duplicate key's text for an ASCII text: lower-cased (casefold is
  *               lower on ASCII), runs of whitespace (str.split's: \t\n\v\f\r,
@@ -1256,7 +1268,7 @@ done:
  *               non-ASCII text (the caller folds it in Python).
  */
 
-/* array.append's C function (METH_O), or NULL: then add_known calls the descriptor. */
+/* array.append's C function (METH_O), or NULL: then add_text_known calls the descriptor. */
 static PyCFunction array_append_fn;
 
 /* Whether `p` is in the open-addressing set `table` (`mask` + 1 slots, a power of two
@@ -1273,25 +1285,24 @@ seen_ptr(PyObject **table, size_t mask, PyObject *p)
     return 0;
 }
 
-PyDoc_STRVAR(add_known_doc,
-"add_known(post, low, gid) -> bool\n\n"
-"If every token of low.split() has a posting list in post (an array('i')), append gid\n"
-"once to each distinct one and return True; else change nothing and return False.\n"
-"O(tokens).");
+PyDoc_STRVAR(add_text_known_doc,
+"add_text_known(post, low, gid, vocab) -> int\n\n"
+"add_text(post, low, gid, vocab), the same structures and result; when every token of\n"
+"low.split() has a posting list already, without the token set: gid appended once to\n"
+"each distinct list found. O(tokens), plus O(len(token)) per new token.");
 
 static PyObject *
-add_known(PyObject *self, PyObject *args)
+add_text_known(PyObject *self, PyObject *args)
 {
-    PyObject *post, *low;
+    PyObject *post, *vocab_obj;
     long gid;
-    if (!PyArg_ParseTuple(args, "O!Ul", &PyDict_Type, &post, &low, &gid)) return NULL;
-    if (check_add(post, low, gid) < 0) return NULL;
-    PyObject *words = PyUnicode_Split(low, NULL, -1);
+    PyObject *words = add_args(args, &post, &gid, &vocab_obj);
     if (!words) return NULL;
     Py_ssize_t n = PyList_GET_SIZE(words), got = 0;
     PyObject *stack[64];
     PyObject **lists = n <= 64 ? stack : PyMem_Malloc((size_t)n * sizeof(PyObject *));
     PyObject *num = NULL, *result = NULL, **table = NULL, *table_stack[128];
+    int known = 1;
     if (!lists) {
         PyErr_NoMemory();
         goto done;
@@ -1300,14 +1311,19 @@ add_known(PyObject *self, PyObject *args)
     for (; got < n; got++) {
         PyObject *lst = PyDict_GetItemWithError(post, PyList_GET_ITEM(words, got));
         if (!lst) {
-            if (!PyErr_Occurred()) result = Py_NewRef(Py_False);  /* a new token */
-            goto done;
+            if (!PyErr_Occurred()) known = 0;  /* a new token: add_text's way */
+            break;
         }
         if (Py_TYPE(lst) != (PyTypeObject *)array_type) {
             PyErr_SetString(PyExc_TypeError, "posting lists must be array('i')");
-            goto done;
+            break;
         }
         lists[got] = Py_NewRef(lst);
+    }
+    if (PyErr_Occurred()) goto done;
+    if (!known) {
+        result = add_words(post, words, gid, vocab_obj);
+        goto done;
     }
     num = PyLong_FromLong(gid);
     if (!num) goto done;
@@ -1327,7 +1343,7 @@ add_known(PyObject *self, PyObject *args)
         if (!r) goto done;
         Py_DECREF(r);
     }
-    result = Py_NewRef(Py_True);
+    result = PyLong_FromLong(0);
 done:
     if (table && table != table_stack) PyMem_Free(table);
     if (lists) {
@@ -1401,7 +1417,7 @@ static PyMethodDef methods[] = {
     {"bits_set", bits_set, METH_VARARGS, bits_set_doc},
     {"bits_join", bits_join, METH_VARARGS, bits_join_doc},
     {"bits_from_masks", bits_from_masks, METH_VARARGS, bits_from_masks_doc},
-    {"add_known", add_known, METH_VARARGS, add_known_doc},
+    {"add_text_known", add_text_known, METH_VARARGS, add_text_known_doc},
     {"fold_ascii", fold_ascii, METH_O, fold_ascii_doc},
     {NULL, NULL, 0, NULL},
 };
@@ -1422,7 +1438,7 @@ PyInit__cwordoverlap(void)
     array_append = PyObject_GetAttrString(array_type, "append");
     if (!array_append) return NULL;
     /* array.append is a method descriptor of a METH_O C function: called directly by
-     * add_known (anything else, e.g. a future signature, goes through the call). */
+     * add_text_known (anything else, e.g. a future signature, goes through the call). */
     if (Py_IS_TYPE(array_append, &PyMethodDescr_Type)) {
         PyMethodDef *def = ((PyMethodDescrObject *)array_append)->d_method;
         if (def->ml_flags == METH_O) array_append_fn = def->ml_meth;

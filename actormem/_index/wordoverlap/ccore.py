@@ -69,6 +69,14 @@ def _module() -> ModuleType:
     return mod
 
 
+def _check_add(post: object, low: object, gid: object, vocab: object) -> None:
+    """The checks of :func:`add_text` and :func:`add_text_known`'s arguments."""
+    if type(post) is not dict or type(low) is not str or type(vocab) is not SubstringVocab:
+        raise TypeError("post must be a dict, low a str, vocab a SubstringVocab")
+    if type(gid) is not int or not 0 <= gid < 1 << 31:
+        raise ValueError("gid must be an int in [0, 2**31)")
+
+
 def add_text(post: dict[str, array[int]], low: str, gid: int, vocab: SubstringVocab) -> int:
     """Index the lower-cased text ``low`` as the new group number ``gid``: each distinct
     token of ``low.split()`` gets ``gid`` appended to its posting list, a new token is
@@ -78,33 +86,24 @@ def add_text(post: dict[str, array[int]], low: str, gid: int, vocab: SubstringVo
     Raises:
         TypeError, ValueError: An argument of the wrong type, or ``gid`` beyond int32.
     """
-    if type(post) is not dict or type(low) is not str or type(vocab) is not SubstringVocab:
-        raise TypeError("post must be a dict, low a str, vocab a SubstringVocab")
-    if type(gid) is not int or not 0 <= gid < 1 << 31:
-        raise ValueError("gid must be an int in [0, 2**31)")
+    _check_add(post, low, gid, vocab)
     fresh: int = _module().add_text(post, low, gid, vocab)
     return fresh
 
 
 def add_text_known(post: dict[str, array[int]], low: str, gid: int, vocab: SubstringVocab) -> int:
-    """:func:`add_text`, through the core's ``add_known`` first: when every token of
-    ``low`` has a posting list already (most texts, once a memory holds a few thousand),
-    one lookup per token and one append per distinct list, without the token set;
-    otherwise :func:`add_text` (whose set order gives new tokens their vocabulary ids).
-    The same structures either way. Returns the new tokens' count. O(tokens),
-    plus O(len(token)) per new token.
+    """:func:`add_text`, the same structures and result, with a shortcut: when every
+    token of ``low`` has a posting list already (most texts, once a memory holds a few
+    thousand), one lookup per token and one append per distinct list, without the token
+    set; at the first new token, :func:`add_text`'s work on the same split (its set
+    order gives new tokens their vocabulary ids). Returns the new tokens' count.
+    O(tokens), plus O(len(token)) per new token.
 
     Raises:
         TypeError, ValueError: As :func:`add_text`.
     """
-    if type(post) is not dict or type(low) is not str or type(vocab) is not SubstringVocab:
-        raise TypeError("post must be a dict, low a str, vocab a SubstringVocab")
-    if type(gid) is not int or not 0 <= gid < 1 << 31:
-        raise ValueError("gid must be an int in [0, 2**31)")
-    mod = _module()
-    if mod.add_known(post, low, gid):
-        return 0
-    fresh: int = mod.add_text(post, low, gid, vocab)
+    _check_add(post, low, gid, vocab)
+    fresh: int = _module().add_text_known(post, low, gid, vocab)
     return fresh
 
 
