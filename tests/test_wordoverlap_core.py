@@ -216,17 +216,7 @@ def _args(**change: Any) -> dict[str, Any]:
 
 
 def test_bad_arguments_are_refused_before_c() -> None:
-    vocab = SubstringVocab()
-    with pytest.raises(TypeError):
-        ccore.add_text([], "a b", 0, vocab)  # type: ignore[arg-type]
-    with pytest.raises(TypeError):
-        ccore.add_text({}, b"a b", 0, vocab)  # type: ignore[arg-type]
-    with pytest.raises(TypeError):
-        ccore.add_text({}, "a b", 0, object())  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="gid"):
-        ccore.add_text({}, "a b", -1, vocab)
-    with pytest.raises(ValueError, match="gid"):
-        ccore.add_text({}, "a b", 1 << 31, vocab)
+    # add_text's arguments: tests/test_storepath.py (with add_text_known's).
     assert ccore.count_words(**_args()) == (1, [])
     bad: list[tuple[type[Exception], dict[str, Any]]] = [
         (TypeError, {"words": ("abc",)}),

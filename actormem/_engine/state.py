@@ -92,6 +92,7 @@ from .._entry import MemoryEntry, with_access
 from .._errors import InvalidEntryError, InvalidQueryError
 from .._index.persist import ImageError, restore_index
 from .._index.scoring import Scorer, ScoringIndex
+from .._index.textfold import fold
 from .._json import JsonObject
 from .._record import JOURNAL_ACCESS, JOURNAL_DELETE, JOURNAL_PUT, NEVER, Access, Record
 from .._stats import ConsolidationStats
@@ -189,7 +190,7 @@ def _normalised(
     (:func:`_folded`), key and payload (entries with different keys or payloads are
     never duplicates)."""
     e = rec.entry
-    folded = _one_spaced(e.memory.casefold())
+    folded = fold(e.memory)  # in C for an ASCII text (textfold.py)
     return (e.namespace, e.category._value_, folded, e.key, e.value)  # str: hash cached
 
 

@@ -269,6 +269,27 @@ add_token(PyObject *post, PyObject *tok, PyObject *num, PyObject *vocab_obj, str
     return 0;
 }
 
+/* The arguments add_text and add_text_known share, parsed and checked (an exact dict,
+ * an exact str, a gid in [0, 2^31), the vocabulary), and `low.split()`: a new list, or
+ * NULL with an error set. */
+static PyObject *
+add_args(PyObject *args, PyObject **post, long *gid, PyObject **vocab_obj)
+{
+    PyObject *low;
+    if (!PyArg_ParseTuple(args, "O!UlO", &PyDict_Type, post, &low, gid, vocab_obj)) {
+        return NULL;
+    }
+    if (!PyDict_CheckExact(*post) || !PyUnicode_CheckExact(low)) {
+        PyErr_SetString(PyExc_TypeError, "post must be a dict and low a str");
+        return NULL;
+    }
+    if (*gid < 0 || *gid > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "gid out of range");
+        return NULL;
+    }
+    return PyUnicode_Split(low, NULL, -1);
+}
+
 PyDoc_STRVAR(add_text_doc,
 "add_text(post, low, gid, vocab) -> int\n\n"
 "Index the lower-cased text `low` under the new group number `gid`: for each distinct\n"
@@ -276,26 +297,13 @@ PyDoc_STRVAR(add_text_doc,
 "or, for a new token, vocab.acquire(token) and post[token] = array('i', [gid]).\n"
 "Returns the number of new tokens. O(tokens), plus O(len(token)) per new token.");
 
+/* add_text's work once `low` is split into `words` (a list, borrowed): the token set,
+ * then one add_token per token in the set's order. The number of new tokens, or NULL
+ * with an error set. */
 static PyObject *
-add_text(PyObject *self, PyObject *args)
+add_words(PyObject *post, PyObject *words, long gid, PyObject *vocab_obj)
 {
-    PyObject *post, *low, *vocab_obj;
-    long gid;
-    if (!PyArg_ParseTuple(args, "O!UlO", &PyDict_Type, &post, &low, &gid, &vocab_obj)) {
-        return NULL;
-    }
-    if (!PyDict_CheckExact(post) || !PyUnicode_CheckExact(low)) {
-        PyErr_SetString(PyExc_TypeError, "post must be a dict and low a str");
-        return NULL;
-    }
-    if (gid < 0 || gid > INT32_MAX) {
-        PyErr_SetString(PyExc_ValueError, "gid out of range");
-        return NULL;
-    }
-    PyObject *words = PyUnicode_Split(low, NULL, -1);
-    if (!words) return NULL;
     PyObject *toks = PySet_New(words);
-    Py_DECREF(words);
     if (!toks) return NULL;
     PyObject *num = PyLong_FromLong(gid);
     PyObject *result = NULL;
@@ -318,6 +326,18 @@ done:
     if (loaded) vocab_release(&v);
     Py_XDECREF(num);
     Py_DECREF(toks);
+    return result;
+}
+
+static PyObject *
+add_text(PyObject *self, PyObject *args)
+{
+    PyObject *post, *vocab_obj;
+    long gid;
+    PyObject *words = add_args(args, &post, &gid, &vocab_obj);
+    if (!words) return NULL;
+    PyObject *result = add_words(post, words, gid, vocab_obj);
+    Py_DECREF(words);
     return result;
 }
 
@@ -1605,6 +1625,159 @@ done:
     return result;
 }
 
+/* ================================================================== store path
+ *
+ * The owner's per-store work outside the query kernels (issue #20, the store targets;
+ * kept apart from the blocks above):
+ *
+ *   add_text_known  add_text, with a shortcut for its common case once a memory holds
+ *               a few thousand texts: every token of the text has a posting list
+ *               already. One lookup per token (no token set: equal tokens find the
+ *               same list, so the lists are de-duplicated by address), then one append
+ *               of gid per distinct list, calling array.append's C function directly.
+ *               At the first new token it lets go of the lists found (nothing appended
+ *               yet) and does add_text's work on the same split: the token set, whose
+ *               order gives the vocabulary's new ids (the Python path's order).
+ *   fold_ascii  the duplicate key's text for an ASCII text: lower-cased (casefold is
+ *               lower on ASCII), runs of whitespace (str.split's: \t\n\v\f\r,
+ *               \x1c-\x1f, space) as one space, none at either end; None for a
+ *               non-ASCII text (the caller folds it in Python).
+ */
+
+/* array.append's C function (METH_O), or NULL: then add_text_known calls the descriptor. */
+static PyCFunction array_append_fn;
+
+/* Whether `p` is in the open-addressing set `table` (`mask` + 1 slots, a power of two
+ * above the number of entries; NULL: empty); adds it if not. */
+static int
+seen_ptr(PyObject **table, size_t mask, PyObject *p)
+{
+    size_t h = (size_t)(((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ull) & mask;
+    while (table[h]) {
+        if (table[h] == p) return 1;
+        h = (h + 1) & mask;
+    }
+    table[h] = p;
+    return 0;
+}
+
+PyDoc_STRVAR(add_text_known_doc,
+"add_text_known(post, low, gid, vocab) -> int\n\n"
+"add_text(post, low, gid, vocab), the same structures and result; when every token of\n"
+"low.split() has a posting list already, without the token set: gid appended once to\n"
+"each distinct list found. O(tokens), plus O(len(token)) per new token.");
+
+static PyObject *
+add_text_known(PyObject *self, PyObject *args)
+{
+    PyObject *post, *vocab_obj;
+    long gid;
+    PyObject *words = add_args(args, &post, &gid, &vocab_obj);
+    if (!words) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(words), got = 0;
+    PyObject *stack[64];
+    PyObject **lists = n <= 64 ? stack : PyMem_Malloc((size_t)n * sizeof(PyObject *));
+    PyObject *num = NULL, *result = NULL, **table = NULL, *table_stack[128];
+    int known = 1;
+    if (!lists) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    /* Every list is held (a new reference) until the end, whatever a lookup runs. */
+    for (; got < n; got++) {
+        PyObject *lst = PyDict_GetItemWithError(post, PyList_GET_ITEM(words, got));
+        if (!lst) {
+            if (!PyErr_Occurred()) known = 0;  /* a new token: add_text's way */
+            break;
+        }
+        if (Py_TYPE(lst) != (PyTypeObject *)array_type) {
+            PyErr_SetString(PyExc_TypeError, "posting lists must be array('i')");
+            break;
+        }
+        lists[got] = Py_NewRef(lst);
+    }
+    if (PyErr_Occurred()) goto done;
+    if (!known) {
+        result = add_words(post, words, gid, vocab_obj);
+        goto done;
+    }
+    num = PyLong_FromLong(gid);
+    if (!num) goto done;
+    size_t cap = 128;
+    while (cap < 2 * (size_t)n) cap *= 2;
+    table = cap == 128 ? table_stack : PyMem_Calloc(cap, sizeof(PyObject *));
+    if (!table) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (table == table_stack) memset(table_stack, 0, sizeof(table_stack));
+    for (Py_ssize_t j = 0; j < n; j++) {
+        if (seen_ptr(table, cap - 1, lists[j])) continue;  /* the same token again */
+        PyObject *r = array_append_fn
+            ? array_append_fn(lists[j], num)
+            : PyObject_CallFunctionObjArgs(array_append, lists[j], num, NULL);
+        if (!r) goto done;
+        Py_DECREF(r);
+    }
+    result = PyLong_FromLong(0);
+done:
+    if (table && table != table_stack) PyMem_Free(table);
+    if (lists) {
+        for (Py_ssize_t j = 0; j < got; j++) Py_DECREF(lists[j]);
+        if (lists != stack) PyMem_Free(lists);
+    }
+    Py_XDECREF(num);
+    Py_DECREF(words);
+    return result;
+}
+
+/* str.split()'s whitespace among ASCII characters. */
+static inline int
+ascii_space(Py_UCS1 c)
+{
+    return c == ' ' || (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x1F);
+}
+
+PyDoc_STRVAR(fold_ascii_doc,
+"fold_ascii(text) -> str | None\n\n"
+"' '.join(text.casefold().split()) for an ASCII text (text itself when that is equal\n"
+"to it), None for a non-ASCII one. O(len(text)).");
+
+static PyObject *
+fold_ascii(PyObject *self, PyObject *text)
+{
+    if (!PyUnicode_CheckExact(text)) {
+        PyErr_SetString(PyExc_TypeError, "fold_ascii() takes a str");
+        return NULL;
+    }
+    if (!PyUnicode_IS_ASCII(text)) Py_RETURN_NONE;
+    const Py_UCS1 *s = PyUnicode_1BYTE_DATA(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), m = 0;
+    /* Already folded: no upper case, no whitespace but single spaces inside. */
+    int same = 1;
+    for (Py_ssize_t i = 0; i < n && same; i++) {
+        Py_UCS1 c = s[i];
+        if (c >= 'A' && c <= 'Z') same = 0;
+        else if (ascii_space(c) && (c != ' ' || i == 0 || i == n - 1 || s[i + 1] == ' ')) same = 0;
+    }
+    if (same) return Py_NewRef(text);
+    Py_UCS1 *buf = PyMem_Malloc(n ? (size_t)n : 1);
+    if (!buf) return PyErr_NoMemory();
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS1 c = s[i];
+        if (ascii_space(c)) {
+            if (m && buf[m - 1] != ' ') buf[m++] = ' ';  /* one space per run */
+            continue;
+        }
+        buf[m++] = c >= 'A' && c <= 'Z' ? (Py_UCS1)(c + ('a' - 'A')) : c;
+    }
+    if (m && buf[m - 1] == ' ') m--;
+    PyObject *out = PyUnicode_New(m, 127);
+    if (out) memcpy(PyUnicode_1BYTE_DATA(out), buf, (size_t)m);
+    PyMem_Free(buf);
+    return out;
+}
+
 /* ------------------------------------------------------------------ module */
 
 static PyMethodDef methods[] = {
@@ -1620,6 +1793,8 @@ static PyMethodDef methods[] = {
     {"bits_set", bits_set, METH_VARARGS, bits_set_doc},
     {"bits_join", bits_join, METH_VARARGS, bits_join_doc},
     {"bits_from_masks", bits_from_masks, METH_VARARGS, bits_from_masks_doc},
+    {"add_text_known", add_text_known, METH_VARARGS, add_text_known_doc},
+    {"fold_ascii", fold_ascii, METH_O, fold_ascii_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1638,5 +1813,11 @@ PyInit__cwordoverlap(void)
     if (!array_type) return NULL;
     array_append = PyObject_GetAttrString(array_type, "append");
     if (!array_append) return NULL;
+    /* array.append is a method descriptor of a METH_O C function: called directly by
+     * add_text_known (anything else, e.g. a future signature, goes through the call). */
+    if (Py_IS_TYPE(array_append, &PyMethodDescr_Type)) {
+        PyMethodDef *def = ((PyMethodDescrObject *)array_append)->d_method;
+        if (def->ml_flags == METH_O) array_append_fn = def->ml_meth;
+    }
     return PyModule_Create(&module);
 }

@@ -6,7 +6,8 @@ index's state after an ``add`` and the counts of a retrieve are exactly those of
 Python path, which stays the reference (``tests/test_wordoverlap_core.py`` drives both):
 
 * :func:`add_text`: the owner's add of a new distinct text (token set, posting appends,
-  the vocabulary's acquire of new tokens);
+  the vocabulary's acquire of new tokens), and :func:`add_text_known`, the same with a
+  shortcut for a text whose tokens all have posting lists (what the index calls);
 * :func:`count_words`: a reader's word loop for the words with small match sets, a work
   budget per call (the reader yields between calls);
 * :func:`text_masks`: the short-word masks of a batch of texts (``masks._text_masks``);
@@ -41,6 +42,7 @@ __all__ = [
     "BitPlanes",
     "DenseBits",
     "add_text",
+    "add_text_known",
     "bits_active",
     "bits_from_masks",
     "bits_join",
@@ -68,6 +70,14 @@ def _module() -> ModuleType:
     return mod
 
 
+def _check_add(post: object, low: object, gid: object, vocab: object) -> None:
+    """The checks of :func:`add_text` and :func:`add_text_known`'s arguments."""
+    if type(post) is not dict or type(low) is not str or type(vocab) is not SubstringVocab:
+        raise TypeError("post must be a dict, low a str, vocab a SubstringVocab")
+    if type(gid) is not int or not 0 <= gid < 1 << 31:
+        raise ValueError("gid must be an int in [0, 2**31)")
+
+
 def add_text(post: dict[str, array[int]], low: str, gid: int, vocab: SubstringVocab) -> int:
     """Index the lower-cased text ``low`` as the new group number ``gid``: each distinct
     token of ``low.split()`` gets ``gid`` appended to its posting list, a new token is
@@ -77,11 +87,24 @@ def add_text(post: dict[str, array[int]], low: str, gid: int, vocab: SubstringVo
     Raises:
         TypeError, ValueError: An argument of the wrong type, or ``gid`` beyond int32.
     """
-    if type(post) is not dict or type(low) is not str or type(vocab) is not SubstringVocab:
-        raise TypeError("post must be a dict, low a str, vocab a SubstringVocab")
-    if type(gid) is not int or not 0 <= gid < 1 << 31:
-        raise ValueError("gid must be an int in [0, 2**31)")
+    _check_add(post, low, gid, vocab)
     fresh: int = _module().add_text(post, low, gid, vocab)
+    return fresh
+
+
+def add_text_known(post: dict[str, array[int]], low: str, gid: int, vocab: SubstringVocab) -> int:
+    """:func:`add_text`, the same structures and result, with a shortcut: when every
+    token of ``low`` has a posting list already (most texts, once a memory holds a few
+    thousand), one lookup per token and one append per distinct list, without the token
+    set; at the first new token, :func:`add_text`'s work on the same split (its set
+    order gives new tokens their vocabulary ids). Returns the new tokens' count.
+    O(tokens), plus O(len(token)) per new token.
+
+    Raises:
+        TypeError, ValueError: As :func:`add_text`.
+    """
+    _check_add(post, low, gid, vocab)
+    fresh: int = _module().add_text_known(post, low, gid, vocab)
     return fresh
 
 

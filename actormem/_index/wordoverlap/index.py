@@ -68,7 +68,10 @@ class _WordOverlapIndex:
             e.n = gid + 1
             post = e.post
             if ccore.core() is not None:  # the same, compiled (ccore.py)
-                ccore.add_text(post, low, gid, self._vocab)
+                if knobs._ADD_KNOWN:
+                    ccore.add_text_known(post, low, gid, self._vocab)
+                else:
+                    ccore.add_text(post, low, gid, self._vocab)
             else:
                 self._add_tokens(post, low, gid)
             pending = e.pending

@@ -44,3 +44,7 @@ _POOL = 64
 #: ones, ``_MASK_STEP`` between two yields (about 3 us each).
 _MASK_BATCH = 128
 _MASK_STEP = 32
+#: The compiled ``add`` is ``ccore.add_text_known`` (no token set when every token has
+#: a posting list). False: ``ccore.add_text`` for every text, the path before it
+#: (``stress/bench_store64.py --state`` compares both; the same structures).
+_ADD_KNOWN = True

@@ -1,0 +1,259 @@
+"""Issue #20's store target as a benchmark: 64 writer tasks, real texts, in memory and durable.
+
+Each run is a fresh process (so runs of two checkouts can alternate): a fresh memory
+(``open_memory()``, or ``open_memory(path=..., durability=...)`` on a fresh file), then
+``--writers`` tasks share ``--entries`` real entries (``stress._bench_data``: the tool
+calls and LoCoMo turns, marked per cycle so every text is distinct). With ``store``
+each task awaits one ``memory.store(entry)`` after another; with ``store_many`` each
+task sends its share in lists of ``--chunk`` entries (``await memory.store_many(list)``:
+what a caller that batches does). Before the timed part, ``--preload`` entries are
+stored with ``store_many`` (the memory is then not empty: at 100k the index's posting
+lists and vocabulary exist, as in a long-running memory).
+
+Reported per run: entries/s over the wall time of the timed part, and entries per
+CPU-second of the whole process over the same part (``time.process_time``: the owner,
+the writers and, durable, the commit thread), and the CPU split into the event-loop
+thread (``time.thread_time``) and the rest.
+
+``--against DIR`` runs every cell also with the package of another checkout (``DIR``,
+e.g. a worktree of ``main`` with its extensions built), alternating the two run by run
+(which goes first alternates too), so that both see the same minutes of a shared machine;
+the table gives the medians per cell and new/old ratios.
+
+Usage (from the repository root)::
+
+    python -m stress.bench_store64 --entries 64000 --repeats 3 [--against ../wt/base]
+        [--modes memory,normal] [--apis store,store_many] [--preload 0] [--json out.json]
+    python -m stress.bench_store64 --state 100000,300000
+
+``--state SIZES`` measures the state's store alone instead (``MemoryState.store``, no
+owner, no trio): this checkout's store path against the path before it (the knobs
+``wordoverlap.knobs._ADD_KNOWN`` and ``textfold._fold_ascii``), in one process, two
+states filled side by side in alternating chunks of 512 (thread CPU per chunk).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from actormem import MemoryEntry, open_memory
+from actormem._engine.state import DEFAULT_HALF_LIFE, MemoryState
+
+from ._bench_args import existing_dir, output_file, positive_int, positive_ints
+from ._bench_data import DEFAULT_DATA, entries, load_corpus
+from ._bench_engine import fill_state, make_scorer, store_paired
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+async def _timed(
+    modes: str,
+    api: str,
+    batch: Sequence[MemoryEntry],
+    preload: Sequence[MemoryEntry],
+    writers: int,
+    chunk: int,
+    scratch: Path,
+) -> dict[str, float]:
+    opener = (
+        open_memory()
+        if modes == "memory"
+        else open_memory(path=scratch / "bench.db", durability=modes)
+    )
+    async with opener as memory:
+        for lo in range(0, len(preload), 512):
+            await memory.store_many(preload[lo : lo + 512])
+
+        async def one_by_one(share: Sequence[MemoryEntry]) -> None:
+            store = memory.store
+            for entry in share:
+                await store(entry)
+
+        async def in_lists(share: Sequence[MemoryEntry]) -> None:
+            store_many = memory.store_many
+            for lo in range(0, len(share), chunk):
+                await store_many(share[lo : lo + chunk])
+
+        task = one_by_one if api == "store" else in_lists
+        wall0, cpu0, thr0 = time.perf_counter(), time.process_time(), time.thread_time()
+        async with trio.open_nursery() as nursery:
+            for w in range(writers):
+                nursery.start_soon(task, batch[w::writers])
+        wall = time.perf_counter() - wall0
+        cpu = time.process_time() - cpu0
+        thread = time.thread_time() - thr0
+        assert len(memory) == len(batch) + len(preload)
+    return {"wall_s": wall, "cpu_s": cpu, "loop_cpu_s": thread}
+
+
+def child(args: argparse.Namespace) -> None:
+    """One run in this process; one JSON line on stdout."""
+    corpus = load_corpus(args.data)
+    preload = list(entries(corpus, args.preload, start=10**7))
+    batch = list(entries(corpus, args.entries))
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        out = trio.run(
+            _timed, args.mode, args.api, batch, preload, args.writers, args.chunk, Path(tmp)
+        )
+    n = len(batch)
+    out.update(
+        entries_per_s=n / out["wall_s"],
+        entries_per_cpu_s=n / out["cpu_s"],
+        loop_us_per_entry=1e6 * out["loop_cpu_s"] / n,
+    )
+    print(json.dumps(out))
+
+
+def _switch(on: bool) -> None:
+    """This branch's store path on (``add_text_known``, ``fold_ascii``) or off (the path
+    before it: ``add_text`` for every text, the duplicate key folded in Python)."""
+    from actormem._index import kernels, textfold
+    from actormem._index.wordoverlap import knobs
+
+    knobs._ADD_KNOWN = on
+    textfold._fold_ascii = getattr(kernels._wo, "fold_ascii", None) if on else None
+
+
+def state_paired(args: argparse.Namespace) -> None:
+    """``--state``: the state's store alone (no owner, no trio), both paths of this
+    checkout side by side: per size two fresh word-overlap states get the same entries
+    in alternating chunks of 512 (which path goes first alternates), with a publish and
+    vacuum per chunk, thread CPU per chunk (``store_paired``)."""
+    corpus = load_corpus(args.data)
+    print("| entries | old: entries per CPU-s | new: entries per CPU-s | new/old |")
+    print("|---:|---:|---:|---:|")
+    for size in args.state:
+        batch = list(entries(corpus, size))
+        states = {
+            on: MemoryState(
+                capacity=None, half_life=DEFAULT_HALF_LIFE, scorer=make_scorer("word-overlap")
+            )
+            for on in (False, True)
+        }
+        cpu = store_paired(states, batch, 512, _switch, fill_state)
+        _switch(True)
+        old, new = size / cpu[False], size / cpu[True]
+        print(f"| {size:,} | {old:,.0f} | {new:,.0f} | {new / old:.2f} |", flush=True)
+        del states, batch
+
+
+def _run(tree: Path, cell: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+    # actormem from ``tree``, imported first; then this checkout's ``stress`` (the other
+    # checkout may have no such benchmark), which finds actormem already imported.
+    boot = (
+        f"import sys; sys.path[:0] = [{str(tree)!r}]; import actormem; "
+        f"assert actormem.__file__.startswith({str(tree)!r}), actormem.__file__; "
+        f"sys.path[0] = {str(ROOT)!r}; from stress.bench_store64 import main; "
+        "raise SystemExit(main())"
+    )
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)
+    cmd = [
+        sys.executable,
+        "-c",
+        boot,
+        "--child",
+        "--mode",
+        cell["mode"],
+        "--api",
+        cell["api"],
+        "--entries",
+        str(args.entries),
+        "--writers",
+        str(args.writers),
+        "--chunk",
+        str(args.chunk),
+        "--preload",
+        str(args.preload),
+        "--data",
+        str(args.data),
+    ]
+    if args.dir is not None:
+        cmd += ["--dir", str(args.dir)]
+    done = subprocess.run(
+        cmd, env=env, cwd=tempfile.gettempdir(), capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"run failed ({tree}):\n{done.stderr}")
+    row: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return row
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--entries", type=positive_int, default=64000)
+    p.add_argument("--writers", type=positive_int, default=64)
+    p.add_argument("--chunk", type=positive_int, default=32, help="entries per store_many")
+    p.add_argument("--preload", type=int, default=0)
+    p.add_argument("--modes", default="memory,normal")
+    p.add_argument("--apis", default="store,store_many")
+    p.add_argument("--repeats", type=positive_int, default=3)
+    p.add_argument("--against", type=existing_dir, default=None)
+    p.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    p.add_argument("--dir", type=existing_dir, default=None, help="where durable files go")
+    p.add_argument("--json", type=output_file, default=None)
+    p.add_argument(
+        "--state",
+        type=positive_ints,
+        default=None,
+        help="sizes: the state's store alone, this checkout's old and new path in one process",
+    )
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--mode", default="memory", help=argparse.SUPPRESS)
+    p.add_argument("--api", default="store", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        child(args)
+        return 0
+    if args.state is not None:
+        state_paired(args)
+        return 0
+    trees = {"new": ROOT} if args.against is None else {"old": args.against, "new": ROOT}
+    cells = [{"mode": m, "api": a} for m in args.modes.split(",") for a in args.apis.split(",")]
+    runs: list[dict[str, Any]] = []
+    for r in range(args.repeats):
+        for cell in cells:
+            order = list(trees) if r % 2 == 0 else list(reversed(trees))
+            for side in order:
+                row = _run(trees[side], cell, args)
+                row.update(cell, side=side, repeat=r)
+                runs.append(row)
+                print(json.dumps(row), flush=True)
+    if args.json is not None:
+        args.json.write_text(json.dumps(runs, indent=1))
+    print()
+    print("| mode | api | side | entries/s wall | entries per CPU-s | loop µs/entry | new/old |")
+    print("|---|---|---|---:|---:|---:|---:|")
+    for cell in cells:
+        med: dict[str, float] = {}
+        for side in trees:
+            mine = [
+                x
+                for x in runs
+                if x["side"] == side and x["mode"] == cell["mode"] and x["api"] == cell["api"]
+            ]
+            wall = statistics.median(x["entries_per_s"] for x in mine)
+            cpu = med[side] = statistics.median(x["entries_per_cpu_s"] for x in mine)
+            loop = statistics.median(x["loop_us_per_entry"] for x in mine)
+            ratio = f"{med['new'] / med['old']:.2f}" if side == "new" and "old" in med else ""
+            print(
+                f"| {cell['mode']} | {cell['api']} | {side} | {wall:,.0f} | {cpu:,.0f} "
+                f"| {loop:.1f} | {ratio} |"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,51 @@
+"""A tiny run of ``stress/bench_store64.py``: its runs store every entry (the child
+asserts the memory's length), both sides of ``--against`` really import their own
+checkout's package, and ``--state`` fills two states with the same entries. No timing
+thresholds: benchmarks report figures, tests assert behaviour."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from stress import bench_store64
+from stress._bench_data import DEFAULT_DATA
+
+pytestmark = pytest.mark.skipif(
+    not (DEFAULT_DATA / "locomo10.json").exists(), reason="../shared/data is not there"
+)
+
+ROOT = Path(bench_store64.__file__).resolve().parent.parent
+
+
+def test_runs_alternate_and_store_everything(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "runs.json"
+    args = ["--entries", "96", "--writers", "8", "--chunk", "5", "--repeats", "2"]
+    args += ["--modes", "memory,normal", "--apis", "store,store_many", "--dir", str(tmp_path)]
+    assert bench_store64.main([*args, "--against", str(ROOT), "--json", str(out)]) == 0
+    runs = json.loads(out.read_text())
+    assert len(runs) == 2 * 4 * 2  # repeats x cells x sides
+    assert [r["side"] for r in runs[:2]] == ["old", "new"]  # which goes first alternates
+    assert [r["side"] for r in runs[8:10]] == ["new", "old"]
+    for r in runs:
+        for key in ("entries_per_s", "entries_per_cpu_s", "loop_us_per_entry"):
+            assert math.isfinite(r[key]), (key, r)
+            assert r[key] > 0, (key, r)
+    table = capsys.readouterr().out
+    assert "| memory | store_many | new |" in table
+
+
+def test_state_mode_compares_both_paths(capsys: pytest.CaptureFixture[str]) -> None:
+    from actormem._index import textfold
+    from actormem._index.wordoverlap import knobs
+
+    before = (knobs._ADD_KNOWN, textfold._fold_ascii)
+    assert bench_store64.main(["--state", "700"]) == 0
+    assert (knobs._ADD_KNOWN, textfold._fold_ascii) == before  # switched back on
+    row = capsys.readouterr().out.strip().splitlines()[-1]
+    assert row.startswith("| 700 |")
