@@ -164,9 +164,19 @@ def restore(
         e.maxrel[:size] = rel
         e.minseq[:size] = seqs
     else:
-        gmap = dict(zip(canon, range(size), strict=True))
+        # gmap's values are each group's last record: those get their group number by
+        # position, the other records (as many as there are duplicates) by lookup.
+        lasts = np.fromiter(gmap.values(), np.int64, size)
+        gmap.update(zip(canon, range(size), strict=True))  # no resize, unlike a new dict
         e.groups = gmap
-        gids = np.fromiter(map(gmap.__getitem__, texts), np.int64, count)
+        gids = np.empty(count, np.int64)
+        gids[lasts] = np.arange(size, dtype=np.int64)
+        is_last = np.zeros(count, bool)
+        is_last[lasts] = True
+        others = np.flatnonzero(~is_last)
+        gids[others] = np.fromiter(
+            map(gmap.__getitem__, map(texts.__getitem__, others.tolist())), np.int64, len(others)
+        )
         # Groups are numbered by first appearance: a record opens its group iff its
         # number exceeds every earlier one.
         first = np.ones(count, bool)
