@@ -182,7 +182,9 @@ def check_lists(
 ) -> None:
     """Check concatenated lists: ``ends`` (int64, one more than the lists) starts at 0,
     every list is non-empty and ``values`` ends at ``ends[-1]``; every value lies in
-    ``[0, bound)`` and each list is strictly ascending. O(total length), vectorised.
+    ``[0, bound)`` and each list is strictly ascending. ``values`` has a signed integer
+    dtype: the steps are taken in it (they fit, as every value is first checked to lie
+    in ``[0, bound)``), with no wider copy. O(total length), vectorised.
 
     Raises:
         ImageError: Any of these fails.
