@@ -126,7 +126,7 @@ def restore(
 ) -> _WordOverlapIndex:
     """Fill the new, empty ``index`` from the image ``parts`` so that it equals one that
     added ``records`` (ascending seq) one by one. O(records + postings), vectorised
-    but for O(records + tokens) Python steps.
+    but for O(tokens + records sharing a text) Python steps.
 
     Raises:
         ImageError: See the module documentation. ``index`` may be partly filled.
