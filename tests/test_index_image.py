@@ -627,3 +627,74 @@ def test_an_image_lacking_a_token_keeps_the_owner_alive() -> None:
     view = loaded.view()
     for query in QUERIES:
         loaded.index.top_k(view, query, 10, None)  # type: ignore[attr-defined]
+
+
+def _lists_ok(ends: list[int], values: list[int], bound: int) -> bool:
+    """The reference for ``check_lists``: plain Python over the lists."""
+    if not ends or ends[0] != 0 or ends[-1] != len(values):
+        return False
+    lists = [values[a:b] for a, b in zip(ends, ends[1:], strict=False)]
+    return all(
+        lst
+        and all(0 <= v < bound for v in lst)
+        and all(x < y for x, y in zip(lst, lst[1:], strict=False))
+        for lst in lists
+    ) and all(a <= b for a, b in zip(ends, ends[1:], strict=False))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lists=st.lists(st.lists(st.integers(-2, 12), max_size=5), max_size=6),
+    bound=st.integers(1, 12),
+    wide=st.booleans(),
+)
+def test_check_lists_agrees_with_a_plain_reference(
+    lists: list[list[int]], bound: int, wide: bool
+) -> None:
+    """Every list non-empty, in [0, bound), strictly ascending; any step across lists."""
+    from actormem._index.persist import check_lists
+
+    values = [v for lst in lists for v in lst]
+    ends = [0]
+    for lst in lists:
+        ends.append(ends[-1] + len(lst))
+    arr = np.array(values, np.int64 if wide else np.int32)
+    try:
+        check_lists(np.array(ends, np.int64), arr, bound, "lists")
+        ok = True
+    except ImageError:
+        ok = False
+    assert ok == _lists_ok(ends, values, bound)
+
+
+@pytest.mark.parametrize("make", SCORERS)
+def test_restored_groups_equal_rebuilt_ones(make: Callable[[], Scorer]) -> None:
+    """Many records sharing texts: the restored word-overlap numbering (groups, their
+    records in order, bounds) is the rebuilt one, field by field."""
+    rows = _rows(11, 60)
+    dup = [
+        (seq + 1000 * (i + 1), attrs.evolve(entry, id=uuid.UUID(int=10**6 + 100 * i + j), key=None))
+        for i in range(3)
+        for j, (seq, entry) in enumerate(rows[::2])
+    ]
+    rows = sorted(rows + dup, key=lambda row: row[0])
+    state = _state(make())
+    state.load(rows)
+    restored = _loaded(make, rows, _image(state))
+    rebuilt = _loaded(make, rows, None)
+    _assert_same(restored, rebuilt)
+    if make is not WordOverlapScorer:
+        return
+    a, b = restored.index._e, rebuilt.index._e  # type: ignore[attr-defined]
+    assert a.groups == b.groups
+    assert a.n == b.n
+    assert any(type(item).__name__ == "_Group" for item in a.glist)
+    for x, y in zip(a.glist[: a.n], b.glist[: b.n], strict=True):
+        assert type(x) is type(y)
+        if type(x).__name__ == "_Group":
+            assert (x.text, x.unpurged, x.dead) == (y.text, y.unpurged, y.dead)
+            assert [r.seq for r in x.recs] == [r.seq for r in y.recs]
+        else:
+            assert x.seq == y.seq
+    assert np.array_equal(a.maxrel[: a.n], b.maxrel[: b.n])
+    assert np.array_equal(a.minseq[: a.n], b.minseq[: b.n])

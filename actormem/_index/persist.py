@@ -182,7 +182,9 @@ def check_lists(
 ) -> None:
     """Check concatenated lists: ``ends`` (int64, one more than the lists) starts at 0,
     every list is non-empty and ``values`` ends at ``ends[-1]``; every value lies in
-    ``[0, bound)`` and each list is strictly ascending. O(total length), vectorised.
+    ``[0, bound)`` and each list is strictly ascending. ``values`` has a signed integer
+    dtype: the steps are taken in it (they fit, as every value is first checked to lie
+    in ``[0, bound)``), with no wider copy. O(total length), vectorised.
 
     Raises:
         ImageError: Any of these fails.
@@ -191,11 +193,12 @@ def check_lists(
         raise ImageError(f"{what}: list offsets out of order or range")
     if len(values) and (int(values.min()) < 0 or int(values.max()) >= bound):
         raise ImageError(f"{what}: a value outside [0, {bound})")
-    steps = np.diff(values.astype(np.int64))
-    # A step may only go down (or repeat) where a new list starts.
-    bad = np.flatnonzero(steps <= 0) + 1
-    if len(bad) and not np.isin(bad, ends[1:-1]).all():
-        raise ImageError(f"{what}: a list out of order or with repeats")
+    if len(values) > 1:
+        # No overflow: both sides of each step lie in [0, bound), so it fits the dtype.
+        steps = np.diff(values)
+        steps[ends[1:-1] - 1] = 1  # a step into a new list may go anywhere
+        if int(steps.min()) <= 0:
+            raise ImageError(f"{what}: a list out of order or with repeats")
 
 
 def dump_index(index: object, records: list[Record]) -> dict[str, bytes] | None:

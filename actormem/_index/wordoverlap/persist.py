@@ -22,6 +22,8 @@ from __future__ import annotations
 import hashlib
 from array import array
 from collections.abc import Mapping
+from itertools import compress
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -37,6 +39,10 @@ from .numbering import _Group, _Numbering, _tags
 __all__ = ["dump", "handles", "restore"]
 
 KIND = "word-overlap"
+
+_MEMORY = attrgetter("entry.memory")
+_RELEVANCE = attrgetter("entry.relevance")
+_SEQ = attrgetter("seq")
 
 
 def _params() -> dict[str, Any]:
@@ -120,15 +126,19 @@ def restore(
 ) -> _WordOverlapIndex:
     """Fill the new, empty ``index`` from the image ``parts`` so that it equals one that
     added ``records`` (ascending seq) one by one. O(records + postings), vectorised
-    but for O(records + tokens) Python steps.
+    but for O(tokens + records sharing a text) Python steps.
 
     Raises:
         ImageError: See the module documentation. ``index`` may be partly filled.
     """
     assert index._e.n == 0, "restore into a new index"
-    texts, distinct = _groups(records)
-    canon = list(distinct)
-    size = len(canon)
+    texts = list(map(_MEMORY, records))
+    count = len(texts)
+    # One dict build when every text is distinct (its value is then the group number);
+    # its keys are the distinct texts in order of first appearance either way.
+    gmap = dict(zip(texts, range(count), strict=True))
+    size = len(gmap)
+    canon = texts if size == count else list(gmap)
     _, arrays = persist.unpack(parts, _expect(records, canon))
     tok_ends = persist.need(arrays, "token_ends", "<i8")
     tokens = persist.decode_strings(persist.need(arrays, "tokens", "|u1").tobytes(), tok_ends)
@@ -146,38 +156,46 @@ def restore(
     while cap < size:
         cap *= 2  # as add() grows it
     e = _Numbering(cap)
-    gmap = dict(zip(canon, range(size), strict=True))
-    e.groups = gmap
-    if size == len(records):  # every text once: each group is its record
+    rel = np.fromiter(map(_RELEVANCE, records), np.float64, count)
+    seqs = np.fromiter(map(_SEQ, records), np.int64, count)
+    if size == count:  # every text once: each group is its record
+        e.groups = gmap
         e.glist = list(records)
-        gids = np.arange(size, dtype=np.int64)
+        e.maxrel[:size] = rel
+        e.minseq[:size] = seqs
     else:
-        glist: list[Record | _Group | None] = [None] * size
-        gid_list = list(map(gmap.__getitem__, texts))
-        for rec, g in zip(records, gid_list, strict=True):
-            item = glist[g]
-            if item is None:
-                glist[g] = rec
-            elif type(item) is _Group:
+        # gmap's values are each group's last record: those get their group number by
+        # position, the other records (as many as there are duplicates) by lookup.
+        lasts = np.fromiter(gmap.values(), np.int64, size)
+        gmap.update(zip(canon, range(size), strict=True))  # no resize, unlike a new dict
+        e.groups = gmap
+        gids = np.empty(count, np.int64)
+        gids[lasts] = np.arange(size, dtype=np.int64)
+        is_last = np.zeros(count, bool)
+        is_last[lasts] = True
+        others = np.flatnonzero(~is_last)
+        gids[others] = np.fromiter(
+            map(gmap.__getitem__, map(texts.__getitem__, others.tolist())), np.int64, len(others)
+        )
+        # Groups are numbered by first appearance: a record opens its group iff its
+        # number exceeds every earlier one.
+        first = np.ones(count, bool)
+        first[1:] = gids[1:] > np.maximum.accumulate(gids)[:-1]
+        glist: list[Record | _Group | None] = list(compress(records, first.tolist()))
+        later = np.flatnonzero(~first)
+        for i, g in zip(later.tolist(), gids[later].tolist(), strict=True):
+            rec, item = records[i], glist[g]
+            if type(item) is _Group:
                 item.recs.append(rec)
                 item.unpurged += 1
             else:
                 assert isinstance(item, Record)
                 glist[g] = _Group(item.entry.memory, [item, rec])
         e.glist = glist
-        gids = np.array(gid_list, np.int64)
-    rel = np.fromiter((rec.entry.relevance for rec in records), np.float64, len(records))
-    seqs = np.fromiter((rec.seq for rec in records), np.int64, len(records))
-    if size == len(records):
-        e.maxrel[:size] = rel
-        e.minseq[:size] = seqs
-    else:
-        maxrel = np.zeros(size, np.float64)
-        np.maximum.at(maxrel, gids, rel)
+        maxrel = rel[first]
+        np.maximum.at(maxrel, gids[later], rel[later])
         e.maxrel[:size] = maxrel
-        firsts = np.full(size, np.iinfo(np.int64).max, np.int64)
-        np.minimum.at(firsts, gids, seqs)
-        e.minseq[:size] = firsts
+        e.minseq[:size] = seqs[first]  # records come in ascending seq
     e.masks[0][:size] = lo
     e.masks[1][:size] = hi
     e.n = e.masked = size
