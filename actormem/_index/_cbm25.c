@@ -19,7 +19,8 @@
  *   of work (budget) and keeps its state in the caller's arrays: the caller yields between
  *   calls, raises theta from the exact record scores, and no buffer is held across calls
  *   (the owner appends to the arrays in between). Groups that can reach theta are
- *   returned with their exact score, term by term in the query's order with the
+ *   returned (or, with `offer`, offered to the caller's heap of records here, best
+ *   first after each window, so that theta rises within a call) with their exact score, term by term in the query's order with the
  *   reference's IEEE operations (built with -ffp-contract=off), so bit for bit.
  *
  * Arguments are checked by kernels.py before they get here; the checks below repeat
@@ -511,13 +512,12 @@ offer_found(offer_t *o, const int64_t *nums, const double *scores, Py_ssize_t n)
  * slack. Windows are whole: a call ends between two, after budget postings of work or
  * when the next could overflow the output. Returns -1 with an exception set. */
 static int
-window_steps(term_t *T, Py_ssize_t q, Py_ssize_t *ord, Py_ssize_t ne, double *prefix,
-             const int32_t *ln, Py_ssize_t nlen, double a_part, double b_part, double k1,
-             double b, double avgdl, double up, double theta, Py_ssize_t budget,
-             Py_ssize_t room, int64_t *out_n, double *out_s, Py_ssize_t *p_emitted,
-             int *p_finished, offer_t *o, uint8_t *sticky)
+window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
+             const double *prefix, const int32_t *ln, Py_ssize_t nlen, double a_part,
+             double b_part, double k1, double b, double avgdl, double up, double theta,
+             Py_ssize_t budget, Py_ssize_t room, int64_t *out_n, double *out_s,
+             Py_ssize_t *p_emitted, int *p_finished, offer_t *o)
 {
-    double split_at = theta; /* the theta of the split ord[0..ne) */
     double *acc = PyMem_Calloc(WINDOW, sizeof(double));
     uint64_t *mark = PyMem_Calloc(WINDOW / 64, sizeof(uint64_t));
     if (!acc || !mark) {
@@ -529,16 +529,6 @@ window_steps(term_t *T, Py_ssize_t q, Py_ssize_t *ord, Py_ssize_t ne, double *pr
     Py_ssize_t emitted = *p_emitted, work = 0;
     int rc = 0;
     while (work < budget && room - emitted > 0) {
-        if (o && theta > split_at) {
-            /* Theta rose in this call (offers): split again, as the next call would,
-             * so that more lists are looked up, not walked. */
-            ne = split_terms(T, q, theta, sticky, ord, prefix);
-            split_at = theta;
-            if (ne == q) { /* no group left can reach theta */
-                *p_finished = 1;
-                break;
-            }
-        }
         int64_t lo = INT64_MAX;
         for (Py_ssize_t i = ne; i < q; i++) {
             term_t *t = &T[ord[i]];
@@ -802,7 +792,7 @@ bm25_daat(PyObject *self, PyObject *args)
     if (have_sticky) {
         if (!finished && window_steps(T, q, ord, ne, prefix, ln, nlen, a_part, b_part, k1, b,
                                       avgdl, up, theta, budget, room, out_n, out_s, &emitted,
-                                      &finished, po, (uint8_t *)sticky.buf) < 0) {
+                                      &finished, po) < 0) {
             goto done;
         }
         goto out;

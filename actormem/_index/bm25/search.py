@@ -242,7 +242,9 @@ class MaxScoreSearch:
         driver before, kept for side-by-side benchmarks). The groups it finds may reach
         ``theta`` come back with their exact scores (bit for bit the reference's),
         best first, and their records enter the heap here, which raises ``theta`` (the
-        k-th best record score). ``ex`` holds the query as taken at the start,
+        k-th best record score); with ``knobs._C_OFFER`` an unweighted query's heap is
+        the core's own, in C, and theta rises within a step. ``ex`` holds the query as
+        taken at the start,
         ``bounds`` its terms' bounds (slack included), ``blocks`` their block caches,
         extended here first."""
         scorer = self._index.scorer
@@ -270,8 +272,9 @@ class MaxScoreSearch:
         seed_room = max(limit, knobs._SEED_ROOM) if knobs._COST_SPLIT else 0
         seeds = sorted(range(len(terms)), key=bounds.__getitem__)[-knobs._SEEDS :]
         if knobs._COST_SPLIT and knobs._C_OFFER and not ex.weighted and limit <= knobs._C_OFFER_MAX:
-            # The whole driver in C: the groups found enter the core's heap of records
-            # at once (theta rises within a step), one call per slice.
+            # The whole driver in C: the groups found enter the core's heap of records,
+            # best first after every window (theta rises within a step), one call per
+            # slice (docs/design.md, "The record heap in the BM25 core").
             daat.offer_to(table, ex.version, ex.accept, limit, len(seeds) * seed_room)
             for seed in seeds:
                 daat.drive(budget, seed, seed_room)
