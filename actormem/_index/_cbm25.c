@@ -459,20 +459,36 @@ typedef struct {
     int64_t num;
 } found_t;
 
-/* Best first: a higher score, then a lower group number. */
-static int
-by_score(const void *x, const void *y)
+/* Whether a comes before b best first: a higher score, then a lower group number. */
+static inline int
+found_before(const found_t *a, const found_t *b)
 {
-    const found_t *a = x, *b = y;
-    if (a->score != b->score) return a->score > b->score ? -1 : 1;
-    return (a->num > b->num) - (a->num < b->num);
+    return a->score > b->score || (a->score == b->score && a->num < b->num);
+}
+
+/* Sift f[i] down the best-first heap f[0..n). */
+static void
+found_sift(found_t *f, Py_ssize_t n, Py_ssize_t i)
+{
+    for (;;) {
+        Py_ssize_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && found_before(&f[l], &f[m])) m = l;
+        if (r < n && found_before(&f[r], &f[m])) m = r;
+        if (m == i) return;
+        found_t t = f[i];
+        f[i] = f[m];
+        f[m] = t;
+        i = m;
+    }
 }
 
 /* Offer the n groups found (nums, scores) best first, stopping at the first whose
  * score is below the heap's worst once it is full (the records of those after it
  * cannot enter): in number order most of them would enter and be pushed out again, each
- * after reading its records (cache misses). Returns -1 with an exception set.
- * O(n log n + offers). */
+ * after reading its records (cache misses). Best first through a heap of the groups
+ * (O(n) to build, O(log n) per group taken), not a sort: early in a long query a window
+ * finds hundreds of groups of which a few enter. Returns -1 with an exception set.
+ * O(n + offers log n). */
 static int
 offer_found(offer_t *o, const int64_t *nums, const double *scores, Py_ssize_t n)
 {
@@ -482,15 +498,21 @@ offer_found(offer_t *o, const int64_t *nums, const double *scores, Py_ssize_t n)
         PyErr_NoMemory();
         return -1;
     }
+    Py_ssize_t m = 0;
+    double worst = o->hn[0] == o->limit ? o->hs[0] : -INFINITY;
     for (Py_ssize_t i = 0; i < n; i++) {
-        f[i].score = scores[i];
-        f[i].num = nums[i];
+        if (scores[i] < worst) continue; /* cannot enter: the worst only rises */
+        f[m].score = scores[i];
+        f[m].num = nums[i];
+        m++;
     }
-    qsort(f, (size_t)n, sizeof(found_t), by_score);
+    for (Py_ssize_t i = m / 2 - 1; i >= 0; i--) found_sift(f, m, i);
     int rc = 0;
-    for (Py_ssize_t i = 0; i < n && rc == 0; i++) {
-        if (o->hn[0] == o->limit && f[i].score < o->hs[0]) break;
-        rc = offer_group(o, f[i].num, f[i].score);
+    while (m > 0 && rc == 0) {
+        if (o->hn[0] == o->limit && f[0].score < o->hs[0]) break;
+        rc = offer_group(o, f[0].num, f[0].score);
+        f[0] = f[--m];
+        found_sift(f, m, 0);
     }
     PyMem_Free(f);
     return rc;
@@ -526,9 +548,11 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
         PyErr_NoMemory();
         return -1;
     }
-    Py_ssize_t emitted = *p_emitted, work = 0;
+    Py_ssize_t emitted = *p_emitted, work = 0, found = 0;
     int rc = 0;
-    while (work < budget && room - emitted > 0) {
+    /* With offers, a call also ends once it found `room` groups, as it does without
+     * (its output full): the next call splits the terms again at the theta reached. */
+    while (work < budget && room - emitted > 0 && found < room) {
         int64_t lo = INT64_MAX;
         for (Py_ssize_t i = ne; i < q; i++) {
             term_t *t = &T[ord[i]];
@@ -607,6 +631,7 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
                 rc = -1;
                 goto done;
             }
+            found += emitted;
             emitted = 0;
             double t = heap_theta(o);
             if (t > theta) theta = t;
