@@ -16,7 +16,10 @@ states, one per path, in alternating chunks of 1,000, CPU per ``MemoryState.stor
 ``--old core-bound`` makes *old* the core's driver before the cost-aware split
 (``knobs._COST_SPLIT = False``: MaxScore's split by bound, document at a time with
 block-max windows) and *new* the core as it is (cost-aware split, term at a time over
-windows of groups); the store cost then compares the same path twice.
+windows of groups); the store cost then compares the same path twice. ``--old
+core-offer`` makes *old* the core with each step's groups offered to the heap of records
+in Python (``knobs._C_OFFER = False``) and *new* the core offering them in C as it finds
+them (theta rises within a step).
 
 Usage (from the repository root)::
 
@@ -59,14 +62,17 @@ def make(name: str) -> BM25Scorer:
     raise ValueError(f"unknown configuration {name!r}")
 
 
-#: What *old* is: ``python`` (the Python driver) or ``core-bound`` (the core's driver
-#: with MaxScore's split by bound); set by ``main``.
+#: What *old* is: ``python`` (the Python driver), ``core-bound`` (the core's driver
+#: with MaxScore's split by bound) or ``core-offer`` (the groups offered in Python); set
+#: by ``main``.
 OLD = "python"
 
 
 def switch(new: bool) -> None:
     if OLD == "python":
         kernels.BM25_CORE = new
+    elif OLD == "core-offer":
+        knobs._C_OFFER = new
     else:
         knobs._COST_SPLIT = new
 
@@ -106,9 +112,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--adds", type=positive_int, default=50_000, help="entries for store cost")
     p.add_argument(
         "--old",
-        choices=("python", "core-bound"),
+        choices=("python", "core-bound", "core-offer"),
         default="python",
-        help="old: the Python driver, or the core's driver with MaxScore's split by bound",
+        help="old: the Python driver, the core's driver with MaxScore's split by bound, or"
+        " the core's driver with the groups offered to the heap in Python (core-offer)",
     )
     args = p.parse_args(argv)
     if not (kernels.AVAILABLE and kernels.bm25_core_active()):

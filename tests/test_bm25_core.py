@@ -42,25 +42,29 @@ pytestmark = pytest.mark.skipif(
 BASE = datetime(2024, 1, 1, tzinfo=UTC)
 NOW = (BASE + timedelta(days=2)).timestamp()
 
-#: (ENABLED, BM25_CORE, knobs._COST_SPLIT) of each path: "core" is the core's windowed
-#: driver with the cost-aware split, "core-bound" its document-at-a-time driver with
-#: MaxScore's split by bound (the driver before it, kept for side-by-side benchmarks).
+#: (ENABLED, BM25_CORE, knobs._COST_SPLIT, knobs._C_OFFER) of each path: "core" is the
+#: core's windowed driver with the cost-aware split, offering the groups it finds to its
+#: heap of records in C (unweighted queries), "core-offer" the same driver with each
+#: step's groups offered in Python (the driver before), "core-bound" its
+#: document-at-a-time driver with MaxScore's split by bound (kept for side-by-side
+#: benchmarks).
 PATHS = {
-    "reference": (False, False, True),
-    "kernels": (True, False, True),
-    "core": (True, True, True),
-    "core-bound": (True, True, False),
+    "reference": (False, False, True, False),
+    "kernels": (True, False, True, False),
+    "core": (True, True, True, True),
+    "core-offer": (True, True, True, False),
+    "core-bound": (True, True, False, False),
 }
 
 
 @contextmanager
 def path(name: str) -> Iterator[None]:
-    kernels.ENABLED, kernels.BM25_CORE, bm25_knobs._COST_SPLIT = PATHS[name]
+    kernels.ENABLED, kernels.BM25_CORE, bm25_knobs._COST_SPLIT, bm25_knobs._C_OFFER = PATHS[name]
     try:
         yield
     finally:
         kernels.ENABLED, kernels.BM25_CORE = kernels.AVAILABLE, True
-        bm25_knobs._COST_SPLIT = True
+        bm25_knobs._COST_SPLIT = bm25_knobs._C_OFFER = True
 
 
 def scorers() -> dict[str, BM25Scorer]:
@@ -158,6 +162,7 @@ class Three:
                 hits = index.top_k(view, query, limit, accept)  # type: ignore[arg-type]
             got[name] = [(score, rec.seq) for score, rec in hits]
         assert got["core"] == got["reference"], (query, got)
+        assert got["core-offer"] == got["reference"], (query, got)
         assert got["core-bound"] == got["reference"], (query, got)
         assert got["kernels"] == got["reference"], (query, got)
         return got["core"]
@@ -280,6 +285,7 @@ class CoreAgrees(RuleBasedStateMachine):
                 result = done[name] if name in done else drain(gen)
             got[name] = [(score, rec.seq) for score, rec in result]
         assert got["core"] == got["reference"] == got["kernels"] == got["core-bound"], query
+        assert got["core-offer"] == got["reference"], query
 
     @invariant()
     def checked(self) -> None:
@@ -451,6 +457,112 @@ def test_c_checks_memory_safety_itself() -> None:
             core.bm25_daat([term], cursors, lengths, *common, 0.0, 100, -1, nums, scores, sticky)
     with pytest.raises(TypeError):
         core.bm25_add_terms(["a", 1], {}, [], 0, lambda *a: None)
+    # The offers: a heap of the wrong shape, counts out of range, a group number beyond
+    # the table, a group whose recs is not a list.
+    sticky = np.zeros(1, np.uint8)
+    table: list[Any] = [None] * 64
+
+    def offer(**changes: Any) -> tuple[Any, ...]:
+        parts = {
+            "table": table, "version": 1, "accept": None, "hs": np.empty(2),
+            "hq": np.empty(2, np.int64), "hr": [None, None], "hn": np.zeros(2, np.int64),
+            "seen": np.empty(4, np.int64), "remember": False,
+        }  # fmt: skip
+        parts.update(changes)
+        return tuple(parts.values())
+
+    bad: list[tuple[Any, ...]] = [
+        offer(hs=np.empty(3)),  # scores and seqs of different lengths
+        offer(hr=[None]),  # fewer records than scores
+        offer(hn=np.array([3, 0], np.int64)),  # more in the heap than its limit
+        offer(hn=np.array([0, 5], np.int64)),  # more seen than room
+        offer(hn=np.zeros(1, np.int64)),  # no room for the seen count
+        offer(accept=3),  # not callable
+        offer()[:8],  # not the 9-tuple
+    ]
+    for args in bad:
+        with pytest.raises((TypeError, ValueError)):
+            core.bm25_daat(
+                [term], cursors, np.ones(64, np.int32), *common, 0.0, 100, -1, nums, scores,
+                sticky.copy(), args,
+            )  # fmt: skip
+    with pytest.raises((TypeError, ValueError)):  # offers need the cost-aware split
+        core.bm25_daat(
+            [term], cursors, np.ones(64, np.int32), *common, 0.0, 100, -1, nums, scores,
+            None, offer(),
+        )  # fmt: skip
+    for short, match in (([None] * 8, "beyond the table"), ([object()] * 64, "recs")):
+        with pytest.raises((TypeError, ValueError, AttributeError), match=match):
+            core.bm25_daat(
+                [term], np.zeros(1, np.int64), np.ones(64, np.int32), *common, 0.0, 100, 0,
+                nums, scores, sticky.copy(), offer(table=short),
+            )  # fmt: skip
+    with pytest.raises(ValueError, match="seen is full"):
+        core.bm25_daat(
+            [term], np.zeros(1, np.int64), np.ones(64, np.int32), *common, 0.0, 100, 0,
+            nums, scores, sticky.copy(), offer(remember=True),
+        )  # fmt: skip
+
+
+def test_offers_in_c_arguments_ties_and_errors() -> None:
+    """``Bm25Daat.offer_to``/``drive``/``best`` refuse bad arguments before C; the heap
+    in C breaks ties of equal scores by seq (a text stored again: several records of
+    one group), honours the snapshot and the filter, and lets the filter's error
+    through (the retrieve fails, nothing is kept)."""
+    lengths = np.ones(128, np.int32)
+    parts = (0.5, 0.01, 1.5, 0.75, 10.0, 1.0 + 1e-9)
+    daat = kernels.Bm25Daat([_term()], lengths, parts, 4)  # split by bound: no offers
+    with pytest.raises(ValueError, match="cost-aware"):
+        daat.offer_to([], 1, None, 1, 1)
+    daat = kernels.Bm25Daat([_term()], lengths, parts, 4, True)
+    with pytest.raises(ValueError, match="offer_to"):
+        daat.drive(10)
+    for args in [
+        ((), 1, None, 1, 1),  # table not a list
+        ([], -1, None, 1, 1),  # version
+        ([], 1, 3, 1, 1),  # accept not callable
+        ([], 1, None, 0, 1),  # limit
+        ([], 1, None, 1, -1),  # seen
+    ]:
+        with pytest.raises((TypeError, ValueError)):
+            daat.offer_to(*args)
+    # Through the index: a text stored five times (one group, seqs 0..4, equal scores),
+    # two records born after the snapshot, one retired, a filter.
+    three = Three(scorers()["plain"])
+    for _ in range(5):
+        three.add("deploy the cat")
+    three.add("deploy x")
+    old = three.version
+    three.add("deploy the cat")
+    three.add("deploy the cat")
+    three.delete(1)
+    for version in (None, old):
+        for limit in (1, 2, 3, 7):
+            for accept in (None, lambda rec: rec.seq % 2 == 1):
+                view = three.view(version)
+                three.query(view, "deploy cat", limit, accept)  # every path agrees
+
+    def boom(rec: Record) -> bool:
+        raise RuntimeError("filter failed")
+
+    with path("core"), pytest.raises(RuntimeError, match="filter failed"):
+        three.indexes["core"].top_k(three.view(), "deploy cat", 3, boom)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("largest", [1, 3])
+def test_limits_beyond_the_c_heap_take_the_python_offers(largest: int, monkeypatch: Any) -> None:
+    """A limit above ``knobs._C_OFFER_MAX`` is offered in Python: the same results."""
+    monkeypatch.setattr(bm25_knobs, "_C_OFFER_MAX", largest)
+    three = Three(scorers()["plain"])
+    rng = random.Random(largest)
+    for _ in range(200):
+        three.add(" ".join(rng.choices(WORDS, k=rng.randint(1, 6))))
+    for limit in (1, 2, 5):
+        view = three.view()
+        query = "cat deploy x w1"
+        got = three.query(view, query, limit)
+        want = brute_force(three.scorer, three.records, view.version, query, limit, now=NOW)
+        assert got == [(score, rec.seq) for score, rec in want]
 
 
 def test_core_switched_off_or_missing() -> None:

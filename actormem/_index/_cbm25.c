@@ -19,7 +19,8 @@
  *   of work (budget) and keeps its state in the caller's arrays: the caller yields between
  *   calls, raises theta from the exact record scores, and no buffer is held across calls
  *   (the owner appends to the arrays in between). Groups that can reach theta are
- *   returned with their exact score, term by term in the query's order with the
+ *   returned (or, with `offer`, offered to the caller's heap of records here, best
+ *   first after each window, so that theta rises within a call) with their exact score, term by term in the query's order with the
  *   reference's IEEE operations (built with -ffp-contract=off), so bit for bit.
  *
  * Arguments are checked by kernels.py before they get here; the checks below repeat
@@ -27,6 +28,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -238,6 +240,284 @@ look_up(term_t *T, const Py_ssize_t *ord, Py_ssize_t ne, const double *prefix, i
     return partial;
 }
 
+/* ------------------------------------------------------------------ offers */
+
+/* The caller's heap of the k best records (unweighted scores: a record scores its
+ * text's), for the driver to offer its groups to as it finds them, so that theta (the
+ * k-th best record score) rises within a call, not only between two. Arrays of the
+ * caller, kept between calls: hs (scores), hq (minus seq) and hr (a list of the
+ * records), a min-heap on (score, -seq) of hn[0] <= limit entries; seen[0..hn[1]) the
+ * groups the seeding offered, ascending (the main walk meets them again and skips
+ * them: their records were offered once). */
+typedef struct {
+    PyObject *table, *accept, *hr; /* borrowed */
+    int64_t version;
+    double *hs;
+    int64_t *hq, *hn, *seen;
+    Py_ssize_t limit, seen_cap;
+    int remember; /* the seeding: add the groups offered to seen */
+} offer_t;
+
+static PyObject *s_recs, *s_seq, *s_born, *s_died;
+
+/* theta from the heap: its worst score once full, else -inf. */
+static inline double
+heap_theta(const offer_t *o)
+{
+    return o->hn[0] == o->limit ? o->hs[0] : -INFINITY;
+}
+
+static inline int
+heap_less(const offer_t *o, Py_ssize_t i, Py_ssize_t j)
+{
+    return o->hs[i] < o->hs[j] || (o->hs[i] == o->hs[j] && o->hq[i] < o->hq[j]);
+}
+
+static inline void
+heap_swap(offer_t *o, Py_ssize_t i, Py_ssize_t j)
+{
+    double s = o->hs[i];
+    o->hs[i] = o->hs[j];
+    o->hs[j] = s;
+    int64_t q = o->hq[i];
+    o->hq[i] = o->hq[j];
+    o->hq[j] = q;
+    PyObject **items = ((PyListObject *)o->hr)->ob_item, *r = items[i];
+    items[i] = items[j];
+    items[j] = r;
+}
+
+/* Put (score, negseq, rec) in the heap: pushed while it has room, else in place of the
+ * worst (the caller checked that it beats it). */
+static void
+heap_put(offer_t *o, double score, int64_t negseq, PyObject *rec)
+{
+    Py_ssize_t n = o->hn[0], i;
+    if (n < o->limit) {
+        i = n;
+        o->hn[0] = n + 1;
+        o->hs[i] = score;
+        o->hq[i] = negseq;
+        PyList_SetItem(o->hr, i, Py_NewRef(rec)); /* steals; drops the None */
+        while (i > 0 && heap_less(o, i, (i - 1) / 2)) {
+            heap_swap(o, i, (i - 1) / 2);
+            i = (i - 1) / 2;
+        }
+        return;
+    }
+    o->hs[0] = score;
+    o->hq[0] = negseq;
+    PyList_SetItem(o->hr, 0, Py_NewRef(rec));
+    i = 0;
+    for (;;) {
+        Py_ssize_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && heap_less(o, l, m)) m = l;
+        if (r < n && heap_less(o, r, m)) m = r;
+        if (m == i) break;
+        heap_swap(o, i, m);
+        i = m;
+    }
+}
+
+/* Reading a __slots__ attribute without the attribute machinery: for one type at a
+ * time (the records' and the groups' classes), each name's slot offset, found through
+ * the type's member descriptor; 0 if the name is not a plain object slot there (then
+ * PyObject_GetAttr). The type is held, so its address cannot be reused. */
+typedef struct {
+    PyTypeObject *type;
+    Py_ssize_t off[3];
+} slots_t;
+
+static slots_t rec_slots, group_slots;
+
+static Py_ssize_t
+slot_offset(PyTypeObject *type, PyObject *name)
+{
+    PyObject *d = PyObject_GetAttr((PyObject *)type, name);
+    Py_ssize_t off = 0;
+    if (!d) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (Py_IS_TYPE(d, &PyMemberDescr_Type)) {
+        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+        if (m->type == T_OBJECT_EX && !(m->flags & READ_RESTRICTED) && m->offset > 0) {
+            off = m->offset;
+        }
+    }
+    Py_DECREF(d);
+    return off;
+}
+
+/* obj.<names[i]> as a new reference, through the slot if the type has one. */
+static inline PyObject *
+slot_get(slots_t *cache, PyObject *obj, PyObject *const *names, int n, int i)
+{
+    PyTypeObject *type = Py_TYPE(obj);
+    if (cache->type != type) {
+        Py_XSETREF(cache->type, (PyTypeObject *)Py_NewRef(type));
+        for (int j = 0; j < n; j++) cache->off[j] = slot_offset(type, names[j]);
+    }
+    if (cache->off[i]) {
+        PyObject *v = *(PyObject **)((char *)obj + cache->off[i]);
+        if (v) return Py_NewRef(v);
+    }
+    return PyObject_GetAttr(obj, names[i]);
+}
+
+static int
+attr_i64(PyObject *obj, int i, int64_t *out)
+{
+    PyObject *names[3] = {s_seq, s_born, s_died};
+    PyObject *v = slot_get(&rec_slots, obj, names, 3, i);
+    if (!v) return -1;
+    long long x = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    if (x == -1 && PyErr_Occurred()) return -1;
+    *out = (int64_t)x;
+    return 0;
+}
+
+/* Where num is or would go in seen[0..n) (ascending). */
+static inline Py_ssize_t
+seen_at(const int64_t *seen, Py_ssize_t n, int64_t num)
+{
+    Py_ssize_t lo = 0, hi = n;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (seen[mid] < num) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* _Exact.offer for one group in C (unweighted): its visible (born <= version < died),
+ * accepted records, by seq, enter the heap while they beat its worst (a higher score,
+ * then a lower seq, wins; the records are by seq, so once one loses the rest do). A
+ * group the seeding offered is not offered again; a purged one (None) has no records.
+ * Returns -1 with an exception set (accept raised, a record of the wrong shape).
+ * O(records of the group log limit), plus accept's calls. */
+static int
+offer_group(offer_t *o, int64_t num, double score)
+{
+    Py_ssize_t n_seen = (Py_ssize_t)o->hn[1], at = seen_at(o->seen, n_seen, num);
+    if (at < n_seen && o->seen[at] == num) return 0;
+    if (o->remember) {
+        if (n_seen >= o->seen_cap) {
+            PyErr_SetString(PyExc_ValueError, "seen is full");
+            return -1;
+        }
+        memmove(o->seen + at + 1, o->seen + at, (size_t)(n_seen - at) * sizeof(int64_t));
+        o->seen[at] = num;
+        o->hn[1] = n_seen + 1;
+    }
+    if (o->hn[0] == o->limit && score < o->hs[0]) return 0;
+    if (num < 0 || num >= PyList_GET_SIZE(o->table)) {
+        PyErr_SetString(PyExc_ValueError, "group number beyond the table");
+        return -1;
+    }
+    PyObject *group = PyList_GET_ITEM(o->table, num);
+    if (group == Py_None) return 0; /* purged: no record to score */
+    PyObject *recs = slot_get(&group_slots, group, &s_recs, 1, 0);
+    if (!recs) return -1;
+    if (!PyList_Check(recs)) {
+        Py_DECREF(recs);
+        PyErr_SetString(PyExc_TypeError, "a group's recs must be a list");
+        return -1;
+    }
+    int rc = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(recs); i++) {
+        PyObject *rec = Py_NewRef(PyList_GET_ITEM(recs, i));
+        int64_t seq, born, died;
+        if (attr_i64(rec, 0, &seq) < 0) {
+            rc = -1;
+        } else if (o->hn[0] == o->limit &&
+                   (score < o->hs[0] || (score == o->hs[0] && -seq <= o->hq[0]))) {
+            Py_DECREF(rec);
+            break;
+        } else if (attr_i64(rec, 1, &born) < 0 || attr_i64(rec, 2, &died) < 0) {
+            rc = -1;
+        } else if (born <= o->version && o->version < died) {
+            int ok = 1;
+            if (o->accept != Py_None) {
+                PyObject *r = PyObject_CallOneArg(o->accept, rec);
+                ok = r ? PyObject_IsTrue(r) : -1;
+                Py_XDECREF(r);
+            }
+            if (ok < 0) rc = -1;
+            else if (ok) heap_put(o, score, -seq, rec);
+        }
+        Py_DECREF(rec);
+        if (rc < 0) break;
+    }
+    Py_DECREF(recs);
+    return rc;
+}
+
+typedef struct {
+    double score;
+    int64_t num;
+} found_t;
+
+/* Whether a comes before b best first: a higher score, then a lower group number. */
+static inline int
+found_before(const found_t *a, const found_t *b)
+{
+    return a->score > b->score || (a->score == b->score && a->num < b->num);
+}
+
+/* Sift f[i] down the best-first heap f[0..n). */
+static void
+found_sift(found_t *f, Py_ssize_t n, Py_ssize_t i)
+{
+    for (;;) {
+        Py_ssize_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < n && found_before(&f[l], &f[m])) m = l;
+        if (r < n && found_before(&f[r], &f[m])) m = r;
+        if (m == i) return;
+        found_t t = f[i];
+        f[i] = f[m];
+        f[m] = t;
+        i = m;
+    }
+}
+
+/* Offer the n groups found (nums, scores) best first, stopping at the first whose
+ * score is below the heap's worst once it is full (the records of those after it
+ * cannot enter): in number order most of them would enter and be pushed out again, each
+ * after reading its records (cache misses). Best first through a heap of the groups
+ * (O(n) to build, O(log n) per group taken), not a sort: early in a long query a window
+ * finds hundreds of groups of which a few enter. Returns -1 with an exception set.
+ * O(n + offers log n). */
+static int
+offer_found(offer_t *o, const int64_t *nums, const double *scores, Py_ssize_t n)
+{
+    if (n == 0) return 0;
+    found_t *f = PyMem_Malloc((size_t)n * sizeof(found_t));
+    if (!f) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t m = 0;
+    double worst = o->hn[0] == o->limit ? o->hs[0] : -INFINITY;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (scores[i] < worst) continue; /* cannot enter: the worst only rises */
+        f[m].score = scores[i];
+        f[m].num = nums[i];
+        m++;
+    }
+    for (Py_ssize_t i = m / 2 - 1; i >= 0; i--) found_sift(f, m, i);
+    int rc = 0;
+    while (m > 0 && rc == 0) {
+        if (o->hn[0] == o->limit && f[0].score < o->hs[0]) break;
+        rc = offer_group(o, f[0].num, f[0].score);
+        f[0] = f[--m];
+        found_sift(f, m, 0);
+    }
+    PyMem_Free(f);
+    return rc;
+}
+
 /* Groups per window of the windowed driver (a 32 KiB score array, a 512 B bitset). */
 #define WINDOW 4096
 
@@ -258,7 +538,7 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
              const double *prefix, const int32_t *ln, Py_ssize_t nlen, double a_part,
              double b_part, double k1, double b, double avgdl, double up, double theta,
              Py_ssize_t budget, Py_ssize_t room, int64_t *out_n, double *out_s,
-             Py_ssize_t *p_emitted, int *p_finished)
+             Py_ssize_t *p_emitted, int *p_finished, offer_t *o)
 {
     double *acc = PyMem_Calloc(WINDOW, sizeof(double));
     uint64_t *mark = PyMem_Calloc(WINDOW / 64, sizeof(uint64_t));
@@ -268,9 +548,11 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
         PyErr_NoMemory();
         return -1;
     }
-    Py_ssize_t emitted = *p_emitted, work = 0;
+    Py_ssize_t emitted = *p_emitted, work = 0, found = 0;
     int rc = 0;
-    while (work < budget && room - emitted > 0) {
+    /* With offers, a call also ends once it found `room` groups, as it does without
+     * (its output full): the next call splits the terms again at the theta reached. */
+    while (work < budget && room - emitted > 0 && found < room) {
         int64_t lo = INT64_MAX;
         for (Py_ssize_t i = ne; i < q; i++) {
             term_t *t = &T[ord[i]];
@@ -344,6 +626,16 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
             }
         }
         memset(acc, 0, (size_t)top * sizeof(double));
+        if (o) { /* offered after each window: theta rises for the next one */
+            if (offer_found(o, out_n, out_s, emitted) < 0) {
+                rc = -1;
+                goto done;
+            }
+            found += emitted;
+            emitted = 0;
+            double t = heap_theta(o);
+            if (t > theta) theta = t;
+        }
     }
 done:
     PyMem_Free(acc);
@@ -365,22 +657,30 @@ PyDoc_STRVAR(bm25_daat_doc,
 "About budget postings of work per call. With seed >= 0 instead: every group of that\n"
 "term's list in turn, with its exact score (a first theta). With sticky (uint8, one per\n"
 "term, zero at first, kept between calls) the cost-aware split of the terms: the\n"
-"non-essential ones are chosen greedily by bound per posting left, not by bound alone.");
+"non-essential ones are chosen greedily by bound per posting left, not by bound alone.\n"
+"With offer, (table, version, accept, hs, hq, hr, hn, seen, remember) (sticky needed):\n"
+"each group found is offered at once to the caller's heap of records instead (hs, hq,\n"
+"hr: scores, minus seqs, records; hn: its size and seen's; seen: the groups the\n"
+"seeding offered, ascending, added to if remember), theta is the heap's worst once it\n"
+"is full (the theta argument is ignored) and rises within the call; the count returned\n"
+"is then that of the seeding's groups only.");
 
 static PyObject *
 bm25_daat(PyObject *self, PyObject *args)
 {
     PyObject *o_terms, *o_cur, *o_len, *o_nums, *o_scores, *o_sticky = Py_None;
+    PyObject *o_offer = Py_None, *o_hs, *o_hq, *o_hn, *o_seen;
     double a_part, b_part, k1, b, avgdl, up, theta;
     Py_ssize_t budget, seed;
-    if (!PyArg_ParseTuple(args, "O!OOdddddddnnOO|O", &PyList_Type, &o_terms, &o_cur, &o_len,
+    if (!PyArg_ParseTuple(args, "O!OOdddddddnnOO|OO", &PyList_Type, &o_terms, &o_cur, &o_len,
                           &a_part, &b_part, &k1, &b, &avgdl, &up, &theta, &budget, &seed,
-                          &o_nums, &o_scores, &o_sticky)) {
+                          &o_nums, &o_scores, &o_sticky, &o_offer)) {
         return NULL;
     }
     Py_ssize_t q = PyList_GET_SIZE(o_terms);
-    Py_buffer cur, len, nums, scores, sticky;
-    int have_sticky = 0;
+    Py_buffer cur, len, nums, scores, sticky, hs, hq, hn, seen;
+    int have_sticky = 0, have_offer = 0;
+    offer_t offer, *po = NULL;
     PyObject *result = NULL;
     term_t *T = NULL;
     Py_ssize_t *ord = NULL;
@@ -397,6 +697,39 @@ bm25_daat(PyObject *self, PyObject *args)
         (have_sticky && LEN(sticky) != q)) {
         PyErr_SetString(PyExc_ValueError, "cursors, sticky or outputs of the wrong size");
         goto done;
+    }
+    if (o_offer != Py_None) {
+        /* (table, version, accept, hs, hq, hr, hn, seen, remember): see offer_t. */
+        long long version;
+        int remember;
+        if (!have_sticky || !PyTuple_CheckExact(o_offer) ||
+            !PyArg_ParseTuple(o_offer, "O!LOOOO!OOp", &PyList_Type, &offer.table, &version,
+                              &offer.accept, &o_hs, &o_hq, &PyList_Type, &offer.hr, &o_hn,
+                              &o_seen, &remember)) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "offer: the windowed driver's 9-tuple");
+            goto done;
+        }
+        if (get(o_hs, &hs, K_F64, 1, "heap scores") < 0) goto done;
+        if (get(o_hq, &hq, K_I64, 1, "heap seqs") < 0) goto r1;
+        if (get(o_hn, &hn, K_I64, 1, "heap counts") < 0) goto r2;
+        if (get(o_seen, &seen, K_I64, 1, "seen") < 0) goto r3;
+        have_offer = 1;
+        offer.version = (int64_t)version;
+        offer.remember = remember;
+        offer.hs = (double *)hs.buf;
+        offer.hq = (int64_t *)hq.buf;
+        offer.hn = (int64_t *)hn.buf;
+        offer.seen = (int64_t *)seen.buf;
+        offer.limit = LEN(hs);
+        offer.seen_cap = LEN(seen);
+        if (offer.limit < 1 || LEN(hq) != offer.limit || PyList_GET_SIZE(offer.hr) != offer.limit ||
+            LEN(hn) != 2 || offer.hn[0] < 0 || offer.hn[0] > offer.limit || offer.hn[1] < 0 ||
+            offer.hn[1] > offer.seen_cap || (offer.accept != Py_None && !PyCallable_Check(offer.accept))) {
+            PyErr_SetString(PyExc_ValueError, "offer: heap, counts or accept of the wrong shape");
+            goto done;
+        }
+        po = &offer;
+        theta = heap_theta(po);
     }
     T = PyMem_Calloc(q, sizeof(term_t));
     ord = PyMem_Malloc(q * sizeof(Py_ssize_t));
@@ -478,12 +811,13 @@ bm25_daat(PyObject *self, PyObject *args)
             emitted++;
             s->cur++;
         }
+        if (po && offer_found(po, out_n, out_s, emitted) < 0) goto done;
         goto out;
     }
     if (have_sticky) {
         if (!finished && window_steps(T, q, ord, ne, prefix, ln, nlen, a_part, b_part, k1, b,
                                       avgdl, up, theta, budget, room, out_n, out_s, &emitted,
-                                      &finished) < 0) {
+                                      &finished, po) < 0) {
             goto done;
         }
         goto out;
@@ -588,6 +922,15 @@ done:
     PyMem_Free(T);
     PyMem_Free(ord);
     PyMem_Free(prefix);
+    if (have_offer) {
+        PyBuffer_Release(&seen);
+    r3:
+        PyBuffer_Release(&hn);
+    r2:
+        PyBuffer_Release(&hq);
+    r1:
+        PyBuffer_Release(&hs);
+    }
     if (have_sticky) PyBuffer_Release(&sticky);
     PyBuffer_Release(&scores);
 e3:
@@ -761,7 +1104,12 @@ PyInit__cbm25(void)
     s_num = PyUnicode_InternFromString("num");
     s_append = PyUnicode_InternFromString("append");
     s_typecode = PyUnicode_InternFromString("typecode");
-    if (!s_groups || !s_tfs || !s_df || !s_num || !s_append || !s_typecode) {
+    s_recs = PyUnicode_InternFromString("recs");
+    s_seq = PyUnicode_InternFromString("seq");
+    s_born = PyUnicode_InternFromString("born");
+    s_died = PyUnicode_InternFromString("died");
+    if (!s_groups || !s_tfs || !s_df || !s_num || !s_append || !s_typecode || !s_recs || !s_seq ||
+        !s_born || !s_died) {
         return NULL;
     }
     array_type = import_array_type();

@@ -21,6 +21,7 @@ def bm25_daat(
     nums_out: Any,
     scores_out: Any,
     sticky: Any = None,
+    offer: tuple[Any, ...] | None = None,
     /,
 ) -> tuple[int, bool]: ...
 def bm25_add_terms(

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import math
 import os
 from array import array
 from types import ModuleType
@@ -457,6 +458,10 @@ def bm25_blocks(
     _core().bm25_blocks(groups, tfs, lengths, first, stop, out)
 
 
+def _best_first(item: tuple[float, int, Any]) -> tuple[float, int]:
+    return (-item[0], -item[1])
+
+
 #: One query term for :class:`Bm25Daat`: (wi, bound, groups, tfs, count, blocks, nblocks).
 DaatTerm = tuple[float, float, "array[int]", "array[int]", int, "array[int]", int]
 
@@ -485,6 +490,7 @@ class Bm25Daat:
         "_cursors",
         "_lengths",
         "_nums",
+        "_offer",
         "_parts",
         "_scores",
         "_seed",
@@ -523,6 +529,60 @@ class Bm25Daat:
         self._sticky = np.zeros(len(terms), np.uint8) if cost_split else None
         self._nums = np.empty(room, np.int64)
         self._scores = np.empty(room, np.float64)
+        self._offer: list[Any] | None = None
+
+    def offer_to(self, table: list[Any], version: int, accept: Any, limit: int, seen: int) -> None:
+        """Make the core offer the groups it finds to a heap of records of its own, the
+        ``limit`` best ``(score, -seq, rec)`` (unweighted: a record scores its text's),
+        so that theta rises within a step (:meth:`drive`, :meth:`best`). ``table``: the
+        groups by number (``None`` once purged; each with ``recs``, records with
+        ``born``, ``died`` and ``seq``), ``version`` the reader's snapshot, ``accept``
+        ``None`` or a filter of records, ``seen`` how many groups the seeding may offer
+        in all. Needs the cost-aware split. O(limit + seen).
+
+        Raises:
+            TypeError, ValueError: An argument of the wrong type or range, or no
+                cost-aware split.
+        """
+        _need(self._sticky is not None, "offers need the cost-aware split")
+        if type(table) is not list:
+            raise TypeError("table must be a list")
+        _need(type(version) is int and 0 <= version < 1 << 63, "version: an int >= 0")
+        _need(accept is None or callable(accept), "accept must be None or callable")
+        _need(type(limit) is int and limit > 0, "limit must be an int > 0")
+        _need(type(seen) is int and seen >= 0, "seen must be an int >= 0")
+        self._offer = [
+            table, version, accept, np.empty(limit, np.float64), np.empty(limit, np.int64),
+            [None] * limit, np.zeros(2, np.int64), np.empty(max(seen, 1), np.int64), False,
+        ]  # fmt: skip
+
+    def drive(self, budget: int, seed: int = -1, room: int = 0) -> bool:
+        """:meth:`step` offering what it finds to the heap of :meth:`offer_to` (theta:
+        the heap's worst once full); whether every list is done (with ``seed``: that
+        term's list, whose first ``room`` groups are offered and remembered, so that
+        the walk after it skips them).
+
+        Raises:
+            ValueError: As :meth:`step`, or :meth:`offer_to` not called first.
+            Whatever ``accept`` raises.
+        """
+        _need(self._offer is not None, "offer_to first")
+        assert self._offer is not None
+        self._offer[8] = seed >= 0
+        _, done = self._call(-math.inf, budget, seed, room, tuple(self._offer))
+        return done
+
+    def best(self) -> list[tuple[float, Any]]:
+        """The heap of :meth:`offer_to`: ``(score, rec)``, best first (a higher score,
+        then a lower seq). O(limit log limit)."""
+        _need(self._offer is not None, "offer_to first")
+        assert self._offer is not None
+        n = int(self._offer[6][0])
+        items = zip(
+            self._offer[3][:n].tolist(), self._offer[4][:n].tolist(), self._offer[5][:n],
+            strict=True,
+        )  # fmt: skip
+        return [(score, rec) for score, _, rec in sorted(items, key=_best_first)]
 
     def step(
         self, theta: float, budget: int, seed: int = -1, room: int = 0
@@ -541,6 +601,12 @@ class Bm25Daat:
             ValueError: A NaN ``theta``, ``budget`` not an int > 0, ``seed`` not -1
                 or a term's index, or ``room`` not an int >= 0.
         """
+        got, done = self._call(theta, budget, seed, room, None)
+        return self._nums[:got].copy(), self._scores[:got].copy(), done
+
+    def _call(
+        self, theta: float, budget: int, seed: int, room: int, offer: tuple[Any, ...] | None
+    ) -> tuple[int, bool]:
         _need(theta == theta, "theta must not be NaN")
         _need(type(budget) is int and budget > 0, "budget must be an int > 0")
         _need(type(seed) is int and -1 <= seed < len(self._terms), "seed: -1 or a term")
@@ -548,12 +614,12 @@ class Bm25Daat:
         if seed >= 0 and seed != self._seed:  # another term's list: from the start
             self._seeds[:] = 0
             self._seed = seed
-        got, done = _core().bm25_daat(
+        got: tuple[int, bool] = _core().bm25_daat(
             self._terms, self._cursors if seed < 0 else self._seeds, self._lengths,
             *self._parts, theta, budget, seed,
-            self._nums[:room] if room else self._nums, self._scores, self._sticky,
+            self._nums[:room] if room else self._nums, self._scores, self._sticky, offer,
         )  # fmt: skip
-        return self._nums[:got].copy(), self._scores[:got].copy(), done
+        return got
 
 
 def bm25_add_terms(

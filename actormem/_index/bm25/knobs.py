@@ -54,3 +54,13 @@ _COST_SPLIT = True
 #: With the cost-aware split, the first theta comes from this many groups of the seed
 #: term's list at most (or the query's limit, if more); without, one step's worth.
 _SEED_ROOM = 128
+
+#: With the cost-aware split, an unweighted query (no recency, no prior) with a limit up
+#: to ``_C_OFFER_MAX`` lets the core offer the groups it finds to a heap of records in C
+#: (``Bm25Daat.drive``), so that theta rises within a step; False: the groups come back
+#: to Python each step and are offered there (the driver before, kept for side-by-side
+#: benchmarks and as the reference of the tests).
+_C_OFFER = True
+
+#: The largest limit whose heap the core keeps (its arrays are made at full size).
+_C_OFFER_MAX = 4096

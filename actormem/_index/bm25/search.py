@@ -242,7 +242,9 @@ class MaxScoreSearch:
         driver before, kept for side-by-side benchmarks). The groups it finds may reach
         ``theta`` come back with their exact scores (bit for bit the reference's),
         best first, and their records enter the heap here, which raises ``theta`` (the
-        k-th best record score). ``ex`` holds the query as taken at the start,
+        k-th best record score); with ``knobs._C_OFFER`` an unweighted query's heap is
+        the core's own, in C, and theta rises within a step. ``ex`` holds the query as
+        taken at the start,
         ``bounds`` its terms' bounds (slack included), ``blocks`` their block caches,
         extended here first."""
         scorer = self._index.scorer
@@ -267,6 +269,19 @@ class MaxScoreSearch:
         daat = kernels.Bm25Daat(
             terms, lengths, parts, max(limit, knobs._CHUNK // 4), knobs._COST_SPLIT
         )
+        seed_room = max(limit, knobs._SEED_ROOM) if knobs._COST_SPLIT else 0
+        seeds = sorted(range(len(terms)), key=bounds.__getitem__)[-knobs._SEEDS :]
+        if knobs._COST_SPLIT and knobs._C_OFFER and not ex.weighted and limit <= knobs._C_OFFER_MAX:
+            # The whole driver in C: the groups found enter the core's heap of records,
+            # best first after every window (theta rises within a step), one call per
+            # slice (docs/design.md, "The record heap in the BM25 core").
+            daat.offer_to(table, ex.version, ex.accept, limit, len(seeds) * seed_room)
+            for seed in seeds:
+                daat.drive(budget, seed, seed_room)
+                yield
+            while not daat.drive(budget):
+                yield
+            return daat.best()
         heap: list[tuple[float, int, Record]] = []  # (score, -seq, rec): worst on top
         up = parts[5]
         # A first theta: the exact scores of the groups in the first slice of the lists
@@ -291,8 +306,7 @@ class MaxScoreSearch:
                 if group is not None:  # else purged: no record to score
                     ex.offer(heap, group, score)
 
-        seed_room = max(limit, knobs._SEED_ROOM) if knobs._COST_SPLIT else 0
-        for seed in sorted(range(len(terms)), key=bounds.__getitem__)[-knobs._SEEDS :]:
+        for seed in seeds:
             # one step of each (with the cost-aware split, of a few groups)
             nums, scores, _ = daat.step(-math.inf, budget, seed, seed_room)
             offer_best_first(nums, scores, True)
