@@ -517,10 +517,30 @@ memo_destroy(PyObject *capsule)
     PyMem_Free(m);
 }
 
-/* Hold `arr` (an array('i')) with nothing of it read yet. 0, or -1 (no memory). */
+/* The buffer of a posting list, which must be an array('i') (4-byte ints): 0, or -1
+ * with TypeError set (nothing held). An array of another typecode is refused here, not
+ * read as int32. */
+static int
+posting_buffer(PyObject *lst, Py_buffer *lb)
+{
+    if (PyObject_GetBuffer(lst, lb, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) return -1;
+    const char *lf = lb->format ? lb->format : "B";
+    if (lb->ndim != 1 || lb->itemsize != 4 || (lf[0] != 'i' && lf[0] != 'l') || lf[1] != '\0') {
+        PyBuffer_Release(lb);
+        PyErr_SetString(PyExc_TypeError, "posting lists must be array('i')");
+        return -1;
+    }
+    return 0;
+}
+
+/* Hold `arr` (an array('i'), its typecode checked here) with nothing of it read yet. 0,
+ * or -1 with an error set. */
 static int
 memo_hold(struct memo *m, PyObject *arr)
 {
+    Py_buffer lb;
+    if (posting_buffer(arr, &lb) < 0) return -1;
+    PyBuffer_Release(&lb);
     if (m->narr == m->carr) {
         Py_ssize_t room = m->carr ? 2 * m->carr : 4;
         PyObject **arrs = PyMem_Realloc(m->arrs, sizeof(PyObject *) * (size_t)room);
@@ -588,7 +608,7 @@ memo_read_tails(struct memo *m, Py_ssize_t limit, int32_t *tmp, int32_t *table, 
         if (len <= m->seen[j]) continue;
         if (m->total + (len - m->seen[j]) >= limit) return 1;
         Py_buffer lb;
-        if (PyObject_GetBuffer(arr, &lb, PyBUF_C_CONTIGUOUS) < 0) return -1;
+        if (posting_buffer(arr, &lb) < 0) return -1;
         if (lb.len / 4 < len) {
             PyBuffer_Release(&lb);
             PyErr_SetString(PyExc_ValueError, "a posting array shorter than its length");
@@ -621,6 +641,9 @@ memo_refresh(struct memo *m, PyObject *w, int verify, PyObject *grams, PyObject 
              int32_t *table, size_t cap, Py_ssize_t *work)
 {
     if (m->epoch != epoch) return 2;
+    /* Built under a larger limit than this call's: its set may not fit this call's
+     * buffers (room for `limit` numbers), and this call would leave the word anyway. */
+    if (m->total >= limit) return 2;
     PyObject *now = PyDict_GetItemWithError(grams, m->gram);
     if (!now && PyErr_Occurred()) return -1;
     if (now != m->best) return 2;
@@ -1058,16 +1081,7 @@ count_words(PyObject *self, PyObject *args)
         work += total;
         for (Py_ssize_t j = 0; j < nl; j++) {
             Py_buffer lb;
-            if (PyObject_GetBuffer(lists[j], &lb, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
-                goto done;
-            }
-            const char *lf = lb.format ? lb.format : "B";
-            if (lb.ndim != 1 || lb.itemsize != 4 || (lf[0] != 'i' && lf[0] != 'l') ||
-                lf[1] != '\0') {
-                PyBuffer_Release(&lb);
-                PyErr_SetString(PyExc_TypeError, "posting lists must be array('i')");
-                goto done;
-            }
+            if (posting_buffer(lists[j], &lb) < 0) goto done;
             const int32_t *g = (const int32_t *)lb.buf;
             Py_ssize_t len = lb.len / 4;
             for (Py_ssize_t q = 0; q < len && k < limit; q++) {
