@@ -8,7 +8,8 @@ import attrs
 import pytest
 
 from actormem import MemoryCategory, MemoryEntry
-from actormem._engine.state import DEFAULT_HALF_LIFE, MemoryState, _dupkey, _folded, _relevance_key
+from actormem._engine.state import DEFAULT_HALF_LIFE, MemoryState, _dupkey, _relevance_key
+from actormem._index.textfold import fold, fold_python
 from actormem._index.wordoverlap import WordOverlapScorer
 from actormem._record import NEVER
 
@@ -34,7 +35,9 @@ def test_folded_matches_split_join() -> None:
         "\u2003em",
         "ok text, fine.",
     ]:
-        assert _folded(text) == " ".join(text.casefold().split()), text
+        want = " ".join(text.casefold().split())
+        assert fold(text) == want, text
+        assert fold_python(text) == want, text
 
 
 def test_duplicate_groups_grow_and_shrink_back_to_a_record() -> None:

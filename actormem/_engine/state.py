@@ -156,23 +156,6 @@ def _below_key(relevance: float) -> int | None:
     return _rel_part(max(relevance, 0.0)) | _LOW_MAX
 
 
-def _folded(text: str) -> str:
-    """``text`` casefolded, runs of whitespace as one space, no leading or trailing space.
-
-    O(len(text)).
-    """
-    return _one_spaced(text.casefold())
-
-
-def _one_spaced(t: str) -> str:
-    """``" ".join(t.split())``, with a fast path: a printable text (so its only whitespace
-    is U+0020: every other character ``str.split`` splits on is unprintable) with no
-    double space and no space at either end is already so. O(len(t))."""
-    if t.isprintable() and "  " not in t and t[:1] != " " and t[-1:] != " ":
-        return t
-    return " ".join(t.split())
-
-
 def _dupkey(rec: Record) -> int:
     """The hash of :func:`_normalised`: the key of ``rec``'s group in ``_dups``.
     Recomputed when the record leaves (O(len(text))) rather than kept on the record:
@@ -187,8 +170,8 @@ def _normalised(
     rec: Record,
 ) -> tuple[tuple[str, ...], str, str, str | None, JsonObject | None]:
     """The duplicate key: namespace, category, text ignoring case and runs of whitespace
-    (:func:`_folded`), key and payload (entries with different keys or payloads are
-    never duplicates)."""
+    (:func:`~actormem._index.textfold.fold`), key and payload (entries with different
+    keys or payloads are never duplicates)."""
     e = rec.entry
     folded = fold(e.memory)  # in C for an ASCII text (textfold.py)
     return (e.namespace, e.category._value_, folded, e.key, e.value)  # str: hash cached

@@ -4,7 +4,8 @@
 store) is folded in one pass by the word-overlap core's ``fold_ascii``
 (``_cwordoverlap.c``), which returns the text itself when it is already folded; any
 other text, or every text where the core is not built (``ACTORMEM_PURE_PYTHON=1``), by
-:func:`fold_python`, the reference (``tests/test_textfold.py`` drives both).
+:func:`fold_python`, the reference (``tests/test_storepath.py`` and
+``tests/test_state.py`` drive both).
 """
 
 from __future__ import annotations
@@ -31,11 +32,8 @@ _fold_ascii: Callable[[str], str | None] | None = getattr(kernels._wo, "fold_asc
 
 
 def fold(text: str) -> str:
-    """:func:`fold_python` of the str ``text``, in C for an ASCII text. O(len(text)).
-
-    Raises:
-        TypeError: ``text`` is not exactly a ``str`` (checked before C).
-    """
+    """:func:`fold_python` of ``text``, in C for an ASCII text that is exactly a
+    ``str`` (a subclass, or any other text, takes the Python path). O(len(text))."""
     if _fold_ascii is not None and type(text) is str:
         folded = _fold_ascii(text)
         if folded is not None:
