@@ -269,6 +269,16 @@ def _mutations(parts: dict[str, bytes]) -> list[tuple[str, dict[str, bytes]]]:
     variant(
         "tokens not UTF-8", **{name: b"\xff" + parts[name][1:]} if parts[name] else {name: b"\xff"}
     )
+    if name == "tokens":  # word overlap's tokens are the lower-cased text's words
+        blob = parts["tokens"]
+        at = next((i for i, b in enumerate(blob) if 0x61 <= b <= 0x7A), None)
+        if at is not None:
+            upper = bytearray(blob)
+            upper[at] -= 0x20
+            variant("a token in upper case", tokens=bytes(upper))
+            spaced = bytearray(blob)
+            spaced[at] = 0x20
+            variant("a token holding a space", tokens=bytes(spaced))
     ends = np.frombuffer(parts["post_ends"], "<i8").copy()
     if len(ends) > 2:
         bad = ends.copy()

@@ -10,7 +10,7 @@ of those distinct texts, in order (:func:`~actormem._index.persist.text_digest`)
 
 Restoring checks, before anything is built: the header (kind, parameters, the rows'
 count and largest seq, the number of groups, the digest), every array's type and
-length, the tokens (UTF-8, distinct, non-empty, no whitespace), and the posting lists
+length, the tokens (UTF-8, distinct, non-empty, no whitespace, lower case), and the posting lists
 (every group number in ``[0, groups)``, each list non-empty and strictly ascending), so
 no position out of range reaches the compiled core. A hostile image that passes these
 can still give wrong answers for these rows (the postings are not re-derived from the
@@ -144,8 +144,11 @@ def restore(
     tokens = persist.decode_strings(persist.need(arrays, "tokens", "|u1").tobytes(), tok_ends)
     if len(set(tokens)) != len(tokens):
         raise ImageError("a token listed twice")
-    if not all(tok.split() == [tok] for tok in tokens):
+    joined = " ".join(tokens)  # one pass each over all tokens, in C
+    if joined.split() != tokens:
         raise ImageError("a token empty or holding whitespace")
+    if joined.lower() != joined:
+        raise ImageError("a token not in lower case (the tokenizer lower-cases)")
     ends = persist.need(arrays, "post_ends", "<i8", len(tokens) + 1)
     postings = persist.need(arrays, "postings", "<i4")
     persist.check_lists(ends, postings, size, "postings")
@@ -212,7 +215,7 @@ def restore(
     vocab = index._vocab
     if tokens and ccore.core() is not None:
         # The compiled add acquires each token it has no list for (all of them here).
-        ccore.add_text({}, " ".join(tokens), 0, vocab)
+        ccore.add_text({}, joined, 0, vocab)
     else:
         for tok in tokens:
             vocab.acquire(tok)
