@@ -40,6 +40,8 @@ from ._json import MAX_VALUE_BYTES as MAX_VALUE_BYTES
 from ._json import JsonObject as JsonObject
 from ._stats import ConsolidationStats as ConsolidationStats
 from ._stats import MemoryStatistics as MemoryStatistics
+from ._storage.jsonl import entry_from_json as entry_from_json
+from ._storage.jsonl import entry_to_json as entry_to_json
 from ._storage.sqlite import Durability as Durability
 from .agent import MEMORY_HEADER as MEMORY_HEADER
 from .agent import LoopMemory as LoopMemory
@@ -126,6 +128,8 @@ __all__ = [
     "StorageError",
     "TransportError",
     "WordOverlapScorer",
+    "entry_from_json",
+    "entry_to_json",
     "open_memory",
     "serve_memory",
 ]

@@ -213,7 +213,9 @@ class MemoryEntry(metaclass=Final):
         id: Unique id, a random UUID (version 4) by default. Storing an entry whose id is
             already in the memory replaces the stored one (upsert). The entry keeps the
             UUID's 128-bit int (also accepted as ``id``), and ``id`` reads a new ``UUID``
-            equal to the one given.
+            equal to the one given. (So ``attrs.asdict(entry)`` lists it as ``_id``, the
+            int: :func:`~actormem.entry_to_json` gives every field, ``id`` a UUID string,
+            and :func:`~actormem.entry_from_json` reads that back.)
         category: A :class:`MemoryCategory`.
         memory: The payload text, at most :data:`MAX_MEMORY_CHARS` code points, valid UTF-8.
         tags: Tuple of non-empty tags, duplicates dropped (first occurrence kept).

@@ -10,9 +10,11 @@ import uuid
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
+import attrs
 import pytest
 import trio
 
+import actormem
 from actormem import MemoryCategory, MemoryEntry, open_memory
 from actormem._storage.jsonl import JsonlError, entry_from_json, entry_to_json
 from actormem.agent._toolcalls import read_tool_calls
@@ -65,6 +67,11 @@ def test_entry_json_round_trips_every_field() -> None:
     other_zone = datetime(2026, 6, 1, 12, tzinfo=timezone(timedelta(hours=-7)))
     entry = MemoryEntry(category=MemoryCategory.FACT, memory="tz", created_at=other_zone)
     assert entry_from_json(entry_to_json(entry)).created_at == other_zone
+    # Public, and keyed by the fields' public names (attrs.asdict says ``_id``).
+    assert actormem.entry_to_json is entry_to_json
+    assert actormem.entry_from_json is entry_from_json
+    assert set(entry_to_json(entry)) == {f.alias for f in attrs.fields(MemoryEntry)}
+    assert "id" in entry_to_json(entry)
 
 
 @pytest.mark.parametrize(
