@@ -5,6 +5,7 @@ the owner's apply, weighted rank fusion."""
 from __future__ import annotations
 
 import logging
+import os
 import zlib
 from collections.abc import Sequence
 from typing import Any
@@ -207,6 +208,36 @@ def test_wordllama_loads_offline_and_ranks_paraphrases() -> None:
     near = scorer.score_entry("the cat is sleeping on the sofa", (), 1.0, "a kitten naps")
     far = scorer.score_entry("quarterly tax filing deadline", (), 1.0, "a kitten naps")
     assert near > far
+
+
+def test_the_builtin_model_pools_as_wordllama_does() -> None:
+    """The built-in embedder's vectors are WordLlama's own average pooling (its
+    ``embed(norm=False)``), for a batch with empty, short, repeated and
+    very long texts; a text's vector does not depend on its batch."""
+    pytest.importorskip("wordllama")
+    import wordllama
+
+    embedder = dense_module.wordllama_embedder(256)
+    model = wordllama.WordLlama.load(
+        cache_dir=os.path.dirname(wordllama.__file__), disable_download=True, dim=256
+    )
+    long = " ".join(
+        f'{{"tool": "grep", "hit": {i}, "path": "src/mod{i % 97}.py"}}' for i in range(3000)
+    )
+    batch = ["deploys go to blue", "", "a kitten naps", "a kitten naps", "x", long, "é ü 日本"]
+    got = np.asarray(embedder(batch))
+    assert got.shape == (len(batch), 256)
+    assert not got[1].any()  # no tokens: the zero vector
+    present = [i for i, t in enumerate(batch) if t]
+    # WordLlama sums in float32 too, in another order: equal to float32 rounding.
+    want = model.embed([batch[i] for i in present], norm=False)
+    np.testing.assert_allclose(got[present], want, rtol=1e-3, atol=1e-4)
+    for i in present:  # and close to the exact (float64) mean of the token rows
+        ids = model.tokenizer.encode(batch[i], add_special_tokens=False).ids
+        exact = model.embedding[ids].astype(np.float64).mean(axis=0)
+        np.testing.assert_allclose(got[i], exact, rtol=1e-5, atol=1e-6)
+    for i, text in enumerate(batch):
+        np.testing.assert_allclose(np.asarray(embedder([text]))[0], got[i], rtol=1e-5, atol=1e-7)
 
 
 @settings(max_examples=25, deadline=None)
