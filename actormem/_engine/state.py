@@ -144,7 +144,11 @@ def _relevance_key(rec: Record) -> int:
     upsert keeps ``seq`` and often the relevance), so :meth:`View.by_relevance` can
     re-seek past the last record it read without skipping another version that shares
     its relevance and seq. O(1)."""
-    return _rel_part(rec.entry.relevance) | (rec.seq << _SEQ_SHIFT) | rec.born
+    relevance = rec.entry.relevance
+    part = _REL_PART.get(relevance)  # _rel_part's lookup, inline (once per store)
+    if part is None:
+        part = _rel_part(relevance)
+    return part | (rec.seq << _SEQ_SHIFT) | rec.born
 
 
 def _below_key(relevance: float) -> int | None:

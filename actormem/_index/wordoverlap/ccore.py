@@ -42,7 +42,9 @@ __all__ = [
     "BitPlanes",
     "DenseBits",
     "add_text",
+    "add_text_cached",
     "add_text_known",
+    "cache_forget",
     "bits_active",
     "bits_from_masks",
     "bits_join",
@@ -51,11 +53,14 @@ __all__ = [
     "core",
     "count_words",
     "text_masks",
+    "token_cache",
     "words_of",
 ]
 
 _COUNTS = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.int64))
 _U64 = np.dtype(np.uint64)
+#: The type of a token cache (a capsule; ``types.CapsuleType`` only from Python 3.13).
+_CAPSULE: type = type(kernels._wo.token_cache()) if hasattr(kernels._wo, "token_cache") else type(None)
 
 
 def core() -> ModuleType | None:
@@ -106,6 +111,69 @@ def add_text_known(post: dict[str, array[int]], low: str, gid: int, vocab: Subst
     _check_add(post, low, gid, vocab)
     fresh: int = _module().add_text_known(post, low, gid, vocab)
     return fresh
+
+
+def token_cache() -> object:
+    """A new, empty token cache for :func:`add_text_cached` (a capsule: a fixed table of
+    2**15 slots, ~768 KiB of address space, its pages touched as they fill). O(1)."""
+    return _module().token_cache()
+
+
+def _check_cache(cache: object, epoch: object) -> None:
+    if type(cache) is not _CAPSULE:
+        raise TypeError("cache must be a token_cache()")
+    if type(epoch) is not int or not 0 <= epoch < 1 << 62:
+        raise ValueError("epoch must be an int in [0, 2**62)")
+
+
+def add_text_cached(
+    post: dict[str, array[int]],
+    low: str,
+    gid: int,
+    vocab: SubstringVocab,
+    cache: object,
+    epoch: int,
+) -> int:
+    """:func:`add_text_known`, the same structures and result, through ``cache`` (the
+    numbering's :func:`token_cache`, which serves ``post`` at ``epoch``): an ASCII text's
+    tokens are read from its bytes, a token in the cache costs no ``str`` and no dict
+    lookup, and ``gid`` is written into a posting list's buffer when it has room. New
+    tokens are acquired in the order :func:`add_text` gives them. A cache that last
+    served another dict or epoch is emptied first. Returns the new tokens' count.
+    O(len(low)), plus O(len(token)) per new token.
+
+    Raises:
+        TypeError, ValueError: As :func:`add_text`, or ``cache`` is not a token cache, or
+            ``epoch`` is not an int in [0, 2**62).
+    """
+    # The checks of _check_add and _check_cache, inline: this runs once per new text.
+    if type(post) is not dict or type(low) is not str or type(vocab) is not SubstringVocab:
+        raise TypeError("post must be a dict, low a str, vocab a SubstringVocab")
+    if type(gid) is not int or not 0 <= gid < 1 << 31:
+        raise ValueError("gid must be an int in [0, 2**31)")
+    if type(cache) is not _CAPSULE:
+        raise TypeError("cache must be a token_cache()")
+    if type(epoch) is not int or not 0 <= epoch < 1 << 62:
+        raise ValueError("epoch must be an int in [0, 2**62)")
+    mod = kernels.wo_core()
+    if mod is None:
+        raise RuntimeError("the compiled word-overlap core is not available")
+    fresh: int = mod.add_text_cached(post, low, gid, vocab, cache, epoch)
+    return fresh
+
+
+def cache_forget(cache: object, post: dict[str, array[int]], token: str, epoch: int) -> None:
+    """The owner deleted or replaced ``post[token]`` and bumped the numbering's epoch to
+    ``epoch``: ``token`` leaves ``cache``, which serves ``post`` at ``epoch`` from now on
+    (emptied instead if its epoch was not ``epoch - 1``). O(len(token)).
+
+    Raises:
+        TypeError, ValueError: As :func:`add_text_cached`, or ``token`` is not a str.
+    """
+    if type(post) is not dict or type(token) is not str:
+        raise TypeError("post must be a dict and token a str")
+    _check_cache(cache, epoch)
+    _module().cache_forget(cache, post, token, epoch)
 
 
 def count_words(

@@ -68,7 +68,12 @@ class _WordOverlapIndex:
             e.n = gid + 1
             post = e.post
             if ccore.core() is not None:  # the same, compiled (ccore.py)
-                if knobs._ADD_KNOWN:
+                if knobs._ADD_CACHED:
+                    cache = e.tokcache
+                    if cache is None:
+                        cache = e.tokcache = ccore.token_cache()
+                    ccore.add_text_cached(post, low, gid, self._vocab, cache, e.epoch)
+                elif knobs._ADD_KNOWN:
                     ccore.add_text_known(post, low, gid, self._vocab)
                 else:
                     ccore.add_text(post, low, gid, self._vocab)
@@ -140,11 +145,15 @@ class _WordOverlapIndex:
                 if d == len(lst):
                     e.epoch += 1  # the word memo holds lists as they were (numbering.py)
                     del post[tok]
+                    if e.tokcache is not None:
+                        ccore.cache_forget(e.tokcache, post, tok, e.epoch)
                     pdead.pop(tok, None)
                     self._vocab.release(tok)
                 elif 2 * d > len(lst):
                     e.epoch += 1
                     post[tok] = array("i", [g for g in lst if glist[g] is not None])
+                    if e.tokcache is not None:
+                        ccore.cache_forget(e.tokcache, post, tok, e.epoch)
                     pdead.pop(tok, None)
                 else:
                     pdead[tok] = d
