@@ -27,8 +27,8 @@ Usage (from the repository root)::
     python -m stress.bench_store64 --state 100000,300000
 
 ``--state SIZES`` measures the state's store alone instead (``MemoryState.store``, no
-owner, no trio): this checkout's store path against the path before it (the knobs
-``wordoverlap.knobs._ADD_KNOWN`` and ``textfold._fold_ascii``), in one process, two
+owner, no trio): this checkout's store path against the path before it (the knob
+``wordoverlap.knobs._ADD_CACHED``), in one process, two
 states filled side by side in alternating chunks of 512 (thread CPU per chunk).
 """
 
@@ -117,13 +117,13 @@ def child(args: argparse.Namespace) -> None:
 
 
 def _switch(on: bool) -> None:
-    """This branch's store path on (``add_text_known``, ``fold_ascii``) or off (the path
-    before it: ``add_text`` for every text, the duplicate key folded in Python)."""
-    from actormem._index import kernels, textfold
+    """This checkout's store path on or off: off is the path before the token cache
+    (``wordoverlap.knobs._ADD_CACHED``: ``add_text_known`` for every text, the posting
+    appends by ``array.append``); the storepath branch's ``add_text_known`` and
+    ``fold_ascii`` stay on in both."""
     from actormem._index.wordoverlap import knobs
 
-    knobs._ADD_KNOWN = on
-    textfold._fold_ascii = getattr(kernels._wo, "fold_ascii", None) if on else None
+    knobs._ADD_CACHED = on
 
 
 def state_paired(args: argparse.Namespace) -> None:

@@ -167,7 +167,8 @@ def _dupkey(rec: Record) -> int:
     delete, upsert or eviction. Cut to 30 bits: an int of one digit (28 bytes, not
     36); the few more unequal records that share a key cost nothing but a group
     (consolidation compares the full :func:`_normalised` keys)."""
-    return hash(_normalised(rec)) & 0x3FFF_FFFF
+    e = rec.entry  # _normalised's tuple, built inline (this runs on every store)
+    return hash((e.namespace, e.category._value_, fold(e.memory), e.key, e.value)) & 0x3FFF_FFFF
 
 
 def _normalised(
@@ -584,7 +585,8 @@ class MemoryState:
             records = self._namespaces[e.namespace] = _NsRecords()
             self._ns_sorted.add(e.namespace)
         records.add(rec)
-        expires = rec.current_expires()
+        access = rec.access  # rec.current_expires(), inline
+        expires = e.expires_at if access is None or access.expires is None else access.expires
         if expires is not None:
             self._ever_expiring = True
             exkey = self._exkeys[rec] = (expires.timestamp(), rec)

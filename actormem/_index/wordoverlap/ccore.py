@@ -60,7 +60,12 @@ __all__ = [
 _COUNTS = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.int64))
 _U64 = np.dtype(np.uint64)
 #: The type of a token cache (a capsule; ``types.CapsuleType`` only from Python 3.13).
-_CAPSULE: type = type(kernels._wo.token_cache()) if hasattr(kernels._wo, "token_cache") else type(None)
+#: (Without the core, a type no argument has: every cache is refused.)
+_CAPSULE: type = (
+    type(kernels._wo.token_cache())
+    if kernels._wo is not None and hasattr(kernels._wo, "token_cache")
+    else type("NoTokenCache", (), {})
+)
 
 
 def core() -> ModuleType | None:
