@@ -235,6 +235,11 @@ class StoreOutcome(NamedTuple):
     evicted: Record | None
 
 
+#: ``StoreOutcome(rec, replaced, evicted)`` without the named tuple's Python ``__new__``
+#: (the same object: ``_outcome(StoreOutcome, (rec, replaced, evicted))``).
+_outcome = tuple.__new__
+
+
 class View:
     """A read-only view of a :class:`MemoryState` at one version. O(1) to make.
 
@@ -584,7 +589,8 @@ class MemoryState:
         if records is None:
             records = self._namespaces[e.namespace] = _NsRecords()
             self._ns_sorted.add(e.namespace)
-        records.add(rec)
+        records.recs.append(rec)  # records.add(rec), inline
+        records.live += 1
         access = rec.access  # rec.current_expires(), inline
         expires = e.expires_at if access is None or access.expires is None else access.expires
         if expires is not None:
@@ -681,6 +687,22 @@ class MemoryState:
             )
         return self._store(entry, None)
 
+    def store_many(self, entries: Iterable[MemoryEntry], now: datetime | None = None) -> None:
+        """:meth:`store` of each of ``entries`` in order, the outcomes dropped: the same
+        checks, errors and result, with less work per entry (a ``store_many`` request's
+        loop). An entry that raises stops the loop; the ones before it stay stored.
+        O(sum of the stores).
+
+        Raises:
+            TypeError, InvalidEntryError: As :meth:`store`, for the first entry that does.
+        """
+        store_one = self._store
+        for entry in entries:
+            if type(entry) is MemoryEntry and entry.ttl is None:
+                store_one(entry, None)  # store()'s path for an entry without a ttl
+            else:
+                self.store(entry, now)
+
     def _store(self, entry: MemoryEntry, new_seq: int | None) -> StoreOutcome:
         self.version += 1
         if entry.key is not None:
@@ -718,7 +740,7 @@ class MemoryState:
         rec = Record(entry, self.version, seq, old)
         self._link(rec)
         self.stores += 1
-        return StoreOutcome(rec, replaced, evicted)
+        return _outcome(StoreOutcome, (rec, replaced, evicted))
 
     def restore(self, entry: MemoryEntry, seq: int) -> StoreOutcome:
         """Store ``entry``, read back from a file, under its saved insertion number ``seq``
