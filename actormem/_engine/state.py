@@ -90,9 +90,10 @@ from sortedcontainers import SortedKeyList, SortedList
 
 from .._entry import MemoryEntry, with_access
 from .._errors import InvalidEntryError, InvalidQueryError
+from .._index import textfold
 from .._index.persist import ImageError, restore_index
 from .._index.scoring import Scorer, ScoringIndex
-from .._index.textfold import fold
+from .._index.textfold import fold, fold_hash
 from .._json import JsonObject
 from .._record import JOURNAL_ACCESS, JOURNAL_DELETE, JOURNAL_PUT, NEVER, Access, Record
 from .._stats import ConsolidationStats
@@ -169,6 +170,16 @@ def _dupkey(rec: Record) -> int:
     (consolidation compares the full :func:`_normalised` keys)."""
     e = rec.entry  # _normalised's tuple, built inline (this runs on every store)
     return hash((e.namespace, e.category._value_, fold(e.memory), e.key, e.value)) & 0x3FFF_FFFF
+
+
+def _dupkey_hashed(rec: Record) -> int:
+    """:func:`_dupkey` with the folded text's :func:`~actormem._index.textfold.fold_hash`
+    in place of the text: the same groups (equal folds, equal keys) without building the
+    fold. What a state uses when the C ``fold_hash`` exists (``MemoryState._dupkey``)."""
+    e = rec.entry
+    return hash((e.namespace, e.category._value_, fold_hash(e.memory), e.key, e.value)) & (
+        0x3FFF_FFFF
+    )
 
 
 def _normalised(
@@ -462,6 +473,13 @@ class MemoryState:
         #: dupkey -> the one record with it, or an insertion-ordered set of two or more.
         self._dups: dict[int, Record | dict[Record, None]] = {}
         self._dup_keys: set[int] = set()  # keys of _dups groups with two or more records
+        #: The duplicate key function, one for the state's life (keys are recomputed when
+        #: records leave): by the fold's hash in C when it exists, else by the fold.
+        self._dupkey: Callable[[Record], int] = (
+            _dupkey_hashed
+            if textfold._FOLD_HASH and textfold._fold_hash_c is not None
+            else _dupkey
+        )
         self._graveyard: deque[Record] = deque()
         #: (namespace, key) -> id.int of the newest record that took the key.
         self._by_key: dict[tuple[tuple[str, ...], str], int] = {}
@@ -600,7 +618,7 @@ class MemoryState:
         if self._evict is not None:
             rec.evkey = self._evkey(rec)
             self._evict[rec.entry.validated].add(rec.evkey)  # validated: 0 or 1
-        key = _dupkey(rec)
+        key = self._dupkey(rec)
         dups = self._dups
         group = dups.get(key)
         if group is None:
@@ -637,7 +655,7 @@ class MemoryState:
         exkey = self._exkeys.pop(rec, None)
         if exkey is not None:
             self._expiry.remove(exkey)
-        key = _dupkey(rec)
+        key = self._dupkey(rec)
         dups = self._dups
         group = dups[key]
         if isinstance(group, dict):
@@ -883,7 +901,7 @@ class MemoryState:
             if bounded:
                 rec.evkey = self._evkey(rec)
                 evict_keys[entry.validated].append(rec.evkey)
-            key = _dupkey(rec)
+            key = self._dupkey(rec)
             same = dups.get(key)
             if same is None:
                 dups[key] = rec
@@ -1203,7 +1221,7 @@ class MemoryState:
             assert len(group) >= 2 or dupkey not in self._dup_keys
             for r in group:
                 assert r.died == NEVER
-                assert _dupkey(r) == dupkey
+                assert self._dupkey(r) == dupkey
             dup_total += len(group)
         assert dup_total == self._live
         # Keys: each live keyed record is found under its key; no two share one.

@@ -2223,6 +2223,78 @@ cache_forget(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* ------------------------------------------------------------------ duplicate key hash
+ *
+ *   fold_hash   a hash of the duplicate key's text fold(text) = ' '.join(
+ *               text.casefold().split()), computed without building it: over its code
+ *               points (so equal folds hash equal whatever the strings' kinds), an
+ *               ASCII text lower-cased on the fly, any other casefolded by str.casefold
+ *               first. Only equality matters to the caller (a group key; consolidation
+ *               compares the folds themselves).
+ */
+
+static inline uint64_t
+fold_mix(uint64_t h, Py_UCS4 c)
+{
+    return (h ^ c) * 0x100000001b3ull;
+}
+
+PyDoc_STRVAR(fold_hash_doc,
+"fold_hash(text) -> int\n\n"
+"A hash in [0, 2**62) of ' '.join(text.casefold().split()), equal for texts whose folds\n"
+"are equal. O(len(text)).");
+
+static PyObject *
+fold_hash(PyObject *self, PyObject *text)
+{
+    if (!PyUnicode_CheckExact(text)) {
+        PyErr_SetString(PyExc_TypeError, "fold_hash() takes a str");
+        return NULL;
+    }
+    uint64_t h = 0xcbf29ce484222325ull;
+    int gap = 0, any = 0; /* a whitespace run since the last character; any character */
+    if (PyUnicode_IS_ASCII(text)) {
+        const Py_UCS1 *s = PyUnicode_1BYTE_DATA(text);
+        Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_UCS1 c = s[i];
+            if (ascii_space(c)) {
+                gap = 1;
+                continue;
+            }
+            if (gap && any) h = fold_mix(h, ' ');
+            gap = 0;
+            any = 1;
+            h = fold_mix(h, c >= 'A' && c <= 'Z' ? (Py_UCS4)(c + ('a' - 'A')) : c);
+        }
+    } else {
+        PyObject *t = PyObject_CallMethod(text, "casefold", NULL);
+        if (!t) return NULL;
+        if (!PyUnicode_CheckExact(t)) {
+            Py_DECREF(t);
+            PyErr_SetString(PyExc_TypeError, "casefold() did not return a str");
+            return NULL;
+        }
+        int kind = PyUnicode_KIND(t);
+        const void *data = PyUnicode_DATA(t);
+        Py_ssize_t n = PyUnicode_GET_LENGTH(t);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_UCS4 c = PyUnicode_READ(kind, data, i);
+            if (Py_UNICODE_ISSPACE(c)) {
+                gap = 1;
+                continue;
+            }
+            if (gap && any) h = fold_mix(h, ' ');
+            gap = 0;
+            any = 1;
+            h = fold_mix(h, c);
+        }
+        Py_DECREF(t);
+    }
+    h ^= h >> 31;
+    return PyLong_FromUnsignedLongLong(h & ((1ull << 62) - 1));
+}
+
 /* ------------------------------------------------------------------ module */
 
 static PyMethodDef methods[] = {
@@ -2243,6 +2315,7 @@ static PyMethodDef methods[] = {
     {"token_cache", token_cache, METH_NOARGS, token_cache_doc},
     {"add_text_cached", add_text_cached, METH_VARARGS, add_text_cached_doc},
     {"cache_forget", cache_forget, METH_VARARGS, cache_forget_doc},
+    {"fold_hash", fold_hash, METH_O, fold_hash_doc},
     {NULL, NULL, 0, NULL},
 };
 
