@@ -268,3 +268,21 @@ def test_three_paths_agree() -> None:
     run = ThreePaths.TestCase()
     run.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
     run.runTest()
+
+
+def test_the_index_check_finds_a_stale_cache() -> None:
+    state = MemoryState(capacity=None, half_life=3600.0, scorer=WordOverlapScorer())
+    for i, text in enumerate(["alpha beta", "beta gamma"]):
+        state.store(MemoryEntry(category=MemoryCategory.FACT, memory=text, id=uuid.UUID(int=i + 1)))
+    state.publish()
+    state._check()
+    e: Any = state.index._e  # type: ignore[attr-defined]
+    assert e.tokcache is not None
+    e.post["beta"] = array("i", e.post["beta"])  # replaced behind the cache's back
+    with pytest.raises(AssertionError, match="beta"):
+        state._check()
+    e.epoch += 1  # as the purge does: the cache empties at its next use
+    state._check()
+    state.store(MemoryEntry(category=MemoryCategory.FACT, memory="beta", id=uuid.UUID(int=9)))
+    state._check()
+    assert list(e.post["beta"]) == [0, 1, 2]

@@ -2223,6 +2223,32 @@ cache_forget(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(cache_entries_doc,
+"cache_entries(cache) -> (post_id, epoch, [(token, list), ...])\n\n"
+"What the cache holds (for the index's consistency checks): the id() of the posting\n"
+"dict and the epoch it serves, and its entries. O(slots).");
+
+static PyObject *
+cache_entries(PyObject *self, PyObject *cap)
+{
+    struct tokcache *c = PyCapsule_GetPointer(cap, TOKCACHE_NAME);
+    if (!c) return NULL;
+    PyObject *items = PyList_New(0);
+    if (!items) return NULL;
+    for (size_t i = 0; i < ((size_t)1 << TOKCACHE_BITS); i++) {
+        struct tokslot *s = &c->slot[i];
+        if (!s->tok) continue;
+        PyObject *pair = PyTuple_Pack(2, s->tok, s->lst);
+        if (!pair || PyList_Append(items, pair) < 0) {
+            Py_XDECREF(pair);
+            Py_DECREF(items);
+            return NULL;
+        }
+        Py_DECREF(pair);
+    }
+    return Py_BuildValue("(NLN)", PyLong_FromVoidPtr(c->post), c->epoch, items);
+}
+
 /* ------------------------------------------------------------------ duplicate key hash
  *
  *   fold_hash   a hash of the duplicate key's text fold(text) = ' '.join(
@@ -2316,6 +2342,7 @@ static PyMethodDef methods[] = {
     {"add_text_cached", add_text_cached, METH_VARARGS, add_text_cached_doc},
     {"cache_forget", cache_forget, METH_VARARGS, cache_forget_doc},
     {"fold_hash", fold_hash, METH_O, fold_hash_doc},
+    {"cache_entries", cache_entries, METH_O, cache_entries_doc},
     {NULL, NULL, 0, NULL},
 };
 

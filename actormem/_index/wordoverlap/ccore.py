@@ -44,6 +44,7 @@ __all__ = [
     "add_text",
     "add_text_cached",
     "add_text_known",
+    "cache_entries",
     "cache_forget",
     "bits_active",
     "bits_from_masks",
@@ -179,6 +180,19 @@ def cache_forget(cache: object, post: dict[str, array[int]], token: str, epoch: 
         raise TypeError("post must be a dict and token a str")
     _check_cache(cache, epoch)
     _module().cache_forget(cache, post, token, epoch)
+
+
+def cache_entries(cache: object) -> tuple[int, int, list[tuple[str, array[int]]]]:
+    """What ``cache`` holds, for consistency checks: the ``id()`` of the posting dict and
+    the epoch it serves, and its ``(token, posting list)`` entries. O(slots).
+
+    Raises:
+        TypeError: ``cache`` is not a token cache.
+    """
+    if type(cache) is not _CAPSULE:
+        raise TypeError("cache must be a token_cache()")
+    got: tuple[int, int, list[tuple[str, array[int]]]] = _module().cache_entries(cache)
+    return got
 
 
 def count_words(

@@ -280,6 +280,11 @@ class _WordOverlapIndex:
         for item, low in zip(e.glist[e.masked :], e.pending, strict=True):
             assert item is None or _text_of(item).lower() == low
         self._tags._check(tags)
+        if e.tokcache is not None:  # the token cache never holds a list post no longer has
+            post_id, epoch, cached = ccore.cache_entries(e.tokcache)
+            if post_id == id(e.post) and epoch == e.epoch:  # else it empties at its next use
+                for tok, lst in cached:
+                    assert e.post.get(tok) is lst, tok
         e.cache._check()
         for w, (upto, dense, data) in e.cache.entries.items():
             if dense and data.dtype == np.uint64:  # a bitset (ccore.BitPlanes' sets)
