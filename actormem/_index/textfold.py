@@ -6,6 +6,10 @@ store) is folded in one pass by the word-overlap core's ``fold_ascii``
 other text, or every text where the core is not built (``ACTORMEM_PURE_PYTHON=1``), by
 :func:`fold_python`, the reference (``tests/test_storepath.py`` and
 ``tests/test_state.py`` drive both).
+
+:func:`fold_hash` is a hash of the fold, equal for equal folds, computed in C without
+building the fold (``fold_hash`` in the same core; :func:`fold_hash_python` the
+reference, ``tests/test_fold_hash.py``): what the state's duplicate key uses.
 """
 
 from __future__ import annotations

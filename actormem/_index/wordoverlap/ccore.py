@@ -6,8 +6,10 @@ index's state after an ``add`` and the counts of a retrieve are exactly those of
 Python path, which stays the reference (``tests/test_wordoverlap_core.py`` drives both):
 
 * :func:`add_text`: the owner's add of a new distinct text (token set, posting appends,
-  the vocabulary's acquire of new tokens), and :func:`add_text_known`, the same with a
-  shortcut for a text whose tokens all have posting lists (what the index calls);
+  the vocabulary's acquire of new tokens); :func:`add_text_known`, the same with a
+  shortcut for a text whose tokens all have posting lists; and :func:`add_text_cached`,
+  the same through the numbering's :func:`token_cache` (what the index calls; the purge
+  tells the cache of lists it drops with :func:`cache_forget`);
 * :func:`count_words`: a reader's word loop for the words with small match sets, a work
   budget per call (the reader yields between calls);
 * :func:`text_masks`: the short-word masks of a batch of texts (``masks._text_masks``);
