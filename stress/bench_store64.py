@@ -28,7 +28,7 @@ Usage (from the repository root)::
 
 ``--state SIZES`` measures the state's store alone instead (``MemoryState.store``, no
 owner, no trio): this checkout's store path against the path before it (the knobs
-``wordoverlap.knobs._ADD_KNOWN`` and ``textfold._fold_ascii``), in one process, two
+``wordoverlap.knobs._ADD_CACHED`` and ``textfold._FOLD_HASH``), in one process, two
 states filled side by side in alternating chunks of 512 (thread CPU per chunk).
 """
 
@@ -117,13 +117,16 @@ def child(args: argparse.Namespace) -> None:
 
 
 def _switch(on: bool) -> None:
-    """This branch's store path on (``add_text_known``, ``fold_ascii``) or off (the path
-    before it: ``add_text`` for every text, the duplicate key folded in Python)."""
-    from actormem._index import kernels, textfold
+    """This checkout's store path on or off: off is the path before the token cache
+    (``wordoverlap.knobs._ADD_CACHED``: ``add_text_known`` for every text, the posting
+    appends by ``array.append``) and the duplicate key by the fold's hash
+    (``textfold._FOLD_HASH``, read when a state is made); the storepath branch's
+    ``add_text_known`` and ``fold_ascii`` stay on in both."""
+    from actormem._index import textfold
     from actormem._index.wordoverlap import knobs
 
-    knobs._ADD_KNOWN = on
-    textfold._fold_ascii = getattr(kernels._wo, "fold_ascii", None) if on else None
+    knobs._ADD_CACHED = on
+    textfold._FOLD_HASH = on
 
 
 def state_paired(args: argparse.Namespace) -> None:
@@ -136,12 +139,12 @@ def state_paired(args: argparse.Namespace) -> None:
     print("|---:|---:|---:|---:|")
     for size in args.state:
         batch = list(entries(corpus, size))
-        states = {
-            on: MemoryState(
+        states = {}
+        for on in (False, True):
+            _switch(on)  # the duplicate key's function is chosen when the state is made
+            states[on] = MemoryState(
                 capacity=None, half_life=DEFAULT_HALF_LIFE, scorer=make_scorer("word-overlap")
             )
-            for on in (False, True)
-        }
         cpu = store_paired(states, batch, 512, _switch, fill_state)
         _switch(True)
         old, new = size / cpu[False], size / cpu[True]

@@ -44,8 +44,9 @@ def test_state_mode_compares_both_paths(capsys: pytest.CaptureFixture[str]) -> N
     from actormem._index import textfold
     from actormem._index.wordoverlap import knobs
 
-    before = (knobs._ADD_KNOWN, textfold._fold_ascii)
+    before = (knobs._ADD_KNOWN, knobs._ADD_CACHED, textfold._FOLD_HASH, textfold._fold_ascii)
     assert bench_store64.main(["--state", "700"]) == 0
-    assert (knobs._ADD_KNOWN, textfold._fold_ascii) == before  # switched back on
+    after = (knobs._ADD_KNOWN, knobs._ADD_CACHED, textfold._FOLD_HASH, textfold._fold_ascii)
+    assert after == before  # switched back on
     row = capsys.readouterr().out.strip().splitlines()[-1]
     assert row.startswith("| 700 |")

@@ -8,7 +8,7 @@ import attrs
 import pytest
 
 from actormem import MemoryCategory, MemoryEntry
-from actormem._engine.state import DEFAULT_HALF_LIFE, MemoryState, _dupkey, _relevance_key
+from actormem._engine.state import DEFAULT_HALF_LIFE, MemoryState, _relevance_key
 from actormem._index.textfold import fold, fold_python
 from actormem._index.wordoverlap import WordOverlapScorer
 from actormem._record import NEVER
@@ -48,21 +48,21 @@ def test_duplicate_groups_grow_and_shrink_back_to_a_record() -> None:
     other = MemoryEntry.new(MemoryCategory.FACT, "other")
     ra = state.store(a).record
     state.store(other)
-    assert state._dups[_dupkey(ra)] is ra and not state._dup_keys  # a group of one
+    assert state._dups[state._dupkey(ra)] is ra and not state._dup_keys  # a group of one
     rb = state.store(b).record
-    assert state._dups[_dupkey(ra)] == {ra: None, rb: None}
-    assert state._dup_keys == {_dupkey(ra)}
+    assert state._dups[state._dupkey(ra)] == {ra: None, rb: None}
+    assert state._dup_keys == {state._dupkey(ra)}
     state.store(c)
     state._check()
     state.delete(a.id)
     state._check()
-    assert type(state._dups[_dupkey(ra)]) is dict  # two left
+    assert type(state._dups[state._dupkey(ra)]) is dict  # two left
     state.delete(c.id)
     state._check()
-    assert state._dups[_dupkey(ra)] is rb and not state._dup_keys  # back to the record
+    assert state._dups[state._dupkey(ra)] is rb and not state._dup_keys  # back to the record
     state.delete(b.id)
     state._check()
-    assert _dupkey(ra) not in state._dups
+    assert state._dupkey(ra) not in state._dups
 
 
 def test_consolidate_merges_a_group_and_leaves_the_survivor_single() -> None:
@@ -75,7 +75,7 @@ def test_consolidate_merges_a_group_and_leaves_the_survivor_single() -> None:
     state._check()
     assert stats.merged == 1 and len(state) == 2
     survivor = state.current(a.id)
-    assert survivor is not None and state._dups[_dupkey(survivor)] is survivor
+    assert survivor is not None and state._dups[state._dupkey(survivor)] is survivor
     assert not state._dup_keys
 
 

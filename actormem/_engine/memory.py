@@ -314,8 +314,9 @@ class Memory(metaclass=NoPublicConstructor):
             trio.ClosedResourceError, trio.BrokenResourceError: See the class docs.
         """
         batch = _entry_batch(entries)
-        for entry in batch:
-            self._check_storable(entry)
+        if self._storage is not None or self._replica is not None:  # else nothing to check
+            for entry in batch:
+                self._check_storable(entry)
         await self._call(_STORE_MANY, batch)
 
     def _check_storable(self, entry: MemoryEntry) -> None:
@@ -791,8 +792,7 @@ class Memory(metaclass=NoPublicConstructor):
             state.store(req.arg, now)
             return None
         if req.op == _STORE_MANY:
-            for entry in req.arg:
-                state.store(entry, now)
+            state.store_many(req.arg, now)
             return None
         if req.op == _DELETE:
             return state.delete(req.arg) is not None

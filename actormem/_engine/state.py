@@ -90,9 +90,10 @@ from sortedcontainers import SortedKeyList, SortedList
 
 from .._entry import MemoryEntry, with_access
 from .._errors import InvalidEntryError, InvalidQueryError
+from .._index import textfold
 from .._index.persist import ImageError, restore_index
 from .._index.scoring import Scorer, ScoringIndex
-from .._index.textfold import fold
+from .._index.textfold import fold, fold_hash
 from .._json import JsonObject
 from .._record import JOURNAL_ACCESS, JOURNAL_DELETE, JOURNAL_PUT, NEVER, Access, Record
 from .._stats import ConsolidationStats
@@ -144,7 +145,11 @@ def _relevance_key(rec: Record) -> int:
     upsert keeps ``seq`` and often the relevance), so :meth:`View.by_relevance` can
     re-seek past the last record it read without skipping another version that shares
     its relevance and seq. O(1)."""
-    return _rel_part(rec.entry.relevance) | (rec.seq << _SEQ_SHIFT) | rec.born
+    relevance = rec.entry.relevance
+    part = _REL_PART.get(relevance)  # _rel_part's lookup, inline (once per store)
+    if part is None:
+        part = _rel_part(relevance)
+    return part | (rec.seq << _SEQ_SHIFT) | rec.born
 
 
 def _below_key(relevance: float) -> int | None:
@@ -163,7 +168,18 @@ def _dupkey(rec: Record) -> int:
     delete, upsert or eviction. Cut to 30 bits: an int of one digit (28 bytes, not
     36); the few more unequal records that share a key cost nothing but a group
     (consolidation compares the full :func:`_normalised` keys)."""
-    return hash(_normalised(rec)) & 0x3FFF_FFFF
+    e = rec.entry  # _normalised's tuple, built inline (this runs on every store)
+    return hash((e.namespace, e.category._value_, fold(e.memory), e.key, e.value)) & 0x3FFF_FFFF
+
+
+def _dupkey_hashed(rec: Record) -> int:
+    """:func:`_dupkey` with the folded text's :func:`~actormem._index.textfold.fold_hash`
+    in place of the text: the same groups (equal folds, equal keys) without building the
+    fold. What a state uses when the C ``fold_hash`` exists (``MemoryState._dupkey``)."""
+    e = rec.entry
+    return hash((e.namespace, e.category._value_, fold_hash(e.memory), e.key, e.value)) & (
+        0x3FFF_FFFF
+    )
 
 
 def _normalised(
@@ -228,6 +244,11 @@ class StoreOutcome(NamedTuple):
     record: Record
     replaced: Record | None
     evicted: Record | None
+
+
+#: ``StoreOutcome(rec, replaced, evicted)`` without the named tuple's Python ``__new__``
+#: (the same object: ``_outcome(StoreOutcome, (rec, replaced, evicted))``).
+_outcome = tuple.__new__
 
 
 class View:
@@ -452,6 +473,13 @@ class MemoryState:
         #: dupkey -> the one record with it, or an insertion-ordered set of two or more.
         self._dups: dict[int, Record | dict[Record, None]] = {}
         self._dup_keys: set[int] = set()  # keys of _dups groups with two or more records
+        #: The duplicate key function, one for the state's life (keys are recomputed when
+        #: records leave): by the fold's hash in C when it exists, else by the fold.
+        self._dupkey: Callable[[Record], int] = (
+            _dupkey_hashed
+            if textfold._FOLD_HASH and textfold._fold_hash_c is not None
+            else _dupkey
+        )
         self._graveyard: deque[Record] = deque()
         #: (namespace, key) -> id.int of the newest record that took the key.
         self._by_key: dict[tuple[tuple[str, ...], str], int] = {}
@@ -579,8 +607,10 @@ class MemoryState:
         if records is None:
             records = self._namespaces[e.namespace] = _NsRecords()
             self._ns_sorted.add(e.namespace)
-        records.add(rec)
-        expires = rec.current_expires()
+        records.recs.append(rec)  # records.add(rec), inline
+        records.live += 1
+        access = rec.access  # rec.current_expires(), inline
+        expires = e.expires_at if access is None or access.expires is None else access.expires
         if expires is not None:
             self._ever_expiring = True
             exkey = self._exkeys[rec] = (expires.timestamp(), rec)
@@ -588,7 +618,7 @@ class MemoryState:
         if self._evict is not None:
             rec.evkey = self._evkey(rec)
             self._evict[rec.entry.validated].add(rec.evkey)  # validated: 0 or 1
-        key = _dupkey(rec)
+        key = self._dupkey(rec)
         dups = self._dups
         group = dups.get(key)
         if group is None:
@@ -625,7 +655,7 @@ class MemoryState:
         exkey = self._exkeys.pop(rec, None)
         if exkey is not None:
             self._expiry.remove(exkey)
-        key = _dupkey(rec)
+        key = self._dupkey(rec)
         dups = self._dups
         group = dups[key]
         if isinstance(group, dict):
@@ -675,6 +705,22 @@ class MemoryState:
             )
         return self._store(entry, None)
 
+    def store_many(self, entries: Iterable[MemoryEntry], now: datetime | None = None) -> None:
+        """:meth:`store` of each of ``entries`` in order, the outcomes dropped: the same
+        checks, errors and result, with less work per entry (a ``store_many`` request's
+        loop). An entry that raises stops the loop; the ones before it stay stored.
+        O(sum of the stores).
+
+        Raises:
+            TypeError, InvalidEntryError: As :meth:`store`, for the first entry that does.
+        """
+        store_one = self._store
+        for entry in entries:
+            if type(entry) is MemoryEntry and entry.ttl is None:
+                store_one(entry, None)  # store()'s path for an entry without a ttl
+            else:
+                self.store(entry, now)
+
     def _store(self, entry: MemoryEntry, new_seq: int | None) -> StoreOutcome:
         self.version += 1
         if entry.key is not None:
@@ -712,7 +758,7 @@ class MemoryState:
         rec = Record(entry, self.version, seq, old)
         self._link(rec)
         self.stores += 1
-        return StoreOutcome(rec, replaced, evicted)
+        return _outcome(StoreOutcome, (rec, replaced, evicted))
 
     def restore(self, entry: MemoryEntry, seq: int) -> StoreOutcome:
         """Store ``entry``, read back from a file, under its saved insertion number ``seq``
@@ -855,7 +901,7 @@ class MemoryState:
             if bounded:
                 rec.evkey = self._evkey(rec)
                 evict_keys[entry.validated].append(rec.evkey)
-            key = _dupkey(rec)
+            key = self._dupkey(rec)
             same = dups.get(key)
             if same is None:
                 dups[key] = rec
@@ -1175,7 +1221,7 @@ class MemoryState:
             assert len(group) >= 2 or dupkey not in self._dup_keys
             for r in group:
                 assert r.died == NEVER
-                assert _dupkey(r) == dupkey
+                assert self._dupkey(r) == dupkey
             dup_total += len(group)
         assert dup_total == self._live
         # Keys: each live keyed record is found under its key; no two share one.

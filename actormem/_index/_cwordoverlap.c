@@ -23,6 +23,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1792,6 +1793,534 @@ fold_ascii(PyObject *self, PyObject *text)
     return out;
 }
 
+/* ------------------------------------------------------------------ token cache
+ *
+ *   add_text_cached  add_text_known's result and structures, with less work per token
+ *               for an ASCII text: the tokens are read from `low`'s bytes (no split
+ *               list, no str per token) and looked up in a token cache, a
+ *               direct-mapped table of token bytes -> (the token str, its posting
+ *               list) that the owner keeps per numbering (a capsule); a token not in
+ *               it takes a str and the dict lookup, and enters it. The appends write
+ *               gid straight into the array's buffer when it has room (array.append
+ *               when it has not, or when the array's layout was not recognised at
+ *               import). New tokens are acquired in the order of the text's token
+ *               set, as add_text does, after the other tokens' appends.
+ *   cache_forget    the owner's purge drops a token whose posting list it deletes or
+ *               replaces, and records the numbering's epoch: a cache that sees
+ *               another epoch or another posting dict than its last is emptied
+ *               first (a change it was not told of can never leave a stale list).
+ */
+
+/* CPython's array object as Modules/arraymodule.c lays it out (3.8 to 3.13); read only
+ * when array_layout_check() found it so on a live array at import. `ob_descr` points to
+ * a struct arraydescr, whose first member is the typecode (a char). */
+struct array_layout {
+    PyObject_VAR_HEAD
+    char *ob_item;
+    Py_ssize_t allocated;
+    const char *ob_descr;
+    PyObject *weakreflist;
+    Py_ssize_t ob_exports;
+};
+static int array_direct;
+
+static int
+array_layout_check(void)
+{
+    PyObject *a = PyObject_CallFunction(array_type, "s(iii)", "i", 7, 8, 9);
+    if (!a) return -1;
+    struct array_layout *l = (struct array_layout *)a;
+    Py_buffer b;
+    if (PyObject_GetBuffer(a, &b, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+        Py_DECREF(a);
+        return -1;
+    }
+    int ok = sizeof(int) == 4 && Py_SIZE(a) == 3 && l->ob_item == (char *)b.buf &&
+             l->allocated >= 3 && l->allocated < 64 && l->ob_exports == 1 &&
+             l->ob_descr && l->ob_descr[0] == 'i' && b.itemsize == 4 &&
+             ((int *)b.buf)[2] == 9;
+    PyBuffer_Release(&b);
+    ok = ok && l->ob_exports == 0;
+    Py_DECREF(a);
+    if (ok) {
+        PyObject *q = PyObject_CallFunction(array_type, "s(i)", "q", 1);
+        if (!q) return -1;
+        ok = ((struct array_layout *)q)->ob_descr[0] == 'q';
+        Py_DECREF(q);
+    }
+    array_direct = ok;
+    return 0;
+}
+
+/* gid (== num) appended to the posting list `lst` (an exact array.array, checked by the
+ * caller): in place when it is an array('i') with room and no exported buffer, else by
+ * array.append (which grows it, or refuses it as before). 0, or -1 with an error set. */
+static inline int
+posting_append(PyObject *lst, int32_t gid, PyObject *num)
+{
+    if (array_direct) {
+        struct array_layout *l = (struct array_layout *)lst;
+        Py_ssize_t n = Py_SIZE(lst);
+        if (l->ob_descr[0] == 'i' && l->ob_exports == 0 && n < l->allocated) {
+            ((int32_t *)l->ob_item)[n] = gid;
+            Py_SET_SIZE(lst, n + 1);
+            return 0;
+        }
+    }
+    PyObject *r = array_append_fn ? array_append_fn(lst, num)
+                                  : PyObject_CallFunctionObjArgs(array_append, lst, num, NULL);
+    if (!r) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+static const char TOKCACHE_NAME[] = "actormem._index._cwordoverlap.tokcache";
+#define TOKCACHE_BITS 15
+
+/* A slot: the token's first 8 bytes (zero-padded) and its length, so that a token of
+ * up to 8 bytes is matched without reading its str; 32 bytes, aligned. */
+struct tokslot {
+    uint64_t word;
+    Py_ssize_t len;
+    PyObject *tok; /* an ASCII str, or NULL: empty */
+    PyObject *lst; /* its posting list */
+};
+
+struct tokcache {
+    PyObject *post; /* the posting dict the entries came from (compared, not held) */
+    long long epoch;
+    struct tokslot *slot; /* 1 << TOKCACHE_BITS slots, 64-byte aligned within `raw` */
+    void *raw;
+};
+
+static void
+tokcache_clear(struct tokcache *c)
+{
+    for (size_t i = 0; i < ((size_t)1 << TOKCACHE_BITS); i++) {
+        struct tokslot *s = &c->slot[i];
+        if (s->tok) {
+            Py_CLEAR(s->tok);
+            Py_CLEAR(s->lst);
+        }
+    }
+}
+
+static void
+tokcache_destroy(PyObject *capsule)
+{
+    struct tokcache *c = PyCapsule_GetPointer(capsule, TOKCACHE_NAME);
+    if (!c) {
+        PyErr_Clear();
+        return;
+    }
+    tokcache_clear(c);
+    PyMem_Free(c->raw);
+    PyMem_Free(c);
+}
+
+PyDoc_STRVAR(token_cache_doc,
+"token_cache() -> capsule\n\n"
+"A new, empty token cache for add_text_cached (a fixed table of 2**15 slots, 1 MiB,\n"
+"its pages touched as slots fill).");
+
+static PyObject *
+token_cache(PyObject *self, PyObject *unused)
+{
+    struct tokcache *c = PyMem_Calloc(1, sizeof(struct tokcache));
+    if (!c) return PyErr_NoMemory();
+    c->raw = PyMem_Calloc(1, (sizeof(struct tokslot) << TOKCACHE_BITS) + 64);
+    if (!c->raw) {
+        PyMem_Free(c);
+        return PyErr_NoMemory();
+    }
+    c->slot = (struct tokslot *)(((uintptr_t)c->raw + 63) & ~(uintptr_t)63);
+    PyObject *cap = PyCapsule_New(c, TOKCACHE_NAME, tokcache_destroy);
+    if (!cap) {
+        PyMem_Free(c->raw);
+        PyMem_Free(c);
+    }
+    return cap;
+}
+
+/* FNV-1a over the token's bytes, then mixed (the slot is its low bits). */
+static inline uint64_t
+tok_hash(const Py_UCS1 *s, Py_ssize_t n)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001b3ull;
+    return h ^ (h >> 29);
+}
+
+/* The first 8 bytes of a token, zero-padded. */
+static inline uint64_t
+tok_word(const Py_UCS1 *b, Py_ssize_t n)
+{
+    uint64_t w = 0;
+    memcpy(&w, b, n < 8 ? (size_t)n : 8);
+    return w;
+}
+
+static inline struct tokslot *
+tok_slot(struct tokcache *c, uint64_t h)
+{
+    return &c->slot[h & (((uint64_t)1 << TOKCACHE_BITS) - 1)];
+}
+
+/* Whether slot `s` holds the token b[0:n] (its first 8 bytes `word`). */
+static inline int
+slot_is(const struct tokslot *s, uint64_t word, const Py_UCS1 *b, Py_ssize_t n)
+{
+    return s->tok && s->len == n && s->word == word &&
+           (n <= 8 || memcmp(PyUnicode_1BYTE_DATA(s->tok) + 8, b + 8, (size_t)n - 8) == 0);
+}
+
+/* The cache for `post` at `epoch`, emptied first if it served another dict or epoch;
+ * NULL with an error set if `cap` is not one. */
+static struct tokcache *
+tokcache_get(PyObject *cap, PyObject *post, long long epoch)
+{
+    struct tokcache *c = PyCapsule_GetPointer(cap, TOKCACHE_NAME);
+    if (!c) return NULL;
+    if (c->post != post || c->epoch != epoch) {
+        tokcache_clear(c);
+        c->post = post;
+        c->epoch = epoch;
+    }
+    return c;
+}
+
+/* Enter (tok, lst) at slot `s` (new references taken), dropping what was there. `tok`
+ * is an ASCII str. */
+static inline void
+slot_set(struct tokslot *s, PyObject *tok, PyObject *lst)
+{
+    PyObject *otok = s->tok, *olst = s->lst;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(tok);
+    s->word = tok_word(PyUnicode_1BYTE_DATA(tok), n);
+    s->len = n;
+    s->tok = Py_NewRef(tok);
+    s->lst = Py_NewRef(lst);
+    Py_XDECREF(otok);
+    Py_XDECREF(olst);
+}
+
+/* One token of an ASCII text in add_text_cached: where it is, its slot, its list. */
+struct tokref {
+    Py_ssize_t at, n;
+    struct tokslot *slot;
+    PyObject *lst; /* borrowed (the dict or the cache holds it); NULL: a new token */
+};
+
+PyDoc_STRVAR(add_text_cached_doc,
+"add_text_cached(post, low, gid, vocab, cache, epoch) -> int\n\n"
+"add_text_known(post, low, gid, vocab), the same structures and result, through the\n"
+"token cache `cache` (token_cache()) of the numbering whose posting dict is `post` at\n"
+"`epoch`. O(len(low)), plus O(len(token)) per new token.");
+
+static PyObject *
+add_text_cached(PyObject *self, PyObject *args)
+{
+    PyObject *post, *low, *vocab_obj, *cap;
+    long gid;
+    long long epoch;
+    if (!PyArg_ParseTuple(args, "O!UlOOL", &PyDict_Type, &post, &low, &gid, &vocab_obj, &cap,
+                          &epoch)) {
+        return NULL;
+    }
+    if (!PyDict_CheckExact(post) || !PyUnicode_CheckExact(low)) {
+        PyErr_SetString(PyExc_TypeError, "post must be a dict and low a str");
+        return NULL;
+    }
+    if (gid < 0 || gid > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "gid out of range");
+        return NULL;
+    }
+    struct tokcache *c = tokcache_get(cap, post, epoch);
+    if (!c) return NULL;
+    PyObject *num = PyLong_FromLong(gid);
+    if (!num) return NULL;
+    PyObject *result = NULL, *missing = NULL, *words = NULL, *toks = NULL;
+    PyObject **table = NULL, *table_stack[128];
+    struct tokref *refs = NULL, refs_stack[64];
+    size_t cap_n = 128;
+    if (!PyUnicode_IS_ASCII(low)) {
+        /* str.split's other whitespace: add_text_known's way, appends in place. */
+        words = PyUnicode_Split(low, NULL, -1);
+        if (!words) goto done;
+        Py_ssize_t n = PyList_GET_SIZE(words);
+        while (cap_n < 2 * (size_t)n) cap_n *= 2;
+        table = cap_n == 128 ? table_stack : PyMem_Calloc(cap_n, sizeof(PyObject *));
+        if (!table) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        if (table == table_stack) memset(table_stack, 0, sizeof(table_stack));
+        for (Py_ssize_t j = 0; j < n; j++) {
+            PyObject *tok = PyList_GET_ITEM(words, j);
+            PyObject *lst = PyDict_GetItemWithError(post, tok);
+            if (!lst) {
+                if (PyErr_Occurred()) goto done;
+                if (!missing && !(missing = PySet_New(NULL))) goto done;
+                if (PySet_Add(missing, tok) < 0) goto done;
+                continue;
+            }
+            if (Py_TYPE(lst) != (PyTypeObject *)array_type) {
+                PyErr_SetString(PyExc_TypeError, "posting lists must be array('i')");
+                goto done;
+            }
+            if (seen_ptr(table, cap_n - 1, lst)) continue;
+            if (posting_append(lst, (int32_t)gid, num) < 0) goto done;
+        }
+    } else {
+        const Py_UCS1 *s = PyUnicode_1BYTE_DATA(low);
+        Py_ssize_t len = PyUnicode_GET_LENGTH(low), count = 0;
+        for (Py_ssize_t i = 0; i < len; i++) {  /* the tokens: their first bytes */
+            count += !ascii_space(s[i]) && (i == 0 || ascii_space(s[i - 1]));
+        }
+        /* The de-duplication table: twice the tokens, at least 16 slots, cleared. */
+        cap_n = 16;
+        while (cap_n < 2 * (size_t)count) cap_n *= 2;
+        table = cap_n <= 128 ? table_stack : PyMem_Malloc(cap_n * sizeof(PyObject *));
+        refs = count <= 64 ? refs_stack : PyMem_Malloc((size_t)count * sizeof(struct tokref));
+        if (!table || !refs) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        memset(table, 0, cap_n * sizeof(PyObject *));
+        /* In passes over the tokens, each prefetching what the next one reads (the
+         * slots, the lists' headers, the lists' tails): the misses of a large memory
+         * overlap instead of coming one after another. */
+        Py_ssize_t k = 0, i = 0;
+        while (i < len) {
+            while (i < len && ascii_space(s[i])) i++;
+            if (i >= len) break;
+            Py_ssize_t a = i;
+            while (i < len && !ascii_space(s[i])) i++;
+            struct tokref *r = &refs[k++];
+            r->at = a;
+            r->n = i - a;
+            r->slot = tok_slot(c, tok_hash(s + a, r->n));
+            __builtin_prefetch(r->slot);
+        }
+        for (Py_ssize_t j = 0; j < k; j++) {
+            struct tokref *r = &refs[j];
+            const Py_UCS1 *b = s + r->at;
+            Py_ssize_t n = r->n;
+            struct tokslot *slot = r->slot;
+            PyObject *lst;
+            if (slot_is(slot, tok_word(b, n), b, n)) {
+                lst = slot->lst;
+            } else {
+                PyObject *tok = PyUnicode_New(n, 127);
+                if (!tok) goto done;
+                memcpy(PyUnicode_1BYTE_DATA(tok), b, (size_t)n);
+                lst = PyDict_GetItemWithError(post, tok);
+                if (!lst) {
+                    int bad = PyErr_Occurred() != NULL;
+                    if (!bad && !missing && !(missing = PySet_New(NULL))) bad = 1;
+                    if (!bad && PySet_Add(missing, tok) < 0) bad = 1;
+                    Py_DECREF(tok);
+                    if (bad) goto done;
+                    r->lst = NULL;
+                    continue;
+                }
+                if (Py_TYPE(lst) != (PyTypeObject *)array_type) {
+                    Py_DECREF(tok);
+                    PyErr_SetString(PyExc_TypeError, "posting lists must be array('i')");
+                    goto done;
+                }
+                slot_set(slot, tok, lst);
+                Py_DECREF(tok);
+            }
+            r->lst = lst;
+            __builtin_prefetch((char *)lst + offsetof(struct array_layout, ob_item));
+        }
+        if (array_direct) {
+            for (Py_ssize_t j = 0; j < k; j++) {
+                struct array_layout *l = (struct array_layout *)refs[j].lst;
+                if (l && Py_SIZE(l) < l->allocated) {
+                    __builtin_prefetch(l->ob_item + 4 * Py_SIZE(l), 1);
+                }
+            }
+        }
+        for (Py_ssize_t j = 0; j < k; j++) {
+            PyObject *lst = refs[j].lst;
+            if (!lst || seen_ptr(table, cap_n - 1, lst)) continue;
+            if (posting_append(lst, (int32_t)gid, num) < 0) goto done;
+        }
+    }
+    Py_ssize_t fresh = 0;
+    if (missing) {
+        /* The new tokens, acquired in the order of the text's token set (add_text's). */
+        if (!words && !(words = PyUnicode_Split(low, NULL, -1))) goto done;
+        toks = PySet_New(words);
+        if (!toks) goto done;
+        struct vocab v;
+        if (vocab_load(vocab_obj, &v) < 0) goto done;
+        PyObject *it = PyObject_GetIter(toks), *tok;
+        if (it) {
+            while ((tok = PyIter_Next(it)) != NULL) {
+                int in = PySet_Contains(missing, tok), r = in;
+                if (in > 0) {
+                    PyObject *one = NULL;
+                    r = vocab_acquire(&v, tok);
+                    if (r == 0) one = PyObject_CallFunction(array_type, "s(O)", "i", num);
+                    if (one) r = PyDict_SetItem(post, tok, one);
+                    else r = -1;
+                    if (r == 0 && PyUnicode_IS_ASCII(tok)) {
+                        Py_ssize_t n = PyUnicode_GET_LENGTH(tok);
+                        slot_set(tok_slot(c, tok_hash(PyUnicode_1BYTE_DATA(tok), n)), tok, one);
+                    }
+                    Py_XDECREF(one);
+                    fresh++;
+                }
+                Py_DECREF(tok);
+                if (r < 0) break;
+            }
+            Py_DECREF(it);
+        }
+        vocab_release(&v);
+        if (PyErr_Occurred()) goto done;
+    }
+    result = PyLong_FromSsize_t(fresh);
+done:
+    if (table && table != table_stack) PyMem_Free(table);
+    if (refs && refs != refs_stack) PyMem_Free(refs);
+    Py_XDECREF(toks);
+    Py_XDECREF(words);
+    Py_XDECREF(missing);
+    Py_DECREF(num);
+    return result;
+}
+
+PyDoc_STRVAR(cache_forget_doc,
+"cache_forget(cache, post, token, epoch) -> None\n\n"
+"The owner deleted or replaced post[token] and moved the numbering to `epoch`: the\n"
+"token leaves the cache, which then serves `post` at `epoch`. O(len(token)).");
+
+static PyObject *
+cache_forget(PyObject *self, PyObject *args)
+{
+    PyObject *cap, *post, *tok;
+    long long epoch;
+    if (!PyArg_ParseTuple(args, "OO!UL", &cap, &PyDict_Type, &post, &tok, &epoch)) return NULL;
+    struct tokcache *c = PyCapsule_GetPointer(cap, TOKCACHE_NAME);
+    if (!c) return NULL;
+    if (c->post != post || c->epoch + 1 != epoch) {
+        /* Another change came first (or another dict): start afresh. */
+        tokcache_clear(c);
+    } else if (PyUnicode_IS_ASCII(tok)) {
+        Py_ssize_t n = PyUnicode_GET_LENGTH(tok);
+        const Py_UCS1 *b = PyUnicode_1BYTE_DATA(tok);
+        struct tokslot *s = tok_slot(c, tok_hash(b, n));
+        if (slot_is(s, tok_word(b, n), b, n)) {
+            Py_CLEAR(s->tok);
+            Py_CLEAR(s->lst);
+        }
+    }
+    c->post = post;
+    c->epoch = epoch;
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(cache_entries_doc,
+"cache_entries(cache) -> (post_id, epoch, [(token, list), ...])\n\n"
+"What the cache holds (for the index's consistency checks): the id() of the posting\n"
+"dict and the epoch it serves, and its entries. O(slots).");
+
+static PyObject *
+cache_entries(PyObject *self, PyObject *cap)
+{
+    struct tokcache *c = PyCapsule_GetPointer(cap, TOKCACHE_NAME);
+    if (!c) return NULL;
+    PyObject *items = PyList_New(0);
+    if (!items) return NULL;
+    for (size_t i = 0; i < ((size_t)1 << TOKCACHE_BITS); i++) {
+        struct tokslot *s = &c->slot[i];
+        if (!s->tok) continue;
+        PyObject *pair = PyTuple_Pack(2, s->tok, s->lst);
+        if (!pair || PyList_Append(items, pair) < 0) {
+            Py_XDECREF(pair);
+            Py_DECREF(items);
+            return NULL;
+        }
+        Py_DECREF(pair);
+    }
+    return Py_BuildValue("(NLN)", PyLong_FromVoidPtr(c->post), c->epoch, items);
+}
+
+/* ------------------------------------------------------------------ duplicate key hash
+ *
+ *   fold_hash   a hash of the duplicate key's text fold(text) = ' '.join(
+ *               text.casefold().split()), computed without building it: over its code
+ *               points (so equal folds hash equal whatever the strings' kinds), an
+ *               ASCII text lower-cased on the fly, any other casefolded by str.casefold
+ *               first. Only equality matters to the caller (a group key; consolidation
+ *               compares the folds themselves).
+ */
+
+static inline uint64_t
+fold_mix(uint64_t h, Py_UCS4 c)
+{
+    return (h ^ c) * 0x100000001b3ull;
+}
+
+PyDoc_STRVAR(fold_hash_doc,
+"fold_hash(text) -> int\n\n"
+"A hash in [0, 2**62) of ' '.join(text.casefold().split()), equal for texts whose folds\n"
+"are equal. O(len(text)).");
+
+static PyObject *
+fold_hash(PyObject *self, PyObject *text)
+{
+    if (!PyUnicode_CheckExact(text)) {
+        PyErr_SetString(PyExc_TypeError, "fold_hash() takes a str");
+        return NULL;
+    }
+    uint64_t h = 0xcbf29ce484222325ull;
+    int gap = 0, any = 0; /* a whitespace run since the last character; any character */
+    if (PyUnicode_IS_ASCII(text)) {
+        const Py_UCS1 *s = PyUnicode_1BYTE_DATA(text);
+        Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_UCS1 c = s[i];
+            if (ascii_space(c)) {
+                gap = 1;
+                continue;
+            }
+            if (gap && any) h = fold_mix(h, ' ');
+            gap = 0;
+            any = 1;
+            h = fold_mix(h, c >= 'A' && c <= 'Z' ? (Py_UCS4)(c + ('a' - 'A')) : c);
+        }
+    } else {
+        PyObject *t = PyObject_CallMethod(text, "casefold", NULL);
+        if (!t) return NULL;
+        if (!PyUnicode_CheckExact(t)) {
+            Py_DECREF(t);
+            PyErr_SetString(PyExc_TypeError, "casefold() did not return a str");
+            return NULL;
+        }
+        int kind = PyUnicode_KIND(t);
+        const void *data = PyUnicode_DATA(t);
+        Py_ssize_t n = PyUnicode_GET_LENGTH(t);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_UCS4 c = PyUnicode_READ(kind, data, i);
+            if (Py_UNICODE_ISSPACE(c)) {
+                gap = 1;
+                continue;
+            }
+            if (gap && any) h = fold_mix(h, ' ');
+            gap = 0;
+            any = 1;
+            h = fold_mix(h, c);
+        }
+        Py_DECREF(t);
+    }
+    h ^= h >> 31;
+    return PyLong_FromUnsignedLongLong(h & ((1ull << 62) - 1));
+}
+
 /* ------------------------------------------------------------------ module */
 
 static PyMethodDef methods[] = {
@@ -1809,6 +2338,11 @@ static PyMethodDef methods[] = {
     {"bits_from_masks", bits_from_masks, METH_VARARGS, bits_from_masks_doc},
     {"add_text_known", add_text_known, METH_VARARGS, add_text_known_doc},
     {"fold_ascii", fold_ascii, METH_O, fold_ascii_doc},
+    {"token_cache", token_cache, METH_NOARGS, token_cache_doc},
+    {"add_text_cached", add_text_cached, METH_VARARGS, add_text_cached_doc},
+    {"cache_forget", cache_forget, METH_VARARGS, cache_forget_doc},
+    {"fold_hash", fold_hash, METH_O, fold_hash_doc},
+    {"cache_entries", cache_entries, METH_O, cache_entries_doc},
     {NULL, NULL, 0, NULL},
 };
 
@@ -1833,5 +2367,6 @@ PyInit__cwordoverlap(void)
         PyMethodDef *def = ((PyMethodDescrObject *)array_append)->d_method;
         if (def->ml_flags == METH_O) array_append_fn = def->ml_meth;
     }
+    if (array_layout_check() < 0) return NULL;
     return PyModule_Create(&module);
 }

@@ -6,6 +6,10 @@ store) is folded in one pass by the word-overlap core's ``fold_ascii``
 other text, or every text where the core is not built (``ACTORMEM_PURE_PYTHON=1``), by
 :func:`fold_python`, the reference (``tests/test_storepath.py`` and
 ``tests/test_state.py`` drive both).
+
+:func:`fold_hash` is a hash of the fold, equal for equal folds, computed in C without
+building the fold (``fold_hash`` in the same core; :func:`fold_hash_python` the
+reference, ``tests/test_fold_hash.py``): what the state's duplicate key uses.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from collections.abc import Callable
 
 from . import kernels
 
-__all__ = ["fold", "fold_python"]
+__all__ = ["fold", "fold_hash", "fold_hash_python", "fold_python"]
 
 
 def fold_python(text: str) -> str:
@@ -39,3 +43,36 @@ def fold(text: str) -> str:
         if folded is not None:
             return folded
     return fold_python(text)
+
+
+#: The C ``fold_hash`` (``_cwordoverlap.c``), or None without the core.
+_fold_hash_c: Callable[[str], int] | None = getattr(kernels._wo, "fold_hash", None)
+#: Whether a new ``MemoryState`` keys its duplicate groups by :func:`fold_hash` (when
+#: the C function exists) rather than by the hash of the :func:`fold` string, the path
+#: before it (``stress/bench_store64.py --state`` compares both). Read once per state.
+_FOLD_HASH = True
+
+_FNV_OFFSET = 0xCBF29CE484222325
+_FNV_PRIME = 0x100000001B3
+_U64 = (1 << 64) - 1
+
+
+def fold_hash_python(text: str) -> int:
+    """The reference of :func:`fold_hash`: FNV-1a (64 bits) over the code points of
+    :func:`fold_python` of ``text``, then ``h ^ (h >> 31)`` cut to 62 bits.
+    O(len(text)) Python steps."""
+    h = _FNV_OFFSET
+    for ch in fold_python(text):
+        h = ((h ^ ord(ch)) * _FNV_PRIME) & _U64
+    h ^= h >> 31
+    return h & ((1 << 62) - 1)
+
+
+def fold_hash(text: str) -> int:
+    """A hash in [0, 2**62) of :func:`fold` of ``text``, equal for texts whose folds are
+    equal (the duplicate key's group; consolidation compares the folds themselves), in C
+    without building the fold for a ``str`` (:func:`fold_hash_python` otherwise, the same
+    value). O(len(text))."""
+    if _fold_hash_c is not None and type(text) is str:
+        return _fold_hash_c(text)
+    return fold_hash_python(text)

@@ -587,6 +587,9 @@ def encode_record(rec: Record) -> tuple[Any, ...]:
     """The ``entries`` row of a live record, with its current access bookkeeping. O(size)."""
     e = rec.entry
     count, last = rec.current_access()
+    created = e.created_at.isoformat()
+    # updated_at defaults to the created_at object itself: the same text, formatted once.
+    updated = created if e.updated_at is e.created_at else e.updated_at.isoformat()
     return (
         rec.seq,
         str(e.id),
@@ -594,14 +597,14 @@ def encode_record(rec: Record) -> tuple[Any, ...]:
         e.memory,
         _json_strings(e.tags),
         _json_strings(e.namespace),
-        e.created_at.isoformat(),
+        created,
         e.relevance,
         min(count, MAX_ACCESS_COUNT),
         None if last is None else last.isoformat(),
         int(e.validated),
         e.key,
         None if e.value is None else e.value.to_json(),
-        e.updated_at.isoformat(),
+        updated,
         e.ttl,
         _iso(rec.current_expires()),
     )

@@ -6,8 +6,10 @@ index's state after an ``add`` and the counts of a retrieve are exactly those of
 Python path, which stays the reference (``tests/test_wordoverlap_core.py`` drives both):
 
 * :func:`add_text`: the owner's add of a new distinct text (token set, posting appends,
-  the vocabulary's acquire of new tokens), and :func:`add_text_known`, the same with a
-  shortcut for a text whose tokens all have posting lists (what the index calls);
+  the vocabulary's acquire of new tokens); :func:`add_text_known`, the same with a
+  shortcut for a text whose tokens all have posting lists; and :func:`add_text_cached`,
+  the same through the numbering's :func:`token_cache` (what the index calls; the purge
+  tells the cache of lists it drops with :func:`cache_forget`);
 * :func:`count_words`: a reader's word loop for the words with small match sets, a work
   budget per call (the reader yields between calls);
 * :func:`text_masks`: the short-word masks of a batch of texts (``masks._text_masks``);
@@ -42,7 +44,10 @@ __all__ = [
     "BitPlanes",
     "DenseBits",
     "add_text",
+    "add_text_cached",
     "add_text_known",
+    "cache_entries",
+    "cache_forget",
     "bits_active",
     "bits_from_masks",
     "bits_join",
@@ -51,11 +56,19 @@ __all__ = [
     "core",
     "count_words",
     "text_masks",
+    "token_cache",
     "words_of",
 ]
 
 _COUNTS = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.int64))
 _U64 = np.dtype(np.uint64)
+#: The type of a token cache (a capsule; ``types.CapsuleType`` only from Python 3.13).
+#: (Without the core, a type no argument has: every cache is refused.)
+_CAPSULE: type = (
+    type(kernels._wo.token_cache())
+    if kernels._wo is not None and hasattr(kernels._wo, "token_cache")
+    else type("NoTokenCache", (), {})
+)
 
 
 def core() -> ModuleType | None:
@@ -106,6 +119,82 @@ def add_text_known(post: dict[str, array[int]], low: str, gid: int, vocab: Subst
     _check_add(post, low, gid, vocab)
     fresh: int = _module().add_text_known(post, low, gid, vocab)
     return fresh
+
+
+def token_cache() -> object:
+    """A new, empty token cache for :func:`add_text_cached` (a capsule: a fixed table of
+    2**15 slots, ~768 KiB of address space, its pages touched as they fill). O(1)."""
+    return _module().token_cache()
+
+
+def _check_cache(cache: object, epoch: object) -> None:
+    if type(cache) is not _CAPSULE:
+        raise TypeError("cache must be a token_cache()")
+    if type(epoch) is not int or not 0 <= epoch < 1 << 62:
+        raise ValueError("epoch must be an int in [0, 2**62)")
+
+
+def add_text_cached(
+    post: dict[str, array[int]],
+    low: str,
+    gid: int,
+    vocab: SubstringVocab,
+    cache: object,
+    epoch: int,
+) -> int:
+    """:func:`add_text_known`, the same structures and result, through ``cache`` (the
+    numbering's :func:`token_cache`, which serves ``post`` at ``epoch``): an ASCII text's
+    tokens are read from its bytes, a token in the cache costs no ``str`` and no dict
+    lookup, and ``gid`` is written into a posting list's buffer when it has room. New
+    tokens are acquired in the order :func:`add_text` gives them. A cache that last
+    served another dict or epoch is emptied first. Returns the new tokens' count.
+    O(len(low)), plus O(len(token)) per new token.
+
+    Raises:
+        TypeError, ValueError: As :func:`add_text`, or ``cache`` is not a token cache, or
+            ``epoch`` is not an int in [0, 2**62).
+    """
+    # The checks of _check_add and _check_cache, inline: this runs once per new text.
+    if type(post) is not dict or type(low) is not str or type(vocab) is not SubstringVocab:
+        raise TypeError("post must be a dict, low a str, vocab a SubstringVocab")
+    if type(gid) is not int or not 0 <= gid < 1 << 31:
+        raise ValueError("gid must be an int in [0, 2**31)")
+    if type(cache) is not _CAPSULE:
+        raise TypeError("cache must be a token_cache()")
+    if type(epoch) is not int or not 0 <= epoch < 1 << 62:
+        raise ValueError("epoch must be an int in [0, 2**62)")
+    mod = kernels.wo_core()
+    if mod is None:
+        raise RuntimeError("the compiled word-overlap core is not available")
+    fresh: int = mod.add_text_cached(post, low, gid, vocab, cache, epoch)
+    return fresh
+
+
+def cache_forget(cache: object, post: dict[str, array[int]], token: str, epoch: int) -> None:
+    """The owner deleted or replaced ``post[token]`` and bumped the numbering's epoch to
+    ``epoch``: ``token`` leaves ``cache``, which serves ``post`` at ``epoch`` from now on
+    (emptied instead if its epoch was not ``epoch - 1``). O(len(token)).
+
+    Raises:
+        TypeError, ValueError: As :func:`add_text_cached`, or ``token`` is not a str.
+    """
+    if type(post) is not dict or type(token) is not str:
+        raise TypeError("post must be a dict and token a str")
+    _check_cache(cache, epoch)
+    _module().cache_forget(cache, post, token, epoch)
+
+
+def cache_entries(cache: object) -> tuple[int, int, list[tuple[str, array[int]]]]:
+    """What ``cache`` holds, for consistency checks: the ``id()`` of the posting dict and
+    the epoch it serves, and its ``(token, posting list)`` entries. O(slots).
+
+    Raises:
+        TypeError: ``cache`` is not a token cache.
+    """
+    if type(cache) is not _CAPSULE:
+        raise TypeError("cache must be a token_cache()")
+    got: tuple[int, int, list[tuple[str, array[int]]]] = _module().cache_entries(cache)
+    return got
 
 
 def count_words(

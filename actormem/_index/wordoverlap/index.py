@@ -68,7 +68,12 @@ class _WordOverlapIndex:
             e.n = gid + 1
             post = e.post
             if ccore.core() is not None:  # the same, compiled (ccore.py)
-                if knobs._ADD_KNOWN:
+                if knobs._ADD_CACHED:
+                    cache = e.tokcache
+                    if cache is None:
+                        cache = e.tokcache = ccore.token_cache()
+                    ccore.add_text_cached(post, low, gid, self._vocab, cache, e.epoch)
+                elif knobs._ADD_KNOWN:
                     ccore.add_text_known(post, low, gid, self._vocab)
                 else:
                     ccore.add_text(post, low, gid, self._vocab)
@@ -140,11 +145,15 @@ class _WordOverlapIndex:
                 if d == len(lst):
                     e.epoch += 1  # the word memo holds lists as they were (numbering.py)
                     del post[tok]
+                    if e.tokcache is not None:
+                        ccore.cache_forget(e.tokcache, post, tok, e.epoch)
                     pdead.pop(tok, None)
                     self._vocab.release(tok)
                 elif 2 * d > len(lst):
                     e.epoch += 1
                     post[tok] = array("i", [g for g in lst if glist[g] is not None])
+                    if e.tokcache is not None:
+                        ccore.cache_forget(e.tokcache, post, tok, e.epoch)
                     pdead.pop(tok, None)
                 else:
                     pdead[tok] = d
@@ -271,6 +280,11 @@ class _WordOverlapIndex:
         for item, low in zip(e.glist[e.masked :], e.pending, strict=True):
             assert item is None or _text_of(item).lower() == low
         self._tags._check(tags)
+        if e.tokcache is not None:  # the token cache never holds a list post no longer has
+            post_id, epoch, cached = ccore.cache_entries(e.tokcache)
+            if post_id == id(e.post) and epoch == e.epoch:  # else it empties at its next use
+                for tok, lst in cached:
+                    assert e.post.get(tok) is lst, tok
         e.cache._check()
         for w, (upto, dense, data) in e.cache.entries.items():
             if dense and data.dtype == np.uint64:  # a bitset (ccore.BitPlanes' sets)

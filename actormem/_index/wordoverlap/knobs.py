@@ -48,3 +48,8 @@ _MASK_STEP = 32
 #: a posting list). False: ``ccore.add_text`` for every text, the path before it
 #: (``stress/bench_store64.py --state`` compares both; the same structures).
 _ADD_KNOWN = True
+#: The compiled ``add`` is ``ccore.add_text_cached``: an ASCII text's tokens read from
+#: its bytes and looked up in the numbering's token cache, posting appends written in
+#: place. False: the path before it (``_ADD_KNOWN``'s choice); the same structures
+#: (``stress/bench_store64.py --state`` compares both).
+_ADD_CACHED = True

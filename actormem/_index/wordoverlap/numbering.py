@@ -132,6 +132,7 @@ class _Numbering:
         "post",
         "recent",
         "scratch",
+        "tokcache",
     )
 
     def __init__(self, capacity: int) -> None:
@@ -167,6 +168,10 @@ class _Numbering:
         self.epoch = 0
         #: Spare count arrays of the current capacity (see ``search``).
         self.scratch = ScratchPool(knobs._POOL)
+        #: The owner's token cache (``ccore.token_cache``: token -> posting list, for
+        #: ``ccore.add_text_cached``), made at the first add through it; None before.
+        #: The purge tells it of every list it deletes or replaces.
+        self.tokcache: object | None = None
 
     def grow(self) -> None:
         """Double the arrays' capacity (new arrays: readers keep the old ones). O(n)."""
