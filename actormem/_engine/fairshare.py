@@ -239,11 +239,11 @@ class ReadGate:
             await trio.lowlevel.checkpoint()
             if not self.fifo or not self._demand or not self.enabled:
                 return
-            if not self._must_park(trio.current_time()):
+            if not self._closed_now(trio.current_time()):
                 return
-            # The gate closed while this reader waited for its turn: it reached this
-            # boundary before any reader now parked, so it goes first, and through at the
-            # next opening.
+            # The gate closed while this reader waited for its turn (readers parked
+            # meanwhile stay behind it: it was let through): it goes first, and through
+            # at the next opening.
             head = admitted = True
         since = trio.current_time()
         while True:
