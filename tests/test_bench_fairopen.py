@@ -30,6 +30,30 @@ def test_bench_fairshare_smoke(capsys: pytest.CaptureFixture[str]) -> None:
     assert "| memory |" in out
 
 
+def test_bench_fairshare_compares_the_gates(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--phases`` runs the gate before the FIFO hand-off beside it; ``--steady`` holds
+    the memory at ``n`` entries; ``--share`` sets the owner's share for the run."""
+    from actormem._engine import fairshare
+
+    monkeypatch.setattr(fairshare, "SHARE", fairshare.SHARE)  # restored after the run
+    monkeypatch.setattr(fairshare, "OPEN_MIN", fairshare.OPEN_MIN)
+    data = real_file("tool_calls.jsonl").parent
+    bench_fairshare.main(
+        ["--data", str(data), "--n", "100", "--writers", "4", "--readers", "4",
+         "--seconds", "0.2", "--rounds", "2", "--modes", "memory",
+         "--phases", "alone,gate,starve", "--steady", "--share", "0.5"]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    rows = [r for r in _rows(out) if "phase" in r]
+    assert [r["phase"] for r in rows] == ["alone", "gate", "starve"] * 2
+    assert fairshare.SHARE == 0.5
+    assert "on (FIFO)" in out and "on (STARVE_MAX)" in out
+    with pytest.raises(SystemExit):
+        bench_fairshare.main(["--data", str(data), "--phases", "gate,alone"])
+
+
 def test_bench_open_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = real_file("tool_calls.jsonl").parent
     bench_open.main(

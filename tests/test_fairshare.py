@@ -428,3 +428,26 @@ async def test_a_reader_that_passed_an_open_gate_runs_no_slice_once_it_closed(
     assert trio.current_time() - t0 == pytest.approx(OPEN_MIN)
     gate.leave()
     gate._check()
+
+
+async def test_once_every_write_is_answered_readers_get_a_whole_open_phase(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A short closed phase that ends because the writes are done earns readers a whole
+    open phase (OPEN_MIN), not a share of its own length, before the next write may
+    close the gate again (the gate before the FIFO hand-off: the share only)."""
+    for fifo in (True, False):
+        gate = ReadGate()
+        gate.fifo = fifo
+        gate.enter()
+        assert gate.would_park()  # closes now
+        await trio.sleep(CLOSED_MAX / 10)
+        gate.leave()  # the writes are done: open
+        gate.enter()  # the next write comes at once
+        await trio.sleep(CLOSED_MAX / 10 * (1 - SHARE) / SHARE * 1.5)
+        assert gate.would_park() is not fifo
+        if fifo:
+            await trio.sleep(OPEN_MIN)
+            assert gate.would_park()
+        gate.leave()
+        gate._check()

@@ -32,35 +32,39 @@ While there is demand the gate alternates two phases:
 The hand-off is FIFO. Parked readers wait in one queue, in the order they parked. An
 opening of ``t`` seconds *admits* the first ``t / ADMIT_SLICE`` of them (every one when
 demand fell to zero): each runs one slice, then meets the gate again. The rest stay
-parked, first in line for the next opening; no reader passes one that is parked (while
-the queue is not empty, a reader reaching a boundary parks at its end even in an open
-phase), and a reader that passed an open gate checks it again after its schedule point,
-parking if the gate closed meanwhile. So the readers' slices of one opening fit its open
-phase (a closed phase is the owner's from its start, not after a batch of readers that
-were let through just before it closed), and a reader parked behind ``q`` others is
-admitted by the ``ceil((q + 1) / admitted)``-th opening from now: with 64 readers and a 4
-ms open phase (40 admitted), by the second. A reader never re-parks phase after phase.
+parked, first in line for the next opening, and no reader passes one that is parked
+(while some are, a reader reaching a boundary parks behind them, even in an open phase).
+A reader that passed an open gate checks it again after its schedule point (trio may run
+it after the open phase ended) and, if it closed meanwhile, parks at the front of the
+line; an admitted reader whose turn comes after the open phase ended does the same, and
+the next opening lets either through whatever the gate then says. So no reader starts a
+slice in a closed phase: the owner's phase is the owner's from its start, not after a
+batch of readers let through just before it closed. A reader parked behind ``q`` others
+is through by the ``ceil((q + 1) / admitted)``-th opening (64 readers and a 4 ms open
+phase, 40 admitted: by the second); it never re-parks phase after phase.
 
-The gate before this one woke every parked reader at each opening. With 64 readers a
-batch outlasts the open phase, so the readers late in it found the gate closed again
-and re-parked, at random, phase after phase (the main job's retrieve p99 was 3-4x its
-value without the gate); a rule then let a reader that had waited :data:`STARVE_MAX`
-pass anyway, which cured that but let the whole batch run, and the readers that had
-passed an open gate ran their next slice in the closed phase: the owner's phases were
-mostly readers' (writers' p99 beside 64 readers 5x alone). That gate stays available
-(``ReadGate.fifo = False``) so that benchmarks compare both in one process.
+The gate before this one (still there, ``ReadGate.fifo = False``, so that benchmarks
+compare both in one process) woke every parked reader at each opening. With 64 readers a
+batch outlasts the open phase, so the readers late in it found the gate closed again and
+re-parked, at random, phase after phase (the main job's retrieve p99 was 3-4x its value
+without the gate); a rule then let a reader that had waited :data:`STARVE_MAX` pass
+anyway, which cured that but let whole batches run, and every reader that had passed an
+open gate ran its next slice whatever the phase: the owner's phases were mostly
+readers' (writers' p99 beside 64 readers 3.6-5.1x alone; docs/benchmarks.md, "The fair
+share, FIFO").
 
 Invariants: every parked reader is admitted after a bounded number of openings (FIFO,
-at least one admitted per opening), and openings come at most a closed phase's limit
-after the gate closed: the first reader of the queue, or the first to park, holds a
-timeout (the *watch*) for the end of the closed phase (or of the closed phase that would
-follow the open one under way) and opens the gate when it fires. A watch that is
-admitted or cancelled is handed to the reader first in line (woken to park again at the
-head with the timeout). With no demand the gate costs a reader one attribute test per
-slice. Phase changes happen lazily, at readers' slice boundaries and at the watch's
-timeout, on trio's clock (``trio.current_time()``, read only while there is demand), so
-tests drive the gate with :class:`trio.testing.MockClock`. No trio import is needed by
-the state (this gate lives beside the owner, not in ``state.py``).
+at least one admitted per opening), and an opening comes at most a closed phase's limit
+after the gate closed, whether or not any reader reaches a boundary: one parked reader
+holds a timeout (the *watch*) for the end of the closed phase (while open with readers
+parked: of the closed phase that follows the open one) and, when it fires, opens the
+gate and goes through. A watch that is admitted or cancelled is handed to the reader
+first in line, woken to park again at the front with the timeout. With no demand the
+gate costs a reader one attribute test per slice. Phase changes happen lazily, at
+readers' slice boundaries and at the watch's timeout, on trio's clock
+(``trio.current_time()``, read only while there is demand), so tests drive the gate with
+:class:`trio.testing.MockClock`. No trio import is needed by the state (this gate lives
+beside the owner, not in ``state.py``).
 """
 
 from __future__ import annotations
@@ -321,6 +325,10 @@ class ReadGate:
         # or by the OS not running us does not buy readers a long open phase.
         closed_for = min(now - self._since, self._limit())
         earned = closed_for * ((1 - SHARE) / SHARE)
+        if not self._demand and self.fifo:
+            # Every write answered: the owner took what it needed, readers get a whole
+            # open phase before the next write may close the gate again.
+            earned = max(earned, OPEN_MIN)
         self._open_until = now + earned
         if not self._demand or not self.fifo:
             self._admit(len(self._first) + len(self._queue))
