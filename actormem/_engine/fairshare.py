@@ -25,9 +25,12 @@ While there is demand the gate alternates two phases:
   reader holds for up to the interpreter's switch interval at a time).
 * **open**: a closed phase of ``d`` seconds earns readers ``d * (1 - SHARE) / SHARE``
   seconds of open phase before the gate may close again, so with writes pending all the
-  time the owner's side gets :data:`SHARE` of the loop and readers the rest. A group
-  commit starting cuts an open phase short once it has lasted :data:`OPEN_MIN` (what a
-  closed phase of :data:`CLOSED_MAX` earns).
+  time the owner's side gets :data:`SHARE` of the loop and readers the rest. A closed
+  phase that ends because demand fell to zero (every write answered: the owner took what
+  it needed) earns at least :data:`OPEN_MIN` (what a closed phase of :data:`CLOSED_MAX`
+  earns): else, with writes coming one by one, the gate would close again after a
+  fraction of a batch, and readers would park at most slice boundaries. A group commit
+  starting cuts an open phase short once it has lasted :data:`OPEN_MIN`.
 
 The hand-off is FIFO. Parked readers wait in one queue, in the order they parked. An
 opening of ``t`` seconds *admits* the first ``t / ADMIT_SLICE`` of them (every one when
