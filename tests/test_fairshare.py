@@ -384,7 +384,8 @@ async def test_a_cancelled_watch_with_readers_left_hands_over(
         nursery.start_soon(_pass_once, gate, "c", passed)
         await trio.sleep(CLOSED_MAX + OPEN_MIN / 2)
         assert passed == {"a": pytest.approx(CLOSED_MAX)}
-        assert gate._watch is not None and gate._watcher is not None
+        assert gate._watch is not None
+        assert gate._watcher is not None
         assert gate._watcher.name.endswith("_cancellable")
         scope.cancel()
         await trio.testing.wait_all_tasks_blocked()
