@@ -14,8 +14,8 @@ from a larger memory; ``--steady`` holds it at ``n`` entries, each store evictin
 * ``gate``: the same writers and ``readers`` tasks looping ``await memory.retrieve(q, 10)``
   (LoCoMo questions), with the :class:`~actormem._engine.fairshare.ReadGate` on;
 * ``starve``: the same with the gate before the FIFO hand-off (``memory._gate.fifo =
-  False``: every opening wakes every parked reader, ``STARVE_MAX``); only with
-  ``--phases``;
+  False``: every opening wakes every parked reader, ``STARVE_MAX``) and its ``SHARE`` of
+  0.6 (unless ``--share``); only with ``--phases``;
 * ``nogate``: the same with the gate off (``memory._gate.enabled = False``): trio's
   round-robin alone, the behaviour before the gate.
 
@@ -119,6 +119,7 @@ async def _mode(args: argparse.Namespace, mode: str, scratch: Path) -> list[dict
             for phase in args.phases:
                 memory._gate.enabled = phase != "nogate"
                 memory._gate.fifo = phase != "starve"
+                _set_share(args.share or (_STARVE_SHARE if phase == "starve" else _SHARE))
                 row = await _phase(
                     memory,
                     new,
@@ -132,12 +133,23 @@ async def _mode(args: argparse.Namespace, mode: str, scratch: Path) -> list[dict
                 rows.append(row)
         memory._gate.enabled = True
         memory._gate.fifo = True
+        _set_share(args.share or _SHARE)
     return rows
 
 
 def _pooled(rows: list[dict[str, Any]], key: str) -> float:
     """The worst (largest) ``key`` over the rounds: p99s are compared worst to worst."""
     return max(float(r[key]) for r in rows)
+
+
+#: The owner's share: this gate's default, and the gate's before the FIFO hand-off.
+_SHARE = fairshare.SHARE
+_STARVE_SHARE = 0.6
+
+
+def _set_share(share: float) -> None:
+    fairshare.SHARE = share
+    fairshare.OPEN_MIN = fairshare.CLOSED_MAX * (1 - share) / share
 
 
 _GATES = {"gate": "on (FIFO)", "starve": "on (STARVE_MAX)", "nogate": "off"}
@@ -199,7 +211,7 @@ def main(argv: list[str] | None = None) -> None:
         type=float,
         default=None,
         help="the owner's share of the loop while writes are pending (fairshare.SHARE, "
-        "and OPEN_MIN with it) for this run; both gates use it",
+        "and OPEN_MIN with it) for this run, both gates (default: each gate's own)",
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--data", type=existing_dir, default=DEFAULT_DATA)
@@ -215,8 +227,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.share is not None:
         if not 0 < args.share < 1:
             parser.error("--share is between 0 and 1")
-        fairshare.SHARE = args.share
-        fairshare.OPEN_MIN = fairshare.CLOSED_MAX * (1 - args.share) / args.share
+        _set_share(args.share)
     settings = vars(args) | {"data": str(args.data)}
     print(json.dumps({"load_average": load_average(), "args": settings}))
     scratch = Path(tempfile.mkdtemp(prefix="bench_fairshare_"))

@@ -65,7 +65,7 @@ async def test_pending_writes_take_their_share_and_readers_are_never_starved(
     # No park lasts longer than a closed phase.
     assert max(parks) <= CLOSED_MAX + 1e-9
     assert gate.parks > 0
-    # Readers ran (1 - SHARE) of the time: 4 readers x 1 s x 0.4 / SLICE slices, give or
+    # Readers ran (1 - SHARE) of the time: 4 readers x 1 s x (1 - SHARE) / SLICE slices, give or
     # take one phase.
     expected = 4 * (1 - SHARE) / SLICE
     assert abs(slices[0] - expected) <= 4 * (CLOSED_MAX / SLICE + 1)
