@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from stress import bench_fairshare, bench_open
+from stress import bench_fairshare, bench_gate_mainjob, bench_open
 from tests.realdata import real_file
 
 
@@ -53,6 +53,27 @@ def test_bench_fairshare_compares_the_gates(
     assert "on (STARVE_MAX)" in out
     with pytest.raises(SystemExit):
         bench_fairshare.main(["--data", str(data), "--phases", "gate,alone"])
+
+
+def test_bench_gate_mainjob_smoke(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two short swarm runs, the FIFO gate and the one before it; the module's state is
+    put back (the swarm's clock, the gate's knobs)."""
+    from actormem._engine import fairshare
+    from actormem.cli import _swarm
+
+    monkeypatch.setattr(fairshare, "SHARE", fairshare.SHARE)
+    monkeypatch.setattr(fairshare, "OPEN_MIN", fairshare.OPEN_MIN)
+    clock = _swarm.time
+    bench_gate_mainjob.main(
+        ["--pairs", "1", "--steps", "40", "--tool-calls", str(real_file("tool_calls.jsonl"))]
+    )
+    rows = [r for r in _rows(capsys.readouterr().out) if "gate" in r]
+    assert sorted(r["gate"] for r in rows) == ["fifo", "starve"]
+    assert all(r["store_p99"] is not None for r in rows)
+    assert _swarm.time is clock
+    assert fairshare._FIFO
 
 
 def test_bench_open_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

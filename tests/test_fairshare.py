@@ -435,7 +435,7 @@ async def test_once_every_write_is_answered_readers_get_a_whole_open_phase(
     autojump_clock: trio.testing.MockClock,
 ) -> None:
     """A short closed phase that ends because the writes are done earns readers a whole
-    open phase (OPEN_MIN), not a share of its own length, before the next write may
+    open phase (OPEN_DONE), not a share of its own length, before the next write may
     close the gate again (the gate before the FIFO hand-off: the share only)."""
     for fifo in (True, False):
         gate = ReadGate()
@@ -448,7 +448,7 @@ async def test_once_every_write_is_answered_readers_get_a_whole_open_phase(
         await trio.sleep(CLOSED_MAX / 10 * (1 - SHARE) / SHARE * 1.5)
         assert gate.would_park() is not fifo
         if fifo:
-            await trio.sleep(OPEN_MIN)
+            await trio.sleep(fairshare.OPEN_DONE)
             assert gate.would_park()
         gate.leave()
         gate._check()
