@@ -90,8 +90,8 @@ __all__ = [
 ]
 
 #: The owner's share of the loop while writes are pending (readers get ``1 - SHARE``).
-#: 0.7: beside 64 looping readers, 64 writers' p99 about 2x their p99 alone (0.6 gave
-#: 2.2-3.3x in the same sitting; docs/benchmarks.md, "The fair share, FIFO").
+#: 0.7: beside 64 looping readers, 64 writers' p99 1.65-2.1x their p99 alone, against
+#: 1.7-3.3x with 0.6 in the same sitting (docs/benchmarks.md, "The fair share, FIFO").
 SHARE = 0.7
 #: Longest closed phase, in seconds, while no commit runs.
 CLOSED_MAX = 0.006
@@ -109,8 +109,9 @@ STARVE_MAX = CLOSED_MAX
 #: :data:`CLOSED_MAX` earns readers.
 OPEN_MIN = CLOSED_MAX * (1 - SHARE) / SHARE
 #: Shortest open phase, in seconds, after a closed phase that ended because every write
-#: was answered (4 ms: what a full closed phase earned readers with ``SHARE`` 0.6; the
-#: main job's retrieve p99 rose 1.4x with the 2.6 ms that 0.7 gives).
+#: was answered (4 ms: what a full closed phase earned readers with ``SHARE`` 0.6; with
+#: the 2.6 ms of 0.7 the main job's retrieve p99 was 1.38x the old gate's, with 4 ms
+#: 1.25x, in two sittings).
 OPEN_DONE = 0.004
 
 #: Switch between the FIFO hand-off (True) and the gate before it (False: every opening
