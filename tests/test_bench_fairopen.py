@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from stress import bench_fairshare, bench_open
+from stress import bench_fairshare, bench_gate_mainjob, bench_open
 from tests.realdata import real_file
 
 
@@ -28,6 +28,52 @@ def test_bench_fairshare_smoke(capsys: pytest.CaptureFixture[str]) -> None:
     assert all(isinstance(r["stores"], int) and r["stores"] > 0 for r in rows)
     assert rows[0]["retrieves"] == 0
     assert "| memory |" in out
+
+
+def test_bench_fairshare_compares_the_gates(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--phases`` runs the gate before the FIFO hand-off beside it; ``--steady`` holds
+    the memory at ``n`` entries; ``--share`` sets the owner's share for the run."""
+    from actormem._engine import fairshare
+
+    monkeypatch.setattr(fairshare, "SHARE", fairshare.SHARE)  # restored after the run
+    monkeypatch.setattr(fairshare, "OPEN_MIN", fairshare.OPEN_MIN)
+    data = real_file("tool_calls.jsonl").parent
+    bench_fairshare.main(
+        ["--data", str(data), "--n", "100", "--writers", "4", "--readers", "4",
+         "--seconds", "0.2", "--rounds", "2", "--modes", "memory",
+         "--phases", "alone,gate,starve", "--steady", "--share", "0.5"]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    rows = [r for r in _rows(out) if "phase" in r]
+    assert [r["phase"] for r in rows] == ["alone", "gate", "starve"] * 2
+    assert fairshare.SHARE == 0.5
+    assert "on (FIFO)" in out
+    assert "on (STARVE_MAX)" in out
+    with pytest.raises(SystemExit):
+        bench_fairshare.main(["--data", str(data), "--phases", "gate,alone"])
+
+
+def test_bench_gate_mainjob_smoke(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two short swarm runs, the FIFO gate and the one before it; the module's state is
+    put back (the swarm's clock, the gate's knobs)."""
+    from actormem._engine import fairshare
+    from actormem.cli import _swarm
+
+    monkeypatch.setattr(fairshare, "SHARE", fairshare.SHARE)
+    monkeypatch.setattr(fairshare, "OPEN_MIN", fairshare.OPEN_MIN)
+    clock = _swarm.time
+    bench_gate_mainjob.main(
+        ["--pairs", "1", "--steps", "40", "--tool-calls", str(real_file("tool_calls.jsonl"))]
+    )
+    rows = [r for r in _rows(capsys.readouterr().out) if "gate" in r]
+    assert sorted(r["gate"] for r in rows) == ["fifo", "starve"]
+    assert all(r["store_p99"] is not None for r in rows)
+    assert _swarm.time is clock
+    assert fairshare._FIFO
 
 
 def test_bench_open_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,6 +9,7 @@ are exact consequences of the phase rules, not timings of this machine.
 from __future__ import annotations
 
 import functools
+import math
 import uuid
 from collections.abc import Awaitable, Callable
 
@@ -64,7 +65,7 @@ async def test_pending_writes_take_their_share_and_readers_are_never_starved(
     # No park lasts longer than a closed phase.
     assert max(parks) <= CLOSED_MAX + 1e-9
     assert gate.parks > 0
-    # Readers ran (1 - SHARE) of the time: 4 readers x 1 s x 0.4 / SLICE slices, give or
+    # Readers ran (1 - SHARE) of the time: 4 readers x 1 s x (1 - SHARE) / SLICE slices, give or
     # take one phase.
     expected = 4 * (1 - SHARE) / SLICE
     assert abs(slices[0] - expected) <= 4 * (CLOSED_MAX / SLICE + 1)
@@ -258,11 +259,12 @@ async def _park_then_use_up_the_open_phase(gate: ReadGate, woke: list[float]) ->
 async def test_a_reader_woken_by_an_opening_passes_once_it_waited_starve_max(
     autojump_clock: trio.testing.MockClock, waited: float
 ) -> None:
-    """The second reader is woken by the opening but runs after the gate closed again: it
-    passes if it has waited STARVE_MAX, and parks once more (for the next closed phase)
-    if it has waited less."""
+    """The gate before the FIFO hand-off (``fifo = False``): the second reader is woken by
+    the opening but runs after the gate closed again: it passes if it has waited
+    STARVE_MAX, and parks once more (for the next closed phase) if it has waited less."""
     assert STARVE_MAX == CLOSED_MAX
     gate, woke, reader = _gate_with_a_write()
+    gate.fifo = False
     first: list[float] = []
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_park_then_use_up_the_open_phase, gate, first)
@@ -295,3 +297,158 @@ async def test_would_park_tells_whether_a_reader_would_park_now(
     gate.leave()
     assert not gate.would_park()
     gate._check()
+
+
+# ---------------------------------------------------------------- the FIFO hand-off
+
+
+def _admits() -> int:
+    """Readers an opening after a full closed phase admits."""
+    return math.ceil(OPEN_MIN / fairshare.ADMIT_SLICE)
+
+
+async def _pass_once(gate: ReadGate, name: str, passed: dict[str, float]) -> None:
+    await gate.checkpoint()
+    passed[name] = trio.current_time()
+    gate._check()
+
+
+async def test_an_opening_admits_the_first_parked_readers_as_many_as_it_pays_for(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """More readers parked than an open phase pays for: the first ``_admits()`` (in the
+    order they parked) pass at the first opening, the others at the next one."""
+    gate = ReadGate()
+    gate.enter()
+    passed: dict[str, float] = {}
+    count = _admits() + 5
+    async with trio.open_nursery() as nursery:
+        for i in range(count):
+            nursery.start_soon(_pass_once, gate, f"r{i}", passed)
+            await trio.testing.wait_all_tasks_blocked()  # parked in this order
+        assert len(gate._queue) + len(gate._first) == count
+    first = CLOSED_MAX
+    second = CLOSED_MAX + OPEN_MIN + CLOSED_MAX  # the closed phase after the open one
+    assert [passed[f"r{i}"] for i in range(count)] == (
+        [pytest.approx(first)] * _admits() + [pytest.approx(second)] * 5
+    )
+    gate.leave()
+    gate._check()
+
+
+async def test_readers_pass_in_the_order_they_parked_and_no_one_overtakes(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One reader per opening: three parked readers pass at three openings in the order
+    they parked (the watch going from one to the next), and a reader arriving at the
+    open gate while others are parked parks behind them."""
+    monkeypatch.setattr(fairshare, "ADMIT_SLICE", 1.0)  # every opening admits one
+    gate = ReadGate()
+    gate.enter()
+    passed: dict[str, float] = {}
+    cycle = OPEN_MIN + CLOSED_MAX
+    async with trio.open_nursery() as nursery:
+        for name in ("a", "b", "c"):
+            nursery.start_soon(_pass_once, gate, name, passed)
+            await trio.testing.wait_all_tasks_blocked()
+        await trio.sleep(CLOSED_MAX + cycle / 10)  # "a" is through, the gate is open
+        assert passed == {"a": pytest.approx(CLOSED_MAX)}
+        assert not gate.closed
+        assert gate.would_park()  # others are parked: a newcomer waits for its turn
+        nursery.start_soon(_pass_once, gate, "late", passed)
+    assert passed == {
+        "a": pytest.approx(CLOSED_MAX),
+        "b": pytest.approx(CLOSED_MAX + cycle),
+        "c": pytest.approx(CLOSED_MAX + 2 * cycle),
+        "late": pytest.approx(CLOSED_MAX + 3 * cycle),
+    }
+    gate.leave()
+    gate._check()
+
+
+async def test_a_cancelled_watch_with_readers_left_hands_over(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reader holding the watch for readers an opening left parked is cancelled:
+    the next one takes the watch and passes at the following opening."""
+    monkeypatch.setattr(fairshare, "ADMIT_SLICE", 1.0)
+    gate = ReadGate()
+    gate.enter()
+    passed: dict[str, float] = {}
+    scope = trio.CancelScope()
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_pass_once, gate, "a", passed)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(_cancellable, gate, scope)
+        await trio.testing.wait_all_tasks_blocked()
+        nursery.start_soon(_pass_once, gate, "c", passed)
+        await trio.sleep(CLOSED_MAX + OPEN_MIN / 2)
+        assert passed == {"a": pytest.approx(CLOSED_MAX)}
+        assert gate._watch is not None
+        assert gate._watcher is not None
+        assert gate._watcher.name.endswith("_cancellable")
+        scope.cancel()
+        await trio.testing.wait_all_tasks_blocked()
+        gate._check()
+    assert passed["c"] == pytest.approx(CLOSED_MAX + OPEN_MIN + CLOSED_MAX)
+    gate.leave()
+    gate._check()
+
+
+async def test_a_reader_that_passed_an_open_gate_runs_no_slice_once_it_closed(
+    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader passes an open gate, and its turn comes after the open phase ended (the
+    round ran long: the patched schedule point moves the clock past it): it parks until
+    the closed phase ends instead of running its slice in the owner's phase."""
+    gate = ReadGate()
+    gate.enter()
+    await gate.checkpoint()  # the first closed phase: parked up to CLOSED_MAX
+    assert not gate.closed
+    real = trio.lowlevel.checkpoint
+
+    async def long_round() -> None:
+        autojump_clock.jump(OPEN_MIN)
+        await real()
+
+    monkeypatch.setattr(trio.lowlevel, "checkpoint", long_round)
+    parks = gate.parks
+    t0 = trio.current_time()
+    await gate.checkpoint()
+    monkeypatch.setattr(trio.lowlevel, "checkpoint", real)
+    assert gate.parks == parks + 1
+    assert trio.current_time() - t0 == pytest.approx(OPEN_MIN + CLOSED_MAX)
+    # With the gate before the FIFO hand-off, the reader ran on.
+    gate.fifo = False
+    monkeypatch.setattr(trio.lowlevel, "checkpoint", long_round)
+    parks = gate.parks
+    t0 = trio.current_time()
+    await gate.checkpoint()
+    monkeypatch.setattr(trio.lowlevel, "checkpoint", real)
+    assert gate.parks == parks
+    assert trio.current_time() - t0 == pytest.approx(OPEN_MIN)
+    gate.leave()
+    gate._check()
+
+
+async def test_once_every_write_is_answered_readers_get_a_whole_open_phase(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A short closed phase that ends because the writes are done earns readers a whole
+    open phase (OPEN_DONE), not a share of its own length, before the next write may
+    close the gate again (the gate before the FIFO hand-off: the share only)."""
+    for fifo in (True, False):
+        gate = ReadGate()
+        gate.fifo = fifo
+        gate.enter()
+        assert gate.would_park()  # closes now
+        await trio.sleep(CLOSED_MAX / 10)
+        gate.leave()  # the writes are done: open
+        gate.enter()  # the next write comes at once
+        await trio.sleep(CLOSED_MAX / 10 * (1 - SHARE) / SHARE * 1.5)
+        assert gate.would_park() is not fifo
+        if fifo:
+            await trio.sleep(fairshare.OPEN_DONE)
+            assert gate.would_park()
+        gate.leave()
+        gate._check()

@@ -5,10 +5,11 @@ Theory of operation
 -------------------
 A retrieve scores its snapshot in the caller's task, in slices of about
 :data:`~actormem._index.scoring.RETRIEVE_SLICE` (0.1 ms) with a checkpoint between them.
-trio's scheduler is fair round-robin: each runnable task gets one step per round. With 64
-readers looping, one round holds 64 reader slices (~6.4 ms), and a store needs two rounds
-(the owner applies it, then the writer wakes with its answer): writers' p99 with 64
-readers was 5.2x their p99 alone (docs/benchmarks.md).
+trio's scheduler runs every runnable task once per *batch* (in an order it picks at
+random, forward or reversed). With 64 readers looping, one batch holds 64 reader slices
+(~6.4 ms), and a store needs two batches (the owner applies it, then the writer wakes
+with its answer): writers' p99 with 64 readers was 5.2x their p99 alone
+(docs/benchmarks.md).
 
 The :class:`ReadGate` lets the owner claim a share of the loop that readers cannot take.
 *Demand* counts the writes in flight: every awaited call from queueing its request
@@ -17,51 +18,110 @@ nobody awaits (``store_nowait``, readers' access bookkeeping) claim nothing: wit
 caller waiting, the owner needs no priority.
 While there is demand the gate alternates two phases:
 
-* **closed**: readers that reach a slice boundary park (``ParkingLot``) instead of taking
-  a round; the owner and the writers have the loop to themselves. A closed phase ends when
-  demand falls to zero or after :data:`CLOSED_MAX` seconds (:data:`COMMIT_PARK` while a
-  durable group commit is in its worker thread: the commit thread needs the GIL, which
-  a running reader holds for up to the interpreter's switch interval at a time).
-* **open**: readers run as without a gate. A closed phase of ``d`` seconds earns readers
-  ``d * (1 - SHARE) / SHARE`` seconds of open phase before the gate may close again, so
-  with writes pending all the time the owner's side gets :data:`SHARE` of the loop and
-  readers the rest. A group commit starting cuts an open phase short once it has lasted
+* **closed**: readers that reach a slice boundary park instead of taking a turn; the
+  owner and the writers have the loop to themselves. A closed phase ends when demand
+  falls to zero or after :data:`CLOSED_MAX` seconds (:data:`COMMIT_PARK` while a durable
+  group commit is in its worker thread: the commit thread needs the GIL, which a running
+  reader holds for up to the interpreter's switch interval at a time).
+* **open**: a closed phase of ``d`` seconds earns readers ``d * (1 - SHARE) / SHARE``
+  seconds of open phase before the gate may close again, so with writes pending all the
+  time the owner's side gets :data:`SHARE` of the loop and readers the rest. A closed
+  phase that ends because demand fell to zero (every write answered: the owner took what
+  it needed) earns at least :data:`OPEN_DONE`: else, with writes coming one by one, the
+  gate would close again after a fraction of a batch, and readers would park at most
+  slice boundaries. A group commit starting cuts an open phase short once it has lasted
   :data:`OPEN_MIN` (what a closed phase of :data:`CLOSED_MAX` earns).
 
-Invariants: no reader stays parked longer than the closed phase's limit (the first reader
-to park holds a timeout, the *watch*, and opens the gate when it fires; if it is cancelled
-it hands the watch to another parked reader), so readers are never starved whatever the
-writers do. An opening wakes every parked reader, but with many readers a scheduling
-round (one slice of each) outlasts the open phase, so the last of them to run find the
-gate closed again: such a reader parks once more only if it has waited less than
-:data:`STARVE_MAX` at this slice boundary, else it passes. Without that rule the readers
-that run late in a round could re-park phase after phase (the main job's retrieve p99
-was 3-4x its value without the gate; docs/benchmarks.md); with it a reader waits at
-most about two closed phases and a round. With no demand the gate costs a reader one
-attribute test per slice. Phase changes happen lazily, at readers' slice boundaries, on
-trio's clock (``trio.current_time()``, read only while there is demand), so tests drive
-the gate with :class:`trio.testing.MockClock`. No trio import is needed by the state
-(this gate lives beside the owner, not in ``state.py``).
+The hand-off is FIFO. Parked readers wait in one queue, in the order they parked. An
+opening of ``t`` seconds *admits* the first ``t / ADMIT_SLICE`` of them (every one when
+demand fell to zero): each runs one slice, then meets the gate again. The rest stay
+parked, first in line for the next opening, and no reader passes one that is parked
+(while some are, a reader reaching a boundary parks behind them, even in an open phase).
+A reader that passed an open gate checks it again after its schedule point (trio may run
+it after the open phase ended) and, if it closed meanwhile, parks at the front of the
+line; an admitted reader whose turn comes after the open phase ended does the same, and
+the next opening lets either through whatever the gate then says. So no reader starts a
+slice in a closed phase: the owner's phase is the owner's from its start, not after a
+batch of readers let through just before it closed. A reader parked behind ``q`` others
+is through by the ``ceil((q + 1) / admitted)``-th opening (64 readers and a 2.6 ms open
+phase, 26 admitted: by the third); it never re-parks phase after phase.
+
+The gate before this one (still there, ``ReadGate.fifo = False``, so that benchmarks
+compare both in one process) woke every parked reader at each opening. With 64 readers a
+batch outlasts the open phase, so the readers late in it found the gate closed again and
+re-parked, at random, phase after phase (the main job's retrieve p99 was 3-4x its value
+without the gate); a rule then let a reader that had waited :data:`STARVE_MAX` pass
+anyway, which cured that but let whole batches run, and every reader that had passed an
+open gate ran its next slice whatever the phase: the owner's phases were mostly
+readers' (writers' p99 beside 64 readers 3.6-5.1x alone; docs/benchmarks.md, "The fair
+share, FIFO").
+
+Invariants: every parked reader is admitted after a bounded number of openings (FIFO,
+at least one admitted per opening), and an opening comes at most a closed phase's limit
+after the gate closed, whether or not any reader reaches a boundary: one parked reader
+holds a timeout (the *watch*) for the end of the closed phase (while open with readers
+parked: of the closed phase that follows the open one) and, when it fires, opens the
+gate and goes through. A watch that is admitted or cancelled is handed to the reader
+first in line, woken to park again at the front with the timeout. With no demand the
+gate costs a reader one attribute test per slice. Phase changes happen lazily, at
+readers' slice boundaries and at the watch's timeout, on trio's clock
+(``trio.current_time()``, read only while there is demand), so tests drive the gate with
+:class:`trio.testing.MockClock`. No trio import is needed by the state (this gate lives
+beside the owner, not in ``state.py``).
 """
 
 from __future__ import annotations
 
+import math
+from collections import OrderedDict
+
+import outcome
 import trio
 
-__all__ = ["CLOSED_MAX", "COMMIT_PARK", "OPEN_MIN", "SHARE", "STARVE_MAX", "ReadGate"]
+__all__ = [
+    "ADMIT_SLICE",
+    "CLOSED_MAX",
+    "COMMIT_PARK",
+    "OPEN_DONE",
+    "OPEN_MIN",
+    "SHARE",
+    "STARVE_MAX",
+    "ReadGate",
+]
 
 #: The owner's share of the loop while writes are pending (readers get ``1 - SHARE``).
-SHARE = 0.6
-#: Longest closed phase, in seconds: no reader parks longer while no commit runs.
+#: 0.7: beside 64 looping readers, 64 writers' p99 1.65-2.1x their p99 alone, against
+#: 1.7-3.3x with 0.6 in the same sitting (docs/benchmarks.md, "The fair share, FIFO").
+SHARE = 0.7
+#: Longest closed phase, in seconds, while no commit runs.
 CLOSED_MAX = 0.006
 #: Longest closed phase, in seconds, while a durable group commit is in its thread.
 COMMIT_PARK = 0.25
-#: A reader that has waited this long at one slice boundary passes when an opening
-#: wakes it, even if the gate closed again before it ran (see :meth:`ReadGate.checkpoint`).
+#: Seconds of loop one admitted reader is counted for: a retrieve's slice
+#: (:data:`~actormem._index.scoring.RETRIEVE_SLICE`). An opening of ``t`` seconds admits
+#: ``t / ADMIT_SLICE`` parked readers (at least one).
+ADMIT_SLICE = 1e-4
+#: Only with ``fifo`` off (the gate before the FIFO hand-off): a reader that has waited
+#: this long at one slice boundary passes when an opening wakes it, even if the gate
+#: closed again before it ran.
 STARVE_MAX = CLOSED_MAX
 #: Shortest open phase a commit starting cuts short: what a closed phase of
 #: :data:`CLOSED_MAX` earns readers.
 OPEN_MIN = CLOSED_MAX * (1 - SHARE) / SHARE
+#: Shortest open phase, in seconds, after a closed phase that ended because every write
+#: was answered (4 ms: what a full closed phase earned readers with ``SHARE`` 0.6; with
+#: the 2.6 ms of 0.7 the main job's retrieve p99 was 1.38x the old gate's, with 4 ms
+#: 1.25x, in two sittings).
+OPEN_DONE = 0.004
+
+#: Switch between the FIFO hand-off (True) and the gate before it (False: every opening
+#: wakes every parked reader, readers re-check only after a park, STARVE_MAX): read when
+#: a gate is made; benchmarks flip ``ReadGate.fifo`` to compare in one process.
+_FIFO = True
+
+# What a parked reader is woken with.
+_ADMITTED = 0  # an opening let it through
+_RELAY = 1  # it is to hold the watch for the readers still parked (re-parks at the head)
 
 
 class ReadGate:
@@ -72,24 +132,33 @@ class ReadGate:
     Attributes:
         enabled: False turns the gate off (readers never park): for benchmarks that
             compare, and as an escape hatch.
+        fifo: True (the default, :data:`_FIFO`): an opening admits parked readers in
+            the order they parked, as many as its length pays for, and no reader passes
+            one that is parked. False: the gate before that (every opening wakes every
+            parked reader; :data:`STARVE_MAX`); for benchmarks that compare.
+        parks: How many times a reader parked (statistics for tests and benchmarks).
     """
 
     __slots__ = (
         "_closed",
         "_committing",
         "_demand",
-        "_lot",
         "_open_until",
         "_opened_at",
-        "_opens",
+        "_first",
+        "_queue",
+        "_relay",
         "_since",
         "_watch",
+        "_watcher",
         "enabled",
+        "fifo",
         "parks",
     )
 
     def __init__(self) -> None:
         self.enabled = True
+        self.fifo = _FIFO
         #: Writes in flight: awaited calls queued and not yet answered-and-woken.
         self._demand = 0
         self._closed = False
@@ -100,13 +169,16 @@ class ReadGate:
         #: When the gate last opened (trio time).
         self._opened_at = -float("inf")
         self._committing = False
-        #: How many times the gate opened: a parked reader that sees it change was let
-        #: through by an opening (not woken to take over the watch).
-        self._opens = 0
-        #: The timeout of the first parked reader (the watch), while one is parked.
+        #: The parked readers, in the order they will be admitted: ``_first`` (readers
+        #: back from an admission or a pass the gate's closing cut short, and the watch
+        #: taking over), then ``_queue`` (first parked first).
+        self._first: OrderedDict[trio.lowlevel.Task, None] = OrderedDict()
+        self._queue: OrderedDict[trio.lowlevel.Task, None] = OrderedDict()
+        #: The timeout of the parked reader that holds the watch, and that reader.
         self._watch: trio.CancelScope | None = None
-        self._lot = trio.lowlevel.ParkingLot()
-        #: How many times a reader parked (statistics for tests and benchmarks).
+        self._watcher: trio.lowlevel.Task | None = None
+        #: A parked reader woken to take over the watch, until it has re-parked.
+        self._relay: trio.lowlevel.Task | None = None
         self.parks = 0
 
     # ------------------------------------------------------------ the write side
@@ -117,10 +189,10 @@ class ReadGate:
         self._demand += 1
 
     def leave(self) -> None:
-        """A write is no longer in flight; with none left, the gate opens. O(1), plus
-        waking the parked readers when it opens."""
+        """A write is no longer in flight; with none left, the gate opens and every parked
+        reader goes through. O(1), plus O(parked) when it opens."""
         self._demand -= 1
-        if not self._demand and self._closed:
+        if not self._demand and (self._closed or self._first or self._queue):
             self._open(trio.current_time())
 
     def commit_started(self) -> None:
@@ -139,50 +211,98 @@ class ReadGate:
         self._committing = False
         self._rewatch()
 
+    def _deadline(self) -> float:
+        """When the watch fires: the end of the closed phase, or, while open (readers
+        still parked), the end of the closed phase that would start when it closes."""
+        if self._closed:
+            return self._since + self._limit()
+        return self._open_until + self._limit()
+
     def _rewatch(self) -> None:
         if self._watch is not None:
-            self._watch.deadline = self._since + self._limit()
+            self._watch.deadline = self._deadline()
 
     # ------------------------------------------------------------ the read side
 
     @property
     def closed(self) -> bool:
-        """Whether readers arriving now would park (the phase as last decided)."""
+        """Whether the gate is in a closed phase (the phase as last decided)."""
         return self._closed
 
     def would_park(self) -> bool:
         """Whether a reader reaching a slice boundary now would park (deciding the phase
         now, as :meth:`checkpoint` does). O(1)."""
-        return bool(self._demand) and self.enabled and self._closed_now(trio.current_time())
+        return bool(self._demand) and self.enabled and self._must_park(trio.current_time())
 
     async def checkpoint(self) -> None:
-        """A reader's slice boundary: a trio checkpoint, or, while the gate is closed, a
-        park until it opens (at most the closed phase's limit; a reader the opening woke
-        that finds the gate closed again parks once more only if it has waited less than
-        :data:`STARVE_MAX`). A schedule point and a cancel point either way.
+        """A reader's slice boundary: a trio checkpoint, or, while writes are pending and
+        the gate is closed (or, with ``fifo``, other readers are parked), a park until an
+        opening admits this reader. A schedule point and a cancel point either way.
 
-        Runtime complexity: O(1) (waking parked readers is O(parked), once per phase).
+        With ``fifo`` parked readers are admitted in the order they parked, as many per
+        opening as its open phase pays for (:data:`ADMIT_SLICE`); a reader that passed
+        an open gate checks it again after its schedule point and parks if it closed
+        meanwhile (it runs no slice in the owner's phase).
+
+        Runtime complexity: O(1) (admitting parked readers is O(admitted), per opening).
         """
         if not self._demand or not self.enabled:
             await trio.lowlevel.checkpoint()
             return
-        if not self._closed_now(trio.current_time()):
+        head = admitted = False
+        if not self._must_park(trio.current_time()):
             await trio.lowlevel.checkpoint()
-            return
+            if not self.fifo or not self._demand or not self.enabled:
+                return
+            if not self._closed_now(trio.current_time()):
+                return
+            # The gate closed while this reader waited for its turn (readers parked
+            # meanwhile stay behind it: it was let through): it goes first, and through
+            # at the next opening.
+            head = admitted = True
         since = trio.current_time()
         while True:
             self.parks += 1
-            opens = self._opens
-            await self._park()
+            how = await self._park(head)
+            head = False
             now = trio.current_time()
-            if opens != self._opens and now - since >= STARVE_MAX:
-                # Let through by an opening after waiting long: pass even if the gate
-                # closed again before this task ran (with many readers a round can
-                # outlast an open phase, and a reader that re-parked could wait phase
-                # after phase).
+            if how == _RELAY:
+                self._relay = None
+            if not self._demand or not self.enabled:
+                self._hand_over()  # readers still parked (gate disabled) need a watch
                 return
-            if not self._demand or not self._closed_now(now):
-                return
+            if how == _ADMITTED:
+                if not self.fifo:  # the gate before the FIFO hand-off
+                    if now - since >= STARVE_MAX or not self._closed_now(now):
+                        return
+                    continue  # woken, but it closed again: re-park
+                if admitted or not self._closed_now(now):
+                    return
+                # Admitted, but the open phase ended before this reader ran (the batch
+                # ran late, or in reverse): back first in line, and through at the next
+                # opening whatever the gate then says.
+                admitted = head = True
+                continue
+            if how == _RELAY or now < self._deadline():
+                head = True  # hold the watch for the others, first in line
+                continue
+            # The watch fired: the phase limit passed; this reader goes first.
+            self._open(now, running=1)
+            return
+
+    def _must_park(self, now: float) -> bool:
+        """Whether a reader at a boundary now parks (there is demand): the gate is closed
+        (deciding the phase now), or with ``fifo`` readers parked before it still wait
+        for their turn. A reader whose check ends a closed phase passes."""
+        if self._closed:
+            if now < self._since + self._limit():  # the watch's deadline, bit for bit
+                return True
+            self._open(now, running=1)
+            return False
+        if now >= self._open_until:
+            self._close(now)
+            return True
+        return self.fifo and bool(self._first or self._queue)
 
     def _limit(self) -> float:
         return COMMIT_PARK if self._committing else CLOSED_MAX
@@ -191,42 +311,98 @@ class ReadGate:
         """Decide the phase at ``now`` (there is demand): close when the readers' open
         phase is used up, open when the closed phase reached its limit."""
         if self._closed:
-            if now < self._since + self._limit():  # the watch's deadline, bit for bit
+            if now < self._since + self._limit():
                 return True
-            self._open(now)
+            self._open(now, running=1)
             return False
         if now < self._open_until:
             return False
-        self._closed = True
-        self._since = now
+        self._close(now)
         return True
 
-    def _open(self, now: float) -> None:
+    def _close(self, now: float) -> None:
+        self._closed = True
+        self._since = now
+        self._rewatch()
+
+    def _open(self, now: float, running: int = 0) -> None:
+        """Open the gate at ``now``; admit parked readers (``running`` of them already
+        run: the watch that fired)."""
+        if not self._closed:  # the watch fired while open: as if it closed on time
+            self._since = self._open_until
         self._closed = False
-        self._opens += 1
         self._opened_at = now
         # Earned by the closed time up to the limit: a phase stretched by a long batch
         # or by the OS not running us does not buy readers a long open phase.
         closed_for = min(now - self._since, self._limit())
-        self._open_until = now + closed_for * ((1 - SHARE) / SHARE)
-        self._lot.unpark_all()
+        earned = closed_for * ((1 - SHARE) / SHARE)
+        if not self._demand and self.fifo:
+            # Every write answered: the owner took what it needed, readers get a whole
+            # open phase before the next write may close the gate again.
+            earned = max(earned, OPEN_DONE)
+        self._open_until = now + earned
+        if not self._demand or not self.fifo:
+            self._admit(len(self._first) + len(self._queue))
+        else:
+            self._admit(max(1, math.ceil(earned / ADMIT_SLICE)) - running)
 
-    async def _park(self) -> None:
-        """Park until the gate opens; the first parked reader holds the phase's timeout."""
+    def _admit(self, count: int) -> None:
+        """Wake the first ``count`` parked readers; if some stay parked without a watch,
+        wake the next one to take it over."""
+        first, queue = self._first, self._queue
+        while count > 0 and (first or queue):
+            task, _ = (first or queue).popitem(last=False)
+            if task is self._watcher:
+                self._watch = self._watcher = None
+            trio.lowlevel.reschedule(task, outcome.Value(_ADMITTED))
+            count -= 1
+        self._hand_over()
+
+    def _hand_over(self) -> None:
+        """Readers parked, no watch among them, none on its way to take it: wake the
+        first to come back first in line with the watch."""
+        if (self._first or self._queue) and self._watch is None and self._relay is None:
+            task, _ = (self._first or self._queue).popitem(last=False)
+            self._relay = task
+            trio.lowlevel.reschedule(task, outcome.Value(_RELAY))
+
+    async def _park(self, head: bool) -> int:
+        """Park until admitted (``_ADMITTED``), asked to hold the watch (``_RELAY``), or,
+        holding the watch, until its deadline (``-1``). ``head``: first in line."""
+        task = trio.lowlevel.current_task()
+        (self._first if head else self._queue)[task] = None
+
+        def abort(_: object) -> trio.lowlevel.Abort:
+            self._first.pop(task, None)
+            self._queue.pop(task, None)
+            return trio.lowlevel.Abort.SUCCEEDED
+
         if self._watch is not None:
-            await self._lot.park()
-            return
+            how: int = await trio.lowlevel.wait_task_rescheduled(abort)
+            return how
         try:
-            with trio.move_on_at(self._since + self._limit()) as self._watch:
-                await self._lot.park()
+            with trio.move_on_at(self._deadline()) as watch:
+                self._watch, self._watcher = watch, task
+                how = await trio.lowlevel.wait_task_rescheduled(abort)
+                return how
+            return -1  # the deadline came
         except BaseException:
-            self._watch = None
-            self._lot.unpark()  # hand the watch to another parked reader, if any
+            if self._watcher is task:
+                self._watch = self._watcher = None
+            self._hand_over()  # to another parked reader, if any
             raise
-        self._watch = None
+        finally:
+            if self._watcher is task:
+                self._watch = self._watcher = None
 
     def _check(self) -> None:
         """Assert the gate's invariants."""
         assert self._demand >= 0, self._demand
-        assert self._closed or not self._demand or not self._lot, "parked while open"
+        parked = self._first or self._queue
+        assert self._closed or not self._demand or not parked or self.fifo, "parked while open"
         assert not self._closed or self._demand, "closed with no demand"
+        assert not parked or self._watch is not None or self._relay is not None, (
+            "readers parked with no watch"
+        )
+        assert not (self._first.keys() & self._queue.keys()), "parked twice"
+

@@ -651,10 +651,11 @@ class Memory(metaclass=NoPublicConstructor):
             )
         if min_seq is not None:
             await self.wait_applied(min_seq)
-        # While writes hold the gate closed, park first (before any scoring). Otherwise
-        # only a cancel point now: the schedule point is the first slice boundary, or one
-        # at the end for a retrieve shorter than a slice (run_retrieve_sliced), so a sliced
-        # retrieve costs one task step and one scheduling round less.
+        # While the gate would park a reader (closed, or readers parked before this one
+        # wait for their turn), park first (before any scoring). Otherwise only a cancel
+        # point now: the schedule point is the first slice boundary, or one at the end for
+        # a retrieve shorter than a slice (run_retrieve_sliced), so a sliced retrieve
+        # costs one task step and one scheduling round less.
         gate = self._gate
         parked = gate.would_park()
         if parked:
