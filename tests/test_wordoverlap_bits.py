@@ -69,8 +69,19 @@ sets_st = st.lists(
 
 
 @settings(max_examples=80, deadline=None)
-@given(n=st.integers(0, 320), sets=sets_st, split=st.integers(1, 70))
-def test_planes_count_as_numpy(n: int, sets: list[tuple[list[int], int, bool]], split: int) -> None:
+@given(n=st.integers(0, 320), sets=sets_st, split=st.integers(1, 70), csa=st.booleans())
+def test_planes_count_as_numpy(
+    n: int, sets: list[tuple[list[int], int, bool]], split: int, csa: bool
+) -> None:
+    saved = wo_knobs._DENSE_CSA
+    wo_knobs._DENSE_CSA = csa  # the dense sets through carry-save blocks, or one by one
+    try:
+        _planes_count_as_numpy(n, sets, split)
+    finally:
+        wo_knobs._DENSE_CSA = saved
+
+
+def _planes_count_as_numpy(n: int, sets: list[tuple[list[int], int, bool]], split: int) -> None:
     total = sum(m for _, m, _ in sets)
     np_ = max(1, total.bit_length())
     words = ccore.words_of(n)
@@ -141,8 +152,12 @@ def test_bitsets_as_numpy(n: int, gids: list[int], bit: int) -> None:
     assert ccore.bits_to_gids(out, n + 5).tolist() == expect
 
 
-def test_a_long_query_carries_through_every_plane() -> None:
+@pytest.mark.parametrize("csa", [False, True])
+def test_a_long_query_carries_through_every_plane(
+    csa: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # 200 sets over the same groups: counts up to 200 need 8 planes and long carries.
+    monkeypatch.setattr(wo_knobs, "_DENSE_CSA", csa)
     n = 130
     bp = ccore.BitPlanes(np.zeros(ccore.words_of(n) * 8, np.uint64), 8, n)
     sets = [_bitset(list(range(k % 7, n, 1 + k % 5)), n) for k in range(200)]
@@ -152,6 +167,38 @@ def test_a_long_query_carries_through_every_plane() -> None:
         for g in range(n)
     ]
     assert [bp.count(g) for g in range(n)] == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    np_=st.integers(1, ccore.MAX_PLANES),
+    words=st.integers(0, 5),
+    mults=st.lists(st.sampled_from([0, 1, 1, 1, 2, 3, 5, 1 << 20]), max_size=40),
+    seed=st.integers(0, 1 << 30),
+)
+def test_carry_save_blocks_sum_as_one_by_one(
+    np_: int, words: int, mults: list[int], seed: int
+) -> None:
+    # Any planes (counts near 2 ** np_ overflow the same way: the sums are mod 2 ** np_),
+    # any number of sets (blocks of seven, of three, single ones, other multiplicities).
+    from actormem._index import _cwordoverlap as c
+
+    rng = np.random.default_rng(seed)
+    full = np.iinfo(np.uint64).max
+    sets = [
+        rng.integers(0, full, words, dtype=np.uint64, endpoint=True)
+        & rng.choice(np.array([0, full, 0x5555, full], np.uint64), words)
+        for _ in mults
+    ]
+    start = rng.integers(0, full, words * np_, dtype=np.uint64, endpoint=True)
+    lo = int(rng.integers(0, words + 1))
+    got = {}
+    for csa in (False, True):
+        planes = start.copy()
+        c.bits_add_dense(planes, np_, lo, words, sets, mults, csa)
+        got[csa] = planes.tolist()
+    assert got[True] == got[False]
+    assert got[True][: lo * np_] == start[: lo * np_].tolist()  # words below lo untouched
 
 
 # -- the index: bit planes against byte counts ----------------------------------------
@@ -365,6 +412,39 @@ def test_bits_and_bytes_agree_in_small_slices() -> None:
     run.runTest()
 
 
+class CountsOldAndNew(BitsAndBytes):
+    """The same machine, two memories counting in bit planes: one adding the dense sets
+    through carry-save blocks and large sparse sets as bitsets with them
+    (``knobs._DENSE_CSA``, ``knobs._SPARSE_AS_DENSE`` at a threshold that leaves smaller
+    sparse sets group by group), one the path before them (each dense set through every
+    plane, every sparse set group by group), the reference."""
+
+    #: New knob values per side (True: the new path).
+    KNOBS = {True: (True, 128), False: (False, 0)}
+
+    def _each(self) -> Iterator[tuple[bool, MemoryState]]:
+        saved = (wo_knobs._DENSE_CSA, wo_knobs._SPARSE_AS_DENSE)
+        for on, state in self.states.items():
+            wo_knobs._DENSE_CSA, wo_knobs._SPARSE_AS_DENSE = self.KNOBS[on]
+            try:
+                yield on, state
+            finally:
+                wo_knobs._DENSE_CSA, wo_knobs._SPARSE_AS_DENSE = saved
+
+
+def test_counts_old_and_new_agree() -> None:
+    run = CountsOldAndNew.TestCase()
+    run.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
+    run.runTest()
+
+
+@pytest.mark.usefixtures("small_knobs")
+def test_counts_old_and_new_agree_in_small_slices() -> None:
+    run = CountsOldAndNew.TestCase()
+    run.settings = settings(max_examples=20, stateful_step_count=25, deadline=None)
+    run.runTest()
+
+
 class MemoAndNot(BitsAndBytes):
     """The same machine, two memories: one keeping the small match sets of
     ``count_words`` across retrieves (``ccore.MEMO``, the word memo), one finding them
@@ -494,6 +574,12 @@ def test_bad_arguments_are_refused_before_c() -> None:
         bp.add_dense([np.zeros(2, np.uint64)], [1]).add(0, 3)
     with pytest.raises(ValueError, match="bits too short"):
         ccore.bits_set(np.zeros(1, np.uint64), gids, 100)
+    with pytest.raises(ValueError, match="lo, hi"):
+        ccore.bits_set(np.zeros(2, np.uint64), gids, 100, 2, 4)
+    with pytest.raises(ValueError, match="lo, hi"):
+        ccore.bits_set(np.zeros(2, np.uint64), gids, 100, -1, 2)
+    with pytest.raises(ValueError, match="lo and hi"):
+        ccore.bits_set(np.zeros(2, np.uint64), gids, 100, 0, 2.0)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="array"):
         ccore.bits_join([[1, 2]], 10, np.zeros(1, np.uint64))  # type: ignore[list-item]
     with pytest.raises(ValueError, match="bit must"):

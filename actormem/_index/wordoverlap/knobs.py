@@ -48,3 +48,14 @@ _MASK_STEP = 32
 #: a posting list). False: ``ccore.add_text`` for every text, the path before it
 #: (``stress/bench_store64.py --state`` compares both; the same structures).
 _ADD_KNOWN = True
+#: The dense sets of a retrieve's bit-sliced counts are added seven at a time through
+#: carry-save adders (``ccore.DenseBits``, about a third of the word operations at six
+#: planes). False: one set at a time through every plane, the path before it (the same
+#: counts; ``stress/bench_wocore.py --dense`` compares both).
+_DENSE_CSA = True
+#: A sparse match set of at least ``n / _SPARSE_AS_DENSE`` group numbers (``n`` the
+#: retrieve's groups) is turned into a bitset and added with the dense sets (a set bit
+#: per group, then ``n / 64`` word operations shared with the other sets) instead of
+#: group by group into the planes (a mark, a carry through the planes and an unmark per
+#: number, random accesses). 0: never, the path before it (the same counts).
+_SPARSE_AS_DENSE = 256

@@ -372,7 +372,8 @@ class WordOverlapSearch:
         """Add every query word's match set (``mult``: word -> multiplicity) into the
         bit-sliced counts ``bp`` over the groups below ``n``: the words with small sets
         in C (``count_words``), sparse sets group by group (``add_sparse``, each once,
-        then ``unmark``), dense bitsets in one pass at the end (a set only gains numbers
+        then ``unmark``) or, from ``n / knobs._SPARSE_AS_DENSE`` numbers, as new bitsets
+        with the dense ones, dense bitsets in one pass at the end (a set only gains numbers
         at or above this retrieve's ``n``, so deferring changes nothing). ``xbits``: room
         for the marks of a sparse set (``words_of(n)``, garbage; zeroed here when first
         needed). O(words + postings + n / 64 * planes) in steps."""
@@ -389,15 +390,24 @@ class WordOverlapSearch:
                 dense.append(data)
                 dense_mult.append(m)
                 return
+            if data.dtype != np.int32:
+                data = data.astype(np.int32)
+            size = len(data)
+            if knobs._SPARSE_AS_DENSE > 0 and size * knobs._SPARSE_AS_DENSE >= n:
+                # Large: as a bitset, added with the dense sets (the same counts).
+                as_bits = yield from zeroed_steps(ccore.words_of(n), np.uint64)
+                for start in range(0, size, knobs._JOIN):  # random writes: _JOIN at a time
+                    ccore.bits_set(as_bits, data, n, start, min(size, start + knobs._JOIN))
+                    yield
+                dense.append(as_bits)
+                dense_mult.append(m)
+                return
             if not ready:
                 for start in range(0, len(xbits), knobs._CHUNK):
                     xbits[start : start + knobs._CHUNK] = 0
                     yield
                 bp.set_scratch(xbits)
                 ready = True
-            if data.dtype != np.int32:
-                data = data.astype(np.int32)
-            size = len(data)
             for start in range(0, size, knobs._JOIN):  # random writes: _JOIN at a time
                 bp.add_sparse(data, start, min(size, start + knobs._JOIN), m)
                 if size > knobs._JOIN:
