@@ -68,20 +68,30 @@ sets_st = st.lists(
 )
 
 
-@settings(max_examples=80, deadline=None)
-@given(n=st.integers(0, 320), sets=sets_st, split=st.integers(1, 70), csa=st.booleans())
+@settings(max_examples=120, deadline=None)
+@given(
+    n=st.integers(0, 320),
+    sets=sets_st,
+    split=st.integers(1, 70),
+    csa=st.booleans(),
+    last=st.booleans(),
+)
 def test_planes_count_as_numpy(
-    n: int, sets: list[tuple[list[int], int, bool]], split: int, csa: bool
+    n: int, sets: list[tuple[list[int], int, bool]], split: int, csa: bool, last: bool
 ) -> None:
+    # csa: the dense sets through carry-save blocks, or one by one; last: the words'
+    # maxima written by the dense pass, or by a pass of their own.
     saved = wo_knobs._DENSE_CSA
-    wo_knobs._DENSE_CSA = csa  # the dense sets through carry-save blocks, or one by one
+    wo_knobs._DENSE_CSA = csa
     try:
-        _planes_count_as_numpy(n, sets, split)
+        _planes_count_as_numpy(n, sets, split, last)
     finally:
         wo_knobs._DENSE_CSA = saved
 
 
-def _planes_count_as_numpy(n: int, sets: list[tuple[list[int], int, bool]], split: int) -> None:
+def _planes_count_as_numpy(
+    n: int, sets: list[tuple[list[int], int, bool]], split: int, last: bool
+) -> None:
     total = sum(m for _, m, _ in sets)
     np_ = max(1, total.bit_length())
     words = ccore.words_of(n)
@@ -106,10 +116,27 @@ def _planes_count_as_numpy(n: int, sets: list[tuple[list[int], int, bool]], spli
         for lo in range(0, len(arr), split):
             bp.unmark(arr, lo, min(len(arr), lo + split))
         assert not xbits.any()  # the marks are gone for the next set
-    adder = bp.add_dense(dense, mults)
+    wmax = np.full(words + 1, 7777, np.uint16)
+    if last:
+        bp.set_word_maxima(wmax)
+    adder = bp.add_dense(dense, mults, last=last)
     for lo in range(0, words, 2):
         adder.add(lo, min(words, lo + 2))
     assert _unpack(planes, np_, n).tolist() == want.tolist()
+    per_word = [int(want[w * 64 : (w + 1) * 64].max()) for w in range(words)]
+    if last:
+        assert wmax[:words].tolist() == per_word and wmax[words] == 7777
+    if not last:
+        bp.set_word_maxima(wmax)
+    for lo in range(0, words, 3):
+        bp.word_maxima(lo, min(words, lo + 3))
+    assert wmax[:words].tolist() == per_word and wmax[words] == 7777
+    for chunk in (64, 128):
+        assert [bp.maxima_of_words(chunk, c) for c in range(-(-n // chunk))] == [
+            int(want[i * chunk : (i + 1) * chunk].max()) for i in range(-(-n // chunk))
+        ]
+    # select below reads the word maxima; the planes alone must give the same groups
+    plain = ccore.BitPlanes(planes, np_, n)
     assert [bp.count(g) for g in range(n)] == want.tolist()
     for chunk in (64, 128):
         chunks = -(-n // chunk)
@@ -122,10 +149,11 @@ def _planes_count_as_numpy(n: int, sets: list[tuple[list[int], int, bool]], spli
     out = np.zeros(max(1, n), np.int64)
     for c in range(total + 2):
         for glo, ghi in ((0, n), (5, max(5, n - 3)), (64, 200), (0, n + 50)):
-            got = bp.select(c, glo, ghi, out)
             lo, hi = min(glo, n), min(ghi, n)
             expect = [g for g in range(lo, hi) if want[g] == c]
-            assert out[:got].tolist() == expect
+            for planes_of in (bp, plain):
+                got = planes_of.select(c, glo, ghi, out)
+                assert out[:got].tolist() == expect
 
 
 @settings(max_examples=100, deadline=None)
@@ -416,20 +444,23 @@ class CountsOldAndNew(BitsAndBytes):
     """The same machine, two memories counting in bit planes: one adding the dense sets
     through carry-save blocks and large sparse sets as bitsets with them
     (``knobs._DENSE_CSA``, ``knobs._SPARSE_AS_DENSE`` at a threshold that leaves smaller
-    sparse sets group by group), one the path before them (each dense set through every
-    plane, every sparse set group by group), the reference."""
+    sparse sets group by group) and reading the counts through the words' maxima
+    (``knobs._WORD_MAXIMA``), one the path before them (each dense set through every
+    plane, every sparse set group by group, every plane read), the reference."""
 
-    #: New knob values per side (True: the new path).
-    KNOBS = {True: (True, 128), False: (False, 0)}
+    #: Knob values per side (True: the new path): _DENSE_CSA, _SPARSE_AS_DENSE,
+    #: _WORD_MAXIMA.
+    KNOBS = {True: (True, 128, True), False: (False, 0, False)}
 
     def _each(self) -> Iterator[tuple[bool, MemoryState]]:
-        saved = (wo_knobs._DENSE_CSA, wo_knobs._SPARSE_AS_DENSE)
+        k = wo_knobs
+        saved = (k._DENSE_CSA, k._SPARSE_AS_DENSE, k._WORD_MAXIMA)
         for on, state in self.states.items():
-            wo_knobs._DENSE_CSA, wo_knobs._SPARSE_AS_DENSE = self.KNOBS[on]
+            k._DENSE_CSA, k._SPARSE_AS_DENSE, k._WORD_MAXIMA = self.KNOBS[on]
             try:
                 yield on, state
             finally:
-                wo_knobs._DENSE_CSA, wo_knobs._SPARSE_AS_DENSE = saved
+                k._DENSE_CSA, k._SPARSE_AS_DENSE, k._WORD_MAXIMA = saved
 
 
 def test_counts_old_and_new_agree() -> None:
@@ -572,6 +603,27 @@ def test_bad_arguments_are_refused_before_c() -> None:
         bp.add_dense((np.zeros(2, np.uint64),), [1])  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="wlo"):
         bp.add_dense([np.zeros(2, np.uint64)], [1]).add(0, 3)
+    with pytest.raises(ValueError, match="set_word_maxima"):
+        bp.add_dense([np.zeros(2, np.uint64)], [1], last=True)
+    with pytest.raises(ValueError, match="set_word_maxima"):
+        bp.word_maxima(0, 1)
+    with pytest.raises(ValueError, match="set_word_maxima"):
+        bp.maxima_of_words(64, 0)
+    with pytest.raises(ValueError, match="wmax"):
+        bp.set_word_maxima(np.zeros(1, np.uint16))  # 100 groups: 2 words
+    with pytest.raises(ValueError, match="wmax"):
+        bp.set_word_maxima(np.zeros(2, np.uint32))
+    with pytest.raises(ValueError, match="wmax"):
+        bp.set_word_maxima(np.zeros(4, np.uint16)[::2])
+    bp.set_word_maxima(np.zeros(2, np.uint16))
+    with pytest.raises(ValueError, match="wlo, whi"):
+        bp.word_maxima(0, 3)
+    with pytest.raises(ValueError, match="wlo, whi"):
+        bp.word_maxima(2, 1)
+    with pytest.raises(ValueError, match="chunk"):
+        bp.maxima_of_words(100, 0)
+    with pytest.raises(ValueError, match="beyond the chunks"):
+        bp.maxima_of_words(64, 2)
     with pytest.raises(ValueError, match="bits too short"):
         ccore.bits_set(np.zeros(1, np.uint64), gids, 100)
     with pytest.raises(ValueError, match="lo, hi"):
@@ -629,6 +681,22 @@ def test_c_checks_memory_safety_itself() -> None:
         c.bits_join([], 65, np.zeros(1, np.uint64))
     with pytest.raises(ValueError, match="planes"):
         c.bits_add_dense(np.zeros(6, np.int64), 3, 0, 1, [], [])
+    with pytest.raises(ValueError, match="wmax too short"):
+        c.bits_add_dense(planes, 3, 0, 2, [], [], True, np.zeros(1, np.uint16), 128)
+    with pytest.raises(ValueError, match="wmax"):
+        c.bits_add_dense(planes, 3, 0, 2, [], [], True, np.zeros(2, np.uint64), 128)
+    with pytest.raises(ValueError, match="out of range"):
+        c.bits_add_dense(planes, 3, 0, 2, [], [], True, np.zeros(2, np.uint16), -1)
+    with pytest.raises(ValueError, match="np <= 16"):
+        c.bits_add_dense(np.zeros(34, np.uint64), 17, 0, 2, [], [], True, np.zeros(2, np.uint16))
+    with pytest.raises(ValueError, match="out of range"):
+        c.bits_word_maxima(planes, 3, 64, 0, 2, np.zeros(2, np.uint16))  # 64 groups: 1 word
+    with pytest.raises(ValueError, match="wmax too short"):
+        c.bits_word_maxima(planes, 3, 128, 0, 2, np.zeros(1, np.uint16))
+    with pytest.raises(ValueError, match="planes too short"):
+        c.bits_word_maxima(planes[:5], 3, 128, 0, 2, np.zeros(2, np.uint16))
+    with pytest.raises(ValueError, match="wmax too short"):
+        c.bits_select(planes, 3, 0, 0, 128, 128, np.zeros(128, np.int64), np.zeros(1, np.uint16))
     # Numbers beyond n or negative are skipped, never written.
     bits = np.zeros(2, np.uint64)
     c.bits_set(bits, np.array([-5, 3, 64, 1 << 30], np.int32), 0, 4, 64)

@@ -1292,11 +1292,27 @@ e1:
     return result;
 }
 
+/* The largest count among the lanes `valid` of one word's planes `pw`. */
+static inline uint64_t
+word_max(const uint64_t *pw, int np, uint64_t valid)
+{
+    uint64_t cand = valid, c = 0;
+    if (!cand) return 0;
+    for (int j = np - 1; j >= 0; j--) {
+        uint64_t t = cand & pw[j];
+        if (t) {
+            cand = t;
+            c |= (uint64_t)1 << j;
+        }
+    }
+    return c;
+}
+
 /* bits_add_dense's loop; inlined with a constant `pn` (1 to 16) the planes of a word stay
  * in registers and a set of multiplicity 1 is added branch-free through every plane. */
 static inline __attribute__((always_inline)) void
 add_dense_fixed(uint64_t *p, int pn, Py_ssize_t wlo, Py_ssize_t whi, const uint64_t **bufs,
-                const uint64_t *mults, Py_ssize_t nsets)
+                const uint64_t *mults, Py_ssize_t nsets, uint16_t *wmax, Py_ssize_t n)
 {
     uint64_t r[MAX_PLANES];
     for (Py_ssize_t w = wlo; w < whi; w++) {
@@ -1315,6 +1331,7 @@ add_dense_fixed(uint64_t *p, int pn, Py_ssize_t wlo, Py_ssize_t whi, const uint6
             }
         }
         for (int k = 0; k < pn; k++) pw[k] = r[k];
+        if (wmax) wmax[w] = (uint16_t)word_max(r, pn, below_n(w, n));
     }
 }
 
@@ -1351,7 +1368,7 @@ add3_planes(uint64_t *r, int pn, uint64_t b0, uint64_t b1, uint64_t b2)
 static inline __attribute__((always_inline)) void
 add_dense_csa(uint64_t *p, int pn, Py_ssize_t wlo, Py_ssize_t whi, const uint64_t **ones,
               Py_ssize_t nones, const uint64_t **others, const uint64_t *omults,
-              Py_ssize_t nothers)
+              Py_ssize_t nothers, uint16_t *wmax, Py_ssize_t n)
 {
     uint64_t r[MAX_PLANES];
     for (Py_ssize_t w = wlo; w < whi; w++) {
@@ -1381,16 +1398,19 @@ add_dense_csa(uint64_t *p, int pn, Py_ssize_t wlo, Py_ssize_t whi, const uint64_
         }
         for (Py_ssize_t o = 0; o < nothers; o++) bs_add(r, pn, others[o][w], omults[o]);
         for (int k = 0; k < pn; k++) pw[k] = r[k];
+        if (wmax) wmax[w] = (uint16_t)word_max(r, pn, below_n(w, n));
     }
 }
 
 PyDoc_STRVAR(bits_add_dense_doc,
-"bits_add_dense(planes, np, wlo, whi, sets, mults, csa=False) -> None\n\n"
+"bits_add_dense(planes, np, wlo, whi, sets, mults, csa=False, wmax=None, n=0) -> None\n\n"
 "For the words wlo..whi: add each bitset of `sets` (uint64, at least whi words) its\n"
 "multiplicity times into the planes, the planes of a word loaded once for all sets.\n"
 "O((whi - wlo) * len(sets) * np): three word operations per plane, set and word; with\n"
 "csa, the sets of multiplicity 1 seven at a time through carry-save adders, about\n"
-"three word operations per set and word plus 5 np per seven sets (the same sums).");
+"three word operations per set and word plus 5 np per seven sets (the same sums).\n"
+"With wmax (uint16, at least whi words; np <= 16), wmax[w] = the largest count of\n"
+"the groups below n in word w afterwards, for the words wlo..whi.");
 
 static PyObject *
 bits_add_dense(PyObject *self, PyObject *args)
@@ -1398,17 +1418,36 @@ bits_add_dense(PyObject *self, PyObject *args)
     PyObject *o_p, *o_sets, *o_mults;
     Py_ssize_t np, wlo, whi;
     int csa = 0;
-    if (!PyArg_ParseTuple(args, "OnnnO!O!|p", &o_p, &np, &wlo, &whi, &PyList_Type, &o_sets,
-                          &PyList_Type, &o_mults, &csa)) {
+    PyObject *o_w = Py_None;
+    Py_ssize_t n = 0;
+    if (!PyArg_ParseTuple(args, "OnnnO!O!|pOn", &o_p, &np, &wlo, &whi, &PyList_Type, &o_sets,
+                          &PyList_Type, &o_mults, &csa, &o_w, &n)) {
         return NULL;
     }
     Py_ssize_t nsets = PyList_GET_SIZE(o_sets);
-    if (PyList_GET_SIZE(o_mults) != nsets || wlo < 0 || whi < wlo) {
-        PyErr_SetString(PyExc_ValueError, "sets/mults/wlo/whi out of range");
+    if (PyList_GET_SIZE(o_mults) != nsets || wlo < 0 || whi < wlo || n < 0) {
+        PyErr_SetString(PyExc_ValueError, "sets/mults/wlo/whi/n out of range");
         return NULL;
     }
-    Py_buffer pb;
-    if (get_planes(o_p, &pb, np, whi, 1) < 0) return NULL;
+    Py_buffer pb, wb;
+    uint16_t *wmax = NULL;
+    if (o_w != Py_None) {
+        if (np > 16) {
+            PyErr_SetString(PyExc_ValueError, "wmax needs np <= 16");
+            return NULL;
+        }
+        if (get(o_w, &wb, K_U16, 1, "wmax") < 0) return NULL;
+        if (LEN(wb) < whi) {
+            PyBuffer_Release(&wb);
+            PyErr_SetString(PyExc_ValueError, "wmax too short");
+            return NULL;
+        }
+        wmax = wb.buf;
+    }
+    if (get_planes(o_p, &pb, np, whi, 1) < 0) {
+        if (wmax) PyBuffer_Release(&wb);
+        return NULL;
+    }
     Py_buffer *sets = PyMem_Calloc(nsets ? nsets : 1, sizeof(Py_buffer));
     const uint64_t **bufs = PyMem_Calloc(nsets ? nsets : 1, sizeof(uint64_t *));
     uint64_t *mults = PyMem_Calloc(nsets ? nsets : 1, sizeof(uint64_t));
@@ -1446,7 +1485,8 @@ bits_add_dense(PyObject *self, PyObject *args)
         switch ((int)np) {
 #define CSA_CASE(PN)                                                                     \
     case PN:                                                                             \
-        add_dense_csa(pb.buf, PN, wlo, whi, split, nones, split + nones, smults, no);    \
+        add_dense_csa(pb.buf, PN, wlo, whi, split, nones, split + nones, smults, no,     \
+                      wmax, n);                                                          \
         break;
             CSA_CASE(1) CSA_CASE(2) CSA_CASE(3) CSA_CASE(4) CSA_CASE(5)
             CSA_CASE(6) CSA_CASE(7) CSA_CASE(8) CSA_CASE(9) CSA_CASE(10)
@@ -1454,13 +1494,14 @@ bits_add_dense(PyObject *self, PyObject *args)
             CSA_CASE(16)
 #undef CSA_CASE
         default:
-            add_dense_csa(pb.buf, (int)np, wlo, whi, split, nones, split + nones, smults, no);
+            add_dense_csa(pb.buf, (int)np, wlo, whi, split, nones, split + nones, smults, no,
+                          wmax, n);
         }
     } else {
         switch ((int)np) {
 #define DENSE_CASE(PN)                                                           \
     case PN:                                                                     \
-        add_dense_fixed(pb.buf, PN, wlo, whi, bufs, mults, nsets);               \
+        add_dense_fixed(pb.buf, PN, wlo, whi, bufs, mults, nsets, wmax, n);      \
         break;
             DENSE_CASE(1) DENSE_CASE(2) DENSE_CASE(3) DENSE_CASE(4) DENSE_CASE(5)
             DENSE_CASE(6) DENSE_CASE(7) DENSE_CASE(8) DENSE_CASE(9) DENSE_CASE(10)
@@ -1468,7 +1509,7 @@ bits_add_dense(PyObject *self, PyObject *args)
             DENSE_CASE(16)
 #undef DENSE_CASE
         default:
-            add_dense_fixed(pb.buf, (int)np, wlo, whi, bufs, mults, nsets);
+            add_dense_fixed(pb.buf, (int)np, wlo, whi, bufs, mults, nsets, wmax, n);
         }
     }
     result = Py_NewRef(Py_None);
@@ -1480,23 +1521,8 @@ done:
     PyMem_Free(split);
     PyMem_Free(smults);
     PyBuffer_Release(&pb);
+    if (wmax) PyBuffer_Release(&wb);
     return result;
-}
-
-/* The largest count among the lanes `valid` of one word's planes `pw`. */
-static inline uint64_t
-word_max(const uint64_t *pw, int np, uint64_t valid)
-{
-    uint64_t cand = valid, c = 0;
-    if (!cand) return 0;
-    for (int j = np - 1; j >= 0; j--) {
-        uint64_t t = cand & pw[j];
-        if (t) {
-            cand = t;
-            c |= (uint64_t)1 << j;
-        }
-    }
-    return c;
 }
 
 PyDoc_STRVAR(bits_maxima_doc,
@@ -1550,31 +1576,85 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(bits_word_maxima_doc,
+"bits_word_maxima(planes, np, n, wlo, whi, wmax) -> None\n\n"
+"wmax[w] (uint16) = the largest count among the groups below n of word w (64 groups),\n"
+"for the words wlo..whi (np <= 16). O((whi - wlo) * np).");
+
+static PyObject *
+bits_word_maxima(PyObject *self, PyObject *args)
+{
+    PyObject *o_p, *o_w;
+    Py_ssize_t np, n, wlo, whi;
+    if (!PyArg_ParseTuple(args, "OnnnnO", &o_p, &np, &n, &wlo, &whi, &o_w)) return NULL;
+    if (n < 0 || wlo < 0 || whi < wlo || whi > NWORDS(n) || np > 16) {
+        PyErr_SetString(PyExc_ValueError, "n/wlo/whi/np out of range");
+        return NULL;
+    }
+    Py_buffer pb, wb;
+    if (get_planes(o_p, &pb, np, whi, 0) < 0) return NULL;
+    if (get(o_w, &wb, K_U16, 1, "wmax") < 0) {
+        PyBuffer_Release(&pb);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    if (LEN(wb) < whi) {
+        PyErr_SetString(PyExc_ValueError, "wmax too short");
+        goto done;
+    }
+    {
+        const uint64_t *p = pb.buf;
+        uint16_t *wmax = wb.buf;
+        for (Py_ssize_t w = wlo; w < whi; w++) {
+            wmax[w] = (uint16_t)word_max(p + w * np, (int)np, below_n(w, n));
+        }
+    }
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&wb);
+    PyBuffer_Release(&pb);
+    return result;
+}
+
 PyDoc_STRVAR(bits_select_doc,
-"bits_select(planes, np, c, glo, ghi, n, out) -> int\n\n"
+"bits_select(planes, np, c, glo, ghi, n, out, wmax=None) -> int\n\n"
 "The group numbers g in glo..ghi, below n, whose count is c, ascending, written to out\n"
-"(int64, at least ghi - glo); returns how many. O((ghi - glo) / 64 * np + found).");
+"(int64, at least ghi - glo); returns how many. O((ghi - glo) / 64 * np + found).\n"
+"With wmax (uint16, bits_word_maxima's, over at least the words up to ghi) a word\n"
+"whose largest count is below c is skipped unread: O((ghi - glo) / 64 + words read).");
 
 static PyObject *
 bits_select(PyObject *self, PyObject *args)
 {
-    PyObject *o_p, *o_out;
+    PyObject *o_p, *o_out, *o_w = Py_None;
     Py_ssize_t np, glo, ghi, n;
     unsigned long long c;
-    if (!PyArg_ParseTuple(args, "OnKnnnO", &o_p, &np, &c, &glo, &ghi, &n, &o_out)) return NULL;
+    if (!PyArg_ParseTuple(args, "OnKnnnO|O", &o_p, &np, &c, &glo, &ghi, &n, &o_out, &o_w)) {
+        return NULL;
+    }
     if (n < 0 || glo < 0 || ghi < glo) {
         PyErr_SetString(PyExc_ValueError, "glo/ghi/n out of range");
         return NULL;
     }
     if (ghi > n) ghi = n;
     if (glo > ghi) glo = ghi;
-    Py_buffer pb, ob;
-    if (get_planes(o_p, &pb, np, NWORDS(ghi), 0) < 0) return NULL;
-    if (get(o_out, &ob, K_I64, 1, "out") < 0) {
-        PyBuffer_Release(&pb);
-        return NULL;
+    Py_buffer pb, ob, wb;
+    const uint16_t *wmax = NULL;
+    if (o_w != Py_None) {
+        if (get(o_w, &wb, K_U16, 0, "wmax") < 0) return NULL;
+        if (LEN(wb) < NWORDS(ghi)) {
+            PyBuffer_Release(&wb);
+            PyErr_SetString(PyExc_ValueError, "wmax too short");
+            return NULL;
+        }
+        wmax = wb.buf;
     }
     PyObject *result = NULL;
+    if (get_planes(o_p, &pb, np, NWORDS(ghi), 0) < 0) goto e1;
+    if (get(o_out, &ob, K_I64, 1, "out") < 0) {
+        PyBuffer_Release(&pb);
+        goto e1;
+    }
     if (LEN(ob) < ghi - glo) {
         PyErr_SetString(PyExc_ValueError, "out too short");
         goto done;
@@ -1586,6 +1666,7 @@ bits_select(PyObject *self, PyObject *args)
         int pn = (int)np;
         if (glo < ghi && (pn >= 64 || (c >> pn) == 0)) {
             for (Py_ssize_t w = glo >> 6; w <= (ghi - 1) >> 6; w++) {
+                if (wmax && wmax[w] < c) continue;
                 const uint64_t *pw = p + w * np;
                 uint64_t eq = below_n(w, ghi) & ~below_n(w, glo);
                 for (int j = 0; eq && j < pn; j++) {
@@ -1602,6 +1683,8 @@ bits_select(PyObject *self, PyObject *args)
 done:
     PyBuffer_Release(&ob);
     PyBuffer_Release(&pb);
+e1:
+    if (wmax) PyBuffer_Release(&wb);
     return result;
 }
 
@@ -1901,6 +1984,7 @@ static PyMethodDef methods[] = {
     {"bits_add_sparse", bits_add_sparse, METH_VARARGS, bits_add_sparse_doc},
     {"bits_unmark", bits_unmark, METH_VARARGS, bits_unmark_doc},
     {"bits_add_dense", bits_add_dense, METH_VARARGS, bits_add_dense_doc},
+    {"bits_word_maxima", bits_word_maxima, METH_VARARGS, bits_word_maxima_doc},
     {"bits_maxima", bits_maxima, METH_VARARGS, bits_maxima_doc},
     {"bits_select", bits_select, METH_VARARGS, bits_select_doc},
     {"bits_count", bits_count, METH_VARARGS, bits_count_doc},

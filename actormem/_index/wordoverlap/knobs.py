@@ -59,3 +59,9 @@ _DENSE_CSA = True
 #: group by group into the planes (a mark, a carry through the planes and an unmark per
 #: number, random accesses). 0: never, the path before it (the same counts).
 _SPARSE_AS_DENSE = 256
+#: A retrieve's bit-sliced counts keep the largest count of each 64-group word (written
+#: by the last pass over the planes, ``ccore.BitPlanes.set_word_maxima``): a chunk's
+#: largest count is read from them, and the groups of a count are selected only in the
+#: words that can hold it. False: both read every plane of every word, the path before
+#: it (the same groups).
+_WORD_MAXIMA = True
