@@ -1335,6 +1335,11 @@ add_dense_fixed(uint64_t *p, int pn, Py_ssize_t wlo, Py_ssize_t whi, const uint6
     }
 }
 
+/* A dense set of multiplicity up to this is added as that many sets of multiplicity 1
+ * through the carry-save blocks (a few operations a copy, the word read from L1), beyond
+ * it by bs_add's carries (branches, the planes through memory). */
+#define CSA_REPEAT 8
+
 /* A full adder over 64 lanes: *s = a + b + c's low bit, *c2 = its carry. */
 #define FULL_ADD(s, c2, a, b, c)                                                 \
     do {                                                                         \
@@ -1359,11 +1364,12 @@ add3_planes(uint64_t *r, int pn, uint64_t b0, uint64_t b1, uint64_t b2)
     }
 }
 
-/* add_dense_fixed's sum by carry-save blocks: the sets of multiplicity 1 (`ones`) seven
- * at a time reduced to a 3-bit number per lane by four full adders, added to the planes
- * once (about 3 word operations per set instead of 3 per plane and set), the rest of
- * them three at a time or one by one, then the other sets (`others`, any multiplicity)
- * as add_dense_fixed adds them. Exact, and the same result: addition mod 2 ** pn in any
+/* add_dense_fixed's sum by carry-save blocks: the sets of multiplicity 1 (`ones`; the
+ * caller lists a set of a small multiplicity m there m times) seven at a time reduced
+ * to a 3-bit number per lane by four full adders, added to the planes once (about 3
+ * word operations per set instead of 3 per plane and set), the rest of them three at a
+ * time or one by one, then the other sets (`others`, any multiplicity) as
+ * add_dense_fixed adds them. Exact, and the same result: addition mod 2 ** pn in any
  * grouping. The planes of a word stay in registers with a constant `pn`. */
 static inline __attribute__((always_inline)) void
 add_dense_csa(uint64_t *p, int pn, Py_ssize_t wlo, Py_ssize_t whi, const uint64_t **ones,
@@ -1407,8 +1413,9 @@ PyDoc_STRVAR(bits_add_dense_doc,
 "For the words wlo..whi: add each bitset of `sets` (uint64, at least whi words) its\n"
 "multiplicity times into the planes, the planes of a word loaded once for all sets.\n"
 "O((whi - wlo) * len(sets) * np): three word operations per plane, set and word; with\n"
-"csa, the sets of multiplicity 1 seven at a time through carry-save adders, about\n"
-"three word operations per set and word plus 5 np per seven sets (the same sums).\n"
+"csa, the sets of multiplicity 1 seven at a time through carry-save adders (one of\n"
+"multiplicity m <= 8 as m such sets), about three word operations per set and word\n"
+"plus 5 np per seven sets (the same sums).\n"
 "With wmax (uint16, at least whi words; np <= 16), wmax[w] = the largest count of\n"
 "the groups below n in word w afterwards, for the words wlo..whi.");
 
@@ -1451,8 +1458,9 @@ bits_add_dense(PyObject *self, PyObject *args)
     Py_buffer *sets = PyMem_Calloc(nsets ? nsets : 1, sizeof(Py_buffer));
     const uint64_t **bufs = PyMem_Calloc(nsets ? nsets : 1, sizeof(uint64_t *));
     uint64_t *mults = PyMem_Calloc(nsets ? nsets : 1, sizeof(uint64_t));
-    /* With csa: the sets of multiplicity 1 first (`nones`), then the others, in order. */
-    const uint64_t **split = PyMem_Calloc(nsets ? nsets : 1, sizeof(uint64_t *));
+    /* With csa: the sets of multiplicity 1 to CSA_REPEAT first (`nones`; a set of
+     * multiplicity m there m times), then the others, in order. */
+    const uint64_t **split = PyMem_Calloc(nsets ? nsets * CSA_REPEAT : 1, sizeof(uint64_t *));
     uint64_t *smults = PyMem_Calloc(nsets ? nsets : 1, sizeof(uint64_t));
     Py_ssize_t got = 0, nones = 0;
     PyObject *result = NULL;
@@ -1474,10 +1482,12 @@ bits_add_dense(PyObject *self, PyObject *args)
     if (csa) {
         Py_ssize_t no = 0;
         for (Py_ssize_t s = 0; s < nsets; s++) {
-            if (mults[s] == 1) split[nones++] = bufs[s];
+            if (mults[s] <= CSA_REPEAT) {
+                for (uint64_t k = 0; k < mults[s]; k++) split[nones++] = bufs[s];
+            }
         }
         for (Py_ssize_t s = 0; s < nsets; s++) {
-            if (mults[s] != 1) {
+            if (mults[s] > CSA_REPEAT) {
                 split[nones + no] = bufs[s];
                 smults[no++] = mults[s];
             }

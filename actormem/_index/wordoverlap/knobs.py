@@ -58,7 +58,7 @@ _DENSE_CSA = True
 #: per group, then ``n / 64`` word operations shared with the other sets) instead of
 #: group by group into the planes (a mark, a carry through the planes and an unmark per
 #: number, random accesses). 0: never, the path before it (the same counts).
-_SPARSE_AS_DENSE = 256
+_SPARSE_AS_DENSE = 128
 #: A retrieve's bit-sliced counts keep the largest count of each 64-group word (written
 #: by the last pass over the planes, ``ccore.BitPlanes.set_word_maxima``): a chunk's
 #: largest count is read from them, and the groups of a count are selected only in the

@@ -383,6 +383,8 @@ class WordOverlapSearch:
         ready = False
         dense: list[np.ndarray[Any, Any]] = []
         dense_mult: list[int] = []
+        taken: list[np.ndarray[Any, Any]] = []  # bitsets from e.bitsets
+        words_n, words_cap = ccore.words_of(n), ccore.words_of(len(e.maxrel))
 
         def add_word(w: str, m: int) -> Generator[None, None, None]:
             nonlocal ready
@@ -398,7 +400,8 @@ class WordOverlapSearch:
             size = len(data)
             if knobs._SPARSE_AS_DENSE > 0 and size * knobs._SPARSE_AS_DENSE >= n:
                 # Large: as a bitset, added with the dense sets (the same counts).
-                as_bits = yield from zeroed_steps(ccore.words_of(n), np.uint64)
+                as_bits = yield from e.bitsets.take_steps(np.uint64, words_n, words_cap)
+                taken.append(as_bits)
                 for start in range(0, size, knobs._JOIN):  # random writes: _JOIN at a time
                     ccore.bits_set(as_bits, data, n, start, min(size, start + knobs._JOIN))
                     yield
@@ -437,6 +440,8 @@ class WordOverlapSearch:
             for lo in range(0, top, knobs._CHUNK):
                 bp.word_maxima(lo, min(top, lo + knobs._CHUNK))
                 yield
+        for as_bits in taken:
+            e.bitsets.give(as_bits, words_cap)
 
     def _top_k_bits(
         self,
