@@ -125,12 +125,14 @@ def _planes_count_as_numpy(
     assert _unpack(planes, np_, n).tolist() == want.tolist()
     per_word = [int(want[w * 64 : (w + 1) * 64].max()) for w in range(words)]
     if last:
-        assert wmax[:words].tolist() == per_word and wmax[words] == 7777
+        assert wmax[:words].tolist() == per_word
+        assert wmax[words] == 7777
     if not last:
         bp.set_word_maxima(wmax)
     for lo in range(0, words, 3):
         bp.word_maxima(lo, min(words, lo + 3))
-    assert wmax[:words].tolist() == per_word and wmax[words] == 7777
+    assert wmax[:words].tolist() == per_word
+    assert wmax[words] == 7777
     for chunk in (64, 128):
         assert [bp.maxima_of_words(chunk, c) for c in range(-(-n // chunk))] == [
             int(want[i * chunk : (i + 1) * chunk].max()) for i in range(-(-n // chunk))

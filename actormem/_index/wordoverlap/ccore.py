@@ -375,11 +375,13 @@ class BitPlanes:
             ValueError: No word maxima, ``chunk`` not a positive multiple of 64, or
                 ``c`` beyond the chunks.
         """
-        _need(self._wmax is not None, "set_word_maxima first")
+        wmax = self._wmax
+        _need(wmax is not None, "set_word_maxima first")
+        assert wmax is not None
         _need(type(chunk) is int and chunk > 0 and chunk % 64 == 0, "chunk: a multiple of 64")
         _need(type(c) is int and 0 <= c < -(-self._n // chunk), "c beyond the chunks")
         per = chunk // 64
-        part = self._wmax[c * per : min((c + 1) * per, words_of(self._n))]
+        part = wmax[c * per : min((c + 1) * per, words_of(self._n))]
         return int(part.max())
 
     def count_words_args(self) -> tuple[np.ndarray[Any, Any], int]:
