@@ -20,10 +20,12 @@ the other's sets), thread CPU per ``top_k``, identical top-10s required. With
 recomputing each word's small match set (``ACTORMEM_WO_MEMO=0``), both bit-sliced: each
 side has its own match-set cache and memo, kept from query to query (no texts are
 added between queries here, so a repeated word is a pure hit). With ``--counts``, the
-same for the dense sets added through carry-save blocks and the large sparse sets added
-as bitsets with them (``knobs._DENSE_CSA``, ``knobs._SPARSE_AS_DENSE``) against the
-path before them (each dense set through every plane, every sparse set group by group),
-both bit-sliced with the memo.
+same for the dense sets added through carry-save blocks, the large sparse sets added as
+bitsets with them, the counts read through the words' maxima and new sets' posting
+lists joined in batches of whole lists (``knobs._DENSE_CSA``, ``_SPARSE_AS_DENSE``,
+``_WORD_MAXIMA``, ``_JOIN_LISTS``) against the path before them (all four 0: each dense
+set through every plane, every sparse set group by group, every plane read, lists
+joined in Python slices), both bit-sliced with the memo.
 
 Usage (from the repository root)::
 
@@ -130,15 +132,20 @@ SIDES = {
     "MEMO": ("recomputed", "memo"),
     "COUNTS": ("one by one", "carry-save"),
 }
-#: ``--counts``: the word-overlap knobs of each side (``_DENSE_CSA``, ``_SPARSE_AS_DENSE``).
-COUNTS_KNOBS = {False: (False, 0), True: (wo_knobs._DENSE_CSA, wo_knobs._SPARSE_AS_DENSE)}
+#: ``--counts``: the word-overlap knobs of each side (True: as set now, the new path).
+_COUNTS_NAMES = ("_DENSE_CSA", "_SPARSE_AS_DENSE", "_WORD_MAXIMA", "_JOIN_LISTS")
+COUNTS_KNOBS = {
+    False: dict.fromkeys(_COUNTS_NAMES, 0),
+    True: {name: getattr(wo_knobs, name) for name in _COUNTS_NAMES},
+}
 
 
 def set_switch(flag: str, on: bool) -> None:
     """Turn ``flag`` (a key of :data:`SIDES`) on or off: a ``ccore`` switch, or for
     ``COUNTS`` the knobs of :data:`COUNTS_KNOBS`."""
     if flag == "COUNTS":
-        wo_knobs._DENSE_CSA, wo_knobs._SPARSE_AS_DENSE = COUNTS_KNOBS[on]
+        for name, value in COUNTS_KNOBS[on].items():
+            setattr(wo_knobs, name, value)
     else:
         setattr(ccore, flag, on)
 
@@ -207,8 +214,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--counts",
         action="store_true",
-        help="the dense sets through carry-save blocks and large sparse sets as bitsets"
-        " against the path before them, both bit-sliced in the core with the memo",
+        help="the dense sets through carry-save blocks, large sparse sets as bitsets, word"
+        " maxima and batched joins against the path before them, both bit-sliced with the"
+        " memo",
     )
     args = p.parse_args(argv)
     if args.bits + args.memo + args.counts > 1:

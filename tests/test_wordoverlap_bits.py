@@ -446,23 +446,25 @@ class CountsOldAndNew(BitsAndBytes):
     """The same machine, two memories counting in bit planes: one adding the dense sets
     through carry-save blocks and large sparse sets as bitsets with them
     (``knobs._DENSE_CSA``, ``knobs._SPARSE_AS_DENSE`` at a threshold that leaves smaller
-    sparse sets group by group) and reading the counts through the words' maxima
-    (``knobs._WORD_MAXIMA``), one the path before them (each dense set through every
-    plane, every sparse set group by group, every plane read), the reference."""
+    sparse sets group by group), reading the counts through the words' maxima
+    (``knobs._WORD_MAXIMA``) and joining new sets' posting lists in batches of whole
+    lists (``knobs._JOIN_LISTS``), one the path before them (each dense set through
+    every plane, every sparse set group by group, every plane read, lists joined in
+    Python slices), the reference."""
 
     #: Knob values per side (True: the new path): _DENSE_CSA, _SPARSE_AS_DENSE,
-    #: _WORD_MAXIMA.
-    KNOBS = {True: (True, 128, True), False: (False, 0, False)}
+    #: _WORD_MAXIMA, _JOIN_LISTS (3: batches of a few lists, here).
+    KNOBS = {True: (True, 128, True, 3), False: (False, 0, False, 0)}
 
     def _each(self) -> Iterator[tuple[bool, MemoryState]]:
         k = wo_knobs
-        saved = (k._DENSE_CSA, k._SPARSE_AS_DENSE, k._WORD_MAXIMA)
+        saved = (k._DENSE_CSA, k._SPARSE_AS_DENSE, k._WORD_MAXIMA, k._JOIN_LISTS)
         for on, state in self.states.items():
-            k._DENSE_CSA, k._SPARSE_AS_DENSE, k._WORD_MAXIMA = self.KNOBS[on]
+            k._DENSE_CSA, k._SPARSE_AS_DENSE, k._WORD_MAXIMA, k._JOIN_LISTS = self.KNOBS[on]
             try:
                 yield on, state
             finally:
-                k._DENSE_CSA, k._SPARSE_AS_DENSE, k._WORD_MAXIMA = saved
+                k._DENSE_CSA, k._SPARSE_AS_DENSE, k._WORD_MAXIMA, k._JOIN_LISTS = saved
 
 
 def test_counts_old_and_new_agree() -> None:

@@ -256,6 +256,7 @@ def _gids(gids: Any, lo: int, hi: int) -> None:
 
 # The kernels' own argument checks and dtypes: one way to refuse a bad argument.
 _need = kernels._need
+_check_int_arrays = kernels._check_int_arrays
 _I32, _I64 = kernels._I32, kernels._I64
 _U16 = np.dtype(np.uint16)
 
@@ -512,9 +513,7 @@ def bits_join(lists: list[array[int]], n: int, bits: np.ndarray[Any, Any]) -> No
     """
     if type(lists) is not list:
         raise TypeError("lists must be a list")
-    for lst in lists:
-        if not isinstance(lst, array) or lst.typecode != "i":
-            raise TypeError("posting lists must be array('i')")
+    _check_int_arrays(lists)
     _need(type(n) is int and n >= 0, "n must be an int >= 0")
     _bitset("bits", bits, n, writable=True)
     _module().bits_join(lists, n, bits)

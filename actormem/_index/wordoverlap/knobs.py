@@ -65,3 +65,8 @@ _SPARSE_AS_DENSE = 128
 #: words that can hold it. False: both read every plane of every word, the path before
 #: it (the same groups).
 _WORD_MAXIMA = True
+#: A new match set is joined from its posting lists in C a batch of whole lists at a
+#: time (up to ``_JOIN`` postings and this many lists between two yields). 0: in
+#: slices of at most ``_STEP // 2`` lists joined in Python, the path before it (the
+#: same sets).
+_JOIN_LISTS = 1024
