@@ -1367,8 +1367,8 @@ add3_planes(uint64_t *r, int pn, uint64_t b0, uint64_t b1, uint64_t b2)
 /* add_dense_fixed's sum by carry-save blocks: the sets of multiplicity 1 (`ones`; the
  * caller lists a set of a small multiplicity m there m times) seven at a time reduced
  * to a 3-bit number per lane by four full adders, added to the planes once (about 3
- * word operations per set instead of 3 per plane and set), the rest of them three at a
- * time or one by one, then the other sets (`others`, any multiplicity) as
+ * word operations per set instead of 3 per plane and set), four to six left as one
+ * such block, fewer three at a time or one by one, then the other sets (`others`, any multiplicity) as
  * add_dense_fixed adds them. Exact, and the same result: addition mod 2 ** pn in any
  * grouping. The planes of a word stay in registers with a constant `pn`. */
 static inline __attribute__((always_inline)) void
@@ -1388,6 +1388,25 @@ add_dense_csa(uint64_t *p, int pn, Py_ssize_t wlo, Py_ssize_t whi, const uint64_
             FULL_ADD(b0, c3, s2, ones[s + 5][w], ones[s + 6][w]);
             FULL_ADD(b1, b2, c1, c2, c3);
             add3_planes(r, pn, b0, b1, b2);
+        }
+        if (nones - s >= 4) { /* 4 to 6 left: one block, the missing inputs zero */
+            uint64_t s1, c1, b0, c2, c3 = 0, b1, b2;
+            FULL_ADD(s1, c1, ones[s][w], ones[s + 1][w], ones[s + 2][w]);
+            if (nones - s == 4) {
+                uint64_t d = ones[s + 3][w];
+                b0 = s1 ^ d;
+                c2 = s1 & d;
+            } else {
+                FULL_ADD(b0, c2, s1, ones[s + 3][w], ones[s + 4][w]);
+                if (nones - s == 6) {
+                    uint64_t f = ones[s + 5][w];
+                    c3 = b0 & f;
+                    b0 ^= f;
+                }
+            }
+            FULL_ADD(b1, b2, c1, c2, c3);
+            add3_planes(r, pn, b0, b1, b2);
+            s = nones;
         }
         for (; s + 3 <= nones; s += 3) {
             uint64_t b0, b1;
