@@ -57,7 +57,9 @@ _DENSE_CSA = True
 #: retrieve's groups) is turned into a bitset and added with the dense sets (a set bit
 #: per group, then ``n / 64`` word operations shared with the other sets) instead of
 #: group by group into the planes (a mark, a carry through the planes and an unmark per
-#: number, random accesses). 0: never, the path before it (the same counts).
+#: number, random accesses). 0: never, the path before it (the same counts). Pays with
+#: ``_DENSE_CSA`` only: one set at a time through every plane, the bitsets cost more
+#: than the group-by-group adds they replace.
 _SPARSE_AS_DENSE = 128
 #: A retrieve's bit-sliced counts keep the largest count of each 64-group word (written
 #: by the last pass over the planes, ``ccore.BitPlanes.set_word_maxima``): a chunk's
