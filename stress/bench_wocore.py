@@ -19,13 +19,20 @@ the other's sets), thread CPU per ``top_k``, identical top-10s required. With
 ``--memo``, the same for the word memo of ``ccore.count_words`` (``ccore.MEMO``) against
 recomputing each word's small match set (``ACTORMEM_WO_MEMO=0``), both bit-sliced: each
 side has its own match-set cache and memo, kept from query to query (no texts are
-added between queries here, so a repeated word is a pure hit).
+added between queries here, so a repeated word is a pure hit). With ``--counts``, the
+same for the dense sets added through carry-save blocks, the large sparse sets added as
+bitsets with them, the counts read through the words' maxima and new sets' posting
+lists joined in batches of whole lists (``knobs._DENSE_CSA``, ``_SPARSE_AS_DENSE``,
+``_WORD_MAXIMA``, ``_JOIN_LISTS``) against the path before them (all four 0: each dense
+set through every plane, every sparse set group by group, every plane read, lists
+joined in Python slices), both bit-sliced with the memo.
 
 Usage (from the repository root)::
 
     python -m stress.bench_wocore --sizes 100000 --queries 200 [--json out.json]
     python -m stress.bench_wocore --bits --sizes 100000,1000000 --queries 200
     python -m stress.bench_wocore --memo --sizes 1000000 --queries 200
+    python -m stress.bench_wocore --counts --sizes 1000000 --queries 200
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ from actormem import MemoryEntry
 from actormem._engine.state import MemoryState
 from actormem._index import kernels
 from actormem._index.wordoverlap import ccore
+from actormem._index.wordoverlap import knobs as wo_knobs
 from actormem._index.wordoverlap.index import _WordOverlapIndex
 from actormem._index.wordoverlap.matchsets import MatchCache
 
@@ -118,8 +126,28 @@ def time_both(states: dict[bool, MemoryState], queries: Sequence[str]) -> dict[s
     return out
 
 
-#: The ``ccore`` switches ``--bits`` and ``--memo`` compare: (name off, name on).
-SIDES = {"BITS": ("bytes", "bits"), "MEMO": ("recomputed", "memo")}
+#: The switches ``--bits``, ``--memo`` and ``--counts`` compare: (name off, name on).
+SIDES = {
+    "BITS": ("bytes", "bits"),
+    "MEMO": ("recomputed", "memo"),
+    "COUNTS": ("one by one", "carry-save"),
+}
+#: ``--counts``: the word-overlap knobs of each side (True: as set now, the new path).
+_COUNTS_NAMES = ("_DENSE_CSA", "_SPARSE_AS_DENSE", "_WORD_MAXIMA", "_JOIN_LISTS")
+COUNTS_KNOBS = {
+    False: dict.fromkeys(_COUNTS_NAMES, 0),
+    True: {name: getattr(wo_knobs, name) for name in _COUNTS_NAMES},
+}
+
+
+def set_switch(flag: str, on: bool) -> None:
+    """Turn ``flag`` (a key of :data:`SIDES`) on or off: a ``ccore`` switch, or for
+    ``COUNTS`` the knobs of :data:`COUNTS_KNOBS`."""
+    if flag == "COUNTS":
+        for name, value in COUNTS_KNOBS[on].items():
+            setattr(wo_knobs, name, value)
+    else:
+        setattr(ccore, flag, on)
 
 
 def time_switch(
@@ -133,7 +161,7 @@ def time_switch(
     off, on_name = SIDES[flag]
 
     def switch_flag(on: bool) -> None:
-        setattr(ccore, flag, on)
+        set_switch(flag, on)
         index._e.cache, index._e.memo = memos[on]
 
     cpu = time_paired(
@@ -142,7 +170,7 @@ def time_switch(
         lambda on, query: index.top_k(view, query, K, None),
         f"the {on_name} and the {off} path",
     )
-    setattr(ccore, flag, True)
+    set_switch(flag, True)
     out: dict[str, Any] = {"queries": len(queries)}
     out[off] = summarize_cpu_ms(cpu[False])
     out[on_name] = summarize_cpu_ms(cpu[True])
@@ -151,7 +179,8 @@ def time_switch(
 
 
 def main_switch(args: argparse.Namespace, flag: str) -> list[dict[str, Any]]:
-    """The ``--bits`` or ``--memo`` comparison (see the module documentation)."""
+    """The ``--bits``, ``--memo`` or ``--counts`` comparison (see the module
+    documentation)."""
     corpus = load_corpus(args.data, args.seed)
     sets = query_sets(corpus, args.data, args.queries, args.seed)
     cells = []
@@ -182,7 +211,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         action="store_true",
         help="the word memo against recomputing each word's set, both bit-sliced in the core",
     )
+    p.add_argument(
+        "--counts",
+        action="store_true",
+        help="the dense sets through carry-save blocks, large sparse sets as bitsets, word"
+        " maxima and batched joins against the path before them, both bit-sliced with the"
+        " memo",
+    )
     args = p.parse_args(argv)
+    if args.bits + args.memo + args.counts > 1:
+        p.error("--bits, --memo and --counts: one at a time")
     if not kernels.WO_CORE_AVAILABLE:
         p.error("the word-overlap core is not built (pip install -e .)")
     return args
@@ -190,8 +228,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.bits or args.memo:
-        cells = main_switch(args, "BITS" if args.bits else "MEMO")
+    if args.bits or args.memo or args.counts:
+        cells = main_switch(args, "BITS" if args.bits else "MEMO" if args.memo else "COUNTS")
         if args.json is not None:
             args.json.write_text(json.dumps({"command": sys.argv, "cells": cells}, indent=1))
         return 0

@@ -68,9 +68,30 @@ sets_st = st.lists(
 )
 
 
-@settings(max_examples=80, deadline=None)
-@given(n=st.integers(0, 320), sets=sets_st, split=st.integers(1, 70))
-def test_planes_count_as_numpy(n: int, sets: list[tuple[list[int], int, bool]], split: int) -> None:
+@settings(max_examples=120, deadline=None)
+@given(
+    n=st.integers(0, 320),
+    sets=sets_st,
+    split=st.integers(1, 70),
+    csa=st.booleans(),
+    last=st.booleans(),
+)
+def test_planes_count_as_numpy(
+    n: int, sets: list[tuple[list[int], int, bool]], split: int, csa: bool, last: bool
+) -> None:
+    # csa: the dense sets through carry-save blocks, or one by one; last: the words'
+    # maxima written by the dense pass, or by a pass of their own.
+    saved = wo_knobs._DENSE_CSA
+    wo_knobs._DENSE_CSA = csa
+    try:
+        _planes_count_as_numpy(n, sets, split, last)
+    finally:
+        wo_knobs._DENSE_CSA = saved
+
+
+def _planes_count_as_numpy(
+    n: int, sets: list[tuple[list[int], int, bool]], split: int, last: bool
+) -> None:
     total = sum(m for _, m, _ in sets)
     np_ = max(1, total.bit_length())
     words = ccore.words_of(n)
@@ -95,10 +116,29 @@ def test_planes_count_as_numpy(n: int, sets: list[tuple[list[int], int, bool]], 
         for lo in range(0, len(arr), split):
             bp.unmark(arr, lo, min(len(arr), lo + split))
         assert not xbits.any()  # the marks are gone for the next set
-    adder = bp.add_dense(dense, mults)
+    wmax = np.full(words + 1, 7777, np.uint16)
+    if last:
+        bp.set_word_maxima(wmax)
+    adder = bp.add_dense(dense, mults, last=last)
     for lo in range(0, words, 2):
         adder.add(lo, min(words, lo + 2))
     assert _unpack(planes, np_, n).tolist() == want.tolist()
+    per_word = [int(want[w * 64 : (w + 1) * 64].max()) for w in range(words)]
+    if last:
+        assert wmax[:words].tolist() == per_word
+        assert wmax[words] == 7777
+    if not last:
+        bp.set_word_maxima(wmax)
+    for lo in range(0, words, 3):
+        bp.word_maxima(lo, min(words, lo + 3))
+    assert wmax[:words].tolist() == per_word
+    assert wmax[words] == 7777
+    for chunk in (64, 128):
+        assert [bp.maxima_of_words(chunk, c) for c in range(-(-n // chunk))] == [
+            int(want[i * chunk : (i + 1) * chunk].max()) for i in range(-(-n // chunk))
+        ]
+    # select below reads the word maxima; the planes alone must give the same groups
+    plain = ccore.BitPlanes(planes, np_, n)
     assert [bp.count(g) for g in range(n)] == want.tolist()
     for chunk in (64, 128):
         chunks = -(-n // chunk)
@@ -111,10 +151,11 @@ def test_planes_count_as_numpy(n: int, sets: list[tuple[list[int], int, bool]], 
     out = np.zeros(max(1, n), np.int64)
     for c in range(total + 2):
         for glo, ghi in ((0, n), (5, max(5, n - 3)), (64, 200), (0, n + 50)):
-            got = bp.select(c, glo, ghi, out)
             lo, hi = min(glo, n), min(ghi, n)
             expect = [g for g in range(lo, hi) if want[g] == c]
-            assert out[:got].tolist() == expect
+            for planes_of in (bp, plain):
+                got = planes_of.select(c, glo, ghi, out)
+                assert out[:got].tolist() == expect
 
 
 @settings(max_examples=100, deadline=None)
@@ -141,8 +182,12 @@ def test_bitsets_as_numpy(n: int, gids: list[int], bit: int) -> None:
     assert ccore.bits_to_gids(out, n + 5).tolist() == expect
 
 
-def test_a_long_query_carries_through_every_plane() -> None:
+@pytest.mark.parametrize("csa", [False, True])
+def test_a_long_query_carries_through_every_plane(
+    csa: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # 200 sets over the same groups: counts up to 200 need 8 planes and long carries.
+    monkeypatch.setattr(wo_knobs, "_DENSE_CSA", csa)
     n = 130
     bp = ccore.BitPlanes(np.zeros(ccore.words_of(n) * 8, np.uint64), 8, n)
     sets = [_bitset(list(range(k % 7, n, 1 + k % 5)), n) for k in range(200)]
@@ -152,6 +197,38 @@ def test_a_long_query_carries_through_every_plane() -> None:
         for g in range(n)
     ]
     assert [bp.count(g) for g in range(n)] == want
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    np_=st.integers(1, ccore.MAX_PLANES),
+    words=st.integers(0, 5),
+    mults=st.lists(st.sampled_from([0, 1, 1, 1, 2, 3, 5, 1 << 20]), max_size=40),
+    seed=st.integers(0, 1 << 30),
+)
+def test_carry_save_blocks_sum_as_one_by_one(
+    np_: int, words: int, mults: list[int], seed: int
+) -> None:
+    # Any planes (counts near 2 ** np_ overflow the same way: the sums are mod 2 ** np_),
+    # any number of sets (blocks of seven, of three, single ones, other multiplicities).
+    from actormem._index import _cwordoverlap as c
+
+    rng = np.random.default_rng(seed)
+    full = np.iinfo(np.uint64).max
+    sets = [
+        rng.integers(0, full, words, dtype=np.uint64, endpoint=True)
+        & rng.choice(np.array([0, full, 0x5555, full], np.uint64), words)
+        for _ in mults
+    ]
+    start = rng.integers(0, full, words * np_, dtype=np.uint64, endpoint=True)
+    lo = int(rng.integers(0, words + 1))
+    got = {}
+    for csa in (False, True):
+        planes = start.copy()
+        c.bits_add_dense(planes, np_, lo, words, sets, mults, csa)
+        got[csa] = planes.tolist()
+    assert got[True] == got[False]
+    assert got[True][: lo * np_] == start[: lo * np_].tolist()  # words below lo untouched
 
 
 # -- the index: bit planes against byte counts ----------------------------------------
@@ -365,6 +442,44 @@ def test_bits_and_bytes_agree_in_small_slices() -> None:
     run.runTest()
 
 
+class CountsOldAndNew(BitsAndBytes):
+    """The same machine, two memories counting in bit planes: one adding the dense sets
+    through carry-save blocks and large sparse sets as bitsets with them
+    (``knobs._DENSE_CSA``, ``knobs._SPARSE_AS_DENSE`` at a threshold that leaves smaller
+    sparse sets group by group), reading the counts through the words' maxima
+    (``knobs._WORD_MAXIMA``) and joining new sets' posting lists in batches of whole
+    lists (``knobs._JOIN_LISTS``), one the path before them (each dense set through
+    every plane, every sparse set group by group, every plane read, lists joined in
+    Python slices), the reference."""
+
+    #: Knob values per side (True: the new path): _DENSE_CSA, _SPARSE_AS_DENSE,
+    #: _WORD_MAXIMA, _JOIN_LISTS (3: batches of a few lists, here).
+    KNOBS = {True: (True, 128, True, 3), False: (False, 0, False, 0)}
+
+    def _each(self) -> Iterator[tuple[bool, MemoryState]]:
+        k = wo_knobs
+        saved = (k._DENSE_CSA, k._SPARSE_AS_DENSE, k._WORD_MAXIMA, k._JOIN_LISTS)
+        for on, state in self.states.items():
+            k._DENSE_CSA, k._SPARSE_AS_DENSE, k._WORD_MAXIMA, k._JOIN_LISTS = self.KNOBS[on]
+            try:
+                yield on, state
+            finally:
+                k._DENSE_CSA, k._SPARSE_AS_DENSE, k._WORD_MAXIMA, k._JOIN_LISTS = saved
+
+
+def test_counts_old_and_new_agree() -> None:
+    run = CountsOldAndNew.TestCase()
+    run.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
+    run.runTest()
+
+
+@pytest.mark.usefixtures("small_knobs")
+def test_counts_old_and_new_agree_in_small_slices() -> None:
+    run = CountsOldAndNew.TestCase()
+    run.settings = settings(max_examples=20, stateful_step_count=25, deadline=None)
+    run.runTest()
+
+
 class MemoAndNot(BitsAndBytes):
     """The same machine, two memories: one keeping the small match sets of
     ``count_words`` across retrieves (``ccore.MEMO``, the word memo), one finding them
@@ -492,8 +607,35 @@ def test_bad_arguments_are_refused_before_c() -> None:
         bp.add_dense((np.zeros(2, np.uint64),), [1])  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="wlo"):
         bp.add_dense([np.zeros(2, np.uint64)], [1]).add(0, 3)
+    with pytest.raises(ValueError, match="set_word_maxima"):
+        bp.add_dense([np.zeros(2, np.uint64)], [1], last=True)
+    with pytest.raises(ValueError, match="set_word_maxima"):
+        bp.word_maxima(0, 1)
+    with pytest.raises(ValueError, match="set_word_maxima"):
+        bp.maxima_of_words(64, 0)
+    with pytest.raises(ValueError, match="wmax"):
+        bp.set_word_maxima(np.zeros(1, np.uint16))  # 100 groups: 2 words
+    with pytest.raises(ValueError, match="wmax"):
+        bp.set_word_maxima(np.zeros(2, np.uint32))
+    with pytest.raises(ValueError, match="wmax"):
+        bp.set_word_maxima(np.zeros(4, np.uint16)[::2])
+    bp.set_word_maxima(np.zeros(2, np.uint16))
+    with pytest.raises(ValueError, match="wlo, whi"):
+        bp.word_maxima(0, 3)
+    with pytest.raises(ValueError, match="wlo, whi"):
+        bp.word_maxima(2, 1)
+    with pytest.raises(ValueError, match="chunk"):
+        bp.maxima_of_words(100, 0)
+    with pytest.raises(ValueError, match="beyond the chunks"):
+        bp.maxima_of_words(64, 2)
     with pytest.raises(ValueError, match="bits too short"):
         ccore.bits_set(np.zeros(1, np.uint64), gids, 100)
+    with pytest.raises(ValueError, match="lo, hi"):
+        ccore.bits_set(np.zeros(2, np.uint64), gids, 100, 2, 4)
+    with pytest.raises(ValueError, match="lo, hi"):
+        ccore.bits_set(np.zeros(2, np.uint64), gids, 100, -1, 2)
+    with pytest.raises(ValueError, match="lo and hi"):
+        ccore.bits_set(np.zeros(2, np.uint64), gids, 100, 0, 2.0)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="array"):
         ccore.bits_join([[1, 2]], 10, np.zeros(1, np.uint64))  # type: ignore[list-item]
     with pytest.raises(ValueError, match="bit must"):
@@ -543,6 +685,22 @@ def test_c_checks_memory_safety_itself() -> None:
         c.bits_join([], 65, np.zeros(1, np.uint64))
     with pytest.raises(ValueError, match="planes"):
         c.bits_add_dense(np.zeros(6, np.int64), 3, 0, 1, [], [])
+    with pytest.raises(ValueError, match="wmax too short"):
+        c.bits_add_dense(planes, 3, 0, 2, [], [], True, np.zeros(1, np.uint16), 128)
+    with pytest.raises(ValueError, match="wmax"):
+        c.bits_add_dense(planes, 3, 0, 2, [], [], True, np.zeros(2, np.uint64), 128)
+    with pytest.raises(ValueError, match="out of range"):
+        c.bits_add_dense(planes, 3, 0, 2, [], [], True, np.zeros(2, np.uint16), -1)
+    with pytest.raises(ValueError, match="np <= 16"):
+        c.bits_add_dense(np.zeros(34, np.uint64), 17, 0, 2, [], [], True, np.zeros(2, np.uint16))
+    with pytest.raises(ValueError, match="out of range"):
+        c.bits_word_maxima(planes, 3, 64, 0, 2, np.zeros(2, np.uint16))  # 64 groups: 1 word
+    with pytest.raises(ValueError, match="wmax too short"):
+        c.bits_word_maxima(planes, 3, 128, 0, 2, np.zeros(1, np.uint16))
+    with pytest.raises(ValueError, match="planes too short"):
+        c.bits_word_maxima(planes[:5], 3, 128, 0, 2, np.zeros(2, np.uint16))
+    with pytest.raises(ValueError, match="wmax too short"):
+        c.bits_select(planes, 3, 0, 0, 128, 128, np.zeros(128, np.int64), np.zeros(1, np.uint16))
     # Numbers beyond n or negative are skipped, never written.
     bits = np.zeros(2, np.uint64)
     c.bits_set(bits, np.array([-5, 3, 64, 1 << 30], np.int32), 0, 4, 64)

@@ -1293,11 +1293,27 @@ e1:
     return result;
 }
 
+/* The largest count among the lanes `valid` of one word's planes `pw`. */
+static inline uint64_t
+word_max(const uint64_t *pw, int np, uint64_t valid)
+{
+    uint64_t cand = valid, c = 0;
+    if (!cand) return 0;
+    for (int j = np - 1; j >= 0; j--) {
+        uint64_t t = cand & pw[j];
+        if (t) {
+            cand = t;
+            c |= (uint64_t)1 << j;
+        }
+    }
+    return c;
+}
+
 /* bits_add_dense's loop; inlined with a constant `pn` (1 to 16) the planes of a word stay
  * in registers and a set of multiplicity 1 is added branch-free through every plane. */
 static inline __attribute__((always_inline)) void
 add_dense_fixed(uint64_t *p, int pn, Py_ssize_t wlo, Py_ssize_t whi, const uint64_t **bufs,
-                const uint64_t *mults, Py_ssize_t nsets)
+                const uint64_t *mults, Py_ssize_t nsets, uint16_t *wmax, Py_ssize_t n)
 {
     uint64_t r[MAX_PLANES];
     for (Py_ssize_t w = wlo; w < whi; w++) {
@@ -1316,37 +1332,159 @@ add_dense_fixed(uint64_t *p, int pn, Py_ssize_t wlo, Py_ssize_t whi, const uint6
             }
         }
         for (int k = 0; k < pn; k++) pw[k] = r[k];
+        if (wmax) wmax[w] = (uint16_t)word_max(r, pn, below_n(w, n));
+    }
+}
+
+/* A dense set of multiplicity up to this is added as that many sets of multiplicity 1
+ * through the carry-save blocks (a few operations a copy, the word read from L1), beyond
+ * it by bs_add's carries (branches, the planes through memory). */
+#define CSA_REPEAT 8
+
+/* A full adder over 64 lanes: *s = a + b + c's low bit, *c2 = its carry. */
+#define FULL_ADD(s, c2, a, b, c)                                                 \
+    do {                                                                         \
+        uint64_t fa_a = (a), fa_b = (b), fa_c = (c), fa_x = fa_a ^ fa_b;         \
+        (c2) = (fa_a & fa_b) | (fa_x & fa_c);                                    \
+        (s) = fa_x ^ fa_c;                                                       \
+    } while (0)
+
+/* Add the 3-bit number b0 + 2 b1 + 4 b2 (per lane) into the planes r (mod 2 ** pn, as
+ * adding its parts one by one would). The carry past the top plane is dropped. */
+static inline __attribute__((always_inline)) void
+add3_planes(uint64_t *r, int pn, uint64_t b0, uint64_t b1, uint64_t b2)
+{
+    uint64_t c = r[0] & b0;
+    r[0] ^= b0;
+    if (pn > 1) FULL_ADD(r[1], c, r[1], b1, c);
+    if (pn > 2) FULL_ADD(r[2], c, r[2], b2, c);
+    for (int k = 3; k < pn; k++) {
+        uint64_t t = r[k] & c;
+        r[k] ^= c;
+        c = t;
+    }
+}
+
+/* add_dense_fixed's sum by carry-save blocks: the sets of multiplicity 1 (`ones`; the
+ * caller lists a set of a small multiplicity m there m times) seven at a time reduced
+ * to a 3-bit number per lane by four full adders, added to the planes once (about 3
+ * word operations per set instead of 3 per plane and set), four to six left as one
+ * such block, fewer three at a time or one by one, then the other sets (`others`, any multiplicity) as
+ * add_dense_fixed adds them. Exact, and the same result: addition mod 2 ** pn in any
+ * grouping. The planes of a word stay in registers with a constant `pn`. */
+static inline __attribute__((always_inline)) void
+add_dense_csa(uint64_t *p, int pn, Py_ssize_t wlo, Py_ssize_t whi, const uint64_t **ones,
+              Py_ssize_t nones, const uint64_t **others, const uint64_t *omults,
+              Py_ssize_t nothers, uint16_t *wmax, Py_ssize_t n)
+{
+    uint64_t r[MAX_PLANES];
+    for (Py_ssize_t w = wlo; w < whi; w++) {
+        uint64_t *pw = p + w * pn;
+        for (int k = 0; k < pn; k++) r[k] = pw[k];
+        Py_ssize_t s = 0;
+        for (; s + 7 <= nones; s += 7) {
+            uint64_t s1, c1, s2, c2, b0, c3, b1, b2;
+            FULL_ADD(s1, c1, ones[s][w], ones[s + 1][w], ones[s + 2][w]);
+            FULL_ADD(s2, c2, s1, ones[s + 3][w], ones[s + 4][w]);
+            FULL_ADD(b0, c3, s2, ones[s + 5][w], ones[s + 6][w]);
+            FULL_ADD(b1, b2, c1, c2, c3);
+            add3_planes(r, pn, b0, b1, b2);
+        }
+        if (nones - s >= 4) { /* 4 to 6 left: one block, the missing inputs zero */
+            uint64_t s1, c1, b0, c2, c3 = 0, b1, b2;
+            FULL_ADD(s1, c1, ones[s][w], ones[s + 1][w], ones[s + 2][w]);
+            if (nones - s == 4) {
+                uint64_t d = ones[s + 3][w];
+                b0 = s1 ^ d;
+                c2 = s1 & d;
+            } else {
+                FULL_ADD(b0, c2, s1, ones[s + 3][w], ones[s + 4][w]);
+                if (nones - s == 6) {
+                    uint64_t f = ones[s + 5][w];
+                    c3 = b0 & f;
+                    b0 ^= f;
+                }
+            }
+            FULL_ADD(b1, b2, c1, c2, c3);
+            add3_planes(r, pn, b0, b1, b2);
+            s = nones;
+        }
+        for (; s + 3 <= nones; s += 3) {
+            uint64_t b0, b1;
+            FULL_ADD(b0, b1, ones[s][w], ones[s + 1][w], ones[s + 2][w]);
+            add3_planes(r, pn, b0, b1, 0);
+        }
+        for (; s < nones; s++) {
+            uint64_t x = ones[s][w];
+            for (int k = 0; k < pn; k++) {
+                uint64_t t = r[k] & x;
+                r[k] ^= x;
+                x = t;
+            }
+        }
+        for (Py_ssize_t o = 0; o < nothers; o++) bs_add(r, pn, others[o][w], omults[o]);
+        for (int k = 0; k < pn; k++) pw[k] = r[k];
+        if (wmax) wmax[w] = (uint16_t)word_max(r, pn, below_n(w, n));
     }
 }
 
 PyDoc_STRVAR(bits_add_dense_doc,
-"bits_add_dense(planes, np, wlo, whi, sets, mults) -> None\n\n"
+"bits_add_dense(planes, np, wlo, whi, sets, mults, csa=False, wmax=None, n=0) -> None\n\n"
 "For the words wlo..whi: add each bitset of `sets` (uint64, at least whi words) its\n"
 "multiplicity times into the planes, the planes of a word loaded once for all sets.\n"
-"O((whi - wlo) * len(sets) * np): three word operations per plane, set and word.");
+"O((whi - wlo) * len(sets) * np): three word operations per plane, set and word; with\n"
+"csa, the sets of multiplicity 1 seven at a time through carry-save adders (one of\n"
+"multiplicity m <= 8 as m such sets), about three word operations per set and word\n"
+"plus 5 np per seven sets (the same sums).\n"
+"With wmax (uint16, at least whi words; np <= 16), wmax[w] = the largest count of\n"
+"the groups below n in word w afterwards, for the words wlo..whi.");
 
 static PyObject *
 bits_add_dense(PyObject *self, PyObject *args)
 {
     PyObject *o_p, *o_sets, *o_mults;
     Py_ssize_t np, wlo, whi;
-    if (!PyArg_ParseTuple(args, "OnnnO!O!", &o_p, &np, &wlo, &whi, &PyList_Type, &o_sets,
-                          &PyList_Type, &o_mults)) {
+    int csa = 0;
+    PyObject *o_w = Py_None;
+    Py_ssize_t n = 0;
+    if (!PyArg_ParseTuple(args, "OnnnO!O!|pOn", &o_p, &np, &wlo, &whi, &PyList_Type, &o_sets,
+                          &PyList_Type, &o_mults, &csa, &o_w, &n)) {
         return NULL;
     }
     Py_ssize_t nsets = PyList_GET_SIZE(o_sets);
-    if (PyList_GET_SIZE(o_mults) != nsets || wlo < 0 || whi < wlo) {
-        PyErr_SetString(PyExc_ValueError, "sets/mults/wlo/whi out of range");
+    if (PyList_GET_SIZE(o_mults) != nsets || wlo < 0 || whi < wlo || n < 0) {
+        PyErr_SetString(PyExc_ValueError, "sets/mults/wlo/whi/n out of range");
         return NULL;
     }
-    Py_buffer pb;
-    if (get_planes(o_p, &pb, np, whi, 1) < 0) return NULL;
+    Py_buffer pb, wb;
+    uint16_t *wmax = NULL;
+    if (o_w != Py_None) {
+        if (np > 16) {
+            PyErr_SetString(PyExc_ValueError, "wmax needs np <= 16");
+            return NULL;
+        }
+        if (get(o_w, &wb, K_U16, 1, "wmax") < 0) return NULL;
+        if (LEN(wb) < whi) {
+            PyBuffer_Release(&wb);
+            PyErr_SetString(PyExc_ValueError, "wmax too short");
+            return NULL;
+        }
+        wmax = wb.buf;
+    }
+    if (get_planes(o_p, &pb, np, whi, 1) < 0) {
+        if (wmax) PyBuffer_Release(&wb);
+        return NULL;
+    }
     Py_buffer *sets = PyMem_Calloc(nsets ? nsets : 1, sizeof(Py_buffer));
     const uint64_t **bufs = PyMem_Calloc(nsets ? nsets : 1, sizeof(uint64_t *));
     uint64_t *mults = PyMem_Calloc(nsets ? nsets : 1, sizeof(uint64_t));
-    Py_ssize_t got = 0;
+    /* With csa: the sets of multiplicity 1 to CSA_REPEAT first (`nones`; a set of
+     * multiplicity m there m times), then the others, in order. */
+    const uint64_t **split = PyMem_Calloc(nsets ? nsets * CSA_REPEAT : 1, sizeof(uint64_t *));
+    uint64_t *smults = PyMem_Calloc(nsets ? nsets : 1, sizeof(uint64_t));
+    Py_ssize_t got = 0, nones = 0;
     PyObject *result = NULL;
-    if (!sets || !bufs || !mults) {
+    if (!sets || !bufs || !mults || !split || !smults) {
         PyErr_NoMemory();
         goto done;
     }
@@ -1361,18 +1499,48 @@ bits_add_dense(PyObject *self, PyObject *args)
         }
         bufs[got] = sets[got].buf;
     }
-    switch ((int)np) {
+    if (csa) {
+        Py_ssize_t no = 0;
+        for (Py_ssize_t s = 0; s < nsets; s++) {
+            if (mults[s] <= CSA_REPEAT) {
+                for (uint64_t k = 0; k < mults[s]; k++) split[nones++] = bufs[s];
+            }
+        }
+        for (Py_ssize_t s = 0; s < nsets; s++) {
+            if (mults[s] > CSA_REPEAT) {
+                split[nones + no] = bufs[s];
+                smults[no++] = mults[s];
+            }
+        }
+        switch ((int)np) {
+#define CSA_CASE(PN)                                                                     \
+    case PN:                                                                             \
+        add_dense_csa(pb.buf, PN, wlo, whi, split, nones, split + nones, smults, no,     \
+                      wmax, n);                                                          \
+        break;
+            CSA_CASE(1) CSA_CASE(2) CSA_CASE(3) CSA_CASE(4) CSA_CASE(5)
+            CSA_CASE(6) CSA_CASE(7) CSA_CASE(8) CSA_CASE(9) CSA_CASE(10)
+            CSA_CASE(11) CSA_CASE(12) CSA_CASE(13) CSA_CASE(14) CSA_CASE(15)
+            CSA_CASE(16)
+#undef CSA_CASE
+        default:
+            add_dense_csa(pb.buf, (int)np, wlo, whi, split, nones, split + nones, smults, no,
+                          wmax, n);
+        }
+    } else {
+        switch ((int)np) {
 #define DENSE_CASE(PN)                                                           \
     case PN:                                                                     \
-        add_dense_fixed(pb.buf, PN, wlo, whi, bufs, mults, nsets);               \
+        add_dense_fixed(pb.buf, PN, wlo, whi, bufs, mults, nsets, wmax, n);      \
         break;
-        DENSE_CASE(1) DENSE_CASE(2) DENSE_CASE(3) DENSE_CASE(4) DENSE_CASE(5)
-        DENSE_CASE(6) DENSE_CASE(7) DENSE_CASE(8) DENSE_CASE(9) DENSE_CASE(10)
-        DENSE_CASE(11) DENSE_CASE(12) DENSE_CASE(13) DENSE_CASE(14) DENSE_CASE(15)
-        DENSE_CASE(16)
+            DENSE_CASE(1) DENSE_CASE(2) DENSE_CASE(3) DENSE_CASE(4) DENSE_CASE(5)
+            DENSE_CASE(6) DENSE_CASE(7) DENSE_CASE(8) DENSE_CASE(9) DENSE_CASE(10)
+            DENSE_CASE(11) DENSE_CASE(12) DENSE_CASE(13) DENSE_CASE(14) DENSE_CASE(15)
+            DENSE_CASE(16)
 #undef DENSE_CASE
-    default:
-        add_dense_fixed(pb.buf, (int)np, wlo, whi, bufs, mults, nsets);
+        default:
+            add_dense_fixed(pb.buf, (int)np, wlo, whi, bufs, mults, nsets, wmax, n);
+        }
     }
     result = Py_NewRef(Py_None);
 done:
@@ -1380,24 +1548,11 @@ done:
     PyMem_Free(sets);
     PyMem_Free(bufs);
     PyMem_Free(mults);
+    PyMem_Free(split);
+    PyMem_Free(smults);
     PyBuffer_Release(&pb);
+    if (wmax) PyBuffer_Release(&wb);
     return result;
-}
-
-/* The largest count among the lanes `valid` of one word's planes `pw`. */
-static inline uint64_t
-word_max(const uint64_t *pw, int np, uint64_t valid)
-{
-    uint64_t cand = valid, c = 0;
-    if (!cand) return 0;
-    for (int j = np - 1; j >= 0; j--) {
-        uint64_t t = cand & pw[j];
-        if (t) {
-            cand = t;
-            c |= (uint64_t)1 << j;
-        }
-    }
-    return c;
 }
 
 PyDoc_STRVAR(bits_maxima_doc,
@@ -1451,31 +1606,85 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(bits_word_maxima_doc,
+"bits_word_maxima(planes, np, n, wlo, whi, wmax) -> None\n\n"
+"wmax[w] (uint16) = the largest count among the groups below n of word w (64 groups),\n"
+"for the words wlo..whi (np <= 16). O((whi - wlo) * np).");
+
+static PyObject *
+bits_word_maxima(PyObject *self, PyObject *args)
+{
+    PyObject *o_p, *o_w;
+    Py_ssize_t np, n, wlo, whi;
+    if (!PyArg_ParseTuple(args, "OnnnnO", &o_p, &np, &n, &wlo, &whi, &o_w)) return NULL;
+    if (n < 0 || wlo < 0 || whi < wlo || whi > NWORDS(n) || np > 16) {
+        PyErr_SetString(PyExc_ValueError, "n/wlo/whi/np out of range");
+        return NULL;
+    }
+    Py_buffer pb, wb;
+    if (get_planes(o_p, &pb, np, whi, 0) < 0) return NULL;
+    if (get(o_w, &wb, K_U16, 1, "wmax") < 0) {
+        PyBuffer_Release(&pb);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    if (LEN(wb) < whi) {
+        PyErr_SetString(PyExc_ValueError, "wmax too short");
+        goto done;
+    }
+    {
+        const uint64_t *p = pb.buf;
+        uint16_t *wmax = wb.buf;
+        for (Py_ssize_t w = wlo; w < whi; w++) {
+            wmax[w] = (uint16_t)word_max(p + w * np, (int)np, below_n(w, n));
+        }
+    }
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&wb);
+    PyBuffer_Release(&pb);
+    return result;
+}
+
 PyDoc_STRVAR(bits_select_doc,
-"bits_select(planes, np, c, glo, ghi, n, out) -> int\n\n"
+"bits_select(planes, np, c, glo, ghi, n, out, wmax=None) -> int\n\n"
 "The group numbers g in glo..ghi, below n, whose count is c, ascending, written to out\n"
-"(int64, at least ghi - glo); returns how many. O((ghi - glo) / 64 * np + found).");
+"(int64, at least ghi - glo); returns how many. O((ghi - glo) / 64 * np + found).\n"
+"With wmax (uint16, bits_word_maxima's, over at least the words up to ghi) a word\n"
+"whose largest count is below c is skipped unread: O((ghi - glo) / 64 + words read).");
 
 static PyObject *
 bits_select(PyObject *self, PyObject *args)
 {
-    PyObject *o_p, *o_out;
+    PyObject *o_p, *o_out, *o_w = Py_None;
     Py_ssize_t np, glo, ghi, n;
     unsigned long long c;
-    if (!PyArg_ParseTuple(args, "OnKnnnO", &o_p, &np, &c, &glo, &ghi, &n, &o_out)) return NULL;
+    if (!PyArg_ParseTuple(args, "OnKnnnO|O", &o_p, &np, &c, &glo, &ghi, &n, &o_out, &o_w)) {
+        return NULL;
+    }
     if (n < 0 || glo < 0 || ghi < glo) {
         PyErr_SetString(PyExc_ValueError, "glo/ghi/n out of range");
         return NULL;
     }
     if (ghi > n) ghi = n;
     if (glo > ghi) glo = ghi;
-    Py_buffer pb, ob;
-    if (get_planes(o_p, &pb, np, NWORDS(ghi), 0) < 0) return NULL;
-    if (get(o_out, &ob, K_I64, 1, "out") < 0) {
-        PyBuffer_Release(&pb);
-        return NULL;
+    Py_buffer pb, ob, wb;
+    const uint16_t *wmax = NULL;
+    if (o_w != Py_None) {
+        if (get(o_w, &wb, K_U16, 0, "wmax") < 0) return NULL;
+        if (LEN(wb) < NWORDS(ghi)) {
+            PyBuffer_Release(&wb);
+            PyErr_SetString(PyExc_ValueError, "wmax too short");
+            return NULL;
+        }
+        wmax = wb.buf;
     }
     PyObject *result = NULL;
+    if (get_planes(o_p, &pb, np, NWORDS(ghi), 0) < 0) goto e1;
+    if (get(o_out, &ob, K_I64, 1, "out") < 0) {
+        PyBuffer_Release(&pb);
+        goto e1;
+    }
     if (LEN(ob) < ghi - glo) {
         PyErr_SetString(PyExc_ValueError, "out too short");
         goto done;
@@ -1487,6 +1696,7 @@ bits_select(PyObject *self, PyObject *args)
         int pn = (int)np;
         if (glo < ghi && (pn >= 64 || (c >> pn) == 0)) {
             for (Py_ssize_t w = glo >> 6; w <= (ghi - 1) >> 6; w++) {
+                if (wmax && wmax[w] < c) continue;
                 const uint64_t *pw = p + w * np;
                 uint64_t eq = below_n(w, ghi) & ~below_n(w, glo);
                 for (int j = 0; eq && j < pn; j++) {
@@ -1503,6 +1713,8 @@ bits_select(PyObject *self, PyObject *args)
 done:
     PyBuffer_Release(&ob);
     PyBuffer_Release(&pb);
+e1:
+    if (wmax) PyBuffer_Release(&wb);
     return result;
 }
 
@@ -1627,10 +1839,14 @@ bits_from_masks(PyObject *self, PyObject *args)
         const uint64_t *m = mb.buf;
         uint64_t *b = bb.buf;
         Py_ssize_t hits = 0;
-        for (Py_ssize_t g = lo; g < hi; g++) {
-            uint64_t on = (m[g] >> bit) & 1;
-            b[g >> 6] |= on << (g & 63);
-            hits += (Py_ssize_t)on;
+        /* A word of bits gathered in a register, then one OR into `bits` (one store per
+         * 64 groups: a store per group chained every iteration through memory). */
+        for (Py_ssize_t g = lo; g < hi;) {
+            Py_ssize_t w = g >> 6, end = (w + 1) * 64 < hi ? (w + 1) * 64 : hi;
+            uint64_t acc = 0;
+            for (; g < end; g++) acc |= ((m[g] >> bit) & 1) << (g & 63);
+            b[w] |= acc;
+            hits += __builtin_popcountll(acc);
         }
         result = PyLong_FromSsize_t(hits);
     }
@@ -2330,6 +2546,7 @@ static PyMethodDef methods[] = {
     {"bits_add_sparse", bits_add_sparse, METH_VARARGS, bits_add_sparse_doc},
     {"bits_unmark", bits_unmark, METH_VARARGS, bits_unmark_doc},
     {"bits_add_dense", bits_add_dense, METH_VARARGS, bits_add_dense_doc},
+    {"bits_word_maxima", bits_word_maxima, METH_VARARGS, bits_word_maxima_doc},
     {"bits_maxima", bits_maxima, METH_VARARGS, bits_maxima_doc},
     {"bits_select", bits_select, METH_VARARGS, bits_select_doc},
     {"bits_count", bits_count, METH_VARARGS, bits_count_doc},

@@ -345,7 +345,9 @@ def _gids(gids: Any, lo: int, hi: int) -> None:
 
 # The kernels' own argument checks and dtypes: one way to refuse a bad argument.
 _need = kernels._need
+_check_int_arrays = kernels._check_int_arrays
 _I32, _I64 = kernels._I32, kernels._I64
+_U16 = np.dtype(np.uint16)
 
 
 class BitPlanes:
@@ -368,7 +370,7 @@ class BitPlanes:
         TypeError, ValueError: An argument of the wrong type or size.
     """
 
-    __slots__ = ("_c", "_n", "_np", "_planes", "_xbits")
+    __slots__ = ("_c", "_n", "_np", "_planes", "_wmax", "_xbits")
 
     def __init__(self, planes: np.ndarray[Any, Any], np_: int, n: int) -> None:
         _need(type(np_) is int and 1 <= np_ <= MAX_PLANES, "np_ must be in [1, MAX_PLANES]")
@@ -378,6 +380,7 @@ class BitPlanes:
         self._c = _module()
         self._planes, self._np, self._n = planes, np_, n
         self._xbits: np.ndarray[Any, Any] | None = None
+        self._wmax: np.ndarray[Any, Any] | None = None
 
     @property
     def planes(self) -> np.ndarray[Any, Any]:
@@ -415,10 +418,61 @@ class BitPlanes:
         _gids(gids, lo, hi)
         self._c.bits_unmark(self._xbits, gids, lo, hi, self._n)
 
-    def add_dense(self, sets: list[np.ndarray[Any, Any]], mults: list[int]) -> DenseBits:
+    def set_word_maxima(self, wmax: np.ndarray[Any, Any]) -> None:
+        """Give room for the largest count of each 64-group word: ``wmax``, uint16, at
+        least ``words_of(n)`` elements (garbage until written by :meth:`word_maxima` or
+        a last :meth:`add_dense`; :meth:`select` and :meth:`maxima_of_words` read it).
+        O(1).
+
+        Raises:
+            ValueError: A bad array.
+        """
+        have = kernels._array_of("wmax", wmax, _U16, writable=True)
+        _need(have >= words_of(self._n), "wmax too short")
+        self._wmax = wmax
+
+    def add_dense(
+        self, sets: list[np.ndarray[Any, Any]], mults: list[int], last: bool = False
+    ) -> DenseBits:
         """An adder of the bitsets ``sets`` (uint64, over at least ``n`` groups), each
-        its multiplicity of ``mults`` times, a range of words at a time. O(sets)."""
-        return DenseBits(self, sets, mults)
+        its multiplicity of ``mults`` times, a range of words at a time. With ``last``
+        (no count changes after it; :meth:`set_word_maxima` first) each range's word
+        maxima are written in the same pass. O(sets).
+
+        Raises:
+            ValueError: ``last`` without :meth:`set_word_maxima`.
+        """
+        _need(not last or self._wmax is not None, "set_word_maxima first")
+        return DenseBits(self, sets, mults, last)
+
+    def word_maxima(self, wlo: int, whi: int) -> None:
+        """Write the largest count of the words ``wlo:whi`` (64 groups each, those below
+        ``n``) to the word maxima (:meth:`set_word_maxima`). O((whi - wlo) * np_).
+
+        Raises:
+            ValueError: No word maxima given, or a bad range.
+        """
+        _need(self._wmax is not None, "set_word_maxima first")
+        _need(type(wlo) is int and type(whi) is int, "wlo and whi must be ints")
+        _need(0 <= wlo <= whi <= words_of(self._n), "wlo, whi out of range")
+        self._c.bits_word_maxima(self._planes, self._np, self._n, wlo, whi, self._wmax)
+
+    def maxima_of_words(self, chunk: int, c: int) -> int:
+        """:meth:`maxima` of chunk ``c`` alone, from the word maxima (written for every
+        word of the chunk by then). O(chunk / 64).
+
+        Raises:
+            ValueError: No word maxima, ``chunk`` not a positive multiple of 64, or
+                ``c`` beyond the chunks.
+        """
+        wmax = self._wmax
+        _need(wmax is not None, "set_word_maxima first")
+        assert wmax is not None
+        _need(type(chunk) is int and chunk > 0 and chunk % 64 == 0, "chunk: a multiple of 64")
+        _need(type(c) is int and 0 <= c < -(-self._n // chunk), "c beyond the chunks")
+        per = chunk // 64
+        part = wmax[c * per : min((c + 1) * per, words_of(self._n))]
+        return int(part.max())
 
     def count_words_args(self) -> tuple[np.ndarray[Any, Any], int]:
         """(planes, np_) for :func:`count_words`'s ``counts`` and ``planes``."""
@@ -440,7 +494,10 @@ class BitPlanes:
 
     def select(self, c: int, glo: int, ghi: int, out: np.ndarray[Any, Any]) -> int:
         """Write the group numbers ``g`` in ``glo:ghi`` (and below ``n``) whose count is
-        ``c`` to ``out`` (int64), ascending; how many. O((ghi - glo) / 64 * np_).
+        ``c`` to ``out`` (int64), ascending; how many. O((ghi - glo) / 64 * np_); with
+        word maxima (:meth:`set_word_maxima`, written by then for the words read) the
+        words whose largest count is below ``c`` are skipped unread: O((ghi - glo) / 64
+        + words read * np_).
 
         Raises:
             ValueError: A bad range, or ``out`` shorter than ``ghi - glo``.
@@ -449,7 +506,9 @@ class BitPlanes:
         _need(0 <= glo <= ghi, "glo, ghi out of range")
         room = kernels._array_of("out", out, _I64, writable=True)
         _need(room >= min(ghi, self._n) - min(glo, self._n), "out too short")
-        got: int = self._c.bits_select(self._planes, self._np, c, glo, ghi, self._n, out)
+        got: int = self._c.bits_select(
+            self._planes, self._np, c, glo, ghi, self._n, out, self._wmax
+        )
         return got
 
     def count(self, g: int) -> int:
@@ -468,10 +527,14 @@ class DenseBits:
     """Adds packed match sets into :class:`BitPlanes`, a range of words at a time (the
     sets are checked once, here; :meth:`add` checks its range)."""
 
-    __slots__ = ("_mults", "_planes", "_sets")
+    __slots__ = ("_last", "_mults", "_planes", "_sets")
 
     def __init__(
-        self, planes: BitPlanes, sets: list[np.ndarray[Any, Any]], mults: list[int]
+        self,
+        planes: BitPlanes,
+        sets: list[np.ndarray[Any, Any]],
+        mults: list[int],
+        last: bool = False,
     ) -> None:
         if type(sets) is not list or type(mults) is not list:
             raise TypeError("sets and mults must be lists")
@@ -481,29 +544,53 @@ class DenseBits:
         for m in mults:
             _need(type(m) is int and 0 <= m < 1 << 63, "multiplicities must be ints >= 0")
         self._planes, self._sets, self._mults = planes, list(sets), list(mults)
+        self._last = bool(last)
 
     def add(self, wlo: int, whi: int) -> None:
-        """Add the sets' words ``wlo:whi``. O((whi - wlo) * sets * np_) at worst.
+        """Add the sets' words ``wlo:whi``: with ``knobs._DENSE_CSA`` the sets of
+        multiplicity 1 seven at a time through carry-save adders (about 3 word
+        operations per set and word, plus ``5 np_`` per seven), else each through every
+        plane (``3 np_``); the same counts. A last adder writes the words' maxima too.
+        O((whi - wlo) * sets * np_) at worst.
 
         Raises:
             ValueError: Not ``0 <= wlo <= whi <= words_of(n)``.
         """
         p = self._planes
         _need(0 <= wlo <= whi <= words_of(p._n), "wlo, whi out of range")
-        p._c.bits_add_dense(p._planes, p._np, wlo, whi, self._sets, self._mults)
+        p._c.bits_add_dense(
+            p._planes,
+            p._np,
+            wlo,
+            whi,
+            self._sets,
+            self._mults,
+            bool(knobs._DENSE_CSA),
+            p._wmax if self._last else None,
+            p._n,
+        )
 
 
-def bits_set(bits: np.ndarray[Any, Any], gids: np.ndarray[Any, Any], n: int) -> None:
-    """Set the bits of the group numbers ``g < n`` of ``gids`` (int32) in ``bits``
-    (uint64, over at least ``n`` groups). O(len(gids)).
+def bits_set(
+    bits: np.ndarray[Any, Any],
+    gids: np.ndarray[Any, Any],
+    n: int,
+    lo: int = 0,
+    hi: int | None = None,
+) -> None:
+    """Set the bits of the group numbers ``g < n`` of ``gids[lo:hi]`` (int32; ``hi``
+    None: to the end) in ``bits`` (uint64, over at least ``n`` groups). O(hi - lo).
 
     Raises:
         TypeError, ValueError: An argument of the wrong type or size.
     """
     _need(type(n) is int and n >= 0, "n must be an int >= 0")
     _bitset("bits", bits, n, writable=True)
-    _gids(gids, 0, len(gids))
-    _module().bits_set(bits, gids, 0, len(gids), n)
+    if hi is None:
+        hi = kernels._array_of("gids", gids, _I32)
+    _need(type(lo) is int and type(hi) is int, "lo and hi must be ints")
+    _gids(gids, lo, hi)
+    _module().bits_set(bits, gids, lo, hi, n)
 
 
 def bits_join(lists: list[array[int]], n: int, bits: np.ndarray[Any, Any]) -> None:
@@ -515,9 +602,7 @@ def bits_join(lists: list[array[int]], n: int, bits: np.ndarray[Any, Any]) -> No
     """
     if type(lists) is not list:
         raise TypeError("lists must be a list")
-    for lst in lists:
-        if not isinstance(lst, array) or lst.typecode != "i":
-            raise TypeError("posting lists must be array('i')")
+    _check_int_arrays(lists)
     _need(type(n) is int and n >= 0, "n must be an int >= 0")
     _bitset("bits", bits, n, writable=True)
     _module().bits_join(lists, n, bits)

@@ -53,3 +53,27 @@ _ADD_KNOWN = True
 #: place. False: the path before it (``_ADD_KNOWN``'s choice); the same structures
 #: (``stress/bench_store64.py --state`` compares both).
 _ADD_CACHED = True
+#: The dense sets of a retrieve's bit-sliced counts are added seven at a time through
+#: carry-save adders (``ccore.DenseBits``, about a third of the word operations at six
+#: planes). False: one set at a time through every plane, the path before it (the same
+#: counts; ``stress/bench_wocore.py --dense`` compares both).
+_DENSE_CSA = True
+#: A sparse match set of at least ``n / _SPARSE_AS_DENSE`` group numbers (``n`` the
+#: retrieve's groups) is turned into a bitset and added with the dense sets (a set bit
+#: per group, then ``n / 64`` word operations shared with the other sets) instead of
+#: group by group into the planes (a mark, a carry through the planes and an unmark per
+#: number, random accesses). 0: never, the path before it (the same counts). Pays with
+#: ``_DENSE_CSA`` only: one set at a time through every plane, the bitsets cost more
+#: than the group-by-group adds they replace.
+_SPARSE_AS_DENSE = 128
+#: A retrieve's bit-sliced counts keep the largest count of each 64-group word (written
+#: by the last pass over the planes, ``ccore.BitPlanes.set_word_maxima``): a chunk's
+#: largest count is read from them, and the groups of a count are selected only in the
+#: words that can hold it. False: both read every plane of every word, the path before
+#: it (the same groups).
+_WORD_MAXIMA = True
+#: A new match set is joined from its posting lists in C a batch of whole lists at a
+#: time (up to ``_JOIN`` postings and this many lists between two yields). 0: in
+#: slices of at most ``_STEP // 2`` lists joined in Python, the path before it (the
+#: same sets).
+_JOIN_LISTS = 1024

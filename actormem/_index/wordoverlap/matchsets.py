@@ -12,7 +12,9 @@ word costs one vectorised add.
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_right
 from collections.abc import Generator
+from itertools import accumulate
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -161,6 +163,11 @@ class MatchFinder:
                 room = np.empty(sum(map(len, lists)), np.int32)  # the lists as they are now
                 out = room[: kernels.wo_join(lists, n, room, None)]
             lists, lens = [], []  # done
+        if lists and knobs._JOIN_LISTS > 0 and kernels.active() and (bits or not dense):
+            # Whole lists joined in C a batch at a time (at most _JOIN postings as read
+            # and _JOIN_LISTS lists); a list longer than _JOIN alone, in slices below.
+            yield from self._join_batches(lists, lens, n, out if dense else None, parts)
+            lists, lens = [], []  # done
         slices: list[array[int]] = []
         size = 0
         for k, (lst, length) in enumerate(zip(lists, lens, strict=True)):
@@ -190,6 +197,52 @@ class MatchFinder:
         if total >= self._cache_min:
             e.cache.remember(w, n, dense, out)
         return (_DENSE_SET if dense else _SPARSE_SET), out
+
+    @staticmethod
+    def _join_batches(
+        lists: list[array[int]],
+        lens: list[int],
+        n: int,
+        bits: np.ndarray[Any, Any] | None,
+        parts: list[np.ndarray[Any, Any]],
+    ) -> Generator[None, None, None]:
+        """The group numbers below ``n`` of the posting ``lists`` (``lens``: their
+        lengths when first read, which bound a step's work: the owner only appends newer
+        numbers, dropped here) set in the bitset ``bits`` (uint64), or with ``bits``
+        None appended to ``parts`` as int32 arrays: whole lists a C call at a time, up
+        to ``knobs._JOIN`` postings and ``knobs._JOIN_LISTS`` lists between two yields;
+        a list longer than ``_JOIN`` by itself, a ``_JOIN`` slice per yield. The same
+        set as :meth:`match_steps`' slices of at most ``_STEP // 2`` lists (the order of
+        a sparse set's numbers may differ; it is unordered). O(postings + lists / C)
+        in steps."""
+        join, most = knobs._JOIN, max(1, knobs._JOIN_LISTS)
+        ends = list(accumulate(lens))  # postings before each list's end
+        i, count = 0, len(lists)
+        while i < count:
+            length = lens[i]
+            if length > join:  # a long list: slices (copies)
+                lst = lists[i]
+                for start in range(0, length, join):
+                    gids = np.frombuffer(lst[start : start + join], np.int32)
+                    gids = gids[gids < n]
+                    if bits is not None:
+                        ccore.bits_set(bits, gids, n)
+                    else:
+                        parts.append(gids)
+                    yield
+                i += 1
+                continue
+            before = ends[i] - length
+            j = min(bisect_right(ends, before + join, i), i + most, count)
+            j = max(j, i + 1)
+            batch = lists[i:j]
+            if bits is not None:
+                ccore.bits_join(batch, n, bits)
+            else:
+                room = np.empty(sum(map(len, batch)), np.int32)  # the lists as they are now
+                parts.append(room[: kernels.wo_join(batch, n, room, None)])
+            i = j
+            yield
 
     def _short_set(
         self,

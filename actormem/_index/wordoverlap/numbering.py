@@ -130,6 +130,7 @@ class _Numbering:
         "pdead",
         "pending",
         "post",
+        "bitsets",
         "recent",
         "scratch",
         "tokcache",
@@ -172,6 +173,9 @@ class _Numbering:
         #: ``ccore.add_text_cached``), made at the first add through it; None before.
         #: The purge tells it of every list it deletes or replaces.
         self.tokcache: object | None = None
+        #: Spare bitsets over the current capacity (``words_of(capacity)`` uint64): a
+        #: retrieve's large sparse match sets added as dense ones (see ``search``).
+        self.bitsets = ScratchPool(knobs._POOL, 32 << 20)
 
     def grow(self) -> None:
         """Double the arrays' capacity (new arrays: readers keep the old ones). O(n)."""
@@ -185,6 +189,7 @@ class _Numbering:
         lo[:n], hi[:n] = self.masks[0][:n], self.masks[1][:n]
         self.maxrel, self.minseq, self.masks = maxrel, minseq, (lo, hi)
         self.scratch.clear()
+        self.bitsets.clear()
 
     def fill_masks(self, most: int | None = None) -> None:
         """Compute the pending masks (numbers ``masked`` to ``n``), or the first

@@ -368,17 +368,23 @@ class WordOverlapSearch:
         n: int,
         bp: ccore.BitPlanes,
         xbits: np.ndarray[Any, Any],
+        maxima: bool = False,
     ) -> Generator[None, None, None]:
         """Add every query word's match set (``mult``: word -> multiplicity) into the
         bit-sliced counts ``bp`` over the groups below ``n``: the words with small sets
         in C (``count_words``), sparse sets group by group (``add_sparse``, each once,
-        then ``unmark``), dense bitsets in one pass at the end (a set only gains numbers
+        then ``unmark``) or, from ``n / knobs._SPARSE_AS_DENSE`` numbers, as new bitsets
+        with the dense ones, dense bitsets in one pass at the end (a set only gains numbers
         at or above this retrieve's ``n``, so deferring changes nothing). ``xbits``: room
         for the marks of a sparse set (``words_of(n)``, garbage; zeroed here when first
-        needed). O(words + postings + n / 64 * planes) in steps."""
+        needed). With ``maxima``, last the largest count of each 64-group word
+        (``bp.set_word_maxima``), in the dense pass or a pass of its own. O(words +
+        postings + n / 64 * planes) in steps."""
         ready = False
         dense: list[np.ndarray[Any, Any]] = []
         dense_mult: list[int] = []
+        taken: list[np.ndarray[Any, Any]] = []  # bitsets from e.bitsets
+        words_n, words_cap = ccore.words_of(n), ccore.words_of(len(e.maxrel))
 
         def add_word(w: str, m: int) -> Generator[None, None, None]:
             nonlocal ready
@@ -389,15 +395,25 @@ class WordOverlapSearch:
                 dense.append(data)
                 dense_mult.append(m)
                 return
+            if data.dtype != np.int32:
+                data = data.astype(np.int32)
+            size = len(data)
+            if knobs._SPARSE_AS_DENSE > 0 and size * knobs._SPARSE_AS_DENSE >= n:
+                # Large: as a bitset, added with the dense sets (the same counts).
+                as_bits = yield from e.bitsets.take_steps(np.uint64, words_n, words_cap)
+                taken.append(as_bits)
+                for start in range(0, size, knobs._JOIN):  # random writes: _JOIN at a time
+                    ccore.bits_set(as_bits, data, n, start, min(size, start + knobs._JOIN))
+                    yield
+                dense.append(as_bits)
+                dense_mult.append(m)
+                return
             if not ready:
                 for start in range(0, len(xbits), knobs._CHUNK):
                     xbits[start : start + knobs._CHUNK] = 0
                     yield
                 bp.set_scratch(xbits)
                 ready = True
-            if data.dtype != np.int32:
-                data = data.astype(np.int32)
-            size = len(data)
             for start in range(0, size, knobs._JOIN):  # random writes: _JOIN at a time
                 bp.add_sparse(data, start, min(size, start + knobs._JOIN), m)
                 if size > knobs._JOIN:
@@ -410,16 +426,22 @@ class WordOverlapSearch:
 
         planes, n_planes = bp.count_words_args()
         yield from self._core_words(e, mult, n, planes, n_planes, lambda i, w, m: add_word(w, m))
+        top = ccore.words_of(n)
         if dense:
             # About 2 * _CHUNK words of each set between two yields, fewer with more sets.
             step = max(64, knobs._CHUNK * 2 // max(8, len(dense)))
-            adder = bp.add_dense(dense, dense_mult)
-            top = ccore.words_of(n)
+            adder = bp.add_dense(dense, dense_mult, last=maxima)
             for lo in range(0, top, step):
                 adder.add(lo, min(top, lo + step))
                 yield
             del adder
             del dense
+        elif maxima:
+            for lo in range(0, top, knobs._CHUNK):
+                bp.word_maxima(lo, min(top, lo + knobs._CHUNK))
+                yield
+        for as_bits in taken:
+            e.bitsets.give(as_bits, words_cap)
 
     def _top_k_bits(
         self,
@@ -443,8 +465,10 @@ class WordOverlapSearch:
         n_planes = n_words.bit_length()
         # Planes from the pool, zeroed for the `n` groups this retrieve sees; after the
         # room for MAX_PLANES planes, a sparse set's words (`_count_bits`).
+        # room for MAX_PLANES planes, a sparse set's words (`_count_bits`), then the
+        # words' largest counts (uint16, a quarter of a uint64 each).
         words_cap = ccore.words_of(len(e.maxrel))
-        cap = words_cap * (ccore.MAX_PLANES + 1)
+        cap = words_cap * (ccore.MAX_PLANES + 1) + (words_cap + 3) // 4
         words_n = ccore.words_of(n)
         planes_all: np.ndarray[Any, Any] = yield from e.scratch.take_steps(
             np.uint64, words_n * n_planes, cap
@@ -453,7 +477,12 @@ class WordOverlapSearch:
             planes_all = yield from zeroed_steps(cap, np.uint64)
         bp = ccore.BitPlanes(planes_all[: words_cap * ccore.MAX_PLANES], n_planes, n)
         xbits = planes_all[words_cap * ccore.MAX_PLANES :][:words_n]
-        yield from self._count_bits(e, mult, n, bp, xbits)
+        # Counts below 2 ** 16 (MAX_PLANES planes) fit the word maxima.
+        by_words = bool(knobs._WORD_MAXIMA) and n_planes <= 16
+        if by_words:
+            wmax = planes_all[words_cap * (ccore.MAX_PLANES + 1) :].view(np.uint16)[:words_n]
+            bp.set_word_maxima(wmax)
+        yield from self._count_bits(e, mult, n, bp, xbits, by_words)
 
         # The largest count per chunk of knobs._BITS_CHUNK groups (whole words), a chunk
         # between two yields; then the groups of a count a chunk per call. The chunks and
@@ -466,8 +495,11 @@ class WordOverlapSearch:
         chunks = -(-n // chunk)
         most = np.zeros(max(1, chunks), np.int64)
         for c0 in range(chunks):
-            bp.maxima(chunk, c0, c0 + 1, most)
-            yield
+            if by_words:  # from the words' largest counts, an eighth of a plane's bytes
+                most[c0] = bp.maxima_of_words(chunk, c0)
+            else:
+                bp.maxima(chunk, c0, c0 + 1, most)
+                yield
         tops = [(i * chunk, m) for i, m in enumerate(most[:chunks].tolist()) if m]
         # Room for a chunk's groups, pooled (only the pages written are touched).
         found_buf = yield from e.scratch.take_steps(np.int64, 0, chunk)
@@ -483,7 +515,8 @@ class WordOverlapSearch:
             bp.count,
         )  # fmt: skip
         e.scratch.give(found_buf, chunk)
-        e.scratch.give(planes_all, ccore.words_of(len(e.maxrel)) * (ccore.MAX_PLANES + 1))
+        words_cap = ccore.words_of(len(e.maxrel))
+        e.scratch.give(planes_all, words_cap * (ccore.MAX_PLANES + 1) + (words_cap + 3) // 4)
         return result
 
     def _rank_steps(
