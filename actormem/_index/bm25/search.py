@@ -267,8 +267,9 @@ class MaxScoreSearch:
         # A step re-takes every list's buffers (O(terms)): long queries get longer steps.
         budget = 4 * knobs._CHUNK + 64 * len(terms)
         daat = kernels.Bm25Daat(
-            terms, lengths, parts, max(limit, knobs._CHUNK // 4), knobs._COST_SPLIT
-        )
+            terms, lengths, parts, max(limit, knobs._CHUNK // 4), knobs._COST_SPLIT,
+            knobs._PREFETCH_WALK,
+        )  # fmt: skip
         seed_room = max(limit, knobs._SEED_ROOM) if knobs._COST_SPLIT else 0
         seeds = sorted(range(len(terms)), key=bounds.__getitem__)[-knobs._SEEDS :]
         if knobs._COST_SPLIT and knobs._C_OFFER and not ex.weighted and limit <= knobs._C_OFFER_MAX:
