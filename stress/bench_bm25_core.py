@@ -20,7 +20,9 @@ windows of groups); the store cost then compares the same path twice. ``--old
 core-offer`` makes *old* the core with each step's groups offered to the heap of records
 in Python (``knobs._C_OFFER = False``) and *new* the core offering them in C as it finds
 them (theta rises within a step). ``--old core-prefetch`` makes *old* the core's walk
-without its prefetch of the lengths (``knobs._PREFETCH_WALK = False``).
+without its prefetch of the lengths (``knobs._PREFETCH_WALK = False``), ``--old
+core-window`` the record heap's path with windows of 1,024 groups, not 4,096
+(``knobs._WIDE_WINDOWS = False``).
 
 ``--warm`` runs each query once untimed before its timed pair (``time_paired``): without
 it the first run of a pair reads the query's posting lists from memory and the second
@@ -70,8 +72,9 @@ def make(name: str) -> BM25Scorer:
 
 
 #: What *old* is: ``python`` (the Python driver), ``core-bound`` (the core's driver
-#: with MaxScore's split by bound), ``core-offer`` (the groups offered in Python) or
-#: ``core-prefetch`` (the walk without its prefetch); set by ``main``.
+#: with MaxScore's split by bound), ``core-offer`` (the groups offered in Python),
+#: ``core-prefetch`` (the walk without its prefetch) or ``core-window`` (narrower windows);
+#: set by ``main``.
 OLD = "python"
 
 
@@ -82,6 +85,8 @@ def switch(new: bool) -> None:
         knobs._C_OFFER = new
     elif OLD == "core-prefetch":
         knobs._PREFETCH_WALK = new
+    elif OLD == "core-window":
+        knobs._WIDE_WINDOWS = new
     else:
         knobs._COST_SPLIT = new
 
@@ -122,11 +127,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--adds", type=positive_int, default=50_000, help="entries for store cost")
     p.add_argument(
         "--old",
-        choices=("python", "core-bound", "core-offer", "core-prefetch"),
+        choices=("python", "core-bound", "core-offer", "core-prefetch", "core-window"),
         default="python",
         help="old: the Python driver, the core's driver with MaxScore's split by bound, or"
         " the core's driver with the groups offered to the heap in Python (core-offer), or"
-        " the core's walk without prefetching the lengths (core-prefetch)",
+        " the core's walk without prefetching the lengths (core-prefetch), or the heap in C"
+        " with windows of 1,024 groups (core-window)",
     )
     p.add_argument(
         "--warm",

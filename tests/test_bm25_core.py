@@ -347,11 +347,14 @@ def test_long_lists_with_blocks_agree(name: str, small: bool, monkeypatch: Any) 
     three.query(three.view(), "t0 t1 t5 t30", 10)
 
 
-def test_many_windows_agree() -> None:
+@pytest.mark.parametrize("wide", [True, False])
+def test_many_windows_agree(wide: bool, monkeypatch: Any) -> None:
     """More groups than one window of the windowed driver (4,096), rare and common terms,
     a few texts that score high far apart: the windows' edges, the skipped stretches and
     the cost-aware split (long lists looked up, short ones walked) agree with the
-    reference and the brute force."""
+    reference and the brute force, with the record heap's windows of ``_CHUNK`` groups
+    and of a quarter of that (``knobs._WIDE_WINDOWS``)."""
+    monkeypatch.setattr(bm25_knobs, "_WIDE_WINDOWS", wide)
     rng = random.Random(7)
     three = Three(scorers()["plain"])
     common = [f"c{i}" for i in range(8)]

@@ -71,3 +71,11 @@ _C_OFFER_MAX = 4096
 #: million groups). The same results; False: no prefetch (the walk before, kept for
 #: side-by-side benchmarks).
 _PREFETCH_WALK = True
+
+#: With the record heap in C (``_C_OFFER``), a step may find up to ``_CHUNK`` groups, and
+#: the walk's windows are that wide (at most 4,096 groups, the core's window): a quarter as
+#: many windows, each with its per-term set-up, its scan of the marks and its offers, as at
+#: ``_CHUNK // 4`` (1,024), the room of the steps whose groups come back to Python. The
+#: same results; False: ``_CHUNK // 4`` there too (the windows before, kept for
+#: side-by-side benchmarks).
+_WIDE_WINDOWS = True
