@@ -19,7 +19,16 @@ block-max windows) and *new* the core as it is (cost-aware split, term at a time
 windows of groups); the store cost then compares the same path twice. ``--old
 core-offer`` makes *old* the core with each step's groups offered to the heap of records
 in Python (``knobs._C_OFFER = False``) and *new* the core offering them in C as it finds
-them (theta rises within a step).
+them (theta rises within a step). ``--old core-prefetch`` makes *old* the core's walk
+without its prefetch of the lengths (``knobs._PREFETCH_WALK = False``), ``--old
+core-window`` the record heap's path with windows of 1,024 groups, not 4,096
+(``knobs._WIDE_WINDOWS = False``), ``--old core-walk`` both.
+
+``--warm`` runs each query once untimed before its timed pair (``time_paired``): without
+it the first run of a pair reads the query's posting lists from memory and the second
+finds them cached, which at 1M decides the p99 of the tool results (their heaviest
+queries all run the new path first; docs/benchmarks.md, "BM25 at 1M: the tool results'
+p99").
 
 Usage (from the repository root)::
 
@@ -63,8 +72,9 @@ def make(name: str) -> BM25Scorer:
 
 
 #: What *old* is: ``python`` (the Python driver), ``core-bound`` (the core's driver
-#: with MaxScore's split by bound) or ``core-offer`` (the groups offered in Python); set
-#: by ``main``.
+#: with MaxScore's split by bound), ``core-offer`` (the groups offered in Python),
+#: ``core-prefetch`` (the walk without its prefetch), ``core-window`` (narrower windows)
+#: or ``core-walk`` (both); set by ``main``.
 OLD = "python"
 
 
@@ -73,18 +83,25 @@ def switch(new: bool) -> None:
         kernels.BM25_CORE = new
     elif OLD == "core-offer":
         knobs._C_OFFER = new
+    elif OLD == "core-prefetch":
+        knobs._PREFETCH_WALK = new
+    elif OLD == "core-window":
+        knobs._WIDE_WINDOWS = new
+    elif OLD == "core-walk":
+        knobs._PREFETCH_WALK = knobs._WIDE_WINDOWS = new
     else:
         knobs._COST_SPLIT = new
 
 
-def time_both(index: Any, view: Any, queries: Sequence[str]) -> dict[str, Any]:
+def time_both(index: Any, view: Any, queries: Sequence[str], warm: bool = False) -> dict[str, Any]:
     """Per query, old then new (then the other order on the next query): thread CPU in
-    ms, and a check that both give the same top-k."""
+    ms, and a check that both give the same top-k (``warm``: see ``time_paired``)."""
     cpu = time_paired(
         queries,
         switch,
         lambda _, query: index.top_k(view, query, K, None),
         "the core and the old driver",
+        warm,
     )
     switch(True)
     out: dict[str, Any] = {"queries": len(queries), "old": summarize_cpu_ms(cpu[False])}
@@ -112,10 +129,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--adds", type=positive_int, default=50_000, help="entries for store cost")
     p.add_argument(
         "--old",
-        choices=("python", "core-bound", "core-offer"),
+        choices=("python", "core-bound", "core-offer", "core-prefetch", "core-window", "core-walk"),
         default="python",
         help="old: the Python driver, the core's driver with MaxScore's split by bound, or"
-        " the core's driver with the groups offered to the heap in Python (core-offer)",
+        " the core's driver with the groups offered to the heap in Python (core-offer), or"
+        " the core's walk without prefetching the lengths (core-prefetch), or the heap in C"
+        " with windows of 1,024 groups (core-window), or both (core-walk)",
+    )
+    p.add_argument(
+        "--warm",
+        action="store_true",
+        help="run each query once untimed before timing it on both paths",
     )
     args = p.parse_args(argv)
     if not (kernels.AVAILABLE and kernels.bm25_core_active()):
@@ -149,7 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         switch(new)
                         index.top_k(view, query, K, None)
                 cell = {"config": name, "size": size, "queries_of": set_name}
-                cell.update(time_both(index, view, queries))
+                cell.update(time_both(index, view, queries, args.warm))
                 cells.append(cell)
                 print(
                     f"{name:10} n={size:>9,} {set_name:12} {paired_line(cell, 'old', 'new')}",
@@ -160,7 +184,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             gc.collect()
     if args.json is not None:
         args.json.write_text(
-            json.dumps({"command": sys.argv, "old": OLD, "cells": cells}, indent=1)
+            json.dumps(
+                {"command": sys.argv, "old": OLD, "warm": args.warm, "cells": cells}, indent=1
+            )
         )
     return 0
 

@@ -42,29 +42,35 @@ pytestmark = pytest.mark.skipif(
 BASE = datetime(2024, 1, 1, tzinfo=UTC)
 NOW = (BASE + timedelta(days=2)).timestamp()
 
-#: (ENABLED, BM25_CORE, knobs._COST_SPLIT, knobs._C_OFFER) of each path: "core" is the
-#: core's windowed driver with the cost-aware split, offering the groups it finds to its
-#: heap of records in C (unweighted queries), "core-offer" the same driver with each
-#: step's groups offered in Python (the driver before), "core-bound" its
-#: document-at-a-time driver with MaxScore's split by bound (kept for side-by-side
-#: benchmarks).
+#: (ENABLED, BM25_CORE, knobs._COST_SPLIT, knobs._C_OFFER, knobs._PREFETCH_WALK) of each
+#: path: "core" is the core's windowed driver with the cost-aware split, offering the
+#: groups it finds to its heap of records in C (unweighted queries) and prefetching the
+#: lengths in its walk, "core-offer" the same driver with each step's groups offered in
+#: Python and no prefetch (the driver before both), "core-bound" its document-at-a-time
+#: driver with MaxScore's split by bound (kept for side-by-side benchmarks).
 PATHS = {
-    "reference": (False, False, True, False),
-    "kernels": (True, False, True, False),
-    "core": (True, True, True, True),
-    "core-offer": (True, True, True, False),
-    "core-bound": (True, True, False, False),
+    "reference": (False, False, True, False, True),
+    "kernels": (True, False, True, False, True),
+    "core": (True, True, True, True, True),
+    "core-offer": (True, True, True, False, False),
+    "core-bound": (True, True, False, False, True),
 }
 
 
 @contextmanager
 def path(name: str) -> Iterator[None]:
-    kernels.ENABLED, kernels.BM25_CORE, bm25_knobs._COST_SPLIT, bm25_knobs._C_OFFER = PATHS[name]
+    (
+        kernels.ENABLED,
+        kernels.BM25_CORE,
+        bm25_knobs._COST_SPLIT,
+        bm25_knobs._C_OFFER,
+        bm25_knobs._PREFETCH_WALK,
+    ) = PATHS[name]
     try:
         yield
     finally:
         kernels.ENABLED, kernels.BM25_CORE = kernels.AVAILABLE, True
-        bm25_knobs._COST_SPLIT = bm25_knobs._C_OFFER = True
+        bm25_knobs._COST_SPLIT = bm25_knobs._C_OFFER = bm25_knobs._PREFETCH_WALK = True
 
 
 def scorers() -> dict[str, BM25Scorer]:
@@ -341,11 +347,14 @@ def test_long_lists_with_blocks_agree(name: str, small: bool, monkeypatch: Any) 
     three.query(three.view(), "t0 t1 t5 t30", 10)
 
 
-def test_many_windows_agree() -> None:
+@pytest.mark.parametrize("wide", [True, False])
+def test_many_windows_agree(wide: bool, monkeypatch: Any) -> None:
     """More groups than one window of the windowed driver (4,096), rare and common terms,
     a few texts that score high far apart: the windows' edges, the skipped stretches and
     the cost-aware split (long lists looked up, short ones walked) agree with the
-    reference and the brute force."""
+    reference and the brute force, with the record heap's windows of ``_CHUNK`` groups
+    and of a quarter of that (``knobs._WIDE_WINDOWS``)."""
+    monkeypatch.setattr(bm25_knobs, "_WIDE_WINDOWS", wide)
     rng = random.Random(7)
     three = Three(scorers()["plain"])
     common = [f"c{i}" for i in range(8)]
@@ -390,6 +399,7 @@ def test_bad_arguments_are_refused_before_c() -> None:
         ([_term()], lengths.astype(np.int64), parts, 4),  # lengths not int32
         ([_term()], lengths, parts[:5], 4),  # parts
         ([_term()], lengths, parts, 0),  # room
+        ([_term()], lengths, parts, 4, True, 1),  # prefetch not a bool
     ]
     for args in bad_daat:
         with pytest.raises((TypeError, ValueError)):
@@ -455,6 +465,14 @@ def test_c_checks_memory_safety_itself() -> None:
     for sticky in (np.zeros(2, np.uint8), np.zeros(1, np.int64), np.zeros(1, np.uint8)[:0]):
         with pytest.raises(ValueError, match="sticky"):  # one byte per term, or nothing
             core.bm25_daat([term], cursors, lengths, *common, 0.0, 100, -1, nums, scores, sticky)
+    # The windowed walk, prefetching or not, refuses a group beyond the lengths (the
+    # prefetch itself only asks for lengths that exist).
+    for prefetch in (False, True):
+        with pytest.raises(ValueError, match="beyond lengths"):
+            core.bm25_daat(
+                [term], np.zeros(1, np.int64), lengths, *common, -np.inf, 100, -1, nums,
+                scores, np.zeros(1, np.uint8), None, prefetch,
+            )  # fmt: skip
     with pytest.raises(TypeError):
         core.bm25_add_terms(["a", 1], {}, [], 0, lambda *a: None)
     # The offers: a heap of the wrong shape, counts out of range, a group number beyond

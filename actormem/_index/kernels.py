@@ -497,6 +497,8 @@ class Bm25Daat:
         parts: ``(a_part, b_part, k1, b, avgdl, up)``.
         room: Groups returned per step at most.
         cost_split: Split the terms cost-aware (see ``_cbm25.bm25_daat``), not by bound.
+        prefetch: With ``cost_split``, the windowed walk prefetches the length of the
+            group a few postings ahead (``knobs._PREFETCH_WALK``; the same results).
 
     Raises:
         TypeError, ValueError: An argument of the wrong type or size, or a count or
@@ -509,6 +511,7 @@ class Bm25Daat:
         "_nums",
         "_offer",
         "_parts",
+        "_prefetch",
         "_scores",
         "_seed",
         "_seeds",
@@ -523,6 +526,7 @@ class Bm25Daat:
         parts: tuple[float, float, float, float, float, float],
         room: int,
         cost_split: bool = False,
+        prefetch: bool = False,
     ) -> None:
         if type(terms) is not list or not terms:
             raise TypeError("terms must be a non-empty list")
@@ -539,6 +543,9 @@ class Bm25Daat:
         if len(parts) != 6 or not all(isinstance(x, float) for x in parts):
             raise TypeError("parts must be six floats")
         _need(type(room) is int and room > 0, "room must be an int > 0")
+        if type(prefetch) is not bool:
+            raise TypeError("prefetch must be a bool")
+        self._prefetch = prefetch
         self._terms, self._lengths, self._parts = list(terms), lengths, parts
         self._cursors = np.zeros(len(terms), np.int64)
         self._seeds = np.zeros(len(terms), np.int64)
@@ -635,6 +642,7 @@ class Bm25Daat:
             self._terms, self._cursors if seed < 0 else self._seeds, self._lengths,
             *self._parts, theta, budget, seed,
             self._nums[:room] if room else self._nums, self._scores, self._sticky, offer,
+            self._prefetch,
         )  # fmt: skip
         return got
 

@@ -64,3 +64,18 @@ _C_OFFER = True
 
 #: The largest limit whose heap the core keeps (its arrays are made at full size).
 _C_OFFER_MAX = 4096
+
+#: With the cost-aware split, the core's walk over a window asks the memory for the length
+#: of the group 16 postings ahead of the one it adds (``__builtin_prefetch``): a list is
+#: read in order, but the lengths it needs are scattered over the length array (4 MB at a
+#: million groups). The same results; False: no prefetch (the walk before, kept for
+#: side-by-side benchmarks).
+_PREFETCH_WALK = True
+
+#: With the record heap in C (``_C_OFFER``), a step may find up to ``_CHUNK`` groups, and
+#: the walk's windows are that wide (at most 4,096 groups, the core's window): a quarter as
+#: many windows, each with its per-term set-up, its scan of the marks and its offers, as at
+#: ``_CHUNK // 4`` (1,024), the room of the steps whose groups come back to Python. The
+#: same results; False: ``_CHUNK // 4`` there too (the windows before, kept for
+#: side-by-side benchmarks).
+_WIDE_WINDOWS = True

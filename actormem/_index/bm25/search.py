@@ -266,12 +266,19 @@ class MaxScoreSearch:
         parts = (k1 * (1.0 - b), k1 * b / avgdl, float(k1), float(b), avgdl, 1.0 + knobs._SLACK)
         # A step re-takes every list's buffers (O(terms)): long queries get longer steps.
         budget = 4 * knobs._CHUNK + 64 * len(terms)
+        c_offer = (
+            knobs._COST_SPLIT and knobs._C_OFFER and not ex.weighted and limit <= knobs._C_OFFER_MAX
+        )
+        # The groups a step may find, and so the width of the walk's windows: with the
+        # heap in C a window's groups are offered at once, so nothing caps them but the
+        # work of a slice (knobs._WIDE_WINDOWS).
+        room = knobs._CHUNK if c_offer and knobs._WIDE_WINDOWS else knobs._CHUNK // 4
         daat = kernels.Bm25Daat(
-            terms, lengths, parts, max(limit, knobs._CHUNK // 4), knobs._COST_SPLIT
+            terms, lengths, parts, max(limit, room), knobs._COST_SPLIT, knobs._PREFETCH_WALK
         )
         seed_room = max(limit, knobs._SEED_ROOM) if knobs._COST_SPLIT else 0
         seeds = sorted(range(len(terms)), key=bounds.__getitem__)[-knobs._SEEDS :]
-        if knobs._COST_SPLIT and knobs._C_OFFER and not ex.weighted and limit <= knobs._C_OFFER_MAX:
+        if c_offer:
             # The whole driver in C: the groups found enter the core's heap of records,
             # best first after every window (theta rises within a step), one call per
             # slice (docs/design.md, "The record heap in the BM25 core").
