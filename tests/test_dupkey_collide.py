@@ -43,7 +43,9 @@ def _variants(text: str) -> list[str]:
 
 
 @pytest.mark.parametrize("by_hash", [True, False])
-def test_a_shared_key_merges_equal_folds_only(by_hash: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_shared_key_merges_equal_folds_only(
+    by_hash: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(textfold, "_FOLD_HASH", by_hash)
     state = MemoryState(capacity=None, half_life=3600.0, scorer=WordOverlapScorer())
     key_of = state._dupkey

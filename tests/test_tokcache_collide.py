@@ -67,7 +67,8 @@ SEPS = [" ", "  ", "\t", "\n\x1c", "\u2003"]
 def test_the_chosen_tokens_collide() -> None:
     assert len({_slot(t) for t in SHORT}) == 1
     assert len({_slot(t) for t in LONG}) == 1
-    assert len({t[:8] for t in LONG}) == 1 and len({len(t) for t in LONG}) == 1
+    assert len({t[:8] for t in LONG}) == 1
+    assert len({len(t) for t in LONG}) == 1
 
 
 class Collisions(RuleBasedStateMachine):
