@@ -14,6 +14,7 @@ a cache that only ever holds the posting dict's own lists.
 
 from __future__ import annotations
 
+import tracemalloc
 from array import array
 from typing import Any
 
@@ -147,3 +148,48 @@ def test_collisions() -> None:
     run = Collisions.TestCase()
     run.settings = settings(max_examples=80, stateful_step_count=40, deadline=None)
     run.runTest()
+
+
+def _traced(make: Any) -> tuple[Any, int]:
+    """``make()`` and the bytes of Python-allocator memory it holds on return."""
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        got = make()
+        return got, tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_small_vocabulary_keeps_a_small_cache() -> None:
+    """The table grows with the posting dict (a memory of a few hundred tokens, e.g. one
+    conversation, does not pay the full table's megabyte: its slots are scattered, so
+    nearly every page of it would be touched)."""
+    vocab = SubstringVocab()
+    post: dict[str, array[int]] = {}
+
+    texts = [" ".join(f"w{gid}x{k}" for k in range(10)) for gid in range(20)]
+    for gid, low in enumerate(texts):  # 200 tokens with their lists, before tracing
+        ccore.add_text_known(post, low, gid, vocab)
+
+    def small() -> object:  # the cache, filled with them (each list one append longer)
+        cache = ccore.token_cache()
+        for gid, low in enumerate(texts, 20):
+            ccore.add_text_cached(post, low, gid, vocab, cache, 0)
+        return cache
+
+    cache, size = _traced(small)
+    assert size < 64 * 1024
+    assert len(ccore.cache_entries(cache)[2]) > 0  # it is used
+    # It grows as tokens come (emptied when it does: only a cache), to the full table.
+    for gid in range(40, 3040):
+        low = " ".join(f"w{gid}x{k}" for k in range(10))
+        ccore.add_text_cached(post, low, gid, vocab, cache, 0)
+    entries = ccore.cache_entries(cache)[2]
+    assert len(entries) > 8192  # more slots than a small table has
+    for tok, lst in entries:
+        assert post[tok] is lst
+    assert post["w3039x9"] == array("i", [3039])
+    ccore.add_text_cached(post, "w5x1 w3039x9", 3040, vocab, cache, 0)
+    assert post["w5x1"] == array("i", [5, 25, 3040])
+    assert post["w3039x9"] == array("i", [3039, 3040])
