@@ -2091,7 +2091,8 @@ posting_append(PyObject *lst, int32_t gid, PyObject *num)
 }
 
 static const char TOKCACHE_NAME[] = "actormem._index._cwordoverlap.tokcache";
-#define TOKCACHE_BITS 15
+#define TOKCACHE_BITS 15     /* the most slots: 2^15, 1 MiB */
+#define TOKCACHE_MIN_BITS 8  /* a new cache's: 2^8, 8 KiB */
 
 /* A slot: the token's first 8 bytes (zero-padded) and its length, so that a token of
  * up to 8 bytes is matched without reading its str; 32 bytes, aligned. */
@@ -2105,14 +2106,15 @@ struct tokslot {
 struct tokcache {
     PyObject *post; /* the posting dict the entries came from (compared, not held) */
     long long epoch;
-    struct tokslot *slot; /* 1 << TOKCACHE_BITS slots, 64-byte aligned within `raw` */
+    struct tokslot *slot; /* 1 << bits slots, 64-byte aligned within `raw` */
     void *raw;
+    int bits; /* TOKCACHE_MIN_BITS to TOKCACHE_BITS: grown with the posting dict */
 };
 
 static void
 tokcache_clear(struct tokcache *c)
 {
-    for (size_t i = 0; i < ((size_t)1 << TOKCACHE_BITS); i++) {
+    for (size_t i = 0; i < ((size_t)1 << c->bits); i++) {
         struct tokslot *s = &c->slot[i];
         if (s->tok) {
             Py_CLEAR(s->tok);
@@ -2136,20 +2138,21 @@ tokcache_destroy(PyObject *capsule)
 
 PyDoc_STRVAR(token_cache_doc,
 "token_cache() -> capsule\n\n"
-"A new, empty token cache for add_text_cached (a fixed table of 2**15 slots, 1 MiB,\n"
-"its pages touched as slots fill).");
+"A new, empty token cache for add_text_cached: a table of 2**8 slots (8 KiB), grown\n"
+"(and emptied) as the posting dict it serves grows, to 2**15 slots (1 MiB).");
 
 static PyObject *
 token_cache(PyObject *self, PyObject *unused)
 {
     struct tokcache *c = PyMem_Calloc(1, sizeof(struct tokcache));
     if (!c) return PyErr_NoMemory();
-    c->raw = PyMem_Calloc(1, (sizeof(struct tokslot) << TOKCACHE_BITS) + 64);
+    c->raw = PyMem_Calloc(1, (sizeof(struct tokslot) << TOKCACHE_MIN_BITS) + 64);
     if (!c->raw) {
         PyMem_Free(c);
         return PyErr_NoMemory();
     }
     c->slot = (struct tokslot *)(((uintptr_t)c->raw + 63) & ~(uintptr_t)63);
+    c->bits = TOKCACHE_MIN_BITS;
     PyObject *cap = PyCapsule_New(c, TOKCACHE_NAME, tokcache_destroy);
     if (!cap) {
         PyMem_Free(c->raw);
@@ -2179,7 +2182,30 @@ tok_word(const Py_UCS1 *b, Py_ssize_t n)
 static inline struct tokslot *
 tok_slot(struct tokcache *c, uint64_t h)
 {
-    return &c->slot[h & (((uint64_t)1 << TOKCACHE_BITS) - 1)];
+    return &c->slot[h & (((uint64_t)1 << c->bits) - 1)];
+}
+
+/* A table of at least 2 * `tokens` slots (up to 2^TOKCACHE_BITS) for cache `c`: a
+ * larger one, empty, when its own is smaller (a small memory's tokens, scattered over
+ * the slots, would touch nearly every page of the largest table). 0, or -1 with
+ * MemoryError set (the cache then as it was). */
+static int
+tokcache_fit(struct tokcache *c, Py_ssize_t tokens)
+{
+    int bits = c->bits;
+    while (bits < TOKCACHE_BITS && ((Py_ssize_t)1 << bits) < 2 * tokens) bits++;
+    if (bits == c->bits) return 0;
+    void *raw = PyMem_Calloc(1, (sizeof(struct tokslot) << bits) + 64);
+    if (!raw) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    tokcache_clear(c);
+    PyMem_Free(c->raw);
+    c->raw = raw;
+    c->slot = (struct tokslot *)(((uintptr_t)raw + 63) & ~(uintptr_t)63);
+    c->bits = bits;
+    return 0;
 }
 
 /* Whether slot `s` holds the token b[0:n] (its first 8 bytes `word`). */
@@ -2252,7 +2278,7 @@ add_text_cached(PyObject *self, PyObject *args)
         return NULL;
     }
     struct tokcache *c = tokcache_get(cap, post, epoch);
-    if (!c) return NULL;
+    if (!c || tokcache_fit(c, PyDict_GET_SIZE(post)) < 0) return NULL;
     PyObject *num = PyLong_FromLong(gid);
     if (!num) return NULL;
     PyObject *result = NULL, *missing = NULL, *words = NULL, *toks = NULL;
@@ -2451,7 +2477,7 @@ cache_entries(PyObject *self, PyObject *cap)
     if (!c) return NULL;
     PyObject *items = PyList_New(0);
     if (!items) return NULL;
-    for (size_t i = 0; i < ((size_t)1 << TOKCACHE_BITS); i++) {
+    for (size_t i = 0; i < ((size_t)1 << c->bits); i++) {
         struct tokslot *s = &c->slot[i];
         if (!s->tok) continue;
         PyObject *pair = PyTuple_Pack(2, s->tok, s->lst);

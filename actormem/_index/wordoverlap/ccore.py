@@ -122,8 +122,10 @@ def add_text_known(post: dict[str, array[int]], low: str, gid: int, vocab: Subst
 
 
 def token_cache() -> object:
-    """A new, empty token cache for :func:`add_text_cached` (a capsule: a fixed table of
-    2**15 slots, ~768 KiB of address space, its pages touched as they fill). O(1)."""
+    """A new, empty token cache for :func:`add_text_cached` (a capsule: a table of 2**8
+    slots, 8 KiB, grown and emptied as the posting dict it serves grows, to at least
+    twice its tokens and at most 2**15 slots, 1 MiB: a small memory keeps a small
+    table). O(1)."""
     return _module().token_cache()
 
 
