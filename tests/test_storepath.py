@@ -4,7 +4,8 @@ against their references.
 * ``ccore.add_text_known`` (no token set when every token is known, ``add_text``'s
   way at the first new one) leaves exactly the structures ``add_text`` and the Python
   path ``_add_tokens`` leave: the posting lists, and the vocabulary's ids, gram lists
-  and 1/2-character index (Hypothesis drives all three with the same texts); bad
+  and 1/2-character index (tests/test_tokcache.py's Hypothesis test drives all of the
+  compiled adds and Python with the same texts, using this module's strategy); bad
   arguments are refused before C, and the C code refuses what would break memory
   safety.
 * ``textfold.fold`` (``fold_ascii`` in C for an ASCII text) equals
@@ -24,7 +25,6 @@ from hypothesis import strategies as st
 from actormem._index import kernels, textfold
 from actormem._index.substring import SubstringVocab
 from actormem._index.wordoverlap import ccore
-from actormem._index.wordoverlap.index import _WordOverlapIndex
 
 needs_core = pytest.mark.skipif(
     not kernels.WO_CORE_AVAILABLE, reason="the word-overlap core is not built"
@@ -57,25 +57,6 @@ def _structures(post: dict[str, array[int]], vocab: SubstringVocab) -> tuple[Any
 
 
 @needs_core
-@settings(max_examples=200, deadline=None)
-@given(st.lists(texts(), max_size=12))
-def test_add_text_known_leaves_what_add_text_and_python_leave(lows: list[str]) -> None:
-    index = _WordOverlapIndex(10)
-    sides = {name: ({}, SubstringVocab()) for name in ("known", "text", "python")}
-    for gid, text in enumerate(lows):
-        low = text.lower()
-        post, vocab = sides["known"]
-        fresh = ccore.add_text_known(post, low, gid, vocab)
-        post, vocab = sides["text"]
-        assert ccore.add_text(post, low, gid, vocab) == fresh
-        post, vocab = sides["python"]
-        index._vocab = vocab
-        index._add_tokens(post, low, gid)
-    want = _structures(*sides["python"])
-    assert _structures(*sides["known"]) == want
-    assert _structures(*sides["text"]) == want
-
-
 @needs_core
 def test_add_text_known_shortcut_and_fallback() -> None:
     vocab = SubstringVocab()

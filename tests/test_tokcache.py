@@ -35,31 +35,19 @@ from actormem._index.wordoverlap import ccore
 from actormem._index.wordoverlap import knobs as wo_knobs
 from actormem._index.wordoverlap.index import _WordOverlapIndex
 
-from .test_storepath import texts
+from .test_storepath import _structures, texts
 
 pytestmark = pytest.mark.skipif(
     not kernels.WO_CORE_AVAILABLE, reason="the word-overlap core is not built"
 )
 
 
-def _structures(post: dict[str, array[int]], vocab: SubstringVocab) -> tuple[Any, ...]:
-    return (
-        {tok: list(lst) for tok, lst in post.items()},
-        list(post),  # the order new tokens entered in
-        vocab._ids,
-        vocab._items,
-        vocab._refs,
-        vocab._next_id,
-        vocab._grams,
-        vocab._sub,
-    )
-
-
 @settings(max_examples=300, deadline=None)
 @given(st.lists(texts() | st.text("ab \t\u2003é", max_size=12), max_size=16))
-def test_add_text_cached_leaves_what_add_text_known_and_python_leave(lows: list[str]) -> None:
+def test_every_compiled_add_leaves_what_python_leaves(lows: list[str]) -> None:
+    """``add_text_cached``, ``add_text_known`` and ``add_text`` against ``_add_tokens``."""
     index = _WordOverlapIndex(10)
-    sides = {name: ({}, SubstringVocab()) for name in ("cached", "known", "python")}
+    sides = {name: ({}, SubstringVocab()) for name in ("cached", "known", "text", "python")}
     cache = ccore.token_cache()
     for gid, text in enumerate(lows):
         low = text.lower()
@@ -67,12 +55,15 @@ def test_add_text_cached_leaves_what_add_text_known_and_python_leave(lows: list[
         fresh = ccore.add_text_cached(post, low, gid, vocab, cache, 0)
         post, vocab = sides["known"]
         assert ccore.add_text_known(post, low, gid, vocab) == fresh
+        post, vocab = sides["text"]
+        assert ccore.add_text(post, low, gid, vocab) == fresh
         post, vocab = sides["python"]
         index._vocab = vocab
         index._add_tokens(post, low, gid)
     want = _structures(*sides["python"])
     assert _structures(*sides["cached"]) == want
     assert _structures(*sides["known"]) == want
+    assert _structures(*sides["text"]) == want
     for lst in sides["cached"][0].values():
         assert lst.typecode == "i"
 
