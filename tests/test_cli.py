@@ -480,3 +480,35 @@ def test_corrupted_file_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path
     assert (status, out) == (2, "")
     assert err.count("\n") == 1
     assert "corrupted (quick_check: " in err
+
+
+@pytest.mark.parametrize("kept", ["bm25", "word-overlap"])
+def test_query_stats_and_export_leave_the_files_index_image_as_it_is(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, kept: str
+) -> None:
+    """A file whose index image is of one scorer (its program's) is left byte-identical by
+    ``query`` with the other scorer, ``stats`` and ``export`` (docs/cli.md: they write
+    nothing): they must not replace the image, which the program's next open restores."""
+    from actormem import BM25Scorer, WordOverlapScorer
+
+    path = tmp_path / "m.sqlite"
+
+    async def fill() -> None:
+        scorer = BM25Scorer() if kept == "bm25" else WordOverlapScorer()
+        async with open_memory(path=path, scorer=scorer) as memory:
+            for entry in varied_entries():
+                await memory.store(entry)
+
+    trio.run(fill)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    other = "word-overlap" if kept == "bm25" else "bm25"
+    for argv in (
+        ("query", str(path), "deploy", "--scorer", other),
+        ("query", str(path), "deploy", "--scorer", kept),
+        ("query", str(path), "deploy"),
+        ("stats", str(path)),
+        ("export", str(path)),
+    ):
+        status, _, _ = run_cli(capsys, *argv)
+        assert status == 0, argv
+        assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before, argv

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import math
+import random
 import uuid
 from collections.abc import Awaitable, Callable
 
@@ -452,3 +453,115 @@ async def test_once_every_write_is_answered_readers_get_a_whole_open_phase(
             assert gate.would_park()
         gate.leave()
         gate._check()
+
+
+async def test_the_watch_is_let_through_by_an_opening_that_comes_before_it_runs(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """The watch's timeout fires, and before its holder runs, a reader reaching a boundary
+    at the same instant opens the gate: that opening lets the holder through first (it
+    does not wait for the next opening behind the reader that parked after it). trio runs
+    a batch forward or reversed at random, so the race is run many times."""
+    for _ in range(40):
+        gate = ReadGate()
+        gate.enter()
+        passed: dict[str, float] = {}
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_pass_once, gate, "first", passed)  # closes, holds the watch
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(_pass_once, gate, "second", passed)
+            await trio.testing.wait_all_tasks_blocked()
+            t0 = gate._since
+            # A newcomer at a boundary exactly when the closed phase ends.
+            nursery.start_soon(_arrive_at, gate, t0 + CLOSED_MAX, "newcomer", passed)
+        # Both parked readers pass at the opening, in the order they parked (the
+        # newcomer, whose check opened the gate, may pass with them).
+        assert passed["first"] == pytest.approx(t0 + CLOSED_MAX)
+        assert passed["second"] == pytest.approx(t0 + CLOSED_MAX)
+        assert [name for name in passed if name != "newcomer"] == ["first", "second"]
+        gate.leave()
+        gate._check()
+        assert gate._watch is None
+        assert gate._let_through is None
+
+
+async def _arrive_at(gate: ReadGate, when: float, name: str, passed: dict[str, float]) -> None:
+    await trio.sleep_until(when)
+    await _pass_once(gate, name, passed)
+
+
+@pytest.mark.parametrize(("seed", "commits"), [(s, s % 2 == 0) for s in range(6)])
+async def test_random_readers_writers_commits_and_cancellations(
+    autojump_clock: trio.testing.MockClock, seed: int, commits: bool
+) -> None:
+    """Readers looping slices (some reaching a boundary exactly when the watch fires),
+    writers (enter, wait, leave), group commits and random cancellations of all of them:
+    the invariants hold at every step, no park outlasts an open phase plus a closed
+    phase's limit (every opening admits all of these few readers), demand returns to
+    zero and nothing is left parked."""
+    rng = random.Random(seed)
+    gate = ReadGate()
+    readers = 12  # < _admits(): every opening lets every parked reader through
+    assert readers < _admits()
+    limit = COMMIT_PARK if commits else CLOSED_MAX
+    bound = max(fairshare.OPEN_DONE, limit * (1 - SHARE) / SHARE) + limit
+    parks: list[float] = []
+    end = trio.current_time() + 1.0
+
+    async def reader() -> None:
+        while trio.current_time() < end:
+            with trio.move_on_after(rng.choice([math.inf, rng.uniform(0, 0.02)])):
+                while True:
+                    if gate._watch is not None and rng.random() < 0.3:
+                        # A boundary exactly when the watch's timeout fires.
+                        await trio.sleep_until(gate._watch.deadline)
+                    else:
+                        await trio.sleep(SLICE * rng.randint(0, 3))
+                    t0 = trio.current_time()
+                    try:
+                        await gate.checkpoint()
+                    finally:
+                        parks.append(trio.current_time() - t0)
+                        gate._check()
+                    if rng.random() < 0.02:
+                        break
+
+    async def writer() -> None:
+        while trio.current_time() < end:
+            await trio.sleep(rng.uniform(0, 0.01))
+            with trio.move_on_after(rng.choice([math.inf, rng.uniform(0, 0.005)])):
+                gate.enter()
+                try:
+                    await trio.sleep(rng.uniform(0, 0.01))
+                finally:
+                    gate.leave()
+                    gate._check()
+
+    async def committer() -> None:
+        while trio.current_time() < end:
+            await trio.sleep(rng.uniform(0, 0.05))
+            gate.commit_started()
+            try:
+                await trio.sleep(rng.uniform(0, 0.3))
+            finally:
+                gate.commit_ended()
+                gate._check()
+
+    with trio.fail_after(60):  # mock time: a reader parked forever fails here
+        async with trio.open_nursery() as nursery:
+            for _ in range(readers):
+                nursery.start_soon(reader)
+            for _ in range(4):
+                nursery.start_soon(writer)
+            if commits:
+                nursery.start_soon(committer)
+    assert gate.parks > 0
+    assert max(parks) <= bound + 1e-9
+    gate._check()
+    assert gate._demand == 0
+    assert not gate.closed
+    assert not gate._first
+    assert not gate._queue
+    assert gate._watch is None
+    assert gate._relay is None
+    assert gate._let_through is None

@@ -61,9 +61,11 @@ at least one admitted per opening), and an opening comes at most a closed phase'
 after the gate closed, whether or not any reader reaches a boundary: one parked reader
 holds a timeout (the *watch*) for the end of the closed phase (while open with readers
 parked: of the closed phase that follows the open one) and, when it fires, opens the
-gate and goes through. A watch that is admitted or cancelled is handed to the reader
-first in line, woken to park again at the front with the timeout. With no demand the
-gate costs a reader one attribute test per slice. Phase changes happen lazily, at
+gate and goes through (if a reader at a boundary opened it first, after the timeout
+fired and before the watch's holder ran, that opening lets the holder through first). A
+watch that is admitted or cancelled is handed to the reader first in line, woken to park
+again at the front with the timeout. With no demand the gate costs a reader one
+attribute test per slice. Phase changes happen lazily, at
 readers' slice boundaries and at the watch's timeout, on trio's clock
 (``trio.current_time()``, read only while there is demand), so tests drive the gate with
 :class:`trio.testing.MockClock`. No trio import is needed by the state (this gate lives
@@ -146,6 +148,7 @@ class ReadGate:
         "_open_until",
         "_opened_at",
         "_first",
+        "_let_through",
         "_queue",
         "_relay",
         "_since",
@@ -179,6 +182,9 @@ class ReadGate:
         self._watcher: trio.lowlevel.Task | None = None
         #: A parked reader woken to take over the watch, until it has re-parked.
         self._relay: trio.lowlevel.Task | None = None
+        #: The watch's holder when an opening came after its timeout fired and before it
+        #: ran (the timeout took it off the line): that opening let it through first.
+        self._let_through: trio.lowlevel.Task | None = None
         self.parks = 0
 
     # ------------------------------------------------------------ the write side
@@ -341,6 +347,13 @@ class ReadGate:
             # open phase before the next write may close the gate again.
             earned = max(earned, OPEN_DONE)
         self._open_until = now + earned
+        if self._let_through is None and self._watch is not None and self._watch.cancel_called:
+            # The watch's timeout fired and its holder, off the line, has not run yet:
+            # it is the first this opening lets through (else whoever opened the gate
+            # first, and the readers admitted now, would overtake it, and it would wait
+            # for the next opening).
+            self._let_through = self._watcher
+            running += 1
         if not self._demand or not self.fifo:
             self._admit(len(self._first) + len(self._queue))
         else:
@@ -385,6 +398,10 @@ class ReadGate:
                 self._watch, self._watcher = watch, task
                 how = await trio.lowlevel.wait_task_rescheduled(abort)
                 return how
+            if self._let_through is task:  # an opening came before this reader ran
+                self._watch = self._watcher = None
+                self._hand_over()
+                return _ADMITTED
             return -1  # the deadline came
         except BaseException:
             if self._watcher is task:
@@ -394,6 +411,8 @@ class ReadGate:
         finally:
             if self._watcher is task:
                 self._watch = self._watcher = None
+            if self._let_through is task:
+                self._let_through = None
 
     def _check(self) -> None:
         """Assert the gate's invariants."""
@@ -405,4 +424,6 @@ class ReadGate:
             "readers parked with no watch"
         )
         assert not (self._first.keys() & self._queue.keys()), "parked twice"
-
+        assert self._let_through is None or self._let_through is self._watcher, (
+            "let through without holding the watch"
+        )

@@ -158,6 +158,11 @@ async def _reading(
     try:
         async with _open(path, scorer=scorer) as memory:
             entered = True
+            if memory._storage is not None:
+                # A read writes nothing: not even the index image a clean close keeps,
+                # which would replace the file's (another scorer's: its program's next
+                # open would rebuild its index).
+                memory._storage.image_fresh = True
             yield memory
     except StorageError as exc:
         if entered or not is_held_elsewhere(exc.reason):
