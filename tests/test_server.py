@@ -720,3 +720,15 @@ def test_swarm_server_option_refuses_local_memory_options(capsys: pytest.Capture
 
     assert main(["swarm", "--server", "http://127.0.0.1:9", "--in-memory"]) == 2
     assert "--server uses the server's memory" in capsys.readouterr().err
+
+
+def test_a_request_with_several_errors_names_the_first_and_counts_the_rest(
+    server: ServerProcess,
+) -> None:
+    body = {"category": "fact", "memory": "x", "relevance": "high", "validated": "maybe"}
+    with httpx.Client(base_url=server.url, headers=AUTH) as http:
+        response = http.post("/v1/entries", json=body)
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"]
+    assert detail.startswith(response.json()["field"] + ":")
+    assert detail.endswith(" more error)") or detail.endswith(" more errors)"), detail

@@ -693,7 +693,8 @@ def create_app(
         errors = exc.errors()
         first = errors[0] if errors else {"loc": ("body",), "msg": "invalid request"}
         field = _field_of(first.get("loc", ("body",)))
-        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+        extra = len(errors) - 1  # said as errors: "(and 1 more)" read as one more value
+        more = f" (and {extra} more error{'s' if extra > 1 else ''})" if extra > 0 else ""
         return problem(422, f"{field}: {first.get('msg', 'invalid')}{more}", field)
 
     @app.exception_handler(HTTPException)
