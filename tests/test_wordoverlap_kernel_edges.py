@@ -1,0 +1,196 @@
+"""The word-overlap core's bit kernels called directly at their edges, against numpy.
+
+What ``tests/test_wordoverlap_bits.py`` leaves out: ``bits_add_dense`` with more planes
+than ``ccore.MAX_PLANES`` (the C side takes up to 32: its generic, not unrolled, loop)
+and multiplicities around the carry-save cut (8 copies through the adders, 9 by
+carries), exact against sums mod ``2 ** np``; word maxima and ``bits_select`` with them
+at the last partial word (lanes at and beyond ``n`` set in the planes must never count
+or be selected), ranges past ``n`` and ``n = 0``; arrays C must refuse (read-only,
+strided, wrong dtype); ``bits_from_masks`` over ranges inside one word and into bits
+already set. Run under AddressSanitizer by ``stress/asan_kernels.sh``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from actormem._index import kernels
+
+pytestmark = pytest.mark.skipif(
+    not kernels.WO_CORE_AVAILABLE, reason="the word-overlap core is not built"
+)
+
+FULL = (1 << 64) - 1
+
+
+def _c() -> Any:
+    from actormem._index import _cwordoverlap
+
+    return _cwordoverlap
+
+
+def _counts(planes: np.ndarray[Any, Any], np_: int, words: int) -> list[int]:
+    """Every lane's count (64 per word) decoded from word-major planes."""
+    out = []
+    for w in range(words):
+        pw = [int(planes[w * np_ + j]) for j in range(np_)]
+        out += [sum(((pw[j] >> lane) & 1) << j for j in range(np_)) for lane in range(64)]
+    return out
+
+
+def _encode(counts: list[int], np_: int) -> np.ndarray[Any, Any]:
+    words = len(counts) // 64
+    planes = np.zeros(words * np_, np.uint64)
+    for w in range(words):
+        for j in range(np_):
+            v = 0
+            for lane in range(64):
+                v |= ((counts[w * 64 + lane] >> j) & 1) << lane
+            planes[w * np_ + j] = np.uint64(v)
+    return planes
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    np_=st.integers(1, 32),
+    words=st.integers(0, 3),
+    mults=st.lists(st.sampled_from([0, 1, 1, 1, 4, 6, 7, 8, 9, 255, 1 << 40]), max_size=24),
+    seed=st.integers(0, 1 << 30),
+)
+def test_dense_adds_are_sums_mod_two_to_the_planes(
+    np_: int, words: int, mults: list[int], seed: int
+) -> None:
+    c = _c()
+    rng = np.random.default_rng(seed)
+    sets = [rng.integers(0, FULL, words, dtype=np.uint64, endpoint=True) for _ in mults]
+    start = rng.integers(0, FULL, words * np_, dtype=np.uint64, endpoint=True)
+    lo = int(rng.integers(0, words + 1))
+    base = _counts(start, np_, words)
+    want = list(base)
+    for s, m in zip(sets, mults, strict=True):
+        for w in range(lo, words):
+            x = int(s[w])
+            for lane in range(64):
+                if (x >> lane) & 1:
+                    want[w * 64 + lane] += m
+    want = [v % (1 << np_) for v in want]
+    for csa in (False, True):
+        planes = np.concatenate([start, np.full(3, 0xABCD, np.uint64)])  # guard words
+        c.bits_add_dense(planes, np_, lo, words, sets, mults, csa)
+        assert _counts(planes, np_, words) == want
+        assert planes[words * np_ :].tolist() == [0xABCD] * 3
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    n=st.integers(0, 200),
+    np_=st.integers(1, 16),
+    extra=st.integers(0, 2),  # words past n's last one that the planes also hold
+    seed=st.integers(0, 1 << 30),
+)
+def test_word_maxima_and_select_ignore_lanes_at_and_beyond_n(
+    n: int, np_: int, extra: int, seed: int
+) -> None:
+    c = _c()
+    rng = np.random.default_rng(seed)
+    words = -(-n // 64)
+    total = words + extra
+    # Counts of every lane, those at and beyond n the largest (a later retrieve's groups).
+    top = (1 << np_) - 1
+    counts = rng.integers(0, max(1, top // 2) + 1, total * 64).tolist()
+    for g in range(n, total * 64):
+        counts[g] = top
+    planes = _encode(counts, np_)
+    wmax = np.full(total + 1, 7777, np.uint16)
+    c.bits_word_maxima(planes, np_, n, 0, words, wmax)
+    per_word = [max(counts[w * 64 : min(n, (w + 1) * 64)]) for w in range(words)]
+    assert wmax[:words].tolist() == per_word
+    assert wmax[words:].tolist() == [7777] * (extra + 1)
+    # The dense pass's maxima: no sets, words up to `total` (past n's: maxima 0).
+    wmax2 = np.full(total + 1, 7777, np.uint16)
+    c.bits_add_dense(planes.copy(), np_, 0, total, [], [], True, wmax2, n)
+    assert wmax2[:total].tolist() == per_word + [0] * extra
+    assert wmax2[total] == 7777
+    out = np.full(total * 64 + 1, -1, np.int64)
+    for cnt in sorted({*counts[: n + 1], 0, 1, top, top + 1}):
+        for glo, ghi in ((0, n), (0, n + 70), (max(0, n - 1), n + 1), (n, n + 64), (63, 65)):
+            lo, hi = min(glo, n), min(ghi, n)
+            expect = [g for g in range(lo, hi) if counts[g] == cnt]
+            room = np.full(max(1, hi - lo) + 1, -1, np.int64)
+            for w in (None, wmax):
+                got = c.bits_select(planes, np_, cnt, glo, ghi, n, room, w)
+                assert room[:got].tolist() == expect
+                assert room[got:].tolist() == [-1] * (len(room) - got)
+    del out
+
+
+def test_n_zero() -> None:
+    c = _c()
+    planes = np.full(4, FULL, np.uint64)
+    wmax = np.full(2, 9, np.uint16)
+    c.bits_word_maxima(planes, 2, 0, 0, 0, wmax)
+    assert wmax.tolist() == [9, 9]
+    c.bits_add_dense(planes, 2, 0, 1, [np.full(1, FULL, np.uint64)], [1], True, wmax, 0)
+    assert wmax.tolist() == [0, 9]  # the word holds no group below n
+    assert c.bits_select(planes, 2, 0, 0, 64, 0, np.zeros(1, np.int64), wmax) == 0
+    assert c.bits_select(planes, 2, 3, 0, 0, 0, np.zeros(0, np.int64)) == 0
+
+
+def test_arrays_c_refuses() -> None:
+    c = _c()
+    planes = np.zeros(6, np.uint64)  # 2 words, 3 planes, 128 groups
+    ro = np.zeros(2, np.uint16)
+    ro.setflags(write=False)
+    strided = np.zeros(4, np.uint16)[::2]
+    for bad in (ro, strided, np.zeros(2, np.int16), [0, 0]):
+        with pytest.raises((ValueError, TypeError, BufferError)):
+            c.bits_word_maxima(planes, 3, 128, 0, 2, bad)
+        with pytest.raises((ValueError, TypeError, BufferError)):
+            c.bits_add_dense(planes, 3, 0, 2, [], [], True, bad, 128)
+    for bad in (strided, np.zeros(2, np.int16)):
+        with pytest.raises((ValueError, TypeError, BufferError)):
+            c.bits_select(planes, 3, 0, 0, 128, 128, np.zeros(128, np.int64), bad)
+    with pytest.raises(ValueError, match="not a contiguous"):  # a strided set
+        c.bits_add_dense(planes, 3, 0, 2, [np.zeros(4, np.uint64)[::2]], [1], True)
+    short = [np.zeros(2, np.uint64), np.zeros(1, np.uint64)]
+    with pytest.raises(ValueError, match="shorter than whi"):  # through the carry-save path
+        c.bits_add_dense(planes, 3, 0, 2, short, [1, 1], True)
+    ro_planes = np.zeros(6, np.uint64)
+    ro_planes.setflags(write=False)
+    with pytest.raises(ValueError, match="writable"):
+        c.bits_add_dense(ro_planes, 3, 0, 2, [], [], True)
+    wide = np.zeros(34, np.uint64)
+    with pytest.raises(ValueError, match="out of range"):  # 17 planes: maxima hold 16 bits
+        c.bits_word_maxima(wide, 17, 128, 0, 2, np.zeros(2, np.uint16))
+    assert planes.tolist() == [0] * 6
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(0, 200),
+    lo=st.integers(0, 200),
+    width=st.integers(0, 70),
+    bit=st.integers(0, 63),
+    seed=st.integers(0, 1 << 30),
+)
+def test_masks_to_bits_in_any_range(n: int, lo: int, width: int, bit: int, seed: int) -> None:
+    c = _c()
+    rng = np.random.default_rng(seed)
+    lo = min(lo, n)
+    hi = min(n, lo + width)
+    masks = rng.integers(0, FULL, n + 1, dtype=np.uint64, endpoint=True)
+    words = -(-n // 64)
+    before = rng.integers(0, FULL, words + 1, dtype=np.uint64, endpoint=True)
+    out = before.copy()
+    hits = c.bits_from_masks(masks, bit, lo, hi, out)
+    on = [g for g in range(lo, hi) if (int(masks[g]) >> bit) & 1]
+    assert hits == len(on)
+    want = [int(x) for x in before]
+    for g in on:
+        want[g >> 6] |= 1 << (g & 63)
+    assert [int(x) for x in out] == want
