@@ -12,6 +12,7 @@ already set. Run under AddressSanitizer by ``stress/asan_kernels.sh``.
 
 from __future__ import annotations
 
+from array import array
 from typing import Any
 
 import numpy as np
@@ -194,3 +195,79 @@ def test_masks_to_bits_in_any_range(n: int, lo: int, width: int, bit: int, seed:
     for g in on:
         want[g >> 6] |= 1 << (g & 63)
     assert [int(x) for x in out] == want
+
+
+# -- the token cache against a posting dict whose lookups run Python code --------------
+
+
+def _slot(tok: str, bits: int = 8) -> int:
+    """The slot of ``tok`` in a token cache of 2 ** bits slots (_cwordoverlap.c's hash)."""
+    h = 0xCBF29CE484222325
+    for b in tok.encode():
+        h = ((h ^ b) * 0x100000001B3) & FULL
+    return (h ^ (h >> 29)) & ((1 << bits) - 1)
+
+
+def test_a_lookup_that_reenters_the_cache_is_refused() -> None:
+    # A key's __eq__ runs during add_text_cached's dict lookup: a second add through the
+    # same cache there (with a larger dict it would grow the table) freed the slots the
+    # first call still wrote to. Now the cache refuses while in use.
+    from actormem._index.substring import SubstringVocab
+    from actormem._index.wordoverlap import ccore
+
+    cache = ccore.token_cache()
+    big = {f"t{i}": array("i", [0]) for i in range(2000)}
+    seen: list[BaseException] = []
+
+    class Key:
+        def __hash__(self) -> int:
+            return hash("zz")
+
+        def __eq__(self, other: object) -> bool:
+            if other == "zz":
+                for again in (
+                    lambda: ccore.add_text_cached(big, "t1", 1, SubstringVocab(), cache, 0),
+                    lambda: ccore.cache_forget(cache, big, "t1", 1),
+                ):
+                    try:
+                        again()
+                    except RuntimeError as err:
+                        seen.append(err)
+                return True
+            return False
+
+    post = {"a": array("i", [0]), Key(): array("i", [0])}
+    assert ccore.add_text_cached(post, "a zz", 1, SubstringVocab(), cache, 0) == 0
+    assert [str(e) for e in seen] == ["the token cache is in use"] * 2
+    assert [lst.tolist() for lst in post.values()] == [[0, 1], [0, 1]]
+    assert [lst.tolist() for lst in big.values()] == [[0]] * 2000
+    # Usable afterwards: the call cleared its mark.
+    assert ccore.add_text_cached(post, "a", 2, SubstringVocab(), cache, 0) == 0
+    assert post["a"].tolist() == [0, 1, 2]
+
+
+def test_a_lookup_that_drops_a_list_taken_earlier() -> None:
+    # A key's __eq__ deletes post["a"] after "a" was looked up and cached; a token in
+    # "a"'s slot then replaces it: the call's borrowed pointer to a's list, appended to
+    # last, pointed to freed memory (ASan with PYTHONMALLOC=malloc). Now it holds it.
+    from actormem._index.substring import SubstringVocab
+    from actormem._index.wordoverlap import ccore
+
+    other = next(f"b{i}" for i in range(100_000) if _slot(f"b{i}") == _slot("a"))
+    cache = ccore.token_cache()
+    post: dict[Any, array[int]] = {}
+
+    class Key:
+        def __hash__(self) -> int:
+            return hash("zz")
+
+        def __eq__(self, o: object) -> bool:
+            post.pop("a", None)
+            return o == "zz"
+
+    post["a"] = array("i", [0])
+    post[Key()] = array("i", [0])
+    post[other] = array("i", [0])
+    assert ccore.add_text_cached(post, f"a zz {other}", 1, SubstringVocab(), cache, 0) == 0
+    assert "a" not in post
+    assert [lst.tolist() for lst in post.values()] == [[0, 1], [0, 1]]

@@ -2109,6 +2109,10 @@ struct tokcache {
     struct tokslot *slot; /* 1 << bits slots, 64-byte aligned within `raw` */
     void *raw;
     int bits; /* TOKCACHE_MIN_BITS to TOKCACHE_BITS: grown with the posting dict */
+    /* An add_text_cached on it is running: the dict lookups it makes may run Python
+     * code (a key's __eq__), which must not empty, grow or change the cache under the
+     * slot pointers that call holds (a use after free). */
+    int busy;
 };
 
 static void
@@ -2223,6 +2227,10 @@ tokcache_get(PyObject *cap, PyObject *post, long long epoch)
 {
     struct tokcache *c = PyCapsule_GetPointer(cap, TOKCACHE_NAME);
     if (!c) return NULL;
+    if (c->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "the token cache is in use");
+        return NULL;
+    }
     if (c->post != post || c->epoch != epoch) {
         tokcache_clear(c);
         c->post = post;
@@ -2250,7 +2258,8 @@ slot_set(struct tokslot *s, PyObject *tok, PyObject *lst)
 struct tokref {
     Py_ssize_t at, n;
     struct tokslot *slot;
-    PyObject *lst; /* borrowed (the dict or the cache holds it); NULL: a new token */
+    PyObject *lst; /* a new reference (a lookup may drop the dict's and the cache's own
+                    * through a key's __eq__); NULL: a new token */
 };
 
 PyDoc_STRVAR(add_text_cached_doc,
@@ -2281,6 +2290,8 @@ add_text_cached(PyObject *self, PyObject *args)
     if (!c || tokcache_fit(c, PyDict_GET_SIZE(post)) < 0) return NULL;
     PyObject *num = PyLong_FromLong(gid);
     if (!num) return NULL;
+    c->busy = 1;
+    Py_ssize_t k = 0; /* refs[0..k) filled (their lists held) */
     PyObject *result = NULL, *missing = NULL, *words = NULL, *toks = NULL;
     PyObject **table = NULL, *table_stack[128];
     struct tokref *refs = NULL, refs_stack[64];
@@ -2332,7 +2343,7 @@ add_text_cached(PyObject *self, PyObject *args)
         /* In passes over the tokens, each prefetching what the next one reads (the
          * slots, the lists' headers, the lists' tails): the misses of a large memory
          * overlap instead of coming one after another. */
-        Py_ssize_t k = 0, i = 0;
+        Py_ssize_t i = 0;
         while (i < len) {
             while (i < len && ascii_space(s[i])) i++;
             if (i >= len) break;
@@ -2341,6 +2352,7 @@ add_text_cached(PyObject *self, PyObject *args)
             struct tokref *r = &refs[k++];
             r->at = a;
             r->n = i - a;
+            r->lst = NULL;
             r->slot = tok_slot(c, tok_hash(s + a, r->n));
             __builtin_prefetch(r->slot);
         }
@@ -2374,7 +2386,7 @@ add_text_cached(PyObject *self, PyObject *args)
                 slot_set(slot, tok, lst);
                 Py_DECREF(tok);
             }
-            r->lst = lst;
+            r->lst = Py_NewRef(lst);
             __builtin_prefetch((char *)lst + offsetof(struct array_layout, ob_item));
         }
         if (array_direct) {
@@ -2426,6 +2438,8 @@ add_text_cached(PyObject *self, PyObject *args)
     }
     result = PyLong_FromSsize_t(fresh);
 done:
+    for (Py_ssize_t j = 0; j < k; j++) Py_XDECREF(refs[j].lst);
+    c->busy = 0;
     if (table && table != table_stack) PyMem_Free(table);
     if (refs && refs != refs_stack) PyMem_Free(refs);
     Py_XDECREF(toks);
@@ -2448,6 +2462,10 @@ cache_forget(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "OO!UL", &cap, &PyDict_Type, &post, &tok, &epoch)) return NULL;
     struct tokcache *c = PyCapsule_GetPointer(cap, TOKCACHE_NAME);
     if (!c) return NULL;
+    if (c->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "the token cache is in use");
+        return NULL;
+    }
     if (c->post != post || c->epoch + 1 != epoch) {
         /* Another change came first (or another dict): start afresh. */
         tokcache_clear(c);
