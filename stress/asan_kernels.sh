@@ -12,6 +12,8 @@
 #     stress/asan_kernels.sh [extra pytest arguments]
 # Needs gcc and its libasan (Debian: libasan8, installed with gcc), or set CC=clang
 # with libclang-rt-14-dev. Leak checking is off: CPython keeps objects alive on purpose.
+# PYTHONMALLOC=malloc: objects freed into pymalloc's arenas would hide a use after free
+# of a Python object (a posting list) from ASan.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CC=${CC:-gcc}
@@ -31,10 +33,10 @@ if [ "$CC" = clang ]; then
     runtime=$(clang -print-file-name=libclang_rt.asan-x86_64.so)
 fi
 cd "$work"
-LD_PRELOAD="$runtime" ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 PYTHONPATH="$work" \
+PYTHONMALLOC=malloc LD_PRELOAD="$runtime" ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 PYTHONPATH="$work" \
     python -c 'import actormem._index._ckernels as k, actormem._index._cbm25 as b, actormem._index._cwordoverlap as w
 print("ASan builds:", k.__file__, b.__file__, w.__file__)'
-LD_PRELOAD="$runtime" ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 PYTHONPATH="$work" \
+PYTHONMALLOC=malloc LD_PRELOAD="$runtime" ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 PYTHONPATH="$work" \
     python -m pytest -q -p no:cacheprovider tests/test_kernels.py tests/test_bm25_core.py \
     tests/test_wordoverlap_core.py tests/test_wordoverlap_bits.py tests/test_storepath.py \
     tests/test_tokcache.py tests/test_tokcache_collide.py tests/test_tokcache_lifecycle.py \
