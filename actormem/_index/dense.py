@@ -177,7 +177,7 @@ def wordllama_embedder(dim: int = 256) -> FunctionEmbedder:
         """Mean of the texts' token vectors (WordLlama's average pooling), no padding.
 
         Each distinct (text, token) pair's row is gathered once and weighted by its
-        count, then summed per text: O(tokens log tokens) for the sorts plus O(pairs x
+        count, then summed per text: O(tokens log tokens) for the sort plus O(pairs x
         dim) for the sums, where a text that repeats its tokens (a long JSON tool result)
         has far fewer pairs than tokens (a 100,000-character query: 0.33 -> 0.04 s, and
         the loop's stall while a worker thread embeds it 0.1-0.3 s -> ~0.02 s:
@@ -193,20 +193,17 @@ def wordllama_embedder(dim: int = 256) -> FunctionEmbedder:
         out = np.zeros((n, table.shape[1]), np.float32)
         filled = lengths > 0
         if ids.size:
-            # Gather each distinct token's row once (the table is 32 MB; tokens repeat).
-            distinct, inverse = np.unique(ids, return_inverse=True)
-            width = len(distinct)
-            if n == 1:  # one text: its pairs are its distinct tokens
-                rows = table[distinct]
-                if width < len(ids):
-                    rows *= np.bincount(inverse, minlength=width)[:, None].astype(np.float32)
+            # One sort of the (text, token) pairs: each pair's row is gathered once (the
+            # table is 32 MB; tokens repeat) and weighted by the pair's count.
+            width = top + 1
+            cell = np.repeat(np.arange(n, dtype=np.int64) * width, lengths) + ids
+            pairs, counts = np.unique(cell, return_counts=True)  # by text, then token
+            rows = table[pairs % width]
+            if len(pairs) < len(ids):
+                rows *= counts[:, None].astype(np.float32)
+            if n == 1:
                 sums = rows.sum(axis=0, keepdims=True)
             else:
-                cell = np.repeat(np.arange(n, dtype=np.int64) * width, lengths) + inverse
-                pairs, counts = np.unique(cell, return_counts=True)  # by text, then token
-                rows = table[distinct[pairs % width]]
-                if len(pairs) < len(ids):
-                    rows *= counts[:, None].astype(np.float32)
                 per = np.bincount(pairs // width, minlength=n)
                 sums = np.add.reduceat(rows, (np.cumsum(per) - per)[filled], axis=0)
             out[filled] = sums / lengths[filled, None].astype(np.float32)
