@@ -4,9 +4,13 @@ Each peer (see :mod:`stress.peers`) is built from the entries of the size's acto
 memories, then timed on a query list chosen so the peer and both actormem memories fit
 the time budget together. On that list the three are timed interleaved, query by query
 (peer, word overlap, BM25), so drifts in machine load hit all three alike; the ratios are
-peer / actormem on exactly those calls. A separate untimed pass records ``agreement``:
-the mean fraction of the peer's top 10 that actormem's top 10 (same formula family)
-also returns.
+peer / actormem on exactly those calls. Every call runs on this thread (no peer hands its
+work to another), so each is timed twice: wall time, and the thread's CPU time
+(``time.thread_time_ns``). On a loaded machine wall time favours the short calls (a 2 ms
+retrieve often runs within one time slice, a 2 s scan is preempted ~load/cores times),
+so the ``cpu_`` ratios are the ones to compare across runs. A separate untimed pass
+records ``agreement``: the mean fraction of the peer's top 10 that actormem's top 10 (same
+formula family) also returns.
 """
 
 from __future__ import annotations
@@ -58,15 +62,20 @@ def make_peer(name: str) -> Peer | None:
 async def _interleaved(
     calls: dict[str, Callable[[str], Awaitable[object]]], queries: Sequence[str], repeats: int
 ) -> dict[str, dict[str, Any]]:
-    perf = time.perf_counter_ns
+    perf, cpu = time.perf_counter_ns, time.thread_time_ns
     samples: dict[str, list[int]] = {name: [] for name in calls}
+    cpu_samples: dict[str, list[int]] = {name: [] for name in calls}
     for _ in range(repeats):
         for q in queries:
             for name, call in calls.items():
-                t0 = perf()
+                t0, c0 = perf(), cpu()
                 await call(q)
                 samples[name].append(perf() - t0)
-    return {name: summarize_ms(s) for name, s in samples.items()}
+                cpu_samples[name].append(cpu() - c0)
+    return {
+        name: {**summarize_ms(s), **summarize_ms(cpu_samples[name], prefix="cpu_")}
+        for name, s in samples.items()
+    }
 
 
 def _ratio(a: float, b: float) -> float:
@@ -134,6 +143,8 @@ async def peers_cell(
             "repeats": budget.repeats,
             "p50_ms": timed["peer"]["p50_ms"],
             "p99_ms": timed["peer"]["p99_ms"],
+            "cpu_p50_ms": timed["peer"]["cpu_p50_ms"],
+            "cpu_p99_ms": timed["peer"]["cpu_p99_ms"],
             "agreement_top10": agreement,
             "formula_family": family,
         }
@@ -142,6 +153,10 @@ async def peers_cell(
             row[f"{scorer}_p99_ms"] = timed[scorer]["p99_ms"]
             row[f"ratio_p50_vs_{scorer}"] = _ratio(timed["peer"]["p50_ms"], timed[scorer]["p50_ms"])
             row[f"ratio_p99_vs_{scorer}"] = _ratio(timed["peer"]["p99_ms"], timed[scorer]["p99_ms"])
+            for q in ("p50", "p99"):
+                mine_ms = timed[scorer][f"cpu_{q}_ms"]
+                row[f"{scorer}_cpu_{q}_ms"] = mine_ms
+                row[f"cpu_ratio_{q}_vs_{scorer}"] = _ratio(timed["peer"][f"cpu_{q}_ms"], mine_ms)
         return row
     finally:
         peer.close()
