@@ -140,8 +140,13 @@ def unpack(
     if not isinstance(head, dict) or head.get("format") != FORMAT:
         raise ImageError(f"not an image of format {FORMAT}")
     for key, want in expect.items():
-        if head.get(key) != want:
-            raise ImageError(f"{key}: the image has {head.get(key)!r}, the rows need {want!r}")
+        have = head.get(key)
+        if have != want:
+            if key == "kind":  # "kind" comes first: another scorer's image fails here
+                raise ImageError(
+                    f"kind: the image is a {have!r} index, this memory scores with {want!r}"
+                )
+            raise ImageError(f"{key}: the image has {have!r}, the rows and scorer need {want!r}")
     listed = head.get("arrays")
     if not isinstance(listed, dict) or set(listed) != set(parts) - {"header"}:
         raise ImageError("the parts differ from those the header lists")
