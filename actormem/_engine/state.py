@@ -842,7 +842,8 @@ class MemoryState:
             )
         except Exception as exc:  # the image is untrusted: whatever it does, rebuild
             logging.getLogger("actormem").warning(
-                "actormem: the file's index image was not used (%s); building the index from the rows",
+                "actormem: the file's index image was not used (%s);"
+                " building the index from the rows",
                 exc,
                 exc_info=not isinstance(exc, ImageError),  # a check missed it: a bug
             )
