@@ -27,8 +27,9 @@ Bytecode: the children read compiled bytecode from a cache of the benchmark's ow
 them), filled by one short unmeasured swarm per side and mode before the first pair, as
 an installed package has its ``.pyc`` files. Without it, in an environment that sets
 ``PYTHONDONTWRITEBYTECODE`` (these machines do), every run compiled the package's ~80
-modules from source: about 0.3 s of CPU per run, 7% of the process's CPU in memory mode,
-that no installed deployment pays. ``--source-each-run`` keeps the environment as it is
+modules from source: importing the command took 0.44-0.50 s of CPU against 0.31-0.35 s
+with the bytecode cached (load ~6), 2-3% of a run's process CPU that no installed
+deployment pays. ``--source-each-run`` keeps the environment as it is
 (the figures before 2026-12-05 04:00 UTC were taken that way).
 
 ``--pairs N`` runs every mode N times. With ``--against DIR`` (another checkout, e.g. an
