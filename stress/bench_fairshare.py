@@ -17,7 +17,10 @@ from a larger memory; ``--steady`` holds it at ``n`` entries, each store evictin
   False``: every opening wakes every parked reader, ``STARVE_MAX``) and its ``SHARE`` of
   0.6 (unless ``--share``); only with ``--phases``;
 * ``nogate``: the same with the gate off (``memory._gate.enabled = False``): trio's
-  round-robin alone, the behaviour before the gate.
+  round-robin alone, the behaviour before the gate;
+* ``noslots``: the ``gate`` phase with no limit on the retrieves scoring at once
+  (``SCORING_SLOTS`` of ``actormem._engine.memory``; the other phases have the memory's
+  own); only with ``--phases``.
 
 Printed: one JSON object per mode and phase (latencies in ms: writers' p50/p99, readers'
 p50/p99, calls done, the process's CPU seconds, how often readers parked) and a summary
@@ -49,8 +52,9 @@ from ._bench_data import DEFAULT_DATA, entries, load_corpus
 from ._bench_stats import load_average, summarize_ms
 
 #: Phases a round may run (``--phases``): writers alone, beside readers with the gate
-#: (FIFO hand-off), with the gate before it (``ReadGate.fifo = False``), with no gate.
-PHASES = ("alone", "gate", "starve", "nogate")
+#: (FIFO hand-off), with the gate before it (``ReadGate.fifo = False``), with no gate,
+#: with the FIFO gate and no scoring slots.
+PHASES = ("alone", "gate", "starve", "nogate", "noslots")
 
 
 async def _phase(
@@ -115,8 +119,10 @@ async def _mode(args: argparse.Namespace, mode: str, scratch: Path) -> list[dict
         if batch:
             await memory.store_many(batch)
         new = entries(corpus, 10**9, start=args.n)
+        slots = memory._slots
         for rnd in range(args.rounds):
             for phase in args.phases:
+                memory._slots = None if phase == "noslots" else slots
                 memory._gate.enabled = phase != "nogate"
                 memory._gate.fifo = phase != "starve"
                 _set_share(args.share or (_STARVE_SHARE if phase == "starve" else _SHARE))
@@ -131,6 +137,7 @@ async def _mode(args: argparse.Namespace, mode: str, scratch: Path) -> list[dict
                 row = {"mode": mode, "phase": phase, "round": rnd, "n": args.n, **row}
                 print(json.dumps(row), flush=True)
                 rows.append(row)
+        memory._slots = slots
         memory._gate.enabled = True
         memory._gate.fifo = True
         _set_share(args.share or _SHARE)
@@ -152,7 +159,12 @@ def _set_share(share: float) -> None:
     fairshare.OPEN_MIN = fairshare.CLOSED_MAX * (1 - share) / share
 
 
-_GATES = {"gate": "on (FIFO)", "starve": "on (STARVE_MAX)", "nogate": "off"}
+_GATES = {
+    "gate": "on (FIFO)",
+    "starve": "on (STARVE_MAX)",
+    "nogate": "off",
+    "noslots": "on (FIFO), no scoring slots",
+}
 
 
 def _table(rows: list[dict[str, Any]]) -> str:

@@ -22,6 +22,16 @@ first on ``sys.path``, so a run from a checkout would import that checkout whate
   queueing behind the other 63 agents included), and ``lost`` (the swarm's per-id
   accounting; 0 in a sound run).
 
+Bytecode: the children read compiled bytecode from a cache of the benchmark's own
+(``PYTHONPYCACHEPREFIX``, a temporary folder; ``PYTHONDONTWRITEBYTECODE`` is dropped for
+them), filled by one short unmeasured swarm per side and mode before the first pair, as
+an installed package has its ``.pyc`` files. Without it, in an environment that sets
+``PYTHONDONTWRITEBYTECODE`` (these machines do), every run compiled the package's ~80
+modules from source: importing the command took 0.44-0.50 s of CPU against 0.31-0.35 s
+with the bytecode cached (load ~6), 2-3% of a run's process CPU that no installed
+deployment pays. ``--source-each-run`` keeps the environment as it is
+(the figures before 2026-12-05 04:00 UTC were taken that way).
+
 ``--pairs N`` runs every mode N times. With ``--against DIR`` (another checkout, e.g. an
 older commit in a ``git worktree``), each pair is one run of this checkout and one of
 DIR, back to back, the order alternating from pair to pair (so a drift of the machine's
@@ -109,6 +119,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=positive_int, default=None, help="stop after N tool calls")
     p.add_argument("--episodes", type=positive_int, default=None)
     p.add_argument("--json", type=output_file, default=None)
+    p.add_argument("--source-each-run", action="store_true",
+                   help="no bytecode cache: the children inherit the environment as is")
     return p
 
 
@@ -128,13 +140,19 @@ def swarm_argv(args: argparse.Namespace, mode: str, out: Path) -> list[str]:
     return argv
 
 
-def run_once(checkout: Path, args: argparse.Namespace, mode: str) -> dict[str, Any]:
+def run_once(
+    checkout: Path, args: argparse.Namespace, mode: str, pycache: Path | None = None
+) -> dict[str, Any]:
     """One swarm run of ``checkout`` in a child process; its figures (see the module
-    docs). Raises RuntimeError when the child fails or imports another checkout."""
+    docs). With ``pycache``, the child reads and writes its bytecode there. Raises
+    RuntimeError when the child fails or imports another checkout."""
     with tempfile.TemporaryDirectory(prefix="bench-mainjob-") as scratch:
         out = Path(scratch) / "swarm.json"
         env = {**os.environ, "PYTHONPATH": str(checkout), "TMPDIR": scratch}
         env.pop("PYTHONSAFEPATH", None)
+        if pycache is not None:
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
+            env["PYTHONPYCACHEPREFIX"] = str(pycache)
         where = subprocess.run(
             [sys.executable, "-c", "import actormem; print(actormem.__file__)"],
             cwd=scratch, env=env, capture_output=True, text=True, check=True,
@@ -183,6 +201,15 @@ def run_once(checkout: Path, args: argparse.Namespace, mode: str) -> dict[str, A
         "lost": report["accounting"]["lost"],
         "max_rss_mib": usage.ru_maxrss / 1024,
     }
+
+
+def warm_up(checkouts: Any, args: argparse.Namespace, pycache: Path) -> None:
+    """Fill ``pycache`` with the bytecode of every module the runs import: one short
+    swarm (4 steps) per checkout and mode, not measured."""
+    short = argparse.Namespace(**{**vars(args), "steps": 4})
+    for checkout in dict.fromkeys(checkouts):
+        for mode in args.modes:
+            run_once(checkout, short, mode, pycache)
 
 
 def _median(values: list[float | None]) -> float | None:
@@ -258,13 +285,18 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
     names = list(sides)
     started = time.perf_counter()
     runs: list[dict[str, Any]] = []
-    for pair in range(args.pairs):
-        for mode in args.modes:
-            order = names if pair % 2 == 0 else names[::-1]
-            for side in order:
-                result = {"side": side, "pair": pair, **run_once(sides[side], args, mode)}
-                print(json.dumps(result), flush=True)
-                runs.append(result)
+    with tempfile.TemporaryDirectory(prefix="bench-mainjob-pycache-") as cache:
+        pycache = None if args.source_each_run else Path(cache)
+        if pycache is not None:
+            warm_up(sides.values(), args, pycache)
+        for pair in range(args.pairs):
+            for mode in args.modes:
+                order = names if pair % 2 == 0 else names[::-1]
+                for side in order:
+                    figures = run_once(sides[side], args, mode, pycache)
+                    result = {"side": side, "pair": pair, **figures}
+                    print(json.dumps(result), flush=True)
+                    runs.append(result)
     summary = summarize(runs, names)
     print(table(summary))
     report = {
@@ -276,6 +308,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
             "python": platform.python_version(),
         },
         "sides": {k: str(v) for k, v in sides.items()},
+        "bytecode": "inherited" if args.source_each_run else "cached",
         "swarm_argv": {m: swarm_argv(args, m, Path("OUT")) for m in args.modes},
         "runs": runs,
         "summary": summary,

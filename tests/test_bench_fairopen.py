@@ -55,6 +55,22 @@ def test_bench_fairshare_compares_the_gates(
         bench_fairshare.main(["--data", str(data), "--phases", "gate,alone"])
 
 
+def test_bench_fairshare_runs_a_phase_without_scoring_slots(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    data = real_file("tool_calls.jsonl").parent
+    bench_fairshare.main(
+        ["--data", str(data), "--n", "100", "--writers", "4", "--readers", "4",
+         "--seconds", "0.2", "--rounds", "1", "--modes", "memory",
+         "--phases", "alone,gate,noslots"]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    rows = [r for r in _rows(out) if "phase" in r]
+    assert [r["phase"] for r in rows] == ["alone", "gate", "noslots"]
+    assert all(isinstance(r["retrieves"], int) and r["retrieves"] > 0 for r in rows[1:])
+    assert "no scoring slots" in out
+
+
 def test_bench_gate_mainjob_smoke(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

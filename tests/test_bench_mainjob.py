@@ -23,6 +23,7 @@ def test_pairs_against_a_checkout_report_every_figure(
          "--against", str(bench_mainjob.ROOT), "--json", str(out)]
     )
     assert json.loads(out.read_text()) == report
+    assert report["bytecode"] == "cached"
     runs = report["runs"]
     assert [(r["mode"], r["side"]) for r in runs] == [
         ("memory", "this"), ("memory", "against"), ("durable", "this"), ("durable", "against")
@@ -45,6 +46,32 @@ def test_pairs_against_a_checkout_report_every_figure(
     # In memory means no file: only the durable run names a temporary folder.
     assert "--in-memory" in report["swarm_argv"]["memory"]
     assert "--in-memory" not in report["swarm_argv"]["durable"]
+
+
+def test_children_read_bytecode_from_the_benchmarks_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The environment may forbid writing bytecode; the run's cache is written all the same,
+    # under the checkout's own path (the prefix mirrors absolute paths), and nothing beside
+    # the sources.
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    args = bench_mainjob.parser().parse_args(["--synthetic", "--episodes", "1"])
+    cache = tmp_path / "pycache"
+    result = bench_mainjob.run_once(bench_mainjob.ROOT, args, "memory", cache)
+    assert result["lost"] == 0
+    mirror = cache / bench_mainjob.ROOT.relative_to(bench_mainjob.ROOT.anchor)
+    compiled = {p.name.split(".")[0] for p in (mirror / "actormem" / "_engine").glob("*.pyc")}
+    assert {"memory", "state", "fairshare"} <= compiled
+
+
+def test_source_each_run_keeps_the_environment(tmp_path: Path) -> None:
+    out = tmp_path / "mainjob.json"
+    report = bench_mainjob.run(
+        ["--synthetic", "--episodes", "1", "--agents", "2", "--modes", "memory",
+         "--source-each-run", "--json", str(out)]
+    )
+    assert report["bytecode"] == "inherited"
+    assert [r["lost"] for r in report["runs"]] == [0]
 
 
 def test_child_importing_another_checkout_is_refused(tmp_path: Path) -> None:

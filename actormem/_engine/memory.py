@@ -103,6 +103,16 @@ _T = TypeVar("_T")
 #: Default size of the request channel's buffer (requests waiting for the owner).
 DEFAULT_QUEUE_SIZE = 1024
 _MAX_BATCH = 512
+#: Retrieves of one memory that score at once (``None``: no limit). More wait for a
+#: token, first come first served, before they meet the fair-share gate and take their
+#: snapshot (retrieves of dense and hybrid indexes, which embed the query, perhaps in a
+#: worker thread, are not limited). The loop is shared in slices either way; the limit
+#: decides among whom. Without it, with 64 agents each scoring a slice in turn, a
+#: retrieve of ``s`` slices waited ``s`` rounds of every other reader's slice, so the
+#: retrieves with the most slices made the tail (the main job's slowest 1% had 11.4 slice
+#: boundaries on average against 3.8 for all). Read when a memory is made, so benchmarks
+#: compare in one process; figures in docs/benchmarks.md ("The main job: scoring slots").
+SCORING_SLOTS: int | None = 8
 _VACUUM_STEP = 256
 
 _STORE, _DELETE, _CONSOLIDATE, _FLUSH, _STORE_NOWAIT, _STORE_MANY, _DELETE_KEY, _SWEEP = range(8)
@@ -209,6 +219,8 @@ class Memory(metaclass=NoPublicConstructor):
         self._replica: Replica | None = None
         #: Where readers wait between slices while writes are pending (fairshare.py).
         self._gate = ReadGate()
+        #: Tokens of the retrieves scoring now (``SCORING_SLOTS``), or None.
+        self._slots = None if SCORING_SLOTS is None else trio.CapacityLimiter(SCORING_SLOTS)
 
     # ------------------------------------------------------------ lifecycle helpers
 
@@ -651,6 +663,46 @@ class Memory(metaclass=NoPublicConstructor):
             )
         if min_seq is not None:
             await self.wait_applied(min_seq)
+        # Wait for a scoring slot (SCORING_SLOTS) first, then meet the gate. Not for an
+        # index that embeds the query (dense, hybrid), perhaps in a worker thread: the
+        # slots would also cap the embeddings under way.
+        slots = self._slots
+        if slots is not None and getattr(self._state.index, "query_index", None) is not None:
+            slots = None
+        borrower = object()  # a token per retrieve, whatever task runs it
+        waited = False
+        if slots is not None:
+            try:
+                slots.acquire_on_behalf_of_nowait(borrower)
+            except trio.WouldBlock:
+                await slots.acquire_on_behalf_of(borrower)  # a schedule point
+                waited = True
+        try:
+            hits, view, alive = await self._score(
+                query, limit, accept, min_score, min_matched, waited
+            )
+        finally:
+            if slots is not None:
+                slots.release_on_behalf_of(borrower)
+        self._retrieves += 1
+        if hits:
+            self._note_access(hits)
+            if refresh_ttl and alive is not None:
+                self._note_refresh([rec for _, rec in hits], self._now())
+        return [ScoredEntry(entry=view.entry(rec), score=score) for score, rec in hits]
+
+    async def _score(
+        self,
+        query: str,
+        limit: int,
+        accept: Any,
+        min_score: float | None,
+        min_matched: int,
+        yielded: bool,
+    ) -> tuple[list[tuple[float, Record]], View, Callable[[Record], bool] | None]:
+        """:meth:`retrieve_scored`'s scoring, from meeting the gate: the hits, the view
+        they were scored in and its liveness predicate. ``yielded``: the caller passed a
+        schedule point just before."""
         # While the gate would park a reader (closed, or readers parked before this one
         # wait for their turn), park first (before any scoring). Otherwise only a cancel
         # point now: the schedule point is the first slice boundary, or one at the end for
@@ -669,14 +721,9 @@ class Memory(metaclass=NoPublicConstructor):
         accept = with_alive(accept, alive)
         hits = await run_retrieve_sliced(
             state, view, query, limit, accept, self._snapshots, min_score, min_matched,
-            gate, yielded=parked,
+            gate, yielded=parked or yielded,
         )  # fmt: skip
-        self._retrieves += 1
-        if hits:
-            self._note_access(hits)
-            if refresh_ttl and alive is not None:
-                self._note_refresh([rec for _, rec in hits], self._now())
-        return [ScoredEntry(entry=view.entry(rec), score=score) for score, rec in hits]
+        return hits, view, alive
 
     async def retrieve(
         self,
