@@ -139,9 +139,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--old",
         choices=(
-            "python", "core-bound", "core-offer", "core-prefetch", "core-window", "core-walk",
+            "python",
+            "core-bound",
+            "core-offer",
+            "core-prefetch",
+            "core-window",
+            "core-walk",
             "core-split",
-        ),  # fmt: skip
+        ),
         default="python",
         help="old: the Python driver, the core's driver with MaxScore's split by bound, or"
         " the core's driver with the groups offered to the heap in Python (core-offer), or"
