@@ -22,7 +22,9 @@ in Python (``knobs._C_OFFER = False``) and *new* the core offering them in C as 
 them (theta rises within a step). ``--old core-prefetch`` makes *old* the core's walk
 without its prefetch of the lengths (``knobs._PREFETCH_WALK = False``), ``--old
 core-window`` the record heap's path with windows of 1,024 groups, not 4,096
-(``knobs._WIDE_WINDOWS = False``), ``--old core-walk`` both.
+(``knobs._WIDE_WINDOWS = False``), ``--old core-walk`` both, ``--old core-split`` the
+cost-aware split that takes non-essential terms up to theta itself
+(``knobs._SPLIT_ROOM = 1.0``, against its default).
 
 ``--warm`` runs each query once untimed before its timed pair (``time_paired``): without
 it the first run of a pair reads the query's posting lists from memory and the second
@@ -74,8 +76,13 @@ def make(name: str) -> BM25Scorer:
 #: What *old* is: ``python`` (the Python driver), ``core-bound`` (the core's driver
 #: with MaxScore's split by bound), ``core-offer`` (the groups offered in Python),
 #: ``core-prefetch`` (the walk without its prefetch), ``core-window`` (narrower windows)
-#: or ``core-walk`` (both); set by ``main``.
+#: or ``core-walk`` (both), ``core-split`` (non-essential terms up to theta); set by
+#: ``main``.
 OLD = "python"
+
+
+#: The default of ``knobs._SPLIT_ROOM``, the new side of ``--old core-split``.
+SPLIT_ROOM = knobs._SPLIT_ROOM
 
 
 def switch(new: bool) -> None:
@@ -89,6 +96,8 @@ def switch(new: bool) -> None:
         knobs._WIDE_WINDOWS = new
     elif OLD == "core-walk":
         knobs._PREFETCH_WALK = knobs._WIDE_WINDOWS = new
+    elif OLD == "core-split":
+        knobs._SPLIT_ROOM = SPLIT_ROOM if new else 1.0
     else:
         knobs._COST_SPLIT = new
 
@@ -129,12 +138,21 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--adds", type=positive_int, default=50_000, help="entries for store cost")
     p.add_argument(
         "--old",
-        choices=("python", "core-bound", "core-offer", "core-prefetch", "core-window", "core-walk"),
+        choices=(
+            "python",
+            "core-bound",
+            "core-offer",
+            "core-prefetch",
+            "core-window",
+            "core-walk",
+            "core-split",
+        ),
         default="python",
         help="old: the Python driver, the core's driver with MaxScore's split by bound, or"
         " the core's driver with the groups offered to the heap in Python (core-offer), or"
         " the core's walk without prefetching the lengths (core-prefetch), or the heap in C"
-        " with windows of 1,024 groups (core-window), or both (core-walk)",
+        " with windows of 1,024 groups (core-window), or both (core-walk), or the split"
+        " taking non-essential terms up to theta itself (core-split)",
     )
     p.add_argument(
         "--warm",

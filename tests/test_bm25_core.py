@@ -42,18 +42,20 @@ pytestmark = pytest.mark.skipif(
 BASE = datetime(2024, 1, 1, tzinfo=UTC)
 NOW = (BASE + timedelta(days=2)).timestamp()
 
-#: (ENABLED, BM25_CORE, knobs._COST_SPLIT, knobs._C_OFFER, knobs._PREFETCH_WALK) of each
-#: path: "core" is the core's windowed driver with the cost-aware split, offering the
-#: groups it finds to its heap of records in C (unweighted queries) and prefetching the
-#: lengths in its walk, "core-offer" the same driver with each step's groups offered in
-#: Python and no prefetch (the driver before both), "core-bound" its document-at-a-time
-#: driver with MaxScore's split by bound (kept for side-by-side benchmarks).
+#: (ENABLED, BM25_CORE, knobs._COST_SPLIT, knobs._C_OFFER, knobs._PREFETCH_WALK,
+#: knobs._SPLIT_ROOM) of each path: "core" is the core's windowed driver with the
+#: cost-aware split stopping short of theta, offering the groups it finds to its heap of
+#: records in C (unweighted queries) and prefetching the lengths in its walk, "core-offer"
+#: the same driver with each step's groups offered in Python, no prefetch and the split up
+#: to theta (the driver before all three), "core-bound" its document-at-a-time driver
+#: with MaxScore's split by bound (kept for side-by-side benchmarks).
+SPLIT_ROOM = bm25_knobs._SPLIT_ROOM
 PATHS = {
-    "reference": (False, False, True, False, True),
-    "kernels": (True, False, True, False, True),
-    "core": (True, True, True, True, True),
-    "core-offer": (True, True, True, False, False),
-    "core-bound": (True, True, False, False, True),
+    "reference": (False, False, True, False, True, SPLIT_ROOM),
+    "kernels": (True, False, True, False, True, SPLIT_ROOM),
+    "core": (True, True, True, True, True, SPLIT_ROOM),
+    "core-offer": (True, True, True, False, False, 1.0),
+    "core-bound": (True, True, False, False, True, SPLIT_ROOM),
 }
 
 
@@ -65,12 +67,14 @@ def path(name: str) -> Iterator[None]:
         bm25_knobs._COST_SPLIT,
         bm25_knobs._C_OFFER,
         bm25_knobs._PREFETCH_WALK,
+        bm25_knobs._SPLIT_ROOM,
     ) = PATHS[name]
     try:
         yield
     finally:
         kernels.ENABLED, kernels.BM25_CORE = kernels.AVAILABLE, True
         bm25_knobs._COST_SPLIT = bm25_knobs._C_OFFER = bm25_knobs._PREFETCH_WALK = True
+        bm25_knobs._SPLIT_ROOM = SPLIT_ROOM
 
 
 def scorers() -> dict[str, BM25Scorer]:
@@ -378,6 +382,42 @@ def test_many_windows_agree(wide: bool, monkeypatch: Any) -> None:
             assert got == [(score, rec.seq) for score, rec in want]
 
 
+@pytest.mark.parametrize("room", [1.0, 0.9, 0.5, 0.01])
+@pytest.mark.parametrize("small", [False, True])
+def test_split_short_of_theta_agrees(room: float, small: bool, monkeypatch: Any) -> None:
+    """The cost-aware split taking non-essential terms only up to a fraction of theta
+    (``knobs._SPLIT_ROOM``: 0.01 walks nearly every list, 1.0 the split before): on
+    common and rare terms over several windows, with theta rising within and between
+    slices (tiny chunks), deletions and an older snapshot, the core agrees with the
+    reference and the brute force."""
+    monkeypatch.setattr(bm25_knobs, "_SPLIT_ROOM", room)
+    if small:
+        for k, v in (("_CHUNK", 4), ("_BOUND_CHUNK", 4), ("_SEEDS", 2), ("_SEED_ROOM", 2)):
+            monkeypatch.setattr(bm25_knobs, k, v)
+    rng = random.Random(room)
+    three = Three(scorers()["plain"])
+    common = [f"c{i}" for i in range(6)]
+    rare = [f"r{i}" for i in range(60)]
+    old = 0
+    for i in range(5_000):
+        words = rng.choices(common, k=rng.randint(1, 8)) + rng.choices(rare, k=rng.randint(0, 3))
+        three.add(" ".join(words))
+        if i % 97 == 0:
+            three.delete(rng.randrange(1000))
+        if i == 3_000:
+            old = three.version
+    queries = ["c0 c1 r3", "r5 r6 c0 c2 c3", " ".join(common + rare[:8]), "c0 c0 c1 r1 r2"]
+    for query in queries:
+        for limit in (1, 10, 30):
+            for version in (None, old):
+                view = three.view(version)
+                with path("core"):  # the knob as patched here, not the paths' default
+                    bm25_knobs._SPLIT_ROOM = room
+                    hits = three.indexes["core"].top_k(view, query, limit, None)  # type: ignore[arg-type]
+                want = brute_force(three.scorer, three.records, view.version, query, limit, now=NOW)
+                assert [(s, rec.seq) for s, rec in hits] == [(s, rec.seq) for s, rec in want]
+
+
 # -- arguments ---------------------------------------------------------------------
 
 
@@ -400,6 +440,10 @@ def test_bad_arguments_are_refused_before_c() -> None:
         ([_term()], lengths, parts[:5], 4),  # parts
         ([_term()], lengths, parts, 0),  # room
         ([_term()], lengths, parts, 4, True, 1),  # prefetch not a bool
+        ([_term()], lengths, parts, 4, True, True, 1),  # split_room not a float
+        ([_term()], lengths, parts, 4, True, True, 0.0),  # split_room not in (0, 1]
+        ([_term()], lengths, parts, 4, True, True, 1.5),
+        ([_term()], lengths, parts, 4, True, True, float("nan")),
     ]
     for args in bad_daat:
         with pytest.raises((TypeError, ValueError)):
@@ -462,6 +506,12 @@ def test_c_checks_memory_safety_itself() -> None:
         )
     with pytest.raises(ValueError, match="wrong size"):  # seed beyond the terms
         core.bm25_daat([term], cursors, lengths, *common, 0.0, 100, 1, nums, scores)
+    for room in (0.0, -0.5, 1.01, float("nan")):  # the split's fraction of theta
+        with pytest.raises(ValueError, match="split_room"):
+            core.bm25_daat(
+                [term], cursors, lengths, *common, 0.0, 100, -1, nums, scores,
+                np.zeros(1, np.uint8), None, False, room,
+            )  # fmt: skip
     for sticky in (np.zeros(2, np.uint8), np.zeros(1, np.int64), np.zeros(1, np.uint8)[:0]):
         with pytest.raises(ValueError, match="sticky"):  # one byte per term, or nothing
             core.bm25_daat([term], cursors, lengths, *common, 0.0, 100, -1, nums, scores, sticky)

@@ -499,6 +499,8 @@ class Bm25Daat:
         cost_split: Split the terms cost-aware (see ``_cbm25.bm25_daat``), not by bound.
         prefetch: With ``cost_split``, the windowed walk prefetches the length of the
             group a few postings ahead (``knobs._PREFETCH_WALK``; the same results).
+        split_room: With ``cost_split``, the non-essential terms' bounds sum below this
+            fraction of theta, in (0, 1] (``knobs._SPLIT_ROOM``; the same results).
 
     Raises:
         TypeError, ValueError: An argument of the wrong type or size, or a count or
@@ -515,6 +517,7 @@ class Bm25Daat:
         "_scores",
         "_seed",
         "_seeds",
+        "_split_room",
         "_sticky",
         "_terms",
     )
@@ -527,6 +530,7 @@ class Bm25Daat:
         room: int,
         cost_split: bool = False,
         prefetch: bool = False,
+        split_room: float = 1.0,
     ) -> None:
         if type(terms) is not list or not terms:
             raise TypeError("terms must be a non-empty list")
@@ -546,6 +550,8 @@ class Bm25Daat:
         if type(prefetch) is not bool:
             raise TypeError("prefetch must be a bool")
         self._prefetch = prefetch
+        _need(type(split_room) is float and 0.0 < split_room <= 1.0, "split_room in (0, 1]")
+        self._split_room = split_room
         self._terms, self._lengths, self._parts = list(terms), lengths, parts
         self._cursors = np.zeros(len(terms), np.int64)
         self._seeds = np.zeros(len(terms), np.int64)
@@ -642,7 +648,7 @@ class Bm25Daat:
             self._terms, self._cursors if seed < 0 else self._seeds, self._lengths,
             *self._parts, theta, budget, seed,
             self._nums[:room] if room else self._nums, self._scores, self._sticky, offer,
-            self._prefetch,
+            self._prefetch, self._split_room,
         )  # fmt: skip
         return got
 

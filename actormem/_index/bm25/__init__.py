@@ -67,7 +67,8 @@ summation order can never drop a true result.
 With the compiled core (``_cbm25.c``, :func:`~actormem._index.kernels.bm25_core_active`;
 ``ACTORMEM_BM25_CORE=0`` switches it off) the same top-k comes from a different driver in
 C: MaxScore whose non-essential terms (only looked up for candidates of the others; their
-bounds sum below ``theta``) are chosen cost-aware, greedily by bound per posting left, so
+bounds sum below ``theta``) are chosen cost-aware, greedily by bound per posting left
+while the sum stays below ``knobs._SPLIT_ROOM`` (0.8) times ``theta``, so
 that long lists of common terms are looked up and short ones walked; a term once
 non-essential stays so. The essential lists are walked term at a time over windows of
 up to 4,096 groups (no wider than a step's output, 1,024) into a score array; a group
