@@ -21,11 +21,13 @@ recomputing each word's small match set (``ACTORMEM_WO_MEMO=0``), both bit-slice
 side has its own match-set cache and memo, kept from query to query (no texts are
 added between queries here, so a repeated word is a pure hit). With ``--counts``, the
 same for the dense sets added through carry-save blocks, the large sparse sets added as
-bitsets with them, the counts read through the words' maxima and new sets' posting
-lists joined in batches of whole lists (``knobs._DENSE_CSA``, ``_SPARSE_AS_DENSE``,
-``_WORD_MAXIMA``, ``_JOIN_LISTS``) against the path before them (all four 0: each dense
-set through every plane, every sparse set group by group, every plane read, lists
-joined in Python slices), both bit-sliced with the memo.
+bitsets with them, the counts read through the words' maxima, new sets' posting
+lists joined in batches of whole lists and the short words' sets read from the owner's
+rows of bits (``knobs._DENSE_CSA``, ``_SPARSE_AS_DENSE``, ``_WORD_MAXIMA``,
+``_JOIN_LISTS``, ``_SHORT_ROWS``) against the path before them (all 0: each dense set
+through every plane, every sparse set group by group, every plane read, lists joined
+in Python slices, short words' sets built from the masks), both bit-sliced with the
+memo; ``--knobs`` names the ones the old side turns off (the others on both sides).
 
 Usage (from the repository root)::
 
@@ -133,11 +135,28 @@ SIDES = {
     "COUNTS": ("one by one", "carry-save"),
 }
 #: ``--counts``: the word-overlap knobs of each side (True: as set now, the new path).
-_COUNTS_NAMES = ("_DENSE_CSA", "_SPARSE_AS_DENSE", "_WORD_MAXIMA", "_JOIN_LISTS")
+_COUNTS_NAMES = (
+    "_DENSE_CSA",
+    "_SPARSE_AS_DENSE",
+    "_WORD_MAXIMA",
+    "_JOIN_LISTS",
+    "_SHORT_ROWS",
+)
 COUNTS_KNOBS = {
     False: dict.fromkeys(_COUNTS_NAMES, 0),
     True: {name: getattr(wo_knobs, name) for name in _COUNTS_NAMES},
 }
+
+
+def counts_knobs(names: Sequence[str]) -> None:
+    """``--counts``' old side: only ``names`` (of :data:`_COUNTS_NAMES`) off, the others
+    as set now."""
+    unknown = set(names) - set(_COUNTS_NAMES)
+    if unknown:
+        raise SystemExit(f"--knobs: not a --counts knob: {sorted(unknown)}")
+    COUNTS_KNOBS[False] = {
+        name: 0 if name in names else COUNTS_KNOBS[True][name] for name in _COUNTS_NAMES
+    }
 
 
 def set_switch(flag: str, on: bool) -> None:
@@ -218,7 +237,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         " maxima and batched joins against the path before them, both bit-sliced with the"
         " memo",
     )
+    p.add_argument(
+        "--knobs",
+        default=",".join(_COUNTS_NAMES),
+        help="--counts: the knobs the old side turns off (comma-separated; default all of"
+        f" {', '.join(_COUNTS_NAMES)})",
+    )
     args = p.parse_args(argv)
+    counts_knobs([name for name in args.knobs.split(",") if name])
     if args.bits + args.memo + args.counts > 1:
         p.error("--bits, --memo and --counts: one at a time")
     if not kernels.WO_CORE_AVAILABLE:

@@ -1856,6 +1856,61 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(bits_rows_from_masks_doc,
+"bits_rows_from_masks(lo_masks, hi_masks, rows, stride, counts, lo, hi) -> None\n\n"
+"The short-word masks of groups lo..hi as rows of bits: for each set bit b of\n"
+"lo_masks[g] (b) or hi_masks[g] (64 + b), set bit g of row b (rows[b * stride:],\n"
+"uint64) and add one to counts[b] (int64, 128 of them). O(hi - lo + bits set).");
+
+static PyObject *
+bits_rows_from_masks(PyObject *self, PyObject *args)
+{
+    PyObject *o_lo, *o_hi, *o_r, *o_c;
+    Py_ssize_t stride, lo, hi;
+    if (!PyArg_ParseTuple(args, "OOOnOnn", &o_lo, &o_hi, &o_r, &stride, &o_c, &lo, &hi))
+        return NULL;
+    Py_buffer mb[2], rb, cb;
+    PyObject *result = NULL;
+    if (get(o_lo, &mb[0], K_U64, 0, "lo_masks") < 0) return NULL;
+    if (get(o_hi, &mb[1], K_U64, 0, "hi_masks") < 0) goto e0;
+    if (get(o_r, &rb, K_U64, 1, "rows") < 0) goto e1;
+    if (get(o_c, &cb, K_I64, 1, "counts") < 0) goto e2;
+    if (lo < 0 || hi < lo || hi > LEN(mb[0]) || hi > LEN(mb[1]) || LEN(cb) < 128 ||
+        stride < NWORDS(hi) || stride > LEN(rb) / 128) {
+        PyErr_SetString(PyExc_ValueError, "lo/hi/stride/counts out of range");
+        goto done;
+    }
+    {
+        uint64_t *rows = rb.buf;
+        int64_t *counts = cb.buf;
+        for (int half = 0; half < 2; half++) {
+            const uint64_t *m = mb[half].buf;
+            uint64_t *r = rows + (Py_ssize_t)half * 64 * stride;
+            int64_t *c = counts + half * 64;
+            for (Py_ssize_t g = lo; g < hi; g++) {
+                uint64_t bits = m[g], one = (uint64_t)1 << (g & 63);
+                Py_ssize_t w = g >> 6;
+                while (bits) {
+                    int b = __builtin_ctzll(bits);
+                    bits &= bits - 1;
+                    r[(Py_ssize_t)b * stride + w] |= one;
+                    c[b]++;
+                }
+            }
+        }
+        result = Py_NewRef(Py_None);
+    }
+done:
+    PyBuffer_Release(&cb);
+e2:
+    PyBuffer_Release(&rb);
+e1:
+    PyBuffer_Release(&mb[1]);
+e0:
+    PyBuffer_Release(&mb[0]);
+    return result;
+}
+
 /* ================================================================== store path
  *
  * The owner's per-store work outside the query kernels (issue #20, the store targets;
@@ -2597,6 +2652,7 @@ static PyMethodDef methods[] = {
     {"bits_set", bits_set, METH_VARARGS, bits_set_doc},
     {"bits_join", bits_join, METH_VARARGS, bits_join_doc},
     {"bits_from_masks", bits_from_masks, METH_VARARGS, bits_from_masks_doc},
+    {"bits_rows_from_masks", bits_rows_from_masks, METH_VARARGS, bits_rows_from_masks_doc},
     {"add_text_known", add_text_known, METH_VARARGS, add_text_known_doc},
     {"fold_ascii", fold_ascii, METH_O, fold_ascii_doc},
     {"token_cache", token_cache, METH_NOARGS, token_cache_doc},

@@ -50,6 +50,7 @@ __all__ = [
     "cache_forget",
     "bits_active",
     "bits_from_masks",
+    "bits_rows_from_masks",
     "bits_join",
     "bits_set",
     "bits_to_gids",
@@ -624,6 +625,31 @@ def bits_from_masks(
     _bitset("bits", bits, hi, writable=True)
     got: int = _module().bits_from_masks(masks_, bit, lo, hi, bits)
     return got
+
+
+def bits_rows_from_masks(
+    masks_: tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]],
+    rows: np.ndarray[Any, Any],
+    stride: int,
+    counts: np.ndarray[Any, Any],
+    lo: int,
+    hi: int,
+) -> None:
+    """The short-word masks (``masks_``: the low and high 64 bits, uint64) of the groups
+    ``lo:hi`` as rows of bits: for each short word ``b`` (0-127) a group's mask holds,
+    set bit ``g`` of row ``b`` (``rows[b * stride:(b + 1) * stride]``, uint64) and add
+    one to ``counts[b]`` (int64). O(hi - lo + bits set).
+
+    Raises:
+        TypeError, ValueError: An argument of the wrong type or size.
+    """
+    _need(type(masks_) is tuple and len(masks_) == 2, "masks must be a pair of arrays")
+    size = min(kernels._array_of("masks", masks_[0], _U64), kernels._array_of("masks", masks_[1], _U64))
+    _need(type(lo) is int and type(hi) is int and 0 <= lo <= hi <= size, "lo, hi beyond masks")
+    _need(type(stride) is int and stride >= words_of(hi), "stride below the groups")
+    _need(kernels._array_of("rows", rows, _U64, True) >= 128 * stride, "rows too short")
+    _need(kernels._array_of("counts", counts, _I64, True) >= 128, "counts too short")
+    _module().bits_rows_from_masks(masks_[0], masks_[1], rows, stride, counts, lo, hi)
 
 
 def bits_to_gids(bits: np.ndarray[Any, Any], n: int) -> np.ndarray[Any, Any]:
