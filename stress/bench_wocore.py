@@ -24,9 +24,10 @@ same for the dense sets added through carry-save blocks, the large sparse sets a
 bitsets with them, the counts read through the words' maxima, new sets' posting
 lists joined in batches of whole lists and the short words' sets read from the owner's
 rows of bits (``knobs._DENSE_CSA``, ``_SPARSE_AS_DENSE``, ``_WORD_MAXIMA``,
-``_JOIN_LISTS``, ``_SHORT_ROWS``) against the path before them (all 0: each dense set
+``_JOIN_LISTS``, ``_SHORT_ROWS``, ``_JOIN_IN_PLACE``) against the path before them (all 0: each dense set
 through every plane, every sparse set group by group, every plane read, lists joined
-in Python slices, short words' sets built from the masks), both bit-sliced with the
+in Python slices, short words' sets built from the masks, long lists' slices
+copied), both bit-sliced with the
 memo; ``--knobs`` names the ones the old side turns off (the others on both sides).
 
 Usage (from the repository root)::
@@ -141,6 +142,7 @@ _COUNTS_NAMES = (
     "_WORD_MAXIMA",
     "_JOIN_LISTS",
     "_SHORT_ROWS",
+    "_JOIN_IN_PLACE",
 )
 COUNTS_KNOBS = {
     False: dict.fromkeys(_COUNTS_NAMES, 0),

@@ -1813,6 +1813,44 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(bits_join_slice_doc,
+"bits_join_slice(lst, start, stop, n, bits) -> None\n\n"
+"bits_join of lst[start:stop] (array('i')) alone, read in place (no copy): set bit g\n"
+"of bits (uint64, at least ceil(n / 64) words) for every 0 <= g < n of the slice.\n"
+"O(stop - start).");
+
+static PyObject *
+bits_join_slice(PyObject *self, PyObject *args)
+{
+    PyObject *o_l, *o_b;
+    Py_ssize_t start, stop, n;
+    if (!PyArg_ParseTuple(args, "OnnnO", &o_l, &start, &stop, &n, &o_b)) return NULL;
+    Py_buffer lst, bb;
+    if (get(o_l, &lst, K_I32, 0, "posting list") < 0) return NULL;
+    if (get(o_b, &bb, K_U64, 1, "bits") < 0) {
+        PyBuffer_Release(&lst);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    if (n < 0 || NWORDS(n) > LEN(bb) || start < 0 || stop < start || stop > LEN(lst)) {
+        PyErr_SetString(PyExc_ValueError, "n, start or stop out of range");
+        goto done;
+    }
+    {
+        const int32_t *g = lst.buf;
+        uint64_t *b = bb.buf;
+        for (Py_ssize_t i = start; i < stop; i++) {
+            int32_t num = g[i];
+            if (num >= 0 && num < n) b[num >> 6] |= (uint64_t)1 << (num & 63);
+        }
+    }
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&bb);
+    PyBuffer_Release(&lst);
+    return result;
+}
+
 PyDoc_STRVAR(bits_from_masks_doc,
 "bits_from_masks(masks, bit, lo, hi, bits) -> int\n\n"
 "Set bit g of the bitset bits (uint64) for each g in lo..hi whose short-word mask\n"
@@ -2651,6 +2689,7 @@ static PyMethodDef methods[] = {
     {"bits_count", bits_count, METH_VARARGS, bits_count_doc},
     {"bits_set", bits_set, METH_VARARGS, bits_set_doc},
     {"bits_join", bits_join, METH_VARARGS, bits_join_doc},
+    {"bits_join_slice", bits_join_slice, METH_VARARGS, bits_join_slice_doc},
     {"bits_from_masks", bits_from_masks, METH_VARARGS, bits_from_masks_doc},
     {"bits_rows_from_masks", bits_rows_from_masks, METH_VARARGS, bits_rows_from_masks_doc},
     {"add_text_known", add_text_known, METH_VARARGS, add_text_known_doc},

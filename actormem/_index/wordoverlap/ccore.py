@@ -52,6 +52,7 @@ __all__ = [
     "bits_from_masks",
     "bits_rows_from_masks",
     "bits_join",
+    "bits_join_slice",
     "bits_set",
     "bits_to_gids",
     "core",
@@ -609,6 +610,23 @@ def bits_join(lists: list[array[int]], n: int, bits: np.ndarray[Any, Any]) -> No
     _need(type(n) is int and n >= 0, "n must be an int >= 0")
     _bitset("bits", bits, n, writable=True)
     _module().bits_join(lists, n, bits)
+
+
+def bits_join_slice(
+    lst: array[int], start: int, stop: int, n: int, bits: np.ndarray[Any, Any]
+) -> None:
+    """:func:`bits_join` of ``lst[start:stop]`` (``array('i')``) alone, read in place
+    (no copy). O(stop - start).
+
+    Raises:
+        TypeError, ValueError: An argument of the wrong type or size.
+    """
+    _check_int_arrays([lst])
+    _need(type(start) is int and type(stop) is int, "start, stop must be ints")
+    _need(0 <= start <= stop <= len(lst), "start, stop beyond the list")
+    _need(type(n) is int and n >= 0, "n must be an int >= 0")
+    _bitset("bits", bits, n, writable=True)
+    _module().bits_join_slice(lst, start, stop, n, bits)
 
 
 def bits_from_masks(

@@ -85,3 +85,9 @@ _JOIN_LISTS = 1024
 #: for the owner's side (no rows kept when False) and at each retrieve. False: the
 #: path before it (the same sets).
 _SHORT_ROWS = True
+#: A posting list longer than ``_JOIN`` joined into a new dense match set (with
+#: ``_JOIN_LISTS``) is read in place by C a ``_CHUNK`` slice at a time
+#: (``ccore.bits_join_slice``). False: each slice copied, filtered below ``n`` in numpy
+#: and set (``ccore.bits_set``), the path before it (the same sets). A common word's
+#: first retrieve at 1M joins 10^5-10^6 postings, most of them from a few long lists.
+_JOIN_IN_PLACE = True

@@ -229,6 +229,15 @@ class MatchFinder:
         i, count = 0, len(lists)
         while i < count:
             length = lens[i]
+            if length > join and bits is not None and knobs._JOIN_IN_PLACE:
+                # A long list: read in place by C, _CHUNK postings (sequential reads,
+                # writes into a bitset of n / 8 bytes) between two yields.
+                lst, step = lists[i], knobs._CHUNK
+                for start in range(0, length, step):
+                    ccore.bits_join_slice(lst, start, min(length, start + step), n, bits)
+                    yield
+                i += 1
+                continue
             if length > join:  # a long list: slices (copies)
                 lst = lists[i]
                 for start in range(0, length, join):
