@@ -1921,18 +1921,29 @@ bits_rows_from_masks(PyObject *self, PyObject *args)
     {
         uint64_t *rows = rb.buf;
         int64_t *counts = cb.buf;
-        for (int half = 0; half < 2; half++) {
-            const uint64_t *m = mb[half].buf;
-            uint64_t *r = rows + (Py_ssize_t)half * 64 * stride;
-            int64_t *c = counts + half * 64;
-            for (Py_ssize_t g = lo; g < hi; g++) {
-                uint64_t bits = m[g], one = (uint64_t)1 << (g & 63);
-                Py_ssize_t w = g >> 6;
-                while (bits) {
-                    int b = __builtin_ctzll(bits);
-                    bits &= bits - 1;
-                    r[(Py_ssize_t)b * stride + w] |= one;
-                    c[b]++;
+        /* Row by row over blocks of 1,024 groups (their masks stay in L1): for each
+         * short word some mask of the block holds, a word of bits gathered in a
+         * register per 64 groups, then one OR into the row. A store per set bit into
+         * 128 rows spread over 16 MB (at 1M groups) cost 2.5x as much. */
+        for (Py_ssize_t b0 = lo; b0 < hi; b0 += 1024) {
+            Py_ssize_t b1 = b0 + 1024 < hi ? b0 + 1024 : hi;
+            for (int half = 0; half < 2; half++) {
+                const uint64_t *m = mb[half].buf;
+                uint64_t *r = rows + (Py_ssize_t)half * 64 * stride;
+                int64_t *c = counts + half * 64;
+                uint64_t any = 0;
+                for (Py_ssize_t g = b0; g < b1; g++) any |= m[g];
+                while (any) {
+                    int b = __builtin_ctzll(any);
+                    any &= any - 1;
+                    uint64_t *row = r + (Py_ssize_t)b * stride;
+                    for (Py_ssize_t g = b0; g < b1;) {
+                        Py_ssize_t w = g >> 6, end = (w + 1) * 64 < b1 ? (w + 1) * 64 : b1;
+                        uint64_t acc = 0;
+                        for (; g < end; g++) acc |= ((m[g] >> b) & 1) << (g & 63);
+                        row[w] |= acc;
+                        c[b] += __builtin_popcountll(acc);
+                    }
                 }
             }
         }
