@@ -24,12 +24,12 @@ same for the dense sets added through carry-save blocks, the large sparse sets a
 bitsets with them, the counts read through the words' maxima, new sets' posting
 lists joined in batches of whole lists and the short words' sets read from the owner's
 rows of bits (``knobs._DENSE_CSA``, ``_SPARSE_AS_DENSE``, ``_WORD_MAXIMA``,
-``_JOIN_LISTS``, ``_SHORT_ROWS``, ``_JOIN_IN_PLACE``) against the path before them (all 0: each dense set
-through every plane, every sparse set group by group, every plane read, lists joined
-in Python slices, short words' sets built from the masks, long lists' slices
-copied), both bit-sliced with the
-memo; ``--knobs`` names the ones the old side turns off (the others on both sides);
-``--stores`` builds the memory twice, with each side's knobs, and reports the store
+``_JOIN_LISTS``, ``_SHORT_ROWS``, ``_JOIN_IN_PLACE``) against the path before them
+(all 0: each dense set through every plane, every sparse set group by group, every
+plane read, lists joined in Python slices, short words' sets built from the masks,
+long lists' slices copied), both bit-sliced with the memo; ``--knobs`` names the ones
+the old side turns off (the others on both sides); ``--stores`` builds the memory
+twice, with each side's knobs, and reports the store
 cost of each (``_SHORT_ROWS`` is owner's work at store time).
 
 Usage (from the repository root)::
@@ -240,9 +240,7 @@ def main_switch(args: argparse.Namespace, flag: str) -> list[dict[str, Any]]:
                 flush=True,
             )
         else:
-            state = MemoryState(
-                capacity=None, half_life=3600.0, scorer=make_scorer("word-overlap")
-            )
+            state = MemoryState(capacity=None, half_life=3600.0, scorer=make_scorer("word-overlap"))
             fill_state(state, entries(corpus, size))
         gc.freeze()
         memos = {on: (MatchCache(), [{}, {}, 0]) for on in (False, True)}

@@ -231,7 +231,7 @@ def test_masks_to_rows_in_any_range(n: int, lo: int, width: int, room: int, seed
     with pytest.raises(ValueError):
         c.bits_rows_from_masks(masks[0], masks[1], rows, stride, counts, lo, n + 1)
     with pytest.raises(ValueError):
-        c.bits_rows_from_masks(masks[0], masks[1], rows[:-1 - room], stride + 1, counts, 0, n)
+        c.bits_rows_from_masks(masks[0], masks[1], rows[: -1 - room], stride + 1, counts, 0, n)
     with pytest.raises(ValueError):
         c.bits_rows_from_masks(masks[0], masks[1], rows, stride, counts[:127], 0, n)
     if n > 64:

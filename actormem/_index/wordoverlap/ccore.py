@@ -662,7 +662,7 @@ def bits_rows_from_masks(
         TypeError, ValueError: An argument of the wrong type or size.
     """
     _need(type(masks_) is tuple and len(masks_) == 2, "masks must be a pair of arrays")
-    size = min(kernels._array_of("masks", masks_[0], _U64), kernels._array_of("masks", masks_[1], _U64))
+    size = min(kernels._array_of("masks", m, _U64) for m in masks_)
     _need(type(lo) is int and type(hi) is int and 0 <= lo <= hi <= size, "lo, hi beyond masks")
     _need(type(stride) is int and stride >= words_of(hi), "stride below the groups")
     _need(kernels._array_of("rows", rows, _U64, True) >= 128 * stride, "rows too short")

@@ -282,9 +282,9 @@ class _WordOverlapIndex:
             assert stride == ccore.words_of(len(e.maxrel))
             flags = np.unpackbits(e.rows.view(np.uint8), bitorder="little").reshape(128, -1)
             for b in range(128):
-                got = flags[b, : e.masked].astype(bool)
+                row = flags[b, : e.masked].astype(bool)
                 want = (e.masks[b >> 6][: e.masked] >> np.uint64(b & 63)) & np.uint64(1) != 0
-                assert (got == want).all(), b
+                assert (row == want).all(), b
                 assert not flags[b, e.masked :].any(), b
                 assert e.rowcount[b] == int(want.sum()), b
         assert len(e.pending) == e.n - e.masked
