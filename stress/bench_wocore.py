@@ -21,11 +21,16 @@ recomputing each word's small match set (``ACTORMEM_WO_MEMO=0``), both bit-slice
 side has its own match-set cache and memo, kept from query to query (no texts are
 added between queries here, so a repeated word is a pure hit). With ``--counts``, the
 same for the dense sets added through carry-save blocks, the large sparse sets added as
-bitsets with them, the counts read through the words' maxima and new sets' posting
-lists joined in batches of whole lists (``knobs._DENSE_CSA``, ``_SPARSE_AS_DENSE``,
-``_WORD_MAXIMA``, ``_JOIN_LISTS``) against the path before them (all four 0: each dense
-set through every plane, every sparse set group by group, every plane read, lists
-joined in Python slices), both bit-sliced with the memo.
+bitsets with them, the counts read through the words' maxima, new sets' posting
+lists joined in batches of whole lists and the short words' sets read from the owner's
+rows of bits (``knobs._DENSE_CSA``, ``_SPARSE_AS_DENSE``, ``_WORD_MAXIMA``,
+``_JOIN_LISTS``, ``_SHORT_ROWS``, ``_JOIN_IN_PLACE``) against the path before them
+(all 0: each dense set through every plane, every sparse set group by group, every
+plane read, lists joined in Python slices, short words' sets built from the masks,
+long lists' slices copied), both bit-sliced with the memo; ``--knobs`` names the ones
+the old side turns off (the others on both sides); ``--stores`` builds the memory
+twice, with each side's knobs, and reports the store
+cost of each (``_SHORT_ROWS`` is owner's work at store time).
 
 Usage (from the repository root)::
 
@@ -133,11 +138,29 @@ SIDES = {
     "COUNTS": ("one by one", "carry-save"),
 }
 #: ``--counts``: the word-overlap knobs of each side (True: as set now, the new path).
-_COUNTS_NAMES = ("_DENSE_CSA", "_SPARSE_AS_DENSE", "_WORD_MAXIMA", "_JOIN_LISTS")
+_COUNTS_NAMES = (
+    "_DENSE_CSA",
+    "_SPARSE_AS_DENSE",
+    "_WORD_MAXIMA",
+    "_JOIN_LISTS",
+    "_SHORT_ROWS",
+    "_JOIN_IN_PLACE",
+)
 COUNTS_KNOBS = {
     False: dict.fromkeys(_COUNTS_NAMES, 0),
     True: {name: getattr(wo_knobs, name) for name in _COUNTS_NAMES},
 }
+
+
+def counts_knobs(names: Sequence[str]) -> None:
+    """``--counts``' old side: only ``names`` (of :data:`_COUNTS_NAMES`) off, the others
+    as set now."""
+    unknown = set(names) - set(_COUNTS_NAMES)
+    if unknown:
+        raise SystemExit(f"--knobs: not a --counts knob: {sorted(unknown)}")
+    COUNTS_KNOBS[False] = {
+        name: 0 if name in names else COUNTS_KNOBS[True][name] for name in _COUNTS_NAMES
+    }
 
 
 def set_switch(flag: str, on: bool) -> None:
@@ -178,6 +201,29 @@ def time_switch(
     return out
 
 
+def build_counts_pair(corpus: Any, size: int) -> tuple[MemoryState, dict[str, float]]:
+    """``--counts --stores``: two memories of ``size`` entries built in alternating
+    batches, one made with the old side's knobs (``COUNTS_KNOBS[False]``: the owner's
+    work they switch off, e.g. ``_SHORT_ROWS``' rows, is not done), one with the new;
+    per side the entries stored per thread CPU-second (whole ``MemoryState.store``s,
+    a publish and vacuum per batch). Returns the new side's memory (the other freed)."""
+    states = {}
+    for on in (False, True):
+        set_switch("COUNTS", on)  # read when the index is made
+        states[on] = MemoryState(
+            capacity=None, half_life=3600.0, scorer=make_scorer("word-overlap")
+        )
+    cpu = store_paired(
+        states, list(entries(corpus, size)), BATCH, lambda on: set_switch("COUNTS", on),
+        store_batch,
+    )  # fmt: skip
+    set_switch("COUNTS", True)
+    state = states.pop(True)
+    states.clear()
+    gc.collect()
+    return state, {"old": size / cpu[False], "new": size / cpu[True]}
+
+
 def main_switch(args: argparse.Namespace, flag: str) -> list[dict[str, Any]]:
     """The ``--bits``, ``--memo`` or ``--counts`` comparison (see the module
     documentation)."""
@@ -185,8 +231,17 @@ def main_switch(args: argparse.Namespace, flag: str) -> list[dict[str, Any]]:
     sets = query_sets(corpus, args.data, args.queries, args.seed)
     cells = []
     for size in args.sizes:
-        state = MemoryState(capacity=None, half_life=3600.0, scorer=make_scorer("word-overlap"))
-        fill_state(state, entries(corpus, size))
+        if flag == "COUNTS" and args.stores:
+            state, rates = build_counts_pair(corpus, size)
+            cells.append({"size": size, "store_per_cpu_s": rates})
+            print(
+                f"n={size:>9,} store: old {rates['old']:,.0f} / new {rates['new']:,.0f}"
+                f" entries per CPU-second (x{rates['new'] / rates['old']:.3f})",
+                flush=True,
+            )
+        else:
+            state = MemoryState(capacity=None, half_life=3600.0, scorer=make_scorer("word-overlap"))
+            fill_state(state, entries(corpus, size))
         gc.freeze()
         memos = {on: (MatchCache(), [{}, {}, 0]) for on in (False, True)}
         for name, queries in sets.items():
@@ -218,7 +273,21 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         " maxima and batched joins against the path before them, both bit-sliced with the"
         " memo",
     )
+    p.add_argument(
+        "--knobs",
+        default=",".join(_COUNTS_NAMES),
+        help="--counts: the knobs the old side turns off (comma-separated; default all of"
+        f" {', '.join(_COUNTS_NAMES)})",
+    )
+    p.add_argument(
+        "--stores",
+        action="store_true",
+        help="--counts: build the memory twice in alternating batches, with the old and the"
+        " new side's knobs, and report the store cost of each (then the queries on the new"
+        " one)",
+    )
     args = p.parse_args(argv)
+    counts_knobs([name for name in args.knobs.split(",") if name])
     if args.bits + args.memo + args.counts > 1:
         p.error("--bits, --memo and --counts: one at a time")
     if not kernels.WO_CORE_AVAILABLE:

@@ -40,3 +40,18 @@ def test_the_bits_comparison_runs_and_compares(tmp_path: Path) -> None:
     cells = json.loads(out.read_text())["cells"]
     assert [c["queries_of"] for c in cells] == ["questions", "tool results"]
     assert all(c["queries"] == 5 and {"bytes", "bits"} <= set(c) for c in cells)
+
+
+def test_the_counts_comparison_with_stores_runs_and_compares(tmp_path: Path) -> None:
+    data = real_file("tool_calls.jsonl").parent
+    real_file("locomo10.json")
+    out = tmp_path / "counts.json"
+    args = ["--counts", "--stores", "--knobs", "_SHORT_ROWS,_JOIN_IN_PLACE", "--data", str(data)]
+    args += ["--sizes", "600", "--queries", "5", "--json", str(out)]
+    assert bench_wocore.main(args) == 0
+    cells = json.loads(out.read_text())["cells"]
+    assert [c.get("queries_of") for c in cells] == [None, "questions", "tool results"]
+    assert set(cells[0]["store_per_cpu_s"]) == {"old", "new"}
+    assert all(c["queries"] == 5 for c in cells[1:])
+    with pytest.raises(SystemExit):
+        bench_wocore.main(["--counts", "--knobs", "_NOT_A_KNOB", "--data", str(data)])

@@ -447,24 +447,40 @@ class CountsOldAndNew(BitsAndBytes):
     through carry-save blocks and large sparse sets as bitsets with them
     (``knobs._DENSE_CSA``, ``knobs._SPARSE_AS_DENSE`` at a threshold that leaves smaller
     sparse sets group by group), reading the counts through the words' maxima
-    (``knobs._WORD_MAXIMA``) and joining new sets' posting lists in batches of whole
-    lists (``knobs._JOIN_LISTS``), one the path before them (each dense set through
-    every plane, every sparse set group by group, every plane read, lists joined in
-    Python slices), the reference."""
+    (``knobs._WORD_MAXIMA``), joining new sets' posting lists in batches of whole
+    lists (``knobs._JOIN_LISTS``), long lists read in place (``knobs._JOIN_IN_PLACE``)
+    and reading the short words' dense sets from the owner's rows of bits
+    (``knobs._SHORT_ROWS``), one the path before them (each dense set through every
+    plane, every sparse set group by group, every plane read, lists joined in Python
+    slices, short words' sets built from the masks), the reference."""
 
     #: Knob values per side (True: the new path): _DENSE_CSA, _SPARSE_AS_DENSE,
-    #: _WORD_MAXIMA, _JOIN_LISTS (3: batches of a few lists, here).
-    KNOBS = {True: (True, 128, True, 3), False: (False, 0, False, 0)}
+    #: _WORD_MAXIMA, _JOIN_LISTS (3: batches of a few lists, here), _SHORT_ROWS (the
+    #: short words' sets read from the owner's rows; both memories keep the rows, made
+    #: with the knob on), _JOIN_IN_PLACE.
+    KNOBS = {
+        True: (True, 128, True, 3, True, True),
+        False: (False, 0, False, 0, False, False),
+    }
+    NAMES = (
+        "_DENSE_CSA",
+        "_SPARSE_AS_DENSE",
+        "_WORD_MAXIMA",
+        "_JOIN_LISTS",
+        "_SHORT_ROWS",
+        "_JOIN_IN_PLACE",
+    )
 
     def _each(self) -> Iterator[tuple[bool, MemoryState]]:
-        k = wo_knobs
-        saved = (k._DENSE_CSA, k._SPARSE_AS_DENSE, k._WORD_MAXIMA, k._JOIN_LISTS)
+        saved = [getattr(wo_knobs, name) for name in self.NAMES]
         for on, state in self.states.items():
-            k._DENSE_CSA, k._SPARSE_AS_DENSE, k._WORD_MAXIMA, k._JOIN_LISTS = self.KNOBS[on]
+            for name, value in zip(self.NAMES, self.KNOBS[on], strict=True):
+                setattr(wo_knobs, name, value)
             try:
                 yield on, state
             finally:
-                k._DENSE_CSA, k._SPARSE_AS_DENSE, k._WORD_MAXIMA, k._JOIN_LISTS = saved
+                for name, value in zip(self.NAMES, saved, strict=True):
+                    setattr(wo_knobs, name, value)
 
 
 def test_counts_old_and_new_agree() -> None:
@@ -776,3 +792,80 @@ def test_a_small_memory_borrows_room_for_its_own_groups_only() -> None:
     spares = index._e.scratch._spares.get("int64", [])  # type: ignore[attr-defined]
     assert spares, "the room is given back to the pool"
     assert max(len(a) for a in spares) <= ccore.words_of(100) * 64
+
+
+def test_short_rows_follow_growth_renumbering_and_the_image(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The owner's rows of short-word bits (knobs._SHORT_ROWS) stay the masks' transpose
+    # through growth, a renumbering after deletes and a restore from the index image
+    # (the index's _check compares them), and a retrieve reading them ranks as the
+    # byte counts do; masks computed once without the core drop the rows for good.
+    from actormem._index.wordoverlap import persist as wo_persist
+    from actormem._index.wordoverlap.index import _WordOverlapIndex
+
+    monkeypatch.setattr(wo_knobs, "_RENUMBER_MIN", 16)
+    rng = np.random.default_rng(7)
+    states = {
+        bits: MemoryState(
+            capacity=None, half_life=3600.0, scorer=WordOverlapScorer(essential_budget=2)
+        )
+        for bits in (False, True)
+    }
+    entries = []
+    for i in range(700):
+        words = [WORDS[int(j)] for j in rng.integers(0, len(WORDS), int(rng.integers(1, 6)))]
+        entries.append(
+            MemoryEntry(
+                category=MemoryCategory.FACT,
+                memory=" ".join([*words, f"m{i}"]),
+                relevance=float(rng.choice([0.2, 0.6, 1.0])),
+                created_at=BASE + timedelta(seconds=i),
+                id=uuid.UUID(int=i + 1),
+            )
+        )
+    for state in states.values():
+        for entry in entries:
+            state.store(entry)
+        state.publish()
+        for entry in entries[:400]:
+            state.delete(entry.id)
+        state.publish()
+        state.vacuum(state.published)
+    index: Any = states[True].index
+    assert index._e.rows is not None
+    assert index._e.n < 700  # renumbered
+    states[True]._check()
+
+    def agree() -> None:
+        for query in ("a on x", "do t the", "w1 ab cat", "é x id"):
+            got = {}
+            for bits, state in states.items():
+                monkeypatch.setattr(ccore, "BITS", bits)
+                steps = state.index.top_k_steps(state.view(), query, 7, None)  # type: ignore[attr-defined]
+                got[bits] = [(score, rec.seq) for score, rec in drain(steps)]
+            assert got[True] == got[False], query
+
+    agree()
+    records = sorted(states[True].view().records(), key=lambda rec: rec.seq)
+    restored = _WordOverlapIndex(2)
+    wo_persist.restore(restored, wo_persist.dump(index, records), records)
+    assert restored._e.rows is not None
+    restored._check(records)
+    fresh = MemoryEntry(
+        category=MemoryCategory.FACT,
+        memory="a new text on x",
+        relevance=0.9,
+        created_at=BASE + timedelta(seconds=900),
+        id=uuid.UUID(int=900),
+    )
+    monkeypatch.setattr(kernels, "WO_CORE", False)
+    states[True].store(fresh)  # masks of a new group computed in Python
+    states[True].publish()
+    index._e.fill_masks()
+    monkeypatch.setattr(kernels, "WO_CORE", True)
+    assert index._e.rows is None
+    states[True]._check()
+    states[False].store(fresh)
+    states[False].publish()
+    agree()

@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actormem._index import kernels
+from actormem._index.wordoverlap import ccore
 
 pytestmark = pytest.mark.skipif(
     not kernels.WO_CORE_AVAILABLE, reason="the word-overlap core is not built"
@@ -195,6 +196,103 @@ def test_masks_to_bits_in_any_range(n: int, lo: int, width: int, bit: int, seed:
     for g in on:
         want[g >> 6] |= 1 << (g & 63)
     assert [int(x) for x in out] == want
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    n=st.integers(0, 200),
+    lo=st.integers(0, 200),
+    width=st.integers(0, 140),
+    room=st.integers(0, 2),
+    seed=st.integers(0, 1 << 30),
+)
+def test_masks_to_rows_in_any_range(n: int, lo: int, width: int, room: int, seed: int) -> None:
+    # Every short word's row: bit g set for each g in lo:hi whose mask has the word's
+    # bit, on top of what the rows held; the counts grow by the bits set.
+    c = _c()
+    rng = np.random.default_rng(seed)
+    lo = min(lo, n)
+    hi = min(n, lo + width)
+    masks = tuple(rng.integers(0, FULL, n, dtype=np.uint64, endpoint=True) for _ in range(2))
+    stride = -(-n // 64) + room
+    rows = rng.integers(0, FULL, 128 * stride + room, dtype=np.uint64, endpoint=True)
+    before = rows.copy()
+    counts = rng.integers(0, 1000, 128, dtype=np.int64)
+    counts_before = counts.copy()
+    ccore.bits_rows_from_masks(masks, rows, stride, counts, lo, hi)
+    want = [int(x) for x in before]
+    for b in range(128):
+        on = [g for g in range(lo, hi) if (int(masks[b >> 6][g]) >> (b & 63)) & 1]
+        assert counts[b] == counts_before[b] + len(on), b
+        for g in on:
+            want[b * stride + (g >> 6)] |= 1 << (g & 63)
+    assert [int(x) for x in rows] == want
+    # The C function refuses what would write out of bounds by itself.
+    with pytest.raises(ValueError):
+        c.bits_rows_from_masks(masks[0], masks[1], rows, stride, counts, lo, n + 1)
+    with pytest.raises(ValueError):
+        c.bits_rows_from_masks(masks[0], masks[1], rows[: -1 - room], stride + 1, counts, 0, n)
+    with pytest.raises(ValueError):
+        c.bits_rows_from_masks(masks[0], masks[1], rows, stride, counts[:127], 0, n)
+    if n > 64:
+        with pytest.raises(ValueError):
+            c.bits_rows_from_masks(masks[0], masks[1], rows, -(-n // 64) - 1, counts, 0, n)
+
+
+def test_masks_to_rows_refused_before_c() -> None:
+    masks = (np.zeros(10, np.uint64), np.zeros(10, np.uint64))
+    rows, counts = np.zeros(128, np.uint64), np.zeros(128, np.int64)
+    ccore.bits_rows_from_masks(masks, rows, 1, counts, 0, 10)
+    for bad in (
+        lambda: ccore.bits_rows_from_masks(masks[0], rows, 1, counts, 0, 10),  # type: ignore[arg-type]
+        lambda: ccore.bits_rows_from_masks(masks, rows, 1, counts, 0, 11),
+        lambda: ccore.bits_rows_from_masks(masks, rows, 1, counts, 5, 4),
+        lambda: ccore.bits_rows_from_masks(masks, rows, 0, counts, 0, 10),
+        lambda: ccore.bits_rows_from_masks(masks, rows[:127], 1, counts, 0, 10),
+        lambda: ccore.bits_rows_from_masks(masks, rows, 1, counts[:5], 0, 10),
+        lambda: ccore.bits_rows_from_masks(masks, rows.astype(np.int64), 1, counts, 0, 10),
+        lambda: ccore.bits_rows_from_masks(masks, rows, 1, counts.astype(np.uint64), 0, 10),
+    ):
+        with pytest.raises((TypeError, ValueError)):
+            bad()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    nums=st.lists(st.integers(-3, 300), max_size=120),
+    n=st.integers(0, 290),
+    start=st.integers(0, 130),
+    width=st.integers(0, 130),
+    seed=st.integers(0, 1 << 30),
+)
+def test_a_slice_joined_in_place(
+    nums: list[int], n: int, start: int, width: int, seed: int
+) -> None:
+    # bits_join_slice: the bits of lst[start:stop] below n, on top of what bits held;
+    # the same as bits_join of the copied slice.
+    rng = np.random.default_rng(seed)
+    lst = array("i", nums)
+    start = min(start, len(lst))
+    stop = min(len(lst), start + width)
+    before = rng.integers(0, FULL, ccore.words_of(n) + 1, dtype=np.uint64, endpoint=True)
+    got, want = before.copy(), before.copy()
+    ccore.bits_join_slice(lst, start, stop, n, got)
+    ccore.bits_join([lst[start:stop]], n, want)
+    assert (got == want).all()
+    for bad in (
+        lambda: ccore.bits_join_slice(lst, start, len(lst) + 1, n, got),
+        lambda: ccore.bits_join_slice(lst, -1, stop, n, got),
+        lambda: ccore.bits_join_slice(lst, start, stop, n + 64, got[: ccore.words_of(n)]),
+        lambda: ccore.bits_join_slice(array("q", nums), start, stop, n, got),
+        lambda: ccore.bits_join_slice(lst, start, stop, -1, got),
+    ):
+        with pytest.raises((TypeError, ValueError)):
+            bad()
+    c = _c()
+    with pytest.raises(ValueError):
+        c.bits_join_slice(lst, start, len(lst) + 1, n, got)
+    with pytest.raises(ValueError):
+        c.bits_join_slice(lst, 0, 0, 64 * len(got) + 1, got)
 
 
 # -- the token cache against a posting dict whose lookups run Python code --------------

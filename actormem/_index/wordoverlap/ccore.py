@@ -50,7 +50,9 @@ __all__ = [
     "cache_forget",
     "bits_active",
     "bits_from_masks",
+    "bits_rows_from_masks",
     "bits_join",
+    "bits_join_slice",
     "bits_set",
     "bits_to_gids",
     "core",
@@ -610,6 +612,23 @@ def bits_join(lists: list[array[int]], n: int, bits: np.ndarray[Any, Any]) -> No
     _module().bits_join(lists, n, bits)
 
 
+def bits_join_slice(
+    lst: array[int], start: int, stop: int, n: int, bits: np.ndarray[Any, Any]
+) -> None:
+    """:func:`bits_join` of ``lst[start:stop]`` (``array('i')``) alone, read in place
+    (no copy). O(stop - start).
+
+    Raises:
+        TypeError, ValueError: An argument of the wrong type or size.
+    """
+    _check_int_arrays([lst])
+    _need(type(start) is int and type(stop) is int, "start, stop must be ints")
+    _need(0 <= start <= stop <= len(lst), "start, stop beyond the list")
+    _need(type(n) is int and n >= 0, "n must be an int >= 0")
+    _bitset("bits", bits, n, writable=True)
+    _module().bits_join_slice(lst, start, stop, n, bits)
+
+
 def bits_from_masks(
     masks_: np.ndarray[Any, Any], bit: int, lo: int, hi: int, bits: np.ndarray[Any, Any]
 ) -> int:
@@ -624,6 +643,31 @@ def bits_from_masks(
     _bitset("bits", bits, hi, writable=True)
     got: int = _module().bits_from_masks(masks_, bit, lo, hi, bits)
     return got
+
+
+def bits_rows_from_masks(
+    masks_: tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]],
+    rows: np.ndarray[Any, Any],
+    stride: int,
+    counts: np.ndarray[Any, Any],
+    lo: int,
+    hi: int,
+) -> None:
+    """The short-word masks (``masks_``: the low and high 64 bits, uint64) of the groups
+    ``lo:hi`` as rows of bits: for each short word ``b`` (0-127) a group's mask holds,
+    set bit ``g`` of row ``b`` (``rows[b * stride:(b + 1) * stride]``, uint64) and add
+    one to ``counts[b]`` (int64). O(hi - lo + bits set).
+
+    Raises:
+        TypeError, ValueError: An argument of the wrong type or size.
+    """
+    _need(type(masks_) is tuple and len(masks_) == 2, "masks must be a pair of arrays")
+    size = min(kernels._array_of("masks", m, _U64) for m in masks_)
+    _need(type(lo) is int and type(hi) is int and 0 <= lo <= hi <= size, "lo, hi beyond masks")
+    _need(type(stride) is int and stride >= words_of(hi), "stride below the groups")
+    _need(kernels._array_of("rows", rows, _U64, True) >= 128 * stride, "rows too short")
+    _need(kernels._array_of("counts", counts, _I64, True) >= 128, "counts too short")
+    _module().bits_rows_from_masks(masks_[0], masks_[1], rows, stride, counts, lo, hi)
 
 
 def bits_to_gids(bits: np.ndarray[Any, Any], n: int) -> np.ndarray[Any, Any]:

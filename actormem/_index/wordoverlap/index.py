@@ -198,6 +198,7 @@ class _WordOverlapIndex:
             e.glist.append(item)
             texts.append(_text_of(item))
         e.n = e.masked = size
+        e.write_rows(0, size)
         for gid in range(max(0, size - knobs._SCAN_NEW), size):
             e.recent[gid % knobs._SCAN_NEW] = texts[gid].lower()
         for tok, lst in old.post.items():
@@ -276,6 +277,16 @@ class _WordOverlapIndex:
             assert 2 * (len(lst) - len(alive_gids)) <= len(lst), t
         assert set(e.pdead) <= set(e.post)
         assert e.n - knobs._MASK_BATCH < e.masked <= e.n
+        if e.rows is not None:  # the masks below `masked` as rows of bits, and their counts
+            stride = len(e.rows) // 128
+            assert stride == ccore.words_of(len(e.maxrel))
+            flags = np.unpackbits(e.rows.view(np.uint8), bitorder="little").reshape(128, -1)
+            for b in range(128):
+                row = flags[b, : e.masked].astype(bool)
+                want = (e.masks[b >> 6][: e.masked] >> np.uint64(b & 63)) & np.uint64(1) != 0
+                assert (row == want).all(), b
+                assert not flags[b, e.masked :].any(), b
+                assert e.rowcount[b] == int(want.sum()), b
         assert len(e.pending) == e.n - e.masked
         for item, low in zip(e.glist[e.masked :], e.pending, strict=True):
             assert item is None or _text_of(item).lower() == low

@@ -77,3 +77,17 @@ _WORD_MAXIMA = True
 #: slices of at most ``_STEP // 2`` lists joined in Python, the path before it (the
 #: same sets).
 _JOIN_LISTS = 1024
+#: The owner keeps each short word's match set (:data:`~.masks._SHORT`) as a row of
+#: bits over the group numbers, written from the masks as they are computed
+#: (``_Numbering.rows``, 16 bytes per group of capacity, ``ccore.bits_rows_from_masks``),
+#: so a retrieve's dense short-word set is that row, never built by a reader (a pass
+#: over every mask at its first use, ~0.6 ms at 1M). Read at a numbering's creation
+#: for the owner's side (no rows kept when False) and at each retrieve. False: the
+#: path before it (the same sets).
+_SHORT_ROWS = True
+#: A posting list longer than ``_JOIN`` joined into a new dense match set (with
+#: ``_JOIN_LISTS``) is read in place by C a ``_CHUNK`` slice at a time
+#: (``ccore.bits_join_slice``). False: each slice copied, filtered below ``n`` in numpy
+#: and set (``ccore.bits_set``), the path before it (the same sets). A common word's
+#: first retrieve at 1M joins 10^5-10^6 postings, most of them from a few long lists.
+_JOIN_IN_PLACE = True

@@ -109,6 +109,15 @@ class MatchFinder:
         vectorised for a :data:`~.masks._SHORT` word (from the masks), O(postings of the tokens
         containing ``w``) for another; all in bounded steps."""
         bit = masks._SHORT_BIT.get(w)
+        if bit is not None and bits and knobs._SHORT_ROWS and e.rows is not None:
+            while e.masked < n:  # the owner's work: the rows follow the masks
+                e.fill_masks(knobs._MASK_STEP)
+                yield
+            rows = e.rows
+            if rows is not None and int(e.rowcount[bit]) * knobs._DENSE_BITS >= n:
+                # Dense: the owner's row (bits of the groups masked after `n` may be set).
+                stride = len(rows) // 128
+                return _DENSE_SET, rows[bit * stride : (bit + 1) * stride]
         hit = e.cache.get(w)
         if hit is not None and hit[1] and (hit[2].dtype == np.uint64) != bits:
             hit = None  # dense in the other path's form: found again, and replaced
@@ -220,6 +229,15 @@ class MatchFinder:
         i, count = 0, len(lists)
         while i < count:
             length = lens[i]
+            if length > join and bits is not None and knobs._JOIN_IN_PLACE:
+                # A long list: read in place by C, _CHUNK postings (sequential reads,
+                # writes into a bitset of n / 8 bytes) between two yields.
+                lst, step = lists[i], knobs._CHUNK
+                for start in range(0, length, step):
+                    ccore.bits_join_slice(lst, start, min(length, start + step), n, bits)
+                    yield
+                i += 1
+                continue
             if length > join:  # a long list: slices (copies)
                 lst = lists[i]
                 for start in range(0, length, join):

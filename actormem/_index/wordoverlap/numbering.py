@@ -132,6 +132,8 @@ class _Numbering:
         "post",
         "bitsets",
         "recent",
+        "rowcount",
+        "rows",
         "scratch",
         "tokcache",
     )
@@ -154,6 +156,15 @@ class _Numbering:
         self.masks = (np.zeros(capacity, np.uint64), np.zeros(capacity, np.uint64))
         self.masked = 0
         self.pending: list[str] = []
+        #: With ``knobs._SHORT_ROWS`` and the compiled core, the masks below ``masked``
+        #: as 128 rows of bits (row ``b``: the groups whose text contains the
+        #: :data:`_SHORT` word ``b``, ``words_of(capacity)`` uint64 words at
+        #: ``b * words_of(capacity)``), and per row its bits set; else None (also once
+        #: masks were computed without the core: the rows would be stale).
+        self.rows: np.ndarray[Any, Any] | None = None
+        self.rowcount = np.zeros(128, np.int64)
+        if knobs._SHORT_ROWS and ccore.core() is not None:
+            self.rows = np.zeros(128 * ccore.words_of(capacity), np.uint64)
         #: Token -> group numbers, ascending (appended in order; compaction keeps order).
         self.post: dict[str, array[int]] = {}
         self.pdead: dict[str, int] = {}  # token -> purged group numbers in its list
@@ -188,6 +199,12 @@ class _Numbering:
         lo, hi = np.zeros(cap, np.uint64), np.zeros(cap, np.uint64)
         lo[:n], hi[:n] = self.masks[0][:n], self.masks[1][:n]
         self.maxrel, self.minseq, self.masks = maxrel, minseq, (lo, hi)
+        if self.rows is not None:  # new rows: readers keep the old ones
+            old_stride, stride = ccore.words_of(cap // 2), ccore.words_of(cap)
+            rows = np.zeros(128 * stride, np.uint64)
+            used = ccore.words_of(self.masked)
+            rows.reshape(128, stride)[:, :used] = self.rows.reshape(128, old_stride)[:, :used]
+            self.rows = rows
         self.scratch.clear()
         self.bitsets.clear()
 
@@ -212,3 +229,16 @@ class _Numbering:
             self.masks[0][start:stop] = lo
             self.masks[1][start:stop] = hi
         self.masked = stop
+        self.write_rows(start, stop)
+
+    def write_rows(self, start: int, stop: int) -> None:
+        """Bring :attr:`rows` up to the masks of groups ``start:stop`` (computed just
+        now; the owner's, or a reader's :meth:`fill_masks`). Without the compiled core
+        the rows are dropped for good (they would miss these groups). O(stop - start)."""
+        if self.rows is None:
+            return
+        if ccore.core() is None:
+            self.rows = None
+            return
+        stride = len(self.rows) // 128
+        ccore.bits_rows_from_masks(self.masks, self.rows, stride, self.rowcount, start, stop)

@@ -202,6 +202,7 @@ def restore(
     e.masks[0][:size] = lo
     e.masks[1][:size] = hi
     e.n = e.masked = size
+    e.write_rows(0, size)
     for gid in range(max(0, size - knobs._SCAN_NEW), size):
         e.recent[gid % knobs._SCAN_NEW] = canon[gid].lower()
     raw = memoryview(parts["postings"])  # slices of it copy nothing until frombytes
