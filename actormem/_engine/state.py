@@ -748,6 +748,7 @@ class MemoryState:
         namespaces = self._namespaces
         dups = self._dups
         dupkey = self._dupkey
+        fold_c = textfold._fold_hash_c if dupkey is _dupkey_hashed else None
         capacity = self.capacity
         journal = self.journal
         evict = self._evict
@@ -796,7 +797,13 @@ class MemoryState:
                 if evict is not None:
                     rec.evkey = self._evkey(rec)
                     evict[entry.validated].add(rec.evkey)
-                key = dupkey(rec)
+                memory = entry.memory
+                if fold_c is not None and type(memory) is str:  # _dupkey_hashed, inline
+                    folded = fold_c(memory)
+                    key = hash((namespace, entry.category._value_, folded, entry.key, entry.value))
+                    key &= 0x3FFF_FFFF
+                else:
+                    key = dupkey(rec)
                 group = dups.get(key)
                 if group is None:
                     dups[key] = rec
