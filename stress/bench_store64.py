@@ -18,7 +18,9 @@ thread (``time.thread_time``) and the rest.
 ``--against DIR`` runs every cell also with the package of another checkout (``DIR``,
 e.g. a worktree of ``main`` with its extensions built), alternating the two run by run
 (which goes first alternates too), so that both see the same minutes of a shared machine;
-the table gives the medians per cell and new/old ratios.
+the table gives the medians per cell and new/old ratios. ``--old-knobs`` does the same
+with this checkout for both sides, the old one with the batched store path's knobs off
+(``state._STORE_BATCH``, ``wordoverlap.knobs._ADD_MANY``, ``sqlite_format._ENCODE_DIRECT``).
 
 Usage (from the repository root)::
 
@@ -98,8 +100,24 @@ async def _timed(
     return {"wall_s": wall, "cpu_s": cpu, "loop_cpu_s": thread}
 
 
+def _switch_batch(on: bool) -> None:
+    """The batched store path (branch store4) on or off: ``MemoryState.store_many``'s
+    inserts in one frame with the index's ``add_many`` (``state._STORE_BATCH``,
+    ``wordoverlap.knobs._ADD_MANY``) and the durable row of a new record from its entry
+    (``sqlite_format._ENCODE_DIRECT``). Off is the path before them; the same results."""
+    from actormem._engine import state
+    from actormem._index.wordoverlap import knobs
+    from actormem._storage import sqlite_format
+
+    state._STORE_BATCH = on
+    knobs._ADD_MANY = on
+    sqlite_format._ENCODE_DIRECT = on
+
+
 def child(args: argparse.Namespace) -> None:
     """One run in this process; one JSON line on stdout."""
+    if args.knobs_off:
+        _switch_batch(False)
     corpus = load_corpus(args.data)
     preload = list(entries(corpus, args.preload, start=10**7))
     batch = list(entries(corpus, args.entries))
@@ -152,7 +170,9 @@ def state_paired(args: argparse.Namespace) -> None:
         del states, batch
 
 
-def _run(tree: Path, cell: dict[str, Any], args: argparse.Namespace) -> dict[str, Any]:
+def _run(
+    tree: Path, cell: dict[str, Any], args: argparse.Namespace, knobs_off: bool = False
+) -> dict[str, Any]:
     # actormem from ``tree``, imported first; then this checkout's ``stress`` (the other
     # checkout may have no such benchmark), which finds actormem already imported.
     boot = (
@@ -185,6 +205,8 @@ def _run(tree: Path, cell: dict[str, Any], args: argparse.Namespace) -> dict[str
     ]
     if args.dir is not None:
         cmd += ["--dir", str(args.dir)]
+    if knobs_off:
+        cmd.append("--knobs-off")
     done = subprocess.run(
         cmd, env=env, cwd=tempfile.gettempdir(), capture_output=True, text=True, check=False
     )
@@ -208,12 +230,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--dir", type=existing_dir, default=None, help="where durable files go")
     p.add_argument("--json", type=output_file, default=None)
     p.add_argument(
+        "--old-knobs",
+        action="store_true",
+        help="old = this checkout with the batched store path's knobs off (not --against)",
+    )
+    p.add_argument(
         "--state",
         type=positive_ints,
         default=None,
         help="sizes: the state's store alone, this checkout's old and new path in one process",
     )
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--knobs-off", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--mode", default="memory", help=argparse.SUPPRESS)
     p.add_argument("--api", default="store", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -223,14 +251,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.state is not None:
         state_paired(args)
         return 0
+    if args.old_knobs and args.against is not None:
+        p.error("--old-knobs and --against exclude each other")
     trees = {"new": ROOT} if args.against is None else {"old": args.against, "new": ROOT}
+    if args.old_knobs:
+        trees = {"old": ROOT, "new": ROOT}
     cells = [{"mode": m, "api": a} for m in args.modes.split(",") for a in args.apis.split(",")]
     runs: list[dict[str, Any]] = []
     for r in range(args.repeats):
         for cell in cells:
             order = list(trees) if r % 2 == 0 else list(reversed(trees))
             for side in order:
-                row = _run(trees[side], cell, args)
+                row = _run(trees[side], cell, args, args.old_knobs and side == "old")
                 row.update(cell, side=side, repeat=r)
                 runs.append(row)
                 print(json.dumps(row), flush=True)

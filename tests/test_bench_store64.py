@@ -50,3 +50,37 @@ def test_state_mode_compares_both_paths(capsys: pytest.CaptureFixture[str]) -> N
     assert after == before  # switched back on
     row = capsys.readouterr().out.strip().splitlines()[-1]
     assert row.startswith("| 700 |")
+
+
+def test_old_knobs_runs_this_checkout_with_the_batched_path_off(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[bool] = []
+    run = bench_store64._run
+
+    def spy(tree: Path, cell: dict[str, str], args: object, knobs_off: bool = False) -> object:
+        assert tree == ROOT
+        seen.append(knobs_off)
+        return run(tree, cell, args, knobs_off)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(bench_store64, "_run", spy)
+    args = ["--entries", "40", "--writers", "4", "--chunk", "5", "--repeats", "1"]
+    args += ["--modes", "memory", "--apis", "store_many", "--old-knobs"]
+    assert bench_store64.main(args) == 0
+    assert seen == [True, False]  # old first, with the knobs off
+    assert "| memory | store_many | new |" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        bench_store64.main([*args, "--against", str(ROOT)])
+
+
+def test_switch_batch_turns_the_knobs() -> None:
+    from actormem._engine import state
+    from actormem._index.wordoverlap import knobs
+    from actormem._storage import sqlite_format
+
+    bench_store64._switch_batch(False)
+    try:
+        assert [state._STORE_BATCH, knobs._ADD_MANY, sqlite_format._ENCODE_DIRECT] == [False] * 3
+    finally:
+        bench_store64._switch_batch(True)
+    assert [state._STORE_BATCH, knobs._ADD_MANY, sqlite_format._ENCODE_DIRECT] == [True] * 3

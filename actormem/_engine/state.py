@@ -250,6 +250,11 @@ class StoreOutcome(NamedTuple):
 #: (the same object: ``_outcome(StoreOutcome, (rec, replaced, evicted))``).
 _outcome = tuple.__new__
 
+#: ``MemoryState.store_many`` runs its inserts through ``_store_batch`` (one frame per
+#: entry, the index's ``add_many`` per run of inserts). False: ``_store`` per entry, the
+#: path before it; the same structures (``stress/bench_store64.py --old-knobs``).
+_STORE_BATCH = True
+
 
 class View:
     """A read-only view of a :class:`MemoryState` at one version. O(1) to make.
@@ -714,12 +719,107 @@ class MemoryState:
         Raises:
             TypeError, InvalidEntryError: As :meth:`store`, for the first entry that does.
         """
-        store_one = self._store
-        for entry in entries:
-            if type(entry) is MemoryEntry and entry.ttl is None:
-                store_one(entry, None)  # store()'s path for an entry without a ttl
-            else:
-                self.store(entry, now)
+        add_many = getattr(self.index, "add_many", None)
+        if not _STORE_BATCH or add_many is None or self._deferred is not None:
+            store_one = self._store
+            for entry in entries:
+                if type(entry) is MemoryEntry and entry.ttl is None:
+                    store_one(entry, None)  # store()'s path for an entry without a ttl
+                else:
+                    self.store(entry, now)
+            return
+        self._store_batch(entries, now, add_many)
+
+    def _store_batch(
+        self,
+        entries: Iterable[MemoryEntry],
+        now: datetime | None,
+        add_many: Callable[[list[Record]], None],
+    ) -> None:
+        """:meth:`store_many`'s loop with the inserts' work inline (``_STORE_BATCH``): an
+        entry without a ttl whose id is not live and whose key (if any) is free, into a
+        memory not full, is :meth:`_store` and :meth:`_link` in one frame, its index add
+        deferred to one ``add_many`` call for each run of such entries (before any other
+        entry's store, and at the end): the same structures, index calls in the same
+        order, the same result. Any other entry takes :meth:`store`."""
+        by_id = self._by_id
+        by_key = self._by_key
+        by_relevance_add = self._by_relevance.add
+        namespaces = self._namespaces
+        dups = self._dups
+        dupkey = self._dupkey
+        fold_c = textfold._fold_hash_c if dupkey is _dupkey_hashed else None
+        capacity = self.capacity
+        journal = self.journal
+        evict = self._evict
+        run: list[Record] = []  # linked records whose index add is due
+        try:
+            for entry in entries:
+                if (
+                    type(entry) is not MemoryEntry
+                    or entry.ttl is not None
+                    or (entry.key is not None and (entry.namespace, entry.key) in by_key)
+                    or (capacity is not None and self._live >= capacity)
+                ):
+                    if run:
+                        add_many(run)
+                        run = []
+                    self.store(entry, now)
+                    continue
+                ident = entry._id
+                old = by_id.get(ident)
+                if old is not None and old.died == NEVER:  # an upsert
+                    if run:
+                        add_many(run)
+                        run = []
+                    self.store(entry, now)
+                    continue
+                # _store's insert, inline
+                version = self.version = self._seq = self.version + 1
+                rec = Record(entry, version, version, old)
+                # _link, inline (the index add deferred to the run's add_many)
+                by_id[ident] = rec
+                by_relevance_add(rec)
+                if entry.key is not None:
+                    by_key[(entry.namespace, entry.key)] = ident
+                namespace = entry.namespace
+                records = namespaces.get(namespace)
+                if records is None:
+                    records = namespaces[namespace] = _NsRecords()
+                    self._ns_sorted.add(namespace)
+                records.recs.append(rec)
+                records.live += 1
+                expires = entry.expires_at  # a new record has no access yet
+                if expires is not None:
+                    self._ever_expiring = True
+                    exkey = self._exkeys[rec] = (expires.timestamp(), rec)
+                    self._expiry.add(exkey)
+                if evict is not None:
+                    rec.evkey = self._evkey(rec)
+                    evict[entry.validated].add(rec.evkey)
+                memory = entry.memory
+                if fold_c is not None and type(memory) is str:  # _dupkey_hashed, inline
+                    folded = fold_c(memory)
+                    key = hash((namespace, entry.category._value_, folded, entry.key, entry.value))
+                    key &= 0x3FFF_FFFF
+                else:
+                    key = dupkey(rec)
+                group = dups.get(key)
+                if group is None:
+                    dups[key] = rec
+                elif isinstance(group, dict):
+                    group[rec] = None
+                else:
+                    dups[key] = {group: None, rec: None}
+                    self._dup_keys.add(key)
+                run.append(rec)
+                self._live += 1
+                if journal is not None:
+                    journal.append((JOURNAL_PUT, rec))
+                self.stores += 1
+        finally:
+            if run:
+                add_many(run)
 
     def _store(self, entry: MemoryEntry, new_seq: int | None) -> StoreOutcome:
         self.version += 1

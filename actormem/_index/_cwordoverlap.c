@@ -2372,24 +2372,12 @@ PyDoc_STRVAR(add_text_cached_doc,
 "token cache `cache` (token_cache()) of the numbering whose posting dict is `post` at\n"
 "`epoch`. O(len(low)), plus O(len(token)) per new token.");
 
+/* add_text_cached's work for one text, its arguments checked (post an exact dict, low
+ * an exact str, gid in [0, INT32_MAX]): the new tokens' count, or NULL with an error. */
 static PyObject *
-add_text_cached(PyObject *self, PyObject *args)
+add_cached_one(PyObject *post, PyObject *low, long gid, PyObject *vocab_obj, PyObject *cap,
+               long long epoch)
 {
-    PyObject *post, *low, *vocab_obj, *cap;
-    long gid;
-    long long epoch;
-    if (!PyArg_ParseTuple(args, "O!UlOOL", &PyDict_Type, &post, &low, &gid, &vocab_obj, &cap,
-                          &epoch)) {
-        return NULL;
-    }
-    if (!PyDict_CheckExact(post) || !PyUnicode_CheckExact(low)) {
-        PyErr_SetString(PyExc_TypeError, "post must be a dict and low a str");
-        return NULL;
-    }
-    if (gid < 0 || gid > INT32_MAX) {
-        PyErr_SetString(PyExc_ValueError, "gid out of range");
-        return NULL;
-    }
     struct tokcache *c = tokcache_get(cap, post, epoch);
     if (!c || tokcache_fit(c, PyDict_GET_SIZE(post)) < 0) return NULL;
     PyObject *num = PyLong_FromLong(gid);
@@ -2553,6 +2541,77 @@ done:
     return result;
 }
 
+static PyObject *
+add_text_cached(PyObject *self, PyObject *args)
+{
+    PyObject *post, *low, *vocab_obj, *cap;
+    long gid;
+    long long epoch;
+    if (!PyArg_ParseTuple(args, "O!UlOOL", &PyDict_Type, &post, &low, &gid, &vocab_obj, &cap,
+                          &epoch)) {
+        return NULL;
+    }
+    if (!PyDict_CheckExact(post) || !PyUnicode_CheckExact(low)) {
+        PyErr_SetString(PyExc_TypeError, "post must be a dict and low a str");
+        return NULL;
+    }
+    if (gid < 0 || gid > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "gid out of range");
+        return NULL;
+    }
+    return add_cached_one(post, low, gid, vocab_obj, cap, epoch);
+}
+
+PyDoc_STRVAR(add_texts_cached_doc,
+"add_texts_cached(post, lows, gid, vocab, cache, epoch) -> int\n\n"
+"add_text_cached(post, lows[i], gid + i, vocab, cache, epoch) for each i in order, in\n"
+"one call (a batch of new texts): the same structures; returns the new tokens' total.\n"
+"An error stops the loop (the texts before it stay added). O(sum of the texts).");
+
+static PyObject *
+add_texts_cached(PyObject *self, PyObject *args)
+{
+    PyObject *post, *lows, *vocab_obj, *cap;
+    long gid;
+    long long epoch;
+    if (!PyArg_ParseTuple(args, "O!O!lOOL", &PyDict_Type, &post, &PyList_Type, &lows, &gid,
+                          &vocab_obj, &cap, &epoch)) {
+        return NULL;
+    }
+    if (!PyDict_CheckExact(post)) {
+        PyErr_SetString(PyExc_TypeError, "post must be a dict");
+        return NULL;
+    }
+    /* A copy: the dict lookups may run Python code that changes the list. */
+    PyObject *texts = PyList_AsTuple(lows);
+    if (!texts) return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(texts), fresh = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(texts, i))) {
+            Py_DECREF(texts);
+            PyErr_SetString(PyExc_TypeError, "lows must be a list of str");
+            return NULL;
+        }
+    }
+    if (gid < 0 || gid > INT32_MAX || n > (Py_ssize_t)INT32_MAX - gid + 1) {
+        Py_DECREF(texts);
+        PyErr_SetString(PyExc_ValueError, "gid out of range");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *r = add_cached_one(post, PyTuple_GET_ITEM(texts, i), gid + (long)i, vocab_obj,
+                                     cap, epoch);
+        if (!r) {
+            Py_DECREF(texts);
+            return NULL;
+        }
+        fresh += PyLong_AsSsize_t(r);
+        Py_DECREF(r);
+    }
+    Py_DECREF(texts);
+    return PyLong_FromSsize_t(fresh);
+}
+
 PyDoc_STRVAR(cache_forget_doc,
 "cache_forget(cache, post, token, epoch) -> None\n\n"
 "The owner deleted or replaced post[token] and moved the numbering to `epoch`: the\n"
@@ -2707,6 +2766,7 @@ static PyMethodDef methods[] = {
     {"fold_ascii", fold_ascii, METH_O, fold_ascii_doc},
     {"token_cache", token_cache, METH_NOARGS, token_cache_doc},
     {"add_text_cached", add_text_cached, METH_VARARGS, add_text_cached_doc},
+    {"add_texts_cached", add_texts_cached, METH_VARARGS, add_texts_cached_doc},
     {"cache_forget", cache_forget, METH_VARARGS, cache_forget_doc},
     {"fold_hash", fold_hash, METH_O, fold_hash_doc},
     {"cache_entries", cache_entries, METH_O, cache_entries_doc},

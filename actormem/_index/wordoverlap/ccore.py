@@ -46,6 +46,7 @@ __all__ = [
     "add_text",
     "add_text_cached",
     "add_text_known",
+    "add_texts_cached",
     "cache_entries",
     "cache_forget",
     "bits_active",
@@ -171,6 +172,34 @@ def add_text_cached(
     if mod is None:
         raise RuntimeError("the compiled word-overlap core is not available")
     fresh: int = mod.add_text_cached(post, low, gid, vocab, cache, epoch)
+    return fresh
+
+
+def add_texts_cached(
+    post: dict[str, array[int]],
+    lows: list[str],
+    gid: int,
+    vocab: SubstringVocab,
+    cache: object,
+    epoch: int,
+) -> int:
+    """:func:`add_text_cached` of ``lows[i]`` as the group number ``gid + i``, for each
+    ``i`` in order, in one call into C (a batch of new texts): the same structures and
+    the new tokens' total. An error stops the loop; the texts before it stay added.
+    O(sum of len(low)), plus O(len(token)) per new token.
+
+    Raises:
+        TypeError, ValueError: As :func:`add_text_cached`, or ``lows`` is not a list of
+            str, or a group number ``gid + i`` is beyond int32.
+    """
+    if type(post) is not dict or type(lows) is not list or type(vocab) is not SubstringVocab:
+        raise TypeError("post must be a dict, lows a list, vocab a SubstringVocab")
+    if not all(type(low) is str for low in lows):
+        raise TypeError("lows must be a list of str")
+    if type(gid) is not int or not (0 <= gid < 1 << 31 and gid + len(lows) <= 1 << 31):
+        raise ValueError("gid must be an int in [0, 2**31), gid + len(lows) at most 2**31")
+    _check_cache(cache, epoch)
+    fresh: int = _module().add_texts_cached(post, lows, gid, vocab, cache, epoch)
     return fresh
 
 

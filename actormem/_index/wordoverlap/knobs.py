@@ -53,6 +53,12 @@ _ADD_KNOWN = True
 #: place. False: the path before it (``_ADD_KNOWN``'s choice); the same structures
 #: (``stress/bench_store64.py --state`` compares both).
 _ADD_CACHED = True
+#: A batch of records (``MemoryState.store_many``'s inserts) is indexed by
+#: ``_WordOverlapIndex.add_many``: one Python loop for the groups' bookkeeping and one
+#: ``ccore.add_texts_cached`` call for the batch's new texts (with ``_ADD_CACHED``).
+#: False: ``add`` per record, the path before it; the same structures
+#: (``stress/bench_store64.py --old-knobs`` compares both through the engine).
+_ADD_MANY = True
 #: The dense sets of a retrieve's bit-sliced counts are added seven at a time through
 #: carry-save adders (``ccore.DenseBits``, about a third of the word operations at six
 #: planes). False: one set at a time through every plane, the path before it (the same
