@@ -12,6 +12,7 @@ working index.
 
 from __future__ import annotations
 
+import math
 import random
 from array import array
 from collections.abc import Callable, Iterator
@@ -21,7 +22,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -663,3 +664,84 @@ def test_two_missing_cores_are_one_line() -> None:
         assert len(notice) == 1, notice
         assert "word-overlap core" in notice[0]
         assert "BM25 core" in notice[0]
+
+
+# -- the split short of theta at its edges ---------------------------------------------
+
+EDGE_COMMON = [f"c{i}" for i in range(6)]
+EDGE_RARE = [f"r{i}" for i in range(60)]
+EDGE_ROOMS = [5e-324, 1e-12, 0.5, 0.8, math.nextafter(1.0, 0.0), 1.0]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    room=st.sampled_from(EDGE_ROOMS),
+    name=st.sampled_from(sorted(scorers())),
+    seed=st.integers(0, 1 << 30),
+    size=st.sampled_from([300, 1200]),
+    kinds=st.sampled_from([3, 1200]),
+    deletes=st.integers(0, 40),
+    queries=st.lists(
+        st.lists(st.sampled_from([*EDGE_COMMON, *EDGE_RARE[:10], "zz"]), min_size=1, max_size=14),
+        min_size=1,
+        max_size=3,
+    ),
+    limit=st.sampled_from([1, 3, 10, 400]),
+    small=st.booleans(),
+    filtered=st.booleans(),
+)
+def test_split_room_edges_agree_with_brute_force(
+    room: float,
+    name: str,
+    seed: int,
+    size: int,
+    kinds: int,
+    deletes: int,
+    queries: list[list[str]],
+    limit: int,
+    small: bool,
+    filtered: bool,
+) -> None:
+    """The split short of theta at its limits (the smallest room above 0, just below and
+    at 1) on corpora of few distinct texts (``kinds`` 3: many equal scores and bounds,
+    ties by seq) or many, one term or a term repeated, terms absent, deletions and an
+    older snapshot, a filter: the core's ranking, scores and tie order are the brute force's."""
+    accept = (lambda rec: rec.seq % 3 != 1) if filtered else None
+    saved = {k: getattr(bm25_knobs, k) for k in ("_CHUNK", "_BOUND_CHUNK", "_SEEDS", "_SEED_ROOM")}
+    if small:
+        bm25_knobs._CHUNK, bm25_knobs._BOUND_CHUNK = 4, 4
+        bm25_knobs._SEEDS, bm25_knobs._SEED_ROOM = 2, 2
+    rng = random.Random(seed)
+    texts = [
+        " ".join(
+            rng.choices(EDGE_COMMON, k=rng.randint(1, 8))
+            + rng.choices(EDGE_RARE, k=rng.randint(0, 3))
+        )
+        for _ in range(kinds)
+    ]
+    try:
+        three = Three(scorers()[name])
+        old = 0
+        for i in range(size):
+            three.add(texts[rng.randrange(kinds)])
+            if i == size // 2:
+                old = three.version
+        for _ in range(deletes):
+            three.delete(rng.randrange(size))
+        for words in queries:
+            query = " ".join(words)
+            for version in (None, old):
+                view = three.view(version)
+                with path("core"):
+                    bm25_knobs._SPLIT_ROOM = room
+                    hits = three.indexes["core"].top_k(view, query, limit, accept)  # type: ignore[arg-type]
+                want = brute_force(
+                    three.scorer, three.records, view.version, query, limit, accept, now=NOW
+                )
+                assert [(s, rec.seq) for s, rec in hits] == [(s, rec.seq) for s, rec in want], (
+                    query,
+                    version,
+                )
+    finally:
+        for k, v in saved.items():
+            setattr(bm25_knobs, k, v)

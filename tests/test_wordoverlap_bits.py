@@ -869,3 +869,79 @@ def test_short_rows_follow_growth_renumbering_and_the_image(
     states[False].store(fresh)
     states[False].publish()
     agree()
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("sliced", [False, True])
+@pytest.mark.parametrize("renumber", [False, True])
+def test_rows_and_in_place_joins_under_writes_at_every_step(
+    seed: int, sliced: bool, renumber: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A retrieve reading the owner's short-word rows (knobs._SHORT_ROWS) and joining
+    # long posting lists in place (knobs._JOIN_IN_PLACE) while the owner, after every
+    # step, stores texts holding the same short words (masks computed, rows written,
+    # growth), deletes and purges (a renumbering): its answer is its snapshot's, the
+    # one the path before them gives for the same snapshot once the owner is done.
+    monkeypatch.setattr(wo_knobs, "_RENUMBER_MIN", 8)
+    monkeypatch.setattr(wo_knobs, "_MASK_BATCH", 8)
+    monkeypatch.setattr(wo_knobs, "_MASK_STEP", 3)
+    monkeypatch.setattr(wo_knobs, "_DENSE_BITS", 2)
+    monkeypatch.setattr(wo_knobs, "_JOIN", 4)
+    monkeypatch.setattr(wo_knobs, "_JOIN_LISTS", 3)
+    if sliced:
+        monkeypatch.setattr(wo_knobs, "_CHUNK", 8)
+        monkeypatch.setattr(wo_knobs, "_STEP", 2)
+        monkeypatch.setattr(wo_knobs, "_BITS_CHUNK", 64)
+    rng = np.random.default_rng(seed)
+    state = MemoryState(
+        capacity=None, half_life=3600.0, scorer=WordOverlapScorer(essential_budget=0)
+    )
+    count = 0
+
+    def entry() -> MemoryEntry:
+        nonlocal count
+        count += 1
+        k = int(rng.integers(1, 6))
+        words = [WORDS[int(j)] for j in rng.integers(0, len(WORDS), k)]
+        return MemoryEntry(
+            category=MemoryCategory.FACT,
+            memory=" ".join([*words, f"m{count}"]),
+            relevance=float(rng.choice([0.2, 0.6, 1.0])),
+            created_at=BASE + timedelta(seconds=count),
+            id=uuid.UUID(int=count),
+        )
+
+    for _ in range(int(rng.integers(60, 200))):
+        state.store(entry())
+    state.publish()
+    live = [rec.entry.id for rec in state.view().records()]
+    # Two thirds purged: the owner renumbers at the first vacuum (one third: it grows).
+    for i in rng.permutation(len(live))[: (2 if renumber else 1) * len(live) // 3].tolist():
+        state.delete(live[i])
+    state.publish()
+    view = state.view()
+    queries = ["a on x", "do t the", "w1 ab cat a", "id x o", "cat cats the a on"]
+    gens = {q: state.index.top_k_steps(view, q, 5, None) for q in queries}  # type: ignore[attr-defined]
+    got: dict[str, list[tuple[float, int]]] = {}
+    while gens:
+        for q in list(gens):
+            try:
+                next(gens[q])
+            except StopIteration as stop:
+                got[q] = [(score, rec.seq) for score, rec in stop.value]
+                del gens[q]
+        for _ in range(int(rng.integers(0, 12))):
+            state.store(entry())
+        alive = [rec.entry.id for rec in state.view().records()]
+        if alive and rng.random() < 0.5:
+            state.delete(alive[int(rng.integers(0, len(alive)))])
+        state.publish()
+        state.vacuum(min(state.published, view.version))
+    state._check()
+    for name in ("_SHORT_ROWS", "_JOIN_IN_PLACE"):
+        monkeypatch.setattr(wo_knobs, name, False)
+    for q in queries:
+        for bits in (True, False):
+            monkeypatch.setattr(ccore, "BITS", bits)
+            want = drain(state.index.top_k_steps(view, q, 5, None))  # type: ignore[attr-defined]
+            assert got[q] == [(score, rec.seq) for score, rec in want], (q, bits)

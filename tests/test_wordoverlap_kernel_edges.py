@@ -369,3 +369,27 @@ def test_a_lookup_that_drops_a_list_taken_earlier() -> None:
     assert ccore.add_text_cached(post, f"a zz {other}", 1, SubstringVocab(), cache, 0) == 0
     assert "a" not in post
     assert [lst.tolist() for lst in post.values()] == [[0, 1], [0, 1]]
+
+
+def test_a_huge_n_is_refused_by_c_itself() -> None:
+    # n near PY_SSIZE_T_MAX: words_of(n) computed as (n + 63) / 64 overflowed to a
+    # negative count that passed every "bits long enough" check, and a group number
+    # below n (every one) was written ~2**24 words past a one-word bitset (a crash).
+    c = _c()
+    big = (1 << 63) - 1
+    one = np.zeros(1, np.uint64)
+    far = array("i", [1 << 30])
+    for n in (big, big - 62, big - 63):
+        with pytest.raises(ValueError, match="out of range"):
+            c.bits_join_slice(far, 0, 1, n, one)
+        with pytest.raises(ValueError, match="out of range"):
+            c.bits_join([far], n, one)
+        with pytest.raises(ValueError, match="out of range"):
+            c.bits_set(one, np.array([1 << 30], np.int32), 0, 1, n)
+        with pytest.raises(ValueError, match="out of range"):
+            c.bits_unmark(one, np.array([1 << 30], np.int32), 0, 1, n)
+        with pytest.raises(ValueError, match="too short|out of range"):
+            c.bits_add_sparse(np.zeros(3, np.uint64), 3, one, np.array([5], np.int32), 0, 1, n, 1)
+        with pytest.raises(ValueError, match="too short|out of range"):
+            c.bits_maxima(np.zeros(3, np.uint64), 3, n, 64, 0, 1, np.zeros(1, np.int64))
+    assert one.tolist() == [0]

@@ -843,7 +843,11 @@ below_n(Py_ssize_t w, Py_ssize_t n)
     return ((uint64_t)1 << left) - 1;
 }
 
-#define NWORDS(n) (((n) + 63) / 64)
+/* Words of bits for n groups (n >= 0; every caller checks that first). Not
+ * (n + 63) / 64: near PY_SSIZE_T_MAX that overflows to a negative count which
+ * passes the "bitset long enough" checks, and any group number below n is then
+ * written far past the bitset. */
+#define NWORDS(n) ((n) / 64 + ((n) % 64 != 0))
 
 PyDoc_STRVAR(count_words_doc,
 "count_words(words, mults, start, budget, limit, grams, items, cache, cache_size,\n"
