@@ -675,6 +675,9 @@ class Memory(metaclass=NoPublicConstructor):
             try:
                 slots.acquire_on_behalf_of_nowait(borrower)
             except trio.WouldBlock:
+                # A closed or broken memory raises now, not after the retrieves holding
+                # the slots have scored (as it did before there were slots).
+                self._raise_if_unusable()
                 await slots.acquire_on_behalf_of(borrower)  # a schedule point
                 waited = True
         try:
