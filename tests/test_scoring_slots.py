@@ -249,3 +249,40 @@ async def _cancel_anywhere(cancel_after: list[int], close_after: int | None) -> 
             for id in acked:
                 got = await memory.get(id)
                 assert got is not None and got.access_count == returned[id]
+
+
+async def test_retrieves_waiting_for_a_slot_raise_when_the_memory_closes(
+    every_yield_checkpoints: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # They raise when it closes, taking no slot, not once the retrieve holding the slot
+    # has scored (the owner's end wakes them the same way when it dies).
+    monkeypatch.setattr(actormem._engine.memory, "SCORING_SLOTS", 1)
+    index = _CountingIndex()
+    order: list[str] = []
+    async with open_memory(scorer=_BruteScorer(index)) as memory:
+        for i in range(100):
+            await memory.store(_fact(f"entry {i} about deploys", 0.5))
+        slots = memory._slots
+        assert slots is not None
+
+        async def scoring() -> None:
+            assert len(await memory.retrieve("deploys", 3)) == 3
+            order.append("scored")
+
+        async def waiting() -> None:
+            with pytest.raises(trio.ClosedResourceError):
+                await memory.retrieve("deploys", 3)
+            order.append("refused")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(scoring)
+            while not index.scoring:
+                await trio.lowlevel.checkpoint()
+            nursery.start_soon(waiting)
+            nursery.start_soon(waiting)
+            while slots.statistics().tasks_waiting < 2:
+                await trio.lowlevel.checkpoint()
+            await memory.aclose()
+        assert slots.borrowed_tokens == 0
+    assert order == ["refused", "refused", "scored"]
+    assert index.began == ["deploys"]
