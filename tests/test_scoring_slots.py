@@ -8,10 +8,14 @@ index counts how many are between their first and last step at any time.
 
 from __future__ import annotations
 
+import uuid
+from collections import Counter
 from collections.abc import Generator
 
 import pytest
 import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import actormem._engine.memory
 import actormem._engine.snapshot
@@ -143,3 +147,142 @@ async def test_retrieves_that_embed_the_query_take_no_slot(
             with trio.fail_after(5):
                 found = await memory.retrieve("deploys", 1)
         assert [e.memory for e in found] == ["entry about deploys"]
+
+
+async def test_a_retrieve_after_close_raises_without_waiting_for_a_slot(
+    every_yield_checkpoints: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Every slot held by a retrieve still scoring (it took its view before the close):
+    # a retrieve called after the close raises at once, as before there were slots, not
+    # once the slot holders have scored.
+    monkeypatch.setattr(actormem._engine.memory, "SCORING_SLOTS", 1)
+    index = _CountingIndex()
+    async with open_memory(scorer=_BruteScorer(index)) as memory:
+        for i in range(100):
+            await memory.store(_fact(f"entry {i} about deploys", 0.5))
+        order: list[str] = []
+
+        async def scoring() -> None:
+            assert len(await memory.retrieve("deploys", 3)) == 3
+            order.append("scored")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(scoring)
+            while not index.scoring:
+                await trio.lowlevel.checkpoint()
+            await memory.aclose()
+            with pytest.raises(trio.ClosedResourceError):
+                await memory.retrieve("deploys", 3)
+            order.append("refused")
+        assert order == ["refused", "scored"]
+        assert memory._slots is not None and memory._slots.borrowed_tokens == 0
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    slots=st.sampled_from([1, 2, 3]),
+    cancel_after=st.lists(st.integers(0, 40), min_size=1, max_size=8),
+    close_after=st.none() | st.integers(0, 40),
+)
+def test_cancelled_or_closed_anywhere_leaks_no_slot_and_loses_no_hit(
+    slots: int, cancel_after: list[int], close_after: int | None
+) -> None:
+    # Readers cancelled after a given number of checkpoints (waiting for a slot, holding
+    # it, in the gate, scoring), writers beside them, the memory perhaps closed midway:
+    # no slot, snapshot or parked reader is left behind, every acknowledged write is
+    # visible, and each entry's access count is the number of retrieves that returned it.
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(actormem._engine.memory, "SCORING_SLOTS", slots)
+        mp.setattr(actormem._engine.snapshot, "RETRIEVE_SLICE", 0.0)
+        trio.run(_cancel_anywhere, cancel_after, close_after)
+
+
+async def _cancel_anywhere(cancel_after: list[int], close_after: int | None) -> None:
+    returned: Counter[uuid.UUID] = Counter()
+    acked: list[uuid.UUID] = []
+    async with open_memory(scorer=_BruteScorer(_CountingIndex())) as memory:
+        for i in range(12):
+            e = _fact(f"entry {i} about deploys", 0.5)
+            await memory.store(e)
+            acked.append(e.id)
+
+        async def reader(after: int) -> None:
+            async with trio.open_nursery() as nursery:
+
+                async def cancel() -> None:
+                    for _ in range(after):
+                        await trio.lowlevel.checkpoint()
+                    nursery.cancel_scope.cancel()
+
+                nursery.start_soon(cancel)
+                try:
+                    hits = await memory.retrieve("deploys", 3)
+                except trio.ClosedResourceError:
+                    hits = []
+                returned.update(h.id for h in hits)
+                nursery.cancel_scope.cancel()
+
+        async def writer() -> None:
+            for j in range(5):
+                e = _fact(f"written {j} about deploys", 0.9)
+                try:
+                    await memory.store(e)
+                    acked.append(e.id)
+                    assert await memory.get(e.id) is not None  # read your writes
+                except trio.ClosedResourceError:
+                    return
+
+        async with trio.open_nursery() as nursery:
+            for after in cancel_after:
+                nursery.start_soon(reader, after)
+            nursery.start_soon(writer)
+            if close_after is not None:
+                for _ in range(close_after):
+                    await trio.lowlevel.checkpoint()
+                await memory.aclose()
+        assert memory._slots is not None and memory._slots.borrowed_tokens == 0
+        assert memory._slots.statistics().tasks_waiting == 0
+        assert memory.statistics().live_snapshots == 0
+        memory._gate._check()
+        if close_after is None:
+            await memory.store(_fact("flushes the access buffer", 0.1))
+            for id in acked:
+                got = await memory.get(id)
+                assert got is not None and got.access_count == returned[id]
+
+
+async def test_retrieves_waiting_for_a_slot_raise_when_the_memory_closes(
+    every_yield_checkpoints: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # They raise when it closes, taking no slot, not once the retrieve holding the slot
+    # has scored (the owner's end wakes them the same way when it dies).
+    monkeypatch.setattr(actormem._engine.memory, "SCORING_SLOTS", 1)
+    index = _CountingIndex()
+    order: list[str] = []
+    async with open_memory(scorer=_BruteScorer(index)) as memory:
+        for i in range(100):
+            await memory.store(_fact(f"entry {i} about deploys", 0.5))
+        slots = memory._slots
+        assert slots is not None
+
+        async def scoring() -> None:
+            assert len(await memory.retrieve("deploys", 3)) == 3
+            order.append("scored")
+
+        async def waiting() -> None:
+            with pytest.raises(trio.ClosedResourceError):
+                await memory.retrieve("deploys", 3)
+            order.append("refused")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(scoring)
+            while not index.scoring:
+                await trio.lowlevel.checkpoint()
+            nursery.start_soon(waiting)
+            nursery.start_soon(waiting)
+            while slots.statistics().tasks_waiting < 2:
+                await trio.lowlevel.checkpoint()
+            await memory.aclose()
+        assert slots.borrowed_tokens == 0
+    assert order == ["refused", "refused", "scored"]
+    assert index.began == ["deploys"]

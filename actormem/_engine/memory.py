@@ -221,6 +221,9 @@ class Memory(metaclass=NoPublicConstructor):
         self._gate = ReadGate()
         #: Tokens of the retrieves scoring now (``SCORING_SLOTS``), or None.
         self._slots = None if SCORING_SLOTS is None else trio.CapacityLimiter(SCORING_SLOTS)
+        #: The cancel scopes of the retrieves waiting for a slot: cancelled when the
+        #: memory closes or breaks, so that they raise then, not once a slot is free.
+        self._slot_waits: set[trio.CancelScope] = set()
 
     # ------------------------------------------------------------ lifecycle helpers
 
@@ -261,6 +264,13 @@ class Memory(metaclass=NoPublicConstructor):
     def _close(self) -> None:
         self._closed = True
         self._send.close()
+        self._stop_slot_waits()
+
+    def _stop_slot_waits(self) -> None:
+        """The memory is closed or broken: the retrieves waiting for a scoring slot
+        raise now (each takes no slot). O(waiting)."""
+        for waiting in self._slot_waits:
+            waiting.cancel()
 
     # ------------------------------------------------------------ writes
 
@@ -675,8 +685,9 @@ class Memory(metaclass=NoPublicConstructor):
             try:
                 slots.acquire_on_behalf_of_nowait(borrower)
             except trio.WouldBlock:
-                await slots.acquire_on_behalf_of(borrower)  # a schedule point
                 waited = True
+            if waited:
+                await self._wait_for_slot(slots, borrower)  # a schedule point
         try:
             hits, view, alive = await self._score(
                 query, limit, accept, min_score, min_matched, waited
@@ -690,6 +701,22 @@ class Memory(metaclass=NoPublicConstructor):
             if refresh_ttl and alive is not None:
                 self._note_refresh([rec for _, rec in hits], self._now())
         return [ScoredEntry(entry=view.entry(rec), score=score) for score, rec in hits]
+
+    async def _wait_for_slot(self, slots: trio.CapacityLimiter, borrower: object) -> None:
+        """Wait for a scoring slot for ``borrower``, first come first served. A closed or
+        broken memory raises at once, and wakes the retrieves waiting when it closes or
+        breaks (they take no slot), not once the retrieves holding the slots have scored
+        (as it did before there were slots)."""
+        self._raise_if_unusable()
+        with trio.CancelScope() as waiting:
+            self._slot_waits.add(waiting)
+            try:
+                await slots.acquire_on_behalf_of(borrower)
+            finally:
+                self._slot_waits.discard(waiting)
+        if waiting.cancelled_caught:  # only _stop_slot_waits cancels it
+            self._raise_if_unusable()
+            raise trio.ClosedResourceError("the memory is closed")  # pragma: no cover
 
     async def _score(
         self,
@@ -960,6 +987,7 @@ async def _run_owner(memory: Memory, receive: trio.MemoryReceiveChannel[_Request
     finally:
         memory._closed = True
         memory._send.close()
+        memory._stop_slot_waits()
         receive.close()
 
 

@@ -569,6 +569,7 @@ class Replica:
         finally:
             memory._closed = True
             memory._send.close()
+            memory._stop_slot_waits()
             receive.close()
             self._notify()
             stop.set()
