@@ -985,9 +985,7 @@ async def _run_owner(memory: Memory, receive: trio.MemoryReceiveChannel[_Request
         _owner_died(memory, exc, inflight, receive)
         raise
     finally:
-        memory._closed = True
-        memory._send.close()
-        memory._stop_slot_waits()
+        memory._close()
         receive.close()
 
 

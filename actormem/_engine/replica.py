@@ -567,9 +567,7 @@ class Replica:
             if not isinstance(exc, StorageError):
                 raise
         finally:
-            memory._closed = True
-            memory._send.close()
-            memory._stop_slot_waits()
+            memory._close()
             receive.close()
             self._notify()
             stop.set()
