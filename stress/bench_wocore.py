@@ -138,14 +138,7 @@ SIDES = {
     "COUNTS": ("one by one", "carry-save"),
 }
 #: ``--counts``: the word-overlap knobs of each side (True: as set now, the new path).
-_COUNTS_NAMES = (
-    "_DENSE_CSA",
-    "_SPARSE_AS_DENSE",
-    "_WORD_MAXIMA",
-    "_JOIN_LISTS",
-    "_SHORT_ROWS",
-    "_JOIN_IN_PLACE",
-)
+_COUNTS_NAMES = wo_knobs._QUERY_KNOBS
 COUNTS_KNOBS = {
     False: dict.fromkeys(_COUNTS_NAMES, 0),
     True: {name: getattr(wo_knobs, name) for name in _COUNTS_NAMES},

@@ -462,14 +462,7 @@ class CountsOldAndNew(BitsAndBytes):
         True: (True, 128, True, 3, True, True),
         False: (False, 0, False, 0, False, False),
     }
-    NAMES = (
-        "_DENSE_CSA",
-        "_SPARSE_AS_DENSE",
-        "_WORD_MAXIMA",
-        "_JOIN_LISTS",
-        "_SHORT_ROWS",
-        "_JOIN_IN_PLACE",
-    )
+    NAMES = wo_knobs._QUERY_KNOBS
 
     def _each(self) -> Iterator[tuple[bool, MemoryState]]:
         saved = [getattr(wo_knobs, name) for name in self.NAMES]

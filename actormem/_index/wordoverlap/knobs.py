@@ -97,3 +97,14 @@ _SHORT_ROWS = True
 #: and set (``ccore.bits_set``), the path before it (the same sets). A common word's
 #: first retrieve at 1M joins 10^5-10^6 postings, most of them from a few long lists.
 _JOIN_IN_PLACE = True
+
+#: The retrieve path's knobs above, in order: what ``stress/bench_wocore.py --counts``
+#: turns off on its old side, and what the old-against-new tests switch together.
+_QUERY_KNOBS = (
+    "_DENSE_CSA",
+    "_SPARSE_AS_DENSE",
+    "_WORD_MAXIMA",
+    "_JOIN_LISTS",
+    "_SHORT_ROWS",
+    "_JOIN_IN_PLACE",
+)
