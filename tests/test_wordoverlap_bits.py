@@ -457,10 +457,12 @@ class CountsOldAndNew(BitsAndBytes):
     #: Knob values per side (True: the new path): _DENSE_CSA, _SPARSE_AS_DENSE,
     #: _WORD_MAXIMA, _JOIN_LISTS (3: batches of a few lists, here), _SHORT_ROWS (the
     #: short words' sets read from the owner's rows; both memories keep the rows, made
-    #: with the knob on), _JOIN_IN_PLACE.
+    #: with the knob on), _JOIN_IN_PLACE, _BITSET_FROM (a set from n / 64 groups
+    #: cached as a bitset, beside _DENSE_BITS of 32; with the small slices' 4, below),
+    #: _CSA_REGS.
     KNOBS = {
-        True: (True, 128, True, 3, True, True),
-        False: (False, 0, False, 0, False, False),
+        True: (True, 128, True, 3, True, True, 64, True),
+        False: (False, 0, False, 0, False, False, 0, False),
     }
     NAMES = wo_knobs._QUERY_KNOBS
 

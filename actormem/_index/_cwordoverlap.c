@@ -1379,7 +1379,7 @@ add3_planes(uint64_t *r, int pn, uint64_t b0, uint64_t b1, uint64_t b2)
 static inline __attribute__((always_inline)) void
 add_dense_csa(uint64_t *p, int pn, Py_ssize_t wlo, Py_ssize_t whi, const uint64_t **ones,
               Py_ssize_t nones, const uint64_t **others, const uint64_t *omults,
-              Py_ssize_t nothers, uint16_t *wmax, Py_ssize_t n)
+              Py_ssize_t nothers, uint16_t *wmax, Py_ssize_t n, int regs)
 {
     uint64_t r[MAX_PLANES];
     for (Py_ssize_t w = wlo; w < whi; w++) {
@@ -1426,14 +1426,26 @@ add_dense_csa(uint64_t *p, int pn, Py_ssize_t wlo, Py_ssize_t whi, const uint64_
                 x = t;
             }
         }
-        for (Py_ssize_t o = 0; o < nothers; o++) bs_add(r, pn, others[o][w], omults[o]);
+        if (!regs) { /* the loop before (knobs._CSA_REGS off) */
+            for (Py_ssize_t o = 0; o < nothers; o++) bs_add(r, pn, others[o][w], omults[o]);
+        } else if (nothers) {
+            /* bs_add indexes the planes with a variable: on a copy, so that `r` is
+             * indexed by constants only and stays in registers (else the compiler keeps
+             * it on the stack, and the copy to `pw` below, two scalar stores read back
+             * as one 16-byte load, stalls on store forwarding: 40% of this loop) */
+            uint64_t tmp[MAX_PLANES];
+            for (int k = 0; k < pn; k++) tmp[k] = r[k];
+            for (Py_ssize_t o = 0; o < nothers; o++) bs_add(tmp, pn, others[o][w], omults[o]);
+            for (int k = 0; k < pn; k++) r[k] = tmp[k];
+        }
         for (int k = 0; k < pn; k++) pw[k] = r[k];
         if (wmax) wmax[w] = (uint16_t)word_max(r, pn, below_n(w, n));
     }
 }
 
 PyDoc_STRVAR(bits_add_dense_doc,
-"bits_add_dense(planes, np, wlo, whi, sets, mults, csa=False, wmax=None, n=0) -> None\n\n"
+"bits_add_dense(planes, np, wlo, whi, sets, mults, csa=False, wmax=None, n=0, regs=True)\n"
+"    -> None\n\n"
 "For the words wlo..whi: add each bitset of `sets` (uint64, at least whi words) its\n"
 "multiplicity times into the planes, the planes of a word loaded once for all sets.\n"
 "O((whi - wlo) * len(sets) * np): three word operations per plane, set and word; with\n"
@@ -1441,7 +1453,9 @@ PyDoc_STRVAR(bits_add_dense_doc,
 "multiplicity m <= 8 as m such sets), about three word operations per set and word\n"
 "plus 5 np per seven sets (the same sums).\n"
 "With wmax (uint16, at least whi words; np <= 16), wmax[w] = the largest count of\n"
-"the groups below n in word w afterwards, for the words wlo..whi.");
+"the groups below n in word w afterwards, for the words wlo..whi.\n"
+"regs=False: the csa loop as it was before it kept a word's planes in registers\n"
+"(knobs._CSA_REGS; the same sums).");
 
 static PyObject *
 bits_add_dense(PyObject *self, PyObject *args)
@@ -1451,8 +1465,9 @@ bits_add_dense(PyObject *self, PyObject *args)
     int csa = 0;
     PyObject *o_w = Py_None;
     Py_ssize_t n = 0;
-    if (!PyArg_ParseTuple(args, "OnnnO!O!|pOn", &o_p, &np, &wlo, &whi, &PyList_Type, &o_sets,
-                          &PyList_Type, &o_mults, &csa, &o_w, &n)) {
+    int regs = 1;
+    if (!PyArg_ParseTuple(args, "OnnnO!O!|pOnp", &o_p, &np, &wlo, &whi, &PyList_Type, &o_sets,
+                          &PyList_Type, &o_mults, &csa, &o_w, &n, &regs)) {
         return NULL;
     }
     Py_ssize_t nsets = PyList_GET_SIZE(o_sets);
@@ -1517,10 +1532,16 @@ bits_add_dense(PyObject *self, PyObject *args)
             }
         }
         switch ((int)np) {
+/* `regs` a constant in each copy: the one with it set never indexes r by a variable */
 #define CSA_CASE(PN)                                                                     \
     case PN:                                                                             \
-        add_dense_csa(pb.buf, PN, wlo, whi, split, nones, split + nones, smults, no,     \
-                      wmax, n);                                                          \
+        if (regs) {                                                                      \
+            add_dense_csa(pb.buf, PN, wlo, whi, split, nones, split + nones, smults, no, \
+                          wmax, n, 1);                                                   \
+        } else {                                                                         \
+            add_dense_csa(pb.buf, PN, wlo, whi, split, nones, split + nones, smults, no, \
+                          wmax, n, 0);                                                   \
+        }                                                                                \
         break;
             CSA_CASE(1) CSA_CASE(2) CSA_CASE(3) CSA_CASE(4) CSA_CASE(5)
             CSA_CASE(6) CSA_CASE(7) CSA_CASE(8) CSA_CASE(9) CSA_CASE(10)
@@ -1529,7 +1550,7 @@ bits_add_dense(PyObject *self, PyObject *args)
 #undef CSA_CASE
         default:
             add_dense_csa(pb.buf, (int)np, wlo, whi, split, nones, split + nones, smults, no,
-                          wmax, n);
+                          wmax, n, regs);
         }
     } else {
         switch ((int)np) {

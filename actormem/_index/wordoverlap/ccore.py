@@ -601,6 +601,7 @@ class DenseBits:
             bool(knobs._DENSE_CSA),
             p._wmax if self._last else None,
             p._n,
+            bool(knobs._CSA_REGS),
         )
 
 

@@ -97,6 +97,20 @@ _SHORT_ROWS = True
 #: and set (``ccore.bits_set``), the path before it (the same sets). A common word's
 #: first retrieve at 1M joins 10^5-10^6 postings, most of them from a few long lists.
 _JOIN_IN_PLACE = True
+#: The carry-save dense pass (``_DENSE_CSA``) keeps a word's planes in registers: the
+#: sets of a multiplicity above 8 are added to a copy, so the compiler never indexes
+#: the planes by a variable and does not keep them on the stack (where the copy back
+#: stalled on store forwarding, ~40% of the pass). False: the loop before it (the same
+#: sums).
+_CSA_REGS = True
+#: With the bit-sliced counts a match set of at least ``n / _BITSET_FROM`` groups (when
+#: that is below ``n / _DENSE_BITS``) is built, cached and read as a bitset too, and a
+#: short word's owner row is read from that size: a retrieve adds it with the dense
+#: sets as it is, instead of writing it into a pooled bitset every time
+#: (``_SPARSE_AS_DENSE``: a zeroed ``n / 8`` bytes and a bit set per group). Costs
+#: cache room: ``n / 8`` bytes for a set of ``n / 128`` groups instead of ``n / 32``.
+#: 0: ``_DENSE_BITS`` alone, the path before it (the same counts).
+_BITSET_FROM = 128
 
 #: The retrieve path's knobs above, in order: what ``stress/bench_wocore.py --counts``
 #: turns off on its old side, and what the old-against-new tests switch together.
@@ -107,4 +121,6 @@ _QUERY_KNOBS = (
     "_JOIN_LISTS",
     "_SHORT_ROWS",
     "_JOIN_IN_PLACE",
+    "_BITSET_FROM",
+    "_CSA_REGS",
 )

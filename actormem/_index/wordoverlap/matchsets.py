@@ -33,6 +33,12 @@ __all__ = ["MatchCache", "MatchFinder"]
 _NONE, _DENSE_SET, _SPARSE_SET = range(3)
 
 
+def _bits_from() -> int:
+    """With the bit-sliced counts, a match set of at least ``n / _bits_from()`` groups
+    is a bitset (``knobs._DENSE_BITS``, or ``knobs._BITSET_FROM`` when larger). O(1)."""
+    return max(knobs._DENSE_BITS, knobs._BITSET_FROM)
+
+
 class MatchCache:
     """Match sets of query words for one numbering, least recently used dropped past
     ``knobs._CACHE_BYTES``. Readers write it (each call is atomic between yields)."""
@@ -114,7 +120,7 @@ class MatchFinder:
                 e.fill_masks(knobs._MASK_STEP)
                 yield
             rows = e.rows
-            if rows is not None and int(e.rowcount[bit]) * knobs._DENSE_BITS >= n:
+            if rows is not None and int(e.rowcount[bit]) * _bits_from() >= n:
                 # Dense: the owner's row (bits of the groups masked after `n` may be set).
                 stride = len(rows) // 128
                 return _DENSE_SET, rows[bit * stride : (bit + 1) * stride]
@@ -155,7 +161,7 @@ class MatchFinder:
             yield
         if not lists:
             return _NONE, None
-        dense = total * (knobs._DENSE_BITS if bits else knobs._DENSE) >= n
+        dense = total * (_bits_from() if bits else knobs._DENSE) >= n
         out: np.ndarray[Any, Any]
         parts: list[np.ndarray[Any, Any]] = []
         if dense and bits:  # room to extend in place
@@ -353,7 +359,7 @@ class MatchFinder:
             got = ccore.bits_from_masks(masks_, bit, start, stop, out)
             hits += got
             if parts is not None:
-                if hits * knobs._DENSE_BITS >= n:
+                if hits * _bits_from() >= n:
                     parts = None  # dense whatever follows
                 elif got:
                     gids = np.flatnonzero((masks_[start:stop] & one) != 0)
