@@ -223,12 +223,14 @@ def test_carry_save_blocks_sum_as_one_by_one(
     start = rng.integers(0, full, words * np_, dtype=np.uint64, endpoint=True)
     lo = int(rng.integers(0, words + 1))
     got = {}
-    for csa in (False, True):
+    # regs: the carry-save loop with a word's planes in registers (knobs._CSA_REGS,
+    # the multiplicities above 8 added to a copy) or as before.
+    for csa, regs in ((False, True), (True, False), (True, True)):
         planes = start.copy()
-        c.bits_add_dense(planes, np_, lo, words, sets, mults, csa)
-        got[csa] = planes.tolist()
-    assert got[True] == got[False]
-    assert got[True][: lo * np_] == start[: lo * np_].tolist()  # words below lo untouched
+        c.bits_add_dense(planes, np_, lo, words, sets, mults, csa, None, 0, regs)
+        got[csa, regs] = planes.tolist()
+    assert got[True, True] == got[True, False] == got[False, True]
+    assert got[True, True][: lo * np_] == start[: lo * np_].tolist()  # words below lo untouched
 
 
 # -- the index: bit planes against byte counts ----------------------------------------
@@ -940,3 +942,35 @@ def test_rows_and_in_place_joins_under_writes_at_every_step(
             monkeypatch.setattr(ccore, "BITS", bits)
             want = drain(state.index.top_k_steps(view, q, 5, None))  # type: ignore[attr-defined]
             assert got[q] == [(score, rec.seq) for score, rec in want], (q, bits)
+
+
+def test_a_mid_sized_set_is_cached_as_a_bitset(monkeypatch: pytest.MonkeyPatch) -> None:
+    # knobs._BITSET_FROM: a match set of n / 128 to n / 32 groups is built and cached as
+    # a bitset (read as it is by later retrieves), else as group numbers; the same top-k.
+    got = {}
+    for on in (0, 128):
+        monkeypatch.setattr(wo_knobs, "_BITSET_FROM", on)
+        state = MemoryState(
+            capacity=None, half_life=3600.0, scorer=WordOverlapScorer(essential_budget=2)
+        )
+        for i in range(2000):
+            words = ["zebra"] if i % 64 == 0 else []  # 32 of 2,000 texts: n / 62.5
+            state.store(
+                MemoryEntry(
+                    category=MemoryCategory.FACT,
+                    memory=" ".join([*words, "cat" if i % 3 else "dog", f"m{i}"]),
+                    relevance=0.5,
+                    created_at=BASE + timedelta(seconds=i),
+                    id=uuid.UUID(int=i + 1),
+                )
+            )
+        state.publish()
+        index: Any = state.index
+        got[on] = [
+            [(score, rec.seq) for score, rec in index.top_k(state.view(), q, 40, None)]
+            for q in ("zebra cat", "zebra dog zebra", "zebra cat")  # the last: cached
+        ]
+        hit = index._e.cache.get("zebra")
+        assert hit is not None
+        assert hit[2].dtype == (np.uint64 if on else np.int32)
+    assert got[0] == got[128]
