@@ -23,11 +23,13 @@ added between queries here, so a repeated word is a pure hit). With ``--counts``
 same for the dense sets added through carry-save blocks, the large sparse sets added as
 bitsets with them, the counts read through the words' maxima, new sets' posting
 lists joined in batches of whole lists and the short words' sets read from the owner's
-rows of bits (``knobs._DENSE_CSA``, ``_SPARSE_AS_DENSE``, ``_WORD_MAXIMA``,
-``_JOIN_LISTS``, ``_SHORT_ROWS``, ``_JOIN_IN_PLACE``) against the path before them
-(all 0: each dense set through every plane, every sparse set group by group, every
-plane read, lists joined in Python slices, short words' sets built from the masks,
-long lists' slices copied), both bit-sliced with the memo; ``--knobs`` names the ones
+rows of bits, mid-sized sets cached as bitsets and the carry-save pass's planes in
+registers (``knobs._DENSE_CSA``, ``_SPARSE_AS_DENSE``, ``_WORD_MAXIMA``,
+``_JOIN_LISTS``, ``_SHORT_ROWS``, ``_JOIN_IN_PLACE``, ``_BITSET_FROM``, ``_CSA_REGS``)
+against the path before them (all 0: each dense set through every plane, every sparse
+set group by group, every plane read, lists joined in Python slices, short words' sets
+built from the masks, long lists' slices copied, mid-sized sets as group numbers, the
+carry-save loop as before), both bit-sliced with the memo; ``--knobs`` names the ones
 the old side turns off (the others on both sides); ``--stores`` builds the memory
 twice, with each side's knobs, and reports the store
 cost of each (``_SHORT_ROWS`` is owner's work at store time).
