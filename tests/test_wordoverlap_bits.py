@@ -29,7 +29,7 @@ from actormem._engine.state import MemoryState, View
 from actormem._index import kernels
 from actormem._index.scoring import drain
 from actormem._index.substring import SubstringVocab
-from actormem._index.wordoverlap import ccore
+from actormem._index.wordoverlap import ccore, word_overlap_score
 from actormem._index.wordoverlap import knobs as wo_knobs
 
 pytestmark = pytest.mark.skipif(
@@ -37,6 +37,13 @@ pytestmark = pytest.mark.skipif(
 )
 
 BASE = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+@pytest.fixture(autouse=True)
+def _bits_at_every_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are about the bit-sliced counts: taken at every size here (the
+    default ``knobs._BITS_MIN`` leaves the small memories of the tests to the bytes)."""
+    monkeypatch.setattr(wo_knobs, "_BITS_MIN", 0)
 
 
 def _unpack(planes: np.ndarray[Any, Any], np_: int, n: int) -> np.ndarray[Any, Any]:
@@ -487,6 +494,77 @@ def test_counts_old_and_new_agree_in_small_slices() -> None:
     run = CountsOldAndNew.TestCase()
     run.settings = settings(max_examples=20, stateful_step_count=25, deadline=None)
     run.runTest()
+
+
+class SmallOldAndNew(CountsOldAndNew):
+    """The same machine, two memories: one as a small numbering is retrieved now (byte
+    counts below ``knobs._BITS_MIN`` groups, every matched group ranked at once by bound,
+    ``knobs._RANK_FLAT``), one the path before them (bit planes at every size, the
+    groups ranked count by count), the reference."""
+
+    KNOBS = {True: (1 << 15, 1 << 15), False: (0, 0)}
+    NAMES = ("_BITS_MIN", "_RANK_FLAT")
+
+
+def test_small_old_and_new_agree() -> None:
+    run = SmallOldAndNew.TestCase()
+    run.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
+    run.runTest()
+
+
+@pytest.mark.usefixtures("small_knobs")
+def test_small_old_and_new_agree_in_small_slices() -> None:
+    # _VISIT = 4: the flat ranking's groups in several parts and batches.
+    run = SmallOldAndNew.TestCase()
+    run.settings = settings(max_examples=20, stateful_step_count=25, deadline=None)
+    run.runTest()
+
+
+@pytest.mark.parametrize("bits_min", [0, 1 << 15])
+@pytest.mark.parametrize("flat", [0, 1 << 15])
+def test_small_numberings_take_the_bytes_and_the_flat_ranking(
+    bits_min: int, flat: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Which path a retrieve of a small memory takes follows the knobs: the bit planes
+    # only from _BITS_MIN groups, the flat ranking only on the byte path up to
+    # _RANK_FLAT groups; every combination gives the same results.
+    from actormem._index.wordoverlap import search
+
+    monkeypatch.setattr(wo_knobs, "_BITS_MIN", bits_min)
+    monkeypatch.setattr(wo_knobs, "_RANK_FLAT", flat)
+    taken: list[str] = []
+    for name in ("_top_k_bits", "_rank_flat"):
+        real = getattr(search.WordOverlapSearch, name)
+
+        def spy(*args: Any, _real: Any = real, _name: str = name, **kw: Any) -> Any:
+            taken.append(_name)
+            return (yield from _real(*args, **kw))
+
+        wrapped = staticmethod(spy) if name == "_rank_flat" else spy
+        monkeypatch.setattr(search.WordOverlapSearch, name, wrapped)
+    state = MemoryState(capacity=None, half_life=3600.0, scorer=WordOverlapScorer())
+    texts = [f"deploy the cat n{i} {WORDS[i % len(WORDS)]}" for i in range(300)]
+    for i, text in enumerate(texts):
+        state.store(
+            MemoryEntry(
+                category=MemoryCategory.FACT,
+                memory=text,
+                relevance=(i % 7) / 7,
+                created_at=BASE + timedelta(seconds=i),
+                id=uuid.UUID(int=i + 1),
+            )
+        )
+    state.publish()
+    query = "deploy cat n1 what the zz"
+    got = drain(state.index.top_k_steps(state.view(), query, 5, None))  # type: ignore[attr-defined]
+    # From scratch: the score of every text, best first, ties by the earlier store.
+    scored = [(-word_overlap_score(t, [], (i % 7) / 7, query), i) for i, t in enumerate(texts)]
+    want_top = [(-s, texts[i]) for s, i in sorted(scored)[:5]]
+    assert [(s, r.entry.memory) for s, r in got] == want_top
+    paths = (["_top_k_bits"] if ccore.bits_active() and bits_min == 0 else []) + (
+        ["_rank_flat"] if flat and not (ccore.bits_active() and bits_min == 0) else []
+    )
+    assert taken == paths
 
 
 class MemoAndNot(BitsAndBytes):

@@ -98,6 +98,19 @@ _SHORT_ROWS = True
 #: first retrieve at 1M joins 10^5-10^6 postings, most of them from a few long lists.
 _JOIN_IN_PLACE = True
 
+#: Retrieves over fewer groups than this count with bytes (the path without
+#: ``ccore.BitPlanes``): at a few thousand groups a retrieve's words are mostly small
+#: match sets that ``count_words`` adds number by number, a byte add each against a
+#: carry through every plane, and the bit-sliced counts pay only for the dense sets of
+#: large numberings. 0: the bit-sliced counts at every size, the path before it (the
+#: same counts).
+_BITS_MIN = 1 << 15
+#: The byte path's ranking over at most this many groups visits every matched group at
+#: once by bound (``WordOverlapSearch._rank_flat``: a few array operations) instead of
+#: count by count, highest first (several per count gone through). 0: count by count at
+#: every size, the path before it (the same top-k, scores and ties).
+_RANK_FLAT = 1 << 15
+
 #: The retrieve path's knobs above, in order: what ``stress/bench_wocore.py --counts``
 #: turns off on its old side, and what the old-against-new tests switch together.
 _QUERY_KNOBS = (

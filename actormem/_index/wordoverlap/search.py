@@ -10,6 +10,7 @@ relevance. See the package documentation of :mod:`actormem._index.wordoverlap`.
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Callable, Generator
 from typing import Any
 
@@ -107,7 +108,7 @@ class WordOverlapSearch:
     @staticmethod
     def _visit(
         idx: np.ndarray[Any, Any],
-        part: float,
+        part: float | np.ndarray[Any, Any],
         maxrel: np.ndarray[Any, Any],
         minseq: np.ndarray[Any, Any],
         glist: list[Record | _Group | None],
@@ -119,16 +120,17 @@ class WordOverlapSearch:
         progress: list[int],
     ) -> Generator[None, None, None]:
         """Score the records of groups ``idx`` (all of one matched count, whose score
-        part is ``part``) into ``heap`` while they can enter: the best ``limit`` groups
-        by (bound, smallest seq) first, picked with ``numpy.partition``, then ever
-        larger batches. ``progress[0]`` counts Python iterations, for a yield every
-        ``_STEP``."""
+        part is ``part``; or of any counts, ``part`` then an array of each group's part)
+        into ``heap`` while they can enter: the best ``limit`` groups by (bound,
+        smallest seq) first, picked with ``numpy.partition``, then ever larger batches.
+        ``progress[0]`` counts Python iterations, for a yield every ``_STEP``."""
+        parts = part if type(part) is np.ndarray else None
         if len(idx) > knobs._VISIT:
             # In parts (any order is exact: each part stops only where it can't enter).
             for start in range(0, len(idx), knobs._VISIT):
                 yield from WordOverlapSearch._visit(
                     idx[start : start + knobs._VISIT],
-                    part,
+                    part if parts is None else parts[start : start + knobs._VISIT],
                     maxrel,
                     minseq,
                     glist,
@@ -148,6 +150,8 @@ class WordOverlapSearch:
             keep = (bounds > kth) | ((bounds == kth) & (seqs < kth_seq))
             if not keep.all():
                 idx, bounds, seqs = idx[keep], bounds[keep], seqs[keep]
+                if parts is not None:
+                    parts = parts[keep]
         if not len(idx):
             return
         uniform = bool(bounds.min() == bounds.max())
@@ -172,8 +176,10 @@ class WordOverlapSearch:
                 sel = cand[np.lexsort((seqs[cand], -bounds[cand]))]
                 rest = np.ones(size, bool)
                 rest[sel] = False
-            for g, bound, mseq in zip(
-                idx[sel].tolist(), bounds[sel].tolist(), seqs[sel].tolist(), strict=True
+            # Each group's score part: one for all, or the group's own (any counts).
+            part_of = itertools.repeat(part) if parts is None else parts[sel].tolist()
+            for g, bound, mseq, gpart in zip(
+                idx[sel].tolist(), bounds[sel].tolist(), seqs[sel].tolist(), part_of, strict=False
             ):
                 progress[0] += 1
                 if not progress[0] % knobs._STEP:
@@ -193,7 +199,7 @@ class WordOverlapSearch:
                     if not progress[0] % knobs._STEP:
                         yield
                     # combine_word_overlap(rel, c, n_words, False), term by term.
-                    score = ((0.5 * rec.entry.relevance + part) + 0.0) + 0.1
+                    score = ((0.5 * rec.entry.relevance + gpart) + 0.0) + 0.1
                     if len(heap) == limit:
                         worst = heap[0]
                         if score < worst[0] or (score == worst[0] and rec.seq > -worst[1]):
@@ -203,6 +209,8 @@ class WordOverlapSearch:
             if rest is None:
                 return
             idx, bounds, seqs = idx[rest], bounds[rest], seqs[rest]
+            if parts is not None:
+                parts = parts[rest]
             batch *= 4
             yield
 
@@ -244,7 +252,11 @@ class WordOverlapSearch:
                     tagged.update(lst[start : start + knobs._STEP * 4])
                     yield
 
-        if ccore.bits_active() and n_words.bit_length() <= ccore.MAX_PLANES:
+        if (
+            ccore.bits_active()
+            and n_words.bit_length() <= ccore.MAX_PLANES
+            and n >= knobs._BITS_MIN
+        ):
             return (
                 yield from self._top_k_bits(
                     e, view, mult, n_words, limit, accept, min_matched, tagged, max_rel, at_start
@@ -318,7 +330,7 @@ class WordOverlapSearch:
 
         result = yield from self._rank_steps(
             view, n_words, limit, accept, min_matched, tagged, max_rel, at_start, tops, select,
-            lambda g: int(counts[g]),
+            lambda g: int(counts[g]), counts if n <= knobs._RANK_FLAT else None,
         )  # fmt: skip
         self._give(e, counts_all)
         return result
@@ -519,6 +531,45 @@ class WordOverlapSearch:
         e.scratch.give(planes_all, words_cap * (ccore.MAX_PLANES + 1) + (words_cap + 3) // 4)
         return result
 
+    @staticmethod
+    def _rank_flat(
+        counts: np.ndarray[Any, Any],
+        n_words: int,
+        least: int,
+        maxrel: np.ndarray[Any, Any],
+        minseq: np.ndarray[Any, Any],
+        glist: list[Record | _Group | None],
+        heap: list[tuple[float, int, Record]],
+        limit: int,
+        push: Any,
+        admitted: Any,
+        tagged: set[Record],
+        progress: list[int],
+    ) -> Generator[None, None, None]:
+        """The count loop of :meth:`_rank_steps` in one visit (``knobs._RANK_FLAT``):
+        every group with at least ``least`` matched words (``counts``: one count per
+        group), each with its own score part ``0.4 * (count / n_words)`` (the same
+        float as the loop's), visited by (bound, smallest seq) whatever its count.
+        :meth:`_visit` stops only where no later group can enter, so the order of the
+        visit changes nothing: the same heap. At a few thousand groups this is a few
+        array operations where the loop took several per count it went through (with
+        many query words the bounds of neighbouring counts differ by less than the
+        relevances do, so the loop rarely stops early). O(groups) in ``_CHUNK`` steps."""
+        found: list[np.ndarray[Any, Any]] = []
+        for start in range(0, len(counts), knobs._CHUNK):
+            got = np.flatnonzero(counts[start : start + knobs._CHUNK] >= least)
+            got += start
+            found.append(got)
+            yield
+        idx = found[0] if len(found) == 1 else np.concatenate(found)
+        if not len(idx):
+            return
+        parts = 0.4 * (counts[idx].astype(np.float64) / n_words)
+        yield
+        yield from WordOverlapSearch._visit(
+            idx, parts, maxrel, minseq, glist, heap, limit, push, admitted, tagged, progress
+        )
+
     def _rank_steps(
         self,
         view: ReadView,
@@ -532,6 +583,7 @@ class WordOverlapSearch:
         tops: list[tuple[int, int]],
         select: Callable[[int, int], np.ndarray[Any, Any]],
         count_of: Callable[[int], int],
+        flat: np.ndarray[Any, Any] | None = None,
     ) -> Generator[None, None, list[tuple[float, Record]]]:
         """The top ``limit`` from the matched-word counts of every group of the numbering
         (``at_start``: its group list, bounds below ``n`` and text dict as the retrieve
@@ -540,7 +592,9 @@ class WordOverlapSearch:
         count's best bound can still enter (``tops``: the first group number and largest
         count of each chunk; ``select(c, start)``: the group numbers of count ``c`` in
         the chunk from ``start``, as an array), last the entries that match no word, in
-        descending relevance. ``count_of(g)``: group ``g``'s count. Whatever the counts'
+        descending relevance. ``count_of(g)``: group ``g``'s count. ``flat`` (the
+        counts as an array, or None): the groups of every count visited at once, by
+        bound (:meth:`_rank_flat`), instead of count by count. Whatever the counts'
         form, the same counts give the same top-k, scores and ties. O(groups visited),
         in bounded steps."""
         version = view.version
@@ -573,6 +627,12 @@ class WordOverlapSearch:
         # smallest seq.
         top_count = max((most for _, most in tops), default=0)
         progress = [0]
+        if flat is not None:
+            yield from self._rank_flat(
+                flat, n_words, max(min_matched, 1), maxrel, minseq, glist, heap, limit,
+                push, admitted, tagged, progress,
+            )  # fmt: skip
+            top_count = 0  # every matched group seen: no count left for the loop below
         for c in range(top_count, max(min_matched, 1) - 1, -1):  # min_matched: thresholds.py
             if len(heap) == limit and combine_word_overlap(max_rel, c, n_words, False) < heap[0][0]:
                 break
