@@ -499,15 +499,29 @@ def test_counts_old_and_new_agree_in_small_slices() -> None:
 class SmallOldAndNew(CountsOldAndNew):
     """The same machine, two memories: one as a small numbering is retrieved now (byte
     counts below ``knobs._BITS_MIN`` groups, every matched group ranked at once by bound,
-    ``knobs._RANK_FLAT``), one the path before them (bit planes at every size, the
+    ``knobs._RANK_FLAT``: the highest counts at once), one the path before them (bit planes at every size, the
     groups ranked count by count), the reference."""
 
-    KNOBS = {True: (1 << 15, 1 << 15), False: (0, 0)}
-    NAMES = ("_BITS_MIN", "_RANK_FLAT")
+    #: _RANK_FLAT_GROUPS 3 here: the highest counts of these small memories at once,
+    #: the lower ones count by count.
+    KNOBS = {True: (1 << 15, 1 << 15, 3), False: (0, 0, 3)}
+    NAMES = ("_BITS_MIN", "_RANK_FLAT", "_RANK_FLAT_GROUPS")
+
+
+class SmallOldAndNewAtOnce(SmallOldAndNew):
+    """:class:`SmallOldAndNew` with every matched group ranked at once (the default)."""
+
+    KNOBS = {True: (1 << 15, 1 << 15, 0), False: (0, 0, 0)}
 
 
 def test_small_old_and_new_agree() -> None:
     run = SmallOldAndNew.TestCase()
+    run.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
+    run.runTest()
+
+
+def test_small_old_and_new_agree_every_group_at_once() -> None:
+    run = SmallOldAndNewAtOnce.TestCase()
     run.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
     run.runTest()
 
@@ -522,16 +536,20 @@ def test_small_old_and_new_agree_in_small_slices() -> None:
 
 @pytest.mark.parametrize("bits_min", [0, 1 << 15])
 @pytest.mark.parametrize("flat", [0, 1 << 15])
+@pytest.mark.parametrize("groups", [0, 1, 5, 64, 1 << 20])
 def test_small_numberings_take_the_bytes_and_the_flat_ranking(
-    bits_min: int, flat: int, monkeypatch: pytest.MonkeyPatch
+    bits_min: int, flat: int, groups: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Which path a retrieve of a small memory takes follows the knobs: the bit planes
     # only from _BITS_MIN groups, the flat ranking only on the byte path up to
-    # _RANK_FLAT groups; every combination gives the same results.
+    # _RANK_FLAT groups (every matched group at once, or its highest counts down to
+    # _RANK_FLAT_GROUPS groups: one count, a few, all); every combination gives the
+    # same results.
     from actormem._index.wordoverlap import search
 
     monkeypatch.setattr(wo_knobs, "_BITS_MIN", bits_min)
     monkeypatch.setattr(wo_knobs, "_RANK_FLAT", flat)
+    monkeypatch.setattr(wo_knobs, "_RANK_FLAT_GROUPS", groups)
     taken: list[str] = []
     for name in ("_top_k_bits", "_rank_flat"):
         real = getattr(search.WordOverlapSearch, name)

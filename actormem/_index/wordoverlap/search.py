@@ -545,30 +545,42 @@ class WordOverlapSearch:
         admitted: Any,
         tagged: set[Record],
         progress: list[int],
-    ) -> Generator[None, None, None]:
-        """The count loop of :meth:`_rank_steps` in one visit (``knobs._RANK_FLAT``):
-        every group with at least ``least`` matched words (``counts``: one count per
-        group), each with its own score part ``0.4 * (count / n_words)`` (the same
-        float as the loop's), visited by (bound, smallest seq) whatever its count.
-        :meth:`_visit` stops only where no later group can enter, so the order of the
-        visit changes nothing: the same heap. At a few thousand groups this is a few
-        array operations where the loop took several per count it went through (with
-        many query words the bounds of neighbouring counts differ by less than the
-        relevances do, so the loop rarely stops early). O(groups) in ``_CHUNK`` steps."""
+    ) -> Generator[None, None, int]:
+        """The highest counts of :meth:`_rank_steps`' count loop in one visit
+        (``knobs._RANK_FLAT``): the groups of the highest counts, down to the count
+        ``c0`` (at least ``least``) from which there are at least
+        ``knobs._RANK_FLAT_GROUPS`` of them (0: from ``least``, every matched group), each with its
+        own score part ``0.4 * (count / n_words)`` (the same float as the loop's),
+        visited by (bound, smallest seq) whatever its count. :meth:`_visit` stops only
+        where no later group of the set can enter, so the order within the set changes
+        nothing; the loop goes on below ``c0`` as before. Returns ``c0`` (``least`` when
+        no group has ``least`` or more). O(groups) in ``_CHUNK`` steps."""
+        c0 = least
+        if knobs._RANK_FLAT_GROUPS > 0:
+            # Groups per count (at most n_words), a chunk between two yields.
+            hist = np.zeros(n_words + 1, np.int64)
+            for start in range(0, len(counts), knobs._CHUNK):
+                hist += np.bincount(counts[start : start + knobs._CHUNK], minlength=n_words + 1)
+                yield
+            above = np.cumsum(hist[::-1])[::-1]  # above[c]: groups with a count of c or more
+            if least >= len(above) or not above[least]:
+                return least
+            enough = np.flatnonzero(above[least:] >= knobs._RANK_FLAT_GROUPS)
+            c0 = least + int(enough[-1]) if len(enough) else least
         found: list[np.ndarray[Any, Any]] = []
         for start in range(0, len(counts), knobs._CHUNK):
-            got = np.flatnonzero(counts[start : start + knobs._CHUNK] >= least)
+            got = np.flatnonzero(counts[start : start + knobs._CHUNK] >= c0)
             got += start
             found.append(got)
             yield
         idx = found[0] if len(found) == 1 else np.concatenate(found)
-        if not len(idx):
-            return
-        parts = 0.4 * (counts[idx].astype(np.float64) / n_words)
-        yield
-        yield from WordOverlapSearch._visit(
-            idx, parts, maxrel, minseq, glist, heap, limit, push, admitted, tagged, progress
-        )
+        if len(idx):
+            parts = 0.4 * (counts[idx].astype(np.float64) / n_words)
+            yield
+            yield from WordOverlapSearch._visit(
+                idx, parts, maxrel, minseq, glist, heap, limit, push, admitted, tagged, progress
+            )
+        return c0
 
     def _rank_steps(
         self,
@@ -628,11 +640,12 @@ class WordOverlapSearch:
         top_count = max((most for _, most in tops), default=0)
         progress = [0]
         if flat is not None:
-            yield from self._rank_flat(
-                flat, n_words, max(min_matched, 1), maxrel, minseq, glist, heap, limit,
-                push, admitted, tagged, progress,
-            )  # fmt: skip
-            top_count = 0  # every matched group seen: no count left for the loop below
+            top_count = -1 + (
+                yield from self._rank_flat(
+                    flat, n_words, max(min_matched, 1), maxrel, minseq, glist, heap, limit,
+                    push, admitted, tagged, progress,
+                )
+            )  # fmt: skip  # the loop below goes on under the counts visited
         for c in range(top_count, max(min_matched, 1) - 1, -1):  # min_matched: thresholds.py
             if len(heap) == limit and combine_word_overlap(max_rel, c, n_words, False) < heap[0][0]:
                 break
