@@ -504,14 +504,15 @@ class SmallOldAndNew(CountsOldAndNew):
 
     #: _RANK_FLAT_GROUPS 3 here: the highest counts of these small memories at once,
     #: the lower ones count by count.
-    KNOBS = {True: (1 << 15, 1 << 15, 3), False: (0, 0, 3)}
-    NAMES = ("_BITS_MIN", "_RANK_FLAT", "_RANK_FLAT_GROUPS")
+    #: _BITS_MIN_WORDS 0: the bytes for these short queries too.
+    KNOBS = {True: (1 << 15, 0, 1 << 15, 3), False: (0, 0, 0, 3)}
+    NAMES = ("_BITS_MIN", "_BITS_MIN_WORDS", "_RANK_FLAT", "_RANK_FLAT_GROUPS")
 
 
 class SmallOldAndNewAtOnce(SmallOldAndNew):
     """:class:`SmallOldAndNew` with every matched group ranked at once (the default)."""
 
-    KNOBS = {True: (1 << 15, 1 << 15, 0), False: (0, 0, 0)}
+    KNOBS = {True: (1 << 15, 0, 1 << 15, 0), False: (0, 0, 0, 0)}
 
 
 def test_small_old_and_new_agree() -> None:
@@ -537,17 +538,20 @@ def test_small_old_and_new_agree_in_small_slices() -> None:
 @pytest.mark.parametrize("bits_min", [0, 1 << 15])
 @pytest.mark.parametrize("flat", [0, 1 << 15])
 @pytest.mark.parametrize("groups", [0, 1, 5, 64, 1 << 20])
+@pytest.mark.parametrize("words_min", [0, 32])
 def test_small_numberings_take_the_bytes_and_the_flat_ranking(
-    bits_min: int, flat: int, groups: int, monkeypatch: pytest.MonkeyPatch
+    bits_min: int, flat: int, groups: int, words_min: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Which path a retrieve of a small memory takes follows the knobs: the bit planes
-    # only from _BITS_MIN groups, the flat ranking only on the byte path up to
+    # only from _BITS_MIN groups or for a query of fewer than _BITS_MIN_WORDS words
+    # (6 here), the flat ranking only on the byte path up to
     # _RANK_FLAT groups (every matched group at once, or its highest counts down to
     # _RANK_FLAT_GROUPS groups: one count, a few, all); every combination gives the
     # same results.
     from actormem._index.wordoverlap import search
 
     monkeypatch.setattr(wo_knobs, "_BITS_MIN", bits_min)
+    monkeypatch.setattr(wo_knobs, "_BITS_MIN_WORDS", words_min)
     monkeypatch.setattr(wo_knobs, "_RANK_FLAT", flat)
     monkeypatch.setattr(wo_knobs, "_RANK_FLAT_GROUPS", groups)
     taken: list[str] = []
@@ -579,9 +583,8 @@ def test_small_numberings_take_the_bytes_and_the_flat_ranking(
     scored = [(-word_overlap_score(t, [], (i % 7) / 7, query), i) for i, t in enumerate(texts)]
     want_top = [(-s, texts[i]) for s, i in sorted(scored)[:5]]
     assert [(s, r.entry.memory) for s, r in got] == want_top
-    paths = (["_top_k_bits"] if ccore.bits_active() and bits_min == 0 else []) + (
-        ["_rank_flat"] if flat and not (ccore.bits_active() and bits_min == 0) else []
-    )
+    bits = ccore.bits_active() and (bits_min == 0 or words_min > 6)
+    paths = (["_top_k_bits"] if bits else []) + (["_rank_flat"] if flat and not bits else [])
     assert taken == paths
 
 

@@ -263,6 +263,7 @@ def test_work_between_yields_is_bounded(
     tiny: bool, bits_min: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(_wordoverlap, "_BITS_MIN", bits_min)
+    monkeypatch.setattr(_wordoverlap, "_BITS_MIN_WORDS", 0)  # these short queries too
     # With tiny chunk constants, a retrieve over many texts yields at least once per
     # chunk of group numbers in every pass over them (so no step touches more than a
     # chunk), and the results stay exact. Work is counted in yields, never timed.

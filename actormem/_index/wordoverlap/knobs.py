@@ -98,13 +98,18 @@ _SHORT_ROWS = True
 #: first retrieve at 1M joins 10^5-10^6 postings, most of them from a few long lists.
 _JOIN_IN_PLACE = True
 
-#: Retrieves over fewer groups than this count with bytes (the path without
-#: ``ccore.BitPlanes``): at a few thousand groups a retrieve's words are mostly small
+#: Retrieves of ``_BITS_MIN_WORDS`` query words or more over fewer groups than
+#: ``_BITS_MIN`` count with bytes (the path without ``ccore.BitPlanes``): a long query
+#: (a tool result as the query, ~95 words) over a few thousand groups has mostly small
 #: match sets that ``count_words`` adds number by number, a byte add each against a
-#: carry through every plane, and the bit-sliced counts pay only for the dense sets of
-#: large numberings. 0: the bit-sliced counts at every size, the path before it (the
-#: same counts).
+#: carry through every plane (7 for 95 words), and few dense sets for the planes to
+#: gain on. Short queries keep the planes at every size: at 5,000 and 20,000 groups
+#: LoCoMo questions took 1.75x and 2.8x the CPU with bytes, tool results 0.77x and 0.92x
+#: (``stress/bench_wocore.py --bits``; even at 60,000). 0: the bit-sliced counts at
+#: every size, the path before it (the same counts).
 _BITS_MIN = 1 << 15
+#: See ``_BITS_MIN`` (between ~15 and ~95 words not measured).
+_BITS_MIN_WORDS = 32
 #: The byte path's ranking over at most this many groups visits the groups of its
 #: highest counts at once by bound (``WordOverlapSearch._rank_flat``: a few array
 #: operations), down to the count that brings ``_RANK_FLAT_GROUPS`` groups (0: every

@@ -255,7 +255,7 @@ class WordOverlapSearch:
         if (
             ccore.bits_active()
             and n_words.bit_length() <= ccore.MAX_PLANES
-            and n >= knobs._BITS_MIN
+            and (n >= knobs._BITS_MIN or n_words < knobs._BITS_MIN_WORDS)
         ):
             return (
                 yield from self._top_k_bits(
