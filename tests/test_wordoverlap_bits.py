@@ -498,21 +498,28 @@ def test_counts_old_and_new_agree_in_small_slices() -> None:
 
 class SmallOldAndNew(CountsOldAndNew):
     """The same machine, two memories: one as a small numbering is retrieved now (byte
-    counts below ``knobs._BITS_MIN`` groups, every matched group ranked at once by bound,
-    ``knobs._RANK_FLAT``: the highest counts at once), one the path before them (bit planes at every size, the
-    groups ranked count by count), the reference."""
+    counts below ``knobs._BITS_MIN`` groups, the groups of the highest counts ranked at
+    once by bound, ``knobs._RANK_FLAT``; short words' small sets cached,
+    ``knobs._CACHE_SHORT_WORDS``), one the path before them (bit planes at every size,
+    the groups ranked count by count, only large sets cached), the reference."""
 
     #: _RANK_FLAT_GROUPS 3 here: the highest counts of these small memories at once,
     #: the lower ones count by count.
     #: _BITS_MIN_WORDS 0: the bytes for these short queries too.
-    KNOBS = {True: (1 << 15, 0, 1 << 15, 3), False: (0, 0, 0, 3)}
-    NAMES = ("_BITS_MIN", "_BITS_MIN_WORDS", "_RANK_FLAT", "_RANK_FLAT_GROUPS")
+    KNOBS = {True: (1 << 15, 0, 1 << 15, 3, True), False: (0, 0, 0, 3, False)}
+    NAMES = (
+        "_BITS_MIN",
+        "_BITS_MIN_WORDS",
+        "_RANK_FLAT",
+        "_RANK_FLAT_GROUPS",
+        "_CACHE_SHORT_WORDS",
+    )
 
 
 class SmallOldAndNewAtOnce(SmallOldAndNew):
     """:class:`SmallOldAndNew` with every matched group ranked at once (the default)."""
 
-    KNOBS = {True: (1 << 15, 0, 1 << 15, 0), False: (0, 0, 0, 0)}
+    KNOBS = {True: (1 << 15, 0, 1 << 15, 0, True), False: (0, 0, 0, 0, False)}
 
 
 def test_small_old_and_new_agree() -> None:

@@ -122,6 +122,15 @@ _BITS_MIN_WORDS = 32
 _RANK_FLAT = 1 << 15
 _RANK_FLAT_GROUPS = 0
 
+#: A query word of one or two characters outside the masks' table (``masks._SHORT``:
+#: ``0,``, ``"4``, the JSON of tool results) has its match set cached however small
+#: (then extended from the recent texts like any cached set): ``count_words`` leaves
+#: such words to Python, which otherwise looked them up and joined their posting lists
+#: again at every retrieve (the main job: ~0.85 joins per retrieve, mostly ``0,``).
+#: False: cached only from the index's ``cache_min`` postings, the path before it (the
+#: same sets).
+_CACHE_SHORT_WORDS = True
+
 #: The retrieve path's knobs above, in order: what ``stress/bench_wocore.py --counts``
 #: turns off on its old side, and what the old-against-new tests switch together.
 _QUERY_KNOBS = (
