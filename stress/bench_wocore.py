@@ -160,7 +160,10 @@ def counts_knobs(names: Sequence[str]) -> None:
 
 def set_switch(flag: str, on: bool) -> None:
     """Turn ``flag`` (a key of :data:`SIDES`) on or off: a ``ccore`` switch, or for
-    ``COUNTS`` the knobs of :data:`COUNTS_KNOBS`."""
+    ``COUNTS`` the knobs of :data:`COUNTS_KNOBS`. The bit planes at every size
+    (``knobs._BITS_MIN`` 0): these comparisons are of them, or ``--bits`` of them
+    against the bytes."""
+    wo_knobs._BITS_MIN = 0
     if flag == "COUNTS":
         for name, value in COUNTS_KNOBS[on].items():
             setattr(wo_knobs, name, value)

@@ -29,7 +29,7 @@ from actormem._engine.state import MemoryState, View
 from actormem._index import kernels
 from actormem._index.scoring import drain
 from actormem._index.substring import SubstringVocab
-from actormem._index.wordoverlap import ccore
+from actormem._index.wordoverlap import ccore, word_overlap_score
 from actormem._index.wordoverlap import knobs as wo_knobs
 
 pytestmark = pytest.mark.skipif(
@@ -37,6 +37,13 @@ pytestmark = pytest.mark.skipif(
 )
 
 BASE = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+@pytest.fixture(autouse=True)
+def _bits_at_every_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are about the bit-sliced counts: taken at every size here (the
+    default ``knobs._BITS_MIN`` leaves the small memories of the tests to the bytes)."""
+    monkeypatch.setattr(wo_knobs, "_BITS_MIN", 0)
 
 
 def _unpack(planes: np.ndarray[Any, Any], np_: int, n: int) -> np.ndarray[Any, Any]:
@@ -491,6 +498,105 @@ def test_counts_old_and_new_agree_in_small_slices() -> None:
     run = CountsOldAndNew.TestCase()
     run.settings = settings(max_examples=20, stateful_step_count=25, deadline=None)
     run.runTest()
+
+
+class SmallOldAndNew(CountsOldAndNew):
+    """The same machine, two memories: one as a small numbering is retrieved now (byte
+    counts below ``knobs._BITS_MIN`` groups, the groups of the highest counts ranked at
+    once by bound, ``knobs._RANK_FLAT``; short words' small sets cached,
+    ``knobs._CACHE_SHORT_WORDS``), one the path before them (bit planes at every size,
+    the groups ranked count by count, only large sets cached), the reference."""
+
+    #: _RANK_FLAT_GROUPS 3 here: the highest counts of these small memories at once,
+    #: the lower ones count by count.
+    #: _BITS_MIN_WORDS 0: the bytes for these short queries too.
+    KNOBS = {True: (1 << 15, 0, 1 << 15, 3, True), False: (0, 0, 0, 3, False)}
+    NAMES = (
+        "_BITS_MIN",
+        "_BITS_MIN_WORDS",
+        "_RANK_FLAT",
+        "_RANK_FLAT_GROUPS",
+        "_CACHE_SHORT_WORDS",
+    )
+
+
+class SmallOldAndNewAtOnce(SmallOldAndNew):
+    """:class:`SmallOldAndNew` with every matched group ranked at once (the default)."""
+
+    KNOBS = {True: (1 << 15, 0, 1 << 15, 0, True), False: (0, 0, 0, 0, False)}
+
+
+def test_small_old_and_new_agree() -> None:
+    run = SmallOldAndNew.TestCase()
+    run.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
+    run.runTest()
+
+
+def test_small_old_and_new_agree_every_group_at_once() -> None:
+    run = SmallOldAndNewAtOnce.TestCase()
+    run.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
+    run.runTest()
+
+
+@pytest.mark.usefixtures("small_knobs")
+def test_small_old_and_new_agree_in_small_slices() -> None:
+    # _VISIT = 4: the flat ranking's groups in several parts and batches.
+    run = SmallOldAndNew.TestCase()
+    run.settings = settings(max_examples=20, stateful_step_count=25, deadline=None)
+    run.runTest()
+
+
+@pytest.mark.parametrize("bits_min", [0, 1 << 15])
+@pytest.mark.parametrize("flat", [0, 1 << 15])
+@pytest.mark.parametrize("groups", [0, 1, 5, 64, 1 << 20])
+@pytest.mark.parametrize("words_min", [0, 32])
+def test_small_numberings_take_the_bytes_and_the_flat_ranking(
+    bits_min: int, flat: int, groups: int, words_min: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Which path a retrieve of a small memory takes follows the knobs: the bit planes
+    # only from _BITS_MIN groups or for a query of fewer than _BITS_MIN_WORDS words
+    # (6 here), the flat ranking only on the byte path up to
+    # _RANK_FLAT groups (every matched group at once, or its highest counts down to
+    # _RANK_FLAT_GROUPS groups: one count, a few, all); every combination gives the
+    # same results.
+    from actormem._index.wordoverlap import search
+
+    monkeypatch.setattr(wo_knobs, "_BITS_MIN", bits_min)
+    monkeypatch.setattr(wo_knobs, "_BITS_MIN_WORDS", words_min)
+    monkeypatch.setattr(wo_knobs, "_RANK_FLAT", flat)
+    monkeypatch.setattr(wo_knobs, "_RANK_FLAT_GROUPS", groups)
+    taken: list[str] = []
+    for name in ("_top_k_bits", "_rank_flat"):
+        real = getattr(search.WordOverlapSearch, name)
+
+        def spy(*args: Any, _real: Any = real, _name: str = name, **kw: Any) -> Any:
+            taken.append(_name)
+            return (yield from _real(*args, **kw))
+
+        wrapped = staticmethod(spy) if name == "_rank_flat" else spy
+        monkeypatch.setattr(search.WordOverlapSearch, name, wrapped)
+    state = MemoryState(capacity=None, half_life=3600.0, scorer=WordOverlapScorer())
+    texts = [f"deploy the cat n{i} {WORDS[i % len(WORDS)]}" for i in range(300)]
+    for i, text in enumerate(texts):
+        state.store(
+            MemoryEntry(
+                category=MemoryCategory.FACT,
+                memory=text,
+                relevance=(i % 7) / 7,
+                created_at=BASE + timedelta(seconds=i),
+                id=uuid.UUID(int=i + 1),
+            )
+        )
+    state.publish()
+    query = "deploy cat n1 what the zz"
+    got = drain(state.index.top_k_steps(state.view(), query, 5, None))  # type: ignore[attr-defined]
+    # From scratch: the score of every text, best first, ties by the earlier store.
+    scored = [(-word_overlap_score(t, [], (i % 7) / 7, query), i) for i, t in enumerate(texts)]
+    want_top = [(-s, texts[i]) for s, i in sorted(scored)[:5]]
+    assert [(s, r.entry.memory) for s, r in got] == want_top
+    bits = ccore.bits_active() and (bits_min == 0 or words_min > 6)
+    paths = (["_top_k_bits"] if bits else []) + (["_rank_flat"] if flat and not bits else [])
+    assert taken == paths
 
 
 class MemoAndNot(BitsAndBytes):

@@ -16,11 +16,10 @@ from actormem import MemoryCategory, MemoryEntry, WordOverlapScorer
 from actormem._engine.state import MemoryState, View
 from actormem._index import substring as _substring
 from actormem._index.scoring import Accept, drain
-from actormem._index.wordoverlap import ccore
+from actormem._index.wordoverlap import ccore, word_overlap_score
 from actormem._index.wordoverlap import index as _wo_index
 from actormem._index.wordoverlap import knobs as _wordoverlap
 from actormem._index.wordoverlap import masks as _masks
-from actormem._index.wordoverlap import word_overlap_score
 from actormem._record import Record
 
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
@@ -258,8 +257,13 @@ def test_renumbering_between_yields_keeps_the_readers_numbering(
     state._check()
 
 
+@pytest.mark.parametrize("bits_min", [0, 1 << 15])  # the bit planes, the byte counts
 @pytest.mark.parametrize("tiny", [False, True])
-def test_work_between_yields_is_bounded(tiny: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_work_between_yields_is_bounded(
+    tiny: bool, bits_min: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_wordoverlap, "_BITS_MIN", bits_min)
+    monkeypatch.setattr(_wordoverlap, "_BITS_MIN_WORDS", 0)  # these short queries too
     # With tiny chunk constants, a retrieve over many texts yields at least once per
     # chunk of group numbers in every pass over them (so no step touches more than a
     # chunk), and the results stay exact. Work is counted in yields, never timed.
@@ -272,7 +276,7 @@ def test_work_between_yields_is_bounded(tiny: bool, monkeypatch: pytest.MonkeyPa
         monkeypatch.setattr(_wordoverlap, "_BITS_CHUNK", 64)
         monkeypatch.setattr(_substring, "_STEP", 4)
     # A pass over the counts: chunks of 8 byte counts, or of one 64-bit word of planes.
-    unit = 64 if ccore.bits_active() else 8
+    unit = 64 if ccore.bits_active() and 400 >= _wordoverlap._BITS_MIN else 8
     state = MemoryState(capacity=None, half_life=3600.0, scorer=WordOverlapScorer())
     rng = random.Random(7)
     for i in range(400):

@@ -112,6 +112,39 @@ _CSA_REGS = True
 #: 0: ``_DENSE_BITS`` alone, the path before it (the same counts).
 _BITSET_FROM = 128
 
+#: Retrieves of ``_BITS_MIN_WORDS`` query words or more over fewer groups than
+#: ``_BITS_MIN`` count with bytes (the path without ``ccore.BitPlanes``): a long query
+#: (a tool result as the query, ~95 words) over a few thousand groups has mostly small
+#: match sets that ``count_words`` adds number by number, a byte add each against a
+#: carry through every plane (7 for 95 words), and few dense sets for the planes to
+#: gain on. Short queries keep the planes at every size: at 5,000 and 20,000 groups
+#: LoCoMo questions took 1.75x and 2.8x the CPU with bytes, tool results 0.77x and 0.92x
+#: (``stress/bench_wocore.py --bits``; even at 60,000). 0: the bit-sliced counts at
+#: every size, the path before it (the same counts).
+_BITS_MIN = 1 << 15
+#: See ``_BITS_MIN`` (between ~15 and ~95 words not measured).
+_BITS_MIN_WORDS = 32
+#: The byte path's ranking over at most this many groups visits the groups of its
+#: highest counts at once by bound (``WordOverlapSearch._rank_flat``: a few array
+#: operations), down to the count that brings ``_RANK_FLAT_GROUPS`` groups (0: every
+#: matched group), then count by count as before (several array operations and a yield
+#: per count). 0: count by count from the top at every size, the path before it (the
+#: same top-k, scores and ties). In the main job (swarm, in-process, alternating, load
+#: 4-5) every matched group at once took 4.51 s of CPU, 64 groups 4.68, count by count
+#: 5.04; on repeated retrieves of one memory (warm, no swarm) 64 groups and count by
+#: count took ~146 us, every group at once ~190.
+_RANK_FLAT = 1 << 15
+_RANK_FLAT_GROUPS = 0
+
+#: A query word of one or two characters outside the masks' table (``masks._SHORT``:
+#: ``0,``, ``"4``, the JSON of tool results) has its match set cached however small
+#: (then extended from the recent texts like any cached set): ``count_words`` leaves
+#: such words to Python, which otherwise looked them up and joined their posting lists
+#: again at every retrieve (the main job: ~0.85 joins per retrieve, mostly ``0,``).
+#: False: cached only from the index's ``cache_min`` postings, the path before it (the
+#: same sets).
+_CACHE_SHORT_WORDS = True
+
 #: The retrieve path's knobs above, in order: what ``stress/bench_wocore.py --counts``
 #: turns off on its old side, and what the old-against-new tests switch together.
 _QUERY_KNOBS = (

@@ -209,7 +209,7 @@ class MatchFinder:
                 yield
         if not dense and parts:
             out = np.concatenate(parts) if len(parts) != 1 else parts[0]
-        if total >= self._cache_min:
+        if total >= self._cache_min or (knobs._CACHE_SHORT_WORDS and len(w) <= 2):
             e.cache.remember(w, n, dense, out)
         return (_DENSE_SET if dense else _SPARSE_SET), out
 

@@ -10,6 +10,7 @@ relevance. See the package documentation of :mod:`actormem._index.wordoverlap`.
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Callable, Generator
 from typing import Any
 
@@ -107,7 +108,7 @@ class WordOverlapSearch:
     @staticmethod
     def _visit(
         idx: np.ndarray[Any, Any],
-        part: float,
+        part: float | np.ndarray[Any, Any],
         maxrel: np.ndarray[Any, Any],
         minseq: np.ndarray[Any, Any],
         glist: list[Record | _Group | None],
@@ -119,16 +120,17 @@ class WordOverlapSearch:
         progress: list[int],
     ) -> Generator[None, None, None]:
         """Score the records of groups ``idx`` (all of one matched count, whose score
-        part is ``part``) into ``heap`` while they can enter: the best ``limit`` groups
-        by (bound, smallest seq) first, picked with ``numpy.partition``, then ever
-        larger batches. ``progress[0]`` counts Python iterations, for a yield every
-        ``_STEP``."""
+        part is ``part``; or of any counts, ``part`` then an array of each group's part)
+        into ``heap`` while they can enter: the best ``limit`` groups by (bound,
+        smallest seq) first, picked with ``numpy.partition``, then ever larger batches.
+        ``progress[0]`` counts Python iterations, for a yield every ``_STEP``."""
+        parts = part if type(part) is np.ndarray else None
         if len(idx) > knobs._VISIT:
             # In parts (any order is exact: each part stops only where it can't enter).
             for start in range(0, len(idx), knobs._VISIT):
                 yield from WordOverlapSearch._visit(
                     idx[start : start + knobs._VISIT],
-                    part,
+                    part if parts is None else parts[start : start + knobs._VISIT],
                     maxrel,
                     minseq,
                     glist,
@@ -148,6 +150,8 @@ class WordOverlapSearch:
             keep = (bounds > kth) | ((bounds == kth) & (seqs < kth_seq))
             if not keep.all():
                 idx, bounds, seqs = idx[keep], bounds[keep], seqs[keep]
+                if parts is not None:
+                    parts = parts[keep]
         if not len(idx):
             return
         uniform = bool(bounds.min() == bounds.max())
@@ -172,8 +176,10 @@ class WordOverlapSearch:
                 sel = cand[np.lexsort((seqs[cand], -bounds[cand]))]
                 rest = np.ones(size, bool)
                 rest[sel] = False
-            for g, bound, mseq in zip(
-                idx[sel].tolist(), bounds[sel].tolist(), seqs[sel].tolist(), strict=True
+            # Each group's score part: one for all, or the group's own (any counts).
+            part_of = itertools.repeat(part) if parts is None else parts[sel].tolist()
+            for g, bound, mseq, gpart in zip(
+                idx[sel].tolist(), bounds[sel].tolist(), seqs[sel].tolist(), part_of, strict=False
             ):
                 progress[0] += 1
                 if not progress[0] % knobs._STEP:
@@ -193,7 +199,7 @@ class WordOverlapSearch:
                     if not progress[0] % knobs._STEP:
                         yield
                     # combine_word_overlap(rel, c, n_words, False), term by term.
-                    score = ((0.5 * rec.entry.relevance + part) + 0.0) + 0.1
+                    score = ((0.5 * rec.entry.relevance + gpart) + 0.0) + 0.1
                     if len(heap) == limit:
                         worst = heap[0]
                         if score < worst[0] or (score == worst[0] and rec.seq > -worst[1]):
@@ -203,6 +209,8 @@ class WordOverlapSearch:
             if rest is None:
                 return
             idx, bounds, seqs = idx[rest], bounds[rest], seqs[rest]
+            if parts is not None:
+                parts = parts[rest]
             batch *= 4
             yield
 
@@ -244,7 +252,11 @@ class WordOverlapSearch:
                     tagged.update(lst[start : start + knobs._STEP * 4])
                     yield
 
-        if ccore.bits_active() and n_words.bit_length() <= ccore.MAX_PLANES:
+        if (
+            ccore.bits_active()
+            and n_words.bit_length() <= ccore.MAX_PLANES
+            and (n >= knobs._BITS_MIN or n_words < knobs._BITS_MIN_WORDS)
+        ):
             return (
                 yield from self._top_k_bits(
                     e, view, mult, n_words, limit, accept, min_matched, tagged, max_rel, at_start
@@ -318,7 +330,7 @@ class WordOverlapSearch:
 
         result = yield from self._rank_steps(
             view, n_words, limit, accept, min_matched, tagged, max_rel, at_start, tops, select,
-            lambda g: int(counts[g]),
+            lambda g: int(counts[g]), counts if n <= knobs._RANK_FLAT else None,
         )  # fmt: skip
         self._give(e, counts_all)
         return result
@@ -519,6 +531,57 @@ class WordOverlapSearch:
         e.scratch.give(planes_all, words_cap * (ccore.MAX_PLANES + 1) + (words_cap + 3) // 4)
         return result
 
+    @staticmethod
+    def _rank_flat(
+        counts: np.ndarray[Any, Any],
+        n_words: int,
+        least: int,
+        maxrel: np.ndarray[Any, Any],
+        minseq: np.ndarray[Any, Any],
+        glist: list[Record | _Group | None],
+        heap: list[tuple[float, int, Record]],
+        limit: int,
+        push: Any,
+        admitted: Any,
+        tagged: set[Record],
+        progress: list[int],
+    ) -> Generator[None, None, int]:
+        """The highest counts of :meth:`_rank_steps`' count loop in one visit
+        (``knobs._RANK_FLAT``): the groups of the highest counts, down to the count
+        ``c0`` (at least ``least``) from which there are at least
+        ``knobs._RANK_FLAT_GROUPS`` of them (0: from ``least``, every matched group), each with its
+        own score part ``0.4 * (count / n_words)`` (the same float as the loop's),
+        visited by (bound, smallest seq) whatever its count. :meth:`_visit` stops only
+        where no later group of the set can enter, so the order within the set changes
+        nothing; the loop goes on below ``c0`` as before. Returns ``c0`` (``least`` when
+        no group has ``least`` or more). O(groups) in ``_CHUNK`` steps."""
+        c0 = least
+        if knobs._RANK_FLAT_GROUPS > 0:
+            # Groups per count (at most n_words), a chunk between two yields.
+            hist = np.zeros(n_words + 1, np.int64)
+            for start in range(0, len(counts), knobs._CHUNK):
+                hist += np.bincount(counts[start : start + knobs._CHUNK], minlength=n_words + 1)
+                yield
+            above = np.cumsum(hist[::-1])[::-1]  # above[c]: groups with a count of c or more
+            if least >= len(above) or not above[least]:
+                return least
+            enough = np.flatnonzero(above[least:] >= knobs._RANK_FLAT_GROUPS)
+            c0 = least + int(enough[-1]) if len(enough) else least
+        found: list[np.ndarray[Any, Any]] = []
+        for start in range(0, len(counts), knobs._CHUNK):
+            got = np.flatnonzero(counts[start : start + knobs._CHUNK] >= c0)
+            got += start
+            found.append(got)
+            yield
+        idx = found[0] if len(found) == 1 else np.concatenate(found)
+        if len(idx):
+            parts = 0.4 * (counts[idx].astype(np.float64) / n_words)
+            yield
+            yield from WordOverlapSearch._visit(
+                idx, parts, maxrel, minseq, glist, heap, limit, push, admitted, tagged, progress
+            )
+        return c0
+
     def _rank_steps(
         self,
         view: ReadView,
@@ -532,6 +595,7 @@ class WordOverlapSearch:
         tops: list[tuple[int, int]],
         select: Callable[[int, int], np.ndarray[Any, Any]],
         count_of: Callable[[int], int],
+        flat: np.ndarray[Any, Any] | None = None,
     ) -> Generator[None, None, list[tuple[float, Record]]]:
         """The top ``limit`` from the matched-word counts of every group of the numbering
         (``at_start``: its group list, bounds below ``n`` and text dict as the retrieve
@@ -540,7 +604,9 @@ class WordOverlapSearch:
         count's best bound can still enter (``tops``: the first group number and largest
         count of each chunk; ``select(c, start)``: the group numbers of count ``c`` in
         the chunk from ``start``, as an array), last the entries that match no word, in
-        descending relevance. ``count_of(g)``: group ``g``'s count. Whatever the counts'
+        descending relevance. ``count_of(g)``: group ``g``'s count. ``flat`` (the
+        counts as an array, or None): the groups of every count visited at once, by
+        bound (:meth:`_rank_flat`), instead of count by count. Whatever the counts'
         form, the same counts give the same top-k, scores and ties. O(groups visited),
         in bounded steps."""
         version = view.version
@@ -573,6 +639,13 @@ class WordOverlapSearch:
         # smallest seq.
         top_count = max((most for _, most in tops), default=0)
         progress = [0]
+        if flat is not None:
+            top_count = -1 + (
+                yield from self._rank_flat(
+                    flat, n_words, max(min_matched, 1), maxrel, minseq, glist, heap, limit,
+                    push, admitted, tagged, progress,
+                )
+            )  # fmt: skip  # the loop below goes on under the counts visited
         for c in range(top_count, max(min_matched, 1) - 1, -1):  # min_matched: thresholds.py
             if len(heap) == limit and combine_word_overlap(max_rel, c, n_words, False) < heap[0][0]:
                 break
