@@ -20,7 +20,9 @@ e.g. a worktree of ``main`` with its extensions built), alternating the two run 
 (which goes first alternates too), so that both see the same minutes of a shared machine;
 the table gives the medians per cell and new/old ratios. ``--old-knobs`` does the same
 with this checkout for both sides, the old one with the batched store path's knobs off
-(``state._STORE_BATCH``, ``wordoverlap.knobs._ADD_MANY``, ``sqlite_format._ENCODE_DIRECT``).
+(``state._STORE_BATCH``, ``wordoverlap.knobs._ADD_MANY``, ``sqlite_format._ENCODE_DIRECT``);
+``--old-knobs store5`` with branch store5's knobs off instead (``wordoverlap.knobs.
+_ACQUIRE_FAST`` and ``_UNTRACK``, ``textfold._FOLD_DIRECT``).
 
 Usage (from the repository root)::
 
@@ -114,10 +116,29 @@ def _switch_batch(on: bool) -> None:
     sqlite_format._ENCODE_DIRECT = on
 
 
+def _switch_store5(on: bool) -> None:
+    """The store path of branch store5 on or off: a new token's grams acquired without
+    its key set (``wordoverlap.knobs._ACQUIRE_FAST``), the compiled add's new lists and
+    sets untracked by the collector (``wordoverlap.knobs._UNTRACK``) and the duplicate
+    key's fold hash of a text that is not ASCII without ``str.casefold``
+    (``textfold._FOLD_DIRECT``). Off is the path before them (the batched path of
+    ``_switch_batch`` stays on); the same results."""
+    from actormem._index import textfold
+    from actormem._index.wordoverlap import knobs
+
+    knobs._ACQUIRE_FAST = on
+    knobs._UNTRACK = on
+    textfold._FOLD_DIRECT = on
+
+
+#: ``--old-knobs SET``: the knobs the old side turns off.
+_KNOB_SETS = {"batch": _switch_batch, "store5": _switch_store5}
+
+
 def child(args: argparse.Namespace) -> None:
     """One run in this process; one JSON line on stdout."""
     if args.knobs_off:
-        _switch_batch(False)
+        _KNOB_SETS[args.knobs_off](False)
     corpus = load_corpus(args.data)
     preload = list(entries(corpus, args.preload, start=10**7))
     batch = list(entries(corpus, args.entries))
@@ -171,7 +192,7 @@ def state_paired(args: argparse.Namespace) -> None:
 
 
 def _run(
-    tree: Path, cell: dict[str, Any], args: argparse.Namespace, knobs_off: bool = False
+    tree: Path, cell: dict[str, Any], args: argparse.Namespace, knobs_off: str | None = None
 ) -> dict[str, Any]:
     # actormem from ``tree``, imported first; then this checkout's ``stress`` (the other
     # checkout may have no such benchmark), which finds actormem already imported.
@@ -206,7 +227,7 @@ def _run(
     if args.dir is not None:
         cmd += ["--dir", str(args.dir)]
     if knobs_off:
-        cmd.append("--knobs-off")
+        cmd += ["--knobs-off", knobs_off]
     done = subprocess.run(
         cmd, env=env, cwd=tempfile.gettempdir(), capture_output=True, text=True, check=False
     )
@@ -231,8 +252,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--json", type=output_file, default=None)
     p.add_argument(
         "--old-knobs",
-        action="store_true",
-        help="old = this checkout with the batched store path's knobs off (not --against)",
+        nargs="?",
+        const="batch",
+        default=None,
+        choices=sorted(_KNOB_SETS),
+        help="old = this checkout with a set of knobs off (not --against): 'batch' (the "
+        "default) the batched store path's, 'store5' this branch's vocabulary and fold",
     )
     p.add_argument(
         "--state",
@@ -241,7 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="sizes: the state's store alone, this checkout's old and new path in one process",
     )
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--knobs-off", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--knobs-off", choices=sorted(_KNOB_SETS), help=argparse.SUPPRESS)
     p.add_argument("--mode", default="memory", help=argparse.SUPPRESS)
     p.add_argument("--api", default="store", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -251,10 +276,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.state is not None:
         state_paired(args)
         return 0
-    if args.old_knobs and args.against is not None:
+    if args.old_knobs is not None and args.against is not None:
         p.error("--old-knobs and --against exclude each other")
     trees = {"new": ROOT} if args.against is None else {"old": args.against, "new": ROOT}
-    if args.old_knobs:
+    if args.old_knobs is not None:
         trees = {"old": ROOT, "new": ROOT}
     cells = [{"mode": m, "api": a} for m in args.modes.split(",") for a in args.apis.split(",")]
     runs: list[dict[str, Any]] = []
@@ -262,7 +287,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for cell in cells:
             order = list(trees) if r % 2 == 0 else list(reversed(trees))
             for side in order:
-                row = _run(trees[side], cell, args, args.old_knobs and side == "old")
+                row = _run(trees[side], cell, args, args.old_knobs if side == "old" else None)
                 row.update(cell, side=side, repeat=r)
                 runs.append(row)
                 print(json.dumps(row), flush=True)

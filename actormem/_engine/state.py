@@ -748,7 +748,7 @@ class MemoryState:
         namespaces = self._namespaces
         dups = self._dups
         dupkey = self._dupkey
-        fold_c = textfold._fold_hash_c if dupkey is _dupkey_hashed else None
+        fold_c = textfold.fold_hash_c() if dupkey is _dupkey_hashed else None
         capacity = self.capacity
         journal = self.journal
         evict = self._evict
