@@ -22,7 +22,7 @@ the table gives the medians per cell and new/old ratios. ``--old-knobs`` does th
 with this checkout for both sides, the old one with the batched store path's knobs off
 (``state._STORE_BATCH``, ``wordoverlap.knobs._ADD_MANY``, ``sqlite_format._ENCODE_DIRECT``);
 ``--old-knobs store5`` with branch store5's knobs off instead (``wordoverlap.knobs.
-_ACQUIRE_FAST`` and ``_UNTRACK``, ``textfold._FOLD_DIRECT``).
+_ACQUIRE_FAST`` and ``_UNTRACK``, ``textfold._FOLD_DIRECT``, ``state._RELEVANCE_APPEND``).
 
 Usage (from the repository root)::
 
@@ -121,11 +121,14 @@ def _switch_store5(on: bool) -> None:
     its key set (``wordoverlap.knobs._ACQUIRE_FAST``), the compiled add's new lists and
     sets untracked by the collector (``wordoverlap.knobs._UNTRACK``) and the duplicate
     key's fold hash of a text that is not ASCII without ``str.casefold``
-    (``textfold._FOLD_DIRECT``). Off is the path before them (the batched path of
+    (``textfold._FOLD_DIRECT``), the relevance order's append at its end inline
+    (``state._RELEVANCE_APPEND``). Off is the path before them (the batched path of
     ``_switch_batch`` stays on); the same results."""
+    from actormem._engine import state
     from actormem._index import textfold
     from actormem._index.wordoverlap import knobs
 
+    state._RELEVANCE_APPEND = on
     knobs._ACQUIRE_FAST = on
     knobs._UNTRACK = on
     textfold._FOLD_DIRECT = on

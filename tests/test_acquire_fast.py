@@ -199,3 +199,57 @@ def test_fold_knob_chooses_the_function_and_keeps_the_groups() -> None:
         finally:
             textfold._FOLD_DIRECT = True
     assert groups[0] == groups[1] == [1, 1, 2, 2]
+
+
+def _relevance_lists(state: MemoryState) -> tuple[Any, ...]:
+    rel: Any = state._by_relevance
+    rel._check()
+    return ([list(map(id, x)) for x in rel._lists], rel._keys, rel._maxes, rel._len)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.tuples(st.sampled_from([1.0, 0.5, 0.25]), st.booleans()), max_size=12),
+        max_size=8,
+    ),
+    st.sampled_from([4, 1000]),
+    st.booleans(),
+)
+def test_relevance_append_is_sorted_key_list_add(
+    batches: list[list[tuple[float, bool]]], load: int, index_first: bool
+) -> None:
+    from actormem._engine import state as state_module
+
+    entries = [
+        [
+            MemoryEntry(
+                memory=f"text {b} {i}",
+                category=MemoryCategory.FACT,
+                relevance=rel,
+                key=f"k{i % 3}" if keyed else None,
+            )
+            for i, (rel, keyed) in enumerate(batch)
+        ]
+        for b, batch in enumerate(batches)
+    ]
+    sides = []
+    for append in (False, True):
+        state_module._RELEVANCE_APPEND = append
+        try:
+            state = MemoryState(capacity=None, half_life=3600.0, scorer=WordOverlapScorer())
+            state._by_relevance._reset(load)
+            for batch in entries:
+                if index_first and len(state._by_relevance):
+                    state._by_relevance[len(state._by_relevance) // 2]  # the positional index
+                state.store_many(batch)
+                sides.append(_relevance_lists(state))
+        finally:
+            state_module._RELEVANCE_APPEND = True
+    old, new = sides[: len(sides) // 2], sides[len(sides) // 2 :]
+    # The records are other objects in each run: the keys (seq and born included),
+    # maxima, lengths and sublist sizes after every batch.
+    assert [(k, m, n) for _, k, m, n in new] == [(k, m, n) for _, k, m, n in old]
+    assert [[len(x) for x in lists] for lists, *_ in new] == [
+        [len(x) for x in lists] for lists, *_ in old
+    ]

@@ -92,12 +92,21 @@ def test_switch_batch_turns_the_knobs() -> None:
 
 
 def test_switch_store5_turns_the_knobs() -> None:
+    from actormem._engine import state
     from actormem._index import textfold
     from actormem._index.wordoverlap import knobs
 
+    def now() -> list[bool]:
+        return [
+            knobs._ACQUIRE_FAST,
+            knobs._UNTRACK,
+            textfold._FOLD_DIRECT,
+            state._RELEVANCE_APPEND,
+        ]
+
     bench_store64._switch_store5(False)
     try:
-        assert [knobs._ACQUIRE_FAST, knobs._UNTRACK, textfold._FOLD_DIRECT] == [False] * 3
+        assert now() == [False] * 4
     finally:
         bench_store64._switch_store5(True)
-    assert [knobs._ACQUIRE_FAST, knobs._UNTRACK, textfold._FOLD_DIRECT] == [True] * 3
+    assert now() == [True] * 4
