@@ -10,6 +10,11 @@ what a caller that batches does). Before the timed part, ``--preload`` entries a
 stored with ``store_many`` (the memory is then not empty: at 100k the index's posting
 lists and vocabulary exist, as in a long-running memory).
 
+``--gc-freeze`` calls ``gc.collect()`` and ``gc.freeze()`` just before the timed part
+(the benchmark's own corpus, prebuilt entries and imports then leave the collector's
+full passes, as the other benchmarks freeze their prebuilt memories; docs/design.md,
+"Garbage collection"); off by default, the way earlier figures were taken.
+
 Reported per run: entries/s over the wall time of the timed part, and entries per
 CPU-second of the whole process over the same part (``time.process_time``: the owner,
 the writers and, durable, the commit thread), and the CPU split into the event-loop
@@ -39,6 +44,7 @@ states filled side by side in alternating chunks of 512 (thread CPU per chunk).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -70,6 +76,7 @@ async def _timed(
     writers: int,
     chunk: int,
     scratch: Path,
+    freeze: bool = False,
 ) -> dict[str, float]:
     opener = (
         open_memory()
@@ -91,6 +98,9 @@ async def _timed(
                 await store_many(share[lo : lo + chunk])
 
         task = one_by_one if api == "store" else in_lists
+        if freeze:  # the benchmark's own corpus and entries out of the collector's sight
+            gc.collect()
+            gc.freeze()
         wall0, cpu0, thr0 = time.perf_counter(), time.process_time(), time.thread_time()
         async with trio.open_nursery() as nursery:
             for w in range(writers):
@@ -98,6 +108,8 @@ async def _timed(
         wall = time.perf_counter() - wall0
         cpu = time.process_time() - cpu0
         thread = time.thread_time() - thr0
+        if freeze:
+            gc.unfreeze()
         assert len(memory) == len(batch) + len(preload)
     return {"wall_s": wall, "cpu_s": cpu, "loop_cpu_s": thread}
 
@@ -147,7 +159,15 @@ def child(args: argparse.Namespace) -> None:
     batch = list(entries(corpus, args.entries))
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         out = trio.run(
-            _timed, args.mode, args.api, batch, preload, args.writers, args.chunk, Path(tmp)
+            _timed,
+            args.mode,
+            args.api,
+            batch,
+            preload,
+            args.writers,
+            args.chunk,
+            Path(tmp),
+            args.gc_freeze,
         )
     n = len(batch)
     out.update(
@@ -229,6 +249,8 @@ def _run(
     ]
     if args.dir is not None:
         cmd += ["--dir", str(args.dir)]
+    if args.gc_freeze:
+        cmd.append("--gc-freeze")
     if knobs_off:
         cmd += ["--knobs-off", knobs_off]
     done = subprocess.run(
@@ -253,6 +275,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--data", type=Path, default=DEFAULT_DATA)
     p.add_argument("--dir", type=existing_dir, default=None, help="where durable files go")
     p.add_argument("--json", type=output_file, default=None)
+    p.add_argument(
+        "--gc-freeze",
+        action="store_true",
+        help="gc.freeze() before the timed part: the benchmark's corpus and prebuilt entries "
+        "are then not walked by the collector's full passes (off: the figures before it)",
+    )
     p.add_argument(
         "--old-knobs",
         nargs="?",

@@ -110,3 +110,26 @@ def test_switch_store5_turns_the_knobs() -> None:
     finally:
         bench_store64._switch_store5(True)
     assert now() == [True] * 4
+
+
+def test_gc_freeze_reaches_the_child_and_unfreezes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gc
+
+    seen: list[list[str]] = []
+    run = bench_store64.subprocess.run
+
+    def spy(cmd: list[str], **kw: object) -> object:
+        seen.append(cmd)
+        return run(cmd, **kw)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(bench_store64.subprocess, "run", spy)
+    args = ["--entries", "40", "--writers", "4", "--chunk", "5", "--repeats", "1"]
+    args += ["--modes", "memory", "--apis", "store_many", "--gc-freeze"]
+    assert bench_store64.main(args) == 0
+    assert len(seen) == 1
+    assert "--gc-freeze" in seen[0]
+    # In this process: a child run freezes for its timed part only.
+    bench_store64.main([*args[:-1], "--child", "--gc-freeze", "--mode", "memory"])
+    assert gc.get_freeze_count() == 0
