@@ -10,6 +10,11 @@ what a caller that batches does). Before the timed part, ``--preload`` entries a
 stored with ``store_many`` (the memory is then not empty: at 100k the index's posting
 lists and vocabulary exist, as in a long-running memory).
 
+``--gc-freeze`` calls ``gc.collect()`` and ``gc.freeze()`` just before the timed part
+(the benchmark's own corpus, prebuilt entries and imports then leave the collector's
+full passes, as the other benchmarks freeze their prebuilt memories; docs/design.md,
+"Garbage collection"); off by default, the way earlier figures were taken.
+
 Reported per run: entries/s over the wall time of the timed part, and entries per
 CPU-second of the whole process over the same part (``time.process_time``: the owner,
 the writers and, durable, the commit thread), and the CPU split into the event-loop
@@ -20,7 +25,9 @@ e.g. a worktree of ``main`` with its extensions built), alternating the two run 
 (which goes first alternates too), so that both see the same minutes of a shared machine;
 the table gives the medians per cell and new/old ratios. ``--old-knobs`` does the same
 with this checkout for both sides, the old one with the batched store path's knobs off
-(``state._STORE_BATCH``, ``wordoverlap.knobs._ADD_MANY``, ``sqlite_format._ENCODE_DIRECT``).
+(``state._STORE_BATCH``, ``wordoverlap.knobs._ADD_MANY``, ``sqlite_format._ENCODE_DIRECT``);
+``--old-knobs store5`` with branch store5's knobs off instead (``wordoverlap.knobs.
+_ACQUIRE_FAST`` and ``_UNTRACK``, ``textfold._FOLD_DIRECT``, ``state._RELEVANCE_APPEND``).
 
 Usage (from the repository root)::
 
@@ -37,6 +44,7 @@ states filled side by side in alternating chunks of 512 (thread CPU per chunk).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -68,6 +76,7 @@ async def _timed(
     writers: int,
     chunk: int,
     scratch: Path,
+    freeze: bool = False,
 ) -> dict[str, float]:
     opener = (
         open_memory()
@@ -89,6 +98,9 @@ async def _timed(
                 await store_many(share[lo : lo + chunk])
 
         task = one_by_one if api == "store" else in_lists
+        if freeze:  # the benchmark's own corpus and entries out of the collector's sight
+            gc.collect()
+            gc.freeze()
         wall0, cpu0, thr0 = time.perf_counter(), time.process_time(), time.thread_time()
         async with trio.open_nursery() as nursery:
             for w in range(writers):
@@ -96,6 +108,8 @@ async def _timed(
         wall = time.perf_counter() - wall0
         cpu = time.process_time() - cpu0
         thread = time.thread_time() - thr0
+        if freeze:
+            gc.unfreeze()
         assert len(memory) == len(batch) + len(preload)
     return {"wall_s": wall, "cpu_s": cpu, "loop_cpu_s": thread}
 
@@ -114,16 +128,46 @@ def _switch_batch(on: bool) -> None:
     sqlite_format._ENCODE_DIRECT = on
 
 
+def _switch_store5(on: bool) -> None:
+    """The store path of branch store5 on or off: a new token's grams acquired without
+    its key set (``wordoverlap.knobs._ACQUIRE_FAST``), the compiled add's new lists and
+    sets untracked by the collector (``wordoverlap.knobs._UNTRACK``) and the duplicate
+    key's fold hash of a text that is not ASCII without ``str.casefold``
+    (``textfold._FOLD_DIRECT``), the relevance order's append at its end inline
+    (``state._RELEVANCE_APPEND``). Off is the path before them (the batched path of
+    ``_switch_batch`` stays on); the same results."""
+    from actormem._engine import state
+    from actormem._index import textfold
+    from actormem._index.wordoverlap import knobs
+
+    state._RELEVANCE_APPEND = on
+    knobs._ACQUIRE_FAST = on
+    knobs._UNTRACK = on
+    textfold._FOLD_DIRECT = on
+
+
+#: ``--old-knobs SET``: the knobs the old side turns off.
+_KNOB_SETS = {"batch": _switch_batch, "store5": _switch_store5}
+
+
 def child(args: argparse.Namespace) -> None:
     """One run in this process; one JSON line on stdout."""
     if args.knobs_off:
-        _switch_batch(False)
+        _KNOB_SETS[args.knobs_off](False)
     corpus = load_corpus(args.data)
     preload = list(entries(corpus, args.preload, start=10**7))
     batch = list(entries(corpus, args.entries))
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         out = trio.run(
-            _timed, args.mode, args.api, batch, preload, args.writers, args.chunk, Path(tmp)
+            _timed,
+            args.mode,
+            args.api,
+            batch,
+            preload,
+            args.writers,
+            args.chunk,
+            Path(tmp),
+            args.gc_freeze,
         )
     n = len(batch)
     out.update(
@@ -171,7 +215,7 @@ def state_paired(args: argparse.Namespace) -> None:
 
 
 def _run(
-    tree: Path, cell: dict[str, Any], args: argparse.Namespace, knobs_off: bool = False
+    tree: Path, cell: dict[str, Any], args: argparse.Namespace, knobs_off: str | None = None
 ) -> dict[str, Any]:
     # actormem from ``tree``, imported first; then this checkout's ``stress`` (the other
     # checkout may have no such benchmark), which finds actormem already imported.
@@ -205,8 +249,10 @@ def _run(
     ]
     if args.dir is not None:
         cmd += ["--dir", str(args.dir)]
+    if args.gc_freeze:
+        cmd.append("--gc-freeze")
     if knobs_off:
-        cmd.append("--knobs-off")
+        cmd += ["--knobs-off", knobs_off]
     done = subprocess.run(
         cmd, env=env, cwd=tempfile.gettempdir(), capture_output=True, text=True, check=False
     )
@@ -230,9 +276,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--dir", type=existing_dir, default=None, help="where durable files go")
     p.add_argument("--json", type=output_file, default=None)
     p.add_argument(
-        "--old-knobs",
+        "--gc-freeze",
         action="store_true",
-        help="old = this checkout with the batched store path's knobs off (not --against)",
+        help="gc.freeze() before the timed part: the benchmark's corpus and prebuilt entries "
+        "are then not walked by the collector's full passes (off: the figures before it)",
+    )
+    p.add_argument(
+        "--old-knobs",
+        nargs="?",
+        const="batch",
+        default=None,
+        choices=sorted(_KNOB_SETS),
+        help="old = this checkout with a set of knobs off (not --against): 'batch' (the "
+        "default) the batched store path's, 'store5' this branch's vocabulary and fold",
     )
     p.add_argument(
         "--state",
@@ -241,7 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="sizes: the state's store alone, this checkout's old and new path in one process",
     )
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--knobs-off", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--knobs-off", choices=sorted(_KNOB_SETS), help=argparse.SUPPRESS)
     p.add_argument("--mode", default="memory", help=argparse.SUPPRESS)
     p.add_argument("--api", default="store", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -251,10 +307,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.state is not None:
         state_paired(args)
         return 0
-    if args.old_knobs and args.against is not None:
+    if args.old_knobs is not None and args.against is not None:
         p.error("--old-knobs and --against exclude each other")
     trees = {"new": ROOT} if args.against is None else {"old": args.against, "new": ROOT}
-    if args.old_knobs:
+    if args.old_knobs is not None:
         trees = {"old": ROOT, "new": ROOT}
     cells = [{"mode": m, "api": a} for m in args.modes.split(",") for a in args.apis.split(",")]
     runs: list[dict[str, Any]] = []
@@ -262,7 +318,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for cell in cells:
             order = list(trees) if r % 2 == 0 else list(reversed(trees))
             for side in order:
-                row = _run(trees[side], cell, args, args.old_knobs and side == "old")
+                row = _run(trees[side], cell, args, args.old_knobs if side == "old" else None)
                 row.update(cell, side=side, repeat=r)
                 runs.append(row)
                 print(json.dumps(row), flush=True)

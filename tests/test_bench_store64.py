@@ -52,22 +52,27 @@ def test_state_mode_compares_both_paths(capsys: pytest.CaptureFixture[str]) -> N
     assert row.startswith("| 700 |")
 
 
-def test_old_knobs_runs_this_checkout_with_the_batched_path_off(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(("flag", "knob_set"), [([], "batch"), (["store5"], "store5")])
+def test_old_knobs_runs_this_checkout_with_the_knobs_off(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    flag: list[str],
+    knob_set: str,
 ) -> None:
-    seen: list[bool] = []
+    seen: list[str | None] = []
     run = bench_store64._run
 
-    def spy(tree: Path, cell: dict[str, str], args: object, knobs_off: bool = False) -> object:
+    def spy(tree: Path, cell: dict[str, str], args: object, knobs_off: str | None = None) -> object:
         assert tree == ROOT
         seen.append(knobs_off)
         return run(tree, cell, args, knobs_off)  # type: ignore[arg-type]
 
     monkeypatch.setattr(bench_store64, "_run", spy)
     args = ["--entries", "40", "--writers", "4", "--chunk", "5", "--repeats", "1"]
-    args += ["--modes", "memory", "--apis", "store_many", "--old-knobs"]
+    args += ["--modes", "memory", "--apis", "store_many", "--old-knobs", *flag]
     assert bench_store64.main(args) == 0
-    assert seen == [True, False]  # old first, with the knobs off
+    assert seen == [knob_set, None]  # old first, with the knobs off
     assert "| memory | store_many | new |" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         bench_store64.main([*args, "--against", str(ROOT)])
@@ -84,3 +89,47 @@ def test_switch_batch_turns_the_knobs() -> None:
     finally:
         bench_store64._switch_batch(True)
     assert [state._STORE_BATCH, knobs._ADD_MANY, sqlite_format._ENCODE_DIRECT] == [True] * 3
+
+
+def test_switch_store5_turns_the_knobs() -> None:
+    from actormem._engine import state
+    from actormem._index import textfold
+    from actormem._index.wordoverlap import knobs
+
+    def now() -> list[bool]:
+        return [
+            knobs._ACQUIRE_FAST,
+            knobs._UNTRACK,
+            textfold._FOLD_DIRECT,
+            state._RELEVANCE_APPEND,
+        ]
+
+    bench_store64._switch_store5(False)
+    try:
+        assert now() == [False] * 4
+    finally:
+        bench_store64._switch_store5(True)
+    assert now() == [True] * 4
+
+
+def test_gc_freeze_reaches_the_child_and_unfreezes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gc
+
+    seen: list[list[str]] = []
+    run = bench_store64.subprocess.run
+
+    def spy(cmd: list[str], **kw: object) -> object:
+        seen.append(cmd)
+        return run(cmd, **kw)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(bench_store64.subprocess, "run", spy)
+    args = ["--entries", "40", "--writers", "4", "--chunk", "5", "--repeats", "1"]
+    args += ["--modes", "memory", "--apis", "store_many", "--gc-freeze"]
+    assert bench_store64.main(args) == 0
+    assert len(seen) == 1
+    assert "--gc-freeze" in seen[0]
+    # In this process: a child run freezes for its timed part only.
+    bench_store64.main([*args[:-1], "--child", "--gc-freeze", "--mode", "memory"])
+    assert gc.get_freeze_count() == 0

@@ -254,6 +254,13 @@ _outcome = tuple.__new__
 #: entry, the index's ``add_many`` per run of inserts). False: ``_store`` per entry, the
 #: path before it; the same structures (``stress/bench_store64.py --old-knobs``).
 _STORE_BATCH = True
+#: ``_store_batch`` appends a record whose relevance key is above every key of the
+#: relevance order to its last sublist itself (what ``SortedKeyList.add`` does there:
+#: the bisect finds the end, no split is due, no positional index to update), without
+#: ``add``'s, the key function's and ``_expand``'s calls: a burst of new records of one
+#: relevance always lands there. Otherwise, and False (the path before it), ``add``;
+#: the same order, sublists and maxima (``stress/bench_store64.py --old-knobs store5``).
+_RELEVANCE_APPEND = True
 
 
 class View:
@@ -744,11 +751,18 @@ class MemoryState:
         order, the same result. Any other entry takes :meth:`store`."""
         by_id = self._by_id
         by_key = self._by_key
-        by_relevance_add = self._by_relevance.add
+        by_relevance = self._by_relevance
+        by_relevance_add = by_relevance.add
+        # SortedKeyList's own lists (sortedcontainers 2.x): the end of the order.
+        rel_append = _RELEVANCE_APPEND and type(by_relevance) is SortedKeyList
+        rel_keys: list[list[int]] = by_relevance._keys
+        rel_maxes: list[int] = by_relevance._maxes
+        rel_split = by_relevance._load << 1  # a sublist longer than this is split
+        rel_part = _REL_PART
         namespaces = self._namespaces
         dups = self._dups
         dupkey = self._dupkey
-        fold_c = textfold._fold_hash_c if dupkey is _dupkey_hashed else None
+        fold_c = textfold.fold_hash_c() if dupkey is _dupkey_hashed else None
         capacity = self.capacity
         journal = self.journal
         evict = self._evict
@@ -779,7 +793,21 @@ class MemoryState:
                 rec = Record(entry, version, version, old)
                 # _link, inline (the index add deferred to the run's add_many)
                 by_id[ident] = rec
-                by_relevance_add(rec)
+                part = rel_part.get(entry.relevance) if rel_append else None
+                key = 0 if part is None else part | (version << _SEQ_SHIFT) | version
+                if (
+                    part is not None
+                    and rel_maxes
+                    and key > rel_maxes[-1]
+                    and len(rel_keys[-1]) < rel_split
+                    and not by_relevance._index
+                ):  # SortedKeyList.add's append at the end, inline (_relevance_key's key)
+                    by_relevance._lists[-1].append(rec)
+                    rel_keys[-1].append(key)
+                    rel_maxes[-1] = key
+                    by_relevance._len += 1
+                else:
+                    by_relevance_add(rec)
                 if entry.key is not None:
                     by_key[(entry.namespace, entry.key)] = ident
                 namespace = entry.namespace

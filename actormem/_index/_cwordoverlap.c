@@ -48,7 +48,15 @@ check_dict(PyObject *o, const char *name)
 /* The vocabulary's dicts and counter, read from a SubstringVocab once per call. */
 struct vocab {
     PyObject *obj, *ids, *items, *refs, *grams, *sub, *active;
+    /* New gram lists and _sub sets are untracked by the cyclic collector (they only
+     * ever hold ints and strs: no cycle can pass through them). Set by the caller
+     * after vocab_load (ADD_UNTRACK). */
+    int untrack;
 };
+
+/* add_text_cached's and add_texts_cached's `flags` (knobs._ACQUIRE_FAST, knobs._UNTRACK). */
+#define ADD_ACQUIRE_FAST 1
+#define ADD_UNTRACK 2
 
 static void
 vocab_release(struct vocab *v)
@@ -61,20 +69,36 @@ vocab_release(struct vocab *v)
     Py_CLEAR(v->active);
 }
 
+/* The vocabulary's attribute names, interned once at import:
+ * a lookup by a C string builds and hashes a str each time. */
+static const char *vocab_names[] = {"_ids", "_items", "_refs", "_grams", "_sub", "_active",
+                                    "_next_id"};
+static PyObject *vocab_attr[7];
+static PyObject *array_one; /* array('i', [0]): new posting lists are copies of it */
+
+static int
+vocab_names_init(void)
+{
+    for (int i = 0; i < 7; i++) {
+        vocab_attr[i] = PyUnicode_InternFromString(vocab_names[i]);
+        if (!vocab_attr[i]) return -1;
+    }
+    return 0;
+}
+
 static int
 vocab_load(PyObject *obj, struct vocab *v)
 {
     memset(v, 0, sizeof(*v));
     v->obj = obj;
-    static const char *names[] = {"_ids", "_items", "_refs", "_grams", "_sub"};
     PyObject **slots[] = {&v->ids, &v->items, &v->refs, &v->grams, &v->sub};
     for (int i = 0; i < 5; i++) {
-        PyObject *d = PyObject_GetAttrString(obj, names[i]);
+        PyObject *d = PyObject_GetAttr(obj, vocab_attr[i]);
         if (!d) goto fail;
         *slots[i] = d;
-        if (check_dict(d, names[i]) < 0) goto fail;
+        if (check_dict(d, vocab_names[i]) < 0) goto fail;
     }
-    v->active = PyObject_GetAttrString(obj, "_active");
+    v->active = PyObject_GetAttr(obj, vocab_attr[5]);
     if (!v->active) goto fail;
     if (!PySet_CheckExact(v->active)) {
         PyErr_SetString(PyExc_TypeError, "_active must be a set");
@@ -133,6 +157,78 @@ fail:
     return NULL;
 }
 
+/* A key `g` with no gram list yet: grams[g] = [iid], and for a 3-gram, g entered in
+ * the _sub set of each of its 1/2-character parts (SubstringVocab.acquire's `lst is
+ * None` branch). 0, or -1 with an error set. */
+static int
+vocab_new_gram(struct vocab *v, PyObject *g, PyObject *iid)
+{
+    PyObject *fresh = PyList_New(1);
+    if (!fresh) return -1;
+    if (v->untrack) PyObject_GC_UnTrack(fresh);
+    Py_INCREF(iid);
+    PyList_SET_ITEM(fresh, 0, iid);
+    int s = PyDict_SetItem(v->grams, g, fresh);
+    Py_DECREF(fresh);
+    if (s < 0) return -1;
+    if (PyUnicode_GET_LENGTH(g) != 3) return 0;
+    /* _parts(g): g[:2], g[1:], and its characters, each indexed to g. */
+    PyObject *parts[5] = {
+        PyUnicode_Substring(g, 0, 2), PyUnicode_Substring(g, 1, 3),
+        PyUnicode_Substring(g, 0, 1), PyUnicode_Substring(g, 1, 2),
+        PyUnicode_Substring(g, 2, 3),
+    };
+    int bad = 0;
+    for (int k = 0; k < 5; k++) {
+        if (bad || !parts[k]) {
+            bad = 1;
+            continue;
+        }
+        PyObject *set = PyDict_GetItemWithError(v->sub, parts[k]);
+        if (set) {
+            if (!PySet_CheckExact(set) || PySet_Add(set, g) < 0) bad = 1;
+        } else if (PyErr_Occurred()) {
+            bad = 1;
+        } else {
+            PyObject *one_set = PySet_New(NULL);
+            if (one_set && v->untrack) PyObject_GC_UnTrack(one_set);
+            if (!one_set || PySet_Add(one_set, g) < 0 ||
+                PyDict_SetItem(v->sub, parts[k], one_set) < 0) {
+                bad = 1;
+            }
+            Py_XDECREF(one_set);
+        }
+    }
+    for (int k = 0; k < 5; k++) Py_XDECREF(parts[k]);
+    if (bad) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "_sub values must be sets");
+        return -1;
+    }
+    return 0;
+}
+
+/* A new item's id: _next_id (a new reference, returned), _next_id + 1 stored back, and
+ * item <-> id entered in _ids and _items. NULL with an error set. */
+static PyObject *
+vocab_new_id(struct vocab *v, PyObject *item)
+{
+    PyObject *next = PyObject_GetAttr(v->obj, vocab_attr[6]);
+    if (!next) return NULL;
+    if (!PyLong_CheckExact(next)) {
+        Py_DECREF(next);
+        PyErr_SetString(PyExc_TypeError, "_next_id must be an int");
+        return NULL;
+    }
+    PyObject *one = PyLong_FromLong(1);
+    PyObject *after = one ? PyNumber_Add(next, one) : NULL;
+    Py_XDECREF(one);
+    int bad = !after || PyObject_SetAttr(v->obj, vocab_attr[6], after) < 0 ||
+              PyDict_SetItem(v->ids, item, next) < 0 || PyDict_SetItem(v->items, next, item) < 0;
+    Py_XDECREF(after);
+    if (bad) Py_CLEAR(next);
+    return next;
+}
+
 /* SubstringVocab.acquire(item), the return value dropped. */
 static int
 vocab_acquire(struct vocab *v, PyObject *item)
@@ -150,22 +246,10 @@ vocab_acquire(struct vocab *v, PyObject *item)
         return r;
     }
     if (PyErr_Occurred()) return -1;
-    PyObject *next = PyObject_GetAttrString(v->obj, "_next_id");
+    PyObject *next = vocab_new_id(v, item);
     if (!next) return -1;
-    if (!PyLong_CheckExact(next)) {
-        Py_DECREF(next);
-        PyErr_SetString(PyExc_TypeError, "_next_id must be an int");
-        return -1;
-    }
-    PyObject *one = PyLong_FromLong(1);
-    PyObject *after = one ? PyNumber_Add(next, one) : NULL;
-    Py_XDECREF(one);
     int r = -1;
     PyObject *keys = NULL, *it = NULL;
-    if (!after || PyObject_SetAttrString(v->obj, "_next_id", after) < 0) goto done;
-    if (PyDict_SetItem(v->ids, item, next) < 0 || PyDict_SetItem(v->items, next, item) < 0) {
-        goto done;
-    }
     keys = vocab_keys(v, item);
     if (!keys) goto done;
     it = PyObject_GetIter(keys);
@@ -181,48 +265,7 @@ vocab_acquire(struct vocab *v, PyObject *item)
             if (PyList_Append(lst, next) < 0) goto fail_g;
             continue;
         }
-        if (PyErr_Occurred()) goto fail_g;
-        PyObject *fresh = PyList_New(1);
-        if (!fresh) goto fail_g;
-        Py_INCREF(next);
-        PyList_SET_ITEM(fresh, 0, next);
-        int s = PyDict_SetItem(v->grams, g, fresh);
-        Py_DECREF(fresh);
-        if (s < 0) goto fail_g;
-        if (PyUnicode_GET_LENGTH(g) != 3) continue;
-        /* _parts(g): g[:2], g[1:], and its characters, each indexed to g. */
-        PyObject *parts[5] = {
-            PyUnicode_Substring(g, 0, 2), PyUnicode_Substring(g, 1, 3),
-            PyUnicode_Substring(g, 0, 1), PyUnicode_Substring(g, 1, 2),
-            PyUnicode_Substring(g, 2, 3),
-        };
-        int bad = 0;
-        for (int k = 0; k < 5; k++) {
-            if (bad || !parts[k]) {
-                bad = 1;
-                continue;
-            }
-            PyObject *set = PyDict_GetItemWithError(v->sub, parts[k]);
-            if (set) {
-                if (!PySet_CheckExact(set) || PySet_Add(set, g) < 0) bad = 1;
-            } else if (PyErr_Occurred()) {
-                bad = 1;
-            } else {
-                PyObject *one_set = PySet_New(NULL);
-                if (!one_set || PySet_Add(one_set, g) < 0 ||
-                    PyDict_SetItem(v->sub, parts[k], one_set) < 0) {
-                    bad = 1;
-                }
-                Py_XDECREF(one_set);
-            }
-        }
-        for (int k = 0; k < 5; k++) Py_XDECREF(parts[k]);
-        if (bad) {
-            if (!PyErr_Occurred()) {
-                PyErr_SetString(PyExc_TypeError, "_sub values must be sets");
-            }
-            goto fail_g;
-        }
+        if (PyErr_Occurred() || vocab_new_gram(v, g, next) < 0) goto fail_g;
     }
     if (!PyErr_Occurred()) r = 0;
     goto done;
@@ -231,7 +274,100 @@ fail_g:
 done:
     Py_XDECREF(it);
     Py_XDECREF(keys);
-    Py_XDECREF(after);
+    Py_DECREF(next);
+    return r;
+}
+
+/* The gram list of key `g` gets `iid` (a new item's id, so a list whose last id is
+ * `iid` got it already: a key seen twice in the item); a key with no list is counted
+ * in *nfresh, the first one kept in *first (a new reference). 0, or -1. */
+static int
+vocab_key_fast(struct vocab *v, PyObject *g, PyObject *iid, PyObject **first,
+               Py_ssize_t *nfresh)
+{
+    PyObject *lst = PyDict_GetItemWithError(v->grams, g);
+    if (lst) {
+        if (!PyList_CheckExact(lst)) {
+            PyErr_SetString(PyExc_TypeError, "gram lists must be lists");
+            return -1;
+        }
+        Py_ssize_t m = PyList_GET_SIZE(lst);
+        if (m && PyList_GET_ITEM(lst, m - 1) == iid) return 0;
+        return PyList_Append(lst, iid);
+    }
+    if (PyErr_Occurred()) return -1;
+    if (!*first) {
+        *first = Py_NewRef(g);
+        *nfresh = 1;
+        return 0;
+    }
+    if (*nfresh == 1) {
+        int eq = PyUnicode_Compare(*first, g);
+        if (eq == -1 && PyErr_Occurred()) return -1;
+        if (eq != 0) *nfresh = 2;
+    }
+    return 0;
+}
+
+/* vocab_acquire, the same structures, without the key set for most new items
+ * (knobs._ACQUIRE_FAST): the keys are visited in the item's order, each existing gram
+ * list appended to at once (an item's keys are distinct in the set; here a list that
+ * ends with the new id already has it). The keys with no list yet, whose order
+ * decides the order of _grams and of the _sub sets, are then entered in the key set's
+ * order as before: one needs no set; two or more take the set (vocab_keys). An item
+ * already in the vocabulary, or of 1 or 2 characters, takes vocab_acquire. */
+static int
+vocab_acquire_fast(struct vocab *v, PyObject *item)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(item);
+    if (n <= 2) return vocab_acquire(v, item);
+    PyObject *iid = PyDict_GetItemWithError(v->ids, item); /* borrowed */
+    if (iid || PyErr_Occurred()) return iid ? vocab_acquire(v, item) : -1;
+    PyObject *next = vocab_new_id(v, item);
+    if (!next) return -1;
+    int r = -1;
+    PyObject *first = NULL, *keys = NULL, *it = NULL;
+    Py_ssize_t nfresh = 0;
+    for (Py_ssize_t i = 0; i + 3 <= n; i++) {
+        PyObject *g = PyUnicode_Substring(item, i, i + 3);
+        if (!g) goto done;
+        int k = vocab_key_fast(v, g, next, &first, &nfresh);
+        Py_DECREF(g);
+        if (k < 0) goto done;
+    }
+    if (PySet_GET_SIZE(v->active)) {
+        for (Py_ssize_t width = 1; width <= 2; width++) {
+            for (Py_ssize_t i = 0; i + width <= n; i++) {
+                PyObject *s = PyUnicode_Substring(item, i, i + width);
+                if (!s) goto done;
+                int in = PySet_Contains(v->active, s);
+                int k = in > 0 ? vocab_key_fast(v, s, next, &first, &nfresh) : in;
+                Py_DECREF(s);
+                if (k < 0) goto done;
+            }
+        }
+    }
+    if (nfresh == 1) {
+        if (vocab_new_gram(v, first, next) < 0) goto done;
+    } else if (nfresh > 1) {
+        keys = vocab_keys(v, item);
+        if (!keys) goto done;
+        it = PyObject_GetIter(keys);
+        if (!it) goto done;
+        PyObject *g;
+        while ((g = PyIter_Next(it)) != NULL) {
+            PyObject *lst = PyDict_GetItemWithError(v->grams, g);
+            int k = lst ? 0 : PyErr_Occurred() ? -1 : vocab_new_gram(v, g, next);
+            Py_DECREF(g);
+            if (k < 0) goto done;
+        }
+        if (PyErr_Occurred()) goto done;
+    }
+    r = 0;
+done:
+    Py_XDECREF(it);
+    Py_XDECREF(keys);
+    Py_XDECREF(first);
     Py_DECREF(next);
     return r;
 }
@@ -2392,17 +2528,21 @@ struct tokref {
 };
 
 PyDoc_STRVAR(add_text_cached_doc,
-"add_text_cached(post, low, gid, vocab, cache, epoch) -> int\n\n"
+"add_text_cached(post, low, gid, vocab, cache, epoch, flags=0) -> int\n\n"
 "add_text_known(post, low, gid, vocab), the same structures and result, through the\n"
 "token cache `cache` (token_cache()) of the numbering whose posting dict is `post` at\n"
-"`epoch`. O(len(low)), plus O(len(token)) per new token.");
+"`epoch`. `flags`: 1, new tokens acquired without the key set where their new\n"
+"grams' order does not need it; 2, new posting lists, gram lists and _sub sets\n"
+"untracked by the cyclic collector (the same structures either way). O(len(low)),\n"
+"plus O(len(token)) per new token.");
 
 /* add_text_cached's work for one text, its arguments checked (post an exact dict, low
  * an exact str, gid in [0, INT32_MAX]): the new tokens' count, or NULL with an error. */
 static PyObject *
 add_cached_one(PyObject *post, PyObject *low, long gid, PyObject *vocab_obj, PyObject *cap,
-               long long epoch)
+               long long epoch, int flags)
 {
+    int fast = (flags & ADD_ACQUIRE_FAST) != 0;
     struct tokcache *c = tokcache_get(cap, post, epoch);
     if (!c || tokcache_fit(c, PyDict_GET_SIZE(post)) < 0) return NULL;
     PyObject *num = PyLong_FromLong(gid);
@@ -2521,21 +2661,59 @@ add_cached_one(PyObject *post, PyObject *low, long gid, PyObject *vocab_obj, PyO
         }
     }
     Py_ssize_t fresh = 0;
+    if (missing && fast && PySet_GET_SIZE(missing) == 1) {
+        /* One new token: the set's order cannot matter. */
+        toks = Py_NewRef(missing);
+    } else if (missing && fast && !words) {
+        /* The text's token set as set(low.split()) makes it (the same adds in the same
+         * order), from the cache's strs where they are still there: no split list. */
+        toks = PySet_New(NULL);
+        if (!toks) goto done;
+        const Py_UCS1 *b0 = PyUnicode_1BYTE_DATA(low);
+        for (Py_ssize_t j = 0; j < k; j++) {
+            const Py_UCS1 *b = b0 + refs[j].at;
+            Py_ssize_t n = refs[j].n;
+            struct tokslot *slot = refs[j].slot;
+            int r;
+            if (slot_is(slot, tok_word(b, n), b, n)) {
+                r = PySet_Add(toks, slot->tok);
+            } else {
+                PyObject *tok = PyUnicode_New(n, 127);
+                if (!tok) goto done;
+                memcpy(PyUnicode_1BYTE_DATA(tok), b, (size_t)n);
+                r = PySet_Add(toks, tok);
+                Py_DECREF(tok);
+            }
+            if (r < 0) goto done;
+        }
+    }
     if (missing) {
         /* The new tokens, acquired in the order of the text's token set (add_text's). */
-        if (!words && !(words = PyUnicode_Split(low, NULL, -1))) goto done;
-        toks = PySet_New(words);
-        if (!toks) goto done;
+        if (!toks) {
+            if (!words && !(words = PyUnicode_Split(low, NULL, -1))) goto done;
+            toks = PySet_New(words);
+            if (!toks) goto done;
+        }
         struct vocab v;
         if (vocab_load(vocab_obj, &v) < 0) goto done;
+        v.untrack = (flags & ADD_UNTRACK) != 0;
         PyObject *it = PyObject_GetIter(toks), *tok;
         if (it) {
             while ((tok = PyIter_Next(it)) != NULL) {
                 int in = PySet_Contains(missing, tok), r = in;
                 if (in > 0) {
                     PyObject *one = NULL;
-                    r = vocab_acquire(&v, tok);
-                    if (r == 0) one = PyObject_CallFunction(array_type, "s(O)", "i", num);
+                    if (!fast) {
+                        r = vocab_acquire(&v, tok);
+                        if (r == 0) one = PyObject_CallFunction(array_type, "s(O)", "i", num);
+                    } else if ((r = vocab_acquire_fast(&v, tok)) == 0) {
+                        /* array('i', [gid]) as a copy of array('i', [0]) with gid
+                         * written in: no argument tuples to build and parse. */
+                        one = PySequence_Repeat(array_one, 1);
+                        if (one && PySequence_SetItem(one, 0, num) < 0) Py_CLEAR(one);
+                    }
+                    /* An array holds no references: never in a cycle. */
+                    if (one && v.untrack) PyObject_GC_UnTrack(one);
                     if (one) r = PyDict_SetItem(post, tok, one);
                     else r = -1;
                     if (r == 0 && PyUnicode_IS_ASCII(tok)) {
@@ -2572,8 +2750,9 @@ add_text_cached(PyObject *self, PyObject *args)
     PyObject *post, *low, *vocab_obj, *cap;
     long gid;
     long long epoch;
-    if (!PyArg_ParseTuple(args, "O!UlOOL", &PyDict_Type, &post, &low, &gid, &vocab_obj, &cap,
-                          &epoch)) {
+    int flags = 0;
+    if (!PyArg_ParseTuple(args, "O!UlOOL|i", &PyDict_Type, &post, &low, &gid, &vocab_obj, &cap,
+                          &epoch, &flags)) {
         return NULL;
     }
     if (!PyDict_CheckExact(post) || !PyUnicode_CheckExact(low)) {
@@ -2584,12 +2763,12 @@ add_text_cached(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "gid out of range");
         return NULL;
     }
-    return add_cached_one(post, low, gid, vocab_obj, cap, epoch);
+    return add_cached_one(post, low, gid, vocab_obj, cap, epoch, flags);
 }
 
 PyDoc_STRVAR(add_texts_cached_doc,
-"add_texts_cached(post, lows, gid, vocab, cache, epoch) -> int\n\n"
-"add_text_cached(post, lows[i], gid + i, vocab, cache, epoch) for each i in order, in\n"
+"add_texts_cached(post, lows, gid, vocab, cache, epoch, flags=0) -> int\n\n"
+"add_text_cached(post, lows[i], gid + i, vocab, cache, epoch, flags) for each i in order, in\n"
 "one call (a batch of new texts): the same structures; returns the new tokens' total.\n"
 "An error stops the loop (the texts before it stay added). O(sum of the texts).");
 
@@ -2599,8 +2778,9 @@ add_texts_cached(PyObject *self, PyObject *args)
     PyObject *post, *lows, *vocab_obj, *cap;
     long gid;
     long long epoch;
-    if (!PyArg_ParseTuple(args, "O!O!lOOL", &PyDict_Type, &post, &PyList_Type, &lows, &gid,
-                          &vocab_obj, &cap, &epoch)) {
+    int flags = 0;
+    if (!PyArg_ParseTuple(args, "O!O!lOOL|i", &PyDict_Type, &post, &PyList_Type, &lows, &gid,
+                          &vocab_obj, &cap, &epoch, &flags)) {
         return NULL;
     }
     if (!PyDict_CheckExact(post)) {
@@ -2625,7 +2805,7 @@ add_texts_cached(PyObject *self, PyObject *args)
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *r = add_cached_one(post, PyTuple_GET_ITEM(texts, i), gid + (long)i, vocab_obj,
-                                     cap, epoch);
+                                     cap, epoch, flags);
         if (!r) {
             Py_DECREF(texts);
             return NULL;
@@ -2719,7 +2899,7 @@ PyDoc_STRVAR(fold_hash_doc,
 "are equal. O(len(text)).");
 
 static PyObject *
-fold_hash(PyObject *self, PyObject *text)
+fold_hash_impl(PyObject *text, int direct)
 {
     if (!PyUnicode_CheckExact(text)) {
         PyErr_SetString(PyExc_TypeError, "fold_hash() takes a str");
@@ -2741,6 +2921,33 @@ fold_hash(PyObject *self, PyObject *text)
             any = 1;
             h = fold_mix(h, c >= 'A' && c <= 'Z' ? (Py_UCS4)(c + ('a' - 'A')) : c);
         }
+#if PY_VERSION_HEX < 0x030D0000
+    } else if (direct) {
+        /* str.casefold is per code point (no context): each one folded here as it
+         * would map it, an ASCII one inline, without building the folded str. */
+        int kind = PyUnicode_KIND(text);
+        const void *data = PyUnicode_DATA(text);
+        Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_UCS4 c = PyUnicode_READ(kind, data, i), m[3];
+            int k = 1;
+            if (c < 128) {
+                m[0] = c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c;
+            } else {
+                k = _PyUnicode_ToFoldedFull(c, m);
+            }
+            for (int j = 0; j < k; j++) {
+                if (Py_UNICODE_ISSPACE(m[j])) {
+                    gap = 1;
+                    continue;
+                }
+                if (gap && any) h = fold_mix(h, ' ');
+                gap = 0;
+                any = 1;
+                h = fold_mix(h, m[j]);
+            }
+        }
+#endif
     } else {
         PyObject *t = PyObject_CallMethod(text, "casefold", NULL);
         if (!t) return NULL;
@@ -2769,6 +2976,24 @@ fold_hash(PyObject *self, PyObject *text)
     return PyLong_FromUnsignedLongLong(h & ((1ull << 62) - 1));
 }
 
+static PyObject *
+fold_hash(PyObject *self, PyObject *text)
+{
+    return fold_hash_impl(text, 0);
+}
+
+PyDoc_STRVAR(fold_hash_direct_doc,
+"fold_hash_direct(text) -> int\n\n"
+"fold_hash(text), the same value; a text that is not ASCII is folded code point by\n"
+"code point as str.casefold maps them, without building its casefold() (CPython\n"
+"before 3.13; casefold() otherwise). O(len(text)).");
+
+static PyObject *
+fold_hash_direct(PyObject *self, PyObject *text)
+{
+    return fold_hash_impl(text, 1);
+}
+
 /* ------------------------------------------------------------------ module */
 
 static PyMethodDef methods[] = {
@@ -2794,6 +3019,7 @@ static PyMethodDef methods[] = {
     {"add_texts_cached", add_texts_cached, METH_VARARGS, add_texts_cached_doc},
     {"cache_forget", cache_forget, METH_VARARGS, cache_forget_doc},
     {"fold_hash", fold_hash, METH_O, fold_hash_doc},
+    {"fold_hash_direct", fold_hash_direct, METH_O, fold_hash_direct_doc},
     {"cache_entries", cache_entries, METH_O, cache_entries_doc},
     {NULL, NULL, 0, NULL},
 };
@@ -2810,7 +3036,7 @@ PyMODINIT_FUNC
 PyInit__cwordoverlap(void)
 {
     array_type = import_array_type();
-    if (!array_type) return NULL;
+    if (!array_type || vocab_names_init() < 0) return NULL;
     array_append = PyObject_GetAttrString(array_type, "append");
     if (!array_append) return NULL;
     /* array.append is a method descriptor of a METH_O C function: called directly by
@@ -2820,5 +3046,7 @@ PyInit__cwordoverlap(void)
         if (def->ml_flags == METH_O) array_append_fn = def->ml_meth;
     }
     if (array_layout_check() < 0) return NULL;
+    array_one = PyObject_CallFunction(array_type, "s(i)", "i", 0);
+    if (!array_one) return NULL;
     return PyModule_Create(&module);
 }

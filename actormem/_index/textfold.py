@@ -51,6 +51,21 @@ _fold_hash_c: Callable[[str], int] | None = getattr(kernels._wo, "fold_hash", No
 #: the C function exists) rather than by the hash of the :func:`fold` string, the path
 #: before it (``stress/bench_store64.py --state`` compares both). Read once per state.
 _FOLD_HASH = True
+#: The C ``fold_hash_direct``: ``fold_hash``'s value, a text that is not ASCII folded
+#: code point by code point instead of through ``str.casefold()`` (13% of the real
+#: texts, ~40k instructions a 600-character text). Read at each call. False (or a core
+#: without it): ``fold_hash``, the path before it (``stress/bench_store64.py
+#: --old-knobs`` compares both).
+_FOLD_DIRECT = True
+_fold_hash_direct: Callable[[str], int] | None = getattr(kernels._wo, "fold_hash_direct", None)
+
+
+def fold_hash_c() -> Callable[[str], int] | None:
+    """The C fold hash :data:`_FOLD_DIRECT` chooses, or None without the core. O(1)."""
+    if _FOLD_DIRECT and _fold_hash_direct is not None:
+        return _fold_hash_direct
+    return _fold_hash_c
+
 
 _FNV_OFFSET = 0xCBF29CE484222325
 _FNV_PRIME = 0x100000001B3
@@ -73,6 +88,7 @@ def fold_hash(text: str) -> int:
     equal (the duplicate key's group; consolidation compares the folds themselves), in C
     without building the fold for a ``str`` (:func:`fold_hash_python` otherwise, the same
     value). O(len(text))."""
-    if _fold_hash_c is not None and type(text) is str:
-        return _fold_hash_c(text)
+    fn = fold_hash_c()
+    if fn is not None and type(text) is str:
+        return fn(text)
     return fold_hash_python(text)

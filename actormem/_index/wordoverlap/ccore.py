@@ -139,6 +139,12 @@ def _check_cache(cache: object, epoch: object) -> None:
         raise ValueError("epoch must be an int in [0, 2**62)")
 
 
+def _add_flags() -> int:
+    """The compiled adds' ``flags`` from the knobs: 1 ``knobs._ACQUIRE_FAST``, 2
+    ``knobs._UNTRACK``. O(1)."""
+    return int(knobs._ACQUIRE_FAST) | int(knobs._UNTRACK) << 1
+
+
 def add_text_cached(
     post: dict[str, array[int]],
     low: str,
@@ -171,7 +177,7 @@ def add_text_cached(
     mod = kernels.wo_core()
     if mod is None:
         raise RuntimeError("the compiled word-overlap core is not available")
-    fresh: int = mod.add_text_cached(post, low, gid, vocab, cache, epoch)
+    fresh: int = mod.add_text_cached(post, low, gid, vocab, cache, epoch, _add_flags())
     return fresh
 
 
@@ -199,7 +205,7 @@ def add_texts_cached(
     if type(gid) is not int or not (0 <= gid < 1 << 31 and gid + len(lows) <= 1 << 31):
         raise ValueError("gid must be an int in [0, 2**31), gid + len(lows) at most 2**31")
     _check_cache(cache, epoch)
-    fresh: int = _module().add_texts_cached(post, lows, gid, vocab, cache, epoch)
+    fresh: int = _module().add_texts_cached(post, lows, gid, vocab, cache, epoch, _add_flags())
     return fresh
 
 

@@ -59,6 +59,21 @@ _ADD_CACHED = True
 #: False: ``add`` per record, the path before it; the same structures
 #: (``stress/bench_store64.py --old-knobs`` compares both through the engine).
 _ADD_MANY = True
+#: The compiled adds (``ccore.add_text_cached``, ``ccore.add_texts_cached``) acquire a
+#: new token's grams without building its key set (``vocab_acquire_fast`` in
+#: ``_cwordoverlap.c``): existing gram lists appended to in the token's order, the set
+#: built only when two or more of its grams are new (their order decides ``_grams``'
+#: and the ``_sub`` sets' insertion order); a new token's posting list made without
+#: argument tuples. False: the path before it; the same structures
+#: (``stress/bench_store64.py --old-knobs`` compares both).
+_ACQUIRE_FAST = True
+#: The same compiled adds leave the posting lists, gram lists and ``_sub`` sets they
+#: make untracked by the cyclic collector (``gc``): they hold only ints and strs, so no
+#: reference cycle can pass through them, and they were two thirds of the tracked
+#: objects a store leaves (0.93 arrays, 0.72 lists and 0.12 sets an entry, beside its
+#: ``Record``), each traversed again by every full collection. False: tracked, the
+#: path before it (the same structures; ``stress/bench_store64.py --old-knobs``).
+_UNTRACK = True
 #: The dense sets of a retrieve's bit-sliced counts are added seven at a time through
 #: carry-save adders (``ccore.DenseBits``, about a third of the word operations at six
 #: planes). False: one set at a time through every plane, the path before it (the same
