@@ -253,3 +253,41 @@ def test_relevance_append_is_sorted_key_list_add(
     assert [[len(x) for x in lists] for lists, *_ in new] == [
         [len(x) for x in lists] for lists, *_ in old
     ]
+
+
+def test_relevance_append_falls_back_without_sortedcontainers_internals(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A sortedcontainers release without the private lists the fast append reads makes
+    ``store_many`` take ``SortedKeyList.add``: the same order, no AttributeError."""
+    from actormem._engine import state as state_module
+
+    entries = [
+        MemoryEntry(memory=f"text {i}", category=MemoryCategory.FACT, relevance=0.5)
+        for i in range(40)
+    ]
+    from sortedcontainers import SortedKeyList
+
+    adds = 0
+    real_add = SortedKeyList.add
+
+    def counting_add(self: SortedKeyList, value: object) -> None:
+        nonlocal adds
+        adds += 1
+        real_add(self, value)
+
+    monkeypatch.setattr(SortedKeyList, "add", counting_add)
+    orders, added = [], []
+    for internals in (True, False):
+        monkeypatch.setattr(state_module, "_SORTED_INTERNALS", internals)
+        adds = 0
+        state = MemoryState(capacity=None, half_life=3600.0, scorer=WordOverlapScorer())
+        state.store_many(entries[:20])
+        state.store_many(entries[20:])
+        state._check()
+        orders.append([rec.entry.memory for rec in state._by_relevance])
+        added.append(adds)
+    assert orders[0] == orders[1]
+    assert len(orders[0]) == 40
+    assert added[0] < 40  # the fast append took most of them
+    assert added[1] == 40  # without the internals, every record through add

@@ -261,6 +261,12 @@ _STORE_BATCH = True
 #: relevance always lands there. Otherwise, and False (the path before it), ``add``;
 #: the same order, sublists and maxima (``stress/bench_store64.py --old-knobs store5``).
 _RELEVANCE_APPEND = True
+#: The fast path reads sortedcontainers 2.x's private lists; a release without them
+#: (checked once, here) takes ``add`` instead of failing every ``store_many``.
+_SORTED_INTERNALS = all(
+    hasattr(SortedKeyList(key=int), name)
+    for name in ("_lists", "_keys", "_maxes", "_index", "_load", "_len")
+)
 
 
 class View:
@@ -754,10 +760,12 @@ class MemoryState:
         by_relevance = self._by_relevance
         by_relevance_add = by_relevance.add
         # SortedKeyList's own lists (sortedcontainers 2.x): the end of the order.
-        rel_append = _RELEVANCE_APPEND and type(by_relevance) is SortedKeyList
-        rel_keys: list[list[int]] = by_relevance._keys
-        rel_maxes: list[int] = by_relevance._maxes
-        rel_split = by_relevance._load << 1  # a sublist longer than this is split
+        rel_append = (
+            _RELEVANCE_APPEND and _SORTED_INTERNALS and type(by_relevance) is SortedKeyList
+        )
+        rel_keys: list[list[int]] = by_relevance._keys if rel_append else []
+        rel_maxes: list[int] = by_relevance._maxes if rel_append else []
+        rel_split = by_relevance._load << 1 if rel_append else 0  # longer: split
         rel_part = _REL_PART
         namespaces = self._namespaces
         dups = self._dups
