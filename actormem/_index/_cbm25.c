@@ -261,6 +261,8 @@ typedef struct {
     int64_t *hq, *hn, *seen;
     Py_ssize_t limit, seen_cap;
     int remember; /* the seeding: add the groups offered to seen */
+    const int64_t *first; /* NULL, or a lower bound on each group's seqs (nfirst of them) */
+    Py_ssize_t nfirst;
 } offer_t;
 
 static PyObject *s_recs, *s_seq, *s_born, *s_died;
@@ -417,6 +419,14 @@ offer_group(offer_t *o, int64_t num, double score)
         o->hn[1] = n_seen + 1;
     }
     if (o->hn[0] == o->limit && score < o->hs[0]) return 0;
+    /* A tie with the worst: only a record of a lower seq enters, and none of the group's
+     * is below its first seq (one read here instead of a chain of misses: the table's
+     * slot, the group, its records, each record and its seq). On this data nearly every
+     * group offered is such a tie, a copy of a text already in the heap. */
+    if (o->first && o->hn[0] == o->limit && score == o->hs[0] && num >= 0 && num < o->nfirst &&
+        o->hq[0] > INT64_MIN && o->first[num] >= -o->hq[0]) {
+        return 0;
+    }
     if (num < 0 || num >= PyList_GET_SIZE(o->table)) {
         PyErr_SetString(PyExc_ValueError, "group number beyond the table");
         return -1;
@@ -689,7 +699,7 @@ static PyObject *
 bm25_daat(PyObject *self, PyObject *args)
 {
     PyObject *o_terms, *o_cur, *o_len, *o_nums, *o_scores, *o_sticky = Py_None;
-    PyObject *o_offer = Py_None, *o_hs, *o_hq, *o_hn, *o_seen;
+    PyObject *o_offer = Py_None, *o_hs, *o_hq, *o_hn, *o_seen, *o_first = Py_None;
     double a_part, b_part, k1, b, avgdl, up, theta, split_room = 1.0;
     Py_ssize_t budget, seed;
     int prefetch = 0;
@@ -703,8 +713,8 @@ bm25_daat(PyObject *self, PyObject *args)
         return NULL;
     }
     Py_ssize_t q = PyList_GET_SIZE(o_terms);
-    Py_buffer cur, len, nums, scores, sticky, hs, hq, hn, seen;
-    int have_sticky = 0, have_offer = 0;
+    Py_buffer cur, len, nums, scores, sticky, hs, hq, hn, seen, first;
+    int have_sticky = 0, have_offer = 0, have_first = 0;
     offer_t offer, *po = NULL;
     PyObject *result = NULL;
     term_t *T = NULL;
@@ -724,15 +734,24 @@ bm25_daat(PyObject *self, PyObject *args)
         goto done;
     }
     if (o_offer != Py_None) {
-        /* (table, version, accept, hs, hq, hr, hn, seen, remember): see offer_t. */
+        /* (table, version, accept, hs, hq, hr, hn, seen, remember[, first]): see
+         * offer_t. */
         long long version;
         int remember;
         if (!have_sticky || !PyTuple_CheckExact(o_offer) ||
-            !PyArg_ParseTuple(o_offer, "O!LOOOO!OOp", &PyList_Type, &offer.table, &version,
+            !PyArg_ParseTuple(o_offer, "O!LOOOO!OOp|O", &PyList_Type, &offer.table, &version,
                               &offer.accept, &o_hs, &o_hq, &PyList_Type, &offer.hr, &o_hn,
-                              &o_seen, &remember)) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "offer: the windowed driver's 9-tuple");
+                              &o_seen, &remember, &o_first)) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "offer: the windowed driver's 9- or 10-tuple");
             goto done;
+        }
+        offer.first = NULL;
+        offer.nfirst = 0;
+        if (o_first != Py_None) {
+            if (get(o_first, &first, K_I64, 0, "first seqs") < 0) goto done;
+            have_first = 1;
+            offer.first = (const int64_t *)first.buf;
+            offer.nfirst = LEN(first);
         }
         if (get(o_hs, &hs, K_F64, 1, "heap scores") < 0) goto done;
         if (get(o_hq, &hq, K_I64, 1, "heap seqs") < 0) goto r1;
@@ -956,6 +975,7 @@ done:
     r1:
         PyBuffer_Release(&hs);
     }
+    if (have_first) PyBuffer_Release(&first);
     if (have_sticky) PyBuffer_Release(&sticky);
     PyBuffer_Release(&scores);
 e3:

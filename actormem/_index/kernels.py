@@ -586,20 +586,31 @@ class Bm25Daat:
             [None] * limit, np.zeros(2, np.int64), np.empty(max(seen, 1), np.int64), False,
         ]  # fmt: skip
 
-    def drive(self, budget: int, seed: int = -1, room: int = 0) -> bool:
+    def drive(
+        self, budget: int, seed: int = -1, room: int = 0, first: np.ndarray[Any, Any] | None = None
+    ) -> bool:
         """:meth:`step` offering what it finds to the heap of :meth:`offer_to` (theta:
         the heap's worst once full); whether every list is done (with ``seed``: that
         term's list, whose first ``room`` groups are offered and remembered, so that
-        the walk after it skips them).
+        the walk after it skips them). ``first`` (int64, by group number, as of now:
+        the owner may have raised none of its entries since): a lower bound on the seqs
+        of each group's records, so that a group tying with the heap's worst record is
+        passed over without reading its records when none can be below that record's
+        seq (the same results; a group beyond it is read as without).
 
         Raises:
+            TypeError, ValueError: ``first`` not a 1-D contiguous int64 array.
             ValueError: As :meth:`step`, or :meth:`offer_to` not called first.
             Whatever ``accept`` raises.
         """
         _need(self._offer is not None, "offer_to first")
         assert self._offer is not None
         self._offer[8] = seed >= 0
-        _, done = self._call(-math.inf, budget, seed, room, tuple(self._offer))
+        offer = tuple(self._offer)
+        if first is not None:
+            _array_of("first", first, _I64)
+            offer += (first,)
+        _, done = self._call(-math.inf, budget, seed, room, offer)
         return done
 
     def best(self) -> list[tuple[float, Any]]:
