@@ -747,14 +747,16 @@ def test_split_room_edges_agree_with_brute_force(
             setattr(bm25_knobs, k, v)
 
 
-@pytest.mark.parametrize("skip", [True, False])
-def test_ties_passed_over_by_first_seq_agree(skip: bool, monkeypatch: Any) -> None:
+@pytest.mark.parametrize("new", [True, False])
+def test_ties_passed_over_by_first_seq_agree(new: bool, monkeypatch: Any) -> None:
     """Copies of a text (distinct groups of one length: equal scores) over several
     windows, some moved by an upsert into a newer group with their older seq, a filter
     and an older snapshot: the heap in C passing over the groups that tie with its worst
-    record by their first seq (``knobs._TIE_SKIP``) agrees with the reference and the
-    brute force, as without."""
-    monkeypatch.setattr(bm25_knobs, "_TIE_SKIP", skip)
+    record by their first seq (``knobs._TIE_SKIP``), with no block cache
+    (``knobs._NO_BLOCKS``) and prefetching lookups (``knobs._PREFETCH_SEEK``), agrees
+    with the reference and the brute force, as without all three."""
+    for name in ("_TIE_SKIP", "_NO_BLOCKS", "_PREFETCH_SEEK"):
+        monkeypatch.setattr(bm25_knobs, name, new)
     rng = random.Random(11)
     three = Three(scorers()["plain"])
     old = 0
@@ -799,10 +801,16 @@ def test_first_seq_is_what_the_tie_skip_reads(monkeypatch: Any) -> None:
         wrong = [(s, r.seq) for s, r in index.top_k(view, "deploy cat", 3, None)]  # type: ignore[arg-type]
     assert wrong != right
     assert 0 not in [seq for _, seq in wrong]
-    daat = kernels.Bm25Daat(
-        [_term()], np.ones(128, np.int32), (0.5, 0.01, 1.5, 0.75, 10.0, 1.0), 4, True
-    )
+    parts = (0.5, 0.01, 1.5, 0.75, 10.0, 1.0)
+    daat = kernels.Bm25Daat([_term()], np.ones(128, np.int32), parts, 4, True)
     daat.offer_to([None] * 128, 1, None, 1, 1)
     for bad in ([1, 2], np.ones(4, np.int32), np.ones((2, 2), np.int64)):
         with pytest.raises((TypeError, ValueError)):
             daat.drive(10, first=bad)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="prefetch"):
+        kernels.Bm25Daat([_term()], np.ones(128, np.int32), parts, 4, True, prefetch_seek=1)  # type: ignore[arg-type]
+    args = ([_term()], np.zeros(1, np.int64), np.ones(128, np.int32), *parts, 0.0, 10, -1)
+    outs = (np.empty(4, np.int64), np.empty(4, np.float64), np.zeros(1, np.uint8), None)
+    for flags in (-1, 4):  # the C code's own check of its flags
+        with pytest.raises(ValueError, match="prefetch"):
+            kernels._core().bm25_daat(*args, *outs, flags)

@@ -117,6 +117,9 @@ tf_of(const term_t *t, Py_ssize_t i)
 
 /* The first position >= cur of a posting whose group is >= target (galloping, then
  * binary search); count if none. */
+/* Whether seek prefetches ahead (set per bm25_daat call; the module runs under the GIL). */
+static int seek_prefetch;
+
 static inline Py_ssize_t
 seek(const int32_t *g, Py_ssize_t cur, Py_ssize_t count, int64_t target)
 {
@@ -128,10 +131,21 @@ seek(const int32_t *g, Py_ssize_t cur, Py_ssize_t count, int64_t target)
         lo = hi;
         step *= 2;
         hi = cur + step;
+        /* With seek_prefetch, the gallop's probe after this one (beyond a cache line or
+         * so) and, below, both halves' next midpoints are asked for before the load they
+         * depend on: the probes of a long list's lookups miss the caches one after the
+         * other. Only addresses inside the list. */
+        if (seek_prefetch && step >= 16 && cur + 2 * step < count) {
+            __builtin_prefetch(&g[cur + 2 * step]);
+        }
     }
     if (hi > count) hi = count;
     while (hi - lo > 1) { /* g[lo] < target, and g[hi] >= target or hi == count */
-        Py_ssize_t mid = lo + (hi - lo) / 2;
+        Py_ssize_t half = (hi - lo) / 2, mid = lo + half;
+        if (seek_prefetch && half >= 16) {
+            __builtin_prefetch(&g[lo + half / 2]);
+            __builtin_prefetch(&g[mid + half / 2]);
+        }
         if (g[mid] < target) lo = mid;
         else hi = mid;
     }
@@ -672,7 +686,7 @@ done:
 PyDoc_STRVAR(bm25_daat_doc,
 "bm25_daat(terms, cursors, lengths, a_part, b_part, k1, b, avgdl, up, theta, budget,\n"
 "          seed, nums_out, scores_out, sticky=None, offer=None,\n"
-"          prefetch=False, split_room=1.0) -> (int, bool)\n\n"
+"          prefetch=0, split_room=1.0) -> (int, bool)\n\n"
 "Document-at-a-time MaxScore with block-max windows over the query's terms, a list of\n"
 "(wi, ub, groups, tfs, count, blocks, nblocks) in the query's order (ub: a bound on the\n"
 "term's contribution, slack included; blocks: (largest tf, smallest length) of each of\n"
@@ -684,13 +698,15 @@ PyDoc_STRVAR(bm25_daat_doc,
 "term's list in turn, with its exact score (a first theta). With sticky (uint8, one per\n"
 "term, zero at first, kept between calls) the cost-aware split of the terms: the\n"
 "non-essential ones are chosen greedily by bound per posting left, not by bound alone.\n"
-"With offer, (table, version, accept, hs, hq, hr, hn, seen, remember) (sticky needed):\n"
+"With offer, (table, version, accept, hs, hq, hr, hn, seen, remember[, first]) (sticky\n"
+"needed; first: int64, a lower bound on each group's seqs, to pass over ties):\n"
 "each group found is offered at once to the caller's heap of records instead (hs, hq,\n"
 "hr: scores, minus seqs, records; hn: its size and seen's; seen: the groups the\n"
 "seeding offered, ascending, added to if remember), theta is the heap's worst once it\n"
 "is full (the theta argument is ignored) and rises within the call; the count returned\n"
-"is then that of the seeding's groups only. With prefetch true (sticky needed), the\n"
-"windowed walk prefetches the length of the group some postings ahead (the same\n"
+"is then that of the seeding's groups only. With prefetch & 1 (sticky needed), the\n"
+"windowed walk prefetches the length of the group some postings ahead; with prefetch &\n"
+"2, the lookups' galloping and binary searches prefetch their next probes (the same\n"
 "results). With split_room < 1 (sticky needed for an effect), the cost-aware split\n"
 "takes non-essential terms only while their bounds sum below split_room * theta\n"
 "(theta > 0): fewer lookups for a longer walk (the same results).");
@@ -703,11 +719,17 @@ bm25_daat(PyObject *self, PyObject *args)
     double a_part, b_part, k1, b, avgdl, up, theta, split_room = 1.0;
     Py_ssize_t budget, seed;
     int prefetch = 0;
-    if (!PyArg_ParseTuple(args, "O!OOdddddddnnOO|OOpd", &PyList_Type, &o_terms, &o_cur, &o_len,
+    if (!PyArg_ParseTuple(args, "O!OOdddddddnnOO|OOid", &PyList_Type, &o_terms, &o_cur, &o_len,
                           &a_part, &b_part, &k1, &b, &avgdl, &up, &theta, &budget, &seed,
                           &o_nums, &o_scores, &o_sticky, &o_offer, &prefetch, &split_room)) {
         return NULL;
     }
+    if (prefetch < 0 || prefetch > 3) {
+        PyErr_SetString(PyExc_ValueError, "prefetch: 0 to 3");
+        return NULL;
+    }
+    seek_prefetch = (prefetch & 2) != 0;
+    prefetch &= 1;
     if (!(split_room > 0.0 && split_room <= 1.0)) {
         PyErr_SetString(PyExc_ValueError, "split_room must be in (0, 1]");
         return NULL;

@@ -501,6 +501,8 @@ class Bm25Daat:
             group a few postings ahead (``knobs._PREFETCH_WALK``; the same results).
         split_room: With ``cost_split``, the non-essential terms' bounds sum below this
             fraction of theta, in (0, 1] (``knobs._SPLIT_ROOM``; the same results).
+        prefetch_seek: The lookups' galloping and binary searches prefetch their next
+            probes (``knobs._PREFETCH_SEEK``; the same results).
 
     Raises:
         TypeError, ValueError: An argument of the wrong type or size, or a count or
@@ -531,6 +533,7 @@ class Bm25Daat:
         cost_split: bool = False,
         prefetch: bool = False,
         split_room: float = 1.0,
+        prefetch_seek: bool = False,
     ) -> None:
         if type(terms) is not list or not terms:
             raise TypeError("terms must be a non-empty list")
@@ -547,9 +550,9 @@ class Bm25Daat:
         if len(parts) != 6 or not all(isinstance(x, float) for x in parts):
             raise TypeError("parts must be six floats")
         _need(type(room) is int and room > 0, "room must be an int > 0")
-        if type(prefetch) is not bool:
-            raise TypeError("prefetch must be a bool")
-        self._prefetch = prefetch
+        if type(prefetch) is not bool or type(prefetch_seek) is not bool:
+            raise TypeError("prefetch and prefetch_seek must be bools")
+        self._prefetch = int(prefetch) | 2 * prefetch_seek  # the C code's flags
         _need(type(split_room) is float and 0.0 < split_room <= 1.0, "split_room in (0, 1]")
         self._split_room = split_room
         self._terms, self._lengths, self._parts = list(terms), lengths, parts

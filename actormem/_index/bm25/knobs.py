@@ -104,3 +104,12 @@ _NO_BLOCKS = True
 #: the group, its records, a record, its seq). The same results; False: every such group's
 #: records read (the offers before, kept for side-by-side benchmarks).
 _TIE_SKIP = True
+
+#: The core's lookups (a galloping then binary search per non-essential term for each
+#: group that may reach theta) prefetch their next probes: the gallop's next one and both
+#: of the binary search's next midpoints, before the load they wait for. In a long list
+#: (a common word's, hundreds of thousands of postings at 1M) each probe is a cache miss
+#: that the next depends on; `perf` put about a third of the core's time on them. The
+#: same results; False: no prefetch (the searches before, kept for side-by-side
+#: benchmarks).
+_PREFETCH_SEEK = True
