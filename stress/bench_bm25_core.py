@@ -24,7 +24,10 @@ without its prefetch of the lengths (``knobs._PREFETCH_WALK = False``), ``--old
 core-window`` the record heap's path with windows of 1,024 groups, not 4,096
 (``knobs._WIDE_WINDOWS = False``), ``--old core-walk`` both, ``--old core-split`` the
 cost-aware split that takes non-essential terms up to theta itself
-(``knobs._SPLIT_ROOM = 1.0``, against its default).
+(``knobs._SPLIT_ROOM = 1.0``, against its default), ``--old core-ties`` the heap in C
+reading the records of every group that ties with its worst, the block cache built with
+the cost-aware split and the lookups' searches without prefetch (``knobs._TIE_SKIP =
+knobs._NO_BLOCKS = knobs._PREFETCH_SEEK = False``).
 
 ``--warm`` runs each query once untimed before its timed pair (``time_paired``): without
 it the first run of a pair reads the query's posting lists from memory and the second
@@ -76,8 +79,9 @@ def make(name: str) -> BM25Scorer:
 #: What *old* is: ``python`` (the Python driver), ``core-bound`` (the core's driver
 #: with MaxScore's split by bound), ``core-offer`` (the groups offered in Python),
 #: ``core-prefetch`` (the walk without its prefetch), ``core-window`` (narrower windows)
-#: or ``core-walk`` (both), ``core-split`` (non-essential terms up to theta); set by
-#: ``main``.
+#: or ``core-walk`` (both), ``core-split`` (non-essential terms up to theta),
+#: ``core-ties`` (every tie's records read, the block cache built, no prefetch in the
+#: lookups); set by ``main``.
 OLD = "python"
 
 
@@ -98,6 +102,8 @@ def switch(new: bool) -> None:
         knobs._PREFETCH_WALK = knobs._WIDE_WINDOWS = new
     elif OLD == "core-split":
         knobs._SPLIT_ROOM = SPLIT_ROOM if new else 1.0
+    elif OLD == "core-ties":
+        knobs._TIE_SKIP = knobs._NO_BLOCKS = knobs._PREFETCH_SEEK = new
     else:
         knobs._COST_SPLIT = new
 
@@ -146,13 +152,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
             "core-window",
             "core-walk",
             "core-split",
+            "core-ties",
         ),
         default="python",
         help="old: the Python driver, the core's driver with MaxScore's split by bound, or"
         " the core's driver with the groups offered to the heap in Python (core-offer), or"
         " the core's walk without prefetching the lengths (core-prefetch), or the heap in C"
         " with windows of 1,024 groups (core-window), or both (core-walk), or the split"
-        " taking non-essential terms up to theta itself (core-split)",
+        " taking non-essential terms up to theta itself (core-split), or the heap reading"
+        " every tie's records, the block cache built and the lookups without prefetch"
+        " (core-ties)",
     )
     p.add_argument(
         "--warm",

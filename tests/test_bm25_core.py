@@ -745,3 +745,72 @@ def test_split_room_edges_agree_with_brute_force(
     finally:
         for k, v in saved.items():
             setattr(bm25_knobs, k, v)
+
+
+@pytest.mark.parametrize("new", [True, False])
+def test_ties_passed_over_by_first_seq_agree(new: bool, monkeypatch: Any) -> None:
+    """Copies of a text (distinct groups of one length: equal scores) over several
+    windows, some moved by an upsert into a newer group with their older seq, a filter
+    and an older snapshot: the heap in C passing over the groups that tie with its worst
+    record by their first seq (``knobs._TIE_SKIP``), with no block cache
+    (``knobs._NO_BLOCKS``) and prefetching lookups (``knobs._PREFETCH_SEEK``), agrees
+    with the reference and the brute force, as without all three."""
+    for name in ("_TIE_SKIP", "_NO_BLOCKS", "_PREFETCH_SEEK"):
+        monkeypatch.setattr(bm25_knobs, name, new)
+    rng = random.Random(11)
+    three = Three(scorers()["plain"])
+    old = 0
+    for i in range(6_000):
+        if i % 300 == 7:
+            three.add(f"deploy cat m{i}")  # a copy: the same score as every other
+        elif i % 1_000 == 999:
+            three.add(f"deploy cat m{i}", upsert=True)  # the oldest live seq, a new group
+        else:
+            three.add(" ".join(rng.choices(WORDS, k=rng.randint(2, 6))))
+        if i == 4_000:
+            old = three.version
+            three.delete(3)
+    three.check()
+    for version in (None, old):
+        for limit in (1, 3, 10):
+            for accept in (None, lambda rec: rec.seq % 3 != 0):
+                view = three.view(version)
+                got = three.query(view, "deploy cat", limit, accept)
+                want = brute_force(
+                    three.scorer, three.records, view.version, "deploy cat", limit, accept, now=NOW
+                )
+                assert got == [(score, rec.seq) for score, rec in want]
+
+
+def test_first_seq_is_what_the_tie_skip_reads(monkeypatch: Any) -> None:
+    """A group holding an older seq than its number suggests (an upsert) must be read
+    when it ties: with its first seq overstated, the heap in C passes over it and the
+    top-k changes, so the skip reads ``_first_seq`` and the index keeps it right; a
+    ``first`` of the wrong type is refused before C."""
+    three = Three(scorers()["plain"])
+    for i in range(20):
+        three.add(f"deploy cat m{i}")
+    three.add("deploy cat m99", upsert=True)  # seq 0 again, the newest group
+    index = three.indexes["core"]
+    view = three.view()
+    with path("core"):
+        right = [(s, r.seq) for s, r in index.top_k(view, "deploy cat", 3, None)]  # type: ignore[arg-type]
+    assert right[0][1] == 0  # the upserted record, found in the newest group
+    index._first_seq = np.full(len(index._first_seq), 1 << 40, np.int64)  # overstated
+    with path("core"):
+        wrong = [(s, r.seq) for s, r in index.top_k(view, "deploy cat", 3, None)]  # type: ignore[arg-type]
+    assert wrong != right
+    assert 0 not in [seq for _, seq in wrong]
+    parts = (0.5, 0.01, 1.5, 0.75, 10.0, 1.0)
+    daat = kernels.Bm25Daat([_term()], np.ones(128, np.int32), parts, 4, True)
+    daat.offer_to([None] * 128, 1, None, 1, 1)
+    for bad in ([1, 2], np.ones(4, np.int32), np.ones((2, 2), np.int64)):
+        with pytest.raises((TypeError, ValueError)):
+            daat.drive(10, first=bad)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="prefetch"):
+        kernels.Bm25Daat([_term()], np.ones(128, np.int32), parts, 4, True, prefetch_seek=1)  # type: ignore[arg-type]
+    args = ([_term()], np.zeros(1, np.int64), np.ones(128, np.int32), *parts, 0.0, 10, -1)
+    outs = (np.empty(4, np.int64), np.empty(4, np.float64), np.zeros(1, np.uint8), None)
+    for flags in (-1, 4):  # the C code's own check of its flags
+        with pytest.raises(ValueError, match="prefetch"):
+            kernels._core().bm25_daat(*args, *outs, flags)

@@ -117,6 +117,9 @@ tf_of(const term_t *t, Py_ssize_t i)
 
 /* The first position >= cur of a posting whose group is >= target (galloping, then
  * binary search); count if none. */
+/* Whether seek prefetches ahead (set per bm25_daat call; the module runs under the GIL). */
+static int seek_prefetch;
+
 static inline Py_ssize_t
 seek(const int32_t *g, Py_ssize_t cur, Py_ssize_t count, int64_t target)
 {
@@ -128,10 +131,21 @@ seek(const int32_t *g, Py_ssize_t cur, Py_ssize_t count, int64_t target)
         lo = hi;
         step *= 2;
         hi = cur + step;
+        /* With seek_prefetch, the gallop's probe after this one (beyond a cache line or
+         * so) and, below, both halves' next midpoints are asked for before the load they
+         * depend on: the probes of a long list's lookups miss the caches one after the
+         * other. Only addresses inside the list. */
+        if (seek_prefetch && step >= 16 && cur + 2 * step < count) {
+            __builtin_prefetch(&g[cur + 2 * step]);
+        }
     }
     if (hi > count) hi = count;
     while (hi - lo > 1) { /* g[lo] < target, and g[hi] >= target or hi == count */
-        Py_ssize_t mid = lo + (hi - lo) / 2;
+        Py_ssize_t half = (hi - lo) / 2, mid = lo + half;
+        if (seek_prefetch && half >= 16) {
+            __builtin_prefetch(&g[lo + half / 2]);
+            __builtin_prefetch(&g[mid + half / 2]);
+        }
         if (g[mid] < target) lo = mid;
         else hi = mid;
     }
@@ -261,6 +275,8 @@ typedef struct {
     int64_t *hq, *hn, *seen;
     Py_ssize_t limit, seen_cap;
     int remember; /* the seeding: add the groups offered to seen */
+    const int64_t *first; /* NULL, or a lower bound on each group's seqs (nfirst of them) */
+    Py_ssize_t nfirst;
 } offer_t;
 
 static PyObject *s_recs, *s_seq, *s_born, *s_died;
@@ -417,6 +433,14 @@ offer_group(offer_t *o, int64_t num, double score)
         o->hn[1] = n_seen + 1;
     }
     if (o->hn[0] == o->limit && score < o->hs[0]) return 0;
+    /* A tie with the worst: only a record of a lower seq enters, and none of the group's
+     * is below its first seq (one read here instead of a chain of misses: the table's
+     * slot, the group, its records, each record and its seq). On this data nearly every
+     * group offered is such a tie, a copy of a text already in the heap. */
+    if (o->first && o->hn[0] == o->limit && score == o->hs[0] && num >= 0 && num < o->nfirst &&
+        o->hq[0] > INT64_MIN && o->first[num] >= -o->hq[0]) {
+        return 0;
+    }
     if (num < 0 || num >= PyList_GET_SIZE(o->table)) {
         PyErr_SetString(PyExc_ValueError, "group number beyond the table");
         return -1;
@@ -662,7 +686,7 @@ done:
 PyDoc_STRVAR(bm25_daat_doc,
 "bm25_daat(terms, cursors, lengths, a_part, b_part, k1, b, avgdl, up, theta, budget,\n"
 "          seed, nums_out, scores_out, sticky=None, offer=None,\n"
-"          prefetch=False, split_room=1.0) -> (int, bool)\n\n"
+"          prefetch=0, split_room=1.0) -> (int, bool)\n\n"
 "Document-at-a-time MaxScore with block-max windows over the query's terms, a list of\n"
 "(wi, ub, groups, tfs, count, blocks, nblocks) in the query's order (ub: a bound on the\n"
 "term's contribution, slack included; blocks: (largest tf, smallest length) of each of\n"
@@ -674,13 +698,15 @@ PyDoc_STRVAR(bm25_daat_doc,
 "term's list in turn, with its exact score (a first theta). With sticky (uint8, one per\n"
 "term, zero at first, kept between calls) the cost-aware split of the terms: the\n"
 "non-essential ones are chosen greedily by bound per posting left, not by bound alone.\n"
-"With offer, (table, version, accept, hs, hq, hr, hn, seen, remember) (sticky needed):\n"
+"With offer, (table, version, accept, hs, hq, hr, hn, seen, remember[, first]) (sticky\n"
+"needed; first: int64, a lower bound on each group's seqs, to pass over ties):\n"
 "each group found is offered at once to the caller's heap of records instead (hs, hq,\n"
 "hr: scores, minus seqs, records; hn: its size and seen's; seen: the groups the\n"
 "seeding offered, ascending, added to if remember), theta is the heap's worst once it\n"
 "is full (the theta argument is ignored) and rises within the call; the count returned\n"
-"is then that of the seeding's groups only. With prefetch true (sticky needed), the\n"
-"windowed walk prefetches the length of the group some postings ahead (the same\n"
+"is then that of the seeding's groups only. With prefetch & 1 (sticky needed), the\n"
+"windowed walk prefetches the length of the group some postings ahead; with prefetch &\n"
+"2, the lookups' galloping and binary searches prefetch their next probes (the same\n"
 "results). With split_room < 1 (sticky needed for an effect), the cost-aware split\n"
 "takes non-essential terms only while their bounds sum below split_room * theta\n"
 "(theta > 0): fewer lookups for a longer walk (the same results).");
@@ -689,22 +715,28 @@ static PyObject *
 bm25_daat(PyObject *self, PyObject *args)
 {
     PyObject *o_terms, *o_cur, *o_len, *o_nums, *o_scores, *o_sticky = Py_None;
-    PyObject *o_offer = Py_None, *o_hs, *o_hq, *o_hn, *o_seen;
+    PyObject *o_offer = Py_None, *o_hs, *o_hq, *o_hn, *o_seen, *o_first = Py_None;
     double a_part, b_part, k1, b, avgdl, up, theta, split_room = 1.0;
     Py_ssize_t budget, seed;
     int prefetch = 0;
-    if (!PyArg_ParseTuple(args, "O!OOdddddddnnOO|OOpd", &PyList_Type, &o_terms, &o_cur, &o_len,
+    if (!PyArg_ParseTuple(args, "O!OOdddddddnnOO|OOid", &PyList_Type, &o_terms, &o_cur, &o_len,
                           &a_part, &b_part, &k1, &b, &avgdl, &up, &theta, &budget, &seed,
                           &o_nums, &o_scores, &o_sticky, &o_offer, &prefetch, &split_room)) {
         return NULL;
     }
+    if (prefetch < 0 || prefetch > 3) {
+        PyErr_SetString(PyExc_ValueError, "prefetch: 0 to 3");
+        return NULL;
+    }
+    seek_prefetch = (prefetch & 2) != 0;
+    prefetch &= 1;
     if (!(split_room > 0.0 && split_room <= 1.0)) {
         PyErr_SetString(PyExc_ValueError, "split_room must be in (0, 1]");
         return NULL;
     }
     Py_ssize_t q = PyList_GET_SIZE(o_terms);
-    Py_buffer cur, len, nums, scores, sticky, hs, hq, hn, seen;
-    int have_sticky = 0, have_offer = 0;
+    Py_buffer cur, len, nums, scores, sticky, hs, hq, hn, seen, first;
+    int have_sticky = 0, have_offer = 0, have_first = 0;
     offer_t offer, *po = NULL;
     PyObject *result = NULL;
     term_t *T = NULL;
@@ -724,15 +756,24 @@ bm25_daat(PyObject *self, PyObject *args)
         goto done;
     }
     if (o_offer != Py_None) {
-        /* (table, version, accept, hs, hq, hr, hn, seen, remember): see offer_t. */
+        /* (table, version, accept, hs, hq, hr, hn, seen, remember[, first]): see
+         * offer_t. */
         long long version;
         int remember;
         if (!have_sticky || !PyTuple_CheckExact(o_offer) ||
-            !PyArg_ParseTuple(o_offer, "O!LOOOO!OOp", &PyList_Type, &offer.table, &version,
+            !PyArg_ParseTuple(o_offer, "O!LOOOO!OOp|O", &PyList_Type, &offer.table, &version,
                               &offer.accept, &o_hs, &o_hq, &PyList_Type, &offer.hr, &o_hn,
-                              &o_seen, &remember)) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "offer: the windowed driver's 9-tuple");
+                              &o_seen, &remember, &o_first)) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "offer: the windowed driver's 9- or 10-tuple");
             goto done;
+        }
+        offer.first = NULL;
+        offer.nfirst = 0;
+        if (o_first != Py_None) {
+            if (get(o_first, &first, K_I64, 0, "first seqs") < 0) goto done;
+            have_first = 1;
+            offer.first = (const int64_t *)first.buf;
+            offer.nfirst = LEN(first);
         }
         if (get(o_hs, &hs, K_F64, 1, "heap scores") < 0) goto done;
         if (get(o_hq, &hq, K_I64, 1, "heap seqs") < 0) goto r1;
@@ -956,6 +997,7 @@ done:
     r1:
         PyBuffer_Release(&hs);
     }
+    if (have_first) PyBuffer_Release(&first);
     if (have_sticky) PyBuffer_Release(&sticky);
     PyBuffer_Release(&scores);
 e3:

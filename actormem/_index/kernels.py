@@ -501,6 +501,8 @@ class Bm25Daat:
             group a few postings ahead (``knobs._PREFETCH_WALK``; the same results).
         split_room: With ``cost_split``, the non-essential terms' bounds sum below this
             fraction of theta, in (0, 1] (``knobs._SPLIT_ROOM``; the same results).
+        prefetch_seek: The lookups' galloping and binary searches prefetch their next
+            probes (``knobs._PREFETCH_SEEK``; the same results).
 
     Raises:
         TypeError, ValueError: An argument of the wrong type or size, or a count or
@@ -531,6 +533,7 @@ class Bm25Daat:
         cost_split: bool = False,
         prefetch: bool = False,
         split_room: float = 1.0,
+        prefetch_seek: bool = False,
     ) -> None:
         if type(terms) is not list or not terms:
             raise TypeError("terms must be a non-empty list")
@@ -547,9 +550,9 @@ class Bm25Daat:
         if len(parts) != 6 or not all(isinstance(x, float) for x in parts):
             raise TypeError("parts must be six floats")
         _need(type(room) is int and room > 0, "room must be an int > 0")
-        if type(prefetch) is not bool:
-            raise TypeError("prefetch must be a bool")
-        self._prefetch = prefetch
+        if type(prefetch) is not bool or type(prefetch_seek) is not bool:
+            raise TypeError("prefetch and prefetch_seek must be bools")
+        self._prefetch = int(prefetch) | 2 * prefetch_seek  # the C code's flags
         _need(type(split_room) is float and 0.0 < split_room <= 1.0, "split_room in (0, 1]")
         self._split_room = split_room
         self._terms, self._lengths, self._parts = list(terms), lengths, parts
@@ -586,20 +589,31 @@ class Bm25Daat:
             [None] * limit, np.zeros(2, np.int64), np.empty(max(seen, 1), np.int64), False,
         ]  # fmt: skip
 
-    def drive(self, budget: int, seed: int = -1, room: int = 0) -> bool:
+    def drive(
+        self, budget: int, seed: int = -1, room: int = 0, first: np.ndarray[Any, Any] | None = None
+    ) -> bool:
         """:meth:`step` offering what it finds to the heap of :meth:`offer_to` (theta:
         the heap's worst once full); whether every list is done (with ``seed``: that
         term's list, whose first ``room`` groups are offered and remembered, so that
-        the walk after it skips them).
+        the walk after it skips them). ``first`` (int64, by group number, as of now:
+        the owner may have raised none of its entries since): a lower bound on the seqs
+        of each group's records, so that a group tying with the heap's worst record is
+        passed over without reading its records when none can be below that record's
+        seq (the same results; a group beyond it is read as without).
 
         Raises:
+            TypeError, ValueError: ``first`` not a 1-D contiguous int64 array.
             ValueError: As :meth:`step`, or :meth:`offer_to` not called first.
             Whatever ``accept`` raises.
         """
         _need(self._offer is not None, "offer_to first")
         assert self._offer is not None
         self._offer[8] = seed >= 0
-        _, done = self._call(-math.inf, budget, seed, room, tuple(self._offer))
+        offer = tuple(self._offer)
+        if first is not None:
+            _array_of("first", first, _I64)
+            offer += (first,)
+        _, done = self._call(-math.inf, budget, seed, room, offer)
         return done
 
     def best(self) -> list[tuple[float, Any]]:

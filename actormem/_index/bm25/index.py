@@ -22,7 +22,7 @@ from .. import kernels
 from ..scoring import Accept, ReadView, ScratchPool, drain
 from . import knobs
 from .changelog import ChangeLog
-from .postings import _TF_BITS, _TF_CAP, _Group, _seq, _Term
+from .postings import _NO_SEQ, _TF_BITS, _TF_CAP, _Group, _seq, _Term
 from .search import MaxScoreSearch
 
 if TYPE_CHECKING:
@@ -63,6 +63,11 @@ class BM25Index(metaclass=NoPublicConstructor):
         self._lengths: Any = np.zeros(knobs._CHUNK, np.int32)
         #: 1 for a group in the table, 0 once purged (uint8, by number; owner only).
         self._alive: Any = np.zeros(knobs._CHUNK, np.uint8)
+        #: The lowest seq a group's records ever had, by group number (int64; replaced
+        #: with ``_lengths`` when it grows, ``_NO_SEQ`` where unknown): never above a seq
+        #: in its ``recs``, so the core's heap can pass over a group tying with its worst
+        #: record without reading the group's records (``knobs._TIE_SKIP``).
+        self._first_seq: Any = np.full(knobs._CHUNK, _NO_SEQ, np.int64)
         #: Retrieves' per-group scratch arrays, of ``len(_lengths)`` elements.
         self._scratch = ScratchPool()
         #: Records not retired, and the sum of their lengths: N and total at the newest version.
@@ -119,6 +124,9 @@ class BM25Index(metaclass=NoPublicConstructor):
             alive = np.zeros(len(grown), np.uint8)
             alive[: len(self._alive)] = self._alive
             self._alive = alive
+            first = np.full(len(grown), _NO_SEQ, np.int64)
+            first[: len(self._first_seq)] = self._first_seq
+            self._first_seq = first
             self._scratch.clear()  # spares of the old capacity
         lengths[num] = len(terms)
         self._alive[num] = 1
@@ -174,8 +182,11 @@ class BM25Index(metaclass=NoPublicConstructor):
         recs = group.recs
         if not recs:
             group.recs = [rec]  # exactly sized: most texts have one record
+            self._first_seq[group.num] = rec.seq
         elif recs[-1].seq > rec.seq:
             insort(recs, rec, key=_seq)  # an upsert keeps its older seq
+            if rec.seq < self._first_seq[group.num]:
+                self._first_seq[group.num] = rec.seq
         else:
             recs.append(rec)
         group.unpurged += 1
@@ -430,6 +441,7 @@ class BM25Index(metaclass=NoPublicConstructor):
         alive = self._alive[: len(table)].tolist()
         assert alive == [int(group is not None) for group in table], "alive marks out of date"
         assert not self._alive[len(table) :].any()
+        assert len(self._first_seq) == len(self._lengths) == len(self._alive)
         for group in groups:
             assert self._groups[group.key] is group
             assert table[group.num] is group
@@ -440,6 +452,7 @@ class BM25Index(metaclass=NoPublicConstructor):
             alive = [rec for rec in recs if rec in self._group_of]
             assert group.unpurged == len(alive) > 0
             assert group.dead == len(recs) - len(alive)
+            assert int(self._first_seq[group.num]) <= recs[0].seq, "first seq above a record's"
             assert 2 * group.dead <= len(recs)
             entry = alive[0].entry
             terms = list(tokenize(entry.memory))

@@ -87,3 +87,29 @@ _WIDE_WINDOWS = True
 #: 1,600 with one more list walked). Any fraction in (0, 1] gives the same results; 1.0:
 #: the split before (kept for side-by-side benchmarks).
 _SPLIT_ROOM = 0.8
+
+#: With the cost-aware split, the reader does not extend a term's cache of block bounds
+#: (``_Term.blocks``: per 64 postings the largest frequency and the smallest length),
+#: which only the split by bound (``_COST_SPLIT = False``) reads: building it read every
+#: posting and its group's length once more, on the first retrieve of each term (and of
+#: its postings added since). The same results; False: built anyway (the path before,
+#: kept for side-by-side benchmarks).
+_NO_BLOCKS = True
+
+#: With the record heap in C (``_C_OFFER``), a group whose exact score ties with the
+#: heap's worst record is passed over without reading its records when the index's
+#: ``_first_seq`` (the lowest seq its records ever had) is not below that record's seq:
+#: only a lower seq could enter. At 1M each text is stored about 133 times, and nearly
+#: every group offered is such a copy, each a chain of cache misses (the table's slot,
+#: the group, its records, a record, its seq). The same results; False: every such group's
+#: records read (the offers before, kept for side-by-side benchmarks).
+_TIE_SKIP = True
+
+#: The core's lookups (a galloping then binary search per non-essential term for each
+#: group that may reach theta) prefetch their next probes: the gallop's next one and both
+#: of the binary search's next midpoints, before the load they wait for. In a long list
+#: (a common word's, hundreds of thousands of postings at 1M) each probe is a cache miss
+#: that the next depends on; `perf` put about a third of the core's time on them. The
+#: same results; False: no prefetch (the searches before, kept for side-by-side
+#: benchmarks).
+_PREFETCH_SEEK = True

@@ -40,7 +40,7 @@ from ..tokenize import _WORD, Tokenizer
 from . import knobs
 from .changelog import ChangeLog
 from .index import BM25Index
-from .postings import _TF_BITS, _TF_CAP, _Group, _Term
+from .postings import _NO_SEQ, _TF_BITS, _TF_CAP, _Group, _Term
 
 __all__ = ["dump", "handles", "restore"]
 
@@ -239,6 +239,10 @@ def restore(index: BM25Index, parts: Mapping[str, bytes], records: list[Record])
     raw_terms = memoryview(parts["group_terms"])
     bounds = (g_ends * width).tolist()
     table: list[_Group] = []
+    cap = knobs._CHUNK
+    while cap < size:
+        cap *= 2
+    first = np.full(cap, _NO_SEQ, np.int64)
     for num, key in enumerate(canon):
         group = _Group(key, num)
         terms = array(code)
@@ -251,6 +255,7 @@ def restore(index: BM25Index, parts: Mapping[str, bytes], records: list[Record])
             group.recs.append(rec)
         else:
             group.recs = [rec]
+            first[g] = rec.seq  # the records come by seq
         group.unpurged += 1
     dfs = np.add.reduceat(sizes[postings], p_ends[:-1]).tolist() if count else []
     wide = np.maximum.reduceat(tfs, p_ends[:-1]).tolist() if count else []
@@ -270,9 +275,7 @@ def restore(index: BM25Index, parts: Mapping[str, bytes], records: list[Record])
             term.tfs.frombytes(small[lo:hi])
         term.df = dfs[num]
         term_table.append(term)
-    cap = knobs._CHUNK
-    while cap < size:
-        cap *= 2
+    index._first_seq = first
     index._lengths = np.zeros(cap, np.int32)
     index._lengths[:size] = lengths
     index._alive = np.zeros(cap, np.uint8)

@@ -32,6 +32,9 @@ _NO_TERMS = array("i")
 _TF_BITS = 8
 _TF_CAP = (1 << _TF_BITS) - 1
 
+#: ``BM25Index._first_seq`` where a group's records are not known (int64's lowest).
+_NO_SEQ = -(1 << 63)
+
 #: The records of a group not yet filled in (never appended to).
 _NO_RECS: list[Record] = []
 

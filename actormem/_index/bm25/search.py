@@ -251,8 +251,11 @@ class MaxScoreSearch:
         lengths, table, limit, avgdl = ex.lengths, ex.table, ex.limit, ex.avgdl
         size = kernels.BM25_BLOCK
         terms: list[kernels.DaatTerm] = []
+        # The windowed walk of the cost-aware split never reads the block bounds: they are
+        # only built for the split by bound (knobs._NO_BLOCKS).
+        skip = knobs._COST_SPLIT and knobs._NO_BLOCKS
         for (wi, groups, tfs, count), bound, cache in zip(ex.query, bounds, blocks, strict=True):
-            wanted = count // size
+            wanted = 0 if skip else count // size
             while len(cache) // 2 < wanted:  # extend the cache, in slices
                 first = len(cache) // 2
                 stop = min(wanted, first + max(1, knobs._BOUND_CHUNK // size))
@@ -275,7 +278,7 @@ class MaxScoreSearch:
         room = knobs._CHUNK if c_offer and knobs._WIDE_WINDOWS else knobs._CHUNK // 4
         daat = kernels.Bm25Daat(
             terms, lengths, parts, max(limit, room), knobs._COST_SPLIT, knobs._PREFETCH_WALK,
-            float(knobs._SPLIT_ROOM),
+            float(knobs._SPLIT_ROOM), knobs._PREFETCH_SEEK,
         )  # fmt: skip
         seed_room = max(limit, knobs._SEED_ROOM) if knobs._COST_SPLIT else 0
         seeds = sorted(range(len(terms)), key=bounds.__getitem__)[-knobs._SEEDS :]
@@ -284,10 +287,14 @@ class MaxScoreSearch:
             # best first after every window (theta rises within a step), one call per
             # slice (docs/design.md, "The record heap in the BM25 core").
             daat.offer_to(table, ex.version, ex.accept, limit, len(seeds) * seed_room)
+            index = self._index
+            # The owner's array as of each call (it may replace it between two): a tie
+            # with the heap's worst is passed over by the groups' first seqs.
+            tie = knobs._TIE_SKIP
             for seed in seeds:
-                daat.drive(budget, seed, seed_room)
+                daat.drive(budget, seed, seed_room, index._first_seq if tie else None)
                 yield
-            while not daat.drive(budget):
+            while not daat.drive(budget, first=index._first_seq if tie else None):
                 yield
             return daat.best()
         heap: list[tuple[float, int, Record]] = []  # (score, -seq, rec): worst on top
