@@ -286,3 +286,31 @@ async def test_retrieves_waiting_for_a_slot_raise_when_the_memory_closes(
         assert slots.borrowed_tokens == 0
     assert order == ["refused", "refused", "scored"]
     assert index.began == ["deploys"]
+
+
+class _InterruptAfterAcquire:
+    """A memory's slots whose non-blocking acquire takes the slot and then raises, as a
+    KeyboardInterrupt delivered just after the acquire returned would."""
+
+    def __init__(self, slots: trio.CapacityLimiter) -> None:
+        self._slots = slots
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._slots, name)
+
+    def acquire_on_behalf_of_nowait(self, borrower: object) -> None:
+        self._slots.acquire_on_behalf_of_nowait(borrower)
+        raise KeyboardInterrupt
+
+
+async def test_an_interrupt_just_after_taking_a_slot_gives_it_back() -> None:
+    async with open_memory() as memory:
+        await memory.store(_fact("entry about deploys", 0.5))
+        slots = memory._slots
+        assert slots is not None
+        memory._slots = _InterruptAfterAcquire(slots)  # type: ignore[assignment]
+        with pytest.raises(KeyboardInterrupt):
+            await memory.retrieve("deploys", 3)
+        assert slots.borrowed_tokens == 0  # not leaked: later retrieves still score
+        memory._slots = slots
+        assert len(await memory.retrieve("deploys", 3)) == 1

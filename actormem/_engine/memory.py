@@ -47,6 +47,7 @@ nursery. A cancelled or closed owner answers pending requests with
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -681,20 +682,23 @@ class Memory(metaclass=NoPublicConstructor):
             slots = None
         borrower = object()  # a token per retrieve, whatever task runs it
         waited = False
-        if slots is not None:
-            try:
-                slots.acquire_on_behalf_of_nowait(borrower)
-            except trio.WouldBlock:
-                waited = True
-            if waited:
-                await self._wait_for_slot(slots, borrower)  # a schedule point
         try:
+            if slots is not None:
+                try:
+                    slots.acquire_on_behalf_of_nowait(borrower)
+                except trio.WouldBlock:
+                    waited = True
+                if waited:
+                    await self._wait_for_slot(slots, borrower)  # a schedule point
             hits, view, alive = await self._score(
                 query, limit, accept, min_score, min_matched, waited
             )
         finally:
             if slots is not None:
-                slots.release_on_behalf_of(borrower)
+                # Whatever was raised where (a cancel while waiting, a KeyboardInterrupt
+                # just after the acquire): the slot is given back if it was taken.
+                with contextlib.suppress(RuntimeError):  # not held by this borrower
+                    slots.release_on_behalf_of(borrower)
         self._retrieves += 1
         if hits:
             self._note_access(hits)
