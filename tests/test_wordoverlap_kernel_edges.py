@@ -393,3 +393,49 @@ def test_a_huge_n_is_refused_by_c_itself() -> None:
         with pytest.raises(ValueError, match="too short|out of range"):
             c.bits_maxima(np.zeros(3, np.uint64), 3, n, 64, 0, 1, np.zeros(1, np.int64))
     assert one.tolist() == [0]
+
+
+@settings(max_examples=120, deadline=None)
+@given(
+    np_=st.integers(1, 32),
+    words=st.integers(0, 4),
+    longer=st.integers(0, 2),  # words of each set past `whi` (never read)
+    mults=st.lists(st.sampled_from([0, 1, 8, 9, 10, 255, 1 << 40, FULL]), max_size=12),
+    cut=st.integers(0, 300),  # n: any lane, at, before or past the words' last one
+    regs=st.booleans(),
+    seed=st.integers(0, 1 << 30),
+)
+def test_carry_save_with_planes_in_registers_and_word_maxima(
+    np_: int, words: int, longer: int, mults: list[int], cut: int, regs: bool, seed: int
+) -> None:
+    # The carry-save pass (csa) in either form (regs: knobs._CSA_REGS, the sets of a
+    # multiplicity above 8 added to a copy of the word's planes), with the words'
+    # maxima of the lanes below n: sums mod 2 ** np_ as numpy's, guard words after the
+    # planes and the maxima untouched, a set's words past whi never read.
+    c = _c()
+    rng = np.random.default_rng(seed)
+    n = min(cut, words * 64 + 70)
+    sets = [rng.integers(0, FULL, words + longer, dtype=np.uint64, endpoint=True) for _ in mults]
+    start = rng.integers(0, FULL, words * np_, dtype=np.uint64, endpoint=True)
+    lo = int(rng.integers(0, words + 1))
+    want = _counts(start, np_, words)
+    for s, m in zip(sets, mults, strict=True):
+        for w in range(lo, words):
+            x = int(s[w])
+            for lane in range(64):
+                if (x >> lane) & 1:
+                    want[w * 64 + lane] += m
+    want = [v % (1 << np_) for v in want]
+    planes = np.concatenate([start, np.full(3, 0xABCD, np.uint64)])
+    with_max = np_ <= 16
+    wmax = np.full(words + 2, 7777, np.uint16) if with_max else None
+    c.bits_add_dense(planes, np_, lo, words, sets, mults, True, wmax, n, regs)
+    assert _counts(planes, np_, words) == want
+    assert planes[words * np_ :].tolist() == [0xABCD] * 3
+    if wmax is not None:
+        expect = [7777] * lo + [
+            max(want[w * 64 : min(n, (w + 1) * 64)], default=0) if w * 64 < n else 0
+            for w in range(lo, words)
+        ]
+        assert wmax[:words].tolist() == expect
+        assert wmax[words:].tolist() == [7777, 7777]

@@ -33,6 +33,18 @@ __all__ = ["MatchCache", "MatchFinder"]
 _NONE, _DENSE_SET, _SPARSE_SET = range(3)
 
 
+#: What :class:`MatchCache` counts for an entry beside its set's bytes: the tuple, the
+#: array object, the key and the dict slot (~300 bytes on CPython 3.11). A short word's
+#: set (``knobs._CACHE_SHORT_WORDS``) may be a single group number (4 bytes): counted
+#: by its bytes alone, 64 MiB held ~16 million such entries, some 5 GB.
+_ENTRY_BYTES = 320
+
+
+def _cost(data: np.ndarray[Any, Any]) -> int:
+    """What a cached set counts against ``knobs._CACHE_BYTES``. O(1)."""
+    return data.nbytes + _ENTRY_BYTES
+
+
 def _bits_from() -> int:
     """With the bit-sliced counts, a match set of at least ``n / _bits_from()`` groups
     is a bitset (``knobs._DENSE_BITS``, or ``knobs._BITSET_FROM`` when larger). O(1)."""
@@ -41,7 +53,8 @@ def _bits_from() -> int:
 
 class MatchCache:
     """Match sets of query words for one numbering, least recently used dropped past
-    ``knobs._CACHE_BYTES``. Readers write it (each call is atomic between yields)."""
+    ``knobs._CACHE_BYTES`` (each entry counted with its overhead, ``_ENTRY_BYTES``).
+    Readers write it (each call is atomic between yields)."""
 
     __slots__ = ("entries", "nbytes")
 
@@ -68,15 +81,15 @@ class MatchCache:
             if old[0] > n:
                 cache[w] = old  # a later retrieve knows more
                 return
-            self.nbytes -= old[2].nbytes
+            self.nbytes -= _cost(old[2])
         cache[w] = (n, dense, data)
-        self.nbytes += data.nbytes
+        self.nbytes += _cost(data)
         while self.nbytes > knobs._CACHE_BYTES and len(cache) > 1:
             oldest = next(iter(cache))
-            self.nbytes -= cache.pop(oldest)[2].nbytes
+            self.nbytes -= _cost(cache.pop(oldest)[2])
 
     def _check(self) -> None:
-        assert self.nbytes == sum(d.nbytes for _, _, d in self.entries.values())
+        assert self.nbytes == sum(_cost(d) for _, _, d in self.entries.values())
 
 
 class MatchFinder:
