@@ -291,3 +291,25 @@ def test_relevance_append_falls_back_without_sortedcontainers_internals(
     assert len(orders[0]) == 40
     assert added[0] < 40  # the fast append took most of them
     assert added[1] == 40  # without the internals, every record through add
+
+
+@core
+@pytest.mark.parametrize("flags", [-1, 4, 7, 255, -(1 << 31)])
+def test_add_cached_refuses_unknown_flags(flags: int) -> None:
+    """The C adds' ``flags`` are 0 to 3 (1 acquire fast, 2 untrack): any other value is
+    refused before anything is added, for one text and for a batch."""
+    mod = kernels.wo_core()
+    assert mod is not None
+    post: dict[str, array[int]] = {}
+    vocab = SubstringVocab()
+    cache = ccore.token_cache()
+    with pytest.raises(ValueError, match="flags"):
+        mod.add_text_cached(post, "alpha beta", 0, vocab, cache, 0, flags)
+    with pytest.raises(ValueError, match="flags"):
+        mod.add_texts_cached(post, ["alpha beta", "gamma"], 0, vocab, cache, 0, flags)
+    assert post == {}
+    assert len(vocab) == 0
+    for good in range(4):
+        mod.add_text_cached(post, "alpha beta", good, vocab, cache, 0, good)
+    assert post["alpha"] == array("i", [0, 1, 2, 3])
+    vocab._check()
