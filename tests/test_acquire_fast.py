@@ -291,3 +291,43 @@ def test_relevance_append_falls_back_without_sortedcontainers_internals(
     assert len(orders[0]) == 40
     assert added[0] < 40  # the fast append took most of them
     assert added[1] == 40  # without the internals, every record through add
+
+
+@core
+@pytest.mark.parametrize("flags", [-1, 4, 7, 255, -(1 << 31)])
+def test_add_cached_refuses_unknown_flags(flags: int) -> None:
+    """The C adds' ``flags`` are 0 to 3 (1 acquire fast, 2 untrack): any other value is
+    refused before anything is added, for one text and for a batch."""
+    mod = kernels.wo_core()
+    assert mod is not None
+    post: dict[str, array[int]] = {}
+    vocab = SubstringVocab()
+    cache = ccore.token_cache()
+    with pytest.raises(ValueError, match="flags"):
+        mod.add_text_cached(post, "alpha beta", 0, vocab, cache, 0, flags)
+    with pytest.raises(ValueError, match="flags"):
+        mod.add_texts_cached(post, ["alpha beta", "gamma"], 0, vocab, cache, 0, flags)
+    assert post == {}
+    assert len(vocab) == 0
+    for good in range(4):
+        mod.add_text_cached(post, "alpha beta", good, vocab, cache, 0, good)
+    assert post["alpha"] == array("i", [0, 1, 2, 3])
+    vocab._check()
+
+
+@pytest.mark.skipif(textfold._fold_hash_direct is None, reason="the core is not built")
+def test_fold_hash_direct_every_code_point() -> None:
+    """Every code point (surrogates, astral planes, characters whose casefold is several,
+    such as ß, ŉ, ǰ, ﬃ), alone and inside texts of each string kind (UCS-1, UCS-2,
+    UCS-4) and beside whitespace: ``fold_hash_direct`` is ``fold_hash`` (str.casefold)."""
+    direct, through = textfold._fold_hash_direct, textfold._fold_hash_c
+    assert direct is not None
+    assert through is not None
+    wrong = []
+    for c in range(0x110000):
+        ch = chr(c)
+        for text in (ch, f"A {ch}é", f"\u0100{ch} \u2003", f"{ch}\U0001f600{ch}", ch * 3):
+            if direct(text) != through(text):
+                wrong.append((hex(c), text))
+    assert wrong == []
+    assert direct("STRASSE  x") == direct("straße\u2003X") == through("Strasse x")

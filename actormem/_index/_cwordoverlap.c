@@ -58,6 +58,17 @@ struct vocab {
 #define ADD_ACQUIRE_FAST 1
 #define ADD_UNTRACK 2
 
+/* flags checked: 0 to 3 (ADD_ACQUIRE_FAST | ADD_UNTRACK), else ValueError. 0 or -1. */
+static int
+add_flags_check(int flags)
+{
+    if (flags < 0 || flags > (ADD_ACQUIRE_FAST | ADD_UNTRACK)) {
+        PyErr_Format(PyExc_ValueError, "flags must be 0 to 3, got %d", flags);
+        return -1;
+    }
+    return 0;
+}
+
 static void
 vocab_release(struct vocab *v)
 {
@@ -2533,8 +2544,8 @@ PyDoc_STRVAR(add_text_cached_doc,
 "token cache `cache` (token_cache()) of the numbering whose posting dict is `post` at\n"
 "`epoch`. `flags`: 1, new tokens acquired without the key set where their new\n"
 "grams' order does not need it; 2, new posting lists, gram lists and _sub sets\n"
-"untracked by the cyclic collector (the same structures either way). O(len(low)),\n"
-"plus O(len(token)) per new token.");
+"untracked by the cyclic collector (the same structures either way); any other value\n"
+"than 0 to 3 raises ValueError. O(len(low)), plus O(len(token)) per new token.");
 
 /* add_text_cached's work for one text, its arguments checked (post an exact dict, low
  * an exact str, gid in [0, INT32_MAX]): the new tokens' count, or NULL with an error. */
@@ -2755,6 +2766,7 @@ add_text_cached(PyObject *self, PyObject *args)
                           &epoch, &flags)) {
         return NULL;
     }
+    if (add_flags_check(flags) < 0) return NULL;
     if (!PyDict_CheckExact(post) || !PyUnicode_CheckExact(low)) {
         PyErr_SetString(PyExc_TypeError, "post must be a dict and low a str");
         return NULL;
@@ -2783,6 +2795,7 @@ add_texts_cached(PyObject *self, PyObject *args)
                           &vocab_obj, &cap, &epoch, &flags)) {
         return NULL;
     }
+    if (add_flags_check(flags) < 0) return NULL;
     if (!PyDict_CheckExact(post)) {
         PyErr_SetString(PyExc_TypeError, "post must be a dict");
         return NULL;
