@@ -158,6 +158,19 @@ def counts_knobs(names: Sequence[str]) -> None:
     }
 
 
+def switches() -> dict[tuple[Any, str], Any]:
+    """The values :func:`set_switch` may change: every knob of ``wordoverlap.knobs`` and
+    the ``ccore`` switches of :data:`SIDES`."""
+    names = [(wo_knobs, n) for n in vars(wo_knobs) if n.lstrip("_").isupper()]
+    names += [(ccore, flag) for flag in SIDES if flag != "COUNTS"]
+    return {(module, name): getattr(module, name) for module, name in names}
+
+
+def restore_switches(saved: dict[tuple[Any, str], Any]) -> None:
+    for (module, name), value in saved.items():
+        setattr(module, name, value)
+
+
 def set_switch(flag: str, on: bool) -> None:
     """Turn ``flag`` (a key of :data:`SIDES`) on or off: a ``ccore`` switch, or for
     ``COUNTS`` the knobs of :data:`COUNTS_KNOBS`. The bit planes at every size
@@ -296,7 +309,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     if args.bits or args.memo or args.counts:
-        cells = main_switch(args, "BITS" if args.bits else "MEMO" if args.memo else "COUNTS")
+        saved = switches()
+        try:
+            cells = main_switch(args, "BITS" if args.bits else "MEMO" if args.memo else "COUNTS")
+        finally:  # in-process callers (the tests) get the knobs as they were
+            restore_switches(saved)
         if args.json is not None:
             args.json.write_text(json.dumps({"command": sys.argv, "cells": cells}, indent=1))
         return 0

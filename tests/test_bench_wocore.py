@@ -5,6 +5,7 @@ thresholds."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,15 @@ from .realdata import real_file
 pytestmark = pytest.mark.skipif(
     not kernels.WO_CORE_AVAILABLE, reason="the word-overlap core is not built"
 )
+
+
+@pytest.fixture(autouse=True)
+def _knobs_left_as_they_were() -> Iterator[None]:
+    """The benchmark runs in this process: afterwards every knob and switch it turns is
+    as before (a later test reading the defaults failed when ``_BITS_MIN`` stayed 0)."""
+    before = bench_wocore.switches()
+    yield
+    assert bench_wocore.switches() == before
 
 
 def test_the_benchmark_runs_and_compares(tmp_path: Path) -> None:
