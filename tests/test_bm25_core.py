@@ -189,13 +189,63 @@ WORDS = ["the", "a", "cat", "cats", "deploy", "x", "id", "w1", "w2", "w3", "zed"
 MANY_WORDS = [*WORDS, *(f"t{i}" for i in range(30))]
 
 
-class CoreAgrees(RuleBasedStateMachine):
-    """Random owner calls and queries, all three paths compared on every query."""
+class OwnerHistory(RuleBasedStateMachine):
+    """The owner's deletes and purges under views held open, on ``self.three`` (made by a
+    subclass's ``initialize``); the subclasses add their stores and queries."""
 
     def __init__(self) -> None:
         super().__init__()
         self.three: Three
         self.held: list[int] = []  # versions of views held open
+
+    @rule(pick=st.integers(0, 1000))
+    def delete(self, pick: int) -> None:
+        self.three.delete(pick)
+
+    @rule()
+    def hold(self) -> None:
+        self.held.append(self.three.version)
+
+    @rule()
+    def release_and_purge(self) -> None:
+        if self.held:
+            self.held.pop(0)
+        self.three.purge(min(self.held, default=self.three.version))
+
+    @invariant()
+    def checked(self) -> None:
+        if hasattr(self, "three"):
+            self.three.check()
+
+
+def read_sliced(
+    three: Three, version: int, query: str, limit: int, steps: int, owner: Callable[[], None]
+) -> dict[str, list[tuple[float, int]]]:
+    """Every path reads the view at ``version``, ``steps`` steps of ``top_k_steps`` each
+    (a retrieve's first step under its own ``path``), then ``owner()`` writes, then each
+    finishes: its (score, seq) hits, by path."""
+    gens, done = {}, {}
+    for name, index in three.indexes.items():
+        with path(name):  # read at a retrieve's first step
+            gen = index.top_k_steps(three.view(version), query, limit, None)  # type: ignore[arg-type]
+            for _ in range(steps):
+                try:
+                    next(gen)
+                except StopIteration as stop:
+                    done[name] = stop.value
+                    break
+        gens[name] = gen
+    owner()
+    got = {}
+    for name, gen in gens.items():
+        with path(name):
+            result = done[name] if name in done else drain(gen)
+        got[name] = [(score, rec.seq) for score, rec in result]
+    return got
+
+
+class CoreAgrees(OwnerHistory):
+    """Random owner calls and queries, all three paths compared on every query."""
 
     @initialize(name=st.sampled_from(sorted(scorers())))
     def make(self, name: str) -> None:
@@ -225,20 +275,6 @@ class CoreAgrees(RuleBasedStateMachine):
     def store_many_words(self, words: list[str], count: int) -> None:
         for i in range(count):  # rotated: distinct texts sharing terms
             self.three.add(" ".join(words[i % len(words) :] + words[: i % len(words)]))
-
-    @rule(pick=st.integers(0, 1000))
-    def delete(self, pick: int) -> None:
-        self.three.delete(pick)
-
-    @rule()
-    def hold(self) -> None:
-        self.held.append(self.three.version)
-
-    @rule()
-    def release_and_purge(self) -> None:
-        if self.held:
-            self.held.pop(0)
-        self.three.purge(min(self.held, default=self.three.version))
 
     @rule(
         words=st.lists(st.sampled_from([*WORDS, "nope"]), min_size=1, max_size=9),
@@ -276,32 +312,16 @@ class CoreAgrees(RuleBasedStateMachine):
         three = self.three
         version = three.version
         query = " ".join(words)
-        gens, done = {}, {}
-        for name, index in three.indexes.items():
-            with path(name):  # read at a retrieve's first step
-                gen = index.top_k_steps(three.view(version), query, limit, None)  # type: ignore[arg-type]
-                for _ in range(steps):
-                    try:
-                        next(gen)
-                    except StopIteration as stop:
-                        done[name] = stop.value
-                        break
-            gens[name] = gen
-        three.add(" ".join(new))
-        three.delete(steps)
-        three.purge(min([*self.held, version]))
-        got = {}
-        for name, gen in gens.items():
-            with path(name):
-                result = done[name] if name in done else drain(gen)
-            got[name] = [(score, rec.seq) for score, rec in result]
+
+        def owner() -> None:
+            three.add(" ".join(new))
+            three.delete(steps)
+            three.purge(min([*self.held, version]))
+
+        got = read_sliced(three, version, query, limit, steps, owner)
         assert got["core"] == got["reference"] == got["kernels"] == got["core-bound"], query
         assert got["core-offer"] == got["reference"], query
 
-    @invariant()
-    def checked(self) -> None:
-        if hasattr(self, "three"):
-            self.three.check()
 
 
 @pytest.mark.usefixtures("small_knobs")

@@ -11,19 +11,17 @@ exceeds a seq in its group (the index's ``_check``).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from hypothesis.stateful import initialize, rule
 
 from actormem._index import kernels
 from actormem._index.bm25 import knobs as bm25_knobs
-from actormem._index.scoring import drain
 
 from .test_bm25 import brute_force
-from .test_bm25_core import NOW, Three, path, scorers
+from .test_bm25_core import NOW, OwnerHistory, Three, read_sliced, scorers
 
 pytestmark = pytest.mark.skipif(
     not kernels.bm25_core_active(), reason="the compiled BM25 core is not built"
@@ -33,12 +31,7 @@ pytestmark = pytest.mark.skipif(
 TIED = [f"deploy m{i}" for i in range(12)]
 
 
-class Ties(RuleBasedStateMachine):
-    def __init__(self) -> None:
-        super().__init__()
-        self.three: Three
-        self.held: list[int] = []
-
+class Ties(OwnerHistory):
     @initialize(name=st.sampled_from(["plain", "no length"]))
     def make(self, name: str) -> None:
         self.three = Three(scorers()[name])
@@ -47,20 +40,6 @@ class Ties(RuleBasedStateMachine):
     def store(self, pick: int, upsert: bool, repeat: int) -> None:
         for _ in range(repeat):
             self.three.add(TIED[pick], upsert=upsert)
-
-    @rule(pick=st.integers(0, 1000))
-    def delete(self, pick: int) -> None:
-        self.three.delete(pick)
-
-    @rule()
-    def hold(self) -> None:
-        self.held.append(self.three.version)
-
-    @rule()
-    def release_and_purge(self) -> None:
-        if self.held:
-            self.held.pop(0)
-        self.three.purge(min(self.held, default=self.three.version))
 
     @rule(
         limit=st.integers(1, 6),
@@ -81,34 +60,17 @@ class Ties(RuleBasedStateMachine):
     def query_in_slices(self, limit: int, steps: int, pick: int) -> None:
         three = self.three
         version = three.version
-        gens: dict[str, Any] = {}
-        done: dict[str, Any] = {}
-        for name, index in three.indexes.items():
-            with path(name):
-                gen = index.top_k_steps(three.view(version), "deploy", limit, None)  # type: ignore[arg-type]
-                for _ in range(steps):
-                    try:
-                        next(gen)
-                    except StopIteration as stop:
-                        done[name] = stop.value
-                        break
-            gens[name] = gen
-        # The owner: an upsert moving the oldest live seq into another group, a delete,
-        # a purge up to the reader's version (its records stay visible to it).
-        three.add(TIED[pick], upsert=True)
-        three.delete(pick)
-        three.purge(min([*self.held, version]))
-        got = {}
-        for name, gen in gens.items():
-            with path(name):
-                result = done[name] if name in done else drain(gen)
-            got[name] = [(score, rec.seq) for score, rec in result]
+
+        def owner() -> None:
+            # An upsert moving the oldest live seq into another group, a delete, a purge
+            # up to the reader's version (its records stay visible to it).
+            three.add(TIED[pick], upsert=True)
+            three.delete(pick)
+            three.purge(min([*self.held, version]))
+
+        got = read_sliced(three, version, "deploy", limit, steps, owner)
         assert got["core"] == got["reference"] == got["core-offer"], got
 
-    @invariant()
-    def checked(self) -> None:
-        if hasattr(self, "three"):
-            self.three.check()
 
 
 @pytest.fixture

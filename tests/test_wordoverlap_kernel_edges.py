@@ -45,6 +45,26 @@ def _counts(planes: np.ndarray[Any, Any], np_: int, words: int) -> list[int]:
     return out
 
 
+def _summed(
+    start: np.ndarray[Any, Any],
+    np_: int,
+    words: int,
+    sets: list[np.ndarray[Any, Any]],
+    mults: list[int],
+    lo: int,
+) -> list[int]:
+    """The counts of ``start`` plus each set's lanes times its multiplicity, over words
+    ``lo`` to ``words``, mod ``2 ** np_``: what the dense adds must leave."""
+    want = _counts(start, np_, words)
+    for s, m in zip(sets, mults, strict=True):
+        for w in range(lo, words):
+            x = int(s[w])
+            for lane in range(64):
+                if (x >> lane) & 1:
+                    want[w * 64 + lane] += m
+    return [v % (1 << np_) for v in want]
+
+
 def _encode(counts: list[int], np_: int) -> np.ndarray[Any, Any]:
     words = len(counts) // 64
     planes = np.zeros(words * np_, np.uint64)
@@ -72,15 +92,7 @@ def test_dense_adds_are_sums_mod_two_to_the_planes(
     sets = [rng.integers(0, FULL, words, dtype=np.uint64, endpoint=True) for _ in mults]
     start = rng.integers(0, FULL, words * np_, dtype=np.uint64, endpoint=True)
     lo = int(rng.integers(0, words + 1))
-    base = _counts(start, np_, words)
-    want = list(base)
-    for s, m in zip(sets, mults, strict=True):
-        for w in range(lo, words):
-            x = int(s[w])
-            for lane in range(64):
-                if (x >> lane) & 1:
-                    want[w * 64 + lane] += m
-    want = [v % (1 << np_) for v in want]
+    want = _summed(start, np_, words, sets, mults, lo)
     for csa in (False, True):
         planes = np.concatenate([start, np.full(3, 0xABCD, np.uint64)])  # guard words
         c.bits_add_dense(planes, np_, lo, words, sets, mults, csa)
@@ -418,14 +430,7 @@ def test_carry_save_with_planes_in_registers_and_word_maxima(
     sets = [rng.integers(0, FULL, words + longer, dtype=np.uint64, endpoint=True) for _ in mults]
     start = rng.integers(0, FULL, words * np_, dtype=np.uint64, endpoint=True)
     lo = int(rng.integers(0, words + 1))
-    want = _counts(start, np_, words)
-    for s, m in zip(sets, mults, strict=True):
-        for w in range(lo, words):
-            x = int(s[w])
-            for lane in range(64):
-                if (x >> lane) & 1:
-                    want[w * 64 + lane] += m
-    want = [v % (1 << np_) for v in want]
+    want = _summed(start, np_, words, sets, mults, lo)
     planes = np.concatenate([start, np.full(3, 0xABCD, np.uint64)])
     with_max = np_ <= 16
     wmax = np.full(words + 2, 7777, np.uint16) if with_max else None
