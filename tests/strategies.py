@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -10,6 +11,29 @@ from hypothesis import strategies as st
 from actormem import MemoryCategory, MemoryEntry
 
 BASE_TIME = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _examples_scale() -> float:
+    raw = os.environ.get("ACTORMEM_EXAMPLES_SCALE", "1")
+    try:
+        scale = float(raw)
+    except ValueError:
+        scale = -1.0
+    if not 0 < scale <= 100:
+        raise ValueError(f"ACTORMEM_EXAMPLES_SCALE must be a number in (0, 100], not {raw!r}")
+    return scale
+
+
+#: Multiplies the example counts of the tests that use :func:`examples`: the
+#: AddressSanitizer run of the kernel tests (``stress/asan_kernels.sh``) sets it below 1,
+#: since an example costs several times more there and the same tests run with their
+#: full counts in the plain suite just before.
+EXAMPLES_SCALE = _examples_scale()
+
+
+def examples(count: int) -> int:
+    """``count`` Hypothesis examples scaled by ``ACTORMEM_EXAMPLES_SCALE`` (at least 1)."""
+    return max(1, round(count * EXAMPLES_SCALE))
 
 # A small vocabulary with overlaps (substrings, case, non-ASCII, punctuation) so that
 # queries match often and in tricky ways.

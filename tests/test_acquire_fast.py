@@ -30,6 +30,7 @@ from actormem._index.substring import SubstringVocab
 from actormem._index.wordoverlap import ccore
 from actormem._index.wordoverlap import knobs as wo_knobs
 
+from .strategies import examples
 from .test_storepath import _structures, texts
 
 core = pytest.mark.skipif(
@@ -59,7 +60,7 @@ def _texts_of(draw_tokens: list[list[str]]) -> list[str]:
 
 
 @core
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.lists(st.lists(_TOKENS, max_size=6), max_size=16),
     st.lists(st.tuples(st.integers(0, 16), _SHORT), max_size=4),
@@ -103,7 +104,7 @@ def test_acquire_fast_leaves_the_key_set_paths_structures(
 
 
 @core
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.lists(texts() | st.text("ab \t\u2003é", max_size=12), max_size=24))
 def test_acquire_fast_is_the_python_vocabulary(lows: list[str]) -> None:
     lows = [t.lower() for t in lows]
@@ -168,7 +169,7 @@ def test_untrack_knob(untrack: bool) -> None:
 
 
 @pytest.mark.skipif(textfold._fold_hash_direct is None, reason="the core is not built")
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(st.text() | st.text("aBß İΣσς ǅ\u00a0\u2003\u0130ﬁ\t\n", max_size=30))
 def test_fold_hash_direct_is_fold_hash(text: str) -> None:
     assert textfold._fold_hash_direct is not None
@@ -207,7 +208,7 @@ def _relevance_lists(state: MemoryState) -> tuple[Any, ...]:
     return ([list(map(id, x)) for x in rel._lists], rel._keys, rel._maxes, rel._len)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     st.lists(
         st.lists(st.tuples(st.sampled_from([1.0, 0.5, 0.25]), st.booleans()), max_size=12),

@@ -34,6 +34,7 @@ from actormem._index.scoring import drain
 from actormem._record import NEVER, Record
 
 from .fallback import one_entry_run
+from .strategies import examples
 from .test_bm25 import FakeView, brute_force, entry
 
 pytestmark = pytest.mark.skipif(
@@ -327,7 +328,7 @@ class CoreAgrees(OwnerHistory):
 @pytest.mark.usefixtures("small_knobs")
 def test_core_and_reference_agree_on_every_query() -> None:
     run = CoreAgrees.TestCase()
-    run.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
+    run.settings = settings(max_examples=examples(60), stateful_step_count=40, deadline=None)
     run.runTest()
 
 
@@ -693,7 +694,7 @@ EDGE_RARE = [f"r{i}" for i in range(60)]
 EDGE_ROOMS = [5e-324, 1e-12, 0.5, 0.8, math.nextafter(1.0, 0.0), 1.0]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     room=st.sampled_from(EDGE_ROOMS),
     name=st.sampled_from(sorted(scorers())),

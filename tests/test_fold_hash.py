@@ -17,6 +17,8 @@ from actormem import MemoryCategory, MemoryEntry, WordOverlapScorer
 from actormem._engine.state import MemoryState, _dupkey, _dupkey_hashed
 from actormem._index import kernels, textfold
 
+from .strategies import examples
+
 needs_core = pytest.mark.skipif(
     not kernels.WO_CORE_AVAILABLE, reason="the word-overlap core is not built"
 )
@@ -24,7 +26,7 @@ TEXTS = st.text(st.sampled_from(string.printable + "\x1c\x85\xa0\u2003ßẞKkſ�
 
 
 @needs_core
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(TEXTS)
 def test_fold_hash_is_its_reference(text: str) -> None:
     from actormem._index import _cwordoverlap as c
@@ -36,7 +38,7 @@ def test_fold_hash_is_its_reference(text: str) -> None:
 
 
 @needs_core
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(TEXTS, TEXTS)
 def test_equal_folds_hash_equal(a: str, b: str) -> None:
     for x, y in ((a, b), (a, a.upper()), (a, " \t".join(a.split())), (a, a.casefold())):
@@ -61,7 +63,7 @@ def test_c_refuses_a_non_str() -> None:
         c.fold_hash(b"abc")
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(st.lists(st.sampled_from(["A b", "a  B", "Straße", "STRASSE", "x", "X\t"]), max_size=12))
 def test_states_keyed_either_way_group_alike(texts: list[str]) -> None:
     states = {}

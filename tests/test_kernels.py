@@ -36,6 +36,7 @@ from actormem._index.scoring import drain
 from actormem._index.wordoverlap import knobs as wo_knobs
 
 from .fallback import one_entry_run
+from .strategies import examples
 
 pytestmark = pytest.mark.skipif(not kernels.AVAILABLE, reason="the C extension is not built")
 
@@ -57,7 +58,7 @@ def _lists(groups: list[int], tfs: list[int]) -> tuple[array[int], array[int]]:
     return array("i", groups), array("B" if max(tfs) < 256 else "i", tfs)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     post=postings,
     seed=st.integers(0, 2**32 - 1),
@@ -107,7 +108,7 @@ def test_accumulate_equals_numpy(
     assert c_hot[:got].tolist() == hot.tolist()
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     post=postings,
     seed=st.integers(0, 2**32 - 1),
@@ -150,7 +151,7 @@ def test_refine_and_bound_equal_numpy(
     )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), norm=st.floats(0.01, 5), theta=st.floats(-1, 3))
 def test_exact_and_keep_equal_python(seed: int, norm: float, theta: float) -> None:
     rng = np.random.default_rng(seed)
@@ -188,7 +189,7 @@ def test_exact_and_keep_equal_python(seed: int, norm: float, theta: float) -> No
     assert out[:got].tolist() == nums[3:][acc[nums[3:]] * (1.0 + 1e-9) + 0.25 >= theta].tolist()
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     seed=st.integers(0, 2**32 - 1),
     dtype=st.sampled_from([np.uint8, np.uint16, np.int64]),
@@ -222,7 +223,7 @@ def test_counting_equals_numpy(seed: int, dtype: Any, words: int) -> None:
     assert marked.tolist() == want.tolist()
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     texts=st.lists(st.text(alphabet="ab \u00e9\U0001f600x", max_size=12), min_size=1, max_size=9),
     word=st.text(alphabet="ab\u00e9\U0001f600", min_size=1, max_size=3),
@@ -235,7 +236,7 @@ def test_scan_equals_the_text_tests(texts: list[str], word: str, lo: int, span: 
     assert kernels.wo_scan(texts, lo, lo + span, mod, word) == want
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     lists=st.lists(st.lists(st.integers(0, 99), min_size=1, max_size=20), max_size=6),
     n=st.integers(0, 100),
@@ -498,5 +499,5 @@ class TwoPaths(RuleBasedStateMachine):
 @pytest.mark.usefixtures("small_knobs")
 def test_kernels_and_reference_agree_on_every_query() -> None:
     run = TwoPaths.TestCase()
-    run.settings = settings(max_examples=40, stateful_step_count=30, deadline=None)
+    run.settings = settings(max_examples=examples(40), stateful_step_count=30, deadline=None)
     run.runTest()

@@ -35,6 +35,7 @@ from actormem._index.wordoverlap import knobs as wo_knobs
 from actormem._record import Access
 from actormem._storage import sqlite_format
 
+from .strategies import examples
 from .test_storepath import _structures, texts
 
 core = pytest.mark.skipif(
@@ -43,7 +44,7 @@ core = pytest.mark.skipif(
 
 
 @core
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.lists(texts() | st.text("ab \t\u2003é", max_size=12), max_size=24),
     st.lists(st.integers(0, 6), max_size=8),
@@ -290,7 +291,7 @@ def test_two_paths_agree(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(wo_knobs, "_MASK_BATCH", 3)
     monkeypatch.setattr(wo_knobs, "_RENUMBER_MIN", 4)
     run = TwoPaths.TestCase()
-    run.settings = settings(max_examples=80, stateful_step_count=30, deadline=None)
+    run.settings = settings(max_examples=examples(80), stateful_step_count=30, deadline=None)
     run.runTest()
 
 
@@ -301,7 +302,7 @@ def test_store_many_without_the_core_agrees(monkeypatch: pytest.MonkeyPatch) -> 
     kernels.WO_CORE = False
     try:
         run = TwoPaths.TestCase()
-        run.settings = settings(max_examples=15, stateful_step_count=20, deadline=None)
+        run.settings = settings(max_examples=examples(15), stateful_step_count=20, deadline=None)
         run.runTest()
     finally:
         kernels.WO_CORE = saved
@@ -310,7 +311,7 @@ def test_store_many_without_the_core_agrees(monkeypatch: pytest.MonkeyPatch) -> 
 # -- the durable row ------------------------------------------------------------------
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     ident=st.integers(0, (1 << 128) - 1),
     count=st.sampled_from([0, 3, 2**63 - 1]),

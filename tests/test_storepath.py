@@ -26,6 +26,8 @@ from actormem._index import kernels, textfold
 from actormem._index.substring import SubstringVocab
 from actormem._index.wordoverlap import ccore
 
+from .strategies import examples
+
 needs_core = pytest.mark.skipif(
     not kernels.WO_CORE_AVAILABLE, reason="the word-overlap core is not built"
 )
@@ -108,7 +110,7 @@ def test_c_store_path_checks_memory_safety_itself() -> None:
 ASCII = st.text(st.sampled_from(string.printable + "\x00\x1c\x1d\x1e\x1f\x7f\x0b\x0c"))
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(ASCII | st.text())
 def test_fold_is_casefold_split_join(text: str) -> None:
     want = " ".join(text.casefold().split())

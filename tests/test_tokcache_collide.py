@@ -27,6 +27,8 @@ from actormem._index import kernels
 from actormem._index.substring import SubstringVocab
 from actormem._index.wordoverlap import ccore
 
+from .strategies import examples
+
 pytestmark = pytest.mark.skipif(
     not kernels.WO_CORE_AVAILABLE, reason="the word-overlap core is not built"
 )
@@ -146,7 +148,7 @@ class Collisions(RuleBasedStateMachine):
 
 def test_collisions() -> None:
     run = Collisions.TestCase()
-    run.settings = settings(max_examples=80, stateful_step_count=40, deadline=None)
+    run.settings = settings(max_examples=examples(80), stateful_step_count=40, deadline=None)
     run.runTest()
 
 

@@ -28,7 +28,7 @@ from actormem._index.persist import dump_index
 from actormem._index.wordoverlap import knobs as wo_knobs
 from actormem._record import NEVER
 
-from .strategies import BASE_TIME
+from .strategies import BASE_TIME, examples
 from .test_tokcache_collide import LONG, SHORT
 
 pytestmark = pytest.mark.skipif(
@@ -145,5 +145,5 @@ class Lifecycle(RuleBasedStateMachine):
 def test_lifecycle(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(wo_knobs, "_RENUMBER_MIN", 4)
     run = Lifecycle.TestCase()
-    run.settings = settings(max_examples=40, stateful_step_count=30, deadline=None)
+    run.settings = settings(max_examples=examples(40), stateful_step_count=30, deadline=None)
     run.runTest()

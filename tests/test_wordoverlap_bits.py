@@ -32,6 +32,8 @@ from actormem._index.substring import SubstringVocab
 from actormem._index.wordoverlap import ccore, word_overlap_score
 from actormem._index.wordoverlap import knobs as wo_knobs
 
+from .strategies import examples
+
 pytestmark = pytest.mark.skipif(
     not kernels.WO_CORE_AVAILABLE, reason="the word-overlap core is not built"
 )
@@ -75,7 +77,7 @@ sets_st = st.lists(
 )
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=examples(120), deadline=None)
 @given(
     n=st.integers(0, 320),
     sets=sets_st,
@@ -165,7 +167,7 @@ def _planes_count_as_numpy(
                 assert out[:got].tolist() == expect
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     n=st.integers(0, 300), gids=st.lists(st.integers(-2, 310), max_size=80), bit=st.integers(0, 63)
 )
@@ -206,7 +208,7 @@ def test_a_long_query_carries_through_every_plane(
     assert [bp.count(g) for g in range(n)] == want
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     np_=st.integers(1, ccore.MAX_PLANES),
     words=st.integers(0, 5),
@@ -425,7 +427,7 @@ class BitsAndBytes(RuleBasedStateMachine):
 
 def test_bits_and_bytes_agree() -> None:
     run = BitsAndBytes.TestCase()
-    run.settings = settings(max_examples=30, stateful_step_count=20, deadline=None)
+    run.settings = settings(max_examples=examples(30), stateful_step_count=20, deadline=None)
     run.runTest()
 
 
@@ -447,7 +449,7 @@ def small_knobs() -> Iterator[None]:
 @pytest.mark.usefixtures("small_knobs")
 def test_bits_and_bytes_agree_in_small_slices() -> None:
     run = BitsAndBytes.TestCase()
-    run.settings = settings(max_examples=20, stateful_step_count=20, deadline=None)
+    run.settings = settings(max_examples=examples(20), stateful_step_count=20, deadline=None)
     run.runTest()
 
 
@@ -489,14 +491,14 @@ class CountsOldAndNew(BitsAndBytes):
 
 def test_counts_old_and_new_agree() -> None:
     run = CountsOldAndNew.TestCase()
-    run.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
+    run.settings = settings(max_examples=examples(40), stateful_step_count=25, deadline=None)
     run.runTest()
 
 
 @pytest.mark.usefixtures("small_knobs")
 def test_counts_old_and_new_agree_in_small_slices() -> None:
     run = CountsOldAndNew.TestCase()
-    run.settings = settings(max_examples=20, stateful_step_count=25, deadline=None)
+    run.settings = settings(max_examples=examples(20), stateful_step_count=25, deadline=None)
     run.runTest()
 
 
@@ -528,13 +530,13 @@ class SmallOldAndNewAtOnce(SmallOldAndNew):
 
 def test_small_old_and_new_agree() -> None:
     run = SmallOldAndNew.TestCase()
-    run.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
+    run.settings = settings(max_examples=examples(40), stateful_step_count=25, deadline=None)
     run.runTest()
 
 
 def test_small_old_and_new_agree_every_group_at_once() -> None:
     run = SmallOldAndNewAtOnce.TestCase()
-    run.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
+    run.settings = settings(max_examples=examples(40), stateful_step_count=25, deadline=None)
     run.runTest()
 
 
@@ -542,7 +544,7 @@ def test_small_old_and_new_agree_every_group_at_once() -> None:
 def test_small_old_and_new_agree_in_small_slices() -> None:
     # _VISIT = 4: the flat ranking's groups in several parts and batches.
     run = SmallOldAndNew.TestCase()
-    run.settings = settings(max_examples=20, stateful_step_count=25, deadline=None)
+    run.settings = settings(max_examples=examples(20), stateful_step_count=25, deadline=None)
     run.runTest()
 
 
@@ -611,7 +613,7 @@ class MemoAndNot(BitsAndBytes):
 
 def test_memo_and_no_memo_agree() -> None:
     run = MemoAndNot.TestCase()
-    run.settings = settings(max_examples=60, stateful_step_count=25, deadline=None)
+    run.settings = settings(max_examples=examples(60), stateful_step_count=25, deadline=None)
     run.runTest()
 
 
@@ -620,7 +622,7 @@ def test_memo_and_no_memo_agree_in_small_slices(monkeypatch: pytest.MonkeyPatch)
     # Two words per generation: the memo's generations turn over all the time.
     monkeypatch.setattr(wo_knobs, "_MEMO_WORDS", 2)
     run = MemoAndNot.TestCase()
-    run.settings = settings(max_examples=20, stateful_step_count=25, deadline=None)
+    run.settings = settings(max_examples=examples(20), stateful_step_count=25, deadline=None)
     run.runTest()
 
 

@@ -31,6 +31,7 @@ from actormem._index.wordoverlap import ccore
 from actormem._index.wordoverlap import knobs as wo_knobs
 
 from .fallback import one_entry_run
+from .strategies import examples
 
 pytestmark = pytest.mark.skipif(
     not kernels.WO_CORE_AVAILABLE, reason="the word-overlap core is not built"
@@ -183,14 +184,14 @@ class CoreAndPython(RuleBasedStateMachine):
 
 def test_core_and_python_agree() -> None:
     run = CoreAndPython.TestCase()
-    run.settings = settings(max_examples=50, stateful_step_count=30, deadline=None)
+    run.settings = settings(max_examples=examples(50), stateful_step_count=30, deadline=None)
     run.runTest()
 
 
 @pytest.mark.usefixtures("small_knobs")
 def test_core_and_python_agree_in_small_slices() -> None:
     run = CoreAndPython.TestCase()
-    run.settings = settings(max_examples=40, stateful_step_count=30, deadline=None)
+    run.settings = settings(max_examples=examples(40), stateful_step_count=30, deadline=None)
     run.runTest()
 
 

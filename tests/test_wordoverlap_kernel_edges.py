@@ -23,6 +23,8 @@ from hypothesis import strategies as st
 from actormem._index import kernels
 from actormem._index.wordoverlap import ccore
 
+from .strategies import examples
+
 pytestmark = pytest.mark.skipif(
     not kernels.WO_CORE_AVAILABLE, reason="the word-overlap core is not built"
 )
@@ -77,7 +79,7 @@ def _encode(counts: list[int], np_: int) -> np.ndarray[Any, Any]:
     return planes
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     np_=st.integers(1, 32),
     words=st.integers(0, 3),
@@ -100,7 +102,7 @@ def test_dense_adds_are_sums_mod_two_to_the_planes(
         assert planes[words * np_ :].tolist() == [0xABCD] * 3
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(
     n=st.integers(0, 200),
     np_=st.integers(1, 16),
@@ -184,7 +186,7 @@ def test_arrays_c_refuses() -> None:
     assert planes.tolist() == [0] * 6
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     n=st.integers(0, 200),
     lo=st.integers(0, 200),
@@ -210,7 +212,7 @@ def test_masks_to_bits_in_any_range(n: int, lo: int, width: int, bit: int, seed:
     assert [int(x) for x in out] == want
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     n=st.integers(0, 200),
     lo=st.integers(0, 200),
@@ -269,7 +271,7 @@ def test_masks_to_rows_refused_before_c() -> None:
             bad()
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     nums=st.lists(st.integers(-3, 300), max_size=120),
     n=st.integers(0, 290),
@@ -407,7 +409,7 @@ def test_a_huge_n_is_refused_by_c_itself() -> None:
     assert one.tolist() == [0]
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=examples(120), deadline=None)
 @given(
     np_=st.integers(1, 32),
     words=st.integers(0, 4),
