@@ -610,9 +610,9 @@ def test_visit_and_chunk_maxima_refuse_bad_arguments() -> None:
         c.visit_heap(idx, rel, seq, 0.1, None, False, 0.0, 0, heap[:7])
     assert ccore.visit_heap(idx, rel, seq, 0.1, None, None, heap) == 2
     for m, k in ((3, 1), (-1, 1), (1, -1)):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="m"):
             ccore.visit_pop(heap, m, k)
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="out of range"):
             c.visit_pop(heap, m, k)
     assert ccore.visit_pop(heap, 2, 5) == ([(0, 0.1 + 0.1, 0, 0.1), (2, 0.1 + 0.1, 0, 0.1)], 0)
     n = 300
@@ -622,15 +622,61 @@ def test_visit_and_chunk_maxima_refuse_bad_arguments() -> None:
     wmax = np.array([1, 5, 2, 0, 7], np.uint16)
     bp.set_word_maxima(wmax)
     for chunk in (0, 65, -64):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="multiple of 64"):
             bp.maxima_of_chunks(chunk)
     assert bp.maxima_of_chunks(64) == [1, 5, 2, 0, 7]
     assert bp.maxima_of_chunks(128) == [5, 2, 7]
     assert bp.maxima_of_chunks(1 << 18) == [7]
     for words, per in ((6, 1), (-1, 1), (5, 0)):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="out of range"):
             c.wmax_chunks(wmax, words, per)
     assert c.wmax_chunks(wmax, 4, 3) == [5, 0]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    n=st.integers(0, 700),
+    counts=st.lists(st.integers(0, 7), min_size=700, max_size=700),
+    c=st.integers(0, 9),
+    chunk=st.sampled_from([64, 128, 256]),
+    room=st.integers(0, 300),
+    data=st.data(),
+)
+def test_select_chunks_as_select(
+    n: int, counts: list[int], c: int, chunk: int, room: int, data: st.DataObject
+) -> None:
+    # BitPlanes.select_chunks against select per chunk: the same groups, whole chunks
+    # per call, a chunk that does not fit left for the next call.
+    words = ccore.words_of(n)
+    planes = np.zeros(max(1, words) * 3, np.uint64)
+    for g in range(n):
+        for j in range(3):
+            if counts[g] >> j & 1:
+                planes[(g >> 6) * 3 + j] |= np.uint64(1 << (g & 63))
+    bp = ccore.BitPlanes(planes, 3, n)
+    wmax = np.zeros(max(1, words), np.uint16)
+    bp.set_word_maxima(wmax)
+    if words:
+        bp.word_maxima(0, words)
+    chunks = list(range(0, max(n, 1), chunk))
+    starts = data.draw(st.lists(st.sampled_from(chunks), unique=True).map(sorted))
+    full = np.zeros(chunk, np.int64)
+    want = []
+    for start in starts:
+        want += full[: bp.select(c, start, start + chunk, full)].tolist()
+    out = np.full(chunk + room, -7, np.int64)
+    got, at = [], 0
+    while at < len(starts):
+        k, done = bp.select_chunks(c, starts[at:], chunk, out)
+        assert done > 0 or not starts[at:]
+        got += out[:k].tolist()
+        at += done
+    assert got == want
+    with pytest.raises(ValueError, match="out too short"):
+        bp.select_chunks(c, starts, chunk, out[: chunk - 1])
+    for bad in ([1], [-chunk]):
+        with pytest.raises(ValueError, match="multiple"):
+            bp.select_chunks(c, bad, chunk, out)
 
 
 class SmallOldAndNew(CountsOldAndNew):

@@ -3197,6 +3197,81 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(bits_select_chunks_doc,
+"bits_select_chunks(planes, np, c, starts, chunk, n, out, wmax) -> (int, int)\n\n"
+"bits_select of the chunks of `chunk` groups (a multiple of 64) from each of starts (a\n"
+"list of ints, multiples of chunk) in turn, into out (int64) one after the other while\n"
+"a chunk's groups fit: (groups written, chunks done). A chunk that does not fit is left\n"
+"whole for the next call (the first always fits when len(out) >= chunk). wmax: the\n"
+"words' largest counts (uint16, over n groups). O(chunks * chunk / 64 + words read * np).");
+
+static PyObject *
+bits_select_chunks(PyObject *self, PyObject *args)
+{
+    PyObject *o_p, *o_s, *o_out, *o_w;
+    Py_ssize_t np, chunk, n;
+    unsigned long long c;
+    if (!PyArg_ParseTuple(args, "OnKO!nnOO", &o_p, &np, &c, &PyList_Type, &o_s, &chunk, &n,
+                          &o_out, &o_w)) {
+        return NULL;
+    }
+    if (n < 0 || chunk <= 0 || chunk % 64) {
+        PyErr_SetString(PyExc_ValueError, "chunk/n out of range");
+        return NULL;
+    }
+    Py_buffer pb, ob, wb;
+    PyObject *result = NULL;
+    if (get(o_w, &wb, K_U16, 0, "wmax") < 0) return NULL;
+    if (LEN(wb) < NWORDS(n)) {
+        PyErr_SetString(PyExc_ValueError, "wmax too short");
+        goto e1;
+    }
+    if (get_planes(o_p, &pb, np, NWORDS(n), 0) < 0) goto e1;
+    if (get(o_out, &ob, K_I64, 1, "out") < 0) goto e2;
+    {
+        const uint64_t *p = pb.buf;
+        const uint16_t *wmax = wb.buf;
+        int64_t *out = ob.buf;
+        Py_ssize_t room = LEN(ob), k = 0, done = 0, chunks = PyList_GET_SIZE(o_s);
+        int pn = (int)np;
+        for (; done < chunks; done++) {
+            Py_ssize_t glo = PyLong_AsSsize_t(PyList_GET_ITEM(o_s, done));
+            if (glo == -1 && PyErr_Occurred()) goto done;
+            if (glo < 0 || glo % chunk) {
+                PyErr_SetString(PyExc_ValueError, "a start not a multiple of chunk");
+                goto done;
+            }
+            Py_ssize_t ghi = glo < n - chunk ? glo + chunk : n, k0 = k;
+            if (glo >= ghi || !(pn >= 64 || (c >> pn) == 0)) continue;
+            for (Py_ssize_t w = glo >> 6; w <= (ghi - 1) >> 6; w++) {
+                if (wmax[w] < c) continue;
+                const uint64_t *pw = p + w * np;
+                uint64_t eq = below_n(w, ghi);
+                for (int j = 0; eq && j < pn; j++) {
+                    eq &= ((c >> j) & 1) ? pw[j] : ~pw[j];
+                }
+                if (k + __builtin_popcountll(eq) > room) {
+                    k = k0;  /* this chunk whole in the next call */
+                    goto full;
+                }
+                while (eq) {
+                    out[k++] = (int64_t)(w * 64 + __builtin_ctzll(eq));
+                    eq &= eq - 1;
+                }
+            }
+        }
+    full:
+        result = Py_BuildValue("(nn)", k, done);
+    }
+done:
+    PyBuffer_Release(&ob);
+e2:
+    PyBuffer_Release(&pb);
+e1:
+    PyBuffer_Release(&wb);
+    return result;
+}
+
 /* ------------------------------------------------------------------ module */
 
 static PyMethodDef methods[] = {
@@ -3227,6 +3302,7 @@ static PyMethodDef methods[] = {
     {"visit_heap", visit_heap, METH_VARARGS, visit_heap_doc},
     {"visit_pop", visit_pop, METH_VARARGS, visit_pop_doc},
     {"wmax_chunks", wmax_chunks, METH_VARARGS, wmax_chunks_doc},
+    {"bits_select_chunks", bits_select_chunks, METH_VARARGS, bits_select_chunks_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -566,6 +566,31 @@ class BitPlanes:
         )
         return got
 
+    def select_chunks(
+        self, c: int, starts: list[int], chunk: int, out: np.ndarray[Any, Any]
+    ) -> tuple[int, int]:
+        """:meth:`select` of the chunks of ``chunk`` groups (a positive multiple of 64)
+        from each of ``starts`` (multiples of ``chunk``) in turn, into ``out`` (int64)
+        one after the other while a chunk's groups fit, read through the word maxima
+        (:meth:`set_word_maxima`, written for every word by then): ``(groups written,
+        chunks done)``; a chunk that does not fit is left whole for the next call (the
+        first always fits when ``out`` holds ``chunk``). O(chunks * chunk / 64 + words
+        read * np_).
+
+        Raises:
+            ValueError: No word maxima, a bad ``chunk`` or start, or ``out`` shorter
+                than ``chunk``.
+        """
+        _need(self._wmax is not None, "set_word_maxima first")
+        _need(type(c) is int and 0 <= c < 1 << 63, "c must be an int >= 0")
+        _need(type(chunk) is int and chunk > 0 and chunk % 64 == 0, "chunk: a multiple of 64")
+        _need(type(starts) is list, "starts must be a list")
+        _need(kernels._array_of("out", out, _I64, writable=True) >= chunk, "out too short")
+        got: tuple[int, int] = self._c.bits_select_chunks(
+            self._planes, self._np, c, starts, chunk, self._n, out, self._wmax
+        )
+        return got
+
     def count(self, g: int) -> int:
         """The count of group ``g``. O(np_).
 

@@ -251,15 +251,21 @@ class WordOverlapSearch:
             return
         yield
         batch = max(limit, 32)
+        # The loop of _visit with its counters local: the heap only fills (never
+        # shrinks) within a retrieve, and progress[0] is written back at each yield
+        # and return (the same yields).
+        step, done, full = knobs._STEP, progress[0], len(heap) == limit
         while m:
             picked, m = ccore.visit_pop(room, m, batch)
             for g, bound, mseq, gpart in picked:
-                progress[0] += 1
-                if not progress[0] % knobs._STEP:
+                done += 1
+                if not done % step:
+                    progress[0] = done
                     yield
-                if len(heap) == limit:
+                if full:
                     worst = heap[0]
                     if bound < worst[0] or (bound == worst[0] and mseq > -worst[1]):
+                        progress[0] = done
                         return  # neither this group nor any later one can enter
                 item = glist[g]
                 if item is None:
@@ -268,19 +274,23 @@ class WordOverlapSearch:
                 # replaces it whole.
                 recs = item.recs if type(item) is _Group else (item,)
                 for rec in recs:
-                    progress[0] += 1
-                    if not progress[0] % knobs._STEP:
+                    done += 1
+                    if not done % step:
+                        progress[0] = done
                         yield
                     # combine_word_overlap(rel, c, n_words, False), term by term.
                     score = ((0.5 * rec.entry.relevance + gpart) + 0.0) + 0.1
-                    if len(heap) == limit:
+                    if full:
                         worst = heap[0]
                         if score < worst[0] or (score == worst[0] and rec.seq > -worst[1]):
                             continue
                     if rec not in tagged and admitted(rec):
                         push(rec, score)
+                        full = len(heap) == limit
+            progress[0] = done
             batch *= 4
             yield
+        progress[0] = done
 
     def top_k_steps(
         self,
@@ -586,9 +596,17 @@ class WordOverlapSearch:
             got = bp.select(c, start, start + chunk, found_buf)
             return found_buf[:got].copy()
 
+        def select_many(c: int, starts: list[int]) -> list[np.ndarray[Any, Any]]:
+            found, at = [], 0
+            while at < len(starts):  # as many whole chunks as found_buf holds, a call
+                got, done = bp.select_chunks(c, starts[at:], chunk, found_buf)
+                found.append(found_buf[:got].copy())
+                at += done
+            return found
+
         result = yield from self._rank_steps(
             view, n_words, limit, accept, min_matched, tagged, max_rel, at_start, tops, select,
-            bp.count,
+            bp.count, select_many=select_many if by_words and knobs._VISIT_C else None,
         )  # fmt: skip
         e.scratch.give(found_buf, chunk)
         words_cap = ccore.words_of(len(e.maxrel))
@@ -677,6 +695,7 @@ class WordOverlapSearch:
         select: Callable[[int, int], np.ndarray[Any, Any]],
         count_of: Callable[[int], int],
         flat: np.ndarray[Any, Any] | None = None,
+        select_many: Callable[[int, list[int]], list[np.ndarray[Any, Any]]] | None = None,
     ) -> Generator[None, None, list[tuple[float, Record]]]:
         """The top ``limit`` from the matched-word counts of every group of the numbering
         (``at_start``: its group list, bounds below ``n`` and text dict as the retrieve
@@ -687,7 +706,9 @@ class WordOverlapSearch:
         the chunk from ``start``, as an array), last the entries that match no word, in
         descending relevance. ``count_of(g)``: group ``g``'s count. ``flat`` (the
         counts as an array, or None): the groups of every count visited at once, by
-        bound (:meth:`_rank_flat`), instead of count by count. Whatever the counts'
+        bound (:meth:`_rank_flat`), instead of count by count. ``select_many(c,
+        starts)`` (or None): the groups of count ``c`` in the chunks from ``starts`` as
+        a few arrays, in fewer calls than ``select`` per chunk. Whatever the counts'
         form, the same counts give the same top-k, scores and ties. O(groups visited),
         in bounded steps."""
         version = view.version
@@ -734,11 +755,16 @@ class WordOverlapSearch:
             pending: list[np.ndarray[Any, Any]] = []
             size = 0
             starts = [start for start, most in tops if most >= c]
-            for k, start in enumerate(starts):
-                found = select(c, start)
+            founds: Any
+            if select_many is not None and starts:
+                founds = select_many(c, starts)
+            else:
+                founds = map(select, itertools.repeat(c), starts)
+            total = len(founds) if type(founds) is list else len(starts)
+            for k, found in enumerate(founds):
                 pending.append(found)
                 size += len(found)
-                if size < knobs._VISIT and k + 1 < len(starts):
+                if size < knobs._VISIT and k + 1 < total:
                     continue
                 yield
                 idx = pending[0] if len(pending) == 1 else np.concatenate(pending)
