@@ -470,10 +470,10 @@ class CountsOldAndNew(BitsAndBytes):
     #: short words' sets read from the owner's rows; both memories keep the rows, made
     #: with the knob on), _JOIN_IN_PLACE, _BITSET_FROM (a set from n / 64 groups
     #: cached as a bitset, beside _DENSE_BITS of 32; with the small slices' 4, below),
-    #: _CSA_REGS.
+    #: _CSA_REGS, _VISIT_C.
     KNOBS = {
-        True: (True, 128, True, 3, True, True, 64, True),
-        False: (False, 0, False, 0, False, False, 0, False),
+        True: (True, 128, True, 3, True, True, 64, True, True),
+        False: (False, 0, False, 0, False, False, 0, False, False),
     }
     NAMES = wo_knobs._QUERY_KNOBS
 
@@ -500,6 +500,185 @@ def test_counts_old_and_new_agree_in_small_slices() -> None:
     run = CountsOldAndNew.TestCase()
     run.settings = settings(max_examples=examples(20), stateful_step_count=25, deadline=None)
     run.runTest()
+
+
+class VisitOldAndNew(CountsOldAndNew):
+    """The same machine, two memories counting in bit planes with every other knob on:
+    one ordering each count's groups in C (``knobs._VISIT_C``), one with numpy, the
+    reference."""
+
+    KNOBS = {True: (True, 0), False: (False, 0)}
+    NAMES = ("_VISIT_C", "_BITS_MIN")
+
+
+class VisitOldAndNewInBytes(CountsOldAndNew):
+    """:class:`VisitOldAndNew` over byte counts, the highest counts' groups ranked at
+    once by bound (``knobs._RANK_FLAT``: a score part per group), then count by count
+    (``_RANK_FLAT_GROUPS`` 3)."""
+
+    KNOBS = {True: (True, 1 << 15, 0, 1 << 15, 3), False: (False, 1 << 15, 0, 1 << 15, 3)}
+    NAMES = ("_VISIT_C", "_BITS_MIN", "_BITS_MIN_WORDS", "_RANK_FLAT", "_RANK_FLAT_GROUPS")
+
+
+@pytest.mark.parametrize("machine", [VisitOldAndNew, VisitOldAndNewInBytes])
+def test_visit_in_c_and_numpy_agree(machine: type[CountsOldAndNew]) -> None:
+    run = machine.TestCase()
+    run.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
+    run.runTest()
+
+
+@pytest.mark.usefixtures("small_knobs")
+@pytest.mark.parametrize("machine", [VisitOldAndNew, VisitOldAndNewInBytes])
+def test_visit_in_c_and_numpy_agree_in_small_slices(machine: type[CountsOldAndNew]) -> None:
+    # _VISIT = 4, _STEP = 2: every count's groups in several parts, batches and yields.
+    run = machine.TestCase()
+    run.settings = settings(max_examples=20, stateful_step_count=25, deadline=None)
+    run.runTest()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    rels=st.lists(st.sampled_from([0.0, 0.25, 0.5, 0.7, 1.0, 1e-300]), min_size=1, max_size=60),
+    seqs=st.lists(st.integers(-5, 40), min_size=60, max_size=60),
+    pick=st.lists(st.integers(0, 59), max_size=80),
+    part=st.sampled_from([0.0, 0.1, 0.4 / 3, 0.4]),
+    own_parts=st.booleans(),
+    kth=st.one_of(
+        st.none(), st.tuples(st.sampled_from([0.1, 0.35, 0.5, 0.6, 2.0]), st.integers(-5, 40))
+    ),
+    batches=st.lists(st.integers(0, 7), min_size=1, max_size=30),
+)
+def test_visit_heap_orders_as_numpy(
+    rels: list[float],
+    seqs: list[int],
+    pick: list[int],
+    part: float,
+    own_parts: bool,
+    kth: tuple[float, int] | None,
+    batches: list[int],
+) -> None:
+    # ccore.visit_heap/visit_pop against the numpy path's bounds, filter and lexsort.
+    maxrel = np.array(rels, np.float64)
+    minseq = np.array(seqs[: len(rels)], np.int64)
+    idx = np.array([g % len(rels) for g in pick], np.int64)
+    parts = (np.arange(len(idx)) % 3) * np.float64(0.4 / 7) if own_parts else None
+    bounds = ((0.5 * maxrel[idx] + (parts if parts is not None else part)) + 0.0) + 0.1
+    order = [
+        (float(b), int(s), int(g), float(parts[i]) if parts is not None else part)
+        for i, (b, s, g) in enumerate(zip(bounds, minseq[idx], idx, strict=True))
+    ]
+    if kth is not None:
+        order = [o for o in order if o[0] > kth[0] or (o[0] == kth[0] and o[1] < kth[1])]
+    order.sort(key=lambda o: (-o[0], o[1]))
+    heap = np.full(4 * len(idx) + 3, -1, np.int64)
+    m = ccore.visit_heap(idx, maxrel, minseq, part, parts, kth, heap)
+    assert m == len(order)
+    got = []
+    for k in batches:
+        picked, left = ccore.visit_pop(heap, m, k)
+        assert len(picked) == min(k, m)
+        assert left == m - len(picked)
+        got += [(b, s, g, p) for g, b, s, p in picked]
+        m = left
+    got += [(b, s, g, p) for g, b, s, p in ccore.visit_pop(heap, m, m)[0]]
+    # Groups of the same bound and seq may come in any order; (bound, seq) must not.
+    assert [o[:2] for o in got] == [o[:2] for o in order]
+    assert sorted(got, key=repr) == sorted(order, key=repr)
+
+
+def test_visit_and_chunk_maxima_refuse_bad_arguments() -> None:
+    # ccore's wrappers refuse before C; the C functions check sizes and group numbers.
+    from actormem._index import _cwordoverlap as c
+
+    idx, rel, seq = np.array([0, 2], np.int64), np.zeros(3), np.zeros(3, np.int64)
+    heap = np.zeros(8, np.int64)
+    bad: list[tuple[type[Exception], tuple[Any, ...]]] = [
+        (TypeError, ([0, 2], rel, seq, 0.1, None, None, heap)),
+        (ValueError, (idx.astype(np.int32), rel, seq, 0.1, None, None, heap)),
+        (ValueError, (idx, rel.astype(np.float32), seq, 0.1, None, None, heap)),
+        (ValueError, (idx, rel, seq, 0.1, np.zeros(3), None, heap)),  # a part per group
+        (ValueError, (idx, rel, seq, 0.1, None, None, heap[:7])),
+        (ValueError, (idx, rel, seq, 1, None, None, heap)),
+        (ValueError, (idx, rel, seq, 0.1, None, (1, 2), heap)),
+        (ValueError, (np.array([0, 3], np.int64), rel, seq, 0.1, None, None, heap)),
+        (ValueError, (np.array([-1], np.int64), rel, seq, 0.1, None, None, heap)),
+    ]
+    for error, args in bad:
+        with pytest.raises(error):
+            ccore.visit_heap(*args)
+    with pytest.raises(ValueError, match="beyond"):
+        c.visit_heap(np.array([3], np.int64), rel, seq, 0.1, None, False, 0.0, 0, heap)
+    with pytest.raises(ValueError, match="too short"):
+        c.visit_heap(idx, rel, seq, 0.1, None, False, 0.0, 0, heap[:7])
+    assert ccore.visit_heap(idx, rel, seq, 0.1, None, None, heap) == 2
+    for m, k in ((3, 1), (-1, 1), (1, -1)):
+        with pytest.raises(ValueError, match="m"):
+            ccore.visit_pop(heap, m, k)
+        with pytest.raises(ValueError, match="out of range"):
+            c.visit_pop(heap, m, k)
+    assert ccore.visit_pop(heap, 2, 5) == ([(0, 0.1 + 0.1, 0, 0.1), (2, 0.1 + 0.1, 0, 0.1)], 0)
+    n = 300
+    bp = ccore.BitPlanes(np.zeros(ccore.words_of(n) * 3, np.uint64), 3, n)
+    with pytest.raises(ValueError, match="set_word_maxima"):
+        bp.maxima_of_chunks(64)
+    wmax = np.array([1, 5, 2, 0, 7], np.uint16)
+    bp.set_word_maxima(wmax)
+    for chunk in (0, 65, -64):
+        with pytest.raises(ValueError, match="multiple of 64"):
+            bp.maxima_of_chunks(chunk)
+    assert bp.maxima_of_chunks(64) == [1, 5, 2, 0, 7]
+    assert bp.maxima_of_chunks(128) == [5, 2, 7]
+    assert bp.maxima_of_chunks(1 << 18) == [7]
+    for words, per in ((6, 1), (-1, 1), (5, 0)):
+        with pytest.raises(ValueError, match="out of range"):
+            c.wmax_chunks(wmax, words, per)
+    assert c.wmax_chunks(wmax, 4, 3) == [5, 0]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    n=st.integers(0, 700),
+    counts=st.lists(st.integers(0, 7), min_size=700, max_size=700),
+    c=st.integers(0, 9),
+    chunk=st.sampled_from([64, 128, 256]),
+    room=st.integers(0, 300),
+    data=st.data(),
+)
+def test_select_chunks_as_select(
+    n: int, counts: list[int], c: int, chunk: int, room: int, data: st.DataObject
+) -> None:
+    # BitPlanes.select_chunks against select per chunk: the same groups, whole chunks
+    # per call, a chunk that does not fit left for the next call.
+    words = ccore.words_of(n)
+    planes = np.zeros(max(1, words) * 3, np.uint64)
+    for g in range(n):
+        for j in range(3):
+            if counts[g] >> j & 1:
+                planes[(g >> 6) * 3 + j] |= np.uint64(1 << (g & 63))
+    bp = ccore.BitPlanes(planes, 3, n)
+    wmax = np.zeros(max(1, words), np.uint16)
+    bp.set_word_maxima(wmax)
+    if words:
+        bp.word_maxima(0, words)
+    chunks = list(range(0, max(n, 1), chunk))
+    starts = data.draw(st.lists(st.sampled_from(chunks), unique=True).map(sorted))
+    full = np.zeros(chunk, np.int64)
+    want = []
+    for start in starts:
+        want += full[: bp.select(c, start, start + chunk, full)].tolist()
+    out = np.full(chunk + room, -7, np.int64)
+    got, at = [], 0
+    while at < len(starts):
+        k, done = bp.select_chunks(c, starts[at:], chunk, out)
+        assert done > 0 or not starts[at:]
+        got += out[:k].tolist()
+        at += done
+    assert got == want
+    with pytest.raises(ValueError, match="out too short"):
+        bp.select_chunks(c, starts, chunk, out[: chunk - 1])
+    for bad in ([1], [-chunk]):
+        with pytest.raises(ValueError, match="multiple"):
+            bp.select_chunks(c, bad, chunk, out)
 
 
 class SmallOldAndNew(CountsOldAndNew):
@@ -894,7 +1073,7 @@ def test_a_small_memory_borrows_room_for_its_own_groups_only() -> None:
     assert ccore.BITS
     got = list(drain(index.top_k_steps(state.view(), "n1 the cat", 5, None)))  # type: ignore[attr-defined]
     assert got
-    spares = index._e.scratch._spares.get("int64", [])  # type: ignore[attr-defined]
+    spares = index._e.scratch._spares.get(np.dtype(np.int64), [])  # type: ignore[attr-defined]
     assert spares, "the room is given back to the pool"
     assert max(len(a) for a in spares) <= ccore.words_of(100) * 64
 

@@ -3007,6 +3007,271 @@ fold_hash_direct(PyObject *self, PyObject *text)
     return fold_hash_impl(text, 1);
 }
 
+/* ------------------------------------------------------------------ ranking */
+
+/* A group to visit (visit_heap, visit_pop): its bound, smallest seq, number and score
+ * part, four 8-byte slots of the caller's int64 heap buffer. */
+struct vcand {
+    double b;
+    int64_t s;
+    int64_t g;
+    double p;
+};
+
+/* x is visited before y: a higher bound, or the same and a smaller seq. */
+static inline int
+vbefore(const struct vcand *x, const struct vcand *y)
+{
+    return x->b > y->b || (x->b == y->b && x->s < y->s);
+}
+
+static void
+vsift(struct vcand *h, Py_ssize_t m, Py_ssize_t i)
+{
+    struct vcand x = h[i];
+    for (;;) {
+        Py_ssize_t c = 2 * i + 1;
+        if (c >= m) break;
+        if (c + 1 < m && vbefore(&h[c + 1], &h[c])) c++;
+        if (!vbefore(&h[c], &x)) break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = x;
+}
+
+PyDoc_STRVAR(visit_heap_doc,
+"visit_heap(idx, maxrel, minseq, part, parts, has_kth, kth, kth_seq, heap) -> int\n\n"
+"The groups idx (int64) to visit, as a binary heap in heap (int64, writable, at least\n"
+"4 * len(idx)) ordered by bound, highest first, then smallest seq: group g's bound is\n"
+"((0.5 * maxrel[g] + p) + 0.0) + 0.1 (maxrel float64, p = parts[i] (float64, as long\n"
+"as idx) or part when parts is None), its seq minseq[g] (int64). With has_kth only\n"
+"those whose bound is above kth, or equal with a seq below kth_seq. Returns how many\n"
+"(read them with visit_pop). O(len(idx)).");
+
+/* Rounded as numpy rounds the same expression: no fused multiply-add. */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("fp-contract=off")))
+#endif
+static PyObject *
+visit_heap(PyObject *self, PyObject *args)
+{
+    PyObject *o_i, *o_r, *o_s, *o_ps, *o_h;
+    double part, kth;
+    int has_kth;
+    long long kth_seq;
+    if (!PyArg_ParseTuple(args, "OOOdOpdLO", &o_i, &o_r, &o_s, &part, &o_ps, &has_kth, &kth,
+                          &kth_seq, &o_h)) {
+        return NULL;
+    }
+    Py_buffer ib, rb, sb, pb, hb;
+    PyObject *result = NULL;
+    int have_parts = o_ps != Py_None;
+    if (get(o_i, &ib, K_I64, 0, "idx") < 0) return NULL;
+    if (get(o_r, &rb, K_F64, 0, "maxrel") < 0) goto e1;
+    if (get(o_s, &sb, K_I64, 0, "minseq") < 0) goto e2;
+    if (have_parts && get(o_ps, &pb, K_F64, 0, "parts") < 0) goto e3;
+    if (get(o_h, &hb, K_I64, 1, "heap") < 0) goto e4;
+    Py_ssize_t count = LEN(ib);
+    if (LEN(hb) / 4 < count || (have_parts && LEN(pb) != count)) {
+        PyErr_SetString(PyExc_ValueError, "heap or parts too short");
+        goto done;
+    }
+    {
+        const int64_t *idx = ib.buf, *minseq = sb.buf;
+        const double *maxrel = rb.buf, *parts = have_parts ? pb.buf : NULL;
+        Py_ssize_t groups = LEN(rb) < LEN(sb) ? LEN(rb) : LEN(sb);
+        struct vcand *h = hb.buf;
+        Py_ssize_t m = 0;
+        for (Py_ssize_t i = 0; i < count; i++) {
+            int64_t g = idx[i];
+            if (g < 0 || g >= groups) {
+                PyErr_SetString(PyExc_ValueError, "a group number beyond maxrel or minseq");
+                goto done;
+            }
+            double p = parts ? parts[i] : part;
+            double b = ((0.5 * maxrel[g] + p) + 0.0) + 0.1;
+            int64_t s = minseq[g];
+            if (has_kth && !(b > kth || (b == kth && s < kth_seq))) continue;
+            h[m].b = b;
+            h[m].s = s;
+            h[m].g = g;
+            h[m].p = p;
+            m++;
+        }
+        for (Py_ssize_t i = m / 2; i-- > 0;) vsift(h, m, i);
+        result = PyLong_FromSsize_t(m);
+    }
+done:
+    PyBuffer_Release(&hb);
+e4:
+    if (have_parts) PyBuffer_Release(&pb);
+e3:
+    PyBuffer_Release(&sb);
+e2:
+    PyBuffer_Release(&rb);
+e1:
+    PyBuffer_Release(&ib);
+    return result;
+}
+
+PyDoc_STRVAR(visit_pop_doc,
+"visit_pop(heap, m, k) -> (list, int)\n\n"
+"The first min(k, m) groups of the heap of m from visit_heap, in order (highest bound,\n"
+"then smallest seq), as (g, bound, seq, part) tuples, taken out of it; and how many\n"
+"are left (the heap's first ones). O(k log m).");
+
+static PyObject *
+visit_pop(PyObject *self, PyObject *args)
+{
+    PyObject *o_h;
+    Py_ssize_t m, k;
+    if (!PyArg_ParseTuple(args, "Onn", &o_h, &m, &k)) return NULL;
+    Py_buffer hb;
+    if (get(o_h, &hb, K_I64, 1, "heap") < 0) return NULL;
+    PyObject *result = NULL, *list = NULL;
+    if (m < 0 || m > LEN(hb) / 4 || k < 0) {
+        PyErr_SetString(PyExc_ValueError, "m or k out of range");
+        goto done;
+    }
+    {
+        struct vcand *h = hb.buf;
+        Py_ssize_t take = k < m ? k : m;
+        list = PyList_New(take);
+        if (list == NULL) goto done;
+        for (Py_ssize_t i = 0; i < take; i++) {
+            struct vcand top = h[0];
+            h[0] = h[--m];
+            if (m > 1) vsift(h, m, 0);
+            PyObject *item = Py_BuildValue("(LdLd)", (long long)top.g, top.b,
+                                           (long long)top.s, top.p);
+            if (item == NULL) goto done;
+            PyList_SET_ITEM(list, i, item);
+        }
+        result = Py_BuildValue("(On)", list, m);
+    }
+done:
+    Py_XDECREF(list);
+    PyBuffer_Release(&hb);
+    return result;
+}
+
+PyDoc_STRVAR(wmax_chunks_doc,
+"wmax_chunks(wmax, words, per) -> list\n\n"
+"The largest of wmax[i * per : min((i + 1) * per, words)] (uint16, at least `words`)\n"
+"for each chunk i of `per` words (per > 0), as ints. O(words).");
+
+static PyObject *
+wmax_chunks(PyObject *self, PyObject *args)
+{
+    PyObject *o_w;
+    Py_ssize_t words, per;
+    if (!PyArg_ParseTuple(args, "Onn", &o_w, &words, &per)) return NULL;
+    Py_buffer wb;
+    if (get(o_w, &wb, K_U16, 0, "wmax") < 0) return NULL;
+    PyObject *result = NULL;
+    if (words < 0 || per <= 0 || words > LEN(wb)) {
+        PyErr_SetString(PyExc_ValueError, "words or per out of range");
+        goto done;
+    }
+    {
+        const uint16_t *w = wb.buf;
+        Py_ssize_t chunks = words / per + (words % per != 0);
+        PyObject *list = PyList_New(chunks);
+        if (list == NULL) goto done;
+        for (Py_ssize_t i = 0; i < chunks; i++) {
+            Py_ssize_t hi = (i + 1) * per < words ? (i + 1) * per : words;
+            unsigned most = 0;
+            for (Py_ssize_t j = i * per; j < hi; j++) most = w[j] > most ? w[j] : most;
+            PyObject *v = PyLong_FromLong((long)most);
+            if (v == NULL) {
+                Py_DECREF(list);
+                goto done;
+            }
+            PyList_SET_ITEM(list, i, v);
+        }
+        result = list;
+    }
+done:
+    PyBuffer_Release(&wb);
+    return result;
+}
+
+PyDoc_STRVAR(bits_select_chunks_doc,
+"bits_select_chunks(planes, np, c, starts, chunk, n, out, wmax) -> (int, int)\n\n"
+"bits_select of the chunks of `chunk` groups (a multiple of 64) from each of starts (a\n"
+"list of ints, multiples of chunk) in turn, into out (int64) one after the other while\n"
+"a chunk's groups fit: (groups written, chunks done). A chunk that does not fit is left\n"
+"whole for the next call (the first always fits when len(out) >= chunk). wmax: the\n"
+"words' largest counts (uint16, over n groups). O(chunks * chunk / 64 + words read * np).");
+
+static PyObject *
+bits_select_chunks(PyObject *self, PyObject *args)
+{
+    PyObject *o_p, *o_s, *o_out, *o_w;
+    Py_ssize_t np, chunk, n;
+    unsigned long long c;
+    if (!PyArg_ParseTuple(args, "OnKO!nnOO", &o_p, &np, &c, &PyList_Type, &o_s, &chunk, &n,
+                          &o_out, &o_w)) {
+        return NULL;
+    }
+    if (n < 0 || chunk <= 0 || chunk % 64) {
+        PyErr_SetString(PyExc_ValueError, "chunk/n out of range");
+        return NULL;
+    }
+    Py_buffer pb, ob, wb;
+    PyObject *result = NULL;
+    if (get(o_w, &wb, K_U16, 0, "wmax") < 0) return NULL;
+    if (LEN(wb) < NWORDS(n)) {
+        PyErr_SetString(PyExc_ValueError, "wmax too short");
+        goto e1;
+    }
+    if (get_planes(o_p, &pb, np, NWORDS(n), 0) < 0) goto e1;
+    if (get(o_out, &ob, K_I64, 1, "out") < 0) goto e2;
+    {
+        const uint64_t *p = pb.buf;
+        const uint16_t *wmax = wb.buf;
+        int64_t *out = ob.buf;
+        Py_ssize_t room = LEN(ob), k = 0, done = 0, chunks = PyList_GET_SIZE(o_s);
+        int pn = (int)np;
+        for (; done < chunks; done++) {
+            Py_ssize_t glo = PyLong_AsSsize_t(PyList_GET_ITEM(o_s, done));
+            if (glo == -1 && PyErr_Occurred()) goto done;
+            if (glo < 0 || glo % chunk) {
+                PyErr_SetString(PyExc_ValueError, "a start not a multiple of chunk");
+                goto done;
+            }
+            Py_ssize_t ghi = glo < n - chunk ? glo + chunk : n, k0 = k;
+            if (glo >= ghi || !(pn >= 64 || (c >> pn) == 0)) continue;
+            for (Py_ssize_t w = glo >> 6; w <= (ghi - 1) >> 6; w++) {
+                if (wmax[w] < c) continue;
+                const uint64_t *pw = p + w * np;
+                uint64_t eq = below_n(w, ghi);
+                for (int j = 0; eq && j < pn; j++) {
+                    eq &= ((c >> j) & 1) ? pw[j] : ~pw[j];
+                }
+                if (k + __builtin_popcountll(eq) > room) {
+                    k = k0;  /* this chunk whole in the next call */
+                    goto full;
+                }
+                while (eq) {
+                    out[k++] = (int64_t)(w * 64 + __builtin_ctzll(eq));
+                    eq &= eq - 1;
+                }
+            }
+        }
+    full:
+        result = Py_BuildValue("(nn)", k, done);
+    }
+done:
+    PyBuffer_Release(&ob);
+e2:
+    PyBuffer_Release(&pb);
+e1:
+    PyBuffer_Release(&wb);
+    return result;
+}
+
 /* ------------------------------------------------------------------ module */
 
 static PyMethodDef methods[] = {
@@ -3034,6 +3299,10 @@ static PyMethodDef methods[] = {
     {"fold_hash", fold_hash, METH_O, fold_hash_doc},
     {"fold_hash_direct", fold_hash_direct, METH_O, fold_hash_direct_doc},
     {"cache_entries", cache_entries, METH_O, cache_entries_doc},
+    {"visit_heap", visit_heap, METH_VARARGS, visit_heap_doc},
+    {"visit_pop", visit_pop, METH_VARARGS, visit_pop_doc},
+    {"wmax_chunks", wmax_chunks, METH_VARARGS, wmax_chunks_doc},
+    {"bits_select_chunks", bits_select_chunks, METH_VARARGS, bits_select_chunks_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -60,6 +60,8 @@ __all__ = [
     "count_words",
     "text_masks",
     "token_cache",
+    "visit_heap",
+    "visit_pop",
     "words_of",
 ]
 
@@ -513,6 +515,20 @@ class BitPlanes:
         part = wmax[c * per : min((c + 1) * per, words_of(self._n))]
         return int(part.max())
 
+    def maxima_of_chunks(self, chunk: int) -> list[int]:
+        """:meth:`maxima_of_words` of every chunk in one call: the largest count of each
+        chunk of ``chunk`` groups (a multiple of 64) below ``n``, from the word maxima
+        (written for every word by then). O(n / 64).
+
+        Raises:
+            ValueError: No word maxima, or ``chunk`` not a positive multiple of 64.
+        """
+        wmax = self._wmax
+        _need(wmax is not None, "set_word_maxima first")
+        _need(type(chunk) is int and chunk > 0 and chunk % 64 == 0, "chunk: a multiple of 64")
+        got: list[int] = self._c.wmax_chunks(wmax, words_of(self._n), chunk // 64)
+        return got
+
     def count_words_args(self) -> tuple[np.ndarray[Any, Any], int]:
         """(planes, np_) for :func:`count_words`'s ``counts`` and ``planes``."""
         return self._planes, self._np
@@ -547,6 +563,31 @@ class BitPlanes:
         _need(room >= min(ghi, self._n) - min(glo, self._n), "out too short")
         got: int = self._c.bits_select(
             self._planes, self._np, c, glo, ghi, self._n, out, self._wmax
+        )
+        return got
+
+    def select_chunks(
+        self, c: int, starts: list[int], chunk: int, out: np.ndarray[Any, Any]
+    ) -> tuple[int, int]:
+        """:meth:`select` of the chunks of ``chunk`` groups (a positive multiple of 64)
+        from each of ``starts`` (multiples of ``chunk``) in turn, into ``out`` (int64)
+        one after the other while a chunk's groups fit, read through the word maxima
+        (:meth:`set_word_maxima`, written for every word by then): ``(groups written,
+        chunks done)``; a chunk that does not fit is left whole for the next call (the
+        first always fits when ``out`` holds ``chunk``). O(chunks * chunk / 64 + words
+        read * np_).
+
+        Raises:
+            ValueError: No word maxima, a bad ``chunk`` or start, or ``out`` shorter
+                than ``chunk``.
+        """
+        _need(self._wmax is not None, "set_word_maxima first")
+        _need(type(c) is int and 0 <= c < 1 << 63, "c must be an int >= 0")
+        _need(type(chunk) is int and chunk > 0 and chunk % 64 == 0, "chunk: a multiple of 64")
+        _need(type(starts) is list, "starts must be a list")
+        _need(kernels._array_of("out", out, _I64, writable=True) >= chunk, "out too short")
+        got: tuple[int, int] = self._c.bits_select_chunks(
+            self._planes, self._np, c, starts, chunk, self._n, out, self._wmax
         )
         return got
 
@@ -711,3 +752,56 @@ def bits_to_gids(bits: np.ndarray[Any, Any], n: int) -> np.ndarray[Any, Any]:
     (numpy; for checks and tests). O(n)."""
     flags = np.unpackbits(bits.view(np.uint8), bitorder="little")[:n]
     return np.flatnonzero(flags)
+
+
+def visit_heap(
+    idx: np.ndarray[Any, Any],
+    maxrel: np.ndarray[Any, Any],
+    minseq: np.ndarray[Any, Any],
+    part: float,
+    parts: np.ndarray[Any, Any] | None,
+    kth: tuple[float, int] | None,
+    heap: np.ndarray[Any, Any],
+) -> int:
+    """The groups ``idx`` (int64) to visit, as a binary heap in ``heap`` (int64, at least
+    ``4 * len(idx)``) ordered by bound, highest first, then smallest seq: group ``g``'s
+    bound ``((0.5 * maxrel[g] + p) + 0.0) + 0.1`` (``maxrel`` float64; ``p`` is
+    ``parts[i]`` (float64, one per group of ``idx``), or ``part`` when ``parts`` is
+    None: the same floats as numpy's), its seq ``minseq[g]`` (int64). With ``kth``
+    (``(bound, seq)`` of the heap's worst) only the groups whose bound is above it, or
+    equal with a smaller seq. Returns how many are in the heap; take them in order with
+    :func:`visit_pop`. O(len(idx)).
+
+    Raises:
+        TypeError, ValueError: An argument of the wrong type or size, or a group number
+            beyond ``maxrel`` or ``minseq``.
+    """
+    count = kernels._array_of("idx", idx, _I64)
+    kernels._array_of("maxrel", maxrel, kernels._F64)
+    kernels._array_of("minseq", minseq, _I64)
+    if parts is not None:
+        _need(kernels._array_of("parts", parts, kernels._F64) == count, "parts: one per group")
+    _need(kernels._array_of("heap", heap, _I64, writable=True) >= 4 * count, "heap too short")
+    _need(type(part) is float, "part must be a float")
+    if kth is None:
+        has_kth, bound, seq = False, 0.0, 0
+    else:
+        bound, seq = kth
+        has_kth = True
+        _need(type(bound) is float and type(seq) is int, "kth: (float, int)")
+    got: int = _module().visit_heap(idx, maxrel, minseq, part, parts, has_kth, bound, seq, heap)
+    return got
+
+
+def visit_pop(heap: np.ndarray[Any, Any], m: int, k: int) -> tuple[list[Any], int]:
+    """The first ``min(k, m)`` groups of the heap of ``m`` from :func:`visit_heap`, in
+    order, taken out of it: ``(g, bound, seq, part)`` tuples; and how many are left.
+    O(k log m).
+
+    Raises:
+        TypeError, ValueError: An argument of the wrong type, or ``m`` beyond the heap.
+    """
+    _need(type(m) is int and type(k) is int and m >= 0 and k >= 0, "m, k: ints >= 0")
+    _need(kernels._array_of("heap", heap, _I64, writable=True) >= 4 * m, "m beyond the heap")
+    got: tuple[list[Any], int] = _module().visit_pop(heap, m, k)
+    return got

@@ -126,6 +126,17 @@ _CSA_REGS = True
 #: cache room: ``n / 8`` bytes for a set of ``n / 128`` groups instead of ``n / 32``.
 #: 0: ``_DENSE_BITS`` alone, the path before it (the same counts).
 _BITSET_FROM = 128
+#: A ranking's set of groups (``WordOverlapSearch._visit``) is ordered by bound and seq
+#: in C (``ccore.visit_heap``: the bounds computed and filtered by the heap's worst and
+#: a binary heap built in one call; ``ccore.visit_pop``: the next batch in order as
+#: tuples) instead of a dozen numpy calls per set and batch (bounds, filter, min/max,
+#: partition, lexsort: ~4 us each on the ~100 groups of a question's count); with the
+#: word maxima the chunks' largest counts are read in one call
+#: (``BitPlanes.maxima_of_chunks``) and a count's groups selected from as many chunks
+#: as the room holds in one call (``BitPlanes.select_chunks``), not a call per chunk.
+#: False: the path before it (the same groups visited in the same order of bound and
+#: seq).
+_VISIT_C = True
 
 #: Retrieves of ``_BITS_MIN_WORDS`` query words or more over fewer groups than
 #: ``_BITS_MIN`` count with bytes (the path without ``ccore.BitPlanes``): a long query
@@ -171,4 +182,5 @@ _QUERY_KNOBS = (
     "_JOIN_IN_PLACE",
     "_BITSET_FROM",
     "_CSA_REGS",
+    "_VISIT_C",
 )

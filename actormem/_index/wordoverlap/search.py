@@ -142,6 +142,11 @@ class WordOverlapSearch:
                     progress,
                 )
             return
+        if knobs._VISIT_C and ccore.core() is not None:
+            yield from WordOverlapSearch._visit_c(
+                idx, part, maxrel, minseq, glist, heap, limit, push, admitted, tagged, progress
+            )
+            return
         # combine_word_overlap(maxrel, count, n_words, False), term by term.
         bounds = ((0.5 * maxrel[idx] + part) + 0.0) + 0.1
         seqs = minseq[idx]
@@ -213,6 +218,79 @@ class WordOverlapSearch:
                 parts = parts[rest]
             batch *= 4
             yield
+
+    @staticmethod
+    def _visit_c(
+        idx: np.ndarray[Any, Any],
+        part: float | np.ndarray[Any, Any],
+        maxrel: np.ndarray[Any, Any],
+        minseq: np.ndarray[Any, Any],
+        glist: list[Record | _Group | None],
+        heap: list[tuple[float, int, Record]],
+        limit: int,
+        push: Any,
+        admitted: Any,
+        tagged: set[Record],
+        progress: list[int],
+    ) -> Generator[None, None, None]:
+        """:meth:`_visit` of at most ``_VISIT`` groups with their order kept in C
+        (``knobs._VISIT_C``): the bounds filtered by the heap's worst and put in a binary
+        heap by (bound, smallest seq) in one call, then batches of ``max(limit, 32)``
+        groups, four times more each time, taken out of it in that order: the same
+        groups scored in the same order as the numpy path's. O(len(idx) + visited *
+        log len(idx))."""
+        if type(part) is np.ndarray:
+            parts: np.ndarray[Any, Any] | None = part
+            one = 0.0
+        else:
+            parts, one = None, float(part)
+        kth = (float(heap[0][0]), -heap[0][1]) if len(heap) == limit else None
+        room = np.empty(4 * len(idx), np.int64)
+        m = ccore.visit_heap(idx, maxrel, minseq, one, parts, kth, room)
+        if not m:
+            return
+        yield
+        batch = max(limit, 32)
+        # The loop of _visit with its counters local: the heap only fills (never
+        # shrinks) within a retrieve, and progress[0] is written back at each yield
+        # and return (the same yields).
+        step, done, full = knobs._STEP, progress[0], len(heap) == limit
+        while m:
+            picked, m = ccore.visit_pop(room, m, batch)
+            for g, bound, mseq, gpart in picked:
+                done += 1
+                if not done % step:
+                    progress[0] = done
+                    yield
+                if full:
+                    worst = heap[0]
+                    if bound < worst[0] or (bound == worst[0] and mseq > -worst[1]):
+                        progress[0] = done
+                        return  # neither this group nor any later one can enter
+                item = glist[g]
+                if item is None:
+                    continue
+                # The owner only appends (invisible) records to a group's list, or
+                # replaces it whole.
+                recs = item.recs if type(item) is _Group else (item,)
+                for rec in recs:
+                    done += 1
+                    if not done % step:
+                        progress[0] = done
+                        yield
+                    # combine_word_overlap(rel, c, n_words, False), term by term.
+                    score = ((0.5 * rec.entry.relevance + gpart) + 0.0) + 0.1
+                    if full:
+                        worst = heap[0]
+                        if score < worst[0] or (score == worst[0] and rec.seq > -worst[1]):
+                            continue
+                    if rec not in tagged and admitted(rec):
+                        push(rec, score)
+                        full = len(heap) == limit
+            progress[0] = done
+            batch *= 4
+            yield
+        progress[0] = done
 
     def top_k_steps(
         self,
@@ -505,14 +583,10 @@ class WordOverlapSearch:
         # job's RSS.
         chunk = min(-(-knobs._BITS_CHUNK // 64) * 64, max(1, words_n) * 64)
         chunks = -(-n // chunk)
-        most = np.zeros(max(1, chunks), np.int64)
-        for c0 in range(chunks):
-            if by_words:  # from the words' largest counts, an eighth of a plane's bytes
-                most[c0] = bp.maxima_of_words(chunk, c0)
-            else:
-                bp.maxima(chunk, c0, c0 + 1, most)
-                yield
-        tops = [(i * chunk, m) for i, m in enumerate(most[:chunks].tolist()) if m]
+        if by_words and knobs._VISIT_C:  # every chunk's largest count in one call
+            tops = [(i * chunk, m) for i, m in enumerate(bp.maxima_of_chunks(chunk)) if m]
+        else:
+            tops = yield from self._tops(bp, chunk, chunks, by_words)
         # Room for a chunk's groups, pooled (only the pages written are touched).
         found_buf = yield from e.scratch.take_steps(np.int64, 0, chunk)
         if len(found_buf) < chunk:
@@ -522,14 +596,39 @@ class WordOverlapSearch:
             got = bp.select(c, start, start + chunk, found_buf)
             return found_buf[:got].copy()
 
+        def select_many(c: int, starts: list[int]) -> list[np.ndarray[Any, Any]]:
+            found, at = [], 0
+            while at < len(starts):  # as many whole chunks as found_buf holds, a call
+                got, done = bp.select_chunks(c, starts[at:], chunk, found_buf)
+                found.append(found_buf[:got].copy())
+                at += done
+            return found
+
         result = yield from self._rank_steps(
             view, n_words, limit, accept, min_matched, tagged, max_rel, at_start, tops, select,
-            bp.count,
+            bp.count, select_many=select_many if by_words and knobs._VISIT_C else None,
         )  # fmt: skip
         e.scratch.give(found_buf, chunk)
         words_cap = ccore.words_of(len(e.maxrel))
         e.scratch.give(planes_all, words_cap * (ccore.MAX_PLANES + 1) + (words_cap + 3) // 4)
         return result
+
+    @staticmethod
+    def _tops(
+        bp: ccore.BitPlanes, chunk: int, chunks: int, by_words: bool
+    ) -> Generator[None, None, list[tuple[int, int]]]:
+        """(first group, largest count) of each of the ``chunks`` chunks of ``chunk``
+        groups whose largest count is not 0: from the words' largest counts with
+        ``by_words``, else from the planes, a chunk between two yields. O(n / 64 *
+        planes)."""
+        most = np.zeros(max(1, chunks), np.int64)
+        for c0 in range(chunks):
+            if by_words:  # from the words' largest counts, an eighth of a plane's bytes
+                most[c0] = bp.maxima_of_words(chunk, c0)
+            else:
+                bp.maxima(chunk, c0, c0 + 1, most)
+                yield
+        return [(i * chunk, m) for i, m in enumerate(most[:chunks].tolist()) if m]
 
     @staticmethod
     def _rank_flat(
@@ -596,6 +695,7 @@ class WordOverlapSearch:
         select: Callable[[int, int], np.ndarray[Any, Any]],
         count_of: Callable[[int], int],
         flat: np.ndarray[Any, Any] | None = None,
+        select_many: Callable[[int, list[int]], list[np.ndarray[Any, Any]]] | None = None,
     ) -> Generator[None, None, list[tuple[float, Record]]]:
         """The top ``limit`` from the matched-word counts of every group of the numbering
         (``at_start``: its group list, bounds below ``n`` and text dict as the retrieve
@@ -606,7 +706,9 @@ class WordOverlapSearch:
         the chunk from ``start``, as an array), last the entries that match no word, in
         descending relevance. ``count_of(g)``: group ``g``'s count. ``flat`` (the
         counts as an array, or None): the groups of every count visited at once, by
-        bound (:meth:`_rank_flat`), instead of count by count. Whatever the counts'
+        bound (:meth:`_rank_flat`), instead of count by count. ``select_many(c,
+        starts)`` (or None): the groups of count ``c`` in the chunks from ``starts`` as
+        a few arrays, in fewer calls than ``select`` per chunk. Whatever the counts'
         form, the same counts give the same top-k, scores and ties. O(groups visited),
         in bounded steps."""
         version = view.version
@@ -653,11 +755,16 @@ class WordOverlapSearch:
             pending: list[np.ndarray[Any, Any]] = []
             size = 0
             starts = [start for start, most in tops if most >= c]
-            for k, start in enumerate(starts):
-                found = select(c, start)
+            founds: Any
+            if select_many is not None and starts:
+                founds = select_many(c, starts)
+            else:
+                founds = map(select, itertools.repeat(c), starts)
+            total = len(founds) if type(founds) is list else len(starts)
+            for k, found in enumerate(founds):
                 pending.append(found)
                 size += len(found)
-                if size < knobs._VISIT and k + 1 < len(starts):
+                if size < knobs._VISIT and k + 1 < total:
                     continue
                 yield
                 idx = pending[0] if len(pending) == 1 else np.concatenate(pending)
