@@ -271,7 +271,10 @@ def count_words(
     replaces or deletes a list bumps it). The same counts; a repeated word costs O(its
     tokens / 8 + new postings + its set) instead of its lookup and posting join. A
     generation turns old at ``knobs._MEMO_WORDS`` words or 128 times as many numbers
-    (the old one dropped).
+    (the old one dropped). With ``knobs._MEMO_ABSENT`` a word that no token contains is
+    kept in the memo too, as the 3-gram of it found missing from the vocabulary, and
+    answered by one probe of that gram until a token brings it (instead of probing up to
+    eight of its grams again at every call).
 
     Raises:
         TypeError, ValueError: An argument of the wrong type or range.
@@ -324,6 +327,7 @@ def count_words(
         memo,
         epoch,
         max(1, knobs._MEMO_WORDS),
+        bool(knobs._MEMO_ABSENT),
     )
     return got
 

@@ -13,6 +13,13 @@ _CACHE_BYTES = 64 << 20
 #: generation becomes the old one (the old dropped) once it holds this many, so up to
 #: twice as many small match sets are kept.
 _MEMO_WORDS = 8192
+#: A query word that no token contains (a number, an id, a typo: the main job's JSON
+#: tool results as queries bring a few per retrieve) is kept in the word memo as the
+#: 3-gram of it found missing, and answered by one probe of that gram while it stays
+#: missing; before, every retrieve probed up to eight of its grams again (each a new
+#: substring, hashed). False: absent words are not remembered (the path before it;
+#: the same counts).
+_MEMO_ABSENT = True
 #: A cached match set is extended by testing the texts of up to this many new groups;
 #: beyond that it is rebuilt from the posting lists.
 _SCAN_NEW = 4096
