@@ -105,7 +105,9 @@ def test_an_absent_word_is_kept_until_a_token_brings_it() -> None:
     # Both absent words are kept as one of their 3-grams that is missing.
     for word in ("zebras", "zeb"):
         marker = e.memo[0][word]
-        assert type(marker) is str and len(marker) == 3 and marker in word
+        assert type(marker) is str
+        assert len(marker) == 3
+        assert marker in word
         assert marker not in state.index._vocab._grams  # type: ignore[attr-defined]
     put(10, "a zebrastripe")  # brings every gram of both words
     assert hits("zebras") == {"a zebrastripe"}
