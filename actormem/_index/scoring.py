@@ -135,6 +135,45 @@ _ZERO_STEP_BYTES = 256 << 10
 #: ``madvise(MADV_HUGEPAGE)`` threshold, 4 MiB), so :func:`zeroed_steps` maps them itself.
 _HUGE_PAGE_ARRAY = 4 << 20
 
+#: :class:`ScratchPool` keys its spares by dtype name; ``numpy.dtype.name`` is a Python
+#: property of numpy's that costs ~3-10 us a call (the main job: two per word-overlap
+#: retrieve, ~2% of the process). True: the name looked up once per dtype, by the
+#: argument (a type or a dtype) and by an array's ``dtype.char``. False: ``.name`` every
+#: call (the path before it; the same names).
+_NAME_MEMO = True
+_NAMES: dict[Any, str] = {}
+_CHAR_NAMES: dict[str, str] = {}
+#: Type codes whose dtype name is not the code's alone (``bytes8``, ``datetime64[s]``,
+#: ``void64``, structured dtypes), or may not be: named every time.
+_NAMED_BY_SIZE = frozenset("VMmOSUac")
+
+
+def _dtype_name(dtype: Any) -> str:
+    """``numpy.dtype(dtype).name``, remembered per ``dtype`` (hashable: a scalar type,
+    a dtype, a type code) when ``_NAME_MEMO``. O(1)."""
+    if not _NAME_MEMO:
+        return np.dtype(dtype).name
+    try:
+        return _NAMES[dtype]
+    except KeyError:
+        name = _NAMES[dtype] = np.dtype(dtype).name
+        return name
+
+
+def _array_dtype_name(arr: np.ndarray[Any, Any]) -> str:
+    """``arr.dtype.name``, remembered per type code (``dtype.char``) when ``_NAME_MEMO``:
+    one name per code for the numeric types (byte order is not in the name), not for
+    the codes whose name holds a size, unit or fields (``_NAMED_BY_SIZE``). O(1)."""
+    dt = arr.dtype
+    char = dt.char
+    if not _NAME_MEMO or char in _NAMED_BY_SIZE:
+        return dt.name
+    try:
+        return _CHAR_NAMES[char]
+    except KeyError:
+        name = _CHAR_NAMES[char] = dt.name
+        return name
+
 
 def zeroed_steps(size: int, dtype: Any) -> Generator[None, None, np.ndarray[Any, Any]]:
     """A new numpy array of ``size`` zeros of ``dtype``, paged in 256 KiB (64 pages) at
@@ -198,7 +237,7 @@ class ScratchPool:
         ``capacity`` elements (:func:`zeroed_steps`). Zero up to ``n`` rounded up to a
         whole step of 256 KiB (at least 32,768 elements of 8 bytes), or to its end; the
         rest is garbage, so slice it off if it could be read. O(n) in steps."""
-        spares = self._spares.get(np.dtype(dtype).name)
+        spares = self._spares.get(_dtype_name(dtype))
         while spares:
             arr = spares.pop()
             self._bytes -= arr.nbytes
@@ -212,7 +251,7 @@ class ScratchPool:
         ``capacity`` elements and the pool has room. O(1)."""
         if len(arr) != capacity or self._bytes + arr.nbytes > self._most_bytes:
             return
-        spares = self._spares.setdefault(arr.dtype.name, [])
+        spares = self._spares.setdefault(_array_dtype_name(arr), [])
         if len(spares) < self._most:
             spares.append(arr)
             self._bytes += arr.nbytes
