@@ -152,11 +152,12 @@ def _dtype_name(dtype: Any) -> str:
     """``numpy.dtype(dtype).name``, remembered per ``dtype`` (hashable: a scalar type,
     a dtype, a type code) when ``_NAME_MEMO``. O(1)."""
     if not _NAME_MEMO:
-        return np.dtype(dtype).name
+        return str(np.dtype(dtype).name)
     try:
         return _NAMES[dtype]
     except KeyError:
-        name = _NAMES[dtype] = np.dtype(dtype).name
+        name: str = np.dtype(dtype).name
+        _NAMES[dtype] = name
         return name
 
 
@@ -167,11 +168,12 @@ def _array_dtype_name(arr: np.ndarray[Any, Any]) -> str:
     dt = arr.dtype
     char = dt.char
     if not _NAME_MEMO or char in _NAMED_BY_SIZE:
-        return dt.name
+        return str(dt.name)
     try:
         return _CHAR_NAMES[char]
     except KeyError:
-        name = _CHAR_NAMES[char] = dt.name
+        name: str = dt.name
+        _CHAR_NAMES[char] = name
         return name
 
 
