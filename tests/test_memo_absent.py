@@ -1,6 +1,7 @@
 """The word memo's absent words (``knobs._MEMO_ABSENT``): a query word that no token
 contains is kept in the memo as the 3-gram of it found missing, and answered by that
-gram's absence until a token brings it. Old and new paths must give the same results."""
+gram's absence until a token brings it; and the memo without the long-word cache
+(``knobs._MEMO_OWN_CACHE``). Old and new paths must give the same results."""
 
 from __future__ import annotations
 
@@ -39,14 +40,16 @@ class AbsentAndNot(BitsAndBytes):
     (``knobs._MEMO_ABSENT``), one probing them again at every retrieve (the reference).
     Both keep the word memo itself (``ccore.MEMO``)."""
 
+    KNOB = "_MEMO_ABSENT"
+
     def _each(self) -> Iterator[tuple[bool, MemoryState]]:
-        saved = wo_knobs._MEMO_ABSENT
+        saved = getattr(wo_knobs, self.KNOB)
         for on, state in self.states.items():
-            wo_knobs._MEMO_ABSENT = on
+            setattr(wo_knobs, self.KNOB, on)
             try:
                 yield on, state
             finally:
-                wo_knobs._MEMO_ABSENT = saved
+                setattr(wo_knobs, self.KNOB, saved)
 
     @rule(words=st.lists(st.sampled_from(LATE), min_size=1, max_size=4))
     def store_late(self, words: list[str]) -> None:
@@ -63,6 +66,48 @@ class AbsentAndNot(BitsAndBytes):
             steps = state.index.top_k_steps(state.view(), query, limit, None)  # type: ignore[attr-defined]
             got[on] = [(score, rec.seq) for score, rec in drain(steps)]
         assert got[True] == got[False], query
+
+
+class OwnCacheAndNot(AbsentAndNot):
+    """The same machine: one memory's ``count_words`` neither reads nor writes the
+    long-word cache (``knobs._MEMO_OWN_CACHE``), the other keeps it (the reference)."""
+
+    KNOB = "_MEMO_OWN_CACHE"
+
+
+def test_own_cache_and_not_agree() -> None:
+    run = OwnCacheAndNot.TestCase()
+    run.settings = settings(max_examples=60, stateful_step_count=25, deadline=None)
+    run.runTest()
+
+
+@pytest.mark.usefixtures("small_knobs")
+def test_own_cache_and_not_agree_in_small_slices(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(wo_knobs, "_MEMO_WORDS", 2)
+    run = OwnCacheAndNot.TestCase()
+    run.settings = settings(max_examples=20, stateful_step_count=25, deadline=None)
+    run.runTest()
+
+
+def test_own_cache_leaves_the_long_word_cache_alone() -> None:
+    vocab = SubstringVocab()
+    post: dict[str, object] = {}
+    for i, tok in enumerate(["deploying", "redeploy", "cat"]):
+        vocab.acquire(tok)
+        post[tok] = array("i", [i])
+    for flag, kept in ((True, False), (False, True)):
+        vocab._cache.clear()
+        wo_knobs._MEMO_OWN_CACHE = flag
+        try:
+            counts = np.zeros(4, np.uint8)
+            got = ccore.count_words(
+                ["deploy"], [1], 0, 100, 10, vocab, post, {}, {}, counts, 3, 0, [{}, {}, 0], 0
+            )
+        finally:
+            wo_knobs._MEMO_OWN_CACHE = True
+        assert got == (1, [])
+        assert counts.tolist() == [1, 1, 0, 0]
+        assert ("deploy" in vocab._cache) is kept
 
 
 def test_absent_and_not_agree() -> None:

@@ -558,7 +558,8 @@ candidates(PyObject *grams, PyObject *w, int *absent, Py_ssize_t *at, PyObject *
  * (nothing contains w), *big set (more than `limit` candidates to verify), or an error.
  * Adds the candidates verified to *work. The candidate list read (every one of its ids
  * verified on success) is *best_out (borrowed), the start of its 3-gram in w *at; with
- * *absent set, *missing the gram found missing (as candidates). */
+ * *absent set, *missing the gram found missing (as candidates). A NULL `cache` is
+ * neither read nor written (every candidate verified). */
 static PyObject *
 long_word_ids(PyObject *grams, PyObject *items, PyObject *cache, Py_ssize_t cache_size,
               PyObject *w, Py_ssize_t limit, int *absent, int *big, Py_ssize_t *work,
@@ -569,7 +570,7 @@ long_word_ids(PyObject *grams, PyObject *items, PyObject *cache, Py_ssize_t cach
     if (!best) return NULL;
     Py_ssize_t end = PyList_GET_SIZE(best), scanned = 0;
     PyObject *old = NULL;
-    PyObject *hit = PyDict_GetItemWithError(cache, w);
+    PyObject *hit = cache ? PyDict_GetItemWithError(cache, w) : NULL;
     if (!hit && PyErr_Occurred()) return NULL;
     if (hit && PyTuple_CheckExact(hit) && PyTuple_GET_SIZE(hit) == 3 &&
         PyTuple_GET_ITEM(hit, 0) == best) {
@@ -604,6 +605,7 @@ long_word_ids(PyObject *grams, PyObject *items, PyObject *cache, Py_ssize_t cach
         Py_ssize_t at = PyUnicode_Find(item, w, 0, PY_SSIZE_T_MAX, 1);
         if (at == -2 || (at >= 0 && PyList_Append(found, id) < 0)) goto fail;
     }
+    if (!cache) return found; /* not read, not kept */
     int in = PyDict_Contains(cache, w);
     if (in < 0) goto fail;
     if (!in && PyDict_GET_SIZE(cache) >= cache_size) {
@@ -1023,7 +1025,7 @@ below_n(Py_ssize_t w, Py_ssize_t n)
 PyDoc_STRVAR(count_words_doc,
 "count_words(words, mults, start, budget, limit, grams, items, cache, cache_size,\n"
 "            post, skip, short, counts, n, np=0, memo=None, epoch=0, memo_cap=1,\n"
-"            absent=False)\n"
+"            flags=0)\n"
 "            -> (int, list[int])\n\n"
 "From words[start:] (distinct lower-cased query words, mults their multiplicities):\n"
 "for each word of 3 or more characters that is not in `short` (a dict) nor in `skip`\n"
@@ -1037,10 +1039,15 @@ PyDoc_STRVAR(count_words_doc,
 "With `memo` (a list: two dicts, young and old, word -> capsule, and the young one's\n"
 "numbers) each such word's match set is kept (see struct memo), valid while `epoch`\n"
 "stays, and brought up to date on its next use; the young generation turns old at\n"
-"`memo_cap` words or 128 times as many numbers. With `absent` (and a memo) a word that\n"
+"`memo_cap` words or 128 times as many numbers. With flag 1 (and a memo) a word that\n"
 "no token contains is kept there too, as the 3-gram of it found missing (a str), and\n"
-"answered by that gram's absence from `grams` until it appears.\n"
+"answered by that gram's absence from `grams` until it appears. With flag 2 (and a\n"
+"memo) the long-word cache is neither read nor written (the memo keeps the answer).\n"
 "O(budget + limit).");
+
+/* count_words' flags. */
+#define MEMO_ABSENT 1    /* absent words kept in the memo as their missing 3-gram */
+#define MEMO_OWN_CACHE 2 /* with a memo, the long-word cache neither read nor written */
 
 #define ADD_COUNTS(T)                                                        \
     do {                                                                     \
@@ -1057,14 +1064,19 @@ count_words(PyObject *self, PyObject *args)
     PyObject *words, *mults, *grams, *items, *vcache, *post, *skip, *shorts, *o_counts;
     PyObject *memo = Py_None;
     Py_ssize_t start, budget, limit, cache_size, n, np = 0, epoch = 0, memo_cap = 1;
-    int absent_on = 0;
-    if (!PyArg_ParseTuple(args, "O!O!nnnO!O!O!nO!O!O!On|nOnnp", &PyList_Type, &words,
+    int flags = 0;
+    if (!PyArg_ParseTuple(args, "O!O!nnnO!O!O!nO!O!O!On|nOnni", &PyList_Type, &words,
                           &PyList_Type, &mults, &start, &budget, &limit, &PyDict_Type, &grams,
                           &PyDict_Type, &items, &PyDict_Type, &vcache, &cache_size,
                           &PyDict_Type, &post, &PyDict_Type, &skip, &PyDict_Type, &shorts,
-                          &o_counts, &n, &np, &memo, &epoch, &memo_cap, &absent_on)) {
+                          &o_counts, &n, &np, &memo, &epoch, &memo_cap, &flags)) {
         return NULL;
     }
+    if (flags & ~(MEMO_ABSENT | MEMO_OWN_CACHE)) {
+        PyErr_SetString(PyExc_ValueError, "unknown flags");
+        return NULL;
+    }
+    int absent_on = (flags & MEMO_ABSENT) != 0;
     if (memo == Py_None) {
         memo = NULL;
     } else if (!PyList_CheckExact(memo) || PyList_GET_SIZE(memo) != 3 ||
@@ -1189,8 +1201,10 @@ count_words(PyObject *self, PyObject *args)
                 best = ids;
                 if (absent && memo && absent_on) missing = Py_NewRef(w);
             } else {
-                ids = long_word_ids(grams, items, vcache, cache_size, w, limit, &absent, &big,
-                                    &work, &best, &at, memo && absent_on ? &missing : NULL);
+                ids = long_word_ids(grams, items,
+                                    memo && (flags & MEMO_OWN_CACHE) ? NULL : vcache,
+                                    cache_size, w, limit, &absent, &big, &work, &best, &at,
+                                    memo && absent_on ? &missing : NULL);
                 if (!ids && !absent && !big) goto done;
             }
             if (absent) { /* no token contains w */

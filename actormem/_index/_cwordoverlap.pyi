@@ -20,7 +20,7 @@ def count_words(
     memo: list[Any] | None = ...,
     epoch: int = ...,
     memo_cap: int = ...,
-    absent: bool = ...,
+    flags: int = ...,
     /,
 ) -> tuple[int, list[int]]: ...
 def text_masks(

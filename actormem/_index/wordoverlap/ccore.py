@@ -274,7 +274,9 @@ def count_words(
     (the old one dropped). With ``knobs._MEMO_ABSENT`` a word that no token contains is
     kept in the memo too, as the 3-gram of it found missing from the vocabulary, and
     answered by one probe of that gram until a token brings it (instead of probing up to
-    eight of its grams again at every call).
+    eight of its grams again at every call). With ``knobs._MEMO_OWN_CACHE`` the
+    vocabulary's long-word cache is neither read nor written for the words looked up
+    here (the memo keeps their answers).
 
     Raises:
         TypeError, ValueError: An argument of the wrong type or range.
@@ -327,7 +329,7 @@ def count_words(
         memo,
         epoch,
         max(1, knobs._MEMO_WORDS),
-        bool(knobs._MEMO_ABSENT),
+        (1 if knobs._MEMO_ABSENT else 0) | (2 if knobs._MEMO_OWN_CACHE else 0),
     )
     return got
 
