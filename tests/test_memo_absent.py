@@ -5,10 +5,8 @@ gram's absence until a token brings it; and the memo without the long-word cache
 
 from __future__ import annotations
 
-import uuid
 from array import array
 from collections.abc import Iterator
-from datetime import timedelta
 
 import numpy as np
 import pytest
@@ -16,7 +14,6 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import rule
 
-from actormem import MemoryCategory, MemoryEntry, WordOverlapScorer
 from actormem._engine.state import MemoryState
 from actormem._index import kernels
 from actormem._index.scoring import drain
@@ -24,7 +21,7 @@ from actormem._index.substring import SubstringVocab
 from actormem._index.wordoverlap import ccore
 from actormem._index.wordoverlap import knobs as wo_knobs
 
-from .test_wordoverlap_bits import BASE, BitsAndBytes, small_knobs  # noqa: F401
+from .test_wordoverlap_bits import BitsAndBytes, memo_fixture, small_knobs  # noqa: F401
 
 pytestmark = pytest.mark.skipif(
     not kernels.WO_CORE_AVAILABLE, reason="the word-overlap core is not built"
@@ -75,20 +72,6 @@ class OwnCacheAndNot(AbsentAndNot):
     KNOB = "_MEMO_OWN_CACHE"
 
 
-def test_own_cache_and_not_agree() -> None:
-    run = OwnCacheAndNot.TestCase()
-    run.settings = settings(max_examples=60, stateful_step_count=25, deadline=None)
-    run.runTest()
-
-
-@pytest.mark.usefixtures("small_knobs")
-def test_own_cache_and_not_agree_in_small_slices(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(wo_knobs, "_MEMO_WORDS", 2)
-    run = OwnCacheAndNot.TestCase()
-    run.settings = settings(max_examples=20, stateful_step_count=25, deadline=None)
-    run.runTest()
-
-
 def test_own_cache_leaves_the_long_word_cache_alone() -> None:
     vocab = SubstringVocab()
     post: dict[str, object] = {}
@@ -110,38 +93,27 @@ def test_own_cache_leaves_the_long_word_cache_alone() -> None:
         assert ("deploy" in vocab._cache) is kept
 
 
-def test_absent_and_not_agree() -> None:
-    run = AbsentAndNot.TestCase()
+@pytest.mark.parametrize("machine", [AbsentAndNot, OwnCacheAndNot])
+def test_old_and_new_agree(machine: type[AbsentAndNot]) -> None:
+    run = machine.TestCase()
     run.settings = settings(max_examples=60, stateful_step_count=25, deadline=None)
     run.runTest()
 
 
 @pytest.mark.usefixtures("small_knobs")
-def test_absent_and_not_agree_in_small_slices(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("machine", [AbsentAndNot, OwnCacheAndNot])
+def test_old_and_new_agree_in_small_slices(
+    machine: type[AbsentAndNot], monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Two words per generation: markers and memos turn old and are dropped all the time.
     monkeypatch.setattr(wo_knobs, "_MEMO_WORDS", 2)
-    run = AbsentAndNot.TestCase()
+    run = machine.TestCase()
     run.settings = settings(max_examples=20, stateful_step_count=25, deadline=None)
     run.runTest()
 
 
 def test_an_absent_word_is_kept_until_a_token_brings_it() -> None:
-    state = MemoryState(capacity=None, half_life=3600.0, scorer=WordOverlapScorer())
-
-    def put(i: int, text: str) -> None:
-        state.store(
-            MemoryEntry(
-                category=MemoryCategory.FACT,
-                memory=text,
-                created_at=BASE + timedelta(seconds=i),
-                id=uuid.UUID(int=i + 1),
-            )
-        )
-        state.publish()
-
-    def hits(query: str) -> set[str]:
-        got = drain(state.index.top_k_steps(state.view(), query, 100, None, min_matched=1))  # type: ignore[attr-defined]
-        return {rec.entry.memory for _, rec in got}
+    state, put, hits = memo_fixture()
 
     for i in range(10):
         put(i, f"deploy n{i}")
