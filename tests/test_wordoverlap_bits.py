@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import uuid
 from array import array
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -805,10 +805,9 @@ def test_memo_and_no_memo_agree_in_small_slices(monkeypatch: pytest.MonkeyPatch)
     run.runTest()
 
 
-def test_the_memo_is_kept_and_brought_up_to_date() -> None:
-    # A repeated word is answered from the memo (the memo holds it), and texts stored
-    # after the memo was built, including ones with new tokens containing the word, are
-    # counted; a purge that rewrites a posting list makes the memo stale (epoch).
+def memo_fixture() -> tuple[MemoryState, Callable[[int, str], None], Callable[[str], set[str]]]:
+    """A word-overlap memory state, ``put(i, text)`` (stored as the i-th entry and
+    published) and ``hits(query)`` (the texts of every match)."""
     state = MemoryState(capacity=None, half_life=3600.0, scorer=WordOverlapScorer())
 
     def put(i: int, text: str) -> None:
@@ -825,6 +824,15 @@ def test_the_memo_is_kept_and_brought_up_to_date() -> None:
     def hits(query: str) -> set[str]:
         got = drain(state.index.top_k_steps(state.view(), query, 100, None, min_matched=1))  # type: ignore[attr-defined]
         return {rec.entry.memory for _, rec in got}
+
+    return state, put, hits
+
+
+def test_the_memo_is_kept_and_brought_up_to_date() -> None:
+    # A repeated word is answered from the memo (the memo holds it), and texts stored
+    # after the memo was built, including ones with new tokens containing the word, are
+    # counted; a purge that rewrites a posting list makes the memo stale (epoch).
+    state, put, hits = memo_fixture()
 
     for i in range(20):
         put(i, f"deploy n{i}" if i % 2 else f"other n{i}")

@@ -515,9 +515,10 @@ distinct(int32_t *buf, Py_ssize_t k, int32_t *table, size_t cap)
 /* The candidate ids of `w` (len >= 4): the shortest of up to 8 of its 3-gram lists,
  * spread over the word (SubstringVocab._candidates; any choice is exact, as every
  * candidate is verified). Borrowed, or NULL with *absent = 1 when a gram is missing
- * (nothing contains w), or NULL with an error set. */
+ * (nothing contains w; that gram in *missing, a new reference, when `missing` is not
+ * NULL), or NULL with an error set. */
 static PyObject *
-candidates(PyObject *grams, PyObject *w, int *absent, Py_ssize_t *at)
+candidates(PyObject *grams, PyObject *w, int *absent, Py_ssize_t *at, PyObject **missing)
 {
     Py_ssize_t n = PyUnicode_GET_LENGTH(w) - 2;
     Py_ssize_t probes = n <= 8 ? n : 8;
@@ -529,11 +530,15 @@ candidates(PyObject *grams, PyObject *w, int *absent, Py_ssize_t *at)
         PyObject *g = PyUnicode_Substring(w, i, i + 3);
         if (!g) return NULL;
         PyObject *lst = PyDict_GetItemWithError(grams, g);
-        Py_DECREF(g);
-        if (!lst) {
-            if (!PyErr_Occurred()) *absent = 1;
-            return NULL;
+        if (!lst && !PyErr_Occurred()) {
+            *absent = 1;
+            if (missing) {
+                *missing = g; /* handed over */
+                return NULL;
+            }
         }
+        Py_DECREF(g);
+        if (!lst) return NULL;
         if (!PyList_CheckExact(lst)) {
             PyErr_SetString(PyExc_TypeError, "gram lists must be lists");
             return NULL;
@@ -552,18 +557,20 @@ candidates(PyObject *grams, PyObject *w, int *absent, Py_ssize_t *at)
  * oldest word dropped beyond `cache_size`). A new reference; or NULL with *absent set
  * (nothing contains w), *big set (more than `limit` candidates to verify), or an error.
  * Adds the candidates verified to *work. The candidate list read (every one of its ids
- * verified on success) is *best_out (borrowed), the start of its 3-gram in w *at. */
+ * verified on success) is *best_out (borrowed), the start of its 3-gram in w *at; with
+ * *absent set, *missing the gram found missing (as candidates). A NULL `cache` is
+ * neither read nor written (every candidate verified). */
 static PyObject *
 long_word_ids(PyObject *grams, PyObject *items, PyObject *cache, Py_ssize_t cache_size,
               PyObject *w, Py_ssize_t limit, int *absent, int *big, Py_ssize_t *work,
-              PyObject **best_out, Py_ssize_t *at)
+              PyObject **best_out, Py_ssize_t *at, PyObject **missing)
 {
-    PyObject *best = candidates(grams, w, absent, at);
+    PyObject *best = candidates(grams, w, absent, at, missing);
     *best_out = best;
     if (!best) return NULL;
     Py_ssize_t end = PyList_GET_SIZE(best), scanned = 0;
     PyObject *old = NULL;
-    PyObject *hit = PyDict_GetItemWithError(cache, w);
+    PyObject *hit = cache ? PyDict_GetItemWithError(cache, w) : NULL;
     if (!hit && PyErr_Occurred()) return NULL;
     if (hit && PyTuple_CheckExact(hit) && PyTuple_GET_SIZE(hit) == 3 &&
         PyTuple_GET_ITEM(hit, 0) == best) {
@@ -598,6 +605,7 @@ long_word_ids(PyObject *grams, PyObject *items, PyObject *cache, Py_ssize_t cach
         Py_ssize_t at = PyUnicode_Find(item, w, 0, PY_SSIZE_T_MAX, 1);
         if (at == -2 || (at >= 0 && PyList_Append(found, id) < 0)) goto fail;
     }
+    if (!cache) return found; /* not read, not kept */
     int in = PyDict_Contains(cache, w);
     if (in < 0) goto fail;
     if (!in && PyDict_GET_SIZE(cache) >= cache_size) {
@@ -878,16 +886,27 @@ fail:
  * turns old: bounds the memo's memory when the words' sets are large. */
 #define MEMO_NUMBERS_PER_WORD 128
 
-/* Count `m`'s numbers into the young generation (memo[2]); once it holds `cap` words
+/* The numbers a memo value counts for in its generation: a memo's set and arrays, or 1
+ * for an absent word's marker (a str). */
+static Py_ssize_t
+memo_numbers(PyObject *value)
+{
+    if (PyUnicode_CheckExact(value)) return 1;
+    struct memo *m = PyCapsule_GetPointer(value, MEMO_NAME);
+    if (!m) return -1;
+    return m->nset + m->narr;
+}
+
+/* Count `numbers` more into the young generation (memo[2]); once it holds `cap` words
  * or MEMO_NUMBERS_PER_WORD times as many numbers, it becomes the old one (the old
  * dropped). 0, or -1 with an error set. */
 static int
-memo_grew(PyObject *memo, struct memo *m, Py_ssize_t cap)
+memo_grew(PyObject *memo, Py_ssize_t numbers, Py_ssize_t cap)
 {
     PyObject *young = PyList_GET_ITEM(memo, 0);
     Py_ssize_t size = PyLong_AsSsize_t(PyList_GET_ITEM(memo, 2));
     if (size == -1 && PyErr_Occurred()) return -1;
-    size += m->nset + m->narr;
+    size += numbers;
     if (PyDict_GET_SIZE(young) >= cap || size >= cap * MEMO_NUMBERS_PER_WORD) {
         PyObject *fresh = PyDict_New();
         if (!fresh) return -1;
@@ -904,27 +923,33 @@ memo_grew(PyObject *memo, struct memo *m, Py_ssize_t cap)
 
 /* The memo of `w` from the two generations memo[0] (young) and memo[1] (old), an old
  * one moved to the young; borrowed (held by the memo), or NULL (none, or an error
- * set). */
+ * set). When w holds an absent word's marker instead (a str: a 3-gram of w that was
+ * missing from the gram dict, see count_words' `absent`), NULL with *marker = it
+ * (borrowed, held by the memo like a memo). */
 static struct memo *
-memo_find(PyObject *memo, PyObject *w, Py_ssize_t cap_words)
+memo_find(PyObject *memo, PyObject *w, Py_ssize_t cap_words, PyObject **marker)
 {
     PyObject *young = PyList_GET_ITEM(memo, 0), *old = PyList_GET_ITEM(memo, 1);
+    *marker = NULL;
     PyObject *cap = PyDict_GetItemWithError(young, w);
     if (!cap) {
         if (PyErr_Occurred()) return NULL;
         cap = PyDict_GetItemWithError(old, w);
         if (!cap) return NULL;
+        Py_ssize_t numbers = memo_numbers(cap);
+        if (numbers < 0) return NULL;
         Py_INCREF(cap);
         int r = PyDict_DelItem(old, w);
         if (r == 0) r = PyDict_SetItem(young, w, cap);
         Py_DECREF(cap); /* held by young now */
-        if (r < 0) return NULL;
-        struct memo *m = PyCapsule_GetPointer(cap, MEMO_NAME);
-        if (!m || memo_grew(memo, m, cap_words) < 0) return NULL;
-        return m; /* held by the young generation, or the old one it turned into */
+        if (r < 0 || memo_grew(memo, numbers, cap_words) < 0) return NULL;
+        /* held by the young generation, or the old one it turned into */
     }
-    struct memo *m = PyCapsule_GetPointer(cap, MEMO_NAME);
-    return m;
+    if (PyUnicode_CheckExact(cap)) {
+        *marker = cap;
+        return NULL;
+    }
+    return PyCapsule_GetPointer(cap, MEMO_NAME);
 }
 
 /* Drop w's memo from whichever generation holds it. 0, or -1 with an error set. */
@@ -940,16 +965,17 @@ memo_drop(PyObject *memo, PyObject *w)
     return 0;
 }
 
-/* Keep `capsule` (a new memo `m`, stolen) as w's in the young generation (memo_grew).
- * 0, or -1. */
+/* Keep `value` (a new memo's capsule, or an absent word's marker; stolen) as w's in
+ * the young generation (memo_grew). 0, or -1. */
 static int
-memo_keep(PyObject *memo, PyObject *w, PyObject *capsule, struct memo *m, Py_ssize_t cap)
+memo_keep(PyObject *memo, PyObject *w, PyObject *value, Py_ssize_t cap)
 {
     PyObject *young = PyList_GET_ITEM(memo, 0);
-    int r = PyDict_SetItem(young, w, capsule);
-    Py_DECREF(capsule);
+    Py_ssize_t numbers = memo_numbers(value);
+    int r = numbers < 0 ? -1 : PyDict_SetItem(young, w, value);
+    Py_DECREF(value);
     if (r < 0) return -1;
-    return memo_grew(memo, m, cap);
+    return memo_grew(memo, numbers, cap);
 }
 
 /* ------------------------------------------------------------------ bit-sliced counts */
@@ -998,7 +1024,8 @@ below_n(Py_ssize_t w, Py_ssize_t n)
 
 PyDoc_STRVAR(count_words_doc,
 "count_words(words, mults, start, budget, limit, grams, items, cache, cache_size,\n"
-"            post, skip, short, counts, n, np=0, memo=None, epoch=0, memo_cap=1)\n"
+"            post, skip, short, counts, n, np=0, memo=None, epoch=0, memo_cap=1,\n"
+"            flags=0)\n"
 "            -> (int, list[int])\n\n"
 "From words[start:] (distinct lower-cased query words, mults their multiplicities):\n"
 "for each word of 3 or more characters that is not in `short` (a dict) nor in `skip`\n"
@@ -1012,8 +1039,15 @@ PyDoc_STRVAR(count_words_doc,
 "With `memo` (a list: two dicts, young and old, word -> capsule, and the young one's\n"
 "numbers) each such word's match set is kept (see struct memo), valid while `epoch`\n"
 "stays, and brought up to date on its next use; the young generation turns old at\n"
-"`memo_cap` words or 128 times as many numbers.\n"
+"`memo_cap` words or 128 times as many numbers. With flag 1 (and a memo) a word that\n"
+"no token contains is kept there too, as the 3-gram of it found missing (a str), and\n"
+"answered by that gram's absence from `grams` until it appears. With flag 2 (and a\n"
+"memo) the long-word cache is neither read nor written (the memo keeps the answer).\n"
 "O(budget + limit).");
+
+/* count_words' flags. */
+#define MEMO_ABSENT 1    /* absent words kept in the memo as their missing 3-gram */
+#define MEMO_OWN_CACHE 2 /* with a memo, the long-word cache neither read nor written */
 
 #define ADD_COUNTS(T)                                                        \
     do {                                                                     \
@@ -1030,13 +1064,19 @@ count_words(PyObject *self, PyObject *args)
     PyObject *words, *mults, *grams, *items, *vcache, *post, *skip, *shorts, *o_counts;
     PyObject *memo = Py_None;
     Py_ssize_t start, budget, limit, cache_size, n, np = 0, epoch = 0, memo_cap = 1;
-    if (!PyArg_ParseTuple(args, "O!O!nnnO!O!O!nO!O!O!On|nOnn", &PyList_Type, &words,
+    int flags = 0;
+    if (!PyArg_ParseTuple(args, "O!O!nnnO!O!O!nO!O!O!On|nOnni", &PyList_Type, &words,
                           &PyList_Type, &mults, &start, &budget, &limit, &PyDict_Type, &grams,
                           &PyDict_Type, &items, &PyDict_Type, &vcache, &cache_size,
                           &PyDict_Type, &post, &PyDict_Type, &skip, &PyDict_Type, &shorts,
-                          &o_counts, &n, &np, &memo, &epoch, &memo_cap)) {
+                          &o_counts, &n, &np, &memo, &epoch, &memo_cap, &flags)) {
         return NULL;
     }
+    if (flags & ~(MEMO_ABSENT | MEMO_OWN_CACHE)) {
+        PyErr_SetString(PyExc_ValueError, "unknown flags");
+        return NULL;
+    }
+    int absent_on = (flags & MEMO_ABSENT) != 0;
     if (memo == Py_None) {
         memo = NULL;
     } else if (!PyList_CheckExact(memo) || PyList_GET_SIZE(memo) != 3 ||
@@ -1121,8 +1161,17 @@ count_words(PyObject *self, PyObject *args)
         const int32_t *src = buf; /* the distinct numbers to count, k of them */
         Py_ssize_t k = 0;
         if (!leave && memo) {
-            struct memo *mm = memo_find(memo, w, memo_cap);
+            PyObject *marker;
+            struct memo *mm = memo_find(memo, w, memo_cap, &marker);
             if (!mm && PyErr_Occurred()) goto done;
+            if (marker) {
+                /* An absent word stays absent while its missing gram stays missing: any
+                 * token containing w would have put that gram in the dict. */
+                PyObject *got = absent_on ? PyDict_GetItemWithError(grams, marker) : NULL;
+                if (!got && PyErr_Occurred()) goto done;
+                if (!got && absent_on) continue; /* nothing contains w, as below */
+                if (memo_drop(memo, w) < 0) goto done; /* look it up again */
+            }
             int r = mm ? memo_refresh(mm, w, wlen > 3, grams, items, post, epoch, limit, buf,
                                       table, cap, &work)
                        : 2;
@@ -1136,6 +1185,7 @@ count_words(PyObject *self, PyObject *args)
         }
         PyObject *ids = NULL; /* owned: the tokens containing w */
         PyObject *best = NULL; /* borrowed: the gram list ids come from */
+        PyObject *missing = NULL; /* owned: the gram found missing, for the marker */
         Py_ssize_t at = 0;
         if (!leave) {
             int absent = 0, big = 0;
@@ -1149,12 +1199,18 @@ count_words(PyObject *self, PyObject *args)
                 Py_XINCREF(ids);
                 absent = ids == NULL;
                 best = ids;
+                if (absent && memo && absent_on) missing = Py_NewRef(w);
             } else {
-                ids = long_word_ids(grams, items, vcache, cache_size, w, limit, &absent, &big,
-                                    &work, &best, &at);
+                ids = long_word_ids(grams, items,
+                                    memo && (flags & MEMO_OWN_CACHE) ? NULL : vcache,
+                                    cache_size, w, limit, &absent, &big, &work, &best, &at,
+                                    memo && absent_on ? &missing : NULL);
                 if (!ids && !absent && !big) goto done;
             }
-            if (absent) continue; /* no token contains w */
+            if (absent) { /* no token contains w */
+                if (missing && memo_keep(memo, w, missing, memo_cap) < 0) goto done;
+                continue;
+            }
             leave = big || PyList_GET_SIZE(ids) > limit;
         }
         Py_ssize_t nl = 0, total = 0;
@@ -1214,7 +1270,7 @@ count_words(PyObject *self, PyObject *args)
                 leave = 1;
             } else {
                 Py_DECREF(ids);
-                if (memo_keep(memo, w, capsule, mm, memo_cap) < 0) goto done; /* held */
+                if (memo_keep(memo, w, capsule, memo_cap) < 0) goto done; /* held */
                 work += total;
                 k = memo_below(mm, n, buf, &src);
                 goto add;

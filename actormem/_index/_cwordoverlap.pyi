@@ -20,6 +20,7 @@ def count_words(
     memo: list[Any] | None = ...,
     epoch: int = ...,
     memo_cap: int = ...,
+    flags: int = ...,
     /,
 ) -> tuple[int, list[int]]: ...
 def text_masks(

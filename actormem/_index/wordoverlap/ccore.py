@@ -273,7 +273,12 @@ def count_words(
     replaces or deletes a list bumps it). The same counts; a repeated word costs O(its
     tokens / 8 + new postings + its set) instead of its lookup and posting join. A
     generation turns old at ``knobs._MEMO_WORDS`` words or 128 times as many numbers
-    (the old one dropped).
+    (the old one dropped). With ``knobs._MEMO_ABSENT`` a word that no token contains is
+    kept in the memo too, as the 3-gram of it found missing from the vocabulary, and
+    answered by one probe of that gram until a token brings it (instead of probing up to
+    eight of its grams again at every call). With ``knobs._MEMO_OWN_CACHE`` the
+    vocabulary's long-word cache is neither read nor written for the words looked up
+    here (the memo keeps their answers).
 
     Raises:
         TypeError, ValueError: An argument of the wrong type or range.
@@ -326,6 +331,7 @@ def count_words(
         memo,
         epoch,
         max(1, knobs._MEMO_WORDS),
+        (1 if knobs._MEMO_ABSENT else 0) | (2 if knobs._MEMO_OWN_CACHE else 0),
     )
     return got
 

@@ -13,6 +13,20 @@ _CACHE_BYTES = 64 << 20
 #: generation becomes the old one (the old dropped) once it holds this many, so up to
 #: twice as many small match sets are kept.
 _MEMO_WORDS = 8192
+#: A query word that no token contains (a number, an id, a typo: the main job's JSON
+#: tool results as queries bring a few per retrieve) is kept in the word memo as the
+#: 3-gram of it found missing, and answered by one probe of that gram while it stays
+#: missing; before, every retrieve probed up to eight of its grams again (each a new
+#: substring, hashed). False: absent words are not remembered (the path before it;
+#: the same counts).
+_MEMO_ABSENT = True
+#: With the word memo, ``count_words`` neither reads nor writes the vocabulary's
+#: long-word cache (``SubstringVocab._cache``) for the words it looks up: the memo
+#: keeps their answers, and the cache's FIFO (a tuple, a dict insert and an eviction
+#: that scans the dict's deleted slots from the front) cost ~1 us per new query word,
+#: ~8 per main-job retrieve. A word the memo drops (its generation turned old) has
+#: every candidate verified again. False: read and kept as before (the same counts).
+_MEMO_OWN_CACHE = True
 #: A cached match set is extended by testing the texts of up to this many new groups;
 #: beyond that it is rebuilt from the posting lists.
 _SCAN_NEW = 4096
