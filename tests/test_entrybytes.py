@@ -3,11 +3,13 @@
 record's group by its document instead of a record -> group dict, and keeps a group's
 single record alone in its slot (``knobs._SINGLE_RECORD``). Random owner histories (repeated
 texts, upserts, deletes, purges under held snapshots, reads at old snapshots) give the
-same answers on both layouts, and every structure's invariants hold.
+same answers on both layouts, and every structure's invariants hold. A stored entry is
+taken out of the cyclic collector's lists (``state._UNTRACK_ENTRIES``).
 """
 
 from __future__ import annotations
 
+import gc
 import random
 import sys
 import uuid
@@ -17,7 +19,9 @@ from typing import TypeVar, cast
 import pytest
 
 from actormem import MemoryCategory, MemoryEntry
+from actormem._engine import state as state_module
 from actormem._engine.state import MemoryState
+from actormem._index import kernels
 from actormem._index.bm25 import BM25Scorer, knobs
 from actormem._index.bm25.index import BM25Index
 from actormem._index.wordoverlap import WordOverlapScorer
@@ -181,3 +185,42 @@ def test_a_record_takes_80_bytes() -> None:
     rec = Record(_entry("x"), born=1, seq=1)
     assert len(Record.__slots__) == 6
     assert sys.getsizeof(rec) <= 80  # GC header, object header, six slots
+
+
+@pytest.mark.skipif(kernels.gc_untrack is None, reason="the compiled kernels are not built")
+@pytest.mark.parametrize("untrack", [True, False])
+@pytest.mark.parametrize("many", [True, False])
+def test_stored_entries_leave_the_collector(
+    monkeypatch: pytest.MonkeyPatch, untrack: bool, many: bool
+) -> None:
+    monkeypatch.setattr(state_module, "_UNTRACK_ENTRIES", untrack)
+    state = MemoryState(capacity=None, half_life=86400.0, scorer=WordOverlapScorer())
+    batch = [_entry(f"text {i}") for i in range(5)]
+    assert all(gc.is_tracked(e) for e in batch)
+    if many:
+        state.store_many(batch)
+    else:
+        for e in batch:
+            state.store(e)
+    assert [gc.is_tracked(e) for e in batch] == [not untrack] * 5
+    loaded = MemoryState(capacity=None, half_life=86400.0, scorer=WordOverlapScorer())
+    rows = [(seq, _entry(f"row {seq}")) for seq in range(1, 4)]
+    loaded.load(rows)
+    assert [gc.is_tracked(e) for _, e in rows] == [not untrack] * 3
+    state.publish()
+    assert state.view().get(batch[2].id).entry == batch[2]  # type: ignore[union-attr]
+    state._check()
+
+
+@pytest.mark.skipif(kernels.gc_untrack is None, reason="the compiled kernels are not built")
+def test_gc_untrack_refuses_other_types() -> None:
+    untrack = kernels.gc_untrack
+    assert untrack is not None
+    with pytest.raises(TypeError):
+        untrack([], MemoryEntry)
+    with pytest.raises(TypeError):
+        untrack(_entry("x"), 3)  # type: ignore[arg-type]
+    entry = _entry("x")
+    assert untrack(entry, MemoryEntry) is True
+    assert untrack(entry, MemoryEntry) is False  # already out
+    assert untrack(5, int) is False  # not a tracked type

@@ -91,6 +91,7 @@ from sortedcontainers import SortedKeyList, SortedList
 from .._entry import MemoryEntry, with_access
 from .._errors import InvalidEntryError, InvalidQueryError
 from .._index import textfold
+from .._index.kernels import gc_untrack as _gc_untrack
 from .._index.persist import ImageError, restore_index
 from .._index.scoring import Scorer, ScoringIndex
 from .._index.textfold import fold, fold_hash
@@ -261,6 +262,12 @@ _STORE_BATCH = True
 #: relevance always lands there. Otherwise, and False (the path before it), ``add``;
 #: the same order, sublists and maxima (``stress/bench_store64.py --old-knobs store5``).
 _RELEVANCE_APPEND = True
+#: A stored entry is taken out of the cyclic collector's lists (``kernels.gc_untrack``,
+#: with the compiled kernels): an entry is an immutable tree of strs, tuples, numbers,
+#: times and frozen JSON that never references a record, so it is never part of a
+#: reference cycle, and a full collection no longer walks one object per entry (a
+#: million of them at 1M). False: left tracked (the layout before); the same results.
+_UNTRACK_ENTRIES = True
 #: The fast path reads sortedcontainers 2.x's private lists; a release without them
 #: (checked once, here) takes ``add`` instead of failing every ``store_many``.
 _SORTED_INTERNALS = all(
@@ -624,6 +631,8 @@ class MemoryState:
     def _link(self, rec: Record) -> None:
         """Enter a new live record into every structure."""
         e = rec.entry
+        if _UNTRACK_ENTRIES and _gc_untrack is not None and type(e) is MemoryEntry:
+            _gc_untrack(e, MemoryEntry)
         self._by_id[e._id] = rec
         self._by_relevance.add(rec)
         if e.key is not None:
@@ -779,6 +788,7 @@ class MemoryState:
         capacity = self.capacity
         journal = self.journal
         evict = self._evict
+        untrack = _gc_untrack if _UNTRACK_ENTRIES else None
         run: list[Record] = []  # linked records whose index add is due
         try:
             for entry in entries:
@@ -802,6 +812,8 @@ class MemoryState:
                     self.store(entry, now)
                     continue
                 # _store's insert, inline
+                if untrack is not None:  # _link's, inline
+                    untrack(entry, MemoryEntry)
                 version = self.version = self._seq = self.version + 1
                 rec = Record(entry, version, version)
                 if old is not None:
@@ -1022,6 +1034,7 @@ class MemoryState:
         new_ns: list[tuple[str, ...]] = []
         records: list[Record] = []
         bounded = self._evict is not None
+        untrack = _gc_untrack if _UNTRACK_ENTRIES else None
         last = self._seq
         for seq, entry in rows:
             if seq <= last:
@@ -1031,6 +1044,8 @@ class MemoryState:
             if ident in by_id:
                 raise ValueError(f"restore(): id {entry.id} is stored already")
             rec = Record(entry, seq, seq)
+            if untrack is not None and type(entry) is MemoryEntry:  # as _link
+                untrack(entry, MemoryEntry)
             records.append(rec)
             by_id[ident] = rec
             if entry.key is not None:
