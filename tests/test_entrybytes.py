@@ -4,7 +4,8 @@ record's group by its document instead of a record -> group dict, and keeps a gr
 single record alone in its slot (``knobs._SINGLE_RECORD``). Random owner histories (repeated
 texts, upserts, deletes, purges under held snapshots, reads at old snapshots) give the
 same answers on both layouts, and every structure's invariants hold. A stored entry is
-taken out of the cyclic collector's lists (``state._UNTRACK_ENTRIES``).
+taken out of the cyclic collector's lists (``state._UNTRACK_ENTRIES``), and so are
+BM25's groups and their term arrays (``knobs._UNTRACK``).
 """
 
 from __future__ import annotations
@@ -224,3 +225,20 @@ def test_gc_untrack_refuses_other_types() -> None:
     assert untrack(entry, MemoryEntry) is True
     assert untrack(entry, MemoryEntry) is False  # already out
     assert untrack(5, int) is False  # not a tracked type
+
+
+@pytest.mark.skipif(kernels.gc_untrack is None, reason="the compiled kernels are not built")
+@pytest.mark.parametrize("untrack", [True, False])
+def test_bm25_groups_leave_the_collector(monkeypatch: pytest.MonkeyPatch, untrack: bool) -> None:
+    monkeypatch.setattr(knobs, "_UNTRACK", untrack)
+    state = MemoryState(capacity=None, half_life=86400.0, scorer=BM25Scorer())
+    for text in ["deploy blue", "deploy green", "deploy blue"]:
+        state.store(_entry(text))
+    state.publish()
+    groups = list(cast(BM25Index, state.index)._groups.values())
+    assert len(groups) == 2
+    assert [gc.is_tracked(g) for g in groups] == [not untrack] * 2
+    assert [gc.is_tracked(g.terms) for g in groups] == [not untrack] * 2
+    got = state.index.top_k(state.view(), "deploy blue", 3, None)
+    assert [rec.entry.memory for _, rec in got] == ["deploy blue", "deploy blue", "deploy green"]
+    state._check()

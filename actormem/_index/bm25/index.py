@@ -31,6 +31,16 @@ if TYPE_CHECKING:
 __all__ = ["BM25Index"]
 
 
+def _untrack(group: _Group) -> None:
+    """Take ``group`` and its term array out of the cyclic collector's lists
+    (``knobs._UNTRACK``, with the compiled kernels): neither is ever part of a reference
+    cycle (a group holds its records, an int array and ints; nothing it reaches refers
+    to a group), so a full collection need not walk two objects per text. O(1)."""
+    if knobs._UNTRACK and kernels.gc_untrack is not None:
+        kernels.gc_untrack(group, _Group)
+        kernels.gc_untrack(group.terms, array)
+
+
 class BM25Index(metaclass=NoPublicConstructor):
     """The owner-written, snapshot-read index of a :class:`BM25Scorer`.
 
@@ -172,6 +182,7 @@ class BM25Index(metaclass=NoPublicConstructor):
                 terms = list(terms)
             nums = kernels.bm25_add_terms(terms, self._terms, term_table, num, _Term)
             group.terms = array("i" if len(term_table) <= knobs._NARROW else "q", nums)
+            _untrack(group)
             return group
         get = self._terms.get
         nums = []
@@ -188,6 +199,7 @@ class BM25Index(metaclass=NoPublicConstructor):
             nums.append(obj.num << _TF_BITS | min(tf, _TF_CAP))
         # Exactly sized; int64 only once term numbers no longer fit in int32 with a tf.
         group.terms = array("i" if len(term_table) <= knobs._NARROW else "q", nums)
+        _untrack(group)
         return group
 
     # -- owner side ---------------------------------------------------------------------

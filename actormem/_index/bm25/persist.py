@@ -39,7 +39,7 @@ from ..persist import ImageError
 from ..tokenize import _WORD, Tokenizer
 from . import knobs
 from .changelog import ChangeLog
-from .index import BM25Index
+from .index import BM25Index, _untrack
 from .postings import _NO_SEQ, _TF_BITS, _TF_CAP, _Group, _Term
 from .postings import _doc_key as _key
 
@@ -244,6 +244,7 @@ def restore(index: BM25Index, parts: Mapping[str, bytes], records: list[Record])
         terms = array(code)
         terms.frombytes(raw_terms[bounds[num] : bounds[num + 1]])
         group.terms = terms
+        _untrack(group)
         table.append(group)
     for rec, g in zip(records, gids, strict=True):
         group = table[g]
