@@ -57,6 +57,10 @@ class Access:
         self.expires = expires
 
 
+#: ``Record.evkey`` of a purged record (see :attr:`Record.purged`).
+_PURGED: tuple[float, Record] = (0.0, None)  # type: ignore[assignment]
+
+
 class Record:
     """One version of one entry.
 
@@ -68,33 +72,37 @@ class Record:
             :data:`NEVER`.
         seq: Insertion order of the entry's id (kept across upserts).
         access: Newest :class:`Access` version, or ``None`` if never retrieved since store.
-        prev: The older record version of the same id (upsert chain), or ``None``.
         purged: Set by the owner when no snapshot can see the record any more.
+
+    The older record version of the same id (the upsert chain) is kept by the state
+    (``MemoryState._prev``), not here, and ``purged`` shares the ``evkey`` slot (a purged
+    record has no eviction key): six slots, 80 bytes a record where eight took 96.
     """
 
-    __slots__ = (
-        "access",
-        "born",
-        "died",
-        "entry",
-        "evkey",
-        "prev",
-        "purged",
-        "seq",
-    )
+    __slots__ = ("access", "born", "died", "entry", "evkey", "seq")
 
-    def __init__(self, entry: MemoryEntry, born: int, seq: int, prev: Record | None) -> None:
+    def __init__(self, entry: MemoryEntry, born: int, seq: int) -> None:
         self.entry = entry
         self.born = born
         self.died = NEVER
         self.seq = seq
         self.access: Access | None = None
-        self.prev = prev
-        #: True once the owner dropped the record from every structure (no snapshot sees it).
-        self.purged = False
         #: Owner-private: the record's key in the eviction order, or None when not live
-        #: or the memory is unbounded (no eviction order).
+        #: or the memory is unbounded (no eviction order); ``_PURGED`` once purged.
         self.evkey: tuple[float, Record] | None = None
+
+    @property
+    def purged(self) -> bool:
+        """True once the owner dropped the record from every structure (no snapshot sees
+        it). O(1)."""
+        return self.evkey is _PURGED
+
+    @purged.setter
+    def purged(self, value: bool) -> None:
+        if value:
+            self.evkey = _PURGED
+        elif self.evkey is _PURGED:
+            self.evkey = None
 
     def __lt__(self, other: Record) -> bool:
         """Order by ``seq``: breaks ties of equal floats in the eviction keys

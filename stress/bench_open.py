@@ -77,7 +77,7 @@ def build_file(path: Path, n: int, data: Path, seed: int) -> None:
         with conn:
             batch: list[tuple[Any, ...]] = []
             for seq, entry in enumerate(entries(corpus, n), start=1):
-                batch.append(encode_record(Record(entry, seq, seq, None)))
+                batch.append(encode_record(Record(entry, seq, seq)))
                 if len(batch) == 10_000:
                     conn.executemany(INSERT_ENTRY, batch)
                     batch = []

@@ -116,7 +116,7 @@ def build(scorer: BM25Scorer, texts: list[str]) -> tuple[BM25Index, list[Record]
     index = scorer.make_index()
     records = []
     for seq, text in enumerate(texts):
-        rec = Record(entry(text), born=1, seq=seq, prev=None)
+        rec = Record(entry(text), born=1, seq=seq)
         index.add(rec)
         records.append(rec)
     index._check(records)
@@ -230,8 +230,8 @@ def test_rare_word_outweighs_common_word() -> None:
 def test_snapshot_sees_its_own_statistics() -> None:
     scorer = BM25Scorer()
     index = scorer.make_index()
-    a = Record(entry("alpha beta"), born=1, seq=0, prev=None)
-    b = Record(entry("alpha gamma delta"), born=2, seq=1, prev=None)
+    a = Record(entry("alpha beta"), born=1, seq=0)
+    b = Record(entry("alpha gamma delta"), born=2, seq=1)
     index.add(a)
     old = FakeView(1, [a])
     before = index.top_k(old, "alpha", 5, None)
@@ -273,9 +273,7 @@ def test_recency_and_relevance_prior_follow_the_formula() -> None:
     for seq in range(120):
         text = " ".join(rng.choices(["ant", "bee", "cat", "dog", "eel"], k=rng.randint(1, 5)))
         created = base + timedelta(hours=rng.randint(0, 300))
-        rec = Record(
-            entry(text, created_at=created, relevance=rng.random()), born=1, seq=seq, prev=None
-        )
+        rec = Record(entry(text, created_at=created, relevance=rng.random()), born=1, seq=seq)
         index.add(rec)
         records.append(rec)
     view = FakeView(1, records)
@@ -283,8 +281,8 @@ def test_recency_and_relevance_prior_follow_the_formula() -> None:
         got = index.top_k(view, query, 7, None)
         assert got == brute_force(scorer, records, 1, query, 7, now=now)
     # Fresh beats stale at equal text; the half-life halves the score.
-    fresh = Record(entry("yak", created_at=base + timedelta(days=10)), born=2, seq=500, prev=None)
-    stale = Record(entry("yak", created_at=base + timedelta(days=9)), born=2, seq=501, prev=None)
+    fresh = Record(entry("yak", created_at=base + timedelta(days=10)), born=2, seq=500)
+    stale = Record(entry("yak", created_at=base + timedelta(days=9)), born=2, seq=501)
     index.add(fresh)
     index.add(stale)
     (s1, r1), (s2, r2) = index.top_k(FakeView(2, [*records, fresh, stale]), "yak", 2, None)
@@ -294,7 +292,7 @@ def test_recency_and_relevance_prior_follow_the_formula() -> None:
 
 def test_tags_are_part_of_the_document() -> None:
     index, records = build(BM25Scorer(), ["deploy notes"])
-    tagged = Record(entry("other text", tags=("infra",)), born=1, seq=9, prev=None)
+    tagged = Record(entry("other text", tags=("infra",)), born=1, seq=9)
     index.add(tagged)
     got = index.top_k(FakeView(1, [*records, tagged]), "infra", 3, None)
     assert [rec for _, rec in got] == [tagged]
@@ -350,7 +348,7 @@ def test_tokenizer() -> None:
 
 def test_index_refuses_owner_misuse() -> None:
     index = BM25Scorer().make_index()
-    rec = Record(entry("a"), born=1, seq=0, prev=None)
+    rec = Record(entry("a"), born=1, seq=0)
     index.add(rec)
     with pytest.raises(ValueError, match="already"):
         index.add(rec)
@@ -398,7 +396,7 @@ class BM25Machine(RuleBasedStateMachine):
         self.version += 1
         ident = self.next_id
         self.next_id += 1
-        rec = Record(entry(text), born=self.version, seq=ident, prev=None)
+        rec = Record(entry(text), born=self.version, seq=ident)
         self.index.add(rec)
         self.records.append(rec)
         self.current[ident] = rec
@@ -409,7 +407,7 @@ class BM25Machine(RuleBasedStateMachine):
         """One version that stores several records, as a batch write would."""
         self.version += 1
         for text in batch:
-            rec = Record(entry(text), born=self.version, seq=self.next_id, prev=None)
+            rec = Record(entry(text), born=self.version, seq=self.next_id)
             self.index.add(rec)
             self.records.append(rec)
             self.current[self.next_id] = rec
@@ -421,7 +419,7 @@ class BM25Machine(RuleBasedStateMachine):
         self.version += 1
         if old is not None:
             self._kill(old)
-        rec = Record(entry(text), born=self.version, seq=ident, prev=old)
+        rec = Record(entry(text), born=self.version, seq=ident)
         self.index.add(rec)
         self.records.append(rec)
         self.current[ident] = rec
@@ -552,7 +550,7 @@ class EngineBM25Machine(RuleBasedStateMachine):
         choices = [(self.state.view(), self.published), *self.snapshots]
         view, items = data.draw(st.sampled_from(choices))
         got = [(s, r.entry.id) for s, r in self.state.index.top_k(view, query, limit, None)]
-        fake = [Record(e, born=0, seq=seq, prev=None) for e, seq in items]
+        fake = [Record(e, born=0, seq=seq) for e, seq in items]
         want = [(s, r.entry.id) for s, r in brute_force(self.scorer, fake, 0, query, limit)]
         assert got == want
 

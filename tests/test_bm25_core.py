@@ -132,7 +132,7 @@ class Three:
         seq = old.seq if old is not None else self.seq
         self.seq += old is None
         e = entry(text, tags=tags, relevance=rel, created_at=BASE + timedelta(seconds=self.seq))
-        rec = Record(e, born=self.version, seq=seq, prev=old)
+        rec = Record(e, born=self.version, seq=seq)
         for name, index in self.indexes.items():
             with path(name):  # the add's term loop: Python or the core's
                 index.add(rec)
@@ -322,7 +322,6 @@ class CoreAgrees(OwnerHistory):
         got = read_sliced(three, version, query, limit, steps, owner)
         assert got["core"] == got["reference"] == got["kernels"] == got["core-bound"], query
         assert got["core-offer"] == got["reference"], query
-
 
 
 @pytest.mark.usefixtures("small_knobs")

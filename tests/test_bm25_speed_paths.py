@@ -67,7 +67,7 @@ class Workload:
             relevance=rng.random(),
             created_at=BASE + timedelta(minutes=rng.randint(0, 3000)),
         )
-        rec = Record(e, born=self.version, seq=seq, prev=old)
+        rec = Record(e, born=self.version, seq=seq)
         self.index.add(rec)
         self.records.append(rec)
         self.live[seq] = rec
@@ -185,13 +185,13 @@ def test_versions_out_of_order() -> None:
     index = scorer.make_index()
     records = []
     for seq, (born, text) in enumerate([(5, "a b"), (2, "a"), (9, "b c"), (1, "a a c"), (7, "c")]):
-        rec = Record(entry(text), born=born, seq=seq, prev=None)
+        rec = Record(entry(text), born=born, seq=seq)
         index.add(rec)
         records.append(rec)
     for rec, died in zip(records[:3], (8, 3, 10), strict=True):
         rec.died = died
         index.retire(rec)
-    late = Record(entry("a c"), born=4, seq=9, prev=None)
+    late = Record(entry("a c"), born=4, seq=9)
     late.died = 6
     index.add(late)  # stored already dead
     records.append(late)
@@ -237,7 +237,7 @@ def test_upserts_keep_records_of_a_text_in_seq_order() -> None:
     version = 0
     for seq in range(6):
         version += 1
-        rec = Record(entry("same words here"), born=version, seq=seq, prev=None)
+        rec = Record(entry("same words here"), born=version, seq=seq)
         index.add(rec)
         records.append(rec)
     for seq in (4, 1, 3):  # rewrite ids 4, 1, 3 with the same text: seqs arrive out of order
@@ -245,7 +245,7 @@ def test_upserts_keep_records_of_a_text_in_seq_order() -> None:
         old = next(r for r in records if r.seq == seq and r.died == NEVER)
         old.died = version
         index.retire(old)
-        rec = Record(entry("same words here"), born=version, seq=seq, prev=old)
+        rec = Record(entry("same words here"), born=version, seq=seq)
         index.add(rec)
         records.append(rec)
     index._check(records)

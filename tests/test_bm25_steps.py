@@ -132,7 +132,7 @@ def _index(state: MemoryState) -> BM25Index:
 
 def _live(state: MemoryState) -> list[Record]:
     """Every record the index holds: the ones not yet purged."""
-    return list(_index(state)._group_of)
+    return _index(state)._records()
 
 
 def test_steps_of_an_empty_or_unmatched_query() -> None:
@@ -175,7 +175,7 @@ def test_term_frequencies_beyond_a_byte() -> None:
         state.delete(rec.entry.id)
     state.publish()
     state.vacuum(state.published)
-    index._check(list(index._group_of))
+    index._check(index._records())
     view = state.view()
     assert index.top_k(view, "w1 w2 w3", 10, None) == brute_force(
         scorer, view.records(), view.version, "w1 w2 w3", 10
@@ -250,7 +250,7 @@ def test_wide_packing_of_a_groups_terms(monkeypatch: pytest.MonkeyPatch) -> None
         state.store(MemoryEntry(category=MemoryCategory.FACT, memory=text))
     state.publish()
     index = _index(state)
-    codes = [index._group_of[rec].terms.typecode for rec in state.view().records()]
+    codes = [index._group_or_raise(rec).terms.typecode for rec in state.view().records()]
     assert codes[0] == "i"
     assert codes[-1] == "q"
     view = state.view()

@@ -162,7 +162,7 @@ def test_decode_rows_is_decode_row(
     entry: MemoryEntry, seq: int, column: str | None, pick: int, extras: dict[str, Any]
 ) -> None:
     entry = attrs.evolve(entry, **extras)
-    row = list(encode_record(Record(entry, seq, seq, None)))
+    row = list(encode_record(Record(entry, seq, seq)))
     if column is not None:
         values = ODD[column]
         row[COLUMNS.index(column)] = values[pick % len(values)]
@@ -180,7 +180,7 @@ def test_decode_rows_is_decode_row(
 
 def test_a_bad_row_among_good_ones_is_reported_as_decode_row_reports_it() -> None:
     good = [
-        encode_record(Record(MemoryEntry(category=MemoryCategory.FACT, memory=f"m{i}"), i, i, None))
+        encode_record(Record(MemoryEntry(category=MemoryCategory.FACT, memory=f"m{i}"), i, i))
         for i in range(1, 6)
     ]
     bad = list(good[3])
@@ -222,10 +222,10 @@ def test_entry_of_checked_sets_every_field() -> None:
 
 def test_one_datetime_for_equal_created_and_updated_times() -> None:
     entry = MemoryEntry(category=MemoryCategory.FACT, memory="m")
-    ((_, decoded),) = decode_rows("f.db", [encode_record(Record(entry, 1, 1, None))])
+    ((_, decoded),) = decode_rows("f.db", [encode_record(Record(entry, 1, 1))])
     assert decoded == entry
     assert decoded.updated_at is decoded.created_at  # one object kept, not two
-    ((_, again),) = decode_rows("f.db", [encode_record(Record(entry, 2, 2, None))])
+    ((_, again),) = decode_rows("f.db", [encode_record(Record(entry, 2, 2))])
     assert again.relevance is decoded.relevance == 1.0  # the default float shared too
     other = datetime(2026, 1, 1, tzinfo=timezone(timedelta(hours=2)))
     assert other.astimezone(UTC).tzinfo is UTC
@@ -244,7 +244,7 @@ def test_read_file_decodes_batch_by_batch_as_row_by_row(
 ) -> None:
     monkeypatch.setattr(sqlite_format, "_FETCH_ROWS", 4)  # several batches, one partial
     rows = [
-        encode_record(Record(MemoryEntry(category=MemoryCategory.FACT, memory=f"m{i}"), i, i, None))
+        encode_record(Record(MemoryEntry(category=MemoryCategory.FACT, memory=f"m{i}"), i, i))
         for i in range(1, 11)
     ]
     good = tmp_path / "good.db"

@@ -122,7 +122,7 @@ def test_dense_top_k_matches_a_brute_force(
 
 
 def test_fuse_ranks_weights_and_ties() -> None:
-    a, b, c = (Record(entry(t), 1, i, None) for i, t in enumerate("abc"))
+    a, b, c = (Record(entry(t), 1, i) for i, t in enumerate("abc"))
     lexical = [(9.0, a), (5.0, b)]
     semantic = [(0.9, c), (0.8, b)]
     fused = fuse_ranks((lexical, semantic), (0.8, 0.2), 30.0)

@@ -161,7 +161,7 @@ def test_an_entry_with_dates_past_the_bound_gets_no_bonus_for_them() -> None:
 
     text = "x " * MENTION_CHARS + "on 8 May, 2023"
     entry = fact(text).with_tag("seen 9 May, 2023")
-    rec = Record(entry, 1, 1, None)
+    rec = Record(entry, 1, 1)
     assert _entry_mentions(rec) == (Period(2023, 5, 9),)
 
 

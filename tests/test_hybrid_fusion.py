@@ -39,7 +39,7 @@ def entry(text: str, when: datetime = T0, tags: tuple[str, ...] = ()) -> MemoryE
 
 
 def rec(i: int, text: str = "x") -> Record:
-    return Record(entry(text), 1, i, None)
+    return Record(entry(text), 1, i)
 
 
 def state_of(scorer: HybridScorer, entries: Sequence[MemoryEntry]) -> MemoryState:

@@ -177,7 +177,7 @@ def test_an_image_for_other_rows_is_refused(make: Callable[[], Scorer]) -> None:
             rows[:5] + [(seq, attrs.evolve(entry, tags=(*entry.tags, "new")))] + rows[6:]
         )
     for changed in variants.values():
-        recs = [Record(e, s, s, None) for s, e in changed]
+        recs = [Record(e, s, s) for s, e in changed]
         with pytest.raises(ImageError):
             restore_index(make().make_index(), parts, recs)
         # A refused image still loads a correct state (the fallback adds every record).
@@ -481,9 +481,7 @@ async def test_rows_changed_behind_the_image_are_detected(
     rows = read_validated(str(path))
     entry = attrs.evolve(rows[0][1], id=uuid.uuid4(), memory="a new row from elsewhere")
     with sqlite3.connect(path) as conn:
-        conn.execute(
-            INSERT_ENTRY, encode_record(Record(entry, rows[-1][0] + 1, rows[-1][0] + 1, None))
-        )
+        conn.execute(INSERT_ENTRY, encode_record(Record(entry, rows[-1][0] + 1, rows[-1][0] + 1)))
     await _reopen(path, make, used=False)
 
 
@@ -518,7 +516,7 @@ def test_the_first_commit_that_changes_rows_drops_the_marker(tmp_path: Path) -> 
     path = str(tmp_path / "m.db")
     store, _ = SqliteStore.open(path, Durability.NORMAL)
     rows = _rows(2, 5)
-    recs = [Record(e, s, s, None) for s, e in rows]
+    recs = [Record(e, s, s) for s, e in rows]
     store.write(Batch([], [encode_record(r) for r in recs], []))
     assert store.write_image({"header": b"{}"})
     assert _meta(Path(path))[IMAGE_KEY]
@@ -537,7 +535,7 @@ async def test_a_version_3_file_is_upgraded(tmp_path: Path) -> None:
     for statement in CREATE_SCHEMA_V3:
         conn.execute(statement)
     rows = _rows(4, 30)
-    conn.executemany(INSERT_ENTRY, [encode_record(Record(e, s, s, None)) for s, e in rows])
+    conn.executemany(INSERT_ENTRY, [encode_record(Record(e, s, s)) for s, e in rows])
     conn.execute("PRAGMA journal_mode = WAL")
     conn.close()
     async with open_memory(path=path) as memory:

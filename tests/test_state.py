@@ -167,7 +167,7 @@ def test_duplicate_key_folds_ascii_and_unicode_alike() -> None:
     from actormem._record import Record
 
     def key(text: str) -> tuple[object, ...]:
-        return _normalised(Record(MemoryEntry.new(MemoryCategory.FACT, text), 1, 1, None))
+        return _normalised(Record(MemoryEntry.new(MemoryCategory.FACT, text), 1, 1))
 
     assert key("Hello  World") == key("hello world") == key(" HELLO\tworld\n")
     assert key("STRASSE") == key("straße")  # casefold, not lower

@@ -342,7 +342,7 @@ def test_encode_record_direct_is_the_row_before(
         tags=("x", "y"),
         namespace=("n",),
     )
-    rec = Record(entry, 3, 2, None)
+    rec = Record(entry, 3, 2)
     rows = []
     for on in (True, False):
         sqlite_format._ENCODE_DIRECT = on

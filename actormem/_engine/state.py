@@ -16,7 +16,7 @@ a snapshot never sees half of a batch.
 Structures readers share (each only gains records invisible to existing snapshots, and
 loses records only when no snapshot can see them):
 
-* ``_by_id``: ``id.int`` -> newest record version; older versions hang off ``prev`` for old
+* ``_by_id``: ``id.int`` -> newest record version; older versions hang off ``_prev`` for old
   snapshots. A deleted id keeps its dead record here until vacuumed.
 * ``_by_relevance``: every unpurged record, ordered by ``(-relevance, seq, born)`` (packed
   into one int, :func:`_relevance_key`): the order in which the word-overlap scorer tops
@@ -91,6 +91,7 @@ from sortedcontainers import SortedKeyList, SortedList
 from .._entry import MemoryEntry, with_access
 from .._errors import InvalidEntryError, InvalidQueryError
 from .._index import textfold
+from .._index.kernels import gc_untrack as _gc_untrack
 from .._index.persist import ImageError, restore_index
 from .._index.scoring import Scorer, ScoringIndex
 from .._index.textfold import fold, fold_hash
@@ -261,6 +262,12 @@ _STORE_BATCH = True
 #: relevance always lands there. Otherwise, and False (the path before it), ``add``;
 #: the same order, sublists and maxima (``stress/bench_store64.py --old-knobs store5``).
 _RELEVANCE_APPEND = True
+#: A stored entry is taken out of the cyclic collector's lists (``kernels.gc_untrack``,
+#: with the compiled kernels): an entry is an immutable tree of strs, tuples, numbers,
+#: times and frozen JSON that never references a record, so it is never part of a
+#: reference cycle, and a full collection no longer walks one object per entry (a
+#: million of them at 1M). False: left tracked (the layout before); the same results.
+_UNTRACK_ENTRIES = True
 #: The fast path reads sortedcontainers 2.x's private lists; a release without them
 #: (checked once, here) takes ``add`` instead of failing every ``store_many``.
 _SORTED_INTERNALS = all(
@@ -297,8 +304,10 @@ class View:
         """:meth:`get` by the id's int. O(versions kept for that id)."""
         rec = self._state._by_id.get(ident)
         v = self.version
-        while rec is not None and rec.born > v:
-            rec = rec.prev
+        if rec is not None and rec.born > v:
+            older = self._state._prev.get
+            while rec is not None and rec.born > v:
+                rec = older(rec)
         if rec is None or rec.died <= v:
             return None
         return rec
@@ -332,8 +341,10 @@ class View:
             return None
         rec = self._state._by_id.get(id)
         v = self.version
-        while rec is not None and rec.born > v:
-            rec = rec.prev
+        if rec is not None and rec.born > v:
+            older = self._state._prev.get
+            while rec is not None and rec.born > v:
+                rec = older(rec)
         if rec is None or rec.died <= v:
             return None
         e = rec.entry
@@ -488,15 +499,18 @@ class MemoryState:
         self._evict: tuple[SortedList, SortedList] | None = (
             None if capacity is None else (SortedList(), SortedList())
         )
+        #: record -> the older unpurged version of its id (the upsert chain readers of
+        #: older snapshots walk from ``_by_id``), for the records that have one: kept here
+        #: and not in a slot of every record (most have none, and old versions are
+        #: purged soon). The purge of the older version drops its entry.
+        self._prev: dict[Record, Record] = {}
         #: dupkey -> the one record with it, or an insertion-ordered set of two or more.
         self._dups: dict[int, Record | dict[Record, None]] = {}
         self._dup_keys: set[int] = set()  # keys of _dups groups with two or more records
         #: The duplicate key function, one for the state's life (keys are recomputed when
         #: records leave): by the fold's hash in C when it exists, else by the fold.
         self._dupkey: Callable[[Record], int] = (
-            _dupkey_hashed
-            if textfold._FOLD_HASH and textfold._fold_hash_c is not None
-            else _dupkey
+            _dupkey_hashed if textfold._FOLD_HASH and textfold._fold_hash_c is not None else _dupkey
         )
         self._graveyard: deque[Record] = deque()
         #: (namespace, key) -> id.int of the newest record that took the key.
@@ -617,6 +631,8 @@ class MemoryState:
     def _link(self, rec: Record) -> None:
         """Enter a new live record into every structure."""
         e = rec.entry
+        if _UNTRACK_ENTRIES and _gc_untrack is not None and type(e) is MemoryEntry:
+            _gc_untrack(e, MemoryEntry)
         self._by_id[e._id] = rec
         self._by_relevance.add(rec)
         if e.key is not None:
@@ -760,9 +776,7 @@ class MemoryState:
         by_relevance = self._by_relevance
         by_relevance_add = by_relevance.add
         # SortedKeyList's own lists (sortedcontainers 2.x): the end of the order.
-        rel_append = (
-            _RELEVANCE_APPEND and _SORTED_INTERNALS and type(by_relevance) is SortedKeyList
-        )
+        rel_append = _RELEVANCE_APPEND and _SORTED_INTERNALS and type(by_relevance) is SortedKeyList
         rel_keys: list[list[int]] = by_relevance._keys if rel_append else []
         rel_maxes: list[int] = by_relevance._maxes if rel_append else []
         rel_split = by_relevance._load << 1 if rel_append else 0  # longer: split
@@ -774,6 +788,7 @@ class MemoryState:
         capacity = self.capacity
         journal = self.journal
         evict = self._evict
+        untrack = _gc_untrack if _UNTRACK_ENTRIES else None
         run: list[Record] = []  # linked records whose index add is due
         try:
             for entry in entries:
@@ -797,8 +812,12 @@ class MemoryState:
                     self.store(entry, now)
                     continue
                 # _store's insert, inline
+                if untrack is not None:  # _link's, inline
+                    untrack(entry, MemoryEntry)
                 version = self.version = self._seq = self.version + 1
-                rec = Record(entry, version, version, old)
+                rec = Record(entry, version, version)
+                if old is not None:
+                    self._prev[rec] = old
                 # _link, inline (the index add deferred to the run's add_many)
                 by_id[ident] = rec
                 part = rel_part.get(entry.relevance) if rel_append else None
@@ -891,7 +910,9 @@ class MemoryState:
             if new_seq is None or new_seq == self.version:
                 new_seq = self.version
             seq = self._seq = new_seq
-        rec = Record(entry, self.version, seq, old)
+        rec = Record(entry, self.version, seq)
+        if old is not None:
+            self._prev[rec] = old
         self._link(rec)
         self.stores += 1
         return _outcome(StoreOutcome, (rec, replaced, evicted))
@@ -1013,6 +1034,7 @@ class MemoryState:
         new_ns: list[tuple[str, ...]] = []
         records: list[Record] = []
         bounded = self._evict is not None
+        untrack = _gc_untrack if _UNTRACK_ENTRIES else None
         last = self._seq
         for seq, entry in rows:
             if seq <= last:
@@ -1021,7 +1043,9 @@ class MemoryState:
             ident = entry._id
             if ident in by_id:
                 raise ValueError(f"restore(): id {entry.id} is stored already")
-            rec = Record(entry, seq, seq, None)
+            rec = Record(entry, seq, seq)
+            if untrack is not None and type(entry) is MemoryEntry:  # as _link
+                untrack(entry, MemoryEntry)
             records.append(rec)
             by_id[ident] = rec
             if entry.key is not None:
@@ -1246,7 +1270,8 @@ class MemoryState:
                     merged += 1
                     saved += len(rec.entry.memory.encode("utf-8"))
                 self._unlink(keep, None)
-                new = Record(merged_entry, self.version, keep.seq, keep)
+                new = Record(merged_entry, self.version, keep.seq)
+                self._prev[new] = keep
                 self._link(new)
         stats = ConsolidationStats(
             entries_before=before,
@@ -1294,18 +1319,19 @@ class MemoryState:
             self._ns_sorted.remove(e.namespace)
         id = e._id
         head = self._by_id.get(id)
-        if head is rec and rec.prev is None and e.key is not None:
+        prev = self._prev
+        if head is rec and rec not in prev and e.key is not None:
             if self._by_key.get((e.namespace, e.key)) == id:
                 del self._by_key[(e.namespace, e.key)]  # the id's last version goes
         if head is rec:
             del self._by_id[id]
         else:
             cur = head
-            while cur is not None and cur.prev is not rec:
-                cur = cur.prev
+            while cur is not None and prev.get(cur) is not rec:
+                cur = prev.get(cur)
             if cur is not None:
-                cur.prev = None
-        rec.prev = None
+                del prev[cur]
+        prev.pop(rec, None)
 
     # ------------------------------------------------------------------ checks
 
@@ -1328,7 +1354,9 @@ class MemoryState:
                     assert r.died <= newer.born, "versions of one id overlap"
                     assert r.seq == newer.seq or r.died != NEVER
                 unpurged.append(r)
-                newer, r = r, r.prev
+                newer, r = r, self._prev.get(r)
+        assert {id(k) for k in self._prev} <= {id(r) for r in unpurged}, "stale _prev"
+        assert all(not r.purged for r in self._prev.values())
         graveyard = list(self._graveyard)
         assert all(a.died <= b.died for a, b in zip(graveyard, graveyard[1:], strict=False))
         assert all(r.died != NEVER and not r.purged for r in graveyard)

@@ -449,14 +449,11 @@ offer_group(offer_t *o, int64_t num, double score)
     if (group == Py_None) return 0; /* purged: no record to score */
     PyObject *recs = slot_get(&group_slots, group, &s_recs, 1, 0);
     if (!recs) return -1;
-    if (!PyList_Check(recs)) {
-        Py_DECREF(recs);
-        PyErr_SetString(PyExc_TypeError, "a group's recs must be a list");
-        return -1;
-    }
+    /* A list of records, or the group's one record itself (knobs._SINGLE_RECORD). */
+    int single = !PyList_Check(recs);
     int rc = 0;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(recs); i++) {
-        PyObject *rec = Py_NewRef(PyList_GET_ITEM(recs, i));
+    for (Py_ssize_t i = 0; i < (single ? 1 : PyList_GET_SIZE(recs)); i++) {
+        PyObject *rec = Py_NewRef(single ? recs : PyList_GET_ITEM(recs, i));
         int64_t seq, born, died;
         if (attr_i64(rec, 0, &seq) < 0) {
             rc = -1;
@@ -1171,7 +1168,7 @@ PyInit__cbm25(void)
     s_num = PyUnicode_InternFromString("num");
     s_append = PyUnicode_InternFromString("append");
     s_typecode = PyUnicode_InternFromString("typecode");
-    s_recs = PyUnicode_InternFromString("recs");
+    s_recs = PyUnicode_InternFromString("_recs");
     s_seq = PyUnicode_InternFromString("seq");
     s_born = PyUnicode_InternFromString("born");
     s_died = PyUnicode_InternFromString("died");

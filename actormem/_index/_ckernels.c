@@ -725,6 +725,30 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------ collector */
+
+PyDoc_STRVAR(gc_untrack_doc,
+"gc_untrack(obj, cls)\n--\n\n"
+"Take obj out of the cyclic garbage collector's lists, if its type is exactly cls (a\n"
+"type the collector tracks): for values that can never be part of a reference cycle\n"
+"(a stored MemoryEntry: an immutable tree of strs, tuples, numbers and times), which a\n"
+"full collection then no longer walks. Returns whether obj was tracked. O(1).\n"
+"Raises TypeError when obj is not exactly of type cls.");
+
+static PyObject *
+gc_untrack(PyObject *self, PyObject *args)
+{
+    PyObject *obj, *cls;
+    if (!PyArg_ParseTuple(args, "OO!:gc_untrack", &obj, &PyType_Type, &cls)) return NULL;
+    if (Py_TYPE(obj) != (PyTypeObject *)cls) {
+        PyErr_SetString(PyExc_TypeError, "gc_untrack: obj is not exactly of type cls");
+        return NULL;
+    }
+    if (!PyObject_IS_GC(obj) || !PyObject_GC_IsTracked(obj)) Py_RETURN_FALSE;
+    PyObject_GC_UnTrack(obj);
+    Py_RETURN_TRUE;
+}
+
 /* ------------------------------------------------------------------ module */
 
 static PyMethodDef methods[] = {
@@ -737,6 +761,7 @@ static PyMethodDef methods[] = {
     {"wo_count_sparse", wo_count_sparse, METH_VARARGS, wo_count_sparse_doc},
     {"wo_scan", wo_scan, METH_VARARGS, wo_scan_doc},
     {"wo_join", wo_join, METH_VARARGS, wo_join_doc},
+    {"gc_untrack", gc_untrack, METH_VARARGS, gc_untrack_doc},
     {NULL, NULL, 0, NULL},
 };
 

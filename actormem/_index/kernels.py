@@ -28,6 +28,7 @@ import logging
 import math
 import os
 from array import array
+from collections.abc import Callable
 from operator import attrgetter
 from types import ModuleType
 from typing import Any
@@ -41,6 +42,7 @@ __all__ = [
     "WO_CORE",
     "WO_CORE_AVAILABLE",
     "active",
+    "gc_untrack",
     "BM25_BLOCK",
     "BM25_CORE",
     "Bm25Daat",
@@ -108,6 +110,13 @@ ENABLED = AVAILABLE
 BM25_CORE = os.environ.get("ACTORMEM_BM25_CORE", "1") != "0"
 #: Postings per block of the core's block-max bounds.
 BM25_BLOCK: int = _b.BLOCK if _b is not None else 64
+
+
+#: ``gc_untrack(obj, cls)`` of the compiled kernels (``_ckernels.c``): take ``obj``, of
+#: exactly the type ``cls``, out of the cyclic collector's lists (for values that are
+#: never part of a reference cycle); returns whether it was tracked. None without the
+#: extension (nothing is untracked then: the same results, longer full collections).
+gc_untrack: Callable[[object, type], bool] | None = getattr(_c, "gc_untrack", None)
 
 
 def bm25_core_active() -> bool:

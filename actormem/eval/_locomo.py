@@ -326,7 +326,7 @@ class _ConversationIndex:
             entry = MemoryEntry(
                 category=MemoryCategory.FACT, memory=documents[i], created_at=when or _EPOCH
             )
-            rec = Record(entry, born=1, seq=i, prev=None)
+            rec = Record(entry, born=1, seq=i)
             self.index.add(rec)
             self.position[rec] = i
         self.view = _Everything(len(self.units))

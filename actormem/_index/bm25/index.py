@@ -22,13 +22,23 @@ from .. import kernels
 from ..scoring import Accept, ReadView, ScratchPool, drain
 from . import knobs
 from .changelog import ChangeLog
-from .postings import _NO_SEQ, _TF_BITS, _TF_CAP, _Group, _seq, _Term
+from .postings import _NO_SEQ, _TF_BITS, _TF_CAP, _doc_key, _Group, _seq, _Term
 from .search import MaxScoreSearch
 
 if TYPE_CHECKING:
     from .scorer import BM25Scorer
 
 __all__ = ["BM25Index"]
+
+
+def _untrack(group: _Group) -> None:
+    """Take ``group`` and its term array out of the cyclic collector's lists
+    (``knobs._UNTRACK``, with the compiled kernels): neither is ever part of a reference
+    cycle (a group holds its records, an int array and ints; nothing it reaches refers
+    to a group), so a full collection need not walk two objects per text. O(1)."""
+    if knobs._UNTRACK and kernels.gc_untrack is not None:
+        kernels.gc_untrack(group, _Group)
+        kernels.gc_untrack(group.terms, array)
 
 
 class BM25Index(metaclass=NoPublicConstructor):
@@ -50,9 +60,13 @@ class BM25Index(metaclass=NoPublicConstructor):
 
     def __init__(self, scorer: BM25Scorer) -> None:
         self._scorer = scorer
+        #: Document (text, or text and tags) -> its group. A record's group is found by
+        #: its document (:meth:`_indexed`), not kept per record: a dict slot (~45 bytes
+        #: a record at 1M) less.
         self._groups: dict[object, _Group] = {}
-        self._group_of: dict[Record, _Group] = {}
         self._retired: set[Record] = set()
+        #: Purged records still in their group's ``recs`` (which they leave lazily).
+        self._gone: set[Record] = set()
         self._terms: dict[str, _Term] = {}
         #: Every term ever made, by number; None once deleted (numbers are not reused).
         self._term_table: list[_Term | None] = []
@@ -87,7 +101,7 @@ class BM25Index(metaclass=NoPublicConstructor):
         Raises:
             KeyError: ``rec`` is not in the index (never added, or purged).
         """
-        group = self._group_of[rec]
+        group = self._group_or_raise(rec)
         num = group.num
         out = {}
         for t in group.terms:
@@ -96,6 +110,38 @@ class BM25Index(metaclass=NoPublicConstructor):
             tf = t & _TF_CAP
             out[obj.key] = tf if tf < _TF_CAP else obj.tfs[bisect_left(obj.groups, num)]
         return out
+
+    def _indexed(self, rec: Record) -> _Group | None:
+        """``rec``'s group if ``rec`` is in the index (added, not purged), else None.
+        O(len(text) for an uncached hash + log(records of the text))."""
+        group = self._groups.get(_doc_key(rec))
+        return None if group is None else self._in_group(group, rec)
+
+    def _in_group(self, group: _Group, rec: Record) -> _Group | None:
+        """``group`` if ``rec`` is one of its indexed records, else None.
+        O(log(records of the group))."""
+        if rec in self._gone:
+            return None
+        recs = group.recs
+        seq = rec.seq
+        i = bisect_left(recs, seq, key=_seq)  # by seq; versions of one id share it
+        while i < len(recs) and recs[i].seq == seq:
+            if recs[i] is rec:
+                return group
+            i += 1
+        return None
+
+    def _group_or_raise(self, rec: Record) -> _Group:
+        """:meth:`_indexed`, raising ``KeyError`` for a record not in the index."""
+        group = self._indexed(rec)
+        if group is None:
+            raise KeyError(rec)
+        return group
+
+    def _records(self) -> list[Record]:
+        """Every record in the index (added, not purged). O(records); for checks."""
+        gone = self._gone
+        return [rec for g in self._groups.values() for rec in g.recs if rec not in gone]
 
     def _length(self, group: _Group) -> int:
         return int(self._lengths[group.num])
@@ -114,7 +160,7 @@ class BM25Index(metaclass=NoPublicConstructor):
                 terms.extend(tokenize(tag))
         table = self._table
         num = len(table)
-        group = self._groups[key] = _Group(key, num)
+        group = self._groups[key] = _Group(num)
         table.append(group)
         lengths = self._lengths
         if num >= len(lengths):  # replace, never resize: readers may hold the old one
@@ -136,6 +182,7 @@ class BM25Index(metaclass=NoPublicConstructor):
                 terms = list(terms)
             nums = kernels.bm25_add_terms(terms, self._terms, term_table, num, _Term)
             group.terms = array("i" if len(term_table) <= knobs._NARROW else "q", nums)
+            _untrack(group)
             return group
         get = self._terms.get
         nums = []
@@ -152,6 +199,7 @@ class BM25Index(metaclass=NoPublicConstructor):
             nums.append(obj.num << _TF_BITS | min(tf, _TF_CAP))
         # Exactly sized; int64 only once term numbers no longer fit in int32 with a tf.
         group.terms = array("i" if len(term_table) <= knobs._NARROW else "q", nums)
+        _untrack(group)
         return group
 
     # -- owner side ---------------------------------------------------------------------
@@ -167,30 +215,33 @@ class BM25Index(metaclass=NoPublicConstructor):
         Raises:
             ValueError: ``rec`` is already in the index.
         """
-        if rec in self._group_of:
-            raise ValueError(f"{rec!r} is already indexed")
         entry = rec.entry
         tags = entry.tags
         key: object = (entry.memory, tags) if tags else entry.memory
         group = self._groups.get(key)
+        if group is not None and self._in_group(group, rec) is not None:
+            raise ValueError(f"{rec!r} is already indexed")
         if group is None:
             group = self._new_group(key, rec)  # counts the record in each term's df
         else:
             term_table = self._term_table
             for t in group.terms:
                 term_table[t >> _TF_BITS].df += 1  # type: ignore[union-attr]  # live: not None
-        recs = group.recs
-        if not recs:
-            group.recs = [rec]  # exactly sized: most texts have one record
+        recs = group._recs
+        if isinstance(recs, list) and not recs:
+            # Most texts have one record: kept alone in the slot, where a list of one
+            # took 80 bytes (its object and its item buffer); a second makes a list.
+            group._recs = rec if knobs._SINGLE_RECORD else [rec]
             self._first_seq[group.num] = rec.seq
-        elif recs[-1].seq > rec.seq:
-            insort(recs, rec, key=_seq)  # an upsert keeps its older seq
-            if rec.seq < self._first_seq[group.num]:
-                self._first_seq[group.num] = rec.seq
         else:
-            recs.append(rec)
-        group.unpurged += 1
-        self._group_of[rec] = group
+            grown = recs if isinstance(recs, list) else [recs]
+            if grown[-1].seq > rec.seq:
+                insort(grown, rec, key=_seq)  # an upsert keeps its older seq
+                if rec.seq < self._first_seq[group.num]:
+                    self._first_seq[group.num] = rec.seq
+            else:
+                grown.append(rec)
+            group.recs = grown
         self._n += 1
         self._total += int(self._lengths[group.num])
         self._changes.record(rec.born, group, 1)
@@ -209,7 +260,7 @@ class BM25Index(metaclass=NoPublicConstructor):
             KeyError: ``rec`` is not in the index.
             ValueError: ``rec`` was retired already or ``rec.died`` is not set.
         """
-        group = self._group_of[rec]
+        group = self._group_or_raise(rec)
         if rec in self._retired or rec.died == NEVER:
             raise ValueError(f"{rec!r} is retired already or has no death version")
         self._retired.add(rec)
@@ -232,16 +283,17 @@ class BM25Index(metaclass=NoPublicConstructor):
             KeyError: ``rec`` is not in the index.
             ValueError: ``rec`` was not retired first.
         """
-        group = self._group_of[rec]
-        if rec not in self._retired:
+        if rec not in self._retired:  # retired: in the index, not purged
+            self._group_or_raise(rec)
             raise ValueError(f"{rec!r} must be retired before it is purged")
-        del self._group_of[rec]
+        group = self._group_or_raise(rec)
         self._retired.discard(rec)
-        group.unpurged -= 1
-        if group.unpurged == 0:
-            del self._groups[group.key]
+        if group.unpurged == 1:  # rec is the last one unpurged
+            del self._groups[_doc_key(rec)]
             self._table[group.num] = None
             self._alive[group.num] = 0
+            if group.dead:
+                self._gone.difference_update(group.recs)
             group.recs = []
             group.dead = 0
             term_table = self._term_table
@@ -258,9 +310,12 @@ class BM25Index(metaclass=NoPublicConstructor):
                     term.compact(self._alive)
         else:
             group.dead += 1
+            gone = self._gone
+            gone.add(rec)
             if 2 * group.dead > len(group.recs):
-                group_of = self._group_of
-                group.recs = [r for r in group.recs if r in group_of]
+                recs = group.recs
+                group.recs = [r for r in recs if r not in gone]
+                gone.difference_update(recs)
                 group.dead = 0
         self._changes.purged(rec.died)
 
@@ -340,13 +395,14 @@ class BM25Index(metaclass=NoPublicConstructor):
             return n, total, dfs
         # The log was trimmed past this version: count what the view sees.
         visible = view.visible
-        group_of = self._group_of
+        gone = self._gone
         table = self._table
         n = total = 0
-        for rec, group in group_of.items():
-            if visible(rec):
-                n += 1
-                total += int(lengths[group.num])
+        for group in self._groups.values():
+            for rec in group.recs:
+                if rec not in gone and visible(rec):
+                    n += 1
+                    total += int(lengths[group.num])
         for term in terms:
             obj = index_terms.get(term)
             if obj is not None:
@@ -354,7 +410,7 @@ class BM25Index(metaclass=NoPublicConstructor):
                 for num in obj.groups:
                     holder = table[num]
                     if holder is not None:
-                        count += sum(1 for rec in holder.recs if rec in group_of and visible(rec))
+                        count += sum(1 for rec in holder.recs if rec not in gone and visible(rec))
                 dfs[term] = count
         return n, total, dfs
 
@@ -424,7 +480,12 @@ class BM25Index(metaclass=NoPublicConstructor):
         Runtime complexity: O(total postings + records + log entries).
         """
         live_set = set(live)
-        assert live_set == set(self._group_of), "indexed records differ from the live ones"
+        assert live_set == set(self._records()), "indexed records differ from the live ones"
+        assert all(self._indexed(rec) is not None for rec in live_set)
+        assert all(self._indexed(rec) is None for rec in self._gone)
+        assert self._gone == {
+            rec for g in self._groups.values() for rec in g.recs if rec not in live_set
+        }, "purged records out of date"
         assert self._retired == {rec for rec in live_set if rec.died != NEVER}, (
             "retired set out of date"
         )
@@ -432,7 +493,7 @@ class BM25Index(metaclass=NoPublicConstructor):
         holders: dict[str, dict[int, int]] = {}
         df: Counter[str] = Counter()
         n = total = 0
-        groups = set(self._group_of.values())
+        groups = {self._group_or_raise(rec) for rec in live_set}
         assert groups == set(self._groups.values()), "groups differ from the live records'"
         table = self._table
         assert {num for num, group in enumerate(table) if group is not None} == {
@@ -443,13 +504,13 @@ class BM25Index(metaclass=NoPublicConstructor):
         assert not self._alive[len(table) :].any()
         assert len(self._first_seq) == len(self._lengths) == len(self._alive)
         for group in groups:
-            assert self._groups[group.key] is group
-            assert table[group.num] is group
             recs = group.recs
+            assert self._groups[_doc_key(recs[-1])] is group
+            assert table[group.num] is group
             assert all(x.seq <= y.seq for x, y in zip(recs, recs[1:], strict=False)), (
                 "records out of seq order"
             )
-            alive = [rec for rec in recs if rec in self._group_of]
+            alive = [rec for rec in recs if rec not in self._gone]
             assert group.unpurged == len(alive) > 0
             assert group.dead == len(recs) - len(alive)
             assert int(self._first_seq[group.num]) <= recs[0].seq, "first seq above a record's"
@@ -468,7 +529,7 @@ class BM25Index(metaclass=NoPublicConstructor):
             assert length == len(terms)
             assert [self._terms[t].num for t in counts] == nums
             for rec in alive:
-                assert self._group_of[rec] is group
+                assert self._indexed(rec) is group
                 assert (rec.entry.memory, rec.entry.tags) == (entry.memory, entry.tags)
                 if rec.died == NEVER:
                     n += 1

@@ -113,3 +113,14 @@ _TIE_SKIP = True
 #: same results; False: no prefetch (the searches before, kept for side-by-side
 #: benchmarks).
 _PREFETCH_SEEK = True
+#: A group that has had one record keeps the record itself in its ``_recs`` slot, not
+#: a list of one (80 bytes: the list object and its item buffer, and an object the
+#: collector tracks): at 1M distinct texts 80 MB. The second record makes it a list.
+#: The same results; False: a list from the first record (the layout before, kept for
+#: side-by-side measurements and the tests that drive both).
+_SINGLE_RECORD = True
+#: A new group and its term array leave the cyclic collector's lists
+#: (``kernels.gc_untrack``; neither is ever in a reference cycle): two tracked objects
+#: per distinct text less for a full collection to walk. The same results; False: left
+#: tracked (the layout before).
+_UNTRACK = True

@@ -39,8 +39,9 @@ from ..persist import ImageError
 from ..tokenize import _WORD, Tokenizer
 from . import knobs
 from .changelog import ChangeLog
-from .index import BM25Index
+from .index import BM25Index, _untrack
 from .postings import _NO_SEQ, _TF_BITS, _TF_CAP, _Group, _Term
+from .postings import _doc_key as _key
 
 __all__ = ["dump", "handles", "restore"]
 
@@ -73,11 +74,6 @@ def _params(index: BM25Index) -> dict[str, Any]:
         "stemmer_version": _stemmer_version() if tok.stemmer else None,
         "stopwords": persist.text_digest(sorted(tok.stopwords)),
     }
-
-
-def _key(rec: Record) -> object:
-    entry = rec.entry
-    return (entry.memory, entry.tags) if entry.tags else entry.memory
 
 
 def _expect(index: BM25Index, records: list[Record], canon: list[object]) -> dict[str, Any]:
@@ -243,20 +239,23 @@ def restore(index: BM25Index, parts: Mapping[str, bytes], records: list[Record])
     while cap < size:
         cap *= 2
     first = np.full(cap, _NO_SEQ, np.int64)
-    for num, key in enumerate(canon):
-        group = _Group(key, num)
+    for num in range(len(canon)):
+        group = _Group(num)
         terms = array(code)
         terms.frombytes(raw_terms[bounds[num] : bounds[num + 1]])
         group.terms = terms
+        _untrack(group)
         table.append(group)
     for rec, g in zip(records, gids, strict=True):
         group = table[g]
-        if group.unpurged:
-            group.recs.append(rec)
+        recs = group._recs
+        if not isinstance(recs, list):
+            group._recs = [recs, rec]
+        elif recs:
+            recs.append(rec)
         else:
-            group.recs = [rec]
+            group._recs = rec if knobs._SINGLE_RECORD else [rec]  # as BM25Index.add
             first[g] = rec.seq  # the records come by seq
-        group.unpurged += 1
     dfs = np.add.reduceat(sizes[postings], p_ends[:-1]).tolist() if count else []
     wide = np.maximum.reduceat(tfs, p_ends[:-1]).tolist() if count else []
     raw_groups = memoryview(parts["postings"])
@@ -282,7 +281,6 @@ def restore(index: BM25Index, parts: Mapping[str, bytes], records: list[Record])
     index._alive[:size] = 1
     index._table = list(table)
     index._groups = dict(zip(canon, table, strict=True))
-    index._group_of = {rec: table[g] for rec, g in zip(records, gids, strict=True)}
     index._term_table = term_table
     index._terms = {name: term for name, term in zip(names, term_table, strict=True)}  # type: ignore[misc]
     index._n = len(records)

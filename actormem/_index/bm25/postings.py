@@ -39,8 +39,17 @@ _NO_SEQ = -(1 << 63)
 _NO_RECS: list[Record] = []
 
 
+def _doc_key(rec: Record) -> object:
+    """The key of ``rec``'s document in ``BM25Index._groups``: its text, or its text and
+    tags. O(1) (the text's hash is cached; O(tags) for a tagged one)."""
+    entry = rec.entry
+    tags = entry.tags
+    return (entry.memory, tags) if tags else entry.memory
+
+
 class _Group:
-    """Every un-purged record whose document (``memory`` text and tags) is ``key``.
+    """Every un-purged record of one document (``memory`` text and tags, see
+    :func:`_doc_key`).
 
     BM25 statistics and the score before recency and prior depend only on the document,
     so the index tokenizes a text once and posting lists hold groups, not records: agent
@@ -50,18 +59,38 @@ class _Group:
     ``_Term`` of each distinct term of the document, in first-occurrence order, each
     packed with its frequency (``num << _TF_BITS | min(tf, _TF_CAP)``; the posting list
     has the exact one). ``recs`` is sorted by ``seq``; purged records leave it
-    lazily (it is rebuilt once half of it is purged).
-    """
+    lazily (it is rebuilt once half of it is purged); ``dead`` counts the purged
+    records still in it. While the group has had one record (most texts) the slot
+    ``_recs`` holds that record itself (``knobs._SINGLE_RECORD``: no list of one, 80
+    bytes and a tracked object less), and ``recs`` reads it as a 1-tuple; the second
+    record makes it a new list (readers may hold the tuple).
 
-    __slots__ = ("dead", "key", "num", "recs", "terms", "unpurged")
+    Four slots, 64 bytes (the document key and the count of unpurged records, which
+    the records give, are not kept: six took 80)."""
 
-    def __init__(self, key: object, num: int) -> None:
-        self.key = key
+    __slots__ = ("_recs", "dead", "num", "terms")
+
+    def __init__(self, num: int) -> None:
         self.num = num
         self.terms = _NO_TERMS
-        self.recs: list[Record] = _NO_RECS
-        self.unpurged = 0
+        self._recs: list[Record] | Record = _NO_RECS
         self.dead = 0
+
+    @property
+    def recs(self) -> list[Record] | tuple[Record]:
+        """The group's records by seq (a 1-tuple for a record kept alone). O(1)."""
+        recs = self._recs
+        return recs if isinstance(recs, list) else (recs,)
+
+    @recs.setter
+    def recs(self, recs: list[Record]) -> None:
+        self._recs = recs
+
+    @property
+    def unpurged(self) -> int:
+        """The group's records not purged. O(1)."""
+        recs = self._recs
+        return (len(recs) if isinstance(recs, list) else 1) - self.dead
 
 
 def _seq(rec: Record) -> int:
