@@ -21,6 +21,7 @@ from actormem._index.substring import SubstringVocab
 from actormem._index.wordoverlap import ccore
 from actormem._index.wordoverlap import knobs as wo_knobs
 
+from .strategies import examples
 from .test_wordoverlap_bits import BitsAndBytes, memo_fixture, small_knobs  # noqa: F401
 
 pytestmark = pytest.mark.skipif(
@@ -96,7 +97,7 @@ def test_own_cache_leaves_the_long_word_cache_alone() -> None:
 @pytest.mark.parametrize("machine", [AbsentAndNot, OwnCacheAndNot])
 def test_old_and_new_agree(machine: type[AbsentAndNot]) -> None:
     run = machine.TestCase()
-    run.settings = settings(max_examples=60, stateful_step_count=25, deadline=None)
+    run.settings = settings(max_examples=examples(60), stateful_step_count=25, deadline=None)
     run.runTest()
 
 
@@ -108,7 +109,7 @@ def test_old_and_new_agree_in_small_slices(
     # Two words per generation: markers and memos turn old and are dropped all the time.
     monkeypatch.setattr(wo_knobs, "_MEMO_WORDS", 2)
     run = machine.TestCase()
-    run.settings = settings(max_examples=20, stateful_step_count=25, deadline=None)
+    run.settings = settings(max_examples=examples(20), stateful_step_count=25, deadline=None)
     run.runTest()
 
 

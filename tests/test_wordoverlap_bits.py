@@ -523,7 +523,7 @@ class VisitOldAndNewInBytes(CountsOldAndNew):
 @pytest.mark.parametrize("machine", [VisitOldAndNew, VisitOldAndNewInBytes])
 def test_visit_in_c_and_numpy_agree(machine: type[CountsOldAndNew]) -> None:
     run = machine.TestCase()
-    run.settings = settings(max_examples=40, stateful_step_count=25, deadline=None)
+    run.settings = settings(max_examples=examples(40), stateful_step_count=25, deadline=None)
     run.runTest()
 
 
@@ -532,11 +532,11 @@ def test_visit_in_c_and_numpy_agree(machine: type[CountsOldAndNew]) -> None:
 def test_visit_in_c_and_numpy_agree_in_small_slices(machine: type[CountsOldAndNew]) -> None:
     # _VISIT = 4, _STEP = 2: every count's groups in several parts, batches and yields.
     run = machine.TestCase()
-    run.settings = settings(max_examples=20, stateful_step_count=25, deadline=None)
+    run.settings = settings(max_examples=examples(20), stateful_step_count=25, deadline=None)
     run.runTest()
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     rels=st.lists(st.sampled_from([0.0, 0.25, 0.5, 0.7, 1.0, 1e-300]), min_size=1, max_size=60),
     seqs=st.lists(st.integers(-5, 40), min_size=60, max_size=60),
@@ -635,7 +635,7 @@ def test_visit_and_chunk_maxima_refuse_bad_arguments() -> None:
     assert c.wmax_chunks(wmax, 4, 3) == [5, 0]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     n=st.integers(0, 700),
     counts=st.lists(st.integers(0, 7), min_size=700, max_size=700),
