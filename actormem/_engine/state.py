@@ -90,7 +90,7 @@ from sortedcontainers import SortedKeyList, SortedList
 
 from .._entry import MemoryEntry, with_access
 from .._errors import InvalidEntryError, InvalidQueryError
-from .._index import textfold
+from .._index import kernels, textfold
 from .._index.persist import ImageError, restore_index
 from .._index.scoring import Scorer, ScoringIndex
 from .._index.textfold import fold, fold_hash
@@ -261,6 +261,16 @@ _STORE_BATCH = True
 #: relevance always lands there. Otherwise, and False (the path before it), ``add``;
 #: the same order, sublists and maxima (``stress/bench_store64.py --old-knobs store5``).
 _RELEVANCE_APPEND = True
+#: ``_store_batch`` takes the records it inserts into an unbounded memory out of the
+#: cyclic collector's sight (``_cwordoverlap.untrack_all`` per run of inserts): such a
+#: record is in no reference cycle (it holds its entry, its older version and its
+#: access chain, none of which refers back to it; only the eviction key ``(key, rec)``
+#: of a bounded memory would, so a bounded memory keeps them tracked). A store then
+#: leaves nothing tracked behind, and the collector's full passes, whose frequency
+#: follows the tracked objects that survive, come seldom and walk less. False, or
+#: without the compiled core: tracked, the path before it (the same structures).
+_UNTRACK_RECORDS = True
+_untrack_all: Callable[[list[Record]], None] | None = getattr(kernels._wo, "untrack_all", None)
 #: The fast path reads sortedcontainers 2.x's private lists; a release without them
 #: (checked once, here) takes ``add`` instead of failing every ``store_many``.
 _SORTED_INTERNALS = all(
@@ -774,6 +784,7 @@ class MemoryState:
         capacity = self.capacity
         journal = self.journal
         evict = self._evict
+        untrack = _untrack_all if _UNTRACK_RECORDS and evict is None else None
         run: list[Record] = []  # linked records whose index add is due
         try:
             for entry in entries:
@@ -784,6 +795,8 @@ class MemoryState:
                     or (capacity is not None and self._live >= capacity)
                 ):
                     if run:
+                        if untrack is not None:
+                            untrack(run)
                         add_many(run)
                         run = []
                     self.store(entry, now)
@@ -792,6 +805,8 @@ class MemoryState:
                 old = by_id.get(ident)
                 if old is not None and old.died == NEVER:  # an upsert
                     if run:
+                        if untrack is not None:
+                            untrack(run)
                         add_many(run)
                         run = []
                     self.store(entry, now)
@@ -855,6 +870,8 @@ class MemoryState:
                 self.stores += 1
         finally:
             if run:
+                if untrack is not None:
+                    untrack(run)
                 add_many(run)
 
     def _store(self, entry: MemoryEntry, new_seq: int | None) -> StoreOutcome:

@@ -50,7 +50,7 @@ import pathlib
 import re
 import sqlite3
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -65,6 +65,7 @@ from .._entry import (
     entry_of_checked,
 )
 from .._errors import StorageError
+from .._index import kernels
 from .._json import JsonObject
 from .._record import Record
 from .._util import gc_paused
@@ -587,14 +588,23 @@ def _json_strings(value: tuple[str, ...]) -> str:
 #: ``UUID`` object) and reads a record without access bookkeeping from its entry (a new
 #: store's). False: the path before it; the same rows.
 _ENCODE_DIRECT = True
+#: ``encode_record``'s direct path formats its datetimes with the core's ``iso_utc``
+#: (``isoformat``'s text for a datetime in ``UTC``, written digit by digit: ~14k
+#: instructions less a row than ``isoformat``, which builds it with
+#: ``PyUnicode_FromFormat`` and the offset's text apart; ``isoformat`` itself for any
+#: other datetime). False, or without the core: ``isoformat``, the path before it (the
+#: same rows).
+_ISO_DIRECT = True
+_iso_utc: Callable[[datetime], str] | None = getattr(kernels._wo, "iso_utc", None)
 
 
 def encode_record(rec: Record) -> tuple[Any, ...]:
     """The ``entries`` row of a live record, with its current access bookkeeping. O(size)."""
     e = rec.entry
     if _ENCODE_DIRECT and rec.access is None:
+        iso = _iso_utc if _ISO_DIRECT and _iso_utc is not None else datetime.isoformat
         h = f"{e._id:032x}"  # str(uuid.UUID(int=...)): the same format
-        created = e.created_at.isoformat()
+        created = iso(e.created_at)
         count = e.access_count
         last = e.last_accessed
         expires = e.expires_at
@@ -608,13 +618,13 @@ def encode_record(rec: Record) -> tuple[Any, ...]:
             created,
             e.relevance,
             count if count < MAX_ACCESS_COUNT else MAX_ACCESS_COUNT,
-            None if last is None else last.isoformat(),
+            None if last is None else iso(last),
             int(e.validated),
             e.key,
             None if e.value is None else e.value.to_json(),
-            created if e.updated_at is e.created_at else e.updated_at.isoformat(),
+            created if e.updated_at is e.created_at else iso(e.updated_at),
             e.ttl,
-            None if expires is None else expires.isoformat(),
+            None if expires is None else iso(expires),
         )
     count, last = rec.current_access()
     created = e.created_at.isoformat()
