@@ -337,7 +337,14 @@ def test_durable_files_are_the_same_either_way(tmp_path: Any) -> None:
     from actormem import open_memory
 
     entries = _entries(50) + [
-        attrs.evolve(e, id=uuid.UUID(int=1000 + i), memory="don’t\xa0stop é " + e.memory)
+        attrs.evolve(
+            e,
+            id=uuid.UUID(int=1000 + i),
+            memory="don’t\xa0stop é " + e.memory,
+            key=f"k{i}" if i % 3 else None,
+            expires_at=e.created_at + timedelta(days=36500) if i % 5 == 2 else None,
+            last_accessed=e.created_at if i % 2 else None,
+        )
         for i, e in enumerate(_entries(20, 100))
     ]
 
@@ -349,12 +356,13 @@ def test_durable_files_are_the_same_either_way(tmp_path: Any) -> None:
     dumps = []
     for on in (True, False):
         sqlite_format._ISO_DIRECT = state_module._UNTRACK_RECORDS = wo_knobs._CACHE_UCS = on
+        sqlite_format._INSERT_NO_NULLS = on
         try:
             path = str(tmp_path / f"{on}.db")
             trio.run(fill, path)
         finally:
             sqlite_format._ISO_DIRECT = state_module._UNTRACK_RECORDS = True
-            wo_knobs._CACHE_UCS = True
+            wo_knobs._CACHE_UCS = sqlite_format._INSERT_NO_NULLS = True
         conn = sqlite3.connect(path)
         dumps.append(
             [
@@ -365,3 +373,43 @@ def test_durable_files_are_the_same_either_way(tmp_path: Any) -> None:
         conn.close()
     assert dumps[0] == dumps[1]
     assert len(dumps[0][0]) == 70
+
+
+_ROW_NULLS = st.tuples(*(st.booleans() for _ in range(5)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(1, 40), _ROW_NULLS), max_size=40))
+def test_insert_entries_is_executemany(tmp_path_factory: Any, rows: list[Any]) -> None:
+    """``insert_entries`` without NULL binds writes what ``executemany(INSERT_ENTRY)``
+    writes: the same rows, upserts (a seq again) included, and the same file, byte for
+    byte."""
+    import sqlite3
+
+    full = []
+    for seq, nulls in rows:
+        row: list[Any] = [seq, f"id{seq}", "fact", "m é", "[]", "[]", "t0", 1.0, 0]
+        row += [None if nulls[0] else "t1", 1, None if nulls[1] else "k"]
+        row += [None if nulls[2] else "{}", "t2", None if nulls[3] else 5.0]
+        row += [None if nulls[4] else "t3"]
+        full.append(tuple(row))
+    images = []
+    base = tmp_path_factory.mktemp("rows")
+    for on in (True, False):
+        path = base / f"{on}.db"
+        sqlite_format._INSERT_NO_NULLS = on
+        conn = sqlite3.connect(path, isolation_level=None)
+        try:
+            for stmt in sqlite_format.CREATE_SCHEMA:
+                conn.execute(stmt)
+            conn.execute("BEGIN")
+            sqlite_format.insert_entries(conn, full)
+            conn.execute("COMMIT")
+            images.append(list(conn.execute("SELECT * FROM entries ORDER BY seq")))
+        finally:
+            conn.close()
+            sqlite_format._INSERT_NO_NULLS = True
+        images.append(path.read_bytes())
+    assert images[0] == images[2]
+    assert images[1] == images[3]
+    assert len(images[0]) == len({seq for seq, _ in rows})

@@ -2617,10 +2617,18 @@ add_cached_one(PyObject *post, PyObject *low, long gid, PyObject *vocab_obj, PyO
             }
             int kind = PyUnicode_KIND(low);
             const void *data = PyUnicode_DATA(low);
-            for (Py_ssize_t i = 0; i < len; i++) {
-                Py_UCS4 ch = PyUnicode_READ(kind, data, i);
-                nb[i] = ch < 128 ? (Py_UCS1)ch : Py_UNICODE_ISSPACE(ch) ? ' ' : 0x80;
+#define NARROW(ch) ((ch) < 128 ? (Py_UCS1)(ch) : Py_UNICODE_ISSPACE(ch) ? ' ' : 0x80)
+            if (kind == PyUnicode_2BYTE_KIND) { /* nearly all: a ’ in the text */
+                const Py_UCS2 *d = data;
+                for (Py_ssize_t i = 0; i < len; i++) nb[i] = NARROW(d[i]);
+            } else if (kind == PyUnicode_1BYTE_KIND) {
+                const Py_UCS1 *d = data;
+                for (Py_ssize_t i = 0; i < len; i++) nb[i] = NARROW(d[i]);
+            } else {
+                const Py_UCS4 *d = data;
+                for (Py_ssize_t i = 0; i < len; i++) nb[i] = NARROW(d[i]);
             }
+#undef NARROW
             s = nb;
         }
         for (Py_ssize_t i = 0; i < len; i++) {  /* the tokens: their first bytes */
