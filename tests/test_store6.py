@@ -184,6 +184,9 @@ def test_records_untracked_only_when_unbounded_and_on(capacity: int | None, on: 
     try:
         s = MemoryState(capacity=capacity, half_life=3600.0, scorer=WordOverlapScorer())
         s.store_many(_entries(20))
+        s.defer_index()  # the durable engine's deferred index: store_many's plain loop
+        s.store_many(_entries(5, 20))
+        s.flush_index()
     finally:
         state_module._UNTRACK_RECORDS = saved
     tracked = {gc.is_tracked(rec) for rec in s._by_id.values()}
@@ -192,13 +195,15 @@ def test_records_untracked_only_when_unbounded_and_on(capacity: int | None, on: 
 
 @core
 @pytest.mark.skipif(state_module._untrack_all is None, reason="the core has no untrack_all")
-def test_untracked_records_do_not_leak() -> None:
+@pytest.mark.parametrize("batch", [True, False])
+def test_untracked_records_do_not_leak(batch: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """No cycle holds an untracked record (the collector could not free one): once the
     state is dropped, through upserts (older versions), deletes, reads' access
     bookkeeping and vacuums, every entry's reference count is back where it was."""
     entries = _entries(40)
     upserts = [attrs.evolve(e, memory=e.memory + " again") for e in entries[:10]]
     before = [sys.getrefcount(e) for e in entries + upserts]
+    monkeypatch.setattr(state_module, "_STORE_BATCH", batch)  # False: store_many's loop
     s = MemoryState(capacity=None, half_life=3600.0, scorer=WordOverlapScorer())
     s.store_many(entries)
     assert not any(gc.is_tracked(r) for r in s._by_id.values())

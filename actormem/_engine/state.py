@@ -261,8 +261,9 @@ _STORE_BATCH = True
 #: relevance always lands there. Otherwise, and False (the path before it), ``add``;
 #: the same order, sublists and maxima (``stress/bench_store64.py --old-knobs store5``).
 _RELEVANCE_APPEND = True
-#: ``_store_batch`` takes the records it inserts into an unbounded memory out of the
-#: cyclic collector's sight (``_cwordoverlap.untrack_all`` per run of inserts): such a
+#: ``store_many`` takes the records it makes in an unbounded memory out of the cyclic
+#: collector's sight (``_cwordoverlap.untrack_all`` per run of ``_store_batch``'s
+#: inserts, or at the end of the loop without it: a durable memory's): such a
 #: record is in no reference cycle (it holds its entry, its older version and its
 #: access chain, none of which refers back to it; only the eviction key ``(key, rec)``
 #: of a bounded memory would, so a bounded memory keeps them tracked). A store then
@@ -745,11 +746,22 @@ class MemoryState:
         add_many = getattr(self.index, "add_many", None)
         if not _STORE_BATCH or add_many is None or self._deferred is not None:
             store_one = self._store
+            # The records made, untracked at the end (_UNTRACK_RECORDS; an error
+            # leaves the ones before it tracked, which is only the path before it).
+            made: list[Record] | None = (
+                []
+                if _UNTRACK_RECORDS and _untrack_all is not None and self._evict is None
+                else None
+            )
             for entry in entries:
                 if type(entry) is MemoryEntry and entry.ttl is None:
-                    store_one(entry, None)  # store()'s path for an entry without a ttl
+                    out = store_one(entry, None)  # store()'s path for an entry without a ttl
                 else:
-                    self.store(entry, now)
+                    out = self.store(entry, now)
+                if made is not None:
+                    made.append(out[0])
+            if made and _untrack_all is not None:
+                _untrack_all(made)
             return
         self._store_batch(entries, now, add_many)
 
