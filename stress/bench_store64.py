@@ -27,7 +27,9 @@ the table gives the medians per cell and new/old ratios. ``--old-knobs`` does th
 with this checkout for both sides, the old one with the batched store path's knobs off
 (``state._STORE_BATCH``, ``wordoverlap.knobs._ADD_MANY``, ``sqlite_format._ENCODE_DIRECT``);
 ``--old-knobs store5`` with branch store5's knobs off instead (``wordoverlap.knobs.
-_ACQUIRE_FAST`` and ``_UNTRACK``, ``textfold._FOLD_DIRECT``, ``state._RELEVANCE_APPEND``).
+_ACQUIRE_FAST`` and ``_UNTRACK``, ``textfold._FOLD_DIRECT``, ``state._RELEVANCE_APPEND``);
+``--old-knobs store6`` with branch store6's (``state._UNTRACK_RECORDS``,
+``wordoverlap.knobs._CACHE_UCS``, ``sqlite_format._ISO_DIRECT`` and ``_INSERT_NO_NULLS``).
 
 Usage (from the repository root)::
 
@@ -146,8 +148,26 @@ def _switch_store5(on: bool) -> None:
     textfold._FOLD_DIRECT = on
 
 
+def _switch_store6(on: bool) -> None:
+    """The store path of branch store6 on or off: the records ``store_many`` inserts into
+    an unbounded memory untracked by the cyclic collector (``state._UNTRACK_RECORDS``),
+    the token cache serving the texts that are not ASCII (``wordoverlap.knobs.
+    _CACHE_UCS``), a durable row's datetimes formatted in C (``sqlite_format.
+    _ISO_DIRECT``) and its NULLs left out of the insert (``sqlite_format.
+    _INSERT_NO_NULLS``). Off is the path before them (the batched path and store5's stay on);
+    the same results."""
+    from actormem._engine import state
+    from actormem._index.wordoverlap import knobs
+    from actormem._storage import sqlite_format
+
+    state._UNTRACK_RECORDS = on
+    knobs._CACHE_UCS = on
+    sqlite_format._ISO_DIRECT = on
+    sqlite_format._INSERT_NO_NULLS = on
+
+
 #: ``--old-knobs SET``: the knobs the old side turns off.
-_KNOB_SETS = {"batch": _switch_batch, "store5": _switch_store5}
+_KNOB_SETS = {"batch": _switch_batch, "store5": _switch_store5, "store6": _switch_store6}
 
 
 def child(args: argparse.Namespace) -> None:
@@ -288,7 +308,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         choices=sorted(_KNOB_SETS),
         help="old = this checkout with a set of knobs off (not --against): 'batch' (the "
-        "default) the batched store path's, 'store5' this branch's vocabulary and fold",
+        "default) the batched store path's, 'store5' branch store5's vocabulary and fold, "
+        "'store6' the untracked records, the token cache for texts that are not ASCII, "
+        "the rows' datetimes in C and their NULLs left out of the insert",
     )
     p.add_argument(
         "--state",

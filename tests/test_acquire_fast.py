@@ -295,9 +295,10 @@ def test_relevance_append_falls_back_without_sortedcontainers_internals(
 
 
 @core
-@pytest.mark.parametrize("flags", [-1, 4, 7, 255, -(1 << 31)])
+@pytest.mark.parametrize("flags", [-1, 8, 15, 255, -(1 << 31)])
 def test_add_cached_refuses_unknown_flags(flags: int) -> None:
-    """The C adds' ``flags`` are 0 to 3 (1 acquire fast, 2 untrack): any other value is
+    """The C adds' ``flags`` are 0 to 7 (1 acquire fast, 2 untrack, 4 the token cache for
+    texts that are not ASCII, branch store6): any other value is
     refused before anything is added, for one text and for a batch."""
     mod = kernels.wo_core()
     assert mod is not None
@@ -310,9 +311,9 @@ def test_add_cached_refuses_unknown_flags(flags: int) -> None:
         mod.add_texts_cached(post, ["alpha beta", "gamma"], 0, vocab, cache, 0, flags)
     assert post == {}
     assert len(vocab) == 0
-    for good in range(4):
+    for good in range(8):
         mod.add_text_cached(post, "alpha beta", good, vocab, cache, 0, good)
-    assert post["alpha"] == array("i", [0, 1, 2, 3])
+    assert post["alpha"] == array("i", range(8))
     vocab._check()
 
 

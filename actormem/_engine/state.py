@@ -90,7 +90,7 @@ from sortedcontainers import SortedKeyList, SortedList
 
 from .._entry import MemoryEntry, with_access
 from .._errors import InvalidEntryError, InvalidQueryError
-from .._index import textfold
+from .._index import kernels, textfold
 from .._index.kernels import gc_untrack as _gc_untrack
 from .._index.persist import ImageError, restore_index
 from .._index.scoring import Scorer, ScoringIndex
@@ -268,6 +268,17 @@ _RELEVANCE_APPEND = True
 #: reference cycle, and a full collection no longer walks one object per entry (a
 #: million of them at 1M). False: left tracked (the layout before); the same results.
 _UNTRACK_ENTRIES = True
+#: ``store_many`` takes the records it makes in an unbounded memory out of the cyclic
+#: collector's sight (``_cwordoverlap.untrack_all`` per run of ``_store_batch``'s
+#: inserts, or at the end of the loop without it: a durable memory's): such a
+#: record is in no reference cycle (it holds its entry, its older version and its
+#: access chain, none of which refers back to it; only the eviction key ``(key, rec)``
+#: of a bounded memory would, so a bounded memory keeps them tracked). A store then
+#: leaves nothing tracked behind, and the collector's full passes, whose frequency
+#: follows the tracked objects that survive, come seldom and walk less. False, or
+#: without the compiled core: tracked, the path before it (the same structures).
+_UNTRACK_RECORDS = True
+_untrack_all: Callable[[list[Record]], None] | None = getattr(kernels._wo, "untrack_all", None)
 #: The fast path reads sortedcontainers 2.x's private lists; a release without them
 #: (checked once, here) takes ``add`` instead of failing every ``store_many``.
 _SORTED_INTERNALS = all(
@@ -751,11 +762,22 @@ class MemoryState:
         add_many = getattr(self.index, "add_many", None)
         if not _STORE_BATCH or add_many is None or self._deferred is not None:
             store_one = self._store
+            # The records made, untracked at the end (_UNTRACK_RECORDS; an error
+            # leaves the ones before it tracked, which is only the path before it).
+            made: list[Record] | None = (
+                []
+                if _UNTRACK_RECORDS and _untrack_all is not None and self._evict is None
+                else None
+            )
             for entry in entries:
                 if type(entry) is MemoryEntry and entry.ttl is None:
-                    store_one(entry, None)  # store()'s path for an entry without a ttl
+                    out = store_one(entry, None)  # store()'s path for an entry without a ttl
                 else:
-                    self.store(entry, now)
+                    out = self.store(entry, now)
+                if made is not None:
+                    made.append(out[0])
+            if made and _untrack_all is not None:
+                _untrack_all(made)
             return
         self._store_batch(entries, now, add_many)
 
@@ -788,7 +810,8 @@ class MemoryState:
         capacity = self.capacity
         journal = self.journal
         evict = self._evict
-        untrack = _gc_untrack if _UNTRACK_ENTRIES else None
+        untrack_entry = _gc_untrack if _UNTRACK_ENTRIES else None
+        untrack = _untrack_all if _UNTRACK_RECORDS and evict is None else None
         run: list[Record] = []  # linked records whose index add is due
         try:
             for entry in entries:
@@ -799,6 +822,8 @@ class MemoryState:
                     or (capacity is not None and self._live >= capacity)
                 ):
                     if run:
+                        if untrack is not None:
+                            untrack(run)
                         add_many(run)
                         run = []
                     self.store(entry, now)
@@ -807,13 +832,15 @@ class MemoryState:
                 old = by_id.get(ident)
                 if old is not None and old.died == NEVER:  # an upsert
                     if run:
+                        if untrack is not None:
+                            untrack(run)
                         add_many(run)
                         run = []
                     self.store(entry, now)
                     continue
                 # _store's insert, inline
-                if untrack is not None:  # _link's, inline
-                    untrack(entry, MemoryEntry)
+                if untrack_entry is not None:  # _link's, inline
+                    untrack_entry(entry, MemoryEntry)
                 version = self.version = self._seq = self.version + 1
                 rec = Record(entry, version, version)
                 if old is not None:
@@ -874,6 +901,8 @@ class MemoryState:
                 self.stores += 1
         finally:
             if run:
+                if untrack is not None:
+                    untrack(run)
                 add_many(run)
 
     def _store(self, entry: MemoryEntry, new_seq: int | None) -> StoreOutcome:

@@ -23,6 +23,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <datetime.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -57,13 +58,16 @@ struct vocab {
 /* add_text_cached's and add_texts_cached's `flags` (knobs._ACQUIRE_FAST, knobs._UNTRACK). */
 #define ADD_ACQUIRE_FAST 1
 #define ADD_UNTRACK 2
+/* knobs._CACHE_UCS: a text that is not ASCII served by the token cache too. */
+#define ADD_CACHE_UCS 4
 
-/* flags checked: 0 to 3 (ADD_ACQUIRE_FAST | ADD_UNTRACK), else ValueError. 0 or -1. */
+/* flags checked: 0 to 7 (ADD_ACQUIRE_FAST | ADD_UNTRACK | ADD_CACHE_UCS), else
+ * ValueError. 0 or -1. */
 static int
 add_flags_check(int flags)
 {
-    if (flags < 0 || flags > (ADD_ACQUIRE_FAST | ADD_UNTRACK)) {
-        PyErr_Format(PyExc_ValueError, "flags must be 0 to 3, got %d", flags);
+    if (flags < 0 || flags > (ADD_ACQUIRE_FAST | ADD_UNTRACK | ADD_CACHE_UCS)) {
+        PyErr_Format(PyExc_ValueError, "flags must be 0 to 7, got %d", flags);
         return -1;
     }
     return 0;
@@ -2586,10 +2590,11 @@ slot_set(struct tokslot *s, PyObject *tok, PyObject *lst)
     Py_XDECREF(olst);
 }
 
-/* One token of an ASCII text in add_text_cached: where it is, its slot, its list. */
+/* One token of a text in add_text_cached: where it is, its slot, its list. */
 struct tokref {
     Py_ssize_t at, n;
-    struct tokslot *slot;
+    struct tokslot *slot; /* NULL: a token that is not ASCII (`tok`) */
+    PyObject *tok;        /* such a token's str (a new reference), else NULL */
     PyObject *lst; /* a new reference (a lookup may drop the dict's and the cache's own
                     * through a key's __eq__); NULL: a new token */
 };
@@ -2600,8 +2605,9 @@ PyDoc_STRVAR(add_text_cached_doc,
 "token cache `cache` (token_cache()) of the numbering whose posting dict is `post` at\n"
 "`epoch`. `flags`: 1, new tokens acquired without the key set where their new\n"
 "grams' order does not need it; 2, new posting lists, gram lists and _sub sets\n"
-"untracked by the cyclic collector (the same structures either way); any other value\n"
-"than 0 to 3 raises ValueError. O(len(low)), plus O(len(token)) per new token.");
+"untracked by the cyclic collector (the same structures either way); 4, a text that\n"
+"is not ASCII served by the cache too (its ASCII tokens; the others looked up in\n"
+"`post`) instead of split; any other value than 0 to 7 raises ValueError. O(len(low)), plus O(len(token)) per new token.");
 
 /* add_text_cached's work for one text, its arguments checked (post an exact dict, low
  * an exact str, gid in [0, INT32_MAX]): the new tokens' count, or NULL with an error. */
@@ -2610,6 +2616,8 @@ add_cached_one(PyObject *post, PyObject *low, long gid, PyObject *vocab_obj, PyO
                long long epoch, int flags)
 {
     int fast = (flags & ADD_ACQUIRE_FAST) != 0;
+    int ascii = PyUnicode_IS_ASCII(low);
+    Py_UCS1 *nb = NULL; /* a text that is not ASCII, narrowed (see below) */
     struct tokcache *c = tokcache_get(cap, post, epoch);
     if (!c || tokcache_fit(c, PyDict_GET_SIZE(post)) < 0) return NULL;
     PyObject *num = PyLong_FromLong(gid);
@@ -2620,7 +2628,7 @@ add_cached_one(PyObject *post, PyObject *low, long gid, PyObject *vocab_obj, PyO
     PyObject **table = NULL, *table_stack[128];
     struct tokref *refs = NULL, refs_stack[64];
     size_t cap_n = 128;
-    if (!PyUnicode_IS_ASCII(low)) {
+    if (!ascii && !(flags & ADD_CACHE_UCS)) {
         /* str.split's other whitespace: add_text_known's way, appends in place. */
         words = PyUnicode_Split(low, NULL, -1);
         if (!words) goto done;
@@ -2649,8 +2657,36 @@ add_cached_one(PyObject *post, PyObject *low, long gid, PyObject *vocab_obj, PyO
             if (posting_append(lst, (int32_t)gid, num) < 0) goto done;
         }
     } else {
-        const Py_UCS1 *s = PyUnicode_1BYTE_DATA(low);
+        const Py_UCS1 *s;
         Py_ssize_t len = PyUnicode_GET_LENGTH(low), count = 0;
+        if (ascii) {
+            s = PyUnicode_1BYTE_DATA(low);
+        } else {
+            /* The text narrowed to bytes: an ASCII character as itself, any other
+             * whitespace of str.split (Py_UNICODE_ISSPACE) as ' ', anything else as
+             * 0x80. The tokens then fall where split puts them; a token without 0x80
+             * is ASCII, its bytes here. */
+            nb = PyMem_Malloc((size_t)len + 1);
+            if (!nb) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            int kind = PyUnicode_KIND(low);
+            const void *data = PyUnicode_DATA(low);
+#define NARROW(ch) ((ch) < 128 ? (Py_UCS1)(ch) : Py_UNICODE_ISSPACE(ch) ? ' ' : 0x80)
+            if (kind == PyUnicode_2BYTE_KIND) { /* nearly all: a ’ in the text */
+                const Py_UCS2 *d = data;
+                for (Py_ssize_t i = 0; i < len; i++) nb[i] = NARROW(d[i]);
+            } else if (kind == PyUnicode_1BYTE_KIND) {
+                const Py_UCS1 *d = data;
+                for (Py_ssize_t i = 0; i < len; i++) nb[i] = NARROW(d[i]);
+            } else {
+                const Py_UCS4 *d = data;
+                for (Py_ssize_t i = 0; i < len; i++) nb[i] = NARROW(d[i]);
+            }
+#undef NARROW
+            s = nb;
+        }
         for (Py_ssize_t i = 0; i < len; i++) {  /* the tokens: their first bytes */
             count += !ascii_space(s[i]) && (i == 0 || ascii_space(s[i - 1]));
         }
@@ -2677,6 +2713,13 @@ add_cached_one(PyObject *post, PyObject *low, long gid, PyObject *vocab_obj, PyO
             r->at = a;
             r->n = i - a;
             r->lst = NULL;
+            r->tok = NULL;
+            if (nb && memchr(s + a, 0x80, (size_t)r->n)) {
+                /* Not ASCII: its str, as split would make it (the canonical form). */
+                r->slot = NULL;
+                if (!(r->tok = PyUnicode_Substring(low, a, i))) goto done;
+                continue;
+            }
             r->slot = tok_slot(c, tok_hash(s + a, r->n));
             __builtin_prefetch(r->slot);
         }
@@ -2686,7 +2729,19 @@ add_cached_one(PyObject *post, PyObject *low, long gid, PyObject *vocab_obj, PyO
             Py_ssize_t n = r->n;
             struct tokslot *slot = r->slot;
             PyObject *lst;
-            if (slot_is(slot, tok_word(b, n), b, n)) {
+            if (!slot) {
+                lst = PyDict_GetItemWithError(post, r->tok);
+                if (!lst) {
+                    if (PyErr_Occurred()) goto done;
+                    if (!missing && !(missing = PySet_New(NULL))) goto done;
+                    if (PySet_Add(missing, r->tok) < 0) goto done;
+                    continue;
+                }
+                if (Py_TYPE(lst) != (PyTypeObject *)array_type) {
+                    PyErr_SetString(PyExc_TypeError, "posting lists must be array('i')");
+                    goto done;
+                }
+            } else if (slot_is(slot, tok_word(b, n), b, n)) {
                 lst = slot->lst;
             } else {
                 PyObject *tok = PyUnicode_New(n, 127);
@@ -2736,13 +2791,15 @@ add_cached_one(PyObject *post, PyObject *low, long gid, PyObject *vocab_obj, PyO
          * order), from the cache's strs where they are still there: no split list. */
         toks = PySet_New(NULL);
         if (!toks) goto done;
-        const Py_UCS1 *b0 = PyUnicode_1BYTE_DATA(low);
+        const Py_UCS1 *b0 = nb ? nb : PyUnicode_1BYTE_DATA(low);
         for (Py_ssize_t j = 0; j < k; j++) {
             const Py_UCS1 *b = b0 + refs[j].at;
             Py_ssize_t n = refs[j].n;
             struct tokslot *slot = refs[j].slot;
             int r;
-            if (slot_is(slot, tok_word(b, n), b, n)) {
+            if (!slot) {
+                r = PySet_Add(toks, refs[j].tok);
+            } else if (slot_is(slot, tok_word(b, n), b, n)) {
                 r = PySet_Add(toks, slot->tok);
             } else {
                 PyObject *tok = PyUnicode_New(n, 127);
@@ -2800,8 +2857,12 @@ add_cached_one(PyObject *post, PyObject *low, long gid, PyObject *vocab_obj, PyO
     }
     result = PyLong_FromSsize_t(fresh);
 done:
-    for (Py_ssize_t j = 0; j < k; j++) Py_XDECREF(refs[j].lst);
+    for (Py_ssize_t j = 0; j < k; j++) {
+        Py_XDECREF(refs[j].lst);
+        Py_XDECREF(refs[j].tok);
+    }
     c->busy = 0;
+    PyMem_Free(nb);
     if (table && table != table_stack) PyMem_Free(table);
     if (refs && refs != refs_stack) PyMem_Free(refs);
     Py_XDECREF(toks);
@@ -3330,6 +3391,77 @@ e1:
 
 /* ------------------------------------------------------------------ module */
 
+PyDoc_STRVAR(untrack_all_doc,
+"untrack_all(objs) -> None\n\n"
+"Take each object of the list `objs` out of the cyclic collector's sight\n"
+"(PyObject_GC_UnTrack; objects the collector does not track are left alone). For\n"
+"objects that are in no reference cycle and never will be: one that is would never\n"
+"be collected. Any other type than list raises TypeError. O(len(objs)).");
+
+static PyObject *
+untrack_all(PyObject *self, PyObject *objs)
+{
+    if (!PyList_CheckExact(objs)) {
+        PyErr_SetString(PyExc_TypeError, "untrack_all() takes a list");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(objs); i++) {
+        PyObject *o = PyList_GET_ITEM(objs, i);
+        if (PyObject_IS_GC(o) && PyObject_GC_IsTracked(o)) PyObject_GC_UnTrack(o);
+    }
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(iso_utc_doc,
+"iso_utc(dt) -> str\n\n"
+"dt.isoformat(), the same text: formatted here for an exact datetime whose tzinfo\n"
+"is datetime.UTC ('YYYY-MM-DDTHH:MM:SS[.ffffff]+00:00'), by dt.isoformat() for\n"
+"anything else (its errors too). O(1).");
+
+/* `v` as `width` decimal digits at `p` (v < 10**width). */
+static inline void
+put_digits(char *p, int v, int width)
+{
+    for (int i = width - 1; i >= 0; i--) {
+        p[i] = (char)('0' + v % 10);
+        v /= 10;
+    }
+}
+
+static PyObject *
+iso_utc(PyObject *self, PyObject *dt)
+{
+    if (!PyDateTime_CheckExact(dt) || !((PyDateTime_DateTime *)dt)->hastzinfo ||
+        PyDateTime_DATE_GET_TZINFO(dt) != PyDateTime_TimeZone_UTC) {
+        return PyObject_CallMethod(dt, "isoformat", NULL);
+    }
+    char buf[40];
+    int us = PyDateTime_DATE_GET_MICROSECOND(dt);
+    put_digits(buf, PyDateTime_GET_YEAR(dt), 4);
+    buf[4] = '-';
+    put_digits(buf + 5, PyDateTime_GET_MONTH(dt), 2);
+    buf[7] = '-';
+    put_digits(buf + 8, PyDateTime_GET_DAY(dt), 2);
+    buf[10] = 'T';
+    put_digits(buf + 11, PyDateTime_DATE_GET_HOUR(dt), 2);
+    buf[13] = ':';
+    put_digits(buf + 14, PyDateTime_DATE_GET_MINUTE(dt), 2);
+    buf[16] = ':';
+    put_digits(buf + 17, PyDateTime_DATE_GET_SECOND(dt), 2);
+    int n = 19;
+    if (us) {
+        buf[n] = '.';
+        put_digits(buf + n + 1, us, 6);
+        n += 7;
+    }
+    memcpy(buf + n, "+00:00", 6);
+    n += 6;
+    PyObject *out = PyUnicode_New(n, 127);
+    if (!out) return NULL;
+    memcpy(PyUnicode_1BYTE_DATA(out), buf, (size_t)n);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"add_text", add_text, METH_VARARGS, add_text_doc},
     {"count_words", count_words, METH_VARARGS, count_words_doc},
@@ -3354,6 +3486,8 @@ static PyMethodDef methods[] = {
     {"cache_forget", cache_forget, METH_VARARGS, cache_forget_doc},
     {"fold_hash", fold_hash, METH_O, fold_hash_doc},
     {"fold_hash_direct", fold_hash_direct, METH_O, fold_hash_direct_doc},
+    {"untrack_all", untrack_all, METH_O, untrack_all_doc},
+    {"iso_utc", iso_utc, METH_O, iso_utc_doc},
     {"cache_entries", cache_entries, METH_O, cache_entries_doc},
     {"visit_heap", visit_heap, METH_VARARGS, visit_heap_doc},
     {"visit_pop", visit_pop, METH_VARARGS, visit_pop_doc},
@@ -3373,6 +3507,8 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__cwordoverlap(void)
 {
+    PyDateTime_IMPORT;
+    if (!PyDateTimeAPI) return NULL;
     array_type = import_array_type();
     if (!array_type || vocab_names_init() < 0) return NULL;
     array_append = PyObject_GetAttrString(array_type, "append");

@@ -63,7 +63,6 @@ from .sqlite_format import (
     DELETE_ENTRY,
     DELETE_VECTOR,
     IMAGE_KEY,
-    INSERT_ENTRY,
     INSERT_VECTOR,
     MIGRATE_FROM_1,
     MIGRATE_FROM_2,
@@ -78,6 +77,7 @@ from .sqlite_format import (
     encode_record,
     file_uri,
     image_marker,
+    insert_entries,
     read_file,
     sqlite_reason,
     vector_rows,
@@ -427,7 +427,7 @@ class SqliteStore:
                 conn.executemany(DELETE_ENTRY, batch.deletes)
                 conn.executemany(DELETE_VECTOR, batch.deletes)
             if batch.puts:
-                conn.executemany(INSERT_ENTRY, batch.puts)
+                insert_entries(conn, batch.puts)
             if batch.accesses:
                 conn.executemany(UPDATE_ACCESS, batch.accesses)
             if batch.vectors:

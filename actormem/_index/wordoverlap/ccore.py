@@ -143,8 +143,8 @@ def _check_cache(cache: object, epoch: object) -> None:
 
 def _add_flags() -> int:
     """The compiled adds' ``flags`` from the knobs: 1 ``knobs._ACQUIRE_FAST``, 2
-    ``knobs._UNTRACK``. O(1)."""
-    return int(knobs._ACQUIRE_FAST) | int(knobs._UNTRACK) << 1
+    ``knobs._UNTRACK``, 4 ``knobs._CACHE_UCS``. O(1)."""
+    return int(knobs._ACQUIRE_FAST) | int(knobs._UNTRACK) << 1 | int(knobs._CACHE_UCS) << 2
 
 
 def add_text_cached(

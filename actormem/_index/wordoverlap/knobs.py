@@ -198,3 +198,11 @@ _QUERY_KNOBS = (
     "_CSA_REGS",
     "_VISIT_C",
 )
+
+#: The compiled add (``add_text_cached``, ``add_texts_cached``) serves a text that is not
+#: ASCII from the token cache too: its tokens are found by ``str.split``'s whitespace
+#: (``Py_UNICODE_ISSPACE``) in place, an ASCII token (98% of them in these texts) looked
+#: up in the cache by its bytes, any other made a str and looked up in the posting dict;
+#: no split list. False: ``str.split`` and the dict for every token of such a text, the
+#: path before it (the same structures).
+_CACHE_UCS = True
