@@ -58,6 +58,11 @@ _canonical = json.JSONEncoder(
 def _freeze(value: Any, where: str, depth: int) -> Any:
     if value is None or isinstance(value, (bool, str)):
         if isinstance(value, str):
+            if type(value) is not str:
+                # An exact copy: a stored entry is out of the collector's sight
+                # (``state._UNTRACK_ENTRIES``), so nothing it holds may have a
+                # ``__dict__`` that could refer back to it (a cycle never freed).
+                value = str.__str__(value)
             try:
                 value.encode("utf-8")
             except UnicodeEncodeError:
