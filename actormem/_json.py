@@ -126,7 +126,10 @@ class JsonObject(Mapping[str, Any]):
         except TypeError:  # a Mapping that is not a dict, somewhere inside
             key = str(_canonical(self.thaw()))
         self._key: str | None = key
-        size = len(key.encode("utf-8"))
+        try:
+            size = len(key.encode("utf-8"))
+        except UnicodeEncodeError:  # a key's (leaves are checked by _freeze)
+            raise InvalidEntryError("value has a key that holds a lone surrogate") from None
         if size > MAX_VALUE_BYTES:
             raise InvalidEntryError(
                 f"value is {size} bytes as JSON; the limit is {MAX_VALUE_BYTES}"

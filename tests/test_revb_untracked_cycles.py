@@ -139,3 +139,15 @@ def test_a_dropped_memory_frees_an_entry_held_in_a_cycle() -> None:
     box.clear()
     gc.collect()
     assert alive() is None
+
+
+@pytest.mark.parametrize(
+    "value", [{"\ud800": 1}, {"a": {"b\udfff": "x"}}, {"a": [{"\ud800\ud800": None}]}]
+)
+def test_a_lone_surrogate_in_a_payload_key_is_an_invalid_entry(value: Any) -> None:
+    """As in a leaf, a tag or the text: InvalidEntryError, not the encoder's
+    UnicodeEncodeError (review revB)."""
+    from actormem import InvalidEntryError
+
+    with pytest.raises(InvalidEntryError, match="lone surrogate"):
+        MemoryEntry(category=MemoryCategory.FACT, memory="a", value=value)
