@@ -271,9 +271,10 @@ _UNTRACK_ENTRIES = True
 #: ``store_many`` takes the records it makes in an unbounded memory out of the cyclic
 #: collector's sight (``_cwordoverlap.untrack_all`` per run of ``_store_batch``'s
 #: inserts, or at the end of the loop without it: a durable memory's): such a
-#: record is in no reference cycle (it holds its entry, its older version and its
-#: access chain, none of which refers back to it; only the eviction key ``(key, rec)``
-#: of a bounded memory would, so a bounded memory keeps them tracked). A store then
+#: record is in no reference cycle (it holds its entry, which holds only exact built-in
+#: types (``MemoryEntry``'s converters make them so), and its access chain, none of
+#: which refers back to it; its older version is in ``_prev``; only the eviction key
+#: ``(key, rec)`` of a bounded memory would, so a bounded memory keeps them tracked). A store then
 #: leaves nothing tracked behind, and the collector's full passes, whose frequency
 #: follows the tracked objects that survive, come seldom and walk less. False, or
 #: without the compiled core: tracked, the path before it (the same structures).
