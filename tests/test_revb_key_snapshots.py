@@ -89,3 +89,40 @@ def test_views_by_key_agree_with_what_they_saw(seed: int, scorer: type) -> None:
     st.vacuum(st.published)
     st._check()
     assert not st._key_prev
+
+
+def test_get_by_key_during_a_group_commit(tmp_path: object) -> None:
+    """A durable memory publishes a batch once its commit is written: meanwhile
+    ``get_by_key`` reads the version before it, where the key is the old holder's."""
+    import trio
+
+    from actormem import open_memory
+
+    a, b = uuid.uuid4(), uuid.uuid4()
+
+    async def main() -> None:
+        async with open_memory(path=str(tmp_path) + "/m.db") as memory:  # type: ignore[operator]
+            await memory.store(_e("alpha", a, "k"))
+            commit = memory._commit
+            assert commit is not None
+            started, release = trio.Event(), trio.Event()
+
+            async def slow_commit(*args: object) -> None:
+                started.set()
+                await release.wait()
+                await commit(*args)
+
+            memory._commit = slow_commit
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(memory.store_many, [_e("alpha two", a, "j"), _e("beta", b, "k")])
+                await started.wait()
+                got = await memory.get_by_key((), "k")
+                assert got is not None
+                assert got.memory == "alpha"
+                release.set()
+            memory._commit = commit
+            got = await memory.get_by_key((), "k")
+            assert got is not None
+            assert got.memory == "beta"
+
+    trio.run(main)
