@@ -87,17 +87,29 @@ def _convert_namespace(value: Any) -> tuple[str, ...]:
     return items
 
 
+_astimezone = datetime.astimezone
+
+
 def _convert_time(value: Any) -> datetime:
     if not isinstance(value, datetime):
         raise TypeError(f"expected a datetime, not {type(value).__name__}")
     if value.tzinfo is None or value.utcoffset() is None:
         raise InvalidEntryError("datetimes must be timezone-aware (naive datetime given)")
     try:
-        return value.astimezone(UTC)
+        out = _astimezone(value, UTC)  # datetime's own: a subclass may override it
     except OverflowError:  # 0001-01-01 at +05:00 is before year 1 in UTC
         raise InvalidEntryError(
             f"datetime {value.isoformat()} is outside the years 1-9999 once in UTC"
         ) from None
+    if type(out) is not datetime or out.tzinfo is not UTC:
+        # A subclass (``astimezone`` hands one already in UTC back as is): rebuilt as an
+        # exact datetime, as a stored entry is out of the collector's sight
+        # (``state._UNTRACK_ENTRIES``) and must hold nothing whose ``__dict__`` could
+        # refer back to it (a cycle that would never be freed).
+        out = datetime(
+            out.year, out.month, out.day, out.hour, out.minute, out.second, out.microsecond, UTC
+        )
+    return out
 
 
 def _convert_optional_time(value: Any) -> datetime | None:
@@ -169,7 +181,12 @@ def _convert_id(value: uuid.UUID) -> int:
     it took 56 bytes and a garbage-collected object per entry). An int in range is
     taken as is: ``attrs.evolve`` passes the kept int back in."""
     if isinstance(value, uuid.UUID):
-        return value.int
+        ident = value.int
+        if type(ident) is int:
+            return ident
+        if isinstance(ident, bool) or not isinstance(ident, int):  # a subclass's own int
+            raise TypeError(f"id.int must be an int, not {type(ident).__name__}")
+        return int.__int__(ident)  # exact (see __attrs_post_init__)
     if type(value) is int:
         if not 0 <= value < 1 << 128:
             raise InvalidEntryError(f"an int id must be in [0, 2**128), got {value}")
@@ -308,6 +325,9 @@ class MemoryEntry(metaclass=Final):
             object.__setattr__(self, name, value)
 
     def __attrs_post_init__(self) -> None:
+        if type(self.access_count) is not int:  # an int subclass (checked): exact, as
+            # nothing a stored entry holds may have a __dict__ (see _convert_time)
+            object.__setattr__(self, "access_count", int.__int__(self.access_count))
         if self.updated_at is None or self.updated_at < self.created_at:
             # Never before created_at (so ``evolve(created_at=later)`` moves both).
             object.__setattr__(self, "updated_at", self.created_at)

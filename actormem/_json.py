@@ -58,6 +58,11 @@ _canonical = json.JSONEncoder(
 def _freeze(value: Any, where: str, depth: int) -> Any:
     if value is None or isinstance(value, (bool, str)):
         if isinstance(value, str):
+            if type(value) is not str:
+                # An exact copy: a stored entry is out of the collector's sight
+                # (``state._UNTRACK_ENTRIES``), so nothing it holds may have a
+                # ``__dict__`` that could refer back to it (a cycle never freed).
+                value = str.__str__(value)
             try:
                 value.encode("utf-8")
             except UnicodeEncodeError:
@@ -121,7 +126,10 @@ class JsonObject(Mapping[str, Any]):
         except TypeError:  # a Mapping that is not a dict, somewhere inside
             key = str(_canonical(self.thaw()))
         self._key: str | None = key
-        size = len(key.encode("utf-8"))
+        try:
+            size = len(key.encode("utf-8"))
+        except UnicodeEncodeError:  # a key's (leaves are checked by _freeze)
+            raise InvalidEntryError("value has a key that holds a lone surrogate") from None
         if size > MAX_VALUE_BYTES:
             raise InvalidEntryError(
                 f"value is {size} bytes as JSON; the limit is {MAX_VALUE_BYTES}"

@@ -271,9 +271,10 @@ _UNTRACK_ENTRIES = True
 #: ``store_many`` takes the records it makes in an unbounded memory out of the cyclic
 #: collector's sight (``_cwordoverlap.untrack_all`` per run of ``_store_batch``'s
 #: inserts, or at the end of the loop without it: a durable memory's): such a
-#: record is in no reference cycle (it holds its entry, its older version and its
-#: access chain, none of which refers back to it; only the eviction key ``(key, rec)``
-#: of a bounded memory would, so a bounded memory keeps them tracked). A store then
+#: record is in no reference cycle (it holds its entry, which holds only exact built-in
+#: types (``MemoryEntry``'s converters make them so), and its access chain, none of
+#: which refers back to it; its older version is in ``_prev``; only the eviction key
+#: ``(key, rec)`` of a bounded memory would, so a bounded memory keeps them tracked). A store then
 #: leaves nothing tracked behind, and the collector's full passes, whose frequency
 #: follows the tracked objects that survive, come seldom and walk less. False, or
 #: without the compiled core: tracked, the path before it (the same structures).
@@ -346,16 +347,38 @@ class View:
         return alive
 
     def by_key(self, namespace: tuple[str, ...], key: str) -> Record | None:
-        """The visible record with ``(namespace, key)``, or None. O(versions of the id)."""
-        id = self._state._by_key.get((namespace, key))
+        """The visible record with ``(namespace, key)``, or None. O(versions of the id),
+        and of the key's earlier holders for a view older than the last change of hands
+        (``MemoryState._key_prev``)."""
+        state = self._state
+        id = state._by_key.get((namespace, key))
         if id is None:
             return None
-        rec = self._state._by_id.get(id)
+        rec = state._by_id.get(id)
         v = self.version
         if rec is not None and rec.born > v:
-            older = self._state._prev.get
-            while rec is not None and rec.born > v:
-                rec = older(rec)
+            # The id's versions since this view; the oldest of them that took the key
+            # from another id (before it: that id's, which the loop then walks, only
+            # its versions older than the hop).
+            older = state._prev.get
+            key_prev = state._key_prev
+            bound = NEVER
+            while True:
+                hop = None
+                while rec is not None and rec.born > v:
+                    if rec.born < bound and rec in key_prev:
+                        e = rec.entry  # it took its own key: this one?
+                        if e.key == key and e.namespace == namespace:
+                            hop = rec
+                    rec = older(rec)
+                if rec is not None and rec.died > v:
+                    e = rec.entry
+                    if e.key == key and e.namespace == namespace:
+                        return rec
+                if hop is None:
+                    return None
+                bound = hop.born
+                rec = state._by_id.get(key_prev[hop])
         if rec is None or rec.died <= v:
             return None
         e = rec.entry
@@ -515,6 +538,14 @@ class MemoryState:
         #: and not in a slot of every record (most have none, and old versions are
         #: purged soon). The purge of the older version drops its entry.
         self._prev: dict[Record, Record] = {}
+        #: record -> the id that held its key before it took it (another id's: a key
+        #: changes hands once its holder is deleted, evicted or re-keyed), for the
+        #: records that took one so: views older than the record find the key's holder
+        #: at their version there (``View.by_key``). The record's purge drops its entry.
+        self._key_prev: dict[Record, int] = {}
+        #: ``_key_prev``'s records by birth: vacuum drops an entry once no view is older
+        #: than its record.
+        self._key_prev_order: deque[Record] = deque()
         #: dupkey -> the one record with it, or an insertion-ordered set of two or more.
         self._dups: dict[int, Record | dict[Record, None]] = {}
         self._dup_keys: set[int] = set()  # keys of _dups groups with two or more records
@@ -647,7 +678,12 @@ class MemoryState:
         self._by_id[e._id] = rec
         self._by_relevance.add(rec)
         if e.key is not None:
-            self._by_key[(e.namespace, e.key)] = e._id
+            slot = (e.namespace, e.key)
+            holder = self._by_key.get(slot)
+            if holder is not None and holder != e._id:
+                self._key_prev[rec] = holder  # older views find the key there
+                self._key_prev_order.append(rec)
+            self._by_key[slot] = e._id
         records = self._namespaces.get(e.namespace)
         if records is None:
             records = self._namespaces[e.namespace] = _NsRecords()
@@ -1333,6 +1369,9 @@ class MemoryState:
             rec = grave.popleft()
             self._purge(rec)
             done += 1
+        order = self._key_prev_order
+        while order and order[0].born <= horizon:  # no view older than it: not needed
+            self._key_prev.pop(order.popleft(), None)
         index_vacuum = getattr(self.index, "vacuum", None)
         if index_vacuum is not None:
             index_vacuum(horizon)  # optional: scorers with per-version statistics (BM25)
@@ -1361,6 +1400,8 @@ class MemoryState:
             if cur is not None:
                 del prev[cur]
         prev.pop(rec, None)
+        if self._key_prev:
+            self._key_prev.pop(rec, None)
 
     # ------------------------------------------------------------------ checks
 
@@ -1386,6 +1427,9 @@ class MemoryState:
                 newer, r = r, self._prev.get(r)
         assert {id(k) for k in self._prev} <= {id(r) for r in unpurged}, "stale _prev"
         assert all(not r.purged for r in self._prev.values())
+        assert {id(k) for k in self._key_prev} <= {id(r) for r in unpurged}, "stale _key_prev"
+        assert all(r.entry.key is not None for r in self._key_prev)
+        assert {id(r) for r in self._key_prev} <= {id(r) for r in self._key_prev_order}
         graveyard = list(self._graveyard)
         assert all(a.died <= b.died for a, b in zip(graveyard, graveyard[1:], strict=False))
         assert all(r.died != NEVER and not r.purged for r in graveyard)
