@@ -32,6 +32,12 @@ TINY = {
     "_VISIT": 1,
     "_BITS_CHUNK": 1,
     "_WALK_STEP": 1,
+    # A renumbering as soon as half the group numbers are purged (the default waits
+    # for 4,096: these machines never reached one), the masks' batches and the texts
+    # a cached set is extended from at their smallest.
+    "_RENUMBER_MIN": 1,
+    "_MASK_BATCH": 1,
+    "_SCAN_NEW": 2,
 }
 
 
