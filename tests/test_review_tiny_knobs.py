@@ -3,8 +3,6 @@ step, chunk and visit part of one element, the memo's generations of one or two 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from hypothesis import settings
 
@@ -42,16 +40,9 @@ TINY = {
 
 
 @pytest.fixture(params=[1, 2])
-def tiny_knobs(request: pytest.FixtureRequest) -> Iterator[None]:
-    values = {**TINY, "_MEMO_WORDS": request.param}
-    saved = {k: getattr(wo_knobs, k) for k in values}
-    for k, v in values.items():
-        setattr(wo_knobs, k, v)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            setattr(wo_knobs, k, v)
+def tiny_knobs(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in {**TINY, "_MEMO_WORDS": request.param}.items():
+        monkeypatch.setattr(wo_knobs, name, value)
 
 
 @pytest.mark.usefixtures("tiny_knobs")
