@@ -95,3 +95,31 @@ def test_new_wrappers_refuse_huge_ints_and_unaligned_buffers_before_c() -> None:
     assert ccore.visit_heap(idx, rel, seq, 0.1, None, (0.5, (1 << 63) - 1), heap) == 0
     assert ccore.visit_pop(heap, 0, (1 << 63) - 1) == ([], 0)
     assert bp.select_chunks(0, [], 64, out) == (0, 0)
+
+
+def test_count_words_refuses_unknown_flags() -> None:
+    # Only 1 (_MEMO_ABSENT) and 2 (_MEMO_OWN_CACHE) are flags; nothing else may reach the
+    # loop (no test called the C function with others).
+    from array import array
+
+    import numpy as np
+
+    from actormem._index import _cwordoverlap as c
+
+    def call(flags: int) -> object:
+        counts = np.zeros(4, np.uint8)
+        grams: dict[str, list[int]] = {"dog": [0]}
+        items, post = {0: "dog"}, {"dog": array("i", [1])}
+        memo: list[object] = [{}, {}, 0]
+        return c.count_words(
+            ["dog", "cat"], [1, 1], 0, 100, 10, grams, items, {}, 8, post, {}, {}, counts, 3,
+            0, memo, 0, 1, flags,
+        )  # fmt: skip
+
+    for flags in (0, 1, 2, 3):
+        assert call(flags) == (2, [])
+    for flags in (4, 8, -1, -4, 1 << 30):
+        with pytest.raises(ValueError, match="unknown flags"):
+            call(flags)
+    with pytest.raises(OverflowError):
+        call(1 << 31)
