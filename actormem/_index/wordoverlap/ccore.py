@@ -394,6 +394,9 @@ def _gids(gids: Any, lo: int, hi: int) -> None:
 _need = kernels._need
 _check_int_arrays = kernels._check_int_arrays
 _I32, _I64 = kernels._I32, kernels._I64
+#: One past the largest C ssize_t / int64: ints from here on would reach C's argument
+#: parsing and raise OverflowError there instead of the documented ValueError.
+_SSIZE = 1 << 63
 _U16 = np.dtype(np.uint16)
 
 
@@ -531,7 +534,10 @@ class BitPlanes:
         """
         wmax = self._wmax
         _need(wmax is not None, "set_word_maxima first")
-        _need(type(chunk) is int and chunk > 0 and chunk % 64 == 0, "chunk: a multiple of 64")
+        _need(
+            type(chunk) is int and 0 < chunk < _SSIZE and chunk % 64 == 0,
+            "chunk: a multiple of 64",
+        )
         got: list[int] = self._c.wmax_chunks(wmax, words_of(self._n), chunk // 64)
         return got
 
@@ -589,9 +595,15 @@ class BitPlanes:
         """
         _need(self._wmax is not None, "set_word_maxima first")
         _need(type(c) is int and 0 <= c < 1 << 63, "c must be an int >= 0")
-        _need(type(chunk) is int and chunk > 0 and chunk % 64 == 0, "chunk: a multiple of 64")
+        _need(
+            type(chunk) is int and 0 < chunk < _SSIZE and chunk % 64 == 0,
+            "chunk: a multiple of 64",
+        )
         _need(type(starts) is list, "starts must be a list")
+        # Beyond a C ssize_t, C's argument parsing would raise OverflowError.
+        _need(not starts or max(starts) < _SSIZE, "a start beyond the groups' range")
         _need(kernels._array_of("out", out, _I64, writable=True) >= chunk, "out too short")
+        _need(out.flags.aligned, "out must be aligned")
         got: tuple[int, int] = self._c.bits_select_chunks(
             self._planes, self._np, c, starts, chunk, self._n, out, self._wmax
         )
@@ -788,13 +800,20 @@ def visit_heap(
     if parts is not None:
         _need(kernels._array_of("parts", parts, kernels._F64) == count, "parts: one per group")
     _need(kernels._array_of("heap", heap, _I64, writable=True) >= 4 * count, "heap too short")
+    _need(heap.flags.aligned, "heap must be aligned")  # C reads it as structs of doubles
     _need(type(part) is float, "part must be a float")
     if kth is None:
         has_kth, bound, seq = False, 0.0, 0
     else:
         bound, seq = kth
         has_kth = True
-        _need(type(bound) is float and type(seq) is int, "kth: (float, int)")
+        _need(
+            type(kth) is tuple
+            and type(bound) is float
+            and type(seq) is int
+            and -_SSIZE <= seq < _SSIZE,
+            "kth: (float, int) with an int64 seq",
+        )
     got: int = _module().visit_heap(idx, maxrel, minseq, part, parts, has_kth, bound, seq, heap)
     return got
 
@@ -807,7 +826,8 @@ def visit_pop(heap: np.ndarray[Any, Any], m: int, k: int) -> tuple[list[Any], in
     Raises:
         TypeError, ValueError: An argument of the wrong type, or ``m`` beyond the heap.
     """
-    _need(type(m) is int and type(k) is int and m >= 0 and k >= 0, "m, k: ints >= 0")
+    _need(type(m) is int and type(k) is int and m >= 0 and 0 <= k < _SSIZE, "m, k: ints >= 0")
     _need(kernels._array_of("heap", heap, _I64, writable=True) >= 4 * m, "m beyond the heap")
+    _need(heap.flags.aligned, "heap must be aligned")
     got: tuple[list[Any], int] = _module().visit_pop(heap, m, k)
     return got
