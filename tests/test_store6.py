@@ -45,7 +45,7 @@ from actormem._storage import sqlite_format
 
 from .strategies import examples
 from .test_acquire_fast import _ordered
-from .test_store_batch import TwoPaths, _snapshot
+from .test_store_batch import TwoPaths, _snapshot, encoded_both_ways
 from .test_storepath import _structures
 
 core = pytest.mark.skipif(
@@ -323,13 +323,7 @@ def test_encode_record_iso_direct_is_the_row_before(
         expires_at=created + timedelta(days=1) if expires else None,
     )
     rec = Record(entry, 3, 2)
-    rows = []
-    for on in (True, False):
-        sqlite_format._ISO_DIRECT = on
-        try:
-            rows.append(sqlite_format.encode_record(rec))
-        finally:
-            sqlite_format._ISO_DIRECT = True
+    rows = encoded_both_ways(rec, "_ISO_DIRECT")
     assert rows[0] == rows[1]
 
 

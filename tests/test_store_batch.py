@@ -311,6 +311,19 @@ def test_store_many_without_the_core_agrees(monkeypatch: pytest.MonkeyPatch) -> 
 # -- the durable row ------------------------------------------------------------------
 
 
+def encoded_both_ways(rec: Any, knob: str) -> list[Any]:
+    """``sqlite_format.encode_record(rec)`` with the module's switch ``knob`` on, then
+    off (put back on after)."""
+    rows = []
+    for on in (True, False):
+        setattr(sqlite_format, knob, on)
+        try:
+            rows.append(sqlite_format.encode_record(rec))
+        finally:
+            setattr(sqlite_format, knob, True)
+    return rows
+
+
 @settings(max_examples=examples(100), deadline=None)
 @given(
     ident=st.integers(0, (1 << 128) - 1),
@@ -343,13 +356,7 @@ def test_encode_record_direct_is_the_row_before(
         namespace=("n",),
     )
     rec = Record(entry, 3, 2)
-    rows = []
-    for on in (True, False):
-        sqlite_format._ENCODE_DIRECT = on
-        try:
-            rows.append(sqlite_format.encode_record(rec))
-        finally:
-            sqlite_format._ENCODE_DIRECT = True
+    rows = encoded_both_ways(rec, "_ENCODE_DIRECT")
     assert rows[0] == rows[1]
     assert rows[0][1] == str(uuid.UUID(int=ident))
     # A record with access bookkeeping takes the path before it.
