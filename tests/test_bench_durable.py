@@ -92,8 +92,10 @@ def test_commit_phases_runs_and_restores_what_it_patches(
         for line in capsys.readouterr().out.splitlines()
         if line.startswith("| ")
     }
-    assert rows["encode"][0] == "-" and rows["encode"][1] != "-"  # memory, normal
-    assert rows["write"][0] == "-" and rows["write"][1] != "-"
+    assert rows["encode"][0] == "-"  # memory, normal
+    assert rows["encode"][1] != "-"
+    assert rows["write"][0] == "-"
+    assert rows["write"][1] != "-"
     assert all(cell != "-" for cell in rows["period"] + rows["apply"])
     assert list(tmp_path.iterdir()) == []
 
@@ -137,7 +139,8 @@ def test_handoff_prints_its_four_cases(tmp_path: Path, capsys: pytest.CaptureFix
     assert names == ["lock ping-pong", "to_thread no-op", "commit path no-op", "inline commit"]
     for row in rows[1:]:
         wall, cpu = (float(cell) for cell in row.strip(" |").split(" | ")[1:])
-        assert wall >= 0 and cpu >= 0
+        assert wall >= 0
+        assert cpu >= 0
     assert list(tmp_path.iterdir()) == []  # its SQLite file lived in a temporary folder
 
 

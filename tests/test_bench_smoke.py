@@ -111,14 +111,17 @@ def test_rw_repeats_combine_by_median_and_max() -> None:
         )
     ]
     row = combine_repeats(rows)
-    assert row["writer_p99_alone_ms"] == 12.0 and row["writer_p99_with_readers_ms"] == 30.0
+    assert row["writer_p99_alone_ms"] == 12.0
+    assert row["writer_p99_with_readers_ms"] == 30.0
     assert row["writer_p99_ratio"] == 2.5  # of the medians beside it, not a median ratio
     assert row["reader_p99_with_writers_ms"] == 200.0  # NaN (no samples) left out
     assert row["reader_p99_ratio"] == 2.0
     assert row["longest_retrieve_step_ms"] == 4.0
     assert row["gc_longest_ms"] == 0.9
-    assert row["writers"] == 64 and isinstance(row["writers"], int)
-    assert row["reader_quota"] == 2 and row["repeat_reader_quota"] == [2, 3, 2]
+    assert row["writers"] == 64
+    assert isinstance(row["writers"], int)
+    assert row["reader_quota"] == 2
+    assert row["repeat_reader_quota"] == [2, 3, 2]
     assert row["repeats"] == 3
     assert row["repeat_writer_p99_ratio"] == [3.0, 1.0, 5.0]
     assert len(row["phases"]) == 3
@@ -129,7 +132,8 @@ def test_rw_scenario_runs_its_repeats(tmp_path: Path) -> None:
     bench.run(["--scenario", "rw", "--sizes", "300", "--budget", "0.2", "--repeats", "2",
                "--json", str(out)])
     (row,) = json.loads(out.read_text())["scenarios"]["rw"]
-    assert row["n"] == 300 and row["repeats"] == 2
+    assert row["n"] == 300
+    assert row["repeats"] == 2
     assert len(row["repeat_writer_p99_ratio"]) == 2
     for key in ("writer_p99_ratio", "reader_p99_ratio", "longest_retrieve_step_cpu_ms"):
         assert _positive(row[key]), (key, row[key])

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import attrs
 import pytest
-from actormem._index.bm25 import BM25Index, BM25Scorer
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
@@ -26,6 +25,7 @@ from hypothesis.stateful import (
 )
 
 from actormem._entry import MemoryCategory, MemoryEntry
+from actormem._index.bm25 import BM25Index, BM25Scorer
 from actormem._index.tokenize import Tokenizer, stop_words
 from actormem._record import NEVER, Record
 

@@ -9,8 +9,8 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from actormem._index.bm25 import BM25Index, BM25Scorer
 
+from actormem._index.bm25 import BM25Index, BM25Scorer
 from actormem._record import NEVER, Record
 
 from .test_bm25 import FakeView, brute_force, entry

@@ -24,10 +24,15 @@ def test_category_values() -> None:
 
 def test_new_defaults() -> None:
     e = MemoryEntry.new(MemoryCategory.FACT, "deploy uses the blue cluster")
-    assert e.relevance == 1.0 and e.access_count == 0 and not e.validated
-    assert e.tags == () and e.namespace == () and e.last_accessed is None
+    assert e.relevance == 1.0
+    assert e.access_count == 0
+    assert not e.validated
+    assert e.tags == ()
+    assert e.namespace == ()
+    assert e.last_accessed is None
     assert e.id.version == 4
-    assert e.created_at.tzinfo is not None and e.created_at.utcoffset() == timedelta(0)
+    assert e.created_at.tzinfo is not None
+    assert e.created_at.utcoffset() == timedelta(0)
     assert MemoryEntry.new(MemoryCategory.FACT, "x").id != e.id
 
 
@@ -35,8 +40,12 @@ def test_builders_return_new_entries() -> None:
     e = MemoryEntry.new(MemoryCategory.FACT, "x")
     f = e.with_tag("infra").with_tags("a", "infra", "b").with_relevance(0.25)
     g = f.with_namespace("t", "acme").as_validated()
-    assert e.tags == () and f.tags == ("infra", "a", "b") and f.relevance == 0.25
-    assert g.namespace == ("t", "acme") and g.validated and not f.validated
+    assert e.tags == ()
+    assert f.tags == ("infra", "a", "b")
+    assert f.relevance == 0.25
+    assert g.namespace == ("t", "acme")
+    assert g.validated
+    assert not f.validated
     assert g.id == e.id
 
 

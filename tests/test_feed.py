@@ -15,7 +15,10 @@ def test_reports_are_numbered_and_paged() -> None:
     for e in entries:
         feed(e, "evicted")
     assert (feed.total, feed.first) == (4, 1)
-    assert feed.since(0, 2) == [(1, str(entries[0].id), "evicted"), (2, str(entries[1].id), "evicted")]
+    assert feed.since(0, 2) == [
+        (1, str(entries[0].id), "evicted"),
+        (2, str(entries[1].id), "evicted"),
+    ]
     assert [n for n, _, _ in feed.since(2, 100)] == [3, 4]
     assert feed.since(4, 100) == []
 

@@ -83,12 +83,17 @@ async def test_snapshot_isolation(memory: Memory) -> None:
     await memory.store(new)
     await memory.delete(old.id)
     await memory.store(old.id and fact("another"))
-    assert len(snap) == 1 and snap.get(new.id) is None and snap.get(old.id) == old
+    assert len(snap) == 1
+    assert snap.get(new.id) is None
+    assert snap.get(old.id) == old
     assert [e.id for e in snap] == [old.id]
     assert snap.retrieve("written after") == [old]
-    assert new.id not in snap and old.id in snap
+    assert new.id not in snap
+    assert old.id in snap
     fresh = memory.snapshot()
-    assert fresh.get(new.id) == new and fresh.get(old.id) is None and len(fresh) == 2
+    assert fresh.get(new.id) == new
+    assert fresh.get(old.id) is None
+    assert len(fresh) == 2
     assert memory.statistics().live_snapshots == 2
     del snap, fresh
     assert memory.statistics().live_snapshots == 0
@@ -106,13 +111,15 @@ async def test_readers_answer_while_owner_is_blocked(memory: Memory) -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(slow_store)
         await trio.testing.wait_all_tasks_blocked()
-        assert gate.entered == 1 and not done.is_set()
+        assert gate.entered == 1
+        assert not done.is_set()
         # The owner is parked inside a request; reads still answer, from the last
         # published snapshot.
         assert [e.memory for e in await memory.retrieve("pending", 5)] == ["already there"]
         assert len(memory) == 1
         gate.open.set()
-    assert done.is_set() and len(memory) == 2
+    assert done.is_set()
+    assert len(memory) == 2
 
 
 async def test_backpressure_and_store_nowait() -> None:
@@ -133,7 +140,8 @@ async def test_backpressure_and_store_nowait() -> None:
 
             nursery.start_soon(waits)
             await trio.testing.wait_all_tasks_blocked()
-            assert blocked.is_set() and len(memory) == 0
+            assert blocked.is_set()
+            assert len(memory) == 0
             gate.open.set()
         assert sorted(e.memory for e in memory.snapshot()) == ["a", "b", "d"]
 
@@ -157,7 +165,8 @@ async def test_cancelled_callers_do_not_stall_the_owner() -> None:
                 await memory.store(fact("never sent"))
         await memory.store(fact("normal call"))
         texts = [e.memory for e in memory.snapshot()]
-        assert sent == 1 and texts[-1] == "normal call"
+        assert sent == 1
+        assert texts[-1] == "normal call"
         assert 9 <= len(texts) - 1 < 1000
         assert "never sent" not in texts
         assert len(set(texts)) == len(texts)
@@ -187,12 +196,14 @@ async def test_access_bookkeeping_is_batched(
         await trio.testing.wait_all_tasks_blocked()
         stored = await memory.get(e.id)
         assert stored is not None
-        assert stored.access_count == 51 and stored.last_accessed == now
+        assert stored.access_count == 51
+        assert stored.last_accessed == now
         stats = memory.statistics()
         # 50 concurrent reads reached the owner as one write, not 50 (with slots, one
         # per wave of retrieves that scored together).
         waves = 1 if slots is None else math.ceil(50 / slots)
-        assert stats.retrieves == 51 and 2 <= stats.access_updates <= 1 + waves
+        assert stats.retrieves == 51
+        assert 2 <= stats.access_updates <= 1 + waves
 
 
 async def test_access_refreshes_eviction_order() -> None:
@@ -224,7 +235,10 @@ async def test_eviction_prefers_unvalidated_and_low_relevance() -> None:
         # Half the relevance but one half-life younger: the same weighted recency, so
         # the tie goes to the earlier stored ("o").
         younger = MemoryEntry(
-            category=MemoryCategory.FACT, memory="y", relevance=0.5, created_at=t0 + timedelta(days=1)
+            category=MemoryCategory.FACT,
+            memory="y",
+            relevance=0.5,
+            created_at=t0 + timedelta(days=1),
         )
         for e in (low_valid, older, younger):
             await memory.store(e)
@@ -235,7 +249,8 @@ async def test_eviction_prefers_unvalidated_and_low_relevance() -> None:
         assert await memory.get(low_valid.id) is not None  # validated goes last
         await memory.store(fact("w"))
         assert await memory.get(low_valid.id) is not None
-        assert len(memory) == 3 and memory.statistics().evictions == 3
+        assert len(memory) == 3
+        assert memory.statistics().evictions == 3
 
 
 async def test_upsert_keeps_created_at_and_position(memory: Memory) -> None:
@@ -247,16 +262,20 @@ async def test_upsert_keeps_created_at_and_position(memory: Memory) -> None:
     a2 = MemoryEntry(id=a.id, category=MemoryCategory.INSIGHT, memory="alpha two")
     await memory.store(a2)
     got = await memory.get(a.id)
-    assert got is not None and got.memory == "alpha two" and got.created_at == t0
+    assert got is not None
+    assert got.memory == "alpha two"
+    assert got.created_at == t0
     assert [e.memory for e in memory.snapshot()] == ["alpha two", "beta"]
     assert [e.memory for e in await memory.retrieve("zzz", 2)] == ["alpha two", "beta"]
-    assert len(memory) == 2 and memory.statistics().upserts == 1
+    assert len(memory) == 2
+    assert memory.statistics().upserts == 1
 
 
 async def test_filters(memory: Memory) -> None:
     acme = fact("deploy acme").with_namespace("t", "acme").with_tag("infra")
     corp = fact("deploy corp").with_namespace("t", "acme-corp")
-    insight = MemoryEntry.new(MemoryCategory.INSIGHT, "deploy insight").with_namespace("t", "acme", "x")
+    insight = MemoryEntry.new(MemoryCategory.INSIGHT, "deploy insight")
+    insight = insight.with_namespace("t", "acme", "x")
     for e in (acme, corp, insight):
         await memory.store(e)
     got = await memory.retrieve("deploy", 10, namespace=("t", "acme"))
@@ -310,7 +329,8 @@ async def test_a_naive_clock_fails_the_retrieve_not_the_owner() -> None:
             await memory.retrieve("blue")
         await memory.store(fact("still serving"))  # the owner lives
         await trio.testing.wait_all_tasks_blocked()
-        assert len(memory) == 2 and memory.statistics().access_updates == 0
+        assert len(memory) == 2
+        assert memory.statistics().access_updates == 0
 
 
 async def test_pending_accesses_keep_the_latest_time_when_the_clock_goes_back() -> None:
@@ -326,7 +346,9 @@ async def test_pending_accesses_keep_the_latest_time_when_the_clock_goes_back() 
         memory._note_access([(1.0, snap._view.get(e.id))])  # type: ignore[attr-defined]
         await trio.testing.wait_all_tasks_blocked()
         got = await memory.get(e.id)
-        assert got is not None and got.access_count == 2 and got.last_accessed == t0
+        assert got is not None
+        assert got.access_count == 2
+        assert got.last_accessed == t0
 
 
 async def test_consolidate_prunes_merges_and_loses_no_concurrent_store(memory: Memory) -> None:
@@ -355,8 +377,11 @@ async def test_consolidate_prunes_merges_and_loses_no_concurrent_store(memory: M
     assert len(memory) == 5 - 2 + 100
     merged = await memory.get(keep.id)
     assert merged is not None
-    assert merged.memory == "Deploy  uses BLUE" and merged.created_at == t0
-    assert merged.relevance == 1.0 and merged.tags == ("infra",) and merged.validated
+    assert merged.memory == "Deploy  uses BLUE"
+    assert merged.created_at == t0
+    assert merged.relevance == 1.0
+    assert merged.tags == ("infra",)
+    assert merged.validated
     assert await memory.get(dup.id) is None
 
 
@@ -652,7 +677,8 @@ async def test_request_reply_box() -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(waiter)
         await trio.testing.wait_all_tasks_blocked()
-        assert req.task is not None and not got
+        assert req.task is not None
+        assert not got
         req.set(Value("done"))
         assert req.task is None
     assert got == ["done"]
@@ -663,6 +689,7 @@ async def test_request_reply_box() -> None:
             nursery.start_soon(req.wait)
             await trio.testing.wait_all_tasks_blocked()
             scope.cancel()
-    assert scope.cancelled_caught and req.task is None
+    assert scope.cancelled_caught
+    assert req.task is None
     req.set(Value(1))
     assert req.task is None

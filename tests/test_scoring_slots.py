@@ -175,7 +175,8 @@ async def test_a_retrieve_after_close_raises_without_waiting_for_a_slot(
                 await memory.retrieve("deploys", 3)
             order.append("refused")
         assert order == ["refused", "scored"]
-        assert memory._slots is not None and memory._slots.borrowed_tokens == 0
+        assert memory._slots is not None
+        assert memory._slots.borrowed_tokens == 0
 
 
 @settings(max_examples=40, deadline=None)
@@ -240,7 +241,8 @@ async def _cancel_anywhere(cancel_after: list[int], close_after: int | None) -> 
                 for _ in range(close_after):
                     await trio.lowlevel.checkpoint()
                 await memory.aclose()
-        assert memory._slots is not None and memory._slots.borrowed_tokens == 0
+        assert memory._slots is not None
+        assert memory._slots.borrowed_tokens == 0
         assert memory._slots.statistics().tasks_waiting == 0
         assert memory.statistics().live_snapshots == 0
         memory._gate._check()
@@ -248,7 +250,8 @@ async def _cancel_anywhere(cancel_after: list[int], close_after: int | None) -> 
             await memory.store(_fact("flushes the access buffer", 0.1))
             for id in acked:
                 got = await memory.get(id)
-                assert got is not None and got.access_count == returned[id]
+                assert got is not None
+                assert got.access_count == returned[id]
 
 
 async def test_retrieves_waiting_for_a_slot_raise_when_the_memory_closes(

@@ -20,7 +20,8 @@ def test_zeroed_steps_is_all_zeros_and_yields_per_256_kib(dtype: type, size: int
             arr = stop.value
             break
         yields += 1
-    assert arr.dtype == np.dtype(dtype) and arr.shape == (size,)
+    assert arr.dtype == np.dtype(dtype)
+    assert arr.shape == (size,)
     assert not arr.any()
     assert arr.flags.writeable
     nbytes = size * np.dtype(dtype).itemsize
@@ -32,14 +33,16 @@ def test_zeroed_steps_is_all_zeros_and_yields_per_256_kib(dtype: type, size: int
 def test_pool_reuses_a_given_array_and_zeroes_its_prefix() -> None:
     pool = ScratchPool(most=2)
     first = drain(pool.take_steps(np.uint16, 100, 1000))
-    assert len(first) == 1000 and not first.any()
+    assert len(first) == 1000
+    assert not first.any()
     first[:] = 7
     pool.give(first, 1000)
     again = drain(pool.take_steps(np.uint16, 100, 1000))
     assert again is first
     assert not again[:100].any()  # the prefix a caller reads is zero again
     other = drain(pool.take_steps(np.uint16, 100, 1000))  # pool empty now: a new one
-    assert other is not first and not other.any()
+    assert other is not first
+    assert not other.any()
 
 
 def test_pool_drops_other_capacities_short_arrays_and_overflow() -> None:
@@ -53,7 +56,8 @@ def test_pool_drops_other_capacities_short_arrays_and_overflow() -> None:
     assert drain(pool.take_steps(np.float64, 10, 64)) is a
     pool.give(a, 64)
     bigger = drain(pool.take_steps(np.float64, 100, 128))  # the spare is too short
-    assert bigger is not a and len(bigger) == 128
+    assert bigger is not a
+    assert len(bigger) == 128
     pool.give(b, 64)
     pool.clear()
     assert drain(pool.take_steps(np.float64, 10, 64)) is not b
@@ -64,7 +68,8 @@ def test_pool_keeps_dtypes_apart() -> None:
     counts = drain(pool.take_steps(np.uint8, 10, 64))
     pool.give(counts, 64)
     scores = drain(pool.take_steps(np.float64, 10, 64))
-    assert scores is not counts and scores.dtype == np.float64
+    assert scores is not counts
+    assert scores.dtype == np.float64
     assert drain(pool.take_steps(np.uint8, 10, 64)) is counts
 
 
@@ -94,8 +99,8 @@ def test_word_overlap_reads_no_pooled_garbage_past_its_groups(
     from datetime import UTC, datetime, timedelta
 
     from actormem import MemoryCategory, MemoryEntry, WordOverlapScorer
-    from actormem._index import scoring as _scoring
     from actormem._engine.state import MemoryState
+    from actormem._index import scoring as _scoring
 
     monkeypatch.setattr(_scoring, "_ZERO_STEP_BYTES", 1)
     base = datetime(2026, 1, 1, tzinfo=UTC)

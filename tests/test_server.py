@@ -42,7 +42,7 @@ from actormem.cli import main
 from actormem.client import AsyncClient, Client
 from actormem.server import create_app
 
-from .serverproc import REPO, ServerProcess
+from .serverproc import ServerProcess
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals and select")
 
@@ -87,45 +87,54 @@ def exercise_sync(client: Client) -> None:
     assert client.get(a.id) == a
     assert client.get(uuid.uuid4()) is None
     hits = client.retrieve_scored("blue cluster", 3, namespace=[ns], tags=["infra"])
-    assert [type(h) for h in hits] == [ScoredEntry] and hits[0].entry.id == a.id
+    assert [type(h) for h in hits] == [ScoredEntry]
+    assert hits[0].entry.id == a.id
     got = client.retrieve("lunch noon", 1, namespace=(ns,), category=MemoryCategory.FACT)
     assert [e.id for e in got] == [b.id]
     assert client.retrieve("lunch", 5, namespace=[ns], category=[MemoryCategory.INSIGHT]) == []
     assert client.retrieve("lunch", 0) == []
     stats = client.consolidate()
-    assert isinstance(stats, ConsolidationStats) and stats.merged >= 1
+    assert isinstance(stats, ConsolidationStats)
+    assert stats.merged >= 1
     assert client.delete(b.id) is True
     assert client.delete(b.id) is False
     statistics = client.statistics()
-    assert isinstance(statistics, MemoryStatistics) and statistics.entries == client.count()
+    assert isinstance(statistics, MemoryStatistics)
+    assert statistics.entries == client.count()
     exported = {e.id: e for e in client.export()}
-    assert exported[a.id].memory == a.memory and b.id not in exported
+    assert exported[a.id].memory == a.memory
+    assert b.id not in exported
     # Keys, JSON payloads, time to live, listings (Memory's fields and methods, #16).
     keyed = attrs.evolve(
         fact("profile of ada", ns=ns), key="ada", value={"kind": "user", "age": 36}, ttl=3600.0
     )
     client.store(keyed)
     got_keyed = client.get(keyed.id)
-    assert got_keyed is not None and got_keyed.value == keyed.value
-    assert got_keyed.key == "ada" and got_keyed.expires_at is not None
+    assert got_keyed is not None
+    assert got_keyed.value == keyed.value
+    assert got_keyed.key == "ada"
+    assert got_keyed.expires_at is not None
     assert [e.id for e in client.retrieve("ada", 5, namespace=[ns], where={"kind": "user"})] == [
         keyed.id
     ]
     assert client.retrieve("ada", 5, namespace=[ns], where={"kind": "robot"}) == []
     listed = client.list_entries([ns], limit=10)
-    assert listed[0].id == keyed.id and a.id in {e.id for e in listed}  # newest first
+    assert listed[0].id == keyed.id  # newest first
+    assert a.id in {e.id for e in listed}
     assert [e.id for e in client.list_entries([ns], where={"age": 36})] == [keyed.id]
     assert [e.id for e in client.list_entries([ns], limit=1, offset=1)] == [listed[1].id]
     assert (ns,) in client.list_namespaces(prefix=[ns])
     by_key = client.get_by_key([ns], "ada")
-    assert by_key is not None and by_key.id == keyed.id
+    assert by_key is not None
+    assert by_key.id == keyed.id
     # A second store under the same key keeps the first one's id (the route answers it).
     again = attrs.evolve(fact("ada again", ns=ns), key="ada")
     with httpx.Client(base_url=client.url, headers=AUTH) as http:
         from actormem._storage.jsonl import entry_to_json
 
         answer = http.post("/v1/entries", json=entry_to_json(again)).json()
-    assert answer["id"] == str(keyed.id) and answer["seq"] is None  # not replicated
+    assert answer["id"] == str(keyed.id)
+    assert answer["seq"] is None  # not replicated
     assert client.get_by_key([ns], "ada").memory == "ada again"  # type: ignore[union-attr]
     assert client.delete_key([ns], "ada") is True
     assert client.delete_key([ns], "ada") is False
@@ -148,7 +157,8 @@ async def exercise_async(client: AsyncClient) -> None:
     assert await client.get(a.id) == a
     assert await client.get(uuid.uuid4()) is None
     hits = await client.retrieve_scored("blue cluster", 3, namespace=[ns], tags=["infra"])
-    assert hits[0].entry.id == a.id and isinstance(hits[0].score, float)
+    assert hits[0].entry.id == a.id
+    assert isinstance(hits[0].score, float)
     got = await client.retrieve("lunch noon", 1, namespace=[ns])
     assert [e.id for e in got] == [b.id]
     assert (await client.consolidate()).merged >= 1
@@ -273,8 +283,10 @@ def test_bad_requests_get_problem_documents(
     assert response.status_code == status, response.text
     assert response.headers["content-type"] == "application/problem+json"
     problem = response.json()
-    assert PROBLEM_KEYS <= set(problem) and problem["status"] == status
-    assert problem["title"] and problem["detail"]
+    assert PROBLEM_KEYS <= set(problem)
+    assert problem["status"] == status
+    assert problem["title"]
+    assert problem["detail"]
     if field is not None:
         assert problem["field"] == field
         assert field in problem["detail"]
@@ -325,7 +337,8 @@ def test_auth(server: ServerProcess) -> None:
         assert http.get("/nowhere", headers=AUTH).status_code == 404
     with Client(server.url, token="wrong") as client, pytest.raises(RemoteError) as info:
         client.count()
-    assert info.value.status == 401 and server.url in str(info.value)
+    assert info.value.status == 401
+    assert server.url in str(info.value)
 
 
 def test_health_metrics_and_openapi(server: ServerProcess) -> None:
@@ -335,7 +348,8 @@ def test_health_metrics_and_openapi(server: ServerProcess) -> None:
     with httpx.Client(base_url=server.url, headers=AUTH) as http:
         assert http.get("/healthz").json() == {"status": "ok"}
         ready = http.get("/readyz").json()
-        assert ready["status"] == "ready" and ready["entries"] == entries
+        assert ready["status"] == "ready"
+        assert ready["entries"] == entries
         metrics = http.get("/metrics")
         assert metrics.headers["content-type"].startswith("text/plain")
         lines = metrics.text.splitlines()
@@ -415,7 +429,8 @@ def test_client_gives_up_clearly(small: ServerProcess) -> None:
     try:
         with Client(small.url, timeout=0.5) as client, pytest.raises(TransportError) as info:
             client.count()
-        assert small.url in str(info.value) and "timeout" in str(info.value)
+        assert small.url in str(info.value)
+        assert "timeout" in str(info.value)
 
         async def under(lib: str) -> None:
             async with AsyncClient(small.url, timeout=0.5) as client:
@@ -429,7 +444,8 @@ def test_client_gives_up_clearly(small: ServerProcess) -> None:
     url = f"http://127.0.0.1:{_free_port()}"
     with Client(url, retries=2) as client, pytest.raises(TransportError) as refused:
         client.get(uuid.uuid4())
-    assert url in str(refused.value) and "3 attempts" in str(refused.value)
+    assert url in str(refused.value)
+    assert "3 attempts" in str(refused.value)
     with Client(small.url, timeout=5) as client:  # it answers again
         assert client.count() >= 0
 
@@ -442,16 +458,20 @@ def test_serve_refuses_bad_options(
         return status, capsys.readouterr().err
 
     status, err = serve("--host", "0.0.0.0", "--port", "0")
-    assert status == 2 and "without --token-file" in err
+    assert status == 2
+    assert "without --token-file" in err
     empty = tmp_path / "empty"
     empty.write_text("\n")
     status, err = serve("--token-file", str(empty), "--port", "0")
-    assert status == 2 and "empty" in err
+    assert status == 2
+    assert "empty" in err
     status, err = serve("--token-file", str(tmp_path / "missing"))
-    assert status == 2 and "missing" in err
+    assert status == 2
+    assert "missing" in err
     port = small.url.rsplit(":", 1)[1]
     status, err = serve("--port", port)
-    assert status == 2 and "cannot listen" in err
+    assert status == 2
+    assert "cannot listen" in err
     assert serve("--port", "70000")[0] == 2
     assert serve("--path", str(tmp_path / "m.db"), "--in-memory")[0] == 2
     assert not (tmp_path / "m.db").exists()
@@ -593,29 +613,37 @@ def test_cli_reads_a_server_and_a_live_file(
         # The file is held by the server: a live read, said so, with every committed entry.
         for argv in (["query", str(db), "deploy number 3", "-k", "1"], ["stats", str(db)]):
             status, out, _ = run(*argv)
-            assert status == 0 and out.startswith("live read: ")
+            assert status == 0
+            assert out.startswith("live read: ")
         assert "deploy number 3" in run("query", str(db), "deploy number 3", "-k", "1")[1]
         status, out, err = run("export", str(db))
-        assert status == 0 and "live read" in err
+        assert status == 0
+        assert "live read" in err
         assert [json.loads(line)["id"] for line in out.splitlines()] == [
             str(e.id) for e in entries
         ]
         # The same through the server.
         status, out, _ = run("query", *remote, "deploy number 3", "-k", "1")
-        assert status == 0 and "deploy number 3" in out
+        assert status == 0
+        assert "deploy number 3" in out
         status, out, _ = run("stats", *remote)
-        assert status == 0 and "entries: 20" in out and f"server: {srv.url}" in out
+        assert status == 0
+        assert "entries: 20" in out
+        assert f"server: {srv.url}" in out
         status, out, _ = run("export", *remote)
         assert len(out.splitlines()) == 20
         # Errors: no token, both or neither of PATH and --server.
         status, _, err = run("export", "--server", srv.url)
-        assert status == 2 and "401" in err
+        assert status == 2
+        assert "401" in err
         assert run("export", str(db), *remote)[0] == 2
         assert run("export")[0] == 2
         assert srv.stop()[0] == 0
     # Stopped: an ordinary read again, no note.
     status, out, _ = run("stats", str(db))
-    assert status == 0 and not out.startswith("live read") and "entries: 20" in out
+    assert status == 0
+    assert not out.startswith("live read")
+    assert "entries: 20" in out
 
 
 def test_swarm_in_processes_accounts_for_every_store(tmp_path: Path) -> None:
@@ -627,7 +655,8 @@ def test_swarm_in_processes_accounts_for_every_store(tmp_path: Path) -> None:
     assert status == 0
     report = json.loads(out.read_text())
     accounting = report["accounting"]
-    assert accounting["ok"] and accounting["lost"] == 0
+    assert accounting["ok"]
+    assert accounting["lost"] == 0
     stores = accounting["stores"]
     assert stores["tracked"] == report["throughput"]["steps"] > 0
     assert stores["evicted"] > 0  # the capacity forced evictions across processes
@@ -715,7 +744,9 @@ def test_swarm_against_a_running_server_accounts_for_every_store(tmp_path: Path)
             assert {cause for _, _, cause in reports} <= {"evicted", "merged", "pruned"}
 
 
-def test_swarm_server_option_refuses_local_memory_options(capsys: pytest.CaptureFixture[str]) -> None:
+def test_swarm_server_option_refuses_local_memory_options(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     from actormem.cli import main
 
     assert main(["swarm", "--server", "http://127.0.0.1:9", "--in-memory"]) == 2

@@ -48,7 +48,8 @@ def test_duplicate_groups_grow_and_shrink_back_to_a_record() -> None:
     other = MemoryEntry.new(MemoryCategory.FACT, "other")
     ra = state.store(a).record
     state.store(other)
-    assert state._dups[state._dupkey(ra)] is ra and not state._dup_keys  # a group of one
+    assert state._dups[state._dupkey(ra)] is ra  # a group of one
+    assert not state._dup_keys
     rb = state.store(b).record
     assert state._dups[state._dupkey(ra)] == {ra: None, rb: None}
     assert state._dup_keys == {state._dupkey(ra)}
@@ -59,7 +60,8 @@ def test_duplicate_groups_grow_and_shrink_back_to_a_record() -> None:
     assert type(state._dups[state._dupkey(ra)]) is dict  # two left
     state.delete(c.id)
     state._check()
-    assert state._dups[state._dupkey(ra)] is rb and not state._dup_keys  # back to the record
+    assert state._dups[state._dupkey(ra)] is rb  # back to the record
+    assert not state._dup_keys
     state.delete(b.id)
     state._check()
     assert state._dupkey(ra) not in state._dups
@@ -73,9 +75,11 @@ def test_consolidate_merges_a_group_and_leaves_the_survivor_single() -> None:
     state.store(MemoryEntry.new(MemoryCategory.INSIGHT, "x y"))  # other category: kept
     stats = state.consolidate()
     state._check()
-    assert stats.merged == 1 and len(state) == 2
+    assert stats.merged == 1
+    assert len(state) == 2
     survivor = state.current(a.id)
-    assert survivor is not None and state._dups[state._dupkey(survivor)] is survivor
+    assert survivor is not None
+    assert state._dups[state._dupkey(survivor)] is survivor
     assert not state._dup_keys
 
 
@@ -183,17 +187,21 @@ def test_seq_is_the_storing_version_and_shares_its_int() -> None:
     ra = state.store(a).record
     state.apply_access({a.id: (1, datetime(2030, 1, 1, tzinfo=UTC))}, 0)
     rb = state.store(b).record
-    assert ra.born is ra.seq and rb.born is rb.seq
-    assert ra.seq < rb.seq and rb.seq == state.version
+    assert ra.born is ra.seq
+    assert rb.born is rb.seq
+    assert ra.seq < rb.seq
+    assert rb.seq == state.version
     upsert = state.store(attrs.evolve(a, memory="a2")).record
-    assert upsert.seq == ra.seq and upsert.born > rb.seq
+    assert upsert.seq == ra.seq
+    assert upsert.born > rb.seq
     state.publish()
     state._check()
 
 
 def test_unbounded_memories_keep_no_eviction_order() -> None:
     state = _state()
-    assert state.capacity is None and state._evict is None
+    assert state.capacity is None
+    assert state._evict is None
     rec = state.store(MemoryEntry.new(MemoryCategory.FACT, "x")).record
     state.apply_access({rec.entry.id: (1, datetime(2000, 1, 1, tzinfo=UTC))}, 0)
     assert rec.evkey is None
@@ -211,12 +219,14 @@ def test_restore_keeps_the_saved_seq_and_refuses_disorder() -> None:
     with pytest.raises(ValueError, match="stored already"):
         state.restore(a, 9)
     rb = state.restore(b, 9).record
-    assert rb.seq == 9 and rb.born is rb.seq  # the version jumped to the saved seq
+    assert rb.seq == 9  # the version jumped to the saved seq
+    assert rb.born is rb.seq
     assert state.store(c).record.seq == 10
     state.delete(c.id)  # version 11
     # Not above the working version: kept as given, in its own int.
     re = state.restore(MemoryEntry.new(MemoryCategory.FACT, "e"), 11).record
-    assert re.seq == 11 and re.born == 12
+    assert re.seq == 11
+    assert re.born == 12
     state.publish()
     state._check()
 
@@ -270,7 +280,8 @@ def test_namespace_lists_drop_purged_records_lazily_and_views_keep_theirs() -> N
     state.publish()
     state.vacuum(state.published)
     state._check()
-    assert ("b",) not in state._namespaces and list(state._ns_sorted) == [("a",)]
+    assert ("b",) not in state._namespaces
+    assert list(state._ns_sorted) == [("a",)]
     # An upsert appends its new version; the dead one leaves with the vacuum.
     state.store(attrs.evolve(a[99], memory="changed"))
     state.publish()

@@ -134,7 +134,8 @@ class StateMachine(RuleBasedStateMachine):
             self.model[id] = Item(entry, self.seq, entry.access_count, entry.last_accessed)
         else:
             out = self.state.store(entry)
-            assert out.replaced is not None and out.evicted is None
+            assert out.replaced is not None
+            assert out.evicted is None
             kept = attrs.evolve(entry, created_at=old.entry.created_at)
             self.model[id] = Item(kept, old.seq, entry.access_count, entry.last_accessed)
         self.publish()
@@ -255,10 +256,12 @@ class StateMachine(RuleBasedStateMachine):
     def snapshots_see_their_version(self) -> None:
         view = self.state.view()
         assert len(view) == len(self.model) == len(self.state)
-        assert [view.entry(r) for r in view.records()] == [it.visible_entry() for it in self.items()]
+        want = [it.visible_entry() for it in self.items()]
+        assert [view.entry(r) for r in view.records()] == want
         for id, it in self.model.items():
             rec = view.get(id)
-            assert rec is not None and view.entry(rec) == it.visible_entry()
+            assert rec is not None
+            assert view.entry(rec) == it.visible_entry()
         for old, frozen in self.held:
             assert len(old) == len(frozen)
             assert [old.entry(r) for r in old.records()] == [it.visible_entry() for it in frozen]

@@ -321,11 +321,14 @@ def test_c_checks_memory_safety_itself() -> None:
     wide = np.zeros(2000, np.uint8)
     call(counts=wide, n=2000, post=big, limit=10_000, budget=10**6, planes=0, memo=memo,
          epoch=0, memo_cap=8)
-    assert int(wide.sum()) == 2000 and ("abc" in memo[0] or "abc" in memo[1])
+    assert int(wide.sum()) == 2000
+    assert ("abc" in memo[0] or "abc" in memo[1])
     narrow = np.zeros(2000, np.uint8)
     assert call(counts=narrow, n=1999, post=big, limit=16, budget=10**6, planes=0,
                 memo=memo, epoch=0, memo_cap=8) == (1, [0])
-    assert int(narrow.sum()) == 0 and "abc" not in memo[0] and "abc" not in memo[1]
+    assert int(narrow.sum()) == 0
+    assert "abc" not in memo[0]
+    assert "abc" not in memo[1]
     # A posting list of another typecode reached through a memo's refresh is refused,
     # as the path without a memo refuses it, not read as int32.
     grams = {"abc": [0]}

@@ -360,13 +360,16 @@ def test_pending_masks_are_computed_by_the_next_retrieve() -> None:
     state.publish()
     index = state.index
     assert isinstance(index, _wo_index._WordOverlapIndex)
-    assert index._e.masked == batch and len(index._e.pending) == 5
+    assert index._e.masked == batch
+    assert len(index._e.pending) == 5
     state._check()
     view = state.view()
     got = index.top_k(view, "gone", 300, None)  # not a short word: masks not read
     assert [(s, r.seq) for s, r in got] == reference(view, "gone", 300, None)
-    assert index._e.masked == batch and len(index._e.pending) == 5
+    assert index._e.masked == batch
+    assert len(index._e.pending) == 5
     got = index.top_k(view, "on", 300, None)
     assert [(s, r.seq) for s, r in got] == reference(view, "on", 300, None)
-    assert index._e.masked == batch + 5 and not index._e.pending
+    assert index._e.masked == batch + 5
+    assert not index._e.pending
     state._check()
