@@ -10,7 +10,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from actormem.cli._main import _int_at_least, _positive_seconds
+from actormem.cli._options import int_at_least
+from actormem.cli._options import positive_seconds as _positive_seconds
 
 __all__ = [
     "add_paired_args",
@@ -25,7 +26,7 @@ __all__ = [
 ]
 
 #: An int >= 1.
-positive_int = _int_at_least(1)
+positive_int = int_at_least(1)
 #: A finite number of seconds > 0.
 positive_seconds = _positive_seconds
 

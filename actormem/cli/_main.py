@@ -21,11 +21,11 @@ import signal
 import sys
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import trio
 from rich.console import Console
@@ -35,21 +35,19 @@ from .._engine.live import is_held_elsewhere, open_live_copy
 from .._engine.memory import Memory, open_memory
 from .._entry import MemoryCategory, MemoryEntry
 from .._errors import ActorMemError, StorageError
-from .._index.bm25 import BM25Scorer
-from .._index.dense import DenseScorer, entry_document, text_hash
-from .._index.hybrid import HybridScorer
-from .._index.scoring import Scorer
-from .._index.wordoverlap import WordOverlapScorer
+from .._index.dense import entry_document, text_hash
 from .._storage.jsonl import JsonlError, entry_to_json, escape_json_line, vector_to_json
 from .._storage.pglog import redact_dsn
 from .._storage.salvage import Salvage
 from .._storage.sqlite_format import read_stored_vectors
 from .._util import read_token_file
 from ..agent._text import cut, escape_line
-from ..agent._toolcalls import read_import_file, read_tool_calls
+from ..agent._toolcalls import read_import_file
 from ..eval import _cli as _eval_cli
 from ._display import result_tables, watch
 from ._mcp import add_mcp_parser
+from ._options import InputError as _InputError
+from ._options import Parser as _Parser
 from ._options import int_at_least as _int_at_least
 from ._remote import LIVE_NOTE, add_remote_options, remote_contents, remote_entries, remote_hits
 from ._serve import add_serve_parser
@@ -62,36 +60,10 @@ from ._swarm import (
     run_swarm,
     summarize_latency,
 )
-from ._swarm_data import Workload, group_episodes, replay_workload, synthetic_workload
+from ._swarm_args import PROG, SCORERS, add_swarm_parser, swarm_workload
+from ._swarm_data import Workload
 
 __all__ = ["main"]
-
-PROG = "actormem"
-
-#: Episodes the synthetic swarm replays when neither ``--episodes`` nor ``--duration`` is
-#: given: about 2,100 tool calls, about ten seconds of CPU on a 2-core machine.
-DEFAULT_SYNTHETIC_EPISODES = 300
-
-#: ``--scorer`` choices. ``dense`` and ``hybrid`` need ``pip install 'actormem[dense]'``
-#: (WordLlama); ``hybrid`` fuses plain BM25 with it (docs/retrieval.md).
-SCORERS: dict[str, Callable[[], Scorer]] = {
-    "word-overlap": WordOverlapScorer,
-    "bm25": BM25Scorer,
-    "dense": DenseScorer,
-    "hybrid": HybridScorer,
-}
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors: ``actormem swarm: error: ...`` and exit status 2."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
-
-
-class _InputError(Exception):
-    """Bad input found before anything was written; the message is the whole error line."""
-
 
 class _Interrupted(Exception):
     """SIGINT (Ctrl-C) or SIGTERM stopped the command; the message says what it left.
@@ -113,16 +85,6 @@ class _Terminated(KeyboardInterrupt):
 
 def _on_sigterm(signum: int, frame: object) -> None:
     raise _Terminated
-
-
-def _positive_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
-    return value
 
 
 # ---------------------------------------------------------------------------- opening
@@ -265,39 +227,6 @@ async def _swarm_processes(
         run.stop_clocks()
         stop.set()
     return errors
-
-
-def _swarm_workload(args: argparse.Namespace) -> tuple[Workload, list[dict[str, Any]]]:
-    if not args.tool_calls:
-        limit = args.episodes
-        if limit is None and args.duration is None and args.steps is None:
-            limit = DEFAULT_SYNTHETIC_EPISODES
-        workload = synthetic_workload(seed=args.seed, limit=limit)
-        return workload, []
-    calls = []
-    files: list[dict[str, Any]] = []
-    names_list: list[str] = []
-    for path in args.tool_calls:
-        try:
-            some, digest = read_tool_calls(path)
-        except JsonlError as exc:
-            raise _InputError(str(exc)) from None
-        calls.extend(some)
-        files.append({"path": str(path), "sha256": digest, "rows": len(some)})
-        names_list.append(str(path))
-    episodes = group_episodes(calls)
-    names = ", ".join(names_list)
-    scale = f", x{args.scale}" if args.scale > 1 else ""
-    description = (
-        f"real tool calls: {len(calls):,} calls in {len(episodes):,} episodes from {names}{scale}"
-    )
-    try:
-        workload = replay_workload(
-            episodes, scale=args.scale, limit=args.episodes, description=description
-        )
-    except ValueError as exc:
-        raise _InputError(f"{names}: {exc}") from None
-    return workload, files
 
 
 def _options_json(args: argparse.Namespace, path: Path | None) -> dict[str, Any]:
@@ -659,7 +588,7 @@ def cmd_swarm(args: argparse.Namespace) -> int:
         from ._swarm_nodes import swarm_nodes
 
         return swarm_nodes(args)
-    workload, files = _swarm_workload(args)
+    workload, files = swarm_workload(args)
     console = Console(highlight=False)
     print(f"actormem swarm: {workload.description}", flush=True)
     if not args.tool_calls:
@@ -936,114 +865,6 @@ def _export_salvage(path: Path) -> int:
 # ---------------------------------------------------------------------------- parser
 
 
-def _add_swarm(subparsers: Any) -> None:
-    p = subparsers.add_parser(
-        "swarm",
-        help="many agents sharing one memory: throughput, latency and an accounting check",
-        description="Run --agents concurrent agents that replay tool-call episodes against "
-        "one shared memory, then print throughput, store/retrieve latency and an "
-        "accounting check of every store. See docs/swarm.md.",
-    )
-    p.add_argument("--agents", type=_int_at_least(1), default=64, help="agent tasks (default 64)")
-    p.add_argument(
-        "--processes",
-        type=_int_at_least(1),
-        help="run the agents in N processes, sharing the memory through a loopback "
-        "HTTP server (docs/server.md); default: one process, no server",
-    )
-    p.add_argument(
-        "--server",
-        metavar="URL",
-        help="run the agents (in --processes N, default 1) against a running `actormem "
-        "serve` instead of a memory of the swarm's own; the accounting reads the server's "
-        "removal reports",
-    )
-    p.add_argument("--token-file", type=Path, help="bearer token for --server")
-    p.add_argument(
-        "--tool-calls",
-        type=Path,
-        action="append",
-        default=[],
-        metavar="FILE",
-        help="JSONL of real tool calls to replay (repeatable); "
-        "without it, a seeded synthetic generator is used",
-    )
-    p.add_argument(
-        "--scale",
-        type=_int_at_least(1),
-        default=1,
-        help="replay the tool-call data N times with distinct episode ids (default 1)",
-    )
-    p.add_argument(
-        "--episodes",
-        type=_int_at_least(1),
-        help=f"stop after N episodes (default: all the data; synthetic: "
-        f"{DEFAULT_SYNTHETIC_EPISODES} unless --duration is given)",
-    )
-    p.add_argument(
-        "--duration",
-        type=_positive_seconds,
-        metavar="SECONDS",
-        help="stop after this many seconds (agents leave their episode at the next step)",
-    )
-    p.add_argument(
-        "--steps",
-        type=_int_at_least(1),
-        metavar="N",
-        help="stop after N tool calls in all (agents leave their episode at that step)",
-    )
-    p.add_argument(
-        "--capacity", type=_int_at_least(1), help="most entries kept (default: unbounded)"
-    )
-    p.add_argument(
-        "--top-k", type=_int_at_least(0), default=3, help="entries retrieved per turn (default 3)"
-    )
-    p.add_argument(
-        "--scorer", choices=sorted(SCORERS), default="word-overlap", help="retrieval scorer"
-    )
-    p.add_argument("--seed", type=int, default=0, help="seed of the synthetic data (default 0)")
-    where = p.add_mutually_exclusive_group()
-    where.add_argument(
-        "--path",
-        type=Path,
-        metavar="FILE",
-        help="SQLite file to keep the memory in (default: a fresh temporary folder)",
-    )
-    where.add_argument("--in-memory", action="store_true", help="keep the memory in RAM only")
-    p.add_argument(
-        "--reuse-path",
-        action="store_true",
-        help="let --path name a file that already holds entries (the run adds to them, "
-        "and its consolidations may merge or prune them)",
-    )
-    p.add_argument(
-        "--verify",
-        action="store_true",
-        help="after the run, reopen the file and check it holds the same entries",
-    )
-    p.add_argument("--json", type=Path, metavar="OUT", help="write every figure as JSON")
-    p.add_argument(
-        "--log",
-        metavar="DSN",
-        help="a PostgreSQL database: run the memory replicated over a write log there "
-        "(docs/replication.md); with --nodes N, over N node processes",
-    )
-    p.add_argument(
-        "--nodes",
-        type=_int_at_least(1),
-        default=1,
-        help="node processes of the replicated memory, each with --agents agents (needs --log)",
-    )
-    p.add_argument(
-        "--interval",
-        type=_positive_seconds,
-        default=None,
-        metavar="SECONDS",
-        help="progress refresh interval (default 0.25 on a terminal, 5 otherwise)",
-    )
-    p.set_defaults(handler=cmd_swarm)
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The ``actormem`` argument parser with every subcommand."""
     parser = _Parser(prog=PROG, description="actormem: a concurrent memory engine for LLM agents.")
@@ -1051,7 +872,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(
         dest="command", metavar="COMMAND", required=True, parser_class=_Parser
     )
-    _add_swarm(sub)
+    add_swarm_parser(sub).set_defaults(handler=cmd_swarm)
 
     q = sub.add_parser("query", help="the best entries of a memory file for a text")
     q.add_argument("path", type=Path, metavar="PATH", nargs="?", help="memory file")

@@ -5,8 +5,21 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
 
-__all__ = ["add_memory_location", "int_at_least"]
+__all__ = ["InputError", "Parser", "add_memory_location", "int_at_least", "positive_seconds"]
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: ``actormem swarm: error: ...`` and exit status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
+class InputError(Exception):
+    """Bad input found before anything was written; the message is the whole error line
+    (the command prints it and exits with status 2)."""
 
 
 def int_at_least(low: int) -> Callable[[str], int]:
@@ -22,6 +35,17 @@ def int_at_least(low: int) -> Callable[[str], int]:
         return value
 
     return parse
+
+
+def positive_seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds > 0, else a usage error naming it."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
+    return value
 
 
 def add_memory_location(parser: argparse.ArgumentParser) -> argparse._MutuallyExclusiveGroup:

@@ -49,6 +49,7 @@ from .._engine.memory import open_memory
 from .._engine.replica import encode_snapshot
 from .._storage.pglog import PgLog, check_reachable, redact_dsn
 from ._swarm import Removals, SwarmRun, check_accounting, run_swarm
+from ._swarm_args import SCORERS, swarm_parser, swarm_workload
 from ._swarm_data import Episode, Workload
 
 __all__ = ["swarm_nodes"]
@@ -71,8 +72,6 @@ def _send(obj: dict[str, Any]) -> None:
 
 
 async def _child(args: argparse.Namespace, workload: Workload, cfg: dict[str, Any]) -> None:
-    from ._main import SCORERS
-
     removals = Removals()
     async with open_memory(
         log=cfg["dsn"],
@@ -139,11 +138,9 @@ async def _child(args: argparse.Namespace, workload: Workload, cfg: dict[str, An
 
 def child_main(argv: list[str]) -> None:
     """The child process: ``python -m actormem.cli._swarm_nodes CONFIG_JSON``."""
-    from ._main import _swarm_workload, build_parser
-
     cfg = json.loads(argv[0])
-    args = build_parser().parse_args(cfg["argv"])
-    workload, _ = _swarm_workload(args)
+    args = swarm_parser().parse_args(cfg["argv"])
+    workload, _ = swarm_workload(args)
     trio.run(_child, args, workload, cfg)
 
 

@@ -34,6 +34,7 @@ import trio
 from .._engine.memory import Memory
 from .._util import read_token_file
 from ._swarm import SwarmRun, run_swarm
+from ._swarm_args import swarm_parser, swarm_workload
 from ._swarm_data import Episode, Workload
 
 __all__ = ["run_agent_processes"]
@@ -109,9 +110,7 @@ async def run_agent_processes(
 
 async def _child(url: str, k: int, n: int, args: argparse.Namespace) -> dict[str, Any]:
     from ..client import AsyncClient
-    from ._main import _swarm_workload
-
-    workload, _ = _swarm_workload(args)
+    workload, _ = swarm_workload(args)
     share = _Share(workload, k, n)
     agents = max(1, _split(args.agents, n, k))
     steps = None if args.steps is None else _split(args.steps, n, k)
@@ -147,10 +146,8 @@ async def _child(url: str, k: int, n: int, args: argparse.Namespace) -> dict[str
 
 
 def _main(argv: list[str]) -> int:
-    from ._main import build_parser
-
     url, k, n, swarm_argv = argv[0], int(argv[1]), int(argv[2]), argv[3:]
-    args = build_parser().parse_args(swarm_argv)
+    args = swarm_parser().parse_args(swarm_argv)
     result = trio.run(_child, url, k, n, args)
     json.dump(result, sys.stdout)
     return 0
