@@ -36,7 +36,7 @@ from actormem._engine.snapshot import run_retrieve
 from actormem._engine.state import DEFAULT_HALF_LIFE, MemoryState
 from actormem._index.bm25 import knobs as bm25_knobs
 from actormem._index.bm25 import persist as bm25_persist
-from actormem._index.persist import ImageError, dump_index, restore_index
+from actormem._index.images import ImageError, dump_index, restore_index
 from actormem._index.scoring import Scorer
 from actormem._index.wordoverlap import knobs
 from actormem._record import NEVER, Record

@@ -24,7 +24,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from actormem import MemoryCategory, MemoryEntry, WordOverlapScorer
 from actormem._engine.state import MemoryState
 from actormem._index import kernels
-from actormem._index.persist import dump_index
+from actormem._index.images import dump_index
 from actormem._index.wordoverlap import knobs as wo_knobs
 from actormem._record import NEVER
 

@@ -71,7 +71,7 @@ from .._errors import (
     StorageError,
 )
 from .._index.dense import entry_document, text_hash
-from .._index.persist import dump_index
+from .._index.images import dump_index
 from .._index.scoring import Scorer
 from .._index.thresholds import matches_terms
 from .._index.wordoverlap import WordOverlapScorer

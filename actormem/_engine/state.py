@@ -91,8 +91,8 @@ from sortedcontainers import SortedKeyList, SortedList
 from .._entry import MemoryEntry, with_access
 from .._errors import InvalidEntryError, InvalidQueryError
 from .._index import kernels, textfold
+from .._index.images import ImageError, restore_index
 from .._index.kernels import gc_untrack as _gc_untrack
-from .._index.persist import ImageError, restore_index
 from .._index.scoring import Scorer, ScoringIndex
 from .._index.textfold import fold, fold_hash
 from .._json import JsonObject

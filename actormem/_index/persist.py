@@ -13,8 +13,8 @@ any mismatch raises :class:`ImageError` and the caller rebuilds from the rows.
 The parts are ``{name: bytes}``: ``"header"`` (UTF-8 JSON object) and one part per
 array, whose dtype and element count the header lists under ``"arrays"``.
 
-This module is the container and the digest; :func:`dump_index` and
-:func:`restore_index` dispatch to the index kinds that have an image.
+This module is the container and the digest, which the index packages' ``persist``
+modules use; ``images.py`` dispatches a dump or a restore to the kind that has an image.
 """
 
 from __future__ import annotations
@@ -26,16 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from .._record import Record
-
 __all__ = [
     "FORMAT",
     "ImageError",
     "decode_strings",
-    "dump_index",
     "encode_strings",
     "pack",
-    "restore_index",
     "text_digest",
     "unpack",
 ]
@@ -204,37 +200,3 @@ def check_lists(
         steps[ends[1:-1] - 1] = 1  # a step into a new list may go anywhere
         if int(steps.min()) <= 0:
             raise ImageError(f"{what}: a list out of order or with repeats")
-
-
-def dump_index(index: object, records: list[Record]) -> dict[str, bytes] | None:
-    """The image of ``index`` describing ``records`` (every live record, ascending
-    ``seq``: the file's rows), or None for an index kind without an image (dense,
-    hybrid, a BM25 with a custom tokenizer). The owner must not change the index
-    meanwhile. O(index size), vectorised."""
-    from .bm25 import persist as bm25_persist  # the packages import this module
-    from .wordoverlap import persist as wo_persist
-
-    for module in (wo_persist, bm25_persist):
-        if module.handles(index):
-            parts: dict[str, bytes] = module.dump(index, records)
-            return parts
-    return None
-
-
-def restore_index(fresh: object, parts: Mapping[str, bytes], records: list[Record]) -> object:
-    """An index equal (same results, same invariants) to ``fresh`` after ``add`` of each
-    of ``records`` (ascending ``seq``), restored from the image ``parts``; ``fresh`` is
-    a new empty index of the scorer (it may be filled and returned). O(records +
-    image size), mostly vectorised.
-
-    Raises:
-        ImageError: The image does not describe ``records`` for this index's kind and
-            parameters, or is corrupt. ``fresh`` may then be partly filled: discard it.
-    """
-    from .bm25 import persist as bm25_persist
-    from .wordoverlap import persist as wo_persist
-
-    for module in (wo_persist, bm25_persist):
-        if module.handles(fresh):
-            return module.restore(fresh, parts, records)
-    raise ImageError(f"no image for a {type(fresh).__name__}")

@@ -1,0 +1,43 @@
+"""The index image of whichever index kind has one: :func:`dump_index` and
+:func:`restore_index` dispatch to ``wordoverlap/persist.py`` or ``bm25/persist.py``, which
+build on the container and digest of ``persist.py`` (``docs/durability.md``, "The index
+image")."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from .._record import Record
+from .bm25 import persist as bm25_persist
+from .persist import ImageError
+from .wordoverlap import persist as wo_persist
+
+__all__ = ["ImageError", "dump_index", "restore_index"]
+
+
+def dump_index(index: object, records: list[Record]) -> dict[str, bytes] | None:
+    """The image of ``index`` describing ``records`` (every live record, ascending
+    ``seq``: the file's rows), or None for an index kind without an image (dense,
+    hybrid, a BM25 with a custom tokenizer). The owner must not change the index
+    meanwhile. O(index size), vectorised."""
+    for module in (wo_persist, bm25_persist):
+        if module.handles(index):
+            parts: dict[str, bytes] = module.dump(index, records)
+            return parts
+    return None
+
+
+def restore_index(fresh: object, parts: Mapping[str, bytes], records: list[Record]) -> object:
+    """An index equal (same results, same invariants) to ``fresh`` after ``add`` of each
+    of ``records`` (ascending ``seq``), restored from the image ``parts``; ``fresh`` is
+    a new empty index of the scorer (it may be filled and returned). O(records +
+    image size), mostly vectorised.
+
+    Raises:
+        ImageError: The image does not describe ``records`` for this index's kind and
+            parameters, or is corrupt. ``fresh`` may then be partly filled: discard it.
+    """
+    for module in (wo_persist, bm25_persist):
+        if module.handles(fresh):
+            return module.restore(fresh, parts, records)
+    raise ImageError(f"no image for a {type(fresh).__name__}")
