@@ -6,10 +6,10 @@ in the caller's task. See ``docs/design.md``.
 
 from __future__ import annotations
 
+from ._engine.lifecycle import open_memory as open_memory
+from ._engine.lifecycle import serve_memory as serve_memory
 from ._engine.memory import DEFAULT_QUEUE_SIZE as DEFAULT_QUEUE_SIZE
 from ._engine.memory import Memory as Memory
-from ._engine.memory import open_memory as open_memory
-from ._engine.memory import serve_memory as serve_memory
 from ._engine.replica import ReplicaOptions as ReplicaOptions
 from ._engine.snapshot import MAX_QUERY_CHARS as MAX_QUERY_CHARS
 from ._engine.snapshot import Snapshot as Snapshot

@@ -27,7 +27,8 @@ from .._entry import MemoryEntry
 from .._index.dense import entry_document, text_hash
 from .._index.scoring import Scorer
 from .._storage.sqlite_format import read_stored_vectors, read_validated
-from .memory import Memory, _embedded_ahead, open_memory
+from .lifecycle import open_memory
+from .memory import Memory, _embedded_ahead
 from .state import MemoryState
 
 __all__ = ["is_held_elsewhere", "open_live_copy"]

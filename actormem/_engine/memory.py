@@ -2,8 +2,9 @@
 
 Theory of operation
 -------------------
-:func:`serve_memory` creates a :class:`~actormem._engine.state.MemoryState` and a bounded trio
-memory channel, hands out a :class:`Memory` handle, and runs the *owner loop*:
+:func:`~actormem._engine.lifecycle.serve_memory` (``lifecycle.py``: opening, serving and closing)
+creates a :class:`~actormem._engine.state.MemoryState` and a bounded trio memory channel,
+hands out a :class:`Memory` handle, and runs the *owner loop* defined here:
 
 1. Wait for a request (``await receive()``: an idle memory uses no CPU).
 2. Drain every request already queued (up to ``_MAX_BATCH``) without waiting: one batch.
@@ -48,15 +49,13 @@ nursery. A cancelled or closed owner answers pending requests with
 from __future__ import annotations
 
 import contextlib
-import logging
 import math
 import os
 import uuid
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 import outcome
@@ -71,11 +70,10 @@ from .._errors import (
     StorageError,
 )
 from .._index.dense import entry_document, text_hash
-from .._index.images import dump_index
 from .._index.scoring import Scorer
 from .._index.thresholds import matches_terms
 from .._index.wordoverlap import WordOverlapScorer
-from .._record import NEVER, Record
+from .._record import Record
 from .._stats import ConsolidationStats, MemoryStatistics
 from .._storage.sqlite import Batch, Durability, SqliteStore
 from .._storage.sqlite_format import MAX_ACCESS_COUNT
@@ -92,12 +90,9 @@ from .snapshot import (
     run_retrieve_sliced,
     with_alive,
 )
-from .state import DEFAULT_HALF_LIFE, MemoryState, View
+from .state import MemoryState, View
 
-if TYPE_CHECKING:
-    from .replica import Replica, ReplicaOptions
-
-__all__ = ["DEFAULT_QUEUE_SIZE", "Memory", "open_memory", "serve_memory"]
+__all__ = ["DEFAULT_QUEUE_SIZE", "Follower", "Memory"]
 
 _T = TypeVar("_T")
 
@@ -177,6 +172,24 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+class Follower(Protocol):
+    """What a memory needs of its log follower when it is a node of a replicated memory
+    (``open_memory(log=...)``): :class:`~actormem._engine.replica.Replica`, which builds
+    on this module, so the memory knows it only by this shape."""
+
+    #: Seq of the last log record applied and published here.
+    applied: int
+
+    def stale_seconds(self) -> float | None:
+        """Seconds since the log was last known to be read up to date, or None."""
+
+    async def wait_applied(self, memory: Memory, seq: int) -> None:
+        """Return once log record ``seq`` is applied here."""
+
+    async def run(self, memory: Memory, receive: trio.MemoryReceiveChannel[_Request]) -> None:
+        """The node's owner loop, in place of :func:`_run_owner`."""
+
+
 class Memory(metaclass=NoPublicConstructor):
     """Handle to a running memory; get one from :func:`open_memory` or :func:`serve_memory`.
 
@@ -217,7 +230,7 @@ class Memory(metaclass=NoPublicConstructor):
         #: The SQLite store of a durable memory (None: in-memory).
         self._storage: SqliteStore | None = None
         #: A node of a replicated memory (``open_memory(log=...)``): its log follower.
-        self._replica: Replica | None = None
+        self._replica: Follower | None = None
         #: Where readers wait between slices while writes are pending (fairshare.py).
         self._gate = ReadGate()
         #: Tokens of the retrieves scoring now (``SCORING_SLOTS``), or None.
@@ -1310,42 +1323,10 @@ def _embedded_ahead(
         yield from part
 
 
-async def _open_memory(
-    path: str | os.PathLike[str] | None,
-    durability: Durability | str,
-    capacity: int | None,
-    half_life: float,
-    scorer: Scorer | None,
-    queue_size: int,
-    clock: Callable[[], datetime] | None,
-    on_remove: Callable[[MemoryEntry, str], None] | None,
-    log: str | None = None,
-    name: str | None = None,
-    log_options: ReplicaOptions | None = None,
-) -> tuple[Memory, trio.MemoryReceiveChannel[_Request]]:
-    """Build a memory; in durable mode open its file and load it (in worker threads);
-    with ``log``, make it a node of the replicated memory ``name``."""
-    fspath, durability = _check_storage_options(path, durability)
-    if log is None and (name is not None or log_options is not None):
-        raise InvalidQueryError("name and log_options go with log= (a replicated memory)")
-    memory, receive = _make_memory(capacity, half_life, scorer, queue_size, clock, on_remove)
-    if log is not None:
-        from .replica import open_replica  # the replica's module imports this one
-
-        await open_replica(memory, log, name, fspath, durability, log_options)
-        return memory, receive
-    if fspath is None:
-        return memory, receive
-    # Threads are not abandoned on cancellation (trio's default), so a cancelled open
-    # still hands back the store, and the next checkpoint closes it.
-    store, entries = await trio.to_thread.run_sync(SqliteStore.open, fspath, durability)
-    try:
-        await trio.to_thread.run_sync(_load, store, memory._state, entries)
-    except BaseException:
-        await _close_storage(store)
-        raise
-    del entries
-    _restore_counters(memory, store.saved_counters)
+def _attach_store(memory: Memory, store: SqliteStore) -> None:
+    """Make ``memory`` durable over ``store`` (opened and loaded): each batch's journal
+    becomes one transaction, written in a worker thread by :func:`_in_thread_while`
+    while the owner indexes the batch."""
 
     async def commit(journal: list[tuple[int, Record]], meanwhile: Callable[[], None]) -> None:
         if not journal:
@@ -1356,7 +1337,6 @@ async def _open_memory(
 
     memory._storage = store
     memory._commit = commit
-    return memory, receive
 
 
 async def _in_thread_while(
@@ -1388,191 +1368,3 @@ async def _in_thread_while(
         with trio.CancelScope(shield=True):
             await done.wait()
     result[0].unwrap()
-
-
-async def _serve(memory: Memory, receive: trio.MemoryReceiveChannel[_Request]) -> None:
-    """The owner loop, then closing a durable memory's file (shielded)."""
-    try:
-        if memory._replica is not None:
-            await memory._replica.run(memory, receive)
-        else:
-            await _run_owner(memory, receive)
-    finally:
-        if memory._storage is not None:
-            counters = _counters(memory) if memory._broken is None else None
-            image = None
-            if memory._broken is None and memory._replica is None:
-                image = _index_image(memory._state, memory._storage)
-            try:
-                await _close_storage(memory._storage, counters, image)
-            except StorageError:
-                if memory._broken is None:
-                    raise
-                # Closing after a failed commit: the callers already have the error.
-
-
-def _index_image(state: MemoryState, store: SqliteStore) -> dict[str, bytes] | None:
-    """The image of ``state``'s index to keep beside the rows at a clean close, or None:
-    the file's image is still fresh, the memory is empty, or its index has no image
-    (dense, hybrid, a custom tokenizer). Runs on the event loop: readers may still fill
-    the index's caches, never while this runs. O(index size), vectorised."""
-    if store.image_fresh or not len(state):
-        return None
-    records = sorted((r for r in state._by_id.values() if r.died == NEVER), key=_seq_of)
-    try:
-        return dump_index(state.index, records)
-    except Exception:  # a bug here must not keep the file from closing
-        logging.getLogger("actormem").exception("actormem: saving the index image failed")
-        return None
-
-
-def _seq_of(rec: Record) -> int:
-    return rec.seq
-
-
-async def serve_memory(
-    *,
-    path: str | os.PathLike[str] | None = None,
-    durability: Durability | str = Durability.NORMAL,
-    capacity: int | None = None,
-    half_life: float = DEFAULT_HALF_LIFE,
-    scorer: Scorer | None = None,
-    queue_size: int = DEFAULT_QUEUE_SIZE,
-    clock: Callable[[], datetime] | None = None,
-    on_remove: Callable[[MemoryEntry, str], None] | None = None,
-    log: str | None = None,
-    name: str | None = None,
-    log_options: ReplicaOptions | None = None,
-    task_status: trio.TaskStatus[Memory] = trio.TASK_STATUS_IGNORED,
-) -> None:
-    """Run a memory's owner task; the form for ``memory = await nursery.start(serve_memory)``.
-
-    Returns when the memory is closed (:meth:`Memory.aclose`) and every queued request
-    was answered (and, in durable mode, the file is closed). See :func:`open_memory` for
-    the arguments.
-
-    Raises:
-        TypeError, InvalidQueryError: A bad option (raised from ``nursery.start``).
-        StorageError: The file cannot be opened (raised from ``nursery.start``).
-    """
-    memory, receive = await _open_memory(
-        path, durability, capacity, half_life, scorer, queue_size, clock, on_remove,
-        log, name, log_options,
-    )  # fmt: skip
-    try:
-        task_status.started(memory)
-    except BaseException:
-        if memory._storage is not None:
-            await _close_storage(memory._storage)
-        raise
-    await _serve(memory, receive)
-
-
-@asynccontextmanager
-async def open_memory(
-    *,
-    path: str | os.PathLike[str] | None = None,
-    durability: Durability | str = Durability.NORMAL,
-    capacity: int | None = None,
-    half_life: float = DEFAULT_HALF_LIFE,
-    scorer: Scorer | None = None,
-    queue_size: int = DEFAULT_QUEUE_SIZE,
-    clock: Callable[[], datetime] | None = None,
-    on_remove: Callable[[MemoryEntry, str], None] | None = None,
-    log: str | None = None,
-    name: str | None = None,
-    log_options: ReplicaOptions | None = None,
-) -> AsyncIterator[Memory]:
-    """Open a memory: ``async with open_memory(path="memory.db") as memory: ...``.
-
-    Starts the owner task in a nursery of its own; on exit, closes the memory, lets the
-    owner answer what is queued, and waits for it (no task outlives the block).
-
-    With ``path=None`` (the default) the memory lives in this process only. With a path
-    it is durable: the file (SQLite, WAL mode; created if missing) is locked, validated
-    and loaded before the block starts, every write is acknowledged only after the
-    group commit holding it returned, and access bookkeeping is committed in the same
-    transactions. Reads never touch the file. See ``docs/durability.md``.
-
-    Args:
-        path: The database file, or ``None`` for a memory without a file. A new file is
-            created with mode 0600; ``<path>.lock`` exists while the memory is open.
-        durability: What an acknowledged write survives (durable mode only):
-
-            * ``"normal"`` (:attr:`Durability.NORMAL`, the default): WAL with
-              ``synchronous=NORMAL``. Survives a crash or kill of the process; an OS
-              crash or power loss may roll back the most recent commits (never
-              corrupts).
-            * ``"full"`` (:attr:`Durability.FULL`): WAL with ``synchronous=FULL``, one
-              fsync per group commit. Also survives power loss.
-        capacity: Most entries kept (an int >= 1), or ``None`` for unbounded: then nothing
-            is ever evicted and memory grows until you delete or consolidate. A file with
-            more entries loads as if its entries had been stored, in insertion order, into
-            a memory of this capacity: whenever it is full, the usual eviction order picks
-            the entry to drop (so the last entries loaded stay); those evictions are
-            committed before the block starts.
-        half_life: Seconds for an entry's relevance-weighted recency
-            ``relevance * 0.5 ** (age / half_life)`` to halve (default 7 days); age counts
-            from ``last_accessed``, else ``created_at``. Orders eviction. At least 1e-6.
-        scorer: How retrieve ranks entries; :class:`~actormem.WordOverlapScorer` by default.
-        queue_size: Buffer of the request channel (>= 1): how many write requests may wait
-            for the owner before ``store`` blocks and ``store_nowait`` raises.
-        clock: Returns the current timezone-aware datetime, used for ``last_accessed``
-            (tests pass a fake one); ``datetime.now(UTC)`` by default. A retrieve whose
-            clock returns anything else raises ``TypeError`` (and updates nothing).
-        on_remove: Called as ``on_remove(entry, cause)`` by the owner, synchronously,
-            for every entry that leaves the memory, with ``cause`` one of
-            ``"replaced"`` (an upsert), ``"evicted"``, ``"deleted"``, ``"pruned"`` or
-            ``"merged"`` (folded into an earlier duplicate). It runs when the owner
-            applies the change, before the change is committed or published, and also
-            for evictions while loading a file. It must be quick and must not raise:
-            an exception in it is a bug and breaks the memory.
-        log: A PostgreSQL connection string (``"postgresql://host/db"``): this memory
-            is then one *node* of the replicated memory ``name``, following the ordered
-            write log kept in that database (see ``docs/replication.md``; needs
-            ``actormem[postgres]``). ``path`` is the node's local checkpoint (optional:
-            without it the node replays the log's snapshot and records at every start).
-            A write returns once its batch is in the log and applied here;
-            ``store`` returns the batch's seq. Every node must use the same
-            ``capacity`` and ``half_life`` (those the log was created with).
-        name: The replicated memory's name (a letter, then up to 62 letters, digits,
-            ``_`` or ``-``); required with ``log``.
-        log_options: Timeouts and intervals of a node
-            (:class:`~actormem._engine.replica.ReplicaOptions`); the defaults suit a LAN.
-
-    Runtime complexity: opening a file is O(file size) (validation, ``quick_check`` and
-    one scan) plus O(n (T + log n)) to rebuild the indexes, or O(n log n + image size)
-    when the file keeps an image of the index that describes its rows (written at a clean
-    close, checked before it is used, never trusted: ``docs/durability.md``).
-
-    Raises:
-        TypeError, InvalidQueryError: A bad option (nothing is started).
-        StorageError: The file cannot be used: directory missing or not writable, held by
-            another memory (in this or another process), not an actormem database, written
-            by a newer schema version, or corrupted. The file is left unchanged. With
-            ``log``: the server does not answer within ``log_options.log_timeout``, the
-            log was written by a newer actormem, or the file is the checkpoint of another
-            memory (nothing is changed in either).
-    """
-    memory, receive = await _open_memory(
-        path, durability, capacity, half_life, scorer, queue_size, clock, on_remove,
-        log, name, log_options,
-    )  # fmt: skip
-    body_error: BaseException | None = None
-    try:
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(_serve, memory, receive, name="actormem owner")
-            try:
-                yield memory
-            except BaseException as exc:
-                body_error = exc
-                raise
-            finally:
-                memory._close()
-    except BaseExceptionGroup as group:
-        # The nursery wraps what the body raised; hand the caller its own exception back
-        # when nothing else went wrong (an owner crash keeps the group).
-        if body_error is not None and len(group.exceptions) == 1:
-            if group.exceptions[0] is body_error:
-                raise body_error from body_error.__cause__
-        raise

@@ -31,8 +31,9 @@ import trio
 from rich.console import Console
 
 from .._engine.bulk import BulkResult, store_all_or_nothing
+from .._engine.lifecycle import open_memory
 from .._engine.live import is_held_elsewhere, open_live_copy
-from .._engine.memory import Memory, open_memory
+from .._engine.memory import Memory
 from .._entry import MemoryCategory, MemoryEntry
 from .._errors import ActorMemError, StorageError
 from .._index.dense import entry_document, text_hash

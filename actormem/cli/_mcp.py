@@ -52,7 +52,7 @@ async def _backend(args: argparse.Namespace, scorers: dict[str, Any]) -> AsyncIt
         async with AsyncClient(args.server, token=token) as client:
             yield client
         return
-    from .._engine.memory import open_memory
+    from .._engine.lifecycle import open_memory
 
     async with open_memory(
         path=args.path, capacity=args.capacity, scorer=scorers[args.scorer]()

@@ -45,8 +45,8 @@ from typing import Any
 
 import trio
 
-from .._engine.memory import open_memory
-from .._engine.replica import encode_snapshot
+from .._engine.lifecycle import open_memory
+from .._engine.replica import Replica, encode_snapshot
 from .._storage.pglog import PgLog, check_reachable, redact_dsn
 from ._swarm import Removals, SwarmRun, check_accounting, run_swarm
 from ._swarm_args import SCORERS, swarm_parser, swarm_workload
@@ -82,7 +82,7 @@ async def _child(args: argparse.Namespace, workload: Workload, cfg: dict[str, An
         on_remove=removals,
     ) as memory:
         replica = memory._replica
-        assert replica is not None
+        assert isinstance(replica, Replica)
         trace: dict[int, tuple[float, bool]] = {}
         replica.trace = trace
         _send({"ready": True})

@@ -33,7 +33,8 @@ from typing import Any, TypeVar
 import anyio.to_thread
 import trio
 
-from .._engine.memory import DEFAULT_QUEUE_SIZE, Memory, open_memory
+from .._engine.lifecycle import open_memory
+from .._engine.memory import DEFAULT_QUEUE_SIZE, Memory
 from .._engine.state import DEFAULT_HALF_LIFE
 from .._entry import MemoryEntry, ScoredEntry
 from .._index.scoring import Scorer

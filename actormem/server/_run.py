@@ -30,7 +30,8 @@ import trio
 from hypercorn.config import Config
 from hypercorn.trio import serve
 
-from .._engine.memory import Memory, open_memory
+from .._engine.lifecycle import open_memory
+from .._engine.memory import Memory
 from .._index.scoring import Scorer
 from .._storage.sqlite import Durability
 from .._util import read_token_file as read_token
