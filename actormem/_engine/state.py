@@ -90,7 +90,7 @@ from sortedcontainers import SortedKeyList, SortedList
 
 from .._entry import MemoryEntry, with_access
 from .._errors import InvalidEntryError, InvalidQueryError
-from .._index import kernels, textfold
+from .._index import textfold
 from .._index.kernels import gc_untrack as _gc_untrack
 from .._index.persist import ImageError, restore_index
 from .._index.scoring import Scorer, ScoringIndex
@@ -269,7 +269,7 @@ _RELEVANCE_APPEND = True
 #: million of them at 1M). False: left tracked (the layout before); the same results.
 _UNTRACK_ENTRIES = True
 #: ``store_many`` takes the records it makes in an unbounded memory out of the cyclic
-#: collector's sight (``_cwordoverlap.untrack_all`` per run of ``_store_batch``'s
+#: collector's sight (``kernels.gc_untrack`` per run of ``_store_batch``'s
 #: inserts, or at the end of the loop without it: a durable memory's): such a
 #: record is in no reference cycle (it holds its entry, which holds only exact built-in
 #: types (``MemoryEntry``'s converters make them so), and its access chain, none of
@@ -279,7 +279,6 @@ _UNTRACK_ENTRIES = True
 #: follows the tracked objects that survive, come seldom and walk less. False, or
 #: without the compiled core: tracked, the path before it (the same structures).
 _UNTRACK_RECORDS = True
-_untrack_all: Callable[[list[Record]], None] | None = getattr(kernels._wo, "untrack_all", None)
 #: The fast path reads sortedcontainers 2.x's private lists; a release without them
 #: (checked once, here) takes ``add`` instead of failing every ``store_many``.
 _SORTED_INTERNALS = all(
@@ -674,7 +673,7 @@ class MemoryState:
         """Enter a new live record into every structure."""
         e = rec.entry
         if _UNTRACK_ENTRIES and _gc_untrack is not None and type(e) is MemoryEntry:
-            _gc_untrack(e, MemoryEntry)
+            _gc_untrack([e], MemoryEntry)
         self._by_id[e._id] = rec
         self._by_relevance.add(rec)
         if e.key is not None:
@@ -802,7 +801,7 @@ class MemoryState:
             # leaves the ones before it tracked, which is only the path before it).
             made: list[Record] | None = (
                 []
-                if _UNTRACK_RECORDS and _untrack_all is not None and self._evict is None
+                if _UNTRACK_RECORDS and _gc_untrack is not None and self._evict is None
                 else None
             )
             for entry in entries:
@@ -812,8 +811,8 @@ class MemoryState:
                     out = self.store(entry, now)
                 if made is not None:
                     made.append(out[0])
-            if made and _untrack_all is not None:
-                _untrack_all(made)
+            if made and _gc_untrack is not None:
+                _gc_untrack(made, Record)
             return
         self._store_batch(entries, now, add_many)
 
@@ -847,7 +846,7 @@ class MemoryState:
         journal = self.journal
         evict = self._evict
         untrack_entry = _gc_untrack if _UNTRACK_ENTRIES else None
-        untrack = _untrack_all if _UNTRACK_RECORDS and evict is None else None
+        untrack = _gc_untrack if _UNTRACK_RECORDS and evict is None else None
         run: list[Record] = []  # linked records whose index add is due
         try:
             for entry in entries:
@@ -859,7 +858,7 @@ class MemoryState:
                 ):
                     if run:
                         if untrack is not None:
-                            untrack(run)
+                            untrack(run, Record)
                         add_many(run)
                         run = []
                     self.store(entry, now)
@@ -869,14 +868,14 @@ class MemoryState:
                 if old is not None and old.died == NEVER:  # an upsert
                     if run:
                         if untrack is not None:
-                            untrack(run)
+                            untrack(run, Record)
                         add_many(run)
                         run = []
                     self.store(entry, now)
                     continue
                 # _store's insert, inline
                 if untrack_entry is not None:  # _link's, inline
-                    untrack_entry(entry, MemoryEntry)
+                    untrack_entry([entry], MemoryEntry)
                 version = self.version = self._seq = self.version + 1
                 rec = Record(entry, version, version)
                 if old is not None:
@@ -938,7 +937,7 @@ class MemoryState:
         finally:
             if run:
                 if untrack is not None:
-                    untrack(run)
+                    untrack(run, Record)
                 add_many(run)
 
     def _store(self, entry: MemoryEntry, new_seq: int | None) -> StoreOutcome:
@@ -1110,7 +1109,7 @@ class MemoryState:
                 raise ValueError(f"restore(): id {entry.id} is stored already")
             rec = Record(entry, seq, seq)
             if untrack is not None and type(entry) is MemoryEntry:  # as _link
-                untrack(entry, MemoryEntry)
+                untrack([entry], MemoryEntry)
             records.append(rec)
             by_id[ident] = rec
             if entry.key is not None:
