@@ -29,7 +29,8 @@ with this checkout for both sides, the old one with the batched store path's kno
 ``--old-knobs store5`` with branch store5's knobs off instead (``wordoverlap.knobs.
 _ACQUIRE_FAST`` and ``_UNTRACK``, ``textfold._FOLD_DIRECT``, ``state._RELEVANCE_APPEND``);
 ``--old-knobs store6`` with branch store6's (``state._UNTRACK_RECORDS``,
-``wordoverlap.knobs._CACHE_UCS``, ``sqlite_format._ISO_DIRECT`` and ``_INSERT_NO_NULLS``).
+``wordoverlap.knobs._CACHE_UCS``, ``sqlite_format._ISO_DIRECT`` and ``_INSERT_NO_NULLS``);
+``--old-knobs store7`` with branch store7's (``state._DEFER_BATCH``).
 
 Usage (from the repository root)::
 
@@ -166,8 +167,23 @@ def _switch_store6(on: bool) -> None:
     sqlite_format._INSERT_NO_NULLS = on
 
 
+def _switch_store7(on: bool) -> None:
+    """The store path of branch store7 on or off: ``store_many`` into a state that defers
+    its index (the durable owner's batch) through ``_store_batch``, and the deferred
+    adds made by ``add_many`` (``state._DEFER_BATCH``). Off is the path before it (the
+    batched path, store5's and store6's stay on); the same results."""
+    from actormem._engine import state
+
+    state._DEFER_BATCH = on
+
+
 #: ``--old-knobs SET``: the knobs the old side turns off.
-_KNOB_SETS = {"batch": _switch_batch, "store5": _switch_store5, "store6": _switch_store6}
+_KNOB_SETS = {
+    "batch": _switch_batch,
+    "store5": _switch_store5,
+    "store6": _switch_store6,
+    "store7": _switch_store7,
+}
 
 
 def child(args: argparse.Namespace) -> None:
@@ -310,7 +326,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="old = this checkout with a set of knobs off (not --against): 'batch' (the "
         "default) the batched store path's, 'store5' branch store5's vocabulary and fold, "
         "'store6' the untracked records, the token cache for texts that are not ASCII, "
-        "the rows' datetimes in C and their NULLs left out of the insert",
+        "the rows' datetimes in C and their NULLs left out of the insert, 'store7' the "
+        "durable owner's batch through the batched path",
     )
     p.add_argument(
         "--state",

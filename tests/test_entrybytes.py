@@ -15,7 +15,7 @@ import random
 import sys
 import uuid
 from collections.abc import Callable
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import pytest
 
@@ -215,16 +215,35 @@ def test_stored_entries_leave_the_collector(
 
 @pytest.mark.skipif(kernels.gc_untrack is None, reason="the compiled kernels are not built")
 def test_gc_untrack_refuses_other_types() -> None:
-    untrack = kernels.gc_untrack
+    """One call for a list of objects of exactly one type; anything else is refused
+    before any object is untracked (the two functions it replaced: an object and its
+    type, and a list without a type check)."""
+    untrack: Any = kernels.gc_untrack
     assert untrack is not None
+    entries = [_entry("x"), _entry("y")]
+    for objs, cls in [
+        (entries[0], MemoryEntry),  # an object, not a list
+        (tuple(entries), MemoryEntry),
+        (_ListOf(entries), MemoryEntry),  # a list's subclass
+        (entries, 3),
+        (entries, object),  # not exactly of the type
+        ([*entries, []], MemoryEntry),
+        ([[], *entries], list[int]),  # a generic alias is not a type
+    ]:
+        with pytest.raises(TypeError):
+            untrack(objs, cls)
+        assert all(gc.is_tracked(e) for e in entries)  # refused before any was untracked
     with pytest.raises(TypeError):
-        untrack([], MemoryEntry)
-    with pytest.raises(TypeError):
-        untrack(_entry("x"), 3)  # type: ignore[arg-type]
-    entry = _entry("x")
-    assert untrack(entry, MemoryEntry) is True
-    assert untrack(entry, MemoryEntry) is False  # already out
-    assert untrack(5, int) is False  # not a tracked type
+        untrack(entries)
+    assert untrack(entries, MemoryEntry) == 2
+    assert not any(gc.is_tracked(e) for e in entries)
+    assert untrack(entries, MemoryEntry) == 0  # already out
+    assert untrack([5, 6], int) == 0  # not a tracked type
+    assert untrack([], MemoryEntry) == 0
+
+
+class _ListOf(list):  # type: ignore[type-arg]
+    pass
 
 
 @pytest.mark.skipif(kernels.gc_untrack is None, reason="the compiled kernels are not built")

@@ -454,6 +454,10 @@ class _PoisonScorer:
                     raise RuntimeError("bug in the index")
                 inner.add(rec)
 
+            def add_many(self, recs: list[Any]) -> None:  # add of each, as the contract says
+                for rec in recs:
+                    self.add(rec)
+
             def __getattr__(self, name: str) -> Any:
                 return getattr(inner, name)
 

@@ -176,7 +176,7 @@ def _entries(n: int, start: int = 0) -> list[MemoryEntry]:
 
 
 @core
-@pytest.mark.skipif(state_module._untrack_all is None, reason="the core has no untrack_all")
+@pytest.mark.skipif(kernels.gc_untrack is None, reason="the compiled kernels are not built")
 @pytest.mark.parametrize("capacity", [None, 100])
 @pytest.mark.parametrize("on", [True, False])
 def test_records_untracked_only_when_unbounded_and_on(capacity: int | None, on: bool) -> None:
@@ -195,7 +195,7 @@ def test_records_untracked_only_when_unbounded_and_on(capacity: int | None, on: 
 
 
 @core
-@pytest.mark.skipif(state_module._untrack_all is None, reason="the core has no untrack_all")
+@pytest.mark.skipif(kernels.gc_untrack is None, reason="the compiled kernels are not built")
 @pytest.mark.parametrize("batch", [True, False])
 def test_untracked_records_do_not_leak(batch: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     """No cycle holds an untracked record (the collector could not free one): once the
@@ -221,15 +221,6 @@ def test_untracked_records_do_not_leak(batch: bool, monkeypatch: pytest.MonkeyPa
     del s
     gc.collect()
     assert [sys.getrefcount(e) for e in entries + upserts] == before
-
-
-def test_untrack_all_refuses_a_non_list() -> None:
-    mod: Any = kernels._wo
-    if mod is None or not hasattr(mod, "untrack_all"):
-        pytest.skip("the core has no untrack_all")
-    with pytest.raises(TypeError, match="list"):
-        mod.untrack_all((object(),))
-    mod.untrack_all([1, "a", None])  # not tracked: left alone
 
 
 class TwoPathsUntracked(TwoPaths):

@@ -90,7 +90,7 @@ from sortedcontainers import SortedKeyList, SortedList
 
 from .._entry import MemoryEntry, with_access
 from .._errors import InvalidEntryError, InvalidQueryError
-from .._index import kernels, textfold
+from .._index import textfold
 from .._index.images import ImageError, restore_index
 from .._index.kernels import gc_untrack as _gc_untrack
 from .._index.scoring import Scorer, ScoringIndex
@@ -269,7 +269,7 @@ _RELEVANCE_APPEND = True
 #: million of them at 1M). False: left tracked (the layout before); the same results.
 _UNTRACK_ENTRIES = True
 #: ``store_many`` takes the records it makes in an unbounded memory out of the cyclic
-#: collector's sight (``_cwordoverlap.untrack_all`` per run of ``_store_batch``'s
+#: collector's sight (``kernels.gc_untrack`` per run of ``_store_batch``'s
 #: inserts, or at the end of the loop without it: a durable memory's): such a
 #: record is in no reference cycle (it holds its entry, which holds only exact built-in
 #: types (``MemoryEntry``'s converters make them so), and its access chain, none of
@@ -279,7 +279,13 @@ _UNTRACK_ENTRIES = True
 #: follows the tracked objects that survive, come seldom and walk less. False, or
 #: without the compiled core: tracked, the path before it (the same structures).
 _UNTRACK_RECORDS = True
-_untrack_all: Callable[[list[Record]], None] | None = getattr(kernels._wo, "untrack_all", None)
+#: ``store_many`` into a state that defers its index (a durable owner's batch, see
+#: :meth:`MemoryState.defer_index`) takes ``_store_batch`` too, a run's index adds
+#: joining the deferred calls, and :meth:`MemoryState.flush_index` makes each run of
+#: deferred adds by the index's ``add_many``. False: the plain loop of ``_store`` and an
+#: ``add`` per record, the path before it; the same structures and index calls
+#: (``stress/bench_store64.py --old-knobs store7``).
+_DEFER_BATCH = True
 #: The fast path reads sortedcontainers 2.x's private lists; a release without them
 #: (checked once, here) takes ``add`` instead of failing every ``store_many``.
 _SORTED_INTERNALS = all(
@@ -572,9 +578,9 @@ class MemoryState:
         self.on_remove: Callable[[MemoryEntry, str], None] | None = None
         #: Changes since the last :meth:`take_journal`, for a durable backend; None: off.
         self.journal: list[tuple[int, Record]] | None = None
-        #: Index calls held back by :meth:`defer_index` until :meth:`flush_index`, as
-        #: ``(is_add, record)`` (``add`` if true, else ``retire``); None: not deferring.
-        self._deferred: list[tuple[bool, Record]] | None = None
+        #: Index calls held back by :meth:`defer_index` until :meth:`flush_index`: a
+        #: record to ``add``, a 1-tuple ``(record,)`` to ``retire``; None: not deferring.
+        self._deferred: list[Record | tuple[Record]] | None = None
         # Counters for statistics().
         self.stores = 0
         self.upserts = 0
@@ -645,16 +651,42 @@ class MemoryState:
         if not ops:
             return
         index = self.index
+        # _DEFER_BATCH: each run of adds in one ``add_many`` call (add of each in order).
+        add_many = getattr(index, "add_many", None) if _DEFER_BATCH else None
         born_dead: set[Record] = set()
-        for is_add, rec in ops:
-            if is_add:
-                index.add(rec)
-                if rec.died != NEVER:
-                    # Removed later in the same batch: ``add`` saw ``died`` set and
-                    # retired it (the ScoringIndex contract), so skip its ``retire``.
-                    born_dead.add(rec)
-            elif rec not in born_dead:
-                index.retire(rec)
+        run: list[Record] = []
+        for op in ops:
+            if isinstance(op, tuple):  # a retire
+                if run:
+                    self._deferred_adds(run, add_many, born_dead)
+                    run = []
+                rec = op[0]
+                if rec not in born_dead:
+                    index.retire(rec)
+            else:
+                run.append(op)
+        if run:
+            self._deferred_adds(run, add_many, born_dead)
+
+    def _deferred_adds(
+        self,
+        recs: list[Record],
+        add_many: Callable[[list[Record]], None] | None,
+        born_dead: set[Record],
+    ) -> None:
+        """:meth:`flush_index`'s adds of ``recs`` in order (by ``add_many`` if given);
+        a record removed later in the same batch goes into ``born_dead``: ``add`` saw its
+        ``died`` set and retired it (the ScoringIndex contract), so its ``retire`` is
+        skipped. O(the adds)."""
+        if add_many is None:
+            add = self.index.add
+            for rec in recs:
+                add(rec)
+        else:
+            add_many(recs)
+        for rec in recs:
+            if rec.died != NEVER:
+                born_dead.add(rec)
 
     def publish(self) -> None:
         """Make every applied write visible to new snapshots. O(1)."""
@@ -674,7 +706,7 @@ class MemoryState:
         """Enter a new live record into every structure."""
         e = rec.entry
         if _UNTRACK_ENTRIES and _gc_untrack is not None and type(e) is MemoryEntry:
-            _gc_untrack(e, MemoryEntry)
+            _gc_untrack([e], MemoryEntry)
         self._by_id[e._id] = rec
         self._by_relevance.add(rec)
         if e.key is not None:
@@ -712,7 +744,7 @@ class MemoryState:
         if self._deferred is None:
             self.index.add(rec)
         else:
-            self._deferred.append((True, rec))
+            self._deferred.append(rec)
         self._live += 1
         if self.journal is not None:
             self.journal.append((JOURNAL_PUT, rec))
@@ -749,7 +781,7 @@ class MemoryState:
         if self._deferred is None:
             self.index.retire(rec)
         else:
-            self._deferred.append((False, rec))
+            self._deferred.append((rec,))
         self._graveyard.append(rec)
         self._live -= 1
         if self.journal is not None:
@@ -796,13 +828,14 @@ class MemoryState:
             TypeError, InvalidEntryError: As :meth:`store`, for the first entry that does.
         """
         add_many = getattr(self.index, "add_many", None)
-        if not _STORE_BATCH or add_many is None or self._deferred is not None:
+        deferred = self._deferred
+        if not _STORE_BATCH or add_many is None or (deferred is not None and not _DEFER_BATCH):
             store_one = self._store
             # The records made, untracked at the end (_UNTRACK_RECORDS; an error
             # leaves the ones before it tracked, which is only the path before it).
             made: list[Record] | None = (
                 []
-                if _UNTRACK_RECORDS and _untrack_all is not None and self._evict is None
+                if _UNTRACK_RECORDS and _gc_untrack is not None and self._evict is None
                 else None
             )
             for entry in entries:
@@ -812,10 +845,12 @@ class MemoryState:
                     out = self.store(entry, now)
                 if made is not None:
                     made.append(out[0])
-            if made and _untrack_all is not None:
-                _untrack_all(made)
+            if made and _gc_untrack is not None:
+                _gc_untrack(made, Record)
             return
-        self._store_batch(entries, now, add_many)
+        # Deferring (a durable owner's batch, _DEFER_BATCH): a run's adds join the
+        # deferred index calls, which flush_index makes by add_many.
+        self._store_batch(entries, now, add_many if deferred is None else deferred.extend)
 
     def _store_batch(
         self,
@@ -847,8 +882,9 @@ class MemoryState:
         journal = self.journal
         evict = self._evict
         untrack_entry = _gc_untrack if _UNTRACK_ENTRIES else None
-        untrack = _untrack_all if _UNTRACK_RECORDS and evict is None else None
+        untrack = _gc_untrack if _UNTRACK_RECORDS and evict is None else None
         run: list[Record] = []  # linked records whose index add is due
+        run_entries: list[MemoryEntry] = []  # their entries, untracked with the run
         try:
             for entry in entries:
                 if (
@@ -858,25 +894,21 @@ class MemoryState:
                     or (capacity is not None and self._live >= capacity)
                 ):
                     if run:
-                        if untrack is not None:
-                            untrack(run)
-                        add_many(run)
+                        self._end_run(run, run_entries, add_many, untrack, untrack_entry)
                         run = []
+                        run_entries = []
                     self.store(entry, now)
                     continue
                 ident = entry._id
                 old = by_id.get(ident)
                 if old is not None and old.died == NEVER:  # an upsert
                     if run:
-                        if untrack is not None:
-                            untrack(run)
-                        add_many(run)
+                        self._end_run(run, run_entries, add_many, untrack, untrack_entry)
                         run = []
+                        run_entries = []
                     self.store(entry, now)
                     continue
-                # _store's insert, inline
-                if untrack_entry is not None:  # _link's, inline
-                    untrack_entry(entry, MemoryEntry)
+                # _store's insert, inline (_link's untracking of the entry at the run's end)
                 version = self.version = self._seq = self.version + 1
                 rec = Record(entry, version, version)
                 if old is not None:
@@ -931,15 +963,30 @@ class MemoryState:
                     dups[key] = {group: None, rec: None}
                     self._dup_keys.add(key)
                 run.append(rec)
+                run_entries.append(entry)
                 self._live += 1
                 if journal is not None:
                     journal.append((JOURNAL_PUT, rec))
                 self.stores += 1
         finally:
             if run:
-                if untrack is not None:
-                    untrack(run)
-                add_many(run)
+                self._end_run(run, run_entries, add_many, untrack, untrack_entry)
+
+    @staticmethod
+    def _end_run(
+        run: list[Record],
+        entries: list[MemoryEntry],
+        add_many: Callable[[list[Record]], None],
+        untrack: Callable[[list[Any], type], int] | None,
+        untrack_entry: Callable[[list[Any], type], int] | None,
+    ) -> None:
+        """:meth:`_store_batch`'s end of a run of inserts: its records and entries out
+        of the collector's sight (when given), then their index adds. O(len(run))."""
+        if untrack_entry is not None:
+            untrack_entry(entries, MemoryEntry)  # exact MemoryEntry: _store_batch's test
+        if untrack is not None:
+            untrack(run, Record)
+        add_many(run)
 
     def _store(self, entry: MemoryEntry, new_seq: int | None) -> StoreOutcome:
         self.version += 1
@@ -1010,7 +1057,7 @@ class MemoryState:
         Turns the journal on, leaves the state published and its store counters at zero
         (loading is not storing). O(n (T + log n)).
 
-        ``image``: the file's index image (``actormem._index.persist``), used instead of
+        ``image``: the file's index image (``actormem._index.images``), used instead of
         adding every record to the index when the rows load in bulk and it describes
         exactly them; otherwise (stale, foreign, corrupt) the index is rebuilt and one
         line logged. Then O(n log n + image size).
@@ -1100,6 +1147,7 @@ class MemoryState:
         records: list[Record] = []
         bounded = self._evict is not None
         untrack = _gc_untrack if _UNTRACK_ENTRIES else None
+        exact: list[MemoryEntry] = []  # the entries to untrack, as _link would
         last = self._seq
         for seq, entry in rows:
             if seq <= last:
@@ -1109,8 +1157,8 @@ class MemoryState:
             if ident in by_id:
                 raise ValueError(f"restore(): id {entry.id} is stored already")
             rec = Record(entry, seq, seq)
-            if untrack is not None and type(entry) is MemoryEntry:  # as _link
-                untrack(entry, MemoryEntry)
+            if untrack is not None and type(entry) is MemoryEntry:  # as _link, at the end
+                exact.append(entry)
             records.append(rec)
             by_id[ident] = rec
             if entry.key is not None:
@@ -1138,6 +1186,8 @@ class MemoryState:
                 self._dup_keys.add(key)
             if add is not None:
                 add(rec)
+        if untrack is not None and exact:
+            untrack(exact, MemoryEntry)
         self._by_relevance.update(records)
         self._ns_sorted.update(new_ns)
         if expiry_keys:

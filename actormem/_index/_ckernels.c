@@ -728,25 +728,42 @@ done:
 /* ------------------------------------------------------------------ collector */
 
 PyDoc_STRVAR(gc_untrack_doc,
-"gc_untrack(obj, cls)\n--\n\n"
-"Take obj out of the cyclic garbage collector's lists, if its type is exactly cls (a\n"
-"type the collector tracks): for values that can never be part of a reference cycle\n"
-"(a stored MemoryEntry: an immutable tree of strs, tuples, numbers and times), which a\n"
-"full collection then no longer walks. Returns whether obj was tracked. O(1).\n"
-"Raises TypeError when obj is not exactly of type cls.");
+"gc_untrack(objs, cls)\n--\n\n"
+"Take each object of the list objs, every one of exactly the type cls, out of the\n"
+"cyclic garbage collector's lists: for values that can never be part of a reference\n"
+"cycle (a stored MemoryEntry: an immutable tree of strs, tuples, numbers and times; a\n"
+"record of an unbounded memory), which a full collection then no longer walks. An\n"
+"object the collector does not track is left alone. Returns how many were tracked.\n"
+"O(len(objs)). Raises TypeError, before untracking any, when objs is not exactly a\n"
+"list, cls not a type, or an item not exactly of type cls.");
 
 static PyObject *
 gc_untrack(PyObject *self, PyObject *args)
 {
-    PyObject *obj, *cls;
-    if (!PyArg_ParseTuple(args, "OO!:gc_untrack", &obj, &PyType_Type, &cls)) return NULL;
-    if (Py_TYPE(obj) != (PyTypeObject *)cls) {
-        PyErr_SetString(PyExc_TypeError, "gc_untrack: obj is not exactly of type cls");
+    PyObject *objs, *cls;
+    if (!PyArg_ParseTuple(args, "O!O!:gc_untrack", &PyList_Type, &objs, &PyType_Type, &cls))
+        return NULL;
+    if (!PyList_CheckExact(objs)) {
+        PyErr_SetString(PyExc_TypeError, "gc_untrack: objs is not exactly a list");
         return NULL;
     }
-    if (!PyObject_IS_GC(obj) || !PyObject_GC_IsTracked(obj)) Py_RETURN_FALSE;
-    PyObject_GC_UnTrack(obj);
-    Py_RETURN_TRUE;
+    Py_ssize_t n = PyList_GET_SIZE(objs);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (Py_TYPE(PyList_GET_ITEM(objs, i)) != (PyTypeObject *)cls) {
+            PyErr_Format(PyExc_TypeError, "gc_untrack: objs[%zd] is not exactly of type cls", i);
+            return NULL;
+        }
+    }
+    /* Nothing below calls back into Python: the list cannot change under the loop. */
+    Py_ssize_t was = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o = PyList_GET_ITEM(objs, i);
+        if (PyObject_IS_GC(o) && PyObject_GC_IsTracked(o)) {
+            PyObject_GC_UnTrack(o);
+            was++;
+        }
+    }
+    return PyLong_FromSsize_t(was);
 }
 
 /* ------------------------------------------------------------------ module */

@@ -3391,27 +3391,6 @@ e1:
 
 /* ------------------------------------------------------------------ module */
 
-PyDoc_STRVAR(untrack_all_doc,
-"untrack_all(objs) -> None\n\n"
-"Take each object of the list `objs` out of the cyclic collector's sight\n"
-"(PyObject_GC_UnTrack; objects the collector does not track are left alone). For\n"
-"objects that are in no reference cycle and never will be: one that is would never\n"
-"be collected. Any other type than list raises TypeError. O(len(objs)).");
-
-static PyObject *
-untrack_all(PyObject *self, PyObject *objs)
-{
-    if (!PyList_CheckExact(objs)) {
-        PyErr_SetString(PyExc_TypeError, "untrack_all() takes a list");
-        return NULL;
-    }
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(objs); i++) {
-        PyObject *o = PyList_GET_ITEM(objs, i);
-        if (PyObject_IS_GC(o) && PyObject_GC_IsTracked(o)) PyObject_GC_UnTrack(o);
-    }
-    Py_RETURN_NONE;
-}
-
 PyDoc_STRVAR(iso_utc_doc,
 "iso_utc(dt) -> str\n\n"
 "dt.isoformat(), the same text: formatted here for an exact datetime whose tzinfo\n"
@@ -3486,7 +3465,6 @@ static PyMethodDef methods[] = {
     {"cache_forget", cache_forget, METH_VARARGS, cache_forget_doc},
     {"fold_hash", fold_hash, METH_O, fold_hash_doc},
     {"fold_hash_direct", fold_hash_direct, METH_O, fold_hash_direct_doc},
-    {"untrack_all", untrack_all, METH_O, untrack_all_doc},
     {"iso_utc", iso_utc, METH_O, iso_utc_doc},
     {"cache_entries", cache_entries, METH_O, cache_entries_doc},
     {"visit_heap", visit_heap, METH_VARARGS, visit_heap_doc},

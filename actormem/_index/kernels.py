@@ -112,11 +112,13 @@ BM25_CORE = os.environ.get("ACTORMEM_BM25_CORE", "1") != "0"
 BM25_BLOCK: int = _b.BLOCK if _b is not None else 64
 
 
-#: ``gc_untrack(obj, cls)`` of the compiled kernels (``_ckernels.c``): take ``obj``, of
-#: exactly the type ``cls``, out of the cyclic collector's lists (for values that are
-#: never part of a reference cycle); returns whether it was tracked. None without the
-#: extension (nothing is untracked then: the same results, longer full collections).
-gc_untrack: Callable[[object, type], bool] | None = getattr(_c, "gc_untrack", None)
+#: ``gc_untrack(objs, cls)`` of the compiled kernels (``_ckernels.c``): take each object
+#: of the list ``objs``, all of exactly the type ``cls``, out of the cyclic collector's
+#: lists (for values that are never part of a reference cycle); returns how many were
+#: tracked; TypeError (nothing untracked) for anything else than a list of exactly
+#: ``cls``. None without the extension (nothing is untracked then: the same results,
+#: longer full collections).
+gc_untrack: Callable[[list[Any], type], int] | None = getattr(_c, "gc_untrack", None)
 
 
 def bm25_core_active() -> bool:

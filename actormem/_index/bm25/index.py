@@ -37,8 +37,8 @@ def _untrack(group: _Group) -> None:
     cycle (a group holds its records, an int array and ints; nothing it reaches refers
     to a group), so a full collection need not walk two objects per text. O(1)."""
     if knobs._UNTRACK and kernels.gc_untrack is not None:
-        kernels.gc_untrack(group, _Group)
-        kernels.gc_untrack(group.terms, array)
+        kernels.gc_untrack([group], _Group)
+        kernels.gc_untrack([group.terms], array)
 
 
 class BM25Index(metaclass=NoPublicConstructor):
