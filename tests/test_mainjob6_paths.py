@@ -131,22 +131,23 @@ class _Text(str):
 @given(texts=st.lists(st.text(max_size=40) | st.sampled_from(["relevant memory: x", "a\\b\nc"])))
 @settings(max_examples=examples(200))
 def test_memory_lines_equal_with_and_without_the_memo(texts: list[str]) -> None:
-    saved = _hooks._LINE_MEMO, _hooks._LINE_MEMO_SIZE
+    saved = _hooks._LINE_MEMO, _hooks._LINE_MEMO_SIZE, _hooks._LINE_MEMO_CHARS
     try:
         _hooks._LINE_MEMO = False
         want = [_hooks.memory_line(t) for t in texts]
-        _hooks._LINE_MEMO, _hooks._LINE_MEMO_SIZE = True, 3  # emptied often
+        # Emptied often; texts over 20 code points not kept.
+        _hooks._LINE_MEMO, _hooks._LINE_MEMO_SIZE, _hooks._LINE_MEMO_CHARS = True, 3, 20
         _hooks._lines.clear()
         for _ in range(2):  # misses, then hits
             assert [_hooks.memory_line(t) for t in texts] == want
             assert [_hooks.memory_line(_Text(t)) for t in texts] == want
         assert len(_hooks._lines) <= 3
-        assert all(type(k) is str for k in _hooks._lines)
+        assert all(type(k) is str and len(k) <= 20 for k in _hooks._lines)
         block = _hooks.memory_block(texts)
         _hooks._LINE_MEMO = False
         assert block == _hooks.memory_block(texts)
     finally:
-        _hooks._LINE_MEMO, _hooks._LINE_MEMO_SIZE = saved
+        _hooks._LINE_MEMO, _hooks._LINE_MEMO_SIZE, _hooks._LINE_MEMO_CHARS = saved
         _hooks._lines.clear()
 
 

@@ -328,7 +328,7 @@ class WordOverlapSearch:
 
         # Entries whose tags contain the whole query: always scored (they get +0.3).
         tagged: set[Record] = set()
-        # Equal: no code point lowers to whitespace or from it (tests/test_query_once.py
+        # Equal: no code point lowers to whitespace or from it (tests/test_mainjob6_paths.py
         # checks every code point), so stripping commutes with lowering.
         q = low.strip() if knobs._QUERY_ONCE else query.strip().lower()
         if q:
