@@ -405,6 +405,13 @@ class ScoredEntry(metaclass=Final):
 _ENTRY_FIELDS = tuple(a.name for a in attrs.fields(MemoryEntry))
 
 
+#: :func:`with_access` copies the fields in straight-line code through the slots' own
+#: setters (as :func:`entry_of_checked` does): ~1.8 us an entry instead of ~4 us for a
+#: loop of ``getattr`` and ``object.__setattr__`` by name (three entries per main-job
+#: retrieve). False: the loop (the path before it; equal entries).
+_ACCESS_SETTERS = True
+
+
 def with_access(
     entry: MemoryEntry, count: int, last: datetime | None, expires: datetime | None = None
 ) -> MemoryEntry:
@@ -415,6 +422,24 @@ def with_access(
     from validated entries and its clock): ``attrs.evolve`` would re-run every field's
     validation, the whole text included, for each of a retrieve's results. O(fields).
     """
+    if _ACCESS_SETTERS:
+        new = _new(MemoryEntry)
+        _s_category(new, entry.category)
+        _s_memory(new, entry.memory)
+        _s_id(new, entry._id)
+        _s_tags(new, entry.tags)
+        _s_created_at(new, entry.created_at)
+        _s_relevance(new, entry.relevance)
+        _s_access_count(new, count)
+        _s_validated(new, entry.validated)
+        _s_namespace(new, entry.namespace)
+        _s_last_accessed(new, last)
+        _s_key(new, entry.key)
+        _s_value(new, entry.value)
+        _s_updated_at(new, entry.updated_at)
+        _s_ttl(new, entry.ttl)
+        _s_expires_at(new, entry.expires_at if expires is None else expires)
+        return new
     new = object.__new__(MemoryEntry)
     put = object.__setattr__  # the class is frozen
     for name in _ENTRY_FIELDS:

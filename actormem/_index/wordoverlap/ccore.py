@@ -299,7 +299,11 @@ def count_words(
         raise TypeError("post, skip and short must be dicts")
     if type(vocab) is not SubstringVocab:
         raise TypeError("vocab must be a SubstringVocab")
-    if not all(type(w) is str for w in words) or not all(type(m) is int for m in mults):
+    # With knobs._LEAN_WORD_CHECKS the C loop refuses a word that is not a str or a
+    # multiplicity that is not an int itself (the same TypeError, before it reads them).
+    if not knobs._LEAN_WORD_CHECKS and (
+        not all(type(w) is str for w in words) or not all(type(m) is int for m in mults)
+    ):
         raise TypeError("words must be str and mults int")
     if mults and not 0 <= min(mults) <= max(mults) < 1 << 31:
         raise ValueError("multiplicities must be in [0, 2**31)")

@@ -27,6 +27,18 @@ _MEMO_ABSENT = True
 #: ~8 per main-job retrieve. A word the memo drops (its generation turned old) has
 #: every candidate verified again. False: read and kept as before (the same counts).
 _MEMO_OWN_CACHE = True
+#: ``ccore.count_words`` leaves the per-word type tests (every word a ``str``, every
+#: multiplicity an ``int``) to its C loop, which makes the same tests with the same
+#: ``TypeError`` before it reads a word; the Python wrapper's two ``all()`` generator
+#: scans cost ~1.5% of the main job's instructions. The range of the multiplicities is
+#: still checked in Python. False: the wrapper tests every word too (the path before).
+_LEAN_WORD_CHECKS = True
+#: ``top_k_steps`` lowers a query once (its words and its tag match from the same
+#: lowered text: stripping commutes with lowering) and counts its words with
+#: ``collections``' C counter; before, a main-job query (a tool result, up to 24,000
+#: characters) was lowered twice and counted by a Python loop. False: the path before
+#: it (the same words, counts and order).
+_QUERY_ONCE = True
 #: A cached match set is extended by testing the texts of up to this many new groups;
 #: beyond that it is rebuilt from the posting lists.
 _SCAN_NEW = 4096

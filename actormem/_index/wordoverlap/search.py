@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections import _count_elements  # type: ignore[attr-defined]
 from collections.abc import Callable, Generator
 from typing import Any
 
@@ -310,11 +311,15 @@ class WordOverlapSearch:
         returned (``thresholds.py``)."""
         if limit <= 0 or len(view) == 0:
             return []
-        words = query.lower().split()
+        low = query.lower()
+        words = low.split()
         n_words = max(len(words), 1)
         mult: dict[str, int] = {}
-        for w in words:
-            mult[w] = mult.get(w, 0) + 1
+        if knobs._QUERY_ONCE:
+            _count_elements(mult, words)  # the loop below, in C: same counts, same order
+        else:
+            for w in words:
+                mult[w] = mult.get(w, 0) + 1
         top = next(view.by_relevance(), None)
         max_rel = top.entry.relevance if top is not None else 1.0
         n = e.n
@@ -323,7 +328,9 @@ class WordOverlapSearch:
 
         # Entries whose tags contain the whole query: always scored (they get +0.3).
         tagged: set[Record] = set()
-        q = query.strip().lower()
+        # Equal: no code point lowers to whitespace or from it (tests/test_mainjob6_paths.py
+        # checks every code point), so stripping commutes with lowering.
+        q = low.strip() if knobs._QUERY_ONCE else query.strip().lower()
         if q:
             for lst in (yield from self._tags.matching_steps(q)):
                 for start in range(0, len(lst), knobs._STEP * 4):
