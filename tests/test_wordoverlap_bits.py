@@ -473,10 +473,10 @@ class CountsOldAndNew(BitsAndBytes):
     #: _CSA_REGS, _VISIT_C, _TOKEN_BITS (4: the bitsets of lists of n / 4 numbers and
     #: more, kept from the first groups, _TOKEN_BITS_FROM 0, brought up to date every
     #: n / 8 or _MASK_BATCH numbers: 16 on both sides, so that these memories' owners
-    #: keep them).
+    #: keep them), _MEMO_KEEP_LEFT.
     KNOBS = {
-        True: (True, 128, True, 3, True, True, 64, True, True, 4, 0, 16),
-        False: (False, 0, False, 0, False, False, 0, False, False, 0, 0, 16),
+        True: (True, 128, True, 3, True, True, 64, True, True, 4, True, 0, 16),
+        False: (False, 0, False, 0, False, False, 0, False, False, 0, False, 0, 16),
     }
     NAMES = (*wo_knobs._QUERY_KNOBS, "_TOKEN_BITS_FROM", "_MASK_BATCH")
 
@@ -858,6 +858,40 @@ def test_the_memo_is_kept_and_brought_up_to_date() -> None:
     assert hits("deploy") == want
     put(22, "deploy later")  # appended to the list that replaced the one the memo held
     assert hits("deploy") == want | {"deploy later"}
+
+
+@pytest.mark.parametrize("keep", [False, True])
+@pytest.mark.parametrize("limit", [5, 6])
+def test_a_long_word_left_for_its_size_keeps_its_lookup(
+    keep: bool, limit: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # count_words (with the memo, which keeps the long-word cache to itself) leaves a
+    # word of 4 or more characters whose postings (6 in 5 tokens) reach its limit after
+    # it verified its candidates; with knobs._MEMO_KEEP_LEFT the ids are kept in the
+    # vocabulary's long-word cache, the entry lookup_steps would keep, and lookup_steps
+    # answers from it: the same ids as a lookup of its own.
+    monkeypatch.setattr(wo_knobs, "_MEMO_KEEP_LEFT", keep)
+    vocab, post = SubstringVocab(), {}
+    texts = ["player plays", "display", "playful", "alpha", "plays again", "play it"]
+    for gid, text in enumerate(texts):
+        ccore.add_text(post, text, gid, vocab)
+    counts = np.zeros(64, np.uint8)
+    memo: list[Any] = [{}, {}, 0]
+    at, left = ccore.count_words(
+        ["play", "alpha"], [1, 1], 0, 1000, limit, vocab, post, {}, {}, counts, 6, 0, memo
+    )
+    assert (at, left) == (2, [0])
+    assert ("play" in vocab._cache) == keep
+    assert "alpha" not in vocab._cache  # counted here: the memo holds it
+    fresh = SubstringVocab()
+    for gid, text in enumerate(texts):
+        ccore.add_text({}, text, gid, fresh)
+    want = sorted(map(fresh.item_of, drain(fresh.lookup_steps("play"))))
+    assert sorted(map(vocab.item_of, drain(vocab.lookup_steps("play")))) == want
+    if keep:
+        best, end, ids = vocab._cache["play"]
+        assert end == len(best)
+        assert sorted(map(vocab.item_of, ids)) == want
 
 
 # -- arguments ------------------------------------------------------------------------

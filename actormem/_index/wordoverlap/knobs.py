@@ -27,6 +27,13 @@ _MEMO_ABSENT = True
 #: ~8 per main-job retrieve. A word the memo drops (its generation turned old) has
 #: every candidate verified again. False: read and kept as before (the same counts).
 _MEMO_OWN_CACHE = True
+#: With ``_MEMO_OWN_CACHE``, a word of 4 or more characters that ``count_words`` looks up
+#: and then leaves to Python for its postings (more than its limit: a common word's
+#: first use) has the token ids it verified kept in the vocabulary's long-word cache,
+#: where ``MatchFinder.match_steps``' lookup reads them: before, that lookup verified
+#: every candidate token again (``play`` at 1M: 1,113 tokens, ~270-770 us). False: not
+#: kept, the path before it (the same sets).
+_MEMO_KEEP_LEFT = True
 #: A cached match set is extended by testing the texts of up to this many new groups;
 #: beyond that it is rebuilt from the posting lists.
 _SCAN_NEW = 4096
@@ -218,6 +225,7 @@ _QUERY_KNOBS = (
     "_CSA_REGS",
     "_VISIT_C",
     "_TOKEN_BITS",
+    "_MEMO_KEEP_LEFT",
 )
 
 #: The compiled add (``add_text_cached``, ``add_texts_cached``) serves a text that is not
