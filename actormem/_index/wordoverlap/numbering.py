@@ -252,11 +252,11 @@ class _Numbering:
         n, cap = self.n, len(self.maxrel)
         if n < max(self.tbits_next, knobs._TOKEN_BITS_FROM):
             if n >= self.tbits_step and self.tbits:  # the kept lists' new postings
-                for entry in self.tbits.values():
-                    lst, covered, bits = entry
+                for kept in self.tbits.values():
+                    lst, covered, bits = kept
                     if covered < len(lst):
                         ccore.bits_join_slice(lst, covered, len(lst), len(bits) * 64, bits)
-                        entry[1] = len(lst)
+                        kept[1] = len(lst)
                 self.tbits_step = n + max(1, knobs._TOKEN_BITS_STEP)
             return
         words = ccore.words_of(cap)
