@@ -76,6 +76,7 @@ def time_paired(
     top_k: Callable[[bool, str], Sequence[tuple[float, Any]]],
     what: str,
     warm: bool = False,
+    flip: bool = False,
 ) -> dict[bool, list[float]]:
     """Two paths of one query, A/B in one run: per query, for each path ``on`` (``True``
     first on even queries, ``False`` first on odd ones) ``switch(on)``, then the thread
@@ -85,7 +86,8 @@ def time_paired(
     groups met) into the caches for the second: over a set whose heaviest queries fall
     on one parity, that shows at the p99 as a difference between the paths. With
     ``warm``, each query first runs once untimed (on the ``False`` path), so that both
-    timed runs find its data cached.
+    timed runs find its data cached. With ``flip``, ``False`` runs first on even queries
+    (the other order: a run and its flipped run show what the order gives either path).
 
     Raises:
         AssertionError: The paths' hits, as ``(score, record.seq)``, differ on a query
@@ -97,7 +99,7 @@ def time_paired(
         if warm:
             switch(False)
             top_k(False, query)
-        for on in (False, True) if i % 2 else (True, False):
+        for on in (False, True) if (i + flip) % 2 else (True, False):
             switch(on)
             start = time.thread_time_ns()
             hits = top_k(on, query)

@@ -24,15 +24,18 @@ same for the dense sets added through carry-save blocks, the large sparse sets a
 bitsets with them, the counts read through the words' maxima, new sets' posting
 lists joined in batches of whole lists and the short words' sets read from the owner's
 rows of bits, mid-sized sets cached as bitsets and the carry-save pass's planes in
-registers (``knobs._DENSE_CSA``, ``_SPARSE_AS_DENSE``, ``_WORD_MAXIMA``,
-``_JOIN_LISTS``, ``_SHORT_ROWS``, ``_JOIN_IN_PLACE``, ``_BITSET_FROM``, ``_CSA_REGS``)
+registers, the ranking's order in C and the long posting lists' bitsets kept by the
+owner (``knobs._DENSE_CSA``, ``_SPARSE_AS_DENSE``, ``_WORD_MAXIMA``, ``_JOIN_LISTS``,
+``_SHORT_ROWS``, ``_JOIN_IN_PLACE``, ``_BITSET_FROM``, ``_CSA_REGS``, ``_VISIT_C``,
+``_TOKEN_BITS``)
 against the path before them (all 0: each dense set through every plane, every sparse
 set group by group, every plane read, lists joined in Python slices, short words' sets
 built from the masks, long lists' slices copied, mid-sized sets as group numbers, the
 carry-save loop as before), both bit-sliced with the memo; ``--knobs`` names the ones
 the old side turns off (the others on both sides); ``--stores`` builds the memory
 twice, with each side's knobs, and reports the store
-cost of each (``_SHORT_ROWS`` is owner's work at store time).
+cost of each (``_SHORT_ROWS`` and ``_TOKEN_BITS`` are owner's work at store time);
+``--flip`` runs the old side first on even queries (the other order of each pair).
 
 Usage (from the repository root)::
 
@@ -185,7 +188,11 @@ def set_switch(flag: str, on: bool) -> None:
 
 
 def time_switch(
-    state: MemoryState, queries: Sequence[str], flag: str, memos: dict[bool, Any]
+    state: MemoryState,
+    queries: Sequence[str],
+    flag: str,
+    memos: dict[bool, Any],
+    flip: bool = False,
 ) -> dict[str, Any]:
     """Per query, the core with ``ccore.<flag>`` off and on in turn on one memory (each
     side with its own match-set cache and word memo, ``memos``: kept across calls):
@@ -203,6 +210,7 @@ def time_switch(
         switch_flag,
         lambda on, query: index.top_k(view, query, K, None),
         f"the {on_name} and the {off} path",
+        flip=flip,
     )
     set_switch(flag, True)
     out: dict[str, Any] = {"queries": len(queries)}
@@ -257,7 +265,8 @@ def main_switch(args: argparse.Namespace, flag: str) -> list[dict[str, Any]]:
         memos = {on: (MatchCache(), [{}, {}, 0]) for on in (False, True)}
         for name, queries in sets.items():
             time_switch(state, queries[:3], flag, memos)  # warm caches on both paths
-            cell = {"size": size, "queries_of": name, **time_switch(state, queries, flag, memos)}
+            timed = time_switch(state, queries, flag, memos, args.flip)
+            cell = {"size": size, "queries_of": name, **timed}
             cells.append(cell)
             print(f"n={size:>9,} {name:12} {paired_line(cell, *SIDES[flag])}", flush=True)
         del state
@@ -289,6 +298,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=",".join(_COUNTS_NAMES),
         help="--counts: the knobs the old side turns off (comma-separated; default all of"
         f" {', '.join(_COUNTS_NAMES)})",
+    )
+    p.add_argument(
+        "--flip",
+        action="store_true",
+        help="--bits, --memo, --counts: the old side first on even queries (the other order"
+        " of each pair: the second run of a query finds its data cached)",
     )
     p.add_argument(
         "--stores",

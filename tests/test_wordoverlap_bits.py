@@ -470,12 +470,15 @@ class CountsOldAndNew(BitsAndBytes):
     #: short words' sets read from the owner's rows; both memories keep the rows, made
     #: with the knob on), _JOIN_IN_PLACE, _BITSET_FROM (a set from n / 64 groups
     #: cached as a bitset, beside _DENSE_BITS of 32; with the small slices' 4, below),
-    #: _CSA_REGS, _VISIT_C.
+    #: _CSA_REGS, _VISIT_C, _TOKEN_BITS (4: the bitsets of lists of n / 4 numbers and
+    #: more, kept from the first groups, _TOKEN_BITS_FROM 0, brought up to date every
+    #: n / 8 or _MASK_BATCH numbers: 16 on both sides, so that these memories' owners
+    #: keep them), _MEMO_KEEP_LEFT.
     KNOBS = {
-        True: (True, 128, True, 3, True, True, 64, True, True),
-        False: (False, 0, False, 0, False, False, 0, False, False),
+        True: (True, 128, True, 3, True, True, 64, True, True, 4, True, 0, 16),
+        False: (False, 0, False, 0, False, False, 0, False, False, 0, False, 0, 16),
     }
-    NAMES = wo_knobs._QUERY_KNOBS
+    NAMES = (*wo_knobs._QUERY_KNOBS, "_TOKEN_BITS_FROM", "_MASK_BATCH")
 
     def _each(self) -> Iterator[tuple[bool, MemoryState]]:
         saved = [getattr(wo_knobs, name) for name in self.NAMES]
@@ -857,6 +860,40 @@ def test_the_memo_is_kept_and_brought_up_to_date() -> None:
     assert hits("deploy") == want | {"deploy later"}
 
 
+@pytest.mark.parametrize("keep", [False, True])
+@pytest.mark.parametrize("limit", [5, 6])
+def test_a_long_word_left_for_its_size_keeps_its_lookup(
+    keep: bool, limit: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # count_words (with the memo, which keeps the long-word cache to itself) leaves a
+    # word of 4 or more characters whose postings (6 in 5 tokens) reach its limit after
+    # it verified its candidates; with knobs._MEMO_KEEP_LEFT the ids are kept in the
+    # vocabulary's long-word cache, the entry lookup_steps would keep, and lookup_steps
+    # answers from it: the same ids as a lookup of its own.
+    monkeypatch.setattr(wo_knobs, "_MEMO_KEEP_LEFT", keep)
+    vocab, post = SubstringVocab(), {}
+    texts = ["player plays", "display", "playful", "alpha", "plays again", "play it"]
+    for gid, text in enumerate(texts):
+        ccore.add_text(post, text, gid, vocab)
+    counts = np.zeros(64, np.uint8)
+    memo: list[Any] = [{}, {}, 0]
+    at, left = ccore.count_words(
+        ["play", "alpha"], [1, 1], 0, 1000, limit, vocab, post, {}, {}, counts, 6, 0, memo
+    )
+    assert (at, left) == (2, [0])
+    assert ("play" in vocab._cache) == keep
+    assert "alpha" not in vocab._cache  # counted here: the memo holds it
+    fresh = SubstringVocab()
+    for gid, text in enumerate(texts):
+        ccore.add_text({}, text, gid, fresh)
+    want = sorted(map(fresh.item_of, drain(fresh.lookup_steps("play"))))
+    assert sorted(map(vocab.item_of, drain(vocab.lookup_steps("play")))) == want
+    if keep:
+        best, end, ids = vocab._cache["play"]
+        assert end == len(best)
+        assert sorted(map(vocab.item_of, ids)) == want
+
+
 # -- arguments ------------------------------------------------------------------------
 
 
@@ -1169,17 +1206,24 @@ def test_short_rows_follow_growth_renumbering_and_the_image(
 def test_rows_and_in_place_joins_under_writes_at_every_step(
     seed: int, sliced: bool, renumber: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A retrieve reading the owner's short-word rows (knobs._SHORT_ROWS) and joining
-    # long posting lists in place (knobs._JOIN_IN_PLACE) while the owner, after every
-    # step, stores texts holding the same short words (masks computed, rows written,
-    # growth), deletes and purges (a renumbering): its answer is its snapshot's, the
-    # one the path before them gives for the same snapshot once the owner is done.
+    # A retrieve reading the owner's short-word rows (knobs._SHORT_ROWS), joining
+    # long posting lists in place (knobs._JOIN_IN_PLACE) and ORing the owner's bitsets
+    # of the longest lists (knobs._TOKEN_BITS: lists of n / 2 numbers and more, kept
+    # from the first groups, brought up to date by the reader when the owner has added
+    # since) while the owner, after every step, stores texts holding the same words
+    # (masks computed, rows and list bitsets written, growth), deletes and purges
+    # (lists replaced, a renumbering): its answer is its snapshot's, the one the path
+    # before them gives for the same snapshot once the owner is done.
     monkeypatch.setattr(wo_knobs, "_RENUMBER_MIN", 8)
     monkeypatch.setattr(wo_knobs, "_MASK_BATCH", 8)
     monkeypatch.setattr(wo_knobs, "_MASK_STEP", 3)
     monkeypatch.setattr(wo_knobs, "_DENSE_BITS", 2)
     monkeypatch.setattr(wo_knobs, "_JOIN", 4)
     monkeypatch.setattr(wo_knobs, "_JOIN_LISTS", 3)
+    monkeypatch.setattr(wo_knobs, "_TOKEN_BITS", 2)
+    monkeypatch.setattr(wo_knobs, "_TOKEN_BITS_FROM", 0)
+    # The owner sets the kept lists' new postings every 4 groups, or the readers do.
+    monkeypatch.setattr(wo_knobs, "_TOKEN_BITS_STEP", 4 if seed % 2 else 1 << 20)
     if sliced:
         monkeypatch.setattr(wo_knobs, "_CHUNK", 8)
         monkeypatch.setattr(wo_knobs, "_STEP", 2)
@@ -1230,7 +1274,7 @@ def test_rows_and_in_place_joins_under_writes_at_every_step(
         state.publish()
         state.vacuum(min(state.published, view.version))
     state._check()
-    for name in ("_SHORT_ROWS", "_JOIN_IN_PLACE"):
+    for name in ("_SHORT_ROWS", "_JOIN_IN_PLACE", "_TOKEN_BITS"):
         monkeypatch.setattr(wo_knobs, name, False)
     for q in queries:
         for bits in (True, False):

@@ -555,6 +555,33 @@ candidates(PyObject *grams, PyObject *w, int *absent, Py_ssize_t *at, PyObject *
     return best;
 }
 
+/* Keep `found`, the ids of the tokens that contain `w` among the first `end` ids of
+ * the candidate list `best`, in the vocabulary's long-word cache as
+ * SubstringVocab.lookup_steps does: the entry (best, end, found), the oldest entry
+ * dropped first when the cache holds `cache_size` words. 0, or -1 with an error. */
+static int
+cache_keep(PyObject *cache, Py_ssize_t cache_size, PyObject *w, PyObject *best,
+           Py_ssize_t end, PyObject *found)
+{
+    int in = PyDict_Contains(cache, w);
+    if (in < 0) return -1;
+    if (!in && PyDict_GET_SIZE(cache) >= cache_size) {
+        Py_ssize_t pos = 0;
+        PyObject *key, *value;
+        if (PyDict_Next(cache, &pos, &key, &value)) { /* the oldest first */
+            Py_INCREF(key);
+            int r = PyDict_DelItem(cache, key);
+            Py_DECREF(key);
+            if (r < 0) return -1;
+        }
+    }
+    PyObject *entry = Py_BuildValue("(OnO)", best, end, found);
+    if (!entry) return -1;
+    int r = PyDict_SetItem(cache, w, entry);
+    Py_DECREF(entry);
+    return r;
+}
+
 /* The ids of the tokens that contain `w` (4 or more characters), by the vocabulary's
  * long-word cache as SubstringVocab.lookup_steps keeps it: a cached answer for the same
  * candidate list is reused, its new tail verified, and the answer remembered (the
@@ -610,23 +637,7 @@ long_word_ids(PyObject *grams, PyObject *items, PyObject *cache, Py_ssize_t cach
         if (at == -2 || (at >= 0 && PyList_Append(found, id) < 0)) goto fail;
     }
     if (!cache) return found; /* not read, not kept */
-    int in = PyDict_Contains(cache, w);
-    if (in < 0) goto fail;
-    if (!in && PyDict_GET_SIZE(cache) >= cache_size) {
-        Py_ssize_t pos = 0;
-        PyObject *key, *value;
-        if (PyDict_Next(cache, &pos, &key, &value)) { /* the oldest first */
-            Py_INCREF(key);
-            int r = PyDict_DelItem(cache, key);
-            Py_DECREF(key);
-            if (r < 0) goto fail;
-        }
-    }
-    PyObject *entry = Py_BuildValue("(OnO)", best, end, found);
-    if (!entry) goto fail;
-    int r = PyDict_SetItem(cache, w, entry);
-    Py_DECREF(entry);
-    if (r < 0) goto fail;
+    if (cache_keep(cache, cache_size, w, best, end, found) < 0) goto fail;
     return found;
 fail:
     Py_DECREF(found);
@@ -1052,6 +1063,7 @@ PyDoc_STRVAR(count_words_doc,
 /* count_words' flags. */
 #define MEMO_ABSENT 1    /* absent words kept in the memo as their missing 3-gram */
 #define MEMO_OWN_CACHE 2 /* with a memo, the long-word cache neither read nor written */
+#define MEMO_KEEP_LEFT 4 /* ... but a long word left for its size kept in it */
 
 #define ADD_COUNTS(T)                                                        \
     do {                                                                     \
@@ -1076,7 +1088,7 @@ count_words(PyObject *self, PyObject *args)
                           &o_counts, &n, &np, &memo, &epoch, &memo_cap, &flags)) {
         return NULL;
     }
-    if (flags & ~(MEMO_ABSENT | MEMO_OWN_CACHE)) {
+    if (flags & ~(MEMO_ABSENT | MEMO_OWN_CACHE | MEMO_KEEP_LEFT)) {
         PyErr_SetString(PyExc_ValueError, "unknown flags");
         return NULL;
     }
@@ -1191,6 +1203,7 @@ count_words(PyObject *self, PyObject *args)
         PyObject *best = NULL; /* borrowed: the gram list ids come from */
         PyObject *missing = NULL; /* owned: the gram found missing, for the marker */
         Py_ssize_t at = 0;
+        int looked_up = 0; /* ids verified by long_word_ids without the cache */
         if (!leave) {
             int absent = 0, big = 0;
             if (wlen == 3) {
@@ -1205,11 +1218,12 @@ count_words(PyObject *self, PyObject *args)
                 best = ids;
                 if (absent && memo && absent_on) missing = Py_NewRef(w);
             } else {
-                ids = long_word_ids(grams, items,
-                                    memo && (flags & MEMO_OWN_CACHE) ? NULL : vcache,
-                                    cache_size, w, limit, &absent, &big, &work, &best, &at,
+                int own = memo && (flags & MEMO_OWN_CACHE);
+                ids = long_word_ids(grams, items, own ? NULL : vcache, cache_size, w, limit,
+                                    &absent, &big, &work, &best, &at,
                                     memo && absent_on ? &missing : NULL);
                 if (!ids && !absent && !big) goto done;
+                looked_up = own && ids != NULL;
             }
             if (absent) { /* no token contains w */
                 if (missing && memo_keep(memo, w, missing, memo_cap) < 0) goto done;
@@ -1278,6 +1292,15 @@ count_words(PyObject *self, PyObject *args)
                 work += total;
                 k = memo_below(mm, n, buf, &src);
                 goto add;
+            }
+        }
+        if (leave && looked_up && (flags & MEMO_KEEP_LEFT)) {
+            /* Left for its size: the caller looks it up again (lookup_steps), and finds
+             * this answer in the cache instead of verifying every candidate again.
+             * `best` is still the gram dict's (no Python code ran since). */
+            if (cache_keep(vcache, cache_size, w, best, PyList_GET_SIZE(best), ids) < 0) {
+                Py_DECREF(ids);
+                goto done;
             }
         }
         Py_XDECREF(ids);

@@ -278,7 +278,9 @@ def count_words(
     answered by one probe of that gram until a token brings it (instead of probing up to
     eight of its grams again at every call). With ``knobs._MEMO_OWN_CACHE`` the
     vocabulary's long-word cache is neither read nor written for the words looked up
-    here (the memo keeps their answers).
+    here (the memo keeps their answers); with ``knobs._MEMO_KEEP_LEFT`` too, a word of 4
+    or more characters left to the caller for its postings has the ids it verified kept
+    in that cache, where the caller's :meth:`SubstringVocab.lookup_steps` finds them.
 
     Raises:
         TypeError, ValueError: An argument of the wrong type or range.
@@ -335,7 +337,9 @@ def count_words(
         memo,
         epoch,
         max(1, knobs._MEMO_WORDS),
-        (1 if knobs._MEMO_ABSENT else 0) | (2 if knobs._MEMO_OWN_CACHE else 0),
+        (1 if knobs._MEMO_ABSENT else 0)
+        | (2 if knobs._MEMO_OWN_CACHE else 0)
+        | (4 if knobs._MEMO_KEEP_LEFT else 0),
     )
     return got
 

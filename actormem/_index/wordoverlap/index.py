@@ -83,6 +83,7 @@ class _WordOverlapIndex:
             pending.append(low)
             if len(pending) >= knobs._MASK_BATCH:
                 e.fill_masks()
+                e.token_bits()
         else:
             if rel > e.maxrel[gid]:
                 e.maxrel[gid] = rel
@@ -174,6 +175,7 @@ class _WordOverlapIndex:
             done += room
             if len(e.pending) >= batch:
                 e.fill_masks()
+                e.token_bits()
 
     def _add_tokens(self, post: dict[str, array[int]], low: str, gid: int) -> None:
         """The reference of :func:`ccore.add_text`: ``gid`` appended to the posting list of
@@ -373,6 +375,13 @@ class _WordOverlapIndex:
             if post_id == id(e.post) and epoch == e.epoch:  # else it empties at its next use
                 for tok, lst in cached:
                     assert e.post.get(tok) is lst, tok
+        for key, (lst, covered, bits) in e.tbits.items():  # the long lists' bitsets
+            assert key == id(lst)
+            assert 0 <= covered <= len(lst)
+            assert len(bits) == ccore.words_of(len(e.maxrel))
+            assert len(lst) >= e.tbits_min
+            held = set(np.flatnonzero(np.unpackbits(bits.view(np.uint8), bitorder="little")))
+            assert set(lst[:covered]) <= held <= set(lst)
         e.cache._check()
         for w, (upto, dense, data) in e.cache.entries.items():
             if dense and data.dtype == np.uint64:  # a bitset (ccore.BitPlanes' sets)

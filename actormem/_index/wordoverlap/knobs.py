@@ -39,6 +39,13 @@ _LEAN_WORD_CHECKS = True
 #: characters) was lowered twice and counted by a Python loop. False: the path before
 #: it (the same words, counts and order).
 _QUERY_ONCE = True
+#: With ``_MEMO_OWN_CACHE``, a word of 4 or more characters that ``count_words`` looks up
+#: and then leaves to Python for its postings (more than its limit: a common word's
+#: first use) has the token ids it verified kept in the vocabulary's long-word cache,
+#: where ``MatchFinder.match_steps``' lookup reads them: before, that lookup verified
+#: every candidate token again (``play`` at 1M: 1,113 tokens, ~270-770 us). False: not
+#: kept, the path before it (the same sets).
+_MEMO_KEEP_LEFT = True
 #: A cached match set is extended by testing the texts of up to this many new groups;
 #: beyond that it is rebuilt from the posting lists.
 _SCAN_NEW = 4096
@@ -164,6 +171,26 @@ _BITSET_FROM = 128
 #: seq).
 _VISIT_C = True
 
+#: The owner keeps a bitset over the group numbers (``words_of(capacity)`` uint64) beside
+#: each posting list of at least ``n / _TOKEN_BITS`` group numbers (``_Numbering.tbits``,
+#: chosen every ``n / 8`` new groups and brought up to date every ``_TOKEN_BITS_STEP``,
+#: ``_Numbering.token_bits``), and a new
+#: dense match set ORs a long list's bitset into itself instead of setting a bit per
+#: posting (a question's common word at 1M joined 10^5-10^6 postings, 1-3 ms, many of
+#: them in the ~100 lists of over n / 32 numbers; ORing one is n / 64 words, ~10 us). A
+#: bitset is no larger than the list it shadows (n / 8 bytes against 4 bytes a posting);
+#: at 1M, 111 lists, 14 MB. 0: no bitsets kept or read, the path before it (the same
+#: sets).
+_TOKEN_BITS = 32
+#: Group numbers handed out before the owner keeps any list's bitset (``_TOKEN_BITS``).
+_TOKEN_BITS_FROM = 1 << 16
+#: Between two upkeeps of every list (``n / 8`` groups apart), the owner sets the
+#: postings added to the lists it keeps bitsets of every this many groups (O(those lists)
+#: a time), so that a reader finds at most this many groups' postings missing (before,
+#: up to ``n / 8`` groups' postings, ~100,000 at 1M: the first reader of a list paid
+#: them, ~1-5 ms).
+_TOKEN_BITS_STEP = 1024
+
 #: Retrieves of ``_BITS_MIN_WORDS`` query words or more over fewer groups than
 #: ``_BITS_MIN`` count with bytes (the path without ``ccore.BitPlanes``): a long query
 #: (a tool result as the query, ~95 words) over a few thousand groups has mostly small
@@ -209,6 +236,8 @@ _QUERY_KNOBS = (
     "_BITSET_FROM",
     "_CSA_REGS",
     "_VISIT_C",
+    "_TOKEN_BITS",
+    "_MEMO_KEEP_LEFT",
 )
 
 #: The compiled add (``add_text_cached``, ``add_texts_cached``) serves a text that is not

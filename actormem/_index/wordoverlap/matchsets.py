@@ -181,7 +181,12 @@ class MatchFinder:
             out = yield from zeroed_steps(ccore.words_of(n + n // 4), np.uint64)
         elif dense:  # room to extend in place; paged in before the random writes below
             out = yield from zeroed_steps(n + n // 4, np.uint8)
-        if bits and dense and total <= knobs._JOIN:  # one slice, joined in C
+        left = total  # postings still to join
+        if bits and dense and knobs._TOKEN_BITS > 0 and e.tbits:
+            # The long lists the owner keeps as bitsets: ORed in, not joined.
+            lists, lens = yield from self._or_token_bits(e, lists, lens, n, out)
+            left = sum(lens)
+        if bits and dense and left <= knobs._JOIN:  # one slice, joined in C
             ccore.bits_join(lists, n, out)
             lists, lens = [], []  # done
         elif total <= knobs._JOIN and kernels.active():  # one slice, joined in C
@@ -225,6 +230,42 @@ class MatchFinder:
         if total >= self._cache_min or (knobs._CACHE_SHORT_WORDS and len(w) <= 2):
             e.cache.remember(w, n, dense, out)
         return (_DENSE_SET if dense else _SPARSE_SET), out
+
+    @staticmethod
+    def _or_token_bits(
+        e: _Numbering,
+        lists: list[array[int]],
+        lens: list[int],
+        n: int,
+        out: np.ndarray[Any, Any],
+    ) -> Generator[None, None, tuple[list[array[int]], list[int]]]:
+        """OR into the bitset ``out`` (uint64, over at least ``n`` groups) the bitsets
+        the owner keeps of those posting ``lists`` (``lens``: their lengths when read)
+        that have one (``e.tbits``, ``knobs._TOKEN_BITS``), each first given the
+        postings the owner added since its upkeep (the same truth written by every
+        reader; ``covered`` raised); returns the other lists and their lengths, to be
+        joined. Bits at ``n`` and beyond may be set in ``out``, of groups the lists
+        hold. O(lists + n / 64 per bitset + the postings set), in steps."""
+        tbits, least = e.tbits, e.tbits_min
+        words = ccore.words_of(n)
+        rest: list[array[int]] = []
+        rest_lens: list[int] = []
+        for lst, length in zip(lists, lens, strict=True):
+            entry = tbits.get(id(lst)) if length >= least else None
+            if entry is None or entry[0] is not lst or len(entry[2]) < words:
+                rest.append(lst)
+                rest_lens.append(length)
+                continue
+            bitset = entry[2]
+            room = len(bitset) * 64
+            for start in range(entry[1], length, knobs._CHUNK):
+                stop = min(length, start + knobs._CHUNK)
+                ccore.bits_join_slice(lst, start, stop, room, bitset)
+                entry[1] = max(entry[1], stop)
+                yield
+            np.bitwise_or(out[:words], bitset[:words], out=out[:words])
+            yield
+        return rest, rest_lens
 
     @staticmethod
     def _join_batches(

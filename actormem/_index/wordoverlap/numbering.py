@@ -135,6 +135,10 @@ class _Numbering:
         "rowcount",
         "rows",
         "scratch",
+        "tbits",
+        "tbits_min",
+        "tbits_next",
+        "tbits_step",
         "tokcache",
     )
 
@@ -187,6 +191,22 @@ class _Numbering:
         #: Spare bitsets over the current capacity (``words_of(capacity)`` uint64): a
         #: retrieve's large sparse match sets added as dense ones (see ``search``).
         self.bitsets = ScratchPool(knobs._POOL, 32 << 20)
+        #: With ``knobs._TOKEN_BITS``, the long posting lists' bitsets: ``id(list)`` ->
+        #: ``[list, covered, bitset]``, the bitset (``words_of(capacity)`` uint64) holding
+        #: the bits of ``list[:covered]`` at least (a reader that needs more sets the
+        #: list's next postings and raises ``covered``: the same truth), never a number
+        #: the list lacks. A list the purge replaces is a new object: its old entry no
+        #: longer matches (``entry[0] is not`` the list read), and the next
+        #: :meth:`token_bits` drops it. Replaced whole by the owner, never shrunk in place.
+        self.tbits: dict[int, list[Any]] = {}
+        #: Lists shorter than this have no entry in :attr:`tbits`.
+        self.tbits_min = 1 << 62
+        #: Group numbers handed out at the owner's next :meth:`token_bits` (at least
+        #: ``knobs._TOKEN_BITS_FROM``).
+        self.tbits_next = 0
+        #: Group numbers handed out at the owner's next setting of the new postings of
+        #: the lists in :attr:`tbits` (``knobs._TOKEN_BITS_STEP`` apart).
+        self.tbits_step = 0
 
     def grow(self) -> None:
         """Double the arrays' capacity (new arrays: readers keep the old ones). O(n)."""
@@ -207,6 +227,56 @@ class _Numbering:
             self.rows = rows
         self.scratch.clear()
         self.bitsets.clear()
+        if self.tbits:  # new bitsets: readers keep the old ones
+            words, old = ccore.words_of(cap), ccore.words_of(cap // 2)
+            fresh = {}
+            for key, (lst, covered, bits) in self.tbits.items():
+                grown = np.zeros(words, np.uint64)
+                grown[:old] = bits[:old]
+                fresh[key] = [lst, covered, grown]
+            self.tbits = fresh
+
+    def token_bits(self) -> None:
+        """The owner's upkeep of :attr:`tbits` (with ``knobs._TOKEN_BITS`` and the
+        compiled core), once ``n`` reaches :attr:`tbits_next` and
+        ``knobs._TOKEN_BITS_FROM``: every posting list of at
+        least ``n / knobs._TOKEN_BITS`` numbers gets its bitset, or its bitset's missing
+        postings set; the entries of other lists (replaced, deleted or now short) are
+        dropped; the next upkeep is due ``n / 8`` numbers later. O(tokens + the long
+        lists' new postings), about every ``n / 8`` stores (a new list's bitset:
+        O(n / 64 + its postings)). Between two, every ``knobs._TOKEN_BITS_STEP`` numbers,
+        the kept lists' new postings are set: O(kept lists + their new postings)."""
+        ratio = knobs._TOKEN_BITS
+        if ratio <= 0 or ccore.core() is None:
+            return
+        n, cap = self.n, len(self.maxrel)
+        if n < max(self.tbits_next, knobs._TOKEN_BITS_FROM):
+            if n >= self.tbits_step and self.tbits:  # the kept lists' new postings
+                for kept in self.tbits.values():
+                    lst, covered, bits = kept
+                    if covered < len(lst):
+                        ccore.bits_join_slice(lst, covered, len(lst), len(bits) * 64, bits)
+                        kept[1] = len(lst)
+                self.tbits_step = n + max(1, knobs._TOKEN_BITS_STEP)
+            return
+        words = ccore.words_of(cap)
+        least = max(1, -(-n // ratio))
+        old = self.tbits
+        fresh: dict[int, list[Any]] = {}
+        for lst in self.post.values():
+            length = len(lst)
+            if length < least:
+                continue
+            entry = old.get(id(lst))
+            if entry is None or entry[0] is not lst:
+                entry = [lst, 0, np.zeros(words, np.uint64)]
+            if entry[1] < length:
+                ccore.bits_join_slice(lst, entry[1], length, cap, entry[2])
+                entry[1] = length
+            fresh[id(lst)] = entry
+        self.tbits, self.tbits_min = fresh, least
+        self.tbits_next = n + max(knobs._MASK_BATCH, n // 8)
+        self.tbits_step = n + max(1, knobs._TOKEN_BITS_STEP)
 
     def fill_masks(self, most: int | None = None) -> None:
         """Compute the pending masks (numbers ``masked`` to ``n``), or the first
