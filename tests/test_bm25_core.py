@@ -438,9 +438,7 @@ def test_tight_walk_agrees(tight: bool, prefetch: bool, monkeypatch: Any) -> Non
             for limit in (1, 10, 50):
                 view = three.view(version)
                 got = three.query(view, query, limit)
-                want = brute_force(
-                    three.scorer, three.records, view.version, query, limit, now=NOW
-                )
+                want = brute_force(three.scorer, three.records, view.version, query, limit, now=NOW)
                 assert got == [(score, rec.seq) for score, rec in want], (query, limit)
 
 
