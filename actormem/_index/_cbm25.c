@@ -768,9 +768,10 @@ PyDoc_STRVAR(bm25_daat_doc,
 "windowed walk prefetches the length of the group some postings ahead; with prefetch &\n"
 "2, the lookups' galloping and binary searches prefetch their next probes; with\n"
 "prefetch & 4 (sticky needed), the windowed walk runs its tight loop, registers only\n"
-"and marks without a branch (the same results). With split_room < 1 (sticky needed for an effect), the cost-aware split\n"
-"takes non-essential terms only while their bounds sum below split_room * theta\n"
-"(theta > 0): fewer lookups for a longer walk (the same results).");
+"and marks without a branch (the same results). With split_room < 1 (sticky needed\n"
+"for an effect), the cost-aware split takes non-essential terms only while their\n"
+"bounds sum below split_room * theta (theta > 0): fewer lookups for a longer walk\n"
+"(the same results).");
 
 static PyObject *
 bm25_daat(PyObject *self, PyObject *args)
