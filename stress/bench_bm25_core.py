@@ -27,7 +27,8 @@ cost-aware split that takes non-essential terms up to theta itself
 (``knobs._SPLIT_ROOM = 1.0``, against its default), ``--old core-ties`` the heap in C
 reading the records of every group that ties with its worst, the block cache built with
 the cost-aware split and the lookups' searches without prefetch (``knobs._TIE_SKIP =
-knobs._NO_BLOCKS = knobs._PREFETCH_SEEK = False``).
+knobs._NO_BLOCKS = knobs._PREFETCH_SEEK = False``), ``--old core-tight`` the windowed walk's
+loop before its tight form (``knobs._TIGHT_WALK = False``).
 
 ``--warm`` runs each query once untimed before its timed pair (``time_paired``): without
 it the first run of a pair reads the query's posting lists from memory and the second
@@ -81,7 +82,7 @@ def make(name: str) -> BM25Scorer:
 #: ``core-prefetch`` (the walk without its prefetch), ``core-window`` (narrower windows)
 #: or ``core-walk`` (both), ``core-split`` (non-essential terms up to theta),
 #: ``core-ties`` (every tie's records read, the block cache built, no prefetch in the
-#: lookups); set by ``main``.
+#: lookups), ``core-tight`` (the walk's loop before its tight form); set by ``main``.
 OLD = "python"
 
 
@@ -104,6 +105,8 @@ def switch(new: bool) -> None:
         knobs._SPLIT_ROOM = SPLIT_ROOM if new else 1.0
     elif OLD == "core-ties":
         knobs._TIE_SKIP = knobs._NO_BLOCKS = knobs._PREFETCH_SEEK = new
+    elif OLD == "core-tight":
+        knobs._TIGHT_WALK = new
     else:
         knobs._COST_SPLIT = new
 
@@ -153,6 +156,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
             "core-walk",
             "core-split",
             "core-ties",
+            "core-tight",
         ),
         default="python",
         help="old: the Python driver, the core's driver with MaxScore's split by bound, or"
@@ -161,7 +165,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         " with windows of 1,024 groups (core-window), or both (core-walk), or the split"
         " taking non-essential terms up to theta itself (core-split), or the heap reading"
         " every tie's records, the block cache built and the lookups without prefetch"
-        " (core-ties)",
+        " (core-ties), or the windowed walk's loop before its tight form (core-tight)",
     )
     p.add_argument(
         "--warm",

@@ -45,19 +45,20 @@ BASE = datetime(2024, 1, 1, tzinfo=UTC)
 NOW = (BASE + timedelta(days=2)).timestamp()
 
 #: (ENABLED, BM25_CORE, knobs._COST_SPLIT, knobs._C_OFFER, knobs._PREFETCH_WALK,
-#: knobs._SPLIT_ROOM) of each path: "core" is the core's windowed driver with the
-#: cost-aware split stopping short of theta, offering the groups it finds to its heap of
-#: records in C (unweighted queries) and prefetching the lengths in its walk, "core-offer"
-#: the same driver with each step's groups offered in Python, no prefetch and the split up
-#: to theta (the driver before all three), "core-bound" its document-at-a-time driver
+#: knobs._SPLIT_ROOM, knobs._TIGHT_WALK) of each path: "core" is the core's windowed
+#: driver with the cost-aware split stopping short of theta, offering the groups it finds
+#: to its heap of records in C (unweighted queries), prefetching the lengths in its walk
+#: and walking in its tight loop, "core-offer" the same driver with each step's groups
+#: offered in Python, no prefetch, the split up to theta and the walk's loop before its
+#: tight form (the driver before all four), "core-bound" its document-at-a-time driver
 #: with MaxScore's split by bound (kept for side-by-side benchmarks).
 SPLIT_ROOM = bm25_knobs._SPLIT_ROOM
 PATHS = {
-    "reference": (False, False, True, False, True, SPLIT_ROOM),
-    "kernels": (True, False, True, False, True, SPLIT_ROOM),
-    "core": (True, True, True, True, True, SPLIT_ROOM),
-    "core-offer": (True, True, True, False, False, 1.0),
-    "core-bound": (True, True, False, False, True, SPLIT_ROOM),
+    "reference": (False, False, True, False, True, SPLIT_ROOM, True),
+    "kernels": (True, False, True, False, True, SPLIT_ROOM, True),
+    "core": (True, True, True, True, True, SPLIT_ROOM, True),
+    "core-offer": (True, True, True, False, False, 1.0, False),
+    "core-bound": (True, True, False, False, True, SPLIT_ROOM, True),
 }
 
 
@@ -70,12 +71,14 @@ def path(name: str) -> Iterator[None]:
         bm25_knobs._C_OFFER,
         bm25_knobs._PREFETCH_WALK,
         bm25_knobs._SPLIT_ROOM,
+        bm25_knobs._TIGHT_WALK,
     ) = PATHS[name]
     try:
         yield
     finally:
         kernels.ENABLED, kernels.BM25_CORE = kernels.AVAILABLE, True
         bm25_knobs._COST_SPLIT = bm25_knobs._C_OFFER = bm25_knobs._PREFETCH_WALK = True
+        bm25_knobs._TIGHT_WALK = True
         bm25_knobs._SPLIT_ROOM = SPLIT_ROOM
 
 
@@ -403,6 +406,42 @@ def test_many_windows_agree(wide: bool, monkeypatch: Any) -> None:
             assert got == [(score, rec.seq) for score, rec in want]
 
 
+@pytest.mark.parametrize("tight", [True, False])
+@pytest.mark.parametrize("prefetch", [True, False])
+def test_tight_walk_agrees(tight: bool, prefetch: bool, monkeypatch: Any) -> None:
+    """The windowed walk's tight loop (``knobs._TIGHT_WALK``), with and without its
+    prefetch, over more groups than a window, frequencies in bytes and, for a term
+    repeated more than 255 times in a text, in int32, a deletion and an older snapshot:
+    the same top-k, scores and ties as the reference and the brute force, as the loop
+    before it."""
+    # The "core" path as given here (``path`` sets the knobs per path); "core-offer"
+    # walks with the loop before, and the reference with neither.
+    monkeypatch.setitem(PATHS, "core", (True, True, True, True, prefetch, SPLIT_ROOM, tight))
+    rng = random.Random(13)
+    three = Three(scorers()["plain"])
+    common = [f"c{i}" for i in range(6)]
+    rare = [f"r{i}" for i in range(120)]
+    old = 0
+    for i in range(9_500):
+        words = rng.choices(common, k=rng.randint(1, 7)) + rng.choices(rare, k=rng.randint(0, 3))
+        if i % 2_000 == 500:
+            words += ["r7"] * 300  # int32 frequencies from here on in r7's list
+        if i % 97 == 0:
+            words = ["r3", "r4", "c0"]  # copies: ties across windows
+        three.add(" ".join(words))
+        if i == 6_000:
+            old = three.version
+            three.delete(40)
+    three.check()
+    for version in (None, old):
+        for query in ("r3 r4 c0", "r7 r3 c1 c2", " ".join(rare[:30] + common), "c0 c1"):
+            for limit in (1, 10, 50):
+                view = three.view(version)
+                got = three.query(view, query, limit)
+                want = brute_force(three.scorer, three.records, view.version, query, limit, now=NOW)
+                assert got == [(score, rec.seq) for score, rec in want], (query, limit)
+
+
 @pytest.mark.parametrize("room", [1.0, 0.9, 0.5, 0.01])
 @pytest.mark.parametrize("small", [False, True])
 def test_split_short_of_theta_agrees(room: float, small: bool, monkeypatch: Any) -> None:
@@ -536,14 +575,22 @@ def test_c_checks_memory_safety_itself() -> None:
     for sticky in (np.zeros(2, np.uint8), np.zeros(1, np.int64), np.zeros(1, np.uint8)[:0]):
         with pytest.raises(ValueError, match="sticky"):  # one byte per term, or nothing
             core.bm25_daat([term], cursors, lengths, *common, 0.0, 100, -1, nums, scores, sticky)
-    # The windowed walk, prefetching or not, refuses a group beyond the lengths (the
-    # prefetch itself only asks for lengths that exist).
-    for prefetch in (False, True):
+    # The windowed walk, prefetching or not, in its tight loop or not, refuses a group
+    # beyond the lengths (the prefetch itself only asks for lengths that exist); the
+    # tight loop also a list out of order (a group below the window's first).
+    for flags in (0, 1, 4, 5):
         with pytest.raises(ValueError, match="beyond lengths"):
             core.bm25_daat(
                 [term], np.zeros(1, np.int64), lengths, *common, -np.inf, 100, -1, nums,
-                scores, np.zeros(1, np.uint8), None, prefetch,
+                scores, np.zeros(1, np.uint8), None, flags,
             )  # fmt: skip
+        unordered = (1.0, 2.0, array("i", [5, 3]), array("B", [1, 1]), 2, array("i"), 0)
+        if flags & 4:
+            with pytest.raises(ValueError, match="out of order"):
+                core.bm25_daat(
+                    [unordered], np.zeros(1, np.int64), np.ones(8, np.int32), *common,
+                    -np.inf, 100, -1, nums, scores, np.zeros(1, np.uint8), None, flags,
+                )  # fmt: skip
     with pytest.raises(TypeError):
         core.bm25_add_terms(["a", 1], {}, [], 0, lambda *a: None)
     # The offers: a heap of the wrong shape, counts out of range, a group number beyond
@@ -831,6 +878,6 @@ def test_first_seq_is_what_the_tie_skip_reads(monkeypatch: Any) -> None:
         kernels.Bm25Daat([_term()], np.ones(128, np.int32), parts, 4, True, prefetch_seek=1)  # type: ignore[arg-type]
     args = ([_term()], np.zeros(1, np.int64), np.ones(128, np.int32), *parts, 0.0, 10, -1)
     outs = (np.empty(4, np.int64), np.empty(4, np.float64), np.zeros(1, np.uint8), None)
-    for flags in (-1, 4):  # the C code's own check of its flags
+    for flags in (-1, 8):  # the C code's own check of its flags
         with pytest.raises(ValueError, match="prefetch"):
             kernels._core().bm25_daat(*args, *outs, flags)

@@ -551,6 +551,57 @@ offer_found(offer_t *o, const int64_t *nums, const double *scores, Py_ssize_t n)
 /* Groups per window of the windowed driver (a 32 KiB score array, a 512 B bitset). */
 #define WINDOW 4096
 
+/* The tight walk of one essential list over a window of groups [lo, hi), hi = lo +
+ * width (flags & 4, knobs._TIGHT_WALK): the same operations on the same values as the
+ * loop of window_steps, in a form the compiler keeps in registers. The build's
+ * -fno-strict-aliasing makes it reload every field of the term after each store to the
+ * score array in that loop; here they are locals, with one loop per width of the
+ * frequencies and per prefetch flag, one unsigned compare for both the window's end and
+ * the range checks, and the marks set without a branch: a group's partial score only
+ * grows, so setting its bit again at every posting past theta sets what the first such
+ * posting set (the mispredicted branch cost more). Returns the position of the first
+ * posting at or beyond hi (count if none), or -1 on a group number below lo (a list out
+ * of order) or at or beyond the lengths. O(postings walked). */
+#define WALK_LOOP(TF, PF)                                                                  \
+    for (; c < count; c++) {                                                               \
+        int64_t num = g[c];                                                                \
+        uint64_t at = (uint64_t)(num - lo);                                                \
+        if (at >= lim) { /* beyond the window, or out of range */                          \
+            if (num >= hi) break;                                                          \
+            return -1;                                                                     \
+        }                                                                                  \
+        if (PF) { /* as window_steps' prefetch, without a branch */                        \
+            uint32_t ahead = (uint32_t)g[c + PREFETCH_AHEAD < count ? c + PREFETCH_AHEAD : c]; \
+            __builtin_prefetch(&ln[ahead < (uint64_t)nlen ? ahead : 0]);                   \
+        }                                                                                  \
+        double tf = (double)(TF)[c];                                                       \
+        double after = acc[at] + wi * (tf / (tf + (a_part + b_part * (double)ln[num])));  \
+        acc[at] = after;                                                                   \
+        mark[at >> 6] |= (uint64_t)(after * up + rest >= theta) << (at & 63);              \
+    }
+
+static Py_ssize_t
+walk_tight(const term_t *t, Py_ssize_t c, int64_t lo, int64_t hi, const int32_t *ln,
+           Py_ssize_t nlen, double a_part, double b_part, double up, double rest,
+           double theta, double *acc, uint64_t *mark, int prefetch)
+{
+    if (lo < 0 || hi < lo || hi - lo > WINDOW) return -1;
+    const int32_t *g = t->g;
+    const Py_ssize_t count = t->count;
+    const double wi = t->wi;
+    /* An offset below lim is a group below hi and below nlen. */
+    const uint64_t lim = lo >= nlen ? 0 : (uint64_t)(hi < nlen ? hi - lo : nlen - lo);
+    const uint8_t *tf8 = (const uint8_t *)t->tfs.buf;
+    const int32_t *tf32 = (const int32_t *)t->tfs.buf;
+    if (t->tfs.itemsize == 1) {
+        if (prefetch) WALK_LOOP(tf8, 1) else WALK_LOOP(tf8, 0)
+    } else {
+        if (prefetch) WALK_LOOP(tf32, 1) else WALK_LOOP(tf32, 0)
+    }
+    return c;
+}
+#undef WALK_LOOP
+
 /* The windowed driver (with `sticky`): MaxScore over windows of up to WINDOW groups (no
  * more than the room left in the output, so that a window's groups always fit). In a
  * window, the essential terms' postings are added term at a time into a score array by
@@ -568,7 +619,7 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
              const double *prefix, const int32_t *ln, Py_ssize_t nlen, double a_part,
              double b_part, double k1, double b, double avgdl, double up, double theta,
              Py_ssize_t budget, Py_ssize_t room, int64_t *out_n, double *out_s,
-             Py_ssize_t *p_emitted, int *p_finished, offer_t *o, int prefetch)
+             Py_ssize_t *p_emitted, int *p_finished, offer_t *o, int prefetch, int tight)
 {
     double *acc = PyMem_Calloc(WINDOW, sizeof(double));
     uint64_t *mark = PyMem_Calloc(WINDOW / 64, sizeof(uint64_t));
@@ -601,6 +652,18 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
             Py_ssize_t c = t->cur;
             t->xcur = c;
             const double wi = t->wi;
+            if (tight) {
+                Py_ssize_t end = walk_tight(t, c, lo, hi, ln, nlen, a_part, b_part, up, rest,
+                                            theta, acc, mark, prefetch);
+                if (end < 0) {
+                    PyErr_SetString(PyExc_ValueError,
+                                    "group number beyond lengths, or a list out of order");
+                    rc = -1;
+                    goto done;
+                }
+                if (end > c) top = width; /* cleared whole: nothing assumes the order */
+                c = end; /* the loop below then walks nothing */
+            }
             while (c < t->count && t->g[c] < hi) {
                 int64_t num = t->g[c];
                 if (num < 0 || num >= nlen) {
@@ -703,10 +766,12 @@ PyDoc_STRVAR(bm25_daat_doc,
 "is full (the theta argument is ignored) and rises within the call; the count returned\n"
 "is then that of the seeding's groups only. With prefetch & 1 (sticky needed), the\n"
 "windowed walk prefetches the length of the group some postings ahead; with prefetch &\n"
-"2, the lookups' galloping and binary searches prefetch their next probes (the same\n"
-"results). With split_room < 1 (sticky needed for an effect), the cost-aware split\n"
-"takes non-essential terms only while their bounds sum below split_room * theta\n"
-"(theta > 0): fewer lookups for a longer walk (the same results).");
+"2, the lookups' galloping and binary searches prefetch their next probes; with\n"
+"prefetch & 4 (sticky needed), the windowed walk runs its tight loop, registers only\n"
+"and marks without a branch (the same results). With split_room < 1 (sticky needed\n"
+"for an effect), the cost-aware split takes non-essential terms only while their\n"
+"bounds sum below split_room * theta (theta > 0): fewer lookups for a longer walk\n"
+"(the same results).");
 
 static PyObject *
 bm25_daat(PyObject *self, PyObject *args)
@@ -721,11 +786,12 @@ bm25_daat(PyObject *self, PyObject *args)
                           &o_nums, &o_scores, &o_sticky, &o_offer, &prefetch, &split_room)) {
         return NULL;
     }
-    if (prefetch < 0 || prefetch > 3) {
-        PyErr_SetString(PyExc_ValueError, "prefetch: 0 to 3");
+    if (prefetch < 0 || prefetch > 7) {
+        PyErr_SetString(PyExc_ValueError, "prefetch: flags 0 to 7");
         return NULL;
     }
     seek_prefetch = (prefetch & 2) != 0;
+    int tight = (prefetch & 4) != 0;
     prefetch &= 1;
     if (!(split_room > 0.0 && split_room <= 1.0)) {
         PyErr_SetString(PyExc_ValueError, "split_room must be in (0, 1]");
@@ -880,7 +946,7 @@ bm25_daat(PyObject *self, PyObject *args)
     if (have_sticky) {
         if (!finished && window_steps(T, q, ord, ne, prefix, ln, nlen, a_part, b_part, k1, b,
                                       avgdl, up, theta, budget, room, out_n, out_s, &emitted,
-                                      &finished, po, prefetch) < 0) {
+                                      &finished, po, prefetch, tight) < 0) {
             goto done;
         }
         goto out;

@@ -514,6 +514,9 @@ class Bm25Daat:
             fraction of theta, in (0, 1] (``knobs._SPLIT_ROOM``; the same results).
         prefetch_seek: The lookups' galloping and binary searches prefetch their next
             probes (``knobs._PREFETCH_SEEK``; the same results).
+        tight_walk: With ``cost_split``, the windowed walk runs its tight loop (the term's
+            fields in registers, the marks set without a branch: ``knobs._TIGHT_WALK``;
+            the same results).
 
     Raises:
         TypeError, ValueError: An argument of the wrong type or size, or a count or
@@ -545,6 +548,7 @@ class Bm25Daat:
         prefetch: bool = False,
         split_room: float = 1.0,
         prefetch_seek: bool = False,
+        tight_walk: bool = False,
     ) -> None:
         if type(terms) is not list or not terms:
             raise TypeError("terms must be a non-empty list")
@@ -563,7 +567,9 @@ class Bm25Daat:
         _need(type(room) is int and room > 0, "room must be an int > 0")
         if type(prefetch) is not bool or type(prefetch_seek) is not bool:
             raise TypeError("prefetch and prefetch_seek must be bools")
-        self._prefetch = int(prefetch) | 2 * prefetch_seek  # the C code's flags
+        if type(tight_walk) is not bool:
+            raise TypeError("tight_walk must be a bool")
+        self._prefetch = int(prefetch) | 2 * prefetch_seek | 4 * tight_walk  # the C flags
         _need(type(split_room) is float and 0.0 < split_room <= 1.0, "split_room in (0, 1]")
         self._split_room = split_room
         self._terms, self._lengths, self._parts = list(terms), lengths, parts

@@ -113,6 +113,15 @@ _TIE_SKIP = True
 #: same results; False: no prefetch (the searches before, kept for side-by-side
 #: benchmarks).
 _PREFETCH_SEEK = True
+
+#: With the cost-aware split, the core's windowed walk of the essential lists (about 100k
+#: postings a LoCoMo question at 1M, most of a retrieve) runs a tight loop: the term's
+#: fields in registers (the extension is built with -fno-strict-aliasing, so the loop
+#: before reloaded them after every store to the score array), one loop per width of the
+#: frequencies, one compare for the window's end and the range checks, and each group's
+#: mark set without a branch (its bit set again at every posting past theta). The same
+#: results; False: the loop before (kept for side-by-side benchmarks).
+_TIGHT_WALK = True
 #: A group that has had one record keeps the record itself in its ``_recs`` slot, not
 #: a list of one (80 bytes: the list object and its item buffer, and an object the
 #: collector tracks): at 1M distinct texts 80 MB. The second record makes it a list.
