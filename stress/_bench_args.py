@@ -10,8 +10,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from actormem.cli._options import int_at_least
-from actormem.cli._options import positive_seconds as _positive_seconds
+try:
+    from actormem.cli._options import int_at_least
+    from actormem.cli._options import positive_seconds as _positive_seconds
+except ImportError:  # a checkout before 3b39ff1, measured by --against
+    from actormem.cli._main import _int_at_least as int_at_least  # type: ignore[no-redef]
+    from actormem.cli._main import _positive_seconds  # type: ignore[no-redef]
 
 __all__ = [
     "add_paired_args",
