@@ -1118,6 +1118,16 @@ count_words(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "words/mults/start/limit/budget out of range");
         return NULL;
     }
+    /* Every word a str and every multiplicity an int before any is counted: a refused
+     * call leaves counts and the memo as they were (the Python wrapper no longer tests
+     * them with knobs._LEAN_WORD_CHECKS). */
+    for (Py_ssize_t j = start; j < nw; j++) {
+        if (!PyUnicode_CheckExact(PyList_GET_ITEM(words, j)) ||
+            !PyLong_CheckExact(PyList_GET_ITEM(mults, j))) {
+            PyErr_SetString(PyExc_TypeError, "words must be str and mults int");
+            return NULL;
+        }
+    }
     Py_buffer counts;
     if (PyObject_GetBuffer(o_counts, &counts,
                            PyBUF_FORMAT | PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {

@@ -84,6 +84,8 @@ class _WordOverlapIndex:
             if len(pending) >= knobs._MASK_BATCH:
                 e.fill_masks()
                 e.token_bits()
+            elif e.n >= e.tbits_due:  # readers may keep `pending` short
+                e.token_bits()
         else:
             if rel > e.maxrel[gid]:
                 e.maxrel[gid] = rel
@@ -176,6 +178,8 @@ class _WordOverlapIndex:
             if len(e.pending) >= batch:
                 e.fill_masks()
                 e.token_bits()
+        if e.n >= e.tbits_due:  # readers may keep `pending` short
+            e.token_bits()
 
     def _add_tokens(self, post: dict[str, array[int]], low: str, gid: int) -> None:
         """The reference of :func:`ccore.add_text`: ``gid`` appended to the posting list of

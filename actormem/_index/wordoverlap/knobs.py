@@ -178,7 +178,8 @@ _VISIT_C = True
 #: dense match set ORs a long list's bitset into itself instead of setting a bit per
 #: posting (a question's common word at 1M joined 10^5-10^6 postings, 1-3 ms, many of
 #: them in the ~100 lists of over n / 32 numbers; ORing one is n / 64 words, ~10 us). A
-#: bitset is no larger than the list it shadows (n / 8 bytes against 4 bytes a posting);
+#: bitset is about as large as the list it shadows (capacity / 8 bytes, up to twice a
+#: list of n / 32 numbers just after a growth, against 4 bytes a posting);
 #: at 1M, 111 lists, 14 MB. 0: no bitsets kept or read, the path before it (the same
 #: sets).
 _TOKEN_BITS = 32

@@ -136,6 +136,7 @@ class _Numbering:
         "rows",
         "scratch",
         "tbits",
+        "tbits_due",
         "tbits_min",
         "tbits_next",
         "tbits_step",
@@ -207,6 +208,11 @@ class _Numbering:
         #: Group numbers handed out at the owner's next setting of the new postings of
         #: the lists in :attr:`tbits` (``knobs._TOKEN_BITS_STEP`` apart).
         self.tbits_step = 0
+        #: ``n`` from which the owner's next :meth:`token_bits` call has work (an upkeep
+        #: or a setting of the kept lists' new postings): the owner's adds call it then,
+        #: whoever computed the pending masks (a reader's :meth:`fill_masks` empties
+        #: :attr:`pending`, so a call only at a full batch of them could never come).
+        self.tbits_due = 0
 
     def grow(self) -> None:
         """Double the arrays' capacity (new arrays: readers keep the old ones). O(n)."""
@@ -247,9 +253,11 @@ class _Numbering:
         O(n / 64 + its postings)). Between two, every ``knobs._TOKEN_BITS_STEP`` numbers,
         the kept lists' new postings are set: O(kept lists + their new postings)."""
         ratio = knobs._TOKEN_BITS
+        n = self.n
         if ratio <= 0 or ccore.core() is None:
+            self.tbits_due = n + max(knobs._MASK_BATCH, n // 8)  # looked at again then
             return
-        n, cap = self.n, len(self.maxrel)
+        cap = len(self.maxrel)
         if n < max(self.tbits_next, knobs._TOKEN_BITS_FROM):
             if n >= self.tbits_step and self.tbits:  # the kept lists' new postings
                 for kept in self.tbits.values():
@@ -258,6 +266,7 @@ class _Numbering:
                         ccore.bits_join_slice(lst, covered, len(lst), len(bits) * 64, bits)
                         kept[1] = len(lst)
                 self.tbits_step = n + max(1, knobs._TOKEN_BITS_STEP)
+            self._tbits_due()
             return
         words = ccore.words_of(cap)
         least = max(1, -(-n // ratio))
@@ -277,6 +286,14 @@ class _Numbering:
         self.tbits, self.tbits_min = fresh, least
         self.tbits_next = n + max(knobs._MASK_BATCH, n // 8)
         self.tbits_step = n + max(1, knobs._TOKEN_BITS_STEP)
+        self._tbits_due()
+
+    def _tbits_due(self) -> None:
+        """:attr:`tbits_due` after a :meth:`token_bits` call. O(1)."""
+        due = max(self.tbits_next, knobs._TOKEN_BITS_FROM)
+        if self.tbits:
+            due = min(due, self.tbits_step)
+        self.tbits_due = due
 
     def fill_masks(self, most: int | None = None) -> None:
         """Compute the pending masks (numbers ``masked`` to ``n``), or the first

@@ -1,0 +1,136 @@
+"""The long posting lists' bitsets (knobs._TOKEN_BITS) under readers that really OR
+them: long words (not the short-word masks' words) with dense match sets, no match set
+cached (so each retrieve joins again), several retrieves at different snapshots advanced
+a step at a time while the owner stores (growth, the owner's upkeep and steps), deletes
+and purges (lists replaced by a compaction, renumberings), some closed mid-way (a fill
+abandoned between two chunks). Each finished retrieve must equal the one without the
+bitsets on the same snapshot. test_wordoverlap_bits' machines query mostly short words,
+whose sets come from the masks: over their runs a list was ORed once."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Generator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pytest
+
+from actormem import MemoryCategory, MemoryEntry, WordOverlapScorer
+from actormem._engine.state import MemoryState, View
+from actormem._index import kernels
+from actormem._index.scoring import drain
+from actormem._index.wordoverlap import knobs as wo_knobs
+from actormem._index.wordoverlap.matchsets import MatchFinder
+
+BASE = datetime(2024, 1, 1, tzinfo=UTC)
+WORDS = (
+    "deploy deploys redeploy service services player display playful error errors "
+    "logging logger catalog dogma"
+).split()
+CHANCES = [0.9, 0.6, 0.3, 0.7, 0.2, 0.8, 0.5, 0.1, 0.6, 0.3, 0.4, 0.1, 0.2, 0.1]
+QUERIES = ["deploy", "play error", "serv log", "deploys player", "ogg rror", "deploy dog ser"]
+
+
+@pytest.mark.skipif(not kernels.WO_CORE_AVAILABLE, reason="the word-overlap core is not built")
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("ratio", [2, 3, 8])
+@pytest.mark.parametrize("step", [1, 5, 1 << 20])
+def test_readers_or_the_owners_bitsets_under_writes(
+    seed: int, ratio: int, step: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(wo_knobs, "_BITS_MIN", 0)  # the bit-sliced counts at every size
+    monkeypatch.setattr(wo_knobs, "_RENUMBER_MIN", 8)
+    monkeypatch.setattr(wo_knobs, "_MASK_BATCH", 1 + seed % 7)
+    monkeypatch.setattr(wo_knobs, "_DENSE_BITS", 2)
+    monkeypatch.setattr(wo_knobs, "_JOIN", 4)
+    monkeypatch.setattr(wo_knobs, "_JOIN_LISTS", 3)
+    monkeypatch.setattr(wo_knobs, "_TOKEN_BITS", ratio)
+    monkeypatch.setattr(wo_knobs, "_TOKEN_BITS_FROM", 0)
+    monkeypatch.setattr(wo_knobs, "_TOKEN_BITS_STEP", step)
+    monkeypatch.setattr(wo_knobs, "_CHUNK", 1 + seed % 3)
+    monkeypatch.setattr(wo_knobs, "_STEP", 2)
+    ored = 0
+    plain = MatchFinder._or_token_bits
+
+    def counted(*args: Any) -> Generator[None, None, Any]:
+        nonlocal ored
+        rest, lens = yield from plain(*args)
+        ored += len(args[1]) - len(rest)
+        return rest, lens
+
+    monkeypatch.setattr(MatchFinder, "_or_token_bits", staticmethod(counted))
+    rng = np.random.default_rng(seed)
+    # No match set cached (the budget): every retrieve joins its words again.
+    state = MemoryState(
+        capacity=None, half_life=3600.0, scorer=WordOverlapScorer(essential_budget=1 << 40)
+    )
+    count = 0
+
+    def entry() -> MemoryEntry:
+        nonlocal count
+        count += 1
+        # Common words (the long lists) and rarer ones.
+        words = [w for w, p in zip(WORDS, CHANCES, strict=True) if rng.random() < p]
+        return MemoryEntry(
+            category=MemoryCategory.FACT,
+            memory=" ".join([*words, f"m{count % 11}"]),
+            relevance=float(rng.choice([0.2, 0.6, 1.0])),
+            created_at=BASE + timedelta(seconds=count),
+            id=uuid.UUID(int=count),
+        )
+
+    def off(view: View, q: str) -> list[tuple[float, int]]:
+        with monkeypatch.context() as m:
+            m.setattr(wo_knobs, "_TOKEN_BITS", 0)
+            return [(s, r.seq) for s, r in drain(state.index.top_k_steps(view, q, 5, None))]  # type: ignore[attr-defined]
+
+    def finished(view: View, q: str, got: list[Any]) -> None:
+        assert [(s, r.seq) for s, r in got] == off(view, q), q
+
+    for _ in range(int(rng.integers(40, 120))):
+        state.store(entry())
+    state.publish()
+    running: dict[int, tuple[View, str, Any]] = {}
+    checked = 0
+    for turn in range(60):
+        if turn < 45 and rng.random() < 0.5:
+            view = state.view()
+            q = QUERIES[int(rng.integers(0, len(QUERIES)))]
+            running[turn] = (view, q, state.index.top_k_steps(view, q, 5, None))  # type: ignore[attr-defined]
+        for key in list(running):
+            view, q, gen = running[key]
+            if rng.random() < 0.05:
+                gen.close()  # abandoned mid-way
+                del running[key]
+                continue
+            for _ in range(int(rng.integers(1, 4))):
+                try:
+                    next(gen)
+                except StopIteration as stop:
+                    finished(view, q, stop.value)
+                    checked += 1
+                    del running[key]
+                    break
+        for _ in range(int(rng.integers(0, 10))):
+            state.store(entry())
+        alive = [rec.entry.id for rec in state.view().records()]
+        for i in rng.permutation(len(alive))[: int(rng.integers(0, 1 + len(alive) // 4))]:
+            state.delete(alive[int(i)])
+        state.publish()
+        oldest = min([state.published, *(v.version for v, _, _ in running.values())])
+        state.vacuum(oldest)
+    while running:
+        for key in list(running):
+            view, q, gen = running[key]
+            try:
+                next(gen)
+            except StopIteration as stop:
+                finished(view, q, stop.value)
+                checked += 1
+                del running[key]
+    state.vacuum(state.published)
+    state._check()
+    assert checked
+    assert ored  # the bitsets were read
