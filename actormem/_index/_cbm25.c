@@ -666,8 +666,11 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
             }
             while (c < t->count && t->g[c] < hi) {
                 int64_t num = t->g[c];
-                if (num < 0 || num >= nlen) {
-                    PyErr_SetString(PyExc_ValueError, "group number beyond lengths");
+                /* Below lo: a list out of order, whose offset num - lo would index
+                 * before the score array. */
+                if (num < 0 || num < lo || num >= nlen) {
+                    PyErr_SetString(PyExc_ValueError,
+                                    "group number beyond lengths, or a list out of order");
                     rc = -1;
                     goto done;
                 }
