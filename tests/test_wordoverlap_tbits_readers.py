@@ -89,6 +89,19 @@ def test_readers_or_the_owners_bitsets_under_writes(
     def finished(view: View, q: str, got: list[Any]) -> None:
         assert [(s, r.seq) for s, r in got] == off(view, q), q
 
+    def step(key: int) -> bool:
+        """One step of a running retrieve; True (and checked, and removed) once it ends."""
+        nonlocal checked
+        view, q, gen = running[key]
+        try:
+            next(gen)
+        except StopIteration as stop:
+            finished(view, q, stop.value)
+            checked += 1
+            del running[key]
+            return True
+        return False
+
     for _ in range(int(rng.integers(40, 120))):
         state.store(entry())
     state.publish()
@@ -106,12 +119,7 @@ def test_readers_or_the_owners_bitsets_under_writes(
                 del running[key]
                 continue
             for _ in range(int(rng.integers(1, 4))):
-                try:
-                    next(gen)
-                except StopIteration as stop:
-                    finished(view, q, stop.value)
-                    checked += 1
-                    del running[key]
+                if step(key):
                     break
         for _ in range(int(rng.integers(0, 10))):
             state.store(entry())
@@ -123,13 +131,7 @@ def test_readers_or_the_owners_bitsets_under_writes(
         state.vacuum(oldest)
     while running:
         for key in list(running):
-            view, q, gen = running[key]
-            try:
-                next(gen)
-            except StopIteration as stop:
-                finished(view, q, stop.value)
-                checked += 1
-                del running[key]
+            step(key)
     state.vacuum(state.published)
     state._check()
     assert checked
