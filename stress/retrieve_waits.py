@@ -5,7 +5,7 @@ Usage (from the project root)::
 
     python -m stress.retrieve_waits [--runs 2] [--clock cpu|wall] [--durable]
         [--slots N|none] [--slice SECONDS] [--share S] [--gate-off] [--steps N]
-        [--commit-park SECONDS] [--switch SECONDS]
+        [--commit-park SECONDS] [--switch SECONDS] [--agents 64]
 
 Runs ``actormem swarm`` on the real tool calls (``../shared/data/tool_calls.jsonl`` and
 ``tool_lookups.jsonl``, 64 agents, in memory unless ``--durable``) ``--runs`` times in
@@ -146,6 +146,7 @@ class _Current:
     probe: _Probe
     stores: list[float]
     ends: list[float]
+    half: int
 
 
 def _install(clock: Callable[[], float]) -> None:
@@ -195,7 +196,7 @@ def _install(clock: Callable[[], float]) -> None:
             await agent(*args, **kwargs)
         finally:
             cur.ends.append(clock())
-            if len(cur.ends) == 32:  # half of the agents done: the crowded phase ends
+            if len(cur.ends) == cur.half:  # half of the agents done: the crowded phase ends
                 cur.probe.counting = False
 
     memory_module.Memory.retrieve_scored = timed_retrieve  # type: ignore[method-assign]
@@ -209,6 +210,7 @@ def _run(args: argparse.Namespace, clock: Callable[[], float]) -> None:
     probe = _Current.probe = _Probe(clock)
     stores = _Current.stores = []
     ends = _Current.ends = []
+    _Current.half = max(1, args.agents // 2)
     real_run = trio.run
 
     def run_probed(*a: Any, **k: Any) -> Any:
@@ -224,6 +226,7 @@ def _run(args: argparse.Namespace, clock: Callable[[], float]) -> None:
                 argv += ["--tool-calls", str(args.data / name)]
             if args.steps is not None:
                 argv += ["--steps", str(args.steps)]
+            argv += ["--agents", str(args.agents)]
             cpu0 = time.process_time()
             with contextlib.redirect_stdout(io.StringIO()):
                 cli_main(argv)
@@ -282,6 +285,7 @@ def main() -> None:
     p.add_argument("--switch", type=float, default=None, help="sys.setswitchinterval, seconds")
     p.add_argument("--gate-off", action="store_true", help="the fair-share gate disabled")
     p.add_argument("--steps", type=int, default=None)
+    p.add_argument("--agents", type=int, default=64)
     p.add_argument("--data", type=Path, default=DATA)
     args = p.parse_args()
     if args.slots is not None:
