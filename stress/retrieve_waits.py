@@ -273,7 +273,23 @@ def _report(probe: _Probe, stores: list[float], ends: list[float], cpu: float) -
         )
 
 
-def main() -> None:
+#: Everything ``main`` may replace, put back when it returns (so a test can run it).
+_PATCHED: tuple[tuple[Any, str], ...] = (
+    (memory_module.Memory, "retrieve_scored"),
+    (memory_module.Memory, "_wait_for_slot"),
+    (memory_module.Memory, "store"),
+    (fairshare.ReadGate, "checkpoint"),
+    (fairshare.ReadGate, "__init__"),
+    (swarm_module, "_agent"),
+    (memory_module, "SCORING_SLOTS"),
+    (snapshot_module, "RETRIEVE_SLICE"),
+    (fairshare, "SHARE"),
+    (fairshare, "OPEN_MIN"),
+    (fairshare, "COMMIT_PARK"),
+)
+
+
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", type=int, default=2)
     p.add_argument("--clock", choices=("cpu", "wall"), default="cpu")
@@ -287,7 +303,18 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=None)
     p.add_argument("--agents", type=int, default=64)
     p.add_argument("--data", type=Path, default=DATA)
-    args = p.parse_args()
+    args = p.parse_args(argv)
+    saved = [(obj, name, obj.__dict__[name]) for obj, name in _PATCHED]
+    switch = sys.getswitchinterval()
+    try:
+        _measure(args)
+    finally:
+        for obj, name, value in saved:
+            setattr(obj, name, value)
+        sys.setswitchinterval(switch)
+
+
+def _measure(args: argparse.Namespace) -> None:
     if args.slots is not None:
         memory_module.SCORING_SLOTS = None if args.slots == "none" else int(args.slots)
     if args.slice is not None:
