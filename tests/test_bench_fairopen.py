@@ -1,5 +1,6 @@
-"""Tiny runs of ``stress/bench_fairshare.py`` and ``stress/bench_open.py``: they run and
-print rows of the expected shape. No timing thresholds: benchmarks report figures."""
+"""Tiny runs of ``stress/bench_fairshare.py``, ``stress/bench_open.py``,
+``stress/bench_gate_mainjob.py`` and ``stress/retrieve_waits.py``: they run and print
+rows of the expected shape. No timing thresholds: benchmarks report figures."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from stress import bench_fairshare, bench_gate_mainjob, bench_open
+from stress import bench_fairshare, bench_gate_mainjob, bench_open, retrieve_waits
 from tests.realdata import real_file
 
 
@@ -90,6 +91,28 @@ def test_bench_gate_mainjob_smoke(
     assert all(r["store_p99"] is not None for r in rows)
     assert _swarm.time is clock
     assert fairshare._FIFO
+
+
+def test_retrieve_waits_smoke(capsys: pytest.CaptureFixture[str]) -> None:
+    """One short swarm with every retrieve taken apart; everything the run replaced (the
+    engine's methods, its knobs, ``trio.run``) is put back."""
+    import trio
+
+    from actormem._engine import fairshare
+
+    before = [(obj, name, obj.__dict__[name]) for obj, name in retrieve_waits._PATCHED]
+    run = trio.run
+    data = real_file("tool_calls.jsonl").parent
+    retrieve_waits.main(
+        ["--runs", "1", "--steps", "40", "--agents", "4", "--data", str(data),
+         "--slots", "2", "--slice", "0.001", "--share", "0.6", "--gate-off"]
+    )  # fmt: skip
+    out = capsys.readouterr().out
+    assert "retrieves 40:" in out
+    assert "slowest 1%" in out
+    assert all(obj.__dict__[name] is value for obj, name, value in before)
+    assert trio.run is run
+    assert fairshare.ReadGate().enabled
 
 
 def test_bench_open_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
