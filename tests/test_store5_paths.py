@@ -29,6 +29,7 @@ from actormem._engine.state import MemoryState
 from actormem._index import kernels
 from actormem._index.wordoverlap import knobs as wo_knobs
 
+from .strategies import examples
 from .test_store_batch import TwoPaths
 
 core = pytest.mark.skipif(
@@ -72,7 +73,7 @@ def test_relevance_append_through_the_store_path(monkeypatch: pytest.MonkeyPatch
     assert state_module._SORTED_INTERNALS
     monkeypatch.setattr(wo_knobs, "_MASK_BATCH", 3)
     run = TinySublists.TestCase()
-    run.settings = settings(max_examples=80, stateful_step_count=30, deadline=None)
+    run.settings = settings(max_examples=examples(40), stateful_step_count=30, deadline=None)
     run.runTest()
 
 
@@ -121,5 +122,5 @@ def test_fast_acquire_through_the_store_path(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(wo_knobs, "_MASK_BATCH", 3)
     monkeypatch.setattr(wo_knobs, "_RENUMBER_MIN", 4)
     run = FastAcquire.TestCase()
-    run.settings = settings(max_examples=60, stateful_step_count=30, deadline=None)
+    run.settings = settings(max_examples=examples(30), stateful_step_count=30, deadline=None)
     run.runTest()

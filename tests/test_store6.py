@@ -100,7 +100,7 @@ def _add_all(
 
 
 @core
-@settings(max_examples=examples(300), deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     st.lists(_text(), max_size=16),
     st.lists(st.integers(1, 5), max_size=6),
@@ -243,7 +243,7 @@ def test_untracked_and_tracked_states_agree(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(wo_knobs, "_MASK_BATCH", 3)
     monkeypatch.setattr(wo_knobs, "_RENUMBER_MIN", 4)
     run = TwoPathsUntracked.TestCase()
-    run.settings = settings(max_examples=examples(60), stateful_step_count=30, deadline=None)
+    run.settings = settings(max_examples=examples(30), stateful_step_count=30, deadline=None)
     run.runTest()
     assert _snapshot is not None
 
@@ -259,7 +259,7 @@ class _SubDatetime(datetime):
 
 
 @needs_iso
-@settings(max_examples=examples(500), deadline=None)
+@settings(max_examples=examples(250), deadline=None)
 @given(
     st.datetimes(min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31, 23, 59, 59, 999999)),
     st.sampled_from(["utc", "none", "plus2", "zone", "sub"]),
@@ -292,7 +292,7 @@ def test_iso_utc_examples_and_other_objects() -> None:
         _iso_utc(bad)
 
 
-@settings(max_examples=examples(200), deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     micro=st.integers(0, 999_999),
     accessed=st.booleans(),

@@ -105,7 +105,7 @@ def test_deferred_batch_paths_agree(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(wo_knobs, "_MASK_BATCH", 3)
     monkeypatch.setattr(wo_knobs, "_RENUMBER_MIN", 4)
     run = TwoPathsDeferred.TestCase()
-    run.settings = settings(max_examples=examples(80), stateful_step_count=30, deadline=None)
+    run.settings = settings(max_examples=examples(40), stateful_step_count=30, deadline=None)
     run.runTest()
     assert _snapshot is not None
 

@@ -44,7 +44,7 @@ core = pytest.mark.skipif(
 
 
 @core
-@settings(max_examples=examples(200), deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(
     st.lists(texts() | st.text("ab \t\u2003é", max_size=12), max_size=24),
     st.lists(st.integers(0, 6), max_size=8),
@@ -291,7 +291,7 @@ def test_two_paths_agree(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(wo_knobs, "_MASK_BATCH", 3)
     monkeypatch.setattr(wo_knobs, "_RENUMBER_MIN", 4)
     run = TwoPaths.TestCase()
-    run.settings = settings(max_examples=examples(80), stateful_step_count=30, deadline=None)
+    run.settings = settings(max_examples=examples(40), stateful_step_count=30, deadline=None)
     run.runTest()
 
 

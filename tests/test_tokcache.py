@@ -43,7 +43,7 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-@settings(max_examples=examples(300), deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(st.lists(texts() | st.text("ab \t\u2003é", max_size=12), max_size=16))
 def test_every_compiled_add_leaves_what_python_leaves(lows: list[str]) -> None:
     """``add_text_cached``, ``add_text_known`` and ``add_text`` against ``_add_tokens``."""
@@ -258,7 +258,7 @@ class ThreePaths(RuleBasedStateMachine):
 
 def test_three_paths_agree() -> None:
     run = ThreePaths.TestCase()
-    run.settings = settings(max_examples=examples(60), stateful_step_count=40, deadline=None)
+    run.settings = settings(max_examples=examples(30), stateful_step_count=40, deadline=None)
     run.runTest()
 
 

@@ -145,5 +145,5 @@ class Lifecycle(RuleBasedStateMachine):
 def test_lifecycle(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(wo_knobs, "_RENUMBER_MIN", 4)
     run = Lifecycle.TestCase()
-    run.settings = settings(max_examples=examples(40), stateful_step_count=30, deadline=None)
+    run.settings = settings(max_examples=examples(25), stateful_step_count=30, deadline=None)
     run.runTest()
