@@ -74,7 +74,7 @@ from .sqlite_format import (
     check_header,
     check_schema,
     encode_access,
-    encode_record,
+    encode_records,
     file_uri,
     image_marker,
     insert_entries,
@@ -386,18 +386,21 @@ class SqliteStore:
             last[rec.seq] = (kind, rec)
             if kind == JOURNAL_PUT:
                 became_live.add(rec.seq)
-        batch = Batch([], [], [])
+        deletes: list[tuple[int]] = []
+        puts: list[Record] = []  # encoded in one call, in this order
+        accesses: list[tuple[Any, ...]] = []
+        vectors: list[tuple[int, bytes, bytes]] = []
         for seq, (kind, rec) in last.items():
             if kind == JOURNAL_DELETE:
-                batch.deletes.append((seq,))
+                deletes.append((seq,))
             elif seq in became_live:
-                batch.puts.append(encode_record(rec))
+                puts.append(rec)
                 vector = None if vector_of is None else vector_of(rec)
                 if vector is not None:
-                    batch.vectors.append((seq, *vector))
+                    vectors.append((seq, *vector))
             else:
-                batch.accesses.append(encode_access(rec))
-        return batch
+                accesses.append(encode_access(rec))
+        return Batch(deletes, encode_records(puts), accesses, vectors=vectors)
 
     def write(self, batch: Batch) -> None:
         """Commit ``batch`` as one transaction, entirely or not at all. Blocking.
