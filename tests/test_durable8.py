@@ -6,9 +6,9 @@
   largest, datetimes in UTC and in other zones, records with access bookkeeping, which
   take ``encode_record``); the core's refusals; an error raised inside (``to_json``,
   ``json_strings``) comes out of ``encode_rows`` and leaks nothing.
-* ``memory._GC_PAUSE`` (no collection from a durable batch's apply to its answers): the
-  collector is on again after every batch, off if it was off before, and after a
-  failed commit.
+* ``memory._GC_PAUSE`` (no collection from a batch's apply to its answers, a durable
+  batch's commit included): the collector is off inside, on again after every batch,
+  off if it was off before, and on after a failed commit.
 * Both: a durable file written with the knobs on is the file written with them off
   (the rows, in order, with their seqs, and the entries read back), with ``store``,
   ``store_many``, upserts, deletes, keys, payloads and expiries mixed; a SIGKILL in the
@@ -251,6 +251,27 @@ async def test_gc_is_on_after_every_batch(tmp_path: Path) -> None:
         assert len(memory) == 42
     assert seen[:-2] == [False] * (len(seen) - 2)
     assert seen[-1] is True  # the knob off: no pause
+
+
+async def test_gc_paused_in_a_memory_batch_too() -> None:
+    seen: list[bool] = []
+    async with open_memory() as memory:
+        real = memory._apply_batch
+
+        def apply(batch: Any) -> Any:
+            seen.append(gc.isenabled())
+            return real(batch)
+
+        memory._apply_batch = apply  # type: ignore[method-assign]
+        await memory.store_many([MemoryEntry.new(MemoryCategory.FACT, "x")])
+        assert gc.isenabled()
+        memory_module._GC_PAUSE = False
+        try:
+            await memory.store(MemoryEntry.new(MemoryCategory.FACT, "y"))
+        finally:
+            memory_module._GC_PAUSE = True
+        assert len(memory) == 2
+    assert seen == [False, True]
 
 
 async def test_gc_is_on_after_a_failed_commit(tmp_path: Path) -> None:
