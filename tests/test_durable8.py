@@ -9,7 +9,9 @@
 * ``memory._GC_PAUSE`` (no collection from a batch's apply to its answers, a durable
   batch's commit included): the collector is off inside, on again after every batch,
   off if it was off before, and on after a failed commit.
-* Both: a durable file written with the knobs on is the file written with them off
+* ``sqlite._PAGE_SIZE`` (a new file's pages of 16 KiB): the file has them, a file of
+  4 KiB pages (the path before) opens and grows with them as it is.
+* All three: a durable file written with the knobs on is the file written with them off
   (the rows, in order, with their seqs, and the entries read back), with ``store``,
   ``store_many``, upserts, deletes, keys, payloads and expiries mixed; a SIGKILL in the
   middle of ``store_many`` group commits loses no acknowledged entry.
@@ -34,6 +36,7 @@ from actormem import MemoryCategory, MemoryEntry, open_memory
 from actormem._engine import memory as memory_module
 from actormem._index import kernels
 from actormem._record import Access, Record
+from actormem._storage import sqlite as sqlite_store
 from actormem._storage import sqlite_format
 
 from .crash_child import run_trial
@@ -211,14 +214,38 @@ def test_files_are_the_same_either_way(tmp_path: Path) -> None:
     outs = []
     for on in (True, False):
         sqlite_format._ROWS_C = memory_module._GC_PAUSE = on
+        sqlite_store._PAGE_SIZE = 16384 if on else None
         try:
             path = tmp_path / f"{on}.db"
             back = trio.run(fill, path)
         finally:
             sqlite_format._ROWS_C = memory_module._GC_PAUSE = True
-        outs.append((_dump(path), back))
-    assert outs[0] == outs[1]
+            sqlite_store._PAGE_SIZE = 16384
+        outs.append((_dump(path), back, _page_size(path)))
+    assert outs[0][:2] == outs[1][:2]
     assert len(outs[0][0][0]) == len(outs[0][1]) > 80
+    assert (outs[0][2], outs[1][2]) == (16384, 4096)
+
+    async def more(path: Path) -> list[MemoryEntry]:
+        async with open_memory(path=path, clock=lambda: T0) as memory:
+            await memory.store_many([MemoryEntry.new(MemoryCategory.FACT, "later")])
+        async with open_memory(path=path, clock=lambda: T0) as memory:
+            return list(memory.snapshot())
+
+    # A file of the path before (4 KiB pages) opens and grows as it is, with the knobs on.
+    later = trio.run(more, tmp_path / "False.db")
+    assert later[:-1] == outs[1][1]
+    assert later[-1].memory == "later"
+    assert _page_size(tmp_path / "False.db") == 4096
+
+
+def _page_size(path: Path) -> int:
+    conn = sqlite3.connect(path)
+    try:
+        (size,) = conn.execute("PRAGMA page_size").fetchone()
+        return int(size)
+    finally:
+        conn.close()
 
 
 async def test_gc_is_on_after_every_batch(tmp_path: Path) -> None:
