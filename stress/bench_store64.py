@@ -30,7 +30,9 @@ with this checkout for both sides, the old one with the batched store path's kno
 _ACQUIRE_FAST`` and ``_UNTRACK``, ``textfold._FOLD_DIRECT``, ``state._RELEVANCE_APPEND``);
 ``--old-knobs store6`` with branch store6's (``state._UNTRACK_RECORDS``,
 ``wordoverlap.knobs._CACHE_UCS``, ``sqlite_format._ISO_DIRECT`` and ``_INSERT_NO_NULLS``);
-``--old-knobs store7`` with branch store7's (``state._DEFER_BATCH``).
+``--old-knobs store7`` with branch store7's (``state._DEFER_BATCH``); ``--old-knobs
+durable8`` with branch durable8's (``memory._GC_PAUSE``, ``sqlite_format._ROWS_C``,
+``sqlite._PAGE_SIZE``).
 
 Usage (from the repository root)::
 
@@ -177,12 +179,26 @@ def _switch_store7(on: bool) -> None:
     state._DEFER_BATCH = on
 
 
+def _switch_durable8(on: bool) -> None:
+    """The durable path of branch durable8 on or off: no cyclic collection from a durable
+    batch's apply to its answers (``memory._GC_PAUSE``) and the batch's rows built in
+    one C pass (``sqlite_format._ROWS_C``), a new file's pages of 16 KiB
+    (``sqlite._PAGE_SIZE``). Off is the path before them; the same rows."""
+    from actormem._engine import memory
+    from actormem._storage import sqlite, sqlite_format
+
+    memory._GC_PAUSE = on
+    sqlite_format._ROWS_C = on
+    sqlite._PAGE_SIZE = 16384 if on else None
+
+
 #: ``--old-knobs SET``: the knobs the old side turns off.
 _KNOB_SETS = {
     "batch": _switch_batch,
     "store5": _switch_store5,
     "store6": _switch_store6,
     "store7": _switch_store7,
+    "durable8": _switch_durable8,
 }
 
 
@@ -327,7 +343,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "default) the batched store path's, 'store5' branch store5's vocabulary and fold, "
         "'store6' the untracked records, the token cache for texts that are not ASCII, "
         "the rows' datetimes in C and their NULLs left out of the insert, 'store7' the "
-        "durable owner's batch through the batched path",
+        "durable owner's batch through the batched path, 'durable8' the durable batch without "
+        "collections, its rows in C and 16 KiB pages",
     )
     p.add_argument(
         "--state",

@@ -3,7 +3,7 @@
 Usage (from the project root)::
 
     python stress/crash_loop.py [--iterations 100] [--seed 0] [--rounds 3]
-        [--max-acks 400] [--writers 4] [--dir DIR]
+        [--max-acks 400] [--writers 4] [--chunk 0] [--dir DIR]
 
 Iteration ``k`` runs :func:`tests.crash_child.run_trial` with seed ``seed + k`` on a fresh
 file: ``--rounds`` times in a row, a child process opens the durable memory, stores
@@ -11,7 +11,8 @@ entries from ``--writers`` concurrent tasks and prints each id once its ``store`
 the parent kills it with SIGKILL after a random number of acknowledgements (up to
 ``--max-acks``, plus a random sub-5 ms delay) or, one time in five, at a random moment of
 its first 0.6 s (file creation, loading). After every kill the parent reopens the file and
-compares every acknowledged entry field by field.
+compares every acknowledged entry field by field. ``--chunk N`` (N > 0): the tasks store by
+``store_many`` in lists of N (a kill then falls inside group commits of many entries).
 
 Output: one JSON object per iteration, then a summary object; the exit status is 1 if
 any acknowledged entry was lost.
@@ -39,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="kills per file")
     parser.add_argument("--max-acks", type=int, default=400)
     parser.add_argument("--writers", type=int, default=4)
+    parser.add_argument("--chunk", type=int, default=0, help="store_many lists of N (0: store)")
     parser.add_argument("--dir", type=Path, default=None, help="where the files go")
     args = parser.parse_args(argv)
     totals = {"iterations": 0, "kills": 0, "early_kills": 0, "acked": 0, "lost": 0}
@@ -54,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
                 rounds=args.rounds,
                 max_acks=args.max_acks,
                 writers=args.writers,
+                chunk=args.chunk,
             )
         finally:
             shutil.rmtree(directory, ignore_errors=True)

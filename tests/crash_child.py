@@ -2,9 +2,11 @@
 
 Usage (the child side)::
 
-    python tests/crash_child.py store PATH SEED START WRITERS
+    python tests/crash_child.py store PATH SEED START WRITERS [CHUNK]
         Store make_entry(SEED, i) for i = START, START + 1, ... from WRITERS concurrent
-        tasks, forever; print "i id" (flushed) once each store has returned.
+        tasks, forever; print "i id" (flushed) once each store has returned. With CHUNK,
+        each task stores CHUNK entries at a time by ``store_many`` and prints their lines
+        once it has returned.
     python tests/crash_child.py hold PATH
         Open the durable memory at PATH, print "ready", and wait to be killed.
     python tests/crash_child.py try-open PATH [--drop-dac]
@@ -70,12 +72,18 @@ def make_entry(seed: int, i: int) -> MemoryEntry:
     )
 
 
-async def _store_forever(path: str, seed: int, start: int, writers: int) -> None:
+async def _store_forever(path: str, seed: int, start: int, writers: int, chunk: int = 0) -> None:
     async with actormem.open_memory(path=path) as memory:
         counter = itertools.count(start)
 
         async def writer() -> None:
             while True:
+                if chunk:
+                    many = [(i, make_entry(seed, i)) for i in itertools.islice(counter, chunk)]
+                    await memory.store_many([entry for _, entry in many])
+                    for i, entry in many:  # each line one write(2), as below
+                        os.write(1, f"{i} {entry.id}\n".encode())
+                    continue
                 i = next(counter)
                 entry = make_entry(seed, i)
                 await memory.store(entry)
@@ -146,13 +154,20 @@ async def _read_back(path: str) -> dict[uuid.UUID, MemoryEntry]:
 
 
 def run_trial(
-    path: str, seed: int, *, rounds: int = 2, max_acks: int = 300, writers: int = 4
+    path: str,
+    seed: int,
+    *,
+    rounds: int = 2,
+    max_acks: int = 300,
+    writers: int = 4,
+    chunk: int = 0,
 ) -> dict[str, Any]:
     """Kill a storing child with SIGKILL at a random moment, ``rounds`` times on one file;
     after each kill, reopen the file and check every acknowledged entry, field by field.
 
     Returns a JSON-able report; ``report["lost"]`` lists the acknowledged entries that
-    were missing or different (it must be empty).
+    were missing or different (it must be empty). ``chunk``: the child stores by
+    ``store_many`` in lists of that many (0: ``store``, one at a time).
     """
     rng = random.Random(seed)
     acked: list[tuple[int, str]] = []
@@ -165,7 +180,8 @@ def run_trial(
         kill_after = rng.randint(1, max_acks)
         with tempfile.TemporaryFile("w+") as err:
             child = subprocess.Popen(
-                [sys.executable, __file__, "store", path, str(seed), str(start), str(writers)],
+                [sys.executable, __file__, "store", path, str(seed), str(start), str(writers)]
+                + ([str(chunk)] if chunk else []),
                 stdout=subprocess.PIPE,
                 stderr=err,
                 text=True,
@@ -203,8 +219,8 @@ def run_trial(
 def main(argv: list[str]) -> None:
     mode, path, *rest = argv
     if mode == "store":
-        seed, start, writers = map(int, rest)
-        trio.run(_store_forever, path, seed, start, writers)
+        seed, start, writers, *chunk = map(int, rest)
+        trio.run(_store_forever, path, seed, start, writers, *chunk)
     elif mode == "hold":
         trio.run(_hold, path)
     elif mode == "try-open":

@@ -3474,6 +3474,237 @@ iso_utc(PyObject *self, PyObject *dt)
     return out;
 }
 
+/* ------------------------------------------------------------------ durable rows */
+
+/* encode_rows: the ``entries`` rows of new records in one pass (sqlite_format's
+ * encode_record's direct path, the same tuples). The record and entry classes and
+ * their slots' offsets are fixed once by rows_setup (member descriptors of plain
+ * object slots of exactly those classes). */
+#include <structmember.h>
+
+#define ROW_ENTRY_SLOTS 15
+static PyTypeObject *rows_rec_type, *rows_entry_type;
+static Py_ssize_t rows_rec_off[3];               /* seq, access, entry */
+static Py_ssize_t rows_entry_off[ROW_ENTRY_SLOTS]; /* see rows_setup's doc */
+static PyObject *rows_json_strings, *rows_max_count, *rows_fallback, *rows_s_value_, *rows_s_to_json;
+
+static Py_ssize_t
+rows_offset(PyTypeObject *type, PyObject *descr)
+{
+    if (!Py_IS_TYPE(descr, &PyMemberDescr_Type) ||
+        ((PyDescrObject *)descr)->d_type != type) {
+        PyErr_SetString(PyExc_TypeError, "rows_setup: expected a member descriptor of the class");
+        return -1;
+    }
+    PyMemberDef *m = ((PyMemberDescrObject *)descr)->d_member;
+    if (m->type != T_OBJECT_EX || (m->flags & READ_RESTRICTED) || m->offset <= 0) {
+        PyErr_SetString(PyExc_TypeError, "rows_setup: expected a plain object slot");
+        return -1;
+    }
+    return m->offset;
+}
+
+PyDoc_STRVAR(rows_setup_doc,
+"rows_setup(record_type, record_slots, entry_type, entry_slots, json_strings, max_count,\n"
+"           fallback)\n\n"
+"Fix encode_rows' classes: record_slots the member descriptors (seq, access, entry)\n"
+"of record_type, entry_slots those of entry_type's (_id, category, memory, tags,\n"
+"namespace, created_at, relevance, access_count, last_accessed, validated, key, value,\n"
+"updated_at, ttl, expires_at); json_strings(tuple) -> str; max_count an int;\n"
+"fallback(record) -> row for a record encode_rows does not encode itself.\n"
+"TypeError, nothing changed, for anything else. O(1).");
+
+static PyObject *
+rows_setup(PyObject *self, PyObject *args)
+{
+    PyObject *rt, *rs, *et, *es, *js, *mc, *fb;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!OO!O:rows_setup", &PyType_Type, &rt, &PyTuple_Type,
+                          &rs, &PyType_Type, &et, &PyTuple_Type, &es, &js, &PyLong_Type, &mc,
+                          &fb)) {
+        return NULL;
+    }
+    if (PyTuple_GET_SIZE(rs) != 3 || PyTuple_GET_SIZE(es) != ROW_ENTRY_SLOTS) {
+        PyErr_SetString(PyExc_TypeError, "rows_setup: expected 3 record and 15 entry slots");
+        return NULL;
+    }
+    if (!PyCallable_Check(js) || !PyCallable_Check(fb)) {
+        PyErr_SetString(PyExc_TypeError, "rows_setup: json_strings or fallback not callable");
+        return NULL;
+    }
+    Py_ssize_t roff[3], eoff[ROW_ENTRY_SLOTS];
+    for (int i = 0; i < 3; i++) {
+        if ((roff[i] = rows_offset((PyTypeObject *)rt, PyTuple_GET_ITEM(rs, i))) < 0) return NULL;
+    }
+    for (int i = 0; i < ROW_ENTRY_SLOTS; i++) {
+        if ((eoff[i] = rows_offset((PyTypeObject *)et, PyTuple_GET_ITEM(es, i))) < 0) return NULL;
+    }
+    if (!rows_s_value_) {
+        rows_s_value_ = PyUnicode_InternFromString("_value_");
+        rows_s_to_json = PyUnicode_InternFromString("to_json");
+        if (!rows_s_value_ || !rows_s_to_json) return NULL;
+    }
+    Py_XSETREF(rows_rec_type, (PyTypeObject *)Py_NewRef(rt));
+    Py_XSETREF(rows_entry_type, (PyTypeObject *)Py_NewRef(et));
+    Py_XSETREF(rows_json_strings, Py_NewRef(js));
+    Py_XSETREF(rows_max_count, Py_NewRef(mc));
+    Py_XSETREF(rows_fallback, Py_NewRef(fb));
+    memcpy(rows_rec_off, roff, sizeof roff);
+    memcpy(rows_entry_off, eoff, sizeof eoff);
+    Py_RETURN_NONE;
+}
+
+#define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
+
+/* iso_utc(v), or None for None (a new reference). */
+static PyObject *
+rows_iso_or_none(PyObject *v)
+{
+    return v == Py_None ? Py_NewRef(Py_None) : iso_utc(NULL, v);
+}
+
+/* The row of `rec`, a new reference; Py_None (new) when it needs encode_record
+ * (another class, access bookkeeping, an unset slot, an id that is not an int
+ * in [0, 2**128)); NULL with an exception when a call raised. */
+static PyObject *rows_build(PyObject *seq, PyObject *const *f);
+
+static PyObject *
+rows_one(PyObject *rec)
+{
+    if (Py_TYPE(rec) != rows_rec_type) return Py_NewRef(Py_None);
+    PyObject *seq = SLOT(rec, rows_rec_off[0]), *access = SLOT(rec, rows_rec_off[1]);
+    PyObject *e = SLOT(rec, rows_rec_off[2]);
+    if (!seq || access != Py_None || !e || Py_TYPE(e) != rows_entry_type) {
+        return Py_NewRef(Py_None);
+    }
+    /* the fields held for the row's calls (json_strings, to_json: Python code) */
+    PyObject *f[ROW_ENTRY_SLOTS];
+    int n = 0;
+    for (; n < ROW_ENTRY_SLOTS; n++) {
+        PyObject *v = SLOT(e, rows_entry_off[n]);
+        if (!v) break;
+        f[n] = Py_NewRef(v);
+    }
+    seq = Py_NewRef(seq);
+    PyObject *row = n == ROW_ENTRY_SLOTS ? rows_build(seq, f) : Py_NewRef(Py_None);
+    Py_DECREF(seq);
+    for (int i = 0; i < n; i++) Py_DECREF(f[i]);
+    return row;
+}
+
+static PyObject *
+rows_build(PyObject *seq, PyObject *const *f)
+{
+    PyObject *ident = f[0], *validated = f[9];
+    if (!PyLong_CheckExact(ident) || _PyLong_Sign(ident) < 0 ||
+        (validated != Py_True && validated != Py_False)) {
+        return Py_NewRef(Py_None);
+    }
+    unsigned char b[16];
+    if (_PyLong_AsByteArray((PyLongObject *)ident, b, 16, 0, 0) < 0) {
+        PyErr_Clear();
+        return Py_NewRef(Py_None);
+    }
+    static const char hex[] = "0123456789abcdef";
+    PyObject *id = PyUnicode_New(36, 127);
+    if (!id) return NULL;
+    char *p = (char *)PyUnicode_1BYTE_DATA(id);
+    for (int i = 0, k = 0; i < 16; i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10) p[k++] = '-';
+        p[k++] = hex[b[i] >> 4];
+        p[k++] = hex[b[i] & 15];
+    }
+    PyObject *row = PyTuple_New(16);
+    if (!row) {
+        Py_DECREF(id);
+        return NULL;
+    }
+    PyObject *v;
+    PyTuple_SET_ITEM(row, 0, Py_NewRef(seq));
+    PyTuple_SET_ITEM(row, 1, id);
+    if (!(v = PyObject_GetAttr(f[1], rows_s_value_))) goto fail;
+    PyTuple_SET_ITEM(row, 2, v);
+    PyTuple_SET_ITEM(row, 3, Py_NewRef(f[2]));
+    if (!(v = PyObject_CallOneArg(rows_json_strings, f[3]))) goto fail;
+    PyTuple_SET_ITEM(row, 4, v);
+    if (!(v = PyObject_CallOneArg(rows_json_strings, f[4]))) goto fail;
+    PyTuple_SET_ITEM(row, 5, v);
+    PyObject *created = iso_utc(NULL, f[5]);
+    if (!created) goto fail;
+    PyTuple_SET_ITEM(row, 6, created);
+    PyTuple_SET_ITEM(row, 7, Py_NewRef(f[6]));
+    int lt = PyObject_RichCompareBool(f[7], rows_max_count, Py_LT);
+    if (lt < 0) goto fail;
+    PyTuple_SET_ITEM(row, 8, Py_NewRef(lt ? f[7] : rows_max_count));
+    if (!(v = rows_iso_or_none(f[8]))) goto fail;
+    PyTuple_SET_ITEM(row, 9, v);
+    PyTuple_SET_ITEM(row, 10, PyLong_FromLong(validated == Py_True));
+    PyTuple_SET_ITEM(row, 11, Py_NewRef(f[10]));
+    if (f[11] == Py_None) {
+        v = Py_NewRef(Py_None);
+    } else if (!(v = PyObject_CallMethodNoArgs(f[11], rows_s_to_json))) {
+        goto fail;
+    }
+    PyTuple_SET_ITEM(row, 12, v);
+    if (f[12] == f[5]) {
+        v = Py_NewRef(created);
+    } else if (!(v = iso_utc(NULL, f[12]))) {
+        goto fail;
+    }
+    PyTuple_SET_ITEM(row, 13, v);
+    PyTuple_SET_ITEM(row, 14, Py_NewRef(f[13]));
+    if (!(v = rows_iso_or_none(f[14]))) goto fail;
+    PyTuple_SET_ITEM(row, 15, v);
+    return row;
+fail:
+    Py_DECREF(row);  /* the items not set yet are NULL: tupledealloc skips them */
+    return NULL;
+}
+
+PyDoc_STRVAR(encode_rows_doc,
+"encode_rows(records) -> list\n\n"
+"For each of records (a list), its entries row: encode_record's direct path for a\n"
+"record without access bookkeeping (a 16-tuple, built here), rows_setup's fallback(rec)\n"
+"for any other (a record or entry of another class than rows_setup's, access\n"
+"bookkeeping, an unset slot, an id that is not an int in [0, 2**128)). TypeError if\n"
+"records is not a list or rows_setup was not called; what a to_json, json_strings or\n"
+"fallback call raises.\n"
+"O(len(records)).");
+
+static PyObject *
+encode_rows(PyObject *self, PyObject *recs)
+{
+    if (!PyList_CheckExact(recs)) {
+        PyErr_SetString(PyExc_TypeError, "encode_rows: expected a list");
+        return NULL;
+    }
+    if (!rows_rec_type) {
+        PyErr_SetString(PyExc_TypeError, "encode_rows: rows_setup was not called");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(recs);
+    PyObject *out = PyList_New(n);
+    if (!out) return NULL;
+    for (Py_ssize_t i = 0; i < n && i < PyList_GET_SIZE(recs); i++) {
+        PyObject *rec = Py_NewRef(PyList_GET_ITEM(recs, i));
+        PyObject *row = rows_one(rec);
+        if (row == Py_None) {
+            Py_DECREF(row);
+            row = PyObject_CallOneArg(rows_fallback, rec);
+        }
+        Py_DECREF(rec);
+        if (!row) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, row);
+    }
+    /* a call that shrank the list left NULL items: fill them with None */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyList_GET_ITEM(out, i)) PyList_SET_ITEM(out, i, Py_NewRef(Py_None));
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"add_text", add_text, METH_VARARGS, add_text_doc},
     {"count_words", count_words, METH_VARARGS, count_words_doc},
@@ -3499,6 +3730,8 @@ static PyMethodDef methods[] = {
     {"fold_hash", fold_hash, METH_O, fold_hash_doc},
     {"fold_hash_direct", fold_hash_direct, METH_O, fold_hash_direct_doc},
     {"iso_utc", iso_utc, METH_O, iso_utc_doc},
+    {"rows_setup", rows_setup, METH_VARARGS, rows_setup_doc},
+    {"encode_rows", encode_rows, METH_O, encode_rows_doc},
     {"cache_entries", cache_entries, METH_O, cache_entries_doc},
     {"visit_heap", visit_heap, METH_VARARGS, visit_heap_doc},
     {"visit_pop", visit_pop, METH_VARARGS, visit_pop_doc},

@@ -74,7 +74,7 @@ from .sqlite_format import (
     check_header,
     check_schema,
     encode_access,
-    encode_record,
+    encode_records,
     file_uri,
     image_marker,
     insert_entries,
@@ -132,6 +132,15 @@ def _fsync(path: str) -> None:
         os.close(fd)
 
 
+#: The page size of a new file, in bytes: 16 KiB, where SQLite's default is 4 KiB. A
+#: group commit of 2,000 rows of ~450 bytes costs ~3.0 µs of CPU a row in 4 KiB pages,
+#: ~2.3 in 16 KiB (fewer pages to balance, checksum into the WAL and checkpoint). The
+#: size is in the file's header: a file keeps the one it was made with, any actormem
+#: (and SQLite) reads either, and the rows are the same. None: SQLite's default, the
+#: path before it.
+_PAGE_SIZE: int | None = 16384
+
+
 def _create(path: str) -> None:
     """Create an empty actormem database at ``path`` atomically (it must not exist)."""
     directory = os.path.dirname(path)
@@ -142,6 +151,8 @@ def _create(path: str) -> None:
     try:
         conn = sqlite3.connect(tmp, isolation_level=None)
         try:
+            if _PAGE_SIZE is not None:  # before the first table: fixed for the file's life
+                conn.execute(f"PRAGMA page_size = {int(_PAGE_SIZE)}")
             conn.execute("BEGIN")
             for statement in CREATE_SCHEMA:
                 conn.execute(statement)
@@ -386,18 +397,21 @@ class SqliteStore:
             last[rec.seq] = (kind, rec)
             if kind == JOURNAL_PUT:
                 became_live.add(rec.seq)
-        batch = Batch([], [], [])
+        deletes: list[tuple[int]] = []
+        puts: list[Record] = []  # encoded in one call, in this order
+        accesses: list[tuple[Any, ...]] = []
+        vectors: list[tuple[int, bytes, bytes]] = []
         for seq, (kind, rec) in last.items():
             if kind == JOURNAL_DELETE:
-                batch.deletes.append((seq,))
+                deletes.append((seq,))
             elif seq in became_live:
-                batch.puts.append(encode_record(rec))
+                puts.append(rec)
                 vector = None if vector_of is None else vector_of(rec)
                 if vector is not None:
-                    batch.vectors.append((seq, *vector))
+                    vectors.append((seq, *vector))
             else:
-                batch.accesses.append(encode_access(rec))
-        return batch
+                accesses.append(encode_access(rec))
+        return Batch(deletes, encode_records(puts), accesses, vectors=vectors)
 
     def write(self, batch: Batch) -> None:
         """Commit ``batch`` as one transaction, entirely or not at all. Blocking.

@@ -88,6 +88,7 @@ __all__ = [
     "decode_row",
     "encode_access",
     "encode_record",
+    "encode_records",
     "file_uri",
     "read_stored_vectors",
     "vector_rows",
@@ -711,6 +712,53 @@ def encode_record(rec: Record) -> tuple[Any, ...]:
         e.ttl,
         _iso(rec.current_expires()),
     )
+
+
+#: ``encode_records`` builds the rows of records without access bookkeeping in the
+#: core's ``encode_rows`` (one C pass: the slots read by offset, the id's text from its
+#: int's bytes, ``iso_utc``'s datetimes; ``_json_strings`` and ``to_json`` called from
+#: there; ~1.5 -> ~0.4 µs a row), ``encode_record`` for any other record. Only with
+#: ``_ENCODE_DIRECT`` and ``_ISO_DIRECT`` (the rows of that path). False, or without
+#: the core: ``encode_record`` per record, the path before it; the same rows.
+_ROWS_C = True
+_encode_rows: Callable[[list[Record]], list[tuple[Any, ...]]] | None = getattr(
+    kernels._wo, "encode_rows", None
+)
+#: ``MemoryEntry``'s slots in the order ``rows_setup`` takes them: a row's columns after
+#: ``seq`` (the slot of ``id`` is ``_id``).
+_ENTRY_SLOTS = ("_id", *COLUMNS[2:])
+
+
+def _rows_setup() -> None:
+    """Give the core's ``encode_rows`` its classes, slots and callables (at import)."""
+    wo: Any = kernels._wo
+    wo.rows_setup(
+        Record,
+        tuple(Record.__dict__[n] for n in ("seq", "access", "entry")),
+        MemoryEntry,
+        tuple(MemoryEntry.__dict__[n] for n in _ENTRY_SLOTS),
+        _json_strings,
+        MAX_ACCESS_COUNT,
+        encode_record,
+    )
+
+
+if _encode_rows is not None:
+    _rows_setup()
+
+
+def encode_records(recs: list[Record]) -> list[tuple[Any, ...]]:
+    """``[encode_record(rec) for rec in recs]``, the same rows: in one C pass
+    (``_ROWS_C``) where the core has it. O(sum of the rows' sizes).
+
+    Raises:
+        TypeError: ``recs`` is not a list.
+    """
+    if not isinstance(recs, list):
+        raise TypeError(f"encode_records() takes a list, not {type(recs).__name__}")
+    if _ROWS_C and _ENCODE_DIRECT and _ISO_DIRECT and _encode_rows is not None:
+        return _encode_rows(recs)
+    return [encode_record(rec) for rec in recs]
 
 
 def _iso(value: datetime | None) -> str | None:
