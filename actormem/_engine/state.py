@@ -286,6 +286,11 @@ _UNTRACK_RECORDS = True
 #: ``add`` per record, the path before it; the same structures and index calls
 #: (``stress/bench_store64.py --old-knobs store7``).
 _DEFER_BATCH = True
+#: ``_load_bulk`` takes the duplicate keys' fold hashes of all the rows' texts in one
+#: ``map`` of the C ``fold_hash`` (no Python call per text) and builds each key's tuple
+#: inline; the same keys as :func:`_dupkey_hashed`. False: ``self._dupkey(rec)`` per
+#: record, the path before it.
+_BULK_FOLDS = True
 #: The fast path reads sortedcontainers 2.x's private lists; a release without them
 #: (checked once, here) takes ``add`` instead of failing every ``store_many``.
 _SORTED_INTERNALS = all(
@@ -1149,6 +1154,12 @@ class MemoryState:
         untrack = _gc_untrack if _UNTRACK_ENTRIES else None
         exact: list[MemoryEntry] = []  # the entries to untrack, as _link would
         last = self._seq
+        folds: Iterator[int] | None = None
+        fold_fn = textfold.fold_hash_c()
+        if _BULK_FOLDS and self._dupkey is _dupkey_hashed and fold_fn is not None:
+            texts = [entry.memory for _, entry in rows]
+            if all(type(t) is str for t in texts):  # fold_hash's own condition for C
+                folds = map(fold_fn, texts)
         for seq, entry in rows:
             if seq <= last:
                 raise ValueError(f"restore(): seq {seq} is not above {last}")
@@ -1175,7 +1186,11 @@ class MemoryState:
             if bounded:
                 rec.evkey = self._evkey(rec)
                 evict_keys[entry.validated].append(rec.evkey)
-            key = self._dupkey(rec)
+            if folds is None:
+                key = self._dupkey(rec)
+            else:  # _dupkey_hashed(rec), with the text's hash from the bulk map
+                ns, cat = entry.namespace, entry.category._value_
+                key = hash((ns, cat, next(folds), entry.key, entry.value)) & 0x3FFF_FFFF
             same = dups.get(key)
             if same is None:
                 dups[key] = rec
