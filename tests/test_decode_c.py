@@ -8,7 +8,8 @@ times the C parsers decline; the reader declines (None) every row the Python pat
 not take as it is, and ``read_file`` then reads the file in Python. Both refuse bad
 arguments before they decode anything. Opening a file with them and one collector pause
 (``lifecycle._ONE_GC_PAUSE``), and loading with the fold hashes in one ``map``
-(``state._BULK_FOLDS``), gives the same state as opening without them.
+(``state._BULK_FOLDS``) and the image's groups by the core's ``group_texts``
+(``wordoverlap.persist._C_GROUPS``), gives the same state as opening without them.
 """
 
 from __future__ import annotations
@@ -16,11 +17,14 @@ from __future__ import annotations
 import gc
 import shutil
 import sqlite3
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import attrs
+import numpy as np
 import pytest
 
 from actormem import MemoryCategory, MemoryEntry, WordOverlapScorer, open_memory
@@ -28,6 +32,8 @@ from actormem._engine import lifecycle
 from actormem._engine import state as state_module
 from actormem._entry import _ENTRY_FIELDS, MAX_KEY_CHARS, MAX_MEMORY_CHARS, MAX_TTL
 from actormem._errors import StorageError
+from actormem._index import kernels
+from actormem._index.wordoverlap import persist as wo_persist
 from actormem._record import Record
 from actormem._storage import sqlite_format
 from actormem._storage.sqlite_format import COLUMNS, MAX_SEQ, decode_rows, encode_record
@@ -205,8 +211,9 @@ async def test_an_open_with_the_c_decoder_and_one_pause_equals_one_without(
 ) -> None:
     path = str(tmp_path / "m.db")
     rows = _rows(11, 400)
+    twins = [attrs.evolve(e, id=uuid.uuid4(), tags=("twin",)) for _, e in rows[::9]]
     async with open_memory(path=path, scorer=WordOverlapScorer()) as memory:
-        await memory.store_many([entry for _, entry in rows])
+        await memory.store_many([entry for _, entry in rows] + twins)  # texts repeat
         for _, entry in rows[::5]:
             await memory.delete(entry.id)
     await _opened(path)  # the close above kept no image (deletes); this one writes it
@@ -218,6 +225,7 @@ async def test_an_open_with_the_c_decoder_and_one_pause_equals_one_without(
     monkeypatch.setattr(sqlite_format, "_C_ROWS", False)
     monkeypatch.setattr(lifecycle, "_ONE_GC_PAUSE", False)
     monkeypatch.setattr(state_module, "_BULK_FOLDS", False)
+    monkeypatch.setattr(wo_persist, "_C_GROUPS", False)
     old = await _opened(copies[1])
     assert new == old
     assert gc.isenabled()
@@ -357,3 +365,19 @@ def test_the_reader_refuses_bad_arguments(tmp_path: Path) -> None:
             crows.read_entries(uri, sqlite_format.SELECT_ENTRIES, *bad)
     with pytest.raises(TypeError):
         crows.read_entries(None, sqlite_format.SELECT_ENTRIES, *args)
+
+
+@needs_core
+def test_group_texts_numbers_by_first_appearance() -> None:
+    core = kernels.wo_core()
+    assert core is not None
+    for texts in ([], ["a"], ["a", "b", "a", "c", "b", "b"], [f"t{i % 7}" for i in range(50)]):
+        groups, raw = core.group_texts(list(texts))
+        want = dict.fromkeys(texts)
+        assert list(groups) == list(want)
+        assert list(groups.values()) == list(range(len(want)))
+        numbers = list(want)
+        assert list(np.frombuffer(raw, np.int64)) == [numbers.index(t) for t in texts]
+    for bad in (("a",), ["a", b"a"], ["a", None], [1]):
+        with pytest.raises(TypeError):
+            core.group_texts(bad)

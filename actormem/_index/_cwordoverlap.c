@@ -3636,6 +3636,57 @@ decode_rows(PyObject *self, PyObject *args)
     return PyLong_FromSsize_t(i);
 }
 
+
+/* ------------------------------------------------------------------ restoring groups */
+
+PyDoc_STRVAR(group_texts_doc,
+"group_texts(texts) -> (groups, gids)\n\n"
+"The group map of a list of str: groups = {text: group number}, numbered 0, 1, ... by\n"
+"first appearance (its keys in that order), and gids the bytes of an int64 array giving\n"
+"each text's group number: one dict probe per text (what dict(zip(texts, range(n)))\n"
+"then an update of every value cost). A list item that is not an exact str raises\n"
+"TypeError. O(len(texts)).");
+
+static PyObject *
+group_texts(PyObject *self, PyObject *texts)
+{
+    if (!PyList_CheckExact(texts)) {
+        PyErr_SetString(PyExc_TypeError, "group_texts: texts must be a list");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(texts);
+    PyObject *gids = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(int64_t));
+    PyObject *groups = PyDict_New();
+    if (!gids || !groups) goto error;
+    int64_t *out = (int64_t *)PyBytes_AS_STRING(gids);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(texts) && i < n; i++) {
+        PyObject *text = PyList_GET_ITEM(texts, i);
+        if (!PyUnicode_CheckExact(text)) {
+            PyErr_SetString(PyExc_TypeError, "group_texts: a text is not a str");
+            goto error;
+        }
+        Py_ssize_t next = PyDict_GET_SIZE(groups);
+        PyObject *number = PyLong_FromSsize_t(next);
+        if (!number) goto error;
+        PyObject *have = PyDict_SetDefault(groups, text, number); /* borrowed */
+        if (have) out[i] = have == number ? (int64_t)next : (int64_t)PyLong_AsSsize_t(have);
+        Py_DECREF(number);
+        if (!have) goto error;
+    }
+    if (PyList_GET_SIZE(texts) != n) { /* a text's __eq__ changed the list: refuse */
+        PyErr_SetString(PyExc_RuntimeError, "group_texts: the list changed");
+        goto error;
+    }
+    PyObject *pair = PyTuple_Pack(2, groups, gids);
+    Py_DECREF(groups);
+    Py_DECREF(gids);
+    return pair;
+error:
+    Py_XDECREF(groups);
+    Py_XDECREF(gids);
+    return NULL;
+}
+
 /* ------------------------------------------------------------------ module */
 
 PyDoc_STRVAR(iso_utc_doc,
@@ -3714,6 +3765,7 @@ static PyMethodDef methods[] = {
     {"fold_hash_direct", fold_hash_direct, METH_O, fold_hash_direct_doc},
     {"iso_utc", iso_utc, METH_O, iso_utc_doc},
     {"decode_rows", decode_rows, METH_VARARGS, decode_rows_doc},
+    {"group_texts", group_texts, METH_O, group_texts_doc},
     {"cache_entries", cache_entries, METH_O, cache_entries_doc},
     {"visit_heap", visit_heap, METH_VARARGS, visit_heap_doc},
     {"visit_pop", visit_pop, METH_VARARGS, visit_pop_doc},
