@@ -1158,7 +1158,7 @@ class MemoryState:
         fold_fn = textfold.fold_hash_c()
         if _BULK_FOLDS and self._dupkey is _dupkey_hashed and fold_fn is not None:
             texts = [entry.memory for _, entry in rows]
-            if all(type(t) is str for t in texts):  # fold_hash's own condition for C
+            if set(map(type, texts)) <= {str}:  # fold_hash's own condition for C
                 folds = map(fold_fn, texts)
         for seq, entry in rows:
             if seq <= last:

@@ -142,7 +142,7 @@ def restore(
     count = len(texts)
     mod = ccore.core() if _C_GROUPS else None
     gids_c: np.ndarray[Any, Any] | None = None
-    if mod is not None and all(type(t) is str for t in texts):
+    if mod is not None and set(map(type, texts)) <= {str}:
         # The group map numbered by first appearance, and each record's number, in one
         # probe per text.
         gmap, raw_gids = mod.group_texts(texts)
