@@ -8,8 +8,9 @@ times the C parsers decline; the reader declines (None) every row the Python pat
 not take as it is, and ``read_file`` then reads the file in Python. Both refuse bad
 arguments before they decode anything. Opening a file with them and one collector pause
 (``lifecycle._ONE_GC_PAUSE``), and loading with the fold hashes in one ``map``
-(``state._BULK_FOLDS``) and the image's groups by the core's ``group_texts``
-(``wordoverlap.persist._C_GROUPS``), gives the same state as opening without them.
+(``state._BULK_FOLDS``), its records untracked (``state._UNTRACK_LOADED``) and the
+image's groups by the core's ``group_texts`` (``wordoverlap.persist._C_GROUPS``),
+gives the same state as opening without them.
 """
 
 from __future__ import annotations
@@ -203,6 +204,8 @@ async def _opened(path: str) -> tuple[list[MemoryEntry], dict[str, list[Any]]]:
         assert memory._storage is not None
         assert memory._storage.image_fresh
         groups = sorted((k, len(state._dup_group(k))) for k in state._dups)
+        untracked = state_module._UNTRACK_LOADED and state_module._gc_untrack is not None
+        assert all(gc.is_tracked(r) != untracked for r in view.records())
         return entries, {"order": order, "dups": groups, **hits}
 
 
@@ -225,6 +228,7 @@ async def test_an_open_with_the_c_decoder_and_one_pause_equals_one_without(
     monkeypatch.setattr(sqlite_format, "_C_ROWS", False)
     monkeypatch.setattr(lifecycle, "_ONE_GC_PAUSE", False)
     monkeypatch.setattr(state_module, "_BULK_FOLDS", False)
+    monkeypatch.setattr(state_module, "_UNTRACK_LOADED", False)
     monkeypatch.setattr(wo_persist, "_C_GROUPS", False)
     old = await _opened(copies[1])
     assert new == old

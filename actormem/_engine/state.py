@@ -286,6 +286,11 @@ _UNTRACK_RECORDS = True
 #: ``add`` per record, the path before it; the same structures and index calls
 #: (``stress/bench_store64.py --old-knobs store7``).
 _DEFER_BATCH = True
+#: ``_load_bulk`` of an unbounded memory takes the records it makes out of the cyclic
+#: collector's sight, as ``store_many`` does (:data:`_UNTRACK_RECORDS`, whose reasons
+#: hold for a loaded record): the first collections after an open of 1M entries no
+#: longer walk a million records (~0.3 s). False: left tracked, the path before it.
+_UNTRACK_LOADED = True
 #: ``_load_bulk`` takes the duplicate keys' fold hashes of all the rows' texts in one
 #: ``map`` of the C ``fold_hash`` (no Python call per text) and builds each key's tuple
 #: inline; the same keys as :func:`_dupkey_hashed`. False: ``self._dupkey(rec)`` per
@@ -1203,6 +1208,8 @@ class MemoryState:
                 add(rec)
         if untrack is not None and exact:
             untrack(exact, MemoryEntry)
+        if _UNTRACK_LOADED and _UNTRACK_RECORDS and _gc_untrack is not None and not bounded:
+            _gc_untrack(records, Record)  # as store_many's: in no cycle when unbounded
         self._by_relevance.update(records)
         self._ns_sorted.update(new_ns)
         if expiry_keys:
