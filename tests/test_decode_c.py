@@ -8,9 +8,10 @@ times the C parsers decline; the reader declines (None) every row the Python pat
 not take as it is, and ``read_file`` then reads the file in Python. Both refuse bad
 arguments before they decode anything. Opening a file with them and one collector pause
 (``lifecycle._ONE_GC_PAUSE``), and loading with the fold hashes in one ``map``
-(``state._BULK_FOLDS``), its records untracked (``state._UNTRACK_LOADED``) and the
-image's groups by the core's ``group_texts`` (``wordoverlap.persist._C_GROUPS``),
-gives the same state as opening without them.
+(``state._BULK_FOLDS``), its records untracked (``state._UNTRACK_LOADED``), the
+relevance order filled in place (``state._RELEVANCE_FILL``) and the image's groups
+by the core's ``group_texts`` (``wordoverlap.persist._C_GROUPS``), gives the same
+state as opening without them.
 """
 
 from __future__ import annotations
@@ -229,6 +230,7 @@ async def test_an_open_with_the_c_decoder_and_one_pause_equals_one_without(
     monkeypatch.setattr(lifecycle, "_ONE_GC_PAUSE", False)
     monkeypatch.setattr(state_module, "_BULK_FOLDS", False)
     monkeypatch.setattr(state_module, "_UNTRACK_LOADED", False)
+    monkeypatch.setattr(state_module, "_RELEVANCE_FILL", False)
     monkeypatch.setattr(wo_persist, "_C_GROUPS", False)
     old = await _opened(copies[1])
     assert new == old
@@ -385,3 +387,24 @@ def test_group_texts_numbers_by_first_appearance() -> None:
     for bad in (("a",), ["a", b"a"], ["a", None], [1]):
         with pytest.raises(TypeError):
             core.group_texts(bad)
+
+
+@pytest.mark.parametrize("same_relevance", [True, False])
+def test_the_relevance_order_filled_in_place_equals_update(
+    monkeypatch: pytest.MonkeyPatch, same_relevance: bool
+) -> None:
+    rows = _rows(5, 1200)  # more than one of sortedcontainers' sublists
+    if same_relevance:  # keys ascend already: no sort
+        rows = [(s, attrs.evolve(e, relevance=1.0)) for s, e in rows]
+    lists = []
+    for knob in (True, False):
+        monkeypatch.setattr(state_module, "_RELEVANCE_FILL", knob)
+        state = state_module.MemoryState(
+            capacity=None, half_life=state_module.DEFAULT_HALF_LIFE, scorer=WordOverlapScorer()
+        )
+        state.load(rows)
+        state._check()
+        order = state._by_relevance
+        seqs = [[r.seq for r in part] for part in order._lists]
+        lists.append((seqs, order._keys, order._maxes, len(order)))
+    assert lists[0] == lists[1]

@@ -296,6 +296,11 @@ _UNTRACK_LOADED = True
 #: inline; the same keys as :func:`_dupkey_hashed`. False: ``self._dupkey(rec)`` per
 #: record, the path before it.
 _BULK_FOLDS = True
+#: ``_load_bulk`` fills the empty relevance order through sortedcontainers' private
+#: lists (:meth:`MemoryState._relevance_fill`: each key computed once, no sort when the
+#: keys already ascend). False: ``SortedKeyList.update``, the path before it (the same
+#: lists).
+_RELEVANCE_FILL = True
 #: The fast path reads sortedcontainers 2.x's private lists; a release without them
 #: (checked once, here) takes ``add`` instead of failing every ``store_many``.
 _SORTED_INTERNALS = all(
@@ -1183,8 +1188,9 @@ class MemoryState:
             if group is None:
                 group = namespaces[entry.namespace] = _NsRecords()
                 new_ns.append(entry.namespace)
-            group.add(rec)
-            expires = rec.current_expires()
+            group.recs.append(rec)  # group.add(rec), inline
+            group.live += 1
+            expires = entry.expires_at  # rec.current_expires(): a new record has no access
             if expires is not None:
                 exkey = self._exkeys[rec] = (expires.timestamp(), rec)
                 expiry_keys.append(exkey)
@@ -1210,7 +1216,7 @@ class MemoryState:
             untrack(exact, MemoryEntry)
         if _UNTRACK_LOADED and _UNTRACK_RECORDS and _gc_untrack is not None and not bounded:
             _gc_untrack(records, Record)  # as store_many's: in no cycle when unbounded
-        self._by_relevance.update(records)
+        self._relevance_fill(records)
         self._ns_sorted.update(new_ns)
         if expiry_keys:
             self._ever_expiring = True
@@ -1223,6 +1229,33 @@ class MemoryState:
         if records:
             self.version = self._seq = last
         return records
+
+    def _relevance_fill(self, records: list[Record]) -> None:
+        """``self._by_relevance.update(records)``; into an empty list, with each key
+        computed once (``update`` computes it for the sort and again for the key lists)
+        and no sort when the keys already ascend (every relevance equal, as loaded
+        records in seq order mostly are) (``_RELEVANCE_FILL``). O(n log n), O(n) sorted."""
+        by_relevance = self._by_relevance
+        if not (
+            _RELEVANCE_FILL
+            and _SORTED_INTERNALS
+            and type(by_relevance) is SortedKeyList
+            and not len(by_relevance)
+            and records
+        ):
+            by_relevance.update(records)
+            return
+        keys = list(map(_relevance_key, records))
+        if keys != sorted(keys):  # keys are unique (seq), so the order is theirs alone
+            order = sorted(range(len(keys)), key=keys.__getitem__)
+            records = list(map(records.__getitem__, order))
+            keys = list(map(keys.__getitem__, order))
+        load = by_relevance._load
+        by_relevance._lists.extend(records[i : i + load] for i in range(0, len(records), load))
+        by_relevance._keys.extend(keys[i : i + load] for i in range(0, len(keys), load))
+        by_relevance._maxes.extend(chunk[-1] for chunk in by_relevance._keys)
+        by_relevance._len = len(records)
+        del by_relevance._index[:]
 
     def _evict_one(self) -> Record:
         """Evict the live record with the smallest fresh eviction key, unvalidated first.
