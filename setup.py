@@ -1,4 +1,4 @@
-"""The optional compiled index kernels and BM25 core; everything else is in pyproject.toml.
+"""The optional compiled index kernels, BM25 core and row reader; everything else is in pyproject.toml.
 
 ``optional=True``: where the C compiler or the Python headers are missing, the build
 skips the extension and the package installs anyway; ``actormem._index.kernels`` then
@@ -32,6 +32,17 @@ setup(
             "actormem._index._cwordoverlap",
             ["actormem/_index/_cwordoverlap.c"],
             extra_compile_args=["-O3"],
+            depends=COMMON,
+            optional=True,
+        ),
+        # A file's rows read and decoded in C, against the system's SQLite (its own
+        # connection: nothing shared with Python's sqlite3). Without sqlite3.h or
+        # libsqlite3 the build skips it and files are read through Python's sqlite3.
+        Extension(
+            "actormem._storage._crows",
+            ["actormem/_storage/_crows.c"],
+            extra_compile_args=["-O3"],
+            libraries=["sqlite3"],
             depends=COMMON,
             optional=True,
         ),

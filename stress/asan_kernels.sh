@@ -6,9 +6,11 @@
 # tests/test_acquire_fast.py, tests/test_memo_absent.py, tests/test_entrybytes.py,
 # tests/test_store6.py, tests/test_wordoverlap_tiny_knobs.py, tests/test_store7.py,
 # tests/test_count_words_refusal_atomic.py, tests/test_wordoverlap_tbits_readers.py,
-# tests/test_bm25_tight_walk_kernel.py, tests/test_durable8.py)
+# tests/test_bm25_tight_walk_kernel.py, tests/test_durable8.py, tests/test_decode_c.py,
+# tests/test_decode_rows.py)
 # against an AddressSanitizer build of the compiled
-# index kernels, the BM25 core and the word-overlap core: any out-of-bounds read or
+# index kernels, the BM25 core, the word-overlap core and the row reader (_storage/_crows.c):
+# any out-of-bounds read or
 # write, use after free or double free in actormem/_index/_ckernels.c, _cbm25.c or
 # _cwordoverlap.c aborts the run with ASan's report.
 #
@@ -35,6 +37,10 @@ for module in _ckernels _cbm25 _cwordoverlap; do
         -Wall -Wextra -Wno-unused-parameter -Werror -I"$include" \
         "actormem/_index/$module.c" -o "$work/actormem/_index/$module$suffix"
 done
+# The compiled row reader (actormem/_storage/_crows.c), against the system's SQLite.
+"$CC" -shared -fPIC -O1 -g -fsanitize=address -fno-omit-frame-pointer \
+    -Wall -Wextra -Wno-unused-parameter -Werror -I"$include" \
+    actormem/_storage/_crows.c -o "$work/actormem/_storage/_crows$suffix" -lsqlite3
 runtime=$("$CC" -print-file-name=libasan.so)
 if [ "$CC" = clang ]; then
     runtime=$(clang -print-file-name=libclang_rt.asan-x86_64.so)
@@ -52,4 +58,5 @@ PYTHONMALLOC=malloc LD_PRELOAD="$runtime" ASAN_OPTIONS=detect_leaks=0:abort_on_e
     tests/test_acquire_fast.py tests/test_memo_absent.py tests/test_entrybytes.py \
     tests/test_store6.py tests/test_wordoverlap_tiny_knobs.py tests/test_store7.py \
     tests/test_count_words_refusal_atomic.py tests/test_wordoverlap_tbits_readers.py \
-    tests/test_bm25_tight_walk_kernel.py tests/test_durable8.py "$@"
+    tests/test_bm25_tight_walk_kernel.py tests/test_durable8.py tests/test_decode_c.py \
+    tests/test_decode_rows.py "$@"

@@ -286,6 +286,21 @@ _UNTRACK_RECORDS = True
 #: ``add`` per record, the path before it; the same structures and index calls
 #: (``stress/bench_store64.py --old-knobs store7``).
 _DEFER_BATCH = True
+#: ``_load_bulk`` of an unbounded memory takes the records it makes out of the cyclic
+#: collector's sight, as ``store_many`` does (:data:`_UNTRACK_RECORDS`, whose reasons
+#: hold for a loaded record): the first collections after an open of 1M entries no
+#: longer walk a million records (~0.3 s). False: left tracked, the path before it.
+_UNTRACK_LOADED = True
+#: ``_load_bulk`` takes the duplicate keys' fold hashes of all the rows' texts in one
+#: ``map`` of the C ``fold_hash`` (no Python call per text) and builds each key's tuple
+#: inline; the same keys as :func:`_dupkey_hashed`. False: ``self._dupkey(rec)`` per
+#: record, the path before it.
+_BULK_FOLDS = True
+#: ``_load_bulk`` fills the empty relevance order through sortedcontainers' private
+#: lists (:meth:`MemoryState._relevance_fill`: each key computed once, no sort when the
+#: keys already ascend). False: ``SortedKeyList.update``, the path before it (the same
+#: lists).
+_RELEVANCE_FILL = True
 #: The fast path reads sortedcontainers 2.x's private lists; a release without them
 #: (checked once, here) takes ``add`` instead of failing every ``store_many``.
 _SORTED_INTERNALS = all(
@@ -1149,6 +1164,12 @@ class MemoryState:
         untrack = _gc_untrack if _UNTRACK_ENTRIES else None
         exact: list[MemoryEntry] = []  # the entries to untrack, as _link would
         last = self._seq
+        folds: Iterator[int] | None = None
+        fold_fn = textfold.fold_hash_c()
+        if _BULK_FOLDS and self._dupkey is _dupkey_hashed and fold_fn is not None:
+            texts = [entry.memory for _, entry in rows]
+            if set(map(type, texts)) <= {str}:  # fold_hash's own condition for C
+                folds = map(fold_fn, texts)
         for seq, entry in rows:
             if seq <= last:
                 raise ValueError(f"restore(): seq {seq} is not above {last}")
@@ -1167,15 +1188,20 @@ class MemoryState:
             if group is None:
                 group = namespaces[entry.namespace] = _NsRecords()
                 new_ns.append(entry.namespace)
-            group.add(rec)
-            expires = rec.current_expires()
+            group.recs.append(rec)  # group.add(rec), inline
+            group.live += 1
+            expires = entry.expires_at  # rec.current_expires(): a new record has no access
             if expires is not None:
                 exkey = self._exkeys[rec] = (expires.timestamp(), rec)
                 expiry_keys.append(exkey)
             if bounded:
                 rec.evkey = self._evkey(rec)
                 evict_keys[entry.validated].append(rec.evkey)
-            key = self._dupkey(rec)
+            if folds is None:
+                key = self._dupkey(rec)
+            else:  # _dupkey_hashed(rec), with the text's hash from the bulk map
+                ns, cat = entry.namespace, entry.category._value_
+                key = hash((ns, cat, next(folds), entry.key, entry.value)) & 0x3FFF_FFFF
             same = dups.get(key)
             if same is None:
                 dups[key] = rec
@@ -1188,7 +1214,9 @@ class MemoryState:
                 add(rec)
         if untrack is not None and exact:
             untrack(exact, MemoryEntry)
-        self._by_relevance.update(records)
+        if _UNTRACK_LOADED and _UNTRACK_RECORDS and _gc_untrack is not None and not bounded:
+            _gc_untrack(records, Record)  # as store_many's: in no cycle when unbounded
+        self._relevance_fill(records)
         self._ns_sorted.update(new_ns)
         if expiry_keys:
             self._ever_expiring = True
@@ -1201,6 +1229,33 @@ class MemoryState:
         if records:
             self.version = self._seq = last
         return records
+
+    def _relevance_fill(self, records: list[Record]) -> None:
+        """``self._by_relevance.update(records)``; into an empty list, with each key
+        computed once (``update`` computes it for the sort and again for the key lists)
+        and no sort when the keys already ascend (every relevance equal, as loaded
+        records in seq order mostly are) (``_RELEVANCE_FILL``). O(n log n), O(n) sorted."""
+        by_relevance = self._by_relevance
+        if not (
+            _RELEVANCE_FILL
+            and _SORTED_INTERNALS
+            and type(by_relevance) is SortedKeyList
+            and not len(by_relevance)
+            and records
+        ):
+            by_relevance.update(records)
+            return
+        keys = list(map(_relevance_key, records))
+        if keys != sorted(keys):  # keys are unique (seq), so the order is theirs alone
+            order = sorted(range(len(keys)), key=keys.__getitem__)
+            records = list(map(records.__getitem__, order))
+            keys = list(map(keys.__getitem__, order))
+        load = by_relevance._load
+        by_relevance._lists.extend(records[i : i + load] for i in range(0, len(records), load))
+        by_relevance._keys.extend(keys[i : i + load] for i in range(0, len(keys), load))
+        by_relevance._maxes.extend(chunk[-1] for chunk in by_relevance._keys)
+        by_relevance._len = len(records)
+        del by_relevance._index[:]
 
     def _evict_one(self) -> Record:
         """Evict the live record with the smallest fresh eviction key, unvalidated first.

@@ -351,25 +351,6 @@ typedef struct {
 
 static slots_t rec_slots, group_slots;
 
-static Py_ssize_t
-slot_offset(PyTypeObject *type, PyObject *name)
-{
-    PyObject *d = PyObject_GetAttr((PyObject *)type, name);
-    Py_ssize_t off = 0;
-    if (!d) {
-        PyErr_Clear();
-        return 0;
-    }
-    if (Py_IS_TYPE(d, &PyMemberDescr_Type)) {
-        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
-        if (m->type == T_OBJECT_EX && !(m->flags & READ_RESTRICTED) && m->offset > 0) {
-            off = m->offset;
-        }
-    }
-    Py_DECREF(d);
-    return off;
-}
-
 /* obj.<names[i]> as a new reference, through the slot if the type has one. */
 static inline PyObject *
 slot_get(slots_t *cache, PyObject *obj, PyObject *const *names, int n, int i)

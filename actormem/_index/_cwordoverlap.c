@@ -24,6 +24,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <datetime.h>
+#include <structmember.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -3422,6 +3423,270 @@ e1:
     return result;
 }
 
+
+/* ------------------------------------------------------------------ decoding rows */
+
+PyDoc_STRVAR(decode_rows_doc,
+"decode_rows(rows, start, out, entry_type, fields, categories, tags_of, namespace_of,\n"
+"            json_object, one, max_memory, max_key, max_ttl, max_seq) -> int\n\n"
+"sqlite_format._decode_checked of rows[start], rows[start + 1], ... appended to out as\n"
+"(seq, entry) pairs, up to the first row it declines (not an exact 16-tuple in the\n"
+"writer's own form: canonical UUID text, times 'YYYY-MM-DDTHH:MM:SS[.ffffff]+00:00',\n"
+"fields in range; or a callable that raised): returns that row's index, or len(rows).\n"
+"The caller decodes a declined row in Python (which decides, with its message) and\n"
+"calls again after it. entry_type's slots named by fields (the entry's 15 fields in\n"
+"_entry._ENTRY_FIELDS' order) are set directly, as entry_of_checked does. O(rows' size).");
+
+/* The UTC datetime of `s`, 'YYYY-MM-DDTHH:MM:SS[.ffffff]+00:00' exactly (what the writer
+ * stores, and datetime.fromisoformat makes of it); NULL without an error to decline
+ * (anything else, or a date the datetime constructor refuses). */
+static PyObject *
+utc_time(PyObject *s)
+{
+    int f[7];
+    if (!PyUnicode_CheckExact(s) || !PyUnicode_IS_ASCII(s) ||
+        !utc_fields((const char *)PyUnicode_1BYTE_DATA(s), PyUnicode_GET_LENGTH(s), f))
+        return NULL;
+    PyObject *dt = PyDateTimeAPI->DateTime_FromDateAndTime(
+        f[0], f[1], f[2], f[3], f[4], f[5], f[6], PyDateTime_TimeZone_UTC,
+        PyDateTimeAPI->DateTimeType);
+    if (!dt) PyErr_Clear(); /* out of range: declined, Python gives the error */
+    return dt;
+}
+
+/* Whether `s` is an exact str of at most `limit` code points that encodes as UTF-8
+ * (no lone surrogate), as sqlite_format._checked_text checks. */
+static int
+checked_text(PyObject *s, Py_ssize_t limit)
+{
+    if (!PyUnicode_CheckExact(s)) return 0;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    if (n > limit) return 0;
+    int kind = PyUnicode_KIND(s);
+    if (kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *d = PyUnicode_2BYTE_DATA(s);
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (d[i] >= 0xD800 && d[i] <= 0xDFFF) return 0;
+    } else if (kind == PyUnicode_4BYTE_KIND) {
+        const Py_UCS4 *d = PyUnicode_4BYTE_DATA(s);
+        for (Py_ssize_t i = 0; i < n; i++)
+            if (d[i] >= 0xD800 && d[i] <= 0xDFFF) return 0;
+    }
+    return 1;
+}
+
+#define ENTRY_FIELDS 15
+
+/* `f(arg)`, or NULL without an error when it raised an Exception (declined). */
+static PyObject *
+call_declining(PyObject *f, PyObject *arg)
+{
+    PyObject *r = PyObject_CallOneArg(f, arg);
+    if (!r && PyErr_ExceptionMatches(PyExc_Exception)) PyErr_Clear();
+    return r;
+}
+
+/* One row's (seq, entry), or NULL: declined without an error set, or an error that is
+ * not an Exception (KeyboardInterrupt...), which the caller passes on. */
+static PyObject *
+decode_one(PyObject *row, PyTypeObject *type, const Py_ssize_t *off, PyObject *categories,
+           PyObject *tags_of, PyObject *namespace_of, PyObject *json_object, PyObject *one,
+           Py_ssize_t max_memory, Py_ssize_t max_key, double max_ttl, long long max_seq)
+{
+    if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) != 16) return NULL;
+    PyObject *const *f = &PyTuple_GET_ITEM(row, 0);
+    PyObject *seq = f[0], *id = f[1], *category = f[2], *memory = f[3], *tags = f[4],
+             *ns = f[5], *created = f[6], *relevance = f[7], *count = f[8], *last = f[9],
+             *validated = f[10], *key = f[11], *value = f[12], *updated = f[13],
+             *ttl = f[14], *expires = f[15];
+    int overflow;
+    if (!PyLong_CheckExact(seq)) return NULL;
+    long long s = PyLong_AsLongLongAndOverflow(seq, &overflow);
+    if (overflow || s < 1 || s > max_seq) return NULL;
+    if (!PyUnicode_CheckExact(id) || !PyUnicode_IS_ASCII(id)) return NULL;
+    char hex[33];
+    if (!uuid_digits((const char *)PyUnicode_1BYTE_DATA(id), PyUnicode_GET_LENGTH(id), hex))
+        return NULL;
+    if (!PyFloat_CheckExact(relevance)) return NULL;
+    double rel = PyFloat_AS_DOUBLE(relevance);
+    if (!(rel >= 0.0 && rel <= 1.0)) return NULL; /* NaN fails */
+    if (rel == 1.0) relevance = one;
+    if (!PyLong_CheckExact(count)) return NULL;
+    long long c = PyLong_AsLongLongAndOverflow(count, &overflow);
+    if (overflow < 0 || (!overflow && c < 0)) return NULL;
+    if (!PyLong_CheckExact(validated)) return NULL;
+    long long v = PyLong_AsLongLongAndOverflow(validated, &overflow);
+    if (overflow || (v != 0 && v != 1)) return NULL;
+    if (ttl != Py_None) {
+        if (!PyFloat_CheckExact(ttl)) return NULL;
+        double t = PyFloat_AS_DOUBLE(ttl);
+        if (!(t > 0.0 && t <= max_ttl)) return NULL;
+    }
+    if (!checked_text(memory, max_memory)) return NULL;
+    if (key != Py_None && (!checked_text(key, max_key) || PyUnicode_GET_LENGTH(key) == 0))
+        return NULL;
+    PyObject *cat = PyDict_GetItemWithError(categories, category); /* borrowed */
+    if (!cat) {
+        PyErr_Clear(); /* an unhashable value: declined too */
+        return NULL;
+    }
+    PyObject *vals[ENTRY_FIELDS] = {NULL};
+    PyObject *pair = NULL;
+    vals[0] = Py_NewRef(cat);
+    vals[1] = Py_NewRef(memory);
+    if (!(vals[2] = PyLong_FromString(hex, NULL, 16))) goto fail;
+    if (!(vals[4] = utc_time(created))) goto fail;
+    if (updated == created ||
+        (PyUnicode_CheckExact(updated) && PyUnicode_Compare(updated, created) == 0)) {
+        vals[12] = Py_NewRef(vals[4]); /* one object for both, as most rows have */
+    } else if (updated == Py_None) {
+        vals[12] = Py_NewRef(vals[4]);
+    } else {
+        if (!(vals[12] = utc_time(updated))) goto fail;
+        int lt = PyObject_RichCompareBool(vals[12], vals[4], Py_LT);
+        if (lt < 0) goto fail;
+        if (lt) Py_SETREF(vals[12], Py_NewRef(vals[4]));
+    }
+    if (!(vals[3] = call_declining(tags_of, tags))) goto fail;
+    vals[5] = Py_NewRef(relevance);
+    vals[6] = Py_NewRef(count);
+    vals[7] = Py_NewRef(v ? Py_True : Py_False);
+    if (!(vals[8] = call_declining(namespace_of, ns))) goto fail;
+    if (last == Py_None) vals[9] = Py_NewRef(Py_None);
+    else if (!(vals[9] = utc_time(last))) goto fail;
+    vals[10] = Py_NewRef(key);
+    if (value == Py_None) vals[11] = Py_NewRef(Py_None);
+    else if (!(vals[11] = call_declining(json_object, value))) goto fail;
+    vals[13] = Py_NewRef(ttl);
+    if (expires == Py_None) vals[14] = Py_NewRef(Py_None);
+    else if (!(vals[14] = utc_time(expires))) goto fail;
+    PyObject *entry = type->tp_alloc(type, 0);
+    if (!entry) goto fail;
+    for (int i = 0; i < ENTRY_FIELDS; i++) {
+        PyObject **slot = (PyObject **)((char *)entry + off[i]);
+        Py_XSETREF(*slot, vals[i]); /* steals */
+        vals[i] = NULL;
+    }
+    pair = PyTuple_Pack(2, seq, entry);
+    Py_DECREF(entry);
+    return pair;
+fail:
+    for (int i = 0; i < ENTRY_FIELDS; i++) Py_XDECREF(vals[i]);
+    if (PyErr_Occurred() && PyErr_ExceptionMatches(PyExc_Exception)) PyErr_Clear();
+    return NULL;
+}
+
+static PyObject *
+decode_rows(PyObject *self, PyObject *args)
+{
+    PyObject *rows, *out, *fields, *categories, *tags_of, *namespace_of, *json_object, *one;
+    PyTypeObject *type;
+    Py_ssize_t start, max_memory, max_key;
+    double max_ttl;
+    long long max_seq;
+    if (!PyArg_ParseTuple(args, "O!nO!O!O!O!OOOO!nndL", &PyList_Type, &rows, &start,
+                          &PyList_Type, &out, &PyType_Type, &type, &PyTuple_Type, &fields,
+                          &PyDict_Type, &categories, &tags_of, &namespace_of, &json_object,
+                          &PyFloat_Type, &one, &max_memory, &max_key, &max_ttl, &max_seq))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(rows);
+    if (start < 0 || start > n) {
+        PyErr_SetString(PyExc_ValueError, "decode_rows: start out of range");
+        return NULL;
+    }
+    if (PyTuple_GET_SIZE(fields) != ENTRY_FIELDS) {
+        PyErr_SetString(PyExc_ValueError, "decode_rows: fields must name the entry's 15 slots");
+        return NULL;
+    }
+    Py_ssize_t off[ENTRY_FIELDS];
+    for (int i = 0; i < ENTRY_FIELDS; i++) {
+        PyObject *name = PyTuple_GET_ITEM(fields, i);
+        if (!PyUnicode_Check(name) || !(off[i] = slot_offset(type, name))) {
+            PyErr_SetString(PyExc_TypeError,
+                            "decode_rows: entry_type has no object slot for a field");
+            return NULL;
+        }
+    }
+    if (!(type->tp_flags & Py_TPFLAGS_HAVE_GC) || type->tp_itemsize != 0) {
+        PyErr_SetString(PyExc_TypeError, "decode_rows: entry_type is not a slots class");
+        return NULL;
+    }
+    Py_INCREF(type);
+    Py_ssize_t i = start;
+    for (; i < PyList_GET_SIZE(rows); i++) {
+        PyObject *row = Py_NewRef(PyList_GET_ITEM(rows, i));
+        PyObject *pair = decode_one(row, type, off, categories, tags_of, namespace_of,
+                                    json_object, one, max_memory, max_key, max_ttl, max_seq);
+        Py_DECREF(row);
+        if (!pair) {
+            if (PyErr_Occurred()) {
+                Py_DECREF(type);
+                return NULL;
+            }
+            break;
+        }
+        int rc = PyList_Append(out, pair);
+        Py_DECREF(pair);
+        if (rc < 0) {
+            Py_DECREF(type);
+            return NULL;
+        }
+    }
+    Py_DECREF(type);
+    return PyLong_FromSsize_t(i);
+}
+
+
+/* ------------------------------------------------------------------ restoring groups */
+
+PyDoc_STRVAR(group_texts_doc,
+"group_texts(texts) -> (groups, gids)\n\n"
+"The group map of a list of str: groups = {text: group number}, numbered 0, 1, ... by\n"
+"first appearance (its keys in that order), and gids the bytes of an int64 array giving\n"
+"each text's group number: one dict probe per text (what dict(zip(texts, range(n)))\n"
+"then an update of every value cost). A list item that is not an exact str raises\n"
+"TypeError. O(len(texts)).");
+
+static PyObject *
+group_texts(PyObject *self, PyObject *texts)
+{
+    if (!PyList_CheckExact(texts)) {
+        PyErr_SetString(PyExc_TypeError, "group_texts: texts must be a list");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(texts);
+    PyObject *gids = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(int64_t));
+    PyObject *groups = PyDict_New();
+    if (!gids || !groups) goto error;
+    int64_t *out = (int64_t *)PyBytes_AS_STRING(gids);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(texts) && i < n; i++) {
+        PyObject *text = PyList_GET_ITEM(texts, i);
+        if (!PyUnicode_CheckExact(text)) {
+            PyErr_SetString(PyExc_TypeError, "group_texts: a text is not a str");
+            goto error;
+        }
+        Py_ssize_t next = PyDict_GET_SIZE(groups);
+        PyObject *number = PyLong_FromSsize_t(next);
+        if (!number) goto error;
+        PyObject *have = PyDict_SetDefault(groups, text, number); /* borrowed */
+        if (have) out[i] = have == number ? (int64_t)next : (int64_t)PyLong_AsSsize_t(have);
+        Py_DECREF(number);
+        if (!have) goto error;
+    }
+    if (PyList_GET_SIZE(texts) != n) { /* a text's __eq__ changed the list: refuse */
+        PyErr_SetString(PyExc_RuntimeError, "group_texts: the list changed");
+        goto error;
+    }
+    PyObject *pair = PyTuple_Pack(2, groups, gids);
+    Py_DECREF(groups);
+    Py_DECREF(gids);
+    return pair;
+error:
+    Py_XDECREF(groups);
+    Py_XDECREF(gids);
+    return NULL;
+}
+
 /* ------------------------------------------------------------------ module */
 
 PyDoc_STRVAR(iso_utc_doc,
@@ -3732,6 +3997,8 @@ static PyMethodDef methods[] = {
     {"iso_utc", iso_utc, METH_O, iso_utc_doc},
     {"rows_setup", rows_setup, METH_VARARGS, rows_setup_doc},
     {"encode_rows", encode_rows, METH_O, encode_rows_doc},
+    {"decode_rows", decode_rows, METH_VARARGS, decode_rows_doc},
+    {"group_texts", group_texts, METH_O, group_texts_doc},
     {"cache_entries", cache_entries, METH_O, cache_entries_doc},
     {"visit_heap", visit_heap, METH_VARARGS, visit_heap_doc},
     {"visit_pop", visit_pop, METH_VARARGS, visit_pop_doc},

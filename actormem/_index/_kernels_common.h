@@ -8,6 +8,80 @@
 #define ACTORMEM_KERNELS_COMMON_H
 
 #include <stdint.h>
+#include <string.h>
+#include <structmember.h>
+
+/* The offset of `type`'s object slot `name` (a member descriptor of T_OBJECT_EX, not
+ * read-restricted, inside the instance), or 0 (no such slot; no error set). */
+static inline Py_ssize_t
+slot_offset(PyTypeObject *type, PyObject *name)
+{
+    PyObject *d = PyObject_GetAttr((PyObject *)type, name);
+    Py_ssize_t off = 0;
+    if (!d) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (Py_IS_TYPE(d, &PyMemberDescr_Type)) {
+        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+        if (m->type == T_OBJECT_EX && !(m->flags & READ_RESTRICTED) && m->offset > 0 &&
+            m->offset + (Py_ssize_t)sizeof(PyObject *) <= type->tp_basicsize) {
+            off = m->offset;
+        }
+    }
+    Py_DECREF(d);
+    return off;
+}
+
+/* The fields of 'YYYY-MM-DDTHH:MM:SS[.ffffff]+00:00' at `p` (`n` bytes) into `f`
+ * (year, month, day, hour, minute, second, microsecond): 1, or 0 for any other text
+ * (other lengths, offsets, separators or digits). The ranges are left to the datetime
+ * constructor. O(1). */
+static inline int
+utc_fields(const char *p, Py_ssize_t n, int f[7])
+{
+    static const char pattern[] = "dddd-dd-ddTdd:dd:dd.dddddd";
+    if (n != 25 && n != 32) return 0;
+    Py_ssize_t body = n - 6;
+    for (Py_ssize_t i = 0; i < body; i++) {
+        char c = pattern[i];
+        if (c == 'd' ? (p[i] < '0' || p[i] > '9') : p[i] != c) return 0;
+    }
+    if (memcmp(p + body, "+00:00", 6) != 0) return 0;
+    f[0] = 0;
+    for (int i = 0; i < 4; i++) f[0] = f[0] * 10 + (p[i] - '0');
+    f[1] = (p[5] - '0') * 10 + (p[6] - '0');
+    f[2] = (p[8] - '0') * 10 + (p[9] - '0');
+    f[3] = (p[11] - '0') * 10 + (p[12] - '0');
+    f[4] = (p[14] - '0') * 10 + (p[15] - '0');
+    f[5] = (p[17] - '0') * 10 + (p[18] - '0');
+    f[6] = 0;
+    if (n == 32) {
+        for (int i = 20; i < 26; i++) f[6] = f[6] * 10 + (p[i] - '0');
+    }
+    return 1;
+}
+
+/* The canonical UUID text at `p` (36 bytes: '-' at 8, 13, 18, 23, lower-case hex digits
+ * elsewhere, what f"{ident:032x}" round-trips) as its 32 digits and a NUL in `hex`: 1,
+ * or 0 for anything else. O(1). */
+static inline int
+uuid_digits(const char *p, Py_ssize_t n, char hex[33])
+{
+    if (n != 36) return 0;
+    int h = 0;
+    for (int i = 0; i < 36; i++) {
+        char c = p[i];
+        if (i == 8 || i == 13 || i == 18 || i == 23) {
+            if (c != '-') return 0;
+            continue;
+        }
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return 0;
+        hex[h++] = c;
+    }
+    hex[32] = '\0';
+    return 1;
+}
 
 /* Element kinds: int32, uint8, uint16, int64, uint64, float64, bool (bytes or bool),
  * term frequencies (uint8 or int32). */

@@ -56,6 +56,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .._entry import (
+    _ENTRY_FIELDS,
     MAX_KEY_CHARS,
     MAX_MEMORY_CHARS,
     MAX_TTL,
@@ -559,6 +560,34 @@ def read_validated(path: str) -> list[tuple[int, MemoryEntry]]:
 #: Rows fetched and decoded at a time when a file is read.
 _FETCH_ROWS = 16384
 
+#: ``read_file`` reads the rows through the compiled reader (``_crows.c``: its own
+#: read-only connection, each row decoded from SQLite's column values as
+#: :func:`_decode_checked` decodes a fetched one, with no row tuple and no object for a
+#: column that becomes none); at the first row it declines, or an SQLite error, the
+#: file is read again as before. False, or where the module is not built (no
+#: ``sqlite3.h``, or ``ACTORMEM_PURE_PYTHON=1``): ``fetchmany`` and
+#: :func:`decode_rows`, the path before it (the same entries; ``tests/test_decode_c.py``).
+_C_ROWS = True
+try:
+    from . import _crows  # type: ignore[attr-defined]
+except ImportError:  # not built: the Python path
+    _crows = None
+if kernels._PURE:
+    _crows = None
+
+
+def _read_rows_c(uri: str) -> list[tuple[int, MemoryEntry]] | None:
+    """Every entry of the file at ``uri`` through the compiled reader, or None (not
+    built, switched off, or a row or an error it leaves to the Python path). O(file
+    size)."""
+    if not _C_ROWS or _crows is None:
+        return None
+    entries: list[tuple[int, MemoryEntry]] | None = _crows.read_entries(
+        uri, SELECT_ENTRIES, MemoryEntry, _ENTRY_FIELDS, _CATEGORY_VALUES, _tags_of,
+        _namespace_of, _json_object, 1.0, MAX_MEMORY_CHARS, MAX_KEY_CHARS, MAX_TTL, MAX_SEQ,
+    )  # fmt: skip
+    return entries
+
 
 def read_file(
     path: str, *, image: bool = True
@@ -578,8 +607,9 @@ def read_file(
         StorageError: See :func:`check_schema` and :func:`decode_row`; also any SQLite
             error, with its reason.
     """
+    uri = read_only_uri(path)
     try:
-        conn = sqlite3.connect(read_only_uri(path), uri=True, isolation_level=None)
+        conn = sqlite3.connect(uri, uri=True, isolation_level=None)
     except sqlite3.Error as exc:
         raise StorageError(path, f"cannot open read-only: {sqlite_reason(exc)}") from exc
     try:
@@ -587,14 +617,18 @@ def read_file(
         with gc_paused():  # every object built here lives on: nothing for it to find
             # Decoded a batch of rows at a time: the rows of the whole file never exist
             # at once beside their entries (about a third of the peak memory at 1M).
-            cursor = conn.execute(SELECT_ENTRIES_V1 if version == 1 else SELECT_ENTRIES)
-            entries: list[tuple[int, MemoryEntry]] = []
-            while rows := cursor.fetchmany(_FETCH_ROWS):
-                if version == 1:
-                    padding = (None, None, None, None, None)
-                    rows = [row + padding for row in rows]
-                entries += decode_rows(path, rows)
-            del rows
+            read = _read_rows_c(uri) if version >= 2 else None
+            if read is not None:
+                entries = read
+            else:
+                cursor = conn.execute(SELECT_ENTRIES_V1 if version == 1 else SELECT_ENTRIES)
+                entries = []
+                while rows := cursor.fetchmany(_FETCH_ROWS):
+                    if version == 1:
+                        padding = (None, None, None, None, None)
+                        rows = [row + padding for row in rows]
+                    entries += decode_rows(path, rows)
+                del rows
             parts = _read_image(conn) if image and version >= 4 else None
     except sqlite3.Error as exc:
         raise StorageError(path, sqlite_reason(exc)) from exc
@@ -803,6 +837,8 @@ def _time(value: Any) -> datetime:
 #: A category by its stored value: a dict lookup, where ``MemoryCategory(value)`` (the
 #: fallback, which raises for a bad value) costs ~1 µs a row in the enum's Python code.
 _CATEGORIES: dict[object, MemoryCategory] = {c.value: c for c in MemoryCategory}
+#: The same, for the compiled reader (whose keys must be str).
+_CATEGORY_VALUES: dict[str, MemoryCategory] = {c.value: c for c in MemoryCategory}
 
 
 def decode_row(path: str, row: tuple[Any, ...]) -> tuple[int, MemoryEntry]:
@@ -946,6 +982,38 @@ def _decode_checked(row: tuple[Any, ...]) -> tuple[int, MemoryEntry]:
     return seq, entry
 
 
+#: ``decode_rows`` decodes the rows in the writer's form in C (the core's
+#: ``decode_rows``: the same checks as :func:`_decode_checked`, the entry's slots set
+#: directly; a row it declines goes through :func:`_decode_checked`, then
+#: :func:`decode_row`, as before). False, or without the core: the Python loop, the
+#: path before it (the same entries; ``tests/test_decode_c.py`` compares both).
+_C_DECODE = True
+_decode_rows_c: Callable[..., int] | None = getattr(kernels._wo, "decode_rows", None)
+
+
+def _decode_rows_in_c(
+    path: str, rows: list[tuple[Any, ...]], out: list[tuple[int, MemoryEntry]]
+) -> None:
+    """Append :func:`decode_row` of every row of ``rows`` to ``out`` through the core's
+    ``decode_rows``, each declined row in Python. O(total size)."""
+    assert _decode_rows_c is not None
+    if type(rows) is not list or type(out) is not list:
+        raise TypeError("decode_rows: rows and out must be lists")
+    at, n = 0, len(rows)
+    while at < n:
+        at = _decode_rows_c(
+            rows, at, out, MemoryEntry, _ENTRY_FIELDS, _CATEGORIES, _tags_of, _namespace_of,
+            _json_object, 1.0, MAX_MEMORY_CHARS, MAX_KEY_CHARS, MAX_TTL, MAX_SEQ,
+        )  # fmt: skip
+        if at < n:
+            row = rows[at]
+            try:
+                out.append(_decode_checked(row))
+            except Exception:  # declined, or invalid: decode_row decides
+                out.append(decode_row(path, row))
+            at += 1
+
+
 def decode_rows(path: str, rows: list[tuple[Any, ...]]) -> list[tuple[int, MemoryEntry]]:
     """:func:`decode_row` of every row, in order, several times faster: a row in the
     writer's own form (canonical UUID text, times at ``+00:00``, ...) is checked field
@@ -958,6 +1026,9 @@ def decode_rows(path: str, rows: list[tuple[Any, ...]]) -> list[tuple[int, Memor
         StorageError: As :func:`decode_row`, for the first invalid row.
     """
     out: list[tuple[int, MemoryEntry]] = []
+    if _C_DECODE and _decode_rows_c is not None and type(rows) is list:
+        _decode_rows_in_c(path, rows, out)
+        return out
     append = out.append
     fast = _decode_checked
     for row in rows:

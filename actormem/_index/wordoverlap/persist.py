@@ -40,6 +40,12 @@ __all__ = ["dump", "handles", "restore"]
 
 KIND = "word-overlap"
 
+#: ``restore`` builds the group map and each record's group number with the core's
+#: ``group_texts`` (one dict probe per text, numbered by first appearance); False, or
+#: without the core: ``dict(zip(texts, range(n)))`` and, when texts repeat, an update of
+#: every value, the path before it (the same map; ``tests/test_decode_c.py``).
+_C_GROUPS = True
+
 _MEMORY = attrgetter("entry.memory")
 _RELEVANCE = attrgetter("entry.relevance")
 _SEQ = attrgetter("seq")
@@ -134,9 +140,17 @@ def restore(
     assert index._e.n == 0, "restore into a new index"
     texts = list(map(_MEMORY, records))
     count = len(texts)
-    # One dict build when every text is distinct (its value is then the group number);
-    # its keys are the distinct texts in order of first appearance either way.
-    gmap = dict(zip(texts, range(count), strict=True))
+    mod = ccore.core() if _C_GROUPS else None
+    gids_c: np.ndarray[Any, Any] | None = None
+    if mod is not None and set(map(type, texts)) <= {str}:
+        # The group map numbered by first appearance, and each record's number, in one
+        # probe per text.
+        gmap, raw_gids = mod.group_texts(texts)
+        gids_c = np.frombuffer(raw_gids, np.int64)
+    else:
+        # One dict build when every text is distinct (its value is then the group
+        # number); its keys are the distinct texts in order of first appearance either way.
+        gmap = dict(zip(texts, range(count), strict=True))
     size = len(gmap)
     canon = texts if size == count else list(gmap)
     _, arrays = persist.unpack(parts, _expect(records, canon))
@@ -167,19 +181,24 @@ def restore(
         e.maxrel[:size] = rel
         e.minseq[:size] = seqs
     else:
-        # gmap's values are each group's last record: those get their group number by
-        # position, the other records (as many as there are duplicates) by lookup.
-        lasts = np.fromiter(gmap.values(), np.int64, size)
-        gmap.update(zip(canon, range(size), strict=True))  # no resize, unlike a new dict
+        if gids_c is not None:
+            gids = gids_c
+        else:
+            # gmap's values are each group's last record: those get their group number
+            # by position, the other records (as many as there are duplicates) by lookup.
+            lasts = np.fromiter(gmap.values(), np.int64, size)
+            gmap.update(zip(canon, range(size), strict=True))  # no resize, unlike a new dict
+            gids = np.empty(count, np.int64)
+            gids[lasts] = np.arange(size, dtype=np.int64)
+            is_last = np.zeros(count, bool)
+            is_last[lasts] = True
+            others = np.flatnonzero(~is_last)
+            gids[others] = np.fromiter(
+                map(gmap.__getitem__, map(texts.__getitem__, others.tolist())),
+                np.int64,
+                len(others),
+            )
         e.groups = gmap
-        gids = np.empty(count, np.int64)
-        gids[lasts] = np.arange(size, dtype=np.int64)
-        is_last = np.zeros(count, bool)
-        is_last[lasts] = True
-        others = np.flatnonzero(~is_last)
-        gids[others] = np.fromiter(
-            map(gmap.__getitem__, map(texts.__getitem__, others.tolist())), np.int64, len(others)
-        )
         # Groups are numbered by first appearance: a record opens its group iff its
         # number exceeds every earlier one.
         first = np.ones(count, bool)
