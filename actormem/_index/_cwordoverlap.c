@@ -2116,6 +2116,80 @@ done:
     return result;
 }
 
+PyDoc_STRVAR(lists_of_ids_doc,
+"lists_of_ids(ids, start, stop, byid, items, post, lists, lens) -> int\n\n"
+"The posting lists of the token ids ids[start:stop] (a list of ints; stop clamped to\n"
+"its length) appended to lists, their lengths to lens, in order; returns the sum of\n"
+"those lengths. A token's list is byid[id] when id < len(byid) and that is not None,\n"
+"else post[items[id]] (ids missing from items or post skipped); empty lists and empty\n"
+"items are skipped (the same as filter(None, map(post.get, filter(None,\n"
+"map(items.get, ids))))). O(stop - start): per id a list slot and the array's size,\n"
+"or two dict lookups without a slot.");
+
+static PyObject *
+lists_of_ids(PyObject *self, PyObject *args)
+{
+    PyObject *ids, *byid, *items, *post, *lists, *lens;
+    Py_ssize_t start, stop;
+    if (!PyArg_ParseTuple(args, "O!nnO!O!O!O!O!", &PyList_Type, &ids, &start, &stop,
+                          &PyList_Type, &byid, &PyDict_Type, &items, &PyDict_Type, &post,
+                          &PyList_Type, &lists, &PyList_Type, &lens)) {
+        return NULL;
+    }
+    if (lists == ids || lens == ids || lists == byid || lens == byid) {
+        PyErr_SetString(PyExc_ValueError, "lists and lens must be other lists");
+        return NULL;
+    }
+    if (start < 0) start = 0;
+    long long total = 0;
+    /* Sizes re-read each time: no Python code runs here, but appends may reallocate. */
+    for (Py_ssize_t k = start; k < stop && k < PyList_GET_SIZE(ids); k++) {
+        PyObject *id = PyList_GET_ITEM(ids, k);
+        PyObject *lst = NULL;
+        if (PyLong_CheckExact(id)) {
+            Py_ssize_t i = PyLong_AsSsize_t(id);
+            if (i == -1 && PyErr_Occurred()) {
+                PyErr_Clear(); /* out of range: not a slot; looked up below */
+            } else if (i >= 0 && i < PyList_GET_SIZE(byid)) {
+                lst = PyList_GET_ITEM(byid, i);
+                if (lst == Py_None) lst = NULL;
+            }
+        }
+        if (!lst) {
+            PyObject *item = PyDict_GetItemWithError(items, id);
+            if (!item) {
+                if (PyErr_Occurred()) return NULL;
+                continue;
+            }
+            if (!PyUnicode_CheckExact(item)) {
+                PyErr_SetString(PyExc_TypeError, "vocabulary items must be str");
+                return NULL;
+            }
+            if (PyUnicode_GET_LENGTH(item) == 0) continue;
+            lst = PyDict_GetItemWithError(post, item);
+            if (!lst) {
+                if (PyErr_Occurred()) return NULL;
+                continue;
+            }
+        }
+        if (Py_TYPE(lst) != (PyTypeObject *)array_type) {
+            PyErr_SetString(PyExc_TypeError, "posting lists must be array('i')");
+            return NULL;
+        }
+        Py_ssize_t len = Py_SIZE(lst);
+        if (len == 0) continue;
+        PyObject *n_obj = PyLong_FromSsize_t(len);
+        if (!n_obj) return NULL;
+        if (PyList_Append(lists, lst) < 0 || PyList_Append(lens, n_obj) < 0) {
+            Py_DECREF(n_obj);
+            return NULL;
+        }
+        Py_DECREF(n_obj);
+        total += len;
+    }
+    return PyLong_FromLongLong(total);
+}
+
 PyDoc_STRVAR(bits_from_masks_doc,
 "bits_from_masks(masks, bit, lo, hi, bits) -> int\n\n"
 "Set bit g of the bitset bits (uint64) for each g in lo..hi whose short-word mask\n"
@@ -3488,6 +3562,7 @@ static PyMethodDef methods[] = {
     {"bits_set", bits_set, METH_VARARGS, bits_set_doc},
     {"bits_join", bits_join, METH_VARARGS, bits_join_doc},
     {"bits_join_slice", bits_join_slice, METH_VARARGS, bits_join_slice_doc},
+    {"lists_of_ids", lists_of_ids, METH_VARARGS, lists_of_ids_doc},
     {"bits_from_masks", bits_from_masks, METH_VARARGS, bits_from_masks_doc},
     {"bits_rows_from_masks", bits_rows_from_masks, METH_VARARGS, bits_rows_from_masks_doc},
     {"add_text_known", add_text_known, METH_VARARGS, add_text_known_doc},

@@ -715,6 +715,48 @@ def bits_join(lists: list[array[int]], n: int, bits: np.ndarray[Any, Any]) -> No
     _module().bits_join(lists, n, bits)
 
 
+def lists_of_ids(
+    ids: list[int],
+    start: int,
+    stop: int,
+    byid: list[array[int] | None],
+    items: dict[int, str],
+    post: dict[str, array[int]],
+    lists: list[array[int]],
+    lens: list[int],
+) -> int:
+    """The posting lists of the tokens ``ids[start:stop]`` (vocabulary ids; ``stop``
+    clamped to ``len(ids)``) appended to ``lists`` and their lengths to ``lens``, in
+    order; returns the sum of those lengths. A token's list is ``byid[id]`` (the owner's
+    :attr:`~.numbering._Numbering.byid`) where that slot exists and is not None, else
+    ``post[items[id]]``; ids without one, and empty lists, are skipped: the same lists
+    as ``filter(None, map(post.get, filter(None, map(items.get, ids[start:stop]))))``
+    when every slot agrees with the dicts. O(stop - start).
+
+    Raises:
+        TypeError, ValueError: An argument of the wrong type, an item that is not a
+            ``str``, a list that is not an ``array``, or ``lists``/``lens`` that are
+            ``ids`` or ``byid``.
+    """
+    for name, value, kind in (
+        ("ids", ids, list),
+        ("byid", byid, list),
+        ("items", items, dict),
+        ("post", post, dict),
+        ("lists", lists, list),
+        ("lens", lens, list),
+    ):
+        if type(value) is not kind:
+            raise TypeError(f"{name} must be a {kind.__name__}")
+    _need(type(start) is int and type(stop) is int, "start, stop must be ints")
+    _need(
+        lists is not lens and all(x is not y for x in (lists, lens) for y in (ids, byid)),
+        "lists and lens must be two other lists",
+    )
+    total: int = _module().lists_of_ids(ids, start, stop, byid, items, post, lists, lens)
+    return total
+
+
 def bits_join_slice(
     lst: array[int], start: int, stop: int, n: int, bits: np.ndarray[Any, Any]
 ) -> None:
