@@ -56,6 +56,7 @@ def reference(
     ids=st.lists(st.integers(-2, 14), max_size=20),
     start=st.integers(-3, 22),
     stop=st.integers(-3, 25),
+    ahead=st.sampled_from([0, 1, 3, 16, 40]),
 )
 def test_lists_of_ids_as_the_dicts(
     sizes: list[int],
@@ -65,6 +66,7 @@ def test_lists_of_ids_as_the_dicts(
     ids: list[int],
     start: int,
     stop: int,
+    ahead: int,
 ) -> None:
     items = {i: f"t{i}" for i in range(len(sizes)) if i not in gone}
     if empty_item in items:
@@ -79,7 +81,12 @@ def test_lists_of_ids_as_the_dicts(
         byid.append(found if kind == "list" and i < len(sizes) else None)
     lists: list[Any] = [array("i", [7])]  # appended to, not replaced
     lens: list[int] = [1]
-    total = ccore.lists_of_ids(ids, start, stop, byid, items, post, lists, lens)
+    saved = wo_knobs._PREFETCH
+    wo_knobs._PREFETCH = ahead  # prefetching ahead reads nothing it does not use
+    try:
+        total = ccore.lists_of_ids(ids, start, stop, byid, items, post, lists, lens)
+    finally:
+        wo_knobs._PREFETCH = saved
     want = reference(ids, max(0, start), max(0, stop), items, post)  # no negative index
     assert lists[1:] == want
     assert all(a is b for a, b in zip(lists[1:], want, strict=True))
@@ -87,6 +94,49 @@ def test_lists_of_ids_as_the_dicts(
     assert total == sum(lens[1:])
     assert lists[0] == array("i", [7])
     assert lens[0] == 1
+
+
+@settings(max_examples=examples(150), deadline=None)
+@given(
+    lists=st.lists(st.lists(st.integers(-3, 200), max_size=40), max_size=30),
+    n=st.integers(0, 190),
+    ahead=st.sampled_from([1, 2, 5, 16, 99]),
+)
+def test_bits_join_ahead_as_without(lists: list[list[int]], n: int, ahead: int) -> None:
+    arrays = [array("i", lst) for lst in lists]
+    got = {}
+    for k in (0, ahead):
+        bits = np.zeros(ccore.words_of(n) + 1, np.uint64)
+        saved = wo_knobs._PREFETCH
+        wo_knobs._PREFETCH = k
+        try:
+            ccore.bits_join(arrays, n, bits)
+        finally:
+            wo_knobs._PREFETCH = saved
+        got[k] = bits
+    want = np.zeros(ccore.words_of(n) + 1, np.uint64)
+    for g in {g for lst in lists for g in lst if 0 <= g < n}:
+        want[g >> 6] |= np.uint64(1) << np.uint64(g & 63)
+    assert np.array_equal(got[0], want)
+    assert np.array_equal(got[ahead], want)
+    for a in arrays:  # no buffer left held: each can grow
+        a.append(0)
+
+
+def test_bits_join_ahead_releases_on_a_bad_list() -> None:
+    good = [array("i", [1, 2]) for _ in range(5)]
+    bits = np.zeros(1, np.uint64)
+    saved = wo_knobs._PREFETCH
+    wo_knobs._PREFETCH = 4
+    try:
+        with pytest.raises((TypeError, ValueError)):
+            ccore.bits_join([*good, array("q", [1])], 64, bits)
+        with pytest.raises((TypeError, ValueError)):  # past the wrapper's check, into C
+            ccore._module().bits_join([*good, array("q", [1]), *good], 64, bits, 4)
+    finally:
+        wo_knobs._PREFETCH = saved
+    for a in good:  # every buffer taken was released
+        a.append(3)
 
 
 def test_lists_of_ids_refuses_bad_arguments() -> None:

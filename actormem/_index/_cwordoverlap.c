@@ -2044,16 +2044,17 @@ done:
 }
 
 PyDoc_STRVAR(bits_join_doc,
-"bits_join(lists, n, bits) -> None\n\n"
+"bits_join(lists, n, bits, ahead=0) -> None\n\n"
 "Set bit g of the bitset bits (uint64, at least ceil(n / 64) words) for every group\n"
-"number 0 <= g < n of the posting lists (array('i') each). O(total postings).");
+"number 0 <= g < n of the posting lists (array('i') each); with ahead > 0 (at most 16\n"
+"used) the next lists' buffers are held and prefetched meanwhile. O(total postings).");
 
 static PyObject *
 bits_join(PyObject *self, PyObject *args)
 {
     PyObject *lists, *o_b;
-    Py_ssize_t n;
-    if (!PyArg_ParseTuple(args, "O!nO", &PyList_Type, &lists, &n, &o_b)) return NULL;
+    Py_ssize_t n, ahead = 0;
+    if (!PyArg_ParseTuple(args, "O!nO|n", &PyList_Type, &lists, &n, &o_b, &ahead)) return NULL;
     Py_buffer bb;
     if (get(o_b, &bb, K_U64, 1, "bits") < 0) return NULL;
     PyObject *result = NULL;
@@ -2061,16 +2062,35 @@ bits_join(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "n out of range");
         goto done;
     }
-    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(lists); j++) {
-        Py_buffer lst;
-        if (get(PyList_GET_ITEM(lists, j), &lst, K_I32, 0, "posting list") < 0) goto done;
-        const int32_t *g = lst.buf;
+    /* With `ahead`, the buffers of the next `ahead` lists are held and their first
+     * lines prefetched while a list is joined (short lists: a miss each otherwise).
+     * No Python code runs here, so no list is resized while its buffer is held. */
+    enum { RING = 17 };
+    if (ahead < 0) ahead = 0;
+    if (ahead > RING - 1) ahead = RING - 1;
+    Py_buffer ring[RING];
+    Py_ssize_t nl = PyList_GET_SIZE(lists), got = 0;
+    for (Py_ssize_t j = 0; j < nl; j++) {
+        while (got < nl && got <= j + ahead) {
+            Py_buffer *next = &ring[got % RING];
+            if (get(PyList_GET_ITEM(lists, got), next, K_I32, 0, "posting list") < 0) {
+                for (Py_ssize_t h = j; h < got; h++) PyBuffer_Release(&ring[h % RING]);
+                goto done;
+            }
+            if (ahead) {
+                __builtin_prefetch(next->buf);
+                __builtin_prefetch((const char *)next->buf + 64);
+            }
+            got++;
+        }
+        Py_buffer *lst = &ring[j % RING];
+        const int32_t *g = lst->buf;
         uint64_t *b = bb.buf;
-        for (Py_ssize_t i = 0; i < LEN(lst); i++) {
+        for (Py_ssize_t i = 0; i < LEN(*lst); i++) {
             int32_t num = g[i];
             if (num >= 0 && num < n) b[num >> 6] |= (uint64_t)1 << (num & 63);
         }
-        PyBuffer_Release(&lst);
+        PyBuffer_Release(lst);
     }
     result = Py_NewRef(Py_None);
 done:
@@ -2117,23 +2137,24 @@ done:
 }
 
 PyDoc_STRVAR(lists_of_ids_doc,
-"lists_of_ids(ids, start, stop, byid, items, post, lists, lens) -> int\n\n"
+"lists_of_ids(ids, start, stop, byid, items, post, lists, lens, ahead=0) -> int\n\n"
 "The posting lists of the token ids ids[start:stop] (a list of ints; stop clamped to\n"
 "its length) appended to lists, their lengths to lens, in order; returns the sum of\n"
 "those lengths. A token's list is byid[id] when id < len(byid) and that is not None,\n"
 "else post[items[id]] (ids missing from items or post skipped); empty lists and empty\n"
 "items are skipped (the same as filter(None, map(post.get, filter(None,\n"
 "map(items.get, ids))))). O(stop - start): per id a list slot and the array's size,\n"
-"or two dict lookups without a slot.");
+"or two dict lookups without a slot. With ahead > 0 the ids, slots and arrays that\n"
+"many ids ahead are prefetched (three stages).");
 
 static PyObject *
 lists_of_ids(PyObject *self, PyObject *args)
 {
     PyObject *ids, *byid, *items, *post, *lists, *lens;
-    Py_ssize_t start, stop;
-    if (!PyArg_ParseTuple(args, "O!nnO!O!O!O!O!", &PyList_Type, &ids, &start, &stop,
+    Py_ssize_t start, stop, ahead = 0;
+    if (!PyArg_ParseTuple(args, "O!nnO!O!O!O!O!|n", &PyList_Type, &ids, &start, &stop,
                           &PyList_Type, &byid, &PyDict_Type, &items, &PyDict_Type, &post,
-                          &PyList_Type, &lists, &PyList_Type, &lens)) {
+                          &PyList_Type, &lists, &PyList_Type, &lens, &ahead)) {
         return NULL;
     }
     if (lists == ids || lens == ids || lists == byid || lens == byid) {
@@ -2146,6 +2167,27 @@ lists_of_ids(PyObject *self, PyObject *args)
     for (Py_ssize_t k = start; k < stop && k < PyList_GET_SIZE(ids); k++) {
         PyObject *id = PyList_GET_ITEM(ids, k);
         PyObject *lst = NULL;
+        if (ahead > 0) {
+            /* Three stages ahead: the id's int object, its slot, the slot's array. */
+            Py_ssize_t size = PyList_GET_SIZE(ids), nslots = PyList_GET_SIZE(byid);
+            if (k + 3 * ahead < size) __builtin_prefetch(PyList_GET_ITEM(ids, k + 3 * ahead));
+            if (k + 2 * ahead < size) {
+                PyObject *o = PyList_GET_ITEM(ids, k + 2 * ahead);
+                if (PyLong_CheckExact(o)) {
+                    Py_ssize_t i = PyLong_AsSsize_t(o);
+                    if (i == -1 && PyErr_Occurred()) PyErr_Clear();
+                    if (i >= 0 && i < nslots) __builtin_prefetch(&PyList_GET_ITEM(byid, i));
+                }
+            }
+            if (k + ahead < size) {
+                PyObject *o = PyList_GET_ITEM(ids, k + ahead);
+                if (PyLong_CheckExact(o)) {
+                    Py_ssize_t i = PyLong_AsSsize_t(o);
+                    if (i == -1 && PyErr_Occurred()) PyErr_Clear();
+                    if (i >= 0 && i < nslots) __builtin_prefetch(PyList_GET_ITEM(byid, i));
+                }
+            }
+        }
         if (PyLong_CheckExact(id)) {
             Py_ssize_t i = PyLong_AsSsize_t(id);
             if (i == -1 && PyErr_Occurred()) {

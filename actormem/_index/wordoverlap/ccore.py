@@ -702,7 +702,8 @@ def bits_set(
 
 def bits_join(lists: list[array[int]], n: int, bits: np.ndarray[Any, Any]) -> None:
     """Set the bits of the group numbers ``g < n`` of the posting ``lists``
-    (``array('i')``) in ``bits`` (uint64, over at least ``n`` groups). O(postings).
+    (``array('i')``) in ``bits`` (uint64, over at least ``n`` groups); the next lists
+    prefetched ``knobs._PREFETCH`` ahead. O(postings).
 
     Raises:
         TypeError, ValueError: An argument of the wrong type or size.
@@ -712,7 +713,7 @@ def bits_join(lists: list[array[int]], n: int, bits: np.ndarray[Any, Any]) -> No
     _check_int_arrays(lists)
     _need(type(n) is int and n >= 0, "n must be an int >= 0")
     _bitset("bits", bits, n, writable=True)
-    _module().bits_join(lists, n, bits)
+    _module().bits_join(lists, n, bits, _prefetch())
 
 
 def lists_of_ids(
@@ -753,8 +754,16 @@ def lists_of_ids(
         lists is not lens and all(x is not y for x in (lists, lens) for y in (ids, byid)),
         "lists and lens must be two other lists",
     )
-    total: int = _module().lists_of_ids(ids, start, stop, byid, items, post, lists, lens)
+    total: int = _module().lists_of_ids(
+        ids, start, stop, byid, items, post, lists, lens, _prefetch()
+    )
     return total
+
+
+def _prefetch() -> int:
+    """How far ahead the joins prefetch (``knobs._PREFETCH``, 0 to 16). O(1)."""
+    ahead = knobs._PREFETCH
+    return min(16, ahead) if type(ahead) is int and ahead > 0 else 0
 
 
 def bits_join_slice(

@@ -202,6 +202,12 @@ _TOKEN_BITS_STEP = 1024
 #: dict and object misses). 8 bytes per token. False: not kept and not read, the path
 #: before it (the same lists in the same order).
 _LISTS_BY_ID = True
+#: ``ccore.lists_of_ids`` (``_LISTS_BY_ID``) prefetches the ids, slots and lists this
+#: many tokens ahead, and ``ccore.bits_join`` holds the buffers of this many next
+#: lists (at most 16) and prefetches their first lines: a common word's first set
+#: reads hundreds of short lists, each a few misses in a row otherwise (cold, ``play``'s
+#: lists read 581 -> ~220 us). 0: no prefetching, the path before it (the same sets).
+_PREFETCH = 8
 
 #: Retrieves of ``_BITS_MIN_WORDS`` query words or more over fewer groups than
 #: ``_BITS_MIN`` count with bytes (the path without ``ccore.BitPlanes``): a long query
@@ -251,6 +257,7 @@ _QUERY_KNOBS = (
     "_TOKEN_BITS",
     "_MEMO_KEEP_LEFT",
     "_LISTS_BY_ID",
+    "_PREFETCH",
 )
 
 #: The compiled add (``add_text_cached``, ``add_texts_cached``) serves a text that is not
