@@ -24,10 +24,11 @@ same for the dense sets added through carry-save blocks, the large sparse sets a
 bitsets with them, the counts read through the words' maxima, new sets' posting
 lists joined in batches of whole lists and the short words' sets read from the owner's
 rows of bits, mid-sized sets cached as bitsets and the carry-save pass's planes in
-registers, the ranking's order in C and the long posting lists' bitsets kept by the
-owner (``knobs._DENSE_CSA``, ``_SPARSE_AS_DENSE``, ``_WORD_MAXIMA``, ``_JOIN_LISTS``,
-``_SHORT_ROWS``, ``_JOIN_IN_PLACE``, ``_BITSET_FROM``, ``_CSA_REGS``, ``_VISIT_C``,
-``_TOKEN_BITS``)
+registers, the ranking's order in C, the long posting lists' bitsets kept by the
+owner, the lists read by token id and prefetched (``knobs._DENSE_CSA``,
+``_SPARSE_AS_DENSE``, ``_WORD_MAXIMA``, ``_JOIN_LISTS``, ``_SHORT_ROWS``,
+``_JOIN_IN_PLACE``, ``_BITSET_FROM``, ``_CSA_REGS``, ``_VISIT_C``, ``_TOKEN_BITS``,
+``_MEMO_KEEP_LEFT``, ``_LISTS_BY_ID``, ``_PREFETCH``: ``knobs._QUERY_KNOBS``)
 against the path before them (all 0: each dense set through every plane, every sparse
 set group by group, every plane read, lists joined in Python slices, short words' sets
 built from the masks, long lists' slices copied, mid-sized sets as group numbers, the

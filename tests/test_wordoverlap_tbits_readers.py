@@ -24,6 +24,8 @@ from actormem._index.scoring import drain
 from actormem._index.wordoverlap import knobs as wo_knobs
 from actormem._index.wordoverlap.matchsets import MatchFinder
 
+from . import readers_under_writes
+
 BASE = datetime(2024, 1, 1, tzinfo=UTC)
 WORDS = (
     "deploy deploys redeploy service services player display playful error errors "
@@ -86,53 +88,5 @@ def test_readers_or_the_owners_bitsets_under_writes(
             m.setattr(wo_knobs, "_TOKEN_BITS", 0)
             return [(s, r.seq) for s, r in drain(state.index.top_k_steps(view, q, 5, None))]  # type: ignore[attr-defined]
 
-    def finished(view: View, q: str, got: list[Any]) -> None:
-        assert [(s, r.seq) for s, r in got] == off(view, q), q
-
-    def step(key: int) -> bool:
-        """One step of a running retrieve; True (and checked, and removed) once it ends."""
-        nonlocal checked
-        view, q, gen = running[key]
-        try:
-            next(gen)
-        except StopIteration as stop:
-            finished(view, q, stop.value)
-            checked += 1
-            del running[key]
-            return True
-        return False
-
-    for _ in range(int(rng.integers(40, 120))):
-        state.store(entry())
-    state.publish()
-    running: dict[int, tuple[View, str, Any]] = {}
-    checked = 0
-    for turn in range(60):
-        if turn < 45 and rng.random() < 0.5:
-            view = state.view()
-            q = QUERIES[int(rng.integers(0, len(QUERIES)))]
-            running[turn] = (view, q, state.index.top_k_steps(view, q, 5, None))  # type: ignore[attr-defined]
-        for key in list(running):
-            view, q, gen = running[key]
-            if rng.random() < 0.05:
-                gen.close()  # abandoned mid-way
-                del running[key]
-                continue
-            for _ in range(int(rng.integers(1, 4))):
-                if step(key):
-                    break
-        for _ in range(int(rng.integers(0, 10))):
-            state.store(entry())
-        alive = [rec.entry.id for rec in state.view().records()]
-        for i in rng.permutation(len(alive))[: int(rng.integers(0, 1 + len(alive) // 4))]:
-            state.delete(alive[int(i)])
-        state.publish()
-        oldest = min([state.published, *(v.version for v, _, _ in running.values())])
-        state.vacuum(oldest)
-    while running:
-        for key in list(running):
-            step(key)
-    state.vacuum(state.published)
-    state._check()
-    assert checked
+    assert readers_under_writes.run(state, entry, QUERIES, rng, off)
     assert ored  # the bitsets were read

@@ -2045,16 +2045,17 @@ done:
 }
 
 PyDoc_STRVAR(bits_join_doc,
-"bits_join(lists, n, bits) -> None\n\n"
+"bits_join(lists, n, bits, ahead=0) -> None\n\n"
 "Set bit g of the bitset bits (uint64, at least ceil(n / 64) words) for every group\n"
-"number 0 <= g < n of the posting lists (array('i') each). O(total postings).");
+"number 0 <= g < n of the posting lists (array('i') each); with ahead > 0 (at most 16\n"
+"used) the next lists' buffers are held and prefetched meanwhile. O(total postings).");
 
 static PyObject *
 bits_join(PyObject *self, PyObject *args)
 {
     PyObject *lists, *o_b;
-    Py_ssize_t n;
-    if (!PyArg_ParseTuple(args, "O!nO", &PyList_Type, &lists, &n, &o_b)) return NULL;
+    Py_ssize_t n, ahead = 0;
+    if (!PyArg_ParseTuple(args, "O!nO|n", &PyList_Type, &lists, &n, &o_b, &ahead)) return NULL;
     Py_buffer bb;
     if (get(o_b, &bb, K_U64, 1, "bits") < 0) return NULL;
     PyObject *result = NULL;
@@ -2062,16 +2063,35 @@ bits_join(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "n out of range");
         goto done;
     }
-    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(lists); j++) {
-        Py_buffer lst;
-        if (get(PyList_GET_ITEM(lists, j), &lst, K_I32, 0, "posting list") < 0) goto done;
-        const int32_t *g = lst.buf;
+    /* With `ahead`, the buffers of the next `ahead` lists are held and their first
+     * lines prefetched while a list is joined (short lists: a miss each otherwise).
+     * No Python code runs here, so no list is resized while its buffer is held. */
+    enum { RING = 17 };
+    if (ahead < 0) ahead = 0;
+    if (ahead > RING - 1) ahead = RING - 1;
+    Py_buffer ring[RING];
+    Py_ssize_t nl = PyList_GET_SIZE(lists), got = 0;
+    for (Py_ssize_t j = 0; j < nl; j++) {
+        while (got < nl && got <= j + ahead) {
+            Py_buffer *next = &ring[got % RING];
+            if (get(PyList_GET_ITEM(lists, got), next, K_I32, 0, "posting list") < 0) {
+                for (Py_ssize_t h = j; h < got; h++) PyBuffer_Release(&ring[h % RING]);
+                goto done;
+            }
+            if (ahead) {
+                __builtin_prefetch(next->buf);
+                __builtin_prefetch((const char *)next->buf + 64);
+            }
+            got++;
+        }
+        Py_buffer *lst = &ring[j % RING];
+        const int32_t *g = lst->buf;
         uint64_t *b = bb.buf;
-        for (Py_ssize_t i = 0; i < LEN(lst); i++) {
+        for (Py_ssize_t i = 0; i < LEN(*lst); i++) {
             int32_t num = g[i];
             if (num >= 0 && num < n) b[num >> 6] |= (uint64_t)1 << (num & 63);
         }
-        PyBuffer_Release(&lst);
+        PyBuffer_Release(lst);
     }
     result = Py_NewRef(Py_None);
 done:
@@ -2115,6 +2135,102 @@ done:
     PyBuffer_Release(&bb);
     PyBuffer_Release(&lst);
     return result;
+}
+
+PyDoc_STRVAR(lists_of_ids_doc,
+"lists_of_ids(ids, start, stop, byid, items, post, lists, lens, ahead=0) -> int\n\n"
+"The posting lists of the token ids ids[start:stop] (a list of ints; stop clamped to\n"
+"its length) appended to lists, their lengths to lens, in order; returns the sum of\n"
+"those lengths. A token's list is byid[id] when id < len(byid) and that is not None,\n"
+"else post[items[id]] (ids missing from items or post skipped); empty lists and empty\n"
+"items are skipped (the same as filter(None, map(post.get, filter(None,\n"
+"map(items.get, ids))))). O(stop - start): per id a list slot and the array's size,\n"
+"or two dict lookups without a slot. With ahead > 0 the ids, slots and arrays that\n"
+"many ids ahead are prefetched (three stages).");
+
+static PyObject *
+lists_of_ids(PyObject *self, PyObject *args)
+{
+    PyObject *ids, *byid, *items, *post, *lists, *lens;
+    Py_ssize_t start, stop, ahead = 0;
+    if (!PyArg_ParseTuple(args, "O!nnO!O!O!O!O!|n", &PyList_Type, &ids, &start, &stop,
+                          &PyList_Type, &byid, &PyDict_Type, &items, &PyDict_Type, &post,
+                          &PyList_Type, &lists, &PyList_Type, &lens, &ahead)) {
+        return NULL;
+    }
+    if (lists == ids || lens == ids || lists == byid || lens == byid) {
+        PyErr_SetString(PyExc_ValueError, "lists and lens must be other lists");
+        return NULL;
+    }
+    if (start < 0) start = 0;
+    long long total = 0;
+    /* Sizes re-read each time: no Python code runs here, but appends may reallocate. */
+    for (Py_ssize_t k = start; k < stop && k < PyList_GET_SIZE(ids); k++) {
+        PyObject *id = PyList_GET_ITEM(ids, k);
+        PyObject *lst = NULL;
+        if (ahead > 0) {
+            /* Three stages ahead: the id's int object, its slot, the slot's array. */
+            Py_ssize_t size = PyList_GET_SIZE(ids), nslots = PyList_GET_SIZE(byid);
+            if (k + 3 * ahead < size) __builtin_prefetch(PyList_GET_ITEM(ids, k + 3 * ahead));
+            if (k + 2 * ahead < size) {
+                PyObject *o = PyList_GET_ITEM(ids, k + 2 * ahead);
+                if (PyLong_CheckExact(o)) {
+                    Py_ssize_t i = PyLong_AsSsize_t(o);
+                    if (i == -1 && PyErr_Occurred()) PyErr_Clear();
+                    if (i >= 0 && i < nslots) __builtin_prefetch(&PyList_GET_ITEM(byid, i));
+                }
+            }
+            if (k + ahead < size) {
+                PyObject *o = PyList_GET_ITEM(ids, k + ahead);
+                if (PyLong_CheckExact(o)) {
+                    Py_ssize_t i = PyLong_AsSsize_t(o);
+                    if (i == -1 && PyErr_Occurred()) PyErr_Clear();
+                    if (i >= 0 && i < nslots) __builtin_prefetch(PyList_GET_ITEM(byid, i));
+                }
+            }
+        }
+        if (PyLong_CheckExact(id)) {
+            Py_ssize_t i = PyLong_AsSsize_t(id);
+            if (i == -1 && PyErr_Occurred()) {
+                PyErr_Clear(); /* out of range: not a slot; looked up below */
+            } else if (i >= 0 && i < PyList_GET_SIZE(byid)) {
+                lst = PyList_GET_ITEM(byid, i);
+                if (lst == Py_None) lst = NULL;
+            }
+        }
+        if (!lst) {
+            PyObject *item = PyDict_GetItemWithError(items, id);
+            if (!item) {
+                if (PyErr_Occurred()) return NULL;
+                continue;
+            }
+            if (!PyUnicode_CheckExact(item)) {
+                PyErr_SetString(PyExc_TypeError, "vocabulary items must be str");
+                return NULL;
+            }
+            if (PyUnicode_GET_LENGTH(item) == 0) continue;
+            lst = PyDict_GetItemWithError(post, item);
+            if (!lst) {
+                if (PyErr_Occurred()) return NULL;
+                continue;
+            }
+        }
+        if (Py_TYPE(lst) != (PyTypeObject *)array_type) {
+            PyErr_SetString(PyExc_TypeError, "posting lists must be array('i')");
+            return NULL;
+        }
+        Py_ssize_t len = Py_SIZE(lst);
+        if (len == 0) continue;
+        PyObject *n_obj = PyLong_FromSsize_t(len);
+        if (!n_obj) return NULL;
+        if (PyList_Append(lists, lst) < 0 || PyList_Append(lens, n_obj) < 0) {
+            Py_DECREF(n_obj);
+            return NULL;
+        }
+        Py_DECREF(n_obj);
+        total += len;
+    }
+    return PyLong_FromLongLong(total);
 }
 
 PyDoc_STRVAR(bits_from_masks_doc,
@@ -3984,6 +4100,7 @@ static PyMethodDef methods[] = {
     {"bits_set", bits_set, METH_VARARGS, bits_set_doc},
     {"bits_join", bits_join, METH_VARARGS, bits_join_doc},
     {"bits_join_slice", bits_join_slice, METH_VARARGS, bits_join_slice_doc},
+    {"lists_of_ids", lists_of_ids, METH_VARARGS, lists_of_ids_doc},
     {"bits_from_masks", bits_from_masks, METH_VARARGS, bits_from_masks_doc},
     {"bits_rows_from_masks", bits_rows_from_masks, METH_VARARGS, bits_rows_from_masks_doc},
     {"add_text_known", add_text_known, METH_VARARGS, add_text_known_doc},

@@ -107,6 +107,11 @@ class SubstringVocab:
     def __len__(self) -> int:
         return len(self._items)
 
+    @property
+    def id_limit(self) -> int:
+        """One more than the largest id ever handed out (ids are never reused). O(1)."""
+        return self._next_id
+
     def id_of(self, item: str) -> int | None:
         """The id of ``item``, or ``None`` if it is not in the vocabulary. O(1)."""
         return self._ids.get(item)
@@ -333,6 +338,11 @@ class SubstringVocab:
     def item_of(self) -> Callable[[int], str | None]:
         """:meth:`item` as a bound C function (``dict.get``), for ``map``. O(1)."""
         return self._items.get
+
+    @property
+    def items(self) -> dict[int, str]:
+        """The items by id (the vocabulary's own dict: read it, never change it). O(1)."""
+        return self._items
 
     def item(self, iid: int) -> str | None:
         """The item with id ``iid``, or ``None`` if it was removed. O(1)."""

@@ -702,7 +702,8 @@ def bits_set(
 
 def bits_join(lists: list[array[int]], n: int, bits: np.ndarray[Any, Any]) -> None:
     """Set the bits of the group numbers ``g < n`` of the posting ``lists``
-    (``array('i')``) in ``bits`` (uint64, over at least ``n`` groups). O(postings).
+    (``array('i')``) in ``bits`` (uint64, over at least ``n`` groups); the next lists
+    prefetched ``knobs._PREFETCH`` ahead. O(postings).
 
     Raises:
         TypeError, ValueError: An argument of the wrong type or size.
@@ -712,7 +713,57 @@ def bits_join(lists: list[array[int]], n: int, bits: np.ndarray[Any, Any]) -> No
     _check_int_arrays(lists)
     _need(type(n) is int and n >= 0, "n must be an int >= 0")
     _bitset("bits", bits, n, writable=True)
-    _module().bits_join(lists, n, bits)
+    _module().bits_join(lists, n, bits, _prefetch())
+
+
+def lists_of_ids(
+    ids: list[int],
+    start: int,
+    stop: int,
+    byid: list[array[int] | None],
+    items: dict[int, str],
+    post: dict[str, array[int]],
+    lists: list[array[int]],
+    lens: list[int],
+) -> int:
+    """The posting lists of the tokens ``ids[start:stop]`` (vocabulary ids; ``stop``
+    clamped to ``len(ids)``) appended to ``lists`` and their lengths to ``lens``, in
+    order; returns the sum of those lengths. A token's list is ``byid[id]`` (the owner's
+    :attr:`~.numbering._Numbering.byid`) where that slot exists and is not None, else
+    ``post[items[id]]``; ids without one, and empty lists, are skipped: the same lists
+    as ``filter(None, map(post.get, filter(None, map(items.get, ids[start:stop]))))``
+    when every slot agrees with the dicts. O(stop - start).
+
+    Raises:
+        TypeError, ValueError: An argument of the wrong type, an item that is not a
+            ``str``, a list that is not an ``array``, or ``lists``/``lens`` that are
+            ``ids`` or ``byid``.
+    """
+    for name, value, kind in (
+        ("ids", ids, list),
+        ("byid", byid, list),
+        ("items", items, dict),
+        ("post", post, dict),
+        ("lists", lists, list),
+        ("lens", lens, list),
+    ):
+        if type(value) is not kind:
+            raise TypeError(f"{name} must be a {kind.__name__}")
+    _need(type(start) is int and type(stop) is int, "start, stop must be ints")
+    _need(
+        lists is not lens and all(x is not y for x in (lists, lens) for y in (ids, byid)),
+        "lists and lens must be two other lists",
+    )
+    total: int = _module().lists_of_ids(
+        ids, start, stop, byid, items, post, lists, lens, _prefetch()
+    )
+    return total
+
+
+def _prefetch() -> int:
+    """How far ahead the joins prefetch (``knobs._PREFETCH``, 0 to 16). O(1)."""
+    ahead = knobs._PREFETCH
+    return min(16, ahead) if type(ahead) is int and ahead > 0 else 0
 
 
 def bits_join_slice(

@@ -84,6 +84,7 @@ class _WordOverlapIndex:
             if len(pending) >= knobs._MASK_BATCH:
                 e.fill_masks()
                 e.token_bits()
+                e.sync_ids(self._vocab)
             elif e.n >= e.tbits_due:  # readers may keep `pending` short
                 e.token_bits()
         else:
@@ -178,6 +179,7 @@ class _WordOverlapIndex:
             if len(e.pending) >= batch:
                 e.fill_masks()
                 e.token_bits()
+                e.sync_ids(self._vocab)
         if e.n >= e.tbits_due:  # readers may keep `pending` short
             e.token_bits()
 
@@ -228,13 +230,15 @@ class _WordOverlapIndex:
                 if d == len(lst):
                     e.epoch += 1  # the word memo holds lists as they were (numbering.py)
                     del post[tok]
+                    e.forget_id(self._vocab.id_of(tok), None)
                     if e.tokcache is not None:
                         ccore.cache_forget(e.tokcache, post, tok, e.epoch)
                     pdead.pop(tok, None)
                     self._vocab.release(tok)
                 elif 2 * d > len(lst):
                     e.epoch += 1
-                    post[tok] = array("i", [g for g in lst if glist[g] is not None])
+                    post[tok] = kept = array("i", [g for g in lst if glist[g] is not None])
+                    e.forget_id(self._vocab.id_of(tok), kept)
                     if e.tokcache is not None:
                         ccore.cache_forget(e.tokcache, post, tok, e.epoch)
                     pdead.pop(tok, None)
@@ -289,6 +293,7 @@ class _WordOverlapIndex:
             kept = array("i")
             kept.frombytes(ids[ids >= 0].tobytes())
             e.post[tok] = kept
+        e.sync_ids(self._vocab)
         self._e = e
 
     # ------------------------------------------------------------------ reader side

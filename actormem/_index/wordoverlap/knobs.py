@@ -192,6 +192,23 @@ _TOKEN_BITS_FROM = 1 << 16
 #: them, ~1-5 ms).
 _TOKEN_BITS_STEP = 1024
 
+#: The owner keeps each token's posting list by its vocabulary id as well
+#: (``_Numbering.byid``: a list indexed by id, extended every mask batch, its slots
+#: updated where the purge replaces or deletes a list), and a new match set's lists are
+#: read through it in C (``ccore.lists_of_ids``: a list slot and the array's size per
+#: token, the two dict lookups only for ids not in it yet); lists too short for a kept
+#: bitset (``_TOKEN_BITS``) skip the search for one. Before, every token of a word was
+#: an ``items`` and a ``post`` lookup in Python (``play`` at 1M: 1,113 tokens, ~1 ms of
+#: dict and object misses). 8 bytes per token. False: not kept and not read, the path
+#: before it (the same lists in the same order).
+_LISTS_BY_ID = True
+#: ``ccore.lists_of_ids`` (``_LISTS_BY_ID``) prefetches the ids, slots and lists this
+#: many tokens ahead, and ``ccore.bits_join`` holds the buffers of this many next
+#: lists (at most 16) and prefetches their first lines: a common word's first set
+#: reads hundreds of short lists, each a few misses in a row otherwise (cold, ``play``'s
+#: lists read 581 -> ~220 us). 0: no prefetching, the path before it (the same sets).
+_PREFETCH = 8
+
 #: Retrieves of ``_BITS_MIN_WORDS`` query words or more over fewer groups than
 #: ``_BITS_MIN`` count with bytes (the path without ``ccore.BitPlanes``): a long query
 #: (a tool result as the query, ~95 words) over a few thousand groups has mostly small
@@ -239,6 +256,8 @@ _QUERY_KNOBS = (
     "_VISIT_C",
     "_TOKEN_BITS",
     "_MEMO_KEEP_LEFT",
+    "_LISTS_BY_ID",
+    "_PREFETCH",
 )
 
 #: The compiled add (``add_text_cached``, ``add_texts_cached``) serves a text that is not

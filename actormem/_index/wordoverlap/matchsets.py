@@ -164,7 +164,14 @@ class MatchFinder:
         lens: list[int] = []
         total = 0
         end = len(ids)  # `ids` may be a gram list the owner appends to
+        by_id = knobs._LISTS_BY_ID and ccore.core() is not None
         for start in range(0, end, knobs._STEP):
+            if by_id:  # the same lists, read through the owner's slots in C
+                items = self._vocab.items
+                stop = min(end, start + knobs._STEP)
+                total += ccore.lists_of_ids(ids, start, stop, e.byid, items, post, lists, lens)
+                yield
+                continue
             toks = filter(None, map(item_of, ids[start : min(end, start + knobs._STEP)]))
             got = list(filter(None, map(post.get, toks)))
             got_lens = list(map(len, got))
@@ -182,7 +189,13 @@ class MatchFinder:
         elif dense:  # room to extend in place; paged in before the random writes below
             out = yield from zeroed_steps(n + n // 4, np.uint8)
         left = total  # postings still to join
-        if bits and dense and knobs._TOKEN_BITS > 0 and e.tbits:
+        if (
+            bits
+            and dense
+            and knobs._TOKEN_BITS > 0
+            and e.tbits
+            and not (knobs._LISTS_BY_ID and max(lens) < e.tbits_min)  # none long enough
+        ):
             # The long lists the owner keeps as bitsets: ORed in, not joined.
             lists, lens = yield from self._or_token_bits(e, lists, lens, n, out)
             left = sum(lens)

@@ -141,6 +141,7 @@ class _Numbering:
         "tbits_next",
         "tbits_step",
         "tokcache",
+        "byid",
     )
 
     def __init__(self, capacity: int) -> None:
@@ -213,6 +214,12 @@ class _Numbering:
         #: whoever computed the pending masks (a reader's :meth:`fill_masks` empties
         #: :attr:`pending`, so a call only at a full batch of them could never come).
         self.tbits_due = 0
+        #: With ``knobs._LISTS_BY_ID``, the posting list of each token by its vocabulary
+        #: id: ``byid[i]`` is ``post.get(items.get(i))`` for every ``i < len(byid)``
+        #: (None for an id without a list when it was read; such a slot, and the ids
+        #: beyond, are looked up in the dicts by readers). Extended by the owner
+        #: (:meth:`sync_ids`); a slot changed where the purge replaces or deletes a list.
+        self.byid: list[array[int] | None] = []
 
     def grow(self) -> None:
         """Double the arrays' capacity (new arrays: readers keep the old ones). O(n)."""
@@ -287,6 +294,23 @@ class _Numbering:
         self.tbits_next = n + max(knobs._MASK_BATCH, n // 8)
         self.tbits_step = n + max(1, knobs._TOKEN_BITS_STEP)
         self._tbits_due()
+
+    def sync_ids(self, vocab: SubstringVocab) -> None:
+        """The owner's extension of :attr:`byid` to every id ``vocab`` (the index's
+        tokens) has handed out, with ``knobs._LISTS_BY_ID``. O(ids added since), in C
+        iterators."""
+        byid, limit = self.byid, vocab.id_limit
+        if knobs._LISTS_BY_ID and len(byid) < limit:
+            found = map(vocab.item_of, range(len(byid), limit))
+            byid += map(self.post.get, found)  # type: ignore[arg-type]  # None: no list
+
+    def forget_id(self, iid: int | None, lst: array[int] | None) -> None:
+        """The owner replaced (``lst``) or deleted (None) the posting list of the token
+        of id ``iid`` (None: not in the vocabulary): its slot of :attr:`byid`, if it has
+        one, follows. O(1)."""
+        byid = self.byid
+        if iid is not None and iid < len(byid):
+            byid[iid] = lst
 
     def _tbits_due(self) -> None:
         """:attr:`tbits_due` after a :meth:`token_bits` call. O(1)."""

@@ -239,6 +239,7 @@ def restore(
     else:
         for tok in tokens:
             vocab.acquire(tok)
+    e.sync_ids(vocab)
     tag_postings = index._tags
     for rec in records:
         if rec.entry.tags:
