@@ -1,0 +1,46 @@
+"""The suite's temporary files on a RAM-backed folder where the machine has one.
+
+Hundreds of tests open durable SQLite files in ``tmp_path`` (the Hypothesis tests of the
+durable paths one or more per example), and every commit waits for ``fsync``. On the
+2-core CI machines a disk's ``fsync`` went from a fraction of a millisecond to tens of
+milliseconds from one machine to the next, and the suite's wall time with it (472 s and
+881 s for nearly the same tests, with a few hundred seconds of CPU): the suite measured
+the disk, not the code. On ``/dev/shm`` (tmpfs) an ``fsync`` returns at once; what the
+tests check does not change, since a file written there survives a killed process (the
+kill -9 tests) exactly as on a disk. What tmpfs cannot show, a machine losing power, no
+test here shows either: ``stress/crash_loop.py`` and the durable benchmarks run on the
+real disk.
+
+``ACTORMEM_TEST_TMP=DIR`` puts the files in ``DIR`` instead (a folder on a disk, to run
+the suite with its ``fsync``s); ``ACTORMEM_TEST_TMP=`` (empty) keeps the system's
+temporary folder. Subprocesses (servers, swarms, killed writers) inherit ``TMPDIR``.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import pytest
+
+_RAM = "/dev/shm"
+
+
+def _test_tmp() -> str | None:
+    chosen = os.environ.get("ACTORMEM_TEST_TMP")
+    if chosen is not None:
+        if chosen and not os.path.isdir(chosen):
+            raise pytest.UsageError(f"ACTORMEM_TEST_TMP={chosen!r} is not a folder")
+        return chosen or None
+    if os.path.isdir(_RAM) and os.access(_RAM, os.W_OK | os.X_OK):
+        return _RAM
+    return None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    root = _test_tmp()
+    if root is not None:
+        # pytest's tmp_path_factory reads tempfile.gettempdir() when a test first asks
+        # for a temporary folder, after this hook.
+        os.environ["TMPDIR"] = root
+        tempfile.tempdir = root
