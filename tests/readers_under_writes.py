@@ -5,13 +5,66 @@ every finished one is compared with another path on the same snapshot."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
+import pytest
 
-from actormem import MemoryEntry
+from actormem import MemoryCategory, MemoryEntry, WordOverlapScorer
 from actormem._engine.state import MemoryState, View
+from actormem._index.scoring import drain
+from actormem._index.wordoverlap import knobs as wo_knobs
+
+BASE = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def unmemoized_state() -> MemoryState:
+    """A word-overlap state that caches no match set (the budget): every retrieve reads
+    its words' lists again."""
+    return MemoryState(
+        capacity=None, half_life=3600.0, scorer=WordOverlapScorer(essential_budget=1 << 40)
+    )
+
+
+def entry_maker(
+    rng: np.random.Generator,
+    words: Sequence[str],
+    chances: Sequence[float],
+    tail: Callable[[int], str],
+) -> Callable[[], MemoryEntry]:
+    """A factory of facts: each of ``words`` with its chance, then ``tail(n)`` for the
+    n-th entry (1, 2, ...), which is also its id and its second of creation."""
+    count = 0
+
+    def entry() -> MemoryEntry:
+        nonlocal count
+        count += 1
+        picked = [w for w, p in zip(words, chances, strict=True) if rng.random() < p]
+        return MemoryEntry(
+            category=MemoryCategory.FACT,
+            memory=" ".join([*picked, tail(count)]),
+            relevance=float(rng.choice([0.2, 0.6, 1.0])),
+            created_at=BASE + timedelta(seconds=count),
+            id=uuid.UUID(int=count),
+        )
+
+    return entry
+
+
+def path_with(
+    monkeypatch: pytest.MonkeyPatch, state: MemoryState, knob: str, value: object
+) -> Callable[[View, str], list[tuple[float, int]]]:
+    """The top 5 of a query at a view with word overlap's ``knob`` set to ``value``."""
+
+    def top5(view: View, q: str) -> list[tuple[float, int]]:
+        with monkeypatch.context() as m:
+            m.setattr(wo_knobs, knob, value)
+            return [(s, r.seq) for s, r in drain(state.index.top_k_steps(view, q, 5, None))]  # type: ignore[attr-defined]
+
+    return top5
 
 
 def run(
@@ -29,14 +82,27 @@ def run(
     retrieve must equal ``off(its view, its query)`` as ``(score, seq)`` pairs. Returns
     how many finished."""
 
-    def finished(view: View, q: str, got: list[Any]) -> None:
+    running: dict[int, tuple[View, str, Any]] = {}
+    checked = 0
+
+    def step(key: int) -> bool:
+        """Advance one running retrieve a step; once it ends, compare it and drop it."""
+        nonlocal checked
+        view, q, gen = running[key]
+        try:
+            next(gen)
+        except StopIteration as stop:
+            got = stop.value
+        else:
+            return False
         assert [(s, r.seq) for s, r in got] == off(view, q), q
+        checked += 1
+        del running[key]
+        return True
 
     for _ in range(int(rng.integers(40, 120))):
         state.store(entry())
     state.publish()
-    running: dict[int, tuple[View, str, Any]] = {}
-    checked = 0
     for turn in range(60):
         if turn < 45 and rng.random() < 0.5:
             view = state.view()
@@ -49,12 +115,7 @@ def run(
                 del running[key]
                 continue
             for _ in range(int(rng.integers(1, 4))):
-                try:
-                    next(gen)
-                except StopIteration as stop:
-                    finished(view, q, stop.value)
-                    checked += 1
-                    del running[key]
+                if step(key):
                     break
         for _ in range(int(rng.integers(0, 10))):
             state.store(entry())
@@ -67,13 +128,7 @@ def run(
         after_writes()
     while running:
         for key in list(running):
-            view, q, gen = running[key]
-            try:
-                next(gen)
-            except StopIteration as stop:
-                finished(view, q, stop.value)
-                checked += 1
-                del running[key]
+            step(key)
     state.vacuum(state.published)
     state._check()
     return checked

@@ -5,9 +5,8 @@ time under those writes against the path without the slots on the same snapshot.
 
 from __future__ import annotations
 
-import uuid
 from array import array
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -15,10 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actormem import MemoryCategory, MemoryEntry, WordOverlapScorer
-from actormem._engine.state import MemoryState, View
+from actormem._engine.state import MemoryState
 from actormem._index import kernels
-from actormem._index.scoring import drain
 from actormem._index.wordoverlap import ccore
 from actormem._index.wordoverlap import knobs as wo_knobs
 
@@ -208,29 +205,9 @@ def test_readers_through_the_slots_under_writes(
     monkeypatch.setattr(wo_knobs, "_STEP", 2)
     monkeypatch.setattr(wo_knobs, "_LISTS_BY_ID", True)
     rng = np.random.default_rng(seed)
-    # No match set cached (the budget): every retrieve reads its words' lists again.
-    state = MemoryState(
-        capacity=None, half_life=3600.0, scorer=WordOverlapScorer(essential_budget=1 << 40)
-    )
-    count = 0
-
-    def entry() -> MemoryEntry:
-        nonlocal count
-        count += 1
-        words = [w for w, p in zip(WORDS, CHANCES, strict=True) if rng.random() < p]
-        return MemoryEntry(
-            category=MemoryCategory.FACT,
-            memory=" ".join([*words, f"m{count % 13}x{count % 7}"]),
-            relevance=float(rng.choice([0.2, 0.6, 1.0])),
-            created_at=BASE + timedelta(seconds=count),
-            id=uuid.UUID(int=count),
-        )
-
-    def off(view: View, q: str) -> list[tuple[float, int]]:
-        with monkeypatch.context() as m:
-            m.setattr(wo_knobs, "_LISTS_BY_ID", False)
-            return [(s, r.seq) for s, r in drain(state.index.top_k_steps(view, q, 5, None))]  # type: ignore[attr-defined]
-
+    state = readers_under_writes.unmemoized_state()
+    entry = readers_under_writes.entry_maker(rng, WORDS, CHANCES, lambda n: f"m{n % 13}x{n % 7}")
+    off = readers_under_writes.path_with(monkeypatch, state, "_LISTS_BY_ID", False)
     held = 0
 
     def slots() -> None:

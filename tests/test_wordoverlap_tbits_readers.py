@@ -9,18 +9,14 @@ whose sets come from the masks: over their runs a list was ORed once."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Generator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 import pytest
 
-from actormem import MemoryCategory, MemoryEntry, WordOverlapScorer
-from actormem._engine.state import MemoryState, View
 from actormem._index import kernels
-from actormem._index.scoring import drain
 from actormem._index.wordoverlap import knobs as wo_knobs
 from actormem._index.wordoverlap.matchsets import MatchFinder
 
@@ -64,29 +60,9 @@ def test_readers_or_the_owners_bitsets_under_writes(
 
     monkeypatch.setattr(MatchFinder, "_or_token_bits", staticmethod(counted))
     rng = np.random.default_rng(seed)
-    # No match set cached (the budget): every retrieve joins its words again.
-    state = MemoryState(
-        capacity=None, half_life=3600.0, scorer=WordOverlapScorer(essential_budget=1 << 40)
-    )
-    count = 0
-
-    def entry() -> MemoryEntry:
-        nonlocal count
-        count += 1
-        # Common words (the long lists) and rarer ones.
-        words = [w for w, p in zip(WORDS, CHANCES, strict=True) if rng.random() < p]
-        return MemoryEntry(
-            category=MemoryCategory.FACT,
-            memory=" ".join([*words, f"m{count % 11}"]),
-            relevance=float(rng.choice([0.2, 0.6, 1.0])),
-            created_at=BASE + timedelta(seconds=count),
-            id=uuid.UUID(int=count),
-        )
-
-    def off(view: View, q: str) -> list[tuple[float, int]]:
-        with monkeypatch.context() as m:
-            m.setattr(wo_knobs, "_TOKEN_BITS", 0)
-            return [(s, r.seq) for s, r in drain(state.index.top_k_steps(view, q, 5, None))]  # type: ignore[attr-defined]
-
+    state = readers_under_writes.unmemoized_state()
+    # Common words (the long lists) and rarer ones.
+    entry = readers_under_writes.entry_maker(rng, WORDS, CHANCES, lambda n: f"m{n % 11}")
+    off = readers_under_writes.path_with(monkeypatch, state, "_TOKEN_BITS", 0)
     assert readers_under_writes.run(state, entry, QUERIES, rng, off)
     assert ored  # the bitsets were read
