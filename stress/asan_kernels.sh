@@ -6,7 +6,7 @@
 # tests/test_acquire_fast.py, tests/test_memo_absent.py, tests/test_entrybytes.py,
 # tests/test_store6.py, tests/test_wordoverlap_tiny_knobs.py, tests/test_store7.py,
 # tests/test_count_words_refusal_atomic.py, tests/test_wordoverlap_tbits_readers.py,
-# tests/test_bm25_tight_walk_kernel.py)
+# tests/test_bm25_tight_walk_kernel.py, tests/test_active_bits.py)
 # against an AddressSanitizer build of the compiled
 # index kernels, the BM25 core and the word-overlap core: any out-of-bounds read or
 # write, use after free or double free in actormem/_index/_ckernels.c, _cbm25.c or
@@ -52,4 +52,4 @@ PYTHONMALLOC=malloc LD_PRELOAD="$runtime" ASAN_OPTIONS=detect_leaks=0:abort_on_e
     tests/test_acquire_fast.py tests/test_memo_absent.py tests/test_entrybytes.py \
     tests/test_store6.py tests/test_wordoverlap_tiny_knobs.py tests/test_store7.py \
     tests/test_count_words_refusal_atomic.py tests/test_wordoverlap_tbits_readers.py \
-    tests/test_bm25_tight_walk_kernel.py "$@"
+    tests/test_bm25_tight_walk_kernel.py tests/test_active_bits.py "$@"
