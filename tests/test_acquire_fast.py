@@ -59,6 +59,33 @@ def _texts_of(draw_tokens: list[list[str]]) -> list[str]:
     return [" ".join(tokens) for tokens in draw_tokens]
 
 
+def add_in_parts(
+    post: dict[str, array[int]],
+    vocab: SubstringVocab,
+    cache: Any,
+    lows: list[str],
+    activations: list[tuple[int, str]],
+    cuts: list[int],
+) -> None:
+    """Add ``lows`` (group numbers from 0) in parts of ``cuts`` texts (one text through
+    ``add_text_cached``, more through ``add_texts_cached``), the rest in one part; before
+    the part starting at text ``when``, ``vocab.lookup(word)`` for each ``(when,
+    word)`` of ``activations`` (short words made active between adds)."""
+    at = 0
+    for cut in [*cuts, len(lows)]:
+        for when, word in activations:
+            if when == at:
+                vocab.lookup(word)
+        part = lows[at : at + cut]
+        if len(part) == 1:
+            ccore.add_text_cached(post, part[0], at, vocab, cache, 0)
+        else:
+            ccore.add_texts_cached(post, part, at, vocab, cache, 0)
+        at += len(part)
+        if at >= len(lows):
+            break
+
+
 @core
 @settings(max_examples=examples(300), deadline=None)
 @given(
@@ -77,19 +104,7 @@ def test_acquire_fast_leaves_the_key_set_paths_structures(
         cache = ccore.token_cache()
         wo_knobs._ACQUIRE_FAST = wo_knobs._UNTRACK = fast
         try:
-            at = 0
-            for cut in [*cuts, len(lows)]:
-                for when, word in activations:  # short words made active between adds
-                    if when == at:
-                        vocab.lookup(word)
-                part = lows[at : at + cut]
-                if len(part) == 1:
-                    ccore.add_text_cached(post, part[0], at, vocab, cache, 0)
-                else:
-                    ccore.add_texts_cached(post, part, at, vocab, cache, 0)
-                at += len(part)
-                if at >= len(lows):
-                    break
+            add_in_parts(post, vocab, cache, lows, activations, cuts)
             for _, word in activations:
                 vocab.lookup(word)
         finally:
@@ -295,10 +310,11 @@ def test_relevance_append_falls_back_without_sortedcontainers_internals(
 
 
 @core
-@pytest.mark.parametrize("flags", [-1, 8, 15, 255, -(1 << 31)])
+@pytest.mark.parametrize("flags", [-1, 16, 31, 255, -(1 << 31)])
 def test_add_cached_refuses_unknown_flags(flags: int) -> None:
-    """The C adds' ``flags`` are 0 to 7 (1 acquire fast, 2 untrack, 4 the token cache for
-    texts that are not ASCII, branch store6): any other value is
+    """The C adds' ``flags`` are 0 to 15 (1 acquire fast, 2 untrack, 4 the token cache for
+    texts that are not ASCII, branch store6; 8 the active words' bits, mainjob7): any
+    other value is
     refused before anything is added, for one text and for a batch."""
     mod = kernels.wo_core()
     assert mod is not None
@@ -311,9 +327,9 @@ def test_add_cached_refuses_unknown_flags(flags: int) -> None:
         mod.add_texts_cached(post, ["alpha beta", "gamma"], 0, vocab, cache, 0, flags)
     assert post == {}
     assert len(vocab) == 0
-    for good in range(8):
+    for good in range(16):
         mod.add_text_cached(post, "alpha beta", good, vocab, cache, 0, good)
-    assert post["alpha"] == array("i", range(8))
+    assert post["alpha"] == array("i", range(16))
     vocab._check()
 
 

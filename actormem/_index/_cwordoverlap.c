@@ -54,6 +54,14 @@ struct vocab {
      * ever hold ints and strs: no cycle can pass through them). Set by the caller
      * after vocab_load (ADD_UNTRACK). */
     int untrack;
+    /* ADD_ACTIVE_BITS, set by the caller after vocab_load: the active words of 1 or 2
+     * ASCII characters as bits (abits), built from `active` at the first ASCII item
+     * that needs them in this call (only Python code changes _active, and none runs
+     * during a call): bit c for the word chr(c), bit 128 + (a << 7 | b) for chr(a) +
+     * chr(b). abits_state: 0 not built, 1 built, 2 not usable (a key of _active that
+     * is not an exact str: its own __eq__ may match other strs). */
+    int abits_on, abits_state;
+    uint64_t abits[(128 + 128 * 128) / 64];
 };
 
 /* add_text_cached's and add_texts_cached's `flags` (knobs._ACQUIRE_FAST, knobs._UNTRACK). */
@@ -61,14 +69,18 @@ struct vocab {
 #define ADD_UNTRACK 2
 /* knobs._CACHE_UCS: a text that is not ASCII served by the token cache too. */
 #define ADD_CACHE_UCS 4
+/* knobs._ACTIVE_BITS: a new ASCII token's 1/2-character substrings tested against the
+ * active words' bits (struct vocab's abits) instead of made and looked up in the set. */
+#define ADD_ACTIVE_BITS 8
 
-/* flags checked: 0 to 7 (ADD_ACQUIRE_FAST | ADD_UNTRACK | ADD_CACHE_UCS), else
- * ValueError. 0 or -1. */
+/* flags checked: 0 to 15 (ADD_ACQUIRE_FAST | ADD_UNTRACK | ADD_CACHE_UCS |
+ * ADD_ACTIVE_BITS), else ValueError. 0 or -1. */
 static int
 add_flags_check(int flags)
 {
-    if (flags < 0 || flags > (ADD_ACQUIRE_FAST | ADD_UNTRACK | ADD_CACHE_UCS)) {
-        PyErr_Format(PyExc_ValueError, "flags must be 0 to 7, got %d", flags);
+    if (flags < 0 ||
+        flags > (ADD_ACQUIRE_FAST | ADD_UNTRACK | ADD_CACHE_UCS | ADD_ACTIVE_BITS)) {
+        PyErr_Format(PyExc_ValueError, "flags must be 0 to 15, got %d", flags);
         return -1;
     }
     return 0;
@@ -137,6 +149,58 @@ set_add_steal(PyObject *set, PyObject *sub)
     return r;
 }
 
+/* Whether the active words' bits serve `item` in this call (an ASCII item, the knob
+ * on, every key of _active an exact str): 1, else 0; -1 with an error set. Builds the
+ * bits at the first use. O(len(_active)) once a call, then O(1). */
+static int
+active_bits_use(struct vocab *v, PyObject *item)
+{
+    if (!v->abits_on || !PyUnicode_IS_ASCII(item)) return 0;
+    if (v->abits_state == 0) {
+        memset(v->abits, 0, sizeof v->abits);
+        v->abits_state = 1;
+        PyObject *it = PyObject_GetIter(v->active), *k;
+        if (!it) return -1;
+        while ((k = PyIter_Next(it)) != NULL) {
+            if (!PyUnicode_CheckExact(k)) {
+                v->abits_state = 2;
+            } else if (PyUnicode_IS_ASCII(k)) { /* others never equal an ASCII substring */
+                Py_ssize_t len = PyUnicode_GET_LENGTH(k);
+                const Py_UCS1 *d = PyUnicode_1BYTE_DATA(k);
+                if (len == 1 || len == 2) {
+                    unsigned b = len == 1 ? d[0] : 128u + ((unsigned)d[0] << 7 | d[1]);
+                    v->abits[b >> 6] |= (uint64_t)1 << (b & 63);
+                }
+            }
+            Py_DECREF(k);
+        }
+        Py_DECREF(it);
+        if (PyErr_Occurred()) return -1;
+    }
+    return v->abits_state == 1;
+}
+
+/* Whether item[i:i + width] (width 1 or 2) is an active word: 1 with *s that substring
+ * (a new reference), 0 with *s NULL, -1 with an error set. With `bits`
+ * (active_bits_use's 1 for this item) a miss makes no substring and a hit needs no
+ * set lookup: a bit is set only by an exact str of those code points. */
+static int
+active_sub(struct vocab *v, PyObject *item, Py_ssize_t i, Py_ssize_t width, int bits,
+           PyObject **s)
+{
+    *s = NULL;
+    if (bits) {
+        const Py_UCS1 *d = PyUnicode_1BYTE_DATA(item) + i;
+        unsigned b = width == 1 ? d[0] : 128u + ((unsigned)d[0] << 7 | d[1]);
+        if (!(v->abits[b >> 6] >> (b & 63) & 1)) return 0;
+    }
+    *s = PyUnicode_Substring(item, i, i + width);
+    if (!*s) return -1;
+    int in = bits ? 1 : PySet_Contains(v->active, *s);
+    if (in <= 0) Py_CLEAR(*s);
+    return in;
+}
+
 /* SubstringVocab._keys(item): grams_of(item) plus the active 1/2-character words in
  * it. A new set. */
 static PyObject *
@@ -156,13 +220,14 @@ vocab_keys(struct vocab *v, PyObject *item)
         if (set_add_steal(keys, PyUnicode_Substring(item, i, i + 3)) < 0) goto fail;
     }
     if (PySet_GET_SIZE(v->active)) {
+        int bits = active_bits_use(v, item);
+        if (bits < 0) goto fail;
         for (Py_ssize_t width = 1; width <= 2; width++) {
             for (Py_ssize_t i = 0; i + width <= n; i++) {
-                PyObject *s = PyUnicode_Substring(item, i, i + width);
-                if (!s) goto fail;
-                int in = PySet_Contains(v->active, s);
+                PyObject *s;
+                int in = active_sub(v, item, i, width, bits, &s);
                 int r = in > 0 ? PySet_Add(keys, s) : in;
-                Py_DECREF(s);
+                Py_XDECREF(s);
                 if (r < 0) goto fail;
             }
         }
@@ -352,13 +417,14 @@ vocab_acquire_fast(struct vocab *v, PyObject *item)
         if (k < 0) goto done;
     }
     if (PySet_GET_SIZE(v->active)) {
+        int bits = active_bits_use(v, item);
+        if (bits < 0) goto done;
         for (Py_ssize_t width = 1; width <= 2; width++) {
             for (Py_ssize_t i = 0; i + width <= n; i++) {
-                PyObject *s = PyUnicode_Substring(item, i, i + width);
-                if (!s) goto done;
-                int in = PySet_Contains(v->active, s);
+                PyObject *s;
+                int in = active_sub(v, item, i, width, bits, &s);
                 int k = in > 0 ? vocab_key_fast(v, s, next, &first, &nfresh) : in;
-                Py_DECREF(s);
+                Py_XDECREF(s);
                 if (k < 0) goto done;
             }
         }
@@ -2757,7 +2823,10 @@ PyDoc_STRVAR(add_text_cached_doc,
 "grams' order does not need it; 2, new posting lists, gram lists and _sub sets\n"
 "untracked by the cyclic collector (the same structures either way); 4, a text that\n"
 "is not ASCII served by the cache too (its ASCII tokens; the others looked up in\n"
-"`post`) instead of split; any other value than 0 to 7 raises ValueError. O(len(low)), plus O(len(token)) per new token.");
+"`post`) instead of split; 8, a new ASCII token's 1/2-character substrings tested\n"
+"against _active's words as bits built once a call (the same structures); any other\n"
+"value than 0 to 15 raises ValueError. O(len(low)), plus O(len(token)) per new token\n"
+"(and O(len(vocab._active)) once a call with flag 8 and a new ASCII token).");
 
 /* add_text_cached's work for one text, its arguments checked (post an exact dict, low
  * an exact str, gid in [0, INT32_MAX]): the new tokens' count, or NULL with an error. */
@@ -2971,6 +3040,7 @@ add_cached_one(PyObject *post, PyObject *low, long gid, PyObject *vocab_obj, PyO
         struct vocab v;
         if (vocab_load(vocab_obj, &v) < 0) goto done;
         v.untrack = (flags & ADD_UNTRACK) != 0;
+        v.abits_on = (flags & ADD_ACTIVE_BITS) != 0;
         PyObject *it = PyObject_GetIter(toks), *tok;
         if (it) {
             while ((tok = PyIter_Next(it)) != NULL) {

@@ -143,8 +143,13 @@ def _check_cache(cache: object, epoch: object) -> None:
 
 def _add_flags() -> int:
     """The compiled adds' ``flags`` from the knobs: 1 ``knobs._ACQUIRE_FAST``, 2
-    ``knobs._UNTRACK``, 4 ``knobs._CACHE_UCS``. O(1)."""
-    return int(knobs._ACQUIRE_FAST) | int(knobs._UNTRACK) << 1 | int(knobs._CACHE_UCS) << 2
+    ``knobs._UNTRACK``, 4 ``knobs._CACHE_UCS``, 8 ``knobs._ACTIVE_BITS``. O(1)."""
+    return (
+        int(knobs._ACQUIRE_FAST)
+        | int(knobs._UNTRACK) << 1
+        | int(knobs._CACHE_UCS) << 2
+        | int(knobs._ACTIVE_BITS) << 3
+    )
 
 
 def add_text_cached(
