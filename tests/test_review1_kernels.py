@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import sqlite3
 import threading
+from array import array
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ import pytest
 
 from actormem import MemoryCategory, MemoryEntry
 from actormem._entry import _ENTRY_FIELDS, MAX_KEY_CHARS, MAX_MEMORY_CHARS, MAX_TTL
+from actormem._index import kernels
 from actormem._record import Record
 from actormem._storage import sqlite_format
 from actormem._storage.sqlite_format import MAX_SEQ, encode_record
@@ -136,3 +138,21 @@ def test_gc_pauses_nest_across_threads_and_errors() -> None:
     leave.set()
     thread.join(10)
     assert gc.isenabled()
+
+
+_AHEADS = [-5, 0, 3, 17, 3074457345618258603, 6148914691236517205, 2**63 - 1]
+
+
+@pytest.mark.skipif(kernels._wo is None, reason="no compiled core")
+@pytest.mark.parametrize("ahead", _AHEADS)
+def test_lists_of_ids_any_ahead(ahead: int) -> None:
+    # An `ahead` whose 2x or 3x overflowed indexed the id list out of bounds (a crash).
+    core: Any = kernels._wo
+    a, b = array("i", [1, 2]), array("i", [3])
+    lists: list[Any] = []
+    lens: list[int] = []
+    got = core.lists_of_ids([0, 1, 2, 7], 0, 4, [a, None, a], {1: "x", 7: "y"},
+                            {"x": b, "y": a}, lists, lens, ahead)  # fmt: skip
+    assert got == 7
+    assert lens == [2, 1, 2, 2]
+    assert lists == [a, b, a, a]
