@@ -2211,8 +2211,8 @@ PyDoc_STRVAR(lists_of_ids_doc,
 "else post[items[id]] (ids missing from items or post skipped); empty lists and empty\n"
 "items are skipped (the same as filter(None, map(post.get, filter(None,\n"
 "map(items.get, ids))))). O(stop - start): per id a list slot and the array's size,\n"
-"or two dict lookups without a slot. With ahead > 0 the ids, slots and arrays that\n"
-"many ids ahead are prefetched (three stages).");
+"or two dict lookups without a slot. With ahead > 0 (at most 16 used) the ids, slots\n"
+"and arrays that many ids ahead are prefetched (three stages).");
 
 static PyObject *
 lists_of_ids(PyObject *self, PyObject *args)
@@ -2229,6 +2229,9 @@ lists_of_ids(PyObject *self, PyObject *args)
         return NULL;
     }
     if (start < 0) start = 0;
+    /* at most 16 ahead (as bits_join): k + 3 * ahead must not overflow */
+    if (ahead < 0) ahead = 0;
+    if (ahead > 16) ahead = 16;
     long long total = 0;
     /* Sizes re-read each time: no Python code runs here, but appends may reallocate. */
     for (Py_ssize_t k = start; k < stop && k < PyList_GET_SIZE(ids); k++) {

@@ -12,7 +12,9 @@
 #include <structmember.h>
 
 /* The offset of `type`'s object slot `name` (a member descriptor of T_OBJECT_EX, not
- * read-restricted, inside the instance), or 0 (no such slot; no error set). */
+ * read-restricted, inside the instance, of `type` or a base of it: a descriptor of
+ * another class set as a class attribute names an offset in that class's layout, not
+ * this one's), or 0 (no such slot; no error set). */
 static inline Py_ssize_t
 slot_offset(PyTypeObject *type, PyObject *name)
 {
@@ -22,7 +24,8 @@ slot_offset(PyTypeObject *type, PyObject *name)
         PyErr_Clear();
         return 0;
     }
-    if (Py_IS_TYPE(d, &PyMemberDescr_Type)) {
+    if (Py_IS_TYPE(d, &PyMemberDescr_Type) &&
+        PyType_IsSubtype(type, ((PyDescrObject *)d)->d_type)) {
         PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
         if (m->type == T_OBJECT_EX && !(m->flags & READ_RESTRICTED) && m->offset > 0 &&
             m->offset + (Py_ssize_t)sizeof(PyObject *) <= type->tp_basicsize) {

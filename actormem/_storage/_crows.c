@@ -343,8 +343,20 @@ done:
     return out;
 }
 
+PyDoc_STRVAR(source_id_doc,
+"source_id() -> str\n\n"
+"sqlite3_sourceid() of the SQLite this module is linked against (to compare with the\n"
+"one Python's sqlite3 runs: select sqlite_source_id()). O(1).");
+
+static PyObject *
+source_id(PyObject *self, PyObject *unused)
+{
+    return PyUnicode_FromString(sqlite3_sourceid());
+}
+
 static PyMethodDef methods[] = {
     {"read_entries", read_entries, METH_VARARGS, read_entries_doc},
+    {"source_id", source_id, METH_NOARGS, source_id_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -576,11 +576,35 @@ if kernels._PURE:
     _crows = None
 
 
+def _python_source_id() -> str | None:
+    """``sqlite_source_id()`` of the SQLite Python's ``sqlite3`` runs, or None. O(1)."""
+    try:
+        conn = sqlite3.connect(":memory:")
+        try:
+            (source,) = conn.execute("SELECT sqlite_source_id()").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return None
+    return source if isinstance(source, str) else None
+
+
+#: Whether the compiled reader is linked against the SQLite Python's ``sqlite3`` runs
+#: (the same source id; in one process they then are the same library in practice).
+#: Two copies of SQLite in one process do not see each other's POSIX locks: the
+#: reader's ``close`` of its descriptor would drop the locks ``read_file``'s own
+#: connection holds on the file and its WAL index (SQLite's "multiple copies" hazard),
+#: so with another copy the reader only takes ``immutable=1`` URIs (no locks taken).
+_SAME_SQLITE = _crows is not None and _crows.source_id() == _python_source_id()
+
+
 def _read_rows_c(uri: str) -> list[tuple[int, MemoryEntry]] | None:
     """Every entry of the file at ``uri`` through the compiled reader, or None (not
-    built, switched off, or a row or an error it leaves to the Python path). O(file
-    size)."""
+    built, switched off, another SQLite than Python's on a file that takes locks, or a
+    row or an error it leaves to the Python path). O(file size)."""
     if not _C_ROWS or _crows is None:
+        return None
+    if not _SAME_SQLITE and "immutable=1" not in uri:
         return None
     entries: list[tuple[int, MemoryEntry]] | None = _crows.read_entries(
         uri, SELECT_ENTRIES, MemoryEntry, _ENTRY_FIELDS, _CATEGORY_VALUES, _tags_of,

@@ -364,6 +364,10 @@ class _WordOverlapIndex:
             assert len(lst) - len(alive_gids) == e.pdead.get(t, 0), t
             assert 2 * (len(lst) - len(alive_gids)) <= len(lst), t
         assert set(e.pdead) <= set(e.post)
+        # byid (knobs._LISTS_BY_ID): a slot is None or the list its token has in post
+        items = self._vocab.items
+        for iid, slot in enumerate(e.byid):
+            assert slot is None or e.post.get(items.get(iid, "")) is slot, iid
         assert e.n - knobs._MASK_BATCH < e.masked <= e.n
         if e.rows is not None:  # the masks below `masked` as rows of bits, and their counts
             stride = len(e.rows) // 128
