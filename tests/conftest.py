@@ -24,6 +24,18 @@ import tempfile
 import pytest
 
 _RAM = "/dev/shm"
+#: The free space ``/dev/shm`` needs to be chosen by itself: one run of the suite leaves
+#: ~65 MB there (pytest keeps the last three runs' folders), and containers often make
+#: ``/dev/shm`` 64 MB, where durable tests would fail with "database or disk is full".
+_RAM_MIN_FREE = 1 << 30
+
+
+def _free_bytes(path: str) -> int:
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return 0
+    return st.f_bavail * st.f_frsize
 
 
 def _test_tmp() -> str | None:
@@ -31,8 +43,13 @@ def _test_tmp() -> str | None:
     if chosen is not None:
         if chosen and not os.path.isdir(chosen):
             raise pytest.UsageError(f"ACTORMEM_TEST_TMP={chosen!r} is not a folder")
-        return chosen or None
-    if os.path.isdir(_RAM) and os.access(_RAM, os.W_OK | os.X_OK):
+        # Absolute: TMPDIR is inherited by subprocesses that may run elsewhere.
+        return os.path.abspath(chosen) if chosen else None
+    if (
+        os.path.isdir(_RAM)
+        and os.access(_RAM, os.W_OK | os.X_OK)
+        and _free_bytes(_RAM) >= _RAM_MIN_FREE
+    ):
         return _RAM
     return None
 

@@ -16,6 +16,7 @@ in batches before loading, in a worker thread (as opening the file would).
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -52,7 +53,7 @@ async def open_live_copy(
         StorageError: The file is not a readable actormem database.
     """
     fspath = os.fspath(path)
-    entries = await trio.to_thread.run_sync(read_validated, fspath)
+    entries = await trio.to_thread.run_sync(functools.partial(read_validated, fspath, live=True))
     async with open_memory(scorer=scorer) as memory:
         state = memory._state
         index: Any = state.index
@@ -61,7 +62,9 @@ async def open_live_copy(
         else:
             # The owner has nothing to do until the memory is handed out: the worker
             # thread is the only one touching the state meanwhile.
-            found = await trio.to_thread.run_sync(read_stored_vectors, fspath)
+            found = await trio.to_thread.run_sync(
+                functools.partial(read_stored_vectors, fspath, live=True)
+            )
             stored = _stored_by_seq(index, found, entries)
             await trio.to_thread.run_sync(_load_embedded, state, entries, stored)
         state.journal = None  # an in-memory copy keeps no journal

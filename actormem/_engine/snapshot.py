@@ -306,6 +306,7 @@ def run_retrieve(
     min_matched: int = 0,
 ) -> list[tuple[float, Record]]:
     """Top-``limit`` records of ``view`` for ``query``; sync, so no write interleaves."""
+    limit = min(limit, len(view))  # any int is a limit: the indexes' kernels take < 2**63
     if min_score is None and not min_matched:
         return state.index.top_k(view, query, limit, accept)
     return drain(thresholded_steps(state.index, view, query, limit, accept, min_score, min_matched))
@@ -336,6 +337,7 @@ async def run_retrieve_sliced(
     (the caller passed a schedule point just before): the call is always a schedule
     point (the caller makes the cancel point before it starts).
     """
+    limit = min(limit, len(view))  # as run_retrieve
     hold = Snapshot._create(state, view, registry)
     dense = _query_index(state.index) if limit > 0 and len(view) else None
     if dense is not None and not dense.inline_ok([query]):

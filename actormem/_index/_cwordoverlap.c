@@ -48,20 +48,33 @@ check_dict(PyObject *o, const char *name)
 /* ------------------------------------------------------------------ vocabulary */
 
 /* The vocabulary's dicts and counter, read from a SubstringVocab once per call. */
+/* The active words of 1 or 2 ASCII characters as bits, built from a vocabulary's
+ * `_active` set at the first ASCII item that needs them, and kept (in the token cache)
+ * while that set is the same object of the same size: _active only grows
+ * (SubstringVocab.lookup adds to it, nothing removes), and only Python code changes it,
+ * none of which runs during a call. Bit c for the word chr(c), bit 128 + (a << 7 | b)
+ * for chr(a) + chr(b). Rebuilt per text (O(len(_active))) they cost more than they
+ * save once _active holds a few hundred words. */
+struct active_bits {
+    PyObject *set;  /* the _active they were built from (held: its id is not reused) */
+    Py_ssize_t len; /* its size then */
+    int state;      /* 1 usable, 2 not usable (a key that is not an exact str: its own
+                     * __eq__ may match other strs) */
+    uint64_t bits[(128 + 128 * 128) / 64];
+};
+
+/* Builds of active_bits (tests: built again only when _active changed). */
+static Py_ssize_t active_bits_builds;
+
 struct vocab {
     PyObject *obj, *ids, *items, *refs, *grams, *sub, *active;
     /* New gram lists and _sub sets are untracked by the cyclic collector (they only
      * ever hold ints and strs: no cycle can pass through them). Set by the caller
      * after vocab_load (ADD_UNTRACK). */
     int untrack;
-    /* ADD_ACTIVE_BITS, set by the caller after vocab_load: the active words of 1 or 2
-     * ASCII characters as bits (abits), built from `active` at the first ASCII item
-     * that needs them in this call (only Python code changes _active, and none runs
-     * during a call): bit c for the word chr(c), bit 128 + (a << 7 | b) for chr(a) +
-     * chr(b). abits_state: 0 not built, 1 built, 2 not usable (a key of _active that
-     * is not an exact str: its own __eq__ may match other strs). */
-    int abits_on, abits_state;
-    uint64_t abits[(128 + 128 * 128) / 64];
+    /* ADD_ACTIVE_BITS, set by the caller after vocab_load: the active words' bits
+     * (struct active_bits), kept in the token cache across calls; NULL: knob off. */
+    struct active_bits *ab;
 };
 
 /* add_text_cached's and add_texts_cached's `flags` (knobs._ACQUIRE_FAST, knobs._UNTRACK). */
@@ -70,7 +83,7 @@ struct vocab {
 /* knobs._CACHE_UCS: a text that is not ASCII served by the token cache too. */
 #define ADD_CACHE_UCS 4
 /* knobs._ACTIVE_BITS: a new ASCII token's 1/2-character substrings tested against the
- * active words' bits (struct vocab's abits) instead of made and looked up in the set. */
+ * active words' bits (struct active_bits) instead of made and looked up in the set. */
 #define ADD_ACTIVE_BITS 8
 
 /* flags checked: 0 to 15 (ADD_ACQUIRE_FAST | ADD_UNTRACK | ADD_CACHE_UCS |
@@ -151,33 +164,39 @@ set_add_steal(PyObject *set, PyObject *sub)
 
 /* Whether the active words' bits serve `item` in this call (an ASCII item, the knob
  * on, every key of _active an exact str): 1, else 0; -1 with an error set. Builds the
- * bits at the first use. O(len(_active)) once a call, then O(1). */
+ * bits when _active is not the set, or not of the size, they were built from:
+ * O(len(_active)) then, else O(1). */
 static int
 active_bits_use(struct vocab *v, PyObject *item)
 {
-    if (!v->abits_on || !PyUnicode_IS_ASCII(item)) return 0;
-    if (v->abits_state == 0) {
-        memset(v->abits, 0, sizeof v->abits);
-        v->abits_state = 1;
+    struct active_bits *a = v->ab;
+    if (!a || !PyUnicode_IS_ASCII(item)) return 0;
+    if (a->set != v->active || a->len != PySet_GET_SIZE(v->active)) {
+        Py_CLEAR(a->set); /* not valid until built in full */
+        active_bits_builds++;
+        memset(a->bits, 0, sizeof a->bits);
+        a->state = 1;
         PyObject *it = PyObject_GetIter(v->active), *k;
         if (!it) return -1;
         while ((k = PyIter_Next(it)) != NULL) {
             if (!PyUnicode_CheckExact(k)) {
-                v->abits_state = 2;
+                a->state = 2;
             } else if (PyUnicode_IS_ASCII(k)) { /* others never equal an ASCII substring */
                 Py_ssize_t len = PyUnicode_GET_LENGTH(k);
                 const Py_UCS1 *d = PyUnicode_1BYTE_DATA(k);
                 if (len == 1 || len == 2) {
                     unsigned b = len == 1 ? d[0] : 128u + ((unsigned)d[0] << 7 | d[1]);
-                    v->abits[b >> 6] |= (uint64_t)1 << (b & 63);
+                    a->bits[b >> 6] |= (uint64_t)1 << (b & 63);
                 }
             }
             Py_DECREF(k);
         }
         Py_DECREF(it);
         if (PyErr_Occurred()) return -1;
+        a->set = Py_NewRef(v->active);
+        a->len = PySet_GET_SIZE(v->active);
     }
-    return v->abits_state == 1;
+    return a->state == 1;
 }
 
 /* Whether item[i:i + width] (width 1 or 2) is an active word: 1 with *s that substring
@@ -192,7 +211,7 @@ active_sub(struct vocab *v, PyObject *item, Py_ssize_t i, Py_ssize_t width, int 
     if (bits) {
         const Py_UCS1 *d = PyUnicode_1BYTE_DATA(item) + i;
         unsigned b = width == 1 ? d[0] : 128u + ((unsigned)d[0] << 7 | d[1]);
-        if (!(v->abits[b >> 6] >> (b & 63) & 1)) return 0;
+        if (!(v->ab->bits[b >> 6] >> (b & 63) & 1)) return 0;
     }
     *s = PyUnicode_Substring(item, i, i + width);
     if (!*s) return -1;
@@ -2668,6 +2687,7 @@ struct tokcache {
      * code (a key's __eq__), which must not empty, grow or change the cache under the
      * slot pointers that call holds (a use after free). */
     int busy;
+    struct active_bits ab; /* ADD_ACTIVE_BITS's bits, kept across calls */
 };
 
 static void
@@ -2691,6 +2711,7 @@ tokcache_destroy(PyObject *capsule)
         return;
     }
     tokcache_clear(c);
+    Py_CLEAR(c->ab.set);
     PyMem_Free(c->raw);
     PyMem_Free(c);
 }
@@ -2827,9 +2848,10 @@ PyDoc_STRVAR(add_text_cached_doc,
 "untracked by the cyclic collector (the same structures either way); 4, a text that\n"
 "is not ASCII served by the cache too (its ASCII tokens; the others looked up in\n"
 "`post`) instead of split; 8, a new ASCII token's 1/2-character substrings tested\n"
-"against _active's words as bits built once a call (the same structures); any other\n"
+"against _active's words as bits kept in `cache` (the same structures); any other\n"
 "value than 0 to 15 raises ValueError. O(len(low)), plus O(len(token)) per new token\n"
-"(and O(len(vocab._active)) once a call with flag 8 and a new ASCII token).");
+"(and O(len(vocab._active)) with flag 8, a new ASCII token and _active changed since\n"
+"the cache's bits were built).");
 
 /* add_text_cached's work for one text, its arguments checked (post an exact dict, low
  * an exact str, gid in [0, INT32_MAX]): the new tokens' count, or NULL with an error. */
@@ -3043,7 +3065,7 @@ add_cached_one(PyObject *post, PyObject *low, long gid, PyObject *vocab_obj, PyO
         struct vocab v;
         if (vocab_load(vocab_obj, &v) < 0) goto done;
         v.untrack = (flags & ADD_UNTRACK) != 0;
-        v.abits_on = (flags & ADD_ACTIVE_BITS) != 0;
+        v.ab = (flags & ADD_ACTIVE_BITS) ? &c->ab : NULL;
         PyObject *it = PyObject_GetIter(toks), *tok;
         if (it) {
             while ((tok = PyIter_Next(it)) != NULL) {
@@ -3116,6 +3138,17 @@ add_text_cached(PyObject *self, PyObject *args)
         return NULL;
     }
     return add_cached_one(post, low, gid, vocab_obj, cap, epoch, flags);
+}
+
+PyDoc_STRVAR(active_bits_builds_doc,
+"_active_bits_builds() -> int\n\n"
+"How many times the compiled adds built the active words' bits (knobs._ACTIVE_BITS):\n"
+"once per token cache and state of _active (tests).");
+
+static PyObject *
+active_bits_builds_get(PyObject *self, PyObject *unused)
+{
+    return PyLong_FromSsize_t(active_bits_builds);
 }
 
 PyDoc_STRVAR(add_texts_cached_doc,
@@ -4181,6 +4214,7 @@ static PyMethodDef methods[] = {
     {"token_cache", token_cache, METH_NOARGS, token_cache_doc},
     {"add_text_cached", add_text_cached, METH_VARARGS, add_text_cached_doc},
     {"add_texts_cached", add_texts_cached, METH_VARARGS, add_texts_cached_doc},
+    {"_active_bits_builds", active_bits_builds_get, METH_NOARGS, active_bits_builds_doc},
     {"cache_forget", cache_forget, METH_VARARGS, cache_forget_doc},
     {"fold_hash", fold_hash, METH_O, fold_hash_doc},
     {"fold_hash_direct", fold_hash_direct, METH_O, fold_hash_direct_doc},

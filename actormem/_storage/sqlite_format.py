@@ -488,11 +488,17 @@ def file_uri(path: str) -> str:
     return pathlib.Path(path).absolute().as_uri()
 
 
-def read_only_uri(path: str) -> str:
-    """URI of a read-only connection that creates no side file when nothing needs replay."""
+def read_only_uri(path: str, *, live: bool = False) -> str:
+    """URI of a read-only connection that creates no side file when nothing needs replay.
+
+    ``live``: another process may hold the file and write it (a live read). An empty
+    ``-wal`` then means a writer's connection is open, which may commit and checkpoint
+    into the main file during the read; ``immutable=1`` would read without a lock (no
+    read mark to hold a checkpoint back) and mix two states of the file. So a live read
+    is ``immutable`` only when there is no ``-wal`` at all."""
     uri = file_uri(path) + "?mode=ro"
     wal = path + "-wal"
-    if not os.path.exists(wal) or os.path.getsize(wal) == 0:
+    if not os.path.exists(wal) or (not live and os.path.getsize(wal) == 0):
         uri += "&immutable=1"
     return uri
 
@@ -551,10 +557,10 @@ def check_schema(path: str, conn: sqlite3.Connection, *, deep: bool) -> int:
     return int(version)
 
 
-def read_validated(path: str) -> list[tuple[int, MemoryEntry]]:
+def read_validated(path: str, *, live: bool = False) -> list[tuple[int, MemoryEntry]]:
     """Validate an existing file and decode every entry, read-only; modifies nothing.
     See :func:`read_file`."""
-    return read_file(path, image=False)[0]
+    return read_file(path, image=False, live=live)[0]
 
 
 #: Rows fetched and decoded at a time when a file is read.
@@ -614,11 +620,13 @@ def _read_rows_c(uri: str) -> list[tuple[int, MemoryEntry]] | None:
 
 
 def read_file(
-    path: str, *, image: bool = True
+    path: str, *, image: bool = True, live: bool = False
 ) -> tuple[list[tuple[int, MemoryEntry]], dict[str, bytes] | None]:
     """Validate an existing file and decode every entry, read-only; modifies nothing.
     With ``image``, also read the index image the ``meta`` row names, if its bytes hash
     to it (``None`` otherwise; an image is validated further where it is used).
+    ``live``: the file may be held and written by another process (see
+    :func:`read_only_uri`).
 
     Returns ``(seq, entry)`` pairs in ``seq`` order. A version-1 file's entries get the
     fields version 1 did not have at their defaults (``updated_at = created_at``).
@@ -631,7 +639,7 @@ def read_file(
         StorageError: See :func:`check_schema` and :func:`decode_row`; also any SQLite
             error, with its reason.
     """
-    uri = read_only_uri(path)
+    uri = read_only_uri(path, live=live)
     try:
         conn = sqlite3.connect(uri, uri=True, isolation_level=None)
     except sqlite3.Error as exc:
@@ -667,7 +675,9 @@ def read_file(
     return entries, parts
 
 
-def read_stored_vectors(path: str) -> tuple[str, int, dict[bytes, bytes]] | None:
+def read_stored_vectors(
+    path: str, *, live: bool = False
+) -> tuple[str, int, dict[bytes, bytes]] | None:
     """The dense vectors a file keeps, read-only (for ``actormem export``): the model's
     name and dimension (``meta`` rows ``dense_model`` and ``dense_dim``) and
     ``{text_hash: float32 bytes}``, rows of the wrong length left out; None when the
@@ -678,7 +688,7 @@ def read_stored_vectors(path: str) -> tuple[str, int, dict[bytes, bytes]] | None
         StorageError: The file is not a readable actormem database.
     """
     try:
-        conn = sqlite3.connect(read_only_uri(path), uri=True, isolation_level=None)
+        conn = sqlite3.connect(read_only_uri(path, live=live), uri=True, isolation_level=None)
     except sqlite3.Error as exc:
         raise StorageError(path, f"cannot open read-only: {sqlite_reason(exc)}") from exc
     try:

@@ -269,7 +269,9 @@ _QUERY_KNOBS = (
 _CACHE_UCS = True
 #: The compiled adds (``add_text_cached``, ``add_texts_cached``) test a new ASCII token's
 #: 1- and 2-character substrings against the vocabulary's active words (``_active``)
-#: as bits built once a call from that set (``active_bits_use`` in ``_cwordoverlap.c``),
+#: as bits built from that set (``active_bits_use`` in ``_cwordoverlap.c``) and kept in
+#: the token cache until ``_active`` changes (it only grows: rebuilt per text, they cost
+#: more than they save once it holds a few hundred words),
 #: instead of making each substring and looking it up in the set: ~2 substrings and
 #: set lookups per character of every new token, 2% of the main job's instructions.
 #: A hit is made a str as before, so the same gram lists and ``_sub`` sets in the same
