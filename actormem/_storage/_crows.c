@@ -229,7 +229,8 @@ PyDoc_STRVAR(read_entries_doc,
 "decodes a fetched row; None at the first row it would decline or any SQLite error\n"
 "(the caller then reads in Python). `categories` maps each category's value (str) to\n"
 "its member; `fields` names entry_type's 15 slots in _entry._ENTRY_FIELDS' order.\n"
-"Releases the GIL every 512 rows. O(file size).");
+"Releases the GIL and runs the signal handlers every 512 rows (an exception a handler\n"
+"raises, such as KeyboardInterrupt, is raised by this call). O(file size).");
 
 static void
 ctx_clear(ctx_t *c)
@@ -312,6 +313,9 @@ read_entries(PyObject *self, PyObject *args)
              * interval would), not around every step */
             Py_BEGIN_ALLOW_THREADS
             Py_END_ALLOW_THREADS
+            /* and run the signal handlers, so that Ctrl-C stops a long open here
+             * instead of after the last row (their exception is this call's) */
+            if (PyErr_CheckSignals() < 0) goto error;
         }
         rc = sqlite3_step(st);
         if (rc == SQLITE_DONE) break;
