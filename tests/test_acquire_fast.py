@@ -55,6 +55,16 @@ def _ordered(vocab: SubstringVocab) -> tuple[Any, ...]:
     )
 
 
+def assert_same_sides(sides: dict[bool, tuple[dict[str, array[int]], SubstringVocab]]) -> None:
+    """The two sides' (posting lists, vocabulary) are equal: the structures, every order a
+    reader could see, and the posting lists item by item in the dict's order."""
+    assert _structures(*sides[True]) == _structures(*sides[False])
+    assert _ordered(sides[True][1]) == _ordered(sides[False][1])
+    assert {t: list(a) for t, a in sides[True][0].items()} == {
+        t: list(a) for t, a in sides[False][0].items()
+    }
+
+
 def _texts_of(draw_tokens: list[list[str]]) -> list[str]:
     return [" ".join(tokens) for tokens in draw_tokens]
 
@@ -111,11 +121,7 @@ def test_acquire_fast_leaves_the_key_set_paths_structures(
             wo_knobs._ACQUIRE_FAST = wo_knobs._UNTRACK = True
         vocab._check()
         sides[fast] = (post, vocab)
-    assert _structures(*sides[True]) == _structures(*sides[False])
-    assert _ordered(sides[True][1]) == _ordered(sides[False][1])
-    assert {t: list(a) for t, a in sides[True][0].items()} == {
-        t: list(a) for t, a in sides[False][0].items()
-    }
+    assert_same_sides(sides)
 
 
 @core

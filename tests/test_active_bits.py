@@ -22,8 +22,7 @@ from actormem._index.wordoverlap import ccore
 from actormem._index.wordoverlap import knobs as wo_knobs
 
 from .strategies import examples
-from .test_acquire_fast import _ordered, add_in_parts
-from .test_storepath import _structures
+from .test_acquire_fast import _ordered, add_in_parts, assert_same_sides
 
 core = pytest.mark.skipif(
     not kernels.WO_CORE_AVAILABLE, reason="the word-overlap core is not built"
@@ -87,11 +86,7 @@ def test_active_bits_leave_the_same_structures(
         if not odd_key:
             vocab._check()
         sides[bits] = (post, vocab)
-    assert _structures(*sides[True]) == _structures(*sides[False])
-    assert _ordered(sides[True][1]) == _ordered(sides[False][1])
-    assert {t: list(a) for t, a in sides[True][0].items()} == {
-        t: list(a) for t, a in sides[False][0].items()
-    }
+    assert_same_sides(sides)
 
 
 @core
