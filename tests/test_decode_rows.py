@@ -262,3 +262,28 @@ def test_read_file_decodes_batch_by_batch_as_row_by_row(
     with pytest.raises(StorageError, match="seq 9 is invalid"):
         sqlite_format.read_file(str(bad))
     assert bad.read_bytes() == before
+
+
+class _InterruptedOnce:
+    """A category value whose first ``hash`` raises KeyboardInterrupt, as if Ctrl-C arrived
+    while the C decoder looked it up; later hashes succeed (the row is then invalid)."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __hash__(self) -> int:
+        self.calls += 1
+        if self.calls == 1:
+            raise KeyboardInterrupt
+        return 0
+
+
+def test_an_interrupt_while_looking_up_the_category_is_not_swallowed() -> None:
+    if sqlite_format._decode_rows_c is None:
+        pytest.skip("the C core is not built")
+    row = list(encode_record(Record(MemoryEntry(category=MemoryCategory.FACT, memory="m"), 1, 1)))
+    odd = _InterruptedOnce()
+    row[COLUMNS.index("category")] = odd
+    with pytest.raises(KeyboardInterrupt):
+        decode_rows("f.db", [tuple(row)])
+    assert odd.calls == 1

@@ -3749,7 +3749,8 @@ decode_one(PyObject *row, PyTypeObject *type, const Py_ssize_t *off, PyObject *c
         return NULL;
     PyObject *cat = PyDict_GetItemWithError(categories, category); /* borrowed */
     if (!cat) {
-        PyErr_Clear(); /* an unhashable value: declined too */
+        /* not a category, or an unhashable value: declined; an interrupt is passed on */
+        if (PyErr_Occurred() && PyErr_ExceptionMatches(PyExc_Exception)) PyErr_Clear();
         return NULL;
     }
     PyObject *vals[ENTRY_FIELDS] = {NULL};
