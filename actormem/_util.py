@@ -88,7 +88,9 @@ def read_token_file(path: str | os.PathLike[str]) -> str:
 
 
 _gc_lock = threading.Lock()
-_gc_pauses = 0
+#: The pauses in force, by thread (``threading.get_ident()``): a forked child keeps only
+#: its forking thread's, since no other thread exists there (:func:`_after_fork`).
+_gc_pauses: dict[int, int] = {}
 _gc_was_enabled = False
 
 
@@ -100,18 +102,42 @@ def gc_paused() -> Iterator[None]:
     For building many long-lived objects at once (loading a file): each young
     collection would scan what was just built, and the full ones everything, for no
     garbage (the objects are all reachable). Reference counting still frees what dies.
-    The switch is process-wide, so blocks in several threads share one count. O(1).
+    The switch is process-wide, so blocks in several threads share one count; a child
+    forked inside another thread's block forgets that block (the thread is not in the
+    child), so the child collects again once its own blocks end. O(1).
     """
-    global _gc_pauses, _gc_was_enabled
+    global _gc_was_enabled
+    me = threading.get_ident()
     with _gc_lock:
-        if _gc_pauses == 0:
+        if not _gc_pauses:
             _gc_was_enabled = gc.isenabled()
             gc.disable()
-        _gc_pauses += 1
+        _gc_pauses[me] = _gc_pauses.get(me, 0) + 1
     try:
         yield
     finally:
         with _gc_lock:
-            _gc_pauses -= 1
-            if _gc_pauses == 0 and _gc_was_enabled:
+            left = _gc_pauses.pop(me) - 1
+            if left:
+                _gc_pauses[me] = left
+            elif not _gc_pauses and _gc_was_enabled:
                 gc.enable()
+
+
+def _after_fork() -> None:
+    """In a forked child: a new lock (another thread may have held the old one at the
+    fork) and only the forking thread's pauses; the collector back on if none is left."""
+    global _gc_lock
+    _gc_lock = threading.Lock()
+    if not _gc_pauses:
+        return  # no pause at the fork: the collector is as the program left it
+    mine = _gc_pauses.get(threading.get_ident(), 0)
+    _gc_pauses.clear()
+    if mine:
+        _gc_pauses[threading.get_ident()] = mine
+    elif _gc_was_enabled:
+        gc.enable()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)

@@ -7,8 +7,10 @@ the collector's pause is counted across threads and errors."""
 from __future__ import annotations
 
 import gc
+import os
 import sqlite3
 import threading
+import warnings
 from array import array
 from pathlib import Path
 from typing import Any
@@ -156,3 +158,36 @@ def test_lists_of_ids_any_ahead(ahead: int) -> None:
     assert got == 7
     assert lens == [2, 1, 2, 2]
     assert lists == [a, b, a, a]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this platform")
+def test_a_child_forked_during_another_thread_s_pause_collects_again() -> None:
+    """The thread that holds a pause does not exist in a forked child: the child must not
+    stay without a collector forever (nor deadlock on the pause's lock), while a pause of
+    the forking thread itself still holds in the child until that block ends."""
+    assert gc.isenabled()
+    inside, leave = threading.Event(), threading.Event()
+
+    def other() -> None:
+        with gc_paused():
+            inside.set()
+            leave.wait(10)
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    try:
+        assert inside.wait(10)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads
+            with gc_paused():
+                pid = os.fork()
+                if pid == 0 and gc.isenabled():  # the child: our own pause must hold
+                    os._exit(3)
+            if pid == 0:  # our block ended; the other thread's pause died with the fork
+                os._exit(0 if gc.isenabled() else 4)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        leave.set()
+        thread.join(10)
+    assert gc.isenabled()
