@@ -271,3 +271,32 @@ def test_a_vector_not_of_unit_length_is_not_trusted(
     assert "1 vectors not kept: their length is not 1" in err
     calls, _ = open_with(fresh, "m1")
     assert calls == [rows[0]["memory"]]
+
+
+async def test_export_of_a_held_file_reads_its_vectors_as_a_live_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a running memory holds the file, ``export`` reads the entries by a live read,
+    and its vectors must be read the same way (a plain read-only connection while a
+    ``-wal`` exists: ``immutable`` would read without a lock while the holder commits)."""
+    from actormem.cli import _main
+
+    db = tmp_path / "m.db"
+    calls: list[str] = []
+    seen: list[bool] = []
+    read = _main.read_stored_vectors
+
+    def recording(path: str, *, live: bool = False) -> Any:
+        seen.append(live)
+        return read(path, live=live)
+
+    monkeypatch.setattr(_main, "read_stored_vectors", recording)
+    async with open_memory(path=db, scorer=DenseScorer(embedder=counting("m1", calls))) as held:
+        await held.store_many([MemoryEntry(category=MemoryCategory.FACT, memory=t) for t in TEXTS])
+        status = await trio.to_thread.run_sync(main, ["export", str(db)])
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    assert "live read" in err
+    assert seen == [True]
+    assert sorted(row["memory"] for row in lines(out)) == sorted(TEXTS)
+    assert all("vector" in row for row in lines(out))

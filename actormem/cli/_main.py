@@ -804,10 +804,12 @@ def cmd_export(args: argparse.Namespace) -> int:
             raise _InputError("--salvage reads a file: drop --server")
         return _export_salvage(path)
 
-    async def run() -> list[MemoryEntry]:
+    async def run() -> tuple[list[MemoryEntry], bool]:
         assert path is not None
         async with _reading(path, live_note_to=sys.stderr) as memory:
-            return list(memory.snapshot())
+            # A live read's copy is in memory (no storage): the file is held and written
+            # by a running memory, so its vectors are read as a live read too.
+            return list(memory.snapshot()), memory._storage is None
 
     out = sys.stdout
     if path is None:
@@ -815,8 +817,8 @@ def cmd_export(args: argparse.Namespace) -> int:
             out.write(escape_json_line(json.dumps(entry_to_json(entry), ensure_ascii=False)) + "\n")
         out.flush()
         return 0
-    entries = trio.run(run)
-    stored = None if args.no_vectors else read_stored_vectors(str(path))
+    entries, live = trio.run(run)
+    stored = None if args.no_vectors else read_stored_vectors(str(path), live=live)
     for entry in entries:
         obj = entry_to_json(entry)
         if stored is not None:
