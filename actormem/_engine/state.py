@@ -77,6 +77,7 @@ from __future__ import annotations
 
 import logging
 import math
+import operator
 import struct
 import uuid
 from collections import deque
@@ -1246,7 +1247,9 @@ class MemoryState:
             by_relevance.update(records)
             return
         keys = list(map(_relevance_key, records))
-        if keys != sorted(keys):  # keys are unique (seq), so the order is theirs alone
+        # Keys are unique (seq), so the order is theirs alone; one linear pass tells
+        # whether they already ascend, and only then is anything sorted (once).
+        if any(map(operator.ge, keys, islice(keys, 1, None))):
             order = sorted(range(len(keys)), key=keys.__getitem__)
             records = list(map(records.__getitem__, order))
             keys = list(map(keys.__getitem__, order))
