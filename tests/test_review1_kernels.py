@@ -118,8 +118,9 @@ def test_another_sqlite_copy_reads_only_files_without_locks(
     assert len(other) == 5
 
 
-def test_gc_pauses_nest_across_threads_and_errors() -> None:
-    assert gc.isenabled()
+def _pausing_thread() -> tuple[threading.Thread, threading.Event, threading.Event]:
+    """A thread (not started) that holds a ``gc_paused`` block from setting ``inside``
+    until ``leave`` is set."""
     inside, leave = threading.Event(), threading.Event()
 
     def other() -> None:
@@ -127,13 +128,19 @@ def test_gc_pauses_nest_across_threads_and_errors() -> None:
             inside.set()
             leave.wait(10)
 
+    return threading.Thread(target=other), inside, leave
+
+
+def test_gc_pauses_nest_across_threads_and_errors() -> None:
+    assert gc.isenabled()
+    thread, inside, leave = _pausing_thread()
+
     def pause_and_raise() -> None:
         with gc_paused():
             thread.start()
             assert inside.wait(10)
             raise RuntimeError("inside a pause")
 
-    thread = threading.Thread(target=other)
     with pytest.raises(RuntimeError):
         pause_and_raise()
     assert not gc.isenabled()  # the other thread's pause still holds
@@ -166,14 +173,7 @@ def test_a_child_forked_during_another_thread_s_pause_collects_again() -> None:
     stay without a collector forever (nor deadlock on the pause's lock), while a pause of
     the forking thread itself still holds in the child until that block ends."""
     assert gc.isenabled()
-    inside, leave = threading.Event(), threading.Event()
-
-    def other() -> None:
-        with gc_paused():
-            inside.set()
-            leave.wait(10)
-
-    thread = threading.Thread(target=other)
+    thread, inside, leave = _pausing_thread()
     thread.start()
     try:
         assert inside.wait(10)
