@@ -72,6 +72,10 @@ def test_fold_hash_many_at_every_length_and_lane_mix() -> None:
     texts = ["Ab Cd@Z[" * 5, "x", "", "Hello World", "a  b", " x", "x ", "é z"]
     texts += ["AZaz@[`{ Q"[: n % 11] * (n // 11 + 1) for n in range(41)]
     texts += ["word " * n + "END" for n in range(20)]
+    # UCS-2 texts: plain ones (a casefold of one code point each: the ellipsis, the
+    # Kelvin sign) at every length, and others (İ folds to two, U+3000 is a space)
+    texts += ["…Ab \u212a"[: n % 5] * (n // 5 + 1) for n in range(1, 30)]
+    texts += ["İ x…", "a\u3000b…", "\u212a\u212a …", "…  x", " …"]
     for start in range(len(texts)):
         chunk = texts[start:] + texts[:start]
         for direct in (False, True):

@@ -3404,8 +3404,9 @@ fold_hash_direct(PyObject *self, PyObject *text)
  * whitespace but the space), no space at either end and no two in a row. Their fold is
  * their bytes lower-cased, so FNV-1a runs over those bytes with no branch; and as the
  * chain of one text is one multiply after another (its latency, not the core, bounds
- * it), FOLD_LANES plain texts are hashed side by side, one byte of each per step. Any
- * other text takes fold_hash_chain. */
+ * it), FOLD_LANES plain texts are hashed side by side, one byte of each per step.
+ * Plain UCS-2 texts likewise for fold_hash_direct (see ucs2_plain). Any other text
+ * takes fold_hash_chain. */
 
 #define FOLD_LANES 4
 /* texts ahead whose first bytes are prefetched */
@@ -3470,15 +3471,131 @@ lower8(const Py_UCS1 *p)
 }
 
 struct fold_lane {
-    const Py_UCS1 *p;
+    const Py_UCS1 *p; /* an ASCII lane's next byte */
+    const Py_UCS2 *q; /* a UCS-2 lane's next code unit */
     Py_ssize_t left, index;
     uint64_t h;
 };
 
+/* Run four full ASCII lanes until at least one ends (its chain goes to out[index] and
+ * the last lane takes its place). */
+static void
+lanes_ascii(struct fold_lane *lane, int *busy, uint64_t *out)
+{
+    while (*busy == FOLD_LANES) {
+        Py_ssize_t m = lane[0].left;
+        for (int k = 1; k < FOLD_LANES; k++)
+            if (lane[k].left < m) m = lane[k].left;
+        const Py_UCS1 *p0 = lane[0].p, *p1 = lane[1].p, *p2 = lane[2].p, *p3 = lane[3].p;
+        uint64_t h0 = lane[0].h, h1 = lane[1].h, h2 = lane[2].h, h3 = lane[3].h;
+        Py_ssize_t j = 0;
+        for (; j + 8 <= m; j += 8) {
+            uint64_t w0 = lower8(p0 + j), w1 = lower8(p1 + j), w2 = lower8(p2 + j),
+                     w3 = lower8(p3 + j);
+            for (int b = 0; b < 64; b += 8) {
+                h0 = (h0 ^ ((w0 >> b) & 0xFF)) * FOLD_PRIME;
+                h1 = (h1 ^ ((w1 >> b) & 0xFF)) * FOLD_PRIME;
+                h2 = (h2 ^ ((w2 >> b) & 0xFF)) * FOLD_PRIME;
+                h3 = (h3 ^ ((w3 >> b) & 0xFF)) * FOLD_PRIME;
+            }
+        }
+        for (; j < m; j++) {
+            h0 = plain_step(h0, p0[j]);
+            h1 = plain_step(h1, p1[j]);
+            h2 = plain_step(h2, p2[j]);
+            h3 = plain_step(h3, p3[j]);
+        }
+        lane[0].h = h0, lane[1].h = h1, lane[2].h = h2, lane[3].h = h3;
+        for (int k = FOLD_LANES - 1; k >= 0; k--) {
+            lane[k].p += m;
+            lane[k].left -= m;
+            if (lane[k].left == 0) {
+                out[lane[k].index] = lane[k].h;
+                lane[k] = lane[--(*busy)];
+            }
+        }
+    }
+}
+
+#if PY_VERSION_HEX < 0x030D0000
+/* UCS-2 texts, for fold_hash_direct's values (its per-code-point casefold is there
+ * before CPython 3.13): a text is plain as an ASCII one is, and besides every code
+ * point from 128 on is no whitespace and casefolds to one code point that is none.
+ * Its fold's code points are then its own, each ASCII one lowered and every other one
+ * casefolded, one for one. */
+#define FOLD_UCS2 1
+
+static int
+ucs2_plain(const Py_UCS2 *s, Py_ssize_t n)
+{
+    if (n == 0) return 1;
+    if (s[0] == ' ' || s[n - 1] == ' ') return 0;
+    int gap = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS2 c = s[i];
+        if (c < 0x20) return 0;
+        if (c == ' ') {
+            if (gap) return 0;
+            gap = 1;
+            continue;
+        }
+        gap = 0;
+        if (c >= 128) {
+            Py_UCS4 m[3];
+            if (Py_UNICODE_ISSPACE(c) || _PyUnicode_ToFoldedFull(c, m) != 1 ||
+                Py_UNICODE_ISSPACE(m[0]))
+                return 0;
+        }
+    }
+    return 1;
+}
+
+/* A plain UCS-2 text's code unit as its fold has it. */
+static inline uint64_t
+ucs2_folded(Py_UCS2 c)
+{
+    if (__builtin_expect(c >= 128, 0)) {
+        Py_UCS4 m[3];
+        _PyUnicode_ToFoldedFull(c, m);
+        return m[0];
+    }
+    return c + ((uint64_t)((unsigned)(c - 'A') < 26u) << 5);
+}
+
+/* lanes_ascii for UCS-2 lanes. */
+static void
+lanes_ucs2(struct fold_lane *lane, int *busy, uint64_t *out)
+{
+    while (*busy == FOLD_LANES) {
+        Py_ssize_t m = lane[0].left;
+        for (int k = 1; k < FOLD_LANES; k++)
+            if (lane[k].left < m) m = lane[k].left;
+        const Py_UCS2 *q0 = lane[0].q, *q1 = lane[1].q, *q2 = lane[2].q, *q3 = lane[3].q;
+        uint64_t h0 = lane[0].h, h1 = lane[1].h, h2 = lane[2].h, h3 = lane[3].h;
+        for (Py_ssize_t j = 0; j < m; j++) {
+            h0 = (h0 ^ ucs2_folded(q0[j])) * FOLD_PRIME;
+            h1 = (h1 ^ ucs2_folded(q1[j])) * FOLD_PRIME;
+            h2 = (h2 ^ ucs2_folded(q2[j])) * FOLD_PRIME;
+            h3 = (h3 ^ ucs2_folded(q3[j])) * FOLD_PRIME;
+        }
+        lane[0].h = h0, lane[1].h = h1, lane[2].h = h2, lane[3].h = h3;
+        for (int k = FOLD_LANES - 1; k >= 0; k--) {
+            lane[k].q += m;
+            lane[k].left -= m;
+            if (lane[k].left == 0) {
+                out[lane[k].index] = lane[k].h;
+                lane[k] = lane[--(*busy)];
+            }
+        }
+    }
+}
+#endif
+
 PyDoc_STRVAR(fold_hash_many_doc,
 "fold_hash_many(texts, direct) -> list[int]\n\n"
 "[fold_hash(t) for t in texts] (fold_hash_direct with `direct`), the same values;\n"
-"texts must be a list of str (exactly). Plain ASCII texts are hashed four at a time.\n"
+"texts must be a list of str (exactly). Plain ASCII texts (and with `direct`, plain\n"
+"UCS-2 ones) are hashed four at a time.\n"
 "O(total length).");
 
 static PyObject *
@@ -3505,6 +3622,10 @@ fold_hash_many(PyObject *self, PyObject *args)
     }
     struct fold_lane lane[FOLD_LANES];
     int busy = 0;
+#ifdef FOLD_UCS2
+    struct fold_lane wide[FOLD_LANES];
+    int wide_busy = 0;
+#endif
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *t = PyTuple_GET_ITEM(own, i);
         if (i + FOLD_AHEAD < n) {
@@ -3517,55 +3638,38 @@ fold_hash_many(PyObject *self, PyObject *args)
             __builtin_prefetch(ahead + 192);
         }
         Py_ssize_t len = PyUnicode_GET_LENGTH(t);
-        if (!PyUnicode_IS_ASCII(t) || !ascii_plain(PyUnicode_1BYTE_DATA(t), len)) {
-            if (fold_hash_chain(t, direct, &out[i]) < 0) goto error;
+        if (PyUnicode_IS_ASCII(t) && ascii_plain(PyUnicode_1BYTE_DATA(t), len)) {
+            lane[busy] = (struct fold_lane){PyUnicode_1BYTE_DATA(t), NULL, len, i,
+                                            0xcbf29ce484222325ull};
+            busy++;
+            lanes_ascii(lane, &busy, out);
             continue;
         }
-        lane[busy].p = PyUnicode_1BYTE_DATA(t);
-        lane[busy].left = len;
-        lane[busy].index = i;
-        lane[busy].h = 0xcbf29ce484222325ull;
-        busy++;
-        while (busy == FOLD_LANES) {
-            Py_ssize_t m = lane[0].left;
-            for (int k = 1; k < FOLD_LANES; k++)
-                if (lane[k].left < m) m = lane[k].left;
-            const Py_UCS1 *p0 = lane[0].p, *p1 = lane[1].p, *p2 = lane[2].p, *p3 = lane[3].p;
-            uint64_t h0 = lane[0].h, h1 = lane[1].h, h2 = lane[2].h, h3 = lane[3].h;
-            Py_ssize_t j = 0;
-            for (; j + 8 <= m; j += 8) {
-                uint64_t w0 = lower8(p0 + j), w1 = lower8(p1 + j), w2 = lower8(p2 + j),
-                         w3 = lower8(p3 + j);
-                for (int b = 0; b < 64; b += 8) {
-                    h0 = (h0 ^ ((w0 >> b) & 0xFF)) * FOLD_PRIME;
-                    h1 = (h1 ^ ((w1 >> b) & 0xFF)) * FOLD_PRIME;
-                    h2 = (h2 ^ ((w2 >> b) & 0xFF)) * FOLD_PRIME;
-                    h3 = (h3 ^ ((w3 >> b) & 0xFF)) * FOLD_PRIME;
-                }
-            }
-            for (; j < m; j++) {
-                h0 = plain_step(h0, p0[j]);
-                h1 = plain_step(h1, p1[j]);
-                h2 = plain_step(h2, p2[j]);
-                h3 = plain_step(h3, p3[j]);
-            }
-            lane[0].h = h0, lane[1].h = h1, lane[2].h = h2, lane[3].h = h3;
-            /* the lanes that ended leave (the last one takes the place) */
-            for (int k = FOLD_LANES - 1; k >= 0; k--) {
-                lane[k].p += m;
-                lane[k].left -= m;
-                if (lane[k].left == 0) {
-                    out[lane[k].index] = lane[k].h;
-                    lane[k] = lane[--busy];
-                }
-            }
+#ifdef FOLD_UCS2
+        if (direct && PyUnicode_KIND(t) == PyUnicode_2BYTE_KIND &&
+            ucs2_plain(PyUnicode_2BYTE_DATA(t), len)) {
+            wide[wide_busy] = (struct fold_lane){NULL, PyUnicode_2BYTE_DATA(t), len, i,
+                                                 0xcbf29ce484222325ull};
+            wide_busy++;
+            lanes_ucs2(wide, &wide_busy, out);
+            continue;
         }
+#endif
+        if (fold_hash_chain(t, direct, &out[i]) < 0) goto error;
     }
     for (int k = 0; k < busy; k++) {
         uint64_t h = lane[k].h;
         for (Py_ssize_t j = 0; j < lane[k].left; j++) h = plain_step(h, lane[k].p[j]);
         out[lane[k].index] = h;
     }
+#ifdef FOLD_UCS2
+    for (int k = 0; k < wide_busy; k++) {
+        uint64_t h = wide[k].h;
+        for (Py_ssize_t j = 0; j < wide[k].left; j++)
+            h = (h ^ ucs2_folded(wide[k].q[j])) * FOLD_PRIME;
+        out[wide[k].index] = h;
+    }
+#endif
     Py_CLEAR(own);
     PyObject *result = PyList_New(n);
     if (!result) goto error;

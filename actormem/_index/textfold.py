@@ -63,7 +63,9 @@ _fold_hash_direct: Callable[[str], int] | None = getattr(kernels._wo, "fold_hash
 #: :func:`fold_hashes` computes a list's fold hashes in one call of the core's
 #: ``fold_hash_many`` (the same values as :func:`fold_hash_c`'s function: a plain ASCII
 #: text, with no control byte and no space at an end or beside another, is hashed with
-#: three others side by side, its bytes lowered eight at a time; any other text as
+#: three others side by side, its bytes lowered eight at a time; with
+#: :data:`_FOLD_DIRECT`, a UCS-2 text likewise when it is plain and each of its other
+#: code points casefolds to one that is not whitespace; any other text as
 #: ``fold_hash``/``fold_hash_direct`` hash it). Read at each call. False (or a core
 #: without it): None, and the caller maps :func:`fold_hash_c`'s function, the path
 #: before it (``tests/test_fold_many.py``).
