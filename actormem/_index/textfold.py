@@ -79,12 +79,15 @@ def fold_hashes(texts: list[str]) -> list[int] | None:
     """``list(map(fold_hash_c(), texts))`` for a list of exact ``str`` in one C call, or
     None (:data:`_FOLD_MANY` off, no core, or a text that is not exactly a ``str``: the
     caller hashes them one by one). O(total length)."""
-    if not _FOLD_MANY or _fold_hash_many is None or fold_hash_c() is None:
+    fn = fold_hash_c()
+    if not _FOLD_MANY or _fold_hash_many is None or fn is None or type(texts) is not list:
         return None
-    if type(texts) is not list or not set(map(type, texts)) <= {str}:
+    try:
+        # The core checks every text's type before it hashes any (and runs no Python
+        # code): a TypeError is that check's, and the caller hashes one by one.
+        return _fold_hash_many(texts, fn is _fold_hash_direct)
+    except TypeError:
         return None
-    direct = fold_hash_c() is _fold_hash_direct
-    return _fold_hash_many(texts, direct)
 
 
 def fold_hash_c() -> Callable[[str], int] | None:
