@@ -1169,7 +1169,10 @@ class MemoryState:
         fold_fn = textfold.fold_hash_c()
         if _BULK_FOLDS and self._dupkey is _dupkey_hashed and fold_fn is not None:
             texts = [entry.memory for _, entry in rows]
-            if set(map(type, texts)) <= {str}:  # fold_hash's own condition for C
+            many = textfold.fold_hashes(texts)  # in one C call (textfold._FOLD_MANY)
+            if many is not None:
+                folds = iter(many)
+            elif set(map(type, texts)) <= {str}:  # fold_hash's own condition for C
                 folds = map(fold_fn, texts)
         for seq, entry in rows:
             if seq <= last:

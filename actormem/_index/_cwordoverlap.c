@@ -3284,13 +3284,11 @@ PyDoc_STRVAR(fold_hash_doc,
 "A hash in [0, 2**62) of ' '.join(text.casefold().split()), equal for texts whose folds\n"
 "are equal. O(len(text)).");
 
-static PyObject *
-fold_hash_impl(PyObject *text, int direct)
+/* fold_hash's 64-bit chain of the exact str `text` into *out (before the final mix);
+ * 0, or -1 with an exception set (casefold failed). */
+static int
+fold_hash_chain(PyObject *text, int direct, uint64_t *out)
 {
-    if (!PyUnicode_CheckExact(text)) {
-        PyErr_SetString(PyExc_TypeError, "fold_hash() takes a str");
-        return NULL;
-    }
     uint64_t h = 0xcbf29ce484222325ull;
     int gap = 0, any = 0; /* a whitespace run since the last character; any character */
     if (PyUnicode_IS_ASCII(text)) {
@@ -3336,11 +3334,11 @@ fold_hash_impl(PyObject *text, int direct)
 #endif
     } else {
         PyObject *t = PyObject_CallMethod(text, "casefold", NULL);
-        if (!t) return NULL;
+        if (!t) return -1;
         if (!PyUnicode_CheckExact(t)) {
             Py_DECREF(t);
             PyErr_SetString(PyExc_TypeError, "casefold() did not return a str");
-            return NULL;
+            return -1;
         }
         int kind = PyUnicode_KIND(t);
         const void *data = PyUnicode_DATA(t);
@@ -3358,8 +3356,28 @@ fold_hash_impl(PyObject *text, int direct)
         }
         Py_DECREF(t);
     }
+    *out = h;
+    return 0;
+}
+
+/* The value fold_hash returns for the chain h. */
+static inline uint64_t
+fold_final(uint64_t h)
+{
     h ^= h >> 31;
-    return PyLong_FromUnsignedLongLong(h & ((1ull << 62) - 1));
+    return h & ((1ull << 62) - 1);
+}
+
+static PyObject *
+fold_hash_impl(PyObject *text, int direct)
+{
+    if (!PyUnicode_CheckExact(text)) {
+        PyErr_SetString(PyExc_TypeError, "fold_hash() takes a str");
+        return NULL;
+    }
+    uint64_t h;
+    if (fold_hash_chain(text, direct, &h) < 0) return NULL;
+    return PyLong_FromUnsignedLongLong(fold_final(h));
 }
 
 static PyObject *
@@ -3378,6 +3396,411 @@ static PyObject *
 fold_hash_direct(PyObject *self, PyObject *text)
 {
     return fold_hash_impl(text, 1);
+}
+
+
+/* fold_hash_many: fold_hash (or fold_hash_direct) of every text of a list, the same
+ * values. Most texts agents store are "plain" ASCII: no byte below 0x20 (so no
+ * whitespace but the space), no space at either end and no two in a row. Their fold is
+ * their bytes lower-cased, so FNV-1a runs over those bytes with no branch; and as the
+ * chain of one text is one multiply after another (its latency, not the core, bounds
+ * it), FOLD_LANES plain texts are hashed side by side, one byte of each per step.
+ * Plain UCS-2 texts likewise for fold_hash_direct (see ucs2_plain). Any other text
+ * takes fold_hash_chain. */
+
+#define FOLD_LANES 4
+/* texts ahead whose first bytes are prefetched */
+#define FOLD_AHEAD 8
+#define FOLD_PRIME 0x100000001b3ull
+#define ONES8 0x0101010101010101ull
+#define HIGH8 0x8080808080808080ull
+
+/* Whether the ASCII bytes s[0:n] are plain (see above). Eight bytes at a time. */
+static int
+ascii_plain(const Py_UCS1 *s, Py_ssize_t n)
+{
+    if (n == 0) return 1;
+    if (s[0] == ' ' || s[n - 1] == ' ') return 0;
+    uint64_t prev = 0; /* 0x80 in the top byte: the byte before this word is a space */
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+#if PY_LITTLE_ENDIAN == 0
+        w = __builtin_bswap64(w); /* the first byte low, as `prev` below takes it */
+#endif
+        /* a byte below 0x20 (exact as a yes/no: every byte is below 0x80) */
+        uint64_t low = (w - 0x20 * ONES8) & ~w & HIGH8;
+        /* 0x80 exactly in each byte that is a space */
+        uint64_t x = w ^ (0x20 * ONES8);
+        uint64_t sp = ~(((x & (0x7F * ONES8)) + 0x7F * ONES8) | x | (0x7F * ONES8));
+        if (low | (sp & ((sp << 8) | (prev >> 56)))) return 0;
+        prev = sp;
+    }
+    int gap = (prev >> 63) != 0;
+    for (; i < n; i++) {
+        Py_UCS1 c = s[i];
+        if (c < 0x20) return 0;
+        int space = c == ' ';
+        if (space && gap) return 0;
+        gap = space;
+    }
+    return 1;
+}
+
+static inline uint64_t
+plain_step(uint64_t h, Py_UCS1 c)
+{
+    uint64_t l = c + ((uint64_t)((unsigned)(c - 'A') < 26u) << 5);
+    return (h ^ l) * FOLD_PRIME;
+}
+
+/* Eight ASCII bytes (little-endian word order: the first in the low byte), each
+ * upper-case letter lowered: 0x80 marks the bytes in ['A', 'Z'] (no carry crosses a
+ * byte: every byte is below 0x80), moved to 0x20. */
+static inline uint64_t
+lower8(const Py_UCS1 *p)
+{
+    uint64_t w;
+    memcpy(&w, p, 8);
+#if PY_LITTLE_ENDIAN == 0
+    w = __builtin_bswap64(w);
+#endif
+    uint64_t upper = (w + 0x3F * ONES8) & ~(w + 0x25 * ONES8) & HIGH8;
+    return w | (upper >> 2);
+}
+
+struct fold_lane {
+    const Py_UCS1 *p; /* an ASCII lane's next byte */
+    const Py_UCS2 *q; /* a UCS-2 lane's next code unit */
+    Py_ssize_t left, index;
+    uint64_t h;
+};
+
+/* Run four full ASCII lanes until at least one ends (its chain goes to out[index] and
+ * the last lane takes its place). */
+static void
+lanes_ascii(struct fold_lane *lane, int *busy, uint64_t *out)
+{
+    while (*busy == FOLD_LANES) {
+        Py_ssize_t m = lane[0].left;
+        for (int k = 1; k < FOLD_LANES; k++)
+            if (lane[k].left < m) m = lane[k].left;
+        const Py_UCS1 *p0 = lane[0].p, *p1 = lane[1].p, *p2 = lane[2].p, *p3 = lane[3].p;
+        uint64_t h0 = lane[0].h, h1 = lane[1].h, h2 = lane[2].h, h3 = lane[3].h;
+        Py_ssize_t j = 0;
+        for (; j + 8 <= m; j += 8) {
+            uint64_t w0 = lower8(p0 + j), w1 = lower8(p1 + j), w2 = lower8(p2 + j),
+                     w3 = lower8(p3 + j);
+            for (int b = 0; b < 64; b += 8) {
+                h0 = (h0 ^ ((w0 >> b) & 0xFF)) * FOLD_PRIME;
+                h1 = (h1 ^ ((w1 >> b) & 0xFF)) * FOLD_PRIME;
+                h2 = (h2 ^ ((w2 >> b) & 0xFF)) * FOLD_PRIME;
+                h3 = (h3 ^ ((w3 >> b) & 0xFF)) * FOLD_PRIME;
+            }
+        }
+        for (; j < m; j++) {
+            h0 = plain_step(h0, p0[j]);
+            h1 = plain_step(h1, p1[j]);
+            h2 = plain_step(h2, p2[j]);
+            h3 = plain_step(h3, p3[j]);
+        }
+        lane[0].h = h0, lane[1].h = h1, lane[2].h = h2, lane[3].h = h3;
+        for (int k = FOLD_LANES - 1; k >= 0; k--) {
+            lane[k].p += m;
+            lane[k].left -= m;
+            if (lane[k].left == 0) {
+                out[lane[k].index] = lane[k].h;
+                lane[k] = lane[--(*busy)];
+            }
+        }
+    }
+}
+
+#if PY_VERSION_HEX < 0x030D0000
+/* UCS-2 texts, for fold_hash_direct's values (its per-code-point casefold is there
+ * before CPython 3.13): a text is plain as an ASCII one is, and besides every code
+ * point from 128 on is no whitespace and casefolds to one code point that is none.
+ * Its fold's code points are then its own, each ASCII one lowered and every other one
+ * casefolded, one for one. */
+#define FOLD_UCS2 1
+
+static int
+ucs2_plain(const Py_UCS2 *s, Py_ssize_t n)
+{
+    if (n == 0) return 1;
+    if (s[0] == ' ' || s[n - 1] == ' ') return 0;
+    int gap = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS2 c = s[i];
+        if (c < 0x20) return 0;
+        if (c == ' ') {
+            if (gap) return 0;
+            gap = 1;
+            continue;
+        }
+        gap = 0;
+        if (c >= 128) {
+            Py_UCS4 m[3];
+            if (Py_UNICODE_ISSPACE(c) || _PyUnicode_ToFoldedFull(c, m) != 1 ||
+                Py_UNICODE_ISSPACE(m[0]))
+                return 0;
+        }
+    }
+    return 1;
+}
+
+/* A plain UCS-2 text's code unit as its fold has it. */
+static inline uint64_t
+ucs2_folded(Py_UCS2 c)
+{
+    if (__builtin_expect(c >= 128, 0)) {
+        Py_UCS4 m[3];
+        _PyUnicode_ToFoldedFull(c, m);
+        return m[0];
+    }
+    return c + ((uint64_t)((unsigned)(c - 'A') < 26u) << 5);
+}
+
+/* lanes_ascii for UCS-2 lanes. */
+static void
+lanes_ucs2(struct fold_lane *lane, int *busy, uint64_t *out)
+{
+    while (*busy == FOLD_LANES) {
+        Py_ssize_t m = lane[0].left;
+        for (int k = 1; k < FOLD_LANES; k++)
+            if (lane[k].left < m) m = lane[k].left;
+        const Py_UCS2 *q0 = lane[0].q, *q1 = lane[1].q, *q2 = lane[2].q, *q3 = lane[3].q;
+        uint64_t h0 = lane[0].h, h1 = lane[1].h, h2 = lane[2].h, h3 = lane[3].h;
+        for (Py_ssize_t j = 0; j < m; j++) {
+            h0 = (h0 ^ ucs2_folded(q0[j])) * FOLD_PRIME;
+            h1 = (h1 ^ ucs2_folded(q1[j])) * FOLD_PRIME;
+            h2 = (h2 ^ ucs2_folded(q2[j])) * FOLD_PRIME;
+            h3 = (h3 ^ ucs2_folded(q3[j])) * FOLD_PRIME;
+        }
+        lane[0].h = h0, lane[1].h = h1, lane[2].h = h2, lane[3].h = h3;
+        for (int k = FOLD_LANES - 1; k >= 0; k--) {
+            lane[k].q += m;
+            lane[k].left -= m;
+            if (lane[k].left == 0) {
+                out[lane[k].index] = lane[k].h;
+                lane[k] = lane[--(*busy)];
+            }
+        }
+    }
+}
+#endif
+
+PyDoc_STRVAR(fold_hash_many_doc,
+"fold_hash_many(texts, direct) -> list[int]\n\n"
+"[fold_hash(t) for t in texts] (fold_hash_direct with `direct`), the same values;\n"
+"texts must be a list of str (exactly). Plain ASCII texts (and with `direct`, plain\n"
+"UCS-2 ones) are hashed four at a time.\n"
+"O(total length).");
+
+static PyObject *
+fold_hash_many(PyObject *self, PyObject *args)
+{
+    PyObject *texts;
+    int direct;
+    if (!PyArg_ParseTuple(args, "O!p", &PyList_Type, &texts, &direct)) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(texts);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyUnicode_CheckExact(PyList_GET_ITEM(texts, i))) {
+            PyErr_SetString(PyExc_TypeError, "fold_hash_many: texts must be a list of str");
+            return NULL;
+        }
+    }
+    /* casefold() may run arbitrary code only for a str subclass, refused above; still,
+     * hold the texts in a tuple of our own so that no change to the list reaches us. */
+    PyObject *own = PyList_AsTuple(texts);
+    if (!own) return NULL;
+    uint64_t *out = PyMem_Malloc(n ? (size_t)n * sizeof(uint64_t) : 1);
+    if (!out) {
+        Py_DECREF(own);
+        return PyErr_NoMemory();
+    }
+    struct fold_lane lane[FOLD_LANES];
+    int busy = 0;
+#ifdef FOLD_UCS2
+    struct fold_lane wide[FOLD_LANES];
+    int wide_busy = 0;
+#endif
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = PyTuple_GET_ITEM(own, i);
+        if (i + FOLD_AHEAD < n) {
+            /* the header and first bytes of a text a few ahead (its data follows the
+             * header when it is compact): the pass is bound by fetching the texts */
+            const char *ahead = (const char *)PyTuple_GET_ITEM(own, i + FOLD_AHEAD);
+            __builtin_prefetch(ahead);
+            __builtin_prefetch(ahead + 64);
+            __builtin_prefetch(ahead + 128);
+            __builtin_prefetch(ahead + 192);
+        }
+        Py_ssize_t len = PyUnicode_GET_LENGTH(t);
+        if (PyUnicode_IS_ASCII(t) && ascii_plain(PyUnicode_1BYTE_DATA(t), len)) {
+            lane[busy] = (struct fold_lane){PyUnicode_1BYTE_DATA(t), NULL, len, i,
+                                            0xcbf29ce484222325ull};
+            busy++;
+            lanes_ascii(lane, &busy, out);
+            continue;
+        }
+#ifdef FOLD_UCS2
+        if (direct && PyUnicode_KIND(t) == PyUnicode_2BYTE_KIND &&
+            ucs2_plain(PyUnicode_2BYTE_DATA(t), len)) {
+            wide[wide_busy] = (struct fold_lane){NULL, PyUnicode_2BYTE_DATA(t), len, i,
+                                                 0xcbf29ce484222325ull};
+            wide_busy++;
+            lanes_ucs2(wide, &wide_busy, out);
+            continue;
+        }
+#endif
+        if (fold_hash_chain(t, direct, &out[i]) < 0) goto error;
+    }
+    for (int k = 0; k < busy; k++) {
+        uint64_t h = lane[k].h;
+        for (Py_ssize_t j = 0; j < lane[k].left; j++) h = plain_step(h, lane[k].p[j]);
+        out[lane[k].index] = h;
+    }
+#ifdef FOLD_UCS2
+    for (int k = 0; k < wide_busy; k++) {
+        uint64_t h = wide[k].h;
+        for (Py_ssize_t j = 0; j < wide[k].left; j++)
+            h = (h ^ ucs2_folded(wide[k].q[j])) * FOLD_PRIME;
+        out[wide[k].index] = h;
+    }
+#endif
+    Py_CLEAR(own);
+    PyObject *result = PyList_New(n);
+    if (!result) goto error;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *v = PyLong_FromUnsignedLongLong(fold_final(out[i]));
+        if (!v) {
+            Py_DECREF(result);
+            goto error;
+        }
+        PyList_SET_ITEM(result, i, v);
+    }
+    PyMem_Free(out);
+    return result;
+error:
+    Py_XDECREF(own);
+    PyMem_Free(out);
+    return NULL;
+}
+
+
+/* ------------------------------------------------------------------ texts' digest
+ *
+ *   utf8_feed   what persist.text_digest feeds its hash for one sequence of texts:
+ *               their code-point lengths (int64, native order) in one update, then
+ *               the UTF-8 ("surrogatepass") of their concatenation in chunks of at
+ *               most UTF8_FEED_CHUNK bytes, copied straight from an ASCII text's data
+ *               (no joined str, no encoded copy of it).
+ */
+
+#define UTF8_FEED_CHUNK ((Py_ssize_t)1 << 20)
+#define UTF8_FEED_AHEAD 8
+
+/* update(buf) with buf's first `len` bytes (buf shrunk to them when fewer); 0, or -1
+ * with an exception (update raised, or it resized buf: we write into buf's storage). */
+static int
+feed_chunk(PyObject *update, PyObject *buf, Py_ssize_t len)
+{
+    if (len < PyByteArray_GET_SIZE(buf) && PyByteArray_Resize(buf, len) < 0) return -1;
+    PyObject *r = PyObject_CallOneArg(update, buf);
+    if (!r) return -1;
+    Py_DECREF(r);
+    if (PyByteArray_GET_SIZE(buf) != len) {
+        PyErr_SetString(PyExc_RuntimeError, "utf8_feed: update() resized its buffer");
+        return -1;
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(utf8_feed_doc,
+"utf8_feed(update, texts) -> None\n\n"
+"update(the int64 code-point lengths of texts, native order), then update() with the\n"
+"UTF-8 (\"surrogatepass\") of ''.join(texts) in chunks of at most 1 MiB (a bytearray\n"
+"reused between calls): what persist.text_digest feeds its hash for one part. texts\n"
+"must be a list of str (exactly). O(total length).");
+
+static PyObject *
+utf8_feed(PyObject *self, PyObject *args)
+{
+    PyObject *update, *texts;
+    if (!PyArg_ParseTuple(args, "OO!", &update, &PyList_Type, &texts)) return NULL;
+    if (!PyCallable_Check(update)) {
+        PyErr_SetString(PyExc_TypeError, "utf8_feed: update must be callable");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(texts);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyUnicode_CheckExact(PyList_GET_ITEM(texts, i))) {
+            PyErr_SetString(PyExc_TypeError, "utf8_feed: texts must be a list of str");
+            return NULL;
+        }
+    }
+    /* update() is any callable: the texts are held in a tuple of our own */
+    PyObject *own = PyList_AsTuple(texts);
+    if (!own) return NULL;
+    PyObject *buf = NULL, *r;
+    PyObject *lens = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(int64_t));
+    if (!lens) goto error;
+    int64_t *len_of = (int64_t *)PyBytes_AS_STRING(lens);
+    for (Py_ssize_t i = 0; i < n; i++)
+        len_of[i] = (int64_t)PyUnicode_GET_LENGTH(PyTuple_GET_ITEM(own, i));
+    r = PyObject_CallOneArg(update, lens);
+    Py_CLEAR(lens);
+    if (!r) goto error;
+    Py_DECREF(r);
+    if (!(buf = PyByteArray_FromStringAndSize(NULL, UTF8_FEED_CHUNK))) goto error;
+    Py_ssize_t pos = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = PyTuple_GET_ITEM(own, i), *enc = NULL;
+        if (i + UTF8_FEED_AHEAD < n) {
+            const char *ahead = (const char *)PyTuple_GET_ITEM(own, i + UTF8_FEED_AHEAD);
+            __builtin_prefetch(ahead);
+            __builtin_prefetch(ahead + 64);
+            __builtin_prefetch(ahead + 128);
+            __builtin_prefetch(ahead + 192);
+        }
+        const char *src;
+        Py_ssize_t len;
+        if (PyUnicode_IS_ASCII(t)) {
+            src = (const char *)PyUnicode_1BYTE_DATA(t);
+            len = PyUnicode_GET_LENGTH(t);
+        } else {
+            enc = PyUnicode_AsEncodedString(t, "utf-8", "surrogatepass");
+            if (!enc) goto error;
+            src = PyBytes_AS_STRING(enc);
+            len = PyBytes_GET_SIZE(enc);
+        }
+        while (len > 0) {
+            Py_ssize_t take = UTF8_FEED_CHUNK - pos < len ? UTF8_FEED_CHUNK - pos : len;
+            memcpy(PyByteArray_AS_STRING(buf) + pos, src, (size_t)take);
+            pos += take;
+            src += take;
+            len -= take;
+            if (pos == UTF8_FEED_CHUNK) {
+                if (feed_chunk(update, buf, pos) < 0) {
+                    Py_XDECREF(enc);
+                    goto error;
+                }
+                pos = 0;
+            }
+        }
+        Py_XDECREF(enc);
+    }
+    if (pos > 0 && feed_chunk(update, buf, pos) < 0) goto error;
+    Py_DECREF(buf);
+    Py_DECREF(own);
+    Py_RETURN_NONE;
+error:
+    Py_XDECREF(lens);
+    Py_XDECREF(buf);
+    Py_DECREF(own);
+    return NULL;
 }
 
 /* ------------------------------------------------------------------ ranking */
@@ -4219,6 +4642,8 @@ static PyMethodDef methods[] = {
     {"cache_forget", cache_forget, METH_VARARGS, cache_forget_doc},
     {"fold_hash", fold_hash, METH_O, fold_hash_doc},
     {"fold_hash_direct", fold_hash_direct, METH_O, fold_hash_direct_doc},
+    {"fold_hash_many", fold_hash_many, METH_VARARGS, fold_hash_many_doc},
+    {"utf8_feed", utf8_feed, METH_VARARGS, utf8_feed_doc},
     {"iso_utc", iso_utc, METH_O, iso_utc_doc},
     {"rows_setup", rows_setup, METH_VARARGS, rows_setup_doc},
     {"encode_rows", encode_rows, METH_O, encode_rows_doc},
