@@ -3571,6 +3571,10 @@ lower_text(PyObject *self, PyObject *text)
         for (Py_ssize_t i = 0; i < n; i++) d[i] = lower_tab[s[i]];
         return out;
     }
+#if PY_VERSION_HEX >= 0x030D0000
+    /* _PyUnicode_ToLowerFull is not exported from CPython 3.13 on. */
+    return PyObject_CallMethod(text, "lower", NULL);
+#else
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
     Py_UCS4 *buf = PyMem_Malloc(sizeof(Py_UCS4) * 3 * (size_t)n);
@@ -3608,6 +3612,7 @@ lower_text(PyObject *self, PyObject *text)
     }
     PyMem_Free(buf);
     return out;
+#endif
 }
 
 PyDoc_STRVAR(dup_key_doc,
