@@ -31,6 +31,9 @@ _ACQUIRE_FAST`` and ``_UNTRACK``, ``textfold._FOLD_DIRECT``, ``state._RELEVANCE_
 ``--old-knobs store6`` with branch store6's (``state._UNTRACK_RECORDS``,
 ``wordoverlap.knobs._CACHE_UCS``, ``sqlite_format._ISO_DIRECT`` and ``_INSERT_NO_NULLS``);
 ``--old-knobs store7`` with branch store7's (``state._DEFER_BATCH``); ``--old-knobs
+store8`` with branch store8's (``wordoverlap.knobs._SCAN_ONE``, ``_LOWER_C``,
+``_LEAN_TEXT_CHECKS``, ``_MASKS_BY_KIND``, ``textfold._FOLD_TABLE``, ``state._DUPKEY_C``);
+``--old-knobs
 durable8`` with branch durable8's (``memory._GC_PAUSE``, ``sqlite_format._ROWS_C``,
 ``sqlite._PAGE_SIZE``).
 
@@ -192,6 +195,25 @@ def _switch_durable8(on: bool) -> None:
     sqlite._PAGE_SIZE = 16384 if on else None
 
 
+def _switch_store8(on: bool) -> None:
+    """The store path of branch store8 on or off: the compiled add's one-pass token scan
+    (``wordoverlap.knobs._SCAN_ONE``), the fold hash's table (``textfold._FOLD_TABLE``),
+    ``add_many``'s ``lower_text`` (``knobs._LOWER_C``), the text checks left to C
+    (``knobs._LEAN_TEXT_CHECKS``), ``text_masks`` per string kind
+    (``knobs._MASKS_BY_KIND``) and the C duplicate key (``state._DUPKEY_C``; off, the one
+    formula in Python: slower than the inline copies before it). The same results."""
+    from actormem._engine import state
+    from actormem._index import textfold
+    from actormem._index.wordoverlap import knobs
+
+    knobs._SCAN_ONE = on
+    knobs._LOWER_C = on
+    knobs._LEAN_TEXT_CHECKS = on
+    knobs._MASKS_BY_KIND = on
+    textfold._FOLD_TABLE = on
+    state._DUPKEY_C = on
+
+
 #: ``--old-knobs SET``: the knobs the old side turns off.
 _KNOB_SETS = {
     "batch": _switch_batch,
@@ -199,6 +221,7 @@ _KNOB_SETS = {
     "store6": _switch_store6,
     "store7": _switch_store7,
     "durable8": _switch_durable8,
+    "store8": _switch_store8,
 }
 
 
@@ -344,7 +367,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "'store6' the untracked records, the token cache for texts that are not ASCII, "
         "the rows' datetimes in C and their NULLs left out of the insert, 'store7' the "
         "durable owner's batch through the batched path, 'durable8' the durable batch without "
-        "collections, its rows in C and 16 KiB pages",
+        "collections, its rows in C and 16 KiB pages, 'store8' the one-pass token scan, the "
+        "fold and lower-case tables, the text checks in C and the C duplicate key",
     )
     p.add_argument(
         "--state",

@@ -212,6 +212,7 @@ def test_fold_knob_chooses_the_function_and_keeps_the_groups() -> None:
     groups = []
     for direct in (False, True):
         textfold._FOLD_DIRECT = direct
+        textfold._FOLD_TABLE = False  # its own choice: tests/test_store8.py
         try:
             want = textfold._fold_hash_direct if direct else textfold._fold_hash_c
             assert textfold.fold_hash_c() is want
@@ -220,6 +221,7 @@ def test_fold_knob_chooses_the_function_and_keeps_the_groups() -> None:
             groups.append(sorted(len(state._dup_group(k)) for k in state._dups))
         finally:
             textfold._FOLD_DIRECT = True
+            textfold._FOLD_TABLE = True
     assert groups[0] == groups[1] == [1, 1, 2, 2]
 
 
@@ -316,11 +318,11 @@ def test_relevance_append_falls_back_without_sortedcontainers_internals(
 
 
 @core
-@pytest.mark.parametrize("flags", [-1, 16, 31, 255, -(1 << 31)])
+@pytest.mark.parametrize("flags", [-1, 32, 63, 255, -(1 << 31)])
 def test_add_cached_refuses_unknown_flags(flags: int) -> None:
-    """The C adds' ``flags`` are 0 to 15 (1 acquire fast, 2 untrack, 4 the token cache for
-    texts that are not ASCII, branch store6; 8 the active words' bits, mainjob7): any
-    other value is
+    """The C adds' ``flags`` are 0 to 31 (1 acquire fast, 2 untrack, 4 the token cache for
+    texts that are not ASCII, branch store6; 8 the active words' bits, mainjob7; 16 the
+    one-pass scan, store8): any other value is
     refused before anything is added, for one text and for a batch."""
     mod = kernels.wo_core()
     assert mod is not None

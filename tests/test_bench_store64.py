@@ -112,6 +112,29 @@ def test_switch_store5_turns_the_knobs() -> None:
     assert now() == [True] * 4
 
 
+def test_switch_store8_turns_the_knobs() -> None:
+    from actormem._engine import state
+    from actormem._index import textfold
+    from actormem._index.wordoverlap import knobs
+
+    def now() -> list[bool]:
+        return [
+            knobs._SCAN_ONE,
+            knobs._LOWER_C,
+            knobs._LEAN_TEXT_CHECKS,
+            knobs._MASKS_BY_KIND,
+            textfold._FOLD_TABLE,
+            state._DUPKEY_C,
+        ]
+
+    bench_store64._switch_store8(False)
+    try:
+        assert now() == [False] * 6
+    finally:
+        bench_store64._switch_store8(True)
+    assert now() == [True] * 6
+
+
 def test_gc_freeze_reaches_the_child_and_unfreezes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -163,25 +163,39 @@ def _below_key(relevance: float) -> int | None:
     return _rel_part(max(relevance, 0.0)) | _LOW_MAX
 
 
+def _dup_key(
+    namespace: tuple[str, ...], category: str, text_key: object, key: str | None, value: object
+) -> int:
+    """The duplicate key, the one formula: the hash of :func:`_normalised`'s fields with
+    ``text_key`` for the folded text (the fold itself, or its
+    :func:`~actormem._index.textfold.fold_hash`), the key of a record's group in
+    ``_dups``. Recomputed when the record leaves (O(len(text))) rather than kept on the
+    record: a slot less per record (the int lives on as the dict's key) for a few µs per
+    delete, upsert or eviction. Cut to 30 bits: an int of one digit (28 bytes, not 36);
+    the few more unequal records that share a key cost nothing but a group
+    (consolidation compares the full :func:`_normalised` keys). The C ``dup_key``
+    (``textfold._dup_key_c``) computes it for the fold hash of a text in one call. O(1)."""
+    return hash((namespace, category, text_key, key, value)) & 0x3FFF_FFFF
+
+
 def _dupkey(rec: Record) -> int:
-    """The hash of :func:`_normalised`: the key of ``rec``'s group in ``_dups``.
-    Recomputed when the record leaves (O(len(text))) rather than kept on the record:
-    a slot less per record (the int lives on as the dict's key) for a few µs per
-    delete, upsert or eviction. Cut to 30 bits: an int of one digit (28 bytes, not
-    36); the few more unequal records that share a key cost nothing but a group
-    (consolidation compares the full :func:`_normalised` keys)."""
-    e = rec.entry  # _normalised's tuple, built inline (this runs on every store)
-    return hash((e.namespace, e.category._value_, fold(e.memory), e.key, e.value)) & 0x3FFF_FFFF
+    """:func:`_dup_key` of ``rec`` by its folded text. O(len(text))."""
+    e = rec.entry
+    return _dup_key(e.namespace, e.category._value_, fold(e.memory), e.key, e.value)
 
 
 def _dupkey_hashed(rec: Record) -> int:
-    """:func:`_dupkey` with the folded text's :func:`~actormem._index.textfold.fold_hash`
-    in place of the text: the same groups (equal folds, equal keys) without building the
-    fold. What a state uses when the C ``fold_hash`` exists (``MemoryState._dupkey``)."""
+    """:func:`_dup_key` of ``rec`` by the folded text's
+    :func:`~actormem._index.textfold.fold_hash`: the same groups as :func:`_dupkey` (equal
+    folds, equal keys) without building the fold. What a state uses when the C
+    ``fold_hash`` exists (``MemoryState._dupkey``); in one C call (``dup_key``) for an
+    exact ``str`` text (:data:`_DUPKEY_C`). O(len(text))."""
     e = rec.entry
-    return hash((e.namespace, e.category._value_, fold_hash(e.memory), e.key, e.value)) & (
-        0x3FFF_FFFF
-    )
+    memory = e.memory
+    dup_c = textfold._dup_key_c
+    if _DUPKEY_C and dup_c is not None and type(memory) is str:
+        return dup_c(e.namespace, e.category._value_, memory, e.key, e.value)
+    return _dup_key(e.namespace, e.category._value_, fold_hash(memory), e.key, e.value)
 
 
 def _normalised(
@@ -292,16 +306,27 @@ _DEFER_BATCH = True
 #: hold for a loaded record): the first collections after an open of 1M entries no
 #: longer walk a million records (~0.3 s). False: left tracked, the path before it.
 _UNTRACK_LOADED = True
-#: ``_load_bulk`` takes the duplicate keys' fold hashes of all the rows' texts in one
-#: ``map`` of the C ``fold_hash`` (no Python call per text) and builds each key's tuple
-#: inline; the same keys as :func:`_dupkey_hashed`. False: ``self._dupkey(rec)`` per
-#: record, the path before it.
+#: ``_load_bulk`` makes each row's duplicate key by the C ``dup_key`` inline
+#: (:data:`_DUPKEY_C`; before it, the rows' fold hashes in one ``map`` of the C
+#: ``fold_hash`` and each key's tuple built inline), no ``_dupkey_hashed`` frame per row;
+#: the same keys. False: ``self._dupkey(rec)`` per record, the path before it.
 _BULK_FOLDS = True
+#: With :data:`_BULK_FOLDS`: ``_load_bulk`` takes the rows' fold hashes from one
+#: ``textfold.fold_hashes`` call (four plain texts hashed side by side) and makes each
+#: key by :func:`_dup_key`, rather than one ``dup_key`` call a row. The same keys.
+_LOAD_FOLDS_MANY = True
 #: ``_load_bulk`` fills the empty relevance order through sortedcontainers' private
 #: lists (:meth:`MemoryState._relevance_fill`: each key computed once, no sort when the
 #: keys already ascend). False: ``SortedKeyList.update``, the path before it (the same
 #: lists).
 _RELEVANCE_FILL = True
+#: The duplicate key by the fold's hash (:func:`_dupkey_hashed`, ``_store_batch``,
+#: ``_load_bulk``) is the C ``dup_key`` (``textfold._dup_key_c``): the text's fold hash,
+#: the tuple and its hash in one call, where the three paths each wrote the formula out
+#: (an inline ``fold_c`` call, tuple, ``hash`` and cut). False: :func:`_dup_key` in
+#: Python for each (the one formula; a call more per store than the inline copies it
+#: replaced). The same keys.
+_DUPKEY_C = True
 #: The fast path reads sortedcontainers 2.x's private lists; a release without them
 #: (checked once, here) takes ``add`` instead of failing every ``store_many``.
 _SORTED_INTERNALS = all(
@@ -893,7 +918,7 @@ class MemoryState:
         namespaces = self._namespaces
         dups = self._dups
         dupkey = self._dupkey
-        fold_c = textfold.fold_hash_c() if dupkey is _dupkey_hashed else None
+        dup_c = textfold._dup_key_c if _DUPKEY_C and dupkey is _dupkey_hashed else None
         capacity = self.capacity
         journal = self.journal
         evict = self._evict
@@ -964,10 +989,8 @@ class MemoryState:
                     rec.evkey = self._evkey(rec)
                     evict[entry.validated].add(rec.evkey)
                 memory = entry.memory
-                if fold_c is not None and type(memory) is str:  # _dupkey_hashed, inline
-                    folded = fold_c(memory)
-                    key = hash((namespace, entry.category._value_, folded, entry.key, entry.value))
-                    key &= 0x3FFF_FFFF
+                if dup_c is not None and type(memory) is str:  # _dupkey_hashed's C call
+                    key = dup_c(namespace, entry.category._value_, memory, entry.key, entry.value)
                 else:
                     key = dupkey(rec)
                 group = dups.get(key)
@@ -1165,15 +1188,16 @@ class MemoryState:
         untrack = _gc_untrack if _UNTRACK_ENTRIES else None
         exact: list[MemoryEntry] = []  # the entries to untrack, as _link would
         last = self._seq
+        # _BULK_FOLDS: the texts' fold hashes in one C call (textfold._FOLD_MANY), else
+        # _dupkey_hashed's C call inline (its condition: a str text).
         folds: Iterator[int] | None = None
-        fold_fn = textfold.fold_hash_c()
-        if _BULK_FOLDS and self._dupkey is _dupkey_hashed and fold_fn is not None:
-            texts = [entry.memory for _, entry in rows]
-            many = textfold.fold_hashes(texts)  # in one C call (textfold._FOLD_MANY)
+        dup_c = textfold._dup_key_c if _DUPKEY_C and self._dupkey is _dupkey_hashed else None
+        if not _BULK_FOLDS:
+            dup_c = None
+        elif self._dupkey is _dupkey_hashed and _LOAD_FOLDS_MANY:
+            many = textfold.fold_hashes([entry.memory for _, entry in rows])
             if many is not None:
                 folds = iter(many)
-            elif set(map(type, texts)) <= {str}:  # fold_hash's own condition for C
-                folds = map(fold_fn, texts)
         for seq, entry in rows:
             if seq <= last:
                 raise ValueError(f"restore(): seq {seq} is not above {last}")
@@ -1201,11 +1225,15 @@ class MemoryState:
             if bounded:
                 rec.evkey = self._evkey(rec)
                 evict_keys[entry.validated].append(rec.evkey)
-            if folds is None:
+            memory = entry.memory
+            if folds is not None:  # _dupkey_hashed(rec), with the text's hash from the bulk map
+                key = _dup_key(
+                    entry.namespace, entry.category._value_, next(folds), entry.key, entry.value
+                )
+            elif dup_c is not None and type(memory) is str:
+                key = dup_c(entry.namespace, entry.category._value_, memory, entry.key, entry.value)
+            else:
                 key = self._dupkey(rec)
-            else:  # _dupkey_hashed(rec), with the text's hash from the bulk map
-                ns, cat = entry.namespace, entry.category._value_
-                key = hash((ns, cat, next(folds), entry.key, entry.value)) & 0x3FFF_FFFF
             same = dups.get(key)
             if same is None:
                 dups[key] = rec

@@ -85,15 +85,18 @@ struct vocab {
 /* knobs._ACTIVE_BITS: a new ASCII token's 1/2-character substrings tested against the
  * active words' bits (struct active_bits) instead of made and looked up in the set. */
 #define ADD_ACTIVE_BITS 8
+/* knobs._SCAN_ONE: the tokens of an ASCII (or narrowed) text found in one pass, each
+ * one's cache hash and first word computed as it is read (no counting pass first). */
+#define ADD_SCAN_ONE 16
 
-/* flags checked: 0 to 15 (ADD_ACQUIRE_FAST | ADD_UNTRACK | ADD_CACHE_UCS |
- * ADD_ACTIVE_BITS), else ValueError. 0 or -1. */
+/* flags checked: 0 to 31 (ADD_ACQUIRE_FAST | ADD_UNTRACK | ADD_CACHE_UCS |
+ * ADD_ACTIVE_BITS | ADD_SCAN_ONE), else ValueError. 0 or -1. */
 static int
 add_flags_check(int flags)
 {
-    if (flags < 0 ||
-        flags > (ADD_ACQUIRE_FAST | ADD_UNTRACK | ADD_CACHE_UCS | ADD_ACTIVE_BITS)) {
-        PyErr_Format(PyExc_ValueError, "flags must be 0 to 15, got %d", flags);
+    if (flags < 0 || flags > (ADD_ACQUIRE_FAST | ADD_UNTRACK | ADD_CACHE_UCS |
+                              ADD_ACTIVE_BITS | ADD_SCAN_ONE)) {
+        PyErr_Format(PyExc_ValueError, "flags must be 0 to 31, got %d", flags);
         return -1;
     }
     return 0;
@@ -1453,19 +1456,22 @@ done:
 /* ------------------------------------------------------------------ masks */
 
 PyDoc_STRVAR(text_masks_doc,
-"text_masks(texts, pair_lo, pair_hi, lo, hi, start) -> None\n\n"
+"text_masks(texts, pair_lo, pair_hi, lo, hi, start, by_kind=0) -> None\n\n"
 "For each lower-cased text j of `texts`: lo[start + j] and hi[start + j] = the OR of\n"
 "pair_lo / pair_hi (uint64, 129 * 129) at a * 129 + b over the text's character pairs\n"
 "(a, b), the last character paired with a newline; code points above 127 count as 128.\n"
-"What masks._text_masks computes with numpy. O(total length).");
+"What masks._text_masks computes with numpy. by_kind true (knobs._MASKS_BY_KIND): each\n"
+"text read in a loop per string kind, not by PyUnicode_READ per character (the same\n"
+"masks). O(total length).");
 
 static PyObject *
 text_masks(PyObject *self, PyObject *args)
 {
     PyObject *texts, *o_plo, *o_phi, *o_lo, *o_hi;
     Py_ssize_t start;
-    if (!PyArg_ParseTuple(args, "O!OOOOn", &PyList_Type, &texts, &o_plo, &o_phi, &o_lo, &o_hi,
-                          &start)) {
+    int masks_by_kind = 0;
+    if (!PyArg_ParseTuple(args, "O!OOOOn|p", &PyList_Type, &texts, &o_plo, &o_phi, &o_lo, &o_hi,
+                          &start, &masks_by_kind)) {
         return NULL;
     }
     Py_buffer b[4];
@@ -1489,24 +1495,49 @@ text_masks(PyObject *self, PyObject *args)
     }
     const uint64_t *plo = b[0].buf, *phi = b[1].buf;
     uint64_t *lo = b[2].buf, *hi = b[3].buf;
-    for (Py_ssize_t j = 0; j < nt; j++) {
-        PyObject *t = PyList_GET_ITEM(texts, j);
-        if (!PyUnicode_CheckExact(t)) {
+    for (Py_ssize_t j = 0; j < nt; j++) { /* every text checked before any mask is written */
+        if (!PyUnicode_CheckExact(PyList_GET_ITEM(texts, j))) {
             PyErr_SetString(PyExc_TypeError, "texts must be str");
             goto done;
         }
+    }
+    for (Py_ssize_t j = 0; j < nt; j++) {
+        PyObject *t = PyList_GET_ITEM(texts, j);
         int kind = PyUnicode_KIND(t);
         const void *data = PyUnicode_DATA(t);
         Py_ssize_t len = PyUnicode_GET_LENGTH(t);
         uint64_t ml = 0, mh = 0;
         Py_UCS4 prev = len ? PyUnicode_READ(kind, data, 0) : 0;
         unsigned a = prev > 128 ? 128 : prev;
+        if (masks_by_kind && len) {
+            /* The same pairs, the loop per kind (no kind switch and no end test per
+             * character), then the last character with the newline. */
+#define PAIR_LOOP(T)                                            \
+            for (Py_ssize_t i = 1; i < len; i++) {              \
+                Py_UCS4 c = ((const T *)data)[i];               \
+                unsigned z = c > 128 ? 128 : c;                 \
+                ml |= plo[a * 129 + z];                         \
+                mh |= phi[a * 129 + z];                         \
+                a = z;                                          \
+            }
+            if (kind == PyUnicode_1BYTE_KIND) {
+                PAIR_LOOP(Py_UCS1)
+            } else if (kind == PyUnicode_2BYTE_KIND) {
+                PAIR_LOOP(Py_UCS2)
+            } else {
+                PAIR_LOOP(Py_UCS4)
+            }
+#undef PAIR_LOOP
+            ml |= plo[a * 129 + '\n'];
+            mh |= phi[a * 129 + '\n'];
+        } else {
         for (Py_ssize_t i = 1; i <= len; i++) {
             Py_UCS4 c = i < len ? PyUnicode_READ(kind, data, i) : '\n';
             unsigned z = c > 128 ? 128 : c;
             ml |= plo[a * 129 + z];
             mh |= phi[a * 129 + z];
             a = z;
+        }
         }
         lo[start + j] = ml;
         hi[start + j] = mh;
@@ -2543,6 +2574,12 @@ ascii_space(Py_UCS1 c)
     return c == ' ' || (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x1F);
 }
 
+/* ascii_space as a table over all 256 byte values (1: whitespace): one load a byte. */
+static const unsigned char ascii_space_tab[256] = {
+    [0x09] = 1, [0x0A] = 1, [0x0B] = 1, [0x0C] = 1, [0x0D] = 1,
+    [0x1C] = 1, [0x1D] = 1, [0x1E] = 1, [0x1F] = 1, [' '] = 1,
+};
+
 PyDoc_STRVAR(fold_ascii_doc,
 "fold_ascii(text) -> str | None\n\n"
 "' '.join(text.casefold().split()) for an ASCII text (text itself when that is equal\n"
@@ -2931,6 +2968,52 @@ add_cached_one(PyObject *post, PyObject *low, long gid, PyObject *vocab_obj, PyO
 #undef NARROW
             s = nb;
         }
+        if (flags & ADD_SCAN_ONE) {
+            /* The tokens in one pass, into refs (grown by doubling), each one's cache
+             * slot (tok_hash) and first word (tok_word) computed as it is read: the
+             * same tokens, slots and words as the passes below. */
+            Py_ssize_t refs_cap = 64, i = 0;
+            refs = refs_stack;
+            while (i < len) {
+                while (i < len && ascii_space_tab[s[i]]) i++;
+                if (i >= len) break;
+                Py_ssize_t a = i;
+                uint64_t h = 0xcbf29ce484222325ull;
+                while (i < len && !ascii_space_tab[s[i]]) h = (h ^ s[i++]) * 0x100000001b3ull;
+                if (k == refs_cap) {
+                    struct tokref *more = PyMem_Malloc(2 * (size_t)refs_cap * sizeof(struct tokref));
+                    if (!more) {
+                        PyErr_NoMemory();
+                        goto done;
+                    }
+                    memcpy(more, refs, (size_t)k * sizeof(struct tokref));
+                    if (refs != refs_stack) PyMem_Free(refs);
+                    refs = more;
+                    refs_cap *= 2;
+                }
+                struct tokref *r = &refs[k++];
+                r->at = a;
+                r->n = i - a;
+                r->lst = NULL;
+                r->tok = NULL;
+                if (nb && memchr(s + a, 0x80, (size_t)r->n)) {
+                    r->slot = NULL;
+                    if (!(r->tok = PyUnicode_Substring(low, a, i))) goto done;
+                    continue;
+                }
+                r->slot = tok_slot(c, h ^ (h >> 29));
+                __builtin_prefetch(r->slot);
+            }
+            count = k;
+            cap_n = 16;
+            while (cap_n < 2 * (size_t)count) cap_n *= 2;
+            table = cap_n <= 128 ? table_stack : PyMem_Malloc(cap_n * sizeof(PyObject *));
+            if (!table) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            memset(table, 0, cap_n * sizeof(PyObject *));
+        } else {
         for (Py_ssize_t i = 0; i < len; i++) {  /* the tokens: their first bytes */
             count += !ascii_space(s[i]) && (i == 0 || ascii_space(s[i - 1]));
         }
@@ -2966,6 +3049,7 @@ add_cached_one(PyObject *post, PyObject *low, long gid, PyObject *vocab_obj, PyO
             }
             r->slot = tok_slot(c, tok_hash(s + a, r->n));
             __builtin_prefetch(r->slot);
+        }
         }
         for (Py_ssize_t j = 0; j < k; j++) {
             struct tokref *r = &refs[j];
@@ -3279,6 +3363,26 @@ fold_mix(uint64_t h, Py_UCS4 c)
     return (h ^ c) * 0x100000001b3ull;
 }
 
+/* An ASCII byte lower-cased, 0xFF for str.split's whitespace (fold_hash's table path;
+ * bytes above 127 never read there). Filled at import. */
+static unsigned char fold_tab[256];
+
+/* An ASCII byte lower-cased (lower_text). Filled at import. */
+static unsigned char lower_tab[256];
+/* str.lower's C function (METH_NOARGS), or NULL: lower_text's ASCII path. */
+static PyCFunction str_lower_fn;
+
+static void
+fold_tab_init(void)
+{
+    for (int c = 0; c < 256; c++) {
+        lower_tab[c] = (c >= 'A' && c <= 'Z') ? (unsigned char)(c + ('a' - 'A')) : (unsigned char)c;
+        fold_tab[c] = ascii_space((Py_UCS1)c) ? 0xFF
+                      : (c >= 'A' && c <= 'Z') ? (unsigned char)(c + ('a' - 'A'))
+                                               : (unsigned char)c;
+    }
+}
+
 PyDoc_STRVAR(fold_hash_doc,
 "fold_hash(text) -> int\n\n"
 "A hash in [0, 2**62) of ' '.join(text.casefold().split()), equal for texts whose folds\n"
@@ -3291,7 +3395,26 @@ fold_hash_chain(PyObject *text, int direct, uint64_t *out)
 {
     uint64_t h = 0xcbf29ce484222325ull;
     int gap = 0, any = 0; /* a whitespace run since the last character; any character */
-    if (PyUnicode_IS_ASCII(text)) {
+    if (direct == 2 && PyUnicode_IS_ASCII(text)) {
+        /* The same values by one table load a byte (fold_tab: the character lower-cased,
+         * 0xFF for whitespace); leading whitespace skipped, so a run of it before a
+         * character gives the one space. */
+        const Py_UCS1 *s = PyUnicode_1BYTE_DATA(text);
+        Py_ssize_t n = PyUnicode_GET_LENGTH(text), i = 0;
+        while (i < n && fold_tab[s[i]] == 0xFF) i++;
+        for (; i < n; i++) {
+            unsigned t = fold_tab[s[i]];
+            if (t == 0xFF) {
+                gap = 1;
+                continue;
+            }
+            if (gap) {
+                h = fold_mix(h, ' ');
+                gap = 0;
+            }
+            h = fold_mix(h, t);
+        }
+    } else if (PyUnicode_IS_ASCII(text)) {
         const Py_UCS1 *s = PyUnicode_1BYTE_DATA(text);
         Py_ssize_t n = PyUnicode_GET_LENGTH(text);
         for (Py_ssize_t i = 0; i < n; i++) {
@@ -3306,6 +3429,48 @@ fold_hash_chain(PyObject *text, int direct, uint64_t *out)
             h = fold_mix(h, c >= 'A' && c <= 'Z' ? (Py_UCS4)(c + ('a' - 'A')) : c);
         }
 #if PY_VERSION_HEX < 0x030D0000
+    } else if (direct == 2) {
+        /* fold_hash_direct's loop below, an ASCII code point (most of them: a text is
+         * rarely not ASCII for more than a few) by fold_tab, per kind. */
+        int kind = PyUnicode_KIND(text);
+        const void *data = PyUnicode_DATA(text);
+        Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+#define FOLD_LOOP(T)                                                         \
+        for (Py_ssize_t i = 0; i < n; i++) {                                 \
+            Py_UCS4 c = ((const T *)data)[i], m[3];                          \
+            int k = 1;                                                       \
+            if (c < 128) {                                                   \
+                unsigned t = fold_tab[c];                                    \
+                if (t == 0xFF) {                                             \
+                    gap = 1;                                                 \
+                    continue;                                                \
+                }                                                            \
+                if (gap && any) h = fold_mix(h, ' ');                        \
+                gap = 0;                                                     \
+                any = 1;                                                     \
+                h = fold_mix(h, t);                                          \
+                continue;                                                    \
+            }                                                                \
+            k = _PyUnicode_ToFoldedFull(c, m);                               \
+            for (int j = 0; j < k; j++) {                                    \
+                if (Py_UNICODE_ISSPACE(m[j])) {                              \
+                    gap = 1;                                                 \
+                    continue;                                                \
+                }                                                            \
+                if (gap && any) h = fold_mix(h, ' ');                        \
+                gap = 0;                                                     \
+                any = 1;                                                     \
+                h = fold_mix(h, m[j]);                                       \
+            }                                                                \
+        }
+        if (kind == PyUnicode_2BYTE_KIND) {
+            FOLD_LOOP(Py_UCS2)
+        } else if (kind == PyUnicode_1BYTE_KIND) {
+            FOLD_LOOP(Py_UCS1)
+        } else {
+            FOLD_LOOP(Py_UCS4)
+        }
+#undef FOLD_LOOP
     } else if (direct) {
         /* str.casefold is per code point (no context): each one folded here as it
          * would map it, an ASCII one inline, without building the folded str. */
@@ -3801,6 +3966,118 @@ error:
     Py_XDECREF(buf);
     Py_DECREF(own);
     return NULL;
+}
+
+PyDoc_STRVAR(lower_text_doc,
+"lower_text(text) -> str\n\n"
+"text.lower(), equal to it for every str (a new str, as str.lower makes): an ASCII\n"
+"code point lowered by a table, any other by\n"
+"_PyUnicode_ToLowerFull as str.lower does, one with a capital sigma (whose lower case\n"
+"depends on its neighbours) by str.lower itself. TypeError for anything but an exact\n"
+"str. O(len(text)).");
+
+static PyObject *
+lower_text(PyObject *self, PyObject *text)
+{
+    if (!PyUnicode_CheckExact(text)) {
+        PyErr_SetString(PyExc_TypeError, "lower_text() takes a str");
+        return NULL;
+    }
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    if (PyUnicode_IS_ASCII(text)) {
+        /* str.lower's own C function (found at import), else the table. */
+        if (str_lower_fn) return str_lower_fn(text, NULL);
+        const Py_UCS1 *s = PyUnicode_1BYTE_DATA(text);
+        PyObject *out = PyUnicode_New(n, 127);
+        if (!out) return NULL;
+        Py_UCS1 *d = PyUnicode_1BYTE_DATA(out);
+        for (Py_ssize_t i = 0; i < n; i++) d[i] = lower_tab[s[i]];
+        return out;
+    }
+#if PY_VERSION_HEX >= 0x030D0000
+    /* _PyUnicode_ToLowerFull is not exported from CPython 3.13 on. */
+    return PyObject_CallMethod(text, "lower", NULL);
+#else
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_UCS4 *buf = PyMem_Malloc(sizeof(Py_UCS4) * 3 * (size_t)n);
+    if (!buf) return PyErr_NoMemory();
+    Py_ssize_t m = 0;
+    Py_UCS4 maxchar = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c < 128) {
+            buf[m++] = lower_tab[c];
+            continue;
+        }
+        if (c == 0x3A3) { /* the final sigma's context: str.lower's own work */
+            PyMem_Free(buf);
+            return PyObject_CallMethod(text, "lower", NULL);
+        }
+        Py_UCS4 mapped[3];
+        int k = _PyUnicode_ToLowerFull(c, mapped);
+        for (int j = 0; j < k; j++) {
+            if (mapped[j] > maxchar) maxchar = mapped[j];
+            buf[m++] = mapped[j];
+        }
+    }
+    PyObject *out = PyUnicode_New(m, maxchar < 128 ? 127 : maxchar);
+    if (out) {
+        int ok = PyUnicode_KIND(out);
+        void *od = PyUnicode_DATA(out);
+        if (ok == PyUnicode_1BYTE_KIND) {
+            for (Py_ssize_t i = 0; i < m; i++) ((Py_UCS1 *)od)[i] = (Py_UCS1)buf[i];
+        } else if (ok == PyUnicode_2BYTE_KIND) {
+            for (Py_ssize_t i = 0; i < m; i++) ((Py_UCS2 *)od)[i] = (Py_UCS2)buf[i];
+        } else {
+            memcpy(od, buf, sizeof(Py_UCS4) * (size_t)m);
+        }
+    }
+    PyMem_Free(buf);
+    return out;
+#endif
+}
+
+PyDoc_STRVAR(dup_key_doc,
+"dup_key(namespace, category, text, key, value) -> int\n\n"
+"The state's duplicate key, hash((namespace, category, fold_hash(text), key, value))\n"
+"& 0x3FFF_FFFF (state._dup_key's formula), in one call: text an exact str (TypeError\n"
+"otherwise), the other four any hashable objects. O(len(text)).");
+
+static PyObject *
+dup_key(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "dup_key() takes 5 arguments");
+        return NULL;
+    }
+    PyObject *folded = fold_hash_impl(args[2], 2);
+    if (!folded) return NULL;
+    PyObject *t = PyTuple_New(5);
+    if (!t) {
+        Py_DECREF(folded);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(t, 0, Py_NewRef(args[0]));
+    PyTuple_SET_ITEM(t, 1, Py_NewRef(args[1]));
+    PyTuple_SET_ITEM(t, 2, folded);
+    PyTuple_SET_ITEM(t, 3, Py_NewRef(args[3]));
+    PyTuple_SET_ITEM(t, 4, Py_NewRef(args[4]));
+    Py_hash_t h = PyObject_Hash(t);
+    Py_DECREF(t);
+    if (h == -1 && PyErr_Occurred()) return NULL;
+    return PyLong_FromLong((long)(h & 0x3FFFFFFF));
+}
+
+PyDoc_STRVAR(fold_hash_table_doc,
+"fold_hash_table(text) -> int\n\n"
+"fold_hash_direct(text), the same value; an ASCII text read through a table (one load\n"
+"a byte for its whitespace and case). O(len(text)).");
+
+static PyObject *
+fold_hash_table(PyObject *self, PyObject *text)
+{
+    return fold_hash_impl(text, 2);
 }
 
 /* ------------------------------------------------------------------ ranking */
@@ -4644,6 +4921,9 @@ static PyMethodDef methods[] = {
     {"fold_hash_direct", fold_hash_direct, METH_O, fold_hash_direct_doc},
     {"fold_hash_many", fold_hash_many, METH_VARARGS, fold_hash_many_doc},
     {"utf8_feed", utf8_feed, METH_VARARGS, utf8_feed_doc},
+    {"fold_hash_table", fold_hash_table, METH_O, fold_hash_table_doc},
+    {"dup_key", (PyCFunction)(void (*)(void))dup_key, METH_FASTCALL, dup_key_doc},
+    {"lower_text", lower_text, METH_O, lower_text_doc},
     {"iso_utc", iso_utc, METH_O, iso_utc_doc},
     {"rows_setup", rows_setup, METH_VARARGS, rows_setup_doc},
     {"encode_rows", encode_rows, METH_O, encode_rows_doc},
@@ -4681,6 +4961,16 @@ PyInit__cwordoverlap(void)
         if (def->ml_flags == METH_O) array_append_fn = def->ml_meth;
     }
     if (array_layout_check() < 0) return NULL;
+    fold_tab_init();
+    {
+        PyObject *lower = PyObject_GetAttrString((PyObject *)&PyUnicode_Type, "lower");
+        if (!lower) return NULL;
+        if (Py_IS_TYPE(lower, &PyMethodDescr_Type)) {
+            PyMethodDef *def = ((PyMethodDescrObject *)lower)->d_method;
+            if (def->ml_flags == METH_NOARGS) str_lower_fn = def->ml_meth;
+        }
+        Py_DECREF(lower);
+    }
     array_one = PyObject_CallFunction(array_type, "s(i)", "i", 0);
     if (!array_one) return NULL;
     return PyModule_Create(&module);

@@ -15,6 +15,7 @@ reference, ``tests/test_fold_hash.py``): what the state's duplicate key uses.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from . import kernels
 
@@ -58,6 +59,15 @@ _FOLD_HASH = True
 #: --old-knobs`` compares both).
 _FOLD_DIRECT = True
 _fold_hash_direct: Callable[[str], int] | None = getattr(kernels._wo, "fold_hash_direct", None)
+#: With :data:`_FOLD_DIRECT`, the C ``fold_hash_table``: ``fold_hash_direct``'s value, an
+#: ASCII text's whitespace and case read from one 256-byte table (a load a byte instead
+#: of the range tests). False: ``fold_hash_direct``, the path before it. Read at each call;
+#: the same values, so it may be flipped under a live memory.
+_FOLD_TABLE = True
+_fold_hash_table: Callable[[str], int] | None = getattr(kernels._wo, "fold_hash_table", None)
+#: The C ``dup_key(namespace, category, text, key, value)``: the state's duplicate key
+#: (``state._dup_key`` of the text's :func:`fold_hash`) in one call; None without the core.
+_dup_key_c: Callable[[Any, Any, str, Any, Any], int] | None = getattr(kernels._wo, "dup_key", None)
 
 
 #: :func:`fold_hashes` computes a list's fold hashes in one call of the core's
@@ -91,8 +101,11 @@ def fold_hashes(texts: list[str]) -> list[int] | None:
 
 
 def fold_hash_c() -> Callable[[str], int] | None:
-    """The C fold hash :data:`_FOLD_DIRECT` chooses, or None without the core. O(1)."""
+    """The C fold hash :data:`_FOLD_DIRECT` and :data:`_FOLD_TABLE` choose, or None
+    without the core. O(1)."""
     if _FOLD_DIRECT and _fold_hash_direct is not None:
+        if _FOLD_TABLE and _fold_hash_table is not None:
+            return _fold_hash_table
         return _fold_hash_direct
     return _fold_hash_c
 

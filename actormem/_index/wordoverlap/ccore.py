@@ -58,6 +58,7 @@ __all__ = [
     "bits_to_gids",
     "core",
     "count_words",
+    "lower",
     "text_masks",
     "token_cache",
     "visit_heap",
@@ -79,6 +80,15 @@ _CAPSULE: type = (
 def core() -> ModuleType | None:
     """The compiled core while it is on, else None (run the Python path). O(1)."""
     return kernels.wo_core()
+
+
+def lower() -> Any:
+    """The function ``add_many`` lowers a new text with: the core's ``lower_text``
+    (``str.lower``'s value; a text that is not ASCII lowered ~2x faster, its ASCII code
+    points by a table) when ``knobs._LOWER_C`` and the core has it, else ``str.lower``.
+    O(1)."""
+    fn = getattr(kernels.wo_core(), "lower_text", None) if knobs._LOWER_C else None
+    return fn if fn is not None else str.lower
 
 
 def _module() -> ModuleType:
@@ -143,12 +153,14 @@ def _check_cache(cache: object, epoch: object) -> None:
 
 def _add_flags() -> int:
     """The compiled adds' ``flags`` from the knobs: 1 ``knobs._ACQUIRE_FAST``, 2
-    ``knobs._UNTRACK``, 4 ``knobs._CACHE_UCS``, 8 ``knobs._ACTIVE_BITS``. O(1)."""
+    ``knobs._UNTRACK``, 4 ``knobs._CACHE_UCS``, 8 ``knobs._ACTIVE_BITS``, 16
+    ``knobs._SCAN_ONE``. O(1)."""
     return (
         int(knobs._ACQUIRE_FAST)
         | int(knobs._UNTRACK) << 1
         | int(knobs._CACHE_UCS) << 2
         | int(knobs._ACTIVE_BITS) << 3
+        | int(knobs._SCAN_ONE) << 4
     )
 
 
@@ -207,7 +219,9 @@ def add_texts_cached(
     """
     if type(post) is not dict or type(lows) is not list or type(vocab) is not SubstringVocab:
         raise TypeError("post must be a dict, lows a list, vocab a SubstringVocab")
-    if not all(type(low) is str for low in lows):
+    # knobs._LEAN_TEXT_CHECKS: the C loop makes this test (the same TypeError) on its
+    # copy of the list before it adds any text.
+    if not knobs._LEAN_TEXT_CHECKS and not all(type(low) is str for low in lows):
         raise TypeError("lows must be a list of str")
     if type(gid) is not int or not (0 <= gid < 1 << 31 and gid + len(lows) <= 1 << 31):
         raise ValueError("gid must be an int in [0, 2**31), gid + len(lows) at most 2**31")
@@ -358,7 +372,11 @@ def text_masks(
     Raises:
         TypeError, ValueError: An argument of the wrong type, or ``out`` too short.
     """
-    if type(texts) is not list or not all(type(t) is str for t in texts):
+    if type(texts) is not list:
+        raise TypeError("texts must be a list of str")
+    # knobs._LEAN_TEXT_CHECKS: the C function tests every text (the same TypeError)
+    # before it writes any mask.
+    if not knobs._LEAN_TEXT_CHECKS and not all(type(t) is str for t in texts):
         raise TypeError("texts must be a list of str")
     for arr in out:
         if type(arr) is not np.ndarray or arr.dtype != _U64 or arr.ndim != 1:
@@ -367,7 +385,9 @@ def text_masks(
             raise ValueError("masks must be contiguous and writable")
         if not 0 <= start <= len(arr) - len(texts):
             raise ValueError("start beyond the masks")
-    _module().text_masks(texts, masks._PAIR_LO, masks._PAIR_HI, out[0], out[1], start)
+    _module().text_masks(
+        texts, masks._PAIR_LO, masks._PAIR_HI, out[0], out[1], start, knobs._MASKS_BY_KIND
+    )
 
 
 # ---------------------------------------------------------------- bit-sliced counts

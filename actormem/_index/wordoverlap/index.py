@@ -118,6 +118,7 @@ class _WordOverlapIndex:
         maxrel = e.maxrel
         minseq = e.minseq
         scan = knobs._SCAN_NEW
+        lower = ccore.lower()  # knobs._LOWER_C: str.lower's value
         first = e.n  # the batch's first new group number
         lows: list[str] = []
         rels: list[float] = []
@@ -131,7 +132,7 @@ class _WordOverlapIndex:
             if gid is None:
                 gid = groups[text] = first + len(lows)
                 glist.append(rec)
-                low = text.lower()
+                low = lower(text)
                 recent[gid % scan] = low
                 lows.append(low)
                 rels.append(rel)

@@ -277,3 +277,25 @@ _CACHE_UCS = True
 #: A hit is made a str as before, so the same gram lists and ``_sub`` sets in the same
 #: order. False: the path before it.
 _ACTIVE_BITS = True
+#: The compiled adds find an ASCII (or narrowed) text's tokens in one pass, each
+#: token's cache hash computed as its bytes are read, whitespace by a 256-byte table;
+#: before, a pass counted the tokens (two whitespace tests a byte), a second found them
+#: and a third hashed each one. The same tokens, slots and structures. False: the path
+#: before it.
+_SCAN_ONE = True
+#: ``ccore.add_texts_cached`` leaves the test that every text is an exact ``str`` to
+#: its C function, which makes it (the same ``TypeError``, nothing added) on its copy
+#: of the list before it adds any; the wrapper's ``all()`` over a generator cost ~0.9k
+#: instructions a stored entry. False: the wrapper tests them too (the path before).
+_LEAN_TEXT_CHECKS = True
+#: ``ccore.text_masks`` (the pending texts' short-word masks) reads each text in a loop
+#: per string kind, the last character's pair with the newline after it, instead of
+#: ``PyUnicode_READ`` (a switch on the kind) and an end test per character. The same
+#: masks. False: the path before it.
+_MASKS_BY_KIND = True
+#: ``add_many`` lowers each new text by the core's ``lower_text`` (``str.lower``'s value:
+#: an ASCII text by ``str.lower``'s own C function, any other with its ASCII code points
+#: by a table and the rest as ``str.lower`` maps them) instead of ``str.lower``, which
+#: calls the Unicode database for every code point of a text that is not ASCII (13% of
+#: the real texts, ~600 characters: ~5 -> ~2 us). False: ``str.lower``, the path before it.
+_LOWER_C = True
