@@ -311,10 +311,6 @@ _UNTRACK_LOADED = True
 #: ``fold_hash`` and each key's tuple built inline), no ``_dupkey_hashed`` frame per row;
 #: the same keys. False: ``self._dupkey(rec)`` per record, the path before it.
 _BULK_FOLDS = True
-#: With :data:`_BULK_FOLDS`: ``_load_bulk`` takes the rows' fold hashes from one
-#: ``textfold.fold_hashes`` call (four plain texts hashed side by side) and makes each
-#: key by :func:`_dup_key`, rather than one ``dup_key`` call a row. The same keys.
-_LOAD_FOLDS_MANY = True
 #: ``_load_bulk`` fills the empty relevance order through sortedcontainers' private
 #: lists (:meth:`MemoryState._relevance_fill`: each key computed once, no sort when the
 #: keys already ascend). False: ``SortedKeyList.update``, the path before it (the same
@@ -1188,16 +1184,10 @@ class MemoryState:
         untrack = _gc_untrack if _UNTRACK_ENTRIES else None
         exact: list[MemoryEntry] = []  # the entries to untrack, as _link would
         last = self._seq
-        # _BULK_FOLDS: the texts' fold hashes in one C call (textfold._FOLD_MANY), else
-        # _dupkey_hashed's C call inline (its condition: a str text).
-        folds: Iterator[int] | None = None
+        # _BULK_FOLDS: _dupkey_hashed's C call inline (its condition: a str text).
         dup_c = textfold._dup_key_c if _DUPKEY_C and self._dupkey is _dupkey_hashed else None
         if not _BULK_FOLDS:
             dup_c = None
-        elif self._dupkey is _dupkey_hashed and _LOAD_FOLDS_MANY:
-            many = textfold.fold_hashes([entry.memory for _, entry in rows])
-            if many is not None:
-                folds = iter(many)
         for seq, entry in rows:
             if seq <= last:
                 raise ValueError(f"restore(): seq {seq} is not above {last}")
@@ -1226,11 +1216,7 @@ class MemoryState:
                 rec.evkey = self._evkey(rec)
                 evict_keys[entry.validated].append(rec.evkey)
             memory = entry.memory
-            if folds is not None:  # _dupkey_hashed(rec), with the text's hash from the bulk map
-                key = _dup_key(
-                    entry.namespace, entry.category._value_, next(folds), entry.key, entry.value
-                )
-            elif dup_c is not None and type(memory) is str:
+            if dup_c is not None and type(memory) is str:
                 key = dup_c(entry.namespace, entry.category._value_, memory, entry.key, entry.value)
             else:
                 key = self._dupkey(rec)

@@ -63,7 +63,7 @@ class ImageError(ValueError):
 #: one reused 1 MiB buffer: no joined ``str`` and no encoded copy of it per chunk), the
 #: same bytes in the same order, so the same digest. Read at each call. False, or
 #: without the core: the join and encode below, the path before it
-#: (``tests/test_fold_many.py``).
+#: (``tests/test_text_digest.py``).
 _C_DIGEST = True
 
 

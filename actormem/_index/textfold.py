@@ -19,7 +19,7 @@ from typing import Any
 
 from . import kernels
 
-__all__ = ["fold", "fold_hash", "fold_hash_python", "fold_hashes", "fold_python"]
+__all__ = ["fold", "fold_hash", "fold_hash_python", "fold_python"]
 
 
 def fold_python(text: str) -> str:
@@ -68,36 +68,6 @@ _fold_hash_table: Callable[[str], int] | None = getattr(kernels._wo, "fold_hash_
 #: The C ``dup_key(namespace, category, text, key, value)``: the state's duplicate key
 #: (``state._dup_key`` of the text's :func:`fold_hash`) in one call; None without the core.
 _dup_key_c: Callable[[Any, Any, str, Any, Any], int] | None = getattr(kernels._wo, "dup_key", None)
-
-
-#: :func:`fold_hashes` computes a list's fold hashes in one call of the core's
-#: ``fold_hash_many`` (the same values as :func:`fold_hash_c`'s function: a plain ASCII
-#: text, with no control byte and no space at an end or beside another, is hashed with
-#: three others side by side, its bytes lowered eight at a time; with
-#: :data:`_FOLD_DIRECT`, a UCS-2 text likewise when it is plain and each of its other
-#: code points casefolds to one that is not whitespace; any other text as
-#: ``fold_hash``/``fold_hash_direct`` hash it). Read at each call. False (or a core
-#: without it): None, and the caller maps :func:`fold_hash_c`'s function, the path
-#: before it (``tests/test_fold_many.py``).
-_FOLD_MANY = True
-_fold_hash_many: Callable[[list[str], bool], list[int]] | None = getattr(
-    kernels._wo, "fold_hash_many", None
-)
-
-
-def fold_hashes(texts: list[str]) -> list[int] | None:
-    """``list(map(fold_hash_c(), texts))`` for a list of exact ``str`` in one C call, or
-    None (:data:`_FOLD_MANY` off, no core, or a text that is not exactly a ``str``: the
-    caller hashes them one by one). O(total length)."""
-    fn = fold_hash_c()
-    if not _FOLD_MANY or _fold_hash_many is None or fn is None or type(texts) is not list:
-        return None
-    try:
-        # The core checks every text's type before it hashes any (and runs no Python
-        # code): a TypeError is that check's, and the caller hashes one by one.
-        return _fold_hash_many(texts, fn is _fold_hash_direct)
-    except TypeError:
-        return None
 
 
 def fold_hash_c() -> Callable[[str], int] | None:

@@ -1,11 +1,7 @@
-"""A list's fold hashes in one C call, and the texts' digest fed from their own data
-(issue #20, branch ``open10``): the same values as the paths before them.
-
-``fold_hash_many`` (``textfold._FOLD_MANY``) must give ``fold_hash``'s and
-``fold_hash_direct``'s values exactly, for plain ASCII texts (hashed four side by side,
-eight bytes lowered at a time) and every other text; ``utf8_feed``
-(``persist._C_DIGEST``) must feed a hash the bytes ``text_digest`` fed it before. An
-open with both on equals one with both off.
+"""The texts' digest fed from their own data (issue #20, branch ``open10``): ``utf8_feed``
+(``persist._C_DIGEST``) must feed a hash the bytes ``text_digest`` fed it before, and an
+open with it on equals one with it off. (The branch's ``fold_hash_many`` was dropped at
+its merge: the C ``dup_key`` a row of branch ``store8`` made the load's keys faster.)
 """
 
 from __future__ import annotations
@@ -22,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actormem._engine import state as state_module
-from actormem._index import kernels, persist, textfold
+from actormem._index import kernels, persist
 
 from .strategies import examples
 from .test_decode_c import _opened
@@ -30,7 +26,7 @@ from .test_open_fast import _rows
 
 wo = kernels._wo
 pytestmark = pytest.mark.skipif(
-    wo is None or not hasattr(wo, "fold_hash_many"), reason="word-overlap core not built"
+    wo is None or not hasattr(wo, "utf8_feed"), reason="word-overlap core not built"
 )
 
 # Bytes where the plain test and the SWAR lowering change their answer: controls and
@@ -50,51 +46,6 @@ other_texts = st.text(
 any_text = st.one_of(ascii_texts, plain_words, other_texts)
 
 
-def _one_by_one(texts: list[str], direct: bool) -> list[int]:
-    assert wo is not None
-    fn = wo.fold_hash_direct if direct else wo.fold_hash
-    return list(map(fn, texts))
-
-
-@settings(max_examples=examples(150), deadline=None)
-@given(texts=st.lists(any_text, max_size=14))
-def test_fold_hash_many_equals_one_by_one(texts: list[str]) -> None:
-    assert wo is not None
-    for direct in (False, True):
-        many = wo.fold_hash_many(texts, direct)
-        assert many == _one_by_one(texts, direct)
-        assert many == [textfold.fold_hash_python(t) for t in texts]
-
-
-def test_fold_hash_many_at_every_length_and_lane_mix() -> None:
-    """Lengths 0-40 around the 8-byte words, in lists where lanes end at every offset."""
-    assert wo is not None
-    texts = ["Ab Cd@Z[" * 5, "x", "", "Hello World", "a  b", " x", "x ", "é z"]
-    texts += ["AZaz@[`{ Q"[: n % 11] * (n // 11 + 1) for n in range(41)]
-    texts += ["word " * n + "END" for n in range(20)]
-    # UCS-2 texts: plain ones (a casefold of one code point each: the ellipsis, the
-    # Kelvin sign) at every length, and others (İ folds to two, U+3000 is a space)
-    texts += ["…Ab \u212a"[: n % 5] * (n // 5 + 1) for n in range(1, 30)]
-    texts += ["İ x…", "a\u3000b…", "\u212a\u212a …", "…  x", " …"]
-    for start in range(len(texts)):
-        chunk = texts[start:] + texts[:start]
-        for direct in (False, True):
-            assert wo.fold_hash_many(chunk, direct) == _one_by_one(chunk, direct)
-
-
-def test_fold_hashes_follows_its_knob(monkeypatch: pytest.MonkeyPatch) -> None:
-    texts = ["Some Text", "some  text", "ÉTÉ"]
-    assert textfold.fold_hashes(texts) == list(map(textfold.fold_hash, texts))
-
-    class Sub(str):
-        pass
-
-    assert textfold.fold_hashes([*texts, Sub("x")]) is None  # the caller's own path
-    assert textfold.fold_hashes(tuple(texts)) is None  # type: ignore[arg-type]
-    monkeypatch.setattr(textfold, "_FOLD_MANY", False)
-    assert textfold.fold_hashes(texts) is None
-
-
 def test_the_c_functions_refuse_bad_arguments() -> None:
     assert wo is not None
 
@@ -103,11 +54,7 @@ def test_the_c_functions_refuse_bad_arguments() -> None:
 
     for bad in (("a", "b"), "ab", None, ["a", 1], ["a", Sub("b")], [b"a"]):
         with pytest.raises(TypeError):
-            wo.fold_hash_many(bad, True)
-        with pytest.raises(TypeError):
             wo.utf8_feed(hashlib.blake2b().update, bad)
-    with pytest.raises(TypeError):
-        wo.fold_hash_many(["a"])
     with pytest.raises(TypeError):
         wo.utf8_feed(None, ["a"])
     with pytest.raises(TypeError):
@@ -170,7 +117,7 @@ def test_utf8_feed_chunks_and_odd_updates() -> None:
     assert bytes(kept[1]) == b"x" * 10 + b"y"
 
 
-async def test_an_open_with_the_fold_list_and_the_fed_digest_equals_one_without(
+async def test_an_open_with_the_fed_digest_equals_one_without(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from actormem import WordOverlapScorer, open_memory
@@ -189,11 +136,9 @@ async def test_an_open_with_the_fold_list_and_the_fed_digest_equals_one_without(
     copies = [str(tmp_path / f"{name}.db") for name in ("new", "old")]
     for copy in copies:
         shutil.copyfile(path, copy)
-    assert textfold._FOLD_MANY
     assert persist._C_DIGEST
     assert state_module._BULK_FOLDS
     new = await _opened(copies[0])
-    monkeypatch.setattr(textfold, "_FOLD_MANY", False)
     monkeypatch.setattr(persist, "_C_DIGEST", False)
     old = await _opened(copies[1])
     assert new == old
