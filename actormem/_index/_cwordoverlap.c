@@ -3555,27 +3555,33 @@ vtuple(const struct vcand *c)
     return t;
 }
 
-/* The worst-first heap of the selected positions `sel` (of h): the root is the one
- * visited last among them. */
+/* A group selected by visit_select: a copy of it and its position in the buffer. */
+struct vsel {
+    struct vcand c;
+    Py_ssize_t at;
+};
+
+/* The worst-first heap of the selected groups t[0:m]: the root is the one visited last
+ * among them. */
 static void
-vsel_sift(const struct vcand *h, Py_ssize_t *sel, Py_ssize_t m, Py_ssize_t i)
+vsel_sift(struct vsel *t, Py_ssize_t m, Py_ssize_t i)
 {
-    Py_ssize_t x = sel[i];
+    struct vsel x = t[i];
     for (;;) {
         Py_ssize_t c = 2 * i + 1;
         if (c >= m) break;
-        if (c + 1 < m && vbefore(&h[sel[c]], &h[sel[c + 1]])) c++;
-        if (!vbefore(&h[x], &h[sel[c]])) break;
-        sel[i] = sel[c];
+        if (c + 1 < m && vbefore(&t[c].c, &t[c + 1].c)) c++;
+        if (!vbefore(&x.c, &t[c].c)) break;
+        t[i] = t[c];
         i = c;
     }
-    sel[i] = x;
+    t[i] = x;
 }
 
 static int
 pos_desc(const void *a, const void *b)
 {
-    Py_ssize_t x = *(const Py_ssize_t *)a, y = *(const Py_ssize_t *)b;
+    Py_ssize_t x = ((const struct vsel *)a)->at, y = ((const struct vsel *)b)->at;
     return (x < y) - (x > y);
 }
 
@@ -3596,7 +3602,7 @@ visit_select(PyObject *self, PyObject *args)
     Py_buffer hb;
     if (get(o_h, &hb, K_I64, 1, "heap") < 0) return NULL;
     PyObject *result = NULL, *list = NULL;
-    Py_ssize_t *sel = NULL;
+    struct vsel *sel = NULL;
     if (m < 0 || m > LEN(hb) / 4 || k < 0) {
         PyErr_SetString(PyExc_ValueError, "m or k out of range");
         goto done;
@@ -3617,44 +3623,57 @@ visit_select(PyObject *self, PyObject *args)
                 PyList_SET_ITEM(list, i, item);
             }
         } else if (take > 0) {
-            sel = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)take);
+            sel = PyMem_Malloc(sizeof(struct vsel) * (size_t)take);
             if (sel == NULL) {
                 PyErr_NoMemory();
                 goto done;
             }
             /* The best `take` seen so far, the worst of them at the root: a later group
              * replaces it only when visited before it. */
-            for (Py_ssize_t j = 0; j < take; j++) sel[j] = j;
-            for (Py_ssize_t j = take / 2; j-- > 0;) vsel_sift(h, sel, take, j);
-            double rb = h[sel[0]].b; /* the root's key, kept in registers */
-            int64_t rs = h[sel[0]].s;
+            for (Py_ssize_t j = 0; j < take; j++) {
+                sel[j].c = h[j];
+                sel[j].at = j;
+            }
+            for (Py_ssize_t j = take / 2; j-- > 0;) vsel_sift(sel, take, j);
+            double rb = sel[0].c.b; /* the root's key, kept in registers */
+            int64_t rs = sel[0].c.s;
             for (Py_ssize_t i = take; i < m; i++) {
                 double b = h[i].b;
                 if (b > rb || (b == rb && h[i].s < rs)) { /* vbefore(&h[i], root) */
-                    sel[0] = i;
-                    vsel_sift(h, sel, take, 0);
-                    rb = h[sel[0]].b;
-                    rs = h[sel[0]].s;
+                    sel[0].c = h[i];
+                    sel[0].at = i;
+                    vsel_sift(sel, take, 0);
+                    rb = sel[0].c.b;
+                    rs = sel[0].c.s;
                 }
             }
             /* Worst first out of the heap: the list filled from its end. */
             Py_ssize_t left = take;
             while (left) {
-                Py_ssize_t at = sel[0];
+                struct vsel x = sel[0];
                 sel[0] = sel[left - 1];
-                sel[left - 1] = at; /* kept: the positions taken, for below */
+                sel[left - 1] = x; /* kept: the positions taken, for below */
                 left--;
-                if (left > 1) vsel_sift(h, sel, left, 0);
-                PyObject *item = vtuple(&h[at]);
+                if (left > 1) vsel_sift(sel, left, 0);
+                PyObject *item = vtuple(&x.c);
                 if (item == NULL) goto done;
                 PyList_SET_ITEM(list, left, item);
             }
             /* Out of the buffer: from the highest position down, each filled by the last
              * group (never a taken one: those above were moved out already). */
-            qsort(sel, (size_t)take, sizeof(Py_ssize_t), pos_desc);
+            if (take > 64) {
+                qsort(sel, (size_t)take, sizeof(struct vsel), pos_desc);
+            } else {
+                for (Py_ssize_t j = 1; j < take; j++) { /* insertion sort, few */
+                    struct vsel x = sel[j];
+                    Py_ssize_t q = j;
+                    for (; q > 0 && sel[q - 1].at < x.at; q--) sel[q] = sel[q - 1];
+                    sel[q] = x;
+                }
+            }
             for (Py_ssize_t j = 0; j < take; j++) {
                 m--;
-                if (sel[j] != m) h[sel[j]] = h[m];
+                if (sel[j].at != m) h[sel[j].at] = h[m];
             }
         }
         result = Py_BuildValue("(On)", list, m);
