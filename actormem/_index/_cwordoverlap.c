@@ -3829,7 +3829,9 @@ PyDoc_STRVAR(visit_heap_doc,
 "((0.5 * maxrel[g] + p) + 0.0) + 0.1 (maxrel float64, p = parts[i] (float64, as long\n"
 "as idx) or part when parts is None), its seq minseq[g] (int64). With has_kth only\n"
 "those whose bound is above kth, or equal with a seq below kth_seq. Returns how many\n"
-"(read them with visit_pop). O(len(idx)).");
+"(read them with visit_pop). With order false (default true) the groups are left in\n"
+"idx's order, not a heap (read them with visit_select, or visit_order then visit_pop).\n"
+"O(len(idx)).");
 
 /* Rounded as numpy rounds the same expression: no fused multiply-add. */
 #if defined(__GNUC__) && !defined(__clang__)
@@ -3842,8 +3844,9 @@ visit_heap(PyObject *self, PyObject *args)
     double part, kth;
     int has_kth;
     long long kth_seq;
-    if (!PyArg_ParseTuple(args, "OOOdOpdLO", &o_i, &o_r, &o_s, &part, &o_ps, &has_kth, &kth,
-                          &kth_seq, &o_h)) {
+    int order = 1;
+    if (!PyArg_ParseTuple(args, "OOOdOpdLO|p", &o_i, &o_r, &o_s, &part, &o_ps, &has_kth, &kth,
+                          &kth_seq, &o_h, &order)) {
         return NULL;
     }
     Py_buffer ib, rb, sb, pb, hb;
@@ -3881,7 +3884,9 @@ visit_heap(PyObject *self, PyObject *args)
             h[m].p = p;
             m++;
         }
-        for (Py_ssize_t i = m / 2; i-- > 0;) vsift(h, m, i);
+        if (order) {
+            for (Py_ssize_t i = m / 2; i-- > 0;) vsift(h, m, i);
+        }
         result = PyLong_FromSsize_t(m);
     }
 done:
@@ -3936,6 +3941,181 @@ done:
     Py_XDECREF(list);
     PyBuffer_Release(&hb);
     return result;
+}
+
+/* A group of the heap buffer as visit_pop's (g, bound, seq, part) tuple: the same
+ * objects as Py_BuildValue("(LdLd)") makes, without parsing a format per tuple. */
+static PyObject *
+vtuple(const struct vcand *c)
+{
+    PyObject *t = PyTuple_New(4);
+    if (t == NULL) return NULL;
+    PyObject *x[4] = {PyLong_FromLongLong((long long)c->g), PyFloat_FromDouble(c->b),
+                      PyLong_FromLongLong((long long)c->s), PyFloat_FromDouble(c->p)};
+    int ok = 1;
+    for (int j = 0; j < 4; j++) {
+        if (x[j] == NULL) ok = 0;
+        PyTuple_SET_ITEM(t, j, x[j]); /* NULL items are skipped by the tuple's dealloc */
+    }
+    if (!ok) {
+        Py_DECREF(t);
+        return NULL;
+    }
+    return t;
+}
+
+/* A group selected by visit_select: a copy of it and its position in the buffer. */
+struct vsel {
+    struct vcand c;
+    Py_ssize_t at;
+};
+
+/* The worst-first heap of the selected groups t[0:m]: the root is the one visited last
+ * among them. */
+static void
+vsel_sift(struct vsel *t, Py_ssize_t m, Py_ssize_t i)
+{
+    struct vsel x = t[i];
+    for (;;) {
+        Py_ssize_t c = 2 * i + 1;
+        if (c >= m) break;
+        if (c + 1 < m && vbefore(&t[c].c, &t[c + 1].c)) c++;
+        if (!vbefore(&x.c, &t[c].c)) break;
+        t[i] = t[c];
+        i = c;
+    }
+    t[i] = x;
+}
+
+static int
+pos_desc(const void *a, const void *b)
+{
+    Py_ssize_t x = ((const struct vsel *)a)->at, y = ((const struct vsel *)b)->at;
+    return (x < y) - (x > y);
+}
+
+PyDoc_STRVAR(visit_select_doc,
+"visit_select(heap, m, k) -> (list, int)\n\n"
+"The first min(k, m) of the m groups of heap from visit_heap(..., order=False) (in any\n"
+"order, not a heap), in visit order (highest bound, then smallest seq), as visit_pop's\n"
+"(g, bound, seq, part) tuples, taken out of it; and how many are left (the buffer's\n"
+"first ones, in no order: visit_order makes them a heap for visit_pop). Groups of the\n"
+"same bound and seq come in some order, as from visit_pop. O(m + k log k).");
+
+static PyObject *
+visit_select(PyObject *self, PyObject *args)
+{
+    PyObject *o_h;
+    Py_ssize_t m, k;
+    if (!PyArg_ParseTuple(args, "Onn", &o_h, &m, &k)) return NULL;
+    Py_buffer hb;
+    if (get(o_h, &hb, K_I64, 1, "heap") < 0) return NULL;
+    PyObject *result = NULL, *list = NULL;
+    struct vsel *sel = NULL;
+    if (m < 0 || m > LEN(hb) / 4 || k < 0) {
+        PyErr_SetString(PyExc_ValueError, "m or k out of range");
+        goto done;
+    }
+    {
+        struct vcand *h = hb.buf;
+        Py_ssize_t take = k < m ? k : m;
+        list = PyList_New(take);
+        if (list == NULL) goto done;
+        if (take == m) { /* all of them: as visit_heap and visit_pop would */
+            for (Py_ssize_t i = m / 2; i-- > 0;) vsift(h, m, i);
+            for (Py_ssize_t i = 0; i < take; i++) {
+                struct vcand top = h[0];
+                h[0] = h[--m];
+                if (m > 1) vsift(h, m, 0);
+                PyObject *item = vtuple(&top);
+                if (item == NULL) goto done;
+                PyList_SET_ITEM(list, i, item);
+            }
+        } else if (take > 0) {
+            sel = PyMem_Malloc(sizeof(struct vsel) * (size_t)take);
+            if (sel == NULL) {
+                PyErr_NoMemory();
+                goto done;
+            }
+            /* The best `take` seen so far, the worst of them at the root: a later group
+             * replaces it only when visited before it. */
+            for (Py_ssize_t j = 0; j < take; j++) {
+                sel[j].c = h[j];
+                sel[j].at = j;
+            }
+            for (Py_ssize_t j = take / 2; j-- > 0;) vsel_sift(sel, take, j);
+            double rb = sel[0].c.b; /* the root's key, kept in registers */
+            int64_t rs = sel[0].c.s;
+            for (Py_ssize_t i = take; i < m; i++) {
+                double b = h[i].b;
+                if (b > rb || (b == rb && h[i].s < rs)) { /* vbefore(&h[i], root) */
+                    sel[0].c = h[i];
+                    sel[0].at = i;
+                    vsel_sift(sel, take, 0);
+                    rb = sel[0].c.b;
+                    rs = sel[0].c.s;
+                }
+            }
+            /* Worst first out of the heap: the list filled from its end. */
+            Py_ssize_t left = take;
+            while (left) {
+                struct vsel x = sel[0];
+                sel[0] = sel[left - 1];
+                sel[left - 1] = x; /* kept: the positions taken, for below */
+                left--;
+                if (left > 1) vsel_sift(sel, left, 0);
+                PyObject *item = vtuple(&x.c);
+                if (item == NULL) goto done;
+                PyList_SET_ITEM(list, left, item);
+            }
+            /* Out of the buffer: from the highest position down, each filled by the last
+             * group (never a taken one: those above were moved out already). */
+            if (take > 64) {
+                qsort(sel, (size_t)take, sizeof(struct vsel), pos_desc);
+            } else {
+                for (Py_ssize_t j = 1; j < take; j++) { /* insertion sort, few */
+                    struct vsel x = sel[j];
+                    Py_ssize_t q = j;
+                    for (; q > 0 && sel[q - 1].at < x.at; q--) sel[q] = sel[q - 1];
+                    sel[q] = x;
+                }
+            }
+            for (Py_ssize_t j = 0; j < take; j++) {
+                m--;
+                if (sel[j].at != m) h[sel[j].at] = h[m];
+            }
+        }
+        result = Py_BuildValue("(On)", list, m);
+    }
+done:
+    PyMem_Free(sel);
+    Py_XDECREF(list);
+    PyBuffer_Release(&hb);
+    return result;
+}
+
+PyDoc_STRVAR(visit_order_doc,
+"visit_order(heap, m) -> None\n\n"
+"Makes the m groups of heap (as visit_heap(..., order=False) or visit_select leave\n"
+"them) the binary heap visit_heap makes, for visit_pop. O(m).");
+
+static PyObject *
+visit_order(PyObject *self, PyObject *args)
+{
+    PyObject *o_h;
+    Py_ssize_t m;
+    if (!PyArg_ParseTuple(args, "On", &o_h, &m)) return NULL;
+    Py_buffer hb;
+    if (get(o_h, &hb, K_I64, 1, "heap") < 0) return NULL;
+    if (m < 0 || m > LEN(hb) / 4) {
+        PyErr_SetString(PyExc_ValueError, "m out of range");
+        PyBuffer_Release(&hb);
+        return NULL;
+    }
+    struct vcand *h = hb.buf;
+    for (Py_ssize_t i = m / 2; i-- > 0;) vsift(h, m, i);
+    PyBuffer_Release(&hb);
+    Py_RETURN_NONE;
 }
 
 PyDoc_STRVAR(wmax_chunks_doc,
@@ -4640,6 +4820,8 @@ static PyMethodDef methods[] = {
     {"cache_entries", cache_entries, METH_O, cache_entries_doc},
     {"visit_heap", visit_heap, METH_VARARGS, visit_heap_doc},
     {"visit_pop", visit_pop, METH_VARARGS, visit_pop_doc},
+    {"visit_select", visit_select, METH_VARARGS, visit_select_doc},
+    {"visit_order", visit_order, METH_VARARGS, visit_order_doc},
     {"wmax_chunks", wmax_chunks, METH_VARARGS, wmax_chunks_doc},
     {"bits_select_chunks", bits_select_chunks, METH_VARARGS, bits_select_chunks_doc},
     {NULL, NULL, 0, NULL},

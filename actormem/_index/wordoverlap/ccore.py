@@ -62,7 +62,9 @@ __all__ = [
     "text_masks",
     "token_cache",
     "visit_heap",
+    "visit_order",
     "visit_pop",
+    "visit_select",
     "words_of",
 ]
 
@@ -864,6 +866,7 @@ def visit_heap(
     parts: np.ndarray[Any, Any] | None,
     kth: tuple[float, int] | None,
     heap: np.ndarray[Any, Any],
+    order: bool = True,
 ) -> int:
     """The groups ``idx`` (int64) to visit, as a binary heap in ``heap`` (int64, at least
     ``4 * len(idx)``) ordered by bound, highest first, then smallest seq: group ``g``'s
@@ -872,7 +875,9 @@ def visit_heap(
     None: the same floats as numpy's), its seq ``minseq[g]`` (int64). With ``kth``
     (``(bound, seq)`` of the heap's worst) only the groups whose bound is above it, or
     equal with a smaller seq. Returns how many are in the heap; take them in order with
-    :func:`visit_pop`. O(len(idx)).
+    :func:`visit_pop`. With ``order`` False the groups are left in ``idx``'s order,
+    not a heap: take the first ones with :func:`visit_select`, then :func:`visit_order`
+    before :func:`visit_pop`. O(len(idx)).
 
     Raises:
         TypeError, ValueError: An argument of the wrong type or size, or a group number
@@ -898,7 +903,10 @@ def visit_heap(
             and -_SSIZE <= seq < _SSIZE,
             "kth: (float, int) with an int64 seq",
         )
-    got: int = _module().visit_heap(idx, maxrel, minseq, part, parts, has_kth, bound, seq, heap)
+    _need(type(order) is bool, "order must be a bool")
+    got: int = _module().visit_heap(
+        idx, maxrel, minseq, part, parts, has_kth, bound, seq, heap, order
+    )
     return got
 
 
@@ -915,3 +923,33 @@ def visit_pop(heap: np.ndarray[Any, Any], m: int, k: int) -> tuple[list[Any], in
     _need(heap.flags.aligned, "heap must be aligned")
     got: tuple[list[Any], int] = _module().visit_pop(heap, m, k)
     return got
+
+
+def visit_select(heap: np.ndarray[Any, Any], m: int, k: int) -> tuple[list[Any], int]:
+    """:func:`visit_pop`'s answer from the ``m`` groups :func:`visit_heap` left in no
+    order (``order=False``): the first ``min(k, m)`` in order (highest bound, then
+    smallest seq; groups of the same bound and seq in some order), taken out of it,
+    and how many are left, in no order (:func:`visit_order` makes them a heap).
+    O(m + k log k): no heap of all ``m`` when only the first few are read.
+
+    Raises:
+        TypeError, ValueError: An argument of the wrong type, or ``m`` beyond the heap.
+    """
+    _need(type(m) is int and type(k) is int and m >= 0 and 0 <= k < _SSIZE, "m, k: ints >= 0")
+    _need(kernels._array_of("heap", heap, _I64, writable=True) >= 4 * m, "m beyond the heap")
+    _need(heap.flags.aligned, "heap must be aligned")
+    got: tuple[list[Any], int] = _module().visit_select(heap, m, k)
+    return got
+
+
+def visit_order(heap: np.ndarray[Any, Any], m: int) -> None:
+    """Make the ``m`` groups of ``heap`` left in no order (by :func:`visit_heap` with
+    ``order=False`` or by :func:`visit_select`) the heap :func:`visit_pop` reads. O(m).
+
+    Raises:
+        TypeError, ValueError: An argument of the wrong type, or ``m`` beyond the heap.
+    """
+    _need(type(m) is int and 0 <= m < _SSIZE, "m: an int >= 0")
+    _need(kernels._array_of("heap", heap, _I64, writable=True) >= 4 * m, "m beyond the heap")
+    _need(heap.flags.aligned, "heap must be aligned")
+    _module().visit_order(heap, m)

@@ -170,6 +170,17 @@ _BITSET_FROM = 128
 #: False: the path before it (the same groups visited in the same order of bound and
 #: seq).
 _VISIT_C = True
+#: With ``_VISIT_C``, a set's first batch of groups is picked from the set left in no
+#: order (``ccore.visit_heap(..., order=False)`` then ``ccore.visit_select``: one pass
+#: keeping the best ``batch`` seen, worst at the root) instead of a heap of the whole
+#: set built first (``visit_heap``'s heapify: a sift per two groups, for a set of which
+#: a main-job retrieve reads ~27 groups of ~1,400); the rest is made a heap only when a
+#: second batch is read (``visit_order``). False: the heap of the whole set, the path
+#: before it (the same groups in the same order of bound and seq).
+_VISIT_SELECT = True
+#: The first batch of a visit's groups read in order: ``max(limit, _VISIT_BATCH)``,
+#: four times more each batch after (tests make it small, to read many batches).
+_VISIT_BATCH = 32
 
 #: The owner keeps a bitset over the group numbers (``words_of(capacity)`` uint64) beside
 #: each posting list of at least ``n / _TOKEN_BITS`` group numbers (``_Numbering.tbits``,

@@ -162,7 +162,7 @@ class WordOverlapSearch:
             return
         uniform = bool(bounds.min() == bounds.max())
         yield
-        batch = max(limit, 32)
+        batch = max(limit, knobs._VISIT_BATCH)
         while len(idx):
             size = len(idx)
             rest: np.ndarray[Any, Any] | None = None
@@ -247,17 +247,28 @@ class WordOverlapSearch:
             parts, one = None, float(part)
         kth = (float(heap[0][0]), -heap[0][1]) if len(heap) == limit else None
         room = np.empty(4 * len(idx), np.int64)
-        m = ccore.visit_heap(idx, maxrel, minseq, one, parts, kth, room)
+        # With _VISIT_SELECT the groups stay in no order until a second batch is read.
+        unordered = knobs._VISIT_SELECT
+        m = ccore.visit_heap(idx, maxrel, minseq, one, parts, kth, room, not unordered)
         if not m:
             return
         yield
-        batch = max(limit, 32)
+        batch = max(limit, knobs._VISIT_BATCH)
         # The loop of _visit with its counters local: the heap only fills (never
         # shrinks) within a retrieve, and progress[0] is written back at each yield
         # and return (the same yields).
         step, done, full = knobs._STEP, progress[0], len(heap) == limit
+        first = True
         while m:
-            picked, m = ccore.visit_pop(room, m, batch)
+            if not unordered:
+                picked, m = ccore.visit_pop(room, m, batch)
+            elif first:
+                picked, m = ccore.visit_select(room, m, batch)
+            else:
+                ccore.visit_order(room, m)
+                unordered = False
+                picked, m = ccore.visit_pop(room, m, batch)
+            first = False
             for g, bound, mseq, gpart in picked:
                 done += 1
                 if not done % step:
