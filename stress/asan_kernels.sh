@@ -8,7 +8,8 @@
 # tests/test_count_words_refusal_atomic.py, tests/test_wordoverlap_tbits_readers.py,
 # tests/test_bm25_tight_walk_kernel.py, tests/test_durable8.py, tests/test_decode_c.py,
 # tests/test_decode_rows.py, tests/test_wordoverlap_byid.py, tests/test_active_bits.py,
-# tests/test_review1_kernels.py, tests/test_active_bits_kept.py, tests/test_crows_signals.py)
+# tests/test_review1_kernels.py, tests/test_active_bits_kept.py, tests/test_crows_signals.py,
+# tests/test_bm25_interp_seek_kernel.py)
 # against an AddressSanitizer build of the compiled
 # index kernels, the BM25 core, the word-overlap core and the row reader (_storage/_crows.c):
 # any out-of-bounds read or
@@ -61,4 +62,5 @@ PYTHONMALLOC=malloc LD_PRELOAD="$runtime" ASAN_OPTIONS=detect_leaks=0:abort_on_e
     tests/test_count_words_refusal_atomic.py tests/test_wordoverlap_tbits_readers.py \
     tests/test_bm25_tight_walk_kernel.py tests/test_durable8.py tests/test_decode_c.py \
     tests/test_decode_rows.py tests/test_wordoverlap_byid.py tests/test_active_bits.py \
-    tests/test_review1_kernels.py tests/test_active_bits_kept.py tests/test_crows_signals.py "$@"
+    tests/test_review1_kernels.py tests/test_active_bits_kept.py tests/test_crows_signals.py \
+    tests/test_bm25_interp_seek_kernel.py "$@"
