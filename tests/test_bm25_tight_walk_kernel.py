@@ -124,3 +124,28 @@ def test_list_out_of_order_refused_by_both_loops(flags: int) -> None:
                 [unordered], np.zeros(1, np.int64), np.ones(8192, np.int32), *common,
                 -np.inf, 100, -1, nums, scores, np.zeros(1, np.uint8), None, flags,
             )  # fmt: skip
+
+
+@pytest.mark.parametrize(("tight", "simd"), [(False, False), (True, False), (True, True)])
+def test_sparse_windows_leave_no_partial_score_behind(tight: bool, simd: bool) -> None:
+    """Windows of 64 groups, each walking 8 postings of one list at the same offsets:
+    no group's contribution reaches theta alone, so a score slot left uncleared after a
+    window (its partial score added to the next window's group at that offset) would
+    find groups, and none may be found."""
+    lengths = np.full(8192, 10, np.int32)
+    a_part, b_part = K1 * (1.0 - B), K1 * B / 10.0
+    parts = (a_part, b_part, K1, B, 10.0, SLACK_UP)
+    groups = array("i", range(0, 8192, 8))
+    term = (1.0, 10.0, groups, array("B", [1] * len(groups)), len(groups), array("i"), 0)
+    one = 1.0 / (1.0 + (a_part + b_part * 10.0))
+    daat = kernels.Bm25Daat(
+        [term], lengths, parts, 64, True, True, 1.0, False, tight, False, simd
+    )  # fmt: skip
+    found: list[int] = []
+    for _ in range(1000):
+        nums, _, done = daat.step(1.5 * one, 10_000)
+        found += nums.tolist()
+        if done:
+            break
+    assert done
+    assert found == []
