@@ -31,7 +31,8 @@ knobs._NO_BLOCKS = knobs._PREFETCH_SEEK = False``), ``--old core-tight`` the win
 loop before its tight form (``knobs._TIGHT_WALK = False``), ``--old core-interp`` the
 seeks galloping from the cursor, not from an interpolated guess (``knobs._INTERP_SEEK =
 False``), ``--old core-simd`` the tight walk one posting at a time, not eight with
-AVX-512 (``knobs._SIMD_WALK = False``), ``--old core-q4`` both.
+AVX-512 (``knobs._SIMD_WALK = False``), ``--old core-ahead`` the lookups not prefetched
+ahead (``knobs._PREFETCH_LOOKUPS = False``), ``--old core-q4`` all three.
 
 ``--warm`` runs each query once untimed before its timed pair (``time_paired``): without
 it the first run of a pair reads the query's posting lists from memory and the second
@@ -114,8 +115,10 @@ def switch(new: bool) -> None:
         knobs._INTERP_SEEK = new
     elif OLD == "core-simd":
         knobs._SIMD_WALK = new
+    elif OLD == "core-ahead":
+        knobs._PREFETCH_LOOKUPS = new
     elif OLD == "core-q4":
-        knobs._INTERP_SEEK = knobs._SIMD_WALK = new
+        knobs._INTERP_SEEK = knobs._SIMD_WALK = knobs._PREFETCH_LOOKUPS = new
     else:
         knobs._COST_SPLIT = new
 
@@ -168,6 +171,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
             "core-tight",
             "core-interp",
             "core-simd",
+            "core-ahead",
             "core-q4",
         ),
         default="python",
@@ -180,7 +184,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         " (core-ties), or the windowed walk's loop before its tight form (core-tight), or the"
         " lookups' searches galloping from the cursor, not from an interpolated guess"
         " (core-interp), or the tight walk one posting at a time, not eight (core-simd),"
-        " or both (core-q4)",
+        " or the lookups not prefetched ahead (core-ahead), or all three (core-q4)",
     )
     p.add_argument(
         "--warm",

@@ -888,6 +888,6 @@ def test_first_seq_is_what_the_tie_skip_reads(monkeypatch: Any) -> None:
         kernels.Bm25Daat([_term()], np.ones(128, np.int32), parts, 4, True, prefetch_seek=1)  # type: ignore[arg-type]
     args = ([_term()], np.zeros(1, np.int64), np.ones(128, np.int32), *parts, 0.0, 10, -1)
     outs = (np.empty(4, np.int64), np.empty(4, np.float64), np.zeros(1, np.uint8), None)
-    for flags in (-1, 32):  # the C code's own check of its flags
+    for flags in (-1, 64):  # the C code's own check of its flags
         with pytest.raises(ValueError, match="prefetch"):
             kernels._core().bm25_daat(*args, *outs, flags)

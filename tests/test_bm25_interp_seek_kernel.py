@@ -75,10 +75,10 @@ def _lists(seed: int, nlen: int, shapes: list[str], wide: list[bool]) -> tuple[A
 
 def _run(
     terms: list[Any], lengths: Any, parts: Any, room: int, thetas: list[float], budget: int,
-    split: bool, seed_term: int, interp: bool,
+    split: bool, seed_term: int, interp: bool, ahead: bool = False,
 ) -> list[Any]:  # fmt: skip
     daat = kernels.Bm25Daat(
-        terms, lengths, parts, room, split, split, 1.0, True, split, interp
+        terms, lengths, parts, room, split, split, 1.0, True, split, interp, False, ahead
     )  # fmt: skip
     got: list[Any] = []
     if seed_term >= 0:
@@ -113,7 +113,8 @@ def test_interp_seek_same_steps(
     wide = data.draw(st.lists(st.booleans(), min_size=len(shapes), max_size=len(shapes)))
     lengths, terms, parts = _lists(seed, nlen, shapes, wide)
     args = (terms, lengths, parts, room, thetas, budget, split, seed_term)
-    assert _run(*args, interp=True) == _run(*args, interp=False)  # type: ignore[misc]
+    ahead = data.draw(st.booleans())  # the lookups prefetched ahead (knobs._PREFETCH_LOOKUPS)
+    assert _run(*args, interp=True, ahead=ahead) == _run(*args, interp=False)  # type: ignore[misc]
 
 
 @pytest.mark.parametrize("flags", [2, 8, 10, 15])
@@ -140,7 +141,7 @@ def test_lists_out_of_order_searched_in_bounds(flags: int) -> None:
 
 def test_interp_seek_flag_is_a_bool() -> None:
     """``interp_seek`` of the wrong type is refused before C; the C code refuses flags
-    beyond its five."""
+    beyond its six."""
     term = (1.0, 1.0, array("i", [0, 1]), array("B", [1, 1]), 2, array("i"), 0)
     parts = (0.5, 0.01, 1.5, 0.75, 10.0, 1.0)
     with pytest.raises(TypeError, match="interp_seek"):
@@ -148,5 +149,5 @@ def test_interp_seek_flag_is_a_bool() -> None:
     with pytest.raises(ValueError, match="prefetch"):
         kernels._core().bm25_daat(
             [term], np.zeros(1, np.int64), np.ones(4, np.int32), *parts, 0.0, 10, -1,
-            np.empty(4, np.int64), np.empty(4), np.zeros(1, np.uint8), None, 32,
+            np.empty(4, np.int64), np.empty(4), np.zeros(1, np.uint8), None, 64,
         )  # fmt: skip

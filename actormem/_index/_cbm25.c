@@ -711,6 +711,34 @@ walk_tight(const term_t *t, Py_ssize_t c, int64_t lo, int64_t hi, const int32_t 
 }
 #undef WALK_LOOP
 
+/* With `ahead` (flags & 32 and 8, knobs._PREFETCH_LOOKUPS), the lookups of the group
+ * this many marked groups on are asked for before those of the current one. */
+#define LOOK_AHEAD 2
+
+/* Ask for the posting (and its frequency) at which seek's interpolated guess for group
+ * num will land, in each non-essential list: the guess made from the cursor now, which
+ * the lookups in between move only a little (the lists' groups are spread about evenly),
+ * and only where seek would guess. Reads the cursor's group and the list's last (both
+ * cached); addresses inside the lists only. */
+static inline void
+prefetch_lookups(const term_t *T, const Py_ssize_t *ord, Py_ssize_t ne, int64_t num)
+{
+    for (Py_ssize_t j = ne - 1; j >= 0; j--) {
+        const term_t *t = &T[ord[j]];
+        Py_ssize_t cur = t->cur, count = t->count;
+        if (count - cur <= INTERP_MIN) continue;
+        int64_t first = t->g[cur], last = t->g[count - 1];
+        if (!(first < num && num <= last)) continue;
+        Py_ssize_t span = count - 1 - cur;
+        Py_ssize_t pos = cur + (Py_ssize_t)((double)(num - first) / (double)(last - first) *
+                                            (double)span);
+        if (pos <= cur) pos = cur + 1;
+        if (pos > count - 1) pos = count - 1;
+        __builtin_prefetch(&t->g[pos]);
+        __builtin_prefetch((const char *)t->tfs.buf + pos * t->tfs.itemsize);
+    }
+}
+
 /* The windowed driver (with `sticky`): MaxScore over windows of up to WINDOW groups (no
  * more than the room left in the output, so that a window's groups always fit). In a
  * window, the essential terms' postings are added term at a time into a score array by
@@ -730,11 +758,14 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
              Py_ssize_t budget, Py_ssize_t room, int64_t *out_n, double *out_s,
              Py_ssize_t *p_emitted, int *p_finished, offer_t *o, int prefetch, int tight)
 {
+    const int ahead = (tight & 4) && seek_interp;
     double *acc = PyMem_Calloc(WINDOW, sizeof(double));
     uint64_t *mark = PyMem_Calloc(WINDOW / 64, sizeof(uint64_t));
-    if (!acc || !mark) {
+    uint16_t *marked = PyMem_Malloc(WINDOW * sizeof(uint16_t)); /* a window's marks, in order */
+    if (!acc || !mark || !marked) {
         PyMem_Free(acc);
         PyMem_Free(mark);
+        PyMem_Free(marked);
         PyErr_NoMemory();
         return -1;
     }
@@ -807,12 +838,21 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
             t->cur = c;
         }
         for (Py_ssize_t i = 0; i < ne; i++) T[ord[i]].xcur = -1; /* looked up: at cur */
+        Py_ssize_t nmarked = 0;
         for (Py_ssize_t w = 0; w < WINDOW / 64; w++) {
             uint64_t bits = mark[w];
             mark[w] = 0;
             while (bits) {
-                Py_ssize_t at = 64 * w + __builtin_ctzll(bits);
+                marked[nmarked++] = (uint16_t)(64 * w + __builtin_ctzll(bits));
                 bits &= bits - 1;
+            }
+        }
+        {
+            for (Py_ssize_t k = 0; k < nmarked; k++) {
+                if (ahead && k + LOOK_AHEAD < nmarked) {
+                    prefetch_lookups(T, ord, ne, lo + marked[k + LOOK_AHEAD]);
+                }
+                Py_ssize_t at = marked[k];
                 int64_t num = lo + at;
                 double partial = acc[at];
                 double dl = (double)ln[num];
@@ -851,6 +891,7 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
 done:
     PyMem_Free(acc);
     PyMem_Free(mark);
+    PyMem_Free(marked);
     *p_emitted = emitted;
     return rc;
 }
@@ -883,7 +924,8 @@ PyDoc_STRVAR(bm25_daat_doc,
 "and marks without a branch (the same results); with prefetch & 8, the lookups'\n"
 "searches start from a position interpolated between the cursor's group and the\n"
 "list's last (the same positions); with prefetch & 16 (and 4), the tight loop walks\n"
-"eight postings at a time where the CPU has AVX-512 (the same results). With split_room < 1 (sticky needed\n"
+"eight postings at a time where the CPU has AVX-512; with prefetch & 32 (and 8), the\n"
+"lookups of a marked group are prefetched two groups ahead (the same results). With split_room < 1 (sticky needed\n"
 "for an effect), the cost-aware split takes non-essential terms only while their\n"
 "bounds sum below split_room * theta (theta > 0): fewer lookups for a longer walk\n"
 "(the same results).");
@@ -901,14 +943,16 @@ bm25_daat(PyObject *self, PyObject *args)
                           &o_nums, &o_scores, &o_sticky, &o_offer, &prefetch, &split_room)) {
         return NULL;
     }
-    if (prefetch < 0 || prefetch > 31) {
-        PyErr_SetString(PyExc_ValueError, "prefetch: flags 0 to 31");
+    if (prefetch < 0 || prefetch > 63) {
+        PyErr_SetString(PyExc_ValueError, "prefetch: flags 0 to 63");
         return NULL;
     }
     seek_prefetch = (prefetch & 2) != 0;
     seek_interp = (prefetch & 8) != 0;
     /* bit 0: the tight walk; bit 1: its eight-lane form (with the tight walk only) */
-    int tight = ((prefetch & 4) != 0) | (((prefetch & 20) == 20) << 1);
+    /* bit 2: the lookups prefetched a few groups ahead (with interpolated seeks only) */
+    int tight = ((prefetch & 4) != 0) | (((prefetch & 20) == 20) << 1) |
+                (((prefetch & 32) != 0) << 2);
     prefetch &= 1;
     if (!(split_room > 0.0 && split_room <= 1.0)) {
         PyErr_SetString(PyExc_ValueError, "split_room must be in (0, 1]");

@@ -522,6 +522,9 @@ class Bm25Daat:
             positions, so the same results).
         simd_walk: With ``tight_walk``, the walk goes eight postings at a time where the
             CPU has AVX-512 (``knobs._SIMD_WALK``; the same results).
+        prefetch_lookups: With ``cost_split`` and ``interp_seek``, the lookups of the
+            marked group two on are prefetched (``knobs._PREFETCH_LOOKUPS``; the same
+            results).
 
     Raises:
         TypeError, ValueError: An argument of the wrong type or size, or a count or
@@ -556,6 +559,7 @@ class Bm25Daat:
         tight_walk: bool = False,
         interp_seek: bool = False,
         simd_walk: bool = False,
+        prefetch_lookups: bool = False,
     ) -> None:
         if type(terms) is not list or not terms:
             raise TypeError("terms must be a non-empty list")
@@ -574,10 +578,12 @@ class Bm25Daat:
         _need(type(room) is int and room > 0, "room must be an int > 0")
         if type(prefetch) is not bool or type(prefetch_seek) is not bool:
             raise TypeError("prefetch and prefetch_seek must be bools")
-        if not all(type(x) is bool for x in (tight_walk, interp_seek, simd_walk)):
-            raise TypeError("tight_walk, interp_seek and simd_walk must be bools")
+        flags = (tight_walk, interp_seek, simd_walk, prefetch_lookups)
+        if not all(type(x) is bool for x in flags):
+            raise TypeError("tight_walk, interp_seek, simd_walk, prefetch_lookups: bools")
         self._prefetch = (  # the C flags
-            int(prefetch) | 2 * prefetch_seek | 4 * tight_walk | 8 * interp_seek | 16 * simd_walk
+            int(prefetch) | 2 * prefetch_seek | 4 * tight_walk | 8 * interp_seek
+            | 16 * simd_walk | 32 * prefetch_lookups
         )
         _need(type(split_room) is float and 0.0 < split_room <= 1.0, "split_room in (0, 1]")
         self._split_room = split_room

@@ -138,6 +138,13 @@ _INTERP_SEEK = True
 #: The same IEEE operations lane by lane, so the same partial scores bit for bit; False,
 #: or a CPU without AVX-512: the scalar tight loop (kept for side-by-side benchmarks).
 _SIMD_WALK = True
+
+#: With ``_INTERP_SEEK`` and the cost-aware split, a window's marked groups are looked up
+#: in order, and before the lookups of one, those of the marked group two on are asked
+#: for: in each non-essential list, the posting (and its frequency) where the
+#: interpolated guess will land, the one cache miss left of a lookup into a long list.
+#: The same results; False: no prefetch (kept for side-by-side benchmarks).
+_PREFETCH_LOOKUPS = True
 #: A group that has had one record keeps the record itself in its ``_recs`` slot, not
 #: a list of one (80 bytes: the list object and its item buffer, and an object the
 #: collector tracks): at 1M distinct texts 80 MB. The second record makes it a list.

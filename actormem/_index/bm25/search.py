@@ -279,7 +279,7 @@ class MaxScoreSearch:
         daat = kernels.Bm25Daat(
             terms, lengths, parts, max(limit, room), knobs._COST_SPLIT, knobs._PREFETCH_WALK,
             float(knobs._SPLIT_ROOM), knobs._PREFETCH_SEEK, knobs._TIGHT_WALK, knobs._INTERP_SEEK,
-            knobs._SIMD_WALK,
+            knobs._SIMD_WALK, knobs._PREFETCH_LOOKUPS,
         )  # fmt: skip
         seed_room = max(limit, knobs._SEED_ROOM) if knobs._COST_SPLIT else 0
         seeds = sorted(range(len(terms)), key=bounds.__getitem__)[-knobs._SEEDS :]
