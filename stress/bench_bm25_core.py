@@ -28,7 +28,11 @@ cost-aware split that takes non-essential terms up to theta itself
 reading the records of every group that ties with its worst, the block cache built with
 the cost-aware split and the lookups' searches without prefetch (``knobs._TIE_SKIP =
 knobs._NO_BLOCKS = knobs._PREFETCH_SEEK = False``), ``--old core-tight`` the windowed walk's
-loop before its tight form (``knobs._TIGHT_WALK = False``).
+loop before its tight form (``knobs._TIGHT_WALK = False``), ``--old core-interp`` the
+seeks galloping from the cursor, not from an interpolated guess (``knobs._INTERP_SEEK =
+False``), ``--old core-simd`` the tight walk one posting at a time, not eight with
+AVX-512 (``knobs._SIMD_WALK = False``), ``--old core-ahead`` the lookups not prefetched
+ahead (``knobs._PREFETCH_LOOKUPS = False``), ``--old core-q4`` all three.
 
 ``--warm`` runs each query once untimed before its timed pair (``time_paired``): without
 it the first run of a pair reads the query's posting lists from memory and the second
@@ -107,6 +111,14 @@ def switch(new: bool) -> None:
         knobs._TIE_SKIP = knobs._NO_BLOCKS = knobs._PREFETCH_SEEK = new
     elif OLD == "core-tight":
         knobs._TIGHT_WALK = new
+    elif OLD == "core-interp":
+        knobs._INTERP_SEEK = new
+    elif OLD == "core-simd":
+        knobs._SIMD_WALK = new
+    elif OLD == "core-ahead":
+        knobs._PREFETCH_LOOKUPS = new
+    elif OLD == "core-q4":
+        knobs._INTERP_SEEK = knobs._SIMD_WALK = knobs._PREFETCH_LOOKUPS = new
     else:
         knobs._COST_SPLIT = new
 
@@ -157,6 +169,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
             "core-split",
             "core-ties",
             "core-tight",
+            "core-interp",
+            "core-simd",
+            "core-ahead",
+            "core-q4",
         ),
         default="python",
         help="old: the Python driver, the core's driver with MaxScore's split by bound, or"
@@ -165,7 +181,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         " with windows of 1,024 groups (core-window), or both (core-walk), or the split"
         " taking non-essential terms up to theta itself (core-split), or the heap reading"
         " every tie's records, the block cache built and the lookups without prefetch"
-        " (core-ties), or the windowed walk's loop before its tight form (core-tight)",
+        " (core-ties), or the windowed walk's loop before its tight form (core-tight), or the"
+        " lookups' searches galloping from the cursor, not from an interpolated guess"
+        " (core-interp), or the tight walk one posting at a time, not eight (core-simd),"
+        " or the lookups not prefetched ahead (core-ahead), or all three (core-q4)",
     )
     p.add_argument(
         "--warm",

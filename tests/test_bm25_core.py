@@ -45,20 +45,21 @@ BASE = datetime(2024, 1, 1, tzinfo=UTC)
 NOW = (BASE + timedelta(days=2)).timestamp()
 
 #: (ENABLED, BM25_CORE, knobs._COST_SPLIT, knobs._C_OFFER, knobs._PREFETCH_WALK,
-#: knobs._SPLIT_ROOM, knobs._TIGHT_WALK) of each path: "core" is the core's windowed
-#: driver with the cost-aware split stopping short of theta, offering the groups it finds
-#: to its heap of records in C (unweighted queries), prefetching the lengths in its walk
-#: and walking in its tight loop, "core-offer" the same driver with each step's groups
-#: offered in Python, no prefetch, the split up to theta and the walk's loop before its
-#: tight form (the driver before all four), "core-bound" its document-at-a-time driver
+#: knobs._SPLIT_ROOM, knobs._TIGHT_WALK, knobs._INTERP_SEEK) of each path: "core" is the
+#: core's windowed driver with the cost-aware split stopping short of theta, offering the
+#: groups it finds to its heap of records in C (unweighted queries), prefetching the
+#: lengths in its walk, walking in its tight loop and seeking from interpolated guesses,
+#: "core-offer" the same driver with each step's groups offered in Python, no prefetch,
+#: the split up to theta, the walk's loop before its tight form and seeks galloping from
+#: the cursor (the driver before all five), "core-bound" its document-at-a-time driver
 #: with MaxScore's split by bound (kept for side-by-side benchmarks).
 SPLIT_ROOM = bm25_knobs._SPLIT_ROOM
 PATHS = {
-    "reference": (False, False, True, False, True, SPLIT_ROOM, True),
-    "kernels": (True, False, True, False, True, SPLIT_ROOM, True),
-    "core": (True, True, True, True, True, SPLIT_ROOM, True),
-    "core-offer": (True, True, True, False, False, 1.0, False),
-    "core-bound": (True, True, False, False, True, SPLIT_ROOM, True),
+    "reference": (False, False, True, False, True, SPLIT_ROOM, True, True),
+    "kernels": (True, False, True, False, True, SPLIT_ROOM, True, True),
+    "core": (True, True, True, True, True, SPLIT_ROOM, True, True),
+    "core-offer": (True, True, True, False, False, 1.0, False, False),
+    "core-bound": (True, True, False, False, True, SPLIT_ROOM, True, True),
 }
 
 
@@ -72,13 +73,14 @@ def path(name: str) -> Iterator[None]:
         bm25_knobs._PREFETCH_WALK,
         bm25_knobs._SPLIT_ROOM,
         bm25_knobs._TIGHT_WALK,
+        bm25_knobs._INTERP_SEEK,
     ) = PATHS[name]
     try:
         yield
     finally:
         kernels.ENABLED, kernels.BM25_CORE = kernels.AVAILABLE, True
         bm25_knobs._COST_SPLIT = bm25_knobs._C_OFFER = bm25_knobs._PREFETCH_WALK = True
-        bm25_knobs._TIGHT_WALK = True
+        bm25_knobs._TIGHT_WALK = bm25_knobs._INTERP_SEEK = True
         bm25_knobs._SPLIT_ROOM = SPLIT_ROOM
 
 
@@ -411,17 +413,21 @@ def test_many_windows_agree(wide: bool, monkeypatch: Any) -> None:
             assert got == [(score, rec.seq) for score, rec in want]
 
 
-@pytest.mark.parametrize("tight", [True, False])
-@pytest.mark.parametrize("prefetch", [True, False])
-def test_tight_walk_agrees(tight: bool, prefetch: bool, monkeypatch: Any) -> None:
-    """The windowed walk's tight loop (``knobs._TIGHT_WALK``), with and without its
+@pytest.mark.parametrize(
+    ("tight", "prefetch"), [("simd", True), ("simd", False), ("scalar", True), ("off", False)]
+)
+def test_tight_walk_agrees(tight: str, prefetch: bool, monkeypatch: Any) -> None:
+    """The windowed walk's tight loop (``knobs._TIGHT_WALK``; "simd": eight postings at a
+    time where the CPU has AVX-512, ``knobs._SIMD_WALK``), with and without its
     prefetch, over more groups than a window, frequencies in bytes and, for a term
     repeated more than 255 times in a text, in int32, a deletion and an older snapshot:
     the same top-k, scores and ties as the reference and the brute force, as the loop
     before it."""
     # The "core" path as given here (``path`` sets the knobs per path); "core-offer"
     # walks with the loop before, and the reference with neither.
-    monkeypatch.setitem(PATHS, "core", (True, True, True, True, prefetch, SPLIT_ROOM, tight))
+    core = (True, True, True, True, prefetch, SPLIT_ROOM, tight != "off", True)
+    monkeypatch.setitem(PATHS, "core", core)
+    monkeypatch.setattr(bm25_knobs, "_SIMD_WALK", tight == "simd")
     rng = random.Random(13)
     three = Three(scorers()["plain"])
     common = [f"c{i}" for i in range(6)]
@@ -882,6 +888,6 @@ def test_first_seq_is_what_the_tie_skip_reads(monkeypatch: Any) -> None:
         kernels.Bm25Daat([_term()], np.ones(128, np.int32), parts, 4, True, prefetch_seek=1)  # type: ignore[arg-type]
     args = ([_term()], np.zeros(1, np.int64), np.ones(128, np.int32), *parts, 0.0, 10, -1)
     outs = (np.empty(4, np.int64), np.empty(4, np.float64), np.zeros(1, np.uint8), None)
-    for flags in (-1, 8):  # the C code's own check of its flags
+    for flags in (-1, 64):  # the C code's own check of its flags
         with pytest.raises(ValueError, match="prefetch"):
             kernels._core().bm25_daat(*args, *outs, flags)

@@ -1,5 +1,6 @@
 """The BM25 core's windowed walk with and without its tight loop (``bm25_daat``'s flag 4,
-``knobs._TIGHT_WALK``), called directly: random sorted posting lists (bytes or int32
+``knobs._TIGHT_WALK``; flag 16, ``knobs._SIMD_WALK``: eight postings at a time where the
+CPU has AVX-512), called directly: random sorted posting lists (bytes or int32
 frequencies, empty lists, lists sharing groups), windows as narrow as one group or as
 wide as ``WINDOW``, any theta and budget, with and without the length prefetch: every
 step's groups, scores (bit for bit), cursors and end must be the same. And a list out
@@ -58,10 +59,10 @@ def _lists(seed: int, nlen: int, nterms: int, wide: list[bool]) -> tuple[Any, li
 
 def _run(
     terms: list[Any], lengths: Any, parts: Any, room: int, thetas: list[float], budget: int,
-    prefetch: bool, tight: bool,
+    prefetch: bool, tight: bool, simd: bool = False,
 ) -> list[Any]:  # fmt: skip
     daat = kernels.Bm25Daat(
-        terms, lengths, parts, room, True, prefetch, 1.0, False, tight
+        terms, lengths, parts, room, True, prefetch, 1.0, False, tight, False, simd
     )  # fmt: skip
     got: list[Any] = []
     for theta in thetas * 200:
@@ -86,29 +87,34 @@ def _run(
     budget=st.sampled_from([1, 7, 100, 10_000]),
     prefetch=st.booleans(),
     shrink=st.integers(0, 3),
+    simd=st.booleans(),
 )
 def test_tight_walk_same_steps(
     seed: int, nlen: int, wide: list[bool], room: int, thetas: list[float], budget: int,
-    prefetch: bool, shrink: int,
+    prefetch: bool, shrink: int, simd: bool,
 ) -> None:  # fmt: skip
-    """Step by step, the tight loop gives the same groups, scores, cursors and ends as the
-    loop before it; with the lengths cut short (``shrink``), the same refusal."""
+    """Step by step, the tight loop (``simd``: eight postings at a time where the CPU
+    has AVX-512, ``knobs._SIMD_WALK``) gives the same groups, scores, cursors and ends as
+    the loop before it; with the lengths cut short (``shrink``), the same refusal."""
     lengths, (terms, parts) = _lists(seed, nlen, len(wide), wide)
     if shrink:  # groups beyond the lengths: both loops must refuse them
         lengths = lengths[: max(0, nlen - shrink * 50)].copy()
     want = _run(terms, lengths, parts, room, thetas, budget, prefetch, False)
-    got = _run(terms, lengths, parts, room, thetas, budget, prefetch, True)
+    got = _run(terms, lengths, parts, room, thetas, budget, prefetch, True, simd)
     assert got == want
 
 
-@pytest.mark.parametrize("flags", [0, 1, 4, 5])
+@pytest.mark.parametrize("flags", [0, 1, 4, 5, 20, 21])
 def test_list_out_of_order_refused_by_both_loops(flags: int) -> None:
     """A posting list out of order (a group below the window's first) is refused by the
     walk with or without its tight loop; before, the loop without it wrote the group's
     partial score before the window's score array (heap-buffer-overflow under ASan)."""
     common = (0.5, 0.5, 1.2, 0.75, 1.0, 1.0)
     nums, scores = np.empty(8, np.int64), np.empty(8)
-    for groups in ([5, 3], [5, 0], [4000, 1, 2]):
+    # the last two in one window of 8 groups, long enough for the eight-lane loop: the
+    # fault in a lane, or after eight good ones
+    for groups in ([5, 3], [5, 0], [4000, 1, 2], [*range(10, 17), 3, *range(40, 60)],
+                   [*range(10, 18), 3, *range(40, 60)]):  # fmt: skip
         unordered = (
             1.0, 2.0, array("i", groups), array("B", [1] * len(groups)), len(groups),
             array("i"), 0,
@@ -118,3 +124,28 @@ def test_list_out_of_order_refused_by_both_loops(flags: int) -> None:
                 [unordered], np.zeros(1, np.int64), np.ones(8192, np.int32), *common,
                 -np.inf, 100, -1, nums, scores, np.zeros(1, np.uint8), None, flags,
             )  # fmt: skip
+
+
+@pytest.mark.parametrize(("tight", "simd"), [(False, False), (True, False), (True, True)])
+def test_sparse_windows_leave_no_partial_score_behind(tight: bool, simd: bool) -> None:
+    """Windows of 64 groups, each walking 8 postings of one list at the same offsets:
+    no group's contribution reaches theta alone, so a score slot left uncleared after a
+    window (its partial score added to the next window's group at that offset) would
+    find groups, and none may be found."""
+    lengths = np.full(8192, 10, np.int32)
+    a_part, b_part = K1 * (1.0 - B), K1 * B / 10.0
+    parts = (a_part, b_part, K1, B, 10.0, SLACK_UP)
+    groups = array("i", range(0, 8192, 8))
+    term = (1.0, 10.0, groups, array("B", [1] * len(groups)), len(groups), array("i"), 0)
+    one = 1.0 / (1.0 + (a_part + b_part * 10.0))
+    daat = kernels.Bm25Daat(
+        [term], lengths, parts, 64, True, True, 1.0, False, tight, False, simd
+    )  # fmt: skip
+    found: list[int] = []
+    for _ in range(1000):
+        nums, _, done = daat.step(1.5 * one, 10_000)
+        found += nums.tolist()
+        if done:
+            break
+    assert done
+    assert found == []

@@ -120,6 +120,12 @@ tf_of(const term_t *t, Py_ssize_t i)
 /* Whether seek prefetches ahead (set per bm25_daat call; the module runs under the GIL). */
 static int seek_prefetch;
 
+/* Whether seek starts from an interpolated guess (set per bm25_daat call). */
+static int seek_interp;
+
+/* Lists shorter than this past the cursor are galloped from it, never interpolated. */
+#define INTERP_MIN 64
+
 static inline Py_ssize_t
 seek(const int32_t *g, Py_ssize_t cur, Py_ssize_t count, int64_t target)
 {
@@ -127,6 +133,43 @@ seek(const int32_t *g, Py_ssize_t cur, Py_ssize_t count, int64_t target)
         return cur;
     }
     Py_ssize_t lo = cur, step = 1, hi = cur + 1; /* g[lo] < target */
+    if (seek_interp && count - cur > INTERP_MIN) {
+        /* With seek_interp (knobs._INTERP_SEEK): the group numbers of a list are spread
+         * about evenly (texts arrive in no order the terms follow), so the position of
+         * target is guessed between the cursor's group and the list's last, and the
+         * search gallops from the guess, forward or back, then bisects as below: the
+         * same first position >= cur of a group >= target, in a probe or two near it
+         * instead of a gallop from the cursor whose every probe misses the caches. */
+        int64_t first = g[cur], last = g[count - 1];
+        if (last < target) return count;
+        /* first < target <= last: a fraction in (0, 1] of the positions past cur. */
+        Py_ssize_t span = count - 1 - cur;
+        double frac = (double)(target - first) / (double)(last - first);
+        Py_ssize_t pos = cur + (Py_ssize_t)(frac * (double)span);
+        if (pos <= cur) pos = cur + 1;
+        if (pos > count - 1) pos = count - 1;
+        if (g[pos] < target) { /* forward from pos */
+            lo = pos;
+            hi = pos + 1;
+            step = 1;
+            while (hi < count && g[hi] < target) {
+                lo = hi;
+                step *= 2;
+                hi = pos + step;
+            }
+            if (hi > count) hi = count;
+        } else { /* back from pos: g[pos] >= target, g[cur] < target */
+            hi = pos;
+            step = 1;
+            lo = pos - 1;
+            while (lo > cur && g[lo] >= target) {
+                hi = lo;
+                step *= 2;
+                lo = pos - step < cur ? cur : pos - step;
+            }
+        }
+        goto bisect;
+    }
     while (hi < count && g[hi] < target) {
         lo = hi;
         step *= 2;
@@ -140,6 +183,7 @@ seek(const int32_t *g, Py_ssize_t cur, Py_ssize_t count, int64_t target)
         }
     }
     if (hi > count) hi = count;
+bisect:
     while (hi - lo > 1) { /* g[lo] < target, and g[hi] >= target or hi == count */
         Py_ssize_t half = (hi - lo) / 2, mid = lo + half;
         if (seek_prefetch && half >= 16) {
@@ -561,10 +605,86 @@ offer_found(offer_t *o, const int64_t *nums, const double *scores, Py_ssize_t n)
         mark[at >> 6] |= (uint64_t)(after * up + rest >= theta) << (at & 63);              \
     }
 
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(ACTORMEM_NO_SIMD)
+#include <immintrin.h>
+#define HAVE_SIMD_WALK 1
+
+/* Whether this CPU runs walk_simd (AVX-512 F and VL), found once. */
+static int
+simd_walk_usable(void)
+{
+    static int usable = -1;
+    if (usable < 0) {
+        __builtin_cpu_init();
+        usable = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+    }
+    return usable;
+}
+
+/* The tight walk eight postings at a time (flags & 16, knobs._SIMD_WALK), while all eight
+ * of the next ones fall in the window and in range (else, and for the last few of the
+ * list, walk_tight's scalar loop goes on from the position returned): the same IEEE
+ * operations on the same values, lane by lane (built with -ffp-contract=off: no fused
+ * multiply-add), so the same partial scores bit for bit. A list's groups ascend, so the
+ * eight score slots are distinct and the gather, add and scatter of the scores equal
+ * eight loads, adds and stores. The lengths are gathered (with `prefetch`, those
+ * PREFETCH_AHEAD postings on asked for first, as in the scalar loop); the marks set from
+ * the comparison's mask, lane by lane. Every
+ * lane's offset is checked below lim before any gather or scatter: an offset below
+ * lim is a group at or above lo, below hi and below nlen. */
+__attribute__((target("avx2,avx512f,avx512vl"))) static Py_ssize_t
+walk_simd(const int32_t *g, const void *tfs, int wide, Py_ssize_t c, Py_ssize_t count,
+          int64_t lo, uint64_t lim, const int32_t *ln, Py_ssize_t nlen, int prefetch,
+          double wi, double a_part, double b_part, double up, double rest, double theta,
+          double *acc, uint64_t *mark)
+{
+    if (lim == 0 || lo > INT32_MAX) return c;
+    const __m256i vlo = _mm256_set1_epi32((int32_t)lo), vlim = _mm256_set1_epi32((int32_t)lim);
+    const __m256i zero = _mm256_setzero_si256();
+    const __m512d va = _mm512_set1_pd(a_part), vb = _mm512_set1_pd(b_part);
+    const __m512d vwi = _mm512_set1_pd(wi), vup = _mm512_set1_pd(up);
+    const __m512d vrest = _mm512_set1_pd(rest), vtheta = _mm512_set1_pd(theta);
+    for (; c + 8 <= count; c += 8) {
+        __m256i vg = _mm256_loadu_si256((const __m256i *)(g + c));
+        __m256i vat = _mm256_sub_epi32(vg, vlo);
+        /* g >= 0 (so g - lo does not wrap) and g - lo below lim, unsigned */
+        __mmask8 ok = _mm256_cmpge_epi32_mask(vg, zero) & _mm256_cmplt_epu32_mask(vat, vlim);
+        if (ok != 0xFF) break;
+        if (prefetch && c + PREFETCH_AHEAD + 8 <= count) { /* as the scalar loop's */
+            for (int k = 0; k < 8; k++) {
+                uint32_t ahead = (uint32_t)g[c + PREFETCH_AHEAD + k];
+                __builtin_prefetch(&ln[ahead < (uint64_t)nlen ? ahead : 0]);
+            }
+        }
+        __m256i vtfi = wide ? _mm256_loadu_si256((const __m256i *)((const int32_t *)tfs + c))
+                            : _mm256_cvtepu8_epi32(_mm_loadl_epi64(
+                                  (const __m128i *)((const uint8_t *)tfs + c)));
+        __m512d tf = _mm512_cvtepi32_pd(vtfi);
+        __m512d dl = _mm512_cvtepi32_pd(_mm256_i32gather_epi32(ln, vg, 4));
+        /* tf / (tf + (a_part + b_part * dl)), times wi, added to the score */
+        __m512d den = _mm512_add_pd(tf, _mm512_add_pd(va, _mm512_mul_pd(vb, dl)));
+        __m512d add = _mm512_mul_pd(vwi, _mm512_div_pd(tf, den));
+        __m512d after = _mm512_add_pd(_mm512_i32gather_pd(vat, acc, 8), add);
+        _mm512_i32scatter_pd(acc, vat, after, 8);
+        __mmask8 hit = _mm512_cmp_pd_mask(_mm512_add_pd(_mm512_mul_pd(after, vup), vrest),
+                                          vtheta, _CMP_GE_OQ);
+        if (hit) {
+            int32_t ats[8];
+            _mm256_storeu_si256((__m256i *)ats, vat);
+            for (unsigned bits = hit; bits; bits &= bits - 1) {
+                uint32_t at = (uint32_t)ats[__builtin_ctz(bits)];
+                mark[at >> 6] |= (uint64_t)1 << (at & 63);
+            }
+        }
+    }
+    return c;
+}
+#endif
+
 static Py_ssize_t
 walk_tight(const term_t *t, Py_ssize_t c, int64_t lo, int64_t hi, const int32_t *ln,
            Py_ssize_t nlen, double a_part, double b_part, double up, double rest,
-           double theta, double *acc, uint64_t *mark, int prefetch)
+           double theta, double *acc, uint64_t *mark, int prefetch, int simd)
 {
     if (lo < 0 || hi < lo || hi - lo > WINDOW) return -1;
     const int32_t *g = t->g;
@@ -574,6 +694,14 @@ walk_tight(const term_t *t, Py_ssize_t c, int64_t lo, int64_t hi, const int32_t 
     const uint64_t lim = lo >= nlen ? 0 : (uint64_t)(hi < nlen ? hi - lo : nlen - lo);
     const uint8_t *tf8 = (const uint8_t *)t->tfs.buf;
     const int32_t *tf32 = (const int32_t *)t->tfs.buf;
+#ifdef HAVE_SIMD_WALK
+    if (simd && simd_walk_usable()) {
+        c = walk_simd(g, t->tfs.buf, t->tfs.itemsize != 1, c, count, lo, lim, ln, nlen,
+                      prefetch, wi, a_part, b_part, up, rest, theta, acc, mark);
+    }
+#else
+    (void)simd;
+#endif
     if (t->tfs.itemsize == 1) {
         if (prefetch) WALK_LOOP(tf8, 1) else WALK_LOOP(tf8, 0)
     } else {
@@ -582,6 +710,34 @@ walk_tight(const term_t *t, Py_ssize_t c, int64_t lo, int64_t hi, const int32_t 
     return c;
 }
 #undef WALK_LOOP
+
+/* With `ahead` (flags & 32 and 8, knobs._PREFETCH_LOOKUPS), the lookups of the group
+ * this many marked groups on are asked for before those of the current one. */
+#define LOOK_AHEAD 2
+
+/* Ask for the posting (and its frequency) at which seek's interpolated guess for group
+ * num will land, in each non-essential list: the guess made from the cursor now, which
+ * the lookups in between move only a little (the lists' groups are spread about evenly),
+ * and only where seek would guess. Reads the cursor's group and the list's last (both
+ * cached); addresses inside the lists only. */
+static inline void
+prefetch_lookups(const term_t *T, const Py_ssize_t *ord, Py_ssize_t ne, int64_t num)
+{
+    for (Py_ssize_t j = ne - 1; j >= 0; j--) {
+        const term_t *t = &T[ord[j]];
+        Py_ssize_t cur = t->cur, count = t->count;
+        if (count - cur <= INTERP_MIN) continue;
+        int64_t first = t->g[cur], last = t->g[count - 1];
+        if (!(first < num && num <= last)) continue;
+        Py_ssize_t span = count - 1 - cur;
+        Py_ssize_t pos = cur + (Py_ssize_t)((double)(num - first) / (double)(last - first) *
+                                            (double)span);
+        if (pos <= cur) pos = cur + 1;
+        if (pos > count - 1) pos = count - 1;
+        __builtin_prefetch(&t->g[pos]);
+        __builtin_prefetch((const char *)t->tfs.buf + pos * t->tfs.itemsize);
+    }
+}
 
 /* The windowed driver (with `sticky`): MaxScore over windows of up to WINDOW groups (no
  * more than the room left in the output, so that a window's groups always fit). In a
@@ -602,11 +758,14 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
              Py_ssize_t budget, Py_ssize_t room, int64_t *out_n, double *out_s,
              Py_ssize_t *p_emitted, int *p_finished, offer_t *o, int prefetch, int tight)
 {
+    const int ahead = (tight & 4) && seek_interp;
     double *acc = PyMem_Calloc(WINDOW, sizeof(double));
     uint64_t *mark = PyMem_Calloc(WINDOW / 64, sizeof(uint64_t));
-    if (!acc || !mark) {
+    uint16_t *marked = PyMem_Malloc(WINDOW * sizeof(uint16_t)); /* a window's marks, in order */
+    if (!acc || !mark || !marked) {
         PyMem_Free(acc);
         PyMem_Free(mark);
+        PyMem_Free(marked);
         PyErr_NoMemory();
         return -1;
     }
@@ -635,7 +794,7 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
             const double wi = t->wi;
             if (tight) {
                 Py_ssize_t end = walk_tight(t, c, lo, hi, ln, nlen, a_part, b_part, up, rest,
-                                            theta, acc, mark, prefetch);
+                                            theta, acc, mark, prefetch, tight & 2);
                 if (end < 0) {
                     PyErr_SetString(PyExc_ValueError,
                                     "group number beyond lengths, or a list out of order");
@@ -679,12 +838,21 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
             t->cur = c;
         }
         for (Py_ssize_t i = 0; i < ne; i++) T[ord[i]].xcur = -1; /* looked up: at cur */
+        Py_ssize_t nmarked = 0;
         for (Py_ssize_t w = 0; w < WINDOW / 64; w++) {
             uint64_t bits = mark[w];
             mark[w] = 0;
             while (bits) {
-                Py_ssize_t at = 64 * w + __builtin_ctzll(bits);
+                marked[nmarked++] = (uint16_t)(64 * w + __builtin_ctzll(bits));
                 bits &= bits - 1;
+            }
+        }
+        {
+            for (Py_ssize_t k = 0; k < nmarked; k++) {
+                if (ahead && k + LOOK_AHEAD < nmarked) {
+                    prefetch_lookups(T, ord, ne, lo + marked[k + LOOK_AHEAD]);
+                }
+                Py_ssize_t at = marked[k];
                 int64_t num = lo + at;
                 double partial = acc[at];
                 double dl = (double)ln[num];
@@ -723,6 +891,7 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
 done:
     PyMem_Free(acc);
     PyMem_Free(mark);
+    PyMem_Free(marked);
     *p_emitted = emitted;
     return rc;
 }
@@ -752,7 +921,11 @@ PyDoc_STRVAR(bm25_daat_doc,
 "windowed walk prefetches the length of the group some postings ahead; with prefetch &\n"
 "2, the lookups' galloping and binary searches prefetch their next probes; with\n"
 "prefetch & 4 (sticky needed), the windowed walk runs its tight loop, registers only\n"
-"and marks without a branch (the same results). With split_room < 1 (sticky needed\n"
+"and marks without a branch (the same results); with prefetch & 8, the lookups'\n"
+"searches start from a position interpolated between the cursor's group and the\n"
+"list's last (the same positions); with prefetch & 16 (and 4), the tight loop walks\n"
+"eight postings at a time where the CPU has AVX-512; with prefetch & 32 (and 8), the\n"
+"lookups of a marked group are prefetched two groups ahead (the same results). With split_room < 1 (sticky needed\n"
 "for an effect), the cost-aware split takes non-essential terms only while their\n"
 "bounds sum below split_room * theta (theta > 0): fewer lookups for a longer walk\n"
 "(the same results).");
@@ -770,12 +943,16 @@ bm25_daat(PyObject *self, PyObject *args)
                           &o_nums, &o_scores, &o_sticky, &o_offer, &prefetch, &split_room)) {
         return NULL;
     }
-    if (prefetch < 0 || prefetch > 7) {
-        PyErr_SetString(PyExc_ValueError, "prefetch: flags 0 to 7");
+    if (prefetch < 0 || prefetch > 63) {
+        PyErr_SetString(PyExc_ValueError, "prefetch: flags 0 to 63");
         return NULL;
     }
     seek_prefetch = (prefetch & 2) != 0;
-    int tight = (prefetch & 4) != 0;
+    seek_interp = (prefetch & 8) != 0;
+    /* bit 0: the tight walk; bit 1: its eight-lane form (with the tight walk only) */
+    /* bit 2: the lookups prefetched a few groups ahead (with interpolated seeks only) */
+    int tight = ((prefetch & 4) != 0) | (((prefetch & 20) == 20) << 1) |
+                (((prefetch & 32) != 0) << 2);
     prefetch &= 1;
     if (!(split_room > 0.0 && split_room <= 1.0)) {
         PyErr_SetString(PyExc_ValueError, "split_room must be in (0, 1]");

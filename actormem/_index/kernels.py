@@ -517,6 +517,14 @@ class Bm25Daat:
         tight_walk: With ``cost_split``, the windowed walk runs its tight loop (the term's
             fields in registers, the marks set without a branch: ``knobs._TIGHT_WALK``;
             the same results).
+        interp_seek: The lookups' searches start from a position interpolated between
+            the cursor's group and the list's last (``knobs._INTERP_SEEK``; the same
+            positions, so the same results).
+        simd_walk: With ``tight_walk``, the walk goes eight postings at a time where the
+            CPU has AVX-512 (``knobs._SIMD_WALK``; the same results).
+        prefetch_lookups: With ``cost_split`` and ``interp_seek``, the lookups of the
+            marked group two on are prefetched (``knobs._PREFETCH_LOOKUPS``; the same
+            results).
 
     Raises:
         TypeError, ValueError: An argument of the wrong type or size, or a count or
@@ -549,6 +557,9 @@ class Bm25Daat:
         split_room: float = 1.0,
         prefetch_seek: bool = False,
         tight_walk: bool = False,
+        interp_seek: bool = False,
+        simd_walk: bool = False,
+        prefetch_lookups: bool = False,
     ) -> None:
         if type(terms) is not list or not terms:
             raise TypeError("terms must be a non-empty list")
@@ -567,9 +578,13 @@ class Bm25Daat:
         _need(type(room) is int and room > 0, "room must be an int > 0")
         if type(prefetch) is not bool or type(prefetch_seek) is not bool:
             raise TypeError("prefetch and prefetch_seek must be bools")
-        if type(tight_walk) is not bool:
-            raise TypeError("tight_walk must be a bool")
-        self._prefetch = int(prefetch) | 2 * prefetch_seek | 4 * tight_walk  # the C flags
+        flags = (tight_walk, interp_seek, simd_walk, prefetch_lookups)
+        if not all(type(x) is bool for x in flags):
+            raise TypeError("tight_walk, interp_seek, simd_walk, prefetch_lookups: bools")
+        self._prefetch = (  # the C flags
+            int(prefetch) | 2 * prefetch_seek | 4 * tight_walk | 8 * interp_seek
+            | 16 * simd_walk | 32 * prefetch_lookups
+        )
         _need(type(split_room) is float and 0.0 < split_room <= 1.0, "split_room in (0, 1]")
         self._split_room = split_room
         self._terms, self._lengths, self._parts = list(terms), lengths, parts

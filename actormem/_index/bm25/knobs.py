@@ -122,6 +122,29 @@ _PREFETCH_SEEK = True
 #: mark set without a branch (its bit set again at every posting past theta). The same
 #: results; False: the loop before (kept for side-by-side benchmarks).
 _TIGHT_WALK = True
+
+#: The core's seeks (the lookups into the non-essential lists, the exact scores' and the
+#: split by bound's) start from a guess: the position interpolated between the cursor's
+#: group and the list's last, then gallop from it, forward or back, and bisect. A common
+#: word's list at 1M (hundreds of thousands of postings, its groups spread about evenly)
+#: was searched by a gallop from the cursor, every probe a cache miss the next depended
+#: on; `perf` put about a third of the core's time in the lookups. The same positions, so
+#: the same results; False: the gallop from the cursor (kept for side-by-side benchmarks).
+_INTERP_SEEK = True
+
+#: With ``_TIGHT_WALK``, the walk adds eight postings at a time (AVX-512: the groups and
+#: frequencies loaded, the lengths and partial scores gathered, the sums scattered back,
+#: the marks from a mask) where the CPU has it, the scalar loop for the rest of a window.
+#: The same IEEE operations lane by lane, so the same partial scores bit for bit; False,
+#: or a CPU without AVX-512: the scalar tight loop (kept for side-by-side benchmarks).
+_SIMD_WALK = True
+
+#: With ``_INTERP_SEEK`` and the cost-aware split, a window's marked groups are looked up
+#: in order, and before the lookups of one, those of the marked group two on are asked
+#: for: in each non-essential list, the posting (and its frequency) where the
+#: interpolated guess will land, the one cache miss left of a lookup into a long list.
+#: The same results; False: no prefetch (kept for side-by-side benchmarks).
+_PREFETCH_LOOKUPS = True
 #: A group that has had one record keeps the record itself in its ``_recs`` slot, not
 #: a list of one (80 bytes: the list object and its item buffer, and an object the
 #: collector tracks): at 1M distinct texts 80 MB. The second record makes it a list.
