@@ -804,12 +804,19 @@ def cmd_export(args: argparse.Namespace) -> int:
             raise _InputError("--salvage reads a file: drop --server")
         return _export_salvage(path)
 
-    async def run() -> tuple[list[MemoryEntry], bool]:
+    async def run() -> tuple[list[MemoryEntry], tuple[str, int, dict[bytes, bytes]] | None]:
         assert path is not None
         async with _reading(path, live_note_to=sys.stderr) as memory:
-            # A live read's copy is in memory (no storage): the file is held and written
-            # by a running memory, so its vectors are read as a live read too.
-            return list(memory.snapshot()), memory._storage is None
+            entries = list(memory.snapshot())
+            if args.no_vectors:
+                return entries, None
+            # Read before the memory closes: a file this read opened is held by it, so
+            # no writer can open it and commit under the read (``immutable`` when its
+            # ``-wal`` is empty or gone, as after the close). A live read's copy is in
+            # memory (no storage): the file is held and written by a running memory, so
+            # its vectors are read as a live read too.
+            live = memory._storage is None
+            return entries, read_stored_vectors(str(path), live=live)
 
     out = sys.stdout
     if path is None:
@@ -817,8 +824,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             out.write(escape_json_line(json.dumps(entry_to_json(entry), ensure_ascii=False)) + "\n")
         out.flush()
         return 0
-    entries, live = trio.run(run)
-    stored = None if args.no_vectors else read_stored_vectors(str(path), live=live)
+    entries, stored = trio.run(run)
     for entry in entries:
         obj = entry_to_json(entry)
         if stored is not None:
