@@ -300,3 +300,40 @@ async def test_export_of_a_held_file_reads_its_vectors_as_a_live_read(
     assert seen == [True]
     assert sorted(row["memory"] for row in lines(out)) == sorted(TEXTS)
     assert all("vector" in row for row in lines(out))
+
+
+def test_export_reads_the_vectors_of_a_file_it_holds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file no running memory holds: ``export`` reads its vectors while it still holds
+    the file itself. Read after its memory closed, a writer could open the file in
+    between, and the read (``immutable`` while the new ``-wal`` is empty) would take no
+    lock while that writer commits and checkpoints: two states of the file mixed."""
+    import fcntl
+    import os
+
+    from actormem.cli import _main
+
+    db = tmp_path / "m.db"
+    make_db(db)
+    free: list[bool] = []
+    read = _main.read_stored_vectors
+
+    def probing(path: str, *, live: bool = False) -> Any:
+        fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT)
+        try:  # a writer's open takes this flock first: free means it could open now
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            free.append(True)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        except BlockingIOError:
+            free.append(False)
+        finally:
+            os.close(fd)
+        return read(path, live=live)
+
+    monkeypatch.setattr(_main, "read_stored_vectors", probing)
+    status, out, err = run_cli(capsys, "export", str(db))
+    assert status == 0, err
+    assert "live read" not in err
+    assert free == [False]
+    assert all("vector" in row for row in lines(out))
