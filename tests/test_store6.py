@@ -73,13 +73,15 @@ def _text(draw: Any) -> str:
 
 
 def _add_all(
-    lows: list[str], cuts: list[int], seed: list[str], ucs: bool
+    lows: list[str], cuts: list[int], seed: list[str], knob: str, on: bool
 ) -> tuple[dict[str, array[int]], SubstringVocab, list[int]]:
+    """Add ``seed``'s text, then ``lows`` cut into calls of ``cuts`` texts (one text a
+    call through ``add_text_cached``), with ``wo_knobs.<knob>`` set to ``on``."""
     post: dict[str, array[int]] = {}
     vocab = SubstringVocab()
     cache = ccore.token_cache()
     fresh = []
-    wo_knobs._CACHE_UCS = ucs
+    setattr(wo_knobs, knob, on)
     try:
         # Some tokens known before (the cache then hits, and misses into the dict).
         fresh.append(ccore.add_text_cached(post, " ".join(seed), 0, vocab, cache, 0))
@@ -94,9 +96,26 @@ def _add_all(
             if at >= len(lows):
                 break
     finally:
-        wo_knobs._CACHE_UCS = True
+        setattr(wo_knobs, knob, True)
     vocab._check()
     return post, vocab, fresh
+
+
+def assert_knob_adds_alike(lows: list[str], cuts: list[int], seed: list[str], knob: str) -> None:
+    """The add with ``wo_knobs.<knob>`` on leaves the structures, the posting dict's
+    order, the vocabulary and the fresh counts of the add with it off, and each text's
+    group in the list of each distinct token of its split."""
+    new = _add_all(lows, cuts, seed, knob, True)
+    old = _add_all(lows, cuts, seed, knob, False)
+    assert _structures(new[0], new[1]) == _structures(old[0], old[1])
+    assert list(new[0]) == list(old[0])  # the posting dict's insertion order
+    assert _ordered(new[1]) == _ordered(old[1])
+    assert new[2] == old[2]
+    ref: dict[str, list[int]] = {}
+    for gid, low in enumerate([" ".join(seed), *lows]):
+        for tok in set(low.split()):
+            ref.setdefault(tok, []).append(gid)
+    assert {t: list(a) for t, a in new[0].items()} == ref
 
 
 @core
@@ -109,19 +128,7 @@ def _add_all(
 def test_cache_ucs_leaves_the_split_paths_structures(
     texts: list[str], cuts: list[int], seed: list[str]
 ) -> None:
-    lows = [t.lower() for t in texts]
-    new = _add_all(lows, cuts, seed, True)
-    old = _add_all(lows, cuts, seed, False)
-    assert _structures(new[0], new[1]) == _structures(old[0], old[1])
-    assert list(new[0]) == list(old[0])  # the posting dict's insertion order
-    assert _ordered(new[1]) == _ordered(old[1])
-    assert new[2] == old[2]
-    # The reference: each text's group in the list of each distinct token of its split.
-    ref: dict[str, list[int]] = {}
-    for gid, low in enumerate([" ".join(seed), *lows]):
-        for tok in set(low.split()):
-            ref.setdefault(tok, []).append(gid)
-    assert {t: list(a) for t, a in new[0].items()} == ref
+    assert_knob_adds_alike([t.lower() for t in texts], cuts, seed, "_CACHE_UCS")
 
 
 @core

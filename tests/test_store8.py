@@ -42,9 +42,8 @@ from actormem._index.wordoverlap import ccore, masks
 from actormem._index.wordoverlap import knobs as wo_knobs
 
 from .strategies import examples
-from .test_acquire_fast import _ordered
+from .test_store6 import assert_knob_adds_alike
 from .test_store_batch import BASE, TwoPaths, _snapshot
-from .test_storepath import _structures
 
 core = pytest.mark.skipif(
     not kernels.WO_CORE_AVAILABLE, reason="the word-overlap core is not built"
@@ -72,32 +71,6 @@ def _text(draw: Any) -> str:
     return out
 
 
-def _add_all(
-    lows: list[str], cuts: list[int], seed: list[str], on: bool
-) -> tuple[dict[str, array[int]], SubstringVocab, list[int]]:
-    post: dict[str, array[int]] = {}
-    vocab = SubstringVocab()
-    cache = ccore.token_cache()
-    fresh = []
-    wo_knobs._SCAN_ONE = on
-    try:
-        fresh.append(ccore.add_text_cached(post, " ".join(seed), 0, vocab, cache, 0))
-        at = 0
-        for cut in [*cuts, len(lows)]:
-            part = lows[at : at + cut]
-            if len(part) == 1:
-                fresh.append(ccore.add_text_cached(post, part[0], at + 1, vocab, cache, 0))
-            else:
-                fresh.append(ccore.add_texts_cached(post, part, at + 1, vocab, cache, 0))
-            at += len(part)
-            if at >= len(lows):
-                break
-    finally:
-        wo_knobs._SCAN_ONE = True
-    vocab._check()
-    return post, vocab, fresh
-
-
 @core
 @settings(max_examples=examples(60), deadline=None)
 @given(
@@ -108,18 +81,7 @@ def _add_all(
 def test_scan_one_leaves_the_same_structures(
     texts: list[str], cuts: list[int], seed: list[str]
 ) -> None:
-    lows = [t.lower() for t in texts]
-    new = _add_all(lows, cuts, seed, True)
-    old = _add_all(lows, cuts, seed, False)
-    assert _structures(new[0], new[1]) == _structures(old[0], old[1])
-    assert list(new[0]) == list(old[0])  # the posting dict's insertion order
-    assert _ordered(new[1]) == _ordered(old[1])
-    assert new[2] == old[2]
-    ref: dict[str, list[int]] = {}
-    for gid, low in enumerate([" ".join(seed), *lows]):
-        for tok in set(low.split()):
-            ref.setdefault(tok, []).append(gid)
-    assert {t: list(a) for t, a in new[0].items()} == ref
+    assert_knob_adds_alike([t.lower() for t in texts], cuts, seed, "_SCAN_ONE")
 
 
 _TABLE = textfold._fold_hash_table
