@@ -20,7 +20,7 @@ import gc
 import shutil
 import sqlite3
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -210,20 +210,30 @@ async def _opened(path: str) -> tuple[list[MemoryEntry], dict[str, list[Any]]]:
         return entries, {"order": order, "dups": groups, **hits}
 
 
-async def test_an_open_with_the_c_decoder_and_one_pause_equals_one_without(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def imaged_copies(
+    tmp_path: Path, rows: list[tuple[int, MemoryEntry]], extra: Sequence[MemoryEntry] = ()
+) -> list[str]:
+    """Two copies (``new``, ``old``) of a word-overlap file holding ``rows``' entries, a
+    twin of every 9th (the same text) and ``extra``, every 5th row deleted, and the index
+    image a later clean close keeps. One copy for each side: a retrieve's access
+    bookkeeping changes the file."""
     path = str(tmp_path / "m.db")
-    rows = _rows(11, 400)
     twins = [attrs.evolve(e, id=uuid.uuid4(), tags=("twin",)) for _, e in rows[::9]]
     async with open_memory(path=path, scorer=WordOverlapScorer()) as memory:
-        await memory.store_many([entry for _, entry in rows] + twins)  # texts repeat
+        await memory.store_many([entry for _, entry in rows] + twins + list(extra))
         for _, entry in rows[::5]:
             await memory.delete(entry.id)
     await _opened(path)  # the close above kept no image (deletes); this one writes it
     copies = [str(tmp_path / f"{name}.db") for name in ("new", "old")]
-    for copy in copies:  # a retrieve's access bookkeeping changes the file: one copy each
+    for copy in copies:
         shutil.copyfile(path, copy)
+    return copies
+
+
+async def test_an_open_with_the_c_decoder_and_one_pause_equals_one_without(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    copies = await imaged_copies(tmp_path, _rows(11, 400))
     new = await _opened(copies[0])
     monkeypatch.setattr(sqlite_format, "_C_DECODE", False)
     monkeypatch.setattr(sqlite_format, "_C_ROWS", False)

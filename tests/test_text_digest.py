@@ -7,7 +7,6 @@ its merge: the C ``dup_key`` a row of branch ``store8`` made the load's keys fas
 from __future__ import annotations
 
 import hashlib
-import shutil
 import uuid
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,7 @@ from actormem._engine import state as state_module
 from actormem._index import kernels, persist
 
 from .strategies import examples
-from .test_decode_c import _opened
+from .test_decode_c import _opened, imaged_copies
 from .test_open_fast import _rows
 
 wo = kernels._wo
@@ -120,22 +119,13 @@ def test_utf8_feed_chunks_and_odd_updates() -> None:
 async def test_an_open_with_the_fed_digest_equals_one_without(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from actormem import WordOverlapScorer, open_memory
 
-    path = str(tmp_path / "m.db")
     rows = _rows(23, 400)
     odd = ["Tab\there", "two  spaces", " lead", "trail ", "MiXeD CaSe", "…ellipsis…", "ß SS"]
-    twins = [attrs.evolve(e, id=uuid.uuid4(), tags=("twin",)) for _, e in rows[::9]]
+    extra = []
     for (_, e), t in zip(rows[: len(odd)], odd, strict=True):  # texts that are not plain
-        twins += [attrs.evolve(e, id=uuid.uuid4(), memory=s) for s in (t, t.lower())]
-    async with open_memory(path=path, scorer=WordOverlapScorer()) as memory:
-        await memory.store_many([entry for _, entry in rows] + twins)  # texts repeat
-        for _, entry in rows[::5]:
-            await memory.delete(entry.id)
-    await _opened(path)  # the close above kept no image (deletes); this one writes it
-    copies = [str(tmp_path / f"{name}.db") for name in ("new", "old")]
-    for copy in copies:
-        shutil.copyfile(path, copy)
+        extra += [attrs.evolve(e, id=uuid.uuid4(), memory=s) for s in (t, t.lower())]
+    copies = await imaged_copies(tmp_path, rows, extra)
     assert persist._C_DIGEST
     assert state_module._BULK_FOLDS
     new = await _opened(copies[0])
