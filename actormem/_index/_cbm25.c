@@ -715,6 +715,9 @@ walk_tight(const term_t *t, Py_ssize_t c, int64_t lo, int64_t hi, const int32_t 
  * this many marked groups on are asked for before those of the current one. */
 #define LOOK_AHEAD 2
 
+/* Whether window_steps' modes (see daat_tight) take the tight walk. */
+#define WALKS_TIGHT(tight) ((tight) != 0)
+
 /* Ask for the posting (and its frequency) at which seek's interpolated guess for group
  * num will land, in each non-essential list: the guess made from the cursor now, which
  * the lookups in between move only a little (the lists' groups are spread about evenly),
@@ -792,7 +795,7 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
             Py_ssize_t c = t->cur;
             t->xcur = c;
             const double wi = t->wi;
-            if (tight) {
+            if (WALKS_TIGHT(tight)) {
                 Py_ssize_t end = walk_tight(t, c, lo, hi, ln, nlen, a_part, b_part, up, rest,
                                             theta, acc, mark, prefetch, tight & 2);
                 if (end < 0) {
@@ -896,6 +899,34 @@ done:
     return rc;
 }
 
+/* The windowed walk's modes from bm25_daat's flags: bit 0, the tight walk; bit 1, its
+ * eight-lane form (with the tight walk only); bit 2, the lookups prefetched a few groups
+ * ahead (with interpolated seeks only). */
+static int
+daat_tight(int flags)
+{
+    return ((flags & 4) != 0) | (((flags & 20) == 20) << 1) | (((flags & 32) != 0) << 2);
+}
+
+PyDoc_STRVAR(bm25_daat_modes_doc,
+"bm25_daat_modes(flags) -> int: the windowed walk's modes bm25_daat runs with these\n"
+"flags (bit 0 the tight walk, bit 1 its eight-lane form, bit 2 the lookups prefetched\n"
+"ahead), and bit 3 whether the windowed walk takes the tight loop; for tests.");
+
+static PyObject *
+bm25_daat_modes(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    long flags = PyLong_AsLong(arg);
+    if (flags == -1 && PyErr_Occurred()) return NULL;
+    if (flags < 0 || flags > 63) {
+        PyErr_SetString(PyExc_ValueError, "prefetch: flags 0 to 63");
+        return NULL;
+    }
+    int tight = daat_tight((int)flags);
+    return PyLong_FromLong(tight | (WALKS_TIGHT(tight) ? 8 : 0));
+}
+
 PyDoc_STRVAR(bm25_daat_doc,
 "bm25_daat(terms, cursors, lengths, a_part, b_part, k1, b, avgdl, up, theta, budget,\n"
 "          seed, nums_out, scores_out, sticky=None, offer=None,\n"
@@ -947,12 +978,9 @@ bm25_daat(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "prefetch: flags 0 to 63");
         return NULL;
     }
+    int tight = daat_tight(prefetch);
     seek_prefetch = (prefetch & 2) != 0;
     seek_interp = (prefetch & 8) != 0;
-    /* bit 0: the tight walk; bit 1: its eight-lane form (with the tight walk only) */
-    /* bit 2: the lookups prefetched a few groups ahead (with interpolated seeks only) */
-    int tight = ((prefetch & 4) != 0) | (((prefetch & 20) == 20) << 1) |
-                (((prefetch & 32) != 0) << 2);
     prefetch &= 1;
     if (!(split_room > 0.0 && split_room <= 1.0)) {
         PyErr_SetString(PyExc_ValueError, "split_room must be in (0, 1]");
@@ -1374,6 +1402,7 @@ done:
 static PyMethodDef methods[] = {
     {"bm25_blocks", bm25_blocks, METH_VARARGS, bm25_blocks_doc},
     {"bm25_daat", bm25_daat, METH_VARARGS, bm25_daat_doc},
+    {"bm25_daat_modes", bm25_daat_modes, METH_O, bm25_daat_modes_doc},
     {"bm25_add_terms", bm25_add_terms, METH_VARARGS, bm25_add_terms_doc},
     {NULL, NULL, 0, NULL},
 };
