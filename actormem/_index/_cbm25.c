@@ -716,7 +716,7 @@ walk_tight(const term_t *t, Py_ssize_t c, int64_t lo, int64_t hi, const int32_t 
 #define LOOK_AHEAD 2
 
 /* Whether window_steps' modes (see daat_tight) take the tight walk. */
-#define WALKS_TIGHT(tight) ((tight) != 0)
+#define WALKS_TIGHT(tight) (((tight) & 1) != 0)
 
 /* Ask for the posting (and its frequency) at which seek's interpolated guess for group
  * num will land, in each non-essential list: the guess made from the cursor now, which
@@ -911,7 +911,8 @@ daat_tight(int flags)
 PyDoc_STRVAR(bm25_daat_modes_doc,
 "bm25_daat_modes(flags) -> int: the windowed walk's modes bm25_daat runs with these\n"
 "flags (bit 0 the tight walk, bit 1 its eight-lane form, bit 2 the lookups prefetched\n"
-"ahead), and bit 3 whether the windowed walk takes the tight loop; for tests.");
+"ahead), and bit 3 whether the windowed walk takes the tight loop (bit 0 alone); for\n"
+"tests.");
 
 static PyObject *
 bm25_daat_modes(PyObject *self, PyObject *arg)
