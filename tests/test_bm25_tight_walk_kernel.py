@@ -149,3 +149,27 @@ def test_sparse_windows_leave_no_partial_score_behind(tight: bool, simd: bool) -
             break
     assert done
     assert found == []
+
+
+@pytest.mark.parametrize("wide", [False, True])
+def test_eight_lanes_with_a_group_twice(wide: bool) -> None:
+    """A list with a group twice among eight postings (neither loop refuses it: the
+    group is not below the window's first): the eight-lane walk gathers the group's
+    partial score into two lanes and scatters both back, one add lost, so it must leave
+    such eight to the scalar loop. The partial score of the group (two postings, two
+    adds) reaches theta only whole: the same groups found with and without the lanes."""
+    lengths = np.full(64, 10, np.int32)
+    a_part, b_part = K1 * (1.0 - B), K1 * B / 10.0
+    parts = (a_part, b_part, K1, B, 10.0, SLACK_UP)
+    one = 1.0 / (1.0 + (a_part + b_part * 10.0))
+    code = "i" if wide else "B"
+    for groups in ([0, 0, 1, 2, 3, 4, 5, 6], [1, 2, 3, 4, 5, 6, 7, 7, 9], [3, 4, 5, 6, 3, 7, 8, 9]):
+        term = (1.0, 10.0, array("i", groups), array(code, [1] * len(groups)), len(groups),
+                array("i"), 0)  # fmt: skip
+        runs = [
+            _run([term], lengths, parts, 64, [1.5 * one], 10_000, False, tight, simd)
+            for tight, simd in [(False, False), (True, False), (True, True)]
+        ]
+        assert runs[1] == runs[0]
+        assert runs[2] == runs[0]
+        assert runs[0][0][0]  # the group twice is found
