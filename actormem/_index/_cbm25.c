@@ -625,9 +625,9 @@ simd_walk_usable(void)
  * of the next ones fall in the window and in range (else, and for the last few of the
  * list, walk_tight's scalar loop goes on from the position returned): the same IEEE
  * operations on the same values, lane by lane (built with -ffp-contract=off: no fused
- * multiply-add), so the same partial scores bit for bit. A list's groups ascend, so the
- * eight score slots are distinct and the gather, add and scatter of the scores equal
- * eight loads, adds and stores. The lengths are gathered (with `prefetch`, those
+ * multiply-add), so the same partial scores bit for bit. Eight groups that ascend
+ * (checked: else the scalar loop takes them) have distinct score slots, so the gather,
+ * add and scatter of the scores equal eight loads, adds and stores. The lengths are gathered (with `prefetch`, those
  * PREFETCH_AHEAD postings on asked for first, as in the scalar loop); the marks set from
  * the comparison's mask, lane by lane. Every
  * lane's offset is checked below lim before any gather or scatter: an offset below
@@ -647,8 +647,12 @@ walk_simd(const int32_t *g, const void *tfs, int wide, Py_ssize_t c, Py_ssize_t 
     for (; c + 8 <= count; c += 8) {
         __m256i vg = _mm256_loadu_si256((const __m256i *)(g + c));
         __m256i vat = _mm256_sub_epi32(vg, vlo);
-        /* g >= 0 (so g - lo does not wrap) and g - lo below lim, unsigned */
-        __mmask8 ok = _mm256_cmpge_epi32_mask(vg, zero) & _mm256_cmplt_epu32_mask(vat, vlim);
+        /* g >= 0 (so g - lo does not wrap) and g - lo below lim, unsigned; and each
+         * lane's group above the one before (lane 0 against lane 7, ignored): eight
+         * distinct score slots, else (a list with a group twice, which the scalar loop
+         * adds twice) the scatter would lose an add, and the scalar loop takes them. */
+        __mmask8 ok = _mm256_cmpge_epi32_mask(vg, zero) & _mm256_cmplt_epu32_mask(vat, vlim) &
+                      (_mm256_cmpgt_epi32_mask(vg, _mm256_alignr_epi32(vg, vg, 7)) | 1);
         if (ok != 0xFF) break;
         if (prefetch && c + PREFETCH_AHEAD + 8 <= count) { /* as the scalar loop's */
             for (int k = 0; k < 8; k++) {
