@@ -910,6 +910,13 @@ def visit_heap(
     return got
 
 
+def _heap_holds(heap: np.ndarray[Any, Any], m: int) -> None:
+    """Refuse a ``heap`` that is not a writable, aligned int64 array of at least ``4 * m``
+    items (the groups :func:`visit_heap` left in it). O(1)."""
+    _need(kernels._array_of("heap", heap, _I64, writable=True) >= 4 * m, "m beyond the heap")
+    _need(heap.flags.aligned, "heap must be aligned")
+
+
 def visit_pop(heap: np.ndarray[Any, Any], m: int, k: int) -> tuple[list[Any], int]:
     """The first ``min(k, m)`` groups of the heap of ``m`` from :func:`visit_heap`, in
     order, taken out of it: ``(g, bound, seq, part)`` tuples; and how many are left.
@@ -919,8 +926,7 @@ def visit_pop(heap: np.ndarray[Any, Any], m: int, k: int) -> tuple[list[Any], in
         TypeError, ValueError: An argument of the wrong type, or ``m`` beyond the heap.
     """
     _need(type(m) is int and type(k) is int and m >= 0 and 0 <= k < _SSIZE, "m, k: ints >= 0")
-    _need(kernels._array_of("heap", heap, _I64, writable=True) >= 4 * m, "m beyond the heap")
-    _need(heap.flags.aligned, "heap must be aligned")
+    _heap_holds(heap, m)
     got: tuple[list[Any], int] = _module().visit_pop(heap, m, k)
     return got
 
@@ -936,8 +942,7 @@ def visit_select(heap: np.ndarray[Any, Any], m: int, k: int) -> tuple[list[Any],
         TypeError, ValueError: An argument of the wrong type, or ``m`` beyond the heap.
     """
     _need(type(m) is int and type(k) is int and m >= 0 and 0 <= k < _SSIZE, "m, k: ints >= 0")
-    _need(kernels._array_of("heap", heap, _I64, writable=True) >= 4 * m, "m beyond the heap")
-    _need(heap.flags.aligned, "heap must be aligned")
+    _heap_holds(heap, m)
     got: tuple[list[Any], int] = _module().visit_select(heap, m, k)
     return got
 
@@ -950,6 +955,5 @@ def visit_order(heap: np.ndarray[Any, Any], m: int) -> None:
         TypeError, ValueError: An argument of the wrong type, or ``m`` beyond the heap.
     """
     _need(type(m) is int and 0 <= m < _SSIZE, "m: an int >= 0")
-    _need(kernels._array_of("heap", heap, _I64, writable=True) >= 4 * m, "m beyond the heap")
-    _need(heap.flags.aligned, "heap must be aligned")
+    _heap_holds(heap, m)
     _module().visit_order(heap, m)
