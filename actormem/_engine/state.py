@@ -914,7 +914,7 @@ class MemoryState:
         namespaces = self._namespaces
         dups = self._dups
         dupkey = self._dupkey
-        dup_c = textfold._dup_key_c if _DUPKEY_C and dupkey is _dupkey_hashed else None
+        dup_c = self._dup_key_c()
         capacity = self.capacity
         journal = self.journal
         evict = self._evict
@@ -1185,9 +1185,7 @@ class MemoryState:
         exact: list[MemoryEntry] = []  # the entries to untrack, as _link would
         last = self._seq
         # _BULK_FOLDS: _dupkey_hashed's C call inline (its condition: a str text).
-        dup_c = textfold._dup_key_c if _DUPKEY_C and self._dupkey is _dupkey_hashed else None
-        if not _BULK_FOLDS:
-            dup_c = None
+        dup_c = self._dup_key_c() if _BULK_FOLDS else None
         for seq, entry in rows:
             if seq <= last:
                 raise ValueError(f"restore(): seq {seq} is not above {last}")
@@ -1247,6 +1245,12 @@ class MemoryState:
         if records:
             self.version = self._seq = last
         return records
+
+    def _dup_key_c(self) -> Callable[[Any, Any, str, Any, Any], int] | None:
+        """The C ``dup_key`` a batch or a load calls inline for an exact ``str`` text (what
+        :func:`_dupkey_hashed` calls), when this state keys by the fold hash and
+        :data:`_DUPKEY_C` is on; else None (``self._dupkey(rec)`` per record). O(1)."""
+        return textfold._dup_key_c if _DUPKEY_C and self._dupkey is _dupkey_hashed else None
 
     def _relevance_fill(self, records: list[Record]) -> None:
         """``self._by_relevance.update(records)``; into an empty list, with each key
