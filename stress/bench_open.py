@@ -202,6 +202,7 @@ def main(argv: list[str] | None = None) -> None:
                         cmd, check=True, capture_output=True, text=True, env=env, cwd=scratch
                     ).stdout
                     row = {"n": n, "scorer": scorer, "repeat": repeat, "root": label}
+                    row["load1"] = round(os.getloadavg()[0], 2)  # wall means little above ~1
                     row |= json.loads(out)
                     hits = row.pop("hits")
                     row["first_hit"] = hits[0] if hits else None
