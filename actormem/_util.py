@@ -5,11 +5,18 @@ from __future__ import annotations
 import gc
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, NoReturn
 
-__all__ = ["Final", "NoPublicConstructor", "gc_paused", "read_token_file", "sequence_of"]
+__all__ = [
+    "Beside",
+    "Final",
+    "NoPublicConstructor",
+    "gc_paused",
+    "read_token_file",
+    "sequence_of",
+]
 
 
 class Final(type):
@@ -122,6 +129,77 @@ def gc_paused() -> Iterator[None]:
                 _gc_pauses[me] = left
             elif not _gc_pauses and _gc_was_enabled:
                 gc.enable()
+
+
+class Beside:
+    """``fn(*args)`` run in a thread of its own beside the caller's work; :meth:`result`
+    joins it and returns or raises what it did. For work that runs without the GIL
+    (SQLite's steps, BLAKE2b over large buffers): on a second core it costs the caller
+    no time.
+
+    The caller must end every ``Beside`` it starts, on every path: :meth:`result`, or
+    :meth:`stop` on an error (a ``KeyboardInterrupt`` included), which calls the
+    ``interrupt`` given (e.g. ``sqlite3.Connection.interrupt``, safe from any thread)
+    and joins. No thread is left running once either returned. O(1) besides ``fn``.
+    """
+
+    __slots__ = ("_error", "_interrupt", "_thread", "_value")
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *args: Any,
+        name: str = "actormem beside",
+        interrupt: Callable[[], None] | None = None,
+    ) -> None:
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._interrupt = interrupt
+        self._thread = threading.Thread(target=self._run, args=(fn, args), name=name, daemon=True)
+        self._thread.start()
+
+    def _run(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        try:
+            self._value = fn(*args)
+        except BaseException as exc:  # handed to the caller by result()
+            self._error = exc
+
+    def _join(self) -> None:
+        """Join the thread; a ``KeyboardInterrupt`` that strikes while waiting interrupts
+        the work (if it can be) and is raised once the thread has ended."""
+        pending: BaseException | None = None
+        while True:
+            try:
+                self._thread.join()
+                break
+            except KeyboardInterrupt as exc:
+                pending = exc
+                if self._interrupt is not None:
+                    self._interrupt()
+        if pending is not None:
+            raise pending
+
+    def alive(self) -> bool:
+        """Whether ``fn`` is still running. O(1)."""
+        return self._thread.is_alive()
+
+    def result(self) -> Any:
+        """Wait for ``fn`` and return its value, or raise its exception."""
+        self._join()
+        error, self._error = self._error, None
+        if error is not None:
+            try:
+                raise error
+            finally:
+                del error
+        return self._value
+
+    def stop(self) -> None:
+        """Interrupt ``fn`` (if an ``interrupt`` was given) and wait for its thread to
+        end; what it returned or raised is dropped. Idempotent."""
+        if self._thread.is_alive() and self._interrupt is not None:
+            self._interrupt()
+        self._join()
 
 
 def _after_fork() -> None:

@@ -16,6 +16,12 @@ it reports, as one JSON line:
 * ``read_s``: the part spent reading and decoding the rows (``SqliteStore.open``), and
   ``load_s``: rebuilding the state and its index from them (``MemoryState.load``), both
   CPU seconds of the thread that ran them;
+* ``beside_s``: the CPU of the threads that run beside the open's own (``quick_check``
+  and the image's read, the texts' digest: none before branch ``open11``), and
+  ``path_cpu_s``: ``cpu_s`` less it, the CPU of the open's own path, which is what its
+  wall time would be on an idle machine with a core free for the threads beside
+  (``wall_s`` itself is only meaningful at a low load: ``load1``, the 1-minute load
+  average when the run ended);
 * ``max_rss_mib``: the process's peak resident memory; ``first_hit``: the best entry's id
   (the same for every checkout measured);
 * ``image``: whether the index was restored from the file's index image (None: a checkout
@@ -119,6 +125,17 @@ def child(path: str, scorer: str, query: str) -> dict[str, Any]:
     store_cls.open = staticmethod(timed("read_s", store_cls.open))
     state_cls: Any = MemoryState
     state_cls.load = timed("load_s", state_cls.load)
+    # The work a checkout runs in threads beside the open's own (none before branch
+    # open11): their CPU, so that the open's own path (cpu_s less it) can be told apart.
+    import actormem._index.persist as index_persist
+    import actormem._storage.sqlite_format as fmt
+
+    fmt_any: Any = fmt
+    if hasattr(fmt_any, "_checks_beside"):
+        fmt_any._checks_beside = timed("beside_s", fmt_any._checks_beside)
+    late: Any = getattr(index_persist, "LateDigest", None)
+    if late is not None:
+        late._drain = timed("beside_s", late._drain)
 
     async def run() -> dict[str, Any]:
         sc = BM25Scorer() if scorer == "bm25" else WordOverlapScorer()
@@ -133,8 +150,10 @@ def child(path: str, scorer: str, query: str) -> dict[str, Any]:
             image = getattr(memory._storage, "image_fresh", None)
             c1 = time.process_time()
         close = time.process_time() - c1
+        beside = phases.get("beside_s", 0.0)
         return {
             "entries": n,
+            "path_cpu_s": round(cpu - beside, 3),
             "hits": [str(h.id) for h in hits],
             "wall_s": round(wall, 3),
             "cpu_s": round(cpu, 3),
@@ -202,6 +221,7 @@ def main(argv: list[str] | None = None) -> None:
                         cmd, check=True, capture_output=True, text=True, env=env, cwd=scratch
                     ).stdout
                     row = {"n": n, "scorer": scorer, "repeat": repeat, "root": label}
+                    row["load1"] = round(os.getloadavg()[0], 2)  # wall means little above ~1
                     row |= json.loads(out)
                     hits = row.pop("hits")
                     row["first_hit"] = hits[0] if hits else None
