@@ -2,7 +2,9 @@
 
 ``state._STORE_C``: ``store_many`` of a list or tuple into an unbounded memory makes each
 run of plain inserts by the C ``store_inserts`` (``_cwordoverlap.c``) and every other
-entry by ``_store_batch``. Checked here against ``_store_batch`` alone (the knob off):
+entry by ``_store_batch``; ``wordoverlap.knobs._ADD_GROUPS_C``: the index's ``add_many``
+makes each run of records with new texts and no tags by the C ``add_groups_new``, any
+other by the loop's body. Checked here against both knobs off:
 
 * ``test_store_batch``'s two-state machine (new ids, the same text twice, upserts by id
   and by key, ttls, expiries, namespaces, values, relevances, deletes and re-stores of
@@ -15,8 +17,8 @@ entry by ``_store_batch``. Checked here against ``_store_batch`` alone (the knob
   the entries before it stored and indexed, nothing of it (both paths do an entry's
   fallible steps before changing anything);
 * without the compiled call (``_store_inserts_c`` None) the same state;
-* ``store_inserts`` and ``store_setup`` refuse wrong arguments with TypeError, nothing
-  changed.
+* ``store_inserts``, ``store_setup``, ``add_groups_new`` and ``record_setup`` refuse
+  wrong arguments with TypeError, nothing changed.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ from actormem import MemoryCategory, MemoryEntry, WordOverlapScorer
 from actormem._engine import state as state_module
 from actormem._engine.state import MemoryState
 from actormem._index import kernels
+from actormem._index.wordoverlap import ccore
+from actormem._index.wordoverlap import knobs as wo_knobs
 
 from .strategies import examples
 from .test_store_batch import BASE, TwoPaths, _snapshot
@@ -76,8 +80,14 @@ def _new(capacity: int | None = None, load: int | None = 4) -> MemoryState:
     return s
 
 
+def _set_knobs(on: bool) -> None:
+    state_module._STORE_C = on
+    wo_knobs._ADD_GROUPS_C = on
+
+
 class TwoPathsStore10(TwoPaths):
-    """test_store_batch's two states, one with ``_STORE_C`` on, one with it off."""
+    """test_store_batch's two states, one with ``_STORE_C`` and ``_ADD_GROUPS_C`` on,
+    one with them off."""
 
     @initialize(capacity=st.sampled_from([None, None, None, 4, 9]))
     def make(self, capacity: int | None) -> None:
@@ -89,11 +99,11 @@ class TwoPathsStore10(TwoPaths):
 
     def _each(self) -> Iterator[tuple[bool, MemoryState]]:
         for on, state in self.states.items():
-            state_module._STORE_C = on
+            _set_knobs(on)
             try:
                 yield on, state
             finally:
-                state_module._STORE_C = True
+                _set_knobs(True)
 
     def _entry(self, item: dict[str, Any]) -> Any:
         entry = super()._entry(item)
@@ -136,8 +146,6 @@ class TwoPathsStore10(TwoPaths):
 
 @core
 def test_store10_states_agree(monkeypatch: pytest.MonkeyPatch) -> None:
-    from actormem._index.wordoverlap import knobs as wo_knobs
-
     monkeypatch.setattr(wo_knobs, "_MASK_BATCH", 3)
     monkeypatch.setattr(wo_knobs, "_RENUMBER_MIN", 4)
     run = TwoPathsStore10.TestCase()
@@ -161,11 +169,11 @@ def _plain(n: int, start: int = 0, namespace: tuple[str, ...] = ()) -> list[Memo
 def _both(fill: Any) -> list[tuple[Any, ...]]:
     out = []
     for on in (True, False):
-        state_module._STORE_C = on
+        _set_knobs(on)
         try:
             out.append(fill())
         finally:
-            state_module._STORE_C = True
+            _set_knobs(True)
     return out
 
 
@@ -256,10 +264,52 @@ def test_store_inserts_refuses_wrong_arguments() -> None:
     with pytest.raises(TypeError):
         wo.store_setup(
             state_module.Record, tuple(MemoryEntry.__dict__[n] for n in ("ttl",) * 6),
-            MemoryEntry, tuple(MemoryEntry.__dict__[n] for n in ("ttl",) * 9),
+            MemoryEntry, tuple(MemoryEntry.__dict__[n] for n in ("ttl",) * 10),
             state_module._NsRecords, (state_module._NsRecords.__dict__["recs"],) * 2,
             state_module.NEVER, 1,
         )  # fmt: skip
     # The classes fixed at import still work.
     s.store_many(_plain(3, start=20), None)
     s._check()
+
+
+@core
+def test_add_groups_new_refuses_wrong_arguments() -> None:
+    wo: Any = kernels._wo
+    fn = ccore.add_groups()
+    assert fn is wo.add_groups_new
+    s = _new()
+    s.store_many(_plain(2), None)
+    recs = [s.current(e.id) for e in _plain(2)]
+    lows: list[str] = []
+    args = [recs, 0, {}, [], [""] * 8, 8, 0, lows, [], [], str.lower]
+    with pytest.raises(TypeError, match="11 arguments"):
+        fn(*args[:10])
+    for at, wrong in [(0, tuple(recs)), (2, []), (4, ()), (5, 8.0), (7, None), (10, 3)]:
+        bad = list(args)
+        bad[at] = wrong
+        with pytest.raises(TypeError):
+            fn(*bad)
+    for at in (1, 6):
+        bad = list(args)
+        bad[at] = -1
+        with pytest.raises(ValueError, match="< 0"):
+            fn(*bad)
+    bad = list(args)
+    bad[10] = lambda text: b"x"
+    with pytest.raises(TypeError, match="must return a str"):
+        fn(*bad)
+    assert args[2] == {} and args[3] == [] and lows == []
+    # A recent list too short for the group number: left to the caller.
+    bad = list(args)
+    bad[4] = []
+    assert fn(*bad) == 0
+    assert fn(*args) == 2
+    assert lows == [r.entry.memory.lower() for r in recs]
+    with pytest.raises(TypeError):
+        wo.record_setup(int, (), int, ())
+    with pytest.raises(TypeError, match="other classes"):
+        wo.record_setup(
+            state_module._NsRecords, (state_module._NsRecords.__dict__["recs"],) * 6,
+            MemoryEntry, tuple(MemoryEntry.__dict__[n] for n in ("ttl",) * 10),
+        )  # fmt: skip

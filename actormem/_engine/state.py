@@ -97,6 +97,7 @@ from .._index.images import ImageError, restore_index
 from .._index.kernels import gc_untrack as _gc_untrack
 from .._index.scoring import Scorer, ScoringIndex
 from .._index.textfold import fold, fold_hash
+from .._index.wordoverlap import ccore as _ccore
 from .._json import JsonObject
 from .._record import JOURNAL_ACCESS, JOURNAL_DELETE, JOURNAL_PUT, NEVER, Access, Record
 from .._stats import ConsolidationStats
@@ -265,10 +266,7 @@ def _store_setup() -> Callable[..., int] | None:
         Record,
         tuple(Record.__dict__[n] for n in ("entry", "born", "died", "seq", "access", "evkey")),
         MemoryEntry,
-        tuple(
-            MemoryEntry.__dict__[n]
-            for n in "_id ttl key expires_at relevance memory namespace category value".split()
-        ),
+        tuple(MemoryEntry.__dict__[n] for n in _ccore._ENTRY_SLOTS.split()),
         _NsRecords,
         (_NsRecords.__dict__["recs"], _NsRecords.__dict__["live"]),
         NEVER,

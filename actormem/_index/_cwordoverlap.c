@@ -4792,7 +4792,7 @@ encode_rows(PyObject *self, PyObject *recs)
  * (checked; an entry with a value, whose hash is Python code, is left to the caller),
  * so the structures cannot change under it. */
 
-#define INS_ENTRY_SLOTS 9 /* _id, ttl, key, expires_at, relevance, memory, namespace, category, value */
+#define INS_ENTRY_SLOTS 10 /* _id, ttl, key, expires_at, relevance, memory, namespace, category, value, tags */
 #define INS_REC_SLOTS 6   /* entry, born, died, seq, access, evkey */
 static PyTypeObject *ins_rec_type, *ins_entry_type, *ins_ns_type;
 static Py_ssize_t ins_rec_off[INS_REC_SLOTS];
@@ -4803,10 +4803,10 @@ static PyObject *ins_never, *ins_journal_put, *ins_s_value_;
 PyDoc_STRVAR(store_setup_doc,
 "store_setup(record_type, record_slots, entry_type, entry_slots, ns_type, ns_slots,\n"
 "            never, journal_put)\n\n"
-"Fix store_inserts' classes: record_slots the member descriptors (entry, born, died,\n"
+"Fix store_inserts' and add_groups_new's classes: record_slots the member descriptors (entry, born, died,\n"
 "seq, access, evkey) of record_type, entry_slots those of entry_type (_id, ttl, key,\n"
-"expires_at, relevance, memory, namespace, category, value), ns_slots those of ns_type\n"
-"(recs, live); never the int of a live record's died, journal_put the journal's put\n"
+"expires_at, relevance, memory, namespace, category, value, tags), ns_slots those of\n"
+"ns_type (recs, live); never the int of a live record's died, journal_put the journal's put\n"
 "kind. TypeError, nothing changed, for anything else. O(1).");
 
 static PyObject *
@@ -4820,7 +4820,7 @@ store_setup(PyObject *self, PyObject *args)
     }
     if (PyTuple_GET_SIZE(rs) != INS_REC_SLOTS || PyTuple_GET_SIZE(es) != INS_ENTRY_SLOTS ||
         PyTuple_GET_SIZE(ns) != 2) {
-        PyErr_SetString(PyExc_TypeError, "store_setup: expected 6 record, 9 entry and 2 list slots");
+        PyErr_SetString(PyExc_TypeError, "store_setup: expected 6 record, 10 entry and 2 list slots");
         return NULL;
     }
     if (!PyLong_CheckExact(never)) {
@@ -4853,6 +4853,48 @@ store_setup(PyObject *self, PyObject *args)
     memcpy(ins_rec_off, roff, sizeof roff);
     memcpy(ins_entry_off, eoff, sizeof eoff);
     memcpy(ins_ns_off, noff, sizeof noff);
+    Py_RETURN_NONE;
+}
+
+
+PyDoc_STRVAR(record_setup_doc,
+"record_setup(record_type, record_slots, entry_type, entry_slots)\n\n"
+"store_setup's first four arguments alone: what add_groups_new needs (the word-overlap\n"
+"index's side, which does not see the state's namespace lists). The same checks.\n"
+"O(1).");
+
+static PyObject *
+record_setup(PyObject *self, PyObject *args)
+{
+    PyObject *rt, *rs, *et, *es;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!:record_setup", &PyType_Type, &rt, &PyTuple_Type, &rs,
+                          &PyType_Type, &et, &PyTuple_Type, &es)) {
+        return NULL;
+    }
+    if (PyTuple_GET_SIZE(rs) != INS_REC_SLOTS || PyTuple_GET_SIZE(es) != INS_ENTRY_SLOTS) {
+        PyErr_SetString(PyExc_TypeError, "record_setup: expected 6 record and 10 entry slots");
+        return NULL;
+    }
+    if (((PyTypeObject *)rt)->tp_itemsize != 0 || ((PyTypeObject *)rt)->tp_dictoffset != 0) {
+        PyErr_SetString(PyExc_TypeError, "record_setup: the record class must have slots only");
+        return NULL;
+    }
+    Py_ssize_t roff[INS_REC_SLOTS], eoff[INS_ENTRY_SLOTS];
+    for (int i = 0; i < INS_REC_SLOTS; i++) {
+        if ((roff[i] = rows_offset((PyTypeObject *)rt, PyTuple_GET_ITEM(rs, i))) < 0) return NULL;
+    }
+    for (int i = 0; i < INS_ENTRY_SLOTS; i++) {
+        if ((eoff[i] = rows_offset((PyTypeObject *)et, PyTuple_GET_ITEM(es, i))) < 0) return NULL;
+    }
+    if (ins_rec_type && (ins_rec_type != (PyTypeObject *)rt || ins_entry_type != (PyTypeObject *)et)) {
+        /* store_setup's classes: one pair for both functions */
+        PyErr_SetString(PyExc_TypeError, "record_setup: other classes than store_setup's");
+        return NULL;
+    }
+    Py_XSETREF(ins_rec_type, (PyTypeObject *)Py_NewRef(rt));
+    Py_XSETREF(ins_entry_type, (PyTypeObject *)Py_NewRef(et));
+    memcpy(ins_rec_off, roff, sizeof roff);
+    memcpy(ins_entry_off, eoff, sizeof eoff);
     Py_RETURN_NONE;
 }
 
@@ -5089,6 +5131,93 @@ store_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return PyLong_FromSsize_t(i);
 }
 
+
+PyDoc_STRVAR(add_groups_new_doc,
+"add_groups_new(recs, start, groups, glist, recent, scan, first, lows, rels, seqs,\n"
+"               lower) -> int\n\n"
+"The word-overlap index's add_many loop (wordoverlap/index.py) for recs[start],\n"
+"recs[start + 1], ... (a list) while each is a record of store_setup's class whose\n"
+"entry has no tags and an exact str text that groups does not have: groups[text] =\n"
+"first + len(lows) (its group number g), glist.append(rec), low = lower(text) (an\n"
+"exact str, else TypeError), recent[g % scan] = low (g % scan within recent, else\n"
+"left to the caller), lows, rels and seqs appended low, the relevance and rec.seq.\n"
+"Returns the index of the first record not added (len(recs) when all were). A\n"
+"record's fallible steps (lower, the group number) come before any change for it.\n"
+"TypeError for wrong argument types, RuntimeError before record_setup or store_setup.\n"
+"O(sum of the texts' lengths).");
+
+static PyObject *
+add_groups_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 11) {
+        PyErr_SetString(PyExc_TypeError, "add_groups_new() takes 11 arguments");
+        return NULL;
+    }
+    if (!ins_rec_type) {
+        PyErr_SetString(PyExc_RuntimeError, "add_groups_new: record_setup() not called");
+        return NULL;
+    }
+    PyObject *recs = args[0], *groups = args[2], *glist = args[3], *recent = args[4],
+             *lows = args[7], *rels = args[8], *seqs = args[9], *lower = args[10];
+    if (!PyList_CheckExact(recs) || !PyLong_CheckExact(args[1]) || !PyDict_CheckExact(groups) ||
+        !PyList_CheckExact(glist) || !PyList_CheckExact(recent) || !PyLong_CheckExact(args[5]) ||
+        !PyLong_CheckExact(args[6]) || !PyList_CheckExact(lows) || !PyList_CheckExact(rels) ||
+        !PyList_CheckExact(seqs) || !PyCallable_Check(lower)) {
+        PyErr_SetString(PyExc_TypeError, "add_groups_new: wrong argument types");
+        return NULL;
+    }
+    Py_ssize_t i = PyLong_AsSsize_t(args[1]);
+    if (i == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t scan = PyLong_AsSsize_t(args[5]);
+    if (scan == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t first = PyLong_AsSsize_t(args[6]);
+    if (first == -1 && PyErr_Occurred()) return NULL;
+    if (i < 0 || scan < 1 || first < 0) {
+        PyErr_SetString(PyExc_ValueError, "add_groups_new: start < 0, scan < 1 or first < 0");
+        return NULL;
+    }
+    const Py_ssize_t *eo = ins_entry_off;
+    for (;; i++) {
+        if (i >= PyList_GET_SIZE(recs)) break;
+        PyObject *rec = PyList_GET_ITEM(recs, i);
+        if (!Py_IS_TYPE(rec, ins_rec_type)) break;
+        PyObject *entry = SLOT(rec, ins_rec_off[0]), *seq = SLOT(rec, ins_rec_off[3]);
+        if (!entry || !seq || !Py_IS_TYPE(entry, ins_entry_type)) break;
+        PyObject *text = SLOT(entry, eo[5]), *rel = SLOT(entry, eo[4]), *tags = SLOT(entry, eo[9]);
+        if (!text || !rel || !tags || !PyUnicode_CheckExact(text) || !PyTuple_CheckExact(tags) ||
+            PyTuple_GET_SIZE(tags) != 0) {
+            break; /* tags: the tag postings' */
+        }
+        int has = PyDict_Contains(groups, text);
+        if (has < 0) return NULL;
+        if (has) break; /* a text seen before: its group's */
+        Py_ssize_t g = first + PyList_GET_SIZE(lows);
+        if (g % scan >= PyList_GET_SIZE(recent)) break;
+        PyObject *low = PyObject_CallOneArg(lower, text);
+        if (!low) return NULL;
+        if (!PyUnicode_CheckExact(low)) {
+            Py_DECREF(low);
+            PyErr_SetString(PyExc_TypeError, "add_groups_new: lower() must return a str");
+            return NULL;
+        }
+        PyObject *gid = PyLong_FromSsize_t(g);
+        if (!gid) {
+            Py_DECREF(low);
+            return NULL;
+        }
+        int err = PyDict_SetItem(groups, text, gid);
+        if (!err) err = PyList_Append(glist, rec);
+        if (!err) err = PyList_SetItem(recent, g % scan, Py_NewRef(low));
+        if (!err) err = PyList_Append(lows, low);
+        if (!err) err = PyList_Append(rels, rel);
+        if (!err) err = PyList_Append(seqs, seq);
+        Py_DECREF(gid);
+        Py_DECREF(low);
+        if (err) return NULL;
+    }
+    return PyLong_FromSsize_t(i);
+}
+
 static PyMethodDef methods[] = {
     {"add_text", add_text, METH_VARARGS, add_text_doc},
     {"count_words", count_words, METH_VARARGS, count_words_doc},
@@ -5119,7 +5248,9 @@ static PyMethodDef methods[] = {
     {"fold_hash_table", fold_hash_table, METH_O, fold_hash_table_doc},
     {"dup_key", (PyCFunction)(void (*)(void))dup_key, METH_FASTCALL, dup_key_doc},
     {"store_setup", store_setup, METH_VARARGS, store_setup_doc},
+    {"record_setup", record_setup, METH_VARARGS, record_setup_doc},
     {"store_inserts", (PyCFunction)(void (*)(void))store_inserts, METH_FASTCALL, store_inserts_doc},
+    {"add_groups_new", (PyCFunction)(void (*)(void))add_groups_new, METH_FASTCALL, add_groups_new_doc},
     {"lower_text", lower_text, METH_O, lower_text_doc},
     {"iso_utc", iso_utc, METH_O, iso_utc_doc},
     {"rows_setup", rows_setup, METH_VARARGS, rows_setup_doc},

@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from ..._entry import MemoryEntry
+from ..._record import Record
 from .. import kernels, substring
 from ..substring import SubstringVocab
 from . import knobs, masks
@@ -43,6 +45,7 @@ __all__ = [
     "MAX_PLANES",
     "BitPlanes",
     "DenseBits",
+    "add_groups",
     "add_text",
     "add_text_cached",
     "add_text_known",
@@ -91,6 +94,33 @@ def lower() -> Any:
     O(1)."""
     fn = getattr(kernels.wo_core(), "lower_text", None) if knobs._LOWER_C else None
     return fn if fn is not None else str.lower
+
+
+#: The entry slots ``record_setup`` reads (``state._store_setup``'s, in its order).
+_ENTRY_SLOTS = "_id ttl key expires_at relevance memory namespace category value tags"
+#: Whether the core's ``record_setup`` ran (``add_groups``: once per process).
+_records_fixed = False
+
+
+def add_groups() -> Any:
+    """The core's ``add_groups_new`` (``add_many``'s loop over records with new texts
+    in one call), its record and entry classes fixed by ``record_setup`` at the first
+    call, when ``knobs._ADD_GROUPS_C`` and the core has it; else None (the loop in
+    Python). O(1)."""
+    global _records_fixed
+    mod = kernels.wo_core() if knobs._ADD_GROUPS_C else None
+    fn = getattr(mod, "add_groups_new", None)
+    if mod is None or fn is None:
+        return None
+    if not _records_fixed:
+        mod.record_setup(
+            Record,
+            tuple(Record.__dict__[n] for n in ("entry", "born", "died", "seq", "access", "evkey")),
+            MemoryEntry,
+            tuple(MemoryEntry.__dict__[n] for n in _ENTRY_SLOTS.split()),
+        )
+        _records_fixed = True
+    return fn
 
 
 def _module() -> ModuleType:

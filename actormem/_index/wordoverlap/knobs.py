@@ -310,3 +310,9 @@ _MASKS_BY_KIND = True
 #: calls the Unicode database for every code point of a text that is not ASCII (13% of
 #: the real texts, ~600 characters: ~5 -> ~2 us). False: ``str.lower``, the path before it.
 _LOWER_C = True
+#: ``add_many``'s loop makes each run of records with new texts and no tags (a group
+#: number each, ``glist``, ``recent`` and the batch's lows, bounds and seqs) by the
+#: core's ``add_groups_new`` in one call (``ccore.add_groups``); any other record by the
+#: loop's Python body. False: the loop in Python, the path before it. The same
+#: structures (``stress/bench_store64.py --old-knobs store10``).
+_ADD_GROUPS_C = True
