@@ -149,7 +149,7 @@ def test_store10_states_agree(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(wo_knobs, "_MASK_BATCH", 3)
     monkeypatch.setattr(wo_knobs, "_RENUMBER_MIN", 4)
     run = TwoPathsStore10.TestCase()
-    run.settings = settings(max_examples=examples(30), stateful_step_count=25, deadline=None)
+    run.settings = settings(max_examples=examples(20), stateful_step_count=20, deadline=None)
     run.runTest()
 
 
@@ -299,7 +299,9 @@ def test_add_groups_new_refuses_wrong_arguments() -> None:
     bad[10] = lambda text: b"x"
     with pytest.raises(TypeError, match="must return a str"):
         fn(*bad)
-    assert args[2] == {} and args[3] == [] and lows == []
+    assert args[2] == {}
+    assert args[3] == []
+    assert lows == []
     # A recent list too short for the group number: left to the caller.
     bad = list(args)
     bad[4] = []
@@ -313,3 +315,36 @@ def test_add_groups_new_refuses_wrong_arguments() -> None:
             state_module._NsRecords, (state_module._NsRecords.__dict__["recs"],) * 6,
             MemoryEntry, tuple(MemoryEntry.__dict__[n] for n in ("ttl",) * 10),
         )  # fmt: skip
+
+
+@core
+@pytest.mark.parametrize("texts", [1, 7, 300])
+def test_grown_posting_lists_are_appends(texts: int) -> None:
+    """``knobs._GROW_DIRECT``: the posting lists, their capacities (``sys.getsizeof``)
+    and the vocabulary equal ``array.append``'s, for lists grown from 1 to 300 items."""
+    import sys
+
+    def fill() -> tuple[Any, ...]:
+        s = _new()
+        for lo in range(0, texts * 3, 3):
+            s.store_many(
+                [
+                    attrs.evolve(e, memory=f"tok common w{e.id.int} {'x' * (e.id.int % 3)}")
+                    for e in _plain(3, start=lo)
+                ],
+                None,
+            )
+        post = s.index._e.post  # type: ignore[attr-defined]
+        return (
+            {t: (lst.tolist(), sys.getsizeof(lst)) for t, lst in post.items()},
+            _full(s),
+        )
+
+    on = fill()
+    wo_knobs._GROW_DIRECT = False
+    try:
+        off = fill()
+    finally:
+        wo_knobs._GROW_DIRECT = True
+    assert on == off
+    assert len(on[0]["tok"][0]) == texts * 3

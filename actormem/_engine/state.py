@@ -1000,7 +1000,10 @@ class MemoryState:
         memory not full, is :meth:`_store` and :meth:`_link` in one frame, its index add
         deferred to one ``add_many`` call for each run of such entries (before any other
         entry's store, and at the end): the same structures, index calls in the same
-        order, the same result. Any other entry takes :meth:`store`."""
+        order, the same result. Any other entry takes :meth:`store`. An insert's
+        fallible steps (the namespace's lookup, the duplicate key) come before any change
+        for it, so an error there leaves it out and the entries before it stored, as the
+        C ``store_inserts`` does (:meth:`_store_batch_c`)."""
         by_id = self._by_id
         by_key = self._by_key
         by_relevance = self._by_relevance

@@ -2682,18 +2682,35 @@ array_layout_check(void)
 /* gid (== num) appended to the posting list `lst` (an exact array.array, checked by the
  * caller): in place when it is an array('i') with room and no exported buffer, else by
  * array.append (which grows it, or refuses it as before). 0, or -1 with an error set. */
+static int grow_direct = 1; /* set_grow_direct(): a full array grown here */
+
 static inline int
 posting_append(PyObject *lst, int32_t gid, PyObject *num)
 {
     if (array_direct) {
         struct array_layout *l = (struct array_layout *)lst;
         Py_ssize_t n = Py_SIZE(lst);
-        if (l->ob_descr[0] == 'i' && l->ob_exports == 0 && n < l->allocated) {
+        if (l->ob_descr[0] == 'i' && l->ob_exports == 0) {
+            if (n >= l->allocated) {
+                if (!grow_direct || n != l->allocated || n > PY_SSIZE_T_MAX / 8) goto call;
+                /* array_resize(lst, n + 1) (Modules/arraymodule.c): the same capacity
+                 * and allocator, without array.append's call and int parsing. */
+                Py_ssize_t newsize = n + 1;
+                size_t cap = (size_t)(newsize >> 4) + (n < 8 ? 3 : 7) + (size_t)newsize;
+                char *items = PyMem_Realloc(l->ob_item, cap * sizeof(int32_t));
+                if (!items) {
+                    PyErr_NoMemory();
+                    return -1;
+                }
+                l->ob_item = items;
+                l->allocated = (Py_ssize_t)cap;
+            }
             ((int32_t *)l->ob_item)[n] = gid;
             Py_SET_SIZE(lst, n + 1);
             return 0;
         }
     }
+call:;
     PyObject *r = array_append_fn ? array_append_fn(lst, num)
                                   : PyObject_CallFunctionObjArgs(array_append, lst, num, NULL);
     if (!r) return -1;
@@ -5218,6 +5235,23 @@ add_groups_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     return PyLong_FromSsize_t(i);
 }
 
+
+PyDoc_STRVAR(set_grow_direct_doc,
+"set_grow_direct(on) -> bool\n\n"
+"Whether a posting append to a full array('i') grows it here (array_resize's capacity\n"
+"and allocator, no array.append call: knobs._GROW_DIRECT) or by array.append, the path\n"
+"before it; returns the previous setting. The same arrays and capacities. O(1).");
+
+static PyObject *
+set_grow_direct(PyObject *self, PyObject *on)
+{
+    int flag = PyObject_IsTrue(on);
+    if (flag < 0) return NULL;
+    int was = grow_direct;
+    grow_direct = flag;
+    return PyBool_FromLong(was);
+}
+
 static PyMethodDef methods[] = {
     {"add_text", add_text, METH_VARARGS, add_text_doc},
     {"count_words", count_words, METH_VARARGS, count_words_doc},
@@ -5249,6 +5283,7 @@ static PyMethodDef methods[] = {
     {"dup_key", (PyCFunction)(void (*)(void))dup_key, METH_FASTCALL, dup_key_doc},
     {"store_setup", store_setup, METH_VARARGS, store_setup_doc},
     {"record_setup", record_setup, METH_VARARGS, record_setup_doc},
+    {"set_grow_direct", set_grow_direct, METH_O, set_grow_direct_doc},
     {"store_inserts", (PyCFunction)(void (*)(void))store_inserts, METH_FASTCALL, store_inserts_doc},
     {"add_groups_new", (PyCFunction)(void (*)(void))add_groups_new, METH_FASTCALL, add_groups_new_doc},
     {"lower_text", lower_text, METH_O, lower_text_doc},

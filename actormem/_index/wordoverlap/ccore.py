@@ -164,6 +164,7 @@ def add_text_known(post: dict[str, array[int]], low: str, gid: int, vocab: Subst
         TypeError, ValueError: As :func:`add_text`.
     """
     _check_add(post, low, gid, vocab)
+    _sync_grow()
     fresh: int = _module().add_text_known(post, low, gid, vocab)
     return fresh
 
@@ -183,10 +184,27 @@ def _check_cache(cache: object, epoch: object) -> None:
         raise ValueError("epoch must be an int in [0, 2**62)")
 
 
+#: ``knobs._GROW_DIRECT`` as last handed to the core's ``set_grow_direct`` (its default).
+_grow_set = True
+
+
+def _sync_grow() -> None:
+    """Hand ``knobs._GROW_DIRECT`` to the core (``set_grow_direct``) when it changed
+    since the last call: the compiled adds read it there. O(1)."""
+    global _grow_set
+    on = bool(knobs._GROW_DIRECT)
+    if on != _grow_set:
+        mod = kernels.wo_core()
+        if mod is not None and hasattr(mod, "set_grow_direct"):
+            mod.set_grow_direct(on)
+            _grow_set = on
+
+
 def _add_flags() -> int:
     """The compiled adds' ``flags`` from the knobs: 1 ``knobs._ACQUIRE_FAST``, 2
     ``knobs._UNTRACK``, 4 ``knobs._CACHE_UCS``, 8 ``knobs._ACTIVE_BITS``, 16
-    ``knobs._SCAN_ONE``. O(1)."""
+    ``knobs._SCAN_ONE``; ``knobs._GROW_DIRECT`` handed over on the way. O(1)."""
+    _sync_grow()
     return (
         int(knobs._ACQUIRE_FAST)
         | int(knobs._UNTRACK) << 1

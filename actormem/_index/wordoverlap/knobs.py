@@ -316,3 +316,9 @@ _LOWER_C = True
 #: loop's Python body. False: the loop in Python, the path before it. The same
 #: structures (``stress/bench_store64.py --old-knobs store10``).
 _ADD_GROUPS_C = True
+#: The compiled adds grow a full posting list (an ``array('i')``) themselves, by
+#: ``array_resize``'s formula and allocator (the same capacities), instead of calling
+#: ``array.append``, which parses the int and then grows it: most lists are short, so
+#: about one append in six of a batch of new texts finds its list full. False: the
+#: append's call, the path before it (handed to the core by ``ccore._sync_grow``).
+_GROW_DIRECT = True
