@@ -35,7 +35,8 @@ store8`` with branch store8's (``wordoverlap.knobs._SCAN_ONE``, ``_LOWER_C``,
 ``_LEAN_TEXT_CHECKS``, ``_MASKS_BY_KIND``, ``textfold._FOLD_TABLE``, ``state._DUPKEY_C``);
 ``--old-knobs
 durable8`` with branch durable8's (``memory._GC_PAUSE``, ``sqlite_format._ROWS_C``,
-``sqlite._PAGE_SIZE``).
+``sqlite._PAGE_SIZE``); ``--old-knobs store10`` with branch store10's (``state._STORE_C``,
+``wordoverlap.knobs._ADD_GROUPS_C`` and ``_GROW_DIRECT``).
 
 Usage (from the repository root)::
 
@@ -214,6 +215,19 @@ def _switch_store8(on: bool) -> None:
     state._DUPKEY_C = on
 
 
+def _switch_store10(on: bool) -> None:
+    """The store path of branch store10 on or off: a batch's plain inserts in one C call
+    (``state._STORE_C``; off, ``_store_batch``'s Python loop), ``add_many``'s new texts
+    in one C call (``wordoverlap.knobs._ADD_GROUPS_C``) and full posting lists grown by
+    the compiled add (``knobs._GROW_DIRECT``). The same results."""
+    from actormem._engine import state
+    from actormem._index.wordoverlap import knobs
+
+    state._STORE_C = on
+    knobs._ADD_GROUPS_C = on
+    knobs._GROW_DIRECT = on
+
+
 #: ``--old-knobs SET``: the knobs the old side turns off.
 _KNOB_SETS = {
     "batch": _switch_batch,
@@ -222,6 +236,7 @@ _KNOB_SETS = {
     "store7": _switch_store7,
     "durable8": _switch_durable8,
     "store8": _switch_store8,
+    "store10": _switch_store10,
 }
 
 
@@ -368,7 +383,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "the rows' datetimes in C and their NULLs left out of the insert, 'store7' the "
         "durable owner's batch through the batched path, 'durable8' the durable batch without "
         "collections, its rows in C and 16 KiB pages, 'store8' the one-pass token scan, the "
-        "fold and lower-case tables, the text checks in C and the C duplicate key",
+        "fold and lower-case tables, the text checks in C and the C duplicate key, 'store10' "
+        "a batch's plain inserts and new texts in C calls, posting lists grown in C",
     )
     p.add_argument(
         "--state",

@@ -91,11 +91,13 @@ from sortedcontainers import SortedKeyList, SortedList
 
 from .._entry import MemoryEntry, with_access
 from .._errors import InvalidEntryError, InvalidQueryError
+from .._index import kernels as _kernels
 from .._index import textfold
 from .._index.images import ImageError, restore_index
 from .._index.kernels import gc_untrack as _gc_untrack
 from .._index.scoring import Scorer, ScoringIndex
 from .._index.textfold import fold, fold_hash
+from .._index.wordoverlap import ccore as _ccore
 from .._json import JsonObject
 from .._record import JOURNAL_ACCESS, JOURNAL_DELETE, JOURNAL_PUT, NEVER, Access, Record
 from .._stats import ConsolidationStats
@@ -253,6 +255,30 @@ class _NsRecords:
         return self.live == 0
 
 
+def _store_setup() -> Callable[..., int] | None:
+    """The C ``store_inserts`` with its classes fixed (``store_setup``: the record's,
+    the entry's and the namespace list's slots), or None without the compiled core. O(1)."""
+    wo = _kernels._wo
+    inserts = getattr(wo, "store_inserts", None)
+    if wo is None or inserts is None:
+        return None
+    wo.store_setup(
+        Record,
+        tuple(Record.__dict__[n] for n in ("entry", "born", "died", "seq", "access", "evkey")),
+        MemoryEntry,
+        tuple(MemoryEntry.__dict__[n] for n in _ccore._ENTRY_SLOTS.split()),
+        _NsRecords,
+        (_NsRecords.__dict__["recs"], _NsRecords.__dict__["live"]),
+        NEVER,
+        JOURNAL_PUT,
+    )
+    return cast(Callable[..., int], inserts)
+
+
+#: The C ``store_inserts`` (:data:`_STORE_C`), or None without the compiled core.
+_store_inserts_c = _store_setup()
+
+
 class StoreOutcome(NamedTuple):
     """What one store did: the record it made, the one it replaced, the one it evicted.
     (A named tuple: built once per store, in C.)"""
@@ -323,6 +349,14 @@ _RELEVANCE_FILL = True
 #: Python for each (the one formula; a call more per store than the inline copies it
 #: replaced). The same keys.
 _DUPKEY_C = True
+#: ``store_many`` of a list or tuple into an unbounded memory runs its plain inserts
+#: (exact entries with no ttl, key, value or expiry, a new id, a known namespace, a
+#: relevance key at the end of the order) by the C ``store_inserts`` (``_cwordoverlap.c``),
+#: one call for each run of them, and any other entry by :meth:`MemoryState._store_batch`:
+#: the same records (six slots), dicts, orders, groups, journal and index calls.
+#: False, or without the compiled core: ``_store_batch`` for every entry, the path before
+#: it (``stress/bench_store64.py --old-knobs store10``).
+_STORE_C = True
 #: The fast path reads sortedcontainers 2.x's private lists; a release without them
 #: (checked once, here) takes ``add`` instead of failing every ``store_many``.
 _SORTED_INTERNALS = all(
@@ -887,7 +921,73 @@ class MemoryState:
             return
         # Deferring (a durable owner's batch, _DEFER_BATCH): a run's adds join the
         # deferred index calls, which flush_index makes by add_many.
-        self._store_batch(entries, now, add_many if deferred is None else deferred.extend)
+        sink = add_many if deferred is None else deferred.extend
+        by_relevance = self._by_relevance
+        if (
+            _STORE_C
+            and _store_inserts_c is not None
+            and (type(entries) is list or type(entries) is tuple)
+            and self._evict is None
+            and self._dup_key_c() is not None
+            and _RELEVANCE_APPEND
+            and _SORTED_INTERNALS
+            and type(by_relevance) is SortedKeyList
+        ):
+            self._store_batch_c(entries, now, sink, _store_inserts_c)
+        else:
+            self._store_batch(entries, now, sink)
+
+    def _store_batch_c(
+        self,
+        entries: list[MemoryEntry] | tuple[MemoryEntry, ...],
+        now: datetime | None,
+        add_many: Callable[[list[Record]], None],
+        inserts: Callable[..., int],
+    ) -> None:
+        """:meth:`_store_batch` with each run of plain inserts made by the C
+        ``inserts`` (:data:`_STORE_C`; its doc lists what is plain) and every other
+        entry by :meth:`_store_batch` alone, after the run before it is ended (its
+        index adds made): the same structures, journal and index calls in the same
+        order; an error stops the loop with the entries before it stored and their
+        adds made, as there. The caller checked what the C call needs: an unbounded
+        memory, the C duplicate key, the relevance order's lists. O(sum of the
+        stores)."""
+        by_relevance = self._by_relevance
+        untrack_entry = _gc_untrack if _UNTRACK_ENTRIES else None
+        untrack = _gc_untrack if _UNTRACK_RECORDS else None  # unbounded: the caller's test
+        run: list[Record] = []
+        run_entries: list[MemoryEntry] = []
+        n = len(entries)
+        i = 0
+        try:
+            while i < n:
+                if not by_relevance._index:  # no positional index to keep (add's case)
+                    before = len(run)
+                    try:
+                        i = inserts(
+                            entries, i, self.version + 1, self._by_id, self._prev, _REL_PART,
+                            by_relevance._lists, by_relevance._keys, by_relevance._maxes,
+                            by_relevance._load << 1, self._namespaces, self._dups,
+                            self._dup_keys, self.journal, run, run_entries,
+                        )  # fmt: skip
+                    finally:
+                        done = len(run) - before  # one record a version, as the loop's
+                        if done:
+                            self.version = self._seq = self.version + done
+                            self._live += done
+                            self.stores += done
+                            by_relevance._len += done
+                    if i >= n:
+                        break
+                if run:
+                    self._end_run(run, run_entries, add_many, untrack, untrack_entry)
+                    run = []
+                    run_entries = []
+                self._store_batch(entries[i : i + 1], now, add_many)
+                i += 1
+        finally:
+            if run:
+                self._end_run(run, run_entries, add_many, untrack, untrack_entry)
 
     def _store_batch(
         self,
@@ -900,7 +1000,10 @@ class MemoryState:
         memory not full, is :meth:`_store` and :meth:`_link` in one frame, its index add
         deferred to one ``add_many`` call for each run of such entries (before any other
         entry's store, and at the end): the same structures, index calls in the same
-        order, the same result. Any other entry takes :meth:`store`."""
+        order, the same result. Any other entry takes :meth:`store`. An insert's
+        fallible steps (the namespace's lookup, the duplicate key) come before any change
+        for it, so an error there leaves it out and the entries before it stored, as the
+        C ``store_inserts`` does (:meth:`_store_batch_c`)."""
         by_id = self._by_id
         by_key = self._by_key
         by_relevance = self._by_relevance
@@ -945,9 +1048,19 @@ class MemoryState:
                         run_entries = []
                     self.store(entry, now)
                     continue
-                # _store's insert, inline (_link's untracking of the entry at the run's end)
-                version = self.version = self._seq = self.version + 1
+                # _store's insert, inline (_link's untracking of the entry at the run's end).
+                # Its fallible steps first (the namespace's and the duplicate key's hashes):
+                # an error there leaves the entry out and the state whole.
+                namespace = entry.namespace
+                records = namespaces.get(namespace)
+                version = self.version + 1
                 rec = Record(entry, version, version)
+                memory = entry.memory
+                if dup_c is not None and type(memory) is str:  # _dupkey_hashed's C call
+                    dkey = dup_c(namespace, entry.category._value_, memory, entry.key, entry.value)
+                else:
+                    dkey = dupkey(rec)
+                self.version = self._seq = version
                 if old is not None:
                     self._prev[rec] = old
                 # _link, inline (the index add deferred to the run's add_many)
@@ -969,8 +1082,6 @@ class MemoryState:
                     by_relevance_add(rec)
                 if entry.key is not None:
                     by_key[(entry.namespace, entry.key)] = ident
-                namespace = entry.namespace
-                records = namespaces.get(namespace)
                 if records is None:
                     records = namespaces[namespace] = _NsRecords()
                     self._ns_sorted.add(namespace)
@@ -984,19 +1095,14 @@ class MemoryState:
                 if evict is not None:
                     rec.evkey = self._evkey(rec)
                     evict[entry.validated].add(rec.evkey)
-                memory = entry.memory
-                if dup_c is not None and type(memory) is str:  # _dupkey_hashed's C call
-                    key = dup_c(namespace, entry.category._value_, memory, entry.key, entry.value)
-                else:
-                    key = dupkey(rec)
-                group = dups.get(key)
+                group = dups.get(dkey)
                 if group is None:
-                    dups[key] = rec
+                    dups[dkey] = rec
                 elif isinstance(group, dict):
                     group[rec] = None
                 else:
-                    dups[key] = {group: None, rec: None}
-                    self._dup_keys.add(key)
+                    dups[dkey] = {group: None, rec: None}
+                    self._dup_keys.add(dkey)
                 run.append(rec)
                 run_entries.append(entry)
                 self._live += 1

@@ -2682,18 +2682,35 @@ array_layout_check(void)
 /* gid (== num) appended to the posting list `lst` (an exact array.array, checked by the
  * caller): in place when it is an array('i') with room and no exported buffer, else by
  * array.append (which grows it, or refuses it as before). 0, or -1 with an error set. */
+static int grow_direct = 1; /* set_grow_direct(): a full array grown here */
+
 static inline int
 posting_append(PyObject *lst, int32_t gid, PyObject *num)
 {
     if (array_direct) {
         struct array_layout *l = (struct array_layout *)lst;
         Py_ssize_t n = Py_SIZE(lst);
-        if (l->ob_descr[0] == 'i' && l->ob_exports == 0 && n < l->allocated) {
+        if (l->ob_descr[0] == 'i' && l->ob_exports == 0) {
+            if (n >= l->allocated) {
+                if (!grow_direct || n != l->allocated || n > PY_SSIZE_T_MAX / 8) goto call;
+                /* array_resize(lst, n + 1) (Modules/arraymodule.c): the same capacity
+                 * and allocator, without array.append's call and int parsing. */
+                Py_ssize_t newsize = n + 1;
+                size_t cap = (size_t)(newsize >> 4) + (n < 8 ? 3 : 7) + (size_t)newsize;
+                char *items = PyMem_Realloc(l->ob_item, cap * sizeof(int32_t));
+                if (!items) {
+                    PyErr_NoMemory();
+                    return -1;
+                }
+                l->ob_item = items;
+                l->allocated = (Py_ssize_t)cap;
+            }
             ((int32_t *)l->ob_item)[n] = gid;
             Py_SET_SIZE(lst, n + 1);
             return 0;
         }
     }
+call:;
     PyObject *r = array_append_fn ? array_append_fn(lst, num)
                                   : PyObject_CallFunctionObjArgs(array_append, lst, num, NULL);
     if (!r) return -1;
@@ -4782,6 +4799,459 @@ encode_rows(PyObject *self, PyObject *recs)
     return out;
 }
 
+/* ------------------------------------------------------------------ the state's inserts */
+
+/* store_inserts: MemoryState._store_batch's inline insert (state.py) for a run of plain
+ * entries, without the interpreter. The record, entry and namespace-list classes and
+ * their slots' offsets are fixed once by store_setup (member descriptors of plain
+ * object slots of exactly those classes, as rows_setup's). It runs no Python code:
+ * only dict, set, list, tuple, int, float and str operations on exact built-in types
+ * (checked; an entry with a value, whose hash is Python code, is left to the caller),
+ * so the structures cannot change under it. */
+
+#define INS_ENTRY_SLOTS 10 /* _id, ttl, key, expires_at, relevance, memory, namespace, category, value, tags */
+#define INS_REC_SLOTS 6   /* entry, born, died, seq, access, evkey */
+static PyTypeObject *ins_rec_type, *ins_entry_type, *ins_ns_type;
+static Py_ssize_t ins_rec_off[INS_REC_SLOTS];
+static Py_ssize_t ins_entry_off[INS_ENTRY_SLOTS];
+static Py_ssize_t ins_ns_off[2]; /* recs, live */
+static PyObject *ins_never, *ins_journal_put, *ins_s_value_;
+
+PyDoc_STRVAR(store_setup_doc,
+"store_setup(record_type, record_slots, entry_type, entry_slots, ns_type, ns_slots,\n"
+"            never, journal_put)\n\n"
+"Fix store_inserts' and add_groups_new's classes: record_slots the member descriptors (entry, born, died,\n"
+"seq, access, evkey) of record_type, entry_slots those of entry_type (_id, ttl, key,\n"
+"expires_at, relevance, memory, namespace, category, value, tags), ns_slots those of\n"
+"ns_type (recs, live); never the int of a live record's died, journal_put the journal's put\n"
+"kind. TypeError, nothing changed, for anything else. O(1).");
+
+static PyObject *
+store_setup(PyObject *self, PyObject *args)
+{
+    PyObject *rt, *rs, *et, *es, *nt, *ns, *never, *put;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!O!O!O:store_setup", &PyType_Type, &rt, &PyTuple_Type,
+                          &rs, &PyType_Type, &et, &PyTuple_Type, &es, &PyType_Type, &nt,
+                          &PyTuple_Type, &ns, &PyLong_Type, &never, &put)) {
+        return NULL;
+    }
+    if (PyTuple_GET_SIZE(rs) != INS_REC_SLOTS || PyTuple_GET_SIZE(es) != INS_ENTRY_SLOTS ||
+        PyTuple_GET_SIZE(ns) != 2) {
+        PyErr_SetString(PyExc_TypeError, "store_setup: expected 6 record, 10 entry and 2 list slots");
+        return NULL;
+    }
+    if (!PyLong_CheckExact(never)) {
+        PyErr_SetString(PyExc_TypeError, "store_setup: never must be an exact int");
+        return NULL;
+    }
+    if (((PyTypeObject *)rt)->tp_itemsize != 0 || ((PyTypeObject *)rt)->tp_dictoffset != 0) {
+        PyErr_SetString(PyExc_TypeError, "store_setup: the record class must have slots only");
+        return NULL;
+    }
+    Py_ssize_t roff[INS_REC_SLOTS], eoff[INS_ENTRY_SLOTS], noff[2];
+    for (int i = 0; i < INS_REC_SLOTS; i++) {
+        if ((roff[i] = rows_offset((PyTypeObject *)rt, PyTuple_GET_ITEM(rs, i))) < 0) return NULL;
+    }
+    for (int i = 0; i < INS_ENTRY_SLOTS; i++) {
+        if ((eoff[i] = rows_offset((PyTypeObject *)et, PyTuple_GET_ITEM(es, i))) < 0) return NULL;
+    }
+    for (int i = 0; i < 2; i++) {
+        if ((noff[i] = rows_offset((PyTypeObject *)nt, PyTuple_GET_ITEM(ns, i))) < 0) return NULL;
+    }
+    if (!ins_s_value_) {
+        ins_s_value_ = PyUnicode_InternFromString("_value_");
+        if (!ins_s_value_) return NULL;
+    }
+    Py_XSETREF(ins_rec_type, (PyTypeObject *)Py_NewRef(rt));
+    Py_XSETREF(ins_entry_type, (PyTypeObject *)Py_NewRef(et));
+    Py_XSETREF(ins_ns_type, (PyTypeObject *)Py_NewRef(nt));
+    Py_XSETREF(ins_never, Py_NewRef(never));
+    Py_XSETREF(ins_journal_put, Py_NewRef(put));
+    memcpy(ins_rec_off, roff, sizeof roff);
+    memcpy(ins_entry_off, eoff, sizeof eoff);
+    memcpy(ins_ns_off, noff, sizeof noff);
+    Py_RETURN_NONE;
+}
+
+
+PyDoc_STRVAR(record_setup_doc,
+"record_setup(record_type, record_slots, entry_type, entry_slots)\n\n"
+"store_setup's first four arguments alone: what add_groups_new needs (the word-overlap\n"
+"index's side, which does not see the state's namespace lists). The same checks.\n"
+"O(1).");
+
+static PyObject *
+record_setup(PyObject *self, PyObject *args)
+{
+    PyObject *rt, *rs, *et, *es;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!:record_setup", &PyType_Type, &rt, &PyTuple_Type, &rs,
+                          &PyType_Type, &et, &PyTuple_Type, &es)) {
+        return NULL;
+    }
+    if (PyTuple_GET_SIZE(rs) != INS_REC_SLOTS || PyTuple_GET_SIZE(es) != INS_ENTRY_SLOTS) {
+        PyErr_SetString(PyExc_TypeError, "record_setup: expected 6 record and 10 entry slots");
+        return NULL;
+    }
+    if (((PyTypeObject *)rt)->tp_itemsize != 0 || ((PyTypeObject *)rt)->tp_dictoffset != 0) {
+        PyErr_SetString(PyExc_TypeError, "record_setup: the record class must have slots only");
+        return NULL;
+    }
+    Py_ssize_t roff[INS_REC_SLOTS], eoff[INS_ENTRY_SLOTS];
+    for (int i = 0; i < INS_REC_SLOTS; i++) {
+        if ((roff[i] = rows_offset((PyTypeObject *)rt, PyTuple_GET_ITEM(rs, i))) < 0) return NULL;
+    }
+    for (int i = 0; i < INS_ENTRY_SLOTS; i++) {
+        if ((eoff[i] = rows_offset((PyTypeObject *)et, PyTuple_GET_ITEM(es, i))) < 0) return NULL;
+    }
+    if (ins_rec_type && (ins_rec_type != (PyTypeObject *)rt || ins_entry_type != (PyTypeObject *)et)) {
+        /* store_setup's classes: one pair for both functions */
+        PyErr_SetString(PyExc_TypeError, "record_setup: other classes than store_setup's");
+        return NULL;
+    }
+    Py_XSETREF(ins_rec_type, (PyTypeObject *)Py_NewRef(rt));
+    Py_XSETREF(ins_entry_type, (PyTypeObject *)Py_NewRef(et));
+    memcpy(ins_rec_off, roff, sizeof roff);
+    memcpy(ins_entry_off, eoff, sizeof eoff);
+    Py_RETURN_NONE;
+}
+
+/* part | (v << 63) | v (state._relevance_key's layout) as a new int, part's 24
+ * little-endian bytes given, 0 <= v < 2**63. */
+static PyObject *
+ins_relevance_key(const unsigned char *part, uint64_t v)
+{
+    unsigned char b[24];
+    memcpy(b, part, 24);
+    uint64_t w0 = v | (v << 63), w1 = v >> 1;
+    for (int i = 0; i < 8; i++) {
+        b[i] |= (unsigned char)(w0 >> (8 * i));
+        b[8 + i] |= (unsigned char)(w1 >> (8 * i));
+    }
+    return _PyLong_FromByteArray(b, 24, 1, 0);
+}
+
+/* hash((namespace, category, fold_hash(text), key, value)) & 0x3FFF_FFFF: dup_key's. */
+static PyObject *
+ins_dup_key(PyObject *ns, PyObject *cat, PyObject *text, PyObject *key, PyObject *value)
+{
+    PyObject *args[5] = {ns, cat, text, key, value};
+    return dup_key(NULL, args, 5);
+}
+
+PyDoc_STRVAR(store_inserts_doc,
+"store_inserts(entries, start, version, by_id, prev, rel_part, rel_lists, rel_keys,\n"
+"              rel_maxes, rel_split, namespaces, dups, dup_keys, journal, run,\n"
+"              run_entries) -> int\n\n"
+"MemoryState._store_batch's inline insert of entries[start], entries[start + 1], ...\n"
+"(a list or tuple) while each is plain: an exact entry class (store_setup) with no\n"
+"ttl, key, value or expires_at, an exact str text, an id with no live record, a relevance\n"
+"whose key part rel_part has (an int below 2**190), a namespace namespaces has (an\n"
+"exact list class), and a relevance key above rel_maxes[-1] whose last sublist is\n"
+"shorter than rel_split. The k-th insert makes a record born and seq'd version + k\n"
+"(one int), and does what _store_batch's loop does: by_id[id] = rec, prev[rec] = the\n"
+"dead record of the id if any, the relevance order's last sublists appended and its\n"
+"max replaced, the namespace list's recs appended and live + 1, the duplicate group\n"
+"(dups, dup_keys) joined, rec and entry appended to run and run_entries, (JOURNAL_PUT,\n"
+"rec) to journal (None: none). The caller counts the inserts by run's growth (the\n"
+"state's version, live, stores and the order's length). Returns the index of the\n"
+"first entry not inserted (len(entries) when all were). An entry's fallible steps\n"
+"(its duplicate key's hashes, the allocations) come before any change for it: an\n"
+"error leaves it out and the ones before it inserted. TypeError for wrong argument\n"
+"types, RuntimeError before store_setup. O(sum of the texts' lengths).");
+
+static PyObject *
+store_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 16) {
+        PyErr_SetString(PyExc_TypeError, "store_inserts() takes 16 arguments");
+        return NULL;
+    }
+    if (!ins_rec_type) {
+        PyErr_SetString(PyExc_RuntimeError, "store_inserts: store_setup() not called");
+        return NULL;
+    }
+    PyObject *entries = args[0], *by_id = args[3], *prev = args[4], *rel_part = args[5],
+             *rel_lists = args[6], *rel_keys = args[7], *rel_maxes = args[8],
+             *namespaces = args[10], *dups = args[11], *dup_keys = args[12],
+             *journal = args[13], *run = args[14], *run_entries = args[15];
+    if (!(PyList_CheckExact(entries) || PyTuple_CheckExact(entries)) ||
+        !PyDict_CheckExact(by_id) || !PyDict_CheckExact(prev) || !PyDict_CheckExact(rel_part) ||
+        !PyList_CheckExact(rel_lists) || !PyList_CheckExact(rel_keys) ||
+        !PyList_CheckExact(rel_maxes) || !PyDict_CheckExact(namespaces) ||
+        !PyDict_CheckExact(dups) || !PySet_CheckExact(dup_keys) ||
+        !(journal == Py_None || PyList_CheckExact(journal)) || !PyList_CheckExact(run) ||
+        !PyList_CheckExact(run_entries) || !PyLong_CheckExact(args[1]) ||
+        !PyLong_CheckExact(args[2]) || !PyLong_CheckExact(args[9])) {
+        PyErr_SetString(PyExc_TypeError, "store_inserts: wrong argument types");
+        return NULL;
+    }
+    Py_ssize_t i = PyLong_AsSsize_t(args[1]);
+    if (i == -1 && PyErr_Occurred()) return NULL;
+    long long v0 = PyLong_AsLongLong(args[2]);
+    if (v0 == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t split = PyLong_AsSsize_t(args[9]);
+    if (split == -1 && PyErr_Occurred()) return NULL;
+    if (i < 0 || v0 < 1) {
+        PyErr_SetString(PyExc_ValueError, "store_inserts: start < 0 or version < 1");
+        return NULL;
+    }
+    Py_ssize_t nl = PyList_GET_SIZE(rel_lists);
+    if (nl == 0 || nl != PyList_GET_SIZE(rel_keys) || nl != PyList_GET_SIZE(rel_maxes)) {
+        return PyLong_FromSsize_t(i); /* an empty order: add's path */
+    }
+    PyObject *last_recs = PyList_GET_ITEM(rel_lists, nl - 1);
+    PyObject *last_keys = PyList_GET_ITEM(rel_keys, nl - 1);
+    if (!PyList_CheckExact(last_recs) || !PyList_CheckExact(last_keys)) {
+        PyErr_SetString(PyExc_TypeError, "store_inserts: the order's sublists must be lists");
+        return NULL;
+    }
+    const Py_ssize_t *eo = ins_entry_off, *ro = ins_rec_off;
+    uint64_t v = (uint64_t)v0;
+    PyObject *part_seen = NULL; /* borrowed: the part whose bytes part_b holds */
+    unsigned char part_b[24];
+    PyObject *cat_seen = NULL, *cat_value = NULL; /* borrowed: the category's _value_ */
+    for (;; i++) {
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(entries);
+        if (i >= n) break;
+        PyObject *entry = PySequence_Fast_GET_ITEM(entries, i);
+        if (!Py_IS_TYPE(entry, ins_entry_type)) break;
+        PyObject *ident = SLOT(entry, eo[0]), *ttl = SLOT(entry, eo[1]), *key = SLOT(entry, eo[2]),
+                 *expires = SLOT(entry, eo[3]), *rel = SLOT(entry, eo[4]),
+                 *text = SLOT(entry, eo[5]), *ns = SLOT(entry, eo[6]), *cat = SLOT(entry, eo[7]),
+                 *value = SLOT(entry, eo[8]);
+        if (!ident || !rel || !text || !ns || !cat || !value || ttl != Py_None ||
+            key != Py_None || expires != Py_None || value != Py_None ||
+            !PyUnicode_CheckExact(text)) {
+            break; /* a value's hash is Python code (JsonObject): the loop's */
+        }
+        if (v >= ((uint64_t)1 << 63)) break;
+        PyObject *old = PyDict_GetItemWithError(by_id, ident); /* borrowed */
+        if (!old && PyErr_Occurred()) return NULL;
+        if (old) {
+            if (!Py_IS_TYPE(old, ins_rec_type)) break;
+            PyObject *died = SLOT(old, ro[2]);
+            if (!died) break;
+            int live = PyObject_RichCompareBool(died, ins_never, Py_EQ);
+            if (live < 0) return NULL;
+            if (live) break; /* an upsert: store()'s */
+        }
+        PyObject *part = PyDict_GetItemWithError(rel_part, rel); /* borrowed */
+        if (!part) {
+            if (PyErr_Occurred()) return NULL;
+            break; /* add's path computes and caches it */
+        }
+        if (part != part_seen) {
+            if (!PyLong_CheckExact(part) || _PyLong_Sign(part) < 0 || _PyLong_NumBits(part) > 190) {
+                break;
+            }
+            if (_PyLong_AsByteArray((PyLongObject *)part, part_b, 24, 1, 0) < 0) return NULL;
+            part_seen = part;
+        }
+        PyObject *records = PyDict_GetItemWithError(namespaces, ns); /* borrowed */
+        if (!records) {
+            if (PyErr_Occurred()) return NULL;
+            break; /* a new namespace: the sorted namespaces too */
+        }
+        if (!Py_IS_TYPE(records, ins_ns_type)) break;
+        PyObject *recs = SLOT(records, ins_ns_off[0]), *nlive = SLOT(records, ins_ns_off[1]);
+        if (!recs || !nlive || !PyList_CheckExact(recs) || !PyLong_CheckExact(nlive)) break;
+        if (PyList_GET_SIZE(last_keys) >= split) break; /* add splits the sublist */
+        if (cat != cat_seen) {
+            PyObject *cv = PyObject_GetAttr(cat, ins_s_value_);
+            if (!cv) return NULL;
+            Py_DECREF(cv); /* the enum member keeps its value */
+            cat_seen = cat;
+            cat_value = cv;
+        }
+        /* The fallible steps, before any change for this entry. */
+        PyObject *rkey = ins_relevance_key(part_b, v);
+        if (!rkey) return NULL;
+        PyObject *last_max = PyList_GET_ITEM(rel_maxes, nl - 1);
+        int above = PyObject_RichCompareBool(rkey, last_max, Py_GT);
+        if (above <= 0) {
+            Py_DECREF(rkey);
+            if (above < 0) return NULL;
+            break;
+        }
+        PyObject *dkey = ins_dup_key(ns, cat_value, text, Py_None, value);
+        if (!dkey) {
+            Py_DECREF(rkey);
+            return NULL;
+        }
+        PyObject *born = PyLong_FromUnsignedLongLong(v);
+        Py_ssize_t nl0 = PyLong_AsSsize_t(nlive);
+        if (nl0 == -1 && PyErr_Occurred()) {
+            Py_DECREF(rkey);
+            Py_DECREF(dkey);
+            Py_XDECREF(born);
+            return NULL;
+        }
+        PyObject *live1 = PyLong_FromSsize_t(nl0 + 1);
+        PyObject *rec = ins_rec_type->tp_alloc(ins_rec_type, 0);
+        PyObject *jt = journal == Py_None ? NULL : PyTuple_New(2);
+        if (!born || !live1 || !rec || (journal != Py_None && !jt)) {
+            Py_DECREF(rkey);
+            Py_DECREF(dkey);
+            Py_XDECREF(born);
+            Py_XDECREF(live1);
+            Py_XDECREF(rec);
+            Py_XDECREF(jt);
+            return NULL;
+        }
+        /* Record(entry, version, version): died NEVER, access and evkey None. */
+        SLOT(rec, ro[0]) = Py_NewRef(entry);
+        SLOT(rec, ro[1]) = Py_NewRef(born);
+        SLOT(rec, ro[2]) = Py_NewRef(ins_never);
+        SLOT(rec, ro[3]) = born; /* seq: the same int */
+        SLOT(rec, ro[4]) = Py_NewRef(Py_None);
+        SLOT(rec, ro[5]) = Py_NewRef(Py_None);
+        if (jt) {
+            PyTuple_SET_ITEM(jt, 0, Py_NewRef(ins_journal_put));
+            PyTuple_SET_ITEM(jt, 1, Py_NewRef(rec));
+        }
+        /* The changes: only an allocation failing inside a container can stop them
+         * midway (as it could in the Python loop). */
+        int err = PyDict_SetItem(by_id, ident, rec);
+        if (!err && old) err = PyDict_SetItem(prev, rec, old);
+        if (!err) err = PyList_Append(last_recs, rec);
+        if (!err) err = PyList_Append(last_keys, rkey);
+        if (!err) err = PyList_SetItem(rel_maxes, nl - 1, Py_NewRef(rkey));
+        if (!err) err = PyList_Append(recs, rec);
+        if (!err) Py_SETREF(SLOT(records, ins_ns_off[1]), Py_NewRef(live1));
+        if (!err) {
+            PyObject *group = PyDict_GetItemWithError(dups, dkey); /* borrowed */
+            if (!group) {
+                err = PyErr_Occurred() ? -1 : PyDict_SetItem(dups, dkey, rec);
+            } else if (PyDict_Check(group)) {
+                err = PyDict_SetItem(group, rec, Py_None);
+            } else {
+                PyObject *pair = PyDict_New();
+                err = pair ? 0 : -1;
+                if (!err) err = PyDict_SetItem(pair, group, Py_None);
+                if (!err) err = PyDict_SetItem(pair, rec, Py_None);
+                if (!err) err = PyDict_SetItem(dups, dkey, pair);
+                if (!err) err = PySet_Add(dup_keys, dkey);
+                Py_XDECREF(pair);
+            }
+        }
+        if (!err) err = PyList_Append(run, rec);
+        if (!err) err = PyList_Append(run_entries, entry);
+        if (!err && jt) err = PyList_Append(journal, jt);
+        Py_DECREF(rkey);
+        Py_DECREF(dkey);
+        Py_DECREF(live1);
+        Py_DECREF(rec);
+        Py_XDECREF(jt);
+        if (err) return NULL;
+        v++;
+    }
+    return PyLong_FromSsize_t(i);
+}
+
+
+PyDoc_STRVAR(add_groups_new_doc,
+"add_groups_new(recs, start, groups, glist, recent, scan, first, lows, rels, seqs,\n"
+"               lower) -> int\n\n"
+"The word-overlap index's add_many loop (wordoverlap/index.py) for recs[start],\n"
+"recs[start + 1], ... (a list) while each is a record of store_setup's class whose\n"
+"entry has no tags and an exact str text that groups does not have: groups[text] =\n"
+"first + len(lows) (its group number g), glist.append(rec), low = lower(text) (an\n"
+"exact str, else TypeError), recent[g % scan] = low (g % scan within recent, else\n"
+"left to the caller), lows, rels and seqs appended low, the relevance and rec.seq.\n"
+"Returns the index of the first record not added (len(recs) when all were). A\n"
+"record's fallible steps (lower, the group number) come before any change for it.\n"
+"TypeError for wrong argument types, RuntimeError before record_setup or store_setup.\n"
+"O(sum of the texts' lengths).");
+
+static PyObject *
+add_groups_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 11) {
+        PyErr_SetString(PyExc_TypeError, "add_groups_new() takes 11 arguments");
+        return NULL;
+    }
+    if (!ins_rec_type) {
+        PyErr_SetString(PyExc_RuntimeError, "add_groups_new: record_setup() not called");
+        return NULL;
+    }
+    PyObject *recs = args[0], *groups = args[2], *glist = args[3], *recent = args[4],
+             *lows = args[7], *rels = args[8], *seqs = args[9], *lower = args[10];
+    if (!PyList_CheckExact(recs) || !PyLong_CheckExact(args[1]) || !PyDict_CheckExact(groups) ||
+        !PyList_CheckExact(glist) || !PyList_CheckExact(recent) || !PyLong_CheckExact(args[5]) ||
+        !PyLong_CheckExact(args[6]) || !PyList_CheckExact(lows) || !PyList_CheckExact(rels) ||
+        !PyList_CheckExact(seqs) || !PyCallable_Check(lower)) {
+        PyErr_SetString(PyExc_TypeError, "add_groups_new: wrong argument types");
+        return NULL;
+    }
+    Py_ssize_t i = PyLong_AsSsize_t(args[1]);
+    if (i == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t scan = PyLong_AsSsize_t(args[5]);
+    if (scan == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t first = PyLong_AsSsize_t(args[6]);
+    if (first == -1 && PyErr_Occurred()) return NULL;
+    if (i < 0 || scan < 1 || first < 0) {
+        PyErr_SetString(PyExc_ValueError, "add_groups_new: start < 0, scan < 1 or first < 0");
+        return NULL;
+    }
+    const Py_ssize_t *eo = ins_entry_off;
+    for (;; i++) {
+        if (i >= PyList_GET_SIZE(recs)) break;
+        PyObject *rec = PyList_GET_ITEM(recs, i);
+        if (!Py_IS_TYPE(rec, ins_rec_type)) break;
+        PyObject *entry = SLOT(rec, ins_rec_off[0]), *seq = SLOT(rec, ins_rec_off[3]);
+        if (!entry || !seq || !Py_IS_TYPE(entry, ins_entry_type)) break;
+        PyObject *text = SLOT(entry, eo[5]), *rel = SLOT(entry, eo[4]), *tags = SLOT(entry, eo[9]);
+        if (!text || !rel || !tags || !PyUnicode_CheckExact(text) || !PyTuple_CheckExact(tags) ||
+            PyTuple_GET_SIZE(tags) != 0) {
+            break; /* tags: the tag postings' */
+        }
+        int has = PyDict_Contains(groups, text);
+        if (has < 0) return NULL;
+        if (has) break; /* a text seen before: its group's */
+        Py_ssize_t g = first + PyList_GET_SIZE(lows);
+        if (g % scan >= PyList_GET_SIZE(recent)) break;
+        PyObject *low = PyObject_CallOneArg(lower, text);
+        if (!low) return NULL;
+        if (!PyUnicode_CheckExact(low)) {
+            Py_DECREF(low);
+            PyErr_SetString(PyExc_TypeError, "add_groups_new: lower() must return a str");
+            return NULL;
+        }
+        PyObject *gid = PyLong_FromSsize_t(g);
+        if (!gid) {
+            Py_DECREF(low);
+            return NULL;
+        }
+        int err = PyDict_SetItem(groups, text, gid);
+        if (!err) err = PyList_Append(glist, rec);
+        if (!err) err = PyList_SetItem(recent, g % scan, Py_NewRef(low));
+        if (!err) err = PyList_Append(lows, low);
+        if (!err) err = PyList_Append(rels, rel);
+        if (!err) err = PyList_Append(seqs, seq);
+        Py_DECREF(gid);
+        Py_DECREF(low);
+        if (err) return NULL;
+    }
+    return PyLong_FromSsize_t(i);
+}
+
+
+PyDoc_STRVAR(set_grow_direct_doc,
+"set_grow_direct(on) -> bool\n\n"
+"Whether a posting append to a full array('i') grows it here (array_resize's capacity\n"
+"and allocator, no array.append call: knobs._GROW_DIRECT) or by array.append, the path\n"
+"before it; returns the previous setting. The same arrays and capacities. O(1).");
+
+static PyObject *
+set_grow_direct(PyObject *self, PyObject *on)
+{
+    int flag = PyObject_IsTrue(on);
+    if (flag < 0) return NULL;
+    int was = grow_direct;
+    grow_direct = flag;
+    return PyBool_FromLong(was);
+}
+
 static PyMethodDef methods[] = {
     {"add_text", add_text, METH_VARARGS, add_text_doc},
     {"count_words", count_words, METH_VARARGS, count_words_doc},
@@ -4811,6 +5281,11 @@ static PyMethodDef methods[] = {
     {"utf8_feed", utf8_feed, METH_VARARGS, utf8_feed_doc},
     {"fold_hash_table", fold_hash_table, METH_O, fold_hash_table_doc},
     {"dup_key", (PyCFunction)(void (*)(void))dup_key, METH_FASTCALL, dup_key_doc},
+    {"store_setup", store_setup, METH_VARARGS, store_setup_doc},
+    {"record_setup", record_setup, METH_VARARGS, record_setup_doc},
+    {"set_grow_direct", set_grow_direct, METH_O, set_grow_direct_doc},
+    {"store_inserts", (PyCFunction)(void (*)(void))store_inserts, METH_FASTCALL, store_inserts_doc},
+    {"add_groups_new", (PyCFunction)(void (*)(void))add_groups_new, METH_FASTCALL, add_groups_new_doc},
     {"lower_text", lower_text, METH_O, lower_text_doc},
     {"iso_utc", iso_utc, METH_O, iso_utc_doc},
     {"rows_setup", rows_setup, METH_VARARGS, rows_setup_doc},

@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from ..._entry import MemoryEntry
+from ..._record import Record
 from .. import kernels, substring
 from ..substring import SubstringVocab
 from . import knobs, masks
@@ -43,6 +45,7 @@ __all__ = [
     "MAX_PLANES",
     "BitPlanes",
     "DenseBits",
+    "add_groups",
     "add_text",
     "add_text_cached",
     "add_text_known",
@@ -93,6 +96,33 @@ def lower() -> Any:
     return fn if fn is not None else str.lower
 
 
+#: The entry slots ``record_setup`` reads (``state._store_setup``'s, in its order).
+_ENTRY_SLOTS = "_id ttl key expires_at relevance memory namespace category value tags"
+#: Whether the core's ``record_setup`` ran (``add_groups``: once per process).
+_records_fixed = False
+
+
+def add_groups() -> Any:
+    """The core's ``add_groups_new`` (``add_many``'s loop over records with new texts
+    in one call), its record and entry classes fixed by ``record_setup`` at the first
+    call, when ``knobs._ADD_GROUPS_C`` and the core has it; else None (the loop in
+    Python). O(1)."""
+    global _records_fixed
+    mod = kernels.wo_core() if knobs._ADD_GROUPS_C else None
+    fn = getattr(mod, "add_groups_new", None)
+    if mod is None or fn is None:
+        return None
+    if not _records_fixed:
+        mod.record_setup(
+            Record,
+            tuple(Record.__dict__[n] for n in ("entry", "born", "died", "seq", "access", "evkey")),
+            MemoryEntry,
+            tuple(MemoryEntry.__dict__[n] for n in _ENTRY_SLOTS.split()),
+        )
+        _records_fixed = True
+    return fn
+
+
 def _module() -> ModuleType:
     mod = core()
     if mod is None:
@@ -134,6 +164,7 @@ def add_text_known(post: dict[str, array[int]], low: str, gid: int, vocab: Subst
         TypeError, ValueError: As :func:`add_text`.
     """
     _check_add(post, low, gid, vocab)
+    _sync_grow()
     fresh: int = _module().add_text_known(post, low, gid, vocab)
     return fresh
 
@@ -153,10 +184,27 @@ def _check_cache(cache: object, epoch: object) -> None:
         raise ValueError("epoch must be an int in [0, 2**62)")
 
 
+#: ``knobs._GROW_DIRECT`` as last handed to the core's ``set_grow_direct`` (its default).
+_grow_set = True
+
+
+def _sync_grow() -> None:
+    """Hand ``knobs._GROW_DIRECT`` to the core (``set_grow_direct``) when it changed
+    since the last call: the compiled adds read it there. O(1)."""
+    global _grow_set
+    on = bool(knobs._GROW_DIRECT)
+    if on != _grow_set:
+        mod = kernels.wo_core()
+        if mod is not None and hasattr(mod, "set_grow_direct"):
+            mod.set_grow_direct(on)
+            _grow_set = on
+
+
 def _add_flags() -> int:
     """The compiled adds' ``flags`` from the knobs: 1 ``knobs._ACQUIRE_FAST``, 2
     ``knobs._UNTRACK``, 4 ``knobs._CACHE_UCS``, 8 ``knobs._ACTIVE_BITS``, 16
-    ``knobs._SCAN_ONE``. O(1)."""
+    ``knobs._SCAN_ONE``; ``knobs._GROW_DIRECT`` handed over on the way. O(1)."""
+    _sync_grow()
     return (
         int(knobs._ACQUIRE_FAST)
         | int(knobs._UNTRACK) << 1

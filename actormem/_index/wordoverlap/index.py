@@ -13,7 +13,7 @@ from collections.abc import Generator, Iterable
 from functools import reduce
 from itertools import repeat
 from operator import or_
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 
@@ -102,6 +102,55 @@ class _WordOverlapIndex:
         if rec.entry.tags:
             self._tags.add(_tags(rec), rec)
 
+    def _add_group(
+        self,
+        rec: Record,
+        first: int,
+        lows: list[str],
+        rels: list[float],
+        seqs: list[int],
+        lower: Any,
+        scan: int,
+    ) -> None:
+        """:meth:`add_many`'s loop body for one record (the records ``add_groups_new``
+        leaves: a text seen before, tags): the same steps. O(len(text))."""
+        e = self._e
+        groups = e.groups
+        glist = e.glist
+        entry = rec.entry
+        text = entry.memory
+        rel = entry.relevance
+        gid = groups.get(text)
+        if gid is None:
+            gid = groups[text] = first + len(lows)
+            glist.append(rec)
+            low = lower(text)
+            e.recent[gid % scan] = low
+            lows.append(low)
+            rels.append(rel)
+            seqs.append(rec.seq)
+        else:
+            if gid >= first:  # new in this batch: its bounds are not written yet
+                at = gid - first
+                if rel > rels[at]:
+                    rels[at] = rel
+                if rec.seq < seqs[at]:
+                    seqs[at] = rec.seq
+            else:
+                if rel > e.maxrel[gid]:
+                    e.maxrel[gid] = rel
+                if rec.seq < e.minseq[gid]:
+                    e.minseq[gid] = rec.seq
+            item = glist[gid]
+            if type(item) is _Group:
+                item.recs.append(rec)
+                item.unpurged += 1
+            else:
+                assert isinstance(item, Record)
+                glist[gid] = _Group(text, [item, rec])
+        if entry.tags:
+            self._tags.add(_tags(rec), rec)
+
     def add_many(self, recs: list[Record]) -> None:
         """:meth:`add` of each of ``recs`` in order: the same structures, with the groups'
         bookkeeping in one loop and the new texts' tokens in one compiled call
@@ -124,6 +173,17 @@ class _WordOverlapIndex:
         rels: list[float] = []
         seqs: list[int] = []
         tags = self._tags
+        groups_c = ccore.add_groups() if type(recs) is list else None
+        if groups_c is not None:  # knobs._ADD_GROUPS_C: runs of new texts in C
+            i = 0
+            n = len(recs)
+            while True:
+                i = groups_c(recs, i, groups, glist, recent, scan, first, lows, rels, seqs, lower)
+                if i >= n:
+                    break
+                self._add_group(recs[i], first, lows, rels, seqs, lower, scan)
+                i += 1
+            recs = []  # the loop below: nothing left
         for rec in recs:
             entry = rec.entry
             text = entry.memory

@@ -310,3 +310,15 @@ _MASKS_BY_KIND = True
 #: calls the Unicode database for every code point of a text that is not ASCII (13% of
 #: the real texts, ~600 characters: ~5 -> ~2 us). False: ``str.lower``, the path before it.
 _LOWER_C = True
+#: ``add_many``'s loop makes each run of records with new texts and no tags (a group
+#: number each, ``glist``, ``recent`` and the batch's lows, bounds and seqs) by the
+#: core's ``add_groups_new`` in one call (``ccore.add_groups``); any other record by the
+#: loop's Python body. False: the loop in Python, the path before it. The same
+#: structures (``stress/bench_store64.py --old-knobs store10``).
+_ADD_GROUPS_C = True
+#: The compiled adds grow a full posting list (an ``array('i')``) themselves, by
+#: ``array_resize``'s formula and allocator (the same capacities), instead of calling
+#: ``array.append``, which parses the int and then grows it: most lists are short, so
+#: about one append in six of a batch of new texts finds its list full. False: the
+#: append's call, the path before it (handed to the core by ``ccore._sync_grow``).
+_GROW_DIRECT = True
