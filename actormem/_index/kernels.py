@@ -525,6 +525,11 @@ class Bm25Daat:
         prefetch_lookups: With ``cost_split`` and ``interp_seek``, the lookups of the
             marked group two on are prefetched (``knobs._PREFETCH_LOOKUPS``; the same
             results).
+        codes: None, or each length's one-byte code (uint8, at least ``len(lengths)``:
+            ``bm25.postings.length_codes``): with ``tight_walk``, the walk reads the
+            codes, not the lengths, and marks groups by upper bounds from the codes'
+            lowest lengths (``knobs._LENGTH_CODES``; the same results, not the same
+            steps: a step may return more groups, whose exact scores are below theta).
 
     Raises:
         TypeError, ValueError: An argument of the wrong type or size, or a count or
@@ -532,6 +537,7 @@ class Bm25Daat:
     """
 
     __slots__ = (
+        "_codes",
         "_cursors",
         "_lengths",
         "_nums",
@@ -560,6 +566,7 @@ class Bm25Daat:
         interp_seek: bool = False,
         simd_walk: bool = False,
         prefetch_lookups: bool = False,
+        codes: np.ndarray[Any, Any] | None = None,
     ) -> None:
         if type(terms) is not list or not terms:
             raise TypeError("terms must be a non-empty list")
@@ -572,7 +579,10 @@ class Bm25Daat:
                 raise TypeError("blocks must be an array('i')")
             _need(type(nblocks) is int and 0 <= nblocks <= count // BM25_BLOCK, "nblocks")
             _need(2 * nblocks <= len(blocks), "blocks shorter than nblocks")
-        _array_of("lengths", lengths, _I32)
+        nlen = _array_of("lengths", lengths, _I32)
+        if codes is not None:
+            _need(_array_of("codes", codes, _U8) >= nlen, "codes shorter than the lengths")
+        self._codes = codes
         if len(parts) != 6 or not all(isinstance(x, float) for x in parts):
             raise TypeError("parts must be six floats")
         _need(type(room) is int and room > 0, "room must be an int > 0")
@@ -694,7 +704,7 @@ class Bm25Daat:
             self._terms, self._cursors if seed < 0 else self._seeds, self._lengths,
             *self._parts, theta, budget, seed,
             self._nums[:room] if room else self._nums, self._scores, self._sticky, offer,
-            self._prefetch, self._split_room,
+            self._prefetch, self._split_room, self._codes,
         )  # fmt: skip
         return got
 
