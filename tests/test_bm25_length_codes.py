@@ -267,3 +267,25 @@ def test_c_refuses_short_codes() -> None:
             daat._terms, daat._cursors, lengths, *parts, 0.0, 100, -1, daat._nums, daat._scores,
             daat._sticky, None, daat._prefetch, 1.0, np.zeros(100, np.int32),
         )  # fmt: skip
+
+
+def test_drive_checks_each_new_first() -> None:
+    """``drive`` reuses its offer arguments while ``first`` is the same array, and checks
+    a new one (the owner replaces it on growth) before C."""
+    lengths, terms, parts = _lists(3, 300, 3, 300)
+    flags = (True, True, 0.8, True, True, True, True, True)
+    daat = kernels.Bm25Daat(terms, lengths, parts, 64, *flags, length_codes(lengths))
+    daat.offer_to([None] * 300, 1, None, 5, 8)  # purged groups: nothing to offer
+    first = np.zeros(300, np.int64)
+    daat.drive(10, 0, 4, first)
+    daat.drive(10, first=first)
+    daat.drive(10, first=first)
+    with pytest.raises(ValueError, match="first must be"):
+        daat.drive(10, first=np.zeros(300, np.int32))
+    with pytest.raises(TypeError):
+        daat.drive(10, first=[0] * 300)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="budget"):
+        daat.drive(0, first=first)
+    while not daat.drive(10, first=None):
+        pass
+    assert daat.best() == []

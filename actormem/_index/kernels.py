@@ -539,6 +539,7 @@ class Bm25Daat:
     __slots__ = (
         "_codes",
         "_cursors",
+        "_last",
         "_lengths",
         "_nums",
         "_offer",
@@ -574,6 +575,16 @@ class Bm25Daat:
             if type(term) is not tuple or len(term) != 7:
                 raise TypeError("each term must be a 7-tuple")
             _, _, groups, tfs, count, blocks, nblocks = term
+            # The checks below in one expression first (a retrieve makes one of these
+            # per query, about ten terms), then one by one for the message.
+            if (
+                type(groups) is array and groups.typecode == "i" and type(tfs) is array
+                and tfs.typecode in ("B", "i") and type(count) is int
+                and 0 <= count <= len(groups) and count <= len(tfs) and type(blocks) is array
+                and blocks.typecode == "i" and type(nblocks) is int
+                and 0 <= nblocks <= count // BM25_BLOCK and 2 * nblocks <= len(blocks)
+            ):  # fmt: skip
+                continue
             _postings(groups, tfs, count)
             if not isinstance(blocks, array) or blocks.typecode != "i":
                 raise TypeError("blocks must be an array('i')")
@@ -605,6 +616,8 @@ class Bm25Daat:
         self._nums = np.empty(room, np.int64)
         self._scores = np.empty(room, np.float64)
         self._offer: list[Any] | None = None
+        #: The offer tuple of the last :meth:`drive` (its ``first`` checked then).
+        self._last: tuple[Any, ...] | None = None
 
     def offer_to(self, table: list[Any], version: int, accept: Any, limit: int, seen: int) -> None:
         """Make the core offer the groups it finds to a heap of records of its own, the
@@ -630,6 +643,7 @@ class Bm25Daat:
             table, version, accept, np.empty(limit, np.float64), np.empty(limit, np.int64),
             [None] * limit, np.zeros(2, np.int64), np.empty(max(seen, 1), np.int64), False,
         ]  # fmt: skip
+        self._last = None
 
     def drive(
         self, budget: int, seed: int = -1, room: int = 0, first: np.ndarray[Any, Any] | None = None
@@ -650,11 +664,20 @@ class Bm25Daat:
         """
         _need(self._offer is not None, "offer_to first")
         assert self._offer is not None
-        self._offer[8] = seed >= 0
-        offer = tuple(self._offer)
-        if first is not None:
-            _array_of("first", first, _I64)
-            offer += (first,)
+        remember = seed >= 0
+        last = self._last
+        if (
+            last is not None and last[8] is remember
+            and (last[9] is first if len(last) > 9 else first is None)
+        ):  # fmt: skip
+            offer = last  # the same arguments as the call before: checked then
+        else:
+            self._offer[8] = remember
+            offer = tuple(self._offer)
+            if first is not None:
+                _array_of("first", first, _I64)
+                offer += (first,)
+            self._last = offer
         _, done = self._call(-math.inf, budget, seed, room, offer)
         return done
 
@@ -693,10 +716,14 @@ class Bm25Daat:
     def _call(
         self, theta: float, budget: int, seed: int, room: int, offer: tuple[Any, ...] | None
     ) -> tuple[int, bool]:
-        _need(theta == theta, "theta must not be NaN")
-        _need(type(budget) is int and budget > 0, "budget must be an int > 0")
-        _need(type(seed) is int and -1 <= seed < len(self._terms), "seed: -1 or a term")
-        _need(type(room) is int and room >= 0, "room must be an int >= 0")
+        if not (  # all at once first (a retrieve's every step), then one by one
+            theta == theta and type(budget) is int and budget > 0 and type(seed) is int
+            and -1 <= seed < len(self._terms) and type(room) is int and room >= 0
+        ):  # fmt: skip
+            _need(theta == theta, "theta must not be NaN")
+            _need(type(budget) is int and budget > 0, "budget must be an int > 0")
+            _need(type(seed) is int and -1 <= seed < len(self._terms), "seed: -1 or a term")
+            _need(type(room) is int and room >= 0, "room must be an int >= 0")
         if seed >= 0 and seed != self._seed:  # another term's list: from the start
             self._seeds[:] = 0
             self._seed = seed
