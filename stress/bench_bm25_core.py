@@ -32,7 +32,9 @@ loop before its tight form (``knobs._TIGHT_WALK = False``), ``--old core-interp`
 seeks galloping from the cursor, not from an interpolated guess (``knobs._INTERP_SEEK =
 False``), ``--old core-simd`` the tight walk one posting at a time, not eight with
 AVX-512 (``knobs._SIMD_WALK = False``), ``--old core-ahead`` the lookups not prefetched
-ahead (``knobs._PREFETCH_LOOKUPS = False``), ``--old core-q4`` all three.
+ahead (``knobs._PREFETCH_LOOKUPS = False``), ``--old core-q4`` all three, ``--old
+core-codes`` the walk reading the int32 lengths, not their one-byte codes
+(``knobs._LENGTH_CODES = False``).
 
 ``--warm`` runs each query once untimed before its timed pair (``time_paired``): without
 it the first run of a pair reads the query's posting lists from memory and the second
@@ -119,6 +121,8 @@ def switch(new: bool) -> None:
         knobs._PREFETCH_LOOKUPS = new
     elif OLD == "core-q4":
         knobs._INTERP_SEEK = knobs._SIMD_WALK = knobs._PREFETCH_LOOKUPS = new
+    elif OLD == "core-codes":
+        knobs._LENGTH_CODES = new
     else:
         knobs._COST_SPLIT = new
 
@@ -173,6 +177,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
             "core-simd",
             "core-ahead",
             "core-q4",
+            "core-codes",
         ),
         default="python",
         help="old: the Python driver, the core's driver with MaxScore's split by bound, or"
@@ -184,7 +189,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         " (core-ties), or the windowed walk's loop before its tight form (core-tight), or the"
         " lookups' searches galloping from the cursor, not from an interpolated guess"
         " (core-interp), or the tight walk one posting at a time, not eight (core-simd),"
-        " or the lookups not prefetched ahead (core-ahead), or all three (core-q4)",
+        " or the lookups not prefetched ahead (core-ahead), or all three (core-q4), or the"
+        " walk reading the lengths, not their one-byte codes (core-codes)",
     )
     p.add_argument(
         "--warm",

@@ -39,6 +39,43 @@
 /* Postings per block of the block-max bounds (kernels.BM25_BLOCK). */
 #define BLOCK 64
 
+/* One-byte length codes (postings.length_codes, knobs._LENGTH_CODES): a length below 128
+ * is its own code; above, four bits of mantissa per octave (128 + 16 (p - 7) + the four
+ * bits after the leading one, p the leading one's place, up to 14), 255 from 31,744 on.
+ * code_floor(code) is the lowest length of the code: at most every length that has it. */
+#define BM25_CODES 256
+
+static inline int64_t
+code_floor(int code)
+{
+    if (code < 128) return code;
+    int p = 7 + (code - 128) / 16, m = (code - 128) % 16;
+    return (int64_t)(16 + m) << (p - 4);
+}
+
+PyDoc_STRVAR(bm25_code_floors_doc,
+"bm25_code_floors() -> list[int]: the lowest length of each of the 256 length codes, as\n"
+"the core's walk takes them (for tests).");
+
+static PyObject *
+bm25_code_floors(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    PyObject *out = PyList_New(BM25_CODES);
+    if (!out) return NULL;
+    for (int k = 0; k < BM25_CODES; k++) {
+        PyObject *v = PyLong_FromLongLong(code_floor(k));
+        if (!v) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, k, v);
+    }
+    return out;
+}
+
+
 /* ------------------------------------------------------------------ blocks */
 
 PyDoc_STRVAR(bm25_blocks_doc,
@@ -605,6 +642,31 @@ offer_found(offer_t *o, const int64_t *nums, const double *scores, Py_ssize_t n)
         mark[at >> 6] |= (uint64_t)(after * up + rest >= theta) << (at & 63);              \
     }
 
+/* WALK_LOOP with the lengths read as one-byte codes (length_codes): a[num]'s code from
+ * codes (1 MB at a million groups, where the int32 lengths take 4 MB: the L2 holds it),
+ * the saturation's denominator a_part + b_part * floor(code) from the call's table den
+ * (BM25_CODES entries, in the L1). floor(code) <= the length, so each partial score is
+ * one the exact lengths give or above it (IEEE operations are monotone): an upper bound
+ * to mark with. Lengths below 128 have their own code, so there the same score bit for
+ * bit. */
+#define WALK_LOOP_CODES(TF, PF)                                                            \
+    for (; c < count; c++) {                                                               \
+        int64_t num = g[c];                                                                \
+        uint64_t at = (uint64_t)(num - lo);                                                \
+        if (at >= lim) {                                                                   \
+            if (num >= hi) break;                                                          \
+            return -1;                                                                     \
+        }                                                                                  \
+        if (PF) {                                                                          \
+            uint32_t ahead = (uint32_t)g[c + PREFETCH_AHEAD < count ? c + PREFETCH_AHEAD : c]; \
+            __builtin_prefetch(&codes[ahead < (uint64_t)nlen ? ahead : 0]);                \
+        }                                                                                  \
+        double tf = (double)(TF)[c];                                                       \
+        double after = acc[at] + wi * (tf / (tf + den[codes[num]]));                       \
+        acc[at] = after;                                                                   \
+        mark[at >> 6] |= (uint64_t)(after * up + rest >= theta) << (at & 63);              \
+    }
+
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(ACTORMEM_NO_SIMD)
 #include <immintrin.h>
 #define HAVE_SIMD_WALK 1
@@ -636,7 +698,7 @@ __attribute__((target("avx2,avx512f,avx512vl"))) static Py_ssize_t
 walk_simd(const int32_t *g, const void *tfs, int wide, Py_ssize_t c, Py_ssize_t count,
           int64_t lo, uint64_t lim, const int32_t *ln, Py_ssize_t nlen, int prefetch,
           double wi, double a_part, double b_part, double up, double rest, double theta,
-          double *acc, uint64_t *mark)
+          double *acc, uint64_t *mark, const uint8_t *codes, const double *dtab)
 {
     if (lim == 0 || lo > INT32_MAX) return c;
     const __m256i vlo = _mm256_set1_epi32((int32_t)lo), vlim = _mm256_set1_epi32((int32_t)lim);
@@ -644,6 +706,7 @@ walk_simd(const int32_t *g, const void *tfs, int wide, Py_ssize_t c, Py_ssize_t 
     const __m512d va = _mm512_set1_pd(a_part), vb = _mm512_set1_pd(b_part);
     const __m512d vwi = _mm512_set1_pd(wi), vup = _mm512_set1_pd(up);
     const __m512d vrest = _mm512_set1_pd(rest), vtheta = _mm512_set1_pd(theta);
+    const __m256i three = _mm256_set1_epi32(3), byte = _mm256_set1_epi32(0xFF);
     for (; c + 8 <= count; c += 8) {
         __m256i vg = _mm256_loadu_si256((const __m256i *)(g + c));
         __m256i vat = _mm256_sub_epi32(vg, vlo);
@@ -657,16 +720,29 @@ walk_simd(const int32_t *g, const void *tfs, int wide, Py_ssize_t c, Py_ssize_t 
         if (prefetch && c + PREFETCH_AHEAD + 8 <= count) { /* as the scalar loop's */
             for (int k = 0; k < 8; k++) {
                 uint32_t ahead = (uint32_t)g[c + PREFETCH_AHEAD + k];
-                __builtin_prefetch(&ln[ahead < (uint64_t)nlen ? ahead : 0]);
+                if (codes) __builtin_prefetch(&codes[ahead < (uint64_t)nlen ? ahead : 0]);
+                else __builtin_prefetch(&ln[ahead < (uint64_t)nlen ? ahead : 0]);
             }
         }
         __m256i vtfi = wide ? _mm256_loadu_si256((const __m256i *)((const int32_t *)tfs + c))
                             : _mm256_cvtepu8_epi32(_mm_loadl_epi64(
                                   (const __m128i *)((const uint8_t *)tfs + c)));
         __m512d tf = _mm512_cvtepi32_pd(vtfi);
-        __m512d dl = _mm512_cvtepi32_pd(_mm256_i32gather_epi32(ln, vg, 4));
+        __m512d part;
+        if (codes) {
+            /* The code of each group: the aligned four bytes holding it (inside codes:
+             * its length is a multiple of four, checked by the caller, and every group
+             * is below it), shifted down to its byte; then the table's denominator. */
+            __m256i word = _mm256_i32gather_epi32((const int *)codes, _mm256_srli_epi32(vg, 2), 4);
+            __m256i code = _mm256_and_si256(
+                _mm256_srlv_epi32(word, _mm256_slli_epi32(_mm256_and_si256(vg, three), 3)), byte);
+            part = _mm512_i32gather_pd(code, dtab, 8);
+        } else {
+            __m512d dl = _mm512_cvtepi32_pd(_mm256_i32gather_epi32(ln, vg, 4));
+            part = _mm512_add_pd(va, _mm512_mul_pd(vb, dl));
+        }
         /* tf / (tf + (a_part + b_part * dl)), times wi, added to the score */
-        __m512d den = _mm512_add_pd(tf, _mm512_add_pd(va, _mm512_mul_pd(vb, dl)));
+        __m512d den = _mm512_add_pd(tf, part);
         __m512d add = _mm512_mul_pd(vwi, _mm512_div_pd(tf, den));
         __m512d after = _mm512_add_pd(_mm512_i32gather_pd(vat, acc, 8), add);
         _mm512_i32scatter_pd(acc, vat, after, 8);
@@ -688,7 +764,8 @@ walk_simd(const int32_t *g, const void *tfs, int wide, Py_ssize_t c, Py_ssize_t 
 static Py_ssize_t
 walk_tight(const term_t *t, Py_ssize_t c, int64_t lo, int64_t hi, const int32_t *ln,
            Py_ssize_t nlen, double a_part, double b_part, double up, double rest,
-           double theta, double *acc, uint64_t *mark, int prefetch, int simd)
+           double theta, double *acc, uint64_t *mark, int prefetch, int simd,
+           const uint8_t *codes, const double *den, int codes_simd)
 {
     if (lo < 0 || hi < lo || hi - lo > WINDOW) return -1;
     const int32_t *g = t->g;
@@ -699,13 +776,22 @@ walk_tight(const term_t *t, Py_ssize_t c, int64_t lo, int64_t hi, const int32_t 
     const uint8_t *tf8 = (const uint8_t *)t->tfs.buf;
     const int32_t *tf32 = (const int32_t *)t->tfs.buf;
 #ifdef HAVE_SIMD_WALK
-    if (simd && simd_walk_usable()) {
+    if (simd && simd_walk_usable() && (!codes || codes_simd)) {
         c = walk_simd(g, t->tfs.buf, t->tfs.itemsize != 1, c, count, lo, lim, ln, nlen,
-                      prefetch, wi, a_part, b_part, up, rest, theta, acc, mark);
+                      prefetch, wi, a_part, b_part, up, rest, theta, acc, mark, codes, den);
     }
 #else
     (void)simd;
+    (void)codes_simd;
 #endif
+    if (codes) {
+        if (t->tfs.itemsize == 1) {
+            if (prefetch) WALK_LOOP_CODES(tf8, 1) else WALK_LOOP_CODES(tf8, 0)
+        } else {
+            if (prefetch) WALK_LOOP_CODES(tf32, 1) else WALK_LOOP_CODES(tf32, 0)
+        }
+        return c;
+    }
     if (t->tfs.itemsize == 1) {
         if (prefetch) WALK_LOOP(tf8, 1) else WALK_LOOP(tf8, 0)
     } else {
@@ -714,6 +800,7 @@ walk_tight(const term_t *t, Py_ssize_t c, int64_t lo, int64_t hi, const int32_t 
     return c;
 }
 #undef WALK_LOOP
+#undef WALK_LOOP_CODES
 
 /* With `ahead` (flags & 32 and 8, knobs._PREFETCH_LOOKUPS), the lookups of the group
  * this many marked groups on are asked for before those of the current one. */
@@ -763,7 +850,8 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
              const double *prefix, const int32_t *ln, Py_ssize_t nlen, double a_part,
              double b_part, double k1, double b, double avgdl, double up, double theta,
              Py_ssize_t budget, Py_ssize_t room, int64_t *out_n, double *out_s,
-             Py_ssize_t *p_emitted, int *p_finished, offer_t *o, int prefetch, int tight)
+             Py_ssize_t *p_emitted, int *p_finished, offer_t *o, int prefetch, int tight,
+             const uint8_t *codes, const double *den, int codes_simd)
 {
     const int ahead = (tight & 4) && seek_interp;
     double *acc = PyMem_Calloc(WINDOW, sizeof(double));
@@ -800,8 +888,10 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
             t->xcur = c;
             const double wi = t->wi;
             if (WALKS_TIGHT(tight)) {
+                /* The codes' partial scores are upper bounds only for wi >= 0. */
                 Py_ssize_t end = walk_tight(t, c, lo, hi, ln, nlen, a_part, b_part, up, rest,
-                                            theta, acc, mark, prefetch, tight & 2);
+                                            theta, acc, mark, prefetch, tight & 2,
+                                            wi >= 0.0 ? codes : NULL, den, codes_simd);
                 if (end < 0) {
                     PyErr_SetString(PyExc_ValueError,
                                     "group number beyond lengths, or a list out of order");
@@ -935,7 +1025,7 @@ bm25_daat_modes(PyObject *self, PyObject *arg)
 PyDoc_STRVAR(bm25_daat_doc,
 "bm25_daat(terms, cursors, lengths, a_part, b_part, k1, b, avgdl, up, theta, budget,\n"
 "          seed, nums_out, scores_out, sticky=None, offer=None,\n"
-"          prefetch=0, split_room=1.0) -> (int, bool)\n\n"
+"          prefetch=0, split_room=1.0, codes=None) -> (int, bool)\n\n"
 "Document-at-a-time MaxScore with block-max windows over the query's terms, a list of\n"
 "(wi, ub, groups, tfs, count, blocks, nblocks) in the query's order (ub: a bound on the\n"
 "term's contribution, slack included; blocks: (largest tf, smallest length) of each of\n"
@@ -964,19 +1054,25 @@ PyDoc_STRVAR(bm25_daat_doc,
 "lookups of a marked group are prefetched two groups ahead (the same results). With split_room < 1 (sticky needed\n"
 "for an effect), the cost-aware split takes non-essential terms only while their\n"
 "bounds sum below split_room * theta (theta > 0): fewer lookups for a longer walk\n"
-"(the same results).");
+"(the same results). With codes (uint8, one-byte length codes, at least one per length:\n"
+"bm25.postings.length_codes) and the tight walk, the walk reads the codes and marks\n"
+"groups by upper bounds from each code's lowest length (bm25_code_floors; a length\n"
+"below 128 is its own code); the lookups and exact scores read the lengths: the same\n"
+"groups at or above theta with the same scores, perhaps more below it.");
 
 static PyObject *
 bm25_daat(PyObject *self, PyObject *args)
 {
     PyObject *o_terms, *o_cur, *o_len, *o_nums, *o_scores, *o_sticky = Py_None;
     PyObject *o_offer = Py_None, *o_hs, *o_hq, *o_hn, *o_seen, *o_first = Py_None;
+    PyObject *o_codes = Py_None;
     double a_part, b_part, k1, b, avgdl, up, theta, split_room = 1.0;
     Py_ssize_t budget, seed;
     int prefetch = 0;
-    if (!PyArg_ParseTuple(args, "O!OOdddddddnnOO|OOid", &PyList_Type, &o_terms, &o_cur, &o_len,
+    if (!PyArg_ParseTuple(args, "O!OOdddddddnnOO|OOidO", &PyList_Type, &o_terms, &o_cur, &o_len,
                           &a_part, &b_part, &k1, &b, &avgdl, &up, &theta, &budget, &seed,
-                          &o_nums, &o_scores, &o_sticky, &o_offer, &prefetch, &split_room)) {
+                          &o_nums, &o_scores, &o_sticky, &o_offer, &prefetch, &split_room,
+                          &o_codes)) {
         return NULL;
     }
     if (prefetch < 0 || prefetch > 63) {
@@ -992,8 +1088,10 @@ bm25_daat(PyObject *self, PyObject *args)
         return NULL;
     }
     Py_ssize_t q = PyList_GET_SIZE(o_terms);
-    Py_buffer cur, len, nums, scores, sticky, hs, hq, hn, seen, first;
-    int have_sticky = 0, have_offer = 0, have_first = 0;
+    Py_buffer cur, len, nums, scores, sticky, hs, hq, hn, seen, first, codes;
+    int have_sticky = 0, have_offer = 0, have_first = 0, have_codes = 0, codes_simd = 0;
+    const uint8_t *use_codes = NULL;
+    double den[BM25_CODES];
     offer_t offer, *po = NULL;
     PyObject *result = NULL;
     term_t *T = NULL;
@@ -1011,6 +1109,21 @@ bm25_daat(PyObject *self, PyObject *args)
         (have_sticky && LEN(sticky) != q)) {
         PyErr_SetString(PyExc_ValueError, "cursors, sticky or outputs of the wrong size");
         goto done;
+    }
+    if (o_codes != Py_None) {
+        /* The lengths' one-byte codes (bm25_length_codes), at least one per length. */
+        if (get(o_codes, &codes, K_U8, 0, "codes") < 0) goto done;
+        have_codes = 1;
+        if (LEN(codes) < LEN(len)) {
+            PyErr_SetString(PyExc_ValueError, "codes shorter than the lengths");
+            goto done;
+        }
+        /* Upper bounds need a denominator that only grows with the length. */
+        if (b_part >= 0.0 && a_part == a_part) {
+            use_codes = (const uint8_t *)codes.buf;
+            codes_simd = LEN(codes) % 4 == 0; /* the eight-lane walk reads aligned words */
+            for (int k = 0; k < BM25_CODES; k++) den[k] = a_part + b_part * (double)code_floor(k);
+        }
     }
     if (o_offer != Py_None) {
         /* (table, version, accept, hs, hq, hr, hn, seen, remember[, first]): see
@@ -1140,7 +1253,8 @@ bm25_daat(PyObject *self, PyObject *args)
     if (have_sticky) {
         if (!finished && window_steps(T, q, ord, ne, prefix, ln, nlen, a_part, b_part, k1, b,
                                       avgdl, up, theta, budget, room, out_n, out_s, &emitted,
-                                      &finished, po, prefetch, tight) < 0) {
+                                      &finished, po, prefetch, tight, use_codes, den,
+                                      codes_simd) < 0) {
             goto done;
         }
         goto out;
@@ -1255,6 +1369,7 @@ done:
         PyBuffer_Release(&hs);
     }
     if (have_first) PyBuffer_Release(&first);
+    if (have_codes) PyBuffer_Release(&codes);
     if (have_sticky) PyBuffer_Release(&sticky);
     PyBuffer_Release(&scores);
 e3:
@@ -1408,6 +1523,7 @@ static PyMethodDef methods[] = {
     {"bm25_blocks", bm25_blocks, METH_VARARGS, bm25_blocks_doc},
     {"bm25_daat", bm25_daat, METH_VARARGS, bm25_daat_doc},
     {"bm25_daat_modes", bm25_daat_modes, METH_O, bm25_daat_modes_doc},
+    {"bm25_code_floors", bm25_code_floors, METH_NOARGS, bm25_code_floors_doc},
     {"bm25_add_terms", bm25_add_terms, METH_VARARGS, bm25_add_terms_doc},
     {NULL, NULL, 0, NULL},
 };

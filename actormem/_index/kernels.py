@@ -525,6 +525,11 @@ class Bm25Daat:
         prefetch_lookups: With ``cost_split`` and ``interp_seek``, the lookups of the
             marked group two on are prefetched (``knobs._PREFETCH_LOOKUPS``; the same
             results).
+        codes: None, or each length's one-byte code (uint8, at least ``len(lengths)``:
+            ``bm25.postings.length_codes``): with ``tight_walk``, the walk reads the
+            codes, not the lengths, and marks groups by upper bounds from the codes'
+            lowest lengths (``knobs._LENGTH_CODES``; the same results, not the same
+            steps: a step may return more groups, whose exact scores are below theta).
 
     Raises:
         TypeError, ValueError: An argument of the wrong type or size, or a count or
@@ -532,7 +537,9 @@ class Bm25Daat:
     """
 
     __slots__ = (
+        "_codes",
         "_cursors",
+        "_last",
         "_lengths",
         "_nums",
         "_offer",
@@ -560,6 +567,7 @@ class Bm25Daat:
         interp_seek: bool = False,
         simd_walk: bool = False,
         prefetch_lookups: bool = False,
+        codes: np.ndarray[Any, Any] | None = None,
     ) -> None:
         if type(terms) is not list or not terms:
             raise TypeError("terms must be a non-empty list")
@@ -567,12 +575,25 @@ class Bm25Daat:
             if type(term) is not tuple or len(term) != 7:
                 raise TypeError("each term must be a 7-tuple")
             _, _, groups, tfs, count, blocks, nblocks = term
+            # The checks below in one expression first (a retrieve makes one of these
+            # per query, about ten terms), then one by one for the message.
+            if (
+                type(groups) is array and groups.typecode == "i" and type(tfs) is array
+                and tfs.typecode in ("B", "i") and type(count) is int
+                and 0 <= count <= len(groups) and count <= len(tfs) and type(blocks) is array
+                and blocks.typecode == "i" and type(nblocks) is int
+                and 0 <= nblocks <= count // BM25_BLOCK and 2 * nblocks <= len(blocks)
+            ):  # fmt: skip
+                continue
             _postings(groups, tfs, count)
             if not isinstance(blocks, array) or blocks.typecode != "i":
                 raise TypeError("blocks must be an array('i')")
             _need(type(nblocks) is int and 0 <= nblocks <= count // BM25_BLOCK, "nblocks")
             _need(2 * nblocks <= len(blocks), "blocks shorter than nblocks")
-        _array_of("lengths", lengths, _I32)
+        nlen = _array_of("lengths", lengths, _I32)
+        if codes is not None:
+            _need(_array_of("codes", codes, _U8) >= nlen, "codes shorter than the lengths")
+        self._codes = codes
         if len(parts) != 6 or not all(isinstance(x, float) for x in parts):
             raise TypeError("parts must be six floats")
         _need(type(room) is int and room > 0, "room must be an int > 0")
@@ -595,6 +616,8 @@ class Bm25Daat:
         self._nums = np.empty(room, np.int64)
         self._scores = np.empty(room, np.float64)
         self._offer: list[Any] | None = None
+        #: The offer tuple of the last :meth:`drive` (its ``first`` checked then).
+        self._last: tuple[Any, ...] | None = None
 
     def offer_to(self, table: list[Any], version: int, accept: Any, limit: int, seen: int) -> None:
         """Make the core offer the groups it finds to a heap of records of its own, the
@@ -620,6 +643,7 @@ class Bm25Daat:
             table, version, accept, np.empty(limit, np.float64), np.empty(limit, np.int64),
             [None] * limit, np.zeros(2, np.int64), np.empty(max(seen, 1), np.int64), False,
         ]  # fmt: skip
+        self._last = None
 
     def drive(
         self, budget: int, seed: int = -1, room: int = 0, first: np.ndarray[Any, Any] | None = None
@@ -640,11 +664,20 @@ class Bm25Daat:
         """
         _need(self._offer is not None, "offer_to first")
         assert self._offer is not None
-        self._offer[8] = seed >= 0
-        offer = tuple(self._offer)
-        if first is not None:
-            _array_of("first", first, _I64)
-            offer += (first,)
+        remember = seed >= 0
+        last = self._last
+        if (
+            last is not None and last[8] is remember
+            and (last[9] is first if len(last) > 9 else first is None)
+        ):  # fmt: skip
+            offer = last  # the same arguments as the call before: checked then
+        else:
+            self._offer[8] = remember
+            offer = tuple(self._offer)
+            if first is not None:
+                _array_of("first", first, _I64)
+                offer += (first,)
+            self._last = offer
         _, done = self._call(-math.inf, budget, seed, room, offer)
         return done
 
@@ -683,10 +716,14 @@ class Bm25Daat:
     def _call(
         self, theta: float, budget: int, seed: int, room: int, offer: tuple[Any, ...] | None
     ) -> tuple[int, bool]:
-        _need(theta == theta, "theta must not be NaN")
-        _need(type(budget) is int and budget > 0, "budget must be an int > 0")
-        _need(type(seed) is int and -1 <= seed < len(self._terms), "seed: -1 or a term")
-        _need(type(room) is int and room >= 0, "room must be an int >= 0")
+        if not (  # all at once first (a retrieve's every step), then one by one
+            theta == theta and type(budget) is int and budget > 0 and type(seed) is int
+            and -1 <= seed < len(self._terms) and type(room) is int and room >= 0
+        ):  # fmt: skip
+            _need(theta == theta, "theta must not be NaN")
+            _need(type(budget) is int and budget > 0, "budget must be an int > 0")
+            _need(type(seed) is int and -1 <= seed < len(self._terms), "seed: -1 or a term")
+            _need(type(room) is int and room >= 0, "room must be an int >= 0")
         if seed >= 0 and seed != self._seed:  # another term's list: from the start
             self._seeds[:] = 0
             self._seed = seed
@@ -694,7 +731,7 @@ class Bm25Daat:
             self._terms, self._cursors if seed < 0 else self._seeds, self._lengths,
             *self._parts, theta, budget, seed,
             self._nums[:room] if room else self._nums, self._scores, self._sticky, offer,
-            self._prefetch, self._split_room,
+            self._prefetch, self._split_room, self._codes,
         )  # fmt: skip
         return got
 

@@ -22,7 +22,18 @@ from .. import kernels
 from ..scoring import Accept, ReadView, ScratchPool, drain
 from . import knobs
 from .changelog import ChangeLog
-from .postings import _NO_SEQ, _TF_BITS, _TF_CAP, _doc_key, _Group, _seq, _Term
+from .postings import (
+    _EXACT_CODES,
+    _NO_SEQ,
+    _TF_BITS,
+    _TF_CAP,
+    _doc_key,
+    _Group,
+    _seq,
+    _Term,
+    length_code,
+    length_codes,
+)
 from .search import MaxScoreSearch
 
 if TYPE_CHECKING:
@@ -82,6 +93,10 @@ class BM25Index(metaclass=NoPublicConstructor):
         #: in its ``recs``, so the core's heap can pass over a group tying with its worst
         #: record without reading the group's records (``knobs._TIE_SKIP``).
         self._first_seq: Any = np.full(knobs._CHUNK, _NO_SEQ, np.int64)
+        #: Each length's one-byte code (``postings.length_code``; uint8, by group number,
+        #: replaced with ``_lengths``): the core's walk reads these, 1 MB at a million
+        #: groups where the lengths take 4 MB (``knobs._LENGTH_CODES``).
+        self._codes: Any = np.zeros(knobs._CHUNK, np.uint8)
         #: Retrieves' per-group scratch arrays, of ``len(_lengths)`` elements.
         self._scratch = ScratchPool()
         #: Records not retired, and the sum of their lengths: N and total at the newest version.
@@ -173,8 +188,12 @@ class BM25Index(metaclass=NoPublicConstructor):
             first = np.full(len(grown), _NO_SEQ, np.int64)
             first[: len(self._first_seq)] = self._first_seq
             self._first_seq = first
+            codes = np.zeros(len(grown), np.uint8)
+            codes[: len(self._codes)] = self._codes
+            self._codes = codes
             self._scratch.clear()  # spares of the old capacity
-        lengths[num] = len(terms)
+        length = lengths[num] = len(terms)
+        self._codes[num] = length if length < _EXACT_CODES else length_code(length)
         self._alive[num] = 1
         term_table = self._term_table
         if kernels.bm25_core_active():  # the same loop in C (kernels.py)
@@ -502,7 +521,9 @@ class BM25Index(metaclass=NoPublicConstructor):
         alive = self._alive[: len(table)].tolist()
         assert alive == [int(group is not None) for group in table], "alive marks out of date"
         assert not self._alive[len(table) :].any()
-        assert len(self._first_seq) == len(self._lengths) == len(self._alive)
+        assert len(self._first_seq) == len(self._lengths) == len(self._alive) == len(self._codes)
+        size = len(table)
+        assert (self._codes[:size] == length_codes(self._lengths[:size])).all(), "codes out of date"
         for group in groups:
             recs = group.recs
             assert self._groups[_doc_key(recs[-1])] is group

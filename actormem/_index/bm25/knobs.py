@@ -145,6 +145,15 @@ _SIMD_WALK = True
 #: interpolated guess will land, the one cache miss left of a lookup into a long list.
 #: The same results; False: no prefetch (kept for side-by-side benchmarks).
 _PREFETCH_LOOKUPS = True
+
+#: With ``_TIGHT_WALK``, the walk reads each group's one-byte length code
+#: (``BM25Index._codes``, 1 MB at a million groups: the L2 holds it, where the int32
+#: lengths' 4 MB do not) and the saturation's denominator from a table of 256 per call,
+#: at the code's lowest length (the exact length below 128): its partial scores are the
+#: exact ones or above them, so it marks every group it marked before, and perhaps a few
+#: more, which the lookups and the exact scores (from the lengths) then sort out. The
+#: same results; False: the walk reads the lengths (kept for side-by-side benchmarks).
+_LENGTH_CODES = True
 #: A group that has had one record keeps the record itself in its ``_recs`` slot, not
 #: a list of one (80 bytes: the list object and its item buffer, and an object the
 #: collector tracks): at 1M distinct texts 80 MB. The second record makes it a list.

@@ -40,7 +40,7 @@ from ..tokenize import _WORD, Tokenizer
 from . import knobs
 from .changelog import ChangeLog
 from .index import BM25Index, _untrack
-from .postings import _NO_SEQ, _TF_BITS, _TF_CAP, _Group, _Term
+from .postings import _NO_SEQ, _TF_BITS, _TF_CAP, _Group, _Term, length_codes
 from .postings import _doc_key as _key
 
 __all__ = ["dump", "handles", "restore"]
@@ -277,6 +277,8 @@ def restore(index: BM25Index, parts: Mapping[str, bytes], records: list[Record])
     index._first_seq = first
     index._lengths = np.zeros(cap, np.int32)
     index._lengths[:size] = lengths
+    index._codes = np.zeros(cap, np.uint8)
+    index._codes[:size] = length_codes(lengths)
     index._alive = np.zeros(cap, np.uint8)
     index._alive[:size] = 1
     index._table = list(table)

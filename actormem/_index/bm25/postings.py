@@ -38,6 +38,37 @@ _NO_SEQ = -(1 << 63)
 #: The records of a group not yet filled in (never appended to).
 _NO_RECS: list[Record] = []
 
+#: Lengths below this are their own one-byte code (:func:`length_codes`).
+_EXACT_CODES = 128
+
+
+def length_code(length: int) -> int:
+    """The one-byte code of a document length >= 0, as ``_cbm25.c``'s walk reads it
+    (``knobs._LENGTH_CODES``): the length itself below 128; above, 16 codes per octave
+    (128 + 16 (p - 7) + the four bits after the leading one, p its place), 255 from
+    31,744 on. The code's lowest length (``_cbm25.bm25_code_floors``) is at most the
+    length, so a saturation computed from it bounds the exact one from above. O(1)."""
+    if length < _EXACT_CODES:
+        return length if length > 0 else 0
+    p = length.bit_length() - 1
+    if p > 14:
+        return 255
+    return 128 + 16 * (p - 7) + ((length >> (p - 4)) & 15)
+
+
+def length_codes(lengths: Any) -> Any:
+    """:func:`length_code` of each of ``lengths`` (an integer numpy array), as a new
+    uint8 array of the same length. O(len(lengths))."""
+    x = np.asarray(lengths, np.int64)
+    out = np.clip(x, 0, _EXACT_CODES - 1).astype(np.uint8)
+    big = np.flatnonzero(x >= _EXACT_CODES)
+    if len(big):
+        y = x[big]
+        p = np.frexp(y.astype(np.float64))[1].astype(np.int64) - 1  # exact below 2**53
+        code = 128 + 16 * (p - 7) + ((y >> np.maximum(p - 4, 0)) & 15)
+        out[big] = np.where(p > 14, 255, code).astype(np.uint8)
+    return out
+
 
 def _doc_key(rec: Record) -> object:
     """The key of ``rec``'s document in ``BM25Index._groups``: its text, or its text and

@@ -231,7 +231,7 @@ class MaxScoreSearch:
         self._index = index
 
     def _core_steps(
-        self, ex: _Exact, bounds: list[float], blocks: list[array[int]]
+        self, ex: _Exact, bounds: list[float], blocks: list[array[int]], codes: Any
     ) -> Generator[None, None, list[tuple[float, Record]]]:
         """The top-k of :meth:`top_k_terms_steps` by the compiled core (``_cbm25.c``):
         MaxScore over the query's lists in the C code, each step about ``4 *
@@ -246,7 +246,7 @@ class MaxScoreSearch:
         the core's own, in C, and theta rises within a step. ``ex`` holds the query as
         taken at the start,
         ``bounds`` its terms' bounds (slack included), ``blocks`` their block caches,
-        extended here first."""
+        extended here first, ``codes`` the lengths' one-byte codes taken with them."""
         scorer = self._index.scorer
         lengths, table, limit, avgdl = ex.lengths, ex.table, ex.limit, ex.avgdl
         size = kernels.BM25_BLOCK
@@ -279,7 +279,7 @@ class MaxScoreSearch:
         daat = kernels.Bm25Daat(
             terms, lengths, parts, max(limit, room), knobs._COST_SPLIT, knobs._PREFETCH_WALK,
             float(knobs._SPLIT_ROOM), knobs._PREFETCH_SEEK, knobs._TIGHT_WALK, knobs._INTERP_SEEK,
-            knobs._SIMD_WALK, knobs._PREFETCH_LOOKUPS,
+            knobs._SIMD_WALK, knobs._PREFETCH_LOOKUPS, codes if knobs._LENGTH_CODES else None,
         )  # fmt: skip
         seed_room = max(limit, knobs._SEED_ROOM) if knobs._COST_SPLIT else 0
         seeds = sorted(range(len(terms)), key=bounds.__getitem__)[-knobs._SEEDS :]
@@ -369,6 +369,7 @@ class MaxScoreSearch:
         # array (replaced on growth) and each term's arrays with their length.
         table = index._table
         lengths = index._lengths
+        codes = index._codes  # replaced with the lengths: of the same length
         size_g = len(table)
         # The query in its own order, the summation order: (weight * idf, groups, tfs, n).
         query: list[tuple[float, array[int], array[int], int]] = []
@@ -416,7 +417,7 @@ class MaxScoreSearch:
         )
         if core:
             bounds = [bound for bound, *_ in order]  # in the query's order still
-            return (yield from self._core_steps(ex, bounds, blocks))
+            return (yield from self._core_steps(ex, bounds, blocks, codes))
         order.sort(key=itemgetter(0), reverse=True)
         # rest[i]: bound on the total contribution of the terms order[i:].
         rest = [0.0] * (len(order) + 1)
