@@ -6,6 +6,8 @@ in the caller's task. See ``docs/design.md``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ._engine.lifecycle import open_memory as open_memory
 from ._engine.lifecycle import serve_memory as serve_memory
 from ._engine.memory import DEFAULT_QUEUE_SIZE as DEFAULT_QUEUE_SIZE
@@ -49,7 +51,6 @@ from .agent import MemoryHooks as MemoryHooks
 from .agent import RunResult as RunResult
 from .agent import format_trajectory as format_trajectory
 from .agent import run_agent as run_agent
-from .client import HostedMemory as HostedMemory
 from .context import Budget as Budget
 from .context import CharTokenCounter as CharTokenCounter
 from .context import ContextMemory as ContextMemory
@@ -68,7 +69,31 @@ from .profile import ProfileEntry as ProfileEntry
 from .profile import ProfileMemory as ProfileMemory
 from .profile import RecallOptions as RecallOptions
 
+if TYPE_CHECKING:
+    from .client import HostedMemory as HostedMemory
+
 __version__ = "0.1.0"
+
+#: Public names imported on first access (module ``__getattr__``), not by ``import
+#: actormem``: the hosted client pulls in anyio's thread layer, which a process that
+#: only opens memories (``actormem swarm``, the engine's users) never needs.
+_LAZY = {"HostedMemory": ".client"}
+
+
+def __getattr__(name: str) -> Any:
+    """``actormem.HostedMemory``: imported on first access, then cached in the module."""
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(where, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
 
 __all__ = [
     "MEMORY_HEADER",

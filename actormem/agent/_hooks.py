@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._engine.memory import Memory
-from .._entry import MemoryCategory, MemoryEntry
+from .._entry import MemoryCategory, MemoryEntry, _new_id, _utc_now, entry_of_checked
 from .._index.thresholds import matches_terms
 from .._util import Final
 from ._text import cut, escape_line
@@ -377,6 +377,47 @@ class MemoryHooks(metaclass=Final):
                 category=MemoryCategory.TRAJECTORY,
                 memory=format_trajectory(name, input, result),
                 namespace=segments,
+            )
+            await self._memory.store(entry)
+        except Exception:
+            logger.warning(
+                "storing the trajectory of tool %r failed; the turn goes on", name, exc_info=True
+            )
+
+    async def _after_checked_tool_call(
+        self, name: str, text: str, segments: tuple[str, ...]
+    ) -> None:
+        """:meth:`after_tool_call` of a successful call (``ok``) whose text is already
+        made and checked: stores the same entry (a fresh id, created now), built by
+        :func:`~actormem._entry.entry_of_checked` instead of the constructor.
+
+        For a replay of tool calls read from a file (``actormem swarm``): ``text`` is
+        :func:`format_trajectory` of the call, for which
+        :func:`~actormem._entry.memory_text_ok` holds (the reader's
+        ``ToolCall.text``), and ``segments`` is what ``after_tool_call``'s
+        ``namespace=`` would give (a tuple of non-empty str) for which
+        :func:`~actormem._entry.namespace_ok` holds. Anything else must go through
+        :meth:`after_tool_call`. Never raises because of the memory (as there). O(1)
+        beyond the store.
+        """
+        try:
+            created = _utc_now()
+            entry = entry_of_checked(
+                MemoryCategory.TRAJECTORY,
+                text,
+                _new_id(),
+                (),
+                created,
+                1.0,
+                0,
+                False,
+                segments,
+                None,
+                None,
+                None,
+                created,
+                None,
+                None,
             )
             await self._memory.store(entry)
         except Exception:
