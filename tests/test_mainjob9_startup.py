@@ -87,7 +87,7 @@ def _outcome(obj: dict[str, Any]) -> tuple[Any, ...]:
     return ("call", json.dumps(fields, sort_keys=True, default=repr), types, call)
 
 
-@settings(max_examples=examples(600), deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(records())
 def test_the_inline_check_reads_every_record_as_the_checked_way(obj: dict[str, Any]) -> None:
     _toolcalls._FAST_TOOL_CALL = False
@@ -168,7 +168,7 @@ def _same_entry(old: MemoryEntry, new: MemoryEntry) -> None:
     assert new.created_at.tzinfo is old.created_at.tzinfo
 
 
-@settings(max_examples=examples(150), deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     st.sampled_from(["lookup", "read", "t\u00e9"]),
     _value,
@@ -286,3 +286,28 @@ def test_import_leaves_what_the_engine_does_not_need_unimported() -> None:
     assert actormem.HostedMemory is sys.modules["actormem.client"].HostedMemory
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         actormem.Nope  # noqa: B018
+
+
+@settings(max_examples=examples(100), deadline=None)
+@given(st.recursive(_value, lambda kids: st.lists(kids, max_size=3)
+                    | st.dictionaries(_text, kids, max_size=3), max_leaves=8))  # fmt: skip
+def test_the_kept_encoder_writes_what_json_dumps_writes(value: Any) -> None:
+    def dumps() -> tuple[Any, ...]:
+        try:
+            text = json.dumps(
+                value, separators=(",", ":"), sort_keys=True, ensure_ascii=False, allow_nan=False
+            )
+        except (TypeError, ValueError) as exc:
+            return ("error", type(exc), str(exc))
+        return ("ok", text)
+
+    try:
+        got: tuple[Any, ...] = ("ok", format_trajectory("t", value, "r"))
+    except (TypeError, ValueError) as exc:
+        got = ("error", type(exc), str(exc))
+    want = dumps()
+    if want[0] == "ok":
+        encoded = want[1]
+        cut = encoded[:500] + "\u2026" if len(encoded) > 500 else encoded
+        want = ("ok", f"tool=t; input={cut}; result=r")
+    assert got == want

@@ -94,6 +94,15 @@ def _result_text(result: str | Iterable[str]) -> str:
     return "\n".join(parts)
 
 
+#: What ``json.dumps(input, separators=(",", ":"), sort_keys=True, ensure_ascii=False,
+#: allow_nan=False)`` builds on every call (it makes a new encoder per call for
+#: arguments other than the defaults, then calls its ``encode``): made once. An encoder
+#: keeps no state between calls, so one serves every thread.
+_INPUT_ENCODER = json.JSONEncoder(
+    separators=(",", ":"), sort_keys=True, ensure_ascii=False, allow_nan=False
+)
+
+
 def format_trajectory(tool: str, input: object, result: str | Iterable[str]) -> str:
     """The text of a trajectory entry: ``tool={tool}; input={input}; result={result}``.
 
@@ -125,9 +134,7 @@ def format_trajectory(tool: str, input: object, result: str | Iterable[str]) -> 
     if not isinstance(tool, str):
         raise TypeError(f"tool must be str, not {type(tool).__name__}")
     text = _result_text(result)
-    encoded = json.dumps(
-        input, separators=(",", ":"), sort_keys=True, ensure_ascii=False, allow_nan=False
-    )
+    encoded = _INPUT_ENCODER.encode(input)
     return (
         f"tool={tool}; input={cut(encoded, TRAJECTORY_PART_LIMIT)}; "
         f"result={cut(text, TRAJECTORY_PART_LIMIT)}"
