@@ -274,7 +274,9 @@ def test_the_run_freeze_is_undone_and_a_callers_freeze_left_alone() -> None:
 def test_import_leaves_what_the_engine_does_not_need_unimported() -> None:
     code = (
         "import sys, actormem, actormem.cli._main\n"
-        "lazy = ['actormem.client', 'asyncio', 'anyio', 'rich.progress', 'rich.live']\n"
+        "lazy = ['actormem.client', 'asyncio', 'anyio', 'rich.progress', 'rich.live',\n"
+        "        'actormem.agent._loop', 'actormem.agent._context_window', 'actormem.context',\n"
+        "        'actormem.profile', 'actormem.agent._profile']\n"
         "print([m for m in lazy if m in sys.modules])\n"
         "print(actormem.HostedMemory.__module__, 'HostedMemory' in dir(actormem))\n"
         "print('actormem.client' in sys.modules)\n"
@@ -286,6 +288,21 @@ def test_import_leaves_what_the_engine_does_not_need_unimported() -> None:
     assert actormem.HostedMemory is sys.modules["actormem.client"].HostedMemory
     with pytest.raises(AttributeError, match="no attribute 'Nope'"):
         actormem.Nope  # noqa: B018
+    from actormem import agent
+    from actormem.agent import _loop
+    from actormem.context import ContextMemory
+    from actormem.profile import ProfileMemory
+
+    assert actormem.run_agent is agent.run_agent is _loop.run_agent
+    assert actormem.RunResult is _loop.RunResult
+    assert agent.Model is _loop.Model
+    assert agent.Tool is _loop.Tool
+    assert actormem.ContextMemory is ContextMemory
+    assert actormem.ProfileMemory is ProfileMemory
+    assert {"run_agent", "Model", "Tool", "RunResult"} <= set(dir(agent))
+    assert set(actormem.__all__) <= set(dir(actormem))
+    with pytest.raises(AttributeError, match="no attribute 'Nope'"):
+        agent.Nope  # noqa: B018
 
 
 @settings(max_examples=examples(100), deadline=None)
