@@ -6,6 +6,8 @@ in the caller's task. See ``docs/design.md``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ._engine.lifecycle import open_memory as open_memory
 from ._engine.lifecycle import serve_memory as serve_memory
 from ._engine.memory import DEFAULT_QUEUE_SIZE as DEFAULT_QUEUE_SIZE
@@ -46,29 +48,76 @@ from ._storage.sqlite import Durability as Durability
 from .agent import MEMORY_HEADER as MEMORY_HEADER
 from .agent import LoopMemory as LoopMemory
 from .agent import MemoryHooks as MemoryHooks
-from .agent import RunResult as RunResult
 from .agent import format_trajectory as format_trajectory
-from .agent import run_agent as run_agent
-from .client import HostedMemory as HostedMemory
-from .context import Budget as Budget
-from .context import CharTokenCounter as CharTokenCounter
-from .context import ContextMemory as ContextMemory
-from .context import InMemoryContext as InMemoryContext
-from .context import Message as Message
-from .context import Role as Role
-from .context import Round as Round
-from .context import SummarizeStrategy as SummarizeStrategy
-from .context import TokenCounter as TokenCounter
-from .context import ToolCall as ToolCall
-from .context import TrimResult as TrimResult
-from .context import TrimStrategy as TrimStrategy
-from .context import WindowContext as WindowContext
-from .context import WindowDrop as WindowDrop
-from .profile import ProfileEntry as ProfileEntry
-from .profile import ProfileMemory as ProfileMemory
-from .profile import RecallOptions as RecallOptions
+
+if TYPE_CHECKING:
+    from .agent import RunResult as RunResult
+    from .agent import run_agent as run_agent
+    from .client import HostedMemory as HostedMemory
+    from .context import Budget as Budget
+    from .context import CharTokenCounter as CharTokenCounter
+    from .context import ContextMemory as ContextMemory
+    from .context import InMemoryContext as InMemoryContext
+    from .context import Message as Message
+    from .context import Role as Role
+    from .context import Round as Round
+    from .context import SummarizeStrategy as SummarizeStrategy
+    from .context import TokenCounter as TokenCounter
+    from .context import ToolCall as ToolCall
+    from .context import TrimResult as TrimResult
+    from .context import TrimStrategy as TrimStrategy
+    from .context import WindowContext as WindowContext
+    from .context import WindowDrop as WindowDrop
+    from .profile import ProfileEntry as ProfileEntry
+    from .profile import ProfileMemory as ProfileMemory
+    from .profile import RecallOptions as RecallOptions
 
 __version__ = "0.1.0"
+
+#: Public names imported on first access (module ``__getattr__``), not by ``import
+#: actormem``: the hosted client (anyio's thread layer), the context window and profile
+#: memory and the agent loop (their attrs classes: each class made compiles its methods)
+#: are what a process that only opens memories (``actormem swarm``, the engine's users)
+#: never needs. ``from actormem import X`` and ``actormem.X`` work as before.
+_LAZY = {
+    "HostedMemory": ".client",
+    "Budget": ".context",
+    "CharTokenCounter": ".context",
+    "ContextMemory": ".context",
+    "InMemoryContext": ".context",
+    "Message": ".context",
+    "Role": ".context",
+    "Round": ".context",
+    "SummarizeStrategy": ".context",
+    "TokenCounter": ".context",
+    "ToolCall": ".context",
+    "TrimResult": ".context",
+    "TrimStrategy": ".context",
+    "WindowContext": ".context",
+    "WindowDrop": ".context",
+    "ProfileEntry": ".profile",
+    "ProfileMemory": ".profile",
+    "RecallOptions": ".profile",
+    "RunResult": ".agent",
+    "run_agent": ".agent",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """A name of :data:`_LAZY`: imported on first access, then kept in the module."""
+    where = _LAZY.get(name)
+    if where is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(where, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "MEMORY_HEADER",

@@ -133,6 +133,28 @@ def _check_memory(instance: object, attribute: object, value: str) -> None:
         )
 
 
+def memory_text_ok(value: object) -> bool:
+    """Whether the constructor takes ``value`` as an entry's ``memory`` (a str, encodable
+    as UTF-8, at most :data:`MAX_MEMORY_CHARS` code points). O(len)."""
+    try:
+        _check_memory(None, None, value)  # type: ignore[arg-type]
+    except (TypeError, InvalidEntryError):
+        return False
+    return True
+
+
+def namespace_ok(segments: tuple[str, ...]) -> bool:
+    """Whether the constructor takes ``segments`` (a tuple) as an entry's ``namespace``
+    as it is (non-empty str segments, each encodable as UTF-8). O(total length)."""
+    if type(segments) is not tuple:
+        return False
+    try:
+        _convert_namespace(segments)
+    except (TypeError, InvalidEntryError):
+        return False
+    return True
+
+
 def _convert_key(value: Any) -> str | None:
     if value is None:
         return None

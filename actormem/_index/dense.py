@@ -34,7 +34,6 @@ is below the worst kept.
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import hashlib
 import heapq
@@ -416,6 +415,8 @@ class DenseIndex:
         return out
 
     def _embed_chunk(self, texts: list[str]) -> np.ndarray[Any, Any]:
+        import asyncio  # here, not at import (~9 ms): only its CancelledError is needed
+
         name = self.model_name
         try:
             got = self.embedder(texts)

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .._engine.memory import Memory
-from .._entry import MemoryCategory, MemoryEntry
+from .._entry import MemoryCategory, MemoryEntry, _new_id, _utc_now, entry_of_checked
 from .._index.thresholds import matches_terms
 from .._util import Final
 from ._text import cut, escape_line
@@ -94,6 +94,15 @@ def _result_text(result: str | Iterable[str]) -> str:
     return "\n".join(parts)
 
 
+#: What ``json.dumps(input, separators=(",", ":"), sort_keys=True, ensure_ascii=False,
+#: allow_nan=False)`` builds on every call (it makes a new encoder per call for
+#: arguments other than the defaults, then calls its ``encode``): made once. An encoder
+#: keeps no state between calls, so one serves every thread.
+_INPUT_ENCODER = json.JSONEncoder(
+    separators=(",", ":"), sort_keys=True, ensure_ascii=False, allow_nan=False
+)
+
+
 def format_trajectory(tool: str, input: object, result: str | Iterable[str]) -> str:
     """The text of a trajectory entry: ``tool={tool}; input={input}; result={result}``.
 
@@ -125,9 +134,7 @@ def format_trajectory(tool: str, input: object, result: str | Iterable[str]) -> 
     if not isinstance(tool, str):
         raise TypeError(f"tool must be str, not {type(tool).__name__}")
     text = _result_text(result)
-    encoded = json.dumps(
-        input, separators=(",", ":"), sort_keys=True, ensure_ascii=False, allow_nan=False
-    )
+    encoded = _INPUT_ENCODER.encode(input)
     return (
         f"tool={tool}; input={cut(encoded, TRAJECTORY_PART_LIMIT)}; "
         f"result={cut(text, TRAJECTORY_PART_LIMIT)}"
@@ -377,6 +384,47 @@ class MemoryHooks(metaclass=Final):
                 category=MemoryCategory.TRAJECTORY,
                 memory=format_trajectory(name, input, result),
                 namespace=segments,
+            )
+            await self._memory.store(entry)
+        except Exception:
+            logger.warning(
+                "storing the trajectory of tool %r failed; the turn goes on", name, exc_info=True
+            )
+
+    async def _after_checked_tool_call(
+        self, name: str, text: str, segments: tuple[str, ...]
+    ) -> None:
+        """:meth:`after_tool_call` of a successful call (``ok``) whose text is already
+        made and checked: stores the same entry (a fresh id, created now), built by
+        :func:`~actormem._entry.entry_of_checked` instead of the constructor.
+
+        For a replay of tool calls read from a file (``actormem swarm``): ``text`` is
+        :func:`format_trajectory` of the call, for which
+        :func:`~actormem._entry.memory_text_ok` holds (the reader's
+        ``ToolCall.text``), and ``segments`` is what ``after_tool_call``'s
+        ``namespace=`` would give (a tuple of non-empty str) for which
+        :func:`~actormem._entry.namespace_ok` holds. Anything else must go through
+        :meth:`after_tool_call`. Never raises because of the memory (as there). O(1)
+        beyond the store.
+        """
+        try:
+            created = _utc_now()
+            entry = entry_of_checked(
+                MemoryCategory.TRAJECTORY,
+                text,
+                _new_id(),
+                (),
+                created,
+                1.0,
+                0,
+                False,
+                segments,
+                None,
+                None,
+                None,
+                created,
+                None,
+                None,
             )
             await self._memory.store(entry)
         except Exception:

@@ -21,7 +21,7 @@ from typing import Any
 
 import attrs
 
-from .._entry import MemoryCategory, MemoryEntry
+from .._entry import MemoryCategory, MemoryEntry, memory_text_ok
 from .._index.dense import entry_document, text_hash
 from .._storage.jsonl import (
     JsonlError,
@@ -46,6 +46,13 @@ __all__ = [
     "tool_call_entry",
 ]
 
+#: :func:`tool_call` takes a record whose fields all have their exact JSON types (what
+#: ``json.loads`` gives a well-formed line) through one inline check instead of a
+#: :func:`~actormem._storage.jsonl.need` call per field; anything else (a missing key, a
+#: wrong type, a boolean) goes the checked way, which raises the same errors as before.
+#: False: every record the checked way (the path before it; the same calls).
+_FAST_TOOL_CALL = True
+
 
 @attrs.frozen(kw_only=True, slots=True)
 class ToolCall:
@@ -60,6 +67,12 @@ class ToolCall:
         input: The call's arguments, any JSON value (normally an object).
         result: The tool's text output.
         reward: The episode's reward where the data has one, else ``None``.
+        text: :func:`~actormem.format_trajectory` of ``tool``, ``input`` and ``result``
+            when :func:`tool_call` made the call and a
+            :class:`~actormem.MemoryEntry` takes that text as its ``memory``, else
+            ``None``. Not an argument: set by :func:`tool_call`, which formats every
+            call anyway to check it, so a replay need not format it again
+            (:meth:`~actormem.MemoryHooks.after_tool_call`'s text). Not compared.
     """
 
     source: str
@@ -69,9 +82,66 @@ class ToolCall:
     input: Any
     result: str
     reward: float | None = None
+    text: str | None = attrs.field(default=None, init=False, eq=False, repr=False)
 
 
 def tool_call(obj: dict[str, Any]) -> ToolCall:
+    """The :class:`ToolCall` of one parsed record, its ``text`` set (see there).
+
+    Raises:
+        ValueError, TypeError: A field is missing, of the wrong type or out of range, or
+            :func:`~actormem.format_trajectory` refuses the call.
+
+    O(size of the record).
+    """
+    if _FAST_TOOL_CALL:
+        source = obj.get("source")
+        episode = obj.get("episode")
+        step = obj.get("step")
+        tool = obj.get("tool")
+        result = obj.get("result")
+        reward = obj.get("reward")
+        # Exact types only (a bool is no int here): what the checked way accepts, and
+        # gives the same values for (a reward made a float).
+        if (
+            type(source) is str
+            and source
+            and type(episode) is str
+            and episode
+            and type(step) is int
+            and step >= 0
+            and type(tool) is str
+            and type(result) is str
+            and "input" in obj
+            and (
+                reward is None
+                or (type(reward) is float and math.isfinite(reward))
+                or type(reward) is int
+            )
+        ):
+            call = ToolCall(
+                source=source,
+                episode=episode,
+                step=step,
+                tool=tool,
+                input=obj["input"],
+                result=result,
+                reward=None if reward is None else float(reward),
+            )
+            _set_text(call)
+            return call
+    return _checked_tool_call(obj)
+
+
+def _set_text(call: ToolCall) -> None:
+    """Format ``call`` (raising as :func:`~actormem.format_trajectory` does) and keep the
+    text in ``call.text`` when an entry would take it."""
+    text = format_trajectory(call.tool, call.input, call.result)  # refuses what it cannot write
+    if memory_text_ok(text):
+        object.__setattr__(call, "text", text)  # frozen: set once, as it is made
+
+
+def _checked_tool_call(obj: dict[str, Any]) -> ToolCall:
     source = need(obj, "source", str, "a string")
     episode = need(obj, "episode", str, "a string")
     if not source or not episode:
@@ -99,7 +169,7 @@ def tool_call(obj: dict[str, Any]) -> ToolCall:
         result=result,
         reward=reward,
     )
-    format_trajectory(call.tool, call.input, call.result)  # refuses what it cannot write
+    _set_text(call)
     return call
 
 

@@ -20,14 +20,6 @@ from typing import TextIO
 
 import trio
 from rich.console import Console, Group
-from rich.live import Live
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-)
 from rich.table import Table
 from rich.text import Text
 
@@ -98,6 +90,17 @@ async def watch(
             await trio.sleep(interval)
             rate, stats = sample()
             print(progress_line(run, total, rate, stats, total_steps), file=out, flush=True)
+    # Imported here: a run that prints plain lines (a pipe, the benchmarks) does not pay
+    # the ~8 ms of importing rich's live display.
+    from rich.live import Live
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
     console = Console(file=out)
     by_steps = total_steps is not None
     progress = Progress(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import errno
+import gc
 import json
 import os
 import platform
@@ -21,7 +22,7 @@ import signal
 import sys
 import tempfile
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
@@ -41,7 +42,7 @@ from .._storage.jsonl import JsonlError, entry_to_json, escape_json_line, vector
 from .._storage.pglog import redact_dsn
 from .._storage.salvage import Salvage
 from .._storage.sqlite_format import read_stored_vectors
-from .._util import read_token_file
+from .._util import gc_paused, read_token_file
 from ..agent._text import cut, escape_line
 from ..agent._toolcalls import read_import_file
 from ..eval import _cli as _eval_cli
@@ -561,6 +562,31 @@ def _check_json_target(path: Path) -> None:
         raise _InputError(f"--json {path}: not writable: {where}: {exc.strerror or exc}") from None
 
 
+#: ``actormem swarm`` hides what the process holds when the run starts (its modules, the
+#: tool calls read) from the cyclic collector for the run's length (``gc.freeze()``,
+#: undone at its end): the run's full collections then walk only what the run made
+#: (docs/design.md, "Garbage collection": the application's call, which the command is).
+#: False: no freeze (the path before it).
+_FREEZE_FOR_RUN = True
+
+
+@contextlib.contextmanager
+def _frozen_heap() -> Iterator[None]:
+    """``gc.freeze()`` for the block, ``gc.unfreeze()`` after it (even on an error), so
+    nothing is hidden for good: what the block's objects left in reference cycles is
+    collected afterwards. Does nothing when :data:`_FREEZE_FOR_RUN` is off or something
+    is frozen already (the caller's own freeze is left as it is). O(objects) at each end.
+    """
+    if not _FREEZE_FOR_RUN or gc.get_freeze_count():
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 def cmd_swarm(args: argparse.Namespace) -> int:
     """``actormem swarm``: see ``docs/swarm.md``."""
     if args.json is not None:
@@ -589,7 +615,8 @@ def cmd_swarm(args: argparse.Namespace) -> int:
         from ._swarm_nodes import swarm_nodes
 
         return swarm_nodes(args)
-    workload, files = swarm_workload(args)
+    with gc_paused():  # the calls read live on: nothing for the collector to find
+        workload, files = swarm_workload(args)
     console = Console(highlight=False)
     print(f"actormem swarm: {workload.description}", flush=True)
     if not args.tool_calls:
@@ -625,7 +652,8 @@ def cmd_swarm(args: argparse.Namespace) -> int:
             + f", memory {where}",
             flush=True,
         )
-        status, report = trio.run(_swarm, args, workload, path, console)
+        with _frozen_heap():
+            status, report = trio.run(_swarm, args, workload, path, console)
     report["data_files"] = files
     report["command"] = shlex.join([PROG, *args.argv])
     if args.json is not None:

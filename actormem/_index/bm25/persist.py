@@ -24,7 +24,6 @@ answers for these rows, never an out-of-range read.
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import unicodedata
 from array import array
@@ -57,6 +56,8 @@ def handles(index: object) -> bool:
 
 def _stemmer_version() -> str | None:
     """The installed PyStemmer's version (None if its metadata cannot be read)."""
+    import importlib.metadata  # here, not at import: ~7 ms that only an image dump needs
+
     try:
         return importlib.metadata.version("PyStemmer")
     except importlib.metadata.PackageNotFoundError:
