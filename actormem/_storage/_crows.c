@@ -40,6 +40,8 @@ typedef struct {
     Py_ssize_t max_memory, max_key;
     double max_ttl;
     long long max_seq;
+    /* whether each memory text's hash is computed (and cached in the str) as it is made */
+    int hash_memory;
     /* the last tags / namespace text and what it converted to (borrowed from `hold`) */
     PyObject *last_tags_text, *last_tags, *last_ns_text, *last_ns;
 } ctx_t;
@@ -155,6 +157,9 @@ decode_row(sqlite3_stmt *st, ctx_t *c)
     }
     vals[0] = Py_NewRef(cat);
     if (!(vals[1] = column_str(st, 3)) || !short_enough(vals[1], c->max_memory)) goto fail;
+    /* str's hash is cached in the object: computed now, while its bytes are in the
+     * cache, the restore's dict of texts (group_texts) does not read them again */
+    if (c->hash_memory && PyObject_Hash(vals[1]) == -1) goto fail;
     if (!(vals[2] = PyLong_FromString(hex, NULL, 16))) goto fail;
     if (!(vals[3] = column_converted(st, 4, c->tags_of, &c->last_tags_text, &c->last_tags)))
         goto fail;
@@ -223,12 +228,15 @@ fail:
 
 PyDoc_STRVAR(read_entries_doc,
 "read_entries(uri, sql, entry_type, fields, categories, tags_of, namespace_of,\n"
-"             json_object, one, max_memory, max_key, max_ttl, max_seq) -> list | None\n\n"
+"             json_object, one, max_memory, max_key, max_ttl, max_seq,\n"
+"             hash_memory=False) -> list | None\n\n"
 "Every row of `sql` (SELECT_ENTRIES, 16 columns) of the database at the read-only\n"
 "`uri`, as (seq, entry) pairs in order, decoded as sqlite_format._decode_checked\n"
 "decodes a fetched row; None at the first row it would decline or any SQLite error\n"
 "(the caller then reads in Python). `categories` maps each category's value (str) to\n"
 "its member; `fields` names entry_type's 15 slots in _entry._ENTRY_FIELDS' order.\n"
+"`hash_memory` true: each entry's memory text has its hash computed (cached in the\n"
+"str) as it is made, while its bytes are hot; the entries are the same either way.\n"
 "Releases the GIL and runs the signal handlers every 512 rows (an exception a handler\n"
 "raises, such as KeyboardInterrupt, is raised by this call). O(file size).");
 
@@ -248,10 +256,11 @@ read_entries(PyObject *self, PyObject *args)
     PyObject *fields, *categories;
     ctx_t c;
     memset(&c, 0, sizeof c);
-    if (!PyArg_ParseTuple(args, "ssO!O!O!OOOO!nndL", &uri, &sql, &PyType_Type, &c.type,
+    if (!PyArg_ParseTuple(args, "ssO!O!O!OOOO!nndL|p", &uri, &sql, &PyType_Type, &c.type,
                           &PyTuple_Type, &fields, &PyDict_Type, &categories, &c.tags_of,
                           &c.namespace_of, &c.json_object, &PyFloat_Type, &c.one,
-                          &c.max_memory, &c.max_key, &c.max_ttl, &c.max_seq))
+                          &c.max_memory, &c.max_key, &c.max_ttl, &c.max_seq,
+                          &c.hash_memory))
         return NULL;
     if (PyTuple_GET_SIZE(fields) != ENTRY_FIELDS) {
         PyErr_SetString(PyExc_ValueError, "read_entries: fields must name the entry's 15 slots");
