@@ -18,6 +18,9 @@ thread, SQLite's automatic checkpoint).
 * A database locked by another program: the commit on the loop gives up at once and the
   thread waits for the lock, while the loop runs on.
 * ``_commit_inline``'s order and errors, as ``_in_thread_while``'s.
+* ``sqlite_format._ACCESS_ISO``: ``encode_access`` by the core's ``iso_utc`` gives the
+  parameters ``isoformat`` gives, value and type, for times in any zone, with and
+  without access bookkeeping and expiries.
 * Cancelled writers and a cancelled memory lose no acknowledged store; a SIGKILL in the
   middle of single stores (commits on the loop) loses none either.
 """
@@ -30,7 +33,7 @@ import struct
 import sys
 import threading
 import uuid
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +45,9 @@ from hypothesis import strategies as st
 from actormem import MemoryCategory, MemoryEntry, StorageError, open_memory
 from actormem._engine import memory as memory_module
 from actormem._engine.memory import _commit_inline
+from actormem._record import Access, Record
 from actormem._storage import sqlite as sqlite_store
+from actormem._storage import sqlite_format
 from actormem._storage.sqlite import Batch, Durability, SqliteStore, frames_of
 
 from .crash_child import run_trial
@@ -497,3 +502,49 @@ def test_sigkill_amid_commits_on_the_loop_loses_nothing(tmp_path: Path) -> None:
     report = run_trial(str(tmp_path / "crash.db"), 1010, rounds=2, max_acks=400, writers=8)
     assert report["lost"] == []
     assert report["stored"] >= report["acked"]
+
+
+_times = st.integers(10**12, 10**17).map(
+    lambda us: datetime(1, 1, 1, tzinfo=UTC) + timedelta(microseconds=us)
+)
+_zones = st.sampled_from([UTC, timezone(timedelta(hours=-7)), timezone(timedelta(minutes=330))])
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(
+    created=_times,
+    last=st.none() | _times,
+    zone=_zones,
+    count=st.sampled_from([0, 3, 2**63 - 1, 2**63, 2**70]),
+    access=st.none() | st.tuples(st.integers(0, 2**64), st.none() | _times, st.none() | _times),
+    ttl=st.booleans(),
+)
+def test_encode_access_is_the_same_either_way(
+    created: datetime,
+    last: datetime | None,
+    zone: timezone,
+    count: int,
+    access: tuple[int, datetime | None, datetime | None] | None,
+    ttl: bool,
+) -> None:
+    entry = MemoryEntry(
+        category=MemoryCategory.FACT,
+        memory="m",
+        created_at=created.astimezone(zone),
+        last_accessed=None if last is None else last.astimezone(zone),
+        access_count=count,
+        ttl=60.0 if ttl else None,
+    )
+    rec = Record(entry, 4, 4)
+    if access is not None:
+        n, when, expires = access
+        rec.access = Access(5, n, when and when.astimezone(zone), None, expires)
+    got = {}
+    for on in (True, False):
+        sqlite_format._ACCESS_ISO = on
+        try:
+            got[on] = sqlite_format.encode_access(rec)
+        finally:
+            sqlite_format._ACCESS_ISO = True
+    assert got[True] == got[False]
+    assert [type(x) for x in got[True]] == [type(x) for x in got[False]]
