@@ -24,7 +24,9 @@ Durable mode (``open_memory(path=...)``, see ``docs/durability.md``). Before ser
 owner's state is rebuilt from the SQLite file (:mod:`actormem._storage.sqlite`). Between steps 3
 and 4 the owner hands the batch's journal to the store: one transaction per batch (group
 commit), run in a worker thread (:func:`_in_thread_while`) while the owner indexes the
-batch (``MemoryState.defer_index``). The thread is never abandoned: the owner waits for
+batch (``MemoryState.defer_index``), or, for a small batch of a ``normal`` memory, written
+by the owner itself on the loop (:data:`_INLINE_COMMIT`, :func:`_commit_inline`: the
+same transaction, no schedule point). The thread is never abandoned: the owner waits for
 it, shielded from cancellation, so a transaction is never left half-done, and a batch
 whose commit started is committed, published and answered even if the owner is being
 cancelled. Nothing is published or acknowledged before its commit returned. A failed
