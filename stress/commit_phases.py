@@ -7,9 +7,10 @@ Usage (from the project root)::
 
 Runs the 64-writer cell of ``stress/bench_durable.py`` (each writer awaits its ``store``)
 with every group commit in its worker thread (``memory._INLINE_COMMIT`` off: a small
-batch would otherwise be committed on the event loop) and the owner's steps timed: the methods below are wrapped for the run and restored
-after it, and each call records when it started and ended (``time.perf_counter``, which
-is comparable across threads). Per batch:
+batch would otherwise be committed on the event loop) and the owner's steps timed: the
+methods below are wrapped for the run and restored after it, and each call records when
+it started and ended (``time.perf_counter``, which is comparable across threads). Per
+batch:
 
 * ``writers``: from publishing one batch to applying the next: the answered writers run
   and send their next stores;
