@@ -36,7 +36,8 @@ store8`` with branch store8's (``wordoverlap.knobs._SCAN_ONE``, ``_LOWER_C``,
 ``--old-knobs
 durable8`` with branch durable8's (``memory._GC_PAUSE``, ``sqlite_format._ROWS_C``,
 ``sqlite._PAGE_SIZE``); ``--old-knobs store10`` with branch store10's (``state._STORE_C``,
-``wordoverlap.knobs._ADD_GROUPS_C`` and ``_GROW_DIRECT``).
+``wordoverlap.knobs._ADD_GROUPS_C`` and ``_GROW_DIRECT``); ``--old-knobs durable10`` with
+branch durable10's (``memory._INLINE_COMMIT``, ``sqlite_format._ACCESS_ISO``).
 
 Usage (from the repository root)::
 
@@ -196,6 +197,18 @@ def _switch_durable8(on: bool) -> None:
     sqlite._PAGE_SIZE = 16384 if on else None
 
 
+def _switch_durable10(on: bool) -> None:
+    """The durable path of branch durable10 on or off: a small group commit made on the
+    event loop, the store's own checkpoints in its thread (``memory._INLINE_COMMIT``),
+    and access updates' datetimes by ``iso_utc`` (``sqlite_format._ACCESS_ISO``). Off is
+    the path before them; the same rows."""
+    from actormem._engine import memory
+    from actormem._storage import sqlite_format
+
+    memory._INLINE_COMMIT = on
+    sqlite_format._ACCESS_ISO = on
+
+
 def _switch_store8(on: bool) -> None:
     """The store path of branch store8 on or off: the compiled add's one-pass token scan
     (``wordoverlap.knobs._SCAN_ONE``), the fold hash's table (``textfold._FOLD_TABLE``),
@@ -237,6 +250,7 @@ _KNOB_SETS = {
     "durable8": _switch_durable8,
     "store8": _switch_store8,
     "store10": _switch_store10,
+    "durable10": _switch_durable10,
 }
 
 

@@ -6,9 +6,11 @@ Usage (from the project root)::
         [--modes memory normal] [--repeats 3] [--idle-ms 0] [--dir DIR]
 
 Runs the 64-writer cell of ``stress/bench_durable.py`` (each writer awaits its ``store``)
-with the owner's steps timed: the methods below are wrapped for the run and restored
-after it, and each call records when it started and ended (``time.perf_counter``, which
-is comparable across threads). Per batch:
+with every group commit in its worker thread (``memory._INLINE_COMMIT`` off: a small
+batch would otherwise be committed on the event loop) and the owner's steps timed: the
+methods below are wrapped for the run and restored after it, and each call records when
+it started and ended (``time.perf_counter``, which is comparable across threads). Per
+batch:
 
 * ``writers``: from publishing one batch to applying the next: the answered writers run
   and send their next stores;
@@ -85,7 +87,11 @@ def _wrap(owner: Any, name: str, label: str, events: list[Event]) -> Callable[[]
 
 @contextlib.contextmanager
 def timed_owner(events: list[Event], idle_ms: float = 0.0) -> Iterator[None]:
-    """Wrap the owner's steps (see the module docs) for the duration of the block."""
+    """Wrap the owner's steps (see the module docs) for the duration of the block, with
+    every group commit in its worker thread (``memory._INLINE_COMMIT`` off: the
+    hand-off is what this measures)."""
+    inline = memory_module._INLINE_COMMIT
+    memory_module._INLINE_COMMIT = False
     undo = [
         _wrap(memory_module.Memory, "_apply_batch", "apply", events),
         _wrap(SqliteStore, "prepare", "encode", events),
@@ -113,6 +119,7 @@ def timed_owner(events: list[Event], idle_ms: float = 0.0) -> Iterator[None]:
     finally:
         setattr(MemoryState, "publish", publish)  # noqa: B010
         memory_module._in_thread_while = in_thread
+        memory_module._INLINE_COMMIT = inline
         for u in undo:
             u()
 

@@ -552,7 +552,8 @@ async def test_second_process_is_refused_until_the_holder_dies(
 
 
 class SlowCommits:
-    """Parks every commit inside its worker thread until released."""
+    """Parks every commit inside its worker thread until released (none is made on the
+    event loop: ``memory._INLINE_COMMIT``'s path is closed for the store)."""
 
     def __init__(self, memory: Memory) -> None:
         assert memory._storage is not None
@@ -561,6 +562,8 @@ class SlowCommits:
         self.entered = threading.Semaphore(0)
         self.release = threading.Event()
         self.store.write = self  # type: ignore[method-assign]
+        # Every commit in its worker thread (a commit on the loop would park the loop).
+        self.store.inline_ok = lambda batch, rows: False  # type: ignore[method-assign]
 
     def __call__(self, batch: Any) -> None:
         self.entered.release()

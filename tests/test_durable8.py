@@ -311,11 +311,11 @@ async def test_gc_is_on_after_a_failed_commit(tmp_path: Path) -> None:
         def fail(batch: Any) -> None:
             raise StorageError(store.path, "disk on fire")
 
-        store.write = fail  # type: ignore[method-assign]
+        store.write = store.write_inline = fail  # type: ignore[method-assign,assignment]
         with pytest.raises(StorageError, match="disk on fire"):
             await memory.store_many([MemoryEntry.new(MemoryCategory.FACT, "x")])
         assert gc.isenabled()
-        store.write = type(store).write.__get__(store)  # type: ignore[method-assign]
+        del store.write, store.write_inline
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="durable memories need fcntl.flock")

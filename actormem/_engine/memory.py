@@ -24,7 +24,9 @@ Durable mode (``open_memory(path=...)``, see ``docs/durability.md``). Before ser
 owner's state is rebuilt from the SQLite file (:mod:`actormem._storage.sqlite`). Between steps 3
 and 4 the owner hands the batch's journal to the store: one transaction per batch (group
 commit), run in a worker thread (:func:`_in_thread_while`) while the owner indexes the
-batch (``MemoryState.defer_index``). The thread is never abandoned: the owner waits for
+batch (``MemoryState.defer_index``), or, for a small batch of a ``normal`` memory, written
+by the owner itself on the loop (:data:`_INLINE_COMMIT`, :func:`_commit_inline`: the
+same transaction, no schedule point). The thread is never abandoned: the owner waits for
 it, shielded from cancellation, so a transaction is never left half-done, and a batch
 whose commit started is committed, published and answered even if the owner is being
 cancelled. Nothing is published or acknowledged before its commit returned. A failed
@@ -122,6 +124,21 @@ _VACUUM_STEP = 256
 #: not an embedding wait. False: collections wherever allocations set them off, the
 #: path before it.
 _GC_PAUSE = True
+
+#: A durable ``normal`` memory's owner commits a small batch itself, on the event loop
+#: (``SqliteStore.inline_ok``: at most :data:`INLINE_ROWS` row changes, no checkpoint
+#: due; the store then checkpoints in its worker thread's commits only), instead of
+#: handing it to a worker thread and waiting for it: the same transaction, the same
+#: acknowledgement after ``COMMIT`` returned. The hand-off (waking the thread, the
+#: GIL passed back and forth for each statement, the wake-up of the loop when it is
+#: done) cost more CPU than the transaction of a few rows. ``full`` durability (an
+#: fsync in every commit) and larger batches keep the thread. Read at every commit.
+#: False: every commit in the worker thread, SQLite's own automatic checkpoint
+#: (``wal_autocheckpoint``), the path before it.
+_INLINE_COMMIT = True
+#: The most row changes (puts, deletes, access updates, vectors) a commit made on the
+#: event loop may hold.
+INLINE_ROWS = 64
 
 _STORE, _DELETE, _CONSOLIDATE, _FLUSH, _STORE_NOWAIT, _STORE_MANY, _DELETE_KEY, _SWEEP = range(8)
 
@@ -995,15 +1012,12 @@ async def _run_owner(memory: Memory, receive: trio.MemoryReceiveChannel[_Request
                 if memory._commit is not None:
                     # Durable mode: the batch is one group commit; nothing is published
                     # or acknowledged before it is on disk.
-                    memory._gate.commit_started()
                     try:
                         await memory._commit(state.take_journal(), state.flush_index)
                     except StorageError as exc:
                         _fail_storage(memory, replies, inflight, receive, exc)
                         inflight = []
                         return
-                    finally:
-                        memory._gate.commit_ended()
                 state.publish()
                 for req, result in replies:
                     req.set(result)
@@ -1341,17 +1355,52 @@ def _embedded_ahead(
 def _attach_store(memory: Memory, store: SqliteStore) -> None:
     """Make ``memory`` durable over ``store`` (opened and loaded): each batch's journal
     becomes one transaction, written in a worker thread by :func:`_in_thread_while`
-    while the owner indexes the batch."""
+    while the owner indexes the batch, or, when :data:`_INLINE_COMMIT` and
+    ``store.inline_ok`` allow, by the owner itself (:func:`_commit_inline`)."""
+    inline = _INLINE_COMMIT and store.durability is Durability.NORMAL
+    if inline:
+        store.take_checkpoints()  # no checkpoint inside a commit made on the loop
 
     async def commit(journal: list[tuple[int, Record]], meanwhile: Callable[[], None]) -> None:
         if not journal:
             meanwhile()
             return
         batch = store.prepare(journal, getattr(memory._state.index, "stored_vector", None))
-        await _in_thread_while(store.write, batch, meanwhile)
+        if (
+            inline
+            and _INLINE_COMMIT
+            and store.inline_ok(batch, INLINE_ROWS)
+            and _commit_inline(store.write_inline, batch, meanwhile)
+        ):
+            return
+        gate = memory._gate
+        gate.commit_started()
+        try:
+            await _in_thread_while(store.write, batch, meanwhile)
+        finally:
+            gate.commit_ended()
 
     memory._storage = store
     memory._commit = commit
+
+
+def _commit_inline(
+    fn: Callable[[_T], bool], arg: _T, meanwhile: Callable[[], None]
+) -> bool:
+    """:func:`_in_thread_while` without the thread: ``fn(arg)``, then ``meanwhile()``;
+    raise what ``meanwhile`` or else ``fn`` raised (``meanwhile`` runs after a failed
+    ``fn`` too). ``fn`` returning False (nothing done: the database is locked by another
+    program) returns False without calling ``meanwhile``: the caller hands the batch
+    to the thread then. No schedule point: nothing else runs on the loop meanwhile, so
+    no cancellation comes between the commit and the batch's publishing."""
+    try:
+        done = fn(arg)
+    except BaseException:
+        meanwhile()
+        raise
+    if done:
+        meanwhile()
+    return done
 
 
 async def _in_thread_while(

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import enum
 import json
+import operator
 import os
 import sqlite3
 import tempfile
@@ -141,6 +142,32 @@ def _fsync(path: str) -> None:
 _PAGE_SIZE: int | None = 16384
 
 
+#: The WAL frames (changed pages) after which a store that takes its own checkpoints
+#: (:meth:`SqliteStore.take_checkpoints`) checkpoints: SQLite's default
+#: ``wal_autocheckpoint``, so the log stays about as long as it would.
+CHECKPOINT_FRAMES = 1000
+#: Bytes a row counts for in :func:`frames_of` beside its text: the other columns (id,
+#: category, tags, namespace, three timestamps, ...), the cell's header and the pages'
+#: slack (64,000 rows of the benchmark's texts took 389 bytes a row, 239 of them text).
+_ROW_BYTES = 256
+_TEXT = operator.itemgetter(3)  # the ``memory`` column of a row (sqlite_format.COLUMNS)
+
+
+def frames_of(batch: Batch, page_size: int) -> int:
+    """About how many WAL frames (pages) committing ``batch`` appends: a page per
+    deleted row, access update and vector (each may sit on a page of its own), the
+    puts' bytes (their texts plus :data:`_ROW_BYTES` a row) in pages, and three for a
+    leaf's split (the new page, its parent, the header page with the file's size). It
+    is above the count on average, by about half a page a row change: on the main job's
+    batches (2 puts and 6 access updates on average) 10 against 5.2 written, on 2,000-row
+    ``store_many`` batches 64 against 48. O(puts)."""
+    frames = 3 + len(batch.deletes) + len(batch.accesses) + len(batch.vectors)
+    if batch.puts:
+        size = sum(map(len, map(_TEXT, batch.puts))) + _ROW_BYTES * len(batch.puts)
+        frames += -(-size // page_size)
+    return frames
+
+
 def _create(path: str) -> None:
     """Create an empty actormem database at ``path`` atomically (it must not exist)."""
     directory = os.path.dirname(path)
@@ -210,12 +237,21 @@ def _roll_back(conn: sqlite3.Connection) -> None:
             pass
 
 
+#: How long a write waits for a lock another program holds on the database (ms).
+_BUSY_MS = 10000
+
+
+def _busy(exc: sqlite3.Error) -> bool:
+    """Whether ``exc`` says another connection holds a lock (``SQLITE_BUSY...``)."""
+    return str(getattr(exc, "sqlite_errorname", "")).startswith("SQLITE_BUSY")
+
+
 def _connect(path: str, durability: Durability) -> sqlite3.Connection:
     """The read-write connection of a validated file, in WAL mode."""
     uri = file_uri(path) + "?mode=rw"
     conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
     try:
-        conn.execute("PRAGMA busy_timeout = 10000")
+        conn.execute(f"PRAGMA busy_timeout = {_BUSY_MS}")
         version = check_schema(path, conn, deep=False)  # cheap re-check under the lock
         if version < SCHEMA_VERSION:
             upgrade = (
@@ -294,6 +330,15 @@ class SqliteStore:
         #: Whether the ``meta`` row :data:`IMAGE_KEY` may exist: the first :meth:`write`
         #: deletes it in its own transaction, so no image outlives a change of the rows.
         self._marked = True
+        #: Whether :meth:`write` checkpoints (:meth:`take_checkpoints`) instead of SQLite.
+        self._own_checkpoints = False
+        #: Frames in the WAL since the last checkpoint, estimated (:func:`frames_of`).
+        self.wal_frames = 0
+        #: Checkpoints :meth:`write` ran (with :meth:`take_checkpoints`).
+        self.checkpoints = 0
+        #: Whether the connection's ``busy_timeout`` is 0 (:meth:`take_checkpoints`).
+        self._impatient = False
+        self._page_size: int = conn.execute("PRAGMA page_size").fetchone()[0]
 
     def _check_identity(self) -> None:
         """Raise unless ``path`` still names the file opened (one ``stat``, O(1)).
@@ -413,8 +458,70 @@ class SqliteStore:
                 accesses.append(encode_access(rec))
         return Batch(deletes, encode_records(puts), accesses, vectors=vectors)
 
+    def take_checkpoints(self) -> None:
+        """Make the store ready for commits on the caller's event loop
+        (:meth:`write_inline`). SQLite's automatic checkpoint goes off
+        (``PRAGMA wal_autocheckpoint = 0``): :meth:`write` checkpoints instead, once the
+        WAL holds about :data:`CHECKPOINT_FRAMES` frames since the last checkpoint
+        (estimated by :func:`frames_of`, set right by each checkpoint's own count), so a
+        write that :meth:`inline_ok` allows never checkpoints (no copying, no fsync). And
+        the connection stops waiting for a lock another program holds
+        (``busy_timeout`` 0): :meth:`write_inline` then gives up at once, and
+        :meth:`write` waits for it as before (``busy_timeout`` of 10 s for that one
+        ``BEGIN``). O(1).
+
+        Raises:
+            StorageError: The store is closed or SQLite failed.
+        """
+        conn = self._conn
+        if conn is None:
+            raise StorageError(self.path, "the store is closed")
+        try:
+            conn.execute("PRAGMA wal_autocheckpoint = 0")
+            conn.execute("PRAGMA busy_timeout = 0")
+        except sqlite3.Error as exc:
+            raise StorageError(self.path, sqlite_reason(exc)) from exc
+        self._own_checkpoints = self._impatient = True
+
+    def _patient(self, conn: sqlite3.Connection) -> None:
+        """Wait for another program's lock again (``busy_timeout`` back to
+        :data:`_BUSY_MS`), as the best-effort writes of a closing memory did before
+        :meth:`take_checkpoints`; no more :meth:`write_inline` after it. Raises
+        sqlite3.Error."""
+        if self._impatient:
+            self._impatient = False
+            conn.execute(f"PRAGMA busy_timeout = {_BUSY_MS}")
+
+    def inline_ok(self, batch: Batch, rows: int) -> bool:
+        """Whether :meth:`write_inline` may take ``batch``: durability ``normal`` (no
+        fsync in a commit), :meth:`take_checkpoints` was called and no checkpoint is due
+        after ``batch``, at most ``rows`` row changes (vectors included), and no
+        ``meta`` rows or clearing. O(puts)."""
+        return (
+            self._impatient
+            and self.durability is Durability.NORMAL
+            and len(batch) + len(batch.vectors) <= rows
+            and not batch.meta
+            and not batch.clear
+            and self.wal_frames + frames_of(batch, self._page_size) < CHECKPOINT_FRAMES
+        )
+
+    def _checkpoint(self, conn: sqlite3.Connection) -> None:
+        """A passive checkpoint (it never waits for readers), after a commit. Its
+        failure is ignored, as SQLite ignores that of its automatic checkpoint: the
+        commit before it stands, and the next :meth:`write` tries again."""
+        try:
+            busy, log, done = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        except sqlite3.Error:
+            return
+        self.checkpoints += 1
+        # What the checkpoint could not copy (a reader of an older snapshot holds it).
+        self.wal_frames = max(0, log - done) if log >= 0 and done >= 0 else 0
+
     def write(self, batch: Batch) -> None:
         """Commit ``batch`` as one transaction, entirely or not at all. Blocking.
+
+        With :meth:`take_checkpoints`, a checkpoint follows the commit once it is due.
 
         Raises:
             StorageError: The file at ``path`` is no longer the one opened (removed,
@@ -423,12 +530,27 @@ class SqliteStore:
                 rolled back. (If the failure struck after SQLite wrote the commit record,
                 the batch may still be on disk; it was not acknowledged either way.)
         """
+        self._write(batch, True)
+
+    def write_inline(self, batch: Batch) -> bool:
+        """:meth:`write` for a batch that :meth:`inline_ok` allows, on the event loop:
+        the same transaction, never followed by a checkpoint, and False, with nothing
+        done, when another program holds the database's write lock (then commit it with
+        :meth:`write` in a thread, which waits for the lock). True once committed.
+
+        Raises:
+            StorageError: As :meth:`write`.
+        """
+        return self._write(batch, False)
+
+    def _write(self, batch: Batch, wait: bool) -> bool:
         conn = self._conn
         if conn is None:
             raise StorageError(self.path, "the store is closed")
         self._check_identity()
         try:
-            conn.execute("BEGIN IMMEDIATE")
+            if not self._begin(conn, wait):
+                return False
             changes_rows = bool(batch.clear or batch.deletes or batch.puts)
             if self._marked and changes_rows:  # the image no longer describes the rows
                 conn.execute("DELETE FROM meta WHERE key = ?", (IMAGE_KEY,))
@@ -454,6 +576,30 @@ class SqliteStore:
         self.written += len(batch)
         if changes_rows:  # access bookkeeping alone leaves what an image describes
             self._marked = self.image_fresh = False
+        if self._own_checkpoints:
+            self.wal_frames += frames_of(batch, self._page_size)
+            if wait and self.wal_frames >= CHECKPOINT_FRAMES:
+                self._checkpoint(conn)
+        return True
+
+    def _begin(self, conn: sqlite3.Connection, wait: bool) -> bool:
+        """``BEGIN IMMEDIATE`` (the write lock); False if another program holds it and
+        ``wait`` is false (only after :meth:`take_checkpoints`; before it, the
+        connection waits up to :data:`_BUSY_MS` anyway). With ``wait``, a held lock is
+        waited for up to :data:`_BUSY_MS`, as before. Raises sqlite3.Error."""
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if not self._impatient or not _busy(exc):
+                raise
+            if not wait:
+                return False
+            conn.execute(f"PRAGMA busy_timeout = {_BUSY_MS}")
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            finally:
+                conn.execute("PRAGMA busy_timeout = 0")
+        return True
 
     def write_image(self, parts: dict[str, bytes]) -> bool:
         """Keep the index image ``parts`` beside the rows: the old image's rows deleted,
@@ -468,6 +614,7 @@ class SqliteStore:
             return False
         marker = image_marker(parts)
         try:
+            self._patient(conn)
             self._check_identity()
             conn.execute("BEGIN IMMEDIATE")
             conn.execute("DELETE FROM index_image")
@@ -510,6 +657,7 @@ class SqliteStore:
         if conn is None:
             raise StorageError(self.path, "the store is closed")
         try:
+            self._patient(conn)
             meta = dict(conn.execute(SELECT_VECTOR_META))
             if meta == {"dense_model": model, "dense_dim": str(dim)}:
                 return {seq: (digest, vector) for seq, digest, vector in vector_rows(conn, dim)}
@@ -546,6 +694,7 @@ class SqliteStore:
         if conn is None or counters == self.saved_counters:
             return
         try:
+            self._patient(conn)
             self._check_identity()
             conn.execute(
                 "INSERT OR REPLACE INTO meta VALUES (?, ?)",
