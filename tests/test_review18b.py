@@ -62,7 +62,8 @@ def _fresh_core(tmp_path: Path) -> Any:
     copy = tmp_path / src.name
     shutil.copy(src, copy)
     spec = importlib.util.spec_from_file_location(src.name.split(".")[0], copy)
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     assert mod is not kernels._wo
@@ -87,7 +88,8 @@ def test_store_inserts_needs_store_setup_after_record_setup_alone(tmp_path: Path
     run: list[Any] = []
     with pytest.raises(RuntimeError, match="store_setup"):
         wo.store_inserts(*args, run, [])
-    assert run == [] and by_id == {entry._id: old}
+    assert run == []
+    assert by_id == {entry._id: old}
 
 
 # --------------------------------------------------------------------------- held up
@@ -166,10 +168,13 @@ def test_older_views_read_the_same_after_c_inserts(seed: int) -> None:
             for step in range(12):
                 batch = [
                     MemoryEntry(
-                        category=MemoryCategory.FACT, memory=f"w{rng.randrange(5)} x",
-                        id=ids[rng.randrange(30)], created_at=BASE + timedelta(seconds=step),
-                        namespace=rng.choice([(), ("a",)]), relevance=rng.choice([1.0, 0.5]),
-                    )  # fmt: skip
+                        category=MemoryCategory.FACT,
+                        memory=f"w{rng.randrange(5)} x",
+                        id=ids[rng.randrange(30)],
+                        created_at=BASE + timedelta(seconds=step),
+                        namespace=rng.choice([(), ("a",)]),
+                        relevance=rng.choice([1.0, 0.5]),
+                    )
                     for _ in range(rng.randint(1, 8))
                 ]
                 s.store_many(batch, None)
@@ -188,4 +193,3 @@ def test_older_views_read_the_same_after_c_inserts(seed: int) -> None:
             _set_knobs(True)
 
     assert run(True) == run(False)
-
