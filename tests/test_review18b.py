@@ -28,6 +28,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import attrs
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -44,7 +45,7 @@ from actormem._record import Record
 
 from . import test_bm25_length_codes as codes_tests
 from .strategies import examples
-from .test_store10 import BASE, _full, _new, _set_knobs
+from .test_store10 import BASE, _full, _new, _plain, _set_knobs
 
 wo_core = pytest.mark.skipif(
     state_module._store_inserts_c is None, reason="the word-overlap core is not built"
@@ -193,3 +194,44 @@ def test_older_views_read_the_same_after_c_inserts(seed: int) -> None:
             _set_knobs(True)
 
     assert run(True) == run(False)
+
+
+@wo_core
+def test_a_failing_lower_leaves_the_same_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``add_groups_new`` lowers a new text before any change for its record (its doc);
+    the Python loop (``_ADD_GROUPS_C`` off) and ``_add_group`` took the group number and
+    the record into ``groups`` and ``glist`` first: after an error there the index held
+    one text more (the knob on and off left different indexes). (Either way the batch's
+    earlier new texts stay in ``groups`` without their ``e.n``: an error midway through
+    ``add_many`` was never undone, before store10 too.)"""
+    real = ccore.lower()
+
+    def lower(text: str) -> str:
+        if "boom" in text:
+            raise MemoryError("boom")
+        return str(real(text))
+
+    monkeypatch.setattr(ccore, "lower", lambda: lower)
+
+    def fill(on: bool) -> tuple[Any, ...]:
+        _set_knobs(on)
+        try:
+            s = _new()
+            s.store_many(_plain(3), None)
+            batch = _plain(4, start=10)
+            boom = attrs.evolve(batch[2], memory="boom text")
+            tagged = attrs.evolve(batch[3], tags=("t",))  # _add_group's record
+            with pytest.raises(MemoryError):
+                s.store_many([batch[0], batch[1], boom, tagged], None)
+            with pytest.raises(MemoryError):
+                s.store_many(
+                    [attrs.evolve(batch[0], id=uuid.UUID(int=99), memory="boom x", tags=("t",))],
+                    None,
+                )
+            e: Any = s.index._e  # type: ignore[attr-defined]
+            return sorted(e.groups.items()), len(e.glist), e.n
+        finally:
+            _set_knobs(True)
+
+    on, off = fill(True), fill(False)
+    assert on == off
