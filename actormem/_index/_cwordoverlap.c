@@ -4966,7 +4966,8 @@ store_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "store_inserts() takes 16 arguments");
         return NULL;
     }
-    if (!ins_rec_type) {
+    if (!ins_rec_type || !ins_ns_type || !ins_never || !ins_journal_put || !ins_s_value_) {
+        /* record_setup alone (add_groups_new's) fixes the record and entry classes only */
         PyErr_SetString(PyExc_RuntimeError, "store_inserts: store_setup() not called");
         return NULL;
     }

@@ -122,9 +122,9 @@ class _WordOverlapIndex:
         rel = entry.relevance
         gid = groups.get(text)
         if gid is None:
+            low = lower(text)  # the fallible step first, as add_groups_new
             gid = groups[text] = first + len(lows)
             glist.append(rec)
-            low = lower(text)
             e.recent[gid % scan] = low
             lows.append(low)
             rels.append(rel)
@@ -190,9 +190,9 @@ class _WordOverlapIndex:
             rel = entry.relevance
             gid = groups.get(text)
             if gid is None:
+                low = lower(text)  # the fallible step first, as add_groups_new
                 gid = groups[text] = first + len(lows)
                 glist.append(rec)
-                low = lower(text)
                 recent[gid % scan] = low
                 lows.append(low)
                 rels.append(rel)
