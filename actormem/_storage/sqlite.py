@@ -120,6 +120,10 @@ class Batch:
     clear: bool = False
     #: ``(seq, text_hash, vector bytes)`` of the dense index, for puts that have one.
     vectors: list[tuple[int, bytes, bytes]] = attrs.field(factory=list)
+    #: WAL frames the access updates may add beside one a row: the pages of each
+    #: accessed row too long for one page (a change of the row's size, such as its first
+    #: access, makes SQLite write its overflow pages again). See :func:`frames_of`.
+    access_frames: int = 0
 
     def __len__(self) -> int:
         return len(self.deletes) + len(self.puts) + len(self.accesses)
@@ -146,26 +150,56 @@ _PAGE_SIZE: int | None = 16384
 #: (:meth:`SqliteStore.take_checkpoints`) checkpoints: SQLite's default
 #: ``wal_autocheckpoint``, so the log stays about as long as it would.
 CHECKPOINT_FRAMES = 1000
-#: Bytes a row counts for in :func:`frames_of` beside its text: the other columns (id,
-#: category, tags, namespace, three timestamps, ...), the cell's header and the pages'
+#: Bytes a row counts for in :func:`frames_of` beside its long texts: the other columns
+#: (id, category, namespace, three timestamps, ...), the cell's header and the pages'
 #: slack (64,000 rows of the benchmark's texts took 389 bytes a row, 239 of them text).
 _ROW_BYTES = 256
-_TEXT = operator.itemgetter(3)  # the ``memory`` column of a row (sqlite_format.COLUMNS)
+#: A row's columns that may be long (sqlite_format.COLUMNS): memory, tags, key, value.
+_LONG = operator.itemgetter(3, 4, 11, 12)
+
+
+def _bytes_bound(text: str) -> int:
+    """At least the UTF-8 length of ``text`` (a character takes up to 4 bytes): its
+    length if it is ASCII, else 4 bytes a character. O(1) (``isascii`` reads a flag)."""
+    return len(text) if text.isascii() else 4 * len(text)
+
+
+def _row_bound(row: tuple[Any, ...]) -> int:
+    """At least the bytes of a put's row (:data:`_ROW_BYTES` beside its long texts)."""
+    size = _ROW_BYTES
+    for text in _LONG(row):
+        if text is not None:
+            size += _bytes_bound(text)
+    return size
 
 
 def frames_of(batch: Batch, page_size: int) -> int:
-    """About how many WAL frames (pages) committing ``batch`` appends: a page per
-    deleted row, access update and vector (each may sit on a page of its own), the
-    puts' bytes (their texts plus :data:`_ROW_BYTES` a row) in pages, and three for a
+    """About how many WAL frames (pages) committing ``batch`` appends, never fewer: a
+    page per deleted row, access update and vector (each may sit on a page of its
+    own), the pages of the rows whose access update rewrites their overflow pages
+    (``batch.access_frames``), the puts' bytes (their long texts in UTF-8, bounded by
+    :func:`_bytes_bound`, plus :data:`_ROW_BYTES` a row) in pages, and three for a
     leaf's split (the new page, its parent, the header page with the file's size). It
     is above the count on average, by about half a page a row change: on the main job's
     batches (2 puts and 6 access updates on average) 10 against 5.2 written, on 2,000-row
     ``store_many`` batches 64 against 48. O(puts)."""
     frames = 3 + len(batch.deletes) + len(batch.accesses) + len(batch.vectors)
+    frames += batch.access_frames
     if batch.puts:
-        size = sum(map(len, map(_TEXT, batch.puts))) + _ROW_BYTES * len(batch.puts)
+        size = sum(map(_row_bound, batch.puts))
         frames += -(-size // page_size)
     return frames
+
+
+def _entry_bound(entry: Any) -> int:
+    """At least the bytes of an entry's long texts in its row (memory, key, value; the
+    tags are short). O(1) (the value's JSON text is cached by ``JsonObject``)."""
+    size = _bytes_bound(entry.memory)
+    if entry.key is not None:
+        size += _bytes_bound(entry.key)
+    if entry.value is not None:
+        size += _bytes_bound(entry.value._canonical())  # the length of its to_json()
+    return size
 
 
 def _create(path: str) -> None:
@@ -446,6 +480,8 @@ class SqliteStore:
         puts: list[Record] = []  # encoded in one call, in this order
         accesses: list[tuple[Any, ...]] = []
         vectors: list[tuple[int, bytes, bytes]] = []
+        access_frames = 0
+        page = self._page_size
         for seq, (kind, rec) in last.items():
             if kind == JOURNAL_DELETE:
                 deletes.append((seq,))
@@ -456,7 +492,12 @@ class SqliteStore:
                     vectors.append((seq, *vector))
             else:
                 accesses.append(encode_access(rec))
-        return Batch(deletes, encode_records(puts), accesses, vectors=vectors)
+                size = _entry_bound(rec.entry) + _ROW_BYTES
+                if size > page // 4:  # may overflow (SQLite keeps less than a page local)
+                    access_frames += -(-size // page)
+        return Batch(
+            deletes, encode_records(puts), accesses, vectors=vectors, access_frames=access_frames
+        )
 
     def take_checkpoints(self) -> None:
         """Make the store ready for commits on the caller's event loop
