@@ -37,8 +37,9 @@ def _watch(path: Path, store: object, seen: list[tuple[int, int]]) -> None:
 
 def test_estimate_covers_non_ascii_texts_values_and_first_accesses(tmp_path: Path) -> None:
     # Texts of 3-byte characters (CJK), JSON values of 40 KB, then each row's first
-    # access (its size changes, so SQLite rewrites its overflow pages): the estimate
-    # counted characters, not bytes, nothing of the value, and one page an access.
+    # access (its size changes, so SQLite rewrites its overflow pages), then deletes of
+    # such rows: the estimate counted characters, not bytes, nothing of the value, one
+    # page an access or a delete, and a long row's bytes as if packed with the others.
     path = tmp_path / "m.db"
     seen: list[tuple[int, int]] = []
 
@@ -60,7 +61,12 @@ def test_estimate_covers_non_ascii_texts_values_and_first_accesses(tmp_path: Pat
                 )
             for _ in range(4):
                 await memory.retrieve("beta", 24)
+            for hit in await memory.retrieve("beta", 6):
+                await memory.delete(hit.id)  # SECURE_DELETE (Debian's SQLite) zeroes its pages
 
     trio.run(main)
     assert len(seen) >= 4
     assert all(actual <= estimate for actual, estimate in seen), seen
+    # And commit by commit (between checkpoints): each batch's own frames are covered.
+    steps = [(a1 - a0, e1 - e0) for (a0, e0), (a1, e1) in zip(seen, seen[1:]) if e1 >= e0]
+    assert all(actual <= estimate for actual, estimate in steps), steps
