@@ -120,10 +120,11 @@ class Batch:
     clear: bool = False
     #: ``(seq, text_hash, vector bytes)`` of the dense index, for puts that have one.
     vectors: list[tuple[int, bytes, bytes]] = attrs.field(factory=list)
-    #: WAL frames the access updates may add beside one a row: the pages of each
-    #: accessed row too long for one page (a change of the row's size, such as its first
-    #: access, makes SQLite write its overflow pages again). See :func:`frames_of`.
-    access_frames: int = 0
+    #: WAL frames the access updates and deletes may add beside one a row: the pages
+    #: of each such row too long for one page (a change of the row's size, such as its
+    #: first access, makes SQLite write its overflow pages again; a delete zeroes them
+    #: where SQLite is built with SECURE_DELETE, as Debian's is). See :func:`frames_of`.
+    long_frames: int = 0
 
     def __len__(self) -> int:
         return len(self.deletes) + len(self.puts) + len(self.accesses)
@@ -177,16 +178,23 @@ def frames_of(batch: Batch, page_size: int) -> int:
     """About how many WAL frames (pages) committing ``batch`` appends, never fewer: a
     page per deleted row, access update and vector (each may sit on a page of its
     own), the pages of the rows whose access update rewrites their overflow pages
-    (``batch.access_frames``), the puts' bytes (their long texts in UTF-8, bounded by
-    :func:`_bytes_bound`, plus :data:`_ROW_BYTES` a row) in pages, and three for a
+    or deletes (``batch.long_frames``), the puts' bytes (their long texts in UTF-8, bounded by
+    :func:`_bytes_bound`, plus :data:`_ROW_BYTES` a row) in pages, a long row's in
+    pages of its own (its overflow chain), and three for a
     leaf's split (the new page, its parent, the header page with the file's size). It
     is above the count on average, by about half a page a row change: on the main job's
     batches (2 puts and 6 access updates on average) 10 against 5.2 written, on 2,000-row
     ``store_many`` batches 64 against 48. O(puts)."""
     frames = 3 + len(batch.deletes) + len(batch.accesses) + len(batch.vectors)
-    frames += batch.access_frames
+    frames += batch.long_frames
     if batch.puts:
-        size = sum(map(_row_bound, batch.puts))
+        size = 0
+        for row in batch.puts:
+            n = _row_bound(row)
+            if n > page_size // 4:  # may overflow: pages of its own, the last partly filled
+                frames += n // (page_size - 4) + 1  # an overflow page holds size - 4 bytes
+            else:
+                size += n
         frames += -(-size // page_size)
     return frames
 
@@ -480,11 +488,15 @@ class SqliteStore:
         puts: list[Record] = []  # encoded in one call, in this order
         accesses: list[tuple[Any, ...]] = []
         vectors: list[tuple[int, bytes, bytes]] = []
-        access_frames = 0
+        long_frames = 0
         page = self._page_size
         for seq, (kind, rec) in last.items():
             if kind == JOURNAL_DELETE:
                 deletes.append((seq,))
+                if seq not in became_live:  # a row of the file: its pages are zeroed
+                    size = _entry_bound(rec.entry) + _ROW_BYTES  # (SQLite's secure_delete)
+                    if size > page // 4:
+                        long_frames += size // (page - 4) + 2  # and a freelist trunk
             elif seq in became_live:
                 puts.append(rec)
                 vector = None if vector_of is None else vector_of(rec)
@@ -494,9 +506,9 @@ class SqliteStore:
                 accesses.append(encode_access(rec))
                 size = _entry_bound(rec.entry) + _ROW_BYTES
                 if size > page // 4:  # may overflow (SQLite keeps less than a page local)
-                    access_frames += -(-size // page)
+                    long_frames += size // (page - 4) + 1
         return Batch(
-            deletes, encode_records(puts), accesses, vectors=vectors, access_frames=access_frames
+            deletes, encode_records(puts), accesses, vectors=vectors, long_frames=long_frames
         )
 
     def take_checkpoints(self) -> None:
