@@ -5,6 +5,7 @@ writes, whatever the rows hold, or the WAL grows far past ``CHECKPOINT_FRAMES``.
 from __future__ import annotations
 
 import threading
+from itertools import pairwise
 from pathlib import Path
 
 import trio
@@ -68,5 +69,5 @@ def test_estimate_covers_non_ascii_texts_values_and_first_accesses(tmp_path: Pat
     assert len(seen) >= 4
     assert all(actual <= estimate for actual, estimate in seen), seen
     # And commit by commit (between checkpoints): each batch's own frames are covered.
-    steps = [(a1 - a0, e1 - e0) for (a0, e0), (a1, e1) in zip(seen, seen[1:]) if e1 >= e0]
+    steps = [(a1 - a0, e1 - e0) for (a0, e0), (a1, e1) in pairwise(seen) if e1 >= e0]
     assert all(actual <= estimate for actual, estimate in steps), steps
