@@ -120,6 +120,11 @@ class Batch:
     clear: bool = False
     #: ``(seq, text_hash, vector bytes)`` of the dense index, for puts that have one.
     vectors: list[tuple[int, bytes, bytes]] = attrs.field(factory=list)
+    #: WAL frames the access updates and deletes may add beside one a row: the pages
+    #: of each such row too long for one page (a change of the row's size, such as its
+    #: first access, makes SQLite write its overflow pages again; a delete zeroes them
+    #: where SQLite is built with SECURE_DELETE, as Debian's is). See :func:`frames_of`.
+    long_frames: int = 0
 
     def __len__(self) -> int:
         return len(self.deletes) + len(self.puts) + len(self.accesses)
@@ -146,26 +151,100 @@ _PAGE_SIZE: int | None = 16384
 #: (:meth:`SqliteStore.take_checkpoints`) checkpoints: SQLite's default
 #: ``wal_autocheckpoint``, so the log stays about as long as it would.
 CHECKPOINT_FRAMES = 1000
-#: Bytes a row counts for in :func:`frames_of` beside its text: the other columns (id,
-#: category, tags, namespace, three timestamps, ...), the cell's header and the pages'
+#: Bytes a row counts for in :func:`frames_of` beside its long texts: the other columns
+#: (id, category, namespace, three timestamps, ...), the cell's header and the pages'
 #: slack (64,000 rows of the benchmark's texts took 389 bytes a row, 239 of them text).
 _ROW_BYTES = 256
-_TEXT = operator.itemgetter(3)  # the ``memory`` column of a row (sqlite_format.COLUMNS)
+#: Getters of a row's columns that may be long (sqlite_format.COLUMNS): memory, tags,
+#: key, value.
+_LONG_COLUMNS = tuple(map(operator.itemgetter, (3, 4, 11, 12)))
+_LONG = operator.itemgetter(3, 4, 11, 12)
+
+
+def _bytes_bound(text: str) -> int:
+    """At least the UTF-8 length of ``text`` (a character takes up to 4 bytes): its
+    length if it is ASCII, else 4 bytes a character. O(1) (``isascii`` reads a flag)."""
+    return len(text) if text.isascii() else 4 * len(text)
+
+
+def _row_bound(row: tuple[Any, ...]) -> int:
+    """At least the bytes of a put's row (:data:`_ROW_BYTES` beside its long texts)."""
+    size = _ROW_BYTES
+    for text in _LONG(row):
+        if text is not None:
+            size += _bytes_bound(text)
+    return size
+
+
+def _long_frames(size: int, page_size: int) -> int:
+    """At least the pages a row of ``size`` bytes too long for its leaf takes: its
+    overflow chain (``page_size - 4`` bytes a page), the last one partly filled."""
+    return size // (page_size - 4) + 1
+
+
+def _puts_frames(puts: list[tuple[Any, ...]], page_size: int) -> int:
+    """At least the pages of ``puts``' rows: their bytes (the long texts in UTF-8,
+    bounded by :func:`_bytes_bound`, plus :data:`_ROW_BYTES` a row) in pages, or, when
+    a row may overflow its leaf, each long row's pages on their own. O(puts), a few
+    passes in C a column."""
+    size = _ROW_BYTES * len(puts)
+    longest = _ROW_BYTES if len(puts) > 8 else page_size  # a few: row by row
+    for column in _LONG_COLUMNS if len(puts) > 8 else ():
+        texts = list(filter(None, map(column, puts)))
+        if texts:
+            lengths = list(map(len, texts))
+            wide = 1 if all(map(str.isascii, texts)) else 4
+            size += wide * sum(lengths)
+            longest += wide * max(lengths)
+    if longest <= page_size // 4:  # no row overflows (SQLite keeps ~a page local)
+        return -(-size // page_size)
+    size = frames = 0
+    for row in puts:
+        n = _row_bound(row)
+        if n > page_size // 4:
+            frames += _long_frames(n, page_size)
+        else:
+            size += n
+    return frames - (-size // page_size)
 
 
 def frames_of(batch: Batch, page_size: int) -> int:
-    """About how many WAL frames (pages) committing ``batch`` appends: a page per
-    deleted row, access update and vector (each may sit on a page of its own), the
-    puts' bytes (their texts plus :data:`_ROW_BYTES` a row) in pages, and three for a
-    leaf's split (the new page, its parent, the header page with the file's size). It
-    is above the count on average, by about half a page a row change: on the main job's
-    batches (2 puts and 6 access updates on average) 10 against 5.2 written, on 2,000-row
-    ``store_many`` batches 64 against 48. O(puts)."""
+    """About how many WAL frames (pages) committing ``batch`` appends, never fewer: a
+    page per deleted row, access update and vector (each may sit on a page of its
+    own), the pages of the rows whose access update rewrites their overflow pages
+    or deletes (``batch.long_frames``), the puts' pages (:func:`_puts_frames`), and
+    three for a leaf's split (the new page, its parent, the header page with the
+    file's size). It is above the count on average, by about half a page a row change:
+    on the main job's batches (2 puts and 6 access updates on average) 10 against 5.2
+    written, on 2,000-row ``store_many`` batches 64 against 48. O(puts)."""
     frames = 3 + len(batch.deletes) + len(batch.accesses) + len(batch.vectors)
+    frames += batch.long_frames
     if batch.puts:
-        size = sum(map(len, map(_TEXT, batch.puts))) + _ROW_BYTES * len(batch.puts)
-        frames += -(-size // page_size)
+        frames += _puts_frames(batch.puts, page_size)
     return frames
+
+
+def _entry_bound(entry: Any) -> int:
+    """At least the bytes of an entry's long texts in its row: memory, key, value (its
+    JSON text, cached by ``JsonObject``) in UTF-8, and the tags' JSON (12 bytes a
+    character at most: an escaped astral character). O(tags)."""
+    size = _bytes_bound(entry.memory)
+    if entry.key is not None:
+        size += _bytes_bound(entry.key)
+    if entry.value is not None:
+        size += _bytes_bound(entry.value._canonical())  # the length of its to_json()
+    tags = entry.tags
+    if tags:
+        size += 12 * sum(map(len, tags)) + 3 * len(tags) + 2
+    return size
+
+
+def _entry_frames(entry: Any, page_size: int) -> int:
+    """The pages of an entry's row when it may be too long for one page (its overflow
+    pages are written again when the row changes size, or zeroed when it is deleted),
+    else 0. O(tags)."""
+    size = _entry_bound(entry) + _ROW_BYTES
+    return _long_frames(size, page_size) if size > page_size // 4 else 0
 
 
 def _create(path: str) -> None:
@@ -446,9 +525,14 @@ class SqliteStore:
         puts: list[Record] = []  # encoded in one call, in this order
         accesses: list[tuple[Any, ...]] = []
         vectors: list[tuple[int, bytes, bytes]] = []
+        long_frames = 0
+        page = self._page_size
         for seq, (kind, rec) in last.items():
             if kind == JOURNAL_DELETE:
                 deletes.append((seq,))
+                if seq not in became_live:  # a row of the file: SECURE_DELETE zeroes
+                    more = _entry_frames(rec.entry, page)  # its overflow pages
+                    long_frames += more + 1 if more else 0  # and a freelist trunk
             elif seq in became_live:
                 puts.append(rec)
                 vector = None if vector_of is None else vector_of(rec)
@@ -456,7 +540,10 @@ class SqliteStore:
                     vectors.append((seq, *vector))
             else:
                 accesses.append(encode_access(rec))
-        return Batch(deletes, encode_records(puts), accesses, vectors=vectors)
+                long_frames += _entry_frames(rec.entry, page)
+        return Batch(
+            deletes, encode_records(puts), accesses, vectors=vectors, long_frames=long_frames
+        )
 
     def take_checkpoints(self) -> None:
         """Make the store ready for commits on the caller's event loop
