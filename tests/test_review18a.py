@@ -1,0 +1,83 @@
+"""Review 18a: what a malformed file or entry gave as a traceback instead of a clear error.
+
+* a JSONL line holding an integer of more than 4,300 digits (Python's int-string limit):
+  ``json.loads`` raises a plain ValueError, which ``json_lines`` let through (a traceback
+  from ``actormem swarm --tool-calls`` and ``actormem import``);
+* a tool call whose ``reward`` is an integer too large for a float: OverflowError from
+  ``tool_call`` (both the inline and the checked way), not the "not a tool call" error;
+* an entry whose ``relevance`` or ``ttl`` is such an integer: OverflowError from the
+  constructor, not the InvalidEntryError its docs promise (``actormem import`` showed a
+  traceback).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from actormem import MemoryCategory, MemoryEntry
+from actormem._errors import InvalidEntryError
+from actormem._storage.jsonl import JsonlError, json_lines
+from actormem.agent import _toolcalls
+from actormem.agent._toolcalls import read_tool_calls, tool_call
+from actormem.cli import main
+
+HUGE = int("9" * 400)  # a JSON number json.loads reads as an int, too large for a float
+CALL = {"source": "s", "episode": "e", "step": 0, "tool": "t", "input": {}, "result": "r"}
+
+
+def test_an_integer_over_the_digit_limit_is_a_jsonl_error(tmp_path: Path) -> None:
+    path = tmp_path / "calls.jsonl"
+    path.write_text('{"input": {"x": ' + "9" * 5000 + "}}\n")
+    with pytest.raises(JsonlError, match=r"calls\.jsonl:1: not JSON: .*4300"):
+        list(json_lines(path))
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_reward_too_large_for_a_float_is_not_a_tool_call(
+    fast: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_toolcalls, "_FAST_TOOL_CALL", fast)
+    for reward in (HUGE, -HUGE):
+        with pytest.raises(ValueError, match="'reward' must be finite"):
+            tool_call({**CALL, "reward": reward})
+    assert tool_call({**CALL, "reward": 10**300}).reward == 1e300
+
+
+def test_read_tool_calls_names_the_line_of_a_huge_reward(tmp_path: Path) -> None:
+    path = tmp_path / "calls.jsonl"
+    path.write_text(json.dumps({**CALL, "reward": HUGE}) + "\n")
+    with pytest.raises(JsonlError, match=r"calls\.jsonl:1: not a tool call: 'reward' must be finite"):
+        read_tool_calls(path)
+
+
+@pytest.mark.parametrize("field", ["relevance", "ttl"])
+def test_an_entry_with_a_huge_integer_is_refused(field: str) -> None:
+    with pytest.raises(InvalidEntryError, match=field):
+        MemoryEntry(category=MemoryCategory.FACT, memory="x", **{field: HUGE})
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ('{"category": "fact", "memory": "x", "relevance": ' + "9" * 400 + "}", "relevance"),
+        ('{"category": "fact", "memory": "x", "ttl": ' + "9" * 400 + "}", "ttl"),
+        (json.dumps({**CALL, "reward": HUGE}), "'reward' must be finite"),
+        ('{"category": "fact", "memory": ' + "9" * 5000 + "}", "not JSON"),
+    ],
+    ids=["relevance", "ttl", "reward", "digits"],
+)
+def test_import_and_swarm_say_what_is_wrong(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], line: str, said: str
+) -> None:
+    data = tmp_path / "in.jsonl"
+    data.write_text(line + "\n")
+    assert main(["import", str(tmp_path / "m.db"), str(data)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and said in err and "in.jsonl:1" in err
+    if "reward" in said or "not JSON" in said:
+        assert main(["swarm", "--tool-calls", str(data), "--agents", "1"]) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and said in err
