@@ -49,7 +49,8 @@ def test_a_reward_too_large_for_a_float_is_not_a_tool_call(
 def test_read_tool_calls_names_the_line_of_a_huge_reward(tmp_path: Path) -> None:
     path = tmp_path / "calls.jsonl"
     path.write_text(json.dumps({**CALL, "reward": HUGE}) + "\n")
-    with pytest.raises(JsonlError, match=r"calls\.jsonl:1: not a tool call: 'reward' must be finite"):
+    said = r"calls\.jsonl:1: not a tool call: 'reward' must be finite"
+    with pytest.raises(JsonlError, match=said):
         read_tool_calls(path)
 
 
@@ -76,8 +77,11 @@ def test_import_and_swarm_say_what_is_wrong(
     data.write_text(line + "\n")
     assert main(["import", str(tmp_path / "m.db"), str(data)]) == 2
     err = capsys.readouterr().err
-    assert "Traceback" not in err and said in err and "in.jsonl:1" in err
+    assert "Traceback" not in err
+    assert said in err
+    assert "in.jsonl:1" in err
     if "reward" in said or "not JSON" in said:
         assert main(["swarm", "--tool-calls", str(data), "--agents", "1"]) == 2
         err = capsys.readouterr().err
-        assert "Traceback" not in err and said in err
+        assert "Traceback" not in err
+        assert said in err
