@@ -13,6 +13,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -85,3 +87,24 @@ def test_import_and_swarm_say_what_is_wrong(
         err = capsys.readouterr().err
         assert "Traceback" not in err
         assert said in err
+
+
+def test_the_public_submodules_are_attributes_of_the_package_as_before() -> None:
+    """Before the lazy imports (mainjob9), ``import actormem`` made ``actormem.client``,
+    ``actormem.context`` and ``actormem.profile`` attributes (the package imported them):
+    ``import actormem; actormem.client.Client(url)`` (docs/server.md's spelling) worked.
+    They are still reached on first access, and not imported by ``import actormem``."""
+    code = (
+        "import sys, actormem\n"
+        "assert 'actormem.client' not in sys.modules\n"
+        "assert actormem.client.Client is sys.modules['actormem.client'].Client\n"
+        "assert actormem.context.Message is actormem.Message\n"
+        "assert actormem.profile.ProfileMemory is actormem.ProfileMemory\n"
+        "try:\n"
+        "    actormem.clients\n"
+        "except AttributeError as exc:\n"
+        "    assert 'clients' in str(exc)\n"
+        "else:\n"
+        "    raise AssertionError('no AttributeError')\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
