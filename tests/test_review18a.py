@@ -15,16 +15,23 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from actormem import MemoryCategory, MemoryEntry
+from actormem._engine import state as state_module
 from actormem._errors import InvalidEntryError
+from actormem._index.wordoverlap.index import _WordOverlapIndex
 from actormem._storage.jsonl import JsonlError, json_lines
 from actormem.agent import _toolcalls
 from actormem.agent._toolcalls import read_tool_calls, tool_call
 from actormem.cli import main
+
+from .test_store10 import _full, _new
 
 HUGE = int("9" * 400)  # a JSON number json.loads reads as an int, too large for a float
 CALL = {"source": "s", "episode": "e", "step": 0, "tool": "t", "input": {}, "result": "r"}
@@ -108,3 +115,48 @@ def test_the_public_submodules_are_attributes_of_the_package_as_before() -> None
         "    raise AssertionError('no AttributeError')\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.skipif(state_module._store_inserts_c is None, reason="the core is not built")
+@pytest.mark.parametrize("mix", ["lower-first", "alternating"])
+def test_a_batch_the_c_call_cannot_append_is_not_one_frame_an_entry(
+    mix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """store10's C call appends only records whose relevance key goes at the end of the
+    order: once a record of lower relevance is in, a batch at relevance 1.0 (or mixing two
+    relevances) stopped it at nearly every entry, and each stop ended the run and stored
+    one entry by ``_store_batch``: an index ``add_many`` call an entry instead of one a
+    batch, 1.6-2x the CPU of the path before (``_STORE_C`` off). After a call that
+    inserted few, ``_store_batch`` now takes the next entries in one frame; the state is
+    the same."""
+    calls: list[int] = []
+    real = _WordOverlapIndex.add_many
+
+    def counting(self: _WordOverlapIndex, recs: list[Any]) -> None:
+        calls.append(len(recs))
+        real(self, recs)
+
+    monkeypatch.setattr(_WordOverlapIndex, "add_many", counting)
+    states = {}
+    for on in (True, False):
+        monkeypatch.setattr(state_module, "_STORE_C", on)
+        s = _new(load=None)
+        s.store_many([_plain(0, 0.5)], None)
+        rels = [1.0] * 2000 if mix == "lower-first" else [1.0, 0.5] * 1000
+        calls.clear()
+        s.store_many([_plain(i + 1, r) for i, r in enumerate(rels)], None)
+        if on:
+            assert len(calls) <= 2000 // state_module._STORE_C_RETRY + 4, len(calls)
+        s._check()
+        states[on] = _full(s)
+    assert states[True] == states[False]
+
+
+def _plain(i: int, relevance: float) -> MemoryEntry:
+    return MemoryEntry(
+        category=MemoryCategory.FACT,
+        memory=f"text {i} w{i % 13}",
+        relevance=relevance,
+        id=uuid.UUID(int=i + 1),
+        created_at=datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=i),
+    )
