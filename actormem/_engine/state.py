@@ -994,8 +994,8 @@ class MemoryState:
                     run_entries = []
                 # The entry the call stopped at, and after a call that inserted few
                 # (_STORE_C_FEW: an order the batch does not append to, relevances not
-                # cached) the next _STORE_C_RETRY - 1 too, by _store_batch in one frame and one add_many
-                # a run: never one frame and one index call an entry.
+                # cached) the next _STORE_C_RETRY - 1 too, by _store_batch in one frame
+                # and one add_many a run: never one frame and one index call an entry.
                 step = 1 if done >= _STORE_C_FEW else _STORE_C_RETRY
                 self._store_batch(entries[i : i + step], now, add_many)
                 i += step
