@@ -103,13 +103,22 @@ _LAZY = {
 }
 
 
+#: The public submodules the names of :data:`_LAZY` come from: attributes of the package
+#: after ``import actormem`` before those names were lazy (``actormem.client.Client``),
+#: so imported on first access too.
+_LAZY_MODULES = frozenset({"client", "context", "profile"})
+
+
 def __getattr__(name: str) -> Any:
-    """A name of :data:`_LAZY`: imported on first access, then kept in the module."""
+    """A name of :data:`_LAZY` or :data:`_LAZY_MODULES`: imported on first access, then
+    kept in the module."""
+    import importlib
+
+    if name in _LAZY_MODULES:
+        return importlib.import_module(f".{name}", __name__)  # the import sets the attribute
     where = _LAZY.get(name)
     if where is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
     value = getattr(importlib.import_module(where, __name__), name)
     globals()[name] = value
     return value

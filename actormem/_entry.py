@@ -116,10 +116,19 @@ def _convert_optional_time(value: Any) -> datetime | None:
     return None if value is None else _convert_time(value)
 
 
+def _as_float(value: int | float) -> float:
+    """``float(value)``, an int too large for a float (OverflowError) made infinite with its
+    sign: the callers' range checks then refuse it with their own error. O(1)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
 def _convert_relevance(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"relevance must be a float, not {type(value).__name__}")
-    number = float(value)
+    number = _as_float(value)
     if math.isnan(number) or not 0.0 <= number <= 1.0:
         raise InvalidEntryError(f"relevance must be a finite number in [0, 1], got {number!r}")
     return number
@@ -173,7 +182,7 @@ def _convert_ttl(value: Any) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"ttl must be a number of seconds or None, not {type(value).__name__}")
-    number = float(value)
+    number = _as_float(value)
     if not (math.isfinite(number) and 0.0 < number <= MAX_TTL):
         raise InvalidEntryError(
             f"ttl must be a number of seconds > 0 and <= {MAX_TTL:.0f} (100 years), got {number!r}"

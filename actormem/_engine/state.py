@@ -357,6 +357,15 @@ _DUPKEY_C = True
 #: False, or without the compiled core: ``_store_batch`` for every entry, the path before
 #: it (``stress/bench_store64.py --old-knobs store10``).
 _STORE_C = True
+#: Entries :meth:`MemoryState._store_batch_c` hands ``_store_batch`` at once after a C
+#: call that inserted few (:data:`_STORE_C_FEW`): a batch the call cannot append (a
+#: record of lower relevance in the order, relevances not cached) then costs about what
+#: ``_store_batch`` alone does, not a frame, a run's end and an index call an entry
+#: (1.6-2x the CPU, review18a).
+_STORE_C_RETRY = 64
+#: Inserts below which a C call counts as having inserted few (a run that long pays for
+#: its stop: the next entry alone by ``_store_batch``, then the call again).
+_STORE_C_FEW = 8
 #: The fast path reads sortedcontainers 2.x's private lists; a release without them
 #: (checked once, here) takes ``add`` instead of failing every ``store_many``.
 _SORTED_INTERNALS = all(
@@ -905,9 +914,7 @@ class MemoryState:
             # The records made, untracked at the end (_UNTRACK_RECORDS; an error
             # leaves the ones before it tracked, which is only the path before it).
             made: list[Record] | None = (
-                []
-                if _UNTRACK_RECORDS and _gc_untrack is not None and self._evict is None
-                else None
+                [] if _UNTRACK_RECORDS and _gc_untrack is not None and self._evict is None else None
             )
             for entry in entries:
                 if type(entry) is MemoryEntry and entry.ttl is None:
@@ -946,8 +953,9 @@ class MemoryState:
     ) -> None:
         """:meth:`_store_batch` with each run of plain inserts made by the C
         ``inserts`` (:data:`_STORE_C`; its doc lists what is plain) and every other
-        entry by :meth:`_store_batch` alone, after the run before it is ended (its
-        index adds made): the same structures, journal and index calls in the same
+        entry by :meth:`_store_batch` (with the next ones up to :data:`_STORE_C_RETRY`
+        when the call inserted fewer than :data:`_STORE_C_FEW`), after the run before
+        it is ended (its index adds made): the same structures, journal and index calls in the same
         order; an error stops the loop with the entries before it stored and their
         adds made, as there. The caller checked what the C call needs: an unbounded
         memory, the C duplicate key, the relevance order's lists. O(sum of the
@@ -961,6 +969,7 @@ class MemoryState:
         i = 0
         try:
             while i < n:
+                done = 0
                 if not by_relevance._index:  # no positional index to keep (add's case)
                     before = len(run)
                     try:
@@ -983,8 +992,13 @@ class MemoryState:
                     self._end_run(run, run_entries, add_many, untrack, untrack_entry)
                     run = []
                     run_entries = []
-                self._store_batch(entries[i : i + 1], now, add_many)
-                i += 1
+                # The entry the call stopped at, and after a call that inserted few
+                # (_STORE_C_FEW: an order the batch does not append to, relevances not
+                # cached) the next _STORE_C_RETRY - 1 too, by _store_batch in one frame
+                # and one add_many a run: never one frame and one index call an entry.
+                step = 1 if done >= _STORE_C_FEW else _STORE_C_RETRY
+                self._store_batch(entries[i : i + step], now, add_many)
+                i += step
         finally:
             if run:
                 self._end_run(run, run_entries, add_many, untrack, untrack_entry)

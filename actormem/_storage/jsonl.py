@@ -135,6 +135,8 @@ def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
                 raise JsonlError(path, number, reason) from None
             except RecursionError:  # "[[[[...": valid JSON, deeper than Python's stack
                 raise JsonlError(path, number, "JSON nested too deep") from None
+            except ValueError as exc:  # an integer over Python's int-string digit limit
+                raise JsonlError(path, number, f"not JSON: {exc}") from None
             yield number, value
 
 

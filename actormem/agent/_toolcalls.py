@@ -52,6 +52,9 @@ __all__ = [
 #: wrong type, a boolean) goes the checked way, which raises the same errors as before.
 #: False: every record the checked way (the path before it; the same calls).
 _FAST_TOOL_CALL = True
+#: Ints the inline check takes as a ``reward`` (``float`` of any of them is finite);
+#: a larger one goes the checked way, which refuses it as not finite.
+_INT_REWARD = 2**1023
 
 
 @attrs.frozen(kw_only=True, slots=True)
@@ -116,7 +119,7 @@ def tool_call(obj: dict[str, Any]) -> ToolCall:
             and (
                 reward is None
                 or (type(reward) is float and math.isfinite(reward))
-                or type(reward) is int
+                or (type(reward) is int and -_INT_REWARD < reward < _INT_REWARD)
             )
         ):
             call = ToolCall(
@@ -157,9 +160,12 @@ def _checked_tool_call(obj: dict[str, Any]) -> ToolCall:
     if reward is not None:
         if isinstance(reward, bool) or not isinstance(reward, (int, float)):
             raise ValueError(f"'reward' must be a number, not {type(reward).__name__}")
+        try:
+            reward = float(reward)  # an int too large for a float: OverflowError
+        except OverflowError:
+            reward = math.inf
         if not math.isfinite(reward):
             raise ValueError("'reward' must be finite")
-        reward = float(reward)
     call = ToolCall(
         source=source,
         episode=episode,
