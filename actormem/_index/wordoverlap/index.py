@@ -112,8 +112,9 @@ class _WordOverlapIndex:
         lower: Any,
         scan: int,
     ) -> None:
-        """:meth:`add_many`'s loop body for one record (the records ``add_groups_new``
-        leaves: a text seen before, tags): the same steps. O(len(text))."""
+        """:meth:`add_many`'s loop body for one record: every record without the
+        compiled runs, else those ``add_groups_new`` leaves (a text seen before, tags).
+        O(len(text))."""
         e = self._e
         groups = e.groups
         glist = e.glist
@@ -161,63 +162,27 @@ class _WordOverlapIndex:
                 self.add(rec)
             return
         e = self._e
-        groups = e.groups
-        glist = e.glist
-        recent = e.recent
-        maxrel = e.maxrel
-        minseq = e.minseq
         scan = knobs._SCAN_NEW
         lower = ccore.lower()  # knobs._LOWER_C: str.lower's value
         first = e.n  # the batch's first new group number
         lows: list[str] = []
         rels: list[float] = []
         seqs: list[int] = []
-        tags = self._tags
+        # knobs._ADD_GROUPS_C: runs of records with new texts in one C call; the record
+        # it stops at (a text seen before, tags) and, without it, every record by the
+        # loop's body
         groups_c = ccore.add_groups() if type(recs) is list else None
-        if groups_c is not None:  # knobs._ADD_GROUPS_C: runs of new texts in C
-            i = 0
-            n = len(recs)
-            while True:
-                i = groups_c(recs, i, groups, glist, recent, scan, first, lows, rels, seqs, lower)
+        i = 0
+        n = len(recs)
+        while i < n:
+            if groups_c is not None:
+                i = groups_c(
+                    recs, i, e.groups, e.glist, e.recent, scan, first, lows, rels, seqs, lower
+                )
                 if i >= n:
                     break
-                self._add_group(recs[i], first, lows, rels, seqs, lower, scan)
-                i += 1
-            recs = []  # the loop below: nothing left
-        for rec in recs:
-            entry = rec.entry
-            text = entry.memory
-            rel = entry.relevance
-            gid = groups.get(text)
-            if gid is None:
-                low = lower(text)  # the fallible step first, as add_groups_new
-                gid = groups[text] = first + len(lows)
-                glist.append(rec)
-                recent[gid % scan] = low
-                lows.append(low)
-                rels.append(rel)
-                seqs.append(rec.seq)
-            else:
-                if gid >= first:  # new in this batch: its bounds are not written yet
-                    at = gid - first
-                    if rel > rels[at]:
-                        rels[at] = rel
-                    if rec.seq < seqs[at]:
-                        seqs[at] = rec.seq
-                else:
-                    if rel > maxrel[gid]:
-                        maxrel[gid] = rel
-                    if rec.seq < minseq[gid]:
-                        minseq[gid] = rec.seq
-                item = glist[gid]
-                if type(item) is _Group:
-                    item.recs.append(rec)
-                    item.unpurged += 1
-                else:
-                    assert isinstance(item, Record)
-                    glist[gid] = _Group(text, [item, rec])
-            if entry.tags:
-                tags.add(_tags(rec), rec)
+            self._add_group(recs[i], first, lows, rels, seqs, lower, scan)
+            i += 1
         if not lows:
             return
         stop = first + len(lows)
