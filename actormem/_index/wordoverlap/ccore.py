@@ -350,6 +350,8 @@ def count_words(
     here (the memo keeps their answers); with ``knobs._MEMO_KEEP_LEFT`` too, a word of 4
     or more characters left to the caller for its postings has the ids it verified kept
     in that cache, where the caller's :meth:`SubstringVocab.lookup_steps` finds them.
+    With ``knobs._ADD_UNROLLED`` the counts are added four numbers a step (the same
+    counts).
 
     Raises:
         TypeError, ValueError: An argument of the wrong type or range.
@@ -408,7 +410,8 @@ def count_words(
         max(1, knobs._MEMO_WORDS),
         (1 if knobs._MEMO_ABSENT else 0)
         | (2 if knobs._MEMO_OWN_CACHE else 0)
-        | (4 if knobs._MEMO_KEEP_LEFT else 0),
+        | (4 if knobs._MEMO_KEEP_LEFT else 0)
+        | (8 if knobs._ADD_UNROLLED else 0),
     )
     return got
 
