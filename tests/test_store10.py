@@ -24,7 +24,6 @@ other by the loop's body. Checked here against both knobs off:
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -97,13 +96,8 @@ class TwoPathsStore10(TwoPaths):
             self.states[on] = s
         self.tuples = False
 
-    def _each(self) -> Iterator[tuple[bool, MemoryState]]:
-        for on, state in self.states.items():
-            _set_knobs(on)
-            try:
-                yield on, state
-            finally:
-                _set_knobs(True)
+    def _side(self, on: bool) -> None:
+        _set_knobs(on)
 
     def _entry(self, item: dict[str, Any]) -> Any:
         entry = super()._entry(item)

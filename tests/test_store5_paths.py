@@ -80,13 +80,8 @@ def test_relevance_append_through_the_store_path(monkeypatch: pytest.MonkeyPatch
 class FastAcquire(TwoPaths):
     """The same machine, the two sides differing only in the store5 add knobs."""
 
-    def _each(self) -> Iterator[tuple[bool, MemoryState]]:
-        for on, state in self.states.items():
-            wo_knobs._ACQUIRE_FAST = wo_knobs._UNTRACK = on
-            try:
-                yield on, state
-            finally:
-                wo_knobs._ACQUIRE_FAST = wo_knobs._UNTRACK = True
+    def _side(self, on: bool) -> None:
+        wo_knobs._ACQUIRE_FAST = wo_knobs._UNTRACK = on
 
     @rule()
     def collect(self) -> None:

@@ -23,7 +23,6 @@ import gc
 import sys
 import uuid
 from array import array
-from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta, timezone
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -234,15 +233,9 @@ class TwoPathsUntracked(TwoPaths):
     """test_store_batch's two states, both on the batched path, one with the records
     untracked and the token cache for texts that are not ASCII, one without."""
 
-    def _each(self) -> Iterator[tuple[bool, MemoryState]]:
-        for on, state in self.states.items():
-            state_module._UNTRACK_RECORDS = on
-            wo_knobs._CACHE_UCS = on
-            try:
-                yield on, state
-            finally:
-                state_module._UNTRACK_RECORDS = True
-                wo_knobs._CACHE_UCS = True
+    def _side(self, on: bool) -> None:
+        state_module._UNTRACK_RECORDS = on
+        wo_knobs._CACHE_UCS = on
 
 
 @core

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import gc
 import uuid
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -43,13 +42,8 @@ class TwoPathsDeferred(TwoPaths):
     """test_store_batch's two states, every write inside a durable owner's batch
     (``defer_index`` ... ``flush_index``): one with ``_DEFER_BATCH``, one without."""
 
-    def _each(self) -> Iterator[tuple[bool, MemoryState]]:
-        for on, state in self.states.items():
-            state_module._DEFER_BATCH = on
-            try:
-                yield on, state
-            finally:
-                state_module._DEFER_BATCH = True
+    def _side(self, on: bool) -> None:
+        state_module._DEFER_BATCH = on
 
     @rule(
         ops=st.lists(

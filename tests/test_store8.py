@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import uuid
 from array import array
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -239,13 +238,8 @@ class TwoPathsStore8(TwoPaths):
     """test_store_batch's two states on the batched path, one with this branch's knobs
     on, one with them off."""
 
-    def _each(self) -> Iterator[tuple[bool, MemoryState]]:
-        for on, state in self.states.items():
-            _set_knobs(on)
-            try:
-                yield on, state
-            finally:
-                _set_knobs(True)
+    def _side(self, on: bool) -> None:
+        _set_knobs(on)
 
 
 @core

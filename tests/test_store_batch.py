@@ -169,15 +169,19 @@ class TwoPaths(RuleBasedStateMachine):
             s.on_remove = lambda e, cause, on=on: self.removed[on].append((e.id, cause))
             self.states[on] = s
 
+    def _side(self, on: bool) -> None:
+        """The knobs that tell the two states' paths apart, set for side ``on`` (True
+        also puts them back after a step). Subclasses compare other knobs."""
+        state_module._STORE_BATCH = on
+        wo_knobs._ADD_MANY = on
+
     def _each(self) -> Iterator[tuple[bool, MemoryState]]:
         for on, state in self.states.items():
-            state_module._STORE_BATCH = on
-            wo_knobs._ADD_MANY = on
+            self._side(on)
             try:
                 yield on, state
             finally:
-                state_module._STORE_BATCH = True
-                wo_knobs._ADD_MANY = True
+                self._side(True)
 
     def _entry(self, item: dict[str, Any]) -> Any:
         if item["bad"]:
