@@ -122,26 +122,25 @@ def tool_call(obj: dict[str, Any]) -> ToolCall:
                 or (type(reward) is int and -_INT_REWARD < reward < _INT_REWARD)
             )
         ):
-            call = ToolCall(
-                source=source,
-                episode=episode,
-                step=step,
-                tool=tool,
-                input=obj["input"],
-                result=result,
-                reward=None if reward is None else float(reward),
-            )
-            _set_text(call)
-            return call
+            reward = None if reward is None else float(reward)
+            return _made(source, episode, step, tool, obj["input"], result, reward)
     return _checked_tool_call(obj)
 
 
-def _set_text(call: ToolCall) -> None:
-    """Format ``call`` (raising as :func:`~actormem.format_trajectory` does) and keep the
-    text in ``call.text`` when an entry would take it."""
+def _made(
+    source: str, episode: str, step: int, tool: str, input: Any, result: str, reward: float | None
+) -> ToolCall:
+    """The :class:`ToolCall` of checked fields, formatted (raising as
+    :func:`~actormem.format_trajectory` does), its text kept in ``call.text`` when an
+    entry would take it."""
+    call = ToolCall(
+        source=source, episode=episode, step=step, tool=tool, input=input, result=result,
+        reward=reward,
+    )  # fmt: skip
     text = format_trajectory(call.tool, call.input, call.result)  # refuses what it cannot write
     if memory_text_ok(text):
         object.__setattr__(call, "text", text)  # frozen: set once, as it is made
+    return call
 
 
 def _checked_tool_call(obj: dict[str, Any]) -> ToolCall:
@@ -166,17 +165,7 @@ def _checked_tool_call(obj: dict[str, Any]) -> ToolCall:
             reward = math.inf
         if not math.isfinite(reward):
             raise ValueError("'reward' must be finite")
-    call = ToolCall(
-        source=source,
-        episode=episode,
-        step=step,
-        tool=tool,
-        input=obj["input"],
-        result=result,
-        reward=reward,
-    )
-    _set_text(call)
-    return call
+    return _made(source, episode, step, tool, obj["input"], result, reward)
 
 
 def read_tool_calls(path: Path) -> tuple[list[ToolCall], str]:
