@@ -419,6 +419,17 @@ class SqliteStore:
         self._impatient = False
         self._page_size: int = conn.execute("PRAGMA page_size").fetchone()[0]
 
+    def _open_conn(self) -> sqlite3.Connection:
+        """The store's connection. O(1).
+
+        Raises:
+            StorageError: The store is closed.
+        """
+        conn = self._conn
+        if conn is None:
+            raise StorageError(self.path, "the store is closed")
+        return conn
+
     def _check_identity(self) -> None:
         """Raise unless ``path`` still names the file opened (one ``stat``, O(1)).
 
@@ -560,9 +571,7 @@ class SqliteStore:
         Raises:
             StorageError: The store is closed or SQLite failed.
         """
-        conn = self._conn
-        if conn is None:
-            raise StorageError(self.path, "the store is closed")
+        conn = self._open_conn()
         try:
             conn.execute("PRAGMA wal_autocheckpoint = 0")
             conn.execute("PRAGMA busy_timeout = 0")
@@ -631,9 +640,7 @@ class SqliteStore:
         return self._write(batch, False)
 
     def _write(self, batch: Batch, wait: bool) -> bool:
-        conn = self._conn
-        if conn is None:
-            raise StorageError(self.path, "the store is closed")
+        conn = self._open_conn()
         self._check_identity()
         try:
             if not self._begin(conn, wait):
@@ -722,9 +729,7 @@ class SqliteStore:
         Raises:
             StorageError: The store is closed or SQLite failed.
         """
-        conn = self._conn
-        if conn is None:
-            raise StorageError(self.path, "the store is closed")
+        conn = self._open_conn()
         try:
             return {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta")}
         except sqlite3.Error as exc:
@@ -740,9 +745,7 @@ class SqliteStore:
         Raises:
             StorageError: SQLite failed.
         """
-        conn = self._conn
-        if conn is None:
-            raise StorageError(self.path, "the store is closed")
+        conn = self._open_conn()
         try:
             self._patient(conn)
             meta = dict(conn.execute(SELECT_VECTOR_META))
