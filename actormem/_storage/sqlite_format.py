@@ -599,6 +599,15 @@ if kernels._PURE:
 #: entries either way; ``tests/test_open_hash.py``).
 _HASH_TEXTS = True
 
+#: The compiled reader splits in two: SQLite's steps (page reads, the b-tree walk, each
+#: record's decoding; about a third of the reader's time) run in a C thread of their own
+#: without the GIL, each row's columns copied into a chunk with the id's digits and the
+#: times' fields parsed, while the caller's thread builds the entries from the chunks.
+#: The same entries, and None where the one-thread reader gives None; the thread is
+#: joined before the reader returns or raises. False: the one-thread reader (the same
+#: entries either way; ``tests/test_open13_split.py``).
+_SPLIT_READ = True
+
 
 def _python_source_id() -> str | None:
     """``sqlite_source_id()`` of the SQLite Python's ``sqlite3`` runs, or None. O(1)."""
@@ -633,7 +642,7 @@ def _read_rows_c(uri: str) -> list[tuple[int, MemoryEntry]] | None:
     entries: list[tuple[int, MemoryEntry]] | None = _crows.read_entries(
         uri, SELECT_ENTRIES, MemoryEntry, _ENTRY_FIELDS, _CATEGORY_VALUES, _tags_of,
         _namespace_of, _json_object, 1.0, MAX_MEMORY_CHARS, MAX_KEY_CHARS, MAX_TTL, MAX_SEQ,
-        _HASH_TEXTS,
+        _HASH_TEXTS, _SPLIT_READ,
     )  # fmt: skip
     return entries
 
