@@ -226,6 +226,13 @@ def test_a_bad_threaded_argument_is_refused_before_reading(tmp_path: Path) -> No
         sqlite_format._crows.read_entries(uri, SELECT_ENTRIES, *_reader_args(), True, NoBool())
     with pytest.raises(TypeError):
         sqlite_format._crows.read_entries(uri, SELECT_ENTRIES, *_reader_args(), True, True, 1)
+    # the split threads' CPU, for benchmarks: it grows with a split read, not otherwise
+    spent = sqlite_format._crows.feed_cpu_s()
+    assert _read(uri, False) is not None
+    assert sqlite_format._crows.feed_cpu_s() == spent
+    big = _file(tmp_path / "big.db", _texts(2300))
+    assert _read(big, True) is not None
+    assert sqlite_format._crows.feed_cpu_s() > spent
     missing = sqlite_format.file_uri(str(tmp_path / "none.db")) + "?mode=ro"
     assert _read(missing, True) is None  # no file: declined, no thread left
     assert _read(uri, 1) == _read(uri, 0)

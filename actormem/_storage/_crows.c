@@ -243,6 +243,7 @@ fail:
  * the caller sets `stop` and waits for it, with the GIL released. At most CHUNKS chunks
  * of CHUNK_ROWS rows exist at once (their arenas grow to the largest chunk's texts). */
 #include <pthread.h>
+#include <time.h>
 
 /* A buffer's hash as str's hash computes it over a one-byte-kind str's data, callable
  * without the GIL (it reads the process's hash secret only). */
@@ -436,9 +437,23 @@ feed_finish(feed_t *f, int status)
     pthread_mutex_unlock(&f->mu);
 }
 
+/* The CPU seconds every producer thread of this process used, summed (for benchmarks:
+ * the CPU the read runs beside the caller's thread). */
+static pthread_mutex_t feed_cpu_mu = PTHREAD_MUTEX_INITIALIZER;
+static double feed_cpu_total = 0.0;
+
+static double
+thread_cpu_now(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0.0;
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 static void *
 feed_run(void *arg)
 {
+    double cpu0 = thread_cpu_now();
     feed_t *f = arg;
     sqlite3 *db = NULL;
     sqlite3_stmt *st = NULL;
@@ -483,6 +498,10 @@ out:
 closed:
     sqlite3_finalize(st);
     sqlite3_close(db);
+    double used = thread_cpu_now() - cpu0;
+    pthread_mutex_lock(&feed_cpu_mu);
+    feed_cpu_total += used;
+    pthread_mutex_unlock(&feed_cpu_mu);
     return NULL;
 }
 
@@ -881,7 +900,26 @@ source_id(PyObject *self, PyObject *unused)
     return PyUnicode_FromString(sqlite3_sourceid());
 }
 
+PyDoc_STRVAR(feed_cpu_s_doc,
+"feed_cpu_s() -> float\n\n"
+"The CPU seconds the split reader's threads (read_entries(..., threaded=True)) of this\n"
+"process used in all, counted when each ends: the part of a read that runs beside the\n"
+"caller's thread (for benchmarks). O(1).");
+
+static PyObject *
+feed_cpu_s(PyObject *self, PyObject *unused)
+{
+    double total;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&feed_cpu_mu);
+    total = feed_cpu_total;
+    pthread_mutex_unlock(&feed_cpu_mu);
+    Py_END_ALLOW_THREADS
+    return PyFloat_FromDouble(total);
+}
+
 static PyMethodDef methods[] = {
+    {"feed_cpu_s", feed_cpu_s, METH_NOARGS, feed_cpu_s_doc},
     {"read_entries", read_entries, METH_VARARGS, read_entries_doc},
     {"source_id", source_id, METH_NOARGS, source_id_doc},
     {NULL, NULL, 0, NULL},
