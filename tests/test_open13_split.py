@@ -45,8 +45,15 @@ TEXT = st.text(
 
 
 def _threads() -> int:
-    """The process's threads (the C thread is no Python thread: count the kernel's)."""
-    return len(os.listdir("/proc/self/task"))
+    """The split reader's threads alive in this process (a C thread, no Python one: the
+    kernel's list, by the name it gives itself)."""
+    names = []
+    for task in os.listdir("/proc/self/task"):
+        try:
+            names.append(Path(f"/proc/self/task/{task}/comm").read_text().strip())
+        except OSError:  # it ended meanwhile
+            continue
+    return names.count("actormem rows")
 
 
 def _file(path: Path, items: list[MemoryEntry]) -> str:
@@ -84,9 +91,8 @@ def _texts(n: int) -> list[MemoryEntry]:
 @pytest.mark.parametrize("n", COUNTS)
 def test_the_split_reader_gives_the_same_entries_around_the_chunks(tmp_path: Path, n: int) -> None:
     uri = _file(tmp_path / "c.db", _texts(n))
-    before = _threads()
     one, split = _read(uri, False), _read(uri, True)
-    assert _threads() == before
+    assert _threads() == 0
     assert one is not None
     assert len(one) == n
     _same_entries(one, split)
@@ -176,11 +182,10 @@ def test_an_sqlite_error_or_an_odd_row_anywhere_declines_alike(tmp_path: Path, a
         "SELECT seq, id,", f"SELECT seq, CASE WHEN seq = {at} THEN upper(id) ELSE id END,"
     )
     assert odd != SELECT_ENTRIES
-    before = _threads()
     for sql in (failing, odd):
         assert _read(uri, False, sql) is None
         assert _read(uri, True, sql) is None
-    assert _threads() == before
+    assert _threads() == 0
     assert len(_read(uri, True)) == 2300
 
 
@@ -192,13 +197,16 @@ def test_a_converter_that_raises_leaves_no_thread(tmp_path: Path, at: int) -> No
     real = args[3]  # tags_of, called when a row's tags text is not the previous row's
     calls = [0]
 
+    alive: list[int] = []
+
     def tags_of(text: str, error: type[BaseException]) -> Any:
         calls[0] += 1
+        if calls[0] == 1:  # 2,300 rows: more than 8 chunks, so the thread still runs
+            alive.append(_threads())
         if calls[0] == at:
             raise error("stop here")
         return real(text)
 
-    before = _threads()
     for error, expect in ((KeyboardInterrupt, KeyboardInterrupt), (ValueError, None)):
         for split in (False, True):
             calls[0] = 0
@@ -208,9 +216,10 @@ def test_a_converter_that_raises_leaves_no_thread(tmp_path: Path, at: int) -> No
             else:
                 with pytest.raises(expect, match="stop here"):
                     _read(uri, split, args=args)
-            assert _threads() == before
+            assert _threads() == 0
     args[3] = real
     assert len(_read(uri, True, args=args)) == 2300
+    assert alive == [0, 1, 0, 1]  # the one-thread reads have none, the split ones one
 
 
 @needs_reader

@@ -252,6 +252,13 @@ fail:
 #else
 #define HASH_BYTES(p, n) _Py_HashBytes((p), (Py_ssize_t)(n))
 #endif
+/* The id's int from its 16 big-endian bytes (unsigned): int(hex, 16)'s value. */
+#if PY_VERSION_HEX >= 0x030D0000
+#define ID_FROM_BYTES(p) \
+    PyLong_FromUnsignedNativeBytes((p), 16, Py_ASNATIVEBYTES_BIG_ENDIAN | Py_ASNATIVEBYTES_UNSIGNED_BUFFER)
+#else
+#define ID_FROM_BYTES(p) _PyLong_FromByteArray((p), 16, 0, 0)
+#endif
 
 #define CHUNK_ROWS 256
 #define CHUNKS 8
@@ -397,9 +404,16 @@ copy_row(sqlite3_stmt *st, feed_t *f, chunk_t *ch, brow_t *b)
     }
     if (!copy_text(st, 3, ch, &b->memory)) return 0;
     const unsigned char *mem = (const unsigned char *)ch->arena + b->memory.off;
-    unsigned char high = 0;
-    for (uint32_t i = 0; i < b->memory.len; i++) high |= mem[i];
-    b->memory_ascii = high < 0x80 && b->memory.len > 0;
+    /* ASCII: no byte with its top bit set (eight bytes at a time) */
+    uint64_t high = 0;
+    uint32_t i = 0;
+    for (; i + 8 <= b->memory.len; i += 8) {
+        uint64_t w;
+        memcpy(&w, mem + i, 8);
+        high |= w;
+    }
+    for (; i < b->memory.len; i++) high |= mem[i];
+    b->memory_ascii = !(high & 0x8080808080808080ULL) && b->memory.len > 0;
     b->memory_hash = -1;
     if (b->memory_ascii && f->hash_memory) b->memory_hash = HASH_BYTES(mem, b->memory.len);
     if (!copy_text(st, 4, ch, &b->tags)) return 0;
@@ -454,6 +468,9 @@ static void *
 feed_run(void *arg)
 {
     double cpu0 = thread_cpu_now();
+#ifdef __GLIBC__
+    pthread_setname_np(pthread_self(), "actormem rows"); /* for ps, gdb and the tests */
+#endif
     feed_t *f = arg;
     sqlite3 *db = NULL;
     sqlite3_stmt *st = NULL;
@@ -566,12 +583,14 @@ decode_chunk_row(const chunk_t *ch, const brow_t *b, ctx_t *c)
         if (b->memory.len > (uint32_t)c->max_memory) goto fail;
         if (!(vals[1] = PyUnicode_New(b->memory.len, 127))) goto fail;
         memcpy(PyUnicode_DATA(vals[1]), ch->arena + b->memory.off, b->memory.len);
+#if PY_VERSION_HEX < 0x030F0000 /* PyASCIIObject's cached hash, as unicode_hash sets it */
         if (b->memory_hash != -1) ((PyASCIIObject *)vals[1])->hash = b->memory_hash;
+#endif
     }
     else if (!(vals[1] = span_str(ch, b->memory)) || !short_enough(vals[1], c->max_memory))
         goto fail;
     if (c->hash_memory && PyObject_Hash(vals[1]) == -1) goto fail;
-    if (!(vals[2] = _PyLong_FromByteArray(b->id, 16, 0, 0))) goto fail;
+    if (!(vals[2] = ID_FROM_BYTES(b->id))) goto fail;
     if (!(vals[3] = span_converted(ch, b->tags, c->tags_of, &c->last_tags_text, &c->last_tags)))
         goto fail;
     if (!(vals[4] = utc_object(&b->created))) goto fail;
