@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from actormem import MemoryCategory, MemoryEntry
+from actormem._errors import StorageError
 from actormem._record import Record
 from actormem._storage import sqlite_format
 from actormem._storage.sqlite_format import COLUMNS, SELECT_ENTRIES, encode_record
@@ -68,9 +70,12 @@ def _file(path: Path, items: list[MemoryEntry]) -> str:
     return sqlite_format.file_uri(str(path)) + "?mode=ro"
 
 
-def _read(uri: str, split: bool, sql: str = SELECT_ENTRIES, args: Any = None) -> Any:
+def _read(uri: str, split: bool, sql: str = SELECT_ENTRIES, args: Any = None, **out: Any) -> Any:
     assert sqlite_format._crows is not None
-    return sqlite_format._crows.read_entries(uri, sql, *(args or _reader_args()), True, split)
+    extra = [out["ids_out"]] if "ids_out" in out else []
+    return sqlite_format._crows.read_entries(
+        uri, sql, *(args or _reader_args()), True, split, *extra
+    )
 
 
 def _texts(n: int) -> list[MemoryEntry]:
@@ -269,3 +274,71 @@ async def test_an_open_with_the_split_reader_equals_one_without(
     old = await _opened(copies[1])
     assert calls == [True, False]
     assert new == old
+
+
+def _ids_file(path: Path, ids: list[int]) -> str:
+    return _file(
+        path,
+        [
+            MemoryEntry(category=MemoryCategory.FACT, memory=f"m {i}", id=uuid.UUID(int=ident))
+            for i, ident in enumerate(ids)
+        ],
+    )
+
+
+@needs_reader
+@pytest.mark.parametrize(
+    "ids",
+    [
+        list(range(3000)),  # the zero id, then ids in a run: the table grows thrice
+        [k << 64 for k in range(3000)],  # the low words all equal
+        [k << 64 | k for k in range(1, 3000)] + [2**128 - 1],
+        [uuid.UUID(bytes=bytes([k % 256]) * 16).int for k in range(256)],
+    ],
+)
+def test_the_split_reader_checks_the_ids(tmp_path: Path, ids: list[int]) -> None:
+    path = tmp_path / "i.db"
+    out: list[Any] = []
+    rows = _read(_ids_file(path, ids), True, args=None, ids_out=out)
+    assert out == [True]
+    assert [e._id for _, e in rows] == ids
+    for twice in (0, len(ids) // 2, len(ids) - 1):  # an id again at the end
+        path.unlink()
+        out = []
+        rows = _read(_ids_file(path, [*ids, ids[twice]]), True, ids_out=out)
+        assert out == [False]
+        assert len(rows) == len(ids) + 1
+        one: list[Any] = []
+        assert _read(_ids_file(tmp_path / f"o{twice}.db", ids), False, ids_out=one) is not None
+        assert one == []  # the one-thread reader checks nothing
+
+
+@needs_reader
+def test_ids_out_is_left_alone_unless_every_row_was_read(tmp_path: Path) -> None:
+    uri = _file(tmp_path / "d.db", _texts(600))
+    odd = SELECT_ENTRIES.replace("SELECT seq, id,", "SELECT seq, upper(id),")
+    out: list[Any] = []
+    assert _read(uri, True, odd, ids_out=out) is None
+    assert out == []
+    with pytest.raises(TypeError):
+        _read(uri, True, ids_out=(True,))
+    assert _read(uri, True, ids_out=None) is not None
+
+
+@needs_reader
+@pytest.mark.parametrize("knobs", [(True, True), (True, False), (False, True)])
+def test_read_file_refuses_an_id_twice_alike(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, knobs: tuple[bool, bool]
+) -> None:
+    monkeypatch.setattr(sqlite_format, "_SPLIT_READ", knobs[0])
+    monkeypatch.setattr(sqlite_format, "_SPLIT_IDS", knobs[1])
+    path = tmp_path / "t.db"
+    _file(path, _texts(700))
+    good, _ = sqlite_format.read_file(str(path), image=False)
+    assert len(good) == 700
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE entries SET id = (SELECT id FROM entries WHERE seq = 300) WHERE seq = 650")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StorageError, match=r"id .* appears twice \(seq 650\)"):
+        sqlite_format.read_file(str(path), image=False)

@@ -310,7 +310,73 @@ typedef struct {
     long long max_seq;
     double max_ttl;
     int hash_memory;
+    /* the ids seen (check_ids): an open-addressing set of their 128 bits (both words
+     * zero: an empty slot; the zero id is `ids_zero`), `ids_dup` once one came twice */
+    int check_ids, ids_zero, ids_dup;
+    uint64_t *ids;
+    size_t ids_mask, ids_count;
 } feed_t;
+
+#define IDS_FIRST 1024 /* slots at first; doubled at half full */
+
+static inline size_t
+id_slot(uint64_t hi, uint64_t lo, size_t mask)
+{
+    /* splitmix64's finalizer over both words: a file's ids cannot pile onto one run */
+    uint64_t z = hi * 0x9E3779B97F4A7C15ULL ^ lo;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return (size_t)(z ^ (z >> 31)) & mask;
+}
+
+/* Put (hi, lo) in the table of `mask + 1` slots: 1 if it was there already. */
+static int
+id_put(uint64_t *t, size_t mask, uint64_t hi, uint64_t lo)
+{
+    for (size_t i = id_slot(hi, lo, mask);; i = (i + 1) & mask) {
+        if (t[2 * i] == 0 && t[2 * i + 1] == 0) {
+            t[2 * i] = hi;
+            t[2 * i + 1] = lo;
+            return 0;
+        }
+        if (t[2 * i] == hi && t[2 * i + 1] == lo) return 1;
+    }
+}
+
+/* Note the row's id; a second one sets ids_dup; out of memory stops the check. */
+static void
+id_seen(feed_t *f, const unsigned char id[16])
+{
+    uint64_t hi = 0, lo = 0;
+    for (int i = 0; i < 8; i++) {
+        hi = hi << 8 | id[i];
+        lo = lo << 8 | id[8 + i];
+    }
+    if (hi == 0 && lo == 0) {
+        if (f->ids_zero) f->ids_dup = 1;
+        f->ids_zero = 1;
+        return;
+    }
+    if (2 * (f->ids_count + 1) > f->ids_mask + 1 || !f->ids) {
+        size_t slots = f->ids ? 2 * (f->ids_mask + 1) : IDS_FIRST;
+        uint64_t *t = calloc(slots, 2 * sizeof(uint64_t));
+        if (!t) {
+            f->check_ids = 0;
+            return;
+        }
+        if (f->ids) {
+            for (size_t i = 0; i <= f->ids_mask; i++) {
+                if (f->ids[2 * i] || f->ids[2 * i + 1])
+                    id_put(t, slots - 1, f->ids[2 * i], f->ids[2 * i + 1]);
+            }
+            free(f->ids);
+        }
+        f->ids = t;
+        f->ids_mask = slots - 1;
+    }
+    if (id_put(f->ids, f->ids_mask, hi, lo)) f->ids_dup = 1;
+    else f->ids_count++;
+}
 
 /* Copy `n` bytes to the chunk's arena; its span, or 0 when out of memory. */
 static int
@@ -373,6 +439,7 @@ copy_row(sqlite3_stmt *st, feed_t *f, chunk_t *ch, brow_t *b)
         lo = lo <= '9' ? lo - '0' : lo - 'a' + 10;
         b->id[i] = (unsigned char)(hi << 4 | lo);
     }
+    if (f->check_ids && !f->ids_dup) id_seen(f, b->id);
     if (sqlite3_column_type(st, 2) != SQLITE_TEXT) return 0;
     const char *catp = (const char *)sqlite3_column_text(st, 2);
     Py_ssize_t catn = sqlite3_column_bytes(st, 2);
@@ -666,6 +733,7 @@ feed_free(feed_t *f)
     }
     free(f->uri);
     free(f->sql);
+    free(f->ids);
     pthread_mutex_destroy(&f->mu);
     pthread_cond_destroy(&f->cv);
 }
@@ -674,7 +742,7 @@ feed_free(feed_t *f)
  * set); `started` is set to 0 when no thread could be started (nothing read: the caller
  * reads in one thread instead). */
 static PyObject *
-read_threaded(const char *uri, const char *sql, ctx_t *c, int *started)
+read_threaded(const char *uri, const char *sql, ctx_t *c, PyObject *ids_out, int *started)
 {
     feed_t f;
     memset(&f, 0, sizeof f);
@@ -696,6 +764,7 @@ read_threaded(const char *uri, const char *sql, ctx_t *c, int *started)
     f.max_seq = c->max_seq;
     f.max_ttl = c->max_ttl;
     f.hash_memory = c->hash_memory;
+    f.check_ids = ids_out != NULL;
     PyObject *out = PyList_New(0);
     if (!out) {
         feed_free(&f);
@@ -750,6 +819,10 @@ read_threaded(const char *uri, const char *sql, ctx_t *c, int *started)
         pthread_cond_broadcast(&f.cv);
         pthread_mutex_unlock(&f.mu);
     }
+    /* every row read: the producer has ended (it published its last chunk), so its
+     * id set is final; report it, a file with an id twice included */
+    if (ids_out && f.check_ids && PyList_Append(ids_out, f.ids_dup ? Py_False : Py_True) < 0)
+        goto error;
     goto done;
 declined:
     Py_SETREF(out, Py_NewRef(Py_None));
@@ -765,7 +838,7 @@ done:
 PyDoc_STRVAR(read_entries_doc,
 "read_entries(uri, sql, entry_type, fields, categories, tags_of, namespace_of,\n"
 "             json_object, one, max_memory, max_key, max_ttl, max_seq,\n"
-"             hash_memory=False, threaded=False) -> list | None\n\n"
+"             hash_memory=False, threaded=False, ids_out=None) -> list | None\n\n"
 "Every row of `sql` (SELECT_ENTRIES, 16 columns) of the database at the read-only\n"
 "`uri`, as (seq, entry) pairs in order, decoded as sqlite_format._decode_checked\n"
 "decodes a fetched row; None at the first row it would decline or any SQLite error\n"
@@ -777,6 +850,9 @@ PyDoc_STRVAR(read_entries_doc,
 "row's columns copied into a chunk (at most 8 chunks of 256 rows), while this thread\n"
 "builds the entries from the chunks; the same result (the thread is joined before\n"
 "this returns or raises). Where no thread can be started, the one-thread read.\n"
+"`ids_out` a list (threaded only): when every row was read, the thread also checked\n"
+"the ids (a set of their 128 bits) and True (no id twice) or False is appended to\n"
+"it; nothing is appended when the ids were not checked (one thread, no memory).\n"
 "Releases the GIL and runs the signal handlers every 512 rows (an exception a handler\n"
 "raises, such as KeyboardInterrupt, is raised by this call). O(file size).");
 
@@ -795,14 +871,20 @@ read_entries(PyObject *self, PyObject *args)
     const char *uri, *sql;
     PyObject *fields, *categories;
     int threaded = 0;
+    PyObject *ids_out = NULL;
     ctx_t c;
     memset(&c, 0, sizeof c);
-    if (!PyArg_ParseTuple(args, "ssO!O!O!OOOO!nndL|pp", &uri, &sql, &PyType_Type, &c.type,
+    if (!PyArg_ParseTuple(args, "ssO!O!O!OOOO!nndL|ppO", &uri, &sql, &PyType_Type, &c.type,
                           &PyTuple_Type, &fields, &PyDict_Type, &categories, &c.tags_of,
                           &c.namespace_of, &c.json_object, &PyFloat_Type, &c.one,
                           &c.max_memory, &c.max_key, &c.max_ttl, &c.max_seq,
-                          &c.hash_memory, &threaded))
+                          &c.hash_memory, &threaded, &ids_out))
         return NULL;
+    if (ids_out == Py_None) ids_out = NULL;
+    if (ids_out && !PyList_CheckExact(ids_out)) {
+        PyErr_SetString(PyExc_TypeError, "read_entries: ids_out must be a list or None");
+        return NULL;
+    }
     if (PyTuple_GET_SIZE(fields) != ENTRY_FIELDS) {
         PyErr_SetString(PyExc_ValueError, "read_entries: fields must name the entry's 15 slots");
         return NULL;
@@ -847,7 +929,7 @@ read_entries(PyObject *self, PyObject *args)
     Py_INCREF(c.type);
     if (threaded) {
         int started;
-        PyObject *read = read_threaded(uri, sql, &c, &started);
+        PyObject *read = read_threaded(uri, sql, &c, ids_out, &started);
         if (started || !read) {
             ctx_clear(&c);
             Py_DECREF(c.type);
