@@ -17,7 +17,8 @@ it reports, as one JSON line:
   ``load_s``: rebuilding the state and its index from them (``MemoryState.load``), both
   CPU seconds of the thread that ran them;
 * ``beside_s``: the CPU of the threads that run beside the open's own (``quick_check``
-  and the image's read, the texts' digest: none before branch ``open11``), and
+  and the image's read, the texts' digest: none before branch ``open11``; the split
+  row reader's SQLite thread, also given alone as ``feed_s``, from branch ``open13``), and
   ``path_cpu_s``: ``cpu_s`` less it, the CPU of the open's own path, which is what its
   wall time would be on an idle machine with a core free for the threads beside
   (``wall_s`` itself is only meaningful at a low load: ``load1``, the 1-minute load
@@ -150,6 +151,12 @@ def child(path: str, scorer: str, query: str) -> dict[str, Any]:
             image = getattr(memory._storage, "image_fresh", None)
             c1 = time.process_time()
         close = time.process_time() - c1
+        # the split row reader's C threads (branch open13): beside the path too
+        crows: Any = getattr(fmt_any, "_crows", None)
+        feed = getattr(crows, "feed_cpu_s", None)
+        if feed is not None:
+            phases["feed_s"] = feed()
+            phases["beside_s"] = phases.get("beside_s", 0.0) + phases["feed_s"]
         beside = phases.get("beside_s", 0.0)
         return {
             "entries": n,

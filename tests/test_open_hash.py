@@ -89,7 +89,7 @@ def test_a_bad_hash_memory_is_refused_before_reading(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="no truth"):
         _read(uri, NoBool())
     with pytest.raises(TypeError):
-        _read(uri, True, 1)  # one argument too many
+        _read(uri, True, False, 1)  # one argument too many (threaded is the last)
     assert sqlite_format._crows is not None
     with pytest.raises(TypeError):  # hash_memory is positional only
         sqlite_format._crows.read_entries(
@@ -111,7 +111,7 @@ async def test_an_open_with_hashed_texts_equals_one_without(
     real = sqlite_format._crows.read_entries  # type: ignore[union-attr]
 
     def seen(*args: Any) -> Any:
-        calls.append(bool(args[-1]))
+        calls.append(bool(args[13]))  # hash_memory
         return real(*args)
 
     monkeypatch.setattr(sqlite_format._crows, "read_entries", seen)

@@ -226,10 +226,619 @@ fail:
     return NULL;
 }
 
+/* ---- The split reader: SQLite's steps in a thread of their own, without the GIL ----
+ *
+ * read_entries(..., threaded=True): a producer thread (plain pthread, never touching a
+ * Python object) opens the connection, steps through the rows and copies each row's
+ * columns into a chunk: its numbers, its texts' bytes into the chunk's arena, the id's
+ * 32 hex digits and the times' fields already parsed and every check that needs no
+ * Python object already made. The caller's thread, holding the GIL, takes the chunks
+ * in order and builds the entries from them (decode_chunk_row: the same objects and
+ * checks as decode_row). SQLite's page reads, b-tree walk and record decoding (about a
+ * third of the reader's time) then run on another core beside the object building.
+ *
+ * A row the producer declines (or any SQLite error) ends the whole read with None, as
+ * a declined row does in the one-thread path. The producer is joined on every path
+ * out of read_entries (the rows done, a row declined, an error, a signal's exception):
+ * the caller sets `stop` and waits for it, with the GIL released. At most CHUNKS chunks
+ * of CHUNK_ROWS rows exist at once (their arenas grow to the largest chunk's texts). */
+#include <pthread.h>
+#include <time.h>
+
+/* A buffer's hash as str's hash computes it over a one-byte-kind str's data, callable
+ * without the GIL (it reads the process's hash secret only). */
+#if PY_VERSION_HEX >= 0x030E0000
+#define HASH_BYTES(p, n) Py_HashBuffer((p), (Py_ssize_t)(n))
+#else
+#define HASH_BYTES(p, n) _Py_HashBytes((p), (Py_ssize_t)(n))
+#endif
+/* The id's int from its 16 big-endian bytes (unsigned): int(hex, 16)'s value. */
+#if PY_VERSION_HEX >= 0x030D0000
+#define ID_FROM_BYTES(p) \
+    PyLong_FromUnsignedNativeBytes((p), 16, Py_ASNATIVEBYTES_BIG_ENDIAN | Py_ASNATIVEBYTES_UNSIGNED_BUFFER)
+#else
+#define ID_FROM_BYTES(p) _PyLong_FromByteArray((p), 16, 0, 0)
+#endif
+
+#define CHUNK_ROWS 256
+#define CHUNKS 8
+
+typedef struct {
+    uint32_t off, len;
+} span_t;
+
+/* A time column: absent (NULL), or its seven fields. */
+typedef struct {
+    int null;
+    int f[7];
+} utc_t;
+
+typedef struct {
+    long long seq, access;
+    double rel, ttl;
+    int cat, validated, ttl_null, key_null, value_null, updated_same;
+    /* the memory text is ASCII (its str is its bytes); then `memory_hash` is its str's
+     * hash when the feed hashes (hash_memory) */
+    int memory_ascii;
+    Py_hash_t memory_hash;
+    unsigned char id[16]; /* the id's 128 bits, big-endian */
+    utc_t created, accessed, updated, expires;
+    span_t memory, tags, ns, key, value;
+} brow_t;
+
+typedef struct {
+    brow_t rows[CHUNK_ROWS];
+    int nrows;
+    char *arena;
+    size_t used, cap;
+} chunk_t;
+
+enum { P_RUNNING, P_DONE, P_DECLINED };
+
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    chunk_t *chunks; /* CHUNKS of them, filled and taken in turn */
+    long long filled, taken; /* chunks published / chunks given back */
+    int status;              /* P_*: set with the last chunk published */
+    int stop;                /* the caller gives up: the producer ends at once */
+    /* the producer's inputs (copied before it starts; never Python objects) */
+    char *uri, *sql;
+    const char *cat_text[MAX_CATEGORIES];
+    Py_ssize_t cat_len[MAX_CATEGORIES];
+    int ncat;
+    long long max_seq;
+    double max_ttl;
+    int hash_memory;
+    /* the ids seen (check_ids): an open-addressing set of their 128 bits (both words
+     * zero: an empty slot; the zero id is `ids_zero`), `ids_dup` once one came twice */
+    int check_ids, ids_zero, ids_dup;
+    uint64_t *ids;
+    size_t ids_mask, ids_count;
+} feed_t;
+
+#define IDS_FIRST 1024 /* slots at first; doubled at half full */
+
+static inline size_t
+id_slot(uint64_t hi, uint64_t lo, size_t mask)
+{
+    /* splitmix64's finalizer over both words: a file's ids cannot pile onto one run */
+    uint64_t z = hi * 0x9E3779B97F4A7C15ULL ^ lo;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return (size_t)(z ^ (z >> 31)) & mask;
+}
+
+/* Put (hi, lo) in the table of `mask + 1` slots: 1 if it was there already. */
+static int
+id_put(uint64_t *t, size_t mask, uint64_t hi, uint64_t lo)
+{
+    for (size_t i = id_slot(hi, lo, mask);; i = (i + 1) & mask) {
+        if (t[2 * i] == 0 && t[2 * i + 1] == 0) {
+            t[2 * i] = hi;
+            t[2 * i + 1] = lo;
+            return 0;
+        }
+        if (t[2 * i] == hi && t[2 * i + 1] == lo) return 1;
+    }
+}
+
+/* Note the row's id; a second one sets ids_dup; out of memory stops the check. */
+static void
+id_seen(feed_t *f, const unsigned char id[16])
+{
+    uint64_t hi = 0, lo = 0;
+    for (int i = 0; i < 8; i++) {
+        hi = hi << 8 | id[i];
+        lo = lo << 8 | id[8 + i];
+    }
+    if (hi == 0 && lo == 0) {
+        if (f->ids_zero) f->ids_dup = 1;
+        f->ids_zero = 1;
+        return;
+    }
+    if (2 * (f->ids_count + 1) > f->ids_mask + 1 || !f->ids) {
+        size_t slots = f->ids ? 2 * (f->ids_mask + 1) : IDS_FIRST;
+        uint64_t *t = calloc(slots, 2 * sizeof(uint64_t));
+        if (!t) {
+            f->check_ids = 0;
+            return;
+        }
+        if (f->ids) {
+            for (size_t i = 0; i <= f->ids_mask; i++) {
+                if (f->ids[2 * i] || f->ids[2 * i + 1])
+                    id_put(t, slots - 1, f->ids[2 * i], f->ids[2 * i + 1]);
+            }
+            free(f->ids);
+        }
+        f->ids = t;
+        f->ids_mask = slots - 1;
+    }
+    if (id_put(f->ids, f->ids_mask, hi, lo)) f->ids_dup = 1;
+    else f->ids_count++;
+}
+
+/* Copy `n` bytes to the chunk's arena; its span, or 0 when out of memory. */
+static int
+arena_put(chunk_t *ch, const void *p, int n, span_t *out)
+{
+    if (n < 0) return 0;
+    if (ch->used + (size_t)n > ch->cap) {
+        size_t cap = ch->cap ? ch->cap : 65536;
+        while (cap < ch->used + (size_t)n) cap *= 2;
+        if (cap > UINT32_MAX) return 0;
+        char *a = realloc(ch->arena, cap);
+        if (!a) return 0;
+        ch->arena = a;
+        ch->cap = cap;
+    }
+    if (n) memcpy(ch->arena + ch->used, p, (size_t)n);
+    out->off = (uint32_t)ch->used;
+    out->len = (uint32_t)n;
+    ch->used += (size_t)n;
+    return 1;
+}
+
+/* A TEXT column's bytes into the arena: 1, or 0 (declined: not TEXT, or no memory). */
+static int
+copy_text(sqlite3_stmt *st, int i, chunk_t *ch, span_t *out)
+{
+    if (sqlite3_column_type(st, i) != SQLITE_TEXT) return 0;
+    const char *p = (const char *)sqlite3_column_text(st, i);
+    if (!p) return 0;
+    return arena_put(ch, p, sqlite3_column_bytes(st, i), out);
+}
+
+/* A time column (NULL allowed when `nullable`) parsed: 1, or 0 (declined). */
+static int
+copy_utc(sqlite3_stmt *st, int i, int nullable, utc_t *out)
+{
+    int t = sqlite3_column_type(st, i);
+    out->null = t == SQLITE_NULL;
+    if (out->null) return nullable;
+    if (t != SQLITE_TEXT) return 0;
+    const char *p = (const char *)sqlite3_column_text(st, i);
+    return p && utc_fields(p, sqlite3_column_bytes(st, i), out->f);
+}
+
+/* The current row into `b` (texts into the chunk's arena), with decode_row's checks
+ * that need no Python object: 1, or 0 (declined). */
+static int
+copy_row(sqlite3_stmt *st, feed_t *f, chunk_t *ch, brow_t *b)
+{
+    if (sqlite3_column_type(st, 0) != SQLITE_INTEGER) return 0;
+    b->seq = sqlite3_column_int64(st, 0);
+    if (b->seq < 1 || b->seq > f->max_seq) return 0;
+    if (sqlite3_column_type(st, 1) != SQLITE_TEXT) return 0;
+    const char *idp = (const char *)sqlite3_column_text(st, 1);
+    char hex[33];
+    if (!idp || !uuid_digits(idp, sqlite3_column_bytes(st, 1), hex)) return 0;
+    for (int i = 0; i < 16; i++) {
+        int hi = hex[2 * i], lo = hex[2 * i + 1];
+        hi = hi <= '9' ? hi - '0' : hi - 'a' + 10;
+        lo = lo <= '9' ? lo - '0' : lo - 'a' + 10;
+        b->id[i] = (unsigned char)(hi << 4 | lo);
+    }
+    if (f->check_ids && !f->ids_dup) id_seen(f, b->id);
+    if (sqlite3_column_type(st, 2) != SQLITE_TEXT) return 0;
+    const char *catp = (const char *)sqlite3_column_text(st, 2);
+    Py_ssize_t catn = sqlite3_column_bytes(st, 2);
+    b->cat = -1;
+    for (int i = 0; catp && i < f->ncat; i++) {
+        if (f->cat_len[i] == catn && memcmp(f->cat_text[i], catp, (size_t)catn) == 0) {
+            b->cat = i;
+            break;
+        }
+    }
+    if (b->cat < 0) return 0;
+    if (sqlite3_column_type(st, 7) != SQLITE_FLOAT) return 0;
+    b->rel = sqlite3_column_double(st, 7);
+    if (!(b->rel >= 0.0 && b->rel <= 1.0)) return 0;
+    if (sqlite3_column_type(st, 8) != SQLITE_INTEGER) return 0;
+    b->access = sqlite3_column_int64(st, 8);
+    if (b->access < 0) return 0;
+    if (sqlite3_column_type(st, 10) != SQLITE_INTEGER) return 0;
+    long long validated = sqlite3_column_int64(st, 10);
+    if (validated != 0 && validated != 1) return 0;
+    b->validated = (int)validated;
+    int ttl_type = sqlite3_column_type(st, 14);
+    b->ttl_null = ttl_type == SQLITE_NULL;
+    b->ttl = 0.0;
+    if (!b->ttl_null) {
+        if (ttl_type != SQLITE_FLOAT) return 0;
+        b->ttl = sqlite3_column_double(st, 14);
+        if (!(b->ttl > 0.0 && b->ttl <= f->max_ttl)) return 0;
+    }
+    if (!copy_text(st, 3, ch, &b->memory)) return 0;
+    const unsigned char *mem = (const unsigned char *)ch->arena + b->memory.off;
+    /* ASCII: no byte with its top bit set (eight bytes at a time) */
+    uint64_t high = 0;
+    uint32_t i = 0;
+    for (; i + 8 <= b->memory.len; i += 8) {
+        uint64_t w;
+        memcpy(&w, mem + i, 8);
+        high |= w;
+    }
+    for (; i < b->memory.len; i++) high |= mem[i];
+    b->memory_ascii = !(high & 0x8080808080808080ULL) && b->memory.len > 0;
+    b->memory_hash = -1;
+    if (b->memory_ascii && f->hash_memory) b->memory_hash = HASH_BYTES(mem, b->memory.len);
+    if (!copy_text(st, 4, ch, &b->tags)) return 0;
+    if (!copy_text(st, 5, ch, &b->ns)) return 0;
+    if (!copy_utc(st, 6, 0, &b->created)) return 0;
+    if (!copy_utc(st, 9, 1, &b->accessed)) return 0;
+    b->key_null = sqlite3_column_type(st, 11) == SQLITE_NULL;
+    if (!b->key_null && !copy_text(st, 11, ch, &b->key)) return 0;
+    b->value_null = sqlite3_column_type(st, 12) == SQLITE_NULL;
+    if (!b->value_null && !copy_text(st, 12, ch, &b->value)) return 0;
+    /* updated_at: the created_at object when NULL or the same text (as most rows) */
+    int up_type = sqlite3_column_type(st, 13);
+    b->updated_same = 1;
+    if (up_type != SQLITE_NULL) {
+        if (up_type != SQLITE_TEXT) return 0;
+        const char *up = (const char *)sqlite3_column_text(st, 13);
+        Py_ssize_t upn = sqlite3_column_bytes(st, 13);
+        const char *cr = (const char *)sqlite3_column_text(st, 6);
+        Py_ssize_t crn = sqlite3_column_bytes(st, 6);
+        if (!(up && cr && upn == crn && memcmp(up, cr, (size_t)upn) == 0)) {
+            b->updated_same = 0;
+            if (!copy_utc(st, 13, 0, &b->updated)) return 0;
+        }
+    }
+    if (!copy_utc(st, 15, 1, &b->expires)) return 0;
+    return 1;
+}
+
+static void
+feed_finish(feed_t *f, int status)
+{
+    pthread_mutex_lock(&f->mu);
+    f->status = status;
+    pthread_cond_broadcast(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+}
+
+/* The CPU seconds every producer thread of this process used, summed (for benchmarks:
+ * the CPU the read runs beside the caller's thread). */
+static pthread_mutex_t feed_cpu_mu = PTHREAD_MUTEX_INITIALIZER;
+static double feed_cpu_total = 0.0;
+
+static double
+thread_cpu_now(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0.0;
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void *
+feed_run(void *arg)
+{
+    double cpu0 = thread_cpu_now();
+#ifdef __GLIBC__
+    pthread_setname_np(pthread_self(), "actormem rows"); /* for ps, gdb and the tests */
+#endif
+    feed_t *f = arg;
+    sqlite3 *db = NULL;
+    sqlite3_stmt *st = NULL;
+    int status = P_DECLINED;
+    /* NOMUTEX: the connection is this thread's alone. */
+    int rc = sqlite3_open_v2(f->uri, &db,
+                             SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc == SQLITE_OK) rc = sqlite3_prepare_v2(db, f->sql, -1, &st, NULL);
+    if (rc != SQLITE_OK || sqlite3_column_count(st) != COLUMNS) goto out;
+    for (long long k = 0;; k++) {
+        pthread_mutex_lock(&f->mu);
+        while (!f->stop && f->filled - f->taken >= CHUNKS) pthread_cond_wait(&f->cv, &f->mu);
+        int stop = f->stop;
+        pthread_mutex_unlock(&f->mu);
+        if (stop) goto out;
+        /* the chunk is this thread's until it is published */
+        chunk_t *ch = &f->chunks[k % CHUNKS];
+        ch->nrows = 0;
+        ch->used = 0;
+        int done = 0;
+        while (ch->nrows < CHUNK_ROWS) {
+            rc = sqlite3_step(st);
+            if (rc == SQLITE_DONE) {
+                done = 1;
+                break;
+            }
+            if (rc != SQLITE_ROW || !copy_row(st, f, ch, &ch->rows[ch->nrows])) goto out;
+            ch->nrows++;
+        }
+        pthread_mutex_lock(&f->mu);
+        f->filled++;
+        if (done) f->status = P_DONE;
+        pthread_cond_broadcast(&f->cv);
+        pthread_mutex_unlock(&f->mu);
+        if (done) {
+            status = P_DONE;
+            goto closed;
+        }
+    }
+out:
+    feed_finish(f, status);
+closed:
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+    double used = thread_cpu_now() - cpu0;
+    pthread_mutex_lock(&feed_cpu_mu);
+    feed_cpu_total += used;
+    pthread_mutex_unlock(&feed_cpu_mu);
+    return NULL;
+}
+
+/* A str of the chunk's span (strict UTF-8), or NULL (declined, no error set, or an
+ * error that is not an Exception). */
+static PyObject *
+span_str(const chunk_t *ch, span_t s)
+{
+    PyObject *r = PyUnicode_DecodeUTF8(ch->arena + s.off, s.len, "strict");
+    if (!r && PyErr_ExceptionMatches(PyExc_Exception)) PyErr_Clear();
+    return r;
+}
+
+static PyObject *
+utc_object(const utc_t *t)
+{
+    PyObject *dt = PyDateTimeAPI->DateTime_FromDateAndTime(
+        t->f[0], t->f[1], t->f[2], t->f[3], t->f[4], t->f[5], t->f[6],
+        PyDateTime_TimeZone_UTC, PyDateTimeAPI->DateTimeType);
+    if (!dt && PyErr_ExceptionMatches(PyExc_Exception)) PyErr_Clear();
+    return dt;
+}
+
+/* column_converted over a span of the chunk. */
+static PyObject *
+span_converted(const chunk_t *ch, span_t s, PyObject *f, PyObject **last_text, PyObject **last)
+{
+    const char *p = ch->arena + s.off;
+    Py_ssize_t n = s.len;
+    if (*last_text && PyBytes_GET_SIZE(*last_text) == n &&
+        memcmp(PyBytes_AS_STRING(*last_text), p, (size_t)n) == 0)
+        return Py_NewRef(*last);
+    PyObject *str = PyUnicode_DecodeUTF8(p, n, "strict");
+    if (!str) goto declined;
+    PyObject *r = PyObject_CallOneArg(f, str);
+    Py_DECREF(str);
+    if (!r) goto declined;
+    PyObject *raw = PyBytes_FromStringAndSize(p, n);
+    if (!raw) {
+        Py_DECREF(r);
+        return NULL;
+    }
+    Py_XSETREF(*last_text, raw);
+    Py_XSETREF(*last, Py_NewRef(r));
+    return r;
+declined:
+    if (PyErr_ExceptionMatches(PyExc_Exception)) PyErr_Clear();
+    return NULL;
+}
+
+/* decode_row over a copied row: its (seq, entry), or NULL (declined, no error set, or
+ * an error to raise). */
+static PyObject *
+decode_chunk_row(const chunk_t *ch, const brow_t *b, ctx_t *c)
+{
+    PyObject *vals[ENTRY_FIELDS] = {NULL};
+    PyObject *seq = NULL, *pair = NULL;
+    vals[0] = Py_NewRef(c->cat[b->cat]);
+    if (b->memory_ascii) {
+        /* strict UTF-8 of ASCII bytes is those bytes: the str made as the decoder would
+         * make it, and its hash (what str's hash computes over its one-byte data) set */
+        if (b->memory.len > (uint32_t)c->max_memory) goto fail;
+        if (!(vals[1] = PyUnicode_New(b->memory.len, 127))) goto fail;
+        memcpy(PyUnicode_DATA(vals[1]), ch->arena + b->memory.off, b->memory.len);
+#if PY_VERSION_HEX < 0x030F0000 /* PyASCIIObject's cached hash, as unicode_hash sets it */
+        if (b->memory_hash != -1) ((PyASCIIObject *)vals[1])->hash = b->memory_hash;
+#endif
+    }
+    else if (!(vals[1] = span_str(ch, b->memory)) || !short_enough(vals[1], c->max_memory))
+        goto fail;
+    if (c->hash_memory && PyObject_Hash(vals[1]) == -1) goto fail;
+    if (!(vals[2] = ID_FROM_BYTES(b->id))) goto fail;
+    if (!(vals[3] = span_converted(ch, b->tags, c->tags_of, &c->last_tags_text, &c->last_tags)))
+        goto fail;
+    if (!(vals[4] = utc_object(&b->created))) goto fail;
+    vals[5] = b->rel == 1.0 ? Py_NewRef(c->one) : PyFloat_FromDouble(b->rel);
+    if (!vals[5]) goto fail;
+    if (!(vals[6] = PyLong_FromLongLong(b->access))) goto fail;
+    vals[7] = Py_NewRef(b->validated ? Py_True : Py_False);
+    if (!(vals[8] = span_converted(ch, b->ns, c->namespace_of, &c->last_ns_text, &c->last_ns)))
+        goto fail;
+    if (b->accessed.null) vals[9] = Py_NewRef(Py_None);
+    else if (!(vals[9] = utc_object(&b->accessed))) goto fail;
+    if (b->key_null) vals[10] = Py_NewRef(Py_None);
+    else if (!(vals[10] = span_str(ch, b->key)) || PyUnicode_GET_LENGTH(vals[10]) == 0 ||
+             !short_enough(vals[10], c->max_key))
+        goto fail;
+    if (b->value_null) vals[11] = Py_NewRef(Py_None);
+    else {
+        PyObject *text = span_str(ch, b->value);
+        if (!text) goto fail;
+        vals[11] = PyObject_CallOneArg(c->json_object, text);
+        Py_DECREF(text);
+        if (!vals[11]) goto fail;
+    }
+    if (b->updated_same) vals[12] = Py_NewRef(vals[4]);
+    else {
+        if (!(vals[12] = utc_object(&b->updated))) goto fail;
+        int lt = PyObject_RichCompareBool(vals[12], vals[4], Py_LT);
+        if (lt < 0) goto fail;
+        if (lt) Py_SETREF(vals[12], Py_NewRef(vals[4]));
+    }
+    if (b->ttl_null) vals[13] = Py_NewRef(Py_None);
+    else if (!(vals[13] = PyFloat_FromDouble(b->ttl))) goto fail;
+    if (b->expires.null) vals[14] = Py_NewRef(Py_None);
+    else if (!(vals[14] = utc_object(&b->expires))) goto fail;
+    if (!(seq = PyLong_FromLongLong(b->seq))) goto fail;
+    PyObject *entry = c->type->tp_alloc(c->type, 0);
+    if (!entry) goto fail;
+    for (int i = 0; i < ENTRY_FIELDS; i++) {
+        PyObject **slot = (PyObject **)((char *)entry + c->off[i]);
+        Py_XSETREF(*slot, vals[i]); /* steals */
+        vals[i] = NULL;
+    }
+    pair = PyTuple_Pack(2, seq, entry);
+    Py_DECREF(entry);
+    Py_DECREF(seq);
+    return pair;
+fail:
+    for (int i = 0; i < ENTRY_FIELDS; i++) Py_XDECREF(vals[i]);
+    Py_XDECREF(seq);
+    if (PyErr_Occurred() && PyErr_ExceptionMatches(PyExc_Exception)) PyErr_Clear();
+    return NULL;
+}
+
+/* Stop the producer (if it still runs) and wait for it, the GIL released. */
+static void
+feed_join(feed_t *f, pthread_t th)
+{
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&f->mu);
+    f->stop = 1;
+    pthread_cond_broadcast(&f->cv);
+    pthread_mutex_unlock(&f->mu);
+    pthread_join(th, NULL);
+    Py_END_ALLOW_THREADS
+}
+
+static void
+feed_free(feed_t *f)
+{
+    if (f->chunks) {
+        for (int i = 0; i < CHUNKS; i++) free(f->chunks[i].arena);
+        free(f->chunks);
+    }
+    free(f->uri);
+    free(f->sql);
+    free(f->ids);
+    pthread_mutex_destroy(&f->mu);
+    pthread_cond_destroy(&f->cv);
+}
+
+/* The rows through the producer thread: the list, None (declined), or NULL (an error
+ * set); `started` is set to 0 when no thread could be started (nothing read: the caller
+ * reads in one thread instead). */
+static PyObject *
+read_threaded(const char *uri, const char *sql, ctx_t *c, PyObject *ids_out, int *started)
+{
+    feed_t f;
+    memset(&f, 0, sizeof f);
+    pthread_mutex_init(&f.mu, NULL);
+    pthread_cond_init(&f.cv, NULL);
+    *started = 0;
+    f.uri = strdup(uri);
+    f.sql = strdup(sql);
+    f.chunks = calloc(CHUNKS, sizeof(chunk_t));
+    if (!f.uri || !f.sql || !f.chunks) {
+        feed_free(&f);
+        return PyErr_NoMemory();
+    }
+    for (int i = 0; i < c->ncat; i++) {
+        f.cat_text[i] = c->cat_text[i];
+        f.cat_len[i] = c->cat_len[i];
+    }
+    f.ncat = c->ncat;
+    f.max_seq = c->max_seq;
+    f.max_ttl = c->max_ttl;
+    f.hash_memory = c->hash_memory;
+    f.check_ids = ids_out != NULL;
+    PyObject *out = PyList_New(0);
+    if (!out) {
+        feed_free(&f);
+        return NULL;
+    }
+    pthread_t th;
+    if (pthread_create(&th, NULL, feed_run, &f) != 0) {
+        Py_DECREF(out);
+        feed_free(&f);
+        return Py_NewRef(Py_None); /* with *started 0 */
+    }
+    *started = 1;
+    Py_ssize_t row = 0;
+    for (long long k = 0;; k++) {
+        /* wait for chunk k (or the end), the GIL released only if it must wait */
+        pthread_mutex_lock(&f.mu);
+        int ready = f.filled > k || f.status != P_RUNNING;
+        if (!ready) {
+            pthread_mutex_unlock(&f.mu);
+            Py_BEGIN_ALLOW_THREADS
+            pthread_mutex_lock(&f.mu);
+            while (f.filled <= k && f.status == P_RUNNING) pthread_cond_wait(&f.cv, &f.mu);
+            pthread_mutex_unlock(&f.mu);
+            Py_END_ALLOW_THREADS
+            pthread_mutex_lock(&f.mu);
+        }
+        int have = f.filled > k, status = f.status;
+        pthread_mutex_unlock(&f.mu);
+        if (!have) {
+            if (status == P_DONE) break;
+            goto declined; /* a row declined or an SQLite error */
+        }
+        const chunk_t *ch = &f.chunks[k % CHUNKS];
+        for (int i = 0; i < ch->nrows; i++) {
+            if (++row % YIELD_ROWS == 0) {
+                Py_BEGIN_ALLOW_THREADS
+                Py_END_ALLOW_THREADS
+                if (PyErr_CheckSignals() < 0) goto error;
+            }
+            PyObject *pair = decode_chunk_row(ch, &ch->rows[i], c);
+            if (!pair) {
+                if (PyErr_Occurred()) goto error;
+                goto declined;
+            }
+            int failed = PyList_Append(out, pair);
+            Py_DECREF(pair);
+            if (failed) goto error;
+        }
+        /* give the chunk back */
+        pthread_mutex_lock(&f.mu);
+        f.taken++;
+        pthread_cond_broadcast(&f.cv);
+        pthread_mutex_unlock(&f.mu);
+    }
+    /* every row read: the producer has ended (it published its last chunk), so its
+     * id set is final; report it, a file with an id twice included */
+    if (ids_out && f.check_ids && PyList_Append(ids_out, f.ids_dup ? Py_False : Py_True) < 0)
+        goto error;
+    goto done;
+declined:
+    Py_SETREF(out, Py_NewRef(Py_None));
+    goto done;
+error:
+    Py_CLEAR(out);
+done:
+    feed_join(&f, th);
+    feed_free(&f);
+    return out;
+}
+
 PyDoc_STRVAR(read_entries_doc,
 "read_entries(uri, sql, entry_type, fields, categories, tags_of, namespace_of,\n"
 "             json_object, one, max_memory, max_key, max_ttl, max_seq,\n"
-"             hash_memory=False) -> list | None\n\n"
+"             hash_memory=False, threaded=False, ids_out=None) -> list | None\n\n"
 "Every row of `sql` (SELECT_ENTRIES, 16 columns) of the database at the read-only\n"
 "`uri`, as (seq, entry) pairs in order, decoded as sqlite_format._decode_checked\n"
 "decodes a fetched row; None at the first row it would decline or any SQLite error\n"
@@ -237,6 +846,13 @@ PyDoc_STRVAR(read_entries_doc,
 "its member; `fields` names entry_type's 15 slots in _entry._ENTRY_FIELDS' order.\n"
 "`hash_memory` true: each entry's memory text has its hash computed (cached in the\n"
 "str) as it is made, while its bytes are hot; the entries are the same either way.\n"
+"`threaded` true: SQLite's steps run in a thread of their own without the GIL, each\n"
+"row's columns copied into a chunk (at most 8 chunks of 256 rows), while this thread\n"
+"builds the entries from the chunks; the same result (the thread is joined before\n"
+"this returns or raises). Where no thread can be started, the one-thread read.\n"
+"`ids_out` a list (threaded only): when every row was read, the thread also checked\n"
+"the ids (a set of their 128 bits) and True (no id twice) or False is appended to\n"
+"it; nothing is appended when the ids were not checked (one thread, no memory).\n"
 "Releases the GIL and runs the signal handlers every 512 rows (an exception a handler\n"
 "raises, such as KeyboardInterrupt, is raised by this call). O(file size).");
 
@@ -254,14 +870,21 @@ read_entries(PyObject *self, PyObject *args)
 {
     const char *uri, *sql;
     PyObject *fields, *categories;
+    int threaded = 0;
+    PyObject *ids_out = NULL;
     ctx_t c;
     memset(&c, 0, sizeof c);
-    if (!PyArg_ParseTuple(args, "ssO!O!O!OOOO!nndL|p", &uri, &sql, &PyType_Type, &c.type,
+    if (!PyArg_ParseTuple(args, "ssO!O!O!OOOO!nndL|ppO", &uri, &sql, &PyType_Type, &c.type,
                           &PyTuple_Type, &fields, &PyDict_Type, &categories, &c.tags_of,
                           &c.namespace_of, &c.json_object, &PyFloat_Type, &c.one,
                           &c.max_memory, &c.max_key, &c.max_ttl, &c.max_seq,
-                          &c.hash_memory))
+                          &c.hash_memory, &threaded, &ids_out))
         return NULL;
+    if (ids_out == Py_None) ids_out = NULL;
+    if (ids_out && !PyList_CheckExact(ids_out)) {
+        PyErr_SetString(PyExc_TypeError, "read_entries: ids_out must be a list or None");
+        return NULL;
+    }
     if (PyTuple_GET_SIZE(fields) != ENTRY_FIELDS) {
         PyErr_SetString(PyExc_ValueError, "read_entries: fields must name the entry's 15 slots");
         return NULL;
@@ -304,6 +927,17 @@ read_entries(PyObject *self, PyObject *args)
     }
     Py_INCREF(categories); /* keeps the texts and members alive */
     Py_INCREF(c.type);
+    if (threaded) {
+        int started;
+        PyObject *read = read_threaded(uri, sql, &c, ids_out, &started);
+        if (started || !read) {
+            ctx_clear(&c);
+            Py_DECREF(c.type);
+            Py_DECREF(categories);
+            return read;
+        }
+        Py_DECREF(read); /* no thread: read in this one */
+    }
     PyObject *out = PyList_New(0);
     sqlite3 *db = NULL;
     sqlite3_stmt *st = NULL;
@@ -367,7 +1001,26 @@ source_id(PyObject *self, PyObject *unused)
     return PyUnicode_FromString(sqlite3_sourceid());
 }
 
+PyDoc_STRVAR(feed_cpu_s_doc,
+"feed_cpu_s() -> float\n\n"
+"The CPU seconds the split reader's threads (read_entries(..., threaded=True)) of this\n"
+"process used in all, counted when each ends: the part of a read that runs beside the\n"
+"caller's thread (for benchmarks). O(1).");
+
+static PyObject *
+feed_cpu_s(PyObject *self, PyObject *unused)
+{
+    double total;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&feed_cpu_mu);
+    total = feed_cpu_total;
+    pthread_mutex_unlock(&feed_cpu_mu);
+    Py_END_ALLOW_THREADS
+    return PyFloat_FromDouble(total);
+}
+
 static PyMethodDef methods[] = {
+    {"feed_cpu_s", feed_cpu_s, METH_NOARGS, feed_cpu_s_doc},
     {"read_entries", read_entries, METH_VARARGS, read_entries_doc},
     {"source_id", source_id, METH_NOARGS, source_id_doc},
     {NULL, NULL, 0, NULL},

@@ -599,6 +599,22 @@ if kernels._PURE:
 #: entries either way; ``tests/test_open_hash.py``).
 _HASH_TEXTS = True
 
+#: The compiled reader splits in two: SQLite's steps (page reads, the b-tree walk, each
+#: record's decoding; about a third of the reader's time) run in a C thread of their own
+#: without the GIL, each row's columns copied into a chunk with the id's digits and the
+#: times' fields parsed, while the caller's thread builds the entries from the chunks.
+#: The same entries, and None where the one-thread reader gives None; the thread is
+#: joined before the reader returns or raises. False: the one-thread reader (the same
+#: entries either way; ``tests/test_open13_split.py``).
+_SPLIT_READ = True
+
+#: The split reader's thread also checks that no id comes twice (a set of the ids' 128
+#: bits, without the GIL), so that ``read_file`` skips its own check (a Python set of
+#: 1M ints, ~0.1-0.2 s on the open's path) when it reports none; when it reports one,
+#: or did not check, ``read_file`` checks as before and raises its error. False: always
+#: ``read_file``'s check (the same entries and errors either way).
+_SPLIT_IDS = True
+
 
 def _python_source_id() -> str | None:
     """``sqlite_source_id()`` of the SQLite Python's ``sqlite3`` runs, or None. O(1)."""
@@ -622,10 +638,14 @@ def _python_source_id() -> str | None:
 _SAME_SQLITE = _crows is not None and _crows.source_id() == _python_source_id()
 
 
-def _read_rows_c(uri: str) -> list[tuple[int, MemoryEntry]] | None:
+def _read_rows_c(
+    uri: str, ids_out: list[bool] | None = None
+) -> list[tuple[int, MemoryEntry]] | None:
     """Every entry of the file at ``uri`` through the compiled reader, or None (not
     built, switched off, another SQLite than Python's on a file that takes locks, or a
-    row or an error it leaves to the Python path). O(file size)."""
+    row or an error it leaves to the Python path). ``ids_out``: where the split reader
+    (:data:`_SPLIT_READ`) checked the ids, True (no id twice) or False is appended to
+    it. O(file size)."""
     if not _C_ROWS or _crows is None:
         return None
     if not _SAME_SQLITE and "immutable=1" not in uri:
@@ -633,7 +653,7 @@ def _read_rows_c(uri: str) -> list[tuple[int, MemoryEntry]] | None:
     entries: list[tuple[int, MemoryEntry]] | None = _crows.read_entries(
         uri, SELECT_ENTRIES, MemoryEntry, _ENTRY_FIELDS, _CATEGORY_VALUES, _tags_of,
         _namespace_of, _json_object, 1.0, MAX_MEMORY_CHARS, MAX_KEY_CHARS, MAX_TTL, MAX_SEQ,
-        _HASH_TEXTS,
+        _HASH_TEXTS, _SPLIT_READ, ids_out if _SPLIT_IDS else None,
     )  # fmt: skip
     return entries
 
@@ -707,8 +727,9 @@ def read_file(
             )  # fmt: skip
         with gc_paused():  # every object built here lives on: nothing for it to find
             rows_error: Exception | None = None
+            distinct: list[bool] = []  # [True]: the reader found no id twice
             try:
-                entries = _read_entries(path, uri, conn, version)
+                entries = _read_entries(path, uri, conn, version, distinct)
             except (StorageError, sqlite3.Error) as exc:
                 if beside is None:
                     raise
@@ -732,6 +753,8 @@ def read_file(
         if side is not None:
             side.close()
         conn.close()
+    if distinct == [True]:
+        return entries, parts
     seen: set[int] = set()
     for seq, entry in entries:
         ident = entry._id  # the id's int, as the entry keeps it (no UUID made per row)
@@ -742,19 +765,26 @@ def read_file(
 
 
 def _read_entries(
-    path: str, uri: str, conn: sqlite3.Connection, version: int
+    path: str,
+    uri: str,
+    conn: sqlite3.Connection,
+    version: int,
+    distinct: list[bool] | None = None,
 ) -> list[tuple[int, MemoryEntry]]:
     """Every ``(seq, entry)`` of the file, in seq order: through the compiled reader, or
     fetched by ``conn`` and decoded in batches (the rows of the whole file never exist
     at once beside their entries: about a third of the peak memory at 1M). O(file size).
+    ``distinct``: as :func:`_read_rows_c`'s ``ids_out``.
 
     Raises:
         StorageError: A row that does not decode (:func:`decode_rows`).
         sqlite3.Error: SQLite failed.
     """
-    read = _read_rows_c(uri) if version >= 2 else None
+    read = _read_rows_c(uri, distinct) if version >= 2 else None
     if read is not None:
         return read
+    if distinct:
+        del distinct[:]  # not the entries returned
     cursor = conn.execute(SELECT_ENTRIES_V1 if version == 1 else SELECT_ENTRIES)
     entries: list[tuple[int, MemoryEntry]] = []
     while rows := cursor.fetchmany(_FETCH_ROWS):
