@@ -87,7 +87,7 @@ class TwoLayouts(TwoPaths):
     views held across writes."""
 
     @initialize(capacity=st.sampled_from([None, None, None, 4, 9]), load=st.sampled_from([4, 9]))
-    def make(self, capacity: int | None, load: int) -> None:  # type: ignore[override]
+    def make(self, capacity: int | None, load: int) -> None:
         self.views: dict[bool, list[View]] = {True: [], False: []}
         #: Open walks: their view (held), the walk, what is left of the model's answer.
         self.walks: dict[bool, list[tuple[View, Iterator[Any], list[Any]]]] = {
