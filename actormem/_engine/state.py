@@ -614,25 +614,31 @@ class View:
         inclusive = False
         while True:
             n_read = len(read)
-            got = list(
+            chunk = list(
                 islice(keys.irange_key(min_key=min_key, inclusive=(inclusive, True)), size + n_read)
             )
-            if n_read:
-                seen = {id(r) for r in read}
-                chunk = [r for r in got[:n_read] if id(r) not in seen]
-                chunk += got[n_read:]
-            else:
-                chunk = got
+            full = len(chunk) == size + n_read
+            if n_read:  # drop the leading records read before
+                skip = 0
+                if n_read == 1:  # the usual case: the last record read alone
+                    skip = int(bool(chunk) and chunk[0] is read[0])
+                else:
+                    ids = {id(r) for r in read}
+                    while skip < len(chunk) and id(chunk[skip]) in ids:
+                        skip += 1
+                del chunk[:skip]
             for rec in chunk:
                 if rec.born <= v < rec.died:
                     yield rec
-            if len(got) < size + n_read or not chunk:
+            if not full:
                 return
-            last = relkey(chunk[-1])
+            tail = len(chunk) - 1
+            last_rec = chunk[tail]
+            last = relkey(last_rec)
             if last != min_key:
                 read = []
-            tail = len(chunk) - 1
-            while tail > 0 and relkey(chunk[tail - 1]) == last:
+            seq = last_rec.seq  # an equal key has an equal seq: relkey only then
+            while tail > 0 and chunk[tail - 1].seq == seq and relkey(chunk[tail - 1]) == last:
                 tail -= 1
             read += chunk[tail:]
             min_key, inclusive = last, True
