@@ -202,7 +202,7 @@ class TwoLayouts(TwoPaths):
 
 def test_two_layouts_agree() -> None:
     run = TwoLayouts.TestCase()
-    run.settings = settings(max_examples=examples(40), stateful_step_count=30, deadline=None)
+    run.settings = settings(max_examples=examples(25), stateful_step_count=25, deadline=None)
     run.runTest()
 
 
@@ -311,3 +311,41 @@ def test_store_inserts_refuses_a_seq_keys_that_is_not_a_bool() -> None:
     args[14] = run
     assert wo.store_inserts(*args, True) == 1
     assert rel._keys[-1][-1] is run[0].seq  # the seq int itself
+
+
+@settings(max_examples=examples(40), deadline=None)
+@given(
+    rels=st.lists(st.sampled_from([1.0, 1.0, 0.5, 0.0]), min_size=1, max_size=60),
+    gaps=st.lists(st.integers(1, 3), min_size=60, max_size=60),
+    capacity=st.sampled_from([None, None, 10]),
+)
+def test_load_orders_alike_in_both_layouts(
+    rels: list[float], gaps: list[int], capacity: int | None
+) -> None:
+    """``load`` (a file's rows, seqs ascending with gaps) fills the order alike in both
+    layouts, each ``_check``ed; a relevance-1.0 key is the loaded record's seq."""
+    seq = 0
+    rows = []
+    for i, rel in enumerate(rels):
+        seq += gaps[i]
+        entry = MemoryEntry(
+            category=MemoryCategory.FACT,
+            memory=f"m{i % 5}",
+            id=uuid.UUID(int=i + 1),
+            relevance=rel,
+            created_at=BASE + timedelta(seconds=i),
+        )
+        rows.append((seq, entry))
+    loaded = {}
+    for on in (True, False):
+        s = _new(on, capacity)
+        s.load(rows)
+        s._check()
+        loaded[on] = s
+        if on:
+            assert _keys_are_seqs(s)
+    assert [_rec(r) for r in loaded[True]._by_relevance] == [
+        _rec(r) for r in loaded[False]._by_relevance
+    ]
+    view = loaded[True].view()
+    assert [_rec(r) for r in view.by_relevance()] == _model(loaded[True], view, None)
