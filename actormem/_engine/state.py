@@ -18,9 +18,12 @@ loses records only when no snapshot can see them):
 
 * ``_by_id``: ``id.int`` -> newest record version; older versions hang off ``_prev`` for old
   snapshots. A deleted id keeps its dead record here until vacuumed.
-* ``_by_relevance``: every unpurged record, ordered by ``(-relevance, seq, born)`` (packed
-  into one int, :func:`_relevance_key`): the order in which the word-overlap scorer tops
-  up results, and the index of consolidation's prune.
+* ``_by_relevance``: every unpurged record, ordered by ``(-relevance, seq, born)``: the
+  order in which the word-overlap scorer tops up results, and the index of
+  consolidation's prune. Its key is ``(-relevance, seq)`` packed into one int
+  (:func:`_relevance_key_seq`; for relevance 1.0 the record's own ``seq`` int, no key
+  object), versions of one id (which share it) kept in the order of their births;
+  ``_SEQ_KEYS`` off: ``(-relevance, seq, born)`` packed (:func:`_relevance_key`).
 * the scorer's index (posting lists), via ``add``/``retire``/``purge``.
 
 Structures only the owner reads:
@@ -128,6 +131,8 @@ _SEQ_SHIFT = 63
 _REL_SHIFT = 126
 _ONE_BITS = struct.unpack("<q", struct.pack("<d", 1.0))[0]
 _LOW_MAX = (1 << _REL_SHIFT) - 1
+#: Every seq is at most this (the low bits of :func:`_relevance_key_seq`'s layout).
+_SEQ_MAX = (1 << _SEQ_SHIFT) - 1
 
 
 def _rel_part(relevance: float) -> int:
@@ -154,6 +159,44 @@ def _relevance_key(rec: Record) -> int:
     if part is None:
         part = _rel_part(relevance)
     return part | (rec.seq << _SEQ_SHIFT) | rec.born
+
+
+#: relevance -> its part of the key in the seq layout (:func:`_relevance_key_seq`). Bounded.
+_REL_PART_SEQ: dict[float, int] = {}
+
+
+def _rel_part_seq(relevance: float) -> int:
+    """:func:`_rel_part` for the seq layout: the same order, ``_SEQ_SHIFT`` bits up (below
+    2**126). O(1)."""
+    part = _REL_PART_SEQ.get(relevance)
+    if part is None:
+        bits = struct.unpack("<q", struct.pack("<d", relevance + 0.0))[0]
+        part = (_ONE_BITS - bits) << _SEQ_SHIFT
+        if len(_REL_PART_SEQ) < 4096:
+            _REL_PART_SEQ[relevance] = part
+    return part
+
+
+def _relevance_key_seq(rec: Record) -> int:
+    """The order ``(-relevance, seq)`` packed into one int (:data:`_SEQ_KEYS`): for
+    relevance 1.0 (the default: its part is 0) the record's ``seq`` int itself, so the
+    key costs no object (48 bytes a record in :func:`_relevance_key`'s layout); else
+    ``part | seq`` (below 2**126). Not unique: versions of one id share it, in the order
+    by ``born`` they were added in (an equal key goes after the ones already there),
+    and at most one of them is visible at any version; :meth:`View.by_relevance`
+    re-seeks past them by identity. O(1)."""
+    relevance = rec.entry.relevance
+    part = _REL_PART_SEQ.get(relevance)
+    if part is None:
+        part = _rel_part_seq(relevance)
+    return part | rec.seq if part else rec.seq
+
+
+def _below_key_seq(relevance: float) -> int | None:
+    """:func:`_below_key` for the seq layout. O(1)."""
+    if relevance > 1.0:
+        return None
+    return _rel_part_seq(max(relevance, 0.0)) | _SEQ_MAX
 
 
 def _below_key(relevance: float) -> int | None:
@@ -303,6 +346,14 @@ _STORE_BATCH = True
 #: relevance always lands there. Otherwise, and False (the path before it), ``add``;
 #: the same order, sublists and maxima (``stress/bench_store64.py --old-knobs store5``).
 _RELEVANCE_APPEND = True
+#: A state made while this is on orders ``_by_relevance`` by :func:`_relevance_key_seq`
+#: (``(-relevance, seq)``, the key of a relevance-1.0 record its ``seq`` int itself: no
+#: int object per record, 48 bytes an entry at 1M) instead of :func:`_relevance_key`
+#: (``(-relevance, seq, born)``, unique, an 83-bit int per record). The same records in
+#: the same order (versions of one id, the only records sharing a seq, keep the order
+#: by ``born`` they were added in), and the same reads. Read once per state (its
+#: layout is its own for life). False: the packed key, the layout before it.
+_SEQ_KEYS = True
 #: A stored entry is taken out of the cyclic collector's lists (``kernels.gc_untrack``,
 #: with the compiled kernels): an entry is an immutable tree of strs, tuples, numbers,
 #: times and frozen JSON that never references a record, so it is never part of a
@@ -537,17 +588,60 @@ class View:
         O(log n) per chunk, amortized O(1) per record.
         """
         v = self.version
-        keys = self._state._by_relevance
-        min_key = None if below is None else _below_key(below)
+        state = self._state
+        keys = state._by_relevance
+        relkey = state._relkey
+        min_key = None if below is None else state._below(below)
         size = 16
+        if not state._seq_keys:  # unique keys: re-seek after the last one read
+            while True:
+                chunk = list(
+                    islice(keys.irange_key(min_key=min_key, inclusive=(False, True)), size)
+                )
+                for rec in chunk:
+                    if rec.born <= v < rec.died:
+                        yield rec
+                if len(chunk) < size:
+                    return
+                min_key = relkey(chunk[-1])
+                size = min(4 * size, 1024)
+        # The seq layout: versions of one id share a key, so the re-seek includes the
+        # last key read and skips the records of that key already read, by identity.
+        # Those are the first of its run (between two chunks the owner only purges
+        # records and inserts new ones, which go after the equal keys there), so they
+        # are among the first len(read) records of the range.
+        read: list[Record] = []  # records of key min_key already read, in order
+        inclusive = False
         while True:
-            chunk = list(islice(keys.irange_key(min_key=min_key, inclusive=(False, True)), size))
+            n_read = len(read)
+            chunk = list(
+                islice(keys.irange_key(min_key=min_key, inclusive=(inclusive, True)), size + n_read)
+            )
+            full = len(chunk) == size + n_read
+            if n_read:  # drop the leading records read before
+                skip = 0
+                if n_read == 1:  # the usual case: the last record read alone
+                    skip = int(bool(chunk) and chunk[0] is read[0])
+                else:
+                    ids = {id(r) for r in read}
+                    while skip < len(chunk) and id(chunk[skip]) in ids:
+                        skip += 1
+                del chunk[:skip]
             for rec in chunk:
                 if rec.born <= v < rec.died:
                     yield rec
-            if len(chunk) < size:
+            if not full:
                 return
-            min_key = _relevance_key(chunk[-1])
+            tail = len(chunk) - 1
+            last_rec = chunk[tail]
+            last = relkey(last_rec)
+            if last != min_key:
+                read = []
+            seq = last_rec.seq  # an equal key has an equal seq: relkey only then
+            while tail > 0 and chunk[tail - 1].seq == seq and relkey(chunk[tail - 1]) == last:
+                tail -= 1
+            read += chunk[tail:]
+            min_key, inclusive = last, True
             size = min(4 * size, 1024)
 
 
@@ -613,7 +707,17 @@ class MemoryState:
         #: ``id.int`` -> newest record (int keys: hashed and compared in C, unlike UUIDs;
         #: the int is the UUID's own, so it costs no memory).
         self._by_id: dict[int, Record] = {}
-        self._by_relevance: SortedKeyList = SortedKeyList(key=_relevance_key)
+        #: The relevance order's layout (:data:`_SEQ_KEYS`, fixed for the state's life):
+        #: its key function, the key below a relevance, and the relevance parts' cache.
+        self._seq_keys = _SEQ_KEYS
+        self._relkey: Callable[[Record], int] = (
+            _relevance_key_seq if self._seq_keys else _relevance_key
+        )
+        self._below: Callable[[float], int | None] = (
+            _below_key_seq if self._seq_keys else _below_key
+        )
+        self._rel_parts: dict[float, int] = _REL_PART_SEQ if self._seq_keys else _REL_PART
+        self._by_relevance: SortedKeyList = SortedKeyList(key=self._relkey)
         #: Eviction orders of unvalidated (index 0/False) and validated (1/True) records;
         #: None when unbounded (nothing is ever evicted, so no order is kept).
         self._evict: tuple[SortedList, SortedList] | None = (
@@ -974,10 +1078,11 @@ class MemoryState:
                     before = len(run)
                     try:
                         i = inserts(
-                            entries, i, self.version + 1, self._by_id, self._prev, _REL_PART,
-                            by_relevance._lists, by_relevance._keys, by_relevance._maxes,
-                            by_relevance._load << 1, self._namespaces, self._dups,
-                            self._dup_keys, self.journal, run, run_entries,
+                            entries, i, self.version + 1, self._by_id, self._prev,
+                            self._rel_parts, by_relevance._lists, by_relevance._keys,
+                            by_relevance._maxes, by_relevance._load << 1, self._namespaces,
+                            self._dups, self._dup_keys, self.journal, run, run_entries,
+                            self._seq_keys,
                         )  # fmt: skip
                     finally:
                         done = len(run) - before  # one record a version, as the loop's
@@ -1027,7 +1132,8 @@ class MemoryState:
         rel_keys: list[list[int]] = by_relevance._keys if rel_append else []
         rel_maxes: list[int] = by_relevance._maxes if rel_append else []
         rel_split = by_relevance._load << 1 if rel_append else 0  # longer: split
-        rel_part = _REL_PART
+        rel_part = self._rel_parts
+        seq_keys = self._seq_keys
         namespaces = self._namespaces
         dups = self._dups
         dupkey = self._dupkey
@@ -1080,7 +1186,12 @@ class MemoryState:
                 # _link, inline (the index add deferred to the run's add_many)
                 by_id[ident] = rec
                 part = rel_part.get(entry.relevance) if rel_append else None
-                key = 0 if part is None else part | (version << _SEQ_SHIFT) | version
+                if part is None:
+                    key = 0
+                elif seq_keys:  # _relevance_key_seq's
+                    key = part | version if part else version
+                else:
+                    key = part | (version << _SEQ_SHIFT) | version
                 if (
                     part is not None
                     and rel_maxes
@@ -1387,8 +1498,9 @@ class MemoryState:
         ):
             by_relevance.update(records)
             return
-        keys = list(map(_relevance_key, records))
-        # Keys are unique (seq), so the order is theirs alone; one linear pass tells
+        keys = list(map(self._relkey, records))
+        # Keys are unique (seq; loaded records are one per id), so the order is theirs
+        # alone (a stable sort keeps equal ones in the order given); one linear pass tells
         # whether they already ascend, and only then is anything sorted (once).
         if any(map(operator.ge, keys, islice(keys, 1, None))):
             order = sorted(range(len(keys)), key=keys.__getitem__)
@@ -1544,7 +1656,7 @@ class MemoryState:
         low = [
             r
             for r in self._by_relevance.irange_key(
-                min_key=_below_key(PRUNE_BELOW), inclusive=(False, True)
+                min_key=self._below(PRUNE_BELOW), inclusive=(False, True)
             )
             if r.died == NEVER and not r.entry.validated
         ]
@@ -1686,6 +1798,22 @@ class MemoryState:
         # Relevance order holds exactly the unpurged records.
         self._by_relevance._check()
         assert sorted(map(id, self._by_relevance)) == sorted(map(id, unpurged))
+        assert self._by_relevance.key is self._relkey
+        # Records of one key are versions of one id, in the order of their births.
+        order = list(self._by_relevance)
+        for a, b in zip(order, order[1:], strict=False):
+            if self._relkey(a) == self._relkey(b):
+                assert a.entry._id == b.entry._id
+                assert a.born < b.born
+        if self._seq_keys:  # a relevance-1.0 record's key is its seq int itself
+            assert all(
+                k is r.seq
+                for sub_k, sub_r in zip(
+                    self._by_relevance._keys, self._by_relevance._lists, strict=True
+                )
+                for k, r in zip(sub_k, sub_r, strict=True)
+                if r.entry.relevance == 1.0
+            )
         # Eviction order (bounded memories only) holds exactly the live records, each
         # under a key at most its fresh key (access only raises keys; _evict_one
         # refreshes the front).

@@ -4958,13 +4958,15 @@ ins_dup_key(PyObject *ns, PyObject *cat, PyObject *text, PyObject *key, PyObject
 PyDoc_STRVAR(store_inserts_doc,
 "store_inserts(entries, start, version, by_id, prev, rel_part, rel_lists, rel_keys,\n"
 "              rel_maxes, rel_split, namespaces, dups, dup_keys, journal, run,\n"
-"              run_entries) -> int\n\n"
+"              run_entries, seq_keys=False) -> int\n\n"
 "MemoryState._store_batch's inline insert of entries[start], entries[start + 1], ...\n"
 "(a list or tuple) while each is plain: an exact entry class (store_setup) with no\n"
 "ttl, key, value or expires_at, an exact str text, an id with no live record, a relevance\n"
 "whose key part rel_part has (an int below 2**190), a namespace namespaces has (an\n"
 "exact list class), and a relevance key above rel_maxes[-1] whose last sublist is\n"
-"shorter than rel_split. The k-th insert makes a record born and seq'd version + k\n"
+"shorter than rel_split. The relevance key is part | (v << 63) | v for the record's\n"
+"version v (state._relevance_key), or with seq_keys true (state._relevance_key_seq)\n"
+"part | v, the record's own version int when part is 0. The k-th insert makes a record born and seq'd version + k\n"
 "(one int), and does what _store_batch's loop does: by_id[id] = rec, prev[rec] = the\n"
 "dead record of the id if any, the relevance order's last sublists appended and its\n"
 "max replaced, the namespace list's recs appended and live + 1, the duplicate group\n"
@@ -4979,9 +4981,17 @@ PyDoc_STRVAR(store_inserts_doc,
 static PyObject *
 store_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 16) {
-        PyErr_SetString(PyExc_TypeError, "store_inserts() takes 16 arguments");
+    if (nargs != 16 && nargs != 17) {
+        PyErr_SetString(PyExc_TypeError, "store_inserts() takes 16 arguments (17 with seq_keys)");
         return NULL;
+    }
+    int seq_keys = 0;
+    if (nargs == 17) {
+        if (!PyBool_Check(args[16])) {
+            PyErr_SetString(PyExc_TypeError, "store_inserts: seq_keys must be a bool");
+            return NULL;
+        }
+        seq_keys = args[16] == Py_True;
     }
     if (!ins_rec_type || !ins_ns_type || !ins_never || !ins_journal_put || !ins_s_value_) {
         /* record_setup alone (add_groups_new's) fixes the record and entry classes only */
@@ -5082,21 +5092,34 @@ store_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             cat_value = cv;
         }
         /* The fallible steps, before any change for this entry. */
-        PyObject *rkey = ins_relevance_key(part_b, v);
-        if (!rkey) return NULL;
+        PyObject *born = PyLong_FromUnsignedLongLong(v);
+        if (!born) return NULL;
+        PyObject *rkey;
+        if (!seq_keys) {
+            rkey = ins_relevance_key(part_b, v);
+        } else if (_PyLong_Sign(part) == 0) {
+            rkey = Py_NewRef(born); /* the seq int itself: no key object */
+        } else {
+            rkey = PyNumber_Or(part, born);
+        }
+        if (!rkey) {
+            Py_DECREF(born);
+            return NULL;
+        }
         PyObject *last_max = PyList_GET_ITEM(rel_maxes, nl - 1);
         int above = PyObject_RichCompareBool(rkey, last_max, Py_GT);
         if (above <= 0) {
             Py_DECREF(rkey);
+            Py_DECREF(born);
             if (above < 0) return NULL;
             break;
         }
         PyObject *dkey = ins_dup_key(ns, cat_value, text, Py_None, value);
         if (!dkey) {
             Py_DECREF(rkey);
+            Py_DECREF(born);
             return NULL;
         }
-        PyObject *born = PyLong_FromUnsignedLongLong(v);
         Py_ssize_t nl0 = PyLong_AsSsize_t(nlive);
         if (nl0 == -1 && PyErr_Occurred()) {
             Py_DECREF(rkey);
@@ -5107,7 +5130,7 @@ store_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyObject *live1 = PyLong_FromSsize_t(nl0 + 1);
         PyObject *rec = ins_rec_type->tp_alloc(ins_rec_type, 0);
         PyObject *jt = journal == Py_None ? NULL : PyTuple_New(2);
-        if (!born || !live1 || !rec || (journal != Py_None && !jt)) {
+        if (!live1 || !rec || (journal != Py_None && !jt)) {
             Py_DECREF(rkey);
             Py_DECREF(dkey);
             Py_XDECREF(born);
