@@ -314,15 +314,17 @@ split_terms(term_t *T, Py_ssize_t q, double theta, uint8_t *sticky, Py_ssize_t *
     return ne;
 }
 
-/* MaxScore's lookups for group num with partial score `partial` (dl its length): the
- * non-essential terms ord[ne - 1] down to ord[0] (largest bound first), each sought
- * from its position (its frequency there kept in `at`, -1 if absent), while the partial
- * score with the bounds of the terms left (prefix) can reach theta. Returns the partial
- * score with theirs, or -INFINITY once it cannot reach theta. Adds the lookups to *work. */
+/* MaxScore's lookups for group num with partial score `partial` (denom the saturation's
+ * denominator a_part + b_part * dl at its length dl, or, with the windowed driver's
+ * length codes, at its code's lowest length: then each term's part is the exact one or
+ * above it, an upper bound): the non-essential terms ord[ne - 1] down to ord[0] (largest
+ * bound first), each sought from its position (its frequency there kept in `at`, -1 if
+ * absent), while the partial score with the bounds of the terms left (prefix) can reach
+ * theta. Returns the partial score with theirs, or -INFINITY once it cannot reach theta.
+ * Adds the lookups to *work. */
 static inline double
 look_up(term_t *T, const Py_ssize_t *ord, Py_ssize_t ne, const double *prefix, int64_t num,
-        double partial, double dl, double a_part, double b_part, double up, double theta,
-        Py_ssize_t *work)
+        double partial, double denom, double up, double theta, Py_ssize_t *work)
 {
     for (Py_ssize_t j = ne - 1; j >= 0; j--) {
         if (partial * up + prefix[j + 1] < theta) {
@@ -334,7 +336,7 @@ look_up(term_t *T, const Py_ssize_t *ord, Py_ssize_t ne, const double *prefix, i
         *work += 1;
         if (t->cur < t->count && t->g[t->cur] == num) {
             double tf = t->at = tf_of(t, t->cur);
-            partial += t->wi * (tf / (tf + (a_part + b_part * dl)));
+            partial += t->wi * (tf / (tf + denom));
         }
     }
     return partial;
@@ -851,9 +853,16 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
              double b_part, double k1, double b, double avgdl, double up, double theta,
              Py_ssize_t budget, Py_ssize_t room, int64_t *out_n, double *out_s,
              Py_ssize_t *p_emitted, int *p_finished, offer_t *o, int prefetch, int tight,
-             const uint8_t *codes, const double *den, int codes_simd)
+             const uint8_t *codes, const double *den, int codes_simd, int lookup_codes)
 {
     const int ahead = (tight & 4) && seek_interp;
+    /* The lookups take their denominators from the codes (lookup_codes, with the codes'
+     * walk) only where every non-essential term's part is then an upper bound: wi >= 0
+     * (the split is made once a call, so ne and the terms are fixed here). */
+    int lcodes = lookup_codes && codes && WALKS_TIGHT(tight);
+    for (Py_ssize_t j = 0; j < ne && lcodes; j++) {
+        if (!(T[ord[j]].wi >= 0.0)) lcodes = 0;
+    }
     double *acc = PyMem_Calloc(WINDOW, sizeof(double));
     uint64_t *mark = PyMem_Calloc(WINDOW / 64, sizeof(uint64_t));
     uint16_t *marked = PyMem_Malloc(WINDOW * sizeof(uint16_t)); /* a window's marks, in order */
@@ -952,10 +961,15 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
                 Py_ssize_t at = marked[k];
                 int64_t num = lo + at;
                 double partial = acc[at];
-                double dl = (double)ln[num];
-                partial = look_up(T, ord, ne, prefix, num, partial, dl, a_part, b_part, up,
-                                  theta, &work);
+                /* With lookup_codes, the lookups' denominator from the group's length
+                 * code (its byte was read by the walk: cached), the exact length only
+                 * for a group that may still reach theta; else from the length, whose
+                 * read missed the caches for nearly every marked group (the lengths'
+                 * 4 MB at a million groups, which the walk over the codes never read). */
+                double denom = lcodes ? den[codes[num]] : a_part + b_part * (double)ln[num];
+                partial = look_up(T, ord, ne, prefix, num, partial, denom, up, theta, &work);
                 if (!(partial * up >= theta)) continue;
+                double dl = (double)ln[num];
                 /* The exact score, in the query's order. */
                 double norm = k1 * ((1.0 - b) + b * dl / avgdl), score = 0.0;
                 for (Py_ssize_t i = 0; i < q; i++) {
@@ -1025,7 +1039,7 @@ bm25_daat_modes(PyObject *self, PyObject *arg)
 PyDoc_STRVAR(bm25_daat_doc,
 "bm25_daat(terms, cursors, lengths, a_part, b_part, k1, b, avgdl, up, theta, budget,\n"
 "          seed, nums_out, scores_out, sticky=None, offer=None,\n"
-"          prefetch=0, split_room=1.0, codes=None) -> (int, bool)\n\n"
+"          prefetch=0, split_room=1.0, codes=None, lookup_codes=False) -> (int, bool)\n\n"
 "Document-at-a-time MaxScore with block-max windows over the query's terms, a list of\n"
 "(wi, ub, groups, tfs, count, blocks, nblocks) in the query's order (ub: a bound on the\n"
 "term's contribution, slack included; blocks: (largest tf, smallest length) of each of\n"
@@ -1058,7 +1072,9 @@ PyDoc_STRVAR(bm25_daat_doc,
 "bm25.postings.length_codes) and the tight walk, the walk reads the codes and marks\n"
 "groups by upper bounds from each code's lowest length (bm25_code_floors; a length\n"
 "below 128 is its own code); the lookups and exact scores read the lengths: the same\n"
-"groups at or above theta with the same scores, perhaps more below it.");
+"groups at or above theta with the same scores, perhaps more below it. With\n"
+"lookup_codes true too, the lookups' saturations come from the codes as well (upper\n"
+"bounds again), and only the exact scores read the lengths: the same results.");
 
 static PyObject *
 bm25_daat(PyObject *self, PyObject *args)
@@ -1068,11 +1084,11 @@ bm25_daat(PyObject *self, PyObject *args)
     PyObject *o_codes = Py_None;
     double a_part, b_part, k1, b, avgdl, up, theta, split_room = 1.0;
     Py_ssize_t budget, seed;
-    int prefetch = 0;
-    if (!PyArg_ParseTuple(args, "O!OOdddddddnnOO|OOidO", &PyList_Type, &o_terms, &o_cur, &o_len,
+    int prefetch = 0, lookup_codes = 0;
+    if (!PyArg_ParseTuple(args, "O!OOdddddddnnOO|OOidOp", &PyList_Type, &o_terms, &o_cur, &o_len,
                           &a_part, &b_part, &k1, &b, &avgdl, &up, &theta, &budget, &seed,
                           &o_nums, &o_scores, &o_sticky, &o_offer, &prefetch, &split_room,
-                          &o_codes)) {
+                          &o_codes, &lookup_codes)) {
         return NULL;
     }
     if (prefetch < 0 || prefetch > 63) {
@@ -1254,7 +1270,7 @@ bm25_daat(PyObject *self, PyObject *args)
         if (!finished && window_steps(T, q, ord, ne, prefix, ln, nlen, a_part, b_part, k1, b,
                                       avgdl, up, theta, budget, room, out_n, out_s, &emitted,
                                       &finished, po, prefetch, tight, use_codes, den,
-                                      codes_simd) < 0) {
+                                      codes_simd, lookup_codes) < 0) {
             goto done;
         }
         goto out;
@@ -1327,7 +1343,7 @@ bm25_daat(PyObject *self, PyObject *args)
             if (t->cur < t->count && t->g[t->cur] < next) next = t->g[t->cur];
         }
         work += q - ne;
-        partial = look_up(T, ord, ne, prefix, pivot, partial, dl, a_part, b_part, up, theta,
+        partial = look_up(T, ord, ne, prefix, pivot, partial, a_part + b_part * dl, up, theta,
                           &work);
         if (partial * up >= theta) {
             /* Every term's frequency at the pivot is known: the exact score, in the

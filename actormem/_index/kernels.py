@@ -530,6 +530,10 @@ class Bm25Daat:
             codes, not the lengths, and marks groups by upper bounds from the codes'
             lowest lengths (``knobs._LENGTH_CODES``; the same results, not the same
             steps: a step may return more groups, whose exact scores are below theta).
+        lookup_codes: With ``codes``, the lookups into the non-essential lists take each
+            marked group's saturations from its code too (upper bounds), and only a group
+            that may still reach theta after them reads its length, for its exact score
+            (``knobs._LOOKUP_CODES``; the same results, not the same steps).
 
     Raises:
         TypeError, ValueError: An argument of the wrong type or size, or a count or
@@ -541,6 +545,7 @@ class Bm25Daat:
         "_cursors",
         "_last",
         "_lengths",
+        "_lookup_codes",
         "_nums",
         "_offer",
         "_parts",
@@ -568,6 +573,7 @@ class Bm25Daat:
         simd_walk: bool = False,
         prefetch_lookups: bool = False,
         codes: np.ndarray[Any, Any] | None = None,
+        lookup_codes: bool = False,
     ) -> None:
         if type(terms) is not list or not terms:
             raise TypeError("terms must be a non-empty list")
@@ -599,9 +605,12 @@ class Bm25Daat:
         _need(type(room) is int and room > 0, "room must be an int > 0")
         if type(prefetch) is not bool or type(prefetch_seek) is not bool:
             raise TypeError("prefetch and prefetch_seek must be bools")
-        flags = (tight_walk, interp_seek, simd_walk, prefetch_lookups)
+        flags = (tight_walk, interp_seek, simd_walk, prefetch_lookups, lookup_codes)
         if not all(type(x) is bool for x in flags):
-            raise TypeError("tight_walk, interp_seek, simd_walk, prefetch_lookups: bools")
+            raise TypeError(
+                "tight_walk, interp_seek, simd_walk, prefetch_lookups, lookup_codes: bools"
+            )
+        self._lookup_codes = lookup_codes
         self._prefetch = (  # the C flags
             int(prefetch) | 2 * prefetch_seek | 4 * tight_walk | 8 * interp_seek
             | 16 * simd_walk | 32 * prefetch_lookups
@@ -731,7 +740,7 @@ class Bm25Daat:
             self._terms, self._cursors if seed < 0 else self._seeds, self._lengths,
             *self._parts, theta, budget, seed,
             self._nums[:room] if room else self._nums, self._scores, self._sticky, offer,
-            self._prefetch, self._split_room, self._codes,
+            self._prefetch, self._split_room, self._codes, self._lookup_codes,
         )  # fmt: skip
         return got
 

@@ -154,6 +154,16 @@ _PREFETCH_LOOKUPS = True
 #: more, which the lookups and the exact scores (from the lengths) then sort out. The
 #: same results; False: the walk reads the lengths (kept for side-by-side benchmarks).
 _LENGTH_CODES = True
+
+#: With ``_LENGTH_CODES``, the lookups of a marked group into the non-essential lists take
+#: its saturations from its length code too (the byte the walk just read), not from its
+#: int32 length: `perf` put ~40% of the windowed driver's own time on that one read, a
+#: cache miss for nearly every marked group (the walk over the codes no longer brings
+#: the lengths in), where ~1% of them reach an exact score. Upper bounds, as the walk's:
+#: the groups that may still reach theta after the lookups read their length for the
+#: exact score, so the same results. False: the lookups read the lengths (kept for
+#: side-by-side benchmarks).
+_LOOKUP_CODES = True
 #: A group that has had one record keeps the record itself in its ``_recs`` slot, not
 #: a list of one (80 bytes: the list object and its item buffer, and an object the
 #: collector tracks): at 1M distinct texts 80 MB. The second record makes it a list.
