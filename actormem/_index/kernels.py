@@ -534,6 +534,12 @@ class Bm25Daat:
             marked group's saturations from its code too (upper bounds), and only a group
             that may still reach theta after them reads its length, for its exact score
             (``knobs._LOOKUP_CODES``; the same results, not the same steps).
+        prefetch_seeds: With ``interp_seek``, the seeding (a :meth:`step` with ``seed``)
+            asks for the lookups and the length of the seed's group a few on before those
+            of the current one (``knobs._PREFETCH_SEEDS``; the same results).
+        sparse_clear: A window of the cost-aware walk in which few postings were walked
+            has only their scores cleared after it, not its whole score array
+            (``knobs._SPARSE_CLEAR``; the same results).
 
     Raises:
         TypeError, ValueError: An argument of the wrong type or size, or a count or
@@ -545,7 +551,7 @@ class Bm25Daat:
         "_cursors",
         "_last",
         "_lengths",
-        "_lookup_codes",
+        "_more",
         "_nums",
         "_offer",
         "_parts",
@@ -574,6 +580,8 @@ class Bm25Daat:
         prefetch_lookups: bool = False,
         codes: np.ndarray[Any, Any] | None = None,
         lookup_codes: bool = False,
+        prefetch_seeds: bool = False,
+        sparse_clear: bool = False,
     ) -> None:
         if type(terms) is not list or not terms:
             raise TypeError("terms must be a non-empty list")
@@ -605,12 +613,17 @@ class Bm25Daat:
         _need(type(room) is int and room > 0, "room must be an int > 0")
         if type(prefetch) is not bool or type(prefetch_seek) is not bool:
             raise TypeError("prefetch and prefetch_seek must be bools")
-        flags = (tight_walk, interp_seek, simd_walk, prefetch_lookups, lookup_codes)
+        flags = (
+            tight_walk, interp_seek, simd_walk, prefetch_lookups, lookup_codes, prefetch_seeds,
+            sparse_clear,
+        )  # fmt: skip
         if not all(type(x) is bool for x in flags):
             raise TypeError(
-                "tight_walk, interp_seek, simd_walk, prefetch_lookups, lookup_codes: bools"
+                "tight_walk, interp_seek, simd_walk, prefetch_lookups, lookup_codes,"
+                " prefetch_seeds, sparse_clear: bools"
             )
-        self._lookup_codes = lookup_codes
+        # the C flags
+        self._more = int(lookup_codes) | 2 * prefetch_seeds | 4 * sparse_clear
         self._prefetch = (  # the C flags
             int(prefetch) | 2 * prefetch_seek | 4 * tight_walk | 8 * interp_seek
             | 16 * simd_walk | 32 * prefetch_lookups
@@ -740,7 +753,7 @@ class Bm25Daat:
             self._terms, self._cursors if seed < 0 else self._seeds, self._lengths,
             *self._parts, theta, budget, seed,
             self._nums[:room] if room else self._nums, self._scores, self._sticky, offer,
-            self._prefetch, self._split_room, self._codes, self._lookup_codes,
+            self._prefetch, self._split_room, self._codes, self._more,
         )  # fmt: skip
         return got
 
