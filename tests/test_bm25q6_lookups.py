@@ -1,7 +1,7 @@
-"""The BM25 core's lookups over length codes, its seeding's prefetch and its windows'
-sparse clear (``knobs._LOOKUP_CODES``, ``_PREFETCH_SEEDS``, ``_SPARSE_CLEAR``;
-``Bm25Daat(lookup_codes=..., prefetch_seeds=..., sparse_clear=...)``, ``bm25_daat``'s
-``more`` flags).
+"""The BM25 core's lookups over length codes, its seeding's and offers' prefetches and its
+windows' sparse clear (``knobs._LOOKUP_CODES``, ``_PREFETCH_SEEDS``, ``_SPARSE_CLEAR``,
+``_PREFETCH_OFFERS``; ``Bm25Daat(lookup_codes=..., prefetch_seeds=..., sparse_clear=...,
+prefetch_offers=...)``, ``bm25_daat``'s ``more`` flags).
 
 The kernel: with every length below 128 (each its own code) any mix of the three gives
 the seeding's and the walk's steps bit for bit as none of them (groups, exact scores,
@@ -39,7 +39,7 @@ pytestmark = pytest.mark.skipif(
     not kernels.bm25_core_active(), reason="the compiled BM25 core is not built"
 )
 
-KNOBS = ("_LOOKUP_CODES", "_PREFETCH_SEEDS", "_SPARSE_CLEAR")
+KNOBS = ("_LOOKUP_CODES", "_PREFETCH_SEEDS", "_SPARSE_CLEAR", "_PREFETCH_OFFERS")
 
 
 def _steps(
@@ -188,7 +188,7 @@ def test_lookup_codes_prune_no_group_at_theta() -> None:
 
 
 @contextmanager
-def _knobs(on: tuple[bool, bool, bool]) -> Iterator[None]:
+def _knobs(on: tuple[bool, ...]) -> Iterator[None]:
     saved = {name: getattr(bm25_knobs, name) for name in KNOBS}
     for name, value in zip(KNOBS, on, strict=True):
         setattr(bm25_knobs, name, value)
@@ -202,11 +202,11 @@ def _knobs(on: tuple[bool, bool, bool]) -> Iterator[None]:
 @given(
     seed=st.integers(0, 2**32 - 1),
     count=st.integers(1, 260),
-    sides=st.lists(MORE, min_size=1, max_size=3),
+    sides=st.lists(st.tuples(*[st.booleans()] * 4), min_size=1, max_size=3),
 )
 @settings(max_examples=examples(25), deadline=None)
 def test_index_knobs_agree_with_reference(
-    seed: int, count: int, sides: list[tuple[bool, bool, bool]]
+    seed: int, count: int, sides: list[tuple[bool, ...]]
 ) -> None:
     """Texts of one to 300 words (codes above 128 for some), common and rare words, a
     deletion and an older snapshot: each side's knobs (and all on, all off) give the
@@ -225,7 +225,7 @@ def test_index_knobs_agree_with_reference(
             old = three.version
             three.delete(rng.randrange(1 << 16))
     queries = ["r1 r2 c0", "c0 c1 c2", " ".join(rare[:12] + common), rng.choice(rare)]
-    for on in [(True, True, True), (False, False, False), *sides]:
+    for on in [(True,) * 4, (False,) * 4, *sides]:
         with _knobs(on):
             for version in (None, old):
                 view = three.view(version)
@@ -253,10 +253,14 @@ def test_bad_flags_refused() -> None:
             kernels.Bm25Daat(*args, prefetch_seeds=bad)  # type: ignore[arg-type]
         with pytest.raises(TypeError, match="bools"):
             kernels.Bm25Daat(*args, sparse_clear=bad)  # type: ignore[arg-type]
-    daat = kernels.Bm25Daat(*args, lookup_codes=True, prefetch_seeds=True, sparse_clear=True)
-    assert daat._more == 7
+        with pytest.raises(TypeError, match="bools"):
+            kernels.Bm25Daat(*args, prefetch_offers=bad)  # type: ignore[arg-type]
+    daat = kernels.Bm25Daat(
+        *args, lookup_codes=True, prefetch_seeds=True, sparse_clear=True, prefetch_offers=True
+    )
+    assert daat._more == 15
     cursors = daat._cursors.copy()
-    for more in (-1, 8, 1 << 20):  # the C code's own check
+    for more in (-1, 16, 1 << 20):  # the C code's own check
         with pytest.raises(ValueError, match="more"):
             _cbm25.bm25_daat(
                 daat._terms, daat._cursors, lengths, *parts, 0.0, 100, -1, daat._nums,

@@ -360,6 +360,7 @@ typedef struct {
     int remember; /* the seeding: add the groups offered to seen */
     const int64_t *first; /* NULL, or a lower bound on each group's seqs (nfirst of them) */
     Py_ssize_t nfirst;
+    int ahead; /* offer_found prefetches each group's first seq and table slot */
 } offer_t;
 
 static PyObject *s_recs, *s_seq, *s_born, *s_died;
@@ -595,6 +596,18 @@ offer_found(offer_t *o, const int64_t *nums, const double *scores, Py_ssize_t n)
         f[m].score = scores[i];
         f[m].num = nums[i];
         m++;
+    }
+    if (o->ahead) {
+        /* Each group's first seq (the tie check's read) and its slot in the table, asked
+         * for at once: read one group after another, best first, each was a miss (the
+         * first seqs' 8 MB and the table's at a million groups) the next waited behind. */
+        PyObject **items = ((PyListObject *)o->table)->ob_item;
+        Py_ssize_t ntable = PyList_GET_SIZE(o->table);
+        for (Py_ssize_t i = 0; i < m; i++) {
+            int64_t num = f[i].num;
+            if (o->first && num >= 0 && num < o->nfirst) __builtin_prefetch(&o->first[num]);
+            if (num >= 0 && num < ntable) __builtin_prefetch(&items[num]);
+        }
     }
     for (Py_ssize_t i = m / 2 - 1; i >= 0; i--) found_sift(f, m, i);
     int rc = 0;
@@ -1094,11 +1107,13 @@ PyDoc_STRVAR(bm25_daat_doc,
 "groups by upper bounds from each code's lowest length (bm25_code_floors; a length\n"
 "below 128 is its own code); the lookups and exact scores read the lengths: the same\n"
 "groups at or above theta with the same scores, perhaps more below it. more (flags 0\n"
-"to 7): with more & 1 and codes, the lookups' saturations come from the codes as well\n"
+"to 15): with more & 1 and codes, the lookups' saturations come from the codes as well\n"
 "(upper bounds again), and only the exact scores read the lengths; with more & 2 (and\n"
 "prefetch & 8), the seeding asks for the lookups of the seed's group a few on before\n"
 "this one's; with more & 4, a window in which few postings were walked has only their\n"
-"scores cleared, not its whole score array. The same results.");
+"scores cleared, not its whole score array; with more & 8 (and offer), the groups a\n"
+"window offers have their first seqs and table slots prefetched at once. The same\n"
+"results.");
 
 static PyObject *
 bm25_daat(PyObject *self, PyObject *args)
@@ -1115,8 +1130,8 @@ bm25_daat(PyObject *self, PyObject *args)
                           &o_codes, &more)) {
         return NULL;
     }
-    if (more < 0 || more > 7) {
-        PyErr_SetString(PyExc_ValueError, "more: flags 0 to 7");
+    if (more < 0 || more > 15) {
+        PyErr_SetString(PyExc_ValueError, "more: flags 0 to 15");
         return NULL;
     }
     /* more & 1: the lookups read the codes; & 2: the seeding's lookups prefetched ahead
@@ -1187,6 +1202,7 @@ bm25_daat(PyObject *self, PyObject *args)
         }
         offer.first = NULL;
         offer.nfirst = 0;
+        offer.ahead = (more & 8) != 0;
         if (o_first != Py_None) {
             if (get(o_first, &first, K_I64, 0, "first seqs") < 0) goto done;
             have_first = 1;

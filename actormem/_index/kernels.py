@@ -540,6 +540,9 @@ class Bm25Daat:
         sparse_clear: A window of the cost-aware walk in which few postings were walked
             has only their scores cleared after it, not its whole score array
             (``knobs._SPARSE_CLEAR``; the same results).
+        prefetch_offers: With :meth:`drive`, the groups a window offers have their
+            first seqs and slots in the table prefetched at once, before the first is
+            offered (``knobs._PREFETCH_OFFERS``; the same results).
 
     Raises:
         TypeError, ValueError: An argument of the wrong type or size, or a count or
@@ -582,6 +585,7 @@ class Bm25Daat:
         lookup_codes: bool = False,
         prefetch_seeds: bool = False,
         sparse_clear: bool = False,
+        prefetch_offers: bool = False,
     ) -> None:
         if type(terms) is not list or not terms:
             raise TypeError("terms must be a non-empty list")
@@ -615,15 +619,17 @@ class Bm25Daat:
             raise TypeError("prefetch and prefetch_seek must be bools")
         flags = (
             tight_walk, interp_seek, simd_walk, prefetch_lookups, lookup_codes, prefetch_seeds,
-            sparse_clear,
+            sparse_clear, prefetch_offers,
         )  # fmt: skip
         if not all(type(x) is bool for x in flags):
             raise TypeError(
                 "tight_walk, interp_seek, simd_walk, prefetch_lookups, lookup_codes,"
-                " prefetch_seeds, sparse_clear: bools"
+                " prefetch_seeds, sparse_clear, prefetch_offers: bools"
             )
         # the C flags
-        self._more = int(lookup_codes) | 2 * prefetch_seeds | 4 * sparse_clear
+        self._more = (
+            int(lookup_codes) | 2 * prefetch_seeds | 4 * sparse_clear | 8 * prefetch_offers
+        )
         self._prefetch = (  # the C flags
             int(prefetch) | 2 * prefetch_seek | 4 * tight_walk | 8 * interp_seek
             | 16 * simd_walk | 32 * prefetch_lookups

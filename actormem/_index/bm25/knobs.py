@@ -178,6 +178,13 @@ _PREFETCH_SEEDS = True
 #: postings each at 1M). The same results; False: the whole array cleared (kept for
 #: side-by-side benchmarks).
 _SPARSE_CLEAR = True
+
+#: With the record heap in C (``_C_OFFER``), the groups a window offers have their first
+#: seqs (``_TIE_SKIP``'s read, 8 MB at a million groups) and their slots in the group
+#: table prefetched at once, before the first is offered: read best first, one after
+#: another, each was a cache miss (`perf`: most of the offers' ~6% of a question). The
+#: same results; False: no prefetch (kept for side-by-side benchmarks).
+_PREFETCH_OFFERS = True
 #: A group that has had one record keeps the record itself in its ``_recs`` slot, not
 #: a list of one (80 bytes: the list object and its item buffer, and an object the
 #: collector tracks): at 1M distinct texts 80 MB. The second record makes it a list.
