@@ -34,7 +34,10 @@ False``), ``--old core-simd`` the tight walk one posting at a time, not eight wi
 AVX-512 (``knobs._SIMD_WALK = False``), ``--old core-ahead`` the lookups not prefetched
 ahead (``knobs._PREFETCH_LOOKUPS = False``), ``--old core-q4`` all three, ``--old
 core-codes`` the walk reading the int32 lengths, not their one-byte codes
-(``knobs._LENGTH_CODES = False``).
+(``knobs._LENGTH_CODES = False``), ``--old core-q6`` the lookups reading the int32
+lengths, the seeding's lookups and the offers' reads not prefetched and every window's
+score array cleared whole (``knobs._LOOKUP_CODES = knobs._PREFETCH_SEEDS =
+knobs._SPARSE_CLEAR = knobs._PREFETCH_OFFERS = False``).
 
 ``--warm`` runs each query once untimed before its timed pair (``time_paired``): without
 it the first run of a pair reads the query's posting lists from memory and the second
@@ -123,6 +126,9 @@ def switch(new: bool) -> None:
         knobs._INTERP_SEEK = knobs._SIMD_WALK = knobs._PREFETCH_LOOKUPS = new
     elif OLD == "core-codes":
         knobs._LENGTH_CODES = new
+    elif OLD == "core-q6":
+        knobs._LOOKUP_CODES = knobs._PREFETCH_SEEDS = knobs._SPARSE_CLEAR = new
+        knobs._PREFETCH_OFFERS = new
     else:
         knobs._COST_SPLIT = new
 
@@ -178,6 +184,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
             "core-ahead",
             "core-q4",
             "core-codes",
+            "core-q6",
         ),
         default="python",
         help="old: the Python driver, the core's driver with MaxScore's split by bound, or"
@@ -190,7 +197,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         " lookups' searches galloping from the cursor, not from an interpolated guess"
         " (core-interp), or the tight walk one posting at a time, not eight (core-simd),"
         " or the lookups not prefetched ahead (core-ahead), or all three (core-q4), or the"
-        " walk reading the lengths, not their one-byte codes (core-codes)",
+        " walk reading the lengths, not their one-byte codes (core-codes), or the lookups"
+        " reading the lengths, the seeding and offers not prefetched and every window's"
+        " scores cleared whole (core-q6)",
     )
     p.add_argument(
         "--warm",

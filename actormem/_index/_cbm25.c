@@ -314,15 +314,17 @@ split_terms(term_t *T, Py_ssize_t q, double theta, uint8_t *sticky, Py_ssize_t *
     return ne;
 }
 
-/* MaxScore's lookups for group num with partial score `partial` (dl its length): the
- * non-essential terms ord[ne - 1] down to ord[0] (largest bound first), each sought
- * from its position (its frequency there kept in `at`, -1 if absent), while the partial
- * score with the bounds of the terms left (prefix) can reach theta. Returns the partial
- * score with theirs, or -INFINITY once it cannot reach theta. Adds the lookups to *work. */
+/* MaxScore's lookups for group num with partial score `partial` (denom the saturation's
+ * denominator a_part + b_part * dl at its length dl, or, with the windowed driver's
+ * length codes, at its code's lowest length: then each term's part is the exact one or
+ * above it, an upper bound): the non-essential terms ord[ne - 1] down to ord[0] (largest
+ * bound first), each sought from its position (its frequency there kept in `at`, -1 if
+ * absent), while the partial score with the bounds of the terms left (prefix) can reach
+ * theta. Returns the partial score with theirs, or -INFINITY once it cannot reach theta.
+ * Adds the lookups to *work. */
 static inline double
 look_up(term_t *T, const Py_ssize_t *ord, Py_ssize_t ne, const double *prefix, int64_t num,
-        double partial, double dl, double a_part, double b_part, double up, double theta,
-        Py_ssize_t *work)
+        double partial, double denom, double up, double theta, Py_ssize_t *work)
 {
     for (Py_ssize_t j = ne - 1; j >= 0; j--) {
         if (partial * up + prefix[j + 1] < theta) {
@@ -334,7 +336,7 @@ look_up(term_t *T, const Py_ssize_t *ord, Py_ssize_t ne, const double *prefix, i
         *work += 1;
         if (t->cur < t->count && t->g[t->cur] == num) {
             double tf = t->at = tf_of(t, t->cur);
-            partial += t->wi * (tf / (tf + (a_part + b_part * dl)));
+            partial += t->wi * (tf / (tf + denom));
         }
     }
     return partial;
@@ -358,6 +360,7 @@ typedef struct {
     int remember; /* the seeding: add the groups offered to seen */
     const int64_t *first; /* NULL, or a lower bound on each group's seqs (nfirst of them) */
     Py_ssize_t nfirst;
+    int ahead; /* offer_found prefetches each group's first seq and table slot */
 } offer_t;
 
 static PyObject *s_recs, *s_seq, *s_born, *s_died;
@@ -594,6 +597,18 @@ offer_found(offer_t *o, const int64_t *nums, const double *scores, Py_ssize_t n)
         f[m].num = nums[i];
         m++;
     }
+    if (o->ahead) {
+        /* Each group's first seq (the tie check's read) and its slot in the table, asked
+         * for at once: read one group after another, best first, each was a miss (the
+         * first seqs' 8 MB and the table's at a million groups) the next waited behind. */
+        PyObject **items = ((PyListObject *)o->table)->ob_item;
+        Py_ssize_t ntable = PyList_GET_SIZE(o->table);
+        for (Py_ssize_t i = 0; i < m; i++) {
+            int64_t num = f[i].num;
+            if (o->first && num >= 0 && num < o->nfirst) __builtin_prefetch(&o->first[num]);
+            if (num >= 0 && num < ntable) __builtin_prefetch(&items[num]);
+        }
+    }
     for (Py_ssize_t i = m / 2 - 1; i >= 0; i--) found_sift(f, m, i);
     int rc = 0;
     while (m > 0 && rc == 0) {
@@ -815,22 +830,25 @@ walk_tight(const term_t *t, Py_ssize_t c, int64_t lo, int64_t hi, const int32_t 
  * and only where seek would guess. Reads the cursor's group and the list's last (both
  * cached); addresses inside the lists only. */
 static inline void
+prefetch_guess(const term_t *t, int64_t num)
+{
+    Py_ssize_t cur = t->cur, count = t->count;
+    if (count - cur <= INTERP_MIN) return;
+    int64_t first = t->g[cur], last = t->g[count - 1];
+    if (!(first < num && num <= last)) return;
+    Py_ssize_t span = count - 1 - cur;
+    Py_ssize_t pos = cur + (Py_ssize_t)((double)(num - first) / (double)(last - first) *
+                                        (double)span);
+    if (pos <= cur) pos = cur + 1;
+    if (pos > count - 1) pos = count - 1;
+    __builtin_prefetch(&t->g[pos]);
+    __builtin_prefetch((const char *)t->tfs.buf + pos * t->tfs.itemsize);
+}
+
+static inline void
 prefetch_lookups(const term_t *T, const Py_ssize_t *ord, Py_ssize_t ne, int64_t num)
 {
-    for (Py_ssize_t j = ne - 1; j >= 0; j--) {
-        const term_t *t = &T[ord[j]];
-        Py_ssize_t cur = t->cur, count = t->count;
-        if (count - cur <= INTERP_MIN) continue;
-        int64_t first = t->g[cur], last = t->g[count - 1];
-        if (!(first < num && num <= last)) continue;
-        Py_ssize_t span = count - 1 - cur;
-        Py_ssize_t pos = cur + (Py_ssize_t)((double)(num - first) / (double)(last - first) *
-                                            (double)span);
-        if (pos <= cur) pos = cur + 1;
-        if (pos > count - 1) pos = count - 1;
-        __builtin_prefetch(&t->g[pos]);
-        __builtin_prefetch((const char *)t->tfs.buf + pos * t->tfs.itemsize);
-    }
+    for (Py_ssize_t j = ne - 1; j >= 0; j--) prefetch_guess(&T[ord[j]], num);
 }
 
 /* The windowed driver (with `sticky`): MaxScore over windows of up to WINDOW groups (no
@@ -851,16 +869,27 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
              double b_part, double k1, double b, double avgdl, double up, double theta,
              Py_ssize_t budget, Py_ssize_t room, int64_t *out_n, double *out_s,
              Py_ssize_t *p_emitted, int *p_finished, offer_t *o, int prefetch, int tight,
-             const uint8_t *codes, const double *den, int codes_simd)
+             const uint8_t *codes, const double *den, int codes_simd, int lookup_codes,
+             int sparse_clear)
 {
     const int ahead = (tight & 4) && seek_interp;
+    /* The lookups take their denominators from the codes (lookup_codes, with the codes'
+     * walk) only where every non-essential term's part is then an upper bound: wi >= 0
+     * (the split is made once a call, so ne and the terms are fixed here). */
+    int lcodes = lookup_codes && codes && WALKS_TIGHT(tight);
+    for (Py_ssize_t j = 0; j < ne && lcodes; j++) {
+        if (!(T[ord[j]].wi >= 0.0)) lcodes = 0;
+    }
     double *acc = PyMem_Calloc(WINDOW, sizeof(double));
     uint64_t *mark = PyMem_Calloc(WINDOW / 64, sizeof(uint64_t));
     uint16_t *marked = PyMem_Malloc(WINDOW * sizeof(uint16_t)); /* a window's marks, in order */
-    if (!acc || !mark || !marked) {
+    /* With sparse_clear, each essential term's first position in the window. */
+    Py_ssize_t *starts = PyMem_Malloc((q > 0 ? q : 1) * sizeof(Py_ssize_t));
+    if (!acc || !mark || !marked || !starts) {
         PyMem_Free(acc);
         PyMem_Free(mark);
         PyMem_Free(marked);
+        PyMem_Free(starts);
         PyErr_NoMemory();
         return -1;
     }
@@ -881,11 +910,13 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
         Py_ssize_t width = room - emitted < WINDOW ? room - emitted : WINDOW;
         int64_t hi = lo + width;
         Py_ssize_t top = 0; /* acc[0..top) to clear after the window */
+        Py_ssize_t walked = 0; /* the window's postings */
         const double rest = prefix[ne];
         for (Py_ssize_t i = ne; i < q; i++) {
             term_t *t = &T[ord[i]];
             Py_ssize_t c = t->cur;
             t->xcur = c;
+            starts[i] = c;
             const double wi = t->wi;
             if (WALKS_TIGHT(tight)) {
                 /* The codes' partial scores are upper bounds only for wi >= 0. */
@@ -932,6 +963,7 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
                 c++;
             }
             work += c - t->cur + 1;
+            walked += c - t->cur;
             t->cur = c;
         }
         for (Py_ssize_t i = 0; i < ne; i++) T[ord[i]].xcur = -1; /* looked up: at cur */
@@ -952,10 +984,15 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
                 Py_ssize_t at = marked[k];
                 int64_t num = lo + at;
                 double partial = acc[at];
-                double dl = (double)ln[num];
-                partial = look_up(T, ord, ne, prefix, num, partial, dl, a_part, b_part, up,
-                                  theta, &work);
+                /* With lookup_codes, the lookups' denominator from the group's length
+                 * code (its byte was read by the walk: cached), the exact length only
+                 * for a group that may still reach theta; else from the length, whose
+                 * read missed the caches for nearly every marked group (the lengths'
+                 * 4 MB at a million groups, which the walk over the codes never read). */
+                double denom = lcodes ? den[codes[num]] : a_part + b_part * (double)ln[num];
+                partial = look_up(T, ord, ne, prefix, num, partial, denom, up, theta, &work);
                 if (!(partial * up >= theta)) continue;
+                double dl = (double)ln[num];
                 /* The exact score, in the query's order. */
                 double norm = k1 * ((1.0 - b) + b * dl / avgdl), score = 0.0;
                 for (Py_ssize_t i = 0; i < q; i++) {
@@ -973,7 +1010,17 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
                 emitted++;
             }
         }
-        memset(acc, 0, (size_t)top * sizeof(double));
+        if (sparse_clear && 8 * walked < top) {
+            /* Few postings in a wide window: only their slots were written (each posting
+             * walked in [starts[i], cur) is a group in [lo, hi), checked by the walk),
+             * so those are cleared, not the window's whole score array. */
+            for (Py_ssize_t i = ne; i < q; i++) {
+                const term_t *t = &T[ord[i]];
+                for (Py_ssize_t c = starts[i]; c < t->cur; c++) acc[t->g[c] - lo] = 0.0;
+            }
+        } else {
+            memset(acc, 0, (size_t)top * sizeof(double));
+        }
         if (o) { /* offered after each window: theta rises for the next one */
             if (offer_found(o, out_n, out_s, emitted) < 0) {
                 rc = -1;
@@ -989,6 +1036,7 @@ done:
     PyMem_Free(acc);
     PyMem_Free(mark);
     PyMem_Free(marked);
+    PyMem_Free(starts);
     *p_emitted = emitted;
     return rc;
 }
@@ -1025,7 +1073,7 @@ bm25_daat_modes(PyObject *self, PyObject *arg)
 PyDoc_STRVAR(bm25_daat_doc,
 "bm25_daat(terms, cursors, lengths, a_part, b_part, k1, b, avgdl, up, theta, budget,\n"
 "          seed, nums_out, scores_out, sticky=None, offer=None,\n"
-"          prefetch=0, split_room=1.0, codes=None) -> (int, bool)\n\n"
+"          prefetch=0, split_room=1.0, codes=None, more=0) -> (int, bool)\n\n"
 "Document-at-a-time MaxScore with block-max windows over the query's terms, a list of\n"
 "(wi, ub, groups, tfs, count, blocks, nblocks) in the query's order (ub: a bound on the\n"
 "term's contribution, slack included; blocks: (largest tf, smallest length) of each of\n"
@@ -1058,7 +1106,14 @@ PyDoc_STRVAR(bm25_daat_doc,
 "bm25.postings.length_codes) and the tight walk, the walk reads the codes and marks\n"
 "groups by upper bounds from each code's lowest length (bm25_code_floors; a length\n"
 "below 128 is its own code); the lookups and exact scores read the lengths: the same\n"
-"groups at or above theta with the same scores, perhaps more below it.");
+"groups at or above theta with the same scores, perhaps more below it. more (flags 0\n"
+"to 15): with more & 1 and codes, the lookups' saturations come from the codes as well\n"
+"(upper bounds again), and only the exact scores read the lengths; with more & 2 (and\n"
+"prefetch & 8), the seeding asks for the lookups of the seed's group a few on before\n"
+"this one's; with more & 4, a window in which few postings were walked has only their\n"
+"scores cleared, not its whole score array; with more & 8 (and offer), the groups a\n"
+"window offers have their first seqs and table slots prefetched at once. The same\n"
+"results.");
 
 static PyObject *
 bm25_daat(PyObject *self, PyObject *args)
@@ -1068,13 +1123,21 @@ bm25_daat(PyObject *self, PyObject *args)
     PyObject *o_codes = Py_None;
     double a_part, b_part, k1, b, avgdl, up, theta, split_room = 1.0;
     Py_ssize_t budget, seed;
-    int prefetch = 0;
-    if (!PyArg_ParseTuple(args, "O!OOdddddddnnOO|OOidO", &PyList_Type, &o_terms, &o_cur, &o_len,
+    int prefetch = 0, more = 0;
+    if (!PyArg_ParseTuple(args, "O!OOdddddddnnOO|OOidOi", &PyList_Type, &o_terms, &o_cur, &o_len,
                           &a_part, &b_part, &k1, &b, &avgdl, &up, &theta, &budget, &seed,
                           &o_nums, &o_scores, &o_sticky, &o_offer, &prefetch, &split_room,
-                          &o_codes)) {
+                          &o_codes, &more)) {
         return NULL;
     }
+    if (more < 0 || more > 15) {
+        PyErr_SetString(PyExc_ValueError, "more: flags 0 to 15");
+        return NULL;
+    }
+    /* more & 1: the lookups read the codes; & 2: the seeding's lookups prefetched ahead
+     * (with interpolated seeks); & 4: a window's scores cleared by its postings. */
+    const int lookup_codes = (more & 1) != 0, seed_ahead = (more & 2) && (prefetch & 8);
+    const int sparse_clear = (more & 4) != 0;
     if (prefetch < 0 || prefetch > 63) {
         PyErr_SetString(PyExc_ValueError, "prefetch: flags 0 to 63");
         return NULL;
@@ -1139,6 +1202,7 @@ bm25_daat(PyObject *self, PyObject *args)
         }
         offer.first = NULL;
         offer.nfirst = 0;
+        offer.ahead = (more & 8) != 0;
         if (o_first != Py_None) {
             if (get(o_first, &first, K_I64, 0, "first seqs") < 0) goto done;
             have_first = 1;
@@ -1231,6 +1295,18 @@ bm25_daat(PyObject *self, PyObject *args)
                 PyErr_SetString(PyExc_ValueError, "group number beyond lengths");
                 goto done;
             }
+            if (seed_ahead && s->cur + LOOK_AHEAD < s->count) {
+                /* The lookups (and the length) of the seed's group LOOK_AHEAD on,
+                 * asked for before this one's: each pivot's seeks into the other
+                 * lists, and its length, missed the caches one pivot after another. */
+                int64_t next = s->g[s->cur + LOOK_AHEAD];
+                if (next >= 0 && next < nlen) {
+                    __builtin_prefetch(&ln[next]);
+                    for (Py_ssize_t i = 0; i < q; i++) {
+                        if (i != seed) prefetch_guess(&T[i], next);
+                    }
+                }
+            }
             double dl = (double)ln[pivot];
             double norm = k1 * ((1.0 - b) + b * dl / avgdl), score = 0.0;
             for (Py_ssize_t i = 0; i < q; i++) {
@@ -1254,7 +1330,7 @@ bm25_daat(PyObject *self, PyObject *args)
         if (!finished && window_steps(T, q, ord, ne, prefix, ln, nlen, a_part, b_part, k1, b,
                                       avgdl, up, theta, budget, room, out_n, out_s, &emitted,
                                       &finished, po, prefetch, tight, use_codes, den,
-                                      codes_simd) < 0) {
+                                      codes_simd, lookup_codes, sparse_clear) < 0) {
             goto done;
         }
         goto out;
@@ -1327,7 +1403,7 @@ bm25_daat(PyObject *self, PyObject *args)
             if (t->cur < t->count && t->g[t->cur] < next) next = t->g[t->cur];
         }
         work += q - ne;
-        partial = look_up(T, ord, ne, prefix, pivot, partial, dl, a_part, b_part, up, theta,
+        partial = look_up(T, ord, ne, prefix, pivot, partial, a_part + b_part * dl, up, theta,
                           &work);
         if (partial * up >= theta) {
             /* Every term's frequency at the pivot is known: the exact score, in the

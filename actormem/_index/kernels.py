@@ -530,6 +530,19 @@ class Bm25Daat:
             codes, not the lengths, and marks groups by upper bounds from the codes'
             lowest lengths (``knobs._LENGTH_CODES``; the same results, not the same
             steps: a step may return more groups, whose exact scores are below theta).
+        lookup_codes: With ``codes``, the lookups into the non-essential lists take each
+            marked group's saturations from its code too (upper bounds), and only a group
+            that may still reach theta after them reads its length, for its exact score
+            (``knobs._LOOKUP_CODES``; the same results, not the same steps).
+        prefetch_seeds: With ``interp_seek``, the seeding (a :meth:`step` with ``seed``)
+            asks for the lookups and the length of the seed's group a few on before those
+            of the current one (``knobs._PREFETCH_SEEDS``; the same results).
+        sparse_clear: A window of the cost-aware walk in which few postings were walked
+            has only their scores cleared after it, not its whole score array
+            (``knobs._SPARSE_CLEAR``; the same results).
+        prefetch_offers: With :meth:`drive`, the groups a window offers have their
+            first seqs and slots in the table prefetched at once, before the first is
+            offered (``knobs._PREFETCH_OFFERS``; the same results).
 
     Raises:
         TypeError, ValueError: An argument of the wrong type or size, or a count or
@@ -541,6 +554,7 @@ class Bm25Daat:
         "_cursors",
         "_last",
         "_lengths",
+        "_more",
         "_nums",
         "_offer",
         "_parts",
@@ -568,6 +582,10 @@ class Bm25Daat:
         simd_walk: bool = False,
         prefetch_lookups: bool = False,
         codes: np.ndarray[Any, Any] | None = None,
+        lookup_codes: bool = False,
+        prefetch_seeds: bool = False,
+        sparse_clear: bool = False,
+        prefetch_offers: bool = False,
     ) -> None:
         if type(terms) is not list or not terms:
             raise TypeError("terms must be a non-empty list")
@@ -599,9 +617,19 @@ class Bm25Daat:
         _need(type(room) is int and room > 0, "room must be an int > 0")
         if type(prefetch) is not bool or type(prefetch_seek) is not bool:
             raise TypeError("prefetch and prefetch_seek must be bools")
-        flags = (tight_walk, interp_seek, simd_walk, prefetch_lookups)
+        flags = (
+            tight_walk, interp_seek, simd_walk, prefetch_lookups, lookup_codes, prefetch_seeds,
+            sparse_clear, prefetch_offers,
+        )  # fmt: skip
         if not all(type(x) is bool for x in flags):
-            raise TypeError("tight_walk, interp_seek, simd_walk, prefetch_lookups: bools")
+            raise TypeError(
+                "tight_walk, interp_seek, simd_walk, prefetch_lookups, lookup_codes,"
+                " prefetch_seeds, sparse_clear, prefetch_offers: bools"
+            )
+        # the C flags
+        self._more = (
+            int(lookup_codes) | 2 * prefetch_seeds | 4 * sparse_clear | 8 * prefetch_offers
+        )
         self._prefetch = (  # the C flags
             int(prefetch) | 2 * prefetch_seek | 4 * tight_walk | 8 * interp_seek
             | 16 * simd_walk | 32 * prefetch_lookups
@@ -731,7 +759,7 @@ class Bm25Daat:
             self._terms, self._cursors if seed < 0 else self._seeds, self._lengths,
             *self._parts, theta, budget, seed,
             self._nums[:room] if room else self._nums, self._scores, self._sticky, offer,
-            self._prefetch, self._split_room, self._codes,
+            self._prefetch, self._split_room, self._codes, self._more,
         )  # fmt: skip
         return got
 

@@ -154,6 +154,37 @@ _PREFETCH_LOOKUPS = True
 #: more, which the lookups and the exact scores (from the lengths) then sort out. The
 #: same results; False: the walk reads the lengths (kept for side-by-side benchmarks).
 _LENGTH_CODES = True
+
+#: With ``_LENGTH_CODES``, the lookups of a marked group into the non-essential lists take
+#: its saturations from its length code too (the byte the walk just read), not from its
+#: int32 length: `perf` put ~40% of the windowed driver's own time on that one read, a
+#: cache miss for nearly every marked group (the walk over the codes no longer brings
+#: the lengths in), where ~1% of them reach an exact score. Upper bounds, as the walk's:
+#: the groups that may still reach theta after the lookups read their length for the
+#: exact score, so the same results. False: the lookups read the lengths (kept for
+#: side-by-side benchmarks).
+_LOOKUP_CODES = True
+
+#: With ``_INTERP_SEEK``, the seeding (the exact scores of the first groups of the seed
+#: term's list, for a first theta) asks for the lookups of the seed's group two on, in
+#: every other list, and its length, before those of the current one: `perf` put most of
+#: the core's entry function's own time (~6% of a question) on those misses. The same
+#: results; False: no prefetch (kept for side-by-side benchmarks).
+_PREFETCH_SEEDS = True
+
+#: A window of the cost-aware walk (4,096 groups, a 32 KiB score array) in which fewer
+#: postings were walked than an eighth of its width has only their slots cleared after
+#: it, not the whole array (`memset` was ~4.5% of a question: ~250 windows of ~300
+#: postings each at 1M). The same results; False: the whole array cleared (kept for
+#: side-by-side benchmarks).
+_SPARSE_CLEAR = True
+
+#: With the record heap in C (``_C_OFFER``), the groups a window offers have their first
+#: seqs (``_TIE_SKIP``'s read, 8 MB at a million groups) and their slots in the group
+#: table prefetched at once, before the first is offered: read best first, one after
+#: another, each was a cache miss (`perf`: most of the offers' ~6% of a question). The
+#: same results; False: no prefetch (kept for side-by-side benchmarks).
+_PREFETCH_OFFERS = True
 #: A group that has had one record keeps the record itself in its ``_recs`` slot, not
 #: a list of one (80 bytes: the list object and its item buffer, and an object the
 #: collector tracks): at 1M distinct texts 80 MB. The second record makes it a list.
