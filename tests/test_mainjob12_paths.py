@@ -7,12 +7,14 @@ before it (its knob off): the same results, errors and bookkeeping.
 * ``memory._HORIZON_REFS``: the oldest live snapshot read off the weak references;
 * ``thresholds._UNWRAPPED``: without thresholds, the index's own steps;
 * ``_util._PAUSE_CLASS``: ``gc_paused`` as a class;
-* ``cli._swarm._ACCOUNT_BY_INT``: the accounting over the ids' ints.
+* ``cli._swarm._ACCOUNT_BY_INT``: the accounting over the ids' ints;
+* ``_entry._ID_POOL``: fresh ids' random bits read 64 ids at a time.
 """
 
 from __future__ import annotations
 
 import gc
+import os
 import types
 import uuid
 import weakref
@@ -25,6 +27,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import actormem._engine.memory as memory_mod
+import actormem._entry as entry_mod
 import actormem._index.thresholds as thresholds_mod
 import actormem._util as util_mod
 import actormem.cli._swarm as swarm_mod
@@ -337,3 +340,37 @@ def test_accounting_by_int_is_the_accounting(scenario: dict[str, Any]) -> None:
             )
     assert results[0] == results[1]
     assert results[0]["tracked"] >= len(scenario["initial"])
+
+
+@pytest.mark.parametrize("pool", [64, 1, 0])
+def test_fresh_ids_from_the_pool_are_random_version_4(
+    monkeypatch: pytest.MonkeyPatch, pool: int
+) -> None:
+    monkeypatch.setattr(entry_mod, "_ID_POOL", pool)
+    monkeypatch.setattr(entry_mod, "_ids", [])
+    made = [entry_mod._new_id() for _ in range(300)]
+    assert len(set(made)) == 300
+    assert all(uuid.UUID(int=i).version == 4 for i in made)
+    assert all(uuid.UUID(int=i).variant == uuid.RFC_4122 for i in made)
+    assert len(entry_mod._ids) == (-300 % pool if pool else 0)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
+def test_a_forked_child_does_not_reuse_the_parents_ids() -> None:
+    entry_mod._new_id()  # the pool holds ids now
+    assert entry_mod._ids
+    ahead = list(entry_mod._ids)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child
+        try:
+            os.write(write, f"{len(entry_mod._ids)} {entry_mod._new_id()}".encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as got:
+        left, child_id = got.read().split()
+    os.waitpid(pid, 0)
+    assert left == "0"
+    assert int(child_id) not in ahead
+    assert entry_mod._ids == ahead
