@@ -12,7 +12,8 @@ Runs ``actormem swarm`` on the real tool calls (``../shared/data/tool_calls.json
 this process, with the engine's scheduling knobs set as given (``SCORING_SLOTS``,
 ``RETRIEVE_SLICE``, ``SHARE``, ``COMMIT_PARK``, the interpreter's switch interval, the
 fair-share gate on or off). Every
-``Memory.retrieve_scored`` call is timed, and a trio instrument follows its task while it
+retrieve is timed (``Memory._retrieve_hits``, which ``retrieve`` and ``retrieve_scored``
+both call), and a trio instrument follows its task while it
 runs. Per retrieve:
 
 * ``wall``: the call's duration (the latency an agent sees, as the swarm's probe times
@@ -151,7 +152,7 @@ class _Current:
 
 def _install(clock: Callable[[], float]) -> None:
     cur = _Current
-    retrieve_scored = memory_module.Memory.retrieve_scored
+    retrieve_hits = memory_module.Memory._retrieve_hits
     wait_for_slot = memory_module.Memory._wait_for_slot
     store = memory_module.Memory.store
     checkpoint = fairshare.ReadGate.checkpoint
@@ -161,7 +162,7 @@ def _install(clock: Callable[[], float]) -> None:
         task = trio.lowlevel.current_task()
         cur.probe.begin(task)
         try:
-            return await retrieve_scored(self, *args, **kwargs)
+            return await retrieve_hits(self, *args, **kwargs)
         finally:
             cur.probe.end(task)
 
@@ -199,7 +200,7 @@ def _install(clock: Callable[[], float]) -> None:
             if len(cur.ends) == cur.half:  # half of the agents done: the crowded phase ends
                 cur.probe.counting = False
 
-    memory_module.Memory.retrieve_scored = timed_retrieve  # type: ignore[method-assign]
+    memory_module.Memory._retrieve_hits = timed_retrieve  # type: ignore[method-assign]
     memory_module.Memory._wait_for_slot = timed_slot  # type: ignore[method-assign]
     memory_module.Memory.store = timed_store  # type: ignore[method-assign]
     fairshare.ReadGate.checkpoint = timed_checkpoint  # type: ignore[method-assign]
@@ -275,7 +276,7 @@ def _report(probe: _Probe, stores: list[float], ends: list[float], cpu: float) -
 
 #: Everything ``main`` may replace, put back when it returns (so a test can run it).
 _PATCHED: tuple[tuple[Any, str], ...] = (
-    (memory_module.Memory, "retrieve_scored"),
+    (memory_module.Memory, "_retrieve_hits"),
     (memory_module.Memory, "_wait_for_slot"),
     (memory_module.Memory, "store"),
     (fairshare.ReadGate, "checkpoint"),

@@ -140,6 +140,23 @@ _INLINE_COMMIT = True
 #: event loop may hold.
 INLINE_ROWS = 64
 
+#: A retrieve's hits are noted for the owner's access bookkeeping by the id's int
+#: (``MemoryEntry._id``), not by a ``UUID`` read per hit (``entry.id`` builds one, and
+#: its hash is a Python call at each dict operation); the owner looks the ints up
+#: directly (``MemoryState.apply_access`` takes either). A replicated memory's node
+#: encodes the buffer's ids for its log, so it keeps UUIDs. The same counts and times.
+#: False: UUID keys (the path before it).
+_ACCESS_BY_INT = True
+#: ``retrieve`` builds its entries from the hits directly instead of a
+#: :class:`ScoredEntry` per hit that it then unwraps: the same entries, in the same
+#: order. False: through ``retrieve_scored`` (the path before it).
+_RETRIEVE_DIRECT = True
+#: ``_horizon`` walks the registry's weak references itself (``WeakSet.__iter__`` is a
+#: Python generator with an iteration guard per call, and the owner asks at every
+#: batch with access hits and every vacuum step): the same oldest version. False:
+#: ``list(self._snapshots)`` (the path before it).
+_HORIZON_REFS = True
+
 _STORE, _DELETE, _CONSOLIDATE, _FLUSH, _STORE_NOWAIT, _STORE_MANY, _DELETE_KEY, _SWEEP = range(8)
 
 
@@ -243,7 +260,9 @@ class Memory(metaclass=NoPublicConstructor):
         self._queue_size = queue_size
         self._closed = False
         self._broken: BaseException | None = None
-        self._pending_access: dict[uuid.UUID, tuple[int, datetime]] = {}
+        #: Retrieve hits not yet applied: id (its int, or a UUID, see _ACCESS_BY_INT) ->
+        #: (times returned, latest retrieve time).
+        self._pending_access: dict[Any, tuple[int, datetime]] = {}
         #: Reads asked to refresh a time to live: id -> latest read time.
         self._pending_refresh: dict[uuid.UUID, datetime] = {}
         #: Entries the current batch's sweep removed (for ``sweep_expired``'s answer).
@@ -707,6 +726,30 @@ class Memory(metaclass=NoPublicConstructor):
                 or ``min_matched`` with the dense scorer.
             trio.ClosedResourceError, trio.BrokenResourceError: See the class docs.
         """
+        hits, view = await self._retrieve_hits(
+            query, limit, namespace, category, tags, where, refresh_ttl, min_seq, min_score,
+            min_matched, created_after, created_before,
+        )  # fmt: skip
+        return [ScoredEntry(entry=view.entry(rec), score=score) for score, rec in hits]
+
+    async def _retrieve_hits(
+        self,
+        query: str,
+        limit: int,
+        namespace: Iterable[str] | None,
+        category: MemoryCategory | Iterable[MemoryCategory] | None,
+        tags: Iterable[str] | None,
+        where: Mapping[str, Any] | None,
+        refresh_ttl: bool,
+        min_seq: int | None,
+        min_score: float | None,
+        min_matched: int,
+        created_after: datetime | None,
+        created_before: datetime | None,
+    ) -> tuple[list[tuple[float, Record]], View]:
+        """:meth:`retrieve_scored`'s work: the hits (score, record), best first, and the
+        view they were read in (their entries are ``view.entry(rec)``); the accesses
+        noted. The same arguments, checks and errors."""
         check_query(query, limit)
         check_thresholds(min_score, min_matched)
         accept = make_filter(namespace, category, tags, where, created_after, created_before)
@@ -746,7 +789,7 @@ class Memory(metaclass=NoPublicConstructor):
             self._note_access(hits)
             if refresh_ttl and alive is not None:
                 self._note_refresh([rec for _, rec in hits], self._now())
-        return [ScoredEntry(entry=view.entry(rec), score=score) for score, rec in hits]
+        return hits, view
 
     async def _wait_for_slot(self, slots: trio.CapacityLimiter, borrower: object) -> None:
         """Wait for a scoring slot for ``borrower``, first come first served. A closed or
@@ -815,6 +858,13 @@ class Memory(metaclass=NoPublicConstructor):
         created_before: datetime | None = None,
     ) -> list[MemoryEntry]:
         """The ``limit`` best entries for ``query``, best first (see :meth:`retrieve_scored`)."""
+        if _RETRIEVE_DIRECT:
+            hits, view = await self._retrieve_hits(
+                query, limit, namespace, category, tags, where, refresh_ttl, min_seq,
+                min_score, min_matched, created_after, created_before,
+            )  # fmt: skip
+            entry = view.entry
+            return [entry(rec) for _, rec in hits]
         scored = await self.retrieve_scored(
             query,
             limit,
@@ -835,8 +885,11 @@ class Memory(metaclass=NoPublicConstructor):
         buf = self._pending_access
         was_empty = not buf and not self._pending_refresh
         now = self._now()
+        # _ACCESS_BY_INT: keyed by the id's int (a node of a replicated memory: by UUID,
+        # which its log encodes); the owner's apply_access takes either.
+        by_int = _ACCESS_BY_INT and self._replica is None
         for _, rec in hits:
-            id = rec.entry.id
+            id = rec.entry._id if by_int else rec.entry.id
             prev = buf.get(id)
             if prev is None:
                 buf[id] = (1, now)
@@ -902,6 +955,15 @@ class Memory(metaclass=NoPublicConstructor):
 
     def _horizon(self) -> int:
         horizon = self._state.published
+        if _HORIZON_REFS:
+            # The WeakSet's own set of weak references, copied (a callback may drop one
+            # meanwhile); a dead reference is a snapshot gone, as WeakSet's iteration
+            # skips it.
+            for ref in list(self._snapshots.data):  # type: ignore[attr-defined]
+                snap = ref()
+                if snap is not None and snap.version < horizon:
+                    horizon = snap.version
+            return horizon
         for snap in list(self._snapshots):
             if snap.version < horizon:
                 horizon = snap.version

@@ -347,8 +347,10 @@ async def run_retrieve_sliced(
         dense.pin_query(query, vector)
     else:
         dense = None
-    steps = thresholded_steps(state.index, view, query, limit, accept, min_score, min_matched)
     try:
+        # Inside the try: an index's top_k_steps may do work when called (BM25 reads
+        # the query's terms), and a dense query is unpinned whatever it raises.
+        steps = thresholded_steps(state.index, view, query, limit, accept, min_score, min_matched)
         # At least one schedule point (a worker thread's embedding was one already).
         return await _run_sliced(steps, gate, at_least_one=dense is None and not yielded)
     finally:

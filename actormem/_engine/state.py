@@ -1549,20 +1549,24 @@ class MemoryState:
         self.deletes += 1
         return rec
 
-    def apply_access(self, hits: dict[uuid.UUID, tuple[int, datetime]], horizon: int) -> int:
+    def apply_access(
+        self, hits: Mapping[Any, tuple[int, datetime]], horizon: int
+    ) -> int:
         """Add retrieve hits to access bookkeeping; return how many entries changed.
 
-        ``hits`` maps id -> (times returned, latest retrieve time). Ids no longer live are
-        ignored. O(h) for h ids: the eviction order is not re-sorted (see
+        ``hits`` maps id -> (times returned, latest retrieve time), each id a
+        :class:`uuid.UUID` or its 128-bit int (``MemoryEntry._id``). Ids no longer live
+        are ignored. O(h) for h ids: the eviction order is not re-sorted (see
         :meth:`_evict_one`), except for an entry whose key went down.
         """
         if not hits:
             return 0
         self.version += 1
         changed = 0
+        by_id = self._by_id
         for id, (times, when) in hits.items():
-            rec = self.current(id)
-            if rec is None:
+            rec = by_id.get(id if type(id) is int else id.int)
+            if rec is None or rec.died != NEVER:  # as current(): live records only
                 continue
             count, last = rec.current_access()
             newest = when if last is None or when > last else last

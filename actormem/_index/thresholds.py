@@ -50,6 +50,13 @@ def _terms_filter(bm25: BM25Index, query: str, min_matched: int, accept: Accept)
     return matched
 
 
+#: Without thresholds, :func:`thresholded_steps` gives the index's own steps, not a
+#: generator that delegates to them: every step of a retrieve passes one generator
+#: frame fewer (a retrieve of the main job takes ~4 steps). The same steps, result and
+#: errors. False: the delegating generator always (the path before it).
+_UNWRAPPED = True
+
+
 def thresholded_steps(
     index: ScoringIndex,
     view: ReadView,
@@ -60,12 +67,28 @@ def thresholded_steps(
     min_matched: int = 0,
 ) -> Generator[None, None, Hits]:
     """:func:`~actormem._index.scoring.top_k_steps` with the thresholds of the module
-    docs (``None`` / 0: none).
+    docs (``None`` / 0: none). Without thresholds, the index's ``top_k_steps`` is
+    called now (an index may do some work then: BM25 reads the query's terms).
 
-    Raises:
+    Raises (at the first step):
         InvalidQueryError: ``min_matched`` > 0 with an index that has no terms (dense)
             or that this module does not know.
     """
+    if _UNWRAPPED and min_score is None and min_matched <= 0:
+        return top_k_steps(index, view, query, limit, accept)
+    return _thresholded(index, view, query, limit, accept, min_score, min_matched)
+
+
+def _thresholded(
+    index: ScoringIndex,
+    view: ReadView,
+    query: str,
+    limit: int,
+    accept: Accept,
+    min_score: float | None,
+    min_matched: int,
+) -> Generator[None, None, Hits]:
+    """:func:`thresholded_steps` as one generator (its errors at the first step)."""
     if min_matched > 0:
         if not matches_terms(index):
             raise InvalidQueryError(

@@ -346,6 +346,11 @@ async def run_swarm(
     return run
 
 
+#: :func:`check_accounting` works on the ids' ints (:func:`_accounting_by_int`): the
+#: same accounting, ~5 Python calls an id fewer (a ``UUID``'s hash and equality). False:
+#: on the ``UUID`` objects (the path before it).
+_ACCOUNT_BY_INT = True
+
 #: The causes ``on_remove`` reports, in the order the accounting shows them.
 CAUSES = ("replaced", "evicted", "pruned", "merged", "deleted")
 
@@ -526,6 +531,15 @@ def check_accounting(
             arrival exactly when the memory shows it (the id is present or was reported
             removed), and is otherwise left out.
     """
+    if _ACCOUNT_BY_INT:
+        return _accounting_by_int(
+            memory,
+            initial=initial,
+            stored=stored,
+            removals=removals,
+            before=before,
+            uncertain=uncertain,
+        )
     after = memory.statistics()
     present_ids = {entry.id for entry in memory.snapshot()}
     reported = {id for id, _ in removals.during_run}
@@ -580,6 +594,94 @@ def check_accounting(
         unexpected=unexpected,
         before_run=by_cause(removals.before_run),
         reports=by_cause(removals.during_run),
+        counters={
+            cause: getattr(after, field) - getattr(before, field)
+            for cause, field in _COUNTERS.items()
+        },
+        lost_ids=tuple(lost_ids),
+        unexpected_ids=tuple(unexpected_ids),
+    )
+
+
+def _accounting_by_int(
+    memory: Memory,
+    *,
+    initial: Iterable[uuid.UUID],
+    stored: Sequence[uuid.UUID],
+    removals: Removals,
+    before: MemoryStatistics,
+    uncertain: Iterable[uuid.UUID] = (),
+) -> Accounting:
+    """:func:`check_accounting` over the ids' 128-bit ints (``UUID.int``,
+    ``MemoryEntry._id``): the same tallies, named ids and order. A ``UUID``'s hash and
+    equality are Python calls, made several times per id by the dicts and sets here;
+    an int's are not. Ids are named as UUID strings, as there. O(n + s + r)."""
+    after = memory.statistics()
+    present_ids = {entry._id for entry in memory.snapshot()}
+    during = [(id.int, cause) for id, cause in removals.during_run]
+    reported = {id for id, _ in during}
+    stored_ints = [id.int for id in stored]
+    for id in uncertain:
+        ident = id.int
+        if ident in present_ids or ident in reported:
+            stored_ints.append(ident)
+    # Arrivals per id, in arrival order (dicts keep it): the initial entries, then stores.
+    arrivals: dict[int, int] = dict.fromkeys((id.int for id in initial), 1)
+    initial_ids = set(arrivals)
+    for ident in stored_ints:
+        arrivals[ident] = arrivals.get(ident, 0) + 1
+    removed: dict[int, list[str]] = {}
+    for ident, cause in during:
+        removed.setdefault(ident, []).append(cause)
+
+    def named(ident: int) -> str:
+        return str(uuid.UUID(int=ident))
+
+    tallies = {True: Counter[str](), False: Counter[str]()}  # keyed by "was initial"
+    lost_ids: list[str] = []
+    unexpected_ids: list[str] = []
+    unexpected = 0
+    causes: Sequence[str]
+    for ident, count in arrivals.items():
+        tally = tallies[ident in initial_ids]
+        causes = removed.get(ident, ())
+        here = ident in present_ids
+        tally["tracked"] += count
+        tally["present"] += here
+        if causes:
+            tally.update(causes)
+        gap = count - len(causes) - here
+        if gap > 0:
+            tally["lost"] += gap
+            if len(lost_ids) < NAMED_IDS:
+                lost_ids.append(named(ident))
+        elif gap < 0:
+            unexpected -= gap
+            if len(unexpected_ids) < NAMED_IDS:
+                unexpected_ids.append(named(ident))
+    # Departures of ids nobody tracked: present entries and removal reports. A UUID's
+    # string is its 32 hex digits (fixed width, dashes at fixed places), so the ints'
+    # order is the strings' order.
+    for ident in sorted(present_ids - arrivals.keys()):
+        unexpected += 1 + len(removed.pop(ident, ()))
+        if len(unexpected_ids) < NAMED_IDS:
+            unexpected_ids.append(named(ident))
+    for ident, causes in removed.items():
+        if ident not in arrivals:
+            unexpected += len(causes)
+            if len(unexpected_ids) < NAMED_IDS:
+                unexpected_ids.append(named(ident))
+
+    def by_cause(events: Iterable[tuple[Any, str]]) -> dict[str, int]:
+        counted = Counter(cause for _, cause in events)
+        return {cause: counted[cause] for cause in CAUSES}
+
+    return Accounting(
+        stores=Tally(**tallies[False]),
+        initial=Tally(**tallies[True]),
+        unexpected=unexpected,
+        before_run=by_cause(removals.before_run),
+        reports=by_cause(during),
         counters={
             cause: getattr(after, field) - getattr(before, field)
             for cause, field in _COUNTERS.items()
