@@ -203,7 +203,8 @@ def _sync_grow() -> None:
 def _add_flags() -> int:
     """The compiled adds' ``flags`` from the knobs: 1 ``knobs._ACQUIRE_FAST``, 2
     ``knobs._UNTRACK``, 4 ``knobs._CACHE_UCS``, 8 ``knobs._ACTIVE_BITS``, 16
-    ``knobs._SCAN_ONE``; ``knobs._GROW_DIRECT`` handed over on the way. O(1)."""
+    ``knobs._SCAN_ONE``, 32 ``knobs._GRAM_STRS``; ``knobs._GROW_DIRECT`` handed over on
+    the way. O(1)."""
     _sync_grow()
     return (
         int(knobs._ACQUIRE_FAST)
@@ -211,6 +212,7 @@ def _add_flags() -> int:
         | int(knobs._CACHE_UCS) << 2
         | int(knobs._ACTIVE_BITS) << 3
         | int(knobs._SCAN_ONE) << 4
+        | int(knobs._GRAM_STRS) << 5
     )
 
 
@@ -351,7 +353,8 @@ def count_words(
     or more characters left to the caller for its postings has the ids it verified kept
     in that cache, where the caller's :meth:`SubstringVocab.lookup_steps` finds them.
     With ``knobs._ADD_UNROLLED`` the counts are added four numbers a step (the same
-    counts).
+    counts). With ``knobs._FIND_BYTES`` a candidate token and a word of one byte per
+    character are compared as bytes (the same answers as ``word in token``).
 
     Raises:
         TypeError, ValueError: An argument of the wrong type or range.
@@ -411,7 +414,8 @@ def count_words(
         (1 if knobs._MEMO_ABSENT else 0)
         | (2 if knobs._MEMO_OWN_CACHE else 0)
         | (4 if knobs._MEMO_KEEP_LEFT else 0)
-        | (8 if knobs._ADD_UNROLLED else 0),
+        | (8 if knobs._ADD_UNROLLED else 0)
+        | (16 if knobs._FIND_BYTES else 0),
     )
     return got
 

@@ -270,6 +270,7 @@ _QUERY_KNOBS = (
     "_LISTS_BY_ID",
     "_PREFETCH",
     "_ADD_UNROLLED",
+    "_FIND_BYTES",
 )
 
 #: The compiled add (``add_text_cached``, ``add_texts_cached``) serves a text that is not
@@ -317,6 +318,15 @@ _LOWER_C = True
 #: loop's Python body. False: the loop in Python, the path before it. The same
 #: structures (``stress/bench_store64.py --old-knobs store10``).
 _ADD_GROUPS_C = True
+#: The compiled adds (``add_text_cached``, ``add_texts_cached``) take a new ASCII token's
+#: 3-grams, its active 2-character words and a new gram's 2-character parts from a table
+#: of such strs kept in the token cache (``sub_str`` in ``_cwordoverlap.c``: 1 << 10 to
+#: 1 << 16 slots, twice the gram dict's keys, a slot keyed by the characters), instead
+#: of making each one a new str, hashing it for the gram dict and freeing it: ~430k
+#: grams of ~28k new tokens in the main job, where the new str and its hash were half
+#: of a gram's cost. Equal strs, so the same gram lists, ``_sub`` sets and orders.
+#: False: a new str each time, the path before it.
+_GRAM_STRS = True
 #: The compiled adds grow a full posting list (an ``array('i')``) themselves, by
 #: ``array_resize``'s formula and allocator (the same capacities), instead of calling
 #: ``array.append``, which parses the int and then grows it: most lists are short, so
@@ -329,3 +339,10 @@ _GROW_DIRECT = True
 #: main job). The same statements in the same order, so the same counts. False: one
 #: number a step, the path before it.
 _ADD_UNROLLED = True
+#: ``ccore.count_words`` verifies a candidate token (``word in token``: a new word's
+#: candidates, and a kept word's new ones) by comparing the bytes itself when both are
+#: of one byte per character (ASCII or Latin-1), a first-character loop and the rest in
+#: place, instead of ``PyUnicode_Find`` (~250 instructions a call, most of it set-up,
+#: ~630k calls in the main job). Other strs take ``PyUnicode_Find``. The same answers.
+#: False: ``PyUnicode_Find`` for every candidate, the path before it.
+_FIND_BYTES = True
