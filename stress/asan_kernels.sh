@@ -11,7 +11,8 @@
 # tests/test_review1_kernels.py, tests/test_active_bits_kept.py, tests/test_crows_signals.py,
 # tests/test_text_digest.py, tests/test_store8.py, tests/test_visit_select.py,
 # tests/test_review17b.py, tests/test_bm25_interp_seek_kernel.py, tests/test_bm25_daat_modes.py,
-# tests/test_open_beside.py, tests/test_store10.py, tests/test_bm25_length_codes.py, tests/test_open_hash.py, tests/test_durable10.py, tests/test_review18b.py, tests/test_mainjob10_counts.py)
+# tests/test_open_beside.py, tests/test_store10.py, tests/test_bm25_length_codes.py, tests/test_open_hash.py, tests/test_durable10.py, tests/test_review18b.py, tests/test_mainjob10_counts.py,
+# tests/test_mainjob11_words.py)
 # against an AddressSanitizer build of the compiled
 # index kernels, the BM25 core, the word-overlap core and the row reader (_storage/_crows.c):
 # any out-of-bounds read or
@@ -67,4 +68,5 @@ PYTHONMALLOC=malloc LD_PRELOAD="$runtime" ASAN_OPTIONS=detect_leaks=0:abort_on_e
     tests/test_review1_kernels.py tests/test_active_bits_kept.py tests/test_crows_signals.py \
     tests/test_text_digest.py tests/test_store8.py tests/test_visit_select.py \
     tests/test_review17b.py tests/test_bm25_interp_seek_kernel.py tests/test_bm25_daat_modes.py \
-    tests/test_open_beside.py tests/test_store10.py tests/test_bm25_length_codes.py tests/test_open_hash.py tests/test_durable10.py tests/test_review18b.py tests/test_mainjob10_counts.py "$@"
+    tests/test_open_beside.py tests/test_store10.py tests/test_bm25_length_codes.py tests/test_open_hash.py tests/test_durable10.py tests/test_review18b.py tests/test_mainjob10_counts.py \
+    tests/test_mainjob11_words.py "$@"

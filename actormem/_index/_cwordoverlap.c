@@ -186,15 +186,15 @@ set_add_steal(PyObject *set, PyObject *sub)
  * entered (replacing the slot's) when the slot holds another. Equal strs, so the same
  * dict and set operations; the table's keep their hashes across calls. */
 static PyObject *
-sub_str(struct vocab *v, PyObject *item, Py_ssize_t i, Py_ssize_t width)
+gram_str(struct gramslot *gslot, int gbits, PyObject *item, Py_ssize_t i, Py_ssize_t width)
 {
-    if (!v->gslot || width < 2 || width > 3 || !PyUnicode_IS_ASCII(item)) {
+    if (!gslot || width < 2 || width > 3 || !PyUnicode_IS_ASCII(item)) {
         return PyUnicode_Substring(item, i, i + width);
     }
     const Py_UCS1 *d = PyUnicode_1BYTE_DATA(item) + i;
     uint32_t code = (uint32_t)width << 21 | (uint32_t)d[0] | (uint32_t)d[1] << 7 |
                     (width == 3 ? (uint32_t)d[2] << 14 : 0);
-    struct gramslot *slot = &v->gslot[(code * 2654435761u) >> (32 - v->gbits)];
+    struct gramslot *slot = &gslot[(code * 2654435761u) >> (32 - gbits)];
     if (slot->s && slot->code == code) return Py_NewRef(slot->s);
     PyObject *g = PyUnicode_New(width, 127);
     if (!g) return NULL;
@@ -203,6 +203,18 @@ sub_str(struct vocab *v, PyObject *item, Py_ssize_t i, Py_ssize_t width)
     slot->code = code;
     return g;
 }
+
+static inline PyObject *
+sub_str(struct vocab *v, PyObject *item, Py_ssize_t i, Py_ssize_t width)
+{
+    return gram_str(v->gslot, v->gbits, item, i, width);
+}
+
+/* count_words' probe grams (flag 32, the numbering's token cache handed over): the
+ * token cache's table of gram strs, set for the length of one count_words call (no
+ * Python code runs in it, and the capsule is held by its arguments); NULL otherwise. */
+static struct gramslot *probe_gslot;
+static int probe_gbits;
 
 /* Whether the active words' bits serve `item` in this call (an ASCII item, the knob
  * on, every key of _active an exact str): 1, else 0; -1 with an error set. Builds the
@@ -659,7 +671,7 @@ candidates(PyObject *grams, PyObject *w, int *absent, Py_ssize_t *at, PyObject *
     for (Py_ssize_t k = 0; k < probes; k++) {
         Py_ssize_t i = n <= 8 ? k : (Py_ssize_t)((double)k * (double)(n - 1) / 7.0 + 0.5);
         if (i > n - 1) i = n - 1;
-        PyObject *g = PyUnicode_Substring(w, i, i + 3);
+        PyObject *g = gram_str(probe_gslot, probe_gbits, w, i, 3);
         if (!g) return NULL;
         PyObject *lst = PyDict_GetItemWithError(grams, g);
         if (!lst && !PyErr_Occurred()) {
@@ -1040,7 +1052,7 @@ memo_new(PyObject *w, Py_ssize_t at, PyObject *best, Py_ssize_t end, Py_ssize_t 
         PyMem_Free(m);
         return NULL;
     }
-    m->gram = PyUnicode_Substring(w, at, at + 3);
+    m->gram = gram_str(probe_gslot, probe_gbits, w, at, 3);
     if (!m->gram) goto fail;
     m->best = Py_NewRef(best);
     m->end = end;
@@ -1197,7 +1209,7 @@ below_n(Py_ssize_t w, Py_ssize_t n)
 PyDoc_STRVAR(count_words_doc,
 "count_words(words, mults, start, budget, limit, grams, items, cache, cache_size,\n"
 "            post, skip, short, counts, n, np=0, memo=None, epoch=0, memo_cap=1,\n"
-"            flags=0)\n"
+"            flags=0, tcap=None)\n"
 "            -> (int, list[int])\n\n"
 "From words[start:] (distinct lower-cased query words, mults their multiplicities):\n"
 "for each word of 3 or more characters that is not in `short` (a dict) nor in `skip`\n"
@@ -1217,8 +1229,14 @@ PyDoc_STRVAR(count_words_doc,
 "memo) the long-word cache is neither read nor written (the memo keeps the answer).\n"
 "With flag 8 the counts are added four numbers at a time (the same counts). With\n"
 "flag 16 a candidate token and a word of one byte per character are compared as\n"
-"bytes in C instead of by PyUnicode_Find (the same answers).\n"
+"bytes in C instead of by PyUnicode_Find (the same answers). With flag 32 and `tcap`\n"
+"(the numbering's token_cache(), or None) an ASCII word's probe grams are the strs of\n"
+"the cache's gram table (the same lookups).\n"
 "O(budget + limit).");
+
+/* Set probe_gslot for a count_words call from the token cache capsule `tcap` (made
+ * when it has none yet; defined with the token cache below). 0, or -1 with an error. */
+static int probe_table_begin(PyObject *tcap, PyObject *grams);
 
 /* count_words' flags. */
 #define MEMO_ABSENT 1    /* absent words kept in the memo as their missing 3-gram */
@@ -1226,6 +1244,7 @@ PyDoc_STRVAR(count_words_doc,
 #define MEMO_KEEP_LEFT 4 /* ... but a long word left for its size kept in it */
 #define ADD_UNROLLED 8   /* the byte/word counts added four numbers at a time */
 #define FIND_BYTES 16    /* candidates of one byte per character verified as bytes */
+#define PROBE_STRS 32    /* a new word's probe grams from the token cache's gram strs */
 
 /* counts[src[j]] += m for j < k, in order. With ADD_UNROLLED, four numbers a step,
  * their indexes read before any of the four counts is written (a count's store may
@@ -1255,17 +1274,18 @@ static PyObject *
 count_words(PyObject *self, PyObject *args)
 {
     PyObject *words, *mults, *grams, *items, *vcache, *post, *skip, *shorts, *o_counts;
-    PyObject *memo = Py_None;
+    PyObject *memo = Py_None, *tcap = Py_None;
     Py_ssize_t start, budget, limit, cache_size, n, np = 0, epoch = 0, memo_cap = 1;
     int flags = 0;
-    if (!PyArg_ParseTuple(args, "O!O!nnnO!O!O!nO!O!O!On|nOnni", &PyList_Type, &words,
+    if (!PyArg_ParseTuple(args, "O!O!nnnO!O!O!nO!O!O!On|nOnniO", &PyList_Type, &words,
                           &PyList_Type, &mults, &start, &budget, &limit, &PyDict_Type, &grams,
                           &PyDict_Type, &items, &PyDict_Type, &vcache, &cache_size,
                           &PyDict_Type, &post, &PyDict_Type, &skip, &PyDict_Type, &shorts,
-                          &o_counts, &n, &np, &memo, &epoch, &memo_cap, &flags)) {
+                          &o_counts, &n, &np, &memo, &epoch, &memo_cap, &flags, &tcap)) {
         return NULL;
     }
-    if (flags & ~(MEMO_ABSENT | MEMO_OWN_CACHE | MEMO_KEEP_LEFT | ADD_UNROLLED | FIND_BYTES)) {
+    if (flags & ~(MEMO_ABSENT | MEMO_OWN_CACHE | MEMO_KEEP_LEFT | ADD_UNROLLED | FIND_BYTES |
+                  PROBE_STRS)) {
         PyErr_SetString(PyExc_ValueError, "unknown flags");
         return NULL;
     }
@@ -1305,9 +1325,13 @@ count_words(PyObject *self, PyObject *args)
             return NULL;
         }
     }
+    if ((flags & PROBE_STRS) && tcap != Py_None && probe_table_begin(tcap, grams) < 0) {
+        return NULL;
+    }
     Py_buffer counts;
     if (PyObject_GetBuffer(o_counts, &counts,
                            PyBUF_FORMAT | PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+        probe_gslot = NULL;
         PyErr_SetString(PyExc_ValueError, "counts: not a contiguous writable buffer");
         return NULL;
     }
@@ -1534,6 +1558,7 @@ count_words(PyObject *self, PyObject *args)
     }
     result = Py_BuildValue("nO", i, left);
 done:
+    probe_gslot = NULL;
     PyMem_Free(table);
     PyMem_Free(buf);
     PyMem_Free(lists);
@@ -2866,6 +2891,19 @@ gramtab_fit(struct tokcache *c, Py_ssize_t keys)
     gramtab_free(c->gslot, c->gbits);
     c->gslot = slot;
     c->gbits = bits;
+    return 0;
+}
+
+static int
+probe_table_begin(PyObject *tcap, PyObject *grams)
+{
+    probe_gslot = NULL;
+    struct tokcache *c = PyCapsule_GetPointer(tcap, TOKCACHE_NAME);
+    if (!c) return -1;
+    if (c->busy) return 0; /* (cannot happen: no add runs during a count) */
+    if (!c->gslot && gramtab_fit(c, PyDict_GET_SIZE(grams)) < 0) return -1;
+    probe_gslot = c->gslot;
+    probe_gbits = c->gbits;
     return 0;
 }
 

@@ -49,6 +49,13 @@ _MEMO_KEEP_LEFT = True
 #: A cached match set is extended by testing the texts of up to this many new groups;
 #: beyond that it is rebuilt from the posting lists.
 _SCAN_NEW = 4096
+#: Extending a cached match set tests the new groups' texts with ``kernels.wo_scan``'s
+#: ``rare`` search: a text and word of one byte per character searched by the word's
+#: least common byte (``memchr``, vectorised) and a compare where it falls, instead of
+#: ``PyUnicode_Find`` (~2,300 instructions a text in the main job, ~100k texts). Other
+#: texts take ``PyUnicode_Find``. The same groups. False: ``PyUnicode_Find`` for every
+#: text, the path before it.
+_SCAN_RARE = True
 #: A match set is kept as one byte per group when it holds at least 1/_DENSE of them.
 _DENSE = 16
 #: The same for the bit-sliced counts (``ccore.BitPlanes``): a bitset of ``n / 8`` bytes
@@ -271,6 +278,7 @@ _QUERY_KNOBS = (
     "_PREFETCH",
     "_ADD_UNROLLED",
     "_FIND_BYTES",
+    "_PROBE_STRS",
 )
 
 #: The compiled add (``add_text_cached``, ``add_texts_cached``) serves a text that is not
@@ -346,3 +354,11 @@ _ADD_UNROLLED = True
 #: ~630k calls in the main job). Other strs take ``PyUnicode_Find``. The same answers.
 #: False: ``PyUnicode_Find`` for every candidate, the path before it.
 _FIND_BYTES = True
+#: ``ccore.count_words`` takes a new ASCII query word's probe 3-grams (up to eight, to
+#: find its shortest candidate list) and its memo's gram from the numbering's token
+#: cache's table of gram strs (``knobs._GRAM_STRS``' table, made by the first count if
+#: no add made it), instead of a new str each, hashed for the gram dict and freed: the
+#: table's strs keep their hashes, and those the owner's adds entered are the dict's
+#: own keys (~250k probes in the main job). The same lookups. False: a new str each
+#: time, the path before it.
+_PROBE_STRS = True
