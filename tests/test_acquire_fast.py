@@ -318,11 +318,11 @@ def test_relevance_append_falls_back_without_sortedcontainers_internals(
 
 
 @core
-@pytest.mark.parametrize("flags", [-1, 32, 63, 255, -(1 << 31)])
+@pytest.mark.parametrize("flags", [-1, 64, 127, 255, -(1 << 31)])
 def test_add_cached_refuses_unknown_flags(flags: int) -> None:
-    """The C adds' ``flags`` are 0 to 31 (1 acquire fast, 2 untrack, 4 the token cache for
+    """The C adds' ``flags`` are 0 to 63 (1 acquire fast, 2 untrack, 4 the token cache for
     texts that are not ASCII, branch store6; 8 the active words' bits, mainjob7; 16 the
-    one-pass scan, store8): any other value is
+    one-pass scan, store8; 32 the gram strs' table, mainjob11): any other value is
     refused before anything is added, for one text and for a batch."""
     mod = kernels.wo_core()
     assert mod is not None
@@ -335,9 +335,9 @@ def test_add_cached_refuses_unknown_flags(flags: int) -> None:
         mod.add_texts_cached(post, ["alpha beta", "gamma"], 0, vocab, cache, 0, flags)
     assert post == {}
     assert len(vocab) == 0
-    for good in range(16):
+    for good in range(64):
         mod.add_text_cached(post, "alpha beta", good, vocab, cache, 0, good)
-    assert post["alpha"] == array("i", range(16))
+    assert post["alpha"] == array("i", range(64))
     vocab._check()
 
 

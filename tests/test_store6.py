@@ -155,9 +155,9 @@ def test_cache_ucs_flag_is_checked() -> None:
     cache = ccore.token_cache()
     mod: Any = kernels._wo
     mod.add_text_cached(post, "é a", 0, vocab, cache, 0, 7)
-    with pytest.raises(ValueError, match="0 to 31"):
-        mod.add_text_cached(post, "é a", 1, vocab, cache, 0, 32)
-    with pytest.raises(ValueError, match="0 to 31"):
+    with pytest.raises(ValueError, match="0 to 63"):
+        mod.add_text_cached(post, "é a", 1, vocab, cache, 0, 64)
+    with pytest.raises(ValueError, match="0 to 63"):
         mod.add_texts_cached(post, ["é a"], 1, vocab, cache, 0, -1)
     # A posting list of the wrong type, found through the dict for a token not ASCII.
     with pytest.raises(TypeError, match="array"):

@@ -624,18 +624,61 @@ done:
 }
 
 PyDoc_STRVAR(wo_scan_doc,
-"wo_scan(recent, lo, hi, mod, word) -> list[int]\n\n"
+"wo_scan(recent, lo, hi, mod, word, rare=False) -> list[int]\n\n"
 "The group numbers g in lo..hi whose lower-cased text, recent[g % mod], contains\n"
-"word (Python's `word in text`). O(total length of those texts).");
+"word (Python's `word in text`). With `rare`, a text and word of one byte per\n"
+"character are searched by the word's rarest byte (memchr) and a compare at each of\n"
+"its places; any other by PyUnicode_Find (the same answers). O(total length of those\n"
+"texts).");
+
+/* How common a byte is in lower-cased English and JSON text, 0 (rare, or not listed)
+ * to 255: wo_scan's `rare` search looks for the needle's least common byte. Any order
+ * gives the same answers, only the number of places compared changes. */
+static unsigned char byte_rank[256];
+
+static void
+byte_rank_init(void)
+{
+    static const char common[] = " etaoinsrhldcu\":,mfpgwyb._v-k/0123456789x=jqz";
+    size_t n = sizeof common - 1;
+    for (size_t i = 0; i < n; i++) byte_rank[(unsigned char)common[i]] = (unsigned char)(n - i);
+}
+
+/* Whether x[0:m] occurs in h[0:n] (bytes): memchr for x's least common byte (by
+ * byte_rank; the first of equal ones), then the whole needle compared where it would
+ * start. 1 or 0. */
+static int
+rare_search(const Py_UCS1 *h, Py_ssize_t n, const Py_UCS1 *x, Py_ssize_t m)
+{
+    if (m == 0) return 1;
+    if (m > n) return 0;
+    Py_ssize_t k = 0;
+    for (Py_ssize_t j = 1; j < m; j++) {
+        if (byte_rank[x[j]] < byte_rank[x[k]]) k = j;
+    }
+    const Py_UCS1 c = x[k];
+    const Py_UCS1 *p = h + k, *end = h + (n - m) + k + 1; /* x[k]'s places of a match */
+    while (p < end) {
+        p = memchr(p, c, (size_t)(end - p));
+        if (!p) return 0;
+        if (memcmp(p - k, x, (size_t)m) == 0) return 1;
+        p++;
+    }
+    return 0;
+}
 
 static PyObject *
 wo_scan(PyObject *self, PyObject *args)
 {
     PyObject *recent, *word;
     Py_ssize_t lo, hi, mod;
-    if (!PyArg_ParseTuple(args, "O!nnnU", &PyList_Type, &recent, &lo, &hi, &mod, &word)) {
+    int rare = 0;
+    if (!PyArg_ParseTuple(args, "O!nnnU|p", &PyList_Type, &recent, &lo, &hi, &mod, &word,
+                          &rare)) {
         return NULL;
     }
+    /* (A str not ready, Python 3.11's legacy kind 0, takes PyUnicode_Find.) */
+    rare = rare && PyUnicode_KIND(word) == PyUnicode_1BYTE_KIND;
     if (lo < 0 || hi < lo || mod <= 0 || mod > PyList_GET_SIZE(recent)) {
         return range_error("lo/hi/mod");
     }
@@ -648,7 +691,13 @@ wo_scan(PyObject *self, PyObject *args)
             PyErr_SetString(PyExc_TypeError, "recent texts must be str");
             return NULL;
         }
-        Py_ssize_t at = PyUnicode_Find(text, word, 0, PY_SSIZE_T_MAX, 1);
+        Py_ssize_t at;
+        if (rare && PyUnicode_KIND(text) == PyUnicode_1BYTE_KIND) {
+            at = rare_search(PyUnicode_1BYTE_DATA(text), PyUnicode_GET_LENGTH(text),
+                             PyUnicode_1BYTE_DATA(word), PyUnicode_GET_LENGTH(word)) - 1;
+        } else {
+            at = PyUnicode_Find(text, word, 0, PY_SSIZE_T_MAX, 1);
+        }
         if (at == -2) {
             Py_DECREF(out);
             return NULL;
@@ -793,5 +842,6 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__ckernels(void)
 {
+    byte_rank_init();
     return PyModule_Create(&module);
 }

@@ -75,6 +75,17 @@ struct vocab {
     /* ADD_ACTIVE_BITS, set by the caller after vocab_load: the active words' bits
      * (struct active_bits), kept in the token cache across calls; NULL: knob off. */
     struct active_bits *ab;
+    /* ADD_GRAM_STRS, set by the caller after vocab_load: the token cache's table of
+     * ASCII 2- and 3-character strs (struct gramslot, 1 << gbits slots); NULL: off. */
+    struct gramslot *gslot;
+    int gbits;
+};
+
+/* A slot of the gram strs' table: an ASCII str of 2 or 3 characters and its code
+ * (length << 21 | c0 | c1 << 7 | c2 << 14), or s NULL: empty. */
+struct gramslot {
+    uint32_t code;
+    PyObject *s;
 };
 
 /* add_text_cached's and add_texts_cached's `flags` (knobs._ACQUIRE_FAST, knobs._UNTRACK). */
@@ -88,15 +99,19 @@ struct vocab {
 /* knobs._SCAN_ONE: the tokens of an ASCII (or narrowed) text found in one pass, each
  * one's cache hash and first word computed as it is read (no counting pass first). */
 #define ADD_SCAN_ONE 16
+/* knobs._GRAM_STRS: a new ASCII token's 2- and 3-character substrings (its grams, the
+ * active words in it, a new gram's parts) taken from a table of such strs kept in the
+ * token cache (hashes cached in them) instead of made, hashed and freed each time. */
+#define ADD_GRAM_STRS 32
 
-/* flags checked: 0 to 31 (ADD_ACQUIRE_FAST | ADD_UNTRACK | ADD_CACHE_UCS |
- * ADD_ACTIVE_BITS | ADD_SCAN_ONE), else ValueError. 0 or -1. */
+/* flags checked: 0 to 63 (ADD_ACQUIRE_FAST | ADD_UNTRACK | ADD_CACHE_UCS |
+ * ADD_ACTIVE_BITS | ADD_SCAN_ONE | ADD_GRAM_STRS), else ValueError. 0 or -1. */
 static int
 add_flags_check(int flags)
 {
     if (flags < 0 || flags > (ADD_ACQUIRE_FAST | ADD_UNTRACK | ADD_CACHE_UCS |
-                              ADD_ACTIVE_BITS | ADD_SCAN_ONE)) {
-        PyErr_Format(PyExc_ValueError, "flags must be 0 to 31, got %d", flags);
+                              ADD_ACTIVE_BITS | ADD_SCAN_ONE | ADD_GRAM_STRS)) {
+        PyErr_Format(PyExc_ValueError, "flags must be 0 to 63, got %d", flags);
         return -1;
     }
     return 0;
@@ -165,6 +180,42 @@ set_add_steal(PyObject *set, PyObject *sub)
     return r;
 }
 
+/* item[i:i + width] (a new reference, or NULL with an error set), as
+ * PyUnicode_Substring makes it; with the gram strs' table (v->gslot) an ASCII item's
+ * substring of 2 or 3 characters is the table's str of those characters, made and
+ * entered (replacing the slot's) when the slot holds another. Equal strs, so the same
+ * dict and set operations; the table's keep their hashes across calls. */
+static PyObject *
+gram_str(struct gramslot *gslot, int gbits, PyObject *item, Py_ssize_t i, Py_ssize_t width)
+{
+    if (!gslot || width < 2 || width > 3 || !PyUnicode_IS_ASCII(item)) {
+        return PyUnicode_Substring(item, i, i + width);
+    }
+    const Py_UCS1 *d = PyUnicode_1BYTE_DATA(item) + i;
+    uint32_t code = (uint32_t)width << 21 | (uint32_t)d[0] | (uint32_t)d[1] << 7 |
+                    (width == 3 ? (uint32_t)d[2] << 14 : 0);
+    struct gramslot *slot = &gslot[(code * 2654435761u) >> (32 - gbits)];
+    if (slot->s && slot->code == code) return Py_NewRef(slot->s);
+    PyObject *g = PyUnicode_New(width, 127);
+    if (!g) return NULL;
+    memcpy(PyUnicode_1BYTE_DATA(g), d, (size_t)width);
+    Py_XSETREF(slot->s, Py_NewRef(g));
+    slot->code = code;
+    return g;
+}
+
+static inline PyObject *
+sub_str(struct vocab *v, PyObject *item, Py_ssize_t i, Py_ssize_t width)
+{
+    return gram_str(v->gslot, v->gbits, item, i, width);
+}
+
+/* count_words' probe grams (flag 32, the numbering's token cache handed over): the
+ * token cache's table of gram strs, set for the length of one count_words call (no
+ * Python code runs in it, and the capsule is held by its arguments); NULL otherwise. */
+static struct gramslot *probe_gslot;
+static int probe_gbits;
+
 /* Whether the active words' bits serve `item` in this call (an ASCII item, the knob
  * on, every key of _active an exact str): 1, else 0; -1 with an error set. Builds the
  * bits when _active is not the set, or not of the size, they were built from:
@@ -216,7 +267,7 @@ active_sub(struct vocab *v, PyObject *item, Py_ssize_t i, Py_ssize_t width, int 
         unsigned b = width == 1 ? d[0] : 128u + ((unsigned)d[0] << 7 | d[1]);
         if (!(v->ab->bits[b >> 6] >> (b & 63) & 1)) return 0;
     }
-    *s = PyUnicode_Substring(item, i, i + width);
+    *s = sub_str(v, item, i, width);
     if (!*s) return -1;
     int in = bits ? 1 : PySet_Contains(v->active, *s);
     if (in <= 0) Py_CLEAR(*s);
@@ -239,7 +290,7 @@ vocab_keys(struct vocab *v, PyObject *item)
         return keys;
     }
     for (Py_ssize_t i = 0; i + 3 <= n; i++) {
-        if (set_add_steal(keys, PyUnicode_Substring(item, i, i + 3)) < 0) goto fail;
+        if (set_add_steal(keys, sub_str(v, item, i, 3)) < 0) goto fail;
     }
     if (PySet_GET_SIZE(v->active)) {
         int bits = active_bits_use(v, item);
@@ -277,7 +328,7 @@ vocab_new_gram(struct vocab *v, PyObject *g, PyObject *iid)
     if (PyUnicode_GET_LENGTH(g) != 3) return 0;
     /* _parts(g): g[:2], g[1:], and its characters, each indexed to g. */
     PyObject *parts[5] = {
-        PyUnicode_Substring(g, 0, 2), PyUnicode_Substring(g, 1, 3),
+        sub_str(v, g, 0, 2), sub_str(v, g, 1, 2),
         PyUnicode_Substring(g, 0, 1), PyUnicode_Substring(g, 1, 2),
         PyUnicode_Substring(g, 2, 3),
     };
@@ -432,7 +483,7 @@ vocab_acquire_fast(struct vocab *v, PyObject *item)
     PyObject *first = NULL, *keys = NULL, *it = NULL;
     Py_ssize_t nfresh = 0;
     for (Py_ssize_t i = 0; i + 3 <= n; i++) {
-        PyObject *g = PyUnicode_Substring(item, i, i + 3);
+        PyObject *g = sub_str(v, item, i, 3);
         if (!g) goto done;
         int k = vocab_key_fast(v, g, next, &first, &nfresh);
         Py_DECREF(g);
@@ -620,7 +671,7 @@ candidates(PyObject *grams, PyObject *w, int *absent, Py_ssize_t *at, PyObject *
     for (Py_ssize_t k = 0; k < probes; k++) {
         Py_ssize_t i = n <= 8 ? k : (Py_ssize_t)((double)k * (double)(n - 1) / 7.0 + 0.5);
         if (i > n - 1) i = n - 1;
-        PyObject *g = PyUnicode_Substring(w, i, i + 3);
+        PyObject *g = gram_str(probe_gslot, probe_gbits, w, i, 3);
         if (!g) return NULL;
         PyObject *lst = PyDict_GetItemWithError(grams, g);
         if (!lst && !PyErr_Occurred()) {
@@ -642,6 +693,35 @@ candidates(PyObject *grams, PyObject *w, int *absent, Py_ssize_t *at, PyObject *
         }
     }
     return best;
+}
+
+/* Whether `w` occurs in `item` (PyUnicode_Find(item, w, ...) >= 0): 1, 0, or -1 with an
+ * error set. With `bytes` (count_words' flag 16) two strs of one byte per character
+ * (ASCII or Latin-1: equal bytes are equal code points) are compared as bytes here, the
+ * first character found by a byte loop and the rest compared in place: a token is a
+ * few dozen characters, where PyUnicode_Find's set-up (kinds, bounds, its search's
+ * tables) is most of its ~250 instructions. Any other pair takes PyUnicode_Find. */
+static inline int
+word_in(PyObject *item, PyObject *w, int bytes)
+{
+    /* (A str not ready, of Python 3.11's legacy kind 0, takes PyUnicode_Find.) */
+    if (bytes && PyUnicode_KIND(item) == PyUnicode_1BYTE_KIND &&
+        PyUnicode_KIND(w) == PyUnicode_1BYTE_KIND) {
+        Py_ssize_t n = PyUnicode_GET_LENGTH(item), m = PyUnicode_GET_LENGTH(w);
+        if (m == 0) return 1;
+        if (m > n) return 0;
+        const Py_UCS1 *h = PyUnicode_1BYTE_DATA(item), *x = PyUnicode_1BYTE_DATA(w);
+        const Py_UCS1 first = x[0];
+        for (Py_ssize_t i = 0, last = n - m; i <= last; i++) {
+            if (h[i] != first) continue;
+            Py_ssize_t j = 1;
+            while (j < m && h[i + j] == x[j]) j++;
+            if (j == m) return 1;
+        }
+        return 0;
+    }
+    Py_ssize_t at = PyUnicode_Find(item, w, 0, PY_SSIZE_T_MAX, 1);
+    return at == -2 ? -1 : at >= 0;
 }
 
 /* Keep `found`, the ids of the tokens that contain `w` among the first `end` ids of
@@ -683,7 +763,7 @@ cache_keep(PyObject *cache, Py_ssize_t cache_size, PyObject *w, PyObject *best,
 static PyObject *
 long_word_ids(PyObject *grams, PyObject *items, PyObject *cache, Py_ssize_t cache_size,
               PyObject *w, Py_ssize_t limit, int *absent, int *big, Py_ssize_t *work,
-              PyObject **best_out, Py_ssize_t *at, PyObject **missing)
+              PyObject **best_out, Py_ssize_t *at, PyObject **missing, int bytes)
 {
     PyObject *best = candidates(grams, w, absent, at, missing);
     *best_out = best;
@@ -722,8 +802,8 @@ long_word_ids(PyObject *grams, PyObject *items, PyObject *cache, Py_ssize_t cach
             PyErr_SetString(PyExc_TypeError, "vocabulary items must be str");
             goto fail;
         }
-        Py_ssize_t at = PyUnicode_Find(item, w, 0, PY_SSIZE_T_MAX, 1);
-        if (at == -2 || (at >= 0 && PyList_Append(found, id) < 0)) goto fail;
+        int in = word_in(item, w, bytes);
+        if (in < 0 || (in > 0 && PyList_Append(found, id) < 0)) goto fail;
     }
     if (!cache) return found; /* not read, not kept */
     if (cache_keep(cache, cache_size, w, best, end, found) < 0) goto fail;
@@ -898,7 +978,7 @@ memo_read_tails(struct memo *m, Py_ssize_t limit, int32_t *tmp, int32_t *table, 
 static int
 memo_refresh(struct memo *m, PyObject *w, int verify, PyObject *grams, PyObject *items,
              PyObject *post, Py_ssize_t epoch, Py_ssize_t limit, int32_t *tmp,
-             int32_t *table, size_t cap, Py_ssize_t *work)
+             int32_t *table, size_t cap, Py_ssize_t *work, int bytes)
 {
     if (m->epoch != epoch) return 2;
     /* Built under a larger limit than this call's: its set may not fit this call's
@@ -921,9 +1001,9 @@ memo_refresh(struct memo *m, PyObject *w, int verify, PyObject *grams, PyObject 
             return -1;
         }
         if (verify) {
-            Py_ssize_t at = PyUnicode_Find(item, w, 0, PY_SSIZE_T_MAX, 1);
-            if (at == -2) return -1;
-            if (at < 0) continue;
+            int in = word_in(item, w, bytes);
+            if (in < 0) return -1;
+            if (!in) continue;
         }
         PyObject *lst = PyDict_GetItemWithError(post, item);
         if (!lst) {
@@ -972,7 +1052,7 @@ memo_new(PyObject *w, Py_ssize_t at, PyObject *best, Py_ssize_t end, Py_ssize_t 
         PyMem_Free(m);
         return NULL;
     }
-    m->gram = PyUnicode_Substring(w, at, at + 3);
+    m->gram = gram_str(probe_gslot, probe_gbits, w, at, 3);
     if (!m->gram) goto fail;
     m->best = Py_NewRef(best);
     m->end = end;
@@ -1129,7 +1209,7 @@ below_n(Py_ssize_t w, Py_ssize_t n)
 PyDoc_STRVAR(count_words_doc,
 "count_words(words, mults, start, budget, limit, grams, items, cache, cache_size,\n"
 "            post, skip, short, counts, n, np=0, memo=None, epoch=0, memo_cap=1,\n"
-"            flags=0)\n"
+"            flags=0, tcap=None)\n"
 "            -> (int, list[int])\n\n"
 "From words[start:] (distinct lower-cased query words, mults their multiplicities):\n"
 "for each word of 3 or more characters that is not in `short` (a dict) nor in `skip`\n"
@@ -1147,14 +1227,24 @@ PyDoc_STRVAR(count_words_doc,
 "no token contains is kept there too, as the 3-gram of it found missing (a str), and\n"
 "answered by that gram's absence from `grams` until it appears. With flag 2 (and a\n"
 "memo) the long-word cache is neither read nor written (the memo keeps the answer).\n"
-"With flag 8 the counts are added four numbers at a time (the same counts).\n"
+"With flag 8 the counts are added four numbers at a time (the same counts). With\n"
+"flag 16 a candidate token and a word of one byte per character are compared as\n"
+"bytes in C instead of by PyUnicode_Find (the same answers). With flag 32 and `tcap`\n"
+"(the numbering's token_cache(), or None) an ASCII word's probe grams are the strs of\n"
+"the cache's gram table (the same lookups).\n"
 "O(budget + limit).");
+
+/* Set probe_gslot for a count_words call from the token cache capsule `tcap` (made
+ * when it has none yet; defined with the token cache below). 0, or -1 with an error. */
+static int probe_table_begin(PyObject *tcap, PyObject *grams);
 
 /* count_words' flags. */
 #define MEMO_ABSENT 1    /* absent words kept in the memo as their missing 3-gram */
 #define MEMO_OWN_CACHE 2 /* with a memo, the long-word cache neither read nor written */
 #define MEMO_KEEP_LEFT 4 /* ... but a long word left for its size kept in it */
 #define ADD_UNROLLED 8   /* the byte/word counts added four numbers at a time */
+#define FIND_BYTES 16    /* candidates of one byte per character verified as bytes */
+#define PROBE_STRS 32    /* a new word's probe grams from the token cache's gram strs */
 
 /* counts[src[j]] += m for j < k, in order. With ADD_UNROLLED, four numbers a step,
  * their indexes read before any of the four counts is written (a count's store may
@@ -1184,17 +1274,18 @@ static PyObject *
 count_words(PyObject *self, PyObject *args)
 {
     PyObject *words, *mults, *grams, *items, *vcache, *post, *skip, *shorts, *o_counts;
-    PyObject *memo = Py_None;
+    PyObject *memo = Py_None, *tcap = Py_None;
     Py_ssize_t start, budget, limit, cache_size, n, np = 0, epoch = 0, memo_cap = 1;
     int flags = 0;
-    if (!PyArg_ParseTuple(args, "O!O!nnnO!O!O!nO!O!O!On|nOnni", &PyList_Type, &words,
+    if (!PyArg_ParseTuple(args, "O!O!nnnO!O!O!nO!O!O!On|nOnniO", &PyList_Type, &words,
                           &PyList_Type, &mults, &start, &budget, &limit, &PyDict_Type, &grams,
                           &PyDict_Type, &items, &PyDict_Type, &vcache, &cache_size,
                           &PyDict_Type, &post, &PyDict_Type, &skip, &PyDict_Type, &shorts,
-                          &o_counts, &n, &np, &memo, &epoch, &memo_cap, &flags)) {
+                          &o_counts, &n, &np, &memo, &epoch, &memo_cap, &flags, &tcap)) {
         return NULL;
     }
-    if (flags & ~(MEMO_ABSENT | MEMO_OWN_CACHE | MEMO_KEEP_LEFT | ADD_UNROLLED)) {
+    if (flags & ~(MEMO_ABSENT | MEMO_OWN_CACHE | MEMO_KEEP_LEFT | ADD_UNROLLED | FIND_BYTES |
+                  PROBE_STRS)) {
         PyErr_SetString(PyExc_ValueError, "unknown flags");
         return NULL;
     }
@@ -1234,9 +1325,13 @@ count_words(PyObject *self, PyObject *args)
             return NULL;
         }
     }
+    if ((flags & PROBE_STRS) && tcap != Py_None && probe_table_begin(tcap, grams) < 0) {
+        return NULL;
+    }
     Py_buffer counts;
     if (PyObject_GetBuffer(o_counts, &counts,
                            PyBUF_FORMAT | PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+        probe_gslot = NULL;
         PyErr_SetString(PyExc_ValueError, "counts: not a contiguous writable buffer");
         return NULL;
     }
@@ -1305,7 +1400,7 @@ count_words(PyObject *self, PyObject *args)
                 if (memo_drop(memo, w) < 0) goto done; /* look it up again */
             }
             int r = mm ? memo_refresh(mm, w, wlen > 3, grams, items, post, epoch, limit, buf,
-                                      table, cap, &work)
+                                      table, cap, &work, (flags & FIND_BYTES) != 0)
                        : 2;
             if (r < 0) goto done;
             if (r == 0) {
@@ -1337,7 +1432,8 @@ count_words(PyObject *self, PyObject *args)
                 int own = memo && (flags & MEMO_OWN_CACHE);
                 ids = long_word_ids(grams, items, own ? NULL : vcache, cache_size, w, limit,
                                     &absent, &big, &work, &best, &at,
-                                    memo && absent_on ? &missing : NULL);
+                                    memo && absent_on ? &missing : NULL,
+                                    (flags & FIND_BYTES) != 0);
                 if (!ids && !absent && !big) goto done;
                 looked_up = own && ids != NULL;
             }
@@ -1462,6 +1558,7 @@ count_words(PyObject *self, PyObject *args)
     }
     result = Py_BuildValue("nO", i, left);
 done:
+    probe_gslot = NULL;
     PyMem_Free(table);
     PyMem_Free(buf);
     PyMem_Free(lists);
@@ -2759,7 +2856,56 @@ struct tokcache {
      * slot pointers that call holds (a use after free). */
     int busy;
     struct active_bits ab; /* ADD_ACTIVE_BITS's bits, kept across calls */
+    /* ADD_GRAM_STRS's table (NULL until a new token needs it), 1 << gbits slots: at
+     * least twice the gram dict's keys when made or grown, GRAMTAB_MIN_BITS to
+     * GRAMTAB_BITS. Its strs depend on nothing else, so a new dict or epoch keeps it. */
+    struct gramslot *gslot;
+    int gbits;
 };
+
+#define GRAMTAB_MIN_BITS 10 /* 1,024 slots, 16 KiB */
+#define GRAMTAB_BITS 16     /* 65,536 slots, 1 MiB */
+
+static void
+gramtab_free(struct gramslot *slot, int bits)
+{
+    if (!slot) return;
+    for (size_t i = 0; i < ((size_t)1 << bits); i++) Py_XDECREF(slot[i].s);
+    PyMem_Free(slot);
+}
+
+/* The gram strs' table of `c`, made or grown (emptied: a slot's place depends on the
+ * size) to at least twice `keys` slots (up to 1 << GRAMTAB_BITS). 0, or -1 with
+ * MemoryError set (the table then as it was). */
+static int
+gramtab_fit(struct tokcache *c, Py_ssize_t keys)
+{
+    int bits = c->gslot ? c->gbits : GRAMTAB_MIN_BITS;
+    while (bits < GRAMTAB_BITS && ((Py_ssize_t)1 << bits) < 2 * keys) bits++;
+    if (c->gslot && bits == c->gbits) return 0;
+    struct gramslot *slot = PyMem_Calloc((size_t)1 << bits, sizeof(struct gramslot));
+    if (!slot) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    gramtab_free(c->gslot, c->gbits);
+    c->gslot = slot;
+    c->gbits = bits;
+    return 0;
+}
+
+static int
+probe_table_begin(PyObject *tcap, PyObject *grams)
+{
+    probe_gslot = NULL;
+    struct tokcache *c = PyCapsule_GetPointer(tcap, TOKCACHE_NAME);
+    if (!c) return -1;
+    if (c->busy) return 0; /* (cannot happen: no add runs during a count) */
+    if (!c->gslot && gramtab_fit(c, PyDict_GET_SIZE(grams)) < 0) return -1;
+    probe_gslot = c->gslot;
+    probe_gbits = c->gbits;
+    return 0;
+}
 
 static void
 tokcache_clear(struct tokcache *c)
@@ -2783,6 +2929,7 @@ tokcache_destroy(PyObject *capsule)
     }
     tokcache_clear(c);
     Py_CLEAR(c->ab.set);
+    gramtab_free(c->gslot, c->gbits);
     PyMem_Free(c->raw);
     PyMem_Free(c);
 }
@@ -2919,8 +3066,10 @@ PyDoc_STRVAR(add_text_cached_doc,
 "untracked by the cyclic collector (the same structures either way); 4, a text that\n"
 "is not ASCII served by the cache too (its ASCII tokens; the others looked up in\n"
 "`post`) instead of split; 8, a new ASCII token's 1/2-character substrings tested\n"
-"against _active's words as bits kept in `cache` (the same structures); any other\n"
-"value than 0 to 15 raises ValueError. O(len(low)), plus O(len(token)) per new token\n"
+"against _active's words as bits kept in `cache` (the same structures); 16, the\n"
+"tokens found in one pass; 32, a new ASCII token's 2- and 3-character substrings\n"
+"taken from a table of such strs kept in `cache` (the same structures); any other\n"
+"value than 0 to 63 raises ValueError. O(len(low)), plus O(len(token)) per new token\n"
 "(and O(len(vocab._active)) with flag 8, a new ASCII token and _active changed since\n"
 "the cache's bits were built).");
 
@@ -3184,6 +3333,12 @@ add_cached_one(PyObject *post, PyObject *low, long gid, PyObject *vocab_obj, PyO
         if (vocab_load(vocab_obj, &v) < 0) goto done;
         v.untrack = (flags & ADD_UNTRACK) != 0;
         v.ab = (flags & ADD_ACTIVE_BITS) ? &c->ab : NULL;
+        if ((flags & ADD_GRAM_STRS) && gramtab_fit(c, PyDict_GET_SIZE(v.grams)) < 0) {
+            vocab_release(&v);
+            goto done;
+        }
+        v.gslot = (flags & ADD_GRAM_STRS) ? c->gslot : NULL;
+        v.gbits = c->gbits;
         PyObject *it = PyObject_GetIter(toks), *tok;
         if (it) {
             while ((tok = PyIter_Next(it)) != NULL) {

@@ -395,9 +395,14 @@ def wo_count_sparse(
     _kernels().wo_count_sparse(counts, gids, lo, hi, n, m, mark, word)
 
 
-def wo_scan(recent: list[str], lo: int, hi: int, mod: int, word: str) -> list[int]:
+def wo_scan(
+    recent: list[str], lo: int, hi: int, mod: int, word: str, rare: bool = False
+) -> list[int]:
     """The group numbers ``g`` in ``lo:hi`` whose text ``recent[g % mod]`` contains
-    ``word`` (``word in text``), ascending. O(total length of those texts).
+    ``word`` (``word in text``), ascending. With ``rare``, a text and word of one byte per
+    character are searched in C by the word's least common byte (``memchr``) and a
+    compare where it falls, instead of ``PyUnicode_Find`` (the same groups). O(total
+    length of those texts).
 
     Raises:
         TypeError, ValueError: ``recent`` not a list of str shorter than ``mod``, or a
@@ -406,7 +411,7 @@ def wo_scan(recent: list[str], lo: int, hi: int, mod: int, word: str) -> list[in
     if type(recent) is not list or type(word) is not str:
         raise TypeError("recent must be a list of str and word a str")
     _need(0 <= lo <= hi and 0 < mod <= len(recent), "lo, hi, mod out of range")
-    found: list[int] = _kernels().wo_scan(recent, lo, hi, mod, word)
+    found: list[int] = _kernels().wo_scan(recent, lo, hi, mod, word, bool(rare))
     return found
 
 

@@ -203,7 +203,8 @@ def _sync_grow() -> None:
 def _add_flags() -> int:
     """The compiled adds' ``flags`` from the knobs: 1 ``knobs._ACQUIRE_FAST``, 2
     ``knobs._UNTRACK``, 4 ``knobs._CACHE_UCS``, 8 ``knobs._ACTIVE_BITS``, 16
-    ``knobs._SCAN_ONE``; ``knobs._GROW_DIRECT`` handed over on the way. O(1)."""
+    ``knobs._SCAN_ONE``, 32 ``knobs._GRAM_STRS``; ``knobs._GROW_DIRECT`` handed over on
+    the way. O(1)."""
     _sync_grow()
     return (
         int(knobs._ACQUIRE_FAST)
@@ -211,6 +212,7 @@ def _add_flags() -> int:
         | int(knobs._CACHE_UCS) << 2
         | int(knobs._ACTIVE_BITS) << 3
         | int(knobs._SCAN_ONE) << 4
+        | int(knobs._GRAM_STRS) << 5
     )
 
 
@@ -322,6 +324,7 @@ def count_words(
     planes: int = 0,
     memo: list[Any] | None = None,
     epoch: int = 0,
+    tokcache: object | None = None,
 ) -> tuple[int, list[int]]:
     """From ``words[start:]`` (distinct query words; ``mults`` their multiplicities),
     for each word of 3 or more characters not in ``short`` or ``skip`` whose candidate
@@ -351,7 +354,12 @@ def count_words(
     or more characters left to the caller for its postings has the ids it verified kept
     in that cache, where the caller's :meth:`SubstringVocab.lookup_steps` finds them.
     With ``knobs._ADD_UNROLLED`` the counts are added four numbers a step (the same
-    counts).
+    counts). With ``knobs._FIND_BYTES`` a candidate token and a word of one byte per
+    character are compared as bytes (the same answers as ``word in token``). With
+    ``knobs._PROBE_STRS`` and ``tokcache`` (the numbering's :func:`token_cache`) a new
+    ASCII word's probe 3-grams are the strs of that cache's gram table (hashes kept,
+    the dict's own keys when the owner's adds made them), not new strs (the same
+    lookups).
 
     Raises:
         TypeError, ValueError: An argument of the wrong type or range.
@@ -372,6 +380,8 @@ def count_words(
         raise TypeError("post, skip and short must be dicts")
     if type(vocab) is not SubstringVocab:
         raise TypeError("vocab must be a SubstringVocab")
+    if tokcache is not None and type(tokcache) is not _CAPSULE:
+        raise TypeError("tokcache must be None or a token_cache()")
     # With knobs._LEAN_WORD_CHECKS the C loop refuses a word that is not a str or a
     # multiplicity that is not an int itself (the same TypeError, before it reads them).
     if not knobs._LEAN_WORD_CHECKS and (
@@ -411,7 +421,10 @@ def count_words(
         (1 if knobs._MEMO_ABSENT else 0)
         | (2 if knobs._MEMO_OWN_CACHE else 0)
         | (4 if knobs._MEMO_KEEP_LEFT else 0)
-        | (8 if knobs._ADD_UNROLLED else 0),
+        | (8 if knobs._ADD_UNROLLED else 0)
+        | (16 if knobs._FIND_BYTES else 0)
+        | (32 if knobs._PROBE_STRS else 0),
+        tokcache,
     )
     return got
 

@@ -49,6 +49,13 @@ _MEMO_KEEP_LEFT = True
 #: A cached match set is extended by testing the texts of up to this many new groups;
 #: beyond that it is rebuilt from the posting lists.
 _SCAN_NEW = 4096
+#: Extending a cached match set tests the new groups' texts with ``kernels.wo_scan``'s
+#: ``rare`` search: a text and word of one byte per character searched by the word's
+#: least common byte (``memchr``, vectorised) and a compare where it falls, instead of
+#: ``PyUnicode_Find`` (~2,300 instructions a text in the main job, ~100k texts). Other
+#: texts take ``PyUnicode_Find``. The same groups. False: ``PyUnicode_Find`` for every
+#: text, the path before it.
+_SCAN_RARE = True
 #: A match set is kept as one byte per group when it holds at least 1/_DENSE of them.
 _DENSE = 16
 #: The same for the bit-sliced counts (``ccore.BitPlanes``): a bitset of ``n / 8`` bytes
@@ -270,6 +277,8 @@ _QUERY_KNOBS = (
     "_LISTS_BY_ID",
     "_PREFETCH",
     "_ADD_UNROLLED",
+    "_FIND_BYTES",
+    "_PROBE_STRS",
 )
 
 #: The compiled add (``add_text_cached``, ``add_texts_cached``) serves a text that is not
@@ -317,6 +326,15 @@ _LOWER_C = True
 #: loop's Python body. False: the loop in Python, the path before it. The same
 #: structures (``stress/bench_store64.py --old-knobs store10``).
 _ADD_GROUPS_C = True
+#: The compiled adds (``add_text_cached``, ``add_texts_cached``) take a new ASCII token's
+#: 3-grams, its active 2-character words and a new gram's 2-character parts from a table
+#: of such strs kept in the token cache (``sub_str`` in ``_cwordoverlap.c``: 1 << 10 to
+#: 1 << 16 slots, twice the gram dict's keys, a slot keyed by the characters), instead
+#: of making each one a new str, hashing it for the gram dict and freeing it: ~430k
+#: grams of ~28k new tokens in the main job, where the new str and its hash were half
+#: of a gram's cost. Equal strs, so the same gram lists, ``_sub`` sets and orders.
+#: False: a new str each time, the path before it.
+_GRAM_STRS = True
 #: The compiled adds grow a full posting list (an ``array('i')``) themselves, by
 #: ``array_resize``'s formula and allocator (the same capacities), instead of calling
 #: ``array.append``, which parses the int and then grows it: most lists are short, so
@@ -329,3 +347,18 @@ _GROW_DIRECT = True
 #: main job). The same statements in the same order, so the same counts. False: one
 #: number a step, the path before it.
 _ADD_UNROLLED = True
+#: ``ccore.count_words`` verifies a candidate token (``word in token``: a new word's
+#: candidates, and a kept word's new ones) by comparing the bytes itself when both are
+#: of one byte per character (ASCII or Latin-1), a first-character loop and the rest in
+#: place, instead of ``PyUnicode_Find`` (~250 instructions a call, most of it set-up,
+#: ~630k calls in the main job). Other strs take ``PyUnicode_Find``. The same answers.
+#: False: ``PyUnicode_Find`` for every candidate, the path before it.
+_FIND_BYTES = True
+#: ``ccore.count_words`` takes a new ASCII query word's probe 3-grams (up to eight, to
+#: find its shortest candidate list) and its memo's gram from the numbering's token
+#: cache's table of gram strs (``knobs._GRAM_STRS``' table, made by the first count if
+#: no add made it), instead of a new str each, hashed for the gram dict and freed: the
+#: table's strs keep their hashes, and those the owner's adds entered are the dict's
+#: own keys (~250k probes in the main job). The same lookups. False: a new str each
+#: time, the path before it.
+_PROBE_STRS = True

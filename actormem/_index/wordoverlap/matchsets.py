@@ -453,7 +453,7 @@ class MatchFinder:
                 return None  # the owner has overwritten the texts to read
             stop = min(n, start + knobs._STEP)
             if compiled:  # the same tests, without the interpreter's loop (kernels.py)
-                new += kernels.wo_scan(recent, start, stop, knobs._SCAN_NEW, w)
+                new += kernels.wo_scan(recent, start, stop, knobs._SCAN_NEW, w, knobs._SCAN_RARE)
             else:
                 for g in range(start, stop):
                     if w in recent[g % knobs._SCAN_NEW]:

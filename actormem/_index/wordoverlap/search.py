@@ -464,6 +464,7 @@ class WordOverlapSearch:
                 n_planes,
                 e.memo if ccore.MEMO else None,
                 e.epoch,
+                e.tokcache,
             )
             for i in left:
                 yield from add_word(i, words[i], mults[i])
