@@ -1366,22 +1366,30 @@ def _attach_store(memory: Memory, store: SqliteStore) -> None:
             meanwhile()
             return
         batch = store.prepare(journal, getattr(memory._state.index, "stored_vector", None))
-        if (
+        if not (
             inline
             and _INLINE_COMMIT
             and store.inline_ok(batch, INLINE_ROWS)
             and _commit_inline(store.write_inline, batch, meanwhile)
         ):
-            return
-        gate = memory._gate
-        gate.commit_started()
-        try:
-            await _in_thread_while(store.write, batch, meanwhile)
-        finally:
-            gate.commit_ended()
+            gate = memory._gate
+            gate.commit_started()
+            try:
+                await _in_thread_while(store.write, batch, meanwhile)
+            finally:
+                gate.commit_ended()
+        if store.checkpoint_due():  # beside the writer: the batch is answered at once
+            trio.lowlevel.start_thread_soon(
+                store.checkpoint_beside(), _ignore, name="actormem checkpoint"
+            )
 
     memory._storage = store
     memory._commit = commit
+
+
+def _ignore(result: outcome.Outcome[None]) -> None:
+    """The delivery of a checkpoint beside the writer: nothing (the store keeps its
+    result, ``SqliteStore.checkpoint_due``, and it raises nothing)."""
 
 
 def _commit_inline(
