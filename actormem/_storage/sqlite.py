@@ -257,8 +257,17 @@ def _entry_bound(entry: Any) -> int:
 
 #: :func:`_entry_frames` computes :func:`_entry_bound`'s sum in one frame, without its
 #: three nested calls (``prepare`` calls it for every access update: ~16,600 a main-job
-#: run). The same number. False: through :func:`_entry_bound`, the path before it.
+#: run), and counts a text that is not ASCII by its UTF-8 length instead of 4 bytes a
+#: character: with 8 KiB pages, a main-job text of ~600 characters with one accent
+#: (4 x 600 + 256 bytes, past a quarter page) counted a frame it never writes in every
+#: access update, and the store checkpointed 43 times a run instead of 27. Never fewer
+#: bytes than the row has. False: through :func:`_entry_bound`, the path before it.
 _FLAT_FRAMES = True
+
+
+def _utf8_len(text: str) -> int:
+    """The UTF-8 length of ``text`` (a lone surrogate as 3 bytes). O(1) for ASCII."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 def _entry_frames(entry: Any, page_size: int) -> int:
@@ -269,14 +278,14 @@ def _entry_frames(entry: Any, page_size: int) -> int:
         size = _entry_bound(entry) + _ROW_BYTES
         return _long_frames(size, page_size) if size > page_size // 4 else 0
     text = entry.memory
-    size = _ROW_BYTES + (len(text) if text.isascii() else 4 * len(text))
+    size = _ROW_BYTES + (len(text) if text.isascii() else _utf8_len(text))
     text = entry.key
     if text is not None:
-        size += len(text) if text.isascii() else 4 * len(text)
+        size += len(text) if text.isascii() else _utf8_len(text)
     value = entry.value
     if value is not None:
         text = value._canonical()  # the text of its to_json()
-        size += len(text) if text.isascii() else 4 * len(text)
+        size += len(text) if text.isascii() else _utf8_len(text)
     tags = entry.tags
     if tags:
         size += 12 * sum(map(len, tags)) + 3 * len(tags) + 2
