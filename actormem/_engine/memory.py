@@ -126,8 +126,9 @@ _VACUUM_STEP = 256
 _GC_PAUSE = True
 
 #: A durable ``normal`` memory's owner commits a small batch itself, on the event loop
-#: (``SqliteStore.inline_ok``: at most :data:`INLINE_ROWS` row changes, no checkpoint
-#: due; the store then checkpoints in its worker thread's commits only), instead of
+#: (``SqliteStore.inline_ok``: at most :data:`INLINE_ROWS` row changes; the store then
+#: checkpoints beside the writer, ``sqlite._CHECKPOINT_BESIDE``, or else in its worker
+#: thread's commits only, with no batch on the loop when one is due), instead of
 #: handing it to a worker thread and waiting for it: the same transaction, the same
 #: acknowledgement after ``COMMIT`` returned. The hand-off (waking the thread, the
 #: GIL passed back and forth for each statement, the wake-up of the loop when it is

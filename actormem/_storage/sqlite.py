@@ -9,7 +9,9 @@ event loop, and runs :meth:`SqliteStore.write` in a worker thread: one transacti
 batch (a *group commit*). Only when the transaction committed does the owner publish the
 batch and answer its callers. Every method here blocks; the actor calls them in worker
 threads and never two at once, so one connection
-(``check_same_thread=False``) serves every thread in turn.
+(``check_same_thread=False``) serves every thread in turn. The one exception is a
+checkpoint beside the writer (:data:`_CHECKPOINT_BESIDE`): it runs on a second
+connection of its own, in a worker thread, while the writer commits.
 
 Coalescing. Rows are keyed by ``seq`` (see :mod:`actormem._storage.sqlite_format`), and the
 journal is applied per seq, last change wins: a seq whose last change is a death is
