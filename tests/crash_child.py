@@ -6,7 +6,8 @@ Usage (the child side)::
         Store make_entry(SEED, i) for i = START, START + 1, ... from WRITERS concurrent
         tasks, forever; print "i id" (flushed) once each store has returned. With CHUNK,
         each task stores CHUNK entries at a time by ``store_many`` and prints their lines
-        once it has returned.
+        once it has returned. The environment variable ACTORMEM_TEST_CHECKPOINT_FRAMES,
+        if set, replaces ``sqlite.CHECKPOINT_FRAMES`` (more checkpoints).
     python tests/crash_child.py hold PATH
         Open the durable memory at PATH, print "ready", and wait to be killed.
     python tests/crash_child.py try-open PATH [--drop-dac]
@@ -73,6 +74,11 @@ def make_entry(seed: int, i: int) -> MemoryEntry:
 
 
 async def _store_forever(path: str, seed: int, start: int, writers: int, chunk: int = 0) -> None:
+    frames = os.environ.get("ACTORMEM_TEST_CHECKPOINT_FRAMES")
+    if frames:  # checkpoints every few commits, so that kills land among them
+        from actormem._storage import sqlite
+
+        sqlite.CHECKPOINT_FRAMES = int(frames)
     async with actormem.open_memory(path=path) as memory:
         counter = itertools.count(start)
 

@@ -234,6 +234,7 @@ def test_checkpoints_in_the_thread_only_and_the_estimate_covers_the_frames(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(sqlite_store, "CHECKPOINT_FRAMES", 60)
+    monkeypatch.setattr(sqlite_store, "_CHECKPOINT_BESIDE", False)  # durable11's, off
     path = tmp_path / "m.db"
     where: list[bool] = []
     seen: list[tuple[int, int]] = []
@@ -291,7 +292,8 @@ def test_checkpoints_in_the_thread_only_and_the_estimate_covers_the_frames(
     assert max(actual for actual, _ in seen) < 60 + 60  # bounded: one batch past the threshold
 
 
-def test_inline_ok_refusals(tmp_path: Path) -> None:
+def test_inline_ok_refusals(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sqlite_store, "_CHECKPOINT_BESIDE", False)  # durable11's, off
     store, _ = SqliteStore.open(str(tmp_path / "m.db"), Durability.NORMAL)
     try:
         row = Batch([], [], [(1, None, None, 1)])

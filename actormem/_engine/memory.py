@@ -126,8 +126,9 @@ _VACUUM_STEP = 256
 _GC_PAUSE = True
 
 #: A durable ``normal`` memory's owner commits a small batch itself, on the event loop
-#: (``SqliteStore.inline_ok``: at most :data:`INLINE_ROWS` row changes, no checkpoint
-#: due; the store then checkpoints in its worker thread's commits only), instead of
+#: (``SqliteStore.inline_ok``: at most :data:`INLINE_ROWS` row changes; the store then
+#: checkpoints beside the writer, ``sqlite._CHECKPOINT_BESIDE``, or else in its worker
+#: thread's commits only, with no batch on the loop when one is due), instead of
 #: handing it to a worker thread and waiting for it: the same transaction, the same
 #: acknowledgement after ``COMMIT`` returned. The hand-off (waking the thread, the
 #: GIL passed back and forth for each statement, the wake-up of the loop when it is
@@ -1428,22 +1429,30 @@ def _attach_store(memory: Memory, store: SqliteStore) -> None:
             meanwhile()
             return
         batch = store.prepare(journal, getattr(memory._state.index, "stored_vector", None))
-        if (
+        if not (
             inline
             and _INLINE_COMMIT
             and store.inline_ok(batch, INLINE_ROWS)
             and _commit_inline(store.write_inline, batch, meanwhile)
         ):
-            return
-        gate = memory._gate
-        gate.commit_started()
-        try:
-            await _in_thread_while(store.write, batch, meanwhile)
-        finally:
-            gate.commit_ended()
+            gate = memory._gate
+            gate.commit_started()
+            try:
+                await _in_thread_while(store.write, batch, meanwhile)
+            finally:
+                gate.commit_ended()
+        if store.checkpoint_due():  # beside the writer: the batch is answered at once
+            trio.lowlevel.start_thread_soon(
+                store.checkpoint_beside(), _ignore, name="actormem checkpoint"
+            )
 
     memory._storage = store
     memory._commit = commit
+
+
+def _ignore(result: outcome.Outcome[None]) -> None:
+    """The delivery of a checkpoint beside the writer: nothing (the store keeps its
+    result, ``SqliteStore.checkpoint_due``, and it raises nothing)."""
 
 
 def _commit_inline(
