@@ -170,12 +170,31 @@ def test_a_parked_checkpoint_holds_back_no_store_and_close_waits_for_it(
     running = threading.Event()
     ran: list[tuple[int, int | None] | None] = []
     late: list[Any] = []
+    holding = threading.Event()  # the parked checkpoint holds the store's lock
+    finished = threading.Event()
+    checkpointer: list[int] = []
+
+    class _Signalling:
+        # The store's lock, telling the test when the checkpoint's thread has it (the
+        # close may only be started then: a close that takes the lock first leaves the
+        # checkpoint nothing to do, which the end of this test covers).
+        def __init__(self, lock: Any) -> None:
+            self._lock = lock
+
+        def __enter__(self) -> None:
+            self._lock.acquire()
+            if checkpointer and threading.get_ident() == checkpointer[0]:
+                holding.set()
+
+        def __exit__(self, *exc: object) -> None:
+            self._lock.release()
 
     async def main() -> None:
         async with open_memory(path=path) as memory:
             store = memory._storage
             assert store is not None
             beside = store.checkpoint_beside
+            store._beside_lock = _Signalling(store._beside_lock)  # type: ignore[assignment]
             starts: list[int] = []
 
             def parked() -> Any:
@@ -183,10 +202,12 @@ def test_a_parked_checkpoint_holds_back_no_store_and_close_waits_for_it(
                 starts.append(store.commits)
 
                 def wait_then_run() -> None:
+                    checkpointer.append(threading.get_ident())
                     running.set()
                     release.wait(10)
                     run()
                     ran.append(store._beside_done)
+                    finished.set()
 
                 late.append(run)
                 return wait_then_run
@@ -203,9 +224,11 @@ def test_a_parked_checkpoint_holds_back_no_store_and_close_waits_for_it(
             assert store.commits >= commits + 40
             assert len(starts) == 1  # no second one while it runs
             assert not ran
-            release.set()  # the close waits for it
+            release.set()
+            await trio.to_thread.run_sync(holding.wait, 10)  # running: the close waits for it
 
     trio.run(main)
+    assert finished.wait(10)
     assert len(ran) == 1
     assert ran[0] is not None
     assert ran[0][1] is not None
