@@ -64,4 +64,73 @@ fold_hash_final(uint64_t h)
     return h & ((1ull << 62) - 1);
 }
 
+#if defined(Py_PYTHON_H) && PY_VERSION_HEX < 0x030D0000
+/* fold_hash's value over a text given as UTF-8 bytes (any text: its code points folded
+ * as str.casefold maps them, _cwordoverlap.c fold_hash_chain's loop for a str that is
+ * not ASCII; an ASCII code point by `tab`). Reads CPython's static case and space
+ * tables only: callable without the GIL. 1 with *out set, or 0 when the bytes are not
+ * strict UTF-8 (a surrogate, an overlong form, a sequence cut short). */
+static inline int
+fold_hash_utf8(const unsigned char *s, size_t n, const unsigned char tab[256], uint64_t *out)
+{
+    uint64_t h = FOLD_HASH_SEED;
+    int gap = 0, any = 0;
+    size_t i = 0;
+    while (i < n) {
+        uint32_t c = s[i], lo = 0x80, hi = 0xBF;
+        int more;
+        if (c < 0x80) {
+            i++;
+            unsigned t = tab[c];
+            if (t == 0xFF) {
+                gap = 1;
+                continue;
+            }
+            if (gap && any) h = fold_hash_mix(h, ' ');
+            gap = 0;
+            any = 1;
+            h = fold_hash_mix(h, t);
+            continue;
+        }
+        if (c >= 0xC2 && c <= 0xDF) {
+            more = 1;
+            c &= 0x1F;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            more = 2;
+            if (c == 0xE0) lo = 0xA0;
+            if (c == 0xED) hi = 0x9F; /* no surrogates */
+            c &= 0x0F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            more = 3;
+            if (c == 0xF0) lo = 0x90;
+            if (c == 0xF4) hi = 0x8F;
+            c &= 0x07;
+        } else {
+            return 0;
+        }
+        if (n - i <= (size_t)more) return 0;
+        for (int k = 1; k <= more; k++) {
+            uint32_t b = s[i + k];
+            if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF)) return 0;
+            c = c << 6 | (b & 0x3F);
+        }
+        i += (size_t)more + 1;
+        Py_UCS4 m[3];
+        int folded = _PyUnicode_ToFoldedFull((Py_UCS4)c, m);
+        for (int j = 0; j < folded; j++) {
+            if (Py_UNICODE_ISSPACE(m[j])) {
+                gap = 1;
+                continue;
+            }
+            if (gap && any) h = fold_hash_mix(h, ' ');
+            gap = 0;
+            any = 1;
+            h = fold_hash_mix(h, (uint32_t)m[j]);
+        }
+    }
+    *out = fold_hash_final(h);
+    return 1;
+}
+#endif
+
 #endif

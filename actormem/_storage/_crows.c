@@ -282,8 +282,7 @@ typedef struct {
      * hash when the feed hashes (hash_memory) */
     int memory_ascii;
     Py_hash_t memory_hash;
-    /* the memory text's fold_hash (_foldhash.h) when ASCII and the feed folds, else
-     * NO_FOLD */
+    /* the memory text's fold_hash (_foldhash.h) when the feed folds, else NO_FOLD */
     uint64_t fold;
     unsigned char id[16]; /* the id's 128 bits, big-endian */
     utc_t created, accessed, updated, expires;
@@ -315,6 +314,7 @@ typedef struct {
     double max_ttl;
     int hash_memory;
     int fold_memory; /* compute each ASCII memory text's fold hash (folds_out) */
+    int fold_all;    /* and every other text's (CPython before 3.13) */
     /* the ids seen (check_ids): an open-addressing set of their 128 bits (both words
      * zero: an empty slot; the zero id is `ids_zero`), `ids_dup` once one came twice */
     int check_ids, ids_zero, ids_dup;
@@ -497,6 +497,10 @@ copy_row(sqlite3_stmt *st, feed_t *f, chunk_t *ch, brow_t *b)
     b->fold = NO_FOLD;
     if (b->memory_ascii && f->fold_memory)
         b->fold = fold_hash_final(fold_hash_ascii_chain(FOLD_HASH_SEED, mem, b->memory.len, fold_tab));
+#if PY_VERSION_HEX < 0x030D0000 /* fold_hash folds per code point here (casefold() after) */
+    else if (f->fold_memory && f->fold_all && !fold_hash_utf8(mem, b->memory.len, fold_tab, &b->fold))
+        b->fold = NO_FOLD; /* not UTF-8: the caller declines the row anyway */
+#endif
     if (!copy_text(st, 4, ch, &b->tags)) return 0;
     if (!copy_text(st, 5, ch, &b->ns)) return 0;
     if (!copy_utc(st, 6, 0, &b->created)) return 0;
@@ -780,7 +784,7 @@ read_threaded(const char *uri, const char *sql, ctx_t *c, PyObject *ids_out, PyO
     f.max_ttl = c->max_ttl;
     f.hash_memory = c->hash_memory;
     f.check_ids = ids_out != NULL;
-    f.fold_memory = folds_out != NULL;
+    f.fold_memory = f.fold_all = folds_out != NULL;
     /* the rows' fold hashes in order (folds_out), grown by doubling */
     uint64_t *folds = NULL;
     size_t folds_cap = 0;
@@ -904,9 +908,10 @@ PyDoc_STRVAR(read_entries_doc,
 "the ids (a set of their 128 bits) and True (no id twice) or False is appended to\n"
 "it; nothing is appended when the ids were not checked (one thread, no memory).\n"
 "`folds_out` a list (threaded only): when every row was read, a bytes of 8 bytes a\n"
-"row (native uint64, in the rows' order) is appended to it: each ASCII memory text's\n"
-"fold_hash (the word overlap core's, computed by the thread), 2**64-1 for any other\n"
-"text; nothing is appended by the one-thread read or a declined file.\n"
+"row (native uint64, in the rows' order) is appended to it: each memory text's\n"
+"fold_hash (the word overlap core's value, computed by the thread from the text's\n"
+"bytes), 2**64-1 where it was not (a text not ASCII on CPython 3.13 and later);\n"
+"nothing is appended by the one-thread read or a declined file.\n"
 "Releases the GIL and runs the signal handlers every 512 rows (an exception a handler\n"
 "raises, such as KeyboardInterrupt, is raised by this call). O(file size).");
 

@@ -615,11 +615,11 @@ _SPLIT_READ = True
 #: ``read_file``'s check (the same entries and errors either way).
 _SPLIT_IDS = True
 
-#: The split reader's thread also computes each ASCII memory text's duplicate-key fold
-#: hash (``textfold.fold_hash``'s value, from the bytes it copies, without the GIL) and
+#: The split reader's thread also computes each memory text's duplicate-key fold hash
+#: (``textfold.fold_hash``'s value, from the UTF-8 bytes it copies, without the GIL; a
+#: text that is not ASCII only on CPython before 3.13, per code point as the core) and
 #: ``read_file`` hands them on with the entries (:class:`FoldedRows`), so that
-#: ``MemoryState.load`` does not fold those texts again on the open's path (~0.3 s of
-#: a 1M open). False: no folds (the load folds every text; the same keys either way).
+#: ``MemoryState.load`` does not fold those texts again on the open's path. False: no folds (the load folds every text; the same keys either way).
 _SPLIT_FOLDS = True
 
 
