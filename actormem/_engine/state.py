@@ -402,7 +402,7 @@ _RELEVANCE_FILL = True
 _DUPKEY_C = True
 #: ``_load_bulk`` takes the rows' fold hashes that came with them (a list with a
 #: ``folds`` attribute: 8 bytes a row, native uint64, as ``sqlite_format.read_file``'s
-#: split reader hands them, computed by its thread from each ASCII text's bytes) and
+#: split reader hands them, computed by its thread from each text's bytes) and
 #: makes each duplicate key by the C ``dup_key_folded`` without folding the text again
 #: (a fold outside ``[0, 2**62)``: that row's text is folded here). Used only when
 #: the fold bytes are one per row and the state keys by the C ``dup_key``. False: the

@@ -619,7 +619,8 @@ _SPLIT_IDS = True
 #: (``textfold.fold_hash``'s value, from the UTF-8 bytes it copies, without the GIL; a
 #: text that is not ASCII only on CPython before 3.13, per code point as the core) and
 #: ``read_file`` hands them on with the entries (:class:`FoldedRows`), so that
-#: ``MemoryState.load`` does not fold those texts again on the open's path. False: no folds (the load folds every text; the same keys either way).
+#: ``MemoryState.load`` does not fold those texts again on the open's path. False: no
+#: folds (the load folds every text; the same keys either way).
 _SPLIT_FOLDS = True
 
 
