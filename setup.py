@@ -9,7 +9,7 @@ from setuptools import Extension, setup
 
 # The buffer helpers the three modules include: a change rebuilds them, and the sdist
 # carries it (setuptools puts an Extension's `depends` in the sdist).
-COMMON = ["actormem/_index/_kernels_common.h"]
+COMMON = ["actormem/_index/_kernels_common.h", "actormem/_index/_foldhash.h"]
 
 setup(
     ext_modules=[

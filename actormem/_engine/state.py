@@ -86,7 +86,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
-from itertools import islice
+from itertools import islice, repeat
 from typing import Any, NamedTuple, cast
 
 import attrs
@@ -400,6 +400,14 @@ _RELEVANCE_FILL = True
 #: Python for each (the one formula; a call more per store than the inline copies it
 #: replaced). The same keys.
 _DUPKEY_C = True
+#: ``_load_bulk`` takes the rows' fold hashes that came with them (a list with a
+#: ``folds`` attribute: 8 bytes a row, native uint64, as ``sqlite_format.read_file``'s
+#: split reader hands them, computed by its thread from each text's bytes) and
+#: makes each duplicate key by the C ``dup_key_folded`` without folding the text again
+#: (a fold outside ``[0, 2**62)``: that row's text is folded here). Used only when
+#: the fold bytes are one per row and the state keys by the C ``dup_key``. False: the
+#: folds ignored, the path before it (the same keys).
+_LOAD_FOLDS = True
 #: ``store_many`` of a list or tuple into an unbounded memory runs its plain inserts
 #: (exact entries with no ttl, key, value or expiry, a new id, a known namespace, a
 #: relevance key at the end of the order) by the C ``store_inserts`` (``_cwordoverlap.c``),
@@ -1417,7 +1425,15 @@ class MemoryState:
         last = self._seq
         # _BULK_FOLDS: _dupkey_hashed's C call inline (its condition: a str text).
         dup_c = self._dup_key_c() if _BULK_FOLDS else None
-        for seq, entry in rows:
+        # _LOAD_FOLDS: each row's fold hash as the reader computed it (2**64-1: none)
+        dup_f = textfold._dup_key_folded_c if dup_c is not None and _LOAD_FOLDS else None
+        folds = getattr(rows, "folds", None) if dup_f is not None else None
+        fold_iter: Iterable[Any]
+        if isinstance(folds, bytes) and len(folds) == 8 * len(rows):
+            fold_iter = memoryview(folds).cast("Q")
+        else:
+            fold_iter, dup_f = repeat(None), None
+        for (seq, entry), row_fold in zip(rows, fold_iter, strict=False):
             if seq <= last:
                 raise ValueError(f"restore(): seq {seq} is not above {last}")
             last = seq
@@ -1445,7 +1461,12 @@ class MemoryState:
                 rec.evkey = self._evkey(rec)
                 evict_keys[entry.validated].append(rec.evkey)
             memory = entry.memory
-            if dup_c is not None and type(memory) is str:
+            if dup_f is not None and type(memory) is str:
+                key = dup_f(
+                    entry.namespace, entry.category._value_, memory, entry.key, entry.value,
+                    row_fold,
+                )  # fmt: skip
+            elif dup_c is not None and type(memory) is str:
                 key = dup_c(entry.namespace, entry.category._value_, memory, entry.key, entry.value)
             else:
                 key = self._dupkey(rec)

@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "_kernels_common.h"
+#include "_foldhash.h"
 
 static PyObject *array_type;   /* array.array */
 static PyObject *array_append; /* array.array.append (a method descriptor) */
@@ -3549,7 +3550,7 @@ cache_entries(PyObject *self, PyObject *cap)
 static inline uint64_t
 fold_mix(uint64_t h, Py_UCS4 c)
 {
-    return (h ^ c) * 0x100000001b3ull;
+    return fold_hash_mix(h, (uint32_t)c);
 }
 
 /* An ASCII byte lower-cased, 0xFF for str.split's whitespace (fold_hash's table path;
@@ -3586,23 +3587,10 @@ fold_hash_chain(PyObject *text, int direct, uint64_t *out)
     int gap = 0, any = 0; /* a whitespace run since the last character; any character */
     if (direct == 2 && PyUnicode_IS_ASCII(text)) {
         /* The same values by one table load a byte (fold_tab: the character lower-cased,
-         * 0xFF for whitespace); leading whitespace skipped, so a run of it before a
-         * character gives the one space. */
-        const Py_UCS1 *s = PyUnicode_1BYTE_DATA(text);
-        Py_ssize_t n = PyUnicode_GET_LENGTH(text), i = 0;
-        while (i < n && fold_tab[s[i]] == 0xFF) i++;
-        for (; i < n; i++) {
-            unsigned t = fold_tab[s[i]];
-            if (t == 0xFF) {
-                gap = 1;
-                continue;
-            }
-            if (gap) {
-                h = fold_mix(h, ' ');
-                gap = 0;
-            }
-            h = fold_mix(h, t);
-        }
+         * 0xFF for whitespace): _foldhash.h's formula, the row reader's too. */
+        *out = fold_hash_ascii_chain(h, PyUnicode_1BYTE_DATA(text),
+                                     (size_t)PyUnicode_GET_LENGTH(text), fold_tab);
+        return 0;
     } else if (PyUnicode_IS_ASCII(text)) {
         const Py_UCS1 *s = PyUnicode_1BYTE_DATA(text);
         Py_ssize_t n = PyUnicode_GET_LENGTH(text);
@@ -3718,8 +3706,7 @@ fold_hash_chain(PyObject *text, int direct, uint64_t *out)
 static inline uint64_t
 fold_final(uint64_t h)
 {
-    h ^= h >> 31;
-    return h & ((1ull << 62) - 1);
+    return fold_hash_final(h);
 }
 
 static PyObject *
@@ -3942,15 +3929,11 @@ PyDoc_STRVAR(dup_key_doc,
 "& 0x3FFF_FFFF (state._dup_key's formula), in one call: text an exact str (TypeError\n"
 "otherwise), the other four any hashable objects. O(len(text)).");
 
+/* hash((namespace, category, folded, key, value)) & 0x3FFF_FFFF for args[0], args[1],
+ * args[3], args[4]; steals `folded`. */
 static PyObject *
-dup_key(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+dup_key_tuple(PyObject *const *args, PyObject *folded)
 {
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "dup_key() takes 5 arguments");
-        return NULL;
-    }
-    PyObject *folded = fold_hash_impl(args[2], 2);
-    if (!folded) return NULL;
     PyObject *t = PyTuple_New(5);
     if (!t) {
         Py_DECREF(folded);
@@ -3965,6 +3948,52 @@ dup_key(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_DECREF(t);
     if (h == -1 && PyErr_Occurred()) return NULL;
     return PyLong_FromLong((long)(h & 0x3FFFFFFF));
+}
+
+static PyObject *
+dup_key(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 5) {
+        PyErr_SetString(PyExc_TypeError, "dup_key() takes 5 arguments");
+        return NULL;
+    }
+    PyObject *folded = fold_hash_impl(args[2], 2);
+    if (!folded) return NULL;
+    return dup_key_tuple(args, folded);
+}
+
+PyDoc_STRVAR(dup_key_folded_doc,
+"dup_key_folded(namespace, category, text, key, value, fold) -> int\n\n"
+"dup_key(namespace, category, text, key, value), the same value, where `fold` (an int)\n"
+"is fold_hash(text) already computed (the row reader's thread computes it for an ASCII\n"
+"text), or any int outside [0, 2**62) when it was not (then computed here). The caller\n"
+"vouches that a fold in range is the text's. text an exact str, fold an int\n"
+"(TypeError otherwise). O(1) with a fold, else O(len(text)).");
+
+static PyObject *
+dup_key_folded(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "dup_key_folded() takes 6 arguments");
+        return NULL;
+    }
+    if (!PyUnicode_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "fold_hash() takes a str");
+        return NULL;
+    }
+    PyObject *fold = args[5];
+    if (!PyLong_CheckExact(fold)) {
+        PyErr_SetString(PyExc_TypeError, "dup_key_folded(): fold must be an int");
+        return NULL;
+    }
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(fold, &overflow);
+    if (v == -1 && PyErr_Occurred()) return NULL;
+    if (!overflow && v >= 0 && (unsigned long long)v < (1ull << 62))
+        return dup_key_tuple(args, Py_NewRef(fold));
+    PyObject *folded = fold_hash_impl(args[2], 2);
+    if (!folded) return NULL;
+    return dup_key_tuple(args, folded);
 }
 
 PyDoc_STRVAR(fold_hash_table_doc,
@@ -5477,6 +5506,8 @@ static PyMethodDef methods[] = {
     {"utf8_feed", utf8_feed, METH_VARARGS, utf8_feed_doc},
     {"fold_hash_table", fold_hash_table, METH_O, fold_hash_table_doc},
     {"dup_key", (PyCFunction)(void (*)(void))dup_key, METH_FASTCALL, dup_key_doc},
+    {"dup_key_folded", (PyCFunction)(void (*)(void))dup_key_folded, METH_FASTCALL,
+     dup_key_folded_doc},
     {"store_setup", store_setup, METH_VARARGS, store_setup_doc},
     {"record_setup", record_setup, METH_VARARGS, record_setup_doc},
     {"set_grow_direct", set_grow_direct, METH_O, set_grow_direct_doc},

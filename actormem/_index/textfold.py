@@ -68,6 +68,12 @@ _fold_hash_table: Callable[[str], int] | None = getattr(kernels._wo, "fold_hash_
 #: The C ``dup_key(namespace, category, text, key, value)``: the state's duplicate key
 #: (``state._dup_key`` of the text's :func:`fold_hash`) in one call; None without the core.
 _dup_key_c: Callable[[Any, Any, str, Any, Any], int] | None = getattr(kernels._wo, "dup_key", None)
+#: The C ``dup_key_folded(namespace, category, text, key, value, fold)``: ``dup_key``'s
+#: value with the text's fold hash given (``fold`` in ``[0, 2**62)``; any other int: computed
+#: from the text); None without the core.
+_dup_key_folded_c: Callable[[Any, Any, str, Any, Any, int], int] | None = getattr(
+    kernels._wo, "dup_key_folded", None
+)
 
 
 def fold_hash_c() -> Callable[[str], int] | None:

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "../_index/_kernels_common.h"
+#include "../_index/_foldhash.h"
 
 #define ENTRY_FIELDS 15
 #define COLUMNS 16
@@ -281,6 +282,8 @@ typedef struct {
      * hash when the feed hashes (hash_memory) */
     int memory_ascii;
     Py_hash_t memory_hash;
+    /* the memory text's fold_hash (_foldhash.h) when the feed folds, else NO_FOLD */
+    uint64_t fold;
     unsigned char id[16]; /* the id's 128 bits, big-endian */
     utc_t created, accessed, updated, expires;
     span_t memory, tags, ns, key, value;
@@ -310,12 +313,20 @@ typedef struct {
     long long max_seq;
     double max_ttl;
     int hash_memory;
+    int fold_memory; /* compute each ASCII memory text's fold hash (folds_out) */
+    int fold_all;    /* and every other text's (CPython before 3.13) */
     /* the ids seen (check_ids): an open-addressing set of their 128 bits (both words
      * zero: an empty slot; the zero id is `ids_zero`), `ids_dup` once one came twice */
     int check_ids, ids_zero, ids_dup;
     uint64_t *ids;
     size_t ids_mask, ids_count;
 } feed_t;
+
+/* A row whose fold hash the thread did not compute (outside [0, 2**62)). */
+#define NO_FOLD UINT64_MAX
+
+/* _foldhash.h's table: filled at import, read-only after (the threads read it). */
+static unsigned char fold_tab[256];
 
 #define IDS_FIRST 1024 /* slots at first; doubled at half full */
 
@@ -483,6 +494,13 @@ copy_row(sqlite3_stmt *st, feed_t *f, chunk_t *ch, brow_t *b)
     b->memory_ascii = !(high & 0x8080808080808080ULL) && b->memory.len > 0;
     b->memory_hash = -1;
     if (b->memory_ascii && f->hash_memory) b->memory_hash = HASH_BYTES(mem, b->memory.len);
+    b->fold = NO_FOLD;
+    if (b->memory_ascii && f->fold_memory)
+        b->fold = fold_hash_final(fold_hash_ascii_chain(FOLD_HASH_SEED, mem, b->memory.len, fold_tab));
+#if PY_VERSION_HEX < 0x030D0000 /* fold_hash folds per code point here (casefold() after) */
+    else if (f->fold_memory && f->fold_all && !fold_hash_utf8(mem, b->memory.len, fold_tab, &b->fold))
+        b->fold = NO_FOLD; /* not UTF-8: the caller declines the row anyway */
+#endif
     if (!copy_text(st, 4, ch, &b->tags)) return 0;
     if (!copy_text(st, 5, ch, &b->ns)) return 0;
     if (!copy_utc(st, 6, 0, &b->created)) return 0;
@@ -742,7 +760,8 @@ feed_free(feed_t *f)
  * set); `started` is set to 0 when no thread could be started (nothing read: the caller
  * reads in one thread instead). */
 static PyObject *
-read_threaded(const char *uri, const char *sql, ctx_t *c, PyObject *ids_out, int *started)
+read_threaded(const char *uri, const char *sql, ctx_t *c, PyObject *ids_out, PyObject *folds_out,
+              int *started)
 {
     feed_t f;
     memset(&f, 0, sizeof f);
@@ -765,13 +784,26 @@ read_threaded(const char *uri, const char *sql, ctx_t *c, PyObject *ids_out, int
     f.max_ttl = c->max_ttl;
     f.hash_memory = c->hash_memory;
     f.check_ids = ids_out != NULL;
+    f.fold_memory = f.fold_all = folds_out != NULL;
+    /* the rows' fold hashes in order (folds_out), grown by doubling */
+    uint64_t *folds = NULL;
+    size_t folds_cap = 0;
     PyObject *out = PyList_New(0);
     if (!out) {
         feed_free(&f);
         return NULL;
     }
     pthread_t th;
+    if (f.fold_memory) {
+        folds_cap = 4096;
+        if (!(folds = malloc(folds_cap * sizeof *folds))) {
+            Py_DECREF(out);
+            feed_free(&f);
+            return PyErr_NoMemory();
+        }
+    }
     if (pthread_create(&th, NULL, feed_run, &f) != 0) {
+        free(folds);
         Py_DECREF(out);
         feed_free(&f);
         return Py_NewRef(Py_None); /* with *started 0 */
@@ -812,6 +844,19 @@ read_threaded(const char *uri, const char *sql, ctx_t *c, PyObject *ids_out, int
             int failed = PyList_Append(out, pair);
             Py_DECREF(pair);
             if (failed) goto error;
+            if (folds) {
+                size_t n = (size_t)row - 1; /* this row's place */
+                if (n >= folds_cap) {
+                    uint64_t *g = realloc(folds, 2 * folds_cap * sizeof *folds);
+                    if (!g) {
+                        PyErr_NoMemory();
+                        goto error;
+                    }
+                    folds = g;
+                    folds_cap *= 2;
+                }
+                folds[n] = ch->rows[i].fold;
+            }
         }
         /* give the chunk back */
         pthread_mutex_lock(&f.mu);
@@ -823,6 +868,13 @@ read_threaded(const char *uri, const char *sql, ctx_t *c, PyObject *ids_out, int
      * id set is final; report it, a file with an id twice included */
     if (ids_out && f.check_ids && PyList_Append(ids_out, f.ids_dup ? Py_False : Py_True) < 0)
         goto error;
+    if (folds) {
+        PyObject *b = PyBytes_FromStringAndSize((const char *)folds, (Py_ssize_t)(row * sizeof *folds));
+        if (!b) goto error;
+        int failed = PyList_Append(folds_out, b);
+        Py_DECREF(b);
+        if (failed) goto error;
+    }
     goto done;
 declined:
     Py_SETREF(out, Py_NewRef(Py_None));
@@ -832,13 +884,15 @@ error:
 done:
     feed_join(&f, th);
     feed_free(&f);
+    free(folds);
     return out;
 }
 
 PyDoc_STRVAR(read_entries_doc,
 "read_entries(uri, sql, entry_type, fields, categories, tags_of, namespace_of,\n"
 "             json_object, one, max_memory, max_key, max_ttl, max_seq,\n"
-"             hash_memory=False, threaded=False, ids_out=None) -> list | None\n\n"
+"             hash_memory=False, threaded=False, ids_out=None, folds_out=None)\n"
+"             -> list | None\n\n"
 "Every row of `sql` (SELECT_ENTRIES, 16 columns) of the database at the read-only\n"
 "`uri`, as (seq, entry) pairs in order, decoded as sqlite_format._decode_checked\n"
 "decodes a fetched row; None at the first row it would decline or any SQLite error\n"
@@ -853,6 +907,11 @@ PyDoc_STRVAR(read_entries_doc,
 "`ids_out` a list (threaded only): when every row was read, the thread also checked\n"
 "the ids (a set of their 128 bits) and True (no id twice) or False is appended to\n"
 "it; nothing is appended when the ids were not checked (one thread, no memory).\n"
+"`folds_out` a list (threaded only): when every row was read, a bytes of 8 bytes a\n"
+"row (native uint64, in the rows' order) is appended to it: each memory text's\n"
+"fold_hash (the word overlap core's value, computed by the thread from the text's\n"
+"bytes), 2**64-1 where it was not (a text not ASCII on CPython 3.13 and later);\n"
+"nothing is appended by the one-thread read or a declined file.\n"
 "Releases the GIL and runs the signal handlers every 512 rows (an exception a handler\n"
 "raises, such as KeyboardInterrupt, is raised by this call). O(file size).");
 
@@ -871,18 +930,23 @@ read_entries(PyObject *self, PyObject *args)
     const char *uri, *sql;
     PyObject *fields, *categories;
     int threaded = 0;
-    PyObject *ids_out = NULL;
+    PyObject *ids_out = NULL, *folds_out = NULL;
     ctx_t c;
     memset(&c, 0, sizeof c);
-    if (!PyArg_ParseTuple(args, "ssO!O!O!OOOO!nndL|ppO", &uri, &sql, &PyType_Type, &c.type,
+    if (!PyArg_ParseTuple(args, "ssO!O!O!OOOO!nndL|ppOO", &uri, &sql, &PyType_Type, &c.type,
                           &PyTuple_Type, &fields, &PyDict_Type, &categories, &c.tags_of,
                           &c.namespace_of, &c.json_object, &PyFloat_Type, &c.one,
                           &c.max_memory, &c.max_key, &c.max_ttl, &c.max_seq,
-                          &c.hash_memory, &threaded, &ids_out))
+                          &c.hash_memory, &threaded, &ids_out, &folds_out))
         return NULL;
     if (ids_out == Py_None) ids_out = NULL;
     if (ids_out && !PyList_CheckExact(ids_out)) {
         PyErr_SetString(PyExc_TypeError, "read_entries: ids_out must be a list or None");
+        return NULL;
+    }
+    if (folds_out == Py_None) folds_out = NULL;
+    if (folds_out && !PyList_CheckExact(folds_out)) {
+        PyErr_SetString(PyExc_TypeError, "read_entries: folds_out must be a list or None");
         return NULL;
     }
     if (PyTuple_GET_SIZE(fields) != ENTRY_FIELDS) {
@@ -929,7 +993,7 @@ read_entries(PyObject *self, PyObject *args)
     Py_INCREF(c.type);
     if (threaded) {
         int started;
-        PyObject *read = read_threaded(uri, sql, &c, ids_out, &started);
+        PyObject *read = read_threaded(uri, sql, &c, ids_out, folds_out, &started);
         if (started || !read) {
             ctx_clear(&c);
             Py_DECREF(c.type);
@@ -1037,6 +1101,7 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__crows(void)
 {
+    fold_hash_table_init(fold_tab);
     PyDateTime_IMPORT;
     if (!PyDateTimeAPI) return NULL;
     return PyModule_Create(&module);

@@ -615,6 +615,27 @@ _SPLIT_READ = True
 #: ``read_file``'s check (the same entries and errors either way).
 _SPLIT_IDS = True
 
+#: The split reader's thread also computes each memory text's duplicate-key fold hash
+#: (``textfold.fold_hash``'s value, from the UTF-8 bytes it copies, without the GIL; a
+#: text that is not ASCII only on CPython before 3.13, per code point as the core) and
+#: ``read_file`` hands them on with the entries (:class:`FoldedRows`), so that
+#: ``MemoryState.load`` does not fold those texts again on the open's path. False: no
+#: folds (the load folds every text; the same keys either way).
+_SPLIT_FOLDS = True
+
+
+class FoldedRows(list[tuple[int, MemoryEntry]]):
+    """A list of ``(seq, entry)`` rows with ``folds``: 8 bytes a row (native uint64, in
+    the rows' order), each the row's memory text's fold hash or ``2**64 - 1`` (not
+    computed); what ``MemoryState.load`` reads when the bytes are one per row. Any other
+    use sees a plain list."""
+
+    __slots__ = ("folds",)
+
+    def __init__(self, rows: list[tuple[int, MemoryEntry]], folds: bytes) -> None:
+        super().__init__(rows)
+        self.folds = folds
+
 
 def _python_source_id() -> str | None:
     """``sqlite_source_id()`` of the SQLite Python's ``sqlite3`` runs, or None. O(1)."""
@@ -639,13 +660,14 @@ _SAME_SQLITE = _crows is not None and _crows.source_id() == _python_source_id()
 
 
 def _read_rows_c(
-    uri: str, ids_out: list[bool] | None = None
+    uri: str, ids_out: list[bool] | None = None, folds_out: list[bytes] | None = None
 ) -> list[tuple[int, MemoryEntry]] | None:
     """Every entry of the file at ``uri`` through the compiled reader, or None (not
     built, switched off, another SQLite than Python's on a file that takes locks, or a
     row or an error it leaves to the Python path). ``ids_out``: where the split reader
     (:data:`_SPLIT_READ`) checked the ids, True (no id twice) or False is appended to
-    it. O(file size)."""
+    it. ``folds_out``: where the split reader computed the texts' fold hashes
+    (:data:`_SPLIT_FOLDS`), their bytes are appended to it. O(file size)."""
     if not _C_ROWS or _crows is None:
         return None
     if not _SAME_SQLITE and "immutable=1" not in uri:
@@ -654,6 +676,7 @@ def _read_rows_c(
         uri, SELECT_ENTRIES, MemoryEntry, _ENTRY_FIELDS, _CATEGORY_VALUES, _tags_of,
         _namespace_of, _json_object, 1.0, MAX_MEMORY_CHARS, MAX_KEY_CHARS, MAX_TTL, MAX_SEQ,
         _HASH_TEXTS, _SPLIT_READ, ids_out if _SPLIT_IDS else None,
+        folds_out if _SPLIT_FOLDS else None,
     )  # fmt: skip
     return entries
 
@@ -728,8 +751,9 @@ def read_file(
         with gc_paused():  # every object built here lives on: nothing for it to find
             rows_error: Exception | None = None
             distinct: list[bool] = []  # [True]: the reader found no id twice
+            folds: list[bytes] = []  # [the rows' fold hashes] from the split reader
             try:
-                entries = _read_entries(path, uri, conn, version, distinct)
+                entries = _read_entries(path, uri, conn, version, distinct, folds)
             except (StorageError, sqlite3.Error) as exc:
                 if beside is None:
                     raise
@@ -753,14 +777,15 @@ def read_file(
         if side is not None:
             side.close()
         conn.close()
-    if distinct == [True]:
-        return entries, parts
-    seen: set[int] = set()
-    for seq, entry in entries:
-        ident = entry._id  # the id's int, as the entry keeps it (no UUID made per row)
-        if ident in seen:
-            raise StorageError(path, f"corrupted: id {entry.id} appears twice (seq {seq})")
-        seen.add(ident)
+    if distinct != [True]:
+        seen: set[int] = set()
+        for seq, entry in entries:
+            ident = entry._id  # the id's int, as the entry keeps it (no UUID made per row)
+            if ident in seen:
+                raise StorageError(path, f"corrupted: id {entry.id} appears twice (seq {seq})")
+            seen.add(ident)
+    if len(folds) == 1 and len(folds[0]) == 8 * len(entries):
+        return FoldedRows(entries, folds[0]), parts
     return entries, parts
 
 
@@ -770,21 +795,24 @@ def _read_entries(
     conn: sqlite3.Connection,
     version: int,
     distinct: list[bool] | None = None,
+    folds: list[bytes] | None = None,
 ) -> list[tuple[int, MemoryEntry]]:
     """Every ``(seq, entry)`` of the file, in seq order: through the compiled reader, or
     fetched by ``conn`` and decoded in batches (the rows of the whole file never exist
     at once beside their entries: about a third of the peak memory at 1M). O(file size).
-    ``distinct``: as :func:`_read_rows_c`'s ``ids_out``.
+    ``distinct``: as :func:`_read_rows_c`'s ``ids_out``; ``folds``: as its ``folds_out``.
 
     Raises:
         StorageError: A row that does not decode (:func:`decode_rows`).
         sqlite3.Error: SQLite failed.
     """
-    read = _read_rows_c(uri, distinct) if version >= 2 else None
+    read = _read_rows_c(uri, distinct, folds) if version >= 2 else None
     if read is not None:
         return read
     if distinct:
         del distinct[:]  # not the entries returned
+    if folds:
+        del folds[:]
     cursor = conn.execute(SELECT_ENTRIES_V1 if version == 1 else SELECT_ENTRIES)
     entries: list[tuple[int, MemoryEntry]] = []
     while rows := cursor.fetchmany(_FETCH_ROWS):
