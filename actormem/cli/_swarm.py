@@ -49,7 +49,7 @@ import statistics
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -346,7 +346,7 @@ async def run_swarm(
     return run
 
 
-#: :func:`check_accounting` works on the ids' ints (:func:`_accounting_by_int`): the
+#: :func:`check_accounting` keys the ids by their 128-bit ints: the
 #: same accounting, ~5 Python calls an id fewer (a ``UUID``'s hash and equality). False:
 #: on the ``UUID`` objects (the path before it).
 _ACCOUNT_BY_INT = True
@@ -531,111 +531,36 @@ def check_accounting(
             arrival exactly when the memory shows it (the id is present or was reported
             removed), and is otherwise left out.
     """
+    after = memory.statistics()
+    snapshot = memory.snapshot()
+    # With _ACCOUNT_BY_INT the ids are keyed by their 128-bit ints (``UUID.int``,
+    # ``MemoryEntry._id``): a ``UUID``'s hash and equality are Python calls, made several
+    # times per id by the dicts and sets here; an int's are not. The same tallies, named
+    # ids (as UUID strings) and order either way: a UUID's string is its 32 hex digits at
+    # fixed width, so the ints' order is the strings' order.
+    key: Callable[[uuid.UUID], Any]
+    named: Callable[[Any], str]
     if _ACCOUNT_BY_INT:
-        return _accounting_by_int(
-            memory,
-            initial=initial,
-            stored=stored,
-            removals=removals,
-            before=before,
-            uncertain=uncertain,
-        )
-    after = memory.statistics()
-    present_ids = {entry.id for entry in memory.snapshot()}
-    reported = {id for id, _ in removals.during_run}
-    stored = [*stored, *(id for id in uncertain if id in present_ids or id in reported)]
-    # Arrivals per id, in arrival order (dicts keep it): the initial entries, then stores.
-    arrivals: dict[uuid.UUID, int] = dict.fromkeys(initial, 1)
-    initial_ids = set(arrivals)
-    for id in stored:
-        arrivals[id] = arrivals.get(id, 0) + 1
-    removed: dict[uuid.UUID, list[str]] = {}
-    for id, cause in removals.during_run:
-        removed.setdefault(id, []).append(cause)
-
-    tallies = {True: Counter[str](), False: Counter[str]()}  # keyed by "was initial"
-    lost_ids: list[str] = []
-    unexpected_ids: list[str] = []
-    unexpected = 0
-    for id, count in arrivals.items():
-        tally = tallies[id in initial_ids]
-        causes = removed.get(id, ())
-        here = id in present_ids
-        tally["tracked"] += count
-        tally["present"] += here
-        tally.update(causes)
-        gap = count - len(causes) - here
-        if gap > 0:
-            tally["lost"] += gap
-            if len(lost_ids) < NAMED_IDS:
-                lost_ids.append(str(id))
-        elif gap < 0:
-            unexpected -= gap
-            if len(unexpected_ids) < NAMED_IDS:
-                unexpected_ids.append(str(id))
-    # Departures of ids nobody tracked: present entries and removal reports.
-    for id in sorted(present_ids - arrivals.keys(), key=str):
-        unexpected += 1 + len(removed.pop(id, ()))
-        if len(unexpected_ids) < NAMED_IDS:
-            unexpected_ids.append(str(id))
-    for id, causes in removed.items():
-        if id not in arrivals:
-            unexpected += len(causes)
-            if len(unexpected_ids) < NAMED_IDS:
-                unexpected_ids.append(str(id))
-
-    def by_cause(events: Iterable[tuple[uuid.UUID, str]]) -> dict[str, int]:
-        counted = Counter(cause for _, cause in events)
-        return {cause: counted[cause] for cause in CAUSES}
-
-    return Accounting(
-        stores=Tally(**tallies[False]),
-        initial=Tally(**tallies[True]),
-        unexpected=unexpected,
-        before_run=by_cause(removals.before_run),
-        reports=by_cause(removals.during_run),
-        counters={
-            cause: getattr(after, field) - getattr(before, field)
-            for cause, field in _COUNTERS.items()
-        },
-        lost_ids=tuple(lost_ids),
-        unexpected_ids=tuple(unexpected_ids),
-    )
-
-
-def _accounting_by_int(
-    memory: Memory,
-    *,
-    initial: Iterable[uuid.UUID],
-    stored: Sequence[uuid.UUID],
-    removals: Removals,
-    before: MemoryStatistics,
-    uncertain: Iterable[uuid.UUID] = (),
-) -> Accounting:
-    """:func:`check_accounting` over the ids' 128-bit ints (``UUID.int``,
-    ``MemoryEntry._id``): the same tallies, named ids and order. A ``UUID``'s hash and
-    equality are Python calls, made several times per id by the dicts and sets here;
-    an int's are not. Ids are named as UUID strings, as there. O(n + s + r)."""
-    after = memory.statistics()
-    present_ids = {entry._id for entry in memory.snapshot()}
-    during = [(id.int, cause) for id, cause in removals.during_run]
-    reported = {id for id, _ in during}
-    stored_ints = [id.int for id in stored]
+        present_ids: set[Any] = {entry._id for entry in snapshot}
+        key, named, order = _id_int, _int_named, None
+    else:
+        present_ids = {entry.id for entry in snapshot}
+        key, named, order = _same_id, str, str
+    during = [(key(id), cause) for id, cause in removals.during_run]
+    reported = {ident for ident, _ in during}
+    stored_keys = [key(id) for id in stored]
     for id in uncertain:
-        ident = id.int
+        ident = key(id)
         if ident in present_ids or ident in reported:
-            stored_ints.append(ident)
+            stored_keys.append(ident)
     # Arrivals per id, in arrival order (dicts keep it): the initial entries, then stores.
-    arrivals: dict[int, int] = dict.fromkeys((id.int for id in initial), 1)
+    arrivals: dict[Any, int] = dict.fromkeys(map(key, initial), 1)
     initial_ids = set(arrivals)
-    for ident in stored_ints:
+    for ident in stored_keys:
         arrivals[ident] = arrivals.get(ident, 0) + 1
-    removed: dict[int, list[str]] = {}
+    removed: dict[Any, list[str]] = {}
     for ident, cause in during:
         removed.setdefault(ident, []).append(cause)
-
-    def named(ident: int) -> str:
-        return str(uuid.UUID(int=ident))
 
     tallies = {True: Counter[str](), False: Counter[str]()}  # keyed by "was initial"
     lost_ids: list[str] = []
@@ -659,10 +584,8 @@ def _accounting_by_int(
             unexpected -= gap
             if len(unexpected_ids) < NAMED_IDS:
                 unexpected_ids.append(named(ident))
-    # Departures of ids nobody tracked: present entries and removal reports. A UUID's
-    # string is its 32 hex digits (fixed width, dashes at fixed places), so the ints'
-    # order is the strings' order.
-    for ident in sorted(present_ids - arrivals.keys()):
+    # Departures of ids nobody tracked: present entries and removal reports.
+    for ident in sorted(present_ids - arrivals.keys(), key=order):
         unexpected += 1 + len(removed.pop(ident, ()))
         if len(unexpected_ids) < NAMED_IDS:
             unexpected_ids.append(named(ident))
@@ -689,6 +612,18 @@ def _accounting_by_int(
         lost_ids=tuple(lost_ids),
         unexpected_ids=tuple(unexpected_ids),
     )
+
+
+def _id_int(id: uuid.UUID) -> int:
+    return id.int
+
+
+def _int_named(ident: int) -> str:
+    return str(uuid.UUID(int=ident))
+
+
+def _same_id(id: uuid.UUID) -> uuid.UUID:
+    return id
 
 
 def dumps_figures(figures: dict[str, Any]) -> str:
