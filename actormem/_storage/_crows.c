@@ -76,15 +76,11 @@ column_utc(sqlite3_stmt *st, int i)
     return dt;
 }
 
-/* `f(text of column i)` through a one-entry cache of the last text; new reference, or
- * NULL (declined: not TEXT, not UTF-8, or f raised an Exception). */
+/* `f(the UTF-8 text p[0:n])` through a one-entry cache of the last text; new reference,
+ * or NULL (declined: not UTF-8, or f raised an Exception). */
 static PyObject *
-column_converted(sqlite3_stmt *st, int i, PyObject *f, PyObject **last_text, PyObject **last)
+bytes_converted(const char *p, Py_ssize_t n, PyObject *f, PyObject **last_text, PyObject **last)
 {
-    if (sqlite3_column_type(st, i) != SQLITE_TEXT) return NULL;
-    const char *p = (const char *)sqlite3_column_text(st, i);
-    Py_ssize_t n = sqlite3_column_bytes(st, i);
-    if (!p) return NULL;
     if (*last_text && PyBytes_GET_SIZE(*last_text) == n &&
         memcmp(PyBytes_AS_STRING(*last_text), p, (size_t)n) == 0)
         return Py_NewRef(*last);
@@ -104,6 +100,17 @@ column_converted(sqlite3_stmt *st, int i, PyObject *f, PyObject **last_text, PyO
 declined:
     if (PyErr_ExceptionMatches(PyExc_Exception)) PyErr_Clear();
     return NULL;
+}
+
+/* bytes_converted over column i; NULL also when it is not TEXT. */
+static PyObject *
+column_converted(sqlite3_stmt *st, int i, PyObject *f, PyObject **last_text, PyObject **last)
+{
+    if (sqlite3_column_type(st, i) != SQLITE_TEXT) return NULL;
+    const char *p = (const char *)sqlite3_column_text(st, i);
+    Py_ssize_t n = sqlite3_column_bytes(st, i);
+    if (!p) return NULL;
+    return bytes_converted(p, n, f, last_text, last);
 }
 
 /* Whether a str has at most `limit` code points. (Strict UTF-8 leaves no surrogate.) */
@@ -627,31 +634,11 @@ utc_object(const utc_t *t)
     return dt;
 }
 
-/* column_converted over a span of the chunk. */
+/* bytes_converted over a span of the chunk. */
 static PyObject *
 span_converted(const chunk_t *ch, span_t s, PyObject *f, PyObject **last_text, PyObject **last)
 {
-    const char *p = ch->arena + s.off;
-    Py_ssize_t n = s.len;
-    if (*last_text && PyBytes_GET_SIZE(*last_text) == n &&
-        memcmp(PyBytes_AS_STRING(*last_text), p, (size_t)n) == 0)
-        return Py_NewRef(*last);
-    PyObject *str = PyUnicode_DecodeUTF8(p, n, "strict");
-    if (!str) goto declined;
-    PyObject *r = PyObject_CallOneArg(f, str);
-    Py_DECREF(str);
-    if (!r) goto declined;
-    PyObject *raw = PyBytes_FromStringAndSize(p, n);
-    if (!raw) {
-        Py_DECREF(r);
-        return NULL;
-    }
-    Py_XSETREF(*last_text, raw);
-    Py_XSETREF(*last, Py_NewRef(r));
-    return r;
-declined:
-    if (PyErr_ExceptionMatches(PyExc_Exception)) PyErr_Clear();
-    return NULL;
+    return bytes_converted(ch->arena + s.off, s.len, f, last_text, last);
 }
 
 /* decode_row over a copied row: its (seq, entry), or NULL (declined, no error set, or
