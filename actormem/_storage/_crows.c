@@ -120,12 +120,45 @@ short_enough(PyObject *s, Py_ssize_t limit)
     return PyUnicode_GET_LENGTH(s) <= limit;
 }
 
+/* A row's values dropped: each of vals[0:ENTRY_FIELDS] released, an Exception cleared
+ * (the row is declined); NULL. */
+static PyObject *
+row_declined(PyObject **vals)
+{
+    for (int i = 0; i < ENTRY_FIELDS; i++) Py_CLEAR(vals[i]);
+    if (PyErr_Occurred() && PyErr_ExceptionMatches(PyExc_Exception)) PyErr_Clear();
+    return NULL;
+}
+
+/* The (seq, entry) pair of a decoded row: the entry allocated bare and its slots given
+ * vals[0:ENTRY_FIELDS] (stolen, on every path); NULL as row_declined, or with the
+ * pair's own MemoryError set. */
+static PyObject *
+row_pair(ctx_t *c, PyObject **vals, long long s)
+{
+    PyObject *seq = PyLong_FromLongLong(s);
+    if (!seq) return row_declined(vals);
+    PyObject *entry = c->type->tp_alloc(c->type, 0);
+    if (!entry) {
+        Py_DECREF(seq);
+        return row_declined(vals);
+    }
+    for (int i = 0; i < ENTRY_FIELDS; i++) {
+        PyObject **slot = (PyObject **)((char *)entry + c->off[i]);
+        Py_XSETREF(*slot, vals[i]); /* steals */
+        vals[i] = NULL;
+    }
+    PyObject *pair = PyTuple_Pack(2, seq, entry);
+    Py_DECREF(entry);
+    Py_DECREF(seq);
+    return pair; /* NULL: the tuple's MemoryError, raised (not a declined row) */
+}
+
 /* The row's (seq, entry), or NULL: declined (no error set) or an error to raise. */
 static PyObject *
 decode_row(sqlite3_stmt *st, ctx_t *c)
 {
     PyObject *vals[ENTRY_FIELDS] = {NULL};
-    PyObject *seq = NULL, *pair = NULL;
     if (sqlite3_column_count(st) != COLUMNS) return NULL;
     if (sqlite3_column_type(st, 0) != SQLITE_INTEGER) return NULL;
     long long s = sqlite3_column_int64(st, 0);
@@ -215,23 +248,9 @@ decode_row(sqlite3_stmt *st, ctx_t *c)
     else if (!(vals[13] = PyFloat_FromDouble(ttl))) goto fail;
     if (sqlite3_column_type(st, 15) == SQLITE_NULL) vals[14] = Py_NewRef(Py_None);
     else if (!(vals[14] = column_utc(st, 15))) goto fail;
-    if (!(seq = PyLong_FromLongLong(s))) goto fail;
-    PyObject *entry = c->type->tp_alloc(c->type, 0);
-    if (!entry) goto fail;
-    for (int i = 0; i < ENTRY_FIELDS; i++) {
-        PyObject **slot = (PyObject **)((char *)entry + c->off[i]);
-        Py_XSETREF(*slot, vals[i]); /* steals */
-        vals[i] = NULL;
-    }
-    pair = PyTuple_Pack(2, seq, entry);
-    Py_DECREF(entry);
-    Py_DECREF(seq);
-    return pair;
+    return row_pair(c, vals, s);
 fail:
-    for (int i = 0; i < ENTRY_FIELDS; i++) Py_XDECREF(vals[i]);
-    Py_XDECREF(seq);
-    if (PyErr_Occurred() && PyErr_ExceptionMatches(PyExc_Exception)) PyErr_Clear();
-    return NULL;
+    return row_declined(vals);
 }
 
 /* ---- The split reader: SQLite's steps in a thread of their own, without the GIL ----
@@ -647,7 +666,6 @@ static PyObject *
 decode_chunk_row(const chunk_t *ch, const brow_t *b, ctx_t *c)
 {
     PyObject *vals[ENTRY_FIELDS] = {NULL};
-    PyObject *seq = NULL, *pair = NULL;
     vals[0] = Py_NewRef(c->cat[b->cat]);
     if (b->memory_ascii) {
         /* strict UTF-8 of ASCII bytes is those bytes: the str made as the decoder would
@@ -697,23 +715,9 @@ decode_chunk_row(const chunk_t *ch, const brow_t *b, ctx_t *c)
     else if (!(vals[13] = PyFloat_FromDouble(b->ttl))) goto fail;
     if (b->expires.null) vals[14] = Py_NewRef(Py_None);
     else if (!(vals[14] = utc_object(&b->expires))) goto fail;
-    if (!(seq = PyLong_FromLongLong(b->seq))) goto fail;
-    PyObject *entry = c->type->tp_alloc(c->type, 0);
-    if (!entry) goto fail;
-    for (int i = 0; i < ENTRY_FIELDS; i++) {
-        PyObject **slot = (PyObject **)((char *)entry + c->off[i]);
-        Py_XSETREF(*slot, vals[i]); /* steals */
-        vals[i] = NULL;
-    }
-    pair = PyTuple_Pack(2, seq, entry);
-    Py_DECREF(entry);
-    Py_DECREF(seq);
-    return pair;
+    return row_pair(c, vals, b->seq);
 fail:
-    for (int i = 0; i < ENTRY_FIELDS; i++) Py_XDECREF(vals[i]);
-    Py_XDECREF(seq);
-    if (PyErr_Occurred() && PyErr_ExceptionMatches(PyExc_Exception)) PyErr_Clear();
-    return NULL;
+    return row_declined(vals);
 }
 
 /* Stop the producer (if it still runs) and wait for it, the GIL released. */
