@@ -670,7 +670,7 @@ decode_chunk_row(const chunk_t *ch, const brow_t *b, ctx_t *c)
     if (b->memory_ascii) {
         /* strict UTF-8 of ASCII bytes is those bytes: the str made as the decoder would
          * make it, and its hash (what str's hash computes over its one-byte data) set */
-        if (b->memory.len > (uint32_t)c->max_memory) goto fail;
+        if ((Py_ssize_t)b->memory.len > c->max_memory) goto fail; /* not cut to 32 bits */
         if (!(vals[1] = PyUnicode_New(b->memory.len, 127))) goto fail;
         memcpy(PyUnicode_DATA(vals[1]), ch->arena + b->memory.off, b->memory.len);
 #if PY_VERSION_HEX < 0x030F0000 /* PyASCIIObject's cached hash, as unicode_hash sets it */
