@@ -212,6 +212,7 @@ def test_files_are_the_same_either_way(tmp_path: Path) -> None:
             return list(memory.snapshot())
 
     outs = []
+    page_size = sqlite_store._PAGE_SIZE  # the default of today's code, put back after
     for on in (True, False):
         sqlite_format._ROWS_C = memory_module._GC_PAUSE = on
         sqlite_store._PAGE_SIZE = 16384 if on else None
@@ -220,7 +221,7 @@ def test_files_are_the_same_either_way(tmp_path: Path) -> None:
             back = trio.run(fill, path)
         finally:
             sqlite_format._ROWS_C = memory_module._GC_PAUSE = True
-            sqlite_store._PAGE_SIZE = 16384
+            sqlite_store._PAGE_SIZE = page_size
         outs.append((_dump(path), back, _page_size(path)))
     assert outs[0][:2] == outs[1][:2]
     assert len(outs[0][0][0]) == len(outs[0][1]) > 80

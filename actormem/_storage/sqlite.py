@@ -584,10 +584,15 @@ class SqliteStore:
         """
         last: dict[int, tuple[int, Record]] = {}
         became_live: set[int] = set()
+        # The file's rows that died before their seq was born again (an upsert, a
+        # merge): rewriting one frees its overflow chain (zeroed, SECURE_DELETE).
+        reborn: dict[int, Record] = {}
         for kind, rec in journal:
             last[rec.seq] = (kind, rec)
             if kind == JOURNAL_PUT:
                 became_live.add(rec.seq)
+            elif kind == JOURNAL_DELETE and rec.seq not in became_live:
+                reborn.setdefault(rec.seq, rec)
         deletes: list[tuple[int]] = []
         puts: list[Record] = []  # encoded in one call, in this order
         accesses: list[tuple[Any, ...]] = []
@@ -602,12 +607,20 @@ class SqliteStore:
                     long_frames += more + 1 if more else 0  # and a freelist trunk
             elif seq in became_live:
                 puts.append(rec)
+                dead = reborn.get(seq) if reborn else None
+                if dead is not None:  # the old row's chain, freed, and a freelist trunk
+                    more = _entry_frames(dead.entry, page)
+                    long_frames += more + 1 if more else 0
                 vector = None if vector_of is None else vector_of(rec)
                 if vector is not None:
                     vectors.append((seq, *vector))
             else:
                 accesses.append(encode_access(rec))
-                long_frames += _entry_frames(rec.entry, page)
+                # A long row whose record changes size (its first access, a count whose
+                # integer widens) is built anew: a new overflow chain, the old one freed
+                # (zeroed) to a freelist trunk. The same size: only the changed pages.
+                more = _entry_frames(rec.entry, page)
+                long_frames += 2 * more + 1 if more else 0
         return Batch(
             deletes, encode_records(puts), accesses, vectors=vectors, long_frames=long_frames
         )

@@ -243,6 +243,47 @@ class _BodyLimit:
         await response(scope, receive, send)
 
 
+class _CloseUnread:
+    """ASGI middleware: a response that starts before the request's body was read to
+    its end (a 413 over the body limit, a 401 without the token: refused unread) says
+    ``Connection: close``. The server closes such a connection after the response (the
+    rest of the body is still on it), and without the header a client that keeps
+    connections alive reuses it for its next request, which that close then drops
+    ("Server disconnected"; RFC 9112, section 9.6)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        unread = False
+        for name, value in scope["headers"]:
+            if name == b"transfer-encoding" or (name == b"content-length" and value != b"0"):
+                unread = True
+        if not unread:
+            await self.app(scope, receive, send)
+            return
+
+        async def reading() -> Message:
+            nonlocal unread
+            message = await receive()
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                unread = False
+            return message
+
+        async def closing(message: Message) -> None:
+            if unread and message["type"] == "http.response.start":
+                headers = [
+                    (k, v) for k, v in message.get("headers", ()) if k.lower() != b"connection"
+                ]
+                message = {**message, "headers": [*headers, (b"connection", b"close")]}
+            await send(message)
+
+        await self.app(scope, reading, closing)
+
+
 class _Auth:
     """ASGI middleware: with a token, every request but the public routes needs it, and
     is refused (401) before routing, so that a caller without it learns nothing of which
@@ -731,9 +772,11 @@ def create_app(
     async def unavailable(request: Request, exc: Exception) -> Response:
         return problem(503, f"the memory is closing or broken: {exc}")
 
-    # The last added runs first: timing, then the token, then the body limit.
+    # The last added runs first: the unread body's close, timing, then the token, then
+    # the body limit.
     app.add_middleware(_BodyLimit, max_body=max_body)
     app.add_middleware(_Auth, expected=expected)
     app.add_middleware(_Timing, histogram=latency)
+    app.add_middleware(_CloseUnread)
     app.state.memory = memory
     return app
