@@ -1442,9 +1442,12 @@ def _attach_store(memory: Memory, store: SqliteStore) -> None:
             finally:
                 gate.commit_ended()
         if store.checkpoint_due():  # beside the writer: the batch is answered at once
-            trio.lowlevel.start_thread_soon(
-                store.checkpoint_beside(), _ignore, name="actormem checkpoint"
-            )
+            try:
+                trio.lowlevel.start_thread_soon(
+                    store.checkpoint_beside(), _ignore, name="actormem checkpoint"
+                )
+            except Exception:  # no thread (the batch is committed: a checkpoint's
+                store.checkpoint_not_started()  # failure is ignored; the next one retries)
 
     memory._storage = store
     memory._commit = commit

@@ -294,6 +294,16 @@ def _entry_frames(entry: Any, page_size: int) -> int:
     return size // (page_size - 4) + 1 if size > page_size // 4 else 0
 
 
+def _left_after(log: int, done: int) -> int | None:
+    """The frames a PASSIVE checkpoint left in the WAL (a reader of an older snapshot
+    holds them), from ``PRAGMA wal_checkpoint``'s ``log`` and ``checkpointed`` counts; None
+    when it did not run (both -1: another connection was checkpointing, SQLITE_BUSY),
+    which keeps the count so that the next commit tries again. O(1)."""
+    if log < 0 or done < 0:
+        return None
+    return max(0, log - done)
+
+
 def _create(path: str) -> None:
     """Create an empty actormem database at ``path`` atomically (it must not exist)."""
     directory = os.path.dirname(path)
@@ -697,6 +707,12 @@ class SqliteStore:
             and self.wal_frames >= CHECKPOINT_FRAMES
         )
 
+    def checkpoint_not_started(self) -> None:
+        """Undo :meth:`checkpoint_beside`'s mark when its function could not be handed to
+        a thread: the count stays, and the next commit's :meth:`checkpoint_due` may start
+        one again. Call on the loop. O(1)."""
+        self._beside_running = False
+
     def checkpoint_beside(self) -> Callable[[], None]:
         """Mark a checkpoint beside the writer started and return the blocking function
         that runs it, for a worker thread: a PASSIVE checkpoint on the second connection
@@ -716,7 +732,7 @@ class SqliteStore:
                         busy, log, done = beside.execute(
                             "PRAGMA wal_checkpoint(PASSIVE)"
                         ).fetchone()
-                        left = max(0, log - done) if log >= 0 and done >= 0 else 0
+                        left = _left_after(log, done)
             except sqlite3.Error:
                 left = None
             finally:
@@ -759,9 +775,10 @@ class SqliteStore:
             busy, log, done = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         except sqlite3.Error:
             return
-        self.checkpoints += 1
-        # What the checkpoint could not copy (a reader of an older snapshot holds it).
-        self.wal_frames = max(0, log - done) if log >= 0 and done >= 0 else 0
+        left = _left_after(log, done)
+        if left is not None:
+            self.checkpoints += 1
+            self.wal_frames = left
 
     def write(self, batch: Batch) -> None:
         """Commit ``batch`` as one transaction, entirely or not at all. Blocking.
