@@ -26,9 +26,7 @@ and texts that are not ASCII counted by their UTF-8 bytes
 
 from __future__ import annotations
 
-import mmap
 import sqlite3
-import struct
 import threading
 import uuid
 from datetime import UTC, datetime, timedelta
@@ -46,6 +44,7 @@ from actormem._storage.sqlite import Batch, Durability, SqliteStore
 
 from .crash_child import run_trial
 from .strategies import examples
+from .test_durable10 import _wal_frames
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -61,18 +60,6 @@ def _entry(i: int, big: bool = False) -> MemoryEntry:
         key=f"k{i}" if i % 4 == 0 else None,
         value={"i": i} if i % 5 == 0 else None,
     )
-
-
-def _wal_frames(path: Path) -> int:
-    """Frames in the WAL not yet checkpointed: ``mxFrame - nBackfill`` of the WAL index
-    header (https://sqlite.org/walformat.html, 2.1 and 2.2)."""
-    with (
-        open(str(path) + "-shm", "rb") as f,
-        mmap.mmap(f.fileno(), 136, access=mmap.ACCESS_READ) as m,
-    ):
-        (mx,) = struct.unpack_from("=I", m, 16)
-        (backfill,) = struct.unpack_from("=I", m, 96)
-    return int(mx - backfill)
 
 
 def _rows(path: Path) -> list[tuple[Any, ...]]:

@@ -8,8 +8,6 @@ chain the same way. Both counted the new row's pages only."""
 
 from __future__ import annotations
 
-import mmap
-import struct
 import uuid
 from pathlib import Path
 
@@ -20,15 +18,7 @@ from actormem import MemoryCategory, MemoryEntry, open_memory
 from actormem._storage import sqlite as sqlite_store
 from actormem._storage.sqlite import Batch
 
-
-def _wal_frames(path: Path) -> int:
-    with (
-        open(str(path) + "-shm", "rb") as f,
-        mmap.mmap(f.fileno(), 136, access=mmap.ACCESS_READ) as m,
-    ):
-        (mx,) = struct.unpack_from("=I", m, 16)
-        (backfill,) = struct.unpack_from("=I", m, 96)
-    return int(mx - backfill)
+from .test_durable10 import _wal_frames
 
 
 def _entry(i: int, text: str) -> MemoryEntry:
