@@ -141,10 +141,17 @@ def _rel_part(relevance: float) -> int:
     (``+ 0.0`` folds -0.0 into 0.0). O(1)."""
     part = _REL_PART.get(relevance)
     if part is None:
-        bits = struct.unpack("<q", struct.pack("<d", relevance + 0.0))[0]
-        part = (_ONE_BITS - bits) << _REL_SHIFT
-        if len(_REL_PART) < 4096:
-            _REL_PART[relevance] = part
+        part = _new_part(_REL_PART, _REL_SHIFT, relevance)
+    return part
+
+
+def _new_part(cache: dict[float, int], shift: int, relevance: float) -> int:
+    """A relevance's part of a key, ``shift`` bits up, kept in ``cache`` (at most 4,096
+    relevances): its IEEE 754 bits subtracted from 1.0's. O(1)."""
+    bits = struct.unpack("<q", struct.pack("<d", relevance + 0.0))[0]
+    part: int = (_ONE_BITS - bits) << shift
+    if len(cache) < 4096:
+        cache[relevance] = part
     return part
 
 
@@ -170,10 +177,7 @@ def _rel_part_seq(relevance: float) -> int:
     2**126). O(1)."""
     part = _REL_PART_SEQ.get(relevance)
     if part is None:
-        bits = struct.unpack("<q", struct.pack("<d", relevance + 0.0))[0]
-        part = (_ONE_BITS - bits) << _SEQ_SHIFT
-        if len(_REL_PART_SEQ) < 4096:
-            _REL_PART_SEQ[relevance] = part
+        part = _new_part(_REL_PART_SEQ, _SEQ_SHIFT, relevance)
     return part
 
 
