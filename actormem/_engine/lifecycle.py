@@ -17,6 +17,8 @@ import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime
+from functools import partial
+from typing import Any
 
 import trio
 
@@ -79,9 +81,12 @@ async def _open_memory(
     # Threads are not abandoned on cancellation (trio's default), so a cancelled open
     # still hands back the store, and the next checkpoint closes it.
     with gc_paused() if _ONE_GC_PAUSE else contextlib.nullcontext():
-        store, entries = await trio.to_thread.run_sync(SqliteStore.open, fspath, durability)
+        ahead: list[Any] = []  # the index image's part prepared while the rows are read
+        store, entries = await trio.to_thread.run_sync(
+            SqliteStore.open, fspath, durability, partial(_prepare, memory._state, ahead)
+        )
         try:
-            await trio.to_thread.run_sync(_load, store, memory._state, entries)
+            await trio.to_thread.run_sync(_load, store, memory._state, entries, ahead)
         except BaseException:
             await _close_storage(store)
             raise
@@ -89,6 +94,14 @@ async def _open_memory(
     _restore_counters(memory, store.saved_counters)
     _attach_store(memory, store)
     return memory, receive
+
+
+def _prepare(state: MemoryState, ahead: list[Any], image: dict[str, bytes]) -> Any:
+    """``read_file``'s ``prepare``: the image-only part of restoring ``state``'s index
+    from ``image`` (``MemoryState.prepare_image``), kept in ``ahead`` for the load."""
+    prepared = state.prepare_image(image)
+    ahead[:] = [(image, prepared)]
+    return prepared
 
 
 async def _serve(memory: Memory, receive: trio.MemoryReceiveChannel[_Request]) -> None:

@@ -1353,16 +1353,26 @@ async def _close_storage(
         await trio.to_thread.run_sync(close)
 
 
-def _load(store: SqliteStore, state: MemoryState, entries: list[tuple[int, MemoryEntry]]) -> None:
+def _load(
+    store: SqliteStore,
+    state: MemoryState,
+    entries: list[tuple[int, MemoryEntry]],
+    ahead: list[Any] | None = None,
+) -> None:
     """Rebuild ``state`` from a file's rows and delete what eviction dropped, restoring
     the index from the file's image when it describes the rows; with a dense or hybrid
     index, reuse the file's vectors of this model and store the ones computed now.
+    ``ahead``: ``[(image, prepared)]`` when the open prepared the image's part while
+    reading the rows (``MemoryState.prepare_image``), used for that very image only.
     Blocking."""
     index: Any = state.index
     image, store.image = store.image, None  # not kept for the session
     if getattr(index, "stored_vector", None) is None:
         before = state.index
-        dropped = state.load(entries, image)
+        prepared = None
+        if ahead and image is not None and ahead[0][0] is image:
+            prepared = ahead[0][1]
+        dropped = state.load(entries, image, prepared)
         # A restored index is a new object; a rebuilt one (no image, or refused) is not.
         store.image_fresh = image is not None and state.index is not before
         store.delete_seqs(dropped)

@@ -96,7 +96,7 @@ from .._entry import MemoryEntry, with_access
 from .._errors import InvalidEntryError, InvalidQueryError
 from .._index import kernels as _kernels
 from .._index import textfold
-from .._index.images import ImageError, restore_index
+from .._index.images import ImageError, prepare_index, restore_index
 from .._index.kernels import gc_untrack as _gc_untrack
 from .._index.scoring import Scorer, ScoringIndex
 from .._index.textfold import fold, fold_hash
@@ -1325,7 +1325,10 @@ class MemoryState:
         return self._store(entry, seq)
 
     def load(
-        self, rows: Iterable[tuple[int, MemoryEntry]], image: Mapping[str, bytes] | None = None
+        self,
+        rows: Iterable[tuple[int, MemoryEntry]],
+        image: Mapping[str, bytes] | None = None,
+        prepared: Any = None,
     ) -> list[int]:
         """Rebuild this empty state from a file's ``(seq, entry)`` rows, in ascending seq;
         return the seqs that eviction dropped while loading (a ``capacity`` below the
@@ -1338,7 +1341,8 @@ class MemoryState:
         ``image``: the file's index image (``actormem._index.images``), used instead of
         adding every record to the index when the rows load in bulk and it describes
         exactly them; otherwise (stale, foreign, corrupt) the index is rebuilt and one
-        line logged. Then O(n log n + image size).
+        line logged. Then O(n log n + image size). ``prepared``: :meth:`prepare_image`'s
+        object for ``image`` (its steps maybe run ahead, while the rows were read), or None.
 
         The library never calls ``gc.freeze()`` (process-wide: a reference cycle alive
         then, of the application or of the memory's own owner, would never be collected
@@ -1356,7 +1360,7 @@ class MemoryState:
             if isinstance(rows, list) and self._bulk_loadable(rows):
                 records = self._load_bulk(rows, index=image is None)
                 if image is not None:
-                    self._index_from_image(image, records)
+                    self._index_from_image(image, records, prepared)
             else:
                 for seq, entry in rows:
                     self.restore(entry, seq)  # keeps the file's seq, hence the order of ties
@@ -1380,12 +1384,24 @@ class MemoryState:
                 keys.add(pair)
         return True
 
-    def _index_from_image(self, image: Mapping[str, bytes], records: list[Record]) -> None:
+    def prepare_image(self, image: Mapping[str, bytes]) -> Any:
+        """The image-only part of restoring this (empty) state's index from ``image``,
+        to step through ahead of the rows (``images.prepare_index``: ``step()`` runs one
+        bounded step and tells whether steps remain; it never raises an ``Exception``),
+        or None (no such part for this scorer). Touches nothing of the state: it may
+        run in another thread while nothing else uses the state. O(1)."""
+        return prepare_index(self.scorer.make_index(), image)
+
+    def _index_from_image(
+        self, image: Mapping[str, bytes], records: list[Record], prepared: Any = None
+    ) -> None:
         """The index restored from ``image`` for ``records`` (every record, in seq
-        order), or, if the image does not fit them, rebuilt by adding each (logged)."""
+        order), or, if the image does not fit them, rebuilt by adding each (logged).
+        ``prepared``: :meth:`prepare_image`'s object for ``image``, or None."""
         try:
             self.index = cast(
-                "ScoringIndex", restore_index(self.scorer.make_index(), image, records)
+                "ScoringIndex",
+                restore_index(self.scorer.make_index(), image, records, prepared),
             )
         except Exception as exc:  # the image is untrusted: whatever it does, rebuild
             logging.getLogger("actormem").warning(

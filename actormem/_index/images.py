@@ -6,13 +6,14 @@ image")."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any, cast
 
 from .._record import Record
 from .bm25 import persist as bm25_persist
 from .persist import ImageError
 from .wordoverlap import persist as wo_persist
 
-__all__ = ["ImageError", "dump_index", "restore_index"]
+__all__ = ["ImageError", "dump_index", "prepare_index", "restore_index"]
 
 
 def dump_index(index: object, records: list[Record]) -> dict[str, bytes] | None:
@@ -27,16 +28,35 @@ def dump_index(index: object, records: list[Record]) -> dict[str, bytes] | None:
     return None
 
 
-def restore_index(fresh: object, parts: Mapping[str, bytes], records: list[Record]) -> object:
+def prepare_index(fresh: object, parts: Mapping[str, bytes]) -> Any:
+    """The image-only part of :func:`restore_index` for the new, empty index ``fresh``
+    and the image ``parts``, to run in steps ahead of the rows (an object whose
+    ``step()`` runs one bounded step and tells whether steps remain, and never raises
+    an ``Exception``), or None (an index kind without it, or its knob off). Hand it to
+    :func:`restore_index` with the same ``parts``. O(1); its steps O(image size)."""
+    if wo_persist.handles(fresh):
+        return wo_persist.prepare(cast("Any", fresh), parts)
+    return None
+
+
+def restore_index(
+    fresh: object, parts: Mapping[str, bytes], records: list[Record], prepared: Any = None
+) -> object:
     """An index equal (same results, same invariants) to ``fresh`` after ``add`` of each
     of ``records`` (ascending ``seq``), restored from the image ``parts``; ``fresh`` is
     a new empty index of the scorer (it may be filled and returned). O(records +
     image size), mostly vectorised.
 
+    ``prepared``: :func:`prepare_index`'s object for ``parts`` (maybe unfinished), or
+    None; what it did is not done again (its index may be the one returned).
+
     Raises:
         ImageError: The image does not describe ``records`` for this index's kind and
             parameters, or is corrupt. ``fresh`` may then be partly filled: discard it.
     """
+    if wo_persist.handles(fresh):
+        prep = prepared if isinstance(prepared, wo_persist.Prepared) else None
+        return wo_persist.restore(cast("Any", fresh), parts, records, prep)
     for module in (wo_persist, bm25_persist):
         if module.handles(fresh):
             return module.restore(fresh, parts, records)

@@ -750,9 +750,30 @@ feed_free(feed_t *f)
 /* The rows through the producer thread: the list, None (declined), or NULL (an error
  * set); `started` is set to 0 when no thread could be started (nothing read: the caller
  * reads in one thread instead). */
+/* Call `idle()` (the GIL held) while chunk k is not published and the read runs on,
+ * until it returns false (nothing to do now: the caller waits) or the chunk comes:
+ * 0, or -1 with its exception set. A true result means it did some work and may have
+ * more; once it returned false, it is called again at the next wait only. */
+static int
+run_idle(feed_t *f, PyObject *idle, long long k)
+{
+    for (;;) {
+        PyObject *r = PyObject_CallNoArgs(idle);
+        if (!r) return -1;
+        int more = PyObject_IsTrue(r);
+        Py_DECREF(r);
+        if (more < 0) return -1;
+        if (!more) return 0;
+        pthread_mutex_lock(&f->mu);
+        int ready = f->filled > k || f->status != P_RUNNING;
+        pthread_mutex_unlock(&f->mu);
+        if (ready) return 0;
+    }
+}
+
 static PyObject *
 read_threaded(const char *uri, const char *sql, ctx_t *c, PyObject *ids_out, PyObject *folds_out,
-              int *started)
+              PyObject *idle, int *started)
 {
     feed_t f;
     memset(&f, 0, sizeof f);
@@ -805,6 +826,13 @@ read_threaded(const char *uri, const char *sql, ctx_t *c, PyObject *ids_out, PyO
         /* wait for chunk k (or the end), the GIL released only if it must wait */
         pthread_mutex_lock(&f.mu);
         int ready = f.filled > k || f.status != P_RUNNING;
+        if (!ready && idle) {
+            /* the caller's own work (idle) in the time it would wait */
+            pthread_mutex_unlock(&f.mu);
+            if (run_idle(&f, idle, k) < 0) goto error;
+            pthread_mutex_lock(&f.mu);
+            ready = f.filled > k || f.status != P_RUNNING;
+        }
         if (!ready) {
             pthread_mutex_unlock(&f.mu);
             Py_BEGIN_ALLOW_THREADS
@@ -882,7 +910,8 @@ done:
 PyDoc_STRVAR(read_entries_doc,
 "read_entries(uri, sql, entry_type, fields, categories, tags_of, namespace_of,\n"
 "             json_object, one, max_memory, max_key, max_ttl, max_seq,\n"
-"             hash_memory=False, threaded=False, ids_out=None, folds_out=None)\n"
+"             hash_memory=False, threaded=False, ids_out=None, folds_out=None,\n"
+"             idle=None)\n"
 "             -> list | None\n\n"
 "Every row of `sql` (SELECT_ENTRIES, 16 columns) of the database at the read-only\n"
 "`uri`, as (seq, entry) pairs in order, decoded as sqlite_format._decode_checked\n"
@@ -903,6 +932,10 @@ PyDoc_STRVAR(read_entries_doc,
 "fold_hash (the word overlap core's value, computed by the thread from the text's\n"
 "bytes), 2**64-1 where it was not (a text not ASCII on CPython 3.13 and later);\n"
 "nothing is appended by the one-thread read or a declined file.\n"
+"`idle` a callable (threaded only): when the next chunk is not ready, idle() is\n"
+"called (the GIL held) until it returns false or the chunk comes, before this thread\n"
+"waits: the caller's own work in the time it would wait. An exception it raises is\n"
+"raised by this call (the thread joined first); the entries are the same either way.\n"
 "Releases the GIL and runs the signal handlers every 512 rows (an exception a handler\n"
 "raises, such as KeyboardInterrupt, is raised by this call). O(file size).");
 
@@ -921,15 +954,20 @@ read_entries(PyObject *self, PyObject *args)
     const char *uri, *sql;
     PyObject *fields, *categories;
     int threaded = 0;
-    PyObject *ids_out = NULL, *folds_out = NULL;
+    PyObject *ids_out = NULL, *folds_out = NULL, *idle = NULL;
     ctx_t c;
     memset(&c, 0, sizeof c);
-    if (!PyArg_ParseTuple(args, "ssO!O!O!OOOO!nndL|ppOO", &uri, &sql, &PyType_Type, &c.type,
+    if (!PyArg_ParseTuple(args, "ssO!O!O!OOOO!nndL|ppOOO", &uri, &sql, &PyType_Type, &c.type,
                           &PyTuple_Type, &fields, &PyDict_Type, &categories, &c.tags_of,
                           &c.namespace_of, &c.json_object, &PyFloat_Type, &c.one,
                           &c.max_memory, &c.max_key, &c.max_ttl, &c.max_seq,
-                          &c.hash_memory, &threaded, &ids_out, &folds_out))
+                          &c.hash_memory, &threaded, &ids_out, &folds_out, &idle))
         return NULL;
+    if (idle == Py_None) idle = NULL;
+    if (idle && !PyCallable_Check(idle)) {
+        PyErr_SetString(PyExc_TypeError, "read_entries: idle must be callable or None");
+        return NULL;
+    }
     if (ids_out == Py_None) ids_out = NULL;
     if (ids_out && !PyList_CheckExact(ids_out)) {
         PyErr_SetString(PyExc_TypeError, "read_entries: ids_out must be a list or None");
@@ -984,7 +1022,7 @@ read_entries(PyObject *self, PyObject *args)
     Py_INCREF(c.type);
     if (threaded) {
         int started;
-        PyObject *read = read_threaded(uri, sql, &c, ids_out, folds_out, &started);
+        PyObject *read = read_threaded(uri, sql, &c, ids_out, folds_out, idle, &started);
         if (started || !read) {
             ctx_clear(&c);
             Py_DECREF(c.type);

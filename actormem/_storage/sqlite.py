@@ -513,12 +513,17 @@ class SqliteStore:
 
     @classmethod
     def open(
-        cls, path: str, durability: Durability
+        cls,
+        path: str,
+        durability: Durability,
+        prepare: Callable[[dict[str, bytes]], Any] | None = None,
     ) -> tuple[SqliteStore, list[tuple[int, MemoryEntry]]]:
         """Lock, validate (or create) and open ``path``; return the store and its entries.
 
         The entries are ``(seq, entry)`` pairs in insertion order. A file this refuses
-        is left byte-for-byte unchanged. O(file size).
+        is left byte-for-byte unchanged. O(file size). ``prepare``: as
+        :func:`~actormem._storage.sqlite_format.read_file`'s (work on the index image
+        while the rows are read).
 
         Raises:
             StorageError: The directory is missing or not writable; another memory holds
@@ -548,7 +553,7 @@ class SqliteStore:
             image = None
             if os.path.exists(path):
                 check_header(path)
-                entries, image = read_file(path)
+                entries, image = read_file(path, prepare=prepare)
             else:
                 wal = path + "-wal"
                 if os.path.exists(wal) and os.path.getsize(wal) > 0:

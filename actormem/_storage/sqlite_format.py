@@ -380,21 +380,33 @@ def image_marker(parts: dict[str, bytes]) -> str:
 def _read_image(conn: sqlite3.Connection) -> dict[str, bytes] | None:
     """The index image whose :func:`image_marker` the ``meta`` row names, or None (no
     marker, no image, parts that are not text names and blobs, or bytes that do not
-    hash to the marker). O(image size)."""
+    hash to the marker: logged). O(image size)."""
+    parts, mismatch = _read_image_quietly(conn)
+    if mismatch:
+        _warn_marker()
+    return parts
+
+
+def _warn_marker() -> None:
+    logging.getLogger("actormem").warning(
+        "actormem: the index image does not match its marker in the file; rebuilding the index"
+    )
+
+
+def _read_image_quietly(conn: sqlite3.Connection) -> tuple[dict[str, bytes] | None, bool]:
+    """:func:`_read_image` without its warning: the image or None, and whether that is
+    because the bytes do not hash to the marker (the warning's case). O(image size)."""
     row = conn.execute("SELECT value FROM meta WHERE key = ?", (IMAGE_KEY,)).fetchone()
     if row is None:
-        return None
+        return None, False
     parts: dict[str, bytes] = {}
     for name, data in conn.execute(SELECT_IMAGE):
         if type(name) is not str or type(data) is not bytes:
-            return None
+            return None, False
         parts[name] = data
     if not parts or image_marker(parts) != row[0]:
-        logging.getLogger("actormem").warning(
-            "actormem: the index image does not match its marker in the file; rebuilding the index"
-        )
-        return None
-    return parts
+        return None, True
+    return parts, False
 
 
 INSERT_VECTOR = "INSERT OR REPLACE INTO vectors (seq, text_hash, vector) VALUES (?, ?, ?)"
@@ -660,23 +672,30 @@ _SAME_SQLITE = _crows is not None and _crows.source_id() == _python_source_id()
 
 
 def _read_rows_c(
-    uri: str, ids_out: list[bool] | None = None, folds_out: list[bytes] | None = None
+    uri: str,
+    ids_out: list[bool] | None = None,
+    folds_out: list[bytes] | None = None,
+    idle: Callable[[], bool] | None = None,
 ) -> list[tuple[int, MemoryEntry]] | None:
     """Every entry of the file at ``uri`` through the compiled reader, or None (not
     built, switched off, another SQLite than Python's on a file that takes locks, or a
     row or an error it leaves to the Python path). ``ids_out``: where the split reader
     (:data:`_SPLIT_READ`) checked the ids, True (no id twice) or False is appended to
     it. ``folds_out``: where the split reader computed the texts' fold hashes
-    (:data:`_SPLIT_FOLDS`), their bytes are appended to it. O(file size)."""
+    (:data:`_SPLIT_FOLDS`), their bytes are appended to it. ``idle``: called by the
+    split reader whenever its next chunk is not ready, until it returns false (see
+    :func:`read_file`'s ``prepare``). O(file size)."""
     if not _C_ROWS or _crows is None:
         return None
+    if idle is not None and not callable(idle):
+        raise TypeError("idle must be callable or None")
     if not _SAME_SQLITE and "immutable=1" not in uri:
         return None
     entries: list[tuple[int, MemoryEntry]] | None = _crows.read_entries(
         uri, SELECT_ENTRIES, MemoryEntry, _ENTRY_FIELDS, _CATEGORY_VALUES, _tags_of,
         _namespace_of, _json_object, 1.0, MAX_MEMORY_CHARS, MAX_KEY_CHARS, MAX_TTL, MAX_SEQ,
         _HASH_TEXTS, _SPLIT_READ, ids_out if _SPLIT_IDS else None,
-        folds_out if _SPLIT_FOLDS else None,
+        folds_out if _SPLIT_FOLDS else None, idle,
     )  # fmt: skip
     return entries
 
@@ -692,13 +711,69 @@ def _read_rows_c(
 _CHECK_BESIDE = True
 
 
+#: With a ``prepare`` (``read_file``), the thread beside reads the index image *before*
+#: ``quick_check`` and hands it over at once (:class:`_Ahead`), and the caller's thread
+#: steps through ``prepare(image)``'s work (the index's image-only part) whenever the
+#: row reader's next chunk is not ready (the compiled reader's ``idle``): time it spent
+#: waiting before. The same entries, image and errors (the check's error still wins;
+#: an image read for a file the check refuses is dropped). False: ``prepare`` unused.
+_PREPARE_WHILE_READING = True
+
+
+class _Ahead:
+    """The image the thread beside read ahead of ``quick_check`` (set once, from that
+    thread), and the caller's work on it: :meth:`idle` is the reader's ``idle``."""
+
+    __slots__ = ("parts", "prep", "prepare")
+
+    def __init__(self, prepare: Callable[[dict[str, bytes]], Any]) -> None:
+        self.prepare = prepare
+        self.parts: dict[str, bytes] | None = None
+        self.prep: Any = None
+
+    def idle(self) -> bool:
+        """One step of the prepared work, if the image is in: whether it did one."""
+        prep = self.prep
+        if prep is None:
+            parts = self.parts
+            if parts is None:
+                return False
+            prep = self.prep = self.prepare(parts)
+            if prep is None:
+                self.prepare = _no_prep
+                self.parts = None
+                return False
+        return bool(prep.step())
+
+
+def _no_prep(parts: dict[str, bytes]) -> None:
+    return None
+
+
 def _checks_beside(
-    path: str, conn: sqlite3.Connection, image: bool
+    path: str, conn: sqlite3.Connection, image: bool, ahead: _Ahead | None = None
 ) -> tuple[BaseException | None, dict[str, bytes] | None, BaseException | None]:
     """What ``read_file``'s thread does: ``quick_check``, then (with ``image``, and only
     if the check passed) the index image (:func:`_read_image`). Returns the check's error
     (or None), the image, and the image's SQLite error (or None): the caller raises
-    them in the order the one-connection path would."""
+    them in the order the one-connection path would. ``ahead``: the image first, handed
+    to it as soon as it is read (a check that fails then drops it)."""
+    if ahead is not None and image:
+        mismatch = False
+        image_error: sqlite3.Error | None = None
+        try:
+            parts, mismatch = _read_image_quietly(conn)
+        except sqlite3.Error as exc:
+            parts, image_error = None, exc
+        else:
+            ahead.parts = parts
+        try:
+            _quick_check(path, conn)
+        except (StorageError, sqlite3.Error) as exc:
+            return exc, None, None
+        if mismatch:  # warned once the check passed, as when the image came after it
+            _warn_marker()
+        return None, parts, image_error
     try:
         _quick_check(path, conn)
     except (StorageError, sqlite3.Error) as exc:
@@ -712,7 +787,11 @@ def _checks_beside(
 
 
 def read_file(
-    path: str, *, image: bool = True, live: bool = False
+    path: str,
+    *,
+    image: bool = True,
+    live: bool = False,
+    prepare: Callable[[dict[str, bytes]], Any] | None = None,
 ) -> tuple[list[tuple[int, MemoryEntry]], dict[str, bytes] | None]:
     """Validate an existing file and decode every entry, read-only; modifies nothing.
     With ``image``, also read the index image the ``meta`` row names, if its bytes hash
@@ -728,6 +807,13 @@ def read_file(
     beside the rows' read (:data:`_CHECK_BESIDE`), joined before this returns or raises.
     O(file size) (``PRAGMA quick_check`` plus one table scan).
 
+    ``prepare``: called (at most once, in this thread) with the image as soon as the
+    thread beside has read it, maybe before the rows are all read; it returns an
+    object whose ``step()`` runs a bounded step of work and tells whether steps
+    remain (it must not raise an ``Exception``), or None. The steps run while the row
+    reader makes this thread wait (:data:`_PREPARE_WHILE_READING`); the caller keeps
+    the object (and finishes its work) if it wants it: this returns the same image.
+
     Raises:
         StorageError: See :func:`check_schema` and :func:`decode_row`; also any SQLite
             error, with its reason.
@@ -742,10 +828,13 @@ def read_file(
     try:
         version = check_schema(path, conn, deep=not _CHECK_BESIDE)
         want_image = image and version >= 4
+        ahead = None
         if _CHECK_BESIDE:
+            if prepare is not None and want_image and _PREPARE_WHILE_READING:
+                ahead = _Ahead(prepare)
             side = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
             beside = Beside(
-                _checks_beside, path, side, want_image,
+                _checks_beside, path, side, want_image, ahead,
                 name="actormem open check", interrupt=side.interrupt,
             )  # fmt: skip
         with gc_paused():  # every object built here lives on: nothing for it to find
@@ -753,7 +842,8 @@ def read_file(
             distinct: list[bool] = []  # [True]: the reader found no id twice
             folds: list[bytes] = []  # [the rows' fold hashes] from the split reader
             try:
-                entries = _read_entries(path, uri, conn, version, distinct, folds)
+                idle = ahead.idle if ahead is not None else None
+                entries = _read_entries(path, uri, conn, version, distinct, folds, idle)
             except (StorageError, sqlite3.Error) as exc:
                 if beside is None:
                     raise
@@ -796,17 +886,19 @@ def _read_entries(
     version: int,
     distinct: list[bool] | None = None,
     folds: list[bytes] | None = None,
+    idle: Callable[[], bool] | None = None,
 ) -> list[tuple[int, MemoryEntry]]:
     """Every ``(seq, entry)`` of the file, in seq order: through the compiled reader, or
     fetched by ``conn`` and decoded in batches (the rows of the whole file never exist
     at once beside their entries: about a third of the peak memory at 1M). O(file size).
-    ``distinct``: as :func:`_read_rows_c`'s ``ids_out``; ``folds``: as its ``folds_out``.
+    ``distinct``: as :func:`_read_rows_c`'s ``ids_out``; ``folds``: as its ``folds_out``;
+    ``idle``: as its ``idle``.
 
     Raises:
         StorageError: A row that does not decode (:func:`decode_rows`).
         sqlite3.Error: SQLite failed.
     """
-    read = _read_rows_c(uri, distinct, folds) if version >= 2 else None
+    read = _read_rows_c(uri, distinct, folds, idle) if version >= 2 else None
     if read is not None:
         return read
     if distinct:

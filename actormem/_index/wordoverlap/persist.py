@@ -20,8 +20,9 @@ texts: that is the rebuild it saves), never an out-of-range read.
 from __future__ import annotations
 
 import hashlib
+import json
 from array import array
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from itertools import compress
 from operator import attrgetter
 from typing import Any
@@ -36,7 +37,7 @@ from .index import _WordOverlapIndex
 from .masks import _SHORT
 from .numbering import _Group, _Numbering, _tags
 
-__all__ = ["dump", "handles", "restore"]
+__all__ = ["Prepared", "dump", "handles", "prepare", "restore"]
 
 KIND = "word-overlap"
 
@@ -54,6 +55,15 @@ _C_GROUPS = True
 #: False: the digest computed and compared in the header check, the path before it
 #: (the same index, the same errors).
 _DIGEST_BESIDE = True
+
+#: ``restore`` takes the image-only part of its work (the tokens' and posting lists'
+#: checks, the posting dict, the tokens' vocabulary: ~0.8 s of a 1M open) from a
+#: :class:`Prepared` made ahead of the rows, in steps, by the open while it would wait
+#: for the row reader (``read_file``'s ``prepare``), when it is the same image and the
+#: header's group count is the rows'. The same code, checks and errors as the inline
+#: part (which :class:`Prepared` also runs, all at once); a check that failed ahead is
+#: raised where the inline path raises it. False: no preparation; ``prepare`` gives None.
+_PREPARE_AHEAD = True
 
 _MEMORY = attrgetter("entry.memory")
 _RELEVANCE = attrgetter("entry.relevance")
@@ -140,11 +150,19 @@ def dump(index: _WordOverlapIndex, records: list[Record]) -> dict[str, bytes]:
 
 
 def restore(
-    index: _WordOverlapIndex, parts: Mapping[str, bytes], records: list[Record]
+    index: _WordOverlapIndex,
+    parts: Mapping[str, bytes],
+    records: list[Record],
+    prepared: Prepared | None = None,
 ) -> _WordOverlapIndex:
     """Fill the new, empty ``index`` from the image ``parts`` so that it equals one that
     added ``records`` (ascending seq) one by one. O(records + postings), vectorised
     but for O(tokens + records sharing a text) Python steps.
+
+    ``prepared``: :func:`prepare`'s work on these very ``parts`` (maybe unfinished: it
+    is finished here), used in place of the image-only part when its group count is
+    the rows'; then its index (new and empty but for the tokens' vocabulary) is filled
+    and returned instead of ``index``.
 
     Raises:
         ImageError: See the module documentation. ``index`` may be partly filled.
@@ -165,13 +183,24 @@ def restore(
         gmap = dict(zip(texts, range(count), strict=True))
     size = len(gmap)
     canon = texts if size == count else list(gmap)
+    if prepared is not None and (
+        prepared.parts is not parts
+        or prepared.groups != size
+        or type(prepared.index) is not type(index)
+        or prepared.index._e.n != 0
+    ):
+        prepared = None  # another image or index, or a header whose group count is not the rows'
     if not _DIGEST_BESIDE:
         _, arrays = persist.unpack(parts, _expect(records, canon))
-        return _restore_checked(index, parts, records, texts, gmap, gids_c, canon, arrays)
+        return _restore_checked(
+            index, parts, records, texts, gmap, gids_c, canon, arrays, prepared
+        )
     late = persist.LateDigest(canon)
     try:
         _, arrays = persist.unpack(parts, _expect(records, canon, digest=False), late)
-        restored = _restore_checked(index, parts, records, texts, gmap, gids_c, canon, arrays)
+        restored = _restore_checked(
+            index, parts, records, texts, gmap, gids_c, canon, arrays, prepared
+        )
         first = late.first_error()  # waits for the digest
     except ImageError:
         first = late.first_error()
@@ -194,29 +223,22 @@ def _restore_checked(
     gids_c: np.ndarray[Any, Any] | None,
     canon: list[str],
     arrays: dict[str, np.ndarray[Any, Any]],
+    prepared: Prepared | None = None,
 ) -> _WordOverlapIndex:
     """The rest of :func:`restore`, once the header matched (the digest maybe still to
     be compared): the arrays' checks, then the index built. O(records + postings).
+    ``prepared``: the image-only part done ahead, for these parts and group count.
 
     Raises:
         ImageError: See the module documentation.
     """
     count = len(texts)
     size = len(gmap)
-    tok_ends = persist.need(arrays, "token_ends", "<i8")
-    tokens = persist.decode_strings(persist.need(arrays, "tokens", "|u1").tobytes(), tok_ends)
-    if len(set(tokens)) != len(tokens):
-        raise ImageError("a token listed twice")
-    joined = " ".join(tokens)  # one pass each over all tokens, in C
-    if joined.split() != tokens:
-        raise ImageError("a token empty or holding whitespace")
-    if joined.lower() != joined:
-        raise ImageError("a token not in lower case (the tokenizer lower-cases)")
-    ends = persist.need(arrays, "post_ends", "<i8", len(tokens) + 1)
-    postings = persist.need(arrays, "postings", "<i4")
-    persist.check_lists(ends, postings, size, "postings")
-    lo = persist.need(arrays, "masks_lo", "<u8", size)
-    hi = persist.need(arrays, "masks_hi", "<u8", size)
+    if prepared is None:
+        prepared = Prepared(index, parts, size, arrays)
+    prepared.finish()  # raises the first check that failed, as the inline path did
+    index = prepared.index
+    lo, hi = prepared.lo, prepared.hi
 
     cap = 64
     while cap < size:
@@ -273,25 +295,132 @@ def _restore_checked(
     e.write_rows(0, size)
     for gid in range(max(0, size - knobs._SCAN_NEW), size):
         e.recent[gid % knobs._SCAN_NEW] = canon[gid].lower()
-    raw = memoryview(parts["postings"])  # slices of it copy nothing until frombytes
-    bounds = (ends * 4).tolist()
-    post: dict[str, array[int]] = {}
-    for tok, start, stop in zip(tokens, bounds, bounds[1:], strict=False):
-        lst = array("i")
-        lst.frombytes(raw[start:stop])
-        post[tok] = lst
-    e.post = post
-    vocab = index._vocab
-    if tokens and ccore.core() is not None:
-        # The compiled add acquires each token it has no list for (all of them here).
-        ccore.add_text({}, joined, 0, vocab)
-    else:
-        for tok in tokens:
-            vocab.acquire(tok)
-    e.sync_ids(vocab)
+    e.post = prepared.post
+    e.sync_ids(index._vocab)
     tag_postings = index._tags
     for rec in records:
         if rec.entry.tags:
             tag_postings.add(_tags(rec), rec)
     index._e = e
     return index
+
+
+#: Posting lists made per step of :meth:`Prepared.step` (~10 ms at most each).
+_PREP_LISTS = 16384
+
+
+class Prepared:
+    """The image-only part of :func:`restore` (what needs no row: the tokens decoded and
+    checked, the posting lists checked against the group count, the masks' lengths, the
+    posting dict, the tokens' vocabulary in a new index), run in bounded steps
+    (:meth:`step`) or at once (:meth:`finish`), the checks in the inline path's order.
+    The first check that fails (or any other ``Exception``) ends the steps; it is kept
+    and raised by :meth:`finish`, where :func:`restore` reaches that check. O(tokens +
+    postings) over all steps.
+
+    ``groups``: the group count the lists are checked against (the rows'; ahead of the
+    rows, the header's, which :func:`restore` compares with the rows' before using
+    this). ``arrays``: :func:`~actormem._index.persist.unpack`'s (None: unpacked here
+    without expectations; the header's own fields are :func:`restore`'s to check).
+    """
+
+    def __init__(
+        self,
+        index: _WordOverlapIndex,
+        parts: Mapping[str, bytes],
+        groups: int | None,
+        arrays: dict[str, np.ndarray[Any, Any]] | None = None,
+    ) -> None:
+        self.index = index
+        self.parts = parts
+        self.groups = groups
+        self.error: Exception | None = None
+        self.tokens: list[str] = []
+        self.post: dict[str, array[int]] = {}
+        self.lo: Any = None
+        self.hi: Any = None
+        self._arrays = arrays
+        self._steps: Iterator[None] | None = self._run()
+
+    def step(self) -> bool:
+        """Run one step (~10-40 ms; the vocabulary's, ~0.4 s at 1M, is one). Returns
+        whether steps remain. Never raises an ``Exception`` (kept for :meth:`finish`)."""
+        steps = self._steps
+        if steps is None:
+            return False
+        try:
+            next(steps)
+            return True
+        except StopIteration:
+            pass
+        except Exception as exc:  # restore raises it where the inline path would
+            self.error = exc
+        self._steps = None
+        return False
+
+    def finish(self) -> None:
+        """Run the remaining steps; raise the first check's error, if one failed."""
+        while self.step():
+            pass
+        if self.error is not None:
+            raise self.error
+
+    def _run(self) -> Iterator[None]:
+        size = self.groups
+        if type(size) is not int or size < 0:
+            raise ImageError("groups: not a count")  # restore never uses this one
+        arrays = self._arrays
+        if arrays is None:
+            _, arrays = persist.unpack(self.parts, {})
+        tok_ends = persist.need(arrays, "token_ends", "<i8")
+        tokens = persist.decode_strings(persist.need(arrays, "tokens", "|u1").tobytes(), tok_ends)
+        if len(set(tokens)) != len(tokens):
+            raise ImageError("a token listed twice")
+        joined = " ".join(tokens)  # one pass each over all tokens, in C
+        if joined.split() != tokens:
+            raise ImageError("a token empty or holding whitespace")
+        if joined.lower() != joined:
+            raise ImageError("a token not in lower case (the tokenizer lower-cases)")
+        yield
+        ends = persist.need(arrays, "post_ends", "<i8", len(tokens) + 1)
+        postings = persist.need(arrays, "postings", "<i4")
+        persist.check_lists(ends, postings, size, "postings")
+        self.lo = persist.need(arrays, "masks_lo", "<u8", size)
+        self.hi = persist.need(arrays, "masks_hi", "<u8", size)
+        yield
+        raw = memoryview(self.parts["postings"])  # slices of it copy nothing until frombytes
+        bounds = (ends * 4).tolist()
+        post = self.post
+        for at in range(0, len(tokens), _PREP_LISTS):
+            stop = at + _PREP_LISTS
+            for tok, start, end in zip(
+                tokens[at:stop], bounds[at:stop], bounds[at + 1 : stop + 1], strict=False
+            ):
+                lst = array("i")
+                lst.frombytes(raw[start:end])
+                post[tok] = lst
+            yield
+        vocab = self.index._vocab
+        if tokens and ccore.core() is not None:
+            # The compiled add acquires each token it has no list for (all of them here).
+            ccore.add_text({}, joined, 0, vocab)
+        else:
+            for tok in tokens:
+                vocab.acquire(tok)
+        self.tokens = tokens
+
+
+def prepare(index: _WordOverlapIndex, parts: Mapping[str, bytes]) -> Prepared | None:
+    """:class:`Prepared` for the new, empty ``index`` and the image ``parts`` ahead of the
+    rows (nothing run yet), checked against the header's group count; None when
+    :data:`_PREPARE_AHEAD` is off. O(1)."""
+    if not _PREPARE_AHEAD:
+        return None
+    groups: Any = None
+    try:
+        head = json.loads(parts["header"])
+        if isinstance(head, dict):
+            groups = head.get("groups")
+    except (KeyError, ValueError, TypeError, RecursionError):
+        pass
+    return Prepared(index, parts, groups if type(groups) is int else None)
