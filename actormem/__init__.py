@@ -33,14 +33,10 @@ with import_pause():
     from ._errors import RemoteError as RemoteError
     from ._errors import StorageError as StorageError
     from ._errors import TransportError as TransportError
-    from ._index.bm25 import BM25Scorer as BM25Scorer
     from ._index.dense import DenseScorer as DenseScorer
     from ._index.dense import Embedder as Embedder
     from ._index.dense import FunctionEmbedder as FunctionEmbedder
     from ._index.dense import wordllama_embedder as wordllama_embedder
-    from ._index.hybrid import HybridScorer as HybridScorer
-    from ._index.tokenize import Tokenizer as Tokenizer
-    from ._index.tokenize import stop_words as stop_words
     from ._index.wordoverlap import WordOverlapScorer as WordOverlapScorer
     from ._json import MAX_VALUE_BYTES as MAX_VALUE_BYTES
     from ._json import JsonObject as JsonObject
@@ -57,6 +53,10 @@ with import_pause():
 del import_pause
 
 if TYPE_CHECKING:
+    from ._index.bm25 import BM25Scorer as BM25Scorer
+    from ._index.hybrid import HybridScorer as HybridScorer
+    from ._index.tokenize import Tokenizer as Tokenizer
+    from ._index.tokenize import stop_words as stop_words
     from .agent import RunResult as RunResult
     from .agent import run_agent as run_agent
     from .client import HostedMemory as HostedMemory
@@ -84,7 +84,9 @@ __version__ = "0.1.0"
 #: actormem``: the hosted client (anyio's thread layer), the context window and profile
 #: memory and the agent loop (their attrs classes: each class made compiles its methods)
 #: are what a process that only opens memories (``actormem swarm``, the engine's users)
-#: never needs. ``from actormem import X`` and ``actormem.X`` work as before.
+#: never needs; so are BM25, the hybrid scorer and the tokenizer (the BM25 index and its
+#: search, the date parser), which a word-overlap memory never loads.
+#: ``from actormem import X`` and ``actormem.X`` work as before.
 _LAZY = {
     "HostedMemory": ".client",
     "Budget": ".context",
@@ -106,6 +108,10 @@ _LAZY = {
     "RecallOptions": ".profile",
     "RunResult": ".agent",
     "run_agent": ".agent",
+    "BM25Scorer": "._index.bm25",
+    "HybridScorer": "._index.hybrid",
+    "Tokenizer": "._index.tokenize",
+    "stop_words": "._index.tokenize",
 }
 
 

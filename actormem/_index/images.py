@@ -1,14 +1,17 @@
 """The index image of whichever index kind has one: :func:`dump_index` and
 :func:`restore_index` dispatch to ``wordoverlap/persist.py`` or ``bm25/persist.py``, which
 build on the container and digest of ``persist.py`` (``docs/durability.md``, "The index
-image")."""
+image").
+
+BM25's image module (and with it the BM25 index) is imported on the first image of an
+index that is not a word-overlap one, so a word-overlap process never loads BM25.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
 from .._record import Record
-from .bm25 import persist as bm25_persist
 from .persist import ImageError
 from .wordoverlap import persist as wo_persist
 
@@ -20,10 +23,14 @@ def dump_index(index: object, records: list[Record]) -> dict[str, bytes] | None:
     ``seq``: the file's rows), or None for an index kind without an image (dense,
     hybrid, a BM25 with a custom tokenizer). The owner must not change the index
     meanwhile. O(index size), vectorised."""
-    for module in (wo_persist, bm25_persist):
-        if module.handles(index):
-            parts: dict[str, bytes] = module.dump(index, records)
-            return parts
+    if wo_persist.handles(index):
+        parts: dict[str, bytes] = wo_persist.dump(index, records)
+        return parts
+    from .bm25 import persist as bm25_persist
+
+    if bm25_persist.handles(index):
+        parts = bm25_persist.dump(index, records)
+        return parts
     return None
 
 
@@ -37,7 +44,10 @@ def restore_index(fresh: object, parts: Mapping[str, bytes], records: list[Recor
         ImageError: The image does not describe ``records`` for this index's kind and
             parameters, or is corrupt. ``fresh`` may then be partly filled: discard it.
     """
-    for module in (wo_persist, bm25_persist):
-        if module.handles(fresh):
-            return module.restore(fresh, parts, records)
+    if wo_persist.handles(fresh):
+        return wo_persist.restore(fresh, parts, records)
+    from .bm25 import persist as bm25_persist
+
+    if bm25_persist.handles(fresh):
+        return bm25_persist.restore(fresh, parts, records)
     raise ImageError(f"no image for a {type(fresh).__name__}")
