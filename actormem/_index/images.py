@@ -10,6 +10,7 @@ index that is not a word-overlap one, so a word-overlap process never loads BM25
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from .._record import Record
 from .persist import ImageError
@@ -23,13 +24,14 @@ def dump_index(index: object, records: list[Record]) -> dict[str, bytes] | None:
     ``seq``: the file's rows), or None for an index kind without an image (dense,
     hybrid, a BM25 with a custom tokenizer). The owner must not change the index
     meanwhile. O(index size), vectorised."""
-    if wo_persist.handles(index):
-        parts: dict[str, bytes] = wo_persist.dump(index, records)
+    kind: Any = index  # checked by each module's handles()
+    if wo_persist.handles(kind):
+        parts: dict[str, bytes] = wo_persist.dump(kind, records)
         return parts
     from .bm25 import persist as bm25_persist
 
-    if bm25_persist.handles(index):
-        parts = bm25_persist.dump(index, records)
+    if bm25_persist.handles(kind):
+        parts = bm25_persist.dump(kind, records)
         return parts
     return None
 
@@ -44,10 +46,11 @@ def restore_index(fresh: object, parts: Mapping[str, bytes], records: list[Recor
         ImageError: The image does not describe ``records`` for this index's kind and
             parameters, or is corrupt. ``fresh`` may then be partly filled: discard it.
     """
-    if wo_persist.handles(fresh):
-        return wo_persist.restore(fresh, parts, records)
+    kind: Any = fresh  # checked by each module's handles()
+    if wo_persist.handles(kind):
+        return wo_persist.restore(kind, parts, records)
     from .bm25 import persist as bm25_persist
 
-    if bm25_persist.handles(fresh):
-        return bm25_persist.restore(fresh, parts, records)
+    if bm25_persist.handles(kind):
+        return bm25_persist.restore(kind, parts, records)
     raise ImageError(f"no image for a {type(fresh).__name__}")

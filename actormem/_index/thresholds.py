@@ -114,7 +114,7 @@ def _thresholded(
         bm25_kind, hybrid_kind = _bm25_kinds()
         is_hybrid = _is_kind(index, hybrid_kind)
         if is_hybrid or _is_kind(index, bm25_kind):
-            bm25 = index.bm25 if is_hybrid else index  # type: ignore[attr-defined]
+            bm25: Any = index.bm25 if is_hybrid else index  # type: ignore[attr-defined]
             # BM25 returns only documents with a query term, so 1 needs no filter; the
             # hybrid's dense list ranks every document, so it always does.
             if min_matched > 1 or is_hybrid:

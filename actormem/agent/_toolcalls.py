@@ -211,8 +211,9 @@ def read_tool_calls(path: Path) -> tuple[list[ToolCall], str]:
 #: streaming way for every file (the path before it; the same calls, digest, errors).
 _READ_ONCE = True
 
-_SCAN = json.decoder.JSONDecoder().scan_once
-_JSON_SPACE = json.decoder.WHITESPACE.match
+#: ``json.loads``'s own scanner (the C one where built) and JSON's whitespace.
+_SCAN: Any = json.decoder.JSONDecoder().scan_once  # type: ignore[attr-defined]
+_JSON_SPACE: Any = json.decoder.WHITESPACE.match  # type: ignore[attr-defined]
 
 
 def _read_once(path: Path) -> tuple[list[ToolCall], str] | None:
