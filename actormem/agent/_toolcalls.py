@@ -231,7 +231,9 @@ def _read_once(path: Path) -> tuple[list[ToolCall], str] | None:
     calls: list[ToolCall] = []
     scan = _SCAN
     space = _JSON_SPACE
-    for number, line in enumerate(text.split("\n"), start=1):
+    lines = text.split("\n")
+    last = len(lines)  # the one line without a "\n" after it (empty if the file ends so)
+    for number, line in enumerate(lines, start=1):
         # The streaming reader's lines end at b"\n" and keep it; UTF-8 never has that
         # byte inside a character, so these are the same lines, each without its "\n".
         if not line.strip():
@@ -240,8 +242,8 @@ def _read_once(path: Path) -> tuple[list[ToolCall], str] | None:
             value, end = scan(line, 0)
             if end != len(line) and space(line, end).end() != len(line):
                 raise ValueError("extra data")
-        except Exception:  # whatever it is, json.loads says what json_lines would
-            value = parse_line(path, number, line)
+        except Exception:  # json.loads of the line as streamed says what json_lines would
+            value = parse_line(path, number, line if number == last else line + "\n")
         if not isinstance(value, dict):
             raise JsonlError(path, number, f"expected a JSON object, got {type(value).__name__}")
         try:
