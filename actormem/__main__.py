@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import sys
-
-from .cli._main import main
+from .cli import run_command
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run_command()

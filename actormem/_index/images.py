@@ -1,7 +1,11 @@
 """The index image of whichever index kind has one: :func:`dump_index` and
 :func:`restore_index` dispatch to ``wordoverlap/persist.py`` or ``bm25/persist.py``, which
 build on the container and digest of ``persist.py`` (``docs/durability.md``, "The index
-image")."""
+image").
+
+BM25's image module (and with it the BM25 index) is imported on the first image of an
+index that is not a word-overlap one, so a word-overlap process never loads BM25.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,6 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from .._record import Record
-from .bm25 import persist as bm25_persist
 from .persist import ImageError
 from .wordoverlap import persist as wo_persist
 
@@ -21,10 +24,15 @@ def dump_index(index: object, records: list[Record]) -> dict[str, bytes] | None:
     ``seq``: the file's rows), or None for an index kind without an image (dense,
     hybrid, a BM25 with a custom tokenizer). The owner must not change the index
     meanwhile. O(index size), vectorised."""
-    for module in (wo_persist, bm25_persist):
-        if module.handles(index):
-            parts: dict[str, bytes] = module.dump(index, records)
-            return parts
+    kind: Any = index  # checked by each module's handles()
+    if wo_persist.handles(kind):
+        parts: dict[str, bytes] = wo_persist.dump(kind, records)
+        return parts
+    from .bm25 import persist as bm25_persist
+
+    if bm25_persist.handles(kind):
+        parts = bm25_persist.dump(kind, records)
+        return parts
     return None
 
 
@@ -54,10 +62,12 @@ def restore_index(
         ImageError: The image does not describe ``records`` for this index's kind and
             parameters, or is corrupt. ``fresh`` may then be partly filled: discard it.
     """
-    if wo_persist.handles(fresh):
+    kind: Any = fresh  # checked by each module's handles()
+    if wo_persist.handles(kind):
         prep = prepared if isinstance(prepared, wo_persist.Prepared) else None
-        return wo_persist.restore(cast("Any", fresh), parts, records, prep)
-    for module in (wo_persist, bm25_persist):
-        if module.handles(fresh):
-            return module.restore(fresh, parts, records)
+        return wo_persist.restore(kind, parts, records, prep)
+    from .bm25 import persist as bm25_persist
+
+    if bm25_persist.handles(kind):
+        return bm25_persist.restore(kind, parts, records)
     raise ImageError(f"no image for a {type(fresh).__name__}")

@@ -22,17 +22,33 @@ first, ties by ``seq``), over the records that pass:
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Generator
+from typing import TYPE_CHECKING, Any
 
 from .._errors import InvalidQueryError
 from .._record import Record
-from .bm25 import BM25Index
-from .hybrid import HybridIndex
 from .scoring import Accept, ReadView, ScoringIndex, top_k_steps
+
+if TYPE_CHECKING:
+    from .bm25 import BM25Index
 
 __all__ = ["matches_terms", "thresholded_steps"]
 
 Hits = list[tuple[float, Record]]
+
+
+def _bm25_kinds() -> tuple[type[Any] | None, type[Any] | None]:
+    """``(BM25Index, HybridIndex)``, each None while its module was never imported (no
+    index of that kind can exist yet): a word-overlap process need not load them to ask
+    whether an index is one. O(1)."""
+    bm25 = sys.modules.get("actormem._index.bm25.index")
+    hybrid = sys.modules.get("actormem._index.hybrid")
+    return getattr(bm25, "BM25Index", None), getattr(hybrid, "HybridIndex", None)
+
+
+def _is_kind(index: object, kind: type[Any] | None) -> bool:
+    return kind is not None and isinstance(index, kind)
 
 
 def _terms_filter(bm25: BM25Index, query: str, min_matched: int, accept: Accept) -> Accept:
@@ -95,11 +111,13 @@ def _thresholded(
                 f"min_matched= needs a scorer that matches terms (word overlap, BM25, "
                 f"hybrid), not {type(index).__name__}"
             )
-        if isinstance(index, BM25Index | HybridIndex):
-            bm25 = index if isinstance(index, BM25Index) else index.bm25
+        bm25_kind, hybrid_kind = _bm25_kinds()
+        is_hybrid = _is_kind(index, hybrid_kind)
+        if is_hybrid or _is_kind(index, bm25_kind):
+            bm25: Any = index.bm25 if is_hybrid else index  # type: ignore[attr-defined]
             # BM25 returns only documents with a query term, so 1 needs no filter; the
             # hybrid's dense list ranks every document, so it always does.
-            if min_matched > 1 or isinstance(index, HybridIndex):
+            if min_matched > 1 or is_hybrid:
                 accept = _terms_filter(bm25, query, min_matched, accept)
             steps = top_k_steps(index, view, query, limit, accept)
         else:
@@ -118,6 +136,7 @@ def matches_terms(index: object) -> bool:
     """Whether ``min_matched=`` means something for ``index``: BM25, hybrid (through its
     BM25 half), or an index whose ``top_k_steps`` takes it (``supports_min_matched``:
     word overlap). O(1)."""
-    return isinstance(index, BM25Index | HybridIndex) or bool(
+    bm25_kind, hybrid_kind = _bm25_kinds()
+    return _is_kind(index, bm25_kind) or _is_kind(index, hybrid_kind) or bool(
         getattr(index, "supports_min_matched", False)
     )

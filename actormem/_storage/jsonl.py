@@ -128,16 +128,25 @@ def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
                 text = text[1:]  # a byte-order mark, as some Windows editors write
             if not text.strip():
                 continue
-            try:
-                value = json.loads(text)
-            except json.JSONDecodeError as exc:
-                reason = f"not JSON: {exc.msg} at column {exc.colno}"
-                raise JsonlError(path, number, reason) from None
-            except RecursionError:  # "[[[[...": valid JSON, deeper than Python's stack
-                raise JsonlError(path, number, "JSON nested too deep") from None
-            except ValueError as exc:  # an integer over Python's int-string digit limit
-                raise JsonlError(path, number, f"not JSON: {exc}") from None
-            yield number, value
+            yield number, parse_line(path, number, text)
+
+
+def parse_line(path: Path, number: int, text: str) -> Any:
+    """``json.loads(text)`` of line ``number`` of ``path``, its errors raised as
+    :func:`json_lines` raises them. O(len(text)).
+
+    Raises:
+        JsonlError: The line is not JSON, or nested deeper than Python's stack.
+    """
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        reason = f"not JSON: {exc.msg} at column {exc.colno}"
+        raise JsonlError(path, number, reason) from None
+    except RecursionError:  # "[[[[...": valid JSON, deeper than Python's stack
+        raise JsonlError(path, number, "JSON nested too deep") from None
+    except ValueError as exc:  # an integer over Python's int-string digit limit
+        raise JsonlError(path, number, f"not JSON: {exc}") from None
 
 
 def need(obj: dict[str, Any], key: str, kind: type | tuple[type, ...], what: str) -> Any:

@@ -13,6 +13,7 @@ naming the file and the 1-based line of the first bad record.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import uuid
@@ -31,6 +32,7 @@ from .._storage.jsonl import (
     is_unit_vector,
     json_lines,
     need,
+    parse_line,
     vector_from_json,
 )
 from ._hooks import format_trajectory
@@ -184,6 +186,10 @@ def read_tool_calls(path: Path) -> tuple[list[ToolCall], str]:
 
     Runtime complexity: O(size of the file).
     """
+    if _READ_ONCE:
+        read = _read_once(path)
+        if read is not None:
+            return read
     calls: list[ToolCall] = []
     for number, value in json_lines(path):
         if not isinstance(value, dict):
@@ -194,6 +200,58 @@ def read_tool_calls(path: Path) -> tuple[list[ToolCall], str]:
             raise JsonlError(path, number, f"not a tool call: {exc}") from None
         calls.append(call)
     return calls, file_sha256(path)
+
+
+#: :func:`read_tool_calls` reads the file's bytes once, takes their SHA-256 and decodes
+#: them whole, then parses each line with the JSON module's scanner itself (no
+#: ``json.loads`` / ``decode`` / ``raw_decode`` frames a line); a line the scanner
+#: does not take whole (leading whitespace, an error) goes through ``json.loads`` as
+#: before, which gives its value or its error. A file that cannot be read or is not
+#: UTF-8 goes the streaming way, which raises the same errors as before. False: the
+#: streaming way for every file (the path before it; the same calls, digest, errors).
+_READ_ONCE = True
+
+#: ``json.loads``'s own scanner (the C one where built) and JSON's whitespace.
+_SCAN: Any = json.decoder.JSONDecoder().scan_once  # type: ignore[attr-defined]
+_JSON_SPACE: Any = json.decoder.WHITESPACE.match  # type: ignore[attr-defined]
+
+
+def _read_once(path: Path) -> tuple[list[ToolCall], str] | None:
+    """:func:`read_tool_calls` from the file's bytes read once (see :data:`_READ_ONCE`),
+    or None when the file cannot be read or is not UTF-8 (the caller then reads it the
+    streaming way, which raises the error). O(size of the file); holds its bytes and
+    text at once."""
+    try:
+        data = path.read_bytes()
+        text = data.decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    if text.startswith("\ufeff"):
+        text = text[1:]  # a byte-order mark, as json_lines skips it
+    calls: list[ToolCall] = []
+    scan = _SCAN
+    space = _JSON_SPACE
+    lines = text.split("\n")
+    last = len(lines)  # the one line without a "\n" after it (empty if the file ends so)
+    for number, line in enumerate(lines, start=1):
+        # The streaming reader's lines end at b"\n" and keep it; UTF-8 never has that
+        # byte inside a character, so these are the same lines, each without its "\n".
+        if not line.strip():
+            continue
+        try:
+            value, end = scan(line, 0)
+            if end != len(line) and space(line, end).end() != len(line):
+                raise ValueError("extra data")
+        except Exception:  # json.loads of the line as streamed says what json_lines would
+            value = parse_line(path, number, line if number == last else line + "\n")
+        if not isinstance(value, dict):
+            raise JsonlError(path, number, f"expected a JSON object, got {type(value).__name__}")
+        try:
+            call = tool_call(value)
+        except (ValueError, TypeError) as exc:
+            raise JsonlError(path, number, f"not a tool call: {exc}") from None
+        calls.append(call)
+    return calls, hashlib.sha256(data).hexdigest()
 
 
 def tool_call_entry(call: ToolCall, *, episode: str | None = None) -> MemoryEntry:

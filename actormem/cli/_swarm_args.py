@@ -10,9 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from .._index.bm25 import BM25Scorer
 from .._index.dense import DenseScorer
-from .._index.hybrid import HybridScorer
 from .._index.scoring import Scorer
 from .._index.wordoverlap import WordOverlapScorer
 from .._storage.jsonl import JsonlError
@@ -37,11 +35,29 @@ DEFAULT_SYNTHETIC_EPISODES = 300
 
 #: ``--scorer`` choices. ``dense`` and ``hybrid`` need ``pip install 'actormem[dense]'``
 #: (WordLlama); ``hybrid`` fuses plain BM25 with it (docs/retrieval.md).
-SCORERS: dict[str, Callable[[], Scorer]] = {
+SCORERS: dict[str, Callable[[], Scorer]]
+
+
+def _bm25() -> Scorer:
+    """``BM25Scorer()``, its module imported on the first call (a word-overlap run never
+    loads BM25)."""
+    from .._index.bm25 import BM25Scorer
+
+    return BM25Scorer()
+
+
+def _hybrid() -> Scorer:
+    """``HybridScorer()``, its module imported on the first call."""
+    from .._index.hybrid import HybridScorer
+
+    return HybridScorer()
+
+
+SCORERS = {
     "word-overlap": WordOverlapScorer,
-    "bm25": BM25Scorer,
+    "bm25": _bm25,
     "dense": DenseScorer,
-    "hybrid": HybridScorer,
+    "hybrid": _hybrid,
 }
 
 

@@ -13,16 +13,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import _toolcalls
-from ._locomo import HELD_OUT, RETRIEVERS, TUNING, evaluate, format_table, load_locomo
-
 __all__ = ["add_eval_parser", "main", "run_eval_locomo", "run_eval_toolcalls"]
 
 #: Where the shared data lives relative to the project root; the CLI's default.
 DEFAULT_DATA = Path("..") / "shared" / "data" / "locomo10.json"
 DEFAULT_TOOL_CALLS = Path("..") / "shared" / "data" / "tool_calls.jsonl"
 
-_SPLITS = {"all": None, "tuning": TUNING, "held-out": HELD_OUT}
+#: ``--split``'s choices (their conversations: ``_locomo.TUNING`` and ``HELD_OUT``).
+_SPLITS = ("all", "tuning", "held-out")
+
+#: ``eval locomo --scorer``'s choices: ``sorted(_locomo.RETRIEVERS)``; and ``eval
+#: toolcalls --scorer``'s: ``_toolcalls.SCORERS``'s names in order. Written out so that
+#: building the parser (every ``actormem`` command does) does not import the evaluations
+#: and through them BM25 and the hybrid scorer (tests/test_mainjob13_startup.py checks
+#: they match).
+_LOCOMO_RETRIEVERS = ("bm25", "bm25-stem", "bm25-tuned", "dense", "hybrid")
+_TOOLCALL_SCORERS = ("word-overlap", "bm25", "bm25-tuned", "dense", "hybrid")
 
 
 def _positive(text: str) -> int:
@@ -44,7 +50,7 @@ def _configure_locomo(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--scorer",
-        choices=sorted(RETRIEVERS),
+        choices=sorted(_LOCOMO_RETRIEVERS),
         default="bm25-tuned",
         help="retrieval configuration: bm25 (plain, the reference line), bm25-stem, "
         "bm25-tuned (default; needs PyStemmer and bm25s), dense, hybrid (need wordllama); "
@@ -83,7 +89,7 @@ def _configure_toolcalls(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--scorer",
-        choices=sorted(_toolcalls.SCORERS),
+        choices=sorted(_TOOLCALL_SCORERS),
         action="append",
         help="scorer to measure (repeatable; default: all of them)",
     )
@@ -127,12 +133,15 @@ def run_eval_locomo(args: argparse.Namespace) -> int:
     2 when the data cannot be read, names no such conversation, holds no question (in
     the conversations chosen), or the retriever's optional dependencies are missing
     (message on stderr)."""
+    from ._locomo import HELD_OUT, RETRIEVERS, TUNING, evaluate, format_table, load_locomo
+
+    splits = {"all": None, "tuning": TUNING, "held-out": HELD_OUT}
     try:
         conversations = load_locomo(args.data)
     except (OSError, ValueError) as exc:
         print(f"actormem eval locomo: cannot read {args.data}: {exc}", file=sys.stderr)
         return 2
-    wanted = args.conversation or _SPLITS[args.split]
+    wanted = args.conversation or splits[args.split]
     if wanted is not None:
         known = {c.sample_id for c in conversations}
         missing = [w for w in wanted if w not in known]
@@ -164,6 +173,8 @@ def run_eval_toolcalls(args: argparse.Namespace) -> int:
     """Run the tool-call recall evaluation described by ``args``; print the table.
     Returns 0, or 2 when the data cannot be read or a scorer's optional dependencies are
     missing (message on stderr)."""
+    from . import _toolcalls
+
     try:
         steps = _toolcalls.load_steps(args.data)
     except (OSError, ValueError) as exc:
