@@ -43,7 +43,7 @@ def _old_order(
     return sorted(got, key=lambda t: (-t[1], t[2], t[0]))
 
 
-@settings(max_examples=examples(200), deadline=None)
+@settings(max_examples=examples(80), deadline=None)
 @given(
     data=st.data(),
     n=st.integers(0, 90),
