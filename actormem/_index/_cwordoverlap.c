@@ -4336,6 +4336,83 @@ fworst_sift(struct vcand *t, Py_ssize_t m, Py_ssize_t i)
     t[i] = x;
 }
 
+/* flat_first's scan, its arguments and results. */
+struct fscan {
+    const double *table; /* each count's part, up to top */
+    Py_ssize_t top, n_words;
+    const double *maxrel;
+    const int64_t *minseq;
+    Py_ssize_t least, k;
+    int has_kth;
+    double kth;
+    int64_t kth_seq;
+    int has_after;
+    struct vcand after;
+    struct vcand *best; /* room for k: the worst-first heap of the best seen */
+    Py_ssize_t kept, m; /* out: groups in best, groups that passed */
+};
+
+/* The groups below n of counts c8 (or c16 when wide) into sc->best; `filtered`: has_kth
+ * or has_after may be set (the two are checked only then). Inlined for each constant
+ * wide and filtered, so the loop tests neither per group. */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("fp-contract=off")))
+#endif
+static inline __attribute__((always_inline)) void
+flat_scan(struct fscan *sc, const uint8_t *c8, const uint16_t *c16, Py_ssize_t n, int wide,
+          int filtered)
+{
+    const double *table = sc->table, *maxrel = sc->maxrel;
+    const int64_t *minseq = sc->minseq;
+    const Py_ssize_t least = sc->least, k = sc->k, top = sc->top;
+    struct vcand *best = sc->best;
+    Py_ssize_t kept = 0, m = 0;
+    /* the root's key (the worst kept), in registers once the heap is full */
+    double rb = 0.0;
+    int64_t rs = 0, rg = 0;
+    for (Py_ssize_t g = 0; g < n; g++) {
+        Py_ssize_t c = wide ? c16[g] : c8[g];
+        if (c < least) continue;
+        double p = c <= top ? table[c] : 0.4 * ((double)c / (double)sc->n_words);
+        double b = ((0.5 * maxrel[g] + p) + 0.0) + 0.1;
+        int64_t s = minseq[g];
+        if (filtered) {
+            if (sc->has_kth && !(b > sc->kth || (b == sc->kth && s < sc->kth_seq))) continue;
+            if (sc->has_after) {
+                const struct vcand *a = &sc->after;
+                if (!(a->b > b || (a->b == b && (a->s < s || (a->s == s && a->g < g))))) continue;
+            }
+        }
+        m++;
+        if (kept == k) {
+            /* before the root (fbefore(x, root)) or not kept */
+            if (!(b > rb || (b == rb && (s < rs || (s == rs && g < rg))))) continue;
+            if (k == 0) continue;
+            struct vcand x = {b, s, g, p};
+            best[0] = x;
+            fworst_sift(best, kept, 0);
+        } else {
+            /* sift up into the worst-first heap */
+            struct vcand x = {b, s, g, p};
+            Py_ssize_t i = kept++;
+            while (i > 0) {
+                Py_ssize_t up = (i - 1) / 2;
+                if (!fbefore(&best[up], &x)) break;
+                best[i] = best[up];
+                i = up;
+            }
+            best[i] = x;
+        }
+        if (kept == k) {
+            rb = best[0].b;
+            rs = best[0].s;
+            rg = best[0].g;
+        }
+    }
+    sc->kept = kept;
+    sc->m = m;
+}
+
 PyDoc_STRVAR(flat_first_doc,
 "flat_first(counts, n, least, n_words, maxrel, minseq, has_kth, kth, kth_seq, k,\n"
 "           has_after, after_b, after_s, after_g) -> (list, int)\n\n"
@@ -4400,34 +4477,17 @@ flat_first(PyObject *self, PyObject *args)
         const double *maxrel = rb.buf;
         const int64_t *minseq = sb.buf;
         struct vcand after = {after_b, (int64_t)after_s, (int64_t)after_g, 0.0};
-        Py_ssize_t kept = 0, m = 0;
-        for (Py_ssize_t g = 0; g < n; g++) {
-            Py_ssize_t c = wide ? c16[g] : c8[g];
-            if (c < least) continue;
-            double p = c <= top ? table[c] : 0.4 * ((double)c / (double)n_words);
-            struct vcand x;
-            x.b = ((0.5 * maxrel[g] + p) + 0.0) + 0.1;
-            x.s = minseq[g];
-            x.g = g;
-            x.p = p;
-            if (has_kth && !(x.b > kth || (x.b == kth && x.s < kth_seq))) continue;
-            if (has_after && !fbefore(&after, &x)) continue;
-            m++;
-            if (kept < k) {
-                /* sift up into the worst-first heap */
-                Py_ssize_t i = kept++;
-                while (i > 0) {
-                    Py_ssize_t up = (i - 1) / 2;
-                    if (!fbefore(&best[up], &x)) break;
-                    best[i] = best[up];
-                    i = up;
-                }
-                best[i] = x;
-            } else if (k > 0 && fbefore(&x, &best[0])) {
-                best[0] = x;
-                fworst_sift(best, kept, 0);
-            }
+        struct fscan sc = {table, top, n_words, maxrel, minseq, least, k, has_kth, kth,
+                           (int64_t)kth_seq, has_after, after, best, 0, 0};
+        int filtered = has_kth || has_after;
+        if (wide) {
+            if (filtered) flat_scan(&sc, NULL, c16, n, 1, 1);
+            else flat_scan(&sc, NULL, c16, n, 1, 0);
+        } else {
+            if (filtered) flat_scan(&sc, c8, NULL, n, 0, 1);
+            else flat_scan(&sc, c8, NULL, n, 0, 0);
         }
+        Py_ssize_t kept = sc.kept, m = sc.m;
         list = PyList_New(kept);
         if (list == NULL) goto done;
         /* Worst first out of the heap: the list filled from its end. */
