@@ -83,6 +83,7 @@ from .._util import NoPublicConstructor, gc_paused, sequence_of
 from .fairshare import ReadGate, ScoringSlots
 from .snapshot import (
     Snapshot,
+    VersionHolds,
     check_listing,
     check_query,
     check_thresholds,
@@ -166,6 +167,13 @@ _HORIZON_REFS = True
 #: :class:`trio.CancelScope` per wait for the close, no parking lot). Read when a memory
 #: is made. False: the limiter (the path before it).
 _OWN_SLOTS = True
+#: A retrieve or listing under way holds its view's version in the memory's
+#: :class:`~.snapshot.VersionHolds` (a dict update at its start and its end) instead of
+#: registering a :class:`Snapshot` in the memory's ``WeakSet`` (an object, a weak
+#: reference and its callback per retrieve): the same oldest version for the vacuum,
+#: the same ``live_snapshots``. Read when a memory is made. False: a snapshot per
+#: retrieve (the path before it).
+_HOLDS_BY_VERSION = True
 
 _STORE, _DELETE, _CONSOLIDATE, _FLUSH, _STORE_NOWAIT, _STORE_MANY, _DELETE_KEY, _SWEEP = range(8)
 
@@ -278,6 +286,9 @@ class Memory(metaclass=NoPublicConstructor):
         #: Entries the current batch's sweep removed (for ``sweep_expired``'s answer).
         self._swept = 0
         self._snapshots: weakref.WeakSet[Snapshot] = weakref.WeakSet()
+        #: The versions retrieves and listings under way read (_HOLDS_BY_VERSION), or
+        #: None (they register a snapshot in _snapshots).
+        self._holds: VersionHolds | None = VersionHolds() if _HOLDS_BY_VERSION else None
         self._retrieves = 0
         #: Durable backend hook: awaited with each batch's journal before publishing.
         #: Durable mode: ``await _commit(journal, meanwhile)`` writes the batch's journal
@@ -638,7 +649,7 @@ class Memory(metaclass=NoPublicConstructor):
         alive = self._alive(view)
         accept = with_alive(accept, alive)
         recs = await list_records_sliced(
-            self._state, view, prefix, accept, limit, offset, self._snapshots, self._gate
+            self._state, view, prefix, accept, limit, offset, self._registry(), self._gate
         )
         if refresh_ttl and alive is not None:
             self._note_refresh(recs, self._now())
@@ -880,7 +891,7 @@ class Memory(metaclass=NoPublicConstructor):
         alive = self._alive(view)
         accept = with_alive(accept, alive)
         hits = await run_retrieve_sliced(
-            state, view, query, limit, accept, self._snapshots, min_score, min_matched,
+            state, view, query, limit, accept, self._registry(), min_score, min_matched,
             gate, yielded=parked or yielded,
         )  # fmt: skip
         return hits, view, alive
@@ -972,7 +983,7 @@ class Memory(metaclass=NoPublicConstructor):
             queue_depth=self._send.statistics().current_buffer_used,
             queue_capacity=self._queue_size,
             snapshot_version=state.published,
-            live_snapshots=len(self._snapshots),
+            live_snapshots=len(self._snapshots) + (0 if self._holds is None else self._holds.count),
             retained_versions=state.retained,
             log_applied_seq=None if self._replica is None else self._replica.applied,
             log_stale_seconds=None if self._replica is None else self._replica.stale_seconds(),
@@ -997,8 +1008,15 @@ class Memory(metaclass=NoPublicConstructor):
             return math.inf
         return trio.current_time() + max(0.0, nxt - now.timestamp())
 
+    def _registry(self) -> weakref.WeakSet[Snapshot] | VersionHolds:
+        """Where a retrieve or listing under way registers its view (_HOLDS_BY_VERSION)."""
+        holds = self._holds
+        return self._snapshots if holds is None else holds
+
     def _horizon(self) -> int:
         horizon = self._state.published
+        if self._holds is not None:
+            horizon = self._holds.oldest(horizon)
         if _HORIZON_REFS:
             # The WeakSet's own set of weak references, copied (a callback may drop one
             # meanwhile); a dead reference is a snapshot gone, as WeakSet's iteration
