@@ -256,9 +256,10 @@ _RANK_FLAT_GROUPS = 0
 #: a second pass after the last group read only when a batch was not enough) instead
 #: of an index array, a parts array (five numpy calls), ``visit_heap`` writing every
 #: matched group to a buffer and ``visit_select`` reading it again: a main-job
-#: retrieve matched ~1,400 groups and read ~27 of them. Its chunks' largest counts
-#: (only the count-by-count loop below the flat visit reads them, and with
-#: ``_RANK_FLAT_GROUPS`` 0 that loop is empty) are not computed. False: the path
+#: retrieve matched ~2,000 groups and read ~27 of them. Over at most ``_CHUNK``
+#: groups (one call reads every count; ``_RANK_FLAT`` is ``_CHUNK``). Its chunks'
+#: largest counts (only the count-by-count loop below the flat visit reads them, and
+#: with ``_RANK_FLAT_GROUPS`` 0 that loop is empty) are not computed. False: the path
 #: before it (the same top-k, scores and ties: the visit's result does not depend on
 #: the order it reads the groups in).
 _FLAT_FIRST = True

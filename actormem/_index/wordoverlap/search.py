@@ -657,9 +657,12 @@ class WordOverlapSearch:
     def _flat_first_on(counts: np.ndarray[Any, Any], n_words: int) -> bool:
         """Whether the flat ranking picks its groups with ``ccore.flat_first``
         (``knobs._FLAT_FIRST``): the compiled core, byte or uint16 counts, the groups
-        of every matched count at once (``_RANK_FLAT_GROUPS`` 0). O(1)."""
+        of every matched count at once (``_RANK_FLAT_GROUPS`` 0), and at most
+        ``_CHUNK`` of them (one call reads every count: no more than a step may touch;
+        ``_RANK_FLAT`` is no larger at the default knobs). O(1)."""
         return (
             knobs._FLAT_FIRST
+            and len(counts) <= knobs._CHUNK
             and knobs._VISIT_C
             and knobs._RANK_FLAT_GROUPS <= 0
             and n_words <= 0xFFFF
