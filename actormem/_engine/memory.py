@@ -172,8 +172,10 @@ _OWN_SLOTS = True
 #: registering a :class:`Snapshot` in the memory's ``WeakSet`` (an object, a weak
 #: reference and its callback per retrieve): the same oldest version for the vacuum,
 #: the same ``live_snapshots``. Read when a memory is made. False: a snapshot per
-#: retrieve (the path before it).
-_HOLDS_BY_VERSION = True
+#: retrieve (the path before it). Off: in the main job's callgrind it made no
+#: difference beyond a run's spread (13,331 M without it, 13,353 M with it; repeats
+#: differ by ~1%), docs/benchmarks.md (``mainjob14``).
+_HOLDS_BY_VERSION = False
 
 _STORE, _DELETE, _CONSOLIDATE, _FLUSH, _STORE_NOWAIT, _STORE_MANY, _DELETE_KEY, _SWEEP = range(8)
 
