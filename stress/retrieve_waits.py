@@ -20,7 +20,8 @@ runs. Per retrieve:
   it: ``--clock cpu`` measures it on the loop thread's CPU clock, ``time.thread_time``,
   which drops the time the OS ran other processes; on a shared machine that is the
   figure that says what the scheduling inside the process decides);
-* ``slot``: waiting for a scoring slot (``Memory._wait_for_slot``);
+* ``slot``: waiting for a scoring slot (``Memory._wait_for_slot``, or
+  ``Memory._wait_in_line`` with ``memory._OWN_SLOTS``);
 * ``cps`` / ``at_cps``: the fair-share gate's checkpoints it met (slice boundaries, the
   park before scoring) and the time spent in them (parked, or waiting for its turn);
 * ``run`` / ``ready`` / ``parked``: the time its task was running, runnable but waiting
@@ -154,6 +155,7 @@ def _install(clock: Callable[[], float]) -> None:
     cur = _Current
     retrieve_hits = memory_module.Memory._retrieve_hits
     wait_for_slot = memory_module.Memory._wait_for_slot
+    wait_in_line = memory_module.Memory._wait_in_line  # memory._OWN_SLOTS
     store = memory_module.Memory.store
     checkpoint = fairshare.ReadGate.checkpoint
     agent = swarm_module._agent
@@ -171,6 +173,15 @@ def _install(clock: Callable[[], float]) -> None:
         start = clock()
         try:
             await wait_for_slot(self, slots, borrower)
+        finally:
+            if rec is not None:
+                rec.slot += clock() - start
+
+    async def timed_line(self: Any, slots: Any, borrower: Any) -> None:
+        rec = cur.probe.active.get(trio.lowlevel.current_task())
+        start = clock()
+        try:
+            await wait_in_line(self, slots, borrower)
         finally:
             if rec is not None:
                 rec.slot += clock() - start
@@ -202,6 +213,7 @@ def _install(clock: Callable[[], float]) -> None:
 
     memory_module.Memory._retrieve_hits = timed_retrieve  # type: ignore[method-assign]
     memory_module.Memory._wait_for_slot = timed_slot  # type: ignore[method-assign]
+    memory_module.Memory._wait_in_line = timed_line  # type: ignore[method-assign]
     memory_module.Memory.store = timed_store  # type: ignore[method-assign]
     fairshare.ReadGate.checkpoint = timed_checkpoint  # type: ignore[method-assign]
     swarm_module._agent = timed_agent
@@ -278,6 +290,7 @@ def _report(probe: _Probe, stores: list[float], ends: list[float], cpu: float) -
 _PATCHED: tuple[tuple[Any, str], ...] = (
     (memory_module.Memory, "_retrieve_hits"),
     (memory_module.Memory, "_wait_for_slot"),
+    (memory_module.Memory, "_wait_in_line"),
     (memory_module.Memory, "store"),
     (fairshare.ReadGate, "checkpoint"),
     (fairshare.ReadGate, "__init__"),

@@ -89,6 +89,7 @@ __all__ = [
     "SHARE",
     "STARVE_MAX",
     "ReadGate",
+    "ScoringSlots",
 ]
 
 #: The owner's share of the loop while writes are pending (readers get ``1 - SHARE``).
@@ -427,3 +428,156 @@ class ReadGate:
         assert self._let_through is None or self._let_through is self._watcher, (
             "let through without holding the watch"
         )
+
+
+class _SlotStatistics:
+    """What :meth:`ScoringSlots.statistics` returns (the fields of trio's
+    ``CapacityLimiterStatistics`` that callers read)."""
+
+    __slots__ = ("borrowed_tokens", "tasks_waiting", "total_tokens")
+
+    def __init__(self, borrowed: int, total: int, waiting: int) -> None:
+        self.borrowed_tokens = borrowed
+        self.total_tokens = total
+        self.tasks_waiting = waiting
+
+
+class ScoringSlots:
+    """A memory's scoring slots (``memory.SCORING_SLOTS``): at most ``total`` retrieves
+    hold one at once, the others wait first come first served, and a slot given back
+    goes straight to the first waiter. What trio's :class:`trio.CapacityLimiter` does
+    for the memory, less its cost: a retrieve that waits parks with one
+    :func:`trio.lowlevel.wait_task_rescheduled` (no :class:`trio.CancelScope` of the
+    memory's own, no ``WouldBlock`` raised, no parking lot), a slot is taken and given
+    back with a set operation, and :meth:`stop_waiters` wakes every waiter with no slot
+    when the memory closes or breaks. Cancelled while waiting, a retrieve leaves the
+    queue and takes no slot. The limiter's methods that the memory's tests and tools
+    call (``acquire_on_behalf_of_nowait``, ``acquire_on_behalf_of``,
+    ``release_on_behalf_of``, ``borrowed_tokens``, ``statistics``, ``async with``)
+    behave as the limiter's. No lock: one trio thread.
+
+    Args:
+        total: Slots (>= 1).
+    """
+
+    __slots__ = ("_held", "_total", "_waiters")
+
+    def __init__(self, total: int) -> None:
+        if type(total) is not int or total < 1:
+            raise ValueError("total must be an int >= 1")
+        self._total = total
+        #: The borrowers holding a slot.
+        self._held: set[object] = set()
+        #: The waiting tasks, first come first: task -> its borrower.
+        self._waiters: dict[trio.lowlevel.Task, object] = {}
+
+    @property
+    def total_tokens(self) -> int:
+        """Slots in all. O(1)."""
+        return self._total
+
+    @property
+    def borrowed_tokens(self) -> int:
+        """Slots held now. O(1)."""
+        return len(self._held)
+
+    def statistics(self) -> _SlotStatistics:
+        """Slots held and in all, tasks waiting. O(1)."""
+        return _SlotStatistics(len(self._held), self._total, len(self._waiters))
+
+    @trio.lowlevel.enable_ki_protection
+    def take(self, borrower: object) -> bool:
+        """Take a slot for ``borrower`` if one is free and nobody waits: True; else
+        False (nothing taken). Never blocks. O(1)."""
+        held = self._held
+        if len(held) < self._total and not self._waiters:
+            held.add(borrower)
+            return True
+        return False
+
+    @trio.lowlevel.enable_ki_protection
+    async def wait(self, borrower: object) -> bool:
+        """Wait, last in line, until a slot is handed to ``borrower`` (True) or
+        :meth:`stop_waiters` is called (False: nothing taken). Only after :meth:`take`
+        said False with no schedule point since. A cancel while waiting leaves the line
+        and raises :class:`trio.Cancelled` (nothing taken). O(1)."""
+        task = trio.lowlevel.current_task()
+        waiters = self._waiters
+        waiters[task] = borrower
+
+        def abort(raise_cancel: object) -> trio.lowlevel.Abort:
+            del waiters[task]
+            return trio.lowlevel.Abort.SUCCEEDED
+
+        got: bool = await trio.lowlevel.wait_task_rescheduled(abort)
+        return got
+
+    @trio.lowlevel.enable_ki_protection
+    def give_back(self, borrower: object) -> None:
+        """Give ``borrower``'s slot back, to the first waiter if any (a borrower holding
+        none: nothing happens). O(1)."""
+        held = self._held
+        if borrower not in held:
+            return
+        held.remove(borrower)
+        waiters = self._waiters
+        while waiters and len(held) < self._total:
+            task = next(iter(waiters))
+            held.add(waiters.pop(task))
+            trio.lowlevel.reschedule(task, outcome.Value(True))
+
+    @trio.lowlevel.enable_ki_protection
+    def stop_waiters(self) -> None:
+        """Wake every waiting task with no slot (their :meth:`wait` returns False).
+        O(waiters)."""
+        waiters, self._waiters = self._waiters, {}
+        for task in waiters:
+            trio.lowlevel.reschedule(task, outcome.Value(False))
+
+    # The limiter's names, for callers written against trio.CapacityLimiter.
+
+    @trio.lowlevel.enable_ki_protection
+    def acquire_on_behalf_of_nowait(self, borrower: object) -> None:
+        """Take a slot for ``borrower`` now (:meth:`take`).
+
+        Raises:
+            RuntimeError: ``borrower`` holds one already.
+            trio.WouldBlock: None is free, or tasks wait.
+        """
+        if borrower in self._held:
+            raise RuntimeError("this borrower holds a slot already")
+        if not self.take(borrower):
+            raise trio.WouldBlock
+
+    @trio.lowlevel.enable_ki_protection
+    async def acquire_on_behalf_of(self, borrower: object) -> None:
+        """Take a slot for ``borrower``, waiting in line if need be (a checkpoint).
+
+        Raises:
+            RuntimeError: ``borrower`` holds one already.
+            trio.ClosedResourceError: :meth:`stop_waiters` was called while waiting.
+        """
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if borrower in self._held:
+            raise RuntimeError("this borrower holds a slot already")
+        if self.take(borrower):
+            await trio.lowlevel.cancel_shielded_checkpoint()
+        elif not await self.wait(borrower):
+            raise trio.ClosedResourceError("the slots were stopped")
+
+    @trio.lowlevel.enable_ki_protection
+    def release_on_behalf_of(self, borrower: object) -> None:
+        """Give ``borrower``'s slot back (:meth:`give_back`).
+
+        Raises:
+            RuntimeError: ``borrower`` holds none.
+        """
+        if borrower not in self._held:
+            raise RuntimeError("this borrower holds no slot")
+        self.give_back(borrower)
+
+    async def __aenter__(self) -> None:
+        await self.acquire_on_behalf_of(trio.lowlevel.current_task())
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.release_on_behalf_of(trio.lowlevel.current_task())

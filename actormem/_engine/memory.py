@@ -80,9 +80,10 @@ from .._stats import ConsolidationStats, MemoryStatistics
 from .._storage.sqlite import Batch, Durability, SqliteStore
 from .._storage.sqlite_format import MAX_ACCESS_COUNT
 from .._util import NoPublicConstructor, gc_paused, sequence_of
-from .fairshare import ReadGate
+from .fairshare import ReadGate, ScoringSlots
 from .snapshot import (
     Snapshot,
+    VersionHolds,
     check_listing,
     check_query,
     check_thresholds,
@@ -157,6 +158,24 @@ _RETRIEVE_DIRECT = True
 #: batch with access hits and every vacuum step): the same oldest version. False:
 #: ``list(self._snapshots)`` (the path before it).
 _HORIZON_REFS = True
+#: A memory's scoring slots (``SCORING_SLOTS``) are a :class:`~.fairshare.ScoringSlots`
+#: instead of a :class:`trio.CapacityLimiter`: the same first-come-first-served slots,
+#: the same cancellation (a retrieve cancelled while waiting takes none) and the same
+#: wake-up of the waiters when the memory closes or breaks, for less per retrieve: a
+#: slot taken and given back by a set operation (no ``WouldBlock`` raised for a retrieve
+#: that waits, no ``contextlib.suppress`` around the give-back), a wait parked once (no
+#: :class:`trio.CancelScope` per wait for the close, no parking lot). Read when a memory
+#: is made. False: the limiter (the path before it).
+_OWN_SLOTS = True
+#: A retrieve or listing under way holds its view's version in the memory's
+#: :class:`~.snapshot.VersionHolds` (a dict update at its start and its end) instead of
+#: registering a :class:`Snapshot` in the memory's ``WeakSet`` (an object, a weak
+#: reference and its callback per retrieve): the same oldest version for the vacuum,
+#: the same ``live_snapshots``. Read when a memory is made. False: a snapshot per
+#: retrieve (the path before it). Off: in the main job's callgrind it made no
+#: difference beyond a run's spread (13,331 M without it, 13,353 M with it; repeats
+#: differ by ~1%), docs/benchmarks.md (``mainjob14``).
+_HOLDS_BY_VERSION = False
 
 _STORE, _DELETE, _CONSOLIDATE, _FLUSH, _STORE_NOWAIT, _STORE_MANY, _DELETE_KEY, _SWEEP = range(8)
 
@@ -269,6 +288,9 @@ class Memory(metaclass=NoPublicConstructor):
         #: Entries the current batch's sweep removed (for ``sweep_expired``'s answer).
         self._swept = 0
         self._snapshots: weakref.WeakSet[Snapshot] = weakref.WeakSet()
+        #: The versions retrieves and listings under way read (_HOLDS_BY_VERSION), or
+        #: None (they register a snapshot in _snapshots).
+        self._holds: VersionHolds | None = VersionHolds() if _HOLDS_BY_VERSION else None
         self._retrieves = 0
         #: Durable backend hook: awaited with each batch's journal before publishing.
         #: Durable mode: ``await _commit(journal, meanwhile)`` writes the batch's journal
@@ -283,7 +305,13 @@ class Memory(metaclass=NoPublicConstructor):
         #: Where readers wait between slices while writes are pending (fairshare.py).
         self._gate = ReadGate()
         #: Tokens of the retrieves scoring now (``SCORING_SLOTS``), or None.
-        self._slots = None if SCORING_SLOTS is None else trio.CapacityLimiter(SCORING_SLOTS)
+        self._slots: ScoringSlots | trio.CapacityLimiter | None = (
+            None
+            if SCORING_SLOTS is None
+            else ScoringSlots(SCORING_SLOTS)
+            if _OWN_SLOTS
+            else trio.CapacityLimiter(SCORING_SLOTS)
+        )
         #: The cancel scopes of the retrieves waiting for a slot: cancelled when the
         #: memory closes or breaks, so that they raise then, not once a slot is free.
         self._slot_waits: set[trio.CancelScope] = set()
@@ -334,6 +362,8 @@ class Memory(metaclass=NoPublicConstructor):
         raise now (each takes no slot). O(waiting)."""
         for waiting in self._slot_waits:
             waiting.cancel()
+        if type(self._slots) is ScoringSlots:
+            self._slots.stop_waiters()
 
     # ------------------------------------------------------------ writes
 
@@ -621,7 +651,7 @@ class Memory(metaclass=NoPublicConstructor):
         alive = self._alive(view)
         accept = with_alive(accept, alive)
         recs = await list_records_sliced(
-            self._state, view, prefix, accept, limit, offset, self._snapshots, self._gate
+            self._state, view, prefix, accept, limit, offset, self._registry(), self._gate
         )
         if refresh_ttl and alive is not None:
             self._note_refresh(recs, self._now())
@@ -768,23 +798,37 @@ class Memory(metaclass=NoPublicConstructor):
             slots = None
         borrower = object()  # a token per retrieve, whatever task runs it
         waited = False
-        try:
-            if slots is not None:
-                try:
-                    slots.acquire_on_behalf_of_nowait(borrower)
-                except trio.WouldBlock:
+        if type(slots) is ScoringSlots:  # _OWN_SLOTS
+            try:
+                if not slots.take(borrower):
                     waited = True
-                if waited:
-                    await self._wait_for_slot(slots, borrower)  # a schedule point
-            hits, view, alive = await self._score(
-                query, limit, accept, min_score, min_matched, waited
-            )
-        finally:
-            if slots is not None:
+                    await self._wait_in_line(slots, borrower)  # a schedule point
+                hits, view, alive = await self._score(
+                    query, limit, accept, min_score, min_matched, waited
+                )
+            finally:
                 # Whatever was raised where (a cancel while waiting, a KeyboardInterrupt
-                # just after the acquire): the slot is given back if it was taken.
-                with contextlib.suppress(RuntimeError):  # not held by this borrower
-                    slots.release_on_behalf_of(borrower)
+                # just after the take): the slot is given back if it was taken.
+                slots.give_back(borrower)
+        else:
+            try:
+                if slots is not None:
+                    try:
+                        slots.acquire_on_behalf_of_nowait(borrower)
+                    except trio.WouldBlock:
+                        waited = True
+                    if waited:
+                        await self._wait_for_slot(slots, borrower)  # a schedule point
+                hits, view, alive = await self._score(
+                    query, limit, accept, min_score, min_matched, waited
+                )
+            finally:
+                if slots is not None:
+                    # Whatever was raised where (a cancel while waiting, a
+                    # KeyboardInterrupt just after the acquire): the slot is given back
+                    # if it was taken.
+                    with contextlib.suppress(RuntimeError):  # not held by this borrower
+                        slots.release_on_behalf_of(borrower)
         self._retrieves += 1
         if hits:
             self._note_access(hits)
@@ -792,7 +836,19 @@ class Memory(metaclass=NoPublicConstructor):
                 self._note_refresh([rec for _, rec in hits], self._now())
         return hits, view
 
-    async def _wait_for_slot(self, slots: trio.CapacityLimiter, borrower: object) -> None:
+    async def _wait_in_line(self, slots: ScoringSlots, borrower: object) -> None:
+        """:meth:`_wait_for_slot` with :class:`~.fairshare.ScoringSlots`
+        (``_OWN_SLOTS``): the same checks, the same errors, the same order; the memory's
+        close or break wakes the waiters through ``slots.stop_waiters``."""
+        self._raise_if_unusable()
+        await trio.lowlevel.checkpoint_if_cancelled()  # as the limiter's acquire
+        if not await slots.wait(borrower):  # stopped: the memory closed or broke
+            self._raise_if_unusable()
+            raise trio.ClosedResourceError("the memory is closed")  # pragma: no cover
+
+    async def _wait_for_slot(
+        self, slots: ScoringSlots | trio.CapacityLimiter, borrower: object
+    ) -> None:
         """Wait for a scoring slot for ``borrower``, first come first served. A closed or
         broken memory raises at once, and wakes the retrieves waiting when it closes or
         breaks (they take no slot), not once the retrieves holding the slots have scored
@@ -837,7 +893,7 @@ class Memory(metaclass=NoPublicConstructor):
         alive = self._alive(view)
         accept = with_alive(accept, alive)
         hits = await run_retrieve_sliced(
-            state, view, query, limit, accept, self._snapshots, min_score, min_matched,
+            state, view, query, limit, accept, self._registry(), min_score, min_matched,
             gate, yielded=parked or yielded,
         )  # fmt: skip
         return hits, view, alive
@@ -929,7 +985,7 @@ class Memory(metaclass=NoPublicConstructor):
             queue_depth=self._send.statistics().current_buffer_used,
             queue_capacity=self._queue_size,
             snapshot_version=state.published,
-            live_snapshots=len(self._snapshots),
+            live_snapshots=len(self._snapshots) + (0 if self._holds is None else self._holds.count),
             retained_versions=state.retained,
             log_applied_seq=None if self._replica is None else self._replica.applied,
             log_stale_seconds=None if self._replica is None else self._replica.stale_seconds(),
@@ -954,8 +1010,15 @@ class Memory(metaclass=NoPublicConstructor):
             return math.inf
         return trio.current_time() + max(0.0, nxt - now.timestamp())
 
+    def _registry(self) -> weakref.WeakSet[Snapshot] | VersionHolds:
+        """Where a retrieve or listing under way registers its view (_HOLDS_BY_VERSION)."""
+        holds = self._holds
+        return self._snapshots if holds is None else holds
+
     def _horizon(self) -> int:
         horizon = self._state.published
+        if self._holds is not None:
+            horizon = self._holds.oldest(horizon)
         if _HORIZON_REFS:
             # The WeakSet's own set of weak references, copied (a callback may drop one
             # meanwhile); a dead reference is a snapshot gone, as WeakSet's iteration
@@ -1468,9 +1531,7 @@ def _ignore(result: outcome.Outcome[None]) -> None:
     result, ``SqliteStore.checkpoint_due``, and it raises nothing)."""
 
 
-def _commit_inline(
-    fn: Callable[[_T], bool], arg: _T, meanwhile: Callable[[], None]
-) -> bool:
+def _commit_inline(fn: Callable[[_T], bool], arg: _T, meanwhile: Callable[[], None]) -> bool:
     """:func:`_in_thread_while` without the thread: ``fn(arg)``, then ``meanwhile()``;
     raise what ``meanwhile`` or else ``fn`` raised (``meanwhile`` runs after a failed
     ``fn`` too). ``fn`` returning False (nothing done: the database is locked by another

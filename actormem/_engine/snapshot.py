@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_QUERY_CHARS",
     "Snapshot",
+    "VersionHolds",
     "check_listing",
     "list_namespaces_at",
     "list_records",
@@ -232,12 +233,19 @@ async def list_records_sliced(
     accept: Accept,
     limit: int,
     offset: int,
-    registry: weakref.WeakSet[Snapshot],
+    registry: weakref.WeakSet[Snapshot] | VersionHolds,
     gate: ReadGate | None = None,
 ) -> list[Record]:
     """:func:`list_records`, letting other tasks run every :data:`RETRIEVE_SLICE` seconds
     (``view`` is registered as a live snapshot meanwhile, as a retrieve's is; ``gate``
     as in :func:`run_retrieve_sliced`)."""
+    if type(registry) is VersionHolds:  # memory._HOLDS_BY_VERSION
+        version = view.version
+        registry.hold(version)
+        try:
+            return await _run_sliced(list_steps(view, prefix, accept, limit, offset), gate)
+        finally:
+            registry.release(version)
     hold = Snapshot._create(state, view, registry)
     try:
         return await _run_sliced(list_steps(view, prefix, accept, limit, offset), gate)
@@ -318,7 +326,7 @@ async def run_retrieve_sliced(
     query: str,
     limit: int,
     accept: Accept,
-    registry: weakref.WeakSet[Snapshot],
+    registry: weakref.WeakSet[Snapshot] | VersionHolds,
     min_score: float | None = None,
     min_matched: int = 0,
     gate: ReadGate | None = None,
@@ -329,7 +337,8 @@ async def run_retrieve_sliced(
     index may embed it on the event loop (``inline_ok``: built-in model, short query).
 
     ``view`` is registered as a live snapshot in ``registry`` until the scoring ends, so
-    the owner's vacuum keeps every record it can see. Cancellation at a checkpoint
+    the owner's vacuum keeps every record it can see (a :class:`VersionHolds`: its
+    version is held, no :class:`Snapshot` made). Cancellation at a checkpoint
     closes the index's generator and raises :class:`trio.Cancelled`. With a ``gate``,
     each slice boundary is the gate's checkpoint: the reader parks there while the
     owner takes its share of the loop (:mod:`actormem._engine.fairshare`). A retrieve
@@ -338,7 +347,37 @@ async def run_retrieve_sliced(
     point (the caller makes the cancel point before it starts).
     """
     limit = min(limit, len(view))  # as run_retrieve
+    if type(registry) is VersionHolds:  # memory._HOLDS_BY_VERSION
+        version = view.version
+        registry.hold(version)
+        try:
+            return await _retrieve_sliced(
+                state, view, query, limit, accept, min_score, min_matched, gate, yielded
+            )
+        finally:
+            registry.release(version)
     hold = Snapshot._create(state, view, registry)
+    try:
+        return await _retrieve_sliced(
+            state, view, query, limit, accept, min_score, min_matched, gate, yielded
+        )
+    finally:
+        del hold
+
+
+async def _retrieve_sliced(
+    state: MemoryState,
+    view: View,
+    query: str,
+    limit: int,
+    accept: Accept,
+    min_score: float | None,
+    min_matched: int,
+    gate: ReadGate | None,
+    yielded: bool,
+) -> list[tuple[float, Record]]:
+    """:func:`run_retrieve_sliced`'s work while ``view`` is held (``limit`` already
+    capped)."""
     dense = _query_index(state.index) if limit > 0 and len(view) else None
     if dense is not None and not dense.inline_ok([query]):
         # A custom embedder, or a long query: embed it in a worker thread (abandoned on
@@ -356,7 +395,6 @@ async def run_retrieve_sliced(
     finally:
         if dense is not None:
             dense.unpin_query(query)
-        del hold
 
 
 def _query_index(index: Any) -> Any:
@@ -505,3 +543,42 @@ class Snapshot(metaclass=NoPublicConstructor):
 
     def __repr__(self) -> str:
         return f"<actormem.Snapshot version={self.version} entries={len(self)}>"
+
+
+class VersionHolds:
+    """The versions that retrieves and listings under way read (``memory._HOLDS_BY_VERSION``):
+    version -> how many hold it. What a :class:`Snapshot` registered in the memory's
+    ``WeakSet`` per retrieve did for the owner's vacuum (the oldest version held) and
+    for ``statistics().live_snapshots`` (how many), by a dict update at the start and
+    the end of each instead of an object, a weak reference and its callback. The
+    user's own snapshots stay in the ``WeakSet``. No lock: one trio thread."""
+
+    __slots__ = ("_by_version", "count")
+
+    def __init__(self) -> None:
+        self._by_version: dict[int, int] = {}
+        #: Holds in all.
+        self.count = 0
+
+    def hold(self, version: int) -> None:
+        """One more reader of ``version``. O(1)."""
+        by = self._by_version
+        by[version] = by.get(version, 0) + 1
+        self.count += 1
+
+    def release(self, version: int) -> None:
+        """One reader of ``version`` less (it holds it). O(1)."""
+        by = self._by_version
+        left = by[version] - 1
+        if left:
+            by[version] = left
+        else:
+            del by[version]
+        self.count -= 1
+
+    def oldest(self, below: int) -> int:
+        """The oldest version held, or ``below`` if none is older. O(versions held)."""
+        for version in self._by_version:
+            if version < below:
+                below = version
+        return below

@@ -4312,6 +4312,207 @@ done:
     return result;
 }
 
+/* x is visited before y in flat_first's order: visit order (vbefore), then the smaller
+ * group number (a total order: two groups never compare equal). */
+static inline int
+fbefore(const struct vcand *x, const struct vcand *y)
+{
+    return x->b > y->b || (x->b == y->b && (x->s < y->s || (x->s == y->s && x->g < y->g)));
+}
+
+/* The worst-first heap of flat_first's best k: the root is the one visited last. */
+static void
+fworst_sift(struct vcand *t, Py_ssize_t m, Py_ssize_t i)
+{
+    struct vcand x = t[i];
+    for (;;) {
+        Py_ssize_t c = 2 * i + 1;
+        if (c >= m) break;
+        if (c + 1 < m && fbefore(&t[c], &t[c + 1])) c++;
+        if (!fbefore(&x, &t[c])) break;
+        t[i] = t[c];
+        i = c;
+    }
+    t[i] = x;
+}
+
+/* flat_first's scan, its arguments and results. */
+struct fscan {
+    const double *table; /* each count's part, up to top */
+    Py_ssize_t top, n_words;
+    const double *maxrel;
+    const int64_t *minseq;
+    Py_ssize_t least, k;
+    int has_kth;
+    double kth;
+    int64_t kth_seq;
+    int has_after;
+    struct vcand after;
+    struct vcand *best; /* room for k: the worst-first heap of the best seen */
+    Py_ssize_t kept, m; /* out: groups in best, groups that passed */
+};
+
+/* The groups below n of counts c8 (or c16 when wide) into sc->best; `filtered`: has_kth
+ * or has_after may be set (the two are checked only then). Inlined for each constant
+ * wide and filtered, so the loop tests neither per group. */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("fp-contract=off")))
+#endif
+static inline __attribute__((always_inline)) void
+flat_scan(struct fscan *sc, const uint8_t *c8, const uint16_t *c16, Py_ssize_t n, int wide,
+          int filtered)
+{
+    const double *table = sc->table, *maxrel = sc->maxrel;
+    const int64_t *minseq = sc->minseq;
+    const Py_ssize_t least = sc->least, k = sc->k, top = sc->top;
+    struct vcand *best = sc->best;
+    Py_ssize_t kept = 0, m = 0;
+    /* the root's key (the worst kept), in registers once the heap is full */
+    double rb = 0.0;
+    int64_t rs = 0, rg = 0;
+    for (Py_ssize_t g = 0; g < n; g++) {
+        Py_ssize_t c = wide ? c16[g] : c8[g];
+        if (c < least) continue;
+        double p = c <= top ? table[c] : 0.4 * ((double)c / (double)sc->n_words);
+        double b = ((0.5 * maxrel[g] + p) + 0.0) + 0.1;
+        int64_t s = minseq[g];
+        if (filtered) {
+            if (sc->has_kth && !(b > sc->kth || (b == sc->kth && s < sc->kth_seq))) continue;
+            if (sc->has_after) {
+                const struct vcand *a = &sc->after;
+                if (!(a->b > b || (a->b == b && (a->s < s || (a->s == s && a->g < g))))) continue;
+            }
+        }
+        m++;
+        if (kept == k) {
+            /* before the root (fbefore(x, root)) or not kept */
+            if (!(b > rb || (b == rb && (s < rs || (s == rs && g < rg))))) continue;
+            if (k == 0) continue;
+            struct vcand x = {b, s, g, p};
+            best[0] = x;
+            fworst_sift(best, kept, 0);
+        } else {
+            /* sift up into the worst-first heap */
+            struct vcand x = {b, s, g, p};
+            Py_ssize_t i = kept++;
+            while (i > 0) {
+                Py_ssize_t up = (i - 1) / 2;
+                if (!fbefore(&best[up], &x)) break;
+                best[i] = best[up];
+                i = up;
+            }
+            best[i] = x;
+        }
+        if (kept == k) {
+            rb = best[0].b;
+            rs = best[0].s;
+            rg = best[0].g;
+        }
+    }
+    sc->kept = kept;
+    sc->m = m;
+}
+
+PyDoc_STRVAR(flat_first_doc,
+"flat_first(counts, n, least, n_words, maxrel, minseq, has_kth, kth, kth_seq, k,\n"
+"           has_after, after_b, after_s, after_g) -> (list, int)\n\n"
+"The groups g < n whose count (counts: uint8 or uint16, at least n) is at least least\n"
+"(>= 1), each with its score part p = 0.4 * (count / n_words) and its bound\n"
+"((0.5 * maxrel[g] + p) + 0.0) + 0.1 (the floats numpy gives), in visit order:\n"
+"highest bound, then smallest seq (minseq[g]), then smallest g. With has_kth only\n"
+"those whose bound is above kth, or equal with a seq below kth_seq (as visit_heap);\n"
+"with has_after only those after (after_b, after_s, after_g) in that order. Returns the\n"
+"first min(k, m) of the m such groups as visit_pop's (g, bound, seq, part) tuples, and\n"
+"m minus those. No buffer of all m: O(n + m log k).");
+
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("fp-contract=off")))
+#endif
+static PyObject *
+flat_first(PyObject *self, PyObject *args)
+{
+    PyObject *o_c, *o_r, *o_s;
+    Py_ssize_t n, least, n_words, k;
+    int has_kth, has_after;
+    double kth, after_b;
+    long long kth_seq, after_s, after_g;
+    if (!PyArg_ParseTuple(args, "OnnnOOpdLnpdLL", &o_c, &n, &least, &n_words, &o_r, &o_s,
+                          &has_kth, &kth, &kth_seq, &k, &has_after, &after_b, &after_s,
+                          &after_g)) {
+        return NULL;
+    }
+    Py_buffer cb, rb, sb;
+    PyObject *result = NULL, *list = NULL;
+    struct vcand *best = NULL;
+    double *table = NULL;
+    if (PyObject_GetBuffer(o_c, &cb, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_SetString(PyExc_ValueError, "counts: not a contiguous buffer");
+        return NULL;
+    }
+    int wide = kind_ok(&cb, K_U16);
+    if (cb.ndim != 1 || !(wide || kind_ok(&cb, K_U8))) {
+        PyErr_SetString(PyExc_ValueError, "counts: wrong element type or shape");
+        PyBuffer_Release(&cb);
+        return NULL;
+    }
+    if (get(o_r, &rb, K_F64, 0, "maxrel") < 0) goto e1;
+    if (get(o_s, &sb, K_I64, 0, "minseq") < 0) goto e2;
+    if (n < 0 || n > LEN(cb) || n > LEN(rb) || n > LEN(sb) || least < 1 || n_words < 1 ||
+        k < 0 || n_words > 65535) {
+        PyErr_SetString(PyExc_ValueError, "n, least, n_words or k out of range");
+        goto done;
+    }
+    {
+        /* Every count's part, as numpy computes counts.astype(float64) / n_words * 0.4. */
+        Py_ssize_t top = n_words < 255 ? n_words : 255; /* above: computed where met */
+        table = PyMem_Malloc(sizeof(double) * (size_t)(top + 1));
+        best = PyMem_Malloc(sizeof(struct vcand) * (size_t)(k > 0 ? k : 1));
+        if (table == NULL || best == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        for (Py_ssize_t c = 0; c <= top; c++) table[c] = 0.4 * ((double)c / (double)n_words);
+        const uint8_t *c8 = cb.buf;
+        const uint16_t *c16 = cb.buf;
+        const double *maxrel = rb.buf;
+        const int64_t *minseq = sb.buf;
+        struct vcand after = {after_b, (int64_t)after_s, (int64_t)after_g, 0.0};
+        struct fscan sc = {table, top, n_words, maxrel, minseq, least, k, has_kth, kth,
+                           (int64_t)kth_seq, has_after, after, best, 0, 0};
+        int filtered = has_kth || has_after;
+        if (wide) {
+            if (filtered) flat_scan(&sc, NULL, c16, n, 1, 1);
+            else flat_scan(&sc, NULL, c16, n, 1, 0);
+        } else {
+            if (filtered) flat_scan(&sc, c8, NULL, n, 0, 1);
+            else flat_scan(&sc, c8, NULL, n, 0, 0);
+        }
+        Py_ssize_t kept = sc.kept, m = sc.m;
+        list = PyList_New(kept);
+        if (list == NULL) goto done;
+        /* Worst first out of the heap: the list filled from its end. */
+        for (Py_ssize_t left = kept; left > 0;) {
+            struct vcand x = best[0];
+            best[0] = best[--left];
+            if (left > 1) fworst_sift(best, left, 0);
+            PyObject *item = vtuple(&x);
+            if (item == NULL) goto done;
+            PyList_SET_ITEM(list, left, item);
+        }
+        result = Py_BuildValue("(On)", list, m - kept);
+    }
+done:
+    PyMem_Free(table);
+    PyMem_Free(best);
+    Py_XDECREF(list);
+    PyBuffer_Release(&sb);
+e2:
+    PyBuffer_Release(&rb);
+e1:
+    PyBuffer_Release(&cb);
+    return result;
+}
+
 PyDoc_STRVAR(visit_order_doc,
 "visit_order(heap, m) -> None\n\n"
 "Makes the m groups of heap (as visit_heap(..., order=False) or visit_select leave\n"
@@ -5523,6 +5724,7 @@ static PyMethodDef methods[] = {
     {"visit_heap", visit_heap, METH_VARARGS, visit_heap_doc},
     {"visit_pop", visit_pop, METH_VARARGS, visit_pop_doc},
     {"visit_select", visit_select, METH_VARARGS, visit_select_doc},
+    {"flat_first", flat_first, METH_VARARGS, flat_first_doc},
     {"visit_order", visit_order, METH_VARARGS, visit_order_doc},
     {"wmax_chunks", wmax_chunks, METH_VARARGS, wmax_chunks_doc},
     {"bits_select_chunks", bits_select_chunks, METH_VARARGS, bits_select_chunks_doc},

@@ -61,6 +61,7 @@ __all__ = [
     "bits_to_gids",
     "core",
     "count_words",
+    "flat_first",
     "lower",
     "text_masks",
     "token_cache",
@@ -971,6 +972,72 @@ def visit_heap(
     got: int = _module().visit_heap(
         idx, maxrel, minseq, part, parts, has_kth, bound, seq, heap, order
     )
+    return got
+
+
+def flat_first(
+    counts: np.ndarray[Any, Any],
+    n: int,
+    least: int,
+    n_words: int,
+    maxrel: np.ndarray[Any, Any],
+    minseq: np.ndarray[Any, Any],
+    kth: tuple[float, int] | None,
+    k: int,
+    after: tuple[float, int, int] | None = None,
+) -> tuple[list[Any], int]:
+    """The first ``min(k, m)`` of the ``m`` groups ``g < n`` whose matched count
+    (``counts``: uint8 or uint16, at least ``n``) is at least ``least``, in visit order,
+    straight from the counts (no index array, parts array or buffer of all ``m``):
+    highest bound first, then smallest seq (``minseq``, int64), then smallest ``g``. A
+    group's score part is ``0.4 * (count / n_words)`` and its bound ``((0.5 * maxrel[g]
+    + part) + 0.0) + 0.1`` (``maxrel`` float64): the floats numpy gives for the same
+    expressions. With ``kth`` (``(bound, seq)`` of the heap's worst) only the groups
+    whose bound is above it, or equal with a smaller seq (as :func:`visit_heap`); with
+    ``after`` (``(bound, seq, g)`` of the last group read) only the groups after it in
+    that order, so the next batch is read by calling again. Returns
+    :func:`visit_pop`'s ``(g, bound, seq, part)`` tuples and ``m`` less those.
+    O(n + m log k).
+
+    Raises:
+        TypeError, ValueError: An argument of the wrong type, size or range.
+    """
+    _need(type(counts) is np.ndarray and counts.dtype in _COUNTS[:2], "counts: uint8 or uint16")
+    size = kernels._array_of("counts", counts, counts.dtype)
+    _need(type(n) is int and 0 <= n <= size, "n beyond counts")
+    _need(kernels._array_of("maxrel", maxrel, kernels._F64) >= n, "maxrel shorter than n")
+    _need(kernels._array_of("minseq", minseq, _I64) >= n, "minseq shorter than n")
+    _need(type(least) is int and 1 <= least < _SSIZE, "least: an int >= 1")
+    _need(type(n_words) is int and 1 <= n_words <= 0xFFFF, "n_words: an int in 1-65535")
+    _need(type(k) is int and 0 <= k < _SSIZE, "k: an int >= 0")
+    if kth is None:
+        has_kth, bound, seq = False, 0.0, 0
+    else:
+        _need(type(kth) is tuple and len(kth) == 2, "kth: (float, int)")
+        bound, seq = kth
+        has_kth = True
+        _need(
+            type(bound) is float and type(seq) is int and -_SSIZE <= seq < _SSIZE,
+            "kth: (float, int) with an int64 seq",
+        )
+    if after is None:
+        has_after, a_bound, a_seq, a_g = False, 0.0, 0, 0
+    else:
+        _need(type(after) is tuple and len(after) == 3, "after: (float, int, int)")
+        a_bound, a_seq, a_g = after
+        has_after = True
+        _need(
+            type(a_bound) is float
+            and type(a_seq) is int
+            and type(a_g) is int
+            and -_SSIZE <= a_seq < _SSIZE
+            and -_SSIZE <= a_g < _SSIZE,
+            "after: (float, int, int) with int64 ints",
+        )
+    got: tuple[list[Any], int] = _module().flat_first(
+        counts, n, least, n_words, maxrel, minseq, has_kth, bound, seq, k,
+        has_after, a_bound, a_seq, a_g,
+    )  # fmt: skip
     return got
 
 

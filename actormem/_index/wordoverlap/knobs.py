@@ -250,6 +250,19 @@ _BITS_MIN_WORDS = 32
 #: count took ~146 us, every group at once ~190.
 _RANK_FLAT = 1 << 15
 _RANK_FLAT_GROUPS = 0
+#: The byte path's flat ranking (``_RANK_FLAT``, every matched group at once) picks its
+#: batches straight from the counts in C (``ccore.flat_first``: one pass over the
+#: counts computing each matched group's part and bound and keeping the best batch,
+#: a second pass after the last group read only when a batch was not enough) instead
+#: of an index array, a parts array (five numpy calls), ``visit_heap`` writing every
+#: matched group to a buffer and ``visit_select`` reading it again: a main-job
+#: retrieve matched ~2,000 groups and read ~27 of them. Over at most ``_CHUNK``
+#: groups (one call reads every count; ``_RANK_FLAT`` is ``_CHUNK``). Its chunks'
+#: largest counts (only the count-by-count loop below the flat visit reads them, and
+#: with ``_RANK_FLAT_GROUPS`` 0 that loop is empty) are not computed. False: the path
+#: before it (the same top-k, scores and ties: the visit's result does not depend on
+#: the order it reads the groups in).
+_FLAT_FIRST = True
 
 #: A query word of one or two characters outside the masks' table (``masks._SHORT``:
 #: ``0,``, ``"4``, the JSON of tool results) has its match set cached however small

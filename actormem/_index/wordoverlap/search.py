@@ -413,11 +413,15 @@ class WordOverlapSearch:
 
         # The largest count per chunk of knobs._CHUNK groups, a chunk between two yields.
         tops: list[tuple[int, int]] = []  # (first group number, largest count) per chunk
-        for start in range(0, n, knobs._CHUNK):
-            most = int(counts[start : start + knobs._CHUNK].max())
-            if most:
-                tops.append((start, most))
-            yield
+        flat = n <= knobs._RANK_FLAT
+        if not (flat and self._flat_first_on(counts, n_words)):
+            # (_FLAT_FIRST: the flat visit of every matched group leaves no count for
+            # the loop below it, which alone reads `tops`.)
+            for start in range(0, n, knobs._CHUNK):
+                most = int(counts[start : start + knobs._CHUNK].max())
+                if most:
+                    tops.append((start, most))
+                yield
 
         def select(c: int, start: int) -> np.ndarray[Any, Any]:
             found = np.flatnonzero(counts[start : start + knobs._CHUNK] == c)
@@ -426,7 +430,7 @@ class WordOverlapSearch:
 
         result = yield from self._rank_steps(
             view, n_words, limit, accept, min_matched, tagged, max_rel, at_start, tops, select,
-            lambda g: int(counts[g]), counts if n <= knobs._RANK_FLAT else None,
+            lambda g: int(counts[g]), counts if flat else None,
         )  # fmt: skip
         self._give(e, counts_all)
         return result
@@ -650,6 +654,95 @@ class WordOverlapSearch:
         return [(i * chunk, m) for i, m in enumerate(most[:chunks].tolist()) if m]
 
     @staticmethod
+    def _flat_first_on(counts: np.ndarray[Any, Any], n_words: int) -> bool:
+        """Whether the flat ranking picks its groups with ``ccore.flat_first``
+        (``knobs._FLAT_FIRST``): the compiled core, byte or uint16 counts, the groups
+        of every matched count at once (``_RANK_FLAT_GROUPS`` 0), and at most
+        ``_CHUNK`` of them (one call reads every count: no more than a step may touch;
+        ``_RANK_FLAT`` is no larger at the default knobs). O(1)."""
+        return (
+            knobs._FLAT_FIRST
+            and len(counts) <= knobs._CHUNK
+            and knobs._VISIT_C
+            and knobs._RANK_FLAT_GROUPS <= 0
+            and n_words <= 0xFFFF
+            and counts.dtype.itemsize <= 2
+            and ccore.core() is not None
+        )
+
+    @staticmethod
+    def _visit_flat(
+        counts: np.ndarray[Any, Any],
+        n_words: int,
+        least: int,
+        maxrel: np.ndarray[Any, Any],
+        minseq: np.ndarray[Any, Any],
+        glist: list[Record | _Group | None],
+        heap: list[tuple[float, int, Record]],
+        limit: int,
+        push: Any,
+        admitted: Any,
+        tagged: set[Record],
+        progress: list[int],
+    ) -> Generator[None, None, None]:
+        """:meth:`_visit` of every group whose count is at least ``least``, each with
+        its own part ``0.4 * (count / n_words)``, the batches picked straight from
+        ``counts`` (``knobs._FLAT_FIRST``): ``ccore.flat_first`` gives the first
+        ``max(limit, _VISIT_BATCH)`` groups in visit order (filtered by the heap's worst
+        when it is full), then, only if they were all read and more are left, the next
+        four times as many after the last one read, and so on. The same groups can
+        enter as :meth:`_visit`'s, so the same top-k, scores and ties. O(n + groups
+        read * log batch) per batch."""
+        n = len(counts)
+        batch = max(limit, knobs._VISIT_BATCH)
+        step, done, full = knobs._STEP, progress[0], len(heap) == limit
+        after: tuple[float, int, int] | None = None
+        while True:
+            kth = (float(heap[0][0]), -heap[0][1]) if full else None
+            picked, more = ccore.flat_first(
+                counts, n, least, n_words, maxrel, minseq, kth, batch, after
+            )
+            if not picked:
+                break
+            yield
+            # The loop of _visit_c (the same checks and stops).
+            for g, bound, mseq, gpart in picked:
+                done += 1
+                if not done % step:
+                    progress[0] = done
+                    yield
+                if full:
+                    worst = heap[0]
+                    if bound < worst[0] or (bound == worst[0] and mseq > -worst[1]):
+                        progress[0] = done
+                        return  # neither this group nor any later one can enter
+                item = glist[g]
+                if item is None:
+                    continue
+                recs = item.recs if type(item) is _Group else (item,)
+                for rec in recs:
+                    done += 1
+                    if not done % step:
+                        progress[0] = done
+                        yield
+                    # combine_word_overlap(rel, c, n_words, False), term by term.
+                    score = ((0.5 * rec.entry.relevance + gpart) + 0.0) + 0.1
+                    if full:
+                        worst = heap[0]
+                        if score < worst[0] or (score == worst[0] and rec.seq > -worst[1]):
+                            continue
+                    if rec not in tagged and admitted(rec):
+                        push(rec, score)
+                        full = len(heap) == limit
+            if not more:
+                break
+            g, bound, mseq, _ = picked[-1]
+            after = (bound, mseq, g)
+            batch *= 4
+            progress[0] = done
+        progress[0] = done
+
+    @staticmethod
     def _rank_flat(
         counts: np.ndarray[Any, Any],
         n_words: int,
@@ -685,6 +778,12 @@ class WordOverlapSearch:
                 return least
             enough = np.flatnonzero(above[least:] >= knobs._RANK_FLAT_GROUPS)
             c0 = least + int(enough[-1]) if len(enough) else least
+        if WordOverlapSearch._flat_first_on(counts, n_words):
+            yield from WordOverlapSearch._visit_flat(
+                counts, n_words, c0, maxrel, minseq, glist, heap, limit, push, admitted,
+                tagged, progress,
+            )  # fmt: skip
+            return c0
         found: list[np.ndarray[Any, Any]] = []
         for start in range(0, len(counts), knobs._CHUNK):
             got = np.flatnonzero(counts[start : start + knobs._CHUNK] >= c0)
