@@ -84,7 +84,7 @@ import operator
 import struct
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from datetime import UTC, datetime, timedelta
 from itertools import islice, repeat
 from typing import Any, NamedTuple, cast
@@ -429,6 +429,19 @@ _STORE_C_RETRY = 64
 #: Inserts below which a C call counts as having inserted few (a run that long pays for
 #: its stop: the next entry alone by ``_store_batch``, then the call again).
 _STORE_C_FEW = 8
+#: A state made while this is on keeps ``_dups`` in the C ``DupTable``
+#: (``_cwordoverlap.c``, ``_duptable.h``) instead of a dict: the 30-bit duplicate key as a
+#: C ``uint32`` beside a reference in an open-addressing table, 12 bytes a slot at a load
+#: of 0.5-0.7, where the dict spent a ~42-byte slot and a 28-32-byte int object on each
+#: key (~-50 bytes an entry at 1M); ``_link``, ``_unlink``, ``_store_batch`` and
+#: ``_load_bulk`` make their group step in one call (``join`` / ``leave``), and the C
+#: ``store_inserts`` without an int per key. The same keys, groups (a record or a dict
+#: of two or more, in insertion order) and ``_dup_keys``; only iterating ``_dups``
+#: (``_check``, tests) sees its slots' order instead of insertion order. Read once per
+#: state. False, or without the compiled core: a dict, the layout before it.
+_DUP_TABLE = True
+#: The C ``DupTable`` type, or None without the compiled core.
+_DupTable: Callable[[], Any] | None = getattr(_kernels._wo, "DupTable", None)
 #: The fast path reads sortedcontainers 2.x's private lists; a release without them
 #: (checked once, here) takes ``add`` instead of failing every ``store_many``.
 _SORTED_INTERNALS = all(
@@ -748,8 +761,13 @@ class MemoryState:
         #: ``_key_prev``'s records by birth: vacuum drops an entry once no view is older
         #: than its record.
         self._key_prev_order: deque[Record] = deque()
-        #: dupkey -> the one record with it, or an insertion-ordered set of two or more.
-        self._dups: dict[int, Record | dict[Record, None]] = {}
+        #: dupkey -> the one record with it, or an insertion-ordered set of two or more:
+        #: a dict, or the C ``DupTable`` (:data:`_DUP_TABLE`, fixed for the state's life;
+        #: ``_dup_table`` says which).
+        self._dup_table = _DUP_TABLE and _DupTable is not None
+        self._dups: MutableMapping[int, Record | dict[Record, None]] = (
+            _DupTable() if self._dup_table and _DupTable is not None else {}
+        )
         self._dup_keys: set[int] = set()  # keys of _dups groups with two or more records
         #: The duplicate key function, one for the state's life (keys are recomputed when
         #: records leave): by the fold's hash in C when it exists, else by the fold.
@@ -929,8 +947,10 @@ class MemoryState:
             self._evict[rec.entry.validated].add(rec.evkey)  # validated: 0 or 1
         key = self._dupkey(rec)
         dups = self._dups
-        group = dups.get(key)
-        if group is None:
+        if self._dup_table:  # the steps below in one C call
+            if dups.join(key, rec):  # type: ignore[attr-defined]
+                self._dup_keys.add(key)
+        elif (group := dups.get(key)) is None:
             dups[key] = rec  # a group of one is the record itself (no dict per text)
         elif isinstance(group, dict):
             group[rec] = None
@@ -966,8 +986,10 @@ class MemoryState:
             self._expiry.remove(exkey)
         key = self._dupkey(rec)
         dups = self._dups
-        group = dups[key]
-        if isinstance(group, dict):
+        if self._dup_table:  # the steps below in one C call
+            if dups.leave(key, rec):  # type: ignore[attr-defined]
+                self._dup_keys.discard(key)
+        elif isinstance(group := dups[key], dict):
             del group[rec]
             if len(group) == 1:
                 dups[key] = next(iter(group))
@@ -1148,6 +1170,7 @@ class MemoryState:
         seq_keys = self._seq_keys
         namespaces = self._namespaces
         dups = self._dups
+        dup_join = cast(Any, dups).join if self._dup_table else None
         dupkey = self._dupkey
         dup_c = self._dup_key_c()
         capacity = self.capacity
@@ -1232,8 +1255,10 @@ class MemoryState:
                 if evict is not None:
                     rec.evkey = self._evkey(rec)
                     evict[entry.validated].add(rec.evkey)
-                group = dups.get(dkey)
-                if group is None:
+                if dup_join is not None:  # _DUP_TABLE: the steps below in one C call
+                    if dup_join(dkey, rec):
+                        self._dup_keys.add(dkey)
+                elif (group := dups.get(dkey)) is None:
                     dups[dkey] = rec
                 elif isinstance(group, dict):
                     group[rec] = None
@@ -1434,6 +1459,10 @@ class MemoryState:
         by_key = self._by_key
         namespaces = self._namespaces
         dups = self._dups
+        dup_join = None
+        if self._dup_table:  # one allocation for the rows' keys (at most one key a row)
+            cast(Any, dups).reserve(len(rows))
+            dup_join = cast(Any, dups).join
         add = self.index.add if index else None
         evict_keys: tuple[list[tuple[float, Record]], list[tuple[float, Record]]] = ([], [])
         expiry_keys: list[tuple[float, Record]] = []
@@ -1490,8 +1519,10 @@ class MemoryState:
                 key = dup_c(entry.namespace, entry.category._value_, memory, entry.key, entry.value)
             else:
                 key = self._dupkey(rec)
-            same = dups.get(key)
-            if same is None:
+            if dup_join is not None:  # _DUP_TABLE: the steps below in one C call
+                if dup_join(key, rec):
+                    self._dup_keys.add(key)
+            elif (same := dups.get(key)) is None:
                 dups[key] = rec
             elif isinstance(same, dict):
                 same[rec] = None
@@ -1875,6 +1906,9 @@ class MemoryState:
             assert r.evkey[0] <= self._evkey(r)[0]
         # Duplicate groups hold exactly the live records, by their hash.
         dup_total = 0
+        assert self._dup_table == (type(self._dups) is not dict)
+        if self._dup_table:
+            cast(Any, self._dups)._check()  # its own layout
         assert self._dup_keys == {k for k, g in self._dups.items() if isinstance(g, dict)}
         for dupkey in self._dups:
             group = self._dup_group(dupkey)

@@ -32,6 +32,7 @@
 
 #include "_kernels_common.h"
 #include "_foldhash.h"
+#include "_duptable.h"
 
 static PyObject *array_type;   /* array.array */
 static PyObject *array_append; /* array.array.append (a method descriptor) */
@@ -5340,6 +5341,31 @@ ins_dup_key(PyObject *ns, PyObject *cat, PyObject *text, PyObject *key, PyObject
     return dup_key(NULL, args, 5);
 }
 
+/* ins_dup_key's value as a C int (for a DupTable: no int object): 0, or -1 with an
+ * exception. The same tuple and hash as dup_key_tuple's. */
+static int
+ins_dup_key_u32(PyObject *ns, PyObject *cat, PyObject *text, PyObject *key, PyObject *value,
+                uint32_t *out)
+{
+    PyObject *folded = fold_hash_impl(text, 2);
+    if (!folded) return -1;
+    PyObject *t = PyTuple_New(5);
+    if (!t) {
+        Py_DECREF(folded);
+        return -1;
+    }
+    PyTuple_SET_ITEM(t, 0, Py_NewRef(ns));
+    PyTuple_SET_ITEM(t, 1, Py_NewRef(cat));
+    PyTuple_SET_ITEM(t, 2, folded);
+    PyTuple_SET_ITEM(t, 3, Py_NewRef(key));
+    PyTuple_SET_ITEM(t, 4, Py_NewRef(value));
+    Py_hash_t h = PyObject_Hash(t);
+    Py_DECREF(t);
+    if (h == -1 && PyErr_Occurred()) return -1;
+    *out = (uint32_t)(h & 0x3FFFFFFF);
+    return 0;
+}
+
 PyDoc_STRVAR(store_inserts_doc,
 "store_inserts(entries, start, version, by_id, prev, rel_part, rel_lists, rel_keys,\n"
 "              rel_maxes, rel_split, namespaces, dups, dup_keys, journal, run,\n"
@@ -5355,7 +5381,8 @@ PyDoc_STRVAR(store_inserts_doc,
 "(one int), and does what _store_batch's loop does: by_id[id] = rec, prev[rec] = the\n"
 "dead record of the id if any, the relevance order's last sublists appended and its\n"
 "max replaced, the namespace list's recs appended and live + 1, the duplicate group\n"
-"(dups, dup_keys) joined, rec and entry appended to run and run_entries, (JOURNAL_PUT,\n"
+"(dups, a dict or a DupTable, and dup_keys) joined, rec and entry appended to run and\n"
+"run_entries, (JOURNAL_PUT,\n"
 "rec) to journal (None: none). The caller counts the inserts by run's growth (the\n"
 "state's version, live, stores and the order's length). Returns the index of the\n"
 "first entry not inserted (len(entries) when all were). An entry's fallible steps\n"
@@ -5391,7 +5418,8 @@ store_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         !PyDict_CheckExact(by_id) || !PyDict_CheckExact(prev) || !PyDict_CheckExact(rel_part) ||
         !PyList_CheckExact(rel_lists) || !PyList_CheckExact(rel_keys) ||
         !PyList_CheckExact(rel_maxes) || !PyDict_CheckExact(namespaces) ||
-        !PyDict_CheckExact(dups) || !PySet_CheckExact(dup_keys) ||
+        !(PyDict_CheckExact(dups) || Py_IS_TYPE(dups, &DupTable_Type)) ||
+        !PySet_CheckExact(dup_keys) ||
         !(journal == Py_None || PyList_CheckExact(journal)) || !PyList_CheckExact(run) ||
         !PyList_CheckExact(run_entries) || !PyLong_CheckExact(args[1]) ||
         !PyLong_CheckExact(args[2]) || !PyLong_CheckExact(args[9])) {
@@ -5419,6 +5447,7 @@ store_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     const Py_ssize_t *eo = ins_entry_off, *ro = ins_rec_off;
+    DupTableObject *table = Py_IS_TYPE(dups, &DupTable_Type) ? (DupTableObject *)dups : NULL;
     uint64_t v = (uint64_t)v0;
     PyObject *part_seen = NULL; /* borrowed: the part whose bytes part_b holds */
     unsigned char part_b[24];
@@ -5499,8 +5528,13 @@ store_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             if (above < 0) return NULL;
             break;
         }
-        PyObject *dkey = ins_dup_key(ns, cat_value, text, Py_None, value);
-        if (!dkey) {
+        /* The duplicate key: an int for a dict, a C int for a DupTable (room made). */
+        PyObject *dkey = NULL;
+        uint32_t dkey32 = 0;
+        int dfail = table ? ins_dup_key_u32(ns, cat_value, text, Py_None, value, &dkey32) < 0 ||
+                                dt_reserve(table, 1) < 0
+                          : !(dkey = ins_dup_key(ns, cat_value, text, Py_None, value));
+        if (dfail) {
             Py_DECREF(rkey);
             Py_DECREF(born);
             return NULL;
@@ -5508,7 +5542,7 @@ store_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_ssize_t nl0 = PyLong_AsSsize_t(nlive);
         if (nl0 == -1 && PyErr_Occurred()) {
             Py_DECREF(rkey);
-            Py_DECREF(dkey);
+            Py_XDECREF(dkey);
             Py_XDECREF(born);
             return NULL;
         }
@@ -5517,7 +5551,7 @@ store_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyObject *jt = journal == Py_None ? NULL : PyTuple_New(2);
         if (!live1 || !rec || (journal != Py_None && !jt)) {
             Py_DECREF(rkey);
-            Py_DECREF(dkey);
+            Py_XDECREF(dkey);
             Py_XDECREF(born);
             Py_XDECREF(live1);
             Py_XDECREF(rec);
@@ -5544,7 +5578,14 @@ store_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (!err) err = PyList_SetItem(rel_maxes, nl - 1, Py_NewRef(rkey));
         if (!err) err = PyList_Append(recs, rec);
         if (!err) Py_SETREF(SLOT(records, ins_ns_off[1]), Py_NewRef(live1));
-        if (!err) {
+        if (!err && table) {
+            int pair = dt_join(table, dkey32, rec); /* dt_reserve made room */
+            err = pair < 0 ? -1 : 0;
+            if (pair == 1) {
+                dkey = PyLong_FromUnsignedLong(dkey32);
+                err = dkey ? PySet_Add(dup_keys, dkey) : -1;
+            }
+        } else if (!err) {
             PyObject *group = PyDict_GetItemWithError(dups, dkey); /* borrowed */
             if (!group) {
                 err = PyErr_Occurred() ? -1 : PyDict_SetItem(dups, dkey, rec);
@@ -5564,7 +5605,7 @@ store_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (!err) err = PyList_Append(run_entries, entry);
         if (!err && jt) err = PyList_Append(journal, jt);
         Py_DECREF(rkey);
-        Py_DECREF(dkey);
+        Py_XDECREF(dkey);
         Py_DECREF(live1);
         Py_DECREF(rec);
         Py_XDECREF(jt);
@@ -5767,5 +5808,7 @@ PyInit__cwordoverlap(void)
     }
     array_one = PyObject_CallFunction(array_type, "s(i)", "i", 0);
     if (!array_one) return NULL;
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    if (m && dt_module_add(m) < 0) Py_CLEAR(m);
+    return m;
 }
