@@ -192,7 +192,11 @@ rows_bind(PyObject *rows, int n)
         if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) != n) return 0;
         for (int j = 0; j < n; j++) {
             PyObject *v = PyTuple_GET_ITEM(row, j);
-            if (v == Py_None || PyFloat_CheckExact(v) || PyBytes_CheckExact(v)) continue;
+            if (v == Py_None || PyFloat_CheckExact(v)) continue;
+            if (PyBytes_CheckExact(v)) {
+                if (PyBytes_GET_SIZE(v) > INT_MAX) return 0;
+                continue;
+            }
             if (PyLong_CheckExact(v)) {
                 int overflow;
                 (void)PyLong_AsLongLongAndOverflow(v, &overflow);
