@@ -367,3 +367,68 @@ def test_any_values_give_the_same_rows_or_the_same_error(
             store.close()
         outcome.append(repr(_all_rows(folder / f"{on}.db")))  # repr: nan == nan
     assert outcome[:2] == outcome[2:]
+
+
+async def test_reads_never_commit_and_a_hit_commits_once(tmp_path: Path) -> None:
+    """``test_durable``'s reads-never-touch-the-file, for the writer: retrieves without
+    hits, snapshots and gets commit nothing; a hit's access update is one commit."""
+    async with open_memory(path=tmp_path / "m.db") as memory:
+        for i in range(50):
+            await memory.store(_entry(i, f"entry {i}"))
+        store = memory._storage
+        assert store is not None
+        assert store._cwriter is not None
+        commits, written = store.commits, store.written
+        for _ in range(20):
+            assert await memory.retrieve("entry", 5, namespace=("nowhere",)) == []
+            assert len(memory.snapshot().retrieve("entry", 3)) == 3
+            assert await memory.get(uuid.uuid4()) is None
+        await memory.sweep_expired()  # an awaited round trip through the owner
+        assert (store.commits, store.written) == (commits, written)
+        await memory.retrieve("entry 7", 1)
+        await memory.sweep_expired()
+        assert (store.commits, store.written) == (commits + 1, written + 1)
+
+
+async def test_a_full_disk_fails_the_commit_and_breaks_the_memory(tmp_path: Path) -> None:
+    """``test_durable``'s failed commit, through the writer: its connection limited to
+    the file's pages (``max_page_count``), a large store fails with "full", nothing of
+    its batch is acknowledged, the memory is broken and the file holds what was."""
+    from actormem._storage import _cwrite  # type: ignore[attr-defined]
+
+    path = tmp_path / "m.db"
+    async with open_memory(path=path) as memory:
+        await memory.store(_entry(1, "before"))
+        store = memory._storage
+        assert store is not None
+        assert store._cwriter is not None
+        (pages,) = store._conn.execute("PRAGMA page_count").fetchone()
+        dev, ino = store._identity
+        full = _cwrite.Writer(
+            sqlite_store.file_uri(store.path) + "?mode=rw",
+            os.fsencode(store.path),
+            dev,
+            ino,
+            f"PRAGMA busy_timeout = 0; PRAGMA max_page_count = {pages}",
+            sqlite_store._C_STATEMENTS,
+        )
+        store._cwriter.close()
+        store._cwriter = full
+        results: list[BaseException] = []
+
+        async def put(e: MemoryEntry) -> None:
+            try:
+                await memory.store(e)
+            except (StorageError, trio.BrokenResourceError) as exc:
+                results.append(exc)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(put, _entry(2, "x" * 50_000))
+            nursery.start_soon(put, _entry(3, "same batch"))
+        assert [type(r) for r in results] == [StorageError, StorageError]
+        assert "full" in str(results[0])
+        assert not full.in_transaction
+        with pytest.raises(trio.BrokenResourceError):
+            await memory.store(_entry(4, "later"))
+    async with open_memory(path=path) as memory:
+        assert [e.memory for e in memory.snapshot()] == ["before #1"]
