@@ -46,5 +46,14 @@ setup(
             depends=COMMON,
             optional=True,
         ),
+        # A durable memory's small group commits in C over a connection of their own
+        # (sqlite._C_COMMIT), against the system's SQLite; optional like the reader.
+        Extension(
+            "actormem._storage._cwrite",
+            ["actormem/_storage/_cwrite.c"],
+            extra_compile_args=["-O3"],
+            libraries=["sqlite3"],
+            optional=True,
+        ),
     ]
 )

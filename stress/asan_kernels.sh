@@ -13,7 +13,8 @@
 # tests/test_review17b.py, tests/test_bm25_interp_seek_kernel.py, tests/test_bm25_daat_modes.py,
 # tests/test_open_beside.py, tests/test_store10.py, tests/test_bm25_length_codes.py, tests/test_open_hash.py, tests/test_durable10.py, tests/test_review18b.py, tests/test_mainjob10_counts.py,
 # tests/test_open13_split.py, tests/test_entrybytes2.py, tests/test_bm25q6_lookups.py, tests/test_mainjob11_words.py, tests/test_open14_folds.py, tests/test_review19a.py,
-# tests/test_open15_prep.py, tests/test_mainjob14_flat.py, tests/test_entrybytes3.py)
+# tests/test_open15_prep.py, tests/test_mainjob14_flat.py, tests/test_entrybytes3.py,
+# tests/test_durable12.py, tests/test_durable12_kill.py)
 # against an AddressSanitizer build of the compiled
 # index kernels, the BM25 core, the word-overlap core and the row reader (_storage/_crows.c):
 # any out-of-bounds read or
@@ -47,6 +48,10 @@ done
 "$CC" -shared -fPIC -O1 -g -fsanitize=address -fno-omit-frame-pointer \
     -Wall -Wextra -Wno-unused-parameter -Werror -I"$include" \
     actormem/_storage/_crows.c -o "$work/actormem/_storage/_crows$suffix" -lsqlite3
+# The compiled writer of small group commits (actormem/_storage/_cwrite.c), likewise.
+"$CC" -shared -fPIC -O1 -g -fsanitize=address -fno-omit-frame-pointer \
+    -Wall -Wextra -Wno-unused-parameter -Werror -I"$include" \
+    actormem/_storage/_cwrite.c -o "$work/actormem/_storage/_cwrite$suffix" -lsqlite3
 runtime=$("$CC" -print-file-name=libasan.so)
 if [ "$CC" = clang ]; then
     runtime=$(clang -print-file-name=libclang_rt.asan-x86_64.so)
@@ -71,4 +76,5 @@ PYTHONMALLOC=malloc LD_PRELOAD="$runtime" ASAN_OPTIONS=detect_leaks=0:abort_on_e
     tests/test_review17b.py tests/test_bm25_interp_seek_kernel.py tests/test_bm25_daat_modes.py \
     tests/test_open_beside.py tests/test_store10.py tests/test_bm25_length_codes.py tests/test_open_hash.py tests/test_durable10.py tests/test_review18b.py tests/test_mainjob10_counts.py \
     tests/test_open13_split.py tests/test_entrybytes2.py tests/test_bm25q6_lookups.py tests/test_mainjob11_words.py tests/test_open14_folds.py tests/test_review19a.py \
-    tests/test_open15_prep.py tests/test_mainjob14_flat.py tests/test_entrybytes3.py "$@"
+    tests/test_open15_prep.py tests/test_mainjob14_flat.py tests/test_entrybytes3.py \
+    tests/test_durable12.py tests/test_durable12_kill.py "$@"

@@ -7,7 +7,11 @@ Usage (the child side)::
         tasks, forever; print "i id" (flushed) once each store has returned. With CHUNK,
         each task stores CHUNK entries at a time by ``store_many`` and prints their lines
         once it has returned. The environment variable ACTORMEM_TEST_CHECKPOINT_FRAMES,
-        if set, replaces ``sqlite.CHECKPOINT_FRAMES`` (more checkpoints).
+        if set, replaces ``sqlite.CHECKPOINT_FRAMES`` (more checkpoints);
+        ACTORMEM_TEST_C_COMMIT (0 or 1) sets ``sqlite._C_COMMIT``; with
+        ACTORMEM_TEST_RETRIEVE=1 each task also retrieves after each store (access
+        updates in the commits; the entries read back then differ in their access
+        bookkeeping).
     python tests/crash_child.py hold PATH
         Open the durable memory at PATH, print "ready", and wait to be killed.
     python tests/crash_child.py try-open PATH [--drop-dac]
@@ -79,6 +83,12 @@ async def _store_forever(path: str, seed: int, start: int, writers: int, chunk: 
         from actormem._storage import sqlite
 
         sqlite.CHECKPOINT_FRAMES = int(frames)
+    c_commit = os.environ.get("ACTORMEM_TEST_C_COMMIT")
+    if c_commit:
+        from actormem._storage import sqlite
+
+        sqlite._C_COMMIT = c_commit == "1"
+    retrieve = os.environ.get("ACTORMEM_TEST_RETRIEVE") == "1"
     async with actormem.open_memory(path=path) as memory:
         counter = itertools.count(start)
 
@@ -95,6 +105,8 @@ async def _store_forever(path: str, seed: int, start: int, writers: int, chunk: 
                 await memory.store(entry)
                 # One write(2) of less than PIPE_BUF bytes: the line is whole or absent.
                 os.write(1, f"{i} {entry.id}\n".encode())
+                if retrieve:
+                    await memory.retrieve(entry.memory[:40] or "disk", 3)
 
         async with trio.open_nursery() as nursery:
             for _ in range(writers):

@@ -35,6 +35,7 @@ from actormem import (
     open_memory,
     serve_memory,
 )
+from actormem._storage import sqlite as sqlite_store
 from actormem._storage.sqlite import Durability
 from actormem._storage.sqlite_format import APPLICATION_ID, SCHEMA_VERSION
 
@@ -222,7 +223,10 @@ async def test_access_counts_are_persisted(db: Path) -> None:
     assert got.last_accessed == now
 
 
-async def test_reads_never_touch_the_file(db: Path) -> None:
+async def test_reads_never_touch_the_file(db: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The statements are traced on the store's own connection: the Python commit path
+    # (the compiled writer's twin: tests/test_durable12.py).
+    monkeypatch.setattr(sqlite_store, "_C_COMMIT", False)
     async with open_memory(path=db) as memory:
         for i in range(50):
             await memory.store(fact(f"entry {i}"))
@@ -645,7 +649,12 @@ async def test_readers_never_see_a_batch_before_its_commit_returned(db: Path) ->
 # ------------------------------------------------------------------ failures
 
 
-async def test_failed_commit_is_never_acknowledged_and_breaks_the_memory(db: Path) -> None:
+async def test_failed_commit_is_never_acknowledged_and_breaks_the_memory(
+    db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The store's own connection is made "full": the Python commit path (the compiled
+    # writer's twin: tests/test_durable12.py).
+    monkeypatch.setattr(sqlite_store, "_C_COMMIT", False)
     async with open_memory(path=db) as memory:
         await memory.store(fact("before"))
         assert memory._storage is not None

@@ -67,6 +67,7 @@ from .sqlite_format import (
     DELETE_ENTRY,
     DELETE_VECTOR,
     IMAGE_KEY,
+    INSERT_ENTRY,
     INSERT_VECTOR,
     MIGRATE_FROM_1,
     MIGRATE_FROM_2,
@@ -86,6 +87,12 @@ from .sqlite_format import (
     sqlite_reason,
     vector_rows,
 )
+from .sqlite_format import _python_source_id as python_source_id
+
+try:  # the compiled writer of small group commits (setup.py; optional)
+    from . import _cwrite  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - built without a C compiler or SQLite's header
+    _cwrite = None
 
 __all__ = ["Durability", "SqliteStore"]
 
@@ -169,6 +176,73 @@ CHECKPOINT_FRAMES = 1000
 #: :meth:`SqliteStore.write` on its connection, before the batch is answered, the path
 #: before it.
 _CHECKPOINT_BESIDE = True
+#: A store that commits on the loop (:meth:`SqliteStore.take_checkpoints`) writes those
+#: commits (:meth:`SqliteStore.write_inline`) through the compiled writer
+#: (``_cwrite.c``): a third connection to the file, of its own, whose statements are
+#: prepared once and whose rows are bound straight from the batch's tuples, with the
+#: path's ``stat`` in C and the GIL held (no release and re-take around each of a
+#: commit's ~10 statements, as Python's ``sqlite3`` does). The same statements in the
+#: same order, on the same file: the same rows, the same acknowledgement after
+#: ``COMMIT``. A batch holding a value it does not bind as ``sqlite3`` would (only exact
+#: int, float, str, bytes, None), or a path that no longer names the file, takes the
+#: Python path, which commits it or raises as before. Only where the writer is built
+#: and linked against the SQLite of Python's ``sqlite3`` (two copies of SQLite in one
+#: process do not see each other's locks). False: the Python path on the store's
+#: connection, as before.
+_C_COMMIT = True
+#: The commit's statements, in ``_cwrite.c``'s order.
+_C_STATEMENTS = (
+    "BEGIN IMMEDIATE",
+    "COMMIT",
+    "ROLLBACK",
+    "DELETE FROM meta WHERE key = ?",
+    DELETE_ENTRY,
+    DELETE_VECTOR,
+    INSERT_ENTRY,
+    UPDATE_ACCESS,
+    INSERT_VECTOR,
+)
+#: The primary result codes' names (https://sqlite.org/rescode.html): an extended
+#: code's name starts with its primary's (``SQLITE_BUSY_SNAPSHOT``).
+_PRIMARY_CODES = (
+    "ERROR INTERNAL PERM ABORT BUSY LOCKED NOMEM READONLY INTERRUPT IOERR CORRUPT NOTFOUND "
+    "FULL CANTOPEN PROTOCOL EMPTY SCHEMA TOOBIG CONSTRAINT MISMATCH MISUSE NOLFS AUTH "
+    "FORMAT RANGE NOTADB NOTICE WARNING"
+).split()
+
+
+def _error_table() -> dict[str, Any]:
+    """For ``_cwrite.set_errors``: ``sqlite3``'s exception classes by name, and under
+    ``""`` each result code's ``SQLITE_`` name (``sqlite_errorname``). O(constants)."""
+    primary = {getattr(sqlite3, "SQLITE_" + n, None): n for n in _PRIMARY_CODES}
+    names: dict[int, str] = {}
+    for name in dir(sqlite3):
+        code = getattr(sqlite3, name)
+        if not name.startswith("SQLITE_") or type(code) is not int:
+            continue
+        base = primary.get(code & 0xFF)
+        if base is not None and (name == "SQLITE_" + base or name.startswith(f"SQLITE_{base}_")):
+            names[code] = name
+    table: dict[str, Any] = {"": names}
+    for cls in ("InternalError", "OperationalError", "DatabaseError", "DataError",
+                "IntegrityError", "InterfaceError"):  # fmt: skip
+        table[cls] = getattr(sqlite3, cls)
+    return table
+
+
+def _c_writer_usable() -> bool:
+    """Whether the compiled writer is built and linked against Python's SQLite. O(1)
+    after the first call."""
+    global _C_USABLE
+    if _C_USABLE is None:
+        _C_USABLE = _cwrite is not None and _cwrite.source_id() == python_source_id()
+        if _C_USABLE:
+            _cwrite.set_errors(_error_table())
+    return _C_USABLE
+
+
+_C_USABLE: bool | None = None
+
 #: Bytes a row counts for in :func:`frames_of` beside its long texts: the other columns
 #: (id, category, namespace, three timestamps, ...), the cell's header and the pages'
 #: slack (64,000 rows of the benchmark's texts took 389 bytes a row, 239 of them text).
@@ -483,6 +557,9 @@ class SqliteStore:
         #: Set by the checkpoint's thread: ``(wal_frames when it started, frames it
         #: left in the WAL)``, the second None if it failed. Taken by :meth:`checkpoint_due`.
         self._beside_done: tuple[int, int | None] | None = None
+        #: The compiled writer of the commits on the loop (:data:`_C_COMMIT`), opened by
+        #: :meth:`take_checkpoints`, closed first by :meth:`close`; None: the Python path.
+        self._cwriter: Any = None
         self._page_size: int = conn.execute("PRAGMA page_size").fetchone()[0]
 
     def _open_conn(self) -> sqlite3.Connection:
@@ -666,6 +743,36 @@ class SqliteStore:
         self._own_checkpoints = self._impatient = True
         if _CHECKPOINT_BESIDE and self._beside is None:
             self._beside = self._open_beside()
+        if _C_COMMIT and self._cwriter is None and self.durability is Durability.NORMAL:
+            self._cwriter = self._open_cwriter()
+
+    def _open_cwriter(self) -> Any:
+        """The compiled writer (:data:`_C_COMMIT`): a read-write connection of its own
+        with ``busy_timeout`` 0, the store's ``synchronous`` and no automatic
+        checkpoint, its statements prepared. None if it is not built, not linked against
+        Python's SQLite, cannot be opened, or the path no longer names the file opened:
+        the commits then take the Python path. Blocking, O(1)."""
+        if not _c_writer_usable():
+            return None
+        setup = (
+            "PRAGMA busy_timeout = 0; "
+            f"PRAGMA synchronous = {self.durability.name}; "
+            "PRAGMA wal_autocheckpoint = 0"
+        )
+        dev, ino = self._identity
+        try:
+            writer = _cwrite.Writer(
+                file_uri(self.path) + "?mode=rw", os.fsencode(self.path), dev, ino, setup,
+                _C_STATEMENTS,
+            )  # fmt: skip
+        except (sqlite3.Error, ValueError, OverflowError):
+            return None
+        try:
+            self._check_identity()
+        except StorageError:
+            writer.close()
+            return None
+        return writer
 
     def _open_beside(self) -> sqlite3.Connection | None:
         """A second read-write connection to the file, for checkpoints beside the writer
@@ -813,6 +920,23 @@ class SqliteStore:
 
     def _write(self, batch: Batch, wait: bool) -> bool:
         conn = self._open_conn()
+        writer = self._cwriter
+        if writer is not None and not wait and not batch.meta and not batch.clear:
+            changes_rows = bool(batch.deletes or batch.puts)
+            try:
+                done = writer.commit(
+                    IMAGE_KEY if self._marked and changes_rows else None,
+                    batch.deletes, batch.puts, batch.accesses, batch.vectors,
+                )  # fmt: skip
+            except sqlite3.Error as exc:  # rolled back
+                raise StorageError(self.path, f"commit failed: {sqlite_reason(exc)}") from exc
+            if done == 0:  # another program holds the write lock: nothing done
+                return False
+            if done == 1:
+                self._committed(batch, changes_rows)
+                return True
+            # -1, nothing done: a value it does not bind, or the path's identity (which
+            # the Python path checks again, and raises for)
         self._check_identity()
         try:
             if not self._begin(conn, wait):
@@ -838,15 +962,25 @@ class SqliteStore:
         except (sqlite3.Error, OSError) as exc:
             _roll_back(conn)
             raise StorageError(self.path, f"commit failed: {sqlite_reason(exc)}") from exc
+        self._committed(batch, changes_rows)
+        if (
+            self._own_checkpoints
+            and wait
+            and self._beside is None
+            and self.wal_frames >= CHECKPOINT_FRAMES
+        ):
+            self._checkpoint(conn)
+        return True
+
+    def _committed(self, batch: Batch, changes_rows: bool) -> None:
+        """The bookkeeping after ``batch`` committed: the counts, the image marker's
+        state, the WAL's estimated frames. O(puts)."""
         self.commits += 1
         self.written += len(batch)
         if changes_rows:  # access bookkeeping alone leaves what an image describes
             self._marked = self.image_fresh = False
         if self._own_checkpoints:
             self.wal_frames += frames_of(batch, self._page_size)
-            if wait and self._beside is None and self.wal_frames >= CHECKPOINT_FRAMES:
-                self._checkpoint(conn)
-        return True
 
     def _begin(self, conn: sqlite3.Connection, wait: bool) -> bool:
         """``BEGIN IMMEDIATE`` (the write lock); False if another program holds it and
@@ -976,6 +1110,9 @@ class SqliteStore:
             StorageError: Closing failed; the lock is released anyway.
         """
         conn, self._conn = self._conn, None
+        writer, self._cwriter = self._cwriter, None
+        if writer is not None:  # before the store's own: its close checkpoints
+            writer.close()
         with self._beside_lock:  # after a checkpoint beside that is running
             beside, self._beside = self._beside, None
         if beside is not None:
