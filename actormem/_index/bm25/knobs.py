@@ -192,7 +192,7 @@ _PREFETCH_OFFERS = True
 #: them read that one byte instead of searching the list (an interpolated guess and the
 #: frequency after it, two cache misses into a list of hundreds of thousands of postings
 #: at 1M), and search the list only for a 3 or a group newer than the array. 256 KB a
-#: list at a million groups. The same results; False: no arrays made, none read (kept for
+#: list at a million groups (~23 B an entry in all at 1M). The same results; False: no arrays made, none read (kept for
 #: side-by-side benchmarks).
 _DENSE_TFS = True
 
@@ -200,8 +200,9 @@ _DENSE_TFS = True
 _DENSE_MIN = 1 << 14
 
 #: ... and while at least one group in this many has the term (one in twice as many to
-#: keep it): 32 lists of the bench's 1M plain texts.
-_DENSE_RATIO = 8
+#: keep it): 87 lists of the bench's 1M plain texts, 22.8 MB (one in 8: 32 lists, 8.4 MB,
+#: without *what*, the commonest question word, at one text in 9.4; docs/benchmarks.md).
+_DENSE_RATIO = 16
 
 #: New groups between two updates of the dense arrays (the groups after the last update
 #: are sought in the lists' tails, which are short and read in order).
