@@ -192,8 +192,8 @@ _PREFETCH_OFFERS = True
 #: them read that one byte instead of searching the list (an interpolated guess and the
 #: frequency after it, two cache misses into a list of hundreds of thousands of postings
 #: at 1M), and search the list only for a 3 or a group newer than the array. 256 KB a
-#: list at a million groups (~23 B an entry in all at 1M). The same results; False: no arrays made, none read (kept for
-#: side-by-side benchmarks).
+#: list at a million groups (~23 B an entry in all at 1M). The same results; False: no
+#: arrays made, none read (kept for side-by-side benchmarks).
 _DENSE_TFS = True
 
 #: A list gets a dense array from this many postings on (and drops it below half of it)...
