@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 from actormem import BM25Scorer
 from actormem._index import kernels
 from actormem._index.bm25 import knobs as bm25_knobs
-from actormem._index.bm25.postings import dense_make, length_codes
+from actormem._index.bm25.postings import dense_fill, dense_make, length_codes
 
 from .strategies import examples
 from .test_bm25 import brute_force
@@ -157,6 +157,44 @@ def test_dense_array_answers_lookups() -> None:
                 got.update(zip(nums, np.frombuffer(scores).tolist(), strict=True))
             assert all(s == exact[num] for num, s in got.items())
             assert {num for num, s in got.items() if s >= theta} == want
+
+
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    nlen=st.integers(1, 3_000),
+    wide=st.booleans(),
+    start=st.integers(0, 50),
+)
+@settings(max_examples=examples(60), deadline=None)
+def test_dense_fill_in_c_as_numpy(seed: int, nlen: int, wide: bool, start: int) -> None:
+    """``dense_fill``'s C pass and its numpy one set the same bits, from any posting on,
+    frequencies 1 to 2**31 - 1 (and a 0: the list's own, sent to the list as a 3)."""
+    rng = np.random.default_rng(seed)
+    groups = np.flatnonzero(rng.random(nlen) < rng.random()).astype(np.int32)
+    top = 2**31 - 1 if wide else 255
+    tfs = rng.choice([0, 1, 1, 2, 3, 4, top], len(groups))
+    g, tf = array("i", groups.tolist()), array("i" if wide else "B", tfs.tolist())
+    start = min(start, len(g))
+    size = (nlen + 3) // 4 + int(rng.integers(0, 3))
+    c_bits = np.zeros(size, np.uint8)
+    kernels.bm25_dense_fill(c_bits, g, tf, start, len(g))
+    np_bits = np.zeros(size, np.uint8)
+    with _no_core():
+        dense_fill(np_bits, g, tf, start, len(g))
+    assert (c_bits == np_bits).all()
+    nums = groups[start:]
+    codes = (c_bits[nums >> 2] >> ((nums & 3) << 1)) & 3
+    assert codes.tolist() == [v if v in (1, 2) else 3 for v in tfs[start:].tolist()]
+
+
+@contextmanager
+def _no_core() -> Iterator[None]:
+    saved = kernels.BM25_CORE
+    kernels.BM25_CORE = False
+    try:
+        yield
+    finally:
+        kernels.BM25_CORE = saved
 
 
 # --------------------------------------------------------------------------- the index
@@ -296,6 +334,17 @@ def test_bad_dense_refused() -> None:
                 np.empty(16, np.int64), np.empty(16), np.zeros(1, np.uint8), None, 4, 1.0,
                 None, 16,
             )  # fmt: skip
+    g8 = array("i", [0, 4, 63])
+    for args in ((bits, g8, tf, 0, 4), (bits, g8, tf, -1, 2), (bits, g8, tf, 2, 1),
+                 (bits[:15], g8, tf, 0, 3), (bits.astype(np.int8), g8, tf, 0, 3)):  # fmt: skip
+        with pytest.raises((TypeError, ValueError)):
+            kernels.bm25_dense_fill(*args)  # type: ignore[arg-type]
+        with pytest.raises((TypeError, ValueError)):
+            _cbm25.bm25_dense_fill(*args)
+    assert not bits.any()  # nothing written by a refusal
+    with pytest.raises(ValueError, match="beyond"):
+        _cbm25.bm25_dense_fill(bits[:15], array("i", [0, 4, 60]), tf, 0, 3)
+    assert not bits.any()
     with pytest.raises(TypeError):
         _cbm25.bm25_daat(
             [(*base, bits)], np.zeros(1, np.int64), lengths, *parts, 0.0, 16, -1,

@@ -136,6 +136,57 @@ e1:
     return result;
 }
 
+/* ------------------------------------------------------------------ dense */
+
+PyDoc_STRVAR(bm25_dense_fill_doc,
+"bm25_dense_fill(bits, groups, tfs, start, stop) -> None\n\n"
+"Set the two-bit frequency codes of postings start..stop of a list in bits (uint8,\n"
+"four groups a byte: bits[num >> 2] >> 2 (num & 3) & 3 is 0 absent, 1 or 2 the\n"
+"frequency, 3 three or more, or a frequency below 1), OR-ed into what is there. Every\n"
+"group is checked inside bits before any byte is written. O(stop - start).");
+
+static PyObject *
+bm25_dense_fill(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *o_bits, *o_groups, *o_tfs;
+    Py_ssize_t start, stop;
+    if (!PyArg_ParseTuple(args, "OOOnn", &o_bits, &o_groups, &o_tfs, &start, &stop)) return NULL;
+    Py_buffer bits, groups, tfs;
+    PyObject *result = NULL;
+    if (get(o_bits, &bits, K_U8, 1, "bits") < 0) return NULL;
+    if (get(o_groups, &groups, K_I32, 0, "groups") < 0) goto e1;
+    if (get(o_tfs, &tfs, K_TF, 0, "tfs") < 0) goto e2;
+    if (start < 0 || stop < start || stop > LEN(groups) || stop > LEN(tfs)) {
+        PyErr_SetString(PyExc_ValueError, "postings out of range");
+        goto done;
+    }
+    {
+        const int32_t *g = (const int32_t *)groups.buf;
+        uint8_t *b = (uint8_t *)bits.buf;
+        const int64_t nbits = (int64_t)LEN(bits);
+        for (Py_ssize_t i = start; i < stop; i++) {
+            if (g[i] < 0 || (g[i] >> 2) >= nbits) {
+                PyErr_SetString(PyExc_ValueError, "group number beyond the bits");
+                goto done;
+            }
+        }
+        for (Py_ssize_t i = start; i < stop; i++) {
+            double tf = tf_at(&tfs, i);
+            unsigned code = tf >= 1.0 && tf < 3.0 ? (unsigned)tf : 3u;
+            b[g[i] >> 2] |= (uint8_t)(code << ((g[i] & 3) * 2));
+        }
+    }
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&tfs);
+e2:
+    PyBuffer_Release(&groups);
+e1:
+    PyBuffer_Release(&bits);
+    return result;
+}
+
 /* ------------------------------------------------------------------ driver */
 
 typedef struct {
@@ -1684,6 +1735,7 @@ static PyMethodDef methods[] = {
     {"bm25_blocks", bm25_blocks, METH_VARARGS, bm25_blocks_doc},
     {"bm25_daat", bm25_daat, METH_VARARGS, bm25_daat_doc},
     {"bm25_daat_modes", bm25_daat_modes, METH_O, bm25_daat_modes_doc},
+    {"bm25_dense_fill", bm25_dense_fill, METH_VARARGS, bm25_dense_fill_doc},
     {"bm25_code_floors", bm25_code_floors, METH_NOARGS, bm25_code_floors_doc},
     {"bm25_add_terms", bm25_add_terms, METH_VARARGS, bm25_add_terms_doc},
     {NULL, NULL, 0, NULL},

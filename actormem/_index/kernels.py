@@ -467,6 +467,23 @@ def _core() -> ModuleType:
     return _b
 
 
+def bm25_dense_fill(
+    bits: np.ndarray[Any, Any], groups: array[int], tfs: array[int], start: int, stop: int
+) -> None:
+    """OR the two-bit frequency codes of postings ``start:stop`` of a list into ``bits``
+    (uint8, writable, four groups a byte: ``bits[num >> 2] >> 2 * (num & 3) & 3`` is 0
+    absent, 1 or 2 the frequency, 3 three or more). O(stop - start).
+
+    Raises:
+        TypeError, ValueError: An argument of the wrong type or size, or a group beyond
+            ``bits`` (nothing written then).
+    """
+    _postings(groups, tfs, stop)
+    _need(type(start) is int and 0 <= start <= stop, "start must be in [0, stop]")
+    _array_of("bits", bits, _U8, writable=True)
+    _core().bm25_dense_fill(bits, groups, tfs, start, stop)
+
+
 def bm25_blocks(
     groups: array[int],
     tfs: array[int],
