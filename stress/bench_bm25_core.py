@@ -37,7 +37,9 @@ core-codes`` the walk reading the int32 lengths, not their one-byte codes
 (``knobs._LENGTH_CODES = False``), ``--old core-q6`` the lookups reading the int32
 lengths, the seeding's lookups and the offers' reads not prefetched and every window's
 score array cleared whole (``knobs._LOOKUP_CODES = knobs._PREFETCH_SEEDS =
-knobs._SPARSE_CLEAR = knobs._PREFETCH_OFFERS = False``).
+knobs._SPARSE_CLEAR = knobs._PREFETCH_OFFERS = False``), ``--old core-q7`` the lookups
+searching the long lists, not reading their dense frequency arrays
+(``knobs._DENSE_TFS = False`` for the queries; the index keeps its arrays).
 
 ``--warm`` runs each query once untimed before its timed pair (``time_paired``): without
 it the first run of a pair reads the query's posting lists from memory and the second
@@ -129,6 +131,8 @@ def switch(new: bool) -> None:
     elif OLD == "core-q6":
         knobs._LOOKUP_CODES = knobs._PREFETCH_SEEDS = knobs._SPARSE_CLEAR = new
         knobs._PREFETCH_OFFERS = new
+    elif OLD == "core-q7":
+        knobs._DENSE_TFS = new
     else:
         knobs._COST_SPLIT = new
 
@@ -185,6 +189,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
             "core-q4",
             "core-codes",
             "core-q6",
+            "core-q7",
         ),
         default="python",
         help="old: the Python driver, the core's driver with MaxScore's split by bound, or"
@@ -199,7 +204,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         " or the lookups not prefetched ahead (core-ahead), or all three (core-q4), or the"
         " walk reading the lengths, not their one-byte codes (core-codes), or the lookups"
         " reading the lengths, the seeding and offers not prefetched and every window's"
-        " scores cleared whole (core-q6)",
+        " scores cleared whole (core-q6), or the lookups searching the long lists, not"
+        " reading their dense frequency arrays (core-q7)",
     )
     p.add_argument(
         "--warm",

@@ -136,15 +136,101 @@ e1:
     return result;
 }
 
+/* ------------------------------------------------------------------ dense */
+
+PyDoc_STRVAR(bm25_dense_fill_doc,
+"bm25_dense_fill(bits, groups, tfs, start, stop) -> None\n\n"
+"Set the two-bit frequency codes of postings start..stop of a list in bits (uint8,\n"
+"four groups a byte: bits[num >> 2] >> 2 (num & 3) & 3 is 0 absent, 1 or 2 the\n"
+"frequency, 3 three or more, or a frequency below 1), OR-ed into what is there. Every\n"
+"group is checked inside bits before any byte is written. O(stop - start).");
+
+static PyObject *
+bm25_dense_fill(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *o_bits, *o_groups, *o_tfs;
+    Py_ssize_t start, stop;
+    if (!PyArg_ParseTuple(args, "OOOnn", &o_bits, &o_groups, &o_tfs, &start, &stop)) return NULL;
+    Py_buffer bits, groups, tfs;
+    PyObject *result = NULL;
+    if (get(o_bits, &bits, K_U8, 1, "bits") < 0) return NULL;
+    if (get(o_groups, &groups, K_I32, 0, "groups") < 0) goto e1;
+    if (get(o_tfs, &tfs, K_TF, 0, "tfs") < 0) goto e2;
+    if (start < 0 || stop < start || stop > LEN(groups) || stop > LEN(tfs)) {
+        PyErr_SetString(PyExc_ValueError, "postings out of range");
+        goto done;
+    }
+    {
+        const int32_t *g = (const int32_t *)groups.buf;
+        uint8_t *b = (uint8_t *)bits.buf;
+        const int64_t nbits = (int64_t)LEN(bits);
+        for (Py_ssize_t i = start; i < stop; i++) {
+            if (g[i] < 0 || (g[i] >> 2) >= nbits) {
+                PyErr_SetString(PyExc_ValueError, "group number beyond the bits");
+                goto done;
+            }
+        }
+        for (Py_ssize_t i = start; i < stop; i++) {
+            double tf = tf_at(&tfs, i);
+            unsigned code = tf >= 1.0 && tf < 3.0 ? (unsigned)tf : 3u;
+            b[g[i] >> 2] |= (uint8_t)(code << ((g[i] & 3) * 2));
+        }
+    }
+    result = Py_NewRef(Py_None);
+done:
+    PyBuffer_Release(&tfs);
+e2:
+    PyBuffer_Release(&groups);
+e1:
+    PyBuffer_Release(&bits);
+    return result;
+}
+
 /* ------------------------------------------------------------------ driver */
 
 typedef struct {
     double wi, ub, at; /* at: the frequency at the pivot, -1 if none */
-    Py_buffer groups, tfs, blocks;
+    Py_buffer groups, tfs, blocks, dense;
     int have; /* buffers taken (to release) */
+    int have_dense; /* the dense buffer taken (to release) */
     const int32_t *g, *blk;
     Py_ssize_t count, nblk, cur, xcur; /* xcur: the windowed driver's exact-score seek */
+    /* With more & 16 (knobs._DENSE_TFS), a long list's frequencies by group number, two
+     * bits a group (0 absent, 1 or 2 the frequency, 3 three or more: sought in the list),
+     * for the groups below upto; the list's postings from dpos on are those of the groups
+     * at or above upto. NULL: none (the list is sought). */
+    const uint8_t *bits;
+    Py_ssize_t upto, dpos;
 } term_t;
+
+/* The two-bit frequency code of group num (< t->upto) in t's dense array. */
+static inline unsigned
+dense_code(const term_t *t, int64_t num)
+{
+    return (t->bits[num >> 2] >> ((num & 3) * 2)) & 3u;
+}
+
+/* Whether a lookup of group num in t is answered by its dense array: then *tf is its
+ * frequency there (-1 if absent). Else (no array, a group at or above upto, or a code
+ * of 3) the list is to be sought, from *from on (the cursor, or dpos for a group past
+ * upto: every posting before dpos is of a group below upto). */
+static inline int
+dense_lookup(const term_t *t, int64_t num, double *tf, Py_ssize_t *from)
+{
+    *from = t->cur;
+    if (!t->bits) return 0;
+    if (num < t->upto) {
+        unsigned v = dense_code(t, num);
+        if (v < 3) {
+            *tf = v ? (double)v : -1.0;
+            return 1;
+        }
+        return 0;
+    }
+    if (t->dpos > *from) *from = t->dpos;
+    return 0;
+}
 
 static inline double
 tf_of(const term_t *t, Py_ssize_t i)
@@ -331,9 +417,16 @@ look_up(term_t *T, const Py_ssize_t *ord, Py_ssize_t ne, const double *prefix, i
             return -INFINITY;
         }
         term_t *t = &T[ord[j]];
-        t->cur = seek(t->g, t->cur, t->count, num);
-        t->at = -1.0;
         *work += 1;
+        double dtf;
+        Py_ssize_t from;
+        if (dense_lookup(t, num, &dtf, &from)) { /* one read, no search */
+            t->at = dtf;
+            if (dtf > 0.0) partial += t->wi * (dtf / (dtf + denom));
+            continue;
+        }
+        t->cur = seek(t->g, from, t->count, num);
+        t->at = -1.0;
         if (t->cur < t->count && t->g[t->cur] == num) {
             double tf = t->at = tf_of(t, t->cur);
             partial += t->wi * (tf / (tf + denom));
@@ -833,6 +926,11 @@ static inline void
 prefetch_guess(const term_t *t, int64_t num)
 {
     Py_ssize_t cur = t->cur, count = t->count;
+    if (t->bits && num >= 0 && num < t->upto) { /* the dense array's byte, not the list */
+        __builtin_prefetch(&t->bits[num >> 2]);
+        return;
+    }
+    if (t->bits && t->dpos > cur) cur = t->dpos;
     if (count - cur <= INTERP_MIN) return;
     int64_t first = t->g[cur], last = t->g[count - 1];
     if (!(first < num && num <= last)) return;
@@ -998,7 +1096,16 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
                 for (Py_ssize_t i = 0; i < q; i++) {
                     term_t *t = &T[i];
                     Py_ssize_t c = t->cur;
-                    if (t->xcur >= 0) c = t->xcur = seek(t->g, t->xcur, t->count, num);
+                    if (t->xcur >= 0) {
+                        c = t->xcur = seek(t->g, t->xcur, t->count, num);
+                    } else if (t->bits) {
+                        /* Looked up (all the non-essential terms were, for this group to
+                         * get here): its frequency is in `at`, the cursor perhaps not at
+                         * num (a dense array answered). */
+                        double tf = t->at;
+                        if (tf > 0.0) score += t->wi * (tf / (tf + norm));
+                        continue;
+                    }
                     if (c < t->count && t->g[c] == num) {
                         double tf = tf_of(t, c);
                         score += t->wi * (tf / (tf + norm));
@@ -1107,13 +1214,17 @@ PyDoc_STRVAR(bm25_daat_doc,
 "groups by upper bounds from each code's lowest length (bm25_code_floors; a length\n"
 "below 128 is its own code); the lookups and exact scores read the lengths: the same\n"
 "groups at or above theta with the same scores, perhaps more below it. more (flags 0\n"
-"to 15): with more & 1 and codes, the lookups' saturations come from the codes as well\n"
+"to 31): with more & 1 and codes, the lookups' saturations come from the codes as well\n"
 "(upper bounds again), and only the exact scores read the lengths; with more & 2 (and\n"
 "prefetch & 8), the seeding asks for the lookups of the seed's group a few on before\n"
 "this one's; with more & 4, a window in which few postings were walked has only their\n"
 "scores cleared, not its whole score array; with more & 8 (and offer), the groups a\n"
-"window offers have their first seqs and table slots prefetched at once. The same\n"
-"results.");
+"window offers have their first seqs and table slots prefetched at once; with more &\n"
+"16 (and sticky), a term given as a 10-tuple (..., bits, upto, dpos), bits not None\n"
+"(uint8, four groups a byte, two bits each: 0 absent, 1 or 2 the frequency, 3 three or\n"
+"more; every group below upto, and the list's postings from dpos on those of the\n"
+"groups at or above it), is looked up there, not sought in its list, except for a code\n"
+"of 3 (and it is not the seed's term). The same results.");
 
 static PyObject *
 bm25_daat(PyObject *self, PyObject *args)
@@ -1130,14 +1241,17 @@ bm25_daat(PyObject *self, PyObject *args)
                           &o_codes, &more)) {
         return NULL;
     }
-    if (more < 0 || more > 15) {
-        PyErr_SetString(PyExc_ValueError, "more: flags 0 to 15");
+    if (more < 0 || more > 31) {
+        PyErr_SetString(PyExc_ValueError, "more: flags 0 to 31");
         return NULL;
     }
     /* more & 1: the lookups read the codes; & 2: the seeding's lookups prefetched ahead
      * (with interpolated seeks); & 4: a window's scores cleared by its postings. */
     const int lookup_codes = (more & 1) != 0, seed_ahead = (more & 2) && (prefetch & 8);
     const int sparse_clear = (more & 4) != 0;
+    /* more & 16: the lookups read the terms' dense arrays, where given (and not seeding
+     * their own list). */
+    const int dense_on = (more & 16) != 0;
     if (prefetch < 0 || prefetch > 63) {
         PyErr_SetString(PyExc_ValueError, "prefetch: flags 0 to 63");
         return NULL;
@@ -1242,8 +1356,9 @@ bm25_daat(PyObject *self, PyObject *args)
     for (Py_ssize_t i = 0; i < q; i++) {
         PyObject *entry = PyList_GET_ITEM(o_terms, i), *o_g, *o_tf, *o_blk;
         term_t *t = &T[i];
-        if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 7) {
-            PyErr_SetString(PyExc_TypeError, "terms: 7-tuples");
+        if (!PyTuple_CheckExact(entry) ||
+            (PyTuple_GET_SIZE(entry) != 7 && PyTuple_GET_SIZE(entry) != 10)) {
+            PyErr_SetString(PyExc_TypeError, "terms: 7- or 10-tuples");
             goto done;
         }
         t->wi = PyFloat_AsDouble(PyTuple_GET_ITEM(entry, 0));
@@ -1268,6 +1383,20 @@ bm25_daat(PyObject *self, PyObject *args)
             t->cur < 0 || t->cur > t->count) {
             PyErr_SetString(PyExc_ValueError, "term counts, blocks or cursors out of range");
             goto done;
+        }
+        if (PyTuple_GET_SIZE(entry) == 10 && PyTuple_GET_ITEM(entry, 7) != Py_None) {
+            /* (bits, upto, dpos): the term's dense array (uint8, four groups a byte), the
+             * groups it covers and the list's first posting past them. */
+            if (get(PyTuple_GET_ITEM(entry, 7), &t->dense, K_U8, 0, "dense") < 0) goto done;
+            t->have_dense = 1;
+            t->upto = PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, 8));
+            t->dpos = PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, 9));
+            if (PyErr_Occurred()) goto done;
+            if (t->upto < 0 || t->upto > 4 * LEN(t->dense) || t->dpos < 0 || t->dpos > t->count) {
+                PyErr_SetString(PyExc_ValueError, "dense: upto or dpos out of range");
+                goto done;
+            }
+            if (dense_on && have_sticky && i != seed) t->bits = (const uint8_t *)t->dense.buf;
         }
     }
     /* Terms ord[0..ne) are non-essential: their bounds sum below theta. */
@@ -1311,7 +1440,13 @@ bm25_daat(PyObject *self, PyObject *args)
             double norm = k1 * ((1.0 - b) + b * dl / avgdl), score = 0.0;
             for (Py_ssize_t i = 0; i < q; i++) {
                 term_t *t = &T[i];
-                t->cur = seek(t->g, t->cur, t->count, pivot);
+                double dtf;
+                Py_ssize_t from;
+                if (dense_lookup(t, pivot, &dtf, &from)) { /* not the seed's: bits NULL */
+                    if (dtf > 0.0) score += t->wi * (dtf / (dtf + norm));
+                    continue;
+                }
+                t->cur = seek(t->g, from, t->count, pivot);
                 if (t->cur < t->count && t->g[t->cur] == pivot) {
                     double tf = tf_of(t, t->cur);
                     score += t->wi * (tf / (tf + norm));
@@ -1427,6 +1562,7 @@ out:
 done:
     if (T) {
         for (Py_ssize_t i = 0; i < q; i++) {
+            if (T[i].have_dense) PyBuffer_Release(&T[i].dense);
             if (T[i].have > 2) PyBuffer_Release(&T[i].blocks);
             if (T[i].have > 1) PyBuffer_Release(&T[i].tfs);
             if (T[i].have > 0) PyBuffer_Release(&T[i].groups);
@@ -1599,6 +1735,7 @@ static PyMethodDef methods[] = {
     {"bm25_blocks", bm25_blocks, METH_VARARGS, bm25_blocks_doc},
     {"bm25_daat", bm25_daat, METH_VARARGS, bm25_daat_doc},
     {"bm25_daat_modes", bm25_daat_modes, METH_O, bm25_daat_modes_doc},
+    {"bm25_dense_fill", bm25_dense_fill, METH_VARARGS, bm25_dense_fill_doc},
     {"bm25_code_floors", bm25_code_floors, METH_NOARGS, bm25_code_floors_doc},
     {"bm25_add_terms", bm25_add_terms, METH_VARARGS, bm25_add_terms_doc},
     {NULL, NULL, 0, NULL},

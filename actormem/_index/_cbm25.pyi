@@ -5,6 +5,7 @@ BLOCK: int
 def bm25_blocks(
     groups: Any, tfs: Any, lengths: Any, first: int, stop: int, out: Any, /
 ) -> None: ...
+def bm25_dense_fill(bits: Any, groups: Any, tfs: Any, start: int, stop: int, /) -> None: ...
 def bm25_daat(
     terms: list[Any],
     cursors: Any,

@@ -467,6 +467,23 @@ def _core() -> ModuleType:
     return _b
 
 
+def bm25_dense_fill(
+    bits: np.ndarray[Any, Any], groups: array[int], tfs: array[int], start: int, stop: int
+) -> None:
+    """OR the two-bit frequency codes of postings ``start:stop`` of a list into ``bits``
+    (uint8, writable, four groups a byte: ``bits[num >> 2] >> 2 * (num & 3) & 3`` is 0
+    absent, 1 or 2 the frequency, 3 three or more). O(stop - start).
+
+    Raises:
+        TypeError, ValueError: An argument of the wrong type or size, or a group beyond
+            ``bits`` (nothing written then).
+    """
+    _postings(groups, tfs, stop)
+    _need(type(start) is int and 0 <= start <= stop, "start must be in [0, stop]")
+    _array_of("bits", bits, _U8, writable=True)
+    _core().bm25_dense_fill(bits, groups, tfs, start, stop)
+
+
 def bm25_blocks(
     groups: array[int],
     tfs: array[int],
@@ -496,7 +513,24 @@ def _best_first(item: tuple[float, int, Any]) -> tuple[float, int]:
 
 
 #: One query term for :class:`Bm25Daat`: (wi, bound, groups, tfs, count, blocks, nblocks).
-DaatTerm = tuple[float, float, "array[int]", "array[int]", int, "array[int]", int]
+DaatTerm = tuple[Any, ...]
+"""A term of :class:`Bm25Daat`: ``(wi, bound, groups, tfs, count, blocks, nblocks)``, or
+that with ``(bits, upto, dpos)`` after it (its dense frequencies, see ``dense_tfs``)."""
+
+
+def _dense_of(term: tuple[Any, ...], count: int) -> None:
+    """Check a :class:`Bm25Daat` term's ``(bits, upto, dpos)``: bits None, or a 1-D
+    contiguous uint8 array covering ``upto`` groups, and ``0 <= dpos <= count``.
+
+    Raises:
+        TypeError, ValueError: Either is not so.
+    """
+    bits, upto, dpos = term[7:]
+    if bits is None:
+        return
+    size = _array_of("dense bits", bits, _U8)
+    _need(type(upto) is int and 0 <= upto <= 4 * size, "dense upto: 0 to 4 * len(bits)")
+    _need(type(dpos) is int and 0 <= dpos <= count, "dense dpos: 0 to count")
 
 
 class Bm25Daat:
@@ -548,6 +582,14 @@ class Bm25Daat:
         prefetch_offers: With :meth:`drive`, the groups a window offers have their
             first seqs and slots in the table prefetched at once, before the first is
             offered (``knobs._PREFETCH_OFFERS``; the same results).
+        dense_tfs: With ``cost_split``, a term given with ``(bits, upto, dpos)``, bits
+            not None (uint8, 1-D, contiguous: the frequency of each group below ``upto``
+            <= ``4 * len(bits)`` in two bits, ``bits[num >> 2] >> 2 * (num & 3) & 3``: 0
+            absent, 1 or 2 the frequency, 3 three or more; ``dpos`` <= ``count`` the
+            list's first posting of a group at or above ``upto``), is looked up there
+            (one read) instead of sought in its list, but for a 3 (``knobs._DENSE_TFS``;
+            the same results, as long as ``bits`` agrees with the list: the caller's
+            promise, as the lists' order is).
 
     Raises:
         TypeError, ValueError: An argument of the wrong type or size, or a count or
@@ -591,13 +633,16 @@ class Bm25Daat:
         prefetch_seeds: bool = False,
         sparse_clear: bool = False,
         prefetch_offers: bool = False,
+        dense_tfs: bool = False,
     ) -> None:
         if type(terms) is not list or not terms:
             raise TypeError("terms must be a non-empty list")
         for term in terms:
-            if type(term) is not tuple or len(term) != 7:
-                raise TypeError("each term must be a 7-tuple")
-            _, _, groups, tfs, count, blocks, nblocks = term
+            if type(term) is not tuple or len(term) not in (7, 10):
+                raise TypeError("each term must be a 7- or 10-tuple")
+            _, _, groups, tfs, count, blocks, nblocks = term[:7]
+            if len(term) == 10:
+                _dense_of(term, count)
             # The checks below in one expression first (a retrieve makes one of these
             # per query, about ten terms), then one by one for the message.
             if (
@@ -624,16 +669,17 @@ class Bm25Daat:
             raise TypeError("prefetch and prefetch_seek must be bools")
         flags = (
             tight_walk, interp_seek, simd_walk, prefetch_lookups, lookup_codes, prefetch_seeds,
-            sparse_clear, prefetch_offers,
+            sparse_clear, prefetch_offers, dense_tfs,
         )  # fmt: skip
         if not all(type(x) is bool for x in flags):
             raise TypeError(
                 "tight_walk, interp_seek, simd_walk, prefetch_lookups, lookup_codes,"
-                " prefetch_seeds, sparse_clear, prefetch_offers: bools"
+                " prefetch_seeds, sparse_clear, prefetch_offers, dense_tfs: bools"
             )
         # the C flags
         self._more = (
             int(lookup_codes) | 2 * prefetch_seeds | 4 * sparse_clear | 8 * prefetch_offers
+            | 16 * dense_tfs
         )
         self._prefetch = (  # the C flags
             int(prefetch) | 2 * prefetch_seek | 4 * tight_walk | 8 * interp_seek

@@ -26,7 +26,13 @@ group. The index holds
   in creation order and appended when made) and the term frequencies (bytes until one
   exceeds 255, then int32); the number of groups in it whose records are all purged;
   ``df`` at the newest version (the records not retired whose document has the term);
-  and a reader-side cache of the largest saturation in the list;
+  a reader-side cache of the largest saturation in the list; and, for the longest
+  lists (``knobs._DENSE_TFS``: at least one group in 16), their frequencies by group
+  number in two bits (``_Term.dense``: 0 absent, 1 or 2, 3 for three or more), which
+  the owner brings up to date every few thousand new groups, writing only at groups
+  no published array covers (a reader takes the array with its lists and reads the
+  groups below its ``upto``; newer ones are sought in the list's tail), so that the
+  compiled core looks a group up in one byte instead of searching the list;
 * N and the total length at the newest version, and a *change log*: one
   ``(version, group, +1 or -1)`` entry per ``add`` (at ``rec.born``) and ``retire`` (at
   ``rec.died``), sorted by version.

@@ -31,6 +31,8 @@ from .postings import (
     _Group,
     _seq,
     _Term,
+    dense_fill,
+    dense_make,
     length_code,
     length_codes,
 )
@@ -97,6 +99,9 @@ class BM25Index(metaclass=NoPublicConstructor):
         #: replaced with ``_lengths``): the core's walk reads these, 1 MB at a million
         #: groups where the lengths take 4 MB (``knobs._LENGTH_CODES``).
         self._codes: Any = np.zeros(knobs._CHUNK, np.uint8)
+        #: The group count at which the owner next brings the terms' dense frequency
+        #: arrays up to date (:meth:`_dense_refresh`, ``knobs._DENSE_TFS``).
+        self._dense_next = 0
         #: Retrieves' per-group scratch arrays, of ``len(_lengths)`` elements.
         self._scratch = ScratchPool()
         #: Records not retired, and the sum of their lengths: N and total at the newest version.
@@ -202,6 +207,8 @@ class BM25Index(metaclass=NoPublicConstructor):
             nums = kernels.bm25_add_terms(terms, self._terms, term_table, num, _Term)
             group.terms = array("i" if len(term_table) <= knobs._NARROW else "q", nums)
             _untrack(group)
+            if num >= self._dense_next:
+                self._dense_refresh()
             return group
         get = self._terms.get
         nums = []
@@ -219,7 +226,42 @@ class BM25Index(metaclass=NoPublicConstructor):
         # Exactly sized; int64 only once term numbers no longer fit in int32 with a tf.
         group.terms = array("i" if len(term_table) <= knobs._NARROW else "q", nums)
         _untrack(group)
+        if num >= self._dense_next:
+            self._dense_refresh()
         return group
+
+    def _dense_refresh(self) -> None:
+        """Bring the long lists' dense frequency arrays (``_Term.dense``) up to every
+        group made so far (owner only, between two adds; ``knobs._DENSE_TFS``): a list
+        of at least ``_DENSE_MIN`` postings and one group in ``_DENSE_RATIO`` gets one,
+        one below half of both loses it, the others are extended by their postings
+        since (in place, at groups no published ``upto`` covers; a new array once the
+        lengths' capacity outgrew it). Every ``_DENSE_STEP`` new groups, and after a
+        restore. O(terms + postings since the last refresh + the new arrays' groups).
+        """
+        size = len(self._table)
+        self._dense_next = size + knobs._DENSE_STEP
+        if not knobs._DENSE_TFS:
+            return
+        capacity = len(self._lengths)
+        floor, ratio = knobs._DENSE_MIN, knobs._DENSE_RATIO
+        for term in self._terms.values():
+            count = len(term.groups)
+            dense = term.dense
+            if dense is None:
+                if count >= floor and count * ratio >= size:
+                    term.dense = dense_make(term.groups, term.tfs, capacity, size)
+                continue
+            if 2 * count < floor or 2 * count * ratio < size:
+                term.dense = None  # readers may hold it still
+                continue
+            bits, upto, dpos = dense
+            if 4 * len(bits) < capacity:  # grown: a new array, the old one as it is
+                grown = np.zeros((capacity + 3) // 4, np.uint8)
+                grown[: len(bits)] = bits
+                bits = grown
+            dense_fill(bits, term.groups, term.tfs, dpos, count)
+            term.dense = (bits, size, count)
 
     # -- owner side ---------------------------------------------------------------------
 
@@ -583,6 +625,16 @@ class BM25Index(metaclass=NoPublicConstructor):
                     for num, tf in zip(nums[: term.seen], term.tfs, strict=False)
                 )
                 assert term.top == top, f"{name!r}: stale impact bound"
+            if term.dense is not None:
+                bits, upto, dpos = term.dense
+                assert 0 <= dpos <= len(nums), f"{name!r}: dense dpos"
+                assert upto <= 4 * len(bits), f"{name!r}: dense upto"
+                assert all(num < upto for num in nums[:dpos]), f"{name!r}: dense dpos"
+                assert all(num >= upto for num in nums[dpos:]), f"{name!r}: dense dpos"
+                want = np.zeros(upto, np.int64)
+                want[nums[:dpos]] = np.minimum(list(term.tfs)[:dpos], 3)
+                got = (bits[np.arange(upto) >> 2] >> ((np.arange(upto) & 3) << 1)) & 3
+                assert (got == want).all(), f"{name!r}: dense frequencies out of date"
             size = kernels.BM25_BLOCK
             cached = term.blocks.tolist()
             assert term.blocks.typecode == "i"

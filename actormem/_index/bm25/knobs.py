@@ -185,6 +185,29 @@ _SPARSE_CLEAR = True
 #: another, each was a cache miss (`perf`: most of the offers' ~6% of a question). The
 #: same results; False: no prefetch (kept for side-by-side benchmarks).
 _PREFETCH_OFFERS = True
+#: With the cost-aware split, the longest posting lists (at least ``_DENSE_MIN`` postings
+#: and one group in ``_DENSE_RATIO``) also keep their frequencies by group number, two
+#: bits a group (``_Term.dense``: 0 absent, 1 or 2 the frequency, 3 three or more), kept
+#: up to date by the owner every ``_DENSE_STEP`` new groups; the core's lookups into
+#: them read that one byte instead of searching the list (an interpolated guess and the
+#: frequency after it, two cache misses into a list of hundreds of thousands of postings
+#: at 1M), and search the list only for a 3 or a group newer than the array. 256 KB a
+#: list at a million groups (~23 B an entry in all at 1M). The same results; False: no
+#: arrays made, none read (kept for side-by-side benchmarks).
+_DENSE_TFS = True
+
+#: A list gets a dense array from this many postings on (and drops it below half of it)...
+_DENSE_MIN = 1 << 14
+
+#: ... and while at least one group in this many has the term (one in twice as many to
+#: keep it): 87 lists of the bench's 1M plain texts, 22.8 MB (one in 8: 32 lists, 8.4 MB,
+#: without *what*, the commonest question word, at one text in 9.4; docs/benchmarks.md).
+_DENSE_RATIO = 16
+
+#: New groups between two updates of the dense arrays (the groups after the last update
+#: are sought in the lists' tails, which are short and read in order).
+_DENSE_STEP = 4096
+
 #: A group that has had one record keeps the record itself in its ``_recs`` slot, not
 #: a list of one (80 bytes: the list object and its item buffer, and an object the
 #: collector tracks): at 1M distinct texts 80 MB. The second record makes it a list.

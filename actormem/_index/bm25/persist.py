@@ -293,4 +293,5 @@ def restore(index: BM25Index, parts: Mapping[str, bytes], records: list[Record])
     changes.groups = [table[g] for g in gids]
     changes.deltas = [1] * len(records)
     index._changes = changes
+    index._dense_refresh()  # the long lists' dense frequencies (knobs._DENSE_TFS)
     return index

@@ -231,7 +231,12 @@ class MaxScoreSearch:
         self._index = index
 
     def _core_steps(
-        self, ex: _Exact, bounds: list[float], blocks: list[array[int]], codes: Any
+        self,
+        ex: _Exact,
+        bounds: list[float],
+        blocks: list[array[int]],
+        codes: Any,
+        denses: list[tuple[Any, int, int] | None],
     ) -> Generator[None, None, list[tuple[float, Record]]]:
         """The top-k of :meth:`top_k_terms_steps` by the compiled core (``_cbm25.c``):
         MaxScore over the query's lists in the C code, each step about ``4 *
@@ -246,7 +251,8 @@ class MaxScoreSearch:
         the core's own, in C, and theta rises within a step. ``ex`` holds the query as
         taken at the start,
         ``bounds`` its terms' bounds (slack included), ``blocks`` their block caches,
-        extended here first, ``codes`` the lengths' one-byte codes taken with them."""
+        extended here first, ``codes`` the lengths' one-byte codes taken with them,
+        ``denses`` their dense frequency arrays (``_Term.dense``), taken with them."""
         scorer = self._index.scorer
         lengths, table, limit, avgdl = ex.lengths, ex.table, ex.limit, ex.avgdl
         size = kernels.BM25_BLOCK
@@ -254,7 +260,10 @@ class MaxScoreSearch:
         # The windowed walk of the cost-aware split never reads the block bounds: they are
         # only built for the split by bound (knobs._NO_BLOCKS).
         skip = knobs._COST_SPLIT and knobs._NO_BLOCKS
-        for (wi, groups, tfs, count), bound, cache in zip(ex.query, bounds, blocks, strict=True):
+        dense = knobs._DENSE_TFS and knobs._COST_SPLIT
+        for (wi, groups, tfs, count), bound, cache, held in zip(
+            ex.query, bounds, blocks, denses, strict=True
+        ):
             wanted = 0 if skip else count // size
             while len(cache) // 2 < wanted:  # extend the cache, in slices
                 first = len(cache) // 2
@@ -264,7 +273,10 @@ class MaxScoreSearch:
                 cache.frombytes(out.tobytes())  # no yield since `first`: still the end
                 if stop < wanted:
                     yield
-            terms.append((wi, bound, groups, tfs, count, cache, wanted))
+            if dense and held is not None:
+                terms.append((wi, bound, groups, tfs, count, cache, wanted, *held))
+            else:
+                terms.append((wi, bound, groups, tfs, count, cache, wanted))
         k1, b = scorer.k1, scorer.b
         parts = (k1 * (1.0 - b), k1 * b / avgdl, float(k1), float(b), avgdl, 1.0 + knobs._SLACK)
         # A step re-takes every list's buffers (O(terms)): long queries get longer steps.
@@ -281,7 +293,7 @@ class MaxScoreSearch:
             float(knobs._SPLIT_ROOM), knobs._PREFETCH_SEEK, knobs._TIGHT_WALK, knobs._INTERP_SEEK,
             knobs._SIMD_WALK, knobs._PREFETCH_LOOKUPS, codes if knobs._LENGTH_CODES else None,
             knobs._LOOKUP_CODES, knobs._PREFETCH_SEEDS, knobs._SPARSE_CLEAR,
-            knobs._PREFETCH_OFFERS,
+            knobs._PREFETCH_OFFERS, dense,
         )  # fmt: skip
         seed_room = max(limit, knobs._SEED_ROOM) if knobs._COST_SPLIT else 0
         seeds = sorted(range(len(terms)), key=bounds.__getitem__)[-knobs._SEEDS :]
@@ -392,6 +404,8 @@ class MaxScoreSearch:
             taken.append((obj, (wi, obj.groups, obj.tfs, len(obj.groups))))
         # The core's block bounds, taken with their lists (compaction replaces both).
         blocks = [obj.blocks for obj, _ in taken] if core else []
+        # Their dense frequency arrays, taken with them too (knobs._DENSE_TFS).
+        denses = [obj.dense for obj, _ in taken] if core else []
         for obj, post in taken:
             ref = obj.ref
             if obj.seen == post[3] and ref and 1.0 / knobs._DRIFT <= avgdl / ref <= knobs._DRIFT:
@@ -419,7 +433,7 @@ class MaxScoreSearch:
         )
         if core:
             bounds = [bound for bound, *_ in order]  # in the query's order still
-            return (yield from self._core_steps(ex, bounds, blocks, codes))
+            return (yield from self._core_steps(ex, bounds, blocks, codes, denses))
         order.sort(key=itemgetter(0), reverse=True)
         # rest[i]: bound on the total contribution of the terms order[i:].
         rest = [0.0] * (len(order) + 1)
