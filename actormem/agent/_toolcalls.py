@@ -192,14 +192,19 @@ def read_tool_calls(path: Path) -> tuple[list[ToolCall], str]:
             return read
     calls: list[ToolCall] = []
     for number, value in json_lines(path):
-        if not isinstance(value, dict):
-            raise JsonlError(path, number, f"expected a JSON object, got {type(value).__name__}")
-        try:
-            call = tool_call(value)
-        except (ValueError, TypeError) as exc:
-            raise JsonlError(path, number, f"not a tool call: {exc}") from None
-        calls.append(call)
+        calls.append(_line_call(path, number, value))
     return calls, file_sha256(path)
+
+
+def _line_call(path: Path, number: int, value: object) -> ToolCall:
+    """The tool call of line ``number``'s JSON ``value``, or :class:`JsonlError` naming
+    the file and the line. O(size of the value)."""
+    if not isinstance(value, dict):
+        raise JsonlError(path, number, f"expected a JSON object, got {type(value).__name__}")
+    try:
+        return tool_call(value)
+    except (ValueError, TypeError) as exc:
+        raise JsonlError(path, number, f"not a tool call: {exc}") from None
 
 
 #: :func:`read_tool_calls` reads the file's bytes once, takes their SHA-256 and decodes
@@ -244,13 +249,7 @@ def _read_once(path: Path) -> tuple[list[ToolCall], str] | None:
                 raise ValueError("extra data")
         except Exception:  # json.loads of the line as streamed says what json_lines would
             value = parse_line(path, number, line if number == last else line + "\n")
-        if not isinstance(value, dict):
-            raise JsonlError(path, number, f"expected a JSON object, got {type(value).__name__}")
-        try:
-            call = tool_call(value)
-        except (ValueError, TypeError) as exc:
-            raise JsonlError(path, number, f"not a tool call: {exc}") from None
-        calls.append(call)
+        calls.append(_line_call(path, number, value))
     return calls, hashlib.sha256(data).hexdigest()
 
 
