@@ -6,7 +6,6 @@ ties) from two memories driven alike with the knob on and off."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -18,6 +17,7 @@ from actormem._index.wordoverlap import ccore
 from actormem._index.wordoverlap import knobs as wo_knobs
 
 from .strategies import examples
+from .test_visit_select import visit_small  # noqa: F401  (a fixture)
 from .test_wordoverlap_bits import CountsOldAndNew
 
 pytestmark = pytest.mark.skipif(ccore.core() is None, reason="the C core is not built")
@@ -182,21 +182,6 @@ class FlatOnAndOff(CountsOldAndNew):
 
 class FlatOnAndOffDefaultBatch(FlatOnAndOff):
     KNOBS = {True: (True, 32, 1 << 15, 0), False: (False, 32, 1 << 15, 0)}
-
-
-@pytest.fixture
-def visit_small() -> Iterator[None]:
-    """Small visit parts and steps: the old side's sets in several visits, yields
-    inside batches on both."""
-    names = ("_VISIT", "_STEP")
-    saved = {k: getattr(wo_knobs, k) for k in names}
-    for k, v in zip(names, (16, 3), strict=True):
-        setattr(wo_knobs, k, v)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            setattr(wo_knobs, k, v)
 
 
 @pytest.mark.parametrize("machine", [FlatOnAndOff, FlatOnAndOffDefaultBatch])
