@@ -5,7 +5,8 @@ process, one copy's ``close`` of a descriptor drops the other's POSIX locks (SQL
 "How To Corrupt An SQLite Database File", 2.2.1), so two writers could commit at once.
 
 * ``same_library(path)`` of both modules: True for the ``_sqlite3`` Python runs here;
-  False for a loaded object that does not export ``sqlite3_sourceid``, a missing file, a
+  False for a loaded object with a ``sqlite3_sourceid`` of its own (another copy, the
+  same source id), a loaded object that does not export it, a missing file, a
   file that is not a shared object and one that is not loaded (and it stays unloaded:
   ``RTLD_NOLOAD``); arguments that are not one str without NUL refused.
 * ``sqlite_format._same_sqlite``: the source id and the same copy; any doubt is False.
@@ -15,6 +16,10 @@ process, one copy's ``close`` of a descriptor drops the other's POSIX locks (SQL
 
 from __future__ import annotations
 
+import ctypes
+import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -61,6 +66,23 @@ def test_an_object_without_the_symbol_is_not(module: Any) -> None:
 
     assert _ckernels.__file__ in _loaded()
     assert module.same_library(_ckernels.__file__) is False
+
+
+def test_another_copy_exporting_the_symbol_is_not(module: Any, tmp_path: Path) -> None:
+    """A loaded object with a sqlite3_sourceid of its own (as a _sqlite3 with a static,
+    exported copy of SQLite would have): the same name, another function."""
+    compiler = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no C compiler")
+    source = tmp_path / "copy.c"
+    version = sqlite_format._python_source_id()
+    source.write_text(f'const char *sqlite3_sourceid(void) {{ return "{version}"; }}\n')
+    lib = tmp_path / "copy.so"
+    subprocess.run([compiler, "-shared", "-fPIC", str(source), "-o", str(lib)], check=True)
+    copy = ctypes.CDLL(str(lib))  # loaded RTLD_LOCAL, as Python loads extension modules
+    copy.sqlite3_sourceid.restype = ctypes.c_char_p
+    assert copy.sqlite3_sourceid().decode() == module.source_id()  # the same "version"
+    assert module.same_library(str(lib)) is False
 
 
 def test_missing_and_unloaded_files_are_not(module: Any, tmp_path: Path) -> None:
