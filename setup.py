@@ -5,11 +5,18 @@ skips the extension and the package installs anyway; ``actormem._index.kernels``
 logs one line and the indexes run their numpy reference path.
 """
 
+import sys
+
 from setuptools import Extension, setup
 
 # The buffer helpers the three modules include: a change rebuilds them, and the sdist
 # carries it (setuptools puts an Extension's `depends` in the sdist).
 COMMON = ["actormem/_index/_kernels_common.h", "actormem/_index/_foldhash.h"]
+# The two modules over SQLite's C API check with dlopen/dlsym that they run the same
+# loaded SQLite as Python's _sqlite3 (_storage/_samelib.h); glibc before 2.34 keeps
+# those in libdl.
+SAMELIB = "actormem/_storage/_samelib.h"
+SQLITE_LIBS = ["sqlite3", "dl"] if sys.platform.startswith("linux") else ["sqlite3"]
 
 setup(
     ext_modules=[
@@ -42,8 +49,8 @@ setup(
             "actormem._storage._crows",
             ["actormem/_storage/_crows.c"],
             extra_compile_args=["-O3"],
-            libraries=["sqlite3"],
-            depends=COMMON,
+            libraries=SQLITE_LIBS,
+            depends=[*COMMON, SAMELIB],
             optional=True,
         ),
         # A durable memory's small group commits in C over a connection of their own
@@ -52,7 +59,8 @@ setup(
             "actormem._storage._cwrite",
             ["actormem/_storage/_cwrite.c"],
             extra_compile_args=["-O3"],
-            libraries=["sqlite3"],
+            libraries=SQLITE_LIBS,
+            depends=[SAMELIB],
             optional=True,
         ),
     ]

@@ -18,6 +18,7 @@
 #include <Python.h>
 #include <datetime.h>
 #include <sqlite3.h>
+#include "_samelib.h"  /* same_library: the same loaded SQLite as _sqlite3 */
 #include <string.h>
 
 #include "../_index/_kernels_common.h"
@@ -1116,6 +1117,7 @@ static PyMethodDef methods[] = {
     {"feed_cpu_s", feed_cpu_s, METH_NOARGS, feed_cpu_s_doc},
     {"read_entries", read_entries, METH_VARARGS, read_entries_doc},
     {"source_id", source_id, METH_NOARGS, source_id_doc},
+    {"same_library", same_library, METH_VARARGS, same_library_doc},
     {NULL, NULL, 0, NULL},
 };
 

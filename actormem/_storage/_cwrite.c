@@ -22,12 +22,13 @@
  * SQLite's message and ``sqlite_errorcode`` / ``sqlite_errorname`` set.
  *
  * Linked against the system's SQLite; sqlite.py uses it only when that is the library
- * Python's ``sqlite3`` runs (same source id): two copies of SQLite in one process do
- * not see each other's POSIX locks on the file.
+ * Python's ``sqlite3`` runs (the same source id and the same loaded copy: same_library,
+ * _samelib.h): two copies of SQLite in one process do not see each other's POSIX locks.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <sqlite3.h>
+#include "_samelib.h"  /* same_library: the same loaded SQLite as _sqlite3 */
 #include <sys/stat.h>
 #include <errno.h>
 
@@ -417,6 +418,7 @@ set_errors(PyObject *self, PyObject *classes)
 
 static PyMethodDef methods[] = {
     {"source_id", source_id, METH_NOARGS, source_id_doc},
+    {"same_library", same_library, METH_VARARGS, same_library_doc},
     {"set_errors", set_errors, METH_O, set_errors_doc},
     {NULL, NULL, 0, NULL},
 };

@@ -87,7 +87,7 @@ from .sqlite_format import (
     sqlite_reason,
     vector_rows,
 )
-from .sqlite_format import _python_source_id as python_source_id
+from .sqlite_format import _same_sqlite as same_sqlite
 
 try:  # the compiled writer of small group commits (setup.py; optional)
     from . import _cwrite  # type: ignore[attr-defined]
@@ -231,11 +231,12 @@ def _error_table() -> dict[str, Any]:
 
 
 def _c_writer_usable() -> bool:
-    """Whether the compiled writer is built and linked against Python's SQLite. O(1)
-    after the first call."""
+    """Whether the compiled writer is built and runs the very SQLite (the same loaded
+    copy) Python's ``sqlite3`` runs (:func:`~.sqlite_format._same_sqlite`). O(1) after
+    the first call."""
     global _C_USABLE
     if _C_USABLE is None:
-        _C_USABLE = _cwrite is not None and _cwrite.source_id() == python_source_id()
+        _C_USABLE = same_sqlite(_cwrite)
         if _C_USABLE:
             _cwrite.set_errors(_error_table())
     return _C_USABLE

@@ -50,6 +50,7 @@ import os
 import pathlib
 import re
 import sqlite3
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -662,13 +663,41 @@ def _python_source_id() -> str | None:
     return source if isinstance(source, str) else None
 
 
-#: Whether the compiled reader is linked against the SQLite Python's ``sqlite3`` runs
-#: (the same source id; in one process they then are the same library in practice).
-#: Two copies of SQLite in one process do not see each other's POSIX locks: the
-#: reader's ``close`` of its descriptor would drop the locks ``read_file``'s own
-#: connection holds on the file and its WAL index (SQLite's "multiple copies" hazard),
-#: so with another copy the reader only takes ``immutable=1`` URIs (no locks taken).
-_SAME_SQLITE = _crows is not None and _crows.source_id() == _python_source_id()
+def _python_sqlite_file() -> str | None:
+    """The file of the extension module ``_sqlite3`` that ``sqlite3.dbapi2`` runs, or
+    None (built into the interpreter). O(1)."""
+    module = sys.modules.get("_sqlite3")
+    path = getattr(module, "__file__", None)
+    return path if isinstance(path, str) else None
+
+
+def _same_sqlite(module: Any) -> bool:
+    """Whether the compiled ``module`` (``_crows`` or ``_cwrite``, or None) runs the very
+    SQLite Python's ``sqlite3`` runs: the same source id, and the same loaded copy of
+    the library (its ``same_library``: ``_sqlite3``'s file, already loaded, resolves
+    ``sqlite3_sourceid`` to the function the module calls). A matching source id alone
+    does not prove it: ``_sqlite3`` may carry a static copy of SQLite, or another
+    library file of the same version may be loaded. Two copies in one process keep
+    their POSIX locks apart: one copy's ``close`` of a descriptor drops the locks the
+    other holds on the file (SQLite's "How To Corrupt An SQLite Database File", 2.2.1),
+    so two writers could commit at once. Any doubt is False. O(1)."""
+    if module is None or module.source_id() != _python_source_id():
+        return False
+    path = _python_sqlite_file()
+    if path is None:
+        return False
+    try:
+        return module.same_library(path) is True
+    except (AttributeError, TypeError, ValueError):  # an older build; a path it cannot pass
+        return False
+
+
+#: Whether the compiled reader runs the SQLite Python's ``sqlite3`` runs
+#: (:func:`_same_sqlite`). Two copies of SQLite in one process do not see each other's
+#: POSIX locks: the reader's ``close`` of its descriptor would drop the locks
+#: ``read_file``'s own connection holds on the file and its WAL index, so with another
+#: copy the reader only takes ``immutable=1`` URIs (no locks taken).
+_SAME_SQLITE = _same_sqlite(_crows)
 
 
 def _read_rows_c(
