@@ -221,6 +221,59 @@ class WordOverlapSearch:
             yield
 
     @staticmethod
+    def _offer_picked(
+        picked: list[tuple[int, float, int, float]],
+        glist: list[Record | _Group | None],
+        heap: list[tuple[float, int, Record]],
+        limit: int,
+        push: Any,
+        admitted: Any,
+        tagged: set[Record],
+        progress: list[int],
+        step: int,
+        done: int,
+    ) -> Generator[None, None, tuple[int, bool]]:
+        """One batch of :meth:`_visit_c` or :meth:`_visit_flat`: each picked group
+        ``(g, bound, smallest seq, its part)``, in order, stops the visit when the heap
+        is full and its bound cannot beat the worst; else its records are scored
+        (``combine_word_overlap`` term by term) and offered. Yields every ``step`` units
+        of work (groups and records, counted on from ``done``, written to
+        ``progress[0]`` at each yield and at a stop). Returns the new count and whether
+        the visit stopped. O(groups + records of the batch)."""
+        full = len(heap) == limit  # the heap only fills (never shrinks) within a retrieve
+        for g, bound, mseq, gpart in picked:
+            done += 1
+            if not done % step:
+                progress[0] = done
+                yield
+            if full:
+                worst = heap[0]
+                if bound < worst[0] or (bound == worst[0] and mseq > -worst[1]):
+                    progress[0] = done
+                    return done, True  # neither this group nor any later one can enter
+            item = glist[g]
+            if item is None:
+                continue
+            # The owner only appends (invisible) records to a group's list, or
+            # replaces it whole.
+            recs: Any = item.recs if type(item) is _Group else (item,)  # records
+            for rec in recs:
+                done += 1
+                if not done % step:
+                    progress[0] = done
+                    yield
+                # combine_word_overlap(rel, c, n_words, False), term by term.
+                score = ((0.5 * rec.entry.relevance + gpart) + 0.0) + 0.1
+                if full:
+                    worst = heap[0]
+                    if score < worst[0] or (score == worst[0] and rec.seq > -worst[1]):
+                        continue
+                if rec not in tagged and admitted(rec):
+                    push(rec, score)
+                    full = len(heap) == limit
+        return done, False
+
+    @staticmethod
     def _visit_c(
         idx: np.ndarray[Any, Any],
         part: float | np.ndarray[Any, Any],
@@ -257,7 +310,7 @@ class WordOverlapSearch:
         # The loop of _visit with its counters local: the heap only fills (never
         # shrinks) within a retrieve, and progress[0] is written back at each yield
         # and return (the same yields).
-        step, done, full = knobs._STEP, progress[0], len(heap) == limit
+        step, done = knobs._STEP, progress[0]
         first = True
         while m:
             if not unordered:
@@ -269,36 +322,11 @@ class WordOverlapSearch:
                 unordered = False
                 picked, m = ccore.visit_pop(room, m, batch)
             first = False
-            for g, bound, mseq, gpart in picked:
-                done += 1
-                if not done % step:
-                    progress[0] = done
-                    yield
-                if full:
-                    worst = heap[0]
-                    if bound < worst[0] or (bound == worst[0] and mseq > -worst[1]):
-                        progress[0] = done
-                        return  # neither this group nor any later one can enter
-                item = glist[g]
-                if item is None:
-                    continue
-                # The owner only appends (invisible) records to a group's list, or
-                # replaces it whole.
-                recs = item.recs if type(item) is _Group else (item,)
-                for rec in recs:
-                    done += 1
-                    if not done % step:
-                        progress[0] = done
-                        yield
-                    # combine_word_overlap(rel, c, n_words, False), term by term.
-                    score = ((0.5 * rec.entry.relevance + gpart) + 0.0) + 0.1
-                    if full:
-                        worst = heap[0]
-                        if score < worst[0] or (score == worst[0] and rec.seq > -worst[1]):
-                            continue
-                    if rec not in tagged and admitted(rec):
-                        push(rec, score)
-                        full = len(heap) == limit
+            done, stop = yield from WordOverlapSearch._offer_picked(
+                picked, glist, heap, limit, push, admitted, tagged, progress, step, done
+            )
+            if stop:
+                return  # neither the last group read nor any later one can enter
             progress[0] = done
             batch *= 4
             yield
@@ -695,45 +723,21 @@ class WordOverlapSearch:
         read * log batch) per batch."""
         n = len(counts)
         batch = max(limit, knobs._VISIT_BATCH)
-        step, done, full = knobs._STEP, progress[0], len(heap) == limit
+        step, done = knobs._STEP, progress[0]
         after: tuple[float, int, int] | None = None
         while True:
-            kth = (float(heap[0][0]), -heap[0][1]) if full else None
+            kth = (float(heap[0][0]), -heap[0][1]) if len(heap) == limit else None
             picked, more = ccore.flat_first(
                 counts, n, least, n_words, maxrel, minseq, kth, batch, after
             )
             if not picked:
                 break
             yield
-            # The loop of _visit_c (the same checks and stops).
-            for g, bound, mseq, gpart in picked:
-                done += 1
-                if not done % step:
-                    progress[0] = done
-                    yield
-                if full:
-                    worst = heap[0]
-                    if bound < worst[0] or (bound == worst[0] and mseq > -worst[1]):
-                        progress[0] = done
-                        return  # neither this group nor any later one can enter
-                item = glist[g]
-                if item is None:
-                    continue
-                recs = item.recs if type(item) is _Group else (item,)
-                for rec in recs:
-                    done += 1
-                    if not done % step:
-                        progress[0] = done
-                        yield
-                    # combine_word_overlap(rel, c, n_words, False), term by term.
-                    score = ((0.5 * rec.entry.relevance + gpart) + 0.0) + 0.1
-                    if full:
-                        worst = heap[0]
-                        if score < worst[0] or (score == worst[0] and rec.seq > -worst[1]):
-                            continue
-                    if rec not in tagged and admitted(rec):
-                        push(rec, score)
-                        full = len(heap) == limit
+            done, stop = yield from WordOverlapSearch._offer_picked(
+                picked, glist, heap, limit, push, admitted, tagged, progress, step, done
+            )
+            if stop:
+                return  # neither the last group read nor any later one can enter
             if not more:
                 break
             g, bound, mseq, _ = picked[-1]
