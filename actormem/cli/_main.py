@@ -48,7 +48,7 @@ from .._util import gc_paused, read_token_file
 from ..agent._text import cut, escape_line
 from ..agent._toolcalls import read_import_file
 from ..eval import _cli as _eval_cli
-from ._display import result_tables, watch
+from ._display import PipeConsole, result_tables, watch
 from ._mcp import add_mcp_parser
 from ._options import InputError as _InputError
 from ._options import Parser as _Parser
@@ -651,7 +651,7 @@ def cmd_swarm(args: argparse.Namespace) -> int:
         return swarm_nodes(args)
     with gc_paused():  # the calls read live on: nothing for the collector to find
         workload, files = swarm_workload(args)
-    console = Console(highlight=False)
+    console = PipeConsole(highlight=False)
     print(f"actormem swarm: {workload.description}", flush=True)
     if not args.tool_calls:
         print("  (pass --tool-calls FILE to replay real tool calls instead)", flush=True)
