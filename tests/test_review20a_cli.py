@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import io
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -43,3 +46,24 @@ def test_swarm_tables_into_a_closed_pipe_exit_quietly_141(
     assert out.gone
     assert status == EXIT_BROKEN_PIPE
     assert capsys.readouterr().err == ""
+
+
+def test_commands_with_stdout_closed_run_without_a_traceback(tmp_path: Path) -> None:
+    # `actormem swarm >&-` (cron, a daemon): Python starts with sys.stdout None; the
+    # command must run as with stdout to /dev/null, not die on None.isatty()/.flush().
+    memory_file = tmp_path / "m.sqlite"
+    runs = [
+        ["swarm", "--in-memory", "--episodes", "2", "--agents", "2"],
+        ["swarm", "--path", str(memory_file), "--episodes", "2", "--agents", "2"],
+        ["stats", str(memory_file)],
+    ]
+    for argv in runs:
+        done = subprocess.run(
+            [sys.executable, "-m", "actormem", *argv],
+            stdin=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            check=False,
+            preexec_fn=lambda: os.close(1),  # noqa: PLW1509 (no threads in the child yet)
+        )
+        assert (done.returncode, done.stderr) == (0, ""), argv

@@ -1067,6 +1067,7 @@ def run_command(argv: Sequence[str] | None = None) -> NoReturn:
     """
     global _ending_process
     _ending_process = True
+    _no_closed_std_streams()
     status = main(argv)
     if _FAST_EXIT and _swarm_done and _only_daemon_threads():
         try:
@@ -1082,6 +1083,15 @@ def run_command(argv: Sequence[str] | None = None) -> NoReturn:
             sys.exit(status)
         os._exit(status)
     sys.exit(status)
+
+
+def _no_closed_std_streams() -> None:
+    """A process started with stdout or stderr closed (``actormem swarm >&-``: Python
+    sets ``sys.stdout`` to None) writes to /dev/null there instead, as a command whose
+    output is discarded (the commands call ``isatty`` and ``flush`` on them). O(1)."""
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115
 
 
 def _only_daemon_threads() -> bool:
