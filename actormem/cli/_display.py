@@ -14,6 +14,8 @@ over the most recent :data:`~actormem.cli._swarm.RECENT_WINDOW` retrieves.
 
 from __future__ import annotations
 
+import errno
+import os
 import time
 from collections.abc import Callable
 from typing import TextIO
@@ -26,7 +28,19 @@ from rich.text import Text
 from .._stats import MemoryStatistics
 from ._swarm import CAUSES, Accounting, LatencySummary, SwarmRun
 
-__all__ = ["progress_line", "result_tables", "watch"]
+__all__ = ["PipeConsole", "progress_line", "result_tables", "watch"]
+
+
+class PipeConsole(Console):
+    """A :class:`rich.console.Console` whose write to a reader that has gone
+    (``actormem swarm | head -1``) raises :class:`BrokenPipeError` like every other
+    write of the command, so that ``main`` stops quietly with status 141 (docs/cli.md).
+    rich's own handling raises ``SystemExit(1)``, which in a trio task came out as an
+    exception group's traceback and status 1."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True  # rich's own first step: nothing more is rendered
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
 
 
 def _ms(value: float | None) -> str:
@@ -101,7 +115,7 @@ async def watch(
         TimeElapsedColumn,
     )
 
-    console = Console(file=out)
+    console = PipeConsole(file=out)
     by_steps = total_steps is not None
     progress = Progress(
         TextColumn("steps" if by_steps else "episodes"),

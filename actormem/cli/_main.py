@@ -48,7 +48,7 @@ from .._util import gc_paused, read_token_file
 from ..agent._text import cut, escape_line
 from ..agent._toolcalls import read_import_file
 from ..eval import _cli as _eval_cli
-from ._display import result_tables, watch
+from ._display import PipeConsole, result_tables, watch
 from ._mcp import add_mcp_parser
 from ._options import InputError as _InputError
 from ._options import Parser as _Parser
@@ -651,7 +651,7 @@ def cmd_swarm(args: argparse.Namespace) -> int:
         return swarm_nodes(args)
     with gc_paused():  # the calls read live on: nothing for the collector to find
         workload, files = swarm_workload(args)
-    console = Console(highlight=False)
+    console = PipeConsole(highlight=False)
     print(f"actormem swarm: {workload.description}", flush=True)
     if not args.tool_calls:
         print("  (pass --tool-calls FILE to replay real tool calls instead)", flush=True)
@@ -1067,6 +1067,7 @@ def run_command(argv: Sequence[str] | None = None) -> NoReturn:
     """
     global _ending_process
     _ending_process = True
+    _no_closed_std_streams()
     status = main(argv)
     if _FAST_EXIT and _swarm_done and _only_daemon_threads():
         try:
@@ -1082,6 +1083,15 @@ def run_command(argv: Sequence[str] | None = None) -> NoReturn:
             sys.exit(status)
         os._exit(status)
     sys.exit(status)
+
+
+def _no_closed_std_streams() -> None:
+    """A process started with stdout or stderr closed (``actormem swarm >&-``: Python
+    sets ``sys.stdout`` to None) writes to /dev/null there instead, as a command whose
+    output is discarded (the commands call ``isatty`` and ``flush`` on them). O(1)."""
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115
 
 
 def _only_daemon_threads() -> bool:
