@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -39,6 +40,46 @@ def test_join_survives_a_record_whose_hash_drops_the_group() -> None:
         assert t.join(5, R()) is False
         assert 5 not in t and len(t) == 0
         t._check()
+        print("ok")
+        """
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "ok"
+
+
+def test_read_entries_holds_its_categories_while_idle_runs(tmp_path: Path) -> None:
+    """read_entries' idle (and tags_of) run Python code while the reader thread compares
+    the category texts and the decoder hands out the members: a caller's categories
+    dict emptied there must not free them (a use after free before the fix)."""
+    from actormem._storage import sqlite_format
+
+    from .test_open13_split import _file, _texts
+
+    if sqlite_format._crows is None or not sqlite_format._SAME_SQLITE:
+        pytest.skip("no compiled reader over Python's SQLite")
+    uri = _file(tmp_path / "c.db", _texts(3000))
+    done = _run(
+        f"""
+        import gc
+        from actormem._storage import sqlite_format as f
+        plain = f._read_rows_c({uri!r})
+        for attempt in range(20):
+            cats = {{"".join(list(k)): type(v)(v.value) for k, v in f._CATEGORY_VALUES.items()}}
+            calls = []
+            def idle():
+                calls.append(1)
+                cats.clear()
+                gc.collect()
+                return False
+            read = f._crows.read_entries(
+                {uri!r}, f.SELECT_ENTRIES, f.MemoryEntry, f._ENTRY_FIELDS, cats, f._tags_of,
+                f._namespace_of, f._json_object, 1.0, f.MAX_MEMORY_CHARS, f.MAX_KEY_CHARS,
+                f.MAX_TTL, f.MAX_SEQ, f._HASH_TEXTS, True, None, None, idle,
+            )
+            assert read is not None and len(read) == len(plain)
+            assert [e.category.value for _, e in read] == [e.category.value for _, e in plain]
+            if calls:
+                break
         print("ok")
         """
     )
