@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -85,3 +86,58 @@ def test_read_entries_holds_its_categories_while_idle_runs(tmp_path: Path) -> No
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "ok"
+
+
+def _flat_args(k: int) -> tuple[Any, ...]:
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    n = 300
+    counts = rng.integers(0, 5, n).astype(np.uint8)
+    maxrel = rng.random(n)
+    minseq = rng.integers(0, 1000, n).astype(np.int64)
+    return counts, n, 1, 40, maxrel, minseq, None, k
+
+
+@pytest.mark.parametrize("k", [2**40, 2**58, 2**62])
+def test_flat_first_takes_a_limit_beyond_the_groups(k: int) -> None:
+    """flat_first's k is the ranking's batch, max(limit, _VISIT_BATCH): a large limit
+    (a valid retrieve argument) sized its heap (MemoryError before the fix; 2**59 + 1
+    wrapped the size to 32 bytes: a heap overflow, below)."""
+    from actormem._index.wordoverlap import ccore
+
+    args = _flat_args(k)
+    picked, more = ccore.flat_first(*args)
+    expected, rest = ccore.flat_first(*args[:-1], 300)
+    assert (picked, more) == (expected, rest)
+    assert more == 0 and len(picked) == int((args[0] >= 1).sum())
+
+
+def test_flat_first_k_whose_heap_size_wraps() -> None:
+    done = _run(
+        """
+        import numpy as np
+        from actormem._index.wordoverlap import ccore
+        rng = np.random.default_rng(7)
+        counts = rng.integers(1, 5, 300).astype(np.uint8)
+        args = (counts, 300, 1, 40, rng.random(300), rng.integers(0, 9, 300).astype(np.int64), None)
+        assert ccore.flat_first(*args, 2**59 + 1) == ccore.flat_first(*args, 300)
+        print("ok")
+        """
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "ok"
+
+
+def test_a_long_query_with_a_huge_limit_ranks() -> None:
+    """Through the index: a query long enough for the flat ranking, limit 2**58."""
+    from actormem._index.scoring import drain
+
+    from .test_mainjob14_flat import _seeded_memory
+
+    state, vocab, _rng = _seeded_memory(1, 300)
+    view = state.view()
+    query = " ".join(vocab[:40])
+    small = list(drain(state.index.top_k_steps(view, query, 1000, None)))
+    huge = list(drain(state.index.top_k_steps(view, query, 2**58, None)))
+    assert [(s, r.seq) for s, r in huge] == [(s, r.seq) for s, r in small]
