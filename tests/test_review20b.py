@@ -142,3 +142,52 @@ def test_a_long_query_with_a_huge_limit_ranks() -> None:
     small = list(drain(state.index.top_k_steps(view, query, 1000, None)))
     huge = list(drain(state.index.top_k_steps(view, query, 2**58, None)))
     assert [(s, r.seq) for s, r in huge] == [(s, r.seq) for s, r in small]
+
+
+def test_cwrite_commit_error_survives_a_close_by_the_collector(tmp_path: Path) -> None:
+    """A failing statement's exception is made after the error: the collector it may run
+    can close the writer (a callback, a finalizer); the commit then neither reads the
+    closed connection (a NULL db before the fix: a segfault) nor loses the error."""
+    from actormem._storage import sqlite as store_sqlite
+
+    if not store_sqlite._c_writer_usable():
+        pytest.skip("no compiled writer over Python's SQLite")
+    path = str(tmp_path / "w.db")
+    done = _run(
+        f"""
+        import gc, os, sqlite3
+        from actormem._storage import _cwrite, sqlite as s
+        assert s._c_writer_usable()
+        p = {path!r}
+        c = sqlite3.connect(p, isolation_level=None)
+        c.execute("PRAGMA journal_mode=wal")
+        c.execute("CREATE TABLE t (x INTEGER CHECK (x > 0))")
+        st = os.stat(p)
+        stmts = ("BEGIN IMMEDIATE", "COMMIT", "ROLLBACK", "DELETE FROM t WHERE x = ?",
+                 "DELETE FROM t WHERE x = ?", "DELETE FROM t WHERE x = ?",
+                 "INSERT INTO t (x) VALUES (?)", "UPDATE t SET x = ? WHERE x = ?",
+                 "INSERT INTO t (x) VALUES (?)")
+        w = _cwrite.Writer("file:" + p + "?mode=rw", os.fsencode(p), st.st_dev, st.st_ino,
+                           "PRAGMA busy_timeout = 0", stmts)
+        def cb(phase, info):
+            if phase == "start":
+                w.close()
+        gc.callbacks.append(cb)
+        gc.set_threshold(1)
+        try:
+            w.commit(None, [], [(5,), (-1,)], [], [])
+        except sqlite3.IntegrityError as e:
+            assert "CHECK constraint failed" in str(e), e
+            assert e.sqlite_errorname.startswith("SQLITE_CONSTRAINT"), e.sqlite_errorname
+        else:
+            raise AssertionError("no error")
+        finally:
+            gc.callbacks.remove(cb)
+            gc.set_threshold(700)
+        assert w.closed
+        assert c.execute("SELECT count(*) FROM t").fetchone() == (0,)
+        print("ok")
+        """
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "ok"
