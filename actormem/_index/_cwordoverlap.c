@@ -4463,6 +4463,9 @@ flat_first(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "n, least, n_words or k out of range");
         goto done;
     }
+    /* at most n groups pass: room for more is never used (and a k near 2**63, the
+     * caller's limit, must not size the heap's allocation) */
+    if (k > n) k = n;
     {
         /* Every count's part, as numpy computes counts.astype(float64) / n_words * 0.4. */
         Py_ssize_t top = n_words < 255 ? n_words : 255; /* above: computed where met */

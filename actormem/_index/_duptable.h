@@ -195,8 +195,12 @@ dt_join(DupTableObject *t, uint32_t key, PyObject *rec)
     Py_ssize_t i = dt_find(t, key);
     if (i < 0) return dt_set(t, key, rec);
     PyObject *group = t->vals[i];
-    if (PyDict_Check(group)) return PyDict_SetItem(group, rec, Py_None);
-    Py_INCREF(group);
+    Py_INCREF(group); /* rec's __hash__ / __eq__ run code that may drop table[key] */
+    if (PyDict_Check(group)) {
+        int err = PyDict_SetItem(group, rec, Py_None);
+        Py_DECREF(group);
+        return err;
+    }
     PyObject *pair = PyDict_New();
     int err = pair ? 0 : -1;
     if (!err) err = PyDict_SetItem(pair, group, Py_None);

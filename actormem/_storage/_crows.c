@@ -1004,22 +1004,30 @@ read_entries(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "read_entries: too many categories");
         return NULL;
     }
+    /* a copy of our own: the caller's dict may change while idle, tags_of or
+     * namespace_of run, and the thread reads the texts without the GIL */
+    categories = PyDict_Copy(categories);
+    if (!categories) return NULL;
     Py_ssize_t pos = 0;
     PyObject *k, *v;
     while (PyDict_Next(categories, &pos, &k, &v)) {
         if (!PyUnicode_Check(k)) {
             PyErr_SetString(PyExc_TypeError, "read_entries: a category's value is not a str");
+            Py_DECREF(categories);
             return NULL;
         }
         Py_ssize_t n;
-        const char *t = PyUnicode_AsUTF8AndSize(k, &n); /* kept by the dict's key */
-        if (!t) return NULL;
+        const char *t = PyUnicode_AsUTF8AndSize(k, &n); /* kept by the copy's key */
+        if (!t) {
+            Py_DECREF(categories);
+            return NULL;
+        }
         c.cat_text[c.ncat] = t;
         c.cat_len[c.ncat] = n;
         c.cat[c.ncat] = v;
         c.ncat++;
     }
-    Py_INCREF(categories); /* keeps the texts and members alive */
+    /* the copy (categories) keeps the texts and members alive */
     Py_INCREF(c.type);
     if (threaded) {
         int started;

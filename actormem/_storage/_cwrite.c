@@ -87,12 +87,18 @@ raise_sqlite(sqlite3 *db, int code)
     case SQLITE_MISUSE: case SQLITE_RANGE: cls = "InterfaceError"; break;
     default: cls = "DatabaseError"; break;
     }
-    PyObject *type = error_classes ? PyDict_GetItemString(error_classes, cls) : NULL;
-    if (!type) type = PyExc_RuntimeError;
+    /* The message and the code read from db first: making the exception may run the
+     * collector, whose callbacks or finalizers may close the writer (and db). A str is
+     * not a tracked object: making it runs no collection. */
     const char *msg = db ? sqlite3_errmsg(db) : sqlite3_errstr(code);
     if (db && (sqlite3_extended_errcode(db) & 0xff) == (code & 0xff))
         code = sqlite3_extended_errcode(db); /* what Python's sqlite3 reports */
-    PyObject *exc = PyObject_CallFunction(type, "s", msg ? msg : "unknown error");
+    PyObject *text = PyUnicode_FromString(msg ? msg : "unknown error");
+    if (!text) return NULL;
+    PyObject *type = error_classes ? PyDict_GetItemString(error_classes, cls) : NULL;
+    if (!type) type = PyExc_RuntimeError;
+    PyObject *exc = PyObject_CallOneArg(type, text);
+    Py_DECREF(text);
     if (!exc) return NULL;
     PyObject *num = PyLong_FromLong(code);
     PyObject *names = error_classes ? PyDict_GetItemString(error_classes, "") : NULL;
@@ -337,7 +343,8 @@ writer_commit(writer_t *w, PyObject *args)
     if (rc != SQLITE_OK) {
         /* the message before the rollback replaces it */
         raise_sqlite(w->db, rc);
-        if (!sqlite3_get_autocommit(w->db)) step_reset(w->st[S_ROLLBACK]);
+        /* (closed meanwhile by code the exception's making ran: closing rolled back) */
+        if (w->db && !sqlite3_get_autocommit(w->db)) step_reset(w->st[S_ROLLBACK]);
         return NULL;
     }
     return PyLong_FromLong(1);
