@@ -260,7 +260,9 @@ def test_the_run_freeze_is_undone_and_a_callers_freeze_left_alone() -> None:
         before = gc.get_freeze_count()
         with _main._frozen_heap():
             pass
-        assert gc.get_freeze_count() == before
+        # Not unfrozen (0) and not frozen again (more): frozen objects that die meanwhile
+        # leave the count (review20b saw it 2 lower inside the whole suite).
+        assert 0 < gc.get_freeze_count() <= before
     finally:
         gc.unfreeze()
     _main._FREEZE_FOR_RUN = False
