@@ -49,6 +49,16 @@ __all__ = [
 
 _T = TypeVar("_T")
 
+#: A retrieve whose index says its whole work is small (``one_step_ok(query)``: the
+#: word-overlap index over at most ``knobs._ONE_STEP_GROUPS`` groups with a query of at
+#: most ``_ONE_STEP_CHARS`` characters) runs its steps at once, then reaches its one
+#: schedule point as a retrieve shorter than a slice does: no clock read per step and
+#: no slice boundary (a gate checkpoint, a trip through trio's run loop) within it.
+#: ``RETRIEVE_SLICE`` 0 (tests: a checkpoint at every yield) slices every retrieve.
+#: False: every retrieve in slices of ``RETRIEVE_SLICE`` (the path before; the same
+#: results).
+_ONE_STEP_SMALL = True
+
 #: Longest accepted query, in code points.
 MAX_QUERY_CHARS = 100_000
 
@@ -390,6 +400,18 @@ async def _retrieve_sliced(
         # Inside the try: an index's top_k_steps may do work when called (BM25 reads
         # the query's terms), and a dense query is unpinned whatever it raises.
         steps = thresholded_steps(state.index, view, query, limit, accept, min_score, min_matched)
+        if _ONE_STEP_SMALL and dense is None and RETRIEVE_SLICE > 0:
+            small = getattr(state.index, "one_step_ok", None)
+            if small is not None and small(query):
+                # A small retrieve's steps in one task step; the same schedule point at
+                # the end as a retrieve shorter than a slice.
+                try:
+                    result = drain(steps)
+                finally:
+                    steps.close()
+                if not yielded:
+                    await (trio.lowlevel.checkpoint if gate is None else gate.checkpoint)()
+                return result
         # At least one schedule point (a worker thread's embedding was one already).
         return await _run_sliced(steps, gate, at_least_one=dense is None and not yielded)
     finally:

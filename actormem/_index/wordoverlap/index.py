@@ -333,6 +333,12 @@ class _WordOverlapIndex:
     #: ``top_k_steps`` takes ``min_matched=`` (see ``thresholds.py``).
     supports_min_matched = True
 
+    def one_step_ok(self, query: str) -> bool:
+        """Whether a retrieve of ``query`` is small enough to run its steps in one task
+        step (``knobs._ONE_STEP_GROUPS`` and ``_ONE_STEP_CHARS``): the numbering has
+        at most that many groups and the query that many characters. O(1)."""
+        return self._e.n <= knobs._ONE_STEP_GROUPS and len(query) <= knobs._ONE_STEP_CHARS
+
     def top_k_steps(
         self, view: ReadView, query: str, limit: int, accept: Accept, *, min_matched: int = 0
     ) -> Generator[None, None, list[tuple[float, Record]]]:

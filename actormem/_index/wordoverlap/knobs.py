@@ -46,6 +46,16 @@ _QUERY_ONCE = True
 #: every candidate token again (``play`` at 1M: 1,113 tokens, ~270-770 us). False: not
 #: kept, the path before it (the same sets).
 _MEMO_KEEP_LEFT = True
+#: A retrieve over a small numbering with a short query (at most ``_ONE_STEP_GROUPS``
+#: groups and ``_ONE_STEP_CHARS`` characters: the main job's memories of a few thousand
+#: entries and ~98% of its tool-result queries) runs its steps in one task step
+#: (``_WordOverlapIndex.one_step_ok``, read by ``snapshot._retrieve_sliced``): no clock
+#: read and no slice boundary between them, one schedule point at its end. Its whole
+#: work is then a few tenths of a ms (the steps' bounds still hold: at most
+#: ``_CHUNK`` elements per operation, so at most this many groups, times the words).
+#: 0 groups: every retrieve in slices (the path before it; the same results).
+_ONE_STEP_GROUPS = 8192
+_ONE_STEP_CHARS = 2048
 #: A cached match set is extended by testing the texts of up to this many new groups;
 #: beyond that it is rebuilt from the posting lists.
 _SCAN_NEW = 4096
