@@ -201,13 +201,13 @@ def _counts(memory: Memory) -> dict[Any, Any]:
 
 
 @given(st.lists(_requests, min_size=1, max_size=5))
-@settings(max_examples=examples(25), deadline=None)
+@settings(max_examples=examples(12), deadline=None)
 def test_store_runs_agree_in_memory(batches: list[list[tuple[str, Any]]]) -> None:
     _run_batches(batches, False, None)
 
 
 @given(st.lists(_requests, min_size=1, max_size=3))
-@settings(max_examples=examples(8), deadline=None)
+@settings(max_examples=examples(5), deadline=None)
 def test_store_runs_agree_durable(tmp_path_factory: Any, batches: list[Any]) -> None:
     _run_batches(batches, True, tmp_path_factory.mktemp("d"))
 
