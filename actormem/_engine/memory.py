@@ -176,6 +176,22 @@ _OWN_SLOTS = True
 #: difference beyond a run's spread (13,331 M without it, 13,353 M with it; repeats
 #: differ by ~1%), docs/benchmarks.md (``mainjob14``).
 _HOLDS_BY_VERSION = False
+#: The owner applies each run of consecutive ``store``/``store_nowait`` requests of a
+#: batch whose entries are exact :class:`MemoryEntry` objects without a ``ttl`` by one
+#: ``MemoryState.store_many`` call, for an index with ``add_many`` (word overlap), instead
+#: of one ``MemoryState.store`` per request: the inserts of a run go through the state's
+#: batched insert (``state._STORE_C``: one C call a run, one ``add_many`` a run), and a
+#: ``store_many`` is documented as exactly that many ``store`` calls in a row (upserts,
+#: keys, evictions by ``store`` itself): the same state, versions, journal and removal
+#: callbacks, in the same order; each request answered as before. The main job stores
+#: one entry per request, 64 agents at a time. False: one ``store`` per request (the
+#: path before it).
+_STORE_RUNS = True
+#: The owner waits for its next request without a cancel scope when no entry expires
+#: (``trio.move_on_at(inf)`` never fires: a ``CancelScope`` entered and left per batch
+#: for nothing). The same requests, batches and sweeps. False: the scope at every wait
+#: (the path before it).
+_WAIT_UNSCOPED = True
 
 _STORE, _DELETE, _CONSOLIDATE, _FLUSH, _STORE_NOWAIT, _STORE_MANY, _DELETE_KEY, _SWEEP = range(8)
 
@@ -1077,6 +1093,8 @@ class Memory(metaclass=NoPublicConstructor):
             state.refresh(reads, self._horizon())
         store = state.store
         replies: list[tuple[_Request, outcome.Outcome[Any]]] = []
+        if _STORE_RUNS and getattr(state.index, "add_many", None) is not None:
+            batch = self._apply_store_runs(batch, now, replies)
         for req in batch:
             op = req.op
             if op == _FLUSH:
@@ -1092,6 +1110,97 @@ class Memory(metaclass=NoPublicConstructor):
             if req.waits:
                 replies.append((req, result))
         return replies
+
+    def _apply_store_runs(
+        self,
+        batch: list[_Request],
+        now: datetime | None,
+        replies: list[tuple[_Request, outcome.Outcome[Any]]],
+    ) -> list[_Request]:
+        """:meth:`_apply_batch`'s loop when some store requests come in runs
+        (:data:`_STORE_RUNS`): each run of two or more consecutive ``store`` /
+        ``store_nowait`` requests of plain entries (exact :class:`MemoryEntry`, no
+        ``ttl``; ``_FLUSH`` requests between them skipped) applied by one
+        ``state.store_many``, every other request by :meth:`_apply`, in order; the
+        answers appended to ``replies`` as the loop does. Returns the requests left to
+        the caller's loop: none (all applied here). An :class:`ActorMemError` inside a
+        run (none is known for plain entries) is the answer of the request whose entry
+        the state had not counted as stored (``state.stores``); the run goes on after it.
+        O(the stores)."""
+        state = self._state
+        store = state.store
+        n = len(batch)
+        i = 0
+        while i < n:
+            req = batch[i]
+            op = req.op
+            if op == _FLUSH:
+                i += 1
+                continue
+            if op == _STORE or op == _STORE_NOWAIT:
+                run: list[_Request] = []
+                entries: list[MemoryEntry] = []
+                j = i
+                while j < n:
+                    r = batch[j]
+                    rop = r.op
+                    if rop == _FLUSH:
+                        j += 1
+                        continue
+                    if rop != _STORE and rop != _STORE_NOWAIT:
+                        break
+                    e = r.arg
+                    if type(e) is not MemoryEntry or e.ttl is not None:
+                        break
+                    run.append(r)
+                    entries.append(e)
+                    j += 1
+                if len(run) >= 2:
+                    self._store_run(run, entries, now, replies)
+                    i = j
+                    continue
+            try:
+                if op == _STORE or op == _STORE_NOWAIT:
+                    store(req.arg, now)
+                    result: outcome.Outcome[Any] = outcome.Value(None)
+                else:
+                    result = outcome.Value(self._apply(req, now))
+            except ActorMemError as exc:
+                result = outcome.Error(exc)
+            if req.waits:
+                replies.append((req, result))
+            i += 1
+        return []
+
+    def _store_run(
+        self,
+        run: list[_Request],
+        entries: list[MemoryEntry],
+        now: datetime | None,
+        replies: list[tuple[_Request, outcome.Outcome[Any]]],
+    ) -> None:
+        """Apply the store requests ``run`` (their ``entries``) by ``store_many``; see
+        :meth:`_apply_store_runs`. O(the stores)."""
+        state = self._state
+        done = 0
+        while done < len(run):
+            before = state.stores
+            try:
+                state.store_many(entries[done:] if done else entries, now)
+            except ActorMemError as exc:
+                failed = done + state.stores - before
+                for req in run[done:failed]:
+                    if req.waits:
+                        replies.append((req, outcome.Value(None)))
+                req = run[failed]
+                if req.waits:
+                    replies.append((req, outcome.Error(exc)))
+                done = failed + 1
+                continue
+            for req in run[done:] if done else run:
+                if req.waits:
+                    replies.append((req, outcome.Value(None)))
+            return
 
 
 def _entry_batch(entries: Iterable[MemoryEntry]) -> tuple[MemoryEntry, ...]:
@@ -1121,8 +1230,12 @@ async def _run_owner(memory: Memory, receive: trio.MemoryReceiveChannel[_Request
         while True:
             inflight = []
             try:
-                with trio.move_on_at(memory._next_sweep()):
-                    inflight = [await receive.receive()]
+                sweep_at = memory._next_sweep()
+                if _WAIT_UNSCOPED and sweep_at == math.inf:
+                    inflight = [await receive.receive()]  # no sweep due: no deadline
+                else:
+                    with trio.move_on_at(sweep_at):
+                        inflight = [await receive.receive()]
                 if not inflight:
                     inflight = [_FLUSH_REQUEST]  # the earliest expiry came: sweep
             except trio.EndOfChannel:
