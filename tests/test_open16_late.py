@@ -15,6 +15,7 @@ import gc
 import logging
 import sqlite3
 import threading
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -342,4 +343,25 @@ def test_the_load_is_promoted_and_nothing_left_frozen(
     finally:
         if was:
             gc.enable()
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_promoted_memory_is_collected_after_its_close(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unlike a freeze (which leaked every closed memory through its owner's cycle), the
+    promoted load is still seen by full collections: a closed memory is freed."""
+    db = tmp_path / "m.db"
+    trio.run(_made, db, 60)
+    monkeypatch.setattr(lifecycle, "_PROMOTE_MIN", 1)
+    refs: list[Any] = []
+
+    async def opened() -> None:
+        async with open_memory(path=db) as memory:
+            refs.append(weakref.ref(memory))
+            refs.append(weakref.ref(memory._state))
+
+    trio.run(opened)
+    gc.collect()
+    assert [r() for r in refs] == [None, None]
     assert gc.get_freeze_count() == 0
