@@ -12,6 +12,7 @@ keeping the index image at a clean close (``docs/durability.md``).
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import os
 from collections.abc import AsyncIterator, Callable
@@ -27,7 +28,7 @@ from .._errors import InvalidQueryError, StorageError
 from .._index.images import dump_index
 from .._index.scoring import Scorer
 from .._record import NEVER, Record
-from .._storage.sqlite import Durability, SqliteStore
+from .._storage.sqlite import Durability, Opening, SqliteStore
 from .._util import gc_paused
 from .memory import (
     DEFAULT_QUEUE_SIZE,
@@ -52,6 +53,27 @@ __all__ = ["open_memory", "serve_memory"]
 #: them before it resumes. False: each phase pauses it alone (the path before it),
 #: and the young collection that follows the read visits every entry (~0.5 s at 1M).
 _ONE_GC_PAUSE = True
+
+#: After a file's load, while the collector is still paused, every object it tracks is
+#: moved to its oldest generation at once (``gc.freeze()`` then ``gc.unfreeze()``: two
+#: list splices, nothing left frozen), so that the young collection that would follow
+#: the pause does not walk the load's containers (the state's and the index's dicts and
+#: lists, ~6M references at 1M: ~0.1-0.2 s before the first answer) and the next
+#: middle one does not walk them again; full collections still see everything. Not
+#: when the application froze objects itself (``gc.unfreeze()`` would undo its freeze),
+#: nor for a state below :data:`_PROMOTE_MIN` entries. The process's other young
+#: objects go to the oldest generation as well (a cycle among them is collected by the
+#: next full collection instead of a young one). False: the young collection walks them
+#: (the path before).
+_PROMOTE_LOADED = True
+_PROMOTE_MIN = 10_000
+
+#: A file's state is loaded while its ``quick_check`` still runs beside, on the second
+#: core (``SqliteStore.open_read`` and ``Opening.finish``: the check is joined, and a
+#: file it refuses left unchanged, before the file is opened for writing), instead of
+#: sharing that core with the row reader's thread while the rows are read. False:
+#: ``SqliteStore.open`` then the load (the path before; the same state and errors).
+_LOAD_BEFORE_CHECK = True
 
 
 async def _open_memory(
@@ -82,18 +104,71 @@ async def _open_memory(
     # still hands back the store, and the next checkpoint closes it.
     with gc_paused() if _ONE_GC_PAUSE else contextlib.nullcontext():
         ahead: list[Any] = []  # the index image's part prepared while the rows are read
-        store, entries = await trio.to_thread.run_sync(
-            SqliteStore.open, fspath, durability, partial(_prepare, memory._state, ahead)
-        )
-        try:
-            await trio.to_thread.run_sync(_load, store, memory._state, entries, ahead)
-        except BaseException:
-            await _close_storage(store)
-            raise
+        prepare = partial(_prepare, memory._state, ahead)
+        if _LOAD_BEFORE_CHECK:
+            opening, entries = await trio.to_thread.run_sync(
+                SqliteStore.open_read, fspath, durability, prepare
+            )
+            made: list[SqliteStore] = []
+            try:
+                await trio.to_thread.run_sync(
+                    _load_opening, opening, memory._state, entries, ahead, made
+                )
+            except BaseException:
+                opening.abort()  # a no-op once finished
+                if made:
+                    await _close_storage(made[0])
+                raise
+            store = made[0]
+        else:
+            store, entries = await trio.to_thread.run_sync(
+                SqliteStore.open, fspath, durability, prepare
+            )
+            try:
+                await trio.to_thread.run_sync(_load, store, memory._state, entries, ahead)
+            except BaseException:
+                await _close_storage(store)
+                raise
         del entries
+        if _PROMOTE_LOADED and len(memory._state) >= _PROMOTE_MIN and not gc.get_freeze_count():
+            # Still paused: no young collection walks the load's containers (~0.1-0.2 s
+            # at 1M, on the way to the first answer), and none hides them for good.
+            gc.freeze()
+            gc.unfreeze()
     _restore_counters(memory, store.saved_counters)
     _attach_store(memory, store)
     return memory, receive
+
+
+def _load_opening(
+    opening: Opening,
+    state: MemoryState,
+    entries: list[tuple[int, MemoryEntry]],
+    ahead: list[Any],
+    made: list[SqliteStore],
+) -> None:
+    """:func:`_load` for a file :meth:`SqliteStore.open_read` read: the state loaded
+    while the file's ``quick_check`` may still run beside (:data:`_LOAD_BEFORE_CHECK`),
+    then the store made (``opening.finish()``: the check joined, its error raised,
+    before the file is opened for writing), appended to ``made``, and the evicted rows
+    deleted. A dense or hybrid index needs the store first (its vectors): made first.
+    Blocking."""
+    if getattr(state.index, "stored_vector", None) is not None:
+        made.append(opening.finish())
+        _load(made[0], state, entries, ahead)
+        return
+    image = opening.image
+    prepared = None
+    if ahead and image is not None and ahead[0][0] is image:
+        prepared = ahead[0][1]
+    before = state.index
+    dropped = state.load(entries, image, prepared)
+    store = opening.finish()
+    made.append(store)
+    store.image = None  # not kept for the session (as _load)
+    # A restored index is a new object; a rebuilt one (no image, or refused) is not.
+    store.image_fresh = image is not None and state.index is not before
+    store.delete_seqs(dropped)
 
 
 def _prepare(state: MemoryState, ahead: list[Any], image: dict[str, bytes]) -> Any:

@@ -76,6 +76,7 @@ from .sqlite_format import (
     SELECT_VECTOR_META,
     SET_META,
     UPDATE_ACCESS,
+    LateCheck,
     check_header,
     check_schema,
     encode_access,
@@ -506,6 +507,80 @@ def _read_counters(conn: sqlite3.Connection) -> dict[str, int]:
     }
 
 
+class Opening:
+    """A file :meth:`SqliteStore.open_read` locked and read, not yet open for writing:
+    :meth:`finish` makes the store, :meth:`abort` gives the file up. ``image``: the
+    index image read with the rows (as ``SqliteStore.image``), or None."""
+
+    __slots__ = ("_checks", "_cls", "_durability", "_lock", "_path", "image")
+
+    def __init__(
+        self,
+        cls: type[SqliteStore],
+        path: str,
+        durability: Durability,
+        lock: FileLock,
+        image: dict[str, bytes] | None,
+        checks: list[LateCheck],
+    ) -> None:
+        self._cls = cls
+        self._path = path
+        self._durability = durability
+        self._lock: FileLock | None = lock
+        self._checks = checks
+        self.image = image
+
+    def finish(self) -> SqliteStore:
+        """Wait for a ``quick_check`` still running (raising its error), then open the
+        read-write connection (upgrading an older schema) and return the store (its
+        ``image`` this one's). Once. On an error the lock is released.
+
+        Raises:
+            StorageError: The check refused the file, or as :meth:`SqliteStore.open`.
+        """
+        lock, self._lock = self._lock, None
+        if lock is None:
+            raise StorageError(self._path, "the opening was finished or aborted")
+        path = self._path
+        try:
+            checks, self._checks = self._checks, []
+            try:
+                for check in checks:
+                    check.result()
+            finally:
+                for check in checks:
+                    check.stop()  # no-op once its result was taken
+            try:
+                conn = _connect(path, self._durability)
+            except sqlite3.Error as exc:
+                raise StorageError(path, sqlite_reason(exc)) from exc
+            try:
+                store = self._cls(path, self._durability, lock, conn)
+            except OSError as exc:
+                conn.close()
+                raise StorageError(path, f"cannot stat: {sqlite_reason(exc)}") from exc
+            store.image = self.image
+        except BaseException:
+            lock.release()
+            raise
+        self.image = None
+        return store
+
+    def abort(self) -> None:
+        """Give the file up unchanged: stop a check still running, release the lock.
+        Idempotent; a no-op after :meth:`finish`."""
+        lock, self._lock = self._lock, None
+        if lock is None:
+            return
+        checks, self._checks = self._checks, []
+        try:
+            for check in checks:
+                check.stop()
+        finally:
+            lock.release()
+        self.image = None
+
+
 class SqliteStore:
     """The SQLite file of one durable memory. Blocking; one call at a time.
 
@@ -608,6 +683,29 @@ class SqliteStore:
                 the file; the file is empty, not an actormem database, from a newer
                 schema version, or corrupted; SQLite or the OS failed.
         """
+        opening, entries = cls.open_read(path, durability, prepare, late=False)
+        return opening.finish(), entries
+
+    @classmethod
+    def open_read(
+        cls,
+        path: str,
+        durability: Durability,
+        prepare: Callable[[dict[str, bytes]], Any] | None = None,
+        *,
+        late: bool = True,
+    ) -> tuple[Opening, list[tuple[int, MemoryEntry]]]:
+        """:meth:`open`'s first part: lock, validate (or create) and read ``path``; its
+        :meth:`Opening.finish` is the rest (the read-write connection, the store). With
+        ``late`` (and ``sqlite_format._CHECK_LATE``), ``quick_check`` may still be
+        running when this returns (:class:`~actormem._storage.sqlite_format.LateCheck`):
+        ``finish`` waits for it, and raises its error, before it opens the file for
+        writing, so a file it refuses is left unchanged as by :meth:`open`. The caller
+        must ``finish`` or :meth:`Opening.abort` what this returns, on every path.
+
+        Raises:
+            StorageError: As :meth:`open` (all but the late ``quick_check``'s error).
+        """
         path = os.path.abspath(path)
         # SQLite follows a symlink to put -wal/-shm beside the real file; so does the
         # lock, so that two links to one database share it. (Hard links are not
@@ -627,11 +725,12 @@ class SqliteStore:
         if os.path.exists(path) and not os.access(path, os.R_OK | os.W_OK):
             raise StorageError(path, "the file is not readable and writable")
         lock = FileLock(path, real + ".lock")
+        checks: list[LateCheck] = []
         try:
             image = None
             if os.path.exists(path):
                 check_header(path)
-                entries, image = read_file(path, prepare=prepare)
+                entries, image = read_file(path, prepare=prepare, late=checks if late else None)
             else:
                 wal = path + "-wal"
                 if os.path.exists(wal) and os.path.getsize(wal) > 0:
@@ -640,20 +739,14 @@ class SqliteStore:
                     )
                 _create(real)
                 entries = []
-            try:
-                conn = _connect(path, durability)
-            except sqlite3.Error as exc:
-                raise StorageError(path, sqlite_reason(exc)) from exc
-            try:
-                store = cls(path, durability, lock, conn)
-            except OSError as exc:
-                conn.close()
-                raise StorageError(path, f"cannot stat: {sqlite_reason(exc)}") from exc
-            store.image = image
         except BaseException:
-            lock.release()
+            try:
+                for check in checks:
+                    check.stop()
+            finally:
+                lock.release()
             raise
-        return store, entries
+        return Opening(cls, path, durability, lock, image, checks), entries
 
     def delete_seqs(self, seqs: list[int]) -> None:
         """Delete the rows of ``seqs`` in one transaction (the evictions of a load). Blocking.

@@ -51,6 +51,7 @@ import pathlib
 import re
 import sqlite3
 import sys
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -779,14 +780,123 @@ def _no_prep(parts: dict[str, bytes]) -> None:
     return None
 
 
+#: ``read_file(..., late=[])`` (``SqliteStore.open_read``) does not wait for
+#: ``quick_check``: the thread beside reads the index image first, and starts the check
+#: only once the rows are read, so that it runs beside the caller's next work (the
+#: state's load) on the second core instead of sharing it with the row reader's thread;
+#: ``read_file`` hands the running check over as a :class:`LateCheck`, which the caller
+#: joins (raising the error ``read_file`` would have raised) before it opens the file
+#: for writing. False: ``read_file`` joins the check before it returns (the path
+#: before; the same entries, image, warnings and errors).
+_CHECK_LATE = True
+
+
+class _Go:
+    """The late check's hand-over (:data:`_CHECK_LATE`): the image the thread beside
+    read (``image``, set before ``read`` is), and ``start``, set by ``read_file`` once the
+    rows are read (``cancelled`` first when the check is no longer wanted)."""
+
+    __slots__ = ("cancelled", "image", "read", "start")
+
+    def __init__(self) -> None:
+        self.read = threading.Event()
+        self.start = threading.Event()
+        self.cancelled = False
+        self.image: tuple[dict[str, bytes] | None, bool, sqlite3.Error | None] = (
+            None, False, None,
+        )  # fmt: skip
+
+    def cancel(self) -> None:
+        """No check wanted any more: the thread ends without it. Idempotent."""
+        self.cancelled = True
+        self.start.set()
+
+
+class LateCheck:
+    """``quick_check`` of a file :func:`read_file` read, still running in its thread
+    beside the caller (:data:`_CHECK_LATE`). The caller must end it on every path:
+    :meth:`result` (before anything writes to the file) or :meth:`stop`."""
+
+    __slots__ = ("_beside", "_go", "_path", "_side")
+
+    def __init__(self, path: str, beside: Beside, side: sqlite3.Connection, go: _Go) -> None:
+        self._path = path
+        self._beside: Beside | None = beside
+        self._side = side
+        self._go = go
+
+    def result(self) -> None:
+        """Wait for the check. Idempotent once it passed. O(file size) at most.
+
+        Raises:
+            StorageError: The file is corrupted (or SQLite failed), as :func:`read_file`
+                would have raised it.
+        """
+        beside, self._beside = self._beside, None
+        if beside is None:
+            return
+        try:
+            check_error, _, _ = beside.result()
+        finally:
+            self._side.close()
+        if check_error is None:
+            return
+        if isinstance(check_error, sqlite3.Error):
+            raise StorageError(self._path, sqlite_reason(check_error)) from check_error
+        raise check_error
+
+    def stop(self) -> None:
+        """End the check without its result (an error elsewhere). Idempotent."""
+        beside, self._beside = self._beside, None
+        if beside is None:
+            return
+        self._go.cancel()
+        try:
+            beside.stop()
+        finally:
+            self._side.close()
+
+
 def _checks_beside(
-    path: str, conn: sqlite3.Connection, image: bool, ahead: _Ahead | None = None
+    path: str,
+    conn: sqlite3.Connection,
+    image: bool,
+    ahead: _Ahead | None = None,
+    go: _Go | None = None,
 ) -> tuple[BaseException | None, dict[str, bytes] | None, BaseException | None]:
     """What ``read_file``'s thread does: ``quick_check``, then (with ``image``, and only
     if the check passed) the index image (:func:`_read_image`). Returns the check's error
     (or None), the image, and the image's SQLite error (or None): the caller raises
     them in the order the one-connection path would. ``ahead``: the image first, handed
-    to it as soon as it is read (a check that fails then drops it)."""
+    to it as soon as it is read (a check that fails then drops it). ``go``: the image
+    first (given to ``go`` and ``ahead``), then the check once ``go.start`` is set
+    (none if ``go.cancelled``)."""
+    if go is not None:
+        parts: dict[str, bytes] | None = None
+        mismatch = False
+        read_error: sqlite3.Error | None = None
+        try:
+            if image:
+                try:
+                    parts, mismatch = _read_image_quietly(conn)
+                except sqlite3.Error as exc:
+                    read_error = exc
+                else:
+                    if ahead is not None:
+                        ahead.parts = parts
+            go.image = (parts, mismatch, read_error)
+        finally:
+            go.read.set()
+        go.start.wait()
+        if go.cancelled:
+            return None, None, None
+        try:
+            _quick_check(path, conn)
+        except (StorageError, sqlite3.Error) as exc:
+            return exc, None, None
+        if mismatch:  # warned once the check passed, as when the image came after it
+            _warn_marker()
+        return None, parts, read_error
     if ahead is not None and image:
         mismatch = False
         image_error: sqlite3.Error | None = None
@@ -821,6 +931,7 @@ def read_file(
     image: bool = True,
     live: bool = False,
     prepare: Callable[[dict[str, bytes]], Any] | None = None,
+    late: list[LateCheck] | None = None,
 ) -> tuple[list[tuple[int, MemoryEntry]], dict[str, bytes] | None]:
     """Validate an existing file and decode every entry, read-only; modifies nothing.
     With ``image``, also read the index image the ``meta`` row names, if its bytes hash
@@ -843,6 +954,12 @@ def read_file(
     reader makes this thread wait (:data:`_PREPARE_WHILE_READING`); the caller keeps
     the object (and finishes its work) if it wants it: this returns the same image.
 
+    ``late``: a list, to which a :class:`LateCheck` is appended when ``quick_check`` is
+    left running (:data:`_CHECK_LATE`; only once everything else passed): the caller
+    must then :meth:`~LateCheck.result` it (which raises the check's error) before it
+    trusts the file or opens it for writing, or :meth:`~LateCheck.stop` it. Nothing
+    appended: the check is done (as without ``late``).
+
     Raises:
         StorageError: See :func:`check_schema` and :func:`decode_row`; also any SQLite
             error, with its reason.
@@ -854,6 +971,7 @@ def read_file(
         raise StorageError(path, f"cannot open read-only: {sqlite_reason(exc)}") from exc
     side: sqlite3.Connection | None = None
     beside: Beside | None = None
+    go: _Go | None = None
     try:
         version = check_schema(path, conn, deep=not _CHECK_BESIDE)
         want_image = image and version >= 4
@@ -861,13 +979,16 @@ def read_file(
         if _CHECK_BESIDE:
             if prepare is not None and want_image and _PREPARE_WHILE_READING:
                 ahead = _Ahead(prepare)
+            if late is not None and _CHECK_LATE:
+                go = _Go()
             side = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
             beside = Beside(
-                _checks_beside, path, side, want_image, ahead,
+                _checks_beside, path, side, want_image, ahead, go,
                 name="actormem open check", interrupt=side.interrupt,
             )  # fmt: skip
         with gc_paused():  # every object built here lives on: nothing for it to find
             rows_error: Exception | None = None
+            handed = False  # the check left running, in a LateCheck appended to late
             distinct: list[bool] = []  # [True]: the reader found no id twice
             folds: list[bytes] = []  # [the rows' fold hashes] from the split reader
             try:
@@ -877,7 +998,22 @@ def read_file(
                 if beside is None:
                     raise
                 rows_error = exc
-            if beside is not None:
+            if go is not None and rows_error is None and distinct == [True]:
+                assert beside is not None
+                assert side is not None
+                assert late is not None
+                go.read.wait()  # the image (read long before the rows' end, as a rule)
+                parts, _, image_error = go.image
+                if image_error is None:  # else as below: the check's error comes first
+                    go.start.set()
+                    late.append(LateCheck(path, beside, side, go))
+                    beside = side = go = None  # the check's now: not stopped below
+                    handed = True
+            if go is not None:
+                go.start.set()
+            if handed:
+                pass  # parts: the thread's image; the check is the caller's now
+            elif beside is not None:
                 check_error, parts, image_error = beside.result()
                 beside = None
                 if check_error is not None:  # it came first on one connection
@@ -892,6 +1028,8 @@ def read_file(
         raise StorageError(path, sqlite_reason(exc)) from exc
     finally:
         if beside is not None:  # an error (KeyboardInterrupt) before the thread's result
+            if go is not None:
+                go.cancel()
             beside.stop()
         if side is not None:
             side.close()
