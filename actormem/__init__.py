@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._util import import_pause
-
-# The collector paused while the package's modules load (_util._PAUSE_GC_ON_IMPORT).
-with import_pause():
+if TYPE_CHECKING:
+    # What ``import actormem`` exposes; loaded on first access (module ``__getattr__``,
+    # :data:`_EAGER`), so that type checkers see every name while the import stays light.
     from ._engine.lifecycle import open_memory as open_memory
     from ._engine.lifecycle import serve_memory as serve_memory
     from ._engine.memory import DEFAULT_QUEUE_SIZE as DEFAULT_QUEUE_SIZE
@@ -33,10 +32,14 @@ with import_pause():
     from ._errors import RemoteError as RemoteError
     from ._errors import StorageError as StorageError
     from ._errors import TransportError as TransportError
+    from ._index.bm25 import BM25Scorer as BM25Scorer
     from ._index.dense import DenseScorer as DenseScorer
     from ._index.dense import Embedder as Embedder
     from ._index.dense import FunctionEmbedder as FunctionEmbedder
     from ._index.dense import wordllama_embedder as wordllama_embedder
+    from ._index.hybrid import HybridScorer as HybridScorer
+    from ._index.tokenize import Tokenizer as Tokenizer
+    from ._index.tokenize import stop_words as stop_words
     from ._index.wordoverlap import WordOverlapScorer as WordOverlapScorer
     from ._json import MAX_VALUE_BYTES as MAX_VALUE_BYTES
     from ._json import JsonObject as JsonObject
@@ -48,16 +51,8 @@ with import_pause():
     from .agent import MEMORY_HEADER as MEMORY_HEADER
     from .agent import LoopMemory as LoopMemory
     from .agent import MemoryHooks as MemoryHooks
-    from .agent import format_trajectory as format_trajectory
-
-del import_pause
-
-if TYPE_CHECKING:
-    from ._index.bm25 import BM25Scorer as BM25Scorer
-    from ._index.hybrid import HybridScorer as HybridScorer
-    from ._index.tokenize import Tokenizer as Tokenizer
-    from ._index.tokenize import stop_words as stop_words
     from .agent import RunResult as RunResult
+    from .agent import format_trajectory as format_trajectory
     from .agent import run_agent as run_agent
     from .client import HostedMemory as HostedMemory
     from .context import Budget as Budget
@@ -79,6 +74,54 @@ if TYPE_CHECKING:
     from .profile import RecallOptions as RecallOptions
 
 __version__ = "0.1.0"
+
+#: Public names ``import actormem`` used to load at once: loaded together, in this order,
+#: on the first access of any of them (or of any other attribute the package had after
+#: those imports, e.g. the submodule ``actormem.agent``), with the collector paused
+#: (:func:`~actormem._util.import_pause`). ``import actormem`` itself imports nothing
+#: heavy, so the command line (:func:`actormem.cli.run_command`) can set its environment
+#: before numpy is first imported; ``from actormem import X`` and ``actormem.X`` give the
+#: same objects as before.
+_EAGER = {
+    "open_memory": "._engine.lifecycle",
+    "serve_memory": "._engine.lifecycle",
+    "DEFAULT_QUEUE_SIZE": "._engine.memory",
+    "Memory": "._engine.memory",
+    "ReplicaOptions": "._engine.replica",
+    "MAX_QUERY_CHARS": "._engine.snapshot",
+    "Snapshot": "._engine.snapshot",
+    "DEFAULT_HALF_LIFE": "._engine.state",
+    "MAX_KEY_CHARS": "._entry",
+    "MAX_MEMORY_CHARS": "._entry",
+    "MAX_TTL": "._entry",
+    "MemoryCategory": "._entry",
+    "MemoryEntry": "._entry",
+    "ScoredEntry": "._entry",
+    "ActorMemError": "._errors",
+    "EmbeddingError": "._errors",
+    "InvalidEntryError": "._errors",
+    "InvalidQueryError": "._errors",
+    "RemoteError": "._errors",
+    "StorageError": "._errors",
+    "TransportError": "._errors",
+    "DenseScorer": "._index.dense",
+    "Embedder": "._index.dense",
+    "FunctionEmbedder": "._index.dense",
+    "wordllama_embedder": "._index.dense",
+    "WordOverlapScorer": "._index.wordoverlap",
+    "MAX_VALUE_BYTES": "._json",
+    "JsonObject": "._json",
+    "ConsolidationStats": "._stats",
+    "MemoryStatistics": "._stats",
+    "entry_from_json": "._storage.jsonl",
+    "entry_to_json": "._storage.jsonl",
+    "Durability": "._storage.sqlite",
+    "MEMORY_HEADER": ".agent",
+    "LoopMemory": ".agent",
+    "MemoryHooks": ".agent",
+    "format_trajectory": ".agent",
+}
+_eager_loaded = False
 
 #: Public names imported on first access (module ``__getattr__``), not by ``import
 #: actormem``: the hosted client (anyio's thread layer), the context window and profile
@@ -122,22 +165,44 @@ _LAZY_MODULES = frozenset({"client", "context", "profile"})
 
 
 def __getattr__(name: str) -> Any:
-    """A name of :data:`_LAZY` or :data:`_LAZY_MODULES`: imported on first access, then
-    kept in the module."""
+    """A name of :data:`_EAGER`, :data:`_LAZY` or :data:`_LAZY_MODULES`, or an attribute
+    the eager imports set (a submodule): imported on first access, then kept in the
+    module. O(1) after the first access."""
     import importlib
 
     if name in _LAZY_MODULES:
         return importlib.import_module(f".{name}", __name__)  # the import sets the attribute
     where = _LAZY.get(name)
-    if where is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(where, __name__), name)
-    globals()[name] = value
-    return value
+    if where is not None:
+        value = getattr(importlib.import_module(where, __name__), name)
+        globals()[name] = value
+        return value
+    if not _eager_loaded and not (name.startswith("__") and name.endswith("__")):
+        _load_eager()
+        if name in globals():
+            return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _load_eager() -> None:
+    """Import every module of :data:`_EAGER` (in its order, the collector paused) and
+    set its names in the package. Once per process; O(the imports)."""
+    global _eager_loaded
+    import importlib
+
+    from ._util import import_pause
+
+    with import_pause():
+        values = {
+            name: getattr(importlib.import_module(where, __name__), name)
+            for name, where in _EAGER.items()
+        }
+    globals().update(values)
+    _eager_loaded = True
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY})
+    return sorted({*globals(), *_EAGER, *_LAZY})
 
 
 __all__ = [

@@ -1,11 +1,76 @@
-"""The ``actormem`` command: its parser, the swarm run and its display."""
+"""The ``actormem`` command: its parser, the swarm run and its display.
 
-from .._util import import_pause
+``import actormem.cli`` is light: :func:`main` (and :mod:`._main` with it) is imported on
+first access, and :func:`run_command` (``python -m actormem``, the ``actormem`` script)
+sets the process's environment (:data:`_ONE_BLAS_THREAD`) before it imports the command
+line's modules, numpy among them.
+"""
 
-with import_pause():  # the command line's modules load with the collector paused
+from __future__ import annotations
+
+import os
+from collections.abc import MutableMapping, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn
+
+if TYPE_CHECKING:
     from ._main import main as main
-    from ._main import run_command as run_command
 
-del import_pause
+#: The ``actormem`` process runs OpenBLAS with one thread unless the user chose
+#: otherwise (:func:`one_blas_thread`): numpy's import otherwise starts OpenBLAS's
+#: thread pool, whose threads spin after the import (~3% of a swarm's CPU), while no
+#: command of the package calls a threaded BLAS routine (the dense scorer's
+#: similarities are ``np.einsum``, the BLAS-free path, on purpose). Only the command
+#: line's entry (:func:`run_command`) does this; ``import actormem`` never touches the
+#: environment. Off: the environment is left as it is.
+_ONE_BLAS_THREAD = True
+
+#: The variables OpenBLAS reads for its thread count, in its order of precedence: a user
+#: who set any of them chose the count, and it is left alone.
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS")
+
+
+def one_blas_thread(environ: MutableMapping[str, str] | None = None) -> bool:
+    """Set ``OPENBLAS_NUM_THREADS=1`` in ``environ`` (default ``os.environ``) unless one of
+    :data:`BLAS_THREAD_VARIABLES` is set there (even to an empty string: the user's
+    choice). It takes effect only if numpy (OpenBLAS) is imported after it in this
+    process, and in the processes it starts. Returns whether it set the variable. O(1).
+    """
+    env = os.environ if environ is None else environ
+    if any(name in env for name in BLAS_THREAD_VARIABLES):
+        return False
+    env["OPENBLAS_NUM_THREADS"] = "1"
+    return True
+
+
+def run_command(argv: Sequence[str] | None = None) -> NoReturn:
+    """The ``actormem`` process (``python -m actormem``, the ``actormem`` script): sets the
+    environment (:data:`_ONE_BLAS_THREAD`), then imports the command line's modules with
+    the collector paused and runs :func:`actormem.cli._main.run_command` (which ends
+    the process with the command's exit status). Never returns."""
+    if _ONE_BLAS_THREAD:
+        one_blas_thread()
+    from .._util import import_pause
+
+    with import_pause():  # the command line's modules load with the collector paused
+        from ._main import run_command as run
+
+    run(argv)
+
+
+def __getattr__(name: str) -> Any:
+    """:func:`main`, imported on first access (with the collector paused). O(1) after."""
+    if name == "main":
+        from .._util import import_pause
+
+        with import_pause():
+            from ._main import main as value
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), "main"})
+
 
 __all__ = ["main", "run_command"]
