@@ -33,6 +33,7 @@
 #include "_kernels_common.h"
 #include "_foldhash.h"
 #include "_duptable.h"
+#include "_idtable.h"
 
 static PyObject *array_type;   /* array.array */
 static PyObject *array_append; /* array.array.append (a method descriptor) */
@@ -5381,7 +5382,8 @@ PyDoc_STRVAR(store_inserts_doc,
 "shorter than rel_split. The relevance key is part | (v << 63) | v for the record's\n"
 "version v (state._relevance_key), or with seq_keys true (state._relevance_key_seq)\n"
 "part | v, the record's own version int when part is 0. The k-th insert makes a record born and seq'd version + k\n"
-"(one int), and does what _store_batch's loop does: by_id[id] = rec, prev[rec] = the\n"
+"(one int), and does what _store_batch's loop does: by_id[id] = rec (by_id a dict or an\n"
+"IdTable of the store_setup classes), prev[rec] = the\n"
 "dead record of the id if any, the relevance order's last sublists appended and its\n"
 "max replaced, the namespace list's recs appended and live + 1, the duplicate group\n"
 "(dups, a dict or a DupTable, and dup_keys) joined, rec and entry appended to run and\n"
@@ -5418,7 +5420,8 @@ store_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
              *namespaces = args[10], *dups = args[11], *dup_keys = args[12],
              *journal = args[13], *run = args[14], *run_entries = args[15];
     if (!(PyList_CheckExact(entries) || PyTuple_CheckExact(entries)) ||
-        !PyDict_CheckExact(by_id) || !PyDict_CheckExact(prev) || !PyDict_CheckExact(rel_part) ||
+        !(PyDict_CheckExact(by_id) || Py_IS_TYPE(by_id, &IdTable_Type)) ||
+        !PyDict_CheckExact(prev) || !PyDict_CheckExact(rel_part) ||
         !PyList_CheckExact(rel_lists) || !PyList_CheckExact(rel_keys) ||
         !PyList_CheckExact(rel_maxes) || !PyDict_CheckExact(namespaces) ||
         !(PyDict_CheckExact(dups) || Py_IS_TYPE(dups, &DupTable_Type)) ||
@@ -5451,6 +5454,12 @@ store_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     const Py_ssize_t *eo = ins_entry_off, *ro = ins_rec_off;
     DupTableObject *table = Py_IS_TYPE(dups, &DupTable_Type) ? (DupTableObject *)dups : NULL;
+    IdTableObject *idt = Py_IS_TYPE(by_id, &IdTable_Type) ? (IdTableObject *)by_id : NULL;
+    if (idt && (idt->rec_type != ins_rec_type || idt->entry_type != ins_entry_type ||
+                idt->entry_off != ro[0] || idt->id_off != eo[0])) {
+        PyErr_SetString(PyExc_TypeError, "store_inserts: by_id is an IdTable of other classes");
+        return NULL;
+    }
     uint64_t v = (uint64_t)v0;
     PyObject *part_seen = NULL; /* borrowed: the part whose bytes part_b holds */
     unsigned char part_b[24];
@@ -5470,7 +5479,9 @@ store_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             break; /* a value's hash is Python code (JsonObject): the loop's */
         }
         if (v >= ((uint64_t)1 << 63)) break;
-        PyObject *old = PyDict_GetItemWithError(by_id, ident); /* borrowed */
+        if (idt && !PyLong_CheckExact(ident)) break; /* the loop's (its TypeError) */
+        PyObject *old = idt ? it_lookup(idt, ident) /* borrowed */
+                            : PyDict_GetItemWithError(by_id, ident);
         if (!old && PyErr_Occurred()) return NULL;
         if (old) {
             if (!Py_IS_TYPE(old, ins_rec_type)) break;
@@ -5537,8 +5548,10 @@ store_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         int dfail = table ? ins_dup_key_u32(ns, cat_value, text, Py_None, value, &dkey32) < 0 ||
                                 dt_reserve(table, 1) < 0
                           : !(dkey = ins_dup_key(ns, cat_value, text, Py_None, value));
+        if (!dfail && idt) dfail = it_reserve(idt, 1) < 0; /* it_put cannot fail then */
         if (dfail) {
             Py_DECREF(rkey);
+            Py_XDECREF(dkey);
             Py_DECREF(born);
             return NULL;
         }
@@ -5574,7 +5587,7 @@ store_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
         /* The changes: only an allocation failing inside a container can stop them
          * midway (as it could in the Python loop). */
-        int err = PyDict_SetItem(by_id, ident, rec);
+        int err = idt ? it_put(idt, ident, rec) : PyDict_SetItem(by_id, ident, rec);
         if (!err && old) err = PyDict_SetItem(prev, rec, old);
         if (!err) err = PyList_Append(last_recs, rec);
         if (!err) err = PyList_Append(last_keys, rkey);
@@ -5813,5 +5826,6 @@ PyInit__cwordoverlap(void)
     if (!array_one) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (m && dt_module_add(m) < 0) Py_CLEAR(m);
+    if (m && it_module_add(m) < 0) Py_CLEAR(m);
     return m;
 }
