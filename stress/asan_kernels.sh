@@ -15,7 +15,8 @@
 # tests/test_open13_split.py, tests/test_entrybytes2.py, tests/test_bm25q6_lookups.py, tests/test_mainjob11_words.py, tests/test_open14_folds.py, tests/test_review19a.py,
 # tests/test_open15_prep.py, tests/test_mainjob14_flat.py, tests/test_entrybytes3.py,
 # tests/test_durable12.py, tests/test_durable12_kill.py, tests/test_bm25q7_dense.py, tests/test_samelib.py,
-# tests/test_review20b.py)
+# tests/test_review20b.py,
+# tests/test_mainjob18_query.py)
 # against an AddressSanitizer build of the compiled
 # index kernels, the BM25 core, the word-overlap core and the row reader (_storage/_crows.c):
 # any out-of-bounds read or
@@ -81,4 +82,5 @@ PYTHONMALLOC=malloc LD_PRELOAD="$runtime" ASAN_OPTIONS=detect_leaks=0:abort_on_e
     tests/test_open13_split.py tests/test_entrybytes2.py tests/test_bm25q6_lookups.py tests/test_mainjob11_words.py tests/test_open14_folds.py tests/test_review19a.py \
     tests/test_open15_prep.py tests/test_mainjob14_flat.py tests/test_entrybytes3.py \
     tests/test_durable12.py tests/test_durable12_kill.py tests/test_bm25q7_dense.py tests/test_samelib.py \
-    tests/test_review20b.py "$@"
+    tests/test_review20b.py \
+    tests/test_mainjob18_query.py "$@"

@@ -5722,6 +5722,106 @@ set_grow_direct(PyObject *self, PyObject *on)
     return PyBool_FromLong(was);
 }
 
+/* ------------------------------------------------------------------ query words (mainjob18)
+ *
+ *   query_words  a retrieve's query lowered, split and counted in one pass over its
+ *               bytes (an ASCII query): the same values as query.lower(), its split()
+ *               and collections' _count_elements, without the split list or a str per
+ *               repeated word.
+ */
+
+PyDoc_STRVAR(query_words_doc,
+"query_words(query) -> (str, dict, int) | None\n\n"
+"For an ASCII str: (query.lower(), {word: times} in first-seen order over\n"
+"query.lower().split(), the number of words); None for a non-ASCII one.\n"
+"TypeError for anything but a str. O(len(query)) time and memory.");
+
+struct qw_slot {
+    uint64_t h;
+    Py_ssize_t start, len, idx; /* idx -1: empty */
+};
+
+static PyObject *
+query_words(PyObject *self, PyObject *query)
+{
+    if (!PyUnicode_CheckExact(query)) {
+        PyErr_SetString(PyExc_TypeError, "query_words() takes a str");
+        return NULL;
+    }
+    if (!PyUnicode_IS_ASCII(query)) Py_RETURN_NONE;
+    const Py_UCS1 *s = PyUnicode_1BYTE_DATA(query);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(query);
+    PyObject *low = PyUnicode_New(n, 127);
+    if (!low) return NULL;
+    Py_UCS1 *d = PyUnicode_1BYTE_DATA(low);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS1 c = s[i];
+        d[i] = c >= 'A' && c <= 'Z' ? (Py_UCS1)(c + ('a' - 'A')) : c;
+    }
+    /* At most n / 2 + 1 words: a table of at least twice that, a power of two. */
+    size_t cap = 16;
+    while (cap < (size_t)n + 2) cap <<= 1;
+    struct qw_slot *tab = PyMem_Malloc(cap * sizeof *tab);
+    Py_ssize_t *times = PyMem_Malloc(((size_t)n / 2 + 1) * sizeof *times);
+    PyObject *words = PyList_New(0), *mult = NULL, *result = NULL;
+    if (!tab || !times) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (!words) goto done;
+    for (size_t k = 0; k < cap; k++) tab[k].idx = -1;
+    Py_ssize_t total = 0, i = 0;
+    while (i < n) {
+        while (i < n && ascii_space_tab[d[i]]) i++;
+        if (i >= n) break;
+        Py_ssize_t start = i;
+        uint64_t h = 0xcbf29ce484222325ull;
+        while (i < n && !ascii_space_tab[d[i]]) h = (h ^ d[i++]) * 0x100000001b3ull;
+        Py_ssize_t len = i - start;
+        total++;
+        size_t k = (size_t)(h ^ (h >> 29)) & (cap - 1);
+        for (;;) {
+            struct qw_slot *t = &tab[k];
+            if (t->idx < 0) {
+                PyObject *w = PyUnicode_New(len, 127);
+                if (!w) goto done;
+                memcpy(PyUnicode_1BYTE_DATA(w), d + start, (size_t)len);
+                int bad = PyList_Append(words, w);
+                Py_DECREF(w);
+                if (bad) goto done;
+                t->h = h;
+                t->start = start;
+                t->len = len;
+                t->idx = PyList_GET_SIZE(words) - 1;
+                times[t->idx] = 1;
+                break;
+            }
+            if (t->h == h && t->len == len && memcmp(d + t->start, d + start, (size_t)len) == 0) {
+                times[t->idx]++;
+                break;
+            }
+            k = (k + 1) & (cap - 1);
+        }
+    }
+    mult = PyDict_New();
+    if (!mult) goto done;
+    for (Py_ssize_t j = 0; j < PyList_GET_SIZE(words); j++) {
+        PyObject *m = PyLong_FromSsize_t(times[j]);
+        if (!m) goto done;
+        int bad = PyDict_SetItem(mult, PyList_GET_ITEM(words, j), m);
+        Py_DECREF(m);
+        if (bad) goto done;
+    }
+    result = Py_BuildValue("(OOn)", low, mult, total);
+done:
+    PyMem_Free(tab);
+    PyMem_Free(times);
+    Py_XDECREF(words);
+    Py_XDECREF(mult);
+    Py_DECREF(low);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"add_text", add_text, METH_VARARGS, add_text_doc},
     {"count_words", count_words, METH_VARARGS, count_words_doc},
@@ -5772,6 +5872,8 @@ static PyMethodDef methods[] = {
     {"visit_order", visit_order, METH_VARARGS, visit_order_doc},
     {"wmax_chunks", wmax_chunks, METH_VARARGS, wmax_chunks_doc},
     {"bits_select_chunks", bits_select_chunks, METH_VARARGS, bits_select_chunks_doc},
+    /* mainjob18 */
+    {"query_words", query_words, METH_O, query_words_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -350,15 +350,20 @@ class WordOverlapSearch:
         returned (``thresholds.py``)."""
         if limit <= 0 or len(view) == 0:
             return []
-        low = query.lower()
-        words = low.split()
-        n_words = max(len(words), 1)
-        mult: dict[str, int] = {}
-        if knobs._QUERY_ONCE:
-            _count_elements(mult, words)  # the loop below, in C: same counts, same order
+        got = ccore.query_words(query) if knobs._QUERY_ONCE else None
+        if got is not None:
+            low, mult, n_words = got  # the lines below' values, in one C pass
+            n_words = max(n_words, 1)
         else:
-            for w in words:
-                mult[w] = mult.get(w, 0) + 1
+            low = query.lower()
+            words = low.split()
+            n_words = max(len(words), 1)
+            mult = {}
+            if knobs._QUERY_ONCE:
+                _count_elements(mult, words)  # the loop below, in C: same counts, same order
+            else:
+                for w in words:
+                    mult[w] = mult.get(w, 0) + 1
         top = next(view.by_relevance(), None)
         max_rel = top.entry.relevance if top is not None else 1.0
         n = e.n
