@@ -5735,6 +5735,119 @@ set_grow_direct(PyObject *self, PyObject *on)
     return PyBool_FromLong(was);
 }
 
+/* ------------------------------------------------------------------ query words (mainjob18)
+ *
+ *   query_words  a retrieve's query lowered, split and counted in one pass over its
+ *               bytes (an ASCII query): the same values as query.lower(), its split()
+ *               and collections' _count_elements, without the split list or a str per
+ *               repeated word.
+ */
+
+PyDoc_STRVAR(query_words_doc,
+"query_words(query) -> (str, dict, int) | None\n\n"
+"For an ASCII str (below 2**31 characters): (query.lower(), {word: times} in first-seen order over\n"
+"query.lower().split(), the number of words); None for a non-ASCII one.\n"
+"TypeError for anything but a str. O(len(query)) time and memory.");
+
+static PyObject *
+query_words(PyObject *self, PyObject *query)
+{
+    if (!PyUnicode_CheckExact(query)) {
+        PyErr_SetString(PyExc_TypeError, "query_words() takes a str");
+        return NULL;
+    }
+    /* (Longer than 2**31 characters: the table's int32 indexes; left to Python too.) */
+    if (!PyUnicode_IS_ASCII(query) || PyUnicode_GET_LENGTH(query) > INT32_MAX) Py_RETURN_NONE;
+    const Py_UCS1 *s = PyUnicode_1BYTE_DATA(query);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(query);
+    PyObject *low = PyUnicode_New(n, 127);
+    if (!low) return NULL;
+    Py_UCS1 *d = PyUnicode_1BYTE_DATA(low);
+    /* One pass: lowered into `low`, each word's start and end noted (at most
+     * n / 2 + 1 words). */
+    size_t most = (size_t)n / 2 + 1;
+    Py_ssize_t *spans = PyMem_Malloc(2 * most * sizeof *spans);
+    if (!spans) {
+        Py_DECREF(low);
+        return PyErr_NoMemory();
+    }
+    Py_ssize_t total = 0;
+    int in_word = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS1 c = s[i];
+        int sp = ascii_space_tab[c];
+        d[i] = c >= 'A' && c <= 'Z' ? (Py_UCS1)(c + ('a' - 'A')) : c;
+        if (sp == in_word) {
+            spans[2 * total + (in_word ? 1 : 0)] = i;
+            if (in_word) total++;
+            in_word = !in_word;
+        }
+    }
+    if (in_word) spans[2 * total++ + 1] = n;
+    /* The distinct words by their bytes: an open-addressing table of indexes into
+     * `first` (at most half full). */
+    size_t cap = 16;
+    while (cap < 2 * (size_t)total) cap <<= 1;
+    int32_t *tab = PyMem_Malloc(cap * sizeof *tab);
+    struct { uint64_t h; Py_ssize_t start, len, times; } *first =
+        PyMem_Malloc(((size_t)total + 1) * sizeof *first);
+    PyObject *words = PyList_New(0), *mult = NULL, *result = NULL;
+    if (!tab || !first) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (!words) goto done;
+    memset(tab, 0xFF, cap * sizeof *tab);
+    Py_ssize_t distinct = 0;
+    for (Py_ssize_t w = 0; w < total; w++) {
+        Py_ssize_t start = spans[2 * w], len = spans[2 * w + 1] - start;
+        uint64_t h = 0xcbf29ce484222325ull;
+        for (Py_ssize_t i = start; i < start + len; i++) h = (h ^ d[i]) * 0x100000001b3ull;
+        size_t k = (size_t)(h ^ (h >> 29)) & (cap - 1);
+        for (;;) {
+            int32_t at = tab[k];
+            if (at < 0) {
+                PyObject *o = PyUnicode_New(len, 127);
+                if (!o) goto done;
+                memcpy(PyUnicode_1BYTE_DATA(o), d + start, (size_t)len);
+                int bad = PyList_Append(words, o);
+                Py_DECREF(o);
+                if (bad) goto done;
+                first[distinct].h = h;
+                first[distinct].start = start;
+                first[distinct].len = len;
+                first[distinct].times = 1;
+                tab[k] = (int32_t)distinct++;
+                break;
+            }
+            if (first[at].h == h && first[at].len == len &&
+                memcmp(d + first[at].start, d + start, (size_t)len) == 0) {
+                first[at].times++;
+                break;
+            }
+            k = (k + 1) & (cap - 1);
+        }
+    }
+    mult = PyDict_New();
+    if (!mult) goto done;
+    for (Py_ssize_t j = 0; j < distinct; j++) {
+        PyObject *m = PyLong_FromSsize_t(first[j].times);
+        if (!m) goto done;
+        int bad = PyDict_SetItem(mult, PyList_GET_ITEM(words, j), m);
+        Py_DECREF(m);
+        if (bad) goto done;
+    }
+    result = Py_BuildValue("(OOn)", low, mult, total);
+done:
+    PyMem_Free(spans);
+    PyMem_Free(tab);
+    PyMem_Free(first);
+    Py_XDECREF(words);
+    Py_XDECREF(mult);
+    Py_DECREF(low);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"add_text", add_text, METH_VARARGS, add_text_doc},
     {"count_words", count_words, METH_VARARGS, count_words_doc},
@@ -5785,6 +5898,8 @@ static PyMethodDef methods[] = {
     {"visit_order", visit_order, METH_VARARGS, visit_order_doc},
     {"wmax_chunks", wmax_chunks, METH_VARARGS, wmax_chunks_doc},
     {"bits_select_chunks", bits_select_chunks, METH_VARARGS, bits_select_chunks_doc},
+    /* mainjob18 */
+    {"query_words", query_words, METH_O, query_words_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -88,6 +88,16 @@ def core() -> ModuleType | None:
     return kernels.wo_core()
 
 
+def query_words(query: str) -> tuple[str, dict[str, int], int] | None:
+    """``(query.lower(), {word: times} over its split() in first-seen order, number of
+    words)`` from the core's one-pass ``query_words`` for an ASCII ``query`` when
+    ``knobs._QUERY_WORDS_C`` and the core has it; None otherwise (a non-ASCII query,
+    no core: the caller lowers, splits and counts). ``TypeError`` for a non-str.
+    O(len(query))."""
+    fn = getattr(core(), "query_words", None) if knobs._QUERY_WORDS_C else None
+    return fn(query) if fn is not None else None
+
+
 def lower() -> Any:
     """The function ``add_many`` lowers a new text with: the core's ``lower_text``
     (``str.lower``'s value; a text that is not ASCII lowered ~2x faster, its ASCII code

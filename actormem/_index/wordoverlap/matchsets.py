@@ -451,7 +451,8 @@ class MatchFinder:
         for start in range(upto, n, knobs._STEP):
             if e.n - knobs._SCAN_NEW > start:
                 return None  # the owner has overwritten the texts to read
-            stop = min(n, start + knobs._STEP)
+            stop = start + knobs._STEP
+            stop = n if n < stop else stop  # min(n, ...) without the call
             if compiled:  # the same tests, without the interpreter's loop (kernels.py)
                 new += kernels.wo_scan(recent, start, stop, knobs._SCAN_NEW, w, knobs._SCAN_RARE)
             else:

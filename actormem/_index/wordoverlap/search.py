@@ -162,7 +162,7 @@ class WordOverlapSearch:
             return
         uniform = bool(bounds.min() == bounds.max())
         yield
-        batch = max(limit, knobs._VISIT_BATCH)
+        batch = limit if limit > knobs._VISIT_BATCH else knobs._VISIT_BATCH
         while len(idx):
             size = len(idx)
             rest: np.ndarray[Any, Any] | None = None
@@ -306,7 +306,7 @@ class WordOverlapSearch:
         if not m:
             return
         yield
-        batch = max(limit, knobs._VISIT_BATCH)
+        batch = limit if limit > knobs._VISIT_BATCH else knobs._VISIT_BATCH
         # The loop of _visit with its counters local: the heap only fills (never
         # shrinks) within a retrieve, and progress[0] is written back at each yield
         # and return (the same yields).
@@ -350,15 +350,20 @@ class WordOverlapSearch:
         returned (``thresholds.py``)."""
         if limit <= 0 or len(view) == 0:
             return []
-        low = query.lower()
-        words = low.split()
-        n_words = max(len(words), 1)
-        mult: dict[str, int] = {}
-        if knobs._QUERY_ONCE:
-            _count_elements(mult, words)  # the loop below, in C: same counts, same order
+        got = ccore.query_words(query) if knobs._QUERY_ONCE else None
+        if got is not None:
+            low, mult, n_words = got  # the lines below' values, in one C pass
+            n_words = n_words if n_words > 1 else 1
         else:
-            for w in words:
-                mult[w] = mult.get(w, 0) + 1
+            low = query.lower()
+            words = low.split()
+            n_words = max(len(words), 1)
+            mult = {}
+            if knobs._QUERY_ONCE:
+                _count_elements(mult, words)  # the loop below, in C: same counts, same order
+            else:
+                for w in words:
+                    mult[w] = mult.get(w, 0) + 1
         top = next(view.by_relevance(), None)
         max_rel = top.entry.relevance if top is not None else 1.0
         n = e.n
@@ -429,10 +434,12 @@ class WordOverlapSearch:
                 yield from add_word(number, w, m)
         if dense:
             # About 8 * _CHUNK byte additions between two yields, whatever the words.
-            step = max(256, knobs._CHUNK * 8 // max(8, len(dense)))
+            # (min and max written out: builtin calls cost ~1,000 instructions each.)
+            step = knobs._CHUNK * 8 // (len(dense) if len(dense) > 8 else 8)
+            step = step if step > 256 else 256
             adder = kernels.DenseCounts(counts, dense, dense_mult)
             for lo in range(0, n, step):
-                adder.add(lo, min(n, lo + step))
+                adder.add(lo, n if n < lo + step else lo + step)
                 yield
             del adder
             del dense
@@ -478,7 +485,8 @@ class WordOverlapSearch:
         the others (short, cached or common words), each given to ``add_word(its index,
         word, multiplicity)``. O(words + their postings) in steps."""
         words, mults = list(mult), list(mult.values())
-        small = min(knobs._JOIN, self._finder.cache_min)  # postings of a word for C
+        small, cmin = knobs._JOIN, self._finder.cache_min  # postings of a word for C
+        small = cmin if cmin < small else small
         at = 0
         while at < len(words):
             at, left = ccore.count_words(
@@ -722,7 +730,7 @@ class WordOverlapSearch:
         enter as :meth:`_visit`'s, so the same top-k, scores and ties. O(n + groups
         read * log batch) per batch."""
         n = len(counts)
-        batch = max(limit, knobs._VISIT_BATCH)
+        batch = limit if limit > knobs._VISIT_BATCH else knobs._VISIT_BATCH
         step, done = knobs._STEP, progress[0]
         after: tuple[float, int, int] | None = None
         while True:
@@ -861,16 +869,17 @@ class WordOverlapSearch:
         # Groups by matched count, highest first, while the count's best bound can still
         # enter; a count's groups in sets of about knobs._VISIT, each by bound then
         # smallest seq.
-        top_count = max((most for _, most in tops), default=0)
+        top_count = max(most for _, most in tops) if tops else 0
+        least = min_matched if min_matched > 1 else 1  # min_matched: thresholds.py
         progress = [0]
         if flat is not None:
             top_count = -1 + (
                 yield from self._rank_flat(
-                    flat, n_words, max(min_matched, 1), maxrel, minseq, glist, heap, limit,
+                    flat, n_words, least, maxrel, minseq, glist, heap, limit,
                     push, admitted, tagged, progress,
                 )
             )  # fmt: skip  # the loop below goes on under the counts visited
-        for c in range(top_count, max(min_matched, 1) - 1, -1):  # min_matched: thresholds.py
+        for c in range(top_count, least - 1, -1):
             if len(heap) == limit and combine_word_overlap(max_rel, c, n_words, False) < heap[0][0]:
                 break
             part = 0.4 * (c / n_words)
