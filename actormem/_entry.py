@@ -385,6 +385,9 @@ class MemoryEntry(metaclass=Final):
             state["_id"] = _convert_id(state.pop("id"))  # type: ignore[arg-type]
         if set(state) != set(_ENTRY_FIELDS):
             raise TypeError(f"not the state of a MemoryEntry: fields {sorted(state)}")
+        # The id as the constructor takes it (an exact int in range): the state's id table
+        # (state._ID_TABLE) refuses any other key, after a store's eviction at capacity.
+        state["_id"] = _convert_id(state["_id"])  # type: ignore[arg-type]
         for name, value in state.items():
             object.__setattr__(self, name, value)
 

@@ -575,10 +575,18 @@ IdTableIter_next(PyObject *self)
         return NULL;
     }
     if (it->kind == 0) return Py_NewRef(key);
+    /* Both references taken before the tuple's allocation: it may run the cycle
+     * collector, whose finalizers may delete this id (the table's reference the last). */
+    Py_INCREF(key);
+    Py_INCREF(rec);
     PyObject *pair = PyTuple_New(2);
-    if (!pair) return NULL;
-    PyTuple_SET_ITEM(pair, 0, Py_NewRef(key));
-    PyTuple_SET_ITEM(pair, 1, Py_NewRef(rec));
+    if (!pair) {
+        Py_DECREF(key);
+        Py_DECREF(rec);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(pair, 0, key);
+    PyTuple_SET_ITEM(pair, 1, rec);
     return pair;
 }
 
