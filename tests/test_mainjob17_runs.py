@@ -244,6 +244,30 @@ def test_store_run_error_answers_its_request(monkeypatch: pytest.MonkeyPatch) ->
     trio.run(run)
 
 
+def test_store_run_error_after_every_store_counted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ActorMemError raised by ``store_many`` after every store of the run was counted
+    (an index failing late) answers the run's last request; the owner keeps serving."""
+    from actormem._engine.state import MemoryState
+
+    def late(self: MemoryState, entries: Any, now: Any = None) -> None:
+        _store_many_by_store(self, entries, now)
+        raise InvalidEntryError("late refusal")
+
+    monkeypatch.setattr(MemoryState, "store_many", late)
+    monkeypatch.setattr(memory_mod, "_STORE_RUNS", True)
+    spec = [("store", (f"t{i} x", None, None, None, (), 1.0)) for i in range(3)]
+
+    async def run() -> None:
+        async with open_memory(scorer=WordOverlapScorer()) as memory:
+            got = _apply(memory, _build(spec, 0), False)
+            assert [r[1][0] for r in got] == ["value", "value", "error"]
+            assert memory._state._live == 3
+            await memory.store(MemoryEntry(memory="after the run"))  # the owner still serves
+            assert memory._state._live == 4
+
+    trio.run(run)
+
+
 def _store_many_by_store(self: Any, entries: Any, now: Any = None) -> None:
     for entry in entries:  # store_many's contract: store() after store(), stops at an error
         self.store(entry, now)

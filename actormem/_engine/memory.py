@@ -1188,7 +1188,10 @@ class Memory(metaclass=NoPublicConstructor):
             try:
                 state.store_many(entries[done:] if done else entries, now)
             except ActorMemError as exc:
-                failed = done + state.stores - before
+                # The store that raised is the first one not counted; an error after the
+                # run's last store was counted (an index's add_many failing late) is the
+                # last store's, as it would be one store at a time.
+                failed = min(done + state.stores - before, len(run) - 1)
                 for req in run[done:failed]:
                     if req.waits:
                         replies.append((req, outcome.Value(None)))
