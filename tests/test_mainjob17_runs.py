@@ -262,7 +262,8 @@ def test_store_run_error_after_every_store_counted(monkeypatch: pytest.MonkeyPat
             got = _apply(memory, _build(spec, 0), False)
             assert [r[1][0] for r in got] == ["value", "value", "error"]
             assert memory._state._live == 3
-            await memory.store(MemoryEntry(memory="after the run"))  # the owner still serves
+            # the owner still serves
+            await memory.store(MemoryEntry(memory="after the run", category=MemoryCategory.FACT))
             assert memory._state._live == 4
 
     trio.run(run)
