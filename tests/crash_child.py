@@ -11,7 +11,8 @@ Usage (the child side)::
         ACTORMEM_TEST_C_COMMIT (0 or 1) sets ``sqlite._C_COMMIT``; with
         ACTORMEM_TEST_RETRIEVE=1 each task also retrieves after each store (access
         updates in the commits; the entries read back then differ in their access
-        bookkeeping).
+        bookkeeping). ACTORMEM_TEST_DURABILITY (normal or full; default normal) is the
+        memory's ``durability`` (``full``: the runs of stores committed with fsync).
     python tests/crash_child.py hold PATH
         Open the durable memory at PATH, print "ready", and wait to be killed.
     python tests/crash_child.py try-open PATH [--drop-dac]
@@ -89,7 +90,8 @@ async def _store_forever(path: str, seed: int, start: int, writers: int, chunk: 
 
         sqlite._C_COMMIT = c_commit == "1"
     retrieve = os.environ.get("ACTORMEM_TEST_RETRIEVE") == "1"
-    async with actormem.open_memory(path=path) as memory:
+    durability = os.environ.get("ACTORMEM_TEST_DURABILITY", "normal")
+    async with actormem.open_memory(path=path, durability=durability) as memory:
         counter = itertools.count(start)
 
         async def writer() -> None:

@@ -348,9 +348,11 @@ async def open_memory(
         log, name, log_options,
     )  # fmt: skip
     body_error: BaseException | None = None
+    served = False  # the owner task started: its end closes the file
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_serve, memory, receive, name="actormem owner")
+            served = True
             try:
                 yield memory
             except BaseException as exc:
@@ -365,3 +367,10 @@ async def open_memory(
             if group.exceptions[0] is body_error:
                 raise body_error from body_error.__cause__
         raise
+    finally:
+        if not served and memory._storage is not None:
+            # An exception (a KeyboardInterrupt, which trio raises at any bytecode of
+            # this unprotected code) before the owner started: nothing else closes the
+            # file, and its lock would stay held for the rest of the process. Closing
+            # twice is harmless (SqliteStore.close is idempotent).
+            await _close_storage(memory._storage)
