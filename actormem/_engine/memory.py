@@ -726,8 +726,8 @@ class Memory(metaclass=NoPublicConstructor):
         owner). With the built-in scorers the scoring runs in slices of about
         :data:`~actormem._index.scoring.RETRIEVE_SLICE` (0.1 ms) with a checkpoint between them,
         so other tasks (writers, the owner, other readers) run meanwhile (a small
-        word-overlap retrieve, up to 8,192 texts and a 2,048-character query, runs in one
-        step: ``docs/design.md``, "Sliced retrieves"); the result is
+        word-overlap retrieve, up to 8,192 texts and entries and a 2,048-character
+        query, runs in one step: ``docs/design.md``, "Sliced retrieves"); the result is
         still exactly that of the snapshot taken at the start. Ties keep insertion order.
         Without thresholds (the default) there is no minimum: with the default word-overlap
         scorer every entry has a score of at least 0.1, so with fewer than ``limit``

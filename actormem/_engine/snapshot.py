@@ -49,9 +49,10 @@ __all__ = [
 
 _T = TypeVar("_T")
 
-#: A retrieve whose index says its whole work is small (``one_step_ok(query)``: the
-#: word-overlap index over at most ``knobs._ONE_STEP_GROUPS`` groups with a query of at
-#: most ``_ONE_STEP_CHARS`` characters) runs its steps at once, then reaches its one
+#: A retrieve whose index says its whole work is small (``one_step_ok(query, entries)``:
+#: the word-overlap index over at most ``knobs._ONE_STEP_GROUPS`` groups and a view of at
+#: most ``_ONE_STEP_ENTRIES`` entries, with a query of at most ``_ONE_STEP_CHARS``
+#: characters) runs its steps at once, then reaches its one
 #: schedule point as a retrieve shorter than a slice does: no clock read per step and
 #: no slice boundary (a gate checkpoint, a trip through trio's run loop) within it.
 #: ``RETRIEVE_SLICE`` 0 (tests: a checkpoint at every yield) slices every retrieve.
@@ -402,7 +403,7 @@ async def _retrieve_sliced(
         steps = thresholded_steps(state.index, view, query, limit, accept, min_score, min_matched)
         if _ONE_STEP_SMALL and dense is None and RETRIEVE_SLICE > 0:
             small = getattr(state.index, "one_step_ok", None)
-            if small is not None and small(query):
+            if small is not None and small(query, len(view)):
                 # A small retrieve's steps in one task step; the same schedule point at
                 # the end as a retrieve shorter than a slice.
                 try:

@@ -333,11 +333,18 @@ class _WordOverlapIndex:
     #: ``top_k_steps`` takes ``min_matched=`` (see ``thresholds.py``).
     supports_min_matched = True
 
-    def one_step_ok(self, query: str) -> bool:
-        """Whether a retrieve of ``query`` is small enough to run its steps in one task
-        step (``knobs._ONE_STEP_GROUPS`` and ``_ONE_STEP_CHARS``): the numbering has
-        at most that many groups and the query that many characters. O(1)."""
-        return self._e.n <= knobs._ONE_STEP_GROUPS and len(query) <= knobs._ONE_STEP_CHARS
+    def one_step_ok(self, query: str, entries: int = 0) -> bool:
+        """Whether a retrieve of ``query`` over a view of ``entries`` entries is small
+        enough to run its steps in one task step (``knobs._ONE_STEP_GROUPS``,
+        ``_ONE_STEP_CHARS`` and ``_ONE_STEP_ENTRIES``): the numbering has at most that
+        many groups, the query that many characters and the view that many entries (a
+        group holds every record of its text, each tested by the retrieve's filter).
+        O(1)."""
+        return (
+            self._e.n <= knobs._ONE_STEP_GROUPS
+            and len(query) <= knobs._ONE_STEP_CHARS
+            and entries <= knobs._ONE_STEP_ENTRIES
+        )
 
     def top_k_steps(
         self, view: ReadView, query: str, limit: int, accept: Accept, *, min_matched: int = 0

@@ -61,6 +61,11 @@ _MEMO_KEEP_LEFT = True
 #: 0 groups: every retrieve in slices (the path before it; the same results).
 _ONE_STEP_GROUPS = 8192
 _ONE_STEP_CHARS = 2048
+#: ... and at most this many entries in the retrieve's view: the steps' work is bounded
+#: by the groups only while each group holds a few records; many entries of a few texts
+#: (one group) with a filter that rejects them run every record's test, which must stay
+#: sliced (review21a: 100,000 entries of one text, ~0.5 s in one task step).
+_ONE_STEP_ENTRIES = 8192
 #: A cached match set is extended by testing the texts of up to this many new groups;
 #: beyond that it is rebuilt from the posting lists.
 _SCAN_NEW = 4096
