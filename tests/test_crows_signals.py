@@ -53,22 +53,27 @@ async def test_a_signal_during_the_read_stops_it_inside_the_call(tmp_path: Path)
     # interrupted: the reader's caller when the reader ran it, the profiler's hook (at
     # the call's c_return) or the caller after the call when nothing inside did.
     reader = sqlite_format._crows.read_entries  # type: ignore[union-attr]
-    inside = threading.Event()
+    # A plain list, not a threading.Event: Event.set is Python code (a Condition's
+    # lock and notify) where the main thread can let the helper in and then run the
+    # pending signal's handler, in "set" instead of in the reader (seen once in CI).
+    # A list item's store and the hook's return hold no point where the interpreter
+    # drops the GIL or runs handlers, so the next such point is the reader's release.
+    inside = [False]
     ran_in: list[str] = []
     sent = threading.Event()
 
     def profile(frame: FrameType, event: str, arg: Any) -> None:
         if arg is reader and event == "c_call":
-            inside.set()
+            inside[0] = True
         elif arg is reader and event in ("c_return", "c_exception"):
-            inside.clear()
+            inside[0] = False
 
     def handler(signum: int, frame: FrameType | None) -> None:
         ran_in.append(frame.f_code.co_name if frame is not None else "?")
         raise Interrupted
 
     def send() -> None:
-        while not inside.is_set():
+        while not inside[0]:
             time.sleep(0)
         signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGUSR1)
         sent.set()
