@@ -21,7 +21,13 @@ __all__ = ["AsyncClient", "Client", "HostedMemory", "SyncHostedMemory"]
 
 def __getattr__(name: str) -> Any:
     if name in ("AsyncClient", "Client"):
-        from . import _http
-
+        try:
+            from . import _http
+        except ModuleNotFoundError as exc:
+            if exc.name != "httpx":
+                raise
+            raise ImportError(
+                f"actormem.client.{name} needs httpx: pip install 'actormem[client]'"
+            ) from exc
         return getattr(_http, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
