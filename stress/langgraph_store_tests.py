@@ -1,6 +1,7 @@
 """Run LangGraph's own store tests against actormem's LangGraph store.
 
-Usage: ``python -m stress.langgraph_store_tests [--keep DIR] [-- PYTEST_ARGS...]``
+Usage: ``python -m stress.langgraph_store_tests [--keep DIR] [--install-only | --no-install]
+[-- PYTEST_ARGS...]``
 
 Downloads the pinned source distributions of ``langgraph-checkpoint`` and
 ``langgraph-checkpoint-sqlite`` (they ship their tests) into a temporary folder with
@@ -119,10 +120,20 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="do not pip install the pinned packages (already installed)",
     )
+    parser.add_argument(
+        "--install-only",
+        action="store_true",
+        help="only pip install the pinned packages and the tests' dependencies, run nothing"
+        " (.ci/run installs first, then runs the tests beside its own suite with --no-install)",
+    )
     parser.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
     args = parser.parse_args(argv)
+    if args.install_only and args.no_install:
+        parser.error("--install-only and --no-install exclude each other")
     if not args.no_install:
         pip("install", "--quiet", CHECKPOINT, CHECKPOINT_SQLITE, *TEST_DEPENDENCIES)
+    if args.install_only:
+        return 0
     with tempfile.TemporaryDirectory(prefix="langgraph-store-tests-") as tmp:
         folder = args.keep or Path(tmp)
         folder.mkdir(parents=True, exist_ok=True)
