@@ -1,5 +1,7 @@
-"""``actormem.client.Client`` where httpx is not installed: an ImportError that names the
-extra to install, not a bare ``No module named 'httpx'``; the hosted memory still imports."""
+"""``actormem.client.Client`` where httpx is not installed: a ModuleNotFoundError (still
+naming httpx, for the CLI's mapping to the extra: tests/test_plain_install.py) whose message
+names the extra to install, not a bare ``No module named 'httpx'``; the hosted memory still
+imports."""
 
 from __future__ import annotations
 
@@ -40,13 +42,14 @@ def test_the_client_names_the_extra_and_the_hosted_memory_imports() -> None:
             try:
                 __import__("actormem.client", fromlist=[name])
             except ImportError as exc:
-                print(type(exc).__name__, exc)
+                print(type(exc).__name__, exc.name, exc)
         """
     )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "hosted HostedMemory"
     assert lines[1:] == [
-        f"ImportError actormem.client.{name} needs httpx: pip install 'actormem[client]'"
+        f"ModuleNotFoundError httpx actormem.client.{name} needs httpx:"
+        " pip install 'actormem[client]'"
         for name in ("Client", "AsyncClient")
     ]

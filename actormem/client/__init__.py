@@ -26,8 +26,11 @@ def __getattr__(name: str) -> Any:
         except ModuleNotFoundError as exc:
             if exc.name != "httpx":
                 raise
-            raise ImportError(
-                f"actormem.client.{name} needs httpx: pip install 'actormem[client]'"
+            # Still a ModuleNotFoundError naming httpx, so that callers that map a
+            # missing package to its extra (the CLI) keep doing so.
+            raise ModuleNotFoundError(
+                f"actormem.client.{name} needs httpx: pip install 'actormem[client]'",
+                name="httpx",
             ) from exc
         return getattr(_http, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
