@@ -180,3 +180,41 @@ def test_workload_reaches_the_marking_path() -> None:
     assert sum(map(len, on)) > 100
     for off in others:
         assert on == off
+
+
+@pytest.mark.skipif(not kernels.WO_CORE_AVAILABLE, reason="the word-overlap core is not built")
+@pytest.mark.parametrize("lean", [False, True])
+@pytest.mark.parametrize("start", [0, 1])
+def test_lean_mult_checks_refuse_the_same(
+    lean: bool, start: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``knobs._LEAN_MULT_CHECKS``: a multiplicity out of ``[0, 2**31)`` anywhere in the
+    list (before ``start`` too, after words that would count) is refused with the same
+    ``ValueError`` before any word is counted or kept; the limits themselves pass."""
+    from actormem._index.substring import SubstringVocab
+    from actormem._index.wordoverlap import ccore
+
+    monkeypatch.setattr(wo_knobs, "_LEAN_MULT_CHECKS", lean)
+    vocab = SubstringVocab()
+    post: dict[str, Any] = {}
+    for gid, text in enumerate(["player plays", "display", "alpha one"]):
+        ccore.add_text(post, text, gid, vocab)
+    for bad in (-1, 1 << 31, 1 << 70, -(1 << 70)):
+        for at in (0, 1, 2):
+            mults = [1, 2, 3]
+            mults[at] = bad
+            counts = np.zeros(8, np.uint8)
+            memo: list[Any] = [{}, {}, 0]
+            with pytest.raises(ValueError, match="multiplicities"):
+                ccore.count_words(
+                    ["play", "alpha", "one"], mults, start, 1000, 100, vocab, post, {}, {},
+                    counts, 3, 0, memo,
+                )  # fmt: skip
+            assert not counts.any()
+            assert memo == [{}, {}, 0]
+    counts16 = np.zeros(8, np.uint16)
+    got = ccore.count_words(
+        ["play", "alpha"], [0, (1 << 31) - 1], 0, 1000, 100, vocab, post, {}, {}, counts16, 3
+    )
+    assert got == (2, [])
+    assert counts16[:3].tolist() == [0, 0, ((1 << 31) - 1) & 0xFFFF]

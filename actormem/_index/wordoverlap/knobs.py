@@ -410,3 +410,11 @@ _SCAN_WIDE = True
 #: any reader writes there (as the put in place did); the set, its cache entry and the
 #: counts are the same. False: the list and the put, the path before it.
 _SCAN_MARK = True
+#: ``ccore.count_words`` leaves the range test of the multiplicities (each in
+#: ``[0, 2**31)``) to its C function, which makes it for every int of the list, with the
+#: same ``ValueError``, before it counts any word: the wrapper's builtin ``min`` and
+#: ``max`` over a main-job query's ~48 distinct words cost ~6,000 instructions a call.
+#: (A multiplicity that is not an int is refused by the C loop's type test, from
+#: ``start`` on, as with ``_LEAN_WORD_CHECKS``.) False: ``min`` and ``max`` in Python,
+#: the path before it.
+_LEAN_MULT_CHECKS = True
