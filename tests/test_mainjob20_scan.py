@@ -97,16 +97,16 @@ def test_scan_mark_refusals_write_nothing() -> None:
         np.zeros((2, 2), np.uint8),
         np.zeros(4, np.uint8)[::2],
     ):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="dense"):
             kernels.wo_scan_mark(recent, 0, 2, 2, "aq", True, True, bad)
         assert not bad.any()
     frozen = np.zeros(2, np.uint8)
     frozen.flags.writeable = False
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="writable"):
         kernels.wo_scan_mark(recent, 0, 2, 2, "aq", True, True, frozen)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="out of range"):
         kernels.wo_scan_mark(recent, 1, 0, 2, "aq", True, True, np.zeros(2, np.uint8))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="out of range"):
         kernels.wo_scan_mark(recent, 0, 2, 3, "aq", True, True, np.zeros(2, np.uint8))
     # The compiled function checks the texts before it writes any byte.
     dense = np.zeros(3, np.uint8)

@@ -397,7 +397,12 @@ def wo_count_sparse(
 
 
 def wo_scan(
-    recent: list[str], lo: int, hi: int, mod: int, word: str, rare: bool = False,
+    recent: list[str],
+    lo: int,
+    hi: int,
+    mod: int,
+    word: str,
+    rare: bool = False,
     wide: bool = False,
 ) -> list[int]:
     """The group numbers ``g`` in ``lo:hi`` whose text ``recent[g % mod]`` contains

@@ -449,13 +449,7 @@ class MatchFinder:
         new: list[int] = []
         compiled = kernels.active()
         rare, wide = knobs._SCAN_RARE, knobs._SCAN_RARE and knobs._SCAN_WIDE
-        if (
-            compiled
-            and knobs._SCAN_MARK
-            and dense
-            and data.dtype == np.uint8
-            and len(data) >= n
-        ):
+        if compiled and knobs._SCAN_MARK and dense and data.dtype == np.uint8 and len(data) >= n:
             # In place: the bytes of the groups found set as the scan finds them (the
             # same truth _put_and_remember writes there), no list.
             for start in range(upto, n, knobs._STEP):
