@@ -17,6 +17,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__SSE2__) && defined(__GNUC__)
+#include <emmintrin.h>
+#endif
 
 #include "_kernels_common.h"
 
@@ -624,12 +627,13 @@ done:
 }
 
 PyDoc_STRVAR(wo_scan_doc,
-"wo_scan(recent, lo, hi, mod, word, rare=False) -> list[int]\n\n"
+"wo_scan(recent, lo, hi, mod, word, rare=False, wide=False) -> list[int]\n\n"
 "The group numbers g in lo..hi whose lower-cased text, recent[g % mod], contains\n"
 "word (Python's `word in text`). With `rare`, a text and word of one byte per\n"
 "character are searched by the word's rarest byte (memchr) and a compare at each of\n"
-"its places; any other by PyUnicode_Find (the same answers). O(total length of those\n"
-"texts).");
+"its places; with `wide` too, a word of one byte per character in a text of two or\n"
+"four bytes per character the same way, by the code units (SSE2 for two); any other\n"
+"pair by PyUnicode_Find (the same answers). O(total length of those texts).");
 
 /* How common a byte is in lower-cased English and JSON text, 0 (rare, or not listed)
  * to 255: wo_scan's `rare` search looks for the needle's least common byte. Any order
@@ -644,6 +648,18 @@ byte_rank_init(void)
     for (size_t i = 0; i < n; i++) byte_rank[(unsigned char)common[i]] = (unsigned char)(n - i);
 }
 
+/* The index in x[0:m] (m >= 1) of its least common byte by byte_rank (the first of
+ * equal ones). */
+static inline Py_ssize_t
+rarest(const Py_UCS1 *x, Py_ssize_t m)
+{
+    Py_ssize_t k = 0;
+    for (Py_ssize_t j = 1; j < m; j++) {
+        if (byte_rank[x[j]] < byte_rank[x[k]]) k = j;
+    }
+    return k;
+}
+
 /* Whether x[0:m] occurs in h[0:n] (bytes): memchr for x's least common byte (by
  * byte_rank; the first of equal ones), then the whole needle compared where it would
  * start. 1 or 0. */
@@ -652,10 +668,7 @@ rare_search(const Py_UCS1 *h, Py_ssize_t n, const Py_UCS1 *x, Py_ssize_t m)
 {
     if (m == 0) return 1;
     if (m > n) return 0;
-    Py_ssize_t k = 0;
-    for (Py_ssize_t j = 1; j < m; j++) {
-        if (byte_rank[x[j]] < byte_rank[x[k]]) k = j;
-    }
+    Py_ssize_t k = rarest(x, m);
     const Py_UCS1 c = x[k];
     const Py_UCS1 *p = h + k, *end = h + (n - m) + k + 1; /* x[k]'s places of a match */
     while (p < end) {
@@ -667,21 +680,111 @@ rare_search(const Py_UCS1 *h, Py_ssize_t n, const Py_UCS1 *x, Py_ssize_t m)
     return 0;
 }
 
+/* Whether the code units h[0:m] (two or four bytes each, T) equal the bytes x[0:m]: the
+ * same code points, as a one-byte str holds code points below 256. */
+#define WIDE_EQ(T)                                                          \
+    static inline int wide_eq_##T(const T *h, const Py_UCS1 *x, Py_ssize_t m) \
+    {                                                                       \
+        for (Py_ssize_t j = 0; j < m; j++) {                                \
+            if (h[j] != (T)x[j]) return 0;                                  \
+        }                                                                   \
+        return 1;                                                           \
+    }
+WIDE_EQ(Py_UCS2)
+WIDE_EQ(Py_UCS4)
+
+/* rare_search of the one-byte needle x[0:m] in the two-byte code units h[0:n] (a str of
+ * kind 2): the code unit equal to x's least common byte found 8 at a time (SSE2: a
+ * compare and a byte mask per 16 bytes; one at a time elsewhere and for the tail), the
+ * whole needle compared where it would start. 1 or 0. Reads only h[0:n]. */
+static int
+rare_search2(const Py_UCS2 *h, Py_ssize_t n, const Py_UCS1 *x, Py_ssize_t m)
+{
+    if (m == 0) return 1;
+    if (m > n) return 0;
+    Py_ssize_t k = rarest(x, m);
+    const Py_UCS2 c = x[k];
+    Py_ssize_t i = k;
+    const Py_ssize_t end = n - m + k + 1; /* x[k]'s places of a match: i in [k, end) */
+#if defined(__SSE2__) && defined(__GNUC__)
+    const __m128i want = _mm_set1_epi16((short)c);
+    for (; i + 8 <= end; i += 8) { /* end <= n, so h[i:i+8] is inside h */
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(h + i));
+        unsigned bits = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi16(v, want));
+        while (bits) {
+            int b = __builtin_ctz(bits); /* the low byte of a code unit equal to c */
+            if (wide_eq_Py_UCS2(h + i + b / 2 - k, x, m)) return 1;
+            bits &= ~(3u << b);
+        }
+    }
+#endif
+    for (; i < end; i++) {
+        if (h[i] == c && wide_eq_Py_UCS2(h + i - k, x, m)) return 1;
+    }
+    return 0;
+}
+
+/* rare_search of the one-byte needle x[0:m] in the four-byte code units h[0:n] (a str
+ * of kind 4), a code unit at a time. 1 or 0. */
+static int
+rare_search4(const Py_UCS4 *h, Py_ssize_t n, const Py_UCS1 *x, Py_ssize_t m)
+{
+    if (m == 0) return 1;
+    if (m > n) return 0;
+    Py_ssize_t k = rarest(x, m);
+    const Py_UCS4 c = x[k];
+    for (Py_ssize_t i = k, end = n - m + k + 1; i < end; i++) {
+        if (h[i] == c && wide_eq_Py_UCS4(h + i - k, x, m)) return 1;
+    }
+    return 0;
+}
+
+/* Whether `text` (a str) contains `word` (a str): 1, 0, or -1 with an error set. `rare`
+ * (the word is of kind 1): a text of kind 1 by rare_search; `wide` too: a text of kind 2
+ * or 4 by rare_search2 / rare_search4; any other by PyUnicode_Find. */
+static inline int
+text_has(PyObject *text, PyObject *word, int rare, int wide)
+{
+    /* (A str not ready, Python 3.11's legacy kind 0, takes PyUnicode_Find.) */
+    if (rare) {
+        const int kind = PyUnicode_KIND(text);
+        const Py_UCS1 *x = PyUnicode_1BYTE_DATA(word);
+        const Py_ssize_t n = PyUnicode_GET_LENGTH(text), m = PyUnicode_GET_LENGTH(word);
+        if (kind == PyUnicode_1BYTE_KIND) return rare_search(PyUnicode_1BYTE_DATA(text), n, x, m);
+        if (wide && kind == PyUnicode_2BYTE_KIND) {
+            return rare_search2(PyUnicode_2BYTE_DATA(text), n, x, m);
+        }
+        if (wide && kind == PyUnicode_4BYTE_KIND) {
+            return rare_search4(PyUnicode_4BYTE_DATA(text), n, x, m);
+        }
+    }
+    Py_ssize_t at = PyUnicode_Find(text, word, 0, PY_SSIZE_T_MAX, 1);
+    return at == -2 ? -1 : at >= 0;
+}
+
+/* wo_scan's and wo_scan_mark's checks: 0, or -1 with an error set. */
+static int
+scan_args_ok(PyObject *recent, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t mod)
+{
+    if (lo < 0 || hi < lo || mod <= 0 || mod > PyList_GET_SIZE(recent)) {
+        range_error("lo/hi/mod");
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *
 wo_scan(PyObject *self, PyObject *args)
 {
     PyObject *recent, *word;
     Py_ssize_t lo, hi, mod;
-    int rare = 0;
-    if (!PyArg_ParseTuple(args, "O!nnnU|p", &PyList_Type, &recent, &lo, &hi, &mod, &word,
-                          &rare)) {
+    int rare = 0, wide = 0;
+    if (!PyArg_ParseTuple(args, "O!nnnU|pp", &PyList_Type, &recent, &lo, &hi, &mod, &word,
+                          &rare, &wide)) {
         return NULL;
     }
-    /* (A str not ready, Python 3.11's legacy kind 0, takes PyUnicode_Find.) */
     rare = rare && PyUnicode_KIND(word) == PyUnicode_1BYTE_KIND;
-    if (lo < 0 || hi < lo || mod <= 0 || mod > PyList_GET_SIZE(recent)) {
-        return range_error("lo/hi/mod");
-    }
+    if (scan_args_ok(recent, lo, hi, mod) < 0) return NULL;
     PyObject *out = PyList_New(0);
     if (!out) return NULL;
     for (Py_ssize_t g = lo; g < hi; g++) {
@@ -691,18 +794,12 @@ wo_scan(PyObject *self, PyObject *args)
             PyErr_SetString(PyExc_TypeError, "recent texts must be str");
             return NULL;
         }
-        Py_ssize_t at;
-        if (rare && PyUnicode_KIND(text) == PyUnicode_1BYTE_KIND) {
-            at = rare_search(PyUnicode_1BYTE_DATA(text), PyUnicode_GET_LENGTH(text),
-                             PyUnicode_1BYTE_DATA(word), PyUnicode_GET_LENGTH(word)) - 1;
-        } else {
-            at = PyUnicode_Find(text, word, 0, PY_SSIZE_T_MAX, 1);
-        }
-        if (at == -2) {
+        int in = text_has(text, word, rare, wide);
+        if (in < 0) {
             Py_DECREF(out);
             return NULL;
         }
-        if (at >= 0) {
+        if (in) {
             PyObject *num = PyLong_FromSsize_t(g);
             if (!num || PyList_Append(out, num) < 0) {
                 Py_XDECREF(num);
@@ -713,6 +810,55 @@ wo_scan(PyObject *self, PyObject *args)
         }
     }
     return out;
+}
+
+PyDoc_STRVAR(wo_scan_mark_doc,
+"wo_scan_mark(recent, lo, hi, mod, word, rare, wide, dense) -> int\n\n"
+"wo_scan's groups set to 1 in `dense` (a writable 1-D contiguous uint8 buffer of at\n"
+"least hi bytes), each in turn, and counted; no list made. The texts are checked\n"
+"first: a refused call writes nothing. O(total length of those texts).");
+
+static PyObject *
+wo_scan_mark(PyObject *self, PyObject *args)
+{
+    PyObject *recent, *word, *o_dense;
+    Py_ssize_t lo, hi, mod;
+    int rare = 0, wide = 0;
+    if (!PyArg_ParseTuple(args, "O!nnnUppO", &PyList_Type, &recent, &lo, &hi, &mod, &word,
+                          &rare, &wide, &o_dense)) {
+        return NULL;
+    }
+    rare = rare && PyUnicode_KIND(word) == PyUnicode_1BYTE_KIND;
+    if (scan_args_ok(recent, lo, hi, mod) < 0) return NULL;
+    for (Py_ssize_t g = lo; g < hi; g++) {
+        if (!PyUnicode_Check(PyList_GET_ITEM(recent, g % mod))) {
+            PyErr_SetString(PyExc_TypeError, "recent texts must be str");
+            return NULL;
+        }
+    }
+    Py_buffer dense;
+    if (get(o_dense, &dense, K_U8, 1, "dense") < 0) return NULL;
+    PyObject *result = NULL;
+    if (hi > LEN(dense)) {
+        range_error("hi beyond dense");
+        goto done;
+    }
+    {
+        uint8_t *d = (uint8_t *)dense.buf;
+        Py_ssize_t found = 0;
+        for (Py_ssize_t g = lo; g < hi; g++) {
+            int in = text_has(PyList_GET_ITEM(recent, g % mod), word, rare, wide);
+            if (in < 0) goto done;
+            if (in) {
+                d[g] = 1;
+                found++;
+            }
+        }
+        result = PyLong_FromSsize_t(found);
+    }
+done:
+    PyBuffer_Release(&dense);
+    return result;
 }
 
 PyDoc_STRVAR(wo_join_doc,
@@ -826,6 +972,7 @@ static PyMethodDef methods[] = {
     {"wo_count_dense", wo_count_dense, METH_VARARGS, wo_count_dense_doc},
     {"wo_count_sparse", wo_count_sparse, METH_VARARGS, wo_count_sparse_doc},
     {"wo_scan", wo_scan, METH_VARARGS, wo_scan_doc},
+    {"wo_scan_mark", wo_scan_mark, METH_VARARGS, wo_scan_mark_doc},
     {"wo_join", wo_join, METH_VARARGS, wo_join_doc},
     {"gc_untrack", gc_untrack, METH_VARARGS, gc_untrack_doc},
     {NULL, NULL, 0, NULL},

@@ -1318,6 +1318,20 @@ count_words(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "words/mults/start/limit/budget out of range");
         return NULL;
     }
+    /* Every int multiplicity in [0, 2**31) before any word is counted, those before
+     * `start` too (the wrapper's range test, which knobs._LEAN_MULT_CHECKS skips, reads
+     * the whole list, and before the wrapper's type tests). */
+    for (Py_ssize_t j = 0; j < nw; j++) {
+        PyObject *mo = PyList_GET_ITEM(mults, j);
+        if (!PyLong_CheckExact(mo)) continue; /* refused below from `start` on, else unread */
+        int over = 0;
+        long long m = PyLong_AsLongLongAndOverflow(mo, &over);
+        if (m == -1 && PyErr_Occurred()) return NULL;
+        if (over || m < 0 || m > INT32_MAX) {
+            PyErr_SetString(PyExc_ValueError, "multiplicities must be in [0, 2**31)");
+            return NULL;
+        }
+    }
     /* Every word a str and every multiplicity an int before any is counted: a refused
      * call leaves counts and the memo as they were (the Python wrapper no longer tests
      * them with knobs._LEAN_WORD_CHECKS). */

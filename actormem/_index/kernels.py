@@ -58,6 +58,7 @@ __all__ = [
     "wo_join",
     "wo_core",
     "wo_scan",
+    "wo_scan_mark",
 ]
 
 
@@ -396,13 +397,20 @@ def wo_count_sparse(
 
 
 def wo_scan(
-    recent: list[str], lo: int, hi: int, mod: int, word: str, rare: bool = False
+    recent: list[str],
+    lo: int,
+    hi: int,
+    mod: int,
+    word: str,
+    rare: bool = False,
+    wide: bool = False,
 ) -> list[int]:
     """The group numbers ``g`` in ``lo:hi`` whose text ``recent[g % mod]`` contains
     ``word`` (``word in text``), ascending. With ``rare``, a text and word of one byte per
     character are searched in C by the word's least common byte (``memchr``) and a
-    compare where it falls, instead of ``PyUnicode_Find`` (the same groups). O(total
-    length of those texts).
+    compare where it falls, instead of ``PyUnicode_Find``; with ``wide`` too, a word of
+    one byte per character in a text of two or four bytes per character the same way,
+    by its code units (the same groups). O(total length of those texts).
 
     Raises:
         TypeError, ValueError: ``recent`` not a list of str shorter than ``mod``, or a
@@ -411,7 +419,33 @@ def wo_scan(
     if type(recent) is not list or type(word) is not str:
         raise TypeError("recent must be a list of str and word a str")
     _need(0 <= lo <= hi and 0 < mod <= len(recent), "lo, hi, mod out of range")
-    found: list[int] = _kernels().wo_scan(recent, lo, hi, mod, word, bool(rare))
+    found: list[int] = _kernels().wo_scan(recent, lo, hi, mod, word, bool(rare), bool(wide))
+    return found
+
+
+def wo_scan_mark(
+    recent: list[str],
+    lo: int,
+    hi: int,
+    mod: int,
+    word: str,
+    rare: bool,
+    wide: bool,
+    dense: np.ndarray[Any, Any],
+) -> int:
+    """:func:`wo_scan`'s groups set to 1 in ``dense`` (uint8, 1-D, contiguous, writable,
+    at least ``hi`` long) instead of listed; returns how many. Nothing else of
+    ``dense`` is written. O(total length of those texts).
+
+    Raises:
+        TypeError, ValueError: As :func:`wo_scan`, or ``dense`` not such an array (then
+            nothing is written).
+    """
+    if type(recent) is not list or type(word) is not str:
+        raise TypeError("recent must be a list of str and word a str")
+    _need(0 <= lo <= hi and 0 < mod <= len(recent), "lo, hi, mod out of range")
+    _need(_array_of("dense", dense, _U8, writable=True) >= hi, "dense shorter than hi")
+    found: int = _kernels().wo_scan_mark(recent, lo, hi, mod, word, bool(rare), bool(wide), dense)
     return found
 
 

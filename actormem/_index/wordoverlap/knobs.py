@@ -395,3 +395,26 @@ _FIND_BYTES = True
 #: own keys (~250k probes in the main job). The same lookups. False: a new str each
 #: time, the path before it.
 _PROBE_STRS = True
+#: With ``_SCAN_RARE``, extending a cached match set also searches a word of one byte
+#: per character in a text of two or four bytes per character in C (``kernels.wo_scan``'s
+#: ``wide``: the code unit of the word's least common byte found eight at a time, SSE2,
+#: and the word compared where it falls), instead of ``PyUnicode_Find``, which widens
+#: the word into a new str first: three texts in four of the main job's scans hold a
+#: character beyond Latin-1 (~78k finds of ~2,600 instructions each). The same groups.
+#: False: ``PyUnicode_Find`` for those texts, the path before it.
+_SCAN_WIDE = True
+#: Extending a cached dense match set (a byte per group) that has room for the new
+#: groups sets their bytes in C as the scan finds them (``kernels.wo_scan_mark``),
+#: instead of a list of group numbers per step, joined and put in by numpy after the
+#: scan. Only bytes of groups whose text contains the word are written, the same truth
+#: any reader writes there (as the put in place did); the set, its cache entry and the
+#: counts are the same. False: the list and the put, the path before it.
+_SCAN_MARK = True
+#: ``ccore.count_words`` leaves the range test of the multiplicities (each in
+#: ``[0, 2**31)``) to its C function, which makes it for every int of the list, with the
+#: same ``ValueError``, before it counts any word: the wrapper's builtin ``min`` and
+#: ``max`` over a main-job query's ~48 distinct words cost ~6,000 instructions a call.
+#: (A multiplicity that is not an int is refused by the C loop's type test, from
+#: ``start`` on, as with ``_LEAN_WORD_CHECKS``.) False: ``min`` and ``max`` in Python,
+#: the path before it.
+_LEAN_MULT_CHECKS = True
