@@ -6,6 +6,7 @@ against the path before it (off): the same entries, lines, times, errors and sta
   clock without ``_now``'s checks (other readings still get them);
 * ``memory._CHECK_DURABLE_ONLY``: ``store`` checks ``access_count`` only when durable;
 * ``memory._TIME_SCAN``: the owner's batch tests single stores for a ttl inline;
+* ``memory._PLAIN_RETRIEVE``: a retrieve with no filter or threshold skips their checks;
 * ``_hooks._BLOCK_MEMO``: ``memory_block`` reads the line memo itself;
 * ``_toolcalls._SLOT_CALLS``: a tool call built by its slots' setters.
 """
@@ -31,7 +32,7 @@ import actormem._engine.memory as memory_mod
 import actormem._engine.state as state_mod
 import actormem.agent._hooks as hooks_mod
 import actormem.agent._toolcalls as toolcalls_mod
-from actormem import InvalidEntryError, MemoryCategory, MemoryEntry, open_memory
+from actormem import InvalidEntryError, InvalidQueryError, MemoryCategory, MemoryEntry, open_memory
 from actormem._index.wordoverlap import WordOverlapScorer
 from actormem._storage.jsonl import JsonlError
 from actormem.agent import MemoryHooks
@@ -44,6 +45,7 @@ KNOBS = [
     (memory_mod, "_CLOCK_FAST"),
     (memory_mod, "_CHECK_DURABLE_ONLY"),
     (memory_mod, "_TIME_SCAN"),
+    (memory_mod, "_PLAIN_RETRIEVE"),
     (hooks_mod, "_BLOCK_MEMO"),
     (toolcalls_mod, "_SLOT_CALLS"),
 ]
@@ -283,3 +285,61 @@ def test_tool_calls_same(tmp_path: Path) -> None:
     assert got[True] == got[False]
     assert got[True][1][0] == 'tool=read; input={"a":"é","b":1}; result=ok'
     assert got[True][1][2] is None  # a lone surrogate: no entry takes the text
+
+
+BAD_ARGS: list[tuple[dict[str, Any], type[Exception]]] = [
+    ({"min_matched": -1}, InvalidQueryError),
+    ({"min_matched": False}, TypeError),
+    ({"min_matched": 0.0}, TypeError),
+    ({"min_score": float("nan")}, InvalidQueryError),
+    ({"min_score": "1"}, TypeError),
+    ({"namespace": [""]}, InvalidQueryError),
+    ({"category": []}, InvalidQueryError),
+    ({"created_after": datetime(2026, 1, 1)}, InvalidQueryError),
+    ({"where": {"$bad": 1}}, InvalidQueryError),
+]
+GOOD_ARGS: list[dict[str, Any]] = [
+    {},
+    {"min_matched": 0},
+    {"min_matched": 1},
+    {"min_score": 0.7},
+    {"namespace": ("a",)},
+    {"namespace": ()},
+    {"category": MemoryCategory.FACT},
+    {"tags": []},
+    {"created_after": T0, "created_before": T0 + timedelta(seconds=3)},
+]
+
+
+def test_retrieve_arguments_same() -> None:
+    """Filters and thresholds: the same hits and the same errors with the plain
+    retrieve's shortcut as without it."""
+
+    async def run() -> list[Any]:
+        out: list[Any] = []
+        async with open_memory(scorer=WordOverlapScorer(), clock=_Clock(UTC)) as memory:
+            for i, text in enumerate(["blue rust", "blue logs", "the cluster", "rust"]):
+                await memory.store(
+                    MemoryEntry(
+                        category=[MemoryCategory.FACT, MemoryCategory.TRAJECTORY][i % 2],
+                        memory=text,
+                        namespace=("a",) if i % 2 else (),
+                        created_at=T0 + timedelta(seconds=i),
+                        id=uuid.UUID(int=i + 1),
+                    )
+                )
+            for kwargs in GOOD_ARGS:
+                hits = await memory.retrieve_scored("blue rust", 4, **kwargs)
+                out.append([(h.score, h.entry.memory) for h in hits])
+            for kwargs, error in BAD_ARGS:
+                with pytest.raises(error) as err:
+                    await memory.retrieve("blue", 3, **kwargs)
+                out.append(str(err.value))
+        return out
+
+    got = {}
+    for on in (True, False):
+        with _knobs(on):
+            got[on] = trio.run(run)
+    assert got[True] == got[False]
+    assert got[True][0] != got[True][2]  # min_matched=1 left the non-matching ones out

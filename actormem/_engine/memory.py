@@ -210,6 +210,13 @@ _CLOCK_FAST = True
 #: ``any(_needs_time(req) for req in batch)`` (the path before it).
 _TIME_SCAN = True
 
+#: A retrieve with no filter and no threshold (the main job's: every keyword argument
+#: left at its default) skips ``check_thresholds`` and ``make_filter`` (whose answer
+#: for no filter is None: accept every record) and their ``_check_time`` calls. Any
+#: argument given takes both, with their errors. False: both at every retrieve (the
+#: path before it).
+_PLAIN_RETRIEVE = True
+
 _STORE, _DELETE, _CONSOLIDATE, _FLUSH, _STORE_NOWAIT, _STORE_MANY, _DELETE_KEY, _SWEEP = range(8)
 
 
@@ -826,8 +833,21 @@ class Memory(metaclass=NoPublicConstructor):
         view they were read in (their entries are ``view.entry(rec)``); the accesses
         noted. The same arguments, checks and errors."""
         check_query(query, limit)
-        check_thresholds(min_score, min_matched)
-        accept = make_filter(namespace, category, tags, where, created_after, created_before)
+        if not (_PLAIN_RETRIEVE and min_score is None and type(min_matched) is int) or min_matched:
+            check_thresholds(min_score, min_matched)
+        accept: Any
+        if (
+            _PLAIN_RETRIEVE
+            and namespace is None
+            and category is None
+            and tags is None
+            and where is None
+            and created_after is None
+            and created_before is None
+        ):
+            accept = None  # make_filter's answer for no filter, without its calls
+        else:
+            accept = make_filter(namespace, category, tags, where, created_after, created_before)
         if min_matched and not matches_terms(self._state.index):
             raise InvalidQueryError(
                 "min_matched= needs a scorer that matches terms (word overlap, BM25, hybrid)"
