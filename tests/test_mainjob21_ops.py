@@ -24,9 +24,9 @@ from typing import Any
 
 import pytest
 import trio
-from trio.testing import wait_all_tasks_blocked
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from trio.testing import wait_all_tasks_blocked
 
 import actormem._engine.memory as memory_mod
 import actormem._engine.state as state_mod
@@ -184,7 +184,8 @@ def test_view_entry_walks_to_the_visible_access() -> None:
     for on in (True, False):
         with _knobs(on):
             first, *later = trio.run(run)
-            assert first.access_count == 0 and first.last_accessed is None
+            assert first.access_count == 0
+            assert first.last_accessed is None
             assert [e.access_count for e in later] == [1, 2, 3]
 
 
