@@ -193,6 +193,30 @@ _STORE_RUNS = True
 #: (the path before it).
 _WAIT_UNSCOPED = True
 
+#: ``store`` calls :meth:`Memory._check_storable` only for a durable or replicated
+#: memory (in memory it checks nothing): one call a store fewer. False: every store
+#: (the path before it; the same checks).
+_CHECK_DURABLE_ONLY = True
+
+#: A retrieve's access note takes the clock's reading as it is when it is an exact
+#: ``datetime`` whose ``tzinfo`` is ``datetime.UTC`` (the default clock's), without
+#: ``_now``'s call, ``isinstance`` and ``utcoffset()`` (any other reading gets them, and
+#: their ``TypeError``). The same times. False: ``_now`` (the path before it).
+_CLOCK_FAST = True
+
+#: The owner's batch asks :func:`_needs_time` only of requests other than single
+#: stores and flushes (a store's test is made in the batch's loop; a flush needs no
+#: time): a Python call and a generator step a request fewer. The same answer. False:
+#: ``any(_needs_time(req) for req in batch)`` (the path before it).
+_TIME_SCAN = True
+
+#: A retrieve with no filter and no threshold (the main job's: every keyword argument
+#: left at its default) skips ``check_thresholds`` and ``make_filter`` (whose answer
+#: for no filter is None: accept every record) and their ``_check_time`` calls. Any
+#: argument given takes both, with their errors. False: both at every retrieve (the
+#: path before it).
+_PLAIN_RETRIEVE = True
+
 _STORE, _DELETE, _CONSOLIDATE, _FLUSH, _STORE_NOWAIT, _STORE_MANY, _DELETE_KEY, _SWEEP = range(8)
 
 
@@ -413,7 +437,8 @@ class Memory(metaclass=NoPublicConstructor):
         """
         if not isinstance(entry, MemoryEntry):
             raise TypeError(f"store() takes a MemoryEntry, not {type(entry).__name__}")
-        self._check_storable(entry)
+        if not _CHECK_DURABLE_ONLY or self._storage is not None or self._replica is not None:
+            self._check_storable(entry)  # it checks nothing in memory
         seq: int | None = await self._call(_STORE, entry)
         return seq
 
@@ -607,7 +632,15 @@ class Memory(metaclass=NoPublicConstructor):
         return view.alive(self._now()) if self._state._ever_expiring else None
 
     def _now(self) -> datetime:
-        now = self._state.clock()
+        return self._checked_now(self._state.clock())
+
+    @staticmethod
+    def _checked_now(now: object) -> datetime:
+        """``now`` (a reading of the memory's clock) if it is a timezone-aware datetime.
+
+        Raises:
+            TypeError: It is not.
+        """
         if not isinstance(now, datetime) or now.utcoffset() is None:
             raise TypeError(f"clock() must return a timezone-aware datetime, got {now!r}")
         return now
@@ -800,8 +833,21 @@ class Memory(metaclass=NoPublicConstructor):
         view they were read in (their entries are ``view.entry(rec)``); the accesses
         noted. The same arguments, checks and errors."""
         check_query(query, limit)
-        check_thresholds(min_score, min_matched)
-        accept = make_filter(namespace, category, tags, where, created_after, created_before)
+        if not (_PLAIN_RETRIEVE and min_score is None and type(min_matched) is int) or min_matched:
+            check_thresholds(min_score, min_matched)
+        accept: Any
+        if (
+            _PLAIN_RETRIEVE
+            and namespace is None
+            and category is None
+            and tags is None
+            and where is None
+            and created_after is None
+            and created_before is None
+        ):
+            accept = None  # make_filter's answer for no filter, without its calls
+        else:
+            accept = make_filter(namespace, category, tags, where, created_after, created_before)
         if min_matched and not matches_terms(self._state.index):
             raise InvalidQueryError(
                 "min_matched= needs a scorer that matches terms (word overlap, BM25, hybrid)"
@@ -959,7 +1005,13 @@ class Memory(metaclass=NoPublicConstructor):
     def _note_access(self, hits: list[tuple[float, Record]]) -> None:
         buf = self._pending_access
         was_empty = not buf and not self._pending_refresh
-        now = self._now()
+        if _CLOCK_FAST:
+            # A datetime in UTC needs none of _now's checks; anything else gets them.
+            now = self._state.clock()
+            if type(now) is not datetime or now.tzinfo is not UTC:
+                now = self._checked_now(now)
+        else:
+            now = self._now()
         # _ACCESS_BY_INT: keyed by the id's int (a node of a replicated memory: by UUID,
         # which its log encodes); the owner's apply_access takes either.
         by_int = _ACCESS_BY_INT and self._replica is None
@@ -1079,7 +1131,25 @@ class Memory(metaclass=NoPublicConstructor):
         # has a ttl (the state reads no clock). A clock returning junk only fails the
         # stores that need a time (and skips the sweep).
         now: datetime | None = None
-        if state.next_expiry() is not None or any(_needs_time(req) for req in batch):
+        if state.next_expiry() is not None:
+            timed = True
+        elif _TIME_SCAN:
+            # _needs_time's test of a single store in this loop's frame; other requests
+            # (a flush: never) through _needs_time itself.
+            timed = False
+            for req in batch:
+                op = req.op
+                if op == _STORE or op == _STORE_NOWAIT:
+                    e = req.arg
+                    if e.ttl is not None and e.expires_at is None:
+                        timed = True
+                        break
+                elif op != _FLUSH and _needs_time(req):
+                    timed = True
+                    break
+        else:
+            timed = any(_needs_time(req) for req in batch)
+        if timed:
             now = state.clock()
             if not isinstance(now, datetime) or now.utcoffset() is None:
                 now = None

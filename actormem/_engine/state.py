@@ -455,6 +455,12 @@ _DupTable: Callable[[], Any] | None = getattr(_kernels._wo, "DupTable", None)
 _ID_TABLE = True
 #: The C ``IdTable`` type, or None without the compiled core.
 _IdTable: Callable[[Any, Any], Any] | None = getattr(_kernels._wo, "IdTable", None)
+#: :meth:`View.entry` reads the record's access chain once, in its own frame (the node
+#: visible at the view gives the count, the last access and a refreshed expiry), instead
+#: of calling ``Record.access_at`` and ``Record.expires_at``, two walks and two calls;
+#: an entry never retrieved is returned as is without a walk. The same entries (three
+#: per main-job retrieve). False: the two calls (the path before it).
+_ENTRY_WALK = True
 #: The fast path reads sortedcontainers 2.x's private lists; a release without them
 #: (checked once, here) takes ``add`` instead of failing every ``store_many``.
 _SORTED_INTERNALS = all(
@@ -500,7 +506,28 @@ class View:
         return rec
 
     def entry(self, rec: Record) -> MemoryEntry:
-        """``rec.entry`` with the access bookkeeping (and refreshed expiry) as of this view."""
+        """``rec.entry`` with the access bookkeeping (and refreshed expiry) as of this view.
+        O(length of the record's access chain newer than the view)."""
+        if _ENTRY_WALK:
+            # Record.access_at and Record.expires_at in one walk of the chain: the same
+            # Access node gives all three values (an entry never retrieved has none).
+            a = rec.access
+            e = rec.entry
+            if a is None:
+                return e  # both methods' values are the entry's own
+            v = self.version
+            while a.version > v:
+                a = a.prev
+                if a is None:
+                    return e
+            count = a.count
+            last = a.last
+            expires = a.expires
+            if expires is None:
+                expires = e.expires_at
+            if count == e.access_count and last == e.last_accessed and expires == e.expires_at:
+                return e
+            return with_access(e, count, last, expires)
         count, last = rec.access_at(self.version)
         expires = rec.expires_at(self.version)
         e = rec.entry

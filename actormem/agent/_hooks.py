@@ -133,7 +133,7 @@ def format_trajectory(tool: str, input: object, result: str | Iterable[str]) -> 
     """
     if not isinstance(tool, str):
         raise TypeError(f"tool must be str, not {type(tool).__name__}")
-    text = _result_text(result)
+    text = result if type(result) is str else _result_text(result)
     encoded = _INPUT_ENCODER.encode(input)
     return (
         f"tool={tool}; input={cut(encoded, TRAJECTORY_PART_LIMIT)}; "
@@ -183,6 +183,10 @@ def memory_line(text: str) -> str:
 #: lines to escape (4,096: 4,618). False: every line is escaped again (the path before
 #: it; the same lines).
 _LINE_MEMO = True
+#: :func:`memory_block` looks each text up in :data:`_lines` itself and calls
+#: :func:`memory_line` only on a miss (a call a line fewer: three a main-job retrieve).
+#: The same lines. False: :func:`memory_line` for every text (the path before it).
+_BLOCK_MEMO = True
 _LINE_MEMO_SIZE = 2048
 _LINE_MEMO_CHARS = 2048
 _lines: dict[str, str] = {}
@@ -240,7 +244,18 @@ def memory_block(texts: Iterable[str]) -> str | None:
     """The memory message: :data:`MEMORY_HEADER`, a newline, then one :func:`memory_line`
     per text, joined by newlines, in the given order. Empty texts are left out (they would
     be blank lines); ``None`` when no text is left."""
-    lines = [memory_line(text) for text in texts if text]
+    if _BLOCK_MEMO and _LINE_MEMO:
+        # memory_line's memo read in this frame: a hit is a text memory_line kept (an
+        # exact str, not too long), whose line it gives; a miss, a non-str or a str
+        # subclass goes through memory_line itself.
+        lines = []
+        get = _lines.get
+        for text in texts:
+            if text:
+                line = get(text) if type(text) is str else None
+                lines.append(memory_line(text) if line is None else line)
+    else:
+        lines = [memory_line(text) for text in texts if text]
     if not lines:
         return None
     return "\n".join([MEMORY_HEADER, *lines])
