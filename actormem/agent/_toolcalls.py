@@ -178,51 +178,61 @@ def _made(
     """The :class:`ToolCall` of checked fields, formatted (raising as
     :func:`~actormem.format_trajectory` does), its text kept in ``call.text`` when an
     entry would take it. ``parsed``: see :func:`_tool_call`."""
-    setters = _SLOT_SETTERS
-    if parsed and setters is not None:
+    encode = _TREE_ENCODE
+    if parsed and _ENCODE_PARSED_ONCE and encode is not None:
         # tool and result are str (checked): format_trajectory's own checks pass.
-        text = trajectory_text(tool, "".join(_TREE_ENCODE(input, 0)), result)
-        call = _NEW(ToolCall)
-        s_source, s_episode, s_step, s_tool, s_input, s_result, s_reward, s_text = setters
-        s_source(call, source)
-        s_episode(call, episode)
-        s_step(call, step)
-        s_tool(call, tool)
-        s_input(call, input)
-        s_result(call, result)
-        s_reward(call, reward)
-        s_text(call, text if memory_text_ok(text) else None)
-        return call
+        text = trajectory_text(tool, "".join(encode(input, 0)), result)
+        setters = _SLOT_SETTERS
+        if _CALLS_BY_SLOTS and setters is not None:
+            call = _NEW(ToolCall)
+            s_source, s_episode, s_step, s_tool, s_input, s_result, s_reward, s_text = setters
+            s_source(call, source)
+            s_episode(call, episode)
+            s_step(call, step)
+            s_tool(call, tool)
+            s_input(call, input)
+            s_result(call, result)
+            s_reward(call, reward)
+            s_text(call, text if memory_text_ok(text) else None)
+            return call
     call = ToolCall(
         source=source, episode=episode, step=step, tool=tool, input=input, result=result,
         reward=reward,
     )  # fmt: skip
-    encode = _TREE_ENCODE
-    if parsed and _ENCODE_PARSED_ONCE and encode is not None:
-        text = trajectory_text(tool, "".join(encode(input, 0)), result)
-    else:
+    if not (parsed and _ENCODE_PARSED_ONCE and encode is not None):
         text = format_trajectory(call.tool, call.input, call.result)  # refuses what it cannot write
     if memory_text_ok(text):
         object.__setattr__(call, "text", text)  # frozen: set once, as it is made
     return call
 
 
-def _slot_setters() -> tuple[Any, ...] | None:
-    """The ``__set__`` of each of :class:`ToolCall`'s slots in field order, when the file
-    reader may fill a call's slots directly (:data:`_CALLS_BY_SLOTS`): the class is
-    slotted and its fields are exactly the expected ones, none with a validator, a
-    converter or an ``on_setattr`` hook, so the attrs ``__init__`` would do nothing but
-    set them; and the parsed inputs' encoder exists (:data:`_ENCODE_PARSED_ONCE`). Else
-    None (the attrs ``__init__``)."""
-    if not (_CALLS_BY_SLOTS and _ENCODE_PARSED_ONCE and _TREE_ENCODE is not None):
+#: :class:`ToolCall`'s fields, in the order :func:`_made` fills their slots.
+_CALL_FIELDS = ("source", "episode", "step", "tool", "input", "result", "reward", "text")
+
+
+def _slot_setters(cls: type = ToolCall) -> tuple[Any, ...] | None:
+    """The ``__set__`` of each of ``cls``'s slots in the order of :data:`_CALL_FIELDS`,
+    when the file reader may fill a call's slots directly (:data:`_CALLS_BY_SLOTS`): an
+    attrs class with slots and no ``__dict__``, whose fields are exactly those, none
+    with a validator, a converter or an ``on_setattr`` hook, and no
+    ``__attrs_post_init__`` / ``__attrs_pre_init__``, so its ``__init__`` would do
+    nothing but set them. Else None (the ``__init__`` is used). O(fields)."""
+    if not attrs.has(cls) or "__dict__" in dir(cls):
         return None
-    fields = attrs.fields(ToolCall)
-    names = ("source", "episode", "step", "tool", "input", "result", "reward", "text")
-    if tuple(f.name for f in fields) != names or "__dict__" in dir(ToolCall):
+    fields = attrs.fields(cls)
+    if tuple(f.name for f in fields) != _CALL_FIELDS:
         return None
     if any(f.validator or f.converter or f.on_setattr for f in fields):
         return None
-    return tuple(vars(ToolCall)[name].__set__ for name in names)
+    if hasattr(cls, "__attrs_post_init__") or hasattr(cls, "__attrs_pre_init__"):
+        return None
+    setters = []
+    for name in _CALL_FIELDS:
+        slot: Any = vars(cls).get(name)
+        if type(slot).__name__ != "member_descriptor":
+            return None
+        setters.append(slot.__set__)
+    return tuple(setters)
 
 
 #: The file reader makes each :class:`ToolCall` by setting its eight slots (a new
