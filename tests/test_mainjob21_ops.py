@@ -8,7 +8,9 @@ against the path before it (off): the same entries, lines, times, errors and sta
 * ``memory._TIME_SCAN``: the owner's batch tests single stores for a ttl inline;
 * ``memory._PLAIN_RETRIEVE``: a retrieve with no filter or threshold skips their checks;
 * ``_hooks._BLOCK_MEMO``: ``memory_block`` reads the line memo itself;
-* ``_toolcalls._SLOT_CALLS``: a tool call built by its slots' setters.
+* ``_toolcalls._CALLS_BY_SLOTS`` (mainjob19's, which took the place of this branch's own
+  ``_SLOT_CALLS`` at the merge) and ``_ENCODE_PARSED_ONCE``: a tool call built by its
+  slots' setters, its input encoded once.
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ KNOBS = [
     (memory_mod, "_TIME_SCAN"),
     (memory_mod, "_PLAIN_RETRIEVE"),
     (hooks_mod, "_BLOCK_MEMO"),
-    (toolcalls_mod, "_SLOT_CALLS"),
+    (toolcalls_mod, "_CALLS_BY_SLOTS"),
+    (toolcalls_mod, "_ENCODE_PARSED_ONCE"),
 ]
 WORDS = ["deploy", "blue", "rust", "the", "logs", "cluster", "é", "x.y", "Relevant", "memory"]
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -134,7 +134,12 @@ def format_trajectory(tool: str, input: object, result: str | Iterable[str]) -> 
     if not isinstance(tool, str):
         raise TypeError(f"tool must be str, not {type(tool).__name__}")
     text = result if type(result) is str else _result_text(result)
-    encoded = _INPUT_ENCODER.encode(input)
+    return trajectory_text(tool, _INPUT_ENCODER.encode(input), text)
+
+
+def trajectory_text(tool: str, encoded: str, text: str) -> str:
+    """:func:`format_trajectory`'s text from its parts made: ``encoded`` the input as
+    :data:`_INPUT_ENCODER` writes it, ``text`` the result as one str. O(limit)."""
     return (
         f"tool={tool}; input={cut(encoded, TRAJECTORY_PART_LIMIT)}; "
         f"result={cut(text, TRAJECTORY_PART_LIMIT)}"

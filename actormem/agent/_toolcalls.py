@@ -35,7 +35,7 @@ from .._storage.jsonl import (
     parse_line,
     vector_from_json,
 )
-from ._hooks import format_trajectory
+from ._hooks import _INPUT_ENCODER, format_trajectory, trajectory_text
 
 __all__ = [
     "IMPORT_ID_NAMESPACE",
@@ -90,6 +90,36 @@ class ToolCall:
     text: str | None = attrs.field(default=None, init=False, eq=False, repr=False)
 
 
+def _tree_encoder() -> Any:
+    """The C encoder ``_INPUT_ENCODER.encode`` makes on every call, made once and without
+    the circular-reference check (``markers=None``), or None without the C encoder (or
+    with an indent, which the C encoder does not do). Called as ``encoder(value, 0)``:
+    the chunks of the same text, or the same error, for a value that holds no container
+    twice on one path (what a JSON parser gives); on a cyclic value it recurses to a
+    RecursionError instead of raising ValueError, so it takes parsed values only."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    enc = _INPUT_ENCODER
+    if make is None or enc.indent is not None:
+        return None
+    codec = json.encoder
+    quote = codec.encode_basestring_ascii if enc.ensure_ascii else codec.encode_basestring
+    return make(
+        None, enc.default, quote, enc.indent, enc.key_separator, enc.item_separator,
+        enc.sort_keys, enc.skipkeys, enc.allow_nan,
+    )  # fmt: skip
+
+
+#: The tool-call files' records (parsed JSON: no value holds itself) have their input
+#: written by one C encoder made once (:func:`_tree_encoder`) instead of
+#: ``_INPUT_ENCODER.encode``, which makes a new one per call (with a fresh
+#: circular-reference table and two Python frames): the same text or the same error,
+#: ~0.5 us a call less. Only for the values a file's lines parse to; :func:`tool_call`
+#: on a caller's dict formats the usual way. False: every call formatted by
+#: :func:`~actormem.format_trajectory` (the path before it).
+_ENCODE_PARSED_ONCE = True
+_TREE_ENCODE: Any = _tree_encoder()
+
+
 def tool_call(obj: dict[str, Any]) -> ToolCall:
     """The :class:`ToolCall` of one parsed record, its ``text`` set (see there).
 
@@ -99,6 +129,12 @@ def tool_call(obj: dict[str, Any]) -> ToolCall:
 
     O(size of the record).
     """
+    return _tool_call(obj, False)
+
+
+def _tool_call(obj: dict[str, Any], parsed: bool) -> ToolCall:
+    """:func:`tool_call`; ``parsed``: ``obj`` came from a JSON parser (no value in it
+    holds itself), so its input may go through :data:`_TREE_ENCODE`."""
     if _FAST_TOOL_CALL:
         source = obj.get("source")
         episode = obj.get("episode")
@@ -125,68 +161,92 @@ def tool_call(obj: dict[str, Any]) -> ToolCall:
             )
         ):
             reward = None if reward is None else float(reward)
-            return _made(source, episode, step, tool, obj["input"], result, reward)
-    return _checked_tool_call(obj)
+            return _made(source, episode, step, tool, obj["input"], result, reward, parsed)
+    return _checked_tool_call(obj, parsed)
 
 
 def _made(
-    source: str, episode: str, step: int, tool: str, input: Any, result: str, reward: float | None
+    source: str,
+    episode: str,
+    step: int,
+    tool: str,
+    input: Any,
+    result: str,
+    reward: float | None,
+    parsed: bool = False,
 ) -> ToolCall:
     """The :class:`ToolCall` of checked fields, formatted (raising as
     :func:`~actormem.format_trajectory` does), its text kept in ``call.text`` when an
-    entry would take it."""
-    if _SLOT_CALLS:
-        # The constructor's assignments through the slots' own setters (attrs' __init__
-        # runs no converter or validator for these fields): the same object.
-        text = format_trajectory(tool, input, result)  # refuses what it cannot write
-        call = _new(ToolCall)
-        _s_source(call, source)
-        _s_episode(call, episode)
-        _s_step(call, step)
-        _s_tool(call, tool)
-        _s_input(call, input)
-        _s_result(call, result)
-        _s_reward(call, reward)
-        _s_text(call, text if memory_text_ok(text) else None)
-        return call
+    entry would take it. ``parsed``: see :func:`_tool_call`."""
+    encode = _TREE_ENCODE
+    if parsed and _ENCODE_PARSED_ONCE and encode is not None:
+        # tool and result are str (checked): format_trajectory's own checks pass.
+        text = trajectory_text(tool, "".join(encode(input, 0)), result)
+        setters = _SLOT_SETTERS
+        if _CALLS_BY_SLOTS and setters is not None:
+            call = _NEW(ToolCall)
+            s_source, s_episode, s_step, s_tool, s_input, s_result, s_reward, s_text = setters
+            s_source(call, source)
+            s_episode(call, episode)
+            s_step(call, step)
+            s_tool(call, tool)
+            s_input(call, input)
+            s_result(call, result)
+            s_reward(call, reward)
+            s_text(call, text if memory_text_ok(text) else None)
+            return call
     call = ToolCall(
         source=source, episode=episode, step=step, tool=tool, input=input, result=result,
         reward=reward,
     )  # fmt: skip
-    text = format_trajectory(call.tool, call.input, call.result)  # refuses what it cannot write
+    if not (parsed and _ENCODE_PARSED_ONCE and encode is not None):
+        text = format_trajectory(call.tool, call.input, call.result)  # refuses what it cannot write
     if memory_text_ok(text):
         object.__setattr__(call, "text", text)  # frozen: set once, as it is made
     return call
 
 
-#: :func:`_made` builds a :class:`ToolCall` by its slots' own setters (``_new`` and the
-#: ``_s_*`` below) instead of attrs' ``__init__`` (which calls a cached
-#: ``object.__setattr__`` per field by name, ~2 us a call; the main job reads 5,685
-#: calls at start), and formats the call before making it (an error leaves nothing
-#: half made either way). The same calls, texts and errors. False: the constructor
-#: (the path before it).
-_SLOT_CALLS = True
-_new = object.__new__
-(
-    _s_source,
-    _s_episode,
-    _s_step,
-    _s_tool,
-    _s_input,
-    _s_result,
-    _s_reward,
-    _s_text,
-) = (
-    ToolCall.__dict__[name].__set__
-    for name in ("source", "episode", "step", "tool", "input", "result", "reward", "text")
-)
-if tuple(a.name for a in attrs.fields(ToolCall)) != (
-    "source", "episode", "step", "tool", "input", "result", "reward", "text",
-) or any(a.converter is not None or a.validator is not None for a in attrs.fields(ToolCall)):
-    _SLOT_CALLS = False  # pragma: no cover - the class changed: the constructor's way
+#: :class:`ToolCall`'s fields, in the order :func:`_made` fills their slots.
+_CALL_FIELDS = ("source", "episode", "step", "tool", "input", "result", "reward", "text")
 
 
-def _checked_tool_call(obj: dict[str, Any]) -> ToolCall:
+def _slot_setters(cls: type = ToolCall) -> tuple[Any, ...] | None:
+    """The ``__set__`` of each of ``cls``'s slots in the order of :data:`_CALL_FIELDS`,
+    when the file reader may fill a call's slots directly (:data:`_CALLS_BY_SLOTS`): an
+    attrs class with slots and no ``__dict__``, whose fields are exactly those, none
+    with a validator, a converter or an ``on_setattr`` hook, and no
+    ``__attrs_post_init__`` / ``__attrs_pre_init__``, so its ``__init__`` would do
+    nothing but set them. Else None (the ``__init__`` is used). O(fields)."""
+    if not attrs.has(cls) or "__dict__" in dir(cls):
+        return None
+    fields = attrs.fields(cls)
+    if tuple(f.name for f in fields) != _CALL_FIELDS:
+        return None
+    if any(f.validator or f.converter or f.on_setattr for f in fields):
+        return None
+    if hasattr(cls, "__attrs_post_init__") or hasattr(cls, "__attrs_pre_init__"):
+        return None
+    setters = []
+    for name in _CALL_FIELDS:
+        slot: Any = vars(cls).get(name)
+        if type(slot).__name__ != "member_descriptor":
+            return None
+        setters.append(slot.__set__)
+    return tuple(setters)
+
+
+#: The file reader makes each :class:`ToolCall` by setting its eight slots (a new
+#: object, then each slot's descriptor) instead of through the attrs ``__init__`` (which
+#: sets them one by one through ``object.__setattr__`` bound anew, then the text again):
+#: the same object, field for field, ~0.7 us a call less. Only when
+#: :func:`_slot_setters` finds it safe, and only for the values a file's lines parse to.
+#: False: the attrs ``__init__`` (the path before it).
+_CALLS_BY_SLOTS = True
+_NEW = object.__new__
+_SLOT_SETTERS = _slot_setters()
+
+
+def _checked_tool_call(obj: dict[str, Any], parsed: bool = False) -> ToolCall:
     source = need(obj, "source", str, "a string")
     episode = need(obj, "episode", str, "a string")
     if not source or not episode:
@@ -208,7 +268,7 @@ def _checked_tool_call(obj: dict[str, Any]) -> ToolCall:
             reward = math.inf
         if not math.isfinite(reward):
             raise ValueError("'reward' must be finite")
-    return _made(source, episode, step, tool, obj["input"], result, reward)
+    return _made(source, episode, step, tool, obj["input"], result, reward, parsed)
 
 
 def read_tool_calls(path: Path) -> tuple[list[ToolCall], str]:
@@ -243,7 +303,7 @@ def _line_call(path: Path, number: int, value: object) -> ToolCall:
     if not isinstance(value, dict):
         raise JsonlError(path, number, f"expected a JSON object, got {type(value).__name__}")
     try:
-        return tool_call(value)
+        return _tool_call(value, True)  # a parsed line's value
     except (ValueError, TypeError) as exc:
         raise JsonlError(path, number, f"not a tool call: {exc}") from None
 

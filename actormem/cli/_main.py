@@ -534,13 +534,29 @@ async def _verify(
     }
 
 
+#: :func:`_version` looks the installed version up once per process and keeps it: the
+#: parser's ``--version`` text and a swarm's report both ask for it, and each lookup
+#: finds the distribution on ``sys.path`` and parses its whole metadata file again
+#: (~1-2 ms). False: a lookup per call (the path before it; the same string).
+_VERSION_ONCE = True
+_version_found: str | None = None
+
+
 def _version() -> str:
+    """The installed ``actormem`` distribution's version, or ``"unknown"`` when there is
+    none (a source tree). Kept after the first lookup (:data:`_VERSION_ONCE`)."""
+    global _version_found
+    if _VERSION_ONCE and _version_found is not None:
+        return _version_found
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return version("actormem")
+        found = version("actormem")
     except PackageNotFoundError:  # pragma: no cover - running from a source tree
-        return "unknown"
+        found = "unknown"
+    if _VERSION_ONCE:
+        _version_found = found
+    return found
 
 
 def _check_json_target(path: Path) -> None:
