@@ -469,11 +469,11 @@ _LOAD_C = True
 _load_inserts_c: Callable[..., int] | None = (
     getattr(_kernels._wo, "load_inserts", None) if _store_inserts_c is not None else None
 )
-#: Rows the Python loop takes at once after a ``load_inserts`` call that loaded fewer
-#: than :data:`_LOAD_C_FEW` (a file of rows the C path leaves, e.g. each with a key:
-#: one call per :data:`_LOAD_C_RETRY` rows, not per row).
-_LOAD_C_RETRY = 64
-_LOAD_C_FEW = 8
+#: Rows the Python loop takes at once after a ``load_inserts`` call that loaded none
+#: (a file of rows the C path leaves, e.g. each with a key: one call per
+#: :data:`_LOAD_C_RETRY` rows, not per row); after one that loaded some, the row it
+#: stopped at alone (plain rows between a few others: each run by C).
+_LOAD_C_RETRY = 16
 #: The fast path reads sortedcontainers 2.x's private lists; a release without them
 #: (checked once, here) takes ``add`` instead of failing every ``store_many``.
 _SORTED_INTERNALS = all(
@@ -1533,7 +1533,8 @@ class MemoryState:
                     namespaces, dups, self._dup_keys, records,
                     exact if untrack is not None else None, self._rel_parts, keys,
                 )  # fmt: skip
-                if got > at:
+                loaded = got > at
+                if loaded:
                     last = rows[got - 1][0]
                     if add is not None:  # the index's adds, in the rows' order
                         for rec in records[len(records) - (got - at) :]:
@@ -1541,8 +1542,8 @@ class MemoryState:
                     at = got
                     if at >= n:
                         break
-                # this row (and, after a call that loaded few, some more) by the loop
-                stop = min(n, at + (1 if got - at >= _LOAD_C_FEW else _LOAD_C_RETRY))
+                # this row by the loop (after a call that loaded none, some more)
+                stop = min(n, at + (1 if loaded else _LOAD_C_RETRY))
             fold_iter = fold_view[at:stop] if fold_view is not None else repeat(None)
             at = self._load_rows(
                 rows, at, stop, fold_iter, last, records, exact, new_ns, expiry_keys,
