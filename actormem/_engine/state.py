@@ -461,6 +461,25 @@ _IdTable: Callable[[Any, Any], Any] | None = getattr(_kernels._wo, "IdTable", No
 #: an entry never retrieved is returned as is without a walk. The same entries (three
 #: per main-job retrieve). False: the two calls (the path before it).
 _ENTRY_WALK = True
+#: ``_load_bulk`` of an unbounded state (the C ``IdTable`` and ``DupTable``, the seq
+#: layout, the C duplicate key) loads its runs of plain rows (no key, value or expiry,
+#: an exact ``str`` text, a known namespace and relevance part) by the C
+#: ``load_inserts`` (``_cwordoverlap.c``): the record made by ``tp_alloc``, the id
+#: table, the namespace list, the duplicate group and the relevance key in one C pass,
+#: no frame or attribute lookups a row; any other row by the Python loop
+#: (:meth:`MemoryState._load_rows`), which also raises the errors. The same records,
+#: tables, lists, groups, keys, index calls and errors. False, or without the compiled
+#: core: the Python loop for every row, the path before it.
+_LOAD_C = True
+#: The C ``load_inserts`` (``store_setup``'s classes: :data:`_store_inserts_c`'s), or None.
+_load_inserts_c: Callable[..., int] | None = (
+    getattr(_kernels._wo, "load_inserts", None) if _store_inserts_c is not None else None
+)
+#: Rows the Python loop takes at once after a ``load_inserts`` call that loaded none
+#: (a file of rows the C path leaves, e.g. each with a key: one call per
+#: :data:`_LOAD_C_RETRY` rows, not per row); after one that loaded some, the row it
+#: stopped at alone (plain rows between a few others: each run by C).
+_LOAD_C_RETRY = 16
 #: The fast path reads sortedcontainers 2.x's private lists; a release without them
 #: (checked once, here) takes ``add`` instead of failing every ``store_many``.
 _SORTED_INTERNALS = all(
@@ -1501,7 +1520,6 @@ class MemoryState:
         """
         assert self._deferred is None
         by_id = self._by_id
-        by_key = self._by_key
         namespaces = self._namespaces
         dups = self._dups
         dup_join = None
@@ -1524,12 +1542,110 @@ class MemoryState:
         # _LOAD_FOLDS: each row's fold hash as the reader computed it (2**64-1: none)
         dup_f = textfold._dup_key_folded_c if dup_c is not None and _LOAD_FOLDS else None
         folds = getattr(rows, "folds", None) if dup_f is not None else None
-        fold_iter: Iterable[Any]
+        fold_view: Any = None
         if isinstance(folds, bytes) and len(folds) == 8 * len(rows):
-            fold_iter = memoryview(folds).cast("Q")
+            fold_view = memoryview(folds).cast("Q")
         else:
-            fold_iter, dup_f = repeat(None), None
-        for (seq, entry), row_fold in zip(rows, fold_iter, strict=False):
+            dup_f = None
+        # _LOAD_C: runs of plain rows by the C load_inserts, the others by the loop below
+        load_c = self._load_c(bounded, dup_c)
+        keys: list[int] | None = [] if load_c is not None else None
+        n = len(rows)
+        at = 0
+        while at < n:
+            stop = n
+            if load_c is not None:
+                got = load_c(
+                    rows, at, folds if fold_view is not None else None, last, by_id,
+                    namespaces, dups, self._dup_keys, records,
+                    exact if untrack is not None else None, self._rel_parts, keys,
+                )  # fmt: skip
+                loaded = got > at
+                if loaded:
+                    last = rows[got - 1][0]
+                    if add is not None:  # the index's adds, in the rows' order
+                        for rec in records[len(records) - (got - at) :]:
+                            add(rec)
+                    at = got
+                    if at >= n:
+                        break
+                # this row by the loop (after a call that loaded none, some more)
+                stop = min(n, at + (1 if loaded else _LOAD_C_RETRY))
+            fold_iter = fold_view[at:stop] if fold_view is not None else repeat(None)
+            at = self._load_rows(
+                rows, at, stop, fold_iter, last, records, exact, new_ns, expiry_keys,
+                evict_keys, keys, dup_f, dup_c, dup_join, add,
+            )  # fmt: skip
+            last = rows[at - 1][0]
+        if untrack is not None and exact:
+            untrack(exact, MemoryEntry)
+        if _UNTRACK_LOADED and _UNTRACK_RECORDS and _gc_untrack is not None and not bounded:
+            _gc_untrack(records, Record)  # as store_many's: in no cycle when unbounded
+        self._relevance_fill(records, keys)
+        self._ns_sorted.update(new_ns)
+        if expiry_keys:
+            self._ever_expiring = True
+            self._expiry.update(expiry_keys)
+        if self._evict is not None:
+            self._evict[0].update(evict_keys[0])
+            self._evict[1].update(evict_keys[1])
+        self._live += len(records)
+        self.stores += len(records)
+        if records:
+            self.version = self._seq = last
+        return records
+
+    def _load_c(self, bounded: bool, dup_c: Any) -> Callable[..., int] | None:
+        """The C ``load_inserts`` for this load (:data:`_LOAD_C`), or None: only for an
+        unbounded state in the seq layout whose ids and groups are the C tables and
+        whose duplicate keys are the C ``dup_key``'s (the formula it computes). O(1)."""
+        if (
+            not _LOAD_C
+            or _load_inserts_c is None
+            or bounded
+            or not self._seq_keys
+            or dup_c is None
+            or not self._dup_table
+            or type(self._by_id) is dict
+            or not _SORTED_INTERNALS
+        ):
+            return None
+        return _load_inserts_c
+
+    def _load_rows(
+        self,
+        rows: list[tuple[int, MemoryEntry]],
+        at: int,
+        stop: int,
+        fold_iter: Iterable[Any],
+        last: int,
+        records: list[Record],
+        exact: list[MemoryEntry],
+        new_ns: list[tuple[str, ...]],
+        expiry_keys: list[tuple[float, Record]],
+        evict_keys: tuple[list[tuple[float, Record]], list[tuple[float, Record]]],
+        keys: list[int] | None,
+        dup_f: Any,
+        dup_c: Any,
+        dup_join: Any,
+        add: Any,
+    ) -> int:
+        """:meth:`_load_bulk`'s loop over ``rows[at:stop]`` (``fold_iter`` their folds, or
+        Nones), ``last`` the seq before them; each row's record appended to ``records``
+        (its relevance key to ``keys`` unless None). Returns ``stop``. O(stop - at).
+
+        Raises:
+            ValueError: As :meth:`restore`.
+        """
+        by_id = self._by_id
+        by_key = self._by_key
+        namespaces = self._namespaces
+        dups = self._dups
+        bounded = self._evict is not None
+        untrack = _gc_untrack if _UNTRACK_ENTRIES else None
+        relkey = self._relkey
+        part = rows if at == 0 and stop == len(rows) else rows[at:stop]
+        for (seq, entry), row_fold in zip(part, fold_iter, strict=False):
             if seq <= last:
                 raise ValueError(f"restore(): seq {seq} is not above {last}")
             last = seq
@@ -1578,23 +1694,9 @@ class MemoryState:
                 self._dup_keys.add(key)
             if add is not None:
                 add(rec)
-        if untrack is not None and exact:
-            untrack(exact, MemoryEntry)
-        if _UNTRACK_LOADED and _UNTRACK_RECORDS and _gc_untrack is not None and not bounded:
-            _gc_untrack(records, Record)  # as store_many's: in no cycle when unbounded
-        self._relevance_fill(records)
-        self._ns_sorted.update(new_ns)
-        if expiry_keys:
-            self._ever_expiring = True
-            self._expiry.update(expiry_keys)
-        if self._evict is not None:
-            self._evict[0].update(evict_keys[0])
-            self._evict[1].update(evict_keys[1])
-        self._live += len(records)
-        self.stores += len(records)
-        if records:
-            self.version = self._seq = last
-        return records
+            if keys is not None:
+                keys.append(relkey(rec))
+        return stop
 
     def _dup_key_c(self) -> Callable[[Any, Any, str, Any, Any], int] | None:
         """The C ``dup_key`` a batch or a load calls inline for an exact ``str`` text (what
@@ -1602,11 +1704,13 @@ class MemoryState:
         :data:`_DUPKEY_C` is on; else None (``self._dupkey(rec)`` per record). O(1)."""
         return textfold._dup_key_c if _DUPKEY_C and self._dupkey is _dupkey_hashed else None
 
-    def _relevance_fill(self, records: list[Record]) -> None:
+    def _relevance_fill(self, records: list[Record], keys: list[int] | None = None) -> None:
         """``self._by_relevance.update(records)``; into an empty list, with each key
         computed once (``update`` computes it for the sort and again for the key lists)
         and no sort when the keys already ascend (every relevance equal, as loaded
-        records in seq order mostly are) (``_RELEVANCE_FILL``). O(n log n), O(n) sorted."""
+        records in seq order mostly are) (``_RELEVANCE_FILL``). ``keys``: the records'
+        keys (``self._relkey`` of each, one a record) already computed, or None.
+        O(n log n), O(n) sorted."""
         by_relevance = self._by_relevance
         if not (
             _RELEVANCE_FILL
@@ -1617,7 +1721,8 @@ class MemoryState:
         ):
             by_relevance.update(records)
             return
-        keys = list(map(self._relkey, records))
+        if keys is None or len(keys) != len(records):
+            keys = list(map(self._relkey, records))
         # Keys are unique (seq; loaded records are one per id), so the order is theirs
         # alone (a stable sort keeps equal ones in the order given); one linear pass tells
         # whether they already ascend, and only then is anything sorted (once).

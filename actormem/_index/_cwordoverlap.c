@@ -5646,6 +5646,311 @@ store_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 
+/* load_inserts: MemoryState._load_bulk's per-row loop (state.py) for a run of plain
+ * rows of an unbounded state, without the interpreter: the records made by tp_alloc,
+ * the id table, the namespace lists, the duplicate groups and the relevance keys in
+ * one pass. Like store_inserts it runs no Python code (exact built-in types only; a
+ * row that would need any is left to the caller), so nothing changes under it. */
+
+PyDoc_STRVAR(load_inserts_doc,
+"load_inserts(rows, start, folds, last, by_id, namespaces, dups, dup_keys, records,\n"
+"             exact, rel_parts, keys) -> int\n\n"
+"MemoryState._load_bulk's loop for rows[start], rows[start + 1], ... (rows a list, or a\n"
+"list subclass's own items, of (seq, entry) tuples) while each is plain: an exact 2-tuple of an exact int seq in\n"
+"(last, 2**63) (last the previous row's seq, an int) and an entry of store_setup's\n"
+"class with no key, value or expires_at, an exact str text, an exact float relevance\n"
+"that rel_parts (dict: relevance -> its part of the seq-layout key, an int >= 0) has,\n"
+"an id by_id (an IdTable of store_setup's classes) does not have, and a namespace\n"
+"namespaces (dict) has as a store_setup namespace list. For each such row: rec =\n"
+"Record(entry, seq, seq) (born and seq the row's int, died NEVER, access and evkey\n"
+"None), by_id[id] = rec, rec appended to records and to its namespace list's recs (live\n"
+"+ 1), entry to exact (a list, or None: not kept), the relevance key (seq itself for a\n"
+"part of 0, else part | seq) to keys, and rec joined to its duplicate group in dups (a\n"
+"DupTable; the group's key added to dup_keys when it became a pair). The duplicate key\n"
+"is dup_key_folded's with folds[8 i : 8 i + 8] (native uint64) as row i's fold when\n"
+"folds is bytes of 8 * len(rows), else (None) the text folded here. Returns the index\n"
+"of the first row not loaded (len(rows) when all were): the caller loads that row\n"
+"itself (or raises its error: a seq not above the last, an id twice). A row's fallible\n"
+"steps come before any change for it: an error leaves it out and the rows before it\n"
+"loaded. TypeError for wrong argument types, RuntimeError before store_setup.\n"
+"O(rows + the texts folded here).");
+
+/* Rows load_inserts looks ahead (0: none) and its ring of what it found (a power of
+ * two above LOAD_AHEAD). */
+#ifndef LOAD_AHEAD
+#define LOAD_AHEAD 8
+#endif
+#define LOAD_RING 16
+#if defined(__GNUC__) || defined(__clang__)
+#define LOAD_PREFETCH(p) __builtin_prefetch(p)
+#else
+#define LOAD_PREFETCH(p) ((void)(p))
+#endif
+
+typedef struct {
+    Py_ssize_t row;  /* the row this slot describes, -1: none */
+    PyObject *entry; /* borrowed: its entry, to tell the slot is still that row's */
+    uint32_t dkey;   /* its duplicate key, when has_dkey */
+    int has_dkey;
+} LoadAhead;
+
+/* The look-ahead of load_inserts for row j: the id table's and the duplicate table's
+ * slots of its id and duplicate key asked for from memory (both tables are larger than
+ * the caches at 1M rows: each row's probes missed them), and the duplicate key kept for
+ * when the loop reaches the row. Only for a row whose key takes no Python code and no
+ * fold of the text (a category seen before, a fold from the reader); never fails (an
+ * error is cleared: the loop computes the key itself then). */
+static void
+load_ahead(PyObject *rows, Py_ssize_t j, const uint64_t *fold_at, const IdTableObject *idt,
+           const DupTableObject *table, PyObject *cat_seen, PyObject *cat_value,
+           LoadAhead *pre)
+{
+    LoadAhead *slot = &pre[j % LOAD_RING];
+    slot->row = -1;
+    PyObject *row = PyList_GET_ITEM(rows, j);
+    if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) != 2) return;
+    PyObject *entry = PyTuple_GET_ITEM(row, 1);
+    if (!Py_IS_TYPE(entry, ins_entry_type)) return;
+    const Py_ssize_t *eo = ins_entry_off;
+    PyObject *ident = SLOT(entry, eo[0]), *key = SLOT(entry, eo[2]), *text = SLOT(entry, eo[5]),
+             *ns = SLOT(entry, eo[6]), *cat = SLOT(entry, eo[7]), *value = SLOT(entry, eo[8]);
+    if (!ident || !PyLong_CheckExact(ident)) return;
+    Py_hash_t hid = PyObject_Hash(ident); /* an exact int's: no code, no error */
+    if (hid == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return;
+    }
+    if (idt->cap) {
+        Py_ssize_t home = it_home(it_tag(hid), idt->cap);
+        LOAD_PREFETCH(&idt->tags[home]);
+        LOAD_PREFETCH(&idt->vals[home]);
+    }
+    slot->row = j;
+    slot->entry = entry;
+    slot->has_dkey = 0;
+    if (!fold_at || fold_at[j] >= ((uint64_t)1 << 62) || !cat_seen || cat != cat_seen ||
+        key != Py_None || value != Py_None || !text || !PyUnicode_CheckExact(text) || !ns ||
+        !PyTuple_CheckExact(ns)) {
+        return;
+    }
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(ns); k++) {
+        if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(ns, k))) return;
+    }
+    PyObject *t = PyTuple_New(5);
+    PyObject *folded = t ? PyLong_FromUnsignedLongLong(fold_at[j]) : NULL;
+    if (!folded) {
+        Py_XDECREF(t);
+        PyErr_Clear();
+        return;
+    }
+    PyTuple_SET_ITEM(t, 0, Py_NewRef(ns));
+    PyTuple_SET_ITEM(t, 1, Py_NewRef(cat_value));
+    PyTuple_SET_ITEM(t, 2, folded);
+    PyTuple_SET_ITEM(t, 3, Py_NewRef(Py_None));
+    PyTuple_SET_ITEM(t, 4, Py_NewRef(Py_None));
+    Py_hash_t h = PyObject_Hash(t);
+    Py_DECREF(t);
+    if (h == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return;
+    }
+    slot->dkey = (uint32_t)(h & 0x3FFFFFFF);
+    slot->has_dkey = 1;
+    if (table->cap) {
+        Py_ssize_t home = dt_home(slot->dkey, table->cap);
+        LOAD_PREFETCH(&table->keys[home]);
+        LOAD_PREFETCH(&table->vals[home]);
+    }
+}
+
+static PyObject *
+load_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 12) {
+        PyErr_SetString(PyExc_TypeError, "load_inserts() takes 12 arguments");
+        return NULL;
+    }
+    if (!ins_rec_type || !ins_ns_type || !ins_never || !ins_s_value_) {
+        PyErr_SetString(PyExc_RuntimeError, "load_inserts: store_setup() not called");
+        return NULL;
+    }
+    PyObject *rows = args[0], *folds = args[2], *by_id = args[4], *namespaces = args[5],
+             *dups = args[6], *dup_keys = args[7], *records = args[8], *exact = args[9],
+             *rel_parts = args[10], *keys = args[11];
+    if (!PyList_Check(rows) || !PyLong_CheckExact(args[1]) ||
+        !(folds == Py_None || PyBytes_CheckExact(folds)) || !PyLong_CheckExact(args[3]) ||
+        !Py_IS_TYPE(by_id, &IdTable_Type) || !PyDict_CheckExact(namespaces) ||
+        !Py_IS_TYPE(dups, &DupTable_Type) || !PySet_CheckExact(dup_keys) ||
+        !PyList_CheckExact(records) || !(exact == Py_None || PyList_CheckExact(exact)) ||
+        !PyDict_CheckExact(rel_parts) || !PyList_CheckExact(keys)) {
+        PyErr_SetString(PyExc_TypeError, "load_inserts: wrong argument types");
+        return NULL;
+    }
+    Py_ssize_t i = PyLong_AsSsize_t(args[1]);
+    if (i == -1 && PyErr_Occurred()) return NULL;
+    if (i < 0) {
+        PyErr_SetString(PyExc_ValueError, "load_inserts: start < 0");
+        return NULL;
+    }
+    int overflow = 0;
+    long long last = PyLong_AsLongLongAndOverflow(args[3], &overflow);
+    if (last == -1 && PyErr_Occurred()) return NULL;
+    if (overflow > 0) return PyLong_FromSsize_t(i); /* no seq can be above it here */
+    if (overflow < 0) last = -1;                     /* every seq >= 0 is above it */
+    const Py_ssize_t *eo = ins_entry_off, *ro = ins_rec_off;
+    DupTableObject *table = (DupTableObject *)dups;
+    IdTableObject *idt = (IdTableObject *)by_id;
+    if (idt->rec_type != ins_rec_type || idt->entry_type != ins_entry_type ||
+        idt->entry_off != ro[0] || idt->id_off != eo[0]) {
+        PyErr_SetString(PyExc_TypeError, "load_inserts: by_id is an IdTable of other classes");
+        return NULL;
+    }
+    PyObject *cat_seen = NULL, *cat_value = NULL; /* borrowed: the category's _value_ */
+    PyObject *ns_seen = NULL, *ns_list = NULL;    /* borrowed: the last namespace's list */
+    LoadAhead pre[LOAD_RING];
+    for (int k = 0; k < LOAD_RING; k++) pre[k].row = -1;
+    for (;; i++) {
+        Py_ssize_t n = PyList_GET_SIZE(rows);
+        if (i >= n) break;
+        /* the fold bytes belong to these rows only while one a row (re-read: a list) */
+        const uint64_t *fold_at = NULL;
+        if (folds != Py_None && PyBytes_GET_SIZE(folds) == 8 * n) {
+            fold_at = (const uint64_t *)PyBytes_AS_STRING(folds);
+        }
+        PyObject *row = PyList_GET_ITEM(rows, i);
+        if (LOAD_AHEAD && i + LOAD_AHEAD < n) {
+            load_ahead(rows, i + LOAD_AHEAD, fold_at, idt, table, cat_seen, cat_value, pre);
+        }
+        if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) != 2) break;
+        PyObject *seq = PyTuple_GET_ITEM(row, 0), *entry = PyTuple_GET_ITEM(row, 1);
+        if (!PyLong_CheckExact(seq) || !Py_IS_TYPE(entry, ins_entry_type)) break;
+        long long s = PyLong_AsLongLongAndOverflow(seq, &overflow);
+        if (s == -1 && PyErr_Occurred()) return NULL;
+        if (overflow || s <= last) break; /* the caller's ValueError */
+        PyObject *ident = SLOT(entry, eo[0]), *key = SLOT(entry, eo[2]),
+                 *expires = SLOT(entry, eo[3]), *rel = SLOT(entry, eo[4]),
+                 *text = SLOT(entry, eo[5]), *ns = SLOT(entry, eo[6]), *cat = SLOT(entry, eo[7]),
+                 *value = SLOT(entry, eo[8]);
+        if (!ident || !rel || !text || !ns || !cat || key != Py_None || expires != Py_None ||
+            value != Py_None || !PyUnicode_CheckExact(text) || !PyFloat_CheckExact(rel) ||
+            !PyLong_CheckExact(ident) || !PyTuple_CheckExact(ns)) {
+            break;
+        }
+        if (ns != ns_seen) { /* its parts' hashes and equality: exact strs, no Python code */
+            int plain = 1;
+            for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(ns) && plain; k++) {
+                plain = PyUnicode_CheckExact(PyTuple_GET_ITEM(ns, k));
+            }
+            if (!plain) break;
+        }
+        PyObject *old = it_lookup(idt, ident); /* borrowed */
+        if (!old && PyErr_Occurred()) return NULL;
+        if (old) break; /* the caller's ValueError */
+        PyObject *part = PyDict_GetItemWithError(rel_parts, rel); /* borrowed */
+        if (!part) {
+            if (PyErr_Occurred()) return NULL;
+            break; /* the caller computes and caches it */
+        }
+        if (!PyLong_CheckExact(part) || _PyLong_Sign(part) < 0) break;
+        if (ns != ns_seen) {
+            PyObject *lst = PyDict_GetItemWithError(namespaces, ns); /* borrowed */
+            if (!lst) {
+                if (PyErr_Occurred()) return NULL;
+                break; /* a new namespace: the caller's */
+            }
+            if (!Py_IS_TYPE(lst, ins_ns_type)) break;
+            ns_seen = ns;
+            ns_list = lst;
+        }
+        PyObject *recs = SLOT(ns_list, ins_ns_off[0]), *nlive = SLOT(ns_list, ins_ns_off[1]);
+        if (!recs || !nlive || !PyList_CheckExact(recs) || !PyLong_CheckExact(nlive)) break;
+        if (cat != cat_seen) {
+            PyObject *cv = PyObject_GetAttr(cat, ins_s_value_);
+            if (!cv) return NULL;
+            int ok = PyUnicode_CheckExact(cv);
+            Py_DECREF(cv); /* the enum member keeps its value */
+            if (!ok) break;
+            cat_seen = cat;
+            cat_value = cv;
+        }
+        /* The fallible steps, before any change for this row. */
+        uint32_t dkey32;
+        LoadAhead *mine = &pre[i % LOAD_RING];
+        if (LOAD_AHEAD && mine->row == i && mine->has_dkey && mine->entry == entry) {
+            dkey32 = mine->dkey; /* the same objects' hash, taken ahead */
+        } else {
+        PyObject *folded;
+        if (fold_at && fold_at[i] < ((uint64_t)1 << 62)) {
+            folded = PyLong_FromUnsignedLongLong(fold_at[i]);
+        } else {
+            folded = fold_hash_impl(text, 2);
+        }
+        if (!folded) return NULL;
+        PyObject *t = PyTuple_New(5);
+        if (!t) {
+            Py_DECREF(folded);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(t, 0, Py_NewRef(ns));
+        PyTuple_SET_ITEM(t, 1, Py_NewRef(cat_value));
+        PyTuple_SET_ITEM(t, 2, folded);
+        PyTuple_SET_ITEM(t, 3, Py_NewRef(Py_None));
+        PyTuple_SET_ITEM(t, 4, Py_NewRef(Py_None));
+        Py_hash_t h = PyObject_Hash(t); /* strs, ints and None: no Python code */
+        Py_DECREF(t);
+        if (h == -1 && PyErr_Occurred()) return NULL;
+        dkey32 = (uint32_t)(h & 0x3FFFFFFF);
+        }
+        if (dt_reserve(table, 1) < 0 || it_reserve(idt, 1) < 0) return NULL;
+        PyObject *rkey = _PyLong_Sign(part) == 0 ? Py_NewRef(seq) : PyNumber_Or(part, seq);
+        if (!rkey) return NULL;
+        Py_ssize_t nl0 = PyLong_AsSsize_t(nlive);
+        if (nl0 == -1 && PyErr_Occurred()) {
+            Py_DECREF(rkey);
+            return NULL;
+        }
+        PyObject *live1 = PyLong_FromSsize_t(nl0 + 1);
+        PyObject *rec = ins_rec_type->tp_alloc(ins_rec_type, 0);
+        if (!live1 || !rec) {
+            Py_DECREF(rkey);
+            Py_XDECREF(live1);
+            Py_XDECREF(rec);
+            return NULL;
+        }
+        /* Record(entry, seq, seq): died NEVER, access and evkey None. */
+        SLOT(rec, ro[0]) = Py_NewRef(entry);
+        SLOT(rec, ro[1]) = Py_NewRef(seq);
+        SLOT(rec, ro[2]) = Py_NewRef(ins_never);
+        SLOT(rec, ro[3]) = Py_NewRef(seq);
+        SLOT(rec, ro[4]) = Py_NewRef(Py_None);
+        SLOT(rec, ro[5]) = Py_NewRef(Py_None);
+        /* The changes: only an allocation failing inside a container can stop them
+         * midway (as it could in the Python loop). */
+        int err = it_put(idt, ident, rec);
+        if (!err) err = PyList_Append(records, rec);
+        if (!err && exact != Py_None) err = PyList_Append(exact, entry);
+        if (!err) err = PyList_Append(recs, rec);
+        if (!err) Py_SETREF(SLOT(ns_list, ins_ns_off[1]), Py_NewRef(live1));
+        if (!err) err = PyList_Append(keys, rkey);
+        if (!err) {
+            int pair = dt_join(table, dkey32, rec); /* dt_reserve made room */
+            err = pair < 0 ? -1 : 0;
+            if (pair == 1) {
+                PyObject *dkey = PyLong_FromUnsignedLong(dkey32);
+                err = dkey ? PySet_Add(dup_keys, dkey) : -1;
+                Py_XDECREF(dkey);
+            }
+        }
+        Py_DECREF(rkey);
+        Py_DECREF(live1);
+        Py_DECREF(rec);
+        if (err) return NULL;
+        last = s;
+    }
+    return PyLong_FromSsize_t(i);
+}
+
+
 PyDoc_STRVAR(add_groups_new_doc,
 "add_groups_new(recs, start, groups, glist, recent, scan, first, lows, rels, seqs,\n"
 "               lower) -> int\n\n"
@@ -5897,6 +6202,7 @@ static PyMethodDef methods[] = {
     {"record_setup", record_setup, METH_VARARGS, record_setup_doc},
     {"set_grow_direct", set_grow_direct, METH_O, set_grow_direct_doc},
     {"store_inserts", (PyCFunction)(void (*)(void))store_inserts, METH_FASTCALL, store_inserts_doc},
+    {"load_inserts", (PyCFunction)(void (*)(void))load_inserts, METH_FASTCALL, load_inserts_doc},
     {"add_groups_new", (PyCFunction)(void (*)(void))add_groups_new, METH_FASTCALL, add_groups_new_doc},
     {"lower_text", lower_text, METH_O, lower_text_doc},
     {"iso_utc", iso_utc, METH_O, iso_utc_doc},
