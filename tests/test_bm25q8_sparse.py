@@ -1,16 +1,18 @@
 """The BM25 core's windows cleared by their postings up to a quarter of their width
 (``knobs._SPARSE_QUARTER``; ``Bm25Daat(sparse_quarter=...)``, ``bm25_daat``'s ``more &
-32``), not an eighth.
+32``), not an eighth, and its scalar walk over the codes without a prefetch
+(``knobs._SCALAR_NO_PREFETCH``; ``scalar_no_prefetch``, ``more & 64``).
 
 The kernel: with lists of 1-30% of up to 12,000 groups (windows of 4,096 with 40 to
 1,200 postings: both sides of an eighth and of a quarter), lengths below 128 or up to
 40,000, one-byte and int32 frequencies, windows of 1 to 4,096, any budget and a seeding
-step first, every step is the same bit for bit with the knob on as off; a designed case
+step first, the walk's prefetch asked for or not, every step is the same bit for bit
+with either knob on as with both off; a designed case
 (each window holding a sixth of its width in postings, at the same offsets window after
 window, theta above one group's score) returns no group: a slot left behind would
-return one. Through the index (a Hypothesis driver) the knob on and off give the
+return one. Through the index (a Hypothesis driver) the knobs on and off give the
 pure-Python reference's and the brute force's top-k, scores and ties. A bad flag is
-refused by Python and by C. stress/asan_kernels.sh runs this file.
+refused by Python and by C (bad flags). stress/asan_kernels.sh runs this file.
 """
 
 from __future__ import annotations
@@ -66,14 +68,15 @@ def _lists(seed: int, nlen: int, nterms: int, top_length: int) -> tuple[Any, lis
 
 def _steps(
     terms: list[Any], lengths: Any, parts: Any, room: int, theta: float, budget: int,
-    quarter: bool, seed: int,
+    quarter: bool, seed: int, nopf: bool = False, prefetch: bool = True,
 ) -> list[Any]:  # fmt: skip
     """A seeding step of term ``seed`` (``-1``: none), then the walk to its end: each
     step's groups, scores (as bytes), end and cursors."""
     daat = kernels.Bm25Daat(
-        terms, lengths, parts, room, True, True, 0.8, True, True, True, True, True,
+        terms, lengths, parts, room, True, prefetch, 0.8, True, True, True, True, True,
         length_codes(lengths), lookup_codes=True, prefetch_seeds=True, sparse_clear=True,
         prefetch_offers=True, dense_tfs=True, sparse_quarter=quarter,
+        scalar_no_prefetch=nopf,
     )  # fmt: skip
     got: list[Any] = []
     if seed >= 0:
@@ -97,11 +100,14 @@ def _steps(
     budget=st.sampled_from([1, 100, 1 << 20]),
     seed_term=st.integers(-1, 4),
     rank=st.sampled_from([0, 1, 3, 20]),
+    quarter=st.booleans(),
+    nopf=st.booleans(),
+    prefetch=st.booleans(),
 )
 @settings(max_examples=examples(100), deadline=None)
 def test_quarter_same_steps(
     seed: int, nlen: int, nterms: int, top_length: int, room: int, theta: float,
-    budget: int, seed_term: int, rank: int,
+    budget: int, seed_term: int, rank: int, quarter: bool, nopf: bool, prefetch: bool,
 ) -> None:  # fmt: skip
     """Every step (groups, exact scores as bytes, end, cursors) the same with windows
     cleared by their postings up to a quarter of their width as up to an eighth.
@@ -112,7 +118,8 @@ def test_quarter_same_steps(
         theta = scores[rank - 1] if rank <= len(scores) else theta
     seed_term = min(seed_term, nterms - 1)
     args = (terms, lengths, parts, room, theta, budget)
-    assert _steps(*args, True, seed_term) == _steps(*args, False, seed_term)
+    want = _steps(*args, False, seed_term, False, True)
+    assert _steps(*args, quarter, seed_term, nopf, prefetch) == want
 
 
 def test_quarter_leaves_no_score_behind() -> None:
@@ -158,10 +165,10 @@ def test_index_quarter_agrees_with_reference(seed: int, count: int) -> None:
             old = three.version
             three.delete(rng.randrange(1 << 16))
     queries = ["r1 r2 c0", "c0 c1 c2", " ".join(rare[:12] + common), rng.choice(rare)]
-    saved = bm25_knobs._SPARSE_QUARTER
+    saved = bm25_knobs._SPARSE_QUARTER, bm25_knobs._SCALAR_NO_PREFETCH
     try:
-        for on in (True, False):
-            bm25_knobs._SPARSE_QUARTER = on
+        for on in ((True, True), (False, True), (True, False), (False, False)):
+            bm25_knobs._SPARSE_QUARTER, bm25_knobs._SCALAR_NO_PREFETCH = on
             for version in (None, old):
                 view = three.view(version)
                 for query in queries:
@@ -172,7 +179,7 @@ def test_index_quarter_agrees_with_reference(seed: int, count: int) -> None:
                         )
                         assert got == [(score, rec.seq) for score, rec in want], (on, query)
     finally:
-        bm25_knobs._SPARSE_QUARTER = saved
+        bm25_knobs._SPARSE_QUARTER, bm25_knobs._SCALAR_NO_PREFETCH = saved
 
 
 # --------------------------------------------------------------------------- refusals
@@ -186,10 +193,12 @@ def test_bad_quarter_flag_refused() -> None:
     for bad in (1, None, "yes"):
         with pytest.raises(TypeError, match="sparse_quarter"):
             kernels.Bm25Daat(*args, sparse_quarter=bad)  # type: ignore[arg-type]
-    daat = kernels.Bm25Daat(*args, sparse_clear=True, sparse_quarter=True)
-    assert daat._more == 36
+        with pytest.raises(TypeError, match="scalar_no_prefetch"):
+            kernels.Bm25Daat(*args, scalar_no_prefetch=bad)  # type: ignore[arg-type]
+    daat = kernels.Bm25Daat(*args, sparse_clear=True, sparse_quarter=True, scalar_no_prefetch=True)
+    assert daat._more == 100
     cursors = daat._cursors.copy()
-    for more in (-1, 64, 96):  # the C code's own check
+    for more in (-1, 128, 1 << 20):  # the C code's own check
         with pytest.raises(ValueError, match="more"):
             _cbm25.bm25_daat(
                 daat._terms, daat._cursors, lengths, *parts, 0.0, 100, -1, daat._nums,

@@ -193,6 +193,13 @@ _PREFETCH_OFFERS = True
 #: 1M). The same results; False: an eighth (kept for side-by-side benchmarks).
 _SPARSE_QUARTER = True
 
+#: With ``_LENGTH_CODES``, the walk asks for no code ahead (``_PREFETCH_WALK``'s
+#: prefetch) where it runs its scalar loop, on a CPU without AVX-512 (this project's
+#: AMD EPYC): the codes' 1 MB are read with enough loads in flight without it, and the
+#: prefetch took six of the loop's ~30 instructions a posting. The eight-lane walk keeps
+#: its prefetch. The same results; False: the prefetch as ``_PREFETCH_WALK`` says.
+_SCALAR_NO_PREFETCH = True
+
 #: With the cost-aware split, the longest posting lists (at least ``_DENSE_MIN`` postings
 #: and one group in ``_DENSE_RATIO``) also keep their frequencies by group number, two
 #: bits a group (``_Term.dense``: 0 absent, 1 or 2 the frequency, 3 three or more), kept
