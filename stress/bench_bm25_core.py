@@ -39,7 +39,10 @@ lengths, the seeding's lookups and the offers' reads not prefetched and every wi
 score array cleared whole (``knobs._LOOKUP_CODES = knobs._PREFETCH_SEEDS =
 knobs._SPARSE_CLEAR = knobs._PREFETCH_OFFERS = False``), ``--old core-q7`` the lookups
 searching the long lists, not reading their dense frequency arrays
-(``knobs._DENSE_TFS = False`` for the queries; the index keeps its arrays).
+(``knobs._DENSE_TFS = False`` for the queries; the index keeps its arrays), ``--old
+core-q8`` the scalar walk with its prefetch and windows cleared by their postings only
+below an eighth of their width (``knobs._SCALAR_NO_PREFETCH = knobs._SPARSE_QUARTER =
+False``).
 
 ``--warm`` runs each query once untimed before its timed pair (``time_paired``): without
 it the first run of a pair reads the query's posting lists from memory and the second
@@ -133,6 +136,8 @@ def switch(new: bool) -> None:
         knobs._PREFETCH_OFFERS = new
     elif OLD == "core-q7":
         knobs._DENSE_TFS = new
+    elif OLD == "core-q8":
+        knobs._SCALAR_NO_PREFETCH = knobs._SPARSE_QUARTER = new
     else:
         knobs._COST_SPLIT = new
 
@@ -190,6 +195,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
             "core-codes",
             "core-q6",
             "core-q7",
+            "core-q8",
         ),
         default="python",
         help="old: the Python driver, the core's driver with MaxScore's split by bound, or"
@@ -205,7 +211,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         " walk reading the lengths, not their one-byte codes (core-codes), or the lookups"
         " reading the lengths, the seeding and offers not prefetched and every window's"
         " scores cleared whole (core-q6), or the lookups searching the long lists, not"
-        " reading their dense frequency arrays (core-q7)",
+        " reading their dense frequency arrays (core-q7), or the scalar walk with its"
+        " prefetch and the windows cleared by their postings below an eighth (core-q8)",
     )
     p.add_argument(
         "--warm",

@@ -1117,7 +1117,10 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
                 emitted++;
             }
         }
-        if (sparse_clear && 8 * walked < top) {
+        /* sparse_clear: 1, below an eighth of the window's slots; 2 (more & 32,
+         * knobs._SPARSE_QUARTER), below a quarter: a slot cleared by its posting cost
+         * ~0.35 ns, a whole 32 KiB window's memset ~350 ns (AMD EPYC, 1M groups). */
+        if (sparse_clear && (8 >> (sparse_clear - 1)) * walked < top) {
             /* Few postings in a wide window: only their slots were written (each posting
              * walked in [starts[i], cur) is a group in [lo, hi), checked by the walk),
              * so those are cleared, not the window's whole score array. */
@@ -1214,7 +1217,7 @@ PyDoc_STRVAR(bm25_daat_doc,
 "groups by upper bounds from each code's lowest length (bm25_code_floors; a length\n"
 "below 128 is its own code); the lookups and exact scores read the lengths: the same\n"
 "groups at or above theta with the same scores, perhaps more below it. more (flags 0\n"
-"to 31): with more & 1 and codes, the lookups' saturations come from the codes as well\n"
+"to 127): with more & 1 and codes, the lookups' saturations come from the codes as well\n"
 "(upper bounds again), and only the exact scores read the lengths; with more & 2 (and\n"
 "prefetch & 8), the seeding asks for the lookups of the seed's group a few on before\n"
 "this one's; with more & 4, a window in which few postings were walked has only their\n"
@@ -1224,7 +1227,10 @@ PyDoc_STRVAR(bm25_daat_doc,
 "(uint8, four groups a byte, two bits each: 0 absent, 1 or 2 the frequency, 3 three or\n"
 "more; every group below upto, and the list's postings from dpos on those of the\n"
 "groups at or above it), is looked up there, not sought in its list, except for a code\n"
-"of 3 (and it is not the seed's term). The same results.");
+"of 3 (and it is not the seed's term); with more & 32 (and 4), a window is cleared by\n"
+"its postings below a quarter of its width, not an eighth; with more & 64, the walk over\n"
+"the codes prefetches nothing where it runs its scalar loop (no AVX-512). The same\n"
+"results.");
 
 static PyObject *
 bm25_daat(PyObject *self, PyObject *args)
@@ -1241,14 +1247,14 @@ bm25_daat(PyObject *self, PyObject *args)
                           &o_codes, &more)) {
         return NULL;
     }
-    if (more < 0 || more > 31) {
-        PyErr_SetString(PyExc_ValueError, "more: flags 0 to 31");
+    if (more < 0 || more > 127) {
+        PyErr_SetString(PyExc_ValueError, "more: flags 0 to 127");
         return NULL;
     }
     /* more & 1: the lookups read the codes; & 2: the seeding's lookups prefetched ahead
      * (with interpolated seeks); & 4: a window's scores cleared by its postings. */
     const int lookup_codes = (more & 1) != 0, seed_ahead = (more & 2) && (prefetch & 8);
-    const int sparse_clear = (more & 4) != 0;
+    const int sparse_clear = (more & 4) ? 1 + ((more & 32) != 0) : 0;
     /* more & 16: the lookups read the terms' dense arrays, where given (and not seeding
      * their own list). */
     const int dense_on = (more & 16) != 0;
@@ -1301,6 +1307,18 @@ bm25_daat(PyObject *self, PyObject *args)
             codes_simd = LEN(codes) % 4 == 0; /* the eight-lane walk reads aligned words */
             for (int k = 0; k < BM25_CODES; k++) den[k] = a_part + b_part * (double)code_floor(k);
         }
+    }
+    if ((more & 64) && use_codes) {
+        /* more & 64 (knobs._SCALAR_NO_PREFETCH): the walk over the codes asks for no
+         * code ahead where it runs its scalar loop (no walk_simd on this CPU): the
+         * codes' 1 MB are read with enough loads in flight without it, and the prefetch
+         * was six instructions of ~30 a posting. The eight-lane walk keeps it. */
+#ifdef HAVE_SIMD_WALK
+        int simd_walks = (tight & 2) && simd_walk_usable() && codes_simd;
+#else
+        int simd_walks = 0;
+#endif
+        if (!simd_walks) prefetch = 0;
     }
     if (o_offer != Py_None) {
         /* (table, version, accept, hs, hq, hr, hn, seen, remember[, first]): see

@@ -624,6 +624,12 @@ class Bm25Daat:
             (one read) instead of sought in its list, but for a 3 (``knobs._DENSE_TFS``;
             the same results, as long as ``bits`` agrees with the list: the caller's
             promise, as the lists' order is).
+        sparse_quarter: With ``sparse_clear``, a window is cleared by its postings while
+            they are fewer than a quarter of its width, not an eighth
+            (``knobs._SPARSE_QUARTER``; the same results).
+        scalar_no_prefetch: With ``codes``, the walk prefetches no code ahead where it
+            runs its scalar loop (a CPU without AVX-512), whatever ``prefetch`` says
+            (``knobs._SCALAR_NO_PREFETCH``; the same results).
 
     Raises:
         TypeError, ValueError: An argument of the wrong type or size, or a count or
@@ -668,6 +674,8 @@ class Bm25Daat:
         sparse_clear: bool = False,
         prefetch_offers: bool = False,
         dense_tfs: bool = False,
+        sparse_quarter: bool = False,
+        scalar_no_prefetch: bool = False,
     ) -> None:
         if type(terms) is not list or not terms:
             raise TypeError("terms must be a non-empty list")
@@ -703,17 +711,18 @@ class Bm25Daat:
             raise TypeError("prefetch and prefetch_seek must be bools")
         flags = (
             tight_walk, interp_seek, simd_walk, prefetch_lookups, lookup_codes, prefetch_seeds,
-            sparse_clear, prefetch_offers, dense_tfs,
+            sparse_clear, prefetch_offers, dense_tfs, sparse_quarter, scalar_no_prefetch,
         )  # fmt: skip
         if not all(type(x) is bool for x in flags):
             raise TypeError(
                 "tight_walk, interp_seek, simd_walk, prefetch_lookups, lookup_codes,"
-                " prefetch_seeds, sparse_clear, prefetch_offers, dense_tfs: bools"
+                " prefetch_seeds, sparse_clear, prefetch_offers, dense_tfs, sparse_quarter,"
+                " scalar_no_prefetch: bools"
             )
         # the C flags
         self._more = (
             int(lookup_codes) | 2 * prefetch_seeds | 4 * sparse_clear | 8 * prefetch_offers
-            | 16 * dense_tfs
+            | 16 * dense_tfs | 32 * sparse_quarter | 64 * scalar_no_prefetch
         )
         self._prefetch = (  # the C flags
             int(prefetch) | 2 * prefetch_seek | 4 * tight_walk | 8 * interp_seek

@@ -1,0 +1,207 @@
+"""The BM25 core's windows cleared by their postings up to a quarter of their width
+(``knobs._SPARSE_QUARTER``; ``Bm25Daat(sparse_quarter=...)``, ``bm25_daat``'s ``more &
+32``), not an eighth, and its scalar walk over the codes without a prefetch
+(``knobs._SCALAR_NO_PREFETCH``; ``scalar_no_prefetch``, ``more & 64``).
+
+The kernel: with lists of 1-30% of up to 12,000 groups (windows of 4,096 with 40 to
+1,200 postings: both sides of an eighth and of a quarter), lengths below 128 or up to
+40,000, one-byte and int32 frequencies, windows of 1 to 4,096, any budget and a seeding
+step first, the walk's prefetch asked for or not, every step is the same bit for bit
+with either knob on as with both off; a designed case
+(each window holding a sixth of its width in postings, at the same offsets window after
+window, theta above one group's score) returns no group: a slot left behind would
+return one. Through the index (a Hypothesis driver) the knobs on and off give the
+pure-Python reference's and the brute force's top-k, scores and ties. A bad flag is
+refused by Python and by C (bad flags). stress/asan_kernels.sh runs this file.
+"""
+
+from __future__ import annotations
+
+import random
+from array import array
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from actormem import BM25Scorer
+from actormem._index import kernels
+from actormem._index.bm25 import knobs as bm25_knobs
+from actormem._index.bm25.postings import length_codes
+
+from .strategies import examples
+from .test_bm25 import brute_force
+from .test_bm25_core import NOW, Three
+from .test_bm25_length_codes import K1, SLACK_UP, B, _exact
+
+pytestmark = pytest.mark.skipif(
+    not kernels.bm25_core_active(), reason="the compiled BM25 core is not built"
+)
+
+
+def _lists(seed: int, nlen: int, nterms: int, top_length: int) -> tuple[Any, list[Any], Any]:
+    """Terms on 1-30% of ``nlen`` groups (``test_bm25_length_codes._lists``' shape)."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(0, top_length, nlen).astype(np.int32)
+    avgdl = max(1.0, float(lengths.mean()))
+    a_part, b_part = K1 * (1.0 - B), K1 * B / avgdl
+    terms = []
+    for i in range(nterms):
+        density = float(rng.choice([0.01, 0.05, 0.1, 0.15, 0.2, 0.3]))
+        groups = np.flatnonzero(rng.random(nlen) < density).astype(np.int32)
+        wide = i % 3 == 2
+        tfs = rng.integers(1, (100_000 if wide else 255) + 1, len(groups))
+        wi = float(rng.choice([0.1, 1.0, 3.5]))
+        if len(groups):
+            sat = tfs / (tfs + (a_part + b_part * lengths[groups].astype(np.float64)))
+            bound = wi * float(np.max(sat)) * SLACK_UP
+        else:
+            bound = 0.0
+        terms.append(
+            (wi, bound, array("i", groups.tolist()), array("i" if wide else "B", tfs.tolist()),
+             len(groups), array("i"), 0)
+        )  # fmt: skip
+    return lengths, terms, (a_part, b_part, K1, B, avgdl, SLACK_UP)
+
+
+def _steps(
+    terms: list[Any], lengths: Any, parts: Any, room: int, theta: float, budget: int,
+    quarter: bool, seed: int, nopf: bool = False, prefetch: bool = True,
+) -> list[Any]:  # fmt: skip
+    """A seeding step of term ``seed`` (``-1``: none), then the walk to its end: each
+    step's groups, scores (as bytes), end and cursors."""
+    daat = kernels.Bm25Daat(
+        terms, lengths, parts, room, True, prefetch, 0.8, True, True, True, True, True,
+        length_codes(lengths), lookup_codes=True, prefetch_seeds=True, sparse_clear=True,
+        prefetch_offers=True, dense_tfs=True, sparse_quarter=quarter,
+        scalar_no_prefetch=nopf,
+    )  # fmt: skip
+    got: list[Any] = []
+    if seed >= 0:
+        nums, scores, done = daat.step(theta, budget, seed, room)
+        got.append((nums.tolist(), scores.tobytes(), done, daat._seeds.tolist()))
+    for _ in range(10_000):
+        nums, scores, done = daat.step(theta, budget)
+        got.append((nums.tolist(), scores.tobytes(), done, daat._cursors.tolist()))
+        if done:
+            break
+    return got
+
+
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    nlen=st.integers(1, 12_000),
+    nterms=st.integers(1, 5),
+    top_length=st.sampled_from([128, 40_000]),
+    room=st.sampled_from([1, 7, 64, 4096]),
+    theta=st.sampled_from([-np.inf, 0.0, 0.3, 1.0, 2.5, 5.0]),
+    budget=st.sampled_from([1, 100, 1 << 20]),
+    seed_term=st.integers(-1, 4),
+    rank=st.sampled_from([0, 1, 3, 20]),
+    quarter=st.booleans(),
+    nopf=st.booleans(),
+    prefetch=st.booleans(),
+)
+@settings(max_examples=examples(100), deadline=None)
+def test_quarter_same_steps(
+    seed: int, nlen: int, nterms: int, top_length: int, room: int, theta: float,
+    budget: int, seed_term: int, rank: int, quarter: bool, nopf: bool, prefetch: bool,
+) -> None:  # fmt: skip
+    """Every step (groups, exact scores as bytes, end, cursors) the same with windows
+    cleared by their postings up to a quarter of their width as up to an eighth.
+    ``rank`` > 0: theta is the rank-th best exact score, a group exactly at it."""
+    lengths, terms, parts = _lists(seed, nlen, nterms, top_length)
+    if rank:
+        scores = sorted((s for s in _exact(terms, lengths, parts).values() if s > 0), reverse=True)
+        theta = scores[rank - 1] if rank <= len(scores) else theta
+    seed_term = min(seed_term, nterms - 1)
+    args = (terms, lengths, parts, room, theta, budget)
+    want = _steps(*args, False, seed_term, False, True)
+    assert _steps(*args, quarter, seed_term, nopf, prefetch) == want
+
+
+def test_quarter_leaves_no_score_behind() -> None:
+    """Two terms on the same groups, every sixth (683 postings a window of 4,096: above
+    an eighth of it, below a quarter, so cleared by its postings only with the knob),
+    the same offsets in every window: theta above one group's score (two terms' parts)
+    but below two groups' worth, so that a slot left uncleared would mark the next
+    window's group there and return it. No group comes back, knob on or off."""
+    nlen = 4096 * 5
+    lengths = np.full(nlen, 10, np.int32)
+    groups = [g for g in range(nlen) if (g % 4096) % 6 == 0]
+    parts = (0.3, 0.9 / 10.0, 1.2, 0.75, 10.0, 1.0 + 1e-9)
+    sat = 1.0 / (1.0 + (parts[0] + parts[1] * 10.0))
+    term = (1.0, sat * parts[5], array("i", groups), array("B", [1] * len(groups)), len(groups),
+            array("i"), 0)  # fmt: skip
+    for quarter in (False, True):
+        got = _steps([term, term], lengths, parts, 4096, 2.5 * sat, 1 << 20, quarter, -1)
+        assert [nums for nums, _, _, _ in got] == [[]] * len(got), quarter
+        # and at a theta one group reaches, every group comes back once
+        got = _steps([term, term], lengths, parts, 4096, 1.5 * sat, 1 << 20, quarter, -1)
+        assert [num for nums, _, _, _ in got for num in nums] == groups, quarter
+
+
+# --------------------------------------------------------------------------- the index
+
+
+@given(seed=st.integers(0, 2**32 - 1), count=st.integers(1, 200))
+@settings(max_examples=examples(10), deadline=None)
+def test_index_quarter_agrees_with_reference(seed: int, count: int) -> None:
+    """Texts of one to 300 words, common and rare words, a deletion and an older
+    snapshot: the knob on and off give the pure-Python reference's top-k
+    (``Three.query`` asserts every path equal) and the brute force's, scores and ties."""
+    rng = random.Random(seed)
+    three = Three(BM25Scorer())
+    common = [f"c{i}" for i in range(4)]
+    rare = [f"r{i}" for i in range(40)]
+    old = 0
+    for i in range(count):
+        k = rng.choice([1, 3, 9, 140, 300]) if i % 7 == 0 else rng.randint(1, 8)
+        words = rng.choices(common, k=k) + rng.choices(rare, k=rng.randint(0, 3))
+        three.add(" ".join(words))
+        if i == count // 2:
+            old = three.version
+            three.delete(rng.randrange(1 << 16))
+    queries = ["r1 r2 c0", "c0 c1 c2", " ".join(rare[:12] + common), rng.choice(rare)]
+    saved = bm25_knobs._SPARSE_QUARTER, bm25_knobs._SCALAR_NO_PREFETCH
+    try:
+        for on in ((True, True), (False, True), (True, False), (False, False)):
+            bm25_knobs._SPARSE_QUARTER, bm25_knobs._SCALAR_NO_PREFETCH = on
+            for version in (None, old):
+                view = three.view(version)
+                for query in queries:
+                    for limit in (1, 10):
+                        got = three.query(view, query, limit)
+                        want = brute_force(
+                            three.scorer, three.records, view.version, query, limit, now=NOW
+                        )
+                        assert got == [(score, rec.seq) for score, rec in want], (on, query)
+    finally:
+        bm25_knobs._SPARSE_QUARTER, bm25_knobs._SCALAR_NO_PREFETCH = saved
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+def test_bad_quarter_flag_refused() -> None:
+    from actormem._index import _cbm25  # type: ignore[attr-defined]
+
+    lengths, terms, parts = _lists(3, 100, 2, 300)
+    args = (terms, lengths, parts, 16, True, True, 1.0, True, True, True, True, True, None)
+    for bad in (1, None, "yes"):
+        with pytest.raises(TypeError, match="sparse_quarter"):
+            kernels.Bm25Daat(*args, sparse_quarter=bad)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="scalar_no_prefetch"):
+            kernels.Bm25Daat(*args, scalar_no_prefetch=bad)  # type: ignore[arg-type]
+    daat = kernels.Bm25Daat(*args, sparse_clear=True, sparse_quarter=True, scalar_no_prefetch=True)
+    assert daat._more == 100
+    cursors = daat._cursors.copy()
+    for more in (-1, 128, 1 << 20):  # the C code's own check
+        with pytest.raises(ValueError, match="more"):
+            _cbm25.bm25_daat(
+                daat._terms, daat._cursors, lengths, *parts, 0.0, 100, -1, daat._nums,
+                daat._scores, daat._sticky, None, daat._prefetch, 1.0, None, more,
+            )  # fmt: skip
+    assert daat._cursors.tolist() == cursors.tolist()  # nothing moved
