@@ -6,6 +6,8 @@ One JSON object per line::
     {"source": str, "episode": str, "step": int, "tool": str, "input": any JSON,
      "result": str, "reward"?: number}
 
+(``input`` nested at most :data:`~actormem._json.MAX_VALUE_DEPTH`, 64, levels deep.)
+
 Other keys are ignored, so richer records still load. The reader checks a whole file
 before anything is done with it and raises :class:`~actormem._storage.jsonl.JsonlError`
 naming the file and the 1-based line of the first bad record.
