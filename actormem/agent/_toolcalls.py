@@ -6,6 +6,8 @@ One JSON object per line::
     {"source": str, "episode": str, "step": int, "tool": str, "input": any JSON,
      "result": str, "reward"?: number}
 
+(``input`` nested at most :data:`~actormem._json.MAX_VALUE_DEPTH`, 64, levels deep.)
+
 Other keys are ignored, so richer records still load. The reader checks a whole file
 before anything is done with it and raises :class:`~actormem._storage.jsonl.JsonlError`
 naming the file and the 1-based line of the first bad record.
@@ -24,6 +26,7 @@ import attrs
 
 from .._entry import MemoryCategory, MemoryEntry, memory_text_ok
 from .._index.dense import entry_document, text_hash
+from .._json import MAX_VALUE_DEPTH
 from .._storage.jsonl import (
     JsonlError,
     JsonVector,
@@ -181,7 +184,14 @@ def _made(
     encode = _TREE_ENCODE
     if parsed and _ENCODE_PARSED_ONCE and encode is not None:
         # tool and result are str (checked): format_trajectory's own checks pass.
-        text = trajectory_text(tool, "".join(encode(input, 0)), result)
+        try:
+            encoded = "".join(encode(input, 0))
+        except RecursionError:
+            raise ValueError(_TOO_DEEP) from None
+        # Each level of nesting writes a "[" or "{": fewer of them, no walk needed.
+        if encoded.count("[") + encoded.count("{") > MAX_VALUE_DEPTH and _too_deep(input):
+            raise ValueError(_TOO_DEEP)
+        text = trajectory_text(tool, encoded, result)
         setters = _SLOT_SETTERS
         if _CALLS_BY_SLOTS and setters is not None:
             call = _NEW(ToolCall)
@@ -200,10 +210,42 @@ def _made(
         reward=reward,
     )  # fmt: skip
     if not (parsed and _ENCODE_PARSED_ONCE and encode is not None):
-        text = format_trajectory(call.tool, call.input, call.result)  # refuses what it cannot write
+        try:
+            # format_trajectory refuses what it cannot write.
+            text = format_trajectory(call.tool, call.input, call.result)
+        except RecursionError:
+            raise ValueError(_TOO_DEEP) from None
+        if _too_deep(input):  # (no cycle in it: format_trajectory refuses those)
+            raise ValueError(_TOO_DEEP)
     if memory_text_ok(text):
         object.__setattr__(call, "text", text)  # frozen: set once, as it is made
     return call
+
+
+_TOO_DEEP = f"'input' is nested deeper than {MAX_VALUE_DEPTH} levels"
+
+
+def _too_deep(value: Any) -> bool:
+    """Whether ``value`` holds arrays or objects nested deeper than
+    :data:`~actormem._json.MAX_VALUE_DEPTH` levels (the limit an entry's value has). A
+    tool call's input deeper than that is refused when read: one deep enough to be
+    parsed could leave too little stack to write it again later (the reader's own
+    encoding, or ``Episode.first_query`` in a swarm's agent), a bare ``RecursionError``
+    naming no file. No value of the real data sets is deeper than 3. Iterative;
+    ``value`` holds no cycle. O(size of value)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        if depth >= MAX_VALUE_DEPTH:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 #: :class:`ToolCall`'s fields, in the order :func:`_made` fills their slots.
