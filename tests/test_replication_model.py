@@ -26,7 +26,7 @@ from actormem._engine.replica import (
 from actormem._engine.state import MemoryState
 from actormem._storage.jsonl import entry_to_json
 from actormem._storage.log import LogContentError
-from tests.strategies import entries, namespaces, times
+from tests.strategies import entries, examples, namespaces, times
 
 IDS = [uuid.UUID(int=i, version=4) for i in range(1, 9)]
 
@@ -89,7 +89,7 @@ def fields(state: MemoryState) -> Any:
     return json.loads(encode_snapshot(state, 0))
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(75), deadline=None)
 @given(
     log=logs,
     capacity=st.sampled_from([None, 2, 4]),

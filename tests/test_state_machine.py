@@ -30,7 +30,7 @@ from actormem._engine.snapshot import make_filter
 from actormem._engine.state import MemoryState, View
 from actormem._index.wordoverlap import word_overlap_score
 
-from .strategies import TAGS, categories, entries, namespaces, queries, times
+from .strategies import TAGS, categories, entries, examples, namespaces, queries, times
 
 HALF_LIFE = 3 * 24 * 3600.0
 
@@ -272,7 +272,7 @@ class StateMachine(RuleBasedStateMachine):
 
 
 StateMachine.TestCase.settings = settings(
-    max_examples=150,
+    max_examples=examples(75),
     stateful_step_count=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
