@@ -1550,13 +1550,16 @@ class MemoryState:
         # _LOAD_C: runs of plain rows by the C load_inserts, the others by the loop below
         load_c = self._load_c(bounded, dup_c)
         keys: list[int] | None = [] if load_c is not None else None
+        # load_inserts takes exact bytes only (a subclass: TypeError, where _load_rows
+        # reads any bytes): other folds are not passed, and it folds those texts itself.
+        c_folds = folds if fold_view is not None and type(folds) is bytes else None
         n = len(rows)
         at = 0
         while at < n:
             stop = n
             if load_c is not None:
                 got = load_c(
-                    rows, at, folds if fold_view is not None else None, last, by_id,
+                    rows, at, c_folds, last, by_id,
                     namespaces, dups, self._dup_keys, records,
                     exact if untrack is not None else None, self._rel_parts, keys,
                 )  # fmt: skip
