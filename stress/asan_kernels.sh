@@ -20,7 +20,8 @@
 # tests/test_entrybytes4.py,
 # tests/test_mainjob18_query.py,
 # tests/test_review21b_idtable.py,
-# tests/test_mainjob20_scan.py)
+# tests/test_mainjob20_scan.py,
+# tests/test_review22b_scan.py)
 # against an AddressSanitizer build of the compiled
 # index kernels, the BM25 core, the word-overlap core and the row reader (_storage/_crows.c):
 # any out-of-bounds read or
@@ -91,4 +92,5 @@ PYTHONMALLOC=malloc LD_PRELOAD="$runtime" ASAN_OPTIONS=detect_leaks=0:abort_on_e
     tests/test_entrybytes4.py \
     tests/test_mainjob18_query.py \
     tests/test_review21b_idtable.py \
-    tests/test_mainjob20_scan.py "$@"
+    tests/test_mainjob20_scan.py \
+    tests/test_review22b_scan.py "$@"
