@@ -232,3 +232,56 @@ def test_huge_hi_refused_not_spun() -> None:
     except subprocess.TimeoutExpired:
         pytest.fail("wo_scan_mark spun over lo:hi instead of refusing hi beyond dense")
     assert done.stdout.strip() == "refused", done.stderr
+
+
+_LIMIT_CHILD = """
+import numpy as np
+from actormem._index.substring import SubstringVocab
+from actormem._index.wordoverlap import ccore
+vocab = SubstringVocab()
+post = {}
+for gid, text in enumerate(["player plays", "display", "alpha one"] * 3):
+    ccore.add_text(post, text, gid, vocab)
+for limit in (1 << 62, (1 << 62) + 1, (1 << 61) + 1, 1 << 32, (1 << 63) - 1):
+    counts = np.zeros(16, np.uint8)
+    memo = [{}, {}, 0]
+    for m in (None, memo):
+        try:
+            ccore.count_words(
+                ["play", "alpha", "one"], [1, 1, 1], 0, 1000, limit, vocab, post, {}, {},
+                counts, 9, 0, m,
+            )
+        except ValueError as e:
+            assert "out of range" in str(e), e
+            assert not counts.any() and memo == [{}, {}, 0]
+        else:
+            raise AssertionError(limit)
+    # The C function itself, past the wrapper.
+    from actormem._index import _cwordoverlap as c
+    for m in (None, memo):
+        try:
+            c.count_words(
+                ["play", "alpha", "one"], [1, 1, 1], 0, 1000, limit, vocab._grams,
+                vocab._items, {}, 8, post, {}, {}, counts, 9, 0, m, 0, 1, 0,
+            )
+        except ValueError as e:
+            assert "out of range" in str(e), e
+            assert not counts.any() and memo == [{}, {}, 0]
+        else:
+            raise AssertionError(limit)
+print("refused")
+"""
+
+
+@pytest.mark.skipif(not kernels.WO_CORE_AVAILABLE, reason="the word-overlap core is not built")
+def test_count_words_huge_limit_refused() -> None:
+    """count_words' ``limit`` sizes its C buffers (``limit + 1`` pointers and numbers, a
+    table of at least ``2 * limit``): a huge one overflowed those sizes into a few bytes
+    allocated, then written past (a segfault, or ASan's heap-buffer-overflow), through
+    the Python wrapper, which only tested ``limit >= 0``. Refused, nothing written (in a
+    child: the defect crashes the interpreter)."""
+    done = subprocess.run(
+        [sys.executable, "-c", _LIMIT_CHILD], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "refused"
