@@ -815,8 +815,8 @@ wo_scan(PyObject *self, PyObject *args)
 PyDoc_STRVAR(wo_scan_mark_doc,
 "wo_scan_mark(recent, lo, hi, mod, word, rare, wide, dense) -> int\n\n"
 "wo_scan's groups set to 1 in `dense` (a writable 1-D contiguous uint8 buffer of at\n"
-"least hi bytes), each in turn, and counted; no list made. The texts are checked\n"
-"first: a refused call writes nothing. O(total length of those texts).");
+"least hi bytes), each in turn, and counted; no list made. dense's length and the\n"
+"texts are checked first: a refused call writes nothing. O(total length of those texts).");
 
 static PyObject *
 wo_scan_mark(PyObject *self, PyObject *args)
@@ -830,18 +830,22 @@ wo_scan_mark(PyObject *self, PyObject *args)
     }
     rare = rare && PyUnicode_KIND(word) == PyUnicode_1BYTE_KIND;
     if (scan_args_ok(recent, lo, hi, mod) < 0) return NULL;
-    for (Py_ssize_t g = lo; g < hi; g++) {
-        if (!PyUnicode_Check(PyList_GET_ITEM(recent, g % mod))) {
-            PyErr_SetString(PyExc_TypeError, "recent texts must be str");
-            return NULL;
-        }
-    }
     Py_buffer dense;
     if (get(o_dense, &dense, K_U8, 1, "dense") < 0) return NULL;
     PyObject *result = NULL;
+    /* hi against dense before the texts: a hi far beyond it is refused at once, not
+     * after a walk over every group number of lo:hi (2**62 steps for hi = 2**62). */
     if (hi > LEN(dense)) {
         range_error("hi beyond dense");
         goto done;
+    }
+    /* The texts read (at most mod of them, each once) checked before any byte is
+     * written. */
+    for (Py_ssize_t g = lo, stop = hi - lo < mod ? hi : lo + mod; g < stop; g++) {
+        if (!PyUnicode_Check(PyList_GET_ITEM(recent, g % mod))) {
+            PyErr_SetString(PyExc_TypeError, "recent texts must be str");
+            goto done;
+        }
     }
     {
         uint8_t *d = (uint8_t *)dense.buf;

@@ -1314,7 +1314,11 @@ count_words(PyObject *self, PyObject *args)
         return NULL;
     }
     Py_ssize_t nw = PyList_GET_SIZE(words);
-    if (PyList_GET_SIZE(mults) != nw || start < 0 || start > nw || limit < 0 || budget < 0) {
+    /* limit sizes the buffers below (limit + 1 pointers and numbers, a table of at least
+     * 2 * limit): past INT32_MAX (more than any set of int32 group numbers) their sizes
+     * could wrap into a few bytes allocated and then written past. */
+    if (PyList_GET_SIZE(mults) != nw || start < 0 || start > nw || limit < 0 || budget < 0 ||
+        limit > INT32_MAX || (size_t)limit >= (size_t)PY_SSIZE_T_MAX / 16) {
         PyErr_SetString(PyExc_ValueError, "words/mults/start/limit/budget out of range");
         return NULL;
     }

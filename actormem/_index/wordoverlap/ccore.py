@@ -410,7 +410,7 @@ def count_words(
     if type(planes) is not int or not 0 <= planes <= MAX_PLANES:
         raise ValueError("planes out of range")
     room = len(counts) // planes * 64 if planes else len(counts)
-    if not (0 <= start <= len(words) and budget >= 0 and limit >= 0 and 0 <= n <= room):
+    if not (0 <= start <= len(words) and budget >= 0 and 0 <= limit < 1 << 31 and 0 <= n <= room):
         raise ValueError("start, budget, limit or n out of range")
     got: tuple[int, list[int]] = _module().count_words(
         words,
