@@ -33,7 +33,7 @@ import uuid
 from typing import Any
 
 import pytest
-from hypothesis import settings
+from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -228,7 +228,12 @@ class TableVsDict(RuleBasedStateMachine):
 @core
 def test_table_agrees_with_a_dict() -> None:
     run = TableVsDict.TestCase()
-    run.settings = settings(max_examples=examples(40), stateful_step_count=40, deadline=None)
+    run.settings = settings(
+        max_examples=examples(40),
+        stateful_step_count=40,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow],  # bulk texts; slower under ASan
+    )
     run.runTest()
 
 
