@@ -34,6 +34,7 @@
 #include "_foldhash.h"
 #include "_duptable.h"
 #include "_idtable.h"
+#include "_grouptable.h"
 
 static PyObject *array_type;   /* array.array */
 static PyObject *array_append; /* array.array.append (a method descriptor) */
@@ -5964,6 +5965,8 @@ PyDoc_STRVAR(add_groups_new_doc,
 "first + len(lows) (its group number g), glist.append(rec), low = lower(text) (an\n"
 "exact str, else TypeError), recent[g % scan] = low (g % scan within recent, else\n"
 "left to the caller), lows, rels and seqs appended low, the relevance and rec.seq.\n"
+"groups: a dict, or a GroupTable over glist (its append: the text mapped to the number\n"
+"glist.append gives it, so g must be len(glist), else the record is left to the caller).\n"
 "Returns the index of the first record not added (len(recs) when all were). A\n"
 "record's fallible steps (lower, the group number) come before any change for it.\n"
 "TypeError for wrong argument types, RuntimeError before record_setup or store_setup.\n"
@@ -5982,7 +5985,10 @@ add_groups_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     PyObject *recs = args[0], *groups = args[2], *glist = args[3], *recent = args[4],
              *lows = args[7], *rels = args[8], *seqs = args[9], *lower = args[10];
-    if (!PyList_CheckExact(recs) || !PyLong_CheckExact(args[1]) || !PyDict_CheckExact(groups) ||
+    GroupTableObject *gt =
+        Py_IS_TYPE(groups, &GroupTable_Type) ? (GroupTableObject *)groups : NULL;
+    if (!PyList_CheckExact(recs) || !PyLong_CheckExact(args[1]) ||
+        !(PyDict_CheckExact(groups) || (gt && gt->glist == glist)) ||
         !PyList_CheckExact(glist) || !PyList_CheckExact(recent) || !PyLong_CheckExact(args[5]) ||
         !PyLong_CheckExact(args[6]) || !PyList_CheckExact(lows) || !PyList_CheckExact(rels) ||
         !PyList_CheckExact(seqs) || !PyCallable_Check(lower)) {
@@ -6011,11 +6017,21 @@ add_groups_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             PyTuple_GET_SIZE(tags) != 0) {
             break; /* tags: the tag postings' */
         }
-        int has = PyDict_Contains(groups, text);
-        if (has < 0) return NULL;
-        if (has) break; /* a text seen before: its group's */
+        uint32_t tag = 0;
+        uint64_t seen = 0;
+        if (gt) { /* knobs._GROUP_TABLE: no int object, the text not kept */
+            Py_ssize_t at = gt_find_str(gt, text, &tag);
+            if (at == -2) return NULL;
+            if (at >= 0) break; /* a text seen before: its group's */
+            seen = gt->changes;
+        } else {
+            int has = PyDict_Contains(groups, text);
+            if (has < 0) return NULL;
+            if (has) break; /* a text seen before: its group's */
+        }
         Py_ssize_t g = first + PyList_GET_SIZE(lows);
         if (g % scan >= PyList_GET_SIZE(recent)) break;
+        if (gt && g != PyList_GET_SIZE(glist)) break; /* the table numbers by glist */
         PyObject *low = PyObject_CallOneArg(lower, text);
         if (!low) return NULL;
         if (!PyUnicode_CheckExact(low)) {
@@ -6023,18 +6039,29 @@ add_groups_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             PyErr_SetString(PyExc_TypeError, "add_groups_new: lower() must return a str");
             return NULL;
         }
-        PyObject *gid = PyLong_FromSsize_t(g);
-        if (!gid) {
-            Py_DECREF(low);
-            return NULL;
+        int err;
+        if (gt) {
+            /* lower ran code: if the table or glist changed meanwhile, the caller's loop
+             * takes this record (nothing done for it here). */
+            if (gt->changes != seen || g != PyList_GET_SIZE(glist)) {
+                Py_DECREF(low);
+                break;
+            }
+            err = gt_append_item(gt, rec, tag); /* glist.append(rec), text -> g */
+        } else {
+            PyObject *gid = PyLong_FromSsize_t(g);
+            if (!gid) {
+                Py_DECREF(low);
+                return NULL;
+            }
+            err = PyDict_SetItem(groups, text, gid);
+            Py_DECREF(gid);
+            if (!err) err = PyList_Append(glist, rec);
         }
-        int err = PyDict_SetItem(groups, text, gid);
-        if (!err) err = PyList_Append(glist, rec);
         if (!err) err = PyList_SetItem(recent, g % scan, Py_NewRef(low));
         if (!err) err = PyList_Append(lows, low);
         if (!err) err = PyList_Append(rels, rel);
         if (!err) err = PyList_Append(seqs, seq);
-        Py_DECREF(gid);
         Py_DECREF(low);
         if (err) return NULL;
     }
@@ -6266,5 +6293,6 @@ PyInit__cwordoverlap(void)
     PyObject *m = PyModule_Create(&module);
     if (m && dt_module_add(m) < 0) Py_CLEAR(m);
     if (m && it_module_add(m) < 0) Py_CLEAR(m);
+    if (m && gt_module_add(m) < 0) Py_CLEAR(m);
     return m;
 }

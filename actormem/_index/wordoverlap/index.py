@@ -32,7 +32,8 @@ __all__ = ["_WordOverlapIndex"]
 class _WordOverlapIndex:
     """Owner-written, snapshot-read index for :class:`WordOverlapScorer`.
 
-    Memory per distinct text: a dict item and a slot in the group list, 16 bytes of
+    Memory per distinct text: a map entry (a dict item, or 11-16 bytes of the C
+    ``GroupTable``: ``knobs._GROUP_TABLE``) and a slot in the group list, 16 bytes of
     bounds, 4 bytes per distinct token in posting lists, a :class:`_Group` only for a
     text stored more than once; plus the token vocabulary.
     """
@@ -54,15 +55,19 @@ class _WordOverlapIndex:
         e = self._e
         text = rec.entry.memory
         rel = rec.entry.relevance
-        gid = e.groups.get(text)
+        groups = e.groups
+        gid = groups.get(text)
         if gid is None:
             gid = e.n
             if gid == len(e.maxrel):
                 e.grow()
             e.maxrel[gid] = rel
             e.minseq[gid] = rec.seq
-            e.groups[text] = gid
-            e.glist.append(rec)
+            if type(groups) is dict:
+                groups[text] = gid
+                e.glist.append(rec)
+            else:  # knobs._GROUP_TABLE: glist.append(rec) and text -> gid in one step
+                groups.append(rec)
             low = text.lower()
             e.recent[gid % knobs._SCAN_NEW] = low
             e.n = gid + 1
@@ -124,8 +129,12 @@ class _WordOverlapIndex:
         gid = groups.get(text)
         if gid is None:
             low = lower(text)  # the fallible step first, as add_groups_new
-            gid = groups[text] = first + len(lows)
-            glist.append(rec)
+            gid = first + len(lows)
+            if type(groups) is dict:
+                groups[text] = gid
+                glist.append(rec)
+            else:  # knobs._GROUP_TABLE: the number is len(glist), as add's
+                groups.append(rec)
             e.recent[gid % scan] = low
             lows.append(low)
             rels.append(rel)
@@ -300,6 +309,7 @@ class _WordOverlapIndex:
         e.masks[0][:size] = old.masks[0][old_ids]
         e.masks[1][:size] = old.masks[1][old_ids]
         texts: list[str] = []
+        by_dict = type(e.groups) is dict
         for old_gid in live_ids:
             item = old.glist[old_gid]
             assert item is not None
@@ -307,9 +317,12 @@ class _WordOverlapIndex:
                 copy = _Group(item.text, item.recs)  # the readers of `old` keep theirs
                 copy.unpurged, copy.dead = item.unpurged, item.dead
                 item = copy
-            e.groups[_text_of(item)] = len(e.glist)
+            if by_dict:
+                e.groups[_text_of(item)] = len(e.glist)
             e.glist.append(item)
             texts.append(_text_of(item))
+        if not by_dict:  # knobs._GROUP_TABLE: every text at once, one allocation
+            e.groups.index_from(0)
         e.n = e.masked = size
         e.write_rows(0, size)
         for gid in range(max(0, size - knobs._SCAN_NEW), size):
@@ -366,6 +379,9 @@ class _WordOverlapIndex:
             by_text.setdefault(rec.entry.memory, []).append(rec)
             for t in _tags(rec):
                 tags.setdefault(t, []).append(rec)
+        if type(e.groups) is not dict:  # knobs._GROUP_TABLE: the C table's own layout
+            assert e.groups.glist is e.glist
+            e.groups._check()
         assert set(e.groups) == set(by_text)
         assert len(e.glist) == e.n <= len(e.maxrel) == len(e.minseq)
         assert sum(g is not None for g in e.glist) == len(e.groups) == e.n - e.dead
@@ -382,7 +398,7 @@ class _WordOverlapIndex:
                 assert item.dead == len(item.recs) - len(alive)
                 assert 2 * item.dead <= len(item.recs)
             else:
-                alive = [item]  # type: ignore[list-item]
+                alive = [item]
             assert sorted(map(id, alive)) == sorted(map(id, recs)), text
             assert all(r.entry.relevance <= e.maxrel[gid] for r in recs)
             assert all(r.seq >= e.minseq[gid] for r in recs)

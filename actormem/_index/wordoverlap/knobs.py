@@ -359,6 +359,13 @@ _LOWER_C = True
 #: loop's Python body. False: the loop in Python, the path before it. The same
 #: structures (``stress/bench_store64.py --old-knobs store10``).
 _ADD_GROUPS_C = True
+#: A numbering made while this is on (with the compiled core) keeps its text -> group
+#: number map (``_Numbering.groups``) in the core's ``GroupTable`` (``_grouptable.h``):
+#: a 32-bit tag of the text's hash and the number as an int32 per slot, the text read
+#: back from ``glist`` when a tag matches, instead of a dict slot and an int object per
+#: text (~55 B a distinct text at 1M). False, or without the core: the dict, the layout
+#: before it (the same map; ``tests/test_entrybytes5.py`` drives both).
+_GROUP_TABLE = True
 #: The compiled adds (``add_text_cached``, ``add_texts_cached``) take a new ASCII token's
 #: 3-grams, its active 2-character words and a new gram's 2-character parts from a table
 #: of such strs kept in the token cache (``sub_str`` in ``_cwordoverlap.c``: 1 << 10 to

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ..._entry import MemoryEntry
 from ..._record import Record
 from ..scoring import ScratchPool
 from ..substring import SubstringVocab
@@ -110,6 +111,21 @@ def _text_of(item: Record | _Group) -> str:
     return item.text if type(item) is _Group else item.entry.memory  # type: ignore[union-attr]
 
 
+def _group_map(glist: list[Record | _Group | None], table: bool) -> Any:
+    """A new, empty text -> group number map over ``glist``: the core's ``GroupTable``
+    (the texts read back from ``glist``; ``knobs._GROUP_TABLE``) when ``table`` and the
+    core has it, else a dict. ``TypeError`` for a ``glist`` that is no list. O(1)."""
+    if type(glist) is not list:
+        raise TypeError("glist must be a list")
+    mod = ccore.core() if table else None
+    make = getattr(mod, "GroupTable", None)
+    if make is None:
+        return {}
+    return make(
+        glist, Record.__dict__["entry"], MemoryEntry.__dict__["memory"], _Group.__dict__["text"]
+    )
+
+
 class _Numbering:
     """Everything that depends on the group numbers; replaced whole when the owner
     renumbers (see ``_WordOverlapIndex._renumber``), so a reader that took it at
@@ -145,10 +161,13 @@ class _Numbering:
     )
 
     def __init__(self, capacity: int) -> None:
-        self.groups: dict[str, int] = {}  # text -> its group number
         #: Group number -> its record (one version) or :class:`_Group` (several), or
         #: None once it is purged (numbers are not reused until a renumbering).
         self.glist: list[Record | _Group | None] = []
+        #: Text -> its group number: a dict, or (``knobs._GROUP_TABLE``) the core's
+        #: ``GroupTable`` over :attr:`glist`, which keeps no text and no int (a new text
+        #: goes in with ``groups.append(item)``, its item appended to ``glist`` too).
+        self.groups: Any = _group_map(self.glist, knobs._GROUP_TABLE)
         self.n = 0  # group numbers handed out
         self.dead = 0  # purged group numbers
         #: Per group number: the largest relevance and the smallest seq of its records
@@ -220,6 +239,19 @@ class _Numbering:
         #: beyond, are looked up in the dicts by readers). Extended by the owner
         #: (:meth:`sync_ids`); a slot changed where the purge replaces or deletes a list.
         self.byid: list[array[int] | None] = []
+
+    def set_glist(self, glist: list[Record | _Group | None], groups: dict[str, int]) -> None:
+        """Take ``glist`` (a restore's, whose items carry distinct texts) and its map
+        ``groups`` (text -> number, as a dict): a ``GroupTable`` is made over ``glist``
+        when this numbering was made with one, else the dict is kept. ``ValueError`` /
+        ``TypeError`` (nothing taken) when an item carries no text or a text twice.
+        O(len(glist))."""
+        if type(self.groups) is dict:
+            self.glist, self.groups = glist, groups
+            return
+        table = _group_map(glist, True)
+        table.index_from(0)
+        self.glist, self.groups = glist, table
 
     def grow(self) -> None:
         """Double the arrays' capacity (new arrays: readers keep the old ones). O(n)."""

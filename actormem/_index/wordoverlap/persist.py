@@ -247,8 +247,7 @@ def _restore_checked(
     rel = np.fromiter(map(_RELEVANCE, records), np.float64, count)
     seqs = np.fromiter(map(_SEQ, records), np.int64, count)
     if size == count:  # every text once: each group is its record
-        e.groups = gmap
-        e.glist = list(records)
+        e.set_glist(list(records), gmap)  # the map kept, or a GroupTable made over it
         e.maxrel[:size] = rel
         e.minseq[:size] = seqs
     else:
@@ -269,7 +268,6 @@ def _restore_checked(
                 np.int64,
                 len(others),
             )
-        e.groups = gmap
         # Groups are numbered by first appearance: a record opens its group iff its
         # number exceeds every earlier one.
         first = np.ones(count, bool)
@@ -284,7 +282,7 @@ def _restore_checked(
             else:
                 assert isinstance(item, Record)
                 glist[g] = _Group(item.entry.memory, [item, rec])
-        e.glist = glist
+        e.set_glist(glist, gmap)
         maxrel = rel[first]
         np.maximum.at(maxrel, gids[later], rel[later])
         e.maxrel[:size] = maxrel

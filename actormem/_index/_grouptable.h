@@ -1,0 +1,898 @@
+/* GroupTable: the word-overlap index's text -> group number map (included by
+ * _cwordoverlap.c; wordoverlap/knobs._GROUP_TABLE).
+ *
+ * The index numbers each distinct text (a group) and keeps, per number, the group's item
+ * in a list, `glist` (the one record of that text, a _Group of several, or None once the
+ * text left). A dict from text to number spends a ~38 B slot (at 1M) and a 28-32 B int
+ * object on each text; the key str is the entry's own. This table keeps neither the key
+ * nor an int: a slot is a 32-bit tag of the text's hash beside the group number as an
+ * int32 (8 B), and the text is read back from the group's item (`rec.entry.memory` or
+ * `group.text`, slot reads at offsets fixed when the table is made) only when a tag
+ * matches: 11-16 B a text at a load between 0.5 and 0.7.
+ *
+ * Layout: two arrays of `cap` slots, `tags` and `gids` (-1 where free). A text's home
+ * slot is its tag's mixed bits scaled to cap (the table grows by x1.4 and its rehash
+ * needs no text); collisions probe linearly; a delete shifts the run after the freed slot
+ * back (no tombstones); the load stays <= 0.7 (a probe always ends at a free slot); below
+ * 1/8 the table shrinks to a load of 0.5. The probes and rules are IdTable's (_idtable.h).
+ *
+ * Keys are str (a str subclass is its str value: the hash is str's and texts are
+ * compared by their code points, so no user code runs inside a probe; anything else is
+ * absent for reads and a TypeError for writes). A write table[text] = g needs glist[g] to
+ * carry that very text (else ValueError, nothing changed), and g < 2**31 - 1. Iteration
+ * (keys read back from glist) is in slot order and raises RuntimeError once a text came
+ * or went since it began. The table holds glist (a strong reference) and takes part in
+ * the cycle collector. C callers (add_groups_new) use gt_find_str, gt_reserve and
+ * gt_append_item.
+ */
+
+#define GT_MIN_CAP 8
+#define GT_FREE (-1)
+
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t cap;        /* slots (0: no arrays yet) */
+    Py_ssize_t used;       /* texts stored */
+    uint32_t *tags;        /* cap tags (meaningless where gids[i] is GT_FREE) */
+    int32_t *gids;         /* cap group numbers, GT_FREE where free */
+    uint64_t changes;      /* bumped when a text comes or goes or slots move */
+    PyObject *glist;       /* the group list (a list, strong); NULL once cleared */
+    PyTypeObject *rec_type;   /* the records' class (strong) */
+    PyTypeObject *entry_type; /* the entries' class (strong) */
+    PyTypeObject *group_type; /* the _Group class (strong) */
+    Py_ssize_t entry_off;  /* the record's `entry` slot */
+    Py_ssize_t memory_off; /* the entry's `memory` slot */
+    Py_ssize_t text_off;   /* the group's `text` slot */
+    uint32_t tag_mask;     /* all ones; fewer bits only in tests (shared homes) */
+} GroupTableObject;
+
+static PyTypeObject GroupTable_Type;
+static PyTypeObject GroupTableIter_Type;
+
+#define GT_SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
+
+/* The text a group item carries (borrowed), or NULL (None, another type, a slot not set,
+ * a text that is no str: found by nothing; _check reports it). */
+static inline PyObject *
+gt_text_of(const GroupTableObject *t, PyObject *item)
+{
+    PyObject *s;
+    if (Py_IS_TYPE(item, t->rec_type)) {
+        PyObject *e = GT_SLOT(item, t->entry_off);
+        if (!e || !Py_IS_TYPE(e, t->entry_type)) return NULL;
+        s = GT_SLOT(e, t->memory_off);
+    } else if (Py_IS_TYPE(item, t->group_type)) {
+        s = GT_SLOT(item, t->text_off);
+    } else {
+        return NULL;
+    }
+    return s && PyUnicode_Check(s) && PyUnicode_IS_READY(s) ? s : NULL;
+}
+
+/* The text of group number g (borrowed), or NULL. */
+static inline PyObject *
+gt_text_at(const GroupTableObject *t, Py_ssize_t g)
+{
+    PyObject *gl = t->glist;
+    if (!gl || g < 0 || g >= PyList_GET_SIZE(gl)) return NULL;
+    return gt_text_of(t, PyList_GET_ITEM(gl, g));
+}
+
+/* Whether two ready str hold the same code points (no code runs: str's own rule). */
+static inline int
+gt_str_eq(PyObject *a, PyObject *b)
+{
+    if (a == b) return 1;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(a);
+    int kind = PyUnicode_KIND(a);
+    if (n != PyUnicode_GET_LENGTH(b) || kind != (int)PyUnicode_KIND(b)) return 0;
+    return memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)n * (size_t)kind) == 0;
+}
+
+static inline Py_ssize_t
+gt_home(uint32_t tag, Py_ssize_t cap)
+{
+    return (Py_ssize_t)(((uint64_t)dt_mix(tag) * (uint64_t)cap) >> 32);
+}
+
+/* The tag of str key (ready after this), or -1 with an exception. str's own hash (the
+ * cached one): a subclass's __hash__ is not called. */
+static inline int
+gt_tag_of(const GroupTableObject *t, PyObject *key, uint32_t *tag)
+{
+    Py_hash_t h = PyUnicode_Type.tp_hash(key);
+    if (h == -1 && PyErr_Occurred()) return -1;
+    uint64_t x = (uint64_t)h;
+    *tag = (uint32_t)(x ^ (x >> 32)) & t->tag_mask;
+    return 0;
+}
+
+/* The slot holding str key (ready; tag its tag), or -1 when absent. Runs no code. */
+static Py_ssize_t
+gt_find(const GroupTableObject *t, PyObject *key, uint32_t tag)
+{
+    Py_ssize_t cap = t->cap;
+    if (cap == 0) return -1;
+    const uint32_t *tags = t->tags;
+    const int32_t *gids = t->gids;
+    Py_ssize_t i = gt_home(tag, cap);
+    for (;;) {
+        int32_t g = gids[i];
+        if (g == GT_FREE) return -1;
+        if (tags[i] == tag) {
+            PyObject *s = gt_text_at(t, g);
+            if (s && gt_str_eq(s, key)) return i;
+        }
+        if (++i == cap) i = 0;
+    }
+}
+
+/* The slot of key (any object: a non-str is absent), -1 absent, -2 an error; *tag set. */
+static Py_ssize_t
+gt_find_str(const GroupTableObject *t, PyObject *key, uint32_t *tag)
+{
+    if (!PyUnicode_Check(key)) return -1;
+    if (gt_tag_of(t, key, tag) < 0) return -2;
+    return gt_find(t, key, *tag);
+}
+
+/* Put g with tag into the first free slot from its home. The caller made room. */
+static void
+gt_place(uint32_t *tags, int32_t *gids, Py_ssize_t cap, uint32_t tag, int32_t g)
+{
+    Py_ssize_t i = gt_home(tag, cap);
+    while (gids[i] != GT_FREE) {
+        if (++i == cap) i = 0;
+    }
+    tags[i] = tag;
+    gids[i] = g;
+}
+
+/* Move every text into arrays of newcap slots (newcap > used / 0.7). -1 with
+ * MemoryError and the table unchanged when they cannot be had. */
+static int
+gt_resize(GroupTableObject *t, Py_ssize_t newcap)
+{
+    if (newcap < GT_MIN_CAP) newcap = GT_MIN_CAP;
+    if ((size_t)newcap > (size_t)PY_SSIZE_T_MAX / (sizeof(uint32_t) + sizeof(int32_t))) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    uint32_t *tags = PyMem_Calloc((size_t)newcap, sizeof(uint32_t));
+    int32_t *gids = PyMem_Malloc((size_t)newcap * sizeof(int32_t));
+    if (!tags || !gids) {
+        PyMem_Free(tags);
+        PyMem_Free(gids);
+        PyErr_NoMemory();
+        return -1;
+    }
+    memset(gids, 0xFF, (size_t)newcap * sizeof(int32_t)); /* GT_FREE everywhere */
+    for (Py_ssize_t i = 0; i < t->cap; i++) {
+        if (t->gids[i] != GT_FREE) gt_place(tags, gids, newcap, t->tags[i], t->gids[i]);
+    }
+    PyMem_Free(t->tags);
+    PyMem_Free(t->gids);
+    t->tags = tags;
+    t->gids = gids;
+    t->cap = newcap;
+    t->changes++;
+    return 0;
+}
+
+/* Room for `extra` more texts without a resize (the load stays <= 0.7); -1 MemoryError.
+ * A resize leaves a load of 0.5, or with `tight` (a bulk fill's one reserve) 0.7. */
+static int
+gt_reserve_to(GroupTableObject *t, Py_ssize_t extra, int tight)
+{
+    if (extra < 0 || t->used > PY_SSIZE_T_MAX / 32 - extra) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t need = t->used + extra;
+    if (t->cap && need * 10 <= t->cap * 7) return 0;
+    return gt_resize(t, tight ? need * 10 / 7 + 1 : need * 2);
+}
+
+static inline int
+gt_reserve(GroupTableObject *t, Py_ssize_t extra)
+{
+    return gt_reserve_to(t, extra, 0);
+}
+
+/* Free slot i (holding a text): the run after it shifts back over the hole. */
+static void
+gt_take(GroupTableObject *t, Py_ssize_t i)
+{
+    uint32_t *tags = t->tags;
+    int32_t *gids = t->gids;
+    Py_ssize_t cap = t->cap;
+    Py_ssize_t j = i;
+    for (;;) {
+        if (++j == cap) j = 0;
+        if (gids[j] == GT_FREE) break;
+        Py_ssize_t h = gt_home(tags[j], cap);
+        int stays = i <= j ? (i < h && h <= j) : (i < h || h <= j);
+        if (stays) continue;
+        tags[i] = tags[j];
+        gids[i] = gids[j];
+        i = j;
+    }
+    tags[i] = 0;
+    gids[i] = GT_FREE;
+    t->used--;
+    t->changes++;
+    if (t->cap > GT_MIN_CAP && t->used * 8 < t->cap) {
+        if (gt_resize(t, t->used * 2) < 0) PyErr_Clear(); /* keep the larger arrays */
+    }
+}
+
+/* A group number from an int: 0 .. INT32_MAX - 1, else -1 with TypeError / ValueError. */
+static int32_t
+gt_gid_of(PyObject *v)
+{
+    if (!PyLong_CheckExact(v)) {
+        PyErr_Format(PyExc_TypeError, "GroupTable values are ints, not %.100s",
+                     Py_TYPE(v)->tp_name);
+        return -1;
+    }
+    int overflow;
+    long long g = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (g == -1 && PyErr_Occurred()) return -1;
+    if (overflow || g < 0 || g >= INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "GroupTable: a group number in [0, 2**31 - 1)");
+        return -1;
+    }
+    return (int32_t)g;
+}
+
+/* table[key] = g: key a str, glist[g] carrying that text. 0, or -1 (TypeError,
+ * ValueError, MemoryError) with nothing changed. */
+static int
+gt_put(GroupTableObject *t, PyObject *key, PyObject *val)
+{
+    if (!PyUnicode_Check(key)) {
+        PyErr_Format(PyExc_TypeError, "GroupTable keys are str, not %.100s",
+                     Py_TYPE(key)->tp_name);
+        return -1;
+    }
+    int32_t g = gt_gid_of(val);
+    if (g < 0) return -1;
+    uint32_t tag;
+    if (gt_tag_of(t, key, &tag) < 0) return -1;
+    PyObject *s = gt_text_at(t, g);
+    if (!s || !gt_str_eq(s, key)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "GroupTable: the group number's item does not carry the text");
+        return -1;
+    }
+    Py_ssize_t i = gt_find(t, key, tag);
+    if (i >= 0) {
+        t->gids[i] = g;
+        return 0;
+    }
+    if (gt_reserve(t, 1) < 0) return -1;
+    gt_place(t->tags, t->gids, t->cap, tag, g);
+    t->used++;
+    t->changes++;
+    return 0;
+}
+
+/* glist.append(item) and its text mapped to its number (the old len(glist)), the text
+ * (borrowed, ready) and its tag given: the text must be absent. 0 or -1 (MemoryError,
+ * OverflowError), nothing changed then. */
+static int
+gt_append_item(GroupTableObject *t, PyObject *item, uint32_t tag)
+{
+    PyObject *gl = t->glist;
+    if (!gl) {
+        PyErr_SetString(PyExc_RuntimeError, "GroupTable: cleared");
+        return -1;
+    }
+    Py_ssize_t g = PyList_GET_SIZE(gl);
+    if (g >= INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "GroupTable: 2**31 - 1 group numbers");
+        return -1;
+    }
+    if (gt_reserve(t, 1) < 0 || PyList_Append(gl, item) < 0) return -1;
+    gt_place(t->tags, t->gids, t->cap, tag, (int32_t)g);
+    t->used++;
+    t->changes++;
+    return 0;
+}
+
+/* The member descriptor's slot offset (an object slot of a plain class), or -1 with
+ * TypeError; *type is its class (borrowed). */
+static Py_ssize_t
+gt_descr_offset(PyObject *descr, PyTypeObject **type)
+{
+    if (!PyObject_TypeCheck(descr, &PyMemberDescr_Type)) {
+        PyErr_SetString(PyExc_TypeError, "GroupTable() takes three slot descriptors");
+        return -1;
+    }
+    PyMemberDef *m = ((PyMemberDescrObject *)descr)->d_member;
+    PyTypeObject *tp = ((PyDescrObject *)descr)->d_type;
+    if (m->type != T_OBJECT_EX || (m->flags & READ_RESTRICTED) || m->offset <= 0 ||
+        tp->tp_itemsize != 0 || (size_t)m->offset + sizeof(PyObject *) > (size_t)tp->tp_basicsize) {
+        PyErr_SetString(PyExc_TypeError, "GroupTable(): an object slot of a plain class expected");
+        return -1;
+    }
+    *type = tp;
+    return m->offset;
+}
+
+static PyObject *
+GroupTable_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    Py_ssize_t nargs = PyTuple_GET_SIZE(args);
+    if (nargs < 4 || nargs > 5 || (kwds && PyDict_GET_SIZE(kwds) != 0)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "GroupTable(glist, entry_slot, memory_slot, text_slot[, tag_mask]) "
+                        "takes 4 or 5 positional arguments");
+        return NULL;
+    }
+    PyObject *gl = PyTuple_GET_ITEM(args, 0);
+    if (!PyList_CheckExact(gl)) {
+        PyErr_SetString(PyExc_TypeError, "GroupTable(): glist must be a list");
+        return NULL;
+    }
+    uint32_t mask = 0xFFFFFFFFu;
+    if (nargs == 5) {
+        PyObject *m = PyTuple_GET_ITEM(args, 4);
+        unsigned long long v = PyLong_CheckExact(m) ? PyLong_AsUnsignedLongLong(m) : 0;
+        if (!PyLong_CheckExact(m) || (v == (unsigned long long)-1 && PyErr_Occurred()) ||
+            v > 0xFFFFFFFFull) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_ValueError, "GroupTable(): tag_mask in [0, 2**32)");
+            return NULL;
+        }
+        mask = (uint32_t)v;
+    }
+    PyTypeObject *rt, *et, *grt;
+    Py_ssize_t eoff = gt_descr_offset(PyTuple_GET_ITEM(args, 1), &rt);
+    if (eoff < 0) return NULL;
+    Py_ssize_t moff = gt_descr_offset(PyTuple_GET_ITEM(args, 2), &et);
+    if (moff < 0) return NULL;
+    Py_ssize_t toff = gt_descr_offset(PyTuple_GET_ITEM(args, 3), &grt);
+    if (toff < 0) return NULL;
+    if (rt == et || rt == grt || et == grt) {
+        PyErr_SetString(PyExc_TypeError, "GroupTable(): three slots of three classes expected");
+        return NULL;
+    }
+    GroupTableObject *t = (GroupTableObject *)type->tp_alloc(type, 0);
+    if (!t) return NULL;
+    t->cap = t->used = 0;
+    t->tags = NULL;
+    t->gids = NULL;
+    t->changes = 0;
+    t->glist = Py_NewRef(gl);
+    t->rec_type = (PyTypeObject *)Py_NewRef((PyObject *)rt);
+    t->entry_type = (PyTypeObject *)Py_NewRef((PyObject *)et);
+    t->group_type = (PyTypeObject *)Py_NewRef((PyObject *)grt);
+    t->entry_off = eoff;
+    t->memory_off = moff;
+    t->text_off = toff;
+    t->tag_mask = mask;
+    return (PyObject *)t;
+}
+
+/* Empty the table and drop glist (a release may run code that reads the table: it is
+ * empty and without glist first). The classes stay. */
+static int
+GroupTable_clear_impl(GroupTableObject *t)
+{
+    PyMem_Free(t->tags);
+    PyMem_Free(t->gids);
+    t->tags = NULL;
+    t->gids = NULL;
+    t->cap = t->used = 0;
+    t->changes++;
+    Py_CLEAR(t->glist);
+    return 0;
+}
+
+static int
+GroupTable_tp_clear(PyObject *self)
+{
+    return GroupTable_clear_impl((GroupTableObject *)self);
+}
+
+static int
+GroupTable_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    GroupTableObject *t = (GroupTableObject *)self;
+    Py_VISIT(t->glist);
+    Py_VISIT((PyObject *)t->rec_type);
+    Py_VISIT((PyObject *)t->entry_type);
+    Py_VISIT((PyObject *)t->group_type);
+    return 0;
+}
+
+static void
+GroupTable_dealloc(PyObject *self)
+{
+    GroupTableObject *t = (GroupTableObject *)self;
+    PyObject_GC_UnTrack(self);
+    GroupTable_clear_impl(t);
+    Py_CLEAR(t->rec_type);
+    Py_CLEAR(t->entry_type);
+    Py_CLEAR(t->group_type);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static Py_ssize_t
+GroupTable_len(PyObject *self)
+{
+    return ((GroupTableObject *)self)->used;
+}
+
+static PyObject *
+GroupTable_subscript(PyObject *self, PyObject *key)
+{
+    GroupTableObject *t = (GroupTableObject *)self;
+    uint32_t tag;
+    Py_ssize_t i = gt_find_str(t, key, &tag);
+    if (i == -2) return NULL;
+    if (i < 0) {
+        PyErr_SetObject(PyExc_KeyError, key);
+        return NULL;
+    }
+    return PyLong_FromLong(t->gids[i]);
+}
+
+static int
+GroupTable_ass_subscript(PyObject *self, PyObject *key, PyObject *val)
+{
+    GroupTableObject *t = (GroupTableObject *)self;
+    if (val) return gt_put(t, key, val);
+    uint32_t tag;
+    Py_ssize_t i = gt_find_str(t, key, &tag);
+    if (i == -2) return -1;
+    if (i < 0) {
+        PyErr_SetObject(PyExc_KeyError, key);
+        return -1;
+    }
+    gt_take(t, i);
+    return 0;
+}
+
+static int
+GroupTable_contains(PyObject *self, PyObject *key)
+{
+    uint32_t tag;
+    Py_ssize_t i = gt_find_str((GroupTableObject *)self, key, &tag);
+    return i == -2 ? -1 : i >= 0;
+}
+
+PyDoc_STRVAR(GroupTable_get_doc,
+"get(text, default=None, /) -> int | default\n\n"
+"table[text] if text is mapped, else default (also for a key that is no str).\n"
+"O(1) expected (one text comparison per slot whose tag matches).");
+
+static PyObject *
+GroupTable_get(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "get() takes 1 or 2 arguments");
+        return NULL;
+    }
+    GroupTableObject *t = (GroupTableObject *)self;
+    uint32_t tag;
+    Py_ssize_t i = gt_find_str(t, args[0], &tag);
+    if (i == -2) return NULL;
+    if (i >= 0) return PyLong_FromLong(t->gids[i]);
+    return Py_NewRef(nargs == 2 ? args[1] : Py_None);
+}
+
+PyDoc_STRVAR(GroupTable_append_doc,
+"append(item, /) -> int\n\n"
+"glist.append(item) and item's text (rec.entry.memory, or group.text) mapped to its\n"
+"group number, the old len(glist), which is returned: the index's step for a new text\n"
+"in one call. TypeError for an item that carries no str text, ValueError when the text\n"
+"is mapped already, OverflowError at 2**31 - 1 numbers; nothing changed then.\n"
+"O(1) amortized.");
+
+static PyObject *
+GroupTable_append(PyObject *self, PyObject *item)
+{
+    GroupTableObject *t = (GroupTableObject *)self;
+    PyObject *text = gt_text_of(t, item);
+    if (!text) {
+        PyErr_SetString(PyExc_TypeError,
+                        "GroupTable.append(): a record or group of the table's classes "
+                        "with a str text expected");
+        return NULL;
+    }
+    Py_INCREF(text);
+    uint32_t tag;
+    Py_ssize_t i = gt_find_str(t, text, &tag);
+    Py_DECREF(text); /* item holds it */
+    if (i == -2) return NULL;
+    if (i >= 0) {
+        PyErr_SetString(PyExc_ValueError, "GroupTable.append(): the text is mapped already");
+        return NULL;
+    }
+    if (!t->glist) {
+        PyErr_SetString(PyExc_RuntimeError, "GroupTable: cleared");
+        return NULL;
+    }
+    Py_ssize_t g = PyList_GET_SIZE(t->glist);
+    if (gt_append_item(t, item, tag) < 0) return NULL;
+    return PyLong_FromSsize_t(g);
+}
+
+PyDoc_STRVAR(GroupTable_index_from_doc,
+"index_from(start, /) -> None\n\n"
+"Map the text of every item glist[start:] to its number (a restore's or renumbering's\n"
+"bulk fill, one allocation). Every one must carry a str text not mapped yet (TypeError /\n"
+"ValueError otherwise, and the texts mapped by this call are unmapped again).\n"
+"ValueError for start < 0. O(len(glist) - start + len(table)).");
+
+static PyObject *
+GroupTable_index_from(PyObject *self, PyObject *arg)
+{
+    GroupTableObject *t = (GroupTableObject *)self;
+    Py_ssize_t start = PyLong_AsSsize_t(arg);
+    if (start == -1 && PyErr_Occurred()) return NULL;
+    if (start < 0) {
+        PyErr_SetString(PyExc_ValueError, "index_from(): start < 0");
+        return NULL;
+    }
+    if (!t->glist) {
+        PyErr_SetString(PyExc_RuntimeError, "GroupTable: cleared");
+        return NULL;
+    }
+    Py_ssize_t stop = PyList_GET_SIZE(t->glist);
+    if (stop >= INT32_MAX) {
+        PyErr_SetString(PyExc_OverflowError, "GroupTable: 2**31 - 1 group numbers");
+        return NULL;
+    }
+    if (start < stop && gt_reserve_to(t, stop - start, 1) < 0) return NULL;
+    Py_ssize_t g = start;
+    for (; g < stop; g++) {
+        PyObject *s = gt_text_at(t, g);
+        if (!s) {
+            PyErr_Format(PyExc_TypeError, "index_from(): glist[%zd] carries no str text", g);
+            break;
+        }
+        uint32_t tag;
+        if (gt_tag_of(t, s, &tag) < 0) break;
+        if (gt_find(t, s, tag) >= 0) {
+            PyErr_Format(PyExc_ValueError, "index_from(): the text of glist[%zd] is mapped", g);
+            break;
+        }
+        gt_place(t->tags, t->gids, t->cap, tag, (int32_t)g);
+        t->used++;
+        t->changes++;
+    }
+    if (g == stop) Py_RETURN_NONE;
+    /* Undo: the texts of start .. g - 1 were mapped here (each found under its own). */
+    for (Py_ssize_t u = start; u < g; u++) {
+        PyObject *s = gt_text_at(t, u);
+        uint32_t tag;
+        if (!s || gt_tag_of(t, s, &tag) < 0) continue; /* hashes are cached: no error */
+        Py_ssize_t i = gt_find(t, s, tag);
+        if (i >= 0 && t->gids[i] == (int32_t)u) gt_take(t, i);
+    }
+    return NULL;
+}
+
+PyDoc_STRVAR(GroupTable_reserve_doc,
+"reserve(n, /) -> None\n\n"
+"Room for n more texts without growing (at a load of 0.7 once they are in).\n"
+"ValueError for n < 0. O(len(table) + n).");
+
+static PyObject *
+GroupTable_reserve(PyObject *self, PyObject *arg)
+{
+    Py_ssize_t n = PyLong_AsSsize_t(arg);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    if (n < 0) {
+        PyErr_SetString(PyExc_ValueError, "reserve(): n < 0");
+        return NULL;
+    }
+    if (gt_reserve_to((GroupTableObject *)self, n, 1) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(GroupTable_check_doc,
+"_check() -> None\n\n"
+"Assert the layout's invariants (AssertionError naming the first broken one): the\n"
+"count, the load, every stored number below len(glist) whose item carries a str text\n"
+"whose tag is the slot's, found at that slot from its home (no text twice), without a\n"
+"free slot between. O(capacity).");
+
+static PyObject *
+GroupTable_check(PyObject *self, PyObject *unused)
+{
+    GroupTableObject *t = (GroupTableObject *)self;
+    const char *bad = NULL;
+    Py_ssize_t n = 0;
+    if (!t->glist) {
+        bad = "cleared";
+    } else if (t->cap == 0) {
+        if (t->used != 0 || t->tags || t->gids) bad = "no arrays but texts";
+    } else if (t->cap < GT_MIN_CAP || t->used * 10 > t->cap * 7) {
+        bad = "capacity below 8 or load above 0.7";
+    }
+    for (Py_ssize_t i = 0; !bad && i < t->cap; i++) {
+        int32_t g = t->gids[i];
+        if (g == GT_FREE) continue;
+        n++;
+        PyObject *s = gt_text_at(t, g);
+        if (!s) {
+            bad = "a number whose item carries no str text";
+            break;
+        }
+        uint32_t tag;
+        if (gt_tag_of(t, s, &tag) < 0) return NULL;
+        if (tag != t->tags[i]) {
+            bad = "a tag that is not its text's";
+            break;
+        }
+        if (gt_find(t, s, tag) != i) {
+            bad = "a text twice, or not reachable from its home";
+            break;
+        }
+        for (Py_ssize_t j = gt_home(tag, t->cap); j != i; j = j + 1 == t->cap ? 0 : j + 1) {
+            if (t->gids[j] == GT_FREE) {
+                bad = "a free slot between a text and its home";
+                break;
+            }
+        }
+    }
+    if (!bad && n != t->used) bad = "the count is not the texts'";
+    if (bad) {
+        PyErr_SetString(PyExc_AssertionError, bad);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *
+GroupTable_sizeof(PyObject *self, PyObject *unused)
+{
+    GroupTableObject *t = (GroupTableObject *)self;
+    return PyLong_FromSsize_t((Py_ssize_t)Py_TYPE(self)->tp_basicsize +
+                              t->cap * (Py_ssize_t)(sizeof(uint32_t) + sizeof(int32_t)));
+}
+
+static PyObject *
+GroupTable_glist(PyObject *self, void *unused)
+{
+    PyObject *gl = ((GroupTableObject *)self)->glist;
+    return Py_NewRef(gl ? gl : Py_None);
+}
+
+/* ==, != against another GroupTable or a dict: the same texts to the same numbers. */
+static PyObject *
+GroupTable_richcompare(PyObject *self, PyObject *other, int op)
+{
+    if ((op != Py_EQ && op != Py_NE) ||
+        !(Py_IS_TYPE(other, &GroupTable_Type) || PyDict_Check(other))) {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
+    GroupTableObject *t = (GroupTableObject *)self;
+    int same = PyObject_Size(other) == t->used;
+    if (PyErr_Occurred()) return NULL;
+    for (Py_ssize_t i = 0; same && i < t->cap; i++) {
+        int32_t g = t->gids[i];
+        if (g == GT_FREE) continue;
+        PyObject *s = gt_text_at(t, g);
+        if (!s) {
+            same = 0;
+            break;
+        }
+        if (Py_IS_TYPE(other, &GroupTable_Type)) {
+            GroupTableObject *o = (GroupTableObject *)other;
+            uint32_t tag;
+            Py_ssize_t j = gt_find_str(o, s, &tag);
+            if (j == -2) return NULL;
+            same = j >= 0 && o->gids[j] == g;
+        } else {
+            Py_INCREF(s);
+            PyObject *v = PyDict_GetItemWithError(other, s); /* may run a key's __eq__ */
+            Py_DECREF(s);
+            if (!v && PyErr_Occurred()) return NULL;
+            same = v && PyLong_CheckExact(v) && PyLong_AsLong(v) == g;
+            if (PyErr_Occurred()) return NULL;
+            if (t->cap == 0) break; /* cleared by that code */
+        }
+    }
+    return PyBool_FromLong(op == Py_EQ ? same : !same);
+}
+
+/* ---- iteration: keys, values or items in slot order */
+
+typedef struct {
+    PyObject_HEAD
+    GroupTableObject *table; /* NULL once exhausted */
+    Py_ssize_t pos;
+    uint64_t changes;
+    int kind; /* 0 keys, 1 values, 2 items */
+} GroupTableIterObject;
+
+static PyObject *
+gt_iter_new(PyObject *self, int kind)
+{
+    GroupTableIterObject *it = PyObject_GC_New(GroupTableIterObject, &GroupTableIter_Type);
+    if (!it) return NULL;
+    it->table = (GroupTableObject *)Py_NewRef(self);
+    it->pos = 0;
+    it->changes = ((GroupTableObject *)self)->changes;
+    it->kind = kind;
+    PyObject_GC_Track(it);
+    return (PyObject *)it;
+}
+
+static PyObject *
+GroupTable_iter(PyObject *self)
+{
+    return gt_iter_new(self, 0);
+}
+
+static PyObject *
+GroupTable_keys(PyObject *self, PyObject *unused)
+{
+    return gt_iter_new(self, 0);
+}
+
+static PyObject *
+GroupTable_values(PyObject *self, PyObject *unused)
+{
+    return gt_iter_new(self, 1);
+}
+
+static PyObject *
+GroupTable_items(PyObject *self, PyObject *unused)
+{
+    return gt_iter_new(self, 2);
+}
+
+static PyObject *
+GroupTableIter_next(PyObject *self)
+{
+    GroupTableIterObject *it = (GroupTableIterObject *)self;
+    GroupTableObject *t = it->table;
+    if (!t) return NULL;
+    if (t->changes != it->changes) {
+        PyErr_SetString(PyExc_RuntimeError, "GroupTable changed during iteration");
+        return NULL;
+    }
+    while (it->pos < t->cap && t->gids[it->pos] == GT_FREE) it->pos++;
+    if (it->pos >= t->cap) {
+        it->table = NULL;
+        Py_DECREF(t);
+        return NULL;
+    }
+    int32_t g = t->gids[it->pos++];
+    PyObject *text = NULL;
+    if (it->kind != 1) {
+        text = gt_text_at(t, g);
+        if (!text) {
+            PyErr_SetString(PyExc_RuntimeError, "GroupTable: a group lost its text");
+            return NULL;
+        }
+        Py_INCREF(text);
+        if (it->kind == 0) return text;
+    }
+    PyObject *num = PyLong_FromLong(g);
+    if (!num || it->kind == 1) {
+        Py_XDECREF(text);
+        return num;
+    }
+    PyObject *pair = PyTuple_New(2);
+    if (!pair) {
+        Py_DECREF(text);
+        Py_DECREF(num);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(pair, 0, text);
+    PyTuple_SET_ITEM(pair, 1, num);
+    return pair;
+}
+
+static int
+GroupTableIter_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    Py_VISIT(((GroupTableIterObject *)self)->table);
+    return 0;
+}
+
+static int
+GroupTableIter_clear(PyObject *self)
+{
+    Py_CLEAR(((GroupTableIterObject *)self)->table);
+    return 0;
+}
+
+static void
+GroupTableIter_dealloc(PyObject *self)
+{
+    PyObject_GC_UnTrack(self);
+    Py_CLEAR(((GroupTableIterObject *)self)->table);
+    PyObject_GC_Del(self);
+}
+
+static PyTypeObject GroupTableIter_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "actormem._index._cwordoverlap.GroupTableIterator",
+    .tp_basicsize = sizeof(GroupTableIterObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_dealloc = GroupTableIter_dealloc,
+    .tp_traverse = GroupTableIter_traverse,
+    .tp_clear = GroupTableIter_clear,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = GroupTableIter_next,
+};
+
+static PyMethodDef GroupTable_methods[] = {
+    {"get", (PyCFunction)(void (*)(void))GroupTable_get, METH_FASTCALL, GroupTable_get_doc},
+    {"append", GroupTable_append, METH_O, GroupTable_append_doc},
+    {"index_from", GroupTable_index_from, METH_O, GroupTable_index_from_doc},
+    {"reserve", GroupTable_reserve, METH_O, GroupTable_reserve_doc},
+    {"keys", GroupTable_keys, METH_NOARGS, "keys() -> iterator of the texts, in slot order."},
+    {"values", GroupTable_values, METH_NOARGS,
+     "values() -> iterator of the group numbers, in slot order."},
+    {"items", GroupTable_items, METH_NOARGS,
+     "items() -> iterator of (text, group number), in slot order."},
+    {"_check", GroupTable_check, METH_NOARGS, GroupTable_check_doc},
+    {"__sizeof__", GroupTable_sizeof, METH_NOARGS, "The table's size in bytes, its arrays too."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef GroupTable_getset[] = {
+    {"glist", GroupTable_glist, NULL, "The group list the texts are read from (None once cleared).",
+     NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMappingMethods GroupTable_as_mapping = {
+    .mp_length = GroupTable_len,
+    .mp_subscript = GroupTable_subscript,
+    .mp_ass_subscript = GroupTable_ass_subscript,
+};
+
+static PySequenceMethods GroupTable_as_sequence = {
+    .sq_contains = GroupTable_contains,
+};
+
+PyDoc_STRVAR(GroupTable_doc,
+"GroupTable(glist, entry_slot, memory_slot, text_slot[, tag_mask])\n\n"
+"The word-overlap index's text -> group number map (wordoverlap/knobs._GROUP_TABLE):\n"
+"an open-addressing table of 8 bytes a slot (a 32-bit tag of the text's hash and the\n"
+"number as an int32) at a load of 0.5-0.7, the text read back from glist[number] (a\n"
+"record of entry_slot's class: rec.entry.memory; or an object of text_slot's class:\n"
+"its text) when a tag matches. glist: a list (held); the slots: the member descriptors\n"
+"Record.entry, MemoryEntry.memory and _Group.text. Keys are str (a subclass as its str\n"
+"value: no user code runs in a probe; other keys are absent for reads, TypeError for\n"
+"writes); table[text] = g needs glist[g] to carry text and 0 <= g < 2**31 - 1\n"
+"(ValueError before any change). get / [] / in / del / len / iteration / == as a dict's,\n"
+"O(1) expected, except that iteration is in slot order and raises RuntimeError once a\n"
+"text came or went since it began. tag_mask (tests only) keeps fewer tag bits.");
+
+static PyTypeObject GroupTable_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "actormem._index._cwordoverlap.GroupTable",
+    .tp_basicsize = sizeof(GroupTableObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = GroupTable_doc,
+    .tp_new = GroupTable_new,
+    .tp_dealloc = GroupTable_dealloc,
+    .tp_traverse = GroupTable_traverse,
+    .tp_clear = GroupTable_tp_clear,
+    .tp_iter = GroupTable_iter,
+    .tp_richcompare = GroupTable_richcompare,
+    .tp_methods = GroupTable_methods,
+    .tp_getset = GroupTable_getset,
+    .tp_as_mapping = &GroupTable_as_mapping,
+    .tp_as_sequence = &GroupTable_as_sequence,
+    .tp_hash = PyObject_HashNotImplemented,
+};
+
+/* Add the two types to module m: 0, or -1 with an exception. */
+static int
+gt_module_add(PyObject *m)
+{
+    if (PyType_Ready(&GroupTable_Type) < 0 || PyType_Ready(&GroupTableIter_Type) < 0) return -1;
+    return PyModule_AddObjectRef(m, "GroupTable", (PyObject *)&GroupTable_Type);
+}
