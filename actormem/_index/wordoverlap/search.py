@@ -724,13 +724,17 @@ class WordOverlapSearch:
         """:meth:`_visit` of every group whose count is at least ``least``, each with
         its own part ``0.4 * (count / n_words)``, the batches picked straight from
         ``counts`` (``knobs._FLAT_FIRST``): ``ccore.flat_first`` gives the first
-        ``max(limit, _VISIT_BATCH)`` groups in visit order (filtered by the heap's worst
+        ``max(limit, _VISIT_BATCH)`` groups (``_FLAT_BATCH`` for ``_VISIT_BATCH`` when
+        smaller) in visit order (filtered by the heap's worst
         when it is full), then, only if they were all read and more are left, the next
         four times as many after the last one read, and so on. The same groups can
         enter as :meth:`_visit`'s, so the same top-k, scores and ties. O(n + groups
         read * log batch) per batch."""
         n = len(counts)
-        batch = limit if limit > knobs._VISIT_BATCH else knobs._VISIT_BATCH
+        first = knobs._VISIT_BATCH
+        if 0 < knobs._FLAT_BATCH < first:  # a smaller first batch (later ones grow 4x)
+            first = knobs._FLAT_BATCH
+        batch = limit if limit > first else first
         step, done = knobs._STEP, progress[0]
         after: tuple[float, int, int] | None = None
         while True:
