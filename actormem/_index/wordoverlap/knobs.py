@@ -301,6 +301,13 @@ _FLAT_CUT = True
 #: after it, so any batch gives the same groups in the same order.
 _FLAT_BATCH = 8
 
+#: A retrieve takes its view's top relevance (the bound of the entries that match no
+#: word) from ``view.first_by_relevance()`` when the view has it (the engine's: the
+#: sorted list's first record, when visible), instead of a ``by_relevance()`` generator
+#: and its first chunk of 16 (a ``sortedcontainers`` seek, ~10 us a retrieve). False:
+#: ``next(view.by_relevance(), None)``, the path before it (the same record).
+_FIRST_PEEK = True
+
 #: A query word of one or two characters outside the masks' table (``masks._SHORT``:
 #: ``0,``, ``"4``, the JSON of tool results) has its match set cached however small
 #: (then extended from the recent texts like any cached set): ``count_words`` leaves

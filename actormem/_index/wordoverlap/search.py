@@ -364,7 +364,8 @@ class WordOverlapSearch:
             else:
                 for w in words:
                     mult[w] = mult.get(w, 0) + 1
-        top = next(view.by_relevance(), None)
+        first = getattr(view, "first_by_relevance", None) if knobs._FIRST_PEEK else None
+        top = first() if first is not None else next(view.by_relevance(), None)
         max_rel = top.entry.relevance if top is not None else 1.0
         n = e.n
         # Taken now: the owner may replace the arrays (grow) between the yields.
