@@ -1,8 +1,9 @@
-"""A retrieve's top relevance from ``View.first_by_relevance`` (``knobs._FIRST_PEEK``:
-the sorted list's first record when it is visible) against ``next(view.by_relevance(),
-None)``: the same record for views of every version (the first record born later,
-deleted, replaced by an upsert, both relevance layouts), and the same retrieves with the
-knob on and off."""
+"""A retrieve's set-up: its top relevance from ``View.first_by_relevance``
+(``knobs._FIRST_PEEK``: the sorted list's first record when it is visible) against
+``next(view.by_relevance(), None)``: the same record for views of every version (the
+first record born later, deleted, replaced by an upsert, both relevance layouts); the
+tag match skipped when the tag vocabulary has no 3-gram (``knobs._TAGS_NONE``); the
+same retrieves with each knob on and off."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -123,3 +125,89 @@ def test_peek_on_and_off_agree_on_retrieves(seed: int) -> None:
                 assert got[True] == got[False], (query, limit, min_matched)
     finally:
         wo_knobs._FIRST_PEEK = saved
+
+
+def _vocab_state(tags: Any) -> Any:
+    v = tags.vocab
+    return (
+        {k: list(x) for k, x in v._grams.items()},
+        set(v._active),
+        dict(v._cache),
+        dict(v._items),
+        {k: list(x) for k, x in tags.lists.items()},
+    )
+
+
+@settings(max_examples=examples(60), deadline=None)
+@given(
+    tags=st.lists(st.sampled_from(["ab", "tool:x", "alpha beta", "é", "0,", "ok ok"]), max_size=4),
+    drop=st.booleans(),
+    words=st.lists(st.text(st.sampled_from("ab:xé0, lphtok"), max_size=12), max_size=8),
+)
+def test_none_match_is_matching_steps_empty(tags: list[str], drop: bool, words: list[str]) -> None:
+    # Whenever none_match says so, matching_steps answers [] without a yield and
+    # changes nothing in the tag postings; a word of 1-2 characters is never answered so.
+    state = MemoryState(capacity=None, half_life=3600.0, scorer=WordOverlapScorer())
+    for i, tag in enumerate(tags):
+        state.store(
+            MemoryEntry(
+                category=MemoryCategory.FACT,
+                memory=f"text {i}",
+                created_at=_BASE,
+                id=uuid.UUID(int=i + 1),
+                tags=[tag],
+            ),
+            None,
+        )
+        if drop:
+            state.delete(uuid.UUID(int=i + 1))
+    state.publish()
+    state.vacuum(state.published)
+    t = state.index._search._tags
+    for word in words:
+        if len(word) <= 2:
+            assert not t.none_match(word)
+        if not t.none_match(word):
+            continue
+        before = _vocab_state(t)
+        steps = t.matching_steps(word)
+        with pytest.raises(StopIteration) as stop:
+            next(steps)
+        assert stop.value.value == []
+        assert _vocab_state(t) == before
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_tags_none_on_and_off_agree(seed: int) -> None:
+    # Memories without tags, with tags and with every tag removed: queries (some equal
+    # to a tag, some of 1-3 characters) give the same hits and scores with _TAGS_NONE
+    # on and off.
+    rng = random.Random(seed)
+    saved = wo_knobs._TAGS_NONE
+    try:
+        for tagged in ("none", "some", "dropped"):
+            state = MemoryState(capacity=None, half_life=3600.0, scorer=WordOverlapScorer())
+            for i in range(60):
+                entry = _entry(i, i + 1, rng.choice([0.5, 1.0]), rng)
+                if tagged != "none" and i % 5 == 0:
+                    entry = attrs.evolve(entry, tags=[rng.choice(["alpha beta", "ok", "zeta x"])])
+                state.store(entry, None)
+            if tagged == "dropped":
+                for i in range(0, 60, 5):
+                    state.delete(uuid.UUID(int=i + 1))
+            state.publish()
+            view = state.view()
+            for _ in range(20):
+                query = rng.choice(
+                    ["alpha beta", "ok", "zeta x", "ab", "a", "", " OK ",
+                     " ".join(rng.choices(_WORDS, k=rng.randint(1, 12)))]
+                )  # fmt: skip
+                limit = rng.choice([1, 3, 100])
+                got = {}
+                for on in (True, False):
+                    wo_knobs._TAGS_NONE = on
+                    steps = state.index.top_k_steps(view, query, limit, None)
+                    got[on] = [(score, rec.seq) for score, rec in drain(steps)]
+                assert got[True] == got[False], (tagged, query, limit)
+    finally:
+        wo_knobs._TAGS_NONE = saved

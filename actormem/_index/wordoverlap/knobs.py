@@ -308,6 +308,13 @@ _FLAT_BATCH = 8
 #: ``next(view.by_relevance(), None)``, the path before it (the same record).
 _FIRST_PEEK = True
 
+#: A retrieve whose stripped query has 3 or more characters skips the tag match when
+#: the tag vocabulary has no 3-gram at all (``_TagPostings.none_match``: no tag was ever
+#: added, the main job's case), whose answer is then ``[]`` with no yield and nothing
+#: changed. False: the match run (``lookup_steps`` probing a 3-gram of the whole
+#: query, ~3 us a retrieve), the path before it.
+_TAGS_NONE = True
+
 #: A query word of one or two characters outside the masks' table (``masks._SHORT``:
 #: ``0,``, ``"4``, the JSON of tool results) has its match set cached however small
 #: (then extended from the recent texts like any cached set): ``count_words`` leaves

@@ -376,7 +376,7 @@ class WordOverlapSearch:
         # Equal: no code point lowers to whitespace or from it (tests/test_mainjob6_paths.py
         # checks every code point), so stripping commutes with lowering.
         q = low.strip() if knobs._QUERY_ONCE else query.strip().lower()
-        if q:
+        if q and not (knobs._TAGS_NONE and self._tags.none_match(q)):
             for lst in (yield from self._tags.matching_steps(q)):
                 for start in range(0, len(lst), knobs._STEP * 4):
                     tagged.update(lst[start : start + knobs._STEP * 4])
