@@ -662,6 +662,19 @@ class View:
         out.sort(key=lambda r: r.seq)
         return out
 
+    def first_by_relevance(self) -> Record | None:
+        """The record :meth:`by_relevance` yields first (the visible record of highest
+        relevance, ties by ``seq``), or None when none is visible. O(1) when the sorted
+        list's first record is visible (a retrieve's usual case: the word-overlap
+        scorer's bound needs the top relevance only), else :meth:`by_relevance`'s first
+        chunks."""
+        lists = self._state._by_relevance._lists
+        if lists:
+            rec: Record = lists[0][0]
+            if rec.born <= self.version < rec.died:
+                return rec
+        return next(self.by_relevance(), None)
+
     def by_relevance(self, below: float | None = None) -> Iterator[Record]:
         """Visible records, highest relevance first, ties by ``seq`` (see ``ReadView``).
 

@@ -29,6 +29,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "_kernels_common.h"
 #include "_foldhash.h"
@@ -4371,7 +4375,64 @@ struct fscan {
     struct vcand after;
     struct vcand *best; /* room for k: the worst-first heap of the best seen */
     Py_ssize_t kept, m; /* out: groups in best, groups that passed */
+    int cut;            /* flat_first's `cut`: skip by count below the root (unfiltered) */
 };
+
+/* The bits set in x (< 2**16), without a call (no popcnt instruction assumed). */
+static inline Py_ssize_t
+popcount16(unsigned x)
+{
+    x = x - ((x >> 1) & 0x5555u);
+    x = (x & 0x3333u) + ((x >> 2) & 0x3333u);
+    x = (x + (x >> 4)) & 0x0F0Fu;
+    return (Py_ssize_t)((x + (x >> 8)) & 0x1Fu);
+}
+
+/* The bound of a group of count c whose maxrel is r, as flat_scan computes it. */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("fp-contract=off")))
+#endif
+static inline double
+fbound(const struct fscan *sc, Py_ssize_t c, double r)
+{
+    double p = c <= sc->top ? sc->table[c] : 0.4 * ((double)c / (double)sc->n_words);
+    return ((0.5 * r + p) + 0.0) + 0.1;
+}
+
+/* The largest of maxrel[0:n] that is not a NaN (-inf if none): a bound of every
+ * group's maxrel that can be compared at all. O(n), two doubles a step with SSE2. */
+static double
+fmax_rel(const double *maxrel, Py_ssize_t n)
+{
+    double u = -HUGE_VAL;
+    Py_ssize_t g = 0;
+#if defined(__SSE2__)
+    __m128d a0 = _mm_set1_pd(-HUGE_VAL), a1 = a0;
+    for (; g + 4 <= n; g += 4) {
+        /* maxpd(x, acc) is acc when x is a NaN: NaNs are passed over */
+        a0 = _mm_max_pd(_mm_loadu_pd(maxrel + g), a0);
+        a1 = _mm_max_pd(_mm_loadu_pd(maxrel + g + 2), a1);
+    }
+    double two[2];
+    _mm_storeu_pd(two, _mm_max_pd(a0, a1));
+    u = two[0] > two[1] ? two[0] : two[1];
+#endif
+    for (; g < n; g++) {
+        if (maxrel[g] > u) u = maxrel[g];
+    }
+    return u;
+}
+
+/* The least count from `c` up whose best bound (maxrel u) is not below the root's
+ * bound rb: a group of a smaller count has a bound below rb (the bound rises with the
+ * count and with maxrel, rounding included), so it is not kept. `most` (the counts'
+ * largest possible value) + 1 when none. O(counts passed over). */
+static inline Py_ssize_t
+fcut_from(const struct fscan *sc, Py_ssize_t c, double u, double rb, Py_ssize_t most)
+{
+    while (c <= most && fbound(sc, c, u) < rb) c++;
+    return c;
+}
 
 /* The groups below n of counts c8 (or c16 when wide) into sc->best; `filtered`: has_kth
  * or has_after may be set (the two are checked only then). Inlined for each constant
@@ -4391,8 +4452,50 @@ flat_scan(struct fscan *sc, const uint8_t *c8, const uint16_t *c16, Py_ssize_t n
     /* the root's key (the worst kept), in registers once the heap is full */
     double rb = 0.0;
     int64_t rs = 0, rg = 0;
+    /* With sc->cut (unfiltered only: every group of a count >= least is one of m), once
+     * the heap is full a group whose count is below `cut` is counted and passed over
+     * unread (fcut_from: its bound is below the root's); `u` bounds every maxrel. */
+    const int cutting = !filtered && sc->cut && k > 0;
+    const Py_ssize_t most = wide ? 0xFFFF : 0xFF;
+    Py_ssize_t cut = least;
+    double u = 0.0;
+    int have_u = 0;
     for (Py_ssize_t g = 0; g < n; g++) {
         Py_ssize_t c = wide ? c16[g] : c8[g];
+        if (cutting && kept == k) {
+#if defined(__SSE2__) && defined(__x86_64__)
+            if (!wide && cut <= most) {
+                /* 16 counts at a time while none reaches the cut: those >= least
+                 * counted (unsigned bytes: max(v, t) == v is v >= t) */
+                const __m128i tc = _mm_set1_epi8((char)(uint8_t)cut);
+                const __m128i tl = _mm_set1_epi8((char)(uint8_t)least);
+                const __m128i one = _mm_set1_epi8(1), zero = _mm_setzero_si128();
+                __m128i sums = zero; /* whole blocks' counts >= least, two 64-bit sums */
+                while (g + 16 <= n) {
+                    __m128i v = _mm_loadu_si128((const __m128i *)(c8 + g));
+                    unsigned mc = (unsigned)_mm_movemask_epi8(
+                        _mm_cmpeq_epi8(_mm_max_epu8(v, tc), v));
+                    __m128i el = _mm_cmpeq_epi8(_mm_max_epu8(v, tl), v);
+                    if (mc) { /* to the first that reaches it, those before counted */
+                        int j = __builtin_ctz(mc);
+                        m += popcount16((unsigned)_mm_movemask_epi8(el) & ((1u << j) - 1u));
+                        g += j;
+                        break;
+                    }
+                    sums = _mm_add_epi64(sums, _mm_sad_epu8(_mm_and_si128(el, one), zero));
+                    g += 16;
+                }
+                m += (Py_ssize_t)(_mm_cvtsi128_si64(sums) +
+                                  _mm_cvtsi128_si64(_mm_unpackhi_epi64(sums, sums)));
+                if (g >= n) break;
+                c = c8[g];
+            }
+#endif
+            if (c < cut) {
+                if (c >= least) m++;
+                continue;
+            }
+        }
         if (c < least) continue;
         double p = c <= top ? table[c] : 0.4 * ((double)c / (double)sc->n_words);
         double b = ((0.5 * maxrel[g] + p) + 0.0) + 0.1;
@@ -4428,6 +4531,13 @@ flat_scan(struct fscan *sc, const uint8_t *c8, const uint16_t *c16, Py_ssize_t n
             rb = best[0].b;
             rs = best[0].s;
             rg = best[0].g;
+            if (cutting) {
+                if (!have_u) { /* once, when the heap is first full */
+                    u = fmax_rel(maxrel, n);
+                    have_u = 1;
+                }
+                cut = fcut_from(sc, cut, u, rb, most);
+            }
         }
     }
     sc->kept = kept;
@@ -4436,7 +4546,7 @@ flat_scan(struct fscan *sc, const uint8_t *c8, const uint16_t *c16, Py_ssize_t n
 
 PyDoc_STRVAR(flat_first_doc,
 "flat_first(counts, n, least, n_words, maxrel, minseq, has_kth, kth, kth_seq, k,\n"
-"           has_after, after_b, after_s, after_g) -> (list, int)\n\n"
+"           has_after, after_b, after_s, after_g, cut=False) -> (list, int)\n\n"
 "The groups g < n whose count (counts: uint8 or uint16, at least n) is at least least\n"
 "(>= 1), each with its score part p = 0.4 * (count / n_words) and its bound\n"
 "((0.5 * maxrel[g] + p) + 0.0) + 0.1 (the floats numpy gives), in visit order:\n"
@@ -4444,7 +4554,10 @@ PyDoc_STRVAR(flat_first_doc,
 "those whose bound is above kth, or equal with a seq below kth_seq (as visit_heap);\n"
 "with has_after only those after (after_b, after_s, after_g) in that order. Returns the\n"
 "first min(k, m) of the m such groups as visit_pop's (g, bound, seq, part) tuples, and\n"
-"m minus those. No buffer of all m: O(n + m log k).");
+"m minus those. No buffer of all m: O(n + m log k). With cut (and neither has_kth nor\n"
+"has_after), once k groups are kept a group whose count's best bound (over the largest\n"
+"maxrel that is not a NaN) is below the worst kept is counted without reading its\n"
+"maxrel or seq, sixteen uint8 counts at a time with SSE2: the same result.");
 
 #if defined(__GNUC__) && !defined(__clang__)
 __attribute__((optimize("fp-contract=off")))
@@ -4457,9 +4570,10 @@ flat_first(PyObject *self, PyObject *args)
     int has_kth, has_after;
     double kth, after_b;
     long long kth_seq, after_s, after_g;
-    if (!PyArg_ParseTuple(args, "OnnnOOpdLnpdLL", &o_c, &n, &least, &n_words, &o_r, &o_s,
+    int cut = 0;
+    if (!PyArg_ParseTuple(args, "OnnnOOpdLnpdLL|p", &o_c, &n, &least, &n_words, &o_r, &o_s,
                           &has_kth, &kth, &kth_seq, &k, &has_after, &after_b, &after_s,
-                          &after_g)) {
+                          &after_g, &cut)) {
         return NULL;
     }
     Py_buffer cb, rb, sb;
@@ -4502,7 +4616,7 @@ flat_first(PyObject *self, PyObject *args)
         const int64_t *minseq = sb.buf;
         struct vcand after = {after_b, (int64_t)after_s, (int64_t)after_g, 0.0};
         struct fscan sc = {table, top, n_words, maxrel, minseq, least, k, has_kth, kth,
-                           (int64_t)kth_seq, has_after, after, best, 0, 0};
+                           (int64_t)kth_seq, has_after, after, best, 0, 0, cut};
         int filtered = has_kth || has_after;
         if (wide) {
             if (filtered) flat_scan(&sc, NULL, c16, n, 1, 1);

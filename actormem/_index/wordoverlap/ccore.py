@@ -997,6 +997,7 @@ def flat_first(
     kth: tuple[float, int] | None,
     k: int,
     after: tuple[float, int, int] | None = None,
+    cut: bool | None = None,
 ) -> tuple[list[Any], int]:
     """The first ``min(k, m)`` of the ``m`` groups ``g < n`` whose matched count
     (``counts``: uint8 or uint16, at least ``n``) is at least ``least``, in visit order,
@@ -1009,6 +1010,9 @@ def flat_first(
     ``after`` (``(bound, seq, g)`` of the last group read) only the groups after it in
     that order, so the next batch is read by calling again. Returns
     :func:`visit_pop`'s ``(g, bound, seq, part)`` tuples and ``m`` less those.
+    ``cut`` (None: ``knobs._FLAT_CUT``): without ``kth`` and ``after``, once ``k``
+    groups are kept, the groups of a count too low to beat the worst kept (whatever
+    their ``maxrel``) are passed over by their count alone: the same result.
     O(n + m log k).
 
     Raises:
@@ -1048,7 +1052,7 @@ def flat_first(
         )
     got: tuple[list[Any], int] = _module().flat_first(
         counts, n, least, n_words, maxrel, minseq, has_kth, bound, seq, k,
-        has_after, a_bound, a_seq, a_g,
+        has_after, a_bound, a_seq, a_g, knobs._FLAT_CUT if cut is None else bool(cut),
     )  # fmt: skip
     return got
 

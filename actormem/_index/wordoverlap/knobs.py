@@ -284,6 +284,37 @@ _RANK_FLAT_GROUPS = 0
 #: the order it reads the groups in).
 _FLAT_FIRST = True
 
+#: ``ccore.flat_first``'s scan, once its best ``k`` are kept (and neither ``kth`` nor
+#: ``after`` is given), passes over a group whose count's best bound (with the largest
+#: ``maxrel``) is below the worst kept by its count alone, sixteen byte counts at a time
+#: (SSE2), instead of computing its bound (the main job: relevances all 1.0, ~2,000
+#: matched groups a retrieve, ~32 kept). False: every matched group's bound computed,
+#: the path before it (the same groups kept and counted).
+_FLAT_CUT = True
+
+#: The flat visit's first batch (``ccore.flat_first``'s ``k``) is ``max(limit,
+#: _FLAT_BATCH)`` when this is below ``_VISIT_BATCH`` (0: ``_VISIT_BATCH``, the path
+#: before it). The main job (limit 3) reads ~8 groups and records a retrieve and never
+#: needed a second batch with 8 (counted over its 4,824 flat visits); a smaller best-k
+#: heap is filled and replaced less, its worst rises sooner (``_FLAT_CUT``), and fewer
+#: tuples are made. A visit that reads the whole batch asks for four times as many
+#: after it, so any batch gives the same groups in the same order.
+_FLAT_BATCH = 8
+
+#: A retrieve takes its view's top relevance (the bound of the entries that match no
+#: word) from ``view.first_by_relevance()`` when the view has it (the engine's: the
+#: sorted list's first record, when visible), instead of a ``by_relevance()`` generator
+#: and its first chunk of 16 (a ``sortedcontainers`` seek, ~10 us a retrieve). False:
+#: ``next(view.by_relevance(), None)``, the path before it (the same record).
+_FIRST_PEEK = True
+
+#: A retrieve whose stripped query has 3 or more characters skips the tag match when
+#: the tag vocabulary has no 3-gram at all (``_TagPostings.none_match``: no tag was ever
+#: added, the main job's case), whose answer is then ``[]`` with no yield and nothing
+#: changed. False: the match run (``lookup_steps`` probing a 3-gram of the whole
+#: query, ~3 us a retrieve), the path before it.
+_TAGS_NONE = True
+
 #: A query word of one or two characters outside the masks' table (``masks._SHORT``:
 #: ``0,``, ``"4``, the JSON of tool results) has its match set cached however small
 #: (then extended from the recent texts like any cached set): ``count_words`` leaves

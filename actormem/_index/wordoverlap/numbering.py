@@ -67,6 +67,14 @@ class _TagPostings:
             else:
                 dead[iid] = d
 
+    def none_match(self, word: str) -> bool:
+        """Whether :meth:`matching_steps` of ``word`` is surely ``[]``, found without it:
+        a word of 3 or more characters (shorter ones may activate a short word in the
+        vocabulary) and no 3-gram in the vocabulary at all (no tag ever added, as in the
+        main job); ``matching_steps`` would then read one missing gram and yield
+        nothing. False says nothing. O(1)."""
+        return len(word) > 2 and not self.vocab._grams
+
     def matching_steps(self, word: str) -> Generator[None, None, list[list[Record]]]:
         """The posting lists of the items containing ``word`` (lists the owner may append
         invisible records to). O(candidates), in bounded steps."""

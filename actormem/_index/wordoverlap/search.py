@@ -364,7 +364,8 @@ class WordOverlapSearch:
             else:
                 for w in words:
                     mult[w] = mult.get(w, 0) + 1
-        top = next(view.by_relevance(), None)
+        first = getattr(view, "first_by_relevance", None) if knobs._FIRST_PEEK else None
+        top = first() if first is not None else next(view.by_relevance(), None)
         max_rel = top.entry.relevance if top is not None else 1.0
         n = e.n
         # Taken now: the owner may replace the arrays (grow) between the yields.
@@ -375,7 +376,7 @@ class WordOverlapSearch:
         # Equal: no code point lowers to whitespace or from it (tests/test_mainjob6_paths.py
         # checks every code point), so stripping commutes with lowering.
         q = low.strip() if knobs._QUERY_ONCE else query.strip().lower()
-        if q:
+        if q and not (knobs._TAGS_NONE and self._tags.none_match(q)):
             for lst in (yield from self._tags.matching_steps(q)):
                 for start in range(0, len(lst), knobs._STEP * 4):
                     tagged.update(lst[start : start + knobs._STEP * 4])
@@ -724,13 +725,17 @@ class WordOverlapSearch:
         """:meth:`_visit` of every group whose count is at least ``least``, each with
         its own part ``0.4 * (count / n_words)``, the batches picked straight from
         ``counts`` (``knobs._FLAT_FIRST``): ``ccore.flat_first`` gives the first
-        ``max(limit, _VISIT_BATCH)`` groups in visit order (filtered by the heap's worst
+        ``max(limit, _VISIT_BATCH)`` groups (``_FLAT_BATCH`` for ``_VISIT_BATCH`` when
+        smaller) in visit order (filtered by the heap's worst
         when it is full), then, only if they were all read and more are left, the next
         four times as many after the last one read, and so on. The same groups can
         enter as :meth:`_visit`'s, so the same top-k, scores and ties. O(n + groups
         read * log batch) per batch."""
         n = len(counts)
-        batch = limit if limit > knobs._VISIT_BATCH else knobs._VISIT_BATCH
+        first = knobs._VISIT_BATCH
+        if 0 < knobs._FLAT_BATCH < first:  # a smaller first batch (later ones grow 4x)
+            first = knobs._FLAT_BATCH
+        batch = limit if limit > first else first
         step, done = knobs._STEP, progress[0]
         after: tuple[float, int, int] | None = None
         while True:
