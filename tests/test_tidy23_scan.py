@@ -3,17 +3,21 @@
 * ``wo_scan`` (and ``wo_scan_mark``, which shares its checks): ``lo:hi`` wider than the
   ring of ``mod`` texts is refused, in Python and in C, before any text is read (a
   ``hi`` of 2**62 walked every group number holding the GIL: a hang);
+* ``ccore.count_words``: a multiplicity that is not an int gets the same error (class
+  and message) or the same answer with ``knobs._LEAN_MULT_CHECKS`` on and off.
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from typing import Any
 
 import numpy as np
 import pytest
 
 from actormem._index import kernels
+from actormem._index.wordoverlap import knobs as wo_knobs
 
 pytestmark = pytest.mark.skipif(not kernels.AVAILABLE, reason="the index kernels are not built")
 
@@ -70,3 +74,49 @@ def test_the_widest_range_scans_each_text_once(fn: str) -> None:
         assert (dense == 2).all()  # nothing written
         assert mark(recent, lo, lo + 4, 4, "aq", True, True, dense) == len(want)
         assert np.flatnonzero(dense == 1).tolist() == want
+
+
+_MULTS: list[Any] = [2.0**40, 1e300, -1.0, 1.5, float("nan"), float("inf"), "x", True, None]
+
+
+@pytest.mark.skipif(not kernels.WO_CORE_AVAILABLE, reason="the word-overlap core is not built")
+def test_lean_mult_checks_refuse_a_non_int_alike(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A multiplicity that is not an int, anywhere (before ``start`` too), beside ints in
+    and out of range: the same outcome with ``knobs._LEAN_MULT_CHECKS`` on and off (the
+    same error class and message, or the same answer and counts). Before the fix a float
+    out of range gave ``ValueError`` with the knob off and ``TypeError`` on, and a str
+    ``min``'s own ``TypeError`` message."""
+    from actormem._index.substring import SubstringVocab
+    from actormem._index.wordoverlap import ccore
+
+    vocab = SubstringVocab()
+    post: dict[str, Any] = {}
+    for gid, text in enumerate(["player plays", "display", "alpha one"]):
+        ccore.add_text(post, text, gid, vocab)
+
+    def outcome(mults: list[Any], start: int) -> tuple[Any, ...]:
+        counts = np.zeros(8, np.uint8)
+        try:
+            got = ccore.count_words(
+                ["play", "alpha", "one"], mults, start, 1000, 100, vocab, post, {}, {},
+                counts, 3, 0, None,
+            )  # fmt: skip
+        except (TypeError, ValueError) as exc:
+            assert not counts.any()
+            return type(exc), str(exc)
+        return got, counts.tolist()
+
+    seen = set()
+    for bad in _MULTS:
+        for other in (2, -1, 1 << 31):
+            for at in (0, 1, 2):
+                for start in (0, 1, 3):
+                    mults = [1, other, 3]
+                    mults[at] = bad
+                    got = []
+                    for lean in (False, True):
+                        monkeypatch.setattr(wo_knobs, "_LEAN_MULT_CHECKS", lean)
+                        got.append(outcome(mults, start))
+                    assert got[0] == got[1], (mults, start, got)
+                    seen.add(got[0][0] if isinstance(got[0][0], type) else "answer")
+    assert seen == {TypeError, ValueError, "answer"}
