@@ -1776,9 +1776,7 @@ class MemoryState:
         self.deletes += 1
         return rec
 
-    def apply_access(
-        self, hits: Mapping[Any, tuple[int, datetime]], horizon: int
-    ) -> int:
+    def apply_access(self, hits: Mapping[Any, tuple[int, datetime]], horizon: int) -> int:
         """Add retrieve hits to access bookkeeping; return how many entries changed.
 
         ``hits`` maps id -> (times returned, latest retrieve time), each id a
