@@ -1585,6 +1585,16 @@ def _restore_counters(memory: Memory, saved: dict[str, int]) -> None:
     memory._retrieves += saved.get("retrieves", 0)
 
 
+def _run_into(box: list[Any], fn: Callable[..., Any], *args: Any) -> None:
+    """``box.append(fn(*args))``, for ``trio.to_thread.run_sync`` when ``fn`` opens
+    something the caller must close on an error: the result is in the caller's hands
+    (``box``, made before the call) from the moment the thread made it, so an exception
+    on the event loop after the thread finished and before the caller's next statement
+    (a ``KeyboardInterrupt``: trio raises it at any bytecode of unprotected code) cannot
+    drop it unclosed. Blocking (it is ``fn``'s)."""
+    box.append(fn(*args))
+
+
 async def _close_storage(
     store: SqliteStore,
     counters: dict[str, int] | None = None,
