@@ -396,8 +396,9 @@ def wo_count_sparse(
     _kernels().wo_count_sparse(counts, gids, lo, hi, n, m, mark, word)
 
 
-def _check_scan(recent: list[str], lo: int, hi: int, mod: int, word: str) -> None:
-    """:func:`wo_scan`'s and :func:`wo_scan_mark`'s checks (the C function's too). O(1).
+def _refuse_scan(recent: list[str], lo: int, hi: int, mod: int, word: str) -> None:
+    """:func:`wo_scan`'s and :func:`wo_scan_mark`'s refusal (the C function's too), called
+    only once their one test of the arguments failed (no call on the way to C). O(1).
 
     Raises:
         TypeError, ValueError: As :func:`wo_scan`.
@@ -406,6 +407,7 @@ def _check_scan(recent: list[str], lo: int, hi: int, mod: int, word: str) -> Non
         raise TypeError("recent must be a list of str and word a str")
     _need(0 <= lo <= hi and 0 < mod <= len(recent), "lo, hi, mod out of range")
     _need(hi - lo <= mod, "hi beyond lo + mod (the texts)")
+    raise AssertionError("unreachable: the arguments passed")  # pragma: no cover
 
 
 def wo_scan(
@@ -430,7 +432,12 @@ def wo_scan(
         TypeError, ValueError: ``recent`` not a list of str shorter than ``mod``, or a
             bad range (``hi - lo > mod`` too), refused before any text is read.
     """
-    _check_scan(recent, lo, hi, mod, word)
+    if (
+        type(recent) is not list
+        or type(word) is not str
+        or not (0 <= lo <= hi <= lo + mod and 0 < mod <= len(recent))
+    ):
+        _refuse_scan(recent, lo, hi, mod, word)
     found: list[int] = _kernels().wo_scan(recent, lo, hi, mod, word, bool(rare), bool(wide))
     return found
 
@@ -453,7 +460,12 @@ def wo_scan_mark(
         TypeError, ValueError: As :func:`wo_scan`, or ``dense`` not such an array (then
             nothing is written).
     """
-    _check_scan(recent, lo, hi, mod, word)
+    if (
+        type(recent) is not list
+        or type(word) is not str
+        or not (0 <= lo <= hi <= lo + mod and 0 < mod <= len(recent))
+    ):
+        _refuse_scan(recent, lo, hi, mod, word)
     _need(_array_of("dense", dense, _U8, writable=True) >= hi, "dense shorter than hi")
     found: int = _kernels().wo_scan_mark(recent, lo, hi, mod, word, bool(rare), bool(wide), dense)
     return found
