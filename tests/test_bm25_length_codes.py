@@ -135,7 +135,17 @@ def _steps(
     daat = kernels.Bm25Daat(
         terms, lengths, parts, room, True, True, 1.0, True, True, True, simd, True, codes
     )  # fmt: skip
+    return walk(daat, theta, budget)
+
+
+def walk(daat: Any, theta: float, budget: int, seed: int = -1, room: int = 0) -> list[Any]:
+    """A seeding step of term ``seed`` with ``room`` (``-1``: none), then ``daat``'s walk
+    to its end: each step's groups, scores (as bytes), end and cursors (the seeds after
+    the seeding step). At most 10,000 steps."""
     got: list[Any] = []
+    if seed >= 0:
+        nums, scores, done = daat.step(theta, budget, seed, room)
+        got.append((nums.tolist(), scores.tobytes(), done, daat._seeds.tolist()))
     for _ in range(10_000):
         nums, scores, done = daat.step(theta, budget)
         got.append((nums.tolist(), scores.tobytes(), done, daat._cursors.tolist()))

@@ -33,7 +33,7 @@ from actormem._index.bm25.postings import length_codes
 from .strategies import examples
 from .test_bm25 import brute_force
 from .test_bm25_core import NOW, Three
-from .test_bm25_length_codes import _exact, _lists
+from .test_bm25_length_codes import _exact, _lists, walk
 
 pytestmark = pytest.mark.skipif(
     not kernels.bm25_core_active(), reason="the compiled BM25 core is not built"
@@ -52,16 +52,7 @@ def _steps(
         terms, lengths, parts, room, True, True, 0.8, True, True, True, simd, True, codes,
         *more,
     )  # fmt: skip
-    got: list[Any] = []
-    if seed >= 0:
-        nums, scores, done = daat.step(theta, budget, seed, room)
-        got.append((nums.tolist(), scores.tobytes(), done, daat._seeds.tolist()))
-    for _ in range(10_000):
-        nums, scores, done = daat.step(theta, budget)
-        got.append((nums.tolist(), scores.tobytes(), done, daat._cursors.tolist()))
-        if done:
-            break
-    return got
+    return walk(daat, theta, budget, seed, room)
 
 
 MORE = st.tuples(st.booleans(), st.booleans(), st.booleans())

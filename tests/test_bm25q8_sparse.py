@@ -30,7 +30,7 @@ from actormem._index.bm25 import knobs as bm25_knobs
 from actormem._index.bm25.postings import length_codes
 
 from .strategies import examples
-from .test_bm25_length_codes import _exact
+from .test_bm25_length_codes import _exact, walk
 from .test_bm25_length_codes import _lists as _code_lists
 from .test_bm25q6_lookups import agree_with_brute_force, corpus
 
@@ -59,16 +59,7 @@ def _steps(
         prefetch_offers=True, dense_tfs=True, sparse_quarter=quarter,
         scalar_no_prefetch=nopf,
     )  # fmt: skip
-    got: list[Any] = []
-    if seed >= 0:
-        nums, scores, done = daat.step(theta, budget, seed, room)
-        got.append((nums.tolist(), scores.tobytes(), done, daat._seeds.tolist()))
-    for _ in range(10_000):
-        nums, scores, done = daat.step(theta, budget)
-        got.append((nums.tolist(), scores.tobytes(), done, daat._cursors.tolist()))
-        if done:
-            break
-    return got
+    return walk(daat, theta, budget, seed, room)
 
 
 @given(
