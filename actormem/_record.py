@@ -117,11 +117,17 @@ class Record:
         """Whether this record is visible at ``version``. O(1)."""
         return self.born <= version < self.died
 
-    def access_at(self, version: int) -> tuple[int, datetime | None]:
-        """``(access_count, last_accessed)`` as of ``version``. O(length of the chain)."""
+    def access_node(self, version: int) -> Access | None:
+        """The newest :class:`Access` of this record made at or before ``version``, or
+        None (then the entry's own values hold). O(length of the chain newer than it)."""
         a = self.access
         while a is not None and a.version > version:
             a = a.prev
+        return a
+
+    def access_at(self, version: int) -> tuple[int, datetime | None]:
+        """``(access_count, last_accessed)`` as of ``version``. O(length of the chain)."""
+        a = self.access_node(version)
         if a is None:
             return self.entry.access_count, self.entry.last_accessed
         return a.count, a.last
@@ -135,9 +141,7 @@ class Record:
 
     def expires_at(self, version: int) -> datetime | None:
         """``expires_at`` as of ``version`` (refreshed by reads). O(length of the chain)."""
-        a = self.access
-        while a is not None and a.version > version:
-            a = a.prev
+        a = self.access_node(version)
         if a is None or a.expires is None:
             return self.entry.expires_at
         return a.expires

@@ -14,6 +14,7 @@ __all__ = [
     "Final",
     "NoPublicConstructor",
     "gc_paused",
+    "install_hint",
     "read_token_file",
     "sequence_of",
 ]
@@ -75,6 +76,14 @@ def sequence_of(value: Any, what: str, item: str) -> tuple[Any, ...]:
         raise TypeError(
             f"{what} must be a sequence of {item}, not {type(value).__name__}"
         ) from None
+
+
+def install_hint(extra: str) -> str:
+    """How to install the optional ``extra`` (a name of pyproject.toml's
+    ``optional-dependencies``): from the package index, and in a clone of the repository
+    (an editable install, as the README's), e.g. ``pip install 'actormem[server]' (in a
+    clone: pip install -e '.[server]')``. O(1)."""
+    return f"pip install 'actormem[{extra}]' (in a clone: pip install -e '.[{extra}]')"
 
 
 def read_token_file(path: str | os.PathLike[str]) -> str:

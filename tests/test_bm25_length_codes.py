@@ -93,18 +93,29 @@ def test_index_keeps_codes_through_growth_and_restore(monkeypatch: Any) -> None:
 # --------------------------------------------------------------------------- the kernel
 
 
-def _lists(seed: int, nlen: int, nterms: int, top_length: int) -> tuple[Any, list[Any], Any]:
+def _lists(
+    seed: int,
+    nlen: int,
+    nterms: int,
+    top_length: int,
+    densities: tuple[float, ...] = (0.0, 0.01, 0.05, 0.3, 0.9, 1.0),
+    weights: tuple[float, ...] = (0.0, 0.1, 1.0, 3.5),
+) -> tuple[Any, list[Any], Any]:
+    """``nterms`` posting lists over ``nlen`` groups of lengths below ``top_length``,
+    each on a share of the groups drawn from ``densities`` with a weight drawn from
+    ``weights`` (every third of wide term frequencies), their bounds, and the
+    lengths and score parts the kernel takes."""
     rng = np.random.default_rng(seed)
     lengths = rng.integers(0, top_length, nlen).astype(np.int32)
     avgdl = max(1.0, float(lengths.mean()))
     a_part, b_part = K1 * (1.0 - B), K1 * B / avgdl
     terms = []
     for i in range(nterms):
-        density = float(rng.choice([0.0, 0.01, 0.05, 0.3, 0.9, 1.0]))
+        density = float(rng.choice(densities))
         groups = np.flatnonzero(rng.random(nlen) < density).astype(np.int32)
         wide = i % 3 == 2
         tfs = rng.integers(1, (100_000 if wide else 255) + 1, len(groups))
-        wi = float(rng.choice([0.0, 0.1, 1.0, 3.5]))
+        wi = float(rng.choice(weights))
         if len(groups):
             sat = tfs / (tfs + (a_part + b_part * lengths[groups].astype(np.float64)))
             bound = wi * float(np.max(sat)) * SLACK_UP
@@ -124,7 +135,17 @@ def _steps(
     daat = kernels.Bm25Daat(
         terms, lengths, parts, room, True, True, 1.0, True, True, True, simd, True, codes
     )  # fmt: skip
+    return walk(daat, theta, budget)
+
+
+def walk(daat: Any, theta: float, budget: int, seed: int = -1, room: int = 0) -> list[Any]:
+    """A seeding step of term ``seed`` with ``room`` (``-1``: none), then ``daat``'s walk
+    to its end: each step's groups, scores (as bytes), end and cursors (the seeds after
+    the seeding step). At most 10,000 steps."""
     got: list[Any] = []
+    if seed >= 0:
+        nums, scores, done = daat.step(theta, budget, seed, room)
+        got.append((nums.tolist(), scores.tobytes(), done, daat._seeds.tolist()))
     for _ in range(10_000):
         nums, scores, done = daat.step(theta, budget)
         got.append((nums.tolist(), scores.tobytes(), done, daat._cursors.tolist()))

@@ -33,7 +33,7 @@ from actormem._index.bm25.postings import length_codes
 from .strategies import examples
 from .test_bm25 import brute_force
 from .test_bm25_core import NOW, Three
-from .test_bm25_length_codes import _exact, _lists
+from .test_bm25_length_codes import _exact, _lists, walk
 
 pytestmark = pytest.mark.skipif(
     not kernels.bm25_core_active(), reason="the compiled BM25 core is not built"
@@ -52,16 +52,7 @@ def _steps(
         terms, lengths, parts, room, True, True, 0.8, True, True, True, simd, True, codes,
         *more,
     )  # fmt: skip
-    got: list[Any] = []
-    if seed >= 0:
-        nums, scores, done = daat.step(theta, budget, seed, room)
-        got.append((nums.tolist(), scores.tobytes(), done, daat._seeds.tolist()))
-    for _ in range(10_000):
-        nums, scores, done = daat.step(theta, budget)
-        got.append((nums.tolist(), scores.tobytes(), done, daat._cursors.tolist()))
-        if done:
-            break
-    return got
+    return walk(daat, theta, budget, seed, room)
 
 
 MORE = st.tuples(st.booleans(), st.booleans(), st.booleans())
@@ -199,19 +190,9 @@ def _knobs(on: tuple[bool, ...]) -> Iterator[None]:
             setattr(bm25_knobs, name, value)
 
 
-@given(
-    seed=st.integers(0, 2**32 - 1),
-    count=st.integers(1, 200),
-    sides=st.lists(st.tuples(*[st.booleans()] * 4), min_size=1, max_size=3),
-)
-@settings(max_examples=examples(12), deadline=None)
-def test_index_knobs_agree_with_reference(
-    seed: int, count: int, sides: list[tuple[bool, ...]]
-) -> None:
-    """Texts of one to 300 words (codes above 128 for some), common and rare words, a
-    deletion and an older snapshot: each side's knobs (and all on, all off) give the
-    pure-Python reference's top-k (``Three.query`` asserts every path equal) and the
-    brute force's, scores and ties by seq."""
+def corpus(seed: int, count: int) -> tuple[Three, int, list[str]]:
+    """``count`` texts of one to 300 words (codes above 128 for some), common and rare
+    words, a deletion halfway; the version before it and four queries. O(words)."""
     rng = random.Random(seed)
     three = Three(BM25Scorer())
     common = [f"c{i}" for i in range(4)]
@@ -225,17 +206,39 @@ def test_index_knobs_agree_with_reference(
             old = three.version
             three.delete(rng.randrange(1 << 16))
     queries = ["r1 r2 c0", "c0 c1 c2", " ".join(rare[:12] + common), rng.choice(rare)]
+    return three, old, queries
+
+
+def agree_with_brute_force(three: Three, old: int, queries: list[str], on: Any) -> None:
+    """Each query's top 1 and 10 at the newest version and at ``old`` are the brute
+    force's, scores and ties by seq (``Three.query`` asserts every path equal); ``on``
+    names the knobs in a failure."""
+    for version in (None, old):
+        view = three.view(version)
+        for query in queries:
+            for limit in (1, 10):
+                got = three.query(view, query, limit)
+                want = brute_force(three.scorer, three.records, view.version, query, limit, now=NOW)
+                assert got == [(score, rec.seq) for score, rec in want], (on, query)
+
+
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    count=st.integers(1, 200),
+    sides=st.lists(st.tuples(*[st.booleans()] * 4), min_size=1, max_size=3),
+)
+@settings(max_examples=examples(12), deadline=None)
+def test_index_knobs_agree_with_reference(
+    seed: int, count: int, sides: list[tuple[bool, ...]]
+) -> None:
+    """Texts of one to 300 words (codes above 128 for some), common and rare words, a
+    deletion and an older snapshot: each side's knobs (and all on, all off) give the
+    pure-Python reference's top-k (``Three.query`` asserts every path equal) and the
+    brute force's, scores and ties by seq."""
+    three, old, queries = corpus(seed, count)
     for on in [(True,) * 4, (False,) * 4, *sides]:
         with _knobs(on):
-            for version in (None, old):
-                view = three.view(version)
-                for query in queries:
-                    for limit in (1, 10):
-                        got = three.query(view, query, limit)
-                        want = brute_force(
-                            three.scorer, three.records, view.version, query, limit, now=NOW
-                        )
-                        assert got == [(score, rec.seq) for score, rec in want], (on, query)
+            agree_with_brute_force(three, old, queries, on)
 
 
 # --------------------------------------------------------------------------- refusals

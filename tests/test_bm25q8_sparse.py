@@ -17,7 +17,6 @@ refused by Python and by C (bad flags). stress/asan_kernels.sh runs this file.
 
 from __future__ import annotations
 
-import random
 from array import array
 from typing import Any
 
@@ -26,15 +25,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actormem import BM25Scorer
 from actormem._index import kernels
 from actormem._index.bm25 import knobs as bm25_knobs
 from actormem._index.bm25.postings import length_codes
 
 from .strategies import examples
-from .test_bm25 import brute_force
-from .test_bm25_core import NOW, Three
-from .test_bm25_length_codes import K1, SLACK_UP, B, _exact
+from .test_bm25_length_codes import _exact, walk
+from .test_bm25_length_codes import _lists as _code_lists
+from .test_bm25q6_lookups import agree_with_brute_force, corpus
 
 pytestmark = pytest.mark.skipif(
     not kernels.bm25_core_active(), reason="the compiled BM25 core is not built"
@@ -42,28 +40,11 @@ pytestmark = pytest.mark.skipif(
 
 
 def _lists(seed: int, nlen: int, nterms: int, top_length: int) -> tuple[Any, list[Any], Any]:
-    """Terms on 1-30% of ``nlen`` groups (``test_bm25_length_codes._lists``' shape)."""
-    rng = np.random.default_rng(seed)
-    lengths = rng.integers(0, top_length, nlen).astype(np.int32)
-    avgdl = max(1.0, float(lengths.mean()))
-    a_part, b_part = K1 * (1.0 - B), K1 * B / avgdl
-    terms = []
-    for i in range(nterms):
-        density = float(rng.choice([0.01, 0.05, 0.1, 0.15, 0.2, 0.3]))
-        groups = np.flatnonzero(rng.random(nlen) < density).astype(np.int32)
-        wide = i % 3 == 2
-        tfs = rng.integers(1, (100_000 if wide else 255) + 1, len(groups))
-        wi = float(rng.choice([0.1, 1.0, 3.5]))
-        if len(groups):
-            sat = tfs / (tfs + (a_part + b_part * lengths[groups].astype(np.float64)))
-            bound = wi * float(np.max(sat)) * SLACK_UP
-        else:
-            bound = 0.0
-        terms.append(
-            (wi, bound, array("i", groups.tolist()), array("i" if wide else "B", tfs.tolist()),
-             len(groups), array("i"), 0)
-        )  # fmt: skip
-    return lengths, terms, (a_part, b_part, K1, B, avgdl, SLACK_UP)
+    """Terms on 1-30% of ``nlen`` groups (``test_bm25_length_codes._lists``, no empty or
+    full list, no zero weight)."""
+    return _code_lists(
+        seed, nlen, nterms, top_length, (0.01, 0.05, 0.1, 0.15, 0.2, 0.3), (0.1, 1.0, 3.5)
+    )
 
 
 def _steps(
@@ -78,16 +59,7 @@ def _steps(
         prefetch_offers=True, dense_tfs=True, sparse_quarter=quarter,
         scalar_no_prefetch=nopf,
     )  # fmt: skip
-    got: list[Any] = []
-    if seed >= 0:
-        nums, scores, done = daat.step(theta, budget, seed, room)
-        got.append((nums.tolist(), scores.tobytes(), done, daat._seeds.tolist()))
-    for _ in range(10_000):
-        nums, scores, done = daat.step(theta, budget)
-        got.append((nums.tolist(), scores.tobytes(), done, daat._cursors.tolist()))
-        if done:
-            break
-    return got
+    return walk(daat, theta, budget, seed, room)
 
 
 @given(
@@ -152,32 +124,12 @@ def test_index_quarter_agrees_with_reference(seed: int, count: int) -> None:
     """Texts of one to 300 words, common and rare words, a deletion and an older
     snapshot: the knob on and off give the pure-Python reference's top-k
     (``Three.query`` asserts every path equal) and the brute force's, scores and ties."""
-    rng = random.Random(seed)
-    three = Three(BM25Scorer())
-    common = [f"c{i}" for i in range(4)]
-    rare = [f"r{i}" for i in range(40)]
-    old = 0
-    for i in range(count):
-        k = rng.choice([1, 3, 9, 140, 300]) if i % 7 == 0 else rng.randint(1, 8)
-        words = rng.choices(common, k=k) + rng.choices(rare, k=rng.randint(0, 3))
-        three.add(" ".join(words))
-        if i == count // 2:
-            old = three.version
-            three.delete(rng.randrange(1 << 16))
-    queries = ["r1 r2 c0", "c0 c1 c2", " ".join(rare[:12] + common), rng.choice(rare)]
+    three, old, queries = corpus(seed, count)
     saved = bm25_knobs._SPARSE_QUARTER, bm25_knobs._SCALAR_NO_PREFETCH
     try:
         for on in ((True, True), (False, True), (True, False), (False, False)):
             bm25_knobs._SPARSE_QUARTER, bm25_knobs._SCALAR_NO_PREFETCH = on
-            for version in (None, old):
-                view = three.view(version)
-                for query in queries:
-                    for limit in (1, 10):
-                        got = three.query(view, query, limit)
-                        want = brute_force(
-                            three.scorer, three.records, view.version, query, limit, now=NOW
-                        )
-                        assert got == [(score, rec.seq) for score, rec in want], (on, query)
+            agree_with_brute_force(three, old, queries, on)
     finally:
         bm25_knobs._SPARSE_QUARTER, bm25_knobs._SCALAR_NO_PREFETCH = saved
 

@@ -61,6 +61,7 @@ def test_eval_missing_package_names_the_extra(
     err = capsys.readouterr().err
     assert status == 2
     assert "pip install 'actormem[stem]'" in err
+    assert "pip install -e '.[stem]'" in err
     assert err.count("\n") == 1
 
 

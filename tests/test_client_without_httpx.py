@@ -50,6 +50,6 @@ def test_the_client_names_the_extra_and_the_hosted_memory_imports() -> None:
     assert lines[0] == "hosted HostedMemory"
     assert lines[1:] == [
         f"ModuleNotFoundError httpx actormem.client.{name} needs httpx:"
-        " pip install 'actormem[client]'"
+        " pip install 'actormem[client]' (in a clone: pip install -e '.[client]')"
         for name in ("Client", "AsyncClient")
     ]

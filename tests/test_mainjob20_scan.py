@@ -51,7 +51,7 @@ def _want(recent: list[str], lo: int, hi: int, word: str) -> list[int]:
 )
 def test_scan_wide_is_word_in_text(recent: list[str], word: str, lo: int) -> None:
     mod = len(recent)
-    hi = lo + 2 * mod
+    hi = lo + mod  # from any place in the ring of texts, round it once
     want = _want(recent, lo, hi, word)
     for rare, wide in ((True, True), (True, False), (False, True), (False, False)):
         assert kernels.wo_scan(recent, lo, hi, mod, word, rare, wide) == want

@@ -5,7 +5,7 @@ against the path before it (off): the same entries, lines, times, errors and sta
 * ``memory._CLOCK_FAST``: a retrieve's access note takes a UTC ``datetime`` from the
   clock without ``_now``'s checks (other readings still get them);
 * ``memory._CHECK_DURABLE_ONLY``: ``store`` checks ``access_count`` only when durable;
-* ``memory._TIME_SCAN``: the owner's batch tests single stores for a ttl inline;
+* ``memory._TIME_SCAN``: the owner's batch asks ``_needs_time`` in a loop of its own;
 * ``memory._PLAIN_RETRIEVE``: a retrieve with no filter or threshold skips their checks;
 * ``_hooks._BLOCK_MEMO``: ``memory_block`` reads the line memo itself;
 * ``_toolcalls._CALLS_BY_SLOTS`` (mainjob19's, which took the place of this branch's own

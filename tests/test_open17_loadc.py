@@ -130,7 +130,7 @@ def test_every_row_kind_interleaves_with_the_c_runs(monkeypatch: pytest.MonkeyPa
     rows = _plain_rows(11, 2000)
     # a new namespace late, a relevance no part was cached for, a value, tags, a
     # category change and texts that are not ASCII, among plain rows
-    odd = {
+    odd: dict[int, dict[str, Any]] = {
         300: {"namespace": ("late", "ns")},
         301: {"relevance": 0.123456789},
         302: {"value": {"a": 1}},
@@ -250,9 +250,8 @@ def test_load_inserts_refuses_bad_arguments() -> None:
     with pytest.raises(ValueError, match="start"):
         fn(*args)
     # an IdTable of other classes
-    other = type(state._by_id)(
-        MemoryState.__dict__["_seq"] if False else _Rec.__dict__["entry"], _Ent.__dict__["_id"]
-    )
+    id_table: Any = type(state._by_id)  # the C IdTable (typed as a MutableMapping)
+    other = id_table(_Rec.__dict__["entry"], _Ent.__dict__["_id"])
     args = list(good)
     args[4] = other
     with pytest.raises(TypeError, match="other classes"):

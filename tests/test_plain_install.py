@@ -4,6 +4,7 @@ which, in one line. Each run hides the extras' packages from a child interpreter
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -53,6 +54,8 @@ def run(*args: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=300,
         cwd=tmp_path,
+        # This checkout's package, not whichever one the environment installed.
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
         check=False,
         stdin=subprocess.DEVNULL,
     )
@@ -85,4 +88,6 @@ def test_a_command_that_needs_an_extra_names_it(
     done = run(*args, tmp_path=tmp_path)
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert "Traceback" not in done.stderr
-    assert f"actormem[{extra}]" in done.stderr
+    # Both ways to install it: from the index, and in a clone (editable).
+    assert f"pip install 'actormem[{extra}]'" in done.stderr
+    assert f"pip install -e '.[{extra}]'" in done.stderr

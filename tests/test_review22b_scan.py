@@ -52,7 +52,7 @@ def test_scan_is_word_in_text(
     recent: list[str], word: str, lo: int, span: int, data: st.DataObject
 ) -> None:
     mod = data.draw(st.integers(1, len(recent)))
-    hi = lo + span
+    hi = lo + min(span, mod)  # a ring of mod texts: at most mod groups
     want = _want(recent, lo, hi, mod, word)
     for rare in (True, False):
         for wide in (True, False):
@@ -137,7 +137,7 @@ def test_refusals_write_nothing(call: str) -> None:
     for bad in _bad_denses():
         before = bytes(bad) if isinstance(bad, (np.ndarray, memoryview)) else None
         with pytest.raises((TypeError, ValueError)):
-            fn(recent, 0, 6, 3, "aq", True, True, bad)
+            fn(recent, 3, 6, 3, "aq", True, True, bad)
         if before is not None:
             assert bytes(bad) == before
     bad_args: list[tuple[Any, ...]] = [
@@ -145,17 +145,19 @@ def test_refusals_write_nothing(call: str) -> None:
         (recent, 4, 3, 3, "aq"),
         (recent, 0, 6, 0, "aq"),
         (recent, 0, 6, -3, "aq"),
-        (recent, 0, 6, 4, "aq"),
-        (recent, 0, 9, 3, "aq"),  # beyond dense
+        (recent, 3, 6, 4, "aq"),
+        (recent, 6, 9, 3, "aq"),  # beyond dense
+        (recent, 0, 4, 3, "aq"),  # wider than the texts
+        (recent, 3, 7, 3, "aq"),
         (recent, 0, 1 << 64, 3, "aq"),
         (recent, -(1 << 64), 6, 3, "aq"),
-        (recent, 0, 6, 1 << 64, "aq"),
-        (recent, 0.0, 6, 3, "aq"),
-        (recent, 0, 6, 3, b"aq"),
-        (recent, 0, 6, 3, None),
-        (tuple(recent), 0, 6, 3, "aq"),
-        (["aq", "aq", b"aq"], 0, 6, 3, "aq"),
-        (["aq", "aq", None], 0, 6, 3, "aq"),
+        (recent, 3, 6, 1 << 64, "aq"),
+        (recent, 3.0, 6, 3, "aq"),
+        (recent, 3, 6, 3, b"aq"),
+        (recent, 3, 6, 3, None),
+        (tuple(recent), 3, 6, 3, "aq"),
+        (["aq", "aq", b"aq"], 3, 6, 3, "aq"),
+        (["aq", "aq", None], 3, 6, 3, "aq"),
         ([], 0, 0, 1, "aq"),
     ]
     for args in bad_args:
@@ -166,9 +168,9 @@ def test_refusals_write_nothing(call: str) -> None:
     if call == "c":
         dense = np.zeros(8, np.uint8)
         with pytest.raises(TypeError):
-            fn(recent, 0, 6, 3, "aq", True, True)  # no dense
+            fn(recent, 3, 6, 3, "aq", True, True)  # no dense
         with pytest.raises(TypeError):
-            fn(recent, 0, 6, 3, "aq", True, True, dense, 1)  # one too many
+            fn(recent, 3, 6, 3, "aq", True, True, dense, 1)  # one too many
         assert not dense.any()
 
 
@@ -197,12 +199,16 @@ def test_no_reference_or_export_left() -> None:
     ba = bytearray(6)
     counts = [sys.getrefcount(o) for o in (word, ba, *recent, recent)]
     for _ in range(200):
-        assert fn(recent, 0, 6, 3, word, True, True, ba) == 4
+        assert fn(recent, 3, 6, 3, word, True, True, ba) == 2
         with pytest.raises(ValueError, match="dense"):
-            fn(recent, 0, 7, 3, word, True, True, ba)
+            fn(recent, 4, 7, 3, word, True, True, ba)
+        with pytest.raises(ValueError, match="texts"):
+            fn(recent, 0, 4, 3, word, True, True, ba)
         with pytest.raises(TypeError):
             fn(recent + [1], 0, 4, 4, word, True, True, ba)
-        assert kernels.wo_scan(recent, 0, 6, 3, word, True, True) == [0, 1, 3, 4]
+        assert kernels.wo_scan(recent, 2, 5, 3, word, True, True) == [3, 4]
+        with pytest.raises(ValueError, match="texts"):
+            kernels._kernels().wo_scan(recent, 2, 6, 3, word, True, True)
     assert [sys.getrefcount(o) for o in (word, ba, *recent, recent)] == counts
     ba.extend(b"xx")  # no export left
     del ba[:]
@@ -211,7 +217,8 @@ def test_no_reference_or_export_left() -> None:
 
 
 def test_huge_hi_refused_not_spun() -> None:
-    """The compiled wo_scan_mark given a ``hi`` far beyond ``dense`` refuses it at once:
+    """The compiled wo_scan_mark given a ``hi`` far beyond ``dense`` (and, since tidy23,
+    beyond ``lo + mod``: refused for that first) refuses it at once:
     before the fix it walked every group number of ``lo:hi`` testing its text's type
     first (2**62 steps holding the GIL: a hang that no signal interrupts). Run in a
     child so that the defect fails the test instead of hanging the suite."""
@@ -222,7 +229,7 @@ def test_huge_hi_refused_not_spun() -> None:
         "try:\n"
         "    kernels._kernels().wo_scan_mark(['aq'], 0, 1 << 62, 1, 'aq', True, True, d)\n"
         "except ValueError as e:\n"
-        "    assert 'dense' in str(e) and not d.any(), e\n"
+        "    assert ('dense' in str(e) or 'texts' in str(e)) and not d.any(), e\n"
         "    print('refused')\n"
     )
     try:

@@ -41,6 +41,7 @@ from .memory import (
     _make_memory,
     _Request,
     _restore_counters,
+    _run_into,
     _run_owner,
 )
 from .replica import ReplicaOptions, open_replica
@@ -105,31 +106,39 @@ async def _open_memory(
     with gc_paused() if _ONE_GC_PAUSE else contextlib.nullcontext():
         ahead: list[Any] = []  # the index image's part prepared while the rows are read
         prepare = partial(_prepare, memory._state, ahead)
+        # The open inside the try, its result in a list made before the thread started
+        # (_run_into): an interrupt between the thread's end and the next statement (the
+        # second Ctrl-C) finds what it opened there, and it is closed.
+        opened: list[Any] = []  # [(the Opening or the store, the rows)]
         if _LOAD_BEFORE_CHECK:
-            opening, entries = await trio.to_thread.run_sync(
-                SqliteStore.open_read, fspath, durability, prepare
-            )
             made: list[SqliteStore] = []
             try:
+                await trio.to_thread.run_sync(
+                    _run_into, opened, SqliteStore.open_read, fspath, durability, prepare
+                )
+                opening, entries = opened[0]
                 await trio.to_thread.run_sync(
                     _load_opening, opening, memory._state, entries, ahead, made
                 )
             except BaseException:
-                opening.abort()  # a no-op once finished
+                if opened:
+                    opened[0][0].abort()  # a no-op once finished
                 if made:
                     await _close_storage(made[0])
                 raise
             store = made[0]
         else:
-            store, entries = await trio.to_thread.run_sync(
-                SqliteStore.open, fspath, durability, prepare
-            )
             try:
+                await trio.to_thread.run_sync(
+                    _run_into, opened, SqliteStore.open, fspath, durability, prepare
+                )
+                store, entries = opened[0]
                 await trio.to_thread.run_sync(_load, store, memory._state, entries, ahead)
             except BaseException:
-                await _close_storage(store)
+                if opened:
+                    await _close_storage(opened[0][0])
                 raise
-        del entries
+        del entries, opened
         if _PROMOTE_LOADED and len(memory._state) >= _PROMOTE_MIN and not gc.get_freeze_count():
             # Still paused: no young collection walks the load's containers (~0.1-0.2 s
             # at 1M, on the way to the first answer), and none hides them for good.

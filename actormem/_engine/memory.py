@@ -204,10 +204,10 @@ _CHECK_DURABLE_ONLY = True
 #: their ``TypeError``). The same times. False: ``_now`` (the path before it).
 _CLOCK_FAST = True
 
-#: The owner's batch asks :func:`_needs_time` only of requests other than single
-#: stores and flushes (a store's test is made in the batch's loop; a flush needs no
-#: time): a Python call and a generator step a request fewer. The same answer. False:
-#: ``any(_needs_time(req) for req in batch)`` (the path before it).
+#: The owner's batch asks :func:`_needs_time` of its requests in a loop of its own, a
+#: flush (which needs no time) skipped: a generator step a request fewer (and a call a
+#: flush). The same answer. False: ``any(_needs_time(req) for req in batch)`` (the
+#: path before it).
 _TIME_SCAN = True
 
 #: A retrieve with no filter and no threshold (the main job's: every keyword argument
@@ -1134,17 +1134,11 @@ class Memory(metaclass=NoPublicConstructor):
         if state.next_expiry() is not None:
             timed = True
         elif _TIME_SCAN:
-            # _needs_time's test of a single store in this loop's frame; other requests
-            # (a flush: never) through _needs_time itself.
+            # _needs_time of every request but a flush (which never needs the time), in
+            # this loop: no generator step a request.
             timed = False
             for req in batch:
-                op = req.op
-                if op == _STORE or op == _STORE_NOWAIT:
-                    e = req.arg
-                    if e.ttl is not None and e.expires_at is None:
-                        timed = True
-                        break
-                elif op != _FLUSH and _needs_time(req):
+                if req.op != _FLUSH and _needs_time(req):
                     timed = True
                     break
         else:
@@ -1583,6 +1577,16 @@ def _restore_counters(memory: Memory, saved: dict[str, int]) -> None:
     for name in _STATE_COUNTERS:
         setattr(state, name, getattr(state, name) + saved.get(name, 0))
     memory._retrieves += saved.get("retrieves", 0)
+
+
+def _run_into(box: list[Any], fn: Callable[..., Any], *args: Any) -> None:
+    """``box.append(fn(*args))``, for ``trio.to_thread.run_sync`` when ``fn`` opens
+    something the caller must close on an error: the result is in the caller's hands
+    (``box``, made before the call) from the moment the thread made it, so an exception
+    on the event loop after the thread finished and before the caller's next statement
+    (a ``KeyboardInterrupt``: trio raises it at any bytecode of unprotected code) cannot
+    drop it unclosed. Blocking (it is ``fn``'s)."""
+    box.append(fn(*args))
 
 
 async def _close_storage(

@@ -455,11 +455,12 @@ _DupTable: Callable[[], Any] | None = getattr(_kernels._wo, "DupTable", None)
 _ID_TABLE = True
 #: The C ``IdTable`` type, or None without the compiled core.
 _IdTable: Callable[[Any, Any], Any] | None = getattr(_kernels._wo, "IdTable", None)
-#: :meth:`View.entry` reads the record's access chain once, in its own frame (the node
-#: visible at the view gives the count, the last access and a refreshed expiry), instead
-#: of calling ``Record.access_at`` and ``Record.expires_at``, two walks and two calls;
-#: an entry never retrieved is returned as is without a walk. The same entries (three
-#: per main-job retrieve). False: the two calls (the path before it).
+#: :meth:`View.entry` takes the count, the last access and a refreshed expiry from the
+#: one access node visible at the view (the newest read in its own frame; an older one
+#: found by ``Record.access_node``), instead of calling ``Record.access_at`` and
+#: ``Record.expires_at``, two walks and two calls; an entry never retrieved is returned
+#: as is without a walk. The same entries (three per main-job retrieve). False: the two
+#: calls (the path before it).
 _ENTRY_WALK = True
 #: ``_load_bulk`` of an unbounded state (the C ``IdTable`` and ``DupTable``, the seq
 #: layout, the C duplicate key) loads its runs of plain rows (no key, value or expiry,
@@ -528,15 +529,15 @@ class View:
         """``rec.entry`` with the access bookkeeping (and refreshed expiry) as of this view.
         O(length of the record's access chain newer than the view)."""
         if _ENTRY_WALK:
-            # Record.access_at and Record.expires_at in one walk of the chain: the same
-            # Access node gives all three values (an entry never retrieved has none).
+            # Record.access_at and Record.expires_at from one node of the chain (the
+            # newest, in the common case, without the walk's call): it gives all three
+            # values; an entry never retrieved has none.
             a = rec.access
             e = rec.entry
             if a is None:
                 return e  # both methods' values are the entry's own
-            v = self.version
-            while a.version > v:
-                a = a.prev
+            if a.version > self.version:
+                a = rec.access_node(self.version)
                 if a is None:
                     return e
             count = a.count
@@ -1789,9 +1790,7 @@ class MemoryState:
         self.deletes += 1
         return rec
 
-    def apply_access(
-        self, hits: Mapping[Any, tuple[int, datetime]], horizon: int
-    ) -> int:
+    def apply_access(self, hits: Mapping[Any, tuple[int, datetime]], horizon: int) -> int:
         """Add retrieve hits to access bookkeeping; return how many entries changed.
 
         ``hits`` maps id -> (times returned, latest retrieve time), each id a

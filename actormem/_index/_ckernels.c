@@ -628,7 +628,8 @@ done:
 
 PyDoc_STRVAR(wo_scan_doc,
 "wo_scan(recent, lo, hi, mod, word, rare=False, wide=False) -> list[int]\n\n"
-"The group numbers g in lo..hi whose lower-cased text, recent[g % mod], contains\n"
+"The group numbers g in lo..hi (at most mod of them: hi - lo <= mod, else ValueError\n"
+"before any text is read) whose lower-cased text, recent[g % mod], contains\n"
 "word (Python's `word in text`). With `rare`, a text and word of one byte per\n"
 "character are searched by the word's rarest byte (memchr) and a compare at each of\n"
 "its places; with `wide` too, a word of one byte per character in a text of two or\n"
@@ -762,12 +763,20 @@ text_has(PyObject *text, PyObject *word, int rare, int wide)
     return at == -2 ? -1 : at >= 0;
 }
 
-/* wo_scan's and wo_scan_mark's checks: 0, or -1 with an error set. */
+/* wo_scan's and wo_scan_mark's checks, before any text is read: 0, or -1 with an
+ * error set. lo:hi is at most mod groups wide: the texts are a ring of the mod newest
+ * (group g's at g % mod), so a wider range would read a text again for a group that is
+ * not its own, and a hi far beyond lo (2**62) would walk every group number of lo:hi
+ * holding the GIL (a hang no signal interrupts). */
 static int
 scan_args_ok(PyObject *recent, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t mod)
 {
     if (lo < 0 || hi < lo || mod <= 0 || mod > PyList_GET_SIZE(recent)) {
         range_error("lo/hi/mod");
+        return -1;
+    }
+    if (hi - lo > mod) { /* hi >= lo >= 0: no overflow */
+        PyErr_SetString(PyExc_ValueError, "hi beyond lo + mod (the texts)");
         return -1;
     }
     return 0;
@@ -839,9 +848,9 @@ wo_scan_mark(PyObject *self, PyObject *args)
         range_error("hi beyond dense");
         goto done;
     }
-    /* The texts read (at most mod of them, each once) checked before any byte is
-     * written. */
-    for (Py_ssize_t g = lo, stop = hi - lo < mod ? hi : lo + mod; g < stop; g++) {
+    /* The texts read (at most mod of them, each once: scan_args_ok) checked before any
+     * byte is written. */
+    for (Py_ssize_t g = lo; g < hi; g++) {
         if (!PyUnicode_Check(PyList_GET_ITEM(recent, g % mod))) {
             PyErr_SetString(PyExc_TypeError, "recent texts must be str");
             goto done;

@@ -5357,6 +5357,21 @@ static Py_ssize_t ins_entry_off[INS_ENTRY_SLOTS];
 static Py_ssize_t ins_ns_off[2]; /* recs, live */
 static PyObject *ins_never, *ins_journal_put, *ins_s_value_;
 
+/* The slots of `rec`, a record just made by tp_alloc (all NULL), as Record(entry, seq,
+ * seq) sets them: born and seq the int `seq`, died NEVER, access and evkey None. New
+ * references (none stolen). store_inserts' and load_inserts'. */
+static inline void
+ins_fill_record(PyObject *rec, PyObject *entry, PyObject *seq)
+{
+    const Py_ssize_t *ro = ins_rec_off;
+    SLOT(rec, ro[0]) = Py_NewRef(entry);
+    SLOT(rec, ro[1]) = Py_NewRef(seq);
+    SLOT(rec, ro[2]) = Py_NewRef(ins_never);
+    SLOT(rec, ro[3]) = Py_NewRef(seq);
+    SLOT(rec, ro[4]) = Py_NewRef(Py_None);
+    SLOT(rec, ro[5]) = Py_NewRef(Py_None);
+}
+
 PyDoc_STRVAR(store_setup_doc,
 "store_setup(record_type, record_slots, entry_type, entry_slots, ns_type, ns_slots,\n"
 "            never, journal_put)\n\n"
@@ -5707,13 +5722,8 @@ store_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             Py_XDECREF(jt);
             return NULL;
         }
-        /* Record(entry, version, version): died NEVER, access and evkey None. */
-        SLOT(rec, ro[0]) = Py_NewRef(entry);
-        SLOT(rec, ro[1]) = Py_NewRef(born);
-        SLOT(rec, ro[2]) = Py_NewRef(ins_never);
-        SLOT(rec, ro[3]) = born; /* seq: the same int */
-        SLOT(rec, ro[4]) = Py_NewRef(Py_None);
-        SLOT(rec, ro[5]) = Py_NewRef(Py_None);
+        ins_fill_record(rec, entry, born); /* Record(entry, version, version) */
+        Py_DECREF(born);
         if (jt) {
             PyTuple_SET_ITEM(jt, 0, Py_NewRef(ins_journal_put));
             PyTuple_SET_ITEM(jt, 1, Py_NewRef(rec));
@@ -6036,13 +6046,7 @@ load_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             Py_XDECREF(rec);
             return NULL;
         }
-        /* Record(entry, seq, seq): died NEVER, access and evkey None. */
-        SLOT(rec, ro[0]) = Py_NewRef(entry);
-        SLOT(rec, ro[1]) = Py_NewRef(seq);
-        SLOT(rec, ro[2]) = Py_NewRef(ins_never);
-        SLOT(rec, ro[3]) = Py_NewRef(seq);
-        SLOT(rec, ro[4]) = Py_NewRef(Py_None);
-        SLOT(rec, ro[5]) = Py_NewRef(Py_None);
+        ins_fill_record(rec, entry, seq);
         /* The changes: only an allocation failing inside a container can stop them
          * midway (as it could in the Python loop). */
         int err = it_put(idt, ident, rec);

@@ -49,7 +49,7 @@ import numpy as np
 from .._entry import MemoryEntry
 from .._errors import EmbeddingError
 from .._record import Record
-from .._util import Final
+from .._util import Final, install_hint
 from .scoring import Accept, ReadView, drain
 
 __all__ = [
@@ -139,7 +139,7 @@ def wordllama_embedder(dim: int = 256) -> FunctionEmbedder:
         dim: Truncation of the 256-dimensional vectors (64, 128 or 256; Matryoshka).
 
     Raises:
-        ImportError: ``wordllama`` is not installed (``pip install 'actormem[dense]'``).
+        ImportError: ``wordllama`` is not installed (the ``dense`` extra).
     """
     cached = _WORDLLAMA.get(dim)
     if cached is not None:
@@ -151,7 +151,7 @@ def wordllama_embedder(dim: int = 256) -> FunctionEmbedder:
         from wordllama import WordLlama
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError(
-            "the dense scorer's default model needs wordllama: pip install 'actormem[dense]'"
+            f"the dense scorer's default model needs wordllama: {install_hint('dense')}"
         ) from exc
     finally:
         # Importing wordllama configures the root logger (a stderr handler), which

@@ -396,6 +396,20 @@ def wo_count_sparse(
     _kernels().wo_count_sparse(counts, gids, lo, hi, n, m, mark, word)
 
 
+def _refuse_scan(recent: list[str], lo: int, hi: int, mod: int, word: str) -> None:
+    """:func:`wo_scan`'s and :func:`wo_scan_mark`'s refusal (the C function's too), called
+    only once their one test of the arguments failed (no call on the way to C). O(1).
+
+    Raises:
+        TypeError, ValueError: As :func:`wo_scan`.
+    """
+    if type(recent) is not list or type(word) is not str:
+        raise TypeError("recent must be a list of str and word a str")
+    _need(0 <= lo <= hi and 0 < mod <= len(recent), "lo, hi, mod out of range")
+    _need(hi - lo <= mod, "hi beyond lo + mod (the texts)")
+    raise AssertionError("unreachable: the arguments passed")  # pragma: no cover
+
+
 def wo_scan(
     recent: list[str],
     lo: int,
@@ -410,15 +424,20 @@ def wo_scan(
     character are searched in C by the word's least common byte (``memchr``) and a
     compare where it falls, instead of ``PyUnicode_Find``; with ``wide`` too, a word of
     one byte per character in a text of two or four bytes per character the same way,
-    by its code units (the same groups). O(total length of those texts).
+    by its code units (the same groups). ``recent`` is a ring of the ``mod`` newest
+    texts, so ``lo:hi`` spans at most ``mod`` groups (each text read once).
+    O(total length of those texts), at most ``mod`` texts.
 
     Raises:
         TypeError, ValueError: ``recent`` not a list of str shorter than ``mod``, or a
-            bad range.
+            bad range (``hi - lo > mod`` too), refused before any text is read.
     """
-    if type(recent) is not list or type(word) is not str:
-        raise TypeError("recent must be a list of str and word a str")
-    _need(0 <= lo <= hi and 0 < mod <= len(recent), "lo, hi, mod out of range")
+    if (
+        type(recent) is not list
+        or type(word) is not str
+        or not (0 <= lo <= hi <= lo + mod and 0 < mod <= len(recent))
+    ):
+        _refuse_scan(recent, lo, hi, mod, word)
     found: list[int] = _kernels().wo_scan(recent, lo, hi, mod, word, bool(rare), bool(wide))
     return found
 
@@ -441,9 +460,12 @@ def wo_scan_mark(
         TypeError, ValueError: As :func:`wo_scan`, or ``dense`` not such an array (then
             nothing is written).
     """
-    if type(recent) is not list or type(word) is not str:
-        raise TypeError("recent must be a list of str and word a str")
-    _need(0 <= lo <= hi and 0 < mod <= len(recent), "lo, hi, mod out of range")
+    if (
+        type(recent) is not list
+        or type(word) is not str
+        or not (0 <= lo <= hi <= lo + mod and 0 < mod <= len(recent))
+    ):
+        _refuse_scan(recent, lo, hi, mod, word)
     _need(_array_of("dense", dense, _U8, writable=True) >= hi, "dense shorter than hi")
     found: int = _kernels().wo_scan_mark(recent, lo, hi, mod, word, bool(rare), bool(wide), dense)
     return found

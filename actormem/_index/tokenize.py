@@ -32,7 +32,7 @@ from typing import Any
 
 import attrs
 
-from .._util import Final
+from .._util import Final, install_hint
 
 __all__ = ["Tokenizer", "stop_words"]
 
@@ -61,7 +61,7 @@ def _stem_function(algorithm: str) -> Callable[[list[str]], list[str]]:
         import Stemmer  # type: ignore[import-not-found,unused-ignore]  # PyStemmer
     except ImportError:  # pragma: no cover - depends on the environment
         raise ImportError(
-            "stemming needs PyStemmer: pip install PyStemmer (or actormem[stem])"
+            f"stemming needs PyStemmer: pip install PyStemmer, or {install_hint('stem')}"
         ) from None
     try:
         stemmer: Any = Stemmer.Stemmer(algorithm)

@@ -44,6 +44,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from .._errors import StorageError
+from .._util import install_hint
 from .log import LogRecord, LogSnapshot, LogTruncatedError
 
 __all__ = ["LOG_FORMAT", "MEMORY_NAME_RE", "PgLog", "check_reachable", "redact_dsn"]
@@ -101,7 +102,7 @@ def _psycopg() -> Any:
         import psycopg
     except ImportError as exc:  # pragma: no cover - depends on the installation
         raise StorageError(
-            "log", "replication needs psycopg 3: pip install 'actormem[postgres]'"
+            "log", f"replication needs psycopg 3: {install_hint('postgres')}"
         ) from exc
     return psycopg
 

@@ -443,11 +443,19 @@ def _cut(text: str) -> str:
     return f"{text[:_MAX_QUOTE]}... ({len(text) - _MAX_QUOTE} more characters)"
 
 
+#: How Python's sqlite3 words a TEXT value it cannot decode (an ``OperationalError``
+#: with no SQLite error code): only a corrupted or foreign file holds one.
+_NOT_UTF8 = "Could not decode to UTF-8"
+
+
 def sqlite_reason(exc: BaseException) -> str:
     """A short reason for an SQLite or OS error, naming corruption and locking plainly;
     the error's own text is cut to :data:`_MAX_QUOTE` code points."""
     name = getattr(exc, "sqlite_errorname", "")
     text = _cut(str(exc))
+    if isinstance(exc, sqlite3.OperationalError) and text.startswith(_NOT_UTF8):
+        # Python's sqlite3 decoding a TEXT value (SQLite itself never checks UTF-8).
+        return f"corrupted: a text that is not UTF-8 ({text})"
     if name == "SQLITE_NOTADB":
         return f"not an SQLite database, or corrupted ({text})"
     if name.startswith("SQLITE_CORRUPT"):

@@ -44,7 +44,7 @@ from .._storage.jsonl import JsonlError, entry_to_json, escape_json_line, vector
 from .._storage.pglog import redact_dsn
 from .._storage.salvage import Salvage
 from .._storage.sqlite_format import read_stored_vectors
-from .._util import gc_paused, read_token_file
+from .._util import gc_paused, install_hint, read_token_file
 from ..agent._text import cut, escape_line
 from ..agent._toolcalls import read_import_file
 from ..eval import _cli as _eval_cli
@@ -1057,7 +1057,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             if package in _EXTRA_OF:
                 print(
                     f"{sub}: error: {package} is not installed "
-                    f"(pip install 'actormem[{_EXTRA_OF[package]}]')",
+                    f"({install_hint(_EXTRA_OF[package])})",
                     file=sys.stderr,
                 )
                 return 2

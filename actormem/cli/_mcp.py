@@ -13,7 +13,7 @@ from typing import Any
 import trio
 
 from .._errors import ActorMemError
-from .._util import read_token_file
+from .._util import install_hint, read_token_file
 from ._options import add_memory_location, int_at_least
 
 __all__ = ["add_mcp_parser", "cmd_mcp"]
@@ -73,7 +73,7 @@ def cmd_mcp(args: argparse.Namespace, scorers: dict[str, Any]) -> int:
         import mcp  # noqa: F401
     except ImportError:
         print(
-            "actormem mcp: error: the mcp package is not installed (pip install 'actormem[mcp]')",
+            f"actormem mcp: error: the mcp package is not installed ({install_hint('mcp')})",
             file=sys.stderr,
         )
         return 2

@@ -11,6 +11,7 @@ from typing import Any
 import trio
 
 from .._errors import ActorMemError
+from .._util import install_hint
 from ._options import add_memory_location, int_at_least
 
 __all__ = ["add_serve_parser", "cmd_serve"]
@@ -77,7 +78,7 @@ def cmd_serve(args: argparse.Namespace, scorers: dict[str, Any]) -> int:
         from ..server._run import is_loopback, read_token, serve_http
     except ImportError as exc:  # pragma: no cover - the extra is missing
         print(
-            f"actormem serve: error: {exc.name} is not installed (pip install 'actormem[server]')",
+            f"actormem serve: error: {exc.name} is not installed ({install_hint('server')})",
             file=sys.stderr,
         )
         return 2

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .._util import install_hint
 from ._hosted import HostedMemory, SyncHostedMemory
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ def __getattr__(name: str) -> Any:
             # Still a ModuleNotFoundError naming httpx, so that callers that map a
             # missing package to its extra (the CLI) keep doing so.
             raise ModuleNotFoundError(
-                f"actormem.client.{name} needs httpx: pip install 'actormem[client]'",
+                f"actormem.client.{name} needs httpx: {install_hint('client')}",
                 name="httpx",
             ) from exc
         return getattr(_http, name)

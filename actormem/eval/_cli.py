@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .._util import install_hint
+
 __all__ = ["add_eval_parser", "main", "run_eval_locomo", "run_eval_toolcalls"]
 
 #: Where the shared data lives relative to the project root; the CLI's default.
@@ -158,7 +160,7 @@ def run_eval_locomo(args: argparse.Namespace) -> int:
     except ImportError as exc:
         print(
             f"actormem eval locomo: --scorer {args.scorer} needs the 'stem' extra: "
-            f"pip install 'actormem[stem]' ({exc}), or use --scorer bm25",
+            f"{install_hint('stem')} ({exc}), or use --scorer bm25",
             file=sys.stderr,
         )
         return 2

@@ -320,6 +320,20 @@ def cache_entries(cache: object) -> tuple[int, int, list[tuple[str, array[int]]]
     return got
 
 
+def _ints_in_range(mults: list[Any]) -> bool:
+    """Whether every exact ``int`` of ``mults`` is in ``[0, 2**31)``: the C
+    ``count_words``' range test, which leaves any other type to its type test (a
+    ``TypeError`` from ``start`` on, nothing before it), so that both paths of
+    ``knobs._LEAN_MULT_CHECKS`` refuse a float or a str alike. ``min`` and ``max`` first
+    (all in range: so are the ints), the ints alone when they fail. O(len(mults))."""
+    try:
+        if 0 <= min(mults) <= max(mults) < 1 << 31:
+            return True
+    except TypeError:  # a str beside the numbers: not comparable
+        pass
+    return all(0 <= m < 1 << 31 for m in mults if type(m) is int)
+
+
 def count_words(
     words: list[str],
     mults: list[int],
@@ -401,7 +415,7 @@ def count_words(
         raise TypeError("words must be str and mults int")
     # With knobs._LEAN_MULT_CHECKS the C function tests every int multiplicity's range
     # (the same ValueError) before it counts any word.
-    if not knobs._LEAN_MULT_CHECKS and mults and not 0 <= min(mults) <= max(mults) < 1 << 31:
+    if not knobs._LEAN_MULT_CHECKS and mults and not _ints_in_range(mults):
         raise ValueError("multiplicities must be in [0, 2**31)")
     if type(counts) is not np.ndarray or counts.dtype not in (_COUNTS if not planes else (_U64,)):
         raise TypeError("counts must be a numpy array of uint8, uint16 or int64 (uint64 planes)")

@@ -449,30 +449,26 @@ class MatchFinder:
         new: list[int] = []
         compiled = kernels.active()
         rare, wide = knobs._SCAN_RARE, knobs._SCAN_RARE and knobs._SCAN_WIDE
-        if compiled and knobs._SCAN_MARK and dense and data.dtype == np.uint8 and len(data) >= n:
-            # In place: the bytes of the groups found set as the scan finds them (the
-            # same truth _put_and_remember writes there), no list.
-            for start in range(upto, n, knobs._STEP):
-                if e.n - knobs._SCAN_NEW > start:
-                    return None  # the owner has overwritten the texts to read
-                stop = start + knobs._STEP
-                stop = n if n < stop else stop
-                kernels.wo_scan_mark(recent, start, stop, knobs._SCAN_NEW, w, rare, wide, data)
-                yield
-            e.cache.remember(w, n, True, data)
-            return data
+        # In place: the bytes of the groups found set as the scan finds them (the same
+        # truth _put_and_remember writes there), no list.
+        mark = compiled and knobs._SCAN_MARK and dense and data.dtype == np.uint8 and len(data) >= n
         for start in range(upto, n, knobs._STEP):
             if e.n - knobs._SCAN_NEW > start:
                 return None  # the owner has overwritten the texts to read
             stop = start + knobs._STEP
             stop = n if n < stop else stop  # min(n, ...) without the call
-            if compiled:  # the same tests, without the interpreter's loop (kernels.py)
+            if mark:
+                kernels.wo_scan_mark(recent, start, stop, knobs._SCAN_NEW, w, rare, wide, data)
+            elif compiled:  # the same tests, without the interpreter's loop (kernels.py)
                 new += kernels.wo_scan(recent, start, stop, knobs._SCAN_NEW, w, rare, wide)
             else:
                 for g in range(start, stop):
                     if w in recent[g % knobs._SCAN_NEW]:
                         new.append(g)
             yield
+        if mark:
+            e.cache.remember(w, n, True, data)
+            return data
         return (yield from self._put_and_remember(e, w, n, upto, dense, data, new))
 
     def _put_and_remember(
