@@ -1,0 +1,156 @@
+"""Review 23a: the word-overlap ``GroupTable`` (``_grouptable.h``) and ``add_groups_new``.
+
+* ``add_groups_new`` called a Python ``lower`` while holding the record, its entry, text,
+  relevance and seq as borrowed pointers: a ``lower`` that dropped ``recs[i]`` left the
+  glist (and the table) holding a freed record (a use after free, ASan's report), and on
+  the dict path a ``lower`` that mapped the text had it overwritten. Now they are held
+  across the call and any such change leaves the record to the caller's loop.
+* Held (no fix needed): a table whose tags all collide (``tag_mask`` 0) against a dict
+  under adversarial texts (non-BMP, equal prefixes, empty, str subclasses with hostile
+  ``__hash__`` / ``__eq__``), deletes across the wrap-around, growth and shrink; a
+  ``__del__`` reading the table while it is torn down.
+"""
+
+from __future__ import annotations
+
+import gc
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from actormem._index.wordoverlap import ccore
+from actormem._index.wordoverlap.numbering import _Group, _group_map
+
+from .strategies import examples
+from .test_entrybytes5 import SLOTS, GroupTable, _record, core
+
+
+@core
+@pytest.mark.parametrize("table", [True, False])
+def test_add_groups_new_lower_that_drops_the_record(table: bool) -> None:
+    fn = ccore.add_groups()
+    recs = [_record(f"t{i}", i) for i in range(5)]
+    glist: list[Any] = []
+    groups = _group_map(glist, table)
+    lows: list[str] = []
+
+    def lower(s: str) -> str:
+        recs.clear()  # the last references to the records
+        gc.collect()
+        return s.lower()
+
+    got = fn(recs, 0, groups, glist, [""] * 4, 4, 0, lows, [], [], lower)
+    assert got == 0  # the record left to the caller (its list is empty now)
+    assert glist == [] and lows == [] and len(groups) == 0
+    if table:
+        groups._check()
+
+
+@core
+@pytest.mark.parametrize("table", [True, False])
+def test_add_groups_new_lower_that_rebinds_the_entry(table: bool) -> None:
+    fn = ccore.add_groups()
+    recs = [_record(f"t{i}", i) for i in range(3)]
+    glist: list[Any] = []
+    groups = _group_map(glist, table)
+    other = _record("other", 99)
+
+    def lower(s: str) -> str:
+        object.__setattr__(recs[0], "entry", other.entry)
+        gc.collect()
+        return s.lower()
+
+    got = fn(recs, 0, groups, glist, [""] * 4, 4, 0, [], [], [], lower)
+    assert got == 0 and glist == [] and len(groups) == 0
+
+
+@core
+def test_add_groups_new_lower_that_maps_the_text_dict() -> None:
+    fn = ccore.add_groups()
+    recs = [_record("t0", 0)]
+    glist: list[Any] = []
+    groups: dict[str, int] = {}
+
+    def lower(s: str) -> str:
+        groups[s] = 7
+        return s.lower()
+
+    got = fn(recs, 0, groups, glist, [""] * 4, 4, 0, [], [], [], lower)
+    assert got == 0 and glist == [] and groups == {"t0": 7}
+
+
+class Hostile(str):
+    def __hash__(self) -> int:
+        raise RuntimeError("hash")
+
+    def __eq__(self, other: object) -> bool:
+        raise RuntimeError("eq")
+
+    __ne__ = __eq__  # type: ignore[assignment]
+
+
+TEXTS = st.one_of(
+    st.sampled_from(["", "a", "b", "ab", "\U0001f600", "\U0001f600a", "é", "\x00", "a" * 33]),
+    st.text(max_size=4),
+)
+OPS = st.lists(
+    st.tuples(st.sampled_from(["add", "del", "get", "set", "hostile"]), TEXTS, st.booleans()),
+    max_size=120,
+)
+
+
+@core
+@given(ops=OPS, mask=st.sampled_from([0, 1, 0xFFFFFFFF]))
+@settings(max_examples=examples(150), deadline=None)
+def test_colliding_tags_against_a_dict(ops: list[tuple[str, str, bool]], mask: int) -> None:
+    glist: list[Any] = []
+    t = GroupTable(glist, *SLOTS, mask)
+    d: dict[str, int] = {}
+    for n, (op, text, group) in enumerate(ops):
+        if op == "add" and text not in d:
+            item = _Group(text, []) if group else _record(text, n)
+            d[text] = t.append(item)
+        elif op == "del" and text in d:
+            del t[text]
+            glist[d.pop(text)] = None
+        elif op == "set" and text in d:
+            t[text] = d[text]
+        elif op == "hostile":
+            key = Hostile(text)
+            assert (key in t) == (text in d)
+            assert t.get(key) == d.get(text)
+        assert t.get(text) == d.get(text)
+        t._check()
+    assert dict(t.items()) == d and t == d
+    # Empty it from both ends of the slot order: backward shifts across the wrap.
+    for text in sorted(d, key=len):
+        del t[text]
+        t._check()
+    assert len(t) == 0
+
+
+@core
+def test_a_del_during_teardown_sees_an_empty_table() -> None:
+    seen: list[Any] = []
+    glist: list[Any] = []
+    t = GroupTable(glist, *SLOTS)
+
+    class Loud:
+        def __del__(self) -> None:
+            seen.append((len(t_ref[0]), t_ref[0].get("x"), t_ref[0].glist))
+
+    t_ref = [t]
+    t.append(_record("x", 0))
+    glist.append(Loud())  # not a group item: read as carrying no text
+    del glist
+    t._check()
+    gc.collect()
+    # Break the table itself via tp_clear (a cycle through it).
+    t.glist.append(t_ref)
+    t_ref.append(t)
+    del t
+    t_ref[0].glist[1] = None  # Loud's __del__ reads the live table: still consistent
+    assert seen == [(1, 0, seen[0][2])]
+    gc.collect()
