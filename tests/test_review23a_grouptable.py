@@ -43,7 +43,9 @@ def test_add_groups_new_lower_that_drops_the_record(table: bool) -> None:
 
     got = fn(recs, 0, groups, glist, [""] * 4, 4, 0, lows, [], [], lower)
     assert got == 0  # the record left to the caller (its list is empty now)
-    assert glist == [] and lows == [] and len(groups) == 0
+    assert glist == []
+    assert lows == []
+    assert len(groups) == 0
     if table:
         groups._check()
 
@@ -63,7 +65,9 @@ def test_add_groups_new_lower_that_rebinds_the_entry(table: bool) -> None:
         return s.lower()
 
     got = fn(recs, 0, groups, glist, [""] * 4, 4, 0, [], [], [], lower)
-    assert got == 0 and glist == [] and len(groups) == 0
+    assert got == 0
+    assert glist == []
+    assert len(groups) == 0
 
 
 @core
@@ -78,7 +82,9 @@ def test_add_groups_new_lower_that_maps_the_text_dict() -> None:
         return s.lower()
 
     got = fn(recs, 0, groups, glist, [""] * 4, 4, 0, [], [], [], lower)
-    assert got == 0 and glist == [] and groups == {"t0": 7}
+    assert got == 0
+    assert glist == []
+    assert groups == {"t0": 7}
 
 
 class Hostile(str):
@@ -123,7 +129,8 @@ def test_colliding_tags_against_a_dict(ops: list[tuple[str, str, bool]], mask: i
             assert t.get(key) == d.get(text)
         assert t.get(text) == d.get(text)
         t._check()
-    assert dict(t.items()) == d and t == d
+    assert dict(t.items()) == d
+    assert t == d
     # Empty it from both ends of the slot order: backward shifts across the wrap.
     for text in sorted(d, key=len):
         del t[text]
@@ -154,3 +161,55 @@ def test_a_del_during_teardown_sees_an_empty_table() -> None:
     t_ref[0].glist[1] = None  # Loud's __del__ reads the live table: still consistent
     assert seen == [(1, 0, seen[0][2])]
     gc.collect()
+
+
+@core
+@given(
+    before=st.lists(TEXTS, unique=True, max_size=20),
+    after=st.lists(TEXTS, max_size=30),
+    mask=st.sampled_from([0, 3, 0xFFFFFFFF]),
+)
+@settings(max_examples=examples(150), deadline=None)
+def test_index_from_rolls_back_on_a_text_twice(
+    before: list[str], after: list[str], mask: int
+) -> None:
+    glist: list[Any] = []
+    t = GroupTable(glist, *SLOTS, mask)
+    for n, text in enumerate(before):
+        t.append(_record(text, n))
+    start = len(glist)
+    glist.extend(_record(text, 100 + n) for n, text in enumerate(after))
+    want = dict(zip(before, range(start), strict=True))
+    texts = before + after
+    if len(set(texts)) == len(texts):
+        t.index_from(start)
+        want = {text: n for n, text in enumerate(texts)}
+    else:
+        with pytest.raises(ValueError, match="is mapped"):
+            t.index_from(start)
+    t._check()
+    assert t == want
+
+
+@core
+def test_equality_against_a_dict_whose_key_empties_the_table() -> None:
+    glist: list[Any] = []
+    t = GroupTable(glist, *SLOTS, 0)  # one tag: every key compared
+    for n in range(40):
+        t.append(_record(f"k{n}", n))
+
+    class Evil(str):
+        def __hash__(self) -> int:
+            return str.__hash__(self)
+
+        def __eq__(self, other: object) -> bool:
+            for text in list(t.keys()):
+                del t[text]
+            glist.clear()
+            gc.collect()
+            return False
+
+    d: dict[Any, int] = {Evil(f"k{n}"): n for n in range(40)}
+    assert (t == d) is False
+    t._check()  # glist emptied behind the table's back, the table emptied first
+    assert len(t) == 0

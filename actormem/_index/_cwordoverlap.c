@@ -5968,7 +5968,8 @@ PyDoc_STRVAR(add_groups_new_doc,
 "groups: a dict, or a GroupTable over glist (its append: the text mapped to the number\n"
 "glist.append gives it, so g must be len(glist), else the record is left to the caller).\n"
 "Returns the index of the first record not added (len(recs) when all were). A\n"
-"record's fallible steps (lower, the group number) come before any change for it.\n"
+"record's fallible steps (lower, the group number) come before any change for it; a\n"
+"lower that changes recs[i], its record, the lists or the map leaves it to the caller.\n"
 "TypeError for wrong argument types, RuntimeError before record_setup or store_setup.\n"
 "O(sum of the texts' lengths).");
 
