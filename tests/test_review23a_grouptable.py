@@ -213,3 +213,16 @@ def test_equality_against_a_dict_whose_key_empties_the_table() -> None:
     assert (t == d) is False
     t._check()  # glist emptied behind the table's back, the table emptied first
     assert len(t) == 0
+
+
+@core
+def test_reserve_past_the_numbers_limit_is_a_clear_error() -> None:
+    glist: list[Any] = []
+    t = GroupTable(glist, *SLOTS)
+    t.append(_record("a", 0))
+    for n in (2**45, 2**31 - 1):  # more texts than distinct numbers < 2**31 - 1
+        with pytest.raises(OverflowError, match="2\\*\\*31 - 1 texts"):
+            t.reserve(n)
+    t._check()
+    assert t == {"a": 0}
+    assert t.__sizeof__() == type(t).__basicsize__ + 8 * 8  # unchanged: 8 slots
