@@ -5,26 +5,38 @@
   glist (and the table) holding a freed record (a use after free, ASan's report), and on
   the dict path a ``lower`` that mapped the text had it overwritten. Now they are held
   across the call and any such change leaves the record to the caller's loop.
+* ``GroupTable.reserve(n)`` past the 2**31 - 1 texts a table can ever hold tried the
+  allocation (a bare ``MemoryError``, or on an overcommitting host gigabytes touched by
+  the fill): now ``OverflowError`` before anything.
 * Held (no fix needed): a table whose tags all collide (``tag_mask`` 0) against a dict
   under adversarial texts (non-BMP, equal prefixes, empty, str subclasses with hostile
   ``__hash__`` / ``__eq__``), deletes across the wrap-around, growth and shrink; a
-  ``__del__`` reading the table while it is torn down.
+  ``__del__`` reading the table while it is torn down; ``index_from``'s rollback on a
+  text twice midway (all tags equal too); ``==`` against a dict whose key empties the
+  table and its glist; a reader's retrieve steps interleaved with the owner's writes
+  (the result is the one at its start, the table's state equals the dict's).
 """
 
 from __future__ import annotations
 
 import gc
+import random
+import uuid
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from actormem import MemoryCategory, MemoryEntry
+from actormem._index.scoring import drain
 from actormem._index.wordoverlap import ccore
+from actormem._index.wordoverlap import knobs as wo_knobs
 from actormem._index.wordoverlap.numbering import _Group, _group_map
 
 from .strategies import examples
-from .test_entrybytes5 import SLOTS, GroupTable, _record, core
+from .test_entrybytes5 import SLOTS, GroupTable, _new, _record, core
+from .test_store_batch import BASE, _snapshot
 
 
 @core
@@ -226,3 +238,67 @@ def test_reserve_past_the_numbers_limit_is_a_clear_error() -> None:
     t._check()
     assert t == {"a": 0}
     assert t.__sizeof__() == type(t).__basicsize__ + 8 * 8  # unchanged: 8 slots
+
+
+_WORDS = ["alpha", "beta", "gamma", "\U0001f600", "é", "x"]
+
+
+def _entry(i: int, r: random.Random) -> MemoryEntry:
+    text = " ".join(r.choice(_WORDS) for _ in range(r.randrange(1, 3)))
+    return MemoryEntry(
+        category=MemoryCategory.FACT,
+        memory=text,
+        id=uuid.UUID(int=i),
+        created_at=BASE,
+        tags=("alpha",) if r.random() < 0.3 else (),
+        relevance=r.choice([0.2, 0.5, 0.9]),
+    )
+
+
+def _scores(out: list[tuple[float, Any]]) -> list[tuple[float, uuid.UUID]]:
+    return [(round(s, 9), rec.entry.id) for s, rec in out]
+
+
+@core
+@pytest.mark.parametrize("seed", range(12))
+def test_a_reader_mid_retrieve_while_the_owner_writes(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A retrieve's steps (tagged records looked up in the map it took) interleaved with
+    the owner's deletes, stores and consolidations: its result is the one at its start,
+    and the table's side equals the dict's (held: no fix needed)."""
+    monkeypatch.setattr(wo_knobs, "_MASK_BATCH", 3)
+    monkeypatch.setattr(wo_knobs, "_RENUMBER_MIN", 4)
+    monkeypatch.setattr(wo_knobs, "_STEP", 1)
+    r = random.Random(seed)
+    ops = [(r.random(), r.randrange(1, 40), r.getrandbits(32)) for _ in range(80)]
+    got = {}
+    for on in (True, False):
+        monkeypatch.setattr(wo_knobs, "_GROUP_TABLE", on)
+        s = _new(on)
+        rr = random.Random(seed)
+        for i in range(1, 30):
+            s.store(_entry(i, rr))
+        view = s.view()
+        q = rr.choice(["alpha", "alpha beta", "gamma \U0001f600", "x"])
+        before = _scores(s.index.top_k(view, q, 5, None))  # type: ignore[attr-defined]
+        gen = s.index.top_k_steps(view, q, 5, None)  # type: ignore[attr-defined]
+        out = None
+        for op, i, bits in ops:
+            try:
+                next(gen)
+            except StopIteration as stop:
+                out = stop.value
+                break
+            if op < 0.5:
+                s.delete(uuid.UUID(int=i))
+            elif op < 0.9:
+                s.store(_entry(i, random.Random(bits)))
+            else:
+                s.consolidate()
+            s._check()
+        if out is None:
+            out = drain(gen)
+        assert _scores(out) == before
+        got[on] = (before, _snapshot(s))
+    assert got[True] == got[False]
