@@ -6086,7 +6086,8 @@ PyDoc_STRVAR(add_groups_new_doc,
 "groups: a dict, or a GroupTable over glist (its append: the text mapped to the number\n"
 "glist.append gives it, so g must be len(glist), else the record is left to the caller).\n"
 "Returns the index of the first record not added (len(recs) when all were). A\n"
-"record's fallible steps (lower, the group number) come before any change for it.\n"
+"record's fallible steps (lower, the group number) come before any change for it; a\n"
+"lower that changes recs[i], its record, the lists or the map leaves it to the caller.\n"
 "TypeError for wrong argument types, RuntimeError before record_setup or store_setup.\n"
 "O(sum of the texts' lengths).");
 
@@ -6150,26 +6151,51 @@ add_groups_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_ssize_t g = first + PyList_GET_SIZE(lows);
         if (g % scan >= PyList_GET_SIZE(recent)) break;
         if (gt && g != PyList_GET_SIZE(glist)) break; /* the table numbers by glist */
+        /* lower may run code (a Python callable) that drops recs[i], rebinds its slots
+         * or maps the text: the record and what was read from it are held across the
+         * call, and any such change leaves the record to the caller's loop. */
+        PyObject *held[6] = {rec, entry, text, rel, seq, tags};
+        for (int h = 0; h < 6; h++) Py_INCREF(held[h]);
         PyObject *low = PyObject_CallOneArg(lower, text);
-        if (!low) return NULL;
+        int moved = low && (i >= PyList_GET_SIZE(recs) || PyList_GET_ITEM(recs, i) != rec ||
+                            SLOT(rec, ins_rec_off[0]) != entry ||
+                            SLOT(rec, ins_rec_off[3]) != seq || SLOT(entry, eo[5]) != text ||
+                            SLOT(entry, eo[4]) != rel || SLOT(entry, eo[9]) != tags ||
+                            g != first + PyList_GET_SIZE(lows) ||
+                            g % scan >= PyList_GET_SIZE(recent));
+        if (low && !moved && !gt) {
+            int has = PyDict_Contains(groups, text); /* mapped by that code? */
+            if (has < 0) Py_CLEAR(low);
+            else moved = has;
+        }
+        /* From here on, `held` is released on every path (a release of a replaced
+         * `recent` item may run code too). */
+#define AGN_RELEASE() do { for (int h = 0; h < 6; h++) Py_DECREF(held[h]); } while (0)
+        if (!low) {
+            AGN_RELEASE();
+            return NULL;
+        }
         if (!PyUnicode_CheckExact(low)) {
             Py_DECREF(low);
+            AGN_RELEASE();
             PyErr_SetString(PyExc_TypeError, "add_groups_new: lower() must return a str");
             return NULL;
         }
+        if (moved || (gt && (gt->changes != seen || g != PyList_GET_SIZE(glist)))) {
+            /* lower ran code that changed the record, the lists or the map: the
+             * caller's loop takes this record (nothing done for it here). */
+            Py_DECREF(low);
+            AGN_RELEASE();
+            break;
+        }
         int err;
         if (gt) {
-            /* lower ran code: if the table or glist changed meanwhile, the caller's loop
-             * takes this record (nothing done for it here). */
-            if (gt->changes != seen || g != PyList_GET_SIZE(glist)) {
-                Py_DECREF(low);
-                break;
-            }
             err = gt_append_item(gt, rec, tag); /* glist.append(rec), text -> g */
         } else {
             PyObject *gid = PyLong_FromSsize_t(g);
             if (!gid) {
                 Py_DECREF(low);
+                AGN_RELEASE();
                 return NULL;
             }
             err = PyDict_SetItem(groups, text, gid);
@@ -6181,6 +6207,8 @@ add_groups_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (!err) err = PyList_Append(rels, rel);
         if (!err) err = PyList_Append(seqs, seq);
         Py_DECREF(low);
+        AGN_RELEASE();
+#undef AGN_RELEASE
         if (err) return NULL;
     }
     return PyLong_FromSsize_t(i);

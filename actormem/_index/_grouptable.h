@@ -579,7 +579,7 @@ GroupTable_index_from(PyObject *self, PyObject *arg)
 PyDoc_STRVAR(GroupTable_reserve_doc,
 "reserve(n, /) -> None\n\n"
 "Room for n more texts without growing (at a load of 0.7 once they are in).\n"
-"ValueError for n < 0. O(len(table) + n).");
+"ValueError for n < 0, OverflowError past 2**31 - 1 texts in all. O(len(table) + n).");
 
 static PyObject *
 GroupTable_reserve(PyObject *self, PyObject *arg)
@@ -588,6 +588,13 @@ GroupTable_reserve(PyObject *self, PyObject *arg)
     if (n == -1 && PyErr_Occurred()) return NULL;
     if (n < 0) {
         PyErr_SetString(PyExc_ValueError, "reserve(): n < 0");
+        return NULL;
+    }
+    /* Texts have distinct numbers below 2**31 - 1: more can never be stored (and a
+     * request past it would only try a huge allocation). */
+    if (n > (Py_ssize_t)INT32_MAX - 1 - ((GroupTableObject *)self)->used) {
+        PyErr_SetString(PyExc_OverflowError,
+                        "reserve(): more than 2**31 - 1 texts (the group numbers' limit)");
         return NULL;
     }
     if (gt_reserve_to((GroupTableObject *)self, n, 1) < 0) return NULL;
