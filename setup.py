@@ -39,7 +39,7 @@ setup(
             "actormem._index._cwordoverlap",
             ["actormem/_index/_cwordoverlap.c"],
             extra_compile_args=["-O3"],
-            depends=[*COMMON, "actormem/_index/_duptable.h", "actormem/_index/_idtable.h"],  # the tables
+            depends=[*COMMON, "actormem/_index/_duptable.h", "actormem/_index/_idtable.h", "actormem/_index/_blake2b.h"],  # the tables
             optional=True,
         ),
         # A file's rows read and decoded in C, against the system's SQLite (its own

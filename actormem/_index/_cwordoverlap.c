@@ -33,6 +33,7 @@
 #include "_kernels_common.h"
 #include "_foldhash.h"
 #include "_duptable.h"
+#include "_blake2b.h"
 #include "_idtable.h"
 
 static PyObject *array_type;   /* array.array */
@@ -6171,6 +6172,206 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------ restore columns */
+
+PyDoc_STRVAR(restore_columns_doc,
+"restore_columns(records) -> (texts, relevance, seqs, tagged) or None\n\n"
+"What the word-overlap restore reads of each record, in one pass without the\n"
+"interpreter: texts the list of every record's entry.memory, relevance the bytes of a\n"
+"float64 array of entry.relevance, seqs those of an int64 array of seq, tagged the list\n"
+"of the positions whose entry.tags is not empty. None (nothing made) when a record is\n"
+"not plain: not exactly store_setup's record class holding exactly its entry class, a\n"
+"slot unset, a text not an exact str, a relevance not an exact float, a seq not an\n"
+"exact int in int64, tags not an exact tuple. TypeError when records is not a list,\n"
+"RuntimeError before record_setup or store_setup. O(len(records)).");
+
+static PyObject *
+restore_columns(PyObject *self, PyObject *records)
+{
+    if (!PyList_CheckExact(records)) {
+        PyErr_SetString(PyExc_TypeError, "restore_columns: records must be a list");
+        return NULL;
+    }
+    if (!ins_rec_type || !ins_entry_type) {
+        PyErr_SetString(PyExc_RuntimeError, "restore_columns: record_setup() not called");
+        return NULL;
+    }
+    /* nothing below runs Python code: the list cannot change during the pass */
+    Py_ssize_t n = PyList_GET_SIZE(records);
+    PyObject *texts = PyList_New(n);
+    PyObject *rel = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(double));
+    PyObject *seqs = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(int64_t));
+    PyObject *tagged = PyList_New(0);
+    if (!texts || !rel || !seqs || !tagged) goto error;
+    double *rel_of = (double *)PyBytes_AS_STRING(rel);
+    int64_t *seq_of = (int64_t *)PyBytes_AS_STRING(seqs);
+    Py_ssize_t off_entry = ins_rec_off[0], off_seq = ins_rec_off[3];
+    Py_ssize_t off_rel = ins_entry_off[4], off_mem = ins_entry_off[5], off_tags = ins_entry_off[9];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i + 8 < n) __builtin_prefetch(PyList_GET_ITEM(records, i + 8));
+        PyObject *rec = PyList_GET_ITEM(records, i);
+        if (Py_TYPE(rec) != ins_rec_type) goto plain_not;
+        PyObject *entry = SLOT(rec, off_entry), *seq = SLOT(rec, off_seq);
+        if (!entry || Py_TYPE(entry) != ins_entry_type || !seq || !PyLong_CheckExact(seq))
+            goto plain_not;
+        PyObject *mem = SLOT(entry, off_mem), *r = SLOT(entry, off_rel);
+        PyObject *tags = SLOT(entry, off_tags);
+        if (!mem || !PyUnicode_CheckExact(mem) || !r || !PyFloat_CheckExact(r) || !tags ||
+            !PyTuple_CheckExact(tags))
+            goto plain_not;
+        int overflow = 0;
+        long long s = PyLong_AsLongLongAndOverflow(seq, &overflow);
+        if (overflow || (s == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            goto plain_not;
+        }
+        seq_of[i] = (int64_t)s;
+        rel_of[i] = PyFloat_AS_DOUBLE(r);
+        PyList_SET_ITEM(texts, i, Py_NewRef(mem));
+        if (PyTuple_GET_SIZE(tags) > 0) {
+            PyObject *at = PyLong_FromSsize_t(i);
+            if (!at) goto error;
+            int rc = PyList_Append(tagged, at);
+            Py_DECREF(at);
+            if (rc < 0) goto error;
+        }
+    }
+    PyObject *out = PyTuple_Pack(4, texts, rel, seqs, tagged);
+    Py_DECREF(texts);
+    Py_DECREF(rel);
+    Py_DECREF(seqs);
+    Py_DECREF(tagged);
+    return out;
+plain_not:
+    Py_DECREF(texts); /* items not yet set are NULL: list_dealloc skips them */
+    Py_DECREF(rel);
+    Py_DECREF(seqs);
+    Py_DECREF(tagged);
+    Py_RETURN_NONE;
+error:
+    Py_XDECREF(texts);
+    Py_XDECREF(rel);
+    Py_XDECREF(seqs);
+    Py_XDECREF(tagged);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ texts' digest */
+
+/* The UTF-8 ("surrogatepass": a lone surrogate as its three bytes) of a ready, compact
+ * str fed to S; no Python API, so without the GIL. */
+static void
+td_feed_utf8(am_b2b *S, PyObject *t)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(t);
+    if (PyUnicode_IS_ASCII(t)) {
+        am_b2b_update(S, PyUnicode_1BYTE_DATA(t), (size_t)n);
+        return;
+    }
+    int kind = PyUnicode_KIND(t);
+    const void *data = PyUnicode_DATA(t);
+    uint8_t buf[4096];
+    size_t at = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (at > sizeof buf - 4) {
+            am_b2b_update(S, buf, at);
+            at = 0;
+        }
+        if (c < 0x80) {
+            buf[at++] = (uint8_t)c;
+        } else if (c < 0x800) {
+            buf[at++] = (uint8_t)(0xC0 | (c >> 6));
+            buf[at++] = (uint8_t)(0x80 | (c & 0x3F));
+        } else if (c < 0x10000) {
+            buf[at++] = (uint8_t)(0xE0 | (c >> 12));
+            buf[at++] = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
+            buf[at++] = (uint8_t)(0x80 | (c & 0x3F));
+        } else {
+            buf[at++] = (uint8_t)(0xF0 | (c >> 18));
+            buf[at++] = (uint8_t)(0x80 | ((c >> 12) & 0x3F));
+            buf[at++] = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
+            buf[at++] = (uint8_t)(0x80 | (c & 0x3F));
+        }
+    }
+    am_b2b_update(S, buf, at);
+}
+
+/* One part of the digest: the int64 code-point lengths, then the UTF-8 of each text;
+ * 0, or -1 (nothing more fed) when an item is not an exact, ready, compact str. Reads
+ * only the items' type and immutable fields: run without the GIL, the tuple `own`
+ * holding them. */
+static int
+td_feed_part(am_b2b *S, PyObject *own)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(own);
+    int64_t lens[512];
+    Py_ssize_t k = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = PyTuple_GET_ITEM(own, i);
+        if (Py_TYPE(t) != &PyUnicode_Type || !PyUnicode_IS_READY(t) || !PyUnicode_IS_COMPACT(t))
+            return -1;
+        lens[k++] = (int64_t)PyUnicode_GET_LENGTH(t);
+        if (k == 512) {
+            am_b2b_update(S, lens, sizeof lens);
+            k = 0;
+        }
+    }
+    am_b2b_update(S, lens, (size_t)k * sizeof(int64_t));
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i + UTF8_FEED_AHEAD < n) {
+            const char *ahead = (const char *)PyTuple_GET_ITEM(own, i + UTF8_FEED_AHEAD);
+            __builtin_prefetch(ahead);
+            __builtin_prefetch(ahead + 64);
+        }
+        td_feed_utf8(S, PyTuple_GET_ITEM(own, i));
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(texts_digest_doc,
+"texts_digest(texts, extra) -> bytes or None\n\n"
+"The 16-byte BLAKE2b digest (hashlib.blake2b(digest_size=16)) of what\n"
+"persist.text_digest hashes: per part (texts, then extra) the int64 code-point lengths\n"
+"(native order), then the UTF-8 ('surrogatepass') of the texts joined. Computed with\n"
+"the GIL released (the items held in tuples of its own, only their immutable fields\n"
+"read; a list is copied first), so another thread runs Python meanwhile. None when an\n"
+"item is not an exact str (or one of the legacy, not compact kind): the caller hashes\n"
+"another way. TypeError unless each is an exact list or tuple. O(total length).");
+
+static PyObject *
+texts_digest(PyObject *self, PyObject *args)
+{
+    PyObject *texts, *extra;
+    if (!PyArg_ParseTuple(args, "OO:texts_digest", &texts, &extra)) return NULL;
+    if (!(PyList_CheckExact(texts) || PyTuple_CheckExact(texts)) ||
+        !(PyList_CheckExact(extra) || PyTuple_CheckExact(extra))) {
+        PyErr_SetString(PyExc_TypeError, "texts_digest: texts and extra must be lists or tuples");
+        return NULL;
+    }
+    /* a tuple is immutable: held as it is; a list copied */
+    PyObject *own = PyTuple_CheckExact(texts) ? Py_NewRef(texts) : PyList_AsTuple(texts);
+    if (!own) return NULL;
+    PyObject *own_extra = PyTuple_CheckExact(extra) ? Py_NewRef(extra) : PyList_AsTuple(extra);
+    if (!own_extra) {
+        Py_DECREF(own);
+        return NULL;
+    }
+    am_b2b S;
+    uint8_t out[16];
+    int bad;
+    Py_BEGIN_ALLOW_THREADS
+    am_b2b_init(&S, sizeof out);
+    bad = td_feed_part(&S, own) < 0 || td_feed_part(&S, own_extra) < 0;
+    if (!bad) am_b2b_final(&S, out);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(own);
+    Py_DECREF(own_extra);
+    if (bad) Py_RETURN_NONE;
+    return PyBytes_FromStringAndSize((const char *)out, sizeof out);
+}
+
+
 static PyMethodDef methods[] = {
     {"add_text", add_text, METH_VARARGS, add_text_doc},
     {"count_words", count_words, METH_VARARGS, count_words_doc},
@@ -6198,6 +6399,7 @@ static PyMethodDef methods[] = {
     {"fold_hash", fold_hash, METH_O, fold_hash_doc},
     {"fold_hash_direct", fold_hash_direct, METH_O, fold_hash_direct_doc},
     {"utf8_feed", utf8_feed, METH_VARARGS, utf8_feed_doc},
+    {"texts_digest", texts_digest, METH_VARARGS, texts_digest_doc},
     {"fold_hash_table", fold_hash_table, METH_O, fold_hash_table_doc},
     {"dup_key", (PyCFunction)(void (*)(void))dup_key, METH_FASTCALL, dup_key_doc},
     {"dup_key_folded", (PyCFunction)(void (*)(void))dup_key_folded, METH_FASTCALL,
@@ -6214,6 +6416,7 @@ static PyMethodDef methods[] = {
     {"encode_rows", encode_rows, METH_O, encode_rows_doc},
     {"decode_rows", decode_rows, METH_VARARGS, decode_rows_doc},
     {"group_texts", group_texts, METH_O, group_texts_doc},
+    {"restore_columns", restore_columns, METH_O, restore_columns_doc},
     {"cache_entries", cache_entries, METH_O, cache_entries_doc},
     {"visit_heap", visit_heap, METH_VARARGS, visit_heap_doc},
     {"visit_pop", visit_pop, METH_VARARGS, visit_pop_doc},
