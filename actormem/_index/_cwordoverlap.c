@@ -6372,6 +6372,45 @@ texts_digest(PyObject *self, PyObject *args)
 }
 
 
+PyDoc_STRVAR(next_keyed_doc,
+"next_keyed(rows, start) -> int\n\n"
+"The first position i >= start of rows (a list) whose row is not plain or whose entry\n"
+"has a key: a row is plain when it is an exact 2-tuple whose second item is exactly\n"
+"store_setup's entry class with its key slot None; len(rows) when every row from\n"
+"start on is plain and keyless (MemoryState._bulk_loadable's pass over the keys,\n"
+"which looks at the row it returns itself). TypeError for wrong argument types,\n"
+"ValueError for a negative start, RuntimeError before record_setup or store_setup.\n"
+"O(len(rows) - start).");
+
+static PyObject *
+next_keyed(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyList_CheckExact(args[0]) || !PyLong_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "next_keyed(rows: list, start: int)");
+        return NULL;
+    }
+    if (!ins_entry_type) {
+        PyErr_SetString(PyExc_RuntimeError, "next_keyed: record_setup() not called");
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    if (start == -1 && PyErr_Occurred()) return NULL;
+    if (start < 0) {
+        PyErr_SetString(PyExc_ValueError, "next_keyed: start must be >= 0");
+        return NULL;
+    }
+    PyObject *rows = args[0];
+    Py_ssize_t n = PyList_GET_SIZE(rows), off_key = ins_entry_off[2], i;
+    for (i = start; i < n; i++) {
+        PyObject *row = PyList_GET_ITEM(rows, i);
+        if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) != 2) break;
+        PyObject *entry = PyTuple_GET_ITEM(row, 1);
+        if (Py_TYPE(entry) != ins_entry_type || SLOT(entry, off_key) != Py_None) break;
+    }
+    return PyLong_FromSsize_t(i < n ? i : n);
+}
+
+
 static PyMethodDef methods[] = {
     {"add_text", add_text, METH_VARARGS, add_text_doc},
     {"count_words", count_words, METH_VARARGS, count_words_doc},
@@ -6417,6 +6456,7 @@ static PyMethodDef methods[] = {
     {"decode_rows", decode_rows, METH_VARARGS, decode_rows_doc},
     {"group_texts", group_texts, METH_O, group_texts_doc},
     {"restore_columns", restore_columns, METH_O, restore_columns_doc},
+    {"next_keyed", (PyCFunction)(void (*)(void))next_keyed, METH_FASTCALL, next_keyed_doc},
     {"cache_entries", cache_entries, METH_O, cache_entries_doc},
     {"visit_heap", visit_heap, METH_VARARGS, visit_heap_doc},
     {"visit_pop", visit_pop, METH_VARARGS, visit_pop_doc},
