@@ -28,6 +28,7 @@ from actormem._index.images import ImageError, restore_index
 from actormem._index.wordoverlap import ccore
 from actormem._index.wordoverlap import persist as wo_persist
 from actormem._record import Record
+from actormem._storage.sqlite_format import FoldedRows
 from tests.strategies import examples
 
 from .test_index_image import _file_rows, _image, _live, _loaded, _messy
@@ -258,6 +259,21 @@ def test_bulk_loadable_is_the_same_with_the_keys_pass(monkeypatch: pytest.Monkey
         assert state._bulk_loadable(rows) is True
         assert state._bulk_loadable(twice) is False  # one (namespace, key) twice
         assert state._bulk_loadable(keyless) is True
+        # the reader's list subclass (with the folds) is read the same way
+        assert state._bulk_loadable(FoldedRows(twice, b"")) is False
+        assert state._bulk_loadable(FoldedRows(keyless, b"")) is True
+    calls: list[int] = []
+    real = state_module._next_keyed_c
+    assert real is not None
+
+    def spy(rows: Any, start: int) -> int:
+        calls.append(start)
+        return real(rows, start)
+
+    monkeypatch.setattr(state_module, "_KEYS_C", True)
+    monkeypatch.setattr(state_module, "_next_keyed_c", spy)
+    state._bulk_loadable(FoldedRows(keyless, b""))
+    assert calls == [0]  # one call took every row
 
 
 @needs_c

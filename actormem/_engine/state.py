@@ -1474,7 +1474,8 @@ class MemoryState:
         if self.capacity is not None and len(rows) > self.capacity:
             return False
         keys: set[tuple[tuple[str, ...], str]] = set()
-        skip = _next_keyed_c if _KEYS_C and type(rows) is list else None
+        # a list or the reader's list subclass (its folds): its storage, as load_inserts
+        skip = _next_keyed_c if _KEYS_C and isinstance(rows, list) else None
         n = len(rows)
         at = 0
         while at < n:

@@ -6374,7 +6374,8 @@ texts_digest(PyObject *self, PyObject *args)
 
 PyDoc_STRVAR(next_keyed_doc,
 "next_keyed(rows, start) -> int\n\n"
-"The first position i >= start of rows (a list) whose row is not plain or whose entry\n"
+"The first position i >= start of rows (a list, or a list subclass: its storage read,\n"
+"as load_inserts reads it) whose row is not plain or whose entry\n"
 "has a key: a row is plain when it is an exact 2-tuple whose second item is exactly\n"
 "store_setup's entry class with its key slot None; len(rows) when every row from\n"
 "start on is plain and keyless (MemoryState._bulk_loadable's pass over the keys,\n"
@@ -6385,7 +6386,7 @@ PyDoc_STRVAR(next_keyed_doc,
 static PyObject *
 next_keyed(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2 || !PyList_CheckExact(args[0]) || !PyLong_CheckExact(args[1])) {
+    if (nargs != 2 || !PyList_Check(args[0]) || !PyLong_CheckExact(args[1])) {
         PyErr_SetString(PyExc_TypeError, "next_keyed(rows: list, start: int)");
         return NULL;
     }
