@@ -24,7 +24,8 @@
 # tests/test_open17_loadc.py,
 # tests/test_bm25q8_sparse.py,
 # tests/test_review22c_loadc.py,
-# tests/test_review22b_scan.py)
+# tests/test_review22b_scan.py,
+# tests/test_open18_cols.py)
 # against an AddressSanitizer build of the compiled
 # index kernels, the BM25 core, the word-overlap core and the row reader (_storage/_crows.c):
 # any out-of-bounds read or
@@ -99,4 +100,5 @@ PYTHONMALLOC=malloc LD_PRELOAD="$runtime" ASAN_OPTIONS=detect_leaks=0:abort_on_e
     tests/test_open17_loadc.py \
     tests/test_bm25q8_sparse.py \
     tests/test_review22c_loadc.py \
-    tests/test_review22b_scan.py "$@"
+    tests/test_review22b_scan.py \
+    tests/test_open18_cols.py "$@"

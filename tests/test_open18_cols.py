@@ -2,8 +2,10 @@
 
 ``wordoverlap.persist._C_COLUMNS`` (the restore's pass over the records by the core's
 ``restore_columns``), ``persist._DIGEST_NOGIL`` (the texts' digest by the core's
-``texts_digest``: a BLAKE2b of its own, the GIL released) and ``state._KEYS_C``
-(``_bulk_loadable``'s pass over the keys by the core's ``next_keyed``). With each knob
+``texts_digest``: a BLAKE2b of its own, the GIL released), ``wordoverlap.persist.
+_DIGEST_EARLY`` (that digest started before the group map, finding the distinct texts
+itself: ``texts_digest_distinct``) and ``state._KEYS_C`` (``_bulk_loadable``'s pass over
+the keys by the core's ``next_keyed``). With each knob
 on and off: the same restored state as a rebuild, the same digests, the same refusals
 and errors.
 """
@@ -41,7 +43,12 @@ needs_c = pytest.mark.skipif(
     reason="the word overlap core is not built",
 )
 
-KNOBS = ((wo_persist, "_C_COLUMNS"), (persist, "_DIGEST_NOGIL"), (state_module, "_KEYS_C"))
+KNOBS = (
+    (wo_persist, "_C_COLUMNS"),
+    (persist, "_DIGEST_NOGIL"),
+    (state_module, "_KEYS_C"),
+    (wo_persist, "_DIGEST_EARLY"),
+)
 
 
 def _set(mp: pytest.MonkeyPatch, on: tuple[bool, ...]) -> None:
@@ -122,7 +129,8 @@ def test_a_stale_image_gives_the_same_error_with_each_knob() -> None:
                 restore_index(WordOverlapScorer().make_index(), parts, other)
             errors.add(str(info.value))
             restore_index(WordOverlapScorer().make_index(), parts, records)  # the fresh one
-    assert len(errors) == 1 and next(iter(errors)).startswith("digest:")
+    assert len(errors) == 1
+    assert next(iter(errors)).startswith("digest:")
     _no_threads_left()
 
 
@@ -184,6 +192,28 @@ def test_texts_digest_equals_hashlib(texts: list[str], extra: list[str], long: i
 
 
 @needs_c
+@settings(max_examples=examples(150), deadline=None)
+@given(
+    pool=st.lists(st.text(st.sampled_from(_ALPHABET), max_size=40), min_size=1, max_size=12),
+    picks=st.lists(st.integers(0, 11), max_size=60),
+)
+def test_the_distinct_digest_equals_the_digest_of_the_distinct_texts(
+    pool: list[str], picks: list[int]
+) -> None:
+    # repeats by value (equal strs, other objects: the table compares data) and by object
+    texts = [pool[i % len(pool)] if i % 2 else "".join(pool[i % len(pool)]) for i in picks]
+    want = _reference_digest(list(dict.fromkeys(texts)))
+    assert wo.texts_digest_distinct(texts).hex() == want
+    assert wo.texts_digest_distinct(tuple(texts)).hex() == want
+    for nogil in (True, False):
+        for small in (0, 10**9):
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(persist, "_DIGEST_NOGIL", nogil)
+                mp.setattr(persist, "_LATE_MIN_TEXTS", small)
+                assert persist.LateDigest(texts, distinct=True).result() == want
+
+
+@needs_c
 def test_texts_digest_leaves_other_items_to_the_caller() -> None:
     class Sub(str):
         pass
@@ -191,6 +221,14 @@ def test_texts_digest_leaves_other_items_to_the_caller() -> None:
     texts = ["a", Sub("b"), "c"]
     assert wo.texts_digest(texts, []) is None
     assert wo.texts_digest([], [1]) is None
+    assert wo.texts_digest_distinct(texts) is None
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(persist, "_LATE_MIN_TEXTS", 0)
+        assert persist.LateDigest([*texts, "a"], distinct=True).result() == _reference_digest(
+            ["a", "b", "c"]
+        )
+    with pytest.raises(TypeError):
+        wo.texts_digest_distinct({"a"})
     want = _reference_digest(["a", "b", "c"])
     assert persist.text_digest(texts) == want  # hashed the way before
     with pytest.MonkeyPatch.context() as mp:
@@ -284,6 +322,6 @@ def test_next_keyed_refuses_bad_arguments() -> None:
         wo.next_keyed([], 0.0)
     with pytest.raises(TypeError):
         wo.next_keyed([])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="start"):
         wo.next_keyed([], -1)
     assert wo.next_keyed([], 5) == 0

@@ -6317,7 +6317,7 @@ td_feed_part(am_b2b *S, PyObject *own)
             k = 0;
         }
     }
-    am_b2b_update(S, lens, (size_t)k * sizeof(int64_t));
+    if (k > 0) am_b2b_update(S, lens, (size_t)k * sizeof(int64_t));
     for (Py_ssize_t i = 0; i < n; i++) {
         if (i + UTF8_FEED_AHEAD < n) {
             const char *ahead = (const char *)PyTuple_GET_ITEM(own, i + UTF8_FEED_AHEAD);
@@ -6412,6 +6412,126 @@ next_keyed(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 
+/* A 64-bit hash of a compact str's kind and data (no Python API: without the GIL). */
+static uint64_t
+td_hash(PyObject *t)
+{
+    const uint8_t *p = (const uint8_t *)PyUnicode_DATA(t);
+    size_t len = (size_t)PyUnicode_GET_LENGTH(t) * (size_t)PyUnicode_KIND(t);
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ ((uint64_t)len * 0xff51afd7ed558ccdULL) ^
+                 (uint64_t)PyUnicode_KIND(t);
+    while (len >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        h = (h ^ w) * 0xbf58476d1ce4e5b9ULL;
+        h ^= h >> 29;
+        p += 8;
+        len -= 8;
+    }
+    uint64_t w = 0;
+    memcpy(&w, p, len);
+    h = (h ^ w) * 0x94d049bb133111ebULL;
+    h ^= h >> 31;
+    return h;
+}
+
+/* Whether two compact strs are equal (a str is always in its smallest kind: equal
+ * strs have the same kind, length and data). */
+static int
+td_equal(PyObject *a, PyObject *b)
+{
+    if (a == b) return 1;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(a);
+    int kind = PyUnicode_KIND(a);
+    return n == PyUnicode_GET_LENGTH(b) && kind == PyUnicode_KIND(b) &&
+           memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)n * (size_t)kind) == 0;
+}
+
+PyDoc_STRVAR(texts_digest_distinct_doc,
+"texts_digest_distinct(texts) -> bytes or None\n\n"
+"texts_digest(list(dict.fromkeys(texts)), []): the digest of texts' distinct strs in\n"
+"the order of their first appearance, found by a table of its own (a hash of each\n"
+"str's data, equal strs compared by kind, length and data), all with the GIL released\n"
+"as texts_digest. None as texts_digest (an item not an exact, compact str) or with\n"
+"2**31 texts or more. TypeError unless texts is an exact list or tuple, MemoryError\n"
+"if the table cannot be had. O(total length) expected.");
+
+static PyObject *
+texts_digest_distinct(PyObject *self, PyObject *texts)
+{
+    if (!(PyList_CheckExact(texts) || PyTuple_CheckExact(texts))) {
+        PyErr_SetString(PyExc_TypeError, "texts_digest_distinct: texts must be a list or tuple");
+        return NULL;
+    }
+    PyObject *own = PyTuple_CheckExact(texts) ? Py_NewRef(texts) : PyList_AsTuple(texts);
+    if (!own) return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(own);
+    if (n >= ((Py_ssize_t)1 << 31)) {
+        Py_DECREF(own);
+        Py_RETURN_NONE;
+    }
+    size_t cap = 16;
+    while (cap < (size_t)n * 2) cap *= 2;
+    uint32_t *slots = NULL; /* 0: empty, else the position + 1 of a first appearance */
+    uint8_t *first = NULL;
+    am_b2b S;
+    uint8_t out[16];
+    int bad = 0, nomem = 0;
+    Py_BEGIN_ALLOW_THREADS
+    slots = (uint32_t *)calloc(cap, sizeof *slots);
+    first = (uint8_t *)malloc((size_t)n + 1);
+    if (!slots || !first) {
+        nomem = 1;
+    } else {
+        for (Py_ssize_t i = 0; i < n && !bad; i++) {
+            PyObject *t = PyTuple_GET_ITEM(own, i);
+            if (Py_TYPE(t) != &PyUnicode_Type || !PyUnicode_IS_READY(t) ||
+                !PyUnicode_IS_COMPACT(t)) {
+                bad = 1;
+                break;
+            }
+            size_t at = (size_t)td_hash(t) & (cap - 1);
+            first[i] = 1;
+            while (slots[at]) {
+                if (td_equal(PyTuple_GET_ITEM(own, slots[at] - 1), t)) {
+                    first[i] = 0;
+                    break;
+                }
+                at = (at + 1) & (cap - 1);
+            }
+            if (first[i]) slots[at] = (uint32_t)(i + 1);
+        }
+        free(slots);
+        slots = NULL;
+        if (!bad) {
+            am_b2b_init(&S, sizeof out);
+            int64_t lens[512];
+            size_t k = 0;
+            for (Py_ssize_t i = 0; i < n; i++) {
+                if (!first[i]) continue;
+                lens[k++] = (int64_t)PyUnicode_GET_LENGTH(PyTuple_GET_ITEM(own, i));
+                if (k == 512) {
+                    am_b2b_update(&S, lens, sizeof lens);
+                    k = 0;
+                }
+            }
+            if (k > 0) am_b2b_update(&S, lens, k * sizeof(int64_t));
+            for (Py_ssize_t i = 0; i < n; i++) {
+                if (first[i]) td_feed_utf8(&S, PyTuple_GET_ITEM(own, i));
+            }
+            /* the empty extra part: no lengths, no bytes */
+            am_b2b_final(&S, out);
+        }
+    }
+    free(first);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(own);
+    if (nomem) return PyErr_NoMemory();
+    if (bad) Py_RETURN_NONE;
+    return PyBytes_FromStringAndSize((const char *)out, sizeof out);
+}
+
+
 static PyMethodDef methods[] = {
     {"add_text", add_text, METH_VARARGS, add_text_doc},
     {"count_words", count_words, METH_VARARGS, count_words_doc},
@@ -6440,6 +6560,7 @@ static PyMethodDef methods[] = {
     {"fold_hash_direct", fold_hash_direct, METH_O, fold_hash_direct_doc},
     {"utf8_feed", utf8_feed, METH_VARARGS, utf8_feed_doc},
     {"texts_digest", texts_digest, METH_VARARGS, texts_digest_doc},
+    {"texts_digest_distinct", texts_digest_distinct, METH_O, texts_digest_distinct_doc},
     {"fold_hash_table", fold_hash_table, METH_O, fold_hash_table_doc},
     {"dup_key", (PyCFunction)(void (*)(void))dup_key, METH_FASTCALL, dup_key_doc},
     {"dup_key_folded", (PyCFunction)(void (*)(void))dup_key_folded, METH_FASTCALL,

@@ -91,16 +91,23 @@ def _utf8_feed() -> Callable[[Callable[[Any], object], list[str]], None] | None:
 _DIGEST_NOGIL = True
 
 
-def _digest_nogil(texts: Sequence[str], extra: Sequence[str]) -> Callable[[], str | None] | None:
+def _digest_nogil(
+    texts: Sequence[str], extra: Sequence[str], distinct: bool = False
+) -> Callable[[], str | None] | None:
     """A call giving ``text_digest(texts, extra)`` by the core's ``texts_digest`` (the
     GIL released; None if an item is not an exact ``str``), or None when
     :data:`_DIGEST_NOGIL` is off, the core lacks it or a part is not a list or tuple.
-    The call hashes the parts as they are now (tuples of their items taken now).
+    ``distinct``: the digest of ``texts``' distinct strs in the order of their first
+    appearance (``extra`` empty), by the core's ``texts_digest_distinct``. The call
+    hashes the parts as they are now (tuples of their items taken now).
     O(len(texts) + len(extra)) now."""
-    fn = getattr(kernels._wo, "texts_digest", None) if _DIGEST_NOGIL else None
+    name = "texts_digest_distinct" if distinct else "texts_digest"
+    fn = getattr(kernels._wo, name, None) if _DIGEST_NOGIL else None
     if fn is None or type(texts) not in (list, tuple) or type(extra) not in (list, tuple):
         return None
-    parts = (tuple(texts), tuple(extra))  # a tuple is returned as it is
+    if distinct and extra:
+        return None
+    parts = (tuple(texts),) if distinct else (tuple(texts), tuple(extra))
 
     def run() -> str | None:
         raw = fn(*parts)
@@ -148,12 +155,19 @@ _LATE_BLOCKS = 32
 _LATE_MIN_TEXTS = 50_000
 
 
+def _distinct(texts: Sequence[str]) -> list[str]:
+    """``texts``' distinct items in the order of their first appearance. O(len(texts))."""
+    return list(dict.fromkeys(texts))
+
+
 class LateDigest:
-    """:func:`text_digest` of ``texts`` and ``extra`` (the same value), its BLAKE2b run in
-    a thread (:class:`~actormem._util.Beside`) that goes on after the constructor
-    returns: the caller feeds the texts' UTF-8 (it needs the GIL), the thread hashes it
-    (hashlib releases the GIL over large buffers), and the caller does other work
-    before :meth:`result`. The caller must call :meth:`result` or :meth:`stop` on every
+    """:func:`text_digest` of ``texts`` and ``extra`` (the same value; ``distinct``: of
+    ``texts``' distinct items in the order of their first appearance, ``extra`` empty),
+    its BLAKE2b run in a thread (:class:`~actormem._util.Beside`) that goes on after the
+    constructor returns: with the core (:data:`_DIGEST_NOGIL`) the whole digest there,
+    the GIL released; else the caller feeds the texts' UTF-8 (it needs the GIL), the
+    thread hashes it (hashlib releases the GIL over large buffers). The caller does
+    other work before :meth:`result`. The caller must call :meth:`result` or :meth:`stop` on every
     path, so that no thread outlives it. O(total length).
 
     An image's restore uses it to check the digest last (``header_passed`` and
@@ -161,7 +175,9 @@ class LateDigest:
     header's fields gave (:meth:`first_error`).
     """
 
-    def __init__(self, texts: Sequence[str], extra: Sequence[str] = ()) -> None:
+    def __init__(
+        self, texts: Sequence[str], extra: Sequence[str] = (), distinct: bool = False
+    ) -> None:
         #: Set by :func:`unpack` once the header's other expected fields matched, with
         #: the image's digest field in ``have``.
         self.header_passed = False
@@ -170,14 +186,16 @@ class LateDigest:
         self._stopped = False
         if len(texts) + len(extra) < _LATE_MIN_TEXTS:
             self._beside: Beside | None = None
-            self._digest = text_digest(texts, extra)
+            self._digest = text_digest(_distinct(texts) if distinct else texts, extra)
             return
         #: _DIGEST_NOGIL: the whole digest in the thread, the GIL released over it
-        self._nogil = _digest_nogil(texts, extra)
+        self._nogil = _digest_nogil(texts, extra, distinct)
         if self._nogil is not None:
-            self._parts = (texts, extra)  # for the thread's fallback (an item not a str)
+            self._parts = (texts, extra, distinct)  # the thread's fallback (not a str)
             self._beside = Beside(self._drain, name="actormem digest")
             return
+        if distinct:
+            texts = _distinct(texts)
         self._h = hashlib.blake2b(digest_size=16)
         self._queue: queue.Queue[bytearray | None] = queue.Queue(maxsize=_LATE_BLOCKS)
         self._block = bytearray()
@@ -217,7 +235,10 @@ class LateDigest:
         hash each queued block until None (or :meth:`stop`)."""
         if self._nogil is not None:
             got = self._nogil()
-            return got if got is not None else text_digest(*self._parts)
+            if got is not None:
+                return got
+            texts, extra, distinct = self._parts
+            return text_digest(_distinct(texts) if distinct else texts, extra)
         update = self._h.update
         while (block := self._queue.get()) is not None:
             if self._stopped:

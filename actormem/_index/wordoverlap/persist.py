@@ -73,6 +73,15 @@ _PREPARE_AHEAD = True
 #: passes, the path before it (the same index; ``tests/test_open18_cols.py``).
 _C_COLUMNS = True
 
+#: With :data:`_DIGEST_BESIDE`, the digest's thread starts as soon as the texts are read
+#: (``restore_columns``), before the group map is made, and finds the distinct texts
+#: itself (``LateDigest(texts, distinct=True)``: the core's ``texts_digest_distinct``,
+#: the GIL released): it then runs beside ``group_texts`` and the checks (~0.7 s at 1M)
+#: instead of beside the checks alone (~0.3 s), which it outlasted. The same digest.
+#: False: the thread started once the group map gave the distinct texts (the path
+#: before it; ``tests/test_open18_cols.py``).
+_DIGEST_EARLY = True
+
 _MEMORY = attrgetter("entry.memory")
 _RELEVANCE = attrgetter("entry.relevance")
 _SEQ = attrgetter("seq")
@@ -182,33 +191,30 @@ def restore(
     )
     texts = cols[0] if cols is not None else list(map(_MEMORY, records))
     count = len(texts)
-    mod = ccore.core() if _C_GROUPS else None
-    gids_c: np.ndarray[Any, Any] | None = None
-    # restore_columns gave exact strs only
-    if mod is not None and (cols is not None or set(map(type, texts)) <= {str}):
-        # The group map numbered by first appearance, and each record's number, in one
-        # probe per text.
-        gmap, raw_gids = mod.group_texts(texts)
-        gids_c = np.frombuffer(raw_gids, np.int64)
-    else:
-        # One dict build when every text is distinct (its value is then the group
-        # number); its keys are the distinct texts in order of first appearance either way.
-        gmap = dict(zip(texts, range(count), strict=True))
-    size = len(gmap)
-    canon = texts if size == count else list(gmap)
-    if prepared is not None and (
-        prepared.parts is not parts
-        or prepared.groups != size
-        or type(prepared.index) is not type(index)
-        or prepared.index._e.n != 0
-    ):
-        prepared = None  # another image or index, or a header whose group count is not the rows'
-    if not _DIGEST_BESIDE:
-        _, arrays = persist.unpack(parts, _expect(records, canon))
-        return _restore_checked(
-            index, parts, records, texts, gmap, gids_c, canon, arrays, prepared, cols
-        )
-    late = persist.LateDigest(canon)
+    early: persist.LateDigest | None = None
+    if cols is not None and _DIGEST_BESIDE and _DIGEST_EARLY:
+        early = persist.LateDigest(texts, distinct=True)  # beside the group map
+    try:  # until the try below, which ends `late`, took the early digest over
+        gmap, gids_c = _group_map(texts, cols is not None)
+        size = len(gmap)
+        canon = texts if size == count else list(gmap)
+        if prepared is not None and (
+            prepared.parts is not parts
+            or prepared.groups != size
+            or type(prepared.index) is not type(index)
+            or prepared.index._e.n != 0
+        ):
+            prepared = None  # another image or index, or a group count not the rows'
+        if not _DIGEST_BESIDE:  # (no early digest then)
+            _, arrays = persist.unpack(parts, _expect(records, canon))
+            return _restore_checked(
+                index, parts, records, texts, gmap, gids_c, canon, arrays, prepared, cols
+            )
+        late = early if early is not None else persist.LateDigest(canon)
+    except BaseException:
+        if early is not None:
+            early.stop()
+        raise
     try:
         _, arrays = persist.unpack(parts, _expect(records, canon, digest=False), late)
         restored = _restore_checked(
@@ -225,6 +231,24 @@ def restore(
     if first is not None:
         raise first
     return restored
+
+
+def _group_map(
+    texts: list[str], all_str: bool
+) -> tuple[dict[str, int], np.ndarray[Any, Any] | None]:
+    """The group map of ``texts`` (each distinct text's number, by first appearance)
+    and, from the core, each text's number (int64), else None. ``all_str``: every text
+    is known to be an exact ``str``. O(len(texts))."""
+    count = len(texts)
+    mod = ccore.core() if _C_GROUPS else None
+    if mod is not None and (all_str or set(map(type, texts)) <= {str}):
+        # The group map numbered by first appearance, and each record's number, in one
+        # probe per text.
+        gmap, raw_gids = mod.group_texts(texts)
+        return gmap, np.frombuffer(raw_gids, np.int64)
+    # One dict build when every text is distinct (its value is then the group
+    # number); its keys are the distinct texts in order of first appearance either way.
+    return dict(zip(texts, range(count), strict=True)), None
 
 
 def _restore_checked(
