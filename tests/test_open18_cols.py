@@ -202,6 +202,10 @@ def test_the_distinct_digest_equals_the_digest_of_the_distinct_texts(
 ) -> None:
     # repeats by value (equal strs, other objects: the table compares data) and by object
     texts = [pool[i % len(pool)] if i % 2 else "".join(pool[i % len(pool)]) for i in picks]
+    fresh = [t[:1] + t[1:] + "\u0101" for t in texts]  # new strs, no hash cached yet
+    unhashed = wo.texts_digest_distinct(fresh).hex()  # the table hashes the data
+    assert unhashed == _reference_digest(list(dict.fromkeys(fresh)))  # (hashes them all)
+    assert wo.texts_digest_distinct(fresh).hex() == unhashed  # the cached hashes
     want = _reference_digest(list(dict.fromkeys(texts)))
     assert wo.texts_digest_distinct(texts).hex() == want
     assert wo.texts_digest_distinct(tuple(texts)).hex() == want

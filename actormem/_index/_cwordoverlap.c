@@ -6450,8 +6450,9 @@ td_equal(PyObject *a, PyObject *b)
 PyDoc_STRVAR(texts_digest_distinct_doc,
 "texts_digest_distinct(texts) -> bytes or None\n\n"
 "texts_digest(list(dict.fromkeys(texts)), []): the digest of texts' distinct strs in\n"
-"the order of their first appearance, found by a table of its own (a hash of each\n"
-"str's data, equal strs compared by kind, length and data), all with the GIL released\n"
+"the order of their first appearance, found by a table of its own (each str's cached\n"
+"hash when all are cached, else a hash of its data; equal strs compared by kind, length\n"
+"and data), all with the GIL released\n"
 "as texts_digest. None as texts_digest (an item not an exact, compact str) or with\n"
 "2**31 texts or more. TypeError unless texts is an exact list or tuple, MemoryError\n"
 "if the table cannot be had. O(total length) expected.");
@@ -6469,6 +6470,14 @@ texts_digest_distinct(PyObject *self, PyObject *texts)
     if (n >= ((Py_ssize_t)1 << 31)) {
         Py_DECREF(own);
         Py_RETURN_NONE;
+    }
+    /* With the GIL: whether every str's hash is cached (the row reader computes them).
+     * A hash once set never changes: then the table uses them, read without the GIL,
+     * and reads no text's data for its own hash. */
+    int hashed = 1;
+    for (Py_ssize_t i = 0; i < n && hashed; i++) {
+        PyObject *t = PyTuple_GET_ITEM(own, i);
+        hashed = PyUnicode_CheckExact(t) && ((PyASCIIObject *)t)->hash != -1;
     }
     size_t cap = 16;
     while (cap < (size_t)n * 2) cap *= 2;
@@ -6490,7 +6499,9 @@ texts_digest_distinct(PyObject *self, PyObject *texts)
                 bad = 1;
                 break;
             }
-            size_t at = (size_t)td_hash(t) & (cap - 1);
+            uint64_t h = hashed ? (uint64_t)((PyASCIIObject *)t)->hash * 0x9E3779B97F4A7C15ULL
+                                : td_hash(t);
+            size_t at = (size_t)(h >> 17) & (cap - 1);
             first[i] = 1;
             while (slots[at]) {
                 if (td_equal(PyTuple_GET_ITEM(own, slots[at] - 1), t)) {
