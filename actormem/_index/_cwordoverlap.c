@@ -6183,7 +6183,8 @@ PyDoc_STRVAR(restore_columns_doc,
 "not plain: not exactly store_setup's record class holding exactly its entry class, a\n"
 "slot unset, a text not an exact str, a relevance not an exact float, a seq not an\n"
 "exact int in int64, tags not an exact tuple. TypeError when records is not a list,\n"
-"RuntimeError before record_setup or store_setup. O(len(records)).");
+"RuntimeError before record_setup or store_setup, or when a finalizer run by a\n"
+"collection during its allocations changed the list. O(len(records)).");
 
 static PyObject *
 restore_columns(PyObject *self, PyObject *records)
@@ -6203,6 +6204,10 @@ restore_columns(PyObject *self, PyObject *records)
     PyObject *seqs = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(int64_t));
     PyObject *tagged = PyList_New(0);
     if (!texts || !rel || !seqs || !tagged) goto error;
+    if (PyList_GET_SIZE(records) != n) { /* a collection's finalizer changed it meanwhile */
+        PyErr_SetString(PyExc_RuntimeError, "restore_columns: the list changed");
+        goto error;
+    }
     double *rel_of = (double *)PyBytes_AS_STRING(rel);
     int64_t *seq_of = (int64_t *)PyBytes_AS_STRING(seqs);
     Py_ssize_t off_entry = ins_rec_off[0], off_seq = ins_rec_off[3];
