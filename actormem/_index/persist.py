@@ -167,8 +167,10 @@ class LateDigest:
     constructor returns: with the core (:data:`_DIGEST_NOGIL`) the whole digest there,
     the GIL released; else the caller feeds the texts' UTF-8 (it needs the GIL), the
     thread hashes it (hashlib releases the GIL over large buffers). The caller does
-    other work before :meth:`result`. The caller must call :meth:`result` or :meth:`stop` on every
-    path, so that no thread outlives it. O(total length).
+    other work before :meth:`result`, and must call :meth:`result` or :meth:`stop` on
+    every path, so that no thread outlives it. With the core's digest the thread hashes
+    the texts as they were when the constructor returned; else the constructor feeds
+    them. O(total length).
 
     An image's restore uses it to check the digest last (``header_passed`` and
     ``have``: what :func:`unpack` saw), raising the error the digest's place among the
