@@ -134,10 +134,16 @@ def test_late_digest_large_blocks_and_below_the_threshold(monkeypatch: pytest.Mo
 
 
 @pytest.mark.usefixtures("small_late")
-def test_late_digest_feed_error_stops_the_thread() -> None:
+@pytest.mark.parametrize("nogil", [True, False])
+def test_late_digest_feed_error_stops_the_thread(
+    nogil: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(persist, "_DIGEST_NOGIL", nogil)
     bad: Any = ["fine", "also fine", 3]  # not str: the Python feed's join raises
     with pytest.raises(TypeError):
-        persist.LateDigest(bad)
+        # the caller's feed raises (open11); with the core's digest (open18) the thread's
+        # fallback to that feed does, and result() raises it
+        persist.LateDigest(bad).result()
     _no_threads_left()
 
 
@@ -156,6 +162,7 @@ def test_late_digest_stop_mid_way_and_a_failed_hash(monkeypatch: pytest.MonkeyPa
             return ""
 
     monkeypatch.setattr(hashlib, "blake2b", lambda digest_size: Broken())
+    monkeypatch.setattr(persist, "_DIGEST_NOGIL", False)  # the queue's path (hashlib's)
     late = persist.LateDigest(["some text"] * 50)  # the queue fills once the thread died
     with pytest.raises(MemoryError):
         late.result()

@@ -37,6 +37,7 @@
 #include "_kernels_common.h"
 #include "_foldhash.h"
 #include "_duptable.h"
+#include "_blake2b.h"
 #include "_idtable.h"
 #include "_grouptable.h"
 
@@ -6344,6 +6345,382 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------ restore columns */
+
+PyDoc_STRVAR(restore_columns_doc,
+"restore_columns(records) -> (texts, relevance, seqs, tagged) or None\n\n"
+"What the word-overlap restore reads of each record, in one pass without the\n"
+"interpreter: texts the list of every record's entry.memory, relevance the bytes of a\n"
+"float64 array of entry.relevance, seqs those of an int64 array of seq, tagged the list\n"
+"of the positions whose entry.tags is not empty. None (nothing made) when a record is\n"
+"not plain: not exactly store_setup's record class holding exactly its entry class, a\n"
+"slot unset, a text not an exact str, a relevance not an exact float, a seq not an\n"
+"exact int in int64, tags not an exact tuple. TypeError when records is not a list,\n"
+"RuntimeError before record_setup or store_setup, or when a finalizer run by a\n"
+"collection during its allocations changed the list. O(len(records)).");
+
+static PyObject *
+restore_columns(PyObject *self, PyObject *records)
+{
+    if (!PyList_CheckExact(records)) {
+        PyErr_SetString(PyExc_TypeError, "restore_columns: records must be a list");
+        return NULL;
+    }
+    if (!ins_rec_type || !ins_entry_type) {
+        PyErr_SetString(PyExc_RuntimeError, "restore_columns: record_setup() not called");
+        return NULL;
+    }
+    /* nothing below runs Python code: the list cannot change during the pass */
+    Py_ssize_t n = PyList_GET_SIZE(records);
+    PyObject *texts = PyList_New(n);
+    PyObject *rel = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(double));
+    PyObject *seqs = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(int64_t));
+    PyObject *tagged = PyList_New(0);
+    if (!texts || !rel || !seqs || !tagged) goto error;
+    if (PyList_GET_SIZE(records) != n) { /* a collection's finalizer changed it meanwhile */
+        PyErr_SetString(PyExc_RuntimeError, "restore_columns: the list changed");
+        goto error;
+    }
+    double *rel_of = (double *)PyBytes_AS_STRING(rel);
+    int64_t *seq_of = (int64_t *)PyBytes_AS_STRING(seqs);
+    Py_ssize_t off_entry = ins_rec_off[0], off_seq = ins_rec_off[3];
+    Py_ssize_t off_rel = ins_entry_off[4], off_mem = ins_entry_off[5], off_tags = ins_entry_off[9];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i + 8 < n) __builtin_prefetch(PyList_GET_ITEM(records, i + 8));
+        PyObject *rec = PyList_GET_ITEM(records, i);
+        if (Py_TYPE(rec) != ins_rec_type) goto plain_not;
+        PyObject *entry = SLOT(rec, off_entry), *seq = SLOT(rec, off_seq);
+        if (!entry || Py_TYPE(entry) != ins_entry_type || !seq || !PyLong_CheckExact(seq))
+            goto plain_not;
+        PyObject *mem = SLOT(entry, off_mem), *r = SLOT(entry, off_rel);
+        PyObject *tags = SLOT(entry, off_tags);
+        if (!mem || !PyUnicode_CheckExact(mem) || !r || !PyFloat_CheckExact(r) || !tags ||
+            !PyTuple_CheckExact(tags))
+            goto plain_not;
+        int overflow = 0;
+        long long s = PyLong_AsLongLongAndOverflow(seq, &overflow);
+        if (overflow || (s == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            goto plain_not;
+        }
+        seq_of[i] = (int64_t)s;
+        rel_of[i] = PyFloat_AS_DOUBLE(r);
+        PyList_SET_ITEM(texts, i, Py_NewRef(mem));
+        if (PyTuple_GET_SIZE(tags) > 0) {
+            PyObject *at = PyLong_FromSsize_t(i);
+            if (!at) goto error;
+            int rc = PyList_Append(tagged, at);
+            Py_DECREF(at);
+            if (rc < 0) goto error;
+        }
+    }
+    PyObject *out = PyTuple_Pack(4, texts, rel, seqs, tagged);
+    Py_DECREF(texts);
+    Py_DECREF(rel);
+    Py_DECREF(seqs);
+    Py_DECREF(tagged);
+    return out;
+plain_not:
+    Py_DECREF(texts); /* items not yet set are NULL: list_dealloc skips them */
+    Py_DECREF(rel);
+    Py_DECREF(seqs);
+    Py_DECREF(tagged);
+    Py_RETURN_NONE;
+error:
+    Py_XDECREF(texts);
+    Py_XDECREF(rel);
+    Py_XDECREF(seqs);
+    Py_XDECREF(tagged);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------ texts' digest */
+
+/* The UTF-8 ("surrogatepass": a lone surrogate as its three bytes) of a ready, compact
+ * str fed to S; no Python API, so without the GIL. */
+static void
+td_feed_utf8(am_b2b *S, PyObject *t)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(t);
+    if (PyUnicode_IS_ASCII(t)) {
+        am_b2b_update(S, PyUnicode_1BYTE_DATA(t), (size_t)n);
+        return;
+    }
+    int kind = PyUnicode_KIND(t);
+    const void *data = PyUnicode_DATA(t);
+    uint8_t buf[4096];
+    size_t at = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (at > sizeof buf - 4) {
+            am_b2b_update(S, buf, at);
+            at = 0;
+        }
+        if (c < 0x80) {
+            buf[at++] = (uint8_t)c;
+        } else if (c < 0x800) {
+            buf[at++] = (uint8_t)(0xC0 | (c >> 6));
+            buf[at++] = (uint8_t)(0x80 | (c & 0x3F));
+        } else if (c < 0x10000) {
+            buf[at++] = (uint8_t)(0xE0 | (c >> 12));
+            buf[at++] = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
+            buf[at++] = (uint8_t)(0x80 | (c & 0x3F));
+        } else {
+            buf[at++] = (uint8_t)(0xF0 | (c >> 18));
+            buf[at++] = (uint8_t)(0x80 | ((c >> 12) & 0x3F));
+            buf[at++] = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
+            buf[at++] = (uint8_t)(0x80 | (c & 0x3F));
+        }
+    }
+    am_b2b_update(S, buf, at);
+}
+
+/* One part of the digest: the int64 code-point lengths, then the UTF-8 of each text;
+ * 0, or -1 (nothing more fed) when an item is not an exact, ready, compact str. Reads
+ * only the items' type and immutable fields: run without the GIL, the tuple `own`
+ * holding them. */
+static int
+td_feed_part(am_b2b *S, PyObject *own)
+{
+    Py_ssize_t n = PyTuple_GET_SIZE(own);
+    int64_t lens[512];
+    Py_ssize_t k = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *t = PyTuple_GET_ITEM(own, i);
+        if (Py_TYPE(t) != &PyUnicode_Type || !PyUnicode_IS_READY(t) || !PyUnicode_IS_COMPACT(t))
+            return -1;
+        lens[k++] = (int64_t)PyUnicode_GET_LENGTH(t);
+        if (k == 512) {
+            am_b2b_update(S, lens, sizeof lens);
+            k = 0;
+        }
+    }
+    if (k > 0) am_b2b_update(S, lens, (size_t)k * sizeof(int64_t));
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i + UTF8_FEED_AHEAD < n) {
+            const char *ahead = (const char *)PyTuple_GET_ITEM(own, i + UTF8_FEED_AHEAD);
+            __builtin_prefetch(ahead);
+            __builtin_prefetch(ahead + 64);
+        }
+        td_feed_utf8(S, PyTuple_GET_ITEM(own, i));
+    }
+    return 0;
+}
+
+PyDoc_STRVAR(texts_digest_doc,
+"texts_digest(texts, extra) -> bytes or None\n\n"
+"The 16-byte BLAKE2b digest (hashlib.blake2b(digest_size=16)) of what\n"
+"persist.text_digest hashes: per part (texts, then extra) the int64 code-point lengths\n"
+"(native order), then the UTF-8 ('surrogatepass') of the texts joined. Computed with\n"
+"the GIL released (the items held in tuples of its own, only their immutable fields\n"
+"read; a list is copied first), so another thread runs Python meanwhile. None when an\n"
+"item is not an exact str (or one of the legacy, not compact kind): the caller hashes\n"
+"another way. TypeError unless each is an exact list or tuple. O(total length).");
+
+static PyObject *
+texts_digest(PyObject *self, PyObject *args)
+{
+    PyObject *texts, *extra;
+    if (!PyArg_ParseTuple(args, "OO:texts_digest", &texts, &extra)) return NULL;
+    if (!(PyList_CheckExact(texts) || PyTuple_CheckExact(texts)) ||
+        !(PyList_CheckExact(extra) || PyTuple_CheckExact(extra))) {
+        PyErr_SetString(PyExc_TypeError, "texts_digest: texts and extra must be lists or tuples");
+        return NULL;
+    }
+    /* a tuple is immutable: held as it is; a list copied */
+    PyObject *own = PyTuple_CheckExact(texts) ? Py_NewRef(texts) : PyList_AsTuple(texts);
+    if (!own) return NULL;
+    PyObject *own_extra = PyTuple_CheckExact(extra) ? Py_NewRef(extra) : PyList_AsTuple(extra);
+    if (!own_extra) {
+        Py_DECREF(own);
+        return NULL;
+    }
+    am_b2b S;
+    uint8_t out[16];
+    int bad;
+    Py_BEGIN_ALLOW_THREADS
+    am_b2b_init(&S, sizeof out);
+    bad = td_feed_part(&S, own) < 0 || td_feed_part(&S, own_extra) < 0;
+    if (!bad) am_b2b_final(&S, out);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(own);
+    Py_DECREF(own_extra);
+    if (bad) Py_RETURN_NONE;
+    return PyBytes_FromStringAndSize((const char *)out, sizeof out);
+}
+
+
+PyDoc_STRVAR(next_keyed_doc,
+"next_keyed(rows, start) -> int\n\n"
+"The first position i >= start of rows (a list, or a list subclass: its storage read,\n"
+"as load_inserts reads it) whose row is not plain or whose entry\n"
+"has a key: a row is plain when it is an exact 2-tuple whose second item is exactly\n"
+"store_setup's entry class with its key slot None; len(rows) when every row from\n"
+"start on is plain and keyless (MemoryState._bulk_loadable's pass over the keys,\n"
+"which looks at the row it returns itself). TypeError for wrong argument types,\n"
+"ValueError for a negative start, RuntimeError before record_setup or store_setup.\n"
+"O(len(rows) - start).");
+
+static PyObject *
+next_keyed(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyList_Check(args[0]) || !PyLong_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "next_keyed(rows: list, start: int)");
+        return NULL;
+    }
+    if (!ins_entry_type) {
+        PyErr_SetString(PyExc_RuntimeError, "next_keyed: record_setup() not called");
+        return NULL;
+    }
+    Py_ssize_t start = PyLong_AsSsize_t(args[1]);
+    if (start == -1 && PyErr_Occurred()) return NULL;
+    if (start < 0) {
+        PyErr_SetString(PyExc_ValueError, "next_keyed: start must be >= 0");
+        return NULL;
+    }
+    PyObject *rows = args[0];
+    Py_ssize_t n = PyList_GET_SIZE(rows), off_key = ins_entry_off[2], i;
+    for (i = start; i < n; i++) {
+        PyObject *row = PyList_GET_ITEM(rows, i);
+        if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) != 2) break;
+        PyObject *entry = PyTuple_GET_ITEM(row, 1);
+        if (Py_TYPE(entry) != ins_entry_type || SLOT(entry, off_key) != Py_None) break;
+    }
+    return PyLong_FromSsize_t(i < n ? i : n);
+}
+
+
+/* A 64-bit hash of a compact str's kind and data (no Python API: without the GIL). */
+static uint64_t
+td_hash(PyObject *t)
+{
+    const uint8_t *p = (const uint8_t *)PyUnicode_DATA(t);
+    size_t len = (size_t)PyUnicode_GET_LENGTH(t) * (size_t)PyUnicode_KIND(t);
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ ((uint64_t)len * 0xff51afd7ed558ccdULL) ^
+                 (uint64_t)PyUnicode_KIND(t);
+    while (len >= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        h = (h ^ w) * 0xbf58476d1ce4e5b9ULL;
+        h ^= h >> 29;
+        p += 8;
+        len -= 8;
+    }
+    uint64_t w = 0;
+    memcpy(&w, p, len);
+    h = (h ^ w) * 0x94d049bb133111ebULL;
+    h ^= h >> 31;
+    return h;
+}
+
+/* Whether two compact strs are equal (a str is always in its smallest kind: equal
+ * strs have the same kind, length and data). */
+static int
+td_equal(PyObject *a, PyObject *b)
+{
+    if (a == b) return 1;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(a);
+    int kind = PyUnicode_KIND(a);
+    return n == PyUnicode_GET_LENGTH(b) && kind == PyUnicode_KIND(b) &&
+           memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)n * (size_t)kind) == 0;
+}
+
+PyDoc_STRVAR(texts_digest_distinct_doc,
+"texts_digest_distinct(texts) -> bytes or None\n\n"
+"texts_digest(list(dict.fromkeys(texts)), []): the digest of texts' distinct strs in\n"
+"the order of their first appearance, found by a table of its own (each str's cached\n"
+"hash when all are cached, else a hash of its data; equal strs compared by kind, length\n"
+"and data), all with the GIL released\n"
+"as texts_digest. None as texts_digest (an item not an exact, compact str) or with\n"
+"2**31 texts or more. TypeError unless texts is an exact list or tuple, MemoryError\n"
+"if the table cannot be had. O(total length) expected.");
+
+static PyObject *
+texts_digest_distinct(PyObject *self, PyObject *texts)
+{
+    if (!(PyList_CheckExact(texts) || PyTuple_CheckExact(texts))) {
+        PyErr_SetString(PyExc_TypeError, "texts_digest_distinct: texts must be a list or tuple");
+        return NULL;
+    }
+    PyObject *own = PyTuple_CheckExact(texts) ? Py_NewRef(texts) : PyList_AsTuple(texts);
+    if (!own) return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(own);
+    if (n >= ((Py_ssize_t)1 << 31)) {
+        Py_DECREF(own);
+        Py_RETURN_NONE;
+    }
+    /* With the GIL: whether every str's hash is cached (the row reader computes them).
+     * A hash once set never changes: then the table uses them, read without the GIL,
+     * and reads no text's data for its own hash. */
+    int hashed = 1;
+    for (Py_ssize_t i = 0; i < n && hashed; i++) {
+        PyObject *t = PyTuple_GET_ITEM(own, i);
+        hashed = PyUnicode_CheckExact(t) && ((PyASCIIObject *)t)->hash != -1;
+    }
+    size_t cap = 16;
+    while (cap < (size_t)n * 2) cap *= 2;
+    uint32_t *slots = NULL; /* 0: empty, else the position + 1 of a first appearance */
+    uint8_t *first = NULL;
+    am_b2b S;
+    uint8_t out[16];
+    int bad = 0, nomem = 0;
+    Py_BEGIN_ALLOW_THREADS
+    slots = (uint32_t *)calloc(cap, sizeof *slots);
+    first = (uint8_t *)malloc((size_t)n + 1);
+    if (!slots || !first) {
+        nomem = 1;
+    } else {
+        for (Py_ssize_t i = 0; i < n && !bad; i++) {
+            PyObject *t = PyTuple_GET_ITEM(own, i);
+            if (Py_TYPE(t) != &PyUnicode_Type || !PyUnicode_IS_READY(t) ||
+                !PyUnicode_IS_COMPACT(t)) {
+                bad = 1;
+                break;
+            }
+            uint64_t h = hashed ? (uint64_t)((PyASCIIObject *)t)->hash * 0x9E3779B97F4A7C15ULL
+                                : td_hash(t);
+            size_t at = (size_t)(h >> 17) & (cap - 1);
+            first[i] = 1;
+            while (slots[at]) {
+                if (td_equal(PyTuple_GET_ITEM(own, slots[at] - 1), t)) {
+                    first[i] = 0;
+                    break;
+                }
+                at = (at + 1) & (cap - 1);
+            }
+            if (first[i]) slots[at] = (uint32_t)(i + 1);
+        }
+        free(slots);
+        slots = NULL;
+        if (!bad) {
+            am_b2b_init(&S, sizeof out);
+            int64_t lens[512];
+            size_t k = 0;
+            for (Py_ssize_t i = 0; i < n; i++) {
+                if (!first[i]) continue;
+                lens[k++] = (int64_t)PyUnicode_GET_LENGTH(PyTuple_GET_ITEM(own, i));
+                if (k == 512) {
+                    am_b2b_update(&S, lens, sizeof lens);
+                    k = 0;
+                }
+            }
+            if (k > 0) am_b2b_update(&S, lens, k * sizeof(int64_t));
+            for (Py_ssize_t i = 0; i < n; i++) {
+                if (first[i]) td_feed_utf8(&S, PyTuple_GET_ITEM(own, i));
+            }
+            /* the empty extra part: no lengths, no bytes */
+            am_b2b_final(&S, out);
+        }
+    }
+    free(first);
+    Py_END_ALLOW_THREADS
+    Py_DECREF(own);
+    if (nomem) return PyErr_NoMemory();
+    if (bad) Py_RETURN_NONE;
+    return PyBytes_FromStringAndSize((const char *)out, sizeof out);
+}
+
+
 static PyMethodDef methods[] = {
     {"add_text", add_text, METH_VARARGS, add_text_doc},
     {"count_words", count_words, METH_VARARGS, count_words_doc},
@@ -6371,6 +6748,8 @@ static PyMethodDef methods[] = {
     {"fold_hash", fold_hash, METH_O, fold_hash_doc},
     {"fold_hash_direct", fold_hash_direct, METH_O, fold_hash_direct_doc},
     {"utf8_feed", utf8_feed, METH_VARARGS, utf8_feed_doc},
+    {"texts_digest", texts_digest, METH_VARARGS, texts_digest_doc},
+    {"texts_digest_distinct", texts_digest_distinct, METH_O, texts_digest_distinct_doc},
     {"fold_hash_table", fold_hash_table, METH_O, fold_hash_table_doc},
     {"dup_key", (PyCFunction)(void (*)(void))dup_key, METH_FASTCALL, dup_key_doc},
     {"dup_key_folded", (PyCFunction)(void (*)(void))dup_key_folded, METH_FASTCALL,
@@ -6387,6 +6766,8 @@ static PyMethodDef methods[] = {
     {"encode_rows", encode_rows, METH_O, encode_rows_doc},
     {"decode_rows", decode_rows, METH_VARARGS, decode_rows_doc},
     {"group_texts", group_texts, METH_O, group_texts_doc},
+    {"restore_columns", restore_columns, METH_O, restore_columns_doc},
+    {"next_keyed", (PyCFunction)(void (*)(void))next_keyed, METH_FASTCALL, next_keyed_doc},
     {"cache_entries", cache_entries, METH_O, cache_entries_doc},
     {"visit_heap", visit_heap, METH_VARARGS, visit_heap_doc},
     {"visit_pop", visit_pop, METH_VARARGS, visit_pop_doc},

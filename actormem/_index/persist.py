@@ -80,10 +80,49 @@ def _utf8_feed() -> Callable[[Callable[[Any], object], list[str]], None] | None:
     return feed
 
 
+#: :func:`text_digest` and :class:`LateDigest` hash lists of ``str`` with the core's
+#: ``texts_digest``: the same bytes hashed by a BLAKE2b of its own (``_blake2b.h``, the
+#: same digest as ``hashlib``'s), with the GIL released over the whole pass (the texts
+#: held in a tuple, only their immutable fields read), so that :class:`LateDigest`'s
+#: thread needs the GIL twice instead of once per MiB, and the caller feeds nothing
+#: (~0.3 s of the open's own thread at 1M). Read at each call. False, or without the
+#: core, or an item that is not an exact ``str``: the paths before it
+#: (``tests/test_open18_cols.py``).
+_DIGEST_NOGIL = True
+
+
+def _digest_nogil(
+    texts: Sequence[str], extra: Sequence[str], distinct: bool = False
+) -> Callable[[], str | None] | None:
+    """A call giving ``text_digest(texts, extra)`` by the core's ``texts_digest`` (the
+    GIL released; None if an item is not an exact ``str``), or None when
+    :data:`_DIGEST_NOGIL` is off, the core lacks it or a part is not a list or tuple.
+    ``distinct``: the digest of ``texts``' distinct strs in the order of their first
+    appearance (``extra`` empty), by the core's ``texts_digest_distinct``. The call
+    hashes the parts as they are now (tuples of their items taken now).
+    O(len(texts) + len(extra)) now."""
+    name = "texts_digest_distinct" if distinct else "texts_digest"
+    fn = getattr(kernels._wo, name, None) if _DIGEST_NOGIL else None
+    if fn is None or type(texts) not in (list, tuple) or type(extra) not in (list, tuple):
+        return None
+    if distinct and extra:
+        return None
+    parts = (tuple(texts),) if distinct else (tuple(texts), tuple(extra))
+
+    def run() -> str | None:
+        raw = fn(*parts)
+        return None if raw is None else bytes(raw).hex()
+
+    return run
+
+
 def text_digest(texts: Sequence[str], extra: Sequence[str] = ()) -> str:
     """A 128-bit BLAKE2b digest (hex) of ``texts`` in order, then of ``extra``:
     unambiguous (the code-point lengths are hashed with the concatenation). O(total
     length), in C: about 0.5 s per GB."""
+    run = _digest_nogil(texts, extra)
+    if run is not None and (got := run()) is not None:
+        return got
     h = hashlib.blake2b(digest_size=16)
     _feed(h.update, texts, extra)
     return h.hexdigest()
@@ -116,20 +155,31 @@ _LATE_BLOCKS = 32
 _LATE_MIN_TEXTS = 50_000
 
 
+def _distinct(texts: Sequence[str]) -> list[str]:
+    """``texts``' distinct items in the order of their first appearance. O(len(texts))."""
+    return list(dict.fromkeys(texts))
+
+
 class LateDigest:
-    """:func:`text_digest` of ``texts`` and ``extra`` (the same value), its BLAKE2b run in
-    a thread (:class:`~actormem._util.Beside`) that goes on after the constructor
-    returns: the caller feeds the texts' UTF-8 (it needs the GIL), the thread hashes it
-    (hashlib releases the GIL over large buffers), and the caller does other work
-    before :meth:`result`. The caller must call :meth:`result` or :meth:`stop` on every
-    path, so that no thread outlives it. O(total length).
+    """:func:`text_digest` of ``texts`` and ``extra`` (the same value; ``distinct``: of
+    ``texts``' distinct items in the order of their first appearance, ``extra`` empty),
+    its BLAKE2b run in a thread (:class:`~actormem._util.Beside`) that goes on after the
+    constructor returns: with the core (:data:`_DIGEST_NOGIL`) the whole digest there,
+    the GIL released; else the caller feeds the texts' UTF-8 (it needs the GIL), the
+    thread hashes it (hashlib releases the GIL over large buffers). The caller does
+    other work before :meth:`result`, and must call :meth:`result` or :meth:`stop` on
+    every path, so that no thread outlives it. With the core's digest the thread hashes
+    the texts as they were when the constructor returned; else the constructor feeds
+    them. O(total length).
 
     An image's restore uses it to check the digest last (``header_passed`` and
     ``have``: what :func:`unpack` saw), raising the error the digest's place among the
     header's fields gave (:meth:`first_error`).
     """
 
-    def __init__(self, texts: Sequence[str], extra: Sequence[str] = ()) -> None:
+    def __init__(
+        self, texts: Sequence[str], extra: Sequence[str] = (), distinct: bool = False
+    ) -> None:
         #: Set by :func:`unpack` once the header's other expected fields matched, with
         #: the image's digest field in ``have``.
         self.header_passed = False
@@ -138,8 +188,16 @@ class LateDigest:
         self._stopped = False
         if len(texts) + len(extra) < _LATE_MIN_TEXTS:
             self._beside: Beside | None = None
-            self._digest = text_digest(texts, extra)
+            self._digest = text_digest(_distinct(texts) if distinct else texts, extra)
             return
+        #: _DIGEST_NOGIL: the whole digest in the thread, the GIL released over it
+        self._nogil = _digest_nogil(texts, extra, distinct)
+        if self._nogil is not None:
+            self._parts = (texts, extra, distinct)  # the thread's fallback (not a str)
+            self._beside = Beside(self._drain, name="actormem digest")
+            return
+        if distinct:
+            texts = _distinct(texts)
         self._h = hashlib.blake2b(digest_size=16)
         self._queue: queue.Queue[bytearray | None] = queue.Queue(maxsize=_LATE_BLOCKS)
         self._block = bytearray()
@@ -174,7 +232,15 @@ class LateDigest:
                     return
 
     def _drain(self) -> str | None:
-        """The thread: hash each queued block until None (or :meth:`stop`)."""
+        """The thread: the core's digest with the GIL released (:data:`_DIGEST_NOGIL`;
+        :func:`text_digest`'s path for a list holding other than exact ``str``), else
+        hash each queued block until None (or :meth:`stop`)."""
+        if self._nogil is not None:
+            got = self._nogil()
+            if got is not None:
+                return got
+            texts, extra, distinct = self._parts
+            return text_digest(_distinct(texts) if distinct else texts, extra)
         update = self._h.update
         while (block := self._queue.get()) is not None:
             if self._stopped:
@@ -195,6 +261,9 @@ class LateDigest:
         if self._beside is None or self._digest is not None:
             return
         self._stopped = True
+        if self._nogil is not None:  # one C call: joined (at most the digest's time)
+            self._beside.stop()
+            return
         self._send(None)  # wakes a thread waiting for a block
         self._beside.stop()
 

@@ -118,9 +118,22 @@ def add_groups() -> Any:
     in one call), its record and entry classes fixed by ``record_setup`` at the first
     call, when ``knobs._ADD_GROUPS_C`` and the core has it; else None (the loop in
     Python). O(1)."""
-    global _records_fixed
     mod = kernels.wo_core() if knobs._ADD_GROUPS_C else None
-    fn = getattr(mod, "add_groups_new", None)
+    return _with_records(mod, "add_groups_new")
+
+
+def restore_columns() -> Any:
+    """The core's ``restore_columns`` (the restore's pass over the records: texts,
+    relevance, seqs, tagged positions), its record and entry classes fixed as for
+    :func:`add_groups`; None without the core or the function. O(1)."""
+    return _with_records(kernels.wo_core(), "restore_columns")
+
+
+def _with_records(mod: ModuleType | None, name: str) -> Any:
+    """``mod``'s function ``name`` once ``record_setup`` fixed the record and entry
+    classes (once per process), or None without ``mod`` or the function. O(1)."""
+    global _records_fixed
+    fn = getattr(mod, name, None)
     if mod is None or fn is None:
         return None
     if not _records_fixed:

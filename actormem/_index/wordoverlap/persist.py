@@ -65,6 +65,23 @@ _DIGEST_BESIDE = True
 #: raised where the inline path raises it. False: no preparation; ``prepare`` gives None.
 _PREPARE_AHEAD = True
 
+#: ``restore`` reads what it needs of every record (the texts, the relevance and seq
+#: arrays, the positions with tags) in one pass of the core's ``restore_columns``
+#: (~0.05 s at 1M) instead of four passes of the interpreter (the texts' list and
+#: their types, two ``np.fromiter`` and the tags' loop: ~0.35-0.45 s), when every
+#: record is plain (else it gives None and the passes run as before). False: the
+#: passes, the path before it (the same index; ``tests/test_open18_cols.py``).
+_C_COLUMNS = True
+
+#: With :data:`_DIGEST_BESIDE`, the digest's thread starts as soon as the texts are read
+#: (``restore_columns``), before the group map is made, and finds the distinct texts
+#: itself (``LateDigest(texts, distinct=True)``: the core's ``texts_digest_distinct``,
+#: the GIL released): it then runs beside ``group_texts`` and the checks (~0.7 s at 1M)
+#: instead of beside the checks alone (~0.3 s), which it outlasted. The same digest.
+#: False: the thread started once the group map gave the distinct texts (the path
+#: before it; ``tests/test_open18_cols.py``).
+_DIGEST_EARLY = True
+
 _MEMORY = attrgetter("entry.memory")
 _RELEVANCE = attrgetter("entry.relevance")
 _SEQ = attrgetter("seq")
@@ -168,38 +185,42 @@ def restore(
         ImageError: See the module documentation. ``index`` may be partly filled.
     """
     assert index._e.n == 0, "restore into a new index"
-    texts = list(map(_MEMORY, records))
+    columns_c = ccore.restore_columns() if _C_COLUMNS else None
+    cols: tuple[list[str], bytes, bytes, list[int]] | None = (
+        columns_c(records) if columns_c is not None and type(records) is list else None
+    )
+    texts = cols[0] if cols is not None else list(map(_MEMORY, records))
     count = len(texts)
-    mod = ccore.core() if _C_GROUPS else None
-    gids_c: np.ndarray[Any, Any] | None = None
-    if mod is not None and set(map(type, texts)) <= {str}:
-        # The group map numbered by first appearance, and each record's number, in one
-        # probe per text.
-        gmap, raw_gids = mod.group_texts(texts)
-        gids_c = np.frombuffer(raw_gids, np.int64)
-    else:
-        # One dict build when every text is distinct (its value is then the group
-        # number); its keys are the distinct texts in order of first appearance either way.
-        gmap = dict(zip(texts, range(count), strict=True))
-    size = len(gmap)
-    canon = texts if size == count else list(gmap)
-    if prepared is not None and (
-        prepared.parts is not parts
-        or prepared.groups != size
-        or type(prepared.index) is not type(index)
-        or prepared.index._e.n != 0
-    ):
-        prepared = None  # another image or index, or a header whose group count is not the rows'
-    if not _DIGEST_BESIDE:
-        _, arrays = persist.unpack(parts, _expect(records, canon))
-        return _restore_checked(
-            index, parts, records, texts, gmap, gids_c, canon, arrays, prepared
-        )
-    late = persist.LateDigest(canon)
+    early: persist.LateDigest | None = None
+    if cols is not None and _DIGEST_BESIDE and _DIGEST_EARLY and persist._DIGEST_NOGIL:
+        # beside the group map (not without the core's digest: the caller would find
+        # the distinct texts and feed them, the group map's work twice)
+        early = persist.LateDigest(texts, distinct=True)
+    try:  # until the try below, which ends `late`, took the early digest over
+        gmap, gids_c = _group_map(texts, cols is not None)
+        size = len(gmap)
+        canon = texts if size == count else list(gmap)
+        if prepared is not None and (
+            prepared.parts is not parts
+            or prepared.groups != size
+            or type(prepared.index) is not type(index)
+            or prepared.index._e.n != 0
+        ):
+            prepared = None  # another image or index, or a group count not the rows'
+        if not _DIGEST_BESIDE:  # (no early digest then)
+            _, arrays = persist.unpack(parts, _expect(records, canon))
+            return _restore_checked(
+                index, parts, records, texts, gmap, gids_c, canon, arrays, prepared, cols
+            )
+        late = early if early is not None else persist.LateDigest(canon)
+    except BaseException:
+        if early is not None:
+            early.stop()
+        raise
     try:
         _, arrays = persist.unpack(parts, _expect(records, canon, digest=False), late)
         restored = _restore_checked(
-            index, parts, records, texts, gmap, gids_c, canon, arrays, prepared
+            index, parts, records, texts, gmap, gids_c, canon, arrays, prepared, cols
         )
         first = late.first_error()  # waits for the digest
     except ImageError:
@@ -214,6 +235,24 @@ def restore(
     return restored
 
 
+def _group_map(
+    texts: list[str], all_str: bool
+) -> tuple[dict[str, int], np.ndarray[Any, Any] | None]:
+    """The group map of ``texts`` (each distinct text's number, by first appearance)
+    and, from the core, each text's number (int64), else None. ``all_str``: every text
+    is known to be an exact ``str``. O(len(texts))."""
+    count = len(texts)
+    mod = ccore.core() if _C_GROUPS else None
+    if mod is not None and (all_str or set(map(type, texts)) <= {str}):
+        # The group map numbered by first appearance, and each record's number, in one
+        # probe per text.
+        gmap, raw_gids = mod.group_texts(texts)
+        return gmap, np.frombuffer(raw_gids, np.int64)
+    # One dict build when every text is distinct (its value is then the group
+    # number); its keys are the distinct texts in order of first appearance either way.
+    return dict(zip(texts, range(count), strict=True)), None
+
+
 def _restore_checked(
     index: _WordOverlapIndex,
     parts: Mapping[str, bytes],
@@ -224,10 +263,12 @@ def _restore_checked(
     canon: list[str],
     arrays: dict[str, np.ndarray[Any, Any]],
     prepared: Prepared | None = None,
+    cols: tuple[list[str], bytes, bytes, list[int]] | None = None,
 ) -> _WordOverlapIndex:
     """The rest of :func:`restore`, once the header matched (the digest maybe still to
     be compared): the arrays' checks, then the index built. O(records + postings).
     ``prepared``: the image-only part done ahead, for these parts and group count.
+    ``cols``: ``restore_columns(records)`` (texts, relevance, seqs, tagged), or None.
 
     Raises:
         ImageError: See the module documentation.
@@ -244,8 +285,12 @@ def _restore_checked(
     while cap < size:
         cap *= 2  # as add() grows it
     e = _Numbering(cap)
-    rel = np.fromiter(map(_RELEVANCE, records), np.float64, count)
-    seqs = np.fromiter(map(_SEQ, records), np.int64, count)
+    if cols is not None:
+        rel = np.frombuffer(cols[1], np.float64)
+        seqs = np.frombuffer(cols[2], np.int64)
+    else:
+        rel = np.fromiter(map(_RELEVANCE, records), np.float64, count)
+        seqs = np.fromiter(map(_SEQ, records), np.int64, count)
     if size == count:  # every text once: each group is its record
         e.set_glist(list(records), gmap)  # the map kept, or a GroupTable made over it
         e.maxrel[:size] = rel
@@ -296,9 +341,13 @@ def _restore_checked(
     e.post = prepared.post
     e.sync_ids(index._vocab)
     tag_postings = index._tags
-    for rec in records:
-        if rec.entry.tags:
+    if cols is not None:
+        for rec in map(records.__getitem__, cols[3]):
             tag_postings.add(_tags(rec), rec)
+    else:
+        for rec in records:
+            if rec.entry.tags:
+                tag_postings.add(_tags(rec), rec)
     index._e = e
     return index
 

@@ -1,0 +1,331 @@
+"""Branch open18: less of the 1M open's load on the open's own thread (issue #20).
+
+``wordoverlap.persist._C_COLUMNS`` (the restore's pass over the records by the core's
+``restore_columns``), ``persist._DIGEST_NOGIL`` (the texts' digest by the core's
+``texts_digest``: a BLAKE2b of its own, the GIL released), ``wordoverlap.persist.
+_DIGEST_EARLY`` (that digest started before the group map, finding the distinct texts
+itself: ``texts_digest_distinct``) and ``state._KEYS_C`` (``_bulk_loadable``'s pass over
+the keys by the core's ``next_keyed``). With each knob
+on and off: the same restored state as a rebuild, the same digests, the same refusals
+and errors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import random
+import sys
+from typing import Any
+
+import attrs
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from actormem import WordOverlapScorer
+from actormem._engine import state as state_module
+from actormem._index import kernels, persist
+from actormem._index.images import ImageError, restore_index
+from actormem._index.wordoverlap import ccore
+from actormem._index.wordoverlap import persist as wo_persist
+from actormem._record import Record
+from actormem._storage.sqlite_format import FoldedRows
+from tests.strategies import examples
+
+from .test_index_image import _file_rows, _image, _live, _loaded, _messy
+from .test_open_beside import _no_threads_left
+from .test_open_fast import _assert_same, _rows
+
+wo = kernels._wo
+needs_c = pytest.mark.skipif(
+    wo is None or not hasattr(wo, "texts_digest") or state_module._next_keyed_c is None,
+    reason="the word overlap core is not built",
+)
+
+KNOBS = (
+    (wo_persist, "_C_COLUMNS"),
+    (persist, "_DIGEST_NOGIL"),
+    (state_module, "_KEYS_C"),
+    (wo_persist, "_DIGEST_EARLY"),
+)
+
+
+def _set(mp: pytest.MonkeyPatch, on: tuple[bool, ...]) -> None:
+    for (mod, name), value in zip(KNOBS, on, strict=True):
+        mp.setattr(mod, name, value)
+
+
+def _reference_digest(texts: list[str], extra: list[str] = []) -> str:  # noqa: B006
+    """text_digest's bytes hashed by hashlib, written out here."""
+    h = hashlib.blake2b(digest_size=16)
+    for part in (texts, extra):
+        h.update(b"".join(len(t).to_bytes(8, sys.byteorder, signed=True) for t in part))
+        h.update("".join(part).encode("utf-8", "surrogatepass"))
+    return h.hexdigest()
+
+
+# -- the restore ----------------------------------------------------------------------
+
+
+@needs_c
+@settings(max_examples=examples(20), deadline=None)
+@given(
+    seed=st.integers(0, 2**32),
+    n=st.integers(1, 80),
+    ops=st.integers(0, 40),
+    dups=st.booleans(),
+)
+def test_each_knob_restores_the_same_state_as_a_rebuild(
+    seed: int, n: int, ops: int, dups: bool
+) -> None:
+    state = _messy(WordOverlapScorer, seed, n, ops)
+    rows = _file_rows(state)
+    if dups and len(rows) > 2:  # texts that repeat: groups of several records
+        rng = random.Random(seed)
+        rows = [
+            (s, attrs.evolve(e, memory=rows[rng.randrange(len(rows))][1].memory))
+            if rng.random() < 0.4
+            else (s, e)
+            for s, e in rows
+        ]
+        state = _loaded(WordOverlapScorer, rows, None)
+        rows = _file_rows(state)
+    if not rows:
+        return
+    parts = _image(state)
+    rebuilt = _loaded(WordOverlapScorer, rows, None)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(persist, "_LATE_MIN_TEXTS", 0)  # the digest's thread for any size
+        for on in itertools.product((True, False), repeat=len(KNOBS)):
+            _set(mp, on)
+            restored = _loaded(WordOverlapScorer, rows, parts)
+            _assert_same(restored, rebuilt)
+            assert _tag_lists(restored) == _tag_lists(rebuilt)
+    _no_threads_left()
+
+
+def _tag_lists(state: Any) -> dict[int, list[int]]:
+    """The index's tag postings: each tag id's records (seqs, in order)."""
+    return {tag: [r.seq for r in recs] for tag, recs in state.index._tags.lists.items()}
+
+
+@needs_c
+def test_a_stale_image_gives_the_same_error_with_each_knob() -> None:
+    state = _messy(WordOverlapScorer, 3, 60, 20)
+    rows = _file_rows(state)
+    parts = _image(state)
+    records = _live(_loaded(WordOverlapScorer, rows, None))
+    other = [
+        Record(attrs.evolve(r.entry, memory=r.entry.memory + "\u00e9"), r.seq, r.seq)
+        for r in records
+    ]
+    errors = set()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(persist, "_LATE_MIN_TEXTS", 0)
+        for on in itertools.product((True, False), repeat=len(KNOBS)):
+            _set(mp, on)
+            with pytest.raises(ImageError) as info:
+                restore_index(WordOverlapScorer().make_index(), parts, other)
+            errors.add(str(info.value))
+            restore_index(WordOverlapScorer().make_index(), parts, records)  # the fresh one
+    assert len(errors) == 1
+    assert next(iter(errors)).startswith("digest:")
+    _no_threads_left()
+
+
+@needs_c
+def test_restore_columns_reads_what_the_python_passes_read() -> None:
+    ccore.restore_columns()  # the classes fixed
+    state = _messy(WordOverlapScorer, 8, 120, 30)
+    records = _live(state)
+    tagged = [i for i, r in enumerate(records) if r.entry.tags]
+    assert tagged  # the test reads what it names
+    got = wo.restore_columns(records)
+    assert got is not None
+    texts, rel, seqs, tags = got
+    assert texts == [r.entry.memory for r in records]
+    assert list(memoryview(rel).cast("d")) == [r.entry.relevance for r in records]
+    assert list(memoryview(seqs).cast("q")) == [r.seq for r in records]
+    assert tags == tagged
+    assert wo.restore_columns([]) == ([], b"", b"", [])
+
+    class Sub(Record):
+        __slots__ = ()
+
+    rec = records[0]
+    for odd in (
+        Sub(rec.entry, rec.seq, rec.seq),  # another record class
+        Record(rec.entry, 2**63, 2**63),  # a seq past int64
+        "not a record",
+    ):
+        assert wo.restore_columns([*records, odd]) is None
+    with pytest.raises(TypeError):
+        wo.restore_columns(tuple(records))
+
+
+# -- the digest -----------------------------------------------------------------------
+
+_ALPHABET = ["a", "Z", " ", "\x00", "\x7f", "\x80", "\u00e9", "\u00ff", "\u0100", "\u4e2d",
+             "\ud800", "\udfff", "\U0001f600", "\U0010ffff"]  # fmt: skip
+
+
+@needs_c
+@settings(max_examples=examples(200), deadline=None)
+@given(
+    texts=st.lists(st.text(st.sampled_from(_ALPHABET), max_size=300), max_size=8),
+    extra=st.lists(st.text(max_size=50), max_size=4),
+    long=st.sampled_from([0, 127, 128, 129, 4093, 4097, 9000]),
+)
+def test_texts_digest_equals_hashlib(texts: list[str], extra: list[str], long: int) -> None:
+    if long:  # across the compression blocks and the encoder's buffer
+        texts = [*texts, "\u4e2d" * long, "x" * long]
+    want = _reference_digest(texts, extra)
+    assert wo.texts_digest(texts, extra).hex() == want
+    assert wo.texts_digest(tuple(texts), tuple(extra)).hex() == want
+    for nogil in (True, False):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(persist, "_DIGEST_NOGIL", nogil)
+            assert persist.text_digest(texts, extra) == want
+            mp.setattr(persist, "_LATE_MIN_TEXTS", 0)
+            assert persist.LateDigest(texts, extra).result() == want
+
+
+@needs_c
+@settings(max_examples=examples(150), deadline=None)
+@given(
+    pool=st.lists(st.text(st.sampled_from(_ALPHABET), max_size=40), min_size=1, max_size=12),
+    picks=st.lists(st.integers(0, 11), max_size=60),
+)
+def test_the_distinct_digest_equals_the_digest_of_the_distinct_texts(
+    pool: list[str], picks: list[int]
+) -> None:
+    # repeats by value (equal strs, other objects: the table compares data) and by object
+    texts = [pool[i % len(pool)] if i % 2 else "".join(pool[i % len(pool)]) for i in picks]
+    fresh = [t[:1] + t[1:] + "\u0101" for t in texts]  # new strs, no hash cached yet
+    unhashed = wo.texts_digest_distinct(fresh).hex()  # the table hashes the data
+    assert unhashed == _reference_digest(list(dict.fromkeys(fresh)))  # (hashes them all)
+    assert wo.texts_digest_distinct(fresh).hex() == unhashed  # the cached hashes
+    want = _reference_digest(list(dict.fromkeys(texts)))
+    assert wo.texts_digest_distinct(texts).hex() == want
+    assert wo.texts_digest_distinct(tuple(texts)).hex() == want
+    for nogil in (True, False):
+        for small in (0, 10**9):
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(persist, "_DIGEST_NOGIL", nogil)
+                mp.setattr(persist, "_LATE_MIN_TEXTS", small)
+                assert persist.LateDigest(texts, distinct=True).result() == want
+
+
+@needs_c
+def test_texts_digest_leaves_other_items_to_the_caller() -> None:
+    class Sub(str):
+        pass
+
+    texts = ["a", Sub("b"), "c"]
+    assert wo.texts_digest(texts, []) is None
+    assert wo.texts_digest([], [1]) is None
+    assert wo.texts_digest_distinct(texts) is None
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(persist, "_LATE_MIN_TEXTS", 0)
+        assert persist.LateDigest([*texts, "a"], distinct=True).result() == _reference_digest(
+            ["a", "b", "c"]
+        )
+    with pytest.raises(TypeError):
+        wo.texts_digest_distinct({"a"})
+    want = _reference_digest(["a", "b", "c"])
+    assert persist.text_digest(texts) == want  # hashed the way before
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(persist, "_LATE_MIN_TEXTS", 0)
+        assert persist.LateDigest(texts).result() == want
+    for bad in ((None, []), ([], None), ("ab", []), ({"a"}, [])):
+        with pytest.raises(TypeError):
+            wo.texts_digest(*bad)
+    with pytest.raises(TypeError):
+        wo.texts_digest([])
+
+
+@needs_c
+def test_a_stopped_digest_leaves_no_thread(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(persist, "_LATE_MIN_TEXTS", 0)
+    texts = [str(i) * 50 for i in range(20000)]
+    late = persist.LateDigest(texts)
+    late.stop()
+    late.stop()
+    _no_threads_left()
+    late = persist.LateDigest(texts)
+    texts.clear()  # the thread hashes its own copy
+    assert late.result() == _reference_digest([str(i) * 50 for i in range(20000)])
+
+
+# -- the keys' pass -------------------------------------------------------------------
+
+
+@needs_c
+@settings(max_examples=examples(50), deadline=None)
+@given(seed=st.integers(0, 2**32), n=st.integers(0, 150), start=st.integers(0, 160))
+def test_next_keyed_stops_where_the_loop_must_look(seed: int, n: int, start: int) -> None:
+    rng = random.Random(seed)
+    rows: list[Any] = [
+        (s, e if rng.random() < 0.2 else attrs.evolve(e, key=None)) for s, e in _rows(seed, n)
+    ]
+    for _ in range(rng.randrange(3)):  # rows that are not plain 2-tuples
+        if rows:
+            i = rng.randrange(len(rows))
+            rows[i] = rng.choice([list(rows[i]), (*rows[i], 0), (rows[i][0], "entry")])
+    want = next(
+        (
+            i
+            for i in range(start, len(rows))
+            if not (type(rows[i]) is tuple and len(rows[i]) == 2)
+            or type(rows[i][1]) is not type(_rows(0, 1)[0][1])
+            or rows[i][1].key is not None
+        ),
+        len(rows),
+    )
+    assert wo.next_keyed(rows, start) == max(want, min(start, len(rows)))
+
+
+@needs_c
+def test_bulk_loadable_is_the_same_with_the_keys_pass(monkeypatch: pytest.MonkeyPatch) -> None:
+    rows = _rows(4, 300)
+    assert any(e.key is not None for _, e in rows)
+    twice = [*rows, (10**9, rows[[e.key for _, e in rows].index(next(
+        e.key for _, e in rows if e.key is not None))][1])]  # fmt: skip
+    keyless = [(s, attrs.evolve(e, key=None)) for s, e in rows]
+    for on in (True, False):
+        monkeypatch.setattr(state_module, "_KEYS_C", on)
+        state = state_module.MemoryState(
+            capacity=None, half_life=3600.0, scorer=WordOverlapScorer()
+        )
+        assert state._bulk_loadable(rows) is True
+        assert state._bulk_loadable(twice) is False  # one (namespace, key) twice
+        assert state._bulk_loadable(keyless) is True
+        # the reader's list subclass (with the folds) is read the same way
+        assert state._bulk_loadable(FoldedRows(twice, b"")) is False
+        assert state._bulk_loadable(FoldedRows(keyless, b"")) is True
+    calls: list[int] = []
+    real = state_module._next_keyed_c
+    assert real is not None
+
+    def spy(rows: Any, start: int) -> int:
+        calls.append(start)
+        return real(rows, start)
+
+    monkeypatch.setattr(state_module, "_KEYS_C", True)
+    monkeypatch.setattr(state_module, "_next_keyed_c", spy)
+    state._bulk_loadable(FoldedRows(keyless, b""))
+    assert calls == [0]  # one call took every row
+
+
+@needs_c
+def test_next_keyed_refuses_bad_arguments() -> None:
+    with pytest.raises(TypeError):
+        wo.next_keyed((), 0)
+    with pytest.raises(TypeError):
+        wo.next_keyed([], 0.0)
+    with pytest.raises(TypeError):
+        wo.next_keyed([])
+    with pytest.raises(ValueError, match="start"):
+        wo.next_keyed([], -1)
+    assert wo.next_keyed([], 5) == 0
