@@ -6448,6 +6448,28 @@ td_plain(PyObject *t)
     return Py_TYPE(t) == &PyUnicode_Type && PyUnicode_IS_READY(t) && PyUnicode_IS_COMPACT(t);
 }
 
+/* Code point c's UTF-8 ("surrogatepass": a surrogate as its three bytes) written at
+ * out[w], w advanced; the caller made room (up to 4 bytes). */
+#define TD_PUT_UTF8(out, w, c)                                                              \
+    do {                                                                                    \
+        Py_UCS4 c_ = (c);                                                                   \
+        if (c_ < 0x80) {                                                                    \
+            (out)[(w)++] = (uint8_t)c_;                                                     \
+        } else if (c_ < 0x800) {                                                            \
+            (out)[(w)++] = (uint8_t)(0xC0 | (c_ >> 6));                                     \
+            (out)[(w)++] = (uint8_t)(0x80 | (c_ & 0x3F));                                   \
+        } else if (c_ < 0x10000) {                                                          \
+            (out)[(w)++] = (uint8_t)(0xE0 | (c_ >> 12));                                    \
+            (out)[(w)++] = (uint8_t)(0x80 | ((c_ >> 6) & 0x3F));                            \
+            (out)[(w)++] = (uint8_t)(0x80 | (c_ & 0x3F));                                   \
+        } else {                                                                            \
+            (out)[(w)++] = (uint8_t)(0xF0 | (c_ >> 18));                                    \
+            (out)[(w)++] = (uint8_t)(0x80 | ((c_ >> 12) & 0x3F));                           \
+            (out)[(w)++] = (uint8_t)(0x80 | ((c_ >> 6) & 0x3F));                            \
+            (out)[(w)++] = (uint8_t)(0x80 | (c_ & 0x3F));                                   \
+        }                                                                                   \
+    } while (0)
+
 /* The encoder without the GIL: from position (*at, *off) of the part `own` (a tuple,
  * which holds its items), the int64 code-point lengths of the items then the UTF-8
  * ("surrogatepass": a lone surrogate as its three bytes) of each, skipping an item i
@@ -6491,27 +6513,24 @@ td_encode(PyObject *own, const uint8_t *mask, uint8_t *out, Py_ssize_t cap, Py_s
         }
         int kind = PyUnicode_KIND(t);
         const void *data = PyUnicode_DATA(t);
+        /* the code points sure to fit (4 bytes each at most) without a check each, by
+         * kind, then the rest checked one by one */
+        Py_ssize_t sure = (cap - w) / 4 < len - off ? off + (cap - w) / 4 : len;
+        if (kind == PyUnicode_1BYTE_KIND) {
+            const Py_UCS1 *d = (const Py_UCS1 *)data;
+            for (; off < sure; off++) TD_PUT_UTF8(out, w, d[off]);
+        } else if (kind == PyUnicode_2BYTE_KIND) {
+            const Py_UCS2 *d = (const Py_UCS2 *)data;
+            for (; off < sure; off++) TD_PUT_UTF8(out, w, d[off]);
+        } else {
+            const Py_UCS4 *d = (const Py_UCS4 *)data;
+            for (; off < sure; off++) TD_PUT_UTF8(out, w, d[off]);
+        }
         for (; off < len; off++) {
             Py_UCS4 c = PyUnicode_READ(kind, data, off);
-            if (c < 0x80) {
-                if (cap - w < 1) goto out;
-                out[w++] = (uint8_t)c;
-            } else if (c < 0x800) {
-                if (cap - w < 2) goto out;
-                out[w++] = (uint8_t)(0xC0 | (c >> 6));
-                out[w++] = (uint8_t)(0x80 | (c & 0x3F));
-            } else if (c < 0x10000) {
-                if (cap - w < 3) goto out;
-                out[w++] = (uint8_t)(0xE0 | (c >> 12));
-                out[w++] = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
-                out[w++] = (uint8_t)(0x80 | (c & 0x3F));
-            } else {
-                if (cap - w < 4) goto out;
-                out[w++] = (uint8_t)(0xF0 | (c >> 18));
-                out[w++] = (uint8_t)(0x80 | ((c >> 12) & 0x3F));
-                out[w++] = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
-                out[w++] = (uint8_t)(0x80 | (c & 0x3F));
-            }
+            int need = c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+            if (cap - w < need) goto out;
+            TD_PUT_UTF8(out, w, c);
         }
     }
 out:
