@@ -12,9 +12,13 @@ row reader leaves them) and times, ``--repeats`` times in turn, with ``time.thre
 
 ``--root CHECKOUT`` imports that checkout's ``actormem`` (so two checkouts are compared
 by running this file from each). Prints one JSON line per repeat with the load average.
+``--only NAME --limit N`` (for callgrind): the first N texts, one digest of that kind
+(``none``: the read alone), no timing.
 
     python stress/bench_digest.py --file /work/scratch_open18/open_1000000_0.db \\
         --root /work/wt/open19 --repeats 3
+    valgrind --tool=callgrind python stress/bench_digest.py --file ... --root ... \\
+        --only distinct --limit 100000
 """
 
 from __future__ import annotations
@@ -39,17 +43,29 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--file", required=True)
     parser.add_argument("--root", required=True)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--only", choices=("none", "distinct", "all", "hashlib"))
+    parser.add_argument("--limit", type=int, default=-1)
     args = parser.parse_args(argv)
     sys.path.insert(0, args.root)
     from actormem._index import persist
 
     conn = sqlite3.connect(f"file:{args.file}?mode=ro", uri=True)
     try:
-        texts = [row[0] for row in conn.execute("SELECT memory FROM entries ORDER BY seq")]
+        rows = conn.execute("SELECT memory FROM entries ORDER BY seq LIMIT ?", (args.limit,))
+        texts = [row[0] for row in rows]
     finally:
         conn.close()
     for text in texts:
         hash(text)
+    if args.only is not None:
+        if args.only == "distinct":
+            print(persist._digest_nogil(texts, (), True)())
+        elif args.only == "all":
+            print(persist._digest_nogil(texts, ())())
+        elif args.only == "hashlib":
+            persist._DIGEST_NOGIL = False
+            print(persist.text_digest(list(dict.fromkeys(texts))))
+        return
     for _ in range(args.repeats):
         out: dict[str, Any] = {"root": args.root, "load": os.getloadavg()[0]}
         for name, fn in (
