@@ -77,6 +77,7 @@ from .._index.thresholds import matches_terms
 from .._index.wordoverlap import WordOverlapScorer
 from .._record import Record
 from .._stats import ConsolidationStats, MemoryStatistics
+from .._storage import sqlite as sqlite_store
 from .._storage.sqlite import Batch, Durability, SqliteStore
 from .._storage.sqlite_format import MAX_ACCESS_COUNT
 from .._util import NoPublicConstructor, gc_paused, sequence_of
@@ -340,6 +341,9 @@ class Memory(metaclass=NoPublicConstructor):
         ) = None
         #: The SQLite store of a durable memory (None: in-memory).
         self._storage: SqliteStore | None = None
+        #: The trio time by which the access updates its store holds back must be
+        #: committed (``sqlite._DEFER_ACCESS``): the owner wakes for it. ``inf``: none.
+        self._access_due = math.inf
         #: A node of a replicated memory (``open_memory(log=...)``): its log follower.
         self._replica: Follower | None = None
         #: Where readers wait between slices while writes are pending (fairshare.py).
@@ -1303,14 +1307,14 @@ async def _run_owner(memory: Memory, receive: trio.MemoryReceiveChannel[_Request
         while True:
             inflight = []
             try:
-                sweep_at = memory._next_sweep()
+                sweep_at = min(memory._next_sweep(), memory._access_due)
                 if _WAIT_UNSCOPED and sweep_at == math.inf:
                     inflight = [await receive.receive()]  # no sweep due: no deadline
                 else:
                     with trio.move_on_at(sweep_at):
                         inflight = [await receive.receive()]
-                if not inflight:
-                    inflight = [_FLUSH_REQUEST]  # the earliest expiry came: sweep
+                if not inflight:  # the earliest expiry came (sweep), or the access
+                    inflight = [_FLUSH_REQUEST]  # updates held back are due (commit)
             except trio.EndOfChannel:
                 break
             _drain(receive, inflight)
@@ -1594,11 +1598,15 @@ async def _close_storage(
     broken memory's are not trusted) and close."""
 
     def close() -> None:
-        if image is not None:
-            store.write_image(image)
-        if counters is not None:
-            store.save_counters(counters)
-        store.close()
+        try:
+            if counters is not None:  # a clean close: the access updates held back
+                store.flush_accesses()
+            if image is not None:
+                store.write_image(image)
+            if counters is not None:
+                store.save_counters(counters)
+        finally:
+            store.close()
 
     with trio.CancelScope(shield=True):
         await trio.to_thread.run_sync(close)
@@ -1684,12 +1692,33 @@ def _attach_store(memory: Memory, store: SqliteStore) -> None:
     inline = _INLINE_COMMIT and store.durability is Durability.NORMAL
     if inline:
         store.take_checkpoints()  # no checkpoint inside a commit made on the loop
+    defer = sqlite_store._DEFER_ACCESS
+    if defer:
+        store.defer_accesses()
+    delay = sqlite_store.ACCESS_DELAY
 
     async def commit(journal: list[tuple[int, Record]], meanwhile: Callable[[], None]) -> None:
-        if not journal:
+        if defer:  # access updates held back: written once due (sqlite._DEFER_ACCESS)
+            now = trio.current_time()
+            flush = now >= memory._access_due
+            if not journal and not flush:
+                meanwhile()
+                return
+            batch = store.prepare(
+                journal, getattr(memory._state.index, "stored_vector", None), flush=flush
+            )
+            if not store.pending_accesses:
+                memory._access_due = math.inf
+            elif memory._access_due == math.inf:  # the first held back since the last
+                memory._access_due = now + delay
+            if not len(batch) and not batch.vectors:  # only access updates, held back
+                meanwhile()
+                return
+        elif not journal:
             meanwhile()
             return
-        batch = store.prepare(journal, getattr(memory._state.index, "stored_vector", None))
+        else:
+            batch = store.prepare(journal, getattr(memory._state.index, "stored_vector", None))
         if not (
             inline
             and _INLINE_COMMIT
