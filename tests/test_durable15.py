@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 import uuid
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +43,7 @@ from actormem._storage import sqlite as sqlite_store
 
 from . import crash_child
 from .strategies import examples
-from .test_durable10 import WORDS, _dump, _ops, _play
+from .test_durable10 import T0, WORDS, Clock, _dump, _ops, _play
 from .test_durable_model import Program, run_ops
 from .test_durable_model import ops as model_ops
 
@@ -117,7 +118,10 @@ def _fact(i: int) -> MemoryEntry:
     """Entry ``i``: its own word (``NAMES``, then ``wN``) beside a shared one."""
     word = NAMES[i] if i < len(NAMES) else f"w{i}"
     return MemoryEntry(
-        id=uuid.UUID(int=1000 + i), category=MemoryCategory.FACT, memory=f"entry {word}"
+        id=uuid.UUID(int=1000 + i),
+        category=MemoryCategory.FACT,
+        memory=f"entry {word}",
+        created_at=T0 + timedelta(seconds=i),
     )
 
 
@@ -265,3 +269,36 @@ def test_sigkill_with_access_updates_held_back_loses_no_store(tmp_path: Path) ->
     assert lost == []
     assert acked >= 120
     assert raised > 0  # updates held back were written before the kills
+
+
+async def _upserts(path: Path) -> None:
+    async with open_memory(path=path, clock=Clock()) as memory:
+        for i in range(4):
+            await memory.store(_fact(i))
+        for name in ("alpha", "alpha", "bravo", "charlie"):
+            await memory.retrieve(name, 1)
+            await memory.sweep_expired()  # the same batches on every side
+        # three entries' updates held back (on)
+        await memory.store(attrs.evolve(_fact(0), memory="entry again"))  # upsert: same seq
+        await memory.delete(_fact(1).id)
+        await memory.store(_fact(1))  # born again: a new seq
+        await memory.retrieve("delta", 1)
+
+
+def test_an_upsert_or_a_delete_drops_the_update_held_back(tmp_path: Path) -> None:
+    """A put of a seq whose update is held back writes the row whole; the stale update
+    must not be written after it (nor one of a deleted row): the file is the knob-off
+    one, the upserted entry's count 0 (its new entry's)."""
+    dumps = []
+    for side in ("off", "on", "two"):
+        path = tmp_path / f"{side}.db"
+        _with(_sides(side), trio.run, _upserts, path)
+        dumps.append(_dump(path))
+    assert dumps[0] == dumps[1]
+    assert dumps[0] == dumps[2]
+    conn = sqlite3.connect(tmp_path / "on.db")
+    try:
+        got = dict(conn.execute("SELECT memory, access_count FROM entries"))
+    finally:
+        conn.close()
+    assert got == {"entry again": 0, "entry bravo": 0, "entry charlie": 1, "entry delta": 1}
