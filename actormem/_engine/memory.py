@@ -344,6 +344,8 @@ class Memory(metaclass=NoPublicConstructor):
         #: The trio time by which the access updates its store holds back must be
         #: committed (``sqlite._DEFER_ACCESS``): the owner wakes for it. ``inf``: none.
         self._access_due = math.inf
+        #: Whether its timer (``_access_timer``) runs.
+        self._access_timer = False
         #: A node of a replicated memory (``open_memory(log=...)``): its log follower.
         self._replica: Follower | None = None
         #: Where readers wait between slices while writes are pending (fairshare.py).
@@ -1307,14 +1309,14 @@ async def _run_owner(memory: Memory, receive: trio.MemoryReceiveChannel[_Request
         while True:
             inflight = []
             try:
-                sweep_at = min(memory._next_sweep(), memory._access_due)
+                sweep_at = memory._next_sweep()
                 if _WAIT_UNSCOPED and sweep_at == math.inf:
                     inflight = [await receive.receive()]  # no sweep due: no deadline
                 else:
                     with trio.move_on_at(sweep_at):
                         inflight = [await receive.receive()]
-                if not inflight:  # the earliest expiry came (sweep), or the access
-                    inflight = [_FLUSH_REQUEST]  # updates held back are due (commit)
+                if not inflight:
+                    inflight = [_FLUSH_REQUEST]  # the earliest expiry came: sweep
             except trio.EndOfChannel:
                 break
             _drain(receive, inflight)
@@ -1711,6 +1713,11 @@ def _attach_store(memory: Memory, store: SqliteStore) -> None:
                 memory._access_due = math.inf
             elif memory._access_due == math.inf:  # the first held back since the last
                 memory._access_due = now + delay
+                if not memory._access_timer:
+                    memory._access_timer = True
+                    trio.lowlevel.spawn_system_task(
+                        _access_timer, memory, name="actormem access timer"
+                    )
             if not len(batch) and not batch.vectors:  # only access updates, held back
                 meanwhile()
                 return
@@ -1741,6 +1748,24 @@ def _attach_store(memory: Memory, store: SqliteStore) -> None:
 
     memory._storage = store
     memory._commit = commit
+
+
+async def _access_timer(memory: Memory) -> None:
+    """Wake an idle owner once the access updates its store holds back are due
+    (``memory._access_due``), so that it commits them: a system task, one at a time,
+    started when the first update is held back and ended once it woke the owner or
+    none is held back any more. A busy owner commits them with its next batch anyway;
+    a deadline on the owner's own wait instead cost a cancel scope at every batch.
+    A wake-up that finds the queue full or closed is dropped (the owner is busy, or
+    gone: its close writes them)."""
+    try:
+        while memory._access_due != math.inf:
+            await trio.sleep_until(memory._access_due)
+            if trio.current_time() >= memory._access_due:
+                memory._wake_owner()
+                break
+    finally:
+        memory._access_timer = False
 
 
 def _ignore(result: outcome.Outcome[None]) -> None:
