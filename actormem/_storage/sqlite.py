@@ -16,10 +16,12 @@ connection of its own, in a worker thread, while the writer commits.
 Coalescing. Rows are keyed by ``seq`` (see :mod:`actormem._storage.sqlite_format`), and the
 journal is applied per seq, last change wins: a seq whose last change is a death is
 deleted; one that became live in the batch (store, upsert, merge) is written whole from
-its current record; one whose access bookkeeping alone changed gets an ``UPDATE`` of two
-columns. An upsert or merge keeps its seq (death then birth: the row is rewritten); an
-id evicted and stored again in one batch gets a new seq (the old row is deleted, the new
-one inserted). Every change reduces to the final state of its seq and a seq never
+its current record; one whose access bookkeeping alone changed gets an ``UPDATE`` of its
+three access columns (a store that holds access updates back,
+:meth:`SqliteStore.defer_accesses`, keeps those for a later batch: :data:`_DEFER_ACCESS`).
+An upsert or merge keeps its seq (death then birth: the row is rewritten); an id evicted
+and stored again in one batch gets a new seq (the old row is deleted, the new one
+inserted). Every change reduces to the final state of its seq and a seq never
 belongs to two ids, so the order of statements in the transaction does not matter.
 
 Opening (:meth:`SqliteStore.open`), in an order that never modifies a refused file:
