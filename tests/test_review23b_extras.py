@@ -105,3 +105,22 @@ def test_the_cli_names_the_dense_extra_without_a_traceback(
         f"actormem {args[0]}: error: wordllama is not installed"
         " (pip install 'actormem[dense]' (in a clone: pip install -e '.[dense]'))"
     ), done.stderr
+
+
+_LOCOMO = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "locomo10.json"
+
+
+@pytest.mark.skipif(not _LOCOMO.is_file(), reason=f"{_LOCOMO} not found (see its README)")
+def test_eval_locomo_names_the_dense_extra_without_a_traceback(tmp_path: Path) -> None:
+    """The dense model is loaded once the evaluation starts, past the eval command's
+    own ImportError handler: the CLI's mapping must name the extra."""
+    done = _cli(
+        "eval", "locomo", "--data", str(_LOCOMO), "--scorer", "dense",
+        "--conversation", "conv-26", cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        "actormem eval: error: wordllama is not installed"
+        " (pip install 'actormem[dense]' (in a clone: pip install -e '.[dense]'))"
+    ), done.stderr
