@@ -124,3 +124,59 @@ def test_eval_locomo_names_the_dense_extra_without_a_traceback(tmp_path: Path) -
         "actormem eval: error: wordllama is not installed"
         " (pip install 'actormem[dense]' (in a clone: pip install -e '.[dense]'))"
     ), done.stderr
+
+
+@pytest.mark.parametrize(
+    ("blocked", "call", "message"),
+    [
+        (
+            "stop_words",
+            "stop_words('english')",
+            "stop word lists need the stop-words package: pip install stop-words, or ",
+        ),
+        (
+            "bm25s",
+            "stop_words('english', 'nltk')",
+            "NLTK's stop-word lists come with bm25s: pip install bm25s, or ",
+        ),
+        (
+            "Stemmer",
+            "_stem_function('english')",
+            "stemming needs PyStemmer: pip install PyStemmer, or ",
+        ),
+    ],
+)
+def test_the_stem_extras_missing_name_the_package_and_the_extra(
+    blocked: str, call: str, message: str
+) -> None:
+    """Like wordllama's: a ModuleNotFoundError naming the package (the CLI maps
+    ``stop_words``, ``bm25s`` and ``Stemmer`` to the ``stem`` extra, but these raised a
+    bare ImportError without a name), its message naming the extra for a clone too, as
+    the README says ``.[stem]`` adds stemming and stop words."""
+    code = textwrap.dedent(
+        f"""
+        import sys
+        class _Without:
+            def find_spec(self, name, path=None, target=None):
+                if name == {blocked!r} or name.startswith({blocked!r} + "."):
+                    raise ModuleNotFoundError("No module named " + name, name=name)
+                return None
+        sys.meta_path.insert(0, _Without())
+        from actormem._index.tokenize import _stem_function, stop_words
+        try:
+            {call}
+        except ImportError as exc:
+            print(type(exc).__name__, exc.name, exc, sep="|")
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=_ENV
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "|".join(
+        [
+            "ModuleNotFoundError",
+            blocked,
+            message + "pip install 'actormem[stem]' (in a clone: pip install -e '.[stem]')",
+        ]
+    )
