@@ -92,10 +92,12 @@ def query_words(query: str) -> tuple[str, dict[str, int], int] | None:
     """``(query.lower(), {word: times} over its split() in first-seen order, number of
     words)`` from the core's one-pass ``query_words`` for an ASCII ``query`` when
     ``knobs._QUERY_WORDS_C`` and the core has it; None otherwise (a non-ASCII query,
-    no core: the caller lowers, splits and counts). ``TypeError`` for a non-str.
-    O(len(query))."""
+    no core: the caller lowers, splits and counts). With ``knobs._QUERY_INTERN`` a word
+    of at most 24 characters is the str an earlier query's same word got, while the
+    core's process-wide table of 8,192 slots still holds it (the same values).
+    ``TypeError`` for a non-str. O(len(query))."""
     fn = getattr(core(), "query_words", None) if knobs._QUERY_WORDS_C else None
-    return fn(query) if fn is not None else None
+    return fn(query, 1 if knobs._QUERY_INTERN else 0) if fn is not None else None
 
 
 def lower() -> Any:
