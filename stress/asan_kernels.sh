@@ -26,7 +26,8 @@
 # tests/test_review22c_loadc.py,
 # tests/test_review22b_scan.py,
 # tests/test_entrybytes5.py,
-# tests/test_mainjob22_cut.py)
+# tests/test_mainjob22_cut.py,
+# tests/test_mainjob23_intern.py)
 # against an AddressSanitizer build of the compiled
 # index kernels, the BM25 core, the word-overlap core and the row reader (_storage/_crows.c):
 # any out-of-bounds read or
@@ -103,4 +104,5 @@ PYTHONMALLOC=malloc LD_PRELOAD="$runtime" ASAN_OPTIONS=detect_leaks=0:abort_on_e
     tests/test_review22c_loadc.py \
     tests/test_review22b_scan.py \
     tests/test_entrybytes5.py \
-    tests/test_mainjob22_cut.py "$@"
+    tests/test_mainjob22_cut.py \
+    tests/test_mainjob23_intern.py "$@"

@@ -1239,7 +1239,8 @@ PyDoc_STRVAR(count_words_doc,
 "flag 16 a candidate token and a word of one byte per character are compared as\n"
 "bytes in C instead of by PyUnicode_Find (the same answers). With flag 32 and `tcap`\n"
 "(the numbering's token_cache(), or None) an ASCII word's probe grams are the strs of\n"
-"the cache's gram table (the same lookups).\n"
+"the cache's gram table (the same lookups). Flag 64 is the caller's word that `short`\n"
+"holds no word of 3 or more characters: it is not read (only such words look there).\n"
 "O(budget + limit).");
 
 /* Set probe_gslot for a count_words call from the token cache capsule `tcap` (made
@@ -1253,6 +1254,7 @@ static int probe_table_begin(PyObject *tcap, PyObject *grams);
 #define ADD_UNROLLED 8   /* the byte/word counts added four numbers at a time */
 #define FIND_BYTES 16    /* candidates of one byte per character verified as bytes */
 #define PROBE_STRS 32    /* a new word's probe grams from the token cache's gram strs */
+#define SHORT_LEN2 64    /* `short` holds no word of 3 or more characters: not read */
 
 /* counts[src[j]] += m for j < k, in order. With ADD_UNROLLED, four numbers a step,
  * their indexes read before any of the four counts is written (a count's store may
@@ -1293,7 +1295,7 @@ count_words(PyObject *self, PyObject *args)
         return NULL;
     }
     if (flags & ~(MEMO_ABSENT | MEMO_OWN_CACHE | MEMO_KEEP_LEFT | ADD_UNROLLED | FIND_BYTES |
-                  PROBE_STRS)) {
+                  PROBE_STRS | SHORT_LEN2)) {
         PyErr_SetString(PyExc_ValueError, "unknown flags");
         return NULL;
     }
@@ -1406,7 +1408,8 @@ count_words(PyObject *self, PyObject *args)
         Py_ssize_t wlen = PyUnicode_GET_LENGTH(w);
         int leave = wlen <= 2;
         if (!leave) {
-            int in = PyDict_Contains(shorts, w);
+            /* (A word of 3 or more characters is never in a `short` of SHORT_LEN2.) */
+            int in = flags & SHORT_LEN2 ? 0 : PyDict_Contains(shorts, w);
             if (in == 0) in = PyDict_Contains(skip, w);
             if (in < 0) goto done;
             leave = in;

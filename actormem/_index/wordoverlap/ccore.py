@@ -372,7 +372,9 @@ def count_words(
     ``knobs._PROBE_STRS`` and ``tokcache`` (the numbering's :func:`token_cache`) a new
     ASCII word's probe 3-grams are the strs of that cache's gram table (hashes kept,
     the dict's own keys when the owner's adds made them), not new strs (the same
-    lookups).
+    lookups). With ``knobs._SHORT_UNREAD`` and ``short`` being
+    :data:`masks._SHORT_BIT` (whose words have 1-2 characters), ``short`` is not looked
+    up for the words of 3 or more characters (the only ones looked up there).
 
     Raises:
         TypeError, ValueError: An argument of the wrong type or range.
@@ -438,7 +440,10 @@ def count_words(
         | (4 if knobs._MEMO_KEEP_LEFT else 0)
         | (8 if knobs._ADD_UNROLLED else 0)
         | (16 if knobs._FIND_BYTES else 0)
-        | (32 if knobs._PROBE_STRS else 0),
+        | (32 if knobs._PROBE_STRS else 0)
+        # The words of masks._SHORT_BIT have 1-2 characters (asserted there): C need
+        # not look a longer word up in it. Any other dict is read.
+        | (64 if knobs._SHORT_UNREAD and short is masks._SHORT_BIT else 0),
         tokcache,
     )
     return got
