@@ -2,7 +2,9 @@
 (``wordoverlap.knobs._QUERY_INTERN``, ``query_words(query, 1)``) against a new str per
 word and query: the same text, words, counts and order; equal words of two queries one
 object with the table, two without; the same hits, scores and ties either way; a bad
-second argument refused."""
+second argument refused. And ``count_words`` with ``knobs._SHORT_UNREAD``: the short
+words' dict of ``masks`` not read for words of 3 or more characters, any other dict
+read."""
 
 from __future__ import annotations
 
@@ -12,13 +14,16 @@ from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
 import pytest
 import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actormem import MemoryCategory, MemoryEntry, open_memory
-from actormem._index.wordoverlap import ccore
+from actormem._index import kernels
+from actormem._index.substring import SubstringVocab
+from actormem._index.wordoverlap import ccore, masks
 from actormem._index.wordoverlap import knobs as wo_knobs
 
 from .strategies import examples
@@ -76,7 +81,8 @@ def test_repeated_query_shares_its_words() -> None:
     assert a == b
     assert [x is y for x, y in zip(a, b, strict=True)] == [True] * (len(a) - 1) + [False]
     c = list(core.query_words(q, 0)[1])
-    assert c == a and not any(x is y for x, y in zip(a, c, strict=True))
+    assert c == a
+    assert not any(x is y for x, y in zip(a, c, strict=True))
 
 
 @needs_core
@@ -145,5 +151,54 @@ def test_same_results_either_way(seed: int, ops: int) -> None:
         mp.setattr(wo_knobs, "_QUERY_INTERN", True)
         on = trio.run(_run, seed, ops)
         mp.setattr(wo_knobs, "_QUERY_INTERN", False)
+        off = trio.run(_run, seed, ops)
+    assert on == off
+
+
+# ---------------------------------------------------------------- knobs._SHORT_UNREAD
+
+
+def _count(words: list[str], short: dict[str, int], memo: bool) -> tuple[Any, ...]:
+    vocab = SubstringVocab()
+    post: dict[str, Any] = {}
+    texts = ["the theme of the day", "an ox and the cat", "bar baz theft", "x the y", "ab abc"]
+    for gid, text in enumerate(texts):
+        ccore.add_text(post, text, gid, vocab)
+    counts = np.zeros(64, np.uint8)
+    kept: list[Any] | None = [{}, {}, 0] if memo else None
+    at, left = ccore.count_words(
+        words, [1] * len(words), 0, 1000, 100, vocab, post, {}, short, counts, len(texts), 0,
+        kept,
+    )  # fmt: skip
+    return at, left, counts.tolist()
+
+
+@pytest.mark.skipif(not kernels.WO_CORE_AVAILABLE, reason="the word-overlap core is not built")
+@pytest.mark.parametrize("memo", [False, True])
+def test_short_unread_only_for_the_module_dict(memo: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    words = ["the", "theme", "an", "ab", "abc", "ox", "cat", "zzz", "baz"]
+    got = {}
+    for on in (False, True):
+        monkeypatch.setattr(wo_knobs, "_SHORT_UNREAD", on)
+        # masks' own dict: unread for 3+ characters when on, the same answers.
+        got[on] = _count(words, masks._SHORT_BIT, memo)
+        # Any other dict is read, on or off: its 3-character word is left to the caller.
+        mine = dict(masks._SHORT_BIT, the=0, cat=1)
+        at, left, counts = _count(words, mine, memo)
+        assert at == len(words)
+        assert [words[i] for i in left] == ["the", "an", "ab", "ox", "cat"]
+        assert counts == _count([w for w in words if w not in ("the", "cat")], {}, memo)[2]
+    assert got[False] == got[True]
+    assert [words[i] for i in got[True][1]] == ["an", "ab", "ox"]
+    assert all(1 <= len(w) <= 2 for w in masks._SHORT_BIT)
+
+
+@settings(max_examples=examples(10), deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), ops=st.integers(1, 150))
+def test_same_results_short_unread_either_way(seed: int, ops: int) -> None:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(wo_knobs, "_SHORT_UNREAD", True)
+        on = trio.run(_run, seed, ops)
+        mp.setattr(wo_knobs, "_SHORT_UNREAD", False)
         off = trio.run(_run, seed, ops)
     assert on == off
