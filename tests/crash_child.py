@@ -11,7 +11,9 @@ Usage (the child side)::
         ACTORMEM_TEST_C_COMMIT (0 or 1) sets ``sqlite._C_COMMIT``; with
         ACTORMEM_TEST_RETRIEVE=1 each task also retrieves after each store (access
         updates in the commits; the entries read back then differ in their access
-        bookkeeping). ACTORMEM_TEST_DURABILITY (normal or full; default normal) is the
+        bookkeeping); ACTORMEM_TEST_ACCESS_PENDING and ACTORMEM_TEST_ACCESS_DELAY, if
+        set, replace ``sqlite.ACCESS_PENDING`` and ``ACCESS_DELAY`` (seconds).
+        ACTORMEM_TEST_DURABILITY (normal or full; default normal) is the
         memory's ``durability`` (``full``: the runs of stores committed with fsync).
     python tests/crash_child.py hold PATH
         Open the durable memory at PATH, print "ready", and wait to be killed.
@@ -90,6 +92,12 @@ async def _store_forever(path: str, seed: int, start: int, writers: int, chunk: 
 
         sqlite._C_COMMIT = c_commit == "1"
     retrieve = os.environ.get("ACTORMEM_TEST_RETRIEVE") == "1"
+    pending, delay = (os.environ.get(f"ACTORMEM_TEST_ACCESS_{k}") for k in ("PENDING", "DELAY"))
+    if pending or delay:  # access updates held back: flushed often, amid the kills
+        from actormem._storage import sqlite
+
+        sqlite.ACCESS_PENDING = int(pending or sqlite.ACCESS_PENDING)
+        sqlite.ACCESS_DELAY = float(delay or sqlite.ACCESS_DELAY)
     durability = os.environ.get("ACTORMEM_TEST_DURABILITY", "normal")
     async with actormem.open_memory(path=path, durability=durability) as memory:
         counter = itertools.count(start)

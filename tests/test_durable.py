@@ -227,6 +227,9 @@ async def test_reads_never_touch_the_file(db: Path, monkeypatch: pytest.MonkeyPa
     # The statements are traced on the store's own connection: the Python commit path
     # (the compiled writer's twin: tests/test_durable12.py).
     monkeypatch.setattr(sqlite_store, "_C_COMMIT", False)
+    # A hit's access update in the next commit, as before durable15 (its deferred twin:
+    # tests/test_durable15.py).
+    monkeypatch.setattr(sqlite_store, "_DEFER_ACCESS", False)
     async with open_memory(path=db) as memory:
         for i in range(50):
             await memory.store(fact(f"entry {i}"))

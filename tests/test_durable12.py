@@ -369,9 +369,13 @@ def test_any_values_give_the_same_rows_or_the_same_error(
     assert outcome[:2] == outcome[2:]
 
 
-async def test_reads_never_commit_and_a_hit_commits_once(tmp_path: Path) -> None:
+async def test_reads_never_commit_and_a_hit_commits_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """``test_durable``'s reads-never-touch-the-file, for the writer: retrieves without
-    hits, snapshots and gets commit nothing; a hit's access update is one commit."""
+    hits, snapshots and gets commit nothing; a hit's access update is one commit (with
+    ``sqlite._DEFER_ACCESS`` off; on: tests/test_durable15.py)."""
+    monkeypatch.setattr(sqlite_store, "_DEFER_ACCESS", False)
     async with open_memory(path=tmp_path / "m.db") as memory:
         for i in range(50):
             await memory.store(_entry(i, f"entry {i}"))

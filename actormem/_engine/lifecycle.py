@@ -289,8 +289,11 @@ async def open_memory(
     With ``path=None`` (the default) the memory lives in this process only. With a path
     it is durable: the file (SQLite, WAL mode; created if missing) is locked, validated
     and loaded before the block starts, every write is acknowledged only after the
-    group commit holding it returned, and access bookkeeping is committed in the same
-    transactions. Reads never touch the file. See ``docs/durability.md``.
+    group commit holding it returned. Access bookkeeping (hits, ``refresh_ttl``
+    expiries) is held back and committed later, with the first commit once 4,096
+    entries' changes wait or the oldest is 1 s old, and at a clean close: a crash may
+    lose that much of it, never a write (``docs/durability.md``, "Access counts").
+    Reads never touch the file. See ``docs/durability.md``.
 
     Args:
         path: The database file, or ``None`` for a memory without a file. A new file is

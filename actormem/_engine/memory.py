@@ -77,6 +77,7 @@ from .._index.thresholds import matches_terms
 from .._index.wordoverlap import WordOverlapScorer
 from .._record import Record
 from .._stats import ConsolidationStats, MemoryStatistics
+from .._storage import sqlite as sqlite_store
 from .._storage.sqlite import Batch, Durability, SqliteStore
 from .._storage.sqlite_format import MAX_ACCESS_COUNT
 from .._util import NoPublicConstructor, gc_paused, sequence_of
@@ -340,6 +341,11 @@ class Memory(metaclass=NoPublicConstructor):
         ) = None
         #: The SQLite store of a durable memory (None: in-memory).
         self._storage: SqliteStore | None = None
+        #: The trio time by which the access updates its store holds back must be
+        #: committed (``sqlite._DEFER_ACCESS``): the owner wakes for it. ``inf``: none.
+        self._access_due = math.inf
+        #: Whether its timer (``_access_timer``) runs.
+        self._access_timer = False
         #: A node of a replicated memory (``open_memory(log=...)``): its log follower.
         self._replica: Follower | None = None
         #: Where readers wait between slices while writes are pending (fairshare.py).
@@ -1598,11 +1604,15 @@ async def _close_storage(
     broken memory's are not trusted) and close."""
 
     def close() -> None:
-        if image is not None:
-            store.write_image(image)
-        if counters is not None:
-            store.save_counters(counters)
-        store.close()
+        try:
+            if counters is not None:  # a clean close: the access updates held back
+                store.flush_accesses()
+            if image is not None:
+                store.write_image(image)
+            if counters is not None:
+                store.save_counters(counters)
+        finally:
+            store.close()
 
     with trio.CancelScope(shield=True):
         await trio.to_thread.run_sync(close)
@@ -1688,12 +1698,38 @@ def _attach_store(memory: Memory, store: SqliteStore) -> None:
     inline = _INLINE_COMMIT and store.durability is Durability.NORMAL
     if inline:
         store.take_checkpoints()  # no checkpoint inside a commit made on the loop
+    defer = sqlite_store._DEFER_ACCESS
+    if defer:
+        store.defer_accesses()
+    delay = sqlite_store.ACCESS_DELAY
 
     async def commit(journal: list[tuple[int, Record]], meanwhile: Callable[[], None]) -> None:
-        if not journal:
+        if defer:  # access updates held back: written once due (sqlite._DEFER_ACCESS)
+            now = trio.current_time()
+            flush = now >= memory._access_due
+            if not journal and not flush:
+                meanwhile()
+                return
+            batch = store.prepare(
+                journal, getattr(memory._state.index, "stored_vector", None), flush=flush
+            )
+            if not store.pending_accesses:
+                memory._access_due = math.inf
+            elif memory._access_due == math.inf:  # the first held back since the last
+                memory._access_due = now + delay
+                if not memory._access_timer:
+                    memory._access_timer = True
+                    trio.lowlevel.spawn_system_task(
+                        _access_timer, memory, name="actormem access timer"
+                    )
+            if not len(batch) and not batch.vectors:  # only access updates, held back
+                meanwhile()
+                return
+        elif not journal:
             meanwhile()
             return
-        batch = store.prepare(journal, getattr(memory._state.index, "stored_vector", None))
+        else:
+            batch = store.prepare(journal, getattr(memory._state.index, "stored_vector", None))
         if not (
             inline
             and _INLINE_COMMIT
@@ -1716,6 +1752,24 @@ def _attach_store(memory: Memory, store: SqliteStore) -> None:
 
     memory._storage = store
     memory._commit = commit
+
+
+async def _access_timer(memory: Memory) -> None:
+    """Wake an idle owner once the access updates its store holds back are due
+    (``memory._access_due``), so that it commits them: a system task, one at a time,
+    started when the first update is held back and ended once it woke the owner or
+    none is held back any more. A busy owner commits them with its next batch anyway;
+    a deadline on the owner's own wait instead cost a cancel scope at every batch.
+    A wake-up that finds the queue full or closed is dropped (the owner is busy, or
+    gone: its close writes them)."""
+    try:
+        while memory._access_due != math.inf:
+            await trio.sleep_until(memory._access_due)
+            if trio.current_time() >= memory._access_due:
+                memory._wake_owner()
+                break
+    finally:
+        memory._access_timer = False
 
 
 def _ignore(result: outcome.Outcome[None]) -> None:

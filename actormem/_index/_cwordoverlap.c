@@ -1239,7 +1239,8 @@ PyDoc_STRVAR(count_words_doc,
 "flag 16 a candidate token and a word of one byte per character are compared as\n"
 "bytes in C instead of by PyUnicode_Find (the same answers). With flag 32 and `tcap`\n"
 "(the numbering's token_cache(), or None) an ASCII word's probe grams are the strs of\n"
-"the cache's gram table (the same lookups).\n"
+"the cache's gram table (the same lookups). Flag 64 is the caller's word that `short`\n"
+"holds no word of 3 or more characters: it is not read (only such words look there).\n"
 "O(budget + limit).");
 
 /* Set probe_gslot for a count_words call from the token cache capsule `tcap` (made
@@ -1253,6 +1254,7 @@ static int probe_table_begin(PyObject *tcap, PyObject *grams);
 #define ADD_UNROLLED 8   /* the byte/word counts added four numbers at a time */
 #define FIND_BYTES 16    /* candidates of one byte per character verified as bytes */
 #define PROBE_STRS 32    /* a new word's probe grams from the token cache's gram strs */
+#define SHORT_LEN2 64    /* `short` holds no word of 3 or more characters: not read */
 
 /* counts[src[j]] += m for j < k, in order. With ADD_UNROLLED, four numbers a step,
  * their indexes read before any of the four counts is written (a count's store may
@@ -1293,7 +1295,7 @@ count_words(PyObject *self, PyObject *args)
         return NULL;
     }
     if (flags & ~(MEMO_ABSENT | MEMO_OWN_CACHE | MEMO_KEEP_LEFT | ADD_UNROLLED | FIND_BYTES |
-                  PROBE_STRS)) {
+                  PROBE_STRS | SHORT_LEN2)) {
         PyErr_SetString(PyExc_ValueError, "unknown flags");
         return NULL;
     }
@@ -1406,7 +1408,8 @@ count_words(PyObject *self, PyObject *args)
         Py_ssize_t wlen = PyUnicode_GET_LENGTH(w);
         int leave = wlen <= 2;
         if (!leave) {
-            int in = PyDict_Contains(shorts, w);
+            /* (A word of 3 or more characters is never in a `short` of SHORT_LEN2.) */
+            int in = flags & SHORT_LEN2 ? 0 : PyDict_Contains(shorts, w);
             if (in == 0) in = PyDict_Contains(skip, w);
             if (in < 0) goto done;
             leave = in;
@@ -6240,17 +6243,77 @@ set_grow_direct(PyObject *self, PyObject *on)
  */
 
 PyDoc_STRVAR(query_words_doc,
-"query_words(query) -> (str, dict, int) | None\n\n"
+"query_words(query, intern=0) -> (str, dict, int) | None\n\n"
 "For an ASCII str (below 2**31 characters): (query.lower(), {word: times} in first-seen order over\n"
 "query.lower().split(), the number of words); None for a non-ASCII one.\n"
-"TypeError for anything but a str. O(len(query)) time and memory.");
+"With `intern` true, a word of at most 24 characters is the str a previous\n"
+"call made for the same word when the process-wide table of 8,192 slots (one str\n"
+"per slot, by the word's hash) still holds it, else a new str kept there: equal\n"
+"words of successive queries are then one object, its hash computed once, so the\n"
+"dicts keyed by query words (the result's, count_words' memo) find it by identity.\n"
+"The same values either way. TypeError for anything but a str, or a second\n"
+"argument that is not an int. O(len(query)) time and memory; the table holds at\n"
+"most 8,192 strs of at most 24 characters (~0.6 MB).");
+
+/* The process-wide word table of query_words(query, intern=1): direct-mapped by the
+ * word's FNV-1a hash (its high bits; the per-call table uses the low ones), one str
+ * (owned) per slot, replaced by the next word that maps there. Strs are immutable and
+ * compared by value everywhere, so handing the same object to several queries changes
+ * no value. Read and written with the GIL held and no Python code run in between. */
+#define QW_SLOTS 8192
+#define QW_MAXLEN 24
+static struct {
+    uint64_t h;
+    PyObject *s;
+} qw_tab[QW_SLOTS];
+
+/* The str for the ASCII word w[0:len] of FNV-1a hash h: the table's when it holds the
+ * same word, else a new one (kept in the table when `keep` and short enough). A new
+ * reference, or NULL with an error set. */
+static PyObject *
+qw_str(const Py_UCS1 *w, Py_ssize_t len, uint64_t h, int keep)
+{
+    size_t slot = (size_t)(h >> 51) & (QW_SLOTS - 1);
+    keep = keep && len <= QW_MAXLEN;
+    if (keep) {
+        PyObject *s = qw_tab[slot].s;
+        if (s && qw_tab[slot].h == h && PyUnicode_GET_LENGTH(s) == len &&
+            memcmp(PyUnicode_1BYTE_DATA(s), w, (size_t)len) == 0) {
+            return Py_NewRef(s);
+        }
+    }
+    PyObject *o = PyUnicode_New(len, 127);
+    if (!o) return NULL;
+    memcpy(PyUnicode_1BYTE_DATA(o), w, (size_t)len);
+    if (keep) {
+        PyObject *was = qw_tab[slot].s;
+        qw_tab[slot].s = Py_NewRef(o);
+        qw_tab[slot].h = h;
+        Py_XDECREF(was); /* a str: its dealloc runs no Python code */
+    }
+    return o;
+}
 
 static PyObject *
-query_words(PyObject *self, PyObject *query)
+query_words(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    if (nargs < 1 || nargs > 2) {
+        PyErr_SetString(PyExc_TypeError, "query_words() takes a str and an optional int");
+        return NULL;
+    }
+    PyObject *query = args[0];
     if (!PyUnicode_CheckExact(query)) {
         PyErr_SetString(PyExc_TypeError, "query_words() takes a str");
         return NULL;
+    }
+    int intern = 0;
+    if (nargs == 2) {
+        if (!PyLong_CheckExact(args[1])) {
+            PyErr_SetString(PyExc_TypeError, "query_words(): intern must be an int");
+            return NULL;
+        }
+        intern = PyObject_IsTrue(args[1]);
+        if (intern < 0) return NULL;
     }
     /* (Longer than 2**31 characters: the table's int32 indexes; left to Python too.) */
     if (!PyUnicode_IS_ASCII(query) || PyUnicode_GET_LENGTH(query) > INT32_MAX) Py_RETURN_NONE;
@@ -6303,9 +6366,8 @@ query_words(PyObject *self, PyObject *query)
         for (;;) {
             int32_t at = tab[k];
             if (at < 0) {
-                PyObject *o = PyUnicode_New(len, 127);
+                PyObject *o = qw_str(d + start, len, h, intern);
                 if (!o) goto done;
-                memcpy(PyUnicode_1BYTE_DATA(o), d + start, (size_t)len);
                 int bad = PyList_Append(words, o);
                 Py_DECREF(o);
                 if (bad) goto done;
@@ -6810,7 +6872,7 @@ static PyMethodDef methods[] = {
     {"wmax_chunks", wmax_chunks, METH_VARARGS, wmax_chunks_doc},
     {"bits_select_chunks", bits_select_chunks, METH_VARARGS, bits_select_chunks_doc},
     /* mainjob18 */
-    {"query_words", query_words, METH_O, query_words_doc},
+    {"query_words", (PyCFunction)(void (*)(void))query_words, METH_FASTCALL, query_words_doc},
     {NULL, NULL, 0, NULL},
 };
 

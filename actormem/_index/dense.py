@@ -150,8 +150,11 @@ def wordllama_embedder(dim: int = 256) -> FunctionEmbedder:
         import wordllama
         from wordllama import WordLlama
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            f"the dense scorer's default model needs wordllama: {install_hint('dense')}"
+        # A ModuleNotFoundError naming wordllama, so that callers that map a missing
+        # package to its extra (the CLI) print one line instead of a traceback.
+        raise ModuleNotFoundError(
+            f"the dense scorer's default model needs wordllama: {install_hint('dense')}",
+            name="wordllama",
         ) from exc
     finally:
         # Importing wordllama configures the root logger (a stderr handler), which

@@ -60,8 +60,9 @@ def _stem_function(algorithm: str) -> Callable[[list[str]], list[str]]:
     try:
         import Stemmer  # type: ignore[import-not-found,unused-ignore]  # PyStemmer
     except ImportError:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            f"stemming needs PyStemmer: pip install PyStemmer, or {install_hint('stem')}"
+        raise ModuleNotFoundError(
+            f"stemming needs PyStemmer: pip install PyStemmer, or {install_hint('stem')}",
+            name="Stemmer",
         ) from None
     try:
         stemmer: Any = Stemmer.Stemmer(algorithm)
@@ -107,8 +108,10 @@ def stop_words(language: str = "english", source: str = "stop-words") -> frozens
                 get_stop_words,
             )
         except ImportError:  # pragma: no cover - depends on the environment
-            raise ImportError(
-                "stop word lists need the stop-words package: pip install stop-words"
+            raise ModuleNotFoundError(
+                "stop word lists need the stop-words package: pip install stop-words, "
+                f"or {install_hint('stem')}",
+                name="stop_words",
             ) from None
         try:
             words = get_stop_words(language)
@@ -118,7 +121,11 @@ def stop_words(language: str = "english", source: str = "stop-words") -> frozens
         try:
             from bm25s import stopwords as lists  # type: ignore[import-untyped,unused-ignore]
         except ImportError:  # pragma: no cover - depends on the environment
-            raise ImportError("NLTK's stop-word lists come with bm25s: pip install bm25s") from None
+            raise ModuleNotFoundError(
+                "NLTK's stop-word lists come with bm25s: pip install bm25s, "
+                f"or {install_hint('stem')}",
+                name="bm25s",
+            ) from None
         name = "STOPWORDS_EN_PLUS" if language == "english" else f"STOPWORDS_{language.upper()}"
         words = getattr(lists, name, None)
         if words is None:

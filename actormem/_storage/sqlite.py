@@ -16,10 +16,12 @@ connection of its own, in a worker thread, while the writer commits.
 Coalescing. Rows are keyed by ``seq`` (see :mod:`actormem._storage.sqlite_format`), and the
 journal is applied per seq, last change wins: a seq whose last change is a death is
 deleted; one that became live in the batch (store, upsert, merge) is written whole from
-its current record; one whose access bookkeeping alone changed gets an ``UPDATE`` of two
-columns. An upsert or merge keeps its seq (death then birth: the row is rewritten); an
-id evicted and stored again in one batch gets a new seq (the old row is deleted, the new
-one inserted). Every change reduces to the final state of its seq and a seq never
+its current record; one whose access bookkeeping alone changed gets an ``UPDATE`` of its
+three access columns (a store that holds access updates back,
+:meth:`SqliteStore.defer_accesses`, keeps those for a later batch: :data:`_DEFER_ACCESS`).
+An upsert or merge keeps its seq (death then birth: the row is rewritten); an id evicted
+and stored again in one batch gets a new seq (the old row is deleted, the new one
+inserted). Every change reduces to the final state of its seq and a seq never
 belongs to two ids, so the order of statements in the transaction does not matter.
 
 Opening (:meth:`SqliteStore.open`), in an order that never modifies a refused file:
@@ -191,6 +193,25 @@ _CHECKPOINT_BESIDE = True
 #: process do not see each other's locks). False: the Python path on the store's
 #: connection, as before.
 _C_COMMIT = True
+#: A memory's store (``_attach_store``, :meth:`SqliteStore.defer_accesses`) writes its
+#: access bookkeeping relatime-style (branch durable15): a batch's access updates (the
+#: hits of retrieves and the expiry refreshes of reads, which no caller waits for) are
+#: kept pending in the store, one per entry however many hits, and written with the
+#: first commit made once :data:`ACCESS_PENDING` entries wait or the oldest waited
+#: :data:`ACCESS_DELAY` seconds (the owner wakes for it when idle), and at a clean
+#: close. Puts and deletes are written and acknowledged as before; the in-memory state
+#: is the same; only the file's access counts, last-access and expiry times lag, by that
+#: bound (docs/durability.md, "Access counts"). The main job's ~2,300 commits each carry
+#: puts, ~16,000 access updates on ~13,000 scattered pages among them; held they come to
+#: a few thousand rows on a few hundred pages. False: each batch's access updates in its
+#: own commit, the path before it. Read by ``_attach_store`` when a memory opens.
+_DEFER_ACCESS = True
+#: The most entries whose access updates a deferring store keeps pending: the next
+#: commit after they pile up to this writes them all.
+ACCESS_PENDING = 4096
+#: The longest, in seconds, an access update of a deferring store waits for its commit
+#: (counted from the batch that applied the first of those pending).
+ACCESS_DELAY = 1.0
 #: The commit's statements, in ``_cwrite.c``'s order.
 _C_STATEMENTS = (
     "BEGIN IMMEDIATE",
@@ -636,6 +657,9 @@ class SqliteStore:
         #: The compiled writer of the commits on the loop (:data:`_C_COMMIT`), opened by
         #: :meth:`take_checkpoints`, closed first by :meth:`close`; None: the Python path.
         self._cwriter: Any = None
+        #: Access updates held back (:meth:`defer_accesses`): seq -> its live record, whose
+        #: current access fields are encoded when written; None: none are held back.
+        self._pending: dict[int, Record] | None = None
         self._page_size: int = conn.execute("PRAGMA page_size").fetchone()[0]
 
     def _open_conn(self) -> sqlite3.Connection:
@@ -757,16 +781,54 @@ class SqliteStore:
         if seqs:
             self.write(Batch([(seq,) for seq in seqs], [], []))
 
+    def defer_accesses(self) -> None:
+        """Hold access updates back from now on (:data:`_DEFER_ACCESS`): :meth:`prepare`
+        keeps them pending until ``flush``, :data:`ACCESS_PENDING` of them, or
+        :meth:`flush_accesses`. Only for a store whose every change goes through
+        :meth:`prepare` (a memory's owner; not a replica's, whose ``meta`` row names
+        the log position its rows hold). O(1)."""
+        if self._pending is None:
+            self._pending = {}
+
+    @property
+    def pending_accesses(self) -> int:
+        """Entries whose access update is held back, not yet in the file. O(1)."""
+        pending = self._pending
+        return 0 if pending is None else len(pending)
+
+    def flush_accesses(self) -> None:
+        """Commit the access updates held back (:meth:`defer_accesses`), if any, in one
+        transaction (:meth:`write`); a clean close calls it first. Blocking, O(pending).
+
+        Raises:
+            StorageError: As :meth:`write` (the updates are then dropped: the memory is
+                failing; they were acknowledged to nobody).
+        """
+        if self._pending:
+            batch = self.prepare([], flush=True)
+            if len(batch):  # never followed by a checkpoint: the close's own comes next
+                self._write(batch, True, False)
+
     def prepare(
         self,
         journal: list[tuple[int, Record]],
         vector_of: Callable[[Record], tuple[bytes, bytes] | None] | None = None,
+        *,
+        flush: bool = False,
     ) -> Batch:
         """Coalesce a journal per seq, last change wins (see the module docs).
 
         ``vector_of(rec)`` gives the ``(text_hash, vector bytes)`` to store with a put
         (the dense index's), or None. Runs on the event loop, while the owner is between
-        batches, so the records cannot change. O(changes).
+        batches, so the records cannot change. O(changes), plus O(pending) when the
+        access updates held back are written.
+
+        A store that holds access updates back (:meth:`defer_accesses`) moves the
+        journal's into its pending set (a later update of a seq replaces its earlier
+        one; a put or delete of the seq drops it: the put writes the whole row) and
+        adds the whole set to the batch, with the current access fields of each record,
+        when ``flush`` or once :data:`ACCESS_PENDING` are pending. The batch may then be
+        empty (``len(batch) == 0``, no vectors): nothing to commit.
         """
         last: dict[int, tuple[int, Record]] = {}
         became_live: set[int] = set()
@@ -785,6 +847,19 @@ class SqliteStore:
         vectors: list[tuple[int, bytes, bytes]] = []
         long_frames = 0
         page = self._page_size
+        pending = self._pending
+        if pending is not None:
+            for seq, (kind, rec) in last.items():
+                if kind == JOURNAL_DELETE or seq in became_live:
+                    pending.pop(seq, None)  # the row deleted, or written whole below
+                else:
+                    pending[seq] = rec
+            if flush or len(pending) >= ACCESS_PENDING:
+                self._pending = {}
+                for rec in pending.values():
+                    accesses.append(encode_access(rec))
+                    more = _entry_frames(rec.entry, page)  # as below
+                    long_frames += 2 * more + 1 if more else 0
         for seq, (kind, rec) in last.items():
             if kind == JOURNAL_DELETE:
                 deletes.append((seq,))
@@ -800,7 +875,7 @@ class SqliteStore:
                 vector = None if vector_of is None else vector_of(rec)
                 if vector is not None:
                     vectors.append((seq, *vector))
-            else:
+            elif pending is None:
                 accesses.append(encode_access(rec))
                 # A long row whose record changes size (its first access, a count whose
                 # integer widens) is built anew: a new overflow chain, the old one freed
@@ -1012,7 +1087,7 @@ class SqliteStore:
         """
         return self._write(batch, False)
 
-    def _write(self, batch: Batch, wait: bool) -> bool:
+    def _write(self, batch: Batch, wait: bool, checkpoint: bool = True) -> bool:
         conn = self._open_conn()
         writer = self._cwriter
         if writer is not None and not wait and not batch.meta and not batch.clear:
@@ -1060,6 +1135,7 @@ class SqliteStore:
         if (
             self._own_checkpoints
             and wait
+            and checkpoint
             and self._beside is None
             and self.wal_frames >= CHECKPOINT_FRAMES
         ):

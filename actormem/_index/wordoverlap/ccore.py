@@ -92,10 +92,12 @@ def query_words(query: str) -> tuple[str, dict[str, int], int] | None:
     """``(query.lower(), {word: times} over its split() in first-seen order, number of
     words)`` from the core's one-pass ``query_words`` for an ASCII ``query`` when
     ``knobs._QUERY_WORDS_C`` and the core has it; None otherwise (a non-ASCII query,
-    no core: the caller lowers, splits and counts). ``TypeError`` for a non-str.
-    O(len(query))."""
+    no core: the caller lowers, splits and counts). With ``knobs._QUERY_INTERN`` a word
+    of at most 24 characters is the str an earlier query's same word got, while the
+    core's process-wide table of 8,192 slots still holds it (the same values).
+    ``TypeError`` for a non-str. O(len(query))."""
     fn = getattr(core(), "query_words", None) if knobs._QUERY_WORDS_C else None
-    return fn(query) if fn is not None else None
+    return fn(query, 1 if knobs._QUERY_INTERN else 0) if fn is not None else None
 
 
 def lower() -> Any:
@@ -397,7 +399,9 @@ def count_words(
     ``knobs._PROBE_STRS`` and ``tokcache`` (the numbering's :func:`token_cache`) a new
     ASCII word's probe 3-grams are the strs of that cache's gram table (hashes kept,
     the dict's own keys when the owner's adds made them), not new strs (the same
-    lookups).
+    lookups). With ``knobs._SHORT_UNREAD`` and ``short`` being
+    :data:`masks._SHORT_BIT` (whose words have 1-2 characters), ``short`` is not looked
+    up for the words of 3 or more characters (the only ones looked up there).
 
     Raises:
         TypeError, ValueError: An argument of the wrong type or range.
@@ -463,7 +467,10 @@ def count_words(
         | (4 if knobs._MEMO_KEEP_LEFT else 0)
         | (8 if knobs._ADD_UNROLLED else 0)
         | (16 if knobs._FIND_BYTES else 0)
-        | (32 if knobs._PROBE_STRS else 0),
+        | (32 if knobs._PROBE_STRS else 0)
+        # The words of masks._SHORT_BIT have 1-2 characters (asserted there): C need
+        # not look a longer word up in it. Any other dict is read.
+        | (64 if knobs._SHORT_UNREAD and short is masks._SHORT_BIT else 0),
         tokcache,
     )
     return got

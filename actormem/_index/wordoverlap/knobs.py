@@ -44,6 +44,18 @@ _QUERY_ONCE = True
 #: only); ~4.5% of the in-memory main job's instructions went to ``lower``, ``split``
 #: and the counter. False: the three calls (the same text, words, counts and order).
 _QUERY_WORDS_C = True
+#: With ``_QUERY_WORDS_C``, a query word of at most 24 characters is taken from the
+#: core's process-wide table of 8,192 strs (by the word's hash: the str an earlier
+#: query's same word got) instead of a new str: no allocation, no free, its hash
+#: computed once, and the dicts keyed by query words (the query's counts, the word
+#: memo of ``ccore.count_words``) find it by identity instead of comparing bytes.
+#: False: a new str per distinct word and query (the same values).
+_QUERY_INTERN = True
+#: ``ccore.count_words`` does not look a word of 3 or more characters up in
+#: ``masks._SHORT_BIT`` (its words have 1-2 characters, asserted in ``masks``): one
+#: dict lookup less per query word counted in C (~120 instructions). Any other
+#: ``short`` dict is read as before. False: the lookup (the same answers).
+_SHORT_UNREAD = True
 #: With ``_MEMO_OWN_CACHE``, a word of 4 or more characters that ``count_words`` looks up
 #: and then leaves to Python for its postings (more than its limit: a common word's
 #: first use) has the token ids it verified kept in the vocabulary's long-word cache,

@@ -24,6 +24,8 @@ _SHORT: tuple[str, ...] = (
 )
 assert len(_SHORT) == 128 == len(set(_SHORT)), len(_SHORT)
 _SHORT_BIT = {w: i for i, w in enumerate(_SHORT)}
+# ccore.count_words skips this dict for the words of 3 or more characters.
+assert all(1 <= len(w) <= 2 for w in _SHORT_BIT), "short words have 1-2 characters"
 
 
 def _pair_table() -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
