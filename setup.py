@@ -44,7 +44,6 @@ setup(
                 "actormem/_index/_duptable.h",
                 "actormem/_index/_idtable.h",
                 "actormem/_index/_grouptable.h",
-                "actormem/_index/_blake2b.h",
             ],  # the tables
             optional=True,
         ),

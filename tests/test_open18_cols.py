@@ -1,10 +1,11 @@
 """Branch open18: less of the 1M open's load on the open's own thread (issue #20).
 
 ``wordoverlap.persist._C_COLUMNS`` (the restore's pass over the records by the core's
-``restore_columns``), ``persist._DIGEST_NOGIL`` (the texts' digest by the core's
-``texts_digest``: a BLAKE2b of its own, the GIL released), ``wordoverlap.persist.
-_DIGEST_EARLY`` (that digest started before the group map, finding the distinct texts
-itself: ``texts_digest_distinct``) and ``state._KEYS_C`` (``_bulk_loadable``'s pass over
+``restore_columns``), ``persist._DIGEST_NOGIL`` (the texts' digest: its bytes made by
+the core's ``texts_encode`` with the GIL released, hashed by hashlib: branch open19
+replaced open18's BLAKE2b of our own), ``wordoverlap.persist._DIGEST_EARLY`` (that
+digest started before the group map, finding the distinct texts itself: the core's
+``texts_first``) and ``state._KEYS_C`` (``_bulk_loadable``'s pass over
 the keys by the core's ``next_keyed``). With each knob
 on and off: the same restored state as a rebuild, the same digests, the same refusals
 and errors.
@@ -39,7 +40,7 @@ from .test_open_fast import _assert_same, _rows
 
 wo = kernels._wo
 needs_c = pytest.mark.skipif(
-    wo is None or not hasattr(wo, "texts_digest") or state_module._next_keyed_c is None,
+    wo is None or not hasattr(wo, "texts_encode") or state_module._next_keyed_c is None,
     reason="the word overlap core is not built",
 )
 
@@ -170,23 +171,90 @@ _ALPHABET = ["a", "Z", " ", "\x00", "\x7f", "\x80", "\u00e9", "\u00ff", "\u0100"
              "\ud800", "\udfff", "\U0001f600", "\U0010ffff"]  # fmt: skip
 
 
+def _reference_bytes(texts: list[str], mask: bytes | None = None) -> bytes:
+    """One part's bytes as text_digest hashes them (``mask``: of the items it marks)."""
+    kept = [t for i, t in enumerate(texts) if mask is None or mask[i]]
+    lengths = b"".join(len(t).to_bytes(8, sys.byteorder, signed=True) for t in kept)
+    return lengths + "".join(kept).encode("utf-8", "surrogatepass")
+
+
+def _encoded(texts: tuple[str, ...], mask: bytes | None, size: int) -> bytes:
+    """texts_encode's runs joined, checking each: progress, within the buffer, the
+    position in the part, nothing written after the end."""
+    buf, out = bytearray(size), []
+    at = off = 0
+    while at < 2 * len(texts):
+        got = persist._encode_run(texts, mask, buf, at, off)
+        assert got is not None
+        new_at, new_off, written = got
+        end = new_at == 2 * len(texts)
+        assert 0 < written <= size or end  # nothing written only at the end
+        # stopped only when the next length (8 bytes) or code point (<= 4) did not fit
+        assert end or written > size - (8 if new_at < len(texts) else 4)
+        assert (new_at, new_off) > (at, off)
+        assert new_off == 0 or new_at >= len(texts)
+        out.append(bytes(buf[:written]))
+        at, off = new_at, new_off
+    assert (at, off) == (2 * len(texts), 0)
+    assert persist._encode_run(texts, mask, buf, at, off) == (at, 0, 0)
+    return b"".join(out)
+
+
 @needs_c
 @settings(max_examples=examples(200), deadline=None)
+@given(
+    texts=st.lists(st.text(st.sampled_from(_ALPHABET), max_size=40), max_size=10),
+    keep=st.none() | st.lists(st.booleans(), min_size=10, max_size=10),
+    size=st.sampled_from([8, 9, 10, 11, 12, 13, 16, 64, 4096]),
+)
+def test_texts_encode_writes_the_bytes_of_the_join(
+    texts: list[str], keep: list[bool] | None, size: int
+) -> None:
+    # every UTF-8 length and lone surrogates, runs ending inside a code point's bytes
+    # (left for the next run), exactly at a text's end or the part's
+    mask = None if keep is None else bytes(keep[: len(texts)])
+    assert _encoded(tuple(texts), mask, size) == _reference_bytes(texts, mask)
+
+
+@needs_c
+def test_texts_encode_runs_at_the_edges() -> None:
+    run = persist._encode_run
+    assert run((), None, bytearray(8), 0, 0) == (0, 0, 0)  # an empty part: the end
+    buf = bytearray(8)
+    assert run(("abcdefgh",), None, buf, 0, 0) == (1, 0, 8)  # the length
+    assert run(("abcdefgh",), None, buf, 1, 0) == (2, 0, 8)  # the text fills it: the end
+    assert bytes(buf) == b"abcdefgh"
+    assert run(("abcdef\u4e2d",), None, buf, 1, 0) == (1, 6, 6)  # 3 bytes, 2 left
+    assert run(("abcdef\u4e2d",), None, buf, 1, 6) == (2, 0, 3)
+    assert bytes(buf[:3]) == "\u4e2d".encode()
+    assert run(("\U0001f600" * 3,), None, buf, 1, 0) == (1, 2, 8)
+    assert run(("\U0001f600" * 3,), None, buf, 1, 2) == (2, 0, 4)
+    assert run(("a\ud800",), None, buf, 1, 0) == (2, 0, 4)
+    assert bytes(buf[:4]) == b"a\xed\xa0\x80"  # the lone surrogate's three bytes
+    assert run(("", "x"), b"\x00\x01", buf, 0, 0) == (3, 0, 8)  # item 0 left out
+    assert run(("", "x"), b"\x00\x01", buf, 3, 0) == (4, 0, 1)
+
+
+@needs_c
+@settings(max_examples=examples(150), deadline=None)
 @given(
     texts=st.lists(st.text(st.sampled_from(_ALPHABET), max_size=300), max_size=8),
     extra=st.lists(st.text(max_size=50), max_size=4),
     long=st.sampled_from([0, 127, 128, 129, 4093, 4097, 9000]),
+    size=st.sampled_from([8, 11, 4096, 1 << 20]),
 )
-def test_texts_digest_equals_hashlib(texts: list[str], extra: list[str], long: int) -> None:
-    if long:  # across the compression blocks and the encoder's buffer
+def test_the_digest_equals_hashlib(
+    texts: list[str], extra: list[str], long: int, size: int
+) -> None:
+    if long:  # across the hash's blocks and the encoder's buffers
         texts = [*texts, "\u4e2d" * long, "x" * long]
     want = _reference_digest(texts, extra)
-    assert wo.texts_digest(texts, extra).hex() == want
-    assert wo.texts_digest(tuple(texts), tuple(extra)).hex() == want
     for nogil in (True, False):
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(persist, "_DIGEST_NOGIL", nogil)
+            mp.setattr(persist, "_ENCODE_BUFFER", size)
             assert persist.text_digest(texts, extra) == want
+            assert persist.text_digest(tuple(texts), tuple(extra)) == want
             mp.setattr(persist, "_LATE_MIN_TEXTS", 0)
             assert persist.LateDigest(texts, extra).result() == want
 
@@ -202,47 +270,82 @@ def test_the_distinct_digest_equals_the_digest_of_the_distinct_texts(
 ) -> None:
     # repeats by value (equal strs, other objects: the table compares data) and by object
     texts = [pool[i % len(pool)] if i % 2 else "".join(pool[i % len(pool)]) for i in picks]
-    fresh = [t[:1] + t[1:] + "\u0101" for t in texts]  # new strs, no hash cached yet
-    unhashed = wo.texts_digest_distinct(fresh).hex()  # the table hashes the data
-    assert unhashed == _reference_digest(list(dict.fromkeys(fresh)))  # (hashes them all)
-    assert wo.texts_digest_distinct(fresh).hex() == unhashed  # the cached hashes
+
+    def firsts(items: list[str]) -> bytes:
+        seen: set[str] = set()
+        return bytes(t not in seen and not seen.add(t) for t in items)  # type: ignore[func-returns-value]
+
+    fresh = tuple(t[:1] + t[1:] + "\u0101" for t in texts)  # new strs, no hash cached yet
+    assert persist._first_mask(fresh) == firsts(list(fresh))  # the table hashes the data
+    assert persist._first_mask(fresh) == firsts(list(fresh))  # (now) the cached hashes
+    assert persist._first_mask(tuple(texts)) == firsts(texts)
     want = _reference_digest(list(dict.fromkeys(texts)))
-    assert wo.texts_digest_distinct(texts).hex() == want
-    assert wo.texts_digest_distinct(tuple(texts)).hex() == want
     for nogil in (True, False):
         for small in (0, 10**9):
             with pytest.MonkeyPatch.context() as mp:
                 mp.setattr(persist, "_DIGEST_NOGIL", nogil)
                 mp.setattr(persist, "_LATE_MIN_TEXTS", small)
+                mp.setattr(persist, "_ENCODE_BUFFER", 9)
                 assert persist.LateDigest(texts, distinct=True).result() == want
 
 
 @needs_c
-def test_texts_digest_leaves_other_items_to_the_caller() -> None:
+def test_the_digest_leaves_other_items_to_the_caller() -> None:
     class Sub(str):
         pass
 
     texts = ["a", Sub("b"), "c"]
-    assert wo.texts_digest(texts, []) is None
-    assert wo.texts_digest([], [1]) is None
-    assert wo.texts_digest_distinct(texts) is None
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(persist, "_LATE_MIN_TEXTS", 0)
-        assert persist.LateDigest([*texts, "a"], distinct=True).result() == _reference_digest(
-            ["a", "b", "c"]
-        )
-    with pytest.raises(TypeError):
-        wo.texts_digest_distinct({"a"})
+    buf = bytearray(64)
+    assert persist._encode_run(tuple(texts), None, buf, 0, 0) is None
+    assert persist._encode_run(tuple(texts), None, buf, 4, 0) is None  # in the UTF-8
+    assert persist._encode_run(("a", 1), None, buf, 0, 0) is None  # type: ignore[arg-type]
+    assert persist._encode_run(("a", 1), b"\x01\x00", buf, 0, 0) == (4, 0, 9)  # skipped
+    assert persist._first_mask(tuple(texts)) is None
     want = _reference_digest(["a", "b", "c"])
     assert persist.text_digest(texts) == want  # hashed the way before
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(persist, "_LATE_MIN_TEXTS", 0)
         assert persist.LateDigest(texts).result() == want
-    for bad in ((None, []), ([], None), ("ab", []), ({"a"}, [])):
-        with pytest.raises(TypeError):
-            wo.texts_digest(*bad)
+        assert persist.LateDigest([*texts, "a"], distinct=True).result() == want
+    assert persist.text_digest([], []) == _reference_digest([], [])
+
+
+@needs_c
+def test_the_encoder_refuses_bad_arguments() -> None:
+    buf = bytearray(16)
+    for args, error in (
+        ((["a"], None, buf, 0, 0), TypeError),  # a list
+        ((("a",), bytearray(b"\x01"), buf, 0, 0), TypeError),
+        ((("a",), None, bytes(16), 0, 0), TypeError),
+        ((("a",), None, buf, 0.0, 0), TypeError),
+        ((("a",), None, buf, 0, None), TypeError),
+        ((("a",), b"", buf, 0, 0), ValueError),  # the mask's length
+        ((("a",), None, bytearray(7), 0, 0), ValueError),
+        ((("a",), None, buf, -1, 0), ValueError),
+        ((("a",), None, buf, 3, 0), ValueError),  # past the end
+        ((("a",), None, buf, 0, 1), ValueError),  # an offset in the lengths
+        ((("a",), None, buf, 2, 1), ValueError),  # an offset at the end
+        ((("a",), None, buf, 1, -1), ValueError),
+    ):
+        with pytest.raises(error, match="texts_encode"):
+            persist._encode_run(*args)  # refused in Python
+        with pytest.raises(error, match="texts_encode"):
+            wo.texts_encode(*args)  # and in C
+    with pytest.raises(ValueError, match="offset"):
+        wo.texts_encode(("a",), None, buf, 1, 2)  # past the text's end (checked in C)
+    with pytest.raises(ValueError, match="offset"):
+        wo.texts_encode((1,), None, buf, 1, 1)  # an offset into a non-str
     with pytest.raises(TypeError):
-        wo.texts_digest([])
+        wo.texts_encode(("a",), None, buf, 0)
+    for bad in (["a"], {"a"}, None):
+        with pytest.raises(TypeError):
+            persist._first_mask(bad)  # type: ignore[arg-type]
+        with pytest.raises(TypeError):
+            wo.texts_first(bad)
+    view = memoryview(buf)  # an exported buffer: written through, not resized
+    assert wo.texts_encode(("ab",), None, buf, 1, 0) == (2, 0, 2)
+    assert bytes(view[:2]) == b"ab"
+    view.release()
 
 
 @needs_c

@@ -37,7 +37,6 @@
 #include "_kernels_common.h"
 #include "_foldhash.h"
 #include "_duptable.h"
-#include "_blake2b.h"
 #include "_idtable.h"
 #include "_grouptable.h"
 
@@ -6496,121 +6495,177 @@ error:
     return NULL;
 }
 
-/* ------------------------------------------------------------------ texts' digest */
+/* ------------------------------------------------------------------ texts' digest
+ *
+ * persist.text_digest's bytes made in C with the GIL released and hashed by hashlib
+ * (which releases the GIL over a large buffer): texts_encode writes the next run of a
+ * part's bytes into a caller's buffer, texts_first finds the distinct texts' first
+ * appearances. No hash function of our own. */
 
-/* The UTF-8 ("surrogatepass": a lone surrogate as its three bytes) of a ready, compact
- * str fed to S; no Python API, so without the GIL. */
-static void
-td_feed_utf8(am_b2b *S, PyObject *t)
+/* Whether t is a str whose fields the encoder may read without the GIL: an exact str,
+ * ready and compact (a str never changes those, nor its length, kind or data). */
+static inline int
+td_plain(PyObject *t)
 {
-    Py_ssize_t n = PyUnicode_GET_LENGTH(t);
-    if (PyUnicode_IS_ASCII(t)) {
-        am_b2b_update(S, PyUnicode_1BYTE_DATA(t), (size_t)n);
-        return;
-    }
-    int kind = PyUnicode_KIND(t);
-    const void *data = PyUnicode_DATA(t);
-    uint8_t buf[4096];
-    size_t at = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        Py_UCS4 c = PyUnicode_READ(kind, data, i);
-        if (at > sizeof buf - 4) {
-            am_b2b_update(S, buf, at);
-            at = 0;
-        }
-        if (c < 0x80) {
-            buf[at++] = (uint8_t)c;
-        } else if (c < 0x800) {
-            buf[at++] = (uint8_t)(0xC0 | (c >> 6));
-            buf[at++] = (uint8_t)(0x80 | (c & 0x3F));
-        } else if (c < 0x10000) {
-            buf[at++] = (uint8_t)(0xE0 | (c >> 12));
-            buf[at++] = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
-            buf[at++] = (uint8_t)(0x80 | (c & 0x3F));
-        } else {
-            buf[at++] = (uint8_t)(0xF0 | (c >> 18));
-            buf[at++] = (uint8_t)(0x80 | ((c >> 12) & 0x3F));
-            buf[at++] = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
-            buf[at++] = (uint8_t)(0x80 | (c & 0x3F));
-        }
-    }
-    am_b2b_update(S, buf, at);
+    return Py_TYPE(t) == &PyUnicode_Type && PyUnicode_IS_READY(t) && PyUnicode_IS_COMPACT(t);
 }
 
-/* One part of the digest: the int64 code-point lengths, then the UTF-8 of each text;
- * 0, or -1 (nothing more fed) when an item is not an exact, ready, compact str. Reads
- * only the items' type and immutable fields: run without the GIL, the tuple `own`
- * holding them. */
-static int
-td_feed_part(am_b2b *S, PyObject *own)
+/* Code point c's UTF-8 ("surrogatepass": a surrogate as its three bytes) written at
+ * out[w], w advanced; the caller made room (up to 4 bytes). */
+#define TD_PUT_UTF8(out, w, c)                                                              \
+    do {                                                                                    \
+        Py_UCS4 c_ = (c);                                                                   \
+        if (c_ < 0x80) {                                                                    \
+            (out)[(w)++] = (uint8_t)c_;                                                     \
+        } else if (c_ < 0x800) {                                                            \
+            (out)[(w)++] = (uint8_t)(0xC0 | (c_ >> 6));                                     \
+            (out)[(w)++] = (uint8_t)(0x80 | (c_ & 0x3F));                                   \
+        } else if (c_ < 0x10000) {                                                          \
+            (out)[(w)++] = (uint8_t)(0xE0 | (c_ >> 12));                                    \
+            (out)[(w)++] = (uint8_t)(0x80 | ((c_ >> 6) & 0x3F));                            \
+            (out)[(w)++] = (uint8_t)(0x80 | (c_ & 0x3F));                                   \
+        } else {                                                                            \
+            (out)[(w)++] = (uint8_t)(0xF0 | (c_ >> 18));                                    \
+            (out)[(w)++] = (uint8_t)(0x80 | ((c_ >> 12) & 0x3F));                           \
+            (out)[(w)++] = (uint8_t)(0x80 | ((c_ >> 6) & 0x3F));                            \
+            (out)[(w)++] = (uint8_t)(0x80 | (c_ & 0x3F));                                   \
+        }                                                                                   \
+    } while (0)
+
+/* The encoder without the GIL: from position (*at, *off) of the part `own` (a tuple,
+ * which holds its items), the int64 code-point lengths of the items then the UTF-8
+ * ("surrogatepass": a lone surrogate as its three bytes) of each, skipping an item i
+ * with mask[i] == 0 (mask NULL: none skipped), written to out until fewer than the next
+ * length's 8 bytes or the next code point's bytes are left of cap. Position: at < n the
+ * length of item at; n <= at < 2n item at - n's code points from off; 2n the end.
+ * Returns the bytes written, position advanced, or -1 (nothing meaningful written) when
+ * an item it reaches is not td_plain. */
+static Py_ssize_t
+td_encode(PyObject *own, const uint8_t *mask, uint8_t *out, Py_ssize_t cap, Py_ssize_t *at_io,
+          Py_ssize_t *off_io)
 {
-    Py_ssize_t n = PyTuple_GET_SIZE(own);
-    int64_t lens[512];
-    Py_ssize_t k = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *t = PyTuple_GET_ITEM(own, i);
-        if (Py_TYPE(t) != &PyUnicode_Type || !PyUnicode_IS_READY(t) || !PyUnicode_IS_COMPACT(t))
-            return -1;
-        lens[k++] = (int64_t)PyUnicode_GET_LENGTH(t);
-        if (k == 512) {
-            am_b2b_update(S, lens, sizeof lens);
-            k = 0;
-        }
+    Py_ssize_t n = PyTuple_GET_SIZE(own), at = *at_io, off = *off_io, w = 0;
+    for (; at < n; at++) {
+        if (mask && !mask[at]) continue;
+        PyObject *t = PyTuple_GET_ITEM(own, at);
+        if (!td_plain(t)) return -1;
+        if (cap - w < 8) goto out;
+        int64_t len = (int64_t)PyUnicode_GET_LENGTH(t);
+        memcpy(out + w, &len, 8);
+        w += 8;
     }
-    if (k > 0) am_b2b_update(S, lens, (size_t)k * sizeof(int64_t));
-    for (Py_ssize_t i = 0; i < n; i++) {
+    for (; at < 2 * n; at++, off = 0) {
+        Py_ssize_t i = at - n;
+        if (mask && !mask[i]) continue;
+        PyObject *t = PyTuple_GET_ITEM(own, i);
         if (i + UTF8_FEED_AHEAD < n) {
             const char *ahead = (const char *)PyTuple_GET_ITEM(own, i + UTF8_FEED_AHEAD);
             __builtin_prefetch(ahead);
             __builtin_prefetch(ahead + 64);
         }
-        td_feed_utf8(S, PyTuple_GET_ITEM(own, i));
+        if (!td_plain(t)) return -1;
+        Py_ssize_t len = PyUnicode_GET_LENGTH(t);
+        if (PyUnicode_IS_ASCII(t)) {
+            Py_ssize_t take = len - off < cap - w ? len - off : cap - w;
+            memcpy(out + w, PyUnicode_1BYTE_DATA(t) + off, (size_t)take);
+            w += take;
+            off += take;
+            if (off < len) goto out;
+            continue;
+        }
+        int kind = PyUnicode_KIND(t);
+        const void *data = PyUnicode_DATA(t);
+        /* the code points sure to fit (4 bytes each at most) without a check each, by
+         * kind, then the rest checked one by one */
+        Py_ssize_t sure = (cap - w) / 4 < len - off ? off + (cap - w) / 4 : len;
+        if (kind == PyUnicode_1BYTE_KIND) {
+            const Py_UCS1 *d = (const Py_UCS1 *)data;
+            for (; off < sure; off++) TD_PUT_UTF8(out, w, d[off]);
+        } else if (kind == PyUnicode_2BYTE_KIND) {
+            const Py_UCS2 *d = (const Py_UCS2 *)data;
+            for (; off < sure; off++) TD_PUT_UTF8(out, w, d[off]);
+        } else {
+            const Py_UCS4 *d = (const Py_UCS4 *)data;
+            for (; off < sure; off++) TD_PUT_UTF8(out, w, d[off]);
+        }
+        for (; off < len; off++) {
+            Py_UCS4 c = PyUnicode_READ(kind, data, off);
+            int need = c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+            if (cap - w < need) goto out;
+            TD_PUT_UTF8(out, w, c);
+        }
     }
-    return 0;
+out:
+    *at_io = at;
+    *off_io = off;
+    return w;
 }
 
-PyDoc_STRVAR(texts_digest_doc,
-"texts_digest(texts, extra) -> bytes or None\n\n"
-"The 16-byte BLAKE2b digest (hashlib.blake2b(digest_size=16)) of what\n"
-"persist.text_digest hashes: per part (texts, then extra) the int64 code-point lengths\n"
-"(native order), then the UTF-8 ('surrogatepass') of the texts joined. Computed with\n"
-"the GIL released (the items held in tuples of its own, only their immutable fields\n"
-"read; a list is copied first), so another thread runs Python meanwhile. None when an\n"
-"item is not an exact str (or one of the legacy, not compact kind): the caller hashes\n"
-"another way. TypeError unless each is an exact list or tuple. O(total length).");
+PyDoc_STRVAR(texts_encode_doc,
+"texts_encode(texts, mask, buf, at, off) -> (at, off, written) or None\n\n"
+"The next run of persist.text_digest's bytes for one part, written to the start of buf\n"
+"(a bytearray of at least 8 bytes, exported to a view meanwhile: not resized) with\n"
+"the GIL released: the int64 code-point lengths of texts (a tuple, native order), then\n"
+"the UTF-8 ('surrogatepass') of each text, the items i with mask[i] == 0 left out (mask: bytes of\n"
+"len(texts), or None). Position (at, off), n = len(texts): at < n the length of item at\n"
+"(off 0); n <= at < 2n item at - n from its code point off; at == 2n the end. Starts\n"
+"at (0, 0); each call writes as much as fits (a code point is never split: up to 3\n"
+"bytes of buf may be left) and returns the position reached and the bytes written\n"
+"(0 only at the end). None when an item reached is not an exact, compact str (the\n"
+"caller hashes another way: the bytes of this run are not all written). TypeError\n"
+"for wrong types, ValueError for a mask of another length, a buffer under 8 bytes or a\n"
+"position outside the part. O(bytes written + items skipped).");
 
 static PyObject *
-texts_digest(PyObject *self, PyObject *args)
+texts_encode(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    PyObject *texts, *extra;
-    if (!PyArg_ParseTuple(args, "OO:texts_digest", &texts, &extra)) return NULL;
-    if (!(PyList_CheckExact(texts) || PyTuple_CheckExact(texts)) ||
-        !(PyList_CheckExact(extra) || PyTuple_CheckExact(extra))) {
-        PyErr_SetString(PyExc_TypeError, "texts_digest: texts and extra must be lists or tuples");
+    if (nargs != 5 || !PyTuple_CheckExact(args[0]) ||
+        !(args[1] == Py_None || PyBytes_CheckExact(args[1])) || !PyByteArray_CheckExact(args[2]) ||
+        !PyLong_CheckExact(args[3]) ||
+        !PyLong_CheckExact(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "texts_encode(texts: tuple, mask: bytes | None, "
+                                         "buf: bytearray, at: int, off: int)");
         return NULL;
     }
-    /* a tuple is immutable: held as it is; a list copied */
-    PyObject *own = PyTuple_CheckExact(texts) ? Py_NewRef(texts) : PyList_AsTuple(texts);
-    if (!own) return NULL;
-    PyObject *own_extra = PyTuple_CheckExact(extra) ? Py_NewRef(extra) : PyList_AsTuple(extra);
-    if (!own_extra) {
-        Py_DECREF(own);
+    PyObject *own = args[0], *maskobj = args[1];
+    Py_ssize_t n = PyTuple_GET_SIZE(own);
+    Py_ssize_t at = PyLong_AsSsize_t(args[3]);
+    if (at == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t off = PyLong_AsSsize_t(args[4]);
+    if (off == -1 && PyErr_Occurred()) return NULL;
+    if (maskobj != Py_None && PyBytes_GET_SIZE(maskobj) != n) {
+        PyErr_SetString(PyExc_ValueError, "texts_encode: the mask's length is not the texts'");
         return NULL;
     }
-    am_b2b S;
-    uint8_t out[16];
-    int bad;
+    if (at < 0 || at > 2 * n || off < 0 || (off > 0 && (at < n || at == 2 * n))) {
+        PyErr_SetString(PyExc_ValueError, "texts_encode: the position is outside the texts");
+        return NULL;
+    }
+    if (off > 0) {
+        PyObject *t = PyTuple_GET_ITEM(own, at - n);
+        if (!td_plain(t) || off > PyUnicode_GET_LENGTH(t)) {
+            PyErr_SetString(PyExc_ValueError, "texts_encode: the offset is outside the text");
+            return NULL;
+        }
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[2], &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (view.len < 8) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "texts_encode: the buffer holds fewer than 8 bytes");
+        return NULL;
+    }
+    /* own and mask are immutable and held by the caller's arguments; the buffer is held
+     * by the view (a bytearray cannot be resized while exported) */
+    const uint8_t *mask = maskobj == Py_None ? NULL : (const uint8_t *)PyBytes_AS_STRING(maskobj);
+    Py_ssize_t written;
     Py_BEGIN_ALLOW_THREADS
-    am_b2b_init(&S, sizeof out);
-    bad = td_feed_part(&S, own) < 0 || td_feed_part(&S, own_extra) < 0;
-    if (!bad) am_b2b_final(&S, out);
+    written = td_encode(own, mask, (uint8_t *)view.buf, view.len, &at, &off);
     Py_END_ALLOW_THREADS
-    Py_DECREF(own);
-    Py_DECREF(own_extra);
-    if (bad) Py_RETURN_NONE;
-    return PyBytes_FromStringAndSize((const char *)out, sizeof out);
+    PyBuffer_Release(&view);
+    if (written < 0) Py_RETURN_NONE;
+    return Py_BuildValue("(nnn)", at, off, written);
 }
-
 
 PyDoc_STRVAR(next_keyed_doc,
 "next_keyed(rows, start) -> int\n\n"
@@ -6687,30 +6742,25 @@ td_equal(PyObject *a, PyObject *b)
            memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)n * (size_t)kind) == 0;
 }
 
-PyDoc_STRVAR(texts_digest_distinct_doc,
-"texts_digest_distinct(texts) -> bytes or None\n\n"
-"texts_digest(list(dict.fromkeys(texts)), []): the digest of texts' distinct strs in\n"
-"the order of their first appearance, found by a table of its own (each str's cached\n"
-"hash when all are cached, else a hash of its data; equal strs compared by kind, length\n"
-"and data), all with the GIL released\n"
-"as texts_digest. None as texts_digest (an item not an exact, compact str) or with\n"
-"2**31 texts or more. TypeError unless texts is an exact list or tuple, MemoryError\n"
-"if the table cannot be had. O(total length) expected.");
+PyDoc_STRVAR(texts_first_doc,
+"texts_first(texts) -> bytes or None\n\n"
+"Which items of texts (a tuple) are the first appearance of their value: bytes of\n"
+"len(texts), 1 at a first appearance, else 0 (the items dict.fromkeys(texts) keeps,\n"
+"as texts_encode's mask), found by a table of its own with the GIL released (each\n"
+"str's cached hash when all are cached, else a hash of its data; equal strs compared\n"
+"by kind, length and data). None when an item is not an exact, compact str or with\n"
+"2**31 texts or more. TypeError unless texts is an exact tuple, MemoryError if the\n"
+"table cannot be had. O(total length) expected.");
 
 static PyObject *
-texts_digest_distinct(PyObject *self, PyObject *texts)
+texts_first(PyObject *self, PyObject *own)
 {
-    if (!(PyList_CheckExact(texts) || PyTuple_CheckExact(texts))) {
-        PyErr_SetString(PyExc_TypeError, "texts_digest_distinct: texts must be a list or tuple");
+    if (!PyTuple_CheckExact(own)) {
+        PyErr_SetString(PyExc_TypeError, "texts_first: texts must be a tuple");
         return NULL;
     }
-    PyObject *own = PyTuple_CheckExact(texts) ? Py_NewRef(texts) : PyList_AsTuple(texts);
-    if (!own) return NULL;
     Py_ssize_t n = PyTuple_GET_SIZE(own);
-    if (n >= ((Py_ssize_t)1 << 31)) {
-        Py_DECREF(own);
-        Py_RETURN_NONE;
-    }
+    if (n >= ((Py_ssize_t)1 << 31)) Py_RETURN_NONE;
     /* With the GIL: whether every str's hash is cached (the row reader computes them).
      * A hash once set never changes: then the table uses them, read without the GIL,
      * and reads no text's data for its own hash. */
@@ -6719,23 +6769,22 @@ texts_digest_distinct(PyObject *self, PyObject *texts)
         PyObject *t = PyTuple_GET_ITEM(own, i);
         hashed = PyUnicode_CheckExact(t) && ((PyASCIIObject *)t)->hash != -1;
     }
+    /* not yet shared: written without the GIL */
+    PyObject *result = PyBytes_FromStringAndSize(NULL, n);
+    if (!result) return NULL;
+    uint8_t *first = (uint8_t *)PyBytes_AS_STRING(result);
     size_t cap = 16;
     while (cap < (size_t)n * 2) cap *= 2;
     uint32_t *slots = NULL; /* 0: empty, else the position + 1 of a first appearance */
-    uint8_t *first = NULL;
-    am_b2b S;
-    uint8_t out[16];
     int bad = 0, nomem = 0;
     Py_BEGIN_ALLOW_THREADS
     slots = (uint32_t *)calloc(cap, sizeof *slots);
-    first = (uint8_t *)malloc((size_t)n + 1);
-    if (!slots || !first) {
+    if (!slots) {
         nomem = 1;
     } else {
-        for (Py_ssize_t i = 0; i < n && !bad; i++) {
+        for (Py_ssize_t i = 0; i < n; i++) {
             PyObject *t = PyTuple_GET_ITEM(own, i);
-            if (Py_TYPE(t) != &PyUnicode_Type || !PyUnicode_IS_READY(t) ||
-                !PyUnicode_IS_COMPACT(t)) {
+            if (!td_plain(t)) {
                 bad = 1;
                 break;
             }
@@ -6753,33 +6802,17 @@ texts_digest_distinct(PyObject *self, PyObject *texts)
             if (first[i]) slots[at] = (uint32_t)(i + 1);
         }
         free(slots);
-        slots = NULL;
-        if (!bad) {
-            am_b2b_init(&S, sizeof out);
-            int64_t lens[512];
-            size_t k = 0;
-            for (Py_ssize_t i = 0; i < n; i++) {
-                if (!first[i]) continue;
-                lens[k++] = (int64_t)PyUnicode_GET_LENGTH(PyTuple_GET_ITEM(own, i));
-                if (k == 512) {
-                    am_b2b_update(&S, lens, sizeof lens);
-                    k = 0;
-                }
-            }
-            if (k > 0) am_b2b_update(&S, lens, k * sizeof(int64_t));
-            for (Py_ssize_t i = 0; i < n; i++) {
-                if (first[i]) td_feed_utf8(&S, PyTuple_GET_ITEM(own, i));
-            }
-            /* the empty extra part: no lengths, no bytes */
-            am_b2b_final(&S, out);
-        }
     }
-    free(first);
     Py_END_ALLOW_THREADS
-    Py_DECREF(own);
-    if (nomem) return PyErr_NoMemory();
-    if (bad) Py_RETURN_NONE;
-    return PyBytes_FromStringAndSize((const char *)out, sizeof out);
+    if (nomem) {
+        Py_DECREF(result);
+        return PyErr_NoMemory();
+    }
+    if (bad) {
+        Py_DECREF(result);
+        Py_RETURN_NONE;
+    }
+    return result;
 }
 
 
@@ -6810,8 +6843,8 @@ static PyMethodDef methods[] = {
     {"fold_hash", fold_hash, METH_O, fold_hash_doc},
     {"fold_hash_direct", fold_hash_direct, METH_O, fold_hash_direct_doc},
     {"utf8_feed", utf8_feed, METH_VARARGS, utf8_feed_doc},
-    {"texts_digest", texts_digest, METH_VARARGS, texts_digest_doc},
-    {"texts_digest_distinct", texts_digest_distinct, METH_O, texts_digest_distinct_doc},
+    {"texts_encode", (PyCFunction)(void (*)(void))texts_encode, METH_FASTCALL, texts_encode_doc},
+    {"texts_first", texts_first, METH_O, texts_first_doc},
     {"fold_hash_table", fold_hash_table, METH_O, fold_hash_table_doc},
     {"dup_key", (PyCFunction)(void (*)(void))dup_key, METH_FASTCALL, dup_key_doc},
     {"dup_key_folded", (PyCFunction)(void (*)(void))dup_key_folded, METH_FASTCALL,

@@ -80,38 +80,125 @@ def _utf8_feed() -> Callable[[Callable[[Any], object], list[str]], None] | None:
     return feed
 
 
-#: :func:`text_digest` and :class:`LateDigest` hash lists of ``str`` with the core's
-#: ``texts_digest``: the same bytes hashed by a BLAKE2b of its own (``_blake2b.h``, the
-#: same digest as ``hashlib``'s), with the GIL released over the whole pass (the texts
-#: held in a tuple, only their immutable fields read), so that :class:`LateDigest`'s
-#: thread needs the GIL twice instead of once per MiB, and the caller feeds nothing
-#: (~0.3 s of the open's own thread at 1M). Read at each call. False, or without the
-#: core, or an item that is not an exact ``str``: the paths before it
-#: (``tests/test_open18_cols.py``).
+#: :func:`text_digest` and :class:`LateDigest` make the bytes they hash in the core, with
+#: the GIL released: ``texts_encode`` writes the next run of them (the lengths, then the
+#: UTF-8) into a reused 1 MiB buffer, read from the texts' own data (held in a tuple,
+#: only their immutable fields read), and ``hashlib`` hashes each run (it releases the
+#: GIL over a buffer of 2 KiB or more; no hash function of our own); for ``distinct``
+#: the core's ``texts_first`` finds the distinct texts' first appearances (a mask), also
+#: without the GIL. So :class:`LateDigest`'s thread holds the GIL only between the
+#: runs (~3 times a MiB) and the caller feeds nothing (~0.3 s of the open's own thread
+#: at 1M). The same bytes in the same order as :func:`_feed`'s, so the same digest.
+#: Read at each call. False, or without the core, or an item that is not an exact
+#: ``str``: the hashlib-only paths before it (``tests/test_open18_cols.py``).
 _DIGEST_NOGIL = True
+
+#: The bytes of one run of ``texts_encode`` (the buffer each digest reuses).
+_ENCODE_BUFFER = 1 << 20
+
+
+def _encode_run(
+    own: tuple[str, ...], mask: bytes | None, buf: bytearray, at: int, off: int
+) -> tuple[int, int, int] | None:
+    """The core's ``texts_encode`` (its docstring: the next run of one part's bytes
+    written to ``buf``, the position reached and the bytes written, None for an item not
+    an exact ``str``), its arguments checked first. O(bytes written).
+
+    Raises:
+        TypeError: ``own`` not a tuple, ``mask`` not bytes or None, ``buf`` not a
+            bytearray, ``at`` or ``off`` not an int.
+        ValueError: ``mask``'s length not ``own``'s, ``buf`` under 8 bytes, the position
+            outside the part.
+        RuntimeError: The core is not built.
+    """
+    if type(own) is not tuple or type(buf) is not bytearray:
+        raise TypeError("texts_encode: texts must be a tuple and buf a bytearray")
+    if not (mask is None or type(mask) is bytes) or type(at) is not int or type(off) is not int:
+        raise TypeError("texts_encode: mask must be bytes or None, at and off ints")
+    n = len(own)
+    if mask is not None and len(mask) != n:
+        raise ValueError("texts_encode: the mask's length is not the texts'")
+    if len(buf) < 8:
+        raise ValueError("texts_encode: the buffer holds fewer than 8 bytes")
+    if not 0 <= at <= 2 * n or off < 0 or (off and not n <= at < 2 * n):
+        raise ValueError("texts_encode: the position is outside the texts")
+    if kernels._wo is None:
+        raise RuntimeError("texts_encode: the word-overlap core is not built")
+    got: tuple[int, int, int] | None = kernels._wo.texts_encode(own, mask, buf, at, off)
+    return got
+
+
+def _first_mask(own: tuple[str, ...]) -> bytes | None:
+    """The core's ``texts_first`` (1 at each item that is its value's first appearance,
+    else 0; None for an item not an exact ``str``), ``own`` checked first. O(total
+    length) expected. Raises TypeError unless ``own`` is a tuple."""
+    if type(own) is not tuple:
+        raise TypeError("texts_first: texts must be a tuple")
+    if kernels._wo is None:
+        raise RuntimeError("texts_first: the word-overlap core is not built")
+    mask: bytes | None = kernels._wo.texts_first(own)
+    return mask
+
+
+def _never() -> bool:
+    """A ``stopped`` that never stops."""
+    return False
+
+
+def _hash_encoded(
+    parts: tuple[tuple[str, ...], ...], mask: bytes | None, stopped: Callable[[], bool] = _never
+) -> str | None:
+    """:func:`text_digest` of ``parts`` (``mask``: of the first part's items it marks),
+    their bytes made by :func:`_encode_run` run after run into one buffer, each run
+    hashed by ``hashlib`` (the GIL released by both). None when an item is not an exact
+    ``str``, or when ``stopped()`` turned true between runs. O(total length)."""
+    h = hashlib.blake2b(digest_size=16)
+    buf = bytearray(_ENCODE_BUFFER)
+    view = memoryview(buf)
+    try:
+        for part in parts:
+            end = 2 * len(part)
+            at = off = 0
+            while at < end:
+                got = _encode_run(part, mask, buf, at, off)
+                if got is None or stopped():
+                    return None
+                at, off, written = got
+                h.update(view[:written])
+            mask = None  # (only the first part is masked)
+    finally:
+        view.release()
+    return h.hexdigest()
 
 
 def _digest_nogil(
     texts: Sequence[str], extra: Sequence[str], distinct: bool = False
-) -> Callable[[], str | None] | None:
-    """A call giving ``text_digest(texts, extra)`` by the core's ``texts_digest`` (the
-    GIL released; None if an item is not an exact ``str``), or None when
+) -> Callable[[Callable[[], bool]], str | None] | None:
+    """A call giving ``text_digest(texts, extra)`` by :func:`_hash_encoded` (the core
+    makes the bytes with the GIL released; None if an item is not an exact ``str``, or
+    when its argument, polled between runs, gives true), or None when
     :data:`_DIGEST_NOGIL` is off, the core lacks it or a part is not a list or tuple.
     ``distinct``: the digest of ``texts``' distinct strs in the order of their first
-    appearance (``extra`` empty), by the core's ``texts_digest_distinct``. The call
+    appearance (``extra`` empty), the core's ``texts_first`` marking them. The call
     hashes the parts as they are now (tuples of their items taken now).
     O(len(texts) + len(extra)) now."""
-    name = "texts_digest_distinct" if distinct else "texts_digest"
-    fn = getattr(kernels._wo, name, None) if _DIGEST_NOGIL else None
-    if fn is None or type(texts) not in (list, tuple) or type(extra) not in (list, tuple):
+    wo = kernels._wo if _DIGEST_NOGIL else None
+    if (
+        wo is None
+        or not hasattr(wo, "texts_encode")
+        or type(texts) not in (list, tuple)
+        or type(extra) not in (list, tuple)
+    ):
         return None
     if distinct and extra:
         return None
-    parts = (tuple(texts),) if distinct else (tuple(texts), tuple(extra))
+    parts = (tuple(texts), tuple(extra))
 
-    def run() -> str | None:
-        raw = fn(*parts)
-        return None if raw is None else bytes(raw).hex()
+    def run(stopped: Callable[[], bool] = _never) -> str | None:
+        mask = _first_mask(parts[0]) if distinct else None
+        if distinct and mask is None:
+            return None
+        return _hash_encoded(parts, mask, stopped)
 
     return run
 
@@ -121,7 +208,7 @@ def text_digest(texts: Sequence[str], extra: Sequence[str] = ()) -> str:
     unambiguous (the code-point lengths are hashed with the concatenation). O(total
     length), in C: about 0.5 s per GB."""
     run = _digest_nogil(texts, extra)
-    if run is not None and (got := run()) is not None:
+    if run is not None and (got := run(_never)) is not None:
         return got
     h = hashlib.blake2b(digest_size=16)
     _feed(h.update, texts, extra)
@@ -236,8 +323,8 @@ class LateDigest:
         :func:`text_digest`'s path for a list holding other than exact ``str``), else
         hash each queued block until None (or :meth:`stop`)."""
         if self._nogil is not None:
-            got = self._nogil()
-            if got is not None:
+            got = self._nogil(lambda: self._stopped)
+            if got is not None or self._stopped:
                 return got
             texts, extra, distinct = self._parts
             return text_digest(_distinct(texts) if distinct else texts, extra)
@@ -261,7 +348,7 @@ class LateDigest:
         if self._beside is None or self._digest is not None:
             return
         self._stopped = True
-        if self._nogil is not None:  # one C call: joined (at most the digest's time)
+        if self._nogil is not None:  # the thread ends at its next run (<= 1 MiB)
             self._beside.stop()
             return
         self._send(None)  # wakes a thread waiting for a block

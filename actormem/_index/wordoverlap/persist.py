@@ -75,9 +75,10 @@ _C_COLUMNS = True
 
 #: With :data:`_DIGEST_BESIDE`, the digest's thread starts as soon as the texts are read
 #: (``restore_columns``), before the group map is made, and finds the distinct texts
-#: itself (``LateDigest(texts, distinct=True)``: the core's ``texts_digest_distinct``,
-#: the GIL released): it then runs beside ``group_texts`` and the checks (~0.7 s at 1M)
-#: instead of beside the checks alone (~0.3 s), which it outlasted. The same digest.
+#: itself (``LateDigest(texts, distinct=True)``: the core's ``texts_first`` and
+#: ``texts_encode``, the GIL released, hashed by hashlib): it then runs beside
+#: ``group_texts`` and the checks (~0.7 s at 1M) instead of beside the checks alone
+#: (~0.3 s), which it outlasted. The same digest.
 #: False: the thread started once the group map gave the distinct texts (the path
 #: before it; ``tests/test_open18_cols.py``).
 _DIGEST_EARLY = True
