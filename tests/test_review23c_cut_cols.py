@@ -29,11 +29,14 @@ from hypothesis import strategies as st
 from actormem import WordOverlapScorer
 from actormem._engine import state as state_module
 from actormem._index import kernels
+from actormem._index.scoring import drain
 from actormem._index.wordoverlap import ccore
+from actormem._index.wordoverlap import knobs as wo_knobs
 from actormem._record import Record
 
 from .strategies import examples
 from .test_index_image import _live, _messy
+from .test_mainjob14_flat import _seeded_memory
 from .test_open_fast import _rows
 
 needs_c = pytest.mark.skipif(ccore.core() is None, reason="the C core is not built")
@@ -491,3 +494,53 @@ def test_next_keyed_arguments_and_subclasses() -> None:
     assert wo.next_keyed(r, 0) == 9
     assert wo.next_keyed(r, 10) == 40
     assert random.Random(0).random() < 1  # (the module's import used)
+
+
+# -- the retrieve, every mainjob22 knob on against off ----------------------------------
+
+_KNOBS = ("_FLAT_FIRST", "_FLAT_CUT", "_FLAT_BATCH", "_FIRST_PEEK")
+
+
+@settings(max_examples=examples(25), deadline=None)
+@given(
+    seed=st.integers(0, 2**16),
+    keep=st.sampled_from([1, 7, 50, 1000]),  # the filter admits 1 record in `keep`
+    limit=st.sampled_from([1, 2, 8, 9, 10**6]),
+    min_matched=st.sampled_from([0, 1, 3]),
+    stale=st.booleans(),
+)
+def test_retrieves_with_every_knob_on_and_off(
+    seed: int, keep: int, limit: int, min_matched: int, stale: bool
+) -> None:
+    # A view taken before more stores (stale: the sorted list's first record, of the
+    # highest relevance, is invisible to it: first_by_relevance's fallback), filters
+    # that reject most records, limits of 1, the first batch's 8 and 9, and huge.
+    state, vocab, rng = _seeded_memory(seed % 8, 400)
+    view = state.view()
+    if stale:
+        # the oldest records upserted at relevance 1.0: their new versions keep their
+        # seqs (the sorted list's first keys) and are invisible to the view
+        for rec in sorted(view.records(), key=lambda r: r.seq)[:5]:
+            state.store(attrs.evolve(view.entry(rec), relevance=1.0, memory="zz zz"), None)
+        state.publish()
+        first = state._by_relevance._lists[0][0]
+        hidden = not (first.born <= view.version < first.died)
+        assert hidden or view.entry(first).relevance == 1.0
+    else:
+        view = state.view()
+    saved = [getattr(wo_knobs, k) for k in _KNOBS]
+    r = random.Random(seed)
+    try:
+        for _ in range(6):
+            query = " ".join(r.choices([*vocab, "zz", "same", "text"], k=r.randint(1, 30)))
+            accept = (lambda rec: rec.seq % keep == 0) if keep > 1 else None
+            got = {}
+            for on in (True, False):
+                for k, v in zip(_KNOBS, (on, on, 8 if on else 0, on), strict=True):
+                    setattr(wo_knobs, k, v)
+                steps = state.index.top_k_steps(view, query, limit, accept, min_matched=min_matched)
+                got[on] = [(score, rec.seq) for score, rec in drain(steps)]
+            assert got[True] == got[False], (query, limit, min_matched)
+    finally:
+        for k, v in zip(_KNOBS, saved, strict=True):
+            setattr(wo_knobs, k, v)
