@@ -395,6 +395,15 @@ def test_restore_columns_refuses_and_declines() -> None:
     # an unset slot
     bare = Record.__new__(Record)
     assert wo.restore_columns([*records, bare]) is None
+    half = Record.__new__(Record)
+    half.entry = entry  # seq unset
+    assert wo.restore_columns([*records, half]) is None
+    for slot in ("memory", "relevance", "tags"):
+        e = attrs.evolve(entry)
+        object.__delattr__(e, slot)
+        assert wo.restore_columns([*records, Record(e, 1, 10**6)]) is None
+    # an entry of another class in the record's slot
+    assert wo.restore_columns([*records, Record(rec, 1, 10**6)]) is None  # type: ignore[arg-type]
     # a plain list after declining: the same columns
     assert _as_lists(wo.restore_columns(records)) == _columns(records)
 
