@@ -6675,7 +6675,8 @@ PyDoc_STRVAR(next_keyed_doc,
 "store_setup's entry class with its key slot None; len(rows) when every row from\n"
 "start on is plain and keyless (MemoryState._bulk_loadable's pass over the keys,\n"
 "which looks at the row it returns itself). TypeError for wrong argument types,\n"
-"ValueError for a negative start, RuntimeError before record_setup or store_setup.\n"
+"ValueError for a negative start, OverflowError for one beyond a Py_ssize_t,\n"
+"RuntimeError before record_setup or store_setup.\n"
 "O(len(rows) - start).");
 
 static PyObject *

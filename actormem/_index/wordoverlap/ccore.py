@@ -1044,7 +1044,7 @@ def flat_first(
     ``after`` (``(bound, seq, g)`` of the last group read) only the groups after it in
     that order, so the next batch is read by calling again. Returns
     :func:`visit_pop`'s ``(g, bound, seq, part)`` tuples and ``m`` less those.
-    ``cut`` (None: ``knobs._FLAT_CUT``): without ``kth`` and ``after``, once ``k``
+    ``cut`` (a bool; None: ``knobs._FLAT_CUT``): without ``kth`` and ``after``, once ``k``
     groups are kept, the groups of a count too low to beat the worst kept (whatever
     their ``maxrel``) are passed over by their count alone: the same result.
     O(n + m log k).
@@ -1084,9 +1084,10 @@ def flat_first(
             and -_SSIZE <= a_g < _SSIZE,
             "after: (float, int, int) with int64 ints",
         )
+    _need(cut is None or type(cut) is bool, "cut: a bool or None")
     got: tuple[list[Any], int] = _module().flat_first(
         counts, n, least, n_words, maxrel, minseq, has_kth, bound, seq, k,
-        has_after, a_bound, a_seq, a_g, knobs._FLAT_CUT if cut is None else bool(cut),
+        has_after, a_bound, a_seq, a_g, knobs._FLAT_CUT if cut is None else cut,
     )  # fmt: skip
     return got
 
