@@ -83,6 +83,16 @@ _C_COLUMNS = True
 #: before it; ``tests/test_open18_cols.py``).
 _DIGEST_EARLY = True
 
+#: With :data:`_DIGEST_EARLY`, the digest's thread also gives each record's group
+#: number (the core's ``texts_groups``, with the GIL released, in place of
+#: ``texts_first``: the same pass over its table, writing each text's number too), and
+#: the restore takes the distinct texts and the numbers from it instead of building the
+#: group map itself (``group_texts``: a dict probe per text on the open's thread,
+#: ~0.4-0.6 s at 1M, a dict the numbering's ``GroupTable`` replaces anyway). The same
+#: groups, numbers and index. False: ``group_texts`` (the path before it;
+#: ``tests/test_open20_gids.py``).
+_GIDS_BESIDE = True
+
 _MEMORY = attrgetter("entry.memory")
 _RELEVANCE = attrgetter("entry.relevance")
 _SEQ = attrgetter("seq")
@@ -196,11 +206,20 @@ def restore(
     if cols is not None and _DIGEST_BESIDE and _DIGEST_EARLY and persist._DIGEST_NOGIL:
         # beside the group map (not without the core's digest: the caller would find
         # the distinct texts and feed them, the group map's work twice)
-        early = persist.LateDigest(texts, distinct=True)
+        early = persist.LateDigest(texts, distinct=True, groups=_GIDS_BESIDE)
     try:  # until the try below, which ends `late`, took the early digest over
-        gmap, gids_c = _group_map(texts, cols is not None)
-        size = len(gmap)
-        canon = texts if size == count else list(gmap)
+        grouped = early.groups() if early is not None and _GIDS_BESIDE else None
+        gmap: dict[str, int] | None
+        if grouped is not None:  # the thread's: the distinct texts' mask, the numbers
+            mask, raw_gids = grouped
+            gids_c = np.frombuffer(raw_gids, np.int64)
+            size = mask.count(1)
+            canon = texts if size == count else list(compress(texts, mask))
+            gmap = None  # the numbering makes its GroupTable, or _restore_checked a dict
+        else:
+            gmap, gids_c = _group_map(texts, cols is not None)
+            size = len(gmap)
+            canon = texts if size == count else list(gmap)
         if prepared is not None and (
             prepared.parts is not parts
             or prepared.groups != size
@@ -259,7 +278,7 @@ def _restore_checked(
     parts: Mapping[str, bytes],
     records: list[Record],
     texts: list[str],
-    gmap: dict[str, int],
+    gmap: dict[str, int] | None,
     gids_c: np.ndarray[Any, Any] | None,
     canon: list[str],
     arrays: dict[str, np.ndarray[Any, Any]],
@@ -270,12 +289,14 @@ def _restore_checked(
     be compared): the arrays' checks, then the index built. O(records + postings).
     ``prepared``: the image-only part done ahead, for these parts and group count.
     ``cols``: ``restore_columns(records)`` (texts, relevance, seqs, tagged), or None.
+    ``gmap`` None (:data:`_GIDS_BESIDE`): ``gids_c`` given, the groups are ``canon``'s
+    texts in order; the map is made only if the numbering keeps a dict.
 
     Raises:
         ImageError: See the module documentation.
     """
     count = len(texts)
-    size = len(gmap)
+    size = len(gmap) if gmap is not None else len(canon)
     if prepared is None:
         prepared = Prepared(index, parts, size, arrays)
     prepared.finish()  # raises the first check that failed, as the inline path did
@@ -286,6 +307,11 @@ def _restore_checked(
     while cap < size:
         cap *= 2  # as add() grows it
     e = _Numbering(cap)
+    if gmap is None:
+        assert gids_c is not None
+        # The numbering's GroupTable is made over glist, the dict given unused; a dict
+        # numbering (knobs._GROUP_TABLE off, no core) keeps this one.
+        gmap = {} if type(e.groups) is not dict else dict(zip(canon, range(size), strict=True))
     if cols is not None:
         rel = np.frombuffer(cols[1], np.float64)
         seqs = np.frombuffer(cols[2], np.int64)
