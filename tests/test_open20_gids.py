@@ -256,9 +256,7 @@ def test_stale_and_foreign_images_give_the_same_error_with_the_knob_on_and_off()
         for r in records
     ]
     merged = [  # two records' texts made equal: another group count
-        Record(attrs.evolve(r.entry, memory=records[0].entry.memory), r.seq, r.seq)
-        if i == 1
-        else r
+        Record(attrs.evolve(r.entry, memory=records[0].entry.memory), r.seq, r.seq) if i == 1 else r
         for i, r in enumerate(records)
     ]
     for bad in (stale, merged):

@@ -325,9 +325,7 @@ class LateDigest:
             self._digest = text_digest(_distinct(texts) if distinct else texts, extra)
             return
         #: _DIGEST_NOGIL: the whole digest in the thread, the GIL released over it
-        self._nogil = _digest_nogil(
-            texts, extra, distinct, self._grouped if want_groups else None
-        )
+        self._nogil = _digest_nogil(texts, extra, distinct, self._grouped if want_groups else None)
         if self._nogil is None or not want_groups:
             self._grouped.ready.set()  # none
         if self._nogil is not None:
