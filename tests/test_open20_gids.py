@@ -1,10 +1,13 @@
-"""Branch open20: the restore's group numbers from the digest's thread (issue #20).
+"""Branch open20: the restore's group numbers from the digest's thread, the numbering's
+rows of bits prepared ahead (issue #20).
 
 ``wordoverlap.persist._GIDS_BESIDE``: the texts' digest thread (``LateDigest(...,
 distinct=True, groups=True)``) finds each record's group number with the core's
 ``texts_groups`` (the GIL released) before it hashes, and the restore takes the
 distinct texts and the numbers from it instead of building the group map with
-``group_texts`` on the open's thread. With the knob on and off (and with the early
+``group_texts`` on the open's thread. ``wordoverlap.persist._ROWS_AHEAD``: the
+numbering's arrays and the masks' rows of bits made by the prepared steps (image data
+only) instead of by the restore. With each knob on and off (and with the early
 digest, the group table and the digest without the GIL on and off): the same restored
 state as a rebuild, the same refusals and errors; ``texts_groups`` against a reference
 written out here.
@@ -42,6 +45,7 @@ needs_c = pytest.mark.skipif(
 
 KNOBS = (
     (wo_persist, "_GIDS_BESIDE"),
+    (wo_persist, "_ROWS_AHEAD"),
     (wo_persist, "_DIGEST_EARLY"),
     (persist, "_DIGEST_NOGIL"),
     (knobs, "_GROUP_TABLE"),
@@ -296,3 +300,51 @@ def test_the_restore_takes_the_threads_numbers_and_builds_no_group_map(
     assert calls == [1]
     _assert_same(restored, again)
     _no_threads_left()
+
+
+@needs_c
+def test_a_preparation_stepped_ahead_brings_its_numbering(monkeypatch: pytest.MonkeyPatch) -> None:
+    state = _messy(WordOverlapScorer, 11, 70, 20)
+    rows = _file_rows(state)
+    parts = _image(state)
+    rebuilt = _loaded(WordOverlapScorer, rows, None)
+    records = _live(rebuilt)
+    got = {}
+    for ahead in (True, False):
+        monkeypatch.setattr(wo_persist, "_ROWS_AHEAD", ahead)
+        prep = wo_persist.prepare(WordOverlapScorer().make_index(), parts)
+        assert prep is not None
+        while prep.step():
+            pass
+        assert (prep.numbering is not None) is ahead
+        restored = restore_index(WordOverlapScorer().make_index(), parts, records, prep)
+        if ahead:
+            assert restored._e is prep.numbering  # taken, not made again
+        got[ahead] = restored._e
+    e, want = got[True], got[False]
+    assert e.n == want.n == e.masked == want.masked
+    assert e.rows is not None
+    assert want.rows is not None
+    assert (e.rows == want.rows).all()
+    assert (e.rowcount == want.rowcount).all()
+    for i in (0, 1):
+        assert (e.masks[i] == want.masks[i]).all()
+    assert (e.maxrel == want.maxrel).all()
+    assert (e.minseq == want.minseq).all()
+
+
+@needs_c
+def test_a_preparation_for_another_group_count_is_not_used(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    state = _messy(WordOverlapScorer, 12, 50, 10)
+    rows = _file_rows(state)
+    parts = _image(state)
+    records = _live(_loaded(WordOverlapScorer, rows, None))
+    prep = wo_persist.Prepared(WordOverlapScorer().make_index(), parts, len(records) + 1)
+    while prep.step():
+        pass
+    # the lists' or masks' check fails ahead for that count: kept, and the restore
+    # (which compares the group count first) does not use this preparation
+    restored = restore_index(WordOverlapScorer().make_index(), parts, records, prep)
+    assert restored._e is not prep.numbering

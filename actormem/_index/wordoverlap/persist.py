@@ -93,6 +93,15 @@ _DIGEST_EARLY = True
 #: ``tests/test_open20_gids.py``).
 _GIDS_BESIDE = True
 
+#: :class:`Prepared` also makes the group numbering's arrays for the header's group
+#: count and writes the masks' rows of bits into it (``bits_rows_from_masks``, ~0.1-0.15
+#: s at 1M, and the arrays' first touch): image data only, so it runs ahead in the
+#: reader's waits with the other prepared steps instead of after the rows on the open's
+#: thread; the restore uses that numbering (same image, same group count) and fills the
+#: rest. False: the numbering made and its rows written by the restore (the path before
+#: it; ``tests/test_open20_gids.py``).
+_ROWS_AHEAD = True
+
 _MEMORY = attrgetter("entry.memory")
 _RELEVANCE = attrgetter("entry.relevance")
 _SEQ = attrgetter("seq")
@@ -303,10 +312,8 @@ def _restore_checked(
     index = prepared.index
     lo, hi = prepared.lo, prepared.hi
 
-    cap = 64
-    while cap < size:
-        cap *= 2  # as add() grows it
-    e = _Numbering(cap)
+    ahead = prepared.numbering  # made for this group count, its masks' rows written
+    e = ahead if ahead is not None else _Numbering(_capacity(size))
     if gmap is None:
         assert gids_c is not None
         # The numbering's GroupTable is made over glist, the dict given unused; a dict
@@ -359,10 +366,12 @@ def _restore_checked(
         np.maximum.at(maxrel, gids[later], rel[later])
         e.maxrel[:size] = maxrel
         e.minseq[:size] = seqs[first]  # records come in ascending seq
-    e.masks[0][:size] = lo
-    e.masks[1][:size] = hi
+    if ahead is None:
+        e.masks[0][:size] = lo
+        e.masks[1][:size] = hi
     e.n = e.masked = size
-    e.write_rows(0, size)
+    if ahead is None:
+        e.write_rows(0, size)
     for gid in range(max(0, size - knobs._SCAN_NEW), size):
         e.recent[gid % knobs._SCAN_NEW] = canon[gid].lower()
     e.post = prepared.post
@@ -377,6 +386,14 @@ def _restore_checked(
                 tag_postings.add(_tags(rec), rec)
     index._e = e
     return index
+
+
+def _capacity(size: int) -> int:
+    """The numbering's capacity for ``size`` groups, as ``add()`` grows it. O(log size)."""
+    cap = 64
+    while cap < size:
+        cap *= 2
+    return cap
 
 
 #: Posting lists made per step of :meth:`Prepared.step` (~10 ms at most each).
@@ -413,6 +430,9 @@ class Prepared:
         self.post: dict[str, array[int]] = {}
         self.lo: Any = None
         self.hi: Any = None
+        #: (:data:`_ROWS_AHEAD`) a new numbering for ``groups`` groups, its masks set and
+        #: their rows of bits written; else None
+        self.numbering: _Numbering | None = None
         self._arrays = arrays
         self._steps: Iterator[None] | None = self._run()
 
@@ -462,6 +482,13 @@ class Prepared:
         self.lo = persist.need(arrays, "masks_lo", "<u8", size)
         self.hi = persist.need(arrays, "masks_hi", "<u8", size)
         yield
+        if _ROWS_AHEAD:
+            e = _Numbering(_capacity(size))
+            e.masks[0][:size] = self.lo
+            e.masks[1][:size] = self.hi
+            e.write_rows(0, size)
+            self.numbering = e
+            yield
         raw = memoryview(self.parts["postings"])  # slices of it copy nothing until frombytes
         bounds = (ends * 4).tolist()
         post = self.post
