@@ -1,5 +1,5 @@
 """Branch open20: the restore's group numbers from the digest's thread, the numbering's
-rows of bits prepared ahead (issue #20).
+rows of bits prepared ahead, the reader's id check with its slots prefetched (issue #20).
 
 ``wordoverlap.persist._GIDS_BESIDE``: the texts' digest thread (``LateDigest(...,
 distinct=True, groups=True)``) finds each record's group number with the core's
@@ -7,7 +7,9 @@ distinct=True, groups=True)``) finds each record's group number with the core's
 distinct texts and the numbers from it instead of building the group map with
 ``group_texts`` on the open's thread. ``wordoverlap.persist._ROWS_AHEAD``: the
 numbering's arrays and the masks' rows of bits made by the prepared steps (image data
-only) instead of by the restore. With each knob on and off (and with the early
+only) instead of by the restore. ``sqlite_format._ID_PREFETCH``: the split reader's id
+check holding each id back for 16 rows, its table slot prefetched. With each knob on and
+off (and with the early
 digest, the group table and the digest without the GIL on and off): the same restored
 state as a rebuild, the same refusals and errors; ``texts_groups`` against a reference
 written out here.
@@ -18,6 +20,7 @@ from __future__ import annotations
 import itertools
 import random
 import threading
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -26,14 +29,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actormem import WordOverlapScorer
+from actormem._errors import StorageError
 from actormem._index import kernels, persist
 from actormem._index.images import ImageError, restore_index
 from actormem._index.wordoverlap import knobs
 from actormem._index.wordoverlap import persist as wo_persist
 from actormem._record import Record
+from actormem._storage import sqlite_format
 from tests.strategies import examples
 
 from .test_index_image import _file_rows, _image, _live, _loaded, _messy
+from .test_open13_split import _ids_file, _read
 from .test_open_beside import _no_threads_left
 from .test_open_fast import _assert_same
 
@@ -348,3 +354,68 @@ def test_a_preparation_for_another_group_count_is_not_used(
     # (which compares the group count first) does not use this preparation
     restored = restore_index(WordOverlapScorer().make_index(), parts, records, prep)
     assert restored._e is not prep.numbering
+
+
+# -- the reader's id check, its slots prefetched -------------------------------------
+
+
+needs_reader = pytest.mark.skipif(
+    sqlite_format._crows is None or not hasattr(sqlite_format._crows, "id_prefetch"),
+    reason="the compiled row reader is not built",
+)
+
+
+def _id_lists() -> list[list[int]]:
+    """Ids with and without one twice, where the held-back ids matter: within the last
+    16 rows, both in the held-back window, at every distance up to 20, fewer rows than
+    the window, the zero id."""
+    base = [(k * 0x9E3779B97F4A7C15 + 1) % 2**128 for k in range(1, 301)]
+    out = [base, base[:1], base[:5], [0, *base[:40]]]
+    n = len(base)
+    for a, b in [(n - 2, n - 1), (n - 17, n - 1), (n - 16, n - 2), (0, 1), (0, n - 1)]:
+        ids = list(base)
+        ids[b] = ids[a]
+        out.append(ids)
+    for gap in range(1, 21):
+        ids = list(base)
+        ids[100 + gap] = ids[100]
+        out.append(ids)
+    out.append([*base[:3], base[1]])  # a short file, all of it held back
+    out.append([0, *base[:20], 0])  # the zero id twice
+    return out
+
+
+@needs_reader
+@pytest.mark.parametrize("on", [True, False])
+def test_the_held_back_id_check_finds_every_id_twice(tmp_path: Path, on: bool) -> None:
+    was = sqlite_format._crows.id_prefetch(on)
+    try:
+        for k, ids in enumerate(_id_lists()):
+            out: list[Any] = []
+            rows = _read(_ids_file(tmp_path / f"i{k}.db", ids), True, ids_out=out)
+            assert [e._id for _, e in rows] == ids
+            assert out == [len(set(ids)) == len(ids)], k
+    finally:
+        sqlite_format._crows.id_prefetch(was)
+
+
+@needs_reader
+@pytest.mark.parametrize("on", [True, False])
+def test_read_file_refuses_an_id_twice_in_the_last_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, on: bool
+) -> None:
+    monkeypatch.setattr(sqlite_format, "_ID_PREFETCH", on)
+    ids = [(k * 0x9E3779B97F4A7C15 + 7) % 2**128 for k in range(1, 801)]
+    ids[-1] = ids[-3]
+    path = tmp_path / "t.db"
+    _ids_file(path, ids)
+    with pytest.raises(StorageError, match=r"id .* appears twice \(seq 800\)"):
+        sqlite_format.read_file(str(path), image=False)
+    assert sqlite_format._crows.id_prefetch(True) is on  # the read set the knob's value
+
+
+@needs_reader
+def test_id_prefetch_refuses_a_non_bool() -> None:
+    with pytest.raises(TypeError):
+        sqlite_format._crows.id_prefetch(1)
+    assert sqlite_format._crows.id_prefetch(True) is True
