@@ -219,6 +219,7 @@ def restore(
     try:  # until the try below, which ends `late`, took the early digest over
         grouped = early.groups() if early is not None and _GIDS_BESIDE else None
         gmap: dict[str, int] | None
+        gids_c: np.ndarray[Any, Any] | None
         if grouped is not None:  # the thread's: the distinct texts' mask, the numbers
             mask, raw_gids = grouped
             gids_c = np.frombuffer(raw_gids, np.int64)
