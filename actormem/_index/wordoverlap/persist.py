@@ -403,12 +403,14 @@ _PREP_LISTS = 16384
 
 class Prepared:
     """The image-only part of :func:`restore` (what needs no row: the tokens decoded and
-    checked, the posting lists checked against the group count, the masks' lengths, the
-    posting dict, the tokens' vocabulary in a new index), run in bounded steps
+    checked, the posting lists checked against the group count, the masks' lengths, with
+    :data:`_ROWS_AHEAD` a new numbering holding the masks and their rows of bits
+    (:attr:`numbering`), the posting dict, the tokens' vocabulary in a new index), run
+    in bounded steps
     (:meth:`step`) or at once (:meth:`finish`), the checks in the inline path's order.
     The first check that fails (or any other ``Exception``) ends the steps; it is kept
     and raised by :meth:`finish`, where :func:`restore` reaches that check. O(tokens +
-    postings) over all steps.
+    postings + groups) over all steps.
 
     ``groups``: the group count the lists are checked against (the rows'; ahead of the
     rows, the header's, which :func:`restore` compares with the rows' before using
