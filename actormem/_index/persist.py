@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import queue
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -140,6 +141,30 @@ def _first_mask(own: tuple[str, ...]) -> bytes | None:
     return mask
 
 
+def _groups_of(own: tuple[str, ...]) -> tuple[bytes, bytes] | None:
+    """The core's ``texts_groups`` (``texts_first``'s mask and each item's group number
+    by first appearance, the bytes of an int64 array; None for an item not an exact
+    ``str``), ``own`` checked first. O(total length) expected. Raises TypeError unless
+    ``own`` is a tuple, RuntimeError when the core is not built."""
+    if type(own) is not tuple:
+        raise TypeError("texts_groups: texts must be a tuple")
+    if kernels._wo is None:
+        raise RuntimeError("texts_groups: the word-overlap core is not built")
+    got: tuple[bytes, bytes] | None = kernels._wo.texts_groups(own)
+    return got
+
+
+class _Grouped:
+    """What a distinct digest's thread found of the texts' groups (:meth:`LateDigest.
+    groups`): ``value`` set once, then ``ready``."""
+
+    __slots__ = ("ready", "value")
+
+    def __init__(self) -> None:
+        self.ready = threading.Event()
+        self.value: tuple[bytes, bytes] | None = None
+
+
 def _never() -> bool:
     """A ``stopped`` that never stops."""
     return False
@@ -172,15 +197,21 @@ def _hash_encoded(
 
 
 def _digest_nogil(
-    texts: Sequence[str], extra: Sequence[str], distinct: bool = False
+    texts: Sequence[str],
+    extra: Sequence[str],
+    distinct: bool = False,
+    grouped: _Grouped | None = None,
 ) -> Callable[[Callable[[], bool]], str | None] | None:
     """A call giving ``text_digest(texts, extra)`` by :func:`_hash_encoded` (the core
     makes the bytes with the GIL released; None if an item is not an exact ``str``, or
     when its argument, polled between runs, gives true), or None when
     :data:`_DIGEST_NOGIL` is off, the core lacks it or a part is not a list or tuple.
     ``distinct``: the digest of ``texts``' distinct strs in the order of their first
-    appearance (``extra`` empty), the core's ``texts_first`` marking them. The call
-    hashes the parts as they are now (tuples of their items taken now).
+    appearance (``extra`` empty), the core's ``texts_first`` marking them. ``grouped``
+    (with ``distinct``): the call first finds each text's group number with the core's
+    ``texts_groups`` instead (the same mask), and sets it there before it hashes
+    (None when the core cannot: an item not an exact ``str``). The call hashes the
+    parts as they are now (tuples of their items taken now).
     O(len(texts) + len(extra)) now."""
     wo = kernels._wo if _DIGEST_NOGIL else None
     if (
@@ -195,7 +226,15 @@ def _digest_nogil(
     parts = (tuple(texts), tuple(extra))
 
     def run(stopped: Callable[[], bool] = _never) -> str | None:
-        mask = _first_mask(parts[0]) if distinct else None
+        if distinct and grouped is not None:
+            try:
+                got = _groups_of(parts[0])
+                grouped.value = got
+            finally:
+                grouped.ready.set()
+            mask = got[0] if got is not None else None
+        else:
+            mask = _first_mask(parts[0]) if distinct else None
         if distinct and mask is None:
             return None
         return _hash_encoded(parts, mask, stopped)
@@ -265,7 +304,11 @@ class LateDigest:
     """
 
     def __init__(
-        self, texts: Sequence[str], extra: Sequence[str] = (), distinct: bool = False
+        self,
+        texts: Sequence[str],
+        extra: Sequence[str] = (),
+        distinct: bool = False,
+        groups: bool = False,
     ) -> None:
         #: Set by :func:`unpack` once the header's other expected fields matched, with
         #: the image's digest field in ``have``.
@@ -273,12 +316,18 @@ class LateDigest:
         self.have: Any = None
         self._digest: str | None = None
         self._stopped = False
+        #: :meth:`groups`' answer, found by the thread (``groups``, with ``distinct``)
+        self._grouped = _Grouped()
+        want_groups = groups and distinct and hasattr(kernels._wo, "texts_groups")
         if len(texts) + len(extra) < _LATE_MIN_TEXTS:
             self._beside: Beside | None = None
+            self._grouped.ready.set()  # none: the caller groups them itself
             self._digest = text_digest(_distinct(texts) if distinct else texts, extra)
             return
         #: _DIGEST_NOGIL: the whole digest in the thread, the GIL released over it
-        self._nogil = _digest_nogil(texts, extra, distinct)
+        self._nogil = _digest_nogil(texts, extra, distinct, self._grouped if want_groups else None)
+        if self._nogil is None or not want_groups:
+            self._grouped.ready.set()  # none
         if self._nogil is not None:
             self._parts = (texts, extra, distinct)  # the thread's fallback (not a str)
             self._beside = Beside(self._drain, name="actormem digest")
@@ -334,6 +383,16 @@ class LateDigest:
                 return None
             update(block)
         return self._h.hexdigest()
+
+    def groups(self) -> tuple[bytes, bytes] | None:
+        """For a distinct digest made with ``groups``: the texts' first-appearance mask
+        (a byte per text, 1 at a first appearance) and each text's group number by first
+        appearance (the bytes of an int64 array), as the thread found them before it
+        hashed; None when it did not (a small list, no core, an item not an exact
+        ``str``, ``groups`` not asked): the caller groups the texts itself. Waits for
+        that part of the thread's work only. O(1) after it."""
+        self._grouped.ready.wait()
+        return self._grouped.value
 
     def result(self) -> str:
         """The digest (hex), once the thread hashed every block. Raises what it raised."""

@@ -325,6 +325,9 @@ typedef struct {
 
 enum { P_RUNNING, P_DONE, P_DECLINED };
 
+/* Ids held back before they are put in the id table (id_prefetch). */
+#define ID_LAG 16
+
 typedef struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -347,6 +350,12 @@ typedef struct {
     int check_ids, ids_zero, ids_dup;
     uint64_t *ids;
     size_t ids_mask, ids_count;
+    /* id_prefetch: the last ID_LAG ids noted, not yet put (their slots prefetched when
+     * they came, so the put finds its cache line in); `lag_n` of them, the oldest at
+     * `lag_at` */
+    int id_lag;
+    int lag_n, lag_at;
+    uint64_t lag[ID_LAG][2];
 } feed_t;
 
 /* A row whose fold hash the thread did not compute (outside [0, 2**62)). */
@@ -381,15 +390,10 @@ id_put(uint64_t *t, size_t mask, uint64_t hi, uint64_t lo)
     }
 }
 
-/* Note the row's id; a second one sets ids_dup; out of memory stops the check. */
+/* Note the id (hi, lo); a second one sets ids_dup; out of memory stops the check. */
 static void
-id_seen(feed_t *f, const unsigned char id[16])
+id_seen(feed_t *f, uint64_t hi, uint64_t lo)
 {
-    uint64_t hi = 0, lo = 0;
-    for (int i = 0; i < 8; i++) {
-        hi = hi << 8 | id[i];
-        lo = lo << 8 | id[8 + i];
-    }
     if (hi == 0 && lo == 0) {
         if (f->ids_zero) f->ids_dup = 1;
         f->ids_zero = 1;
@@ -414,6 +418,46 @@ id_seen(feed_t *f, const unsigned char id[16])
     }
     if (id_put(f->ids, f->ids_mask, hi, lo)) f->ids_dup = 1;
     else f->ids_count++;
+}
+
+/* Whether the split reader holds ids back and prefetches their slots (id_prefetch). */
+static int id_prefetch_on = 1;
+
+/* Note the row's id: at once (id_prefetch off), or after the next ID_LAG ids, its slot
+ * in the table prefetched now (the table is a random access per row, 32 MiB at 1M: the
+ * put then finds the line in the cache instead of waiting for it). The same set, the
+ * same ids_dup once id_flush ran. */
+static void
+id_note(feed_t *f, const unsigned char id[16])
+{
+    uint64_t hi = 0, lo = 0;
+    for (int i = 0; i < 8; i++) {
+        hi = hi << 8 | id[i];
+        lo = lo << 8 | id[8 + i];
+    }
+    if (!f->id_lag) {
+        id_seen(f, hi, lo);
+        return;
+    }
+    if (f->ids) __builtin_prefetch(&f->ids[2 * id_slot(hi, lo, f->ids_mask)], 1);
+    uint64_t *slot = f->lag[f->lag_at];
+    if (f->lag_n == ID_LAG) id_seen(f, slot[0], slot[1]); /* the oldest, put now */
+    else f->lag_n++;
+    slot[0] = hi;
+    slot[1] = lo;
+    f->lag_at = (f->lag_at + 1) % ID_LAG;
+}
+
+/* Put every id id_note holds back (at the end of the rows). */
+static void
+id_flush(feed_t *f)
+{
+    int first = (f->lag_at - f->lag_n + ID_LAG) % ID_LAG;
+    for (int k = 0; k < f->lag_n && f->check_ids && !f->ids_dup; k++) {
+        uint64_t *slot = f->lag[(first + k) % ID_LAG];
+        id_seen(f, slot[0], slot[1]);
+    }
+    f->lag_n = 0;
 }
 
 /* Copy `n` bytes to the chunk's arena; its span, or 0 when out of memory. */
@@ -477,7 +521,7 @@ copy_row(sqlite3_stmt *st, feed_t *f, chunk_t *ch, brow_t *b)
         lo = lo <= '9' ? lo - '0' : lo - 'a' + 10;
         b->id[i] = (unsigned char)(hi << 4 | lo);
     }
-    if (f->check_ids && !f->ids_dup) id_seen(f, b->id);
+    if (f->check_ids && !f->ids_dup) id_note(f, b->id);
     if (sqlite3_column_type(st, 2) != SQLITE_TEXT) return 0;
     const char *catp = (const char *)sqlite3_column_text(st, 2);
     Py_ssize_t catn = sqlite3_column_bytes(st, 2);
@@ -606,6 +650,7 @@ feed_run(void *arg)
         while (ch->nrows < CHUNK_ROWS) {
             rc = sqlite3_step(st);
             if (rc == SQLITE_DONE) {
+                if (f->check_ids && !f->ids_dup) id_flush(f); /* before it is read */
                 done = 1;
                 break;
             }
@@ -797,6 +842,7 @@ read_threaded(const char *uri, const char *sql, ctx_t *c, PyObject *ids_out, PyO
     f.max_ttl = c->max_ttl;
     f.hash_memory = c->hash_memory;
     f.check_ids = ids_out != NULL;
+    f.id_lag = id_prefetch_on;
     f.fold_memory = f.fold_all = folds_out != NULL;
     /* the rows' fold hashes in order (folds_out), grown by doubling */
     uint64_t *folds = NULL;
@@ -1121,8 +1167,29 @@ feed_cpu_s(PyObject *self, PyObject *unused)
     return PyFloat_FromDouble(total);
 }
 
+PyDoc_STRVAR(id_prefetch_doc,
+"id_prefetch(on) -> bool\n\n"
+"Whether the split reader's check of the ids (read_entries' ids_out) holds each id\n"
+"back for the next 16 rows, its slot in the id table prefetched when it came\n"
+"(True, the default), or puts it at once (False: the path before it; the same check).\n"
+"Sets it for later reads (on: a bool) and returns what it was. TypeError for a\n"
+"non-bool. O(1).");
+
+static PyObject *
+id_prefetch(PyObject *self, PyObject *on)
+{
+    if (!PyBool_Check(on)) {
+        PyErr_SetString(PyExc_TypeError, "id_prefetch: on must be a bool");
+        return NULL;
+    }
+    int was = id_prefetch_on;
+    id_prefetch_on = on == Py_True;
+    return PyBool_FromLong(was);
+}
+
 static PyMethodDef methods[] = {
     {"feed_cpu_s", feed_cpu_s, METH_NOARGS, feed_cpu_s_doc},
+    {"id_prefetch", id_prefetch, METH_O, id_prefetch_doc},
     {"read_entries", read_entries, METH_VARARGS, read_entries_doc},
     {"source_id", source_id, METH_NOARGS, source_id_doc},
     {"same_library", same_library, METH_VARARGS, same_library_doc},

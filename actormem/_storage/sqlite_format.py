@@ -637,6 +637,13 @@ _SPLIT_READ = True
 #: ``read_file``'s check (the same entries and errors either way).
 _SPLIT_IDS = True
 
+#: The split reader's id check holds each id back for the next 16 rows and prefetches
+#: its slot in the id table when it comes (``_crows.id_prefetch``): the table is a random
+#: access per row (32 MiB at 1M), a cache miss the reader's thread waited for (~0.3 s
+#: of its ~2.3 s at 1M by ``perf``). The same check and result. Read at each read.
+#: False: each id put at once (the path before it; ``tests/test_open20_gids.py``).
+_ID_PREFETCH = True
+
 #: The split reader's thread also computes each memory text's duplicate-key fold hash
 #: (``textfold.fold_hash``'s value, from the UTF-8 bytes it copies, without the GIL; a
 #: text that is not ASCII only on CPython before 3.13, per code point as the core) and
@@ -729,6 +736,9 @@ def _read_rows_c(
         raise TypeError("idle must be callable or None")
     if not _SAME_SQLITE and "immutable=1" not in uri:
         return None
+    set_prefetch = getattr(_crows, "id_prefetch", None)  # (not in an older build)
+    if set_prefetch is not None:
+        set_prefetch(bool(_ID_PREFETCH))
     entries: list[tuple[int, MemoryEntry]] | None = _crows.read_entries(
         uri, SELECT_ENTRIES, MemoryEntry, _ENTRY_FIELDS, _CATEGORY_VALUES, _tags_of,
         _namespace_of, _json_object, 1.0, MAX_MEMORY_CHARS, MAX_KEY_CHARS, MAX_TTL, MAX_SEQ,

@@ -83,6 +83,25 @@ _C_COLUMNS = True
 #: before it; ``tests/test_open18_cols.py``).
 _DIGEST_EARLY = True
 
+#: With :data:`_DIGEST_EARLY`, the digest's thread also gives each record's group
+#: number (the core's ``texts_groups``, with the GIL released, in place of
+#: ``texts_first``: the same pass over its table, writing each text's number too), and
+#: the restore takes the distinct texts and the numbers from it instead of building the
+#: group map itself (``group_texts``: a dict probe per text on the open's thread,
+#: ~0.4-0.6 s at 1M, a dict the numbering's ``GroupTable`` replaces anyway). The same
+#: groups, numbers and index. False: ``group_texts`` (the path before it;
+#: ``tests/test_open20_gids.py``).
+_GIDS_BESIDE = True
+
+#: :class:`Prepared` also makes the group numbering's arrays for the header's group
+#: count and writes the masks' rows of bits into it (``bits_rows_from_masks``, ~0.1-0.15
+#: s at 1M, and the arrays' first touch): image data only, so it runs ahead in the
+#: reader's waits with the other prepared steps instead of after the rows on the open's
+#: thread; the restore uses that numbering (same image, same group count) and fills the
+#: rest. False: the numbering made and its rows written by the restore (the path before
+#: it; ``tests/test_open20_gids.py``).
+_ROWS_AHEAD = True
+
 _MEMORY = attrgetter("entry.memory")
 _RELEVANCE = attrgetter("entry.relevance")
 _SEQ = attrgetter("seq")
@@ -196,11 +215,21 @@ def restore(
     if cols is not None and _DIGEST_BESIDE and _DIGEST_EARLY and persist._DIGEST_NOGIL:
         # beside the group map (not without the core's digest: the caller would find
         # the distinct texts and feed them, the group map's work twice)
-        early = persist.LateDigest(texts, distinct=True)
+        early = persist.LateDigest(texts, distinct=True, groups=_GIDS_BESIDE)
     try:  # until the try below, which ends `late`, took the early digest over
-        gmap, gids_c = _group_map(texts, cols is not None)
-        size = len(gmap)
-        canon = texts if size == count else list(gmap)
+        grouped = early.groups() if early is not None and _GIDS_BESIDE else None
+        gmap: dict[str, int] | None
+        gids_c: np.ndarray[Any, Any] | None
+        if grouped is not None:  # the thread's: the distinct texts' mask, the numbers
+            mask, raw_gids = grouped
+            gids_c = np.frombuffer(raw_gids, np.int64)
+            size = mask.count(1)
+            canon = texts if size == count else list(compress(texts, mask))
+            gmap = None  # the numbering makes its GroupTable, or _restore_checked a dict
+        else:
+            gmap, gids_c = _group_map(texts, cols is not None)
+            size = len(gmap)
+            canon = texts if size == count else list(gmap)
         if prepared is not None and (
             prepared.parts is not parts
             or prepared.groups != size
@@ -259,7 +288,7 @@ def _restore_checked(
     parts: Mapping[str, bytes],
     records: list[Record],
     texts: list[str],
-    gmap: dict[str, int],
+    gmap: dict[str, int] | None,
     gids_c: np.ndarray[Any, Any] | None,
     canon: list[str],
     arrays: dict[str, np.ndarray[Any, Any]],
@@ -270,22 +299,27 @@ def _restore_checked(
     be compared): the arrays' checks, then the index built. O(records + postings).
     ``prepared``: the image-only part done ahead, for these parts and group count.
     ``cols``: ``restore_columns(records)`` (texts, relevance, seqs, tagged), or None.
+    ``gmap`` None (:data:`_GIDS_BESIDE`): ``gids_c`` given, the groups are ``canon``'s
+    texts in order; the map is made only if the numbering keeps a dict.
 
     Raises:
         ImageError: See the module documentation.
     """
     count = len(texts)
-    size = len(gmap)
+    size = len(gmap) if gmap is not None else len(canon)
     if prepared is None:
         prepared = Prepared(index, parts, size, arrays)
     prepared.finish()  # raises the first check that failed, as the inline path did
     index = prepared.index
     lo, hi = prepared.lo, prepared.hi
 
-    cap = 64
-    while cap < size:
-        cap *= 2  # as add() grows it
-    e = _Numbering(cap)
+    ahead = prepared.numbering  # made for this group count, its masks' rows written
+    e = ahead if ahead is not None else _Numbering(_capacity(size))
+    if gmap is None:
+        assert gids_c is not None
+        # The numbering's GroupTable is made over glist, the dict given unused; a dict
+        # numbering (knobs._GROUP_TABLE off, no core) keeps this one.
+        gmap = {} if type(e.groups) is not dict else dict(zip(canon, range(size), strict=True))
     if cols is not None:
         rel = np.frombuffer(cols[1], np.float64)
         seqs = np.frombuffer(cols[2], np.int64)
@@ -333,10 +367,12 @@ def _restore_checked(
         np.maximum.at(maxrel, gids[later], rel[later])
         e.maxrel[:size] = maxrel
         e.minseq[:size] = seqs[first]  # records come in ascending seq
-    e.masks[0][:size] = lo
-    e.masks[1][:size] = hi
+    if ahead is None:
+        e.masks[0][:size] = lo
+        e.masks[1][:size] = hi
     e.n = e.masked = size
-    e.write_rows(0, size)
+    if ahead is None:
+        e.write_rows(0, size)
     for gid in range(max(0, size - knobs._SCAN_NEW), size):
         e.recent[gid % knobs._SCAN_NEW] = canon[gid].lower()
     e.post = prepared.post
@@ -353,18 +389,28 @@ def _restore_checked(
     return index
 
 
+def _capacity(size: int) -> int:
+    """The numbering's capacity for ``size`` groups, as ``add()`` grows it. O(log size)."""
+    cap = 64
+    while cap < size:
+        cap *= 2
+    return cap
+
+
 #: Posting lists made per step of :meth:`Prepared.step` (~10 ms at most each).
 _PREP_LISTS = 16384
 
 
 class Prepared:
     """The image-only part of :func:`restore` (what needs no row: the tokens decoded and
-    checked, the posting lists checked against the group count, the masks' lengths, the
-    posting dict, the tokens' vocabulary in a new index), run in bounded steps
+    checked, the posting lists checked against the group count, the masks' lengths, with
+    :data:`_ROWS_AHEAD` a new numbering holding the masks and their rows of bits
+    (:attr:`numbering`), the posting dict, the tokens' vocabulary in a new index), run
+    in bounded steps
     (:meth:`step`) or at once (:meth:`finish`), the checks in the inline path's order.
     The first check that fails (or any other ``Exception``) ends the steps; it is kept
     and raised by :meth:`finish`, where :func:`restore` reaches that check. O(tokens +
-    postings) over all steps.
+    postings + groups) over all steps.
 
     ``groups``: the group count the lists are checked against (the rows'; ahead of the
     rows, the header's, which :func:`restore` compares with the rows' before using
@@ -387,6 +433,9 @@ class Prepared:
         self.post: dict[str, array[int]] = {}
         self.lo: Any = None
         self.hi: Any = None
+        #: (:data:`_ROWS_AHEAD`) a new numbering for ``groups`` groups, its masks set and
+        #: their rows of bits written; else None
+        self.numbering: _Numbering | None = None
         self._arrays = arrays
         self._steps: Iterator[None] | None = self._run()
 
@@ -436,6 +485,13 @@ class Prepared:
         self.lo = persist.need(arrays, "masks_lo", "<u8", size)
         self.hi = persist.need(arrays, "masks_hi", "<u8", size)
         yield
+        if _ROWS_AHEAD:
+            e = _Numbering(_capacity(size))
+            e.masks[0][:size] = self.lo
+            e.masks[1][:size] = self.hi
+            e.write_rows(0, size)
+            self.numbering = e
+            yield
         raw = memoryview(self.parts["postings"])  # slices of it copy nothing until frombytes
         bounds = (ends * 4).tolist()
         post = self.post
