@@ -328,6 +328,8 @@ def test_the_version_is_looked_up_once(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(importlib.metadata, "version", counting)
     monkeypatch.setattr(_main, "_version_found", None)
+    # importlib.metadata's way (startup24's direct read is tested in test_startup24.py)
+    monkeypatch.setattr(_main, "_VERSION_DIRECT", False)
     monkeypatch.setattr(_main, "_VERSION_ONCE", False)
     off = [_main._version(), _main._version()]
     assert len(calls) == 2

@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import datetime
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import trio
 
@@ -44,8 +44,10 @@ from .memory import (
     _run_into,
     _run_owner,
 )
-from .replica import ReplicaOptions, open_replica
 from .state import DEFAULT_HALF_LIFE, MemoryState
+
+if TYPE_CHECKING:  # the replica's module is imported only for a node (log=...)
+    from .replica import ReplicaOptions
 
 __all__ = ["open_memory", "serve_memory"]
 
@@ -97,6 +99,8 @@ async def _open_memory(
         raise InvalidQueryError("name and log_options go with log= (a replicated memory)")
     memory, receive = _make_memory(capacity, half_life, scorer, queue_size, clock, on_remove)
     if log is not None:
+        from .replica import open_replica  # only a node needs it (and pglog, log)
+
         await open_replica(memory, log, name, fspath, durability, log_options)
         return memory, receive
     if fspath is None:
@@ -211,10 +215,11 @@ async def _serve(memory: Memory, receive: trio.MemoryReceiveChannel[_Request]) -
 
 def _index_image(state: MemoryState, store: SqliteStore) -> dict[str, bytes] | None:
     """The image of ``state``'s index to keep beside the rows at a clean close, or None:
-    the file's image is still fresh, the memory is empty, or its index has no image
+    the file's image is still fresh, no image is wanted (``store.keep_image`` False: a
+    file removed after its close), the memory is empty, or its index has no image
     (dense, hybrid, a custom tokenizer). Runs on the event loop: readers may still fill
     the index's caches, never while this runs. O(index size), vectorised."""
-    if store.image_fresh or not len(state):
+    if store.image_fresh or not store.keep_image or not len(state):
         return None
     records = sorted((r for r in state._by_id.values() if r.died == NEVER), key=_seq_of)
     try:

@@ -634,6 +634,12 @@ class SqliteStore:
         #: Whether the file's image describes its rows (set by the engine once it used
         #: the image, and by :meth:`write_image`); the first commit clears it.
         self.image_fresh = False
+        #: Whether a clean close writes an image of the index (for the next open to
+        #: restore instead of rebuilding). The owner of a file that is removed right
+        #: after its close (``actormem swarm``'s temporary file) sets it False: no open
+        #: can ever read that image. The rows, access updates and counters are written
+        #: and the file checkpointed and closed either way.
+        self.keep_image = True
         #: Whether the ``meta`` row :data:`IMAGE_KEY` may exist: the first :meth:`write`
         #: deletes it in its own transaction, so no image outlives a change of the rows.
         self._marked = True

@@ -35,14 +35,11 @@ from rich.console import Console
 
 from .._engine.bulk import BulkResult, store_all_or_nothing
 from .._engine.lifecycle import open_memory
-from .._engine.live import is_held_elsewhere, open_live_copy
 from .._engine.memory import Memory
 from .._entry import MemoryCategory, MemoryEntry
 from .._errors import ActorMemError, StorageError
 from .._index.dense import entry_document, text_hash
 from .._storage.jsonl import JsonlError, entry_to_json, escape_json_line, vector_to_json
-from .._storage.pglog import redact_dsn
-from .._storage.salvage import Salvage
 from .._storage.sqlite_format import read_stored_vectors
 from .._util import gc_paused, install_hint, read_token_file
 from ..agent._text import cut, escape_line
@@ -131,11 +128,15 @@ async def _reading(
                 memory._storage.image_fresh = True
             yield memory
     except StorageError as exc:
+        from .._engine.live import is_held_elsewhere  # a read of a held file only
+
         if entered or not is_held_elsewhere(exc.reason):
             raise
     else:
         return
     print(LIVE_NOTE.format(path=printable(str(path))), file=live_note_to or sys.stdout)
+    from .._engine.live import open_live_copy
+
     async with open_live_copy(path, scorer=SCORERS[scorer]()) as memory:
         yield memory
 
@@ -234,6 +235,11 @@ async def _swarm_processes(
 
 
 def _options_json(args: argparse.Namespace, path: Path | None) -> dict[str, Any]:
+    log = None
+    if args.log is not None:
+        from .._storage.pglog import redact_dsn  # (only a run with --log names a DSN)
+
+        log = redact_dsn(args.log)
     return {
         "agents": args.agents,
         "processes": args.processes,
@@ -252,7 +258,7 @@ def _options_json(args: argparse.Namespace, path: Path | None) -> dict[str, Any]
         "verify": args.verify,
         "json": None if args.json is None else str(args.json),
         "interval": args.interval,
-        "log": None if args.log is None else redact_dsn(args.log),
+        "log": log,
         "nodes": args.nodes,
         "server": args.server,
         "token_file": None if args.token_file is None else str(args.token_file),
@@ -365,6 +371,16 @@ async def _swarm_run(
     async with opened as memory:
         if stop.signum is not None:
             raise _Interrupted("before the run started", signum=stop.signum)
+        if (
+            _NO_IMAGE_FOR_TEMPORARY
+            and args.path is None
+            and not args.verify
+            and getattr(memory, "_storage", None) is not None
+        ):
+            # The memory file is this run's temporary one, removed right after its close
+            # (no --verify reopens it): an index image kept for its next open would
+            # never be read. Its rows are committed and the file closed as always.
+            memory._storage.keep_image = False
         if path is not None and len(memory) and not args.reuse_path:
             raise _InputError(
                 f"--path {path}: holds {len(memory):,} entries; the swarm would add its "
@@ -542,21 +558,130 @@ _VERSION_ONCE = True
 _version_found: str | None = None
 
 
+#: :func:`_version` reads the version from the distribution's ``METADATA`` file itself
+#: (:func:`direct_version`), found the way ``importlib.metadata`` finds it, instead of
+#: importing ``importlib.metadata`` (with ``email``'s parser, ``csv``, ``zipfile``'s
+#: path layer: ~33 M instructions, ~8-12 ms of CPU, that no swarm otherwise needs) to
+#: look it up (~11 M more). The same string; any case the direct reader does not
+#: take as plainly the same (a zip or egg on the path, another finder of
+#: distributions, a header it would have to unfold or decode) goes through
+#: ``importlib.metadata``. False: always ``importlib.metadata`` (the path before it).
+_VERSION_DIRECT = True
+
+#: A ``METADATA`` header line as ``email``'s parser takes it (its ``headerRE``: a name of
+#: printable ASCII but ``:``, then ``:``), and a line that continues the one before.
+_HEADER_LINE = re.compile(r"[\041-\071\073-\176]*:")
+_DIST_SUFFIXES = (".dist-info", ".egg-info")
+
+
+def _normalized_name(name: str) -> str:
+    """``importlib.metadata``'s ``Prepared.normalize``: PEP 503, dashes as underscores."""
+    return re.sub(r"[-_.]+", "-", name).lower().replace("-", "_")
+
+
+def direct_version(name: str, paths: Sequence[Any] | None = None) -> str | None:
+    """The ``Version`` of distribution ``name`` as ``importlib.metadata.version(name)``
+    gives it with ``sys.path`` (or ``paths``) to search, read without importing
+    ``importlib.metadata``: the first ``*.dist-info`` / ``*.egg-info`` directory whose
+    name normalizes to ``name``'s, in path order then directory-listing order (as
+    ``importlib.metadata``'s path finder lists them), its ``METADATA`` file's first
+    ``Version`` header. None when that is not plainly so, so that the caller asks
+    ``importlib.metadata`` instead: a finder other than the path finder on
+    ``sys.meta_path`` that finds distributions, a path entry that is not a directory
+    (a zip) or a directory named ``*.egg``, no match, a match without a readable UTF-8
+    ``METADATA`` file or with an empty one, a header part with a line ``email`` would
+    end the headers at, a folded, non-ASCII or carriage-return ``Version`` line, or
+    none. O(path entries + their listings + the metadata file's header).
+    """
+    import importlib.machinery
+
+    for finder in sys.meta_path:
+        found = getattr(finder, "find_distributions", None)
+        if found is not None and finder is not importlib.machinery.PathFinder:
+            return None
+    wanted = _normalized_name(name)
+    for entry in sys.path if paths is None else paths:
+        if type(entry) is not str:
+            return None
+        root = entry or "."
+        if os.path.basename(root).lower().endswith(".egg"):
+            return None
+        if not os.path.isdir(root):
+            if os.path.lexists(root):
+                return None  # a zip (or anything else importlib.metadata would try)
+            continue
+        try:
+            children = os.listdir(root)
+        except OSError:
+            return None
+        for child in children:
+            low = child.lower()
+            if low.endswith(_DIST_SUFFIXES):
+                stem = low.rpartition(".")[0].partition("-")[0]
+                if _normalized_name(stem) == wanted:
+                    return _metadata_version(os.path.join(root, child))
+    return None
+
+
+def _metadata_version(folder: str) -> str | None:
+    """The ``Version`` header of ``folder``'s ``METADATA``, as ``email``'s parser (the
+    compat32 policy) reads it: the value after the colon, spaces and tabs before it
+    dropped. None when the reading is not plainly the same (see
+    :func:`direct_version`). O(header size)."""
+    try:
+        with open(os.path.join(folder, "METADATA"), encoding="utf-8") as file:
+            text = file.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not text or text.startswith("From "):
+        return None
+    lines = text.split("\n")
+    for number, line in enumerate(lines):
+        if not line or "\r" in line:
+            return None  # the headers' end (no Version), or line ends to unfold
+        if line[0] in " \t":
+            continue  # a folded line of the header before
+        if _HEADER_LINE.match(line) is None:
+            return None  # email would end the headers here
+        field, _, value = line.partition(":")
+        if field.lower() != "version":
+            continue
+        following = lines[number + 1] if number + 1 < len(lines) else ""
+        if following[:1] in (" ", "\t") or not value.isascii():
+            return None
+        return value.lstrip(" \t")
+    return None
+
+
 def _version() -> str:
     """The installed ``actormem`` distribution's version, or ``"unknown"`` when there is
     none (a source tree). Kept after the first lookup (:data:`_VERSION_ONCE`)."""
     global _version_found
     if _VERSION_ONCE and _version_found is not None:
         return _version_found
-    from importlib.metadata import PackageNotFoundError, version
+    direct = direct_version("actormem") if _VERSION_DIRECT else None
+    if direct is not None:
+        found = direct
+    else:
+        from importlib.metadata import PackageNotFoundError, version
 
-    try:
-        found = version("actormem")
-    except PackageNotFoundError:  # pragma: no cover - running from a source tree
-        found = "unknown"
+        try:
+            found = version("actormem")
+        except PackageNotFoundError:  # pragma: no cover - running from a source tree
+            found = "unknown"
     if _VERSION_ONCE:
         _version_found = found
     return found
+
+
+#: A swarm on its own temporary memory file (no ``--path``, no ``--verify``; the folder is
+#: removed when the command ends) closes the file without writing an image of its index
+#: (:attr:`~actormem._storage.sqlite.SqliteStore.keep_image`): the image only serves
+#: the file's next open, which cannot happen. The rows, the access updates held back and
+#: the counters are still written, and the file checkpointed and closed, as before.
+#: ~20-40 ms of CPU a durable run (building the image of ~5,700 entries and writing it).
+#: False: the image is written and removed with the folder (the path before it).
+_NO_IMAGE_FOR_TEMPORARY = True
 
 
 def _check_json_target(path: Path) -> None:
@@ -760,6 +885,8 @@ def cmd_query(args: argparse.Namespace) -> int:
             # Always through a read-only connection: the vectors this computes (those the
             # file lacks, or all of them when it keeps another model's) stay in memory,
             # where opening the file would store them and its model in the file.
+            from .._engine.live import open_live_copy
+
             async with open_live_copy(path, scorer=SCORERS[args.scorer]()) as memory:
                 return memory.snapshot().retrieve_scored(args.text, args.k)
         async with _reading(path, scorer=args.scorer) as memory:
@@ -920,6 +1047,8 @@ _SALVAGE_NAMED = 5
 def _export_salvage(path: Path) -> int:
     """``export --salvage``: every row that reads, then what was skipped (stderr); 1 if
     anything was skipped."""
+    from .._storage.salvage import Salvage  # (only ``export --salvage`` reads a damaged file)
+
     salvage = Salvage(path)
     out = sys.stdout
     for entry in salvage.entries():
