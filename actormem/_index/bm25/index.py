@@ -25,12 +25,14 @@ from .changelog import ChangeLog
 from .postings import (
     _EXACT_CODES,
     _NO_SEQ,
+    _NO_TERMS,
     _TF_BITS,
     _TF_CAP,
     _doc_key,
     _Group,
     _seq,
     _Term,
+    _TermPool,
     dense_fill,
     dense_make,
     length_code,
@@ -45,13 +47,15 @@ __all__ = ["BM25Index"]
 
 
 def _untrack(group: _Group) -> None:
-    """Take ``group`` and its term array out of the cyclic collector's lists
-    (``knobs._UNTRACK``, with the compiled kernels): neither is ever part of a reference
-    cycle (a group holds its records, an int array and ints; nothing it reaches refers
-    to a group), so a full collection need not walk two objects per text. O(1)."""
+    """Take ``group`` and its term array (if it has one of its own) out of the cyclic
+    collector's lists (``knobs._UNTRACK``, with the compiled kernels): neither is ever
+    part of a reference cycle (a group holds its records, an int array and ints; nothing
+    it reaches refers to a group), so a full collection need not walk two objects per
+    text. O(1)."""
     if knobs._UNTRACK and kernels.gc_untrack is not None:
         kernels.gc_untrack([group], _Group)
-        kernels.gc_untrack([group.terms], array)
+        if group.terms is not _NO_TERMS:
+            kernels.gc_untrack([group.terms], array)
 
 
 class BM25Index(metaclass=NoPublicConstructor):
@@ -109,6 +113,15 @@ class BM25Index(metaclass=NoPublicConstructor):
         self._total = 0
         #: The changes older snapshots undo for their statistics.
         self._changes = ChangeLog()
+        #: Every group's packed terms by group number (``knobs._TERM_POOL``), or None:
+        #: each ``_Group.terms`` is its own array (the layout before).
+        self._pool: _TermPool | None = _TermPool() if knobs._TERM_POOL else None
+
+    def _terms_of(self, group: _Group) -> array[int]:
+        """``group``'s packed terms (``term number << _TF_BITS | min(tf, _TF_CAP)``),
+        from the pool (a new array) or its own. O(T)."""
+        pool = self._pool
+        return group.terms if pool is None else pool.of(group.num)
 
     @property
     def scorer(self) -> BM25Scorer:
@@ -124,7 +137,7 @@ class BM25Index(metaclass=NoPublicConstructor):
         group = self._group_or_raise(rec)
         num = group.num
         out = {}
-        for t in group.terms:
+        for t in self._terms_of(group):
             obj = self._term_table[t >> _TF_BITS]
             assert obj is not None  # the group's records keep its terms
             tf = t & _TF_CAP
@@ -205,8 +218,7 @@ class BM25Index(metaclass=NoPublicConstructor):
             if type(terms) is not list:
                 terms = list(terms)
             nums = kernels.bm25_add_terms(terms, self._terms, term_table, num, _Term)
-            group.terms = array("i" if len(term_table) <= knobs._NARROW else "q", nums)
-            _untrack(group)
+            self._set_terms(group, nums)
             if num >= self._dense_next:
                 self._dense_refresh()
             return group
@@ -223,12 +235,22 @@ class BM25Index(metaclass=NoPublicConstructor):
             obj.tfs.append(tf)
             obj.df += 1  # the record being added
             nums.append(obj.num << _TF_BITS | min(tf, _TF_CAP))
-        # Exactly sized; int64 only once term numbers no longer fit in int32 with a tf.
-        group.terms = array("i" if len(term_table) <= knobs._NARROW else "q", nums)
-        _untrack(group)
+        self._set_terms(group, nums)
         if num >= self._dense_next:
             self._dense_refresh()
         return group
+
+    def _set_terms(self, group: _Group, nums: list[int]) -> None:
+        """Keep the new ``group``'s packed terms ``nums`` (in the pool, or as its own
+        array, exactly sized) and take it out of the collector's lists. O(T)."""
+        # int64 only once term numbers no longer fit in int32 with a tf.
+        wide = len(self._term_table) > knobs._NARROW
+        pool = self._pool
+        if pool is None:
+            group.terms = array("q" if wide else "i", nums)
+        else:
+            pool.append(nums, wide)
+        _untrack(group)
 
     def _dense_refresh(self) -> None:
         """Bring the long lists' dense frequency arrays (``_Term.dense``) up to every
@@ -286,7 +308,7 @@ class BM25Index(metaclass=NoPublicConstructor):
             group = self._new_group(key, rec)  # counts the record in each term's df
         else:
             term_table = self._term_table
-            for t in group.terms:
+            for t in self._terms_of(group):
                 term_table[t >> _TF_BITS].df += 1  # type: ignore[union-attr]  # live: not None
         recs = group._recs
         if isinstance(recs, list) and not recs:
@@ -326,7 +348,7 @@ class BM25Index(metaclass=NoPublicConstructor):
             raise ValueError(f"{rec!r} is retired already or has no death version")
         self._retired.add(rec)
         term_table = self._term_table
-        for t in group.terms:
+        for t in self._terms_of(group):
             term_table[t >> _TF_BITS].df -= 1  # type: ignore[union-attr]  # live: not None
         self._n -= 1
         self._total -= int(self._lengths[group.num])
@@ -358,7 +380,10 @@ class BM25Index(metaclass=NoPublicConstructor):
             group.recs = []
             group.dead = 0
             term_table = self._term_table
-            for t in group.terms:
+            terms = self._terms_of(group)
+            if self._pool is not None:
+                self._pool.purged(group.num, self._alive)  # may compact: read first
+            for t in terms:
                 t >>= _TF_BITS
                 term = term_table[t]
                 assert term is not None  # deleted only once its last group is purged
@@ -449,7 +474,7 @@ class BM25Index(metaclass=NoPublicConstructor):
                 n -= delta
                 total -= delta * int(lengths[group.num])
                 if wanted:
-                    for t in group.terms:
+                    for t in self._terms_of(group):
                         t >>= _TF_BITS
                         if t in wanted:
                             dfs[wanted[t]] -= delta
@@ -563,6 +588,8 @@ class BM25Index(metaclass=NoPublicConstructor):
         alive = self._alive[: len(table)].tolist()
         assert alive == [int(group is not None) for group in table], "alive marks out of date"
         assert not self._alive[len(table) :].any()
+        if self._pool is not None:
+            self._pool._check(len(table), self._alive)
         assert len(self._first_seq) == len(self._lengths) == len(self._alive) == len(self._codes)
         size = len(table)
         assert (self._codes[:size] == length_codes(self._lengths[:size])).all(), "codes out of date"
@@ -583,10 +610,12 @@ class BM25Index(metaclass=NoPublicConstructor):
             for tag in entry.tags:
                 terms += tokenize(tag)
             counts = Counter(terms)
-            nums = [t >> _TF_BITS for t in group.terms]
+            packed = self._terms_of(group)
+            nums = [t >> _TF_BITS for t in packed]
             assert [self._term_table[t].key for t in nums] == list(counts), "stale terms"  # type: ignore[union-attr]
-            assert [t & _TF_CAP for t in group.terms] == [min(c, _TF_CAP) for c in counts.values()]
-            assert group.terms.typecode in "iq"
+            assert [t & _TF_CAP for t in packed] == [min(c, _TF_CAP) for c in counts.values()]
+            assert packed.typecode in "iq"
+            assert (group.terms is _NO_TERMS) == (self._pool is not None)
             assert dict(self.document_terms(alive[0])) == counts, "stale term frequencies"
             length = int(self._lengths[group.num])
             assert length == len(terms)

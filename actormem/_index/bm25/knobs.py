@@ -234,3 +234,14 @@ _SINGLE_RECORD = True
 #: per distinct text less for a full collection to walk. The same results; False: left
 #: tracked (the layout before).
 _UNTRACK = True
+
+#: Read when an index is made: every group's packed terms live in one append-only array
+#: of the index (``postings._TermPool``), found by the group's number, not in an
+#: ``array`` object per group (its 64-byte header and its buffer's own allocation, ~70
+#: bytes a distinct text at 1M). Purged groups' terms are dropped by a compaction once a
+#: quarter of the pool is theirs. The same results; False: an array per group (the
+#: layout before, kept for side-by-side measurements and the tests that drive both).
+_TERM_POOL = True
+
+#: A pool is compacted once its purged terms are at least this fraction of it.
+_POOL_DEAD = 0.25

@@ -128,6 +128,101 @@ def _seq(rec: Record) -> int:
     return rec.seq
 
 
+class _TermPool:
+    """Every group's packed terms (``term number << _TF_BITS | min(tf, _TF_CAP)``, as
+    ``_Group.terms``) in one array, by group number (``knobs._TERM_POOL``).
+
+    ``data`` holds the terms of group ``num`` at ``data[starts[num] : starts[num + 1]]``;
+    ``starts`` gets one item per group made (its end), so ``len(starts) == groups + 1``.
+    Both only grow by appends (``data``'s typecode widens from ``'i'`` to ``'q'`` by a
+    new array, as a group's did; ``starts`` from ``'I'`` to ``'q'`` past 2**32 - 1
+    terms), and a reader reads ``data`` and ``starts`` through the pool within one
+    step (never across a yield), so a compaction between two steps, which replaces both,
+    is never seen half-done. A purged group's terms stay until :meth:`compact` drops
+    them (its range then empty): no snapshot reads them (the group table's slot is None).
+
+    Per group 4 bytes of ``starts`` and 4 (or 8) per term, plus the arrays' growth
+    slack, where an ``array`` per group took a 64-byte object and its own buffer."""
+
+    __slots__ = ("data", "dead", "starts")
+
+    def __init__(self) -> None:
+        self.data: array[int] = array("i")
+        self.starts: array[int] = array("I", [0])
+        #: Terms in ``data`` of purged groups (dropped by :meth:`compact`).
+        self.dead = 0
+
+    def append(self, nums: list[int], wide: bool) -> None:
+        """Add the next group's terms (``wide``: int64 needed). O(len(nums)), amortized."""
+        data = self.data
+        if wide and data.typecode == "i":
+            data = self.data = array("q", data)
+        data.extend(nums)
+        end = len(data)
+        if end > 0xFFFFFFFF and self.starts.typecode == "I":
+            self.starts = array("q", self.starts)
+        self.starts.append(end)
+
+    def of(self, num: int) -> array[int]:
+        """Group ``num``'s terms, as a new array. O(T)."""
+        starts = self.starts
+        return self.data[starts[num] : starts[num + 1]]
+
+    def span(self, num: int) -> int:
+        """Group ``num``'s count of terms. O(1)."""
+        starts = self.starts
+        return starts[num + 1] - starts[num]
+
+    def purged(self, num: int, alive: Any) -> None:
+        """Note that group ``num`` was purged (``alive``: the index's 0/1 marks by group
+        number, ``num``'s already 0), compacting once the purged terms reach
+        ``knobs._POOL_DEAD`` of the pool. Amortized O(1) per term."""
+        self.dead += self.span(num)
+        if self.dead and self.dead >= knobs._POOL_DEAD * len(self.data):
+            self.compact(alive)
+
+    def compact(self, alive: Any) -> None:
+        """Drop the purged groups' terms (``alive[num] == 0``): new arrays, each live
+        group's terms in place of order, a purged group's range empty. O(pool)."""
+        groups = len(self.starts) - 1
+        starts = np.frombuffer(self.starts, np.uint32 if self.starts.typecode == "I" else np.int64)
+        sizes: Any = np.diff(starts.astype(np.int64))
+        live = np.asarray(alive[:groups], bool)
+        code = self.data.typecode
+        values = np.frombuffer(self.data, np.int32 if code == "i" else np.int64)
+        kept = values[np.repeat(live, sizes)]
+        ends = np.zeros(groups + 1, np.int64)
+        np.cumsum(np.where(live, sizes, 0), out=ends[1:])
+        del starts, values
+        data = array(code)
+        data.frombytes(kept.tobytes())
+        self.data = data
+        self.starts = array("I" if len(data) <= 0xFFFFFFFF else "q", ends.tolist())
+        self.dead = 0
+
+    @classmethod
+    def from_flat(cls, raw: bytes | memoryview, code: str, ends: list[int]) -> _TermPool:
+        """A pool of the concatenated terms ``raw`` (``code`` items), group ``num``'s
+        ending at ``ends[num + 1]`` (``ends[0] == 0``). O(total)."""
+        pool = cls()
+        pool.data = array(code)
+        pool.data.frombytes(raw)
+        pool.starts = array("I" if ends[-1] <= 0xFFFFFFFF else "q", ends)
+        return pool
+
+    def _check(self, groups: int, live: Any) -> None:
+        """Assert the layout: one end per group, ascending, the dead count."""
+        starts = self.starts.tolist()
+        assert len(starts) == groups + 1
+        assert starts[0] == 0
+        assert starts[-1] == len(self.data)
+        assert all(x <= y for x, y in zip(starts, starts[1:], strict=False))
+        assert self.data.typecode in "iq"
+        assert self.starts.typecode in "Iq"
+        dead = sum(starts[n + 1] - starts[n] for n in range(groups) if not live[n])
+        assert dead == self.dead, "pool's dead count out of date"
+
+
 class _Term:
     """One term's posting list: the numbers of the groups whose document has it
     (ascending: insertion order) and its frequency in each, as ``array('i')``; and its
