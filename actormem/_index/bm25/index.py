@@ -32,6 +32,7 @@ from .postings import (
     _Group,
     _seq,
     _Term,
+    _pool_code,
     _TermPool,
     dense_fill,
     dense_make,
@@ -118,10 +119,22 @@ class BM25Index(metaclass=NoPublicConstructor):
         self._pool: _TermPool | None = _TermPool() if knobs._TERM_POOL else None
 
     def _terms_of(self, group: _Group) -> array[int]:
-        """``group``'s packed terms (``term number << _TF_BITS | min(tf, _TF_CAP)``),
-        from the pool (a new array) or its own. O(T)."""
+        """``group``'s packed terms, ``term number << _TF_BITS | tf``, where a ``tf`` of
+        ``_TF_CAP`` says "look it up in the term's posting list": its own array
+        (``min(tf, _TF_CAP)``), or from the pool, which keeps no frequency, a new array
+        with every ``tf`` ``_TF_CAP``. O(T)."""
         pool = self._pool
-        return group.terms if pool is None else pool.of(group.num)
+        if pool is None:
+            return group.terms
+        code = "i" if len(self._term_table) <= knobs._NARROW else "q"
+        return array(code, [t << _TF_BITS | _TF_CAP for t in pool.of(group.num)])
+
+    def _nums_of(self, group: _Group) -> list[int] | array[int]:
+        """``group``'s term numbers, in first-occurrence order. O(T)."""
+        pool = self._pool
+        if pool is None:
+            return [t >> _TF_BITS for t in group.terms]
+        return pool.of(group.num)
 
     @property
     def scorer(self) -> BM25Scorer:
@@ -248,8 +261,8 @@ class BM25Index(metaclass=NoPublicConstructor):
         pool = self._pool
         if pool is None:
             group.terms = array("q" if wide else "i", nums)
-        else:
-            pool.append(nums, wide)
+        else:  # the term numbers alone: the posting lists have the frequencies
+            pool.append([t >> _TF_BITS for t in nums], _pool_code(len(self._term_table)))
         _untrack(group)
 
     def _dense_refresh(self) -> None:
@@ -308,8 +321,13 @@ class BM25Index(metaclass=NoPublicConstructor):
             group = self._new_group(key, rec)  # counts the record in each term's df
         else:
             term_table = self._term_table
-            for t in self._terms_of(group):
-                term_table[t >> _TF_BITS].df += 1  # type: ignore[union-attr]  # live: not None
+            pool = self._pool
+            if pool is None:
+                for t in group.terms:
+                    term_table[t >> _TF_BITS].df += 1  # type: ignore[union-attr]  # live: not None
+            else:
+                for t in pool.of(group.num):
+                    term_table[t].df += 1  # type: ignore[union-attr]  # live: not None
         recs = group._recs
         if isinstance(recs, list) and not recs:
             # Most texts have one record: kept alone in the slot, where a list of one
@@ -348,8 +366,13 @@ class BM25Index(metaclass=NoPublicConstructor):
             raise ValueError(f"{rec!r} is retired already or has no death version")
         self._retired.add(rec)
         term_table = self._term_table
-        for t in self._terms_of(group):
-            term_table[t >> _TF_BITS].df -= 1  # type: ignore[union-attr]  # live: not None
+        pool = self._pool
+        if pool is None:
+            for t in group.terms:
+                term_table[t >> _TF_BITS].df -= 1  # type: ignore[union-attr]  # live: not None
+        else:
+            for t in pool.of(group.num):
+                term_table[t].df -= 1  # type: ignore[union-attr]  # live: not None
         self._n -= 1
         self._total -= int(self._lengths[group.num])
         self._changes.record(rec.died, group, -1)
@@ -380,11 +403,10 @@ class BM25Index(metaclass=NoPublicConstructor):
             group.recs = []
             group.dead = 0
             term_table = self._term_table
-            terms = self._terms_of(group)
+            nums = self._nums_of(group)
             if self._pool is not None:
                 self._pool.purged(group.num, self._alive)  # may compact: read first
-            for t in terms:
-                t >>= _TF_BITS
+            for t in nums:
                 term = term_table[t]
                 assert term is not None  # deleted only once its last group is purged
                 term.dead += 1
@@ -474,8 +496,7 @@ class BM25Index(metaclass=NoPublicConstructor):
                 n -= delta
                 total -= delta * int(lengths[group.num])
                 if wanted:
-                    for t in self._terms_of(group):
-                        t >>= _TF_BITS
+                    for t in self._nums_of(group):
                         if t in wanted:
                             dfs[wanted[t]] -= delta
             return n, total, dfs
@@ -611,9 +632,11 @@ class BM25Index(metaclass=NoPublicConstructor):
                 terms += tokenize(tag)
             counts = Counter(terms)
             packed = self._terms_of(group)
-            nums = [t >> _TF_BITS for t in packed]
+            nums = list(self._nums_of(group))
+            assert [t >> _TF_BITS for t in packed] == nums
             assert [self._term_table[t].key for t in nums] == list(counts), "stale terms"  # type: ignore[union-attr]
-            assert [t & _TF_CAP for t in packed] == [min(c, _TF_CAP) for c in counts.values()]
+            if self._pool is None:
+                assert [t & _TF_CAP for t in packed] == [min(c, _TF_CAP) for c in counts.values()]
             assert packed.typecode in "iq"
             assert (group.terms is _NO_TERMS) == (self._pool is not None)
             assert dict(self.document_terms(alive[0])) == counts, "stale term frequencies"

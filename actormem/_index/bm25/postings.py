@@ -128,35 +128,55 @@ def _seq(rec: Record) -> int:
     return rec.seq
 
 
+#: A pool's typecodes, narrowest first, with the numpy dtypes of their items and the
+#: largest term number each holds.
+_POOL_CODES = (("H", np.uint16, 0xFFFF), ("I", np.uint32, 0xFFFFFFFF), ("q", np.int64, 1 << 62))
+
+
+def _pool_code(terms: int) -> str:
+    """The narrowest pool typecode for term numbers below ``terms``. O(1)."""
+    return next(code for code, _, top in _POOL_CODES if terms - 1 <= top)
+
+
+def _pool_dtype(code: str) -> Any:
+    return next(dtype for c, dtype, _ in _POOL_CODES if c == code)
+
+
 class _TermPool:
-    """Every group's packed terms (``term number << _TF_BITS | min(tf, _TF_CAP)``, as
-    ``_Group.terms``) in one array, by group number (``knobs._TERM_POOL``).
+    """Every group's term numbers (of its distinct terms, in first-occurrence order, as
+    ``_Group.terms`` but without their frequencies) in one array, by group number
+    (``knobs._TERM_POOL``).
 
-    ``data`` holds the terms of group ``num`` at ``data[starts[num] : starts[num + 1]]``;
-    ``starts`` gets one item per group made (its end), so ``len(starts) == groups + 1``.
-    Both only grow by appends (``data``'s typecode widens from ``'i'`` to ``'q'`` by a
-    new array, as a group's did; ``starts`` from ``'I'`` to ``'q'`` past 2**32 - 1
-    terms), and a reader reads ``data`` and ``starts`` through the pool within one
-    step (never across a yield), so a compaction between two steps, which replaces both,
-    is never seen half-done. A purged group's terms stay until :meth:`compact` drops
-    them (its range then empty): no snapshot reads them (the group table's slot is None).
+    ``data`` holds the term numbers of group ``num`` at ``data[starts[num] :
+    starts[num + 1]]``; ``starts`` gets one item per group made (its end), so
+    ``len(starts) == groups + 1``. ``data`` is uint16 while the vocabulary has at most
+    65,536 terms (``'H'``; then ``'I'``, then ``'q'``, each widening a new array), and
+    ``starts`` uint32 (``'q'`` past 2**32 - 1 items). A term's frequency in a group is
+    its posting list's (a binary search): the pool does not repeat it. Both arrays only
+    grow by appends, and a reader reads them through the pool within one step (never
+    across a yield), so a compaction between two steps, which replaces both, is never
+    seen half-done. A purged group's terms stay until :meth:`compact` drops them (its
+    range then empty): no snapshot reads them (the group table's slot is None).
 
-    Per group 4 bytes of ``starts`` and 4 (or 8) per term, plus the arrays' growth
-    slack, where an ``array`` per group took a 64-byte object and its own buffer."""
+    Per group 4 bytes of ``starts`` and 2 per term (4 past 65,536 terms), plus the
+    arrays' growth slack, where an ``array`` per group took a 64-byte object, its own
+    buffer and 4 bytes a term (the number packed with the frequency)."""
 
     __slots__ = ("data", "dead", "starts")
 
     def __init__(self) -> None:
-        self.data: array[int] = array("i")
+        self.data: array[int] = array("H")
         self.starts: array[int] = array("I", [0])
-        #: Terms in ``data`` of purged groups (dropped by :meth:`compact`).
+        #: Items of ``data`` of purged groups (dropped by :meth:`compact`).
         self.dead = 0
 
-    def append(self, nums: list[int], wide: bool) -> None:
-        """Add the next group's terms (``wide``: int64 needed). O(len(nums)), amortized."""
+    def append(self, nums: list[int], code: str) -> None:
+        """Add the next group's term numbers; ``code`` (``_pool_code`` of the
+        vocabulary's size) widens the pool first if it is wider. O(len(nums)),
+        amortized."""
         data = self.data
-        if wide and data.typecode == "i":
-            data = self.data = array("q", data)
+        if code != data.typecode and code in "Iq" and (code == "q" or data.typecode == "H"):
+            data = self.data = array(code, data)
         data.extend(nums)
         end = len(data)
         if end > 0xFFFFFFFF and self.starts.typecode == "I":
@@ -164,7 +184,7 @@ class _TermPool:
         self.starts.append(end)
 
     def of(self, num: int) -> array[int]:
-        """Group ``num``'s terms, as a new array. O(T)."""
+        """Group ``num``'s term numbers, as a new array. O(T)."""
         starts = self.starts
         return self.data[starts[num] : starts[num + 1]]
 
@@ -185,15 +205,13 @@ class _TermPool:
         """Drop the purged groups' terms (``alive[num] == 0``): new arrays, each live
         group's terms in place of order, a purged group's range empty. O(pool)."""
         groups = len(self.starts) - 1
-        starts = np.frombuffer(self.starts, np.uint32 if self.starts.typecode == "I" else np.int64)
-        sizes: Any = np.diff(starts.astype(np.int64))
+        starts = np.array(self.starts, np.int64)
+        sizes: Any = np.diff(starts)
         live = np.asarray(alive[:groups], bool)
         code = self.data.typecode
-        values = np.frombuffer(self.data, np.int32 if code == "i" else np.int64)
-        kept = values[np.repeat(live, sizes)]
+        kept = np.frombuffer(self.data, _pool_dtype(code))[np.repeat(live, sizes)]
         ends = np.zeros(groups + 1, np.int64)
         np.cumsum(np.where(live, sizes, 0), out=ends[1:])
-        del starts, values
         data = array(code)
         data.frombytes(kept.tobytes())
         self.data = data
@@ -201,12 +219,14 @@ class _TermPool:
         self.dead = 0
 
     @classmethod
-    def from_flat(cls, raw: bytes | memoryview, code: str, ends: list[int]) -> _TermPool:
-        """A pool of the concatenated terms ``raw`` (``code`` items), group ``num``'s
-        ending at ``ends[num + 1]`` (``ends[0] == 0``). O(total)."""
+    def from_flat(cls, nums: Any, terms: int, ends: list[int]) -> _TermPool:
+        """A pool of the concatenated term numbers ``nums`` (an integer numpy array,
+        each below ``terms``), group ``num``'s ending at ``ends[num + 1]`` (``ends[0]
+        == 0``). O(total)."""
         pool = cls()
+        code = _pool_code(terms)
         pool.data = array(code)
-        pool.data.frombytes(raw)
+        pool.data.frombytes(np.asarray(nums).astype(_pool_dtype(code)).tobytes())
         pool.starts = array("I" if ends[-1] <= 0xFFFFFFFF else "q", ends)
         return pool
 
@@ -217,7 +237,7 @@ class _TermPool:
         assert starts[0] == 0
         assert starts[-1] == len(self.data)
         assert all(x <= y for x, y in zip(starts, starts[1:], strict=False))
-        assert self.data.typecode in "iq"
+        assert self.data.typecode in "HIq"
         assert self.starts.typecode in "Iq"
         dead = sum(starts[n + 1] - starts[n] for n in range(groups) if not live[n])
         assert dead == self.dead, "pool's dead count out of date"
