@@ -44,8 +44,8 @@ from .postings import (
     _TF_BITS,
     _TF_CAP,
     _Group,
-    _Term,
     _pool_dtype,
+    _Term,
     _TermPool,
     length_codes,
 )
