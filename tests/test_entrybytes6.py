@@ -279,3 +279,32 @@ def test_the_image_round_trips_between_layouts(dups: bool) -> None:
             with pytest.raises(ImageError):
                 bm25_persist.restore(_new(dst).index, parts, recs[:-1])  # type: ignore[arg-type]
     assert images[0] == images[1]  # the same image from either layout
+
+
+@pytest.mark.parametrize("code", ["I", "q"])
+def test_a_wide_pool_takes_the_shifted_terms(code: str) -> None:
+    """A pool already widened (past 65,536 terms, here set by hand) takes each new
+    group's term numbers by shifts, not the narrow path's byte copy: the same terms,
+    frequencies and top-k as the layout of an array per group."""
+    texts = [f"alpha {i % 7} beta w{i % 3}" + " w2" * (i % 4) for i in range(30)]
+    texts[3] += " w1" * 300
+    states = [_new(True), _new(False)]
+    pool = _index(states[0])._pool
+    assert pool is not None
+    pool.data = array(code)
+    for s in states:
+        for i, text in enumerate(texts):
+            s.store(
+                MemoryEntry(
+                    category=MemoryCategory.FACT,
+                    memory=text,
+                    id=uuid.UUID(int=i + 1),
+                    created_at=BASE,
+                )
+            )
+        s.publish()
+    assert pool.data.typecode == code
+    assert _structures(states[0]) == _structures(states[1])
+    for query in ("alpha beta", "w1 w2", "3 w0"):
+        got = [[(x, r.seq) for x, r in s.index.top_k(s.view(), query, 5, None)] for s in states]
+        assert got[0] == got[1]

@@ -8,6 +8,7 @@ the statistics of their snapshot here and run the top-k in
 
 from __future__ import annotations
 
+import sys
 from array import array
 from bisect import bisect_left, bisect_right, insort
 from collections import Counter
@@ -45,6 +46,11 @@ if TYPE_CHECKING:
     from .scorer import BM25Scorer
 
 __all__ = ["BM25Index"]
+
+
+#: The machine's byte order is little-endian (``BM25Index._set_terms`` reads the bytes
+#: of the packed terms).
+_LITTLE = sys.byteorder == "little"
 
 
 def _untrack(group: _Group) -> None:
@@ -262,7 +268,20 @@ class BM25Index(metaclass=NoPublicConstructor):
         if pool is None:
             group.terms = array("q" if wide else "i", nums)
         else:  # the term numbers alone: the posting lists have the frequencies
-            pool.append([t >> _TF_BITS for t in nums], _pool_code(len(self._term_table)))
+            data = pool.data
+            if len(self._term_table) > 0x10000 and data.typecode == "H" or wide:
+                data = pool.widen(_pool_code(len(self._term_table)))
+            if data.typecode == "H" and _LITTLE:
+                # Each packed term (below 2**24 here) as 4 bytes; its number is bytes
+                # 1-2 (little-endian): a quarter of the time of a shift per term.
+                raw = array("I", nums).tobytes()
+                out = bytearray(len(raw) >> 1)
+                out[0::2] = raw[1::4]
+                out[1::2] = raw[2::4]
+                data.frombytes(out)
+            else:
+                data.extend([t >> _TF_BITS for t in nums])
+            pool.ended(len(data))
         _untrack(group)
 
     def _dense_refresh(self) -> None:

@@ -174,11 +174,21 @@ class _TermPool:
         """Add the next group's term numbers; ``code`` (``_pool_code`` of the
         vocabulary's size) widens the pool first if it is wider. O(len(nums)),
         amortized."""
+        data = self.widen(code)
+        data.extend(nums)
+        self.ended(len(data))
+
+    def widen(self, code: str) -> array[int]:
+        """``data`` in ``code`` if that is wider (a new array), else as it is. O(pool)
+        when it widens."""
         data = self.data
         if code != data.typecode and code in "Iq" and (code == "q" or data.typecode == "H"):
             data = self.data = array(code, data)
-        data.extend(nums)
-        end = len(data)
+        return data
+
+    def ended(self, end: int) -> None:
+        """The next group's terms end at ``end`` (appended to ``data`` before). O(1)
+        amortized."""
         if end > 0xFFFFFFFF and self.starts.typecode == "I":
             self.starts = array("q", self.starts)
         self.starts.append(end)
