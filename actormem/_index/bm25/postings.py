@@ -86,7 +86,10 @@ class _Group:
     so the index tokenizes a text once and posting lists hold groups, not records: agent
     memories repeat texts (the same tool call, the same fact). ``num`` is the group's
     number (its slot in the index's group table and length array; numbers grow with
-    creation, so every posting list is sorted by it). ``terms`` are the numbers of the
+    creation, so every posting list is sorted by it). With the index's term pool
+    (``knobs._TERM_POOL``, the default) ``terms`` is the shared empty ``_NO_TERMS`` and
+    the group's term numbers are the pool's (``BM25Index._terms_of``); else ``terms``
+    are the numbers of the
     ``_Term`` of each distinct term of the document, in first-occurrence order, each
     packed with its frequency (``num << _TF_BITS | min(tf, _TF_CAP)``; the posting list
     has the exact one). ``recs`` is sorted by ``seq``; purged records leave it
