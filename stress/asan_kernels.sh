@@ -26,6 +26,7 @@
 # tests/test_review22c_loadc.py,
 # tests/test_review22b_scan.py,
 # tests/test_entrybytes5.py,
+# tests/test_entrybytes6.py,
 # tests/test_mainjob22_cut.py,
 # tests/test_tidy23_scan.py,
 # tests/test_review23a_grouptable.py,
@@ -110,6 +111,7 @@ PYTHONMALLOC=malloc LD_PRELOAD="$runtime" ASAN_OPTIONS=detect_leaks=0:abort_on_e
     tests/test_review22c_loadc.py \
     tests/test_review22b_scan.py \
     tests/test_entrybytes5.py \
+    tests/test_entrybytes6.py \
     tests/test_mainjob22_cut.py \
     tests/test_tidy23_scan.py \
     tests/test_review23a_grouptable.py \

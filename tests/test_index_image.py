@@ -154,7 +154,8 @@ def test_bm25_wide_term_numbers(monkeypatch: pytest.MonkeyPatch, seed: int) -> N
     parts = _image(state)
     assert json.loads(parts["header"])["arrays"]["group_terms"][0] == "<i8"
     restored = _loaded(BM25Scorer, rows, parts)
-    assert all(g.terms.typecode == "q" for g in restored.index._table if g is not None)  # type: ignore[attr-defined]
+    index = restored.index
+    assert all(index._terms_of(g).typecode == "q" for g in index._table if g is not None)  # type: ignore[attr-defined]
     _assert_same(restored, _loaded(BM25Scorer, rows, None))
 
 

@@ -8,6 +8,7 @@ the statistics of their snapshot here and run the top-k in
 
 from __future__ import annotations
 
+import sys
 from array import array
 from bisect import bisect_left, bisect_right, insort
 from collections import Counter
@@ -25,12 +26,15 @@ from .changelog import ChangeLog
 from .postings import (
     _EXACT_CODES,
     _NO_SEQ,
+    _NO_TERMS,
     _TF_BITS,
     _TF_CAP,
     _doc_key,
     _Group,
+    _pool_code,
     _seq,
     _Term,
+    _TermPool,
     dense_fill,
     dense_make,
     length_code,
@@ -44,14 +48,21 @@ if TYPE_CHECKING:
 __all__ = ["BM25Index"]
 
 
+#: The machine's byte order is little-endian (``BM25Index._set_terms`` reads the bytes
+#: of the packed terms).
+_LITTLE = sys.byteorder == "little"
+
+
 def _untrack(group: _Group) -> None:
-    """Take ``group`` and its term array out of the cyclic collector's lists
-    (``knobs._UNTRACK``, with the compiled kernels): neither is ever part of a reference
-    cycle (a group holds its records, an int array and ints; nothing it reaches refers
-    to a group), so a full collection need not walk two objects per text. O(1)."""
+    """Take ``group`` and its term array (if it has one of its own) out of the cyclic
+    collector's lists (``knobs._UNTRACK``, with the compiled kernels): neither is ever
+    part of a reference cycle (a group holds its records, an int array and ints; nothing
+    it reaches refers to a group), so a full collection need not walk two objects per
+    text. O(1)."""
     if knobs._UNTRACK and kernels.gc_untrack is not None:
         kernels.gc_untrack([group], _Group)
-        kernels.gc_untrack([group.terms], array)
+        if group.terms is not _NO_TERMS:
+            kernels.gc_untrack([group.terms], array)
 
 
 class BM25Index(metaclass=NoPublicConstructor):
@@ -109,6 +120,27 @@ class BM25Index(metaclass=NoPublicConstructor):
         self._total = 0
         #: The changes older snapshots undo for their statistics.
         self._changes = ChangeLog()
+        #: Every group's packed terms by group number (``knobs._TERM_POOL``), or None:
+        #: each ``_Group.terms`` is its own array (the layout before).
+        self._pool: _TermPool | None = _TermPool() if knobs._TERM_POOL else None
+
+    def _terms_of(self, group: _Group) -> array[int]:
+        """``group``'s packed terms, ``term number << _TF_BITS | tf``, where a ``tf`` of
+        ``_TF_CAP`` says "look it up in the term's posting list": its own array
+        (``min(tf, _TF_CAP)``), or from the pool, which keeps no frequency, a new array
+        with every ``tf`` ``_TF_CAP``. O(T)."""
+        pool = self._pool
+        if pool is None:
+            return group.terms
+        code = "i" if len(self._term_table) <= knobs._NARROW else "q"
+        return array(code, [t << _TF_BITS | _TF_CAP for t in pool.of(group.num)])
+
+    def _nums_of(self, group: _Group) -> list[int] | array[int]:
+        """``group``'s term numbers, in first-occurrence order. O(T)."""
+        pool = self._pool
+        if pool is None:
+            return [t >> _TF_BITS for t in group.terms]
+        return pool.of(group.num)
 
     @property
     def scorer(self) -> BM25Scorer:
@@ -124,7 +156,7 @@ class BM25Index(metaclass=NoPublicConstructor):
         group = self._group_or_raise(rec)
         num = group.num
         out = {}
-        for t in group.terms:
+        for t in self._terms_of(group):
             obj = self._term_table[t >> _TF_BITS]
             assert obj is not None  # the group's records keep its terms
             tf = t & _TF_CAP
@@ -205,8 +237,7 @@ class BM25Index(metaclass=NoPublicConstructor):
             if type(terms) is not list:
                 terms = list(terms)
             nums = kernels.bm25_add_terms(terms, self._terms, term_table, num, _Term)
-            group.terms = array("i" if len(term_table) <= knobs._NARROW else "q", nums)
-            _untrack(group)
+            self._set_terms(group, nums)
             if num >= self._dense_next:
                 self._dense_refresh()
             return group
@@ -223,12 +254,35 @@ class BM25Index(metaclass=NoPublicConstructor):
             obj.tfs.append(tf)
             obj.df += 1  # the record being added
             nums.append(obj.num << _TF_BITS | min(tf, _TF_CAP))
-        # Exactly sized; int64 only once term numbers no longer fit in int32 with a tf.
-        group.terms = array("i" if len(term_table) <= knobs._NARROW else "q", nums)
-        _untrack(group)
+        self._set_terms(group, nums)
         if num >= self._dense_next:
             self._dense_refresh()
         return group
+
+    def _set_terms(self, group: _Group, nums: list[int]) -> None:
+        """Keep the new ``group``'s packed terms ``nums`` (in the pool, or as its own
+        array, exactly sized) and take it out of the collector's lists. O(T)."""
+        # int64 only once term numbers no longer fit in int32 with a tf.
+        wide = len(self._term_table) > knobs._NARROW
+        pool = self._pool
+        if pool is None:
+            group.terms = array("q" if wide else "i", nums)
+        else:  # the term numbers alone: the posting lists have the frequencies
+            data = pool.data
+            if len(self._term_table) > 0x10000 and data.typecode == "H" or wide:
+                data = pool.widen(_pool_code(len(self._term_table)))
+            if data.typecode == "H" and _LITTLE:
+                # Each packed term (below 2**24 here) as 4 bytes; its number is bytes
+                # 1-2 (little-endian): a quarter of the time of a shift per term.
+                raw = array("I", nums).tobytes()
+                out = bytearray(len(raw) >> 1)
+                out[0::2] = raw[1::4]
+                out[1::2] = raw[2::4]
+                data.frombytes(out)
+            else:
+                data.extend([t >> _TF_BITS for t in nums])
+            pool.ended(len(data))
+        _untrack(group)
 
     def _dense_refresh(self) -> None:
         """Bring the long lists' dense frequency arrays (``_Term.dense``) up to every
@@ -286,8 +340,13 @@ class BM25Index(metaclass=NoPublicConstructor):
             group = self._new_group(key, rec)  # counts the record in each term's df
         else:
             term_table = self._term_table
-            for t in group.terms:
-                term_table[t >> _TF_BITS].df += 1  # type: ignore[union-attr]  # live: not None
+            pool = self._pool
+            if pool is None:
+                for t in group.terms:
+                    term_table[t >> _TF_BITS].df += 1  # type: ignore[union-attr]  # live: not None
+            else:
+                for t in pool.of(group.num):
+                    term_table[t].df += 1  # type: ignore[union-attr]  # live: not None
         recs = group._recs
         if isinstance(recs, list) and not recs:
             # Most texts have one record: kept alone in the slot, where a list of one
@@ -326,8 +385,13 @@ class BM25Index(metaclass=NoPublicConstructor):
             raise ValueError(f"{rec!r} is retired already or has no death version")
         self._retired.add(rec)
         term_table = self._term_table
-        for t in group.terms:
-            term_table[t >> _TF_BITS].df -= 1  # type: ignore[union-attr]  # live: not None
+        pool = self._pool
+        if pool is None:
+            for t in group.terms:
+                term_table[t >> _TF_BITS].df -= 1  # type: ignore[union-attr]  # live: not None
+        else:
+            for t in pool.of(group.num):
+                term_table[t].df -= 1  # type: ignore[union-attr]  # live: not None
         self._n -= 1
         self._total -= int(self._lengths[group.num])
         self._changes.record(rec.died, group, -1)
@@ -358,8 +422,10 @@ class BM25Index(metaclass=NoPublicConstructor):
             group.recs = []
             group.dead = 0
             term_table = self._term_table
-            for t in group.terms:
-                t >>= _TF_BITS
+            nums = self._nums_of(group)
+            if self._pool is not None:
+                self._pool.purged(group.num, self._alive)  # may compact: read first
+            for t in nums:
                 term = term_table[t]
                 assert term is not None  # deleted only once its last group is purged
                 term.dead += 1
@@ -449,8 +515,7 @@ class BM25Index(metaclass=NoPublicConstructor):
                 n -= delta
                 total -= delta * int(lengths[group.num])
                 if wanted:
-                    for t in group.terms:
-                        t >>= _TF_BITS
+                    for t in self._nums_of(group):
                         if t in wanted:
                             dfs[wanted[t]] -= delta
             return n, total, dfs
@@ -563,6 +628,8 @@ class BM25Index(metaclass=NoPublicConstructor):
         alive = self._alive[: len(table)].tolist()
         assert alive == [int(group is not None) for group in table], "alive marks out of date"
         assert not self._alive[len(table) :].any()
+        if self._pool is not None:
+            self._pool._check(len(table), self._alive)
         assert len(self._first_seq) == len(self._lengths) == len(self._alive) == len(self._codes)
         size = len(table)
         assert (self._codes[:size] == length_codes(self._lengths[:size])).all(), "codes out of date"
@@ -583,10 +650,14 @@ class BM25Index(metaclass=NoPublicConstructor):
             for tag in entry.tags:
                 terms += tokenize(tag)
             counts = Counter(terms)
-            nums = [t >> _TF_BITS for t in group.terms]
+            packed = self._terms_of(group)
+            nums = list(self._nums_of(group))
+            assert [t >> _TF_BITS for t in packed] == nums
             assert [self._term_table[t].key for t in nums] == list(counts), "stale terms"  # type: ignore[union-attr]
-            assert [t & _TF_CAP for t in group.terms] == [min(c, _TF_CAP) for c in counts.values()]
-            assert group.terms.typecode in "iq"
+            if self._pool is None:
+                assert [t & _TF_CAP for t in packed] == [min(c, _TF_CAP) for c in counts.values()]
+            assert packed.typecode in "iq"
+            assert (group.terms is _NO_TERMS) == (self._pool is not None)
             assert dict(self.document_terms(alive[0])) == counts, "stale term frequencies"
             length = int(self._lengths[group.num])
             assert length == len(terms)

@@ -39,7 +39,16 @@ from ..tokenize import _WORD, Tokenizer
 from . import knobs
 from .changelog import ChangeLog
 from .index import BM25Index, _untrack
-from .postings import _NO_SEQ, _TF_BITS, _TF_CAP, _Group, _Term, length_codes
+from .postings import (
+    _NO_SEQ,
+    _TF_BITS,
+    _TF_CAP,
+    _Group,
+    _pool_dtype,
+    _Term,
+    _TermPool,
+    length_codes,
+)
 from .postings import _doc_key as _key
 
 __all__ = ["dump", "handles", "restore"]
@@ -123,9 +132,20 @@ def dump(index: BM25Index, records: list[Record]) -> dict[str, bytes]:
     size = len(canon)
     old_groups = [index._groups[k] for k in canon]
     old_of_new = np.fromiter((g.num for g in old_groups), np.int64, size)
-    packed = _flat([g.terms for g in old_groups])
     g_ends = np.zeros(size + 1, np.int64)
-    np.cumsum(np.fromiter((len(g.terms) for g in old_groups), np.int64, size), out=g_ends[1:])
+    pool = index._pool
+    if pool is None:
+        packed = _flat([g.terms for g in old_groups])
+        np.cumsum(np.fromiter((len(g.terms) for g in old_groups), np.int64, size), out=g_ends[1:])
+    else:  # the groups' ranges of the pool, gathered in one index (copies: no export kept)
+        starts = np.array(pool.starts, np.int64)
+        lo = starts[old_of_new]
+        sizes = starts[old_of_new + 1] - lo
+        np.cumsum(sizes, out=g_ends[1:])
+        at = np.repeat(lo - g_ends[:-1], sizes) + np.arange(g_ends[-1], dtype=np.int64)
+        nums = np.frombuffer(pool.data, _pool_dtype(pool.data.typecode))[at].astype(np.int64)
+        packed = nums << _TF_BITS  # frequencies from the posting lists, below
+        del starts, lo, sizes, at, nums
     old_terms = packed >> _TF_BITS
     # Number the terms by first appearance, group by group, as add() would.
     uniq, first = np.unique(old_terms, return_index=True)
@@ -157,6 +177,15 @@ def dump(index: BM25Index, records: list[Record]) -> dict[str, bytes]:
         groups, tfs, tok = groups[perm], tfs[perm], tok[perm]
     p_ends = np.zeros(len(terms) + 1, np.int64)
     np.cumsum(np.bincount(tok, minlength=len(terms)), out=p_ends[1:])
+    if pool is not None:  # each (group, term)'s frequency, found among the postings
+        width = max(len(terms), 1)
+        key = groups.astype(np.int64) * width + tok
+        by_key = np.argsort(key, kind="stable")
+        owner = np.repeat(np.arange(size, dtype=np.int64), np.diff(g_ends))
+        want = owner * width + (new_packed >> _TF_BITS).astype(np.int64)
+        found = by_key[np.searchsorted(key[by_key], want)]
+        new_packed |= np.minimum(tfs[found], _TF_CAP).astype(new_packed.dtype)
+        del key, by_key, owner, want, found
     blob, t_ends = persist.encode_strings([t.key for t in terms])
     narrow = len(terms) <= knobs._NARROW  # then a packed term fits in int32
     arrays: dict[str, np.ndarray[Any, Any] | bytes] = {
@@ -240,7 +269,13 @@ def restore(index: BM25Index, parts: Mapping[str, bytes], records: list[Record])
     while cap < size:
         cap *= 2
     first = np.full(cap, _NO_SEQ, np.int64)
-    for num in range(len(canon)):
+    if index._pool is not None:  # one array of every group's term numbers
+        index._pool = _TermPool.from_flat(packed >> _TF_BITS, count, g_ends.tolist())
+        for num in range(len(canon)):
+            group = _Group(num)
+            _untrack(group)
+            table.append(group)
+    for num in range(len(table), len(canon)):
         group = _Group(num)
         terms = array(code)
         terms.frombytes(raw_terms[bounds[num] : bounds[num + 1]])

@@ -86,7 +86,10 @@ class _Group:
     so the index tokenizes a text once and posting lists hold groups, not records: agent
     memories repeat texts (the same tool call, the same fact). ``num`` is the group's
     number (its slot in the index's group table and length array; numbers grow with
-    creation, so every posting list is sorted by it). ``terms`` are the numbers of the
+    creation, so every posting list is sorted by it). With the index's term pool
+    (``knobs._TERM_POOL``, the default) ``terms`` is the shared empty ``_NO_TERMS`` and
+    the group's term numbers are the pool's (``BM25Index._terms_of``); else ``terms``
+    are the numbers of the
     ``_Term`` of each distinct term of the document, in first-occurrence order, each
     packed with its frequency (``num << _TF_BITS | min(tf, _TF_CAP)``; the posting list
     has the exact one). ``recs`` is sorted by ``seq``; purged records leave it
@@ -126,6 +129,131 @@ class _Group:
 
 def _seq(rec: Record) -> int:
     return rec.seq
+
+
+#: A pool's typecodes, narrowest first, with the numpy dtypes of their items and the
+#: largest term number each holds.
+_POOL_CODES = (("H", np.uint16, 0xFFFF), ("I", np.uint32, 0xFFFFFFFF), ("q", np.int64, 1 << 62))
+
+
+def _pool_code(terms: int) -> str:
+    """The narrowest pool typecode for term numbers below ``terms``. O(1)."""
+    return next(code for code, _, top in _POOL_CODES if terms - 1 <= top)
+
+
+def _pool_dtype(code: str) -> Any:
+    return next(dtype for c, dtype, _ in _POOL_CODES if c == code)
+
+
+class _TermPool:
+    """Every group's term numbers (of its distinct terms, in first-occurrence order, as
+    ``_Group.terms`` but without their frequencies) in one array, by group number
+    (``knobs._TERM_POOL``).
+
+    ``data`` holds the term numbers of group ``num`` at ``data[starts[num] :
+    starts[num + 1]]``; ``starts`` gets one item per group made (its end), so
+    ``len(starts) == groups + 1``. ``data`` is uint16 while the vocabulary has at most
+    65,536 terms (``'H'``; then ``'I'``, then ``'q'``, each widening a new array), and
+    ``starts`` uint32 (``'q'`` past 2**32 - 1 items). A term's frequency in a group is
+    its posting list's (a binary search): the pool does not repeat it. Both arrays only
+    grow by appends, and a reader reads them through the pool within one step (never
+    across a yield), so a compaction between two steps, which replaces both, is never
+    seen half-done. A purged group's terms stay until :meth:`compact` drops them (its
+    range then empty): no snapshot reads them (the group table's slot is None).
+
+    Per group 4 bytes of ``starts`` and 2 per term (4 past 65,536 terms), plus the
+    arrays' growth slack, where an ``array`` per group took a 64-byte object, its own
+    buffer and 4 bytes a term (the number packed with the frequency)."""
+
+    __slots__ = ("data", "dead", "starts")
+
+    def __init__(self) -> None:
+        self.data: array[int] = array("H")
+        self.starts: array[int] = array("I", [0])
+        #: Items of ``data`` of purged groups (dropped by :meth:`compact`).
+        self.dead = 0
+
+    def append(self, nums: list[int], code: str) -> None:
+        """Add the next group's term numbers; ``code`` (``_pool_code`` of the
+        vocabulary's size) widens the pool first if it is wider. O(len(nums)),
+        amortized."""
+        data = self.widen(code)
+        data.extend(nums)
+        self.ended(len(data))
+
+    def widen(self, code: str) -> array[int]:
+        """``data`` in ``code`` if that is wider (a new array), else as it is. O(pool)
+        when it widens."""
+        data = self.data
+        if code != data.typecode and code in "Iq" and (code == "q" or data.typecode == "H"):
+            data = self.data = array(code, data)
+        return data
+
+    def ended(self, end: int) -> None:
+        """The next group's terms end at ``end`` (appended to ``data`` before). O(1)
+        amortized."""
+        if end > 0xFFFFFFFF and self.starts.typecode == "I":
+            self.starts = array("q", self.starts)
+        self.starts.append(end)
+
+    def of(self, num: int) -> array[int]:
+        """Group ``num``'s term numbers, as a new array. O(T)."""
+        starts = self.starts
+        return self.data[starts[num] : starts[num + 1]]
+
+    def span(self, num: int) -> int:
+        """Group ``num``'s count of terms. O(1)."""
+        starts = self.starts
+        return starts[num + 1] - starts[num]
+
+    def purged(self, num: int, alive: Any) -> None:
+        """Note that group ``num`` was purged (``alive``: the index's 0/1 marks by group
+        number, ``num``'s already 0), compacting once the purged terms reach
+        ``knobs._POOL_DEAD`` of the pool. Amortized O(1) per term."""
+        self.dead += self.span(num)
+        if self.dead and self.dead >= knobs._POOL_DEAD * len(self.data):
+            self.compact(alive)
+
+    def compact(self, alive: Any) -> None:
+        """Drop the purged groups' terms (``alive[num] == 0``): new arrays, each live
+        group's terms in place of order, a purged group's range empty. O(pool)."""
+        groups = len(self.starts) - 1
+        starts = np.array(self.starts, np.int64)
+        sizes: Any = np.diff(starts)
+        live = np.asarray(alive[:groups], bool)
+        code = self.data.typecode
+        kept = np.frombuffer(self.data, _pool_dtype(code))[np.repeat(live, sizes)]
+        ends = np.zeros(groups + 1, np.int64)
+        np.cumsum(np.where(live, sizes, 0), out=ends[1:])
+        data = array(code)
+        data.frombytes(kept.tobytes())
+        self.data = data
+        self.starts = array("I" if len(data) <= 0xFFFFFFFF else "q", ends.tolist())
+        self.dead = 0
+
+    @classmethod
+    def from_flat(cls, nums: Any, terms: int, ends: list[int]) -> _TermPool:
+        """A pool of the concatenated term numbers ``nums`` (an integer numpy array,
+        each below ``terms``), group ``num``'s ending at ``ends[num + 1]`` (``ends[0]
+        == 0``). O(total)."""
+        pool = cls()
+        code = _pool_code(terms)
+        pool.data = array(code)
+        pool.data.frombytes(np.asarray(nums).astype(_pool_dtype(code)).tobytes())
+        pool.starts = array("I" if ends[-1] <= 0xFFFFFFFF else "q", ends)
+        return pool
+
+    def _check(self, groups: int, live: Any) -> None:
+        """Assert the layout: one end per group, ascending, the dead count."""
+        starts = self.starts.tolist()
+        assert len(starts) == groups + 1
+        assert starts[0] == 0
+        assert starts[-1] == len(self.data)
+        assert all(x <= y for x, y in zip(starts, starts[1:], strict=False))
+        assert self.data.typecode in "HIq"
+        assert self.starts.typecode in "Iq"
+        dead = sum(starts[n + 1] - starts[n] for n in range(groups) if not live[n])
+        assert dead == self.dead, "pool's dead count out of date"
 
 
 class _Term:

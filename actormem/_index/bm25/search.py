@@ -16,7 +16,7 @@ import heapq
 import math
 from array import array
 from bisect import bisect_left
-from collections.abc import Generator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +59,7 @@ class _Exact:
         "position",
         "query",
         "table",
+        "terms_of",
         "version",
         "weighted",
     )
@@ -76,8 +77,12 @@ class _Exact:
         query: list[_Post],
         position: dict[int, int],
         compiled: bool,
+        terms_of: Callable[[_Group], array[int]],
     ) -> None:
         self.compiled = compiled
+        #: A group's packed terms (``BM25Index._terms_of``: the index's pool is read
+        #: when called, so a compaction between two steps is never seen).
+        self.terms_of = terms_of
         self.k1, self.b = scorer.k1, scorer.b
         self.version = view.version
         self.accept = accept
@@ -120,14 +125,16 @@ class _Exact:
                 k1, b = self.k1, self.b
                 norm = k1 * (1.0 - b + b * int(self.lengths[num]) / self.avgdl)
                 if self.compiled:  # the same operations in C (kernels.py)
-                    score = kernels.bm25_exact(group.terms, self.position, self.query, num, norm)
+                    score = kernels.bm25_exact(
+                        self.terms_of(group), self.position, self.query, num, norm
+                    )
                     exact[num] = score
                     return score
                 # The group's own terms and frequencies (no binary search unless a
                 # frequency is too high to pack), summed in the query's order.
                 get_position = self.position.get
                 hits = []
-                for t in group.terms:
+                for t in self.terms_of(group):
                     pos = get_position(t >> _TF_BITS)
                     if pos is not None:
                         hits.append((pos, t & _TF_CAP))
@@ -430,6 +437,7 @@ class MaxScoreSearch:
             query=query,
             position=position,
             compiled=compiled,
+            terms_of=index._terms_of,
         )
         if core:
             bounds = [bound for bound, *_ in order]  # in the query's order still
