@@ -205,6 +205,42 @@ async def test_the_pending_limit_writes_them_with_the_next_commit(
     assert counts() == [1, 2, 0, 1, 1, 0]  # the close writes what was held back
 
 
+async def test_both_bounds_are_read_when_the_memory_opens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Branch tidy24b: ``ACCESS_PENDING`` and ``ACCESS_DELAY`` are read once, as
+    ``_DEFER_ACCESS`` is, when a memory opens; a change after that applies to memories
+    opened after it (the pending limit was read at every commit before)."""
+    monkeypatch.setattr(sqlite_store, "_DEFER_ACCESS", True)
+    monkeypatch.setattr(sqlite_store, "ACCESS_PENDING", 3)
+    monkeypatch.setattr(sqlite_store, "ACCESS_DELAY", 1e6)
+    async with open_memory(path=tmp_path / "m.db") as memory:
+        for i in range(5):
+            await memory.store(_fact(i))
+        store = memory._storage
+        assert store is not None
+        monkeypatch.setattr(sqlite_store, "ACCESS_PENDING", 1)
+        monkeypatch.setattr(sqlite_store, "ACCESS_DELAY", 0.01)
+        for name in NAMES[:2]:
+            await memory.retrieve(name, 1)
+            await memory.sweep_expired()
+        await memory.store(_fact(5))
+        await trio.sleep(0.1)  # the delay of the open (1e6 s) holds them still
+        assert store.pending_accesses == 2
+        await memory.retrieve(NAMES[2], 1)  # the third: the open's limit
+        await memory.sweep_expired()
+        assert store.pending_accesses == 0
+    async with open_memory(path=tmp_path / "m.db") as memory:  # the new values
+        store = memory._storage
+        assert store is not None
+        await memory.retrieve(NAMES[3], 1)
+        await memory.sweep_expired()  # a limit of 1: written at once
+        assert store.pending_accesses == 0
+    for bad in (-1, 1.5, True, None):
+        with pytest.raises(ValueError, match="defer_accesses"):
+            store.defer_accesses(bad)  # type: ignore[arg-type]
+
+
 def _kill_trial(path: str, seed: int) -> tuple[int, int, list[int]]:
     """SIGKILL a child that stores and retrieves, with access updates held back and
     written every 8 pending entries or 20 ms, three times; every acknowledged store must
