@@ -5740,7 +5740,7 @@ load_ahead(PyObject *rows, Py_ssize_t j, const uint64_t *fold_at, const IdTableO
         return;
     }
     if (idt->cap) {
-        Py_ssize_t home = it_home(it_tag(hid), idt->cap);
+        Py_ssize_t home = oa_home(it_tag(hid), idt->cap);
         LOAD_PREFETCH(&idt->tags[home]);
         LOAD_PREFETCH(&idt->vals[home]);
     }
@@ -5776,7 +5776,7 @@ load_ahead(PyObject *rows, Py_ssize_t j, const uint64_t *fold_at, const IdTableO
     slot->dkey = (uint32_t)(h & 0x3FFFFFFF);
     slot->has_dkey = 1;
     if (table->cap) {
-        Py_ssize_t home = dt_home(slot->dkey, table->cap);
+        Py_ssize_t home = oa_home(slot->dkey, table->cap);
         LOAD_PREFETCH(&table->keys[home]);
         LOAD_PREFETCH(&table->vals[home]);
     }
