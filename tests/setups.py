@@ -190,8 +190,6 @@ def seeded_queries_agree(
     filter on ``state``, each run twice with ``module``'s knobs ``names`` set to
     ``values(on)`` for on True and False (read per query): the same (score, seq) lists.
     The knobs are restored after."""
-    from actormem._index.scoring import drain
-
     saved = [getattr(module, k) for k in names]
     try:
         view = state.view()
@@ -201,13 +199,32 @@ def seeded_queries_agree(
             limit = rng.choice([1, 2, 3, 5, 10, 50, 1000])
             min_matched = rng.choice([0, 0, 0, 1, 2, 4])
             accept = (lambda rec: rec.seq % 3 != 1) if q % 4 == 0 else None
-            got = {}
-            for on in (True, False):
-                for k, v in zip(names, values(on), strict=True):
-                    setattr(module, k, v)
-                steps = state.index.top_k_steps(view, query, limit, accept, min_matched=min_matched)
-                got[on] = [(score, rec.seq) for score, rec in drain(steps)]
-            assert got[True] == got[False], (query, limit, min_matched)
+            query_agrees(state, view, query, limit, accept, min_matched, module, names, values)
     finally:
         for k, v in zip(names, saved, strict=True):
             setattr(module, k, v)
+
+
+def query_agrees(
+    state: MemoryState,
+    view: Any,
+    query: str,
+    limit: int,
+    accept: Any,
+    min_matched: int,
+    module: Any,
+    names: tuple[str, ...],
+    values: Any,
+) -> None:
+    """One query's steps on ``view`` drained with ``module``'s knobs ``names`` set to
+    ``values(on)``, on True then False: the same (score, seq) lists. Leaves the knobs
+    set (the caller restores them)."""
+    from actormem._index.scoring import drain
+
+    got = {}
+    for on in (True, False):
+        for k, v in zip(names, values(on), strict=True):
+            setattr(module, k, v)
+        steps = state.index.top_k_steps(view, query, limit, accept, min_matched=min_matched)
+        got[on] = [(score, rec.seq) for score, rec in drain(steps)]
+    assert got[True] == got[False], (query, limit, min_matched)
