@@ -41,6 +41,7 @@ setup(
             extra_compile_args=["-O3"],
             depends=[
                 *COMMON,
+                "actormem/_index/_oatable.h",
                 "actormem/_index/_duptable.h",
                 "actormem/_index/_idtable.h",
                 "actormem/_index/_grouptable.h",

@@ -7,8 +7,10 @@ row reader leaves them) and times, ``--repeats`` times in turn, with ``time.thre
 * ``distinct``: ``persist._digest_nogil(texts, (), True)()``, what ``LateDigest``'s
   thread runs for the word-overlap restore's early digest (the core's path);
 * ``all``: ``persist._digest_nogil(texts, ())()``, every text (``text_digest``'s);
-* ``hashlib``: ``_DIGEST_NOGIL`` off, ``text_digest(list(dict.fromkeys(texts)))``: the
-  hashlib-only path (the distinct texts found and fed with the GIL, then hashed).
+* ``hashlib``: the core's encoder off (``persist._encoder``; ``_DIGEST_NOGIL`` in a
+  checkout before branch tidy24b), ``text_digest(list(dict.fromkeys(texts)))``: the
+  path of a build without the core (the distinct texts found, joined and encoded with
+  the GIL, then hashed).
 
 ``--root CHECKOUT`` imports that checkout's ``actormem`` (so two checkouts are compared
 by running this file from each). Prints one JSON line per repeat with the load average.
@@ -38,6 +40,21 @@ def _timed(fn: Any) -> tuple[float, float, Any]:
     return time.thread_time() - c0, time.perf_counter() - w0, out
 
 
+def _no_encoder() -> bool:
+    return False
+
+
+def _join_path(persist: Any, on: bool) -> None:
+    """The digest's bytes by ``str.join`` and ``encode`` (``on``) or by the core."""
+    if hasattr(persist, "_DIGEST_NOGIL"):  # a checkout before branch tidy24b
+        persist._DIGEST_NOGIL = not on
+    else:
+        persist._encoder = _no_encoder if on else _ENCODER[0]
+
+
+_ENCODER: list[Any] = []
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--file", required=True)
@@ -49,6 +66,7 @@ def main(argv: list[str] | None = None) -> None:
     sys.path.insert(0, args.root)
     from actormem._index import persist
 
+    _ENCODER.append(getattr(persist, "_encoder", None))
     conn = sqlite3.connect(f"file:{args.file}?mode=ro", uri=True)
     try:
         rows = conn.execute("SELECT memory FROM entries ORDER BY seq LIMIT ?", (args.limit,))
@@ -63,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
         elif args.only == "all":
             print(persist._digest_nogil(texts, ())())
         elif args.only == "hashlib":
-            persist._DIGEST_NOGIL = False
+            _join_path(persist, True)
             print(persist.text_digest(list(dict.fromkeys(texts))))
         return
     for _ in range(args.repeats):
@@ -74,11 +92,11 @@ def main(argv: list[str] | None = None) -> None:
         ):
             cpu, wall, digest = _timed(fn)
             out[name] = [round(cpu, 3), round(wall, 3), digest[:8]]
-        persist._DIGEST_NOGIL = False
+        _join_path(persist, True)
         try:
             cpu, wall, digest = _timed(lambda: persist.text_digest(list(dict.fromkeys(texts))))
         finally:
-            persist._DIGEST_NOGIL = True
+            _join_path(persist, False)
         out["hashlib"] = [round(cpu, 3), round(wall, 3), digest[:8]]
         print(json.dumps(out), flush=True)
 

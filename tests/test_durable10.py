@@ -95,6 +95,11 @@ _ops = st.lists(
     max_size=25,
 )
 
+#: A text's words for each of the 61 entries ``_ops`` may name (its second item).
+_words = st.lists(
+    st.lists(st.sampled_from(WORDS), min_size=1, max_size=4), min_size=61, max_size=61
+)
+
 
 async def _play(path: Path, ops: list[tuple[Any, ...]], words: list[list[str]]) -> list[Any]:
     """Run ``ops`` on a durable memory at ``path``; every reply, then the statistics
@@ -178,9 +183,7 @@ class Counting:
 )
 @given(
     ops=_ops,
-    words=st.lists(
-        st.lists(st.sampled_from(WORDS), min_size=1, max_size=4), min_size=61, max_size=61
-    ),
+    words=_words,
 )
 def test_files_and_replies_are_the_same_either_way(
     tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[Any, ...]], words: list[list[str]]

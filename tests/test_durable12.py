@@ -40,7 +40,7 @@ from actormem._storage.sqlite import Batch, Durability, SqliteStore
 from actormem._storage.sqlite_format import encode_records
 
 from .strategies import examples
-from .test_durable10 import WORDS, _dump, _ops, _play
+from .test_durable10 import _dump, _ops, _play, _words
 
 pytestmark = pytest.mark.skipif(
     not sqlite_store._c_writer_usable(), reason="the compiled writer is not built here"
@@ -86,9 +86,7 @@ def knob() -> Any:
 )
 @given(
     ops=_ops,
-    words=st.lists(
-        st.lists(st.sampled_from(WORDS), min_size=1, max_size=4), min_size=61, max_size=61
-    ),
+    words=_words,
 )
 def test_replies_and_files_are_the_same_either_way(
     tmp_path_factory: pytest.TempPathFactory,

@@ -21,12 +21,9 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import sqlite3
-import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -42,8 +39,9 @@ from actormem import MemoryCategory, MemoryEntry, open_memory
 from actormem._storage import sqlite as sqlite_store
 
 from . import crash_child
+from .setups import killed_round, read_back_as_acked
 from .strategies import examples
-from .test_durable10 import T0, WORDS, Clock, _dump, _ops, _play
+from .test_durable10 import T0, Clock, _dump, _ops, _play, _words
 from .test_durable_model import Program, run_ops
 from .test_durable_model import ops as model_ops
 
@@ -78,9 +76,7 @@ def _with(knobs: dict[str, Any], fn: Any, *args: Any) -> Any:
 )
 @given(
     ops=_ops,
-    words=st.lists(
-        st.lists(st.sampled_from(WORDS), min_size=1, max_size=4), min_size=61, max_size=61
-    ),
+    words=_words,
 )
 def test_files_and_replies_are_the_same_either_way(
     tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[Any, ...]], words: list[list[str]]
@@ -205,6 +201,42 @@ async def test_the_pending_limit_writes_them_with_the_next_commit(
     assert counts() == [1, 2, 0, 1, 1, 0]  # the close writes what was held back
 
 
+async def test_both_bounds_are_read_when_the_memory_opens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Branch tidy24b: ``ACCESS_PENDING`` and ``ACCESS_DELAY`` are read once, as
+    ``_DEFER_ACCESS`` is, when a memory opens; a change after that applies to memories
+    opened after it (the pending limit was read at every commit before)."""
+    monkeypatch.setattr(sqlite_store, "_DEFER_ACCESS", True)
+    monkeypatch.setattr(sqlite_store, "ACCESS_PENDING", 3)
+    monkeypatch.setattr(sqlite_store, "ACCESS_DELAY", 1e6)
+    async with open_memory(path=tmp_path / "m.db") as memory:
+        for i in range(5):
+            await memory.store(_fact(i))
+        store = memory._storage
+        assert store is not None
+        monkeypatch.setattr(sqlite_store, "ACCESS_PENDING", 1)
+        monkeypatch.setattr(sqlite_store, "ACCESS_DELAY", 0.01)
+        for name in NAMES[:2]:
+            await memory.retrieve(name, 1)
+            await memory.sweep_expired()
+        await memory.store(_fact(5))
+        await trio.sleep(0.1)  # the delay of the open (1e6 s) holds them still
+        assert store.pending_accesses == 2
+        await memory.retrieve(NAMES[2], 1)  # the third: the open's limit
+        await memory.sweep_expired()
+        assert store.pending_accesses == 0
+    async with open_memory(path=tmp_path / "m.db") as memory:  # the new values
+        store = memory._storage
+        assert store is not None
+        await memory.retrieve(NAMES[3], 1)
+        await memory.sweep_expired()  # a limit of 1: written at once
+        assert store.pending_accesses == 0
+    for bad in (-1, 1.5, True, None):
+        with pytest.raises(ValueError, match="defer_accesses"):
+            store.defer_accesses(bad)  # type: ignore[arg-type]
+
+
 def _kill_trial(path: str, seed: int) -> tuple[int, int, list[int]]:
     """SIGKILL a child that stores and retrieves, with access updates held back and
     written every 8 pending entries or 20 ms, three times; every acknowledged store must
@@ -218,43 +250,13 @@ def _kill_trial(path: str, seed: int) -> tuple[int, int, list[int]]:
     )  # fmt: skip
     acked: list[tuple[int, str]] = []
     for round_ in range(3):
-        with tempfile.TemporaryFile("w+") as err:
-            child = subprocess.Popen(
-                [sys.executable, crash_child.__file__, "store", path, str(seed),
-                 str(round_ * 10**6), "4"],
-                stdout=subprocess.PIPE, stderr=err, text=True, env=env,
-            )  # fmt: skip
-            assert child.stdout is not None
-            kill_after = rng.randint(40, 200)
-            got: list[tuple[int, str]] = []
-            for line in child.stdout:
-                got.extend(crash_child._parse(line))
-                if len(got) >= kill_after:
-                    break
-            time.sleep(rng.random() * 0.01)
-            child.send_signal(signal.SIGKILL)
-            got.extend(crash_child._parse(child.stdout.read()))
-            child.stdout.close()
-            code = child.wait()
-            err.seek(0)
-            assert code == -signal.SIGKILL, err.read()
-        acked.extend(got)
-        conn = sqlite3.connect(path)
-        try:
-            assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
-        finally:
-            conn.close()
+        kill_after = rng.randint(40, 200)
+        acked.extend(killed_round(path, seed, round_, env, kill_after, rng.random() * 0.01))
     found = trio.run(crash_child._read_back, path)
     lost, raised = [], 0
     for i, id in acked:
-        want = crash_child.make_entry(seed, i)
-        assert str(want.id) == id
-        have = found.get(want.id)
-        if (
-            have is None
-            or attrs.evolve(have, access_count=want.access_count, last_accessed=want.last_accessed)
-            != want
-        ):
+        have, want = read_back_as_acked(found, seed, i, id)
+        if have is None:
             lost.append(i)
             continue
         # Each retrieve returns 3 entries at most, one retrieve after each store

@@ -30,11 +30,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant, rule
 
-from actormem import MemoryCategory, MemoryEntry, WordOverlapScorer
+from actormem import MemoryCategory, MemoryEntry
 from actormem._engine import state as state_module
 from actormem._engine.state import MemoryState, View
 from actormem._index import kernels
 
+from .setups import knob_state
 from .strategies import examples
 from .test_store_batch import BASE, TwoPaths, _snapshot
 
@@ -44,15 +45,7 @@ core = pytest.mark.skipif(
 
 
 def _new(seq_keys: bool, capacity: int | None = None, load: int = 4) -> MemoryState:
-    saved = state_module._SEQ_KEYS
-    state_module._SEQ_KEYS = seq_keys
-    try:
-        s = MemoryState(capacity=capacity, half_life=3600.0, scorer=WordOverlapScorer())
-    finally:
-        state_module._SEQ_KEYS = saved
-    s.journal = []
-    s._by_relevance._reset(load)  # sublists of a few records: many chunk bounds
-    return s
+    return knob_state(state_module, "_SEQ_KEYS", seq_keys, capacity, load)
 
 
 def _rec(rec: Any) -> tuple[Any, ...]:
@@ -84,7 +77,8 @@ def _keys_are_seqs(state: MemoryState) -> bool:
 
 class TwoLayouts(TwoPaths):
     """test_store_batch's two states, one made with ``_SEQ_KEYS`` on, one with it off,
-    views held across writes."""
+    views held across writes. A subclass compares another pair of layouts by its own
+    ``_new_state``."""
 
     @initialize(capacity=st.sampled_from([None, None, None, 4, 9]), load=st.sampled_from([4, 9]))
     def make(self, capacity: int | None, load: int) -> None:
@@ -95,9 +89,13 @@ class TwoLayouts(TwoPaths):
             False: [],
         }
         for on in (True, False):
-            s = _new(on, capacity, load)
+            s = self._new_state(on, capacity, load)
             s.on_remove = lambda e, cause, on=on: self.removed[on].append((e.id, cause))
             self.states[on] = s
+
+    def _new_state(self, on: bool, capacity: int | None, load: int) -> MemoryState:
+        """The state of side ``on``: ``_SEQ_KEYS`` on or off."""
+        return _new(on, capacity, load)
 
     def _side(self, on: bool) -> None:
         pass  # the layout is the state's own, fixed when it was made

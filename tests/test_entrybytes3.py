@@ -32,13 +32,14 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from actormem import MemoryCategory, MemoryEntry, WordOverlapScorer
+from actormem import MemoryCategory, MemoryEntry
 from actormem._engine import state as state_module
 from actormem._engine.state import MemoryState
 from actormem._index import kernels
 
+from .setups import TableIterators, knob_state
 from .strategies import examples
 from .test_entrybytes2 import TwoLayouts
 from .test_store_batch import BASE, _snapshot
@@ -64,7 +65,7 @@ class Val:
         return f"Val({self.n})"
 
 
-class TableVsDict(RuleBasedStateMachine):
+class TableVsDict(TableIterators, RuleBasedStateMachine):
     """A ``DupTable`` and a dict, the same operations; the state's group steps in their
     Python form on the dict (``MemoryState._link`` / ``_unlink`` with the knob off)."""
 
@@ -228,32 +229,6 @@ class TableVsDict(RuleBasedStateMachine):
         self.iters.clear()
         del old
 
-    @rule(kind=st.sampled_from(["keys", "values", "items", "iter"]))
-    def open_iterator(self, kind: str) -> None:
-        it = iter(self.table) if kind == "iter" else getattr(self.table, kind)()
-        self.iters.append((it, 0, False))
-
-    @rule(steps=st.integers(1, 5))
-    def step_iterators(self, steps: int) -> None:
-        kept = []
-        for it, seen, changed in self.iters:
-            if changed:
-                with pytest.raises(RuntimeError, match="changed during iteration"):
-                    next(it)
-                continue
-            done = False
-            for _ in range(steps):
-                try:
-                    next(it)
-                    seen += 1
-                except StopIteration:
-                    assert seen == len(self.model)
-                    done = True
-                    break
-            if not done:
-                kept.append((it, seen, changed))
-        self.iters = kept
-
     @invariant()
     def agrees(self) -> None:
         self.table._check()
@@ -378,29 +353,15 @@ def test_a_cycle_through_a_table_is_collected() -> None:
 
 
 def _new(table: bool, capacity: int | None = None, load: int = 4) -> MemoryState:
-    saved = state_module._DUP_TABLE
-    state_module._DUP_TABLE = table
-    try:
-        s = MemoryState(capacity=capacity, half_life=3600.0, scorer=WordOverlapScorer())
-    finally:
-        state_module._DUP_TABLE = saved
-    s.journal = []
-    s._by_relevance._reset(load)
-    return s
+    return knob_state(state_module, "_DUP_TABLE", table, capacity, load)
 
 
 class TwoDupMaps(TwoLayouts):
     """test_entrybytes2's writes, held views and walks into two states, one whose
     ``_dups`` is a ``DupTable``, one whose ``_dups`` is a dict."""
 
-    @initialize(capacity=st.sampled_from([None, None, None, 4, 9]), load=st.sampled_from([4, 9]))
-    def make(self, capacity: int | None, load: int) -> None:
-        self.views = {True: [], False: []}
-        self.walks = {True: [], False: []}
-        for on in (True, False):
-            s = _new(on, capacity, load)
-            s.on_remove = lambda e, cause, on=on: self.removed[on].append((e.id, cause))
-            self.states[on] = s
+    def _new_state(self, on: bool, capacity: int | None, load: int) -> MemoryState:
+        return _new(on, capacity, load)
 
     @invariant()
     def same_structures(self) -> None:

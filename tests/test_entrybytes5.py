@@ -37,7 +37,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from actormem import MemoryCategory, MemoryEntry, WordOverlapScorer
+from actormem import MemoryCategory, MemoryEntry
 from actormem._engine.state import MemoryState
 from actormem._index import kernels
 from actormem._index.persist import ImageError
@@ -47,6 +47,7 @@ from actormem._index.wordoverlap import persist as wo_persist
 from actormem._index.wordoverlap.numbering import _Group, _group_map
 from actormem._record import Record
 
+from .setups import TableIterators, knob_state
 from .strategies import examples
 from .test_entrybytes2 import TwoLayouts
 from .test_store_batch import BASE, _snapshot
@@ -75,7 +76,7 @@ def _item(text: str, n: int, group: bool) -> Any:
     return _Group(text, [rec, _record(text, n + 10_000)]) if group else rec
 
 
-class TableVsDict(RuleBasedStateMachine):
+class TableVsDict(TableIterators, RuleBasedStateMachine):
     """A ``GroupTable`` over a list and a dict, the same operations."""
 
     def __init__(self) -> None:
@@ -186,32 +187,6 @@ class TableVsDict(RuleBasedStateMachine):
         self.table = GroupTable(self.glist, *SLOTS)
         self.table.index_from(0)
         self.iters.clear()
-
-    @rule(kind=st.sampled_from(["keys", "values", "items", "iter"]))
-    def open_iterator(self, kind: str) -> None:
-        it = iter(self.table) if kind == "iter" else getattr(self.table, kind)()
-        self.iters.append((it, 0, False))
-
-    @rule(steps=st.integers(1, 5))
-    def step_iterators(self, steps: int) -> None:
-        kept = []
-        for it, seen, changed in self.iters:
-            if changed:
-                with pytest.raises(RuntimeError, match="changed during iteration"):
-                    next(it)
-                continue
-            done = False
-            for _ in range(steps):
-                try:
-                    next(it)
-                    seen += 1
-                except StopIteration:
-                    assert seen == len(self.model)
-                    done = True
-                    break
-            if not done:
-                kept.append((it, seen, changed))
-        self.iters = kept
 
     @invariant()
     def agrees(self) -> None:
@@ -378,15 +353,7 @@ def test_a_cycle_through_a_table_is_collected() -> None:
 
 
 def _new(table: bool, capacity: int | None = None, load: int = 4) -> MemoryState:
-    saved = wo_knobs._GROUP_TABLE
-    wo_knobs._GROUP_TABLE = table
-    try:
-        s = MemoryState(capacity=capacity, half_life=3600.0, scorer=WordOverlapScorer())
-    finally:
-        wo_knobs._GROUP_TABLE = saved
-    s.journal = []
-    s._by_relevance._reset(load)
-    return s
+    return knob_state(wo_knobs, "_GROUP_TABLE", table, capacity, load)
 
 
 class TwoGroupMaps(TwoLayouts):
@@ -394,14 +361,8 @@ class TwoGroupMaps(TwoLayouts):
     maps texts in a ``GroupTable``, one in a dict (renumbered along the way: the knob is
     read by each new numbering, so the sides keep their layout through renumberings)."""
 
-    @initialize(capacity=st.sampled_from([None, None, None, 4, 9]), load=st.sampled_from([4, 9]))
-    def make(self, capacity: int | None, load: int) -> None:
-        self.views = {True: [], False: []}
-        self.walks = {True: [], False: []}
-        for on in (True, False):
-            s = _new(on, capacity, load)
-            s.on_remove = lambda e, cause, on=on: self.removed[on].append((e.id, cause))
-            self.states[on] = s
+    def _new_state(self, on: bool, capacity: int | None, load: int) -> MemoryState:
+        return _new(on, capacity, load)
 
     def _side(self, on: bool) -> None:
         wo_knobs._GROUP_TABLE = on

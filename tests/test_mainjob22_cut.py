@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from actormem._index.wordoverlap import ccore
 from actormem._index.wordoverlap import knobs as wo_knobs
 
+from .setups import seeded_queries_agree
 from .strategies import examples
 from .test_mainjob14_flat import _seeded_memory
 
@@ -128,26 +129,7 @@ def test_cut_on_and_off_agree_on_seeded_memories(seed: int, size: int, batch: in
     # One memory, _FLAT_CUT and _FLAT_BATCH flipped between two runs of each query:
     # long queries (byte counts, the flat ranking) of every limit, thresholds and
     # filters.
-    from actormem._index.scoring import drain
-
     state, vocab, rng = _seeded_memory(seed, size)
     names = ("_FLAT_CUT", "_FLAT_BATCH", "_VISIT_BATCH", "_BITS_MIN_WORDS")
-    saved = [getattr(wo_knobs, k) for k in names]
-    try:
-        view = state.view()
-        for q in range(120):
-            words = rng.choices([*vocab, "zz", "same", "text", "w1 w2"], k=rng.randint(1, 40))
-            query = " ".join(words)
-            limit = rng.choice([1, 2, 3, 5, 10, 50, 1000])
-            min_matched = rng.choice([0, 0, 0, 1, 2, 4])
-            accept = (lambda rec: rec.seq % 3 != 1) if q % 4 == 0 else None
-            got = {}
-            for on in (True, False):
-                for k, v in zip(names, (on, 8 if on else 0, batch, 0), strict=True):
-                    setattr(wo_knobs, k, v)
-                steps = state.index.top_k_steps(view, query, limit, accept, min_matched=min_matched)
-                got[on] = [(score, rec.seq) for score, rec in drain(steps)]
-            assert got[True] == got[False], (query, limit, min_matched)
-    finally:
-        for k, v in zip(names, saved, strict=True):
-            setattr(wo_knobs, k, v)
+    values = lambda on: (on, 8 if on else 0, batch, 0)  # noqa: E731
+    seeded_queries_agree(state, vocab, rng, wo_knobs, names, values)

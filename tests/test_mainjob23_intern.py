@@ -9,7 +9,6 @@ read."""
 from __future__ import annotations
 
 import random
-import uuid
 from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
@@ -20,12 +19,12 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actormem import MemoryCategory, MemoryEntry, open_memory
 from actormem._index import kernels
 from actormem._index.substring import SubstringVocab
 from actormem._index.wordoverlap import ccore, masks
 from actormem._index.wordoverlap import knobs as wo_knobs
 
+from .setups import stores_and_retrieves
 from .strategies import examples
 
 core = ccore.core()
@@ -118,30 +117,7 @@ _NOW = datetime(2026, 12, 6, tzinfo=UTC)
 
 
 async def _run(seed: int, ops: int) -> list[Any]:
-    rng = random.Random(seed)
-    out: list[Any] = []
-    async with open_memory(clock=lambda: _NOW) as memory:
-        for _ in range(ops):
-            if rng.random() < 0.6:
-                words = rng.choices(_WORDS + _LONG, k=rng.randint(0, 8))
-                await memory.store(
-                    MemoryEntry(
-                        id=uuid.UUID(int=rng.getrandbits(128), version=4),
-                        category=rng.choice(list(MemoryCategory)),
-                        memory=" ".join(words) if words else "the",
-                        tags=rng.sample(["infra", "Deploy"], rng.randint(0, 2)),
-                        relevance=rng.choice([0.2, 0.5, 1.0]),
-                    )
-                )
-            else:
-                sep = rng.choice([" ", "\t", "  ", "\n "])
-                query = sep.join(rng.choices(_WORDS + _LONG + ["zz"], k=rng.randint(0, 12)))
-                kwargs: dict[str, Any] = {}
-                if rng.random() < 0.2:
-                    kwargs["min_matched"] = rng.randint(1, 2)
-                hits = await memory.retrieve_scored(query, rng.choice([1, 3, 100]), **kwargs)
-                out.append([(h.entry.id, h.score) for h in hits])
-    return out
+    return await stores_and_retrieves(seed, ops, _WORDS + _LONG)
 
 
 @settings(max_examples=examples(10), deadline=None)

@@ -1,9 +1,11 @@
 """Branch open18: less of the 1M open's load on the open's own thread (issue #20).
 
 ``wordoverlap.persist._C_COLUMNS`` (the restore's pass over the records by the core's
-``restore_columns``), ``persist._DIGEST_NOGIL`` (the texts' digest: its bytes made by
-the core's ``texts_encode`` with the GIL released, hashed by hashlib: branch open19
-replaced open18's BLAKE2b of our own), ``wordoverlap.persist._DIGEST_EARLY`` (that
+``restore_columns``), the texts' digest (its bytes made by the core's ``texts_encode``
+with the GIL released, hashed by hashlib: branch open19 replaced open18's BLAKE2b of our
+own; branch tidy24b dropped its knob and the older C feed: switched here by
+``persist._encoder``, the path a build without the core takes, ``str.join`` and
+``encode``), ``wordoverlap.persist._DIGEST_EARLY`` (that
 digest started before the group map, finding the distinct texts itself: the core's
 ``texts_first``) and ``state._KEYS_C`` (``_bulk_loadable``'s pass over
 the keys by the core's ``next_keyed``). With each knob
@@ -46,15 +48,23 @@ needs_c = pytest.mark.skipif(
 
 KNOBS = (
     (wo_persist, "_C_COLUMNS"),
-    (persist, "_DIGEST_NOGIL"),
+    (persist, "_encoder"),  # off: the digest's bytes as a build without the core makes them
     (state_module, "_KEYS_C"),
     (wo_persist, "_DIGEST_EARLY"),
 )
+_ENCODER = persist._encoder
+
+
+def _no_encoder() -> bool:
+    return False
 
 
 def _set(mp: pytest.MonkeyPatch, on: tuple[bool, ...]) -> None:
     for (mod, name), value in zip(KNOBS, on, strict=True):
-        mp.setattr(mod, name, value)
+        if name == "_encoder":
+            mp.setattr(mod, name, _ENCODER if value else _no_encoder)
+        else:
+            mp.setattr(mod, name, value)
 
 
 def _reference_digest(texts: list[str], extra: list[str] = []) -> str:  # noqa: B006
@@ -249,12 +259,35 @@ def test_the_digest_equals_hashlib(
     if long:  # across the hash's blocks and the encoder's buffers
         texts = [*texts, "\u4e2d" * long, "x" * long]
     want = _reference_digest(texts, extra)
-    for nogil in (True, False):
+    for core in (True, False):
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(persist, "_DIGEST_NOGIL", nogil)
+            mp.setattr(persist, "_encoder", _ENCODER if core else _no_encoder)
             mp.setattr(persist, "_ENCODE_BUFFER", size)
             assert persist.text_digest(texts, extra) == want
             assert persist.text_digest(tuple(texts), tuple(extra)) == want
+            mp.setattr(persist, "_LATE_MIN_TEXTS", 0)
+            assert persist.LateDigest(texts, extra).result() == want
+
+
+def test_the_digest_is_the_image_format_s() -> None:
+    """The format's digest, fixed: BLAKE2b-128 over, per part, the code-point lengths
+    (int64, native order) and the UTF-8 (``surrogatepass``) of the join. The reference
+    here and every path of persist give the digest images carry (computed before
+    branch tidy24b dropped the older C feed)."""
+    texts = ["hello", "w\u00f6rld", "\ud800", "", "\u4e2d\u6587 \U0001f600"]
+    extra = ["x", "\u00fc"]
+    pinned = "446970de3a2cb9f56e51e307d9859d1b"
+    if sys.byteorder == "little":  # (the lengths are in native order)
+        assert _reference_digest(texts, extra) == pinned
+        assert _reference_digest([], []) == "cae66941d9efbd404e4d88758ea67670"
+    want = _reference_digest(texts, extra)
+    for core in (True, False) if _ENCODER() else (False,):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(persist, "_encoder", _ENCODER if core else _no_encoder)
+            assert persist.text_digest(texts, extra) == want
+            h = hashlib.blake2b(digest_size=16)
+            persist._feed(h.update, texts, extra)
+            assert h.hexdigest() == want
             mp.setattr(persist, "_LATE_MIN_TEXTS", 0)
             assert persist.LateDigest(texts, extra).result() == want
 
@@ -280,10 +313,10 @@ def test_the_distinct_digest_equals_the_digest_of_the_distinct_texts(
     assert persist._first_mask(fresh) == firsts(list(fresh))  # (now) the cached hashes
     assert persist._first_mask(tuple(texts)) == firsts(texts)
     want = _reference_digest(list(dict.fromkeys(texts)))
-    for nogil in (True, False):
+    for core in (True, False):
         for small in (0, 10**9):
             with pytest.MonkeyPatch.context() as mp:
-                mp.setattr(persist, "_DIGEST_NOGIL", nogil)
+                mp.setattr(persist, "_encoder", _ENCODER if core else _no_encoder)
                 mp.setattr(persist, "_LATE_MIN_TEXTS", small)
                 mp.setattr(persist, "_ENCODE_BUFFER", 9)
                 assert persist.LateDigest(texts, distinct=True).result() == want

@@ -53,14 +53,24 @@ KNOBS = (
     (wo_persist, "_GIDS_BESIDE"),
     (wo_persist, "_ROWS_AHEAD"),
     (wo_persist, "_DIGEST_EARLY"),
-    (persist, "_DIGEST_NOGIL"),
+    (persist, "_encoder"),  # off: the digest as a build without the core makes it
     (knobs, "_GROUP_TABLE"),
 )
 
 
+_ENCODER = persist._encoder
+
+
+def _no_encoder() -> bool:
+    return False
+
+
 def _set(mp: pytest.MonkeyPatch, on: tuple[bool, ...]) -> None:
     for (mod, name), value in zip(KNOBS, on, strict=True):
-        mp.setattr(mod, name, value)
+        if name == "_encoder":
+            mp.setattr(mod, name, _ENCODER if value else _no_encoder)
+        else:
+            mp.setattr(mod, name, value)
 
 
 def _reference_groups(texts: list[str]) -> tuple[bytes, list[int]]:
@@ -174,7 +184,7 @@ def test_late_digest_without_groups_gives_none_at_once() -> None:
         assert late.groups() is None
         assert late.result() == persist.text_digest(list(dict.fromkeys(texts)))
         mp.setattr(persist, "_LATE_MIN_TEXTS", 0)
-        mp.setattr(persist, "_DIGEST_NOGIL", False)
+        mp.setattr(persist, "_encoder", _no_encoder)
         late = persist.LateDigest(texts, distinct=True, groups=True)
         assert late.groups() is None
         assert late.result() == persist.text_digest(list(dict.fromkeys(texts)))

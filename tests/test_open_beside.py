@@ -138,7 +138,8 @@ def test_late_digest_large_blocks_and_below_the_threshold(monkeypatch: pytest.Mo
 def test_late_digest_feed_error_stops_the_thread(
     nogil: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(persist, "_DIGEST_NOGIL", nogil)
+    if not nogil:  # the caller's feed (a build without the core's encoder)
+        monkeypatch.setattr(persist, "_encoder", lambda: False)
     bad: Any = ["fine", "also fine", 3]  # not str: the Python feed's join raises
     with pytest.raises(TypeError):
         # the caller's feed raises (open11); with the core's digest (open18) the thread's
@@ -162,7 +163,7 @@ def test_late_digest_stop_mid_way_and_a_failed_hash(monkeypatch: pytest.MonkeyPa
             return ""
 
     monkeypatch.setattr(hashlib, "blake2b", lambda digest_size: Broken())
-    monkeypatch.setattr(persist, "_DIGEST_NOGIL", False)  # the queue's path (hashlib's)
+    monkeypatch.setattr(persist, "_encoder", lambda: False)  # the queue's path (hashlib's)
     late = persist.LateDigest(["some text"] * 50)  # the queue fills once the thread died
     with pytest.raises(MemoryError):
         late.result()

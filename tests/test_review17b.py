@@ -124,19 +124,27 @@ def test_visit_select_is_the_sorted_order(pairs: list[tuple[float, int]], k: int
 
 @settings(max_examples=examples(100), deadline=None)
 @given(st.lists(wide_texts, max_size=6), st.integers(0, 3))
-def test_utf8_feed_digest_with_surrogates(texts: list[str], big: int) -> None:
-    # A text of ~1 MiB puts a chunk boundary inside the texts that follow it.
+def test_feed_digest_with_surrogates(texts: list[str], big: int) -> None:
+    # A text of ~1 MiB puts a run's boundary inside the texts that follow it.
     texts = ["a" * ((1 << 20) - big)] * (big > 0) + texts
-    persist._C_DIGEST = True
-    try:
-        on = persist.text_digest(texts, ["ü", "\ud800"])
-    finally:
-        persist._C_DIGEST = True
-    persist._C_DIGEST = False
-    try:
+    on = persist.text_digest(texts, ["ü", "\ud800"])
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(persist, "_encoder", lambda: False)  # str.join and encode
         off = persist.text_digest(texts, ["ü", "\ud800"])
-    finally:
-        persist._C_DIGEST = True
     assert on == off
     h = hashlib.blake2b(digest_size=16)
-    wo.utf8_feed(h.update, texts)
+    persist._feed(h.update, texts, ["ü", "\ud800"])  # the core's runs
+    assert h.hexdigest() == on
+    for part in (texts, ["ü", "\ud800"]):  # _feed: the core's runs, then the join's
+        assert _fed_bytes(part, True) == _fed_bytes(part, False)
+
+
+def _fed_bytes(part: list[str], encoder: bool) -> bytes:
+    """What ``persist._feed`` gives ``update`` for ``part`` (``extra`` empty), with the
+    core's encoder or without it (``str.join`` and ``encode``)."""
+    out: list[bytes] = []
+    with pytest.MonkeyPatch.context() as mp:
+        if not encoder:
+            mp.setattr(persist, "_encoder", lambda: False)
+        persist._feed(lambda b: out.append(bytes(b)), part, ())  # views: copied
+    return b"".join(out)

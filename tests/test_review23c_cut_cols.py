@@ -29,11 +29,11 @@ from hypothesis import strategies as st
 from actormem import WordOverlapScorer
 from actormem._engine import state as state_module
 from actormem._index import kernels
-from actormem._index.scoring import drain
 from actormem._index.wordoverlap import ccore
 from actormem._index.wordoverlap import knobs as wo_knobs
 from actormem._record import Record
 
+from .setups import query_agrees
 from .strategies import examples
 from .test_index_image import _live, _messy
 from .test_mainjob14_flat import _seeded_memory
@@ -547,13 +547,8 @@ def test_retrieves_with_every_knob_on_and_off(
         for _ in range(6):
             query = " ".join(r.choices([*vocab, "zz", "same", "text"], k=r.randint(1, 30)))
             accept = (lambda rec: rec.seq % keep == 0) if keep > 1 else None
-            got = {}
-            for on in (True, False):
-                for k, v in zip(_KNOBS, (on, on, 8 if on else 0, on), strict=True):
-                    setattr(wo_knobs, k, v)
-                steps = state.index.top_k_steps(view, query, limit, accept, min_matched=min_matched)
-                got[on] = [(score, rec.seq) for score, rec in drain(steps)]
-            assert got[True] == got[False], (query, limit, min_matched)
+            values = lambda on: (on, on, 8 if on else 0, on)  # noqa: E731
+            query_agrees(state, view, query, limit, accept, min_matched, wo_knobs, _KNOBS, values)
     finally:
         for k, v in zip(_KNOBS, saved, strict=True):
             setattr(wo_knobs, k, v)

@@ -1,7 +1,10 @@
-"""The texts' digest fed from their own data (issue #20, branch ``open10``): ``utf8_feed``
-(``persist._C_DIGEST``) must feed a hash the bytes ``text_digest`` fed it before, and an
-open with it on equals one with it off. (The branch's ``fold_hash_many`` was dropped at
-its merge: the C ``dup_key`` a row of branch ``store8`` made the load's keys faster.)
+"""The texts' digest fed from their own data (issue #20, branch ``open10``): the bytes
+``persist._feed`` gives a hash must be those ``text_digest`` fed it before (the lengths,
+then the joined UTF-8), and an open with the core's encoder equals one without it.
+Branch open10's C ``utf8_feed`` (the GIL held) was dropped by branch tidy24b: ``_feed``
+now writes a part of exact strs by the core's ``texts_encode`` runs (open19's), the
+digest's only C encoder. (The branch's ``fold_hash_many`` was dropped at its merge: the
+C ``dup_key`` a row of branch ``store8`` made the load's keys faster.)
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from .test_open_fast import _rows
 
 wo = kernels._wo
 pytestmark = pytest.mark.skipif(
-    wo is None or not hasattr(wo, "utf8_feed"), reason="word-overlap core not built"
+    wo is None or not hasattr(wo, "texts_encode"), reason="word-overlap core not built"
 )
 
 # Bytes where the plain test and the SWAR lowering change their answer: controls and
@@ -45,19 +48,8 @@ other_texts = st.text(
 any_text = st.one_of(ascii_texts, plain_words, other_texts)
 
 
-def test_the_c_functions_refuse_bad_arguments() -> None:
-    assert wo is not None
-
-    class Sub(str):
-        pass
-
-    for bad in (("a", "b"), "ab", None, ["a", 1], ["a", Sub("b")], [b"a"]):
-        with pytest.raises(TypeError):
-            wo.utf8_feed(hashlib.blake2b().update, bad)
-    with pytest.raises(TypeError):
-        wo.utf8_feed(None, ["a"])
-    with pytest.raises(TypeError):
-        wo.utf8_feed(hashlib.blake2b().update)
+def _no_encoder() -> bool:
+    return False
 
 
 def _digest_old(texts: Any, extra: Any = ()) -> str:
@@ -77,25 +69,22 @@ def test_text_digest_fed_from_the_texts_equals_the_join(texts: list[str], extra:
     want = _digest_old(texts, extra)
     assert persist.text_digest(texts, extra) == want
     assert persist.text_digest(tuple(texts), tuple(extra)) == want  # the Python path
-    persist_c = persist._C_DIGEST
-    try:
-        persist._C_DIGEST = False
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(persist, "_encoder", _no_encoder)
         assert persist.text_digest(texts, extra) == want
-    finally:
-        persist._C_DIGEST = persist_c
 
 
-def test_utf8_feed_chunks_and_odd_updates() -> None:
-    """Texts across the 1 MiB chunks; lone surrogates; an update that raises, or that
-    resizes the buffer it is given, stops the feed with its error."""
-    assert wo is not None
+def test_feed_chunks_and_odd_updates(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Texts across the 1 MiB runs; lone surrogates; an update that raises stops the
+    feed with its error; a part holding a str subclass is joined, the other part of
+    the same call written by the core's runs."""
     texts = ["a" * 700_000, "é" * 300_000, "b" * 1_500_000, "\ud800x", "", "z"]
     got: list[bytes] = []
-    wo.utf8_feed(lambda b: got.append(bytes(b)), texts)
+    persist._feed(lambda b: got.append(bytes(b)), texts, ())
     lens = b"".join(len(t).to_bytes(8, "little", signed=True) for t in texts)
-    assert got[0] == lens
-    assert b"".join(got[1:]) == "".join(texts).encode("utf-8", "surrogatepass")
-    assert all(len(chunk) <= 1 << 20 for chunk in got[1:])
+    assert b"".join(got) == lens + "".join(texts).encode("utf-8", "surrogatepass")
+    assert len(got) >= 3  # 2.8 MB
+    assert all(len(chunk) <= 1 << 20 for chunk in got)
     assert persist.text_digest(texts) == _digest_old(texts)
 
     def boom(b: Any) -> None:
@@ -103,17 +92,26 @@ def test_utf8_feed_chunks_and_odd_updates() -> None:
             raise KeyError("boom")
 
     with pytest.raises(KeyError):
-        wo.utf8_feed(boom, ["x" * 2_000_000])
+        persist._feed(boom, ["x" * 2_000_000], ())
 
-    def shrink(b: Any) -> None:
-        if isinstance(b, bytearray):
-            b.clear()
+    class Sub(str):
+        pass
 
-    with pytest.raises(RuntimeError):
-        wo.utf8_feed(shrink, ["x" * 2_000_000, "y"])
-    kept: list[Any] = []
-    wo.utf8_feed(kept.append, ["x" * 10, "y"])  # a buffer kept by update stays valid
-    assert bytes(kept[1]) == b"x" * 10 + b"y"
+    calls: list[int] = []
+    hash_encoded = persist._hash_encoded
+
+    def counted(*args: Any) -> bool:
+        calls.append(len(args[0][0]))
+        return hash_encoded(*args)
+
+    monkeypatch.setattr(persist, "_hash_encoded", counted)
+    for texts, extra in ((["a", Sub("b")], ["c", "dé"]), (["a", "é"], [Sub("c")])):
+        h = hashlib.blake2b(digest_size=16)
+        calls.clear()
+        persist._feed(h.update, texts, extra)
+        assert calls == [2]  # the part of exact strs by the core's runs, the other joined
+        assert h.hexdigest() == _digest_old(texts, extra)
+        assert persist.text_digest(texts, extra) == _digest_old(texts, extra)
 
 
 async def test_an_open_with_the_fed_digest_equals_one_without(
@@ -126,9 +124,9 @@ async def test_an_open_with_the_fed_digest_equals_one_without(
     for (_, e), t in zip(rows[: len(odd)], odd, strict=True):  # texts that are not plain
         extra += [attrs.evolve(e, id=uuid.uuid4(), memory=s) for s in (t, t.lower())]
     copies = await imaged_copies(tmp_path, rows, extra)
-    assert persist._C_DIGEST
+    assert persist._encoder()
     assert state_module._BULK_FOLDS
     new = await _opened(copies[0])
-    monkeypatch.setattr(persist, "_C_DIGEST", False)
+    monkeypatch.setattr(persist, "_encoder", _no_encoder)
     old = await _opened(copies[1])
     assert new == old

@@ -1698,21 +1698,25 @@ def _attach_store(memory: Memory, store: SqliteStore) -> None:
     inline = _INLINE_COMMIT and store.durability is Durability.NORMAL
     if inline:
         store.take_checkpoints()  # no checkpoint inside a commit made on the loop
+    # Both bounds of the held-back access updates are read here, once, as the knob is:
+    # the store keeps ACCESS_PENDING (defer_accesses), the commit below the delay.
     defer = sqlite_store._DEFER_ACCESS
     if defer:
-        store.defer_accesses()
+        store.defer_accesses(sqlite_store.ACCESS_PENDING)
     delay = sqlite_store.ACCESS_DELAY
 
     async def commit(journal: list[tuple[int, Record]], meanwhile: Callable[[], None]) -> None:
+        flush = False  # (a store that holds nothing back writes every access update)
         if defer:  # access updates held back: written once due (sqlite._DEFER_ACCESS)
             now = trio.current_time()
             flush = now >= memory._access_due
-            if not journal and not flush:
-                meanwhile()
-                return
-            batch = store.prepare(
-                journal, getattr(memory._state.index, "stored_vector", None), flush=flush
-            )
+        if not journal and not flush:
+            meanwhile()
+            return
+        batch = store.prepare(
+            journal, getattr(memory._state.index, "stored_vector", None), flush=flush
+        )
+        if defer:
             if not store.pending_accesses:
                 memory._access_due = math.inf
             elif memory._access_due == math.inf:  # the first held back since the last
@@ -1725,11 +1729,6 @@ def _attach_store(memory: Memory, store: SqliteStore) -> None:
             if not len(batch) and not batch.vectors:  # only access updates, held back
                 meanwhile()
                 return
-        elif not journal:
-            meanwhile()
-            return
-        else:
-            batch = store.prepare(journal, getattr(memory._state.index, "stored_vector", None))
         if not (
             inline
             and _INLINE_COMMIT

@@ -3768,119 +3768,6 @@ fold_hash_direct(PyObject *self, PyObject *text)
 }
 
 
-/* ------------------------------------------------------------------ texts' digest
- *
- *   utf8_feed   what persist.text_digest feeds its hash for one sequence of texts:
- *               their code-point lengths (int64, native order) in one update, then
- *               the UTF-8 ("surrogatepass") of their concatenation in chunks of at
- *               most UTF8_FEED_CHUNK bytes, copied straight from an ASCII text's data
- *               (no joined str, no encoded copy of it).
- */
-
-#define UTF8_FEED_CHUNK ((Py_ssize_t)1 << 20)
-#define UTF8_FEED_AHEAD 8
-
-/* update(buf) with buf's first `len` bytes (buf shrunk to them when fewer); 0, or -1
- * with an exception (update raised, or it resized buf: we write into buf's storage). */
-static int
-feed_chunk(PyObject *update, PyObject *buf, Py_ssize_t len)
-{
-    if (len < PyByteArray_GET_SIZE(buf) && PyByteArray_Resize(buf, len) < 0) return -1;
-    PyObject *r = PyObject_CallOneArg(update, buf);
-    if (!r) return -1;
-    Py_DECREF(r);
-    if (PyByteArray_GET_SIZE(buf) != len) {
-        PyErr_SetString(PyExc_RuntimeError, "utf8_feed: update() resized its buffer");
-        return -1;
-    }
-    return 0;
-}
-
-PyDoc_STRVAR(utf8_feed_doc,
-"utf8_feed(update, texts) -> None\n\n"
-"update(the int64 code-point lengths of texts, native order), then update() with the\n"
-"UTF-8 (\"surrogatepass\") of ''.join(texts) in chunks of at most 1 MiB (a bytearray\n"
-"reused between calls): what persist.text_digest feeds its hash for one part. texts\n"
-"must be a list of str (exactly). O(total length).");
-
-static PyObject *
-utf8_feed(PyObject *self, PyObject *args)
-{
-    PyObject *update, *texts;
-    if (!PyArg_ParseTuple(args, "OO!", &update, &PyList_Type, &texts)) return NULL;
-    if (!PyCallable_Check(update)) {
-        PyErr_SetString(PyExc_TypeError, "utf8_feed: update must be callable");
-        return NULL;
-    }
-    Py_ssize_t n = PyList_GET_SIZE(texts);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (!PyUnicode_CheckExact(PyList_GET_ITEM(texts, i))) {
-            PyErr_SetString(PyExc_TypeError, "utf8_feed: texts must be a list of str");
-            return NULL;
-        }
-    }
-    /* update() is any callable: the texts are held in a tuple of our own */
-    PyObject *own = PyList_AsTuple(texts);
-    if (!own) return NULL;
-    PyObject *buf = NULL, *r;
-    PyObject *lens = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(int64_t));
-    if (!lens) goto error;
-    int64_t *len_of = (int64_t *)PyBytes_AS_STRING(lens);
-    for (Py_ssize_t i = 0; i < n; i++)
-        len_of[i] = (int64_t)PyUnicode_GET_LENGTH(PyTuple_GET_ITEM(own, i));
-    r = PyObject_CallOneArg(update, lens);
-    Py_CLEAR(lens);
-    if (!r) goto error;
-    Py_DECREF(r);
-    if (!(buf = PyByteArray_FromStringAndSize(NULL, UTF8_FEED_CHUNK))) goto error;
-    Py_ssize_t pos = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *t = PyTuple_GET_ITEM(own, i), *enc = NULL;
-        if (i + UTF8_FEED_AHEAD < n) {
-            const char *ahead = (const char *)PyTuple_GET_ITEM(own, i + UTF8_FEED_AHEAD);
-            __builtin_prefetch(ahead);
-            __builtin_prefetch(ahead + 64);
-            __builtin_prefetch(ahead + 128);
-            __builtin_prefetch(ahead + 192);
-        }
-        const char *src;
-        Py_ssize_t len;
-        if (PyUnicode_IS_ASCII(t)) {
-            src = (const char *)PyUnicode_1BYTE_DATA(t);
-            len = PyUnicode_GET_LENGTH(t);
-        } else {
-            enc = PyUnicode_AsEncodedString(t, "utf-8", "surrogatepass");
-            if (!enc) goto error;
-            src = PyBytes_AS_STRING(enc);
-            len = PyBytes_GET_SIZE(enc);
-        }
-        while (len > 0) {
-            Py_ssize_t take = UTF8_FEED_CHUNK - pos < len ? UTF8_FEED_CHUNK - pos : len;
-            memcpy(PyByteArray_AS_STRING(buf) + pos, src, (size_t)take);
-            pos += take;
-            src += take;
-            len -= take;
-            if (pos == UTF8_FEED_CHUNK) {
-                if (feed_chunk(update, buf, pos) < 0) {
-                    Py_XDECREF(enc);
-                    goto error;
-                }
-                pos = 0;
-            }
-        }
-        Py_XDECREF(enc);
-    }
-    if (pos > 0 && feed_chunk(update, buf, pos) < 0) goto error;
-    Py_DECREF(buf);
-    Py_DECREF(own);
-    Py_RETURN_NONE;
-error:
-    Py_XDECREF(lens);
-    Py_XDECREF(buf);
-    Py_DECREF(own);
-    return NULL;
-}
-
 PyDoc_STRVAR(lower_text_doc,
 "lower_text(text) -> str\n\n"
 "text.lower(), equal to it for every str (a new str, as str.lower makes): an ASCII\n"
@@ -5853,7 +5740,7 @@ load_ahead(PyObject *rows, Py_ssize_t j, const uint64_t *fold_at, const IdTableO
         return;
     }
     if (idt->cap) {
-        Py_ssize_t home = it_home(it_tag(hid), idt->cap);
+        Py_ssize_t home = oa_home(it_tag(hid), idt->cap);
         LOAD_PREFETCH(&idt->tags[home]);
         LOAD_PREFETCH(&idt->vals[home]);
     }
@@ -5889,7 +5776,7 @@ load_ahead(PyObject *rows, Py_ssize_t j, const uint64_t *fold_at, const IdTableO
     slot->dkey = (uint32_t)(h & 0x3FFFFFFF);
     slot->has_dkey = 1;
     if (table->cap) {
-        Py_ssize_t home = dt_home(slot->dkey, table->cap);
+        Py_ssize_t home = oa_home(slot->dkey, table->cap);
         LOAD_PREFETCH(&table->keys[home]);
         LOAD_PREFETCH(&table->vals[home]);
     }
@@ -6502,6 +6389,9 @@ error:
  * part's bytes into a caller's buffer, texts_first finds the distinct texts' first
  * appearances. No hash function of our own. */
 
+/* How many texts ahead the encoder prefetches a str's header and first bytes. */
+#define TD_AHEAD 8
+
 /* Whether t is a str whose fields the encoder may read without the GIL: an exact str,
  * ready and compact (a str never changes those, nor its length, kind or data). */
 static inline int
@@ -6558,8 +6448,8 @@ td_encode(PyObject *own, const uint8_t *mask, uint8_t *out, Py_ssize_t cap, Py_s
         Py_ssize_t i = at - n;
         if (mask && !mask[i]) continue;
         PyObject *t = PyTuple_GET_ITEM(own, i);
-        if (i + UTF8_FEED_AHEAD < n) {
-            const char *ahead = (const char *)PyTuple_GET_ITEM(own, i + UTF8_FEED_AHEAD);
+        if (i + TD_AHEAD < n) {
+            const char *ahead = (const char *)PyTuple_GET_ITEM(own, i + TD_AHEAD);
             __builtin_prefetch(ahead);
             __builtin_prefetch(ahead + 64);
         }
@@ -6926,7 +6816,6 @@ static PyMethodDef methods[] = {
     {"cache_forget", cache_forget, METH_VARARGS, cache_forget_doc},
     {"fold_hash", fold_hash, METH_O, fold_hash_doc},
     {"fold_hash_direct", fold_hash_direct, METH_O, fold_hash_direct_doc},
-    {"utf8_feed", utf8_feed, METH_VARARGS, utf8_feed_doc},
     {"texts_encode", (PyCFunction)(void (*)(void))texts_encode, METH_FASTCALL, texts_encode_doc},
     {"texts_first", texts_first, METH_O, texts_first_doc},
     {"texts_groups", texts_groups, METH_O, texts_groups_doc},

@@ -7,11 +7,11 @@
  *
  * Layout: two arrays of `cap` slots, `keys` (DT_EMPTY where free: every stored key is
  * below 2**30) and `vals` (a strong reference where the key is stored, NULL where
- * free). A key's home slot is its mixed bits scaled to cap (any cap, not only powers of
- * two: the table grows by x1.4); collisions probe linearly. A delete shifts the run
- * after the freed slot back (no tombstones): every key stays reachable from its home
- * without crossing a free slot (dt_check). The load stays <= 0.7 (a free slot always
- * exists, so a probe ends); below 1/8 the table shrinks to a load of 0.5.
+ * free). The probes, growth and backward-shift delete are _oatable.h's (shared with
+ * IdTable and GroupTable): a key's home slot is its mixed bits scaled to cap, linear
+ * probing, no tombstones (every key reachable from its home without crossing a free
+ * slot: _check), a load between 0.5 and 0.7 (below 1/8 the table shrinks). A key is
+ * found by comparing the keys alone.
  *
  * Python sees a mapping with int keys in [0, 2**30) (others: absent for reads, refused
  * for writes), iteration in slot order (not insertion order) that raises RuntimeError
@@ -22,7 +22,6 @@
 
 #define DT_EMPTY 0xFFFFFFFFu
 #define DT_KEY_LIMIT (1u << 30)
-#define DT_MIN_CAP 8
 
 typedef struct {
     PyObject_HEAD
@@ -36,23 +35,15 @@ typedef struct {
 static PyTypeObject DupTable_Type;
 static PyTypeObject DupTableIter_Type;
 
-/* murmur3's finaliser: every key bit moves the top bits the home slot is read from. */
-static inline uint32_t
-dt_mix(uint32_t k)
-{
-    k ^= k >> 16;
-    k *= 0x85EBCA6Bu;
-    k ^= k >> 13;
-    k *= 0xC2B2AE35u;
-    k ^= k >> 16;
-    return k;
-}
-
-static inline Py_ssize_t
-dt_home(uint32_t key, Py_ssize_t cap)
-{
-    return (Py_ssize_t)(((uint64_t)dt_mix(key) * (uint64_t)cap) >> 32);
-}
+#define OA_PREFIX dt
+#define OA_TABLE DupTableObject
+#define OA_TAGS keys
+#define OA_VALS vals
+#define OA_VAL PyObject *
+#define OA_TAG_FREE DT_EMPTY
+#define OA_VAL_FREE NULL
+#define OA_IS_FREE(tags, vals, i) ((tags)[i] == DT_EMPTY)
+#include "_oatable.h"
 
 /* The slot holding key, or -1. */
 static Py_ssize_t
@@ -61,77 +52,13 @@ dt_find(const DupTableObject *t, uint32_t key)
     Py_ssize_t cap = t->cap;
     if (cap == 0) return -1;
     const uint32_t *keys = t->keys;
-    Py_ssize_t i = dt_home(key, cap);
+    Py_ssize_t i = oa_home(key, cap);
     for (;;) {
         uint32_t k = keys[i];
         if (k == key) return i;
         if (k == DT_EMPTY) return -1;
         if (++i == cap) i = 0;
     }
-}
-
-/* Put key (absent) and val (a reference the table takes) into the first free slot from
- * its home. The caller made room. */
-static void
-dt_place(uint32_t *keys, PyObject **vals, Py_ssize_t cap, uint32_t key, PyObject *val)
-{
-    Py_ssize_t i = dt_home(key, cap);
-    while (keys[i] != DT_EMPTY) {
-        if (++i == cap) i = 0;
-    }
-    keys[i] = key;
-    vals[i] = val;
-}
-
-/* Move every key into arrays of newcap slots (newcap > used / 0.7). -1 with MemoryError
- * and the table unchanged when they cannot be had. */
-static int
-dt_resize(DupTableObject *t, Py_ssize_t newcap)
-{
-    if (newcap < DT_MIN_CAP) newcap = DT_MIN_CAP;
-    if ((size_t)newcap > (size_t)PY_SSIZE_T_MAX / (sizeof(uint32_t) + sizeof(PyObject *))) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    uint32_t *keys = PyMem_Malloc((size_t)newcap * sizeof(uint32_t));
-    PyObject **vals = PyMem_Calloc((size_t)newcap, sizeof(PyObject *));
-    if (!keys || !vals) {
-        PyMem_Free(keys);
-        PyMem_Free(vals);
-        PyErr_NoMemory();
-        return -1;
-    }
-    memset(keys, 0xFF, (size_t)newcap * sizeof(uint32_t)); /* DT_EMPTY everywhere */
-    for (Py_ssize_t i = 0; i < t->cap; i++) {
-        if (t->keys[i] != DT_EMPTY) dt_place(keys, vals, newcap, t->keys[i], t->vals[i]);
-    }
-    PyMem_Free(t->keys);
-    PyMem_Free(t->vals);
-    t->keys = keys;
-    t->vals = vals;
-    t->cap = newcap;
-    t->changes++;
-    return 0;
-}
-
-/* Room for `extra` more keys without a resize (the load stays <= 0.7); -1 MemoryError.
- * A resize leaves a load of 0.5, or with `tight` (a bulk load's one reserve) 0.7. */
-static int
-dt_reserve_to(DupTableObject *t, Py_ssize_t extra, int tight)
-{
-    if (extra < 0 || t->used > PY_SSIZE_T_MAX / 32 - extra) { /* need * 10 cannot overflow */
-        PyErr_NoMemory();
-        return -1;
-    }
-    Py_ssize_t need = t->used + extra;
-    if (t->cap && need * 10 <= t->cap * 7) return 0;
-    return dt_resize(t, tight ? need * 10 / 7 + 1 : need * 2);
-}
-
-static int
-dt_reserve(DupTableObject *t, Py_ssize_t extra)
-{
-    return dt_reserve_to(t, extra, 0);
 }
 
 /* table[key] = val (a new reference taken). 0 or -1 (MemoryError, nothing changed). */
@@ -157,31 +84,8 @@ dt_set(DupTableObject *t, uint32_t key, PyObject *val)
 static PyObject *
 dt_take(DupTableObject *t, Py_ssize_t i)
 {
-    uint32_t *keys = t->keys;
-    PyObject **vals = t->vals;
-    Py_ssize_t cap = t->cap;
-    PyObject *old = vals[i];
-    Py_ssize_t j = i;
-    for (;;) {
-        if (++j == cap) j = 0;
-        uint32_t k = keys[j];
-        if (k == DT_EMPTY) break;
-        Py_ssize_t h = dt_home(k, cap);
-        /* k stays when its home lies cyclically in (i, j]: moving it to i would put it
-         * before its home. */
-        int stays = i <= j ? (i < h && h <= j) : (i < h || h <= j);
-        if (stays) continue;
-        keys[i] = k;
-        vals[i] = vals[j];
-        i = j;
-    }
-    keys[i] = DT_EMPTY;
-    vals[i] = NULL;
-    t->used--;
-    t->changes++;
-    if (t->cap > DT_MIN_CAP && t->used * 8 < t->cap) {
-        if (dt_resize(t, t->used * 2) < 0) PyErr_Clear(); /* keep the larger arrays */
-    }
+    PyObject *old = t->vals[i];
+    dt_free_slot(t, i);
     return old;
 }
 
@@ -467,7 +371,7 @@ DupTable_check(PyObject *self, PyObject *unused)
     Py_ssize_t n = 0;
     if (t->cap == 0) {
         if (t->used != 0 || t->keys || t->vals) bad = "no arrays but keys";
-    } else if (t->cap < DT_MIN_CAP || t->used * 10 > t->cap * 7) {
+    } else if (t->cap < OA_MIN_CAP || t->used * 10 > t->cap * 7) {
         bad = "capacity below 8 or load above 0.7";
     }
     for (Py_ssize_t i = 0; !bad && i < t->cap; i++) {
@@ -480,14 +384,7 @@ DupTable_check(PyObject *self, PyObject *unused)
         if (k >= DT_KEY_LIMIT) bad = "a key above 2**30";
         else if (!t->vals[i]) bad = "a key without a reference";
         else if (dt_find(t, k) != i) bad = "a key twice, or not reachable from its home";
-        else {
-            for (Py_ssize_t j = dt_home(k, t->cap); j != i; j = j + 1 == t->cap ? 0 : j + 1) {
-                if (t->keys[j] == DT_EMPTY) {
-                    bad = "a free slot between a key and its home";
-                    break;
-                }
-            }
-        }
+        else if (dt_gap(t, k, i)) bad = "a free slot between a key and its home";
     }
     if (!bad && n != t->used) bad = "the count is not the keys'";
     if (bad) {
@@ -562,7 +459,7 @@ DupTableIter_next(PyObject *self)
         PyErr_SetString(PyExc_RuntimeError, "DupTable changed during iteration");
         return NULL;
     }
-    while (it->pos < t->cap && t->keys[it->pos] == DT_EMPTY) it->pos++;
+    it->pos = dt_next_used(t, it->pos);
     if (it->pos >= t->cap) {
         it->table = NULL;
         Py_DECREF(t);

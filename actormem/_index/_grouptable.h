@@ -10,11 +10,11 @@
  * `group.text`, slot reads at offsets fixed when the table is made) only when a tag
  * matches: 11-16 B a text at a load between 0.5 and 0.7.
  *
- * Layout: two arrays of `cap` slots, `tags` and `gids` (-1 where free). A text's home
- * slot is its tag's mixed bits scaled to cap (the table grows by x1.4 and its rehash
- * needs no text); collisions probe linearly; a delete shifts the run after the freed slot
- * back (no tombstones); the load stays <= 0.7 (a probe always ends at a free slot); below
- * 1/8 the table shrinks to a load of 0.5. The probes and rules are IdTable's (_idtable.h).
+ * Layout: two arrays of `cap` slots, `tags` and `gids` (-1 where free). The probes,
+ * growth and backward-shift delete are _oatable.h's (shared with DupTable and IdTable),
+ * "free" read from the number: a text's home slot is its tag's mixed bits scaled to cap
+ * (the rehash needs no text), linear probing, no tombstones, a load between 0.5 and 0.7
+ * (below 1/8 the table shrinks).
  *
  * Keys are str (a str subclass is its str value: the hash is str's and texts are
  * compared by their code points, so no user code runs inside a probe; anything else is
@@ -26,7 +26,6 @@
  * gt_append_item.
  */
 
-#define GT_MIN_CAP 8
 #define GT_FREE (-1)
 
 typedef struct {
@@ -89,11 +88,15 @@ gt_str_eq(PyObject *a, PyObject *b)
     return memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)n * (size_t)kind) == 0;
 }
 
-static inline Py_ssize_t
-gt_home(uint32_t tag, Py_ssize_t cap)
-{
-    return (Py_ssize_t)(((uint64_t)dt_mix(tag) * (uint64_t)cap) >> 32);
-}
+#define OA_PREFIX gt
+#define OA_TABLE GroupTableObject
+#define OA_TAGS tags
+#define OA_VALS gids
+#define OA_VAL int32_t
+#define OA_TAG_FREE 0
+#define OA_VAL_FREE GT_FREE
+#define OA_IS_FREE(tags, vals, i) ((vals)[i] == GT_FREE)
+#include "_oatable.h"
 
 /* The tag of str key (ready after this), or -1 with an exception. str's own hash (the
  * cached one): a subclass's __hash__ is not called. */
@@ -115,7 +118,7 @@ gt_find(const GroupTableObject *t, PyObject *key, uint32_t tag)
     if (cap == 0) return -1;
     const uint32_t *tags = t->tags;
     const int32_t *gids = t->gids;
-    Py_ssize_t i = gt_home(tag, cap);
+    Py_ssize_t i = oa_home(tag, cap);
     for (;;) {
         int32_t g = gids[i];
         if (g == GT_FREE) return -1;
@@ -136,94 +139,11 @@ gt_find_str(const GroupTableObject *t, PyObject *key, uint32_t *tag)
     return gt_find(t, key, *tag);
 }
 
-/* Put g with tag into the first free slot from its home. The caller made room. */
-static void
-gt_place(uint32_t *tags, int32_t *gids, Py_ssize_t cap, uint32_t tag, int32_t g)
-{
-    Py_ssize_t i = gt_home(tag, cap);
-    while (gids[i] != GT_FREE) {
-        if (++i == cap) i = 0;
-    }
-    tags[i] = tag;
-    gids[i] = g;
-}
-
-/* Move every text into arrays of newcap slots (newcap > used / 0.7). -1 with
- * MemoryError and the table unchanged when they cannot be had. */
-static int
-gt_resize(GroupTableObject *t, Py_ssize_t newcap)
-{
-    if (newcap < GT_MIN_CAP) newcap = GT_MIN_CAP;
-    if ((size_t)newcap > (size_t)PY_SSIZE_T_MAX / (sizeof(uint32_t) + sizeof(int32_t))) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    uint32_t *tags = PyMem_Calloc((size_t)newcap, sizeof(uint32_t));
-    int32_t *gids = PyMem_Malloc((size_t)newcap * sizeof(int32_t));
-    if (!tags || !gids) {
-        PyMem_Free(tags);
-        PyMem_Free(gids);
-        PyErr_NoMemory();
-        return -1;
-    }
-    memset(gids, 0xFF, (size_t)newcap * sizeof(int32_t)); /* GT_FREE everywhere */
-    for (Py_ssize_t i = 0; i < t->cap; i++) {
-        if (t->gids[i] != GT_FREE) gt_place(tags, gids, newcap, t->tags[i], t->gids[i]);
-    }
-    PyMem_Free(t->tags);
-    PyMem_Free(t->gids);
-    t->tags = tags;
-    t->gids = gids;
-    t->cap = newcap;
-    t->changes++;
-    return 0;
-}
-
-/* Room for `extra` more texts without a resize (the load stays <= 0.7); -1 MemoryError.
- * A resize leaves a load of 0.5, or with `tight` (a bulk fill's one reserve) 0.7. */
-static int
-gt_reserve_to(GroupTableObject *t, Py_ssize_t extra, int tight)
-{
-    if (extra < 0 || t->used > PY_SSIZE_T_MAX / 32 - extra) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    Py_ssize_t need = t->used + extra;
-    if (t->cap && need * 10 <= t->cap * 7) return 0;
-    return gt_resize(t, tight ? need * 10 / 7 + 1 : need * 2);
-}
-
-static inline int
-gt_reserve(GroupTableObject *t, Py_ssize_t extra)
-{
-    return gt_reserve_to(t, extra, 0);
-}
-
 /* Free slot i (holding a text): the run after it shifts back over the hole. */
-static void
+static inline void
 gt_take(GroupTableObject *t, Py_ssize_t i)
 {
-    uint32_t *tags = t->tags;
-    int32_t *gids = t->gids;
-    Py_ssize_t cap = t->cap;
-    Py_ssize_t j = i;
-    for (;;) {
-        if (++j == cap) j = 0;
-        if (gids[j] == GT_FREE) break;
-        Py_ssize_t h = gt_home(tags[j], cap);
-        int stays = i <= j ? (i < h && h <= j) : (i < h || h <= j);
-        if (stays) continue;
-        tags[i] = tags[j];
-        gids[i] = gids[j];
-        i = j;
-    }
-    tags[i] = 0;
-    gids[i] = GT_FREE;
-    t->used--;
-    t->changes++;
-    if (t->cap > GT_MIN_CAP && t->used * 8 < t->cap) {
-        if (gt_resize(t, t->used * 2) < 0) PyErr_Clear(); /* keep the larger arrays */
-    }
+    gt_free_slot(t, i);
 }
 
 /* A group number from an int: 0 .. INT32_MAX - 1, else -1 with TypeError / ValueError. */
@@ -618,7 +538,7 @@ GroupTable_check(PyObject *self, PyObject *unused)
         bad = "cleared";
     } else if (t->cap == 0) {
         if (t->used != 0 || t->tags || t->gids) bad = "no arrays but texts";
-    } else if (t->cap < GT_MIN_CAP || t->used * 10 > t->cap * 7) {
+    } else if (t->cap < OA_MIN_CAP || t->used * 10 > t->cap * 7) {
         bad = "capacity below 8 or load above 0.7";
     }
     for (Py_ssize_t i = 0; !bad && i < t->cap; i++) {
@@ -640,11 +560,9 @@ GroupTable_check(PyObject *self, PyObject *unused)
             bad = "a text twice, or not reachable from its home";
             break;
         }
-        for (Py_ssize_t j = gt_home(tag, t->cap); j != i; j = j + 1 == t->cap ? 0 : j + 1) {
-            if (t->gids[j] == GT_FREE) {
-                bad = "a free slot between a text and its home";
-                break;
-            }
+        if (gt_gap(t, tag, i)) {
+            bad = "a free slot between a text and its home";
+            break;
         }
     }
     if (!bad && n != t->used) bad = "the count is not the texts'";
@@ -765,7 +683,7 @@ GroupTableIter_next(PyObject *self)
         PyErr_SetString(PyExc_RuntimeError, "GroupTable changed during iteration");
         return NULL;
     }
-    while (it->pos < t->cap && t->gids[it->pos] == GT_FREE) it->pos++;
+    it->pos = gt_next_used(t, it->pos);
     if (it->pos >= t->cap) {
         it->table = NULL;
         Py_DECREF(t);

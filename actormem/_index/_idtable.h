@@ -8,12 +8,10 @@
  * matches: 12 B a slot, at a load between 0.5 and 0.7 (17-24 B an id).
  *
  * Layout: two arrays of `cap` slots, `tags` and `vals` (a strong reference where an id is
- * stored, NULL where free). An id's home slot is its tag's mixed bits scaled to cap (any
- * cap: the table grows by x1.4); collisions probe linearly; a delete shifts the run after
- * the freed slot back (no tombstones); the load stays <= 0.7 (a probe always ends at a
- * free slot); below 1/8 the table shrinks to a load of 0.5. The probes and the layout's
- * rules are DupTable's (_duptable.h), with the tag in the key's place and "free" read from
- * the reference.
+ * stored, NULL where free). The probes, growth and backward-shift delete are _oatable.h's
+ * (shared with DupTable and GroupTable), with the tag in the key's place and "free" read
+ * from the reference: an id's home slot is its tag's mixed bits scaled to cap, linear
+ * probing, no tombstones, a load between 0.5 and 0.7 (below 1/8 the table shrinks).
  *
  * Python sees a mapping of exact int keys (others, int subclasses too, are absent for reads and refused for writes:
  * TypeError) to records of one class whose entry (of one class) has that key as its id:
@@ -23,8 +21,6 @@
  * in the cycle collector as a dict does. C callers (store_inserts) use it_lookup,
  * it_reserve and it_put.
  */
-
-#define IT_MIN_CAP 8
 
 typedef struct {
     PyObject_HEAD
@@ -63,11 +59,15 @@ it_tag(Py_hash_t h)
     return (uint32_t)(x ^ (x >> 32));
 }
 
-static inline Py_ssize_t
-it_home(uint32_t tag, Py_ssize_t cap)
-{
-    return (Py_ssize_t)(((uint64_t)dt_mix(tag) * (uint64_t)cap) >> 32);
-}
+#define OA_PREFIX it
+#define OA_TABLE IdTableObject
+#define OA_TAGS tags
+#define OA_VALS vals
+#define OA_VAL PyObject *
+#define OA_TAG_FREE 0
+#define OA_VAL_FREE NULL
+#define OA_IS_FREE(tags, vals, i) (!(vals)[i])
+#include "_oatable.h"
 
 /* The tag of int key (a PyLong), or -1 with an exception. Hashing an int runs no code. */
 static inline int
@@ -88,7 +88,7 @@ it_find(const IdTableObject *t, PyObject *key, uint32_t tag)
     if (cap == 0) return -1;
     const uint32_t *tags = t->tags;
     PyObject *const *vals = t->vals;
-    Py_ssize_t i = it_home(tag, cap);
+    Py_ssize_t i = oa_home(tag, cap);
     for (;;) {
         PyObject *v = vals[i];
         if (!v) return -1;
@@ -103,69 +103,6 @@ it_find(const IdTableObject *t, PyObject *key, uint32_t tag)
         }
         if (++i == cap) i = 0;
     }
-}
-
-/* Put val (a reference the table takes) with tag into the first free slot from its home.
- * The caller made room. */
-static void
-it_place(uint32_t *tags, PyObject **vals, Py_ssize_t cap, uint32_t tag, PyObject *val)
-{
-    Py_ssize_t i = it_home(tag, cap);
-    while (vals[i]) {
-        if (++i == cap) i = 0;
-    }
-    tags[i] = tag;
-    vals[i] = val;
-}
-
-/* Move every id into arrays of newcap slots (newcap > used / 0.7). -1 with MemoryError
- * and the table unchanged when they cannot be had. */
-static int
-it_resize(IdTableObject *t, Py_ssize_t newcap)
-{
-    if (newcap < IT_MIN_CAP) newcap = IT_MIN_CAP;
-    if ((size_t)newcap > (size_t)PY_SSIZE_T_MAX / (sizeof(uint32_t) + sizeof(PyObject *))) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    uint32_t *tags = PyMem_Calloc((size_t)newcap, sizeof(uint32_t));
-    PyObject **vals = PyMem_Calloc((size_t)newcap, sizeof(PyObject *));
-    if (!tags || !vals) {
-        PyMem_Free(tags);
-        PyMem_Free(vals);
-        PyErr_NoMemory();
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < t->cap; i++) {
-        if (t->vals[i]) it_place(tags, vals, newcap, t->tags[i], t->vals[i]);
-    }
-    PyMem_Free(t->tags);
-    PyMem_Free(t->vals);
-    t->tags = tags;
-    t->vals = vals;
-    t->cap = newcap;
-    t->changes++;
-    return 0;
-}
-
-/* Room for `extra` more ids without a resize (the load stays <= 0.7); -1 MemoryError.
- * A resize leaves a load of 0.5, or with `tight` (a bulk load's one reserve) 0.7. */
-static int
-it_reserve_to(IdTableObject *t, Py_ssize_t extra, int tight)
-{
-    if (extra < 0 || t->used > PY_SSIZE_T_MAX / 32 - extra) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    Py_ssize_t need = t->used + extra;
-    if (t->cap && need * 10 <= t->cap * 7) return 0;
-    return it_resize(t, tight ? need * 10 / 7 + 1 : need * 2);
-}
-
-static int
-it_reserve(IdTableObject *t, Py_ssize_t extra)
-{
-    return it_reserve_to(t, extra, 0);
 }
 
 /* The record stored under int key (borrowed), NULL when absent (no exception) or on an
@@ -234,28 +171,8 @@ it_put(IdTableObject *t, PyObject *key, PyObject *rec)
 static PyObject *
 it_take(IdTableObject *t, Py_ssize_t i)
 {
-    uint32_t *tags = t->tags;
-    PyObject **vals = t->vals;
-    Py_ssize_t cap = t->cap;
-    PyObject *old = vals[i];
-    Py_ssize_t j = i;
-    for (;;) {
-        if (++j == cap) j = 0;
-        if (!vals[j]) break;
-        Py_ssize_t h = it_home(tags[j], cap);
-        int stays = i <= j ? (i < h && h <= j) : (i < h || h <= j);
-        if (stays) continue;
-        tags[i] = tags[j];
-        vals[i] = vals[j];
-        i = j;
-    }
-    tags[i] = 0;
-    vals[i] = NULL;
-    t->used--;
-    t->changes++;
-    if (t->cap > IT_MIN_CAP && t->used * 8 < t->cap) {
-        if (it_resize(t, t->used * 2) < 0) PyErr_Clear(); /* keep the larger arrays */
-    }
+    PyObject *old = t->vals[i];
+    it_free_slot(t, i);
     return old;
 }
 
@@ -456,7 +373,7 @@ IdTable_check(PyObject *self, PyObject *unused)
     Py_ssize_t n = 0;
     if (t->cap == 0) {
         if (t->used != 0 || t->tags || t->vals) bad = "no arrays but ids";
-    } else if (t->cap < IT_MIN_CAP || t->used * 10 > t->cap * 7) {
+    } else if (t->cap < OA_MIN_CAP || t->used * 10 > t->cap * 7) {
         bad = "capacity below 8 or load above 0.7";
     }
     for (Py_ssize_t i = 0; !bad && i < t->cap; i++) {
@@ -480,11 +397,9 @@ IdTable_check(PyObject *self, PyObject *unused)
             bad = "an id twice, or not reachable from its home";
             break;
         }
-        for (Py_ssize_t j = it_home(tag, t->cap); j != i; j = j + 1 == t->cap ? 0 : j + 1) {
-            if (!t->vals[j]) {
-                bad = "a free slot between an id and its home";
-                break;
-            }
+        if (it_gap(t, tag, i)) {
+            bad = "a free slot between an id and its home";
+            break;
         }
     }
     if (!bad && n != t->used) bad = "the count is not the ids'";
@@ -560,7 +475,7 @@ IdTableIter_next(PyObject *self)
         PyErr_SetString(PyExc_RuntimeError, "IdTable changed during iteration");
         return NULL;
     }
-    while (it->pos < t->cap && !t->vals[it->pos]) it->pos++;
+    it->pos = it_next_used(t, it->pos);
     if (it->pos >= t->cap) {
         it->table = NULL;
         Py_DECREF(t);

@@ -62,25 +62,6 @@ class ImageError(ValueError):
     foreign or corrupt); the index is rebuilt from the rows instead."""
 
 
-#: :func:`text_digest` feeds a list of ``str`` to the hash with the word-overlap core's
-#: ``utf8_feed`` (the lengths, then the UTF-8 copied from each ASCII text's own data into
-#: one reused 1 MiB buffer: no joined ``str`` and no encoded copy of it per chunk), the
-#: same bytes in the same order, so the same digest. Read at each call. False, or
-#: without the core: the join and encode below, the path before it
-#: (``tests/test_text_digest.py``).
-_C_DIGEST = True
-
-
-def _utf8_feed() -> Callable[[Callable[[Any], object], list[str]], None] | None:
-    """The core's ``utf8_feed`` when :data:`_C_DIGEST` allows it, else None. O(1)."""
-    if not _C_DIGEST:
-        return None
-    feed: Callable[[Callable[[Any], object], list[str]], None] | None = getattr(
-        kernels._wo, "utf8_feed", None
-    )
-    return feed
-
-
 #: :func:`text_digest` and :class:`LateDigest` make the bytes they hash in the core, with
 #: the GIL released: ``texts_encode`` writes the next run of them (the lengths, then the
 #: UTF-8) into a reused 1 MiB buffer, read from the texts' own data (held in a tuple,
@@ -89,12 +70,12 @@ def _utf8_feed() -> Callable[[Callable[[Any], object], list[str]], None] | None:
 #: the core's ``texts_first`` finds the distinct texts' first appearances (a mask), also
 #: without the GIL. So :class:`LateDigest`'s thread holds the GIL only between the
 #: runs (~3 times a MiB) and the caller feeds nothing (~0.3 s of the open's own thread
-#: at 1M). The same bytes in the same order as :func:`_feed`'s, so the same digest.
-#: Read at each call. False, or without the core, or an item that is not an exact
-#: ``str``: the hashlib-only paths before it (``tests/test_open18_cols.py``).
-_DIGEST_NOGIL = True
-
-#: The bytes of one run of ``texts_encode`` (the buffer each digest reuses).
+#: at 1M). A part the core cannot take (without the core, or not a list or tuple of
+#: exact ``str``) is written by :func:`_feed` with ``str.join`` and ``encode``: the same
+#: bytes in the same order, so the same digest (``tests/test_open18_cols.py`` checks both
+#: against hashlib over the bytes written out in Python, and a fixed digest).
+#: ``_ENCODE_BUFFER``: the bytes of one run of ``texts_encode`` (the buffer each
+#: digest reuses).
 _ENCODE_BUFFER = 1 << 20
 
 
@@ -171,13 +152,17 @@ def _never() -> bool:
 
 
 def _hash_encoded(
-    parts: tuple[tuple[str, ...], ...], mask: bytes | None, stopped: Callable[[], bool] = _never
-) -> str | None:
-    """:func:`text_digest` of ``parts`` (``mask``: of the first part's items it marks),
-    their bytes made by :func:`_encode_run` run after run into one buffer, each run
-    hashed by ``hashlib`` (the GIL released by both). None when an item is not an exact
-    ``str``, or when ``stopped()`` turned true between runs. O(total length)."""
-    h = hashlib.blake2b(digest_size=16)
+    parts: tuple[tuple[str, ...], ...],
+    mask: bytes | None,
+    update: Callable[[Any], object],
+    stopped: Callable[[], bool] = _never,
+) -> bool:
+    """Call ``update`` with :func:`text_digest`'s bytes of ``parts`` (``mask``: of the
+    first part's items it marks), made by :func:`_encode_run` run after run into one
+    buffer (the GIL released there): each call gets a view of the buffer, valid only
+    during the call (``hashlib``'s ``update`` releases the GIL over it). True once all
+    are fed; False, some fed, when an item is not an exact ``str``, or when
+    ``stopped()`` turned true between runs. O(total length)."""
     buf = bytearray(_ENCODE_BUFFER)
     view = memoryview(buf)
     try:
@@ -187,13 +172,18 @@ def _hash_encoded(
             while at < end:
                 got = _encode_run(part, mask, buf, at, off)
                 if got is None or stopped():
-                    return None
+                    return False
                 at, off, written = got
-                h.update(view[:written])
+                update(view[:written])
             mask = None  # (only the first part is masked)
     finally:
         view.release()
-    return h.hexdigest()
+    return True
+
+
+def _encoder() -> bool:
+    """Whether the core's ``texts_encode`` is there (:func:`_hash_encoded`). O(1)."""
+    return kernels._wo is not None and hasattr(kernels._wo, "texts_encode")
 
 
 def _digest_nogil(
@@ -204,8 +194,8 @@ def _digest_nogil(
 ) -> Callable[[Callable[[], bool]], str | None] | None:
     """A call giving ``text_digest(texts, extra)`` by :func:`_hash_encoded` (the core
     makes the bytes with the GIL released; None if an item is not an exact ``str``, or
-    when its argument, polled between runs, gives true), or None when
-    :data:`_DIGEST_NOGIL` is off, the core lacks it or a part is not a list or tuple.
+    when its argument, polled between runs, gives true), or None when the core lacks
+    it or a part is not a list or tuple.
     ``distinct``: the digest of ``texts``' distinct strs in the order of their first
     appearance (``extra`` empty), the core's ``texts_first`` marking them. ``grouped``
     (with ``distinct``): the call first finds each text's group number with the core's
@@ -213,10 +203,8 @@ def _digest_nogil(
     (None when the core cannot: an item not an exact ``str``). The call hashes the
     parts as they are now (tuples of their items taken now).
     O(len(texts) + len(extra)) now."""
-    wo = kernels._wo if _DIGEST_NOGIL else None
     if (
-        wo is None
-        or not hasattr(wo, "texts_encode")
+        not _encoder()
         or type(texts) not in (list, tuple)
         or type(extra) not in (list, tuple)
     ):
@@ -237,7 +225,8 @@ def _digest_nogil(
             mask = _first_mask(parts[0]) if distinct else None
         if distinct and mask is None:
             return None
-        return _hash_encoded(parts, mask, stopped)
+        h = hashlib.blake2b(digest_size=16)
+        return h.hexdigest() if _hash_encoded(parts, mask, h.update, stopped) else None
 
     return run
 
@@ -257,11 +246,14 @@ def text_digest(texts: Sequence[str], extra: Sequence[str] = ()) -> str:
 def _feed(update: Callable[[Any], object], texts: Sequence[str], extra: Sequence[str]) -> None:
     """Call ``update`` with :func:`text_digest`'s bytes, in order: per part (``texts``,
     then ``extra``) the code-point lengths (int64, native order), then the UTF-8
-    (``surrogatepass``) of the concatenation, in pieces. O(total length)."""
-    feed = _utf8_feed()
+    (``surrogatepass``) of the concatenation, in pieces: by :func:`_hash_encoded` for a
+    list or tuple of exact ``str`` with the core, else by ``join`` and ``encode``.
+    O(total length)."""
+    encoder = _encoder()
     for part in (texts, extra):
-        if feed is not None and type(part) is list and set(map(type, part)) <= {str}:
-            feed(update, part)
+        if encoder and type(part) in (list, tuple) and set(map(type, part)) <= {str}:
+            fed = _hash_encoded((tuple(part),), None, update)
+            assert fed, "every item is an exact str"
             continue
         update(np.fromiter(map(len, part), np.int64, len(part)).tobytes())
         for start in range(0, len(part), _DIGEST_CHUNK):  # bounded transient copies
@@ -290,7 +282,7 @@ class LateDigest:
     """:func:`text_digest` of ``texts`` and ``extra`` (the same value; ``distinct``: of
     ``texts``' distinct items in the order of their first appearance, ``extra`` empty),
     its BLAKE2b run in a thread (:class:`~actormem._util.Beside`) that goes on after the
-    constructor returns: with the core (:data:`_DIGEST_NOGIL`) the whole digest there,
+    constructor returns: with the core (:func:`_digest_nogil`) the whole digest there,
     the GIL released; else the caller feeds the texts' UTF-8 (it needs the GIL), the
     thread hashes it (hashlib releases the GIL over large buffers). The caller does
     other work before :meth:`result`, and must call :meth:`result` or :meth:`stop` on
@@ -324,7 +316,7 @@ class LateDigest:
             self._grouped.ready.set()  # none: the caller groups them itself
             self._digest = text_digest(_distinct(texts) if distinct else texts, extra)
             return
-        #: _DIGEST_NOGIL: the whole digest in the thread, the GIL released over it
+        #: with the core: the whole digest in the thread, the GIL released over it
         self._nogil = _digest_nogil(texts, extra, distinct, self._grouped if want_groups else None)
         if self._nogil is None or not want_groups:
             self._grouped.ready.set()  # none
@@ -368,7 +360,7 @@ class LateDigest:
                     return
 
     def _drain(self) -> str | None:
-        """The thread: the core's digest with the GIL released (:data:`_DIGEST_NOGIL`;
+        """The thread: the core's digest with the GIL released (:func:`_digest_nogil`;
         :func:`text_digest`'s path for a list holding other than exact ``str``), else
         hash each queued block until None (or :meth:`stop`)."""
         if self._nogil is not None:

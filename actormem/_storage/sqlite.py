@@ -204,7 +204,9 @@ _C_COMMIT = True
 #: bound (docs/durability.md, "Access counts"). The main job's ~2,300 commits each carry
 #: puts, ~16,000 access updates on ~13,000 scattered pages among them; held they come to
 #: a few thousand rows on a few hundred pages. False: each batch's access updates in its
-#: own commit, the path before it. Read by ``_attach_store`` when a memory opens.
+#: own commit, the path before it. Read by ``_attach_store`` when a memory opens, as
+#: are both bounds below (a change to any of the three applies to memories opened
+#: after it).
 _DEFER_ACCESS = True
 #: The most entries whose access updates a deferring store keeps pending: the next
 #: commit after they pile up to this writes them all.
@@ -666,6 +668,7 @@ class SqliteStore:
         #: Access updates held back (:meth:`defer_accesses`): seq -> its live record, whose
         #: current access fields are encoded when written; None: none are held back.
         self._pending: dict[int, Record] | None = None
+        self._pending_limit = ACCESS_PENDING  # (set by defer_accesses)
         self._page_size: int = conn.execute("PRAGMA page_size").fetchone()[0]
 
     def _open_conn(self) -> sqlite3.Connection:
@@ -787,12 +790,20 @@ class SqliteStore:
         if seqs:
             self.write(Batch([(seq,) for seq in seqs], [], []))
 
-    def defer_accesses(self) -> None:
+    def defer_accesses(self, limit: int) -> None:
         """Hold access updates back from now on (:data:`_DEFER_ACCESS`): :meth:`prepare`
-        keeps them pending until ``flush``, :data:`ACCESS_PENDING` of them, or
-        :meth:`flush_accesses`. Only for a store whose every change goes through
-        :meth:`prepare` (a memory's owner; not a replica's, whose ``meta`` row names
-        the log position its rows hold). O(1)."""
+        keeps them pending until ``flush``, ``limit`` of them (``_attach_store`` passes
+        :data:`ACCESS_PENDING` as it is when the memory opens), or
+        :meth:`flush_accesses` (``limit`` 0: every commit writes them). Only for a store
+        whose every change goes through :meth:`prepare` (a memory's owner; not a
+        replica's, whose ``meta`` row names the log position its rows hold). O(1).
+
+        Raises:
+            ValueError: ``limit`` is not an int of at least 0.
+        """
+        if type(limit) is not int or limit < 0:
+            raise ValueError(f"defer_accesses: limit must be an int >= 0, not {limit!r}")
+        self._pending_limit = limit
         if self._pending is None:
             self._pending = {}
 
@@ -833,7 +844,7 @@ class SqliteStore:
         journal's into its pending set (a later update of a seq replaces its earlier
         one; a put or delete of the seq drops it: the put writes the whole row) and
         adds the whole set to the batch, with the current access fields of each record,
-        when ``flush`` or once :data:`ACCESS_PENDING` are pending. The batch may then be
+        when ``flush`` or once its limit (:meth:`defer_accesses`) are pending. The batch may then be
         empty (``len(batch) == 0``, no vectors): nothing to commit.
         """
         last: dict[int, tuple[int, Record]] = {}
@@ -860,7 +871,7 @@ class SqliteStore:
                     pending.pop(seq, None)  # the row deleted, or written whole below
                 else:
                     pending[seq] = rec
-            if flush or len(pending) >= ACCESS_PENDING:
+            if flush or len(pending) >= self._pending_limit:
                 self._pending = {}
                 for rec in pending.values():
                     accesses.append(encode_access(rec))

@@ -212,9 +212,9 @@ def restore(
     texts = cols[0] if cols is not None else list(map(_MEMORY, records))
     count = len(texts)
     early: persist.LateDigest | None = None
-    if cols is not None and _DIGEST_BESIDE and _DIGEST_EARLY and persist._DIGEST_NOGIL:
-        # beside the group map (not without the core's digest: the caller would find
-        # the distinct texts and feed them, the group map's work twice)
+    if cols is not None and _DIGEST_BESIDE and _DIGEST_EARLY:
+        # beside the group map (the core's columns, so its digest: without it the
+        # caller would find the distinct texts and feed them, the group map's work twice)
         early = persist.LateDigest(texts, distinct=True, groups=_GIDS_BESIDE)
     try:  # until the try below, which ends `late`, took the early digest over
         grouped = early.groups() if early is not None and _GIDS_BESIDE else None
