@@ -809,17 +809,18 @@ offer_found(offer_t *o, const int64_t *nums, const double *scores, Py_ssize_t n)
  * no fused multiply-add: the build's -ffp-contract=off), found from (theta - rest) / up
  * by a few steps of one ulp: x * up + rest only grows with x (up > 0), so x >= a exactly
  * when x * up + rest >= theta, for every double x (NaN: neither). -INFINITY for theta
- * -INFINITY (every score marked, as the expression marks it). Returns 0 where it cannot
- * say (up not > 0, theta or rest not finite, the guess not finite, or more than 64
- * steps: the caller keeps the expression). */
+ * -INFINITY (every score but NaN marked, as the expression marks it). Returns 0 where it
+ * cannot say (up not finite and > 0, rest not finite, theta +INFINITY or NaN, the guess
+ * not finite, or more than 64 steps: the caller keeps the expression). */
 static int
 mark_cut(double up, double rest, double theta, double *cut)
 {
-    if (theta == -INFINITY && rest == rest && up == up) {
+    if (!(up > 0.0) || !isfinite(up) || !isfinite(rest)) return 0;
+    if (theta == -INFINITY) {
         *cut = -INFINITY;
         return 1;
     }
-    if (!(up > 0.0) || !isfinite(theta) || !isfinite(rest)) return 0;
+    if (!isfinite(theta)) return 0;
     double a = (theta - rest) / up;
     if (!isfinite(a)) return 0;
     if (a * up + rest >= theta) {
