@@ -23,6 +23,7 @@
 # tests/test_mainjob20_scan.py,
 # tests/test_open17_loadc.py,
 # tests/test_bm25q8_sparse.py,
+# tests/test_bm25q9_walk.py,
 # tests/test_review22c_loadc.py,
 # tests/test_review22b_scan.py,
 # tests/test_entrybytes5.py,
@@ -108,6 +109,7 @@ PYTHONMALLOC=malloc LD_PRELOAD="$runtime" ASAN_OPTIONS=detect_leaks=0:abort_on_e
     tests/test_mainjob20_scan.py \
     tests/test_open17_loadc.py \
     tests/test_bm25q8_sparse.py \
+    tests/test_bm25q9_walk.py \
     tests/test_review22c_loadc.py \
     tests/test_review22b_scan.py \
     tests/test_entrybytes5.py \

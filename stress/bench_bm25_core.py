@@ -42,7 +42,8 @@ searching the long lists, not reading their dense frequency arrays
 (``knobs._DENSE_TFS = False`` for the queries; the index keeps its arrays), ``--old
 core-q8`` the scalar walk with its prefetch and windows cleared by their postings only
 below an eighth of their width (``knobs._SCALAR_NO_PREFETCH = knobs._SPARSE_QUARTER =
-False``).
+False``), ``--old core-q9`` the scalar walk computing every posting's part and its
+mark's expression (``knobs._WALK_ONES = knobs._MARK_CUT = False``).
 
 ``--warm`` runs each query once untimed before its timed pair (``time_paired``): without
 it the first run of a pair reads the query's posting lists from memory and the second
@@ -136,6 +137,8 @@ def switch(new: bool) -> None:
         knobs._PREFETCH_OFFERS = new
     elif OLD == "core-q7":
         knobs._DENSE_TFS = new
+    elif OLD == "core-q9":
+        knobs._WALK_ONES = knobs._MARK_CUT = new
     elif OLD == "core-q8":
         knobs._SCALAR_NO_PREFETCH = knobs._SPARSE_QUARTER = new
     else:
@@ -196,6 +199,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
             "core-q6",
             "core-q7",
             "core-q8",
+            "core-q9",
         ),
         default="python",
         help="old: the Python driver, the core's driver with MaxScore's split by bound, or"
@@ -212,7 +216,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         " reading the lengths, the seeding and offers not prefetched and every window's"
         " scores cleared whole (core-q6), or the lookups searching the long lists, not"
         " reading their dense frequency arrays (core-q7), or the scalar walk with its"
-        " prefetch and the windows cleared by their postings below an eighth (core-q8)",
+        " prefetch and the windows cleared by their postings below an eighth (core-q8), or"
+        " the scalar walk computing every part and mark (core-q9)",
     )
     p.add_argument(
         "--warm",

@@ -775,6 +775,98 @@ offer_found(offer_t *o, const int64_t *nums, const double *scores, Py_ssize_t n)
         mark[at >> 6] |= (uint64_t)(after * up + rest >= theta) << (at & 63);              \
     }
 
+/* WALK_LOOP_CODES without its prefetch, fewer instructions a posting (the scalar walk
+ * on a CPU without AVX-512 is bound by its instruction count): with `one` (more & 256,
+ * knobs._WALK_ONES), a posting of frequency 1 takes its part from the term's table
+ * one[code] = wi * (1.0 / (1.0 + den[code])), made once a call: the walk's own
+ * operations on the same values, so the same part bit for bit, without the conversion
+ * and the division; and the mark compares the score with `cut` (mark_cut: the least
+ * double whose `* up + rest` reaches theta, so the same marks) instead of computing
+ * `after * up + rest` (more & 512, knobs._MARK_CUT; CUT 0: that expression, as before). */
+#define WALK_LOOP_ONES(TF, ONE, CUT)                                                       \
+    for (; c < count; c++) {                                                               \
+        int64_t num = g[c];                                                                \
+        uint64_t at = (uint64_t)(num - lo);                                                \
+        if (at >= lim) {                                                                   \
+            if (num >= hi) break;                                                          \
+            return -1;                                                                     \
+        }                                                                                  \
+        unsigned code = codes[num];                                                        \
+        double add;                                                                        \
+        if ((ONE) && (TF)[c] == 1) {                                                       \
+            add = one[code];                                                               \
+        } else {                                                                           \
+            double tf = (double)(TF)[c];                                                   \
+            add = wi * (tf / (tf + den[code]));                                            \
+        }                                                                                  \
+        double after = acc[at] + add;                                                      \
+        acc[at] = after;                                                                   \
+        if (CUT) mark[at >> 6] |= (uint64_t)(after >= cut) << (at & 63);                   \
+        else mark[at >> 6] |= (uint64_t)(after * up + rest >= theta) << (at & 63);         \
+    }
+
+/* The least double a with a * up + rest >= theta as the walk computes it (IEEE double,
+ * no fused multiply-add: the build's -ffp-contract=off), found from (theta - rest) / up
+ * by a few steps of one ulp: x * up + rest only grows with x (up > 0), so x >= a exactly
+ * when x * up + rest >= theta, for every double x (NaN: neither). -INFINITY for theta
+ * -INFINITY (every score but NaN marked, as the expression marks it). Returns 0 where it
+ * cannot say (up not finite and > 0, rest not finite, theta +INFINITY or NaN, the guess
+ * not finite, or more than 64 steps: the caller keeps the expression). */
+static int
+mark_cut(double up, double rest, double theta, double *cut)
+{
+    if (!(up > 0.0) || !isfinite(up) || !isfinite(rest)) return 0;
+    if (theta == -INFINITY) {
+        *cut = -INFINITY;
+        return 1;
+    }
+    if (!isfinite(theta)) return 0;
+    double a = (theta - rest) / up;
+    if (!isfinite(a)) return 0;
+    if (a * up + rest >= theta) {
+        for (int n = 0; n < 64; n++) { /* down while still reaching theta */
+            double d = nextafter(a, -INFINITY);
+            if (!(d * up + rest >= theta)) {
+                *cut = a;
+                return 1;
+            }
+            a = d;
+        }
+        return 0;
+    }
+    for (int n = 0; n < 64; n++) { /* up until it reaches theta */
+        a = nextafter(a, INFINITY);
+        if (a * up + rest >= theta) {
+            *cut = a;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* WALK_LOOP_ONES's forms, out of line: inlined into window_steps, its loop kept
+ * reloading its fields from the stack (too few registers left there). Returns as
+ * walk_tight. */
+__attribute__((noinline)) static Py_ssize_t
+walk_ones(const int32_t *g, const void *tfs, int narrow, Py_ssize_t c, Py_ssize_t count,
+          int64_t lo, int64_t hi, uint64_t lim, const uint8_t *codes, const double *den,
+          const double *one, double wi, double up, double rest, double theta, int cut_ok,
+          double cut, double *acc, uint64_t *mark)
+{
+    const uint8_t *tf8 = (const uint8_t *)tfs;
+    const int32_t *tf32 = (const int32_t *)tfs;
+    if (narrow) {
+        if (one && cut_ok) WALK_LOOP_ONES(tf8, 1, 1)
+        else if (one) WALK_LOOP_ONES(tf8, 1, 0)
+        else WALK_LOOP_ONES(tf8, 0, 1)
+    } else {
+        if (one && cut_ok) WALK_LOOP_ONES(tf32, 1, 1)
+        else if (one) WALK_LOOP_ONES(tf32, 1, 0)
+        else WALK_LOOP_ONES(tf32, 0, 1)
+    }
+    return c;
+}
+
 #if defined(__GNUC__) && defined(__x86_64__) && !defined(ACTORMEM_NO_SIMD)
 #include <immintrin.h>
 #define HAVE_SIMD_WALK 1
@@ -873,7 +965,8 @@ static Py_ssize_t
 walk_tight(const term_t *t, Py_ssize_t c, int64_t lo, int64_t hi, const int32_t *ln,
            Py_ssize_t nlen, double a_part, double b_part, double up, double rest,
            double theta, double *acc, uint64_t *mark, int prefetch, int simd,
-           const uint8_t *codes, const double *den, int codes_simd)
+           const uint8_t *codes, const double *den, int codes_simd, const double *one,
+           int cut_on)
 {
     if (lo < 0 || hi < lo || hi - lo > WINDOW) return -1;
     const int32_t *g = t->g;
@@ -892,6 +985,12 @@ walk_tight(const term_t *t, Py_ssize_t c, int64_t lo, int64_t hi, const int32_t 
     (void)simd;
     (void)codes_simd;
 #endif
+    double cut = 0.0;
+    const int cut_ok = codes && !prefetch && cut_on && mark_cut(up, rest, theta, &cut);
+    if (codes && !prefetch && (one || cut_ok)) {
+        return walk_ones(g, t->tfs.buf, t->tfs.itemsize == 1, c, count, lo, hi, lim, codes,
+                         den, one, wi, up, rest, theta, cut_ok, cut, acc, mark);
+    }
     if (codes) {
         if (t->tfs.itemsize == 1) {
             if (prefetch) WALK_LOOP_CODES(tf8, 1) else WALK_LOOP_CODES(tf8, 0)
@@ -909,6 +1008,7 @@ walk_tight(const term_t *t, Py_ssize_t c, int64_t lo, int64_t hi, const int32_t 
 }
 #undef WALK_LOOP
 #undef WALK_LOOP_CODES
+#undef WALK_LOOP_ONES
 
 /* With `ahead` (flags & 32 and 8, knobs._PREFETCH_LOOKUPS), the lookups of the group
  * this many marked groups on are asked for before those of the current one. */
@@ -968,7 +1068,7 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
              Py_ssize_t budget, Py_ssize_t room, int64_t *out_n, double *out_s,
              Py_ssize_t *p_emitted, int *p_finished, offer_t *o, int prefetch, int tight,
              const uint8_t *codes, const double *den, int codes_simd, int lookup_codes,
-             int sparse_clear)
+             int sparse_clear, int walk_ones, int cut_on)
 {
     const int ahead = (tight & 4) && seek_interp;
     /* The lookups take their denominators from the codes (lookup_codes, with the codes'
@@ -977,6 +1077,22 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
     int lcodes = lookup_codes && codes && WALKS_TIGHT(tight);
     for (Py_ssize_t j = 0; j < ne && lcodes; j++) {
         if (!(T[ord[j]].wi >= 0.0)) lcodes = 0;
+    }
+    /* walk_ones: each essential term's part at a frequency of 1 by code (see
+     * WALK_LOOP_ONES), made once a call (the split is fixed in it), for the terms the
+     * codes' scalar walk takes (wi >= 0). */
+    double *ones = NULL;
+    if (walk_ones && codes && WALKS_TIGHT(tight)) {
+        ones = PyMem_Malloc((size_t)q * BM25_CODES * sizeof(double));
+        if (!ones) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        for (Py_ssize_t i = ne; i < q; i++) {
+            const double wi = T[ord[i]].wi;
+            double *one = ones + ord[i] * BM25_CODES;
+            for (int k = 0; k < BM25_CODES; k++) one[k] = wi * (1.0 / (1.0 + den[k]));
+        }
     }
     double *acc = PyMem_Calloc(WINDOW, sizeof(double));
     uint64_t *mark = PyMem_Calloc(WINDOW / 64, sizeof(uint64_t));
@@ -988,6 +1104,7 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
         PyMem_Free(mark);
         PyMem_Free(marked);
         PyMem_Free(starts);
+        PyMem_Free(ones);
         PyErr_NoMemory();
         return -1;
     }
@@ -1020,7 +1137,9 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
                 /* The codes' partial scores are upper bounds only for wi >= 0. */
                 Py_ssize_t end = walk_tight(t, c, lo, hi, ln, nlen, a_part, b_part, up, rest,
                                             theta, acc, mark, prefetch, tight & 2,
-                                            wi >= 0.0 ? codes : NULL, den, codes_simd);
+                                            wi >= 0.0 ? codes : NULL, den, codes_simd,
+                                            ones ? ones + ord[i] * BM25_CODES : NULL,
+                                            cut_on);
                 if (end < 0) {
                     PyErr_SetString(PyExc_ValueError,
                                     "group number beyond lengths, or a list out of order");
@@ -1143,6 +1262,7 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
         }
     }
 done:
+    PyMem_Free(ones);
     PyMem_Free(acc);
     PyMem_Free(mark);
     PyMem_Free(marked);
@@ -1217,7 +1337,7 @@ PyDoc_STRVAR(bm25_daat_doc,
 "groups by upper bounds from each code's lowest length (bm25_code_floors; a length\n"
 "below 128 is its own code); the lookups and exact scores read the lengths: the same\n"
 "groups at or above theta with the same scores, perhaps more below it. more (flags 0\n"
-"to 127): with more & 1 and codes, the lookups' saturations come from the codes as well\n"
+"to 1023): with more & 1 and codes, the lookups' saturations come from the codes as well\n"
 "(upper bounds again), and only the exact scores read the lengths; with more & 2 (and\n"
 "prefetch & 8), the seeding asks for the lookups of the seed's group a few on before\n"
 "this one's; with more & 4, a window in which few postings were walked has only their\n"
@@ -1229,7 +1349,10 @@ PyDoc_STRVAR(bm25_daat_doc,
 "groups at or above it), is looked up there, not sought in its list, except for a code\n"
 "of 3 (and it is not the seed's term); with more & 32 (and 4), a window is cleared by\n"
 "its postings below a quarter of its width, not an eighth; with more & 64, the walk over\n"
-"the codes prefetches nothing where it runs its scalar loop (no AVX-512). The same\n"
+"the codes prefetches nothing where it runs its scalar loop (no AVX-512); where that\n"
+"scalar loop runs without a prefetch, with more & 256 a posting of frequency 1 takes its\n"
+"part from a table by code made once a call, and with more & 512 a group is marked by\n"
+"comparing its partial score with the least score that reaches theta. The same\n"
 "results.");
 
 static PyObject *
@@ -1247,8 +1370,8 @@ bm25_daat(PyObject *self, PyObject *args)
                           &o_codes, &more)) {
         return NULL;
     }
-    if (more < 0 || more > 127) {
-        PyErr_SetString(PyExc_ValueError, "more: flags 0 to 127");
+    if (more < 0 || more > 1023) {
+        PyErr_SetString(PyExc_ValueError, "more: flags 0 to 1023");
         return NULL;
     }
     /* more & 1: the lookups read the codes; & 2: the seeding's lookups prefetched ahead
@@ -1483,7 +1606,8 @@ bm25_daat(PyObject *self, PyObject *args)
         if (!finished && window_steps(T, q, ord, ne, prefix, ln, nlen, a_part, b_part, k1, b,
                                       avgdl, up, theta, budget, room, out_n, out_s, &emitted,
                                       &finished, po, prefetch, tight, use_codes, den,
-                                      codes_simd, lookup_codes, sparse_clear) < 0) {
+                                      codes_simd, lookup_codes, sparse_clear,
+                                      (more & 256) != 0, (more & 512) != 0) < 0) {
             goto done;
         }
         goto out;

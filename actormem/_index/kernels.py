@@ -652,6 +652,15 @@ class Bm25Daat:
         scalar_no_prefetch: With ``codes``, the walk prefetches no code ahead where it
             runs its scalar loop (a CPU without AVX-512), whatever ``prefetch`` says
             (``knobs._SCALAR_NO_PREFETCH``; the same results).
+        walk_ones: With ``codes``, where the walk runs its scalar loop without a
+            prefetch, a posting of frequency 1 takes its part from a table by code made
+            once a step for each walked term (``wi * (1.0 / (1.0 + den))``: the loop's
+            own operations, the same part bit for bit) (``knobs._WALK_ONES``; the same
+            results).
+        mark_cut: With ``codes``, where the walk runs that loop, a group is marked by
+            comparing its partial score with the least double whose ``* up + rest``
+            reaches theta (found once a window and term: the same marks)
+            (``knobs._MARK_CUT``; the same results).
 
     Raises:
         TypeError, ValueError: An argument of the wrong type or size, or a count or
@@ -698,6 +707,8 @@ class Bm25Daat:
         dense_tfs: bool = False,
         sparse_quarter: bool = False,
         scalar_no_prefetch: bool = False,
+        walk_ones: bool = False,
+        mark_cut: bool = False,
     ) -> None:
         if type(terms) is not list or not terms:
             raise TypeError("terms must be a non-empty list")
@@ -734,17 +745,19 @@ class Bm25Daat:
         flags = (
             tight_walk, interp_seek, simd_walk, prefetch_lookups, lookup_codes, prefetch_seeds,
             sparse_clear, prefetch_offers, dense_tfs, sparse_quarter, scalar_no_prefetch,
+            walk_ones, mark_cut,
         )  # fmt: skip
         if not all(type(x) is bool for x in flags):
             raise TypeError(
                 "tight_walk, interp_seek, simd_walk, prefetch_lookups, lookup_codes,"
                 " prefetch_seeds, sparse_clear, prefetch_offers, dense_tfs, sparse_quarter,"
-                " scalar_no_prefetch: bools"
+                " scalar_no_prefetch, walk_ones, mark_cut: bools"
             )
         # the C flags
         self._more = (
             int(lookup_codes) | 2 * prefetch_seeds | 4 * sparse_clear | 8 * prefetch_offers
             | 16 * dense_tfs | 32 * sparse_quarter | 64 * scalar_no_prefetch
+            | 256 * walk_ones | 512 * mark_cut
         )
         self._prefetch = (  # the C flags
             int(prefetch) | 2 * prefetch_seek | 4 * tight_walk | 8 * interp_seek

@@ -200,6 +200,19 @@ _SPARSE_QUARTER = True
 #: its prefetch. The same results; False: the prefetch as ``_PREFETCH_WALK`` says.
 _SCALAR_NO_PREFETCH = True
 
+#: The windowed walk over the codes, where it runs its scalar loop without a prefetch (a
+#: CPU without AVX-512): a posting of frequency 1 takes its part from a table by length
+#: code made once a step for each walked term (256 parts: the walk's own operations, the
+#: same values bit for bit) instead of a conversion and a division. The same results;
+#: False: every part computed (kept for side-by-side benchmarks).
+_WALK_ONES = True
+
+#: The same walk marks a group by comparing its partial score with the least score that
+#: reaches theta with the non-essential bounds (found once a window and term, exactly:
+#: the same marks) instead of computing ``score * up + rest`` a posting. The same
+#: results; False: the expression (kept for side-by-side benchmarks).
+_MARK_CUT = True
+
 #: With the cost-aware split, the longest posting lists (at least ``_DENSE_MIN`` postings
 #: and one group in ``_DENSE_RATIO``) also keep their frequencies by group number, two
 #: bits a group (``_Term.dense``: 0 absent, 1 or 2 the frequency, 3 three or more), kept
