@@ -31,7 +31,8 @@
 # tests/test_review23a_grouptable.py,
 # tests/test_open18_cols.py,
 # tests/test_mainjob23_intern.py,
-# tests/test_review23c_cut_cols.py)
+# tests/test_review23c_cut_cols.py,
+# tests/test_tidy24a_aligned.py)
 # against an AddressSanitizer build of the compiled
 # index kernels, the BM25 core, the word-overlap core and the row reader (_storage/_crows.c):
 # any out-of-bounds read or
@@ -113,4 +114,5 @@ PYTHONMALLOC=malloc LD_PRELOAD="$runtime" ASAN_OPTIONS=detect_leaks=0:abort_on_e
     tests/test_review23a_grouptable.py \
     tests/test_open18_cols.py \
     tests/test_mainjob23_intern.py \
-    tests/test_review23c_cut_cols.py "$@"
+    tests/test_review23c_cut_cols.py \
+    tests/test_tidy24a_aligned.py "$@"
