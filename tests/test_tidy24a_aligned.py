@@ -37,7 +37,8 @@ def misaligned(values: Any, dtype: Any, shift: int = 1) -> np.ndarray[Any, Any]:
     start = (-raw.ctypes.data) % 16 + shift
     view = raw[start : start + a.nbytes].view(a.dtype)
     view[:] = a
-    assert view.flags.c_contiguous and view.flags.writeable
+    assert view.flags.c_contiguous
+    assert view.flags.writeable
     assert view.flags.aligned == (a.itemsize == 1)
     return view
 
@@ -160,7 +161,8 @@ def test_text_masks_refuses_misaligned_arrays(which: int) -> None:
     arrays[which] = misaligned(arrays[which], np.uint64, 4)
     with pytest.raises(ValueError, match="misaligned"):
         ccore._module().text_masks(["abc", "xyz"], *arrays, 0)
-    assert not arrays[2].any() and not arrays[3].any()
+    assert not arrays[2].any()
+    assert not arrays[3].any()
 
 
 @needs_bm25

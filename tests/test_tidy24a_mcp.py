@@ -128,7 +128,8 @@ def test_ctrl_c_ends_the_wait_for_answers(tmp_path: Path) -> None:
             text=True,
             cwd=REPO,
         ) as proc:
-            assert proc.stdin is not None and proc.stdout is not None
+            assert proc.stdin is not None
+            assert proc.stdout is not None
             assert proc.stderr is not None
             try:
                 proc.stdin.write(json.dumps(_init()) + "\n" + json.dumps(INITIALIZED) + "\n")
@@ -234,7 +235,8 @@ def test_a_call_in_flight_at_the_end_is_finished_and_answered() -> None:
         )
 
     replies, cancelled = trio.run(main)
-    assert not cancelled and not backend.cancelled
+    assert not cancelled
+    assert not backend.cancelled
     assert _tool_result(_by_id(replies)[1]) == {"deleted": True}
 
 
@@ -256,7 +258,8 @@ def test_the_wait_is_bounded_by_grace() -> None:
 
     clock = trio.testing.MockClock(autojump_threshold=0)
     replies, cancelled = trio.run(main, clock=clock)
-    assert not cancelled and backend.cancelled
+    assert not cancelled
+    assert backend.cancelled
     assert clock.current_time() >= 5.0
     assert _by_id(replies)[1]["error"]["message"] == "Connection closed"
 
@@ -278,7 +281,8 @@ def test_a_cancellation_ends_the_wait_at_once() -> None:
         )
 
     replies, cancelled = trio.run(main)
-    assert cancelled and backend.cancelled
+    assert cancelled
+    assert backend.cancelled
 
 
 def test_a_request_the_client_cancelled_is_not_waited_for() -> None:
@@ -299,7 +303,8 @@ def test_a_request_the_client_cancelled_is_not_waited_for() -> None:
         return await _session(backend, math.inf, msgs, then)
 
     replies, cancelled = trio.run(main)
-    assert not cancelled and backend.cancelled
+    assert not cancelled
+    assert backend.cancelled
     assert 1 not in _by_id(replies)
 
 
