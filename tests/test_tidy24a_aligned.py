@@ -189,3 +189,24 @@ def test_visit_heap_refuses_a_misaligned_index() -> None:
         ccore._module().visit_heap(idx, maxrel, minseq, 0.1, None, False, 0.0, 0, heap, True)
     assert not heap.any()
     assert ccore.visit_heap(idx.copy(), maxrel, minseq, 0.1, None, None, heap) == 3
+
+
+@needs_bm25
+def test_an_empty_buffer_is_taken_wherever_it_points() -> None:
+    """An empty ``array('i')`` exports a static one-byte string, at any address: there
+    is nothing to read, so it is not refused (the BM25 core's empty ``blocks`` cache is
+    one; refusing it broke every BM25 query of a fresh term)."""
+    from array import array
+
+    from actormem._index import _cbm25
+
+    bits = np.zeros(4, np.uint8)
+    empty = array("i")
+    assert memoryview(empty).nbytes == 0
+    _cbm25.bm25_dense_fill(bits, empty, array("B"), 0, 0)
+    raw = bytearray(16)
+    start = (-np.frombuffer(raw, np.uint8).ctypes.data) % 8 + 1
+    odd = memoryview(raw)[start:start].cast("i")  # int32, no items, at an odd address
+    assert np.frombuffer(odd, np.int32).ctypes.data % 4 != 0
+    _cbm25.bm25_dense_fill(bits, odd, np.zeros(0, np.uint8), 0, 0)
+    assert not bits.any()

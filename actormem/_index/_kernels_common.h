@@ -132,8 +132,8 @@ kind_ok(const Py_buffer *v, enum kind k)
     return 0;
 }
 
-/* 0 when the first element of `v` sits at a multiple of its item size; else -1 with a
- * ValueError naming `name` (the buffer is not released). The kinds here are read as C
+/* 0 when the first element of `v` sits at a multiple of its item size, or `v` is
+ * empty; else -1 with a ValueError naming `name` (the buffer is not released). The kinds here are read as C
  * ints and doubles, and reading a misaligned one is undefined behaviour: a numpy view
  * at an odd byte offset (np.frombuffer(data, np.int64, offset=1), a slice of a uint8
  * array viewed as wider items) is refused before anything is read. With a 1-D
@@ -142,8 +142,11 @@ kind_ok(const Py_buffer *v, enum kind k)
 static inline int
 check_aligned(const Py_buffer *v, const char *name)
 {
-    /* the item sizes of the kinds here are powers of two: a mask, not a division */
-    if (v->itemsize > 1 && ((uintptr_t)v->buf & (uintptr_t)(v->itemsize - 1)) != 0) {
+    /* the item sizes of the kinds here are powers of two: a mask, not a division. An
+     * empty buffer has nothing to read and may point anywhere: an empty array('i')
+     * exports a static one-byte string. */
+    if (v->len > 0 && v->itemsize > 1 &&
+        ((uintptr_t)v->buf & (uintptr_t)(v->itemsize - 1)) != 0) {
         PyErr_Format(PyExc_ValueError,
                      "%s: misaligned buffer (its %zd-byte items must start at a multiple of "
                      "%zd bytes; pass a copy)",
