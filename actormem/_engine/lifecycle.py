@@ -91,13 +91,22 @@ async def _open_memory(
     log: str | None = None,
     name: str | None = None,
     log_options: ReplicaOptions | None = None,
+    into: list[tuple[Memory, trio.MemoryReceiveChannel[_Request]]] | None = None,
 ) -> tuple[Memory, trio.MemoryReceiveChannel[_Request]]:
     """Build a memory; in durable mode open its file and load it (in worker threads);
-    with ``log``, make it a node of the replicated memory ``name``."""
+    with ``log``, make it a node of the replicated memory ``name``.
+
+    ``into`` gets ``(memory, receive)`` as soon as the memory is made, before anything
+    is opened: the caller closes what the memory holds (:func:`_release`) if an
+    exception (a ``KeyboardInterrupt``: trio raises it at any bytecode of unprotected
+    code) strikes after this returned and before the caller's own ``try``. Whatever
+    this opened and did not attach to the memory is closed here when it raises."""
     fspath, durability = _check_storage_options(path, durability)
     if log is None and (name is not None or log_options is not None):
         raise InvalidQueryError("name and log_options go with log= (a replicated memory)")
     memory, receive = _make_memory(capacity, half_life, scorer, queue_size, clock, on_remove)
+    if into is not None:
+        into.append((memory, receive))
     if log is not None:
         from .replica import open_replica  # only a node needs it (and pglog, log)
 
@@ -107,16 +116,19 @@ async def _open_memory(
         return memory, receive
     # Threads are not abandoned on cancellation (trio's default), so a cancelled open
     # still hands back the store, and the next checkpoint closes it.
-    with gc_paused() if _ONE_GC_PAUSE else contextlib.nullcontext():
-        ahead: list[Any] = []  # the index image's part prepared while the rows are read
-        prepare = partial(_prepare, memory._state, ahead)
-        # The open inside the try, its result in a list made before the thread started
-        # (_run_into): an interrupt between the thread's end and the next statement (the
-        # second Ctrl-C) finds what it opened there, and it is closed.
-        opened: list[Any] = []  # [(the Opening or the store, the rows)]
-        if _LOAD_BEFORE_CHECK:
-            made: list[SqliteStore] = []
-            try:
+    ahead: list[Any] = []  # the index image's part prepared while the rows are read
+    prepare = partial(_prepare, memory._state, ahead)
+    # Each step inside the try that closes what the steps before it opened, and each
+    # thread's result in a list made before the thread started (_run_into, or `made`
+    # filled by _load_opening): an interrupt between a thread's end and the next
+    # statement (the second Ctrl-C) finds what it opened there, and it is closed, up to
+    # the store's attachment to the memory (from then on the caller closes it).
+    opened: list[Any] = []  # [(the Opening or the store, the rows)]
+    made: list[SqliteStore] = []  # the store, once made (_LOAD_BEFORE_CHECK)
+    check_beside = _LOAD_BEFORE_CHECK
+    try:
+        with gc_paused() if _ONE_GC_PAUSE else contextlib.nullcontext():
+            if check_beside:
                 await trio.to_thread.run_sync(
                     _run_into, opened, SqliteStore.open_read, fspath, durability, prepare
                 )
@@ -124,33 +136,46 @@ async def _open_memory(
                 await trio.to_thread.run_sync(
                     _load_opening, opening, memory._state, entries, ahead, made
                 )
-            except BaseException:
-                if opened:
-                    opened[0][0].abort()  # a no-op once finished
-                if made:
-                    await _close_storage(made[0])
-                raise
-            store = made[0]
-        else:
-            try:
+            else:
                 await trio.to_thread.run_sync(
                     _run_into, opened, SqliteStore.open, fspath, durability, prepare
                 )
                 store, entries = opened[0]
+                made.append(store)
                 await trio.to_thread.run_sync(_load, store, memory._state, entries, ahead)
-            except BaseException:
-                if opened:
-                    await _close_storage(opened[0][0])
-                raise
-        del entries, opened
-        if _PROMOTE_LOADED and len(memory._state) >= _PROMOTE_MIN and not gc.get_freeze_count():
-            # Still paused: no young collection walks the load's containers (~0.1-0.2 s
-            # at 1M, on the way to the first answer), and none hides them for good.
-            gc.freeze()
-            gc.unfreeze()
-    _restore_counters(memory, store.saved_counters)
-    _attach_store(memory, store)
+            del entries
+            opened[0] = opened[0][:1]  # the rows freed now (the opener kept for the except)
+            if _PROMOTE_LOADED and len(memory._state) >= _PROMOTE_MIN and not gc.get_freeze_count():
+                # Still paused: no young collection walks the load's containers (~0.1-0.2
+                # s at 1M, on the way to the first answer), and none hides them for good.
+                gc.freeze()
+                gc.unfreeze()
+        store = made[0]
+        _restore_counters(memory, store.saved_counters)
+        _attach_store(memory, store)
+    except BaseException:
+        if check_beside and opened:
+            opened[0][0].abort()  # a no-op once finished
+        if not check_beside and opened and not made:
+            made.append(opened[0][0])
+        if made:
+            memory._storage = None  # (if attached: not the caller's to close again)
+            await _close_storage(made[0])
+        raise
     return memory, receive
+
+
+async def _release(memory: Memory) -> None:
+    """Close what ``memory`` holds when its owner task did not close it (an exception
+    between the open and the owner's start): its file, and a replica's log connection.
+    Shielded; idempotent (both closes are), so it may follow the owner's own close."""
+    try:
+        if memory._storage is not None:
+            await _close_storage(memory._storage)
+    finally:
+        if memory._replica is not None:
+            with trio.CancelScope(shield=True):
+                await trio.to_thread.run_sync(memory._replica.close_log)
 
 
 def _load_opening(
@@ -258,17 +283,22 @@ async def serve_memory(
         TypeError, InvalidQueryError: A bad option (raised from ``nursery.start``).
         StorageError: The file cannot be opened (raised from ``nursery.start``).
     """
-    memory, receive = await _open_memory(
-        path, durability, capacity, half_life, scorer, queue_size, clock, on_remove,
-        log, name, log_options,
-    )  # fmt: skip
+    opened: list[tuple[Memory, trio.MemoryReceiveChannel[_Request]]] = []
     try:
+        await _open_memory(
+            path, durability, capacity, half_life, scorer, queue_size, clock, on_remove,
+            log, name, log_options, opened,
+        )  # fmt: skip
+        memory, receive = opened[0]
         task_status.started(memory)
+        await _serve(memory, receive)
     except BaseException:
-        if memory._storage is not None:
-            await _close_storage(memory._storage)
+        # Before the owner loop's try (an exception, a KeyboardInterrupt, anywhere from
+        # the open to there) nothing else closes the file or the log; after it, the
+        # loop's own close ran and closing again is a no-op.
+        if opened:
+            await _release(opened[0][0])
         raise
-    await _serve(memory, receive)
 
 
 @asynccontextmanager
@@ -289,7 +319,10 @@ async def open_memory(
     """Open a memory: ``async with open_memory(path="memory.db") as memory: ...``.
 
     Starts the owner task in a nursery of its own; on exit, closes the memory, lets the
-    owner answer what is queued, and waits for it (no task outlives the block).
+    owner answer what is queued, and waits for it (no task outlives the block). A
+    cancellation or ``KeyboardInterrupt`` during the open closes whatever it had opened
+    (the file and its lock, a node's log connection) before it propagates
+    (``docs/durability.md``, "Cancellation").
 
     With ``path=None`` (the default) the memory lives in this process only. With a path
     it is durable: the file (SQLite, WAL mode; created if missing) is locked, validated
@@ -360,13 +393,18 @@ async def open_memory(
             log was written by a newer actormem, or the file is the checkpoint of another
             memory (nothing is changed in either).
     """
-    memory, receive = await _open_memory(
-        path, durability, capacity, half_life, scorer, queue_size, clock, on_remove,
-        log, name, log_options,
-    )  # fmt: skip
+    opened: list[tuple[Memory, trio.MemoryReceiveChannel[_Request]]] = []
     body_error: BaseException | None = None
     served = False  # the owner task started: its end closes the file
     try:
+        # The open inside the try: `opened` holds the memory from the moment it is made
+        # (the store is attached to it by then), so an interrupt right after the open
+        # returned still finds it.
+        await _open_memory(
+            path, durability, capacity, half_life, scorer, queue_size, clock, on_remove,
+            log, name, log_options, opened,
+        )  # fmt: skip
+        memory, receive = opened[0]
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_serve, memory, receive, name="actormem owner")
             served = True
@@ -385,9 +423,9 @@ async def open_memory(
                 raise body_error from body_error.__cause__
         raise
     finally:
-        if not served and memory._storage is not None:
+        if not served and opened:
             # An exception (a KeyboardInterrupt, which trio raises at any bytecode of
             # this unprotected code) before the owner started: nothing else closes the
-            # file, and its lock would stay held for the rest of the process. Closing
-            # twice is harmless (SqliteStore.close is idempotent).
-            await _close_storage(memory._storage)
+            # file (its lock would stay held for the rest of the process) or a
+            # replica's log connection. Closing twice is harmless (both are idempotent).
+            await _release(opened[0][0])

@@ -296,6 +296,10 @@ class Follower(Protocol):
     async def run(self, memory: Memory, receive: trio.MemoryReceiveChannel[_Request]) -> None:
         """The node's owner loop, in place of :func:`_run_owner`."""
 
+    def close_log(self) -> None:
+        """Close the log's connection, for a node whose owner loop never ran (``run``
+        closes it otherwise). Idempotent. Blocking."""
+
 
 class Memory(metaclass=NoPublicConstructor):
     """Handle to a running memory; get one from :func:`open_memory` or :func:`serve_memory`.

@@ -62,6 +62,7 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 import attrs
@@ -100,6 +101,7 @@ from .memory import (
     _fail_unembedded,
     _owner_died,
     _Request,
+    _run_into,
 )
 from .state import MemoryState
 
@@ -363,6 +365,10 @@ class Replica:
             memory._raise_if_unusable()
             await self._changed.wait()
         await trio.lowlevel.checkpoint()
+
+    def close_log(self) -> None:
+        """Close the log's connection (see :class:`~actormem._engine.memory.Follower`)."""
+        self.log.close()
 
     def stale_seconds(self) -> float | None:
         """Seconds since this node last heard from the log (None: never)."""
@@ -738,11 +744,19 @@ async def open_replica(
     options = options if options is not None else ReplicaOptions()
     state = memory._state
     config: dict[str, object] = {"capacity": state.capacity, "half_life": state.half_life}
-    wlog = await trio.to_thread.run_sync(
-        lambda: PgLog.open(dsn, name, config, connect_timeout=options.log_timeout)
-    )
-    store: SqliteStore | None = None
+    # Each open inside the try that closes it, its result in a list made before its
+    # thread started (_run_into): an interrupt between a thread's end and the next
+    # statement (a KeyboardInterrupt: trio raises it at any bytecode of unprotected code)
+    # finds what was opened there, and it is closed.
+    logs: list[Any] = []  # [the log connection]
+    files: list[Any] = []  # [(the checkpoint store, its rows)]
     try:
+        await trio.to_thread.run_sync(
+            _run_into,
+            logs,
+            partial(PgLog.open, dsn, name, config, connect_timeout=options.log_timeout),
+        )
+        wlog = logs[0]
         if wlog.config != config:
             raise InvalidQueryError(
                 f"memory {name!r} was created with capacity={wlog.config.get('capacity')!r}, "
@@ -752,8 +766,10 @@ async def open_replica(
         node_id = uuid.uuid4()
         applied = 0
         meta: dict[str, str] = {}
+        store: SqliteStore | None = None
         if fspath is not None:
-            opened, entries = await trio.to_thread.run_sync(SqliteStore.open, fspath, durability)
+            await trio.to_thread.run_sync(_run_into, files, SqliteStore.open, fspath, durability)
+            opened, entries = files[0]
             store = opened
             meta = await trio.to_thread.run_sync(opened.read_meta)
             if _META_MEMORY in meta:
@@ -778,6 +794,8 @@ async def open_replica(
             state.load(entries)
             state.version = state.published = max(state.version, version)
             state._evictions_since_consolidate = int(meta.get(_META_EVICTIONS, 0))
+            del entries
+            files[0] = files[0][:1]  # the rows freed now (the store kept for the except)
         else:
             state.journal = None
         replica = Replica(wlog, store, node_id, applied, options)
@@ -787,8 +805,14 @@ async def open_replica(
             await replica._commit_local(state, 0)  # claim the new file for this memory
         await replica.catch_up(memory)
     except BaseException:
-        if store is not None:
-            await _close_storage(store)
-        with trio.CancelScope(shield=True):
-            await trio.to_thread.run_sync(wlog.close)
+        # Closed here: not the caller's to close again.
+        memory._replica = None
+        memory._storage = None
+        try:
+            if files:
+                await _close_storage(files[0][0])
+        finally:
+            if logs:
+                with trio.CancelScope(shield=True):
+                    await trio.to_thread.run_sync(logs[0].close)
         raise

@@ -349,6 +349,10 @@ bm25_exact(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "terms: not int32 or int64");
         return NULL;
     }
+    if (check_aligned(&terms, "terms") < 0) {
+        PyBuffer_Release(&terms);
+        return NULL;
+    }
     Py_ssize_t n = LEN(terms), nhits = 0, qlen = PyList_GET_SIZE(query);
     hit_t *hits = PyMem_Malloc((n ? n : 1) * sizeof(hit_t));
     PyObject *result = NULL;
@@ -477,6 +481,10 @@ wo_count_dense(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "counts: not uint8, uint16 or int64");
         return NULL;
     }
+    if (check_aligned(&counts, "counts") < 0) {
+        PyBuffer_Release(&counts);
+        return NULL;
+    }
     if (lo < 0 || hi < lo || hi > LEN(counts)) {
         PyBuffer_Release(&counts);
         return range_error("lo/hi");
@@ -590,6 +598,10 @@ wo_count_sparse(PyObject *self, PyObject *args)
     if (!width) {
         PyBuffer_Release(&counts);
         PyErr_SetString(PyExc_ValueError, "counts: not uint8, uint16 or int64");
+        return NULL;
+    }
+    if (check_aligned(&counts, "counts") < 0) {
+        PyBuffer_Release(&counts);
         return NULL;
     }
     if (get(o_gids, &gids, K_I32, 0, "gids") < 0) {

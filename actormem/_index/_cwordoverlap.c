@@ -878,6 +878,10 @@ posting_buffer(PyObject *lst, Py_buffer *lb)
         PyErr_SetString(PyExc_TypeError, "posting lists must be array('i')");
         return -1;
     }
+    if (check_aligned(lb, "posting list") < 0) { /* an int32 view, not an array('i') */
+        PyBuffer_Release(lb);
+        return -1;
+    }
     return 0;
 }
 
@@ -1376,6 +1380,7 @@ count_words(PyObject *self, PyObject *args)
                                              : "counts: not uint8, uint16 or int64");
         goto done;
     }
+    if (check_aligned(&counts, np ? "planes" : "counts") < 0) goto done;
     if (n < 0 || (np ? LEN(counts) / np < NWORDS(n) : n > LEN(counts))) {
         PyErr_SetString(PyExc_ValueError, "n beyond counts");
         goto done;
@@ -1627,6 +1632,10 @@ text_masks(PyObject *self, PyObject *args)
         if (b[got].ndim != 1 || !kind_ok(&b[got], K_U64)) {
             got++;
             PyErr_SetString(PyExc_ValueError, "masks and tables must be 1-D uint64");
+            goto done;
+        }
+        if (check_aligned(&b[got], "masks and tables") < 0) {
+            got++;
             goto done;
         }
     }
@@ -4477,6 +4486,10 @@ flat_first(PyObject *self, PyObject *args)
     int wide = kind_ok(&cb, K_U16);
     if (cb.ndim != 1 || !(wide || kind_ok(&cb, K_U8))) {
         PyErr_SetString(PyExc_ValueError, "counts: wrong element type or shape");
+        PyBuffer_Release(&cb);
+        return NULL;
+    }
+    if (check_aligned(&cb, "counts") < 0) {
         PyBuffer_Release(&cb);
         return NULL;
     }

@@ -132,8 +132,32 @@ kind_ok(const Py_buffer *v, enum kind k)
     return 0;
 }
 
-/* Get a 1-D C-contiguous buffer of `o` of kind `k`; on failure set a ValueError naming
- * `name` and return -1 (nothing to release). */
+/* 0 when the first element of `v` sits at a multiple of its item size, or `v` is
+ * empty; else -1 with a ValueError naming `name` (the buffer is not released). The kinds here are read as C
+ * ints and doubles, and reading a misaligned one is undefined behaviour: a numpy view
+ * at an odd byte offset (np.frombuffer(data, np.int64, offset=1), a slice of a uint8
+ * array viewed as wider items) is refused before anything is read. With a 1-D
+ * C-contiguous buffer every element is then aligned. For an item size that is a power
+ * of two (every kind here). O(1). */
+static inline int
+check_aligned(const Py_buffer *v, const char *name)
+{
+    /* the item sizes of the kinds here are powers of two: a mask, not a division. An
+     * empty buffer has nothing to read and may point anywhere: an empty array('i')
+     * exports a static one-byte string. */
+    if (v->len > 0 && v->itemsize > 1 &&
+        ((uintptr_t)v->buf & (uintptr_t)(v->itemsize - 1)) != 0) {
+        PyErr_Format(PyExc_ValueError,
+                     "%s: misaligned buffer (its %zd-byte items must start at a multiple of "
+                     "%zd bytes; pass a copy)",
+                     name, v->itemsize, v->itemsize);
+        return -1;
+    }
+    return 0;
+}
+
+/* Get a 1-D C-contiguous, aligned buffer of `o` of kind `k`; on failure set a
+ * ValueError naming `name` and return -1 (nothing to release). */
 static inline int
 get(PyObject *o, Py_buffer *v, enum kind k, int writable, const char *name)
 {
@@ -145,6 +169,10 @@ get(PyObject *o, Py_buffer *v, enum kind k, int writable, const char *name)
     }
     if (v->ndim != 1 || !kind_ok(v, k)) {
         PyErr_Format(PyExc_ValueError, "%s: wrong element type or shape", name);
+        PyBuffer_Release(v);
+        return -1;
+    }
+    if (check_aligned(v, name) < 0) {
         PyBuffer_Release(v);
         return -1;
     }

@@ -26,7 +26,8 @@ def add_mcp_parser(sub: Any, scorers: dict[str, Any]) -> None:
         help="serve a memory to MCP clients over stdio",
         description="Speak the Model Context Protocol on stdin/stdout, with the tools "
         "remember, recall, forget and stats, over a memory file, an in-process memory, or "
-        "a running `actormem serve` (--server). Stops when stdin closes.",
+        "a running `actormem serve` (--server). Stops when stdin closes, once the requests "
+        "already read are answered (30 s at most).",
     )
     where = add_memory_location(p)
     where.add_argument("--server", metavar="URL", help="use a running `actormem serve`")
@@ -61,10 +62,12 @@ async def _backend(args: argparse.Namespace, scorers: dict[str, Any]) -> AsyncIt
 
 
 async def _serve(args: argparse.Namespace, scorers: dict[str, Any]) -> None:
-    from ..integrations.mcp import build_mcp_server
+    from ..integrations.mcp import build_mcp_server, serve_stdio
 
     async with _backend(args, scorers) as memory:
-        await build_mcp_server(memory).run_stdio_async()
+        # Not the SDK's run_stdio_async: at the end of stdin it cancels the calls in
+        # flight; serve_stdio answers them first (EOF_GRACE seconds at most).
+        await serve_stdio(build_mcp_server(memory))
 
 
 def cmd_mcp(args: argparse.Namespace, scorers: dict[str, Any]) -> int:
