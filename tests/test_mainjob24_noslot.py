@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import actormem._engine.memory as memory_module
 import actormem._engine.snapshot as snapshot
 from actormem import BM25Scorer, open_memory
-from actormem._engine.fairshare import ScoringSlots
+from actormem._engine.fairshare import ReadGate, ScoringSlots
 from actormem._index.wordoverlap import knobs as wo_knobs
 
 from .strategies import examples
@@ -42,8 +42,13 @@ def test_same_results_and_access_counts_either_way(
     assert on == off
 
 
-def _take_every_slot(slots: Any) -> None:
+def _slots(memory: Any) -> ScoringSlots:
+    slots = memory._slots
     assert type(slots) is ScoringSlots
+    return slots
+
+
+def _take_every_slot(slots: ScoringSlots) -> None:
     while slots.take(object()):
         pass
     assert slots.borrowed_tokens == slots.total_tokens
@@ -56,7 +61,7 @@ async def test_small_retrieve_takes_no_slot(monkeypatch: pytest.MonkeyPatch) -> 
     async with open_memory() as memory:
         for i in range(60):
             await memory.store(_entry(rng, i))
-        _take_every_slot(memory._slots)
+        _take_every_slot(_slots(memory))
         monkeypatch.setattr(memory_module, "_ONE_STEP_NO_SLOT", True)
         with trio.fail_after(10):
             got = await memory.retrieve_scored("deploy blue the", 5)
@@ -73,7 +78,7 @@ async def test_small_retrieve_takes_no_slot(monkeypatch: pytest.MonkeyPatch) -> 
         with trio.move_on_after(0.2) as waited:
             await memory.retrieve("deploy", 3)
         assert waited.cancelled_caught
-        assert memory._slots.statistics().tasks_waiting == 0  # the cancelled left the line
+        assert _slots(memory).statistics().tasks_waiting == 0  # the cancelled left the line
 
 
 @pytest.mark.parametrize("knobs", _KNOBS)
@@ -91,7 +96,7 @@ async def test_still_a_schedule_point_and_a_cancel_point(
             scope.cancel()
             await memory.retrieve("deploy", 3)
             pytest.fail("not cancelled")  # pragma: no cover
-        assert memory._slots.borrowed_tokens == 0
+        assert _slots(memory).borrowed_tokens == 0
 
 
 async def test_plain_trailer_does_not_park_at_a_closed_gate(
@@ -101,13 +106,13 @@ async def test_plain_trailer_does_not_park_at_a_closed_gate(
     open before scoring ends with trio's checkpoint, not the gate's (knob on), or the
     gate's (knob off)."""
     calls: list[int] = []
-    real = memory_module.ReadGate.checkpoint
+    real = ReadGate.checkpoint
 
     async def counted(self: Any) -> None:
         calls.append(1)
         await real(self)
 
-    monkeypatch.setattr(memory_module.ReadGate, "checkpoint", counted)
+    monkeypatch.setattr(ReadGate, "checkpoint", counted)
     async with open_memory() as memory:
         await memory.store(_entry(random.Random(4), 0))
         for plain, expected in ((True, 0), (False, 1)):
@@ -136,7 +141,7 @@ async def test_found_small_runs_in_one_step(monkeypatch: pytest.MonkeyPatch) -> 
         monkeypatch.setattr(type(index), "one_step_ok", once)  # a slotted class
         got = await memory.retrieve_scored("deploy blue", 5)
         assert counting.calls == 0
-        assert memory._slots.borrowed_tokens == 0
+        assert _slots(memory).borrowed_tokens == 0
         snap = memory.snapshot()
         assert [(h.entry.id, h.score) for h in got] == [
             (h.entry.id, h.score) for h in snap.retrieve_scored("deploy blue", 5)
