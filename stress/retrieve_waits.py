@@ -6,6 +6,7 @@ Usage (from the project root)::
     python -m stress.retrieve_waits [--runs 2] [--clock cpu|wall] [--durable]
         [--slots N|none] [--slice SECONDS] [--share S] [--gate-off] [--steps N]
         [--commit-park SECONDS] [--switch SECONDS] [--agents 64]
+        [--no-slot] [--plain-trailer] [--one-step-chars N]
 
 Runs ``actormem swarm`` on the real tool calls (``../shared/data/tool_calls.jsonl`` and
 ``tool_lookups.jsonl``, 64 agents, in memory unless ``--durable``) ``--runs`` times in
@@ -56,6 +57,7 @@ import actormem._engine.memory as memory_module
 import actormem._engine.snapshot as snapshot_module
 import actormem.cli._swarm as swarm_module
 from actormem._engine import fairshare
+from actormem._index.wordoverlap import knobs as wo_knobs
 from actormem.cli._main import main as cli_main
 
 from ._bench_stats import load_average
@@ -64,12 +66,14 @@ DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "data"
 
 
 class _Retrieve:
-    __slots__ = ("at_cps", "cps", "parked", "ready", "run", "slot", "start", "wall")
+    __slots__ = ("at_cps", "cps", "parked", "ready", "run", "slot", "start", "wall", "yields")
 
     def __init__(self, now: float) -> None:
         self.start = now
         self.wall = self.slot = self.at_cps = self.run = self.ready = self.parked = 0.0
         self.cps = 0
+        #: Task steps that ended inside the call: the times it gave the loop up.
+        self.yields = 0
 
 
 class _Probe(trio.abc.Instrument):
@@ -81,9 +85,25 @@ class _Probe(trio.abc.Instrument):
         # task -> ("run" | "ready" | "parked", since)
         self.state: dict[trio.lowlevel.Task, tuple[str, float]] = {}
         self.done: list[_Retrieve] = []
+        #: The stores' records (the same fields; ``slot``, ``cps`` unused).
+        self.stores: set[trio.lowlevel.Task] = set()
+        self.stores_done: list[_Retrieve] = []
         self.step_cpu = {"owner": 0.0, "retrieve": 0.0, "agent": 0.0}
         self.counting = True
         self._step_start = 0.0
+        #: The run loop's batches in the crowded phase: task steps and loop-thread CPU
+        #: between two I/O waits (trio runs one batch of runnable tasks between them).
+        self.batches: list[tuple[int, float]] = []
+        self._batch_steps = 0
+        self._batch_cpu = 0.0
+
+    def after_io_wait(self, timeout: float) -> None:
+        self._batch_steps = 0
+        self._batch_cpu = time.thread_time()
+
+    def before_io_wait(self, timeout: float) -> None:
+        if self.counting and self._batch_steps:
+            self.batches.append((self._batch_steps, time.thread_time() - self._batch_cpu))
 
     def task_scheduled(self, task: trio.lowlevel.Task) -> None:
         rec = self.active.get(task)
@@ -108,15 +128,18 @@ class _Probe(trio.abc.Instrument):
         self.state[task] = ("run", now)
 
     def after_task_step(self, task: trio.lowlevel.Task) -> None:
+        self._batch_steps += 1
         if self.counting:
             cpu = time.thread_time() - self._step_start
             name = task.name
-            kind = "owner" if "owner" in name else "retrieve" if task in self.active else "agent"
+            inside = task in self.active and task not in self.stores
+            kind = "owner" if "owner" in name else "retrieve" if inside else "agent"
             if kind != "agent" or "agent" in name:
                 self.step_cpu[kind] += cpu
         rec = self.active.get(task)
         if rec is None:
             return
+        rec.yields += 1
         now = self.clock()
         kind, since = self.state.get(task, ("run", now))
         if kind == "run":
@@ -139,7 +162,11 @@ class _Probe(trio.abc.Instrument):
         if kind == "run":
             rec.run += now - since
         rec.wall = now - rec.start
-        self.done.append(rec)
+        if task in self.stores:
+            self.stores.discard(task)
+            self.stores_done.append(rec)
+        else:
+            self.done.append(rec)
 
 
 class _Current:
@@ -187,10 +214,14 @@ def _install(clock: Callable[[], float]) -> None:
                 rec.slot += clock() - start
 
     async def timed_store(self: Any, *args: Any, **kwargs: Any) -> Any:
+        task = trio.lowlevel.current_task()
         start = clock()
+        cur.probe.begin(task)
+        cur.probe.stores.add(task)
         try:
             return await store(self, *args, **kwargs)
         finally:
+            cur.probe.end(task)
             cur.stores.append(clock() - start)
 
     async def timed_checkpoint(self: Any) -> None:
@@ -284,6 +315,42 @@ def _report(probe: _Probe, stores: list[float], ends: list[float], cpu: float) -
             f" ready {mean(lambda r: r.ready) * 1e3:6.2f}"
             f" parked {mean(lambda r: r.parked) * 1e3:6.2f} ms"
         )
+    _report_yields("retrieves", recs)
+    _report_yields("stores", sorted(probe.stores_done, key=lambda r: r.wall))
+    if probe.batches:
+        steps = sorted(b[0] for b in probe.batches)
+        cpus = sorted(b[1] for b in probe.batches)
+        print(
+            f"  crowded phase: {len(steps)} batches of the run loop, task steps a batch "
+            f"mean {statistics.mean(steps):.1f} p50 {steps[len(steps) // 2]} "
+            f"p99 {steps[int(0.99 * len(steps))]}, loop CPU a batch mean "
+            f"{statistics.mean(cpus) * 1e3:.2f} p99 {cpus[int(0.99 * len(cpus))] * 1e3:.2f} ms"
+        )
+
+
+def _report_yields(name: str, recs: list[_Retrieve]) -> None:
+    """How often the calls gave the loop up and what a yield cost them (the call's time
+    not running, per yield), for all of them, the slowest 10% and 1%."""
+    n = len(recs)
+    if not n:
+        return
+    parts = []
+    for label, part in (("all", recs), ("slowest 10%", recs[int(0.9 * n) :])):
+        parts.append(part)
+        yields = statistics.mean(r.yields for r in part)
+        waited = statistics.mean(r.wall - r.run for r in part)
+        per = waited / yields if yields else 0.0
+        print(
+            f"  {name:9s} {label:12s} yields {yields:4.2f} (0: {sum(not r.yields for r in part)})"
+            f" waiting {waited * 1e3:6.2f} ms, {per * 1e3:6.2f} ms a yield"
+        )
+    slow = recs[int(0.99 * n) :]
+    yields = statistics.mean(r.yields for r in slow)
+    waited = statistics.mean(r.wall - r.run for r in slow)
+    print(
+        f"  {name:9s} {'slowest 1%':12s} yields {yields:4.2f} waiting {waited * 1e3:6.2f} ms, "
+        f"{(waited / yields if yields else 0.0) * 1e3:6.2f} ms a yield"
+    )
 
 
 #: Everything ``main`` may replace, put back when it returns (so a test can run it).
@@ -300,6 +367,9 @@ _PATCHED: tuple[tuple[Any, str], ...] = (
     (fairshare, "SHARE"),
     (fairshare, "OPEN_MIN"),
     (fairshare, "COMMIT_PARK"),
+    (snapshot_module, "_ONE_STEP_PLAIN"),
+    (memory_module, "_ONE_STEP_NO_SLOT"),
+    (wo_knobs, "_ONE_STEP_CHARS"),
 )
 
 
@@ -314,6 +384,23 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--commit-park", type=float, default=None, help="COMMIT_PARK, seconds")
     p.add_argument("--switch", type=float, default=None, help="sys.setswitchinterval, seconds")
     p.add_argument("--gate-off", action="store_true", help="the fair-share gate disabled")
+    p.add_argument(
+        "--no-slot",
+        action="store_true",
+        help="a one-step retrieve takes no scoring slot (memory._ONE_STEP_NO_SLOT)",
+    )
+    p.add_argument(
+        "--plain-trailer",
+        action="store_true",
+        help="a one-step retrieve's trailing schedule point is trio's checkpoint, not "
+        "the gate's (snapshot._ONE_STEP_PLAIN)",
+    )
+    p.add_argument(
+        "--one-step-chars",
+        type=int,
+        default=None,
+        help="the longest query a small retrieve runs in one step (knobs._ONE_STEP_CHARS)",
+    )
     p.add_argument("--steps", type=int, default=None)
     p.add_argument("--agents", type=int, default=64)
     p.add_argument("--data", type=Path, default=DATA)
@@ -340,6 +427,12 @@ def _measure(args: argparse.Namespace) -> None:
         fairshare.COMMIT_PARK = args.commit_park
     if args.switch is not None:
         sys.setswitchinterval(args.switch)
+    if args.no_slot:
+        memory_module._ONE_STEP_NO_SLOT = True
+    if args.plain_trailer:
+        snapshot_module._ONE_STEP_PLAIN = True
+    if args.one_step_chars is not None:
+        wo_knobs._ONE_STEP_CHARS = args.one_step_chars
     if args.gate_off:
         make_gate = fairshare.ReadGate.__init__
 

@@ -105,11 +105,14 @@ def test_retrieve_waits_smoke(capsys: pytest.CaptureFixture[str]) -> None:
     data = real_file("tool_calls.jsonl").parent
     retrieve_waits.main(
         ["--runs", "1", "--steps", "40", "--agents", "4", "--data", str(data),
-         "--slots", "2", "--slice", "0.001", "--share", "0.6", "--gate-off"]
+         "--slots", "2", "--slice", "0.001", "--share", "0.6", "--gate-off",
+         "--no-slot", "--plain-trailer", "--one-step-chars", "4096"]
     )  # fmt: skip
     out = capsys.readouterr().out
     assert "retrieves 40:" in out
     assert "slowest 1%" in out
+    assert "retrieves all          yields" in out
+    assert "stores    all          yields 1.00" in out  # a store parks once, for its answer
     assert all(obj.__dict__[name] is value for obj, name, value in before)
     assert trio.run is run
     assert fairshare.ReadGate().enabled
