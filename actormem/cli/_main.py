@@ -1169,6 +1169,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BaseException as exc:
         # trio's nurseries wrap what their tasks raised in exception groups: look inside.
         sole = _sole(exc)
+        broke = sole.__cause__ if isinstance(sole, trio.BrokenResourceError) else None
+        if isinstance(broke, StorageError):
+            # The memory broke mid-run (a commit failed: disk full, I/O error, the file
+            # removed; docs/durability.md): its cause in one line, things were written.
+            print(f"{sub}: error: {error_line(str(broke))}", file=sys.stderr)
+            return 1
         if isinstance(sole, (_InputError, ActorMemError)):  # e.g. StorageError
             print(f"{sub}: error: {error_line(str(sole))}", file=sys.stderr)
             return 2

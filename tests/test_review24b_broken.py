@@ -1,0 +1,52 @@
+"""review24b: ``actormem swarm --path F`` whose commits start failing mid-run (a disk that
+fills up: SQLite's "database or disk is full"). The memory breaks as docs/durability.md
+says; the command must then end with one error line and exit status 1, not an uncaught
+``trio.BrokenResourceError`` traceback (the settle after the run raised it out of
+``main``). Found as a new user on a 300 KiB tmpfs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from actormem._errors import StorageError
+from actormem._storage import sqlite as sqlite_mod
+from actormem.cli import main
+
+
+def _fill_after(monkeypatch: pytest.MonkeyPatch, ok: int) -> None:
+    real = sqlite_mod.SqliteStore._write
+    calls = [0]
+
+    def write(self: Any, batch: Any, wait: bool, checkpoint: bool = True) -> bool:
+        if batch.puts or batch.deletes:
+            calls[0] += 1
+            if calls[0] > ok:
+                raise StorageError(self.path, "commit failed: database or disk is full")
+        return bool(real(self, batch, wait, checkpoint))
+
+    monkeypatch.setattr(sqlite_mod.SqliteStore, "_write", write)
+
+
+@pytest.mark.parametrize("path", [True, False])
+def test_swarm_whose_disk_fills_up_ends_with_one_error_line(
+    path: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _fill_after(monkeypatch, 2)
+    where = ["--path", str(tmp_path / "m.db")] if path else []
+    status = main(["swarm", *where, "--episodes", "6", "--agents", "4", "--interval", "60"])
+    err = capsys.readouterr().err.splitlines()
+    assert status == 1
+    assert err[-1].startswith("actormem swarm: error: ")
+    assert err[-1].endswith("commit failed: database or disk is full")
+    assert "Traceback" not in err[-1]
+
+
+def test_swarm_whose_disk_is_fine_still_exits_0(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["swarm", "--path", str(tmp_path / "m.db"), "--episodes", "4", "--agents", "4"]
+    assert main([*argv, "--interval", "60"]) == 0
+    assert "error" not in capsys.readouterr().err
