@@ -62,7 +62,11 @@ def test_metadata_wins_over_pkg_info_as_importlib(tmp_path: Path) -> None:
 def test_a_swarm_beside_a_source_egg_info_imports_no_importlib_metadata(tmp_path: Path) -> None:
     installed = importlib.metadata.version("actormem")
     source = tmp_path / "src"
-    _egg_info(source, "actormem", {"PKG-INFO": f"Metadata-Version: 2.4\nName: actormem\nVersion: {installed}\n"})
+    _egg_info(
+        source,
+        "actormem",
+        {"PKG-INFO": f"Metadata-Version: 2.4\nName: actormem\nVersion: {installed}\n"},
+    )
     calls = tmp_path / "calls.jsonl"
     calls.write_text(
         "".join(

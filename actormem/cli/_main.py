@@ -589,9 +589,9 @@ def direct_version(name: str, paths: Sequence[Any] | None = None) -> str | None:
     ``importlib.metadata`` instead: a finder other than the path finder on
     ``sys.meta_path`` that finds distributions, a path entry that is not a directory
     (a zip) or a directory named ``*.egg``, no match, a match without a readable UTF-8
-    ``METADATA`` (or, absent or empty, ``PKG-INFO``) file with text, a header part with a line ``email`` would
-    end the headers at, a folded, non-ASCII or carriage-return ``Version`` line, or
-    none. O(path entries + their listings + the metadata file's header).
+    ``METADATA`` (or, absent or empty, ``PKG-INFO``) file with text, a header part with
+    a line ``email`` would end the headers at, a folded, non-ASCII or carriage-return
+    ``Version`` line, or none. O(path entries + their listings + the metadata file's header).
     """
     import importlib.machinery
 
