@@ -9,6 +9,7 @@ line's modules, numpy among them.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -51,9 +52,14 @@ def run_command(argv: Sequence[str] | None = None) -> NoReturn:
         one_blas_thread()
     from .._util import import_pause
 
-    with import_pause():  # the command line's modules load with the collector paused
-        from ._main import run_command as run
-
+    try:
+        with import_pause():  # the command line's modules load with the collector paused
+            from ._main import run_command as run
+    except KeyboardInterrupt:  # Ctrl-C in the first ~0.5 s: one line, as docs/swarm.md says
+        args = list(sys.argv[1:] if argv is None else argv)
+        command = f" {args[0]}" if args and not args[0].startswith("-") else ""
+        print(f"actormem{command}: interrupted (SIGINT)", file=sys.stderr)
+        sys.exit(130)
     run(argv)
 
 

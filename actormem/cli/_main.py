@@ -589,9 +589,9 @@ def direct_version(name: str, paths: Sequence[Any] | None = None) -> str | None:
     ``importlib.metadata`` instead: a finder other than the path finder on
     ``sys.meta_path`` that finds distributions, a path entry that is not a directory
     (a zip) or a directory named ``*.egg``, no match, a match without a readable UTF-8
-    ``METADATA`` file or with an empty one, a header part with a line ``email`` would
-    end the headers at, a folded, non-ASCII or carriage-return ``Version`` line, or
-    none. O(path entries + their listings + the metadata file's header).
+    ``METADATA`` (or, absent or empty, ``PKG-INFO``) file with text, a header part with
+    a line ``email`` would end the headers at, a folded, non-ASCII or carriage-return
+    ``Version`` line, or none. O(path entries + their listings + the metadata file's header).
     """
     import importlib.machinery
 
@@ -623,16 +623,29 @@ def direct_version(name: str, paths: Sequence[Any] | None = None) -> str | None:
     return None
 
 
+#: What ``importlib.metadata``'s ``read_text`` takes as "no such file" (it then reads the
+#: next one); any other error reading it is left to ``importlib.metadata``.
+_ABSENT = (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)
+
+
 def _metadata_version(folder: str) -> str | None:
-    """The ``Version`` header of ``folder``'s ``METADATA``, as ``email``'s parser (the
-    compat32 policy) reads it: the value after the colon, spaces and tabs before it
-    dropped. None when the reading is not plainly the same (see
-    :func:`direct_version`). O(header size)."""
-    try:
-        with open(os.path.join(folder, "METADATA"), encoding="utf-8") as file:
-            text = file.read()
-    except (OSError, UnicodeDecodeError):
-        return None
+    """The ``Version`` header of ``folder``'s ``METADATA``, or of its ``PKG-INFO`` when
+    ``METADATA`` is absent or empty (as ``importlib.metadata`` reads them: an
+    ``.egg-info`` folder, which setuptools leaves in a source tree, has only
+    ``PKG-INFO``), as ``email``'s parser (the compat32 policy) reads it: the value after
+    the colon, spaces and tabs before it dropped. None when the reading is not plainly
+    the same (see :func:`direct_version`). O(header size)."""
+    text = ""
+    for name in ("METADATA", "PKG-INFO"):
+        try:
+            with open(os.path.join(folder, name), encoding="utf-8") as file:
+                text = file.read()
+        except _ABSENT:
+            continue
+        except (OSError, UnicodeDecodeError):
+            return None
+        if text:
+            break
     if not text or text.startswith("From "):
         return None
     lines = text.split("\n")
@@ -1169,6 +1182,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BaseException as exc:
         # trio's nurseries wrap what their tasks raised in exception groups: look inside.
         sole = _sole(exc)
+        broke = sole.__cause__ if isinstance(sole, trio.BrokenResourceError) else None
+        if isinstance(broke, StorageError):
+            # The memory broke mid-run (a commit failed: disk full, I/O error, the file
+            # removed; docs/durability.md): its cause in one line, things were written.
+            print(f"{sub}: error: {error_line(str(broke))}", file=sys.stderr)
+            return 1
         if isinstance(sole, (_InputError, ActorMemError)):  # e.g. StorageError
             print(f"{sub}: error: {error_line(str(sole))}", file=sys.stderr)
             return 2

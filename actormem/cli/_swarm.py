@@ -145,6 +145,8 @@ class SwarmRun:
         steps: Tool calls replayed (one retrieve + one store each).
         steps_started: Tool calls begun (``steps`` plus those in flight).
         failures: Memory calls that raised (the hooks log them and carry on); 0 normally.
+        broken: A memory call found the memory broken; the agents then leave at their next
+            step (the run ends early, and the command reports the cause).
         store_latency, retrieve_latency, consolidate_latency: Durations in seconds.
         stored: The id of each acknowledged store, in order.
         uncertain: Ids of stores cancelled after their request was sent (an interrupted
@@ -164,6 +166,9 @@ class SwarmRun:
     steps: int = 0
     steps_started: int = 0
     failures: int = 0
+    #: The memory broke (a call raised ``trio.BrokenResourceError``: a commit failed, see
+    #: docs/durability.md): every later call would fail too, so the agents leave.
+    broken: bool = False
     store_latency: list[float] = attrs.field(factory=list)
     retrieve_latency: list[float] = attrs.field(factory=list)
     consolidate_latency: list[float] = attrs.field(factory=list)
@@ -206,6 +211,11 @@ class _Probe:
         self._memory = memory
         self._run = run
 
+    def _failed(self, exc: Exception) -> None:
+        self._run.failures += 1
+        if isinstance(exc, trio.BrokenResourceError):
+            self._run.broken = True  # every later call fails too: the agents leave
+
     async def store(self, entry: MemoryEntry) -> None:
         start = time.perf_counter()
         try:
@@ -213,8 +223,8 @@ class _Probe:
         except trio.Cancelled:
             self._run.uncertain.append(entry.id)  # queued, so perhaps applied
             raise
-        except Exception:
-            self._run.failures += 1
+        except Exception as exc:
+            self._failed(exc)
             raise
         self._run.store_latency.append(time.perf_counter() - start)
         self._run.stored.append(entry.id)
@@ -225,8 +235,8 @@ class _Probe:
         start = time.perf_counter()
         try:
             found = await self._memory.retrieve(query, limit, namespace=namespace)
-        except Exception:
-            self._run.failures += 1
+        except Exception as exc:
+            self._failed(exc)
             raise
         self._run.retrieve_latency.append(time.perf_counter() - start)
         return found
@@ -235,8 +245,8 @@ class _Probe:
         start = time.perf_counter()
         try:
             report = await self._memory.consolidate()
-        except Exception:
-            self._run.failures += 1
+        except Exception as exc:
+            self._failed(exc)
             raise
         self._run.consolidate_latency.append(time.perf_counter() - start)
         self._run.merged_by_end_run += report.merged
@@ -253,7 +263,7 @@ async def _agent(
 ) -> None:
     probe = _Probe(memory, run)
     hooks = MemoryHooks(probe, top_k=top_k)
-    while trio.current_time() < deadline and run.steps_started < max_steps:
+    while trio.current_time() < deadline and run.steps_started < max_steps and not run.broken:
         episode: Episode | None = workload.take()
         if episode is None:
             return
@@ -261,7 +271,7 @@ async def _agent(
         checked = _CHECKED_TRAJECTORIES and namespace_ok(namespace)
         query = episode.first_query
         for call in episode.steps:
-            if trio.current_time() >= deadline or run.steps_started >= max_steps:
+            if trio.current_time() >= deadline or run.steps_started >= max_steps or run.broken:
                 run.episodes_interrupted += 1
                 return
             run.steps_started += 1  # before any checkpoint: no other agent can slip in
@@ -270,9 +280,7 @@ async def _agent(
             if checked and text is not None:
                 await hooks._after_checked_tool_call(call.tool, text, namespace)
             else:
-                await hooks.after_tool_call(
-                    call.tool, call.input, call.result, namespace=namespace
-                )
+                await hooks.after_tool_call(call.tool, call.input, call.result, namespace=namespace)
             run.steps += 1
             query = call.result
         await hooks.end_run(episode.success)
