@@ -40,7 +40,7 @@ import logging
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from types import TracebackType
-from typing import Any, ParamSpec, Protocol, TypeVar
+from typing import Any, ParamSpec, Protocol, Self, TypeVar
 
 import anyio
 import attrs
@@ -285,7 +285,30 @@ class _Unanswered:
             )
 
 
-class _HeldEnd:
+class _Wrapped:
+    """A wrapper of one of the SDK's streams: closing it closes the wrapped one."""
+
+    _inner: Any
+
+    def close(self) -> None:
+        self._inner.close()
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+
+class _HeldEnd(_Wrapped):
     """The SDK's read stream, whose end reaches the SDK only once :class:`_Unanswered`
     has nothing left (or its grace ran out): the SDK cancels what still runs at the end
     of its input."""
@@ -309,12 +332,6 @@ class _HeldEnd:
         self._unanswered.read(item)
         return item
 
-    def close(self) -> None:
-        self._inner.close()
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
     def __aiter__(self) -> _HeldEnd:
         return self
 
@@ -324,19 +341,8 @@ class _HeldEnd:
         except anyio.EndOfStream:
             raise StopAsyncIteration from None
 
-    async def __aenter__(self) -> _HeldEnd:
-        return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-
-class _Answers:
+class _Answers(_Wrapped):
     """The SDK's write stream, telling :class:`_Unanswered` of each answer sent."""
 
     def __init__(self, inner: Any, unanswered: _Unanswered) -> None:
@@ -348,23 +354,6 @@ class _Answers:
             await self._inner.send(item)
         finally:  # sent, or never to be: not waited for either way
             self._unanswered.written(item)
-
-    def close(self) -> None:
-        self._inner.close()
-
-    async def aclose(self) -> None:
-        await self._inner.aclose()
-
-    async def __aenter__(self) -> _Answers:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
 
 def _check_grace(grace: object) -> None:
