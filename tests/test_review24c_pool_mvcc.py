@@ -310,3 +310,29 @@ def test_the_shifted_copy_of_a_big_endian_machine(monkeypatch: pytest.MonkeyPatc
         want = brute_force(index.scorer, index._records(), view.version, "w1 x3 w2", 5)
         assert [(s, r.seq) for s, r in got] == [(s, r.seq) for s, r in want]
     assert pools[0] == pools[1]
+
+
+def test_the_pool_stays_wide_once_65536_term_numbers_were_given() -> None:
+    """Term numbers are never reused: a pool widened by texts since purged (their terms
+    deleted, the live vocabulary a few terms) stays uint32 (it never narrows), and only a
+    restore from the image, which numbers the live terms alone, makes it uint16 again (as
+    the docs now say: "term numbers given", not "the vocabulary")."""
+    state = _state()
+    index = _index(state)
+    state.store(_entry("alpha beta", id=uuid.UUID(int=1)))
+    _widen(state)
+    for i in range(len(WIDE)):
+        state.delete(uuid.UUID(int=10_000 + i))
+    state.publish()
+    state.vacuum(state.published)
+    assert len(index._terms) == 2  # the live vocabulary
+    assert index._pool is not None
+    assert index._pool.data.typecode == "I"
+    state.store(_entry("gamma alpha", id=uuid.UUID(int=2)))
+    state.publish()
+    assert index._pool.data.typecode == "I"
+    recs = sorted(index._records(), key=lambda r: r.seq)
+    out = bm25_persist.restore(_state().index, bm25_persist.dump(index, recs), recs)  # type: ignore[arg-type]
+    out._check(recs)
+    assert out._pool is not None
+    assert out._pool.data.typecode == "H"
