@@ -36,7 +36,8 @@
 # tests/test_review23c_cut_cols.py,
 # tests/test_open20_gids.py,
 # tests/test_review24a_open20.py,
-# tests/test_tidy24a_aligned.py)
+# tests/test_tidy24a_aligned.py,
+# tests/test_review24c_pool_mvcc.py)
 # against an AddressSanitizer build of the compiled
 # index kernels, the BM25 core, the word-overlap core and the row reader (_storage/_crows.c):
 # any out-of-bounds read or
@@ -123,4 +124,5 @@ PYTHONMALLOC=malloc LD_PRELOAD="$runtime" ASAN_OPTIONS=detect_leaks=0:abort_on_e
     tests/test_review23c_cut_cols.py \
     tests/test_open20_gids.py \
     tests/test_review24a_open20.py \
-    tests/test_tidy24a_aligned.py "$@"
+    tests/test_tidy24a_aligned.py \
+    tests/test_review24c_pool_mvcc.py "$@"

@@ -14,13 +14,15 @@ and corpus statistics shared by all. Agent memories repeat texts (the same tool 
 same fact), so the index keeps one ``_Group`` per distinct document: its number, the
 numbers of its distinct terms and its records (sorted by ``seq``). The term numbers live
 in the index's *term pool* (``postings._TermPool``, ``knobs._TERM_POOL``): one
-append-only array of every group's term numbers (uint16 while the vocabulary has at
-most 65,536 terms), group ``num``'s at ``data[starts[num]:starts[num + 1]]``, compacted
-once a quarter of it is purged groups'; a term's frequency in a group is its posting
-list's. (With the knob off, each group keeps its own exactly sized ``array('i')`` of its
-term numbers packed with their frequencies capped at 255, ``'q'`` once the vocabulary
-passes 2**23 terms: the layout before.) A text is tokenized once; storing it again only
-appends the record to its group. The index holds
+append-only array of every group's term numbers (uint16 while at most 65,536 term
+numbers were given: a deleted term's number is not reused, so it never narrows; a
+restore from the image numbers the live terms alone), group ``num``'s at
+``data[starts[num]:starts[num + 1]]``, compacted once a quarter of it is purged groups';
+a term's frequency in a group is its posting list's. (With the knob off, each group
+keeps its own exactly sized ``array('i')`` of its term numbers packed with their
+frequencies capped at 255, ``'q'`` once the vocabulary passes 2**23 terms: the layout
+before.) A text is tokenized once; storing it again only appends the record to its
+group. The index holds
 
 * one ``_Group`` per document that has an un-purged record, numbered in creation order
   (numbers are never reused); a table of groups by number (None once purged), an

@@ -249,14 +249,14 @@ _SINGLE_RECORD = True
 _UNTRACK = True
 
 #: Read when an index is made: every group's term numbers live in one append-only array
-#: of the index (``postings._TermPool``, uint16 while the vocabulary has at most 65,536
-#: terms), found by the group's number, not in an ``array`` object per group of the
-#: numbers packed with their frequencies (its 64-byte header, its buffer's own
-#: allocation and 4 bytes a term: ~145 bytes a distinct text at 1M on the corpus); a
-#: frequency is looked up in the term's posting list. Purged groups' terms are dropped
-#: by a compaction once ``_POOL_DEAD`` of the pool is theirs. The same results; False:
-#: an array per group (the layout before, kept for side-by-side measurements and the
-#: tests that drive both).
+#: of the index (``postings._TermPool``, uint16 while at most 65,536 term numbers were
+#: given, deleted terms' included: numbers are not reused), found by the group's number,
+#: not in an ``array`` object per group of the numbers packed with their frequencies
+#: (its 64-byte header, its buffer's own allocation and 4 bytes a term: ~145 bytes a
+#: distinct text at 1M on the corpus); a frequency is looked up in the term's posting
+#: list. Purged groups' terms are dropped by a compaction once ``_POOL_DEAD`` of the
+#: pool is theirs. The same results; False: an array per group (the layout before, kept
+#: for side-by-side measurements and the tests that drive both).
 _TERM_POOL = True
 
 #: A pool is compacted once its purged terms are at least this fraction of it.

@@ -150,16 +150,18 @@ class _TermPool:
     ``_Group.terms`` but without their frequencies) in one array, by group number
     (``knobs._TERM_POOL``).
 
-    ``data`` holds the term numbers of group ``num`` at ``data[starts[num] :
-    starts[num + 1]]``; ``starts`` gets one item per group made (its end), so
-    ``len(starts) == groups + 1``. ``data`` is uint16 while the vocabulary has at most
-    65,536 terms (``'H'``; then ``'I'``, then ``'q'``, each widening a new array), and
-    ``starts`` uint32 (``'q'`` past 2**32 - 1 items). A term's frequency in a group is
-    its posting list's (a binary search): the pool does not repeat it. Both arrays only
-    grow by appends, and a reader reads them through the pool within one step (never
-    across a yield), so a compaction between two steps, which replaces both, is never
-    seen half-done. A purged group's terms stay until :meth:`compact` drops them (its
-    range then empty): no snapshot reads them (the group table's slot is None).
+    ``data`` holds the term numbers of group ``num`` at ``data[starts[num] : starts[num
+    + 1]]``; ``starts`` gets one item per group made (its end), so ``len(starts) ==
+    groups + 1``. ``data`` is uint16 while at most 65,536 term numbers were given
+    (``'H'``; deleted terms' numbers are not reused, so a pool widened by texts since
+    purged stays wide until a restore renumbers the live terms; then ``'I'``, then
+    ``'q'``, each widening a new array), and ``starts`` uint32 (``'q'`` past 2**32 - 1
+    items). A term's frequency in a group is its posting list's (a binary search): the
+    pool does not repeat it. Both arrays only grow by appends, and a reader reads them
+    through the pool within one step (never across a yield), so a compaction between two
+    steps, which replaces both, is never seen half-done. A purged group's terms stay
+    until :meth:`compact` drops them (its range then empty): no snapshot reads them (the
+    group table's slot is None).
 
     Per group 4 bytes of ``starts`` and 2 per term (4 past 65,536 terms), plus the
     arrays' growth slack, where an ``array`` per group took a 64-byte object, its own
