@@ -57,6 +57,7 @@ import trio
 
 from .._engine.memory import Memory
 from .._entry import MemoryEntry, namespace_ok
+from .._errors import StorageError
 from .._stats import ConsolidationStats, MemoryStatistics
 from ..agent._hooks import MemoryHooks
 from ._swarm_data import Episode, Workload
@@ -145,8 +146,9 @@ class SwarmRun:
         steps: Tool calls replayed (one retrieve + one store each).
         steps_started: Tool calls begun (``steps`` plus those in flight).
         failures: Memory calls that raised (the hooks log them and carry on); 0 normally.
-        broken: A memory call found the memory broken; the agents then leave at their next
-            step (the run ends early, and the command reports the cause).
+        broken: A memory call found the memory broken (or broke it: a failed commit); the
+            agents then leave at their next step (the run ends early, and the command
+            reports the cause).
         store_latency, retrieve_latency, consolidate_latency: Durations in seconds.
         stored: The id of each acknowledged store, in order.
         uncertain: Ids of stores cancelled after their request was sent (an interrupted
@@ -213,8 +215,11 @@ class _Probe:
 
     def _failed(self, exc: Exception) -> None:
         self._run.failures += 1
-        if isinstance(exc, trio.BrokenResourceError):
-            self._run.broken = True  # every later call fails too: the agents leave
+        # A failed commit's own callers get its StorageError, every later call a
+        # BrokenResourceError (docs/durability.md): either way the memory is broken,
+        # every later call fails too, and the agents leave.
+        if isinstance(exc, trio.BrokenResourceError | StorageError):
+            self._run.broken = True
 
     async def store(self, entry: MemoryEntry) -> None:
         start = time.perf_counter()
