@@ -46,6 +46,7 @@
 #
 # Usage (from the repository root, in the project's virtualenv):
 #     stress/asan_kernels.sh [extra pytest arguments]
+#     stress/asan_kernels.sh --only tests/test_x.py ...   (just these files, nothing left out)
 # Needs gcc and its libasan (Debian: libasan8, installed with gcc), or set CC=clang
 # with libclang-rt-14-dev. Leak checking is off: CPython keeps objects alive on purpose.
 # PYTHONMALLOC=malloc: objects freed into pymalloc's arenas would hide a use after free
@@ -110,44 +111,54 @@ deselect_args=()
 for id in "${deselect[@]}"; do
     deselect_args+=(--deselect "$id")
 done
+files=(
+    tests/test_kernels.py tests/test_bm25_core.py
+    tests/test_wordoverlap_core.py tests/test_wordoverlap_bits.py tests/test_storepath.py
+    tests/test_tokcache.py tests/test_tokcache_collide.py tests/test_tokcache_lifecycle.py
+    tests/test_fold_hash.py tests/test_wordoverlap_kernel_edges.py tests/test_store_batch.py
+    tests/test_acquire_fast.py tests/test_memo_absent.py tests/test_entrybytes.py
+    tests/test_store6.py tests/test_wordoverlap_tiny_knobs.py tests/test_store7.py
+    tests/test_count_words_refusal_atomic.py tests/test_wordoverlap_tbits_readers.py
+    tests/test_bm25_tight_walk_kernel.py tests/test_durable8.py tests/test_decode_c.py
+    tests/test_decode_rows.py tests/test_wordoverlap_byid.py tests/test_active_bits.py
+    tests/test_review1_kernels.py tests/test_active_bits_kept.py tests/test_crows_signals.py
+    tests/test_text_digest.py tests/test_store8.py tests/test_visit_select.py
+    tests/test_review17b.py tests/test_bm25_interp_seek_kernel.py tests/test_bm25_daat_modes.py
+    tests/test_open_beside.py tests/test_store10.py tests/test_bm25_length_codes.py tests/test_open_hash.py tests/test_durable10.py tests/test_review18b.py tests/test_mainjob10_counts.py
+    tests/test_open13_split.py tests/test_entrybytes2.py tests/test_bm25q6_lookups.py tests/test_mainjob11_words.py tests/test_open14_folds.py tests/test_review19a.py
+    tests/test_open15_prep.py tests/test_mainjob14_flat.py tests/test_entrybytes3.py
+    tests/test_durable12.py tests/test_durable12_kill.py tests/test_bm25q7_dense.py tests/test_samelib.py
+    tests/test_review20b.py
+    tests/test_open16_late.py
+    tests/test_entrybytes4.py
+    tests/test_mainjob18_query.py
+    tests/test_review21b_idtable.py
+    tests/test_mainjob20_scan.py
+    tests/test_open17_loadc.py
+    tests/test_bm25q8_sparse.py
+    tests/test_bm25q9_walk.py
+    tests/test_review22c_loadc.py
+    tests/test_review22b_scan.py
+    tests/test_entrybytes5.py
+    tests/test_entrybytes6.py
+    tests/test_mainjob22_cut.py
+    tests/test_tidy23_scan.py
+    tests/test_review23a_grouptable.py
+    tests/test_open18_cols.py
+    tests/test_mainjob23_intern.py
+    tests/test_review23c_cut_cols.py
+    tests/test_open20_gids.py
+    tests/test_review24a_open20.py
+    tests/test_tidy24a_aligned.py
+    tests/test_review24c_pool_mvcc.py
+)
+# --only FILE...: just these test files (a branch's new file under ASan), no deselections.
+if [ "${1:-}" = --only ]; then
+    shift
+    files=("$@")
+    deselect_args=()
+    set --
+fi
 ACTORMEM_EXAMPLES_SCALE=${ACTORMEM_EXAMPLES_SCALE:-0.25} \
 PYTHONMALLOC=malloc LD_PRELOAD="$runtime" ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 PYTHONPATH="$work" \
-    python -m pytest -q -p no:cacheprovider tests/test_kernels.py tests/test_bm25_core.py \
-    tests/test_wordoverlap_core.py tests/test_wordoverlap_bits.py tests/test_storepath.py \
-    tests/test_tokcache.py tests/test_tokcache_collide.py tests/test_tokcache_lifecycle.py \
-    tests/test_fold_hash.py tests/test_wordoverlap_kernel_edges.py tests/test_store_batch.py \
-    tests/test_acquire_fast.py tests/test_memo_absent.py tests/test_entrybytes.py \
-    tests/test_store6.py tests/test_wordoverlap_tiny_knobs.py tests/test_store7.py \
-    tests/test_count_words_refusal_atomic.py tests/test_wordoverlap_tbits_readers.py \
-    tests/test_bm25_tight_walk_kernel.py tests/test_durable8.py tests/test_decode_c.py \
-    tests/test_decode_rows.py tests/test_wordoverlap_byid.py tests/test_active_bits.py \
-    tests/test_review1_kernels.py tests/test_active_bits_kept.py tests/test_crows_signals.py \
-    tests/test_text_digest.py tests/test_store8.py tests/test_visit_select.py \
-    tests/test_review17b.py tests/test_bm25_interp_seek_kernel.py tests/test_bm25_daat_modes.py \
-    tests/test_open_beside.py tests/test_store10.py tests/test_bm25_length_codes.py tests/test_open_hash.py tests/test_durable10.py tests/test_review18b.py tests/test_mainjob10_counts.py \
-    tests/test_open13_split.py tests/test_entrybytes2.py tests/test_bm25q6_lookups.py tests/test_mainjob11_words.py tests/test_open14_folds.py tests/test_review19a.py \
-    tests/test_open15_prep.py tests/test_mainjob14_flat.py tests/test_entrybytes3.py \
-    tests/test_durable12.py tests/test_durable12_kill.py tests/test_bm25q7_dense.py tests/test_samelib.py \
-    tests/test_review20b.py \
-    tests/test_open16_late.py \
-    tests/test_entrybytes4.py \
-    tests/test_mainjob18_query.py \
-    tests/test_review21b_idtable.py \
-    tests/test_mainjob20_scan.py \
-    tests/test_open17_loadc.py \
-    tests/test_bm25q8_sparse.py \
-    tests/test_bm25q9_walk.py \
-    tests/test_review22c_loadc.py \
-    tests/test_review22b_scan.py \
-    tests/test_entrybytes5.py \
-    tests/test_entrybytes6.py \
-    tests/test_mainjob22_cut.py \
-    tests/test_tidy23_scan.py \
-    tests/test_review23a_grouptable.py \
-    tests/test_open18_cols.py \
-    tests/test_mainjob23_intern.py \
-    tests/test_review23c_cut_cols.py \
-    tests/test_open20_gids.py \
-    tests/test_review24a_open20.py \
-    tests/test_tidy24a_aligned.py \
-    tests/test_review24c_pool_mvcc.py "${deselect_args[@]}" "$@"
+    python -m pytest -q -p no:cacheprovider "${files[@]}" "${deselect_args[@]}" "$@"
