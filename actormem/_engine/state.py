@@ -96,7 +96,7 @@ from .._entry import MemoryEntry, with_access
 from .._errors import InvalidEntryError, InvalidQueryError
 from .._index import kernels as _kernels
 from .._index import textfold
-from .._index.images import ImageError, prepare_index, restore_index
+from .._index.images import ImageError, prepare_index, restore_index, start_restore
 from .._index.kernels import gc_untrack as _gc_untrack
 from .._index.scoring import Scorer, ScoringIndex
 from .._index.textfold import fold, fold_hash
@@ -1475,9 +1475,18 @@ class MemoryState:
             # A list is loaded in bulk when it can be; another iterable (the dense
             # index's rows, whose vectors are offered chunk by chunk) row by row.
             if isinstance(rows, list) and self._bulk_loadable(rows):
-                records = self._load_bulk(rows, index=image is None)
-                if image is not None:
-                    self._index_from_image(image, records, prepared)
+                if image is None:
+                    self._load_bulk(rows)
+                else:
+                    # the restore's thread started from the rows, beside the load
+                    fresh = self.scorer.make_index()
+                    early = start_restore(fresh, rows)
+                    try:
+                        records = self._load_bulk(rows, index=False)
+                        self._index_from_image(image, records, prepared, fresh, early)
+                    finally:
+                        if early is not None:
+                            early.stop()  # (a no-op once the restore ended it)
             else:
                 for seq, entry in rows:
                     self.restore(entry, seq)  # keeps the file's seq, hence the order of ties
@@ -1520,15 +1529,28 @@ class MemoryState:
         return prepare_index(self.scorer.make_index(), image)
 
     def _index_from_image(
-        self, image: Mapping[str, bytes], records: list[Record], prepared: Any = None
+        self,
+        image: Mapping[str, bytes],
+        records: list[Record],
+        prepared: Any = None,
+        fresh: Any = None,
+        early: Any = None,
     ) -> None:
         """The index restored from ``image`` for ``records`` (every record, in seq
         order), or, if the image does not fit them, rebuilt by adding each (logged).
-        ``prepared``: :meth:`prepare_image`'s object for ``image``, or None."""
+        ``prepared``: :meth:`prepare_image`'s object for ``image``, or None. ``fresh``:
+        a new empty index of the scorer to restore into (None: one made here);
+        ``early``: ``images.start_restore``'s object for ``fresh`` and the rows, or None."""
         try:
             self.index = cast(
                 "ScoringIndex",
-                restore_index(self.scorer.make_index(), image, records, prepared),
+                restore_index(
+                    fresh if fresh is not None else self.scorer.make_index(),
+                    image,
+                    records,
+                    prepared,
+                    early,
+                ),
             )
         except Exception as exc:  # the image is untrusted: whatever it does, rebuild
             logging.getLogger("actormem").warning(

@@ -6395,6 +6395,56 @@ error:
     return NULL;
 }
 
+PyDoc_STRVAR(rows_texts_doc,
+"rows_texts(rows) -> tuple or None\n\n"
+"The text (entry.memory) of each of a file's (seq, entry) rows, in order, as a tuple:\n"
+"what restore_columns' texts will be once the bulk load made a record of each row, read\n"
+"ahead of it. None (nothing made) when a row is not an exact tuple of two, its entry not\n"
+"exactly store_setup's entry class, the slot unset or the text not an exact str.\n"
+"TypeError unless rows is a list (a subclass too: its items are read), RuntimeError\n"
+"before record_setup. Runs no Python code. O(len(rows)).");
+
+static PyObject *
+rows_texts(PyObject *self, PyObject *rows)
+{
+    if (!PyList_Check(rows)) {
+        PyErr_SetString(PyExc_TypeError, "rows_texts: rows must be a list");
+        return NULL;
+    }
+    if (!ins_entry_type) {
+        PyErr_SetString(PyExc_RuntimeError, "rows_texts: record_setup() not called");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(rows);
+    PyObject *texts = PyTuple_New(n);
+    if (!texts) return NULL;
+    /* PyTuple_New may collect; a finalizer could have changed the list meanwhile */
+    if (PyList_GET_SIZE(rows) != n) {
+        Py_DECREF(texts);
+        PyErr_SetString(PyExc_RuntimeError, "rows_texts: the list changed");
+        return NULL;
+    }
+    Py_ssize_t off_mem = ins_entry_off[5];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (i + 8 < n) {
+            PyObject *ahead = PyList_GET_ITEM(rows, i + 8);
+            if (PyTuple_CheckExact(ahead) && PyTuple_GET_SIZE(ahead) == 2)
+                __builtin_prefetch(PyTuple_GET_ITEM(ahead, 1));
+        }
+        PyObject *row = PyList_GET_ITEM(rows, i);
+        if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) != 2) goto plain_not;
+        PyObject *entry = PyTuple_GET_ITEM(row, 1);
+        if (Py_TYPE(entry) != ins_entry_type) goto plain_not;
+        PyObject *mem = SLOT(entry, off_mem);
+        if (!mem || !PyUnicode_CheckExact(mem)) goto plain_not;
+        PyTuple_SET_ITEM(texts, i, Py_NewRef(mem));
+    }
+    return texts;
+plain_not:
+    Py_DECREF(texts); /* items not yet set are NULL: tuple_dealloc skips them */
+    Py_RETURN_NONE;
+}
+
 /* ------------------------------------------------------------------ texts' digest
  *
  * persist.text_digest's bytes made in C with the GIL released and hashed by hashlib
@@ -6849,6 +6899,7 @@ static PyMethodDef methods[] = {
     {"decode_rows", decode_rows, METH_VARARGS, decode_rows_doc},
     {"group_texts", group_texts, METH_O, group_texts_doc},
     {"restore_columns", restore_columns, METH_O, restore_columns_doc},
+    {"rows_texts", rows_texts, METH_O, rows_texts_doc},
     {"next_keyed", (PyCFunction)(void (*)(void))next_keyed, METH_FASTCALL, next_keyed_doc},
     {"cache_entries", cache_entries, METH_O, cache_entries_doc},
     {"visit_heap", visit_heap, METH_VARARGS, visit_heap_doc},

@@ -16,7 +16,7 @@ from .._record import Record
 from .persist import ImageError
 from .wordoverlap import persist as wo_persist
 
-__all__ = ["ImageError", "dump_index", "prepare_index", "restore_index"]
+__all__ = ["ImageError", "dump_index", "prepare_index", "restore_index", "start_restore"]
 
 
 def dump_index(index: object, records: list[Record]) -> dict[str, bytes] | None:
@@ -47,8 +47,23 @@ def prepare_index(fresh: object, parts: Mapping[str, bytes]) -> Any:
     return None
 
 
+def start_restore(fresh: object, rows: list[Any]) -> Any:
+    """What :func:`restore_index` into the new, empty index ``fresh`` can start from a
+    bulk load's ``(seq, entry)`` rows before their records exist (the word-overlap
+    texts' digest thread), or None (an index kind without it, its knob off, rows not
+    plain). Hand it to :func:`restore_index` as ``early``, or call its ``stop()`` on a
+    path that does not reach it. O(len(rows)); the rest on a thread."""
+    if wo_persist.handles(fresh):
+        return wo_persist.start_early(fresh, rows)
+    return None
+
+
 def restore_index(
-    fresh: object, parts: Mapping[str, bytes], records: list[Record], prepared: Any = None
+    fresh: object,
+    parts: Mapping[str, bytes],
+    records: list[Record],
+    prepared: Any = None,
+    early: Any = None,
 ) -> object:
     """An index equal (same results, same invariants) to ``fresh`` after ``add`` of each
     of ``records`` (ascending ``seq``), restored from the image ``parts``; ``fresh`` is
@@ -57,6 +72,8 @@ def restore_index(
 
     ``prepared``: :func:`prepare_index`'s object for ``parts`` (maybe unfinished), or
     None; what it did is not done again (its index may be the one returned).
+    ``early``: :func:`start_restore`'s object for the rows ``records`` were made of, or
+    None; used if it fits them, ended here either way.
 
     Raises:
         ImageError: The image does not describe ``records`` for this index's kind and
@@ -65,7 +82,10 @@ def restore_index(
     kind: Any = fresh  # checked by each module's handles()
     if wo_persist.handles(kind):
         prep = prepared if isinstance(prepared, wo_persist.Prepared) else None
-        return wo_persist.restore(kind, parts, records, prep)
+        ahead = early if isinstance(early, wo_persist.Early) else None
+        return wo_persist.restore(kind, parts, records, prep, ahead)
+    if early is not None:
+        early.stop()
     from .bm25 import persist as bm25_persist
 
     if bm25_persist.handles(kind):

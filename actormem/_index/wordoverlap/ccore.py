@@ -131,6 +131,13 @@ def restore_columns() -> Any:
     return _with_records(kernels.wo_core(), "restore_columns")
 
 
+def rows_texts() -> Any:
+    """The core's ``rows_texts`` (each ``(seq, entry)`` row's text, as a tuple, ahead of
+    the bulk load's records), its record and entry classes fixed as for
+    :func:`add_groups`; None without the core or the function. O(1)."""
+    return _with_records(kernels.wo_core(), "rows_texts")
+
+
 def _with_records(mod: ModuleType | None, name: str) -> Any:
     """``mod``'s function ``name`` once ``record_setup`` fixed the record and entry
     classes (once per process), or None without ``mod`` or the function. O(1)."""
