@@ -104,6 +104,7 @@ def child(path: str, scorer: str, query: str) -> dict[str, Any]:
     ``python -c`` and ``PYTHONPATH=--root``, so another checkout can be measured."""
     import json as _json  # noqa: F401  (the -c wrapper prints with it)
     import resource
+    import threading
     import time
 
     import trio
@@ -114,19 +115,25 @@ def child(path: str, scorer: str, query: str) -> dict[str, Any]:
 
     phases: dict[str, float] = {}
 
-    inside: set[str] = set()  # a phase timed once where one timed call makes another
+    inside: set[tuple[str, int]] = set()  # a phase timed once where one call makes another
+    lock = threading.Lock()
 
     def timed(name: str, fn: Any) -> Any:
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if name in inside:
+            # per thread: two threads beside the open (quick_check's, the digest's) may
+            # run at once, and each one's CPU counts (open25: a set of names alone
+            # left the second uncounted)
+            key = (name, threading.get_ident())
+            if key in inside:
                 return fn(*args, **kwargs)
-            inside.add(name)
+            inside.add(key)
             c0 = time.thread_time()
             try:
                 return fn(*args, **kwargs)
             finally:
-                phases[name] = phases.get(name, 0.0) + time.thread_time() - c0
-                inside.discard(name)
+                with lock:
+                    phases[name] = phases.get(name, 0.0) + time.thread_time() - c0
+                inside.discard(key)
 
         return wrapper
 

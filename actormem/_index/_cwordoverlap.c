@@ -6309,7 +6309,7 @@ done:
 /* ------------------------------------------------------------------ restore columns */
 
 PyDoc_STRVAR(restore_columns_doc,
-"restore_columns(records) -> (texts, relevance, seqs, tagged) or None\n\n"
+"restore_columns(records, expect=None) -> (texts, relevance, seqs, tagged[, same]) or None\n\n"
 "What the word-overlap restore reads of each record, in one pass without the\n"
 "interpreter: texts the list of every record's entry.memory, relevance the bytes of a\n"
 "float64 array of entry.relevance, seqs those of an int64 array of seq, tagged the list\n"
@@ -6318,11 +6318,20 @@ PyDoc_STRVAR(restore_columns_doc,
 "slot unset, a text not an exact str, a relevance not an exact float, a seq not an\n"
 "exact int in int64, tags not an exact tuple. TypeError when records is not a list,\n"
 "RuntimeError before record_setup or store_setup, or when a finalizer run by a\n"
-"collection during its allocations changed the list. O(len(records)).");
+"collection during its allocations changed the list. With expect (a tuple), a fifth\n"
+"item: True when expect has as many items as records and each is the very object of\n"
+"the record's text (identity, read in the same pass), else False; TypeError when\n"
+"expect is neither None nor a tuple. O(len(records)).");
 
 static PyObject *
-restore_columns(PyObject *self, PyObject *records)
+restore_columns(PyObject *self, PyObject *args)
 {
+    PyObject *records, *expect = Py_None;
+    if (!PyArg_ParseTuple(args, "O|O:restore_columns", &records, &expect)) return NULL;
+    if (expect != Py_None && !PyTuple_CheckExact(expect)) {
+        PyErr_SetString(PyExc_TypeError, "restore_columns: expect must be a tuple or None");
+        return NULL;
+    }
     if (!PyList_CheckExact(records)) {
         PyErr_SetString(PyExc_TypeError, "restore_columns: records must be a list");
         return NULL;
@@ -6344,6 +6353,9 @@ restore_columns(PyObject *self, PyObject *records)
     }
     double *rel_of = (double *)PyBytes_AS_STRING(rel);
     int64_t *seq_of = (int64_t *)PyBytes_AS_STRING(seqs);
+    /* the tuple holds its items: none can change or go while this runs */
+    int check = expect != Py_None;
+    int same = check && PyTuple_GET_SIZE(expect) == n;
     Py_ssize_t off_entry = ins_rec_off[0], off_seq = ins_rec_off[3];
     Py_ssize_t off_rel = ins_entry_off[4], off_mem = ins_entry_off[5], off_tags = ins_entry_off[9];
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -6366,6 +6378,7 @@ restore_columns(PyObject *self, PyObject *records)
         }
         seq_of[i] = (int64_t)s;
         rel_of[i] = PyFloat_AS_DOUBLE(r);
+        if (same && PyTuple_GET_ITEM(expect, i) != mem) same = 0;
         PyList_SET_ITEM(texts, i, Py_NewRef(mem));
         if (PyTuple_GET_SIZE(tags) > 0) {
             PyObject *at = PyLong_FromSsize_t(i);
@@ -6375,7 +6388,8 @@ restore_columns(PyObject *self, PyObject *records)
             if (rc < 0) goto error;
         }
     }
-    PyObject *out = PyTuple_Pack(4, texts, rel, seqs, tagged);
+    PyObject *out = check ? PyTuple_Pack(5, texts, rel, seqs, tagged, same ? Py_True : Py_False)
+                          : PyTuple_Pack(4, texts, rel, seqs, tagged);
     Py_DECREF(texts);
     Py_DECREF(rel);
     Py_DECREF(seqs);
@@ -6898,7 +6912,7 @@ static PyMethodDef methods[] = {
     {"encode_rows", encode_rows, METH_O, encode_rows_doc},
     {"decode_rows", decode_rows, METH_VARARGS, decode_rows_doc},
     {"group_texts", group_texts, METH_O, group_texts_doc},
-    {"restore_columns", restore_columns, METH_O, restore_columns_doc},
+    {"restore_columns", restore_columns, METH_VARARGS, restore_columns_doc},
     {"rows_texts", rows_texts, METH_O, rows_texts_doc},
     {"next_keyed", (PyCFunction)(void (*)(void))next_keyed, METH_FASTCALL, next_keyed_doc},
     {"cache_entries", cache_entries, METH_O, cache_entries_doc},

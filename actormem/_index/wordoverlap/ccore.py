@@ -126,7 +126,8 @@ def add_groups() -> Any:
 
 def restore_columns() -> Any:
     """The core's ``restore_columns`` (the restore's pass over the records: texts,
-    relevance, seqs, tagged positions), its record and entry classes fixed as for
+    relevance, seqs, tagged positions; with a tuple of expected texts, whether each
+    record's text is that very object), its record and entry classes fixed as for
     :func:`add_groups`; None without the core or the function. O(1)."""
     return _with_records(kernels.wo_core(), "restore_columns")
 

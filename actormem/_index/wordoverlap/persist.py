@@ -107,10 +107,11 @@ _ROWS_AHEAD = True
 #: (:func:`start_early`, from the rows' own texts, the core's ``rows_texts``) instead of
 #: once the restore read the records' texts: the group numbers (~0.12-0.16 s at 1M)
 #: and the hashing then run beside ``load_inserts``, and the restore no longer waits for
-#: them. The restore takes it only when the records' texts equal the rows' (in a bulk
-#: load they are the same strs; compared as tuples, identity first), else stops it and
-#: starts its own. The same digest, groups, index and errors. False: the thread started
-#: by the restore (the path before it; ``tests/test_open25_early.py``).
+#: them. The restore takes it only when each record's text is the very str the rows
+#: gave it (so in a bulk load; ``restore_columns`` compares the objects in its pass),
+#: else stops it and starts its own. The same digest, groups, index and errors.
+#: False: the thread started by the restore (the path before it;
+#: ``tests/test_open25_early.py``).
 _DIGEST_AT_LOAD = True
 
 _MEMORY = attrgetter("entry.memory")
@@ -250,8 +251,8 @@ def restore(
     and returned instead of ``index``.
 
     ``early_at_load``: :func:`start_early`'s thread for the rows these records were
-    made of; taken when the records' texts equal its rows' (else stopped, and the
-    restore starts its own); ended here on every path.
+    made of; taken when each record's text is the very str of its row (else stopped,
+    and the restore starts its own); ended here on every path.
 
     Raises:
         ImageError: See the module documentation. ``index`` may be partly filled.
@@ -260,19 +261,21 @@ def restore(
     early: persist.LateDigest | None = None
     try:  # the load's thread: taken below, or stopped
         columns_c = ccore.restore_columns() if _C_COLUMNS else None
+        ahead = early_at_load if early_at_load is not None and not early_at_load.taken else None
+        got: Any = None
+        if columns_c is not None and type(records) is list:
+            # with the load's texts: whether each record's text is the very str there
+            got = columns_c(records) if ahead is None else columns_c(records, ahead.texts)
         cols: tuple[list[str], bytes, bytes, list[int]] | None = (
-            columns_c(records) if columns_c is not None and type(records) is list else None
+            got[:4] if got is not None else None
         )
+        same = got is not None and ahead is not None and got[4] is True
         texts = cols[0] if cols is not None else list(map(_MEMORY, records))
         count = len(texts)
         if cols is not None and _DIGEST_BESIDE and _DIGEST_EARLY:
-            if (
-                early_at_load is not None
-                and not early_at_load.taken
-                and early_at_load.texts == tuple(texts)  # identity first: no text read
-            ):
-                early_at_load.taken = True
-                early = early_at_load.digest  # started with groups (start_early)
+            if ahead is not None and same:  # the digest of these very texts
+                ahead.taken = True
+                early = ahead.digest  # started with groups (start_early)
             else:
                 # beside the group map (the core's columns, so its digest: without it
                 # the caller would find the distinct texts and feed them, the group
