@@ -28,7 +28,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actormem import WordOverlapScorer
+from actormem import MemoryEntry, WordOverlapScorer
+from actormem._engine.state import MemoryState
 from actormem._errors import StorageError
 from actormem._index import kernels, persist
 from actormem._index.images import ImageError, restore_index
@@ -220,17 +221,11 @@ def test_a_stopped_late_digest_still_answers_groups_and_leaves_no_thread() -> No
 # -- the restore ----------------------------------------------------------------------
 
 
-@needs_c
-@settings(max_examples=examples(20), deadline=None)
-@given(
-    seed=st.integers(0, 2**32),
-    n=st.integers(1, 80),
-    ops=st.integers(0, 40),
-    dups=st.booleans(),
-)
-def test_each_knob_restores_the_same_state_as_a_rebuild(
+def _messy_repeats(
     seed: int, n: int, ops: int, dups: bool
-) -> None:
+) -> tuple[MemoryState, list[tuple[int, MemoryEntry]]]:
+    """A messy word-overlap state and its file's rows; ``dups``: about 40% of the texts
+    made equal (by value, other str objects) to another row's, the state reloaded."""
     state = _messy(WordOverlapScorer, seed, n, ops)
     rows = _file_rows(state)
     if dups and len(rows) > 2:  # texts that repeat: groups of several records
@@ -243,6 +238,21 @@ def test_each_knob_restores_the_same_state_as_a_rebuild(
         ]
         state = _loaded(WordOverlapScorer, rows, None)
         rows = _file_rows(state)
+    return state, rows
+
+
+@needs_c
+@settings(max_examples=examples(20), deadline=None)
+@given(
+    seed=st.integers(0, 2**32),
+    n=st.integers(1, 80),
+    ops=st.integers(0, 40),
+    dups=st.booleans(),
+)
+def test_each_knob_restores_the_same_state_as_a_rebuild(
+    seed: int, n: int, ops: int, dups: bool
+) -> None:
+    state, rows = _messy_repeats(seed, n, ops, dups)
     if not rows:
         return
     parts = _image(state)

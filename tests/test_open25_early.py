@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import random
 from typing import Any
 
 import attrs
@@ -32,6 +31,7 @@ from actormem._record import Record
 from tests.strategies import examples
 
 from .test_index_image import _file_rows, _image, _live, _loaded, _messy, _state
+from .test_open20_gids import _messy_repeats
 from .test_open_beside import _no_threads_left
 from .test_open_fast import _assert_same
 
@@ -170,18 +170,7 @@ def test_restore_columns_tells_whether_each_text_is_the_expected_object() -> Non
 def test_each_knob_restores_the_same_state_as_a_rebuild(
     seed: int, n: int, ops: int, dups: bool
 ) -> None:
-    state = _messy(WordOverlapScorer, seed, n, ops)
-    rows = _file_rows(state)
-    if dups and len(rows) > 2:  # texts that repeat: groups of several records
-        rng = random.Random(seed)
-        rows = [
-            (s, attrs.evolve(e, memory="".join(list(rows[rng.randrange(len(rows))][1].memory))))
-            if rng.random() < 0.4
-            else (s, e)
-            for s, e in rows
-        ]
-        state = _loaded(WordOverlapScorer, rows, None)
-        rows = _file_rows(state)
+    state, rows = _messy_repeats(seed, n, ops, dups)
     if not rows:
         return
     parts = _image(state)
