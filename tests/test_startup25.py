@@ -1,5 +1,9 @@
 """startup25: the main job's process outside its run, part 5.
 
+* ``sqlite_format._EXPECTED_ON_USE``: the schema objects a file is checked against are
+  made when first needed, the same mapping; an in-memory swarm makes none, a durable
+  one does and still refuses a foreign view.
+
 * ``_swarm._PRESENT_BY_IDS``: ``View.visible_ids()`` is the set of the visible records'
   ids that ``View.records()`` gives, at the newest version and at older versions held
   by snapshots (records upserted, deleted and evicted since), and the whole accounting
@@ -8,7 +12,12 @@
 
 from __future__ import annotations
 
+import json
+import os
 import random
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -18,6 +27,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actormem import MemoryCategory, MemoryEntry, open_memory
+from actormem._storage import sqlite_format
 from actormem.cli import _swarm
 from actormem.cli._swarm import Removals, check_accounting
 
@@ -66,8 +76,9 @@ def test_visible_ids_are_the_records_ids(seed: int, capacity: int | None) -> Non
                 assert ids == {e._id for e in snap}
                 checked += len(ids)
             assert checked > 0
-            on = _accounting(memory, True, initial=[], stored=stored, removals=removals, before=before)
-            off = _accounting(memory, False, initial=[], stored=stored, removals=removals, before=before)
+            kwargs = {"initial": [], "stored": stored, "removals": removals, "before": before}
+            on = _accounting(memory, True, **kwargs)
+            off = _accounting(memory, False, **kwargs)
             assert on == off
             assert on["lost"] == 0
             del held
@@ -97,3 +108,76 @@ def test_visible_ids_walks_to_an_older_version() -> None:
                 assert snap._view.visible_ids() == {r.entry._id for r in snap._view.records()}
 
     trio.run(main)
+
+
+# ---------------------------------------------------------------- the schema objects
+
+
+def test_expected_objects_made_on_use_are_the_schemas() -> None:
+    made = sqlite_format.EXPECTED_OBJECTS
+    assert made is sqlite_format.EXPECTED_OBJECTS  # made once
+    assert set(made) == set(sqlite_format._SCHEMA_STATEMENTS) == {1, 2, 3, 4}
+    for version, statements in sqlite_format._SCHEMA_STATEMENTS.items():
+        assert made[version] == sqlite_format._expected_objects(statements)
+    assert any(t == "table" and n == "entries" for t, n, _, _ in made[4])
+    with pytest.raises(AttributeError):
+        sqlite_format.NO_SUCH_NAME  # noqa: B018
+
+
+def _python(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+    )
+
+
+def test_an_in_memory_swarm_makes_no_schema_and_a_durable_one_checks_it(tmp_path: Path) -> None:
+    """In a fresh interpreter: an in-memory swarm leaves the schema objects unmade; a
+    durable swarm on a file, then its reopen (``--verify``), makes and checks them; a
+    file with a schema object actormem did not create is still refused."""
+    calls = tmp_path / "calls.jsonl"
+    calls.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "source": "s",
+                    "episode": f"e{i % 3}",
+                    "step": i,
+                    "tool": "read",
+                    "input": {"path": f"/f{i}"},
+                    "result": f"text {i} of file",
+                }
+            )
+            + "\n"
+            for i in range(30)
+        ),
+        encoding="utf-8",
+    )
+    db = tmp_path / "m.db"
+    code = (
+        "import json, sqlite3, sys\n"
+        "from actormem.cli._main import main\n"
+        "from actormem._storage import sqlite_format as f\n"
+        f"a = main(['swarm', '--agents', '3', '--tool-calls', {str(calls)!r}, '--in-memory',"
+        "           '--interval', '600'])\n"
+        "made_in_memory = f._expected_cache is not None\n"
+        f"b = main(['swarm', '--agents', '3', '--tool-calls', {str(calls)!r},"
+        f"           '--path', {str(db)!r}, '--verify', '--interval', '600'])\n"
+        "made_durable = f._expected_cache is not None\n"
+        f"c = sqlite3.connect({str(db)!r})\n"
+        "c.execute('CREATE VIEW v AS SELECT 1'); c.commit(); c.close()\n"
+        f"d = main(['stats', {str(db)!r}])\n"
+        "print(json.dumps([a, b, made_in_memory, made_durable, d]))\n"
+    )
+    done = _python(code, tmp_path)
+    assert done.returncode == 0, done.stderr
+    a, b, made_in_memory, made_durable, d = json.loads(done.stdout.strip().splitlines()[-1])
+    assert (a, b) == (0, 0)
+    assert made_in_memory is False
+    assert made_durable is True
+    assert d != 0  # the foreign view refused
+    assert "view" in done.stderr.lower() or "view" in done.stdout.lower()

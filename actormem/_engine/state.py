@@ -680,13 +680,11 @@ class View:
         older = self._state._prev.get
         out: set[int] = set()
         add = out.add
-        for rec in list(self._state._by_id.values()):
-            if rec.born > v:  # the newest version is too new: an older one may be seen
-                while rec is not None and rec.born > v:
-                    rec = older(rec)
-                if rec is None:
-                    continue
-            if rec.died > v:
+        for newest in list(self._state._by_id.values()):
+            rec: Record | None = newest
+            while rec is not None and rec.born > v:  # too new: an older one may be seen
+                rec = older(rec)
+            if rec is not None and rec.died > v:
                 add(rec.entry._id)
         return out
 
