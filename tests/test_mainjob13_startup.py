@@ -43,6 +43,7 @@ LAZY = (
     "actormem._index.tokenize",
     "actormem.eval._locomo",
     "actormem.eval._toolcalls",
+    "actormem._engine.bulk",  # only ``actormem import`` stores in bulk (startup25)
 )
 
 

@@ -55,7 +55,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._entry import (
     _ENTRY_FIELDS,
@@ -350,15 +350,45 @@ def _expected_objects(
         conn.close()
 
 
-#: The schema objects (tables, their automatic indexes) of an actormem file, per schema
-#: version; any other trigger, view, index or table makes the file refused (a trigger
-#: could delete rows behind the owner's back, and SQLite would run it on every commit).
-EXPECTED_OBJECTS = {
-    1: _expected_objects(CREATE_SCHEMA_V1),
-    2: _expected_objects(CREATE_SCHEMA_V2),
-    3: _expected_objects(CREATE_SCHEMA_V3),
-    4: _expected_objects(CREATE_SCHEMA),
+#: The statements that create each schema version's objects.
+_SCHEMA_STATEMENTS = {
+    1: CREATE_SCHEMA_V1,
+    2: CREATE_SCHEMA_V2,
+    3: CREATE_SCHEMA_V3,
+    4: CREATE_SCHEMA,
 }
+
+#: :data:`EXPECTED_OBJECTS` is made when first read (the first ``check_schema``, or an
+#: attribute access), not when the module is imported: making it creates each schema in
+#: an in-memory SQLite database (~1 ms, four connections), which a process that never
+#: opens a file (an in-memory swarm imports this module through the engine) never needs.
+#: The same mapping. False: made at import (the path before it).
+_EXPECTED_ON_USE = True
+_expected_cache: dict[int, frozenset[tuple[str, str, str, str | None]]] | None = None
+
+
+def _expected_by_version() -> dict[int, frozenset[tuple[str, str, str, str | None]]]:
+    """:data:`EXPECTED_OBJECTS`, made once. O(schema size) the first time, O(1) after."""
+    global _expected_cache
+    if _expected_cache is None:
+        _expected_cache = {v: _expected_objects(s) for v, s in _SCHEMA_STATEMENTS.items()}
+    return _expected_cache
+
+
+def __getattr__(name: str) -> Any:
+    # EXPECTED_OBJECTS: the schema objects (tables, their automatic indexes) of an
+    # actormem file, per schema version; any other trigger, view, index or table makes
+    # the file refused (a trigger could delete rows behind the owner's back, and SQLite
+    # would run it on every commit). Made on first use (see _EXPECTED_ON_USE).
+    if name == "EXPECTED_OBJECTS":
+        return _expected_by_version()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+if TYPE_CHECKING:
+    EXPECTED_OBJECTS: dict[int, frozenset[tuple[str, str, str, str | None]]]
+if not _EXPECTED_ON_USE:
+    _expected_by_version()
 _COLUMNS_OF = {1: COLUMNS_V1, 2: COLUMNS, 3: COLUMNS, 4: COLUMNS}
 
 #: The ``meta`` row naming the index image that describes the rows: the
@@ -553,7 +583,7 @@ def check_schema(path: str, conn: sqlite3.Connection, *, deep: bool) -> int:
     if not {"meta", "entries"} <= tables:
         raise StorageError(path, "corrupted: the meta or entries table is missing")
     objects = _schema_objects(conn)
-    expected = EXPECTED_OBJECTS[version]
+    expected = _expected_by_version()[version]
     if objects != expected:
         extra = sorted(f"{t} {n!r}" for t, n, _, _ in objects - expected)
         missing = sorted(f"{t} {n!r}" for t, n, _, _ in expected - objects)

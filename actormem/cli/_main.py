@@ -28,12 +28,11 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import trio
 from rich.console import Console
 
-from .._engine.bulk import BulkResult, store_all_or_nothing
 from .._engine.lifecycle import open_memory
 from .._engine.memory import Memory
 from .._entry import MemoryCategory, MemoryEntry
@@ -64,7 +63,11 @@ from ._swarm import (
 from ._swarm_args import PROG, SCORERS, add_swarm_parser, swarm_workload
 from ._swarm_data import Workload
 
+if TYPE_CHECKING:
+    from .._engine.bulk import BulkResult
+
 __all__ = ["main"]
+
 
 class _Interrupted(Exception):
     """SIGINT (Ctrl-C) or SIGTERM stopped the command; the message says what it left.
@@ -965,6 +968,10 @@ def cmd_import(args: argparse.Namespace) -> int:
         raise _InputError(f"{args.path}: is a directory, not a memory file")
     sidecars = [Path(f"{args.path}{suffix}") for suffix in ("", "-wal", "-shm", "-journal")]
     created = [p for p in sidecars if not os.path.lexists(p)]
+    # (imported here: only ``import`` stores in bulk; the other commands, the swarm
+    # among them, leave the module unimported)
+    from .._engine.bulk import store_all_or_nothing
+
     try:
         result = store_all_or_nothing(args.path, lines.entries, vectors=lines.vectors)
     except BaseException as exc:
