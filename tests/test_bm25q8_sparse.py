@@ -1,7 +1,8 @@
 """The BM25 core's windows cleared by their postings up to a quarter of their width
-(``knobs._SPARSE_QUARTER``; ``Bm25Daat(sparse_quarter=...)``, ``bm25_daat``'s ``more &
-32``), not an eighth, and its scalar walk over the codes without a prefetch
-(``knobs._SCALAR_NO_PREFETCH``; ``scalar_no_prefetch``, ``more & 64``).
+(``Bm25Daat(sparse_quarter=...)``, ``bm25_daat``'s ``more & 32``; the library always
+asks for it since tidy25 removed the neutral ``knobs._SPARSE_QUARTER``), not an eighth,
+and its scalar walk over the codes without a prefetch (``knobs._SCALAR_NO_PREFETCH``;
+``scalar_no_prefetch``, ``more & 64``).
 
 The kernel: with lists of 1-30% of up to 12,000 groups (windows of 4,096 with 40 to
 1,200 postings: both sides of an eighth and of a quarter), lengths below 128 or up to
@@ -10,7 +11,7 @@ step first, the walk's prefetch asked for or not, every step is the same bit for
 with either knob on as with both off; a designed case
 (each window holding a sixth of its width in postings, at the same offsets window after
 window, theta above one group's score) returns no group: a slot left behind would
-return one. Through the index (a Hypothesis driver) the knobs on and off give the
+return one. Through the index (a Hypothesis driver) the prefetch knob on and off give the
 pure-Python reference's and the brute force's top-k, scores and ties. A bad flag is
 refused by Python and by C (bad flags). stress/asan_kernels.sh runs this file.
 """
@@ -122,16 +123,16 @@ def test_quarter_leaves_no_score_behind() -> None:
 @settings(max_examples=examples(10), deadline=None)
 def test_index_quarter_agrees_with_reference(seed: int, count: int) -> None:
     """Texts of one to 300 words, common and rare words, a deletion and an older
-    snapshot: the knob on and off give the pure-Python reference's top-k
+    snapshot: the prefetch knob on and off give the pure-Python reference's top-k
     (``Three.query`` asserts every path equal) and the brute force's, scores and ties."""
     three, old, queries = corpus(seed, count)
-    saved = bm25_knobs._SPARSE_QUARTER, bm25_knobs._SCALAR_NO_PREFETCH
+    saved = bm25_knobs._SCALAR_NO_PREFETCH
     try:
-        for on in ((True, True), (False, True), (True, False), (False, False)):
-            bm25_knobs._SPARSE_QUARTER, bm25_knobs._SCALAR_NO_PREFETCH = on
+        for on in (True, False):
+            bm25_knobs._SCALAR_NO_PREFETCH = on
             agree_with_brute_force(three, old, queries, on)
     finally:
-        bm25_knobs._SPARSE_QUARTER, bm25_knobs._SCALAR_NO_PREFETCH = saved
+        bm25_knobs._SCALAR_NO_PREFETCH = saved
 
 
 # --------------------------------------------------------------------------- refusals

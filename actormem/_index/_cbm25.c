@@ -1233,8 +1233,8 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
                 emitted++;
             }
         }
-        /* sparse_clear: 1, below an eighth of the window's slots; 2 (more & 32,
-         * knobs._SPARSE_QUARTER), below a quarter: a slot cleared by its posting cost
+        /* sparse_clear: 1, below an eighth of the window's slots; 2 (more & 32, what
+         * the library asks for), below a quarter: a slot cleared by its posting cost
          * ~0.35 ns, a whole 32 KiB window's memset ~350 ns (AMD EPYC, 1M groups). */
         if (sparse_clear && (8 >> (sparse_clear - 1)) * walked < top) {
             /* Few postings in a wide window: only their slots were written (each posting
