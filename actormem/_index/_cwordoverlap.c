@@ -6657,8 +6657,10 @@ PyDoc_STRVAR(texts_first_doc,
 "table cannot be had. O(total length) expected.");
 
 /* texts_first and texts_groups (name: the caller's, for its TypeError): the table of first
- * appearances over own, and with with_gids each item's group number as well. */
-static PyObject *
+ * appearances over own, and with with_gids each item's group number as well. Inlined
+ * into each caller with with_gids a constant: each gets the loop it had on its own
+ * (out of line, texts_first ran ~10% more instructions, the group numbers' tests). */
+static inline __attribute__((always_inline)) PyObject *
 texts_first_gids(PyObject *own, const char *name, int with_gids)
 {
     if (!PyTuple_CheckExact(own)) {
