@@ -328,6 +328,27 @@ def restores_as_rebuilt(
     _no_threads_left()
 
 
+def image_errors(
+    parts: Any, bad: list[Any], records: list[Any], knobs: tuple[tuple[Any, str], ...]
+) -> set[str]:
+    """The messages of the ImageError that restoring image ``parts`` over the records
+    ``bad`` raises with each on/off combination of ``knobs`` (the digest's thread at
+    any size); each time, the records ``records`` (the image's own) still restore."""
+    from actormem import WordOverlapScorer
+    from actormem._index.images import ImageError, restore_index
+
+    errors = set()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(persist, "_LATE_MIN_TEXTS", 0)
+        for on in itertools.product((True, False), repeat=len(knobs)):
+            set_knobs(mp, knobs, on)
+            with pytest.raises(ImageError) as info:
+                restore_index(WordOverlapScorer().make_index(), parts, bad)
+            errors.add(str(info.value))
+            restore_index(WordOverlapScorer().make_index(), parts, records)  # the fresh one
+    return errors
+
+
 def _text_of(entry: MemoryEntry, copy: bool) -> str:
     """``entry``'s text, or with ``copy`` an equal new str (its hash not cached)."""
     return "".join(list(entry.memory)) if copy else entry.memory

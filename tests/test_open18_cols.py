@@ -16,7 +16,6 @@ and errors.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import random
 import sys
 from typing import Any
@@ -29,14 +28,13 @@ from hypothesis import strategies as st
 from actormem import WordOverlapScorer
 from actormem._engine import state as state_module
 from actormem._index import kernels, persist
-from actormem._index.images import ImageError, restore_index
 from actormem._index.wordoverlap import ccore
 from actormem._index.wordoverlap import persist as wo_persist
 from actormem._record import Record
 from actormem._storage.sqlite_format import FoldedRows
 from tests.strategies import examples
 
-from .setups import ENCODER, RESTORE_CASES, restores_as_rebuilt, set_knobs
+from .setups import ENCODER, RESTORE_CASES, image_errors, restores_as_rebuilt, set_knobs
 from .test_index_image import _file_rows, _image, _live, _loaded, _messy
 from .test_open_beside import _no_threads_left
 from .test_open_fast import _rows
@@ -94,15 +92,7 @@ def test_a_stale_image_gives_the_same_error_with_each_knob() -> None:
         Record(attrs.evolve(r.entry, memory=r.entry.memory + "\u00e9"), r.seq, r.seq)
         for r in records
     ]
-    errors = set()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(persist, "_LATE_MIN_TEXTS", 0)
-        for on in itertools.product((True, False), repeat=len(KNOBS)):
-            set_knobs(mp, KNOBS, on)
-            with pytest.raises(ImageError) as info:
-                restore_index(WordOverlapScorer().make_index(), parts, other)
-            errors.add(str(info.value))
-            restore_index(WordOverlapScorer().make_index(), parts, records)  # the fresh one
+    errors = image_errors(parts, other, records, KNOBS)
     assert len(errors) == 1
     assert next(iter(errors)).startswith("digest:")
     _no_threads_left()

@@ -17,7 +17,6 @@ written out here.
 
 from __future__ import annotations
 
-import itertools
 import random
 import threading
 from pathlib import Path
@@ -31,14 +30,14 @@ from hypothesis import strategies as st
 from actormem import WordOverlapScorer
 from actormem._errors import StorageError
 from actormem._index import kernels, persist
-from actormem._index.images import ImageError, restore_index
+from actormem._index.images import restore_index
 from actormem._index.wordoverlap import knobs
 from actormem._index.wordoverlap import persist as wo_persist
 from actormem._record import Record
 from actormem._storage import sqlite_format
 from tests.strategies import examples
 
-from .setups import RESTORE_CASES, no_encoder, restores_as_rebuilt, set_knobs
+from .setups import RESTORE_CASES, image_errors, no_encoder, restores_as_rebuilt
 from .test_index_image import _file_rows, _image, _live, _loaded, _messy
 from .test_open13_split import _ids_file, _read
 from .test_open_beside import _no_threads_left
@@ -241,15 +240,7 @@ def test_stale_and_foreign_images_give_the_same_error_with_the_knob_on_and_off()
         for i, r in enumerate(records)
     ]
     for bad in (stale, merged):
-        errors = set()
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(persist, "_LATE_MIN_TEXTS", 0)
-            for on in itertools.product((True, False), repeat=len(KNOBS)):
-                set_knobs(mp, KNOBS, on)
-                with pytest.raises(ImageError) as info:
-                    restore_index(WordOverlapScorer().make_index(), parts, bad)
-                errors.add(str(info.value))
-                restore_index(WordOverlapScorer().make_index(), parts, records)  # fresh
+        errors = image_errors(parts, bad, records, KNOBS)
         assert len(errors) == 1, errors
     _no_threads_left()
 
