@@ -282,25 +282,15 @@ RESTORE_CASES = {
 }
 
 
-def restores_as_rebuilt(
-    seed: int,
-    n: int,
-    ops: int,
-    dups: bool,
-    knobs: tuple[tuple[Any, str], ...],
-    check: Callable[[Any, Any, pytest.MonkeyPatch, Any], None],
-    copies: bool = False,
-) -> None:
-    """A messy word-overlap state (``test_index_image._messy(seed, n, ops)``; with
-    ``dups``, about 40% of its rows given an earlier row's text: groups of several
-    records, a new str object each with ``copies``), restored from its image with each
-    on/off combination of ``knobs`` (the digest's thread at any size): the same state as
-    a rebuild, then ``check(restored, rebuilt, mp, on)``; no thread left after."""
+def messy_repeats(
+    seed: int, n: int, ops: int, dups: bool, copies: bool = False
+) -> tuple[MemoryState, list[tuple[int, MemoryEntry]]]:
+    """A messy word-overlap state (``test_index_image._messy(seed, n, ops)``) and its
+    file's rows; with ``dups``, about 40% of the rows given an earlier row's text (groups
+    of several records; a new str object each with ``copies``) and the state reloaded."""
     from actormem import WordOverlapScorer
 
-    from .test_index_image import _file_rows, _image, _loaded, _messy
-    from .test_open_beside import _no_threads_left
-    from .test_open_fast import _assert_same
+    from .test_index_image import _file_rows, _loaded, _messy
 
     state = _messy(WordOverlapScorer, seed, n, ops)
     rows = _file_rows(state)
@@ -314,6 +304,28 @@ def restores_as_rebuilt(
         ]
         state = _loaded(WordOverlapScorer, rows, None)
         rows = _file_rows(state)
+    return state, rows
+
+
+def restores_as_rebuilt(
+    seed: int,
+    n: int,
+    ops: int,
+    dups: bool,
+    knobs: tuple[tuple[Any, str], ...],
+    check: Callable[[Any, Any, pytest.MonkeyPatch, Any], None],
+    copies: bool = False,
+) -> None:
+    """The state of :func:`messy_repeats`, restored from its image with each on/off
+    combination of ``knobs`` (the digest's thread at any size): the same state as a
+    rebuild, then ``check(restored, rebuilt, mp, on)``; no thread left after."""
+    from actormem import WordOverlapScorer
+
+    from .test_index_image import _image, _loaded
+    from .test_open_beside import _no_threads_left
+    from .test_open_fast import _assert_same
+
+    state, rows = messy_repeats(seed, n, ops, dups, copies)
     if not rows:
         return
     parts = _image(state)
