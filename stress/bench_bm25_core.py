@@ -40,10 +40,11 @@ score array cleared whole (``knobs._LOOKUP_CODES = knobs._PREFETCH_SEEDS =
 knobs._SPARSE_CLEAR = knobs._PREFETCH_OFFERS = False``), ``--old core-q7`` the lookups
 searching the long lists, not reading their dense frequency arrays
 (``knobs._DENSE_TFS = False`` for the queries; the index keeps its arrays), ``--old
-core-q8`` the scalar walk with its prefetch and windows cleared by their postings only
-below an eighth of their width (``knobs._SCALAR_NO_PREFETCH = knobs._SPARSE_QUARTER =
-False``), ``--old core-q9`` the scalar walk computing every posting's part and its
-mark's expression (``knobs._WALK_ONES = knobs._MARK_CUT = False``).
+core-q8`` the scalar walk with its prefetch (``knobs._SCALAR_NO_PREFETCH = False``;
+until tidy25 also windows cleared by their postings only below an eighth of their
+width, ``knobs._SPARSE_QUARTER``, removed as neutral), ``--old core-q9`` the scalar
+walk computing every posting's part and its mark's expression (``knobs._WALK_ONES =
+knobs._MARK_CUT = False``).
 
 ``--warm`` runs each query once untimed before its timed pair (``time_paired``): without
 it the first run of a pair reads the query's posting lists from memory and the second
@@ -140,7 +141,7 @@ def switch(new: bool) -> None:
     elif OLD == "core-q9":
         knobs._WALK_ONES = knobs._MARK_CUT = new
     elif OLD == "core-q8":
-        knobs._SCALAR_NO_PREFETCH = knobs._SPARSE_QUARTER = new
+        knobs._SCALAR_NO_PREFETCH = new
     else:
         knobs._COST_SPLIT = new
 
@@ -216,7 +217,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         " reading the lengths, the seeding and offers not prefetched and every window's"
         " scores cleared whole (core-q6), or the lookups searching the long lists, not"
         " reading their dense frequency arrays (core-q7), or the scalar walk with its"
-        " prefetch and the windows cleared by their postings below an eighth (core-q8), or"
+        " prefetch (core-q8), or"
         " the scalar walk computing every part and mark (core-q9)",
     )
     p.add_argument(

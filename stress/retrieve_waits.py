@@ -6,7 +6,7 @@ Usage (from the project root)::
     python -m stress.retrieve_waits [--runs 2] [--clock cpu|wall] [--durable]
         [--slots N|none] [--slice SECONDS] [--share S] [--gate-off] [--steps N]
         [--commit-park SECONDS] [--switch SECONDS] [--agents 64]
-        [--no-slot] [--plain-trailer] [--one-step-chars N]
+        [--one-step-chars N]
 
 Runs ``actormem swarm`` on the real tool calls (``../shared/data/tool_calls.jsonl`` and
 ``tool_lookups.jsonl``, 64 agents, in memory unless ``--durable``) ``--runs`` times in
@@ -367,8 +367,6 @@ _PATCHED: tuple[tuple[Any, str], ...] = (
     (fairshare, "SHARE"),
     (fairshare, "OPEN_MIN"),
     (fairshare, "COMMIT_PARK"),
-    (snapshot_module, "_ONE_STEP_PLAIN"),
-    (memory_module, "_ONE_STEP_NO_SLOT"),
     (wo_knobs, "_ONE_STEP_CHARS"),
 )
 
@@ -384,17 +382,6 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--commit-park", type=float, default=None, help="COMMIT_PARK, seconds")
     p.add_argument("--switch", type=float, default=None, help="sys.setswitchinterval, seconds")
     p.add_argument("--gate-off", action="store_true", help="the fair-share gate disabled")
-    p.add_argument(
-        "--no-slot",
-        action="store_true",
-        help="a one-step retrieve takes no scoring slot (memory._ONE_STEP_NO_SLOT)",
-    )
-    p.add_argument(
-        "--plain-trailer",
-        action="store_true",
-        help="a one-step retrieve's trailing schedule point is trio's checkpoint, not "
-        "the gate's (snapshot._ONE_STEP_PLAIN)",
-    )
     p.add_argument(
         "--one-step-chars",
         type=int,
@@ -427,10 +414,6 @@ def _measure(args: argparse.Namespace) -> None:
         fairshare.COMMIT_PARK = args.commit_park
     if args.switch is not None:
         sys.setswitchinterval(args.switch)
-    if args.no_slot:
-        memory_module._ONE_STEP_NO_SLOT = True
-    if args.plain_trailer:
-        snapshot_module._ONE_STEP_PLAIN = True
     if args.one_step_chars is not None:
         wo_knobs._ONE_STEP_CHARS = args.one_step_chars
     if args.gate_off:

@@ -1,10 +1,13 @@
 """Set-ups several test files share (as ``tests/strategies.py`` holds shared strategies):
 a state made with one knob set, the C tables' iterator rules, one round of a SIGKILL
 trial, and the drivers that run the same operations with a knob on and off. Each was
-written out in two or three files before branch tidy24b."""
+written out in two or three files before branch tidy24b (the knob tables, the open's
+warnings, the BM25 core's drivers: before branch tidy25)."""
 
 from __future__ import annotations
 
+import itertools
+import logging
 import random
 import signal
 import sqlite3
@@ -13,16 +16,20 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
+import trio
 from hypothesis import strategies as st
 from hypothesis.stateful import rule
 
 from actormem import MemoryCategory, MemoryEntry, WordOverlapScorer, open_memory
 from actormem._engine.state import MemoryState
+from actormem._index import persist
 
 from . import crash_child
 
@@ -228,3 +235,229 @@ def query_agrees(
         steps = state.index.top_k_steps(view, query, limit, accept, min_matched=min_matched)
         got[on] = [(score, rec.seq) for score, rec in drain(steps)]
     assert got[True] == got[False], (query, limit, min_matched)
+
+
+def each_setting(module: Any, names: tuple[str, ...], check: Callable[[Any], None]) -> None:
+    """``check(on)`` with ``module``'s knobs ``names`` set to each on/off combination
+    ``on`` in turn (all on first, all off last); the knobs restored after."""
+    saved = [getattr(module, k) for k in names]
+    try:
+        for on in itertools.product((True, False), repeat=len(names)):
+            for k, v in zip(names, on, strict=True):
+                setattr(module, k, v)
+            check(on)
+    finally:
+        for k, v in zip(names, saved, strict=True):
+            setattr(module, k, v)
+
+
+# -- knob tables of the open's restore -------------------------------------------------
+
+ENCODER = persist._encoder
+
+
+def no_encoder() -> bool:
+    """``persist._encoder`` of a build without the core: no encoder."""
+    return False
+
+
+def set_knobs(mp: pytest.MonkeyPatch, knobs: tuple[tuple[Any, str], ...], on: Any) -> None:
+    """Each knob ``(module, name)`` of ``knobs`` set through ``mp`` to its value in
+    ``on``; ``persist._encoder`` is not a bool: on, the core's encoder, off,
+    :func:`no_encoder` (the digest's bytes as a build without the core makes them)."""
+    for (mod, name), value in zip(knobs, on, strict=True):
+        if mod is persist and name == "_encoder":
+            mp.setattr(mod, name, ENCODER if value else no_encoder)
+        else:
+            mp.setattr(mod, name, value)
+
+
+#: The Hypothesis cases of :func:`restores_as_rebuilt`: the messy state's seed, size and
+#: operations, and whether texts repeat.
+RESTORE_CASES = {
+    "seed": st.integers(0, 2**32),
+    "n": st.integers(1, 80),
+    "ops": st.integers(0, 40),
+    "dups": st.booleans(),
+}
+
+
+def messy_repeats(
+    seed: int, n: int, ops: int, dups: bool, copies: bool = False
+) -> tuple[MemoryState, list[tuple[int, MemoryEntry]]]:
+    """A messy word-overlap state (``test_index_image._messy(seed, n, ops)``) and its
+    file's rows; with ``dups``, about 40% of the rows given an earlier row's text (groups
+    of several records; a new str object each with ``copies``) and the state reloaded."""
+    from actormem import WordOverlapScorer
+
+    from .test_index_image import _file_rows, _loaded, _messy
+
+    state = _messy(WordOverlapScorer, seed, n, ops)
+    rows = _file_rows(state)
+    if dups and len(rows) > 2:  # texts that repeat: groups of several records
+        rng = random.Random(seed)
+        rows = [
+            (s, attrs.evolve(e, memory=_text_of(rows[rng.randrange(len(rows))][1], copies)))
+            if rng.random() < 0.4
+            else (s, e)
+            for s, e in rows
+        ]
+        state = _loaded(WordOverlapScorer, rows, None)
+        rows = _file_rows(state)
+    return state, rows
+
+
+def restores_as_rebuilt(
+    seed: int,
+    n: int,
+    ops: int,
+    dups: bool,
+    knobs: tuple[tuple[Any, str], ...],
+    check: Callable[[Any, Any, pytest.MonkeyPatch, Any], None],
+    copies: bool = False,
+) -> None:
+    """The state of :func:`messy_repeats`, restored from its image with each on/off
+    combination of ``knobs`` (the digest's thread at any size): the same state as a
+    rebuild, then ``check(restored, rebuilt, mp, on)``; no thread left after."""
+    from actormem import WordOverlapScorer
+
+    from .test_index_image import _image, _loaded
+    from .test_open_beside import _no_threads_left
+    from .test_open_fast import _assert_same
+
+    state, rows = messy_repeats(seed, n, ops, dups, copies)
+    if not rows:
+        return
+    parts = _image(state)
+    rebuilt = _loaded(WordOverlapScorer, rows, None)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(persist, "_LATE_MIN_TEXTS", 0)  # the digest's thread for any size
+        for on in itertools.product((True, False), repeat=len(knobs)):
+            set_knobs(mp, knobs, on)
+            restored = _loaded(WordOverlapScorer, rows, parts)
+            _assert_same(restored, rebuilt)
+            check(restored, rebuilt, mp, on)
+    _no_threads_left()
+
+
+def image_errors(
+    parts: Any, bad: list[Any], records: list[Any], knobs: tuple[tuple[Any, str], ...]
+) -> set[str]:
+    """The messages of the ImageError that restoring image ``parts`` over the records
+    ``bad`` raises with each on/off combination of ``knobs`` (the digest's thread at
+    any size); each time, the records ``records`` (the image's own) still restore."""
+    from actormem import WordOverlapScorer
+    from actormem._index.images import ImageError, restore_index
+
+    errors = set()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(persist, "_LATE_MIN_TEXTS", 0)
+        for on in itertools.product((True, False), repeat=len(knobs)):
+            set_knobs(mp, knobs, on)
+            with pytest.raises(ImageError) as info:
+                restore_index(WordOverlapScorer().make_index(), parts, bad)
+            errors.add(str(info.value))
+            restore_index(WordOverlapScorer().make_index(), parts, records)  # the fresh one
+    return errors
+
+
+def _text_of(entry: MemoryEntry, copy: bool) -> str:
+    """``entry``'s text, or with ``copy`` an equal new str (its hash not cached)."""
+    return "".join(list(entry.memory)) if copy else entry.memory
+
+
+# -- a durable file changed behind actormem's back, opened with its warnings -----------
+
+
+def change_file(db: Path, statement: str, params: tuple[Any, ...] = ()) -> None:
+    """Run one SQL ``statement`` on the file ``db`` outside actormem, committed."""
+    conn = sqlite3.connect(db)
+    try:
+        conn.execute(statement, params)
+        conn.commit()
+    finally:
+        conn.close()
+
+
+def change_first_text(db: Path) -> None:
+    """The first row's text changed (" changed" appended), the image's marker kept: a
+    stale image."""
+    change_file(
+        db,
+        "UPDATE entries SET memory = memory || ' changed'"
+        " WHERE seq = (SELECT MIN(seq) FROM entries)",
+    )
+
+
+async def state_of(path: Path) -> tuple[MemoryState, bool]:
+    """The state of a word-overlap memory opened on the file ``path`` (closed after)
+    and whether its index came from the file's image (``image_fresh``)."""
+    async with open_memory(path=path, scorer=WordOverlapScorer()) as memory:
+        assert memory._storage is not None
+        return memory._state, memory._storage.image_fresh
+
+
+def stale_opens_alike(
+    db: Path,
+    pristine: bytes,
+    caplog: pytest.LogCaptureFixture,
+    set_on: Callable[[bool], None],
+    stale: Callable[[Path], None],
+) -> None:
+    """For on True and False: ``set_on(on)``, the file ``db`` back to ``pristine``,
+    changed by ``stale(db)`` behind actormem's back, then opened (:func:`state_of`):
+    the image is not used, the warnings are the same both ways (one about the digest
+    among them), and so is the state; no thread is left."""
+    from .test_open_beside import _no_threads_left
+    from .test_open_fast import _assert_same
+
+    warned = []
+    states = []
+    for on in (True, False):
+        set_on(on)
+        db.write_bytes(pristine)
+        stale(db)
+        (state, fresh), messages = with_warnings(caplog, trio.run, state_of, db)
+        assert not fresh
+        warned.append(messages)
+        states.append(state)
+    assert warned[0] == warned[1]
+    assert any("digest" in w for w in warned[0])
+    _assert_same(states[0], states[1])
+    _no_threads_left()
+
+
+def with_warnings(caplog: pytest.LogCaptureFixture, call: Callable[..., Any], *args: Any) -> Any:
+    """``(call(*args), messages)``: the call's result and the warnings actormem logged
+    during it (``caplog`` cleared first)."""
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="actormem"):
+        got = call(*args)
+    return got, [r.getMessage() for r in caplog.records]
+
+
+# -- the BM25 core's drivers -------------------------------------------------------------
+
+
+def theta_at_rank(exact: dict[int, float], rank: int, theta: float) -> float:
+    """The ``rank``-th best positive score of ``exact`` (a group exactly at it), or
+    ``theta`` for rank 0 or fewer scores."""
+    if not rank:
+        return theta
+    scores = sorted((s for s in exact.values() if s > 0), reverse=True)
+    return scores[rank - 1] if rank <= len(scores) else theta
+
+
+def bad_more_refused(daat: Any, lengths: Any, parts: Any) -> None:
+    """``bm25_daat`` with ``more`` flags outside 0-1023 raises ValueError (the C code's
+    own check) and moves no cursor."""
+    from actormem._index import _cbm25
+
+    cursors = daat._cursors.copy()
+    for more in (-1, 1024, 1 << 20):
+        with pytest.raises(ValueError, match="more"):
+            _cbm25.bm25_daat(  # type: ignore[call-arg]
+                daat._terms, daat._cursors, lengths, *parts, 0.0, 100, -1, daat._nums,
+                daat._scores, daat._sticky, None, daat._prefetch, 1.0, None, more,
+            )  # fmt: skip
+    assert daat._cursors.tolist() == cursors.tolist()  # nothing moved

@@ -106,7 +106,7 @@ def test_retrieve_waits_smoke(capsys: pytest.CaptureFixture[str]) -> None:
     retrieve_waits.main(
         ["--runs", "1", "--steps", "40", "--agents", "4", "--data", str(data),
          "--slots", "2", "--slice", "0.001", "--share", "0.6", "--gate-off",
-         "--no-slot", "--plain-trailer", "--one-step-chars", "4096"]
+         "--one-step-chars", "4096"]
     )  # fmt: skip
     out = capsys.readouterr().out
     assert "retrieves 40:" in out

@@ -30,6 +30,7 @@ from actormem._index import kernels
 from actormem._index.bm25 import knobs as bm25_knobs
 from actormem._index.bm25.postings import length_codes
 
+from .setups import bad_more_refused
 from .strategies import examples
 from .test_bm25 import brute_force
 from .test_bm25_core import NOW, Three
@@ -245,8 +246,6 @@ def test_index_knobs_agree_with_reference(
 
 
 def test_bad_flags_refused() -> None:
-    from actormem._index import _cbm25  # type: ignore[attr-defined]
-
     lengths, terms, parts = _lists(3, 100, 2, 300)
     args = (terms, lengths, parts, 16, True, True, 1.0, True, True, True, True, True, None)
     for bad in (1, None, "yes"):
@@ -262,11 +261,4 @@ def test_bad_flags_refused() -> None:
         *args, lookup_codes=True, prefetch_seeds=True, sparse_clear=True, prefetch_offers=True
     )
     assert daat._more == 15
-    cursors = daat._cursors.copy()
-    for more in (-1, 1024, 1 << 20):  # the C code's own check (32, 64: bm25q8; 256, 512: bm25q9)
-        with pytest.raises(ValueError, match="more"):
-            _cbm25.bm25_daat(
-                daat._terms, daat._cursors, lengths, *parts, 0.0, 100, -1, daat._nums,
-                daat._scores, daat._sticky, None, daat._prefetch, 1.0, None, more,
-            )  # fmt: skip
-    assert daat._cursors.tolist() == cursors.tolist()  # nothing moved
+    bad_more_refused(daat, lengths, parts)  # 32, 64: bm25q8; 256, 512: bm25q9

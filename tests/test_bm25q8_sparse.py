@@ -1,7 +1,8 @@
 """The BM25 core's windows cleared by their postings up to a quarter of their width
-(``knobs._SPARSE_QUARTER``; ``Bm25Daat(sparse_quarter=...)``, ``bm25_daat``'s ``more &
-32``), not an eighth, and its scalar walk over the codes without a prefetch
-(``knobs._SCALAR_NO_PREFETCH``; ``scalar_no_prefetch``, ``more & 64``).
+(``Bm25Daat(sparse_quarter=...)``, ``bm25_daat``'s ``more & 32``; the library always
+asks for it since tidy25 removed the neutral ``knobs._SPARSE_QUARTER``), not an eighth,
+and its scalar walk over the codes without a prefetch (``knobs._SCALAR_NO_PREFETCH``;
+``scalar_no_prefetch``, ``more & 64``).
 
 The kernel: with lists of 1-30% of up to 12,000 groups (windows of 4,096 with 40 to
 1,200 postings: both sides of an eighth and of a quarter), lengths below 128 or up to
@@ -10,7 +11,7 @@ step first, the walk's prefetch asked for or not, every step is the same bit for
 with either knob on as with both off; a designed case
 (each window holding a sixth of its width in postings, at the same offsets window after
 window, theta above one group's score) returns no group: a slot left behind would
-return one. Through the index (a Hypothesis driver) the knobs on and off give the
+return one. Through the index (a Hypothesis driver) the prefetch knob on and off give the
 pure-Python reference's and the brute force's top-k, scores and ties. A bad flag is
 refused by Python and by C (bad flags). stress/asan_kernels.sh runs this file.
 """
@@ -29,6 +30,7 @@ from actormem._index import kernels
 from actormem._index.bm25 import knobs as bm25_knobs
 from actormem._index.bm25.postings import length_codes
 
+from .setups import bad_more_refused, each_setting, theta_at_rank
 from .strategies import examples
 from .test_bm25_length_codes import _exact, walk
 from .test_bm25_length_codes import _lists as _code_lists
@@ -85,9 +87,7 @@ def test_quarter_same_steps(
     cleared by their postings up to a quarter of their width as up to an eighth.
     ``rank`` > 0: theta is the rank-th best exact score, a group exactly at it."""
     lengths, terms, parts = _lists(seed, nlen, nterms, top_length)
-    if rank:
-        scores = sorted((s for s in _exact(terms, lengths, parts).values() if s > 0), reverse=True)
-        theta = scores[rank - 1] if rank <= len(scores) else theta
+    theta = theta_at_rank(_exact(terms, lengths, parts), rank, theta)
     seed_term = min(seed_term, nterms - 1)
     args = (terms, lengths, parts, room, theta, budget)
     want = _steps(*args, False, seed_term, False, True)
@@ -122,24 +122,20 @@ def test_quarter_leaves_no_score_behind() -> None:
 @settings(max_examples=examples(10), deadline=None)
 def test_index_quarter_agrees_with_reference(seed: int, count: int) -> None:
     """Texts of one to 300 words, common and rare words, a deletion and an older
-    snapshot: the knob on and off give the pure-Python reference's top-k
+    snapshot: the prefetch knob on and off give the pure-Python reference's top-k
     (``Three.query`` asserts every path equal) and the brute force's, scores and ties."""
     three, old, queries = corpus(seed, count)
-    saved = bm25_knobs._SPARSE_QUARTER, bm25_knobs._SCALAR_NO_PREFETCH
-    try:
-        for on in ((True, True), (False, True), (True, False), (False, False)):
-            bm25_knobs._SPARSE_QUARTER, bm25_knobs._SCALAR_NO_PREFETCH = on
-            agree_with_brute_force(three, old, queries, on)
-    finally:
-        bm25_knobs._SPARSE_QUARTER, bm25_knobs._SCALAR_NO_PREFETCH = saved
+    each_setting(
+        bm25_knobs,
+        ("_SCALAR_NO_PREFETCH",),
+        lambda on: agree_with_brute_force(three, old, queries, on),
+    )
 
 
 # --------------------------------------------------------------------------- refusals
 
 
 def test_bad_quarter_flag_refused() -> None:
-    from actormem._index import _cbm25  # type: ignore[attr-defined]
-
     lengths, terms, parts = _lists(3, 100, 2, 300)
     args = (terms, lengths, parts, 16, True, True, 1.0, True, True, True, True, True, None)
     for bad in (1, None, "yes"):
@@ -149,11 +145,4 @@ def test_bad_quarter_flag_refused() -> None:
             kernels.Bm25Daat(*args, scalar_no_prefetch=bad)  # type: ignore[arg-type]
     daat = kernels.Bm25Daat(*args, sparse_clear=True, sparse_quarter=True, scalar_no_prefetch=True)
     assert daat._more == 100
-    cursors = daat._cursors.copy()
-    for more in (-1, 1024, 1 << 20):  # the C code's own check (256, 512: bm25q9)
-        with pytest.raises(ValueError, match="more"):
-            _cbm25.bm25_daat(
-                daat._terms, daat._cursors, lengths, *parts, 0.0, 100, -1, daat._nums,
-                daat._scores, daat._sticky, None, daat._prefetch, 1.0, None, more,
-            )  # fmt: skip
-    assert daat._cursors.tolist() == cursors.tolist()  # nothing moved
+    bad_more_refused(daat, lengths, parts)  # 256, 512: bm25q9

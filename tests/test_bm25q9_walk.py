@@ -30,6 +30,7 @@ from actormem._index import kernels
 from actormem._index.bm25 import knobs as bm25_knobs
 from actormem._index.bm25.postings import length_codes
 
+from .setups import bad_more_refused, each_setting, theta_at_rank
 from .strategies import examples
 from .test_bm25_length_codes import _exact, walk
 from .test_bm25_length_codes import _lists as _code_lists
@@ -93,9 +94,7 @@ def test_walk_same_steps(
     """Every step the same with the knobs as with both off. ``rank`` > 0: theta is the
     rank-th best exact score, a group exactly at it."""
     lengths, terms, parts = _lists(seed, nlen, nterms, top_length)
-    if rank:
-        scores = sorted((s for s in _exact(terms, lengths, parts).values() if s > 0), reverse=True)
-        theta = scores[rank - 1] if rank <= len(scores) else theta
+    theta = theta_at_rank(_exact(terms, lengths, parts), rank, theta)
     seed_term = min(seed_term, nterms - 1)
     args = (terms, lengths, parts, room, theta, budget, seed_term)
     want = _steps(*args, False, False, prefetch)
@@ -141,21 +140,17 @@ def test_index_walk_agrees_with_reference(seed: int, count: int) -> None:
     snapshot: the four on/off pairs of the knobs give the pure-Python reference's top-k
     (``Three.query`` asserts every path equal) and the brute force's, scores and ties."""
     three, old, queries = corpus(seed, count)
-    saved = bm25_knobs._WALK_ONES, bm25_knobs._MARK_CUT
-    try:
-        for on in ((True, True), (False, True), (True, False), (False, False)):
-            bm25_knobs._WALK_ONES, bm25_knobs._MARK_CUT = on
-            agree_with_brute_force(three, old, queries, on)
-    finally:
-        bm25_knobs._WALK_ONES, bm25_knobs._MARK_CUT = saved
+    each_setting(
+        bm25_knobs,
+        ("_WALK_ONES", "_MARK_CUT"),
+        lambda on: agree_with_brute_force(three, old, queries, on),
+    )
 
 
 # --------------------------------------------------------------------------- refusals
 
 
 def test_bad_walk_flags_refused() -> None:
-    from actormem._index import _cbm25  # type: ignore[attr-defined]
-
     lengths, terms, parts = _lists(3, 100, 2, 300)
     args = (terms, lengths, parts, 16, True, True, 1.0, True, True, True, True, True, None)
     for bad in (1, None, "yes"):
@@ -165,11 +160,4 @@ def test_bad_walk_flags_refused() -> None:
             kernels.Bm25Daat(*args, mark_cut=bad)  # type: ignore[arg-type]
     daat = kernels.Bm25Daat(*args, sparse_clear=True, walk_ones=True, mark_cut=True)
     assert daat._more == 4 | 256 | 512
-    cursors = daat._cursors.copy()
-    for more in (-1, 1024, 1 << 20):  # the C code's own check
-        with pytest.raises(ValueError, match="more"):
-            _cbm25.bm25_daat(
-                daat._terms, daat._cursors, lengths, *parts, 0.0, 100, -1, daat._nums,
-                daat._scores, daat._sticky, None, daat._prefetch, 1.0, None, more,
-            )  # fmt: skip
-    assert daat._cursors.tolist() == cursors.tolist()  # nothing moved
+    bad_more_refused(daat, lengths, parts)

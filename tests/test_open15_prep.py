@@ -9,8 +9,6 @@ open that uses both: the same state, the same refusals and errors, on both sides
 
 from __future__ import annotations
 
-import logging
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +27,7 @@ from actormem._record import Record
 from actormem._storage import sqlite_format
 from tests.strategies import examples
 
+from .setups import change_file, change_first_text, stale_opens_alike, state_of, with_warnings
 from .test_index_image import _file_rows, _image, _live, _loaded, _messy, _mutations, _state
 from .test_open13_split import _file, _texts, _threads, needs_reader
 from .test_open_beside import _made, _no_threads_left
@@ -314,34 +313,23 @@ def test_a_refused_file_gives_the_same_error_and_no_warning(
         db.write_bytes(raw)
         results = []
         for prepare in (None, _Counting()):
-            caplog.clear()
-            with caplog.at_level(logging.WARNING, logger="actormem"):
-                results.append(
-                    (_read_or_error(db, prepare), [r.getMessage() for r in caplog.records])
-                )
+            results.append(with_warnings(caplog, _read_or_error, db, prepare))
         assert results[0] == results[1], name
     # A marker that no longer matches: None and one warning, on both sides.
     db.write_bytes(pristine)
-    conn = sqlite3.connect(db)
-    conn.execute("UPDATE meta SET value = 'x' WHERE key = ?", (sqlite_format.IMAGE_KEY,))
-    conn.commit()
-    conn.close()
+    change_file(db, "UPDATE meta SET value = 'x' WHERE key = ?", (sqlite_format.IMAGE_KEY,))
     results = []
     for prepare in (None, _Counting()):
-        caplog.clear()
-        with caplog.at_level(logging.WARNING, logger="actormem"):
-            read = sqlite_format.read_file(str(db), prepare=prepare)
-        results.append((read, [r.getMessage() for r in caplog.records]))
+        read, warned = with_warnings(
+            caplog,
+            lambda: sqlite_format.read_file(str(db), prepare=prepare),  # noqa: B023
+        )
+        results.append((read, warned))
         assert read[1] is None
         assert prepare is None or prepare.images == []
     assert results[0] == results[1]
     assert len(results[0][1]) == 1
     _no_threads_left()
-
-
-async def _state_of(path: Path) -> Any:
-    async with open_memory(path=path, scorer=WordOverlapScorer()) as memory:
-        return memory._state, memory._storage.image_fresh
 
 
 def test_an_open_with_the_preparation_equals_one_without(
@@ -353,9 +341,9 @@ def test_an_open_with_the_preparation_equals_one_without(
     used: list[Any] = []
     real = wo_persist.restore
 
-    def spy(index: Any, parts: Any, records: Any, prepared: Any = None) -> Any:
+    def spy(index: Any, parts: Any, records: Any, prepared: Any = None, *rest: Any) -> Any:
         used.append(prepared)
-        return real(index, parts, records, prepared)
+        return real(index, parts, records, prepared, *rest)
 
     monkeypatch.setattr(wo_persist, "restore", spy)
     states = []
@@ -363,36 +351,19 @@ def test_an_open_with_the_preparation_equals_one_without(
         db.write_bytes(pristine)
         monkeypatch.setattr(sqlite_format, "_PREPARE_WHILE_READING", on)
         monkeypatch.setattr(wo_persist, "_PREPARE_AHEAD", on)
-        state, fresh = trio.run(_state_of, db)
+        state, fresh = trio.run(state_of, db)
         assert fresh
         states.append(state)
     assert used[0] is None
     # prepared while the rows were read (None only if the rows were all read first)
     assert used[1] is None or isinstance(used[1], wo_persist.Prepared)
     _assert_same(states[0], states[1])
+
     # A stale image (a row's text changed behind actormem's back, the marker kept): the
     # same warning and a rebuilt index, on both sides.
-    warned = []
-    states = []
-    for on in (False, True):
-        db.write_bytes(pristine)
-        conn = sqlite3.connect(db)
-        conn.execute(
-            "UPDATE entries SET memory = memory || ' changed'"
-            " WHERE seq = (SELECT MIN(seq) FROM entries)"
-        )
-        conn.commit()
-        conn.close()
+    def set_on(on: bool) -> None:
         monkeypatch.setattr(sqlite_format, "_PREPARE_WHILE_READING", on)
         monkeypatch.setattr(wo_persist, "_PREPARE_AHEAD", on)
-        caplog.clear()
-        with caplog.at_level(logging.WARNING, logger="actormem"):
-            state, fresh = trio.run(_state_of, db)
-        assert not fresh
-        warned.append([r.getMessage() for r in caplog.records])
-        states.append(state)
-    assert warned[0] == warned[1]
-    assert any("digest" in w for w in warned[0])
-    _assert_same(states[0], states[1])
-    _no_threads_left()
+
+    stale_opens_alike(db, pristine, caplog, set_on, change_first_text)
     assert _threads() == 0

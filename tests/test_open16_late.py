@@ -12,7 +12,6 @@ unchanged.
 from __future__ import annotations
 
 import gc
-import logging
 import sqlite3
 import threading
 import weakref
@@ -30,6 +29,7 @@ from actormem._storage import sqlite as sqlite_module
 from actormem._storage import sqlite_format
 from actormem._storage.sqlite import Durability, SqliteStore
 
+from .setups import change_file, change_first_text, with_warnings
 from .test_open13_split import needs_reader
 from .test_open_beside import _made, _no_threads_left
 from .test_open_fast import _assert_same
@@ -132,10 +132,7 @@ def test_refused_files_give_the_same_error_and_stay_unchanged(
         ("stale marker", f"UPDATE meta SET value = 'x' WHERE key = '{sqlite_format.IMAGE_KEY}'"),
     ):
         db.write_bytes(pristine)
-        conn = sqlite3.connect(db)
-        conn.execute(statement)
-        conn.commit()
-        conn.close()
+        change_file(db, statement)
         cases[name] = db.read_bytes()
     for name, raw in cases.items():
         results = []
@@ -143,10 +140,8 @@ def test_refused_files_give_the_same_error_and_stay_unchanged(
             db.write_bytes(raw)
             for side in (Path(f"{db}-wal"), Path(f"{db}-shm")):
                 side.unlink(missing_ok=True)
-            caplog.clear()
-            with caplog.at_level(logging.WARNING, logger="actormem"):
-                got = _open_either(db, late)
-            results.append((got, [r.getMessage() for r in caplog.records]))
+            got, warned = with_warnings(caplog, _open_either, db, late)
+            results.append((got, warned))
             if got[0] == "error":
                 assert db.read_bytes() == raw, name  # refused: left unchanged
         assert results[0] == results[1], name
@@ -279,22 +274,14 @@ def test_an_open_with_the_knobs_equals_one_without(
             for side in (Path(f"{db}-wal"), Path(f"{db}-shm")):
                 side.unlink(missing_ok=True)
             if stale:  # a row's text changed behind actormem's back, the marker kept
-                conn = sqlite3.connect(db)
-                conn.execute(
-                    "UPDATE entries SET memory = memory || ' changed'"
-                    " WHERE seq = (SELECT MIN(seq) FROM entries)"
-                )
-                conn.commit()
-                conn.close()
+                change_first_text(db)
             monkeypatch.setattr(lifecycle, "_LOAD_BEFORE_CHECK", on)
             monkeypatch.setattr(lifecycle, "_PROMOTE_LOADED", on)
             monkeypatch.setattr(sqlite_format, "_CHECK_LATE", on)
-            caplog.clear()
-            with caplog.at_level(logging.WARNING, logger="actormem"):
-                state, fresh = trio.run(_opened, db, capacity)
+            (state, fresh), warned = with_warnings(caplog, trio.run, _opened, db, capacity)
             rows = _rows_of(db)
             answers = trio.run(_answers, db, capacity)
-            seen.append((state, fresh, answers, [r.getMessage() for r in caplog.records], rows))
+            seen.append((state, fresh, answers, warned, rows))
         (a, fa, qa, wa, ra), (b, fb, qb, wb, rb) = seen
         _assert_same(a, b)
         assert (fa, qa, wa, ra) == (fb, qb, wb, rb)

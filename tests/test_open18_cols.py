@@ -16,7 +16,6 @@ and errors.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import random
 import sys
 from typing import Any
@@ -29,16 +28,16 @@ from hypothesis import strategies as st
 from actormem import WordOverlapScorer
 from actormem._engine import state as state_module
 from actormem._index import kernels, persist
-from actormem._index.images import ImageError, restore_index
 from actormem._index.wordoverlap import ccore
 from actormem._index.wordoverlap import persist as wo_persist
 from actormem._record import Record
 from actormem._storage.sqlite_format import FoldedRows
 from tests.strategies import examples
 
+from .setups import ENCODER, RESTORE_CASES, image_errors, restores_as_rebuilt, set_knobs
 from .test_index_image import _file_rows, _image, _live, _loaded, _messy
 from .test_open_beside import _no_threads_left
-from .test_open_fast import _assert_same, _rows
+from .test_open_fast import _rows
 
 wo = kernels._wo
 needs_c = pytest.mark.skipif(
@@ -52,19 +51,6 @@ KNOBS = (
     (state_module, "_KEYS_C"),
     (wo_persist, "_DIGEST_EARLY"),
 )
-_ENCODER = persist._encoder
-
-
-def _no_encoder() -> bool:
-    return False
-
-
-def _set(mp: pytest.MonkeyPatch, on: tuple[bool, ...]) -> None:
-    for (mod, name), value in zip(KNOBS, on, strict=True):
-        if name == "_encoder":
-            mp.setattr(mod, name, _ENCODER if value else _no_encoder)
-        else:
-            mp.setattr(mod, name, value)
 
 
 def _reference_digest(texts: list[str], extra: list[str] = []) -> str:  # noqa: B006
@@ -81,39 +67,14 @@ def _reference_digest(texts: list[str], extra: list[str] = []) -> str:  # noqa: 
 
 @needs_c
 @settings(max_examples=examples(20), deadline=None)
-@given(
-    seed=st.integers(0, 2**32),
-    n=st.integers(1, 80),
-    ops=st.integers(0, 40),
-    dups=st.booleans(),
-)
+@given(**RESTORE_CASES)
 def test_each_knob_restores_the_same_state_as_a_rebuild(
     seed: int, n: int, ops: int, dups: bool
 ) -> None:
-    state = _messy(WordOverlapScorer, seed, n, ops)
-    rows = _file_rows(state)
-    if dups and len(rows) > 2:  # texts that repeat: groups of several records
-        rng = random.Random(seed)
-        rows = [
-            (s, attrs.evolve(e, memory=rows[rng.randrange(len(rows))][1].memory))
-            if rng.random() < 0.4
-            else (s, e)
-            for s, e in rows
-        ]
-        state = _loaded(WordOverlapScorer, rows, None)
-        rows = _file_rows(state)
-    if not rows:
-        return
-    parts = _image(state)
-    rebuilt = _loaded(WordOverlapScorer, rows, None)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(persist, "_LATE_MIN_TEXTS", 0)  # the digest's thread for any size
-        for on in itertools.product((True, False), repeat=len(KNOBS)):
-            _set(mp, on)
-            restored = _loaded(WordOverlapScorer, rows, parts)
-            _assert_same(restored, rebuilt)
-            assert _tag_lists(restored) == _tag_lists(rebuilt)
-    _no_threads_left()
+    def same_tags(restored: Any, rebuilt: Any, mp: pytest.MonkeyPatch, on: Any) -> None:
+        assert _tag_lists(restored) == _tag_lists(rebuilt)
+
+    restores_as_rebuilt(seed, n, ops, dups, KNOBS, same_tags)
 
 
 def _tag_lists(state: Any) -> dict[int, list[int]]:
@@ -131,15 +92,7 @@ def test_a_stale_image_gives_the_same_error_with_each_knob() -> None:
         Record(attrs.evolve(r.entry, memory=r.entry.memory + "\u00e9"), r.seq, r.seq)
         for r in records
     ]
-    errors = set()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(persist, "_LATE_MIN_TEXTS", 0)
-        for on in itertools.product((True, False), repeat=len(KNOBS)):
-            _set(mp, on)
-            with pytest.raises(ImageError) as info:
-                restore_index(WordOverlapScorer().make_index(), parts, other)
-            errors.add(str(info.value))
-            restore_index(WordOverlapScorer().make_index(), parts, records)  # the fresh one
+    errors = image_errors(parts, other, records, KNOBS)
     assert len(errors) == 1
     assert next(iter(errors)).startswith("digest:")
     _no_threads_left()
@@ -261,7 +214,7 @@ def test_the_digest_equals_hashlib(
     want = _reference_digest(texts, extra)
     for core in (True, False):
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(persist, "_encoder", _ENCODER if core else _no_encoder)
+            set_knobs(mp, ((persist, "_encoder"),), (core,))
             mp.setattr(persist, "_ENCODE_BUFFER", size)
             assert persist.text_digest(texts, extra) == want
             assert persist.text_digest(tuple(texts), tuple(extra)) == want
@@ -281,9 +234,9 @@ def test_the_digest_is_the_image_format_s() -> None:
         assert _reference_digest(texts, extra) == pinned
         assert _reference_digest([], []) == "cae66941d9efbd404e4d88758ea67670"
     want = _reference_digest(texts, extra)
-    for core in (True, False) if _ENCODER() else (False,):
+    for core in (True, False) if ENCODER() else (False,):
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(persist, "_encoder", _ENCODER if core else _no_encoder)
+            set_knobs(mp, ((persist, "_encoder"),), (core,))
             assert persist.text_digest(texts, extra) == want
             h = hashlib.blake2b(digest_size=16)
             persist._feed(h.update, texts, extra)
@@ -316,7 +269,7 @@ def test_the_distinct_digest_equals_the_digest_of_the_distinct_texts(
     for core in (True, False):
         for small in (0, 10**9):
             with pytest.MonkeyPatch.context() as mp:
-                mp.setattr(persist, "_encoder", _ENCODER if core else _no_encoder)
+                set_knobs(mp, ((persist, "_encoder"),), (core,))
                 mp.setattr(persist, "_LATE_MIN_TEXTS", small)
                 mp.setattr(persist, "_ENCODE_BUFFER", 9)
                 assert persist.LateDigest(texts, distinct=True).result() == want

@@ -17,7 +17,6 @@ written out here.
 
 from __future__ import annotations
 
-import itertools
 import random
 import threading
 from pathlib import Path
@@ -28,17 +27,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actormem import MemoryEntry, WordOverlapScorer
-from actormem._engine.state import MemoryState
+from actormem import WordOverlapScorer
 from actormem._errors import StorageError
 from actormem._index import kernels, persist
-from actormem._index.images import ImageError, restore_index
+from actormem._index.images import restore_index
 from actormem._index.wordoverlap import knobs
 from actormem._index.wordoverlap import persist as wo_persist
 from actormem._record import Record
 from actormem._storage import sqlite_format
 from tests.strategies import examples
 
+from .setups import RESTORE_CASES, image_errors, no_encoder, restores_as_rebuilt
 from .test_index_image import _file_rows, _image, _live, _loaded, _messy
 from .test_open13_split import _ids_file, _read
 from .test_open_beside import _no_threads_left
@@ -57,21 +56,6 @@ KNOBS = (
     (persist, "_encoder"),  # off: the digest as a build without the core makes it
     (knobs, "_GROUP_TABLE"),
 )
-
-
-_ENCODER = persist._encoder
-
-
-def _no_encoder() -> bool:
-    return False
-
-
-def _set(mp: pytest.MonkeyPatch, on: tuple[bool, ...]) -> None:
-    for (mod, name), value in zip(KNOBS, on, strict=True):
-        if name == "_encoder":
-            mp.setattr(mod, name, _ENCODER if value else _no_encoder)
-        else:
-            mp.setattr(mod, name, value)
 
 
 def _reference_groups(texts: list[str]) -> tuple[bytes, list[int]]:
@@ -185,7 +169,7 @@ def test_late_digest_without_groups_gives_none_at_once() -> None:
         assert late.groups() is None
         assert late.result() == persist.text_digest(list(dict.fromkeys(texts)))
         mp.setattr(persist, "_LATE_MIN_TEXTS", 0)
-        mp.setattr(persist, "_encoder", _no_encoder)
+        mp.setattr(persist, "_encoder", no_encoder)
         late = persist.LateDigest(texts, distinct=True, groups=True)
         assert late.groups() is None
         assert late.result() == persist.text_digest(list(dict.fromkeys(texts)))
@@ -221,51 +205,17 @@ def test_a_stopped_late_digest_still_answers_groups_and_leaves_no_thread() -> No
 # -- the restore ----------------------------------------------------------------------
 
 
-def _messy_repeats(
-    seed: int, n: int, ops: int, dups: bool
-) -> tuple[MemoryState, list[tuple[int, MemoryEntry]]]:
-    """A messy word-overlap state and its file's rows; ``dups``: about 40% of the texts
-    made equal (by value, other str objects) to another row's, the state reloaded."""
-    state = _messy(WordOverlapScorer, seed, n, ops)
-    rows = _file_rows(state)
-    if dups and len(rows) > 2:  # texts that repeat: groups of several records
-        rng = random.Random(seed)
-        rows = [
-            (s, attrs.evolve(e, memory="".join(list(rows[rng.randrange(len(rows))][1].memory))))
-            if rng.random() < 0.4
-            else (s, e)
-            for s, e in rows
-        ]
-        state = _loaded(WordOverlapScorer, rows, None)
-        rows = _file_rows(state)
-    return state, rows
-
-
 @needs_c
 @settings(max_examples=examples(20), deadline=None)
-@given(
-    seed=st.integers(0, 2**32),
-    n=st.integers(1, 80),
-    ops=st.integers(0, 40),
-    dups=st.booleans(),
-)
+@given(**RESTORE_CASES)
 def test_each_knob_restores_the_same_state_as_a_rebuild(
     seed: int, n: int, ops: int, dups: bool
 ) -> None:
-    state, rows = _messy_repeats(seed, n, ops, dups)
-    if not rows:
-        return
-    parts = _image(state)
-    rebuilt = _loaded(WordOverlapScorer, rows, None)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(persist, "_LATE_MIN_TEXTS", 0)  # the digest's thread for any size
-        for on in itertools.product((True, False), repeat=len(KNOBS)):
-            _set(mp, on)
-            restored = _loaded(WordOverlapScorer, rows, parts)
-            assert restored.index is not rebuilt.index
-            _assert_same(restored, rebuilt)
-            assert type(restored.index._e.groups) is type(_loaded_groups(mp, on))
-    _no_threads_left()
+    def groups_as_new(restored: Any, rebuilt: Any, mp: pytest.MonkeyPatch, on: Any) -> None:
+        assert restored.index is not rebuilt.index
+        assert type(restored.index._e.groups) is type(_loaded_groups(mp, on))
+
+    restores_as_rebuilt(seed, n, ops, dups, KNOBS, groups_as_new, copies=True)
 
 
 def _loaded_groups(mp: pytest.MonkeyPatch, on: tuple[bool, ...]) -> Any:
@@ -290,15 +240,7 @@ def test_stale_and_foreign_images_give_the_same_error_with_the_knob_on_and_off()
         for i, r in enumerate(records)
     ]
     for bad in (stale, merged):
-        errors = set()
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(persist, "_LATE_MIN_TEXTS", 0)
-            for on in itertools.product((True, False), repeat=len(KNOBS)):
-                _set(mp, on)
-                with pytest.raises(ImageError) as info:
-                    restore_index(WordOverlapScorer().make_index(), parts, bad)
-                errors.add(str(info.value))
-                restore_index(WordOverlapScorer().make_index(), parts, records)  # fresh
+        errors = image_errors(parts, bad, records, KNOBS)
         assert len(errors) == 1, errors
     _no_threads_left()
 

@@ -30,8 +30,8 @@ from actormem._index.wordoverlap import persist as wo_persist
 from actormem._record import Record
 from tests.strategies import examples
 
+from .setups import messy_repeats
 from .test_index_image import _file_rows, _image, _live, _loaded, _messy, _state
-from .test_open20_gids import _messy_repeats
 from .test_open_beside import _no_threads_left
 from .test_open_fast import _assert_same
 
@@ -170,7 +170,7 @@ def test_restore_columns_tells_whether_each_text_is_the_expected_object() -> Non
 def test_each_knob_restores_the_same_state_as_a_rebuild(
     seed: int, n: int, ops: int, dups: bool
 ) -> None:
-    state, rows = _messy_repeats(seed, n, ops, dups)
+    state, rows = messy_repeats(seed, n, ops, dups, copies=True)
     if not rows:
         return
     parts = _image(state)

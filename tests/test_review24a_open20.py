@@ -6,7 +6,6 @@ KeyboardInterrupt while the restore waits for the thread's group numbers."""
 from __future__ import annotations
 
 import itertools
-import logging
 import sqlite3
 import uuid
 from datetime import UTC, datetime
@@ -21,6 +20,7 @@ from actormem._index import kernels, persist
 from actormem._index.wordoverlap import persist as wo_persist
 from actormem._storage import sqlite_format
 
+from .setups import stale_opens_alike, state_of, with_warnings
 from .test_open13_split import _ids_file, _read
 from .test_open_beside import _no_threads_left
 from .test_open_fast import _assert_same
@@ -52,11 +52,6 @@ async def _made(path: Path, n: int) -> None:
         pass  # closed cleanly: now with its image
 
 
-async def _state_of(path: Path) -> Any:
-    async with open_memory(path=path, scorer=WordOverlapScorer()) as memory:
-        return memory._state, memory._storage.image_fresh
-
-
 KNOBS = (
     (wo_persist, "_GIDS_BESIDE"),
     (wo_persist, "_ROWS_AHEAD"),
@@ -77,41 +72,34 @@ def test_hostile_texts_restore_through_the_open_with_each_knob(
         for (mod, name), value in zip(KNOBS, on, strict=True):
             monkeypatch.setattr(mod, name, value)
         db.write_bytes(pristine)
-        caplog.clear()
-        with caplog.at_level(logging.WARNING, logger="actormem"):
-            state, fresh = trio.run(_state_of, db)
-        assert fresh, [r.getMessage() for r in caplog.records]  # the image was used
-        assert not caplog.records
+        (state, fresh), messages = with_warnings(caplog, trio.run, state_of, db)
+        assert fresh, messages  # the image was used
+        assert not messages
         states.append(state)
     for state in states[1:]:
         _assert_same(states[0], state)
     assert {r.entry.memory for r in states[0].view().records()} >= set(_WORDS)
+
     # Stale: two rows' texts swapped behind actormem's back (the same texts, the same
     # group count, other first appearances): never trusted, the same rebuild each way.
-    warned = []
-    states = []
-    for on in (True, False):
+    def set_on(on: bool) -> None:
         for mod, name in KNOBS:
             monkeypatch.setattr(mod, name, on)
-        db.write_bytes(pristine)
-        conn = sqlite3.connect(db)
+
+    stale_opens_alike(db, pristine, caplog, set_on, _swap_first_two_texts)
+
+
+def _swap_first_two_texts(db: Path) -> None:
+    conn = sqlite3.connect(db)
+    try:
         (a, ta), (b, tb) = conn.execute(
             "SELECT seq, memory FROM entries ORDER BY seq LIMIT 2"
         ).fetchall()
         conn.execute("UPDATE entries SET memory = ? WHERE seq = ?", (tb, a))
         conn.execute("UPDATE entries SET memory = ? WHERE seq = ?", (ta, b))
         conn.commit()
+    finally:
         conn.close()
-        caplog.clear()
-        with caplog.at_level(logging.WARNING, logger="actormem"):
-            state, fresh = trio.run(_state_of, db)
-        assert not fresh
-        warned.append([r.getMessage() for r in caplog.records])
-        states.append(state)
-    assert warned[0] == warned[1]
-    assert any("digest" in w for w in warned[0])
-    _assert_same(states[0], states[1])
-    _no_threads_left()
 
 
 @needs_c
@@ -132,10 +120,10 @@ def test_an_interrupt_while_the_restore_waits_for_the_groups(
 
     monkeypatch.setattr(persist.LateDigest, "groups", groups)
     with pytest.raises(KeyboardInterrupt):
-        trio.run(_state_of, db)
+        trio.run(state_of, db)
     assert struck
     _no_threads_left()  # the digest's thread joined
-    state, fresh = trio.run(_state_of, db)  # the file is not held, its image still fine
+    state, fresh = trio.run(state_of, db)  # the file is not held, its image still fine
     assert fresh
     assert len(state) == 120
     _no_threads_left()

@@ -91,7 +91,6 @@ from .snapshot import (
     list_namespaces_at,
     list_records_sliced,
     make_filter,
-    one_step_size,
     run_retrieve_sliced,
     with_alive,
 )
@@ -211,20 +210,6 @@ _CLOCK_FAST = True
 #: flush). The same answer. False: ``any(_needs_time(req) for req in batch)`` (the
 #: path before it).
 _TIME_SCAN = True
-
-#: A retrieve that will run its steps at once (``snapshot.one_step_size``: the main
-#: job's, over a memory of a few thousand texts) takes no scoring slot: its scoring
-#: is one task step, so it never scores beside another retrieve, and the slots bound
-#: the sliced retrieves only. Before, it took a slot (or waited in line for one) and
-#: held it through its trailing schedule point; once a line formed it lasted (each
-#: slot handed to a waiter is held until the waiter's turn in the next batch), and a
-#: retrieve's latency was mostly that line. False: every retrieve of an index without
-#: query vectors takes a slot (the path before it; the same hits). **Off**: in the
-#: main job it moved the wait from the slot line to the fair-share gate and the
-#: stores (retrieve mean down, store p99 up ~5x) and the retrieve p99 did not fall
-#: (the long queries' sliced retrieves became the tail); docs/benchmarks.md
-#: (``mainjob24``).
-_ONE_STEP_NO_SLOT = False
 
 #: A retrieve with no filter and no threshold (the main job's: every keyword argument
 #: left at its default) skips ``check_thresholds`` and ``make_filter`` (whose answer
@@ -883,13 +868,8 @@ class Memory(metaclass=NoPublicConstructor):
         # index that embeds the query (dense, hybrid), perhaps in a worker thread: the
         # slots would also cap the embeddings under way.
         slots = self._slots
-        one_step = False
-        if slots is not None:
-            if getattr(self._state.index, "query_index", None) is not None:
-                slots = None
-            elif _ONE_STEP_NO_SLOT and one_step_size(self._state, query):
-                slots = None
-                one_step = True
+        if slots is not None and getattr(self._state.index, "query_index", None) is not None:
+            slots = None
         borrower = object()  # a token per retrieve, whatever task runs it
         waited = False
         if type(slots) is ScoringSlots:  # _OWN_SLOTS
@@ -914,7 +894,7 @@ class Memory(metaclass=NoPublicConstructor):
                     if waited:
                         await self._wait_for_slot(slots, borrower)  # a schedule point
                 hits, view, alive = await self._score(
-                    query, limit, accept, min_score, min_matched, waited, one_step
+                    query, limit, accept, min_score, min_matched, waited
                 )
             finally:
                 if slots is not None:
@@ -966,12 +946,10 @@ class Memory(metaclass=NoPublicConstructor):
         min_score: float | None,
         min_matched: int,
         yielded: bool,
-        one_step: bool = False,
     ) -> tuple[list[tuple[float, Record]], View, Callable[[Record], bool] | None]:
         """:meth:`retrieve_scored`'s scoring, from meeting the gate: the hits, the view
         they were scored in and its liveness predicate. ``yielded``: the caller passed a
-        schedule point just before. ``one_step``: it must run in one task step (it holds
-        no scoring slot, ``_ONE_STEP_NO_SLOT``)."""
+        schedule point just before."""
         # While the gate would park a reader (closed, or readers parked before this one
         # wait for their turn), park first (before any scoring). Otherwise only a cancel
         # point now: the schedule point is the first slice boundary, or one at the end for
@@ -990,7 +968,7 @@ class Memory(metaclass=NoPublicConstructor):
         accept = with_alive(accept, alive)
         hits = await run_retrieve_sliced(
             state, view, query, limit, accept, self._registry(), min_score, min_matched,
-            gate, yielded=parked or yielded, one_step=one_step,
+            gate, yielded=parked or yielded,
         )  # fmt: skip
         return hits, view, alive
 

@@ -60,27 +60,6 @@ _T = TypeVar("_T")
 #: results).
 _ONE_STEP_SMALL = True
 
-#: That trailing schedule point is a plain :func:`trio.lowlevel.checkpoint`, not the
-#: fair-share gate's: a retrieve whose scoring is done does not park while writes are
-#: pending (its caller's next call is often one of them); the owner's share is still
-#: taken before any scoring (``Memory._score`` parks there while the gate would park).
-#: Still a schedule point and a cancel point. False: the gate's checkpoint (the path
-#: before it). **Off**: no change of the main job's retrieve p99 beyond the runs'
-#: spread (docs/benchmarks.md, ``mainjob24``).
-_ONE_STEP_PLAIN = False
-
-
-def one_step_size(state: MemoryState, query: str) -> bool:
-    """Whether a retrieve of ``query`` on ``state`` now would run its steps at once
-    (``_ONE_STEP_SMALL``: the index's ``one_step_ok`` at the published length, no
-    slices of 0 seconds). Not for dense or hybrid indexes (their query may be embedded
-    in a thread): False. O(1)."""
-    if not _ONE_STEP_SMALL or RETRIEVE_SLICE <= 0:
-        return False
-    small = getattr(state.index, "one_step_ok", None)
-    return small is not None and bool(small(query, state.published_len))
-
-
 #: Longest accepted query, in code points.
 MAX_QUERY_CHARS = 100_000
 
@@ -363,7 +342,6 @@ async def run_retrieve_sliced(
     min_matched: int = 0,
     gate: ReadGate | None = None,
     yielded: bool = False,
-    one_step: bool = False,
 ) -> list[tuple[float, Record]]:
     """:func:`run_retrieve`, letting other tasks run every :data:`RETRIEVE_SLICE` seconds.
     A dense or hybrid index's query is embedded first, in a worker thread unless the
@@ -385,15 +363,14 @@ async def run_retrieve_sliced(
         registry.hold(version)
         try:
             return await _retrieve_sliced(
-                state, view, query, limit, accept, min_score, min_matched, gate, yielded,
-                one_step,
-            )  # fmt: skip
+                state, view, query, limit, accept, min_score, min_matched, gate, yielded
+            )
         finally:
             registry.release(version)
     hold = Snapshot._create(state, view, registry)
     try:
         return await _retrieve_sliced(
-            state, view, query, limit, accept, min_score, min_matched, gate, yielded, one_step
+            state, view, query, limit, accept, min_score, min_matched, gate, yielded
         )
     finally:
         del hold
@@ -409,7 +386,6 @@ async def _retrieve_sliced(
     min_matched: int,
     gate: ReadGate | None,
     yielded: bool,
-    one_step: bool = False,
 ) -> list[tuple[float, Record]]:
     """:func:`run_retrieve_sliced`'s work while ``view`` is held (``limit`` already
     capped)."""
@@ -425,22 +401,18 @@ async def _retrieve_sliced(
         # Inside the try: an index's top_k_steps may do work when called (BM25 reads
         # the query's terms), and a dense query is unpinned whatever it raises.
         steps = thresholded_steps(state.index, view, query, limit, accept, min_score, min_matched)
-        if not one_step and _ONE_STEP_SMALL and dense is None and RETRIEVE_SLICE > 0:
+        if _ONE_STEP_SMALL and dense is None and RETRIEVE_SLICE > 0:
             small = getattr(state.index, "one_step_ok", None)
-            one_step = small is not None and small(query, len(view))
-        if one_step:
-            # A small retrieve's steps in one task step; the same schedule point at
-            # the end as a retrieve shorter than a slice.
-            try:
-                result = drain(steps)
-            finally:
-                steps.close()
-            if not yielded:
-                if gate is None or _ONE_STEP_PLAIN:
-                    await trio.lowlevel.checkpoint()
-                else:
-                    await gate.checkpoint()
-            return result
+            if small is not None and small(query, len(view)):
+                # A small retrieve's steps in one task step; the same schedule point at
+                # the end as a retrieve shorter than a slice.
+                try:
+                    result = drain(steps)
+                finally:
+                    steps.close()
+                if not yielded:
+                    await (trio.lowlevel.checkpoint if gate is None else gate.checkpoint)()
+                return result
         # At least one schedule point (a worker thread's embedding was one already).
         return await _run_sliced(steps, gate, at_least_one=dense is None and not yielded)
     finally:

@@ -920,11 +920,6 @@ class MemoryState:
         """A view at the published version. O(1)."""
         return View(self, self.published, self._published_len)
 
-    @property
-    def published_len(self) -> int:
-        """Live entries at the published version (a :meth:`view`'s length). O(1)."""
-        return self._published_len
-
     def current_by_key(self, namespace: tuple[str, ...], key: str) -> Record | None:
         """The live record with ``(namespace, key)`` at the working version, or None. O(1)."""
         id = self._by_key.get((namespace, key))

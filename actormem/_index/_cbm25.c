@@ -721,6 +721,17 @@ offer_found(offer_t *o, const int64_t *nums, const double *scores, Py_ssize_t n)
 /* Groups per window of the windowed driver (a 32 KiB score array, a 512 B bitset). */
 #define WINDOW 4096
 
+/* The head of the walk loops' body: the posting's group num and its offset at in the
+ * window; past the window's end, the loop ends (break), and a group below lo or beyond
+ * the lengths (an offset at or past lim that is not past hi) returns -1. */
+#define WALK_AT                                                                            \
+    int64_t num = g[c];                                                                    \
+    uint64_t at = (uint64_t)(num - lo);                                                    \
+    if (at >= lim) { /* beyond the window, or out of range */                              \
+        if (num >= hi) break;                                                              \
+        return -1;                                                                         \
+    }
+
 /* The tight walk of one essential list over a window of groups [lo, hi), hi = lo +
  * width (flags & 4, knobs._TIGHT_WALK): the same operations on the same values as the
  * loop of window_steps, in a form the compiler keeps in registers. The build's
@@ -734,12 +745,7 @@ offer_found(offer_t *o, const int64_t *nums, const double *scores, Py_ssize_t n)
  * of order) or at or beyond the lengths. O(postings walked). */
 #define WALK_LOOP(TF, PF)                                                                  \
     for (; c < count; c++) {                                                               \
-        int64_t num = g[c];                                                                \
-        uint64_t at = (uint64_t)(num - lo);                                                \
-        if (at >= lim) { /* beyond the window, or out of range */                          \
-            if (num >= hi) break;                                                          \
-            return -1;                                                                     \
-        }                                                                                  \
+        WALK_AT                                                                            \
         if (PF) { /* as window_steps' prefetch, without a branch */                        \
             uint32_t ahead = (uint32_t)g[c + PREFETCH_AHEAD < count ? c + PREFETCH_AHEAD : c]; \
             __builtin_prefetch(&ln[ahead < (uint64_t)nlen ? ahead : 0]);                   \
@@ -759,12 +765,7 @@ offer_found(offer_t *o, const int64_t *nums, const double *scores, Py_ssize_t n)
  * bit. */
 #define WALK_LOOP_CODES(TF, PF)                                                            \
     for (; c < count; c++) {                                                               \
-        int64_t num = g[c];                                                                \
-        uint64_t at = (uint64_t)(num - lo);                                                \
-        if (at >= lim) {                                                                   \
-            if (num >= hi) break;                                                          \
-            return -1;                                                                     \
-        }                                                                                  \
+        WALK_AT                                                                            \
         if (PF) {                                                                          \
             uint32_t ahead = (uint32_t)g[c + PREFETCH_AHEAD < count ? c + PREFETCH_AHEAD : c]; \
             __builtin_prefetch(&codes[ahead < (uint64_t)nlen ? ahead : 0]);                \
@@ -785,12 +786,7 @@ offer_found(offer_t *o, const int64_t *nums, const double *scores, Py_ssize_t n)
  * `after * up + rest` (more & 512, knobs._MARK_CUT; CUT 0: that expression, as before). */
 #define WALK_LOOP_ONES(TF, ONE, CUT)                                                       \
     for (; c < count; c++) {                                                               \
-        int64_t num = g[c];                                                                \
-        uint64_t at = (uint64_t)(num - lo);                                                \
-        if (at >= lim) {                                                                   \
-            if (num >= hi) break;                                                          \
-            return -1;                                                                     \
-        }                                                                                  \
+        WALK_AT                                                                            \
         unsigned code = codes[num];                                                        \
         double add;                                                                        \
         if ((ONE) && (TF)[c] == 1) {                                                       \
@@ -1006,6 +1002,7 @@ walk_tight(const term_t *t, Py_ssize_t c, int64_t lo, int64_t hi, const int32_t 
     }
     return c;
 }
+#undef WALK_AT
 #undef WALK_LOOP
 #undef WALK_LOOP_CODES
 #undef WALK_LOOP_ONES
@@ -1236,8 +1233,8 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
                 emitted++;
             }
         }
-        /* sparse_clear: 1, below an eighth of the window's slots; 2 (more & 32,
-         * knobs._SPARSE_QUARTER), below a quarter: a slot cleared by its posting cost
+        /* sparse_clear: 1, below an eighth of the window's slots; 2 (more & 32, what
+         * the library asks for), below a quarter: a slot cleared by its posting cost
          * ~0.35 ns, a whole 32 KiB window's memset ~350 ns (AMD EPYC, 1M groups). */
         if (sparse_clear && (8 >> (sparse_clear - 1)) * walked < top) {
             /* Few postings in a wide window: only their slots were written (each posting

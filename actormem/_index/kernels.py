@@ -647,8 +647,8 @@ class Bm25Daat:
             the same results, as long as ``bits`` agrees with the list: the caller's
             promise, as the lists' order is).
         sparse_quarter: With ``sparse_clear``, a window is cleared by its postings while
-            they are fewer than a quarter of its width, not an eighth
-            (``knobs._SPARSE_QUARTER``; the same results).
+            they are fewer than a quarter of its width, not an eighth (the same
+            results; the library asks for it: the two measured alike, bm25q8).
         scalar_no_prefetch: With ``codes``, the walk prefetches no code ahead where it
             runs its scalar loop (a CPU without AVX-512), whatever ``prefetch`` says
             (``knobs._SCALAR_NO_PREFETCH``; the same results).

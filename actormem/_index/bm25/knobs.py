@@ -186,13 +186,6 @@ _SPARSE_CLEAR = True
 #: same results; False: no prefetch (kept for side-by-side benchmarks).
 _PREFETCH_OFFERS = True
 
-#: With ``_SPARSE_CLEAR``, a window is cleared by its postings while they are fewer than
-#: a quarter of its width (1,024 of 4,096), not an eighth: on this project's AMD EPYC a
-#: slot cleared by its posting costs ~0.35 ns and the window's whole 32 KiB memset ~350
-#: ns, so the break-even is ~1,000 postings (`memset` was 4.4% of a plain question at
-#: 1M). The same results; False: an eighth (kept for side-by-side benchmarks).
-_SPARSE_QUARTER = True
-
 #: With ``_LENGTH_CODES``, the walk asks for no code ahead (``_PREFETCH_WALK``'s
 #: prefetch) where it runs its scalar loop, on a CPU without AVX-512 (this project's
 #: AMD EPYC): the codes' 1 MB are read with enough loads in flight without it, and the

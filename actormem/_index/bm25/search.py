@@ -300,7 +300,7 @@ class MaxScoreSearch:
             float(knobs._SPLIT_ROOM), knobs._PREFETCH_SEEK, knobs._TIGHT_WALK, knobs._INTERP_SEEK,
             knobs._SIMD_WALK, knobs._PREFETCH_LOOKUPS, codes if knobs._LENGTH_CODES else None,
             knobs._LOOKUP_CODES, knobs._PREFETCH_SEEDS, knobs._SPARSE_CLEAR,
-            knobs._PREFETCH_OFFERS, dense, knobs._SPARSE_QUARTER, knobs._SCALAR_NO_PREFETCH,
+            knobs._PREFETCH_OFFERS, dense, True, knobs._SCALAR_NO_PREFETCH,
             knobs._WALK_ONES, knobs._MARK_CUT,
         )  # fmt: skip
         seed_room = max(limit, knobs._SEED_ROOM) if knobs._COST_SPLIT else 0
