@@ -131,6 +131,18 @@ def _seq(rec: Record) -> int:
     return rec.seq
 
 
+def _recs_in(item: Any) -> list[Record] | tuple[Record]:
+    """The records of a live group from its slot in ``BM25Index._table``: a
+    :class:`_Group`'s ``recs``, or with ``knobs._GROUP_COLUMNS`` the slot's list of
+    records or its one record (as a 1-tuple). O(1)."""
+    kind = type(item)
+    if kind is _Group:
+        return item.recs  # type: ignore[no-any-return]
+    if kind is list:
+        return item  # type: ignore[no-any-return]
+    return (item,)
+
+
 #: A pool's typecodes, narrowest first, with the numpy dtypes of their items and the
 #: largest term number each holds.
 _POOL_CODES = (("H", np.uint16, 0xFFFF), ("I", np.uint32, 0xFFFFFFFF), ("q", np.int64, 1 << 62))
