@@ -802,7 +802,8 @@ class Bm25Daat:
         _need(accept is None or callable(accept), "accept must be None or callable")
         _need(type(limit) is int and limit > 0, "limit must be an int > 0")
         _need(type(seen) is int and seen >= 0, "seen must be an int >= 0")
-        _need(type(columns) is bool, "columns must be a bool")
+        if type(columns) is not bool:
+            raise TypeError("columns must be a bool")
         self._columns = columns
         self._offer = [
             table, version, accept, np.empty(limit, np.float64), np.empty(limit, np.int64),
