@@ -24,8 +24,9 @@ class ChangeLog:
 
     def __init__(self) -> None:
         self.versions: list[int] = []
-        #: Each entry's group: a ``_Group``, or its number (``knobs._GROUP_COLUMNS``).
-        self.groups: list[Any] = []
+        #: Each entry's group: a ``_Group``, or with ``knobs._GROUP_COLUMNS`` its number
+        #: (the index makes this an ``array('q')``: no int object an entry).
+        self.groups: Any = []
         self.deltas: list[int] = []
         #: Every change at a version above this one is in the log.
         self.floor = -NEVER

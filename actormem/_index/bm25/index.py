@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..._entry import MemoryEntry
 from ..._record import NEVER, Record
 from ..._util import NoPublicConstructor
 from .. import kernels
@@ -33,6 +34,8 @@ from .postings import (
     _doc_key,
     _Group,
     _pool_code,
+    _Recs,
+    _recs,
     _recs_in,
     _seq,
     _Term,
@@ -67,6 +70,61 @@ def _untrack(group: _Group) -> None:
             kernels.gc_untrack([group.terms], array)
 
 
+class _DocMap:
+    """Document -> group number with group columns and the word-overlap core's
+    ``GroupTable`` (``knobs._GROUP_TABLE``): an untagged text's number in the table,
+    which keeps no text and no int (it reads the text back from the group's slot in the
+    index's group table: its one record's ``entry.memory`` or its ``_Recs``'s
+    ``text``), a tagged document's (a tuple) in a dict. The mapping methods the index
+    uses, each O(1) (O(len(text)) for an uncached hash or a text compared)."""
+
+    __slots__ = ("tagged", "texts")
+
+    def __init__(self, texts: Any) -> None:
+        self.texts = texts
+        self.tagged: dict[object, int] = {}
+
+    def get(self, key: object) -> int | None:
+        if type(key) is tuple:
+            return self.tagged.get(key)
+        return self.texts.get(key)  # type: ignore[no-any-return]
+
+    def __getitem__(self, key: object) -> int:
+        return self.tagged[key] if type(key) is tuple else self.texts[key]  # type: ignore[no-any-return]
+
+    def __setitem__(self, key: object, num: int) -> None:
+        if type(key) is tuple:
+            self.tagged[key] = num
+        else:
+            self.texts[key] = num
+
+    def __delitem__(self, key: object) -> None:
+        if type(key) is tuple:
+            del self.tagged[key]
+        else:
+            del self.texts[key]
+
+    def __len__(self) -> int:
+        return len(self.texts) + len(self.tagged)
+
+    def values(self) -> list[int]:
+        return [*self.texts.values(), *self.tagged.values()]
+
+    def items(self) -> list[tuple[object, int]]:
+        return [*self.texts.items(), *self.tagged.items()]
+
+
+def _doc_map(table: list[Any]) -> Any:
+    """A new, empty document -> group number map over the group ``table`` (columns):
+    a :class:`_DocMap` with ``knobs._GROUP_TABLE`` and the core's ``GroupTable``,
+    else a dict. O(1)."""
+    make = getattr(kernels.wo_core(), "GroupTable", None) if knobs._GROUP_TABLE else None
+    if make is None:
+        return {}
+    slots = Record.__dict__["entry"], MemoryEntry.__dict__["memory"], _Recs.__dict__["text"]
+    return _DocMap(make(table, *slots))
+
+
 class BM25Index(metaclass=NoPublicConstructor):
     """The owner-written, snapshot-read index of a :class:`BM25Scorer`.
 
@@ -91,7 +149,7 @@ class BM25Index(metaclass=NoPublicConstructor):
         #: a record at 1M) less.
         #: With ``knobs._GROUP_COLUMNS`` the value is the group's number, not a ``_Group``
         #: (a group is then its number throughout: :meth:`_num`, :meth:`_recs_of`).
-        self._groups: dict[object, Any] = {}
+        self._groups: Any = {}
         self._retired: set[Record] = set()
         #: Purged records still in their group's ``recs`` (which they leave lazily).
         self._gone: set[Record] = set()
@@ -134,6 +192,9 @@ class BM25Index(metaclass=NoPublicConstructor):
         #: the purged records still in a group's list (groups with none are absent).
         self._cols = self._pool is not None and knobs._GROUP_COLUMNS
         self._dead: dict[int, int] = {}
+        if self._cols:  # numbers: no int objects, none kept alive by the log
+            self._groups = _doc_map(self._table)
+            self._changes.groups = array("q")
 
     def _num(self, group: Any) -> int:
         """The number of ``group`` (a ``_Group``, or its number with columns). O(1)."""
@@ -246,8 +307,8 @@ class BM25Index(metaclass=NoPublicConstructor):
         table = self._table
         num = len(table)
         group: Any
-        if self._cols:  # the number is the group; its slot gets its records in add()
-            group = self._groups[key] = num
+        if self._cols:  # the number is the group; its slot and map entry come in add()
+            group = num
             table.append(_NO_RECS)
         else:
             group = self._groups[key] = _Group(num)
@@ -375,6 +436,7 @@ class BM25Index(metaclass=NoPublicConstructor):
         group = self._groups.get(key)
         if group is not None and self._in_group(group, rec) is not None:
             raise ValueError(f"{rec!r} is already indexed")
+        fresh = group is None
         if group is None:
             group = self._new_group(key, rec)  # counts the record in each term's df
         else:
@@ -392,14 +454,18 @@ class BM25Index(metaclass=NoPublicConstructor):
         if isinstance(recs, list) and not recs:
             # Most texts have one record: kept alone in the slot, where a list of one
             # took 80 bytes (its object and its item buffer); a second makes a list.
-            alone = rec if knobs._SINGLE_RECORD else [rec]
             if cols:
-                self._table[num] = alone
+                self._table[num] = rec if knobs._SINGLE_RECORD else _recs([rec], entry.memory)
+                if fresh:  # the slot has the text now: the table reads it back
+                    self._groups[key] = num
             else:
-                group._recs = alone
+                group._recs = rec if knobs._SINGLE_RECORD else [rec]
             self._first_seq[num] = rec.seq
         else:
-            grown = recs if isinstance(recs, list) else [recs]
+            if isinstance(recs, list):
+                grown = recs
+            else:
+                grown = _recs([recs], entry.memory) if cols else [recs]
             if grown[-1].seq > rec.seq:
                 insort(grown, rec, key=_seq)  # an upsert keeps its older seq
                 if rec.seq < self._first_seq[num]:
@@ -495,6 +561,8 @@ class BM25Index(metaclass=NoPublicConstructor):
             recs = self._recs_of(group)
             if 2 * dead > len(recs):  # a new list: readers may hold the old one
                 kept = [r for r in recs if r not in gone]
+                if cols:
+                    kept = _recs(kept, rec.entry.memory)
                 gone.difference_update(recs)
                 dead = 0
                 if cols:
@@ -692,6 +760,10 @@ class BM25Index(metaclass=NoPublicConstructor):
         }, "group table out of date"
         if self._cols:
             assert all(type(g) is int for g in groups), "a group is its number"
+            texts = getattr(self._groups, "texts", None)
+            if texts is not None:
+                texts._check()
+                assert all(type(k) is tuple for k in self._groups.tagged)  # type: ignore[attr-defined]
             assert set(self._dead) <= {self._num(g) for g in groups}, "dead counts of purged groups"
             assert all(d > 0 for d in self._dead.values()), "a zero dead count kept"
         else:
@@ -707,11 +779,13 @@ class BM25Index(metaclass=NoPublicConstructor):
         for group in groups:
             num = self._num(group)
             recs = self._recs_of(group)
-            assert self._groups[_doc_key(recs[-1])] is group
             if self._cols:
-                assert table[num] is (recs if type(recs) is list else recs[0])
-                assert type(recs) is list or knobs._SINGLE_RECORD
+                assert self._groups[_doc_key(recs[-1])] == num
+                assert table[num] is (recs if type(recs) is _Recs else recs[0])
+                assert type(recs) is _Recs or (type(recs) is tuple and knobs._SINGLE_RECORD)
+                assert type(recs) is tuple or recs.text == recs[0].entry.memory  # type: ignore[union-attr]
             else:
+                assert self._groups[_doc_key(recs[-1])] is group
                 assert table[num] is group
             assert all(x.seq <= y.seq for x, y in zip(recs, recs[1:], strict=False)), (
                 "records out of seq order"

@@ -271,3 +271,11 @@ _POOL_DEAD = 0.25
 #: per text (the layout before, kept for side-by-side measurements and the tests that
 #: drive both).
 _GROUP_COLUMNS = True
+
+#: Read when an index is made, with ``_GROUP_COLUMNS`` and the word-overlap core built:
+#: an untagged text's group number is found in the core's ``GroupTable`` (word
+#: overlap's: a 32-bit tag of the text's hash beside the number, the text read back from
+#: the group's table slot: a record's ``entry.memory``, or a ``_Recs``'s ``text``), not
+#: in a dict (its slot and the number's int object: ~60 bytes a distinct text at 1M);
+#: tagged documents stay in a dict. The same results; False: a dict for every document.
+_GROUP_TABLE = True

@@ -38,7 +38,7 @@ from ..persist import ImageError
 from ..tokenize import _WORD, Tokenizer
 from . import knobs
 from .changelog import ChangeLog
-from .index import BM25Index, _untrack
+from .index import BM25Index, _doc_map, _untrack
 from .postings import (
     _NO_RECS,
     _NO_SEQ,
@@ -46,6 +46,7 @@ from .postings import (
     _TF_CAP,
     _Group,
     _pool_dtype,
+    _recs,
     _Term,
     _TermPool,
     length_codes,
@@ -291,12 +292,14 @@ def restore(index: BM25Index, parts: Mapping[str, bytes], records: list[Record])
         group = table[g]
         recs = group if cols else group._recs
         if not isinstance(recs, list):
-            recs = [recs, rec]
+            recs = _recs([recs, rec], rec.entry.memory) if cols else [recs, rec]
         elif recs:
             recs.append(rec)
             continue
         else:
-            recs = rec if knobs._SINGLE_RECORD else [rec]  # as BM25Index.add
+            recs = (
+                rec if knobs._SINGLE_RECORD else _recs([rec], rec.entry.memory) if cols else [rec]
+            )  # as BM25Index.add
             first[g] = rec.seq  # the records come by seq
         if cols:
             table[g] = recs
@@ -328,15 +331,19 @@ def restore(index: BM25Index, parts: Mapping[str, bytes], records: list[Record])
     index._alive = np.zeros(cap, np.uint8)
     index._alive[:size] = 1
     index._table = list(table)
-    handles = list(range(len(canon))) if cols else table  # the log shares these ints
-    index._groups = dict(zip(canon, handles, strict=True))
+    if cols:  # numbers, in the core's table where it can (the slots carry the texts)
+        index._groups = _doc_map(index._table)
+        for num, k in enumerate(canon):
+            index._groups[k] = num
+    else:
+        index._groups = dict(zip(canon, table, strict=True))
     index._term_table = term_table
     index._terms = {name: term for name, term in zip(names, term_table, strict=True)}  # type: ignore[misc]
     index._n = len(records)
     index._total = int((lengths.astype(np.int64) * sizes).sum())
     changes = ChangeLog()
     changes.versions = [rec.born for rec in records]
-    changes.groups = [handles[g] for g in gids]
+    changes.groups = array("q", gids) if cols else [table[g] for g in gids]
     changes.deltas = [1] * len(records)
     index._changes = changes
     index._dense_refresh()  # the long lists' dense frequencies (knobs._DENSE_TFS)
