@@ -252,3 +252,18 @@ def test_the_image_round_trips_between_group_layouts(dups: bool) -> None:
             with pytest.raises(ImageError):
                 bm25_persist.restore(_index(_new(dst)), parts, recs[:-1])
     assert images[0] == images[1]  # the same image from either layout
+
+
+def test_past_the_small_ints() -> None:
+    """Group numbers past CPython's cached small ints (the map's numbers are new int
+    objects each time): the same structures in both layouts, ``_check`` on both."""
+    texts = [f"alpha {i} beta w{i % 3}" for i in range(700)] + ["alpha 3 beta w0"] * 5
+    states = {on: _state(on, texts) for on in (True, False)}
+    for s in states.values():
+        for i in range(0, 700, 7):
+            s.delete(uuid.UUID(int=i + 1))
+        s.publish()
+        s.vacuum(s.published)
+    assert _structures(states[True]) == _structures(states[False])
+    index = _index(states[True])
+    assert len(index._groups) == 600 + 1  # the tagged texts: i % 4 == 0, in the dict

@@ -813,7 +813,7 @@ class BM25Index(metaclass=NoPublicConstructor):
             assert length == len(terms)
             assert [self._terms[t].num for t in counts] == nums
             for rec in alive:
-                assert self._indexed(rec) is group
+                assert self._indexed(rec) == group if self._cols else self._indexed(rec) is group
                 assert (rec.entry.memory, rec.entry.tags) == (entry.memory, entry.tags)
                 if rec.died == NEVER:
                     n += 1
