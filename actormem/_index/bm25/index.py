@@ -90,7 +90,7 @@ class _DocMap:
         return self.texts.get(key)  # type: ignore[no-any-return]
 
     def __getitem__(self, key: object) -> int:
-        return self.tagged[key] if type(key) is tuple else self.texts[key]  # type: ignore[no-any-return]
+        return self.tagged[key] if type(key) is tuple else self.texts[key]
 
     def __setitem__(self, key: object, num: int) -> None:
         if type(key) is tuple:
@@ -207,7 +207,7 @@ class BM25Index(metaclass=NoPublicConstructor):
 
     def _dead_of(self, group: Any) -> int:
         """The purged records still in the live ``group``'s list. O(1)."""
-        return self._dead.get(group, 0) if self._cols else group.dead  # type: ignore[no-any-return]
+        return self._dead.get(group, 0) if self._cols else group.dead
 
     def _unpurged(self, group: Any) -> int:
         """The live ``group``'s records not purged. O(1)."""
@@ -224,7 +224,7 @@ class BM25Index(metaclass=NoPublicConstructor):
         with every ``tf`` ``_TF_CAP``. O(T)."""
         pool = self._pool
         if pool is None:
-            return group.terms
+            return group.terms  # type: ignore[no-any-return]
         code = "i" if len(self._term_table) <= knobs._NARROW else "q"
         return array(code, [t << _TF_BITS | _TF_CAP for t in pool.of(self._num(group))])
 
@@ -444,7 +444,7 @@ class BM25Index(metaclass=NoPublicConstructor):
             pool = self._pool
             if pool is None:
                 for t in group.terms:
-                    term_table[t >> _TF_BITS].df += 1  # type: ignore[union-attr]  # live: not None
+                    term_table[t >> _TF_BITS].df += 1  # live: not None
             else:
                 for t in pool.of(self._num(group)):
                     term_table[t].df += 1  # type: ignore[union-attr]  # live: not None
@@ -502,7 +502,7 @@ class BM25Index(metaclass=NoPublicConstructor):
         pool = self._pool
         if pool is None:
             for t in group.terms:
-                term_table[t >> _TF_BITS].df -= 1  # type: ignore[union-attr]  # live: not None
+                term_table[t >> _TF_BITS].df -= 1  # live: not None
         else:
             for t in pool.of(self._num(group)):
                 term_table[t].df -= 1  # type: ignore[union-attr]  # live: not None
@@ -763,7 +763,7 @@ class BM25Index(metaclass=NoPublicConstructor):
             texts = getattr(self._groups, "texts", None)
             if texts is not None:
                 texts._check()
-                assert all(type(k) is tuple for k in self._groups.tagged)  # type: ignore[attr-defined]
+                assert all(type(k) is tuple for k in self._groups.tagged)
             assert set(self._dead) <= {self._num(g) for g in groups}, "dead counts of purged groups"
             assert all(d > 0 for d in self._dead.values()), "a zero dead count kept"
         else:

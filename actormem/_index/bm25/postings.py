@@ -138,6 +138,7 @@ class _Recs(list):  # type: ignore[type-arg]
     slot more."""
 
     __slots__ = ("text",)
+    text: str
 
 
 def _recs(items: list[Record], text: str) -> _Recs:
