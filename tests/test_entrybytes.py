@@ -101,9 +101,14 @@ def test_bm25_single_records_answer_as_lists(seed: int) -> None:
     for state in states.values():
         state.publish()
         state._check()
-    alone = cast(BM25Index, states[True].index)._groups.values()
-    assert any(type(g._recs) is Record for g in alone)
-    assert all(type(g._recs) is list for g in cast(BM25Index, states[False].index)._groups.values())
+    # A group's own slot (``_recs``, or its table slot with bm25 knobs._GROUP_COLUMNS).
+    on, off = (cast(BM25Index, states[flag].index) for flag in (True, False))
+    assert any(type(_slot(on, g)) is Record for g in on._groups.values())
+    assert all(isinstance(_slot(off, g), list) for g in off._groups.values())  # a _Recs: a list
+
+
+def _slot(index: BM25Index, group: Any) -> Any:
+    return index._table[group] if index._cols else group._recs
 
 
 def _entry(text: str) -> MemoryEntry:
@@ -133,7 +138,7 @@ def test_bm25_finds_groups_by_document() -> None:
         index._check(recs[k + 1 :])
         group = index._indexed(recs[-1])
         assert group is not None
-        assert 2 * group.dead <= len(group.recs)  # compacted as before
+        assert 2 * index._dead_of(group) <= len(index._recs_of(group))  # compacted as before
     assert index._records() == recs[30:]
     for k, rec in enumerate(recs[30:]):
         rec.died = 100 + k
@@ -250,6 +255,7 @@ class _ListOf(list):  # type: ignore[type-arg]
 @pytest.mark.parametrize("untrack", [True, False])
 def test_bm25_groups_leave_the_collector(monkeypatch: pytest.MonkeyPatch, untrack: bool) -> None:
     monkeypatch.setattr(knobs, "_UNTRACK", untrack)
+    monkeypatch.setattr(knobs, "_GROUP_COLUMNS", False)  # group objects (none with columns)
     state = MemoryState(capacity=None, half_life=86400.0, scorer=BM25Scorer())
     for text in ["deploy blue", "deploy green", "deploy blue"]:
         state.store(_entry(text))

@@ -65,18 +65,22 @@ def _structures(state: MemoryState) -> tuple[Any, ...]:
     state._check()
     index = _index(state)
     table = index._table
-    groups = [
-        None
-        if g is None
-        else (
-            g.num,
-            g.dead,
-            [r.seq for r in g.recs],
-            list(index._nums_of(g)),
-            index.document_terms(next(r for r in g.recs if r not in index._gone)),
+    groups: list[Any] = []
+    for num, item in enumerate(table):  # either group layout (knobs._GROUP_COLUMNS)
+        if item is None:
+            groups.append(None)
+            continue
+        g = num if index._cols else item
+        recs = index._recs_of(g)
+        groups.append(
+            (
+                num,
+                index._dead_of(g),
+                [r.seq for r in recs],
+                list(index._nums_of(g)),
+                index.document_terms(next(r for r in recs if r not in index._gone)),
+            )
         )
-        for g in table
-    ]
     terms = {
         name: (t.num, t.groups.tolist(), t.tfs.tolist(), t.df, t.dead)
         for name, t in index._terms.items()
@@ -89,8 +93,17 @@ def _structures(state: MemoryState) -> tuple[Any, ...]:
         index._alive[:size].tolist(),
         index._first_seq[:size].tolist(),
         (index._n, index._total),
-        sorted((str(k), g.num) for k, g in index._groups.items()),
+        sorted((str(k), index._num(g)) for k, g in index._groups.items()),
     )
+
+
+def _group_terms(index: Any) -> list[list[int]]:
+    """Each live group's term numbers, by group number, in either group layout."""
+    return [
+        list(index._nums_of(num if index._cols else g))
+        for num, g in enumerate(index._table)
+        if g is not None
+    ]
 
 
 class TwoTermLayouts(TwoLayouts):
@@ -139,7 +152,7 @@ class TwoTermLayouts(TwoLayouts):
         on, off = _index(self.states[True]), _index(self.states[False])
         assert on._pool is not None
         assert off._pool is None
-        assert all(g.terms is _NO_TERMS for g in on._table if g is not None)
+        assert on._cols or all(g.terms is _NO_TERMS for g in on._table if g is not None)
         assert all(g.terms is not _NO_TERMS for g in off._table if g is not None)
 
 
@@ -267,11 +280,7 @@ def test_the_image_round_trips_between_layouts(dups: bool) -> None:
             out = bm25_persist.restore(fresh, parts, recs)  # type: ignore[arg-type]
             assert (out._pool is not None) is dst
             out._check(recs)
-            assert [list(out._nums_of(g)) for g in out._table if g is not None] == [
-                list(rebuilt._nums_of(g))  # type: ignore[attr-defined]
-                for g in rebuilt._table  # type: ignore[attr-defined]
-                if g is not None
-            ]
+            assert _group_terms(out) == _group_terms(rebuilt)
             for query in ("alpha beta", "w1 3", "tag x alpha"):
                 top = out.top_k(s.view(), query, 5, None)
                 want = rebuilt.top_k(s.view(), query, 5, None)  # type: ignore[attr-defined]

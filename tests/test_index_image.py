@@ -155,7 +155,8 @@ def test_bm25_wide_term_numbers(monkeypatch: pytest.MonkeyPatch, seed: int) -> N
     assert json.loads(parts["header"])["arrays"]["group_terms"][0] == "<i8"
     restored = _loaded(BM25Scorer, rows, parts)
     index = restored.index
-    assert all(index._terms_of(g).typecode == "q" for g in index._table if g is not None)  # type: ignore[attr-defined]
+    table = index._table  # type: ignore[attr-defined]
+    assert all(index._terms_at(n).typecode == "q" for n, g in enumerate(table) if g is not None)  # type: ignore[attr-defined]
     _assert_same(restored, _loaded(BM25Scorer, rows, None))
 
 

@@ -454,6 +454,7 @@ typedef struct {
     const int64_t *first; /* NULL, or a lower bound on each group's seqs (nfirst of them) */
     Py_ssize_t nfirst;
     int ahead; /* offer_found prefetches each group's first seq and table slot */
+    int columns; /* a table slot is the group's records: a list, or its one record */
 } offer_t;
 
 static PyObject *s_recs, *s_seq, *s_born, *s_died;
@@ -605,7 +606,8 @@ offer_group(offer_t *o, int64_t num, double score)
     }
     PyObject *group = PyList_GET_ITEM(o->table, num);
     if (group == Py_None) return 0; /* purged: no record to score */
-    PyObject *recs = slot_get(&group_slots, group, &s_recs, 1, 0);
+    /* With columns (knobs._GROUP_COLUMNS) the slot holds the records themselves. */
+    PyObject *recs = o->columns ? Py_NewRef(group) : slot_get(&group_slots, group, &s_recs, 1, 0);
     if (!recs) return -1;
     /* A list of records, or the group's one record itself (knobs._SINGLE_RECORD). */
     int single = !PyList_Check(recs);
@@ -1312,8 +1314,10 @@ PyDoc_STRVAR(bm25_daat_doc,
 "term's list in turn, with its exact score (a first theta). With sticky (uint8, one per\n"
 "term, zero at first, kept between calls) the cost-aware split of the terms: the\n"
 "non-essential ones are chosen greedily by bound per posting left, not by bound alone.\n"
-"With offer, (table, version, accept, hs, hq, hr, hn, seen, remember[, first]) (sticky\n"
-"needed; first: int64, a lower bound on each group's seqs, to pass over ties):\n"
+"With offer, (table, version, accept, hs, hq, hr, hn, seen, remember[, first[, columns]])\n"
+"(sticky needed; first: None or int64, a lower bound on each group's seqs, to pass over\n"
+"ties; columns true: a table slot is the group's records, a list or its one record,\n"
+"not an object with _recs):\n"
 "each group found is offered at once to the caller's heap of records instead (hs, hq,\n"
 "hr: scores, minus seqs, records; hn: its size and seen's; seen: the groups the\n"
 "seeding offered, ascending, added to if remember), theta is the heap's worst once it\n"
@@ -1444,17 +1448,18 @@ bm25_daat(PyObject *self, PyObject *args)
         /* (table, version, accept, hs, hq, hr, hn, seen, remember[, first]): see
          * offer_t. */
         long long version;
-        int remember;
+        int remember, columns = 0;
         if (!have_sticky || !PyTuple_CheckExact(o_offer) ||
-            !PyArg_ParseTuple(o_offer, "O!LOOOO!OOp|O", &PyList_Type, &offer.table, &version,
+            !PyArg_ParseTuple(o_offer, "O!LOOOO!OOp|Op", &PyList_Type, &offer.table, &version,
                               &offer.accept, &o_hs, &o_hq, &PyList_Type, &offer.hr, &o_hn,
-                              &o_seen, &remember, &o_first)) {
-            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "offer: the windowed driver's 9- or 10-tuple");
+                              &o_seen, &remember, &o_first, &columns)) {
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "offer: the windowed driver's 9- to 11-tuple");
             goto done;
         }
         offer.first = NULL;
         offer.nfirst = 0;
         offer.ahead = (more & 8) != 0;
+        offer.columns = columns;
         if (o_first != Py_None) {
             if (get(o_first, &first, K_I64, 0, "first seqs") < 0) goto done;
             have_first = 1;

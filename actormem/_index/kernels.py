@@ -669,6 +669,7 @@ class Bm25Daat:
 
     __slots__ = (
         "_codes",
+        "_columns",
         "_cursors",
         "_last",
         "_lengths",
@@ -773,15 +774,20 @@ class Bm25Daat:
         self._nums = np.empty(room, np.int64)
         self._scores = np.empty(room, np.float64)
         self._offer: list[Any] | None = None
+        self._columns = False
         #: The offer tuple of the last :meth:`drive` (its ``first`` checked then).
         self._last: tuple[Any, ...] | None = None
 
-    def offer_to(self, table: list[Any], version: int, accept: Any, limit: int, seen: int) -> None:
+    def offer_to(
+        self, table: list[Any], version: int, accept: Any, limit: int, seen: int,
+        columns: bool = False,
+    ) -> None:  # fmt: skip
         """Make the core offer the groups it finds to a heap of records of its own, the
         ``limit`` best ``(score, -seq, rec)`` (unweighted: a record scores its text's),
         so that theta rises within a step (:meth:`drive`, :meth:`best`). ``table``: the
-        groups by number (``None`` once purged; each with ``recs``, records with
-        ``born``, ``died`` and ``seq``), ``version`` the reader's snapshot, ``accept``
+        groups by number (``None`` once purged; each with ``_recs``, or with ``columns``
+        each slot the group's records themselves, a list or its one record; records
+        with ``born``, ``died`` and ``seq``), ``version`` the reader's snapshot, ``accept``
         ``None`` or a filter of records, ``seen`` how many groups the seeding may offer
         in all. Needs the cost-aware split. O(limit + seen).
 
@@ -796,6 +802,9 @@ class Bm25Daat:
         _need(accept is None or callable(accept), "accept must be None or callable")
         _need(type(limit) is int and limit > 0, "limit must be an int > 0")
         _need(type(seen) is int and seen >= 0, "seen must be an int >= 0")
+        if type(columns) is not bool:
+            raise TypeError("columns must be a bool")
+        self._columns = columns
         self._offer = [
             table, version, accept, np.empty(limit, np.float64), np.empty(limit, np.int64),
             [None] * limit, np.zeros(2, np.int64), np.empty(max(seen, 1), np.int64), False,
@@ -825,7 +834,7 @@ class Bm25Daat:
         last = self._last
         if (
             last is not None and last[8] is remember
-            and (last[9] is first if len(last) > 9 else first is None)
+            and last[9] is first
         ):  # fmt: skip
             offer = last  # the same arguments as the call before: checked then
         else:
@@ -833,7 +842,7 @@ class Bm25Daat:
             offer = tuple(self._offer)
             if first is not None:
                 _array_of("first", first, _I64)
-                offer += (first,)
+            offer += (first, self._columns)
             self._last = offer
         _, done = self._call(-math.inf, budget, seed, room, offer)
         return done

@@ -24,10 +24,18 @@ frequencies capped at 255, ``'q'`` once the vocabulary passes 2**23 terms: the l
 before.) A text is tokenized once; storing it again only appends the record to its
 group. The index holds
 
-* one ``_Group`` per document that has an un-purged record, numbered in creation order
+* one group per document that has an un-purged record, numbered in creation order
   (numbers are never reused); a table of groups by number (None once purged), an
   int32 numpy array of document lengths by number and a uint8 one of alive marks (0
-  once purged; compaction reads it);
+  once purged; compaction reads it). With ``knobs._GROUP_COLUMNS`` (the default, with
+  the term pool) a group is no object but its number: its slot in the table holds its
+  records themselves (its one record, or a ``postings._Recs`` list by seq that also
+  carries the text), the purged records still in a list are counted in a dict of the
+  groups that have any, and the document -> number map is the word-overlap core's
+  ``GroupTable`` (``knobs._GROUP_TABLE``: a tag and the number a text, the text read
+  back from the group's slot; tagged documents, and every document without the core,
+  in a dict). With the knob off, a ``_Group`` object per document holds its number and
+  records (the layout before);
 * one ``_Term`` per term, numbered likewise (a term table maps numbers back): its
   posting list as two ``array``: the group numbers (ascending, since groups are numbered
   in creation order and appended when made) and the term frequencies (bytes until one

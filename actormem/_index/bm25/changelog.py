@@ -10,9 +10,9 @@ reads); a reader older than the log (``version < floor``) counts visible posting
 from __future__ import annotations
 
 from bisect import bisect_right
+from typing import Any
 
 from ..._record import NEVER
-from .postings import _Group
 
 __all__ = ["ChangeLog"]
 
@@ -24,7 +24,9 @@ class ChangeLog:
 
     def __init__(self) -> None:
         self.versions: list[int] = []
-        self.groups: list[_Group] = []
+        #: Each entry's group: a ``_Group``, or with ``knobs._GROUP_COLUMNS`` its number
+        #: (the index makes this an ``array('q')``: no int object an entry).
+        self.groups: Any = []
         self.deltas: list[int] = []
         #: Every change at a version above this one is in the log.
         self.floor = -NEVER
@@ -33,7 +35,7 @@ class ChangeLog:
         #: Log entries below the horizon tolerated before a purge trims (tests lower it to 0).
         self.slack = 64
 
-    def record(self, version: int, group: _Group, delta: int) -> None:
+    def record(self, version: int, group: Any, delta: int) -> None:
         """Log a change of ``group``'s record count by ``delta`` at ``version``. O(1),
         or O(log entries) for a version older than the newest change (rare)."""
         versions = self.versions

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..._entry import MemoryEntry
 from ..._record import NEVER, Record
 from ..._util import NoPublicConstructor
 from .. import kernels
@@ -25,6 +26,7 @@ from . import knobs
 from .changelog import ChangeLog
 from .postings import (
     _EXACT_CODES,
+    _NO_RECS,
     _NO_SEQ,
     _NO_TERMS,
     _TF_BITS,
@@ -32,6 +34,9 @@ from .postings import (
     _doc_key,
     _Group,
     _pool_code,
+    _Recs,
+    _recs,
+    _recs_in,
     _seq,
     _Term,
     _TermPool,
@@ -65,6 +70,61 @@ def _untrack(group: _Group) -> None:
             kernels.gc_untrack([group.terms], array)
 
 
+class _DocMap:
+    """Document -> group number with group columns and the word-overlap core's
+    ``GroupTable`` (``knobs._GROUP_TABLE``): an untagged text's number in the table,
+    which keeps no text and no int (it reads the text back from the group's slot in the
+    index's group table: its one record's ``entry.memory`` or its ``_Recs``'s
+    ``text``), a tagged document's (a tuple) in a dict. The mapping methods the index
+    uses, each O(1) (O(len(text)) for an uncached hash or a text compared)."""
+
+    __slots__ = ("tagged", "texts")
+
+    def __init__(self, texts: Any) -> None:
+        self.texts = texts
+        self.tagged: dict[object, int] = {}
+
+    def get(self, key: object) -> int | None:
+        if type(key) is tuple:
+            return self.tagged.get(key)
+        return self.texts.get(key)  # type: ignore[no-any-return]
+
+    def __getitem__(self, key: object) -> int:
+        return self.tagged[key] if type(key) is tuple else self.texts[key]
+
+    def __setitem__(self, key: object, num: int) -> None:
+        if type(key) is tuple:
+            self.tagged[key] = num
+        else:
+            self.texts[key] = num
+
+    def __delitem__(self, key: object) -> None:
+        if type(key) is tuple:
+            del self.tagged[key]
+        else:
+            del self.texts[key]
+
+    def __len__(self) -> int:
+        return len(self.texts) + len(self.tagged)
+
+    def values(self) -> list[int]:
+        return [*self.texts.values(), *self.tagged.values()]
+
+    def items(self) -> list[tuple[object, int]]:
+        return [*self.texts.items(), *self.tagged.items()]
+
+
+def _doc_map(table: list[Any]) -> Any:
+    """A new, empty document -> group number map over the group ``table`` (columns):
+    a :class:`_DocMap` with ``knobs._GROUP_TABLE`` and the core's ``GroupTable``,
+    else a dict. O(1)."""
+    make = getattr(kernels.wo_core(), "GroupTable", None) if knobs._GROUP_TABLE else None
+    if make is None:
+        return {}
+    slots = Record.__dict__["entry"], MemoryEntry.__dict__["memory"], _Recs.__dict__["text"]
+    return _DocMap(make(table, *slots))
+
+
 class BM25Index(metaclass=NoPublicConstructor):
     """The owner-written, snapshot-read index of a :class:`BM25Scorer`.
 
@@ -87,7 +147,9 @@ class BM25Index(metaclass=NoPublicConstructor):
         #: Document (text, or text and tags) -> its group. A record's group is found by
         #: its document (:meth:`_indexed`), not kept per record: a dict slot (~45 bytes
         #: a record at 1M) less.
-        self._groups: dict[object, _Group] = {}
+        #: With ``knobs._GROUP_COLUMNS`` the value is the group's number, not a ``_Group``
+        #: (a group is then its number throughout: :meth:`_num`, :meth:`_recs_of`).
+        self._groups: Any = {}
         self._retired: set[Record] = set()
         #: Purged records still in their group's ``recs`` (which they leave lazily).
         self._gone: set[Record] = set()
@@ -96,7 +158,9 @@ class BM25Index(metaclass=NoPublicConstructor):
         self._term_table: list[_Term | None] = []
         #: Every group ever made, by number; None once all its records are purged
         #: (numbers are never reused: readers may still hold postings naming them).
-        self._table: list[_Group | None] = []
+        #: With ``knobs._GROUP_COLUMNS`` a slot holds the group's records themselves: its
+        #: one record or a list by seq (``postings._recs_in`` reads either layout).
+        self._table: list[Any] = []
         #: Document length by group number (int32; replaced, never shrunk, when it grows).
         self._lengths: Any = np.zeros(knobs._CHUNK, np.int32)
         #: 1 for a group in the table, 0 once purged (uint8, by number; owner only).
@@ -123,24 +187,53 @@ class BM25Index(metaclass=NoPublicConstructor):
         #: Every group's packed terms by group number (``knobs._TERM_POOL``), or None:
         #: each ``_Group.terms`` is its own array (the layout before).
         self._pool: _TermPool | None = _TermPool() if knobs._TERM_POOL else None
+        #: No ``_Group`` objects (``knobs._GROUP_COLUMNS``, with the pool only): a group
+        #: is its number, its records are its table slot, and ``_dead`` holds by number
+        #: the purged records still in a group's list (groups with none are absent).
+        self._cols = self._pool is not None and knobs._GROUP_COLUMNS
+        self._dead: dict[int, int] = {}
+        if self._cols:  # numbers: no int objects, none kept alive by the log
+            self._groups = _doc_map(self._table)
+            self._changes.groups = array("q")
 
-    def _terms_of(self, group: _Group) -> array[int]:
+    def _num(self, group: Any) -> int:
+        """The number of ``group`` (a ``_Group``, or its number with columns). O(1)."""
+        return group if self._cols else group.num  # type: ignore[no-any-return]
+
+    def _recs_of(self, group: Any) -> list[Record] | tuple[Record]:
+        """The records of the live ``group``, by seq (purged ones included until its
+        list is rebuilt). O(1)."""
+        return _recs_in(self._table[group]) if self._cols else group.recs
+
+    def _dead_of(self, group: Any) -> int:
+        """The purged records still in the live ``group``'s list. O(1)."""
+        return self._dead.get(group, 0) if self._cols else group.dead
+
+    def _unpurged(self, group: Any) -> int:
+        """The live ``group``'s records not purged. O(1)."""
+        return len(self._recs_of(group)) - self._dead_of(group)
+
+    def _terms_at(self, num: int) -> array[int]:
+        """:meth:`_terms_of` of the live group number ``num``. O(T)."""
+        return self._terms_of(num if self._cols else self._table[num])
+
+    def _terms_of(self, group: Any) -> array[int]:
         """``group``'s packed terms, ``term number << _TF_BITS | tf``, where a ``tf`` of
         ``_TF_CAP`` says "look it up in the term's posting list": its own array
         (``min(tf, _TF_CAP)``), or from the pool, which keeps no frequency, a new array
         with every ``tf`` ``_TF_CAP``. O(T)."""
         pool = self._pool
         if pool is None:
-            return group.terms
+            return group.terms  # type: ignore[no-any-return]
         code = "i" if len(self._term_table) <= knobs._NARROW else "q"
-        return array(code, [t << _TF_BITS | _TF_CAP for t in pool.of(group.num)])
+        return array(code, [t << _TF_BITS | _TF_CAP for t in pool.of(self._num(group))])
 
-    def _nums_of(self, group: _Group) -> list[int] | array[int]:
+    def _nums_of(self, group: Any) -> list[int] | array[int]:
         """``group``'s term numbers, in first-occurrence order. O(T)."""
         pool = self._pool
         if pool is None:
             return [t >> _TF_BITS for t in group.terms]
-        return pool.of(group.num)
+        return pool.of(self._num(group))
 
     @property
     def scorer(self) -> BM25Scorer:
@@ -154,7 +247,7 @@ class BM25Index(metaclass=NoPublicConstructor):
             KeyError: ``rec`` is not in the index (never added, or purged).
         """
         group = self._group_or_raise(rec)
-        num = group.num
+        num = self._num(group)
         out = {}
         for t in self._terms_of(group):
             obj = self._term_table[t >> _TF_BITS]
@@ -163,18 +256,18 @@ class BM25Index(metaclass=NoPublicConstructor):
             out[obj.key] = tf if tf < _TF_CAP else obj.tfs[bisect_left(obj.groups, num)]
         return out
 
-    def _indexed(self, rec: Record) -> _Group | None:
+    def _indexed(self, rec: Record) -> Any:
         """``rec``'s group if ``rec`` is in the index (added, not purged), else None.
         O(len(text) for an uncached hash + log(records of the text))."""
         group = self._groups.get(_doc_key(rec))
         return None if group is None else self._in_group(group, rec)
 
-    def _in_group(self, group: _Group, rec: Record) -> _Group | None:
+    def _in_group(self, group: Any, rec: Record) -> Any:
         """``group`` if ``rec`` is one of its indexed records, else None.
         O(log(records of the group))."""
         if rec in self._gone:
             return None
-        recs = group.recs
+        recs = self._recs_of(group)
         seq = rec.seq
         i = bisect_left(recs, seq, key=_seq)  # by seq; versions of one id share it
         while i < len(recs) and recs[i].seq == seq:
@@ -183,7 +276,7 @@ class BM25Index(metaclass=NoPublicConstructor):
             i += 1
         return None
 
-    def _group_or_raise(self, rec: Record) -> _Group:
+    def _group_or_raise(self, rec: Record) -> Any:
         """:meth:`_indexed`, raising ``KeyError`` for a record not in the index."""
         group = self._indexed(rec)
         if group is None:
@@ -193,16 +286,17 @@ class BM25Index(metaclass=NoPublicConstructor):
     def _records(self) -> list[Record]:
         """Every record in the index (added, not purged). O(records); for checks."""
         gone = self._gone
-        return [rec for g in self._groups.values() for rec in g.recs if rec not in gone]
+        recs_of = self._recs_of
+        return [rec for g in self._groups.values() for rec in recs_of(g) if rec not in gone]
 
-    def _length(self, group: _Group) -> int:
-        return int(self._lengths[group.num])
+    def _length(self, group: Any) -> int:
+        return int(self._lengths[self._num(group)])
 
     def tokenize(self, text: str) -> list[str]:
         """The scorer's tokenizer applied to ``text``. O(len(text))."""
         return self._scorer.tokenizer(text)
 
-    def _new_group(self, key: object, rec: Record) -> _Group:
+    def _new_group(self, key: object, rec: Record) -> Any:
         entry = rec.entry
         tokenize = self._scorer.tokenizer
         terms = tokenize(entry.memory)
@@ -212,8 +306,13 @@ class BM25Index(metaclass=NoPublicConstructor):
                 terms.extend(tokenize(tag))
         table = self._table
         num = len(table)
-        group = self._groups[key] = _Group(num)
-        table.append(group)
+        group: Any
+        if self._cols:  # the number is the group; its slot and map entry come in add()
+            group = num
+            table.append(_NO_RECS)
+        else:
+            group = self._groups[key] = _Group(num)
+            table.append(group)
         lengths = self._lengths
         if num >= len(lengths):  # replace, never resize: readers may hold the old one
             grown = np.zeros(2 * len(lengths), np.int32)
@@ -259,7 +358,7 @@ class BM25Index(metaclass=NoPublicConstructor):
             self._dense_refresh()
         return group
 
-    def _set_terms(self, group: _Group, nums: list[int]) -> None:
+    def _set_terms(self, group: Any, nums: list[int]) -> None:
         """Keep the new ``group``'s packed terms ``nums`` (in the pool, or as its own
         array, exactly sized) and take it out of the collector's lists. O(T)."""
         # int64 only once term numbers no longer fit in int32 with a tf.
@@ -282,7 +381,8 @@ class BM25Index(metaclass=NoPublicConstructor):
             else:
                 data.extend([t >> _TF_BITS for t in nums])
             pool.ended(len(data))
-        _untrack(group)
+        if not self._cols:
+            _untrack(group)
 
     def _dense_refresh(self) -> None:
         """Bring the long lists' dense frequency arrays (``_Term.dense``) up to every
@@ -336,6 +436,7 @@ class BM25Index(metaclass=NoPublicConstructor):
         group = self._groups.get(key)
         if group is not None and self._in_group(group, rec) is not None:
             raise ValueError(f"{rec!r} is already indexed")
+        fresh = group is None
         if group is None:
             group = self._new_group(key, rec)  # counts the record in each term's df
         else:
@@ -343,27 +444,40 @@ class BM25Index(metaclass=NoPublicConstructor):
             pool = self._pool
             if pool is None:
                 for t in group.terms:
-                    term_table[t >> _TF_BITS].df += 1  # type: ignore[union-attr]  # live: not None
+                    term_table[t >> _TF_BITS].df += 1  # live: not None
             else:
-                for t in pool.of(group.num):
+                for t in pool.of(self._num(group)):
                     term_table[t].df += 1  # type: ignore[union-attr]  # live: not None
-        recs = group._recs
+        cols = self._cols
+        num = self._num(group)
+        recs = self._table[num] if cols else group._recs
         if isinstance(recs, list) and not recs:
             # Most texts have one record: kept alone in the slot, where a list of one
             # took 80 bytes (its object and its item buffer); a second makes a list.
-            group._recs = rec if knobs._SINGLE_RECORD else [rec]
-            self._first_seq[group.num] = rec.seq
+            if cols:
+                self._table[num] = rec if knobs._SINGLE_RECORD else _recs([rec], entry.memory)
+                if fresh:  # the slot has the text now: the table reads it back
+                    self._groups[key] = num
+            else:
+                group._recs = rec if knobs._SINGLE_RECORD else [rec]
+            self._first_seq[num] = rec.seq
         else:
-            grown = recs if isinstance(recs, list) else [recs]
+            if isinstance(recs, list):
+                grown = recs
+            else:
+                grown = _recs([recs], entry.memory) if cols else [recs]
             if grown[-1].seq > rec.seq:
                 insort(grown, rec, key=_seq)  # an upsert keeps its older seq
-                if rec.seq < self._first_seq[group.num]:
-                    self._first_seq[group.num] = rec.seq
+                if rec.seq < self._first_seq[num]:
+                    self._first_seq[num] = rec.seq
             else:
                 grown.append(rec)
-            group.recs = grown
+            if cols:
+                self._table[num] = grown
+            else:
+                group.recs = grown
         self._n += 1
-        self._total += int(self._lengths[group.num])
+        self._total += int(self._lengths[num])
         self._changes.record(rec.born, group, 1)
         if rec.died != NEVER:  # stored already dead: unusual but consistent
             self.retire(rec)
@@ -388,12 +502,12 @@ class BM25Index(metaclass=NoPublicConstructor):
         pool = self._pool
         if pool is None:
             for t in group.terms:
-                term_table[t >> _TF_BITS].df -= 1  # type: ignore[union-attr]  # live: not None
+                term_table[t >> _TF_BITS].df -= 1  # live: not None
         else:
-            for t in pool.of(group.num):
+            for t in pool.of(self._num(group)):
                 term_table[t].df -= 1  # type: ignore[union-attr]  # live: not None
         self._n -= 1
-        self._total -= int(self._lengths[group.num])
+        self._total -= int(self._lengths[self._num(group)])
         self._changes.record(rec.died, group, -1)
 
     def purge(self, rec: Record) -> None:
@@ -413,18 +527,23 @@ class BM25Index(metaclass=NoPublicConstructor):
             raise ValueError(f"{rec!r} must be retired before it is purged")
         group = self._group_or_raise(rec)
         self._retired.discard(rec)
-        if group.unpurged == 1:  # rec is the last one unpurged
+        cols = self._cols
+        num = self._num(group)
+        if self._unpurged(group) == 1:  # rec is the last one unpurged
             del self._groups[_doc_key(rec)]
-            self._table[group.num] = None
-            self._alive[group.num] = 0
-            if group.dead:
-                self._gone.difference_update(group.recs)
-            group.recs = []
-            group.dead = 0
+            if self._dead_of(group):
+                self._gone.difference_update(self._recs_of(group))
+            self._table[num] = None
+            self._alive[num] = 0
+            if cols:
+                self._dead.pop(num, None)
+            else:
+                group.recs = []
+                group.dead = 0
             term_table = self._term_table
             nums = self._nums_of(group)
             if self._pool is not None:
-                self._pool.purged(group.num, self._alive)  # may compact: read first
+                self._pool.purged(num, self._alive)  # may compact: read first
             for t in nums:
                 term = term_table[t]
                 assert term is not None  # deleted only once its last group is purged
@@ -436,14 +555,26 @@ class BM25Index(metaclass=NoPublicConstructor):
                 elif 2 * term.dead > len(term.groups):
                     term.compact(self._alive)
         else:
-            group.dead += 1
+            dead = self._dead_of(group) + 1
             gone = self._gone
             gone.add(rec)
-            if 2 * group.dead > len(group.recs):
-                recs = group.recs
-                group.recs = [r for r in recs if r not in gone]
+            recs = self._recs_of(group)
+            if 2 * dead > len(recs):  # a new list: readers may hold the old one
+                kept = [r for r in recs if r not in gone]
+                if cols:
+                    kept = _recs(kept, rec.entry.memory)
                 gone.difference_update(recs)
-                group.dead = 0
+                dead = 0
+                if cols:
+                    self._table[num] = kept
+                else:
+                    group.recs = kept
+            if not cols:
+                group.dead = dead
+            elif dead:
+                self._dead[num] = dead
+            else:
+                self._dead.pop(num, None)
         self._changes.purged(rec.died)
 
     def vacuum(self, oldest: int) -> None:
@@ -513,7 +644,7 @@ class BM25Index(metaclass=NoPublicConstructor):
             for i in range(bisect_right(versions, version), len(versions)):
                 group, delta = groups[i], deltas[i]
                 n -= delta
-                total -= delta * int(lengths[group.num])
+                total -= delta * int(lengths[self._num(group)])
                 if wanted:
                     for t in self._nums_of(group):
                         if t in wanted:
@@ -525,10 +656,10 @@ class BM25Index(metaclass=NoPublicConstructor):
         table = self._table
         n = total = 0
         for group in self._groups.values():
-            for rec in group.recs:
+            for rec in self._recs_of(group):
                 if rec not in gone and visible(rec):
                     n += 1
-                    total += int(lengths[group.num])
+                    total += int(lengths[self._num(group)])
         for term in terms:
             obj = index_terms.get(term)
             if obj is not None:
@@ -536,7 +667,9 @@ class BM25Index(metaclass=NoPublicConstructor):
                 for num in obj.groups:
                     holder = table[num]
                     if holder is not None:
-                        count += sum(1 for rec in holder.recs if rec not in gone and visible(rec))
+                        count += sum(
+                            1 for rec in _recs_in(holder) if rec not in gone and visible(rec)
+                        )
                 dfs[term] = count
         return n, total, dfs
 
@@ -610,7 +743,7 @@ class BM25Index(metaclass=NoPublicConstructor):
         assert all(self._indexed(rec) is not None for rec in live_set)
         assert all(self._indexed(rec) is None for rec in self._gone)
         assert self._gone == {
-            rec for g in self._groups.values() for rec in g.recs if rec not in live_set
+            rec for g in self._groups.values() for rec in self._recs_of(g) if rec not in live_set
         }, "purged records out of date"
         assert self._retired == {rec for rec in live_set if rec.died != NEVER}, (
             "retired set out of date"
@@ -623,8 +756,18 @@ class BM25Index(metaclass=NoPublicConstructor):
         assert groups == set(self._groups.values()), "groups differ from the live records'"
         table = self._table
         assert {num for num, group in enumerate(table) if group is not None} == {
-            group.num for group in groups
+            self._num(group) for group in groups
         }, "group table out of date"
+        if self._cols:
+            assert all(type(g) is int for g in groups), "a group is its number"
+            texts = getattr(self._groups, "texts", None)
+            if texts is not None:
+                texts._check()
+                assert all(type(k) is tuple for k in self._groups.tagged)
+            assert set(self._dead) <= {self._num(g) for g in groups}, "dead counts of purged groups"
+            assert all(d > 0 for d in self._dead.values()), "a zero dead count kept"
+        else:
+            assert not self._dead
         alive = self._alive[: len(table)].tolist()
         assert alive == [int(group is not None) for group in table], "alive marks out of date"
         assert not self._alive[len(table) :].any()
@@ -634,17 +777,24 @@ class BM25Index(metaclass=NoPublicConstructor):
         size = len(table)
         assert (self._codes[:size] == length_codes(self._lengths[:size])).all(), "codes out of date"
         for group in groups:
-            recs = group.recs
-            assert self._groups[_doc_key(recs[-1])] is group
-            assert table[group.num] is group
+            num = self._num(group)
+            recs = self._recs_of(group)
+            if self._cols:
+                assert self._groups[_doc_key(recs[-1])] == num
+                assert table[num] is (recs if type(recs) is _Recs else recs[0])
+                assert type(recs) is _Recs or (type(recs) is tuple and knobs._SINGLE_RECORD)
+                assert type(recs) is tuple or recs.text == recs[0].entry.memory  # type: ignore[union-attr]
+            else:
+                assert self._groups[_doc_key(recs[-1])] is group
+                assert table[num] is group
             assert all(x.seq <= y.seq for x, y in zip(recs, recs[1:], strict=False)), (
                 "records out of seq order"
             )
             alive = [rec for rec in recs if rec not in self._gone]
-            assert group.unpurged == len(alive) > 0
-            assert group.dead == len(recs) - len(alive)
-            assert int(self._first_seq[group.num]) <= recs[0].seq, "first seq above a record's"
-            assert 2 * group.dead <= len(recs)
+            assert self._unpurged(group) == len(alive) > 0
+            assert self._dead_of(group) == len(recs) - len(alive)
+            assert int(self._first_seq[num]) <= recs[0].seq, "first seq above a record's"
+            assert 2 * self._dead_of(group) <= len(recs)
             entry = alive[0].entry
             terms = list(tokenize(entry.memory))
             for tag in entry.tags:
@@ -657,20 +807,20 @@ class BM25Index(metaclass=NoPublicConstructor):
             if self._pool is None:
                 assert [t & _TF_CAP for t in packed] == [min(c, _TF_CAP) for c in counts.values()]
             assert packed.typecode in "iq"
-            assert (group.terms is _NO_TERMS) == (self._pool is not None)
+            assert self._cols or (group.terms is _NO_TERMS) == (self._pool is not None)
             assert dict(self.document_terms(alive[0])) == counts, "stale term frequencies"
-            length = int(self._lengths[group.num])
+            length = int(self._lengths[num])
             assert length == len(terms)
             assert [self._terms[t].num for t in counts] == nums
             for rec in alive:
-                assert self._indexed(rec) is group
+                assert self._indexed(rec) == group if self._cols else self._indexed(rec) is group
                 assert (rec.entry.memory, rec.entry.tags) == (entry.memory, entry.tags)
                 if rec.died == NEVER:
                     n += 1
                     total += length
                     df.update(counts.keys())
             for t, tf in counts.items():
-                holders.setdefault(t, {})[group.num] = tf
+                holders.setdefault(t, {})[num] = tf
         assert (n, total) == (self._n, self._total), "N or total length out of date"
         assert set(holders) == set(self._terms), "terms differ from the live documents'"
         assert sum(t is not None for t in self._term_table) == len(self._terms)

@@ -254,3 +254,21 @@ _TERM_POOL = True
 
 #: A pool is compacted once its purged terms are at least this fraction of it.
 _POOL_DEAD = 0.25
+
+#: Read when an index is made, with ``_TERM_POOL``: no ``_Group`` object per distinct
+#: text. The group table's slot of group ``num`` holds the group's records themselves
+#: (its one record, or a list of them by seq; None once purged), the document map gives
+#: the group's number, and the count of purged records still in a group's list is kept
+#: in a dict of the groups that have any (most have none): the 64-byte object (and the
+#: slot's reference to it) less a distinct text. The same results; False: a ``_Group``
+#: per text (the layout before, kept for side-by-side measurements and the tests that
+#: drive both).
+_GROUP_COLUMNS = True
+
+#: Read when an index is made, with ``_GROUP_COLUMNS`` and the word-overlap core built:
+#: an untagged text's group number is found in the core's ``GroupTable`` (word
+#: overlap's: a 32-bit tag of the text's hash beside the number, the text read back from
+#: the group's table slot: a record's ``entry.memory``, or a ``_Recs``'s ``text``), not
+#: in a dict (its slot and the number's int object: ~60 bytes a distinct text at 1M);
+#: tagged documents stay in a dict. The same results; False: a dict for every document.
+_GROUP_TABLE = True

@@ -38,13 +38,15 @@ from ..persist import ImageError
 from ..tokenize import _WORD, Tokenizer
 from . import knobs
 from .changelog import ChangeLog
-from .index import BM25Index, _untrack
+from .index import BM25Index, _doc_map, _untrack
 from .postings import (
+    _NO_RECS,
     _NO_SEQ,
     _TF_BITS,
     _TF_CAP,
     _Group,
     _pool_dtype,
+    _recs,
     _Term,
     _TermPool,
     length_codes,
@@ -131,7 +133,7 @@ def dump(index: BM25Index, records: list[Record]) -> dict[str, bytes]:
     canon = list(dict.fromkeys(map(_key, records)))
     size = len(canon)
     old_groups = [index._groups[k] for k in canon]
-    old_of_new = np.fromiter((g.num for g in old_groups), np.int64, size)
+    old_of_new = np.fromiter(map(index._num, old_groups), np.int64, size)
     g_ends = np.zeros(size + 1, np.int64)
     pool = index._pool
     if pool is None:
@@ -264,13 +266,17 @@ def restore(index: BM25Index, parts: Mapping[str, bytes], records: list[Record])
     code, width = ("i", 4) if narrow else ("q", 8)
     raw_terms = memoryview(parts["group_terms"])
     bounds = (g_ends * width).tolist()
-    table: list[_Group] = []
+    table: list[Any] = []
     cap = knobs._CHUNK
     while cap < size:
         cap *= 2
     first = np.full(cap, _NO_SEQ, np.int64)
+    cols = index._cols
     if index._pool is not None:  # one array of every group's term numbers
         index._pool = _TermPool.from_flat(packed >> _TF_BITS, count, g_ends.tolist())
+    if cols:  # no group objects: each slot gets its records below
+        table = [_NO_RECS] * len(canon)
+    elif index._pool is not None:
         for num in range(len(canon)):
             group = _Group(num)
             _untrack(group)
@@ -284,14 +290,21 @@ def restore(index: BM25Index, parts: Mapping[str, bytes], records: list[Record])
         table.append(group)
     for rec, g in zip(records, gids, strict=True):
         group = table[g]
-        recs = group._recs
+        recs = group if cols else group._recs
         if not isinstance(recs, list):
-            group._recs = [recs, rec]
+            recs = _recs([recs, rec], rec.entry.memory) if cols else [recs, rec]
         elif recs:
             recs.append(rec)
+            continue
         else:
-            group._recs = rec if knobs._SINGLE_RECORD else [rec]  # as BM25Index.add
+            recs = (
+                rec if knobs._SINGLE_RECORD else _recs([rec], rec.entry.memory) if cols else [rec]
+            )  # as BM25Index.add
             first[g] = rec.seq  # the records come by seq
+        if cols:
+            table[g] = recs
+        else:
+            group._recs = recs
     dfs = np.add.reduceat(sizes[postings], p_ends[:-1]).tolist() if count else []
     wide = np.maximum.reduceat(tfs, p_ends[:-1]).tolist() if count else []
     raw_groups = memoryview(parts["postings"])
@@ -318,14 +331,19 @@ def restore(index: BM25Index, parts: Mapping[str, bytes], records: list[Record])
     index._alive = np.zeros(cap, np.uint8)
     index._alive[:size] = 1
     index._table = list(table)
-    index._groups = dict(zip(canon, table, strict=True))
+    if cols:  # numbers, in the core's table where it can (the slots carry the texts)
+        index._groups = _doc_map(index._table)
+        for num, k in enumerate(canon):
+            index._groups[k] = num
+    else:
+        index._groups = dict(zip(canon, table, strict=True))
     index._term_table = term_table
     index._terms = {name: term for name, term in zip(names, term_table, strict=True)}  # type: ignore[misc]
     index._n = len(records)
     index._total = int((lengths.astype(np.int64) * sizes).sum())
     changes = ChangeLog()
     changes.versions = [rec.born for rec in records]
-    changes.groups = [table[g] for g in gids]
+    changes.groups = array("q", gids) if cols else [table[g] for g in gids]
     changes.deltas = [1] * len(records)
     index._changes = changes
     index._dense_refresh()  # the long lists' dense frequencies (knobs._DENSE_TFS)

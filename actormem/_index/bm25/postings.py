@@ -131,6 +131,35 @@ def _seq(rec: Record) -> int:
     return rec.seq
 
 
+class _Recs(list):  # type: ignore[type-arg]
+    """A group's records by seq in its table slot (``knobs._GROUP_COLUMNS``), with the
+    text they share: ``BM25Index``'s document table reads a group's text back from its
+    slot (``knobs._GROUP_TABLE``). 64 bytes and the item buffer, as a list with one
+    slot more."""
+
+    __slots__ = ("text",)
+    text: str
+
+
+def _recs(items: list[Record], text: str) -> _Recs:
+    """A new :class:`_Recs` of ``items`` (their shared text ``text``). O(len(items))."""
+    out = _Recs(items)
+    out.text = text
+    return out
+
+
+def _recs_in(item: Any) -> list[Record] | tuple[Record]:
+    """The records of a live group from its slot in ``BM25Index._table``: a
+    :class:`_Group`'s ``recs``, or with ``knobs._GROUP_COLUMNS`` the slot's
+    :class:`_Recs` or its one record (as a 1-tuple). O(1)."""
+    kind = type(item)
+    if kind is _Group:
+        return item.recs  # type: ignore[no-any-return]
+    if kind is _Recs or kind is list:
+        return item  # type: ignore[no-any-return]
+    return (item,)
+
+
 #: A pool's typecodes, narrowest first, with the numpy dtypes of their items and the
 #: largest term number each holds.
 _POOL_CODES = (("H", np.uint16, 0xFFFF), ("I", np.uint32, 0xFFFFFFFF), ("q", np.int64, 1 << 62))

@@ -26,7 +26,7 @@ from ..._record import Record
 from .. import kernels
 from ..scoring import Accept, ReadView
 from . import knobs
-from .postings import _NO_NUMS, _TF_BITS, _TF_CAP, _Group, _lookup, _nums, _tfs
+from .postings import _NO_NUMS, _TF_BITS, _TF_CAP, _lookup, _nums, _recs_in, _tfs
 
 if TYPE_CHECKING:
     from .index import BM25Index
@@ -72,15 +72,15 @@ class _Exact:
         accept: Accept,
         limit: int,
         avgdl: float,
-        table: list[_Group | None],
+        table: list[Any],
         lengths: Any,
         query: list[_Post],
         position: dict[int, int],
         compiled: bool,
-        terms_of: Callable[[_Group], array[int]],
+        terms_of: Callable[[int], array[int]],
     ) -> None:
         self.compiled = compiled
-        #: A group's packed terms (``BM25Index._terms_of``: the index's pool is read
+        #: A live group's packed terms by number (``BM25Index._terms_at``: the pool is read
         #: when called, so a compaction between two steps is never seen).
         self.terms_of = terms_of
         self.k1, self.b = scorer.k1, scorer.b
@@ -126,7 +126,7 @@ class _Exact:
                 norm = k1 * (1.0 - b + b * int(self.lengths[num]) / self.avgdl)
                 if self.compiled:  # the same operations in C (kernels.py)
                     score = kernels.bm25_exact(
-                        self.terms_of(group), self.position, self.query, num, norm
+                        self.terms_of(num), self.position, self.query, num, norm
                     )
                     exact[num] = score
                     return score
@@ -134,7 +134,7 @@ class _Exact:
                 # frequency is too high to pack), summed in the query's order.
                 get_position = self.position.get
                 hits = []
-                for t in self.terms_of(group):
+                for t in self.terms_of(num):
                     pos = get_position(t >> _TF_BITS)
                     if pos is not None:
                         hits.append((pos, t & _TF_CAP))
@@ -169,14 +169,14 @@ class _Exact:
                 if self.weighted:
                     values = [
                         self.weigh(score, rec)
-                        for rec in group.recs
+                        for rec in _recs_in(group)
                         if rec.born <= version < rec.died and (accept is None or accept(rec))
                     ]
                     values.sort(reverse=True)
                     del values[limit:]
                 else:
                     count = 0
-                    for rec in group.recs:
+                    for rec in _recs_in(group):
                         if rec.born <= version < rec.died and (accept is None or accept(rec)):
                             count += 1
                             if count == limit:
@@ -185,8 +185,9 @@ class _Exact:
             self.found[num] = values
         return values
 
-    def offer(self, heap: list[tuple[float, int, Record]], group: _Group, score: float) -> None:
-        """Offer the visible, accepted records of ``group``, whose text scores
+    def offer(self, heap: list[tuple[float, int, Record]], group: Any, score: float) -> None:
+        """Offer the visible, accepted records of ``group`` (its slot in the group table,
+        ``postings._recs_in``), whose text scores
         ``score``, to ``heap``: the ``limit`` best ``(score, -seq, rec)`` so far, worst
         on top (a higher score, then a lower seq, wins). O(records of the text log
         limit), O(limit log limit) without weights (records are by seq: later ones only
@@ -195,7 +196,7 @@ class _Exact:
         if not self.weighted:
             if len(heap) == limit and score < heap[0][0]:
                 return
-            for rec in group.recs:
+            for rec in _recs_in(group):
                 if len(heap) == limit:
                     worst, worst_negseq, _ = heap[0]
                     if score < worst or (score == worst and -rec.seq <= worst_negseq):
@@ -206,7 +207,7 @@ class _Exact:
                     else:
                         heapq.heapreplace(heap, (score, -rec.seq, rec))
             return
-        for rec in group.recs:
+        for rec in _recs_in(group):
             if rec.born <= version < rec.died and (accept is None or accept(rec)):
                 s = self.weigh(score, rec)
                 if len(heap) < limit:
@@ -309,8 +310,10 @@ class MaxScoreSearch:
             # The whole driver in C: the groups found enter the core's heap of records,
             # best first after every window (theta rises within a step), one call per
             # slice (docs/design.md, "The record heap in the BM25 core").
-            daat.offer_to(table, ex.version, ex.accept, limit, len(seeds) * seed_room)
             index = self._index
+            daat.offer_to(
+                table, ex.version, ex.accept, limit, len(seeds) * seed_room, columns=index._cols
+            )
             # The owner's array as of each call (it may replace it between two): a tie
             # with the heap's worst is passed over by the groups' first seqs.
             tie = knobs._TIE_SKIP
@@ -438,7 +441,7 @@ class MaxScoreSearch:
             query=query,
             position=position,
             compiled=compiled,
-            terms_of=index._terms_of,
+            terms_of=index._terms_at,
         )
         if core:
             bounds = [bound for bound, *_ in order]  # in the query's order still
