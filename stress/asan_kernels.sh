@@ -37,7 +37,8 @@
 # tests/test_open20_gids.py,
 # tests/test_review24a_open20.py,
 # tests/test_tidy24a_aligned.py,
-# tests/test_review24c_pool_mvcc.py)
+# tests/test_review24c_pool_mvcc.py,
+# tests/test_bm25q10_scan.py)
 # against an AddressSanitizer build of the compiled
 # index kernels, the BM25 core, the word-overlap core and the row reader (_storage/_crows.c):
 # any out-of-bounds read or
@@ -151,6 +152,7 @@ files=(
     tests/test_review24a_open20.py
     tests/test_tidy24a_aligned.py
     tests/test_review24c_pool_mvcc.py
+    tests/test_bm25q10_scan.py
 )
 # --only FILE...: just these test files (a branch's new file under ASan), no deselections.
 if [ "${1:-}" = --only ]; then

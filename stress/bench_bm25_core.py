@@ -43,7 +43,9 @@ searching the long lists, not reading their dense frequency arrays
 core-q8`` the scalar walk with its prefetch and windows cleared by their postings only
 below an eighth of their width (``knobs._SCALAR_NO_PREFETCH = knobs._SPARSE_QUARTER =
 False``), ``--old core-q9`` the scalar walk computing every posting's part and its
-mark's expression (``knobs._WALK_ONES = knobs._MARK_CUT = False``).
+mark's expression (``knobs._WALK_ONES = knobs._MARK_CUT = False``), ``--old core-q10`` the
+scalar walk marking its groups a posting, not after each window from its scores
+(``knobs._SCAN_MARKS = False``).
 
 ``--warm`` runs each query once untimed before its timed pair (``time_paired``): without
 it the first run of a pair reads the query's posting lists from memory and the second
@@ -139,6 +141,8 @@ def switch(new: bool) -> None:
         knobs._DENSE_TFS = new
     elif OLD == "core-q9":
         knobs._WALK_ONES = knobs._MARK_CUT = new
+    elif OLD == "core-q10":
+        knobs._SCAN_MARKS = new
     elif OLD == "core-q8":
         knobs._SCALAR_NO_PREFETCH = knobs._SPARSE_QUARTER = new
     else:
@@ -200,6 +204,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
             "core-q7",
             "core-q8",
             "core-q9",
+            "core-q10",
         ),
         default="python",
         help="old: the Python driver, the core's driver with MaxScore's split by bound, or"
@@ -217,7 +222,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         " scores cleared whole (core-q6), or the lookups searching the long lists, not"
         " reading their dense frequency arrays (core-q7), or the scalar walk with its"
         " prefetch and the windows cleared by their postings below an eighth (core-q8), or"
-        " the scalar walk computing every part and mark (core-q9)",
+        " the scalar walk computing every part and mark (core-q9), or the scalar walk"
+        " marking its groups a posting, not after the window from its scores (core-q10)",
     )
     p.add_argument(
         "--warm",

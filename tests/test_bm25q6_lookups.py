@@ -263,7 +263,7 @@ def test_bad_flags_refused() -> None:
     )
     assert daat._more == 15
     cursors = daat._cursors.copy()
-    for more in (-1, 1024, 1 << 20):  # the C code's own check (32, 64: bm25q8; 256, 512: bm25q9)
+    for more in (-1, 2048, 1 << 20):  # the C code's own check (32, 64: bm25q8; 256, 512: bm25q9; 1024: bm25q10)
         with pytest.raises(ValueError, match="more"):
             _cbm25.bm25_daat(
                 daat._terms, daat._cursors, lengths, *parts, 0.0, 100, -1, daat._nums,

@@ -150,7 +150,7 @@ def test_bad_quarter_flag_refused() -> None:
     daat = kernels.Bm25Daat(*args, sparse_clear=True, sparse_quarter=True, scalar_no_prefetch=True)
     assert daat._more == 100
     cursors = daat._cursors.copy()
-    for more in (-1, 1024, 1 << 20):  # the C code's own check (256, 512: bm25q9)
+    for more in (-1, 2048, 1 << 20):  # the C code's own check (256, 512: bm25q9; 1024: bm25q10)
         with pytest.raises(ValueError, match="more"):
             _cbm25.bm25_daat(
                 daat._terms, daat._cursors, lengths, *parts, 0.0, 100, -1, daat._nums,

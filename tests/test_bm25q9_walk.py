@@ -166,7 +166,7 @@ def test_bad_walk_flags_refused() -> None:
     daat = kernels.Bm25Daat(*args, sparse_clear=True, walk_ones=True, mark_cut=True)
     assert daat._more == 4 | 256 | 512
     cursors = daat._cursors.copy()
-    for more in (-1, 1024, 1 << 20):  # the C code's own check
+    for more in (-1, 2048, 1 << 20):  # the C code's own check (1024: bm25q10)
         with pytest.raises(ValueError, match="more"):
             _cbm25.bm25_daat(
                 daat._terms, daat._cursors, lengths, *parts, 0.0, 100, -1, daat._nums,

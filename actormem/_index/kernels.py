@@ -661,6 +661,11 @@ class Bm25Daat:
             comparing its partial score with the least double whose ``* up + rest``
             reaches theta (found once a window and term: the same marks)
             (``knobs._MARK_CUT``; the same results).
+        scan_marks: With ``mark_cut``, that loop marks nothing: a window's marks are
+            found after its walk from its scores (a sparse window's in the pass that
+            clears its postings' slots, a dense one's by a scan of its 4,096 scores),
+            where the window's cut is above 0 and every walked term's weight is finite
+            and >= 0 (``knobs._SCAN_MARKS``; the same results).
 
     Raises:
         TypeError, ValueError: An argument of the wrong type or size, or a count or
@@ -709,6 +714,7 @@ class Bm25Daat:
         scalar_no_prefetch: bool = False,
         walk_ones: bool = False,
         mark_cut: bool = False,
+        scan_marks: bool = False,
     ) -> None:
         if type(terms) is not list or not terms:
             raise TypeError("terms must be a non-empty list")
@@ -745,19 +751,19 @@ class Bm25Daat:
         flags = (
             tight_walk, interp_seek, simd_walk, prefetch_lookups, lookup_codes, prefetch_seeds,
             sparse_clear, prefetch_offers, dense_tfs, sparse_quarter, scalar_no_prefetch,
-            walk_ones, mark_cut,
+            walk_ones, mark_cut, scan_marks,
         )  # fmt: skip
         if not all(type(x) is bool for x in flags):
             raise TypeError(
                 "tight_walk, interp_seek, simd_walk, prefetch_lookups, lookup_codes,"
                 " prefetch_seeds, sparse_clear, prefetch_offers, dense_tfs, sparse_quarter,"
-                " scalar_no_prefetch, walk_ones, mark_cut: bools"
+                " scalar_no_prefetch, walk_ones, mark_cut, scan_marks: bools"
             )
         # the C flags
         self._more = (
             int(lookup_codes) | 2 * prefetch_seeds | 4 * sparse_clear | 8 * prefetch_offers
             | 16 * dense_tfs | 32 * sparse_quarter | 64 * scalar_no_prefetch
-            | 256 * walk_ones | 512 * mark_cut
+            | 256 * walk_ones | 512 * mark_cut | 1024 * scan_marks
         )
         self._prefetch = (  # the C flags
             int(prefetch) | 2 * prefetch_seek | 4 * tight_walk | 8 * interp_seek

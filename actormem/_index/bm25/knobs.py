@@ -213,6 +213,16 @@ _WALK_ONES = True
 #: results; False: the expression (kept for side-by-side benchmarks).
 _MARK_CUT = True
 
+#: With ``_MARK_CUT``, the same walk sets no marks (the mark's read-modify-write of the
+#: bitset was ~6 of its ~24 instructions a posting): after a window's walk its marks are
+#: found from its scores, in the pass that clears a sparse window's slots by its postings
+#: (a marked group's score kept aside for its lookups) or by a scan of a dense window's
+#: 4,096 scores, against the window's cut. A group whose final partial score reaches the
+#: cut is one the walk marked; one the walk marked and the scan does not has a final score
+#: below the cut, which the lookups give up on before any work: the same results. False:
+#: the walk marks (kept for side-by-side benchmarks).
+_SCAN_MARKS = True
+
 #: With the cost-aware split, the longest posting lists (at least ``_DENSE_MIN`` postings
 #: and one group in ``_DENSE_RATIO``) also keep their frequencies by group number, two
 #: bits a group (``_Term.dense``: 0 absent, 1 or 2 the frequency, 3 three or more), kept

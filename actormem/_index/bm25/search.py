@@ -301,7 +301,7 @@ class MaxScoreSearch:
             knobs._SIMD_WALK, knobs._PREFETCH_LOOKUPS, codes if knobs._LENGTH_CODES else None,
             knobs._LOOKUP_CODES, knobs._PREFETCH_SEEDS, knobs._SPARSE_CLEAR,
             knobs._PREFETCH_OFFERS, dense, knobs._SPARSE_QUARTER, knobs._SCALAR_NO_PREFETCH,
-            knobs._WALK_ONES, knobs._MARK_CUT,
+            knobs._WALK_ONES, knobs._MARK_CUT, knobs._SCAN_MARKS,
         )  # fmt: skip
         seed_room = max(limit, knobs._SEED_ROOM) if knobs._COST_SPLIT else 0
         seeds = sorted(range(len(terms)), key=bounds.__getitem__)[-knobs._SEEDS :]
