@@ -245,8 +245,6 @@ def test_index_knobs_agree_with_reference(
 
 
 def test_bad_flags_refused() -> None:
-    from actormem._index import _cbm25  # type: ignore[attr-defined]
-
     lengths, terms, parts = _lists(3, 100, 2, 300)
     args = (terms, lengths, parts, 16, True, True, 1.0, True, True, True, True, True, None)
     for bad in (1, None, "yes"):
@@ -262,11 +260,35 @@ def test_bad_flags_refused() -> None:
         *args, lookup_codes=True, prefetch_seeds=True, sparse_clear=True, prefetch_offers=True
     )
     assert daat._more == 15
+    more_refused(daat, lengths, parts)
+
+
+def more_refused(daat: Any, lengths: Any, parts: Any) -> None:
+    """``bm25_daat`` refuses ``more`` outside its flags (0-2047: 32 and 64 are bm25q8's,
+    256 and 512 bm25q9's, 1024 bm25q10's) by its own check, and moves no cursor."""
+    from actormem._index import _cbm25  # type: ignore[attr-defined]
+
     cursors = daat._cursors.copy()
-    for more in (-1, 2048, 1 << 20):  # the C code's own check (32, 64: bm25q8; 256, 512: bm25q9; 1024: bm25q10)
+    for more in (-1, 2048, 1 << 20):
         with pytest.raises(ValueError, match="more"):
             _cbm25.bm25_daat(
                 daat._terms, daat._cursors, lengths, *parts, 0.0, 100, -1, daat._nums,
                 daat._scores, daat._sticky, None, daat._prefetch, 1.0, None, more,
             )  # fmt: skip
     assert daat._cursors.tolist() == cursors.tolist()  # nothing moved
+
+
+def agree_under_knobs(seed: int, count: int, names: tuple[str, ...], combos: Any) -> None:
+    """``corpus(seed, count)``'s queries give the brute force's top-k
+    (``agree_with_brute_force``) with the BM25 knobs ``names`` set to each of ``combos``
+    in turn; the knobs restored after."""
+    three, old, queries = corpus(seed, count)
+    saved = tuple(getattr(bm25_knobs, name) for name in names)
+    try:
+        for on in combos:
+            for name, value in zip(names, on, strict=True):
+                setattr(bm25_knobs, name, value)
+            agree_with_brute_force(three, old, queries, on)
+    finally:
+        for name, value in zip(names, saved, strict=True):
+            setattr(bm25_knobs, name, value)

@@ -26,13 +26,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actormem._index import kernels
-from actormem._index.bm25 import knobs as bm25_knobs
 from actormem._index.bm25.postings import length_codes
 
 from .strategies import examples
 from .test_bm25_length_codes import _exact, walk
 from .test_bm25_length_codes import _lists as _code_lists
-from .test_bm25q6_lookups import agree_with_brute_force, corpus
+from .test_bm25q6_lookups import agree_under_knobs, more_refused
 
 pytestmark = pytest.mark.skipif(
     not kernels.bm25_core_active(), reason="the compiled BM25 core is not built"
@@ -124,22 +123,18 @@ def test_index_quarter_agrees_with_reference(seed: int, count: int) -> None:
     """Texts of one to 300 words, common and rare words, a deletion and an older
     snapshot: the knob on and off give the pure-Python reference's top-k
     (``Three.query`` asserts every path equal) and the brute force's, scores and ties."""
-    three, old, queries = corpus(seed, count)
-    saved = bm25_knobs._SPARSE_QUARTER, bm25_knobs._SCALAR_NO_PREFETCH
-    try:
-        for on in ((True, True), (False, True), (True, False), (False, False)):
-            bm25_knobs._SPARSE_QUARTER, bm25_knobs._SCALAR_NO_PREFETCH = on
-            agree_with_brute_force(three, old, queries, on)
-    finally:
-        bm25_knobs._SPARSE_QUARTER, bm25_knobs._SCALAR_NO_PREFETCH = saved
+    agree_under_knobs(
+        seed,
+        count,
+        ("_SPARSE_QUARTER", "_SCALAR_NO_PREFETCH"),
+        ((True, True), (False, True), (True, False), (False, False)),
+    )
 
 
 # --------------------------------------------------------------------------- refusals
 
 
 def test_bad_quarter_flag_refused() -> None:
-    from actormem._index import _cbm25  # type: ignore[attr-defined]
-
     lengths, terms, parts = _lists(3, 100, 2, 300)
     args = (terms, lengths, parts, 16, True, True, 1.0, True, True, True, True, True, None)
     for bad in (1, None, "yes"):
@@ -149,11 +144,4 @@ def test_bad_quarter_flag_refused() -> None:
             kernels.Bm25Daat(*args, scalar_no_prefetch=bad)  # type: ignore[arg-type]
     daat = kernels.Bm25Daat(*args, sparse_clear=True, sparse_quarter=True, scalar_no_prefetch=True)
     assert daat._more == 100
-    cursors = daat._cursors.copy()
-    for more in (-1, 2048, 1 << 20):  # the C code's own check (256, 512: bm25q9; 1024: bm25q10)
-        with pytest.raises(ValueError, match="more"):
-            _cbm25.bm25_daat(
-                daat._terms, daat._cursors, lengths, *parts, 0.0, 100, -1, daat._nums,
-                daat._scores, daat._sticky, None, daat._prefetch, 1.0, None, more,
-            )  # fmt: skip
-    assert daat._cursors.tolist() == cursors.tolist()  # nothing moved
+    more_refused(daat, lengths, parts)

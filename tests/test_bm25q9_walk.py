@@ -27,13 +27,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actormem._index import kernels
-from actormem._index.bm25 import knobs as bm25_knobs
 from actormem._index.bm25.postings import length_codes
 
 from .strategies import examples
 from .test_bm25_length_codes import _exact, walk
 from .test_bm25_length_codes import _lists as _code_lists
-from .test_bm25q6_lookups import agree_with_brute_force, corpus
+from .test_bm25q6_lookups import agree_under_knobs, more_refused
 
 pytestmark = pytest.mark.skipif(
     not kernels.bm25_core_active(), reason="the compiled BM25 core is not built"
@@ -58,15 +57,19 @@ def _lists(seed: int, nlen: int, nterms: int, top_length: int) -> tuple[Any, lis
 
 def _steps(
     terms: list[Any], lengths: Any, parts: Any, room: int, theta: float, budget: int,
-    seed: int, ones: bool, cut: bool, prefetch: bool = False,
+    seed: int, ones: bool, cut: bool, prefetch: bool = False, scan: bool = False,
+    clear: int = 2,
 ) -> list[Any]:  # fmt: skip
     """A seeding step of term ``seed`` (``-1``: none), then the walk to its end: each
-    step's groups, scores (as bytes), end and cursors."""
+    step's groups, scores (as bytes), end and cursors. ``scan``: bm25q10's
+    ``scan_marks``; ``clear``: 0 every window cleared whole, 1 the sparse clear at an
+    eighth, 2 at a quarter."""
     daat = kernels.Bm25Daat(
         terms, lengths, parts, room, True, prefetch, 0.8, True, True, True, True, True,
-        length_codes(lengths), lookup_codes=True, prefetch_seeds=True, sparse_clear=True,
-        prefetch_offers=True, dense_tfs=True, sparse_quarter=True, scalar_no_prefetch=True,
-        walk_ones=ones, mark_cut=cut,
+        length_codes(lengths), lookup_codes=True, prefetch_seeds=True,
+        sparse_clear=clear > 0, prefetch_offers=True, dense_tfs=True,
+        sparse_quarter=clear == 2, scalar_no_prefetch=True, walk_ones=ones, mark_cut=cut,
+        scan_marks=scan,
     )  # fmt: skip
     return walk(daat, theta, budget, seed, room)
 
@@ -140,22 +143,18 @@ def test_index_walk_agrees_with_reference(seed: int, count: int) -> None:
     """Texts of one to 300 words, common and rare words, a deletion and an older
     snapshot: the four on/off pairs of the knobs give the pure-Python reference's top-k
     (``Three.query`` asserts every path equal) and the brute force's, scores and ties."""
-    three, old, queries = corpus(seed, count)
-    saved = bm25_knobs._WALK_ONES, bm25_knobs._MARK_CUT
-    try:
-        for on in ((True, True), (False, True), (True, False), (False, False)):
-            bm25_knobs._WALK_ONES, bm25_knobs._MARK_CUT = on
-            agree_with_brute_force(three, old, queries, on)
-    finally:
-        bm25_knobs._WALK_ONES, bm25_knobs._MARK_CUT = saved
+    agree_under_knobs(
+        seed,
+        count,
+        ("_WALK_ONES", "_MARK_CUT"),
+        ((True, True), (False, True), (True, False), (False, False)),
+    )
 
 
 # --------------------------------------------------------------------------- refusals
 
 
 def test_bad_walk_flags_refused() -> None:
-    from actormem._index import _cbm25  # type: ignore[attr-defined]
-
     lengths, terms, parts = _lists(3, 100, 2, 300)
     args = (terms, lengths, parts, 16, True, True, 1.0, True, True, True, True, True, None)
     for bad in (1, None, "yes"):
@@ -165,11 +164,4 @@ def test_bad_walk_flags_refused() -> None:
             kernels.Bm25Daat(*args, mark_cut=bad)  # type: ignore[arg-type]
     daat = kernels.Bm25Daat(*args, sparse_clear=True, walk_ones=True, mark_cut=True)
     assert daat._more == 4 | 256 | 512
-    cursors = daat._cursors.copy()
-    for more in (-1, 2048, 1 << 20):  # the C code's own check (1024: bm25q10)
-        with pytest.raises(ValueError, match="more"):
-            _cbm25.bm25_daat(
-                daat._terms, daat._cursors, lengths, *parts, 0.0, 100, -1, daat._nums,
-                daat._scores, daat._sticky, None, daat._prefetch, 1.0, None, more,
-            )  # fmt: skip
-    assert daat._cursors.tolist() == cursors.tolist()  # nothing moved
+    more_refused(daat, lengths, parts)
