@@ -43,12 +43,13 @@ pytestmark = pytest.mark.skipif(
 
 def _steps(
     terms: list[Any], lengths: Any, parts: Any, room: int, theta: float, budget: int,
-    seed: int, scan: bool, knobs: bool = True, clear: int = 2,
+    seed: int, scan: bool, knobs: bool = True, clear: int = 2, prefetch: bool = False,
 ) -> list[Any]:  # fmt: skip
-    """``test_bm25q9_walk._steps`` without a prefetch; ``knobs`` False: the walk's table,
-    cut and scan all off."""
+    """``test_bm25q9_walk._steps``; ``knobs`` False: the walk's table, cut and scan all
+    off; ``prefetch``: the walk's prefetch asked for (the eight-lane walk, where the CPU
+    has AVX-512, or the scalar loop with it; the scan's loop has none)."""
     return q9_steps(
-        terms, lengths, parts, room, theta, budget, seed, knobs, knobs, False, scan, clear
+        terms, lengths, parts, room, theta, budget, seed, knobs, knobs, prefetch, scan, clear
     )
 
 
@@ -64,11 +65,13 @@ def _steps(
     rank=st.sampled_from([0, 1, 3, 20]),
     clear=st.sampled_from([0, 1, 2]),
     weight=st.sampled_from([None, 0.0, -0.5]),
+    prefetch=st.booleans(),
 )
 @settings(max_examples=examples(100), deadline=None)
 def test_scan_same_steps(
     seed: int, nlen: int, nterms: int, top_length: int, room: int, theta: float,
     budget: int, seed_term: int, rank: int, clear: int, weight: float | None,
+    prefetch: bool,
 ) -> None:  # fmt: skip
     """Every step the same with the scan as without it, and as with the walk's knobs off.
     ``rank`` > 0: theta is the rank-th best exact score, a group exactly at it;
@@ -83,9 +86,10 @@ def test_scan_same_steps(
         theta = scores[rank - 1] if rank <= len(scores) else theta
     seed_term = min(seed_term, nterms - 1)
     args = (terms, lengths, parts, room, theta, budget, seed_term)
-    want = _steps(*args, False, True, clear)
-    assert _steps(*args, True, True, clear) == want
-    assert _steps(*args, False, False, clear) == want
+    want = _steps(*args, False, True, clear, prefetch)
+    assert _steps(*args, True, True, clear, prefetch) == want
+    assert _steps(*args, False, False, clear, prefetch) == want
+    assert _steps(*args, True, True, clear, not prefetch) == want
 
 
 def _one_term(nlen: int, step: int, wi: float, wide: bool) -> tuple[Any, Any, Any]:
@@ -116,11 +120,15 @@ def test_scan_marks_exactly_at_theta(wi: float, wide: bool, step: int, room: int
         part = wi * (float(tf) / (float(tf) + (parts[0] + parts[1] * float(lengths[g]))))
         at = part * parts[5]
         for scan in (False, True):
-            got = _steps([term], lengths, parts, room, at, 1 << 20, -1, scan)
-            assert g in [num for nums, _, _, _ in got for num in nums], (g, scan)
-            above = math.nextafter(at, math.inf)
-            got = _steps([term], lengths, parts, room, above, 1 << 20, -1, scan)
-            assert g not in [num for nums, _, _, _ in got for num in nums], (g, scan)
+            for prefetch in (False, True):
+                how = (g, scan, prefetch)
+                got = _steps([term], lengths, parts, room, at, 1 << 20, -1, scan, True, 2, prefetch)
+                assert g in [num for nums, _, _, _ in got for num in nums], how
+                above = math.nextafter(at, math.inf)
+                got = _steps(
+                    [term], lengths, parts, room, above, 1 << 20, -1, scan, True, 2, prefetch
+                )
+                assert g not in [num for nums, _, _, _ in got for num in nums], how
 
 
 def test_sparse_group_of_two_lists_once() -> None:

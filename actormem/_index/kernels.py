@@ -661,11 +661,12 @@ class Bm25Daat:
             comparing its partial score with the least double whose ``* up + rest``
             reaches theta (found once a window and term: the same marks)
             (``knobs._MARK_CUT``; the same results).
-        scan_marks: With ``mark_cut``, that loop marks nothing: a window's marks are
-            found after its walk from its scores (a sparse window's in the pass that
-            clears its postings' slots, a dense one's by a scan of its 4,096 scores),
-            where the window's cut is above 0 and every walked term's weight is finite
-            and >= 0 (``knobs._SCAN_MARKS``; the same results).
+        scan_marks: With ``codes`` and ``mark_cut``, the walk runs its scalar loop
+            without a prefetch (also where the CPU has AVX-512) and marks nothing: a
+            window's marks are found after its walk from its scores (a sparse window's
+            in the pass that clears its postings' slots, a dense one's by a scan of its
+            4,096 scores), where the window's cut is above 0 and every walked term's
+            weight is finite and >= 0 (``knobs._SCAN_MARKS``; the same results).
 
     Raises:
         TypeError, ValueError: An argument of the wrong type or size, or a count or

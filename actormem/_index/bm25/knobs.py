@@ -213,14 +213,18 @@ _WALK_ONES = True
 #: results; False: the expression (kept for side-by-side benchmarks).
 _MARK_CUT = True
 
-#: With ``_MARK_CUT``, the same walk sets no marks (the mark's read-modify-write of the
-#: bitset was ~6 of its ~24 instructions a posting): after a window's walk its marks are
+#: With ``_MARK_CUT`` and the walk over the codes, the walk runs the scalar loop (also
+#: where the CPU has AVX-512: instead of the eight-lane walk, and without a prefetch) and
+#: sets no marks (the mark's read-modify-write of the bitset was ~6 of its ~24
+#: instructions a posting): after a window's walk its marks are
 #: found from its scores, in the pass that clears a sparse window's slots by its postings
 #: (a marked group's score kept aside for its lookups) or by a scan of a dense window's
 #: 4,096 scores, against the window's cut. A group whose final partial score reaches the
 #: cut is one the walk marked; one the walk marked and the scan does not has a final score
-#: below the cut, which the lookups give up on before any work: the same results. False:
-#: the walk marks (kept for side-by-side benchmarks).
+#: below the cut, which the lookups give up on before any work: the same results. On this
+#: project's AMD EPYC with AVX-512, -9.5% of a plain question's CPU at 100k
+#: (docs/benchmarks.md, "BM25 at 1M, part 10"). False: the walk marks, the eight-lane
+#: walk where the CPU has it (kept for side-by-side benchmarks).
 _SCAN_MARKS = True
 
 #: With the cost-aware split, the longest posting lists (at least ``_DENSE_MIN`` postings
