@@ -182,6 +182,35 @@ def test_index_scan_agrees_with_reference(seed: int, count: int) -> None:
     )
 
 
+@given(seed=st.integers(0, 2**32 - 1), count=st.integers(1, 200), amd=st.booleans())
+@settings(max_examples=examples(10), deadline=None)
+def test_index_scalar_on_amd_agrees(seed: int, count: int, amd: bool) -> None:
+    """``knobs._SCALAR_ON_AMD`` on and off, the CPU taken as AMD's or not (on an AMD CPU
+    with AVX-512 the eight-lane walk or the scalar loop, with the scan on or off): the
+    brute force's top-k, scores and ties."""
+    saved = kernels.CPU_IS_AMD
+    kernels.CPU_IS_AMD = amd
+    try:
+        agree_under_knobs(
+            seed, count, ("_SCALAR_ON_AMD", "_SCAN_MARKS"),
+            ((True, False), (False, False), (True, True), (False, True)),
+        )  # fmt: skip
+    finally:
+        kernels.CPU_IS_AMD = saved
+
+
+def test_cpu_vendor(tmp_path: Any) -> None:
+    """The vendor from the first ``vendor_id`` line; ``""`` without one or a file."""
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\n")
+    assert kernels._cpu_vendor(str(info)) == "AuthenticAMD"
+    info.write_text("processor\t: 0\nvendor_id : GenuineIntel\nvendor_id : Other\n")
+    assert kernels._cpu_vendor(str(info)) == "GenuineIntel"
+    info.write_text("processor\t: 0\n")
+    assert kernels._cpu_vendor(str(info)) == ""
+    assert kernels._cpu_vendor(str(tmp_path / "absent")) == ""
+
+
 # --------------------------------------------------------------------------- refusals
 
 

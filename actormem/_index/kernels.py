@@ -113,6 +113,26 @@ BM25_CORE = os.environ.get("ACTORMEM_BM25_CORE", "1") != "0"
 BM25_BLOCK: int = _b.BLOCK if _b is not None else 64
 
 
+def _cpu_vendor(path: str = "/proc/cpuinfo") -> str:
+    """The CPU's vendor string (``AuthenticAMD``, ``GenuineIntel``) from ``path``'s first
+    ``vendor_id`` line, or ``""`` where there is none or it cannot be read (not Linux).
+    Reads the file's first lines only: O(1)."""
+    try:
+        with open(path, encoding="ascii", errors="replace") as f:
+            for _, line in zip(range(64), f, strict=False):
+                key, _, value = line.partition(":")
+                if key.strip() == "vendor_id":
+                    return value.strip()
+    except OSError:
+        pass
+    return ""
+
+
+#: Whether the CPU is AMD's (``knobs._SCALAR_ON_AMD``: the BM25 core's walk takes its
+#: scalar loop there, not the eight-lane AVX-512 one).
+CPU_IS_AMD = _cpu_vendor() == "AuthenticAMD"
+
+
 #: ``gc_untrack(objs, cls)`` of the compiled kernels (``_ckernels.c``): take each object
 #: of the list ``objs``, all of exactly the type ``cls``, out of the cyclic collector's
 #: lists (for values that are never part of a reference cycle); returns how many were

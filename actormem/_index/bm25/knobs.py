@@ -139,6 +139,13 @@ _INTERP_SEEK = True
 #: or a CPU without AVX-512: the scalar tight loop (kept for side-by-side benchmarks).
 _SIMD_WALK = True
 
+#: With ``_SIMD_WALK``, an AMD CPU (``kernels.CPU_IS_AMD``: ``/proc/cpuinfo``'s vendor)
+#: runs the scalar loop all the same: on this project's AMD EPYC with AVX-512 the
+#: eight-lane walk (its gathers and scatters, its prefetch) took more time than the
+#: scalar loop with ``_WALK_ONES`` and ``_MARK_CUT`` (docs/benchmarks.md, "BM25 at 1M,
+#: part 10"). The same results; False: the eight-lane walk wherever AVX-512 is.
+_SCALAR_ON_AMD = True
+
 #: With ``_INTERP_SEEK`` and the cost-aware split, a window's marked groups are looked up
 #: in order, and before the lookups of one, those of the marked group two on are asked
 #: for: in each non-essential list, the posting (and its frequency) where the

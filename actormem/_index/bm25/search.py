@@ -298,7 +298,8 @@ class MaxScoreSearch:
         daat = kernels.Bm25Daat(
             terms, lengths, parts, max(limit, room), knobs._COST_SPLIT, knobs._PREFETCH_WALK,
             float(knobs._SPLIT_ROOM), knobs._PREFETCH_SEEK, knobs._TIGHT_WALK, knobs._INTERP_SEEK,
-            knobs._SIMD_WALK, knobs._PREFETCH_LOOKUPS, codes if knobs._LENGTH_CODES else None,
+            knobs._SIMD_WALK and not (knobs._SCALAR_ON_AMD and kernels.CPU_IS_AMD),
+            knobs._PREFETCH_LOOKUPS, codes if knobs._LENGTH_CODES else None,
             knobs._LOOKUP_CODES, knobs._PREFETCH_SEEDS, knobs._SPARSE_CLEAR,
             knobs._PREFETCH_OFFERS, dense, knobs._SPARSE_QUARTER, knobs._SCALAR_NO_PREFETCH,
             knobs._WALK_ONES, knobs._MARK_CUT, knobs._SCAN_MARKS,
