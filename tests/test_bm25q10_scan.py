@@ -44,13 +44,16 @@ pytestmark = pytest.mark.skipif(
 def _steps(
     terms: list[Any], lengths: Any, parts: Any, room: int, theta: float, budget: int,
     seed: int, scan: bool, knobs: bool = True, clear: int = 2, prefetch: bool = False,
+    ones: bool = True,
 ) -> list[Any]:  # fmt: skip
     """``test_bm25q9_walk._steps``; ``knobs`` False: the walk's table, cut and scan all
     off; ``prefetch``: the walk's prefetch asked for (the eight-lane walk, where the CPU
-    has AVX-512, or the scalar loop with it; the scan's loop has none)."""
+    has AVX-512, or the scalar loop with it; the scan's loop has none); ``ones`` False:
+    no table of parts (every part computed)."""
     return q9_steps(
-        terms, lengths, parts, room, theta, budget, seed, knobs, knobs, prefetch, scan, clear
-    )
+        terms, lengths, parts, room, theta, budget, seed, knobs and ones, knobs, prefetch,
+        scan, clear,
+    )  # fmt: skip
 
 
 @given(
@@ -90,6 +93,7 @@ def test_scan_same_steps(
     assert _steps(*args, True, True, clear, prefetch) == want
     assert _steps(*args, False, False, clear, prefetch) == want
     assert _steps(*args, True, True, clear, not prefetch) == want
+    assert _steps(*args, True, True, clear, prefetch, False) == want
 
 
 def _one_term(nlen: int, step: int, wi: float, wide: bool) -> tuple[Any, Any, Any]:
