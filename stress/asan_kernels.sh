@@ -39,7 +39,8 @@
 # tests/test_tidy24a_aligned.py,
 # tests/test_review24c_pool_mvcc.py,
 # tests/test_open25_early.py,
-# tests/test_bytes25.py)
+# tests/test_bytes25.py,
+# tests/test_bm25q10_scan.py)
 # against an AddressSanitizer build of the compiled
 # index kernels, the BM25 core, the word-overlap core and the row reader (_storage/_crows.c):
 # any out-of-bounds read or
@@ -155,6 +156,7 @@ files=(
     tests/test_review24c_pool_mvcc.py
     tests/test_open25_early.py
     tests/test_bytes25.py
+    tests/test_bm25q10_scan.py
 )
 # --only FILE...: just these test files (a branch's new file under ASan), no deselections.
 if [ "${1:-}" = --only ]; then

@@ -44,7 +44,9 @@ core-q8`` the scalar walk with its prefetch (``knobs._SCALAR_NO_PREFETCH = False
 until tidy25 also windows cleared by their postings only below an eighth of their
 width, ``knobs._SPARSE_QUARTER``, removed as neutral), ``--old core-q9`` the scalar
 walk computing every posting's part and its mark's expression (``knobs._WALK_ONES =
-knobs._MARK_CUT = False``).
+knobs._MARK_CUT = False``), ``--old core-q10`` the eight-lane walk on an AMD CPU with
+AVX-512, marking its groups a posting (``knobs._SCALAR_ON_AMD = knobs._SCAN_MARKS =
+False``; *new*: their defaults).
 
 ``--warm`` runs each query once untimed before its timed pair (``time_paired``): without
 it the first run of a pair reads the query's posting lists from memory and the second
@@ -105,6 +107,9 @@ OLD = "python"
 #: The default of ``knobs._SPLIT_ROOM``, the new side of ``--old core-split``.
 SPLIT_ROOM = knobs._SPLIT_ROOM
 
+#: The default of ``knobs._SCAN_MARKS``, the new side of ``--old core-q10``.
+SCAN_MARKS = knobs._SCAN_MARKS
+
 
 def switch(new: bool) -> None:
     if OLD == "python":
@@ -140,6 +145,9 @@ def switch(new: bool) -> None:
         knobs._DENSE_TFS = new
     elif OLD == "core-q9":
         knobs._WALK_ONES = knobs._MARK_CUT = new
+    elif OLD == "core-q10":
+        knobs._SCALAR_ON_AMD = new
+        knobs._SCAN_MARKS = SCAN_MARKS and new
     elif OLD == "core-q8":
         knobs._SCALAR_NO_PREFETCH = new
     else:
@@ -201,6 +209,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
             "core-q7",
             "core-q8",
             "core-q9",
+            "core-q10",
         ),
         default="python",
         help="old: the Python driver, the core's driver with MaxScore's split by bound, or"
@@ -218,7 +227,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         " scores cleared whole (core-q6), or the lookups searching the long lists, not"
         " reading their dense frequency arrays (core-q7), or the scalar walk with its"
         " prefetch (core-q8), or"
-        " the scalar walk computing every part and mark (core-q9)",
+        " the scalar walk computing every part and mark (core-q9), or the eight-lane walk"
+        " on an AMD CPU, marking its groups a posting (core-q10)",
     )
     p.add_argument(
         "--warm",

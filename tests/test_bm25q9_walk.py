@@ -59,15 +59,19 @@ def _lists(seed: int, nlen: int, nterms: int, top_length: int) -> tuple[Any, lis
 
 def _steps(
     terms: list[Any], lengths: Any, parts: Any, room: int, theta: float, budget: int,
-    seed: int, ones: bool, cut: bool, prefetch: bool = False,
+    seed: int, ones: bool, cut: bool, prefetch: bool = False, scan: bool = False,
+    clear: int = 2,
 ) -> list[Any]:  # fmt: skip
     """A seeding step of term ``seed`` (``-1``: none), then the walk to its end: each
-    step's groups, scores (as bytes), end and cursors."""
+    step's groups, scores (as bytes), end and cursors. ``scan``: bm25q10's
+    ``scan_marks``; ``clear``: 0 every window cleared whole, 1 the sparse clear at an
+    eighth, 2 at a quarter."""
     daat = kernels.Bm25Daat(
         terms, lengths, parts, room, True, prefetch, 0.8, True, True, True, True, True,
-        length_codes(lengths), lookup_codes=True, prefetch_seeds=True, sparse_clear=True,
-        prefetch_offers=True, dense_tfs=True, sparse_quarter=True, scalar_no_prefetch=True,
-        walk_ones=ones, mark_cut=cut,
+        length_codes(lengths), lookup_codes=True, prefetch_seeds=True,
+        sparse_clear=clear > 0, prefetch_offers=True, dense_tfs=True,
+        sparse_quarter=clear == 2, scalar_no_prefetch=True, walk_ones=ones, mark_cut=cut,
+        scan_marks=scan,
     )  # fmt: skip
     return walk(daat, theta, budget, seed, room)
 

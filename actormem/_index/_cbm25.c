@@ -785,7 +785,9 @@ offer_found(offer_t *o, const int64_t *nums, const double *scores, Py_ssize_t n)
  * operations on the same values, so the same part bit for bit, without the conversion
  * and the division; and the mark compares the score with `cut` (mark_cut: the least
  * double whose `* up + rest` reaches theta, so the same marks) instead of computing
- * `after * up + rest` (more & 512, knobs._MARK_CUT; CUT 0: that expression, as before). */
+ * `after * up + rest` (more & 512, knobs._MARK_CUT; CUT 0: that expression, as before).
+ * CUT 2 (more & 1024, knobs._SCAN_MARKS): no mark at all; window_steps finds the marks
+ * from the window's scores after its walk (scan_marks). */
 #define WALK_LOOP_ONES(TF, ONE, CUT)                                                       \
     for (; c < count; c++) {                                                               \
         WALK_AT                                                                            \
@@ -799,8 +801,9 @@ offer_found(offer_t *o, const int64_t *nums, const double *scores, Py_ssize_t n)
         }                                                                                  \
         double after = acc[at] + add;                                                      \
         acc[at] = after;                                                                   \
-        if (CUT) mark[at >> 6] |= (uint64_t)(after >= cut) << (at & 63);                   \
-        else mark[at >> 6] |= (uint64_t)(after * up + rest >= theta) << (at & 63);         \
+        if ((CUT) == 1) mark[at >> 6] |= (uint64_t)(after >= cut) << (at & 63);            \
+        else if ((CUT) == 0)                                                               \
+            mark[at >> 6] |= (uint64_t)(after * up + rest >= theta) << (at & 63);          \
     }
 
 /* The least double a with a * up + rest >= theta as the walk computes it (IEEE double,
@@ -843,7 +846,8 @@ mark_cut(double up, double rest, double theta, double *cut)
 }
 
 /* WALK_LOOP_ONES's forms, out of line: inlined into window_steps, its loop kept
- * reloading its fields from the stack (too few registers left there). Returns as
+ * reloading its fields from the stack (too few registers left there). cut_ok: 0 the
+ * mark's expression, 1 the cut, 2 no mark (scan_marks after the walk). Returns as
  * walk_tight. */
 __attribute__((noinline)) static Py_ssize_t
 walk_ones(const int32_t *g, const void *tfs, int narrow, Py_ssize_t c, Py_ssize_t count,
@@ -854,11 +858,15 @@ walk_ones(const int32_t *g, const void *tfs, int narrow, Py_ssize_t c, Py_ssize_
     const uint8_t *tf8 = (const uint8_t *)tfs;
     const int32_t *tf32 = (const int32_t *)tfs;
     if (narrow) {
-        if (one && cut_ok) WALK_LOOP_ONES(tf8, 1, 1)
+        if (one && cut_ok == 2) WALK_LOOP_ONES(tf8, 1, 2)
+        else if (cut_ok == 2) WALK_LOOP_ONES(tf8, 0, 2)
+        else if (one && cut_ok) WALK_LOOP_ONES(tf8, 1, 1)
         else if (one) WALK_LOOP_ONES(tf8, 1, 0)
         else WALK_LOOP_ONES(tf8, 0, 1)
     } else {
-        if (one && cut_ok) WALK_LOOP_ONES(tf32, 1, 1)
+        if (one && cut_ok == 2) WALK_LOOP_ONES(tf32, 1, 2)
+        else if (cut_ok == 2) WALK_LOOP_ONES(tf32, 0, 2)
+        else if (one && cut_ok) WALK_LOOP_ONES(tf32, 1, 1)
         else if (one) WALK_LOOP_ONES(tf32, 1, 0)
         else WALK_LOOP_ONES(tf32, 0, 1)
     }
@@ -964,9 +972,19 @@ walk_tight(const term_t *t, Py_ssize_t c, int64_t lo, int64_t hi, const int32_t 
            Py_ssize_t nlen, double a_part, double b_part, double up, double rest,
            double theta, double *acc, uint64_t *mark, int prefetch, int simd,
            const uint8_t *codes, const double *den, int codes_simd, const double *one,
-           int cut_on)
+           int cut_on, int nomark)
 {
     if (lo < 0 || hi < lo || hi - lo > WINDOW) return -1;
+    if (nomark) {
+        /* scan_marks (window_steps checked the codes and the window's cut): the scalar
+         * loop without marks and without a prefetch, never the eight-lane one (which
+         * marks; on this project's AMD EPYC with AVX-512 the scalar loop without marks
+         * walked a synthetic step in 10-20% less time than it). */
+        if (!codes) return -1;
+        const uint64_t lim = lo >= nlen ? 0 : (uint64_t)(hi < nlen ? hi - lo : nlen - lo);
+        return walk_ones(t->g, t->tfs.buf, t->tfs.itemsize == 1, c, t->count, lo, hi, lim,
+                         codes, den, one, t->wi, up, rest, theta, 2, 0.0, acc, mark);
+    }
     const int32_t *g = t->g;
     const Py_ssize_t count = t->count;
     const double wi = t->wi;
@@ -1008,6 +1026,86 @@ walk_tight(const term_t *t, Py_ssize_t c, int64_t lo, int64_t hi, const int32_t 
 #undef WALK_LOOP
 #undef WALK_LOOP_CODES
 #undef WALK_LOOP_ONES
+
+/* scan_marks (more & 1024, knobs._SCAN_MARKS): the marks of a window whose walk set none,
+ * found from its scores: a group's bit set where its partial score is >= cut (> 0), the
+ * least score that reaches theta with the non-essential bounds (mark_cut). The walk's
+ * marks are each posting's `after >= cut` ORed: a walked group whose final score is >= cut
+ * had it at its last posting, so every group this marks, the walk marked; one the walk
+ * marked and this does not has a final score below cut, for which the lookups' first
+ * check (`partial * up + prefix[ne] < theta`, the cut's own expression) gives up before
+ * any work: the same groups found, the same work counted. A slot no posting wrote holds
+ * 0.0 < cut: not marked. */
+
+/* Whether scan_window may use AVX (found once). */
+static int
+scan_avx_usable(void)
+{
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(ACTORMEM_NO_SIMD)
+    static int usable = -1;
+    if (usable < 0) {
+        __builtin_cpu_init();
+        usable = __builtin_cpu_supports("avx") != 0;
+    }
+    return usable;
+#else
+    return 0;
+#endif
+}
+
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(ACTORMEM_NO_SIMD)
+#include <immintrin.h>
+/* scan_window's 64-slot words with AVX: sixteen compares of four scores ORed, the bits
+ * made only for a word with a score at or above cut (few are). Returns the slots done (a
+ * multiple of 64). */
+__attribute__((target("avx"))) static Py_ssize_t
+scan_words_avx(const double *acc, Py_ssize_t n, double cut, uint64_t *mark)
+{
+    const __m256d vcut = _mm256_set1_pd(cut);
+    Py_ssize_t w = 0;
+    for (; 64 * (w + 1) <= n; w++) {
+        const double *a = acc + 64 * w;
+        __m256d any = _mm256_setzero_pd();
+        for (int k = 0; k < 64; k += 4) {
+            any = _mm256_or_pd(any, _mm256_cmp_pd(_mm256_loadu_pd(a + k), vcut, _CMP_GE_OQ));
+        }
+        if (!_mm256_movemask_pd(any)) continue;
+        uint64_t bits = 0;
+        for (int k = 0; k < 64; k += 4) {
+            unsigned m = (unsigned)_mm256_movemask_pd(
+                _mm256_cmp_pd(_mm256_loadu_pd(a + k), vcut, _CMP_GE_OQ));
+            bits |= (uint64_t)m << k;
+        }
+        mark[w] |= bits;
+    }
+    return 64 * w;
+}
+#endif
+
+/* The marks of acc[0..n) (n <= WINDOW): bit i set where acc[i] >= cut (NaN: not). O(n). */
+static void
+scan_window(const double *acc, Py_ssize_t n, double cut, uint64_t *mark)
+{
+    Py_ssize_t i = 0;
+#if defined(__GNUC__) && defined(__x86_64__) && !defined(ACTORMEM_NO_SIMD)
+    if (scan_avx_usable()) i = scan_words_avx(acc, n, cut, mark);
+#endif
+    for (; i < n; i++) mark[i >> 6] |= (uint64_t)(acc[i] >= cut) << (i & 63);
+}
+
+/* Postings walked by the windowed driver since the module was loaded (under the GIL):
+ * for measurements (bm25_walked). */
+static long long walked_total;
+
+PyDoc_STRVAR(bm25_walked_doc,
+"bm25_walked() -> int: the postings the windowed walk has read since the module was\n"
+"loaded (every essential posting of every window, summed; for measurements). O(1).");
+
+static PyObject *
+bm25_walked(PyObject *self, PyObject *unused)
+{
+    return PyLong_FromLongLong(walked_total);
+}
 
 /* With `ahead` (flags & 32 and 8, knobs._PREFETCH_LOOKUPS), the lookups of the group
  * this many marked groups on are asked for before those of the current one. */
@@ -1067,7 +1165,7 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
              Py_ssize_t budget, Py_ssize_t room, int64_t *out_n, double *out_s,
              Py_ssize_t *p_emitted, int *p_finished, offer_t *o, int prefetch, int tight,
              const uint8_t *codes, const double *den, int codes_simd, int lookup_codes,
-             int sparse_clear, int walk_ones, int cut_on)
+             int sparse_clear, int walk_ones, int cut_on, int scan_on)
 {
     const int ahead = (tight & 4) && seek_interp;
     /* The lookups take their denominators from the codes (lookup_codes, with the codes'
@@ -1093,13 +1191,25 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
             for (int k = 0; k < BM25_CODES; k++) one[k] = wi * (1.0 / (1.0 + den[k]));
         }
     }
+    /* scan_on (more & 1024): the walk sets no marks, scan_marks finds them after it, in
+     * a window whose cut mark_cut finds (> 0), where the walk runs over the codes (its
+     * scalar loop then, whatever the CPU and the prefetch flag), the cut asked for, and
+     * every essential term has a finite wi >= 0 (the codes' walk; the split is fixed in
+     * a call). */
+    int scan_ok = scan_on && cut_on && codes && WALKS_TIGHT(tight);
+    for (Py_ssize_t i = ne; i < q && scan_ok; i++) {
+        if (!(T[ord[i]].wi >= 0.0 && isfinite(T[ord[i]].wi))) scan_ok = 0;
+    }
     double *acc = PyMem_Calloc(WINDOW, sizeof(double));
+    /* scan_on: a sparse window's marked scores, kept as its pass clears acc. */
+    double *keep = scan_ok ? PyMem_Malloc(WINDOW * sizeof(double)) : NULL;
     uint64_t *mark = PyMem_Calloc(WINDOW / 64, sizeof(uint64_t));
     uint16_t *marked = PyMem_Malloc(WINDOW * sizeof(uint16_t)); /* a window's marks, in order */
     /* With sparse_clear, each essential term's first position in the window. */
     Py_ssize_t *starts = PyMem_Malloc((q > 0 ? q : 1) * sizeof(Py_ssize_t));
-    if (!acc || !mark || !marked || !starts) {
+    if (!acc || !mark || !marked || !starts || (scan_ok && !keep)) {
         PyMem_Free(acc);
+        PyMem_Free(keep);
         PyMem_Free(mark);
         PyMem_Free(marked);
         PyMem_Free(starts);
@@ -1126,6 +1236,8 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
         Py_ssize_t top = 0; /* acc[0..top) to clear after the window */
         Py_ssize_t walked = 0; /* the window's postings */
         const double rest = prefix[ne];
+        double cut = 0.0;
+        const int scan = scan_ok && mark_cut(up, rest, theta, &cut) && cut > 0.0;
         for (Py_ssize_t i = ne; i < q; i++) {
             term_t *t = &T[ord[i]];
             Py_ssize_t c = t->cur;
@@ -1138,7 +1250,7 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
                                             theta, acc, mark, prefetch, tight & 2,
                                             wi >= 0.0 ? codes : NULL, den, codes_simd,
                                             ones ? ones + ord[i] * BM25_CODES : NULL,
-                                            cut_on);
+                                            cut_on, scan);
                 if (end < 0) {
                     PyErr_SetString(PyExc_ValueError,
                                     "group number beyond lengths, or a list out of order");
@@ -1183,6 +1295,32 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
             t->cur = c;
         }
         for (Py_ssize_t i = 0; i < ne; i++) T[ord[i]].xcur = -1; /* looked up: at cur */
+        walked_total += walked;
+        /* sparse_clear: 1, below an eighth of the window's slots; 2 (more & 32,
+         * knobs._SPARSE_QUARTER), below a quarter: a slot cleared by its posting cost
+         * ~0.35 ns, a whole 32 KiB window's memset ~350 ns (AMD EPYC, 1M groups). */
+        const int sparse = sparse_clear && (8 >> (sparse_clear - 1)) * walked < top;
+        const double *parts = acc; /* the marked groups' partial scores */
+        if (scan && sparse) {
+            /* scan_marks over the postings' slots, each cleared as it is read (a group
+             * met again reads 0.0 < cut): the sparse clear's pass, with the marked
+             * groups' scores kept aside for their lookups. */
+            for (Py_ssize_t i = ne; i < q; i++) {
+                const term_t *t = &T[ord[i]];
+                for (Py_ssize_t c = starts[i]; c < t->cur; c++) {
+                    const Py_ssize_t at = t->g[c] - lo;
+                    const double v = acc[at];
+                    acc[at] = 0.0;
+                    if (v >= cut) {
+                        keep[at] = v;
+                        mark[at >> 6] |= (uint64_t)1 << (at & 63);
+                    }
+                }
+            }
+            parts = keep;
+        } else if (scan) {
+            scan_window(acc, top, cut, mark);
+        }
         Py_ssize_t nmarked = 0;
         for (Py_ssize_t w = 0; w < WINDOW / 64; w++) {
             uint64_t bits = mark[w];
@@ -1199,7 +1337,7 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
                 }
                 Py_ssize_t at = marked[k];
                 int64_t num = lo + at;
-                double partial = acc[at];
+                double partial = parts[at];
                 /* With lookup_codes, the lookups' denominator from the group's length
                  * code (its byte was read by the walk: cached), the exact length only
                  * for a group that may still reach theta; else from the length, whose
@@ -1235,10 +1373,9 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
                 emitted++;
             }
         }
-        /* sparse_clear: 1, below an eighth of the window's slots; 2 (more & 32, what
-         * the library asks for), below a quarter: a slot cleared by its posting cost
-         * ~0.35 ns, a whole 32 KiB window's memset ~350 ns (AMD EPYC, 1M groups). */
-        if (sparse_clear && (8 >> (sparse_clear - 1)) * walked < top) {
+        if (sparse && scan) {
+            /* cleared by scan_marks' pass */
+        } else if (sparse) {
             /* Few postings in a wide window: only their slots were written (each posting
              * walked in [starts[i], cur) is a group in [lo, hi), checked by the walk),
              * so those are cleared, not the window's whole score array. */
@@ -1262,6 +1399,7 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
     }
 done:
     PyMem_Free(ones);
+    PyMem_Free(keep);
     PyMem_Free(acc);
     PyMem_Free(mark);
     PyMem_Free(marked);
@@ -1338,7 +1476,7 @@ PyDoc_STRVAR(bm25_daat_doc,
 "groups by upper bounds from each code's lowest length (bm25_code_floors; a length\n"
 "below 128 is its own code); the lookups and exact scores read the lengths: the same\n"
 "groups at or above theta with the same scores, perhaps more below it. more (flags 0\n"
-"to 1023): with more & 1 and codes, the lookups' saturations come from the codes as well\n"
+"to 2047): with more & 1 and codes, the lookups' saturations come from the codes as well\n"
 "(upper bounds again), and only the exact scores read the lengths; with more & 2 (and\n"
 "prefetch & 8), the seeding asks for the lookups of the seed's group a few on before\n"
 "this one's; with more & 4, a window in which few postings were walked has only their\n"
@@ -1353,8 +1491,10 @@ PyDoc_STRVAR(bm25_daat_doc,
 "the codes prefetches nothing where it runs its scalar loop (no AVX-512); where that\n"
 "scalar loop runs without a prefetch, with more & 256 a posting of frequency 1 takes its\n"
 "part from a table by code made once a call, and with more & 512 a group is marked by\n"
-"comparing its partial score with the least score that reaches theta. The same\n"
-"results.");
+"comparing its partial score with the least score that reaches theta; with more & 1024\n"
+"(and 512, and codes) the walk runs that scalar loop without a prefetch whatever the CPU\n"
+"and prefetch say, marking nothing, and a window's marks are found after its walk from\n"
+"its scores (the sparse clear's pass, or a scan of the window). The same results.");
 
 static PyObject *
 bm25_daat(PyObject *self, PyObject *args)
@@ -1371,8 +1511,8 @@ bm25_daat(PyObject *self, PyObject *args)
                           &o_codes, &more)) {
         return NULL;
     }
-    if (more < 0 || more > 1023) {
-        PyErr_SetString(PyExc_ValueError, "more: flags 0 to 1023");
+    if (more < 0 || more > 2047) {
+        PyErr_SetString(PyExc_ValueError, "more: flags 0 to 2047");
         return NULL;
     }
     /* more & 1: the lookups read the codes; & 2: the seeding's lookups prefetched ahead
@@ -1609,7 +1749,8 @@ bm25_daat(PyObject *self, PyObject *args)
                                       avgdl, up, theta, budget, room, out_n, out_s, &emitted,
                                       &finished, po, prefetch, tight, use_codes, den,
                                       codes_simd, lookup_codes, sparse_clear,
-                                      (more & 256) != 0, (more & 512) != 0) < 0) {
+                                      (more & 256) != 0, (more & 512) != 0,
+                                      (more & 1024) != 0) < 0) {
             goto done;
         }
         goto out;
@@ -1881,6 +2022,7 @@ static PyMethodDef methods[] = {
     {"bm25_daat_modes", bm25_daat_modes, METH_O, bm25_daat_modes_doc},
     {"bm25_dense_fill", bm25_dense_fill, METH_VARARGS, bm25_dense_fill_doc},
     {"bm25_code_floors", bm25_code_floors, METH_NOARGS, bm25_code_floors_doc},
+    {"bm25_walked", bm25_walked, METH_NOARGS, bm25_walked_doc},
     {"bm25_add_terms", bm25_add_terms, METH_VARARGS, bm25_add_terms_doc},
     {NULL, NULL, 0, NULL},
 };

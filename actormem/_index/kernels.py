@@ -113,6 +113,26 @@ BM25_CORE = os.environ.get("ACTORMEM_BM25_CORE", "1") != "0"
 BM25_BLOCK: int = _b.BLOCK if _b is not None else 64
 
 
+def _cpu_vendor(path: str = "/proc/cpuinfo") -> str:
+    """The CPU's vendor string (``AuthenticAMD``, ``GenuineIntel``) from ``path``'s first
+    ``vendor_id`` line, or ``""`` where there is none or it cannot be read (not Linux).
+    Reads the file's first lines only: O(1)."""
+    try:
+        with open(path, encoding="ascii", errors="replace") as f:
+            for _, line in zip(range(64), f, strict=False):
+                key, _, value = line.partition(":")
+                if key.strip() == "vendor_id":
+                    return value.strip()
+    except OSError:
+        pass
+    return ""
+
+
+#: Whether the CPU is AMD's (``knobs._SCALAR_ON_AMD``: the BM25 core's walk takes its
+#: scalar loop there, not the eight-lane AVX-512 one).
+CPU_IS_AMD = _cpu_vendor() == "AuthenticAMD"
+
+
 #: ``gc_untrack(objs, cls)`` of the compiled kernels (``_ckernels.c``): take each object
 #: of the list ``objs``, all of exactly the type ``cls``, out of the cyclic collector's
 #: lists (for values that are never part of a reference cycle); returns how many were
@@ -661,6 +681,12 @@ class Bm25Daat:
             comparing its partial score with the least double whose ``* up + rest``
             reaches theta (found once a window and term: the same marks)
             (``knobs._MARK_CUT``; the same results).
+        scan_marks: With ``codes`` and ``mark_cut``, the walk runs its scalar loop
+            without a prefetch (also where the CPU has AVX-512) and marks nothing: a
+            window's marks are found after its walk from its scores (a sparse window's
+            in the pass that clears its postings' slots, a dense one's by a scan of its
+            4,096 scores), where the window's cut is above 0 and every walked term's
+            weight is finite and >= 0 (``knobs._SCAN_MARKS``; the same results).
 
     Raises:
         TypeError, ValueError: An argument of the wrong type or size, or a count or
@@ -710,6 +736,7 @@ class Bm25Daat:
         scalar_no_prefetch: bool = False,
         walk_ones: bool = False,
         mark_cut: bool = False,
+        scan_marks: bool = False,
     ) -> None:
         if type(terms) is not list or not terms:
             raise TypeError("terms must be a non-empty list")
@@ -746,19 +773,19 @@ class Bm25Daat:
         flags = (
             tight_walk, interp_seek, simd_walk, prefetch_lookups, lookup_codes, prefetch_seeds,
             sparse_clear, prefetch_offers, dense_tfs, sparse_quarter, scalar_no_prefetch,
-            walk_ones, mark_cut,
+            walk_ones, mark_cut, scan_marks,
         )  # fmt: skip
         if not all(type(x) is bool for x in flags):
             raise TypeError(
                 "tight_walk, interp_seek, simd_walk, prefetch_lookups, lookup_codes,"
                 " prefetch_seeds, sparse_clear, prefetch_offers, dense_tfs, sparse_quarter,"
-                " scalar_no_prefetch, walk_ones, mark_cut: bools"
+                " scalar_no_prefetch, walk_ones, mark_cut, scan_marks: bools"
             )
         # the C flags
         self._more = (
             int(lookup_codes) | 2 * prefetch_seeds | 4 * sparse_clear | 8 * prefetch_offers
             | 16 * dense_tfs | 32 * sparse_quarter | 64 * scalar_no_prefetch
-            | 256 * walk_ones | 512 * mark_cut
+            | 256 * walk_ones | 512 * mark_cut | 1024 * scan_marks
         )
         self._prefetch = (  # the C flags
             int(prefetch) | 2 * prefetch_seek | 4 * tight_walk | 8 * interp_seek

@@ -139,6 +139,13 @@ _INTERP_SEEK = True
 #: or a CPU without AVX-512: the scalar tight loop (kept for side-by-side benchmarks).
 _SIMD_WALK = True
 
+#: With ``_SIMD_WALK``, an AMD CPU (``kernels.CPU_IS_AMD``: ``/proc/cpuinfo``'s vendor)
+#: runs the scalar loop all the same: on this project's AMD EPYC with AVX-512 the
+#: eight-lane walk (its gathers and scatters, its prefetch) took more time than the
+#: scalar loop with ``_WALK_ONES`` and ``_MARK_CUT`` (docs/benchmarks.md, "BM25 at 1M,
+#: part 10"). The same results; False: the eight-lane walk wherever AVX-512 is.
+_SCALAR_ON_AMD = True
+
 #: With ``_INTERP_SEEK`` and the cost-aware split, a window's marked groups are looked up
 #: in order, and before the lookups of one, those of the marked group two on are asked
 #: for: in each non-essential list, the posting (and its frequency) where the
@@ -205,6 +212,20 @@ _WALK_ONES = True
 #: the same marks) instead of computing ``score * up + rest`` a posting. The same
 #: results; False: the expression (kept for side-by-side benchmarks).
 _MARK_CUT = True
+
+#: With ``_MARK_CUT`` and the walk over the codes, the walk runs the scalar loop (also
+#: where the CPU has AVX-512: instead of the eight-lane walk, and without a prefetch) and
+#: sets no marks (the mark's read-modify-write of the bitset was ~6 of its ~24
+#: instructions a posting): after a window's walk its marks are
+#: found from its scores, in the pass that clears a sparse window's slots by its postings
+#: (a marked group's score kept aside for its lookups) or by a scan of a dense window's
+#: 4,096 scores, against the window's cut. A group whose final partial score reaches the
+#: cut is one the walk marked; one the walk marked and the scan does not has a final score
+#: below the cut, which the lookups give up on before any work: the same results. On this
+#: project's AMD EPYC with AVX-512, -9.5% of a plain question's CPU at 100k
+#: (docs/benchmarks.md, "BM25 at 1M, part 10"). False: the walk marks, the eight-lane
+#: walk where the CPU has it (kept for side-by-side benchmarks).
+_SCAN_MARKS = True
 
 #: With the cost-aware split, the longest posting lists (at least ``_DENSE_MIN`` postings
 #: and one group in ``_DENSE_RATIO``) also keep their frequencies by group number, two

@@ -299,10 +299,11 @@ class MaxScoreSearch:
         daat = kernels.Bm25Daat(
             terms, lengths, parts, max(limit, room), knobs._COST_SPLIT, knobs._PREFETCH_WALK,
             float(knobs._SPLIT_ROOM), knobs._PREFETCH_SEEK, knobs._TIGHT_WALK, knobs._INTERP_SEEK,
-            knobs._SIMD_WALK, knobs._PREFETCH_LOOKUPS, codes if knobs._LENGTH_CODES else None,
+            knobs._SIMD_WALK and not (knobs._SCALAR_ON_AMD and kernels.CPU_IS_AMD),
+            knobs._PREFETCH_LOOKUPS, codes if knobs._LENGTH_CODES else None,
             knobs._LOOKUP_CODES, knobs._PREFETCH_SEEDS, knobs._SPARSE_CLEAR,
             knobs._PREFETCH_OFFERS, dense, True, knobs._SCALAR_NO_PREFETCH,
-            knobs._WALK_ONES, knobs._MARK_CUT,
+            knobs._WALK_ONES, knobs._MARK_CUT, knobs._SCAN_MARKS,
         )  # fmt: skip
         seed_room = max(limit, knobs._SEED_ROOM) if knobs._COST_SPLIT else 0
         seeds = sorted(range(len(terms)), key=bounds.__getitem__)[-knobs._SEEDS :]
