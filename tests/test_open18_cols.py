@@ -25,8 +25,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actormem import WordOverlapScorer, _hash
+from actormem import WordOverlapScorer
 from actormem._engine import state as state_module
+from actormem._index import imagehash as _hash
 from actormem._index import kernels, persist
 from actormem._index.images import ImageError, restore_index
 from actormem._index.wordoverlap import ccore

@@ -1,4 +1,4 @@
-"""The index image's two checks on XXH3-128 (``actormem._hash``, knob ``_XXH3``; branch
+"""The index image's two checks on XXH3-128 (``actormem._index.imagehash``, knob ``_XXH3``; branch
 open26): the marker that ties the rows to the image and checksums its bytes, and the
 texts' digest in the image's header.
 
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import xxhash
 
-from actormem import _hash
+from actormem._index import imagehash as _hash
 from actormem._index import persist
 from actormem._index.scoring import Scorer
 from actormem._storage import sqlite_format

@@ -24,8 +24,9 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actormem import WordOverlapScorer, _hash, open_memory
+from actormem import WordOverlapScorer, open_memory
 from actormem._errors import StorageError
+from actormem._index import imagehash as _hash
 from actormem._index import persist
 from actormem._index.images import ImageError, restore_index
 from actormem._index.wordoverlap import persist as wo_persist

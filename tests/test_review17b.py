@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actormem import JsonObject, _hash
+from actormem import JsonObject
 from actormem._engine import state as state_module
+from actormem._index import imagehash as _hash
 from actormem._index import kernels, persist, textfold
 from actormem._index.wordoverlap import ccore
 

@@ -18,8 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actormem import _hash
 from actormem._engine import state as state_module
+from actormem._index import imagehash as _hash
 from actormem._index import kernels, persist
 
 from .strategies import examples

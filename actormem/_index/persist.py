@@ -27,8 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from .. import _hash
 from .._util import Beside
+from . import imagehash as _hash
 from . import kernels
 
 __all__ = [
@@ -42,8 +42,8 @@ __all__ = [
     "unpack",
 ]
 
-#: The image format of BLAKE2b-128 text digests (format 2: XXH3-128, ``_hash._XXH3``); an
-#: image of another format than :func:`_hash.image_format` gives is rebuilt.
+#: The image format of BLAKE2b-128 text digests (format 2: XXH3-128, ``imagehash._XXH3``); an
+#: image of another format than :func:`imagehash.image_format` gives is rebuilt.
 FORMAT = 1
 
 #: The dtypes an image may declare (little-endian, fixed size).
@@ -66,7 +66,7 @@ class ImageError(ValueError):
 #: :func:`text_digest` and :class:`LateDigest` make the bytes they hash in the core, with
 #: the GIL released: ``texts_encode`` writes the next run of them (the lengths, then the
 #: UTF-8) into a reused 1 MiB buffer, read from the texts' own data (held in a tuple,
-#: only their immutable fields read), and the hash (``_hash.new128``: ``xxhash``'s XXH3-128,
+#: only their immutable fields read), and the hash (``imagehash.new128``: ``xxhash``'s XXH3-128,
 #: or hashlib's BLAKE2b) hashes each run (both release the GIL over it; no hash
 #: function of our own); for ``distinct``
 #: the core's ``texts_first`` finds the distinct texts' first appearances (a mask), also
@@ -234,7 +234,7 @@ def _digest_nogil(
 
 
 def text_digest(texts: Sequence[str], extra: Sequence[str] = ()) -> str:
-    """A 128-bit digest (hex; XXH3-128, or BLAKE2b-128 with ``_hash._XXH3`` off) of
+    """A 128-bit digest (hex; XXH3-128, or BLAKE2b-128 with ``imagehash._XXH3`` off) of
     ``texts`` in order, then of ``extra``: unambiguous (the code-point lengths are
     hashed with the concatenation). O(total length), in C: the bytes' encoding about
     0.4 s per GB, XXH3 0.04 s per GB (BLAKE2b 1 s per GB)."""

@@ -56,7 +56,6 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-from .. import _hash
 from .._entry import (
     _ENTRY_FIELDS,
     MAX_KEY_CHARS,
@@ -69,6 +68,7 @@ from .._entry import (
     entry_of_checked,
 )
 from .._errors import StorageError
+from .._index import imagehash as _hash
 from .._index import kernels
 from .._json import JsonObject
 from .._record import Record
@@ -370,7 +370,7 @@ SELECT_IMAGE = "SELECT name, data FROM index_image"
 def image_marker(parts: dict[str, bytes]) -> str:
     """The 128-bit hash of an image's parts (names, lengths, bytes, in name order): the
     ``meta`` value that ties the rows to exactly this image, and a checksum of its
-    bytes. With ``_hash._XXH3`` (the default) ``"xxh3:"`` and the XXH3-128's 32 hex
+    bytes. With ``imagehash._XXH3`` (the default) ``"xxh3:"`` and the XXH3-128's 32 hex
     digits, else BLAKE2b-128's 32 bare digits (the form before). O(image size): XXH3
     about 0.04 ms per MB, BLAKE2b about 1 ms."""
     h = _hash.new128()
@@ -383,7 +383,7 @@ def image_marker(parts: dict[str, bytes]) -> str:
 
 def marker_current(marker: object) -> bool:
     """Whether ``marker`` (a ``meta`` value) has the form :func:`image_marker` gives now
-    (a str, ``"xxh3:"`` first iff ``_hash._XXH3``): an image marked in the other form
+    (a str, ``"xxh3:"`` first iff ``imagehash._XXH3``): an image marked in the other form
     was made by the other hash (an older actormem's BLAKE2b) and is not read at all.
     O(1)."""
     return type(marker) is str and marker.startswith(_hash.MARKER_PREFIX) == _hash._XXH3
