@@ -38,7 +38,8 @@
 # tests/test_review24a_open20.py,
 # tests/test_tidy24a_aligned.py,
 # tests/test_review24c_pool_mvcc.py,
-# tests/test_open25_early.py)
+# tests/test_open25_early.py,
+# tests/test_open26_hash.py)
 # against an AddressSanitizer build of the compiled
 # index kernels, the BM25 core, the word-overlap core and the row reader (_storage/_crows.c):
 # any out-of-bounds read or
@@ -153,6 +154,7 @@ files=(
     tests/test_tidy24a_aligned.py
     tests/test_review24c_pool_mvcc.py
     tests/test_open25_early.py
+    tests/test_open26_hash.py
 )
 # --only FILE...: just these test files (a branch's new file under ASan), no deselections.
 if [ "${1:-}" = --only ]; then
