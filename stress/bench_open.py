@@ -25,6 +25,10 @@ it reports, as one JSON line:
   wall time would be on an idle machine with a core free for the threads beside
   (``wall_s`` itself is only meaningful at a low load: ``load1``, the 1-minute load
   average when the run ended);
+* ``digest_s`` and ``marker_s`` (from branch ``open26``): of ``beside_s``, the CPU of the
+  texts' digest thread (``LateDigest``: the groups, the texts' bytes and their hash)
+  and of hashing the image's parts against their marker (``image_marker``). Every
+  phase is as at the first answer (from ``open26``: the close's calls not counted);
 * ``max_rss_mib``: the process's peak resident memory; ``first_hit``: the best entry's id
   (the same for every checkout measured);
 * ``image``: whether the index was restored from the file's index image (None: a checkout
@@ -159,6 +163,11 @@ def child(path: str, scorer: str, query: str) -> dict[str, Any]:
     late: Any = getattr(index_persist, "LateDigest", None)
     if late is not None:
         late._drain = timed("beside_s", late._drain)
+        # (open26) the digest's thread alone: its groups, the texts' bytes, the hash
+        late._drain = timed("digest_s", late._drain)
+    if hasattr(fmt_any, "image_marker"):
+        # (open26) the image's marker hashed over its parts (in the thread beside)
+        fmt_any.image_marker = timed("marker_s", fmt_any.image_marker)
 
     async def run() -> dict[str, Any]:
         sc = BM25Scorer() if scorer == "bm25" else WordOverlapScorer()
@@ -169,6 +178,8 @@ def child(path: str, scorer: str, query: str) -> dict[str, Any]:
             hits = await memory.retrieve(query, 10)
             wall = time.perf_counter() - t0
             cpu = time.process_time() - c0
+            with lock:  # (open26) as at the answer: the close's calls not counted
+                at_answer = dict(phases)
             n = len(memory)
             image = getattr(memory._storage, "image_fresh", None)
             c1 = time.process_time()
@@ -177,9 +188,9 @@ def child(path: str, scorer: str, query: str) -> dict[str, Any]:
         crows: Any = getattr(fmt_any, "_crows", None)
         feed = getattr(crows, "feed_cpu_s", None)
         if feed is not None:
-            phases["feed_s"] = feed()
-            phases["beside_s"] = phases.get("beside_s", 0.0) + phases["feed_s"]
-        beside = phases.get("beside_s", 0.0)
+            at_answer["feed_s"] = feed()
+            at_answer["beside_s"] = at_answer.get("beside_s", 0.0) + at_answer["feed_s"]
+        beside = at_answer.get("beside_s", 0.0)
         return {
             "entries": n,
             "path_cpu_s": round(cpu - beside, 3),
@@ -187,7 +198,7 @@ def child(path: str, scorer: str, query: str) -> dict[str, Any]:
             "wall_s": round(wall, 3),
             "cpu_s": round(cpu, 3),
             "open_wall_s": round(t_open, 3),
-            **{k: round(v, 3) for k, v in phases.items()},
+            **{k: round(v, 3) for k, v in at_answer.items()},
             "max_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
             "image": image,
             "close_s": round(close, 3),

@@ -15,7 +15,6 @@ and errors.
 
 from __future__ import annotations
 
-import hashlib
 import random
 import sys
 from typing import Any
@@ -27,6 +26,7 @@ from hypothesis import strategies as st
 
 from actormem import WordOverlapScorer
 from actormem._engine import state as state_module
+from actormem._index import imagehash as _hash
 from actormem._index import kernels, persist
 from actormem._index.wordoverlap import ccore
 from actormem._index.wordoverlap import persist as wo_persist
@@ -55,7 +55,7 @@ KNOBS = (
 
 def _reference_digest(texts: list[str], extra: list[str] = []) -> str:  # noqa: B006
     """text_digest's bytes hashed by hashlib, written out here."""
-    h = hashlib.blake2b(digest_size=16)
+    h = _hash.new128()
     for part in (texts, extra):
         h.update(b"".join(len(t).to_bytes(8, sys.byteorder, signed=True) for t in part))
         h.update("".join(part).encode("utf-8", "surrogatepass"))
@@ -222,23 +222,27 @@ def test_the_digest_equals_hashlib(
             assert persist.LateDigest(texts, extra).result() == want
 
 
-def test_the_digest_is_the_image_format_s() -> None:
-    """The format's digest, fixed: BLAKE2b-128 over, per part, the code-point lengths
-    (int64, native order) and the UTF-8 (``surrogatepass``) of the join. The reference
-    here and every path of persist give the digest images carry (computed before
-    branch tidy24b dropped the older C feed)."""
+@pytest.mark.parametrize("xxh3", [True, False])
+def test_the_digest_is_the_image_format_s(xxh3: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The format's digest, fixed: XXH3-128 (format 2; BLAKE2b-128, format 1, with the
+    knob off) over, per part, the code-point lengths (int64, native order) and the
+    UTF-8 (``surrogatepass``) of the join. The reference here and every path of
+    persist give the digest images carry (BLAKE2b's computed before branch tidy24b
+    dropped the older C feed; XXH3's by ``xxhash`` over the same bytes, open26)."""
+    monkeypatch.setattr(_hash, "_XXH3", xxh3)
     texts = ["hello", "w\u00f6rld", "\ud800", "", "\u4e2d\u6587 \U0001f600"]
     extra = ["x", "\u00fc"]
-    pinned = "446970de3a2cb9f56e51e307d9859d1b"
+    pinned = "7cd4f1d2246cf4522b07a5a07a547dc0" if xxh3 else "446970de3a2cb9f56e51e307d9859d1b"
+    empty = "99aa06d3014798d86001c324468d497f" if xxh3 else "cae66941d9efbd404e4d88758ea67670"
     if sys.byteorder == "little":  # (the lengths are in native order)
         assert _reference_digest(texts, extra) == pinned
-        assert _reference_digest([], []) == "cae66941d9efbd404e4d88758ea67670"
+        assert _reference_digest([], []) == empty
     want = _reference_digest(texts, extra)
     for core in (True, False) if ENCODER() else (False,):
         with pytest.MonkeyPatch.context() as mp:
             set_knobs(mp, ((persist, "_encoder"),), (core,))
             assert persist.text_digest(texts, extra) == want
-            h = hashlib.blake2b(digest_size=16)
+            h = _hash.new128()
             persist._feed(h.update, texts, extra)
             assert h.hexdigest() == want
             mp.setattr(persist, "_LATE_MIN_TEXTS", 0)

@@ -10,7 +10,6 @@ thread left running after an error, a ``KeyboardInterrupt`` or a cancelled open.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import sqlite3
 import threading
@@ -27,6 +26,7 @@ from hypothesis import strategies as st
 
 from actormem import WordOverlapScorer, open_memory
 from actormem._errors import StorageError
+from actormem._index import imagehash as _hash
 from actormem._index import persist
 from actormem._index.images import ImageError, restore_index
 from actormem._index.wordoverlap import persist as wo_persist
@@ -162,7 +162,7 @@ def test_late_digest_stop_mid_way_and_a_failed_hash(monkeypatch: pytest.MonkeyPa
         def hexdigest(self) -> str:  # pragma: no cover
             return ""
 
-    monkeypatch.setattr(hashlib, "blake2b", lambda digest_size: Broken())
+    monkeypatch.setattr(_hash, "new128", Broken)
     monkeypatch.setattr(persist, "_encoder", lambda: False)  # the queue's path (hashlib's)
     late = persist.LateDigest(["some text"] * 50)  # the queue fills once the thread died
     with pytest.raises(MemoryError):

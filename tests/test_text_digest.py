@@ -9,7 +9,6 @@ C ``dup_key`` a row of branch ``store8`` made the load's keys faster.)
 
 from __future__ import annotations
 
-import hashlib
 import uuid
 from pathlib import Path
 from typing import Any
@@ -20,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actormem._engine import state as state_module
+from actormem._index import imagehash as _hash
 from actormem._index import kernels, persist
 
 from .strategies import examples
@@ -53,7 +53,7 @@ def _no_encoder() -> bool:
 
 
 def _digest_old(texts: Any, extra: Any = ()) -> str:
-    h = hashlib.blake2b(digest_size=16)
+    h = _hash.new128()
     for part in (texts, extra):
         h.update(b"".join(len(t).to_bytes(8, "little", signed=True) for t in part))
         h.update("".join(part).encode("utf-8", "surrogatepass"))
@@ -106,7 +106,7 @@ def test_feed_chunks_and_odd_updates(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(persist, "_hash_encoded", counted)
     for texts, extra in ((["a", Sub("b")], ["c", "dé"]), (["a", "é"], [Sub("c")])):
-        h = hashlib.blake2b(digest_size=16)
+        h = _hash.new128()
         calls.clear()
         persist._feed(h.update, texts, extra)
         assert calls == [2]  # the part of exact strs by the core's runs, the other joined

@@ -19,7 +19,6 @@ modules use; ``images.py`` dispatches a dump or a restore to the kind that has a
 
 from __future__ import annotations
 
-import hashlib
 import json
 import queue
 import threading
@@ -29,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from .._util import Beside
+from . import imagehash as _hash
 from . import kernels
 
 __all__ = [
@@ -42,7 +42,8 @@ __all__ = [
     "unpack",
 ]
 
-#: The image format; an image of another format is rebuilt.
+#: The image format of BLAKE2b-128 text digests (format 2: XXH3-128, ``imagehash._XXH3``); an
+#: image of another format than :func:`imagehash.image_format` gives is rebuilt.
 FORMAT = 1
 
 #: The dtypes an image may declare (little-endian, fixed size).
@@ -65,15 +66,16 @@ class ImageError(ValueError):
 #: :func:`text_digest` and :class:`LateDigest` make the bytes they hash in the core, with
 #: the GIL released: ``texts_encode`` writes the next run of them (the lengths, then the
 #: UTF-8) into a reused 1 MiB buffer, read from the texts' own data (held in a tuple,
-#: only their immutable fields read), and ``hashlib`` hashes each run (it releases the
-#: GIL over a buffer of 2 KiB or more; no hash function of our own); for ``distinct``
+#: only their immutable fields read), and the hash (``imagehash.new128``: ``xxhash``'s XXH3-128,
+#: or hashlib's BLAKE2b) hashes each run (both release the GIL over it; no hash
+#: function of our own); for ``distinct``
 #: the core's ``texts_first`` finds the distinct texts' first appearances (a mask), also
 #: without the GIL. So :class:`LateDigest`'s thread holds the GIL only between the
 #: runs (~3 times a MiB) and the caller feeds nothing (~0.3 s of the open's own thread
 #: at 1M). A part the core cannot take (without the core, or not a list or tuple of
 #: exact ``str``) is written by :func:`_feed` with ``str.join`` and ``encode``: the same
 #: bytes in the same order, so the same digest (``tests/test_open18_cols.py`` checks both
-#: against hashlib over the bytes written out in Python, and a fixed digest).
+#: against the hash over the bytes written out in Python, and fixed digests).
 #: ``_ENCODE_BUFFER``: the bytes of one run of ``texts_encode`` (the buffer each
 #: digest reuses).
 _ENCODE_BUFFER = 1 << 20
@@ -160,7 +162,7 @@ def _hash_encoded(
     """Call ``update`` with :func:`text_digest`'s bytes of ``parts`` (``mask``: of the
     first part's items it marks), made by :func:`_encode_run` run after run into one
     buffer (the GIL released there): each call gets a view of the buffer, valid only
-    during the call (``hashlib``'s ``update`` releases the GIL over it). True once all
+    during the call (the hash's ``update`` releases the GIL over it). True once all
     are fed; False, some fed, when an item is not an exact ``str``, or when
     ``stopped()`` turned true between runs. O(total length)."""
     buf = bytearray(_ENCODE_BUFFER)
@@ -225,20 +227,21 @@ def _digest_nogil(
             mask = _first_mask(parts[0]) if distinct else None
         if distinct and mask is None:
             return None
-        h = hashlib.blake2b(digest_size=16)
+        h = _hash.new128()
         return h.hexdigest() if _hash_encoded(parts, mask, h.update, stopped) else None
 
     return run
 
 
 def text_digest(texts: Sequence[str], extra: Sequence[str] = ()) -> str:
-    """A 128-bit BLAKE2b digest (hex) of ``texts`` in order, then of ``extra``:
-    unambiguous (the code-point lengths are hashed with the concatenation). O(total
-    length), in C: about 0.5 s per GB."""
+    """A 128-bit digest (hex; XXH3-128, or BLAKE2b-128 with ``imagehash._XXH3`` off) of
+    ``texts`` in order, then of ``extra``: unambiguous (the code-point lengths are
+    hashed with the concatenation). O(total length), in C: the bytes' encoding about
+    0.4 s per GB, XXH3 0.04 s per GB (BLAKE2b 1 s per GB)."""
     run = _digest_nogil(texts, extra)
     if run is not None and (got := run(_never)) is not None:
         return got
-    h = hashlib.blake2b(digest_size=16)
+    h = _hash.new128()
     _feed(h.update, texts, extra)
     return h.hexdigest()
 
@@ -281,10 +284,10 @@ def _distinct(texts: Sequence[str]) -> list[str]:
 class LateDigest:
     """:func:`text_digest` of ``texts`` and ``extra`` (the same value; ``distinct``: of
     ``texts``' distinct items in the order of their first appearance, ``extra`` empty),
-    its BLAKE2b run in a thread (:class:`~actormem._util.Beside`) that goes on after the
+    its hash run in a thread (:class:`~actormem._util.Beside`) that goes on after the
     constructor returns: with the core (:func:`_digest_nogil`) the whole digest there,
     the GIL released; else the caller feeds the texts' UTF-8 (it needs the GIL), the
-    thread hashes it (hashlib releases the GIL over large buffers). The caller does
+    thread hashes it (the hash releases the GIL over large buffers). The caller does
     other work before :meth:`result`, and must call :meth:`result` or :meth:`stop` on
     every path, so that no thread outlives it. With the core's digest the thread hashes
     the texts as they were when the constructor returned; else the constructor feeds
@@ -326,7 +329,7 @@ class LateDigest:
             return
         if distinct:
             texts = _distinct(texts)
-        self._h = hashlib.blake2b(digest_size=16)
+        self._h = _hash.new128()
         self._queue: queue.Queue[bytearray | None] = queue.Queue(maxsize=_LATE_BLOCKS)
         self._block = bytearray()
         self._beside = Beside(self._drain, name="actormem digest")
@@ -460,7 +463,7 @@ def pack(
         assert spec in _DTYPES, spec
         parts[name] = np.ascontiguousarray(value, dtype).tobytes()
         listed[name] = [spec, len(value)]
-    head = {**header, "format": FORMAT, "arrays": listed}
+    head = {**header, "format": _hash.image_format(), "arrays": listed}
     parts["header"] = json.dumps(head, sort_keys=True).encode()
     return parts
 
@@ -487,8 +490,9 @@ def unpack(
         head = json.loads(raw)
     except (ValueError, RecursionError) as exc:
         raise ImageError(f"header is not JSON: {exc}") from None
-    if not isinstance(head, dict) or head.get("format") != FORMAT:
-        raise ImageError(f"not an image of format {FORMAT}")
+    want_format = _hash.image_format()
+    if not isinstance(head, dict) or head.get("format") != want_format:
+        raise ImageError(f"not an image of format {want_format}")
     for key, want in expect.items():
         have = head.get(key)
         if have != want:
