@@ -40,36 +40,12 @@ from mcp.types import jsonrpc_message_adapter  # noqa: E402
 
 import actormem.integrations.mcp as mcp_mod  # noqa: E402
 from actormem import open_memory  # noqa: E402
-from actormem._errors import StorageError  # noqa: E402
-from actormem._storage import sqlite as sqlite_mod  # noqa: E402
 from actormem.integrations.mcp import build_mcp_server, serve_streams  # noqa: E402
 
+from .test_review24b_broken import _fill_after  # noqa: E402
+from .test_tidy24a_mcp import INITIALIZED, _call, _init  # noqa: E402
+
 REPO = Path(__file__).resolve().parent.parent
-
-
-def _init(ident: int = 0) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "id": ident,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "test", "version": "1"},
-        },
-    }
-
-
-INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-
-
-def _call(ident: int, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "id": ident,
-        "method": "tools/call",
-        "params": {"name": tool, "arguments": arguments},
-    }
 
 
 def _line(message: dict[str, Any]) -> str:
@@ -222,9 +198,7 @@ sys.meta_path.insert(0, Finder())
 
 @pytest.mark.parametrize("module", ["actormem.cli._main", "mcp", "mcp.server.stdio"])
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
-def test_a_signal_during_the_imports_is_one_line(
-    tmp_path: Path, module: str, signum: int
-) -> None:
+def test_a_signal_during_the_imports_is_one_line(tmp_path: Path, module: str, signum: int) -> None:
     """The command line's modules (before the command runs), the SDK (imported by the
     command), the SDK's stdio transport (imported once trio runs): 128 + the signal,
     one line (SIGTERM ended the process silently before)."""
@@ -261,7 +235,7 @@ UNREADABLE = [
     ("this is not json\n", (-32700, None)),
     ('{"jsonrpc": "2.0", "id": 3, "method": "ping"\n', (-32700, None)),  # cut short
     ('{"jsonrpc": "2.0", "id": 3, "method": "ping"}{}\n', (-32700, None)),
-    ('{"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {' + LONE + "}}\n", (-32700, 5)),
+    ('{"jsonrpc": "2.0", "id": 5, "method": "y", "params": {' + LONE + "}}\n", (-32700, 5)),
     ('{"jsonrpc": "2.0", "id": "a", "method": "x", "params": {' + LONE + "}}\n", (-32700, "a")),
     ('{"jsonrpc": "2.0", "id": null, "method": "x", "params": {' + LONE + "}}\n", (-32700, None)),
     ('{"jsonrpc": "2.0", "method": "notifications/x", "params": {' + LONE + "}}\n", None),
@@ -295,9 +269,7 @@ def test_other_exceptions_get_no_answer() -> None:
     assert mcp_mod._answer_to_unreadable(ValueError("x")) is None
 
 
-async def _session(
-    server: Any, items: list[SessionMessage | Exception]
-) -> list[dict[str, Any]]:
+async def _session(server: Any, items: list[SessionMessage | Exception]) -> list[dict[str, Any]]:
     """Serve ``server`` over memory streams fed ``items`` (then the end); the replies."""
     to_server, server_reads = anyio.create_memory_object_stream[SessionMessage | Exception](64)
     server_writes, from_server = anyio.create_memory_object_stream[SessionMessage](64)
@@ -352,8 +324,9 @@ def test_unreadable_lines_answered_between_the_others(
     replies = trio.run(_session, build_mcp_server(_Nothing()), items)  # type: ignore[arg-type]
     good = {r["id"]: r for r in replies if isinstance(r.get("id"), int) and r["id"] >= 100}
     assert sorted(good) == [100 + i for i in range(len(bad))]
-    assert all(json.loads(r["result"]["content"][0]["text"]) == {"deleted": False}
-               for r in good.values())
+    assert all(
+        json.loads(r["result"]["content"][0]["text"]) == {"deleted": False} for r in good.values()
+    )
     errors = [(r["error"]["code"], r["id"]) for r in replies if "error" in r]
     due = [d for _, d in bad if d is not None] if answer else []
     assert sorted(errors, key=repr) == sorted(due, key=repr)
@@ -384,29 +357,12 @@ def test_the_command_answers_unreadable_lines() -> None:
     )
     assert run.returncode == 0, run.stderr
     replies = [json.loads(line) for line in run.stdout.splitlines()]
-    errors = sorted(
-        ((r["error"]["code"], r["id"]) for r in replies if "error" in r), key=repr
-    )
+    errors = sorted(((r["error"]["code"], r["id"]) for r in replies if "error" in r), key=repr)
     assert errors == sorted([(-32700, 5), (-32700, None), (-32600, None)], key=repr)
     assert [r["id"] for r in replies if "result" in r] == [0, 6]
 
 
 # ------------------------------------------------------------------ 3. a broken memory
-
-
-def _disk_full_after(monkeypatch: pytest.MonkeyPatch, ok: int) -> None:
-    """The file's commits fail after ``ok`` writes (as a full disk: SQLite's message)."""
-    real = sqlite_mod.SqliteStore._write
-    calls = [0]
-
-    def write(self: Any, batch: Any, wait: bool, checkpoint: bool = True) -> bool:
-        if batch.puts or batch.deletes:
-            calls[0] += 1
-            if calls[0] > ok:
-                raise StorageError(self.path, "commit failed: database or disk is full")
-        return bool(real(self, batch, wait, checkpoint))
-
-    monkeypatch.setattr(sqlite_mod.SqliteStore, "_write", write)
 
 
 async def _broken_session(path: Path) -> list[dict[str, Any]]:
@@ -450,7 +406,7 @@ def test_a_broken_memory_answers_its_cause_without_a_traceback(
     import trio.testing  # noqa: F401  (wait_all_tasks_blocked)
 
     monkeypatch.setattr(mcp_mod, "_BROKEN_AS_TOOL_ERROR", knob)
-    _disk_full_after(monkeypatch, 0)
+    _fill_after(monkeypatch, 0)
     with caplog.at_level(logging.INFO, logger="mcp"):
         replies = trio.run(_broken_session, tmp_path / "m.db")
     by_id = {r["id"]: r for r in replies}
