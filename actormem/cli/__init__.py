@@ -43,23 +43,48 @@ def one_blas_thread(environ: MutableMapping[str, str] | None = None) -> bool:
     return True
 
 
+#: The commands where SIGTERM unwinds like Ctrl-C (:class:`_Terminated`): they have
+#: something to clean up or report (swarm: its temporary folder and figures; import: a
+#: file it created; mcp: its one line and exit status 143, also during its imports).
+#: Elsewhere (serve handles its own signals) SIGTERM keeps its default action.
+SIGTERM_UNWINDS = ("swarm", "import", "mcp")
+
+
+class _Terminated(KeyboardInterrupt):
+    """Raised by the SIGTERM handler the CLI installs: SIGTERM unwinds like Ctrl-C (so
+    every ``finally`` runs and temporary files go), and exits with 143."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise _Terminated
+
+
 def run_command(argv: Sequence[str] | None = None) -> NoReturn:
     """The ``actormem`` process (``python -m actormem``, the ``actormem`` script): sets the
     environment (:data:`_ONE_BLAS_THREAD`), then imports the command line's modules with
     the collector paused and runs :func:`actormem.cli._main.run_command` (which ends
-    the process with the command's exit status). Never returns."""
+    the process with the command's exit status). Never returns.
+
+    A Ctrl-C during those imports ends the process with one line and status 130; a
+    SIGTERM too (143) for the commands of :data:`SIGTERM_UNWINDS` (their handler is
+    then in place from here on)."""
     if _ONE_BLAS_THREAD:
         one_blas_thread()
     from .._util import import_pause
 
+    args = list(sys.argv[1:] if argv is None else argv)
+    command = args[0] if args and not args[0].startswith("-") else ""
+    if command in SIGTERM_UNWINDS:
+        import signal
+
+        signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         with import_pause():  # the command line's modules load with the collector paused
             from ._main import run_command as run
-    except KeyboardInterrupt:  # Ctrl-C in the first ~0.5 s: one line, as docs/swarm.md says
-        args = list(sys.argv[1:] if argv is None else argv)
-        command = f" {args[0]}" if args and not args[0].startswith("-") else ""
-        print(f"actormem{command}: interrupted (SIGINT)", file=sys.stderr)
-        sys.exit(130)
+    except KeyboardInterrupt as exc:  # in the first ~0.5 s: one line, as docs/swarm.md says
+        name, status = ("SIGTERM", 143) if isinstance(exc, _Terminated) else ("SIGINT", 130)
+        print(f"actormem{' ' * bool(command)}{command}: interrupted ({name})", file=sys.stderr)
+        sys.exit(status)
     run(argv)
 
 

@@ -44,6 +44,7 @@ from .._util import gc_paused, install_hint, read_token_file
 from ..agent._text import cut, escape_line
 from ..agent._toolcalls import read_import_file
 from ..eval import _cli as _eval_cli
+from . import SIGTERM_UNWINDS, _on_sigterm, _Terminated
 from ._display import PipeConsole, result_tables, watch
 from ._mcp import add_mcp_parser
 from ._options import InputError as _InputError
@@ -80,15 +81,6 @@ class _Interrupted(Exception):
         name = signal.Signals(signum).name
         super().__init__(f"interrupted ({name}): {message}")
         self.status = 128 + signum
-
-
-class _Terminated(KeyboardInterrupt):
-    """Raised by the SIGTERM handler the CLI installs: SIGTERM unwinds like Ctrl-C (so
-    every ``finally`` runs and temporary files go), and exits with 143."""
-
-
-def _on_sigterm(signum: int, frame: object) -> None:
-    raise _Terminated
 
 
 # ---------------------------------------------------------------------------- opening
@@ -1180,9 +1172,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.interval = 0.25 if sys.stdout.isatty() else 5.0
     sub = f"{PROG} {args.command}"
     # SIGTERM unwinds like Ctrl-C where a command has something to clean up or report
-    # (swarm: its temporary folder and figures; import: a file it created). Elsewhere
-    # (serve handles its own signals) it keeps its default action.
-    previous = _install_sigterm() if args.command in ("swarm", "import") else None
+    # (SIGTERM_UNWINDS). Elsewhere (serve handles its own signals) it keeps its default.
+    previous = _install_sigterm() if args.command in SIGTERM_UNWINDS else None
     try:
         status: int = args.handler(args)
         sys.stdout.flush()

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
+import signal
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -14,9 +16,23 @@ import trio
 
 from .._errors import ActorMemError
 from .._util import install_hint, read_token_file
+from . import _Terminated
 from ._options import add_memory_location, int_at_least
 
 __all__ = ["add_mcp_parser", "cmd_mcp"]
+
+#: SIGINT and SIGTERM while the command runs are received by trio
+#: (``trio.open_signal_receiver``): the first cancels the serving, which unwinds as at
+#: the end of stdin but at once (the calls in flight cancelled, the memory closed), and
+#: the command exits 128 + the signal's number with one line on stderr. Off: SIGINT is
+#: trio's KeyboardInterrupt, raised wherever the main task is (it could be lost, or come
+#: out beside another error as a traceback), and SIGTERM is :class:`_Terminated`.
+_SIGNALS_CANCEL = True
+
+#: The command's log records (the SDK's among them) go to stderr one line each (time,
+#: level, message). Off: the SDK's own setup (rich, wrapped at 80 columns, a rich
+#: traceback per failed call).
+_LOG_LINES = True
 
 
 def add_mcp_parser(sub: Any, scorers: dict[str, Any]) -> None:
@@ -70,8 +86,78 @@ async def _serve(args: argparse.Namespace, scorers: dict[str, Any]) -> None:
         await serve_stdio(build_mcp_server(memory))
 
 
+async def _serve_until_signal(
+    args: argparse.Namespace, scorers: dict[str, Any], early: list[int]
+) -> int | None:
+    """:func:`_serve`, cancelled by the first SIGINT or SIGTERM (or by one already noted
+    in ``early``); returns its number, or None. A second signal while the serving winds
+    down gives up at once (KeyboardInterrupt, :class:`_Terminated` for SIGTERM)."""
+    got: list[int] = []
+    serving = trio.CancelScope()
+
+    async def watch(signals: AsyncIterator[int]) -> None:
+        async for signum in signals:
+            if got:
+                raise _Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+            got.append(signum)
+            serving.cancel()
+
+    with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        if early:
+            got.append(early[0])
+            serving.cancel()
+        async with trio.open_nursery() as guard:
+            guard.start_soon(watch, signals)
+            try:
+                with serving:
+                    await _serve(args, scorers)
+            finally:
+                guard.cancel_scope.cancel()
+    return got[0] if got else None
+
+
+@contextlib.contextmanager
+def _sigterm_noted(early: list[int]) -> Iterator[None]:
+    """SIGTERM appended to ``early`` instead of raised while trio runs outside
+    :func:`_serve_until_signal`'s receiver (its first and last steps: an exception raised
+    in trio's own code would be an internal error); the handler before is restored."""
+    try:
+        previous = signal.signal(signal.SIGTERM, lambda signum, frame: early.append(signum))
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextlib.contextmanager
+def _log_lines() -> Iterator[None]:
+    """Log records to stderr one line each while the command runs (the SDK's setup,
+    ``logging.basicConfig`` with rich, then finds the root logger set up and does
+    nothing); the root logger as it was afterwards."""
+    root = logging.getLogger()
+    if not _LOG_LINES or root.handlers:
+        yield
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(
+        logging.Formatter("[%(asctime)s] %(levelname)s %(message)s", "%m/%d/%y %H:%M:%S")
+    )
+    level = root.level
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)  # the SDK's level: the same records as before
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        root.setLevel(level)
+
+
 def cmd_mcp(args: argparse.Namespace, scorers: dict[str, Any]) -> int:
-    """Serve MCP on stdio until stdin closes; 0 then, 2 on bad options or a missing extra."""
+    """Serve MCP on stdio until stdin closes; 0 then, 2 on bad options or a missing extra,
+    128 + the signal's number after a SIGINT (130) or SIGTERM (143)."""
     try:
         import mcp  # noqa: F401
     except ImportError:
@@ -83,5 +169,16 @@ def cmd_mcp(args: argparse.Namespace, scorers: dict[str, Any]) -> int:
     if args.server is not None and args.capacity is not None:
         print("actormem mcp: error: --capacity does not apply to --server", file=sys.stderr)
         return 2
-    trio.run(_serve, args, scorers)
-    return 0
+    with _log_lines():
+        if not _SIGNALS_CANCEL:
+            trio.run(_serve, args, scorers)
+            return 0
+        early: list[int] = []
+        with _sigterm_noted(early):
+            signum = trio.run(_serve_until_signal, args, scorers, early)
+    if signum is None and early:  # a SIGTERM in trio's last steps
+        signum = early[0]
+    if signum is None:
+        return 0
+    print(f"actormem mcp: interrupted ({signal.Signals(signum).name})", file=sys.stderr)
+    return 128 + signum

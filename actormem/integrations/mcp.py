@@ -29,29 +29,61 @@ running when its input ends (a ``forget`` sent just before the client closed std
 read has been answered (or cancelled by the client), for at most :data:`EOF_GRACE`
 seconds; only the calls still running after that are cancelled (and answered with the
 SDK's "Connection closed" error). A Ctrl-C (or any cancellation) ends the wait at once.
+
+A line the SDK cannot read is answered as JSON-RPC 2.0 says (the SDK drops it without a
+word, so a client waits for an answer that never comes): text that is not JSON gets
+error -32700 "Parse error" with id null; JSON whose strings hold an escaped lone
+surrogate (``"\\ud800"``, valid JSON text but not Unicode: the SDK's parser refuses it)
+gets -32700 too, with the request's id when it is a request; JSON that is not a JSON-RPC
+message gets -32600 "Invalid Request" with id null (:func:`_answer_to_unreadable`). A
+blank line is skipped, as before.
+
+A memory that broke (a failed commit: disk full, I/O error; ``docs/durability.md``)
+fails every later call with ``trio.BrokenResourceError``: the tool answers "the memory
+is broken and takes no more calls: StorageError: ..." (the SDK logs one line for it), not
+the SDK's bare "Error executing tool" with a traceback logged per call.
+
+:func:`serve_stdio` reads stdin in a worker thread that a cancellation abandons (the
+SDK's own reader cannot be cancelled while no line comes: a Ctrl-C, or the
+``actormem mcp`` command's SIGTERM, then waited until the client wrote or closed stdin).
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import inspect
+import io
+import json
 import logging
+import os
+import sys
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from types import TracebackType
 from typing import Any, ParamSpec, Protocol, Self, TypeVar
 
 import anyio
 import attrs
+import pydantic
+import trio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.stdio import stdio_server
 from mcp.shared.message import SessionMessage
-from mcp.types import JSONRPCError, JSONRPCNotification, JSONRPCRequest, JSONRPCResponse
+from mcp.types import (
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    ErrorData,
+    JSONRPCError,
+    JSONRPCNotification,
+    JSONRPCRequest,
+    JSONRPCResponse,
+)
 
 from .._entry import MemoryCategory, MemoryEntry, ScoredEntry
-from .._errors import ActorMemError, InvalidEntryError, InvalidQueryError
+from .._errors import ActorMemError, InvalidEntryError, InvalidQueryError, StorageError
 from .._stats import MemoryStatistics
 from .._storage.jsonl import entry_to_json
 
@@ -61,6 +93,22 @@ __all__ = ["EOF_GRACE", "MemoryBackend", "build_mcp_server", "serve_stdio", "ser
 #: requests already read (a store waits for its commit); the calls still running then
 #: are cancelled and answered with the SDK's "Connection closed" error.
 EOF_GRACE = 30.0
+
+#: Answer a line the SDK cannot read (not JSON, a lone surrogate, not a JSON-RPC
+#: message) with a JSON-RPC error (:func:`_answer_to_unreadable`). Off: the SDK drops it
+#: without an answer, as before.
+_ANSWER_UNREADABLE = True
+
+#: A broken memory's calls (``trio.BrokenResourceError`` from a failed commit) and the
+#: failed commit's own callers (``StorageError``) answer "the memory is broken ..."
+#: as a tool error (the SDK logs one line). Off: the SDK's "Error executing tool" with a
+#: traceback logged per call, as before.
+_BROKEN_AS_TOOL_ERROR = True
+
+#: :func:`serve_stdio` reads stdin in a worker thread a cancellation abandons
+#: (:class:`_AbandonedLines`). Off: the SDK's reader, which a cancellation waits for
+#: until the client writes a line or closes stdin.
+_ABANDON_STDIN_READ = True
 
 
 class MemoryBackend(Protocol):
@@ -92,17 +140,32 @@ def _reported(
     tool: Callable[_P, Coroutine[Any, Any, _T]],
 ) -> Callable[_P, Coroutine[Any, Any, _T]]:
     """Turn the errors a caller's arguments cause into a :class:`ToolError` with their
-    message (the SDK shows the client only "Error executing tool" for other exceptions);
-    bugs still propagate as they are."""
+    message (the SDK shows the client only "Error executing tool" for other exceptions,
+    and logs their traceback), and a broken memory's errors into one that names the
+    cause (:func:`_broken`); bugs still propagate as they are."""
 
     @functools.wraps(tool)
     async def run(*args: _P.args, **kwargs: _P.kwargs) -> _T:
         try:
             return await tool(*args, **kwargs)
-        except (ActorMemError, ValueError, TypeError) as exc:
+        except (ActorMemError, ValueError, TypeError, trio.BrokenResourceError) as exc:
+            if _BROKEN_AS_TOOL_ERROR and isinstance(exc, StorageError | trio.BrokenResourceError):
+                raise ToolError(_broken(exc)) from exc
+            if isinstance(exc, trio.BrokenResourceError):  # (the knob off) as before
+                raise
             raise ToolError(f"{type(exc).__name__}: {exc}") from exc
 
     return run
+
+
+def _broken(exc: BaseException) -> str:
+    """The tool error's text for a memory that broke: the cause's type and message (the
+    failed commit's ``StorageError``, the ``__cause__`` of the ``BrokenResourceError``
+    every later call raises)."""
+    cause = exc.__cause__ if isinstance(exc, trio.BrokenResourceError) else exc
+    if cause is None:  # broken without a recorded cause: say what was raised
+        cause = exc
+    return f"the memory is broken and takes no more calls: {type(cause).__name__}: {cause}"
 
 
 def _category(value: str) -> MemoryCategory:
@@ -311,12 +374,16 @@ class _Wrapped:
 class _HeldEnd(_Wrapped):
     """The SDK's read stream, whose end reaches the SDK only once :class:`_Unanswered`
     has nothing left (or its grace ran out): the SDK cancels what still runs at the end
-    of its input."""
+    of its input. A line the SDK could not read (an exception among the items) is
+    answered on ``answers`` (:func:`_answer_to_unreadable`) before it is passed on."""
 
-    def __init__(self, inner: Any, unanswered: _Unanswered, grace: float) -> None:
+    def __init__(
+        self, inner: Any, unanswered: _Unanswered, grace: float, answers: Any = None
+    ) -> None:
         self._inner = inner
         self._unanswered = unanswered
         self._grace = grace
+        self._answers = answers
 
     @property
     def last_context(self) -> Any:
@@ -329,8 +396,19 @@ class _HeldEnd(_Wrapped):
         except anyio.EndOfStream:
             await self._unanswered.wait(self._grace)
             raise
+        if isinstance(item, Exception):
+            await self._answer(item)
         self._unanswered.read(item)
         return item
+
+    async def _answer(self, exc: Exception) -> None:
+        """Answer the line behind ``exc`` if JSON-RPC asks for an answer; dropped when
+        the client is gone (as the SDK drops its own answers then)."""
+        answer = _answer_to_unreadable(exc) if _ANSWER_UNREADABLE else None
+        if answer is None or self._answers is None:
+            return
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+            await self._answers.send(SessionMessage(answer))
 
     def __aiter__(self) -> _HeldEnd:
         return self
@@ -340,6 +418,65 @@ class _HeldEnd(_Wrapped):
             return await self.receive()
         except anyio.EndOfStream:
             raise StopAsyncIteration from None
+
+
+def _answer_to_unreadable(exc: Exception) -> JSONRPCError | None:
+    """The JSON-RPC 2.0 answer to a line the SDK could not read (``exc``: the pydantic
+    ``ValidationError`` its stdio transport passes on in place of a message), or None
+    when none is due. O(length of the line).
+
+    * not JSON: -32700 "Parse error", id null (the id cannot be read);
+    * JSON the SDK's parser refuses, an escaped lone surrogate (``"\\ud800"``: valid
+      JSON text, but not Unicode, and MCP messages are UTF-8): -32700 with the
+      request's id (so the client's call ends), no answer to a notification or a
+      response (JSON-RPC never answers them), id null otherwise;
+    * JSON that is not a JSON-RPC message: -32600 "Invalid Request", id null;
+    * a blank line, or another exception (not the SDK's parse error): no answer.
+    """
+    if not isinstance(exc, pydantic.ValidationError):
+        return None
+    errors = exc.errors(include_url=False)
+    unparsed = next((e for e in errors if e["type"] == "json_invalid"), None)
+    if unparsed is None:
+        detail = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors[:3])
+        detail = f"not a JSON-RPC message: {detail}"
+        return _error(None, INVALID_REQUEST, "Invalid Request", detail)
+    line = unparsed.get("input")
+    if not isinstance(line, str) or not line.strip():
+        return None
+    reason = unparsed.get("ctx", {}).get("error") or unparsed["msg"]
+    try:
+        message = json.loads(line)  # Python's parser takes what the SDK's refused?
+    except (ValueError, RecursionError):
+        return _error(None, PARSE_ERROR, "Parse error", f"not JSON: {reason}")
+    if _lone_surrogate(message):
+        reason = "a string holds an escaped lone surrogate (\\ud800-\\udfff unpaired)"
+    detail = f"not JSON this server reads: {reason}"
+    if not isinstance(message, dict) or "id" not in message:
+        if isinstance(message, dict) and "method" in message:
+            return None  # a notification: never answered
+        return _error(None, PARSE_ERROR, "Parse error", detail)
+    if "method" not in message:
+        return None  # a response: never answered
+    ident = message["id"]
+    if isinstance(ident, bool) or not isinstance(ident, int | str):
+        ident = None
+    return _error(ident, PARSE_ERROR, "Parse error", detail)
+
+
+def _lone_surrogate(value: object) -> bool:
+    """Whether ``value`` (parsed JSON) holds a string that is not Unicode text."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _error(ident: int | str | None, code: int, message: str, data: str) -> JSONRPCError:
+    return JSONRPCError(
+        jsonrpc="2.0", id=ident, error=ErrorData(code=code, message=message, data=data)
+    )
 
 
 class _Answers(_Wrapped):
@@ -377,7 +514,7 @@ async def serve_streams(
     unanswered = _Unanswered()
     lowlevel = server._lowlevel_server  # what the SDK's own run_stdio_async drives
     await lowlevel.run(
-        _HeldEnd(read_stream, unanswered, float(grace)),
+        _HeldEnd(read_stream, unanswered, float(grace), write_stream),
         _Answers(write_stream, unanswered),
         lowlevel.create_initialization_options(),
     )
@@ -386,11 +523,68 @@ async def serve_streams(
 async def serve_stdio(server: MCPServer, *, grace: float = EOF_GRACE) -> None:
     """``server.run_stdio_async()``, except that closing stdin does not cut the
     requests in flight: they are finished and answered first (:func:`serve_streams`;
-    ``grace`` seconds at most). Runs under trio or asyncio.
+    ``grace`` seconds at most), and that a cancellation ends it while stdin is still
+    open (the read of stdin is abandoned: :class:`_AbandonedLines`). Runs under trio or
+    asyncio.
 
     Raises:
         ValueError: ``grace`` is negative or not a number.
     """
     _check_grace(grace)
-    async with stdio_server() as (read_stream, write_stream):
-        await serve_streams(server, read_stream, write_stream, grace=grace)
+    with _stdin_lines() as stdin:
+        async with stdio_server(stdin=stdin) as (read_stream, write_stream):
+            await serve_streams(server, read_stream, write_stream, grace=grace)
+
+
+class _AbandonedLines(anyio.AsyncFile[str]):
+    """A text file whose lines are read in a worker thread that a cancellation abandons
+    (anyio's ``AsyncFile`` waits for the thread: a read of a pipe no one writes to
+    never ends). The abandoned read goes on in its thread until a line or the end
+    comes, or the process exits."""
+
+    async def readline(self) -> str:
+        line: str = await anyio.to_thread.run_sync(
+            self._fp.readline, abandon_on_cancel=True, limiter=self.limiter
+        )
+        return line
+
+
+@contextlib.contextmanager
+def _stdin_lines() -> Iterator[anyio.AsyncFile[str] | None]:
+    """stdin for the SDK's ``stdio_server``: :class:`_AbandonedLines` over a private
+    duplicate of descriptor 0, which points at the null device meanwhile (as the SDK's
+    own claim of stdin does: a handler or a child reads no protocol bytes) and is
+    restored on exit. None (the SDK reads stdin itself) when :data:`_ABANDON_STDIN_READ`
+    is off, ``sys.stdin`` is not descriptor 0, or on Windows. O(1).
+
+    The duplicate is never closed: an abandoned read may still wait on it, and a closed
+    number could be reused under it (the SDK leaves its own duplicate open too)."""
+    if not _ABANDON_STDIN_READ or sys.platform == "win32" or not _is_fd_0(sys.stdin):
+        yield None
+        return
+    import fcntl
+
+    try:
+        wire = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
+    except OSError:
+        yield None
+        return
+    null = os.open(os.devnull, os.O_RDONLY)
+    try:
+        os.dup2(null, 0)
+    finally:
+        os.close(null)
+    try:
+        text = io.TextIOWrapper(
+            os.fdopen(wire, "rb", closefd=False), encoding="utf-8", errors="replace"
+        )
+        yield _AbandonedLines(text)
+    finally:
+        os.dup2(wire, 0)
+
+
+def _is_fd_0(stream: Any) -> bool:
+    try:
+        return bool(stream.buffer.fileno() == 0)
+    except (AttributeError, OSError, ValueError):
+        return False
