@@ -462,3 +462,29 @@ def bad_more_refused(daat: Any, lengths: Any, parts: Any) -> None:
                 daat._scores, daat._sticky, None, daat._prefetch, 1.0, None, more,
             )  # fmt: skip
     assert daat._cursors.tolist() == cursors.tolist()  # nothing moved
+
+
+# -- a state holding given texts -------------------------------------------------------
+
+
+def stored_texts(state: Any, texts: list[str]) -> Any:
+    """``state`` (a ``MemoryState``) with ``texts`` stored as facts, ids 1, 2, ... in
+    order, every fourth tagged ``"tag x"``, then published; returns ``state``."""
+    import uuid
+
+    from actormem import MemoryCategory, MemoryEntry
+
+    from .test_store_batch import BASE
+
+    for i, text in enumerate(texts):
+        state.store(
+            MemoryEntry(
+                category=MemoryCategory.FACT,
+                memory=text,
+                id=uuid.UUID(int=i + 1),
+                created_at=BASE,
+                tags=("tag x",) if i % 4 == 0 else (),
+            )
+        )
+    state.publish()
+    return state

@@ -39,6 +39,7 @@ from actormem._index.bm25.postings import _Group
 from actormem._index.persist import ImageError
 from actormem._record import Record
 
+from .setups import stored_texts
 from .strategies import examples
 from .test_bm25 import brute_force
 from .test_bm25_core import _term
@@ -118,18 +119,7 @@ def _state(columns: bool, texts: list[str], scorer: BM25Scorer | None = None) ->
         s = MemoryState(capacity=None, half_life=3600.0, scorer=scorer or BM25Scorer())
     finally:
         knobs._GROUP_COLUMNS, knobs._TERM_POOL = saved
-    for i, text in enumerate(texts):
-        s.store(
-            MemoryEntry(
-                category=MemoryCategory.FACT,
-                memory=text,
-                id=uuid.UUID(int=i + 1),
-                created_at=BASE,
-                tags=("tag x",) if i % 4 == 0 else (),
-            )
-        )
-    s.publish()
-    return s
+    return stored_texts(s, texts)
 
 
 @pytest.mark.skipif(not kernels.bm25_core_active(), reason="the BM25 core is not built")

@@ -37,6 +37,7 @@ from actormem._index.bm25.index import BM25Index
 from actormem._index.bm25.postings import _NO_TERMS, _pool_code, _TermPool
 from actormem._index.persist import ImageError
 
+from .setups import stored_texts
 from .strategies import examples
 from .test_bm25 import brute_force
 from .test_entrybytes2 import TwoLayouts
@@ -242,18 +243,7 @@ def test_pool_starts_widen_past_32_bits() -> None:
 
 def _image_state(pool: bool, texts: list[str]) -> MemoryState:
     s = _new(pool)
-    for i, text in enumerate(texts):
-        s.store(
-            MemoryEntry(
-                category=MemoryCategory.FACT,
-                memory=text,
-                id=uuid.UUID(int=i + 1),
-                created_at=BASE,
-                tags=("tag x",) if i % 4 == 0 else (),
-            )
-        )
-    s.publish()
-    return s
+    return stored_texts(s, texts)
 
 
 @pytest.mark.parametrize("dups", [False, True])
