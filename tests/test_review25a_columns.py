@@ -179,3 +179,46 @@ def test_state_restore_keeps_columns() -> None:
         got = s.index.top_k(s.view(), q, 7, None)
         want = brute_force(s.index.scorer, s.index._records(), s.view().version, q, 7)
         assert [(x, r.seq) for x, r in got] == [(x, r.seq) for x, r in want]
+
+
+def test_past_two_to_the_sixteen() -> None:
+    """66,000 distinct texts (groups and terms past 2**16: the pool widens), a view held
+    from before 5,000 deaths, then those purged and 2,000 of their texts stored again
+    as new objects (new groups): both layouts give the brute force's top-k at each
+    version, ``_check`` on both."""
+    n = 66_000
+    idx = {c: _make(c, True, True) for c in (True, False)}
+    recs = []
+    for i in range(n):
+        rec = Record(entry(f"u{i} k{i % 100} common"), born=1 + i // 1000, seq=i)
+        recs.append(rec)
+        for index in idx.values():
+            index.add(rec)
+    v = n // 1000 + 2
+    dead = random.Random(1).sample(recs, 5000)
+    for r in dead:
+        r.died = v
+        for index in idx.values():
+            index.retire(r)
+
+    def agree(live: list[Record], versions: tuple[int, ...], queries: list[str]) -> None:
+        for q in queries:
+            for ver in versions:
+                view = FakeView(ver, live)
+                want = [(s, r.seq) for s, r in brute_force(idx[True].scorer, live, ver, q, 5)]
+                for index in idx.values():
+                    assert [(s, r.seq) for s, r in index.top_k(view, q, 5, None)] == want, q
+
+    agree(recs, (40, v), ["k7 common", "u65537 k37", "u100 u65536 u65535"])
+    for r in dead:
+        for index in idx.values():
+            index.purge(r)
+    live = [r for r in recs if r.died == NEVER]
+    for j, r in enumerate(dead[:2000]):
+        again = Record(entry(_fresh(r.entry.memory)), born=v + 1, seq=n + j)
+        live.append(again)
+        for index in idx.values():
+            index.add(again)
+    for index in idx.values():
+        index._check(live)
+    agree(live, (v + 1,), ["k7 common", "u65537 k37", f"u{dead[0].seq} k3"])
