@@ -96,3 +96,50 @@ def test_limit_past_the_hits() -> None:
                 assert got == [(s, r.seq) for s, r in want], (on, query)
 
     each_setting(bm25_knobs, ("_SCAN_MARKS",), check)
+
+
+def test_extreme_query_weights_agree() -> None:
+    """``top_k_terms`` with weights 0, subnormal, tiny and huge (a weight 0 term, a
+    sum near overflow): every path of ``Three`` (the reference among them) gives the
+    same top 1/3/10/100 with the scan on and off, the CPU taken as AMD's or not."""
+    rng = random.Random(3)
+    three = Three(BM25Scorer())
+    for i in range(5000):
+        k = rng.choice([1, 2, 3, 5, 300]) if i % 9 == 0 else rng.randint(1, 6)
+        words = rng.choices(["c0", "c1", "c2"], k=k)
+        words += rng.choices([f"r{j}" for j in range(30)], k=rng.randint(0, 2))
+        three.add(" ".join(words) + f" u{i % 2500}")
+    three.delete(5)
+    three.delete(77)
+    view = three.view()
+    weights = [
+        {"c0": 1.0, "r1": 1e-310},
+        {"c0": 5e-324, "r2": 1.0, "c1": 1.0},
+        {"c0": 1e300, "c1": 1e300, "r3": 1.0},
+        {"c0": 1e308, "c1": 1e308},
+        {"r1": 1.0, "r2": 1.0, "r3": 1.0, "c0": 0.0},
+        {"r4": 2.0, "c0": 1e-300, "c1": 1e-300, "c2": 1e-300},
+    ]
+    from .test_bm25_core import path
+
+    saved = kernels.CPU_IS_AMD
+    try:
+        for w in weights:
+            for limit in (1, 3, 10, 100):
+                got = {}
+                for amd in (True, False):
+                    kernels.CPU_IS_AMD = amd
+
+                    def run(
+                        on: Any, w: Any = w, limit: int = limit, amd: bool = amd, got: Any = got
+                    ) -> None:
+                        for name, index in three.indexes.items():
+                            with path(name):
+                                hits = index.top_k_terms(view, w, limit, None)
+                            got[(amd, on, name)] = [(s, r.seq) for s, r in hits]
+
+                    each_setting(bm25_knobs, ("_SCAN_MARKS",), run)
+                assert len(got) == 2 * 2 * len(three.indexes) and got[(True, (True,), "core")]
+                assert len({tuple(v) for v in got.values()}) == 1, (w, limit)
+    finally:
+        kernels.CPU_IS_AMD = saved
