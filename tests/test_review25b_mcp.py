@@ -225,3 +225,23 @@ def test_serve_stdio_twice_from_the_library(tmp_path: Path) -> None:
         out, err = proc.stdout.read().decode(), proc.stderr.read().decode()
     answers = [json.loads(line) for line in out.splitlines()]
     assert [a["id"] for a in answers] == [10, 1], err[-2000:]
+
+
+# ------------------------------------------------------------- 5. --server's log
+
+
+def test_the_server_backend_logs_no_line_per_call() -> None:
+    """``actormem mcp --server URL``: 20 successful calls, then EOF. Due: nothing on
+    stderr for calls that succeeded (a client shows the server's stderr as its log);
+    before: httpx's "INFO HTTP Request: POST .../v1/entries "HTTP/1.1 201 "" per call,
+    the root logger set to INFO by ``_log_lines`` (as by the SDK's setup before)."""
+    from .serverproc import ServerProcess
+
+    with ServerProcess() as srv:
+        calls = b"".join(_line(_call(i, "remember", {"text": f"t{i}"})) for i in range(1, 21))
+        status, answers, err = _run_command(START + calls, "--server", srv.url)
+        assert srv.stop()[0] == 0
+    assert status == 0, err
+    assert len(answers) == 21
+    assert not any(a["result"].get("isError") for a in answers[1:])
+    assert "HTTP Request" not in err
