@@ -245,3 +245,65 @@ def test_the_server_backend_logs_no_line_per_call() -> None:
     assert len(answers) == 21
     assert not any(a["result"].get("isError") for a in answers[1:])
     assert "HTTP Request" not in err
+
+
+# ------------------------------------------------------------- 6. under asyncio
+
+UNDER_ASYNCIO = """
+import asyncio, sys
+sys.path.insert(0, {repo!r})
+from actormem.integrations.mcp import build_mcp_server, serve_stdio
+
+class Nothing:
+    async def store(self, entry): pass
+    async def delete(self, id): return False
+    async def retrieve_scored(self, *args, **kwargs): return []
+    def statistics(self): return None
+
+async def main():
+    task = asyncio.ensure_future(serve_stdio(build_mcp_server(Nothing())))
+    await asyncio.sleep(0.5)  # (not a threshold: any point while it serves will do)
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        pass
+    sys.stderr.write("cancelled\\n")
+    sys.stderr.flush()
+
+asyncio.run(main())
+"""
+
+
+def test_serve_stdio_cancelled_under_asyncio_lets_the_process_exit(tmp_path: Path) -> None:
+    """The docstring: "a cancellation ends it while stdin is still open ... Runs under
+    trio or asyncio". Under asyncio the cancellation returns, but the abandoned read
+    runs in an anyio worker thread that is not a daemon: the process cannot exit until
+    the client writes a line or closes stdin (under trio it exits at once). Killed
+    after 120 s with stdin still open: a hang."""
+    script = tmp_path / "under_asyncio.py"
+    script.write_text(UNDER_ASYNCIO.format(repo=str(REPO)))
+    proc = subprocess.Popen(
+        [sys.executable, str(script)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+    )
+    assert proc.stdin is not None
+    assert proc.stderr is not None
+    assert proc.stdout is not None
+    try:
+        assert proc.stderr.readline() == b"cancelled\n"
+        try:
+            status: int | str = proc.wait(timeout=120)  # stdin still open
+        except subprocess.TimeoutExpired:
+            status = "hung with stdin open"
+    finally:
+        proc.stdin.close()
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()
+    assert status == 0
