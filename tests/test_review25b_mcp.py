@@ -16,6 +16,18 @@ Defects found (each a test below):
 4. ``serve_stdio`` from the library, cancelled while stdin is open, leaves its abandoned
    reader thread on the same pipe (and its buffer): a second ``serve_stdio`` (or any
    later read of stdin) loses the client's next lines. fd 0 itself is restored.
+5. ``actormem mcp --server URL`` logs httpx's "INFO HTTP Request: ..." on stderr for
+   every tool call (the root logger at INFO).
+6. ``serve_stdio`` cancelled under asyncio (the docstring: "Runs under trio or
+   asyncio"): the abandoned read is in a non-daemon anyio worker thread, so the process
+   cannot exit until the client writes a line or closes stdin.
+
+Held (checked by hand, see the report): SIGINT/SIGTERM at many points with ``--path``
+(every acknowledged store in the file after, exit 130/143 and the one line), with
+``--server`` and in memory; 1,700-request bursts then EOF answered in full (all three
+backends); stdin closed mid-line (-32700, exit 0); a 6 MB line (a tool error); invalid
+UTF-8 (U+FFFD, as the SDK's own reader); a ``notifications/cancelled``; stdout closed
+by the client (exit 141, silent, the file consistent).
 """
 
 from __future__ import annotations
