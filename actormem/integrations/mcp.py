@@ -148,7 +148,13 @@ def _reported(
     async def run(*args: _P.args, **kwargs: _P.kwargs) -> _T:
         try:
             return await tool(*args, **kwargs)
-        except (ActorMemError, ValueError, TypeError, trio.BrokenResourceError) as exc:
+        except (
+            ActorMemError,
+            ValueError,
+            TypeError,
+            trio.BrokenResourceError,
+            trio.ClosedResourceError,  # the memory closed under a call (a signal's race)
+        ) as exc:
             if _BROKEN_AS_TOOL_ERROR and isinstance(exc, StorageError | trio.BrokenResourceError):
                 raise ToolError(_broken(exc)) from exc
             if isinstance(exc, trio.BrokenResourceError):  # (the knob off) as before
@@ -470,6 +476,8 @@ def _lone_surrogate(value: object) -> bool:
         json.dumps(value, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError:
         return True
+    except RecursionError:  # nested just under the limit json.loads took (review25b)
+        return False
     return False
 
 
