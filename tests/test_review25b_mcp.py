@@ -120,6 +120,11 @@ def test_the_command_answers_every_nesting_depth() -> None:
 # ------------------------------------------------------------- 2. odd ids
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="known defect (review25b): the SDK parses such a line as a notification and drops "
+    "the id, so no answer is made; answering needs the raw line read twice",
+)
 @pytest.mark.parametrize("ident", [3.5, True, None, [1], {"a": 1}])
 def test_a_request_with_an_id_of_another_type_is_answered(ident: Any) -> None:
     """A ``ping`` whose id is not a string or an integer is an invalid request: it is
@@ -205,6 +210,11 @@ trio.run(main)
 """
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="known defect (review25b): the first serving's abandoned read of stdin stays "
+    "on the pipe and takes the next lines; only a library caller serving twice meets it",
+)
 def test_serve_stdio_twice_from_the_library(tmp_path: Path) -> None:
     """A first ``serve_stdio`` cancelled with stdin open, then a second: fd 0 is
     restored (held), and the lines the client writes next reach the second serving
@@ -287,6 +297,11 @@ asyncio.run(main())
 """
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="known defect (review25b): under asyncio the abandoned read waits in a "
+    "non-daemon worker thread, so the process exits only once a line or the end comes",
+)
 def test_serve_stdio_cancelled_under_asyncio_lets_the_process_exit(tmp_path: Path) -> None:
     """The docstring: "a cancellation ends it while stdin is still open ... Runs under
     trio or asyncio". Under asyncio the cancellation returns, but the abandoned read
@@ -308,7 +323,7 @@ def test_serve_stdio_cancelled_under_asyncio_lets_the_process_exit(tmp_path: Pat
     try:
         assert proc.stderr.readline() == b"cancelled\n"
         try:
-            status: int | str = proc.wait(timeout=120)  # stdin still open
+            status: int | str = proc.wait(timeout=20)  # stdin still open
         except subprocess.TimeoutExpired:
             status = "hung with stdin open"
     finally:

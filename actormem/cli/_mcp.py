@@ -148,11 +148,18 @@ def _log_lines() -> Iterator[None]:
     level = root.level
     root.addHandler(handler)
     root.setLevel(logging.INFO)  # the SDK's level: the same records as before
+    # but not httpx's line per request (--server: one per tool call)
+    quiet = [logging.getLogger(name) for name in ("httpx", "httpcore")]
+    levels = [logger.level for logger in quiet]
+    for logger in quiet:
+        logger.setLevel(logging.WARNING)
     try:
         yield
     finally:
         root.removeHandler(handler)
         root.setLevel(level)
+        for logger, old in zip(quiet, levels, strict=True):
+            logger.setLevel(old)
 
 
 def cmd_mcp(args: argparse.Namespace, scorers: dict[str, Any]) -> int:
