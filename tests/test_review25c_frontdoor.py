@@ -5,6 +5,8 @@ Defects found:
 * A FIFO (or other non-regular file) given as the memory file makes ``stats`` (and
   ``query``/``export``) block forever instead of refusing it in one line (status 2);
   ended by SIGTERM it prints no ``interrupted`` line and leaves ``FIFO.lock`` behind.
+* ``actormem swarm --path FIFO`` hangs the same way and ignores SIGTERM and SIGINT
+  (only SIGKILL ends it); ``import FIFO dump.jsonl`` hangs too (SIGTERM is taken).
 * docs/cli.md shows ``actormem stats: error: notes.txt: not an actormem database ...``
   (the path as given); the command prints the absolute path instead.
 """
@@ -36,7 +38,17 @@ def _cli(tmp_path: Path, *argv: str) -> subprocess.Popen[str]:
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs mkfifo")
-@pytest.mark.parametrize("command", [["stats"], ["query", "{}", "deploy"], ["export"]])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["stats"],
+        ["query", "{}", "deploy"],
+        ["export"],
+        # swarm --path FIFO: hangs, and ignores SIGTERM and SIGINT (only SIGKILL ends it)
+        ["swarm", "--episodes", "2", "--interval", "100", "--path", "{}"],
+        ["import", "{}", "/dev/null"],
+    ],
+)
 def test_fifo_as_memory_file_is_refused_not_waited_on(
     tmp_path: Path, command: list[str]
 ) -> None:
