@@ -969,9 +969,13 @@ def cmd_import(args: argparse.Namespace) -> int:
     except BaseException as exc:
         if args.path in created:
             # A failed import into a new path leaves no file behind.
+            # (only those that now exist: on a read-only mount, unlinking a missing
+            # path raises EROFS, not FileNotFoundError; a failed cleanup must not hide
+            # the import's own error)
             for leftover in created:
-                with contextlib.suppress(FileNotFoundError):
-                    leftover.unlink()
+                if os.path.lexists(leftover):
+                    with contextlib.suppress(OSError):
+                        leftover.unlink()
         if isinstance(exc, KeyboardInterrupt):
             signum = signal.SIGTERM if isinstance(exc, _Terminated) else signal.SIGINT
             raise _Interrupted(
