@@ -360,13 +360,18 @@ def test_restore_columns_with_the_list_changed_by_a_collection(how: str) -> None
             gc.callbacks.remove(callback)
         if fired != [True]:
             continue  # a collection before the call (rare, seen in a full run): again
+        if got is not None and _as_lists(got) == _columns(records):
+            # the collection came after the list was read (which allocation collects
+            # moves with other threads' allocations): the columns of the list as it was,
+            # right for it; again
+            continue
         # the size unchanged, an item replaced: the list as it is now (not plain: None)
         assert how == "replace"
         assert got is None
         victim[0] = records[0]
         assert _as_lists(wo.restore_columns(victim)) == _columns(victim)
         return
-    pytest.fail("no collection came inside the call in 50 tries")
+    pytest.fail("in 50 tries no collection came inside the call before the list was read")
 
 
 def test_restore_columns_refuses_and_declines() -> None:

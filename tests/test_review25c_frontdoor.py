@@ -24,7 +24,7 @@ import pytest
 from actormem.cli._main import main
 
 #: Generous: a refusal takes well under a second; this only detects a hang.
-_HANG = 60
+_HANG = 30  # s: a refusal takes well under a second; a hang is what this catches
 
 
 def _cli(tmp_path: Path, *argv: str) -> subprocess.Popen[str]:
@@ -73,10 +73,16 @@ def test_fifo_as_memory_file_is_refused_not_waited_on(
             f"status {proc.returncode}, stderr {err!r}, files left {left}"
         )
     assert proc.returncode == 2, (proc.returncode, err)
-    assert err.count("\n") == 1 and "mem.db" in err, err
+    assert err.count("\n") == 1, err
+    assert "mem.db" in err, err
     assert not (tmp_path / "mem.db.lock").exists()
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="known defect (review25c): the storage layer's errors name the absolute path, "
+    "'no such file' and 'is a directory' (the CLI's own) the path as given",
+)
 def test_not_a_database_error_names_the_path_as_given(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import os
 from pathlib import Path
+from typing import Any, NoReturn
 
 import pytest
 
@@ -31,12 +32,12 @@ def test_import_cleanup_on_read_only_fs_keeps_the_one_line_error(
     target = tmp_path / "ro" / "new.db"
     target.parent.mkdir()
 
-    def refuse(path, entries, **kw):  # what SqliteStore.open raises on a read-only dir
+    def refuse(path: Any, entries: Any, **kw: Any) -> NoReturn:  # a read-only dir's refusal
         raise StorageError(str(path), "the directory is not writable")
 
     real_unlink = os.unlink
 
-    def unlink_erofs(path, *a, **kw):  # Linux on a read-only mount, file absent or not
+    def unlink_erofs(path: Any, *a: Any, **kw: Any) -> None:  # a read-only mount (Linux)
         if str(path).startswith(str(target.parent)):
             raise OSError(errno.EROFS, "Read-only file system", str(path))
         return real_unlink(path, *a, **kw)
@@ -46,5 +47,6 @@ def test_import_cleanup_on_read_only_fs_keeps_the_one_line_error(
     status = main(["import", str(target), str(dump)])
     _, err = capsys.readouterr()
     assert status == 2, err
-    assert err.startswith("actormem import: error: ") and err.count("\n") == 1, err
+    assert err.startswith("actormem import: error: "), err
+    assert err.count("\n") == 1, err
     assert "Traceback" not in err

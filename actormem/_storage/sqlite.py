@@ -749,6 +749,9 @@ class SqliteStore:
             raise StorageError(path, "the directory does not exist")
         if os.path.isdir(path):
             raise StorageError(path, "is a directory")
+        if os.path.exists(path) and not os.path.isfile(path):
+            # (a FIFO's open would wait for a writer; a device or a socket is no database)
+            raise StorageError(path, "not a regular file (a FIFO, a device or a socket)")
         if not os.access(directory, os.W_OK | os.X_OK):
             raise StorageError(
                 path,
