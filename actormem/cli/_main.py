@@ -20,7 +20,6 @@ import platform
 import re
 import shlex
 import signal
-import stat
 import sys
 import tempfile
 import threading
@@ -104,19 +103,7 @@ def _existing(path: Path) -> Path:
         raise _InputError(f"{path}: no such file")
     if path.is_dir():
         raise _InputError(f"{path}: is a directory, not a memory file")
-    _regular_or_absent(path, str(path))
     return path
-
-
-def _regular_or_absent(path: Path, name: str) -> None:
-    """Refuse a memory file that exists and is not a regular file: opening a FIFO for
-    reading would wait for a writer, a device or a socket is no database. O(1)."""
-    try:
-        mode = path.stat().st_mode
-    except OSError:
-        return  # absent (or unreadable: the open says why)
-    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
-        raise _InputError(f"{name}: not a regular file (a FIFO, a device or a socket)")
 
 
 @asynccontextmanager
@@ -795,8 +782,6 @@ def cmd_swarm(args: argparse.Namespace) -> int:
         raise _InputError("--reuse-path needs --path FILE")
     if args.path is not None and args.path.is_dir():
         raise _InputError(f"--path {args.path}: is a directory, not a memory file")
-    if args.path is not None:
-        _regular_or_absent(args.path, f"--path {args.path}")
     if args.server is not None:
         if args.path is not None or args.in_memory or args.verify or args.capacity is not None:
             raise _InputError(
@@ -973,7 +958,6 @@ def cmd_import(args: argparse.Namespace) -> int:
         raise _InputError(str(exc)) from None
     if args.path.is_dir():
         raise _InputError(f"{args.path}: is a directory, not a memory file")
-    _regular_or_absent(args.path, str(args.path))
     sidecars = [Path(f"{args.path}{suffix}") for suffix in ("", "-wal", "-shm", "-journal")]
     created = [p for p in sidecars if not os.path.lexists(p)]
     # (imported here: only ``import`` stores in bulk; the other commands, the swarm
