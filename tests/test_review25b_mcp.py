@@ -210,6 +210,19 @@ trio.run(main)
 """
 
 
+def _script(path: Path, template: str) -> subprocess.Popen[bytes]:
+    """``template`` (formatted with this checkout's root) written to ``path`` and run,
+    its three standard streams piped."""
+    path.write_text(template.format(repo=str(REPO)))
+    return subprocess.Popen(
+        [sys.executable, str(path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+    )
+
+
 @pytest.mark.xfail(
     strict=True,
     reason="known defect (review25b): the first serving's abandoned read of stdin stays "
@@ -219,15 +232,7 @@ def test_serve_stdio_twice_from_the_library(tmp_path: Path) -> None:
     """A first ``serve_stdio`` cancelled with stdin open, then a second: fd 0 is
     restored (held), and the lines the client writes next reach the second serving
     (before: the first's abandoned reader took them all, no answer came)."""
-    script = tmp_path / "twice.py"
-    script.write_text(TWICE.format(repo=str(REPO)))
-    proc = subprocess.Popen(
-        [sys.executable, str(script)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=REPO,
-    )
+    proc = _script(tmp_path / "twice.py", TWICE)
     assert proc.stdin is not None
     assert proc.stderr is not None
     assert proc.stdout is not None
@@ -307,16 +312,8 @@ def test_serve_stdio_cancelled_under_asyncio_lets_the_process_exit(tmp_path: Pat
     trio or asyncio". Under asyncio the cancellation returns, but the abandoned read
     runs in an anyio worker thread that is not a daemon: the process cannot exit until
     the client writes a line or closes stdin (under trio it exits at once). Killed
-    after 120 s with stdin still open: a hang."""
-    script = tmp_path / "under_asyncio.py"
-    script.write_text(UNDER_ASYNCIO.format(repo=str(REPO)))
-    proc = subprocess.Popen(
-        [sys.executable, str(script)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=REPO,
-    )
+    after 20 s with stdin still open: a hang."""
+    proc = _script(tmp_path / "under_asyncio.py", UNDER_ASYNCIO)
     assert proc.stdin is not None
     assert proc.stderr is not None
     assert proc.stdout is not None
