@@ -31,12 +31,26 @@ so a hole at the start is always detected.
 
 Errors: every psycopg error becomes :class:`~actormem.StorageError` naming the server
 (never the password); a broken connection is dropped and made again on the next call.
+
+Bounded waits: libpq has no client-side timeout for a statement, so a server that stops
+answering (a paused or wedged server, a stalled network path, a row lock held by a node
+that froze in the middle of its append) would block a call, and the node's owner with
+it, for good. Each call therefore runs under a deadline of ``connect_timeout`` seconds (a
+node's ``log_timeout``; a snapshot's transfer: at least 300 s): when it passes, a
+watchdog thread shuts the connection's socket down, the call fails with StorageError,
+and the connection is made again on the next call. And every session sets
+``idle_in_transaction_session_timeout``, so that the server itself ends the transaction
+of a node that froze holding the memory's row lock (that node's append is then retried
+with the same batch id: stored once).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import socket
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -57,6 +71,9 @@ LOG_FORMAT = 1
 MEMORY_NAME_RE = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,62}")
 
 _CHANNEL = "actormem_log"
+#: The deadline of a snapshot's write or read, which moves the whole state: at least this
+#: many seconds (any other call: the node's ``log_timeout``).
+_BULK_SECONDS = 300.0
 _SCHEMA_LOCK = 0x6163_4D6D  # "acMm": the advisory lock taken while creating the tables
 
 _CREATE = (
@@ -132,9 +149,52 @@ def redact_dsn(dsn: str) -> str:
     return f"postgresql://{user}{host}:{port}/{params.get('dbname', '')}"
 
 
+class _Deadline:
+    """Shut ``conn``'s socket down if the block is still running after ``seconds``
+    (a watchdog thread); ``expired`` says whether it did. Shutting the socket down makes
+    libpq's wait end at once with an error (the connection is then broken)."""
+
+    def __init__(self, conn: Any, seconds: float) -> None:
+        self._conn = conn
+        self._lock = threading.Lock()
+        self._done = False
+        self.expired = False
+        self._timer = threading.Timer(seconds, self._sever)
+        self._timer.daemon = True
+
+    def _sever(self) -> None:
+        with self._lock:
+            if self._done:
+                return
+            self.expired = True
+            try:
+                with socket.socket(fileno=os.dup(self._conn.fileno())) as sock:
+                    sock.shutdown(socket.SHUT_RDWR)
+            except (OSError, ValueError, AttributeError):  # closed meanwhile: nothing waits
+                pass
+
+    def __enter__(self) -> _Deadline:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        with self._lock:
+            self._done = True
+        self._timer.cancel()
+
+
 def _reason(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return text[:300] or type(exc).__name__
+
+
+def _limit_idle_transactions(conn: Any, seconds: float) -> None:
+    """Have the server end this session's transaction if it sits idle for ``seconds``
+    (at least 1 s): a node frozen between the statements of its append (SIGSTOP, a
+    stalled path) would otherwise hold the memory's row lock, and stall every other
+    node's appends, until the server noticed the dead client (hours of TCP keepalive)."""
+    millis = str(max(1000, round(seconds * 1000)))
+    conn.execute("SELECT set_config('idle_in_transaction_session_timeout', %s, false)", (millis,))
 
 
 class PgLog:
@@ -157,7 +217,7 @@ class PgLog:
     def _connect(self) -> Any:
         psycopg = _psycopg()
         try:
-            return psycopg.connect(
+            conn = psycopg.connect(
                 self._dsn,
                 autocommit=True,
                 connect_timeout=max(1, round(self._connect_timeout)),
@@ -165,6 +225,18 @@ class PgLog:
             )
         except psycopg.Error as exc:
             raise StorageError(self.where, f"cannot connect: {_reason(exc)}") from exc
+        try:
+            with _Deadline(conn, self._connect_timeout) as deadline:
+                _limit_idle_transactions(conn, self._connect_timeout)
+        except psycopg.Error as exc:
+            conn.close()
+            reason = self._timed_out(self._connect_timeout) if deadline.expired else _reason(exc)
+            raise StorageError(self.where, f"cannot connect: {reason}") from exc
+        return conn
+
+    @staticmethod
+    def _timed_out(seconds: float) -> str:
+        return f"no answer within {seconds:g} s (the connection was dropped)"
 
     def _connection(self) -> Any:
         conn = self._conn
@@ -175,18 +247,23 @@ class PgLog:
             conn = self._conn = self._connect()
         return conn
 
-    def _run(self, what: str, fn: Callable[[Any], Any]) -> Any:
-        """``fn(connection)``; a psycopg error becomes StorageError (and a broken
-        connection is dropped, to be made again on the next call)."""
+    def _run(self, what: str, fn: Callable[[Any], Any], *, bulk: bool = False) -> Any:
+        """``fn(connection)`` under the deadline (``bulk``: a snapshot's transfer, which
+        may be large: at least :data:`_BULK_SECONDS`); a psycopg error becomes
+        StorageError (and a broken connection is dropped, to be made again on the next
+        call)."""
         psycopg = _psycopg()
         conn = self._connection()
+        seconds = max(_BULK_SECONDS, self._connect_timeout) if bulk else self._connect_timeout
         try:
-            return fn(conn)
+            with _Deadline(conn, seconds) as deadline:
+                return fn(conn)
         except psycopg.Error as exc:
-            if conn.broken or conn.closed:
+            if conn.broken or conn.closed or deadline.expired:
                 conn.close()
                 self._conn = None
-            raise StorageError(self.where, f"{what} failed: {_reason(exc)}") from exc
+            reason = self._timed_out(seconds) if deadline.expired else _reason(exc)
+            raise StorageError(self.where, f"{what} failed: {reason}") from exc
 
     @classmethod
     def open(
@@ -324,6 +401,7 @@ class PgLog:
                 "ORDER BY seq DESC LIMIT 1",
                 (self.memory,),
             ).fetchone(),
+            bulk=True,
         )
         return None if row is None else LogSnapshot(row[0], bytes(row[1]))
 
@@ -336,6 +414,7 @@ class PgLog:
                 "ON CONFLICT DO NOTHING",
                 (self.memory, snapshot.seq, snapshot.payload),
             ),
+            bulk=True,
         )
 
     def heartbeat(self, node_id: uuid.UUID, applied_seq: int) -> None:
@@ -401,7 +480,8 @@ class PgLog:
                 conn = psycopg.connect(
                     self._dsn, autocommit=True, connect_timeout=max(1, round(self._connect_timeout))
                 )
-                conn.execute(f"LISTEN {_CHANNEL}")
+                with _Deadline(conn, self._connect_timeout):  # a stalled server: retry
+                    conn.execute(f"LISTEN {_CHANNEL}")
                 wake()  # anything appended while not listening: read it now
                 while not stopped():
                     for note in conn.notifies(timeout=0.2):

@@ -1,0 +1,177 @@
+"""Review 26a: a replicated node whose way to PostgreSQL stalls (rather than breaks),
+and log records that a foreign or corrupt writer put in the log.
+
+* A server that stops answering (a paused server, a stalled path: the TCP connection
+  stays open, nothing comes back) blocked a node's append for good: ``store`` hung past
+  ``log_timeout`` (docs/replication.md promises ``StorageError`` after it), and so did
+  the node's close. A node frozen in the middle of its append holds the memory's row lock
+  and blocked every other node's stores the same way.
+* A log record whose operation is malformed in some ways (a delete's id that is a
+  number, an access count of 1e400, a payload nested past Python's recursion limit)
+  raised a raw AttributeError / OverflowError / RecursionError out of the owner, which
+  crashed the whole trio run (``actormem serve`` exited with a traceback) instead of
+  breaking the memory with a ``LogContentError`` naming the record, as documented.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+import trio
+
+from actormem import Memory, MemoryCategory, MemoryEntry, StorageError, open_memory
+from actormem._engine.replica import ReplicaOptions
+from actormem._storage.log import LogContentError
+from actormem._storage.pglog import PgLog
+from tests.pg import fresh_database, sql
+
+FAST = ReplicaOptions(
+    log_timeout=1.0, poll_interval=0.1, access_interval=0.1, heartbeat_interval=0.1
+)
+
+
+@pytest.fixture
+def pg_dsn() -> Iterator[str]:
+    yield from fresh_database()
+
+
+def fact(text: str) -> MemoryEntry:
+    return MemoryEntry.new(MemoryCategory.FACT, text)
+
+
+class StallingProxy:
+    """A TCP proxy to the PostgreSQL server that can stall: it keeps every connection
+    open but forwards nothing until thawed (a paused server, a stalled path)."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.port = 0
+        self.thawed = trio.Event()
+        self.thawed.set()
+
+    def stall(self) -> None:
+        self.thawed = trio.Event()
+
+    async def _pipe(self, src: trio.SocketStream, dst: trio.SocketStream) -> None:
+        try:
+            async for chunk in src:
+                await self.thawed.wait()
+                await dst.send_all(chunk)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        finally:
+            await dst.aclose()
+
+    async def _handle(self, client: trio.SocketStream) -> None:
+        try:
+            server = await trio.open_tcp_stream("127.0.0.1", self.target_port)
+        except OSError:
+            await client.aclose()
+            return
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._pipe, client, server)
+            nursery.start_soon(self._pipe, server, client)
+
+    async def serve(self, task_status: trio.TaskStatus[None]) -> None:
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        self.port = listeners[0].socket.getsockname()[1]
+        await trio.serve_listeners(self._handle, listeners, task_status=task_status)
+
+
+@pytest.mark.timeout(90)  # before the fix the store hung in its thread (no cancel reaches it)
+async def test_a_stalled_log_fails_the_store_instead_of_hanging(pg_dsn: str) -> None:
+    """The proxy stalls after a first store: the next store fails with StorageError
+    (bounded: a few log_timeouts), reads go on; once it thaws the node stores again."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    params = conninfo_to_dict(pg_dsn)
+    proxy = StallingProxy(int(params.get("port", 5432)))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(proxy.serve)
+        via = make_conninfo(**{**params, "host": "127.0.0.1", "port": str(proxy.port)})
+        with trio.fail_after(60):  # the bug: the store below never returned
+            async with open_memory(log=via, name="m", log_options=FAST) as a:
+                kept = fact("kept before the stall")
+                await a.store(kept)
+                proxy.stall()
+                with pytest.raises(StorageError):
+                    await a.store(fact("lost in the stall"))
+                assert await a.get(kept.id) is not None  # reads go on
+                proxy.thawed.set()
+                after = fact("stored after the thaw")
+                seq = await a.store(after)
+                assert isinstance(seq, int)
+                assert await a.get(after.id) is not None
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.timeout(90)  # before the fix the store hung in its thread, blocked on the lock
+async def test_a_node_frozen_holding_the_row_lock_does_not_block_the_others(
+    pg_dsn: str,
+) -> None:
+    """A session of the log (as a node's append makes it) takes the memory's row lock
+    and then goes silent, as a node paused between its append's statements would: the
+    server ends that transaction, so another node's store goes through."""
+    async with open_memory(log=pg_dsn, name="m", log_options=FAST) as a:
+        await a.store(fact("first"))
+        frozen = await trio.to_thread.run_sync(
+            lambda: PgLog.open(pg_dsn, "m", {}, connect_timeout=1.0)
+        )
+        try:
+            conn = frozen._connection()
+            conn.execute("BEGIN")
+            conn.execute("SELECT head FROM actormem_memories WHERE memory = 'm' FOR UPDATE")
+            with trio.fail_after(30):  # the bug: blocked on the lock for good
+                seq = None
+                while seq is None:  # the first tries may time out while the lock is held
+                    try:
+                        seq = await a.store(fact("second"))
+                    except StorageError:
+                        pass
+            assert seq == 2
+        finally:
+            frozen.close()
+
+
+def _append_raw(dsn: str, payload: bytes) -> None:
+    sql(dsn, "UPDATE actormem_memories SET head = head + 1 WHERE memory = 'm'")
+    sql(
+        dsn,
+        "INSERT INTO actormem_log (memory, seq, batch_id, appended_at, payload) "
+        "SELECT 'm', head, gen_random_uuid(), now(), %s FROM actormem_memories "
+        "WHERE memory = 'm'",
+        payload,
+    )
+
+
+async def _store_until_broken(memory: Memory) -> None:
+    while True:  # the node reads the bad record at its next append or poll
+        await memory.store(fact("next"))
+        await trio.sleep(0.05)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        json.dumps({"v": 1, "ops": [["d", 5]]}).encode(),
+        b'{"v":1,"ops":[["a",[["00000000-0000-4000-8000-000000000000",1e400,'
+        b'"2026-01-01T00:00:00+00:00"]]]]}',
+        b'{"v":1,"ops":' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+    ],
+    ids=["delete-id-a-number", "access-count-infinite", "nested-too-deep"],
+)
+async def test_a_bad_record_breaks_the_node_with_log_content_error(
+    pg_dsn: str, payload: bytes
+) -> None:
+    """The node stops with LogContentError (its memory broken, the run alive), as for
+    any other record it cannot apply."""
+    async with open_memory(log=pg_dsn, name="m", log_options=FAST) as a:
+        await a.store(fact("first"))
+        _append_raw(pg_dsn, payload)
+        with trio.fail_after(30):
+            with pytest.raises(trio.BrokenResourceError) as caught:
+                await _store_until_broken(a)
+        assert isinstance(caught.value.__cause__, LogContentError)
+        assert "log record 2" in str(caught.value.__cause__)
