@@ -114,6 +114,10 @@ _META_APPLIED = "replica_applied_seq"
 _META_VERSION = "replica_version"
 _META_EVICTIONS = "replica_evictions"
 _READ_LIMIT = 1000
+#: What a malformed operation or snapshot raises while it is read: a number where an id
+#: belongs (``uuid.UUID(5)``: AttributeError), ``1e400`` where an int does
+#: (OverflowError), a missing field, a wrong type.
+_MALFORMED = (ValueError, KeyError, TypeError, IndexError, AttributeError, OverflowError)
 
 
 @attrs.frozen(kw_only=True)
@@ -188,7 +192,7 @@ def decode_batch(where: str, seq: int, payload: bytes) -> list[list[Any]]:
         obj = json.loads(payload)
         version = obj["v"]
         ops = obj["ops"]
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
         raise LogContentError(where, f"log record {seq} is not an actormem batch ({exc})") from exc
     if not isinstance(version, int) or version > LOG_FORMAT:
         raise LogContentError(
@@ -218,7 +222,7 @@ async def _embed_records(index: Any, decoded: list[list[list[Any]]]) -> None:
                     docs.append(entry_document(entry_from_json(op[1])))
                 elif op[0] == "m":
                     docs.extend(entry_document(entry_from_json(obj)) for obj in op[1])
-            except (ValueError, KeyError, TypeError, IndexError):
+            except _MALFORMED:
                 continue  # apply_ops refuses the record with the reason
     failed = await _embed_texts(index, index.missing(docs))
     if failed is not None:
@@ -243,7 +247,8 @@ def apply_ops(state: MemoryState, ops: list[list[Any]], now: datetime, horizon: 
     O(as the ops).
 
     Raises:
-        ValueError, KeyError, TypeError: A malformed operation (a foreign or corrupt log).
+        ValueError, KeyError, TypeError, IndexError, AttributeError, OverflowError: A
+            malformed operation (a foreign or corrupt log).
     """
     swept = state.expire(now) if state.next_expiry() is not None else 0
     results: list[Any] = []
@@ -313,7 +318,7 @@ def decode_snapshot(
         state.version = state.published = max(state.version, int(obj["version"]))
         state._evictions_since_consolidate = int(obj["evictions"])
         return state, int(obj["seq"])
-    except (ValueError, KeyError, TypeError) as exc:
+    except (*_MALFORMED, RecursionError) as exc:
         raise LogContentError(where, f"the snapshot cannot be read ({exc})") from exc
 
 
@@ -419,7 +424,7 @@ class Replica:
                 raise StorageError(where, f"log record {applied + 1} is missing")
             try:
                 results = apply_ops(state, ops, rec.appended_at, horizon)
-            except (ValueError, KeyError, TypeError, IndexError) as exc:
+            except _MALFORMED as exc:
                 raise LogContentError(
                     where, f"log record {rec.seq} cannot be applied ({exc})"
                 ) from exc
