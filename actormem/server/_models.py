@@ -29,6 +29,7 @@ from pydantic import (
 
 from .._engine.snapshot import MAX_QUERY_CHARS
 from .._entry import MAX_KEY_CHARS, MAX_MEMORY_CHARS, MAX_TTL, MemoryCategory
+from .._json import MAX_VALUE_DEPTH
 
 __all__ = [
     "MAX_BATCH_ENTRIES",
@@ -95,16 +96,20 @@ Time = Annotated[AwareDatetime, BeforeValidator(_json_time)]
 
 def _finite_json(value: object) -> object:
     """Refuse a number the JSON text spelled past float's range (``1e400`` parses as
-    infinity): stored, it would come back as ``null`` (JSON has no infinity)."""
-    stack = [value]
+    infinity): stored, it would come back as ``null`` (JSON has no infinity); and
+    nesting past the memory's limit here, by name (past 255 levels pydantic's dump of the
+    body failed first, with "Circular reference detected (depth exceeded)")."""
+    stack: list[tuple[object, int]] = [(value, 1)]
     while stack:
-        item = stack.pop()
+        item, depth = stack.pop()
         if isinstance(item, float) and not math.isfinite(item):
             raise ValueError("numbers must be finite (a JSON number too large for a double)")
+        if isinstance(item, (dict, list)) and depth > MAX_VALUE_DEPTH + 1:
+            raise ValueError(f"nested deeper than {MAX_VALUE_DEPTH} levels")
         if isinstance(item, dict):
-            stack.extend(item.values())
+            stack.extend((v, depth + 1) for v in item.values())
         elif isinstance(item, list):
-            stack.extend(item)
+            stack.extend((v, depth + 1) for v in item)
     return value
 
 
