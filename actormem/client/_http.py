@@ -332,6 +332,10 @@ def _retryable(exc: httpx.HTTPError, call: _Call[Any]) -> bool:
     return call.idempotent and isinstance(exc, httpx.TransportError)
 
 
+def _out_of_time(timeout: float) -> str:
+    return f"no answer within the timeout ({timeout:g} s for the whole call)"
+
+
 def _transport_error(url: str, exc: httpx.HTTPError, attempts: int) -> TransportError:
     if isinstance(exc, httpx.TimeoutException):
         reason = f"no answer within the timeout ({type(exc).__name__})"
@@ -384,6 +388,7 @@ class AsyncClient(metaclass=Final):
         self.url = _normalize_url(url)
         _check_options(timeout, retries)
         self._retries = retries
+        self._timeout = float(timeout)
         self._http = httpx.AsyncClient(
             base_url=self.url,
             headers=_headers(token),
@@ -409,6 +414,13 @@ class AsyncClient(metaclass=Final):
     async def _do(self, call: _Call[_T]) -> _T:
         if self._http.is_closed:
             raise TransportError(self.url + call.path, "the client is closed")
+        # httpx's timeout bounds each step (connect, each read): a server that trickles
+        # its answer a byte at a time would keep a call going without end.
+        with anyio.move_on_after(self._timeout):
+            return await self._attempts(call)
+        raise TransportError(self.url + call.path, _out_of_time(self._timeout))
+
+    async def _attempts(self, call: _Call[_T]) -> _T:
         attempt = 0
         while True:
             try:
@@ -545,6 +557,7 @@ class Client(metaclass=Final):
         self.url = _normalize_url(url)
         _check_options(timeout, retries)
         self._retries = retries
+        self._timeout = float(timeout)
         self._http = httpx.Client(
             base_url=self.url,
             headers=_headers(token),
@@ -570,17 +583,43 @@ class Client(metaclass=Final):
     def _do(self, call: _Call[_T]) -> _T:
         if self._http.is_closed:
             raise TransportError(self.url + call.path, "the client is closed")
+        deadline = time.monotonic() + self._timeout
         attempt = 0
         while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TransportError(self.url + call.path, _out_of_time(self._timeout))
             try:
-                response = self._http.request(call.method, call.path, json=call.body)
+                response = self._request(call, deadline, remaining)
             except httpx.HTTPError as exc:
                 if attempt < self._retries and _retryable(exc, call):
-                    time.sleep(_FIRST_BACKOFF * 2**attempt)
+                    time.sleep(min(_FIRST_BACKOFF * 2**attempt, remaining))
                     attempt += 1
                     continue
                 raise _transport_error(self.url + call.path, exc, attempt + 1) from exc
             return _decode(call, response)
+
+    def _request(self, call: _Call[Any], deadline: float, remaining: float) -> httpx.Response:
+        """One attempt, each step bounded by what is left of the call's time, and the
+        answer's body read against the deadline chunk by chunk (httpx's timeout bounds
+        each read alone: a server trickling its answer would keep the call going)."""
+        with self._http.stream(
+            call.method, call.path, json=call.body, timeout=remaining
+        ) as response:
+            chunks = []
+            for chunk in response.iter_bytes():
+                chunks.append(chunk)
+                if time.monotonic() > deadline:
+                    raise httpx.ReadTimeout(
+                        "the answer did not arrive within the timeout", request=response.request
+                    )
+            headers = [(k, v) for k, v in response.headers.items() if k != "content-encoding"]
+            return httpx.Response(
+                response.status_code,
+                headers=headers,
+                content=b"".join(chunks),
+                request=response.request,
+            )
 
     def store(self, entry: MemoryEntry) -> int | None:
         """See :meth:`AsyncClient.store`."""
