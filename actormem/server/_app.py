@@ -566,8 +566,8 @@ def create_app(
         summary="The best entries for a query (Memory.retrieve)",
         **guarded,
     )
-    async def retrieve(body: RetrieveIn) -> Response:
-        hits = await _retrieve(body)
+    async def retrieve(body: RetrieveIn, request: Request) -> Response:
+        hits = await _retrieve(body, request)
         return JSONResponse({"entries": [entry_to_json(h.entry) for h in hits]})
 
     @app.post(
@@ -577,15 +577,42 @@ def create_app(
         summary="The best entries for a query, with scores (Memory.retrieve_scored)",
         **guarded,
     )
-    async def retrieve_scored(body: RetrieveIn) -> Response:
-        hits = await _retrieve(body)
+    async def retrieve_scored(body: RetrieveIn, request: Request) -> Response:
+        hits = await _retrieve(body, request)
         return JSONResponse({"results": [_scored_json(h.score, h.entry) for h in hits]})
 
-    async def _retrieve(body: RetrieveIn) -> list[Any]:
+    async def _retrieve(body: RetrieveIn, request: Request) -> list[Any]:
+        if body.min_seq is not None and not await _applied_or_gone(request, body.min_seq):
+            return []  # the client went away: nobody reads this answer
         try:
             return await memory.retrieve_scored(body.query, body.limit, **_retrieve_filters(body))
         except (InvalidQueryError, TypeError) as exc:
             raise _query_refused(exc) from None
+
+    async def _applied_or_gone(request: Request, seq: int) -> bool:
+        """Wait until the memory applied log record ``seq`` (``min_seq``); False if the
+        client disconnected first. Without the watch, a wait for a seq that never comes
+        (another memory's, a typo) outlived its client and kept its connection open: one
+        task and one file descriptor more with each abandoned request, without end."""
+        gone = False
+        try:
+            async with trio.open_nursery() as nursery:
+
+                async def watch() -> None:
+                    nonlocal gone
+                    while (await request.receive())["type"] != "http.disconnect":
+                        pass
+                    gone = True
+                    nursery.cancel_scope.cancel()
+
+                nursery.start_soon(watch)
+                await memory.wait_applied(seq)
+                nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as group:  # the wait's own error, for its handler
+            if len(group.exceptions) == 1 and isinstance(group.exceptions[0], Exception):
+                raise group.exceptions[0] from None
+            raise
+        return not gone
 
     @app.post(
         "/v1/list",
