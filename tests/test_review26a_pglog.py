@@ -10,12 +10,16 @@ and log records that a foreign or corrupt writer put in the log.
   number, an access count of 1e400, a payload nested past Python's recursion limit)
   raised a raw AttributeError / OverflowError / RecursionError out of the owner, which
   crashed the whole trio run (``actormem serve`` exited with a traceback) instead of
-  breaking the memory with a ``LogContentError`` naming the record, as documented.
+  breaking the memory with a ``LogContentError`` naming the record, as documented. An
+  access record with a negative count was applied: an entry with ``access_count`` -4,
+  which every other way in refuses; one with a naive time broke the node or not
+  depending on the state.
 """
 
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 
 import pytest
@@ -146,6 +150,11 @@ def _append_raw(dsn: str, payload: bytes) -> None:
     )
 
 
+#: An access record for the entry ``_store_until_broken`` stores first (FIRST_ID).
+FIRST_ID = "00000000-0000-4000-8000-000000000001"
+ACCESS = b'{"v":1,"ops":[["a",[["' + FIRST_ID.encode() + b'",%s]]]]}'
+
+
 async def _store_until_broken(memory: Memory) -> None:
     while True:  # the node reads the bad record at its next append or poll
         await memory.store(fact("next"))
@@ -159,8 +168,16 @@ async def _store_until_broken(memory: Memory) -> None:
         b'{"v":1,"ops":[["a",[["00000000-0000-4000-8000-000000000000",1e400,'
         b'"2026-01-01T00:00:00+00:00"]]]]}',
         b'{"v":1,"ops":' + b"[" * 100_000 + b"]" * 100_000 + b"}",
+        ACCESS % b'-5,"2026-01-01T00:00:00+00:00"',
+        ACCESS % b'1,"2026-01-01T00:00:00"',
     ],
-    ids=["delete-id-a-number", "access-count-infinite", "nested-too-deep"],
+    ids=[
+        "delete-id-a-number",
+        "access-count-infinite",
+        "nested-too-deep",
+        "access-count-negative",
+        "access-time-naive",
+    ],
 )
 async def test_a_bad_record_breaks_the_node_with_log_content_error(
     pg_dsn: str, payload: bytes
@@ -168,7 +185,8 @@ async def test_a_bad_record_breaks_the_node_with_log_content_error(
     """The node stops with LogContentError (its memory broken, the run alive), as for
     any other record it cannot apply."""
     async with open_memory(log=pg_dsn, name="m", log_options=FAST) as a:
-        await a.store(fact("first"))
+        first = MemoryEntry(category=MemoryCategory.FACT, memory="first", id=uuid.UUID(FIRST_ID))
+        await a.store(first)
         _append_raw(pg_dsn, payload)
         with trio.fail_after(30):
             with pytest.raises(trio.BrokenResourceError) as caught:

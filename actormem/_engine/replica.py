@@ -81,7 +81,7 @@ from .._storage.log import (
 )
 from .._storage.pglog import LOG_FORMAT, MEMORY_NAME_RE, PgLog
 from .._storage.sqlite import Durability, SqliteStore
-from .._storage.sqlite_format import encode_record
+from .._storage.sqlite_format import MAX_ACCESS_COUNT, encode_record
 from .._util import Final
 from .memory import (
     _CONSOLIDATE,
@@ -229,6 +229,23 @@ async def _embed_records(index: Any, decoded: list[list[list[Any]]]) -> None:
         raise failed
 
 
+def _aware(text: str) -> datetime:
+    """A logged read time: RFC 3339 with an offset (a naive one would fail a comparison
+    later, or not, depending on the state: never applied)."""
+    when = datetime.fromisoformat(text)
+    if when.utcoffset() is None:
+        raise ValueError(f"time {text!r} has no UTC offset")
+    return when
+
+
+def _hit_count(value: object) -> int:
+    """A logged access count: an int in 0..2**63-1 (a negative one made an entry with a
+    negative ``access_count``, which every other way in refuses)."""
+    if type(value) is not int or not 0 <= value <= MAX_ACCESS_COUNT:
+        raise ValueError(f"access count {value!r} is not an int in 0..2**63-1")
+    return value
+
+
 def apply_ops(state: MemoryState, ops: list[list[Any]], now: datetime, horizon: int) -> list[Any]:
     """Apply one log record's operations to ``state``, in order; return each one's result.
 
@@ -270,13 +287,13 @@ def apply_ops(state: MemoryState, ops: list[list[Any]], now: datetime, horizon: 
             results.append(swept + state.expire(now))
             swept = 0
         elif kind == "r":
-            reads = {uuid.UUID(i): datetime.fromisoformat(w) for i, w in op[1]}
+            reads = {uuid.UUID(i): _aware(w) for i, w in op[1]}
             state.refresh(reads, horizon)
             results.append(None)
         elif kind == "c":
             results.append(state.consolidate())
         elif kind == "a":
-            hits = {uuid.UUID(i): (int(t), datetime.fromisoformat(w)) for i, t, w in op[1]}
+            hits = {uuid.UUID(i): (_hit_count(t), _aware(w)) for i, t, w in op[1]}
             state.apply_access(hits, horizon)
             results.append(None)
         else:
