@@ -193,3 +193,15 @@ async def test_a_bad_record_breaks_the_node_with_log_content_error(
                 await _store_until_broken(a)
         assert isinstance(caught.value.__cause__, LogContentError)
         assert "log record 2" in str(caught.value.__cause__)
+
+
+async def test_an_empty_store_many_appends_nothing(pg_dsn: str) -> None:
+    """``store_many([])`` (what ``GET /readyz`` sends to check the owner answers) is
+    answered without a log record: before, each one appended an empty record to the
+    shared log, so every readiness probe of every node grew the log and woke every node."""
+    async with open_memory(log=pg_dsn, name="m", log_options=FAST) as a:
+        seq = await a.store(fact("first"))
+        for _ in range(3):
+            await a.store_many([])
+        assert sql(pg_dsn, "SELECT head FROM actormem_memories WHERE memory = 'm'") == [(seq,)]
+        assert await a.store(fact("second")) == seq + 1
