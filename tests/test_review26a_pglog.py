@@ -205,3 +205,28 @@ async def test_an_empty_store_many_appends_nothing(pg_dsn: str) -> None:
             await a.store_many([])
         assert sql(pg_dsn, "SELECT head FROM actormem_memories WHERE memory = 'm'") == [(seq,)]
         assert await a.store(fact("second")) == seq + 1
+
+
+async def test_a_hole_in_the_middle_of_the_log_breaks_the_node(pg_dsn: str) -> None:
+    """Records 2 and 4 are in the log, 3 is not (a row deleted by hand): the node stops
+    with LogContentError naming record 3. Before, each poll applied record 2 to the
+    state, met the hole, took it for the log being unreachable, and applied record 2
+    again at the next poll (never published, never breaking: wait_applied hung)."""
+    async with open_memory(log=pg_dsn, name="m", log_options=FAST) as a:
+        first = MemoryEntry(category=MemoryCategory.FACT, memory="first", id=uuid.UUID(FIRST_ID))
+        await a.store(first)
+        hit = ACCESS % b'1,"2026-01-01T00:00:00+00:00"'
+        sql(  # records 2 and 4, head 4, in one statement: the node never sees 3
+            pg_dsn,
+            "WITH h AS (UPDATE actormem_memories SET head = head + 3 WHERE memory = 'm' "
+            "RETURNING head) "
+            "INSERT INTO actormem_log (memory, seq, batch_id, appended_at, payload) "
+            "SELECT 'm', v.s, gen_random_uuid(), now(), %s "
+            "FROM h, LATERAL (VALUES (h.head - 2), (h.head)) AS v(s)",
+            hit,
+        )
+        with trio.fail_after(20):
+            with pytest.raises(trio.BrokenResourceError) as caught:
+                await a.wait_applied(4)
+        assert isinstance(caught.value.__cause__, LogContentError)
+        assert "log record 3 is missing" in str(caught.value.__cause__)

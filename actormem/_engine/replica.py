@@ -433,12 +433,18 @@ class Replica:
         horizon = memory._horizon()
         replies: list[tuple[_Request, outcome.Outcome[Any]]] = []
         where = self.log.where
+        for expected, rec in enumerate(records, self.applied + 1):
+            # Checked before anything is applied: the log checks only the first record,
+            # and a hole further on (a row deleted by hand) raised a plain StorageError
+            # midway, which a poll took for the log being unreachable: the records
+            # before the hole, applied to the state but not published, were applied
+            # again at the next poll (an access batch counted twice), every poll.
+            if rec.seq != expected:
+                raise LogContentError(where, f"log record {expected} is missing")
         decoded = [decode_batch(where, rec.seq, rec.payload) for rec in records]
         await _embed_records(state.index, decoded)
         applied = self.applied  # self.applied moves only when the records are published
         for rec, ops in zip(records, decoded, strict=True):
-            if rec.seq != applied + 1:  # pragma: no cover - the log checks this
-                raise StorageError(where, f"log record {applied + 1} is missing")
             try:
                 results = apply_ops(state, ops, rec.appended_at, horizon)
             except _MALFORMED as exc:
