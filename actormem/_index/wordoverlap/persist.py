@@ -465,6 +465,15 @@ def _capacity(size: int) -> int:
     return cap
 
 
+#: :class:`Prepared` acquires the image's tokens into the new index's vocabulary by one
+#: ``ccore.acquire_all`` call over the tokens' set (the compiled store's acquire:
+#: ``vocab_acquire_fast``, its gram strs' table, new lists and sets untracked), in the
+#: set's order, as ``add_text`` on the joined tokens did: the same items, ids, gram
+#: lists and ``_sub`` sets, without the posting list ``add_text`` made per token only to
+#: drop it (~0.5 s of the open's thread at 1M before; branch ``open27``). False:
+#: ``add_text`` (the path before it).
+_VOCAB_ALL = True
+
 #: Posting lists made per step of :meth:`Prepared.step` (~10 ms at most each).
 _PREP_LISTS = 16384
 
@@ -539,7 +548,8 @@ class Prepared:
             _, arrays = persist.unpack(self.parts, {})
         tok_ends = persist.need(arrays, "token_ends", "<i8")
         tokens = persist.decode_strings(persist.need(arrays, "tokens", "|u1").tobytes(), tok_ends)
-        if len(set(tokens)) != len(tokens):
+        distinct = set(tokens)
+        if len(distinct) != len(tokens):
             raise ImageError("a token listed twice")
         joined = " ".join(tokens)  # one pass each over all tokens, in C
         if joined.split() != tokens:
@@ -573,7 +583,12 @@ class Prepared:
                 post[tok] = lst
             yield
         vocab = self.index._vocab
-        if tokens and ccore.core() is not None:
+        if tokens and _VOCAB_ALL and ccore.acquire_all(vocab, distinct) is not None:
+            # The same vocabulary as the add below (the tokens acquired in the order of
+            # their set, which is the order add_text takes them in), without its posting
+            # lists, through the store's faster acquire.
+            pass
+        elif tokens and ccore.core() is not None:
             # The compiled add acquires each token it has no list for (all of them here).
             ccore.add_text({}, joined, 0, vocab)
         else:
