@@ -13,22 +13,29 @@ rebuild with the knob on and off; a stale or foreign image refused alike.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 from unittest import mock
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actormem import WordOverlapScorer
-from actormem._index import kernels
+from actormem._index import kernels, persist
+from actormem._index.images import ImageError, restore_index
 from actormem._index.substring import SubstringVocab
 from actormem._index.wordoverlap import ccore, knobs
 from actormem._index.wordoverlap import persist as wo_persist
+from actormem._storage import sqlite_format
 from tests.strategies import examples
 
 from .setups import RESTORE_CASES, restores_as_rebuilt, stale_and_foreign_refused_alike
-from .test_index_image import _image, _messy
+from .test_decode_rows import _same_entries
+from .test_index_image import _file_rows, _image, _live, _loaded, _messy
+from .test_open13_split import _file, _texts
+from .test_open_beside import _no_threads_left
 
 wo = kernels._wo
 needs_c = pytest.mark.skipif(
@@ -179,8 +186,154 @@ def test_the_knob_restores_the_same_state_as_a_rebuild(
             )
 
     restores_as_rebuilt(seed, n, ops, dups, KNOBS, vocab_as_rebuilt, copies=True)
+    _no_threads_left()
 
 
 @needs_c
 def test_stale_and_foreign_images_give_the_same_error_with_the_knob_on_and_off() -> None:
     stale_and_foreign_refused_alike(KNOBS)
+
+
+# -- the prepared steps, short; the reader's thread reads on ---------------------------
+
+
+def _check_lists_reference(ends: Any, values: Any, bound: int) -> str | None:
+    """The check as one pass (check_lists before branch open27): its message, or None."""
+    if len(ends) == 0 or ends[0] != 0 or ends[-1] != len(values) or np.any(np.diff(ends) <= 0):
+        return "p: list offsets out of order or range"
+    if len(values) and (int(values.min()) < 0 or int(values.max()) >= bound):
+        return f"p: a value outside [0, {bound})"
+    if len(values) > 1:
+        steps = np.diff(values)
+        steps[ends[1:-1] - 1] = 1
+        if int(steps.min()) <= 0:
+            return "p: a list out of order or with repeats"
+    return None
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(
+    lists=st.lists(st.lists(st.integers(0, 11), min_size=1, max_size=5, unique=True), max_size=7),
+    sort=st.booleans(),
+    poke=st.none() | st.tuples(st.integers(0, 40), st.integers(-2, 13)),
+    bump=st.none() | st.integers(0, 8),
+    bound=st.integers(1, 13),
+    step=st.sampled_from([1, 2, 3, 5, 8, 1 << 20]),
+)
+def test_check_lists_in_steps_gives_the_one_pass_answer(
+    lists: list[list[int]],
+    sort: bool,
+    poke: tuple[int, int] | None,
+    bump: int | None,
+    bound: int,
+    step: int,
+) -> None:
+    values = [v for lst in lists for v in (sorted(lst) if sort else lst)]
+    ends = [0]
+    for lst in lists:
+        ends.append(ends[-1] + len(lst))
+    if poke is not None and values:
+        values[poke[0] % len(values)] = poke[1]
+    if bump is not None:
+        ends[bump % len(ends)] += 1
+    e, v = np.array(ends, np.int64), np.array(values, np.int32)
+    want = _check_lists_reference(e, v, bound)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(persist, "_CHECK_STEP", step)
+        try:
+            persist.check_lists(e, v, bound, "p")
+            got = None
+        except ImageError as exc:
+            got = str(exc)
+        steps = persist.check_lists_steps(e, v, bound, "p")
+        taken = 0
+        try:
+            for _ in steps:
+                taken += 1
+            stepped = None
+        except ImageError as exc:
+            stepped = str(exc)
+    assert got == stepped == want
+    if want is None and len(v) > 2 * step:
+        assert taken >= 2  # it did yield between parts
+
+
+@needs_c
+@pytest.mark.parametrize("small", [True, False])
+def test_the_short_prepared_steps_give_the_same_preparation(
+    monkeypatch: pytest.MonkeyPatch, small: bool
+) -> None:
+    state = _messy(WordOverlapScorer, 13, 80, 20)
+    parts = _image(state)
+    records = _live(_loaded(WordOverlapScorer, _file_rows(state), None))
+    got = {}
+    for short in (True, False):
+        if short:  # a step per 2 tokens, lists, 64 groups, 8 values
+            monkeypatch.setattr(wo_persist, "_VOCAB_STEP", 2 if small else 2048)
+            monkeypatch.setattr(wo_persist, "_PREP_LISTS", 2 if small else 4096)
+            monkeypatch.setattr(wo_persist, "_PREP_ROWS", 64 if small else 65536)
+            monkeypatch.setattr(persist, "_CHECK_STEP", 8 if small else 1 << 20)
+        else:  # the steps before branch open27
+            monkeypatch.setattr(wo_persist, "_VOCAB_ALL", False)
+            monkeypatch.setattr(wo_persist, "_PREP_LISTS", 16384)
+            monkeypatch.setattr(wo_persist, "_PREP_ROWS", 1 << 40)
+            monkeypatch.setattr(persist, "_CHECK_STEP", 1 << 40)
+        prep = wo_persist.prepare(WordOverlapScorer().make_index(), parts)
+        assert prep is not None
+        steps = 1
+        while prep.step():
+            steps += 1
+        assert prep.error is None
+        e = prep.numbering
+        assert e is not None
+        got[short] = (
+            steps,
+            _shape(prep.index._vocab),
+            {t: list(a) for t, a in prep.post.items()},
+            e.rows.copy(),
+            e.rowcount.copy(),
+        )
+        restored = restore_index(WordOverlapScorer().make_index(), parts, records, prep)
+        assert restored._e is e
+    (n_short, *short_parts), (n_long, *long_parts) = got[True], got[False]
+    if small:
+        assert n_short > n_long + 10
+    for a, b in zip(short_parts, long_parts, strict=True):
+        if isinstance(a, np.ndarray):
+            assert (a == b).all()
+        else:
+            assert a == b
+
+
+@pytest.mark.skipif(sqlite_format._crows is None, reason="the compiled row reader is not built")
+def test_chunks_ahead_refuses_bad_counts_and_reads_the_same_rows(tmp_path: Path) -> None:
+    crows: Any = sqlite_format._crows
+    was = crows.chunks_ahead(64)
+    try:
+        for bad, error in (
+            (1, ValueError),
+            (4097, ValueError),
+            (True, TypeError),
+            (8.0, TypeError),
+        ):
+            with pytest.raises(error, match="chunks_ahead"):
+                crows.chunks_ahead(bad)
+        assert crows.chunks_ahead(64) == 64
+        uri = _file(tmp_path / "c.db", _texts(3000))
+        reads = {}
+        for n in (2, 8, 64, 4096):
+            crows.chunks_ahead(n)
+            reads[n] = sqlite_format._read_rows_c(uri)
+            assert reads[n] is not None
+        for n in (2, 8, 4096):
+            _same_entries(reads[n], reads[64])
+        # the knob: set at each read
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(sqlite_format, "_CHUNKS_AHEAD", 8)
+            assert sqlite_format._read_rows_c(uri) is not None
+            assert crows.chunks_ahead(8) == 8
+        waited = crows.feed_wait_s()
+        assert isinstance(waited, float)
+        assert waited >= 0.0
+    finally:
+        crows.chunks_ahead(was)

@@ -250,6 +250,12 @@ def _add_flags() -> int:
     )
 
 
+def has_acquire_all() -> bool:
+    """Whether :func:`acquire_all` runs (the core is on and has it). O(1)."""
+    mod = kernels.wo_core()
+    return mod is not None and hasattr(mod, "acquire_all")
+
+
 def acquire_all(vocab: SubstringVocab, toks: set[str] | list[str]) -> int | None:
     """``vocab.acquire(tok)`` for each ``tok`` of ``toks`` in its iteration order, in one
     call into C: the vocabulary :func:`add_text` leaves for the same tokens in the same

@@ -474,8 +474,19 @@ def _capacity(size: int) -> int:
 #: ``add_text`` (the path before it).
 _VOCAB_ALL = True
 
-#: Posting lists made per step of :meth:`Prepared.step` (~10 ms at most each).
-_PREP_LISTS = 16384
+#: Tokens acquired per step of :meth:`Prepared.step` with :data:`_VOCAB_ALL` (~3 µs
+#: each: ~6 ms a step; the whole vocabulary in one step before branch ``open27``).
+_VOCAB_STEP = 2048
+
+#: Posting lists made per step of :meth:`Prepared.step` (~10 ms at most each; 16384
+#: before branch ``open27``).
+_PREP_LISTS = 4096
+
+#: Groups whose masks' rows of bits are written per step of :meth:`Prepared.step` with
+#: :data:`_ROWS_AHEAD` (~8 ms at most; all of them in one step before ``open27``): the
+#: steps run while the row reader's thread reads on (``read_file``'s ``prepare``), and a
+#: long one made it wait with every chunk full. A multiple of 64 (a word of each row).
+_PREP_ROWS = 65536
 
 
 class Prepared:
@@ -559,7 +570,7 @@ class Prepared:
         yield
         ends = persist.need(arrays, "post_ends", "<i8", len(tokens) + 1)
         postings = persist.need(arrays, "postings", "<i4")
-        persist.check_lists(ends, postings, size, "postings")
+        yield from persist.check_lists_steps(ends, postings, size, "postings")
         self.lo = persist.need(arrays, "masks_lo", "<u8", size)
         self.hi = persist.need(arrays, "masks_hi", "<u8", size)
         yield
@@ -567,7 +578,10 @@ class Prepared:
             e = _Numbering(_capacity(size))
             e.masks[0][:size] = self.lo
             e.masks[1][:size] = self.hi
-            e.write_rows(0, size)
+            # in ranges of groups (OR and counts: the same rows as in one call)
+            for at in range(0, size, _PREP_ROWS):
+                e.write_rows(at, min(size, at + _PREP_ROWS))
+                yield
             self.numbering = e
             yield
         raw = memoryview(self.parts["postings"])  # slices of it copy nothing until frombytes
@@ -583,11 +597,15 @@ class Prepared:
                 post[tok] = lst
             yield
         vocab = self.index._vocab
-        if tokens and _VOCAB_ALL and ccore.acquire_all(vocab, distinct) is not None:
+        if tokens and _VOCAB_ALL and ccore.has_acquire_all():
             # The same vocabulary as the add below (the tokens acquired in the order of
             # their set, which is the order add_text takes them in), without its posting
-            # lists, through the store's faster acquire.
-            pass
+            # lists, through the store's faster acquire; in slices, a step each.
+            order = list(distinct)
+            for at in range(0, len(order), _VOCAB_STEP):
+                ccore.acquire_all(vocab, order[at : at + _VOCAB_STEP])
+                if at + _VOCAB_STEP < len(order):
+                    yield
         elif tokens and ccore.core() is not None:
             # The compiled add acquires each token it has no list for (all of them here).
             ccore.add_text({}, joined, 0, vocab)
