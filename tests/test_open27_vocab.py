@@ -34,7 +34,7 @@ from tests.strategies import examples
 from .setups import RESTORE_CASES, restores_as_rebuilt, stale_and_foreign_refused_alike
 from .test_decode_rows import _same_entries
 from .test_index_image import _file_rows, _image, _live, _loaded, _messy
-from .test_open13_split import _file, _texts
+from .test_open13_split import _file, _ids_file, _read, _texts
 from .test_open_beside import _no_threads_left
 
 wo = kernels._wo
@@ -337,3 +337,37 @@ def test_chunks_ahead_refuses_bad_counts_and_reads_the_same_rows(tmp_path: Path)
         assert waited >= 0.0
     finally:
         crows.chunks_ahead(was)
+
+
+@pytest.mark.skipif(sqlite_format._crows is None, reason="the compiled row reader is not built")
+def test_the_id_table_on_huge_pages_finds_the_same_ids_twice(tmp_path: Path) -> None:
+    """40,000 ids: the table grows past 2 MiB (131,072 slots), where id_huge takes the
+    aligned, madvised memory; an id twice at the start, in the middle, at the end, or none."""
+    crows: Any = sqlite_format._crows
+    n = 40_000
+    base = [(k * 0x9E3779B97F4A7C15 + 7) % 2**128 for k in range(1, n + 1)]
+    cases = {"none": base}
+    for name, (i, j) in {"start": (1, 0), "middle": (n // 2, 17), "end": (n - 1, n - 3)}.items():
+        ids = list(base)
+        ids[i] = ids[j]
+        cases[name] = ids
+    was = crows.id_huge(True)
+    try:
+        for name, ids in cases.items():
+            uri = _ids_file(tmp_path / f"{name}.db", ids)
+            got = {}
+            for on in (True, False):
+                crows.id_huge(on)
+                out: list[Any] = []
+                rows = _read(uri, True, ids_out=out)
+                assert len(rows) == n
+                got[on] = out
+            assert got[True] == got[False] == [name == "none"], name
+        with pytest.raises(TypeError, match="id_huge"):
+            crows.id_huge(1)
+        with pytest.MonkeyPatch.context() as mp:  # the knob, set at each read
+            mp.setattr(sqlite_format, "_ID_HUGE", False)
+            assert sqlite_format._read_rows_c(uri) is not None
+            assert crows.id_huge(True) is False
+    finally:
+        crows.id_huge(was)

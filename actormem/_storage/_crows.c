@@ -272,6 +272,10 @@ fail:
  * of CHUNK_ROWS rows exist at once (their arenas grow to the largest chunk's texts). */
 #include <pthread.h>
 #include <time.h>
+#include <stdlib.h>
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
 /* A buffer's hash as str's hash computes it over a one-byte-kind str's data, callable
  * without the GIL (it reads the process's hash secret only). */
@@ -393,6 +397,31 @@ id_put(uint64_t *t, size_t mask, uint64_t hi, uint64_t lo)
     }
 }
 
+/* The id table's memory, zeroed: `slots` slots of two words. From 2 MiB on (256k
+ * ids), with ids_huge_on, 2 MiB aligned and asked of the kernel as transparent huge
+ * pages (MADV_HUGEPAGE; this system's THP mode may be "madvise"): each row probes a
+ * random slot, and with 4 KiB pages a 32 MiB table (1M ids) missed the TLB on nearly
+ * every probe (a page walk, dearer in a VM); 16 huge pages stay in it. Freed by free().
+ * NULL when out of memory. */
+static int ids_huge_on = 1;
+#define HUGE_BYTES ((size_t)2 << 20)
+
+static uint64_t *
+ids_alloc(size_t slots)
+{
+    size_t bytes = slots * 2 * sizeof(uint64_t);
+#ifdef __linux__
+    if (ids_huge_on && bytes >= HUGE_BYTES) {
+        void *p = aligned_alloc(HUGE_BYTES, (bytes + HUGE_BYTES - 1) & ~(HUGE_BYTES - 1));
+        if (!p) return NULL;
+        (void)madvise(p, bytes, MADV_HUGEPAGE); /* a hint: refused, the pages stay small */
+        memset(p, 0, bytes);
+        return p;
+    }
+#endif
+    return calloc(slots, 2 * sizeof(uint64_t));
+}
+
 /* Note the id (hi, lo); a second one sets ids_dup; out of memory stops the check. */
 static void
 id_seen(feed_t *f, uint64_t hi, uint64_t lo)
@@ -404,7 +433,7 @@ id_seen(feed_t *f, uint64_t hi, uint64_t lo)
     }
     if (2 * (f->ids_count + 1) > f->ids_mask + 1 || !f->ids) {
         size_t slots = f->ids ? 2 * (f->ids_mask + 1) : IDS_FIRST;
-        uint64_t *t = calloc(slots, 2 * sizeof(uint64_t));
+        uint64_t *t = ids_alloc(slots);
         if (!t) {
             f->check_ids = 0;
             return;
@@ -1239,6 +1268,25 @@ chunks_ahead(PyObject *self, PyObject *n)
     return PyLong_FromLong(was);
 }
 
+PyDoc_STRVAR(id_huge_doc,
+"id_huge(on) -> bool\n\n"
+"Whether the split reader's id table, from 2 MiB on, is 2 MiB aligned and asked of the\n"
+"kernel as transparent huge pages (True, the default from branch open27), or calloc'd\n"
+"(False: the path before; the same check). Sets it for later reads (on: a bool) and\n"
+"returns what it was. TypeError for a non-bool. O(1).");
+
+static PyObject *
+id_huge(PyObject *self, PyObject *on)
+{
+    if (!PyBool_Check(on)) {
+        PyErr_SetString(PyExc_TypeError, "id_huge: on must be a bool");
+        return NULL;
+    }
+    int was = ids_huge_on;
+    ids_huge_on = on == Py_True;
+    return PyBool_FromLong(was);
+}
+
 PyDoc_STRVAR(feed_wait_s_doc,
 "feed_wait_s() -> float\n\n"
 "The wall seconds every split reader's thread of this process waited with all its\n"
@@ -1258,6 +1306,7 @@ static PyMethodDef methods[] = {
     {"chunks_ahead", chunks_ahead, METH_O, chunks_ahead_doc},
     {"feed_cpu_s", feed_cpu_s, METH_NOARGS, feed_cpu_s_doc},
     {"feed_wait_s", feed_wait_s, METH_NOARGS, feed_wait_s_doc},
+    {"id_huge", id_huge, METH_O, id_huge_doc},
     {"id_prefetch", id_prefetch, METH_O, id_prefetch_doc},
     {"read_entries", read_entries, METH_VARARGS, read_entries_doc},
     {"source_id", source_id, METH_NOARGS, source_id_doc},
