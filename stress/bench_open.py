@@ -20,7 +20,9 @@ it reports, as one JSON line:
   (``Opening.finish``: joining the late ``quick_check``, the read-write connection);
 * ``beside_s``: the CPU of the threads that run beside the open's own (``quick_check``
   and the image's read, the texts' digest: none before branch ``open11``; the split
-  row reader's SQLite thread, also given alone as ``feed_s``, from branch ``open13``), and
+  row reader's SQLite thread, also given alone as ``feed_s``, from branch ``open13``;
+  ``feed_wait_s``, from branch ``open27``: the wall seconds that thread waited with every
+  chunk full, the open's thread behind it or busy with a prepared step), and
   ``path_cpu_s``: ``cpu_s`` less it, the CPU of the open's own path, which is what its
   wall time would be on an idle machine with a core free for the threads beside
   (``wall_s`` itself is only meaningful at a low load: ``load1``, the 1-minute load
@@ -190,6 +192,11 @@ def child(path: str, scorer: str, query: str) -> dict[str, Any]:
         if feed is not None:
             at_answer["feed_s"] = feed()
             at_answer["beside_s"] = at_answer.get("beside_s", 0.0) + at_answer["feed_s"]
+        # (open27) the wall time that thread sat with every chunk full (the open's
+        # thread behind it, or busy with a prepared step): not CPU, not in beside_s
+        waited = getattr(crows, "feed_wait_s", None)
+        if waited is not None:
+            at_answer["feed_wait_s"] = waited()
         beside = at_answer.get("beside_s", 0.0)
         return {
             "entries": n,

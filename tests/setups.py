@@ -361,6 +361,35 @@ def image_errors(
     return errors
 
 
+def stale_and_foreign_refused_alike(knobs: tuple[tuple[Any, str], ...]) -> None:
+    """A messy word-overlap state's image restored over stale records (every text
+    changed: another digest) and foreign ones (two records' texts made equal: another
+    group count) gives one and the same ``ImageError`` message with each on/off
+    combination of ``knobs``; no thread left after (``test_open20_gids``,
+    ``test_open27_vocab``)."""
+    from actormem._record import Record
+
+    from .test_index_image import _file_rows, _image, _live, _loaded, _messy
+    from .test_open_beside import _no_threads_left
+
+    state = _messy(WordOverlapScorer, 5, 70, 25)
+    rows = _file_rows(state)
+    parts = _image(state)
+    records = _live(_loaded(WordOverlapScorer, rows, None))
+    stale = [
+        Record(attrs.evolve(r.entry, memory=r.entry.memory + "\u00e9"), r.seq, r.seq)
+        for r in records
+    ]
+    merged = [
+        Record(attrs.evolve(r.entry, memory=records[0].entry.memory), r.seq, r.seq) if i == 1 else r
+        for i, r in enumerate(records)
+    ]
+    for bad in (stale, merged):
+        errors = image_errors(parts, bad, records, knobs)
+        assert len(errors) == 1, errors
+    _no_threads_left()
+
+
 def _text_of(entry: MemoryEntry, copy: bool) -> str:
     """``entry``'s text, or with ``copy`` an equal new str (its hash not cached)."""
     return "".join(list(entry.memory)) if copy else entry.memory

@@ -139,7 +139,7 @@ def test_steps_never_raise_an_exception_and_keep_it(monkeypatch: pytest.MonkeyPa
     def broken(*args: Any) -> Any:
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(wo_persist.persist, "check_lists", broken)
+    monkeypatch.setattr(wo_persist.persist, "check_lists_steps", broken)  # (open27: in steps)
     prep = _stepped(parts, None)
     assert isinstance(prep.error, RuntimeError)
     with pytest.raises(RuntimeError, match="a bug"):

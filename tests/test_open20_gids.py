@@ -22,7 +22,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import attrs
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -33,11 +32,15 @@ from actormem._index import kernels, persist
 from actormem._index.images import restore_index
 from actormem._index.wordoverlap import knobs
 from actormem._index.wordoverlap import persist as wo_persist
-from actormem._record import Record
 from actormem._storage import sqlite_format
 from tests.strategies import examples
 
-from .setups import RESTORE_CASES, image_errors, no_encoder, restores_as_rebuilt
+from .setups import (
+    RESTORE_CASES,
+    no_encoder,
+    restores_as_rebuilt,
+    stale_and_foreign_refused_alike,
+)
 from .test_index_image import _file_rows, _image, _live, _loaded, _messy
 from .test_open13_split import _ids_file, _read
 from .test_open_beside import _no_threads_left
@@ -227,22 +230,7 @@ def _loaded_groups(mp: pytest.MonkeyPatch, on: tuple[bool, ...]) -> Any:
 
 @needs_c
 def test_stale_and_foreign_images_give_the_same_error_with_the_knob_on_and_off() -> None:
-    state = _messy(WordOverlapScorer, 5, 70, 25)
-    rows = _file_rows(state)
-    parts = _image(state)
-    records = _live(_loaded(WordOverlapScorer, rows, None))
-    stale = [  # every text changed: the digest differs
-        Record(attrs.evolve(r.entry, memory=r.entry.memory + "\u00e9"), r.seq, r.seq)
-        for r in records
-    ]
-    merged = [  # two records' texts made equal: another group count
-        Record(attrs.evolve(r.entry, memory=records[0].entry.memory), r.seq, r.seq) if i == 1 else r
-        for i, r in enumerate(records)
-    ]
-    for bad in (stale, merged):
-        errors = image_errors(parts, bad, records, KNOBS)
-        assert len(errors) == 1, errors
-    _no_threads_left()
+    stale_and_foreign_refused_alike(KNOBS)
 
 
 @needs_c

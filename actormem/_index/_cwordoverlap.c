@@ -96,6 +96,9 @@ struct gramslot {
     PyObject *s;
 };
 
+/* acquire_all's table of gram strs: 1 << 16 slots (1 MiB), made per call. */
+#define GRAMTAB_BITS_ALL 16
+
 /* add_text_cached's and add_texts_cached's `flags` (knobs._ACQUIRE_FAST, knobs._UNTRACK). */
 #define ADD_ACQUIRE_FAST 1
 #define ADD_UNTRACK 2
@@ -638,6 +641,70 @@ add_text(PyObject *self, PyObject *args)
     if (!words) return NULL;
     PyObject *result = add_words(post, words, gid, vocab_obj);
     Py_DECREF(words);
+    return result;
+}
+
+PyDoc_STRVAR(acquire_all_doc,
+"acquire_all(vocab, toks, flags) -> int\n\n"
+"vocab.acquire(tok) for each tok of `toks` (an exact set or list of exact strs), in\n"
+"its iteration order, the ids dropped: the structures add_text gives the vocabulary\n"
+"for the same tokens in the same order, with no posting list made. flags: 0 to 63,\n"
+"as add_texts_cached's, of which ADD_ACQUIRE_FAST (1: vocab_acquire_fast), ADD_UNTRACK\n"
+"(2: new gram lists and _sub sets untracked) and ADD_GRAM_STRS (32: the tokens' 2-\n"
+"and 3-character substrings from a table of strs made for this call) are read. An\n"
+"item that is not an exact str: TypeError, the items before it acquired. Returns\n"
+"the number of new items. O(sum of len(tok)).");
+
+/* The tokens of an index image, acquired in one call (the image's restore builds the
+ * vocabulary of every token ahead of the rows: add_text on the joined tokens made a
+ * posting list per token only to drop it, and took the slow acquire). */
+static PyObject *
+acquire_all(PyObject *self, PyObject *args)
+{
+    PyObject *vocab_obj, *toks;
+    int flags;
+    if (!PyArg_ParseTuple(args, "OOi", &vocab_obj, &toks, &flags)) return NULL;
+    if (add_flags_check(flags) < 0) return NULL;
+    if (!PySet_CheckExact(toks) && !PyList_CheckExact(toks)) {
+        PyErr_SetString(PyExc_TypeError, "toks must be a set or a list");
+        return NULL;
+    }
+    struct vocab v;
+    if (vocab_load(vocab_obj, &v) < 0) return NULL;
+    v.untrack = (flags & ADD_UNTRACK) != 0;
+    struct gramslot *table = NULL;
+    if (flags & ADD_GRAM_STRS) {
+        table = PyMem_Calloc((size_t)1 << GRAMTAB_BITS_ALL, sizeof(struct gramslot));
+        if (!table) {
+            vocab_release(&v);
+            return PyErr_NoMemory();
+        }
+        v.gslot = table;
+        v.gbits = GRAMTAB_BITS_ALL;
+    }
+    Py_ssize_t before = PyDict_GET_SIZE(v.ids);
+    PyObject *result = NULL;
+    PyObject *it = PyObject_GetIter(toks), *tok;
+    if (!it) goto done;
+    while ((tok = PyIter_Next(it)) != NULL) {
+        int r;
+        if (!PyUnicode_CheckExact(tok)) {
+            PyErr_SetString(PyExc_TypeError, "toks must hold exact strs");
+            r = -1;
+        } else {
+            r = (flags & ADD_ACQUIRE_FAST) ? vocab_acquire_fast(&v, tok) : vocab_acquire(&v, tok);
+        }
+        Py_DECREF(tok);
+        if (r < 0) break;
+    }
+    Py_DECREF(it);
+    if (!PyErr_Occurred()) result = PyLong_FromSsize_t(PyDict_GET_SIZE(v.ids) - before);
+done:
+    if (table) {
+        for (size_t i = 0; i < ((size_t)1 << GRAMTAB_BITS_ALL); i++) Py_XDECREF(table[i].s);
+        PyMem_Free(table);
+    }
+    vocab_release(&v);
     return result;
 }
 
@@ -6827,6 +6894,7 @@ texts_groups(PyObject *self, PyObject *own)
 
 static PyMethodDef methods[] = {
     {"add_text", add_text, METH_VARARGS, add_text_doc},
+    {"acquire_all", acquire_all, METH_VARARGS, acquire_all_doc},
     {"count_words", count_words, METH_VARARGS, count_words_doc},
     {"text_masks", text_masks, METH_VARARGS, text_masks_doc},
     {"bits_add_sparse", bits_add_sparse, METH_VARARGS, bits_add_sparse_doc},

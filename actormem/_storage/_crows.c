@@ -268,10 +268,14 @@ fail:
  * A row the producer declines (or any SQLite error) ends the whole read with None, as
  * a declined row does in the one-thread path. The producer is joined on every path
  * out of read_entries (the rows done, a row declined, an error, a signal's exception):
- * the caller sets `stop` and waits for it, with the GIL released. At most CHUNKS chunks
+ * the caller sets `stop` and waits for it, with the GIL released. At most nchunks chunks
  * of CHUNK_ROWS rows exist at once (their arenas grow to the largest chunk's texts). */
 #include <pthread.h>
 #include <time.h>
+#include <stdlib.h>
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
 /* A buffer's hash as str's hash computes it over a one-byte-kind str's data, callable
  * without the GIL (it reads the process's hash secret only). */
@@ -289,7 +293,8 @@ fail:
 #endif
 
 #define CHUNK_ROWS 256
-#define CHUNKS 8
+/* The most chunks chunks_ahead() accepts (256 rows each). */
+#define CHUNKS_MAX 4096
 
 typedef struct {
     uint32_t off, len;
@@ -331,10 +336,12 @@ enum { P_RUNNING, P_DONE, P_DECLINED };
 typedef struct {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    chunk_t *chunks; /* CHUNKS of them, filled and taken in turn */
+    chunk_t *chunks; /* nchunks of them, filled and taken in turn */
+    int nchunks;
     long long filled, taken; /* chunks published / chunks given back */
     int status;              /* P_*: set with the last chunk published */
     int stop;                /* the caller gives up: the producer ends at once */
+    double waited;           /* wall seconds the producer waited for a free chunk */
     /* the producer's inputs (copied before it starts; never Python objects) */
     char *uri, *sql;
     const char *cat_text[MAX_CATEGORIES];
@@ -390,6 +397,31 @@ id_put(uint64_t *t, size_t mask, uint64_t hi, uint64_t lo)
     }
 }
 
+/* The id table's memory, zeroed: `slots` slots of two words. From 2 MiB on (256k
+ * ids), with ids_huge_on, 2 MiB aligned and asked of the kernel as transparent huge
+ * pages (MADV_HUGEPAGE; this system's THP mode may be "madvise"): each row probes a
+ * random slot, and with 4 KiB pages a 32 MiB table (1M ids) missed the TLB on nearly
+ * every probe (a page walk, dearer in a VM); 16 huge pages stay in it. Freed by free().
+ * NULL when out of memory. */
+static int ids_huge_on = 1;
+#define HUGE_BYTES ((size_t)2 << 20)
+
+static uint64_t *
+ids_alloc(size_t slots)
+{
+    size_t bytes = slots * 2 * sizeof(uint64_t);
+#ifdef __linux__
+    if (ids_huge_on && bytes >= HUGE_BYTES) {
+        void *p = aligned_alloc(HUGE_BYTES, (bytes + HUGE_BYTES - 1) & ~(HUGE_BYTES - 1));
+        if (!p) return NULL;
+        (void)madvise(p, bytes, MADV_HUGEPAGE); /* a hint: refused, the pages stay small */
+        memset(p, 0, bytes);
+        return p;
+    }
+#endif
+    return calloc(slots, 2 * sizeof(uint64_t));
+}
+
 /* Note the id (hi, lo); a second one sets ids_dup; out of memory stops the check. */
 static void
 id_seen(feed_t *f, uint64_t hi, uint64_t lo)
@@ -401,7 +433,7 @@ id_seen(feed_t *f, uint64_t hi, uint64_t lo)
     }
     if (2 * (f->ids_count + 1) > f->ids_mask + 1 || !f->ids) {
         size_t slots = f->ids ? 2 * (f->ids_mask + 1) : IDS_FIRST;
-        uint64_t *t = calloc(slots, 2 * sizeof(uint64_t));
+        uint64_t *t = ids_alloc(slots);
         if (!t) {
             f->check_ids = 0;
             return;
@@ -422,6 +454,8 @@ id_seen(feed_t *f, uint64_t hi, uint64_t lo)
 
 /* Whether the split reader holds ids back and prefetches their slots (id_prefetch). */
 static int id_prefetch_on = 1;
+/* The chunks a split read may fill ahead of the caller (chunks_ahead()). */
+static int chunks_ahead_n = 64;
 
 /* Note the row's id: at once (id_prefetch off), or after the next ID_LAG ids, its slot
  * in the table prefetched now (the table is a random access per row, 32 MiB at 1M: the
@@ -611,6 +645,16 @@ feed_finish(feed_t *f, int status)
  * the CPU the read runs beside the caller's thread). */
 static pthread_mutex_t feed_cpu_mu = PTHREAD_MUTEX_INITIALIZER;
 static double feed_cpu_total = 0.0;
+/* The wall seconds producer threads waited with every chunk full, summed. */
+static double feed_wait_total = 0.0;
+
+static double
+wall_now(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) != 0) return 0.0;
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 static double
 thread_cpu_now(void)
@@ -638,12 +682,17 @@ feed_run(void *arg)
     if (rc != SQLITE_OK || sqlite3_column_count(st) != COLUMNS) goto out;
     for (long long k = 0;; k++) {
         pthread_mutex_lock(&f->mu);
-        while (!f->stop && f->filled - f->taken >= CHUNKS) pthread_cond_wait(&f->cv, &f->mu);
+        if (!f->stop && f->filled - f->taken >= f->nchunks) {
+            /* every chunk full: the caller is behind (or busy with its idle work) */
+            double w0 = wall_now();
+            while (!f->stop && f->filled - f->taken >= f->nchunks) pthread_cond_wait(&f->cv, &f->mu);
+            f->waited += wall_now() - w0;
+        }
         int stop = f->stop;
         pthread_mutex_unlock(&f->mu);
         if (stop) goto out;
         /* the chunk is this thread's until it is published */
-        chunk_t *ch = &f->chunks[k % CHUNKS];
+        chunk_t *ch = &f->chunks[k % f->nchunks];
         ch->nrows = 0;
         ch->used = 0;
         int done = 0;
@@ -673,8 +722,12 @@ closed:
     sqlite3_finalize(st);
     sqlite3_close(db);
     double used = thread_cpu_now() - cpu0;
+    pthread_mutex_lock(&f->mu);
+    double waited = f->waited;
+    pthread_mutex_unlock(&f->mu);
     pthread_mutex_lock(&feed_cpu_mu);
     feed_cpu_total += used;
+    feed_wait_total += waited;
     pthread_mutex_unlock(&feed_cpu_mu);
     return NULL;
 }
@@ -783,7 +836,7 @@ static void
 feed_free(feed_t *f)
 {
     if (f->chunks) {
-        for (int i = 0; i < CHUNKS; i++) free(f->chunks[i].arena);
+        for (int i = 0; i < f->nchunks; i++) free(f->chunks[i].arena);
         free(f->chunks);
     }
     free(f->uri);
@@ -828,7 +881,8 @@ read_threaded(const char *uri, const char *sql, ctx_t *c, PyObject *ids_out, PyO
     *started = 0;
     f.uri = strdup(uri);
     f.sql = strdup(sql);
-    f.chunks = calloc(CHUNKS, sizeof(chunk_t));
+    f.nchunks = chunks_ahead_n;
+    f.chunks = calloc((size_t)f.nchunks, sizeof(chunk_t));
     if (!f.uri || !f.sql || !f.chunks) {
         feed_free(&f);
         return PyErr_NoMemory();
@@ -895,7 +949,7 @@ read_threaded(const char *uri, const char *sql, ctx_t *c, PyObject *ids_out, PyO
             if (status == P_DONE) break;
             goto declined; /* a row declined or an SQLite error */
         }
-        const chunk_t *ch = &f.chunks[k % CHUNKS];
+        const chunk_t *ch = &f.chunks[k % f.nchunks];
         for (int i = 0; i < ch->nrows; i++) {
             if (++row % YIELD_ROWS == 0) {
                 Py_BEGIN_ALLOW_THREADS
@@ -1187,8 +1241,72 @@ id_prefetch(PyObject *self, PyObject *on)
     return PyBool_FromLong(was);
 }
 
+PyDoc_STRVAR(chunks_ahead_doc,
+"chunks_ahead(n) -> int\n\n"
+"How many chunks of 256 rows the split reader's thread may fill ahead of the caller\n"
+"(a later read's; 64 by default, 8 before branch open27): with more, the thread reads\n"
+"on while the caller runs its idle work (read_entries' idle) in steps longer than\n"
+"the caller's share of a few chunks. Each chunk holds its rows' copied columns (~70\n"
+"KiB) and an arena of their texts. Returns what it was. TypeError for a non-int,\n"
+"ValueError outside 2 to 4096. O(1).");
+
+static PyObject *
+chunks_ahead(PyObject *self, PyObject *n)
+{
+    if (!PyLong_CheckExact(n)) {
+        PyErr_SetString(PyExc_TypeError, "chunks_ahead: n must be an int");
+        return NULL;
+    }
+    long v = PyLong_AsLong(n);
+    if (v == -1 && PyErr_Occurred()) return NULL;
+    if (v < 2 || v > CHUNKS_MAX) {
+        PyErr_SetString(PyExc_ValueError, "chunks_ahead: n must be 2 to 4096");
+        return NULL;
+    }
+    int was = chunks_ahead_n;
+    chunks_ahead_n = (int)v;
+    return PyLong_FromLong(was);
+}
+
+PyDoc_STRVAR(id_huge_doc,
+"id_huge(on) -> bool\n\n"
+"Whether the split reader's id table, from 2 MiB on, is 2 MiB aligned and asked of the\n"
+"kernel as transparent huge pages (True, the default from branch open27), or calloc'd\n"
+"(False: the path before; the same check). Sets it for later reads (on: a bool) and\n"
+"returns what it was. TypeError for a non-bool. O(1).");
+
+static PyObject *
+id_huge(PyObject *self, PyObject *on)
+{
+    if (!PyBool_Check(on)) {
+        PyErr_SetString(PyExc_TypeError, "id_huge: on must be a bool");
+        return NULL;
+    }
+    int was = ids_huge_on;
+    ids_huge_on = on == Py_True;
+    return PyBool_FromLong(was);
+}
+
+PyDoc_STRVAR(feed_wait_s_doc,
+"feed_wait_s() -> float\n\n"
+"The wall seconds every split reader's thread of this process waited with all its\n"
+"chunks full (the caller behind), summed over the reads that ended (for benchmarks).");
+
+static PyObject *
+feed_wait_s(PyObject *self, PyObject *unused)
+{
+    double total;
+    pthread_mutex_lock(&feed_cpu_mu);
+    total = feed_wait_total;
+    pthread_mutex_unlock(&feed_cpu_mu);
+    return PyFloat_FromDouble(total);
+}
+
 static PyMethodDef methods[] = {
+    {"chunks_ahead", chunks_ahead, METH_O, chunks_ahead_doc},
     {"feed_cpu_s", feed_cpu_s, METH_NOARGS, feed_cpu_s_doc},
+    {"feed_wait_s", feed_wait_s, METH_NOARGS, feed_wait_s_doc},
+    {"id_huge", id_huge, METH_O, id_huge_doc},
     {"id_prefetch", id_prefetch, METH_O, id_prefetch_doc},
     {"read_entries", read_entries, METH_VARARGS, read_entries_doc},
     {"source_id", source_id, METH_NOARGS, source_id_doc},

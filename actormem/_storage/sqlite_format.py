@@ -703,6 +703,23 @@ _SPLIT_IDS = True
 #: False: each id put at once (the path before it; ``tests/test_open20_gids.py``).
 _ID_PREFETCH = True
 
+#: How many chunks of 256 rows the split reader's thread may fill ahead of the caller
+#: (``_crows.chunks_ahead``). The caller runs the index image's prepared steps
+#: (``read_file``'s ``prepare``) whenever its next chunk is not ready; a step (~5-130
+#: ms) runs to its end, so with 8 chunks (~3 ms of the thread's reading) the thread sat
+#: with every chunk full for nearly the whole step, and the steps ran one after the
+#: other with the read instead of beside it. 64 chunks (~25 ms of reading, ~4 MiB of
+#: copied columns and ~4 MiB of text at the bench's 1M file) let it read on. The same
+#: rows and errors. 8: the path before (branch ``open27``).
+_CHUNKS_AHEAD = 64
+
+#: The split reader's id table (:data:`_ID_PREFETCH`: a random 16-byte slot per row,
+#: 32 MiB at 1M) is 2 MiB aligned and asked of the kernel as transparent huge pages
+#: (``_crows.id_huge``; ``madvise``, which this system's THP mode needs): with 4 KiB
+#: pages nearly every probe missed the TLB. The same check. False: ``calloc``, the
+#: path before (branch ``open27``).
+_ID_HUGE = True
+
 #: The split reader's thread also computes each memory text's duplicate-key fold hash
 #: (``textfold.fold_hash``'s value, from the UTF-8 bytes it copies, without the GIL; a
 #: text that is not ASCII only on CPython before 3.13, per code point as the core) and
@@ -798,6 +815,12 @@ def _read_rows_c(
     set_prefetch = getattr(_crows, "id_prefetch", None)  # (not in an older build)
     if set_prefetch is not None:
         set_prefetch(bool(_ID_PREFETCH))
+    set_chunks = getattr(_crows, "chunks_ahead", None)
+    if set_chunks is not None:
+        set_chunks(int(_CHUNKS_AHEAD))
+    set_huge = getattr(_crows, "id_huge", None)
+    if set_huge is not None:
+        set_huge(bool(_ID_HUGE))
     entries: list[tuple[int, MemoryEntry]] | None = _crows.read_entries(
         uri, SELECT_ENTRIES, MemoryEntry, _ENTRY_FIELDS, _CATEGORY_VALUES, _tags_of,
         _namespace_of, _json_object, 1.0, MAX_MEMORY_CHARS, MAX_KEY_CHARS, MAX_TTL, MAX_SEQ,

@@ -250,6 +250,36 @@ def _add_flags() -> int:
     )
 
 
+def has_acquire_all() -> bool:
+    """Whether :func:`acquire_all` runs (the core is on and has it). O(1)."""
+    mod = kernels.wo_core()
+    return mod is not None and hasattr(mod, "acquire_all")
+
+
+def acquire_all(vocab: SubstringVocab, toks: set[str] | list[str]) -> int | None:
+    """``vocab.acquire(tok)`` for each ``tok`` of ``toks`` in its iteration order, in one
+    call into C: the vocabulary :func:`add_text` leaves for the same tokens in the same
+    order (with the compiled adds' knobs: ``knobs._ACQUIRE_FAST``, ``knobs._UNTRACK``,
+    ``knobs._GRAM_STRS``), but no posting list made. Returns the number of new items, or
+    None when the core (or this function in it) is not available: then nothing was done.
+    O(sum of len(tok)).
+
+    Raises:
+        TypeError: ``vocab`` is not a :class:`SubstringVocab`, ``toks`` not an exact set
+            or list, or an item not an exact ``str`` (the items before it acquired).
+    """
+    if type(vocab) is not SubstringVocab:
+        raise TypeError("vocab must be a SubstringVocab")
+    if type(toks) is not set and type(toks) is not list:
+        raise TypeError("toks must be a set or a list")
+    mod = kernels.wo_core()
+    fn = getattr(mod, "acquire_all", None) if mod is not None else None
+    if fn is None:
+        return None
+    fresh: int = fn(vocab, toks, _add_flags())
+    return fresh
+
+
 def add_text_cached(
     post: dict[str, array[int]],
     low: str,

@@ -465,8 +465,28 @@ def _capacity(size: int) -> int:
     return cap
 
 
-#: Posting lists made per step of :meth:`Prepared.step` (~10 ms at most each).
-_PREP_LISTS = 16384
+#: :class:`Prepared` acquires the image's tokens into the new index's vocabulary by one
+#: ``ccore.acquire_all`` call over the tokens' set (the compiled store's acquire:
+#: ``vocab_acquire_fast``, its gram strs' table, new lists and sets untracked), in the
+#: set's order, as ``add_text`` on the joined tokens did: the same items, ids, gram
+#: lists and ``_sub`` sets, without the posting list ``add_text`` made per token only to
+#: drop it (~0.5 s of the open's thread at 1M before; branch ``open27``). False:
+#: ``add_text`` (the path before it).
+_VOCAB_ALL = True
+
+#: Tokens acquired per step of :meth:`Prepared.step` with :data:`_VOCAB_ALL` (~3 µs
+#: each: ~6 ms a step; the whole vocabulary in one step before branch ``open27``).
+_VOCAB_STEP = 2048
+
+#: Posting lists made per step of :meth:`Prepared.step` (~10 ms at most each; 16384
+#: before branch ``open27``).
+_PREP_LISTS = 4096
+
+#: Groups whose masks' rows of bits are written per step of :meth:`Prepared.step` with
+#: :data:`_ROWS_AHEAD` (~8 ms at most; all of them in one step before ``open27``): the
+#: steps run while the row reader's thread reads on (``read_file``'s ``prepare``), and a
+#: long one made it wait with every chunk full. A multiple of 64 (a word of each row).
+_PREP_ROWS = 65536
 
 
 class Prepared:
@@ -539,7 +559,8 @@ class Prepared:
             _, arrays = persist.unpack(self.parts, {})
         tok_ends = persist.need(arrays, "token_ends", "<i8")
         tokens = persist.decode_strings(persist.need(arrays, "tokens", "|u1").tobytes(), tok_ends)
-        if len(set(tokens)) != len(tokens):
+        distinct = set(tokens)
+        if len(distinct) != len(tokens):
             raise ImageError("a token listed twice")
         joined = " ".join(tokens)  # one pass each over all tokens, in C
         if joined.split() != tokens:
@@ -549,7 +570,7 @@ class Prepared:
         yield
         ends = persist.need(arrays, "post_ends", "<i8", len(tokens) + 1)
         postings = persist.need(arrays, "postings", "<i4")
-        persist.check_lists(ends, postings, size, "postings")
+        yield from persist.check_lists_steps(ends, postings, size, "postings")
         self.lo = persist.need(arrays, "masks_lo", "<u8", size)
         self.hi = persist.need(arrays, "masks_hi", "<u8", size)
         yield
@@ -557,7 +578,10 @@ class Prepared:
             e = _Numbering(_capacity(size))
             e.masks[0][:size] = self.lo
             e.masks[1][:size] = self.hi
-            e.write_rows(0, size)
+            # in ranges of groups (OR and counts: the same rows as in one call)
+            for at in range(0, size, _PREP_ROWS):
+                e.write_rows(at, min(size, at + _PREP_ROWS))
+                yield
             self.numbering = e
             yield
         raw = memoryview(self.parts["postings"])  # slices of it copy nothing until frombytes
@@ -573,7 +597,16 @@ class Prepared:
                 post[tok] = lst
             yield
         vocab = self.index._vocab
-        if tokens and ccore.core() is not None:
+        if tokens and _VOCAB_ALL and ccore.has_acquire_all():
+            # The same vocabulary as the add below (the tokens acquired in the order of
+            # their set, which is the order add_text takes them in), without its posting
+            # lists, through the store's faster acquire; in slices, a step each.
+            order = list(distinct)
+            for at in range(0, len(order), _VOCAB_STEP):
+                ccore.acquire_all(vocab, order[at : at + _VOCAB_STEP])
+                if at + _VOCAB_STEP < len(order):
+                    yield
+        elif tokens and ccore.core() is not None:
             # The compiled add acquires each token it has no list for (all of them here).
             ccore.add_text({}, joined, 0, vocab)
         else:
