@@ -1180,15 +1180,21 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
      * codes' scalar walk takes (wi >= 0). */
     double *ones = NULL;
     if (walk_ones && codes && WALKS_TIGHT(tight)) {
-        ones = PyMem_Malloc((size_t)q * BM25_CODES * sizeof(double));
+        ones = PyMem_Malloc((size_t)(q + 1) * BM25_CODES * sizeof(double));
         if (!ones) {
             PyErr_NoMemory();
             return -1;
         }
+        /* The saturation at a frequency of 1 by code is the same for every term: 256
+         * divisions a call, not 256 a walked term (~7 a call at 1M), then a multiply
+         * each: the loop's `wi * (tf / (tf + den))` at tf 1.0 on the same values, the
+         * same bits. */
+        double *sat1 = ones + q * BM25_CODES;
+        for (int k = 0; k < BM25_CODES; k++) sat1[k] = 1.0 / (1.0 + den[k]);
         for (Py_ssize_t i = ne; i < q; i++) {
             const double wi = T[ord[i]].wi;
             double *one = ones + ord[i] * BM25_CODES;
-            for (int k = 0; k < BM25_CODES; k++) one[k] = wi * (1.0 / (1.0 + den[k]));
+            for (int k = 0; k < BM25_CODES; k++) one[k] = wi * sat1[k];
         }
     }
     /* scan_on (more & 1024): the walk sets no marks, scan_marks finds them after it, in

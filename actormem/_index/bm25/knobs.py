@@ -223,8 +223,10 @@ _MARK_CUT = True
 #: cut is one the walk marked; one the walk marked and the scan does not has a final score
 #: below the cut, which the lookups give up on before any work: the same results. On this
 #: project's AMD EPYC with AVX-512, -9.5% of a plain question's CPU at 100k
-#: (docs/benchmarks.md, "BM25 at 1M, part 10"). False: the walk marks, the eight-lane
-#: walk where the CPU has it (kept for side-by-side benchmarks).
+#: (docs/benchmarks.md, "BM25 at 1M, part 10"); on its Intel Xeon with AVX-512, -6 to
+#: -8% at 1M against the eight-lane walk ("part 11"), so no per-CPU choice is needed
+#: while it is on. False: the walk marks, the eight-lane walk where the CPU has it (kept
+#: for side-by-side benchmarks).
 _SCAN_MARKS = True
 
 #: With the cost-aware split, the longest posting lists (at least ``_DENSE_MIN`` postings
