@@ -27,12 +27,13 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import actormem._version as _version_mod
 from actormem import MemoryCategory, MemoryEntry, open_memory
 from actormem._entry import MAX_MEMORY_CHARS
 from actormem._storage.jsonl import JsonlError
 from actormem.agent import _hooks, _toolcalls
 from actormem.agent._toolcalls import ToolCall, read_tool_calls
-from actormem.cli import _main, _swarm
+from actormem.cli import _swarm
 from actormem.cli._swarm import Removals, check_accounting
 
 from .strategies import examples
@@ -327,14 +328,14 @@ def test_the_version_is_looked_up_once(monkeypatch: pytest.MonkeyPatch) -> None:
         return real(name)
 
     monkeypatch.setattr(importlib.metadata, "version", counting)
-    monkeypatch.setattr(_main, "_version_found", None)
+    monkeypatch.setattr(_version_mod, "_version_found", None)
     # importlib.metadata's way (startup24's direct read is tested in test_startup24.py)
-    monkeypatch.setattr(_main, "_VERSION_DIRECT", False)
-    monkeypatch.setattr(_main, "_VERSION_ONCE", False)
-    off = [_main._version(), _main._version()]
+    monkeypatch.setattr(_version_mod, "_VERSION_DIRECT", False)
+    monkeypatch.setattr(_version_mod, "_VERSION_ONCE", False)
+    off = [_version_mod.package_version(), _version_mod.package_version()]
     assert len(calls) == 2
-    monkeypatch.setattr(_main, "_VERSION_ONCE", True)
-    on = [_main._version(), _main._version()]
+    monkeypatch.setattr(_version_mod, "_VERSION_ONCE", True)
+    on = [_version_mod.package_version(), _version_mod.package_version()]
     assert len(calls) == 3
     assert on == off
     assert on[0] == real("actormem")

@@ -19,7 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from actormem.cli import _main
+import actormem._version as _version_mod
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -40,23 +40,23 @@ def test_an_egg_info_folder_is_read_from_its_pkg_info(tmp_path: Path) -> None:
     pkg_info = "Metadata-Version: 2.4\nName: actormem\nVersion: 0.1.0\nSummary: x\n"
     _egg_info(tmp_path, "actormem", {"PKG-INFO": pkg_info, "SOURCES.txt": "a.py\n"})
     assert _reference("actormem", [str(tmp_path)]) == "0.1.0"
-    assert _main.direct_version("actormem", [str(tmp_path)]) == "0.1.0"
+    assert _version_mod.direct_version("actormem", [str(tmp_path)]) == "0.1.0"
 
 
 def test_an_empty_metadata_falls_to_pkg_info_as_importlib(tmp_path: Path) -> None:
     _egg_info(tmp_path, "pkg", {"METADATA": "", "PKG-INFO": "Version: 3\n"})
     assert _reference("pkg", [str(tmp_path)]) == "3"
-    assert _main.direct_version("pkg", [str(tmp_path)]) == "3"
+    assert _version_mod.direct_version("pkg", [str(tmp_path)]) == "3"
 
 
 def test_metadata_wins_over_pkg_info_as_importlib(tmp_path: Path) -> None:
     _egg_info(tmp_path, "pkg", {"METADATA": "Version: 1\n", "PKG-INFO": "Version: 2\n"})
     assert _reference("pkg", [str(tmp_path)]) == "1"
-    assert _main.direct_version("pkg", [str(tmp_path)]) == "1"
+    assert _version_mod.direct_version("pkg", [str(tmp_path)]) == "1"
     other = tmp_path / "other"
     _egg_info(other, "pkg", {"METADATA": "Name: x\n\nVersion: 1\n", "PKG-INFO": "Version: 2\n"})
     assert _reference("pkg", [str(other)]) is None  # METADATA read, no Version header
-    assert _main.direct_version("pkg", [str(other)]) is None  # (then importlib's answer)
+    assert _version_mod.direct_version("pkg", [str(other)]) is None  # (then importlib's answer)
 
 
 def test_a_swarm_beside_a_source_egg_info_imports_no_importlib_metadata(tmp_path: Path) -> None:

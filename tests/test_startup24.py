@@ -3,7 +3,7 @@
 * a swarm (in memory or durable) imports neither ``importlib.metadata`` (nor ``email``)
   nor the replication, live-read and salvage modules, and its report's version is
   ``importlib.metadata``'s;
-* :func:`~actormem.cli._main.direct_version` gives ``importlib.metadata``'s version or
+* :func:`~actormem._version.direct_version` gives ``importlib.metadata``'s version or
   None (never another string), on real and random metadata files and path layouts, and
   a plain layout is read directly;
 * a swarm on its own temporary file closes it without building an index image, and
@@ -32,6 +32,7 @@ import trio
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import actormem._version as _version_mod
 from actormem import MemoryCategory, MemoryEntry, open_memory
 from actormem._engine import lifecycle
 from actormem.cli import _main
@@ -138,8 +139,8 @@ def _dist(root: Path, folder: str, metadata: str | None, *, file: str = "METADAT
 
 def test_direct_version_of_the_installed_distributions() -> None:
     for name in ("actormem", "numpy", "trio", "attrs", "rich", "Trio", "sortedcontainers"):
-        assert _main.direct_version(name) == importlib.metadata.version(name)
-    assert _main.direct_version("no-such-distribution-x") is None
+        assert _version_mod.direct_version(name) == importlib.metadata.version(name)
+    assert _version_mod.direct_version("no-such-distribution-x") is None
 
 
 def test_direct_version_plain_layouts(tmp_path: Path) -> None:
@@ -152,10 +153,10 @@ def test_direct_version_plain_layouts(tmp_path: Path) -> None:
     for paths in ([str(first), str(second)], [missing, str(second), str(first)]):
         ref = _reference("actor-mem", paths)
         assert ref is not None
-        assert _main.direct_version("actor-mem", paths) == ref
-    assert _main.direct_version("actor-mem", [str(second)]) == "3.0 "  # email keeps it
-    assert _main.direct_version("other", [str(second)]) == "1.0"
-    assert _main.direct_version("nope", [missing, str(first)]) is None
+        assert _version_mod.direct_version("actor-mem", paths) == ref
+    assert _version_mod.direct_version("actor-mem", [str(second)]) == "3.0 "  # email keeps it
+    assert _version_mod.direct_version("other", [str(second)]) == "1.0"
+    assert _version_mod.direct_version("nope", [missing, str(first)]) is None
     assert _reference("nope", [missing, str(first)]) is None
 
 
@@ -180,7 +181,7 @@ def test_direct_version_is_none_or_the_same(tmp_path: Path, metadata: str | None
     dist = _dist(root, "pkg-1.0.dist-info", metadata)
     if metadata is None:
         (dist / "PKG-INFO").write_text("Version: 7\n", encoding="utf-8")
-    direct = _main.direct_version("pkg", [str(root)])
+    direct = _version_mod.direct_version("pkg", [str(root)])
     ref = _reference("pkg", [str(root)])
     assert direct is None or direct == ref, (direct, ref)
 
@@ -190,15 +191,15 @@ def test_direct_version_defers_to_importlib_for_what_it_does_not_read(tmp_path: 
     with zipfile.ZipFile(archive, "w") as z:
         z.writestr("pkg-1.0.dist-info/METADATA", "Version: 1.0\n")
     assert _reference("pkg", [str(archive)]) == "1.0"
-    assert _main.direct_version("pkg", [str(archive)]) is None
+    assert _version_mod.direct_version("pkg", [str(archive)]) is None
     eggs = tmp_path / "thing.egg"
     _dist(eggs, "EGG-INFO", "Version: 1\n")
-    assert _main.direct_version("pkg", [str(eggs)]) is None
+    assert _version_mod.direct_version("pkg", [str(eggs)]) is None
     not_a_dir = tmp_path / "site2"
     not_a_dir.mkdir()
     (not_a_dir / "pkg-1.0.dist-info").write_text("Version: 2\n", encoding="utf-8")
-    assert _main.direct_version("pkg", [str(not_a_dir)]) is None
-    assert _main.direct_version("pkg", [Path(not_a_dir)]) is None  # not a str entry
+    assert _version_mod.direct_version("pkg", [str(not_a_dir)]) is None
+    assert _version_mod.direct_version("pkg", [Path(not_a_dir)]) is None  # not a str entry
 
 
 def test_direct_version_defers_when_another_finder_finds_distributions(
@@ -210,7 +211,7 @@ def test_direct_version_defers_when_another_finder_finds_distributions(
             return []
 
     monkeypatch.setattr(sys, "meta_path", [Finder(), *sys.meta_path])
-    assert _main.direct_version("actormem") is None
+    assert _version_mod.direct_version("actormem") is None
 
 
 _NAMES = st.sampled_from(["Version", "version", "VERSION", "Name", "Metadata-Version",
@@ -231,7 +232,7 @@ def test_direct_version_against_importlib_on_random_headers(lines: list[str], en
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
         _dist(root, "pkg-1.0.dist-info", "\n".join(lines) + end)
-        direct = _main.direct_version("pkg", [folder])
+        direct = _version_mod.direct_version("pkg", [folder])
         ref = _reference("pkg", [folder])
     assert direct is None or direct == ref, (lines, end, direct, ref)
 
@@ -245,13 +246,13 @@ def test_version_direct_and_through_importlib_agree(monkeypatch: pytest.MonkeyPa
         return real(name)
 
     monkeypatch.setattr(importlib.metadata, "version", counting)
-    monkeypatch.setattr(_main, "_version_found", None)
-    monkeypatch.setattr(_main, "_VERSION_DIRECT", True)
-    direct = _main._version()
+    monkeypatch.setattr(_version_mod, "_version_found", None)
+    monkeypatch.setattr(_version_mod, "_VERSION_DIRECT", True)
+    direct = _version_mod.package_version()
     assert called == []  # read directly: this environment's layout is plain
-    monkeypatch.setattr(_main, "_version_found", None)
-    monkeypatch.setattr(_main, "_VERSION_DIRECT", False)
-    assert _main._version() == direct == real("actormem")
+    monkeypatch.setattr(_version_mod, "_version_found", None)
+    monkeypatch.setattr(_version_mod, "_VERSION_DIRECT", False)
+    assert _version_mod.package_version() == direct == real("actormem")
     assert called == ["actormem"]
 
 

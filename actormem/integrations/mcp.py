@@ -38,14 +38,32 @@ gets -32700 too, with the request's id when it is a request; JSON that is not a 
 message gets -32600 "Invalid Request" with id null (:func:`_answer_to_unreadable`). A
 blank line is skipped, as before.
 
+A request whose id is neither a string nor an integer breaks MCP's rule (a string or an
+integer, never null) while JSON-RPC 2.0 takes any number and null too; the SDK reads it
+as a notification (it drops the id) and never answers. It is answered -32600 "Invalid
+Request" and not acted on (:func:`_answer_to_bad_id`): with the id as sent when it is a
+number (``3.5``, so the client's call ends), with id null otherwise (``null``,
+``true``, an array, an object: JSON-RPC's answer when the id cannot be told). This needs
+the line as read (the SDK's message has lost the id), which :class:`_PolledLines`
+keeps beside: :func:`serve_streams` over the caller's own streams does not answer them.
+
+The initialize answer's ``serverInfo.version`` is the installed actormem's version
+(:func:`~actormem._version.package_version`, as ``actormem --version``).
+
 A memory that broke (a failed commit: disk full, I/O error; ``docs/durability.md``)
 fails every later call with ``trio.BrokenResourceError``: the tool answers "the memory
 is broken and takes no more calls: StorageError: ..." (the SDK logs one line for it), not
 the SDK's bare "Error executing tool" with a traceback logged per call.
 
-:func:`serve_stdio` reads stdin in a worker thread that a cancellation abandons (the
-SDK's own reader cannot be cancelled while no line comes: a Ctrl-C, or the
-``actormem mcp`` command's SIGTERM, then waited until the client wrote or closed stdin).
+:func:`serve_stdio` reads stdin on the event loop (:class:`_PolledLines`: the loop's
+readiness wait on the descriptor, then a read of what is there). The SDK's own reader
+runs ``readline`` in a worker thread, which a cancellation cannot stop while no line
+comes (a Ctrl-C, or the ``actormem mcp`` command's SIGTERM, then waited until the client
+wrote or closed stdin); a thread abandoned instead (the path before, knob
+:data:`_ABANDON_STDIN_READ`) went on reading: it took the lines meant for a later
+serving in the same process, and under asyncio kept the process from exiting. A
+cancelled wait leaves nothing pending, and the bytes read but not handed out are kept
+for the next serving.
 """
 
 from __future__ import annotations
@@ -57,6 +75,7 @@ import inspect
 import io
 import json
 import logging
+import math
 import os
 import sys
 import uuid
@@ -65,6 +84,8 @@ from types import TracebackType
 from typing import Any, ParamSpec, Protocol, Self, TypeVar
 
 import anyio
+import anyio.lowlevel
+import anyio.to_thread
 import attrs
 import pydantic
 import trio
@@ -86,6 +107,7 @@ from .._entry import MemoryCategory, MemoryEntry, ScoredEntry
 from .._errors import ActorMemError, InvalidEntryError, InvalidQueryError, StorageError
 from .._stats import MemoryStatistics
 from .._storage.jsonl import entry_to_json
+from .._version import package_version
 
 __all__ = ["EOF_GRACE", "MemoryBackend", "build_mcp_server", "serve_stdio", "serve_streams"]
 
@@ -109,6 +131,19 @@ _BROKEN_AS_TOOL_ERROR = True
 #: (:class:`_AbandonedLines`). Off: the SDK's reader, which a cancellation waits for
 #: until the client writes a line or closes stdin.
 _ABANDON_STDIN_READ = True
+
+#: :func:`serve_stdio` reads stdin on the event loop itself (:class:`_PolledLines`: the
+#: loop's readiness wait, then one ``os.read``), so that a cancellation leaves no read
+#: pending: no thread goes on taking the client's next lines from a later serving, and
+#: none keeps an asyncio program alive at its exit. Off: :data:`_ABANDON_STDIN_READ`'s
+#: abandoned worker thread (or the SDK's reader), as before.
+_POLL_STDIN = True
+
+#: A request whose id is not a string or an integer (``3.5``, ``true``, ``null``, an
+#: array, an object), which the SDK reads as a notification (it drops the id) and so
+#: never answers, is answered -32600 "Invalid Request" and not acted on
+#: (:func:`_answer_to_bad_id`). Off: dropped without an answer, as before.
+_ANSWER_BAD_IDS = True
 
 
 class MemoryBackend(Protocol):
@@ -187,7 +222,9 @@ def _hit(hit: ScoredEntry) -> dict[str, Any]:
     return {"score": hit.score, **row}
 
 
-def build_mcp_server(memory: MemoryBackend, *, name: str = "actormem") -> MCPServer:
+def build_mcp_server(
+    memory: MemoryBackend, *, name: str = "actormem", version: str | None = None
+) -> MCPServer:
     """An MCP server whose tools read and write ``memory``.
 
     Args:
@@ -195,6 +232,9 @@ def build_mcp_server(memory: MemoryBackend, *, name: str = "actormem") -> MCPSer
             :class:`~actormem.client.AsyncClient` of a running server. It must stay open
             while the server runs.
         name: The server's name, as MCP clients show it.
+        version: The version the server reports (``serverInfo.version`` in its answer
+            to ``initialize``); None (the default): the installed actormem's version, read
+            as ``actormem --version`` reads it (``"unknown"`` from a bare source tree).
 
     Returns:
         The server; run it with ``await server.run_stdio_async()`` (under trio or asyncio).
@@ -204,6 +244,7 @@ def build_mcp_server(memory: MemoryBackend, *, name: str = "actormem") -> MCPSer
     """
     server: MCPServer = MCPServer(
         name,
+        version=package_version() if version is None else version,
         instructions=(
             "A shared long-term memory. Call `recall` with the task at hand before acting, "
             "and `remember` what you learned (facts, insights, error patterns) afterwards."
@@ -381,15 +422,25 @@ class _HeldEnd(_Wrapped):
     """The SDK's read stream, whose end reaches the SDK only once :class:`_Unanswered`
     has nothing left (or its grace ran out): the SDK cancels what still runs at the end
     of its input. A line the SDK could not read (an exception among the items) is
-    answered on ``answers`` (:func:`_answer_to_unreadable`) before it is passed on."""
+    answered on ``answers`` (:func:`_answer_to_unreadable`) before it is passed on; a
+    request with an id of another type, which the SDK read as a notification, is
+    answered there (:func:`_answer_to_bad_id`) and not passed on. ``lines``: the raw
+    lines the items were read from, in order, one per item (:class:`_PolledLines`
+    fills it; None: not known, and such a request is passed on unanswered)."""
 
     def __init__(
-        self, inner: Any, unanswered: _Unanswered, grace: float, answers: Any = None
+        self,
+        inner: Any,
+        unanswered: _Unanswered,
+        grace: float,
+        answers: Any = None,
+        lines: collections.deque[str] | None = None,
     ) -> None:
         self._inner = inner
         self._unanswered = unanswered
         self._grace = grace
         self._answers = answers
+        self._lines = lines
 
     @property
     def last_context(self) -> Any:
@@ -397,20 +448,26 @@ class _HeldEnd(_Wrapped):
         return getattr(self._inner, "last_context", None)
 
     async def receive(self) -> Any:
-        try:
-            item = await self._inner.receive()
-        except anyio.EndOfStream:
-            await self._unanswered.wait(self._grace)
-            raise
-        if isinstance(item, Exception):
-            await self._answer(item)
-        self._unanswered.read(item)
-        return item
+        while True:
+            try:
+                item = await self._inner.receive()
+            except anyio.EndOfStream:
+                await self._unanswered.wait(self._grace)
+                raise
+            line = self._lines.popleft() if self._lines else None
+            if isinstance(item, Exception):
+                await self._send(_answer_to_unreadable(item) if _ANSWER_UNREADABLE else None)
+            elif line is not None and _ANSWER_BAD_IDS:
+                answer = _answer_to_bad_id(item, line)
+                if answer is not None:  # an invalid request: answered, never acted on
+                    await self._send(answer)
+                    continue
+            self._unanswered.read(item)
+            return item
 
-    async def _answer(self, exc: Exception) -> None:
-        """Answer the line behind ``exc`` if JSON-RPC asks for an answer; dropped when
-        the client is gone (as the SDK drops its own answers then)."""
-        answer = _answer_to_unreadable(exc) if _ANSWER_UNREADABLE else None
+    async def _send(self, answer: JSONRPCError | None) -> None:
+        """Send ``answer`` (if any) to the client; dropped when the client is gone (as
+        the SDK drops its own answers then)."""
         if answer is None or self._answers is None:
             return
         with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
@@ -464,10 +521,58 @@ def _answer_to_unreadable(exc: Exception) -> JSONRPCError | None:
         return _error(None, PARSE_ERROR, "Parse error", detail)
     if "method" not in message:
         return None  # a response: never answered
+    return _error(_echoed_id(message["id"]), PARSE_ERROR, "Parse error", detail)
+
+
+def _answer_to_bad_id(item: object, line: str) -> JSONRPCError | None:
+    """The answer to ``line`` when it is a request whose id is neither a string nor an
+    integer (which the SDK read as ``item``, a notification without the id), else None.
+    MCP takes a request's id as a string or an integer, never null (the specification's
+    "Messages" page); JSON-RPC 2.0 (section 4) allows a string, a number or null, and
+    answers an invalid request -32600 with the request's id if it can be told, else
+    null. So: -32600 "Invalid Request", with the id as sent when it is a number (``3.5``,
+    ``3.0``: a JSON-RPC id, the client can match the answer to it), with id null
+    otherwise (``null``, ``true``, an array, an object). O(length of the line), only for
+    the items the SDK read as notifications."""
+    if not isinstance(item, SessionMessage) or not isinstance(item.message, JSONRPCNotification):
+        return None
+    try:
+        message = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if (
+        not isinstance(message, dict)
+        or "id" not in message
+        or message.get("method") != item.message.method  # not the line of this item
+    ):
+        return None
     ident = message["id"]
-    if isinstance(ident, bool) or not isinstance(ident, int | str):
-        ident = None
-    return _error(ident, PARSE_ERROR, "Parse error", detail)
+    detail = f"a request's id must be a string or an integer, not {_json_kind(ident)}"
+    return _error(_echoed_id(ident), INVALID_REQUEST, "Invalid Request", detail)
+
+
+def _echoed_id(ident: object) -> int | float | str | None:
+    """The id an answer to a request with id ``ident`` (parsed JSON) carries: the same
+    when it is a JSON-RPC id (a string, a finite number), else null (JSON-RPC 2.0: the
+    id could not be told)."""
+    if isinstance(ident, bool) or not isinstance(ident, int | float | str):
+        return None
+    if isinstance(ident, float) and not math.isfinite(ident):
+        return None  # 1e999: not a number JSON can write back
+    return ident
+
+
+def _json_kind(value: object) -> str:
+    """How a JSON value of ``value``'s type is named in an error's text."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    if isinstance(value, float):
+        return "a number with a fraction or an exponent"
+    if isinstance(value, list):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
 
 
 def _lone_surrogate(value: object) -> bool:
@@ -481,10 +586,18 @@ def _lone_surrogate(value: object) -> bool:
     return False
 
 
-def _error(ident: int | str | None, code: int, message: str, data: str) -> JSONRPCError:
-    return JSONRPCError(
-        jsonrpc="2.0", id=ident, error=ErrorData(code=code, message=message, data=data)
-    )
+class _NumberIdError(JSONRPCError):
+    """A JSON-RPC error answer whose id is a number with a fraction (the SDK's type
+    takes a string, an integer or null)."""
+
+    id: int | float | str | None  # type: ignore[assignment]
+
+
+def _error(ident: int | float | str | None, code: int, message: str, data: str) -> JSONRPCError:
+    error = ErrorData(code=code, message=message, data=data)
+    if isinstance(ident, float):
+        return _NumberIdError(jsonrpc="2.0", id=ident, error=error)
+    return JSONRPCError(jsonrpc="2.0", id=ident, error=error)
 
 
 class _Answers(_Wrapped):
@@ -519,10 +632,20 @@ async def serve_streams(
         ValueError: ``grace`` is negative or not a number.
     """
     _check_grace(grace)
+    await _serve_streams(server, read_stream, write_stream, float(grace), None)
+
+
+async def _serve_streams(
+    server: MCPServer,
+    read_stream: Any,
+    write_stream: Any,
+    grace: float,
+    lines: collections.deque[str] | None,
+) -> None:
     unanswered = _Unanswered()
     lowlevel = server._lowlevel_server  # what the SDK's own run_stdio_async drives
     await lowlevel.run(
-        _HeldEnd(read_stream, unanswered, float(grace), write_stream),
+        _HeldEnd(read_stream, unanswered, grace, write_stream, lines),
         _Answers(write_stream, unanswered),
         lowlevel.create_initialization_options(),
     )
@@ -531,9 +654,10 @@ async def serve_streams(
 async def serve_stdio(server: MCPServer, *, grace: float = EOF_GRACE) -> None:
     """``server.run_stdio_async()``, except that closing stdin does not cut the
     requests in flight: they are finished and answered first (:func:`serve_streams`;
-    ``grace`` seconds at most), and that a cancellation ends it while stdin is still
-    open (the read of stdin is abandoned: :class:`_AbandonedLines`). Runs under trio or
-    asyncio.
+    ``grace`` seconds at most), and that a cancellation ends it at once while stdin is
+    still open, leaving no read of stdin behind (:class:`_PolledLines`: a later
+    ``serve_stdio`` in the same process reads the client's next lines, and an asyncio
+    program can exit). Runs under trio or asyncio.
 
     Raises:
         ValueError: ``grace`` is negative or not a number.
@@ -541,7 +665,87 @@ async def serve_stdio(server: MCPServer, *, grace: float = EOF_GRACE) -> None:
     _check_grace(grace)
     with _stdin_lines() as stdin:
         async with stdio_server(stdin=stdin) as (read_stream, write_stream):
-            await serve_streams(server, read_stream, write_stream, grace=grace)
+            lines = stdin.lines if isinstance(stdin, _PolledLines) else None
+            await _serve_streams(server, read_stream, write_stream, float(grace), lines)
+
+
+#: Bytes :class:`_PolledLines` asks ``os.read`` for at a time.
+_READ_SIZE = 65536
+
+#: What a cancelled :class:`_PolledLines` had read and not handed out (the rest of a
+#: line, the lines after it), by the identity of the file it read (``st_dev``,
+#: ``st_ino``): the next :func:`serve_stdio` on the same stdin starts with it, so that
+#: no byte the client wrote is lost between two servings.
+_unread: dict[tuple[int, int], bytes] = {}
+
+
+class _PolledLines(anyio.AsyncFile[str]):
+    """The lines of descriptor ``fd``, read on the event loop: the loop's readiness
+    wait (``anyio.wait_readable``: epoll under trio and asyncio alike), then one
+    ``os.read`` of what is there, which does not block. A cancellation interrupts only
+    the wait, so nothing is read after it (an abandoned thread would take the client's
+    next lines, and keeps an asyncio program alive). A file the loop cannot wait on (a
+    regular file, ``/dev/null``: their reads never wait for a writer) is read in a
+    worker thread that a cancellation waits for.
+
+    Lines split at ``\\n`` only (MCP's stdio framing), decoded as UTF-8 with U+FFFD
+    for invalid bytes (as the SDK's own reader); whitespace-only lines are skipped (the
+    SDK answers nothing to them). Each line handed out is also appended to
+    :attr:`lines` (for :func:`_answer_to_bad_id`). O(length) per line."""
+
+    def __init__(self, fd: int, start: bytes = b"") -> None:
+        super().__init__(io.StringIO())  # (anyio's file, unused: every read is here)
+        self._fd = fd
+        self._buffer = bytearray(start)
+        self._scanned = 0  # the buffer's first bytes known to hold no newline
+        self._eof = False
+        self._pollable = True
+        self.lines: collections.deque[str] = collections.deque()
+
+    def unread(self) -> bytes:
+        """The bytes read and not handed out (empty after the end of the input)."""
+        return b"" if self._eof else bytes(self._buffer)
+
+    async def readline(self) -> str:
+        await anyio.lowlevel.checkpoint()
+        while True:
+            end = self._buffer.find(b"\n", self._scanned)
+            if end >= 0:
+                raw = bytes(self._buffer[: end + 1])
+                del self._buffer[: end + 1]
+                self._scanned = 0
+            elif self._eof:
+                if not self._buffer:
+                    return ""
+                raw = bytes(self._buffer)  # the last line, without its newline
+                self._buffer.clear()
+            else:
+                self._scanned = len(self._buffer)
+                await self._fill()
+                continue
+            if raw.isspace():
+                continue
+            line = raw.decode("utf-8", errors="replace")
+            self.lines.append(line)
+            return line
+
+    async def _fill(self) -> None:
+        if self._pollable:
+            try:
+                await anyio.wait_readable(self._fd)
+            except PermissionError:  # EPERM: epoll takes no regular file nor /dev/null
+                self._pollable = False
+        try:
+            if self._pollable:
+                chunk = os.read(self._fd, _READ_SIZE)
+            else:
+                chunk = await anyio.to_thread.run_sync(os.read, self._fd, _READ_SIZE)
+        except BlockingIOError:  # O_NONBLOCK set on the pipe by another, and emptied
+            return
+        if chunk:
+            self._buffer += chunk
+        else:
+            self._eof = True
 
 
 class _AbandonedLines(anyio.AsyncFile[str]):
@@ -559,15 +763,24 @@ class _AbandonedLines(anyio.AsyncFile[str]):
 
 @contextlib.contextmanager
 def _stdin_lines() -> Iterator[anyio.AsyncFile[str] | None]:
-    """stdin for the SDK's ``stdio_server``: :class:`_AbandonedLines` over a private
-    duplicate of descriptor 0, which points at the null device meanwhile (as the SDK's
-    own claim of stdin does: a handler or a child reads no protocol bytes) and is
-    restored on exit. None (the SDK reads stdin itself) when :data:`_ABANDON_STDIN_READ`
-    is off, ``sys.stdin`` is not descriptor 0, or on Windows. O(1).
+    """stdin for the SDK's ``stdio_server``: :class:`_PolledLines` (or, with
+    :data:`_POLL_STDIN` off, :class:`_AbandonedLines`) over a private duplicate of
+    descriptor 0, which points at the null device meanwhile (as the SDK's own claim of
+    stdin does: a handler or a child reads no protocol bytes) and is restored on exit.
+    None (the SDK reads stdin itself) when both knobs are off, ``sys.stdin`` is not
+    descriptor 0, or on Windows. O(1) (and the bytes a cancelled serving read but did
+    not hand out: kept for the next, :data:`_unread`).
 
-    The duplicate is never closed: an abandoned read may still wait on it, and a closed
-    number could be reused under it (the SDK leaves its own duplicate open too)."""
-    if not _ABANDON_STDIN_READ or sys.platform == "win32" or not _is_fd_0(sys.stdin):
+    :class:`_PolledLines` leaves no read behind, so its duplicate is closed on exit;
+    :class:`_AbandonedLines`'s is never closed: an abandoned read may still wait on it,
+    and a closed number could be reused under it (the SDK leaves its own duplicate open
+    too)."""
+    polled = _POLL_STDIN
+    if (
+        not (polled or _ABANDON_STDIN_READ)
+        or sys.platform == "win32"
+        or not _is_fd_0(sys.stdin)
+    ):
         yield None
         return
     import fcntl
@@ -583,12 +796,25 @@ def _stdin_lines() -> Iterator[anyio.AsyncFile[str] | None]:
     finally:
         os.close(null)
     try:
-        text = io.TextIOWrapper(
-            os.fdopen(wire, "rb", closefd=False), encoding="utf-8", errors="replace"
-        )
-        yield _AbandonedLines(text)
+        if not polled:
+            text = io.TextIOWrapper(
+                os.fdopen(wire, "rb", closefd=False), encoding="utf-8", errors="replace"
+            )
+            yield _AbandonedLines(text)
+            return
+        wire_stat = os.fstat(wire)
+        key = (wire_stat.st_dev, wire_stat.st_ino)
+        reader = _PolledLines(wire, _unread.pop(key, b""))
+        try:
+            yield reader
+        finally:
+            left = reader.unread()
+            if left:
+                _unread[key] = left
     finally:
         os.dup2(wire, 0)
+        if polled:
+            os.close(wire)
 
 
 def _is_fd_0(stream: Any) -> bool:
