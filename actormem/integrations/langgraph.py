@@ -58,7 +58,7 @@ from langgraph.store.base import (
 
 from .._entry import MAX_MEMORY_CHARS, MemoryCategory, MemoryEntry
 from .._index.dense import DenseScorer, wordllama_embedder
-from .._json import text_at_paths
+from .._json import _SEGMENT, text_at_paths
 from .._storage.sqlite import Durability
 from ..client import HostedMemory
 
@@ -368,28 +368,39 @@ class ActormemStore(BaseStore):
             self._vectors[(entry.namespace, entry.key)] = (entry.updated_at, fields, vectors)
 
     def _search(self, op: SearchOp) -> Generator[_Call, Any, list[SearchItem]]:
-        options: dict[str, Any] = {
-            "where": dict(op.filter) if op.filter else None,
-            "refresh_ttl": self._refresh(op.refresh_ttl),
-        }
+        refresh = self._refresh(op.refresh_ttl)
         prefix = op.namespace_prefix
-        if not op.query:
+        where = _where(op.filter)
+        options: dict[str, Any]
+        if not op.query:  # the engine refreshes exactly the entries it returns
+            options = {"where": where, "refresh_ttl": refresh}
             options.update(limit=op.limit, offset=op.offset)
             entries = yield ("memory", "list_entries", (prefix,), options)
             return [_search_item(e, None) for e in _keyed(entries)]
+        # A ranked search reads more entries than it returns (those skipped by
+        # ``offset``, every candidate of a vector ranking): they are read without a
+        # refresh, then the items returned are refreshed, as LangGraph's SQLite store
+        # refreshes the rows it returns and no others.
+        options = {"where": where, "refresh_ttl": False}
+        items: list[SearchItem]
         if self._engine_dense:
-            return (yield from self._search_dense(op, options))
-        if self._embeddings is None:  # ranked by the engine's scorer
+            items = yield from self._search_dense(op, options)
+        elif self._embeddings is None:  # ranked by the engine's scorer
             options["namespace"] = prefix
             hits = yield ("memory", "retrieve_scored", (op.query, op.offset + op.limit), options)
-            return [_search_item(h.entry, h.score) for h in hits[op.offset :] if h.entry.key]
-        options["limit"] = _MAX_CANDIDATES
-        entries = _keyed((yield ("memory", "list_entries", (prefix,), options)))
-        query = yield ("embed", "embed_query", (op.query,), {})
-        for e in entries:
-            if self._cached(e) is None:  # stored before this process, or elsewhere
-                yield from self._embed(e)
-        return _rank(entries, query, [self._cached(e) or [] for e in entries], op)
+            items = [_search_item(h.entry, h.score) for h in hits[op.offset :] if h.entry.key]
+        else:
+            options["limit"] = _MAX_CANDIDATES
+            entries = _keyed((yield ("memory", "list_entries", (prefix,), options)))
+            query = yield ("embed", "embed_query", (op.query,), {})
+            for e in entries:
+                if self._cached(e) is None:  # stored before this process, or elsewhere
+                    yield from self._embed(e)
+            items = _rank(entries, query, [self._cached(e) or [] for e in entries], op)
+        if refresh:
+            for item in items:
+                yield ("memory", "get_by_key", (item.namespace, item.key), {"refresh_ttl": True})
+        return items
 
     def _search_dense(
         self, op: SearchOp, options: dict[str, Any]
@@ -493,6 +504,46 @@ def _dims(dims: object) -> int:
             f"256 dimensions): 'dims' must be one of those or left out, got {dims!r}"
         )
     return dims
+
+
+def _has_operator(cond: object) -> bool:
+    """Whether ``cond`` is, or nests, an object with a ``$`` operator key."""
+    if not isinstance(cond, dict):
+        return False
+    return any(
+        (isinstance(k, str) and k.startswith("$")) or _has_operator(v) for k, v in cond.items()
+    )
+
+
+def _flat(path: str, cond: object, out: dict[str, Any]) -> None:
+    if (
+        isinstance(cond, dict)
+        and not any(isinstance(k, str) and k.startswith("$") for k in cond)
+        and _has_operator(cond)
+        and all(isinstance(k, str) and _SEGMENT.fullmatch(k) for k in cond)
+    ):
+        for k, v in cond.items():
+            _flat(f"{path}.{k}", v, out)
+    else:
+        out[path] = cond
+
+
+def _where(filter: dict[str, Any] | None) -> dict[str, Any] | None:
+    """LangGraph's ``filter`` as the engine's ``where``. A nested object that holds an
+    operator (``{"a": {"b": {"$gt": 1}}}``) is matched field by field through dotted paths
+    (``{"a.b": {"$gt": 1}}``), as LangGraph's InMemoryStore matches it; the engine alone
+    would compare the whole object with one holding a ``"$gt"`` key, which matches
+    nothing. A nested object without operators is left to the engine, which matches it
+    the same way (the fields it names are there and equal)."""
+    if not filter:
+        return None
+    out: dict[str, Any] = {}
+    for path, cond in filter.items():
+        if isinstance(path, str) and _SEGMENT.fullmatch(path.replace(".", "_")):
+            _flat(path, cond, out)
+        else:
+            out[path] = cond  # the engine names what is wrong with it
+    return out
 
 
 def _validated(ops: Iterable[Op]) -> list[Op]:
