@@ -82,3 +82,38 @@ def test_a_nested_filter_object_with_an_operator_matches_field_by_field() -> Non
         # A bad path is still refused.
         with pytest.raises(ValueError, match="Invalid filter key"):
             keys({"a b": {"c": {"$gt": 1}}})
+
+
+def test_a_dense_search_refreshes_only_the_items_it_returns() -> None:
+    pytest.importorskip("wordllama")
+    clock = Clock()
+    ttl = {"default_ttl": 10.0, "refresh_on_read": True}
+    index = {"fields": ["text"], "dims": 64}
+    with ActormemStore(ttl=ttl, clock=clock, index=index) as store:  # type: ignore[arg-type]
+        texts = ["the cat sat on the mat", "deploys go blue", "postgres", "kittens and cats"]
+        for i, text in enumerate(texts):
+            store.put(("n",), f"k{i}", {"text": text})
+        store.put(("n",), "plain", {"text": "cats"}, index=False)
+        before = _expiries(store)
+        clock.now += timedelta(minutes=1)
+        hits = store.search(("n",), query="cat", limit=2, offset=1)
+        store.get(("n",), "nothing")
+        after = _expiries(store)
+        assert sorted(k for k in after if after[k] != before[k]) == sorted(h.key for h in hits)
+
+
+def test_an_empty_index_list_embeds_nothing_as_in_langgraph() -> None:
+    embedded: list[str] = []
+
+    def embed(texts: list[str]) -> list[list[float]]:
+        embedded.extend(texts)
+        return [[1.0, float(len(t))] for t in texts]
+
+    with ActormemStore(index={"dims": 2, "embed": embed, "fields": ["text"]}) as store:
+        store.put(("n",), "a", {"text": "aaaa"}, index=[])
+        store.put(("n",), "b", {"text": "bb"})
+        hits = store.search(("n",), query="aaaa")
+        # LangGraph's stores embed no field for index=[]: the item has no vector, so it
+        # comes after the ranked ones, without a score (as with index=False).
+        assert [(h.key, h.score is None) for h in hits] == [("b", False), ("a", True)]
+        assert "aaaa" not in embedded[:-1]  # the last text embedded is the query

@@ -445,7 +445,7 @@ class ActormemStore(BaseStore):
         return None if ttl is None else float(ttl) * 60.0
 
     def _index_fields(self, op: PutOp) -> list[str] | None:
-        if op.index is False:
+        if _unindexed(op):
             return None
         return list(op.index) if op.index else self._fields
 
@@ -453,7 +453,7 @@ class ActormemStore(BaseStore):
         now = _utc_now()
         fields = self._index_fields(op)
         tags: tuple[str, ...] = ()
-        if op.index is False:
+        if _unindexed(op):
             tags = (_NOINDEX,)
         elif op.index:
             tags = tuple(_INDEX + f for f in op.index)
@@ -504,6 +504,12 @@ def _dims(dims: object) -> int:
             f"256 dimensions): 'dims' must be one of those or left out, got {dims!r}"
         )
     return dims
+
+
+def _unindexed(op: PutOp) -> bool:
+    """Whether a put indexes no field: ``index=False``, or an empty list of fields (which
+    LangGraph's stores take as no field to embed, not as the default fields)."""
+    return op.index is False or (op.index is not None and len(op.index) == 0)
 
 
 def _has_operator(cond: object) -> bool:
