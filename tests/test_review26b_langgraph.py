@@ -117,3 +117,28 @@ def test_an_empty_index_list_embeds_nothing_as_in_langgraph() -> None:
         # comes after the ranked ones, without a score (as with index=False).
         assert [(h.key, h.score is None) for h in hits] == [("b", False), ("a", True)]
         assert "aaaa" not in embedded[:-1]  # the last text embedded is the query
+
+
+def test_the_vectors_of_gone_items_are_not_kept_forever(monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    import actormem.integrations.langgraph as lg
+
+    monkeypatch.setattr(lg, "_PRUNE_MIN", 8, raising=False)
+    index = {"dims": 2, "embed": lambda texts: [[1.0, float(len(t))] for t in texts]}
+    with ActormemStore(capacity=5, index=index) as store:  # type: ignore[arg-type]
+        for i in range(200):  # each put evicts one item once five are kept
+            store.put(("n",), f"k{i}", {"text": "x" * (i % 9)})
+
+        async def more() -> None:
+            for i in range(200, 300):
+                await store.aput(("n",), f"k{i}", {"text": "y"})
+
+        asyncio.run(more())
+        # The vectors of evicted items were dropped: at most twice the floor (8).
+        assert len(store._vectors) <= 16
+        store.delete(("n",), "k299")  # a delete drops the item's vector at once
+        assert (("n",), "k299") not in store._vectors
+        hits = store.search(("n",), query="y")
+        assert sorted(h.key for h in hits) == ["k295", "k296", "k297", "k298"]
+        assert all(h.score is not None for h in hits)

@@ -73,6 +73,8 @@ _INDEX = "langgraph:index:"
 _Call = tuple[str, str, tuple[Any, ...], dict[str, Any]]
 #: Most entries a vector search reads per namespace prefix (the candidates it ranks).
 _MAX_CANDIDATES = 1_000_000
+#: Fewest cached vectors (``index=`` with ``embed``) before the cache is pruned.
+_PRUNE_MIN = 1024
 
 
 def _utc_now() -> datetime:
@@ -128,6 +130,7 @@ class ActormemStore(BaseStore):
         "_async_only",
         "_expired_seen",
         "_lock",
+        "_prune_at",
         "_vectors",
         "index_config",
         "ttl_config",
@@ -169,6 +172,7 @@ class ActormemStore(BaseStore):
             tuple[tuple[str, ...], str], tuple[datetime, tuple[str, ...], list[list[float]]]
         ] = {}
         self._lock = threading.Lock()
+        self._prune_at = _PRUNE_MIN
         self._remote = _remote
         self._host: HostedMemory | None = None
         self._sync: Any
@@ -341,12 +345,16 @@ class ActormemStore(BaseStore):
             return None if entry is None else _item(entry)
         if isinstance(op, PutOp):
             if op.value is None:
+                with self._lock:
+                    self._vectors.pop((op.namespace, op.key), None)
                 yield ("memory", "delete_key", (op.namespace, op.key), {})
                 return None
             entry = self._entry(op)
             if self._embeddings is not None:
                 yield from self._embed(entry)
             yield ("memory", "store", (entry,), {})
+            if len(self._vectors) > self._prune_at:
+                yield from self._prune()
             return None
         if isinstance(op, SearchOp):
             return (yield from self._search(op))
@@ -366,6 +374,21 @@ class ActormemStore(BaseStore):
         assert entry.key is not None
         with self._lock:
             self._vectors[(entry.namespace, entry.key)] = (entry.updated_at, fields, vectors)
+
+    def _prune(self) -> Generator[_Call, Any, None]:
+        """Forget the vectors of items that are gone (evicted, expired, deleted by another
+        process or through actormem's own API), so that the vectors kept stay within twice
+        the items alive (amortized: runs when their count has doubled since the last
+        time). A vector cached after the listing began is kept (its item may be stored
+        after the snapshot listed)."""
+        started = _utc_now()
+        entries = yield ("memory", "list_entries", ((),), {"limit": _MAX_CANDIDATES})
+        alive = {(e.namespace, e.key) for e in entries if e.key is not None}
+        with self._lock:
+            for name, (stamp, _, _) in list(self._vectors.items()):
+                if name not in alive and stamp < started:
+                    del self._vectors[name]
+            self._prune_at = max(2 * len(self._vectors), _PRUNE_MIN)
 
     def _search(self, op: SearchOp) -> Generator[_Call, Any, list[SearchItem]]:
         refresh = self._refresh(op.refresh_ttl)
