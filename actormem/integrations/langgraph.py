@@ -58,7 +58,7 @@ from langgraph.store.base import (
 
 from .._entry import MAX_MEMORY_CHARS, MemoryCategory, MemoryEntry
 from .._index.dense import DenseScorer, wordllama_embedder
-from .._json import text_at_paths
+from .._json import _SEGMENT, text_at_paths
 from .._storage.sqlite import Durability
 from ..client import HostedMemory
 
@@ -73,6 +73,8 @@ _INDEX = "langgraph:index:"
 _Call = tuple[str, str, tuple[Any, ...], dict[str, Any]]
 #: Most entries a vector search reads per namespace prefix (the candidates it ranks).
 _MAX_CANDIDATES = 1_000_000
+#: Fewest cached vectors (``index=`` with ``embed``) before the cache is pruned.
+_PRUNE_MIN = 1024
 
 
 def _utc_now() -> datetime:
@@ -128,6 +130,7 @@ class ActormemStore(BaseStore):
         "_async_only",
         "_expired_seen",
         "_lock",
+        "_prune_at",
         "_vectors",
         "index_config",
         "ttl_config",
@@ -169,6 +172,7 @@ class ActormemStore(BaseStore):
             tuple[tuple[str, ...], str], tuple[datetime, tuple[str, ...], list[list[float]]]
         ] = {}
         self._lock = threading.Lock()
+        self._prune_at = _PRUNE_MIN
         self._remote = _remote
         self._host: HostedMemory | None = None
         self._sync: Any
@@ -341,12 +345,16 @@ class ActormemStore(BaseStore):
             return None if entry is None else _item(entry)
         if isinstance(op, PutOp):
             if op.value is None:
+                with self._lock:
+                    self._vectors.pop((op.namespace, op.key), None)
                 yield ("memory", "delete_key", (op.namespace, op.key), {})
                 return None
             entry = self._entry(op)
             if self._embeddings is not None:
                 yield from self._embed(entry)
             yield ("memory", "store", (entry,), {})
+            if len(self._vectors) > self._prune_at:
+                yield from self._prune()
             return None
         if isinstance(op, SearchOp):
             return (yield from self._search(op))
@@ -367,29 +375,55 @@ class ActormemStore(BaseStore):
         with self._lock:
             self._vectors[(entry.namespace, entry.key)] = (entry.updated_at, fields, vectors)
 
+    def _prune(self) -> Generator[_Call, Any, None]:
+        """Forget the vectors of items that are gone (evicted, expired, deleted by another
+        process or through actormem's own API), so that the vectors kept stay within twice
+        the items alive (amortized: runs when their count has doubled since the last
+        time). A vector cached after the listing began is kept (its item may be stored
+        after the snapshot listed)."""
+        started = _utc_now()
+        entries = yield ("memory", "list_entries", ((),), {"limit": _MAX_CANDIDATES})
+        alive = {(e.namespace, e.key) for e in entries if e.key is not None}
+        with self._lock:
+            for name, (stamp, _, _) in list(self._vectors.items()):
+                if name not in alive and stamp < started:
+                    del self._vectors[name]
+            self._prune_at = max(2 * len(self._vectors), _PRUNE_MIN)
+
     def _search(self, op: SearchOp) -> Generator[_Call, Any, list[SearchItem]]:
-        options: dict[str, Any] = {
-            "where": dict(op.filter) if op.filter else None,
-            "refresh_ttl": self._refresh(op.refresh_ttl),
-        }
+        refresh = self._refresh(op.refresh_ttl)
         prefix = op.namespace_prefix
-        if not op.query:
+        where = _where(op.filter)
+        options: dict[str, Any]
+        if not op.query:  # the engine refreshes exactly the entries it returns
+            options = {"where": where, "refresh_ttl": refresh}
             options.update(limit=op.limit, offset=op.offset)
             entries = yield ("memory", "list_entries", (prefix,), options)
             return [_search_item(e, None) for e in _keyed(entries)]
+        # A ranked search reads more entries than it returns (those skipped by
+        # ``offset``, every candidate of a vector ranking): they are read without a
+        # refresh, then the items returned are refreshed, as LangGraph's SQLite store
+        # refreshes the rows it returns and no others.
+        options = {"where": where, "refresh_ttl": False}
+        items: list[SearchItem]
         if self._engine_dense:
-            return (yield from self._search_dense(op, options))
-        if self._embeddings is None:  # ranked by the engine's scorer
+            items = yield from self._search_dense(op, options)
+        elif self._embeddings is None:  # ranked by the engine's scorer
             options["namespace"] = prefix
             hits = yield ("memory", "retrieve_scored", (op.query, op.offset + op.limit), options)
-            return [_search_item(h.entry, h.score) for h in hits[op.offset :] if h.entry.key]
-        options["limit"] = _MAX_CANDIDATES
-        entries = _keyed((yield ("memory", "list_entries", (prefix,), options)))
-        query = yield ("embed", "embed_query", (op.query,), {})
-        for e in entries:
-            if self._cached(e) is None:  # stored before this process, or elsewhere
-                yield from self._embed(e)
-        return _rank(entries, query, [self._cached(e) or [] for e in entries], op)
+            items = [_search_item(h.entry, h.score) for h in hits[op.offset :] if h.entry.key]
+        else:
+            options["limit"] = _MAX_CANDIDATES
+            entries = _keyed((yield ("memory", "list_entries", (prefix,), options)))
+            query = yield ("embed", "embed_query", (op.query,), {})
+            for e in entries:
+                if self._cached(e) is None:  # stored before this process, or elsewhere
+                    yield from self._embed(e)
+            items = _rank(entries, query, [self._cached(e) or [] for e in entries], op)
+        if refresh:
+            for item in items:
+                yield ("memory", "get_by_key", (item.namespace, item.key), {"refresh_ttl": True})
+        return items
 
     def _search_dense(
         self, op: SearchOp, options: dict[str, Any]
@@ -434,7 +468,7 @@ class ActormemStore(BaseStore):
         return None if ttl is None else float(ttl) * 60.0
 
     def _index_fields(self, op: PutOp) -> list[str] | None:
-        if op.index is False:
+        if _unindexed(op):
             return None
         return list(op.index) if op.index else self._fields
 
@@ -442,7 +476,7 @@ class ActormemStore(BaseStore):
         now = _utc_now()
         fields = self._index_fields(op)
         tags: tuple[str, ...] = ()
-        if op.index is False:
+        if _unindexed(op):
             tags = (_NOINDEX,)
         elif op.index:
             tags = tuple(_INDEX + f for f in op.index)
@@ -493,6 +527,52 @@ def _dims(dims: object) -> int:
             f"256 dimensions): 'dims' must be one of those or left out, got {dims!r}"
         )
     return dims
+
+
+def _unindexed(op: PutOp) -> bool:
+    """Whether a put indexes no field: ``index=False``, or an empty list of fields (which
+    LangGraph's stores take as no field to embed, not as the default fields)."""
+    return op.index is False or (op.index is not None and len(op.index) == 0)
+
+
+def _has_operator(cond: object) -> bool:
+    """Whether ``cond`` is, or nests, an object with a ``$`` operator key."""
+    if not isinstance(cond, dict):
+        return False
+    return any(
+        (isinstance(k, str) and k.startswith("$")) or _has_operator(v) for k, v in cond.items()
+    )
+
+
+def _flat(path: str, cond: object, out: dict[str, Any]) -> None:
+    if (
+        isinstance(cond, dict)
+        and not any(isinstance(k, str) and k.startswith("$") for k in cond)
+        and _has_operator(cond)
+        and all(isinstance(k, str) and _SEGMENT.fullmatch(k) for k in cond)
+    ):
+        for k, v in cond.items():
+            _flat(f"{path}.{k}", v, out)
+    else:
+        out[path] = cond
+
+
+def _where(filter: dict[str, Any] | None) -> dict[str, Any] | None:
+    """LangGraph's ``filter`` as the engine's ``where``. A nested object that holds an
+    operator (``{"a": {"b": {"$gt": 1}}}``) is matched field by field through dotted paths
+    (``{"a.b": {"$gt": 1}}``), as LangGraph's InMemoryStore matches it; the engine alone
+    would compare the whole object with one holding a ``"$gt"`` key, which matches
+    nothing. A nested object without operators is left to the engine, which matches it
+    the same way (the fields it names are there and equal)."""
+    if not filter:
+        return None
+    out: dict[str, Any] = {}
+    for path, cond in filter.items():
+        if isinstance(path, str) and _SEGMENT.fullmatch(path.replace(".", "_")):
+            _flat(path, cond, out)
+        else:
+            out[path] = cond  # the engine names what is wrong with it
+    return out
 
 
 def _validated(ops: Iterable[Op]) -> list[Op]:
