@@ -5,16 +5,26 @@ meets them.
   ``/tmp/x/mem.db``): the open's refusals, a store's later errors (a commit after the
   file was moved away), ``export --salvage``, and paths that begin with the file's
   (``mem.db.lock``) inside the reason.
+* ``--json OUT`` (``swarm``, ``eval``) replaced any file, a memory database or a source
+  file given by mistake, and wrote it in place (a full disk left half a file): now an
+  existing ``OUT`` that is not a figures file is refused before the run (status 2, one
+  line), and the figures are written to a file beside it renamed over it.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import signal
+import stat
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from actormem import StorageError, open_memory
+from actormem._outfile import write_figures
 from actormem._storage.salvage import Salvage
 from actormem._storage.sqlite import Durability, SqliteStore
 from actormem.cli._main import main
@@ -111,3 +121,109 @@ def test_salvage_names_the_path_as_given(tmp_path: Path, monkeypatch: pytest.Mon
     with pytest.raises(StorageError) as info:
         list(Salvage("gone.db").entries())
     assert str(info.value) == "gone.db: no such file"
+
+
+# ------------------------------------- 2. --json OUT: atomic, and never over a stranger
+
+SQLITE_HEADER = b"SQLite format 3\x00" + bytes(84)
+STRANGERS = {
+    "mem.db": SQLITE_HEADER + bytes(4096 - len(SQLITE_HEADER)),  # a memory database
+    "setup.py": b"from setuptools import setup\nsetup()\n",  # a source file
+    "package.json": b'{"name": "app", "version": "1.0.0"}\n',  # another program's JSON
+    "notes.json": b"[1, 2, 3]\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(STRANGERS))
+def test_swarm_json_refuses_to_overwrite_a_file_that_is_not_figures(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str
+) -> None:
+    target = tmp_path / name
+    target.write_bytes(STRANGERS[name])
+    status = main(["swarm", "--episodes", "2", "--in-memory", "--json", str(target)])
+    out, err = capsys.readouterr()
+    assert (status, out) == (2, "")  # refused before the run printed anything
+    assert err == (
+        f"actormem swarm: error: --json {target}: exists and is not a figures file written "
+        "by actormem; not overwritten (remove it or pick another name)\n"
+    )
+    assert target.read_bytes() == STRANGERS[name]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no probe left
+
+
+def test_swarm_json_replaces_an_earlier_figures_file_and_an_empty_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "out.json"
+    for before in (b"", None):  # an empty file (touch), then the first run's figures
+        if before is not None:
+            target.write_bytes(before)
+        assert main(["swarm", "--episodes", "2", "--in-memory", "--json", str(target)]) == 0
+        report = json.loads(target.read_text(encoding="utf-8"))
+        assert report["command"].startswith("actormem swarm ")
+    capsys.readouterr()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]
+
+
+def _limited_file_size(limit: int) -> None:  # in the child, before exec
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past it fails with EFBIG
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+
+@pytest.mark.skipif(resource is None, reason="needs RLIMIT_FSIZE")
+def test_swarm_json_that_cannot_be_written_whole_leaves_the_earlier_one(tmp_path: Path) -> None:
+    """The figures (some KB) do not fit under a 1 KB file size limit, as on a full disk:
+    the earlier figures file stays whole (before: truncated, then cut at 1 KB)."""
+    target = tmp_path / "out.json"
+    earlier = json.dumps({"command": "actormem swarm --episodes 1", "lost": 0}).encode()
+    target.write_bytes(earlier)
+    done = subprocess.run(
+        [sys.executable, "-m", "actormem", "swarm", "--episodes", "2", "--in-memory",
+         "--json", "out.json"],
+        cwd=tmp_path, capture_output=True, text=True, check=False,
+        preexec_fn=lambda: _limited_file_size(1024),
+        env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "1"},
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.splitlines()[-1] == "actormem swarm: error: --json out.json: File too large"
+    assert target.read_bytes() == earlier
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]  # no temporary file
+
+
+def test_write_figures_keeps_the_mode_and_writes_a_device_in_place(tmp_path: Path) -> None:
+    target = tmp_path / "out.json"
+    target.write_text('{"command": "actormem swarm"}')  # an earlier figures file
+    target.chmod(0o640)
+    write_figures(target, '{"command": "actormem swarm --episodes 2"}\n')
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640
+    assert json.loads(target.read_text()) == {"command": "actormem swarm --episodes 2"}
+    write_figures(os.devnull, "{}\n")  # a rename would have replaced the device node
+    assert stat.S_ISCHR(os.stat(os.devnull).st_mode)
+
+
+def test_eval_json_refuses_a_stranger_before_evaluating(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "setup.py"
+    target.write_bytes(STRANGERS["setup.py"])
+    missing = tmp_path / "missing.json"  # not read: the refusal comes first
+    for benchmark in ("locomo", "toolcalls"):
+        status = main(["eval", benchmark, "--data", str(missing), "--json", str(target)])
+        err = capsys.readouterr().err
+        assert status == 2
+        assert err == (
+            f"actormem eval {benchmark}: error: --json {target}: exists and is not a figures "
+            "file written by actormem; not overwritten (remove it or pick another name)\n"
+        )
+    assert target.read_bytes() == STRANGERS["setup.py"]
+
+
+def test_eval_json_target_in_a_missing_folder_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "nodir" / "out.json"
+    status = main(["eval", "toolcalls", "--data", str(tmp_path / "x"), "--json", str(target)])
+    assert status == 2
+    assert capsys.readouterr().err == (
+        f"actormem eval toolcalls: error: --json {target}: no such directory: {target.parent}\n"
+    )

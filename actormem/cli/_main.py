@@ -49,6 +49,7 @@ from ._display import PipeConsole, result_tables, watch
 from ._mcp import add_mcp_parser
 from ._options import InputError as _InputError
 from ._options import Parser as _Parser
+from ._options import check_json_target, write_json
 from ._options import int_at_least as _int_at_least
 from ._remote import LIVE_NOTE, add_remote_options, remote_contents, remote_entries, remote_hits
 from ._serve import add_serve_parser
@@ -692,28 +693,6 @@ def _version() -> str:
 _NO_IMAGE_FOR_TEMPORARY = True
 
 
-def _check_json_target(path: Path) -> None:
-    """Refuse a ``--json`` target that cannot be written, before the run spends minutes."""
-    if path.is_dir():
-        raise _InputError(f"--json {path}: is a directory")
-    parent = path.parent
-    if not parent.is_dir():
-        raise _InputError(f"--json {path}: no such directory: {parent}")
-    # Really try (access() trusts permission bits that some file systems, /proc say,
-    # do not honour): an existing target is opened for appending, which changes
-    # nothing; otherwise a probe file is created in the directory and removed.
-    try:
-        if path.exists():
-            with path.open("a", encoding="utf-8"):
-                pass
-        else:
-            with tempfile.NamedTemporaryFile(dir=parent, prefix=".actormem-probe-"):
-                pass
-    except OSError as exc:
-        where = path if path.exists() else parent
-        raise _InputError(f"--json {path}: not writable: {where}: {exc.strerror or exc}") from None
-
-
 #: A process that runs one command and ends (:func:`run_command`: ``python -m actormem``,
 #: the ``actormem`` script) ends a completed ``swarm`` with ``os._exit`` once its outputs
 #: are flushed and its exit handlers have run, instead of the interpreter's teardown
@@ -773,7 +752,7 @@ def _frozen_heap() -> Iterator[None]:
 def cmd_swarm(args: argparse.Namespace) -> int:
     """``actormem swarm``: see ``docs/swarm.md``."""
     if args.json is not None:
-        _check_json_target(args.json)
+        check_json_target(args.json)
     if args.path is not None and args.in_memory:
         raise _InputError("--path and --in-memory exclude each other")
     if args.verify and args.in_memory:
@@ -840,10 +819,7 @@ def cmd_swarm(args: argparse.Namespace) -> int:
     report["data_files"] = files
     report["command"] = shlex.join([PROG, *args.argv])
     if args.json is not None:
-        try:
-            args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-        except OSError as exc:  # checked before the run; the disk can still fill up
-            raise _InputError(f"--json {args.json}: {exc.strerror or exc}") from None
+        write_json(args.json, report)
     if report["interrupted"] is not None:
         signum = signal.Signals[report["interrupted"]]
         raise _Interrupted("the figures above are those of the part that ran", signum=signum)
