@@ -9,13 +9,20 @@ meets them.
   file given by mistake, and wrote it in place (a full disk left half a file): now an
   existing ``OUT`` that is not a figures file is refused before the run (status 2, one
   line), and the figures are written to a file beside it renamed over it.
+* A file of a newer actormem: held by a running memory, ``stats``/``query``/``export``
+  said ``live read: ... a consistent read-only snapshot`` before refusing it; an index
+  image of a newer actormem (a hash or format this one does not know) was logged as
+  damage ("does not match its marker"). Now the refusal comes alone, and the warning
+  says a newer actormem wrote the image, that the file is intact, and to upgrade.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
+import sqlite3
 import stat
 import subprocess
 import sys
@@ -23,10 +30,16 @@ from pathlib import Path
 
 import pytest
 
-from actormem import StorageError, open_memory
+from actormem import MemoryCategory, MemoryEntry, StorageError, open_memory
 from actormem._outfile import write_figures
 from actormem._storage.salvage import Salvage
 from actormem._storage.sqlite import Durability, SqliteStore
+from actormem._storage.sqlite_format import (
+    APPLICATION_ID,
+    IMAGE_KEY,
+    SCHEMA_VERSION,
+    image_marker,
+)
 from actormem.cli._main import main
 
 try:
@@ -227,3 +240,130 @@ def test_eval_json_target_in_a_missing_folder_is_one_line(
     assert capsys.readouterr().err == (
         f"actormem eval toolcalls: error: --json {target}: no such directory: {target.parent}\n"
     )
+
+
+# ------------------------------------------ 3. a file written by a newer actormem
+
+
+def _held(path: Path) -> subprocess.Popen[str]:
+    """A process holding ``path``'s lock file (as a running memory would) until killed."""
+    code = (
+        "import fcntl, os, sys, time\n"
+        "fd = os.open(sys.argv[1] + '.lock', os.O_RDWR | os.O_CREAT)\n"
+        "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+        "print('held', flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(path)], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "held\n"
+    return proc
+
+
+def _newer_schema(path: Path) -> bytes:
+    """Make ``path`` a file of schema version SCHEMA_VERSION + 1 (a newer actormem's);
+    its bytes."""
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value)")
+    conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+    conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    conn.commit()
+    conn.close()
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["stats", "new.db"], ["query", "new.db", "deploy"], ["export", "new.db"]],
+)
+def test_a_held_file_of_a_newer_actormem_gets_its_error_alone(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+) -> None:
+    """A newer actormem holding its file: the live read refuses the version, in one
+    line; before, ``live read: ... this is a consistent read-only snapshot`` came first,
+    promising a snapshot that was never read."""
+    monkeypatch.chdir(tmp_path)
+    before = _newer_schema(tmp_path / "new.db")
+    holder = _held(tmp_path / "new.db")
+    try:
+        status = main(argv)
+    finally:
+        holder.kill()
+        holder.wait()
+        assert holder.stdout is not None
+        holder.stdout.close()
+    out, err = capsys.readouterr()
+    assert (status, out) == (2, "")
+    assert err == (
+        f"actormem {argv[0]}: error: new.db: written by a newer actormem (schema_version "
+        f"{SCHEMA_VERSION + 1}; this version reads {SCHEMA_VERSION}); upgrade actormem\n"
+    )
+    assert (tmp_path / "new.db").read_bytes() == before
+
+
+async def _file_with_image(path: Path) -> None:
+    async with open_memory(path=path) as memory:
+        await memory.store(MemoryEntry(category=MemoryCategory.FACT, memory="deploy blue"))
+    assert _image_parts(path), "the clean close wrote no index image"
+
+
+def _image_parts(path: Path) -> dict[str, bytes]:
+    conn = sqlite3.connect(path)
+    try:
+        return dict(conn.execute("SELECT name, data FROM index_image"))
+    finally:
+        conn.close()
+
+
+def _set_image(path: Path, parts: dict[str, bytes], marker: str) -> None:
+    conn = sqlite3.connect(path)
+    conn.execute("DELETE FROM index_image")
+    conn.executemany("INSERT INTO index_image VALUES (?, ?)", parts.items())
+    conn.execute("UPDATE meta SET value = ? WHERE key = ?", (marker, IMAGE_KEY))
+    conn.commit()
+    conn.close()
+
+
+async def _warnings_of_open(path: Path, caplog: pytest.LogCaptureFixture) -> list[str]:
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="actormem"):
+        async with open_memory(path=path) as memory:
+            hits = await memory.retrieve("deploy", 1)
+            assert [h.memory for h in hits] == ["deploy blue"]  # the rows are read
+    return [r.getMessage() for r in caplog.records if r.name == "actormem"]
+
+
+async def test_an_image_of_a_newer_actormem_s_hash_is_said_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Before: "the index image does not match its marker in the file", as if the file
+    were damaged; the image is a newer actormem's (a hash this one does not know)."""
+    path = tmp_path / "m.db"
+    await _file_with_image(path)
+    _set_image(path, _image_parts(path), "xxh9:" + "0123456789abcdef" * 2)
+    [warning] = await _warnings_of_open(path, caplog)
+    assert "written by a newer actormem" in warning, warning
+    assert "upgrade actormem" in warning
+    assert "does not match" not in warning
+
+
+async def test_an_image_of_a_newer_format_is_said_so(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A newer image format under a marker of this actormem's hash: before, "not an
+    image of format 2"."""
+    path = tmp_path / "m.db"
+    await _file_with_image(path)
+    parts = _image_parts(path)
+    header = json.loads(parts["header"])
+    header["format"] += 1
+    parts["header"] = json.dumps(header).encode()
+    _set_image(path, parts, image_marker(parts))
+    [warning] = await _warnings_of_open(path, caplog)
+    assert f"an image of format {header['format']}, written by a newer actormem" in warning
+    assert "upgrade actormem" in warning

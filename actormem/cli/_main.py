@@ -130,10 +130,12 @@ async def _reading(
             raise
     else:
         return
-    print(LIVE_NOTE.format(path=printable(str(path))), file=live_note_to or sys.stdout)
     from .._engine.live import open_live_copy
 
     async with open_live_copy(path, scorer=SCORERS[scorer]()) as memory:
+        # Said once the snapshot is read: a file the read refuses (a newer actormem's,
+        # a damaged one) gets its error alone, not a note promising a snapshot first.
+        print(LIVE_NOTE.format(path=printable(str(path))), file=live_note_to or sys.stdout)
         yield memory
 
 
