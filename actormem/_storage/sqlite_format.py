@@ -903,8 +903,9 @@ class _Go:
         self.read = threading.Event()
         self.start = threading.Event()
         self.cancelled = False
-        self.image: tuple[dict[str, bytes] | None, bool, sqlite3.Error | None] = (
-            None, False, None,
+        #: (the image, the marker's warning or "", the image's SQLite error)
+        self.image: tuple[dict[str, bytes] | None, str, sqlite3.Error | None] = (
+            None, "", None,
         )  # fmt: skip
 
     def cancel(self) -> None:
