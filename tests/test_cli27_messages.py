@@ -14,6 +14,11 @@ meets them.
   image of a newer actormem (a hash or format this one does not know) was logged as
   damage ("does not match its marker"). Now the refusal comes alone, and the warning
   says a newer actormem wrote the image, that the file is intact, and to upgrade.
+* At the front door: ``query mem.db`` (text left out) was told to give a PATH;
+  ``swarm --path nodir/m.db`` printed its banner before the refusal; a ``--token-file``
+  that cannot be read was a traceback (``swarm --server``) or ``[Errno 2] ...`` without
+  the option (``serve``), and one given to ``swarm`` without ``--server`` was ignored;
+  ``eval``'s data errors named the file twice, with ``[Errno N]`` or a ``KeyError`` repr.
 """
 
 from __future__ import annotations
@@ -367,3 +372,108 @@ async def test_an_image_of_a_newer_format_is_said_so(
     [warning] = await _warnings_of_open(path, caplog)
     assert f"an image of format {header['format']}, written by a newer actormem" in warning
     assert "upgrade actormem" in warning
+
+
+# ----------------------------------------- 4. what a new user met at the front door
+
+
+def test_query_with_the_text_left_out_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``actormem query mem.db``: argparse takes the one word for TEXT (PATH is optional
+    for --server); before, the error said to "give a memory file PATH", which was given."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["query", "mem.db"]) == 2
+    assert capsys.readouterr().err == (
+        "actormem query: error: no query text: give it after the memory file, "
+        "actormem query mem.db TEXT (or --server URL TEXT)\n"
+    )
+    assert main(["query"]) == 2
+    assert "required: TEXT" in capsys.readouterr().err
+
+
+def test_swarm_path_in_a_missing_folder_is_refused_before_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert main(["swarm", "--episodes", "2", "--path", "nodir/m.db"]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""  # before: the run's banner first, then the storage's refusal
+    assert err == "actormem swarm: error: --path nodir/m.db: no such directory: nodir\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "want"),
+    [
+        # before: a traceback ending in FileNotFoundError
+        (
+            ["swarm", "--episodes", "2", "--server", "http://127.0.0.1:9", "--token-file", "nope"],
+            "actormem swarm: error: --token-file: nope: No such file or directory\n",
+        ),
+        # before: silently unused
+        (
+            ["swarm", "--episodes", "2", "--token-file", "tok"],
+            "actormem swarm: error: --token-file is the bearer token for --server: "
+            "give --server URL\n",
+        ),
+        # before: "--token-file: 'utf-8' codec can't decode byte 0xff in position 0: ..."
+        (
+            ["stats", "--server", "http://127.0.0.1:9", "--token-file", "bin.tok"],
+            "actormem stats: error: --token-file: bin.tok: the token file is not UTF-8 text\n",
+        ),
+        # before: "--token-file: [Errno 21] Is a directory: 'sub'"
+        (
+            ["export", "--server", "http://127.0.0.1:9", "--token-file", "sub"],
+            "actormem export: error: --token-file: sub: Is a directory\n",
+        ),
+        # before: "actormem serve: error: [Errno 2] No such file or directory: 'nope'"
+        (
+            ["serve", "--token-file", "nope"],
+            "actormem serve: error: --token-file: nope: No such file or directory\n",
+        ),
+    ],
+)
+def test_token_file_errors_are_one_line_naming_the_option_and_the_file(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+    want: str,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "tok").write_text("secret\n")
+    (tmp_path / "bin.tok").write_bytes(b"\xff\xfe")
+    (tmp_path / "sub").mkdir()
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert (out, err) == ("", want)
+
+
+@pytest.mark.parametrize(
+    ("benchmark", "content", "want"),
+    [
+        # before: "cannot read nope: [Errno 2] No such file or directory: 'nope'"
+        ("locomo", None, "cannot read nope: No such file or directory"),
+        # before: "cannot read d.jsonl: d.jsonl:1: not a tool-call row (KeyError('source'))"
+        (
+            "toolcalls",
+            '{"step": 0}\n',
+            "cannot read d.jsonl:1: not a tool-call row (missing 'source')",
+        ),
+    ],
+)
+def test_eval_data_errors_name_the_file_once(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    benchmark: str,
+    content: str | None,
+    want: str,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    name = "nope"
+    if content is not None:
+        name = "d.jsonl"
+        Path(name).write_text(content)
+    assert main(["eval", benchmark, "--data", name]) == 2
+    assert capsys.readouterr().err == f"actormem eval {benchmark}: {want}\n"

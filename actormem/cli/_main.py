@@ -190,11 +190,23 @@ class _RemoteMemory:
             self._cursor = reports[-1][0]
 
 
+def _token_option(path: Path) -> str:
+    """The token in ``--token-file`` ``path``.
+
+    Raises:
+        _InputError: It cannot be read, or holds no token (one line, naming the file).
+    """
+    try:
+        return read_token_file(path)
+    except ValueError as exc:
+        raise _InputError(f"--token-file: {exc}") from None
+
+
 @contextlib.asynccontextmanager
 async def _remote_memory(args: argparse.Namespace) -> AsyncIterator[_RemoteMemory]:
     from ..client import Client
 
-    token = None if args.token_file is None else read_token_file(args.token_file)
+    token = None if args.token_file is None else _token_option(args.token_file)
     with Client(args.server, token=token) as client:
         yield _RemoteMemory(client)
 
@@ -763,6 +775,8 @@ def cmd_swarm(args: argparse.Namespace) -> int:
         raise _InputError("--reuse-path needs --path FILE")
     if args.path is not None and args.path.is_dir():
         raise _InputError(f"--path {args.path}: is a directory, not a memory file")
+    if args.path is not None and not args.path.parent.is_dir():  # before the run's banner
+        raise _InputError(f"--path {args.path}: no such directory: {args.path.parent}")
     if args.server is not None:
         if args.path is not None or args.in_memory or args.verify or args.capacity is not None:
             raise _InputError(
@@ -771,6 +785,10 @@ def cmd_swarm(args: argparse.Namespace) -> int:
             )
         if args.log is not None:
             raise _InputError("--server and --log exclude each other")
+        if args.token_file is not None:
+            _token_option(args.token_file)  # read again by each process; checked first
+    elif args.token_file is not None:
+        raise _InputError("--token-file is the bearer token for --server: give --server URL")
     if args.nodes > 1 and args.log is None:
         raise _InputError("--nodes needs --log DSN (the PostgreSQL database of the write log)")
     if args.log is not None:
@@ -863,6 +881,13 @@ def _one_line(text: str, width: int) -> str:
 
 def cmd_query(args: argparse.Namespace) -> int:
     """``actormem query PATH TEXT``: the best entries for TEXT, with scores."""
+    if args.path is None and args.server is None:
+        # One word given: argparse took it for TEXT (PATH is optional for --server),
+        # but it is the memory file whose query text was left out.
+        raise _InputError(
+            f"no query text: give it after the memory file, actormem query "
+            f"{shlex.quote(args.text)} TEXT (or --server URL TEXT)"
+        )
     path = _path_or_server(args)
 
     async def run() -> list[Any]:
@@ -1083,7 +1108,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     q = sub.add_parser("query", help="the best entries of a memory file for a text")
     q.add_argument("path", type=Path, metavar="PATH", nargs="?", help="memory file")
-    q.add_argument("text", help="query text")
+    q.add_argument("text", metavar="TEXT", help="query text")
     add_remote_options(q)
     q.add_argument("-k", type=_int_at_least(1), default=5, help="entries to show (default 5)")
     q.add_argument("--scorer", choices=sorted(SCORERS), default="word-overlap")

@@ -144,7 +144,7 @@ def run_eval_locomo(args: argparse.Namespace) -> int:
     try:
         conversations = load_locomo(args.data)
     except (OSError, ValueError) as exc:
-        print(f"actormem eval locomo: cannot read {args.data}: {exc}", file=sys.stderr)
+        print(f"actormem eval locomo: cannot read {_reason(args.data, exc)}", file=sys.stderr)
         return 2
     wanted = args.conversation or splits[args.split]
     if wanted is not None:
@@ -186,7 +186,7 @@ def run_eval_toolcalls(args: argparse.Namespace) -> int:
     try:
         steps = _toolcalls.load_steps(args.data)
     except (OSError, ValueError) as exc:
-        print(f"actormem eval toolcalls: cannot read {args.data}: {exc}", file=sys.stderr)
+        print(f"actormem eval toolcalls: cannot read {_reason(args.data, exc)}", file=sys.stderr)
         return 2
     names = args.scorer or list(_toolcalls.SCORERS)
     results = []
@@ -201,6 +201,16 @@ def run_eval_toolcalls(args: argparse.Namespace) -> int:
     if not _json_written("toolcalls", args.json, [r.to_json() for r in results]):
         return 2
     return 0
+
+
+def _reason(path: Path, exc: OSError | ValueError) -> str:
+    """``path`` and why it cannot be read, once: an OSError's own words without its
+    ``[Errno N]`` and repeated name; a ValueError's message as it is when it names the
+    file already (``tool_calls.jsonl:3: ...``)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{path}: {exc.strerror}"
+    text = str(exc)
+    return text if text.startswith(f"{path}:") else f"{path}: {text}"
 
 
 def _json_target_ok(benchmark: str, path: Path | None) -> bool:
