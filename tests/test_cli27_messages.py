@@ -477,3 +477,29 @@ def test_eval_data_errors_name_the_file_once(
         Path(name).write_text(content)
     assert main(["eval", benchmark, "--data", name]) == 2
     assert capsys.readouterr().err == f"actormem eval {benchmark}: {want}\n"
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["import", "dump.jsonl", "mem.db"], ["swarm", "--episodes", "2", "--tool-calls", "mem.db"]],
+)
+def test_a_memory_file_given_as_the_jsonl_file_is_named_so(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    argv: list[str],
+) -> None:
+    """``import dump.jsonl mem.db``, the two swapped: before, ``mem.db:1: not UTF-8
+    (invalid start byte)``; the file read as JSON Lines is a database."""
+    monkeypatch.chdir(tmp_path)
+    Path("mem.db").write_bytes(STRANGERS["mem.db"])
+    Path("dump.jsonl").write_text('{"category": "fact", "memory": "x"}\n')
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err == (
+        f"actormem {argv[0]}: error: mem.db: an SQLite database (a memory file?), "
+        "not a JSONL file\n"
+    )
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
