@@ -59,6 +59,22 @@ class StorageError(ActorMemError, OSError):
         self.path = path
         self.reason = reason
 
+    def _name_as_given(self, absolute: str, given: str) -> None:
+        """Name the file as the caller gave it (``given``, e.g. a relative path) where
+        this error names it by its absolute path ``absolute`` (the storage works on
+        absolute paths), in ``path`` and in the reason (``m.db.lock``, ``m.db-wal``).
+        O(len(message)).
+
+        Replacing the prefix is exact: a path that begins with ``absolute`` (its ``-wal``,
+        ``.lock``, ...) names, relative to the same working directory, the path that
+        begins with ``given`` the same way.
+        """
+        if given == absolute or self.path != absolute:
+            return
+        self.path = given
+        self.reason = self.reason.replace(absolute, given)
+        self.args = (f"{given}: {self.reason}",)
+
 
 class EmbeddingError(ActorMemError, RuntimeError):
     """The embedder of a dense or hybrid scorer failed: it raised (any ``Exception``, or

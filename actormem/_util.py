@@ -91,11 +91,17 @@ def read_token_file(path: str | os.PathLike[str]) -> str:
     ``--token-file`` and the CLI's ``--token-file`` read it alike).
 
     Raises:
-        ValueError: The file is empty, or the token holds whitespace.
-        OSError: The file cannot be read.
+        ValueError: The file cannot be read (missing, a directory, not UTF-8 text), is
+            empty, or the token holds whitespace; the message names the file and why,
+            in one line.
     """
-    with open(path, encoding="utf-8") as handle:
-        token = handle.read().strip()
+    try:
+        with open(path, encoding="utf-8") as handle:
+            token = handle.read().strip()
+    except UnicodeDecodeError:
+        raise ValueError(f"{os.fspath(path)}: the token file is not UTF-8 text") from None
+    except OSError as exc:
+        raise ValueError(f"{os.fspath(path)}: {exc.strerror or exc}") from None
     if not token:
         raise ValueError(f"{os.fspath(path)}: the token file is empty")
     if any(c.isspace() for c in token):

@@ -86,11 +86,11 @@ def test_a_marker_of_the_other_form_is_not_read(
     _set(monkeypatch, not xxh3)
     conn.execute("INSERT INTO meta VALUES (?, ?)", (IMAGE_KEY, image_marker(parts)))
     _set(monkeypatch, xxh3)
-    assert sqlite_format._read_image_quietly(conn) == (None, False)
+    assert sqlite_format._read_image_quietly(conn) == (None, "")
     conn.execute("UPDATE meta SET value = ?", (image_marker(parts),))
-    assert sqlite_format._read_image_quietly(conn) == (parts, False)
+    assert sqlite_format._read_image_quietly(conn) == (parts, "")
     conn.execute("UPDATE meta SET value = ?", (image_marker({**parts, "postings": b"1235"}),))
-    assert sqlite_format._read_image_quietly(conn) == (None, True)
+    assert sqlite_format._read_image_quietly(conn) == (None, sqlite_format.MARKER_MISMATCH)
     conn.close()
 
 
@@ -111,10 +111,17 @@ def test_a_marker_of_neither_form_is_a_mismatch(
     digits = "0123456789abcdef" * 2
     other = digits if xxh3 else "xxh3:" + digits
     conn.execute("INSERT INTO meta VALUES (?, ?)", (IMAGE_KEY, other))
-    assert sqlite_format._read_image_quietly(conn) == (None, False)
-    for bad in ("x", other[:-1], other.upper(), other + "0", b"\x00" * 16, 7, "xxh4:" + digits):
+    assert sqlite_format._read_image_quietly(conn) == (None, "")
+    for bad in ("x", other[:-1], other.upper(), other + "0", b"\x00" * 16, 7):
         conn.execute("UPDATE meta SET value = ?", (bad,))
-        assert sqlite_format._read_image_quietly(conn) == (None, True), bad
+        assert sqlite_format._read_image_quietly(conn) == (None, sqlite_format.MARKER_MISMATCH), bad
+    # a marker of a hash this actormem does not know: a newer actormem's (cli27)
+    # (with the knob off, the path before: a marker without "xxh3:" is of its form, and
+    # these bytes do not hash to it)
+    conn.execute("UPDATE meta SET value = ?", ("xxh4:" + digits,))
+    newer = sqlite_format.MARKER_NEWER.format(prefix="xxh4:")
+    want = newer if xxh3 else sqlite_format.MARKER_MISMATCH
+    assert sqlite_format._read_image_quietly(conn) == (None, want)
     conn.close()
 
 

@@ -8,7 +8,8 @@ Defects found:
 * ``actormem swarm --path FIFO`` hangs the same way and ignores SIGTERM and SIGINT
   (only SIGKILL ends it); ``import FIFO dump.jsonl`` hangs too (SIGTERM is taken).
 * docs/cli.md shows ``actormem stats: error: notes.txt: not an actormem database ...``
-  (the path as given); the command prints the absolute path instead.
+  (the path as given); the command printed the absolute path instead (fixed by cli27:
+  the storage layer's errors name the file as the opener gave it).
 """
 
 from __future__ import annotations
@@ -78,11 +79,6 @@ def test_fifo_as_memory_file_is_refused_not_waited_on(
     assert not (tmp_path / "mem.db.lock").exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known defect (review25c): the storage layer's errors name the absolute path, "
-    "'no such file' and 'is a directory' (the CLI's own) the path as given",
-)
 def test_not_a_database_error_names_the_path_as_given(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

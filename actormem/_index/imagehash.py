@@ -45,7 +45,8 @@ def new128() -> Hash128:
     return hashlib.blake2b(digest_size=16)
 
 
-def image_format() -> int:
+def image_format(*, newest: bool = False) -> int:
     """The index image format that goes with the knob's hash: 2 for XXH3-128, 1 for
-    BLAKE2b-128. O(1)."""
-    return 2 if _XXH3 else 1
+    BLAKE2b-128; with ``newest``, the newest format this actormem knows (a larger one
+    was written by a newer actormem). O(1)."""
+    return 2 if _XXH3 or newest else 1

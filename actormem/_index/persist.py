@@ -492,6 +492,13 @@ def unpack(
         raise ImageError(f"header is not JSON: {exc}") from None
     want_format = _hash.image_format()
     if not isinstance(head, dict) or head.get("format") != want_format:
+        have = head.get("format") if isinstance(head, dict) else None
+        if type(have) is int and have > _hash.image_format(newest=True):
+            raise ImageError(
+                f"an image of format {have}, written by a newer actormem, which this "
+                f"version cannot read (it reads format {want_format}; the file is intact; "
+                "upgrade actormem to open it faster)"
+            )
         raise ImageError(f"not an image of format {want_format}")
     for key, want in expect.items():
         have = head.get(key)

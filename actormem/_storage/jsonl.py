@@ -53,6 +53,7 @@ from .sqlite_format import MAX_ACCESS_COUNT
 
 __all__ = [
     "JsonVector",
+    "SQLITE_MAGIC",
     "JsonlError",
     "entry_from_json",
     "entry_to_json",
@@ -84,6 +85,10 @@ _ENTRY_KEYS = frozenset(
         "expires_at",
     }
 )
+
+
+#: The first bytes of every SQLite database file (https://sqlite.org/fileformat.html).
+SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 class JsonlError(ValueError):
@@ -120,6 +125,11 @@ def json_lines(path: Path) -> Iterator[tuple[int, Any]]:
         raise JsonlError(path, None, exc.strerror or str(exc)) from None
     with handle:
         for number, raw in enumerate(handle, start=1):
+            if number == 1 and raw.startswith(SQLITE_MAGIC):
+                # e.g. ``actormem import FILE.jsonl m.db``, the two swapped
+                raise JsonlError(
+                    path, None, "an SQLite database (a memory file?), not a JSONL file"
+                )
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as exc:

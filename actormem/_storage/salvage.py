@@ -101,7 +101,8 @@ class Salvage:
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = os.path.abspath(os.fspath(path))
+        self._name = os.fspath(path)  # as given: the errors name it so
+        self.path = os.path.abspath(self._name)
         self.salvaged = 0
         self.unreadable: list[tuple[int, int | None]] = []
         self.skipped_rows: list[tuple[int, str]] = []
@@ -119,8 +120,15 @@ class Salvage:
         Raises:
             StorageError: The file is missing, held by a running memory, not an actormem
                 database (its header says so), or so damaged that its table cannot be
-                found at all.
+                found at all. The error names the file as given (relative or not).
         """
+        try:
+            yield from self._entries()
+        except StorageError as exc:
+            exc._name_as_given(self.path, self._name)
+            raise
+
+    def _entries(self) -> Iterator[MemoryEntry]:
         path = self.path
         if not os.path.exists(path):
             raise StorageError(path, "no such file")

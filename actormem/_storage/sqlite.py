@@ -535,12 +535,13 @@ class Opening:
     :meth:`finish` makes the store, :meth:`abort` gives the file up. ``image``: the
     index image read with the rows (as ``SqliteStore.image``), or None."""
 
-    __slots__ = ("_checks", "_cls", "_durability", "_lock", "_path", "image")
+    __slots__ = ("_checks", "_cls", "_durability", "_lock", "_name", "_path", "image")
 
     def __init__(
         self,
         cls: type[SqliteStore],
         path: str,
+        name: str,
         durability: Durability,
         lock: FileLock,
         image: dict[str, bytes] | None,
@@ -548,6 +549,7 @@ class Opening:
     ) -> None:
         self._cls = cls
         self._path = path
+        self._name = name
         self._durability = durability
         self._lock: FileLock | None = lock
         self._checks = checks
@@ -563,7 +565,14 @@ class Opening:
         """
         lock, self._lock = self._lock, None
         if lock is None:
-            raise StorageError(self._path, "the opening was finished or aborted")
+            raise StorageError(self._name, "the opening was finished or aborted")
+        try:
+            return self._finish(lock)
+        except StorageError as exc:
+            exc._name_as_given(self._path, self._name)
+            raise
+
+    def _finish(self, lock: FileLock) -> SqliteStore:
         path = self._path
         try:
             checks, self._checks = self._checks, []
@@ -578,7 +587,7 @@ class Opening:
             except sqlite3.Error as exc:
                 raise StorageError(path, sqlite_reason(exc)) from exc
             try:
-                store = self._cls(path, self._durability, lock, conn)
+                store = self._cls(path, self._durability, lock, conn, name=self._name)
             except OSError as exc:
                 conn.close()
                 raise StorageError(path, f"cannot stat: {sqlite_reason(exc)}") from exc
@@ -611,15 +620,24 @@ class SqliteStore:
 
     Attributes:
         path: Absolute path of the database file.
+        name: The path as the opener gave it (relative or not): its errors name the
+            file so.
         durability: The :class:`Durability` it commits with.
         commits: Transactions committed by :meth:`write` (group commits).
         written: Row changes (deletes, writes, access updates) committed.
     """
 
     def __init__(
-        self, path: str, durability: Durability, lock: FileLock, conn: sqlite3.Connection
+        self,
+        path: str,
+        durability: Durability,
+        lock: FileLock,
+        conn: sqlite3.Connection,
+        *,
+        name: str | None = None,
     ) -> None:
         self.path = path
+        self.name = path if name is None else name
         self.durability = durability
         self._lock = lock
         self._conn: sqlite3.Connection | None = conn
@@ -679,7 +697,7 @@ class SqliteStore:
         """
         conn = self._conn
         if conn is None:
-            raise StorageError(self.path, "the store is closed")
+            raise StorageError(self.name, "the store is closed")
         return conn
 
     def _check_identity(self) -> None:
@@ -692,10 +710,10 @@ class SqliteStore:
             st = os.stat(self.path)
         except OSError as exc:
             raise StorageError(
-                self.path, f"the database file was removed or moved away ({exc.strerror})"
+                self.name, f"the database file was removed or moved away ({exc.strerror})"
             ) from exc
         if (st.st_dev, st.st_ino) != self._identity:
-            raise StorageError(self.path, "the database file was replaced by another file")
+            raise StorageError(self.name, "the database file was replaced by another file")
 
     @classmethod
     def open(
@@ -739,7 +757,24 @@ class SqliteStore:
         Raises:
             StorageError: As :meth:`open` (all but the late ``quick_check``'s error).
         """
+        name = path  # as given: the errors name it so (a relative path stays relative)
         path = os.path.abspath(path)
+        try:
+            return cls._open_read(path, name, durability, prepare, late)
+        except StorageError as exc:
+            exc._name_as_given(path, name)
+            raise
+
+    @classmethod
+    def _open_read(
+        cls,
+        path: str,
+        name: str,
+        durability: Durability,
+        prepare: Callable[[dict[str, bytes]], Any] | None,
+        late: bool,
+    ) -> tuple[Opening, list[tuple[int, MemoryEntry]]]:
+        """:meth:`open_read` of the absolute ``path``, given as ``name``."""
         # SQLite follows a symlink to put -wal/-shm beside the real file; so does the
         # lock, so that two links to one database share it. (Hard links are not
         # supported: https://sqlite.org/howtocorrupt.html, section 2.5.)
@@ -782,7 +817,7 @@ class SqliteStore:
             finally:
                 lock.release()
             raise
-        return Opening(cls, path, durability, lock, image, checks), entries
+        return Opening(cls, path, name, durability, lock, image, checks), entries
 
     def delete_seqs(self, seqs: list[int]) -> None:
         """Delete the rows of ``seqs`` in one transaction (the evictions of a load). Blocking.
@@ -928,7 +963,7 @@ class SqliteStore:
             conn.execute("PRAGMA wal_autocheckpoint = 0")
             conn.execute("PRAGMA busy_timeout = 0")
         except sqlite3.Error as exc:
-            raise StorageError(self.path, sqlite_reason(exc)) from exc
+            raise StorageError(self.name, sqlite_reason(exc)) from exc
         self._own_checkpoints = self._impatient = True
         if _CHECKPOINT_BESIDE and self._beside is None:
             self._beside = self._open_beside()
@@ -1118,7 +1153,7 @@ class SqliteStore:
                     batch.deletes, batch.puts, batch.accesses, batch.vectors,
                 )  # fmt: skip
             except sqlite3.Error as exc:  # rolled back
-                raise StorageError(self.path, f"commit failed: {sqlite_reason(exc)}") from exc
+                raise StorageError(self.name, f"commit failed: {sqlite_reason(exc)}") from exc
             if done == 0:  # another program holds the write lock: nothing done
                 return False
             if done == 1:
@@ -1150,7 +1185,7 @@ class SqliteStore:
             conn.execute("COMMIT")
         except (sqlite3.Error, OSError) as exc:
             _roll_back(conn)
-            raise StorageError(self.path, f"commit failed: {sqlite_reason(exc)}") from exc
+            raise StorageError(self.name, f"commit failed: {sqlite_reason(exc)}") from exc
         self._committed(batch, changes_rows)
         if (
             self._own_checkpoints
@@ -1229,7 +1264,7 @@ class SqliteStore:
         try:
             return {str(k): str(v) for k, v in conn.execute("SELECT key, value FROM meta")}
         except sqlite3.Error as exc:
-            raise StorageError(self.path, f"reading meta failed: {sqlite_reason(exc)}") from exc
+            raise StorageError(self.name, f"reading meta failed: {sqlite_reason(exc)}") from exc
 
     def read_vectors(self, model: str, dim: int) -> dict[int, tuple[bytes, bytes]]:
         """The stored vectors, ``{seq: (text_hash, float32 bytes)}``, if they were made by
@@ -1257,7 +1292,7 @@ class SqliteStore:
         except sqlite3.Error as exc:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            raise StorageError(self.path, f"reading vectors failed: {sqlite_reason(exc)}") from exc
+            raise StorageError(self.name, f"reading vectors failed: {sqlite_reason(exc)}") from exc
         return {}
 
     def abort_when(self, check: Callable[[], bool] | None) -> None:
@@ -1314,6 +1349,6 @@ class SqliteStore:
             if conn is not None:
                 conn.close()
         except sqlite3.Error as exc:
-            raise StorageError(self.path, f"close failed: {sqlite_reason(exc)}") from exc
+            raise StorageError(self.name, f"close failed: {sqlite_reason(exc)}") from exc
         finally:
             self._lock.release()

@@ -437,37 +437,61 @@ def _read_image(conn: sqlite3.Connection) -> dict[str, bytes] | None:
     """The index image whose :func:`image_marker` the ``meta`` row names, or None (no
     marker, no image, parts that are not text names and blobs, or bytes that do not
     hash to the marker: logged). O(image size)."""
-    parts, mismatch = _read_image_quietly(conn)
-    if mismatch:
-        _warn_marker()
+    parts, warning = _read_image_quietly(conn)
+    if warning:
+        _warn_marker(warning)
     return parts
 
 
-def _warn_marker() -> None:
-    logging.getLogger("actormem").warning(
-        "actormem: the index image does not match its marker in the file; rebuilding the index"
-    )
+#: ``_read_image_quietly``'s warning for a marker that is not that of the image's bytes.
+MARKER_MISMATCH = "the index image does not match its marker in the file; rebuilding the index"
+#: Its warning for an image a newer actormem wrote (a marker ``name:hex`` of a hash this
+#: actormem does not know): the file is intact, its image of no use to this version.
+MARKER_NEWER = (
+    "the file's index image was written by a newer actormem (its marker begins {prefix!r}), "
+    "which this version cannot read; building the index from the rows instead (the file "
+    "is intact; upgrade actormem to open it faster)"
+)
+#: The form of a marker of any hash: a lower-case name, a colon, hex digits.
+_NAMED_MARKER = re.compile(r"([a-z][a-z0-9]*:)[0-9a-f]{16,}")
+#: The names of the hashes this actormem knows (their markers are not "newer").
+_KNOWN_PREFIXES = frozenset({_hash.MARKER_PREFIX})
 
 
-def _read_image_quietly(conn: sqlite3.Connection) -> tuple[dict[str, bytes] | None, bool]:
-    """:func:`_read_image` without its warning: the image or None, and whether that is
-    because the bytes do not hash to the marker (the warning's case). O(image size)."""
+def _warn_marker(warning: str) -> None:
+    logging.getLogger("actormem").warning("actormem: %s", warning)
+
+
+def _marker_warning(marker: object) -> str:
+    """The warning for a ``marker`` of neither form :func:`_read_image_quietly` reads:
+    :data:`MARKER_NEWER` for a newer actormem's, else :data:`MARKER_MISMATCH`. O(1)."""
+    named = _NAMED_MARKER.fullmatch(marker) if type(marker) is str else None
+    if named is not None and named[1] not in _KNOWN_PREFIXES:
+        return MARKER_NEWER.format(prefix=named[1])
+    return MARKER_MISMATCH
+
+
+def _read_image_quietly(conn: sqlite3.Connection) -> tuple[dict[str, bytes] | None, str]:
+    """:func:`_read_image` without its warning: the image or None, and the warning to
+    log when there is none because of its marker (the bytes do not hash to it:
+    :data:`MARKER_MISMATCH`; a newer actormem's: :data:`MARKER_NEWER`), else ``""``.
+    O(image size)."""
     row = conn.execute("SELECT value FROM meta WHERE key = ?", (IMAGE_KEY,)).fetchone()
     if row is None:
-        return None, False
+        return None, ""
     if not marker_current(row[0]):
         # An image of the other hash's format, never trusted: the index is rebuilt from
         # the rows and the next clean close writes this format's image; quietly, as
         # upgrading is no fault. A marker of neither form is (the warning's case).
-        return None, not _marker_of_other_form(row[0])
+        return None, "" if _marker_of_other_form(row[0]) else _marker_warning(row[0])
     parts: dict[str, bytes] = {}
     for name, data in conn.execute(SELECT_IMAGE):
         if type(name) is not str or type(data) is not bytes:
-            return None, False
+            return None, ""
         parts[name] = data
     if not parts or image_marker(parts) != row[0]:
-        return None, True
-    return parts, False
+        return None, MARKER_MISMATCH
+    return parts, ""
 
 
 INSERT_VECTOR = "INSERT OR REPLACE INTO vectors (seq, text_hash, vector) VALUES (?, ?, ?)"
@@ -902,8 +926,9 @@ class _Go:
         self.read = threading.Event()
         self.start = threading.Event()
         self.cancelled = False
-        self.image: tuple[dict[str, bytes] | None, bool, sqlite3.Error | None] = (
-            None, False, None,
+        #: (the image, the marker's warning or "", the image's SQLite error)
+        self.image: tuple[dict[str, bytes] | None, str, sqlite3.Error | None] = (
+            None, "", None,
         )  # fmt: skip
 
     def cancel(self) -> None:
@@ -973,7 +998,7 @@ def _checks_beside(
     (none if ``go.cancelled``)."""
     if go is not None:
         parts: dict[str, bytes] | None = None
-        mismatch = False
+        mismatch = ""
         read_error: sqlite3.Error | None = None
         try:
             if image:
@@ -995,10 +1020,10 @@ def _checks_beside(
         except (StorageError, sqlite3.Error) as exc:
             return exc, None, None
         if mismatch:  # warned once the check passed, as when the image came after it
-            _warn_marker()
+            _warn_marker(mismatch)
         return None, parts, read_error
     if ahead is not None and image:
-        mismatch = False
+        mismatch = ""
         image_error: sqlite3.Error | None = None
         try:
             parts, mismatch = _read_image_quietly(conn)
@@ -1011,7 +1036,7 @@ def _checks_beside(
         except (StorageError, sqlite3.Error) as exc:
             return exc, None, None
         if mismatch:  # warned once the check passed, as when the image came after it
-            _warn_marker()
+            _warn_marker(mismatch)
         return None, parts, image_error
     try:
         _quick_check(path, conn)

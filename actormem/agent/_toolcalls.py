@@ -28,6 +28,7 @@ from .._entry import MemoryCategory, MemoryEntry, memory_text_ok
 from .._index.dense import entry_document, text_hash
 from .._json import MAX_VALUE_DEPTH
 from .._storage.jsonl import (
+    SQLITE_MAGIC,
     JsonlError,
     JsonVector,
     entry_from_json,
@@ -374,6 +375,8 @@ def _read_once(path: Path) -> tuple[list[ToolCall], str] | None:
         text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return None
+    if data.startswith(SQLITE_MAGIC):
+        return None  # a database given for the JSONL file: the streaming way says so
     if text.startswith("\ufeff"):
         text = text[1:]  # a byte-order mark, as json_lines skips it
     calls: list[ToolCall] = []

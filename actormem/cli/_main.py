@@ -50,6 +50,7 @@ from ._display import PipeConsole, result_tables, watch
 from ._mcp import add_mcp_parser
 from ._options import InputError as _InputError
 from ._options import Parser as _Parser
+from ._options import check_json_target, write_json
 from ._options import int_at_least as _int_at_least
 from ._remote import LIVE_NOTE, add_remote_options, remote_contents, remote_entries, remote_hits
 from ._serve import add_serve_parser
@@ -130,10 +131,12 @@ async def _reading(
             raise
     else:
         return
-    print(LIVE_NOTE.format(path=printable(str(path))), file=live_note_to or sys.stdout)
     from .._engine.live import open_live_copy
 
     async with open_live_copy(path, scorer=SCORERS[scorer]()) as memory:
+        # Said once the snapshot is read: a file the read refuses (a newer actormem's,
+        # a damaged one) gets its error alone, not a note promising a snapshot first.
+        print(LIVE_NOTE.format(path=printable(str(path))), file=live_note_to or sys.stdout)
         yield memory
 
 
@@ -188,11 +191,23 @@ class _RemoteMemory:
             self._cursor = reports[-1][0]
 
 
+def _token_option(path: Path) -> str:
+    """The token in ``--token-file`` ``path``.
+
+    Raises:
+        _InputError: It cannot be read, or holds no token (one line, naming the file).
+    """
+    try:
+        return read_token_file(path)
+    except ValueError as exc:
+        raise _InputError(f"--token-file: {exc}") from None
+
+
 @contextlib.asynccontextmanager
 async def _remote_memory(args: argparse.Namespace) -> AsyncIterator[_RemoteMemory]:
     from ..client import Client
 
-    token = None if args.token_file is None else read_token_file(args.token_file)
+    token = None if args.token_file is None else _token_option(args.token_file)
     with Client(args.server, token=token) as client:
         yield _RemoteMemory(client)
 
@@ -556,28 +571,6 @@ async def _verify(
 _NO_IMAGE_FOR_TEMPORARY = True
 
 
-def _check_json_target(path: Path) -> None:
-    """Refuse a ``--json`` target that cannot be written, before the run spends minutes."""
-    if path.is_dir():
-        raise _InputError(f"--json {path}: is a directory")
-    parent = path.parent
-    if not parent.is_dir():
-        raise _InputError(f"--json {path}: no such directory: {parent}")
-    # Really try (access() trusts permission bits that some file systems, /proc say,
-    # do not honour): an existing target is opened for appending, which changes
-    # nothing; otherwise a probe file is created in the directory and removed.
-    try:
-        if path.exists():
-            with path.open("a", encoding="utf-8"):
-                pass
-        else:
-            with tempfile.NamedTemporaryFile(dir=parent, prefix=".actormem-probe-"):
-                pass
-    except OSError as exc:
-        where = path if path.exists() else parent
-        raise _InputError(f"--json {path}: not writable: {where}: {exc.strerror or exc}") from None
-
-
 #: A process that runs one command and ends (:func:`run_command`: ``python -m actormem``,
 #: the ``actormem`` script) ends a completed ``swarm`` with ``os._exit`` once its outputs
 #: are flushed and its exit handlers have run, instead of the interpreter's teardown
@@ -637,7 +630,7 @@ def _frozen_heap() -> Iterator[None]:
 def cmd_swarm(args: argparse.Namespace) -> int:
     """``actormem swarm``: see ``docs/swarm.md``."""
     if args.json is not None:
-        _check_json_target(args.json)
+        check_json_target(args.json)
     if args.path is not None and args.in_memory:
         raise _InputError("--path and --in-memory exclude each other")
     if args.verify and args.in_memory:
@@ -646,6 +639,8 @@ def cmd_swarm(args: argparse.Namespace) -> int:
         raise _InputError("--reuse-path needs --path FILE")
     if args.path is not None and args.path.is_dir():
         raise _InputError(f"--path {args.path}: is a directory, not a memory file")
+    if args.path is not None and not args.path.parent.is_dir():  # before the run's banner
+        raise _InputError(f"--path {args.path}: no such directory: {args.path.parent}")
     if args.server is not None:
         if args.path is not None or args.in_memory or args.verify or args.capacity is not None:
             raise _InputError(
@@ -654,6 +649,10 @@ def cmd_swarm(args: argparse.Namespace) -> int:
             )
         if args.log is not None:
             raise _InputError("--server and --log exclude each other")
+        if args.token_file is not None:
+            _token_option(args.token_file)  # read again by each process; checked first
+    elif args.token_file is not None:
+        raise _InputError("--token-file is the bearer token for --server: give --server URL")
     if args.nodes > 1 and args.log is None:
         raise _InputError("--nodes needs --log DSN (the PostgreSQL database of the write log)")
     if args.log is not None:
@@ -704,10 +703,7 @@ def cmd_swarm(args: argparse.Namespace) -> int:
     report["data_files"] = files
     report["command"] = shlex.join([PROG, *args.argv])
     if args.json is not None:
-        try:
-            args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-        except OSError as exc:  # checked before the run; the disk can still fill up
-            raise _InputError(f"--json {args.json}: {exc.strerror or exc}") from None
+        write_json(args.json, report)
     if report["interrupted"] is not None:
         signum = signal.Signals[report["interrupted"]]
         raise _Interrupted("the figures above are those of the part that ran", signum=signum)
@@ -749,6 +745,13 @@ def _one_line(text: str, width: int) -> str:
 
 def cmd_query(args: argparse.Namespace) -> int:
     """``actormem query PATH TEXT``: the best entries for TEXT, with scores."""
+    if args.path is None and args.server is None:
+        # One word given: argparse took it for TEXT (PATH is optional for --server),
+        # but it is the memory file whose query text was left out.
+        raise _InputError(
+            f"no query text: give it after the memory file, actormem query "
+            f"{shlex.quote(args.text)} TEXT (or --server URL TEXT)"
+        )
     path = _path_or_server(args)
 
     async def run() -> list[Any]:
@@ -969,7 +972,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     q = sub.add_parser("query", help="the best entries of a memory file for a text")
     q.add_argument("path", type=Path, metavar="PATH", nargs="?", help="memory file")
-    q.add_argument("text", help="query text")
+    q.add_argument("text", metavar="TEXT", help="query text")
     add_remote_options(q)
     q.add_argument("-k", type=_int_at_least(1), default=5, help="entries to show (default 5)")
     q.add_argument("--scorer", choices=sorted(SCORERS), default="word-overlap")

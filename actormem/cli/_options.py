@@ -3,11 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
-__all__ = ["InputError", "Parser", "add_memory_location", "int_at_least", "positive_seconds"]
+from .._outfile import check_figures_target, write_figures
+
+__all__ = [
+    "InputError",
+    "Parser",
+    "add_memory_location",
+    "check_json_target",
+    "int_at_least",
+    "positive_seconds",
+    "write_json",
+]
 
 
 class Parser(argparse.ArgumentParser):
@@ -57,3 +68,31 @@ def add_memory_location(parser: argparse.ArgumentParser) -> argparse._MutuallyEx
         "--in-memory", action="store_true", help="a memory without a file (the default)"
     )
     return where
+
+
+def check_json_target(path: Path) -> None:
+    """Refuse a ``--json`` target that cannot be written, or must not be replaced (not
+    a figures file: :func:`~actormem._outfile.check_figures_target`), before the run
+    spends minutes.
+
+    Raises:
+        InputError: Why, naming ``--json`` and the path.
+    """
+    refusal = check_figures_target(path)
+    if refusal is not None:
+        raise InputError(f"--json {path}: {refusal}")
+
+
+def write_json(path: Path, report: Any) -> None:
+    """Write the figures ``report`` to ``path`` as indented JSON, atomically
+    (:func:`~actormem._outfile.write_figures`).
+
+    Raises:
+        InputError: The disk or the folder refused (checked before the run, the disk
+            can still fill up), or ``path`` became a file not to replace meanwhile.
+    """
+    try:
+        write_figures(path, json.dumps(report, indent=2) + "\n")
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise InputError(f"--json {path}: {reason}") from None

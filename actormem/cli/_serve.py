@@ -87,7 +87,7 @@ def cmd_serve(args: argparse.Namespace, scorers: dict[str, Any]) -> int:
         try:
             token = read_token(args.token_file)
         except (OSError, ValueError) as exc:
-            print(f"actormem serve: error: {exc}", file=sys.stderr)
+            print(f"actormem serve: error: --token-file: {exc}", file=sys.stderr)
             return 2
     elif not is_loopback(args.host):
         print(

@@ -48,6 +48,7 @@ import trio
 from .._engine.lifecycle import open_memory
 from .._engine.replica import Replica, encode_snapshot
 from .._storage.pglog import PgLog, check_reachable, redact_dsn
+from ._options import write_json
 from ._swarm import Removals, SwarmRun, check_accounting, run_swarm
 from ._swarm_args import SCORERS, swarm_parser, swarm_workload
 from ._swarm_data import Episode, Workload
@@ -296,7 +297,7 @@ def _report(
             ],
             "status": status,
         }
-        args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        write_json(args.json, report)
     return status
 
 

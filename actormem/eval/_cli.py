@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from .._outfile import check_figures_target, write_figures
 from .._util import install_hint
 
 __all__ = ["add_eval_parser", "main", "run_eval_locomo", "run_eval_toolcalls"]
@@ -138,10 +139,12 @@ def run_eval_locomo(args: argparse.Namespace) -> int:
     from ._locomo import HELD_OUT, RETRIEVERS, TUNING, evaluate, format_table, load_locomo
 
     splits = {"all": None, "tuning": TUNING, "held-out": HELD_OUT}
+    if not _json_target_ok("locomo", args.json):
+        return 2
     try:
         conversations = load_locomo(args.data)
     except (OSError, ValueError) as exc:
-        print(f"actormem eval locomo: cannot read {args.data}: {exc}", file=sys.stderr)
+        print(f"actormem eval locomo: cannot read {_reason(args.data, exc)}", file=sys.stderr)
         return 2
     wanted = args.conversation or splits[args.split]
     if wanted is not None:
@@ -165,8 +168,9 @@ def run_eval_locomo(args: argparse.Namespace) -> int:
         )
         return 2
     result = evaluate(conversations, retriever, args.k)
-    if args.json is not None:  # first: the table below may meet a closed pipe (| head)
-        args.json.write_text(json.dumps(result.to_json(), indent=2) + "\n", encoding="utf-8")
+    # first: the table below may meet a closed pipe (| head)
+    if not _json_written("locomo", args.json, result.to_json()):
+        return 2
     print(format_table(result))
     return 0
 
@@ -177,10 +181,12 @@ def run_eval_toolcalls(args: argparse.Namespace) -> int:
     missing (message on stderr)."""
     from . import _toolcalls
 
+    if not _json_target_ok("toolcalls", args.json):
+        return 2
     try:
         steps = _toolcalls.load_steps(args.data)
     except (OSError, ValueError) as exc:
-        print(f"actormem eval toolcalls: cannot read {args.data}: {exc}", file=sys.stderr)
+        print(f"actormem eval toolcalls: cannot read {_reason(args.data, exc)}", file=sys.stderr)
         return 2
     names = args.scorer or list(_toolcalls.SCORERS)
     results = []
@@ -192,10 +198,42 @@ def run_eval_toolcalls(args: argparse.Namespace) -> int:
             print(f"actormem eval toolcalls: {exc} (or leave out {name})", file=sys.stderr)
             return 2
     print(_toolcalls.format_table(results))
-    if args.json is not None:
-        payload = [r.to_json() for r in results]
-        args.json.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    if not _json_written("toolcalls", args.json, [r.to_json() for r in results]):
+        return 2
     return 0
+
+
+def _reason(path: Path, exc: OSError | ValueError) -> str:
+    """``path`` and why it cannot be read, once: an OSError's own words without its
+    ``[Errno N]`` and repeated name; a ValueError's message as it is when it names the
+    file already (``tool_calls.jsonl:3: ...``)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"{path}: {exc.strerror}"
+    text = str(exc)
+    return text if text.startswith(f"{path}:") else f"{path}: {text}"
+
+
+def _json_target_ok(benchmark: str, path: Path | None) -> bool:
+    """Whether ``--json`` is absent or can take the results (checked before the work,
+    :func:`~actormem._outfile.check_figures_target`); if not, says why on stderr."""
+    refusal = None if path is None else check_figures_target(path)
+    if refusal is not None:
+        print(f"actormem eval {benchmark}: error: --json {path}: {refusal}", file=sys.stderr)
+    return refusal is None
+
+
+def _json_written(benchmark: str, path: Path | None, payload: Any) -> bool:
+    """Write ``payload`` to ``--json`` atomically, if given; False (said on stderr) when
+    the disk or the folder refused it."""
+    if path is None:
+        return True
+    try:
+        write_figures(path, json.dumps(payload, indent=2) + "\n")
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        print(f"actormem eval {benchmark}: error: --json {path}: {reason}", file=sys.stderr)
+        return False
+    return True
 
 
 def main(argv: Sequence[str] | None = None) -> int:

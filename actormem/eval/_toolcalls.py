@@ -124,7 +124,8 @@ def load_steps(path: str | Path) -> list[Step]:
                     )
                 )
             except (KeyError, TypeError, ValueError) as exc:
-                raise ValueError(f"{path}:{number}: not a tool-call row ({exc!r})") from None
+                why = f"missing {exc}" if isinstance(exc, KeyError) else str(exc)
+                raise ValueError(f"{path}:{number}: not a tool-call row ({why})") from None
     out.sort(key=lambda s: (s.task, s.trial, s.step))
     return out
 

@@ -1,0 +1,151 @@
+"""The ``--json OUT`` files of the commands (``swarm``, ``eval``): checked before the
+work starts, written atomically, and never in place of a file that is not one of them.
+
+A figures file replaces ``OUT`` by a rename in ``OUT``'s folder, so a reader (or a
+crash, a full disk) sees the earlier file or the whole new one, never half of one. An
+``OUT`` that exists is replaced only when it is a figures file actormem writes (JSON of
+one of the shapes :func:`is_figures` knows) or empty: a memory database, a source file
+or another program's JSON given by mistake is refused before the run. An ``OUT`` that is
+not a regular file (``/dev/null``, ``/dev/stdout``, a FIFO) is written in place: a
+rename would replace the device node, not write to it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import stat
+from typing import Any
+
+__all__ = ["FIGURES_MAX", "check_figures_target", "is_figures", "write_figures"]
+
+#: An existing ``OUT`` larger than this (bytes) is not read: no figures file is so large.
+FIGURES_MAX = 64 << 20
+
+
+def is_figures(value: Any) -> bool:
+    """Whether the decoded JSON ``value`` is a figures file an actormem command wrote:
+    ``swarm``'s (an object whose ``command`` begins with ``actormem ``; ``--nodes``'s
+    before it had one: ``nodes`` and ``per_node``), ``eval locomo``'s (``retriever``
+    and ``recall``) or ``eval toolcalls``'s (a list of objects with ``scorer``, ``hit``
+    and ``mrr``). O(size of the top level)."""
+    if isinstance(value, dict):
+        command = value.get("command")
+        if isinstance(command, str) and command.startswith("actormem "):
+            return True
+        return {"nodes", "per_node"} <= value.keys() or {"retriever", "recall"} <= value.keys()
+    if isinstance(value, list) and value:
+        return all(isinstance(v, dict) and {"scorer", "hit", "mrr"} <= v.keys() for v in value)
+    return False
+
+
+def _refusal(path: str) -> str | None:
+    """Why the existing regular file ``path`` must not be replaced, or None."""
+    size = os.path.getsize(path)
+    if size == 0:
+        return None
+    not_ours = (
+        "exists and is not a figures file written by actormem; not overwritten "
+        "(remove it or pick another name)"
+    )
+    if size > FIGURES_MAX:
+        return not_ours
+    with open(path, "rb") as handle:
+        data = handle.read(FIGURES_MAX + 1)
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return not_ours
+    return None if is_figures(value) else not_ours
+
+
+def check_figures_target(path: str | os.PathLike[str]) -> str | None:
+    """Why ``path`` cannot take a figures file (one line, without the path), or None.
+
+    Refused: a directory; a missing folder; an existing regular file that is not a
+    figures file (:func:`is_figures`) and not empty; a folder where no file can really be
+    made (a probe file is created and removed: ``access()`` trusts permission bits that
+    some file systems, ``/proc`` say, do not honour). A target that is not a regular file
+    (a device, a FIFO) is accepted as it is. Blocking, O(size of ``path``).
+    """
+    where = os.fspath(path)
+    if os.path.isdir(where):
+        return "is a directory"
+    real = os.path.realpath(where)
+    parent = os.path.dirname(real)
+    if not os.path.isdir(parent):
+        return f"no such directory: {os.path.dirname(where) or '.'}"
+    try:
+        if os.path.exists(real):
+            if not stat.S_ISREG(os.stat(real).st_mode):
+                return None  # written in place (write_figures)
+            refusal = _refusal(real)
+            if refusal is not None:
+                return refusal
+    except OSError as exc:
+        return f"cannot read it: {exc.strerror or exc}"
+    try:
+        probe = _create_beside(real)
+        os.close(probe[0])
+        os.unlink(probe[1])
+    except OSError as exc:
+        return f"not writable: {os.path.dirname(where) or '.'}: {exc.strerror or exc}"
+    return None
+
+
+def _create_beside(real: str) -> tuple[int, str]:
+    """A new file (its descriptor and path) in ``real``'s folder, for writing, with the
+    mode a new file gets (0o666 less the umask)."""
+    folder, name = os.path.split(real)
+    while True:
+        temp = os.path.join(folder, f".{name}.{secrets.token_hex(4)}.tmp")
+        try:
+            return os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666), temp
+        except FileExistsError:
+            continue
+
+
+def write_figures(path: str | os.PathLike[str], text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path``: to a new file beside it, synced, then renamed
+    over it (an existing file's permission bits are kept), so ``path`` holds the old
+    content or the new, whole. A ``path`` that is not a regular file (``/dev/null``) is
+    written in place. On an error the new file is removed and ``path`` is unchanged.
+    Blocking, O(len(text)).
+
+    Raises:
+        OSError: The folder or the disk refused (full, read-only, ...).
+        ValueError: ``path`` became something :func:`check_figures_target` refuses
+            (the message says why, without the path).
+    """
+    refusal = check_figures_target(path)
+    if refusal is not None:
+        raise ValueError(refusal)
+    real = os.path.realpath(path)
+    data = text.encode("utf-8")
+    try:
+        old = os.stat(real)
+    except FileNotFoundError:
+        old = None
+    if old is not None and not stat.S_ISREG(old.st_mode):
+        with open(real, "wb") as handle:
+            handle.write(data)
+        return
+    fd, temp = _create_beside(real)
+    try:
+        try:
+            if old is not None:
+                os.fchmod(fd, stat.S_IMODE(old.st_mode))
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temp, real)
+    except BaseException:
+        try:
+            os.unlink(temp)
+        except OSError:
+            pass
+        raise
