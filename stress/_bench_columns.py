@@ -16,7 +16,10 @@ Two parts, printed as one JSON line:
    the record's ``born``, ``died`` and ``seq`` (``int64`` each). Tags, namespace, key,
    value, ttl, expiry, last access and access chains are sparse (a dict by slot number:
    none in this corpus). ``text_list`` does the same with one ``bytes`` object per text
-   in a list instead of the shared buffer.
+   in a list instead of the shared buffer. ``--from-entries`` makes all ``n`` entries
+   first and drops them once the columns hold them, as a store of the caller's entries
+   would: then ``column_bytes`` also counts what the allocator keeps of the dropped
+   entries (the figure the engine's ``beyond_text_bytes`` would read).
 2. **Reads.** The thread CPU time to build one ``MemoryEntry`` from those columns
    (``entry_of_checked`` of the decoded text, the id's int, the datetime and the
    category), against ``_entry.with_access`` of a stored entry (what every returned
@@ -35,6 +38,7 @@ import json
 import random
 import time
 from array import array
+from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -43,11 +47,10 @@ __all__ = ["measure"]
 _EPOCH_US = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def _fill(corpus: Any, n: int, shared_buffer: bool) -> tuple[dict[str, Any], int]:
-    """The columns of ``n`` entries (``_bench_data.entries``' texts, ids and times) and
-    the texts' UTF-8 byte count. O(n)."""
-    from ._bench_data import EPOCH
-
+def _fill(source: Iterable[Any], shared_buffer: bool) -> tuple[dict[str, Any], int]:
+    """The columns of the entries of ``source`` (read as the owner would read a stored
+    entry's fields) and the texts' UTF-8 byte count. O(total size)."""
+    one_us = timedelta(microseconds=1)
     cats: dict[Any, int] = {}
     ids = bytearray()
     created = array("q")
@@ -57,21 +60,19 @@ def _fill(corpus: Any, n: int, shared_buffer: bool) -> tuple[dict[str, Any], int
     buf = bytearray()
     texts: list[bytes] = []
     born, died, seq = array("q"), array("q"), array("q")
-    base_us = (EPOCH - _EPOCH_US) // timedelta(microseconds=1)
     text_bytes = 0
-    for i in range(n):
-        category, text = corpus.text(i)
-        raw = text.encode("utf-8")
+    for i, entry in enumerate(source):
+        raw = entry.memory.encode("utf-8")
         text_bytes += len(raw)
         if shared_buffer:
             buf += raw
             ends.append(len(buf))
         else:
             texts.append(raw)
-        ids += (i + 1).to_bytes(16, "big")
-        created.append(base_us + i * 1_000_000)
-        meta.append(cats.setdefault(category, len(cats)))
-        rel.append(1.0)
+        ids += entry._id.to_bytes(16, "big")
+        created.append((entry.created_at - _EPOCH_US) // one_us)
+        meta.append(cats.setdefault(entry.category, len(cats)))
+        rel.append(entry.relevance)
         born.append(i + 1)
         died.append(2**63 - 1)
         seq.append(i + 1)
@@ -123,8 +124,13 @@ def _timed(fn: Any, items: list[Any], repeats: int) -> float:
     return sorted(out)[len(out) // 2]
 
 
-def measure(n: int, data: str, reads: int, repeats: int, shared_buffer: bool) -> dict[str, Any]:
-    """The figures above, in this process (call it in a fresh one)."""
+def measure(
+    n: int, data: str, reads: int, repeats: int, shared_buffer: bool, from_entries: bool = False
+) -> dict[str, Any]:
+    """The figures above, in this process (call it in a fresh one). ``from_entries``: the
+    ``n`` entries made first, as ``_bench_memory`` makes them, and dropped once the
+    columns hold them (what the allocator gives back of them counts), else each entry
+    made and dropped in turn."""
     from actormem._entry import with_access
 
     from ._bench_data import entries, load_corpus
@@ -132,7 +138,12 @@ def measure(n: int, data: str, reads: int, repeats: int, shared_buffer: bool) ->
 
     corpus = load_corpus(data)
     rss_before = rss_bytes()
-    cols, text_bytes = _fill(corpus, n, shared_buffer)
+    if from_entries:
+        batch = list(entries(corpus, n))
+        cols, text_bytes = _fill(batch, shared_buffer)
+        del batch
+    else:
+        cols, text_bytes = _fill(entries(corpus, n), shared_buffer)
     rss_cols = rss_bytes()
     rng = random.Random(0)
     slots = [rng.randrange(n) for _ in range(reads)]
@@ -162,6 +173,7 @@ def measure(n: int, data: str, reads: int, repeats: int, shared_buffer: bool) ->
     return {
         "n": n,
         "layout": "buffer" if shared_buffer else "text_list",
+        "from_entries": from_entries,
         "text_bytes_per_entry": text_bytes / n,
         "column_bytes": (rss_cols - rss_before - text_bytes) / n,
         "build_entry_us": build * 1e6,
@@ -178,8 +190,12 @@ def main() -> None:
     parser.add_argument("--reads", type=int, default=20000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--text-list", action="store_true", help="a bytes object per text")
+    parser.add_argument("--from-entries", action="store_true", help="all entries made first")
     args = parser.parse_args()
-    print(json.dumps(measure(args.n, args.data, args.reads, args.repeats, not args.text_list)))
+    out = measure(
+        args.n, args.data, args.reads, args.repeats, not args.text_list, args.from_entries
+    )
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":

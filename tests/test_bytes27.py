@@ -21,8 +21,8 @@ pytestmark = pytest.mark.skipif(
 def test_columns_give_back_every_entry(shared_buffer: bool) -> None:
     corpus = load_corpus(DEFAULT_DATA)
     n = 600
-    cols, text_bytes = _bench_columns._fill(corpus, n, shared_buffer)
     want = list(entries(corpus, n))
+    cols, text_bytes = _bench_columns._fill(want, shared_buffer)
     assert text_bytes == sum(len(e.memory.encode("utf-8")) for e in want)
     assert any(not e.memory.isascii() for e in want)  # the decode is exercised
     for slot, entry in enumerate(want):
@@ -32,8 +32,12 @@ def test_columns_give_back_every_entry(shared_buffer: bool) -> None:
         assert got.created_at == entry.created_at
 
 
-def test_measure_reports_its_figures() -> None:
-    out = _bench_columns.measure(300, str(DEFAULT_DATA), reads=50, repeats=1, shared_buffer=True)
+@pytest.mark.parametrize("from_entries", [True, False])
+def test_measure_reports_its_figures(from_entries: bool) -> None:
+    out = _bench_columns.measure(
+        300, str(DEFAULT_DATA), reads=50, repeats=1, shared_buffer=True, from_entries=from_entries
+    )
+    assert out["from_entries"] is from_entries
     assert out["n"] == 300
     assert out["layout"] == "buffer"
     for name in ("build_entry_us", "with_access_us", "decode_text_us", "decode_row_c_us"):
