@@ -19,7 +19,8 @@ Two parts, printed as one JSON line:
    in a list instead of the shared buffer. ``--from-entries`` makes all ``n`` entries
    first and drops them once the columns hold them, as a store of the caller's entries
    would: then ``column_bytes`` also counts what the allocator keeps of the dropped
-   entries (the figure the engine's ``beyond_text_bytes`` would read).
+   entries (the figure the engine's ``beyond_text_bytes`` would read);
+   ``column_trimmed_bytes`` is read after glibc's ``malloc_trim(0)`` (None without it).
 2. **Reads.** The thread CPU time to build one ``MemoryEntry`` from those columns
    (``entry_of_checked`` of the decoded text, the id's int, the datetime and the
    category), against ``_entry.with_access`` of a stored entry (what every returned
@@ -134,7 +135,7 @@ def measure(
     from actormem._entry import with_access
 
     from ._bench_data import entries, load_corpus
-    from ._bench_stats import rss_bytes
+    from ._bench_stats import rss_bytes, rss_trimmed_bytes
 
     corpus = load_corpus(data)
     rss_before = rss_bytes()
@@ -145,6 +146,7 @@ def measure(
     else:
         cols, text_bytes = _fill(entries(corpus, n), shared_buffer)
     rss_cols = rss_bytes()
+    trimmed = rss_trimmed_bytes()
     rng = random.Random(0)
     slots = [rng.randrange(n) for _ in range(reads)]
     stored = list(entries(corpus, min(n, 4096)))
@@ -176,6 +178,9 @@ def measure(
         "from_entries": from_entries,
         "text_bytes_per_entry": text_bytes / n,
         "column_bytes": (rss_cols - rss_before - text_bytes) / n,
+        "column_trimmed_bytes": (
+            None if trimmed is None else (trimmed - rss_before - text_bytes) / n
+        ),
         "build_entry_us": build * 1e6,
         "with_access_us": access * 1e6,
         "decode_text_us": dec * 1e6,

@@ -44,3 +44,17 @@ def test_measure_reports_its_figures(from_entries: bool) -> None:
         assert math.isfinite(out[name]), name
         assert out[name] > 0, name
     assert math.isfinite(out["column_bytes"])
+    trimmed = out["column_trimmed_bytes"]
+    assert trimmed is None or math.isfinite(trimmed)
+
+
+def test_memory_benchmark_reports_the_trimmed_figure() -> None:
+    from stress import _bench_memory
+    from stress._bench_stats import rss_trimmed_bytes
+
+    out = _bench_memory.measure(300, "word-overlap", str(DEFAULT_DATA))
+    assert math.isfinite(out["beyond_text_bytes"])
+    if rss_trimmed_bytes() is None:
+        assert out["beyond_text_trimmed_bytes"] is None
+    else:
+        assert math.isfinite(out["beyond_text_trimmed_bytes"])
