@@ -25,6 +25,9 @@ process CPU time of one full ``gc.collect()`` (the median of three).
   and its ``str`` header beyond the text;
 * ``beyond_text_bytes``: ``rss_stored - rss_before - text_bytes``: everything one stored
   entry costs beyond its UTF-8 text (str headers included). The target reads this one.
+* ``beyond_text_trimmed_bytes``: the same after glibc's ``malloc_trim(0)`` (None without
+  glibc), read last: what the C allocator kept of freed memory (the caller's dropped
+  entries, temporaries) is not counted.
 
 Runtime complexity: one build of ``n`` entries (the state's ``store``, directly).
 """
@@ -49,7 +52,7 @@ def measure(n: int, scorer: str, data: str, load: bool = False) -> dict[str, Any
 
     from ._bench_data import entries, load_corpus
     from ._bench_engine import fill_state, make_scorer
-    from ._bench_stats import rss_bytes, source_version
+    from ._bench_stats import rss_bytes, rss_trimmed_bytes, source_version
 
     corpus = load_corpus(data)  # marked: every entry has its own text object
     rss_before = rss_bytes()
@@ -73,6 +76,7 @@ def measure(n: int, scorer: str, data: str, load: bool = False) -> dict[str, Any
         start = time.process_time()
         gc.collect()
         cpu.append(time.process_time() - start)
+    trimmed = rss_trimmed_bytes()
     return {
         "scorer": scorer,
         "n": n,
@@ -80,6 +84,9 @@ def measure(n: int, scorer: str, data: str, load: bool = False) -> dict[str, Any
         "entry_bytes": (rss_entries - rss_before - text_bytes) / n,
         "engine_bytes": (rss_stored - rss_entries) / n,
         "beyond_text_bytes": (rss_stored - rss_before - text_bytes) / n,
+        "beyond_text_trimmed_bytes": (
+            None if trimmed is None else (trimmed - rss_before - text_bytes) / n
+        ),
         "rss_stored_mib": rss_stored / 2**20,
         "build_entries_per_s": n / build_s,
         "built_by": "load" if load else "store",
