@@ -741,8 +741,8 @@ word_in(PyObject *item, PyObject *w, int bytes)
  * cache. A word occurs in a token only if each of the word's 3-character substrings
  * does, so a token whose signature lacks a bit of the word's cannot contain it and is
  * skipped unread; any other candidate is looked up and searched as before. The same
- * answers, exactly; in the main job ~93% of the candidates are skipped (each cost a
- * dict probe and a miss on a token str that the search then rejected). A token's
+ * answers, exactly; in the main job ~86% of the candidates are skipped (each cost a
+ * dict probe and a read of a token str that the search then rejected). A token's
  * signature is taken when it is first read as a candidate (ids are never reused and
  * an id's item never changes within one item dict, which the table holds), so an id
  * not seen yet, or above SIG_MAX_ID, is simply not filtered. */

@@ -452,8 +452,8 @@ _PROBE_STRS = True
 #: numbering's token cache (taken when the token is first read as a candidate). A
 #: word is in a token only if each of its 3-character substrings is, so a token
 #: lacking one of the word's bits is skipped without its dict lookup and search (in
-#: the main job ~93% of ~550k candidates, each a dict probe and a cache miss on a
-#: token str that the search then rejected). The same answers. False: every
+#: the main job ~86% of ~550k candidates, each a dict probe and a read of a token str
+#: that the search then rejected). The same answers. False: every
 #: candidate looked up and searched, the path before it.
 _CAND_SIGS = True
 #: With ``_SCAN_RARE``, extending a cached match set also searches a word of one byte
