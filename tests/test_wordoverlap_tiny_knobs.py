@@ -99,7 +99,8 @@ def test_new_wrappers_refuse_huge_ints_and_unaligned_buffers_before_c() -> None:
 
 def test_count_words_refuses_unknown_flags() -> None:
     # Only 1 (_MEMO_ABSENT), 2 (_MEMO_OWN_CACHE), 4 (_MEMO_KEEP_LEFT), 8
-    # (_ADD_UNROLLED), 16 (_FIND_BYTES) and 32 (_PROBE_STRS) are flags;
+    # (_ADD_UNROLLED), 16 (_FIND_BYTES), 32 (_PROBE_STRS), 64 (SHORT_LEN2) and 128
+    # (_CAND_SIGS) are flags;
     # nothing else may reach the loop (no test called the C function with others).
     from array import array
 
@@ -117,9 +118,9 @@ def test_count_words_refuses_unknown_flags() -> None:
             0, memo, 0, 1, flags,
         )  # fmt: skip
 
-    for flags in range(128):  # (64: mainjob23's SHORT_LEN2)
+    for flags in range(256):  # (64: mainjob23's SHORT_LEN2; 128: mainjob27's _CAND_SIGS)
         assert call(flags) == (2, [])
-    for flags in (128, 256, -1, -4, 1 << 30):
+    for flags in (256, 512, -1, -4, 1 << 30):
         with pytest.raises(ValueError, match="unknown flags"):
             call(flags)
     with pytest.raises(OverflowError):

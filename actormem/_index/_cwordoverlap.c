@@ -799,6 +799,109 @@ word_in(PyObject *item, PyObject *w, int bytes)
     return at == -2 ? -1 : at >= 0;
 }
 
+/* ------------------------------------------------------------------ candidate signatures
+ *
+ * count_words' flag 128 (knobs._CAND_SIGS): before a candidate token of a word of 4 or
+ * more characters is looked up in the vocabulary's item dict and searched (word_in),
+ * its *signature* is tested: one bit of 32 for every distinct 3-character substring of
+ * the token (its three code points hashed), kept per token id in the numbering's token
+ * cache. A word occurs in a token only if each of the word's 3-character substrings
+ * does, so a token whose signature lacks a bit of the word's cannot contain it and is
+ * skipped unread; any other candidate is looked up and searched as before. The same
+ * answers, exactly; in the main job ~86% of the candidates are skipped (each cost a
+ * dict probe and a read of a token str that the search then rejected). A token's
+ * signature is taken when it is first read as a candidate (ids are never reused and
+ * an id's item never changes within one item dict, which the table holds), so an id
+ * not seen yet, or above SIG_MAX_ID, is simply not filtered. */
+struct candsigs {
+    PyObject *items; /* the item dict the signatures are of (held), or NULL */
+    uint32_t *sig;   /* by id: 0 unknown, else the token's bits | 1 */
+    Py_ssize_t cap;  /* ids with room in sig */
+};
+#define SIG_MAX_ID ((Py_ssize_t)1 << 26)
+
+/* The table of the count_words call running (flag 128 with a token cache), or NULL. */
+static struct candsigs *cand_sigs;
+
+static inline uint32_t
+gram_bit(Py_UCS4 a, Py_UCS4 b, Py_UCS4 c)
+{
+    uint64_t h = (uint64_t)a * 0x9E3779B97F4A7C15ull + (uint64_t)b * 0xC2B2AE3D27D4EB4Full +
+                 (uint64_t)c * 0x165667B19E3779F9ull;
+    h ^= h >> 32;
+    h *= 0xD6E8FEB86659FD93ull;
+    return (uint32_t)1 << (h >> 59);
+}
+
+/* The signature bits of str s (every 3-character substring's bit; 0 for a str of
+ * fewer than 3 characters). O(len(s)). */
+static uint32_t
+str_sig(PyObject *s)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    uint32_t sig = 0;
+    if (n < 3) return 0;
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *d = data;
+        for (Py_ssize_t i = 0; i + 2 < n; i++) sig |= gram_bit(d[i], d[i + 1], d[i + 2]);
+    } else {
+        for (Py_ssize_t i = 0; i + 2 < n; i++) {
+            sig |= gram_bit(PyUnicode_READ(kind, data, i), PyUnicode_READ(kind, data, i + 1),
+                            PyUnicode_READ(kind, data, i + 2));
+        }
+    }
+    return sig;
+}
+
+/* The word's bits, taken once per word (*mask 0: not taken yet; bit 32 marks it
+ * taken). */
+static inline uint32_t
+word_sig(PyObject *w, uint64_t *mask)
+{
+    if (!*mask) *mask = (uint64_t)str_sig(w) | ((uint64_t)1 << 32);
+    return (uint32_t)*mask;
+}
+
+/* Whether candidate `id` is known not to contain a word of bits `wbits`; its id in *v
+ * (-1 when it is not a non-negative int). */
+static inline int
+sig_rejects(PyObject *id, uint32_t wbits, Py_ssize_t *v)
+{
+    struct candsigs *cs = cand_sigs;
+    *v = -1;
+    if (!cs || !wbits || !PyLong_CheckExact(id)) return 0;
+    Py_ssize_t x = PyLong_AsSsize_t(id);
+    if (x < 0) {
+        if (PyErr_Occurred()) PyErr_Clear(); /* not an id of ours: not filtered */
+        return 0;
+    }
+    *v = x;
+    if (x >= cs->cap) return 0;
+    uint32_t t = cs->sig[x];
+    return t && (t & wbits) != wbits;
+}
+
+/* Note the signature of item `item` of id v (from sig_rejects) if it is not known yet.
+ * Never fails: without memory for a larger table the id stays unfiltered. */
+static inline void
+sig_note(Py_ssize_t v, PyObject *item)
+{
+    struct candsigs *cs = cand_sigs;
+    if (!cs || v < 0 || v >= SIG_MAX_ID) return;
+    if (v >= cs->cap) {
+        Py_ssize_t cap = cs->cap ? cs->cap : 1024;
+        while (cap <= v) cap *= 2;
+        uint32_t *sig = PyMem_Realloc(cs->sig, sizeof(uint32_t) * (size_t)cap);
+        if (!sig) return;
+        memset(sig + cs->cap, 0, sizeof(uint32_t) * (size_t)(cap - cs->cap));
+        cs->sig = sig;
+        cs->cap = cap;
+    }
+    if (!cs->sig[v]) cs->sig[v] = str_sig(item) | 1u;
+}
+
 /* Keep `found`, the ids of the tokens that contain `w` among the first `end` ids of
  * the candidate list `best`, in the vocabulary's long-word cache as
  * SubstringVocab.lookup_steps does: the entry (best, end, found), the oldest entry
@@ -838,7 +941,8 @@ cache_keep(PyObject *cache, Py_ssize_t cache_size, PyObject *w, PyObject *best,
 static PyObject *
 long_word_ids(PyObject *grams, PyObject *items, PyObject *cache, Py_ssize_t cache_size,
               PyObject *w, Py_ssize_t limit, int *absent, int *big, Py_ssize_t *work,
-              PyObject **best_out, Py_ssize_t *at, PyObject **missing, int bytes)
+              PyObject **best_out, Py_ssize_t *at, PyObject **missing, int bytes,
+              uint64_t *wmask)
 {
     PyObject *best = candidates(grams, w, absent, at, missing);
     *best_out = best;
@@ -866,8 +970,11 @@ long_word_ids(PyObject *grams, PyObject *items, PyObject *cache, Py_ssize_t cach
     PyObject *found = old ? PyList_GetSlice(old, 0, PY_SSIZE_T_MAX) : PyList_New(0);
     if (!found) return NULL;
     *work += end - scanned;
+    uint32_t wbits = wmask && cand_sigs ? word_sig(w, wmask) : 0;
     for (Py_ssize_t j = scanned; j < end; j++) {
         PyObject *id = PyList_GET_ITEM(best, j);
+        Py_ssize_t v = -1;
+        if (wbits && sig_rejects(id, wbits, &v)) continue; /* cannot contain w */
         PyObject *item = PyDict_GetItemWithError(items, id);
         if (!item) {
             if (PyErr_Occurred()) goto fail;
@@ -877,6 +984,7 @@ long_word_ids(PyObject *grams, PyObject *items, PyObject *cache, Py_ssize_t cach
             PyErr_SetString(PyExc_TypeError, "vocabulary items must be str");
             goto fail;
         }
+        if (wbits) sig_note(v, item);
         int in = word_in(item, w, bytes);
         if (in < 0 || (in > 0 && PyList_Append(found, id) < 0)) goto fail;
     }
@@ -1057,7 +1165,7 @@ memo_read_tails(struct memo *m, Py_ssize_t limit, int32_t *tmp, int32_t *table, 
 static int
 memo_refresh(struct memo *m, PyObject *w, int verify, PyObject *grams, PyObject *items,
              PyObject *post, Py_ssize_t epoch, Py_ssize_t limit, int32_t *tmp,
-             int32_t *table, size_t cap, Py_ssize_t *work, int bytes)
+             int32_t *table, size_t cap, Py_ssize_t *work, int bytes, uint64_t *wmask)
 {
     if (m->epoch != epoch) return 2;
     /* Built under a larger limit than this call's: its set may not fit this call's
@@ -1069,8 +1177,12 @@ memo_refresh(struct memo *m, PyObject *w, int verify, PyObject *grams, PyObject 
     Py_ssize_t end = PyList_GET_SIZE(m->best);
     if (end - m->end > limit) return 2;
     *work += end - m->end;
+    uint32_t wbits = verify && wmask && cand_sigs && end > m->end ? word_sig(w, wmask) : 0;
     for (Py_ssize_t j = m->end; j < end; j++) {
-        PyObject *item = PyDict_GetItemWithError(items, PyList_GET_ITEM(m->best, j));
+        PyObject *id = PyList_GET_ITEM(m->best, j);
+        Py_ssize_t v = -1;
+        if (wbits && sig_rejects(id, wbits, &v)) continue; /* cannot contain w */
+        PyObject *item = PyDict_GetItemWithError(items, id);
         if (!item) {
             if (PyErr_Occurred()) return -1;
             continue; /* removed since */
@@ -1079,6 +1191,7 @@ memo_refresh(struct memo *m, PyObject *w, int verify, PyObject *grams, PyObject 
             PyErr_SetString(PyExc_TypeError, "vocabulary items must be str");
             return -1;
         }
+        if (wbits) sig_note(v, item);
         if (verify) {
             int in = word_in(item, w, bytes);
             if (in < 0) return -1;
@@ -1312,6 +1425,10 @@ PyDoc_STRVAR(count_words_doc,
 "(the numbering's token_cache(), or None) an ASCII word's probe grams are the strs of\n"
 "the cache's gram table (the same lookups). Flag 64 is the caller's word that `short`\n"
 "holds no word of 3 or more characters: it is not read (only such words look there).\n"
+"With flag 128 and `tcap` a candidate token of a word of 4 or more characters is first\n"
+"tested by its signature (a bit per 3-character substring, kept per id in `tcap` for\n"
+"`items`): one lacking a bit of the word's is skipped unread (the same answers; ids\n"
+"are never reused and an id's item never changes).\n"
 "O(budget + limit).");
 
 /* Set probe_gslot for a count_words call from the token cache capsule `tcap` (made
@@ -1326,6 +1443,12 @@ static int probe_table_begin(PyObject *tcap, PyObject *grams);
 #define FIND_BYTES 16    /* candidates of one byte per character verified as bytes */
 #define PROBE_STRS 32    /* a new word's probe grams from the token cache's gram strs */
 #define SHORT_LEN2 64    /* `short` holds no word of 3 or more characters: not read */
+#define CAND_SIGS 128    /* candidates tested by their signatures first (token cache) */
+
+/* The candidate signatures of token cache `tcap` for item dict `items` (emptied first
+ * if they were another dict's); NULL with an error set if `tcap` is not one. Defined
+ * with the token cache below. */
+static struct candsigs *cand_sigs_begin(PyObject *tcap, PyObject *items);
 
 /* counts[src[j]] += m for j < k, in order. With ADD_UNROLLED, four numbers a step,
  * their indexes read before any of the four counts is written (a count's store may
@@ -1366,7 +1489,7 @@ count_words(PyObject *self, PyObject *args)
         return NULL;
     }
     if (flags & ~(MEMO_ABSENT | MEMO_OWN_CACHE | MEMO_KEEP_LEFT | ADD_UNROLLED | FIND_BYTES |
-                  PROBE_STRS | SHORT_LEN2)) {
+                  PROBE_STRS | SHORT_LEN2 | CAND_SIGS)) {
         PyErr_SetString(PyExc_ValueError, "unknown flags");
         return NULL;
     }
@@ -1427,10 +1550,18 @@ count_words(PyObject *self, PyObject *args)
     if ((flags & PROBE_STRS) && tcap != Py_None && probe_table_begin(tcap, grams) < 0) {
         return NULL;
     }
+    cand_sigs = NULL;
+    if ((flags & CAND_SIGS) && tcap != Py_None && !(cand_sigs = cand_sigs_begin(tcap, items))) {
+        if (PyErr_Occurred()) {
+            probe_gslot = NULL;
+            return NULL;
+        }
+    }
     Py_buffer counts;
     if (PyObject_GetBuffer(o_counts, &counts,
                            PyBUF_FORMAT | PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
         probe_gslot = NULL;
+        cand_sigs = NULL;
         PyErr_SetString(PyExc_ValueError, "counts: not a contiguous writable buffer");
         return NULL;
     }
@@ -1488,6 +1619,7 @@ count_words(PyObject *self, PyObject *args)
         }
         const int32_t *src = buf; /* the distinct numbers to count, k of them */
         Py_ssize_t k = 0;
+        uint64_t wmask = 0; /* w's signature bits, taken on first use (flag 128) */
         if (!leave && memo) {
             PyObject *marker;
             struct memo *mm = memo_find(memo, w, memo_cap, &marker);
@@ -1501,7 +1633,7 @@ count_words(PyObject *self, PyObject *args)
                 if (memo_drop(memo, w) < 0) goto done; /* look it up again */
             }
             int r = mm ? memo_refresh(mm, w, wlen > 3, grams, items, post, epoch, limit, buf,
-                                      table, cap, &work, (flags & FIND_BYTES) != 0)
+                                      table, cap, &work, (flags & FIND_BYTES) != 0, &wmask)
                        : 2;
             if (r < 0) goto done;
             if (r == 0) {
@@ -1534,7 +1666,7 @@ count_words(PyObject *self, PyObject *args)
                 ids = long_word_ids(grams, items, own ? NULL : vcache, cache_size, w, limit,
                                     &absent, &big, &work, &best, &at,
                                     memo && absent_on ? &missing : NULL,
-                                    (flags & FIND_BYTES) != 0);
+                                    (flags & FIND_BYTES) != 0, &wmask);
                 if (!ids && !absent && !big) goto done;
                 looked_up = own && ids != NULL;
             }
@@ -1660,6 +1792,7 @@ count_words(PyObject *self, PyObject *args)
     result = Py_BuildValue("nO", i, left);
 done:
     probe_gslot = NULL;
+    cand_sigs = NULL;
     PyMem_Free(table);
     PyMem_Free(buf);
     PyMem_Free(lists);
@@ -2966,6 +3099,9 @@ struct tokcache {
      * GRAMTAB_BITS. Its strs depend on nothing else, so a new dict or epoch keeps it. */
     struct gramslot *gslot;
     int gbits;
+    /* count_words' candidate signatures (flag 128), of their own item dict: kept
+     * whatever the posting dict and epoch (an id's item never changes). */
+    struct candsigs cs;
 };
 
 #define GRAMTAB_MIN_BITS 10 /* 1,024 slots, 16 KiB */
@@ -3012,6 +3148,21 @@ probe_table_begin(PyObject *tcap, PyObject *grams)
     return 0;
 }
 
+static struct candsigs *
+cand_sigs_begin(PyObject *tcap, PyObject *items)
+{
+    struct tokcache *c = PyCapsule_GetPointer(tcap, TOKCACHE_NAME);
+    if (!c) return NULL;
+    if (c->busy) return NULL; /* (cannot happen: no add runs during a count) */
+    if (c->cs.items != items) {
+        PyMem_Free(c->cs.sig);
+        c->cs.sig = NULL;
+        c->cs.cap = 0;
+        Py_XSETREF(c->cs.items, Py_NewRef(items));
+    }
+    return &c->cs;
+}
+
 static void
 tokcache_clear(struct tokcache *c)
 {
@@ -3034,6 +3185,8 @@ tokcache_destroy(PyObject *capsule)
     }
     tokcache_clear(c);
     Py_CLEAR(c->ab.set);
+    Py_CLEAR(c->cs.items);
+    PyMem_Free(c->cs.sig);
     gramtab_free(c->gslot, c->gbits);
     PyMem_Free(c->raw);
     PyMem_Free(c);

@@ -439,7 +439,12 @@ def count_words(
     the dict's own keys when the owner's adds made them), not new strs (the same
     lookups). With ``knobs._SHORT_UNREAD`` and ``short`` being
     :data:`masks._SHORT_BIT` (whose words have 1-2 characters), ``short`` is not looked
-    up for the words of 3 or more characters (the only ones looked up there).
+    up for the words of 3 or more characters (the only ones looked up there). With
+    ``knobs._CAND_SIGS`` and ``tokcache`` a candidate token is first tested by its
+    signature (a bit per 3-character substring, kept per token id in ``tokcache``):
+    one lacking a bit of the word's cannot contain it and is skipped unread (the same
+    answers; ``vocab``'s ids are never reused and an id's item never changes, which
+    the kept signatures rely on).
 
     Raises:
         TypeError, ValueError: An argument of the wrong type or range.
@@ -508,7 +513,8 @@ def count_words(
         | (32 if knobs._PROBE_STRS else 0)
         # The words of masks._SHORT_BIT have 1-2 characters (asserted there): C need
         # not look a longer word up in it. Any other dict is read.
-        | (64 if knobs._SHORT_UNREAD and short is masks._SHORT_BIT else 0),
+        | (64 if knobs._SHORT_UNREAD and short is masks._SHORT_BIT else 0)
+        | (128 if knobs._CAND_SIGS else 0),
         tokcache,
     )
     return got

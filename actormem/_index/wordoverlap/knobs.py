@@ -355,6 +355,7 @@ _QUERY_KNOBS = (
     "_ADD_UNROLLED",
     "_FIND_BYTES",
     "_PROBE_STRS",
+    "_CAND_SIGS",
 )
 
 #: The compiled add (``add_text_cached``, ``add_texts_cached``) serves a text that is not
@@ -445,6 +446,16 @@ _FIND_BYTES = True
 #: own keys (~250k probes in the main job). The same lookups. False: a new str each
 #: time, the path before it.
 _PROBE_STRS = True
+#: ``ccore.count_words`` tests a candidate token of a query word of 4 or more characters
+#: (a new word's candidates, and a kept word's new ones) by the token's *signature*
+#: first: one bit of 32 per distinct 3-character substring, kept per token id in the
+#: numbering's token cache (taken when the token is first read as a candidate). A
+#: word is in a token only if each of its 3-character substrings is, so a token
+#: lacking one of the word's bits is skipped without its dict lookup and search (in
+#: the main job ~86% of ~550k candidates, each a dict probe and a read of a token str
+#: that the search then rejected). The same answers. False: every
+#: candidate looked up and searched, the path before it.
+_CAND_SIGS = True
 #: With ``_SCAN_RARE``, extending a cached match set also searches a word of one byte
 #: per character in a text of two or four bytes per character in C (``kernels.wo_scan``'s
 #: ``wide``: the code unit of the word's least common byte found eight at a time, SSE2,
