@@ -42,8 +42,7 @@
 # tests/test_bytes25.py,
 # tests/test_bm25q10_scan.py,
 # tests/test_open26_hash.py,
-# tests/test_open27_vocab.py)
-
+# tests/test_open27_vocab.py,
 # tests/test_mainjob27_sigs.py)
 # against an AddressSanitizer build of the compiled
 # index kernels, the BM25 core, the word-overlap core and the row reader (_storage/_crows.c):
@@ -163,7 +162,6 @@ files=(
     tests/test_bm25q10_scan.py
     tests/test_open26_hash.py
     tests/test_open27_vocab.py
-
     tests/test_mainjob27_sigs.py
 )
 # --only FILE...: just these test files (a branch's new file under ASan), no deselections.
