@@ -51,9 +51,9 @@ def record(out: str, swarm: list[str]) -> None:
     batches: list[tuple[list[Any], list[Any], list[Any]]] = []
     write = sqlite.SqliteStore._write
 
-    def recorded(self: Any, batch: Any, wait: bool) -> bool:
+    def recorded(self: Any, batch: Any, wait: bool, *more: Any) -> bool:
         batches.append((list(batch.deletes), list(batch.puts), list(batch.accesses)))
-        return write(self, batch, wait)
+        return write(self, batch, wait, *more)
 
     sqlite.SqliteStore._write = recorded  # type: ignore[method-assign]
     from actormem.cli import _main

@@ -78,3 +78,19 @@ def test_replay_merged_commits_fewer_batches(tmp_path: Path) -> None:
         batches = commit_replay.merged(pickle.loads(recorded.read_bytes()), merge)
         got = commit_replay.replay_once(batches, 8192, 1000, str(tmp_path))
         assert got["commits"] == commits
+
+
+def test_record_keeps_every_commit_the_close_flush_included(tmp_path: Path) -> None:
+    # durable27: the close's flush of held-back access updates calls ``_write`` with a
+    # third argument (``checkpoint``), which the recording wrapper refused (TypeError
+    # at the close: nothing recorded).
+    root = Path(commit_replay.__file__).resolve().parent.parent
+    data = root.parent / "shared" / "data" / "tool_calls.jsonl"
+    out = tmp_path / "batches.pickle"
+    commit_replay.record(
+        str(out),
+        ["--tool-calls", str(data), "--steps", "80", "--path", str(tmp_path / "m.db")],
+    )
+    batches = pickle.loads(out.read_bytes())
+    assert sum(len(puts) for _, puts, _ in batches) >= 80
+    assert any(accesses for _, _, accesses in batches)  # the close's flush
