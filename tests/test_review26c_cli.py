@@ -48,3 +48,73 @@ def test_a_full_disk_during_a_swarm_logs_no_traceback_per_agent(
     assert capsys.readouterr().err.splitlines()[-1].endswith("database or disk is full")
     # The filter is the run's only: the hooks' logging is as before afterwards.
     assert not logging.getLogger("actormem.agent").filters
+
+
+def _ignoring_sigint() -> None:
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def test_a_swarm_started_with_sigint_ignored_keeps_ignoring_it(tmp_path: Path) -> None:
+    """A shell without job control (a script: ``actormem swarm --path a.db & ...``) starts
+    background commands with SIGINT ignored, so that a Ctrl-C meant for the foreground
+    leaves them alone (Python keeps SIG_IGN, as does nohup-style use). The swarm's trio
+    signal receiver replaced that disposition: a Ctrl-C in the terminal interrupted the
+    background run. It now honours an ignored SIGINT (as the bulk load already does)."""
+    import signal
+    import subprocess
+    import sys
+
+    argv = [sys.executable, "-m", "actormem", "swarm", "--duration", "3", "--agents", "4"]
+    proc = subprocess.Popen(
+        [*argv, "--interval", "0.1", "--path", str(tmp_path / "m.db")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_ignoring_sigint,
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:  # the first progress line: the run is under way
+        if line.startswith("[") and "steps" in line:
+            break
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert "interrupted" not in err + out
+    assert proc.returncode == 0, err
+    assert "lost: 0" in out
+
+
+def test_a_server_started_with_sigint_ignored_keeps_ignoring_it(tmp_path: Path) -> None:
+    """``actormem serve ... &`` in a script: SIGINT is ignored, and stays so (SIGTERM
+    still stops the server, committing)."""
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+
+    pytest.importorskip("hypercorn")
+    argv = [sys.executable, "-m", "actormem", "serve", "--path", str(tmp_path / "m.db")]
+    proc = subprocess.Popen(
+        [*argv, "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        preexec_fn=_ignoring_sigint,
+    )
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        url = first.split(" on ", 1)[1].split()[0]
+        proc.send_signal(signal.SIGINT)
+        with urllib.request.urlopen(f"{url}/readyz", timeout=30) as answer:  # still serving
+            assert answer.status == 200
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=60)
+        assert proc.returncode == 0
+        assert "SIGINT" not in out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -24,7 +24,7 @@ import sys
 import tempfile
 import threading
 import uuid
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Collection, Iterator, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
@@ -318,10 +318,18 @@ class _Stop:
             self.scope.cancel()
 
 
-async def _watch_signals(signals: AsyncIterator[int], stop: _Stop) -> None:
+async def _watch_signals(
+    signals: AsyncIterator[int], stop: _Stop, ignored: Collection[int] = ()
+) -> None:
     """The first signal ends the run gracefully (the report shows what it did); a second
     one while the report is made gives up at once (KeyboardInterrupt)."""
+    # ``ignored``: the signals ignored when the command started (a background job of a
+    # shell without job control gets SIGINT ignored, so that a Ctrl-C meant for the
+    # foreground leaves it alone). They stay ignored: the receiver replaced their
+    # disposition, so they are dropped here.
     async for signum in signals:
+        if signum in ignored:
+            continue
         if stop.signum is not None:
             raise KeyboardInterrupt
         stop.stop(signum)
@@ -334,9 +342,10 @@ async def _swarm(
     interrupt never strikes at a random place: it cancels the run, and the figures of
     what ran are still counted, checked and reported)."""
     stop = _Stop()
+    ignored = {s for s in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(s) is signal.SIG_IGN}
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as guard:
-            guard.start_soon(_watch_signals, signals, stop)
+            guard.start_soon(_watch_signals, signals, stop, ignored)
             try:
                 return await _swarm_run(args, workload, path, console, stop)
             finally:
@@ -1153,6 +1162,8 @@ _EXTRA_OF = {
 
 def _install_sigterm() -> Any:
     """Make SIGTERM raise :class:`_Terminated` (main thread only; else leave it)."""
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
+        return None  # ignored when the command started (by its parent): it stays so
     try:
         return signal.signal(signal.SIGTERM, _on_sigterm)
     except ValueError:  # not the main thread (signal handlers can only be set there)
