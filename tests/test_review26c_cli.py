@@ -118,3 +118,30 @@ def test_a_server_started_with_sigint_ignored_keeps_ignoring_it(tmp_path: Path) 
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_query_with_a_path_and_no_text_asks_for_the_text(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``actormem query m.db`` (the text forgotten): argparse gives the one positional to
+    TEXT, and the command said "give a memory file PATH or --server URL", though the
+    user gave the PATH. It now names what is missing."""
+    import trio
+
+    from actormem import MemoryCategory, MemoryEntry, open_memory
+
+    db = tmp_path / "m.db"
+
+    async def make() -> None:
+        async with open_memory(path=db) as memory:
+            await memory.store(MemoryEntry.new(MemoryCategory.FACT, "deploys go to blue"))
+
+    trio.run(make)
+    assert main(["query", str(db)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert "TEXT" in err[0]
+    assert "PATH or --server" not in err[0]
+    # Neither given: the message about PATH stands.
+    assert main(["query", "deploy"]) == 2
+    assert "PATH or --server URL" in capsys.readouterr().err

@@ -758,6 +758,11 @@ def _one_line(text: str, width: int) -> str:
 
 def cmd_query(args: argparse.Namespace) -> int:
     """``actormem query PATH TEXT``: the best entries for TEXT, with scores."""
+    if args.path is None and args.server is None and Path(args.text).is_file():
+        # ``query m.db``: argparse gave the one positional to TEXT; PATH is what was given.
+        raise _InputError(
+            f"give the TEXT to search for after PATH: query {shlex.quote(args.text)} TEXT"
+        )
     path = _path_or_server(args)
 
     async def run() -> list[Any]:
