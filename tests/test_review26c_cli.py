@@ -145,3 +145,38 @@ def test_query_with_a_path_and_no_text_asks_for_the_text(
     # Neither given: the message about PATH stands.
     assert main(["query", "deploy"]) == 2
     assert "PATH or --server URL" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("where", ["save_counters", "close"])
+def test_ctrl_c_after_the_import_committed_does_not_deny_it(
+    where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C after the import's transaction committed, while the file is closed (its
+    counters saved, its WAL checkpointed: a second at 5,649 entries under load). Found:
+    ``actormem import: interrupted (SIGINT): nothing imported: m.db is unchanged``, exit
+    130, though every line was in the file (and a new file was then deleted).
+    docs/cli.md: a signal once the transaction has committed no longer stops it."""
+    import signal
+
+    from actormem._storage.sqlite import SqliteStore
+
+    real = getattr(SqliteStore, where)
+    fired: list[bool] = []
+
+    def interrupted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if not fired:
+            fired.append(True)
+            signal.raise_signal(signal.SIGINT)
+        return real(self, *args, **kwargs)
+
+    lines = tmp_path / "in.jsonl"
+    lines.write_text('{"category": "fact", "memory": "deploys go to blue"}\n')
+    db = tmp_path / "m.db"
+    monkeypatch.setattr(SqliteStore, where, interrupted)
+    status = main(["import", str(db), str(lines)])
+    out, err = capsys.readouterr()
+    assert fired
+    assert "unchanged" not in err
+    assert status == 0
+    assert "imported 1 lines" in out
+    assert db.exists()

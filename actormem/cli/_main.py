@@ -842,9 +842,28 @@ def cmd_import(args: argparse.Namespace) -> int:
     # among them, leave the module unimported)
     from .._engine.bulk import store_all_or_nothing
 
+    committed: list[bool] = []
+
+    def report(result: BulkResult) -> None:  # run by the import with signals dropped
+        committed.append(True)  # a failure from here on (stdout gone) keeps the file
+        repeats = f"; {lines.repeated:,} repeated ids, later lines won" if lines.repeated else ""
+        print(
+            f"imported {lines.entry_lines + lines.tool_call_lines:,} lines "
+            f"({lines.entry_lines:,} entries, "
+            f"{lines.tool_call_lines:,} tool calls{repeats}) from {printable(str(args.file))} "
+            f"into {printable(str(args.path))}: "
+            f"{result.added:,} new, {result.replaced:,} replaced; it now holds "
+            f"{result.after:,} entries"
+        )
+        for note in _vector_notes(lines.stale_vectors, result, lines.not_unit_vectors):
+            print(f"{PROG} import: {note}", file=sys.stderr)
+        sys.stdout.flush()
+
     try:
-        result = store_all_or_nothing(args.path, lines.entries, vectors=lines.vectors)
+        store_all_or_nothing(args.path, lines.entries, vectors=lines.vectors, report=report)
     except BaseException as exc:
+        if committed:
+            raise
         if args.path in created:
             # A failed import into a new path leaves no file behind.
             # (only those that now exist: on a read-only mount, unlinking a missing
@@ -860,17 +879,6 @@ def cmd_import(args: argparse.Namespace) -> int:
                 f"nothing imported: {printable(str(args.path))} is unchanged", signum=signum
             ) from None
         raise
-    repeats = f"; {lines.repeated:,} repeated ids, later lines won" if lines.repeated else ""
-    print(
-        f"imported {lines.entry_lines + lines.tool_call_lines:,} lines "
-        f"({lines.entry_lines:,} entries, "
-        f"{lines.tool_call_lines:,} tool calls{repeats}) from {printable(str(args.file))} "
-        f"into {printable(str(args.path))}: "
-        f"{result.added:,} new, {result.replaced:,} replaced; it now holds {result.after:,} "
-        "entries"
-    )
-    for note in _vector_notes(lines.stale_vectors, result, lines.not_unit_vectors):
-        print(f"{PROG} import: {note}", file=sys.stderr)
     return 0
 
 
