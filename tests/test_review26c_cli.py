@@ -180,3 +180,25 @@ def test_ctrl_c_after_the_import_committed_does_not_deny_it(
     assert status == 0
     assert "imported 1 lines" in out
     assert db.exists()
+
+
+def test_ctrl_c_during_an_import_into_a_new_file_says_it_was_not_created(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Interrupted before its commit, an import into a path that did not exist removes
+    the new file; it said "nothing imported: new.db is unchanged" of a file that is not
+    there (``stats new.db``: no such file)."""
+    from actormem._engine import bulk
+
+    def interrupted(store: Any, batch: Any) -> None:
+        raise KeyboardInterrupt
+
+    lines = tmp_path / "in.jsonl"
+    lines.write_text('{"category": "fact", "memory": "deploys go to blue"}\n')
+    db = tmp_path / "new.db"
+    monkeypatch.setattr(bulk, "_write_interruptibly", interrupted)
+    assert main(["import", str(db), str(lines)]) == 130
+    err = capsys.readouterr().err
+    assert not db.exists()
+    assert "unchanged" not in err
+    assert f"nothing imported: {db} was not created" in err

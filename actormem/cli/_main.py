@@ -875,8 +875,9 @@ def cmd_import(args: argparse.Namespace) -> int:
                         leftover.unlink()
         if isinstance(exc, KeyboardInterrupt):
             signum = signal.SIGTERM if isinstance(exc, _Terminated) else signal.SIGINT
+            left = "was not created" if args.path in created else "is unchanged"
             raise _Interrupted(
-                f"nothing imported: {printable(str(args.path))} is unchanged", signum=signum
+                f"nothing imported: {printable(str(args.path))} {left}", signum=signum
             ) from None
         raise
     return 0
