@@ -202,3 +202,16 @@ def test_ctrl_c_during_an_import_into_a_new_file_says_it_was_not_created(
     assert not db.exists()
     assert "unchanged" not in err
     assert f"nothing imported: {db} was not created" in err
+
+
+def test_swarm_json_dash_is_refused_not_written_to_a_file_named_dash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--json -`` (stdout, by the usual convention) wrote the figures to a file named
+    ``-`` in the current directory, silently. It is refused up front, naming the ways."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["swarm", "--episodes", "2", "--json", "-"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert "/dev/stdout" in err[0]
+    assert not (tmp_path / "-").exists()

@@ -567,6 +567,11 @@ _NO_IMAGE_FOR_TEMPORARY = True
 
 def _check_json_target(path: Path) -> None:
     """Refuse a ``--json`` target that cannot be written, before the run spends minutes."""
+    if str(path) == "-":  # the usual "stdout" would otherwise be a file named "-"
+        raise _InputError(
+            "--json -: the figures go to a file (stdout carries the tables): name one, "
+            "or --json /dev/stdout to have them after the tables"
+        )
     if path.is_dir():
         raise _InputError(f"--json {path}: is a directory")
     parent = path.parent
