@@ -19,9 +19,19 @@ temporary folder. Subprocesses (servers, swarms, killed writers) inherit ``TMPDI
 from __future__ import annotations
 
 import os
+import signal
 import tempfile
 
 import pytest
+
+# The suite tests what Ctrl-C does, in this process and in the commands it starts: run
+# in the background by a shell without job control (``pytest &`` in a script, nohup-like
+# runners), it inherits SIGINT ignored, and the commands honour an ignored SIGINT (a
+# background job must not be stopped by a Ctrl-C meant for the foreground). Restore
+# Python's default handler here, as in a terminal; the commands the tests start then
+# get SIGINT's default disposition.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 _RAM = "/dev/shm"
 #: The free space ``/dev/shm`` needs to be chosen by itself: one run of the suite leaves

@@ -32,12 +32,13 @@ afterwards: nobody reads it, so nothing needs publishing.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -131,6 +132,7 @@ def store_all_or_nothing(
     *,
     durability: Durability = Durability.NORMAL,
     vectors: Mapping[uuid.UUID, JsonVector] | None = None,
+    report: Callable[[BulkResult], None] | None = None,
 ) -> BulkResult:
     """Store ``entries`` in order into the memory file at ``path`` in one transaction.
 
@@ -146,6 +148,9 @@ def store_all_or_nothing(
         durability: As :func:`~actormem.open_memory`.
         vectors: Dense vectors of some of the entries, by id, each made from that
             entry's text (see the module docs for which are written).
+        report: Called with the result once the import has committed and the file is
+            closed, with SIGINT and SIGTERM still dropped (the CLI prints its report
+            there, so a signal after the commit cannot cut it off or deny the import).
 
     Returns:
         A :class:`BulkResult`.
@@ -159,6 +164,7 @@ def store_all_or_nothing(
     transaction (O(bytes written)).
     """
     store, rows = SqliteStore.open(os.fspath(path), durability)
+    closed = False
     try:
         state = MemoryState(capacity=None, half_life=DEFAULT_HALF_LIFE, scorer=WordOverlapScorer())
         state.load(rows)  # capacity None: nothing evicted, nothing to delete
@@ -176,25 +182,54 @@ def store_all_or_nothing(
             assert model is not None
             batch.meta.extend([("dense_model", model), ("dense_dim", str(dim))])
         _write_interruptibly(store, batch)
-        saved = store.saved_counters  # the stores count, as a memory's would
-        store.save_counters(
-            {
-                **saved,
-                **{name: saved.get(name, 0) + getattr(state, name) for name in _STATE_COUNTERS},
-            }
-        )
-        return BulkResult(
-            before=before,
-            after=len(state),
-            added=state.stores - state.upserts,
-            replaced=state.upserts,
-            vectors=len(batch.vectors),
-            model=model if batch.vectors or "dense_model" in meta else None,
-            dim=dim if batch.vectors or "dense_model" in meta else 0,
-            other_models=others,
-        )
+        # Committed: the file holds every entry, and a signal from here on no longer
+        # stops the import (docs/cli.md). Noted and dropped until the store is closed and
+        # ``report`` has said what was imported: raised here, it made the caller report
+        # "nothing imported" of a complete import (and remove a new file).
+        with _signals_dropped():
+            saved = store.saved_counters  # the stores count, as a memory's would
+            store.save_counters(
+                {
+                    **saved,
+                    **{name: saved.get(name, 0) + getattr(state, name) for name in _STATE_COUNTERS},
+                }
+            )
+            result = BulkResult(
+                before=before,
+                after=len(state),
+                added=state.stores - state.upserts,
+                replaced=state.upserts,
+                vectors=len(batch.vectors),
+                model=model if batch.vectors or "dense_model" in meta else None,
+                dim=dim if batch.vectors or "dense_model" in meta else 0,
+                other_models=others,
+            )
+            closed = True  # (a close that fails is not tried again)
+            store.close()
+            if report is not None:
+                report(result)
+        return result
     finally:
-        store.close()
+        if not closed:
+            store.close()
+
+
+@contextlib.contextmanager
+def _signals_dropped() -> Iterator[None]:
+    """SIGINT and SIGTERM noted and dropped while inside (main thread only; an ignored
+    one stays ignored); their handlers before are restored on the way out."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous: dict[int, Any] = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            previous[signum] = signal.signal(signum, lambda signum, frame: None)
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 def _vectors_to_keep(

@@ -77,7 +77,8 @@ def run_command(argv: Sequence[str] | None = None) -> NoReturn:
     if command in SIGTERM_UNWINDS:
         import signal
 
-        signal.signal(signal.SIGTERM, _on_sigterm)
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN:  # ignored stays so
+            signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         with import_pause():  # the command line's modules load with the collector paused
             from ._main import run_command as run

@@ -24,7 +24,7 @@ import sys
 import tempfile
 import threading
 import uuid
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Collection, Iterator, Sequence
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
@@ -333,10 +333,18 @@ class _Stop:
             self.scope.cancel()
 
 
-async def _watch_signals(signals: AsyncIterator[int], stop: _Stop) -> None:
+async def _watch_signals(
+    signals: AsyncIterator[int], stop: _Stop, ignored: Collection[int] = ()
+) -> None:
     """The first signal ends the run gracefully (the report shows what it did); a second
     one while the report is made gives up at once (KeyboardInterrupt)."""
+    # ``ignored``: the signals ignored when the command started (a background job of a
+    # shell without job control gets SIGINT ignored, so that a Ctrl-C meant for the
+    # foreground leaves it alone). They stay ignored: the receiver replaced their
+    # disposition, so they are dropped here.
     async for signum in signals:
+        if signum in ignored:
+            continue
         if stop.signum is not None:
             raise KeyboardInterrupt
         stop.stop(signum)
@@ -349,9 +357,10 @@ async def _swarm(
     interrupt never strikes at a random place: it cancels the run, and the figures of
     what ran are still counted, checked and reported)."""
     stop = _Stop()
+    ignored = {s for s in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(s) is signal.SIG_IGN}
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as guard:
-            guard.start_soon(_watch_signals, signals, stop)
+            guard.start_soon(_watch_signals, signals, stop, ignored)
             try:
                 return await _swarm_run(args, workload, path, console, stop)
             finally:
@@ -743,10 +752,18 @@ def _one_line(text: str, width: int) -> str:
     return cut(printable(text), width)
 
 
+def _names_a_file(word: str) -> bool:
+    """Whether a lone ``query`` word is a memory file's name rather than a query: an
+    existing file, or a name with a folder or a suffix (``m.db``, ``sub/m``)."""
+    path = Path(word)
+    return path.is_file() or bool(path.suffix) or len(path.parts) > 1
+
+
 def cmd_query(args: argparse.Namespace) -> int:
     """``actormem query PATH TEXT``: the best entries for TEXT, with scores."""
-    if args.path is None and args.server is None:
-        # One word given: argparse took it for TEXT (PATH is optional for --server),
+    if args.path is None and args.server is None and _names_a_file(args.text):
+        # One word given, and it names a file (an existing one, or a name with a folder or
+        # a suffix: ``m.db``): argparse took it for TEXT (PATH is optional for --server),
         # but it is the memory file whose query text was left out.
         raise _InputError(
             f"no query text: give it after the memory file, actormem query "
@@ -831,9 +848,28 @@ def cmd_import(args: argparse.Namespace) -> int:
     # among them, leave the module unimported)
     from .._engine.bulk import store_all_or_nothing
 
+    committed: list[bool] = []
+
+    def report(result: BulkResult) -> None:  # run by the import with signals dropped
+        committed.append(True)  # a failure from here on (stdout gone) keeps the file
+        repeats = f"; {lines.repeated:,} repeated ids, later lines won" if lines.repeated else ""
+        print(
+            f"imported {lines.entry_lines + lines.tool_call_lines:,} lines "
+            f"({lines.entry_lines:,} entries, "
+            f"{lines.tool_call_lines:,} tool calls{repeats}) from {printable(str(args.file))} "
+            f"into {printable(str(args.path))}: "
+            f"{result.added:,} new, {result.replaced:,} replaced; it now holds "
+            f"{result.after:,} entries"
+        )
+        for note in _vector_notes(lines.stale_vectors, result, lines.not_unit_vectors):
+            print(f"{PROG} import: {note}", file=sys.stderr)
+        sys.stdout.flush()
+
     try:
-        result = store_all_or_nothing(args.path, lines.entries, vectors=lines.vectors)
+        store_all_or_nothing(args.path, lines.entries, vectors=lines.vectors, report=report)
     except BaseException as exc:
+        if committed:
+            raise
         if args.path in created:
             # A failed import into a new path leaves no file behind.
             # (only those that now exist: on a read-only mount, unlinking a missing
@@ -845,21 +881,11 @@ def cmd_import(args: argparse.Namespace) -> int:
                         leftover.unlink()
         if isinstance(exc, KeyboardInterrupt):
             signum = signal.SIGTERM if isinstance(exc, _Terminated) else signal.SIGINT
+            left = "was not created" if args.path in created else "is unchanged"
             raise _Interrupted(
-                f"nothing imported: {printable(str(args.path))} is unchanged", signum=signum
+                f"nothing imported: {printable(str(args.path))} {left}", signum=signum
             ) from None
         raise
-    repeats = f"; {lines.repeated:,} repeated ids, later lines won" if lines.repeated else ""
-    print(
-        f"imported {lines.entry_lines + lines.tool_call_lines:,} lines "
-        f"({lines.entry_lines:,} entries, "
-        f"{lines.tool_call_lines:,} tool calls{repeats}) from {printable(str(args.file))} "
-        f"into {printable(str(args.path))}: "
-        f"{result.added:,} new, {result.replaced:,} replaced; it now holds {result.after:,} "
-        "entries"
-    )
-    for note in _vector_notes(lines.stale_vectors, result, lines.not_unit_vectors):
-        print(f"{PROG} import: {note}", file=sys.stderr)
     return 0
 
 
@@ -1156,6 +1182,8 @@ _EXTRA_OF = {
 
 def _install_sigterm() -> Any:
     """Make SIGTERM raise :class:`_Terminated` (main thread only; else leave it)."""
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
+        return None  # ignored when the command started (by its parent): it stays so
     try:
         return signal.signal(signal.SIGTERM, _on_sigterm)
     except ValueError:  # not the main thread (signal handlers can only be set there)

@@ -78,6 +78,11 @@ def check_json_target(path: Path) -> None:
     Raises:
         InputError: Why, naming ``--json`` and the path.
     """
+    if str(path) == "-":  # the usual "stdout" would otherwise be a file named "-"
+        raise InputError(
+            "--json -: the figures go to a file (stdout carries the tables): name one, "
+            "or --json /dev/stdout to have them after the tables"
+        )
     refusal = check_figures_target(path)
     if refusal is not None:
         raise InputError(f"--json {path}: {refusal}")

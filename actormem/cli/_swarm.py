@@ -45,6 +45,7 @@ tracked and are only counted.
 from __future__ import annotations
 
 import json
+import logging
 import statistics
 import time
 import uuid
@@ -341,6 +342,9 @@ async def run_swarm(
     steps_cap = float("inf") if max_steps is None else max_steps
     deadline = trio.current_time() + duration if duration is not None else float("inf")
     run.start_clocks()
+    quiet = _BrokenQuiet(run)
+    hooks_logger = logging.getLogger("actormem.agent")
+    hooks_logger.addFilter(quiet)
     try:
         async with trio.open_nursery() as nursery:
             for number in range(agents):
@@ -355,8 +359,40 @@ async def run_swarm(
                     name=f"swarm agent {number}",
                 )
     finally:  # also when cancelled (an interrupted run still reports its figures)
+        hooks_logger.removeFilter(quiet)
         run.stop_clocks()
     return run
+
+
+class _BrokenQuiet(logging.Filter):
+    """The hooks' log during a swarm run, once the memory is broken (a failed commit: disk
+    full, I/O error): every agent's next call then fails alike, and each failure logged
+    with its chained tracebacks buried the command's one error line under thousands of
+    lines. The first such failure is logged as one line naming the cause, the later ones
+    not at all (they are counted in ``run.failures``). Other failures log as before."""
+
+    def __init__(self, run: SwarmRun) -> None:
+        super().__init__()
+        self._run = run
+        self._said = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if not self._run.broken or not isinstance(exc, trio.BrokenResourceError | StorageError):
+            return True
+        if self._said:
+            return False
+        self._said = True
+        while isinstance(exc, trio.BrokenResourceError) and exc.__cause__ is not None:
+            exc = exc.__cause__  # the owner's death: the StorageError that broke it
+        record.msg = (
+            f"{record.getMessage()}: {exc}; the memory is broken "
+            "(further failed calls are counted, not logged)"
+        )
+        record.args = None
+        record.exc_info = None
+        record.exc_text = None
+        return True
 
 
 #: :func:`check_accounting` keys the ids by their 128-bit ints: the

@@ -101,6 +101,17 @@ class _Refused(Exception):
         self.field = field
 
 
+def _is_json_type(value: str | None) -> bool:
+    """Whether a ``Content-Type`` says JSON as FastAPI reads it (``application/json`` or
+    ``application/*+json``, parameters aside). O(len(value))."""
+    if not value:
+        return False
+    kind = value.split(";", 1)[0].strip().lower()
+    return kind == "application/json" or (
+        kind.startswith("application/") and kind.endswith("+json")
+    )
+
+
 def problem(
     status: int, detail: str, field: str | None = None, headers: dict[str, str] | None = None
 ) -> JSONResponse:
@@ -763,6 +774,15 @@ def create_app(
         field = _field_of(first.get("loc", ("body",)))
         extra = len(errors) - 1  # said as errors: "(and 1 more)" read as one more value
         more = f" (and {extra} more error{'s' if extra > 1 else ''})" if extra > 0 else ""
+        sent = request.headers.get("content-type")
+        if field == "body" and not _is_json_type(sent):
+            # FastAPI parses only a body said to be JSON (strict content type): any other
+            # (curl -d's form type, none) reached the model as bytes, and pydantic's
+            # "valid dictionary" message blamed a body that may well be a JSON object.
+            said = f"Content-Type: {sent}" if sent else "no Content-Type"
+            return problem(
+                422, f"body: send it as JSON with Content-Type: application/json ({said})", field
+            )
         return problem(422, f"{field}: {first.get('msg', 'invalid')}{more}", field)
 
     @app.exception_handler(HTTPException)

@@ -189,7 +189,12 @@ def _check_bindable(host: str, port: int) -> None:
 
 
 async def _stop_on_signal(stop: trio.Event) -> None:
+    # A signal ignored when the server started (``actormem serve &`` in a script: SIGINT
+    # ignored, so a Ctrl-C meant for the foreground leaves it alone) stays ignored.
+    ignored = {s for s in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(s) is signal.SIG_IGN}
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for signum in signals:
+            if signum in ignored:
+                continue
             logger.warning("actormem serve: %s received, stopping", signal.Signals(signum).name)
             stop.set()
