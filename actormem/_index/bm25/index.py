@@ -58,6 +58,24 @@ __all__ = ["BM25Index"]
 _LITTLE = sys.byteorder == "little"
 
 
+#: Postings from which a list's group numbers (int32) fill a whole 2 MiB page.
+_HUGE_POSTINGS = kernels.HUGE_PAGE_MIN // 4
+
+
+def _advise_postings(advised: dict[int, int], term: _Term) -> None:
+    """Advise ``term``'s posting arrays (group numbers, frequencies) as huge pages
+    (``kernels.huge_advise``) unless ``advised`` (term number to the address of its
+    group numbers when last advised) shows them advised where they are now: an append
+    that reallocated them moved them to memory not advised yet (knobs._HUGE_PAGES).
+    O(1)."""
+    groups = term.groups
+    at = groups.buffer_info()[0]
+    if advised.get(term.num) != at:
+        advised[term.num] = at
+        kernels.huge_advise(groups)
+        kernels.huge_advise(term.tfs)
+
+
 def _untrack(group: _Group) -> None:
     """Take ``group`` and its term array (if it has one of its own) out of the cyclic
     collector's lists (``knobs._UNTRACK``, with the compiled kernels): neither is ever
@@ -177,6 +195,9 @@ class BM25Index(metaclass=NoPublicConstructor):
         #: The group count at which the owner next brings the terms' dense frequency
         #: arrays up to date (:meth:`_dense_refresh`, ``knobs._DENSE_TFS``).
         self._dense_next = 0
+        #: The long posting lists' arrays advised as huge pages: their address then
+        #: (``_advise_postings``; advised again once a reallocation moved them).
+        self._huge_at: dict[int, int] = {}
         #: Retrieves' per-group scratch arrays, of ``len(_lengths)`` elements.
         self._scratch = ScratchPool()
         #: Records not retired, and the sum of their lengths: N and total at the newest version.
@@ -315,16 +336,18 @@ class BM25Index(metaclass=NoPublicConstructor):
             table.append(group)
         lengths = self._lengths
         if num >= len(lengths):  # replace, never resize: readers may hold the old one
-            grown = np.zeros(2 * len(lengths), np.int32)
+            huge = knobs._HUGE_PAGES  # read at random: huge pages (kernels.huge_zeros)
+            grown = kernels.huge_zeros(2 * len(lengths), np.int32, huge)
             grown[: len(lengths)] = lengths
             lengths = self._lengths = grown
-            alive = np.zeros(len(grown), np.uint8)
+            alive = kernels.huge_zeros(len(grown), np.uint8, huge)
             alive[: len(self._alive)] = self._alive
             self._alive = alive
-            first = np.full(len(grown), _NO_SEQ, np.int64)
+            first = kernels.huge_zeros(len(grown), np.int64, huge)
             first[: len(self._first_seq)] = self._first_seq
+            first[len(self._first_seq) :] = _NO_SEQ
             self._first_seq = first
-            codes = np.zeros(len(grown), np.uint8)
+            codes = kernels.huge_zeros(len(grown), np.uint8, huge)
             codes[: len(self._codes)] = self._codes
             self._codes = codes
             self._scratch.clear()  # spares of the old capacity
@@ -396,11 +419,18 @@ class BM25Index(metaclass=NoPublicConstructor):
         size = len(self._table)
         self._dense_next = size + knobs._DENSE_STEP
         if not knobs._DENSE_TFS:
+            if knobs._HUGE_PAGES:
+                for term in self._terms.values():
+                    if len(term.groups) >= _HUGE_POSTINGS:
+                        _advise_postings(self._huge_at, term)
             return
         capacity = len(self._lengths)
         floor, ratio = knobs._DENSE_MIN, knobs._DENSE_RATIO
+        huge = self._huge_at if knobs._HUGE_PAGES else None
         for term in self._terms.values():
             count = len(term.groups)
+            if huge is not None and count >= _HUGE_POSTINGS:
+                _advise_postings(huge, term)
             dense = term.dense
             if dense is None:
                 if count >= floor and count * ratio >= size:
