@@ -14,18 +14,23 @@ from __future__ import annotations
 
 import random
 import sys
+import uuid
 from array import array
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
 import pytest
 
-from actormem import BM25Scorer
+from actormem import BM25Scorer, MemoryCategory, MemoryEntry, WordOverlapScorer
+from actormem._engine.state import MemoryState
 from actormem._index import kernels
 from actormem._index.bm25 import index as bm25_index
 from actormem._index.bm25 import knobs as bm25_knobs
 from actormem._index.bm25 import persist as bm25_persist
 from actormem._index.bm25.postings import _NO_SEQ
+from actormem._index.wordoverlap import knobs as wo_knobs
+from actormem._index.wordoverlap import numbering as wo_numbering
 
 from .test_bm25_core import Three
 
@@ -107,7 +112,20 @@ def test_huge_zeros_are_aligned_zeros(dtype: Any) -> None:
     assert not plain.any()
 
 
-def _build(monkeypatch: Any, huge: bool, seen: list[int]) -> Three:
+def _spy(monkeypatch: Any) -> list[int]:
+    """Record the size of every buffer ``kernels.huge_advise`` is given from now on."""
+    seen: list[int] = []
+    real = kernels.huge_advise
+
+    def spy(buf: Any) -> int:
+        seen.append(memoryview(buf).nbytes)
+        return real(buf)
+
+    monkeypatch.setattr(kernels, "huge_advise", spy)
+    return seen
+
+
+def _build(monkeypatch: Any, huge: bool) -> Three:
     monkeypatch.setattr(bm25_knobs, "_HUGE_PAGES", huge)
     three = Three(BM25Scorer())
     rng = random.Random(5)
@@ -125,15 +143,8 @@ def test_index_results_are_the_same_with_the_knob_on_and_off(monkeypatch: Any) -
     monkeypatch.setattr(bm25_knobs, "_DENSE_STEP", 16)  # the advice's pass runs often
     monkeypatch.setattr(kernels, "HUGE_ZEROS_MIN", 1)  # every column aligned and advised
     monkeypatch.setattr(bm25_index, "_HUGE_POSTINGS", 50)  # "a" ... "e" are long lists
-    seen: list[int] = []
-    real = kernels.huge_advise
-
-    def spy(buf: Any) -> int:
-        seen.append(memoryview(buf).nbytes)
-        return real(buf)
-
-    monkeypatch.setattr(kernels, "huge_advise", spy)
-    on = _build(monkeypatch, True, seen)
+    seen = _spy(monkeypatch)
+    on = _build(monkeypatch, True)
     advised = len(seen)
     assert advised > 10  # the long lists, again as they were reallocated
     core = on.indexes["core"]
@@ -146,7 +157,7 @@ def test_index_results_are_the_same_with_the_knob_on_and_off(monkeypatch: Any) -
     for term in core._terms.values():  # every long list advised where it is now
         if len(term.groups) >= 50:
             assert core._huge_at[term.num] == term.groups.buffer_info()[0]
-    off = _build(monkeypatch, False, seen)
+    off = _build(monkeypatch, False)
     assert len(seen) == advised  # nothing advised with the knob off
     assert not off.indexes["core"]._huge_at
     for query in ["a", "b c", "w1 w2 a", "e e d w39", "zzz", "a b c d e w3"]:
@@ -162,3 +173,49 @@ def test_index_results_are_the_same_with_the_knob_on_and_off(monkeypatch: Any) -
     assert restored._lengths.ctypes.data % HUGE == 0
     assert restored._first_seq.ctypes.data % HUGE == 0
     assert (restored._first_seq[len(restored._table) :] == _NO_SEQ).all()
+
+
+def _wo_state(monkeypatch: Any, huge: bool) -> MemoryState:
+    monkeypatch.setattr(wo_knobs, "_HUGE_PAGES", huge)
+    rng = np.random.default_rng(9)
+    state = MemoryState(capacity=None, half_life=3600.0, scorer=WordOverlapScorer())
+    for count in range(1, 1500):
+        words = [WO_WORDS[int(j)] for j in rng.integers(0, len(WO_WORDS), 6)]
+        state.store(
+            MemoryEntry(
+                category=MemoryCategory.FACT,
+                memory=" ".join([*words, f"x{count}"]),
+                created_at=BASE + timedelta(seconds=count),
+                id=uuid.UUID(int=count),
+            )
+        )
+    state.publish()
+    return state
+
+
+WO_WORDS = "the a of to and in is it cat dog play deploy service error log".split()
+BASE = datetime(2024, 1, 1, tzinfo=UTC)
+
+
+@pytest.mark.skipif(not kernels.WO_CORE_AVAILABLE, reason="the word-overlap core is not built")
+def test_word_overlap_same_results_with_the_knob_on_and_off(monkeypatch: Any) -> None:
+    monkeypatch.setattr(wo_knobs, "_TOKEN_BITS_FROM", 256)
+    monkeypatch.setattr(kernels, "HUGE_ZEROS_MIN", 1)  # every column aligned and advised
+    monkeypatch.setattr(wo_numbering, "_HUGE_POSTINGS", 200)  # the common words' lists
+    seen = _spy(monkeypatch)
+    on = _wo_state(monkeypatch, True)
+    e = on.index._e  # type: ignore[attr-defined]
+    assert seen  # the long lists were advised at the bitsets' upkeep
+    assert e.huge_at
+    for col in (e.maxrel, e.minseq, *e.masks):
+        assert col.ctypes.data % HUGE == 0
+    advised = len(seen)
+    off = _wo_state(monkeypatch, False)
+    assert len(seen) == advised  # nothing advised with the knob off
+    assert not off.index._e.huge_at  # type: ignore[attr-defined]
+    for query in ["the cat", "deploy service error", "x17 log", "zzz", "a of to and in"]:
+        got = [
+            [(s, r.seq) for s, r in st.index.top_k(st.view(), query, 10, None)]  # type: ignore[attr-defined]
+            for st in (on, off)
+        ]
+        assert got[0] == got[1]
