@@ -112,6 +112,26 @@ def test_huge_zeros_are_aligned_zeros(dtype: Any) -> None:
     assert not plain.any()
 
 
+def test_slab_arrays_are_disjoint_zeros_on_huge_pages() -> None:
+    slab = kernels.HugeSlab(1 << 20)
+    arrays = [slab.zeros(n, np.uint8) for n in (100, 65536, 3, 200000, 200000, 200000)]
+    arrays.append(slab.zeros(1000, np.int64))
+    for arr in arrays:
+        assert not arr.any()
+        assert arr.ctypes.data % 64 == 0
+        arr[:] = 1  # writable, and no other array sees it
+    for arr in arrays:
+        assert (arr == 1).all()
+    spans = sorted((a.ctypes.data, a.ctypes.data + a.nbytes) for a in arrays)
+    assert all(end <= start for (_, end), (start, _) in zip(spans, spans[1:], strict=False))
+    if ADVISED:
+        assert "hg" in _vmflags(arrays[0].ctypes.data)
+    big = slab.zeros(300000, np.uint8)  # over a quarter of a slab: its own
+    assert len(big) == 300000
+    plain = slab.zeros(1000, np.uint8, huge=False)
+    assert plain.base is None
+
+
 def _spy(monkeypatch: Any) -> list[int]:
     """Record the size of every buffer ``kernels.huge_advise`` is given from now on."""
     seen: list[int] = []
@@ -141,6 +161,7 @@ def _build(monkeypatch: Any, huge: bool) -> Three:
 def test_index_results_are_the_same_with_the_knob_on_and_off(monkeypatch: Any) -> None:
     monkeypatch.setattr(bm25_knobs, "_CHUNK", 4)  # the columns grow several times
     monkeypatch.setattr(bm25_knobs, "_DENSE_STEP", 16)  # the advice's pass runs often
+    monkeypatch.setattr(bm25_knobs, "_DENSE_MIN", 20)  # dense arrays for the long lists
     monkeypatch.setattr(kernels, "HUGE_ZEROS_MIN", 1)  # every column aligned and advised
     monkeypatch.setattr(bm25_index, "_HUGE_POSTINGS", 50)  # "a" ... "e" are long lists
     seen = _spy(monkeypatch)
@@ -154,12 +175,17 @@ def test_index_results_are_the_same_with_the_knob_on_and_off(monkeypatch: Any) -
     assert core._first_seq.ctypes.data % HUGE == 0
     core._dense_refresh()  # the owner's pass, as after its next 16 adds
     advised = len(seen)
+    dense = [term.dense[0] for term in core._terms.values() if term.dense is not None]
+    assert dense
+    assert all(bits.base is not None for bits in dense)  # carved from the slab
     for term in core._terms.values():  # every long list advised where it is now
         if len(term.groups) >= 50:
             assert core._huge_at[term.num] == term.groups.buffer_info()[0]
     off = _build(monkeypatch, False)
     assert len(seen) == advised  # nothing advised with the knob off
     assert not off.indexes["core"]._huge_at
+    dense = [t.dense[0] for t in off.indexes["core"]._terms.values() if t.dense is not None]
+    assert all(bits.base is None for bits in dense)  # np.zeros, as before
     for query in ["a", "b c", "w1 w2 a", "e e d w39", "zzz", "a b c d e w3"]:
         for limit in (1, 5, 50):
             assert on.query(on.view(), query, limit) == off.query(off.view(), query, limit)

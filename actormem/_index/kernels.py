@@ -209,6 +209,36 @@ def huge_zeros(size: int, dtype: Any, huge: bool = True) -> np.ndarray[Any, Any]
     return arr
 
 
+class HugeSlab:
+    """Zeroed arrays smaller than a huge page, carved one after the other (64-byte
+    aligned) out of shared slabs of ``slab_bytes`` from :func:`huge_zeros`, so that many
+    small arrays read at random (BM25's dense frequency arrays, 256 KB each at 1M
+    groups) share huge pages instead of each spanning 64 small ones. Each array is a
+    view that keeps its slab alive: a slab's memory returns once every array carved
+    from it is gone (arrays replaced at a capacity doubling free their old slabs). For
+    one owner (no locking). Arrays over a quarter of a slab, or with ``huge`` false,
+    come from :func:`huge_zeros` alone. O(1) an array (a new slab: calloc's zero
+    pages, faulted in as they are written)."""
+
+    def __init__(self, slab_bytes: int = 8 << 20) -> None:
+        self._bytes = slab_bytes
+        self._slab: np.ndarray[Any, Any] | None = None
+        self._at = 0
+
+    def zeros(self, size: int, dtype: Any, huge: bool = True) -> np.ndarray[Any, Any]:
+        """A zeroed array of ``size`` ``dtype`` (see the class). O(1)."""
+        dt = np.dtype(dtype)
+        nbytes = size * dt.itemsize
+        if not huge or _huge is None or nbytes == 0 or 4 * nbytes > self._bytes:
+            return huge_zeros(size, dt, huge)
+        at = -(-self._at // 64) * 64
+        if self._slab is None or at + nbytes > len(self._slab):
+            self._slab, at = huge_zeros(self._bytes, np.uint8), 0
+        self._at = at + nbytes
+        arr: np.ndarray[Any, Any] = self._slab[at : at + nbytes].view(dt)
+        return arr
+
+
 def bm25_core_active() -> bool:
     """Whether BM25 adds and retrieves starting now use the compiled core. O(1)."""
     return ENABLED and BM25_CORE and _b is not None

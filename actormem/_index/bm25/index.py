@@ -13,6 +13,7 @@ from array import array
 from bisect import bisect_left, bisect_right, insort
 from collections import Counter
 from collections.abc import Generator, Iterable, Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -198,6 +199,8 @@ class BM25Index(metaclass=NoPublicConstructor):
         #: The long posting lists' arrays advised as huge pages: their address then
         #: (``_advise_postings``; advised again once a reallocation moved them).
         self._huge_at: dict[int, int] = {}
+        #: Where the dense frequency arrays are carved from (``kernels.HugeSlab``).
+        self._dense_slab = kernels.HugeSlab()
         #: Retrieves' per-group scratch arrays, of ``len(_lengths)`` elements.
         self._scratch = ScratchPool()
         #: Records not retired, and the sum of their lengths: N and total at the newest version.
@@ -427,6 +430,8 @@ class BM25Index(metaclass=NoPublicConstructor):
         capacity = len(self._lengths)
         floor, ratio = knobs._DENSE_MIN, knobs._DENSE_RATIO
         huge = self._huge_at if knobs._HUGE_PAGES else None
+        # The dense arrays share huge pages (256 KB each at 1M groups; knobs._HUGE_PAGES).
+        zeros = partial(self._dense_slab.zeros, huge=huge is not None)
         for term in self._terms.values():
             count = len(term.groups)
             if huge is not None and count >= _HUGE_POSTINGS:
@@ -434,14 +439,14 @@ class BM25Index(metaclass=NoPublicConstructor):
             dense = term.dense
             if dense is None:
                 if count >= floor and count * ratio >= size:
-                    term.dense = dense_make(term.groups, term.tfs, capacity, size)
+                    term.dense = dense_make(term.groups, term.tfs, capacity, size, zeros)
                 continue
             if 2 * count < floor or 2 * count * ratio < size:
                 term.dense = None  # readers may hold it still
                 continue
             bits, upto, dpos = dense
             if 4 * len(bits) < capacity:  # grown: a new array, the old one as it is
-                grown = np.zeros((capacity + 3) // 4, np.uint8)
+                grown = zeros((capacity + 3) // 4, np.uint8)
                 grown[: len(bits)] = bits
                 bits = grown
             dense_fill(bits, term.groups, term.tfs, dpos, count)
