@@ -3,7 +3,7 @@
 The advice is given when memory is allocated, so the two sides cannot share one index:
 ``--huge on`` or ``off`` builds one index with the indexes' ``knobs._HUGE_PAGES`` so
 (run them in alternation and compare), ``--huge both`` builds one of each in this
-process (off first) and runs every query on both in turn, alternating which goes first.
+process (off first; ``--on-first``) and runs every query on both in turn, alternating which goes first.
 Per side: the thread CPU of each query (run once untimed first, then ``--repeat`` times
 timed, the least kept), summed, its p50 and p99; what the build added to the process's
 RSS and ``AnonHugePages`` (``/proc/self/smaps_rollup``); and a hash of every top 10,
@@ -58,12 +58,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--huge", choices=("on", "off", "both"), required=True)
+    p.add_argument("--on-first", action="store_true", help="with both: build on first")
     p.add_argument("--scorer", choices=("bm25", "wo"), default="bm25")
     p.add_argument("--set", default="questions")
     args = p.parse_args(argv)
     corpus = load_corpus(args.data, args.seed)
     queries = query_sets(corpus, args.data, args.queries, args.seed)[args.set]
-    sides = ["off", "on"] if args.huge == "both" else [args.huge]
+    sides = (
+        (["on", "off"] if args.on_first else ["off", "on"]) if args.huge == "both" else [args.huge]
+    )
     built: dict[str, Any] = {}
     for side in sides:  # one index per side, the knob set while it is built
         bm25_knobs._HUGE_PAGES = wo_knobs._HUGE_PAGES = side == "on"
