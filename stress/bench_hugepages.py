@@ -3,7 +3,8 @@
 The advice is given when memory is allocated, so the two sides cannot share one index:
 ``--huge on`` or ``off`` builds one index with the indexes' ``knobs._HUGE_PAGES`` so
 (run them in alternation and compare), ``--huge both`` builds one of each in this
-process (off first; ``--on-first``) and runs every query on both in turn, alternating which goes first.
+process (off first; ``--on-first``: on first) and runs every query on both in turn,
+alternating which goes first.
 Per side: the thread CPU of each query (run once untimed first, then ``--repeat`` times
 timed, the least kept), summed, its p50 and p99; what the build added to the process's
 RSS and ``AnonHugePages`` (``/proc/self/smaps_rollup``); and a hash of every top 10,
