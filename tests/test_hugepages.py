@@ -112,7 +112,9 @@ def test_huge_zeros_are_aligned_zeros(dtype: Any) -> None:
     assert not plain.any()
 
 
-def test_slab_arrays_are_disjoint_zeros_on_huge_pages() -> None:
+def test_slab_arrays_are_disjoint_zeros_on_huge_pages(monkeypatch: Any) -> None:
+    assert kernels.HugeSlab().zeros(100, np.uint8).base is None  # small: np.zeros
+    monkeypatch.setattr(kernels.HugeSlab, "MIN_BYTES", 1)
     slab = kernels.HugeSlab(1 << 20)
     arrays = [slab.zeros(n, np.uint8) for n in (100, 65536, 3, 200000, 200000, 200000)]
     arrays.append(slab.zeros(1000, np.int64))
@@ -162,6 +164,7 @@ def test_index_results_are_the_same_with_the_knob_on_and_off(monkeypatch: Any) -
     monkeypatch.setattr(bm25_knobs, "_CHUNK", 4)  # the columns grow several times
     monkeypatch.setattr(bm25_knobs, "_DENSE_STEP", 16)  # the advice's pass runs often
     monkeypatch.setattr(bm25_knobs, "_DENSE_MIN", 20)  # dense arrays for the long lists
+    monkeypatch.setattr(kernels.HugeSlab, "MIN_BYTES", 1)  # theirs from the slab
     monkeypatch.setattr(kernels, "HUGE_ZEROS_MIN", 1)  # every column aligned and advised
     monkeypatch.setattr(bm25_index, "_HUGE_POSTINGS", 50)  # "a" ... "e" are long lists
     seen = _spy(monkeypatch)

@@ -216,9 +216,14 @@ class HugeSlab:
     groups) share huge pages instead of each spanning 64 small ones. Each array is a
     view that keeps its slab alive: a slab's memory returns once every array carved
     from it is gone (arrays replaced at a capacity doubling free their old slabs). For
-    one owner (no locking). Arrays over a quarter of a slab, or with ``huge`` false,
-    come from :func:`huge_zeros` alone. O(1) an array (a new slab: calloc's zero
-    pages, faulted in as they are written)."""
+    one owner (no locking). Arrays over a quarter of a slab, under :attr:`MIN_BYTES`
+    (a small index's arrays: its first one would cost a whole 2 MiB page of RSS), or
+    with ``huge`` false, come from :func:`huge_zeros` alone. O(1) an array (a new slab:
+    calloc's zero pages, faulted in as they are written)."""
+
+    #: Arrays from this size are carved from a slab (64 KiB: BM25's dense arrays from
+    #: 256K groups).
+    MIN_BYTES = 64 << 10
 
     def __init__(self, slab_bytes: int = 8 << 20) -> None:
         self._bytes = slab_bytes
@@ -229,7 +234,7 @@ class HugeSlab:
         """A zeroed array of ``size`` ``dtype`` (see the class). O(1)."""
         dt = np.dtype(dtype)
         nbytes = size * dt.itemsize
-        if not huge or _huge is None or nbytes == 0 or 4 * nbytes > self._bytes:
+        if not huge or _huge is None or not self.MIN_BYTES <= nbytes <= self._bytes // 4:
             return huge_zeros(size, dt, huge)
         at = -(-self._at // 64) * 64
         if self._slab is None or at + nbytes > len(self._slab):
@@ -880,13 +885,24 @@ class Bm25Daat:
             )
         # the C flags
         self._more = (
-            int(lookup_codes) | 2 * prefetch_seeds | 4 * sparse_clear | 8 * prefetch_offers
-            | 16 * dense_tfs | 32 * sparse_quarter | 64 * scalar_no_prefetch
-            | 256 * walk_ones | 512 * mark_cut | 1024 * scan_marks
+            int(lookup_codes)
+            | 2 * prefetch_seeds
+            | 4 * sparse_clear
+            | 8 * prefetch_offers
+            | 16 * dense_tfs
+            | 32 * sparse_quarter
+            | 64 * scalar_no_prefetch
+            | 256 * walk_ones
+            | 512 * mark_cut
+            | 1024 * scan_marks
         )
         self._prefetch = (  # the C flags
-            int(prefetch) | 2 * prefetch_seek | 4 * tight_walk | 8 * interp_seek
-            | 16 * simd_walk | 32 * prefetch_lookups
+            int(prefetch)
+            | 2 * prefetch_seek
+            | 4 * tight_walk
+            | 8 * interp_seek
+            | 16 * simd_walk
+            | 32 * prefetch_lookups
         )
         _need(type(split_room) is float and 0.0 < split_room <= 1.0, "split_room in (0, 1]")
         self._split_room = split_room
