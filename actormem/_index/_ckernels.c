@@ -986,6 +986,31 @@ gc_untrack(PyObject *self, PyObject *args)
     return PyLong_FromSsize_t(was);
 }
 
+PyDoc_STRVAR(huge_advise_doc,
+"huge_advise(buf, advice=MADV_HUGEPAGE)\n--\n\n"
+"Ask the kernel for transparent huge pages on the whole 2 MiB pages inside the memory\n"
+"of ``buf`` (any C-contiguous buffer: numpy array, array.array, bytearray): the range\n"
+"is aligned inward. Returns the bytes advised, 0 when no whole huge page fits or madvise\n"
+"refused (failures are ignored: a hint). ``advice`` is for tests (another madvise code).\n"
+"O(1).");
+
+static PyObject *
+huge_advise_buf(PyObject *self, PyObject *args)
+{
+    PyObject *obj;
+#ifdef MADV_HUGEPAGE
+    int advice = MADV_HUGEPAGE;
+#else
+    int advice = 0;
+#endif
+    if (!PyArg_ParseTuple(args, "O|i:huge_advise", &obj, &advice)) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(obj, &view, PyBUF_ANY_CONTIGUOUS) < 0) return NULL;
+    size_t done = huge_advise(view.buf, (size_t)view.len, advice);
+    PyBuffer_Release(&view);
+    return PyLong_FromSize_t(done);
+}
+
 /* ------------------------------------------------------------------ module */
 
 static PyMethodDef methods[] = {
@@ -1000,6 +1025,7 @@ static PyMethodDef methods[] = {
     {"wo_scan_mark", wo_scan_mark, METH_VARARGS, wo_scan_mark_doc},
     {"wo_join", wo_join, METH_VARARGS, wo_join_doc},
     {"gc_untrack", gc_untrack, METH_VARARGS, gc_untrack_doc},
+    {"huge_advise", huge_advise_buf, METH_VARARGS, huge_advise_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -8,8 +8,12 @@
 #define ACTORMEM_KERNELS_COMMON_H
 
 #include <stdint.h>
+#include <errno.h>
 #include <string.h>
 #include <structmember.h>
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 
 /* The offset of `type`'s object slot `name` (a member descriptor of T_OBJECT_EX, not
  * read-restricted, inside the instance, of `type` or a base of it: a descriptor of
@@ -201,6 +205,36 @@ import_array_type(void)
     PyObject *type = PyObject_GetAttrString(mod, "array");
     Py_DECREF(mod);
     return type;
+}
+
+/* Transparent huge pages for a long-lived array that is read at random (a TLB miss
+ * per read with 4 KiB pages once it outgrows the TLB's reach). HUGE_PAGE_BYTES: the
+ * x86-64 huge page. */
+#define HUGE_PAGE_BYTES ((size_t)2 << 20)
+
+/* Ask the kernel (madvise MADV_HUGEPAGE, or `advice`) for huge pages on the whole 2 MiB
+ * pages inside [p, p + bytes): the range is aligned inward, so memory shared with
+ * another allocation at either end is never advised. A hint only: pages faulted in
+ * afterwards come huge, the ones already there wait for khugepaged. Returns the bytes
+ * advised: 0 when no whole huge page fits, when madvise refused (old kernel, THP off,
+ * an invalid advice; errno is left as it was) or off Linux. O(1) (a system call). */
+static inline size_t
+huge_advise(void *p, size_t bytes, int advice)
+{
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    uintptr_t lo = ((uintptr_t)p + HUGE_PAGE_BYTES - 1) & ~(uintptr_t)(HUGE_PAGE_BYTES - 1);
+    uintptr_t hi = ((uintptr_t)p + bytes) & ~(uintptr_t)(HUGE_PAGE_BYTES - 1);
+    if ((uintptr_t)p + bytes < (uintptr_t)p || hi <= lo) return 0;
+    int saved = errno;
+    int r = madvise((void *)lo, hi - lo, advice);
+    errno = saved;
+    return r == 0 ? (size_t)(hi - lo) : 0;
+#else
+    (void)p;
+    (void)bytes;
+    (void)advice;
+    return 0;
+#endif
 }
 
 #endif /* ACTORMEM_KERNELS_COMMON_H */

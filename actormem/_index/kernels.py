@@ -43,6 +43,7 @@ __all__ = [
     "WO_CORE_AVAILABLE",
     "active",
     "gc_untrack",
+    "huge_advise",
     "BM25_BLOCK",
     "BM25_CORE",
     "Bm25Daat",
@@ -140,6 +141,107 @@ CPU_IS_AMD = _cpu_vendor() == "AuthenticAMD"
 #: ``cls``. None without the extension (nothing is untracked then: the same results,
 #: longer full collections).
 gc_untrack: Callable[[list[Any], type], int] | None = getattr(_c, "gc_untrack", None)
+
+
+def _thp_mode(path: str = "/sys/kernel/mm/transparent_hugepage/enabled") -> str:
+    """The kernel's transparent huge page mode (``always``, ``madvise``, ``never``: the
+    bracketed word of ``path``), or ``""`` where it cannot be read (not Linux). O(1)."""
+    try:
+        with open(path, encoding="ascii", errors="replace") as f:
+            text = f.read(256)
+    except OSError:
+        return ""
+    start, end = text.find("["), text.find("]")
+    return text[start + 1 : end] if 0 <= start < end else ""
+
+
+#: The kernel's transparent huge page mode at import (:func:`_thp_mode`). In ``madvise``
+#: mode only memory asked for with ``madvise(MADV_HUGEPAGE)`` gets huge pages.
+THP_MODE = _thp_mode()
+#: Whether asking for huge pages can help here: the default of the indexes' knobs
+#: (``bm25.knobs._HUGE_PAGES``, ``wordoverlap.knobs._HUGE_PAGES``).
+HUGE_PAGES_USEFUL = THP_MODE in ("always", "madvise")
+#: Arrays from this many bytes are advised (one whole 2 MiB page may fit inside).
+HUGE_PAGE_MIN = 2 << 20
+
+_huge: Callable[[Any], int] | None = getattr(_c, "huge_advise", None)
+
+
+def huge_advise(buf: Any) -> int:
+    """Ask the kernel for transparent huge pages on the whole 2 MiB pages inside the
+    memory of ``buf`` (a C-contiguous buffer: numpy array, ``array.array``), aligned
+    inward (``madvise(MADV_HUGEPAGE)``, ``_ckernels.c`` with ``_crows.c``'s helper).
+    For long-lived arrays read at random: with 4 KiB pages, each read of an array
+    larger than the TLB's reach is likely a TLB miss and a page walk (dear in a VM).
+    Pages faulted in after the call are huge; ones already present wait for the
+    kernel's khugepaged. Returns the bytes advised: 0 for a buffer under 2 MiB, where
+    madvise refused (ignored: a hint) or without the extension. Never changes the
+    buffer's contents. O(1)."""
+    if _huge is None:
+        return 0
+    return _huge(buf)
+
+
+#: Arrays of :func:`huge_zeros` from this many bytes are 2 MiB aligned and advised
+#: (below, a whole huge page would more than double them).
+HUGE_ZEROS_MIN = 1 << 20
+
+
+def huge_zeros(size: int, dtype: Any, huge: bool = True) -> np.ndarray[Any, Any]:
+    """``np.zeros(size, dtype)``; with ``huge`` and from :data:`HUGE_ZEROS_MIN` bytes, its
+    memory starts on a 2 MiB boundary and its whole 2 MiB pages, the last one rounded
+    up, are advised as huge (:func:`huge_advise`) before anything touches them, so they
+    fault in as huge pages: an array of 1 MiB up to 2 MiB becomes one huge page, not 256
+    to 512 small ones (the RSS then counts the page whole once it is touched). The
+    array is a view of a larger zeroed buffer (up to 2 MiB more of address space, not
+    paged in). O(1) (calloc's zero pages), faults later. Refused advice: a plain
+    zeroed array all the same."""
+    dt = np.dtype(dtype)
+    nbytes = size * dt.itemsize
+    if not huge or _huge is None or nbytes < HUGE_ZEROS_MIN:
+        return np.zeros(size, dt)
+    page = HUGE_PAGE_MIN
+    whole = -(-nbytes // page) * page
+    raw = np.zeros(whole + page, np.uint8)
+    start = -raw.ctypes.data % page
+    _huge(raw[start : start + whole])
+    arr: np.ndarray[Any, Any] = raw[start : start + nbytes].view(dt)
+    return arr
+
+
+class HugeSlab:
+    """Zeroed arrays smaller than a huge page, carved one after the other (64-byte
+    aligned) out of shared slabs of ``slab_bytes`` from :func:`huge_zeros`, so that many
+    small arrays read at random (BM25's dense frequency arrays, 256 KB each at 1M
+    groups) share huge pages instead of each spanning 64 small ones. Each array is a
+    view that keeps its slab alive: a slab's memory returns once every array carved
+    from it is gone (arrays replaced at a capacity doubling free their old slabs). For
+    one owner (no locking). Arrays over a quarter of a slab, under :attr:`MIN_BYTES`
+    (a small index's arrays: its first one would cost a whole 2 MiB page of RSS), or
+    with ``huge`` false, come from :func:`huge_zeros` alone. O(1) an array (a new slab:
+    calloc's zero pages, faulted in as they are written)."""
+
+    #: Arrays from this size are carved from a slab (64 KiB: BM25's dense arrays from
+    #: 256K groups).
+    MIN_BYTES = 64 << 10
+
+    def __init__(self, slab_bytes: int = 8 << 20) -> None:
+        self._bytes = slab_bytes
+        self._slab: np.ndarray[Any, Any] | None = None
+        self._at = 0
+
+    def zeros(self, size: int, dtype: Any, huge: bool = True) -> np.ndarray[Any, Any]:
+        """A zeroed array of ``size`` ``dtype`` (see the class). O(1)."""
+        dt = np.dtype(dtype)
+        nbytes = size * dt.itemsize
+        if not huge or _huge is None or not self.MIN_BYTES <= nbytes <= self._bytes // 4:
+            return huge_zeros(size, dt, huge)
+        at = -(-self._at // 64) * 64
+        if self._slab is None or at + nbytes > len(self._slab):
+            self._slab, at = huge_zeros(self._bytes, np.uint8), 0
+        self._at = at + nbytes
+        arr: np.ndarray[Any, Any] = self._slab[at : at + nbytes].view(dt)
+        return arr
 
 
 def bm25_core_active() -> bool:
@@ -783,13 +885,24 @@ class Bm25Daat:
             )
         # the C flags
         self._more = (
-            int(lookup_codes) | 2 * prefetch_seeds | 4 * sparse_clear | 8 * prefetch_offers
-            | 16 * dense_tfs | 32 * sparse_quarter | 64 * scalar_no_prefetch
-            | 256 * walk_ones | 512 * mark_cut | 1024 * scan_marks
+            int(lookup_codes)
+            | 2 * prefetch_seeds
+            | 4 * sparse_clear
+            | 8 * prefetch_offers
+            | 16 * dense_tfs
+            | 32 * sparse_quarter
+            | 64 * scalar_no_prefetch
+            | 256 * walk_ones
+            | 512 * mark_cut
+            | 1024 * scan_marks
         )
         self._prefetch = (  # the C flags
-            int(prefetch) | 2 * prefetch_seek | 4 * tight_walk | 8 * interp_seek
-            | 16 * simd_walk | 32 * prefetch_lookups
+            int(prefetch)
+            | 2 * prefetch_seek
+            | 4 * tight_walk
+            | 8 * interp_seek
+            | 16 * simd_walk
+            | 32 * prefetch_lookups
         )
         _need(type(split_room) is float and 0.0 < split_room <= 1.0, "split_room in (0, 1]")
         self._split_room = split_room

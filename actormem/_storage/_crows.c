@@ -404,17 +404,17 @@ id_put(uint64_t *t, size_t mask, uint64_t hi, uint64_t lo)
  * every probe (a page walk, dearer in a VM); 16 huge pages stay in it. Freed by free().
  * NULL when out of memory. */
 static int ids_huge_on = 1;
-#define HUGE_BYTES ((size_t)2 << 20)
 
 static uint64_t *
 ids_alloc(size_t slots)
 {
     size_t bytes = slots * 2 * sizeof(uint64_t);
 #ifdef __linux__
-    if (ids_huge_on && bytes >= HUGE_BYTES) {
-        void *p = aligned_alloc(HUGE_BYTES, (bytes + HUGE_BYTES - 1) & ~(HUGE_BYTES - 1));
+    if (ids_huge_on && bytes >= HUGE_PAGE_BYTES) {
+        size_t whole = (bytes + HUGE_PAGE_BYTES - 1) & ~(HUGE_PAGE_BYTES - 1);
+        void *p = aligned_alloc(HUGE_PAGE_BYTES, whole);
         if (!p) return NULL;
-        (void)madvise(p, bytes, MADV_HUGEPAGE); /* a hint: refused, the pages stay small */
+        (void)huge_advise(p, whole, MADV_HUGEPAGE); /* a hint: refused, pages stay small */
         memset(p, 0, bytes);
         return p;
     }

@@ -13,6 +13,7 @@ from array import array
 from bisect import bisect_left, bisect_right, insort
 from collections import Counter
 from collections.abc import Generator, Iterable, Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -56,6 +57,24 @@ __all__ = ["BM25Index"]
 #: The machine's byte order is little-endian (``BM25Index._set_terms`` reads the bytes
 #: of the packed terms).
 _LITTLE = sys.byteorder == "little"
+
+
+#: Postings from which a list's group numbers (int32) fill a whole 2 MiB page.
+_HUGE_POSTINGS = kernels.HUGE_PAGE_MIN // 4
+
+
+def _advise_postings(advised: dict[int, int], term: _Term) -> None:
+    """Advise ``term``'s posting arrays (group numbers, frequencies) as huge pages
+    (``kernels.huge_advise``) unless ``advised`` (term number to the address of its
+    group numbers when last advised) shows them advised where they are now: an append
+    that reallocated them moved them to memory not advised yet (knobs._HUGE_PAGES).
+    O(1)."""
+    groups = term.groups
+    at = groups.buffer_info()[0]
+    if advised.get(term.num) != at:
+        advised[term.num] = at
+        kernels.huge_advise(groups)
+        kernels.huge_advise(term.tfs)
 
 
 def _untrack(group: _Group) -> None:
@@ -177,6 +196,11 @@ class BM25Index(metaclass=NoPublicConstructor):
         #: The group count at which the owner next brings the terms' dense frequency
         #: arrays up to date (:meth:`_dense_refresh`, ``knobs._DENSE_TFS``).
         self._dense_next = 0
+        #: The long posting lists' arrays advised as huge pages: their address then
+        #: (``_advise_postings``; advised again once a reallocation moved them).
+        self._huge_at: dict[int, int] = {}
+        #: Where the dense frequency arrays are carved from (``kernels.HugeSlab``).
+        self._dense_slab = kernels.HugeSlab()
         #: Retrieves' per-group scratch arrays, of ``len(_lengths)`` elements.
         self._scratch = ScratchPool()
         #: Records not retired, and the sum of their lengths: N and total at the newest version.
@@ -315,16 +339,18 @@ class BM25Index(metaclass=NoPublicConstructor):
             table.append(group)
         lengths = self._lengths
         if num >= len(lengths):  # replace, never resize: readers may hold the old one
-            grown = np.zeros(2 * len(lengths), np.int32)
+            huge = knobs._HUGE_PAGES  # read at random: huge pages (kernels.huge_zeros)
+            grown = kernels.huge_zeros(2 * len(lengths), np.int32, huge)
             grown[: len(lengths)] = lengths
             lengths = self._lengths = grown
-            alive = np.zeros(len(grown), np.uint8)
+            alive = kernels.huge_zeros(len(grown), np.uint8, huge)
             alive[: len(self._alive)] = self._alive
             self._alive = alive
-            first = np.full(len(grown), _NO_SEQ, np.int64)
+            first = kernels.huge_zeros(len(grown), np.int64, huge)
             first[: len(self._first_seq)] = self._first_seq
+            first[len(self._first_seq) :] = _NO_SEQ
             self._first_seq = first
-            codes = np.zeros(len(grown), np.uint8)
+            codes = kernels.huge_zeros(len(grown), np.uint8, huge)
             codes[: len(self._codes)] = self._codes
             self._codes = codes
             self._scratch.clear()  # spares of the old capacity
@@ -396,22 +422,31 @@ class BM25Index(metaclass=NoPublicConstructor):
         size = len(self._table)
         self._dense_next = size + knobs._DENSE_STEP
         if not knobs._DENSE_TFS:
+            if knobs._HUGE_PAGES:
+                for term in self._terms.values():
+                    if len(term.groups) >= _HUGE_POSTINGS:
+                        _advise_postings(self._huge_at, term)
             return
         capacity = len(self._lengths)
         floor, ratio = knobs._DENSE_MIN, knobs._DENSE_RATIO
+        huge = self._huge_at if knobs._HUGE_PAGES else None
+        # The dense arrays share huge pages (256 KB each at 1M groups; knobs._HUGE_PAGES).
+        zeros = partial(self._dense_slab.zeros, huge=huge is not None)
         for term in self._terms.values():
             count = len(term.groups)
+            if huge is not None and count >= _HUGE_POSTINGS:
+                _advise_postings(huge, term)
             dense = term.dense
             if dense is None:
                 if count >= floor and count * ratio >= size:
-                    term.dense = dense_make(term.groups, term.tfs, capacity, size)
+                    term.dense = dense_make(term.groups, term.tfs, capacity, size, zeros)
                 continue
             if 2 * count < floor or 2 * count * ratio < size:
                 term.dense = None  # readers may hold it still
                 continue
             bits, upto, dpos = dense
             if 4 * len(bits) < capacity:  # grown: a new array, the old one as it is
-                grown = np.zeros((capacity + 3) // 4, np.uint8)
+                grown = zeros((capacity + 3) // 4, np.uint8)
                 grown[: len(bits)] = bits
                 bits = grown
             dense_fill(bits, term.groups, term.tfs, dpos, count)

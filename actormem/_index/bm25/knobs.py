@@ -7,6 +7,8 @@ patch reaches every user.
 
 from __future__ import annotations
 
+from .. import kernels as _kernels
+
 #: Relative slack on MaxScore's upper bounds, so that a different summation order of the
 #: same floating-point terms can never prune a document that belongs to the top k.
 _SLACK = 1e-9
@@ -295,3 +297,13 @@ _GROUP_COLUMNS = True
 #: in a dict (its slot and the number's int object: ~60 bytes a distinct text at 1M);
 #: tagged documents stay in a dict. The same results; False: a dict for every document.
 _GROUP_TABLE = True
+
+#: The index's large long-lived arrays (the per-group lengths, codes, liveness and
+#: first sequence numbers; the posting lists and the term pool once they reach 2 MiB)
+#: are asked of the kernel as transparent huge pages (``kernels.huge_advise``:
+#: ``madvise(MADV_HUGEPAGE)`` on their whole 2 MiB pages, again whenever one is
+#: reallocated). The walk's reads of them are random, and with 4 KiB pages at 1M
+#: groups most missed the TLB. On by default where the kernel's THP mode is
+#: ``madvise`` or ``always``; a refused advice is ignored. The same results; False:
+#: no advice, the path before (branch ``huge27``).
+_HUGE_PAGES = _kernels.HUGE_PAGES_USEFUL

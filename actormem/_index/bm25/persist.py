@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..._record import Record
-from .. import persist
+from .. import kernels, persist
 from ..persist import ImageError
 from ..tokenize import _WORD, Tokenizer
 from . import knobs
@@ -270,7 +270,8 @@ def restore(index: BM25Index, parts: Mapping[str, bytes], records: list[Record])
     cap = knobs._CHUNK
     while cap < size:
         cap *= 2
-    first = np.full(cap, _NO_SEQ, np.int64)
+    first = kernels.huge_zeros(cap, np.int64, knobs._HUGE_PAGES)
+    first[:] = _NO_SEQ
     cols = index._cols
     if index._pool is not None:  # one array of every group's term numbers
         index._pool = _TermPool.from_flat(packed >> _TF_BITS, count, g_ends.tolist())
@@ -324,11 +325,12 @@ def restore(index: BM25Index, parts: Mapping[str, bytes], records: list[Record])
         term.df = dfs[num]
         term_table.append(term)
     index._first_seq = first
-    index._lengths = np.zeros(cap, np.int32)
+    huge = knobs._HUGE_PAGES  # read at random: huge pages (kernels.huge_zeros)
+    index._lengths = kernels.huge_zeros(cap, np.int32, huge)
     index._lengths[:size] = lengths
-    index._codes = np.zeros(cap, np.uint8)
+    index._codes = kernels.huge_zeros(cap, np.uint8, huge)
     index._codes[:size] = length_codes(lengths)
-    index._alive = np.zeros(cap, np.uint8)
+    index._alive = kernels.huge_zeros(cap, np.uint8, huge)
     index._alive[:size] = 1
     index._table = list(table)
     if cols:  # numbers, in the core's table where it can (the slots carry the texts)

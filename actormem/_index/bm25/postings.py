@@ -12,7 +12,7 @@ yield.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import Any
 
 import numpy as np
@@ -421,11 +421,16 @@ def dense_fill(bits: Any, groups: array[int], tfs: array[int], start: int, stop:
 
 
 def dense_make(
-    groups: array[int], tfs: array[int], capacity: int, upto: int
+    groups: array[int],
+    tfs: array[int],
+    capacity: int,
+    upto: int,
+    zeros: Callable[[int, Any], Any] = np.zeros,
 ) -> tuple[Any, int, int]:
     """A term's ``dense`` (``_Term.dense``) for the groups below ``upto`` of its list,
-    room for ``capacity`` groups (``upto`` at most). O(capacity / 4 + postings)."""
-    bits = np.zeros((capacity + 3) // 4, np.uint8)
+    room for ``capacity`` groups (``upto`` at most), its array made by ``zeros`` (as
+    ``np.zeros``; the index's ``kernels.HugeSlab``). O(capacity / 4 + postings)."""
+    bits = zeros((capacity + 3) // 4, np.uint8)
     dpos = int(np.searchsorted(np.frombuffer(groups, np.int32, len(groups)), upto))
     dense_fill(bits, groups, tfs, 0, dpos)
     return bits, upto, dpos

@@ -7,6 +7,8 @@ time so that such a patch reaches every user.
 
 from __future__ import annotations
 
+from .. import kernels as _kernels
+
 #: Bytes of cached word match sets kept across retrieves (least recently used dropped).
 _CACHE_BYTES = 64 << 20
 #: Words per generation of a numbering's word memo (``ccore.count_words``): the young
@@ -479,3 +481,12 @@ _SCAN_MARK = True
 #: ``start`` on, as with ``_LEAN_WORD_CHECKS``.) False: ``min`` and ``max`` in Python,
 #: the path before it.
 _LEAN_MULT_CHECKS = True
+
+#: The per-group columns (largest relevance, smallest seq, short-word masks and rows)
+#: are 2 MiB aligned and asked of the kernel as transparent huge pages from 1 MiB
+#: (``kernels.huge_zeros``), and the long posting lists (from 2 MiB) at each upkeep of
+#: the lists' bitsets (``kernels.huge_advise``, again once a reallocation moved one):
+#: a retrieve's reads of them are scattered, and at 1M groups 4 KiB pages missed the
+#: TLB. On by default where the kernel's THP mode is ``madvise`` or ``always``; a
+#: refused advice is ignored. The same results; False: the path before (``huge27``).
+_HUGE_PAGES = _kernels.HUGE_PAGES_USEFUL

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Generator, Iterable
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from ..._entry import MemoryEntry
 from ..._record import Record
+from .. import kernels
 from ..scoring import ScratchPool
 from ..substring import SubstringVocab
 from . import ccore, knobs
@@ -134,6 +136,10 @@ def _group_map(glist: list[Record | _Group | None], table: bool) -> Any:
     )
 
 
+#: Postings from which a list (int32 group numbers) fills a whole 2 MiB page.
+_HUGE_POSTINGS = kernels.HUGE_PAGE_MIN // 4
+
+
 class _Numbering:
     """Everything that depends on the group numbers; replaced whole when the owner
     renumbers (see ``_WordOverlapIndex._renumber``), so a reader that took it at
@@ -145,6 +151,7 @@ class _Numbering:
         "epoch",
         "glist",
         "groups",
+        "huge_at",
         "masked",
         "masks",
         "maxrel",
@@ -180,13 +187,14 @@ class _Numbering:
         self.dead = 0  # purged group numbers
         #: Per group number: the largest relevance and the smallest seq of its records
         #: ever added (bounds; replaced, not resized, on growth).
-        self.maxrel = np.zeros(capacity, np.float64)
-        self.minseq = np.zeros(capacity, np.int64)
+        zeros = partial(kernels.huge_zeros, huge=knobs._HUGE_PAGES)  # knobs._HUGE_PAGES
+        self.maxrel = zeros(capacity, np.float64)
+        self.minseq = zeros(capacity, np.int64)
         #: Per group number below ``masked``, the :data:`_SHORT` words its text
         #: contains (bits 0-63 in ``masks[0]``, 64-127 in ``masks[1]``); those of the
         #: fewer than ``knobs._MASK_BATCH`` numbers from ``masked`` to ``n`` are pending,
         #: their lower-cased texts in ``pending``.
-        self.masks = (np.zeros(capacity, np.uint64), np.zeros(capacity, np.uint64))
+        self.masks = (zeros(capacity, np.uint64), zeros(capacity, np.uint64))
         self.masked = 0
         self.pending: list[str] = []
         #: With ``knobs._SHORT_ROWS`` and the compiled core, the masks below ``masked``
@@ -197,7 +205,7 @@ class _Numbering:
         self.rows: np.ndarray[Any, Any] | None = None
         self.rowcount = np.zeros(128, np.int64)
         if knobs._SHORT_ROWS and ccore.core() is not None:
-            self.rows = np.zeros(128 * ccore.words_of(capacity), np.uint64)
+            self.rows = zeros(128 * ccore.words_of(capacity), np.uint64)
         #: Token -> group numbers, ascending (appended in order; compaction keeps order).
         self.post: dict[str, array[int]] = {}
         self.pdead: dict[str, int] = {}  # token -> purged group numbers in its list
@@ -228,6 +236,10 @@ class _Numbering:
         #: longer matches (``entry[0] is not`` the list read), and the next
         #: :meth:`token_bits` drops it. Replaced whole by the owner, never shrunk in place.
         self.tbits: dict[int, list[Any]] = {}
+        #: With ``knobs._HUGE_PAGES``, the long posting lists advised as huge pages at
+        #: :meth:`token_bits`'s upkeep: ``id(list)`` -> its address then (advised again
+        #: once a reallocation moved it; a stale id costs one more advice at most).
+        self.huge_at: dict[int, int] = {}
         #: Lists shorter than this have no entry in :attr:`tbits`.
         self.tbits_min = 1 << 62
         #: Group numbers handed out at the owner's next :meth:`token_bits` (at least
@@ -265,16 +277,17 @@ class _Numbering:
         """Double the arrays' capacity (new arrays: readers keep the old ones). O(n)."""
         cap = 2 * len(self.maxrel)
         n = self.n
-        maxrel = np.zeros(cap, np.float64)
-        minseq = np.zeros(cap, np.int64)
+        zeros = partial(kernels.huge_zeros, huge=knobs._HUGE_PAGES)
+        maxrel = zeros(cap, np.float64)
+        minseq = zeros(cap, np.int64)
         maxrel[:n] = self.maxrel[:n]
         minseq[:n] = self.minseq[:n]
-        lo, hi = np.zeros(cap, np.uint64), np.zeros(cap, np.uint64)
+        lo, hi = zeros(cap, np.uint64), zeros(cap, np.uint64)
         lo[:n], hi[:n] = self.masks[0][:n], self.masks[1][:n]
         self.maxrel, self.minseq, self.masks = maxrel, minseq, (lo, hi)
         if self.rows is not None:  # new rows: readers keep the old ones
             old_stride, stride = ccore.words_of(cap // 2), ccore.words_of(cap)
-            rows = np.zeros(128 * stride, np.uint64)
+            rows = zeros(128 * stride, np.uint64)
             used = ccore.words_of(self.masked)
             rows.reshape(128, stride)[:, :used] = self.rows.reshape(128, old_stride)[:, :used]
             self.rows = rows
@@ -319,10 +332,16 @@ class _Numbering:
         least = max(1, -(-n // ratio))
         old = self.tbits
         fresh: dict[int, list[Any]] = {}
+        huge = self.huge_at if knobs._HUGE_PAGES else None
         for lst in self.post.values():
             length = len(lst)
             if length < least:
                 continue
+            if huge is not None and length >= _HUGE_POSTINGS:
+                at = lst.buffer_info()[0]
+                if huge.get(id(lst)) != at:  # new, or moved by a reallocation
+                    huge[id(lst)] = at
+                    kernels.huge_advise(lst)
             entry = old.get(id(lst))
             if entry is None or entry[0] is not lst:
                 entry = [lst, 0, np.zeros(words, np.uint64)]
