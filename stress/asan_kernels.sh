@@ -43,7 +43,8 @@
 # tests/test_bm25q10_scan.py,
 # tests/test_open26_hash.py,
 # tests/test_open27_vocab.py,
-# tests/test_mainjob27_sigs.py)
+# tests/test_mainjob27_sigs.py,
+# tests/test_hugepages.py)
 # against an AddressSanitizer build of the compiled
 # index kernels, the BM25 core, the word-overlap core and the row reader (_storage/_crows.c):
 # any out-of-bounds read or
@@ -163,6 +164,7 @@ files=(
     tests/test_open26_hash.py
     tests/test_open27_vocab.py
     tests/test_mainjob27_sigs.py
+    tests/test_hugepages.py
 )
 # --only FILE...: just these test files (a branch's new file under ASan), no deselections.
 if [ "${1:-}" = --only ]; then
