@@ -98,7 +98,8 @@ elif _c_why or _wo_why or _b_why:  # pragma: no cover - depends on the build
         if why
     ]
     logging.getLogger("actormem").warning(
-        "actormem: compiled %s unavailable; using the pure-Python index there",
+        "actormem: compiled %s unavailable; using the numpy path there (same results, "
+        "slower; with a C compiler and the Python headers, `pip install -e .` builds it)",
         ", ".join(_missing),
     )
 
