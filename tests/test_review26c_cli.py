@@ -8,23 +8,9 @@ from typing import Any
 
 import pytest
 
-from actormem._errors import StorageError
-from actormem._storage import sqlite as sqlite_mod
 from actormem.cli import main
 
-
-def _fill_after(monkeypatch: pytest.MonkeyPatch, ok: int) -> None:
-    real = sqlite_mod.SqliteStore._write
-    calls = [0]
-
-    def write(self: Any, batch: Any, wait: bool, checkpoint: bool = True) -> bool:
-        if batch.puts or batch.deletes:
-            calls[0] += 1
-            if calls[0] > ok:
-                raise StorageError(self.path, "commit failed: database or disk is full")
-        return bool(real(self, batch, wait, checkpoint))
-
-    monkeypatch.setattr(sqlite_mod.SqliteStore, "_write", write)
+from .test_review24b_broken import _fill_after  # the same full disk, one place
 
 
 def test_a_full_disk_during_a_swarm_logs_no_traceback_per_agent(
