@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -14,6 +15,7 @@ __all__ = [
     "Final",
     "NoPublicConstructor",
     "gc_paused",
+    "ignored_stop_signals",
     "install_hint",
     "read_token_file",
     "sequence_of",
@@ -76,6 +78,16 @@ def sequence_of(value: Any, what: str, item: str) -> tuple[Any, ...]:
         raise TypeError(
             f"{what} must be a sequence of {item}, not {type(value).__name__}"
         ) from None
+
+
+def ignored_stop_signals() -> frozenset[int]:
+    """SIGINT and SIGTERM where they are ignored now (``SIG_IGN``: a shell without job
+    control starts ``actormem swarm &`` with SIGINT ignored). A command that receives them
+    through ``trio.open_signal_receiver`` drops these, so that an ignored signal stays
+    ignored. O(1)."""
+    return frozenset(
+        s for s in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(s) is signal.SIG_IGN
+    )
 
 
 def install_hint(extra: str) -> str:

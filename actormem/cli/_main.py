@@ -40,7 +40,7 @@ from .._errors import ActorMemError, StorageError
 from .._index.dense import entry_document, text_hash
 from .._storage.jsonl import JsonlError, entry_to_json, escape_json_line, vector_to_json
 from .._storage.sqlite_format import read_stored_vectors
-from .._util import gc_paused, install_hint, read_token_file
+from .._util import gc_paused, ignored_stop_signals, install_hint, read_token_file
 from .._version import package_version
 from ..agent._text import cut, escape_line
 from ..agent._toolcalls import read_import_file
@@ -357,7 +357,7 @@ async def _swarm(
     interrupt never strikes at a random place: it cancels the run, and the figures of
     what ran are still counted, checked and reported)."""
     stop = _Stop()
-    ignored = {s for s in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(s) is signal.SIG_IGN}
+    ignored = ignored_stop_signals()
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with trio.open_nursery() as guard:
             guard.start_soon(_watch_signals, signals, stop, ignored)

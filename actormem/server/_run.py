@@ -34,6 +34,7 @@ from .._engine.lifecycle import open_memory
 from .._engine.memory import Memory
 from .._index.scoring import Scorer
 from .._storage.sqlite import Durability
+from .._util import ignored_stop_signals
 from .._util import read_token_file as read_token
 from ._app import create_app
 from ._defaults import DEFAULT_MAX_BODY, DEFAULT_PORT
@@ -191,7 +192,7 @@ def _check_bindable(host: str, port: int) -> None:
 async def _stop_on_signal(stop: trio.Event) -> None:
     # A signal ignored when the server started (``actormem serve &`` in a script: SIGINT
     # ignored, so a Ctrl-C meant for the foreground leaves it alone) stays ignored.
-    ignored = {s for s in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(s) is signal.SIG_IGN}
+    ignored = ignored_stop_signals()
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for signum in signals:
             if signum in ignored:
