@@ -54,6 +54,7 @@ from .._errors import (
     InvalidQueryError,
     StorageError,
 )
+from .._json import MAX_VALUE_DEPTH
 from .._storage.jsonl import entry_from_json, entry_to_json
 from ._feed import RemovalFeed
 from ._models import (
@@ -89,6 +90,12 @@ _NDJSON = "application/x-ndjson"
 _EXPORT_CHUNK = 256
 #: How long /readyz waits for the owner to answer before saying "not ready".
 _READY_TIMEOUT = 2.0
+#: The answer to a body nested past what the JSON parser takes (Python's recursion
+#: limit, about 1,000 levels): the values it carries nest at most MAX_VALUE_DEPTH.
+_TOO_DEEP = (
+    f"body: nested too deep to read (a value in it nests objects and arrays "
+    f"{MAX_VALUE_DEPTH} levels deep at most)"
+)
 
 
 class _Refused(Exception):
@@ -367,9 +374,7 @@ class _Timing:
             route = scope.get("route")
             path = getattr(route, "path", None) or "(unmatched)"
             method = scope["method"] if scope["method"] in _METHODS else "OTHER"
-            self.histogram.labels(method, path, str(status)).observe(
-                time.perf_counter() - start
-            )
+            self.histogram.labels(method, path, str(status)).observe(time.perf_counter() - start)
 
 
 class _MemoryCollector(Collector):
@@ -671,9 +676,7 @@ def create_app(
         if removals is None:
             raise _Refused(404, "this server keeps no removal reports", "after")
         reports = [list(r) for r in removals.since(after, limit)]
-        return JSONResponse(
-            {"total": removals.total, "first": removals.first, "removals": reports}
-        )
+        return JSONResponse({"total": removals.total, "first": removals.first, "removals": reports})
 
     @app.get(
         "/v1/statistics",
@@ -791,6 +794,8 @@ def create_app(
         detail = exc.detail if isinstance(exc.detail, str) else HTTPStatus(status).phrase
         headers = getattr(exc, "headers", None)
         if status == 400:  # FastAPI's "error parsing the body": not JSON, or not UTF-8
+            if isinstance(exc.__cause__, RecursionError):  # JSON past the parser's depth
+                return problem(422, _TOO_DEEP, "body")
             return problem(422, "body: not a JSON document in UTF-8", "body")
         if status == 405:
             headers = {"Allow": ", ".join(_allowed_methods(app, request.scope))}
@@ -808,9 +813,7 @@ def create_app(
         detail = str(exc)
         stored = "nothing stored: "
         if detail.startswith(stored):
-            return problem(
-                503, f"the embedder failed, nothing was stored: {detail[len(stored):]}"
-            )
+            return problem(503, f"the embedder failed, nothing was stored: {detail[len(stored) :]}")
         return problem(503, f"the embedder failed on the query: {detail}")
 
     @app.exception_handler(StorageError)

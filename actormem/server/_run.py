@@ -18,16 +18,20 @@ committed) the write.
 from __future__ import annotations
 
 import ipaddress
+import json
 import logging
 import math
 import os
 import signal
 import socket
 from collections.abc import Callable
+from http import HTTPStatus
 from typing import Any, cast
 
+import h11
 import trio
 from hypercorn.config import Config
+from hypercorn.protocol.h11 import H11Protocol
 from hypercorn.trio import serve
 
 from .._engine.lifecycle import open_memory
@@ -166,7 +170,8 @@ async def serve_memory_http(
     """Serve an open ``memory`` over HTTP until ``stop`` is set (the memory stays open:
     the caller owns it). ``task_status`` gets the bound URLs. ``removals``, the memory's
     ``on_remove`` feed if it has one, serves ``GET /v1/removals``. See :func:`serve_http`."""
-    config = Config()
+    _install_problem_answers()
+    config = _Config()
     config.bind = [_bind(host, port)]
     config.graceful_timeout = graceful_timeout
     config.accesslog = None
@@ -174,6 +179,57 @@ async def serve_memory_http(
     config.loglevel = "WARNING"
     app = create_app(memory, token=token, max_body=max_body, removals=removals)
     await serve(cast(Any, app), config, shutdown_trigger=stop.wait, task_status=task_status)
+
+
+class _Config(Config):
+    """hypercorn's configuration of an actormem server: its connections answer a request
+    hypercorn cannot read with a problem document (:func:`_problem_answer`)."""
+
+
+#: What a request hypercorn refuses before the app sees it lacked, by status.
+_UNREADABLE = {
+    400: "the request is not valid HTTP/1.1 (a malformed request line, header or chunked body)",
+    431: "the request's header is too large",
+    501: "the request's Transfer-Encoding is not one this server reads (chunked)",
+}
+
+_bare_answer = H11Protocol._send_error_response
+
+
+async def _problem_answer(self: H11Protocol, status_code: int) -> None:
+    """hypercorn's answer to a request h11 cannot parse (a malformed chunked body, a
+    broken request line): on an actormem server's connection, the problem document every
+    other error is (``docs/server.md``) instead of hypercorn's empty body; it closes the
+    connection, as hypercorn's does. hypercorn has no hook for this answer, so its
+    method is replaced (:func:`_install_problem_answers`), for :class:`_Config`'s
+    connections only."""
+    if not isinstance(self.config, _Config):
+        await _bare_answer(self, status_code)
+        return
+    try:
+        title = HTTPStatus(status_code).phrase
+    except ValueError:
+        title = "Error"
+    detail = _UNREADABLE.get(status_code, title)
+    body = json.dumps(
+        {"type": "about:blank", "title": title, "status": status_code, "detail": detail},
+        separators=(",", ":"),
+    ).encode()
+    headers = [
+        (b"content-type", b"application/problem+json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"),
+        *self.config.response_headers("h11"),
+    ]
+    await self._send_h11_event(h11.Response(status_code=status_code, headers=headers))
+    await self._send_h11_event(h11.Data(data=body))
+    await self._send_h11_event(h11.EndOfMessage())
+
+
+def _install_problem_answers() -> None:
+    """Make hypercorn's HTTP/1.1 connections answer unparsable requests with
+    :func:`_problem_answer` (its own answer for other servers' connections). Idempotent."""
+    H11Protocol._send_error_response = _problem_answer  # type: ignore[method-assign]
 
 
 def _check_bindable(host: str, port: int) -> None:
