@@ -45,6 +45,7 @@ from langgraph.store.base import (
     IndexConfig,
     Item,
     ListNamespacesOp,
+    NotProvided,
     Op,
     PutOp,
     Result,
@@ -56,7 +57,7 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
-from .._entry import MAX_MEMORY_CHARS, MemoryCategory, MemoryEntry
+from .._entry import MAX_MEMORY_CHARS, MAX_TTL, MemoryCategory, MemoryEntry
 from .._index.dense import DenseScorer, wordllama_embedder
 from .._json import _SEGMENT, text_at_paths
 from .._storage.sqlite import Durability
@@ -287,7 +288,10 @@ class ActormemStore(BaseStore):
         Raises:
             InvalidNamespaceError: An op's namespace is invalid (checked before any op
                 runs, with LangGraph's ``validate_op_namespace``).
-            ValueError: A malformed filter ("Invalid filter key ...") or value.
+            ValueError: A malformed filter ("Invalid filter key ...") or value; a put's
+                ``ttl`` (minutes) not > 0 or past 100 years (checked before any op runs).
+            TypeError: A put's ``ttl`` that is not a number or None: ``ttl=True`` too
+                (checked before any op runs).
             asyncio.InvalidStateError: ``async_only`` and called on an event loop's thread.
         """
         self._guard()
@@ -462,9 +466,9 @@ class ActormemStore(BaseStore):
         return bool(asked) and bool((self.ttl_config or {}).get("refresh_on_read", False))
 
     def _ttl_seconds(self, op: PutOp) -> float | None:
-        ttl = op.ttl
-        if not isinstance(ttl, (int, float)) or isinstance(ttl, bool):  # NOT_PROVIDED
-            ttl = (self.ttl_config or {}).get("default_ttl") if ttl is not None else None
+        ttl = op.ttl  # a number of minutes, None or NOT_PROVIDED (_check_ttl)
+        if isinstance(ttl, NotProvided):
+            ttl = (self.ttl_config or {}).get("default_ttl")
         return None if ttl is None else float(ttl) * 60.0
 
     def _index_fields(self, op: PutOp) -> list[str] | None:
@@ -576,11 +580,34 @@ def _where(filter: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def _validated(ops: Iterable[Op]) -> list[Op]:
-    """``ops`` as a list, every namespace checked first (LangGraph's own check)."""
+    """``ops`` as a list, every namespace (LangGraph's own check) and every put's ``ttl``
+    (:func:`_check_ttl`) checked first."""
     ops = list(ops)
     for op in ops:
         validate_op_namespace(op)
+        if isinstance(op, PutOp):
+            _check_ttl(op.ttl)
     return ops
+
+
+def _check_ttl(ttl: object) -> None:
+    """Refuse a put's ``ttl`` that is not what LangGraph's ``BaseStore.put`` takes:
+    minutes as a float (an int too), ``None`` (no expiry) or not given. A bool is an int
+    to Python, and ``ttl=True`` read as the default TTL (or one minute) is a mistake.
+
+    Raises:
+        TypeError: A bool, a string or anything but a number.
+        ValueError: A number that is not > 0 and finite, or past 100 years.
+    """
+    if ttl is None or isinstance(ttl, NotProvided):
+        return
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float):
+        raise TypeError(f"ttl must be a number of minutes or None, not {type(ttl).__name__}")
+    if not 0 < ttl <= MAX_TTL / 60:
+        raise ValueError(
+            f"ttl must be a number of minutes > 0 and <= {MAX_TTL / 60:.0f} (100 years), "
+            f"got {ttl!r}"
+        )
 
 
 def _texts(value: dict[str, Any], fields: Sequence[str]) -> Iterator[str]:
