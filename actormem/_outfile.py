@@ -6,8 +6,11 @@ crash, a full disk) sees the earlier file or the whole new one, never half of on
 ``OUT`` that exists is replaced only when it is a figures file actormem writes (JSON of
 one of the shapes :func:`is_figures` knows) or empty: a memory database, a source file
 or another program's JSON given by mistake is refused before the run. An ``OUT`` that is
-not a regular file (``/dev/null``, ``/dev/stdout``, a FIFO) is written in place: a
-rename would replace the device node, not write to it.
+not a regular file (``/dev/null``, ``/dev/stdout`` be it a terminal or a pipe) is
+written in place: a rename would replace the device node, not write to it. A named FIFO,
+a socket and a block device are refused: opening a FIFO for writing waits until some
+program opens it for reading (the command would hang at its end), a socket cannot be
+opened at all, and a disk device is no place for a figures file.
 """
 
 from __future__ import annotations
@@ -66,20 +69,28 @@ def check_figures_target(path: str | os.PathLike[str]) -> str | None:
     Refused: a directory; a missing folder; an existing regular file that is not a
     figures file (:func:`is_figures`) and not empty; a folder where no file can really be
     made (a probe file is created and removed: ``access()`` trusts permission bits that
-    some file systems, ``/proc`` say, do not honour). A target that is not a regular file
-    (a device, a FIFO) is accepted as it is. Blocking, O(size of ``path``).
+    some file systems, ``/proc`` say, do not honour); a named FIFO (writing would wait
+    for a reader), a socket, a block device. Another target that is not a regular file
+    (``/dev/null``, a terminal, the pipe behind ``/dev/stdout``) is accepted as it is.
+    Blocking, O(size of ``path``).
     """
     where = os.fspath(path)
     if os.path.isdir(where):
         return "is a directory"
     real = os.path.realpath(where)
+    try:
+        mode = os.stat(where).st_mode  # (/dev/stdout: the pipe or terminal behind it)
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        return f"cannot read it: {exc.strerror or exc}"
+    if mode is not None and not stat.S_ISREG(mode):
+        return _special_refusal(real, mode)  # else written in place (write_figures)
     parent = os.path.dirname(real)
     if not os.path.isdir(parent):
         return f"no such directory: {os.path.dirname(where) or '.'}"
     try:
-        if os.path.exists(real):
-            if not stat.S_ISREG(os.stat(real).st_mode):
-                return None  # written in place (write_figures)
+        if mode is not None:
             refusal = _refusal(real)
             if refusal is not None:
                 return refusal
@@ -91,6 +102,24 @@ def check_figures_target(path: str | os.PathLike[str]) -> str | None:
         os.unlink(probe[1])
     except OSError as exc:
         return f"not writable: {os.path.dirname(where) or '.'}: {exc.strerror or exc}"
+    return None
+
+
+def _special_refusal(real: str, mode: int) -> str | None:
+    """Why an existing target of ``mode`` (``real``: its path resolved), not a regular
+    file, cannot take the figures, or None (a character device such as ``/dev/null`` or
+    a terminal, or the pipe behind ``/dev/stdout``: written in place)."""
+    if stat.S_ISFIFO(mode) and os.path.lexists(real) and stat.S_ISFIFO(os.lstat(real).st_mode):
+        # A named FIFO (an anonymous pipe, reached through /dev/stdout or /dev/fd/N,
+        # resolves to no path): its open for writing waits for a reader, maybe forever.
+        return (
+            "is a FIFO, not a file: writing to it would wait until a program reads it "
+            "(name a file, or /dev/stdout to pipe the figures)"
+        )
+    if stat.S_ISSOCK(mode):
+        return "is a socket, not a file (name a file)"
+    if stat.S_ISBLK(mode):
+        return "is a block device, not a file (name a file)"
     return None
 
 
@@ -124,11 +153,11 @@ def write_figures(path: str | os.PathLike[str], text: str) -> None:
     real = os.path.realpath(path)
     data = text.encode("utf-8")
     try:
-        old = os.stat(real)
+        old = os.stat(path)  # (/dev/stdout: the pipe or terminal behind it)
     except FileNotFoundError:
         old = None
     if old is not None and not stat.S_ISREG(old.st_mode):
-        with open(real, "wb") as handle:
+        with open(path, "wb") as handle:
             handle.write(data)
         return
     fd, temp = _create_beside(real)

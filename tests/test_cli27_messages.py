@@ -476,7 +476,7 @@ def test_eval_data_errors_name_the_file_once(
         name = "d.jsonl"
         Path(name).write_text(content)
     assert main(["eval", benchmark, "--data", name]) == 2
-    assert capsys.readouterr().err == f"actormem eval {benchmark}: {want}\n"
+    assert capsys.readouterr().err == f"actormem eval {benchmark}: error: {want}\n"
 
 
 @pytest.mark.parametrize(

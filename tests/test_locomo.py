@@ -157,7 +157,7 @@ def test_cli_refuses_data_without_questions(
     path.write_text(json.dumps(data), encoding="utf-8")
     assert main(["locomo", "--data", str(path)]) == 2
     err = capsys.readouterr().err
-    assert err == f"actormem eval locomo: {path}: {what} to evaluate\n"
+    assert err == f"actormem eval locomo: error: {path}: {what} to evaluate\n"
 
 
 def test_eval_locomo_reaches_the_plain_bm25_line(

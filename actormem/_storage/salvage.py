@@ -118,7 +118,8 @@ class Salvage:
         Runtime complexity: O(file size), plus O(log MAX_SEQ) seeks per damaged region.
 
         Raises:
-            StorageError: The file is missing, held by a running memory, not an actormem
+            StorageError: The file is missing, not a regular file, in a folder that is
+                not writable (the lock file), held by a running memory, not an actormem
                 database (its header says so), or so damaged that its table cannot be
                 found at all. The error names the file as given (relative or not).
         """
@@ -132,7 +133,18 @@ class Salvage:
         path = self.path
         if not os.path.exists(path):
             raise StorageError(path, "no such file")
-        lock = FileLock(path, os.path.realpath(path) + ".lock")
+        if not os.path.isfile(path):
+            raise StorageError(path, "not a regular file (a directory, a FIFO, a device)")
+        real = os.path.realpath(path)
+        if not os.access(os.path.dirname(real), os.W_OK | os.X_OK):
+            # (checked first: the lock's own error named only the .lock file's EACCES)
+            raise StorageError(
+                path,
+                "the directory is not writable (a salvage creates a .lock file beside the "
+                "file, so that no memory opens it meanwhile): copy the file into a "
+                "writable folder and salvage the copy",
+            )
+        lock = FileLock(path, real + ".lock")
         try:
             check_header(path)
             with tempfile.TemporaryDirectory(prefix="actormem-salvage-") as scratch:

@@ -144,27 +144,27 @@ def run_eval_locomo(args: argparse.Namespace) -> int:
     try:
         conversations = load_locomo(args.data)
     except (OSError, ValueError) as exc:
-        print(f"actormem eval locomo: cannot read {_reason(args.data, exc)}", file=sys.stderr)
+        _refuse("locomo", f"cannot read {_reason(args.data, exc)}")
         return 2
     wanted = args.conversation or splits[args.split]
     if wanted is not None:
         known = {c.sample_id for c in conversations}
         missing = [w for w in wanted if w not in known]
         if missing:
-            print(f"actormem eval locomo: no conversation {', '.join(missing)}", file=sys.stderr)
+            _refuse("locomo", f"no conversation {', '.join(missing)}")
             return 2
         conversations = [c for c in conversations if c.sample_id in set(wanted)]
     if not any(c.questions for c in conversations):
         what = "conversations" if not conversations else "questions"
-        print(f"actormem eval locomo: {args.data}: no {what} to evaluate", file=sys.stderr)
+        _refuse("locomo", f"{args.data}: no {what} to evaluate")
         return 2
     try:
         retriever = RETRIEVERS[args.scorer]()
     except ImportError as exc:
-        print(
-            f"actormem eval locomo: --scorer {args.scorer} needs the 'stem' extra: "
+        _refuse(
+            "locomo",
+            f"--scorer {args.scorer} needs the 'stem' extra: "
             f"{install_hint('stem')} ({exc}), or use --scorer bm25",
-            file=sys.stderr,
         )
         return 2
     result = evaluate(conversations, retriever, args.k)
@@ -186,7 +186,7 @@ def run_eval_toolcalls(args: argparse.Namespace) -> int:
     try:
         steps = _toolcalls.load_steps(args.data)
     except (OSError, ValueError) as exc:
-        print(f"actormem eval toolcalls: cannot read {_reason(args.data, exc)}", file=sys.stderr)
+        _refuse("toolcalls", f"cannot read {_reason(args.data, exc)}")
         return 2
     names = args.scorer or list(_toolcalls.SCORERS)
     results = []
@@ -195,12 +195,19 @@ def run_eval_toolcalls(args: argparse.Namespace) -> int:
             scorer = _toolcalls.SCORERS[name]()
             results.append(_toolcalls.evaluate(steps, scorer, name))
         except ImportError as exc:
-            print(f"actormem eval toolcalls: {exc} (or leave out {name})", file=sys.stderr)
+            _refuse("toolcalls", f"{exc} (or leave out {name})")
             return 2
     print(_toolcalls.format_table(results))
     if not _json_written("toolcalls", args.json, [r.to_json() for r in results]):
         return 2
     return 0
+
+
+def _refuse(benchmark: str, message: str) -> None:
+    """Say on stderr why ``eval BENCHMARK`` stops, as the other commands do:
+    ``actormem eval BENCHMARK: error: MESSAGE``, on one line."""
+    line = "; ".join(part for part in message.splitlines() if part.strip())
+    print(f"actormem eval {benchmark}: error: {line}", file=sys.stderr)
 
 
 def _reason(path: Path, exc: OSError | ValueError) -> str:
@@ -218,7 +225,7 @@ def _json_target_ok(benchmark: str, path: Path | None) -> bool:
     :func:`~actormem._outfile.check_figures_target`); if not, says why on stderr."""
     refusal = None if path is None else check_figures_target(path)
     if refusal is not None:
-        print(f"actormem eval {benchmark}: error: --json {path}: {refusal}", file=sys.stderr)
+        _refuse(benchmark, f"--json {path}: {refusal}")
     return refusal is None
 
 
@@ -231,7 +238,7 @@ def _json_written(benchmark: str, path: Path | None, payload: Any) -> bool:
         write_figures(path, json.dumps(payload, indent=2) + "\n")
     except (OSError, ValueError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
-        print(f"actormem eval {benchmark}: error: --json {path}: {reason}", file=sys.stderr)
+        _refuse(benchmark, f"--json {path}: {reason}")
         return False
     return True
 
