@@ -628,6 +628,13 @@ async def serve_streams(
     cancelled by the SDK (answered "Connection closed"). A cancellation (Ctrl-C) ends
     the wait at once. O(1) per message on top of the SDK's work.
 
+    Unlike :func:`serve_stdio`, a request whose id is neither a string nor an integer
+    (``3.5``, ``true``, ``null``) is not answered -32600 here: the SDK's transports parse
+    each message before it reaches ``read_stream`` and read such a request as a
+    notification, dropping its id (a ``JSONRPCNotification`` keeps no trace of it), so
+    nothing that arrives tells it from a notification. :func:`serve_stdio` answers it
+    from the raw line it read itself.
+
     Raises:
         ValueError: ``grace`` is negative or not a number.
     """
