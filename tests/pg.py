@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+import trio
 
 ENV = "ACTORMEM_TEST_PG"
 DEFAULT = "postgresql://postgres@127.0.0.1:5432/postgres"
@@ -65,3 +66,67 @@ def sql(dsn: str, statement: str, *args: object) -> list[tuple[object, ...]]:
     with psycopg.connect(dsn, autocommit=True) as conn:
         cur = conn.execute(statement, args or None)
         return cur.fetchall() if cur.description else []
+
+
+class Proxy:
+    """A TCP proxy to the PostgreSQL server of ``dsn`` (on 127.0.0.1) that a test can cut
+    and restore (:meth:`down`, :meth:`up`: the listener and every connection through it
+    close) or stall and thaw (:meth:`stall`: every connection stays open but forwards
+    nothing until :meth:`thaw`, as a paused server or a stalled path would).
+    :meth:`via` is ``dsn`` through the proxy once it is up."""
+
+    def __init__(self, dsn: str) -> None:
+        from psycopg.conninfo import conninfo_to_dict
+
+        self._params = conninfo_to_dict(dsn)
+        self.target_port = int(self._params.get("port", 5432))
+        self.port = 0
+        self._scope: trio.CancelScope | None = None
+        self.thawed = trio.Event()
+        self.thawed.set()
+
+    def via(self) -> str:
+        """The connection string of the server through the proxy."""
+        from psycopg.conninfo import make_conninfo
+
+        return make_conninfo(**{**self._params, "host": "127.0.0.1", "port": str(self.port)})
+
+    def stall(self) -> None:
+        self.thawed = trio.Event()
+
+    def thaw(self) -> None:
+        self.thawed.set()
+
+    async def _pipe(self, src: trio.SocketStream, dst: trio.SocketStream) -> None:
+        try:
+            async for chunk in src:
+                await self.thawed.wait()
+                await dst.send_all(chunk)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        finally:
+            await dst.aclose()
+
+    async def _handle(self, client: trio.SocketStream) -> None:
+        try:
+            server = await trio.open_tcp_stream("127.0.0.1", self.target_port)
+        except OSError:
+            await client.aclose()
+            return
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._pipe, client, server)
+            nursery.start_soon(self._pipe, server, client)
+
+    async def _serve(self, task_status: trio.TaskStatus[None]) -> None:
+        with trio.CancelScope() as self._scope:
+            listeners = await trio.open_tcp_listeners(self.port, host="127.0.0.1")
+            self.port = listeners[0].socket.getsockname()[1]
+            await trio.serve_listeners(self._handle, listeners, task_status=task_status)
+
+    async def up(self, nursery: trio.Nursery) -> None:
+        """Listen (on the same port as before, after a :meth:`down`)."""
+        await nursery.start(self._serve)
+
+    def down(self) -> None:
+        assert self._scope is not None
+        self._scope.cancel()

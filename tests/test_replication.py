@@ -35,7 +35,7 @@ from actormem import (
     open_memory,
 )
 from actormem._engine.replica import ReplicaOptions, encode_snapshot
-from tests.pg import fresh_database, sql
+from tests.pg import Proxy, fresh_database, sql
 
 FAST = ReplicaOptions(
     log_timeout=2.0, poll_interval=0.1, access_interval=0.1, heartbeat_interval=0.1
@@ -342,62 +342,18 @@ async def test_bad_input_is_refused_and_changes_nothing(pg_dsn: str, tmp_path: P
     assert file_content(path) == before
 
 
-class Proxy:
-    """A TCP proxy to the PostgreSQL server that the test can cut and restore."""
-
-    def __init__(self, target_port: int) -> None:
-        self.target_port = target_port
-        self.port = 0
-        self._scope: trio.CancelScope | None = None
-
-    async def _pipe(self, src: trio.SocketStream, dst: trio.SocketStream) -> None:
-        try:
-            async for chunk in src:
-                await dst.send_all(chunk)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass
-        finally:
-            await dst.aclose()
-
-    async def _handle(self, client: trio.SocketStream) -> None:
-        try:
-            server = await trio.open_tcp_stream("127.0.0.1", self.target_port)
-        except OSError:
-            await client.aclose()
-            return
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._pipe, client, server)
-            nursery.start_soon(self._pipe, server, client)
-
-    async def _serve(self, task_status: trio.TaskStatus[None]) -> None:
-        with trio.CancelScope() as self._scope:
-            listeners = await trio.open_tcp_listeners(self.port, host="127.0.0.1")
-            self.port = listeners[0].socket.getsockname()[1]
-            await trio.serve_listeners(self._handle, listeners, task_status=task_status)
-
-    async def up(self, nursery: trio.Nursery) -> None:
-        await nursery.start(self._serve)
-
-    def down(self) -> None:
-        assert self._scope is not None
-        self._scope.cancel()
-
-
 async def test_log_unreachable_stores_fail_reads_go_on_then_catch_up(
     pg_dsn: str, tmp_path: Path
 ) -> None:
     """Cut node A's way to the server: its stores fail with StorageError after the
     bounded wait and change nothing, its reads go on (statistics say how stale), and
     once the way is back it catches up with what B stored meanwhile by itself."""
-    from psycopg.conninfo import conninfo_to_dict, make_conninfo
-
     rng = random.Random(4)
-    params = conninfo_to_dict(pg_dsn)
-    proxy = Proxy(int(params.get("port", 5432)))
+    proxy = Proxy(pg_dsn)
     opts = ReplicaOptions(log_timeout=0.5, poll_interval=0.1, heartbeat_interval=0.1)
     async with trio.open_nursery() as nursery:
         await proxy.up(nursery)
-        via_proxy = make_conninfo(**{**params, "host": "127.0.0.1", "port": str(proxy.port)})
+        via_proxy = proxy.via()
         async with (
             open_memory(log=via_proxy, name="m", path=tmp_path / "a.db", log_options=opts) as a,
             open_memory(log=pg_dsn, name="m", path=tmp_path / "b.db", log_options=FAST) as b,

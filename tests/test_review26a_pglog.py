@@ -29,7 +29,7 @@ from actormem import Memory, MemoryCategory, MemoryEntry, StorageError, open_mem
 from actormem._engine.replica import ReplicaOptions
 from actormem._storage.log import LogContentError
 from actormem._storage.pglog import PgLog
-from tests.pg import fresh_database, sql
+from tests.pg import Proxy, fresh_database, sql
 
 FAST = ReplicaOptions(
     log_timeout=1.0, poll_interval=0.1, access_interval=0.1, heartbeat_interval=0.1
@@ -45,56 +45,14 @@ def fact(text: str) -> MemoryEntry:
     return MemoryEntry.new(MemoryCategory.FACT, text)
 
 
-class StallingProxy:
-    """A TCP proxy to the PostgreSQL server that can stall: it keeps every connection
-    open but forwards nothing until thawed (a paused server, a stalled path)."""
-
-    def __init__(self, target_port: int) -> None:
-        self.target_port = target_port
-        self.port = 0
-        self.thawed = trio.Event()
-        self.thawed.set()
-
-    def stall(self) -> None:
-        self.thawed = trio.Event()
-
-    async def _pipe(self, src: trio.SocketStream, dst: trio.SocketStream) -> None:
-        try:
-            async for chunk in src:
-                await self.thawed.wait()
-                await dst.send_all(chunk)
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass
-        finally:
-            await dst.aclose()
-
-    async def _handle(self, client: trio.SocketStream) -> None:
-        try:
-            server = await trio.open_tcp_stream("127.0.0.1", self.target_port)
-        except OSError:
-            await client.aclose()
-            return
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._pipe, client, server)
-            nursery.start_soon(self._pipe, server, client)
-
-    async def serve(self, task_status: trio.TaskStatus[None]) -> None:
-        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
-        self.port = listeners[0].socket.getsockname()[1]
-        await trio.serve_listeners(self._handle, listeners, task_status=task_status)
-
-
 @pytest.mark.timeout(90)  # before the fix the store hung in its thread (no cancel reaches it)
 async def test_a_stalled_log_fails_the_store_instead_of_hanging(pg_dsn: str) -> None:
     """The proxy stalls after a first store: the next store fails with StorageError
     (bounded: a few log_timeouts), reads go on; once it thaws the node stores again."""
-    from psycopg.conninfo import conninfo_to_dict, make_conninfo
-
-    params = conninfo_to_dict(pg_dsn)
-    proxy = StallingProxy(int(params.get("port", 5432)))
+    proxy = Proxy(pg_dsn)
     async with trio.open_nursery() as nursery:
-        await nursery.start(proxy.serve)
-        via = make_conninfo(**{**params, "host": "127.0.0.1", "port": str(proxy.port)})
+        await proxy.up(nursery)
+        via = proxy.via()
         with trio.fail_after(60):  # the bug: the store below never returned
             async with open_memory(log=via, name="m", log_options=FAST) as a:
                 kept = fact("kept before the stall")
@@ -103,7 +61,7 @@ async def test_a_stalled_log_fails_the_store_instead_of_hanging(pg_dsn: str) -> 
                 with pytest.raises(StorageError):
                     await a.store(fact("lost in the stall"))
                 assert await a.get(kept.id) is not None  # reads go on
-                proxy.thawed.set()
+                proxy.thaw()
                 after = fact("stored after the thaw")
                 seq = await a.store(after)
                 assert isinstance(seq, int)
