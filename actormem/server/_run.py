@@ -193,7 +193,8 @@ _UNREADABLE = {
     501: "the request's Transfer-Encoding is not one this server reads (chunked)",
 }
 
-_bare_answer = H11Protocol._send_error_response
+#: hypercorn's own answer (0.17 to 0.18 at least), kept for other servers' connections.
+_bare_answer = getattr(H11Protocol, "_send_error_response", None)
 
 
 async def _problem_answer(self: H11Protocol, status_code: int) -> None:
@@ -203,7 +204,7 @@ async def _problem_answer(self: H11Protocol, status_code: int) -> None:
     connection, as hypercorn's does. hypercorn has no hook for this answer, so its
     method is replaced (:func:`_install_problem_answers`), for :class:`_Config`'s
     connections only."""
-    if not isinstance(self.config, _Config):
+    if not isinstance(self.config, _Config) and _bare_answer is not None:
         await _bare_answer(self, status_code)
         return
     try:
@@ -228,8 +229,10 @@ async def _problem_answer(self: H11Protocol, status_code: int) -> None:
 
 def _install_problem_answers() -> None:
     """Make hypercorn's HTTP/1.1 connections answer unparsable requests with
-    :func:`_problem_answer` (its own answer for other servers' connections). Idempotent."""
-    H11Protocol._send_error_response = _problem_answer  # type: ignore[method-assign]
+    :func:`_problem_answer` (its own answer for other servers' connections). Idempotent;
+    nothing on a hypercorn without the method (tests/test_minor28_server.py tells)."""
+    if _bare_answer is not None:
+        H11Protocol._send_error_response = _problem_answer  # type: ignore[method-assign]
 
 
 def _check_bindable(host: str, port: int) -> None:
