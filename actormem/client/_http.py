@@ -33,7 +33,6 @@ from __future__ import annotations
 import enum
 import json
 import socket
-import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
@@ -42,7 +41,6 @@ from types import TracebackType
 from typing import Any, Generic, TypeVar
 
 import anyio
-import httpcore
 import httpx
 
 from .._entry import MemoryEntry, ScoredEntry
@@ -50,6 +48,7 @@ from .._errors import InvalidEntryError, InvalidQueryError, RemoteError, Transpo
 from .._stats import ConsolidationStats, MemoryStatistics
 from .._storage.jsonl import entry_from_json, entry_to_json
 from .._util import Final
+from ._deadline import DEADLINE, DeadlineBackend
 
 __all__ = ["DEFAULT_RETRIES", "DEFAULT_TIMEOUT", "AsyncClient", "Client"]
 
@@ -349,95 +348,17 @@ def _transport_error(url: str, exc: httpx.HTTPError, attempts: int) -> Transport
     return error
 
 
-class _Deadline(threading.local):
-    """The monotonic time by which the calling thread's current call must be done, or
-    None (no call of :class:`Client` under way: ``export`` streams without one)."""
-
-    at: float | None = None
-
-
-_DEADLINE = _Deadline()
-
-
-def _left(timeout: float | None, error: type[httpcore.TimeoutException]) -> float | None:
-    """``timeout`` (seconds, httpx's bound on one read or write) cut to what is left of
-    the thread's deadline; ``error`` raised when nothing is left."""
-    at = _DEADLINE.at
-    if at is None:
-        return timeout
-    left = at - time.monotonic()
-    if left <= 0:
-        raise error("the answer did not arrive within the timeout")
-    return left if timeout is None else min(timeout, left)
-
-
-class _DeadlineStream(httpcore.NetworkStream):
-    """A connection of :class:`Client` whose every read and write waits at most what is
-    left of the call's deadline (:data:`_DEADLINE`): httpx bounds each one alone, so a
-    server trickling its response's header a byte at a time kept a call going past its
-    ``timeout`` (review: minor28)."""
-
-    def __init__(self, inner: httpcore.NetworkStream) -> None:
-        self._inner = inner
-
-    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self._inner.read(max_bytes, _left(timeout, httpcore.ReadTimeout))
-
-    def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        self._inner.write(buffer, _left(timeout, httpcore.WriteTimeout))
-
-    def close(self) -> None:
-        self._inner.close()
-
-    def start_tls(
-        self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None
-    ) -> httpcore.NetworkStream:
-        tls = self._inner.start_tls(
-            ssl_context, server_hostname, _left(timeout, httpcore.ConnectTimeout)
-        )
-        return _DeadlineStream(tls)
-
-    def get_extra_info(self, info: str) -> Any:
-        return self._inner.get_extra_info(info)
-
-
-class _DeadlineBackend(httpcore.NetworkBackend):
-    """httpcore's network backend whose connections are :class:`_DeadlineStream`."""
-
-    def __init__(self, inner: httpcore.NetworkBackend) -> None:
-        self._inner = inner
-
-    def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.NetworkStream:
-        timeout = _left(timeout, httpcore.ConnectTimeout)
-        stream = self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
-        return _DeadlineStream(stream)
-
-    def connect_unix_socket(
-        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
-    ) -> httpcore.NetworkStream:
-        timeout = _left(timeout, httpcore.ConnectTimeout)
-        return _DeadlineStream(self._inner.connect_unix_socket(path, timeout, socket_options))
-
-    def sleep(self, seconds: float) -> None:
-        self._inner.sleep(seconds)
-
-
 def _sync_transport() -> httpx.HTTPTransport:
     """httpx's transport for :class:`Client`, its connections bounded by the call's
-    deadline (:class:`_DeadlineBackend`). httpx takes no network backend, so the one of
-    its pool (httpcore's ``ConnectionPool``, the same since httpx 0.24) is wrapped."""
+    deadline (:class:`~actormem.client._deadline.DeadlineBackend`). httpx takes no
+    network backend, so the one of its pool (httpcore's ``ConnectionPool``, the same since
+    httpx 0.24) is wrapped; a later httpx without it leaves the transport as it is
+    (tests/test_review26a_client.py tells)."""
     transport = httpx.HTTPTransport(socket_options=_SOCKET_OPTIONS)
     pool = transport._pool
     backend = getattr(pool, "_network_backend", None)
-    if isinstance(backend, httpcore.NetworkBackend):  # (a later httpx: tests/test_review26a_client)
-        pool._network_backend = _DeadlineBackend(backend)
+    if backend is not None:
+        pool._network_backend = DeadlineBackend(backend)
     return transport
 
 
@@ -697,12 +618,12 @@ class Client(metaclass=Final):
         """One attempt, every step of it (connect, send, the response's header and body)
         bounded by what is left of the call's time: httpx's timeout bounds each read
         alone, and a server trickling its answer, header or body, would keep the call
-        going (the connection's reads check :data:`_DEADLINE`)."""
-        _DEADLINE.at = deadline
+        going (the connection's reads check ``DEADLINE``)."""
+        DEADLINE.at = deadline
         try:
             return self._http.request(call.method, call.path, json=call.body, timeout=remaining)
         finally:
-            _DEADLINE.at = None
+            DEADLINE.at = None
 
     def store(self, entry: MemoryEntry) -> int | None:
         """See :meth:`AsyncClient.store`."""
