@@ -459,9 +459,10 @@ async def _run_sliced(
 class Snapshot(metaclass=NoPublicConstructor):
     """An immutable view of a memory at one version, from :meth:`Memory.snapshot`.
 
-    Taking one is O(1) (plus one reading of the memory's clock when some entry has a
-    time to live): it holds a version number and references to the owner's structures,
-    never a copy of the entries. Writes made after it was taken are invisible to it;
+    Taking one is O(1) (plus, when some entry has a time to live, one reading of the
+    memory's clock and O(k) for the k entries due but not yet swept, normally none): it
+    holds a version number and references to the owner's structures, never a copy of the
+    entries. Writes made after it was taken are invisible to it;
     entries removed after it was taken stay visible to it. Holding a snapshot keeps the
     record versions it can see from being vacuumed, so drop it when done (memory use grows
     with the writes made while it lives).
@@ -489,7 +490,16 @@ class Snapshot(metaclass=NoPublicConstructor):
         #: The snapshot's time, by which expiry is judged; None: no entry expires (no
         #: record of the memory had an expiry when it was taken), or an internal hold.
         self._now = now
-        self._len: int | None = None if now is not None else len(view)
+        # Counted now when that is cheap (the view is the working version: O(k) for k
+        # entries due, normally none), so that a len() asked after later writes does not
+        # walk every record; None: counted on the first len() (O(n)).
+        self._len: int | None = (
+            len(view)
+            if now is None
+            else view.live_count(now)
+            if view.version == state.version
+            else None
+        )
         registry.add(self)
 
     @property
@@ -502,10 +512,10 @@ class Snapshot(metaclass=NoPublicConstructor):
         return None if now is None else self._view.alive(now)
 
     def __len__(self) -> int:
-        """Number of entries in the snapshot, expired ones not counted. O(1) when no entry
-        has a time to live; otherwise see :meth:`View.live_count` on the first call
-        (O(k) for k entries due but not yet swept when taken from an idle memory, O(n)
-        for a snapshot of an older version), O(1) after (the count is kept)."""
+        """Number of entries in the snapshot, expired ones not counted. O(1): counted when
+        the snapshot was taken (O(k) then, for k entries due but not yet swept), except
+        for a snapshot taken while a durable batch was being committed, whose first call
+        walks every record, O(n) (:meth:`View.live_count`)."""
         count = self._len
         if count is None:
             assert self._now is not None
