@@ -19,7 +19,9 @@ hold: a plain value means equality (a nested object matches when each of its fie
 matches; an array must be equal element by element); a dict of operators
 (``$eq $ne $gt $gte $lt $lte``) applies each. Ordering operators compare a number with a
 number or a string with a string; anything else (a missing field, a bool, mixed types)
-does not match. Booleans equal only booleans.
+does not match. Booleans equal only booleans. An operator nested in an object applies
+to its field (``{"user": {"age": {"$gt": 2}}}`` is ``{"user.age": {"$gt": 2}}``); a ``$``
+key that is not one of those operators is an error wherever it stands.
 """
 
 from __future__ import annotations
@@ -395,17 +397,56 @@ def _lookup(value: Any, keys: tuple[str, ...]) -> Any:
     return value
 
 
+def _is_operators(cond: object) -> bool:
+    """Whether ``cond`` is a dict of operators (a mapping with a ``$`` key)."""
+    return isinstance(cond, Mapping) and any(isinstance(k, str) and k.startswith("$") for k in cond)
+
+
+def _nests_operator(cond: object) -> bool:
+    """Whether ``cond`` is, or holds at any depth of objects, a dict of operators."""
+    if not isinstance(cond, Mapping):
+        return False
+    return _is_operators(cond) or any(_nests_operator(v) for v in cond.values())
+
+
+def _flattened(where: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
+    """``where``'s ``(path, condition)`` pairs, a nested object that holds an operator
+    spread into one pair per field by dotted path: ``{"user": {"age": {"$gt": 2}}}`` is
+    ``{"user.age": {"$gt": 2}}``. An object without operators is left whole (its
+    equality already matches field by field), so both forms mean the same everywhere.
+
+    Raises:
+        InvalidQueryError: A field of such an object is not a path segment (letters,
+            digits, ``_``, ``-``; the message starts "Invalid filter key").
+    """
+    for path, cond in where.items():
+        if isinstance(cond, Mapping) and not _is_operators(cond) and _nests_operator(cond):
+            for k in cond:
+                if not (isinstance(k, str) and _SEGMENT.fullmatch(k)):
+                    raise InvalidQueryError(
+                        f"Invalid filter key {k!r} in where={{{path!r}: ...}}: a field of "
+                        "an object holding an operator must be made of letters, digits, "
+                        "'_' and '-'"
+                    )
+            yield from _flattened({f"{path}.{k}": v for k, v in cond.items()})
+        else:
+            yield path, cond
+
+
 def compile_where(where: Mapping[str, Any] | None) -> Predicate | None:
     """Check a payload filter and build its predicate over an entry's ``value``.
 
     ``where`` maps dotted paths to conditions (see the module docs). An entry with no
     payload matches no non-empty filter. None or ``{}`` gives None (everything matches).
+    An operator inside a nested object applies to that field: ``{"user": {"age":
+    {"$gt": 2}}}`` is ``{"user.age": {"$gt": 2}}``.
 
     Raises:
         TypeError: ``where`` is not a mapping.
         InvalidQueryError: A path with characters other than letters, digits, ``_``,
-            ``-`` and the dots between parts (the message starts "Invalid filter key");
-            an unknown ``$`` operator; an operand that is not JSON.
+            ``-`` and the dots between parts (the message starts "Invalid filter key"),
+            also a field of a nested object that holds an operator; an unknown ``$``
+            operator, at the top or nested; an operand that is not JSON.
 
     Runtime complexity: O(size of the filter) to build; O(size of the filter) per entry.
     """
@@ -418,7 +459,7 @@ def compile_where(where: Mapping[str, Any] | None) -> Predicate | None:
     if not where:
         return None
     tests: list[tuple[tuple[str, ...], Callable[[Any], bool]]] = []
-    for path, cond in where.items():
+    for path, cond in _flattened(where):
         keys = tuple(str(s) for s in _split_path(path, arrays=False))
         tests.append((keys, _condition(path, cond)))
 

@@ -39,7 +39,7 @@ class MemoryStatistics(metaclass=Final):
     included) continue across opens: they are saved in the file when it closes cleanly.
 
     Attributes:
-        entries: Entries in the latest published snapshot.
+        entries: Unexpired entries in the latest published snapshot (``len(memory)``).
         capacity: The bound on entries, or ``None`` for unbounded.
         stores: Store requests applied (new entries and upserts).
         upserts: Stores that replaced an entry with the same id.

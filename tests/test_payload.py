@@ -231,9 +231,13 @@ async def test_expired_entries_are_never_returned_before_the_sweep() -> None:
         assert await memory.retrieve("deploy") == []
         assert await memory.list_entries() == []
         assert await memory.list_namespaces() == []
-        assert len(memory) == 1  # not swept yet
+        # Not swept yet (still in the state), but counted by nothing (review 28b).
+        assert len(memory) == 0
+        assert memory.statistics().expired == 0
+        assert len(memory.snapshot()) == 0
         assert await memory.sweep_expired() == 1
         assert len(memory) == 0
+        assert memory.statistics().expired == 1
 
 
 # ------------------------------------------------------------------ persistence

@@ -63,8 +63,12 @@ class BulkResult:
     """What :func:`store_all_or_nothing` committed.
 
     Attributes:
-        before: Entries in the file before.
-        after: Entries in the file after.
+        before: Unexpired entries in the file before (as ``len`` of a memory opened on
+            it then).
+        after: Unexpired entries in the file after (what a memory opened on it holds).
+        expired: Entries in the file after whose expiry had passed at the import's time
+            (lines with a past ``expires_at``, or older entries): kept in the file, not
+            in ``after``; a memory opened on the file removes them.
         added: Stores of a new id.
         replaced: Stores that replaced an entry with the same id (upserts).
         vectors: Dense vectors written with the entries (those of ``model``).
@@ -76,6 +80,7 @@ class BulkResult:
 
     before: int
     after: int
+    expired: int = 0
     added: int
     replaced: int
     vectors: int = 0
@@ -168,9 +173,9 @@ def store_all_or_nothing(
     try:
         state = MemoryState(capacity=None, half_life=DEFAULT_HALF_LIFE, scorer=WordOverlapScorer())
         state.load(rows)  # capacity None: nothing evicted, nothing to delete
-        before = len(state)
         del rows
         now = datetime.now(UTC)  # the time of every write (a ttl counts from it)
+        before = _unexpired(state, now)
         for entry in entries:
             state.store(entry, now)
         meta = store.read_meta()
@@ -194,9 +199,11 @@ def store_all_or_nothing(
                     **{name: saved.get(name, 0) + getattr(state, name) for name in _STATE_COUNTERS},
                 }
             )
+            after = _unexpired(state, now)
             result = BulkResult(
                 before=before,
-                after=len(state),
+                after=after,
+                expired=len(state) - after,
                 added=state.stores - state.upserts,
                 replaced=state.upserts,
                 vectors=len(batch.vectors),
@@ -212,6 +219,13 @@ def store_all_or_nothing(
     finally:
         if not closed:
             store.close()
+
+
+def _unexpired(state: MemoryState, now: datetime) -> int:
+    """Entries of ``state`` (all it has applied) that have not expired at ``now``. O(n)
+    at worst (see :meth:`View.live_count`)."""
+    state.publish()
+    return state.view().live_count(now)
 
 
 @contextlib.contextmanager

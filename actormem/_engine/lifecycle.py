@@ -361,8 +361,9 @@ async def open_memory(
             clock returns anything else raises ``TypeError`` (and updates nothing).
         on_remove: Called as ``on_remove(entry, cause)`` by the owner, synchronously,
             for every entry that leaves the memory, with ``cause`` one of
-            ``"replaced"`` (an upsert), ``"evicted"``, ``"deleted"``, ``"pruned"`` or
-            ``"merged"`` (folded into an earlier duplicate). It runs when the owner
+            ``"replaced"`` (an upsert), ``"evicted"``, ``"deleted"``, ``"pruned"``,
+            ``"merged"`` (folded into an earlier duplicate) or ``"expired"`` (its time
+            to live ran out: removed by the owner's sweep). It runs when the owner
             applies the change, before the change is committed or published, and also
             for evictions while loading a file. It must be quick and must not raise:
             an exception in it is a bug and breaks the memory.

@@ -332,6 +332,10 @@ class Memory(metaclass=NoPublicConstructor):
         self._pending_refresh: dict[uuid.UUID, datetime] = {}
         #: Entries the current batch's sweep removed (for ``sweep_expired``'s answer).
         self._swept = 0
+        #: Whether the owner removes expired entries on its own (False: a read-only
+        #: opening, such as the CLI's ``export`` and ``stats``, leaves the file as it is;
+        #: reads still hide expired entries).
+        self._auto_sweep = True
         self._snapshots: weakref.WeakSet[Snapshot] = weakref.WeakSet()
         #: The versions retrieves and listings under way read (_HOLDS_BY_VERSION), or
         #: None (they register a snapshot in _snapshots).
@@ -584,11 +588,18 @@ class Memory(metaclass=NoPublicConstructor):
     def snapshot(self) -> Snapshot:
         """An immutable :class:`Snapshot` of the latest published version. O(1), sync.
 
+        When some entry has a time to live, the memory's clock is read once: the snapshot
+        judges expiry at that time (an entry expired by then is absent from all its
+        reads, ``len`` included).
+
         Raises:
             trio.ClosedResourceError, trio.BrokenResourceError: See the class docs.
+            TypeError: The clock did not return a timezone-aware datetime.
         """
         self._raise_if_unusable()
-        snap: Snapshot = Snapshot._create(self._state, self._state.view(), self._snapshots)
+        state = self._state
+        now = self._now() if state._ever_expiring else None
+        snap: Snapshot = Snapshot._create(state, state.view(), self._snapshots, now)
         return snap
 
     async def get(self, id: uuid.UUID, *, refresh_ttl: bool = False) -> MemoryEntry | None:
@@ -1038,18 +1049,31 @@ class Memory(metaclass=NoPublicConstructor):
             self._wake_owner()
 
     def __len__(self) -> int:
-        """Entries in the latest published snapshot. O(1)."""
-        return self._state._published_len
+        """Unexpired entries in the latest published snapshot (an entry whose expiry has
+        passed by the memory's clock is not counted, even before the owner sweeps it).
+
+        O(1) when no entry ever had a time to live; otherwise one clock reading plus
+        O(k) for the k entries due but not yet swept (normally none), or O(n) while a
+        durable memory commits a batch (see :meth:`View.live_count`).
+
+        Raises:
+            TypeError: The clock did not return a timezone-aware datetime.
+        """
+        state = self._state
+        if not state._ever_expiring:
+            return state._published_len
+        return state.view().live_count(self._now())
 
     def is_empty(self) -> bool:
-        """Whether the latest published snapshot holds no entry. O(1)."""
-        return self._state._published_len == 0
+        """Whether the latest published snapshot holds no unexpired entry. As ``len``."""
+        return len(self) == 0
 
     def statistics(self) -> MemoryStatistics:
-        """Frozen counters (see :class:`MemoryStatistics`). O(1), sync."""
+        """Frozen counters (see :class:`MemoryStatistics`); ``entries`` is ``len(self)``.
+        O(1) but for ``entries`` (see :meth:`__len__`), sync."""
         state = self._state
         return MemoryStatistics(
-            entries=state._published_len,
+            entries=len(self),
             capacity=state.capacity,
             stores=state.stores,
             upserts=state.upserts,
@@ -1074,16 +1098,21 @@ class Memory(metaclass=NoPublicConstructor):
     def __repr__(self) -> str:
         status = "broken" if self._broken else "closed" if self._closed else "open"
         where = "" if self._storage is None else f" path={self._storage.path!r}"
-        return (
-            f"<actormem.Memory {status} entries={len(self)} capacity={self._state.capacity}{where}>"
-        )
+        entries, capacity = self._repr_len(), self._state.capacity
+        return f"<actormem.Memory {status} entries={entries} capacity={capacity}{where}>"
+
+    def _repr_len(self) -> int:
+        try:
+            return len(self)
+        except TypeError:  # a bad clock: repr never raises
+            return self._state._published_len
 
     # ------------------------------------------------------------ owner side
 
     def _next_sweep(self) -> float:
         """The trio time at which the earliest expiry comes (``inf``: none expires)."""
         nxt = self._state.next_expiry()
-        if nxt is None:
+        if nxt is None or not self._auto_sweep:
             return math.inf
         now = self._state.clock()
         if not isinstance(now, datetime) or now.utcoffset() is None:
@@ -1157,7 +1186,7 @@ class Memory(metaclass=NoPublicConstructor):
             now = state.clock()
             if not isinstance(now, datetime) or now.utcoffset() is None:
                 now = None
-            elif state.next_expiry() is not None:
+            elif self._auto_sweep and state.next_expiry() is not None:
                 self._swept = state.expire(now)
         if self._pending_access:
             hits, self._pending_access = self._pending_access, {}

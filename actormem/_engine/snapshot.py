@@ -459,21 +459,47 @@ async def _run_sliced(
 class Snapshot(metaclass=NoPublicConstructor):
     """An immutable view of a memory at one version, from :meth:`Memory.snapshot`.
 
-    Taking one is O(1): it holds a version number and references to the owner's
-    structures, never a copy of the entries. Writes made after it was taken are
-    invisible to it; entries removed after it was taken stay visible to it. Holding a
-    snapshot keeps the record versions it can see from being vacuumed, so drop it when
-    done (memory use grows with the writes made while it lives).
+    Taking one is O(1) (plus, when some entry has a time to live, one reading of the
+    memory's clock and O(k) for the k entries due but not yet swept, normally none): it
+    holds a version number and references to the owner's structures, never a copy of the
+    entries. Writes made after it was taken are invisible to it;
+    entries removed after it was taken stay visible to it. Holding a snapshot keeps the
+    record versions it can see from being vacuumed, so drop it when done (memory use grows
+    with the writes made while it lives).
+
+    Expiry is judged once, at the snapshot's time (the memory's clock when it was taken):
+    an entry expired by then is absent from every read (``get``, ``in``, iteration,
+    ``len``, ``retrieve``), and one that expires later stays visible, so every read of a
+    snapshot agrees with every other.
 
     All methods are synchronous, never block and never reach the owner; retrieving from a
     snapshot does not update access bookkeeping.
     """
 
-    __slots__ = ("__weakref__", "_state", "_view")
+    __slots__ = ("__weakref__", "_len", "_now", "_state", "_view")
 
-    def __init__(self, state: MemoryState, view: View, registry: weakref.WeakSet[Snapshot]) -> None:
+    def __init__(
+        self,
+        state: MemoryState,
+        view: View,
+        registry: weakref.WeakSet[Snapshot],
+        now: datetime | None = None,
+    ) -> None:
         self._state = state
         self._view = view
+        #: The snapshot's time, by which expiry is judged; None: no entry expires (no
+        #: record of the memory had an expiry when it was taken), or an internal hold.
+        self._now = now
+        # Counted now when that is cheap (the view is the working version: O(k) for k
+        # entries due, normally none), so that a len() asked after later writes does not
+        # walk every record; None: counted on the first len() (O(n)).
+        self._len: int | None = (
+            len(view)
+            if now is None
+            else view.live_count(now)
+            if view.version == state.version
+            else None
+        )
         registry.add(self)
 
     @property
@@ -481,32 +507,55 @@ class Snapshot(metaclass=NoPublicConstructor):
         """The version this snapshot reads (increases with every applied write batch)."""
         return self._view.version
 
+    def _alive(self) -> Callable[[Record], bool] | None:
+        now = self._now
+        return None if now is None else self._view.alive(now)
+
     def __len__(self) -> int:
-        """Number of entries in the snapshot. O(1)."""
-        return len(self._view)
+        """Number of entries in the snapshot, expired ones not counted. O(1): counted when
+        the snapshot was taken (O(k) then, for k entries due but not yet swept), except
+        for a snapshot taken while a durable batch was being committed, whose first call
+        walks every record, O(n) (:meth:`View.live_count`)."""
+        count = self._len
+        if count is None:
+            assert self._now is not None
+            count = self._len = self._view.live_count(self._now)
+        return count
 
     def is_empty(self) -> bool:
-        """Whether the snapshot holds no entry. O(1)."""
-        return len(self._view) == 0
+        """Whether the snapshot holds no (unexpired) entry. As :meth:`__len__`."""
+        return len(self) == 0
 
     def __iter__(self) -> Iterator[MemoryEntry]:
-        """The entries in insertion order. O(n log n) up front (the list is built at once,
-        so the iteration can span checkpoints safely)."""
+        """The unexpired entries in insertion order. O(n log n) up front (the list is
+        built at once, so the iteration can span checkpoints safely)."""
         view = self._view
-        return iter([view.entry(r) for r in view.records()])
+        alive = self._alive()
+        if alive is None:
+            return iter([view.entry(r) for r in view.records()])
+        return iter([view.entry(r) for r in view.records() if alive(r)])
 
     def __contains__(self, id: object) -> bool:
-        return isinstance(id, uuid.UUID) and self._view.get(id) is not None
+        """Whether the entry ``id`` is in the snapshot and unexpired. O(1)."""
+        return isinstance(id, uuid.UUID) and self._live(id) is not None
+
+    def _live(self, id: uuid.UUID) -> Record | None:
+        rec = self._view.get(id)
+        if rec is None or self._now is None:
+            return rec
+        expires = rec.expires_at(self._view.version)
+        return rec if expires is None or expires > self._now else None
 
     def get(self, id: uuid.UUID) -> MemoryEntry | None:
-        """The entry with ``id`` as of this snapshot, or None. O(1) (plus retained versions).
+        """The entry with ``id`` as of this snapshot, or None (also when it had expired
+        at the snapshot's time). O(1) (plus retained versions).
 
         Raises:
             TypeError: ``id`` is not a :class:`uuid.UUID`.
         """
         if not isinstance(id, uuid.UUID):
             raise TypeError(f"get() takes a uuid.UUID, not {type(id).__name__}")
-        rec = self._view.get(id)
+        rec = self._live(id)
         return None if rec is None else self._view.entry(rec)
 
     def retrieve_scored(
@@ -524,13 +573,11 @@ class Snapshot(metaclass=NoPublicConstructor):
         created_before: datetime | None = None,
     ) -> list[ScoredEntry]:
         """Like :meth:`Memory.retrieve_scored`, on this snapshot, synchronously (expiry
-        is judged by the memory's clock now; nothing is refreshed)."""
+        is judged at the snapshot's time; nothing is refreshed)."""
         check_query(query, limit)
         check_thresholds(min_score, min_matched)
         accept = make_filter(namespace, category, tags, where, created_after, created_before)
-        now = self._state.clock()
-        if isinstance(now, datetime) and now.utcoffset() is not None:
-            accept = with_alive(accept, self._view.alive(now))
+        accept = with_alive(accept, self._alive())
         view = self._view
         hits = run_retrieve(self._state, view, query, limit, accept, min_score, min_matched)
         return [ScoredEntry(entry=view.entry(rec), score=score) for score, rec in hits]

@@ -577,6 +577,45 @@ class View:
 
         return alive
 
+    def live_count(self, now: datetime) -> int:
+        """How many records visible here have not expired at ``now`` (what ``len`` of a
+        memory or a snapshot reports).
+
+        O(1) when no record of the memory ever had an expiry. When this view is the
+        working version (nothing applied since it was published), O(k) for the k records
+        at the front of the expiry order due by ``now`` (those expired but not yet swept
+        by the owner, plus keys stale from below: normally none). Otherwise (an older
+        view: a snapshot kept while writes went on, or the published version while a
+        durable batch commits) O(n + older versions walked).
+        """
+        state = self._state
+        if not state._ever_expiring:
+            return self._len
+        v = self.version
+        if v == state.version:
+            # _expiry holds exactly the live records that expire, keyed by an expiry at
+            # or before their own (stale from below): walk the keys due by now.
+            limit = now.timestamp()
+            gone = 0
+            for due, due_rec in state._expiry:
+                if due > limit:
+                    break
+                expires = due_rec.expires_at(v)
+                if expires is not None and expires <= now:
+                    gone += 1
+            return self._len - gone
+        older = state._prev.get
+        count = 0
+        for newest in list(state._by_id.values()):
+            rec: Record | None = newest
+            while rec is not None and rec.born > v:  # too new: an older one may be seen
+                rec = older(rec)
+            if rec is not None and rec.died > v:
+                expires = rec.expires_at(v)
+                if expires is None or expires > now:
+                    count += 1
+        return count
+
     def by_key(self, namespace: tuple[str, ...], key: str) -> Record | None:
         """The visible record with ``(namespace, key)``, or None. O(versions of the id),
         and of the key's earlier holders for a view older than the last change of hands

@@ -85,7 +85,8 @@ _b, _b_why = _load("_cbm25", _PURE)
 # One line on stderr, whatever is missing (README: "one line on stderr says so").
 if _PURE:
     logging.getLogger("actormem").warning(
-        "actormem: ACTORMEM_PURE_PYTHON is set; using the pure-Python index"
+        "actormem: ACTORMEM_PURE_PYTHON is set; using the numpy path for the index "
+        "(no compiled kernels; same results, slower)"
     )
 elif _c_why or _wo_why or _b_why:  # pragma: no cover - depends on the build
     _missing = [

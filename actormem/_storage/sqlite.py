@@ -1307,12 +1307,14 @@ class SqliteStore:
 
     def save_counters(self, counters: dict[str, int]) -> None:
         """Keep ``counters`` (statistics) in the file, unless they equal those saved, so
-        that closing a memory that did nothing writes nothing. Best effort: a failure
-        (disk full, a file removed underneath) leaves the previous counters and is not
-        raised; the entries are never affected. Blocking; one autocommitted statement.
+        that closing a memory that did nothing writes nothing (a counter missing from
+        either counts as 0: a file written by ``import``, which keeps no ``retrieves``,
+        is left as it is by a read). Best effort: a failure (disk full, a file removed
+        underneath) leaves the previous counters and is not raised; the entries are never
+        affected. Blocking; one autocommitted statement.
         """
         conn = self._conn
-        if conn is None or counters == self.saved_counters:
+        if conn is None or _nonzero(counters) == _nonzero(self.saved_counters):
             return
         try:
             self._patient(conn)
@@ -1352,3 +1354,8 @@ class SqliteStore:
             raise StorageError(self.name, f"close failed: {sqlite_reason(exc)}") from exc
         finally:
             self._lock.release()
+
+
+def _nonzero(counters: dict[str, int]) -> dict[str, int]:
+    """``counters`` without those at 0 (a missing counter reads as 0)."""
+    return {name: value for name, value in counters.items() if value}

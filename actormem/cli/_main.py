@@ -121,8 +121,10 @@ async def _reading(
             if memory._storage is not None:
                 # A read writes nothing: not even the index image a clean close keeps,
                 # which would replace the file's (another scorer's: its program's next
-                # open would rebuild its index).
+                # open would rebuild its index), nor the removal of expired entries (the
+                # reads hide them; the file's next writer removes them).
                 memory._storage.image_fresh = True
+                memory._auto_sweep = False
             yield memory
     except StorageError as exc:
         from .._engine.live import is_held_elsewhere  # a read of a held file only
@@ -134,10 +136,17 @@ async def _reading(
     from .._engine.live import open_live_copy
 
     async with open_live_copy(path, scorer=SCORERS[scorer]()) as memory:
+        memory._auto_sweep = False  # (in memory only, but _expired_kept counts them)
         # Said once the snapshot is read: a file the read refuses (a newer actormem's,
         # a damaged one) gets its error alone, not a note promising a snapshot first.
         print(LIVE_NOTE.format(path=printable(str(path))), file=live_note_to or sys.stdout)
         yield memory
+
+
+def _expired_kept(memory: Memory) -> int:
+    """Entries of a memory opened by :func:`_reading` that have expired but are still in
+    the file (a read removes nothing): its reads and ``len`` leave them out."""
+    return memory._state._published_len - len(memory)
 
 
 def _path_or_server(args: argparse.Namespace) -> Path | None:
@@ -801,12 +810,15 @@ def cmd_stats(args: argparse.Namespace) -> int:
     """``actormem stats PATH``: entries, categories, namespaces and engine counters."""
     path = _path_or_server(args)
 
-    async def run() -> tuple[Any, list[MemoryEntry]]:
+    async def run() -> tuple[Any, list[MemoryEntry], int]:
         assert path is not None
         async with _reading(path) as memory:
-            return memory.statistics(), list(memory.snapshot())
+            return memory.statistics(), list(memory.snapshot()), _expired_kept(memory)
 
-    stats, entries = trio.run(run) if path is not None else remote_contents(args)
+    if path is not None:
+        stats, entries, expired = trio.run(run)
+    else:
+        (stats, entries), expired = remote_contents(args), 0
     by_category = {c.value: 0 for c in MemoryCategory}
     namespaces: dict[str, int] = {}
     size = 0
@@ -820,6 +832,8 @@ def cmd_stats(args: argparse.Namespace) -> int:
     else:
         print(f"file: {printable(str(path))} ({path.stat().st_size:,} bytes)")
     print(f"entries: {stats.entries:,}")
+    if expired:
+        print(f"expired: {expired:,} (still in the file, not counted: its next writer drops them)")
     print(f"text: {size:,} bytes of UTF-8")
     for name, count in by_category.items():
         if count:
@@ -853,13 +867,19 @@ def cmd_import(args: argparse.Namespace) -> int:
     def report(result: BulkResult) -> None:  # run by the import with signals dropped
         committed.append(True)  # a failure from here on (stdout gone) keeps the file
         repeats = f"; {lines.repeated:,} repeated ids, later lines won" if lines.repeated else ""
+        expired = (
+            f" (and {result.expired:,} already expired, not counted: the file's next "
+            "writer removes them)"
+            if result.expired
+            else ""
+        )
         print(
             f"imported {lines.entry_lines + lines.tool_call_lines:,} lines "
             f"({lines.entry_lines:,} entries, "
             f"{lines.tool_call_lines:,} tool calls{repeats}) from {printable(str(args.file))} "
             f"into {printable(str(args.path))}: "
             f"{result.added:,} new, {result.replaced:,} replaced; it now holds "
-            f"{result.after:,} entries"
+            f"{result.after:,} entries{expired}"
         )
         for note in _vector_notes(lines.stale_vectors, result, lines.not_unit_vectors):
             print(f"{PROG} import: {note}", file=sys.stderr)
@@ -927,6 +947,13 @@ def cmd_export(args: argparse.Namespace) -> int:
             # Read while the file is still ours or, on a live read, may be written by its
             # holder: a live read's connection either way (immutable only without a -wal).
             stored = None if args.no_vectors else read_stored_vectors(str(path), live=True)
+            expired = _expired_kept(memory)
+            if expired:
+                print(
+                    f"{PROG} export: {expired:,} expired entries not exported "
+                    "(still in the file until its next writer removes them)",
+                    file=sys.stderr,
+                )
             return list(memory.snapshot()), stored
 
     out = sys.stdout

@@ -59,7 +59,7 @@ from langgraph.store.base import (
 
 from .._entry import MAX_MEMORY_CHARS, MAX_TTL, MemoryCategory, MemoryEntry
 from .._index.dense import DenseScorer, wordllama_embedder
-from .._json import _SEGMENT, text_at_paths
+from .._json import text_at_paths
 from .._storage.sqlite import Durability
 from ..client import HostedMemory
 
@@ -539,44 +539,12 @@ def _unindexed(op: PutOp) -> bool:
     return op.index is False or (op.index is not None and len(op.index) == 0)
 
 
-def _has_operator(cond: object) -> bool:
-    """Whether ``cond`` is, or nests, an object with a ``$`` operator key."""
-    if not isinstance(cond, dict):
-        return False
-    return any(
-        (isinstance(k, str) and k.startswith("$")) or _has_operator(v) for k, v in cond.items()
-    )
-
-
-def _flat(path: str, cond: object, out: dict[str, Any]) -> None:
-    if (
-        isinstance(cond, dict)
-        and not any(isinstance(k, str) and k.startswith("$") for k in cond)
-        and _has_operator(cond)
-        and all(isinstance(k, str) and _SEGMENT.fullmatch(k) for k in cond)
-    ):
-        for k, v in cond.items():
-            _flat(f"{path}.{k}", v, out)
-    else:
-        out[path] = cond
-
-
 def _where(filter: dict[str, Any] | None) -> dict[str, Any] | None:
-    """LangGraph's ``filter`` as the engine's ``where``. A nested object that holds an
-    operator (``{"a": {"b": {"$gt": 1}}}``) is matched field by field through dotted paths
-    (``{"a.b": {"$gt": 1}}``), as LangGraph's InMemoryStore matches it; the engine alone
-    would compare the whole object with one holding a ``"$gt"`` key, which matches
-    nothing. A nested object without operators is left to the engine, which matches it
-    the same way (the fields it names are there and equal)."""
-    if not filter:
-        return None
-    out: dict[str, Any] = {}
-    for path, cond in filter.items():
-        if isinstance(path, str) and _SEGMENT.fullmatch(path.replace(".", "_")):
-            _flat(path, cond, out)
-        else:
-            out[path] = cond  # the engine names what is wrong with it
-    return out
+    """LangGraph's ``filter`` as the engine's ``where`` (None when empty). The engine
+    matches it as LangGraph's InMemoryStore does: a nested object that holds an operator
+    (``{"a": {"b": {"$gt": 1}}}``) field by field, as ``{"a.b": {"$gt": 1}}``
+    (:func:`actormem._json.compile_where`)."""
+    return filter or None
 
 
 def _validated(ops: Iterable[Op]) -> list[Op]:
