@@ -46,7 +46,9 @@ width, ``knobs._SPARSE_QUARTER``, removed as neutral), ``--old core-q9`` the sca
 walk computing every posting's part and its mark's expression (``knobs._WALK_ONES =
 knobs._MARK_CUT = False``), ``--old core-q10`` the eight-lane walk on an AMD CPU with
 AVX-512, marking its groups a posting (``knobs._SCALAR_ON_AMD = knobs._SCAN_MARKS =
-False``; *new*: their defaults).
+False``; *new*: their defaults), ``--old core-q11`` the walk driven a call a step from
+Python, not run to its end in one call after the seeding (``knobs._WHOLE_DRIVE =
+False``).
 
 ``--warm`` runs each query once untimed before its timed pair (``time_paired``): without
 it the first run of a pair reads the query's posting lists from memory and the second
@@ -148,6 +150,8 @@ def switch(new: bool) -> None:
     elif OLD == "core-q10":
         knobs._SCALAR_ON_AMD = new
         knobs._SCAN_MARKS = SCAN_MARKS and new
+    elif OLD == "core-q11":
+        knobs._WHOLE_DRIVE = new
     elif OLD == "core-q8":
         knobs._SCALAR_NO_PREFETCH = new
     else:
@@ -210,6 +214,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
             "core-q8",
             "core-q9",
             "core-q10",
+            "core-q11",
         ),
         default="python",
         help="old: the Python driver, the core's driver with MaxScore's split by bound, or"
@@ -228,7 +233,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         " reading their dense frequency arrays (core-q7), or the scalar walk with its"
         " prefetch (core-q8), or"
         " the scalar walk computing every part and mark (core-q9), or the eight-lane walk"
-        " on an AMD CPU, marking its groups a posting (core-q10)",
+        " on an AMD CPU, marking its groups a posting (core-q10), or the walk a call a step"
+        " (core-q11)",
     )
     p.add_argument(
         "--warm",

@@ -1500,7 +1500,11 @@ PyDoc_STRVAR(bm25_daat_doc,
 "comparing its partial score with the least score that reaches theta; with more & 1024\n"
 "(and 512, and codes) the walk runs that scalar loop without a prefetch whatever the CPU\n"
 "and prefetch say, marking nothing, and a window's marks are found after its walk from\n"
-"its scores (the sparse clear's pass, or a scan of the window). The same results.");
+"its scores (the sparse clear's pass, or a scan of the window). With more & 2048 (offer\n"
+"and sticky needed, no seed), the call runs to the end of the lists: each time a step\n"
+"of budget postings ends short of it, the terms are split again at the heap's theta and\n"
+"the next step runs in the same call, as the next call would (one call for what the\n"
+"caller would drive step by step; it always returns done). The same results.");
 
 static PyObject *
 bm25_daat(PyObject *self, PyObject *args)
@@ -1517,8 +1521,8 @@ bm25_daat(PyObject *self, PyObject *args)
                           &o_codes, &more)) {
         return NULL;
     }
-    if (more < 0 || more > 2047) {
-        PyErr_SetString(PyExc_ValueError, "more: flags 0 to 2047");
+    if (more < 0 || more > 4095) {
+        PyErr_SetString(PyExc_ValueError, "more: flags 0 to 4095");
         return NULL;
     }
     /* more & 1: the lookups read the codes; & 2: the seeding's lookups prefetched ahead
@@ -1751,13 +1755,29 @@ bm25_daat(PyObject *self, PyObject *args)
         goto out;
     }
     if (have_sticky) {
-        if (!finished && window_steps(T, q, ord, ne, prefix, ln, nlen, a_part, b_part, k1, b,
-                                      avgdl, up, theta, budget, room, out_n, out_s, &emitted,
-                                      &finished, po, prefetch, tight, use_codes, den,
-                                      codes_simd, lookup_codes, sparse_clear,
-                                      (more & 256) != 0, (more & 512) != 0,
-                                      (more & 1024) != 0) < 0) {
-            goto done;
+        /* more & 2048 (with offer): to the end, step after step in this call. */
+        const int to_end = (more & 2048) && po;
+        for (;;) {
+            if (!finished && window_steps(T, q, ord, ne, prefix, ln, nlen, a_part, b_part, k1,
+                                          b, avgdl, up, theta, budget, room, out_n, out_s,
+                                          &emitted, &finished, po, prefetch, tight, use_codes,
+                                          den, codes_simd, lookup_codes, sparse_clear,
+                                          (more & 256) != 0, (more & 512) != 0,
+                                          (more & 1024) != 0) < 0) {
+                goto done;
+            }
+            if (!to_end || finished) break;
+            /* What the next call would do with the same arguments: the step's state as a
+             * call's set-up leaves it (emitted 0: offered; the cursors kept in T), theta
+             * the heap's worst, and the split made again there. */
+            emitted = 0;
+            for (Py_ssize_t i = 0; i < q; i++) {
+                T[i].xcur = 0;
+                T[i].at = 0.0;
+            }
+            theta = heap_theta(po);
+            ne = split_terms(T, q, theta, (uint8_t *)sticky.buf, ord, prefix, split_room);
+            if (ne == q) finished = 1; /* no group can reach theta */
         }
         goto out;
     }

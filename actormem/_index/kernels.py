@@ -713,6 +713,11 @@ def _dense_of(term: tuple[Any, ...], count: int) -> None:
     _need(type(dpos) is int and 0 <= dpos <= count, "dense dpos: 0 to count")
 
 
+#: ``bm25_daat``'s ``more`` flag of :meth:`Bm25Daat.drive`'s ``to_end``: the call runs
+#: step after step to the end of the lists.
+_TO_END = 2048
+
+
 class Bm25Daat:
     """The core's document-at-a-time MaxScore with block-max windows over one query, in
     bounded steps: the arguments are checked once, here, and each :meth:`step` checks
@@ -954,7 +959,12 @@ class Bm25Daat:
         self._last = None
 
     def drive(
-        self, budget: int, seed: int = -1, room: int = 0, first: np.ndarray[Any, Any] | None = None
+        self,
+        budget: int,
+        seed: int = -1,
+        room: int = 0,
+        first: np.ndarray[Any, Any] | None = None,
+        to_end: bool = False,
     ) -> bool:
         """:meth:`step` offering what it finds to the heap of :meth:`offer_to` (theta:
         the heap's worst once full); whether every list is done (with ``seed``: that
@@ -963,13 +973,21 @@ class Bm25Daat:
         the owner may have raised none of its entries since): a lower bound on the seqs
         of each group's records, so that a group tying with the heap's worst record is
         passed over without reading its records when none can be below that record's
-        seq (the same results; a group beyond it is read as without).
+        seq (the same results; a group beyond it is read as without). ``to_end`` (no
+        ``seed``): every step to the end of the lists in this one call, each of about
+        ``budget`` postings, the terms split again at the heap's theta between two, as
+        calls made one after another with these arguments would (the same results and
+        the same work, less a call's set-up a step; returns True). O(the steps' work).
 
         Raises:
-            TypeError, ValueError: ``first`` not a 1-D contiguous int64 array.
+            TypeError, ValueError: ``first`` not a 1-D contiguous int64 array,
+                ``to_end`` not a bool or given with a ``seed``.
             ValueError: As :meth:`step`, or :meth:`offer_to` not called first.
             Whatever ``accept`` raises.
         """
+        if type(to_end) is not bool:
+            raise TypeError("to_end must be a bool")
+        _need(not (to_end and seed >= 0), "to_end runs the walk, not a seeding: no seed")
         _need(self._offer is not None, "offer_to first")
         assert self._offer is not None
         remember = seed >= 0
@@ -986,7 +1004,7 @@ class Bm25Daat:
                 _array_of("first", first, _I64)
             offer += (first, self._columns)
             self._last = offer
-        _, done = self._call(-math.inf, budget, seed, room, offer)
+        _, done = self._call(-math.inf, budget, seed, room, offer, _TO_END if to_end else 0)
         return done
 
     def best(self) -> list[tuple[float, Any]]:
@@ -1022,7 +1040,13 @@ class Bm25Daat:
         return self._nums[:got].copy(), self._scores[:got].copy(), done
 
     def _call(
-        self, theta: float, budget: int, seed: int, room: int, offer: tuple[Any, ...] | None
+        self,
+        theta: float,
+        budget: int,
+        seed: int,
+        room: int,
+        offer: tuple[Any, ...] | None,
+        more: int = 0,
     ) -> tuple[int, bool]:
         if not (  # all at once first (a retrieve's every step), then one by one
             theta == theta and type(budget) is int and budget > 0 and type(seed) is int
@@ -1039,7 +1063,7 @@ class Bm25Daat:
             self._terms, self._cursors if seed < 0 else self._seeds, self._lengths,
             *self._parts, theta, budget, seed,
             self._nums[:room] if room else self._nums, self._scores, self._sticky, offer,
-            self._prefetch, self._split_room, self._codes, self._more,
+            self._prefetch, self._split_room, self._codes, self._more | more,
         )  # fmt: skip
         return got
 

@@ -635,7 +635,8 @@ class BM25Index(metaclass=NoPublicConstructor):
         Each query term is weighted by its number of occurrences in the tokenized query.
         See :meth:`top_k_terms` for the complexity.
         """
-        return drain(self.top_k_steps(view, query, limit, accept))
+        weights = Counter(self._scorer.tokenizer(query))
+        return drain(MaxScoreSearch(self, True).top_k_terms_steps(view, weights, limit, accept))
 
     def top_k_steps(
         self, view: ReadView, query: str, limit: int, accept: Accept
@@ -743,7 +744,7 @@ class BM25Index(metaclass=NoPublicConstructor):
         whose partial score can still reach the k-th score one lookup (galloping search)
         per non-essential term until it cannot.
         """
-        return drain(self.top_k_terms_steps(view, weights, limit, accept))
+        return drain(MaxScoreSearch(self, True).top_k_terms_steps(view, weights, limit, accept))
 
     def top_k_terms_steps(
         self, view: ReadView, weights: Mapping[str, float], limit: int, accept: Accept

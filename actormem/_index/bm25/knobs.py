@@ -53,6 +53,13 @@ _SEEDS = 1
 #: alone (MaxScore's split, the driver before it).
 _COST_SPLIT = True
 
+#: A query run to its end at once (``BM25Index.top_k``, ``top_k_terms``: no slices, no
+#: owner between two steps) with the core's heap of records drives the walk in one call
+#: after the seeding (``Bm25Daat.drive(to_end=True)``: each step of ``4 * _CHUNK``
+#: postings of work, the split made again between two, in C), not one call a step from
+#: Python. The same steps and results; False: a call a step (the sliced path's, always).
+_WHOLE_DRIVE = True
+
 #: With the cost-aware split, the first theta comes from this many groups of the seed
 #: term's list at most (or the query's limit, if more); without, one step's worth.
 _SEED_ROOM = 128

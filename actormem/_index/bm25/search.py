@@ -233,10 +233,14 @@ class _Exact:
 class MaxScoreSearch:
     """One top-k query over a :class:`~actormem._index.bm25.BM25Index` (reader side)."""
 
-    __slots__ = ("_index",)
+    __slots__ = ("_index", "_whole")
 
-    def __init__(self, index: BM25Index) -> None:
+    def __init__(self, index: BM25Index, whole: bool = False) -> None:
         self._index = index
+        #: The caller runs the query to its end with no owner between two steps (a
+        #: drain): the core may then take the walk's steps in one call
+        #: (``knobs._WHOLE_DRIVE``).
+        self._whole = whole
 
     def _core_steps(
         self,
@@ -321,7 +325,8 @@ class MaxScoreSearch:
             for seed in seeds:
                 daat.drive(budget, seed, seed_room, index._first_seq if tie else None)
                 yield
-            while not daat.drive(budget, first=index._first_seq if tie else None):
+            to_end = self._whole and knobs._WHOLE_DRIVE
+            while not daat.drive(budget, first=index._first_seq if tie else None, to_end=to_end):
                 yield
             return daat.best()
         heap: list[tuple[float, int, Record]] = []  # (score, -seq, rec): worst on top
