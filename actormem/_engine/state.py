@@ -2371,15 +2371,14 @@ class _BulkFeed:
         ``state`` it was made for: the rows it has not loaded loaded now, the scratch's
         tables moved into ``state``; :meth:`_BulkRun.finish` on ``state`` is the rest.
         None (``state`` untouched, the feed ended) when ``rows`` are not the list it fed
-        from (by the reader: the same list, or the reader's copy of it with ``source``),
+        from (the reader's list, returned as the file's rows),
         when not all bulk-loadable, or on any error. O(rows not fed yet)."""
         run = self._run
-        source = getattr(rows, "source", None)
         if (
             self.failed
             or run is None
             or self.rows is None
-            or (rows is not self.rows and source is not self.rows)
+            or rows is not self.rows
             or len(rows) < self.at
             or len(state)
             or state._seq

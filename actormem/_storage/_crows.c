@@ -1054,7 +1054,8 @@ PyDoc_STRVAR(read_entries_doc,
 "called (the GIL held) until it returns false or the chunk comes, before this thread\n"
 "waits: the caller's own work in the time it would wait. An exception it raises is\n"
 "raised by this call (the thread joined first); the entries are the same either way.\n"
-"`rows_out` an empty list (threaded only): the rows are appended to it, and it is the\n"
+"`rows_out` an empty list or list subclass (threaded only): the rows are appended to\n"
+"it (list storage, no method called), and it is the\n"
 "list returned (idle may read the rows read so far; it must not change the list);\n"
 "`fold_buf` an empty bytearray (threaded, with folds_out): after each chunk's rows,\n"
 "their folds (as folds_out's) are appended to it, 8 bytes a row of rows_out. Either\n"
@@ -1089,7 +1090,7 @@ read_entries(PyObject *self, PyObject *args)
                           &fold_buf))
         return NULL;
     if (rows_out == Py_None) rows_out = NULL;
-    if (rows_out && (!PyList_CheckExact(rows_out) || PyList_GET_SIZE(rows_out) != 0)) {
+    if (rows_out && (!PyList_Check(rows_out) || PyList_GET_SIZE(rows_out) != 0)) {
         PyErr_SetString(PyExc_TypeError, "read_entries: rows_out must be an empty list or None");
         return NULL;
     }

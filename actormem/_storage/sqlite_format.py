@@ -757,20 +757,14 @@ class FoldedRows(list[tuple[int, MemoryEntry]]):
     """A list of ``(seq, entry)`` rows with ``folds``: 8 bytes a row (native uint64, in
     the rows' order), each the row's memory text's fold hash or ``2**64 - 1`` (not
     computed); what ``MemoryState.load`` reads when the bytes are one per row. Any other
-    use sees a plain list. ``source``: the list the compiled reader filled with these
-    very rows (``read_file``'s ``consume`` saw its first rows as they came), or None."""
+    use sees a plain list. (With ``read_file``'s ``consume``, the compiled reader fills
+    one in place, ``folds`` set at the end.)"""
 
-    __slots__ = ("folds", "source")
+    __slots__ = ("folds",)
 
-    def __init__(
-        self,
-        rows: list[tuple[int, MemoryEntry]],
-        folds: bytes,
-        source: list[tuple[int, MemoryEntry]] | None = None,
-    ) -> None:
+    def __init__(self, rows: list[tuple[int, MemoryEntry]], folds: bytes) -> None:
         super().__init__(rows)
         self.folds = folds
-        self.source = source
 
 
 def _python_source_id() -> str | None:
@@ -914,8 +908,10 @@ class _Ahead:
         self.parts: dict[str, bytes] | None = None
         self.prep: Any = None
         self.consume = consume
+        # the reader's list: the rows with their folds when it computes them
+        rows: list[Any] = FoldedRows([], b"") if _SPLIT_FOLDS else []
         self.sink: tuple[list[Any], bytearray] | None = (
-            ([], bytearray()) if consume is not None else None
+            (rows, bytearray()) if consume is not None else None
         )
 
     def idle(self) -> bool:
@@ -1135,11 +1131,11 @@ def read_file(
 
     ``consume``: called (in this thread) whenever the compiled split reader's next chunk
     is not ready and ``prepare``'s steps are done (:data:`_CONSUME_WHILE_READING`), as
-    ``consume(rows, folds)``: the list of the rows read so far (which this returns, or
-    a :class:`FoldedRows` copy of it with ``source`` that list, when the read ends
-    there; it must not change the list) and a bytearray of their fold hashes (8 bytes a
-    row, or empty); it returns whether it did some work, and must not raise an
-    ``Exception``. The rows it saw are the file's only if this returns them so.
+    ``consume(rows, folds)``: the list of the rows read so far (a :class:`FoldedRows`,
+    which this returns when the read ends there; it must not change the list) and a
+    bytearray of their fold hashes (8 bytes a row, or empty); it returns whether it did
+    some work, and must not raise an ``Exception``. The rows it saw are the file's only
+    if this returns that very list.
 
     ``late``: a list, to which a :class:`LateCheck` is appended when ``quick_check`` is
     left running (:data:`_CHECK_LATE`; only once everything else passed): the caller
@@ -1232,8 +1228,10 @@ def read_file(
                 raise StorageError(path, f"corrupted: id {entry.id} appears twice (seq {seq})")
             seen.add(ident)
     if len(folds) == 1 and len(folds[0]) == 8 * len(entries):
-        source = entries if sink is not None and entries is sink[0] else None
-        return FoldedRows(entries, folds[0], source), parts
+        if sink is not None and entries is sink[0] and isinstance(entries, FoldedRows):
+            entries.folds = folds[0]  # the reader filled ours: no copy
+            return entries, parts
+        return FoldedRows(entries, folds[0]), parts
     return entries, parts
 
 
