@@ -79,14 +79,30 @@ def _fed(
     cuts=st.lists(st.integers(0, 160), max_size=6),
     keys=st.booleans(),
     folds=st.booleans(),
+    clash=st.none() | st.tuples(st.integers(0, 159), st.integers(0, 159)),
 )
 def test_a_fed_load_is_the_bulk_load(
-    make: type[Scorer], seed: int, n: int, cuts: list[int], keys: bool, folds: bool
+    make: type[Scorer],
+    seed: int,
+    n: int,
+    cuts: list[int],
+    keys: bool,
+    folds: bool,
+    clash: tuple[int, int] | None,
 ) -> None:
     """Rows fed in runs of any length (keyed, expiring, repeated texts, namespaces; with
     and without fold hashes), the rest at the load: the state of a load without a feed.
-    Rows whose keys repeat are not bulk-loadable: the feed is dropped, the same state."""
+    Rows whose keys repeat (``clash``: a later row given an earlier one's namespace and
+    key, maybe in another run) are not bulk-loadable: the feed is dropped, the same
+    state (an upsert)."""
     rows = _rows(seed, n, keys)
+    if clash is not None and n >= 2:
+        i, j = sorted((clash[0] % n, clash[1] % n))
+        if i != j:
+            seq, entry = rows[j]
+            first = rows[i][1]
+            rows[j] = (seq, attrs.evolve(entry, namespace=first.namespace, key=f"clash{i}"))
+            rows[i] = (rows[i][0], attrs.evolve(first, key=f"clash{i}"))
     want = _state(make(), None)
     want.load(rows)
     with pytest.MonkeyPatch.context() as mp:
