@@ -1161,7 +1161,8 @@ def read_file(
         ahead = None
         if _CHECK_BESIDE:
             use_prep = prepare is not None and want_image and _PREPARE_WHILE_READING
-            use_consume = consume is not None and _CONSUME_WHILE_READING
+            # (only where an image is read: a rebuild's index adds stay beside each record)
+            use_consume = consume is not None and want_image and _CONSUME_WHILE_READING
             if use_prep or use_consume:
                 ahead = _Ahead(prepare if use_prep else None, consume if use_consume else None)
             if late is not None and _CHECK_LATE:
