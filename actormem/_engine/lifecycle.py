@@ -117,7 +117,12 @@ async def _open_memory(
     # Threads are not abandoned on cancellation (trio's default), so a cancelled open
     # still hands back the store, and the next checkpoint closes it.
     ahead: list[Any] = []  # the index image's part prepared while the rows are read
-    prepare = partial(_prepare, memory._state, ahead)
+    # the state's bulk load of the rows read so far, while the rest are read
+    # (not for a dense or hybrid index: it loads once the store is made, from its vectors)
+    state = memory._state
+    vectors = getattr(state.index, "stored_vector", None) is not None
+    fed = state.feed_ahead() if _LOAD_BEFORE_CHECK and not vectors else None
+    prepare = partial(_prepare, memory._state, ahead, fed, fspath)
     # Each step inside the try that closes what the steps before it opened, and each
     # thread's result in a list made before the thread started (_run_into, or `made`
     # filled by _load_opening): an interrupt between a thread's end and the next
@@ -130,12 +135,13 @@ async def _open_memory(
         with gc_paused() if _ONE_GC_PAUSE else contextlib.nullcontext():
             if check_beside:
                 await trio.to_thread.run_sync(
-                    _run_into, opened, SqliteStore.open_read, fspath, durability, prepare
+                    _run_into, opened, SqliteStore.open_read, fspath, durability, prepare, fed
                 )
                 opening, entries = opened[0]
                 await trio.to_thread.run_sync(
-                    _load_opening, opening, memory._state, entries, ahead, made
+                    _load_opening, opening, memory._state, entries, ahead, made, fed
                 )
+                fed = None  # (its scratch freed)
             else:
                 await trio.to_thread.run_sync(
                     _run_into, opened, SqliteStore.open, fspath, durability, prepare
@@ -184,12 +190,14 @@ def _load_opening(
     entries: list[tuple[int, MemoryEntry]],
     ahead: list[Any],
     made: list[SqliteStore],
+    fed: Any = None,
 ) -> None:
     """:func:`_load` for a file :meth:`SqliteStore.open_read` read: the state loaded
     while the file's ``quick_check`` may still run beside (:data:`_LOAD_BEFORE_CHECK`),
     then the store made (``opening.finish()``: the check joined, its error raised,
     before the file is opened for writing), appended to ``made``, and the evicted rows
     deleted. A dense or hybrid index needs the store first (its vectors): made first.
+    ``fed``: ``MemoryState.feed_ahead``'s feed the read handed the rows to, or None.
     Blocking."""
     if getattr(state.index, "stored_vector", None) is not None:
         made.append(opening.finish())
@@ -200,7 +208,7 @@ def _load_opening(
     if ahead and image is not None and ahead[0][0] is image:
         prepared = ahead[0][1]
     before = state.index
-    dropped = state.load(entries, image, prepared)
+    dropped = state.load(entries, image, prepared, fed)
     store = opening.finish()
     made.append(store)
     store.image = None  # not kept for the session (as _load)
@@ -209,9 +217,18 @@ def _load_opening(
     store.delete_seqs(dropped)
 
 
-def _prepare(state: MemoryState, ahead: list[Any], image: dict[str, bytes]) -> Any:
+def _prepare(
+    state: MemoryState, ahead: list[Any], fed: Any, path: str, image: dict[str, bytes]
+) -> Any:
     """``read_file``'s ``prepare``: the image-only part of restoring ``state``'s index
-    from ``image`` (``MemoryState.prepare_image``), kept in ``ahead`` for the load."""
+    from ``image`` (``MemoryState.prepare_image``), kept in ``ahead`` for the load; the
+    rows ``fed`` (the state's feed, or None) sizes its tables for, from the image."""
+    if fed is not None:
+        try:
+            size = os.path.getsize(path)
+        except OSError:
+            size = 0
+        fed.expect(image, size)
     prepared = state.prepare_image(image)
     ahead[:] = [(image, prepared)]
     return prepared

@@ -98,6 +98,7 @@ from .._index import kernels as _kernels
 from .._index import textfold
 from .._index.images import ImageError, prepare_index, restore_index, start_restore
 from .._index.kernels import gc_untrack as _gc_untrack
+from .._index.persist import header_field
 from .._index.scoring import Scorer, ScoringIndex
 from .._index.textfold import fold, fold_hash
 from .._index.wordoverlap import ccore as _ccore
@@ -490,6 +491,20 @@ _next_keyed_c: Callable[[list[Any], int], int] | None = (
 #: :data:`_LOAD_C_RETRY` rows, not per row); after one that loaded some, the row it
 #: stopped at alone (plain rows between a few others: each run by C).
 _LOAD_C_RETRY = 16
+#: :meth:`MemoryState.feed_ahead` gives an unbounded state's open a :class:`_BulkFeed`:
+#: the bulk load of the rows read so far, run on the open's thread while the file's row
+#: reader reads on (``sqlite_format.read_file``'s ``consume``), into a scratch state
+#: whose tables :meth:`MemoryState.load` takes over when the whole file turns out to be
+#: those rows, bulk-loadable; anything else (a row it cannot take, an error, other rows)
+#: drops the scratch and the load runs as before. The same state, index and errors.
+#: False: no feed, the path before it (branch ``open28``).
+_FEED_AHEAD = True
+#: Rows a feed waits for before it loads the next run (a call per few chunks).
+_FEED_MIN = 1024
+#: The fewest bytes of the file a row takes (its id's 16-byte blob, seq, text, times):
+#: the index image's row count, the feed's reserve for the tables, is believed up to
+#: the file's size over this (an image can be stale or forged; it only sizes tables).
+_FEED_ROW_BYTES = 32
 #: The fast path reads sortedcontainers 2.x's private lists; a release without them
 #: (checked once, here) takes ``add`` instead of failing every ``store_many``.
 _SORTED_INTERNALS = all(
@@ -1496,6 +1511,7 @@ class MemoryState:
         rows: Iterable[tuple[int, MemoryEntry]],
         image: Mapping[str, bytes] | None = None,
         prepared: Any = None,
+        fed: _BulkFeed | None = None,
     ) -> list[int]:
         """Rebuild this empty state from a file's ``(seq, entry)`` rows, in ascending seq;
         return the seqs that eviction dropped while loading (a ``capacity`` below the
@@ -1510,6 +1526,8 @@ class MemoryState:
         exactly them; otherwise (stale, foreign, corrupt) the index is rebuilt and one
         line logged. Then O(n log n + image size). ``prepared``: :meth:`prepare_image`'s
         object for ``image`` (its steps maybe run ahead, while the rows were read), or None.
+        ``fed``: :meth:`feed_ahead`'s feed, which may have loaded the first rows of
+        ``rows`` while they were read (used only if it fits them; else ignored), or None.
 
         The library never calls ``gc.freeze()`` (process-wide: a reference cycle alive
         then, of the application or of the memory's own owner, would never be collected
@@ -1524,7 +1542,26 @@ class MemoryState:
         with gc_paused():  # what loading builds lives on: nothing for the collector
             # A list is loaded in bulk when it can be; another iterable (the dense
             # index's rows, whose vectors are offered chunk by chunk) row by row.
-            if isinstance(rows, list) and self._bulk_loadable(rows):
+            run = None
+            if fed is not None and isinstance(rows, list):
+                run = fed.take(self, rows)
+            if run is not None:  # the first rows loaded as they were read: the rest now
+                assert isinstance(rows, list)
+                if image is None:
+                    records = run.finish(self)
+                    add = self.index.add
+                    for rec in records:  # the adds _load_bulk makes, in the rows' order
+                        add(rec)
+                else:
+                    fresh = self.scorer.make_index()
+                    early = start_restore(fresh, rows)
+                    try:
+                        records = run.finish(self)
+                        self._index_from_image(image, records, prepared, fresh, early)
+                    finally:
+                        if early is not None:
+                            early.stop()
+            elif isinstance(rows, list) and self._bulk_loadable(rows):
                 if image is None:
                     self._load_bulk(rows)
                 else:
@@ -1551,24 +1588,17 @@ class MemoryState:
         a store an upsert). Then :meth:`_load_bulk` gives the same state. O(n)."""
         if self.capacity is not None and len(rows) > self.capacity:
             return False
-        keys: set[tuple[tuple[str, ...], str]] = set()
-        # a list or the reader's list subclass (its folds): its storage, as load_inserts
-        skip = _next_keyed_c if _KEYS_C and isinstance(rows, list) else None
-        n = len(rows)
-        at = 0
-        while at < n:
-            if skip is not None:
-                at = skip(rows, at)  # past the plain rows without a key
-                if at >= n:
-                    break
-            entry = rows[at][1]
-            at += 1
-            if entry.key is not None:
-                pair = (entry.namespace, entry.key)
-                if pair in keys:
-                    return False
-                keys.add(pair)
-        return True
+        return _keys_unique(rows, 0, len(rows), set())
+
+    def feed_ahead(self) -> _BulkFeed | None:
+        """A :class:`_BulkFeed` for this empty state's open (its ``consume``), or None
+        (:data:`_FEED_AHEAD` off, a bounded state, no compiled ``load_inserts`` for it).
+        Touches nothing of this state. O(1)."""
+        if not _FEED_AHEAD or self.capacity is not None or len(self) or self._seq:
+            return None
+        if self._load_c(False, self._dup_key_c() if _BULK_FOLDS else None) is None:
+            return None
+        return _BulkFeed(self)
 
     def prepare_image(self, image: Mapping[str, bytes]) -> Any:
         """The image-only part of restoring this (empty) state's index from ``image``,
@@ -1628,85 +1658,9 @@ class MemoryState:
             ValueError: As :meth:`restore` (seqs not ascending, an id twice); the state is
                 then unusable, as after a failed :meth:`restore` halfway through a load.
         """
-        assert self._deferred is None
-        by_id = self._by_id
-        namespaces = self._namespaces
-        dups = self._dups
-        dup_join = None
-        if type(by_id) is not dict:  # _ID_TABLE: one allocation for the rows' ids
-            cast(Any, by_id).reserve(len(rows))
-        if self._dup_table:  # one allocation for the rows' keys (at most one key a row)
-            cast(Any, dups).reserve(len(rows))
-            dup_join = cast(Any, dups).join
-        add = self.index.add if index else None
-        evict_keys: tuple[list[tuple[float, Record]], list[tuple[float, Record]]] = ([], [])
-        expiry_keys: list[tuple[float, Record]] = []
-        new_ns: list[tuple[str, ...]] = []
-        records: list[Record] = []
-        bounded = self._evict is not None
-        untrack = _gc_untrack if _UNTRACK_ENTRIES else None
-        exact: list[MemoryEntry] = []  # the entries to untrack, as _link would
-        last = self._seq
-        # _BULK_FOLDS: _dupkey_hashed's C call inline (its condition: a str text).
-        dup_c = self._dup_key_c() if _BULK_FOLDS else None
-        # _LOAD_FOLDS: each row's fold hash as the reader computed it (2**64-1: none)
-        dup_f = textfold._dup_key_folded_c if dup_c is not None and _LOAD_FOLDS else None
-        folds = getattr(rows, "folds", None) if dup_f is not None else None
-        fold_view: Any = None
-        if isinstance(folds, bytes) and len(folds) == 8 * len(rows):
-            fold_view = memoryview(folds).cast("Q")
-        else:
-            dup_f = None
-        # _LOAD_C: runs of plain rows by the C load_inserts, the others by the loop below
-        load_c = self._load_c(bounded, dup_c)
-        keys: list[int] | None = [] if load_c is not None else None
-        # load_inserts takes exact bytes only (a subclass: TypeError, where _load_rows
-        # reads any bytes): other folds are not passed, and it folds those texts itself.
-        c_folds = folds if fold_view is not None and type(folds) is bytes else None
-        n = len(rows)
-        at = 0
-        while at < n:
-            stop = n
-            if load_c is not None:
-                got = load_c(
-                    rows, at, c_folds, last, by_id,
-                    namespaces, dups, self._dup_keys, records,
-                    exact if untrack is not None else None, self._rel_parts, keys,
-                )  # fmt: skip
-                loaded = got > at
-                if loaded:
-                    last = rows[got - 1][0]
-                    if add is not None:  # the index's adds, in the rows' order
-                        for rec in records[len(records) - (got - at) :]:
-                            add(rec)
-                    at = got
-                    if at >= n:
-                        break
-                # this row by the loop (after a call that loaded none, some more)
-                stop = min(n, at + (1 if loaded else _LOAD_C_RETRY))
-            fold_iter = fold_view[at:stop] if fold_view is not None else repeat(None)
-            at = self._load_rows(
-                rows, at, stop, fold_iter, last, records, exact, new_ns, expiry_keys,
-                evict_keys, keys, dup_f, dup_c, dup_join, add,
-            )  # fmt: skip
-            last = rows[at - 1][0]
-        if untrack is not None and exact:
-            untrack(exact, MemoryEntry)
-        if _UNTRACK_LOADED and _UNTRACK_RECORDS and _gc_untrack is not None and not bounded:
-            _gc_untrack(records, Record)  # as store_many's: in no cycle when unbounded
-        self._relevance_fill(records, keys)
-        self._ns_sorted.update(new_ns)
-        if expiry_keys:
-            self._ever_expiring = True
-            self._expiry.update(expiry_keys)
-        if self._evict is not None:
-            self._evict[0].update(evict_keys[0])
-            self._evict[1].update(evict_keys[1])
-        self._live += len(records)
-        self.stores += len(records)
-        if records:
-            self.version = self._seq = last
-        return records
+        run = _BulkRun(self, len(rows), index)
+        run.feed(rows, getattr(rows, "folds", None))
+        return run.finish(self)
 
     def _load_c(self, bounded: bool, dup_c: Any) -> Callable[..., int] | None:
         """The C ``load_inserts`` for this load (:data:`_LOAD_C`), or None: only for an
@@ -2215,3 +2169,282 @@ class MemoryState:
             assert exkey[0] <= fresh.timestamp()
         assert self._ever_expiring or not expiring
         self.index._check([r for r in self._by_relevance])
+
+
+def _keys_unique(
+    rows: list[tuple[int, MemoryEntry]],
+    at: int,
+    stop: int,
+    keys: set[tuple[tuple[str, ...], str]],
+) -> bool:
+    """Whether no two of ``rows[at:stop]``, nor one of them and a pair already in
+    ``keys``, share a ``(namespace, key)``; the pairs seen are added to ``keys`` (the
+    check of :meth:`MemoryState._bulk_loadable`, in runs). O(stop - at)."""
+    # a list or the reader's list subclass (its folds): its storage, as load_inserts
+    skip = _next_keyed_c if _KEYS_C and isinstance(rows, list) else None
+    while at < stop:
+        if skip is not None:
+            at = skip(rows, at)  # past the plain rows without a key
+            if at >= stop:
+                break
+        entry = rows[at][1]
+        at += 1
+        if entry.key is not None:
+            pair = (entry.namespace, entry.key)
+            if pair in keys:
+                return False
+            keys.add(pair)
+    return True
+
+
+class _BulkRun:
+    """:meth:`MemoryState._load_bulk` in runs: :meth:`feed` each run of rows (in
+    ascending seq, one run after the other), then :meth:`finish`. The state ``state``
+    is filled by the runs; ``reserve``: the rows expected (the tables sized once for
+    them; more still fit). ``index``: each record added to the state's index as it is
+    made (else the caller fills the index)."""
+
+    __slots__ = (
+        "add", "bounded", "dup_c", "dup_join", "evict_keys", "exact", "expiry_keys",
+        "keys", "last", "load_c", "new_ns", "records", "state", "untrack",
+    )  # fmt: skip
+
+    def __init__(self, state: MemoryState, reserve: int, index: bool = True) -> None:
+        assert state._deferred is None
+        self.state = state
+        self.dup_join: Any = None
+        self.reserve(reserve)
+        if state._dup_table:
+            self.dup_join = cast(Any, state._dups).join
+        self.add = state.index.add if index else None
+        self.evict_keys: tuple[list[tuple[float, Record]], list[tuple[float, Record]]] = (
+            [], [],
+        )  # fmt: skip
+        self.expiry_keys: list[tuple[float, Record]] = []
+        self.new_ns: list[tuple[str, ...]] = []
+        self.records: list[Record] = []
+        self.bounded = state._evict is not None
+        self.untrack = _gc_untrack if _UNTRACK_ENTRIES else None
+        self.exact: list[MemoryEntry] = []  # the entries to untrack, as _link would
+        self.last = state._seq
+        # _BULK_FOLDS: _dupkey_hashed's C call inline (its condition: a str text).
+        self.dup_c = state._dup_key_c() if _BULK_FOLDS else None
+        # _LOAD_C: runs of plain rows by the C load_inserts, the others by _load_rows
+        self.load_c = state._load_c(self.bounded, self.dup_c)
+        self.keys: list[int] | None = [] if self.load_c is not None else None
+
+    def reserve(self, rows: int) -> None:
+        """Room in the id and duplicate tables for ``rows`` more rows (one allocation
+        each; the C tables only). O(the tables' size)."""
+        state = self.state
+        if type(state._by_id) is not dict:  # _ID_TABLE: one allocation for the rows' ids
+            cast(Any, state._by_id).reserve(rows)
+        if state._dup_table:  # one allocation for the rows' keys (at most one key a row)
+            cast(Any, state._dups).reserve(rows)
+
+    def feed(self, rows: list[tuple[int, MemoryEntry]], folds: Any = None) -> None:
+        """Load ``rows`` (their seqs above every row fed before), ``folds`` their fold
+        hashes (bytes of 8 a row, as ``sqlite_format.FoldedRows.folds``) or None.
+        O(len(rows)).
+
+        Raises:
+            ValueError: As :meth:`MemoryState.restore` (seqs not ascending, an id twice);
+                the state is then unusable.
+        """
+        state = self.state
+        by_id = state._by_id
+        namespaces = state._namespaces
+        dups = state._dups
+        records = self.records
+        exact = self.exact
+        untrack = self.untrack
+        add = self.add
+        load_c = self.load_c
+        keys = self.keys
+        last = self.last
+        dup_c = self.dup_c
+        # _LOAD_FOLDS: each row's fold hash as the reader computed it (2**64-1: none)
+        dup_f = textfold._dup_key_folded_c if dup_c is not None and _LOAD_FOLDS else None
+        if dup_f is None:
+            folds = None
+        fold_view: Any = None
+        if isinstance(folds, bytes) and len(folds) == 8 * len(rows):
+            fold_view = memoryview(folds).cast("Q")
+        else:
+            dup_f = None
+        # load_inserts takes exact bytes only (a subclass: TypeError, where _load_rows
+        # reads any bytes): other folds are not passed, and it folds those texts itself.
+        c_folds = folds if fold_view is not None and type(folds) is bytes else None
+        n = len(rows)
+        at = 0
+        while at < n:
+            stop = n
+            if load_c is not None:
+                got = load_c(
+                    rows, at, c_folds, last, by_id,
+                    namespaces, dups, state._dup_keys, records,
+                    exact if untrack is not None else None, state._rel_parts, keys,
+                )  # fmt: skip
+                loaded = got > at
+                if loaded:
+                    last = self.last = rows[got - 1][0]
+                    if add is not None:  # the index's adds, in the rows' order
+                        for rec in records[len(records) - (got - at) :]:
+                            add(rec)
+                    at = got
+                    if at >= n:
+                        break
+                # this row by the loop (after a call that loaded none, some more)
+                stop = min(n, at + (1 if loaded else _LOAD_C_RETRY))
+            fold_iter = fold_view[at:stop] if fold_view is not None else repeat(None)
+            at = state._load_rows(
+                rows, at, stop, fold_iter, last, records, exact, self.new_ns,
+                self.expiry_keys, self.evict_keys, keys, dup_f, dup_c, self.dup_join, add,
+            )  # fmt: skip
+            last = self.last = rows[at - 1][0]
+
+    def finish(self, state: MemoryState) -> list[Record]:
+        """The load's end on ``state`` (the state fed, or the one that took its tables,
+        :meth:`_BulkFeed.take`): the sorted orders filled, the counters set. Returns the
+        records, in the rows' order. O(n log n), O(n) sorted."""
+        records = self.records
+        if self.untrack is not None and self.exact:
+            self.untrack(self.exact, MemoryEntry)
+        if _UNTRACK_LOADED and _UNTRACK_RECORDS and _gc_untrack is not None and not self.bounded:
+            _gc_untrack(records, Record)  # as store_many's: in no cycle when unbounded
+        state._relevance_fill(records, self.keys)
+        state._ns_sorted.update(self.new_ns)
+        if self.expiry_keys:
+            state._ever_expiring = True
+            state._expiry.update(self.expiry_keys)
+        if state._evict is not None:
+            state._evict[0].update(self.evict_keys[0])
+            state._evict[1].update(self.evict_keys[1])
+        state._live += len(records)
+        state.stores += len(records)
+        if records:
+            state.version = state._seq = self.last
+        return records
+
+
+class _BulkFeed:
+    """An unbounded state's bulk load run while its file is read
+    (:meth:`MemoryState.feed_ahead`; :data:`_FEED_AHEAD`): called as
+    ``sqlite_format.read_file``'s ``consume`` with the rows read so far (the list the
+    reader fills) and their fold hashes, it loads the new ones into a scratch state of
+    the same kind (:class:`_BulkRun`, no index). :meth:`take` hands the scratch's tables
+    to the real state when the file's rows are that very list, all bulk-loadable
+    (:meth:`MemoryState._bulk_loadable`); anything else ends the feed for good (a row
+    sharing a key, a load error, another list), and the state loads as if it had none.
+    Never raises an ``Exception`` while feeding. Not thread-safe: the open's thread."""
+
+    __slots__ = ("_keys", "_run", "_scratch", "at", "failed", "hint", "rows", "taken")
+
+    def __init__(self, state: MemoryState) -> None:
+        self._scratch = MemoryState(
+            capacity=None, half_life=state.half_life, scorer=state.scorer, clock=state.clock
+        )
+        self._run: _BulkRun | None = None
+        self._keys: set[tuple[tuple[str, ...], str]] = set()
+        #: the list fed from (the reader's), and how many of its rows are loaded
+        self.rows: list[Any] | None = None
+        self.at = 0
+        self.failed = False
+        #: whether :meth:`take` handed the feed's load over
+        self.taken = False
+        #: the rows expected (:meth:`expect`), or None: not known (yet)
+        self.hint: int | None = None
+
+    def expect(self, image: Mapping[str, bytes], file_bytes: int) -> None:
+        """The rows to size the tables for: the index image's header's ``rows``, believed
+        up to ``file_bytes`` / :data:`_FEED_ROW_BYTES` (a stale or forged image only
+        sizes the tables: a load's one reserve, as ``_load_bulk``'s for the rows; rows
+        fed before it grew the tables by doubling). O(header size + the tables)."""
+        rows = header_field(image, "rows")
+        if type(rows) is int and rows >= 0 and self.hint is None and not self.failed:
+            self.hint = min(rows, max(0, file_bytes) // _FEED_ROW_BYTES)
+            if self._run is not None:
+                try:
+                    self._run.reserve(max(0, self.hint - self.at))
+                except Exception:  # (MemoryError) the feed ends; the load reserves its own
+                    self._fail()
+
+    def __call__(self, rows: list[Any], folds: bytearray) -> bool:
+        """Load ``rows[self.at:]`` (``folds``: 8 bytes a row of ``rows``, or fewer: none
+        used) if at least :data:`_FEED_MIN` are new: whether it loaded any. O(new rows)."""
+        if self.failed:
+            return False
+        if self.rows is None:
+            self.rows = rows
+        elif rows is not self.rows:
+            self._fail()
+            return False
+        at, n = self.at, len(rows)
+        if n - at < _FEED_MIN:
+            return False
+        try:
+            if self._run is None:
+                self._run = _BulkRun(self._scratch, self.hint or 0, index=False)
+            self._feed(rows, at, n, bytes(folds[8 * at : 8 * n]) if len(folds) == 8 * n else None)
+        except Exception:  # the load will meet it again, and raise or rebuild as before
+            self._fail()
+            return False
+        return True
+
+    def _feed(self, rows: list[Any], at: int, n: int, folds: bytes | None) -> None:
+        run = self._run
+        assert run is not None
+        if not _keys_unique(rows, at, n, self._keys):
+            raise ValueError("two rows share a (namespace, key)")
+        run.feed(rows[at:n] if at or n != len(rows) else rows, folds)
+        self.at = n
+
+    def _fail(self) -> None:
+        self.failed = True
+        self._run = None
+        self._keys = set()
+        self._scratch = None  # type: ignore[assignment]  # its records freed
+
+    def take(self, state: MemoryState, rows: list[tuple[int, MemoryEntry]]) -> _BulkRun | None:
+        """The feed's load of ``rows`` (a file's rows, in seq order) for the empty
+        ``state`` it was made for: the rows it has not loaded loaded now, the scratch's
+        tables moved into ``state``; :meth:`_BulkRun.finish` on ``state`` is the rest.
+        None (``state`` untouched, the feed ended) when ``rows`` are not the list it fed
+        from (the reader's list, returned as the file's rows),
+        when not all bulk-loadable, or on any error. O(rows not fed yet)."""
+        run = self._run
+        if (
+            self.failed
+            or run is None
+            or self.rows is None
+            or rows is not self.rows
+            or len(rows) < self.at
+            or len(state)
+            or state._seq
+            or state.capacity is not None
+            or state._deferred is not None
+        ):
+            self._fail()
+            return None
+        folds: Any = getattr(rows, "folds", None)
+        n = len(rows)
+        try:
+            if self.at < n:
+                whole = isinstance(folds, bytes) and len(folds) == 8 * n
+                self._feed(rows, self.at, n, folds[8 * self.at :] if whole else None)
+        except Exception:  # the load's own path raises it (or loads row by row)
+            self._fail()
+            return None
+        scratch = self._scratch
+        state._by_id = scratch._by_id
+        state._dups = scratch._dups
+        state._dup_keys = scratch._dup_keys
+        state._by_key = scratch._by_key
+        state._namespaces = scratch._namespaces
+        state._exkeys = scratch._exkeys
+        run.state = state
+        self._run = None
+        self._scratch = None  # type: ignore[assignment]
+        self.failed = True  # taken: no second take
+        self.taken = True
+        return run

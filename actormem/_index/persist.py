@@ -447,6 +447,17 @@ def decode_strings(blob: bytes, ends: np.ndarray[Any, Any]) -> list[str]:
     return list(map(text.__getitem__, map(slice, bounds[:-1], bounds[1:])))
 
 
+def header_field(parts: Mapping[str, bytes], name: str) -> Any:
+    """The field ``name`` of an image's JSON ``header`` part, or None (no header, not
+    JSON, not an object, no such field). Unchecked beyond that: an untrusted value.
+    O(header size)."""
+    try:
+        head = json.loads(parts["header"])
+    except (KeyError, ValueError, TypeError, RecursionError):
+        return None
+    return head.get(name) if isinstance(head, dict) else None
+
+
 def pack(
     header: dict[str, Any], arrays: Mapping[str, np.ndarray[Any, Any] | bytes]
 ) -> dict[str, bytes]:

@@ -872,7 +872,7 @@ run_idle(feed_t *f, PyObject *idle, long long k)
 
 static PyObject *
 read_threaded(const char *uri, const char *sql, ctx_t *c, PyObject *ids_out, PyObject *folds_out,
-              PyObject *idle, int *started)
+              PyObject *idle, PyObject *rows_out, PyObject *fold_buf, int *started)
 {
     feed_t f;
     memset(&f, 0, sizeof f);
@@ -901,7 +901,8 @@ read_threaded(const char *uri, const char *sql, ctx_t *c, PyObject *ids_out, PyO
     /* the rows' fold hashes in order (folds_out), grown by doubling */
     uint64_t *folds = NULL;
     size_t folds_cap = 0;
-    PyObject *out = PyList_New(0);
+    /* rows_out: the caller's empty list, filled in place (its idle may read it) */
+    PyObject *out = rows_out ? Py_NewRef(rows_out) : PyList_New(0);
     if (!out) {
         feed_free(&f);
         return NULL;
@@ -978,6 +979,22 @@ read_threaded(const char *uri, const char *sql, ctx_t *c, PyObject *ids_out, PyO
                 folds[n] = ch->rows[i].fold;
             }
         }
+        if (rows_out && PyList_GET_SIZE(out) != row) {
+            PyErr_SetString(PyExc_RuntimeError, "read_entries: rows_out changed");
+            goto error;
+        }
+        if (fold_buf && folds) {
+            /* this chunk's folds after its rows: fold_buf holds 8 bytes a row of out */
+            Py_ssize_t had = PyByteArray_GET_SIZE(fold_buf);
+            Py_ssize_t add = (Py_ssize_t)ch->nrows * 8;
+            if (had != (row - ch->nrows) * 8) {
+                PyErr_SetString(PyExc_RuntimeError, "read_entries: fold_buf changed");
+                goto error;
+            }
+            if (PyByteArray_Resize(fold_buf, had + add) < 0) goto error;
+            memcpy(PyByteArray_AS_STRING(fold_buf) + had, folds + (row - ch->nrows),
+                   (size_t)add);
+        }
         /* give the chunk back */
         pthread_mutex_lock(&f.mu);
         f.taken++;
@@ -1012,7 +1029,7 @@ PyDoc_STRVAR(read_entries_doc,
 "read_entries(uri, sql, entry_type, fields, categories, tags_of, namespace_of,\n"
 "             json_object, one, max_memory, max_key, max_ttl, max_seq,\n"
 "             hash_memory=False, threaded=False, ids_out=None, folds_out=None,\n"
-"             idle=None)\n"
+"             idle=None, rows_out=None, fold_buf=None)\n"
 "             -> list | None\n\n"
 "Every row of `sql` (SELECT_ENTRIES, 16 columns) of the database at the read-only\n"
 "`uri`, as (seq, entry) pairs in order, decoded as sqlite_format._decode_checked\n"
@@ -1037,6 +1054,12 @@ PyDoc_STRVAR(read_entries_doc,
 "called (the GIL held) until it returns false or the chunk comes, before this thread\n"
 "waits: the caller's own work in the time it would wait. An exception it raises is\n"
 "raised by this call (the thread joined first); the entries are the same either way.\n"
+"`rows_out` an empty list or list subclass (threaded only): the rows are appended to\n"
+"it (list storage, no method called), and it is the\n"
+"list returned (idle may read the rows read so far; it must not change the list);\n"
+"`fold_buf` an empty bytearray (threaded, with folds_out): after each chunk's rows,\n"
+"their folds (as folds_out's) are appended to it, 8 bytes a row of rows_out. Either\n"
+"changed by anything else: RuntimeError. The one-thread read leaves both untouched.\n"
 "Releases the GIL and runs the signal handlers every 512 rows (an exception a handler\n"
 "raises, such as KeyboardInterrupt, is raised by this call). O(file size).");
 
@@ -1055,15 +1078,28 @@ read_entries(PyObject *self, PyObject *args)
     const char *uri, *sql;
     PyObject *fields, *categories;
     int threaded = 0;
-    PyObject *ids_out = NULL, *folds_out = NULL, *idle = NULL;
+    PyObject *ids_out = NULL, *folds_out = NULL, *idle = NULL, *rows_out = NULL,
+             *fold_buf = NULL;
     ctx_t c;
     memset(&c, 0, sizeof c);
-    if (!PyArg_ParseTuple(args, "ssO!O!O!OOOO!nndL|ppOOO", &uri, &sql, &PyType_Type, &c.type,
+    if (!PyArg_ParseTuple(args, "ssO!O!O!OOOO!nndL|ppOOOOO", &uri, &sql, &PyType_Type, &c.type,
                           &PyTuple_Type, &fields, &PyDict_Type, &categories, &c.tags_of,
                           &c.namespace_of, &c.json_object, &PyFloat_Type, &c.one,
                           &c.max_memory, &c.max_key, &c.max_ttl, &c.max_seq,
-                          &c.hash_memory, &threaded, &ids_out, &folds_out, &idle))
+                          &c.hash_memory, &threaded, &ids_out, &folds_out, &idle, &rows_out,
+                          &fold_buf))
         return NULL;
+    if (rows_out == Py_None) rows_out = NULL;
+    if (rows_out && (!PyList_Check(rows_out) || PyList_GET_SIZE(rows_out) != 0)) {
+        PyErr_SetString(PyExc_TypeError, "read_entries: rows_out must be an empty list or None");
+        return NULL;
+    }
+    if (fold_buf == Py_None) fold_buf = NULL;
+    if (fold_buf && (!PyByteArray_CheckExact(fold_buf) || PyByteArray_GET_SIZE(fold_buf) != 0)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "read_entries: fold_buf must be an empty bytearray or None");
+        return NULL;
+    }
     if (idle == Py_None) idle = NULL;
     if (idle && !PyCallable_Check(idle)) {
         PyErr_SetString(PyExc_TypeError, "read_entries: idle must be callable or None");
@@ -1131,7 +1167,8 @@ read_entries(PyObject *self, PyObject *args)
     Py_INCREF(c.type);
     if (threaded) {
         int started;
-        PyObject *read = read_threaded(uri, sql, &c, ids_out, folds_out, idle, &started);
+        PyObject *read = read_threaded(uri, sql, &c, ids_out, folds_out, idle, rows_out, fold_buf,
+                                       &started);
         if (started || !read) {
             ctx_clear(&c);
             Py_DECREF(c.type);

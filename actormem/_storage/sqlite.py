@@ -743,6 +743,7 @@ class SqliteStore:
         path: str,
         durability: Durability,
         prepare: Callable[[dict[str, bytes]], Any] | None = None,
+        consume: Callable[[list[Any], bytearray], bool] | None = None,
         *,
         late: bool = True,
     ) -> tuple[Opening, list[tuple[int, MemoryEntry]]]:
@@ -753,6 +754,8 @@ class SqliteStore:
         ``finish`` waits for it, and raises its error, before it opens the file for
         writing, so a file it refuses is left unchanged as by :meth:`open`. The caller
         must ``finish`` or :meth:`Opening.abort` what this returns, on every path.
+        ``consume``: as :func:`~actormem._storage.sqlite_format.read_file`'s (the rows
+        handed over as they are read).
 
         Raises:
             StorageError: As :meth:`open` (all but the late ``quick_check``'s error).
@@ -760,7 +763,7 @@ class SqliteStore:
         name = path  # as given: the errors name it so (a relative path stays relative)
         path = os.path.abspath(path)
         try:
-            return cls._open_read(path, name, durability, prepare, late)
+            return cls._open_read(path, name, durability, prepare, late, consume)
         except StorageError as exc:
             exc._name_as_given(path, name)
             raise
@@ -773,6 +776,7 @@ class SqliteStore:
         durability: Durability,
         prepare: Callable[[dict[str, bytes]], Any] | None,
         late: bool,
+        consume: Callable[[list[Any], bytearray], bool] | None = None,
     ) -> tuple[Opening, list[tuple[int, MemoryEntry]]]:
         """:meth:`open_read` of the absolute ``path``, given as ``name``."""
         # SQLite follows a symlink to put -wal/-shm beside the real file; so does the
@@ -801,7 +805,9 @@ class SqliteStore:
             image = None
             if os.path.exists(path):
                 check_header(path)
-                entries, image = read_file(path, prepare=prepare, late=checks if late else None)
+                entries, image = read_file(
+                    path, prepare=prepare, late=checks if late else None, consume=consume
+                )
             else:
                 wal = path + "-wal"
                 if os.path.exists(wal) and os.path.getsize(wal) > 0:

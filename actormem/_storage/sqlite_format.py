@@ -757,7 +757,8 @@ class FoldedRows(list[tuple[int, MemoryEntry]]):
     """A list of ``(seq, entry)`` rows with ``folds``: 8 bytes a row (native uint64, in
     the rows' order), each the row's memory text's fold hash or ``2**64 - 1`` (not
     computed); what ``MemoryState.load`` reads when the bytes are one per row. Any other
-    use sees a plain list."""
+    use sees a plain list. (With ``read_file``'s ``consume``, the compiled reader fills
+    one in place, ``folds`` set at the end.)"""
 
     __slots__ = ("folds",)
 
@@ -821,6 +822,7 @@ def _read_rows_c(
     ids_out: list[bool] | None = None,
     folds_out: list[bytes] | None = None,
     idle: Callable[[], bool] | None = None,
+    sink: tuple[list[Any], bytearray] | None = None,
 ) -> list[tuple[int, MemoryEntry]] | None:
     """Every entry of the file at ``uri`` through the compiled reader, or None (not
     built, switched off, another SQLite than Python's on a file that takes locks, or a
@@ -829,7 +831,9 @@ def _read_rows_c(
     it. ``folds_out``: where the split reader computed the texts' fold hashes
     (:data:`_SPLIT_FOLDS`), their bytes are appended to it. ``idle``: called by the
     split reader whenever its next chunk is not ready, until it returns false (see
-    :func:`read_file`'s ``prepare``). O(file size)."""
+    :func:`read_file`'s ``prepare``). ``sink``: an empty list and an empty bytearray the
+    split reader fills as it reads (the rows, their folds; ``_crows.read_entries``'
+    ``rows_out`` and ``fold_buf``): the list is the one returned. O(file size)."""
     if not _C_ROWS or _crows is None:
         return None
     if idle is not None and not callable(idle):
@@ -845,11 +849,14 @@ def _read_rows_c(
     set_huge = getattr(_crows, "id_huge", None)
     if set_huge is not None:
         set_huge(bool(_ID_HUGE))
+    extra: tuple[Any, ...] = ()
+    if sink is not None and _SPLIT_READ:
+        extra = (sink[0], sink[1] if _SPLIT_FOLDS else None)
     entries: list[tuple[int, MemoryEntry]] | None = _crows.read_entries(
         uri, SELECT_ENTRIES, MemoryEntry, _ENTRY_FIELDS, _CATEGORY_VALUES, _tags_of,
         _namespace_of, _json_object, 1.0, MAX_MEMORY_CHARS, MAX_KEY_CHARS, MAX_TTL, MAX_SEQ,
         _HASH_TEXTS, _SPLIT_READ, ids_out if _SPLIT_IDS else None,
-        folds_out if _SPLIT_FOLDS else None, idle,
+        folds_out if _SPLIT_FOLDS else None, idle, *extra,
     )  # fmt: skip
     return entries
 
@@ -874,30 +881,72 @@ _CHECK_BESIDE = True
 _PREPARE_WHILE_READING = True
 
 
+#: With a ``consume`` (``read_file``), once the prepared steps are done (or there are
+#: none), the caller's thread hands the rows read so far to ``consume`` whenever the row
+#: reader's next chunk is not ready (the compiled split reader fills a list and a fold
+#: buffer the caller sees, ``_crows.read_entries``' ``rows_out``/``fold_buf``): the
+#: state's bulk load of those rows (``MemoryState.feed_ahead``) runs while the reader
+#: reads on, instead of after the read. The same entries, image and errors. False:
+#: ``consume`` unused (the path before; branch ``open28``).
+_CONSUME_WHILE_READING = True
+
+
 class _Ahead:
     """The image the thread beside read ahead of ``quick_check`` (set once, from that
-    thread), and the caller's work on it: :meth:`idle` is the reader's ``idle``."""
+    thread), and the caller's work on it: :meth:`idle` is the reader's ``idle``.
+    ``consume``/``sink``: :func:`read_file`'s ``consume``, and the list and fold buffer
+    the reader fills (``consume``'s arguments), or None."""
 
-    __slots__ = ("parts", "prep", "prepare")
+    __slots__ = ("consume", "parts", "prep", "prepare", "sink")
 
-    def __init__(self, prepare: Callable[[dict[str, bytes]], Any]) -> None:
-        self.prepare = prepare
+    def __init__(
+        self,
+        prepare: Callable[[dict[str, bytes]], Any] | None,
+        consume: Callable[[list[Any], bytearray], bool] | None = None,
+    ) -> None:
+        self.prepare = prepare if prepare is not None else _no_prep
         self.parts: dict[str, bytes] | None = None
         self.prep: Any = None
+        self.consume = consume
+        # the reader's list: the rows with their folds when it computes them
+        rows: list[Any] = FoldedRows([], b"") if _SPLIT_FOLDS else []
+        self.sink: tuple[list[Any], bytearray] | None = (
+            (rows, bytearray()) if consume is not None else None
+        )
 
     def idle(self) -> bool:
-        """One step of the prepared work, if the image is in: whether it did one."""
+        """One step of the prepared work, if the image is in, else of ``consume``:
+        whether it did one."""
         prep = self.prep
         if prep is None:
             parts = self.parts
-            if parts is None:
-                return False
-            prep = self.prep = self.prepare(parts)
-            if prep is None:
-                self.prepare = _no_prep
-                self.parts = None
-                return False
-        return bool(prep.step())
+            if parts is not None:
+                prep = self.prep = self.prepare(parts)
+                if prep is None:
+                    self.prepare = _no_prep
+                    self.parts = None
+        elif prep.step():
+            return True
+        else:
+            self.prep = prep = _DONE
+        if prep is not _DONE and prep is not None:
+            return bool(prep.step())
+        consume, sink = self.consume, self.sink
+        if consume is None or sink is None:
+            return False
+        return bool(consume(sink[0], sink[1]))
+
+
+class _Done:
+    """The prepared work, all stepped (:class:`_Ahead`): no step left."""
+
+    __slots__ = ()
+
+    def step(self) -> bool:
+        return False
+
+
+_DONE = _Done()
 
 
 def _no_prep(parts: dict[str, bytes]) -> None:
@@ -1057,6 +1106,7 @@ def read_file(
     live: bool = False,
     prepare: Callable[[dict[str, bytes]], Any] | None = None,
     late: list[LateCheck] | None = None,
+    consume: Callable[[list[Any], bytearray], bool] | None = None,
 ) -> tuple[list[tuple[int, MemoryEntry]], dict[str, bytes] | None]:
     """Validate an existing file and decode every entry, read-only; modifies nothing.
     With ``image``, also read the index image the ``meta`` row names, if its bytes hash
@@ -1078,6 +1128,14 @@ def read_file(
     remain (it must not raise an ``Exception``), or None. The steps run while the row
     reader makes this thread wait (:data:`_PREPARE_WHILE_READING`); the caller keeps
     the object (and finishes its work) if it wants it: this returns the same image.
+
+    ``consume``: called (in this thread) whenever the compiled split reader's next chunk
+    is not ready and ``prepare``'s steps are done (:data:`_CONSUME_WHILE_READING`), as
+    ``consume(rows, folds)``: the list of the rows read so far (a :class:`FoldedRows`,
+    which this returns when the read ends there; it must not change the list) and a
+    bytearray of their fold hashes (8 bytes a row, or empty); it returns whether it did
+    some work, and must not raise an ``Exception``. The rows it saw are the file's only
+    if this returns that very list.
 
     ``late``: a list, to which a :class:`LateCheck` is appended when ``quick_check`` is
     left running (:data:`_CHECK_LATE`; only once everything else passed): the caller
@@ -1102,8 +1160,11 @@ def read_file(
         want_image = image and version >= 4
         ahead = None
         if _CHECK_BESIDE:
-            if prepare is not None and want_image and _PREPARE_WHILE_READING:
-                ahead = _Ahead(prepare)
+            use_prep = prepare is not None and want_image and _PREPARE_WHILE_READING
+            # (only where an image is read: a rebuild's index adds stay beside each record)
+            use_consume = consume is not None and want_image and _CONSUME_WHILE_READING
+            if use_prep or use_consume:
+                ahead = _Ahead(prepare if use_prep else None, consume if use_consume else None)
             if late is not None and _CHECK_LATE:
                 go = _Go()
             side = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
@@ -1118,7 +1179,8 @@ def read_file(
             folds: list[bytes] = []  # [the rows' fold hashes] from the split reader
             try:
                 idle = ahead.idle if ahead is not None else None
-                entries = _read_entries(path, uri, conn, version, distinct, folds, idle)
+                sink = ahead.sink if ahead is not None else None
+                entries = _read_entries(path, uri, conn, version, distinct, folds, idle, sink)
             except (StorageError, sqlite3.Error) as exc:
                 if beside is None:
                     raise
@@ -1167,6 +1229,9 @@ def read_file(
                 raise StorageError(path, f"corrupted: id {entry.id} appears twice (seq {seq})")
             seen.add(ident)
     if len(folds) == 1 and len(folds[0]) == 8 * len(entries):
+        if sink is not None and entries is sink[0] and isinstance(entries, FoldedRows):
+            entries.folds = folds[0]  # the reader filled ours: no copy
+            return entries, parts
         return FoldedRows(entries, folds[0]), parts
     return entries, parts
 
@@ -1179,18 +1244,19 @@ def _read_entries(
     distinct: list[bool] | None = None,
     folds: list[bytes] | None = None,
     idle: Callable[[], bool] | None = None,
+    sink: tuple[list[Any], bytearray] | None = None,
 ) -> list[tuple[int, MemoryEntry]]:
     """Every ``(seq, entry)`` of the file, in seq order: through the compiled reader, or
     fetched by ``conn`` and decoded in batches (the rows of the whole file never exist
     at once beside their entries: about a third of the peak memory at 1M). O(file size).
     ``distinct``: as :func:`_read_rows_c`'s ``ids_out``; ``folds``: as its ``folds_out``;
-    ``idle``: as its ``idle``.
+    ``idle``: as its ``idle``; ``sink``: as its ``sink``.
 
     Raises:
         StorageError: A row that does not decode (:func:`decode_rows`).
         sqlite3.Error: SQLite failed.
     """
-    read = _read_rows_c(uri, distinct, folds, idle) if version >= 2 else None
+    read = _read_rows_c(uri, distinct, folds, idle, sink) if version >= 2 else None
     if read is not None:
         return read
     if distinct:

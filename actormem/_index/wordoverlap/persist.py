@@ -20,7 +20,6 @@ texts: that is the rebuild it saves), never an out-of-range read.
 from __future__ import annotations
 
 import hashlib
-import json
 from array import array
 from collections.abc import Iterator, Mapping
 from itertools import compress
@@ -621,11 +620,5 @@ def prepare(index: _WordOverlapIndex, parts: Mapping[str, bytes]) -> Prepared | 
     :data:`_PREPARE_AHEAD` is off. O(1)."""
     if not _PREPARE_AHEAD:
         return None
-    groups: Any = None
-    try:
-        head = json.loads(parts["header"])
-        if isinstance(head, dict):
-            groups = head.get("groups")
-    except (KeyError, ValueError, TypeError, RecursionError):
-        pass
+    groups = persist.header_field(parts, "groups")
     return Prepared(index, parts, groups if type(groups) is int else None)
