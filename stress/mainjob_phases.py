@@ -2,23 +2,23 @@
 
 Usage (from the project root)::
 
-    python -m stress.mainjob_phases [--gather N] [swarm arguments ...]
+    python -m stress.mainjob_phases [--synthetic] [swarm arguments ...]
 
 Runs ``actormem swarm`` in this process (durable unless the arguments say
 ``--in-memory``; ``stress.bench_mainjob``'s two data files unless they name
-``--tool-calls``) with
+``--tool-calls``; ``--synthetic``, first: the swarm's seeded synthetic data) with
 the swarm's agent coroutine, the owner's ``Memory._apply_batch``, ``Memory.retrieve``
 and ``SqliteStore._committed`` wrapped, and prints, per number of agents still running
 when a batch is applied (64, 16-63, 5-15, 4, 3, 2, 1): the awaited requests (the agents'
 stores and consolidations), the retrieves, the group commits, the awaited requests per
 commit, and the process CPU (``time.process_time``) from one batch to the next,
-charged to the number of agents running at the later one. ``--gather N`` sets
-``memory.GATHER_STORES`` (0: off) for the run.
+charged to the number of agents running at the later one (at d2d7820 a
+``--gather N`` set that commit's ``memory.GATHER_STORES``, since reverted).
 
 Why: the swarm hands its 283 episodes of very different lengths to 64 agent tasks,
-so after a few seconds only the agents with the longest episodes are left (docs/
-benchmarks.md, "What durability adds to the main job, part 8"). An agent awaits its
-store, so ``k`` agents bring at most ``k`` stores to one group commit: with fewer
+so after a few seconds only the agents with the longest episodes are left
+(docs/benchmarks.md, "What durability adds to the main job, part 8"). An agent awaits
+its store, so ``k`` agents bring at most ``k`` stores to one group commit: with fewer
 than ~5 left, a commit holds what those agents stored, whatever the gate does.
 """
 
@@ -51,10 +51,9 @@ def run(argv: list[str]) -> dict[str, dict[str, float]]:
     from actormem._storage import sqlite
     from actormem.cli import _main
 
-    if argv[:1] == ["--gather"]:
-        memory_module.GATHER_STORES = int(argv[1])  # type: ignore[attr-defined]
-        argv = argv[2:]
-    if "--tool-calls" not in argv:
+    if argv[:1] == ["--synthetic"]:  # the swarm's seeded synthetic data (tests)
+        argv = argv[1:]
+    elif "--tool-calls" not in argv:
         from stress.bench_mainjob import DEFAULT_FILES
 
         for path in DEFAULT_FILES:

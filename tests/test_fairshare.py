@@ -490,70 +490,6 @@ async def _arrive_at(gate: ReadGate, when: float, name: str, passed: dict[str, f
     await _pass_once(gate, name, passed)
 
 
-async def test_a_hold_lets_every_parked_reader_through_until_its_release(
-    autojump_clock: trio.testing.MockClock,
-) -> None:
-    """The owner gathering a batch (``hold``): every parked reader goes through at once,
-    more than an opening admits; readers reaching a boundary
-    meanwhile pass, long after the open phase would have ended; after ``release`` the
-    gate closes at the next boundary again."""
-    gate = ReadGate()
-    gate.enter()
-    passed: dict[str, float] = {}
-    count = _admits() + 5
-    async with trio.open_nursery() as nursery:
-        for i in range(count):
-            nursery.start_soon(_pass_once, gate, f"r{i}", passed)
-            await trio.testing.wait_all_tasks_blocked()
-        assert gate.closed
-        await trio.sleep(CLOSED_MAX / 2)
-        gate.hold()
-        gate._check()
-        await trio.testing.wait_all_tasks_blocked()
-    assert sorted(passed) == sorted(f"r{i}" for i in range(count))
-    assert list(passed.values()) == [pytest.approx(CLOSED_MAX / 2)] * count
-    await trio.sleep(10 * (CLOSED_MAX + OPEN_MIN))
-    assert not gate.would_park()
-    await _pass_once(gate, "during", passed)
-    assert passed["during"] == pytest.approx(CLOSED_MAX / 2 + 10 * (CLOSED_MAX + OPEN_MIN))
-    assert gate.parks == count
-    gate.release()
-    gate._check()
-    assert gate.would_park()  # the open phase the hold stretched is long over
-    gate.leave()
-    gate._check()
-
-
-async def test_a_reader_woken_to_hold_the_watch_goes_through_a_hold(
-    autojump_clock: trio.testing.MockClock, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A parked reader woken to take over the watch that runs only after a hold began
-    goes through (it would otherwise park again, at the head, with the watch's deadline
-    at infinity, and nobody to admit it until the release)."""
-    monkeypatch.setattr(fairshare, "ADMIT_SLICE", 1.0)  # an opening admits one
-    gate = ReadGate()
-    gate.enter()
-    passed: dict[str, float] = {}
-    async with trio.open_nursery() as nursery:
-        for name in ("a", "b", "c"):
-            nursery.start_soon(_pass_once, gate, name, passed)
-            await trio.testing.wait_all_tasks_blocked()
-        # "a" holds the watch; cancel nothing, but admit "a" by hand: "b" is woken to
-        # take the watch over, and the hold begins before it runs.
-        gate._admit(1)
-        assert gate._relay is not None
-        gate.hold()
-        await trio.testing.wait_all_tasks_blocked()
-        assert set(passed) == {"a", "b", "c"}
-        assert gate._relay is None
-        gate._check()
-    gate.release()
-    gate.leave()
-    gate._check()
-    assert not gate._first
-    assert not gate._queue
-
-
 @pytest.mark.parametrize(("seed", "commits"), [(s, s % 2 == 0) for s in range(6)])
 async def test_random_readers_writers_commits_and_cancellations(
     autojump_clock: trio.testing.MockClock, seed: int, commits: bool
@@ -562,8 +498,7 @@ async def test_random_readers_writers_commits_and_cancellations(
     writers (enter, wait, leave), group commits and random cancellations of all of them:
     the invariants hold at every step, no park outlasts an open phase plus a closed
     phase's limit (every opening admits all of these few readers), demand returns to
-    zero and nothing is left parked. Some seeds add the owner's holds (``hold`` and
-    ``release``, as a durable owner gathering a batch)."""
+    zero and nothing is left parked."""
     rng = random.Random(seed)
     gate = ReadGate()
     readers = 12  # < _admits(): every opening lets every parked reader through
@@ -612,17 +547,6 @@ async def test_random_readers_writers_commits_and_cancellations(
                 gate.commit_ended()
                 gate._check()
 
-    async def holder() -> None:  # the owner gathering a batch now and then
-        while trio.current_time() < end:
-            await trio.sleep(rng.uniform(0, 0.03))
-            gate.hold()
-            gate._check()
-            try:
-                await trio.sleep(rng.uniform(0, 0.003))
-            finally:
-                gate.release()
-                gate._check()
-
     with trio.fail_after(60):  # mock time: a reader parked forever fails here
         async with trio.open_nursery() as nursery:
             for _ in range(readers):
@@ -631,8 +555,6 @@ async def test_random_readers_writers_commits_and_cancellations(
                 nursery.start_soon(writer)
             if commits:
                 nursery.start_soon(committer)
-            if seed % 3 == 0:
-                nursery.start_soon(holder)
     assert gate.parks > 0
     assert max(parks) <= bound + 1e-9
     gate._check()

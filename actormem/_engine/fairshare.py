@@ -149,7 +149,6 @@ class ReadGate:
         "_open_until",
         "_opened_at",
         "_first",
-        "_held",
         "_let_through",
         "_queue",
         "_relay",
@@ -174,9 +173,6 @@ class ReadGate:
         #: When the gate last opened (trio time).
         self._opened_at = -float("inf")
         self._committing = False
-        #: While the owner gathers a batch (:meth:`hold`): the open phase it cut short
-        #: ends then (trio time); None when not held.
-        self._held: float | None = None
         #: The parked readers, in the order they will be admitted: ``_first`` (readers
         #: back from an admission or a pass the gate's closing cut short, and the watch
         #: taking over), then ``_queue`` (first parked first).
@@ -220,29 +216,6 @@ class ReadGate:
         """The group commit returned: closed phases last up to :data:`CLOSED_MAX` again.
         O(1)."""
         self._committing = False
-        self._rewatch()
-
-    def hold(self) -> None:
-        """The owner of a durable memory gathers a larger batch before its commit: the
-        gate opens now (an opening as the closed phase's limit would make it) and stays
-        open, with writes in flight, until :meth:`release`; readers run their slices
-        meanwhile, and the stores that their retrieves lead to join the batch. O(1),
-        plus O(admitted) when it opens."""
-        if self._held is not None:
-            return
-        if self._closed:
-            self._open(trio.current_time())
-        self._held = self._open_until
-        self._open_until = math.inf
-        self._admit(len(self._first) + len(self._queue))  # every parked reader, in order
-        self._rewatch()
-
-    def release(self) -> None:
-        """The owner took its batch: the open phase :meth:`hold` stretched ends when it
-        would have (or now, if that has passed). O(1)."""
-        if self._held is None:
-            return
-        self._open_until, self._held = self._held, None
         self._rewatch()
 
     def _deadline(self) -> float:
@@ -302,11 +275,8 @@ class ReadGate:
             now = trio.current_time()
             if how == _RELAY:
                 self._relay = None
-            if not self._demand or not self.enabled or self._held is not None:
-                # No writes, the gate off or held open by the owner (a reader woken to
-                # hold the watch before the hold would re-park with no one to wake it):
-                # through; readers still parked need a watch.
-                self._hand_over()
+            if not self._demand or not self.enabled:
+                self._hand_over()  # readers still parked (gate disabled) need a watch
                 return
             if how == _ADMITTED:
                 if not self.fifo:  # the gate before the FIFO hand-off
@@ -330,10 +300,7 @@ class ReadGate:
     def _must_park(self, now: float) -> bool:
         """Whether a reader at a boundary now parks (there is demand): the gate is closed
         (deciding the phase now), or with ``fifo`` readers parked before it still wait
-        for their turn. A reader whose check ends a closed phase passes; while the
-        owner holds the gate open (:meth:`hold`), every reader passes."""
-        if self._held is not None:
-            return False
+        for their turn. A reader whose check ends a closed phase passes."""
         if self._closed:
             if now < self._since + self._limit():  # the watch's deadline, bit for bit
                 return True
@@ -369,7 +336,7 @@ class ReadGate:
         """Open the gate at ``now``; admit parked readers (``running`` of them already
         run: the watch that fired)."""
         if not self._closed:  # the watch fired while open: as if it closed on time
-            self._since = self._open_until if self._held is None else now
+            self._since = self._open_until
         self._closed = False
         self._opened_at = now
         # Earned by the closed time up to the limit: a phase stretched by a long batch
@@ -381,8 +348,6 @@ class ReadGate:
             # open phase before the next write may close the gate again.
             earned = max(earned, OPEN_DONE)
         self._open_until = now + earned
-        if self._held is not None:  # the owner holds the gate open: until its release
-            self._held, self._open_until = self._open_until, math.inf
         if self._let_through is None and self._watch is not None and self._watch.cancel_called:
             # The watch's timeout fired and its holder, off the line, has not run yet:
             # it is the first this opening lets through (else whoever opened the gate

@@ -143,18 +143,6 @@ _INLINE_COMMIT = True
 #: event loop may hold.
 INLINE_ROWS = 64
 
-#: A durable owner whose batch holds fewer than this many awaited requests while
-#: retrieves score gathers more before its group commit (:func:`_gather`): the
-#: fair-share gate held open, the loop run until the batch has this many or
-#: :data:`GATHER_ROUNDS` scheduling rounds have passed. 0: every batch committed as it
-#: comes (the path before it). Read at every batch.
-GATHER_STORES = 8
-#: The most scheduling rounds (every runnable task one step: with the main job's 8
-#: scoring slots, ~8 retrieve slices of ~0.1 ms) a durable owner gathers for (see
-#: :data:`GATHER_STORES`). Rounds, not seconds: the work that brings stores, whatever
-#: else the machine runs.
-GATHER_ROUNDS = 4
-
 #: A retrieve's hits are noted for the owner's access bookkeeping by the id's int
 #: (``MemoryEntry._id``), not by a ``UUID`` read per hit (``entry.id`` builds one, and
 #: its hash is a Python call at each dict operation); the owner looks the ints up
@@ -1330,8 +1318,6 @@ async def _run_owner(memory: Memory, receive: trio.MemoryReceiveChannel[_Request
             except trio.EndOfChannel:
                 break
             _drain(receive, inflight)
-            if memory._commit is not None and GATHER_STORES:
-                await _gather(memory, receive, inflight)
             failed = await _embed_ahead(state.index, inflight)
             if failed is not None:
                 inflight = _fail_unembedded(state.index, inflight, failed)
@@ -1365,42 +1351,6 @@ async def _run_owner(memory: Memory, receive: trio.MemoryReceiveChannel[_Request
     finally:
         memory._close()
         receive.close()
-
-
-async def _gather(
-    memory: Memory, receive: trio.MemoryReceiveChannel[_Request], inflight: list[_Request]
-) -> None:
-    """A durable owner's batch with fewer than :data:`GATHER_STORES` awaited requests:
-    hold the fair-share gate open (``ReadGate.hold``) and let
-    the loop run, a schedule point at a time, until the batch has that many, or
-    :data:`GATHER_ROUNDS` scheduling rounds have passed, or no other task is runnable
-    (no reader to bring a store); then release the gate. The batch stays one group
-    commit, acknowledged after it: fewer, larger commits for a longer store wait.
-    ``inflight`` grows in place (a cancel meanwhile leaves every request in it for the
-    owner's failure path)."""
-    if memory._closed:
-        return
-    awaited = 0
-    for req in inflight:
-        awaited += req.waits
-    if not awaited or awaited >= GATHER_STORES:
-        return
-    gate = memory._gate
-    gate.hold()  # the parked readers are let through: runnable now
-    statistics = trio.lowlevel.current_statistics
-    try:
-        for _ in range(GATHER_ROUNDS):
-            if not statistics().tasks_runnable:
-                return  # nothing else would run meanwhile: no store to wait for
-            await trio.lowlevel.checkpoint()
-            seen = len(inflight)
-            _drain(receive, inflight)
-            for req in inflight[seen:]:
-                awaited += req.waits
-            if awaited >= GATHER_STORES or len(inflight) >= _MAX_BATCH:
-                return
-    finally:
-        gate.release()
 
 
 def _drain(receive: trio.MemoryReceiveChannel[_Request], inflight: list[_Request]) -> None:
