@@ -167,6 +167,13 @@ def _to_entry(body: EntryIn, field: str) -> MemoryEntry:
         raise _Refused(422, f"{field}: {exc}", field) from None
 
 
+def _refuse_if_broken(memory: Memory) -> None:
+    """503 when ``memory`` is broken (a failed commit): it refuses every call for good,
+    so answers that read it without a call must not pass it off as working."""
+    if memory.failure is not None:
+        raise _Refused(503, f"the memory is broken: {memory.failure}")
+
+
 def _scored_json(score: float, entry: MemoryEntry) -> dict[str, Any]:
     return {"entry": entry_to_json(entry), "score": score}
 
@@ -379,6 +386,11 @@ class _MemoryCollector(Collector):
         self.memory = memory
 
     def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(
+            "actormem_broken",
+            "1 once the memory is broken (a failed commit): every call is refused",
+            value=0 if self.memory.failure is None else 1,
+        )
         stats = self.memory.statistics()
         gauges = {
             "entries": "Entries in the latest published snapshot",
@@ -683,6 +695,7 @@ def create_app(
         **guarded,
     )
     async def statistics() -> Response:
+        _refuse_if_broken(memory)
         return JSONResponse(attrs.asdict(memory.statistics()))
 
     @app.get(
@@ -693,6 +706,7 @@ def create_app(
         **guarded,
     )
     async def length() -> Response:
+        _refuse_if_broken(memory)
         return JSONResponse({"entries": len(memory)})
 
     @app.get(
@@ -730,8 +744,13 @@ def create_app(
 
     # ------------------------------------------------------------ operations
 
-    @app.get("/healthz", summary="The process is up", responses={200: {"description": "OK"}})
+    @app.get(
+        "/healthz",
+        summary="The process is up and its memory not broken",
+        responses={200: {"description": "OK"}, 503: _PROBLEMS[503]},
+    )
     async def healthz() -> Response:
+        _refuse_if_broken(memory)  # a broken memory stays broken: restart the server
         return JSONResponse({"status": "ok"})
 
     @app.get(

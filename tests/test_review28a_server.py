@@ -1,0 +1,122 @@
+"""review28a: defects a reviewer found in the HTTP server (scripts in the review's
+notes: broken_exit.py, surrogate_key.sh, parity.py, ...)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import trio
+
+from actormem import MemoryCategory, MemoryEntry, open_memory
+from actormem._errors import StorageError
+from actormem._storage import sqlite as sqlite_mod
+from actormem.server import serve_http
+from actormem.server._app import create_app
+
+
+def _fail_commits(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every commit with rows fails, as under another program's BEGIN EXCLUSIVE held past
+    the busy timeout."""
+    real = sqlite_mod.SqliteStore._write
+
+    def write(self: Any, batch: Any, wait: bool, checkpoint: bool = True) -> bool:
+        if batch.puts or batch.deletes:
+            raise StorageError(self.path, "commit failed: locked by another program")
+        return bool(real(self, batch, wait, checkpoint))
+
+    monkeypatch.setattr(sqlite_mod.SqliteStore, "_write", write)
+
+
+async def test_a_broken_memory_fails_health_reads_and_says_so_in_metrics(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """After a failed commit every call is refused for good: /healthz (a liveness probe),
+    /v1/statistics and /v1/len must not answer 200 as if all were well, /metrics says it,
+    and the failure is logged once when it happens."""
+    async with open_memory(path=tmp_path / "m.db") as memory:
+        await memory.store(MemoryEntry.new(MemoryCategory.FACT, "seed"))
+        transport = httpx.ASGITransport(app=create_app(memory))
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            assert (await client.get("/healthz")).status_code == 200
+            assert "actormem_broken 0.0" in (await client.get("/metrics")).text
+            _fail_commits(monkeypatch)
+            with caplog.at_level(logging.ERROR, logger="actormem"):
+                answer = await client.post("/v1/entries", json={"category": "fact", "memory": "x"})
+                assert answer.status_code == 503
+                for _ in range(3):
+                    answer = await client.post(
+                        "/v1/entries", json={"category": "fact", "memory": "y"}
+                    )
+                    assert answer.status_code == 503
+                    assert "can no longer commit" in answer.json()["detail"]
+            logged = [r for r in caplog.records if "broken" in r.getMessage()]
+            assert len(logged) == 1
+            assert "locked by another program" in logged[0].getMessage()
+            for route in ("/healthz", "/readyz", "/v1/statistics", "/v1/len"):
+                answer = await client.get(route)
+                assert answer.status_code == 503, route
+                assert "broken" in answer.json()["detail"], route
+            metrics = await client.get("/metrics")
+            assert metrics.status_code == 200
+            assert "actormem_broken 1.0" in metrics.text
+
+
+async def test_serve_http_raises_once_closed_when_the_memory_broke(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stop of a server whose memory broke is not a clean one: serve_http raises
+    (the CLI prints it and exits 2) instead of returning as if all were committed."""
+    stop = trio.Event()
+
+    async def serve_and_break() -> None:
+        async with trio.open_nursery() as nursery:
+            binds = await nursery.start(
+                lambda task_status: serve_http(
+                    path=tmp_path / "m.db",
+                    port=0,
+                    stop=stop,
+                    handle_signals=False,
+                    task_status=task_status,
+                )
+            )
+            _fail_commits(monkeypatch)
+            async with httpx.AsyncClient(base_url=binds[0]) as client:
+                answer = await client.post("/v1/entries", json={"category": "fact", "memory": "x"})
+                assert answer.status_code == 503
+            stop.set()
+
+    with pytest.raises(BaseExceptionGroup) as raised:
+        await serve_and_break()
+    (error,) = raised.value.exceptions
+    assert isinstance(error, StorageError)
+    assert "broke while serving" in str(error)
+    assert "locked by another program" in str(error)
+
+
+@pytest.mark.parametrize(
+    "value", ['{"\\ud800":1}', '{"a":{"\\ud800":1}}', '{"a":[{"b\\udfff":1}]}']
+)
+async def test_a_lone_surrogate_in_a_value_key_is_refused_like_the_library(value: str) -> None:
+    """A top-level one was silently stored as three U+FFFD (200); a deeper one got 422
+    with the codec's raw text and field "body". Both: the library's message, "value"."""
+    async with open_memory() as memory:
+        transport = httpx.ASGITransport(app=create_app(memory))
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            body = '{"category":"fact","memory":"k","value":' + value + "}"
+            batch = '{"entries":[' + body + "]}"
+            for route, content, field in (
+                ("/v1/entries", body, "value"),
+                ("/v1/batch", batch, "entries[0].value"),
+            ):
+                answer = await client.post(
+                    route, content=content, headers={"content-type": "application/json"}
+                )
+                assert answer.status_code == 422, answer.text
+                problem = answer.json()
+                assert "value has a key that holds a lone surrogate" in problem["detail"]
+                assert problem["field"] == field
+            assert len(memory) == 0
