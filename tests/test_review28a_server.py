@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import tracemalloc
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +14,9 @@ import pytest
 import trio
 
 from actormem import MemoryCategory, MemoryEntry, open_memory
-from actormem._errors import StorageError
+from actormem._errors import InvalidQueryError, StorageError
 from actormem._storage import sqlite as sqlite_mod
+from actormem.client import Client
 from actormem.server import serve_http
 from actormem.server._app import create_app
 from actormem.server._feed import RemovalFeed
@@ -159,3 +161,41 @@ def test_a_full_removal_feed_takes_about_18_bytes_a_report() -> None:
         (99_999, str(entry.id), "replaced"),
         (100_000, str(entry.id), "replaced"),
     ]
+
+
+_REFUSED_BY_MEMORY: list[tuple[str, dict[str, Any], type[Exception]]] = [
+    ("where set", {"where": {"a": {1}}}, InvalidQueryError),
+    ("where int key", {"where": {1: 1}}, TypeError),
+    ("min_score nan", {"min_score": float("nan")}, InvalidQueryError),
+    ("category str", {"category": "fact"}, TypeError),
+    ("empty category", {"category": []}, InvalidQueryError),
+    ("naive created_after", {"created_after": datetime(2020, 1, 1)}, InvalidQueryError),
+]
+
+
+@pytest.mark.parametrize(
+    ("filters", "error"),
+    [(f, e) for _, f, e in _REFUSED_BY_MEMORY],
+    ids=[n for n, _, _ in _REFUSED_BY_MEMORY],
+)
+async def test_the_client_refuses_the_filters_memory_refuses(
+    filters: dict[str, Any], error: type[Exception]
+) -> None:
+    """The client turned a set into a list and a key 1 into "1" (the server then took
+    them), and raised a raw ValueError for min_score=nan: now the same error as Memory,
+    before anything is sent (nothing listens at the URL)."""
+    async with open_memory() as memory:
+        with pytest.raises(error):
+            await memory.retrieve("x", 3, **filters)
+        listing = {k: v for k, v in filters.items() if k not in ("min_score", "created_after")}
+        if listing:
+            with pytest.raises(error):
+                await memory.list_entries(**listing)
+    with Client("http://127.0.0.1:9", retries=0) as client:
+        with pytest.raises(error):
+            client.retrieve("x", 3, **filters)
+        with pytest.raises(error):
+            client.retrieve_scored("x", 3, **filters)
+        if listing:
+            with pytest.raises(error):
+                client.list_entries(**listing)
