@@ -231,14 +231,22 @@ class _BodyLimit:
                     return
         seen = 0
         started = False
+        head = b""  # the body's first 4 bytes, to tell its encoding
 
         async def limited_receive() -> Message:
-            nonlocal seen
+            nonlocal seen, head
             message = await receive()
             if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
+                body = message.get("body", b"")
+                seen += len(body)
                 if seen > limit:
-                    raise _BodyTooLarge()
+                    raise _BodyTooLarge(limit)
+                if len(head) < 4:
+                    head += body[: 4 - len(head)]
+                    more = message.get("more_body", False)
+                    if (len(head) == 4 or not more) and head:
+                        if json.detect_encoding(head).startswith(("utf-16", "utf-32")):
+                            raise _NotUtf8()
             return message
 
         async def tracking_send(message: Message) -> None:
@@ -255,9 +263,7 @@ class _BodyLimit:
             await self._refuse(scope, receive, send)
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response = problem(
-            413, f"the request body is over the limit of {self.max_body} bytes", "body"
-        )
+        response = problem(413, _too_large(self.max_body), "body")
         await response(scope, receive, send)
 
 
@@ -336,11 +342,27 @@ class _Auth:
 
 
 class _BodyTooLarge(HTTPException):
-    """Raised from ``receive`` when a streamed body passes the limit. An HTTPException,
-    because FastAPI turns any other error while reading a body into a 400."""
+    """Raised from ``receive`` when a streamed body passes the limit ``limit`` (bytes). An
+    HTTPException, because FastAPI turns any other error while reading a body into a
+    400; answered as the 413 of a too large Content-Length (``field`` "body")."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, _too_large(limit))
+
+
+class _NotUtf8(HTTPException):
+    """Raised from ``receive`` when a body starts as UTF-16 or UTF-32 JSON (which
+    ``json.loads`` of bytes would read): the API's bodies are UTF-8 (RFC 8259)."""
 
     def __init__(self) -> None:
-        super().__init__(413, "the request body is over the limit")
+        super().__init__(422, _NOT_UTF8)
+
+
+_NOT_UTF8 = "body: not a JSON document in UTF-8"
+
+
+def _too_large(limit: int) -> str:
+    return f"the request body is over the limit of {limit} bytes"
 
 
 #: Methods labelled as themselves in the latency metric; any other is "OTHER", so that
@@ -809,8 +831,10 @@ def create_app(
         status = exc.status_code
         detail = exc.detail if isinstance(exc.detail, str) else HTTPStatus(status).phrase
         headers = getattr(exc, "headers", None)
-        if status == 400:  # FastAPI's "error parsing the body": not JSON, or not UTF-8
-            return problem(422, "body: not a JSON document in UTF-8", "body")
+        if status == 400 or isinstance(exc, _NotUtf8):  # 400: FastAPI's "error parsing
+            return problem(422, _NOT_UTF8, "body")  # the body": not JSON, or not UTF-8
+        if isinstance(exc, _BodyTooLarge):  # a chunked body (no Content-Length) past it
+            return problem(413, exc.detail, "body")
         if status == 405:
             headers = {"Allow": ", ".join(_allowed_methods(app, request.scope))}
         return problem(status, detail, headers=headers)

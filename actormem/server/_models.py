@@ -92,7 +92,13 @@ def _json_time(value: object) -> object:
     return value
 
 
-Time = Annotated[AwareDatetime, BeforeValidator(_json_time)]
+#: What every time field of a request takes (also in the OpenAPI document).
+TIME_RANGE = (
+    "an RFC 3339 date-time with its offset, inside years 1 to 9999 once in UTC "
+    "(0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999Z: 0001-01-01T00:00:00+01:00 "
+    "is before that and refused)"
+)
+Time = Annotated[AwareDatetime, BeforeValidator(_json_time), Field(description=TIME_RANGE)]
 
 
 def _finite_json(value: object, name: str = "value") -> object:
@@ -195,7 +201,7 @@ class EntryIn(BaseModel):
         Annotated[str, Strict(), StringConstraints(min_length=1, max_length=MAX_KEY_CHARS)] | None
     ) = None
     value: FiniteObject | None = None
-    updated_at: Time | None = Field(None, description="null or absent: created_at")
+    updated_at: Time | None = Field(None, description=f"null or absent: created_at; {TIME_RANGE}")
     ttl: Annotated[float, Strict(), Field(gt=0, le=MAX_TTL, allow_inf_nan=False)] | None = None
     expires_at: Time | None = None
 
