@@ -15,7 +15,8 @@ import pytest
 import trio
 
 from actormem import MemoryCategory, MemoryEntry, open_memory
-from actormem._errors import InvalidQueryError, StorageError
+from actormem._entry import MAX_NAMESPACE_DEPTH, MAX_SEGMENT_CHARS, MAX_TAG_CHARS, MAX_TAGS
+from actormem._errors import InvalidEntryError, InvalidQueryError, StorageError
 from actormem._storage import sqlite as sqlite_mod
 from actormem.client import Client
 from actormem.server import serve_http
@@ -271,3 +272,37 @@ async def test_the_openapi_document_states_the_time_range() -> None:
                 json={"category": "fact", "memory": "x", "created_at": "0001-01-01T00:00:00+01:00"},
             )
             assert answer.status_code == 422
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"tags": [f"t{i}" for i in range(MAX_TAGS + 1)]}, f"the limit is {MAX_TAGS} an entry"),
+        ({"tags": ["x" * (MAX_TAG_CHARS + 1)]}, f"the limit is {MAX_TAG_CHARS}"),
+        ({"namespace": ["n"] * (MAX_NAMESPACE_DEPTH + 1)}, f"the limit is {MAX_NAMESPACE_DEPTH}"),
+        ({"namespace": ["x" * (MAX_SEGMENT_CHARS + 1)]}, f"the limit is {MAX_SEGMENT_CHARS}"),
+    ],
+)
+async def test_tags_and_namespaces_have_limits_on_every_path(
+    fields: dict[str, Any], message: str
+) -> None:
+    """One 3.9 MB store with 400,000 distinct tags held the server's event loop for
+    ~15 s (each new tag is indexed on the owner's task): the entry itself now refuses
+    more tags, longer tags, deeper namespaces and longer segments than its limits, the
+    same way in the library and over HTTP. At the limits it is taken."""
+    with pytest.raises(InvalidEntryError, match=message):
+        MemoryEntry(category=MemoryCategory.FACT, memory="x", **fields)
+    at_limit = {
+        "tags": [f"t{i}" for i in range(MAX_TAGS - 1)] + ["x" * MAX_TAG_CHARS],
+        "namespace": ["n"] * (MAX_NAMESPACE_DEPTH - 1) + ["x" * MAX_SEGMENT_CHARS],
+    }
+    async with open_memory() as memory:
+        await memory.store(MemoryEntry(category=MemoryCategory.FACT, memory="ok", **at_limit))
+        transport = httpx.ASGITransport(app=create_app(memory))
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            answer = await client.post(
+                "/v1/entries", json={"category": "fact", "memory": "x", **fields}
+            )
+            assert answer.status_code == 422
+            assert message in answer.json()["detail"]
+        assert len(memory) == 1
