@@ -21,6 +21,10 @@ if TYPE_CHECKING:
     from ._engine.state import DEFAULT_HALF_LIFE as DEFAULT_HALF_LIFE
     from ._entry import MAX_KEY_CHARS as MAX_KEY_CHARS
     from ._entry import MAX_MEMORY_CHARS as MAX_MEMORY_CHARS
+    from ._entry import MAX_NAMESPACE_DEPTH as MAX_NAMESPACE_DEPTH
+    from ._entry import MAX_SEGMENT_CHARS as MAX_SEGMENT_CHARS
+    from ._entry import MAX_TAG_CHARS as MAX_TAG_CHARS
+    from ._entry import MAX_TAGS as MAX_TAGS
     from ._entry import MAX_TTL as MAX_TTL
     from ._entry import MemoryCategory as MemoryCategory
     from ._entry import MemoryEntry as MemoryEntry
@@ -93,6 +97,10 @@ _EAGER = {
     "DEFAULT_HALF_LIFE": "._engine.state",
     "MAX_KEY_CHARS": "._entry",
     "MAX_MEMORY_CHARS": "._entry",
+    "MAX_NAMESPACE_DEPTH": "._entry",
+    "MAX_SEGMENT_CHARS": "._entry",
+    "MAX_TAG_CHARS": "._entry",
+    "MAX_TAGS": "._entry",
     "MAX_TTL": "._entry",
     "MemoryCategory": "._entry",
     "MemoryEntry": "._entry",
@@ -234,7 +242,11 @@ __all__ = [
     "MAX_KEY_CHARS",
     "MAX_TTL",
     "MAX_MEMORY_CHARS",
+    "MAX_NAMESPACE_DEPTH",
     "MAX_QUERY_CHARS",
+    "MAX_SEGMENT_CHARS",
+    "MAX_TAG_CHARS",
+    "MAX_TAGS",
     "MAX_VALUE_BYTES",
     "ActorMemError",
     "BM25Scorer",

@@ -21,7 +21,17 @@ from ._errors import InvalidEntryError
 from ._json import JsonObject, freeze_json, text_at_paths
 from ._util import Final, sequence_of
 
-__all__ = ["MAX_KEY_CHARS", "MAX_MEMORY_CHARS", "MemoryCategory", "MemoryEntry", "ScoredEntry"]
+__all__ = [
+    "MAX_KEY_CHARS",
+    "MAX_MEMORY_CHARS",
+    "MAX_NAMESPACE_DEPTH",
+    "MAX_SEGMENT_CHARS",
+    "MAX_TAGS",
+    "MAX_TAG_CHARS",
+    "MemoryCategory",
+    "MemoryEntry",
+    "ScoredEntry",
+]
 
 #: Longest accepted ``MemoryEntry.memory``, in code points. Memory is for gist, not
 #: archives (loopctl cuts trajectory parts to 500 characters); a larger text is a bug in
@@ -29,6 +39,16 @@ __all__ = ["MAX_KEY_CHARS", "MAX_MEMORY_CHARS", "MemoryCategory", "MemoryEntry",
 MAX_MEMORY_CHARS = 100_000
 #: Longest accepted ``MemoryEntry.key``, in code points.
 MAX_KEY_CHARS = 4096
+#: Most tags an entry may carry (after duplicates are dropped). Each distinct tag is
+#: indexed for the tag filters on the owner's task (25-50 µs a new tag): one store with
+#: 400,000 tags held a server's every request for 15 s.
+MAX_TAGS = 256
+#: Longest accepted tag, in code points.
+MAX_TAG_CHARS = 1024
+#: Most segments of an entry's ``namespace``.
+MAX_NAMESPACE_DEPTH = 64
+#: Longest accepted namespace segment, in code points.
+MAX_SEGMENT_CHARS = 1024
 #: Longest accepted ``MemoryEntry.ttl``, in seconds: 100 years. The owner computes
 #: ``now + ttl``; an unbounded ttl (1e300) would overflow ``datetime`` in the owner.
 MAX_TTL = 100 * 365.25 * 86400
@@ -74,7 +94,13 @@ def _convert_tags(value: Any) -> tuple[str, ...]:
         _check_text("tag", tag)
         if not tag:
             raise InvalidEntryError("a tag must not be empty")
+        if len(tag) > MAX_TAG_CHARS:
+            raise InvalidEntryError(
+                f"a tag is {len(tag)} code points long; the limit is {MAX_TAG_CHARS}"
+            )
         seen[tag] = None
+    if len(seen) > MAX_TAGS:
+        raise InvalidEntryError(f"{len(seen)} tags; the limit is {MAX_TAGS} an entry")
     return tuple(seen)
 
 
@@ -84,6 +110,15 @@ def _convert_namespace(value: Any) -> tuple[str, ...]:
         _check_text("namespace segment", segment)
         if not segment:
             raise InvalidEntryError("a namespace segment must not be empty")
+        if len(segment) > MAX_SEGMENT_CHARS:
+            raise InvalidEntryError(
+                f"a namespace segment is {len(segment)} code points long; the limit is "
+                f"{MAX_SEGMENT_CHARS}"
+            )
+    if len(items) > MAX_NAMESPACE_DEPTH:
+        raise InvalidEntryError(
+            f"namespace has {len(items)} segments; the limit is {MAX_NAMESPACE_DEPTH}"
+        )
     return items
 
 
@@ -299,14 +334,17 @@ class MemoryEntry(metaclass=Final):
             and :func:`~actormem.entry_from_json` reads that back.)
         category: A :class:`MemoryCategory`.
         memory: The payload text, at most :data:`MAX_MEMORY_CHARS` code points, valid UTF-8.
-        tags: Tuple of non-empty tags, duplicates dropped (first occurrence kept).
+        tags: Tuple of non-empty tags, duplicates dropped (first occurrence kept); at
+            most :data:`MAX_TAGS` of them, each at most :data:`MAX_TAG_CHARS` code points.
         created_at: Timezone-aware datetime, normalised to UTC; defaults to now.
         relevance: Float in [0, 1]; 1.0 from :meth:`new`. Weighs scoring and eviction.
         access_count: How many retrieves returned this entry (>= 0). Maintained by the
             engine; the value you store is the starting count.
         validated: Higher trust: never pruned, evicted only when no unvalidated entry is left.
-        namespace: Tuple of non-empty path segments, ``()`` for the root. Retrieve filters
-            match it segment by segment (``("t", "acme")`` never matches ``("t", "acme-corp")``).
+        namespace: Tuple of non-empty path segments, ``()`` for the root; at most
+            :data:`MAX_NAMESPACE_DEPTH` of them, each at most :data:`MAX_SEGMENT_CHARS`
+            code points. Retrieve filters match it segment by segment (``("t", "acme")``
+            never matches ``("t", "acme-corp")``).
         last_accessed: When a retrieve last returned this entry (UTC), or ``None``.
         key: An optional name, unique within the namespace: storing an entry with the
             ``(namespace, key)`` of a live entry replaces that entry whatever the ids

@@ -51,6 +51,7 @@ nursery. A cancelled or closed owner answers pending requests with
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import os
 import uuid
@@ -372,9 +373,17 @@ class Memory(metaclass=NoPublicConstructor):
 
     # ------------------------------------------------------------ lifecycle helpers
 
+    @property
+    def failure(self) -> BaseException | None:
+        """What broke the memory, or ``None`` while it works: the
+        :class:`~actormem.StorageError` of a failed commit, or the bug that ended its
+        owner task. A broken memory refuses every call (``trio.BrokenResourceError``);
+        every write it acknowledged before is committed. O(1)."""
+        return self._broken
+
     def _raise_if_unusable(self) -> None:
         if self._broken is not None:
-            raise trio.BrokenResourceError("the memory's owner task died") from self._broken
+            raise trio.BrokenResourceError(_broken_message(self._broken)) from self._broken
         if self._closed:
             raise trio.ClosedResourceError("the memory is closed")
 
@@ -1409,8 +1418,9 @@ def _owner_died(
         memory._closed = True
     else:
         memory._broken = exc
-        error = trio.BrokenResourceError("the memory's owner task died")
+        error = trio.BrokenResourceError(_broken_message(exc))
         error.__cause__ = exc
+        _log_broken(exc)
     memory._send.close()
     _fail_pending(inflight, receive, error)
     return error
@@ -1490,11 +1500,29 @@ def _fail_storage(
 ) -> None:
     """A commit failed: its batch's callers get ``exc``, everyone else a broken memory."""
     memory._broken = exc
+    _log_broken(exc)
     for req, _ in replies:
         req.set(outcome.Error(exc))
-    error = trio.BrokenResourceError("the memory's storage failed; it can no longer commit")
+    error = trio.BrokenResourceError(_broken_message(exc))
     error.__cause__ = exc
     _fail_pending(inflight, receive, error)
+
+
+def _broken_message(exc: BaseException) -> str:
+    """What a call on a memory broken by ``exc`` is told."""
+    if isinstance(exc, StorageError):
+        return f"the memory's storage failed, it can no longer commit: {exc}"
+    return "the memory's owner task died"
+
+
+def _log_broken(exc: BaseException) -> None:
+    """Say once, on the ``actormem`` logger, that the memory just broke: a program whose
+    calls do not see the error (a server, a background sweep's failed commit) still
+    leaves a trace."""
+    logging.getLogger("actormem").error(
+        "actormem: the memory is broken and refuses every call from now on: %s",
+        _broken_message(exc),
+    )
 
 
 def _fail_pending(

@@ -43,6 +43,7 @@ from typing import Any, Generic, TypeVar
 import anyio
 import httpx
 
+from .._engine.snapshot import check_thresholds, make_filter
 from .._entry import MemoryEntry, ScoredEntry
 from .._errors import InvalidEntryError, InvalidQueryError, RemoteError, TransportError
 from .._stats import ConsolidationStats, MemoryStatistics
@@ -180,12 +181,36 @@ def _retrieve_body(query: str, limit: int, filters: dict[str, Any]) -> dict[str,
             "query holds a lone surrogate and cannot be sent as UTF-8"
         ) from None
     body: dict[str, Any] = {"query": query, "limit": limit}
+    filters = _checked_filters(filters, times=True)
+    check_thresholds(filters.get("min_score"), filters.get("min_matched", 0))
     for name, value in filters.items():
         if value is not None:
-            if isinstance(value, (str, bytes)) and name in ("namespace", "tags"):
-                raise TypeError(f"{name}= must be a sequence of str, not one str")
             body[name] = _jsonable(value)
     return body
+
+
+def _checked_filters(filters: dict[str, Any], *, times: bool) -> dict[str, Any]:
+    """``filters`` with their collections made lists, once refused as ``Memory`` refuses
+    them (its own checks, ``make_filter``: the same TypeError or InvalidQueryError): a
+    ``where`` with a set or a non-str key, a category given as a str, ... The server
+    would take some of them in their JSON form (a set as a list, a key as its str)."""
+    out = dict(filters)
+    for name in ("namespace", "tags", "category"):
+        value = out.get(name)
+        if isinstance(value, (str, bytes)) and name != "category":
+            raise TypeError(f"{name}= must be a sequence of str, not one str")
+        if value is not None and not isinstance(value, (str, bytes, enum.Enum)):
+            if isinstance(value, Iterable):
+                out[name] = list(value)  # once: a generator is read here only
+    extra = {"created_after": out.get("created_after"), "created_before": out.get("created_before")}
+    make_filter(
+        out.get("namespace"),
+        out.get("category"),
+        out.get("tags"),
+        out.get("where"),
+        **(extra if times else {}),
+    )
+    return out
 
 
 def _retrieve_call(query: str, limit: int, filters: dict[str, Any]) -> _Call[list[MemoryEntry]]:
@@ -203,10 +228,8 @@ def _list_call(
     namespace: Iterable[str] | None, filters: dict[str, Any]
 ) -> _Call[list[MemoryEntry]]:
     body: dict[str, Any] = {}
-    for name, value in {"namespace": namespace, **filters}.items():
+    for name, value in _checked_filters({"namespace": namespace, **filters}, times=False).items():
         if value is not None:
-            if isinstance(value, (str, bytes)) and name in ("namespace", "tags"):
-                raise TypeError(f"{name}= must be a sequence of str, not one str")
             body[name] = _jsonable(value)
     return _Call("POST", "/v1/list", _entries, body=body)
 

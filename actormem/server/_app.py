@@ -174,6 +174,13 @@ def _to_entry(body: EntryIn, field: str) -> MemoryEntry:
         raise _Refused(422, f"{field}: {exc}", field) from None
 
 
+def _refuse_if_broken(memory: Memory) -> None:
+    """503 when ``memory`` is broken (a failed commit): it refuses every call for good,
+    so answers that read it without a call must not pass it off as working."""
+    if memory.failure is not None:
+        raise _Refused(503, f"the memory is broken: {memory.failure}")
+
+
 def _scored_json(score: float, entry: MemoryEntry) -> dict[str, Any]:
     return {"entry": entry_to_json(entry), "score": score}
 
@@ -231,14 +238,22 @@ class _BodyLimit:
                     return
         seen = 0
         started = False
+        head = b""  # the body's first 4 bytes, to tell its encoding
 
         async def limited_receive() -> Message:
-            nonlocal seen
+            nonlocal seen, head
             message = await receive()
             if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
+                body = message.get("body", b"")
+                seen += len(body)
                 if seen > limit:
-                    raise _BodyTooLarge()
+                    raise _BodyTooLarge(limit)
+                if len(head) < 4:
+                    head += body[: 4 - len(head)]
+                    more = message.get("more_body", False)
+                    if (len(head) == 4 or not more) and head:
+                        if json.detect_encoding(head).startswith(("utf-16", "utf-32")):
+                            raise _NotUtf8()
             return message
 
         async def tracking_send(message: Message) -> None:
@@ -255,9 +270,7 @@ class _BodyLimit:
             await self._refuse(scope, receive, send)
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
-        response = problem(
-            413, f"the request body is over the limit of {self.max_body} bytes", "body"
-        )
+        response = problem(413, _too_large(self.max_body), "body")
         await response(scope, receive, send)
 
 
@@ -336,11 +349,27 @@ class _Auth:
 
 
 class _BodyTooLarge(HTTPException):
-    """Raised from ``receive`` when a streamed body passes the limit. An HTTPException,
-    because FastAPI turns any other error while reading a body into a 400."""
+    """Raised from ``receive`` when a streamed body passes the limit ``limit`` (bytes). An
+    HTTPException, because FastAPI turns any other error while reading a body into a
+    400; answered as the 413 of a too large Content-Length (``field`` "body")."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, _too_large(limit))
+
+
+class _NotUtf8(HTTPException):
+    """Raised from ``receive`` when a body starts as UTF-16 or UTF-32 JSON (which
+    ``json.loads`` of bytes would read): the API's bodies are UTF-8 (RFC 8259)."""
 
     def __init__(self) -> None:
-        super().__init__(413, "the request body is over the limit")
+        super().__init__(422, _NOT_UTF8)
+
+
+_NOT_UTF8 = "body: not a JSON document in UTF-8"
+
+
+def _too_large(limit: int) -> str:
+    return f"the request body is over the limit of {limit} bytes"
 
 
 #: Methods labelled as themselves in the latency metric; any other is "OTHER", so that
@@ -384,6 +413,11 @@ class _MemoryCollector(Collector):
         self.memory = memory
 
     def collect(self) -> Iterator[Metric]:
+        yield GaugeMetricFamily(
+            "actormem_broken",
+            "1 once the memory is broken (a failed commit): every call is refused",
+            value=0 if self.memory.failure is None else 1,
+        )
         stats = self.memory.statistics()
         gauges = {
             "entries": "Entries in the latest published snapshot",
@@ -686,6 +720,7 @@ def create_app(
         **guarded,
     )
     async def statistics() -> Response:
+        _refuse_if_broken(memory)
         return JSONResponse(attrs.asdict(memory.statistics()))
 
     @app.get(
@@ -696,6 +731,7 @@ def create_app(
         **guarded,
     )
     async def length() -> Response:
+        _refuse_if_broken(memory)
         return JSONResponse({"entries": len(memory)})
 
     @app.get(
@@ -733,8 +769,13 @@ def create_app(
 
     # ------------------------------------------------------------ operations
 
-    @app.get("/healthz", summary="The process is up", responses={200: {"description": "OK"}})
+    @app.get(
+        "/healthz",
+        summary="The process is up and its memory not broken",
+        responses={200: {"description": "OK"}, 503: _PROBLEMS[503]},
+    )
     async def healthz() -> Response:
+        _refuse_if_broken(memory)  # a broken memory stays broken: restart the server
         return JSONResponse({"status": "ok"})
 
     @app.get(
@@ -793,10 +834,13 @@ def create_app(
         status = exc.status_code
         detail = exc.detail if isinstance(exc.detail, str) else HTTPStatus(status).phrase
         headers = getattr(exc, "headers", None)
-        if status == 400:  # FastAPI's "error parsing the body": not JSON, or not UTF-8
+        if status == 400 or isinstance(exc, _NotUtf8):  # 400: FastAPI's "error parsing
+            # the body": not JSON, or not UTF-8
             if isinstance(exc.__cause__, RecursionError):  # JSON past the parser's depth
                 return problem(422, _TOO_DEEP, "body")
-            return problem(422, "body: not a JSON document in UTF-8", "body")
+            return problem(422, _NOT_UTF8, "body")
+        if isinstance(exc, _BodyTooLarge):  # a chunked body (no Content-Length) past it
+            return problem(413, exc.detail, "body")
         if status == 405:
             headers = {"Allow": ", ".join(_allowed_methods(app, request.scope))}
         return problem(status, detail, headers=headers)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import uuid
+from functools import partial
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -91,14 +92,23 @@ def _json_time(value: object) -> object:
     return value
 
 
-Time = Annotated[AwareDatetime, BeforeValidator(_json_time)]
+#: What every time field of a request takes (also in the OpenAPI document).
+TIME_RANGE = (
+    "an RFC 3339 date-time with its offset, inside years 1 to 9999 once in UTC "
+    "(0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999Z: 0001-01-01T00:00:00+01:00 "
+    "is before that and refused)"
+)
+Time = Annotated[AwareDatetime, BeforeValidator(_json_time), Field(description=TIME_RANGE)]
 
 
-def _finite_json(value: object) -> object:
+def _finite_json(value: object, name: str = "value") -> object:
     """Refuse a number the JSON text spelled past float's range (``1e400`` parses as
-    infinity): stored, it would come back as ``null`` (JSON has no infinity); and
-    nesting past the memory's limit here, by name (past 255 levels pydantic's dump of the
-    body failed first, with "Circular reference detected (depth exceeded)")."""
+    infinity): stored, it would come back as ``null`` (JSON has no infinity); a key
+    holding a lone surrogate (``"\ud800"``: pydantic's JSON dump of the body turned a
+    top-level one into three U+FFFD and failed on a deeper one with the codec's text);
+    and nesting past the memory's limit here, by name (past 255 levels pydantic's dump
+    of the body failed first, with "Circular reference detected (depth exceeded)").
+    O(size of the value)."""
     stack: list[tuple[object, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
@@ -107,6 +117,12 @@ def _finite_json(value: object) -> object:
         if isinstance(item, (dict, list)) and depth > MAX_VALUE_DEPTH + 1:
             raise ValueError(f"nested deeper than {MAX_VALUE_DEPTH} levels")
         if isinstance(item, dict):
+            for key in item:
+                if not key.isascii():
+                    try:
+                        key.encode("utf-8")
+                    except UnicodeEncodeError:  # the library's message (_json.JsonObject)
+                        raise ValueError(f"{name} has a key that holds a lone surrogate") from None
             stack.extend((v, depth + 1) for v in item.values())
         elif isinstance(item, list):
             stack.extend((v, depth + 1) for v in item)
@@ -153,7 +169,10 @@ WHERE_SCHEMA: dict[str, Any] = {
     ],
     "description": "payload filter: dotted paths to values or {$eq|$ne|$gt|$gte|$lt|$lte}",
 }
-Where = Annotated[FiniteObject | None, WithJsonSchema(WHERE_SCHEMA)]
+Where = Annotated[
+    Annotated[dict[str, Any], AfterValidator(partial(_finite_json, name="where"))] | None,
+    WithJsonSchema(WHERE_SCHEMA),
+]
 # Unknown keys are refused, so a typo never drops a field silently. Scalars are strict
 # (no "1" for 1, no 1 for true); ids and times are parsed from their JSON strings.
 _STRICT = ConfigDict(extra="forbid")
@@ -182,7 +201,7 @@ class EntryIn(BaseModel):
         Annotated[str, Strict(), StringConstraints(min_length=1, max_length=MAX_KEY_CHARS)] | None
     ) = None
     value: FiniteObject | None = None
-    updated_at: Time | None = Field(None, description="null or absent: created_at")
+    updated_at: Time | None = Field(None, description=f"null or absent: created_at; {TIME_RANGE}")
     ttl: Annotated[float, Strict(), Field(gt=0, le=MAX_TTL, allow_inf_nan=False)] | None = None
     expires_at: Time | None = None
 

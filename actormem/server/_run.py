@@ -36,6 +36,7 @@ from hypercorn.trio import serve
 
 from .._engine.lifecycle import open_memory
 from .._engine.memory import Memory
+from .._errors import StorageError
 from .._index.scoring import Scorer
 from .._storage.sqlite import Durability
 from .._util import ignored_stop_signals
@@ -111,6 +112,9 @@ async def serve_http(
         ValueError: A non-loopback ``host`` without a token, or a bad ``max_body``.
         StorageError, TypeError, InvalidQueryError: As :func:`~actormem.open_memory`.
         OSError: The address cannot be bound (e.g. the port is in use).
+        StorageError: Raised after the stop, once the memory is closed, when a commit
+            failed while serving (the memory broke: from then on every call got 503,
+            ``/healthz`` included). Writes acknowledged before the failure are committed.
     """
     if token is None and not is_loopback(host):
         raise ValueError(
@@ -153,6 +157,14 @@ async def serve_http(
             on_ready(binds)
         task_status.started(binds)
     # Leaving open_memory: queued requests are applied, the file committed and closed.
+    failure = memory.failure
+    if failure is not None:
+        cause = failure.reason if isinstance(failure, StorageError) else repr(failure)
+        raise StorageError(
+            path if path is not None else "(in memory)",
+            f"the memory broke while serving ({cause}); every write acknowledged before "
+            "that is committed, every one after was refused",
+        ) from failure
 
 
 async def serve_memory_http(
