@@ -258,27 +258,3 @@ TestEntryColumnsMachine = EntryColumnsMachine.TestCase
 TestEntryColumnsMachine.settings = settings(
     max_examples=examples(60), stateful_step_count=40, deadline=None
 )
-
-
-def test_bench_store_mode_reports_its_figures() -> None:
-    from stress import _bench_columns
-    from stress._bench_data import DEFAULT_DATA
-
-    if not (DEFAULT_DATA / "locomo10.json").exists():
-        pytest.skip("../shared/data is not there")
-    for from_entries in (False, True):
-        out = _bench_columns.measure(
-            300,
-            str(DEFAULT_DATA),
-            reads=50,
-            repeats=1,
-            shared_buffer=True,
-            from_entries=from_entries,
-            store=True,
-        )
-        assert out["layout"] == "store"
-        assert out["from_entries"] is from_entries
-        assert out["text_bytes_per_entry"] > 0
-        assert out["store_nbytes_per_entry"] > 48
-        for key in ("store_entry_us", "store_entry_access_us", "store_text_us", "with_access_us"):
-            assert out[key] > 0, key
