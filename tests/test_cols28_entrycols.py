@@ -90,6 +90,10 @@ def test_every_entry_comes_back_equal(batch: list[MemoryEntry]) -> None:
         for name in ("tags", "namespace", "key", "value", "ttl", "expires_at", "last_accessed"):
             if getattr(want, name) not in ((), None):
                 assert getattr(got, name) is getattr(want, name), name  # the stored object
+        for name in _ENTRY_FIELDS:  # a field read without building the entry
+            value = cols.get(slot, name)
+            assert value == getattr(want, name), name
+            assert type(value) is type(getattr(want, name)), name
         assert cols.text(slot) == want.memory
         assert cols.text_equals(slot, want.memory)
         assert not cols.text_equals(slot, want.memory + "x")
@@ -167,6 +171,10 @@ def test_bad_input_changes_nothing() -> None:
             cols.entry(slot)
     with pytest.raises(TypeError):
         cols.entry(0, 1)
+    with pytest.raises(ValueError, match="not a field"):
+        cols.get(0, "id")
+    with pytest.raises(TypeError):
+        cols.get(0)
     with pytest.raises(TypeError):
         cols.text_equals(0, b"kept")
     assert not cols.text_equals(0, "k\ud800")
@@ -251,6 +259,7 @@ class EntryColumnsMachine(RuleBasedStateMachine):
         assert len(self.cols) == len(self.model)
         for slot, entry in self.model.items():
             _same(self.cols.entry(slot), entry)
+            assert self.cols.get(slot, "updated_at") == entry.updated_at
             assert self.cols.text_equals(slot, entry.memory)
 
 

@@ -65,6 +65,7 @@ typedef struct {
     PyTypeObject *entry_type;
     Py_ssize_t off[EF_N];
     PyObject *categories; /* tuple of the category members, by code */
+    PyObject *names;      /* the 15 field names (the fields tuple given) */
     PyObject *extras;     /* dict: slot number -> tuple of EC_EXTRAS */
     PyObject *zero;       /* the int 0 an access count of the fixed slots reads */
     EcSlot *chunks[EC_CHUNKS];
@@ -521,6 +522,71 @@ fail:
     return NULL;
 }
 
+/* Where each of the sparse fields sits in an extras tuple (-1: not sparse). */
+static const int ec_extra_at[EF_N] = {
+    [EF_CATEGORY] = -1, [EF_MEMORY] = -1, [EF_ID] = -1, [EF_TAGS] = 0, [EF_CREATED] = 9,
+    [EF_RELEVANCE] = -1, [EF_COUNT] = 1, [EF_VALIDATED] = -1, [EF_NAMESPACE] = 2,
+    [EF_LAST] = 3, [EF_KEY] = 4, [EF_VALUE] = 5, [EF_UPDATED] = 6, [EF_TTL] = 7,
+    [EF_EXPIRES] = 8,
+};
+
+PyDoc_STRVAR(ec_get_doc,
+"get(slot, name) -> value\n\n"
+"The field `name` (one of the fields given at construction, e.g. 'relevance', '_id',\n"
+"'created_at', 'tags') of the entry stored at `slot`, as getattr(entry(slot), name)\n"
+"gives it, without building the entry. Errors as entry(); ValueError for another name.\n"
+"O(1), O(len(text)) for the text.");
+
+static PyObject *
+ec_get(EntryColumnsObject *c, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "get takes 2 arguments (slot, name)");
+        return NULL;
+    }
+    int64_t at;
+    if (ec_slot_arg(c, args[0], &at) < 0) return NULL;
+    int f = 0;
+    for (; f < EF_N; f++) {
+        PyObject *name = PyTuple_GET_ITEM(c->names, f);
+        if (name == args[1]) break;
+        int eq = PyObject_RichCompareBool(name, args[1], Py_EQ);
+        if (eq < 0) return NULL;
+        if (eq) break;
+    }
+    if (f == EF_N) {
+        PyErr_SetString(PyExc_ValueError, "get: not a field of the entry");
+        return NULL;
+    }
+    EcSlot *s = ec_at(c, at);
+    switch (f) {
+    case EF_CATEGORY: return Py_NewRef(PyTuple_GET_ITEM(c->categories, s->cat));
+    case EF_MEMORY: return ec_text_obj(c, s);
+    case EF_ID: return ec_id_obj(s);
+    case EF_RELEVANCE: return PyFloat_FromDouble(s->relevance);
+    case EF_VALIDATED: return Py_NewRef(s->flags & EC_VALIDATED ? Py_True : Py_False);
+    }
+    if (s->flags & EC_EXTRA) {
+        PyObject *x = PyDict_GetItemWithError(c->extras, args[0]); /* borrowed */
+        if (!x) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_RuntimeError, "EntryColumns: a slot lost its extras");
+            return NULL;
+        }
+        PyObject *v = PyTuple_GET_ITEM(x, ec_extra_at[f]);
+        if (f == EF_CREATED && v == Py_None) return ec_time_of(s->created);
+        return Py_NewRef(v);
+    }
+    switch (f) {
+    case EF_CREATED:
+    case EF_UPDATED: return ec_time_of(s->created);
+    case EF_TAGS:
+    case EF_NAMESPACE: return PyTuple_New(0);
+    case EF_COUNT: return Py_NewRef(c->zero);
+    default: return Py_NewRef(Py_None);
+    }
+}
+
 PyDoc_STRVAR(ec_text_doc,
 "text(slot) -> str\n\n"
 "The text stored at `slot` (a new str). Errors as entry(). O(len(text)).");
@@ -791,6 +857,7 @@ ec_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     }
     c->entry_type = (PyTypeObject *)Py_NewRef((PyObject *)et);
     c->categories = Py_NewRef(cats);
+    c->names = Py_NewRef(fields);
     memcpy(c->off, off, sizeof(off));
     return (PyObject *)c;
 }
@@ -800,6 +867,7 @@ ec_traverse(EntryColumnsObject *c, visitproc visit, void *arg)
 {
     Py_VISIT((PyObject *)c->entry_type);
     Py_VISIT(c->categories);
+    Py_VISIT(c->names);
     Py_VISIT(c->extras);
     return 0;
 }
@@ -809,6 +877,7 @@ ec_clear(EntryColumnsObject *c)
 {
     Py_CLEAR(c->entry_type);
     Py_CLEAR(c->categories);
+    Py_CLEAR(c->names);
     Py_CLEAR(c->extras);
     Py_CLEAR(c->zero);
     return 0;
@@ -830,6 +899,7 @@ static PyMethodDef ec_methods[] = {
     {"put", (PyCFunction)ec_put, METH_O, ec_put_doc},
     {"entry", (PyCFunction)(void (*)(void))ec_entry, METH_FASTCALL, ec_entry_doc},
     {"text", (PyCFunction)ec_text, METH_O, ec_text_doc},
+    {"get", (PyCFunction)(void (*)(void))ec_get, METH_FASTCALL, ec_get_doc},
     {"text_equals", (PyCFunction)(void (*)(void))ec_text_equals, METH_FASTCALL,
      ec_text_equals_doc},
     {"ident", (PyCFunction)ec_ident, METH_O, ec_ident_doc},
