@@ -45,6 +45,7 @@ setup(
                 "actormem/_index/_duptable.h",
                 "actormem/_index/_idtable.h",
                 "actormem/_index/_grouptable.h",
+                "actormem/_index/_entrycols.h",
             ],  # the tables
             optional=True,
         ),

@@ -28,6 +28,13 @@ Two parts, printed as one JSON line:
    (``sqlite_format.decode_rows``: a proxy for a builder in C); the median of ``--repeats`` passes
    over ``--reads`` random slots.
 
+``--store`` (branch cols28) fills the compiled store instead (``EntryColumns``,
+``actormem/_index/entrycols.py``: 48-byte slots and UTF-8 text blocks, an entry built in C
+on read), each entry put as the engine's store would put it, and adds its read costs:
+``store_entry_us`` (``entry(slot)``), ``store_entry_access_us`` (``entry(slot, count,
+last)``, what ``with_access`` gives today), ``store_text_us`` (``text(slot)``). Its
+``column_bytes`` has no ``born``/``died``/``seq`` (those are the record's, step B).
+
 Runtime complexity: O(n) to fill, O(repeats * reads) to time.
 """
 
@@ -94,6 +101,21 @@ def _fill(source: Iterable[Any], shared_buffer: bool) -> tuple[dict[str, Any], i
     return cols, text_bytes
 
 
+def _fill_store(source: Iterable[Any]) -> tuple[Any, int]:
+    """The compiled store of the entries of ``source`` and the texts' UTF-8 byte count.
+    O(total size)."""
+    from actormem._index.entrycols import new_entry_columns
+
+    store = new_entry_columns()
+    if store is None:
+        raise SystemExit("--store needs the compiled word-overlap core")
+    text_bytes = 0
+    for entry in source:
+        store.put(entry)
+        text_bytes += len(entry.memory.encode("utf-8"))
+    return store, text_bytes
+
+
 def _build(cols: dict[str, Any], slot: int) -> Any:
     """The ``MemoryEntry`` of ``slot``, made from the columns (the read path the plan
     needs). O(len(text))."""
@@ -126,12 +148,18 @@ def _timed(fn: Any, items: list[Any], repeats: int) -> float:
 
 
 def measure(
-    n: int, data: str, reads: int, repeats: int, shared_buffer: bool, from_entries: bool = False
+    n: int,
+    data: str,
+    reads: int,
+    repeats: int,
+    shared_buffer: bool,
+    from_entries: bool = False,
+    store: bool = False,
 ) -> dict[str, Any]:
     """The figures above, in this process (call it in a fresh one). ``from_entries``: the
     ``n`` entries made first, as ``_bench_memory`` makes them, and dropped once the
     columns hold them (what the allocator gives back of them counts), else each entry
-    made and dropped in turn."""
+    made and dropped in turn. ``store``: the compiled store filled instead."""
     from actormem._entry import with_access
 
     from ._bench_data import entries, load_corpus
@@ -139,18 +167,33 @@ def measure(
 
     corpus = load_corpus(data)
     rss_before = rss_bytes()
+    fill: Any = _fill_store if store else (lambda src: _fill(src, shared_buffer))
     if from_entries:
         batch = list(entries(corpus, n))
-        cols, text_bytes = _fill(batch, shared_buffer)
+        cols, text_bytes = fill(batch)
         del batch
     else:
-        cols, text_bytes = _fill(entries(corpus, n), shared_buffer)
+        cols, text_bytes = fill(entries(corpus, n))
     rss_cols = rss_bytes()
     trimmed = rss_trimmed_bytes()
     rng = random.Random(0)
     slots = [rng.randrange(n) for _ in range(reads)]
     stored = list(entries(corpus, min(n, 4096)))
     held = [stored[s % len(stored)] for s in slots]
+    if store:
+        return _measure_store(
+            cols,
+            n,
+            slots,
+            held,
+            repeats,
+            text_bytes,
+            rss_before,
+            rss_cols,
+            trimmed,
+            from_entries,
+            next(iter(entries(corpus, 1, start=5))),
+        )
     build = _timed(lambda s: _build(cols, s), slots, repeats)
     access = _timed(lambda e: with_access(e, 1, None), held, repeats)
     ends, buf = cols["ends"], cols["buf"]
@@ -188,6 +231,41 @@ def measure(
     }
 
 
+def _measure_store(
+    store: Any,
+    n: int,
+    slots: list[int],
+    held: list[Any],
+    repeats: int,
+    text_bytes: int,
+    rss_before: int,
+    rss_cols: int,
+    trimmed: int | None,
+    from_entries: bool,
+    fifth: Any,
+) -> dict[str, Any]:
+    """:func:`measure`'s figures for the compiled store. O(repeats * reads)."""
+    from actormem._entry import with_access
+
+    assert store.entry(5) == fifth
+    entry, text = store.entry, store.text
+    return {
+        "n": n,
+        "layout": "store",
+        "from_entries": from_entries,
+        "text_bytes_per_entry": text_bytes / n,
+        "column_bytes": (rss_cols - rss_before - text_bytes) / n,
+        "column_trimmed_bytes": (
+            None if trimmed is None else (trimmed - rss_before - text_bytes) / n
+        ),
+        "store_nbytes_per_entry": store.stats()["nbytes"] / n,
+        "store_entry_us": _timed(entry, slots, repeats) * 1e6,
+        "store_entry_access_us": _timed(lambda s: entry(s, 1, None), slots, repeats) * 1e6,
+        "store_text_us": _timed(text, slots, repeats) * 1e6,
+        "with_access_us": _timed(lambda e: with_access(e, 1, None), held, repeats) * 1e6,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, required=True)
@@ -196,9 +274,16 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--text-list", action="store_true", help="a bytes object per text")
     parser.add_argument("--from-entries", action="store_true", help="all entries made first")
+    parser.add_argument("--store", action="store_true", help="the compiled EntryColumns")
     args = parser.parse_args()
     out = measure(
-        args.n, args.data, args.reads, args.repeats, not args.text_list, args.from_entries
+        args.n,
+        args.data,
+        args.reads,
+        args.repeats,
+        not args.text_list,
+        args.from_entries,
+        args.store,
     )
     print(json.dumps(out))
 

@@ -9,6 +9,7 @@ import math
 
 import pytest
 
+from actormem._index import kernels
 from stress import _bench_columns
 from stress._bench_data import DEFAULT_DATA, entries, load_corpus
 
@@ -58,3 +59,25 @@ def test_memory_benchmark_reports_the_trimmed_figure() -> None:
         assert out["beyond_text_trimmed_bytes"] is None
     else:
         assert math.isfinite(out["beyond_text_trimmed_bytes"])
+
+
+def test_bench_store_mode_reports_its_figures() -> None:
+    """``--store`` (branch cols28): the compiled store's figures are there."""
+    if kernels._wo is None:
+        pytest.skip("the word-overlap core is not built")
+    for from_entries in (False, True):
+        out = _bench_columns.measure(
+            300,
+            str(DEFAULT_DATA),
+            reads=50,
+            repeats=1,
+            shared_buffer=True,
+            from_entries=from_entries,
+            store=True,
+        )
+        assert out["layout"] == "store"
+        assert out["from_entries"] is from_entries
+        assert out["text_bytes_per_entry"] > 0
+        assert out["store_nbytes_per_entry"] > 48
+        for key in ("store_entry_us", "store_entry_access_us", "store_text_us", "with_access_us"):
+            assert out[key] > 0, key

@@ -39,6 +39,7 @@
 #include "_duptable.h"
 #include "_idtable.h"
 #include "_grouptable.h"
+#include "_entrycols.h"
 
 static PyObject *array_type;   /* array.array */
 static PyObject *array_append; /* array.array.append (a method descriptor) */
@@ -7147,5 +7148,6 @@ PyInit__cwordoverlap(void)
     if (m && dt_module_add(m) < 0) Py_CLEAR(m);
     if (m && it_module_add(m) < 0) Py_CLEAR(m);
     if (m && gt_module_add(m) < 0) Py_CLEAR(m);
+    if (m && ec_module_add(m) < 0) Py_CLEAR(m);
     return m;
 }
