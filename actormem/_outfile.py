@@ -10,7 +10,10 @@ not a regular file (``/dev/null``, ``/dev/stdout`` be it a terminal or a pipe) i
 written in place: a rename would replace the device node, not write to it. A named FIFO,
 a socket and a block device are refused: opening a FIFO for writing waits until some
 program opens it for reading (the command would hang at its end), a socket cannot be
-opened at all, and a disk device is no place for a figures file.
+opened at all, and a disk device is no place for a figures file. An ``OUT`` that is the
+file behind the command's own stdout or stderr (``--json /dev/stdout > out.txt``, by
+any name: same device and inode as descriptor 1 or 2) is written in place too, after
+what the command printed there: a rename would replace the file and lose the text.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import json
 import os
 import secrets
 import stat
+import sys
 from typing import Any
 
 __all__ = ["FIGURES_MAX", "check_figures_target", "is_figures", "write_figures"]
@@ -41,6 +45,24 @@ def is_figures(value: Any) -> bool:
     if isinstance(value, list) and value:
         return all(isinstance(v, dict) and {"scorer", "hit", "mrr"} <= v.keys() for v in value)
     return False
+
+
+def _std_stream(path: str) -> int | None:
+    """The descriptor (1 or 2) whose open file is ``path`` itself (same ``st_dev`` and
+    ``st_ino``: ``/dev/stdout``, ``/dev/fd/1``, or the name of the file stdout is
+    redirected to), or None. O(1)."""
+    try:
+        target = os.stat(path)
+    except OSError:
+        return None
+    for fd in (1, 2):
+        try:
+            info = os.fstat(fd)
+        except OSError:
+            continue
+        if (info.st_dev, info.st_ino) == (target.st_dev, target.st_ino):
+            return fd
+    return None
 
 
 def _refusal(path: str) -> str | None:
@@ -77,6 +99,8 @@ def check_figures_target(path: str | os.PathLike[str]) -> str | None:
     where = os.fspath(path)
     if os.path.isdir(where):
         return "is a directory"
+    if _std_stream(where) is not None:
+        return None  # written in place, after what the command prints there
     real = os.path.realpath(where)
     try:
         mode = os.stat(where).st_mode  # (/dev/stdout: the pipe or terminal behind it)
@@ -101,7 +125,10 @@ def check_figures_target(path: str | os.PathLike[str]) -> str | None:
         os.close(probe[0])
         os.unlink(probe[1])
     except OSError as exc:
-        return f"not writable: {os.path.dirname(where) or '.'}: {exc.strerror or exc}"
+        folder = os.path.dirname(where) or "."
+        if isinstance(exc, FileNotFoundError):  # the folder exists: /proc, /sys
+            return f"not writable: {folder}: its file system takes no new files"
+        return f"not writable: {folder}: {exc.strerror or exc}"
     return None
 
 
@@ -138,8 +165,10 @@ def _create_beside(real: str) -> tuple[int, str]:
 def write_figures(path: str | os.PathLike[str], text: str) -> None:
     """Write ``text`` (UTF-8) to ``path``: to a new file beside it, synced, then renamed
     over it (an existing file's permission bits are kept), so ``path`` holds the old
-    content or the new, whole. A ``path`` that is not a regular file (``/dev/null``) is
-    written in place. On an error the new file is removed and ``path`` is unchanged.
+    content or the new, whole. A ``path`` that is not a regular file (``/dev/null``), or
+    is the file open on descriptor 1 or 2 (``/dev/stdout > out.txt``), is written in
+    place (the latter through that descriptor, after what Python printed there). On an
+    error the new file is removed and ``path`` is unchanged.
     Blocking, O(len(text)).
 
     Raises:
@@ -147,11 +176,20 @@ def write_figures(path: str | os.PathLike[str], text: str) -> None:
         ValueError: ``path`` became something :func:`check_figures_target` refuses
             (the message says why, without the path).
     """
+    data = text.encode("utf-8")
+    stream = _std_stream(os.fspath(path))
+    if stream is not None:  # after the text printed there, none of it replaced
+        for handle in (sys.stdout, sys.stderr):
+            if handle is not None:
+                handle.flush()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(stream, view) :]
+        return
     refusal = check_figures_target(path)
     if refusal is not None:
         raise ValueError(refusal)
     real = os.path.realpath(path)
-    data = text.encode("utf-8")
     try:
         old = os.stat(path)  # (/dev/stdout: the pipe or terminal behind it)
     except FileNotFoundError:

@@ -62,6 +62,7 @@ def test_a_signal_ends_the_swarm_with_its_figures_and_no_temporary_folder(
     assert "lost: 0" in out.splitlines()
     report = json.loads(out_json.read_text(encoding="utf-8"))
     assert report["interrupted"] == name
+    assert report["status"] == child.returncode  # the exit status, not 0
     assert report["accounting"]["ok"] is True
     assert report["throughput"]["steps"] > 0
     assert list(temp.iterdir()) == []

@@ -45,9 +45,10 @@ def one_blas_thread(environ: MutableMapping[str, str] | None = None) -> bool:
 
 #: The commands where SIGTERM unwinds like Ctrl-C (:class:`_Terminated`): they have
 #: something to clean up or report (swarm: its temporary folder and figures; import: a
-#: file it created; mcp: its one line and exit status 143, also during its imports).
+#: file it created; mcp and eval: their one line and exit status 143, also during
+#: their imports).
 #: Elsewhere (serve handles its own signals) SIGTERM keeps its default action.
-SIGTERM_UNWINDS = ("swarm", "import", "mcp")
+SIGTERM_UNWINDS = ("swarm", "import", "mcp", "eval")
 
 
 class _Terminated(KeyboardInterrupt):

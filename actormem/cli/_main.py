@@ -720,10 +720,12 @@ def cmd_swarm(args: argparse.Namespace) -> int:
             status, report = trio.run(_swarm, args, workload, path, console)
     report["data_files"] = files
     report["command"] = shlex.join([PROG, *args.argv])
+    signum = None if report["interrupted"] is None else signal.Signals[report["interrupted"]]
+    if signum is not None:
+        report["status"] = 128 + signum  # the exit status, as for a whole run
     if args.json is not None:
         write_json(args.json, report)
-    if report["interrupted"] is not None:
-        signum = signal.Signals[report["interrupted"]]
+    if signum is not None:
         raise _Interrupted("the figures above are those of the part that ran", signum=signum)
     _keep_for_exit(workload)
     global _swarm_done

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import stat
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -141,10 +143,17 @@ def run_eval_locomo(args: argparse.Namespace) -> int:
     splits = {"all": None, "tuning": TUNING, "held-out": HELD_OUT}
     if not _json_target_ok("locomo", args.json):
         return 2
+    refusal = _data_refusal(args.data, "LoCoMo's JSON file (locomo10.json)")
+    if refusal is not None:
+        _refuse("locomo", f"cannot read {args.data}: {refusal}")
+        return 2
     try:
         conversations = load_locomo(args.data)
     except (OSError, ValueError) as exc:
-        _refuse("locomo", f"cannot read {_reason(args.data, exc)}")
+        problem: OSError | ValueError = exc
+        if _looks_like_jsonl(args.data):
+            problem = ValueError("looks like JSONL (one JSON value a line), not LoCoMo's JSON file")
+        _refuse("locomo", f"cannot read {_reason(args.data, problem)}")
         return 2
     wanted = args.conversation or splits[args.split]
     if wanted is not None:
@@ -161,11 +170,11 @@ def run_eval_locomo(args: argparse.Namespace) -> int:
     try:
         retriever = RETRIEVERS[args.scorer]()
     except ImportError as exc:
-        _refuse(
-            "locomo",
-            f"--scorer {args.scorer} needs the 'stem' extra: "
-            f"{install_hint('stem')} ({exc}), or use --scorer bm25",
-        )
+        reason = str(exc)
+        if "pip install" not in reason:  # the modules' own messages carry the hint
+            extra = "stem" if args.scorer.startswith("bm25") else "dense"
+            reason = f"{reason} ({install_hint(extra)})"
+        _refuse("locomo", f"--scorer {args.scorer}: {reason}; or use --scorer bm25")
         return 2
     result = evaluate(conversations, retriever, args.k)
     # first: the table below may meet a closed pipe (| head)
@@ -182,6 +191,10 @@ def run_eval_toolcalls(args: argparse.Namespace) -> int:
     from . import _toolcalls
 
     if not _json_target_ok("toolcalls", args.json):
+        return 2
+    refusal = _data_refusal(args.data, "a JSONL file")
+    if refusal is not None:
+        _refuse("toolcalls", f"cannot read {args.data}: {refusal}")
         return 2
     try:
         steps = _toolcalls.load_steps(args.data)
@@ -208,6 +221,54 @@ def _refuse(benchmark: str, message: str) -> None:
     ``actormem eval BENCHMARK: error: MESSAGE``, on one line."""
     line = "; ".join(part for part in message.splitlines() if part.strip())
     print(f"actormem eval {benchmark}: error: {line}", file=sys.stderr)
+
+
+#: The first bytes of an SQLite database file (a memory file).
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _data_refusal(path: Path, expected: str) -> str | None:
+    """Why ``--data`` ``path`` is not worth opening (one line, without the path), or None
+    (then the loader says what else is wrong): a named FIFO (its open would wait for a
+    writer, maybe forever), a socket, a device, or an SQLite database (a memory file
+    given in its place; ``expected`` names what it should be). An anonymous pipe
+    (``--data <(zcat ...)``) is read. Blocking, O(1)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return None  # the loader's error names it (missing, not allowed)
+    if stat.S_ISFIFO(mode):
+        real = os.path.realpath(path)
+        if os.path.lexists(real) and stat.S_ISFIFO(os.lstat(real).st_mode):
+            return "is a FIFO, not a file: reading it would wait until a program writes it"
+        return None
+    if stat.S_ISSOCK(mode):
+        return "is a socket, not a file"
+    if stat.S_ISBLK(mode) or stat.S_ISCHR(mode):
+        return "is a device, not a file"
+    if not stat.S_ISREG(mode):
+        return None  # a directory: the loader says so
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(len(_SQLITE_MAGIC))
+    except OSError:
+        return None
+    if head == _SQLITE_MAGIC:
+        return f"an SQLite database (a memory file?), not {expected}"
+    return None
+
+
+def _looks_like_jsonl(path: Path) -> bool:
+    """Whether ``path``'s first line is a whole JSON object by itself and more follows
+    (a JSONL file given where one JSON document is expected). O(first line)."""
+    try:
+        with open(path, "rb") as handle:
+            first = handle.readline(1 << 20)
+            rest = handle.read(64)
+        value = json.loads(first)
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(value, dict) and bool(rest.strip())
 
 
 def _reason(path: Path, exc: OSError | ValueError) -> str:
