@@ -327,13 +327,16 @@ def test_owner_waits_with_and_without_scope(
                 MemoryEntry(
                     category=MemoryCategory.FACT,
                     memory="gone",
-                    expires_at=clock.now + timedelta(seconds=1.5),
+                    # (each reading of this clock moves it 1 s on, and len() reads it once:
+                    # an expiry 3 s ahead outlives the owner's and len()'s readings)
+                    expires_at=clock.now + timedelta(seconds=3),
                 )
             )
             assert len(memory) == 2
             clock.now += timedelta(seconds=10)  # past its expiry: the next sweep drops it
+            assert len(memory) == 1  # expired: never counted, even before the sweep
             with trio.fail_after(5):
-                while len(memory) != 1:  # noqa: ASYNC110 (the owner sweeps on its own)
+                while removed != ["expired"]:  # noqa: ASYNC110 (the owner sweeps on its own)
                     await trio.sleep(0.01)
         assert removed == ["expired"]
 
