@@ -38,7 +38,10 @@ Opening (:meth:`SqliteStore.open`), in an order that never modifies a refused fi
    ``synchronous`` setting, and record the file's device and inode: before each group
    commit one ``stat`` checks that ``path`` still names that file, so a database removed
    or replaced underneath fails the commit (and breaks the memory) instead of
-   acknowledging writes into an unlinked file.
+   acknowledging writes into an unlinked file. A replicated node's checkpoint (its
+   ``meta`` row :data:`NODE_KEY`) is refused here unless the opener is its node
+   (:func:`refuse_node_file`), before anything is written (an older schema's upgrade
+   aside).
 
 Loading (the engine's ``MemoryState.load``) stores the decoded entries into the empty state
 in ``seq`` order with their ``seq`` numbers, so insertion order, access counts and
