@@ -60,7 +60,7 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -79,8 +79,8 @@ from .._storage.log import (
     LogTruncatedError,
     WriteLog,
 )
-from .._storage.pglog import LOG_FORMAT, MEMORY_NAME_RE, PgLog
-from .._storage.sqlite import Durability, SqliteStore
+from .._storage.pglog import LOG_FORMAT, MEMORY_NAME_RE, PgLog, is_transient
+from .._storage.sqlite import NODE_KEY, Durability, SqliteStore
 from .._storage.sqlite_format import MAX_ACCESS_COUNT, encode_record
 from .._util import Final
 from .memory import (
@@ -107,7 +107,7 @@ from .state import MemoryState
 
 __all__ = ["ReplicaOptions", "Replica", "apply_ops", "decode_snapshot", "encode_snapshot"]
 
-_META_MEMORY = "replica_memory"
+_META_MEMORY = NODE_KEY
 _META_LOG = "replica_log"
 _META_NODE = "replica_node"
 _META_APPLIED = "replica_applied_seq"
@@ -129,7 +129,10 @@ class ReplicaOptions(metaclass=Final):
     Attributes:
         log_timeout: How long an append may keep failing (retried with the same batch
             id) before its callers get :class:`~actormem.StorageError`; also how long
-            opening waits for the server.
+            opening rides out the server not answering, refusing connections or
+            dropping them (retried with backoff; the time counts again once a
+            catch-up made progress). A refusal for good (a wrong password, a database
+            that does not exist) fails the open at once.
         poll_interval: The node reads the log at least this often even without a
             notification (the correctness path; notifications only wake it sooner).
         access_interval: Retrieve hits (access bookkeeping) are appended with the next
@@ -747,6 +750,43 @@ def _check_name(name: object) -> str:
     return name
 
 
+async def _riding_out(
+    options: ReplicaOptions,
+    step: Callable[[], Awaitable[Any]],
+    progress: Callable[[], object] = lambda: None,
+) -> None:
+    """Run ``step`` of a node's open, again after a failure of the way to the log
+    (:func:`~actormem._storage.pglog.is_transient`: a connection dropped, refused,
+    terminated) with backoff (50 ms doubling to 1 s), as long as the failures since the
+    last ``progress()`` change have lasted less than ``log_timeout``: a running node
+    rides out such an outage for that long, and so does its open. Any other error
+    (the server refusing for good, the log's content, the local file) is raised at once.
+
+    Raises:
+        StorageError: The outage lasted ``log_timeout`` (its last error), or not transient.
+    """
+    deadline = trio.current_time() + options.log_timeout
+    delay = 0.05
+    seen = progress()
+    while True:
+        try:
+            await step()
+            return
+        except LogContentError:
+            raise
+        except StorageError as exc:
+            if not is_transient(exc):
+                raise
+            if progress() != seen:  # a catch-up that applied some records: a new outage
+                seen = progress()
+                deadline = trio.current_time() + options.log_timeout
+                delay = 0.05
+            if trio.current_time() + delay > deadline:
+                raise
+        await trio.sleep(delay)
+        delay = min(delay * 2, 1.0)
+
+
 async def open_replica(
     memory: Memory,
     log: object,
@@ -762,9 +802,12 @@ async def open_replica(
     Raises:
         TypeError, InvalidQueryError: A bad option, including a ``capacity`` or
             ``half_life`` other than the memory's (fixed when its log was created).
-        StorageError: The log does not answer within ``log_timeout``, or was written by
-            a newer actormem; the file belongs to another memory or log, or is a
-            memory that is not a replica; as ``open_memory(path=...)``.
+        StorageError: The log does not answer within ``log_timeout`` (connections
+            dropped, refused or terminated are retried until then: :func:`_riding_out`),
+            the server refuses for good (a wrong password, a database that does not
+            exist: at once), or the log was written by a newer actormem; the file
+            belongs to another memory or log, or is a memory that is not a replica; as
+            ``open_memory(path=...)``.
     """
     if not isinstance(log, str):
         raise TypeError(f"log must be a PostgreSQL connection string, not {type(log).__name__}")
@@ -784,11 +827,8 @@ async def open_replica(
     logs: list[Any] = []  # [the log connection]
     files: list[Any] = []  # [(the checkpoint store, its rows)]
     try:
-        await trio.to_thread.run_sync(
-            _run_into,
-            logs,
-            partial(PgLog.open, dsn, name, config, connect_timeout=options.log_timeout),
-        )
+        connect = partial(PgLog.open, dsn, name, config, connect_timeout=options.log_timeout)
+        await _riding_out(options, lambda: trio.to_thread.run_sync(_run_into, logs, connect))
         wlog = logs[0]
         if wlog.config != config:
             raise InvalidQueryError(
@@ -801,7 +841,9 @@ async def open_replica(
         meta: dict[str, str] = {}
         store: SqliteStore | None = None
         if fspath is not None:
-            await trio.to_thread.run_sync(_run_into, files, SqliteStore.open, fspath, durability)
+            # node=True: the one opener that may open a node's checkpoint
+            opener = partial(SqliteStore.open, fspath, durability, node=True)
+            await trio.to_thread.run_sync(_run_into, files, opener)
             opened, entries = files[0]
             store = opened
             meta = await trio.to_thread.run_sync(opened.read_meta)
@@ -836,7 +878,7 @@ async def open_replica(
         memory._storage = store
         if store is not None and _META_MEMORY not in meta:
             await replica._commit_local(state, 0)  # claim the new file for this memory
-        await replica.catch_up(memory)
+        await _riding_out(options, partial(replica.catch_up, memory), lambda: replica.applied)
     except BaseException:
         # Closed here: not the caller's to close again.
         memory._replica = None

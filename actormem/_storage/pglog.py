@@ -63,7 +63,14 @@ from .._errors import StorageError
 from .._util import install_hint
 from .log import LogRecord, LogSnapshot, LogTruncatedError
 
-__all__ = ["LOG_FORMAT", "MEMORY_NAME_RE", "PgLog", "check_reachable", "redact_dsn"]
+__all__ = [
+    "LOG_FORMAT",
+    "MEMORY_NAME_RE",
+    "PgLog",
+    "check_reachable",
+    "is_transient",
+    "redact_dsn",
+]
 
 #: Version of the tables and payloads this actormem writes; a memory whose log has a
 #: larger one was written by a newer actormem and is refused.
@@ -229,6 +236,45 @@ class _Deadline:
 def _reason(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return text[:300] or type(exc).__name__
+
+
+#: SQLSTATEs (a class, or a code) of a failure of the way to the server rather than of
+#: the request: a connection exception (08), the server out of connections or memory
+#: (53), shut down or terminated by an administrator or starting up (57P01-57P03), a
+#: statement cancelled (57014: the server's own timeouts).
+_TRANSIENT_STATES = ("08", "53", "57P01", "57P02", "57P03", "57014")
+#: What a server says when it refuses a connection for now (libpq gives connection
+#: failures no SQLSTATE: only the text tells them from a refusal for good, such as a
+#: wrong password or a database that does not exist).
+_TRANSIENT_FATAL = (
+    "the database system is",  # starting up, shutting down, in recovery mode, ...
+    "too many clients",
+    "too many connections",
+    "terminating connection",
+    "remaining connection slots are reserved",
+)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Whether ``exc`` (a :class:`~actormem.StorageError` of a :class:`PgLog` call) is a
+    failure of the way to the server that may pass: a connection refused, dropped,
+    timed out or terminated by an administrator, the server starting up, shutting down
+    or out of connections. Not transient: what the server refuses for good (a wrong
+    password, a role or database that does not exist, a permission, SQL it rejects)
+    and anything not raised by a psycopg error (a log of a newer actormem). O(1).
+    """
+    psycopg = _psycopg()
+    cause = exc.__cause__
+    if not isinstance(exc, StorageError) or not isinstance(cause, psycopg.Error):
+        return False
+    state = cause.sqlstate
+    if state is not None:
+        return bool(state.startswith(_TRANSIENT_STATES))
+    if not isinstance(cause, psycopg.OperationalError):
+        return False
+    text = str(cause)
+    # "FATAL:": the server answered and refused; else the connection failed or broke.
+    return "FATAL:" not in text or any(t in text for t in _TRANSIENT_FATAL)
 
 
 def _limit_idle_transactions(conn: Any, seconds: float) -> None:

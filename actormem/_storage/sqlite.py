@@ -38,7 +38,10 @@ Opening (:meth:`SqliteStore.open`), in an order that never modifies a refused fi
    ``synchronous`` setting, and record the file's device and inode: before each group
    commit one ``stat`` checks that ``path`` still names that file, so a database removed
    or replaced underneath fails the commit (and breaks the memory) instead of
-   acknowledging writes into an unlinked file.
+   acknowledging writes into an unlinked file. A replicated node's checkpoint (its
+   ``meta`` row :data:`NODE_KEY`) is refused here unless the opener is its node
+   (:func:`refuse_node_file`), before anything is written (an older schema's upgrade
+   aside).
 
 Loading (the engine's ``MemoryState.load``) stores the decoded entries into the empty state
 in ``seq`` order with their ``seq`` numbers, so insertion order, access counts and
@@ -439,7 +442,7 @@ def _create(path: str) -> None:
     except StorageError:
         raise
     except (sqlite3.Error, OSError) as exc:
-        raise StorageError(path, f"cannot create: {sqlite_reason(exc)}") from exc
+        raise StorageError(path, f"cannot create: {sqlite_reason(exc, path)}") from exc
     finally:
         for leftover in (tmp, tmp + "-journal", tmp + "-wal", tmp + "-shm"):
             try:
@@ -530,12 +533,56 @@ def _read_counters(conn: sqlite3.Connection) -> dict[str, int]:
     }
 
 
+#: The ``meta`` row that makes a file the local checkpoint of a node of a replicated
+#: memory (its value: the memory's name; ``_engine/replica.py`` writes it with the log
+#: position the rows hold).
+NODE_KEY = "replica_memory"
+
+#: The start of the reason :func:`refuse_node_file` gives (``is_node_file``).
+_NODE_FILE = "the local checkpoint of a node of the replicated memory"
+
+
+def refuse_node_file(path: str, conn: sqlite3.Connection) -> None:
+    """Raise if the file of ``conn`` is a replicated memory's node checkpoint. One
+    ``SELECT`` of a ``meta`` row, O(1).
+
+    Such a file changes only by its memory's log: its ``meta`` rows name the log
+    position its rows hold, and the node reloads them as that position's state. A
+    store or delete by a memory opened without the log (an expiry, an eviction, an
+    index image) was never in the log: the node reopened on the file would keep an
+    entry no other node has and miss one every other node has, silently.
+
+    Raises:
+        StorageError: It is one (the reason names the memory and what to do instead).
+    """
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key = ?", (NODE_KEY,)).fetchone()
+    except sqlite3.Error as exc:
+        raise StorageError(path, sqlite_reason(exc, path)) from exc
+    if row is not None:
+        raise StorageError(
+            path,
+            f"{_NODE_FILE} {row[0]!r}: it changes only by that memory's log (a write "
+            "here would be missing from the other nodes, or make this node differ from "
+            f"them). Open it as the node: open_memory(log=..., name={row[0]!r}, "
+            "path=...); read it with `actormem query`, `export` or `stats` (they write "
+            "nothing); or export its entries and import them into a new file",
+        )
+
+
+def is_node_file(reason: str) -> bool:
+    """Whether a :class:`~actormem.StorageError` reason is :func:`refuse_node_file`'s."""
+    return reason.startswith(_NODE_FILE)
+
+
 class Opening:
     """A file :meth:`SqliteStore.open_read` locked and read, not yet open for writing:
     :meth:`finish` makes the store, :meth:`abort` gives the file up. ``image``: the
-    index image read with the rows (as ``SqliteStore.image``), or None."""
+    index image read with the rows (as ``SqliteStore.image``), or None. ``node``: the
+    opener is the node of a replicated memory (:data:`NODE_KEY`): only it may finish
+    the opening of a node's checkpoint."""
 
-    __slots__ = ("_checks", "_cls", "_durability", "_lock", "_name", "_path", "image")
+    __slots__ = ("_checks", "_cls", "_durability", "_lock", "_name", "_path", "image", "node")
 
     def __init__(
         self,
@@ -554,6 +601,7 @@ class Opening:
         self._lock: FileLock | None = lock
         self._checks = checks
         self.image = image
+        self.node = False
 
     def finish(self) -> SqliteStore:
         """Wait for a ``quick_check`` still running (raising its error), then open the
@@ -561,7 +609,9 @@ class Opening:
         ``image`` this one's). Once. On an error the lock is released.
 
         Raises:
-            StorageError: The check refused the file, or as :meth:`SqliteStore.open`.
+            StorageError: The check refused the file; the file is a node's checkpoint
+                and this opener no node (:func:`refuse_node_file`); or as
+                :meth:`SqliteStore.open`.
         """
         lock, self._lock = self._lock, None
         if lock is None:
@@ -585,7 +635,13 @@ class Opening:
             try:
                 conn = _connect(path, self._durability)
             except sqlite3.Error as exc:
-                raise StorageError(path, sqlite_reason(exc)) from exc
+                raise StorageError(path, sqlite_reason(exc, path)) from exc
+            if not self.node:
+                try:
+                    refuse_node_file(path, conn)
+                except BaseException:
+                    conn.close()
+                    raise
             try:
                 store = self._cls(path, self._durability, lock, conn, name=self._name)
             except OSError as exc:
@@ -721,20 +777,26 @@ class SqliteStore:
         path: str,
         durability: Durability,
         prepare: Callable[[dict[str, bytes]], Any] | None = None,
+        *,
+        node: bool = False,
     ) -> tuple[SqliteStore, list[tuple[int, MemoryEntry]]]:
         """Lock, validate (or create) and open ``path``; return the store and its entries.
 
         The entries are ``(seq, entry)`` pairs in insertion order. A file this refuses
         is left byte-for-byte unchanged. O(file size). ``prepare``: as
         :func:`~actormem._storage.sqlite_format.read_file`'s (work on the index image
-        while the rows are read).
+        while the rows are read). ``node``: the opener is a replicated memory's node
+        (``_engine/replica.py``), the only one that may open a node's checkpoint
+        (:func:`refuse_node_file`).
 
         Raises:
             StorageError: The directory is missing or not writable; another memory holds
                 the file; the file is empty, not an actormem database, from a newer
-                schema version, or corrupted; SQLite or the OS failed.
+                schema version, or corrupted; it is a node's checkpoint and ``node`` is
+                False; SQLite or the OS failed.
         """
         opening, entries = cls.open_read(path, durability, prepare, late=False)
+        opening.node = node
         return opening.finish(), entries
 
     @classmethod

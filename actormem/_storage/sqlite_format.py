@@ -531,10 +531,45 @@ def _cut(text: str) -> str:
 _NOT_UTF8 = "Could not decode to UTF-8"
 
 
-def sqlite_reason(exc: BaseException) -> str:
-    """A short reason for an SQLite or OS error, naming corruption and locking plainly;
-    the error's own text is cut to :data:`_MAX_QUOTE` code points."""
-    name = getattr(exc, "sqlite_errorname", "")
+#: Free bytes under which an I/O error on a file's file system is said to be likely a
+#: full disk (:func:`sqlite_reason` with ``path``): SQLite needs a few pages for the
+#: -wal and 32 KiB for the -shm file.
+_LOW_SPACE = 1 << 20
+
+
+def _free_bytes(path: str) -> int | None:
+    """Bytes free to an unprivileged user on the file system of ``path``'s directory,
+    or None if that cannot be read. One ``statvfs``."""
+    try:
+        st = os.statvfs(os.path.dirname(os.path.abspath(path)))
+    except OSError:
+        return None
+    return st.f_bavail * st.f_frsize
+
+
+def _io_reason(name: str, text: str, path: str | None) -> str:
+    """The reason of an ``SQLITE_IOERR*`` error: SQLite's "disk I/O error" alone did
+    not say that the usual cause at an open is a full disk (SQLite failing to size the
+    -shm file: ``SQLITE_IOERR_SHMSIZE``, while a fuller disk gives ``SQLITE_FULL``)."""
+    reason = f"{text} ({name})"
+    if name == "SQLITE_IOERR_SHMSIZE":
+        reason += (
+            ": SQLite could not size the shared-memory file (-shm) beside the database"
+        )
+    free = None if path is None else _free_bytes(path)
+    if free is not None and free < _LOW_SPACE:
+        return f"{reason}; the disk is likely full ({free:,} bytes free): free some space"
+    if name == "SQLITE_IOERR_SHMSIZE":
+        return f"{reason}; the disk is likely full"
+    return reason
+
+
+def sqlite_reason(exc: BaseException, path: str | None = None) -> str:
+    """A short reason for an SQLite or OS error, naming corruption, locking and a full
+    disk plainly; the error's own text is cut to :data:`_MAX_QUOTE` code points.
+    ``path``: the database the error happened on; with it, an I/O error also says how
+    much space its file system has left when that is little (one ``statvfs``)."""
+    name = getattr(exc, "sqlite_errorname", "") or ""
     text = _cut(str(exc))
     if isinstance(exc, sqlite3.OperationalError) and text.startswith(_NOT_UTF8):
         # Python's sqlite3 decoding a TEXT value (SQLite itself never checks UTF-8).
@@ -545,6 +580,8 @@ def sqlite_reason(exc: BaseException) -> str:
         return f"corrupted ({text})"
     if name.startswith("SQLITE_BUSY") or name.startswith("SQLITE_LOCKED"):
         return f"locked by another program ({text})"
+    if name.startswith("SQLITE_IOERR"):
+        return _io_reason(name, text, path)
     if isinstance(exc, OSError) and exc.strerror:
         return exc.strerror
     return text

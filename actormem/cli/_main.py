@@ -113,8 +113,11 @@ async def _reading(
     path: Path, *, scorer: str = "word-overlap", live_note_to: Any = None
 ) -> AsyncIterator[Memory]:
     """The memory at ``path`` to read; when a running memory holds the file, a live read
-    (a consistent read-only snapshot, see ``_engine/live.py``), said on ``live_note_to``."""
+    (a consistent read-only snapshot, see ``_engine/live.py``), said on ``live_note_to``.
+    A replicated memory's node checkpoint (which only its node may open: a write there
+    would not be in the log) is read the same way, without the note."""
     entered = False
+    note = True
     try:
         async with _open(path, scorer=scorer) as memory:
             entered = True
@@ -128,9 +131,11 @@ async def _reading(
             yield memory
     except StorageError as exc:
         from .._engine.live import is_held_elsewhere  # a read of a held file only
+        from .._storage.sqlite import is_node_file
 
-        if entered or not is_held_elsewhere(exc.reason):
+        if entered or not (is_held_elsewhere(exc.reason) or is_node_file(exc.reason)):
             raise
+        note = not is_node_file(exc.reason)
     else:
         return
     from .._engine.live import open_live_copy
@@ -139,7 +144,8 @@ async def _reading(
         memory._auto_sweep = False  # (in memory only, but _expired_kept counts them)
         # Said once the snapshot is read: a file the read refuses (a newer actormem's,
         # a damaged one) gets its error alone, not a note promising a snapshot first.
-        print(LIVE_NOTE.format(path=printable(str(path))), file=live_note_to or sys.stdout)
+        if note:
+            print(LIVE_NOTE.format(path=printable(str(path))), file=live_note_to or sys.stdout)
         yield memory
 
 
