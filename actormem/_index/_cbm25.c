@@ -1446,7 +1446,7 @@ bm25_daat_modes(PyObject *self, PyObject *arg)
 PyDoc_STRVAR(bm25_daat_doc,
 "bm25_daat(terms, cursors, lengths, a_part, b_part, k1, b, avgdl, up, theta, budget,\n"
 "          seed, nums_out, scores_out, sticky=None, offer=None,\n"
-"          prefetch=0, split_room=1.0, codes=None, more=0) -> (int, bool)\n\n"
+"          prefetch=0, split_room=1.0, codes=None, more=0, seed_room=0) -> (int, bool)\n\n"
 "Document-at-a-time MaxScore with block-max windows over the query's terms, a list of\n"
 "(wi, ub, groups, tfs, count, blocks, nblocks) in the query's order (ub: a bound on the\n"
 "term's contribution, slack included; blocks: (largest tf, smallest length) of each of\n"
@@ -1482,7 +1482,7 @@ PyDoc_STRVAR(bm25_daat_doc,
 "groups by upper bounds from each code's lowest length (bm25_code_floors; a length\n"
 "below 128 is its own code); the lookups and exact scores read the lengths: the same\n"
 "groups at or above theta with the same scores, perhaps more below it. more (flags 0\n"
-"to 2047): with more & 1 and codes, the lookups' saturations come from the codes as well\n"
+"to 8191): with more & 1 and codes, the lookups' saturations come from the codes as well\n"
 "(upper bounds again), and only the exact scores read the lengths; with more & 2 (and\n"
 "prefetch & 8), the seeding asks for the lookups of the seed's group a few on before\n"
 "this one's; with more & 4, a window in which few postings were walked has only their\n"
@@ -1504,7 +1504,11 @@ PyDoc_STRVAR(bm25_daat_doc,
 "and sticky needed, no seed), the call runs to the end of the lists: each time a step\n"
 "of budget postings ends short of it, the terms are split again at the heap's theta and\n"
 "the next step runs in the same call, as the next call would (one call for what the\n"
-"caller would drive step by step; it always returns done). The same results.");
+"caller would drive step by step; it always returns done). With more & 4096 (and 2048,\n"
+"offer, sticky and a seed): the seeding, then the walk to its end in the same call, as\n"
+"a call with the seed and then one with more & 2048 would make them (the seeding's\n"
+"groups remembered, at most seed_room of them if > 0, its positions from cursors; the\n"
+"walk's from the start of the lists, written back to cursors). The same results.");
 
 static PyObject *
 bm25_daat(PyObject *self, PyObject *args)
@@ -1513,16 +1517,26 @@ bm25_daat(PyObject *self, PyObject *args)
     PyObject *o_offer = Py_None, *o_hs, *o_hq, *o_hn, *o_seen, *o_first = Py_None;
     PyObject *o_codes = Py_None;
     double a_part, b_part, k1, b, avgdl, up, theta, split_room = 1.0;
-    Py_ssize_t budget, seed;
+    Py_ssize_t budget, seed, seed_room = 0;
     int prefetch = 0, more = 0;
-    if (!PyArg_ParseTuple(args, "O!OOdddddddnnOO|OOidOi", &PyList_Type, &o_terms, &o_cur, &o_len,
-                          &a_part, &b_part, &k1, &b, &avgdl, &up, &theta, &budget, &seed,
-                          &o_nums, &o_scores, &o_sticky, &o_offer, &prefetch, &split_room,
-                          &o_codes, &more)) {
+    if (!PyArg_ParseTuple(args, "O!OOdddddddnnOO|OOidOin", &PyList_Type, &o_terms, &o_cur,
+                          &o_len, &a_part, &b_part, &k1, &b, &avgdl, &up, &theta, &budget,
+                          &seed, &o_nums, &o_scores, &o_sticky, &o_offer, &prefetch,
+                          &split_room, &o_codes, &more, &seed_room)) {
         return NULL;
     }
-    if (more < 0 || more > 4095) {
-        PyErr_SetString(PyExc_ValueError, "more: flags 0 to 4095");
+    if (more < 0 || more > 8191) {
+        PyErr_SetString(PyExc_ValueError, "more: flags 0 to 8191");
+        return NULL;
+    }
+    if (seed_room < 0) {
+        PyErr_SetString(PyExc_ValueError, "seed_room must be >= 0");
+        return NULL;
+    }
+    /* more & 4096: the seeding, then the walk to the end (more & 2048) in this call. */
+    const int then_walk = (more & 4096) != 0;
+    if (then_walk && (!(more & 2048) || seed < 0 || o_offer == Py_None || o_sticky == Py_None)) {
+        PyErr_SetString(PyExc_ValueError, "more & 4096 needs more & 2048, a seed, offer and sticky");
         return NULL;
     }
     /* more & 1: the lookups read the codes; & 2: the seeding's lookups prefetched ahead
@@ -1706,8 +1720,9 @@ bm25_daat(PyObject *self, PyObject *args)
     if (seed >= 0) {
         /* Seeding: every group of the seed term's list, its exact score. */
         term_t *s = &T[seed];
+        Py_ssize_t seed_cap = then_walk && seed_room > 0 && seed_room < room ? seed_room : room;
         finished = 0;
-        while (work < budget && emitted < room) {
+        while (work < budget && emitted < seed_cap) {
             if (s->cur >= s->count) {
                 finished = 1;
                 break;
@@ -1752,7 +1767,22 @@ bm25_daat(PyObject *self, PyObject *args)
             s->cur++;
         }
         if (po && offer_found(po, out_n, out_s, emitted) < 0) goto done;
-        goto out;
+        if (!then_walk) goto out;
+        /* more & 4096: what the walk's call (more & 2048, no seed) would start from: every
+         * list from its start, the seed's term looked up in its dense array too, the
+         * groups offered from now on not remembered, theta the heap's worst, the split
+         * made there with the sticky marks. */
+        for (Py_ssize_t i = 0; i < q; i++) {
+            T[i].cur = 0;
+            T[i].xcur = 0;
+            T[i].at = 0.0;
+        }
+        if (dense_on && T[seed].have_dense) T[seed].bits = (const uint8_t *)T[seed].dense.buf;
+        po->remember = 0;
+        emitted = 0;
+        theta = heap_theta(po);
+        ne = split_terms(T, q, theta, (uint8_t *)sticky.buf, ord, prefix, split_room);
+        finished = ne == q; /* no group can reach theta */
     }
     if (have_sticky) {
         /* more & 2048 (with offer): to the end, step after step in this call. */
