@@ -1,6 +1,7 @@
 """A drained BM25 query's short path to the core (``knobs._QUERY_FAST``,
-``MaxScoreSearch.drained``, ``kernels.bm25_query``) and its seeding and walk in one core
-call (``knobs._ONE_CALL``, ``bm25_daat``'s ``more & 4096``).
+``MaxScoreSearch.drained``, ``kernels.bm25_query``), its seeding and walk in one core
+call (``knobs._ONE_CALL``, ``bm25_daat``'s ``more & 4096``) and the walk's scratch made
+once a call (``knobs._CALL_SCRATCH``, ``more & 8192``).
 
 The kernel: lists of 0.1-30% of up to 12,000 groups, a table of records (one or several
 a group, some purged, some born after or dead before the snapshot), a filter or none,
@@ -75,11 +76,16 @@ def _by_daat(
 def _by_query(
     terms: list[Any], lengths: Any, parts: Any, codes: Any, table: list[Any], first: Any,
     limit: int, budget: int, accept: Any, version: int, seed: int, one_call: bool,
+    scratch: bool,
 ) -> tuple[list[Any], int]:  # fmt: skip
-    """The same query through ``kernels.bm25_query``."""
+    """The same query through ``kernels.bm25_query`` (``scratch``: the walk's scratch
+    made once a call)."""
     from actormem._index import _cbm25
 
-    flags = kernels.daat_flags(False, True, True, True, False, True, *_FLAGS.values())
+    prefetch, more = kernels.daat_flags(
+        False, True, True, True, False, True, *_FLAGS.values()
+    )  # fmt: skip
+    flags = (prefetch, more | (kernels.CALL_SCRATCH if scratch else 0))
     before = _cbm25.bm25_walked()
     got = kernels.bm25_query(
         terms, lengths, parts, max(limit, 4096), flags, 0.8, codes,
@@ -107,8 +113,9 @@ def test_query_same_as_daat(
     seed: int, nlen: int, nterms: int, top_length: int, limit: int, budget: int,
     version: int, filtered: bool, ties: bool, coded: bool,
 ) -> None:  # fmt: skip
-    """``bm25_query`` in one call (the seeding then the walk) and in two: the same heap
-    and postings walked as ``Bm25Daat``'s seeding and walk to the end (any seed term)."""
+    """``bm25_query`` in one call (the seeding then the walk) and in two, the walk's
+    scratch made once a call or once a step: the same heap and postings walked as
+    ``Bm25Daat``'s seeding and walk to the end (any seed term)."""
     lengths, terms, parts = _lists(seed, nlen, nterms, top_length)
     codes = length_codes(lengths) if coded else None
     if coded:
@@ -118,8 +125,9 @@ def test_query_same_as_daat(
     start = random.Random(seed).randrange(len(terms))
     args = (terms, lengths, parts, codes, slots, first if ties else None, limit, budget)
     want = _by_daat(*args, accept, version, start)
-    assert _by_query(*args, accept, version, start, True) == want
-    assert _by_query(*args, accept, version, start, False) == want
+    for one_call in (True, False):
+        for scratch in (True, False):
+            assert _by_query(*args, accept, version, start, one_call, scratch) == want
 
 
 @given(seed=st.integers(0, 2**32 - 1), count=st.integers(1, 200))
@@ -133,7 +141,7 @@ def test_index_fast_agrees_with_reference(seed: int, count: int) -> None:
     queries.append("r1 r1 c0 r2 r2 r2 c3 nope")  # weights of 2 and 3, an unknown word
     each_setting(
         bm25_knobs,
-        ("_QUERY_FAST", "_ONE_CALL"),
+        ("_QUERY_FAST", "_ONE_CALL", "_CALL_SCRATCH"),
         lambda on: agree_with_brute_force(three, old, queries, on),
     )
 

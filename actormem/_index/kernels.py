@@ -721,6 +721,10 @@ _TO_END = 2048
 #: ``_TO_END``) in the same call (:func:`bm25_query`).
 _SEED_THEN_WALK = 4096
 
+#: ``bm25_daat``'s ``more`` flag for the windowed walk's scratch made once a call, not
+#: once a step (:func:`bm25_query`'s ``flags``, ``knobs._CALL_SCRATCH``).
+CALL_SCRATCH = 8192
+
 
 def daat_flags(
     prefetch: bool, prefetch_seek: bool, tight_walk: bool, interp_seek: bool,
@@ -1103,9 +1107,10 @@ def bm25_query(
     :meth:`~Bm25Daat.best`: the same calls to ``bm25_daat`` with the same arguments, so
     the same results), without its Python checks: for a caller that built ``terms``
     from an index's own lists (the C code checks every buffer, size and range again).
-    ``flags``: :func:`daat_flags`; ``offer``: ``(table, version, accept, limit,
-    first, columns)`` as :meth:`Bm25Daat.offer_to` and ``drive`` take them (``first``
-    None or the int64 first seqs). With ``one_call`` and one seed, the seeding and the
+    ``flags``: :func:`daat_flags` (``more`` perhaps with :data:`CALL_SCRATCH`);
+    ``offer``: ``(table, version, accept, limit, first, columns)`` as
+    :meth:`Bm25Daat.offer_to` and ``drive`` take them (``first`` None or the int64 first
+    seqs). With ``one_call`` and one seed, the seeding and the
     walk are one ``bm25_daat`` call (``more & 4096``: the same work in the same order, one
     call's set-up). Returns ``(score, rec)``, best first (a higher score, then a lower
     seq). O(the walk's work).

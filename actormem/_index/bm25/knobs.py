@@ -73,6 +73,12 @@ _QUERY_FAST = True
 #: results; False: two calls.
 _ONE_CALL = True
 
+#: On that short path, the windowed walk's scratch (a window's scores and marks, 40 KiB,
+#: and the table of parts at a frequency of 1 with its 256 divisions) is made once a
+#: core call, not once a step (``bm25_daat``'s ``more & 8192``; ~9 steps a question at
+#: 1M). The same results; False: once a step.
+_CALL_SCRATCH = True
+
 #: With the cost-aware split, the first theta comes from this many groups of the seed
 #: term's list at most (or the query's limit, if more); without, one step's worth.
 _SEED_ROOM = 128

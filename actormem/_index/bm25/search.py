@@ -331,6 +331,8 @@ class MaxScoreSearch:
             knobs._SPARSE_CLEAR, knobs._PREFETCH_OFFERS, dense, True,
             knobs._SCALAR_NO_PREFETCH, knobs._WALK_ONES, knobs._MARK_CUT, knobs._SCAN_MARKS,
         )  # fmt: skip
+        if knobs._CALL_SCRATCH:
+            flags = (flags[0], flags[1] | kernels.CALL_SCRATCH)
         seeds = sorted(range(len(terms)), key=bounds.__getitem__)[-knobs._SEEDS :]
         first = index._first_seq if knobs._TIE_SKIP else None
         return kernels.bm25_query(
