@@ -48,7 +48,11 @@ knobs._MARK_CUT = False``), ``--old core-q10`` the eight-lane walk on an AMD CPU
 AVX-512, marking its groups a posting (``knobs._SCALAR_ON_AMD = knobs._SCAN_MARKS =
 False``; *new*: their defaults), ``--old core-q11`` the walk driven a call a step from
 Python, not run to its end in one call after the seeding (``knobs._WHOLE_DRIVE =
-False``).
+False``), ``--old core-q12`` a drained query through the sliced search's generator (its
+``_Exact``, ``Bm25Daat`` and checks, a seeding call then a walk's call, the walk's
+scratch made once a step), not the short path from the weights to one core call with
+its scratch made once (``knobs._QUERY_FAST = False``; ``_ONE_CALL`` and
+``_CALL_SCRATCH`` only act on the short path).
 
 ``--warm`` runs each query once untimed before its timed pair (``time_paired``): without
 it the first run of a pair reads the query's posting lists from memory and the second
@@ -152,6 +156,8 @@ def switch(new: bool) -> None:
         knobs._SCAN_MARKS = SCAN_MARKS and new
     elif OLD == "core-q11":
         knobs._WHOLE_DRIVE = new
+    elif OLD == "core-q12":
+        knobs._QUERY_FAST = new
     elif OLD == "core-q8":
         knobs._SCALAR_NO_PREFETCH = new
     else:
@@ -215,6 +221,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
             "core-q9",
             "core-q10",
             "core-q11",
+            "core-q12",
         ),
         default="python",
         help="old: the Python driver, the core's driver with MaxScore's split by bound, or"
@@ -234,7 +241,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         " prefetch (core-q8), or"
         " the scalar walk computing every part and mark (core-q9), or the eight-lane walk"
         " on an AMD CPU, marking its groups a posting (core-q10), or the walk a call a step"
-        " (core-q11)",
+        " (core-q11), or a drained query through the sliced search's generator, not the"
+        " short path to one core call with its scratch made once (core-q12)",
     )
     p.add_argument(
         "--warm",

@@ -1158,6 +1158,31 @@ prefetch_lookups(const term_t *T, const Py_ssize_t *ord, Py_ssize_t ne, int64_t 
  * are summed in another order than the exact one: only ever compared with the bounds'
  * slack. Windows are whole: a call ends between two, after budget postings of work or
  * when the next could overflow the output. Returns -1 with an exception set. */
+/* window_steps' scratch, made once a bm25_daat call and kept between its steps (more &
+ * 8192) rather than made and freed by each step: acc and mark zeroed when made, and
+ * zero again after every window a step completes (its clear); ones and keep written
+ * before they are read, but for ones' last BM25_CODES doubles, the saturation at a
+ * frequency of 1 by code, the same for every step of a call (den fixed): made once. */
+typedef struct {
+    double *acc, *keep, *ones;
+    int sat1_made; /* ones' last BM25_CODES doubles: made */
+    uint64_t *mark;
+    uint16_t *marked;
+    Py_ssize_t *starts;
+} wbufs_t;
+
+static void
+wbufs_free(wbufs_t *wb)
+{
+    PyMem_Free(wb->acc);
+    PyMem_Free(wb->keep);
+    PyMem_Free(wb->ones);
+    PyMem_Free(wb->mark);
+    PyMem_Free(wb->marked);
+    PyMem_Free(wb->starts);
+    memset(wb, 0, sizeof(*wb));
+}
+
 static int
 window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
              const double *prefix, const int32_t *ln, Py_ssize_t nlen, double a_part,
@@ -1165,7 +1190,7 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
              Py_ssize_t budget, Py_ssize_t room, int64_t *out_n, double *out_s,
              Py_ssize_t *p_emitted, int *p_finished, offer_t *o, int prefetch, int tight,
              const uint8_t *codes, const double *den, int codes_simd, int lookup_codes,
-             int sparse_clear, int walk_ones, int cut_on, int scan_on)
+             int sparse_clear, int walk_ones, int cut_on, int scan_on, wbufs_t *wb)
 {
     const int ahead = (tight & 4) && seek_interp;
     /* The lookups take their denominators from the codes (lookup_codes, with the codes'
@@ -1180,7 +1205,14 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
      * codes' scalar walk takes (wi >= 0). */
     double *ones = NULL;
     if (walk_ones && codes && WALKS_TIGHT(tight)) {
-        ones = PyMem_Malloc((size_t)(q + 1) * BM25_CODES * sizeof(double));
+        if (wb && !wb->ones) {
+            wb->ones = PyMem_Malloc((size_t)(q + 1) * BM25_CODES * sizeof(double));
+            if (!wb->ones) {
+                PyErr_NoMemory();
+                return -1;
+            }
+        }
+        ones = wb ? wb->ones : PyMem_Malloc((size_t)(q + 1) * BM25_CODES * sizeof(double));
         if (!ones) {
             PyErr_NoMemory();
             return -1;
@@ -1188,9 +1220,12 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
         /* The saturation at a frequency of 1 by code is the same for every term: 256
          * divisions a call, not 256 a walked term (~7 a call at 1M), then a multiply
          * each: the loop's `wi * (tf / (tf + den))` at tf 1.0 on the same values, the
-         * same bits. */
+         * same bits (with wb, made once a bm25_daat call: den is fixed in it). */
         double *sat1 = ones + q * BM25_CODES;
-        for (int k = 0; k < BM25_CODES; k++) sat1[k] = 1.0 / (1.0 + den[k]);
+        if (!wb || !wb->sat1_made) {
+            for (int k = 0; k < BM25_CODES; k++) sat1[k] = 1.0 / (1.0 + den[k]);
+            if (wb) wb->sat1_made = 1;
+        }
         for (Py_ssize_t i = ne; i < q; i++) {
             const double wi = T[ord[i]].wi;
             double *one = ones + ord[i] * BM25_CODES;
@@ -1206,20 +1241,34 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
     for (Py_ssize_t i = ne; i < q && scan_ok; i++) {
         if (!(T[ord[i]].wi >= 0.0 && isfinite(T[ord[i]].wi))) scan_ok = 0;
     }
-    double *acc = PyMem_Calloc(WINDOW, sizeof(double));
+    if (wb && !wb->acc) {
+        wb->acc = PyMem_Calloc(WINDOW, sizeof(double));
+        wb->keep = PyMem_Malloc(WINDOW * sizeof(double));
+        wb->mark = PyMem_Calloc(WINDOW / 64, sizeof(uint64_t));
+        wb->marked = PyMem_Malloc(WINDOW * sizeof(uint16_t));
+        wb->starts = PyMem_Malloc((q > 0 ? q : 1) * sizeof(Py_ssize_t));
+        if (!wb->acc || !wb->keep || !wb->mark || !wb->marked || !wb->starts) {
+            PyErr_NoMemory();
+            return -1; /* the caller frees wb */
+        }
+    }
+    double *acc = wb ? wb->acc : PyMem_Calloc(WINDOW, sizeof(double));
     /* scan_on: a sparse window's marked scores, kept as its pass clears acc. */
-    double *keep = scan_ok ? PyMem_Malloc(WINDOW * sizeof(double)) : NULL;
-    uint64_t *mark = PyMem_Calloc(WINDOW / 64, sizeof(uint64_t));
-    uint16_t *marked = PyMem_Malloc(WINDOW * sizeof(uint16_t)); /* a window's marks, in order */
+    double *keep = wb ? wb->keep : scan_ok ? PyMem_Malloc(WINDOW * sizeof(double)) : NULL;
+    uint64_t *mark = wb ? wb->mark : PyMem_Calloc(WINDOW / 64, sizeof(uint64_t));
+    /* a window's marks, in order */
+    uint16_t *marked = wb ? wb->marked : PyMem_Malloc(WINDOW * sizeof(uint16_t));
     /* With sparse_clear, each essential term's first position in the window. */
-    Py_ssize_t *starts = PyMem_Malloc((q > 0 ? q : 1) * sizeof(Py_ssize_t));
+    Py_ssize_t *starts = wb ? wb->starts : PyMem_Malloc((q > 0 ? q : 1) * sizeof(Py_ssize_t));
     if (!acc || !mark || !marked || !starts || (scan_ok && !keep)) {
-        PyMem_Free(acc);
-        PyMem_Free(keep);
-        PyMem_Free(mark);
-        PyMem_Free(marked);
-        PyMem_Free(starts);
-        PyMem_Free(ones);
+        if (!wb) {
+            PyMem_Free(acc);
+            PyMem_Free(keep);
+            PyMem_Free(mark);
+            PyMem_Free(marked);
+            PyMem_Free(starts);
+            PyMem_Free(ones);
+        }
         PyErr_NoMemory();
         return -1;
     }
@@ -1404,12 +1453,14 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
         }
     }
 done:
-    PyMem_Free(ones);
-    PyMem_Free(keep);
-    PyMem_Free(acc);
-    PyMem_Free(mark);
-    PyMem_Free(marked);
-    PyMem_Free(starts);
+    if (!wb) {
+        PyMem_Free(ones);
+        PyMem_Free(keep);
+        PyMem_Free(acc);
+        PyMem_Free(mark);
+        PyMem_Free(marked);
+        PyMem_Free(starts);
+    }
     *p_emitted = emitted;
     return rc;
 }
@@ -1446,7 +1497,7 @@ bm25_daat_modes(PyObject *self, PyObject *arg)
 PyDoc_STRVAR(bm25_daat_doc,
 "bm25_daat(terms, cursors, lengths, a_part, b_part, k1, b, avgdl, up, theta, budget,\n"
 "          seed, nums_out, scores_out, sticky=None, offer=None,\n"
-"          prefetch=0, split_room=1.0, codes=None, more=0) -> (int, bool)\n\n"
+"          prefetch=0, split_room=1.0, codes=None, more=0, seed_room=0) -> (int, bool)\n\n"
 "Document-at-a-time MaxScore with block-max windows over the query's terms, a list of\n"
 "(wi, ub, groups, tfs, count, blocks, nblocks) in the query's order (ub: a bound on the\n"
 "term's contribution, slack included; blocks: (largest tf, smallest length) of each of\n"
@@ -1482,7 +1533,7 @@ PyDoc_STRVAR(bm25_daat_doc,
 "groups by upper bounds from each code's lowest length (bm25_code_floors; a length\n"
 "below 128 is its own code); the lookups and exact scores read the lengths: the same\n"
 "groups at or above theta with the same scores, perhaps more below it. more (flags 0\n"
-"to 2047): with more & 1 and codes, the lookups' saturations come from the codes as well\n"
+"to 16383): with more & 1 and codes, the lookups' saturations come from the codes as well\n"
 "(upper bounds again), and only the exact scores read the lengths; with more & 2 (and\n"
 "prefetch & 8), the seeding asks for the lookups of the seed's group a few on before\n"
 "this one's; with more & 4, a window in which few postings were walked has only their\n"
@@ -1504,7 +1555,13 @@ PyDoc_STRVAR(bm25_daat_doc,
 "and sticky needed, no seed), the call runs to the end of the lists: each time a step\n"
 "of budget postings ends short of it, the terms are split again at the heap's theta and\n"
 "the next step runs in the same call, as the next call would (one call for what the\n"
-"caller would drive step by step; it always returns done). The same results.");
+"caller would drive step by step; it always returns done). With more & 4096 (and 2048,\n"
+"offer, sticky and a seed): the seeding, then the walk to its end in the same call, as\n"
+"a call with the seed and then one with more & 2048 would make them (the seeding's\n"
+"groups remembered, at most seed_room of them if > 0, its positions from cursors; the\n"
+"walk's from the start of the lists, written back to cursors). With more & 8192, the\n"
+"windowed walk's scratch (its scores, marks, tables) is made once for the call, not\n"
+"once a step. The same results.");
 
 static PyObject *
 bm25_daat(PyObject *self, PyObject *args)
@@ -1513,16 +1570,29 @@ bm25_daat(PyObject *self, PyObject *args)
     PyObject *o_offer = Py_None, *o_hs, *o_hq, *o_hn, *o_seen, *o_first = Py_None;
     PyObject *o_codes = Py_None;
     double a_part, b_part, k1, b, avgdl, up, theta, split_room = 1.0;
-    Py_ssize_t budget, seed;
+    Py_ssize_t budget, seed, seed_room = 0;
     int prefetch = 0, more = 0;
-    if (!PyArg_ParseTuple(args, "O!OOdddddddnnOO|OOidOi", &PyList_Type, &o_terms, &o_cur, &o_len,
-                          &a_part, &b_part, &k1, &b, &avgdl, &up, &theta, &budget, &seed,
-                          &o_nums, &o_scores, &o_sticky, &o_offer, &prefetch, &split_room,
-                          &o_codes, &more)) {
+    if (!PyArg_ParseTuple(args, "O!OOdddddddnnOO|OOidOin", &PyList_Type, &o_terms, &o_cur,
+                          &o_len, &a_part, &b_part, &k1, &b, &avgdl, &up, &theta, &budget,
+                          &seed, &o_nums, &o_scores, &o_sticky, &o_offer, &prefetch,
+                          &split_room, &o_codes, &more, &seed_room)) {
         return NULL;
     }
-    if (more < 0 || more > 4095) {
-        PyErr_SetString(PyExc_ValueError, "more: flags 0 to 4095");
+    if (more < 0 || more > 16383) {
+        PyErr_SetString(PyExc_ValueError, "more: flags 0 to 16383");
+        return NULL;
+    }
+    if (seed_room < 0) {
+        PyErr_SetString(PyExc_ValueError, "seed_room must be >= 0");
+        return NULL;
+    }
+    /* more & 4096: the seeding, then the walk to the end (more & 2048) in this call. */
+    const int then_walk = (more & 4096) != 0;
+    /* more & 8192: window_steps' scratch made once for the call (wbufs_t). */
+    const int keep_bufs = (more & 8192) != 0;
+    wbufs_t wb = {0};
+    if (then_walk && (!(more & 2048) || seed < 0 || o_offer == Py_None || o_sticky == Py_None)) {
+        PyErr_SetString(PyExc_ValueError, "more & 4096 needs more & 2048, a seed, offer and sticky");
         return NULL;
     }
     /* more & 1: the lookups read the codes; & 2: the seeding's lookups prefetched ahead
@@ -1706,8 +1776,9 @@ bm25_daat(PyObject *self, PyObject *args)
     if (seed >= 0) {
         /* Seeding: every group of the seed term's list, its exact score. */
         term_t *s = &T[seed];
+        Py_ssize_t seed_cap = then_walk && seed_room > 0 && seed_room < room ? seed_room : room;
         finished = 0;
-        while (work < budget && emitted < room) {
+        while (work < budget && emitted < seed_cap) {
             if (s->cur >= s->count) {
                 finished = 1;
                 break;
@@ -1752,7 +1823,22 @@ bm25_daat(PyObject *self, PyObject *args)
             s->cur++;
         }
         if (po && offer_found(po, out_n, out_s, emitted) < 0) goto done;
-        goto out;
+        if (!then_walk) goto out;
+        /* more & 4096: what the walk's call (more & 2048, no seed) would start from: every
+         * list from its start, the seed's term looked up in its dense array too, the
+         * groups offered from now on not remembered, theta the heap's worst, the split
+         * made there with the sticky marks. */
+        for (Py_ssize_t i = 0; i < q; i++) {
+            T[i].cur = 0;
+            T[i].xcur = 0;
+            T[i].at = 0.0;
+        }
+        if (dense_on && T[seed].have_dense) T[seed].bits = (const uint8_t *)T[seed].dense.buf;
+        po->remember = 0;
+        emitted = 0;
+        theta = heap_theta(po);
+        ne = split_terms(T, q, theta, (uint8_t *)sticky.buf, ord, prefix, split_room);
+        finished = ne == q; /* no group can reach theta */
     }
     if (have_sticky) {
         /* more & 2048 (with offer): to the end, step after step in this call. */
@@ -1763,7 +1849,7 @@ bm25_daat(PyObject *self, PyObject *args)
                                           &emitted, &finished, po, prefetch, tight, use_codes,
                                           den, codes_simd, lookup_codes, sparse_clear,
                                           (more & 256) != 0, (more & 512) != 0,
-                                          (more & 1024) != 0) < 0) {
+                                          (more & 1024) != 0, keep_bufs ? &wb : NULL) < 0) {
                 goto done;
             }
             if (!to_end || finished) break;
@@ -1882,6 +1968,7 @@ done:
     PyMem_Free(T);
     PyMem_Free(ord);
     PyMem_Free(prefix);
+    wbufs_free(&wb);
     if (have_offer) {
         PyBuffer_Release(&seen);
     r3:

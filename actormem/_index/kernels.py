@@ -717,6 +717,45 @@ def _dense_of(term: tuple[Any, ...], count: int) -> None:
 #: step after step to the end of the lists.
 _TO_END = 2048
 
+#: ``bm25_daat``'s ``more`` flag for a seeding followed by the walk to its end (with
+#: ``_TO_END``) in the same call (:func:`bm25_query`).
+_SEED_THEN_WALK = 4096
+
+#: ``bm25_daat``'s ``more`` flag for the windowed walk's scratch made once a call, not
+#: once a step (:func:`bm25_query`'s ``flags``, ``knobs._CALL_SCRATCH``).
+CALL_SCRATCH = 8192
+
+
+def daat_flags(
+    prefetch: bool, prefetch_seek: bool, tight_walk: bool, interp_seek: bool,
+    simd_walk: bool, prefetch_lookups: bool, lookup_codes: bool, prefetch_seeds: bool,
+    sparse_clear: bool, prefetch_offers: bool, dense_tfs: bool, sparse_quarter: bool,
+    scalar_no_prefetch: bool, walk_ones: bool, mark_cut: bool, scan_marks: bool,
+) -> tuple[int, int]:  # fmt: skip
+    """``bm25_daat``'s two flag words, ``(prefetch, more)``, from :class:`Bm25Daat`'s
+    bools of those names (see there). O(1)."""
+    more = (
+        int(lookup_codes)
+        | 2 * prefetch_seeds
+        | 4 * sparse_clear
+        | 8 * prefetch_offers
+        | 16 * dense_tfs
+        | 32 * sparse_quarter
+        | 64 * scalar_no_prefetch
+        | 256 * walk_ones
+        | 512 * mark_cut
+        | 1024 * scan_marks
+    )
+    prefetch_word = (
+        int(prefetch)
+        | 2 * prefetch_seek
+        | 4 * tight_walk
+        | 8 * interp_seek
+        | 16 * simd_walk
+        | 32 * prefetch_lookups
+    )
+    return prefetch_word, more
+
 
 class Bm25Daat:
     """The core's document-at-a-time MaxScore with block-max windows over one query, in
@@ -890,27 +929,7 @@ class Bm25Daat:
                 " prefetch_seeds, sparse_clear, prefetch_offers, dense_tfs, sparse_quarter,"
                 " scalar_no_prefetch, walk_ones, mark_cut, scan_marks: bools"
             )
-        # the C flags
-        self._more = (
-            int(lookup_codes)
-            | 2 * prefetch_seeds
-            | 4 * sparse_clear
-            | 8 * prefetch_offers
-            | 16 * dense_tfs
-            | 32 * sparse_quarter
-            | 64 * scalar_no_prefetch
-            | 256 * walk_ones
-            | 512 * mark_cut
-            | 1024 * scan_marks
-        )
-        self._prefetch = (  # the C flags
-            int(prefetch)
-            | 2 * prefetch_seek
-            | 4 * tight_walk
-            | 8 * interp_seek
-            | 16 * simd_walk
-            | 32 * prefetch_lookups
-        )
+        self._prefetch, self._more = daat_flags(prefetch, prefetch_seek, *flags)
         _need(type(split_room) is float and 0.0 < split_room <= 1.0, "split_room in (0, 1]")
         self._split_room = split_room
         self._terms, self._lengths, self._parts = list(terms), lengths, parts
@@ -1066,6 +1085,75 @@ class Bm25Daat:
             self._prefetch, self._split_room, self._codes, self._more | more,
         )  # fmt: skip
         return got
+
+
+def bm25_query(
+    terms: list[DaatTerm],
+    lengths: np.ndarray[Any, Any],
+    parts: tuple[float, float, float, float, float, float],
+    room: int,
+    flags: tuple[int, int],
+    split_room: float,
+    codes: np.ndarray[Any, Any] | None,
+    offer: tuple[list[Any], int, Any, int, Any, bool],
+    seeds: list[int],
+    seed_room: int,
+    budget: int,
+    one_call: bool = True,
+) -> list[tuple[float, Any]]:
+    """A query run to its end by the core with its heap of records in C, as
+    :class:`Bm25Daat` would run it (``offer_to``, a :meth:`~Bm25Daat.drive` with each of
+    ``seeds`` and ``seed_room``, then one ``drive(to_end=True)``, then
+    :meth:`~Bm25Daat.best`: the same calls to ``bm25_daat`` with the same arguments, so
+    the same results), without its Python checks: for a caller that built ``terms``
+    from an index's own lists (the C code checks every buffer, size and range again).
+    ``flags``: :func:`daat_flags` (``more`` perhaps with :data:`CALL_SCRATCH`);
+    ``offer``: ``(table, version, accept, limit, first, columns)`` as
+    :meth:`Bm25Daat.offer_to` and ``drive`` take them (``first`` None or the int64 first
+    seqs). With ``one_call`` and one seed, the seeding and the
+    walk are one ``bm25_daat`` call (``more & 4096``: the same work in the same order, one
+    call's set-up). Returns ``(score, rec)``, best first (a higher score, then a lower
+    seq). O(the walk's work).
+
+    Raises:
+        TypeError, ValueError: As ``bm25_daat``, for an argument of the wrong type,
+            shape or range.
+        Whatever ``accept`` raises.
+    """
+    table, version, accept, limit, first, columns = offer
+    core = _core()
+    prefetch, more = flags
+    q = len(terms)
+    nums = np.empty(room, np.int64)
+    scores = np.empty(room, np.float64)
+    sticky = np.zeros(q, np.uint8)
+    hs, hq, hr = np.empty(limit, np.float64), np.empty(limit, np.int64), [None] * limit
+    hn = np.zeros(2, np.int64)
+    seen = np.empty(max(len(seeds) * seed_room, 1), np.int64)
+    a_part, b_part, k1, b, avgdl, up = parts
+    offered = (table, version, accept, hs, hq, hr, hn, seen, True, first, columns)
+    if one_call and len(seeds) == 1:
+        core.bm25_daat(
+            terms, np.zeros(q, np.int64), lengths, a_part, b_part, k1, b, avgdl, up, -math.inf,
+            budget, seeds[0], nums, scores, sticky, offered, prefetch, split_room, codes,
+            more | _TO_END | _SEED_THEN_WALK, seed_room,
+        )  # fmt: skip
+    else:
+        for seed in seeds:
+            core.bm25_daat(
+                terms, np.zeros(q, np.int64), lengths, a_part, b_part, k1, b, avgdl, up,
+                -math.inf, budget, seed, nums[:seed_room] if seed_room else nums, scores,
+                sticky, offered, prefetch, split_room, codes, more,
+            )  # fmt: skip
+        offered = (table, version, accept, hs, hq, hr, hn, seen, False, first, columns)
+        core.bm25_daat(
+            terms, np.zeros(q, np.int64), lengths, a_part, b_part, k1, b, avgdl, up,
+            -math.inf, budget, -1, nums, scores, sticky, offered, prefetch, split_room, codes,
+            more | _TO_END,
+        )  # fmt: skip
+    n = int(hn[0])
+    items = zip(hs[:n].tolist(), hq[:n].tolist(), hr[:n], strict=True)
+    return [(score, rec) for score, _, rec in sorted(items, key=_best_first)]
 
 
 def bm25_add_terms(

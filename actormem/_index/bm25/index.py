@@ -22,7 +22,7 @@ from ..._entry import MemoryEntry
 from ..._record import NEVER, Record
 from ..._util import NoPublicConstructor
 from .. import kernels
-from ..scoring import Accept, ReadView, ScratchPool, drain
+from ..scoring import Accept, ReadView, ScratchPool
 from . import knobs
 from .changelog import ChangeLog
 from .postings import (
@@ -636,7 +636,7 @@ class BM25Index(metaclass=NoPublicConstructor):
         See :meth:`top_k_terms` for the complexity.
         """
         weights = Counter(self._scorer.tokenizer(query))
-        return drain(MaxScoreSearch(self, True).top_k_terms_steps(view, weights, limit, accept))
+        return MaxScoreSearch(self, True).drained(view, weights, limit, accept)
 
     def top_k_steps(
         self, view: ReadView, query: str, limit: int, accept: Accept
@@ -744,7 +744,7 @@ class BM25Index(metaclass=NoPublicConstructor):
         whose partial score can still reach the k-th score one lookup (galloping search)
         per non-essential term until it cannot.
         """
-        return drain(MaxScoreSearch(self, True).top_k_terms_steps(view, weights, limit, accept))
+        return MaxScoreSearch(self, True).drained(view, weights, limit, accept)
 
     def top_k_terms_steps(
         self, view: ReadView, weights: Mapping[str, float], limit: int, accept: Accept

@@ -60,6 +60,25 @@ _COST_SPLIT = True
 #: Python. The same steps and results; False: a call a step (the sliced path's, always).
 _WHOLE_DRIVE = True
 
+#: A query run to its end at once (as ``_WHOLE_DRIVE``) whose index has the newest
+#: statistics for its snapshot, with the core's heap of records and the block bounds
+#: not built (``_NO_BLOCKS``), takes one short path from its weights to the core's
+#: calls (``MaxScoreSearch.drained``: the same terms, weights, bounds and calls, no
+#: generator, no ``_Exact``, no ``Bm25Daat`` and its Python checks, the C code's own
+#: kept). The same results; False: the sliced search drained (the path before).
+_QUERY_FAST = True
+
+#: On that short path with one seed term (``_SEEDS``), the seeding and the walk to its
+#: end are one core call (``bm25_daat``'s ``more & 4096``), not two. The same work and
+#: results; False: two calls.
+_ONE_CALL = True
+
+#: On that short path, the windowed walk's scratch (a window's scores and marks, 40 KiB,
+#: and the table of parts at a frequency of 1 with its 256 divisions) is made once a
+#: core call, not once a step (``bm25_daat``'s ``more & 8192``; ~9 steps a question at
+#: 1M). The same results; False: once a step.
+_CALL_SCRATCH = True
+
 #: With the cost-aware split, the first theta comes from this many groups of the seed
 #: term's list at most (or the query's limit, if more); without, one step's worth.
 _SEED_ROOM = 128

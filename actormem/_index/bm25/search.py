@@ -24,7 +24,7 @@ import numpy as np
 
 from ..._record import Record
 from .. import kernels
-from ..scoring import Accept, ReadView
+from ..scoring import Accept, ReadView, drain
 from . import knobs
 from .postings import _NO_NUMS, _TF_BITS, _TF_CAP, _lookup, _nums, _recs_in, _tfs
 
@@ -241,6 +241,107 @@ class MaxScoreSearch:
         #: drain): the core may then take the walk's steps in one call
         #: (``knobs._WHOLE_DRIVE``).
         self._whole = whole
+
+    def drained(
+        self, view: ReadView, weights: Mapping[str, float], limit: int, accept: Accept
+    ) -> list[tuple[float, Record]]:
+        """``BM25Index.top_k_terms``: the query run to its end, no owner between two of
+        its steps. With ``knobs._QUERY_FAST`` and the core's record heap (see there) the
+        short path, else :meth:`top_k_terms_steps` drained: the same result. O(as
+        ``top_k_terms``)."""
+        if knobs._QUERY_FAST:
+            found = self._fast(view, weights, limit, accept)
+            if found is not None:
+                return found
+        return drain(self.top_k_terms_steps(view, weights, limit, accept))
+
+    def _fast(
+        self, view: ReadView, weights: Mapping[str, float], limit: int, accept: Accept
+    ) -> list[tuple[float, Record]] | None:
+        """:meth:`top_k_terms_steps`'s core path with the record heap in C, for a
+        drained query, in one pass: the same statistics, weights, bounds (slack
+        included), terms and ``bm25_daat`` calls (``kernels.bm25_query``); None where
+        that path would not be taken (then nothing was changed but a term's cached
+        bound, as the sliced path would change it). O(q) + the core's work."""
+        index = self._index
+        scorer = index.scorer
+        if not (
+            limit > 0 and self._whole and knobs._WHOLE_DRIVE and knobs._COST_SPLIT
+            and knobs._C_OFFER and knobs._NO_BLOCKS and limit <= knobs._C_OFFER_MAX
+            and scorer.half_life is None and not scorer.relevance_prior
+            and kernels.bm25_core_active()
+        ):  # fmt: skip
+            return None
+        changes = index._changes
+        versions = changes.versions
+        version = view.version
+        if version < changes.floor or (versions and versions[-1] > version):
+            return None  # older statistics: the sliced path undoes the log
+        n, total = index._n, index._total
+        index_terms = index._terms
+        if n == 0 or total == 0:
+            return []
+        k1, b = scorer.k1, scorer.b
+        avgdl = total / n
+        a_part = k1 * (1.0 - b)
+        up = 1.0 + knobs._SLACK
+        lengths = index._lengths
+        codes = index._codes
+        dense = knobs._DENSE_TFS
+        drift = knobs._DRIFT
+        terms: list[kernels.DaatTerm] = []
+        bounds: list[float] = []
+        log = math.log
+        for term, w in weights.items():
+            if not w > 0:
+                continue
+            obj = index_terms.get(term)
+            if obj is None:
+                continue
+            df = obj.df
+            if df <= 0:
+                continue
+            wi = w * log(1.0 + (n - df + 0.5) / (df + 0.5))
+            groups, tfs = obj.groups, obj.tfs
+            count = len(groups)
+            # The term's block bounds and dense array, taken with its lists.
+            blocks, held = obj.blocks, obj.dense
+            ref = obj.ref
+            if obj.seen == count and ref and 1.0 / drift <= avgdl / ref <= drift:
+                bound = obj.top * (avgdl / ref if avgdl > ref else 1.0)  # cached, as is
+            else:
+                bound = drain(
+                    obj.bound_steps(a_part, k1 * b, avgdl, lengths, groups, tfs, count)
+                )
+            bound = wi * bound * up
+            bounds.append(bound)
+            if dense and held is not None:
+                terms.append((wi, bound, groups, tfs, count, blocks, 0, *held))
+            else:
+                terms.append((wi, bound, groups, tfs, count, blocks, 0))
+        if not terms:
+            return []
+        parts = (a_part, k1 * b / avgdl, float(k1), float(b), avgdl, up)
+        room = knobs._CHUNK if knobs._WIDE_WINDOWS else knobs._CHUNK // 4
+        flags = kernels.daat_flags(
+            knobs._PREFETCH_WALK, knobs._PREFETCH_SEEK, knobs._TIGHT_WALK,
+            knobs._INTERP_SEEK,
+            knobs._SIMD_WALK and not (knobs._SCALAR_ON_AMD and kernels.CPU_IS_AMD),
+            knobs._PREFETCH_LOOKUPS, knobs._LOOKUP_CODES, knobs._PREFETCH_SEEDS,
+            knobs._SPARSE_CLEAR, knobs._PREFETCH_OFFERS, dense, True,
+            knobs._SCALAR_NO_PREFETCH, knobs._WALK_ONES, knobs._MARK_CUT, knobs._SCAN_MARKS,
+        )  # fmt: skip
+        if knobs._CALL_SCRATCH:
+            flags = (flags[0], flags[1] | kernels.CALL_SCRATCH)
+        seeds = sorted(range(len(terms)), key=bounds.__getitem__)[-knobs._SEEDS :]
+        first = index._first_seq if knobs._TIE_SKIP else None
+        return kernels.bm25_query(
+            terms, lengths, parts, max(limit, room), flags, float(knobs._SPLIT_ROOM),
+            codes if knobs._LENGTH_CODES else None,
+            (index._table, version, accept, limit, first, index._cols),
+            seeds, max(limit, knobs._SEED_ROOM), 4 * knobs._CHUNK + 64 * len(terms),
+            knobs._ONE_CALL,
+        )  # fmt: skip
 
     def _core_steps(
         self,
