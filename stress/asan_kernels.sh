@@ -61,11 +61,13 @@
 # with libclang-rt-14-dev. Leak checking is off: CPython keeps objects alive on purpose.
 # PYTHONMALLOC=malloc: objects freed into pymalloc's arenas would hide a use after free
 # of a Python object (a posting list) from ASan.
-# ACTORMEM_EXAMPLES_SCALE (default here 0.25): the Hypothesis example counts of these tests
-# are scaled by it (tests/strategies.examples); they ran in full in the plain suite, and an
-# example costs several times more under ASan (docs/testing.md). Set it higher for a longer hunt.
+# ACTORMEM_EXAMPLES_SCALE (default here 0.15): the Hypothesis example counts of these tests
+# are scaled by it (tests/strategies.examples); they ran in the plain suite a moment before
+# (ACTORMEM_TEST_PROFILE=ci: 0.4), and an example costs several times more under ASan
+# (docs/testing.md). Set it higher for a longer hunt.
 # (0.5 until 2026-12-06: with 55 files on the list it took ~20 minutes on a slow 2-core
-# machine beside the suite, past CI's 15.)
+# machine beside the suite, past CI's 15; 0.25 until 2026-12-07: 842 s there with 87
+# files, beside a suite of 1,237 s, the two with LangGraph's tests 1,531 s in all.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CC=${CC:-gcc}
@@ -179,6 +181,6 @@ if [ "${1:-}" = --only ]; then
     deselect_args=()
     set --
 fi
-ACTORMEM_EXAMPLES_SCALE=${ACTORMEM_EXAMPLES_SCALE:-0.25} \
+ACTORMEM_EXAMPLES_SCALE=${ACTORMEM_EXAMPLES_SCALE:-0.15} \
 PYTHONMALLOC=malloc LD_PRELOAD="$runtime" ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 PYTHONPATH="$work" \
     python -m pytest -q -p no:cacheprovider "${files[@]}" "${deselect_args[@]}" "$@"

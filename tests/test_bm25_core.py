@@ -364,8 +364,11 @@ def test_long_lists_with_blocks_agree(name: str, small: bool, monkeypatch: Any) 
         if i == 600:
             old = three.version
     # With the small knobs the pure-Python reference walks its lists a few postings a
-    # step (~0.2 s a long query with the weighted scorer): fewer queries there.
+    # step (~0.2 s a long query with the weighted scorer): fewer queries there. The
+    # counts scale with the profile (tests/strategies.py), at least three short and two
+    # long ones: every query meets the same lists and blocks, each another walk of them.
     short, long = (25, 10) if not small else (10, 5)
+    short, long = max(3, examples(short)), max(2, examples(long))
     for i in range(short + long):
         # Short queries, and long ones (tool results: tens of terms, repeated ones).
         words = rng.choices(vocab, k=rng.randint(1, 10) if i < short else rng.randint(20, 80))
