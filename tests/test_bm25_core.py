@@ -385,14 +385,17 @@ def test_long_lists_with_blocks_agree(name: str, small: bool, monkeypatch: Any) 
     three.query(three.view(), "t0 t1 t5 t30", 10)
 
 
-@pytest.mark.parametrize("wide", [True, False])
-def test_many_windows_agree(wide: bool, monkeypatch: Any) -> None:
+#: The many windows' corpus, its queries and the brute force's answers (at limit 40),
+#: built once for the module (``many_windows_corpus``).
+ManyWindowsCorpus = tuple[Three, list[str], dict[str, list[tuple[float, Record]]]]
+
+
+@pytest.fixture(scope="module")
+def many_windows_corpus() -> ManyWindowsCorpus:
     """More groups than one window of the windowed driver (4,096), rare and common terms,
-    a few texts that score high far apart: the windows' edges, the skipped stretches and
-    the cost-aware split (long lists looked up, short ones walked) agree with the
-    reference and the brute force, with the record heap's windows of ``_CHUNK`` groups
-    and of a quarter of that (``knobs._WIDE_WINDOWS``)."""
-    monkeypatch.setattr(bm25_knobs, "_WIDE_WINDOWS", wide)
+    a few texts that score high far apart, and the queries; the brute force's answers
+    are filled by the first test that needs them (``knobs._WIDE_WINDOWS`` is read by
+    queries, not by adds: both parametrizations read one corpus)."""
     rng = random.Random(7)
     three = Three(scorers()["plain"])
     common = [f"c{i}" for i in range(8)]
@@ -408,10 +411,28 @@ def test_many_windows_agree(wide: bool, monkeypatch: Any) -> None:
         "c0 c1 r3",
         "r5 r6 r7 r8 c0",
     ]
+    return three, queries, {}
+
+
+@pytest.mark.parametrize("wide", [True, False])
+def test_many_windows_agree(
+    wide: bool, monkeypatch: Any, many_windows_corpus: ManyWindowsCorpus
+) -> None:
+    """More groups than one window of the windowed driver (4,096), rare and common terms,
+    a few texts that score high far apart (``many_windows_corpus``): the windows' edges,
+    the skipped stretches and the cost-aware split (long lists looked up, short ones
+    walked) agree with the reference and the brute force, with the record heap's windows
+    of ``_CHUNK`` groups and of a quarter of that (``knobs._WIDE_WINDOWS``)."""
+    monkeypatch.setattr(bm25_knobs, "_WIDE_WINDOWS", wide)
+    three, queries, brute = many_windows_corpus
     for query in queries:
         # The brute force once at the largest limit, sliced for the smaller ones (it
         # ranks every hit, then cuts at the limit).
-        most = brute_force(three.scorer, three.records, three.version, query, 40, now=NOW)
+        if query not in brute:
+            brute[query] = brute_force(
+                three.scorer, three.records, three.version, query, 40, now=NOW
+            )
+        most = brute[query]
         for limit in (1, 10, 40):
             view = three.view()
             got = three.query(view, query, limit)
