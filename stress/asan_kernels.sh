@@ -63,7 +63,7 @@
 # of a Python object (a posting list) from ASan.
 # ACTORMEM_EXAMPLES_SCALE (default here 0.15): the Hypothesis example counts of these tests
 # are scaled by it (tests/strategies.examples); they ran in the plain suite a moment before
-# (ACTORMEM_TEST_PROFILE=ci: 0.4), and an example costs several times more under ASan
+# (ACTORMEM_TEST_PROFILE=ci: 0.3), and an example costs several times more under ASan
 # (docs/testing.md). Set it higher for a longer hunt.
 # (0.5 until 2026-12-06: with 55 files on the list it took ~20 minutes on a slow 2-core
 # machine beside the suite, past CI's 15; 0.25 until 2026-12-07: 842 s there with 87

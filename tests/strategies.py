@@ -19,7 +19,7 @@ BASE_TIME = datetime(2026, 1, 1, tzinfo=UTC)
 #: ``thorough``: the counts as written (the suite's counts until 2026-12-07), for a long
 #: run by hand or at night. ``tests/conftest.py`` loads the Hypothesis profile of the same
 #: name (its default example count for tests that name none, no deadline).
-PROFILE_SCALES = {"ci": 0.4, "thorough": 1.0}
+PROFILE_SCALES = {"ci": 0.3, "thorough": 1.0}
 
 
 def _profile() -> str:
