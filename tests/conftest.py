@@ -23,6 +23,9 @@ import signal
 import tempfile
 
 import pytest
+from hypothesis import settings
+
+from .strategies import PROFILE, examples
 
 # The suite tests what Ctrl-C does, in this process and in the commands it starts: run
 # in the background by a shell without job control (``pytest &`` in a script, nohup-like
@@ -32,6 +35,13 @@ import pytest
 # get SIGINT's default disposition.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+# Hypothesis profiles, one per ``ACTORMEM_TEST_PROFILE`` (tests/strategies.py): the tests
+# that name no example count get Hypothesis's 100 scaled like the others, and no test has
+# a deadline (a slow example on a loaded machine is not a failure: tests assert results,
+# never timing).
+settings.register_profile(f"actormem-{PROFILE}", max_examples=examples(100), deadline=None)
+settings.load_profile(f"actormem-{PROFILE}")
 
 _RAM = "/dev/shm"
 #: The free space ``/dev/shm`` needs to be chosen by itself: one run of the suite leaves

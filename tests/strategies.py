@@ -13,8 +13,30 @@ from actormem import MemoryCategory, MemoryEntry
 BASE_TIME = datetime(2026, 1, 1, tzinfo=UTC)
 
 
+#: ``ACTORMEM_TEST_PROFILE``: how hard the suite's random tests look (docs/testing.md).
+#: ``ci``, the default and what the README's ``python -m pytest -q`` runs in CI: every
+#: test and every rule, with this fraction of the example counts written in the tests;
+#: ``thorough``: the counts as written (the suite's counts until 2026-12-07), for a long
+#: run by hand or at night. ``tests/conftest.py`` loads the Hypothesis profile of the same
+#: name (its default example count for tests that name none, no deadline).
+PROFILE_SCALES = {"ci": 0.3, "thorough": 1.0}
+
+
+def _profile() -> str:
+    name = os.environ.get("ACTORMEM_TEST_PROFILE", "ci") or "ci"
+    if name not in PROFILE_SCALES:
+        raise ValueError(
+            f"ACTORMEM_TEST_PROFILE must be one of {sorted(PROFILE_SCALES)}, not {name!r}"
+        )
+    return name
+
+
 def _examples_scale() -> float:
-    raw = os.environ.get("ACTORMEM_EXAMPLES_SCALE", "1")
+    """The factor on the example counts: ``ACTORMEM_EXAMPLES_SCALE`` when set (a number
+    in (0, 100]; ``stress/asan_kernels.sh`` sets it), else the profile's."""
+    raw = os.environ.get("ACTORMEM_EXAMPLES_SCALE")
+    if raw is None:
+        return PROFILE_SCALES[_profile()]
     try:
         scale = float(raw)
     except ValueError:
@@ -24,15 +46,17 @@ def _examples_scale() -> float:
     return scale
 
 
-#: Multiplies the example counts of the tests that use :func:`examples`: the
-#: AddressSanitizer run of the kernel tests (``stress/asan_kernels.sh``) sets it below 1,
-#: since an example costs several times more there and the same tests run with their
-#: full counts in the plain suite just before.
+PROFILE = _profile()
+#: Multiplies the example counts of the tests that use :func:`examples` (and the default
+#: count of the tests that name none, ``tests/conftest.py``): the profile's factor, or
+#: ``ACTORMEM_EXAMPLES_SCALE`` (the AddressSanitizer run of the kernel tests,
+#: ``stress/asan_kernels.sh``, sets it lower still: an example costs several times more
+#: there and the same tests ran in the plain suite just before).
 EXAMPLES_SCALE = _examples_scale()
 
 
 def examples(count: int) -> int:
-    """``count`` Hypothesis examples scaled by ``ACTORMEM_EXAMPLES_SCALE`` (at least 1)."""
+    """``count`` Hypothesis examples scaled by :data:`EXAMPLES_SCALE` (at least 1)."""
     return max(1, round(count * EXAMPLES_SCALE))
 
 # A small vocabulary with overlaps (substrings, case, non-ASCII, punctuation) so that

@@ -30,6 +30,7 @@ from actormem._index.tokenize import Tokenizer, stop_words
 from actormem._record import NEVER, Record
 
 from .realdata import DATA, real_file
+from .strategies import examples
 
 LOCOMO = DATA / "locomo10.json"
 
@@ -477,7 +478,7 @@ class BM25Machine(RuleBasedStateMachine):
 
 
 BM25Machine.TestCase.settings = settings(
-    max_examples=150,
+    max_examples=examples(150),
     stateful_step_count=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
@@ -560,7 +561,7 @@ class EngineBM25Machine(RuleBasedStateMachine):
 
 
 EngineBM25Machine.TestCase.settings = settings(
-    max_examples=60,
+    max_examples=examples(60),
     stateful_step_count=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

@@ -364,8 +364,11 @@ def test_long_lists_with_blocks_agree(name: str, small: bool, monkeypatch: Any) 
         if i == 600:
             old = three.version
     # With the small knobs the pure-Python reference walks its lists a few postings a
-    # step (~0.2 s a long query with the weighted scorer): fewer queries there.
+    # step (~0.2 s a long query with the weighted scorer): fewer queries there. The
+    # counts scale with the profile (tests/strategies.py), at least three short and two
+    # long ones: every query meets the same lists and blocks, each another walk of them.
     short, long = (25, 10) if not small else (10, 5)
+    short, long = max(3, examples(short)), max(2, examples(long))
     for i in range(short + long):
         # Short queries, and long ones (tool results: tens of terms, repeated ones).
         words = rng.choices(vocab, k=rng.randint(1, 10) if i < short else rng.randint(20, 80))
@@ -382,14 +385,17 @@ def test_long_lists_with_blocks_agree(name: str, small: bool, monkeypatch: Any) 
     three.query(three.view(), "t0 t1 t5 t30", 10)
 
 
-@pytest.mark.parametrize("wide", [True, False])
-def test_many_windows_agree(wide: bool, monkeypatch: Any) -> None:
+#: The many windows' corpus, its queries and the brute force's answers (at limit 40),
+#: built once for the module (``many_windows_corpus``).
+ManyWindowsCorpus = tuple[Three, list[str], dict[str, list[tuple[float, Record]]]]
+
+
+@pytest.fixture(scope="module")
+def many_windows_corpus() -> ManyWindowsCorpus:
     """More groups than one window of the windowed driver (4,096), rare and common terms,
-    a few texts that score high far apart: the windows' edges, the skipped stretches and
-    the cost-aware split (long lists looked up, short ones walked) agree with the
-    reference and the brute force, with the record heap's windows of ``_CHUNK`` groups
-    and of a quarter of that (``knobs._WIDE_WINDOWS``)."""
-    monkeypatch.setattr(bm25_knobs, "_WIDE_WINDOWS", wide)
+    a few texts that score high far apart, and the queries; the brute force's answers
+    are filled by the first test that needs them (``knobs._WIDE_WINDOWS`` is read by
+    queries, not by adds: both parametrizations read one corpus)."""
     rng = random.Random(7)
     three = Three(scorers()["plain"])
     common = [f"c{i}" for i in range(8)]
@@ -405,10 +411,28 @@ def test_many_windows_agree(wide: bool, monkeypatch: Any) -> None:
         "c0 c1 r3",
         "r5 r6 r7 r8 c0",
     ]
+    return three, queries, {}
+
+
+@pytest.mark.parametrize("wide", [True, False])
+def test_many_windows_agree(
+    wide: bool, monkeypatch: Any, many_windows_corpus: ManyWindowsCorpus
+) -> None:
+    """More groups than one window of the windowed driver (4,096), rare and common terms,
+    a few texts that score high far apart (``many_windows_corpus``): the windows' edges,
+    the skipped stretches and the cost-aware split (long lists looked up, short ones
+    walked) agree with the reference and the brute force, with the record heap's windows
+    of ``_CHUNK`` groups and of a quarter of that (``knobs._WIDE_WINDOWS``)."""
+    monkeypatch.setattr(bm25_knobs, "_WIDE_WINDOWS", wide)
+    three, queries, brute = many_windows_corpus
     for query in queries:
         # The brute force once at the largest limit, sliced for the smaller ones (it
         # ranks every hit, then cuts at the limit).
-        most = brute_force(three.scorer, three.records, three.version, query, 40, now=NOW)
+        if query not in brute:
+            brute[query] = brute_force(
+                three.scorer, three.records, three.version, query, 40, now=NOW
+            )
+        most = brute[query]
         for limit in (1, 10, 40):
             view = three.view()
             got = three.query(view, query, limit)
@@ -416,21 +440,18 @@ def test_many_windows_agree(wide: bool, monkeypatch: Any) -> None:
             assert got == [(score, rec.seq) for score, rec in want]
 
 
-@pytest.mark.parametrize(
-    ("tight", "prefetch"), [("simd", True), ("simd", False), ("scalar", True), ("off", False)]
-)
-def test_tight_walk_agrees(tight: str, prefetch: bool, monkeypatch: Any) -> None:
-    """The windowed walk's tight loop (``knobs._TIGHT_WALK``; "simd": eight postings at a
-    time where the CPU has AVX-512, ``knobs._SIMD_WALK``), with and without its
-    prefetch, over more groups than a window, frequencies in bytes and, for a term
-    repeated more than 255 times in a text, in int32, a deletion and an older snapshot:
-    the same top-k, scores and ties as the reference and the brute force, as the loop
-    before it."""
-    # The "core" path as given here (``path`` sets the knobs per path); "core-offer"
-    # walks with the loop before, and the reference with neither.
-    core = (True, True, True, True, prefetch, SPLIT_ROOM, tight != "off", True)
-    monkeypatch.setitem(PATHS, "core", core)
-    monkeypatch.setattr(bm25_knobs, "_SIMD_WALK", tight == "simd")
+#: The tight walk's corpus, its older version and the brute force's answers, built once
+#: for the module (``tight_walk_corpus``).
+TightWalkCorpus = tuple[Three, int, dict[tuple[int | None, str], list[tuple[float, Record]]]]
+
+
+@pytest.fixture(scope="module")
+def tight_walk_corpus() -> TightWalkCorpus:
+    """More groups than a window, frequencies in bytes and, for a term repeated more than
+    255 times in a text, in int32, a deletion and an older snapshot (~2.3 s of the ~2.5 s
+    each parametrization of ``test_tight_walk_agrees`` took when each built its own: the
+    walk's knobs are read by queries, not by adds, so the four read one corpus; its
+    ``check`` runs once, and the brute force once a query and snapshot)."""
     rng = random.Random(13)
     three = Three(scorers()["plain"])
     common = [f"c{i}" for i in range(6)]
@@ -447,13 +468,46 @@ def test_tight_walk_agrees(tight: str, prefetch: bool, monkeypatch: Any) -> None
             old = three.version
             three.delete(40)
     three.check()
+    return three, old, {}
+
+
+TIGHT_WALK_QUERIES = (
+    "r3 r4 c0",
+    "r7 r3 c1 c2",
+    " ".join([f"r{i}" for i in range(30)] + [f"c{i}" for i in range(6)]),
+    "c0 c1",
+)
+
+
+@pytest.mark.parametrize(
+    ("tight", "prefetch"), [("simd", True), ("simd", False), ("scalar", True), ("off", False)]
+)
+def test_tight_walk_agrees(
+    tight: str, prefetch: bool, monkeypatch: Any, tight_walk_corpus: TightWalkCorpus
+) -> None:
+    """The windowed walk's tight loop (``knobs._TIGHT_WALK``; "simd": eight postings at a
+    time where the CPU has AVX-512, ``knobs._SIMD_WALK``), with and without its
+    prefetch, over more groups than a window, frequencies in bytes and, for a term
+    repeated more than 255 times in a text, in int32, a deletion and an older snapshot
+    (``tight_walk_corpus``): the same top-k, scores and ties as the reference and the
+    brute force, as the loop before it."""
+    # The "core" path as given here (``path`` sets the knobs per path); "core-offer"
+    # walks with the loop before, and the reference with neither.
+    core = (True, True, True, True, prefetch, SPLIT_ROOM, tight != "off", True)
+    monkeypatch.setitem(PATHS, "core", core)
+    monkeypatch.setattr(bm25_knobs, "_SIMD_WALK", tight == "simd")
+    three, old, brute = tight_walk_corpus
     for version in (None, old):
-        for query in ("r3 r4 c0", "r7 r3 c1 c2", " ".join(rare[:30] + common), "c0 c1"):
+        for query in TIGHT_WALK_QUERIES:
             # The brute force once at the largest limit: it sorts every hit by (-score,
             # seq), a total order (seqs are unique here), and cuts at the limit, so its
             # answer at a smaller limit is this one's prefix.
             view = three.view(version)
-            most = brute_force(three.scorer, three.records, view.version, query, 50, now=NOW)
+            if (version, query) not in brute:
+                brute[version, query] = brute_force(
+                    three.scorer, three.records, view.version, query, 50, now=NOW
+                )
+            most = brute[version, query]
             for limit in (1, 10, 50):
                 view = three.view(version)
                 got = three.query(view, query, limit)

@@ -20,6 +20,7 @@ from hypothesis.stateful import initialize, rule
 from actormem._index import kernels
 from actormem._index.bm25 import knobs as bm25_knobs
 
+from .strategies import examples
 from .test_bm25 import brute_force
 from .test_bm25_core import NOW, OwnerHistory, Three, read_sliced, scorers
 
@@ -90,5 +91,5 @@ def tiny_windows() -> Iterator[None]:
 def test_tie_skip_agrees_with_the_reference() -> None:
     assert bm25_knobs._TIE_SKIP
     run = Ties.TestCase()
-    run.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
+    run.settings = settings(max_examples=examples(60), stateful_step_count=40, deadline=None)
     run.runTest()

@@ -29,6 +29,8 @@ from actormem.context import (
     keep_rounds,
 )
 
+from .strategies import examples
+
 COUNTER = CharTokenCounter()
 
 
@@ -447,7 +449,7 @@ def _model_window(
     return [m for r, k in zip(rounds, keep, strict=True) if k for m in r]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.lists(_ROUND, min_size=1, max_size=8),
     st.one_of(st.none(), st.integers(0, 40)),

@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 
 from actormem._index.dates import Period, in_period, mentioned_periods, query_period
 
+from .strategies import examples
+
 
 @pytest.mark.parametrize(
     ("text", "want"),
@@ -113,7 +115,7 @@ def test_huge_and_hostile_input_is_read_in_one_pass() -> None:
     assert in_period(text, Period(2021, None, None))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.lists(
         st.one_of(

@@ -37,7 +37,7 @@ from actormem._storage.sqlite_format import (
     encode_record,
 )
 
-from .strategies import entries
+from .strategies import entries, examples
 
 ID = "0123abcd-4567-89ef-0123-456789abcdef"
 T = "2026-01-01T00:00:00+00:00"
@@ -141,7 +141,7 @@ def _same_entries(a: list[tuple[int, MemoryEntry]], b: list[tuple[int, MemoryEnt
                 assert math.copysign(1, u) == math.copysign(1, v), name
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=examples(400), deadline=None)
 @given(
     entry=entries(),
     seq=st.integers(1, 2**62),

@@ -32,6 +32,8 @@ from actormem._index.dense import DenseIndex
 from actormem._index.hybrid import HybridIndex, fuse_ranks
 from actormem._record import Record
 
+from .strategies import examples
+
 DIM = 8
 
 
@@ -87,7 +89,7 @@ ops = st.lists(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(ops=ops, query=texts, limit=st.integers(0, 6))
 def test_dense_top_k_matches_a_brute_force(
     ops: list[tuple[str, Any]], query: str, limit: int
@@ -240,7 +242,7 @@ def test_the_builtin_model_pools_as_wordllama_does() -> None:
         np.testing.assert_allclose(np.asarray(embedder([text]))[0], got[i], rtol=1e-5, atol=1e-7)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(
     docs=st.lists(texts, min_size=65, max_size=200),
     query=texts,

@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 from actormem import MemoryCategory, MemoryEntry, open_memory
 from actormem._storage.sqlite_format import MAX_ACCESS_COUNT, read_validated
 
-from .strategies import entries, queries
+from .strategies import entries, examples, queries
 
 pytestmark = pytest.mark.skipif(
     sys.platform == "win32", reason="durable memories need fcntl.flock (POSIX)"
@@ -150,7 +150,7 @@ async def run_ops(
     return stats
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     capacity=st.sampled_from([None, 2, 4]),
     program=st.lists(ops, min_size=1, max_size=25),

@@ -29,6 +29,7 @@ from actormem._index.hybrid import (
 )
 from actormem._record import Record
 
+from .strategies import examples
 from .test_dense import FAKE  # word counts hashed into 8 buckets: no model
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
@@ -202,7 +203,7 @@ words = ["red", "blue", "fox", "dog", "runs", "May", "2024", "June"]
 texts = st.lists(st.sampled_from(words), min_size=0, max_size=4).map(" ".join)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     docs=st.lists(st.tuples(texts, st.integers(0, 400)), max_size=20),
     query=st.lists(st.sampled_from(words), min_size=1, max_size=4).map(" ".join),

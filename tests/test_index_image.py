@@ -51,6 +51,7 @@ from actormem._storage.sqlite_format import (
     read_validated,
 )
 
+from .strategies import examples
 from .test_open_fast import QUERIES, T0, _assert_same, _rows
 
 SCORERS: list[Callable[[], Scorer]] = [WordOverlapScorer, BM25Scorer]
@@ -122,7 +123,9 @@ def small_renumber(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.usefixtures("small_renumber")
 @pytest.mark.parametrize("make", SCORERS)
 @settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(25),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(seed=st.integers(0, 2**32), n=st.integers(0, 80), ops=st.integers(0, 60))
 def test_restored_equals_rebuilt(make: Callable[[], Scorer], seed: int, n: int, ops: int) -> None:
@@ -325,7 +328,7 @@ def test_corrupt_images_are_refused(make: Callable[[], Scorer]) -> None:
 
 
 @pytest.mark.parametrize("make", SCORERS)
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(data=st.data())
 def test_hostile_bytes_never_break_a_retrieve(
     make: Callable[[], Scorer], data: st.DataObject
@@ -659,7 +662,7 @@ def _lists_ok(ends: list[int], values: list[int], bound: int) -> bool:
     ) and all(a <= b for a, b in zip(ends, ends[1:], strict=False))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     lists=st.lists(st.lists(st.integers(-2, 12), max_size=5), max_size=6),
     bound=st.integers(1, 12),

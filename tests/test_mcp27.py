@@ -39,6 +39,7 @@ import actormem.integrations.mcp as mcp_mod  # noqa: E402
 from actormem import open_memory  # noqa: E402
 from actormem.integrations.mcp import build_mcp_server  # noqa: E402
 
+from .strategies import examples
 from .test_mcp25 import LONE, _script, _unreadable  # noqa: E402
 from .test_tidy24a_mcp import INITIALIZED, _call, _init  # noqa: E402
 
@@ -193,7 +194,7 @@ def _pipe_with(data: bytes) -> int:
     return r
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     data=st.lists(
         st.sampled_from([b"a", b"\n", b" ", b"\r", b"{}", b"\xff", "é".encode(), b"\t"]),

@@ -36,6 +36,7 @@ from actormem._index.textfold import fold_hash
 from actormem._storage import sqlite_format
 
 from .setups import change_first_text, stale_opens_alike
+from .strategies import examples
 from .test_index_image import _image
 from .test_open_beside import _no_threads_left
 from .test_open_fast import _assert_same, _rows, _state
@@ -72,7 +73,7 @@ def _fed(
 
 
 @pytest.mark.parametrize("make", [WordOverlapScorer, BM25Scorer])
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(
     seed=st.integers(0, 2**32),
     n=st.integers(0, 160),

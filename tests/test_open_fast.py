@@ -26,6 +26,8 @@ from actormem._engine.state import DEFAULT_HALF_LIFE, MemoryState
 from actormem._index.scoring import Scorer
 from actormem._util import gc_paused
 
+from .strategies import examples
+
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 WORDS = "apple garden rain tool result error search file open close red blue".split()
 QUERIES = ["apple garden", "tool error result", "blue rain", "open the file", "nothing"]
@@ -105,7 +107,7 @@ def _assert_same(a: MemoryState, b: MemoryState) -> None:
 
 @pytest.mark.parametrize("make_scorer", [WordOverlapScorer, BM25Scorer])
 @pytest.mark.parametrize("capacity", [None, 10_000])
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=examples(15), deadline=None)
 @given(seed=st.integers(0, 2**32), n=st.integers(0, 120))
 def test_bulk_load_equals_replay(
     make_scorer: type[Scorer], capacity: int | None, seed: int, n: int

@@ -28,6 +28,8 @@ from actormem._json import compile_where
 from actormem._storage.jsonl import entry_from_json, entry_to_json
 from actormem._storage.sqlite_format import CREATE_SCHEMA_V1, SCHEMA_VERSION
 
+from .strategies import examples
+
 FACT = MemoryCategory.FACT
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -359,7 +361,7 @@ def _ref_ordered(op: str, item: object, want: object) -> bool:
     return {"$gt": a > b, "$gte": a >= b, "$lt": a < b, "$lte": a <= b}[op]  # type: ignore[operator]
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(
     value=st.dictionaries(st.sampled_from(["f", "g"]), _JSON, max_size=2),
     op=st.sampled_from(["=", "$eq", "$ne", "$gt", "$gte", "$lt", "$lte"]),

@@ -25,6 +25,7 @@ from actormem import MemoryCategory, MemoryEntry
 from actormem._index import kernels
 from actormem._record import Record
 
+from .strategies import examples
 from .test_store_batch import BASE
 
 IdTable: Any = getattr(kernels._wo, "IdTable", None)
@@ -158,7 +159,7 @@ class ItemsUnderFinalizers(RuleBasedStateMachine):
 
 
 ItemsUnderFinalizers.TestCase.settings = settings(
-    max_examples=12, stateful_step_count=20, deadline=None
+    max_examples=examples(12), stateful_step_count=20, deadline=None
 )
 
 

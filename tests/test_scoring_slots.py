@@ -23,6 +23,7 @@ from actormem import DenseScorer, open_memory
 from actormem._index.scoring import Accept, ReadView
 from actormem._record import Record
 
+from .strategies import examples
 from .test_dense import FAKE
 from .test_sliced import _BruteIndex, _BruteScorer, _fact
 
@@ -179,7 +180,7 @@ async def test_a_retrieve_after_close_raises_without_waiting_for_a_slot(
         assert memory._slots.borrowed_tokens == 0
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     slots=st.sampled_from([1, 2, 3]),
     cancel_after=st.lists(st.integers(0, 40), min_size=1, max_size=8),

@@ -37,6 +37,8 @@ from actormem import MemoryCategory, MemoryEntry, open_memory
 from actormem._engine import lifecycle
 from actormem.cli import _main
 
+from .strategies import examples
+
 ROOT = Path(__file__).resolve().parent.parent
 
 #: Modules a swarm without --log / --server never needs.
@@ -226,7 +228,7 @@ _LINE = st.one_of(
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(lines=st.lists(_LINE, min_size=0, max_size=8), end=st.sampled_from(["", "\n", "\r\n"]))
 def test_direct_version_against_importlib_on_random_headers(lines: list[str], end: str) -> None:
     with tempfile.TemporaryDirectory() as folder:

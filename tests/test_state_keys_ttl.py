@@ -25,7 +25,7 @@ from actormem._engine.snapshot import (
 )
 from actormem._engine.state import MemoryState
 
-from .strategies import BASE_TIME
+from .strategies import BASE_TIME, examples
 
 NAMESPACES = [("a",), ("a", "b"), ("a", "c"), ("d",), ("d", "a", "b")]
 KEYS = ["k1", "k2", "k3"]
@@ -195,7 +195,7 @@ class KeysTtlMachine(RuleBasedStateMachine):
 
 TestKeysTtl = KeysTtlMachine.TestCase
 TestKeysTtl.settings = settings(
-    max_examples=60,
+    max_examples=examples(60),
     stateful_step_count=25,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],

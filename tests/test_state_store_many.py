@@ -17,7 +17,7 @@ from actormem import MemoryCategory, MemoryEntry, WordOverlapScorer, open_memory
 from actormem._engine.state import MemoryState
 from actormem._errors import InvalidEntryError
 
-from .strategies import BASE_TIME
+from .strategies import BASE_TIME, examples
 from .test_state_keys_ttl import payload_entries
 
 
@@ -40,7 +40,7 @@ def _seen(state: MemoryState) -> Any:
     )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     st.lists(st.lists(payload_entries(), max_size=6), max_size=5),
     st.sampled_from([None, 3]),

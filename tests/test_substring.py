@@ -7,11 +7,13 @@ from hypothesis import strategies as st
 
 from actormem._index.substring import SubstringVocab
 
+from .strategies import examples
+
 alphabet = st.sampled_from("abcé{}\":_-")
 items = st.text(alphabet, min_size=1, max_size=30)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     ops=st.lists(st.tuples(st.booleans(), items), max_size=60),
     words=st.lists(st.text(alphabet, min_size=1, max_size=25), min_size=1, max_size=10),
@@ -34,7 +36,7 @@ def test_lookup_matches_brute_force(ops: list[tuple[bool, str]], words: list[str
         assert vocab.gram_size(word) >= len(got)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     ops=st.lists(
         st.tuples(

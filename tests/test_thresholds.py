@@ -22,6 +22,8 @@ from actormem._engine.snapshot import run_retrieve
 from actormem._engine.state import MemoryState
 from actormem._index.scoring import Scorer
 
+from .strategies import examples
+
 WORDS = ["red", "blue", "fox", "dog", "runs", "re", "do"]
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
 
@@ -48,7 +50,7 @@ def term_matches(scorer: BM25Scorer, text: str, query: str) -> int:
 texts = st.lists(st.sampled_from(WORDS), min_size=0, max_size=4).map(" ".join)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     docs=st.lists(st.tuples(texts, st.sampled_from([0.2, 0.5, 1.0])), max_size=25),
     query=st.lists(st.sampled_from(WORDS), min_size=1, max_size=4).map(" ".join),

@@ -22,6 +22,8 @@ from actormem._index.scoring import drain
 from actormem._index.wordoverlap import knobs as wo_knobs
 from actormem._index.wordoverlap import word_overlap_score
 
+from .strategies import examples
+
 BASE = datetime(2024, 1, 1, tzinfo=UTC)
 
 
@@ -68,7 +70,7 @@ HOSTILE = [
 ]  # fmt: skip
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(
     texts=st.lists(
         st.lists(st.sampled_from(HOSTILE), min_size=1, max_size=6), min_size=1, max_size=120
