@@ -1298,6 +1298,20 @@ feed_cpu_s(PyObject *self, PyObject *unused)
     return PyFloat_FromDouble(total);
 }
 
+/* A knob's setter: *knob set from `on` (a bool, else TypeError `refusal`), what it was
+ * returned as a bool. */
+static PyObject *
+bool_knob(int *knob, PyObject *on, const char *refusal)
+{
+    if (!PyBool_Check(on)) {
+        PyErr_SetString(PyExc_TypeError, refusal);
+        return NULL;
+    }
+    int was = *knob;
+    *knob = on == Py_True;
+    return PyBool_FromLong(was);
+}
+
 PyDoc_STRVAR(id_prefetch_doc,
 "id_prefetch(on) -> bool\n\n"
 "Whether the split reader's check of the ids (read_entries' ids_out) holds each id\n"
@@ -1309,13 +1323,7 @@ PyDoc_STRVAR(id_prefetch_doc,
 static PyObject *
 id_prefetch(PyObject *self, PyObject *on)
 {
-    if (!PyBool_Check(on)) {
-        PyErr_SetString(PyExc_TypeError, "id_prefetch: on must be a bool");
-        return NULL;
-    }
-    int was = id_prefetch_on;
-    id_prefetch_on = on == Py_True;
-    return PyBool_FromLong(was);
+    return bool_knob(&id_prefetch_on, on, "id_prefetch: on must be a bool");
 }
 
 PyDoc_STRVAR(chunks_ahead_doc,
@@ -1355,13 +1363,7 @@ PyDoc_STRVAR(id_huge_doc,
 static PyObject *
 id_huge(PyObject *self, PyObject *on)
 {
-    if (!PyBool_Check(on)) {
-        PyErr_SetString(PyExc_TypeError, "id_huge: on must be a bool");
-        return NULL;
-    }
-    int was = ids_huge_on;
-    ids_huge_on = on == Py_True;
-    return PyBool_FromLong(was);
+    return bool_knob(&ids_huge_on, on, "id_huge: on must be a bool");
 }
 
 PyDoc_STRVAR(fold_pairs_doc,
@@ -1374,13 +1376,7 @@ PyDoc_STRVAR(fold_pairs_doc,
 static PyObject *
 fold_pairs(PyObject *self, PyObject *on)
 {
-    if (!PyBool_Check(on)) {
-        PyErr_SetString(PyExc_TypeError, "fold_pairs: on must be a bool");
-        return NULL;
-    }
-    int was = fold_pairs_on;
-    fold_pairs_on = on == Py_True;
-    return PyBool_FromLong(was);
+    return bool_knob(&fold_pairs_on, on, "fold_pairs: on must be a bool");
 }
 
 PyDoc_STRVAR(fold_pair_doc,
