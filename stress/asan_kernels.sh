@@ -48,7 +48,9 @@
 # tests/test_bm25q12_whole.py,
 # tests/test_open28_feed.py,
 # tests/test_cols28_entrycols.py,
-# tests/test_bm25q13_query.py)
+# tests/test_bm25q13_query.py,
+# tests/test_open29_prep.py,
+# tests/test_open29_folds.py)
 # against an AddressSanitizer build of the compiled
 # index kernels, the BM25 core, the word-overlap core and the row reader (_storage/_crows.c):
 # any out-of-bounds read or
@@ -175,6 +177,8 @@ files=(
     tests/test_open28_feed.py
     tests/test_cols28_entrycols.py
     tests/test_bm25q13_query.py
+    tests/test_open29_prep.py
+    tests/test_open29_folds.py
 )
 # --only FILE...: just these test files (a branch's new file under ASan), no deselections.
 if [ "${1:-}" = --only ]; then

@@ -31,6 +31,9 @@ it reports, as one JSON line:
   texts' digest thread (``LateDigest``: the groups, the texts' bytes and their hash)
   and of hashing the image's parts against their marker (``image_marker``). Every
   phase is as at the first answer (from ``open26``: the close's calls not counted);
+* ``prep_s`` (from branch ``open29``): of ``beside_s``, the CPU of the thread that
+  checks the image's posting lists and makes the masks' numbering
+  (``wordoverlap.persist.Prepared._numeric``);
 * ``max_rss_mib``: the process's peak resident memory; ``first_hit``: the best entry's id
   (the same for every checkout measured);
 * ``image``: whether the index was restored from the file's index image (None: a checkout
@@ -167,6 +170,13 @@ def child(path: str, scorer: str, query: str) -> dict[str, Any]:
         late._drain = timed("beside_s", late._drain)
         # (open26) the digest's thread alone: its groups, the texts' bytes, the hash
         late._drain = timed("digest_s", late._drain)
+    import actormem._index.wordoverlap.persist as wo_persist
+
+    prepared: Any = getattr(wo_persist, "Prepared", None)
+    if prepared is not None and hasattr(prepared, "_numeric"):
+        # (open29) the image's lists checks, masks and rows of bits, in a thread beside
+        numeric = timed("prep_s", prepared._numeric)
+        prepared._numeric = staticmethod(timed("beside_s", numeric))
     if hasattr(fmt_any, "image_marker"):
         # (open26) the image's marker hashed over its parts (in the thread beside)
         fmt_any.image_marker = timed("marker_s", fmt_any.image_marker)

@@ -56,6 +56,47 @@ fold_hash_ascii_chain(uint64_t h, const unsigned char *s, size_t n, const unsign
     return h;
 }
 
+/* One byte of a chain past its leading whitespace (fold_hash_ascii_chain's loop body):
+ * h and the pending-space flag *gap. */
+static inline uint64_t
+fold_hash_ascii_step(uint64_t h, unsigned t, int *gap)
+{
+    if (t == 0xFF) {
+        *gap = 1;
+        return h;
+    }
+    if (*gap) {
+        h = fold_hash_mix(h, ' ');
+        *gap = 0;
+    }
+    return fold_hash_mix(h, t);
+}
+
+/* fold_hash_ascii_chain from FOLD_HASH_SEED over two texts at once, into *out1 and
+ * *out2 (each the chain's value, before fold_hash_final): the two chains' bytes
+ * interleaved while both last, so that their multiplies overlap (each chain alone is a
+ * multiply per byte waiting on the one before: the row reader's thread spent ~0.37 s of
+ * a 1M open, 240 MB of text, in it). The same values as two single calls. */
+static inline void
+fold_hash_ascii_pair(const unsigned char *s1, size_t n1, uint64_t *out1,
+                     const unsigned char *s2, size_t n2, uint64_t *out2,
+                     const unsigned char tab[256])
+{
+    uint64_t h1 = FOLD_HASH_SEED, h2 = FOLD_HASH_SEED;
+    size_t i1 = 0, i2 = 0;
+    int gap1 = 0, gap2 = 0;
+    while (i1 < n1 && tab[s1[i1]] == 0xFF) i1++;
+    while (i2 < n2 && tab[s2[i2]] == 0xFF) i2++;
+    while (i1 < n1 && i2 < n2) {
+        h1 = fold_hash_ascii_step(h1, tab[s1[i1++]], &gap1);
+        h2 = fold_hash_ascii_step(h2, tab[s2[i2++]], &gap2);
+    }
+    for (; i1 < n1; i1++) h1 = fold_hash_ascii_step(h1, tab[s1[i1]], &gap1);
+    for (; i2 < n2; i2++) h2 = fold_hash_ascii_step(h2, tab[s2[i2]], &gap2);
+    *out1 = h1;
+    *out2 = h2;
+}
+
 /* The value fold_hash returns for the chain h: in [0, 2**62). */
 static inline uint64_t
 fold_hash_final(uint64_t h)

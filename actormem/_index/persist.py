@@ -579,6 +579,18 @@ def check_lists(
         pass
 
 
+def check_offsets(ends: np.ndarray[Any, Any], values: np.ndarray[Any, Any], what: str) -> None:
+    """The first check of :func:`check_lists_steps`: the lists' offsets ``ends`` start
+    at 0, rise strictly and end at ``len(values)`` (so the lists tile ``values``, and
+    slices of it by them are bounded by its size). O(len(ends)).
+
+    Raises:
+        ImageError: They do not.
+    """
+    if len(ends) == 0 or ends[0] != 0 or ends[-1] != len(values) or np.any(np.diff(ends) <= 0):
+        raise ImageError(f"{what}: list offsets out of order or range")
+
+
 def check_lists_steps(
     ends: np.ndarray[Any, Any], values: np.ndarray[Any, Any], bound: int, what: str
 ) -> Iterator[None]:
@@ -590,8 +602,7 @@ def check_lists_steps(
     Raises:
         ImageError: As :func:`check_lists`.
     """
-    if len(ends) == 0 or ends[0] != 0 or ends[-1] != len(values) or np.any(np.diff(ends) <= 0):
-        raise ImageError(f"{what}: list offsets out of order or range")
+    check_offsets(ends, values, what)
     n = len(values)
     step = _CHECK_STEP
     for at in range(0, n, step):

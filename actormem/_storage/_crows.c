@@ -352,6 +352,7 @@ typedef struct {
     int hash_memory;
     int fold_memory; /* compute each ASCII memory text's fold hash (folds_out) */
     int fold_all;    /* and every other text's (CPython before 3.13) */
+    int fold_pairs;  /* the ASCII ones two at a time at the chunk's end (fold_pairs_on) */
     /* the ids seen (check_ids): an open-addressing set of their 128 bits (both words
      * zero: an empty slot; the zero id is `ids_zero`), `ids_dup` once one came twice */
     int check_ids, ids_zero, ids_dup;
@@ -367,6 +368,11 @@ typedef struct {
 
 /* A row whose fold hash the thread did not compute (outside [0, 2**62)). */
 #define NO_FOLD UINT64_MAX
+
+/* fold_pairs(): the split reader computes the ASCII memory texts' fold hashes once a
+ * chunk's rows are copied, two texts at a time (fold_hash_ascii_pair), instead of one
+ * per row as it copies it (0: the path before, branch open29). The same values. */
+static int fold_pairs_on = 1;
 
 /* _foldhash.h's table: filled at import, read-only after (the threads read it). */
 static unsigned char fold_tab[256];
@@ -600,8 +606,10 @@ copy_row(sqlite3_stmt *st, feed_t *f, chunk_t *ch, brow_t *b)
     b->memory_hash = -1;
     if (b->memory_ascii && f->hash_memory) b->memory_hash = HASH_BYTES(mem, b->memory.len);
     b->fold = NO_FOLD;
-    if (b->memory_ascii && f->fold_memory)
-        b->fold = fold_hash_final(fold_hash_ascii_chain(FOLD_HASH_SEED, mem, b->memory.len, fold_tab));
+    if (b->memory_ascii && f->fold_memory) {
+        if (!f->fold_pairs) /* else chunk_folds, at the chunk's end */
+            b->fold = fold_hash_final(fold_hash_ascii_chain(FOLD_HASH_SEED, mem, b->memory.len, fold_tab));
+    }
 #if PY_VERSION_HEX < 0x030D0000 /* fold_hash folds per code point here (casefold() after) */
     else if (f->fold_memory && f->fold_all && !fold_hash_utf8(mem, b->memory.len, fold_tab, &b->fold))
         b->fold = NO_FOLD; /* not UTF-8: the caller declines the row anyway */
@@ -630,6 +638,36 @@ copy_row(sqlite3_stmt *st, feed_t *f, chunk_t *ch, brow_t *b)
     }
     if (!copy_utc(st, 15, 1, &b->expires)) return 0;
     return 1;
+}
+
+/* The fold hashes copy_row left to the chunk's end (f->fold_pairs): each ASCII memory
+ * text's, two rows at a time (a last odd one alone). Before the chunk is published. */
+static void
+chunk_folds(const feed_t *f, chunk_t *ch)
+{
+    if (!f->fold_memory || !f->fold_pairs) return;
+    brow_t *pend = NULL;
+    for (int r = 0; r < ch->nrows; r++) {
+        brow_t *b = &ch->rows[r];
+        if (!b->memory_ascii) continue;
+        if (!pend) {
+            pend = b;
+            continue;
+        }
+        uint64_t h1, h2;
+        fold_hash_ascii_pair((const unsigned char *)ch->arena + pend->memory.off,
+                             pend->memory.len, &h1,
+                             (const unsigned char *)ch->arena + b->memory.off, b->memory.len,
+                             &h2, fold_tab);
+        pend->fold = fold_hash_final(h1);
+        b->fold = fold_hash_final(h2);
+        pend = NULL;
+    }
+    if (pend) {
+        const unsigned char *mem = (const unsigned char *)ch->arena + pend->memory.off;
+        pend->fold = fold_hash_final(fold_hash_ascii_chain(FOLD_HASH_SEED, mem, pend->memory.len,
+                                                           fold_tab));
+    }
 }
 
 static void
@@ -706,6 +744,7 @@ feed_run(void *arg)
             if (rc != SQLITE_ROW || !copy_row(st, f, ch, &ch->rows[ch->nrows])) goto out;
             ch->nrows++;
         }
+        chunk_folds(f, ch);
         pthread_mutex_lock(&f->mu);
         f->filled++;
         if (done) f->status = P_DONE;
@@ -898,6 +937,7 @@ read_threaded(const char *uri, const char *sql, ctx_t *c, PyObject *ids_out, PyO
     f.check_ids = ids_out != NULL;
     f.id_lag = id_prefetch_on;
     f.fold_memory = f.fold_all = folds_out != NULL;
+    f.fold_pairs = fold_pairs_on;
     /* the rows' fold hashes in order (folds_out), grown by doubling */
     uint64_t *folds = NULL;
     size_t folds_cap = 0;
@@ -1258,6 +1298,20 @@ feed_cpu_s(PyObject *self, PyObject *unused)
     return PyFloat_FromDouble(total);
 }
 
+/* A knob's setter: *knob set from `on` (a bool, else TypeError `refusal`), what it was
+ * returned as a bool. */
+static PyObject *
+bool_knob(int *knob, PyObject *on, const char *refusal)
+{
+    if (!PyBool_Check(on)) {
+        PyErr_SetString(PyExc_TypeError, refusal);
+        return NULL;
+    }
+    int was = *knob;
+    *knob = on == Py_True;
+    return PyBool_FromLong(was);
+}
+
 PyDoc_STRVAR(id_prefetch_doc,
 "id_prefetch(on) -> bool\n\n"
 "Whether the split reader's check of the ids (read_entries' ids_out) holds each id\n"
@@ -1269,13 +1323,7 @@ PyDoc_STRVAR(id_prefetch_doc,
 static PyObject *
 id_prefetch(PyObject *self, PyObject *on)
 {
-    if (!PyBool_Check(on)) {
-        PyErr_SetString(PyExc_TypeError, "id_prefetch: on must be a bool");
-        return NULL;
-    }
-    int was = id_prefetch_on;
-    id_prefetch_on = on == Py_True;
-    return PyBool_FromLong(was);
+    return bool_knob(&id_prefetch_on, on, "id_prefetch: on must be a bool");
 }
 
 PyDoc_STRVAR(chunks_ahead_doc,
@@ -1315,13 +1363,48 @@ PyDoc_STRVAR(id_huge_doc,
 static PyObject *
 id_huge(PyObject *self, PyObject *on)
 {
-    if (!PyBool_Check(on)) {
-        PyErr_SetString(PyExc_TypeError, "id_huge: on must be a bool");
-        return NULL;
+    return bool_knob(&ids_huge_on, on, "id_huge: on must be a bool");
+}
+
+PyDoc_STRVAR(fold_pairs_doc,
+"fold_pairs(on) -> bool\n\n"
+"Whether the split reader computes the ASCII memory texts' fold hashes at each chunk's\n"
+"end, two texts' chains interleaved (True, the default from branch open29), or one per\n"
+"row as it copies it (False: the path before; the same values). Sets it for later reads\n"
+"(on: a bool) and returns what it was. TypeError for a non-bool. O(1).");
+
+static PyObject *
+fold_pairs(PyObject *self, PyObject *on)
+{
+    return bool_knob(&fold_pairs_on, on, "fold_pairs: on must be a bool");
+}
+
+PyDoc_STRVAR(fold_pair_doc,
+"fold_pair(a, b) -> (int, int)\n\n"
+"fold_hash of the ASCII bytes a and of b, by the reader's interleaved pair of chains\n"
+"(for tests: each equals the word overlap core's fold_hash of the text). ValueError\n"
+"for bytes not ASCII. O(len(a) + len(b)).");
+
+static PyObject *
+fold_pair(PyObject *self, PyObject *args)
+{
+    Py_buffer a, b;
+    if (!PyArg_ParseTuple(args, "y*y*:fold_pair", &a, &b)) return NULL;
+    PyObject *r = NULL;
+    int ascii = 1;
+    for (Py_ssize_t i = 0; i < a.len; i++) ascii &= ((const unsigned char *)a.buf)[i] < 0x80;
+    for (Py_ssize_t i = 0; i < b.len; i++) ascii &= ((const unsigned char *)b.buf)[i] < 0x80;
+    if (!ascii) {
+        PyErr_SetString(PyExc_ValueError, "fold_pair: bytes not ASCII");
+    } else {
+        uint64_t h1, h2;
+        fold_hash_ascii_pair(a.buf, (size_t)a.len, &h1, b.buf, (size_t)b.len, &h2, fold_tab);
+        r = Py_BuildValue("(KK)", (unsigned long long)fold_hash_final(h1),
+                          (unsigned long long)fold_hash_final(h2));
     }
-    int was = ids_huge_on;
-    ids_huge_on = on == Py_True;
-    return PyBool_FromLong(was);
+    PyBuffer_Release(&b);
+    PyBuffer_Release(&a);
+    return r;
 }
 
 PyDoc_STRVAR(feed_wait_s_doc,
@@ -1343,6 +1426,8 @@ static PyMethodDef methods[] = {
     {"chunks_ahead", chunks_ahead, METH_O, chunks_ahead_doc},
     {"feed_cpu_s", feed_cpu_s, METH_NOARGS, feed_cpu_s_doc},
     {"feed_wait_s", feed_wait_s, METH_NOARGS, feed_wait_s_doc},
+    {"fold_pair", fold_pair, METH_VARARGS, fold_pair_doc},
+    {"fold_pairs", fold_pairs, METH_O, fold_pairs_doc},
     {"id_huge", id_huge, METH_O, id_huge_doc},
     {"id_prefetch", id_prefetch, METH_O, id_prefetch_doc},
     {"read_entries", read_entries, METH_VARARGS, read_entries_doc},

@@ -401,14 +401,18 @@ class _Numbering:
         self.masked = stop
         self.write_rows(start, stop)
 
-    def write_rows(self, start: int, stop: int) -> None:
+    def write_rows(self, start: int, stop: int, nogil: bool = False) -> None:
         """Bring :attr:`rows` up to the masks of groups ``start:stop`` (computed just
         now; the owner's, or a reader's :meth:`fill_masks`). Without the compiled core
-        the rows are dropped for good (they would miss these groups). O(stop - start)."""
+        the rows are dropped for good (they would miss these groups). ``nogil``: the
+        core's loop runs without the GIL (only for a numbering no other thread sees
+        yet: ``persist.Prepared``'s, made beside the open). O(stop - start)."""
         if self.rows is None:
             return
         if ccore.core() is None:
             self.rows = None
             return
         stride = len(self.rows) // 128
-        ccore.bits_rows_from_masks(self.masks, self.rows, stride, self.rowcount, start, stop)
+        ccore.bits_rows_from_masks(
+            self.masks, self.rows, stride, self.rowcount, start, stop, nogil
+        )

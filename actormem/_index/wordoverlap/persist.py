@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..._record import Record
+from ..._util import Beside
 from .. import persist
 from ..persist import ImageError
 from . import ccore, knobs
@@ -481,6 +482,15 @@ _VOCAB_STEP = 2048
 #: before branch ``open27``).
 _PREP_LISTS = 4096
 
+#: :class:`Prepared` checks the posting lists' values and order, reads the masks and
+#: makes their numbering (the rows of bits: ``bits_rows_from_masks`` without the GIL) in
+#: a thread of its own (:meth:`Prepared._numeric`, "actormem image prep"), while the
+#: open's thread makes the posting lists and the vocabulary: ~0.2 s of the open's
+#: thread at 1M (numpy's loops, the rows, the new arrays' page faults) moved to the
+#: second core, idle but for the row reader then. The same checks in the same order,
+#: the same preparation. False: all of it in the steps (the path before, branch open29).
+_PREP_BESIDE = True
+
 #: Groups whose masks' rows of bits are written per step of :meth:`Prepared.step` with
 #: :data:`_ROWS_AHEAD` (~8 ms at most; all of them in one step before ``open27``): the
 #: steps run while the row reader's thread reads on (``read_file``'s ``prepare``), and a
@@ -569,6 +579,9 @@ class Prepared:
         yield
         ends = persist.need(arrays, "post_ends", "<i8", len(tokens) + 1)
         postings = persist.need(arrays, "postings", "<i4")
+        if _PREP_BESIDE:
+            yield from self._run_beside(tokens, distinct, joined, ends, postings, size, arrays)
+            return
         yield from persist.check_lists_steps(ends, postings, size, "postings")
         self.lo = persist.need(arrays, "masks_lo", "<u8", size)
         self.hi = persist.need(arrays, "masks_hi", "<u8", size)
@@ -583,6 +596,72 @@ class Prepared:
                 yield
             self.numbering = e
             yield
+        yield from self._lists(tokens, ends)
+        yield from self._vocab(tokens, distinct, joined)
+
+    def _run_beside(
+        self,
+        tokens: list[str],
+        distinct: set[str],
+        joined: str,
+        ends: np.ndarray[Any, Any],
+        postings: np.ndarray[Any, Any],
+        size: int,
+        arrays: dict[str, np.ndarray[Any, Any]],
+    ) -> Iterator[None]:
+        """:meth:`_run`'s steps after the tokens' with :data:`_PREP_BESIDE`: the lists'
+        offsets checked here (the slices below are then bounded), the rest of the lists'
+        checks, the masks and their numbering in a thread (:meth:`_numeric`), the posting
+        lists and the vocabulary here meanwhile; the thread's result taken at the last
+        step (waited for, without the GIL, if it is not in). The same checks in the same
+        order (the lists and the vocabulary cannot fail a check), so the same first
+        error; the same posting lists, vocabulary, masks, rows of bits and counts."""
+        persist.check_offsets(ends, postings, "postings")
+        beside = Beside(
+            self._numeric, ends, postings, size, arrays, name="actormem image prep"
+        )  # fmt: skip
+        try:
+            yield
+            yield from self._lists(tokens, ends)
+            yield from self._vocab(tokens, distinct, joined)
+        except Exception:
+            beside.result()  # a check of the thread's came first inline: raised instead
+            raise
+        except BaseException:  # closed (GeneratorExit), interrupted: the thread joined
+            beside.stop()
+            raise
+        self.lo, self.hi, self.numbering = beside.result()
+
+    @staticmethod
+    def _numeric(
+        ends: np.ndarray[Any, Any],
+        postings: np.ndarray[Any, Any],
+        size: int,
+        arrays: dict[str, np.ndarray[Any, Any]],
+    ) -> tuple[Any, Any, _Numbering | None]:
+        """The numeric part of the preparation, for a thread beside the open's (numpy's
+        loops and the rows' loop run without the GIL): the posting lists' values and
+        order checked, the masks read, and (:data:`_ROWS_AHEAD`) a new numbering for
+        ``size`` groups holding them and their rows of bits. Returns ``(lo, hi,
+        numbering or None)``. O(postings + groups).
+
+        Raises:
+            ImageError: The first check that fails, as :meth:`_run`'s inline steps."""
+        for _ in persist.check_lists_steps(ends, postings, size, "postings"):
+            pass
+        lo = persist.need(arrays, "masks_lo", "<u8", size)
+        hi = persist.need(arrays, "masks_hi", "<u8", size)
+        if not _ROWS_AHEAD:
+            return lo, hi, None
+        e = _Numbering(_capacity(size))
+        e.masks[0][:size] = lo
+        e.masks[1][:size] = hi
+        e.write_rows(0, size, nogil=True)  # one call: the same rows and counts
+        return lo, hi, e
+
+    def _lists(self, tokens: list[str], ends: np.ndarray[Any, Any]) -> Iterator[None]:
+        """The posting lists (:attr:`post`), :data:`_PREP_LISTS` a step; ``ends``' offsets
+        checked. O(postings)."""
         raw = memoryview(self.parts["postings"])  # slices of it copy nothing until frombytes
         bounds = (ends * 4).tolist()
         post = self.post
@@ -595,6 +674,10 @@ class Prepared:
                 lst.frombytes(raw[start:end])
                 post[tok] = lst
             yield
+
+    def _vocab(self, tokens: list[str], distinct: set[str], joined: str) -> Iterator[None]:
+        """The tokens' vocabulary in the new index (:data:`_VOCAB_ALL`: a step each
+        :data:`_VOCAB_STEP` tokens), then :attr:`tokens` set. O(tokens)."""
         vocab = self.index._vocab
         if tokens and _VOCAB_ALL and ccore.has_acquire_all():
             # The same vocabulary as the add below (the tokens acquired in the order of
