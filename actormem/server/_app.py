@@ -12,9 +12,11 @@ writes queue for the owner, reads score a snapshot in the handler's task.
 
 Every error leaves as one RFC 9457 problem document (``application/problem+json`` with
 ``type``, ``title``, ``status``, ``detail`` and, for a bad field, ``field``), made by the
-handlers at the bottom: invalid body or query 422, unknown id or route 404, body over the
-limit 413, missing or wrong token 401, memory closing or broken 503. Anything else is a
-bug in actormem (500, still a problem document, and logged).
+handlers at the bottom: invalid body or query 422, unknown id or route 404, a method the
+path does not serve 405, body over the limit 413, missing or wrong token 401, memory
+closing or broken 503. Anything else is a bug in actormem (500, still a problem document,
+and logged). A request hypercorn cannot read (400, 431, 501) is answered by
+``_run._problem_answer``; docs/server.md's table lists every status.
 
 Two pure ASGI middlewares wrap the app: the outer one times every request for
 ``/metrics``; the inner one refuses a body over the limit before the app reads it (by
@@ -865,6 +867,12 @@ def create_app(
     @app.exception_handler(trio.BrokenResourceError)
     async def unavailable(request: Request, exc: Exception) -> Response:
         return problem(503, f"the memory is closing or broken: {exc}")
+
+    @app.exception_handler(Exception)
+    async def bug(request: Request, exc: Exception) -> Response:
+        # Starlette's ServerErrorMiddleware answers with this, then raises ``exc`` again
+        # for hypercorn to log (its traceback on stderr): a plain-text 500 before.
+        return problem(500, f"an error in actormem, logged by the server: {type(exc).__name__}")
 
     # The last added runs first: the unread body's close, timing, then the token, then
     # the body limit.

@@ -1,0 +1,104 @@
+"""minor29: every status the server answers with is in docs/server.md's table, and is a
+problem document.
+
+docs/server.md did not list 431 (a request header over hypercorn's limit), though the
+server answered it; and a bug in a handler (an exception no handler expected) was
+Starlette's plain-text ``Internal Server Error``, not the problem document the module's
+docs promised.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+from pathlib import Path
+
+import httpx
+import pytest
+import trio
+
+from actormem import open_memory
+from actormem.server import _app, _run
+from actormem.server._app import create_app
+from actormem.server._run import serve_memory_http
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _documented() -> set[int]:
+    text = (REPO / "docs" / "server.md").read_text()
+    errors = text[text.index("### Errors") : text.index("### Security")]
+    return {int(s) for s in re.findall(r"^\| (\d{3}) \|", errors, re.MULTILINE)}
+
+
+def _in_code() -> set[int]:
+    source = Path(_app.__file__).read_text()
+    made = re.findall(r"(?:_Refused|problem|super\(\)\.__init__)\(\s*(\d{3})\b", source)
+    # 405: Starlette's own HTTPException, given its Allow header by ``http_error``.
+    return {int(s) for s in made} | set(_run._UNREADABLE) | {405}
+
+
+def test_the_table_lists_every_status_the_code_answers() -> None:
+    assert {400, 401, 404, 405, 413, 422, 431, 500, 501, 503} <= _in_code()
+    assert _documented() == _in_code()
+
+
+def _exchange(port: int, request: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as conn:
+        try:
+            conn.sendall(request)
+        except OSError:  # the server answered and closed before reading it all
+            pass
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    return answer
+
+
+async def test_a_header_too_large_gets_a_431_problem_document() -> None:
+    stop = trio.Event()
+    request = b"GET /healthz HTTP/1.1\r\nHost: t\r\nX-Big: " + b"a" * 70_000 + b"\r\n\r\n"
+    async with open_memory() as memory, trio.open_nursery() as nursery:
+        binds = await nursery.start(
+            lambda task_status: serve_memory_http(
+                memory, port=0, stop=stop, graceful_timeout=1.0, task_status=task_status
+            )
+        )
+        port = int(binds[0].rsplit(":", 1)[1])
+        answer = await trio.to_thread.run_sync(_exchange, port, request)
+        stop.set()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 431"), answer[:200]
+    assert b"content-type: application/problem+json" in head.lower()
+    assert b"connection: close" in head.lower()
+    assert json.loads(body) == {
+        "type": "about:blank",
+        "title": "Request Header Fields Too Large",
+        "status": 431,
+        "detail": "the request's header is too large",
+    }
+
+
+async def test_a_bug_in_a_handler_is_a_500_problem_document(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    async with open_memory() as memory:
+        app = create_app(memory)
+
+        def broken() -> None:
+            raise ZeroDivisionError("a bug")
+
+        monkeypatch.setattr(memory, "statistics", broken)
+        transport = httpx.ASGITransport(app=app, raise_app_exceptions=False)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            answer = await client.get("/v1/statistics")
+            assert (await client.get("/healthz")).status_code == 200  # it still serves
+    assert answer.status_code == 500
+    assert answer.headers["content-type"] == "application/problem+json"
+    assert answer.json() == {
+        "type": "about:blank",
+        "title": "Internal Server Error",
+        "status": 500,
+        "detail": "an error in actormem, logged by the server: ZeroDivisionError",
+    }
