@@ -102,3 +102,68 @@ async def test_a_bug_in_a_handler_is_a_500_problem_document(
         "status": 500,
         "detail": "an error in actormem, logged by the server: ZeroDivisionError",
     }
+
+
+_SLOW = b"GET /readyz HTTP/1.1\r\nHost: t\r\n\r\n"
+_STORE_BODY = b'{"category": "fact", "memory": "sent behind the stop"}'
+_STORE = (
+    b"POST /v1/entries HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
+    b"Content-Length: %d\r\n\r\n%s" % (len(_STORE_BODY), _STORE_BODY)
+)
+
+
+def _pipelined(port: int) -> bytes:
+    """Send a request and, behind it on the same kept-alive connection, a store; read
+    until the server closes."""
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as conn:
+        conn.sendall(_SLOW + _STORE)
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    return answer
+
+
+async def test_the_stop_closes_a_kept_alive_connection_after_its_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The defect docs/server.md listed under "Stopping": an answer in progress when the
+    stop began did not say ``Connection: close``, so a client kept the connection and
+    lost its next request on it, and a connection holding that next request already
+    stayed parked until the graceful deadline (here 60 s: the stop would time out)."""
+    stop = trio.Event()
+    answers: list[bytes] = []
+    with trio.fail_after(30):  # the graceful deadline would be 60 s
+        await _serve_pipelined(stop, answers, monkeypatch)
+    head, _, body = answers[0].partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), answers[0][:200]
+    assert b"connection: close" in head.lower()
+    assert json.loads(body) == {"status": "ready", "entries": 0}  # and nothing after it
+
+
+async def _serve_pipelined(
+    stop: trio.Event, answers: list[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with open_memory() as memory, trio.open_nursery() as nursery:
+        entered = trio.Event()
+        real = memory.store_many
+
+        async def slow(entries: list[object]) -> None:  # /readyz's round trip
+            entered.set()
+            await stop.wait()
+            await real(entries)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(memory, "store_many", slow)
+        binds = await nursery.start(
+            lambda task_status: serve_memory_http(
+                memory, port=0, stop=stop, graceful_timeout=60.0, task_status=task_status
+            )
+        )
+        port = int(binds[0].rsplit(":", 1)[1])
+
+        async def client() -> None:
+            answers.append(await trio.to_thread.run_sync(_pipelined, port, abandon_on_cancel=True))
+
+        nursery.start_soon(client)
+        await entered.wait()
+        stop.set()
+    assert len(memory) == 0  # the store behind the stop was not applied

@@ -276,6 +276,15 @@ class _BodyLimit:
         await response(scope, receive, send)
 
 
+def closing_connection(message: Message) -> Message:
+    """``message`` with ``Connection: close`` in place of any ``Connection`` header
+    when it starts a response (``http.response.start``); any other as it is."""
+    if message["type"] != "http.response.start":
+        return message
+    headers = [(k, v) for k, v in message.get("headers", ()) if k.lower() != b"connection"]
+    return {**message, "headers": [*headers, (b"connection", b"close")]}
+
+
 class _CloseUnread:
     """ASGI middleware: a response that starts before the request's body was read to
     its end (a 413 over the body limit, a 401 without the token: refused unread) says
@@ -307,11 +316,8 @@ class _CloseUnread:
             return message
 
         async def closing(message: Message) -> None:
-            if unread and message["type"] == "http.response.start":
-                headers = [
-                    (k, v) for k, v in message.get("headers", ()) if k.lower() != b"connection"
-                ]
-                message = {**message, "headers": [*headers, (b"connection", b"close")]}
+            if unread:
+                message = closing_connection(message)
             await send(message)
 
         await self.app(scope, reading, closing)
