@@ -16,15 +16,18 @@ the server's bounds in the memory's words ("limit must be <= 10000 over HTTP, go
 from __future__ import annotations
 
 import inspect
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
+import httpx
 import pytest
 
 from actormem import InvalidEntryError, InvalidQueryError, MemoryCategory, MemoryEntry
 from actormem._engine.memory import Memory
-from actormem.client import Client, HostedMemory, _http
+from actormem._storage.jsonl import entry_to_json
+from actormem.client import Client, HostedMemory, _bounds, _http
 from actormem.server import _models
 
 from .serverproc import ServerProcess
@@ -154,3 +157,49 @@ def test_a_valid_lookup_still_answers(both: tuple[Any, Client, ServerProcess]) -
         assert m.get_by_key(("a",) * 64, "k" * 4096) == keyed
         assert m.list_namespaces(prefix=("a", "*"), max_depth=2) == [("a", "a")]
         assert m.delete_key(("a",) * 64, "k" * 4096) is True
+
+
+def _tagged(entries: int, first: int, per: int = 256) -> list[MemoryEntry]:
+    return [
+        attrs.evolve(
+            ENTRY,
+            id=uuid.uuid4(),
+            tags=tuple(f"t{first + i * per + j}" for j in range(per)),
+        )
+        for i in range(entries)
+    ]
+
+
+def test_a_batch_of_too_many_distinct_tags_is_refused_alike(
+    both: tuple[Any, Client, ServerProcess],
+) -> None:
+    """A batch is applied in one owner step, and each new tag is indexed in it: a 4 MiB
+    body of distinct tags held every request of the server for seconds. Over HTTP a
+    batch holds at most MAX_BATCH_TAGS distinct tags: the server's 422 names the limit,
+    and the clients refuse before sending, in the same words; the memory itself takes
+    it (docs/design.md, "Entry limits")."""
+    memory, client, server = both
+    limit = _bounds.MAX_BATCH_TAGS
+    assert limit % 256 == 0
+    over = [*_tagged(limit // 256, 10**7), attrs.evolve(ENTRY, id=uuid.uuid4(), tags=("one more",))]
+    detail = (
+        f"entries: the batch holds {limit + 1} distinct tags; the limit over HTTP is {limit} a "
+        "request (each new tag is indexed on the owner's task, which answers no other request "
+        "meanwhile): split the batch"
+    )
+    before = client.count()
+    with pytest.raises(InvalidEntryError) as caught:
+        client.store_many(over)
+    assert str(caught.value) == detail
+    body = {"entries": [entry_to_json(e) for e in over]}
+    answer = httpx.post(server.url + "/v1/batch", json=body, timeout=60)
+    assert answer.status_code == 422
+    assert answer.json()["detail"] == detail
+    assert answer.json()["field"] == "entries"
+    assert client.count() == before  # nothing of it stored
+    # At the limit, and the same tag many times: taken.
+    client.store_many(_tagged(limit // 256, 2 * 10**7))
+    same = [attrs.evolve(e, tags=tuple(f"s{j}" for j in range(256))) for e in over]
+    client.store_many(same)
+    assert client.count() == before + limit // 256 + len(same)
+    memory.store_many(over)  # the memory has no such bound

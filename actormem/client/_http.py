@@ -55,6 +55,7 @@ from .._errors import InvalidEntryError, InvalidQueryError, RemoteError, Transpo
 from .._stats import ConsolidationStats, MemoryStatistics
 from .._storage.jsonl import entry_from_json, entry_to_json
 from .._util import Final
+from ._bounds import MAX_JSON_INT, MAX_LIMIT, batch_tags_refusal
 from ._deadline import DEADLINE, DeadlineBackend
 
 __all__ = ["DEFAULT_RETRIES", "DEFAULT_TIMEOUT", "AsyncClient", "Client"]
@@ -70,10 +71,6 @@ _NOT_FOUND = object()
 #: No Nagle delay: a request's header and body go out as two writes, and waiting for the
 #: first one's ACK before sending the second would add a delayed-ACK pause to each call.
 _SOCKET_OPTIONS = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
-#: The server's bounds (``actormem.server._models``; tests/test_minor29_client.py checks
-#: they agree): most results a call may ask for, largest integer a body may hold (I-JSON).
-MAX_LIMIT = 10_000
-MAX_JSON_INT = 2**53 - 1
 #: The keyword arguments of :class:`~actormem.Memory`'s methods that take ``**filters``
 #: or ``**options`` here (tests/test_minor29_client.py checks they agree).
 _RETRIEVE_NAMES = frozenset(
@@ -190,7 +187,11 @@ def _store_many_call(entries: Iterable[MemoryEntry]) -> _Call[None]:
     if isinstance(entries, (MemoryEntry, str, bytes)):
         kind = type(entries).__name__
         raise TypeError(f"store_many() takes an iterable of MemoryEntry, not one {kind}")
-    body = {"entries": [_entry_json(e, "store_many()") for e in entries]}
+    listed = list(entries)  # once: a generator is read here only
+    body = {"entries": [_entry_json(e, "store_many()") for e in listed]}
+    refusal = batch_tags_refusal(len({tag for e in listed for tag in e.tags}))
+    if refusal is not None:
+        raise InvalidEntryError(refusal)
     return _Call("POST", "/v1/batch", _stored_many, body=body, invalid=InvalidEntryError)
 
 

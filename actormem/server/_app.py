@@ -58,6 +58,7 @@ from .._errors import (
 )
 from .._json import MAX_VALUE_DEPTH
 from .._storage.jsonl import entry_from_json, entry_to_json
+from ..client._bounds import batch_tags_refusal
 from ._feed import RemovalFeed
 from ._models import (
     MAX_JSON_INT,
@@ -535,6 +536,9 @@ def create_app(
         **guarded,
     )
     async def store_many(body: StoreManyIn) -> Response:
+        refusal = batch_tags_refusal(len({tag for e in body.entries for tag in e.tags}))
+        if refusal is not None:  # the owner's step would hold every request (422)
+            raise _Refused(422, refusal, "entries")
         entries = [_to_entry(e, f"entries[{i}]") for i, e in enumerate(body.entries)]
         await memory.store_many(entries)
         ids = []
