@@ -17,7 +17,7 @@ MAX_JSON_INT = 2**53 - 1
 #: (about 3.6 us a new tag on a 2-CPU VM, a tag seen before about 0.25 us: minor29), and
 #: a batch is applied in one step: a 4 MiB body of distinct tags (307,200 of them) held
 #: every request for about 1.1 s of CPU, 3-4 s under load. This bounds that step to about
-#: 0.25 s; a batch of 10,000 entries still takes 6 distinct tags each.
+#: 0.2 s; a batch of 10,000 entries still takes 6 distinct tags each.
 MAX_BATCH_TAGS = 65_536
 
 
