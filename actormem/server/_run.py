@@ -9,7 +9,8 @@ the same trio run, so request handlers are trio tasks that call the memory direc
 Stopping (``stop`` set, or SIGINT/SIGTERM when ``handle_signals``): hypercorn closes its
 listening sockets, lets requests in flight finish for up to ``graceful_timeout`` seconds
 (then cancels them: a cancelled store may or may not be applied, and its client got no
-acknowledgement), and returns; then the memory closes: every request already queued is
+acknowledgement; every answer that starts once the stop began says ``Connection: close``:
+:class:`_CloseWhenStopping`), and returns; then the memory closes: every request already queued is
 applied and answered, a durable memory commits and closes its file. Nothing acknowledged
 is lost, because an acknowledgement is only sent after the owner applied (and, durable,
 committed) the write.
