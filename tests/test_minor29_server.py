@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 from pathlib import Path
 
 import httpx
@@ -21,7 +20,8 @@ import trio
 from actormem import open_memory
 from actormem.server import _app, _run
 from actormem.server._app import create_app
-from actormem.server._run import serve_memory_http
+
+from .serverproc import exchange, serve_port
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -44,29 +44,12 @@ def test_the_table_lists_every_status_the_code_answers() -> None:
     assert _documented() == _in_code()
 
 
-def _exchange(port: int, request: bytes) -> bytes:
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as conn:
-        try:
-            conn.sendall(request)
-        except OSError:  # the server answered and closed before reading it all
-            pass
-        answer = b""
-        while chunk := conn.recv(65536):
-            answer += chunk
-    return answer
-
-
 async def test_a_header_too_large_gets_a_431_problem_document() -> None:
     stop = trio.Event()
     request = b"GET /healthz HTTP/1.1\r\nHost: t\r\nX-Big: " + b"a" * 70_000 + b"\r\n\r\n"
     async with open_memory() as memory, trio.open_nursery() as nursery:
-        binds = await nursery.start(
-            lambda task_status: serve_memory_http(
-                memory, port=0, stop=stop, graceful_timeout=1.0, task_status=task_status
-            )
-        )
-        port = int(binds[0].rsplit(":", 1)[1])
-        answer = await trio.to_thread.run_sync(_exchange, port, request)
+        port = await serve_port(nursery, memory, stop)
+        answer = await trio.to_thread.run_sync(exchange, port, request)
         stop.set()
     head, _, body = answer.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 431"), answer[:200]
@@ -112,17 +95,6 @@ _STORE = (
 )
 
 
-def _pipelined(port: int) -> bytes:
-    """Send a request and, behind it on the same kept-alive connection, a store; read
-    until the server closes."""
-    with socket.create_connection(("127.0.0.1", port), timeout=60) as conn:
-        conn.sendall(_SLOW + _STORE)
-        answer = b""
-        while chunk := conn.recv(65536):
-            answer += chunk
-    return answer
-
-
 async def test_the_stop_closes_a_kept_alive_connection_after_its_answer(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -153,15 +125,12 @@ async def _serve_pipelined(
             await real(entries)  # type: ignore[arg-type]
 
         monkeypatch.setattr(memory, "store_many", slow)
-        binds = await nursery.start(
-            lambda task_status: serve_memory_http(
-                memory, port=0, stop=stop, graceful_timeout=60.0, task_status=task_status
-            )
-        )
-        port = int(binds[0].rsplit(":", 1)[1])
+        port = await serve_port(nursery, memory, stop, graceful_timeout=60.0)
 
         async def client() -> None:
-            answers.append(await trio.to_thread.run_sync(_pipelined, port, abandon_on_cancel=True))
+            sent = _SLOW + _STORE  # the store waits behind the slow request, unread
+            answer = await trio.to_thread.run_sync(exchange, port, sent, abandon_on_cancel=True)
+            answers.append(answer)
 
         nursery.start_soon(client)
         await entered.wait()
