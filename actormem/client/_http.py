@@ -22,6 +22,11 @@ Failures:
 * Up to ``retries`` retries, waiting 50 ms, 100 ms, 200 ms... in between; then, or on a
   timeout (never retried: the server is slow, not gone), :class:`~actormem.TransportError`
   naming the URL.
+* Bad arguments are refused before anything is sent, as :class:`~actormem.Memory`
+  refuses them (the same checks, the same errors and messages: an unknown keyword is a
+  TypeError, a lookup no entry can answer an InvalidQueryError), and so are the server's
+  own bounds (:mod:`._bounds`: ``limit`` 10,000, integers 2**53 - 1, 65,536 distinct
+  tags a batch), in the memory's words ("limit must be <= 10000 over HTTP, got 10001").
 * Error answers: 422 raises :class:`~actormem.InvalidEntryError` (writes) or
   :class:`~actormem.InvalidQueryError` (retrieves), as the memory would; 404 is ``None``
   from ``get`` and ``False`` from ``delete``; anything else
@@ -465,8 +470,12 @@ class AsyncClient(metaclass=Final):
     Raises (from every call):
         TransportError: The server could not be reached or did not answer in time.
         RemoteError: The server answered 401, 413, 503 or another error status.
-        InvalidEntryError, InvalidQueryError: The server refused the input (422).
-        TypeError: An argument of the wrong type (nothing is sent).
+        InvalidEntryError, InvalidQueryError: The server refused the input (422), or
+            the client did before sending: what the memory refuses, and the server's
+            bounds (``limit`` over 10,000, an integer over 2**53 - 1, a batch of over
+            65,536 distinct tags).
+        TypeError: An argument of the wrong type, or a keyword the memory's method does
+            not take (nothing is sent).
     """
 
     def __init__(
