@@ -17,7 +17,7 @@ from typing import Any
 
 import attrs
 
-from ._errors import InvalidEntryError
+from ._errors import InvalidEntryError, InvalidQueryError
 from ._json import JsonObject, freeze_json, text_at_paths
 from ._util import Final, sequence_of
 
@@ -31,6 +31,7 @@ __all__ = [
     "MemoryCategory",
     "MemoryEntry",
     "ScoredEntry",
+    "check_lookup_key",
 ]
 
 #: Longest accepted ``MemoryEntry.memory``, in code points. Memory is for gist, not
@@ -210,6 +211,34 @@ def _convert_key(value: Any) -> str | None:
             f"key is {len(value)} code points long; the limit is {MAX_KEY_CHARS}"
         )
     return str(value)
+
+
+def check_lookup_key(namespace: Any, key: Any) -> tuple[str, ...]:
+    """The ``namespace`` of a lookup by ``(namespace, key)`` (``get_by_key``,
+    ``delete_key``) as a tuple, checked as an entry's namespace and key are: a pair no
+    entry can hold is refused, not looked up (so :class:`~actormem.Memory` and the HTTP
+    clients, which check before sending, refuse the same pairs with the same messages).
+    O(total length).
+
+    Raises:
+        TypeError: ``key`` is not a str, ``namespace`` not a sequence of str.
+        InvalidQueryError: An empty key or segment, a key longer than
+            :data:`MAX_KEY_CHARS`, a segment longer than :data:`MAX_SEGMENT_CHARS`, more
+            than :data:`MAX_NAMESPACE_DEPTH` segments, a lone surrogate (the entry's
+            message, e.g. "key is 5000 code points long; the limit is 4096").
+    """
+    if type(key) is not str:
+        raise TypeError(f"key must be a str, not {type(key).__name__}")
+    ns = sequence_of(namespace, "namespace", "str segments")
+    for segment in ns:
+        if type(segment) is not str:
+            raise TypeError(f"namespace segments must be str, not {type(segment).__name__}")
+    try:
+        _convert_namespace(ns)
+        _convert_key(key)
+    except InvalidEntryError as exc:
+        raise InvalidQueryError(str(exc)) from None
+    return ns
 
 
 def _convert_ttl(value: Any) -> float | None:

@@ -25,7 +25,13 @@ import stat
 import sys
 from typing import Any
 
-__all__ = ["FIGURES_MAX", "check_figures_target", "is_figures", "write_figures"]
+__all__ = [
+    "FIGURES_MAX",
+    "check_figures_target",
+    "is_figures",
+    "missing_directory",
+    "write_figures",
+]
 
 #: An existing ``OUT`` larger than this (bytes) is not read: no figures file is so large.
 FIGURES_MAX = 64 << 20
@@ -85,6 +91,23 @@ def _refusal(path: str) -> str | None:
     return None if is_figures(value) else not_ours
 
 
+def missing_directory(path: str | os.PathLike[str]) -> str | None:
+    """The one message for a file whose folder does not exist, ``"no such directory:
+    DIR"``, or None when the folder is there. ``DIR`` is the folder as ``path`` names it
+    (``.`` for a bare name), or, for a symbolic link whose target's folder is missing,
+    that folder. What every command says for it (``--json``, ``--path``, a memory
+    file: :class:`~actormem._storage.sqlite.SqliteStorage` too). Blocking, O(len(path)).
+    """
+    where = os.fspath(path)
+    given = os.path.dirname(where) or "."
+    if not os.path.isdir(given):
+        return f"no such directory: {given}"
+    real = os.path.dirname(os.path.realpath(where))
+    if not os.path.isdir(real):
+        return f"no such directory: {real}"
+    return None
+
+
 def check_figures_target(path: str | os.PathLike[str]) -> str | None:
     """Why ``path`` cannot take a figures file (one line, without the path), or None.
 
@@ -110,9 +133,9 @@ def check_figures_target(path: str | os.PathLike[str]) -> str | None:
         return f"cannot read it: {exc.strerror or exc}"
     if mode is not None and not stat.S_ISREG(mode):
         return _special_refusal(real, mode)  # else written in place (write_figures)
-    parent = os.path.dirname(real)
-    if not os.path.isdir(parent):
-        return f"no such directory: {os.path.dirname(where) or '.'}"
+    missing = missing_directory(where)
+    if missing is not None:
+        return missing
     try:
         if mode is not None:
             refusal = _refusal(real)

@@ -6,11 +6,13 @@ import os
 import re
 import select
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 _READY = re.compile(r" on (http://\S+) ")
@@ -83,3 +85,30 @@ class ServerProcess:
             self.proc.send_signal(signal.SIGCONT)
         self.kill()  # also closes the stdout pipe
         self._stderr.close()
+
+
+async def serve_port(nursery: Any, memory: Any, stop: Any, graceful_timeout: float = 1.0) -> int:
+    """Serve ``memory`` over HTTP in ``nursery`` (this trio run) on a free loopback port
+    until ``stop`` is set; the port."""
+    from actormem.server._run import serve_memory_http
+
+    binds = await nursery.start(
+        lambda task_status: serve_memory_http(
+            memory, port=0, stop=stop, graceful_timeout=graceful_timeout, task_status=task_status
+        )
+    )
+    return int(binds[0].rsplit(":", 1)[1])
+
+
+def exchange(port: int, request: bytes) -> bytes:
+    """Send ``request`` (raw bytes) to the loopback ``port``; everything the server
+    answers, read until it closes. Blocking."""
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as conn:
+        try:
+            conn.sendall(request)
+        except OSError:  # the server answered and closed before reading it all
+            pass
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    return answer

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from typing import Any
 
 import pytest
 
@@ -55,3 +56,46 @@ def test_minutes_and_none_are_taken() -> None:
         store.put(("n",), "default", {"v": 1})
         ttls = {e.key: e.ttl for e in store.memory.sync.list_entries(("n",), refresh_ttl=False)}
         assert ttls == {"minutes": 120.0, "float": 30.0, "never": None, "default": 600.0}
+
+
+# minor29: the ttl's numeric type. ``Decimal("1.5")`` was refused (not an int | float)
+# while ``numpy.float64(1.5)`` was taken (a float subclass), and ``numpy.float32`` or
+# ``numpy.int64`` refused: any real number that is finite and > 0 is minutes now.
+@pytest.mark.parametrize(
+    "ttl",
+    [
+        pytest.param(lambda: __import__("decimal").Decimal("1.5"), id="Decimal"),
+        pytest.param(lambda: __import__("fractions").Fraction(3, 2), id="Fraction"),
+        pytest.param(lambda: __import__("numpy").float64(1.5), id="float64"),
+        pytest.param(lambda: __import__("numpy").float32(1.5), id="float32"),
+        pytest.param(lambda: __import__("numpy").int64(2), id="int64"),
+    ],
+)
+def test_any_real_number_of_minutes_is_taken(ttl: Any) -> None:
+    value = ttl()
+    with ActormemStore(ttl={"default_ttl": value}) as store:  # type: ignore[typeddict-item]
+        store.put(("n",), "k", {"v": 1}, ttl=value)
+        store.put(("n",), "default", {"v": 1})
+        ttls = {e.key: e.ttl for e in store.memory.sync.list_entries(("n",), refresh_ttl=False)}
+        assert ttls == {"k": float(value) * 60, "default": float(value) * 60}
+
+
+@pytest.mark.parametrize(
+    ("ttl", "error"),
+    [
+        (lambda: __import__("numpy").bool_(True), TypeError),
+        (lambda: __import__("decimal").Decimal("NaN"), ValueError),
+        (lambda: __import__("decimal").Decimal("sNaN"), ValueError),
+        (lambda: __import__("decimal").Decimal("-1"), ValueError),
+        (lambda: __import__("fractions").Fraction(10**400, 1), ValueError),
+        (lambda: __import__("numpy").float64("inf"), ValueError),
+        (lambda: 1 + 1j, TypeError),
+    ],
+)
+def test_a_number_that_is_not_minutes_is_refused(ttl: Any, error: type[Exception]) -> None:
+    with ActormemStore() as store:
+        with pytest.raises(error, match="ttl must be a number of minutes"):
+            store.put(("n",), "k", {"v": 1}, ttl=ttl())
+        assert store.search(("n",)) == []
+    with pytest.raises(error, match="default_ttl must be a number of minutes"):
+        ActormemStore(ttl={"default_ttl": ttl()})

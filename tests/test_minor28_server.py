@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import json
-import socket
 
 import httpx
 import pytest
@@ -20,7 +19,8 @@ import trio
 from actormem import open_memory
 from actormem._json import MAX_VALUE_DEPTH
 from actormem.server._app import create_app
-from actormem.server._run import serve_memory_http
+
+from .serverproc import exchange, serve_port
 
 
 @pytest.mark.parametrize("route", ["/v1/entries", "/v1/retrieve"])
@@ -42,15 +42,6 @@ async def test_a_body_nested_past_the_parser_names_the_nesting_limit(route: str)
         assert len(memory) == 0
 
 
-def _exchange(port: int, request: bytes) -> bytes:
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as conn:
-        conn.sendall(request)
-        answer = b""
-        while chunk := conn.recv(65536):
-            answer += chunk
-    return answer
-
-
 _CHUNKED = (
     b"POST /v1/entries HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
     b"Transfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n"
@@ -62,13 +53,8 @@ _BAD_LINE = b"POST /v1/entries HTTP/1.1 extra\r\nHost: t\r\n\r\n"
 async def test_an_unparsable_request_gets_a_problem_document(request_bytes: bytes) -> None:
     stop = trio.Event()
     async with open_memory() as memory, trio.open_nursery() as nursery:
-        binds = await nursery.start(
-            lambda task_status: serve_memory_http(
-                memory, port=0, stop=stop, graceful_timeout=1.0, task_status=task_status
-            )
-        )
-        port = int(binds[0].rsplit(":", 1)[1])
-        answer = await trio.to_thread.run_sync(_exchange, port, request_bytes)
+        port = await serve_port(nursery, memory, stop)
+        answer = await trio.to_thread.run_sync(exchange, port, request_bytes)
         stop.set()
         head, _, body = answer.partition(b"\r\n\r\n")
         assert head.startswith(b"HTTP/1.1 400"), answer

@@ -64,7 +64,7 @@ import numpy as np
 import outcome
 import trio
 
-from .._entry import MemoryCategory, MemoryEntry, ScoredEntry
+from .._entry import MemoryCategory, MemoryEntry, ScoredEntry, check_lookup_key
 from .._errors import (
     ActorMemError,
     EmbeddingError,
@@ -81,7 +81,7 @@ from .._stats import ConsolidationStats, MemoryStatistics
 from .._storage import sqlite as sqlite_store
 from .._storage.sqlite import Batch, Durability, SqliteStore
 from .._storage.sqlite_format import MAX_ACCESS_COUNT
-from .._util import NoPublicConstructor, gc_paused, sequence_of
+from .._util import NoPublicConstructor, gc_paused
 from .fairshare import ReadGate, ScoringSlots
 from .snapshot import (
     Snapshot,
@@ -546,8 +546,10 @@ class Memory(metaclass=NoPublicConstructor):
 
         Raises:
             TypeError: ``key`` is not a str or ``namespace`` not a sequence of str.
+            InvalidQueryError: A pair no entry can hold (an empty key or segment, a key
+                or segment over its length limit: :func:`~actormem._entry.check_lookup_key`).
         """
-        ns = _check_namespace_key(namespace, key)
+        ns = check_lookup_key(namespace, key)
         return bool(await self._call(_DELETE_KEY, (ns, key)))
 
     async def sweep_expired(self) -> int:
@@ -638,8 +640,10 @@ class Memory(metaclass=NoPublicConstructor):
 
         Raises:
             TypeError: ``key`` is not a str or ``namespace`` not a sequence of str.
+            InvalidQueryError: A pair no entry can hold (an empty key or segment, a key
+                or segment over its length limit: :func:`~actormem._entry.check_lookup_key`).
         """
-        ns = _check_namespace_key(namespace, key)
+        ns = check_lookup_key(namespace, key)
         await trio.lowlevel.checkpoint()
         self._raise_if_unusable()
         view = self._state.view()
@@ -759,7 +763,8 @@ class Memory(metaclass=NoPublicConstructor):
         kept; the entries are not scanned).
 
         Raises:
-            TypeError, InvalidQueryError: Bad arguments.
+            TypeError, InvalidQueryError: Bad arguments (an empty segment in ``prefix``
+                or ``suffix`` included: no namespace holds one).
         """
         check_listing(limit, offset)
         await trio.lowlevel.checkpoint()
@@ -1549,16 +1554,6 @@ def _needs_time(req: _Request) -> bool:
         return False
     entry: MemoryEntry = req.arg
     return entry.ttl is not None and entry.expires_at is None
-
-
-def _check_namespace_key(namespace: Iterable[str], key: str) -> tuple[str, ...]:
-    if type(key) is not str:
-        raise TypeError(f"key must be a str, not {type(key).__name__}")
-    ns = sequence_of(namespace, "namespace", "str segments")
-    for segment in ns:
-        if type(segment) is not str:
-            raise TypeError(f"namespace segments must be str, not {type(segment).__name__}")
-    return ns
 
 
 def _validate_options(queue_size: int) -> None:

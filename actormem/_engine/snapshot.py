@@ -37,6 +37,7 @@ __all__ = [
     "Snapshot",
     "VersionHolds",
     "check_listing",
+    "check_namespace_patterns",
     "list_namespaces_at",
     "list_records",
     "list_records_sliced",
@@ -271,6 +272,26 @@ def _matches(ns: tuple[str, ...], pattern: tuple[str, ...], at_end: bool) -> boo
     return all(p == "*" or p == s for p, s in zip(pattern, part, strict=True))
 
 
+def check_namespace_patterns(
+    prefix: Iterable[str] | None, suffix: Iterable[str] | None, max_depth: object
+) -> tuple[tuple[str, ...] | None, tuple[str, ...] | None]:
+    """``(prefix, suffix)`` of a namespace listing as tuples (or None), checked.
+
+    Raises:
+        TypeError: A pattern that is not a sequence of str, a ``max_depth`` not an int.
+        InvalidQueryError: An empty segment in a pattern (no namespace holds one), a
+            negative ``max_depth``.
+    """
+    pre = None if prefix is None else _as_tuple_of_str("prefix", prefix)
+    suf = None if suffix is None else _as_tuple_of_str("suffix", suffix)
+    for name, pattern in (("prefix", pre), ("suffix", suf)):
+        if pattern is not None and any(not s for s in pattern):
+            raise InvalidQueryError(f"{name}= segments must not be empty")
+    if max_depth is not None:
+        _check_count("max_depth", max_depth)
+    return pre, suf
+
+
 def list_namespaces_at(
     view: View,
     alive: Callable[[Record], bool] | None,
@@ -282,10 +303,7 @@ def list_namespaces_at(
 ) -> list[tuple[str, ...]]:
     """See :meth:`Memory.list_namespaces`. Synchronous. O(log N + the namespaces under
     the prefix's segments before its first ``"*"``)."""
-    pre = None if prefix is None else _as_tuple_of_str("prefix", prefix)
-    suf = None if suffix is None else _as_tuple_of_str("suffix", suffix)
-    if max_depth is not None:
-        _check_count("max_depth", max_depth)
+    pre, suf = check_namespace_patterns(prefix, suffix, max_depth)
     out: dict[tuple[str, ...], None] = {}
     literal: tuple[str, ...] = ()  # the prefix's segments before its first "*"
     for segment in pre or ():

@@ -65,6 +65,7 @@ import attrs
 
 from .._entry import MemoryEntry
 from .._errors import StorageError
+from .._outfile import missing_directory
 from .._record import JOURNAL_DELETE, JOURNAL_PUT, Record
 from .lock import FileLock
 from .sqlite_format import (
@@ -846,8 +847,9 @@ class SqliteStore:
         # supported: https://sqlite.org/howtocorrupt.html, section 2.5.)
         real = os.path.realpath(path)
         directory = os.path.dirname(real)
-        if not os.path.isdir(directory):
-            raise StorageError(path, "the directory does not exist")
+        missing = missing_directory(name)  # the folder as given (same working directory)
+        if missing is not None:
+            raise StorageError(path, missing)
         if os.path.isdir(path):
             raise StorageError(path, "is a directory")
         if os.path.exists(path) and not os.path.isfile(path):

@@ -38,6 +38,7 @@ from .._engine.memory import Memory
 from .._entry import MemoryCategory, MemoryEntry
 from .._errors import ActorMemError, StorageError
 from .._index.dense import entry_document, text_hash
+from .._outfile import missing_directory
 from .._storage.jsonl import JsonlError, entry_to_json, escape_json_line, vector_to_json
 from .._storage.sqlite_format import read_stored_vectors
 from .._util import gc_paused, ignored_stop_signals, install_hint, read_token_file
@@ -663,8 +664,9 @@ def cmd_swarm(args: argparse.Namespace) -> int:
         raise _InputError("--reuse-path needs --path FILE")
     if args.path is not None and args.path.is_dir():
         raise _InputError(f"--path {args.path}: is a directory, not a memory file")
-    if args.path is not None and not args.path.parent.is_dir():  # before the run's banner
-        raise _InputError(f"--path {args.path}: no such directory: {args.path.parent}")
+    missing = None if args.path is None else missing_directory(args.path)
+    if missing is not None:  # before the run's banner
+        raise _InputError(f"--path {args.path}: {missing}")
     if args.server is not None:
         if args.path is not None or args.in_memory or args.verify or args.capacity is not None:
             raise _InputError(

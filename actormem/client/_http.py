@@ -22,6 +22,11 @@ Failures:
 * Up to ``retries`` retries, waiting 50 ms, 100 ms, 200 ms... in between; then, or on a
   timeout (never retried: the server is slow, not gone), :class:`~actormem.TransportError`
   naming the URL.
+* Bad arguments are refused before anything is sent, as :class:`~actormem.Memory`
+  refuses them (the same checks, the same errors and messages: an unknown keyword is a
+  TypeError, a lookup no entry can answer an InvalidQueryError), and so are the server's
+  own bounds (:mod:`._bounds`: ``limit`` 10,000, integers 2**53 - 1, 65,536 distinct
+  tags a batch), in the memory's words ("limit must be <= 10000 over HTTP, got 10001").
 * Error answers: 422 raises :class:`~actormem.InvalidEntryError` (writes) or
   :class:`~actormem.InvalidQueryError` (retrieves), as the memory would; 404 is ``None``
   from ``get`` and ``False`` from ``delete``; anything else
@@ -43,12 +48,19 @@ from typing import Any, Generic, TypeVar
 import anyio
 import httpx
 
-from .._engine.snapshot import check_thresholds, make_filter
-from .._entry import MemoryEntry, ScoredEntry
+from .._engine.snapshot import (
+    check_listing,
+    check_namespace_patterns,
+    check_query,
+    check_thresholds,
+    make_filter,
+)
+from .._entry import MemoryEntry, ScoredEntry, check_lookup_key
 from .._errors import InvalidEntryError, InvalidQueryError, RemoteError, TransportError
 from .._stats import ConsolidationStats, MemoryStatistics
 from .._storage.jsonl import entry_from_json, entry_to_json
 from .._util import Final
+from ._bounds import MAX_JSON_INT, MAX_LIMIT, batch_tags_refusal
 from ._deadline import DEADLINE, DeadlineBackend
 
 __all__ = ["DEFAULT_RETRIES", "DEFAULT_TIMEOUT", "AsyncClient", "Client"]
@@ -64,6 +76,14 @@ _NOT_FOUND = object()
 #: No Nagle delay: a request's header and body go out as two writes, and waiting for the
 #: first one's ACK before sending the second would add a delayed-ACK pause to each call.
 _SOCKET_OPTIONS = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+#: The keyword arguments of :class:`~actormem.Memory`'s methods that take ``**filters``
+#: or ``**options`` here (tests/test_minor29_client.py checks they agree).
+_RETRIEVE_NAMES = frozenset(
+    ("namespace", "category", "tags", "where", "refresh_ttl", "min_seq", "min_score",
+     "min_matched", "created_after", "created_before")
+)
+_LIST_NAMES = frozenset(("where", "category", "tags", "limit", "offset", "refresh_ttl"))
+_NAMESPACES_NAMES = frozenset(("prefix", "suffix", "max_depth", "limit", "offset"))
 
 
 class _Call(Generic[_T]):
@@ -108,9 +128,26 @@ def _jsonable(value: Any) -> Any:
     raise TypeError(f"cannot send a {type(value).__name__} as a retrieve filter")
 
 
+def _known(what: str, given: dict[str, Any], names: frozenset[str]) -> None:
+    """Raise TypeError for a keyword argument the memory's method does not take, as
+    Python does for :class:`~actormem.Memory` (nothing is sent)."""
+    for name in given:
+        if name not in names:
+            raise TypeError(f"{what}() got an unexpected keyword argument {name!r}")
+
+
+def _at_most(name: str, value: int, high: int, kind: type[Exception] = InvalidQueryError) -> None:
+    """Refuse an int the server's schema refuses as too large, before sending, with the
+    shape of the memory's own messages ("limit must be >= 0, got -1")."""
+    if value > high:
+        bound = "2**53 - 1 (I-JSON)" if high == MAX_JSON_INT else str(high)
+        raise kind(f"{name} must be <= {bound} over HTTP, got {value}")
+
+
 def _entry_json(entry: MemoryEntry, what: str) -> dict[str, Any]:
     if not isinstance(entry, MemoryEntry):
         raise TypeError(f"{what} takes a MemoryEntry, not {type(entry).__name__}")
+    _at_most("access_count", entry.access_count, MAX_JSON_INT, InvalidEntryError)
     return entry_to_json(entry)
 
 
@@ -155,7 +192,11 @@ def _store_many_call(entries: Iterable[MemoryEntry]) -> _Call[None]:
     if isinstance(entries, (MemoryEntry, str, bytes)):
         kind = type(entries).__name__
         raise TypeError(f"store_many() takes an iterable of MemoryEntry, not one {kind}")
-    body = {"entries": [_entry_json(e, "store_many()") for e in entries]}
+    listed = list(entries)  # once: a generator is read here only
+    body = {"entries": [_entry_json(e, "store_many()") for e in listed]}
+    refusal = batch_tags_refusal(len({tag for e in listed for tag in e.tags}))
+    if refusal is not None:
+        raise InvalidEntryError(refusal)
     return _Call("POST", "/v1/batch", _stored_many, body=body, invalid=InvalidEntryError)
 
 
@@ -169,11 +210,12 @@ def _get_call(id: uuid.UUID) -> _Call[MemoryEntry | None]:
     return _Call("GET", path, entry_from_json, not_found=None)
 
 
-def _retrieve_body(query: str, limit: int, filters: dict[str, Any]) -> dict[str, Any]:
-    if type(query) is not str:
-        raise TypeError(f"query must be str, not {type(query).__name__}")
-    if isinstance(limit, bool) or not isinstance(limit, int):
-        raise TypeError(f"limit must be an int, not {type(limit).__name__}")
+def _retrieve_body(
+    what: str, query: str, limit: int, filters: dict[str, Any]
+) -> dict[str, Any]:
+    _known(what, filters, _RETRIEVE_NAMES)
+    check_query(query, limit)
+    _at_most("limit", limit, MAX_LIMIT)
     try:
         query.encode("utf-8")
     except UnicodeEncodeError:  # JSON over HTTP is UTF-8: a lone surrogate cannot be sent
@@ -183,6 +225,7 @@ def _retrieve_body(query: str, limit: int, filters: dict[str, Any]) -> dict[str,
     body: dict[str, Any] = {"query": query, "limit": limit}
     filters = _checked_filters(filters, times=True)
     check_thresholds(filters.get("min_score"), filters.get("min_matched", 0))
+    _at_most("min_matched=", filters.get("min_matched", 0), MAX_JSON_INT)
     for name, value in filters.items():
         if value is not None:
             body[name] = _jsonable(value)
@@ -214,19 +257,22 @@ def _checked_filters(filters: dict[str, Any], *, times: bool) -> dict[str, Any]:
 
 
 def _retrieve_call(query: str, limit: int, filters: dict[str, Any]) -> _Call[list[MemoryEntry]]:
-    return _Call("POST", "/v1/retrieve", _entries, body=_retrieve_body(query, limit, filters))
+    body = _retrieve_body("retrieve", query, limit, filters)
+    return _Call("POST", "/v1/retrieve", _entries, body=body)
 
 
 def _retrieve_scored_call(
     query: str, limit: int, filters: dict[str, Any]
 ) -> _Call[list[ScoredEntry]]:
-    body = _retrieve_body(query, limit, filters)
+    body = _retrieve_body("retrieve_scored", query, limit, filters)
     return _Call("POST", "/v1/retrieve_scored", _scored, body=body)
 
 
 def _list_call(
     namespace: Iterable[str] | None, filters: dict[str, Any]
 ) -> _Call[list[MemoryEntry]]:
+    _known("list_entries", filters, _LIST_NAMES)
+    _check_listing(filters.get("limit", 10), filters.get("offset", 0))
     body: dict[str, Any] = {}
     for name, value in _checked_filters({"namespace": namespace, **filters}, times=False).items():
         if value is not None:
@@ -234,30 +280,43 @@ def _list_call(
     return _Call("POST", "/v1/list", _entries, body=body)
 
 
+def _check_listing(limit: Any, offset: Any) -> None:
+    check_listing(limit, offset)
+    _at_most("limit", limit, MAX_LIMIT)
+    _at_most("offset", offset, MAX_JSON_INT)
+
+
 def _namespaces_call(options: dict[str, Any]) -> _Call[list[tuple[str, ...]]]:
+    _known("list_namespaces", options, _NAMESPACES_NAMES)
+    _check_listing(options.get("limit", 100), options.get("offset", 0))
+    pre, suf = check_namespace_patterns(
+        options.get("prefix"), options.get("suffix"), options.get("max_depth")
+    )
+    options = {**options, "prefix": pre, "suffix": suf}  # once: a generator is read here only
+    depth = options.get("max_depth")
+    if depth is not None:
+        if depth < 1:  # the memory cuts every namespace to () with 0; the server refuses it
+            raise InvalidQueryError(f"max_depth must be >= 1 over HTTP, got {depth}")
+        _at_most("max_depth", depth, MAX_JSON_INT)
     body = {name: _jsonable(v) for name, v in options.items() if v is not None}
     return _Call(
         "POST", "/v1/namespaces", lambda d: [tuple(ns) for ns in d["namespaces"]], body=body
     )
 
 
-def _key_body(namespace: Iterable[str], key: str, what: str) -> dict[str, Any]:
-    if isinstance(namespace, (str, bytes)):
-        raise TypeError(f"{what}: namespace must be a sequence of str, not one str")
-    if type(key) is not str:
-        raise TypeError(f"{what}: key must be a str, not {type(key).__name__}")
-    return {"namespace": list(namespace), "key": key}
+def _key_body(namespace: Iterable[str], key: str) -> dict[str, Any]:
+    return {"namespace": list(check_lookup_key(namespace, key)), "key": key}
 
 
 def _get_by_key_call(
     namespace: Iterable[str], key: str, refresh_ttl: bool
 ) -> _Call[MemoryEntry | None]:
-    body = {**_key_body(namespace, key, "get_by_key()"), "refresh_ttl": refresh_ttl}
+    body = {**_key_body(namespace, key), "refresh_ttl": refresh_ttl}
     return _Call("POST", "/v1/by_key", entry_from_json, body=body, not_found=None)
 
 
 def _delete_key_call(namespace: Iterable[str], key: str) -> _Call[bool]:
-    body = _key_body(namespace, key, "delete_key()")
+    body = _key_body(namespace, key)
     return _Call(
         "POST", "/v1/delete_key", lambda _: True, body=body, idempotent=False, not_found=False
     )
@@ -411,8 +470,12 @@ class AsyncClient(metaclass=Final):
     Raises (from every call):
         TransportError: The server could not be reached or did not answer in time.
         RemoteError: The server answered 401, 413, 503 or another error status.
-        InvalidEntryError, InvalidQueryError: The server refused the input (422).
-        TypeError: An argument of the wrong type (nothing is sent).
+        InvalidEntryError, InvalidQueryError: The server refused the input (422), or
+            the client did before sending: what the memory refuses, and the server's
+            bounds (``limit`` over 10,000, an integer over 2**53 - 1, a batch of over
+            65,536 distinct tags).
+        TypeError: An argument of the wrong type, or a keyword the memory's method does
+            not take (nothing is sent).
     """
 
     def __init__(

@@ -11,14 +11,16 @@ import json
 import os
 import stat
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .._outfile import check_figures_target, write_figures
 from .._util import install_hint
 
 __all__ = ["add_eval_parser", "main", "run_eval_locomo", "run_eval_toolcalls"]
+
+_T = TypeVar("_T")
 
 #: Where the shared data lives relative to the project root; the CLI's default.
 DEFAULT_DATA = Path("..") / "shared" / "data" / "locomo10.json"
@@ -141,19 +143,10 @@ def run_eval_locomo(args: argparse.Namespace) -> int:
     from ._locomo import HELD_OUT, RETRIEVERS, TUNING, evaluate, format_table, load_locomo
 
     splits = {"all": None, "tuning": TUNING, "held-out": HELD_OUT}
-    if not _json_target_ok("locomo", args.json):
-        return 2
-    refusal = _data_refusal(args.data, "LoCoMo's JSON file (locomo10.json)")
-    if refusal is not None:
-        _refuse("locomo", f"cannot read {args.data}: {refusal}")
-        return 2
-    try:
-        conversations = load_locomo(args.data)
-    except (OSError, ValueError) as exc:
-        problem: OSError | ValueError = exc
-        if _looks_like_jsonl(args.data):
-            problem = ValueError("looks like JSONL (one JSON value a line), not LoCoMo's JSON file")
-        _refuse("locomo", f"cannot read {_reason(args.data, problem)}")
+    expected = "LoCoMo's JSON file (locomo10.json)"
+    jsonl = "looks like JSONL (one JSON value a line), not LoCoMo's JSON file"
+    conversations = _read_data("locomo", args, expected, load_locomo, jsonl_hint=jsonl)
+    if conversations is None:
         return 2
     wanted = args.conversation or splits[args.split]
     if wanted is not None:
@@ -190,16 +183,8 @@ def run_eval_toolcalls(args: argparse.Namespace) -> int:
     missing (message on stderr)."""
     from . import _toolcalls
 
-    if not _json_target_ok("toolcalls", args.json):
-        return 2
-    refusal = _data_refusal(args.data, "a JSONL file")
-    if refusal is not None:
-        _refuse("toolcalls", f"cannot read {args.data}: {refusal}")
-        return 2
-    try:
-        steps = _toolcalls.load_steps(args.data)
-    except (OSError, ValueError) as exc:
-        _refuse("toolcalls", f"cannot read {_reason(args.data, exc)}")
+    steps = _read_data("toolcalls", args, "a JSONL file", _toolcalls.load_steps)
+    if steps is None:
         return 2
     names = args.scorer or list(_toolcalls.SCORERS)
     results = []
@@ -214,6 +199,37 @@ def run_eval_toolcalls(args: argparse.Namespace) -> int:
     if not _json_written("toolcalls", args.json, [r.to_json() for r in results]):
         return 2
     return 0
+
+
+def _read_data(
+    benchmark: str,
+    args: argparse.Namespace,
+    expected: str,
+    load: Callable[[Path], _T],
+    *,
+    jsonl_hint: str | None = None,
+) -> _T | None:
+    """The prelude of ``eval BENCHMARK``: ``--json``'s target checked, then ``--data``
+    read with ``load``; what it loaded, or None once the refusal is on stderr (exit 2):
+    a ``--json`` it cannot write, a ``--data`` that is no file to read
+    (:func:`_data_refusal`; ``expected`` names what it should be), or the loader's
+    OSError/ValueError. ``jsonl_hint``: the reason to give instead of the loader's when
+    the file looks like JSONL (a loader of one JSON document given a JSONL file by
+    mistake). Blocking, O(size of the data)."""
+    if not _json_target_ok(benchmark, args.json):
+        return None
+    refusal = _data_refusal(args.data, expected)
+    if refusal is not None:
+        _refuse(benchmark, f"cannot read {args.data}: {refusal}")
+        return None
+    try:
+        return load(args.data)
+    except (OSError, ValueError) as exc:
+        problem: OSError | ValueError = exc
+        if jsonl_hint is not None and _looks_like_jsonl(args.data):
+            problem = ValueError(jsonl_hint)
+        _refuse(benchmark, f"cannot read {_reason(args.data, problem)}")
+        return None
 
 
 def _refuse(benchmark: str, message: str) -> None:

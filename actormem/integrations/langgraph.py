@@ -33,7 +33,9 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import decimal
 import math
+import numbers
 import threading
 from collections.abc import Generator, Iterable, Iterator, Sequence
 from datetime import UTC, datetime
@@ -101,7 +103,8 @@ class ActormemStore(BaseStore):
             :meth:`from_url`, the server's scorer does (run it with ``--scorer dense``).
         ttl: LangGraph's ``TTLConfig`` (``default_ttl`` in minutes, ``refresh_on_read``).
             The engine removes expired items by itself; the sweeper calls are kept for
-            compatibility.
+            compatibility. A ``default_ttl`` is checked as a put's ``ttl`` is (a real
+            number > 0, at most 100 years; not a bool): TypeError or ValueError here.
         durability: As :func:`~actormem.open_memory`.
         clock: The memory's clock (tests), as :func:`~actormem.open_memory`.
         async_only: Refuse the synchronous methods on a thread that runs an asyncio
@@ -149,6 +152,7 @@ class ActormemStore(BaseStore):
         async_only: bool = False,
         _remote: tuple[Client, AsyncClient] | None = None,
     ) -> None:
+        _check_ttl((ttl or {}).get("default_ttl"), "default_ttl")
         self.ttl_config = ttl
         self._async_only = async_only
         self._expired_seen = 0
@@ -289,9 +293,11 @@ class ActormemStore(BaseStore):
             InvalidNamespaceError: An op's namespace is invalid (checked before any op
                 runs, with LangGraph's ``validate_op_namespace``).
             ValueError: A malformed filter ("Invalid filter key ...") or value; a put's
-                ``ttl`` (minutes) not > 0 or past 100 years (checked before any op runs).
-            TypeError: A put's ``ttl`` that is not a number or None: ``ttl=True`` too
-                (checked before any op runs).
+                ``ttl`` (minutes) not > 0 and finite or past 100 years (checked before
+                any op runs).
+            TypeError: A put's ``ttl`` that is not a real number or None: ``ttl=True``
+                too (checked before any op runs). Any real type is taken: int, float,
+                a numpy scalar, ``Fraction``, ``Decimal`` (see :func:`_check_ttl`).
             asyncio.InvalidStateError: ``async_only`` and called on an event loop's thread.
         """
         self._guard()
@@ -558,22 +564,34 @@ def _validated(ops: Iterable[Op]) -> list[Op]:
     return ops
 
 
-def _check_ttl(ttl: object) -> None:
-    """Refuse a put's ``ttl`` that is not what LangGraph's ``BaseStore.put`` takes:
-    minutes as a float (an int too), ``None`` (no expiry) or not given. A bool is an int
-    to Python, and ``ttl=True`` read as the default TTL (or one minute) is a mistake.
+def _check_ttl(ttl: object, name: str = "ttl") -> None:
+    """Refuse a put's ``ttl`` (or the ``TTLConfig``'s ``default_ttl``: ``name``) that is
+    not a time to live in minutes.
+
+    LangGraph's contract (``langgraph.store.base``: ``BaseStore.put(..., ttl: float |
+    None | NotProvided)``, ``PutOp.ttl: float | None``, ``TTLConfig.default_ttl: float |
+    None``) is minutes as a float, ``None`` for no expiry, not given for the store's
+    default; LangGraph's own SQLite store computes ``now + timedelta(minutes=ttl)``. This
+    store takes any real number that is finite and > 0, whatever its type: an int, a
+    float, a numpy scalar (``numpy.float32``, ``numpy.int64``), a ``Fraction`` or a
+    ``Decimal`` (read as ``float(ttl)``), up to 100 years. A bool is refused: it is an
+    int to Python, and ``ttl=True`` read as one minute (or as "not given") is a mistake.
 
     Raises:
-        TypeError: A bool, a string or anything but a number.
+        TypeError: A bool, a string or anything but a real number.
         ValueError: A number that is not > 0 and finite, or past 100 years.
     """
     if ttl is None or isinstance(ttl, NotProvided):
         return
-    if isinstance(ttl, bool) or not isinstance(ttl, int | float):
-        raise TypeError(f"ttl must be a number of minutes or None, not {type(ttl).__name__}")
-    if not 0 < ttl <= MAX_TTL / 60:
+    if isinstance(ttl, bool) or not isinstance(ttl, numbers.Real | decimal.Decimal):
+        raise TypeError(f"{name} must be a number of minutes or None, not {type(ttl).__name__}")
+    try:
+        minutes = float(ttl)
+    except (ValueError, OverflowError):  # Decimal("sNaN"), a Fraction past a float
+        minutes = math.nan
+    if not 0 < minutes <= MAX_TTL / 60:
         raise ValueError(
-            f"ttl must be a number of minutes > 0 and <= {MAX_TTL / 60:.0f} (100 years), "
+            f"{name} must be a number of minutes > 0 and <= {MAX_TTL / 60:.0f} (100 years), "
             f"got {ttl!r}"
         )
 

@@ -12,9 +12,11 @@ writes queue for the owner, reads score a snapshot in the handler's task.
 
 Every error leaves as one RFC 9457 problem document (``application/problem+json`` with
 ``type``, ``title``, ``status``, ``detail`` and, for a bad field, ``field``), made by the
-handlers at the bottom: invalid body or query 422, unknown id or route 404, body over the
-limit 413, missing or wrong token 401, memory closing or broken 503. Anything else is a
-bug in actormem (500, still a problem document, and logged).
+handlers at the bottom: invalid body or query 422, unknown id or route 404, a method the
+path does not serve 405, body over the limit 413, missing or wrong token 401, memory
+closing or broken 503. Anything else is a bug in actormem (500, still a problem document,
+and logged). A request hypercorn cannot read (400, 431, 501) is answered by
+``_run._problem_answer``; docs/server.md's table lists every status.
 
 Two pure ASGI middlewares wrap the app: the outer one times every request for
 ``/metrics``; the inner one refuses a body over the limit before the app reads it (by
@@ -56,6 +58,7 @@ from .._errors import (
 )
 from .._json import MAX_VALUE_DEPTH
 from .._storage.jsonl import entry_from_json, entry_to_json
+from ..client._bounds import batch_tags_refusal
 from ._feed import RemovalFeed
 from ._models import (
     MAX_JSON_INT,
@@ -274,6 +277,15 @@ class _BodyLimit:
         await response(scope, receive, send)
 
 
+def closing_connection(message: Message) -> Message:
+    """``message`` with ``Connection: close`` in place of any ``Connection`` header
+    when it starts a response (``http.response.start``); any other as it is."""
+    if message["type"] != "http.response.start":
+        return message
+    headers = [(k, v) for k, v in message.get("headers", ()) if k.lower() != b"connection"]
+    return {**message, "headers": [*headers, (b"connection", b"close")]}
+
+
 class _CloseUnread:
     """ASGI middleware: a response that starts before the request's body was read to
     its end (a 413 over the body limit, a 401 without the token: refused unread) says
@@ -305,11 +317,8 @@ class _CloseUnread:
             return message
 
         async def closing(message: Message) -> None:
-            if unread and message["type"] == "http.response.start":
-                headers = [
-                    (k, v) for k, v in message.get("headers", ()) if k.lower() != b"connection"
-                ]
-                message = {**message, "headers": [*headers, (b"connection", b"close")]}
+            if unread:
+                message = closing_connection(message)
             await send(message)
 
         await self.app(scope, reading, closing)
@@ -527,6 +536,9 @@ def create_app(
         **guarded,
     )
     async def store_many(body: StoreManyIn) -> Response:
+        refusal = batch_tags_refusal(len({tag for e in body.entries for tag in e.tags}))
+        if refusal is not None:  # the owner's step would hold every request (422)
+            raise _Refused(422, refusal, "entries")
         entries = [_to_entry(e, f"entries[{i}]") for i, e in enumerate(body.entries)]
         await memory.store_many(entries)
         ids = []
@@ -865,6 +877,12 @@ def create_app(
     @app.exception_handler(trio.BrokenResourceError)
     async def unavailable(request: Request, exc: Exception) -> Response:
         return problem(503, f"the memory is closing or broken: {exc}")
+
+    @app.exception_handler(Exception)
+    async def bug(request: Request, exc: Exception) -> Response:
+        # Starlette's ServerErrorMiddleware answers with this, then raises ``exc`` again
+        # for hypercorn to log (its traceback on stderr): a plain-text 500 before.
+        return problem(500, f"an error in actormem, logged by the server: {type(exc).__name__}")
 
     # The last added runs first: the unread body's close, timing, then the token, then
     # the body limit.

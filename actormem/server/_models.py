@@ -31,9 +31,11 @@ from pydantic import (
 from .._engine.snapshot import MAX_QUERY_CHARS
 from .._entry import MAX_KEY_CHARS, MAX_MEMORY_CHARS, MAX_TTL, MemoryCategory
 from .._json import MAX_VALUE_DEPTH
+from ..client._bounds import MAX_BATCH_TAGS, MAX_JSON_INT, MAX_LIMIT
 
 __all__ = [
     "MAX_BATCH_ENTRIES",
+    "MAX_BATCH_TAGS",
     "MAX_JSON_INT",
     "MAX_LIMIT",
     "MAX_TTL",
@@ -60,11 +62,6 @@ __all__ = [
     "SweptOut",
 ]
 
-#: Most results one retrieve may ask for over HTTP (a bigger ``limit`` is a 422).
-MAX_LIMIT = 10_000
-#: Largest ``access_count`` over HTTP: I-JSON's (RFC 7493) limit for integers that every
-#: JSON parser reads exactly, 2**53 - 1 (a memory file allows up to 2**63 - 1).
-MAX_JSON_INT = 2**53 - 1
 #: Most entries in one ``store_many`` request (the body limit usually binds first).
 MAX_BATCH_ENTRIES = 10_000
 

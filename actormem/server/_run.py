@@ -9,7 +9,8 @@ the same trio run, so request handlers are trio tasks that call the memory direc
 Stopping (``stop`` set, or SIGINT/SIGTERM when ``handle_signals``): hypercorn closes its
 listening sockets, lets requests in flight finish for up to ``graceful_timeout`` seconds
 (then cancels them: a cancelled store may or may not be applied, and its client got no
-acknowledgement), and returns; then the memory closes: every request already queued is
+acknowledgement; every answer that starts once the stop began says ``Connection: close``:
+:class:`_CloseWhenStopping`), and returns; then the memory closes: every request already queued is
 applied and answered, a durable memory commits and closes its file. Nothing acknowledged
 is lost, because an acknowledgement is only sent after the owner applied (and, durable,
 committed) the write.
@@ -41,7 +42,7 @@ from .._index.scoring import Scorer
 from .._storage.sqlite import Durability
 from .._util import ignored_stop_signals
 from .._util import read_token_file as read_token
-from ._app import create_app
+from ._app import closing_connection, create_app
 from ._defaults import DEFAULT_MAX_BODY, DEFAULT_PORT
 from ._feed import RemovalFeed
 
@@ -189,8 +190,42 @@ async def serve_memory_http(
     config.accesslog = None
     config.errorlog = logger
     config.loglevel = "WARNING"
-    app = create_app(memory, token=token, max_body=max_body, removals=removals)
+    app = _CloseWhenStopping(
+        create_app(memory, token=token, max_body=max_body, removals=removals), stop
+    )
     await serve(cast(Any, app), config, shutdown_trigger=stop.wait, task_status=task_status)
+
+
+class _CloseWhenStopping:
+    """ASGI middleware: a response that starts once the stop began says ``Connection:
+    close``.
+
+    hypercorn (0.18, ``protocol/h11.py``) reads no request after the stop began: once the
+    answer in progress ends, ``_maybe_recycle`` closes its connection instead of starting
+    the next exchange. A client keeping the connection alive sent its next request on
+    it and lost it ("Server disconnected without sending a response": applied or not?
+    the client cannot tell), and a connection whose client had sent that request already
+    stayed parked until the graceful deadline (h11's ``PAUSED`` with the request in its
+    buffer, waiting for a read permission its closing never gives): the stop took the
+    full ``graceful_timeout``. With ``Connection: close`` the client sends its next
+    request on a new connection (refused at once: the listener is closed; nothing was
+    sent, so the client may retry it elsewhere), and h11 reads anything still on the
+    connection as the end of it (``MUST_CLOSE``), so the stop waits for the answers in
+    progress only. O(response header fields) a response."""
+
+    def __init__(self, app: Any, stop: trio.Event) -> None:
+        self.app = app
+        self.stop = stop
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def closing(message: Any) -> None:
+            await send(closing_connection(message) if self.stop.is_set() else message)
+
+        await self.app(scope, receive, closing)
 
 
 class _Config(Config):
