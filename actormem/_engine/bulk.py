@@ -32,13 +32,12 @@ afterwards: nobody reads it, so nothing needs publishing.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import threading
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -89,7 +88,7 @@ class BulkResult:
     other_models: dict[tuple[str, int], int] = attrs.field(factory=dict)
 
 
-def _write_interruptibly(store: SqliteStore, batch: Batch) -> None:
+def _write_interruptibly(store: SqliteStore, batch: Batch) -> dict[int, Any]:
     """``store.write(batch)`` in a worker thread, with SIGINT and SIGTERM caught meanwhile
     (main thread only): a signal makes the transaction abort at its next statement step
     (:meth:`SqliteStore.abort_when`); once it is rolled back, the signal's previous
@@ -98,11 +97,13 @@ def _write_interruptibly(store: SqliteStore, batch: Batch) -> None:
 
     No ``KeyboardInterrupt`` can strike between starting the thread and waiting for it
     (which would leave the thread writing on a connection being closed): the handlers
-    only note the signal.
+    only note the signal. After a commit they are left in place, so that none can strike
+    before the caller knows it committed either: it gets the handlers they replaced,
+    and restores them (:func:`_restore`) once the import is reported.
     """
     if threading.current_thread() is not threading.main_thread():
         store.write(batch)  # signal handlers can only be set in the main thread
-        return
+        return {}
     caught: list[int] = []
     store.abort_when(lambda: bool(caught))
     previous: dict[int, Any] = {}
@@ -117,11 +118,15 @@ def _write_interruptibly(store: SqliteStore, batch: Batch) -> None:
         )
         worker.start()
         worker.join()
+    except BaseException:
+        _restore(previous)
+        raise
     finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
         store.abort_when(None)
-    if caught and isinstance(result[0], outcome.Error):
+    if isinstance(result[0], outcome.Value):
+        return previous  # committed: signals stay noted and dropped
+    _restore(previous)
+    if caught:
         handler = previous[caught[0]]
         if callable(handler):
             handler(caught[0], None)  # KeyboardInterrupt, or the CLI's SIGTERM exception
@@ -129,6 +134,14 @@ def _write_interruptibly(store: SqliteStore, batch: Batch) -> None:
             signal.raise_signal(caught[0])  # ends the process, as the signal would have
         raise KeyboardInterrupt
     result[0].unwrap()
+    raise AssertionError("unreachable: an Error outcome raises")
+
+
+def _restore(previous: dict[int, Any], *, stay: bool = False) -> None:
+    """Put back the signal handlers ``previous`` (signal number -> handler) names, or
+    with ``stay`` ignore those signals from now on (``SIG_IGN``). O(1)."""
+    for number, handler in previous.items():
+        signal.signal(number, signal.SIG_IGN if stay else handler)
 
 
 def store_all_or_nothing(
@@ -138,6 +151,8 @@ def store_all_or_nothing(
     durability: Durability = Durability.NORMAL,
     vectors: Mapping[uuid.UUID, JsonVector] | None = None,
     report: Callable[[BulkResult], None] | None = None,
+    remove_if_created: bool = False,
+    signals_stay_dropped: bool = False,
 ) -> BulkResult:
     """Store ``entries`` in order into the memory file at ``path`` in one transaction.
 
@@ -156,6 +171,15 @@ def store_all_or_nothing(
         report: Called with the result once the import has committed and the file is
             closed, with SIGINT and SIGTERM still dropped (the CLI prints its report
             there, so a signal after the commit cannot cut it off or deny the import).
+        remove_if_created: A file this call created (absent when it took the lock) is
+            removed again, with its ``-wal`` and ``-shm``, if the import fails before its
+            commit; before the lock is released, so never a file that another writer
+            (another import, a memory) created: one that held the lock first makes this
+            fail with the file left alone.
+        signals_stay_dropped: After the commit, SIGINT and SIGTERM stay ignored when this
+            returns (main thread only; else they are restored as before): for a process
+            that ends once the import is reported (``actormem import``), which a signal
+            must not then end with 130 or 143 after a complete import.
 
     Returns:
         A :class:`BulkResult`.
@@ -170,6 +194,7 @@ def store_all_or_nothing(
     """
     store, rows = SqliteStore.open(os.fspath(path), durability)
     closed = False
+    committed = False
     try:
         state = MemoryState(capacity=None, half_life=DEFAULT_HALF_LIFE, scorer=WordOverlapScorer())
         state.load(rows)  # capacity None: nothing evicted, nothing to delete
@@ -186,12 +211,14 @@ def store_all_or_nothing(
         if batch.vectors and "dense_model" not in meta:
             assert model is not None
             batch.meta.extend([("dense_model", model), ("dense_dim", str(dim))])
-        _write_interruptibly(store, batch)
+        previous = _write_interruptibly(store, batch)
+        committed = True
         # Committed: the file holds every entry, and a signal from here on no longer
-        # stops the import (docs/cli.md). Noted and dropped until the store is closed and
-        # ``report`` has said what was imported: raised here, it made the caller report
-        # "nothing imported" of a complete import (and remove a new file).
-        with _signals_dropped():
+        # stops the import (docs/cli.md). Noted and dropped (since the commit's last
+        # step) until the store is closed and ``report`` has said what was imported:
+        # raised here, it made the caller report "nothing imported" of a complete import
+        # (and remove a new file). With ``signals_stay_dropped``, for good.
+        try:
             saved = store.saved_counters  # the stores count, as a memory's would
             store.save_counters(
                 {
@@ -215,10 +242,12 @@ def store_all_or_nothing(
             store.close()
             if report is not None:
                 report(result)
+        finally:
+            _restore(previous, stay=signals_stay_dropped)
         return result
     finally:
         if not closed:
-            store.close()
+            store.close(remove=remove_if_created and store.created and not committed)
 
 
 def _unexpired(state: MemoryState, now: datetime) -> int:
@@ -226,24 +255,6 @@ def _unexpired(state: MemoryState, now: datetime) -> int:
     at worst (see :meth:`View.live_count`)."""
     state.publish()
     return state.view().live_count(now)
-
-
-@contextlib.contextmanager
-def _signals_dropped() -> Iterator[None]:
-    """SIGINT and SIGTERM noted and dropped while inside (main thread only; an ignored
-    one stays ignored); their handlers before are restored on the way out."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous: dict[int, Any] = {}
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        if signal.getsignal(signum) is not signal.SIG_IGN:
-            previous[signum] = signal.signal(signum, lambda signum, frame: None)
-    try:
-        yield
-    finally:
-        for number, handler in previous.items():
-            signal.signal(number, handler)
 
 
 def _vectors_to_keep(

@@ -151,12 +151,32 @@ def parse_line(path: Path, number: int, text: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        reason = f"not JSON: {exc.msg} at column {exc.colno}"
-        raise JsonlError(path, number, reason) from None
+        raise JsonlError(path, number, f"not JSON: {json_error_place(exc, text)}") from None
     except RecursionError:  # "[[[[...": valid JSON, deeper than Python's stack
         raise JsonlError(path, number, "JSON nested too deep") from None
     except ValueError as exc:  # an integer over Python's int-string digit limit
         raise JsonlError(path, number, f"not JSON: {exc}") from None
+
+
+def json_error_place(exc: json.JSONDecodeError, text: str) -> str:
+    """What ``exc`` (raised by ``json.loads(text)`` of one line) says, and where, counted
+    in the line without its line break: the parser's position is otherwise past the
+    ``\\n`` (``exc.colno`` 1 of a second line) for a line that stops short, and a string
+    left open there is an "Invalid control character" (the ``\\n``). So the line is
+    parsed again without it, for its error: e.g. ``Unterminated string starting at
+    column 29`` (Python's message already ends in "at"), ``Expecting ',' delimiter at
+    column 20 (the end of the line)``. Columns count characters from 1. O(len(text)).
+    """
+    line = text.rstrip("\r\n")
+    if line != text:
+        try:
+            json.loads(line)
+        except json.JSONDecodeError as again:
+            exc = again
+    column = min(exc.pos, len(line)) + 1
+    where = "column" if exc.msg.endswith(" at") else "at column"
+    end = " (the end of the line)" if exc.pos >= len(line) else ""
+    return f"{exc.msg} {where} {column}{end}"
 
 
 def need(obj: dict[str, Any], key: str, kind: type | tuple[type, ...], what: str) -> Any:

@@ -51,6 +51,7 @@ eviction order as they load, and those evictions are committed before the memory
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import json
 import operator
@@ -579,11 +580,14 @@ def is_node_file(reason: str) -> bool:
 class Opening:
     """A file :meth:`SqliteStore.open_read` locked and read, not yet open for writing:
     :meth:`finish` makes the store, :meth:`abort` gives the file up. ``image``: the
-    index image read with the rows (as ``SqliteStore.image``), or None. ``node``: the
-    opener is the node of a replicated memory (:data:`NODE_KEY`): only it may finish
-    the opening of a node's checkpoint."""
+    index image read with the rows (as ``SqliteStore.image``), or None. ``created``: the
+    file did not exist when the lock was taken, this opening created it (as
+    ``SqliteStore.created``). ``node``: the opener is the node of a replicated memory
+    (:data:`NODE_KEY`): only it may finish the opening of a node's checkpoint."""
 
-    __slots__ = ("_checks", "_cls", "_durability", "_lock", "_name", "_path", "image", "node")
+    __slots__ = (
+        "_checks", "_cls", "_durability", "_lock", "_name", "_path", "created", "image", "node",
+    )
 
     def __init__(
         self,
@@ -594,8 +598,11 @@ class Opening:
         lock: FileLock,
         image: dict[str, bytes] | None,
         checks: list[LateCheck],
+        *,
+        created: bool = False,
     ) -> None:
         self._cls = cls
+        self.created = created
         self._path = path
         self._name = name
         self._durability = durability
@@ -649,6 +656,7 @@ class Opening:
                 conn.close()
                 raise StorageError(path, f"cannot stat: {sqlite_reason(exc)}") from exc
             store.image = self.image
+            store.created = self.created
         except BaseException:
             lock.release()
             raise
@@ -708,6 +716,9 @@ class SqliteStore:
         #: The index image read when the file was opened (its bytes match the ``meta``
         #: marker; the engine validates the rest), or None. The engine drops it once used.
         self.image: dict[str, bytes] | None = None
+        #: Whether :meth:`open` created the file: it did not exist when the lock was
+        #: taken (so no other program can have written it: :meth:`close` may remove it).
+        self.created = False
         #: Whether the file's image describes its rows (set by the engine once it used
         #: the image, and by :meth:`write_image`); the first commit clears it.
         self.image_fresh = False
@@ -865,6 +876,7 @@ class SqliteStore:
             raise StorageError(path, "the file is not readable and writable")
         lock = FileLock(path, real + ".lock")
         checks: list[LateCheck] = []
+        created = False
         try:
             image = None
             if os.path.exists(path):
@@ -879,6 +891,7 @@ class SqliteStore:
                         path, f"the database is missing but its log {wal} exists; move it away"
                     )
                 _create(real)
+                created = True
                 entries = []
         except BaseException:
             try:
@@ -887,7 +900,7 @@ class SqliteStore:
             finally:
                 lock.release()
             raise
-        return Opening(cls, path, name, durability, lock, image, checks), entries
+        return Opening(cls, path, name, durability, lock, image, checks, created=created), entries
 
     def delete_seqs(self, seqs: list[int]) -> None:
         """Delete the rows of ``seqs`` in one transaction (the evictions of a load). Blocking.
@@ -1397,9 +1410,16 @@ class SqliteStore:
             return
         self.saved_counters = dict(counters)
 
-    def close(self) -> None:
+    def close(self, *, remove: bool = False) -> None:
         """Close the connection (SQLite checkpoints the WAL) and release the lock; first
         wait for a checkpoint beside that is running and close its connection.
+
+        With ``remove``, the database file (and its ``-wal``, ``-shm``, ``-journal``) is
+        deleted after the connection is closed and before the lock is released, if the
+        path still names the file this store opened: ``actormem import`` removes a file
+        it :attr:`created` and failed to fill. Deleted under the lock, so it is never a
+        file another program created or wrote meanwhile (that program would have had to
+        hold the lock). A deletion that fails is skipped (read-only mount).
 
         Idempotent. Blocking.
 
@@ -1423,7 +1443,28 @@ class SqliteStore:
         except sqlite3.Error as exc:
             raise StorageError(self.name, f"close failed: {sqlite_reason(exc)}") from exc
         finally:
-            self._lock.release()
+            try:
+                if remove and conn is not None:
+                    self._remove_file()
+            finally:
+                self._lock.release()
+
+    def _remove_file(self) -> None:
+        """Delete the database and its sidecars if ``path`` still names the file this
+        store opened (:meth:`close` with ``remove``, under the lock). O(1)."""
+        real = os.path.realpath(self.path)
+        try:
+            st = os.stat(real)
+        except OSError:
+            return
+        if (st.st_dev, st.st_ino) != self._identity:
+            return
+        for leftover in (real, real + "-wal", real + "-shm", real + "-journal"):
+            # (only those that exist: on a read-only mount, unlinking a missing path
+            # raises EROFS, not FileNotFoundError)
+            if os.path.lexists(leftover):
+                with contextlib.suppress(OSError):
+                    os.unlink(leftover)
 
 
 def _nonzero(counters: dict[str, int]) -> dict[str, int]:

@@ -860,14 +860,15 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     """``actormem import PATH FILE``: store every entry or tool call of FILE, or nothing."""
+    new = not os.path.lexists(args.path)
     try:
         lines = read_import_file(args.file, later_wins=args.later_wins)
     except JsonlError as exc:
         raise _InputError(str(exc)) from None
+    except KeyboardInterrupt as exc:  # while FILE is read: the memory file is not touched
+        raise _import_interrupted(args.path, exc, new=new) from None
     if args.path.is_dir():
         raise _InputError(f"{args.path}: is a directory, not a memory file")
-    sidecars = [Path(f"{args.path}{suffix}") for suffix in ("", "-wal", "-shm", "-journal")]
-    created = [p for p in sidecars if not os.path.lexists(p)]
     # (imported here: only ``import`` stores in bulk; the other commands, the swarm
     # among them, leave the module unimported)
     from .._engine.bulk import store_all_or_nothing
@@ -896,27 +897,33 @@ def cmd_import(args: argparse.Namespace) -> int:
         sys.stdout.flush()
 
     try:
-        store_all_or_nothing(args.path, lines.entries, vectors=lines.vectors, report=report)
-    except BaseException as exc:
-        if committed:
-            raise
-        if args.path in created:
-            # A failed import into a new path leaves no file behind.
-            # (only those that now exist: on a read-only mount, unlinking a missing
-            # path raises EROFS, not FileNotFoundError; a failed cleanup must not hide
-            # the import's own error)
-            for leftover in created:
-                if os.path.lexists(leftover):
-                    with contextlib.suppress(OSError):
-                        leftover.unlink()
-        if isinstance(exc, KeyboardInterrupt):
-            signum = signal.SIGTERM if isinstance(exc, _Terminated) else signal.SIGINT
-            left = "was not created" if args.path in created else "is unchanged"
-            raise _Interrupted(
-                f"nothing imported: {printable(str(args.path))} {left}", signum=signum
-            ) from None
-        raise
+        # A failed import into a new path leaves no file behind: the file it created,
+        # removed under its lock (never one that another writer created meanwhile, nor
+        # a file it did not create: it failed to take the lock, docs/cli.md). A process
+        # that ends after the report ignores SIGINT and SIGTERM once committed, so a
+        # signal while it exits cannot deny a complete import (status 130 or 143).
+        store_all_or_nothing(
+            args.path,
+            lines.entries,
+            vectors=lines.vectors,
+            report=report,
+            remove_if_created=True,
+            signals_stay_dropped=_ending_process,
+        )
+    except KeyboardInterrupt as exc:
+        if committed:  # (in a test's main(): the handlers are back once it returns)
+            return 0
+        raise _import_interrupted(args.path, exc, new=new) from None
     return 0
+
+
+def _import_interrupted(path: Path, exc: KeyboardInterrupt, *, new: bool) -> _Interrupted:
+    """What ``import`` says when a signal stopped it before its commit: nothing imported,
+    and the memory file unchanged (or not created, a path that did not exist before and
+    does not now). O(1)."""
+    signum = signal.SIGTERM if isinstance(exc, _Terminated) else signal.SIGINT
+    left = "was not created" if new and not os.path.lexists(path) else "is unchanged"
+    return _Interrupted(f"nothing imported: {printable(str(path))} {left}", signum=signum)
 
 
 def _vector_notes(stale: int, result: BulkResult, not_unit: int = 0) -> list[str]:
@@ -1228,7 +1235,9 @@ def _install_sigterm() -> Any:
 
 
 def _restore_sigterm(previous: Any) -> None:
-    if previous is not None:
+    """Put SIGTERM's handler from before :func:`_install_sigterm` back, if ours is still
+    in place: a completed ``import`` ignores it until the process ends (``cmd_import``)."""
+    if previous is not None and signal.getsignal(signal.SIGTERM) is _on_sigterm:
         signal.signal(signal.SIGTERM, previous)
 
 
