@@ -58,6 +58,7 @@ def record(out: str, swarm: list[str]) -> None:
     sqlite.SqliteStore._write = recorded  # type: ignore[method-assign]
     from actormem.cli import _main
 
+    fast_exit, argv = _main._FAST_EXIT, sys.argv
     _main._FAST_EXIT = False  # the swarm's os._exit would skip writing OUT
     sys.argv = ["actormem", "swarm", *swarm]
     try:
@@ -66,6 +67,7 @@ def record(out: str, swarm: list[str]) -> None:
         if exc.code:
             raise
     finally:
+        _main._FAST_EXIT, sys.argv = fast_exit, argv
         sqlite.SqliteStore._write = write  # type: ignore[method-assign]
         with open(out, "wb") as f:
             pickle.dump(batches, f)

@@ -133,7 +133,9 @@ def test_sigterm_ends_eval_with_one_line_and_143() -> None:
         )
         os.close(read)
         # Once the handler is in (before the imports), SIGTERM unwinds wherever it lands.
+        give_up = time.monotonic() + 120  # a guard against a hang, not a timing bound
         while child.poll() is None and not _catches_sigterm(child.pid):
+            assert time.monotonic() < give_up, "the child never caught SIGTERM"
             time.sleep(0.01)
         child.send_signal(signal.SIGTERM)
         out, err = child.communicate(timeout=120)

@@ -251,8 +251,12 @@ def test_a_list_changed_by_idle_is_refused(tmp_path: Path) -> None:
     sink: tuple[list[Any], bytearray] = ([], bytearray())
 
     def idle() -> bool:
-        if sink[0]:
-            sink[0].append(sink[0][0])
+        # Any change to the caller's list, at whichever wait idle is called: the first
+        # wait comes before chunk 0 (the reader's thread has just started) while the
+        # list is still empty; after it, the reader may stay ahead of this loop to the
+        # end (so no later wait: seen under AddressSanitizer once the reader got faster).
+        rows = sink[0]
+        rows.append(rows[0] if rows else None)
         return False
 
     with pytest.MonkeyPatch.context() as mp:

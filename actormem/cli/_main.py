@@ -1170,8 +1170,26 @@ def run_command(argv: Sequence[str] | None = None) -> NoReturn:
     """
     global _ending_process
     _ending_process = True
+    try:
+        _end_process_with(_main_status(argv))
+    except BaseException:
+        # The process was to end here; one that catches the SystemExit (a script
+        # running the CLI in-process with runpy) goes on as a plain caller of main():
+        # its later commands must not take this one's end-of-process liberties
+        # (signals left ignored after an import, objects kept for the exit).
+        _ending_process = False
+        raise
+
+
+def _main_status(argv: Sequence[str] | None) -> int:
+    """:func:`main` with stdout and stderr made writable first (``run_command``'s)."""
     _no_closed_std_streams()
-    status = main(argv)
+    return main(argv)
+
+
+def _end_process_with(status: int) -> NoReturn:
+    """End the process with ``status``: ``os._exit`` after a completed swarm (see
+    :func:`run_command`), else ``sys.exit``."""
     if _FAST_EXIT and _swarm_done and _only_daemon_threads():
         try:
             sys.stdout.flush()
