@@ -1171,7 +1171,8 @@ def run_command(argv: Sequence[str] | None = None) -> NoReturn:
     global _ending_process
     _ending_process = True
     try:
-        _end_process_with(_main_status(argv))
+        _no_closed_std_streams()
+        _end_process_with(main(argv))
     except BaseException:
         # The process was to end here; one that catches the SystemExit (a script
         # running the CLI in-process with runpy) goes on as a plain caller of main():
@@ -1179,12 +1180,6 @@ def run_command(argv: Sequence[str] | None = None) -> NoReturn:
         # (signals left ignored after an import, objects kept for the exit).
         _ending_process = False
         raise
-
-
-def _main_status(argv: Sequence[str] | None) -> int:
-    """:func:`main` with stdout and stderr made writable first (``run_command``'s)."""
-    _no_closed_std_streams()
-    return main(argv)
 
 
 def _end_process_with(status: int) -> NoReturn:
