@@ -44,25 +44,23 @@ def bucket(live: int) -> str:
     return str(max(live, 1))
 
 
-def run(argv: list[str]) -> dict[str, dict[str, float]]:
-    """Run the swarm with ``argv`` (see the module docs); return the figures by group."""
-    import actormem._engine.memory as memory_module
-    import actormem.cli._swarm as swarm
-    from actormem._storage import sqlite
-    from actormem.cli import _main
-
+def swarm_args(argv: list[str]) -> list[str]:
+    """``argv`` for ``actormem swarm``: without a leading ``--synthetic`` (the swarm's
+    seeded synthetic data), else with ``stress.bench_mainjob``'s two data files added
+    unless it names ``--tool-calls``. O(len(argv))."""
     if argv[:1] == ["--synthetic"]:  # the swarm's seeded synthetic data (tests)
-        argv = argv[1:]
-    elif "--tool-calls" not in argv:
+        return argv[1:]
+    if "--tool-calls" not in argv:
         from stress.bench_mainjob import DEFAULT_FILES
 
         for path in DEFAULT_FILES:
             argv = [*argv, "--tool-calls", str(path)]
-    live = [0]
-    figures: dict[str, collections.Counter[str]] = {b: collections.Counter() for b in BUCKETS}
-    last: list[Any] = [None, time.process_time()]
+    return argv
 
-    agent = swarm._agent
+
+def counting_agent(agent: Any, live: list[int]) -> Any:
+    """The swarm's agent coroutine function ``agent`` wrapped so that ``live[0]`` counts
+    the agents running (one more while each call runs). O(1) a call."""
 
     async def counted_agent(*args: Any, **kwargs: Any) -> None:
         live[0] += 1
@@ -70,6 +68,24 @@ def run(argv: list[str]) -> dict[str, dict[str, float]]:
             await agent(*args, **kwargs)
         finally:
             live[0] -= 1
+
+    return counted_agent
+
+
+def run(argv: list[str]) -> dict[str, dict[str, float]]:
+    """Run the swarm with ``argv`` (see the module docs); return the figures by group."""
+    import actormem._engine.memory as memory_module
+    import actormem.cli._swarm as swarm
+    from actormem._storage import sqlite
+    from actormem.cli import _main
+
+    argv = swarm_args(argv)
+    live = [0]
+    figures: dict[str, collections.Counter[str]] = {b: collections.Counter() for b in BUCKETS}
+    last: list[Any] = [None, time.process_time()]
+
+    agent = swarm._agent
+    counted_agent = counting_agent(agent, live)
 
     apply = memory_module.Memory._apply_batch
 
