@@ -490,3 +490,13 @@ _LEAN_MULT_CHECKS = True
 #: TLB. On by default where the kernel's THP mode is ``madvise`` or ``always``; a
 #: refused advice is ignored. The same results; False: the path before (``huge27``).
 _HUGE_PAGES = _kernels.HUGE_PAGES_USEFUL
+#: A query word ``ccore.count_words`` leaves to Python whose match set is cached dense,
+#: up to date for this retrieve's groups and in the path's form (a byte per group, or
+#: bits for the bit-sliced counts; with bits not a word of ``masks._SHORT_BIT``, whose
+#: rows come first) is taken from the cache by ``WordOverlapSearch._core_words`` itself
+#: (marked most recently used, its set put with the dense ones) instead of through the
+#: ``add_word`` and ``MatchFinder.match_steps`` generators: ~7 such words a main-job
+#: retrieve (its common words), each two generators, a yield through five levels and a
+#: dozen calls. False: every left word through ``match_steps``, the path before it (the
+#: same sets in the same order, the same cache order).
+_LEFT_CACHED = True

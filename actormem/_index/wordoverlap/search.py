@@ -428,8 +428,9 @@ class WordOverlapSearch:
 
         if ccore.core() is not None:
             yield from self._core_words(
-                e, mult, n, counts, 0, lambda i, w, m: add_word(i + 1, w, m)
-            )
+                e, mult, n, counts, 0, lambda i, w, m: add_word(i + 1, w, m),
+                (dense, dense_mult) if compiled else None,
+            )  # fmt: skip
         else:
             for number, (w, m) in enumerate(mult.items(), 1):
                 yield from add_word(number, w, m)
@@ -479,13 +480,24 @@ class WordOverlapSearch:
         counts: np.ndarray[Any, Any],
         n_planes: int,
         add_word: Callable[[int, str, int], Generator[None, None, None]],
+        dense: tuple[list[np.ndarray[Any, Any]], list[int]] | None = None,
     ) -> Generator[None, None, None]:
         """The query words (``mult``: word -> multiplicity) with small match sets counted
         in C into ``counts`` (byte counts, or with ``n_planes`` > 0 a
         :class:`~.ccore.BitPlanes`' planes), a budget per call; the C code hands back
         the others (short, cached or common words), each given to ``add_word(its index,
-        word, multiplicity)``. O(words + their postings) in steps."""
+        word, multiplicity)``. With ``dense`` (the lists of dense sets and their
+        multiplicities that ``add_word`` appends a dense set to) and
+        ``knobs._LEFT_CACHED``, a left word whose set is cached dense for the ``n``
+        groups in this path's form is appended there directly, marked most recently
+        used as :meth:`MatchCache.get` does: what ``add_word`` would do with the set
+        ``match_steps`` returns for it. O(words + their postings) in steps."""
         words, mults = list(mult), list(mult.values())
+        if not knobs._LEFT_CACHED:
+            dense = None
+        # match_steps' cached dense set of this path: bytes, or bits (uint64 words).
+        form = np.dtype(np.uint64 if n_planes else np.uint8)
+        short = masks._SHORT_BIT
         small, cmin = knobs._JOIN, self._finder.cache_min  # postings of a word for C
         small = cmin if cmin < small else small
         at = 0
@@ -508,6 +520,22 @@ class WordOverlapSearch:
                 e.tokcache,
             )
             for i in left:
+                if dense is not None:
+                    w = words[i]
+                    entries = e.cache.entries
+                    hit = entries.get(w)
+                    if (
+                        hit is not None
+                        and hit[1]
+                        and hit[0] >= n
+                        and hit[2].dtype == form
+                        and not (n_planes and w in short)  # bits: the rows come first
+                    ):
+                        del entries[w]
+                        entries[w] = hit  # most recently used last (MatchCache.get)
+                        dense[0].append(hit[2])
+                        dense[1].append(mults[i])
+                        continue
                 yield from add_word(i, words[i], mults[i])
             yield
 
@@ -575,7 +603,9 @@ class WordOverlapSearch:
             yield
 
         planes, n_planes = bp.count_words_args()
-        yield from self._core_words(e, mult, n, planes, n_planes, lambda i, w, m: add_word(w, m))
+        yield from self._core_words(
+            e, mult, n, planes, n_planes, lambda i, w, m: add_word(w, m), (dense, dense_mult)
+        )
         top = ccore.words_of(n)
         if dense:
             # About 2 * _CHUNK words of each set between two yields, fewer with more sets.
