@@ -106,10 +106,7 @@ def _write_interruptibly(store: SqliteStore, batch: Batch) -> dict[int, Any]:
         return {}
     caught: list[int] = []
     store.abort_when(lambda: bool(caught))
-    previous: dict[int, Any] = {}
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        if signal.getsignal(signum) is not signal.SIG_IGN:
-            previous[signum] = signal.signal(signum, lambda signum, frame: caught.append(signum))
+    previous = _hold_signals(caught)
     try:
         result: list[outcome.Outcome[None]] = []
         worker = threading.Thread(
@@ -127,14 +124,35 @@ def _write_interruptibly(store: SqliteStore, batch: Batch) -> dict[int, Any]:
         return previous  # committed: signals stay noted and dropped
     _restore(previous)
     if caught:
-        handler = previous[caught[0]]
-        if callable(handler):
-            handler(caught[0], None)  # KeyboardInterrupt, or the CLI's SIGTERM exception
-        elif handler == signal.SIG_DFL:
-            signal.raise_signal(caught[0])  # ends the process, as the signal would have
-        raise KeyboardInterrupt
+        _act_on(caught[0], previous)
     result[0].unwrap()
     raise AssertionError("unreachable: an Error outcome raises")
+
+
+def _hold_signals(caught: list[int]) -> dict[int, Any]:
+    """Make SIGINT and SIGTERM only note their number in ``caught`` (main thread only;
+    one ignored stays ignored) and return the handlers replaced, for :func:`_restore`
+    and :func:`_act_on`. O(1)."""
+    previous: dict[int, Any] = {}
+    if threading.current_thread() is not threading.main_thread():
+        return previous  # (signal handlers can only be set in the main thread)
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(signum) is not signal.SIG_IGN:
+            previous[signum] = signal.signal(signum, lambda signum, frame: caught.append(signum))
+    return previous
+
+
+def _act_on(signum: int, previous: dict[int, Any]) -> None:
+    """Do what the handler ``previous[signum]`` (put back already) would have done with
+    a signal :func:`_hold_signals` noted: call it (Ctrl-C: ``KeyboardInterrupt``, the
+    CLI's SIGTERM exception), or end the process as the default action would. Raises
+    ``KeyboardInterrupt`` if the handler returns. O(1)."""
+    handler = previous[signum]
+    if callable(handler):
+        handler(signum, None)  # KeyboardInterrupt, or the CLI's SIGTERM exception
+    elif handler == signal.SIG_DFL:
+        signal.raise_signal(signum)  # ends the process, as the signal would have
+    raise KeyboardInterrupt
 
 
 def _restore(previous: dict[int, Any], *, stay: bool = False) -> None:
@@ -192,10 +210,24 @@ def store_all_or_nothing(
     Runtime complexity: O(file size + n (T + log n)) for n entries in all, plus the
     transaction (O(bytes written)).
     """
-    store, rows = SqliteStore.open(os.fspath(path), durability)
+    # Creating a new file and recording that this call created it (``store.created``,
+    # what lets the cleanup remove it) happen with SIGINT and SIGTERM only noted: a
+    # signal in between (the directory's fsync can take a while) left an empty file
+    # that nothing removed. The noted signal is acted on inside the ``try`` below, so
+    # its cleanup removes the file. (An existing file's read stays interruptible.)
+    noted: list[int] = []
+    held = _hold_signals(noted) if remove_if_created and not os.path.lexists(path) else {}
+    try:
+        store, rows = SqliteStore.open(os.fspath(path), durability)
+    except BaseException:
+        _restore(held)  # (a signal noted meanwhile is dropped: the open failed anyway)
+        raise
     closed = False
     committed = False
     try:
+        _restore(held)
+        if noted:
+            _act_on(noted[0], held)
         state = MemoryState(capacity=None, half_life=DEFAULT_HALF_LIFE, scorer=WordOverlapScorer())
         state.load(rows)  # capacity None: nothing evicted, nothing to delete
         del rows
@@ -247,7 +279,14 @@ def store_all_or_nothing(
         return result
     finally:
         if not closed:
-            store.close(remove=remove_if_created and store.created and not committed)
+            # Already failing (an error, or the first signal): a second signal while the
+            # file is closed and removed is dropped, so that it cannot leave the file
+            # behind or the lock held.
+            held = _hold_signals([])
+            try:
+                store.close(remove=remove_if_created and store.created and not committed)
+            finally:
+                _restore(held)
 
 
 def _unexpired(state: MemoryState, now: datetime) -> int:

@@ -1115,6 +1115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # SIGTERM unwinds like Ctrl-C where a command has something to clean up or report
     # (SIGTERM_UNWINDS). Elsewhere (serve handles its own signals) it keeps its default.
     previous = _install_sigterm() if args.command in SIGTERM_UNWINDS else None
+    stops = _install_stop_once() if args.command == "import" else {}
     try:
         status: int = args.handler(args)
         sys.stdout.flush()
@@ -1153,6 +1154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
         raise
     finally:
+        _restore_stop_once(stops)
         _restore_sigterm(previous)
     return status
 
@@ -1245,6 +1247,49 @@ def _install_sigterm() -> Any:
         return signal.signal(signal.SIGTERM, _on_sigterm)
     except ValueError:  # not the main thread (signal handlers can only be set there)
         return None
+
+
+def _stop_once(signum: int, frame: object) -> None:
+    """``import``'s SIGINT and SIGTERM handler: the first signal unwinds
+    (``KeyboardInterrupt``, :class:`_Terminated` for SIGTERM) and both are ignored from
+    then on, so that a second one cannot cut the unwinding short: the removal of a file
+    the import created, its one line, its exit status 130 or 143 (a second signal 50 ms
+    after the first left the new file behind, or ended the process by SIGINT)."""
+    for number in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(number) is _stop_once:
+            signal.signal(number, signal.SIG_IGN)
+    _stopped.append(signum)
+    raise _Terminated if signum == signal.SIGTERM else KeyboardInterrupt
+
+
+#: The signals :func:`_stop_once` acted on (tests, and :func:`_restore_stop_once`).
+_stopped: list[int] = []
+
+
+def _install_stop_once() -> dict[int, Any]:
+    """Put :func:`_stop_once` on SIGINT and SIGTERM (main thread only; one ignored when
+    the command started stays so) and return the handlers it replaced. O(1)."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    _stopped.clear()
+    previous: dict[int, Any] = {}
+    for number in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(number) is not signal.SIG_IGN:
+            previous[number] = signal.signal(number, _stop_once)
+    return previous
+
+
+def _restore_stop_once(previous: dict[int, Any]) -> None:
+    """Put back the handlers :func:`_install_stop_once` replaced, where :func:`_stop_once`
+    is still in place or ignored them after a signal; except in the process that ends
+    now (:func:`run_command`) once a signal stopped the command: they stay ignored
+    until it has ended with 130 or 143. O(1)."""
+    if _ending_process and _stopped:
+        return
+    for number, handler in previous.items():
+        current = signal.getsignal(number)
+        if current is _stop_once or (current is signal.SIG_IGN and _stopped):
+            signal.signal(number, handler)
 
 
 def _restore_sigterm(previous: Any) -> None:

@@ -193,6 +193,10 @@ def _store_many_call(entries: Iterable[MemoryEntry]) -> _Call[None]:
         kind = type(entries).__name__
         raise TypeError(f"store_many() takes an iterable of MemoryEntry, not one {kind}")
     listed = list(entries)  # once: a generator is read here only
+    for index, entry in enumerate(listed):  # (Memory.store_many's words)
+        if not isinstance(entry, MemoryEntry):
+            kind = type(entry).__name__
+            raise TypeError(f"store_many() entries[{index}] is a {kind}, not a MemoryEntry")
     body = {"entries": [_entry_json(e, "store_many()") for e in listed]}
     refusal = batch_tags_refusal(len({tag for e in listed for tag in e.tags}))
     if refusal is not None:

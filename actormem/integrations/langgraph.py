@@ -59,7 +59,8 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
-from .._entry import MAX_MEMORY_CHARS, MAX_TTL, MemoryCategory, MemoryEntry
+from .._entry import MAX_KEY_CHARS, MAX_MEMORY_CHARS, MAX_TTL, MemoryCategory, MemoryEntry
+from .._errors import InvalidEntryError
 from .._index.dense import DenseScorer, wordllama_embedder
 from .._json import text_at_paths
 from .._storage.sqlite import Durability
@@ -76,6 +77,13 @@ _INDEX = "langgraph:index:"
 _Call = tuple[str, str, tuple[Any, ...], dict[str, Any]]
 #: Most entries a vector search reads per namespace prefix (the candidates it ranks).
 _MAX_CANDIDATES = 1_000_000
+#: The error of a put under the empty key, which LangGraph's own stores take. Not the
+#: engine's "use None for no key": BaseStore passes ``str(key)``, so ``None`` is the key
+#: "None" here, as in LangGraph's stores. A get of it finds nothing, a delete does nothing.
+_NO_EMPTY_KEY = (
+    f"key must not be empty: ActormemStore keeps an item under a key of 1 to "
+    f"{MAX_KEY_CHARS:,} code points"
+)
 #: Fewest cached vectors (``index=`` with ``embed``) before the cache is pruned.
 _PRUNE_MIN = 1024
 
@@ -351,14 +359,20 @@ class ActormemStore(BaseStore):
     def _steps(self, op: Op) -> Generator[_Call, Any, Result]:
         if isinstance(op, GetOp):
             refresh = self._refresh(op.refresh_ttl)
+            if op.key == "":
+                return None  # no item can have it (see _NO_EMPTY_KEY): not found
             entry = yield ("memory", "get_by_key", (op.namespace, op.key), {"refresh_ttl": refresh})
             return None if entry is None else _item(entry)
         if isinstance(op, PutOp):
             if op.value is None:
+                if op.key == "":
+                    return None  # deleting an item that cannot exist: nothing to do
                 with self._lock:
                     self._vectors.pop((op.namespace, op.key), None)
                 yield ("memory", "delete_key", (op.namespace, op.key), {})
                 return None
+            if op.key == "":
+                raise InvalidEntryError(_NO_EMPTY_KEY)
             entry = self._entry(op)
             if self._embeddings is not None:
                 yield from self._embed(entry)

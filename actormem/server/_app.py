@@ -166,15 +166,36 @@ def _field_of(loc: Sequence[Any]) -> str:
 
 
 def _to_entry(body: EntryIn, field: str) -> MemoryEntry:
-    """The entry a validated body describes, through the one JSON converter."""
+    """The entry a validated body describes, through the one JSON converter. A refusal
+    names the field at fault (``tags``, ``entries[2].created_at``), or ``field`` itself
+    when no one field is (two that disagree)."""
+    fields = body.model_dump(mode="json", exclude_unset=True)
+    for key in ("id", "created_at", "updated_at"):  # null: not given (a new id, now)
+        if fields.get(key, "") is None:
+            del fields[key]
     try:
-        fields = body.model_dump(mode="json", exclude_unset=True)
-        for key in ("id", "created_at", "updated_at"):  # null: not given (a new id, now)
-            if fields.get(key, "") is None:
-                del fields[key]
         return entry_from_json(fields)
     except (ValueError, TypeError) as exc:  # MemoryEntry's own checks (e.g. a lone surrogate)
+        at = _field_at_fault(fields)
+        if at is not None:
+            field = at if field == "body" else f"{field}.{at}"
         raise _Refused(422, f"{field}: {exc}", field) from None
+
+
+def _field_at_fault(fields: dict[str, Any]) -> str | None:
+    """The field of a refused entry's ``fields`` (JSON, as :func:`entry_from_json`
+    takes them) that is refused on its own beside ``category`` and ``memory``; None if
+    none is (a refusal of two together). Run on a refusal only: O(fields x entry
+    conversion)."""
+    base = {"category": fields["category"], "memory": fields["memory"]}
+    for name in ("memory", *fields):
+        if name == "category":
+            continue
+        try:
+            entry_from_json(base if name == "memory" else {**base, name: fields[name]})
+        except (ValueError, TypeError):
+            return name
+    return None
 
 
 def _refuse_if_broken(memory: Memory) -> None:
@@ -355,6 +376,49 @@ class _Auth:
             await response(scope, receive, send)
             return
         await self.app(scope, receive, send)
+
+
+#: Largest request header (request line and header fields), in bytes: h11's and
+#: hypercorn's ``h11_max_incomplete_size`` (16 KiB), which ``_run`` sets explicitly.
+#: hypercorn alone enforces it only on a header still incomplete after that many bytes
+#: were buffered: one arriving whole in one read (hypercorn reads 64 KiB at a time) got
+#: through (a 20,000-byte header was answered 200). :class:`_HeaderLimit` applies it to
+#: every request.
+MAX_HEADER_BYTES = 16 * 1024
+
+
+def header_size(scope: Scope) -> int:
+    """The bytes of the request's header as HTTP/1.1 sends it, counted from the parsed
+    request: ``METHOD target HTTP/1.1`` and one ``name: value`` line a field, each with
+    its CRLF, and the blank line (whitespace around a value, which h11 strips, aside).
+    O(header fields)."""
+    target = len(scope.get("raw_path") or scope["path"].encode())
+    if scope.get("query_string"):
+        target += 1 + len(scope["query_string"])
+    size = len(scope["method"]) + 1 + target + len(" HTTP/1.1\r\n") + 2
+    for name, value in scope["headers"]:
+        size += len(name) + 2 + len(value) + 2
+    return size
+
+
+class _HeaderLimit:
+    """ASGI middleware: a request whose header is over :data:`MAX_HEADER_BYTES` gets the
+    431 problem document hypercorn gives one it refuses itself (with ``Connection:
+    close``), whatever the reads it arrived in. O(header fields) a request."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or header_size(scope) <= MAX_HEADER_BYTES:
+            await self.app(scope, receive, send)
+            return
+        response = problem(431, HEADER_TOO_LARGE, headers={"Connection": "close"})
+        await response(scope, receive, send)
+
+
+#: The detail of a 431 (also hypercorn's own, ``_run._UNREADABLE``).
+HEADER_TOO_LARGE = "the request's header is too large"
 
 
 class _BodyTooLarge(HTTPException):
@@ -884,11 +948,12 @@ def create_app(
         # for hypercorn to log (its traceback on stderr): a plain-text 500 before.
         return problem(500, f"an error in actormem, logged by the server: {type(exc).__name__}")
 
-    # The last added runs first: the unread body's close, timing, then the token, then
-    # the body limit.
+    # The last added runs first: the header limit, the unread body's close, timing, then
+    # the token, then the body limit.
     app.add_middleware(_BodyLimit, max_body=max_body)
     app.add_middleware(_Auth, expected=expected)
     app.add_middleware(_Timing, histogram=latency)
     app.add_middleware(_CloseUnread)
+    app.add_middleware(_HeaderLimit)
     app.state.memory = memory
     return app

@@ -109,8 +109,13 @@ def _finite_json(value: object, name: str = "value") -> object:
     stack: list[tuple[object, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
+        if isinstance(item, float) and math.isnan(item):
+            raise ValueError("NaN is not JSON (numbers must be finite)")
         if isinstance(item, float) and not math.isfinite(item):
-            raise ValueError("numbers must be finite (a JSON number too large for a double)")
+            raise ValueError(
+                "numbers must be finite (Infinity is not JSON, nor is a number too large "
+                "for a double)"
+            )
         if isinstance(item, (dict, list)) and depth > MAX_VALUE_DEPTH + 1:
             raise ValueError(f"nested deeper than {MAX_VALUE_DEPTH} levels")
         if isinstance(item, dict):

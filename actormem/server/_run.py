@@ -42,7 +42,7 @@ from .._index.scoring import Scorer
 from .._storage.sqlite import Durability
 from .._util import ignored_stop_signals
 from .._util import read_token_file as read_token
-from ._app import closing_connection, create_app
+from ._app import HEADER_TOO_LARGE, MAX_HEADER_BYTES, closing_connection, create_app
 from ._defaults import DEFAULT_MAX_BODY, DEFAULT_PORT
 from ._feed import RemovalFeed
 
@@ -187,6 +187,7 @@ async def serve_memory_http(
     config = _Config()
     config.bind = [_bind(host, port)]
     config.graceful_timeout = graceful_timeout
+    config.h11_max_incomplete_size = MAX_HEADER_BYTES  # (its default; the app enforces it)
     config.accesslog = None
     config.errorlog = logger
     config.loglevel = "WARNING"
@@ -236,7 +237,7 @@ class _Config(Config):
 #: What a request hypercorn refuses before the app sees it lacked, by status.
 _UNREADABLE = {
     400: "the request is not valid HTTP/1.1 (a malformed request line, header or chunked body)",
-    431: "the request's header is too large",
+    431: HEADER_TOO_LARGE,
     501: "the request's Transfer-Encoding is not one this server reads (chunked)",
 }
 
