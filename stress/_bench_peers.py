@@ -107,8 +107,8 @@ async def _timed_orders(
     """``{order: {name: figures}}`` of :func:`block_orders`' calls, ``repeats`` times."""
     perf, cpu = time.perf_counter_ns, time.thread_time_ns
     orders = ("interleaved", "blocks")
-    samples = {o: {name: [] for name in calls} for o in orders}
-    cpu_samples = {o: {name: [] for name in calls} for o in orders}
+    samples: dict[str, dict[str, list[int]]] = {o: {name: [] for name in calls} for o in orders}
+    cpu_samples: dict[str, dict[str, list[int]]] = {o: {n: [] for n in calls} for o in orders}
     plan = block_orders(list(calls), cold, warm)
     for _ in range(repeats):
         for order, name, q in plan:

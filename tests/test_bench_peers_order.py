@@ -24,8 +24,7 @@ def test_block_orders_every_call_once_with_lists_of_other_lengths() -> None:
     names = ["peer", "wo"]
     plan = block_orders(names, ["a", "b", "c"], ["x"], block=2)
     assert sorted(plan) == sorted(
-        [("interleaved", n, q) for q in "abc" for n in names]
-        + [("blocks", n, "x") for n in names]
+        [("interleaved", n, q) for q in "abc" for n in names] + [("blocks", n, "x") for n in names]
     )
     assert block_orders(names, [], []) == []
 
@@ -33,3 +32,16 @@ def test_block_orders_every_call_once_with_lists_of_other_lengths() -> None:
 def test_block_orders_refuses_an_empty_block() -> None:
     with pytest.raises(ValueError, match="block"):
         block_orders(["peer"], ["a"], ["b"], block=0)
+
+
+def test_peers_cold_runs_every_order_on_a_small_memory() -> None:
+    from stress._bench_data import DEFAULT_DATA
+    from stress.peers_cold import main
+
+    if not (DEFAULT_DATA / "tool_calls.jsonl").exists():
+        pytest.skip("no data")
+    lines = main(["--n", "300", "--q", "6", "--flush-mib", "1", "--no-fresh-scan"])
+    labels = {line[:24].strip() for line in lines}
+    assert len(lines) == 2 * 7 + 2
+    assert "after the scan" in labels
+    assert "flushed" in labels
