@@ -16,7 +16,9 @@ Scenarios (``--scenario``, default all; see each module's docs for the protocol)
               and the event loop's longest step during a retrieve (:mod:`stress._bench_rw`);
 ``memory``    bytes per entry beyond the text (:mod:`stress._bench_memory`);
 ``peers``     the seed's reference list, a ``trio.Lock`` dict, SQLite FTS5 and
-              LangGraph's ``InMemoryStore`` on the same entries and queries
+              LangGraph's ``InMemoryStore`` on the same entries and queries, timed
+              query by query (actormem right after the peer: cold) and in blocks
+              (actormem after its own calls: warm), on twice the chosen queries
               (:mod:`stress._bench_peers`, :mod:`stress.peers`).
 
 Entries are the real texts of ``../shared/data`` (tool calls and LoCoMo turns, cycled
@@ -529,6 +531,14 @@ COLUMNS: dict[str, list[tuple[str, str]]] = {
         ("cpu_ratio_p99_vs_word-overlap", "CPU peer/WO p99"),
         ("cpu_ratio_p50_vs_bm25", "CPU peer/BM25 p50"),
         ("cpu_ratio_p99_vs_bm25", "CPU peer/BM25 p99"),
+        ("warm_word-overlap_p50_ms", "warm: actormem WO p50"),
+        ("warm_bm25_p50_ms", "warm: actormem BM25 p50"),
+        ("warm_ratio_p50_vs_word-overlap", "warm: peer/WO p50"),
+        ("warm_ratio_p99_vs_word-overlap", "warm: peer/WO p99"),
+        ("warm_ratio_p50_vs_bm25", "warm: peer/BM25 p50"),
+        ("warm_ratio_p99_vs_bm25", "warm: peer/BM25 p99"),
+        ("warm_cpu_ratio_p50_vs_word-overlap", "warm: CPU peer/WO p50"),
+        ("warm_cpu_ratio_p50_vs_bm25", "warm: CPU peer/BM25 p50"),
         ("agreement_top10", "top-10 agreement"),
         ("queries", "queries"),
         ("build_entries_per_s", "build entries/s"),

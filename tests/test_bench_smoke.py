@@ -150,3 +150,20 @@ def test_bench_server_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
         assert report["http"][phase]["count"] == 5
     assert report["in_process"]["store"]["count"] == 5
     assert "retrieve (HTTP)" in capsys.readouterr().out
+
+
+def test_peers_scenario_times_both_orders(tmp_path: Path) -> None:
+    result = bench.run(
+        ["--scenario", "peers", "--peer-sizes", "300", "--peers", "reference,fts5",
+         "--budget", "0.2", "--repeats", "1", "--queries", "12", "--min-queries", "5",
+         "--json", str(tmp_path / "bench.json")]
+    )  # fmt: skip
+    rows = result["scenarios"]["peers"]
+    assert [row["id"] for row in rows] == ["reference", "fts5"]
+    for row in rows:
+        assert row["warm_queries"] == row["queries"]
+        for scorer in ("word-overlap", "bm25"):
+            for key in (f"{scorer}_p50_ms", f"warm_{scorer}_p50_ms", f"warm_{scorer}_cpu_p99_ms"):
+                assert _positive(row[key]), key
+            assert _positive(row[f"warm_ratio_p50_vs_{scorer}"])
+            assert _positive(row[f"warm_cpu_ratio_p50_vs_{scorer}"])
