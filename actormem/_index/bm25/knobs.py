@@ -264,10 +264,10 @@ _SCAN_MARKS = True
 #: groups from its first on) is walked marking by the cut (``_MARK_CUT``), not scanned
 #: after; a denser one is scanned. On this project's AMD EPYC without AVX-512, marking
 #: by the cut took 4.1% less of the LoCoMo questions' CPU at 1M than the scan (lower in
-#: each of 21 paired rounds), and this choice by window 4-5% less than the scan, while
-#: the tool results' long queries were 1-3% slower with it (docs/benchmarks.md, "BM25 at
-#: 1M, part 14"). The same marks, so the same results; False: every window scanned
-#: (``bm25_daat``'s ``more & 16384``).
+#: each of 21 paired rounds), and this choice by window 3.6-6.3% less than the scan (9
+#: of 9), while the tool results' long queries were 1.0-3.4% slower with it (8 of 8;
+#: docs/benchmarks.md, "BM25 at 1M, part 14"). The same marks, so the same results;
+#: False: every window scanned (``bm25_daat``'s ``more & 16384``).
 _SPARSE_MARKS = True
 
 #: ``_SPARSE_MARKS`` applies to queries of at most this many terms (the LoCoMo questions
