@@ -49,6 +49,7 @@
 # tests/test_open28_feed.py,
 # tests/test_cols28_entrycols.py,
 # tests/test_bm25q13_query.py,
+# tests/test_bm25q14_marks.py,
 # tests/test_open29_prep.py,
 # tests/test_open29_folds.py)
 # against an AddressSanitizer build of the compiled
@@ -177,6 +178,7 @@ files=(
     tests/test_open28_feed.py
     tests/test_cols28_entrycols.py
     tests/test_bm25q13_query.py
+    tests/test_bm25q14_marks.py
     tests/test_open29_prep.py
     tests/test_open29_folds.py
 )

@@ -52,7 +52,10 @@ False``), ``--old core-q12`` a drained query through the sliced search's generat
 ``_Exact``, ``Bm25Daat`` and checks, a seeding call then a walk's call, the walk's
 scratch made once a step), not the short path from the weights to one core call with
 its scratch made once (``knobs._QUERY_FAST = False``; ``_ONE_CALL`` and
-``_CALL_SCRATCH`` only act on the short path).
+``_CALL_SCRATCH`` only act on the short path), ``--old core-q14`` every window of the
+short path's walk scanned for its marks, not the windows expected sparse walked marking
+by the cut on a CPU without AVX-512 (``knobs._SPARSE_MARKS = False``; on a CPU with
+AVX-512 both sides are the same path).
 
 ``--warm`` runs each query once untimed before its timed pair (``time_paired``): without
 it the first run of a pair reads the query's posting lists from memory and the second
@@ -158,6 +161,8 @@ def switch(new: bool) -> None:
         knobs._WHOLE_DRIVE = new
     elif OLD == "core-q12":
         knobs._QUERY_FAST = new
+    elif OLD == "core-q14":
+        knobs._SPARSE_MARKS = new
     elif OLD == "core-q8":
         knobs._SCALAR_NO_PREFETCH = new
     else:
@@ -227,6 +232,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
             "core-q10",
             "core-q11",
             "core-q12",
+            "core-q14",
         ),
         default="python",
         help="old: the Python driver, the core's driver with MaxScore's split by bound, or"
@@ -247,7 +253,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         " the scalar walk computing every part and mark (core-q9), or the eight-lane walk"
         " on an AMD CPU, marking its groups a posting (core-q10), or the walk a call a step"
         " (core-q11), or a drained query through the sliced search's generator, not the"
-        " short path to one core call with its scratch made once (core-q12)",
+        " short path to one core call with its scratch made once (core-q12), or every window"
+        " scanned for its marks, none walked marking by the cut (core-q14)",
     )
     p.add_argument(
         "--warm",

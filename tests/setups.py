@@ -478,13 +478,13 @@ def theta_at_rank(exact: dict[int, float], rank: int, theta: float) -> float:
 
 
 def bad_more_refused(daat: Any, lengths: Any, parts: Any) -> None:
-    """``bm25_daat`` with ``more`` flags outside 0-16383 raises ValueError (the C code's
+    """``bm25_daat`` with ``more`` flags outside 0-32767 raises ValueError (the C code's
     own check) and moves no cursor (32 and 64 are bm25q8's flags, 256 and 512 bm25q9's,
-    1024 bm25q10's, 2048 bm25q12's, 4096 and 8192 bm25q13's)."""
+    1024 bm25q10's, 2048 bm25q12's, 4096 and 8192 bm25q13's, 16384 bm25q14's)."""
     from actormem._index import _cbm25
 
     cursors = daat._cursors.copy()
-    for more in (-1, 16384, 1 << 20):
+    for more in (-1, 32768, 1 << 20):
         with pytest.raises(ValueError, match="more"):
             _cbm25.bm25_daat(  # type: ignore[call-arg]
                 daat._terms, daat._cursors, lengths, *parts, 0.0, 100, -1, daat._nums,

@@ -1190,7 +1190,8 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
              Py_ssize_t budget, Py_ssize_t room, int64_t *out_n, double *out_s,
              Py_ssize_t *p_emitted, int *p_finished, offer_t *o, int prefetch, int tight,
              const uint8_t *codes, const double *den, int codes_simd, int lookup_codes,
-             int sparse_clear, int walk_ones, int cut_on, int scan_on, wbufs_t *wb)
+             int sparse_clear, int walk_ones, int cut_on, int scan_on, int sparse_marks,
+             wbufs_t *wb)
 {
     const int ahead = (tight & 4) && seek_interp;
     /* The lookups take their denominators from the codes (lookup_codes, with the codes'
@@ -1278,9 +1279,11 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
      * (its output full): the next call splits the terms again at the theta reached. */
     while (work < budget && room - emitted > 0 && found < room) {
         int64_t lo = INT64_MAX;
+        Py_ssize_t left = 0; /* the essential lists' postings not yet walked */
         for (Py_ssize_t i = ne; i < q; i++) {
             term_t *t = &T[ord[i]];
             if (t->cur < t->count && t->g[t->cur] < lo) lo = t->g[t->cur];
+            left += t->count - t->cur;
         }
         if (lo == INT64_MAX) {
             *p_finished = 1;
@@ -1292,7 +1295,12 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
         Py_ssize_t walked = 0; /* the window's postings */
         const double rest = prefix[ne];
         double cut = 0.0;
-        const int scan = scan_ok && mark_cut(up, rest, theta, &cut) && cut > 0.0;
+        /* sparse_marks (more & 16384, knobs._SPARSE_MARKS): a window expected sparse, its
+         * essential lists' postings left fewer than a quarter of the groups from lo on
+         * (as if spread evenly), is walked marking by the cut, not scanned after: the
+         * same marks either way (see scan_marks), a choice of speed only. */
+        const int marks_here = sparse_marks && lo < nlen && 4 * left < nlen - lo;
+        const int scan = scan_ok && !marks_here && mark_cut(up, rest, theta, &cut) && cut > 0.0;
         for (Py_ssize_t i = ne; i < q; i++) {
             term_t *t = &T[ord[i]];
             Py_ssize_t c = t->cur;
@@ -1533,7 +1541,7 @@ PyDoc_STRVAR(bm25_daat_doc,
 "groups by upper bounds from each code's lowest length (bm25_code_floors; a length\n"
 "below 128 is its own code); the lookups and exact scores read the lengths: the same\n"
 "groups at or above theta with the same scores, perhaps more below it. more (flags 0\n"
-"to 16383): with more & 1 and codes, the lookups' saturations come from the codes as well\n"
+"to 32767): with more & 1 and codes, the lookups' saturations come from the codes as well\n"
 "(upper bounds again), and only the exact scores read the lengths; with more & 2 (and\n"
 "prefetch & 8), the seeding asks for the lookups of the seed's group a few on before\n"
 "this one's; with more & 4, a window in which few postings were walked has only their\n"
@@ -1561,7 +1569,9 @@ PyDoc_STRVAR(bm25_daat_doc,
 "groups remembered, at most seed_room of them if > 0, its positions from cursors; the\n"
 "walk's from the start of the lists, written back to cursors). With more & 8192, the\n"
 "windowed walk's scratch (its scores, marks, tables) is made once for the call, not\n"
-"once a step. The same results.");
+"once a step. With more & 16384 (and 1024), a window whose essential lists have fewer\n"
+"postings left than a quarter of the groups from its first on is walked marking by the\n"
+"cut (more & 512), not scanned after. The same results.");
 
 static PyObject *
 bm25_daat(PyObject *self, PyObject *args)
@@ -1578,8 +1588,8 @@ bm25_daat(PyObject *self, PyObject *args)
                           &split_room, &o_codes, &more, &seed_room)) {
         return NULL;
     }
-    if (more < 0 || more > 16383) {
-        PyErr_SetString(PyExc_ValueError, "more: flags 0 to 16383");
+    if (more < 0 || more > 32767) {
+        PyErr_SetString(PyExc_ValueError, "more: flags 0 to 32767");
         return NULL;
     }
     if (seed_room < 0) {
@@ -1849,7 +1859,8 @@ bm25_daat(PyObject *self, PyObject *args)
                                           &emitted, &finished, po, prefetch, tight, use_codes,
                                           den, codes_simd, lookup_codes, sparse_clear,
                                           (more & 256) != 0, (more & 512) != 0,
-                                          (more & 1024) != 0, keep_bufs ? &wb : NULL) < 0) {
+                                          (more & 1024) != 0, (more & 16384) != 0,
+                                          keep_bufs ? &wb : NULL) < 0) {
                 goto done;
             }
             if (!to_end || finished) break;

@@ -116,24 +116,42 @@ BM25_CORE = os.environ.get("ACTORMEM_BM25_CORE", "1") != "0"
 BM25_BLOCK: int = _b.BLOCK if _b is not None else 64
 
 
-def _cpu_vendor(path: str = "/proc/cpuinfo") -> str:
-    """The CPU's vendor string (``AuthenticAMD``, ``GenuineIntel``) from ``path``'s first
-    ``vendor_id`` line, or ``""`` where there is none or it cannot be read (not Linux).
-    Reads the file's first lines only: O(1)."""
+def _cpu_info(field: str, path: str = "/proc/cpuinfo") -> str:
+    """The value of ``path``'s first ``field`` line (``vendor_id``, ``flags``), or ``""``
+    where there is none or it cannot be read (not Linux). Reads the file's first lines
+    only: O(1)."""
     try:
         with open(path, encoding="ascii", errors="replace") as f:
             for _, line in zip(range(64), f, strict=False):
                 key, _, value = line.partition(":")
-                if key.strip() == "vendor_id":
+                if key.strip() == field:
                     return value.strip()
     except OSError:
         pass
     return ""
 
 
+def _cpu_vendor(path: str = "/proc/cpuinfo") -> str:
+    """The CPU's vendor string (``AuthenticAMD``, ``GenuineIntel``) from ``path``'s first
+    ``vendor_id`` line, or ``""`` (:func:`_cpu_info`). O(1)."""
+    return _cpu_info("vendor_id", path)
+
+
+def _cpu_avx512(path: str = "/proc/cpuinfo") -> bool:
+    """Whether ``path``'s first ``flags`` line names ``avx512f`` and ``avx512vl`` (what
+    the core's eight-lane walk needs, ``simd_walk_usable`` in ``_cbm25.c``); False
+    without one (:func:`_cpu_info`). O(1)."""
+    flags = set(_cpu_info("flags", path).split())
+    return {"avx512f", "avx512vl"} <= flags
+
+
 #: Whether the CPU is AMD's (``knobs._SCALAR_ON_AMD``: the BM25 core's walk takes its
 #: scalar loop there, not the eight-lane AVX-512 one).
 CPU_IS_AMD = _cpu_vendor() == "AuthenticAMD"
+
+#: Whether the CPU has AVX-512 F and VL (``knobs._SPARSE_MARKS``: only a CPU without it
+#: has the BM25 core walk its sparse windows marking by the cut).
+CPU_HAS_AVX512 = _cpu_avx512()
 
 
 #: ``gc_untrack(objs, cls)`` of the compiled kernels (``_ckernels.c``): take each object
@@ -725,6 +743,11 @@ _SEED_THEN_WALK = 4096
 #: once a step (:func:`bm25_query`'s ``flags``, ``knobs._CALL_SCRATCH``).
 CALL_SCRATCH = 8192
 
+#: ``bm25_daat``'s ``more`` flag for the windows expected sparse walked marking by the
+#: cut, not scanned after (with ``scan_marks``; :func:`bm25_query`'s ``flags``,
+#: ``knobs._SPARSE_MARKS``).
+SPARSE_MARKS = 16384
+
 
 def daat_flags(
     prefetch: bool, prefetch_seek: bool, tight_walk: bool, interp_seek: bool,
@@ -1107,7 +1130,8 @@ def bm25_query(
     :meth:`~Bm25Daat.best`: the same calls to ``bm25_daat`` with the same arguments, so
     the same results), without its Python checks: for a caller that built ``terms``
     from an index's own lists (the C code checks every buffer, size and range again).
-    ``flags``: :func:`daat_flags` (``more`` perhaps with :data:`CALL_SCRATCH`);
+    ``flags``: :func:`daat_flags` (``more`` perhaps with :data:`CALL_SCRATCH` and
+    :data:`SPARSE_MARKS`);
     ``offer``: ``(table, version, accept, limit, first, columns)`` as
     :meth:`Bm25Daat.offer_to` and ``drive`` take them (``first`` None or the int64 first
     seqs). With ``one_call`` and one seed, the seeding and the

@@ -257,6 +257,23 @@ _MARK_CUT = True
 #: for side-by-side benchmarks).
 _SCAN_MARKS = True
 
+#: On the short path (``_QUERY_FAST``) with ``_SCAN_MARKS``, on a CPU without AVX-512
+#: (``kernels.CPU_HAS_AVX512`` False: the walk is the scalar loop either way), for a
+#: query of at most ``_SPARSE_MARKS_TERMS`` terms the index knows, a window
+#: expected sparse (its essential lists' postings left fewer than a quarter of the
+#: groups from its first on) is walked marking by the cut (``_MARK_CUT``), not scanned
+#: after; a denser one is scanned. On this project's AMD EPYC without AVX-512, marking
+#: by the cut took 4.1% less of the LoCoMo questions' CPU at 1M than the scan (lower in
+#: each of 21 paired rounds), and this choice by window 3.6-6.3% less than the scan (9
+#: of 9), while the tool results' long queries were 1.0-3.4% slower with it (8 of 8;
+#: docs/benchmarks.md, "BM25 at 1M, part 14"). The same marks, so the same results;
+#: False: every window scanned (``bm25_daat``'s ``more & 16384``).
+_SPARSE_MARKS = True
+
+#: ``_SPARSE_MARKS`` applies to queries of at most this many terms (the LoCoMo questions
+#: have 3-20 distinct words, 194 of 200 at most 16; the tool results a median of 45).
+_SPARSE_MARKS_TERMS = 16
+
 #: With the cost-aware split, the longest posting lists (at least ``_DENSE_MIN`` postings
 #: and one group in ``_DENSE_RATIO``) also keep their frequencies by group number, two
 #: bits a group (``_Term.dense``: 0 absent, 1 or 2 the frequency, 3 three or more), kept

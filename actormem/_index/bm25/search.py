@@ -333,6 +333,9 @@ class MaxScoreSearch:
         )  # fmt: skip
         if knobs._CALL_SCRATCH:
             flags = (flags[0], flags[1] | kernels.CALL_SCRATCH)
+        sparse_marks = knobs._SPARSE_MARKS and len(terms) <= knobs._SPARSE_MARKS_TERMS
+        if sparse_marks and not kernels.CPU_HAS_AVX512:
+            flags = (flags[0], flags[1] | kernels.SPARSE_MARKS)
         seeds = sorted(range(len(terms)), key=bounds.__getitem__)[-knobs._SEEDS :]
         first = index._first_seq if knobs._TIE_SKIP else None
         return kernels.bm25_query(
