@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import signal
 import tempfile
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import settings
@@ -81,3 +82,12 @@ def pytest_configure(config: pytest.Config) -> None:
         # for a temporary folder, after this hook.
         os.environ["TMPDIR"] = root
         tempfile.tempdir = root
+
+
+@pytest.fixture
+def pg_dsn() -> Iterator[str]:
+    """A connection string to a new, empty PostgreSQL database, dropped after the test
+    (``tests/pg.py``: skips without a server, fails under ``CI=true``)."""
+    from .pg import fresh_database
+
+    yield from fresh_database()

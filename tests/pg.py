@@ -3,6 +3,8 @@
 ``ACTORMEM_TEST_PG`` names the server (a libpq connection string to a database the user
 may create databases from); the default is ``postgresql://postgres@127.0.0.1:5432/postgres``.
 Without a server the tests skip with that reason; under ``CI=true`` they fail instead.
+The ``pg_dsn`` fixture (``tests/conftest.py``) gives a test such a database; :data:`FAST`
+and :data:`FAST_FAIL` are the replication tests' short timings.
 """
 
 from __future__ import annotations
@@ -11,11 +13,24 @@ import os
 import uuid
 from collections.abc import Iterator
 
+import attrs
 import pytest
 import trio
 
+from actormem._engine.replica import ReplicaOptions
+
 ENV = "ACTORMEM_TEST_PG"
 DEFAULT = "postgresql://postgres@127.0.0.1:5432/postgres"
+
+
+#: A node's short test timings: it polls the log, sends hits and beats every 0.1 s, and a
+#: log call gives up after 2 s.
+FAST = ReplicaOptions(
+    log_timeout=2.0, poll_interval=0.1, access_interval=0.1, heartbeat_interval=0.1
+)
+#: :data:`FAST` with log calls giving up after 1 s (the tests that wait for a stalled or cut
+#: log to fail a call).
+FAST_FAIL = attrs.evolve(FAST, log_timeout=1.0)
 
 
 def _admin_dsn() -> str:
@@ -40,7 +55,7 @@ def with_dbname(dsn: str, dbname: str) -> str:
 
 def fresh_database() -> Iterator[str]:
     """Yield a connection string to a new, empty database, and drop it afterwards (the
-    body of each test module's ``pg_dsn`` fixture)."""
+    body of the ``pg_dsn`` fixture in ``tests/conftest.py``)."""
     try:
         import psycopg
     except ImportError:

@@ -16,10 +16,11 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 import pytest
@@ -32,6 +33,45 @@ from actormem._engine.state import MemoryState
 from actormem._index import persist
 
 from . import crash_child
+
+_T = TypeVar("_T")
+
+
+def fact(text: str) -> MemoryEntry:
+    """A new FACT entry of ``text``."""
+    return MemoryEntry.new(MemoryCategory.FACT, text)
+
+
+@contextmanager
+def knobs_set(module: Any, **values: Any) -> Iterator[None]:
+    """``module``'s attributes (its knobs) set to ``values`` for the ``with`` block, and
+    put back as they were after it."""
+    saved = {name: getattr(module, name) for name in values}
+    for name, value in values.items():
+        setattr(module, name, value)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(module, name, value)
+
+
+def stepped(gen: Generator[None, None, _T], steps: int) -> Generator[None, None, _T]:
+    """``gen`` (a sliced computation such as ``top_k_steps``) run ``steps`` steps now, or
+    to its end if sooner: what finishes it (``drain`` of it returns ``gen``'s value)."""
+    for _ in range(steps):
+        try:
+            next(gen)
+        except StopIteration as stop:
+            return _returning(stop.value)
+    return gen
+
+
+def _returning(value: _T) -> Generator[None, None, _T]:
+    """A sliced computation already at its end: it returns ``value`` at once."""
+    return value
+    yield  # a generator, never reached
+
 
 # -- a state made with a knob set ------------------------------------------------------
 
@@ -65,6 +105,32 @@ class TableIterators:
     table: Any
     model: dict[Any, Any]
     iters: list[tuple[Any, int, bool]]
+
+    def _changed(self) -> None:
+        """A key came or went: every open iterator must raise from now on."""
+        self.iters = [(it, seen, True) for it, seen, _ in self.iters]
+
+    @rule(n=st.integers(0, 300))
+    def reserve(self, n: int) -> None:
+        """Room for ``n`` keys: none comes or goes; when the table grows, its slots move
+        (an open iterator must raise)."""
+        size = self.table.__sizeof__()
+        self.table.reserve(n)
+        if self.table.__sizeof__() != size:
+            self._changed()
+
+    def _walked(self) -> list[tuple[Any, Any]]:
+        """Whole iterations while nothing changes: ``iter``, ``keys``, ``values`` and
+        ``items`` each give every key of the model once, in one order; the items."""
+        keys = list(self.table)
+        assert sorted(keys) == sorted(self.model)
+        assert len(keys) == len(set(keys)) == len(self.table)
+        assert list(self.table.keys()) == keys
+        vals = list(self.table.values())
+        items = list(self.table.items())
+        assert [k for k, _ in items] == keys
+        assert all(a is b for (_, a), b in zip(items, vals, strict=True))
+        return items
 
     @rule(kind=st.sampled_from(["keys", "values", "items", "iter"]))
     def open_iterator(self, kind: str) -> None:

@@ -6,7 +6,9 @@ import os
 import uuid
 from datetime import UTC, datetime, timedelta
 
+from hypothesis import settings
 from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 from actormem import MemoryCategory, MemoryEntry
 
@@ -58,6 +60,17 @@ EXAMPLES_SCALE = _examples_scale()
 def examples(count: int) -> int:
     """``count`` Hypothesis examples scaled by :data:`EXAMPLES_SCALE` (at least 1)."""
     return max(1, round(count * EXAMPLES_SCALE))
+
+
+def run_machine(machine: type[RuleBasedStateMachine], count: int, steps: int) -> None:
+    """Run the state machine ``machine`` for :func:`examples` ``(count)`` examples of up
+    to ``steps`` steps each, with no deadline (``machine.TestCase()`` with those settings).
+    """
+    run_state_machine_as_test(
+        machine,
+        settings=settings(max_examples=examples(count), stateful_step_count=steps, deadline=None),
+    )
+
 
 # A small vocabulary with overlaps (substrings, case, non-ASCII, punctuation) so that
 # queries match often and in tricky ways.

@@ -34,7 +34,8 @@ from actormem._index.scoring import drain
 from actormem._record import NEVER, Record
 
 from .fallback import one_entry_run
-from .strategies import examples
+from .setups import knobs_set, stepped
+from .strategies import examples, run_machine
 from .test_bm25 import FakeView, brute_force, entry
 
 pytestmark = pytest.mark.skipif(
@@ -98,18 +99,12 @@ def scorers() -> dict[str, BM25Scorer]:
 @pytest.fixture
 def small_knobs() -> Iterator[None]:
     """Tiny chunks, so that every slicing path runs on small inputs."""
-    names = ("_CHUNK", "_BOUND_CHUNK", "_DENSE_CHUNK", "_FEW", "_SEEDS", "_SEED_ROOM")
-    saved = {k: getattr(bm25_knobs, k) for k in names}
-    bm25_knobs._CHUNK, bm25_knobs._BOUND_CHUNK, bm25_knobs._DENSE_CHUNK = 4, 4, 16
-    bm25_knobs._FEW, bm25_knobs._SEEDS = 2, 3  # several seeds: their positions reset
-    # A few seeded groups; the windows are as wide as the room (the limit here), so
-    # that a query crosses many windows and steps.
-    bm25_knobs._SEED_ROOM = 2
-    try:
+    # Several seeds: their positions reset. A few seeded groups; the windows are as wide
+    # as the room (the limit here), so that a query crosses many windows and steps.
+    with knobs_set(
+        bm25_knobs, _CHUNK=4, _BOUND_CHUNK=4, _DENSE_CHUNK=16, _FEW=2, _SEEDS=3, _SEED_ROOM=2
+    ):
         yield
-    finally:
-        for k, v in saved.items():
-            setattr(bm25_knobs, k, v)
 
 
 class Three:
@@ -232,22 +227,16 @@ def read_sliced(
     """Every path reads the view at ``version``, ``steps`` steps of ``top_k_steps`` each
     (a retrieve's first step under its own ``path``), then ``owner()`` writes, then each
     finishes: its (score, seq) hits, by path."""
-    gens, done = {}, {}
+    gens = {}
     for name, index in three.indexes.items():
         with path(name):  # read at a retrieve's first step
             gen = index.top_k_steps(three.view(version), query, limit, None)  # type: ignore[arg-type]
-            for _ in range(steps):
-                try:
-                    next(gen)
-                except StopIteration as stop:
-                    done[name] = stop.value
-                    break
-        gens[name] = gen
+            gens[name] = stepped(gen, steps)
     owner()
     got = {}
     for name, gen in gens.items():
         with path(name):
-            result = done[name] if name in done else drain(gen)
+            result = drain(gen)
         got[name] = [(score, rec.seq) for score, rec in result]
     return got
 
@@ -333,9 +322,7 @@ class CoreAgrees(OwnerHistory):
 
 @pytest.mark.usefixtures("small_knobs")
 def test_core_and_reference_agree_on_every_query() -> None:
-    run = CoreAgrees.TestCase()
-    run.settings = settings(max_examples=examples(60), stateful_step_count=40, deadline=None)
-    run.runTest()
+    run_machine(CoreAgrees, 60, 40)
 
 
 @pytest.mark.parametrize("name", sorted(scorers()))

@@ -13,14 +13,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, rule
 
 from actormem._index import kernels
 from actormem._index.bm25 import knobs as bm25_knobs
 
-from .strategies import examples
+from .setups import knobs_set
+from .strategies import run_machine
 from .test_bm25 import brute_force
 from .test_bm25_core import NOW, OwnerHistory, Three, read_sliced, scorers
 
@@ -76,20 +76,13 @@ class Ties(OwnerHistory):
 
 @pytest.fixture
 def tiny_windows() -> Iterator[None]:
-    names = ("_CHUNK", "_BOUND_CHUNK", "_DENSE_CHUNK", "_FEW", "_SEEDS", "_SEED_ROOM")
-    saved = {k: getattr(bm25_knobs, k) for k in names}
-    bm25_knobs._CHUNK, bm25_knobs._BOUND_CHUNK, bm25_knobs._DENSE_CHUNK = 4, 4, 16
-    bm25_knobs._FEW, bm25_knobs._SEEDS, bm25_knobs._SEED_ROOM = 2, 3, 2
-    try:
+    with knobs_set(
+        bm25_knobs, _CHUNK=4, _BOUND_CHUNK=4, _DENSE_CHUNK=16, _FEW=2, _SEEDS=3, _SEED_ROOM=2
+    ):
         yield
-    finally:
-        for k, v in saved.items():
-            setattr(bm25_knobs, k, v)
 
 
 @pytest.mark.usefixtures("tiny_windows")
 def test_tie_skip_agrees_with_the_reference() -> None:
     assert bm25_knobs._TIE_SKIP
-    run = Ties.TestCase()
-    run.settings = settings(max_examples=examples(60), stateful_step_count=40, deadline=None)
-    run.runTest()
+    run_machine(Ties, 60, 40)

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import random
 from array import array
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
@@ -30,7 +29,7 @@ from actormem._index import kernels
 from actormem._index.bm25 import knobs as bm25_knobs
 from actormem._index.bm25.postings import length_codes
 
-from .setups import bad_more_refused
+from .setups import bad_more_refused, knobs_set
 from .strategies import examples
 from .test_bm25 import brute_force
 from .test_bm25_core import NOW, Three
@@ -179,16 +178,8 @@ def test_lookup_codes_prune_no_group_at_theta() -> None:
 # --------------------------------------------------------------------------- the index
 
 
-@contextmanager
-def _knobs(on: tuple[bool, ...]) -> Iterator[None]:
-    saved = {name: getattr(bm25_knobs, name) for name in KNOBS}
-    for name, value in zip(KNOBS, on, strict=True):
-        setattr(bm25_knobs, name, value)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            setattr(bm25_knobs, name, value)
+def _knobs(on: tuple[bool, ...]) -> AbstractContextManager[None]:
+    return knobs_set(bm25_knobs, **dict(zip(KNOBS, on, strict=True)))
 
 
 def corpus(seed: int, count: int) -> tuple[Three, int, list[str]]:

@@ -25,7 +25,6 @@ from typing import Any, cast
 
 import numpy as np
 import pytest
-from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant
 
@@ -40,7 +39,7 @@ from actormem._index.persist import ImageError
 from actormem._record import Record
 
 from .setups import stored_texts
-from .strategies import examples
+from .strategies import run_machine
 from .test_bm25 import brute_force
 from .test_bm25_core import _term
 from .test_entrybytes6 import TwoTermLayouts, _group_terms, _structures
@@ -107,9 +106,7 @@ class TwoGroupLayoutsDict(TwoGroupLayouts):
 @pytest.mark.parametrize("machine", [TwoGroupLayouts, TwoGroupLayoutsDict])
 def test_two_group_layouts_agree(monkeypatch: pytest.MonkeyPatch, machine: Any) -> None:
     monkeypatch.setattr(knobs, "_POOL_DEAD", 0.01)  # compact on nearly every purge
-    run = machine.TestCase()
-    run.settings = settings(max_examples=examples(20), stateful_step_count=25, deadline=None)
-    run.runTest()
+    run_machine(machine, 20, 25)
 
 
 def _state(columns: bool, texts: list[str], scorer: BM25Scorer | None = None) -> MemoryState:

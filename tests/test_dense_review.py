@@ -15,15 +15,10 @@ from actormem import (
     DenseScorer,
     FunctionEmbedder,
     HybridScorer,
-    MemoryCategory,
-    MemoryEntry,
     open_memory,
 )
 from actormem.cli._main import main
-
-
-def fact(text: str) -> MemoryEntry:
-    return MemoryEntry.new(MemoryCategory.FACT, text)
+from tests.setups import fact
 
 
 def other_model(texts: Sequence[str]) -> Any:

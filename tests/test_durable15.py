@@ -39,7 +39,7 @@ from actormem import MemoryCategory, MemoryEntry, open_memory
 from actormem._storage import sqlite as sqlite_store
 
 from . import crash_child
-from .setups import killed_round, read_back_as_acked
+from .setups import killed_round, knobs_set, read_back_as_acked
 from .strategies import examples
 from .test_durable10 import T0, Clock, _dump, _ops, _play, _words
 from .test_durable_model import Program, run_ops
@@ -59,14 +59,8 @@ def _sides(side: str) -> dict[str, Any]:
 
 
 def _with(knobs: dict[str, Any], fn: Any, *args: Any) -> Any:
-    saved = {name: getattr(sqlite_store, name) for name in knobs}
-    for name, value in knobs.items():
-        setattr(sqlite_store, name, value)
-    try:
+    with knobs_set(sqlite_store, **knobs):
         return fn(*args)
-    finally:
-        for name, value in saved.items():
-            setattr(sqlite_store, name, value)
 
 
 @settings(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -243,13 +243,6 @@ async def test_the_server_answers_503_when_the_embedder_fails() -> None:
             assert detail.startswith("the embedder failed on the query: the embedder")
             assert "stored" not in detail
         assert [e.memory for e in memory.snapshot()] == ["fine"]
-
-
-@pytest.fixture
-def pg_dsn() -> Iterator[str]:
-    from tests.pg import fresh_database
-
-    yield from fresh_database()
 
 
 async def test_replica_nodes_survive_a_failing_embedder(pg_dsn: str) -> None:

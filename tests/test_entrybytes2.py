@@ -36,7 +36,7 @@ from actormem._engine.state import MemoryState, View
 from actormem._index import kernels
 
 from .setups import knob_state
-from .strategies import examples
+from .strategies import examples, run_machine
 from .test_store_batch import BASE, TwoPaths, _snapshot
 
 core = pytest.mark.skipif(
@@ -193,15 +193,17 @@ class TwoLayouts(TwoPaths):
         seen = [_snapshot(state) for _, state in self._each()]  # _check()s each
         assert seen[0] == seen[1]
         assert self.removed[True] == self.removed[False]
-        assert _keys_are_seqs(self.states[True])
-        assert self.states[True]._relkey is state_module._relevance_key_seq
-        assert self.states[False]._relkey is state_module._relevance_key
+        self._layouts(self.states[True], self.states[False])
+
+    def _layouts(self, on: MemoryState, off: MemoryState) -> None:
+        """Each side has its layout (a subclass: its own pair's)."""
+        assert _keys_are_seqs(on)
+        assert on._relkey is state_module._relevance_key_seq
+        assert off._relkey is state_module._relevance_key
 
 
 def test_two_layouts_agree() -> None:
-    run = TwoLayouts.TestCase()
-    run.settings = settings(max_examples=examples(25), stateful_step_count=25, deadline=None)
-    run.runTest()
+    run_machine(TwoLayouts, 25, 25)
 
 
 @settings(max_examples=examples(60), deadline=None)

@@ -40,9 +40,9 @@ from actormem._engine.state import MemoryState
 from actormem._index import kernels
 
 from .setups import TableIterators, knob_state
-from .strategies import examples
+from .strategies import examples, run_machine
 from .test_entrybytes2 import TwoLayouts
-from .test_store_batch import BASE, _snapshot
+from .test_store_batch import BASE
 
 DupTable: Any = getattr(kernels._wo, "DupTable", None)
 core = pytest.mark.skipif(DupTable is None, reason="the word-overlap core is not built")
@@ -85,19 +85,18 @@ class TableVsDict(TableIterators, RuleBasedStateMachine):
         self.base.append(sys.getrefcount(v))
         return v
 
-    def _changed(self) -> None:
-        """A key came or went: every open iterator must raise from now on."""
-        self.iters = [(it, seen, True) for it, seen, _ in self.iters]
-
-    @rule(key=KEYS)
-    def set_new_value(self, key: int) -> None:
-        v = self._val()
+    def _put(self, key: int, v: Val) -> None:
+        """``v`` under ``key`` in both maps (a group there replaced)."""
         if key not in self.model:
             self._changed()
         if isinstance(self.model.get(key), dict):
             self.multi.discard(key)
         self.model[key] = v
         self.table[key] = v
+
+    @rule(key=KEYS)
+    def set_new_value(self, key: int) -> None:
+        self._put(key, self._val())
 
     @rule(key=KEYS, pick=st.integers(0, 1000))
     def set_existing_value(self, key: int, pick: int) -> None:
@@ -105,13 +104,7 @@ class TableVsDict(TableIterators, RuleBasedStateMachine):
         Hypothesis would be referenced by it too)."""
         if not self.vals:
             return
-        v = self.vals[pick % len(self.vals)]
-        if key not in self.model:
-            self._changed()
-        if isinstance(self.model.get(key), dict):
-            self.multi.discard(key)
-        self.model[key] = v
-        self.table[key] = v
+        self._put(key, self.vals[pick % len(self.vals)])
 
     @rule(key=KEYS)
     def delete(self, key: int) -> None:
@@ -180,13 +173,7 @@ class TableVsDict(TableIterators, RuleBasedStateMachine):
     def bulk_insert(self, keys: list[int]) -> None:
         """Enough keys to grow the table (x1.4 at a load of 0.7) a few times."""
         for key in keys:
-            v = self._val()
-            if key not in self.model:
-                self._changed()
-            if isinstance(self.model.get(key), dict):
-                self.multi.discard(key)
-            self.model[key] = v
-            self.table[key] = v
+            self._put(key, self._val())
 
     @rule(keep=st.integers(0, 3))
     def bulk_delete(self, keep: int) -> None:
@@ -197,25 +184,10 @@ class TableVsDict(TableIterators, RuleBasedStateMachine):
             del self.model[key]
             del self.table[key]
 
-    @rule(n=st.integers(0, 300))
-    def reserve(self, n: int) -> None:
-        size = self.table.__sizeof__()
-        self.table.reserve(n)  # no key comes or goes; when it grows, the slots move
-        if self.table.__sizeof__() != size:
-            self._changed()
-
     @rule()
     def iterate(self) -> None:
         """Whole iterations while nothing changes: the model's contents."""
-        keys = list(self.table)
-        assert sorted(keys) == sorted(self.model)
-        assert len(keys) == len(set(keys)) == len(self.table)
-        assert list(self.table.keys()) == keys
-        vals = list(self.table.values())
-        items = list(self.table.items())
-        assert [k for k, _ in items] == keys
-        assert all(a is b for (_, a), b in zip(items, vals, strict=True))
-        assert all(_same(self.model[k], v) for k, v in items)
+        assert all(_same(self.model[k], v) for k, v in self._walked())
 
     @rule()
     def drop_table(self) -> None:
@@ -257,9 +229,7 @@ def _same(a: Any, b: Any) -> bool:
 
 @core
 def test_table_agrees_with_a_dict() -> None:
-    run = TableVsDict.TestCase()
-    run.settings = settings(max_examples=examples(60), stateful_step_count=40, deadline=None)
-    run.runTest()
+    run_machine(TableVsDict, 60, 40)
 
 
 @core
@@ -363,22 +333,14 @@ class TwoDupMaps(TwoLayouts):
     def _new_state(self, on: bool, capacity: int | None, load: int) -> MemoryState:
         return _new(on, capacity, load)
 
-    @invariant()
-    def same_structures(self) -> None:
-        if not self.states:
-            return
-        seen = [_snapshot(state) for _, state in self._each()]  # _check()s each
-        assert seen[0] == seen[1]
-        assert self.removed[True] == self.removed[False]
-        assert type(self.states[True]._dups) is DupTable
-        assert type(self.states[False]._dups) is dict
+    def _layouts(self, on: MemoryState, off: MemoryState) -> None:
+        assert type(on._dups) is DupTable
+        assert type(off._dups) is dict
 
 
 @core
 def test_two_dup_maps_agree() -> None:
-    run = TwoDupMaps.TestCase()
-    run.settings = settings(max_examples=examples(25), stateful_step_count=25, deadline=None)
-    run.runTest()
+    run_machine(TwoDupMaps, 25, 25)
 
 
 def _groups(state: MemoryState) -> dict[int, Any]:

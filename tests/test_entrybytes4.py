@@ -43,9 +43,9 @@ from actormem._index import kernels
 from actormem._record import Record
 
 from .setups import TableIterators, knob_state
-from .strategies import examples
+from .strategies import examples, run_machine
 from .test_entrybytes2 import TwoLayouts
-from .test_store_batch import BASE, _rec, _snapshot
+from .test_store_batch import BASE, _rec
 
 IdTable: Any = getattr(kernels._wo, "IdTable", None)
 core = pytest.mark.skipif(IdTable is None, reason="the word-overlap core is not built")
@@ -89,10 +89,6 @@ class TableVsDict(TableIterators, RuleBasedStateMachine):
         self.recs.append(rec)
         self.base.append(sys.getrefcount(rec))
         return rec
-
-    def _changed(self) -> None:
-        """An id came or went: every open iterator must raise from now on."""
-        self.iters = [(it, seen, True) for it, seen, _ in self.iters]
 
     def _put(self, ident: int, rec: Record) -> None:
         if ident not in self.model:
@@ -147,24 +143,10 @@ class TableVsDict(TableIterators, RuleBasedStateMachine):
             del self.model[ident]
             del self.table[ident]
 
-    @rule(n=st.integers(0, 300))
-    def reserve(self, n: int) -> None:
-        size = self.table.__sizeof__()
-        self.table.reserve(n)  # no id comes or goes; when it grows, the slots move
-        if self.table.__sizeof__() != size:
-            self._changed()
-
     @rule()
     def iterate(self) -> None:
-        keys = list(self.table)
-        assert sorted(keys) == sorted(self.model)
-        assert len(keys) == len(set(keys)) == len(self.table)
-        assert list(self.table.keys()) == keys
-        assert all(k is self.model[k].entry._id for k in keys)  # the record's own int
-        vals = list(self.table.values())
-        items = list(self.table.items())
-        assert [k for k, _ in items] == keys
-        assert all(a is b for (_, a), b in zip(items, vals, strict=True))
+        items = self._walked()
+        assert all(k is self.model[k].entry._id for k, _ in items)  # the record's own int
         assert all(self.model[k] is v for k, v in items)
 
     @rule()
@@ -192,9 +174,7 @@ class TableVsDict(TableIterators, RuleBasedStateMachine):
 
 @core
 def test_table_agrees_with_a_dict() -> None:
-    run = TableVsDict.TestCase()
-    run.settings = settings(max_examples=examples(40), stateful_step_count=40, deadline=None)
-    run.runTest()
+    run_machine(TableVsDict, 40, 40)
 
 
 @core
@@ -319,22 +299,14 @@ class TwoIdMaps(TwoLayouts):
             got.append(out)
         assert got[0] == got[1]
 
-    @invariant()
-    def same_structures(self) -> None:
-        if not self.states:
-            return
-        seen = [_snapshot(state) for _, state in self._each()]  # _check()s each
-        assert seen[0] == seen[1]
-        assert self.removed[True] == self.removed[False]
-        assert type(self.states[True]._by_id) is IdTable
-        assert type(self.states[False]._by_id) is dict
+    def _layouts(self, on: MemoryState, off: MemoryState) -> None:
+        assert type(on._by_id) is IdTable
+        assert type(off._by_id) is dict
 
 
 @core
 def test_two_id_maps_agree() -> None:
-    run = TwoIdMaps.TestCase()
-    run.settings = settings(max_examples=examples(15), stateful_step_count=25, deadline=None)
-    run.runTest()
+    run_machine(TwoIdMaps, 15, 25)
 
 
 @core

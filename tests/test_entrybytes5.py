@@ -48,9 +48,9 @@ from actormem._index.wordoverlap.numbering import _Group, _group_map
 from actormem._record import Record
 
 from .setups import TableIterators, knob_state
-from .strategies import examples
+from .strategies import examples, run_machine
 from .test_entrybytes2 import TwoLayouts
-from .test_store_batch import BASE, _snapshot
+from .test_store_batch import BASE
 
 GroupTable: Any = getattr(kernels._wo, "GroupTable", None)
 core = pytest.mark.skipif(GroupTable is None, reason="the word-overlap core is not built")
@@ -90,9 +90,6 @@ class TableVsDict(TableIterators, RuleBasedStateMachine):
     @initialize(mask=st.sampled_from([0xFFFFFFFF, 0xFFFFFFFF, 3, 0]))
     def make(self, mask: int) -> None:
         self.table = GroupTable(self.glist, *SLOTS, mask)
-
-    def _changed(self) -> None:
-        self.iters = [(it, seen, True) for it, seen, _ in self.iters]
 
     def _append(self, text: str, group: bool) -> None:
         self.n += 1
@@ -158,13 +155,6 @@ class TableVsDict(TableIterators, RuleBasedStateMachine):
             self._changed()
             del self.table[text]
             self.glist[self.model.pop(text)] = None
-
-    @rule(n=st.integers(0, 300))
-    def reserve(self, n: int) -> None:
-        size = self.table.__sizeof__()
-        self.table.reserve(n)
-        if self.table.__sizeof__() != size:
-            self._changed()
 
     @rule()
     def iterate(self) -> None:
@@ -367,15 +357,9 @@ class TwoGroupMaps(TwoLayouts):
     def _side(self, on: bool) -> None:
         wo_knobs._GROUP_TABLE = on
 
-    @invariant()
-    def same_structures(self) -> None:
-        if not self.states:
-            return
-        seen = [_snapshot(state) for _, state in self._each()]  # _check()s each
-        assert seen[0] == seen[1]
-        assert self.removed[True] == self.removed[False]
-        assert type(self.states[True].index._e.groups) is GroupTable  # type: ignore[attr-defined]
-        assert type(self.states[False].index._e.groups) is dict  # type: ignore[attr-defined]
+    def _layouts(self, on: MemoryState, off: MemoryState) -> None:
+        assert type(on.index._e.groups) is GroupTable  # type: ignore[attr-defined]
+        assert type(off.index._e.groups) is dict  # type: ignore[attr-defined]
 
 
 @core
@@ -383,9 +367,7 @@ def test_two_group_maps_agree(monkeypatch: pytest.MonkeyPatch) -> None:
     # Small enough that the lists fill masks and renumber the groups.
     monkeypatch.setattr(wo_knobs, "_MASK_BATCH", 3)
     monkeypatch.setattr(wo_knobs, "_RENUMBER_MIN", 4)
-    run = TwoGroupMaps.TestCase()
-    run.settings = settings(max_examples=examples(15), stateful_step_count=25, deadline=None)
-    run.runTest()
+    run_machine(TwoGroupMaps, 15, 25)
 
 
 @core

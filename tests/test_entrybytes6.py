@@ -38,7 +38,7 @@ from actormem._index.bm25.postings import _NO_TERMS, _pool_code, _TermPool
 from actormem._index.persist import ImageError
 
 from .setups import stored_texts
-from .strategies import examples
+from .strategies import examples, run_machine
 from .test_bm25 import brute_force
 from .test_entrybytes2 import TwoLayouts
 from .test_store_batch import BASE
@@ -159,9 +159,7 @@ class TwoTermLayouts(TwoLayouts):
 
 def test_two_term_layouts_agree(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(knobs, "_POOL_DEAD", 0.01)  # compact on nearly every purge
-    run = TwoTermLayouts.TestCase()
-    run.settings = settings(max_examples=examples(20), stateful_step_count=25, deadline=None)
-    run.runTest()
+    run_machine(TwoTermLayouts, 20, 25)
 
 
 def _pool_of(groups: list[list[int]]) -> _TermPool:

@@ -36,7 +36,8 @@ from actormem._index.scoring import drain
 from actormem._index.wordoverlap import knobs as wo_knobs
 
 from .fallback import one_entry_run
-from .strategies import examples
+from .setups import knobs_set, stepped
+from .strategies import examples, run_machine
 
 pytestmark = pytest.mark.skipif(not kernels.AVAILABLE, reason="the C extension is not built")
 
@@ -364,29 +365,11 @@ WORDS = ["the", "a", "on", "cat", "cats", "deploy", "deployed", "x", "id", "do",
 @pytest.fixture
 def small_knobs() -> Iterator[None]:
     """Tiny chunks, so that every slicing path (and its kernel calls) runs."""
-    saved = {
-        (m, k): getattr(m, k)
-        for m, k in [
-            (bm25_knobs, "_CHUNK"),
-            (bm25_knobs, "_BOUND_CHUNK"),
-            (bm25_knobs, "_DENSE_CHUNK"),
-            (bm25_knobs, "_FEW"),
-            (wo_knobs, "_CHUNK"),
-            (wo_knobs, "_JOIN"),
-            (wo_knobs, "_DENSE"),
-            (wo_knobs, "_RENUMBER_MIN"),
-            (wo_knobs, "_STEP"),
-        ]
-    }
-    bm25_knobs._CHUNK, bm25_knobs._BOUND_CHUNK, bm25_knobs._DENSE_CHUNK = 4, 4, 16
-    bm25_knobs._FEW = 2
-    wo_knobs._CHUNK, wo_knobs._JOIN, wo_knobs._DENSE = 8, 4, 4
-    wo_knobs._RENUMBER_MIN, wo_knobs._STEP = 1, 2
-    try:
+    with (
+        knobs_set(bm25_knobs, _CHUNK=4, _BOUND_CHUNK=4, _DENSE_CHUNK=16, _FEW=2),
+        knobs_set(wo_knobs, _CHUNK=8, _JOIN=4, _DENSE=4, _RENUMBER_MIN=1, _STEP=2),
+    ):
         yield
-    finally:
-        for (m, k), v in saved.items():
-            setattr(m, k, v)
 
 
 class TwoPaths(RuleBasedStateMachine):
@@ -470,17 +453,11 @@ class TwoPaths(RuleBasedStateMachine):
                 state.delete(live[0])  # purged below, while the queries are under way
             state.publish()
         query = " ".join(words)
-        gens, done = {}, {}
+        gens = {}
         for key, state in self.states.items():
             kernels.ENABLED = key[1]  # read at a retrieve's first step
             gen = state.index.top_k_steps(state.view(), query, limit, None)  # type: ignore[attr-defined]
-            gens[key] = gen
-            for _ in range(steps):
-                try:
-                    next(gen)
-                except StopIteration as stop:
-                    done[key] = stop.value
-                    break
+            gens[key] = stepped(gen, steps)
         kernels.ENABLED = kernels.AVAILABLE
         seen = first.published  # the views' version
         self.store(new, 0.5)
@@ -488,7 +465,7 @@ class TwoPaths(RuleBasedStateMachine):
             state.vacuum(seen)  # purges the deleted entry, nothing a view still sees
         got = {}
         for key, gen in gens.items():
-            result = done[key] if key in done else drain(gen)
+            result = drain(gen)
             got[key[1]] = [(score, rec.seq) for score, rec in result]
         assert got[True] == got[False], query
 
@@ -500,6 +477,4 @@ class TwoPaths(RuleBasedStateMachine):
 
 @pytest.mark.usefixtures("small_knobs")
 def test_kernels_and_reference_agree_on_every_query() -> None:
-    run = TwoPaths.TestCase()
-    run.settings = settings(max_examples=examples(40), stateful_step_count=30, deadline=None)
-    run.runTest()
+    run_machine(TwoPaths, 40, 30)

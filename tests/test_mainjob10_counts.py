@@ -21,7 +21,7 @@ from actormem._index.substring import SubstringVocab
 from actormem._index.wordoverlap import ccore
 from actormem._index.wordoverlap import knobs as wo_knobs
 
-from .strategies import examples
+from .strategies import examples, run_machine
 from .test_wordoverlap_bits import BitsAndBytes
 
 pytestmark = pytest.mark.skipif(
@@ -145,6 +145,4 @@ class UnrolledAndNot(BitsAndBytes):
 
 
 def test_memories_retrieve_the_same() -> None:
-    run = UnrolledAndNot.TestCase()
-    run.settings = settings(max_examples=examples(20), stateful_step_count=20, deadline=None)
-    run.runTest()
+    run_machine(UnrolledAndNot, 20, 20)

@@ -17,7 +17,7 @@ from actormem._index.wordoverlap import ccore
 from actormem._index.wordoverlap import knobs as wo_knobs
 
 from .setups import seeded_queries_agree
-from .strategies import examples
+from .strategies import examples, run_machine
 from .test_visit_select import visit_small  # noqa: F401  (a fixture)
 from .test_wordoverlap_bits import CountsOldAndNew
 
@@ -190,16 +190,12 @@ def test_flat_on_and_off_agree(machine: type[CountsOldAndNew]) -> None:
     assert wo_knobs._FLAT_FIRST
     assert wo_knobs._VISIT_C
     assert wo_knobs._RANK_FLAT_GROUPS == 0
-    run = machine.TestCase()
-    run.settings = settings(max_examples=examples(10), stateful_step_count=20, deadline=None)
-    run.runTest()
+    run_machine(machine, 10, 20)
 
 
 @pytest.mark.usefixtures("visit_small")
 def test_flat_on_and_off_agree_in_small_parts() -> None:
-    run = FlatOnAndOff.TestCase()
-    run.settings = settings(max_examples=examples(6), stateful_step_count=20, deadline=None)
-    run.runTest()
+    run_machine(FlatOnAndOff, 6, 20)
 
 
 def _seeded_memory(seed: int, size: int) -> Any:

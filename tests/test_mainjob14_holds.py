@@ -18,7 +18,7 @@ import actormem._engine.snapshot
 from actormem import WordOverlapScorer, open_memory
 from actormem._engine.snapshot import VersionHolds, run_retrieve_sliced
 
-from .test_sliced import _BruteScorer, _expected, _fact
+from .test_sliced import _BruteScorer, _expected, _fact, stored_at_random, write_at_random
 
 
 @pytest.fixture(params=[True, False], ids=["holds", "weakset"])
@@ -60,14 +60,9 @@ async def test_writes_during_a_held_retrieve_do_not_change_it(
     # test_sliced's test, through the memory's own registry: the owner deletes,
     # rewrites and vacuums while the retrieve scores its view, held by version only.
     rng = random.Random(seed)
-    words = ["alpha", "beta", "gamma", "delta", "deploy", "error", "cache"]
     async with open_memory(scorer=_BruteScorer()) as memory:
         assert (memory._holds is not None) == holds_on
-        stored = []
-        for i in range(120):
-            e = _fact(" ".join(rng.choices(words, k=3)) + f" #{i}", rng.choice([0.2, 0.5, 0.9]))
-            await memory.store(e)
-            stored.append(e)
+        stored = await stored_at_random(memory, rng)
         query = "deploy error alpha"
         snap = memory.snapshot()
         expected = _expected(list(snap), query, 10)
@@ -80,16 +75,7 @@ async def test_writes_during_a_held_retrieve_do_not_change_it(
             nonlocal writes
             for j in range(300):
                 seen.append(memory.statistics().live_snapshots)
-                op = rng.random()
-                if op < 0.4:
-                    await memory.store(_fact(f"{query} {query} new {j}", 1.0))
-                elif op < 0.7 and stored:
-                    await memory.delete(stored.pop(rng.randrange(len(stored))).id)
-                else:
-                    old = stored.pop(rng.randrange(len(stored))) if stored else None
-                    if old is not None:
-                        new = attrs.evolve(old, memory=f"{query} rewritten {j}", relevance=1.0)
-                        await memory.store(new)
+                await write_at_random(memory, rng, stored, query, j)
                 writes += 1
 
         async with trio.open_nursery() as nursery:

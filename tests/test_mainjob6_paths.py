@@ -24,7 +24,7 @@ from actormem._index.wordoverlap import ccore
 from actormem._index.wordoverlap import knobs as wo_knobs
 from actormem.agent import _hooks
 
-from .strategies import entries, examples
+from .strategies import entries, examples, run_machine
 from .test_memo_absent import LATE, AbsentAndNot
 from .test_wordoverlap_bits import memo_fixture, small_knobs  # noqa: F401
 
@@ -85,17 +85,13 @@ class LeanChecksAndNot(AbsentAndNot):
 @needs_core
 @pytest.mark.parametrize("machine", [QueryOnceAndNot, LeanChecksAndNot])
 def test_old_and_new_agree(machine: type[AbsentAndNot]) -> None:
-    run = machine.TestCase()
-    run.settings = settings(max_examples=examples(50), stateful_step_count=25, deadline=None)
-    run.runTest()
+    run_machine(machine, 50, 25)
 
 
 @needs_core
 @pytest.mark.usefixtures("small_knobs")
 def test_query_once_agrees_in_small_slices() -> None:
-    run = QueryOnceAndNot.TestCase()
-    run.settings = settings(max_examples=examples(20), stateful_step_count=25, deadline=None)
-    run.runTest()
+    run_machine(QueryOnceAndNot, 20, 25)
 
 
 @needs_core

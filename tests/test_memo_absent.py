@@ -10,7 +10,6 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import rule
 
@@ -21,7 +20,7 @@ from actormem._index.substring import SubstringVocab
 from actormem._index.wordoverlap import ccore
 from actormem._index.wordoverlap import knobs as wo_knobs
 
-from .strategies import examples
+from .strategies import run_machine
 from .test_wordoverlap_bits import BitsAndBytes, memo_fixture, small_knobs  # noqa: F401
 
 pytestmark = pytest.mark.skipif(
@@ -96,9 +95,7 @@ def test_own_cache_leaves_the_long_word_cache_alone() -> None:
 
 @pytest.mark.parametrize("machine", [AbsentAndNot, OwnCacheAndNot])
 def test_old_and_new_agree(machine: type[AbsentAndNot]) -> None:
-    run = machine.TestCase()
-    run.settings = settings(max_examples=examples(60), stateful_step_count=25, deadline=None)
-    run.runTest()
+    run_machine(machine, 60, 25)
 
 
 @pytest.mark.usefixtures("small_knobs")
@@ -108,9 +105,7 @@ def test_old_and_new_agree_in_small_slices(
 ) -> None:
     # Two words per generation: markers and memos turn old and are dropped all the time.
     monkeypatch.setattr(wo_knobs, "_MEMO_WORDS", 2)
-    run = machine.TestCase()
-    run.settings = settings(max_examples=examples(20), stateful_step_count=25, deadline=None)
-    run.runTest()
+    run_machine(machine, 20, 25)
 
 
 def test_an_absent_word_is_kept_until_a_token_brings_it() -> None:

@@ -15,7 +15,6 @@ import sqlite3
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -35,18 +34,10 @@ from actormem import (
     open_memory,
 )
 from actormem._engine.replica import ReplicaOptions, encode_snapshot
-from tests.pg import Proxy, fresh_database, sql
+from tests.pg import FAST, Proxy, sql
 
-FAST = ReplicaOptions(
-    log_timeout=2.0, poll_interval=0.1, access_interval=0.1, heartbeat_interval=0.1
-)
 WORDS = "alpha beta gamma delta tool error fix plan ok".split()
 HERE = Path(__file__).resolve().parent
-
-
-@pytest.fixture
-def pg_dsn() -> Iterator[str]:
-    yield from fresh_database()
 
 
 def node(dsn: str, name: str, path: Path | None, **options: Any) -> Any:

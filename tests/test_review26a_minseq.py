@@ -11,24 +11,12 @@ from __future__ import annotations
 
 import json
 import socket
-from collections.abc import Iterator
 
-import pytest
 import trio
 
 from actormem import open_memory
-from actormem._engine.replica import ReplicaOptions
 from actormem.server._run import serve_memory_http
-from tests.pg import fresh_database
-
-FAST = ReplicaOptions(
-    log_timeout=2.0, poll_interval=0.1, access_interval=0.1, heartbeat_interval=0.1
-)
-
-
-@pytest.fixture
-def pg_dsn() -> Iterator[str]:
-    yield from fresh_database()
+from tests.pg import FAST
 
 
 def _abandon(port: int, min_seq: int) -> bytes:

@@ -20,29 +20,15 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 
 import pytest
 import trio
 
 from actormem import Memory, MemoryCategory, MemoryEntry, StorageError, open_memory
-from actormem._engine.replica import ReplicaOptions
 from actormem._storage.log import LogContentError
 from actormem._storage.pglog import PgLog
-from tests.pg import Proxy, fresh_database, sql
-
-FAST = ReplicaOptions(
-    log_timeout=1.0, poll_interval=0.1, access_interval=0.1, heartbeat_interval=0.1
-)
-
-
-@pytest.fixture
-def pg_dsn() -> Iterator[str]:
-    yield from fresh_database()
-
-
-def fact(text: str) -> MemoryEntry:
-    return MemoryEntry.new(MemoryCategory.FACT, text)
+from tests.pg import FAST_FAIL, Proxy, sql
+from tests.setups import fact
 
 
 @pytest.mark.timeout(90)  # before the fix the store hung in its thread (no cancel reaches it)
@@ -54,7 +40,7 @@ async def test_a_stalled_log_fails_the_store_instead_of_hanging(pg_dsn: str) -> 
         await proxy.up(nursery)
         via = proxy.via()
         with trio.fail_after(60):  # the bug: the store below never returned
-            async with open_memory(log=via, name="m", log_options=FAST) as a:
+            async with open_memory(log=via, name="m", log_options=FAST_FAIL) as a:
                 kept = fact("kept before the stall")
                 await a.store(kept)
                 proxy.stall()
@@ -76,7 +62,7 @@ async def test_a_node_frozen_holding_the_row_lock_does_not_block_the_others(
     """A session of the log (as a node's append makes it) takes the memory's row lock
     and then goes silent, as a node paused between its append's statements would: the
     server ends that transaction, so another node's store goes through."""
-    async with open_memory(log=pg_dsn, name="m", log_options=FAST) as a:
+    async with open_memory(log=pg_dsn, name="m", log_options=FAST_FAIL) as a:
         await a.store(fact("first"))
         frozen = await trio.to_thread.run_sync(
             lambda: PgLog.open(pg_dsn, "m", {}, connect_timeout=1.0)
@@ -142,7 +128,7 @@ async def test_a_bad_record_breaks_the_node_with_log_content_error(
 ) -> None:
     """The node stops with LogContentError (its memory broken, the run alive), as for
     any other record it cannot apply."""
-    async with open_memory(log=pg_dsn, name="m", log_options=FAST) as a:
+    async with open_memory(log=pg_dsn, name="m", log_options=FAST_FAIL) as a:
         first = MemoryEntry(category=MemoryCategory.FACT, memory="first", id=uuid.UUID(FIRST_ID))
         await a.store(first)
         _append_raw(pg_dsn, payload)
@@ -157,7 +143,7 @@ async def test_an_empty_store_many_appends_nothing(pg_dsn: str) -> None:
     """``store_many([])`` (what ``GET /readyz`` sends to check the owner answers) is
     answered without a log record: before, each one appended an empty record to the
     shared log, so every readiness probe of every node grew the log and woke every node."""
-    async with open_memory(log=pg_dsn, name="m", log_options=FAST) as a:
+    async with open_memory(log=pg_dsn, name="m", log_options=FAST_FAIL) as a:
         seq = await a.store(fact("first"))
         for _ in range(3):
             await a.store_many([])
@@ -170,7 +156,7 @@ async def test_a_hole_in_the_middle_of_the_log_breaks_the_node(pg_dsn: str) -> N
     with LogContentError naming record 3. Before, each poll applied record 2 to the
     state, met the hole, took it for the log being unreachable, and applied record 2
     again at the next poll (never published, never breaking: wait_applied hung)."""
-    async with open_memory(log=pg_dsn, name="m", log_options=FAST) as a:
+    async with open_memory(log=pg_dsn, name="m", log_options=FAST_FAIL) as a:
         first = MemoryEntry(category=MemoryCategory.FACT, memory="first", id=uuid.UUID(FIRST_ID))
         await a.store(first)
         hit = ACCESS % b'1,"2026-01-01T00:00:00+00:00"'

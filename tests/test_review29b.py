@@ -26,34 +26,21 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import attrs
 import pytest
 import trio
 
-from actormem import MemoryCategory, MemoryEntry, StorageError, open_memory
+from actormem import StorageError, open_memory
 from actormem._engine.bulk import store_all_or_nothing
-from actormem._engine.replica import ReplicaOptions
 from actormem._storage import pglog, sqlite_format
 from actormem._storage.pglog import PgLog, is_transient
 from actormem._storage.sqlite_format import sqlite_reason
 from actormem.cli._main import main
-from tests.pg import Proxy, fresh_database, with_dbname
+from tests.pg import FAST_FAIL, Proxy, with_dbname
+from tests.setups import fact
 
-FAST = ReplicaOptions(
-    log_timeout=1.0, poll_interval=0.1, access_interval=0.1, heartbeat_interval=0.1
-)
 #: Long enough that the blips below never outlast it, whatever the load.
-PATIENT = ReplicaOptions(
-    log_timeout=60.0, poll_interval=0.1, access_interval=0.1, heartbeat_interval=0.1
-)
-
-
-@pytest.fixture
-def pg_dsn() -> Iterator[str]:
-    yield from fresh_database()
-
-
-def fact(text: str) -> MemoryEntry:
-    return MemoryEntry.new(MemoryCategory.FACT, text)
+PATIENT = attrs.evolve(FAST_FAIL, log_timeout=60.0)
 
 
 def digest(path: Path) -> str:
@@ -69,7 +56,7 @@ async def test_a_nodes_file_is_refused_without_its_log(pg_dsn: str, tmp_path: Pa
     on it holds what a node rebuilt from the log alone holds."""
     path = tmp_path / "n.db"
     a, b = fact("from the log A"), fact("from the log B")
-    async with open_memory(log=pg_dsn, name="mem", path=path, log_options=FAST) as node:
+    async with open_memory(log=pg_dsn, name="mem", path=path, log_options=FAST_FAIL) as node:
         await node.store(a)
         await node.store(b)
     before = digest(path)
@@ -91,9 +78,9 @@ async def test_a_nodes_file_is_refused_without_its_log(pg_dsn: str, tmp_path: Pa
     assert digest(path) == before
     wal = Path(f"{path}-wal")
     assert not wal.exists() or wal.stat().st_size == 0  # noqa: ASYNC240
-    async with open_memory(log=pg_dsn, name="mem", path=path, log_options=FAST) as node:
+    async with open_memory(log=pg_dsn, name="mem", path=path, log_options=FAST_FAIL) as node:
         mine = sorted(e.memory for e in node.snapshot())
-    async with open_memory(log=pg_dsn, name="mem", log_options=FAST) as fresh:
+    async with open_memory(log=pg_dsn, name="mem", log_options=FAST_FAIL) as fresh:
         truth = sorted(e.memory for e in fresh.snapshot())
     assert mine == truth == ["from the log A", "from the log B"]
 
@@ -107,7 +94,7 @@ def test_the_cli_reads_a_nodes_file_and_writes_nothing(
     path = tmp_path / "n.db"
 
     async def fill() -> None:
-        async with open_memory(log=pg_dsn, name="mem", path=path, log_options=FAST) as node:
+        async with open_memory(log=pg_dsn, name="mem", path=path, log_options=FAST_FAIL) as node:
             await node.store(fact("a flight to LAX on Friday"))
             await node.store(fact("the hotel is near the beach"))
 
@@ -139,7 +126,7 @@ def test_the_cli_reads_a_nodes_file_and_writes_nothing(
 
 
 async def _fill_log(dsn: str, records: int) -> None:
-    async with open_memory(log=dsn, name="mem", log_options=FAST) as node:
+    async with open_memory(log=dsn, name="mem", log_options=FAST_FAIL) as node:
         for i in range(records):
             await node.store_many([fact(f"fill {i} {j}") for j in range(20)])
 
@@ -226,7 +213,7 @@ async def test_a_nodes_open_fails_when_the_outage_outlasts_log_timeout(pg_dsn: s
         via = proxy.via()
         proxy.down()
         with pytest.raises(StorageError, match="cannot connect") as failed:
-            async with open_memory(log=via, name="mem", log_options=FAST):
+            async with open_memory(log=via, name="mem", log_options=FAST_FAIL):
                 pass  # pragma: no cover
         assert f":{proxy.port}/" in str(failed.value)
         nursery.cancel_scope.cancel()

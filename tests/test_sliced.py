@@ -18,7 +18,7 @@ import trio
 import trio.testing
 
 import actormem._engine.snapshot
-from actormem import MemoryCategory, MemoryEntry, WordOverlapScorer, open_memory
+from actormem import Memory, MemoryCategory, MemoryEntry, WordOverlapScorer, open_memory
 from actormem._engine.snapshot import run_retrieve_sliced
 from actormem._index.scoring import Accept, ReadView, drain
 from actormem._index.wordoverlap import word_overlap_score
@@ -101,19 +101,43 @@ def every_yield_checkpoints(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(actormem._engine.snapshot, "RETRIEVE_SLICE", 0.0)
 
 
+async def stored_at_random(memory: Memory, rng: random.Random) -> list[MemoryEntry]:
+    """120 entries of three random words each stored in ``memory``: the list."""
+    words = ["alpha", "beta", "gamma", "delta", "deploy", "error", "cache"]
+    stored = []
+    for i in range(120):
+        e = _fact(" ".join(rng.choices(words, k=3)) + f" #{i}", rng.choice([0.2, 0.5, 0.9]))
+        await memory.store(e)
+        stored.append(e)
+    return stored
+
+
+async def write_at_random(
+    memory: Memory, rng: random.Random, stored: list[MemoryEntry], query: str, j: int
+) -> None:
+    """One random write, the ``j``-th: a new entry matching ``query`` best, the delete of
+    an entry of ``stored`` (taken out of it), or its rewrite to match ``query``."""
+    op = rng.random()
+    if op < 0.4:
+        # Would outrank everything if it were visible.
+        await memory.store(_fact(f"{query} {query} new {j}", 1.0))
+    elif op < 0.7 and stored:
+        await memory.delete(stored.pop(rng.randrange(len(stored))).id)
+    else:
+        old = stored.pop(rng.randrange(len(stored))) if stored else None
+        if old is not None:
+            new = attrs.evolve(old, memory=f"{query} rewritten {j}", relevance=1.0)
+            await memory.store(new)
+
+
 @pytest.mark.parametrize("seed", range(4))
 async def test_writes_during_a_sliced_retrieve_do_not_change_it(
     seed: int, every_yield_checkpoints: None
 ) -> None:
     rng = random.Random(seed)
-    words = ["alpha", "beta", "gamma", "delta", "deploy", "error", "cache"]
     scorer = _BruteScorer()
     async with open_memory(scorer=scorer) as memory:
-        stored = []
-        for i in range(120):
-            e = _fact(" ".join(rng.choices(words, k=3)) + f" #{i}", rng.choice([0.2, 0.5, 0.9]))
-            await memory.store(e)
-            stored.append(e)
+        stored = await stored_at_random(memory, rng)
         query = "deploy error alpha"
         snap = memory.snapshot()
         expected = _expected(list(snap), query, 10)
@@ -125,17 +149,7 @@ async def test_writes_during_a_sliced_retrieve_do_not_change_it(
         async def writer() -> None:
             nonlocal writes
             for j in range(300):
-                op = rng.random()
-                if op < 0.4:
-                    # Would outrank everything if it were visible.
-                    await memory.store(_fact(f"{query} {query} new {j}", 1.0))
-                elif op < 0.7 and stored:
-                    await memory.delete(stored.pop(rng.randrange(len(stored))).id)
-                else:
-                    old = stored.pop(rng.randrange(len(stored))) if stored else None
-                    if old is not None:
-                        new = attrs.evolve(old, memory=f"{query} rewritten {j}", relevance=1.0)
-                        await memory.store(new)
+                await write_at_random(memory, rng, stored, query, j)
                 writes += 1
 
         async with trio.open_nursery() as nursery:

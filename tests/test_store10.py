@@ -29,7 +29,6 @@ from typing import Any
 
 import attrs
 import pytest
-from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, rule
 
@@ -40,7 +39,7 @@ from actormem._index import kernels
 from actormem._index.wordoverlap import ccore
 from actormem._index.wordoverlap import knobs as wo_knobs
 
-from .strategies import examples
+from .strategies import run_machine
 from .test_store_batch import BASE, TwoPaths, _snapshot
 
 core = pytest.mark.skipif(
@@ -146,9 +145,7 @@ def test_store10_states_agree(monkeypatch: pytest.MonkeyPatch, retry: int) -> No
     monkeypatch.setattr(state_module, "_STORE_C_RETRY", retry)
     monkeypatch.setattr(wo_knobs, "_MASK_BATCH", 3)
     monkeypatch.setattr(wo_knobs, "_RENUMBER_MIN", 4)
-    run = TwoPathsStore10.TestCase()
-    run.settings = settings(max_examples=examples(20), stateful_step_count=20, deadline=None)
-    run.runTest()
+    run_machine(TwoPathsStore10, 20, 20)
 
 
 def _plain(n: int, start: int = 0, namespace: tuple[str, ...] = ()) -> list[MemoryEntry]:

@@ -20,7 +20,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, invariant, rule
 
@@ -29,7 +28,7 @@ from actormem._engine.state import MemoryState
 from actormem._index import kernels
 from actormem._index.wordoverlap import knobs as wo_knobs
 
-from .strategies import examples
+from .strategies import run_machine
 from .test_store_batch import TwoPaths
 
 core = pytest.mark.skipif(
@@ -72,9 +71,7 @@ def test_relevance_append_through_the_store_path(monkeypatch: pytest.MonkeyPatch
     assert state_module._RELEVANCE_APPEND
     assert state_module._SORTED_INTERNALS
     monkeypatch.setattr(wo_knobs, "_MASK_BATCH", 3)
-    run = TinySublists.TestCase()
-    run.settings = settings(max_examples=examples(40), stateful_step_count=30, deadline=None)
-    run.runTest()
+    run_machine(TinySublists, 40, 30)
 
 
 class FastAcquire(TwoPaths):
@@ -116,6 +113,4 @@ def frozen_heap() -> Iterator[None]:
 def test_fast_acquire_through_the_store_path(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(wo_knobs, "_MASK_BATCH", 3)
     monkeypatch.setattr(wo_knobs, "_RENUMBER_MIN", 4)
-    run = FastAcquire.TestCase()
-    run.settings = settings(max_examples=examples(30), stateful_step_count=30, deadline=None)
-    run.runTest()
+    run_machine(FastAcquire, 30, 30)

@@ -42,7 +42,7 @@ from actormem._index.wordoverlap import knobs as wo_knobs
 from actormem._record import Record
 from actormem._storage import sqlite_format
 
-from .strategies import examples
+from .strategies import examples, run_machine
 from .test_acquire_fast import _ordered
 from .test_store_batch import TwoPaths, _snapshot, encoded_both_ways
 from .test_storepath import _structures
@@ -242,9 +242,7 @@ class TwoPathsUntracked(TwoPaths):
 def test_untracked_and_tracked_states_agree(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(wo_knobs, "_MASK_BATCH", 3)
     monkeypatch.setattr(wo_knobs, "_RENUMBER_MIN", 4)
-    run = TwoPathsUntracked.TestCase()
-    run.settings = settings(max_examples=examples(30), stateful_step_count=30, deadline=None)
-    run.runTest()
+    run_machine(TwoPathsUntracked, 30, 30)
     assert _snapshot is not None
 
 

@@ -19,7 +19,6 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import rule
 
@@ -30,7 +29,7 @@ from actormem._index import kernels
 from actormem._index.bm25 import BM25Scorer
 from actormem._index.wordoverlap import knobs as wo_knobs
 
-from .strategies import examples
+from .strategies import run_machine
 from .test_store_batch import BASE, TwoPaths, _snapshot, items
 
 core = pytest.mark.skipif(
@@ -98,9 +97,7 @@ def test_deferred_batch_paths_agree(monkeypatch: pytest.MonkeyPatch) -> None:
     # Small enough that the lists fill masks and renumber the groups.
     monkeypatch.setattr(wo_knobs, "_MASK_BATCH", 3)
     monkeypatch.setattr(wo_knobs, "_RENUMBER_MIN", 4)
-    run = TwoPathsDeferred.TestCase()
-    run.settings = settings(max_examples=examples(40), stateful_step_count=30, deadline=None)
-    run.runTest()
+    run_machine(TwoPathsDeferred, 40, 30)
     assert _snapshot is not None
 
 
@@ -108,9 +105,7 @@ def test_deferred_batch_without_the_core_agrees(monkeypatch: pytest.MonkeyPatch)
     """Without the compiled core, ``add_many`` adds one record after another."""
     monkeypatch.setattr(wo_knobs, "_MASK_BATCH", 3)
     monkeypatch.setattr(kernels, "WO_CORE", False)
-    run = TwoPathsDeferred.TestCase()
-    run.settings = settings(max_examples=examples(15), stateful_step_count=20, deadline=None)
-    run.runTest()
+    run_machine(TwoPathsDeferred, 15, 20)
 
 
 def _entries(n: int, start: int = 0) -> list[MemoryEntry]:

@@ -40,7 +40,7 @@ from actormem._index.substring import SubstringVocab
 from actormem._index.wordoverlap import ccore, masks
 from actormem._index.wordoverlap import knobs as wo_knobs
 
-from .strategies import examples
+from .strategies import examples, run_machine
 from .test_store6 import assert_knob_adds_alike
 from .test_store_batch import BASE, TwoPaths, _snapshot
 
@@ -246,9 +246,7 @@ class TwoPathsStore8(TwoPaths):
 def test_store8_states_agree(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(wo_knobs, "_MASK_BATCH", 3)
     monkeypatch.setattr(wo_knobs, "_RENUMBER_MIN", 4)
-    run = TwoPathsStore8.TestCase()
-    run.settings = settings(max_examples=examples(12), stateful_step_count=20, deadline=None)
-    run.runTest()
+    run_machine(TwoPathsStore8, 12, 20)
 
 
 @core

@@ -35,7 +35,7 @@ from actormem._index.wordoverlap import knobs as wo_knobs
 from actormem._record import Access
 from actormem._storage import sqlite_format
 
-from .strategies import examples
+from .strategies import examples, run_machine
 from .test_storepath import _structures, texts
 
 core = pytest.mark.skipif(
@@ -294,9 +294,7 @@ def test_two_paths_agree(monkeypatch: pytest.MonkeyPatch) -> None:
     # Small enough that the lists fill masks and renumber the groups.
     monkeypatch.setattr(wo_knobs, "_MASK_BATCH", 3)
     monkeypatch.setattr(wo_knobs, "_RENUMBER_MIN", 4)
-    run = TwoPaths.TestCase()
-    run.settings = settings(max_examples=examples(40), stateful_step_count=30, deadline=None)
-    run.runTest()
+    run_machine(TwoPaths, 40, 30)
 
 
 def test_store_many_without_the_core_agrees(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -305,9 +303,7 @@ def test_store_many_without_the_core_agrees(monkeypatch: pytest.MonkeyPatch) -> 
     saved = kernels.WO_CORE
     kernels.WO_CORE = False
     try:
-        run = TwoPaths.TestCase()
-        run.settings = settings(max_examples=examples(15), stateful_step_count=20, deadline=None)
-        run.runTest()
+        run_machine(TwoPaths, 15, 20)
     finally:
         kernels.WO_CORE = saved
 

@@ -10,11 +10,8 @@ import attrs
 import pytest
 import trio
 
-from actormem import InvalidEntryError, Memory, MemoryCategory, MemoryEntry, open_memory
-
-
-def fact(text: str) -> MemoryEntry:
-    return MemoryEntry.new(MemoryCategory.FACT, text)
+from actormem import InvalidEntryError, Memory, open_memory
+from tests.setups import fact
 
 
 async def test_stores_in_order_as_one_request() -> None:

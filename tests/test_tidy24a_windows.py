@@ -25,7 +25,7 @@ import gc
 import os
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from functools import partial
 from pathlib import Path
@@ -36,11 +36,7 @@ import trio
 
 from actormem import Memory, MemoryCategory, MemoryEntry, open_memory, serve_memory
 from actormem._engine import lifecycle
-from actormem._engine.replica import ReplicaOptions
-
-FAST = ReplicaOptions(
-    log_timeout=2.0, poll_interval=0.1, access_interval=0.1, heartbeat_interval=0.1
-)
+from tests.pg import FAST
 
 
 async def _make(path: Path, **options: Any) -> None:
@@ -279,13 +275,6 @@ def test_an_interrupt_right_after_the_open_returned_leaves_nothing(
 
 
 # ------------------------------------------------------------------------- replicas
-
-
-@pytest.fixture
-def pg_dsn() -> Iterator[str]:
-    from tests.pg import fresh_database
-
-    yield from fresh_database()
 
 
 class _Logs:

@@ -35,7 +35,7 @@ from actormem._index.wordoverlap import ccore
 from actormem._index.wordoverlap import knobs as wo_knobs
 from actormem._index.wordoverlap.index import _WordOverlapIndex
 
-from .strategies import examples
+from .strategies import examples, run_machine
 from .test_storepath import _structures, texts
 
 pytestmark = pytest.mark.skipif(
@@ -257,9 +257,7 @@ class ThreePaths(RuleBasedStateMachine):
 
 
 def test_three_paths_agree() -> None:
-    run = ThreePaths.TestCase()
-    run.settings = settings(max_examples=examples(30), stateful_step_count=40, deadline=None)
-    run.runTest()
+    run_machine(ThreePaths, 30, 40)
 
 
 def test_the_index_check_finds_a_stale_cache() -> None:

@@ -19,7 +19,6 @@ from array import array
 from typing import Any
 
 import pytest
-from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
@@ -27,7 +26,7 @@ from actormem._index import kernels
 from actormem._index.substring import SubstringVocab
 from actormem._index.wordoverlap import ccore
 
-from .strategies import examples
+from .strategies import run_machine
 
 pytestmark = pytest.mark.skipif(
     not kernels.WO_CORE_AVAILABLE, reason="the word-overlap core is not built"
@@ -147,9 +146,7 @@ class Collisions(RuleBasedStateMachine):
 
 
 def test_collisions() -> None:
-    run = Collisions.TestCase()
-    run.settings = settings(max_examples=examples(80), stateful_step_count=40, deadline=None)
-    run.runTest()
+    run_machine(Collisions, 80, 40)
 
 
 def _traced(make: Any) -> tuple[Any, int]:

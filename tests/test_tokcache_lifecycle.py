@@ -17,7 +17,6 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
@@ -28,7 +27,7 @@ from actormem._index.images import dump_index
 from actormem._index.wordoverlap import knobs as wo_knobs
 from actormem._record import NEVER
 
-from .strategies import BASE_TIME, examples
+from .strategies import BASE_TIME, run_machine
 from .test_tokcache_collide import LONG, SHORT
 
 pytestmark = pytest.mark.skipif(
@@ -144,6 +143,4 @@ class Lifecycle(RuleBasedStateMachine):
 
 def test_lifecycle(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(wo_knobs, "_RENUMBER_MIN", 4)
-    run = Lifecycle.TestCase()
-    run.settings = settings(max_examples=examples(25), stateful_step_count=30, deadline=None)
-    run.runTest()
+    run_machine(Lifecycle, 25, 30)

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from actormem._index.wordoverlap import ccore
 from actormem._index.wordoverlap import knobs as wo_knobs
 
-from .strategies import examples
+from .setups import knobs_set
+from .strategies import examples, run_machine
 from .test_wordoverlap_bits import CountsOldAndNew
 
 pytestmark = pytest.mark.skipif(ccore.core() is None, reason="the C core is not built")
@@ -138,27 +139,16 @@ class SelectOnAndOffInBytes(SelectOnAndOff):
 @pytest.fixture
 def visit_small() -> Iterator[None]:
     """Small visit parts and steps: sets in several visits, yields inside batches."""
-    names = ("_VISIT", "_STEP")
-    saved = {k: getattr(wo_knobs, k) for k in names}
-    for k, v in zip(names, (16, 3), strict=True):
-        setattr(wo_knobs, k, v)
-    try:
+    with knobs_set(wo_knobs, _VISIT=16, _STEP=3):
         yield
-    finally:
-        for k, v in saved.items():
-            setattr(wo_knobs, k, v)
 
 
 @pytest.mark.parametrize("machine", [SelectOnAndOff, SelectOnAndOffInBytes])
 def test_select_on_and_off_agree(machine: type[CountsOldAndNew]) -> None:
     assert wo_knobs._VISIT_C
-    run = machine.TestCase()
-    run.settings = settings(max_examples=examples(12), stateful_step_count=20, deadline=None)
-    run.runTest()
+    run_machine(machine, 12, 20)
 
 
 @pytest.mark.usefixtures("visit_small")
 def test_select_on_and_off_agree_in_small_parts() -> None:
-    run = SelectOnAndOffInBytes.TestCase()
-    run.settings = settings(max_examples=examples(8), stateful_step_count=20, deadline=None)
-    run.runTest()
+    run_machine(SelectOnAndOffInBytes, 8, 20)

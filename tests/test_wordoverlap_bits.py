@@ -32,7 +32,8 @@ from actormem._index.substring import SubstringVocab
 from actormem._index.wordoverlap import ccore, word_overlap_score
 from actormem._index.wordoverlap import knobs as wo_knobs
 
-from .strategies import examples
+from .setups import knobs_set, stepped
+from .strategies import examples, run_machine
 
 pytestmark = pytest.mark.skipif(
     not kernels.WO_CORE_AVAILABLE, reason="the word-overlap core is not built"
@@ -391,19 +392,13 @@ class BitsAndBytes(RuleBasedStateMachine):
         # Both read a snapshot while the owner stores, deletes and purges between steps.
         live = [rec.entry.id for rec in self.states[False].view().records()]
         query = " ".join(words)
-        gens, done = {}, {}
+        gens = {}
         reading: dict[bool, View] = {}
         self.old.append(reading)  # the vacuum keeps what the retrieves read
         for bits, state in self._each():
             view = reading[bits] = state.view()
             gen = state.index.top_k_steps(view, query, limit, None)  # type: ignore[attr-defined]
-            gens[bits] = gen
-            for _ in range(steps):
-                try:
-                    next(gen)
-                except StopIteration as stop:
-                    done[bits] = stop.value
-                    break
+            gens[bits] = stepped(gen, steps)
         for _, state in self._each():
             if live:
                 state.delete(live[0])
@@ -412,7 +407,7 @@ class BitsAndBytes(RuleBasedStateMachine):
         self.store_many(self.i, 30)
         got = {}
         for bits, _state in self._each():
-            result = done[bits] if bits in done else drain(gens[bits])
+            result = drain(gens[bits])
             got[bits] = [(score, rec.seq) for score, rec in result]
         self.old.remove(reading)
         assert got[True] == got[False], query
@@ -426,31 +421,21 @@ class BitsAndBytes(RuleBasedStateMachine):
 
 
 def test_bits_and_bytes_agree() -> None:
-    run = BitsAndBytes.TestCase()
-    run.settings = settings(max_examples=examples(30), stateful_step_count=20, deadline=None)
-    run.runTest()
+    run_machine(BitsAndBytes, 30, 20)
 
 
 @pytest.fixture
 def small_knobs() -> Iterator[None]:
     """Tiny slices: every sparse set over several calls, every pass over several yields."""
-    names = ("_CHUNK", "_JOIN", "_DENSE", "_DENSE_BITS", "_STEP", "_VISIT", "_BITS_CHUNK")
-    saved = {k: getattr(wo_knobs, k) for k in names}
-    values = (8, 3, 4, 4, 2, 4, 64)
-    for k, v in zip(names, values, strict=True):
-        setattr(wo_knobs, k, v)
-    try:
+    with knobs_set(
+        wo_knobs, _CHUNK=8, _JOIN=3, _DENSE=4, _DENSE_BITS=4, _STEP=2, _VISIT=4, _BITS_CHUNK=64
+    ):
         yield
-    finally:
-        for k, v in saved.items():
-            setattr(wo_knobs, k, v)
 
 
 @pytest.mark.usefixtures("small_knobs")
 def test_bits_and_bytes_agree_in_small_slices() -> None:
-    run = BitsAndBytes.TestCase()
-    run.settings = settings(max_examples=examples(20), stateful_step_count=20, deadline=None)
-    run.runTest()
+    run_machine(BitsAndBytes, 20, 20)
 
 
 class CountsOldAndNew(BitsAndBytes):
@@ -501,16 +486,12 @@ class CountsOldAndNew(BitsAndBytes):
 
 
 def test_counts_old_and_new_agree() -> None:
-    run = CountsOldAndNew.TestCase()
-    run.settings = settings(max_examples=examples(40), stateful_step_count=25, deadline=None)
-    run.runTest()
+    run_machine(CountsOldAndNew, 40, 25)
 
 
 @pytest.mark.usefixtures("small_knobs")
 def test_counts_old_and_new_agree_in_small_slices() -> None:
-    run = CountsOldAndNew.TestCase()
-    run.settings = settings(max_examples=examples(20), stateful_step_count=25, deadline=None)
-    run.runTest()
+    run_machine(CountsOldAndNew, 20, 25)
 
 
 class VisitOldAndNew(CountsOldAndNew):
@@ -533,18 +514,14 @@ class VisitOldAndNewInBytes(CountsOldAndNew):
 
 @pytest.mark.parametrize("machine", [VisitOldAndNew, VisitOldAndNewInBytes])
 def test_visit_in_c_and_numpy_agree(machine: type[CountsOldAndNew]) -> None:
-    run = machine.TestCase()
-    run.settings = settings(max_examples=examples(40), stateful_step_count=25, deadline=None)
-    run.runTest()
+    run_machine(machine, 40, 25)
 
 
 @pytest.mark.usefixtures("small_knobs")
 @pytest.mark.parametrize("machine", [VisitOldAndNew, VisitOldAndNewInBytes])
 def test_visit_in_c_and_numpy_agree_in_small_slices(machine: type[CountsOldAndNew]) -> None:
     # _VISIT = 4, _STEP = 2: every count's groups in several parts, batches and yields.
-    run = machine.TestCase()
-    run.settings = settings(max_examples=examples(20), stateful_step_count=25, deadline=None)
-    run.runTest()
+    run_machine(machine, 20, 25)
 
 
 @settings(max_examples=examples(300), deadline=None)
@@ -719,23 +696,17 @@ class SmallOldAndNewAtOnce(SmallOldAndNew):
 
 
 def test_small_old_and_new_agree() -> None:
-    run = SmallOldAndNew.TestCase()
-    run.settings = settings(max_examples=examples(40), stateful_step_count=25, deadline=None)
-    run.runTest()
+    run_machine(SmallOldAndNew, 40, 25)
 
 
 def test_small_old_and_new_agree_every_group_at_once() -> None:
-    run = SmallOldAndNewAtOnce.TestCase()
-    run.settings = settings(max_examples=examples(40), stateful_step_count=25, deadline=None)
-    run.runTest()
+    run_machine(SmallOldAndNewAtOnce, 40, 25)
 
 
 @pytest.mark.usefixtures("small_knobs")
 def test_small_old_and_new_agree_in_small_slices() -> None:
     # _VISIT = 4: the flat ranking's groups in several parts and batches.
-    run = SmallOldAndNew.TestCase()
-    run.settings = settings(max_examples=examples(20), stateful_step_count=25, deadline=None)
-    run.runTest()
+    run_machine(SmallOldAndNew, 20, 25)
 
 
 @pytest.mark.parametrize("bits_min", [0, 1 << 15])
@@ -802,18 +773,14 @@ class MemoAndNot(BitsAndBytes):
 
 
 def test_memo_and_no_memo_agree() -> None:
-    run = MemoAndNot.TestCase()
-    run.settings = settings(max_examples=examples(60), stateful_step_count=25, deadline=None)
-    run.runTest()
+    run_machine(MemoAndNot, 60, 25)
 
 
 @pytest.mark.usefixtures("small_knobs")
 def test_memo_and_no_memo_agree_in_small_slices(monkeypatch: pytest.MonkeyPatch) -> None:
     # Two words per generation: the memo's generations turn over all the time.
     monkeypatch.setattr(wo_knobs, "_MEMO_WORDS", 2)
-    run = MemoAndNot.TestCase()
-    run.settings = settings(max_examples=examples(20), stateful_step_count=25, deadline=None)
-    run.runTest()
+    run_machine(MemoAndNot, 20, 25)
 
 
 def memo_fixture() -> tuple[MemoryState, Callable[[int, str], None], Callable[[str], set[str]]]:

@@ -18,7 +18,6 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, initialize, invariant, rule
 
@@ -31,7 +30,8 @@ from actormem._index.wordoverlap import ccore
 from actormem._index.wordoverlap import knobs as wo_knobs
 
 from .fallback import one_entry_run
-from .strategies import examples
+from .setups import knobs_set, stepped
+from .strategies import run_machine
 
 pytestmark = pytest.mark.skipif(
     not kernels.WO_CORE_AVAILABLE, reason="the word-overlap core is not built"
@@ -50,13 +50,8 @@ QUERY_WORDS = [*WORDS, "zz", "at", "eplo", "deploy", "status", "srv/app", "stan"
 @pytest.fixture
 def small_knobs() -> Iterator[None]:
     """Tiny budgets, so that the core stops between words and leaves words to Python."""
-    saved = {k: getattr(wo_knobs, k) for k in ("_CHUNK", "_JOIN", "_DENSE", "_STEP")}
-    wo_knobs._CHUNK, wo_knobs._JOIN, wo_knobs._DENSE, wo_knobs._STEP = 8, 3, 4, 2
-    try:
+    with knobs_set(wo_knobs, _CHUNK=8, _JOIN=3, _DENSE=4, _STEP=2):
         yield
-    finally:
-        for k, v in saved.items():
-            setattr(wo_knobs, k, v)
 
 
 def _structures(state: MemoryState) -> tuple[Any, ...]:
@@ -152,25 +147,19 @@ class CoreAndPython(RuleBasedStateMachine):
         # Both read a snapshot while the owner stores and purges between their steps.
         live = [rec.entry.id for rec in self.states[False].view().records()]
         query = " ".join(words)
-        gens, done = {}, {}
+        gens = {}
         for core, state in self._each():
             if live:
                 state.delete(live[0])
             state.publish()
             gen = state.index.top_k_steps(state.view(), query, limit, None)  # type: ignore[attr-defined]
-            gens[core] = gen
-            for _ in range(steps):
-                try:
-                    next(gen)
-                except StopIteration as stop:
-                    done[core] = stop.value
-                    break
+            gens[core] = stepped(gen, steps)
         seen = self.states[False].published
         self.store(new, True, 0.5)
         got = {}
         for core, state in self._each():
             state.vacuum(seen)
-            result = done[core] if core in done else drain(gens[core])
+            result = drain(gens[core])
             got[core] = [(score, rec.seq) for score, rec in result]
         assert got[True] == got[False], query
 
@@ -183,16 +172,12 @@ class CoreAndPython(RuleBasedStateMachine):
 
 
 def test_core_and_python_agree() -> None:
-    run = CoreAndPython.TestCase()
-    run.settings = settings(max_examples=examples(50), stateful_step_count=30, deadline=None)
-    run.runTest()
+    run_machine(CoreAndPython, 50, 30)
 
 
 @pytest.mark.usefixtures("small_knobs")
 def test_core_and_python_agree_in_small_slices() -> None:
-    run = CoreAndPython.TestCase()
-    run.settings = settings(max_examples=examples(40), stateful_step_count=30, deadline=None)
-    run.runTest()
+    run_machine(CoreAndPython, 40, 30)
 
 
 # -- arguments ------------------------------------------------------------------------

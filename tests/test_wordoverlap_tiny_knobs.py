@@ -4,12 +4,11 @@ step, chunk and visit part of one element, the memo's generations of one or two 
 from __future__ import annotations
 
 import pytest
-from hypothesis import settings
 
 from actormem._index import kernels
 from actormem._index.wordoverlap import knobs as wo_knobs
 
-from .strategies import examples
+from .strategies import run_machine
 from .test_memo_absent import AbsentAndNot, OwnCacheAndNot
 from .test_wordoverlap_bits import (
     CountsOldAndNew,
@@ -51,9 +50,7 @@ def tiny_knobs(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
     [VisitOldAndNew, VisitOldAndNewInBytes, CountsOldAndNew, AbsentAndNot, OwnCacheAndNot],
 )
 def test_old_and_new_agree_at_the_tiniest_knobs(machine: type[CountsOldAndNew]) -> None:
-    run = machine.TestCase()
-    run.settings = settings(max_examples=examples(15), stateful_step_count=20, deadline=None)
-    run.runTest()
+    run_machine(machine, 15, 20)
 
 
 def test_new_wrappers_refuse_huge_ints_and_unaligned_buffers_before_c() -> None:

@@ -422,6 +422,36 @@ done:
 
 /* ------------------------------------------------------------------ word overlap */
 
+/* The counts array of wo_count_dense and wo_count_sparse (one-dimensional, C-contiguous,
+ * writable and aligned, of uint8, uint16 or int64) held in *counts: its item size (1, 2
+ * or 8), or 0 with ValueError set and nothing held. Inlined: wo_count_sparse is called
+ * once per _JOIN group numbers, and a call costs as much as a short batch. */
+static inline __attribute__((always_inline)) int
+get_counts(PyObject *o_counts, Py_buffer *counts)
+{
+    if (PyObject_GetBuffer(o_counts, counts,
+                           PyBUF_FORMAT | PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
+        PyErr_SetString(PyExc_ValueError, "counts: not a contiguous writable buffer");
+        return 0;
+    }
+    char c = fmt_char(counts);
+    int width = counts->ndim == 1 && ((counts->itemsize == 1 && c == 'B') ||
+                                      (counts->itemsize == 2 && c == 'H') ||
+                                      (counts->itemsize == 8 && (c == 'q' || c == 'l')))
+                    ? (int)counts->itemsize
+                    : 0;
+    if (!width) {
+        PyBuffer_Release(counts);
+        PyErr_SetString(PyExc_ValueError, "counts: not uint8, uint16 or int64");
+        return 0;
+    }
+    if (check_aligned(counts, "counts") < 0) {
+        PyBuffer_Release(counts);
+        return 0;
+    }
+    return width;
+}
+
 /* counts[lo..hi) += m * set[lo..hi); counts of 1, 2 or 8 bytes. `restrict`: the two
  * never overlap (kernels.py passes distinct arrays), so the loops vectorise. */
 #define DEFINE_ADD_DENSE(NAME, T)                                                    \
@@ -465,26 +495,8 @@ wo_count_dense(PyObject *self, PyObject *args)
         return NULL;
     }
     Py_buffer counts;
-    if (PyObject_GetBuffer(o_counts, &counts,
-                           PyBUF_FORMAT | PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
-        PyErr_SetString(PyExc_ValueError, "counts: not a contiguous writable buffer");
-        return NULL;
-    }
-    char c = fmt_char(&counts);
-    int width = counts.ndim == 1 && ((counts.itemsize == 1 && c == 'B') ||
-                                     (counts.itemsize == 2 && c == 'H') ||
-                                     (counts.itemsize == 8 && (c == 'q' || c == 'l')))
-                    ? (int)counts.itemsize
-                    : 0;
-    if (!width) {
-        PyBuffer_Release(&counts);
-        PyErr_SetString(PyExc_ValueError, "counts: not uint8, uint16 or int64");
-        return NULL;
-    }
-    if (check_aligned(&counts, "counts") < 0) {
-        PyBuffer_Release(&counts);
-        return NULL;
-    }
+    int width = get_counts(o_counts, &counts);
+    if (!width) return NULL;
     if (lo < 0 || hi < lo || hi > LEN(counts)) {
         PyBuffer_Release(&counts);
         return range_error("lo/hi");
@@ -583,27 +595,9 @@ wo_count_sparse(PyObject *self, PyObject *args)
     }
     Py_buffer counts, gids, mark;
     int has_mark = o_mark != Py_None;
-    if (PyObject_GetBuffer(o_counts, &counts,
-                           PyBUF_FORMAT | PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) {
-        PyErr_SetString(PyExc_ValueError, "counts: not a contiguous writable buffer");
-        return NULL;
-    }
+    int width = get_counts(o_counts, &counts);
+    if (!width) return NULL;
     PyObject *result = NULL;
-    char c = fmt_char(&counts);
-    int width = counts.ndim == 1 && ((counts.itemsize == 1 && c == 'B') ||
-                                     (counts.itemsize == 2 && c == 'H') ||
-                                     (counts.itemsize == 8 && (c == 'q' || c == 'l')))
-                    ? (int)counts.itemsize
-                    : 0;
-    if (!width) {
-        PyBuffer_Release(&counts);
-        PyErr_SetString(PyExc_ValueError, "counts: not uint8, uint16 or int64");
-        return NULL;
-    }
-    if (check_aligned(&counts, "counts") < 0) {
-        PyBuffer_Release(&counts);
-        return NULL;
-    }
     if (get(o_gids, &gids, K_I32, 0, "gids") < 0) {
         PyBuffer_Release(&counts);
         return NULL;

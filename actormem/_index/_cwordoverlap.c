@@ -2476,6 +2476,17 @@ bits_count(PyObject *self, PyObject *args)
     return PyLong_FromUnsignedLongLong(c);
 }
 
+/* Set bit g of the bitset b for each group number 0 <= g < n of g[lo:hi]: the loop
+ * of bits_set, bits_join and bits_join_slice. O(hi - lo). */
+static inline void
+set_group_bits(uint64_t *b, const int32_t *g, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t n)
+{
+    for (Py_ssize_t i = lo; i < hi; i++) {
+        int32_t num = g[i];
+        if (num >= 0 && num < n) b[num >> 6] |= (uint64_t)1 << (num & 63);
+    }
+}
+
 PyDoc_STRVAR(bits_set_doc,
 "bits_set(bits, gids, lo, hi, n) -> None\n\n"
 "Set bit g of the bitset bits (uint64) for each group number 0 <= g < n of\n"
@@ -2498,14 +2509,7 @@ bits_set(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "n/lo/hi out of range");
         goto done;
     }
-    {
-        uint64_t *b = bb.buf;
-        const int32_t *g = gb.buf;
-        for (Py_ssize_t i = lo; i < hi; i++) {
-            int32_t num = g[i];
-            if (num >= 0 && num < n) b[num >> 6] |= (uint64_t)1 << (num & 63);
-        }
-    }
+    set_group_bits(bb.buf, gb.buf, lo, hi, n);
     result = Py_NewRef(Py_None);
 done:
     PyBuffer_Release(&gb);
@@ -2554,12 +2558,7 @@ bits_join(PyObject *self, PyObject *args)
             got++;
         }
         Py_buffer *lst = &ring[j % RING];
-        const int32_t *g = lst->buf;
-        uint64_t *b = bb.buf;
-        for (Py_ssize_t i = 0; i < LEN(*lst); i++) {
-            int32_t num = g[i];
-            if (num >= 0 && num < n) b[num >> 6] |= (uint64_t)1 << (num & 63);
-        }
+        set_group_bits(bb.buf, lst->buf, 0, LEN(*lst), n);
         PyBuffer_Release(lst);
     }
     result = Py_NewRef(Py_None);
@@ -2591,14 +2590,7 @@ bits_join_slice(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "n, start or stop out of range");
         goto done;
     }
-    {
-        const int32_t *g = lst.buf;
-        uint64_t *b = bb.buf;
-        for (Py_ssize_t i = start; i < stop; i++) {
-            int32_t num = g[i];
-            if (num >= 0 && num < n) b[num >> 6] |= (uint64_t)1 << (num & 63);
-        }
-    }
+    set_group_bits(bb.buf, lst.buf, start, stop, n);
     result = Py_NewRef(Py_None);
 done:
     PyBuffer_Release(&bb);

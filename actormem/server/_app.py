@@ -585,12 +585,7 @@ def create_app(
     async def store(body: EntryIn) -> Response:
         entry = _to_entry(body, "body")
         seq = await memory.store(entry)
-        stored_id = entry.id
-        if entry.key is not None:  # a key upsert keeps the replaced entry's id
-            now = await memory.get_by_key(entry.namespace, entry.key)
-            if now is not None:
-                stored_id = now.id
-        return JSONResponse({"id": str(stored_id), "seq": seq})
+        return JSONResponse({"id": str(await _stored_id(entry)), "seq": seq})
 
     @app.post(
         "/v1/batch",
@@ -605,13 +600,17 @@ def create_app(
             raise _Refused(422, refusal, "entries")
         entries = [_to_entry(e, f"entries[{i}]") for i, e in enumerate(body.entries)]
         await memory.store_many(entries)
-        ids = []
-        for entry in entries:  # a key upsert keeps the replaced entry's id, as /v1/entries
-            stored = None
-            if entry.key is not None:
-                stored = await memory.get_by_key(entry.namespace, entry.key)
-            ids.append(str(entry.id if stored is None else stored.id))
+        ids = [str(await _stored_id(entry)) for entry in entries]
         return JSONResponse({"stored": len(entries), "ids": ids})
+
+    async def _stored_id(entry: MemoryEntry) -> uuid.UUID:
+        """The id ``entry`` was stored under: a key upsert keeps the replaced entry's id
+        (the entry now under its key's)."""
+        if entry.key is not None:
+            now = await memory.get_by_key(entry.namespace, entry.key)
+            if now is not None:
+                return now.id
+        return entry.id
 
     @app.delete(
         "/v1/entries/{entry_id}",
