@@ -12,7 +12,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from hypothesis import settings
 
 from actormem import MemoryCategory, MemoryEntry, WordOverlapScorer
 from actormem._engine.state import MemoryState
@@ -21,7 +20,7 @@ from actormem._index.wordoverlap import ccore, word_overlap_score
 from actormem._index.wordoverlap import knobs as wo_knobs
 from actormem._index.wordoverlap.matchsets import MatchFinder
 
-from .strategies import examples
+from .strategies import run_machine
 from .test_wordoverlap_bits import CountsOldAndNew
 
 pytestmark = pytest.mark.skipif(ccore.core() is None, reason="the C core is not built")
@@ -47,9 +46,7 @@ class LeftCachedInBits(CountsOldAndNew):
 @pytest.mark.parametrize("machine", [LeftCachedInBytes, LeftCachedInBits])
 def test_left_cached_on_and_off_agree(machine: type[CountsOldAndNew]) -> None:
     assert wo_knobs._LEFT_CACHED
-    run = machine.TestCase()
-    run.settings = settings(max_examples=examples(30), stateful_step_count=25, deadline=None)
-    run.runTest()
+    run_machine(machine, 30, 25)
 
 
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
