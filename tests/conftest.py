@@ -91,3 +91,18 @@ def pg_dsn() -> Iterator[str]:
     from .pg import fresh_database
 
     yield from fresh_database()
+
+
+@pytest.fixture(autouse=True)
+def _signal_handlers_restored() -> Iterator[None]:
+    """SIGINT's and SIGTERM's handlers as they were before each test. A test that runs
+    the CLI in this process (``run_command``, ``main``) can leave them changed on
+    purpose: the CLI's SIGTERM handler stays installed for the process that runs it,
+    and a committed ``import`` ignores both signals until that process ends
+    (docs/cli.md). A later test would then see them, and the test process would no
+    longer end on a SIGTERM (a reviewer's ``kill`` of the suite did nothing)."""
+    before = {number: signal.getsignal(number) for number in (signal.SIGINT, signal.SIGTERM)}
+    yield
+    for number, handler in before.items():
+        if handler is not None and signal.getsignal(number) is not handler:
+            signal.signal(number, handler)
