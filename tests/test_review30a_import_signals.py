@@ -142,3 +142,46 @@ def test_the_process_ends_with_143_whatever_signal_comes_second(tmp_path: Path) 
         f"actormem import: interrupted (SIGTERM): nothing imported: {db} was not created\n"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl"]
+
+
+_DEFAULT_SIGTERM = textwrap.dedent(
+    """
+    import os, signal, sys
+    from actormem import MemoryCategory, MemoryEntry
+    from actormem._engine import bulk
+    from actormem._storage import sqlite
+
+    real_create = sqlite._create
+
+    def create(path):
+        real_create(path)
+        os.kill(os.getpid(), signal.SIGTERM)  # noted while the new file is made
+
+    sqlite._create = create
+    assert signal.getsignal(signal.SIGTERM) == signal.SIG_DFL
+    entry = MemoryEntry(category=MemoryCategory.FACT, memory="x")
+    bulk.store_all_or_nothing(sys.argv[1], [entry], remove_if_created=True)
+    print("returned")
+    """
+)
+
+
+def test_a_default_sigterm_ends_a_library_caller_after_the_new_file_is_removed(
+    tmp_path: Path,
+) -> None:
+    """rv30b: a program that calls ``store_all_or_nothing`` itself, SIGTERM's action the
+    default one: the noted signal ended the process (``raise_signal``) before the
+    cleanup, leaving the new file, its ``-wal``, ``-shm`` and lock. Now the cleanup runs
+    first, then the process ends by SIGTERM as the signal would have ended it."""
+    db = tmp_path / "lib.db"
+    env = dict(os.environ, PYTHONPATH=str(_ROOT))
+    done = subprocess.run(
+        [sys.executable, "-c", _DEFAULT_SIGTERM, str(db)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == -signal.SIGTERM, (done.returncode, done.stdout, done.stderr)
+    assert "returned" not in done.stdout
+    assert list(tmp_path.iterdir()) == []

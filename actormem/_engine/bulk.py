@@ -142,16 +142,27 @@ def _hold_signals(caught: list[int]) -> dict[int, Any]:
     return previous
 
 
+class _DefaultAction(BaseException):
+    """A noted signal whose handler was the default action (end the process): raised
+    by :func:`_act_on` so that the cleanup runs first (a new file removed), then acted
+    on by :func:`store_all_or_nothing` on its way out."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
 def _act_on(signum: int, previous: dict[int, Any]) -> None:
     """Do what the handler ``previous[signum]`` (put back already) would have done with
     a signal :func:`_hold_signals` noted: call it (Ctrl-C: ``KeyboardInterrupt``, the
-    CLI's SIGTERM exception), or end the process as the default action would. Raises
-    ``KeyboardInterrupt`` if the handler returns. O(1)."""
+    CLI's SIGTERM exception), or, for the default action, raise :class:`_DefaultAction`
+    (the process then ends once the cleanup has run). Raises ``KeyboardInterrupt`` if
+    the handler returns. O(1)."""
     handler = previous[signum]
     if callable(handler):
         handler(signum, None)  # KeyboardInterrupt, or the CLI's SIGTERM exception
     elif handler == signal.SIG_DFL:
-        signal.raise_signal(signum)  # ends the process, as the signal would have
+        raise _DefaultAction(signum)
     raise KeyboardInterrupt
 
 
@@ -210,6 +221,28 @@ def store_all_or_nothing(
     Runtime complexity: O(file size + n (T + log n)) for n entries in all, plus the
     transaction (O(bytes written)).
     """
+    try:
+        return _store_all_or_nothing(
+            path, entries, durability, vectors, report, remove_if_created, signals_stay_dropped
+        )
+    except _DefaultAction as exc:
+        # A signal whose action was the default one came before the commit: the file is
+        # unchanged (a new one removed); end the process as the signal would have.
+        signal.raise_signal(exc.signum)
+        raise KeyboardInterrupt from None  # (where the default action did not end it)
+
+
+def _store_all_or_nothing(
+    path: str | os.PathLike[str],
+    entries: list[MemoryEntry],
+    durability: Durability,
+    vectors: Mapping[uuid.UUID, JsonVector] | None,
+    report: Callable[[BulkResult], None] | None,
+    remove_if_created: bool,
+    signals_stay_dropped: bool,
+) -> BulkResult:
+    """:func:`store_all_or_nothing`'s work, which raises :class:`_DefaultAction` for a
+    signal to act on once its cleanup has run."""
     # Creating a new file and recording that this call created it (``store.created``,
     # what lets the cleanup remove it) happen with SIGINT and SIGTERM only noted: a
     # signal in between (the directory's fsync can take a while) left an empty file

@@ -1169,6 +1169,12 @@ def run_command(argv: Sequence[str] | None = None) -> NoReturn:
     threads is left; otherwise (another command, an error, a flush that fails, a
     non-daemon thread) through ``sys.exit``, the interpreter's own teardown. The exit
     status is the same either way. Never returns.
+
+    SIGINT and SIGTERM are left as the command leaves them for the process's end (after
+    an ``import``, ignored, so that no late signal turns its 0, 130 or 143 into a death
+    by signal; the CLI's SIGTERM handler otherwise). A program that runs the CLI in its
+    own process and goes on after catching the ``SystemExit`` (``runpy``, IPython's
+    ``%run -m actormem``) should call :func:`main` instead, which puts them back.
     """
     global _ending_process
     _ending_process = True
