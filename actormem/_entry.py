@@ -12,6 +12,7 @@ import enum
 import math
 import os
 import uuid
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,6 +32,7 @@ __all__ = [
     "MemoryCategory",
     "MemoryEntry",
     "ScoredEntry",
+    "check_entry_batch",
     "check_lookup_key",
 ]
 
@@ -239,6 +241,33 @@ def check_lookup_key(namespace: Any, key: Any) -> tuple[str, ...]:
     except InvalidEntryError as exc:
         raise InvalidQueryError(str(exc)) from None
     return ns
+
+
+def check_entry_batch(entries: Iterable[MemoryEntry]) -> tuple[MemoryEntry, ...]:
+    """``tuple(entries)`` for ``store_many``, checked: every item a :class:`MemoryEntry`
+    (so :class:`~actormem.Memory` and the HTTP clients, which check before sending,
+    refuse the same batches with the same messages). Reads ``entries`` once. O(m).
+
+    Raises:
+        TypeError: ``entries`` is one entry, a str or bytes, or not iterable; an item
+            is not a :class:`MemoryEntry` ("store_many() entries[2] is a str, ...").
+    """
+    if isinstance(entries, (MemoryEntry, str, bytes)):
+        raise TypeError(
+            f"store_many() takes an iterable of MemoryEntry, not one {type(entries).__name__}"
+        )
+    try:
+        batch = tuple(entries)
+    except TypeError:
+        raise TypeError(
+            f"store_many() takes an iterable of MemoryEntry, not {type(entries).__name__}"
+        ) from None
+    for index, entry in enumerate(batch):
+        if not isinstance(entry, MemoryEntry):
+            raise TypeError(
+                f"store_many() entries[{index}] is a {type(entry).__name__}, not a MemoryEntry"
+            )
+    return batch
 
 
 def _convert_ttl(value: Any) -> float | None:

@@ -64,7 +64,13 @@ import numpy as np
 import outcome
 import trio
 
-from .._entry import MemoryCategory, MemoryEntry, ScoredEntry, check_lookup_key
+from .._entry import (
+    MemoryCategory,
+    MemoryEntry,
+    ScoredEntry,
+    check_entry_batch,
+    check_lookup_key,
+)
 from .._errors import (
     ActorMemError,
     EmbeddingError,
@@ -492,7 +498,7 @@ class Memory(metaclass=NoPublicConstructor):
                 the list: none of the list is stored; the memory stays usable.
             trio.ClosedResourceError, trio.BrokenResourceError: See the class docs.
         """
-        batch = _entry_batch(entries)
+        batch = check_entry_batch(entries)
         if self._storage is not None or self._replica is not None:  # else nothing to check
             for entry in batch:
                 self._check_storable(entry)
@@ -1321,26 +1327,6 @@ class Memory(metaclass=NoPublicConstructor):
                 if req.waits:
                     replies.append((req, outcome.Value(None)))
             return
-
-
-def _entry_batch(entries: Iterable[MemoryEntry]) -> tuple[MemoryEntry, ...]:
-    """``tuple(entries)``, checked: every item a :class:`MemoryEntry`. O(m)."""
-    if isinstance(entries, (MemoryEntry, str, bytes)):
-        raise TypeError(
-            f"store_many() takes an iterable of MemoryEntry, not one {type(entries).__name__}"
-        )
-    try:
-        batch = tuple(entries)
-    except TypeError:
-        raise TypeError(
-            f"store_many() takes an iterable of MemoryEntry, not {type(entries).__name__}"
-        ) from None
-    for index, entry in enumerate(batch):
-        if not isinstance(entry, MemoryEntry):
-            raise TypeError(
-                f"store_many() entries[{index}] is a {type(entry).__name__}, not a MemoryEntry"
-            )
-    return batch
 
 
 async def _run_owner(memory: Memory, receive: trio.MemoryReceiveChannel[_Request]) -> None:

@@ -55,7 +55,7 @@ from .._engine.snapshot import (
     check_thresholds,
     make_filter,
 )
-from .._entry import MemoryEntry, ScoredEntry, check_lookup_key
+from .._entry import MemoryEntry, ScoredEntry, check_entry_batch, check_lookup_key
 from .._errors import InvalidEntryError, InvalidQueryError, RemoteError, TransportError
 from .._stats import ConsolidationStats, MemoryStatistics
 from .._storage.jsonl import entry_from_json, entry_to_json
@@ -189,14 +189,7 @@ def _store_call(entry: MemoryEntry) -> _Call[int | None]:
 
 
 def _store_many_call(entries: Iterable[MemoryEntry]) -> _Call[None]:
-    if isinstance(entries, (MemoryEntry, str, bytes)):
-        kind = type(entries).__name__
-        raise TypeError(f"store_many() takes an iterable of MemoryEntry, not one {kind}")
-    listed = list(entries)  # once: a generator is read here only
-    for index, entry in enumerate(listed):  # (Memory.store_many's words)
-        if not isinstance(entry, MemoryEntry):
-            kind = type(entry).__name__
-            raise TypeError(f"store_many() entries[{index}] is a {kind}, not a MemoryEntry")
+    listed = check_entry_batch(entries)  # once: a generator is read here only
     body = {"entries": [_entry_json(e, "store_many()") for e in listed]}
     refusal = batch_tags_refusal(len({tag for e in listed for tag in e.tags}))
     if refusal is not None:
