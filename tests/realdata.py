@@ -21,3 +21,14 @@ def real_file(name: str) -> Path:
             pytest.fail(f"{reason}; CI=true requires it")
         pytest.skip(reason)
     return path
+
+
+def needs_real_file(name: str) -> pytest.MarkDecorator:
+    """A mark for a test or module that reads ``../shared/data/<name>``: skipped with the
+    reason where it is absent (a user's fresh clone), run under ``CI=true`` (where an
+    absent file then fails the test, as :func:`real_file` does)."""
+    path = DATA / name
+    return pytest.mark.skipif(
+        not path.is_file() and os.environ.get("CI") != "true",
+        reason=f"real data {path} is absent (see shared/data/README.md)",
+    )

@@ -12,11 +12,10 @@ from pathlib import Path
 import pytest
 
 from stress import bench_store64
-from stress._bench_data import DEFAULT_DATA
 
-pytestmark = pytest.mark.skipif(
-    not (DEFAULT_DATA / "locomo10.json").exists(), reason="../shared/data is not there"
-)
+from .realdata import needs_real_file
+
+pytestmark = needs_real_file("locomo10.json")
 
 ROOT = Path(bench_store64.__file__).resolve().parent.parent
 

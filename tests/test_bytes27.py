@@ -13,9 +13,9 @@ from actormem._index import kernels
 from stress import _bench_columns
 from stress._bench_data import DEFAULT_DATA, entries, load_corpus
 
-pytestmark = pytest.mark.skipif(
-    not (DEFAULT_DATA / "locomo10.json").exists(), reason="../shared/data is not there"
-)
+from .realdata import needs_real_file
+
+pytestmark = needs_real_file("locomo10.json")
 
 
 @pytest.mark.parametrize("shared_buffer", [True, False])

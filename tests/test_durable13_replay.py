@@ -13,6 +13,8 @@ import pytest
 
 from stress import commit_replay
 
+from .realdata import real_file
+
 
 def _row(seq: int, memory: str, count: int = 0) -> tuple[Any, ...]:
     """An ``entries`` row (sqlite_format.COLUMNS) for the prototype's table."""
@@ -84,8 +86,7 @@ def test_record_keeps_every_commit_the_close_flush_included(tmp_path: Path) -> N
     # durable27: the close's flush of held-back access updates calls ``_write`` with a
     # third argument (``checkpoint``), which the recording wrapper refused (TypeError
     # at the close: nothing recorded).
-    root = Path(commit_replay.__file__).resolve().parent.parent
-    data = root.parent / "shared" / "data" / "tool_calls.jsonl"
+    data = real_file("tool_calls.jsonl")
     out = tmp_path / "batches.pickle"
     commit_replay.record(
         str(out),

@@ -30,6 +30,7 @@ from actormem._storage.jsonl import JsonlError
 from actormem.agent import _toolcalls
 from actormem.eval import _cli as eval_cli
 
+from .realdata import real_file
 from .strategies import examples
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -289,9 +290,7 @@ def test_read_once_missing_and_directory(tmp_path: Path) -> None:
 
 
 def test_read_once_shared_data() -> None:
-    path = ROOT.parent / "shared" / "data" / "tool_lookups.jsonl"
-    if not path.exists():
-        pytest.skip("no shared data")
+    path = real_file("tool_lookups.jsonl")
     fast, slow = _both(path)
     assert fast == slow
 

@@ -36,6 +36,7 @@ from actormem.agent._toolcalls import ToolCall, read_tool_calls
 from actormem.cli import _swarm
 from actormem.cli._swarm import Removals, check_accounting
 
+from .realdata import real_file
 from .strategies import examples
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -305,9 +306,7 @@ def test_files_read_the_same_either_way(
 
 
 def test_the_shared_tool_calls_read_the_same_either_way() -> None:
-    path = ROOT.parent / "shared" / "data" / "tool_calls.jsonl"
-    if not path.exists():
-        pytest.skip("no shared data")
+    path = real_file("tool_calls.jsonl")
     on, off = _read_both(path)
     assert on == off
     assert on[0] == "ok"

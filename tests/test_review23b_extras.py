@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from .realdata import DATA, needs_real_file
+
 _PRELUDE = textwrap.dedent(
     """
     import sys
@@ -107,10 +109,10 @@ def test_the_cli_names_the_dense_extra_without_a_traceback(
     ), done.stderr
 
 
-_LOCOMO = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "locomo10.json"
+_LOCOMO = DATA / "locomo10.json"
 
 
-@pytest.mark.skipif(not _LOCOMO.is_file(), reason=f"{_LOCOMO} not found (see its README)")
+@needs_real_file("locomo10.json")
 def test_eval_locomo_names_the_dense_extra_without_a_traceback(tmp_path: Path) -> None:
     """The dense model is loaded once the evaluation starts, past the eval command's
     own ImportError handler: the CLI's mapping must name the extra."""

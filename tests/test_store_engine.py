@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from stress._bench_data import DEFAULT_DATA
 from stress.store_engine import StubScorer, main
 
-pytestmark = pytest.mark.skipif(
-    not (DEFAULT_DATA / "locomo10.json").exists(), reason="../shared/data is not there"
-)
+from .realdata import needs_real_file
+
+pytestmark = needs_real_file("locomo10.json")
 
 
 def test_store_engine_runs_every_cell(capsys: pytest.CaptureFixture[str]) -> None:
