@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import pytest
+from hypothesis import strategies as st
 
 from actormem import BM25Scorer, MemoryCategory, MemoryEntry
 from actormem._index import kernels
@@ -28,6 +29,20 @@ from .test_bm25_core import NOW, Three
 from .test_bm25_length_codes import _lists as _code_lists
 from .test_bm25_length_codes import walk
 from .test_store_batch import BASE
+
+#: The mark of a test file of the compiled BM25 core: skipped where it is not built.
+NEEDS_CORE = pytest.mark.skipif(
+    not kernels.bm25_core_active(), reason="the compiled BM25 core is not built"
+)
+
+#: Hypothesis's strategies for :func:`walk_lists`'s (and :func:`daat_case`'s) arguments:
+#: ``@given(**LISTS, ...)``.
+LISTS = {
+    "seed": st.integers(0, 2**32 - 1),
+    "nlen": st.integers(1, 12_000),
+    "nterms": st.integers(1, 6),
+    "top_length": st.sampled_from([128, 40_000]),
+}
 
 # --------------------------------------------------------------------------- the index
 

@@ -26,14 +26,22 @@ from hypothesis import strategies as st
 from actormem._index import kernels
 from actormem._index.scoring import drain
 
-from .bm25_cases import Case, corpus, daat_case, group_table, heap, index_agrees, walk_lists
+from .bm25_cases import (
+    LISTS,
+    NEEDS_CORE,
+    Case,
+    corpus,
+    daat_case,
+    group_table,
+    heap,
+    index_agrees,
+    walk_lists,
+)
 from .setups import bad_more_refused
 from .strategies import examples
 from .test_bm25_core import read_sliced
 
-pytestmark = pytest.mark.skipif(
-    not kernels.bm25_core_active(), reason="the compiled BM25 core is not built"
-)
+pytestmark = NEEDS_CORE
 
 
 def _drive(
@@ -59,10 +67,7 @@ def _drive(
 
 
 @given(
-    seed=st.integers(0, 2**32 - 1),
-    nlen=st.integers(1, 12_000),
-    nterms=st.integers(1, 6),
-    top_length=st.sampled_from([128, 40_000]),
+    **LISTS,
     limit=st.sampled_from([1, 3, 10, 100]),
     budget=st.sampled_from([1, 100, 16_384, 1 << 20]),
     version=st.integers(1, 3),

@@ -27,19 +27,24 @@ from hypothesis import strategies as st
 
 from actormem._index import kernels
 
-from .bm25_cases import by_daat, by_query, corpus, daat_case, group_table, index_agrees, walk_lists
+from .bm25_cases import (
+    LISTS,
+    NEEDS_CORE,
+    by_daat,
+    by_query,
+    corpus,
+    daat_case,
+    group_table,
+    index_agrees,
+    walk_lists,
+)
 from .strategies import examples
 
-pytestmark = pytest.mark.skipif(
-    not kernels.bm25_core_active(), reason="the compiled BM25 core is not built"
-)
+pytestmark = NEEDS_CORE
 
 
 @given(
-    seed=st.integers(0, 2**32 - 1),
-    nlen=st.integers(1, 12_000),
-    nterms=st.integers(1, 6),
-    top_length=st.sampled_from([128, 40_000]),
+    **LISTS,
     limit=st.sampled_from([1, 3, 10, 100, 200]),
     budget=st.sampled_from([1, 100, 16_384, 1 << 20]),
     version=st.integers(1, 3),

@@ -23,19 +23,14 @@ from hypothesis import strategies as st
 from actormem._index import kernels
 from actormem._index.bm25 import knobs as bm25_knobs
 
-from .bm25_cases import by_daat, by_query, corpus, daat_case, index_agrees
+from .bm25_cases import LISTS, NEEDS_CORE, by_daat, by_query, corpus, daat_case, index_agrees
 from .strategies import examples
 
-pytestmark = pytest.mark.skipif(
-    not kernels.bm25_core_active(), reason="the compiled BM25 core is not built"
-)
+pytestmark = NEEDS_CORE
 
 
 @given(
-    seed=st.integers(0, 2**32 - 1),
-    nlen=st.integers(1, 12_000),
-    nterms=st.integers(1, 6),
-    top_length=st.sampled_from([128, 40_000]),
+    **LISTS,
     limit=st.sampled_from([1, 3, 10, 100]),
     budget=st.sampled_from([1, 100, 16_384, 1 << 20]),
     filtered=st.booleans(),

@@ -19,7 +19,6 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -27,14 +26,12 @@ from actormem._index import kernels
 from actormem._index.bm25 import knobs as bm25_knobs
 from actormem._index.bm25.postings import length_codes
 
-from .bm25_cases import agree_with_brute_force, bad_flags_refused, corpus
+from .bm25_cases import NEEDS_CORE, agree_with_brute_force, bad_flags_refused, corpus
 from .setups import knobs_set, theta_at_rank
 from .strategies import examples
 from .test_bm25_length_codes import _exact, _lists, walk
 
-pytestmark = pytest.mark.skipif(
-    not kernels.bm25_core_active(), reason="the compiled BM25 core is not built"
-)
+pytestmark = NEEDS_CORE
 
 KNOBS = ("_LOOKUP_CODES", "_PREFETCH_SEEDS", "_SPARSE_CLEAR", "_PREFETCH_OFFERS")
 

@@ -31,15 +31,14 @@ from actormem._index import kernels
 from actormem._index.bm25 import knobs as bm25_knobs
 from actormem._index.bm25.postings import dense_fill, dense_make, length_codes
 
+from .bm25_cases import NEEDS_CORE
 from .setups import theta_at_rank
 from .strategies import examples
 from .test_bm25 import brute_force
 from .test_bm25_core import NOW, Three
 from .test_bm25_length_codes import _exact
 
-pytestmark = pytest.mark.skipif(
-    not kernels.bm25_core_active(), reason="the compiled BM25 core is not built"
-)
+pytestmark = NEEDS_CORE
 
 K1, B, SLACK_UP = 1.2, 0.75, 1.0 + 1e-9
 

@@ -22,22 +22,19 @@ from array import array
 from typing import Any
 
 import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actormem._index import kernels
 from actormem._index.bm25.postings import length_codes
 
-from .bm25_cases import bad_flags_refused, index_agrees
+from .bm25_cases import NEEDS_CORE, bad_flags_refused, index_agrees
 from .setups import theta_at_rank
 from .strategies import examples
 from .test_bm25_length_codes import _exact, walk
 from .test_bm25_length_codes import _lists as _code_lists
 
-pytestmark = pytest.mark.skipif(
-    not kernels.bm25_core_active(), reason="the compiled BM25 core is not built"
-)
+pytestmark = NEEDS_CORE
 
 
 def _lists(seed: int, nlen: int, nterms: int, top_length: int) -> tuple[Any, list[Any], Any]:

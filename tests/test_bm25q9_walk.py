@@ -25,23 +25,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actormem._index import kernels
-
-from .bm25_cases import bad_flags_refused, index_agrees, walk_lists, walk_steps
+from .bm25_cases import LISTS, NEEDS_CORE, bad_flags_refused, index_agrees, walk_lists, walk_steps
 from .setups import theta_at_rank
 from .strategies import examples
 from .test_bm25_length_codes import _exact
 
-pytestmark = pytest.mark.skipif(
-    not kernels.bm25_core_active(), reason="the compiled BM25 core is not built"
-)
+pytestmark = NEEDS_CORE
 
 
 @given(
-    seed=st.integers(0, 2**32 - 1),
-    nlen=st.integers(1, 12_000),
-    nterms=st.integers(1, 6),
-    top_length=st.sampled_from([128, 40_000]),
+    **LISTS,
     room=st.sampled_from([1, 7, 64, 4096]),
     theta=st.sampled_from([-np.inf, 0.0, 0.3, 1.0, 2.5, 5.0, np.inf]),
     budget=st.sampled_from([1, 100, 1 << 20]),
