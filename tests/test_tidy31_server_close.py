@@ -23,6 +23,7 @@ from actormem import open_memory
 from .serverproc import exchange, serve_port
 
 _CLOSE = b"GET /readyz HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+_HTTP10 = b"GET /readyz HTTP/1.0\r\nHost: t\r\n\r\n"  # no keep-alive: the end of it too
 _BODY = b'{"category": "fact", "memory": "sent behind a close"}'
 _STORE = (
     b"POST /v1/entries HTTP/1.1\r\nHost: t\r\nContent-Type: application/json\r\n"
@@ -30,9 +31,10 @@ _STORE = (
 )
 
 
+@pytest.mark.parametrize("first", [_CLOSE, _HTTP10], ids=["close", "http1.0"])
 @pytest.mark.parametrize("slow", [True, False], ids=["slow-answer", "fast-answer"])
 async def test_the_answer_to_a_close_request_is_sent_and_what_follows_ignored(
-    slow: bool, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    first: bytes, slow: bool, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
     stop = trio.Event()
@@ -55,7 +57,7 @@ async def test_the_answer_to_a_close_request_is_sent_and_what_follows_ignored(
             port = await serve_port(nursery, memory, stop)
 
             async def client() -> None:
-                sent = _CLOSE + _STORE + _STORE
+                sent = first + _STORE + _STORE
                 answers.append(await trio.to_thread.run_sync(exchange, port, sent))
 
             async with trio.open_nursery() as clients:
