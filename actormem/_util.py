@@ -18,6 +18,7 @@ __all__ = [
     "ignored_stop_signals",
     "install_hint",
     "read_token_file",
+    "replace_stop_handlers",
     "sequence_of",
 ]
 
@@ -80,14 +81,35 @@ def sequence_of(value: Any, what: str, item: str) -> tuple[Any, ...]:
         ) from None
 
 
+#: The signals that ask a command to stop: Ctrl-C's and ``kill``'s.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
 def ignored_stop_signals() -> frozenset[int]:
     """SIGINT and SIGTERM where they are ignored now (``SIG_IGN``: a shell without job
     control starts ``actormem swarm &`` with SIGINT ignored). A command that receives them
     through ``trio.open_signal_receiver`` drops these, so that an ignored signal stays
     ignored. O(1)."""
-    return frozenset(
-        s for s in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(s) is signal.SIG_IGN
-    )
+    return frozenset(s for s in STOP_SIGNALS if signal.getsignal(s) is signal.SIG_IGN)
+
+
+def replace_stop_handlers(
+    handler: Callable[[int, Any], Any], signals: tuple[int, ...] = STOP_SIGNALS
+) -> dict[int, Any]:
+    """Put ``handler`` on ``signals`` (SIGINT and SIGTERM) and return the handlers it
+    replaced, by signal number, for the caller to put back. A signal ignored now
+    (``SIG_IGN``: by the parent, e.g. ``actormem import ... &`` in a script) stays
+    ignored and is left out; off the main thread nothing changes (``{}``): signal
+    handlers can only be set there. The signal juggling of the CLI's ``import``
+    (``_stop_once``), its SIGTERM (``_on_sigterm``) and the bulk commit
+    (``_engine/bulk.py``'s ``_hold_signals``). O(1)."""
+    previous: dict[int, Any] = {}
+    if threading.current_thread() is not threading.main_thread():
+        return previous
+    for number in signals:
+        if signal.getsignal(number) is not signal.SIG_IGN:
+            previous[number] = signal.signal(number, handler)
+    return previous
 
 
 def install_hint(extra: str) -> str:

@@ -29,18 +29,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actormem._index import kernels
-from actormem._index.bm25 import knobs as bm25_knobs
 
-from .setups import bad_more_refused, each_setting
+from .bm25_cases import LISTS, NEEDS_CORE, bad_flags_refused, index_agrees, walk_lists, walk_steps
+from .setups import theta_at_rank
 from .strategies import examples
 from .test_bm25_length_codes import _exact
-from .test_bm25q6_lookups import agree_with_brute_force, corpus
-from .test_bm25q9_walk import _lists
-from .test_bm25q9_walk import _steps as q9_steps
 
-pytestmark = pytest.mark.skipif(
-    not kernels.bm25_core_active(), reason="the compiled BM25 core is not built"
-)
+pytestmark = NEEDS_CORE
 
 
 def _steps(
@@ -48,21 +43,18 @@ def _steps(
     seed: int, scan: bool, knobs: bool = True, clear: int = 2, prefetch: bool = False,
     ones: bool = True,
 ) -> list[Any]:  # fmt: skip
-    """``test_bm25q9_walk._steps``; ``knobs`` False: the walk's table, cut and scan all
+    """``bm25_cases.walk_steps``; ``knobs`` False: the walk's table, cut and scan all
     off; ``prefetch``: the walk's prefetch asked for (the eight-lane walk, where the CPU
     has AVX-512, or the scalar loop with it; the scan's loop has none); ``ones`` False:
     no table of parts (every part computed)."""
-    return q9_steps(
+    return walk_steps(
         terms, lengths, parts, room, theta, budget, seed, knobs and ones, knobs, prefetch,
         scan, clear,
     )  # fmt: skip
 
 
 @given(
-    seed=st.integers(0, 2**32 - 1),
-    nlen=st.integers(1, 12_000),
-    nterms=st.integers(1, 6),
-    top_length=st.sampled_from([128, 40_000]),
+    **LISTS,
     room=st.sampled_from([1, 7, 100, 1000, 4096]),
     theta=st.sampled_from([-np.inf, 0.0, 0.3, 1.0, 2.5, 5.0, np.inf]),
     budget=st.sampled_from([1, 100, 1 << 20]),
@@ -82,13 +74,11 @@ def test_scan_same_steps(
     ``rank`` > 0: theta is the rank-th best exact score, a group exactly at it;
     ``weight``: the last term's weight replaced (0: a part of 0.0; below 0: the scan
     is not taken)."""
-    lengths, terms, parts = _lists(seed, nlen, nterms, top_length)
+    lengths, terms, parts = walk_lists(seed, nlen, nterms, top_length)
     if weight is not None:
         wi, _, *rest = terms[-1]
         terms[-1] = (weight, max(weight, 0.0) * 2.0, *rest)
-    if rank:
-        scores = sorted((s for s in _exact(terms, lengths, parts).values() if s > 0), reverse=True)
-        theta = scores[rank - 1] if rank <= len(scores) else theta
+    theta = theta_at_rank(_exact(terms, lengths, parts), rank, theta)
     seed_term = min(seed_term, nterms - 1)
     args = (terms, lengths, parts, room, theta, budget, seed_term)
     want = _steps(*args, False, True, clear, prefetch)
@@ -183,12 +173,7 @@ def test_index_scan_agrees_with_reference(seed: int, count: int) -> None:
     snapshot: the scan on and off (the cut on and off) give the pure-Python reference's
     top-k (``Three.query`` asserts every path equal) and the brute force's, scores and
     ties."""
-    three, old, queries = corpus(seed, count)
-    each_setting(
-        bm25_knobs,
-        ("_SCAN_MARKS", "_MARK_CUT"),
-        lambda on: agree_with_brute_force(three, old, queries, on),
-    )
+    index_agrees(seed, count, ("_SCAN_MARKS", "_MARK_CUT"))
 
 
 @given(seed=st.integers(0, 2**32 - 1), count=st.integers(1, 200), amd=st.booleans())
@@ -197,17 +182,7 @@ def test_index_scalar_on_amd_agrees(seed: int, count: int, amd: bool) -> None:
     """``knobs._SCALAR_ON_AMD`` on and off, the CPU taken as AMD's or not (on an AMD CPU
     with AVX-512 the eight-lane walk or the scalar loop, with the scan on or off): the
     brute force's top-k, scores and ties."""
-    saved = kernels.CPU_IS_AMD
-    kernels.CPU_IS_AMD = amd
-    try:
-        three, old, queries = corpus(seed, count)
-        each_setting(
-            bm25_knobs,
-            ("_SCALAR_ON_AMD", "_SCAN_MARKS"),
-            lambda on: agree_with_brute_force(three, old, queries, on),
-        )
-    finally:
-        kernels.CPU_IS_AMD = saved
+    index_agrees(seed, count, ("_SCALAR_ON_AMD", "_SCAN_MARKS"), CPU_IS_AMD=amd)
 
 
 def test_cpu_vendor(tmp_path: Any) -> None:
@@ -226,12 +201,9 @@ def test_cpu_vendor(tmp_path: Any) -> None:
 
 
 def test_bad_scan_flag_refused() -> None:
-
-    lengths, terms, parts = _lists(3, 100, 2, 300)
-    args = (terms, lengths, parts, 16, True, True, 1.0, True, True, True, True, True, None)
-    for bad in (1, None, "yes"):
-        with pytest.raises(TypeError, match="scan_marks"):
-            kernels.Bm25Daat(*args, scan_marks=bad)  # type: ignore[arg-type]
-    daat = kernels.Bm25Daat(*args, mark_cut=True, scan_marks=True)
-    assert daat._more == 512 | 1024
-    bad_more_refused(daat, lengths, parts)
+    bad_flags_refused(
+        walk_lists(3, 100, 2, 300),
+        ("scan_marks",),
+        {"mark_cut": True, "scan_marks": True},
+        512 | 1024,
+    )

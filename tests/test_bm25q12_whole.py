@@ -19,84 +19,55 @@ from __future__ import annotations
 import random
 from typing import Any
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actormem import MemoryCategory, MemoryEntry
 from actormem._index import kernels
-from actormem._index.bm25 import knobs as bm25_knobs
 from actormem._index.scoring import drain
-from actormem._record import Record
 
-from .setups import bad_more_refused, each_setting
+from .bm25_cases import (
+    LISTS,
+    NEEDS_CORE,
+    Case,
+    corpus,
+    daat_case,
+    group_table,
+    heap,
+    index_agrees,
+    walk_lists,
+)
+from .setups import bad_more_refused
 from .strategies import examples
 from .test_bm25_core import read_sliced
-from .test_bm25q6_lookups import agree_with_brute_force, corpus
-from .test_bm25q9_walk import _lists
-from .test_store_batch import BASE
 
-pytestmark = pytest.mark.skipif(
-    not kernels.bm25_core_active(), reason="the compiled BM25 core is not built"
-)
-
-_ENTRY = MemoryEntry(category=MemoryCategory.FACT, memory="x", created_at=BASE)
-
-
-def _table(rng: random.Random, nlen: int) -> tuple[list[Any], Any]:
-    """Group slots as the index's columns hold them (a record, a list by seq, or None)
-    for ``nlen`` groups, records born 1-3 and some dead at 2 or 3; the first seq of each
-    group (int64)."""
-    slots: list[Any] = []
-    first = np.zeros(nlen, np.int64)
-    seq = 0
-    order = list(range(nlen))
-    rng.shuffle(order)  # seqs not in group order: ties are passed over by seq
-    for num in range(nlen):
-        if rng.random() < 0.05:
-            slots.append(None)
-            continue
-        recs = []
-        base = 3 * order[num]
-        for k in range(rng.choice([1, 1, 1, 2, 3])):
-            rec = Record(_ENTRY, born=rng.randint(1, 3), seq=base + k)
-            if rng.random() < 0.2:
-                rec.died = rng.randint(2, 3)
-            recs.append(rec)
-        seq = max(seq, base + 3)
-        first[num] = recs[0].seq
-        slots.append(recs if len(recs) > 1 else recs[0])
-    return slots, first
+pytestmark = NEEDS_CORE
 
 
 def _drive(
-    terms: list[Any], lengths: Any, parts: Any, table: list[Any], first: Any, limit: int,
-    budget: int, accept: Any, version: int, to_end: bool,
-) -> tuple[list[Any], list[int], int]:  # fmt: skip
-    """One query through the core's heap as ``search._core_steps`` drives it: the best
-    records (score as bytes, seq, record id), the cursors and the postings walked."""
+    case: Case, limit: int, budget: int, version: int, to_end: bool
+) -> tuple[list[Any], list[int], int]:
+    """One query through the core's heap as ``search._core_steps`` drives it, seeded by
+    the term of the highest bound: the best records (:func:`~tests.bm25_cases.heap`),
+    the cursors and the postings walked."""
     from actormem._index import _cbm25
 
+    terms = case.terms
     daat = kernels.Bm25Daat(
-        terms, lengths, parts, max(limit, 4096), True, False, 0.8, True, True, True, False,
-        True, None, prefetch_seeds=True, sparse_clear=True, prefetch_offers=True,
+        terms, case.lengths, case.parts, max(limit, 4096), True, False, 0.8, True, True, True,
+        False, True, None, prefetch_seeds=True, sparse_clear=True, prefetch_offers=True,
     )  # fmt: skip
-    daat.offer_to(table, version, accept, limit, max(limit, 128), columns=True)
+    daat.offer_to(case.table, version, case.accept, limit, max(limit, 128), columns=True)
     before = _cbm25.bm25_walked()
     seed = max(range(len(terms)), key=lambda i: terms[i][1])
-    daat.drive(budget, seed, max(limit, 128), first)
-    while not daat.drive(budget, first=first, to_end=to_end):
+    daat.drive(budget, seed, max(limit, 128), case.first)
+    while not daat.drive(budget, first=case.first, to_end=to_end):
         assert not to_end, "to_end returned before the end"
-    best = [(np.float64(s).tobytes(), r.seq, id(r)) for s, r in daat.best()]
-    return best, daat._cursors.tolist(), _cbm25.bm25_walked() - before
+    return heap(daat.best()), daat._cursors.tolist(), _cbm25.bm25_walked() - before
 
 
 @given(
-    seed=st.integers(0, 2**32 - 1),
-    nlen=st.integers(1, 12_000),
-    nterms=st.integers(1, 6),
-    top_length=st.sampled_from([128, 40_000]),
+    **LISTS,
     limit=st.sampled_from([1, 3, 10, 100]),
     budget=st.sampled_from([1, 100, 16_384, 1 << 20]),
     version=st.integers(1, 3),
@@ -110,12 +81,9 @@ def test_to_end_same_as_steps(
 ) -> None:  # fmt: skip
     """The walk to its end in one call: the same heap, cursors and postings walked as one
     call a step (a budget of one posting: a step a window)."""
-    lengths, terms, parts = _lists(seed, nlen, nterms, top_length)
-    slots, first = _table(random.Random(seed), nlen)
-    accept = (lambda rec: rec.seq % 3 != 1) if filtered else None
-    args = (terms, lengths, parts, slots, first if ties else None, limit, budget, accept, version)
-    steps = _drive(*args, False)
-    whole = _drive(*args, True)
+    case = daat_case(seed, nlen, nterms, top_length, ties=ties, filtered=filtered)
+    steps = _drive(case, limit, budget, version, False)
+    whole = _drive(case, limit, budget, version, True)
     assert whole == steps
 
 
@@ -125,12 +93,7 @@ def test_index_whole_agrees_with_reference(seed: int, count: int) -> None:
     """Texts of one to 300 words, common and rare words, a deletion and an older
     snapshot: the knob on and off give the pure-Python reference's top-k (``Three.query``
     asserts every path equal) and the brute force's, scores and ties."""
-    three, old, queries = corpus(seed, count)
-    each_setting(
-        bm25_knobs,
-        ("_WHOLE_DRIVE",),
-        lambda on: agree_with_brute_force(three, old, queries, on),
-    )
+    index_agrees(seed, count, ("_WHOLE_DRIVE",))
 
 
 @given(seed=st.integers(0, 2**32 - 1), count=st.integers(20, 200), limit=st.sampled_from([1, 5]))
@@ -165,8 +128,8 @@ def test_drained_and_sliced_agree(seed: int, count: int, limit: int) -> None:
 
 def test_bad_to_end_refused() -> None:
     """``to_end`` not a bool, or with a seed, is refused before C; nothing moves."""
-    lengths, terms, parts = _lists(3, 100, 2, 300)
-    slots, first = _table(random.Random(3), 100)
+    lengths, terms, parts = walk_lists(3, 100, 2, 300)
+    slots, first = group_table(random.Random(3), 100)
     daat = kernels.Bm25Daat(terms, lengths, parts, 16, True)
     with pytest.raises(ValueError, match="offer_to"):
         daat.drive(100, to_end=True)

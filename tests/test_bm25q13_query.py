@@ -26,81 +26,25 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actormem._index import kernels
-from actormem._index.bm25 import knobs as bm25_knobs
-from actormem._index.bm25.postings import dense_make, length_codes
 
-from .setups import each_setting
-from .strategies import examples
-from .test_bm25q6_lookups import agree_with_brute_force, corpus
-from .test_bm25q9_walk import _lists
-from .test_bm25q12_whole import _table
-
-pytestmark = pytest.mark.skipif(
-    not kernels.bm25_core_active(), reason="the compiled BM25 core is not built"
+from .bm25_cases import (
+    LISTS,
+    NEEDS_CORE,
+    by_daat,
+    by_query,
+    corpus,
+    daat_case,
+    group_table,
+    index_agrees,
+    walk_lists,
 )
+from .strategies import examples
 
-#: Bm25Daat's bools after ``codes`` (the search's defaults but the CPU-dependent ones).
-_FLAGS = {
-    "lookup_codes": True, "prefetch_seeds": True, "sparse_clear": True,
-    "prefetch_offers": True, "dense_tfs": True, "sparse_quarter": True,
-    "scalar_no_prefetch": True, "walk_ones": True, "mark_cut": True, "scan_marks": True,
-}  # fmt: skip
-
-
-def _with_dense(terms: list[Any], nlen: int) -> list[Any]:
-    """Each term with its dense frequency array (``bits, upto, dpos``) over its groups
-    below two thirds of ``nlen`` (those above are sought in the list)."""
-    return [(*term[:7], *dense_make(term[2], term[3], nlen, 2 * nlen // 3)) for term in terms]
-
-
-def _by_daat(
-    terms: list[Any], lengths: Any, parts: Any, codes: Any, table: list[Any], first: Any,
-    limit: int, budget: int, accept: Any, version: int, seed: int,
-) -> tuple[list[Any], int]:  # fmt: skip
-    """The query through ``Bm25Daat`` as ``search._core_steps`` drives a drained one: the
-    best records (score as bytes, seq, record id) and the postings walked."""
-    from actormem._index import _cbm25
-
-    daat = kernels.Bm25Daat(
-        terms, lengths, parts, max(limit, 4096), True, False, 0.8, True, True, True, False,
-        True, codes, **_FLAGS,
-    )  # fmt: skip
-    daat.offer_to(table, version, accept, limit, max(limit, 128), columns=True)
-    before = _cbm25.bm25_walked()
-    daat.drive(budget, seed, max(limit, 128), first)
-    assert daat.drive(budget, first=first, to_end=True)
-    best = [(np.float64(s).tobytes(), r.seq, id(r)) for s, r in daat.best()]
-    return best, _cbm25.bm25_walked() - before
-
-
-def _by_query(
-    terms: list[Any], lengths: Any, parts: Any, codes: Any, table: list[Any], first: Any,
-    limit: int, budget: int, accept: Any, version: int, seed: int, one_call: bool,
-    scratch: bool,
-) -> tuple[list[Any], int]:  # fmt: skip
-    """The same query through ``kernels.bm25_query`` (``scratch``: the walk's scratch
-    made once a call)."""
-    from actormem._index import _cbm25
-
-    prefetch, more = kernels.daat_flags(
-        False, True, True, True, False, True, *_FLAGS.values()
-    )  # fmt: skip
-    flags = (prefetch, more | (kernels.CALL_SCRATCH if scratch else 0))
-    before = _cbm25.bm25_walked()
-    got = kernels.bm25_query(
-        terms, lengths, parts, max(limit, 4096), flags, 0.8, codes,
-        (table, version, accept, limit, first, True), [seed], max(limit, 128), budget,
-        one_call,
-    )  # fmt: skip
-    best = [(np.float64(s).tobytes(), r.seq, id(r)) for s, r in got]
-    return best, _cbm25.bm25_walked() - before
+pytestmark = NEEDS_CORE
 
 
 @given(
-    seed=st.integers(0, 2**32 - 1),
-    nlen=st.integers(1, 12_000),
-    nterms=st.integers(1, 6),
-    top_length=st.sampled_from([128, 40_000]),
+    **LISTS,
     limit=st.sampled_from([1, 3, 10, 100, 200]),
     budget=st.sampled_from([1, 100, 16_384, 1 << 20]),
     version=st.integers(1, 3),
@@ -116,18 +60,14 @@ def test_query_same_as_daat(
     """``bm25_query`` in one call (the seeding then the walk) and in two, the walk's
     scratch made once a call or once a step: the same heap and postings walked as
     ``Bm25Daat``'s seeding and walk to the end (any seed term)."""
-    lengths, terms, parts = _lists(seed, nlen, nterms, top_length)
-    codes = length_codes(lengths) if coded else None
-    if coded:
-        terms = _with_dense(terms, nlen)
-    slots, first = _table(random.Random(seed), nlen)
-    accept = (lambda rec: rec.seq % 3 != 1) if filtered else None
-    start = random.Random(seed).randrange(len(terms))
-    args = (terms, lengths, parts, codes, slots, first if ties else None, limit, budget)
-    want = _by_daat(*args, accept, version, start)
+    case = daat_case(
+        seed, nlen, nterms, top_length, codes=coded, dense=coded, ties=ties, filtered=filtered
+    )
+    want = by_daat(case, limit, budget, version)
     for one_call in (True, False):
         for scratch in (True, False):
-            assert _by_query(*args, accept, version, start, one_call, scratch) == want
+            got = by_query(case, limit, budget, version, one_call=one_call, scratch=scratch)
+            assert got == want
 
 
 @given(seed=st.integers(0, 2**32 - 1), count=st.integers(1, 200))
@@ -137,12 +77,11 @@ def test_index_fast_agrees_with_reference(seed: int, count: int) -> None:
     snapshot, queries with repeated words: the knobs on and off give the pure-Python
     reference's top-k (``Three.query`` asserts every path equal) and the brute force's,
     scores and ties."""
-    three, old, queries = corpus(seed, count)
-    queries.append("r1 r1 c0 r2 r2 r2 c3 nope")  # weights of 2 and 3, an unknown word
-    each_setting(
-        bm25_knobs,
+    index_agrees(
+        seed,
+        count,
         ("_QUERY_FAST", "_ONE_CALL", "_CALL_SCRATCH"),
-        lambda on: agree_with_brute_force(three, old, queries, on),
+        ["r1 r1 c0 r2 r2 r2 c3 nope"],  # weights of 2 and 3, an unknown word
     )
 
 
@@ -190,8 +129,8 @@ def test_bad_seed_then_walk_refused() -> None:
     stays empty."""
     from actormem._index import _cbm25
 
-    lengths, terms, parts = _lists(5, 200, 3, 300)
-    slots, _ = _table(random.Random(5), 200)
+    lengths, terms, parts = walk_lists(5, 200, 3, 300)
+    slots, _ = group_table(random.Random(5), 200)
     q = len(terms)
     cursors = np.zeros(q, np.int64)
     nums, scores = np.empty(64, np.int64), np.empty(64, np.float64)

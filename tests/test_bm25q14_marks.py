@@ -2,7 +2,7 @@
 (``knobs._SPARSE_MARKS``, ``bm25_daat``'s ``more & 16384``, :data:`kernels.SPARSE_MARKS`,
 on a CPU without AVX-512: ``kernels.CPU_HAS_AVX512``).
 
-The kernel: lists of 0.1-30% of up to 12,000 groups (``test_bm25q9_walk._lists``: sparse
+The kernel: lists of 0.1-30% of up to 12,000 groups (``bm25_cases.walk_lists``: sparse
 and dense windows, the choice made again at each), the length codes with and without
 dense arrays, a table of records, a filter or none, any budget and limit: ``bm25_query``
 with the flag gives ``Bm25Daat``'s seeding and walk to the end (every window scanned) the
@@ -14,54 +14,23 @@ only without AVX-512. stress/asan_kernels.sh runs this file.
 
 from __future__ import annotations
 
-import random
 from typing import Any
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actormem._index import kernels
 from actormem._index.bm25 import knobs as bm25_knobs
-from actormem._index.bm25.postings import length_codes
 
-from .setups import each_setting
+from .bm25_cases import LISTS, NEEDS_CORE, by_daat, by_query, corpus, daat_case, index_agrees
 from .strategies import examples
-from .test_bm25q6_lookups import agree_with_brute_force, corpus
-from .test_bm25q9_walk import _lists
-from .test_bm25q12_whole import _table
-from .test_bm25q13_query import _FLAGS, _by_daat, _with_dense
 
-pytestmark = pytest.mark.skipif(
-    not kernels.bm25_core_active(), reason="the compiled BM25 core is not built"
-)
-
-
-def _query(
-    terms: list[Any], lengths: Any, parts: Any, codes: Any, table: list[Any], first: Any,
-    limit: int, budget: int, accept: Any, seed: int, sparse: bool, scratch: bool,
-) -> tuple[list[Any], int]:  # fmt: skip
-    """The query through ``kernels.bm25_query`` in one call, with the sparse windows
-    walked marking by the cut (``sparse``) or every window scanned."""
-    from actormem._index import _cbm25
-
-    prefetch, more = kernels.daat_flags(False, True, True, True, False, True, *_FLAGS.values())
-    more |= (kernels.CALL_SCRATCH if scratch else 0) | (kernels.SPARSE_MARKS if sparse else 0)
-    before = _cbm25.bm25_walked()
-    got = kernels.bm25_query(
-        terms, lengths, parts, max(limit, 4096), (prefetch, more), 0.8, codes,
-        (table, 2, accept, limit, first, True), [seed], max(limit, 128), budget,
-    )  # fmt: skip
-    best = [(np.float64(s).tobytes(), r.seq, id(r)) for s, r in got]
-    return best, _cbm25.bm25_walked() - before
+pytestmark = NEEDS_CORE
 
 
 @given(
-    seed=st.integers(0, 2**32 - 1),
-    nlen=st.integers(1, 12_000),
-    nterms=st.integers(1, 6),
-    top_length=st.sampled_from([128, 40_000]),
+    **LISTS,
     limit=st.sampled_from([1, 3, 10, 100]),
     budget=st.sampled_from([1, 100, 16_384, 1 << 20]),
     filtered=st.booleans(),
@@ -74,18 +43,12 @@ def test_sparse_marks_same_as_daat(
 ) -> None:  # fmt: skip
     """With the sparse windows walked marking by the cut (the scratch once a call or a
     step): the heap and postings walked of ``Bm25Daat``, every window scanned."""
-    lengths, terms, parts = _lists(seed, nlen, nterms, top_length)
-    codes = length_codes(lengths)
-    if dense:
-        terms = _with_dense(terms, nlen)
-    slots, first = _table(random.Random(seed), nlen)
-    accept = (lambda rec: rec.seq % 3 != 1) if filtered else None
-    start = random.Random(seed).randrange(len(terms))
-    args = (terms, lengths, parts, codes, slots, first, limit, budget, accept)
-    want = _by_daat(*args, 2, start)
+    case = daat_case(seed, nlen, nterms, top_length, codes=True, dense=dense, filtered=filtered)
+    want = by_daat(case, limit, budget, 2)
     for scratch in (True, False):
-        assert _query(*args, start, True, scratch) == want, scratch
-    assert _query(*args, start, False, True) == want
+        got = by_query(case, limit, budget, 2, scratch=scratch, more=kernels.SPARSE_MARKS)
+        assert got == want, scratch
+    assert by_query(case, limit, budget, 2, scratch=True) == want
 
 
 @given(seed=st.integers(0, 2**32 - 1), count=st.integers(1, 200), avx512=st.booleans())
@@ -95,17 +58,7 @@ def test_index_sparse_marks_agree(seed: int, count: int, avx512: bool) -> None:
     ``_SCAN_MARKS`` on and off, the CPU taken as having AVX-512 or not, give the
     pure-Python reference's top-k (``Three.query`` asserts every path equal) and the
     brute force's, scores and ties."""
-    saved = kernels.CPU_HAS_AVX512
-    kernels.CPU_HAS_AVX512 = avx512
-    try:
-        three, old, queries = corpus(seed, count)
-        each_setting(
-            bm25_knobs,
-            ("_SPARSE_MARKS", "_SCAN_MARKS"),
-            lambda on: agree_with_brute_force(three, old, queries, on),
-        )
-    finally:
-        kernels.CPU_HAS_AVX512 = saved
+    index_agrees(seed, count, ("_SPARSE_MARKS", "_SCAN_MARKS"), CPU_HAS_AVX512=avx512)
 
 
 def test_flag_only_without_avx512(monkeypatch: pytest.MonkeyPatch) -> None:

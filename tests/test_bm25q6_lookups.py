@@ -14,30 +14,24 @@ ties. Bad flags are refused by Python and by C. stress/asan_kernels.sh runs this
 
 from __future__ import annotations
 
-import random
 from array import array
 from contextlib import AbstractContextManager
 from typing import Any
 
 import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actormem import BM25Scorer
 from actormem._index import kernels
 from actormem._index.bm25 import knobs as bm25_knobs
 from actormem._index.bm25.postings import length_codes
 
-from .setups import bad_more_refused, knobs_set
+from .bm25_cases import NEEDS_CORE, agree_with_brute_force, bad_flags_refused, corpus
+from .setups import knobs_set, theta_at_rank
 from .strategies import examples
-from .test_bm25 import brute_force
-from .test_bm25_core import NOW, Three
 from .test_bm25_length_codes import _exact, _lists, walk
 
-pytestmark = pytest.mark.skipif(
-    not kernels.bm25_core_active(), reason="the compiled BM25 core is not built"
-)
+pytestmark = NEEDS_CORE
 
 KNOBS = ("_LOOKUP_CODES", "_PREFETCH_SEEDS", "_SPARSE_CLEAR", "_PREFETCH_OFFERS")
 
@@ -56,12 +50,6 @@ def _steps(
 
 
 MORE = st.tuples(st.booleans(), st.booleans(), st.booleans())
-
-
-def _at_rank(terms: list[Any], lengths: Any, parts: Any, rank: int, theta: float) -> float:
-    """The rank-th best exact score (``theta`` for rank 0 or too few groups above 0)."""
-    scores = sorted((s for s in _exact(terms, lengths, parts).values() if s > 0), reverse=True)
-    return scores[rank - 1] if 0 < rank <= len(scores) else theta
 
 
 def test_sparse_clear_leaves_no_score_behind() -> None:
@@ -106,7 +94,7 @@ def test_short_lengths_same_steps(
     a group sits exactly at it."""
     lengths, terms, parts = _lists(seed, nlen, nterms, 128)
     codes = length_codes(lengths)
-    theta = _at_rank(terms, lengths, parts, rank, theta)
+    theta = theta_at_rank(_exact(terms, lengths, parts), rank, theta)
     seed_term = min(seed_term, nterms - 1)
     args = (terms, lengths, parts, room, theta, budget, simd, codes)
     want = _steps(*args, (False, False, False), seed_term)
@@ -135,7 +123,7 @@ def test_long_lengths_every_group_at_theta(
     lengths, terms, parts = _lists(seed, nlen, nterms, 40_000)
     codes = length_codes(lengths)
     exact = _exact(terms, lengths, parts)
-    theta = _at_rank(terms, lengths, parts, rank, theta)
+    theta = theta_at_rank(_exact(terms, lengths, parts), rank, theta)
     want = {num: s for num, s in exact.items() if s >= theta}
     for flags in ((False, False, False), more):
         got: dict[int, float] = {}
@@ -182,38 +170,6 @@ def _knobs(on: tuple[bool, ...]) -> AbstractContextManager[None]:
     return knobs_set(bm25_knobs, **dict(zip(KNOBS, on, strict=True)))
 
 
-def corpus(seed: int, count: int) -> tuple[Three, int, list[str]]:
-    """``count`` texts of one to 300 words (codes above 128 for some), common and rare
-    words, a deletion halfway; the version before it and four queries. O(words)."""
-    rng = random.Random(seed)
-    three = Three(BM25Scorer())
-    common = [f"c{i}" for i in range(4)]
-    rare = [f"r{i}" for i in range(40)]
-    old = 0
-    for i in range(count):
-        k = rng.choice([1, 3, 9, 140, 300]) if i % 7 == 0 else rng.randint(1, 8)
-        words = rng.choices(common, k=k) + rng.choices(rare, k=rng.randint(0, 3))
-        three.add(" ".join(words))
-        if i == count // 2:
-            old = three.version
-            three.delete(rng.randrange(1 << 16))
-    queries = ["r1 r2 c0", "c0 c1 c2", " ".join(rare[:12] + common), rng.choice(rare)]
-    return three, old, queries
-
-
-def agree_with_brute_force(three: Three, old: int, queries: list[str], on: Any) -> None:
-    """Each query's top 1 and 10 at the newest version and at ``old`` are the brute
-    force's, scores and ties by seq (``Three.query`` asserts every path equal); ``on``
-    names the knobs in a failure."""
-    for version in (None, old):
-        view = three.view(version)
-        for query in queries:
-            for limit in (1, 10):
-                got = three.query(view, query, limit)
-                want = brute_force(three.scorer, three.records, view.version, query, limit, now=NOW)
-                assert got == [(score, rec.seq) for score, rec in want], (on, query)
-
-
 @given(
     seed=st.integers(0, 2**32 - 1),
     count=st.integers(1, 200),
@@ -237,19 +193,5 @@ def test_index_knobs_agree_with_reference(
 
 
 def test_bad_flags_refused() -> None:
-    lengths, terms, parts = _lists(3, 100, 2, 300)
-    args = (terms, lengths, parts, 16, True, True, 1.0, True, True, True, True, True, None)
-    for bad in (1, None, "yes"):
-        with pytest.raises(TypeError, match="bools"):
-            kernels.Bm25Daat(*args, lookup_codes=bad)  # type: ignore[arg-type]
-        with pytest.raises(TypeError, match="bools"):
-            kernels.Bm25Daat(*args, prefetch_seeds=bad)  # type: ignore[arg-type]
-        with pytest.raises(TypeError, match="bools"):
-            kernels.Bm25Daat(*args, sparse_clear=bad)  # type: ignore[arg-type]
-        with pytest.raises(TypeError, match="bools"):
-            kernels.Bm25Daat(*args, prefetch_offers=bad)  # type: ignore[arg-type]
-    daat = kernels.Bm25Daat(
-        *args, lookup_codes=True, prefetch_seeds=True, sparse_clear=True, prefetch_offers=True
-    )
-    assert daat._more == 15
-    bad_more_refused(daat, lengths, parts)  # 32, 64: bm25q8; 256, 512: bm25q9
+    names = ("lookup_codes", "prefetch_seeds", "sparse_clear", "prefetch_offers")
+    bad_flags_refused(_lists(3, 100, 2, 300), names, dict.fromkeys(names, True), 15, "bools")

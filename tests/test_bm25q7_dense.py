@@ -31,14 +31,14 @@ from actormem._index import kernels
 from actormem._index.bm25 import knobs as bm25_knobs
 from actormem._index.bm25.postings import dense_fill, dense_make, length_codes
 
+from .bm25_cases import NEEDS_CORE
+from .setups import theta_at_rank
 from .strategies import examples
 from .test_bm25 import brute_force
 from .test_bm25_core import NOW, Three
 from .test_bm25_length_codes import _exact
 
-pytestmark = pytest.mark.skipif(
-    not kernels.bm25_core_active(), reason="the compiled BM25 core is not built"
-)
+pytestmark = NEEDS_CORE
 
 K1, B, SLACK_UP = 1.2, 0.75, 1.0 + 1e-9
 
@@ -95,11 +95,6 @@ def _steps(
     return got
 
 
-def _at_rank(terms: list[Any], lengths: Any, parts: Any, rank: int, theta: float) -> float:
-    scores = sorted((s for s in _exact(terms, lengths, parts).values() if s > 0), reverse=True)
-    return scores[rank - 1] if 0 < rank <= len(scores) else theta
-
-
 @given(
     seed=st.integers(0, 2**32 - 1),
     nlen=st.integers(1, 12_000),
@@ -122,7 +117,7 @@ def test_dense_arrays_same_steps(
     the arrays given and read, given and not read (the knob off), and not given.
     ``rank`` > 0: theta is the rank-th best exact score, a group exactly at it."""
     lengths, plain, dense, parts = _lists(seed, nlen, nterms, cover)
-    theta = _at_rank(plain, lengths, parts, rank, theta)
+    theta = theta_at_rank(_exact(plain, lengths, parts), rank, theta)
     seed_term = min(seed_term, nterms - 1)
     args = (lengths, parts, room, theta, budget)
     want = _steps(plain, *args, False, seed_term, codes)

@@ -22,23 +22,19 @@ from array import array
 from typing import Any
 
 import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actormem._index import kernels
-from actormem._index.bm25 import knobs as bm25_knobs
 from actormem._index.bm25.postings import length_codes
 
-from .setups import bad_more_refused, each_setting, theta_at_rank
+from .bm25_cases import NEEDS_CORE, bad_flags_refused, index_agrees
+from .setups import theta_at_rank
 from .strategies import examples
 from .test_bm25_length_codes import _exact, walk
 from .test_bm25_length_codes import _lists as _code_lists
-from .test_bm25q6_lookups import agree_with_brute_force, corpus
 
-pytestmark = pytest.mark.skipif(
-    not kernels.bm25_core_active(), reason="the compiled BM25 core is not built"
-)
+pytestmark = NEEDS_CORE
 
 
 def _lists(seed: int, nlen: int, nterms: int, top_length: int) -> tuple[Any, list[Any], Any]:
@@ -124,25 +120,16 @@ def test_index_quarter_agrees_with_reference(seed: int, count: int) -> None:
     """Texts of one to 300 words, common and rare words, a deletion and an older
     snapshot: the prefetch knob on and off give the pure-Python reference's top-k
     (``Three.query`` asserts every path equal) and the brute force's, scores and ties."""
-    three, old, queries = corpus(seed, count)
-    each_setting(
-        bm25_knobs,
-        ("_SCALAR_NO_PREFETCH",),
-        lambda on: agree_with_brute_force(three, old, queries, on),
-    )
+    index_agrees(seed, count, ("_SCALAR_NO_PREFETCH",))
 
 
 # --------------------------------------------------------------------------- refusals
 
 
 def test_bad_quarter_flag_refused() -> None:
-    lengths, terms, parts = _lists(3, 100, 2, 300)
-    args = (terms, lengths, parts, 16, True, True, 1.0, True, True, True, True, True, None)
-    for bad in (1, None, "yes"):
-        with pytest.raises(TypeError, match="sparse_quarter"):
-            kernels.Bm25Daat(*args, sparse_quarter=bad)  # type: ignore[arg-type]
-        with pytest.raises(TypeError, match="scalar_no_prefetch"):
-            kernels.Bm25Daat(*args, scalar_no_prefetch=bad)  # type: ignore[arg-type]
-    daat = kernels.Bm25Daat(*args, sparse_clear=True, sparse_quarter=True, scalar_no_prefetch=True)
-    assert daat._more == 100
-    bad_more_refused(daat, lengths, parts)  # 256, 512: bm25q9
+    bad_flags_refused(
+        _lists(3, 100, 2, 300),
+        ("sparse_quarter", "scalar_no_prefetch"),
+        {"sparse_clear": True, "sparse_quarter": True, "scalar_no_prefetch": True},
+        100,
+    )

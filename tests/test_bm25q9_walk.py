@@ -19,68 +19,22 @@ from __future__ import annotations
 
 import math
 from array import array
-from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actormem._index import kernels
-from actormem._index.bm25 import knobs as bm25_knobs
-from actormem._index.bm25.postings import length_codes
-
-from .setups import bad_more_refused, each_setting, theta_at_rank
+from .bm25_cases import LISTS, NEEDS_CORE, bad_flags_refused, index_agrees, walk_lists, walk_steps
+from .setups import theta_at_rank
 from .strategies import examples
-from .test_bm25_length_codes import _exact, walk
-from .test_bm25_length_codes import _lists as _code_lists
-from .test_bm25q6_lookups import agree_with_brute_force, corpus
+from .test_bm25_length_codes import _exact
 
-pytestmark = pytest.mark.skipif(
-    not kernels.bm25_core_active(), reason="the compiled BM25 core is not built"
-)
-
-
-def _lists(seed: int, nlen: int, nterms: int, top_length: int) -> tuple[Any, list[Any], Any]:
-    """Terms on 0.1-30% of ``nlen`` groups (``test_bm25_length_codes._lists``), then about
-    three frequencies in four set to 1 (the bounds, made from the larger ones, stay
-    bounds: a part only grows with the frequency)."""
-    lengths, terms, parts = _code_lists(
-        seed, nlen, nterms, top_length, (0.001, 0.01, 0.05, 0.1, 0.3), (0.1, 1.0, 3.5)
-    )
-    rng = np.random.default_rng(seed + 1)
-    out = []
-    for wi, bound, groups, tfs, count, blocks, nblocks in terms:
-        ones = rng.random(len(tfs)) < 0.75
-        tfs = array(tfs.typecode, [1 if one else tf for one, tf in zip(ones, tfs, strict=True)])
-        out.append((wi, bound, groups, tfs, count, blocks, nblocks))
-    return lengths, out, parts
-
-
-def _steps(
-    terms: list[Any], lengths: Any, parts: Any, room: int, theta: float, budget: int,
-    seed: int, ones: bool, cut: bool, prefetch: bool = False, scan: bool = False,
-    clear: int = 2,
-) -> list[Any]:  # fmt: skip
-    """A seeding step of term ``seed`` (``-1``: none), then the walk to its end: each
-    step's groups, scores (as bytes), end and cursors. ``scan``: bm25q10's
-    ``scan_marks``; ``clear``: 0 every window cleared whole, 1 the sparse clear at an
-    eighth, 2 at a quarter."""
-    daat = kernels.Bm25Daat(
-        terms, lengths, parts, room, True, prefetch, 0.8, True, True, True, True, True,
-        length_codes(lengths), lookup_codes=True, prefetch_seeds=True,
-        sparse_clear=clear > 0, prefetch_offers=True, dense_tfs=True,
-        sparse_quarter=clear == 2, scalar_no_prefetch=True, walk_ones=ones, mark_cut=cut,
-        scan_marks=scan,
-    )  # fmt: skip
-    return walk(daat, theta, budget, seed, room)
+pytestmark = NEEDS_CORE
 
 
 @given(
-    seed=st.integers(0, 2**32 - 1),
-    nlen=st.integers(1, 12_000),
-    nterms=st.integers(1, 6),
-    top_length=st.sampled_from([128, 40_000]),
+    **LISTS,
     room=st.sampled_from([1, 7, 64, 4096]),
     theta=st.sampled_from([-np.inf, 0.0, 0.3, 1.0, 2.5, 5.0, np.inf]),
     budget=st.sampled_from([1, 100, 1 << 20]),
@@ -97,12 +51,12 @@ def test_walk_same_steps(
 ) -> None:  # fmt: skip
     """Every step the same with the knobs as with both off. ``rank`` > 0: theta is the
     rank-th best exact score, a group exactly at it."""
-    lengths, terms, parts = _lists(seed, nlen, nterms, top_length)
+    lengths, terms, parts = walk_lists(seed, nlen, nterms, top_length)
     theta = theta_at_rank(_exact(terms, lengths, parts), rank, theta)
     seed_term = min(seed_term, nterms - 1)
     args = (terms, lengths, parts, room, theta, budget, seed_term)
-    want = _steps(*args, False, False, prefetch)
-    assert _steps(*args, ones, cut, prefetch) == want
+    want = walk_steps(*args, False, False, prefetch)
+    assert walk_steps(*args, ones, cut, prefetch) == want
 
 
 @pytest.mark.parametrize("wi", [1e-300, 0.37, 1.0, 3.5, 1e6])
@@ -127,10 +81,10 @@ def test_cut_marks_exactly_at_theta(wi: float, wide: bool) -> None:
         at = part * parts[5]
         for ones in (False, True):
             for cut in (False, True):
-                got = _steps([term], lengths, parts, 4096, at, 1 << 20, -1, ones, cut)
+                got = walk_steps([term], lengths, parts, 4096, at, 1 << 20, -1, ones, cut)
                 assert g in [num for nums, _, _, _ in got for num in nums], (g, ones, cut)
                 above = math.nextafter(at, math.inf)
-                got = _steps([term], lengths, parts, 4096, above, 1 << 20, -1, ones, cut)
+                got = walk_steps([term], lengths, parts, 4096, above, 1 << 20, -1, ones, cut)
                 assert g not in [num for nums, _, _, _ in got for num in nums], (g, ones, cut)
 
 
@@ -143,25 +97,16 @@ def test_index_walk_agrees_with_reference(seed: int, count: int) -> None:
     """Texts of one to 300 words, common and rare words, a deletion and an older
     snapshot: the four on/off pairs of the knobs give the pure-Python reference's top-k
     (``Three.query`` asserts every path equal) and the brute force's, scores and ties."""
-    three, old, queries = corpus(seed, count)
-    each_setting(
-        bm25_knobs,
-        ("_WALK_ONES", "_MARK_CUT"),
-        lambda on: agree_with_brute_force(three, old, queries, on),
-    )
+    index_agrees(seed, count, ("_WALK_ONES", "_MARK_CUT"))
 
 
 # --------------------------------------------------------------------------- refusals
 
 
 def test_bad_walk_flags_refused() -> None:
-    lengths, terms, parts = _lists(3, 100, 2, 300)
-    args = (terms, lengths, parts, 16, True, True, 1.0, True, True, True, True, True, None)
-    for bad in (1, None, "yes"):
-        with pytest.raises(TypeError, match="walk_ones"):
-            kernels.Bm25Daat(*args, walk_ones=bad)  # type: ignore[arg-type]
-        with pytest.raises(TypeError, match="mark_cut"):
-            kernels.Bm25Daat(*args, mark_cut=bad)  # type: ignore[arg-type]
-    daat = kernels.Bm25Daat(*args, sparse_clear=True, walk_ones=True, mark_cut=True)
-    assert daat._more == 4 | 256 | 512
-    bad_more_refused(daat, lengths, parts)
+    bad_flags_refused(
+        walk_lists(3, 100, 2, 300),
+        ("walk_ones", "mark_cut"),
+        {"sparse_clear": True, "walk_ones": True, "mark_cut": True},
+        4 | 256 | 512,
+    )

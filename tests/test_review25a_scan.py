@@ -18,9 +18,9 @@ from actormem import BM25Scorer
 from actormem._index import kernels
 from actormem._index.bm25 import knobs as bm25_knobs
 
+from .bm25_cases import agree_with_brute_force
 from .setups import each_setting
 from .test_bm25_core import Three
-from .test_bm25q6_lookups import agree_with_brute_force
 
 pytestmark = pytest.mark.skipif(
     not kernels.bm25_core_active(), reason="the compiled BM25 core is not built"

@@ -51,6 +51,7 @@ from .._index.wordoverlap import WordOverlapScorer
 from .._record import Record
 from .._storage.jsonl import JsonVector
 from .._storage.sqlite import Batch, Durability, SqliteStore
+from .._util import replace_stop_handlers
 from .memory import _STATE_COUNTERS
 from .state import DEFAULT_HALF_LIFE, MemoryState
 
@@ -132,14 +133,8 @@ def _write_interruptibly(store: SqliteStore, batch: Batch) -> dict[int, Any]:
 def _hold_signals(caught: list[int]) -> dict[int, Any]:
     """Make SIGINT and SIGTERM only note their number in ``caught`` (main thread only;
     one ignored stays ignored) and return the handlers replaced, for :func:`_restore`
-    and :func:`_act_on`. O(1)."""
-    previous: dict[int, Any] = {}
-    if threading.current_thread() is not threading.main_thread():
-        return previous  # (signal handlers can only be set in the main thread)
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        if signal.getsignal(signum) is not signal.SIG_IGN:
-            previous[signum] = signal.signal(signum, lambda signum, frame: caught.append(signum))
-    return previous
+    and :func:`_act_on` (:func:`~actormem._util.replace_stop_handlers`). O(1)."""
+    return replace_stop_handlers(lambda signum, frame: caught.append(signum))
 
 
 class _DefaultAction(BaseException):

@@ -71,15 +71,14 @@ def run_command(argv: Sequence[str] | None = None) -> NoReturn:
     then in place from here on)."""
     if _ONE_BLAS_THREAD:
         one_blas_thread()
-    from .._util import import_pause
+    from .._util import import_pause, replace_stop_handlers
 
     args = list(sys.argv[1:] if argv is None else argv)
     command = args[0] if args and not args[0].startswith("-") else ""
     if command in SIGTERM_UNWINDS:
         import signal
 
-        if signal.getsignal(signal.SIGTERM) is not signal.SIG_IGN:  # ignored stays so
-            signal.signal(signal.SIGTERM, _on_sigterm)
+        replace_stop_handlers(_on_sigterm, (signal.SIGTERM,))  # one ignored stays so
     try:
         with import_pause():  # the command line's modules load with the collector paused
             from ._main import run_command as run

@@ -41,7 +41,14 @@ from .._index.dense import entry_document, text_hash
 from .._outfile import missing_directory
 from .._storage.jsonl import JsonlError, entry_to_json, escape_json_line, vector_to_json
 from .._storage.sqlite_format import read_stored_vectors
-from .._util import gc_paused, ignored_stop_signals, install_hint, read_token_file
+from .._util import (
+    STOP_SIGNALS,
+    gc_paused,
+    ignored_stop_signals,
+    install_hint,
+    read_token_file,
+    replace_stop_handlers,
+)
 from .._version import package_version
 from ..agent._text import cut, escape_line
 from ..agent._toolcalls import read_import_file
@@ -1246,13 +1253,10 @@ _EXTRA_OF = {
 
 
 def _install_sigterm() -> Any:
-    """Make SIGTERM raise :class:`_Terminated` (main thread only; else leave it)."""
-    if signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
-        return None  # ignored when the command started (by its parent): it stays so
-    try:
-        return signal.signal(signal.SIGTERM, _on_sigterm)
-    except ValueError:  # not the main thread (signal handlers can only be set there)
-        return None
+    """Make SIGTERM raise :class:`_Terminated` (main thread only; one ignored when the
+    command started, by its parent, stays so) and return the handler it replaced, or
+    None if it replaced none (:func:`~actormem._util.replace_stop_handlers`)."""
+    return replace_stop_handlers(_on_sigterm, (signal.SIGTERM,)).get(signal.SIGTERM)
 
 
 def _stop_once(signum: int, frame: object) -> None:
@@ -1261,7 +1265,7 @@ def _stop_once(signum: int, frame: object) -> None:
     then on, so that a second one cannot cut the unwinding short: the removal of a file
     the import created, its one line, its exit status 130 or 143 (a second signal 50 ms
     after the first left the new file behind, or ended the process by SIGINT)."""
-    for number in (signal.SIGINT, signal.SIGTERM):
+    for number in STOP_SIGNALS:
         if signal.getsignal(number) is _stop_once:
             signal.signal(number, signal.SIG_IGN)
     _stopped.append(signum)
@@ -1274,15 +1278,10 @@ _stopped: list[int] = []
 
 def _install_stop_once() -> dict[int, Any]:
     """Put :func:`_stop_once` on SIGINT and SIGTERM (main thread only; one ignored when
-    the command started stays so) and return the handlers it replaced. O(1)."""
-    if threading.current_thread() is not threading.main_thread():
-        return {}
+    the command started stays so) and return the handlers it replaced
+    (:func:`~actormem._util.replace_stop_handlers`). O(1)."""
     _stopped.clear()
-    previous: dict[int, Any] = {}
-    for number in (signal.SIGINT, signal.SIGTERM):
-        if signal.getsignal(number) is not signal.SIG_IGN:
-            previous[number] = signal.signal(number, _stop_once)
-    return previous
+    return replace_stop_handlers(_stop_once)
 
 
 def _restore_stop_once(previous: dict[int, Any]) -> None:

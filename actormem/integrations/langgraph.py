@@ -59,8 +59,15 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
-from .._entry import MAX_KEY_CHARS, MAX_MEMORY_CHARS, MAX_TTL, MemoryCategory, MemoryEntry
-from .._errors import InvalidEntryError
+from .._entry import (
+    MAX_KEY_CHARS,
+    MAX_MEMORY_CHARS,
+    MAX_TTL,
+    MemoryCategory,
+    MemoryEntry,
+    check_lookup_key,
+)
+from .._errors import InvalidEntryError, InvalidQueryError
 from .._index.dense import DenseScorer, wordllama_embedder
 from .._json import text_at_paths
 from .._storage.sqlite import Durability
@@ -359,13 +366,13 @@ class ActormemStore(BaseStore):
     def _steps(self, op: Op) -> Generator[_Call, Any, Result]:
         if isinstance(op, GetOp):
             refresh = self._refresh(op.refresh_ttl)
-            if op.key == "":
-                return None  # no item can have it (see _NO_EMPTY_KEY): not found
+            if not _can_exist(op.namespace, op.key):
+                return None  # no item can have it: not found, as in InMemoryStore
             entry = yield ("memory", "get_by_key", (op.namespace, op.key), {"refresh_ttl": refresh})
             return None if entry is None else _item(entry)
         if isinstance(op, PutOp):
             if op.value is None:
-                if op.key == "":
+                if not _can_exist(op.namespace, op.key):
                     return None  # deleting an item that cannot exist: nothing to do
                 with self._lock:
                     self._vectors.pop((op.namespace, op.key), None)
@@ -557,6 +564,21 @@ def _unindexed(op: PutOp) -> bool:
     """Whether a put indexes no field: ``index=False``, or an empty list of fields (which
     LangGraph's stores take as no field to embed, not as the default fields)."""
     return op.index is False or (op.index is not None and len(op.index) == 0)
+
+
+def _can_exist(namespace: tuple[str, ...], key: str) -> bool:
+    """Whether an item can be kept under ``(namespace, key)``: False for the empty key
+    (see ``_NO_EMPTY_KEY``), a key over :data:`~actormem.MAX_KEY_CHARS`, a namespace
+    segment or depth over its limit, a lone surrogate (a put of it is refused:
+    :class:`~actormem.InvalidEntryError`). A get of such a pair finds nothing and a
+    delete does nothing, as in LangGraph's ``InMemoryStore`` (a dict lookup and a
+    ``pop(key, None)``), instead of the engine's :class:`~actormem.InvalidQueryError`
+    (:func:`~actormem._entry.check_lookup_key`). O(total length)."""
+    try:
+        check_lookup_key(namespace, key)
+    except InvalidQueryError:
+        return False
+    return True
 
 
 def _where(filter: dict[str, Any] | None) -> dict[str, Any] | None:

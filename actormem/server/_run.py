@@ -275,12 +275,59 @@ async def _problem_answer(self: H11Protocol, status_code: int) -> None:
     await self._send_h11_event(h11.EndOfMessage())
 
 
+class _ServerConnection(h11.Connection):
+    """h11's server side of one actormem connection: the bytes a client sent after a
+    request that ends the connection (``Connection: close``, or HTTP/1.0) wait unread
+    while that request is answered.
+
+    h11 reads any byte after such a request as a protocol error ("Got data when
+    expecting EOF"). hypercorn (0.18, ``protocol/h11.py``) asks for the next event as soon
+    as bytes arrive, even while the app answers: on that error it sent its own 400 and
+    closed the connection under the app's answer, whose send then met the close
+    (``trio.BusyResourceError``, "Error in ASGI Framework" with a traceback; the client
+    got a 400 or nothing). RFC 9112 section 9.6: the server answers the request that said
+    close, then closes the connection, and processes no further request received on it.
+    So while the answer is in progress this is ``PAUSED`` (as h11 pauses pipelined
+    requests behind a kept-alive one, and hypercorn stops reading until its
+    ``_maybe_recycle`` at the answer's end); once the answer is sent, h11's own reading
+    (the protocol error, on which hypercorn closes the connection: its state is past
+    ``SEND_RESPONSE``, so it sends no answer of its own). O(1), O(buffered bytes) once
+    such bytes arrive (``trailing_data`` copies them)."""
+
+    def next_event(self) -> h11.Event | type[h11.NEED_DATA] | type[h11.PAUSED]:
+        if (
+            self.their_state is h11.MUST_CLOSE
+            and self.our_state in (h11.SEND_RESPONSE, h11.SEND_BODY)
+            and self.trailing_data[0]
+        ):
+            return h11.PAUSED
+        return super().next_event()
+
+
+#: hypercorn's own ``H11Protocol.__init__``, kept for other servers' connections.
+_bare_init = H11Protocol.__init__
+
+
+def _protocol_init(self: H11Protocol, *args: Any, **kwargs: Any) -> None:
+    """hypercorn's ``H11Protocol.__init__``; on an actormem server's connection
+    (:class:`_Config`), its h11 connection is a :class:`_ServerConnection` (made as
+    hypercorn makes it: no byte has reached it yet). hypercorn has no hook for it."""
+    _bare_init(self, *args, **kwargs)
+    if isinstance(self.config, _Config) and type(self.connection) is h11.Connection:
+        self.connection = _ServerConnection(
+            h11.SERVER, max_incomplete_event_size=self.config.h11_max_incomplete_size
+        )
+
+
 def _install_problem_answers() -> None:
     """Make hypercorn's HTTP/1.1 connections answer unparsable requests with
-    :func:`_problem_answer` (its own answer for other servers' connections). Idempotent;
-    nothing on a hypercorn without the method (tests/test_minor28_server.py tells)."""
+    :func:`_problem_answer` (its own answer for other servers' connections), and hold
+    the bytes behind a request that ends the connection (:class:`_ServerConnection`).
+    Idempotent; nothing on a hypercorn without the method (tests/test_minor28_server.py
+    tells)."""
     if _bare_answer is not None:
         H11Protocol._send_error_response = _problem_answer  # type: ignore[method-assign]
+    H11Protocol.__init__ = _protocol_init  # type: ignore[method-assign]
 
 
 def _check_bindable(host: str, port: int) -> None:
