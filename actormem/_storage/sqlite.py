@@ -184,6 +184,22 @@ CHECKPOINT_FRAMES = 1000
 #: :meth:`SqliteStore.write` on its connection, before the batch is answered, the path
 #: before it.
 _CHECKPOINT_BESIDE = True
+#: A checkpoint beside the writer (:data:`_CHECKPOINT_BESIDE`) that copied every frame
+#: it found (PASSIVE) copies those the writer committed meanwhile too, in a FULL
+#: checkpoint on the same connection with ``busy_timeout`` 0: it holds the write lock
+#: for that short copy and its fsyncs (a memory's owner whose commit on the loop finds
+#: the database locked while its checkpoint runs waits on the loop for the
+#: checkpoint's end and commits there, instead of handing the batch to the worker
+#: thread: ``memory._attach_store``), and gives up at once (copying what it can, as
+#: PASSIVE) when the writer is committing or a reader of an older snapshot holds
+#: frames. SQLite starts the WAL over (writes from its first frame again) only at a
+#: commit that finds every frame copied, which a PASSIVE checkpoint beside a writer
+#: committing every millisecond never left (a commit lands while it copies): the main
+#: job's WAL grew to 27 MB, every frame of the run, beside a 4.7 MB database (3.8 MB
+#: with this), each commit's frames written to new pages of the file; under a writer
+#: that never pauses, without bound. False: PASSIVE only, and the thread waits for
+#: the lock, the path before it.
+_CHECKPOINT_RESTARTS = True
 #: A store that commits on the loop (:meth:`SqliteStore.take_checkpoints`) writes those
 #: commits (:meth:`SqliteStore.write_inline`) through the compiled writer
 #: (``_cwrite.c``): a third connection to the file, of its own, whose statements are
@@ -1099,6 +1115,7 @@ class SqliteStore:
         try:
             beside.execute("PRAGMA wal_autocheckpoint = 0")
             beside.execute(f"PRAGMA synchronous = {self.durability.name}")
+            beside.execute("PRAGMA busy_timeout = 0")  # (_CHECKPOINT_RESTARTS' FULL)
             self._check_identity()
         except (sqlite3.Error, StorageError):
             beside.close()
@@ -1152,6 +1169,15 @@ class SqliteStore:
                             "PRAGMA wal_checkpoint(PASSIVE)"
                         ).fetchone()
                         left = _left_after(log, done)
+                        if _CHECKPOINT_RESTARTS and left == 0:
+                            # The frames committed while it copied, under the write
+                            # lock: the writer's next commit then starts the WAL over.
+                            busy, log, done = beside.execute(
+                                "PRAGMA wal_checkpoint(FULL)"
+                            ).fetchone()
+                            again = _left_after(log, done)
+                            if again is not None:
+                                left = again
             except sqlite3.Error:
                 left = None
             finally:
