@@ -13,6 +13,8 @@ held by the store's own checkpoint waits for it on the loop instead of in a thre
   held every frame of the run), and every store is in the file.
 * The checkpoint's second step is a FULL checkpoint with ``busy_timeout`` 0 after a
   PASSIVE one that copied every frame it found; the knob off runs only the PASSIVE one.
+* A FULL step that fails leaves the PASSIVE step's copy counted (the checkpoint is
+  not due again at once).
 * A checkpoint beside that holds the write lock: a store committed meanwhile is not
   acknowledged before the checkpoint ended, is then committed on the loop (no batch is
   handed to the worker thread; with the knob off, the thread waits for the lock, as
@@ -332,3 +334,37 @@ def test_a_commit_waits_on_the_loop_for_its_own_checkpoint(
     else:  # the path before: the thread waits for the lock
         assert where[-2:] == ["locked", "thread"]
     assert str(uuid.UUID(int=10_001)) in _ids(path)
+
+
+class _FullFails:
+    """The beside connection, whose FULL checkpoint fails."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self._conn = conn
+
+    def execute(self, sql: str) -> Any:
+        if "FULL" in sql:
+            raise sqlite3.OperationalError("database is locked")
+        return self._conn.execute(sql)
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def test_a_failed_second_step_keeps_the_first_ones_copy(tmp_path: Path) -> None:
+    store, _ = SqliteStore.open(str(tmp_path / "m.db"), Durability.NORMAL)
+    try:
+        store.take_checkpoints()
+        real = store._beside
+        assert real is not None
+        assert store.write_inline(Batch([], [_row(1)], []))
+        store._beside = _FullFails(real)  # type: ignore[assignment]
+        store.wal_frames = sqlite_store.CHECKPOINT_FRAMES
+        assert store.checkpoint_due()
+        store.checkpoint_beside()()
+        assert not store.checkpoint_due()  # the PASSIVE copy counted: not due again
+        assert store.checkpoints == 1
+        assert store.wal_frames == 0
+    finally:
+        store.close()
+    assert _ids(tmp_path / "m.db") == {str(uuid.UUID(int=1))}

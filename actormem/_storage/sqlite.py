@@ -424,6 +424,20 @@ def _left_after(log: int, done: int) -> int | None:
     return max(0, log - done)
 
 
+def _full_after(beside: sqlite3.Connection, left: int) -> int:
+    """:data:`_CHECKPOINT_RESTARTS`' second step, after a PASSIVE checkpoint on
+    ``beside`` that left ``left`` frames: a FULL checkpoint (``beside`` has
+    ``busy_timeout`` 0: it copies, under the write lock, the frames the writer committed
+    meanwhile, or gives up at once); the frames it left, or ``left`` when it failed
+    (the PASSIVE one's copy stands). Blocking, O(frames committed meanwhile)."""
+    try:
+        busy, log, done = beside.execute("PRAGMA wal_checkpoint(FULL)").fetchone()
+    except sqlite3.Error:
+        return left
+    again = _left_after(log, done)
+    return left if again is None else again
+
+
 def _create(path: str) -> None:
     """Create an empty actormem database at ``path`` atomically (it must not exist)."""
     directory = os.path.dirname(path)
@@ -1170,14 +1184,7 @@ class SqliteStore:
                         ).fetchone()
                         left = _left_after(log, done)
                         if _CHECKPOINT_RESTARTS and left == 0:
-                            # The frames committed while it copied, under the write
-                            # lock: the writer's next commit then starts the WAL over.
-                            busy, log, done = beside.execute(
-                                "PRAGMA wal_checkpoint(FULL)"
-                            ).fetchone()
-                            again = _left_after(log, done)
-                            if again is not None:
-                                left = again
+                            left = _full_after(beside, left)
             except sqlite3.Error:
                 left = None
             finally:
