@@ -180,6 +180,7 @@ def test_a_commit_during_the_copy_no_longer_keeps_the_wal_from_starting_over(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, restarts: bool
 ) -> None:
     monkeypatch.setattr(sqlite_store, "_CHECKPOINT_RESTARTS", restarts)
+    monkeypatch.setattr(sqlite_store, "CHECKPOINT_FRAMES", 5)  # a FULL step from 10 frames
     path = tmp_path / "m.db"
     store, _ = SqliteStore.open(str(path), Durability.NORMAL)
     other = sqlite3.connect(str(path), isolation_level=None)
@@ -232,6 +233,7 @@ def test_the_second_step_is_a_full_checkpoint_that_waits_for_nobody(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, restarts: bool
 ) -> None:
     monkeypatch.setattr(sqlite_store, "_CHECKPOINT_RESTARTS", restarts)
+    monkeypatch.setattr(sqlite_store, "CHECKPOINT_FRAMES", 4)  # a FULL step from 8 frames
     store, _ = SqliteStore.open(str(tmp_path / "m.db"), Durability.NORMAL)
     try:
         store.take_checkpoints()
@@ -240,14 +242,20 @@ def test_the_second_step_is_a_full_checkpoint_that_waits_for_nobody(
         assert real.execute("PRAGMA busy_timeout").fetchone()[0] == 0
         seen: list[str] = []
         store._beside = _Recording(real, seen)  # type: ignore[assignment]
-        row = (1, str(uuid.UUID(int=1)), "fact", "m", "[]", "[]", "2026-01-01T00:00:00+00:00")
-        row += (1.0, 0, None, 0, None, None, "2026-01-01T00:00:00+00:00", None, None)
-        assert store.write_inline(Batch([], [row], []))
+        assert store.write_inline(Batch([], [_row(seq) for seq in range(1, 4)], []))
         store.wal_frames = sqlite_store.CHECKPOINT_FRAMES
         assert store.checkpoint_due()
         store.checkpoint_beside()()
         assert not store.checkpoint_due()
-        assert store.checkpoints == 1
+        assert seen == ["PRAGMA wal_checkpoint(PASSIVE)"]  # under RESTART_AFTER's frames
+        seen.clear()
+        for seq in range(4, 40):
+            assert store.write_inline(Batch([], [_row(seq)], []))
+        store.wal_frames = sqlite_store.CHECKPOINT_FRAMES
+        assert store.checkpoint_due()
+        store.checkpoint_beside()()
+        assert not store.checkpoint_due()
+        assert store.checkpoints == 2
         assert store.wal_frames == 0
         want = ["PRAGMA wal_checkpoint(PASSIVE)"]
         if restarts:
@@ -351,13 +359,17 @@ class _FullFails:
         self._conn.close()
 
 
-def test_a_failed_second_step_keeps_the_first_ones_copy(tmp_path: Path) -> None:
+def test_a_failed_second_step_keeps_the_first_ones_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sqlite_store, "CHECKPOINT_FRAMES", 1)  # a FULL step from 2 frames
     store, _ = SqliteStore.open(str(tmp_path / "m.db"), Durability.NORMAL)
     try:
         store.take_checkpoints()
         real = store._beside
         assert real is not None
-        assert store.write_inline(Batch([], [_row(1)], []))
+        for seq in range(1, 6):
+            assert store.write_inline(Batch([], [_row(seq)], []))
         store._beside = _FullFails(real)  # type: ignore[assignment]
         store.wal_frames = sqlite_store.CHECKPOINT_FRAMES
         assert store.checkpoint_due()
@@ -367,4 +379,4 @@ def test_a_failed_second_step_keeps_the_first_ones_copy(tmp_path: Path) -> None:
         assert store.wal_frames == 0
     finally:
         store.close()
-    assert _ids(tmp_path / "m.db") == {str(uuid.UUID(int=1))}
+    assert _ids(tmp_path / "m.db") == {str(uuid.UUID(int=seq)) for seq in range(1, 6)}
