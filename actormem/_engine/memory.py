@@ -1746,6 +1746,8 @@ def _attach_store(memory: Memory, store: SqliteStore) -> None:
     if defer:
         store.defer_accesses(sqlite_store.ACCESS_PENDING)
     delay = sqlite_store.ACCESS_DELAY
+    #: Set once the last checkpoint beside the writer started here has ended.
+    checkpoint_ended: list[trio.Event | None] = [None]
 
     async def commit(journal: list[tuple[int, Record]], meanwhile: Callable[[], None]) -> None:
         flush = False  # (a store that holds nothing back writes every access update)
@@ -1771,12 +1773,23 @@ def _attach_store(memory: Memory, store: SqliteStore) -> None:
             if not len(batch) and not batch.vectors:  # only access updates, held back
                 meanwhile()
                 return
-        if not (
-            inline
-            and _INLINE_COMMIT
-            and store.inline_ok(batch, INLINE_ROWS)
-            and _commit_inline(store.write_inline, batch, meanwhile)
+        on_loop = inline and _INLINE_COMMIT and store.inline_ok(batch, INLINE_ROWS)
+        done = on_loop and _commit_inline(store.write_inline, batch, meanwhile)
+        ended = checkpoint_ended[0]
+        if (
+            not done
+            and on_loop
+            and ended is not None
+            and not ended.is_set()
+            and sqlite_store._CHECKPOINT_RESTARTS
         ):
+            # Locked, most likely by the store's own checkpoint beside (its FULL step,
+            # sqlite._CHECKPOINT_RESTARTS, holds the write lock for a few frames and
+            # its fsyncs): wait for it here rather than wake a thread to wait for it.
+            with trio.CancelScope(shield=True):
+                await ended.wait()
+            done = _commit_inline(store.write_inline, batch, meanwhile)
+        if not done:
             gate = memory._gate
             gate.commit_started()
             try:
@@ -1784,12 +1797,15 @@ def _attach_store(memory: Memory, store: SqliteStore) -> None:
             finally:
                 gate.commit_ended()
         if store.checkpoint_due():  # beside the writer: the batch is answered at once
+            ended = trio.Event()
             try:
                 trio.lowlevel.start_thread_soon(
-                    store.checkpoint_beside(), _ignore, name="actormem checkpoint"
+                    store.checkpoint_beside(), _ended(ended), name="actormem checkpoint"
                 )
             except Exception:  # no thread (the batch is committed: a checkpoint's
                 store.checkpoint_not_started()  # failure is ignored; the next one retries)
+            else:
+                checkpoint_ended[0] = ended
 
     memory._storage = store
     memory._commit = commit
@@ -1813,9 +1829,20 @@ async def _access_timer(memory: Memory) -> None:
         memory._access_timer = False
 
 
-def _ignore(result: outcome.Outcome[None]) -> None:
-    """The delivery of a checkpoint beside the writer: nothing (the store keeps its
-    result, ``SqliteStore.checkpoint_due``, and it raises nothing)."""
+def _ended(event: trio.Event) -> Callable[[outcome.Outcome[None]], None]:
+    """The delivery of a checkpoint beside the writer, called in its thread: set
+    ``event`` on the loop (the store keeps the checkpoint's result,
+    ``SqliteStore.checkpoint_due``, and it raises nothing); nothing once the loop is
+    gone."""
+    token = trio.lowlevel.current_trio_token()
+
+    def deliver(result: outcome.Outcome[None]) -> None:
+        try:
+            token.run_sync_soon(event.set)
+        except trio.RunFinishedError:
+            pass
+
+    return deliver
 
 
 def _commit_inline(fn: Callable[[_T], bool], arg: _T, meanwhile: Callable[[], None]) -> bool:
