@@ -477,6 +477,14 @@ _LOAD_C = True
 _load_inserts_c: Callable[..., int] | None = (
     getattr(_kernels._wo, "load_inserts", None) if _store_inserts_c is not None else None
 )
+#: ``load_inserts`` makes a plain row's duplicate key (a fold from the reader) from the
+#: key tuple's items' hashes by ``tuplehash``'s steps (``_cwordoverlap.dkey_direct``,
+#: used once checked against real tuples in the process), not by hashing a tuple and
+#: an int it makes and frees (~1M of each at a 1M open). The same keys. False: the
+#: tuple, the path before it (branch ``open31``).
+_DKEY_DIRECT = True
+#: The core's switch for :data:`_DKEY_DIRECT` (set at each bulk load), or None.
+_dkey_direct_c: Callable[[bool], bool] | None = getattr(_kernels._wo, "dkey_direct", None)
 #: ``_bulk_loadable`` skips the runs of plain rows without a key by the core's
 #: ``next_keyed`` (one C pass, ~0.01 s at 1M, where the Python loop over every row's
 #: key took ~0.1 s) and looks at the rows it stops at itself; the same answer. False, or
@@ -2231,6 +2239,8 @@ class _BulkRun:
         self.dup_c = state._dup_key_c() if _BULK_FOLDS else None
         # _LOAD_C: runs of plain rows by the C load_inserts, the others by _load_rows
         self.load_c = state._load_c(self.bounded, self.dup_c)
+        if self.load_c is not None and _dkey_direct_c is not None:
+            _dkey_direct_c(bool(_DKEY_DIRECT))
         self.keys: list[int] | None = [] if self.load_c is not None else None
 
     def reserve(self, rows: int) -> None:

@@ -428,7 +428,7 @@ vocab_acquire(struct vocab *v, PyObject *item)
                 PyErr_SetString(PyExc_TypeError, "gram lists must be lists");
                 goto fail_g;
             }
-            if (PyList_Append(lst, next) < 0) goto fail_g;
+            if (list_append_wide(lst, next) < 0) goto fail_g;
             continue;
         }
         if (PyErr_Occurred() || vocab_new_gram(v, g, next) < 0) goto fail_g;
@@ -459,7 +459,7 @@ vocab_key_fast(struct vocab *v, PyObject *g, PyObject *iid, PyObject **first,
         }
         Py_ssize_t m = PyList_GET_SIZE(lst);
         if (m && PyList_GET_ITEM(lst, m - 1) == iid) return 0;
-        return PyList_Append(lst, iid);
+        return list_append_wide(lst, iid);
     }
     if (PyErr_Occurred()) return -1;
     if (!*first) {
@@ -5947,6 +5947,121 @@ typedef struct {
     int has_dkey;
 } LoadAhead;
 
+/* The duplicate key of a plain row, hash((ns, cat_value, fold, None, None)) &
+ * 0x3FFF_FFFF, without the tuple and the fold's int (load_inserts: two objects made
+ * and freed a row, ~1M at an open): tuplehash's xxHash lanes (Objects/tupleobject.c,
+ * CPython 3.8 and later) over the items' hashes, an int's hash being its value modulo
+ * 2**61 - 1 (Python/pyhash.c) for a fold in [0, 2**62). Used only once dkey_direct_ok
+ * found it equal to the tuple's hash on sample tuples in this process (else the
+ * tuple, as before). */
+#define DKEY_XXPRIME_1 11400714785074694791ULL
+#define DKEY_XXPRIME_2 14029467366897019727ULL
+#define DKEY_XXPRIME_5 2870177450012600261ULL
+
+static inline uint64_t
+dkey_lane(uint64_t acc, uint64_t lane)
+{
+    acc += lane * DKEY_XXPRIME_2;
+    acc = (acc << 31) | (acc >> 33);
+    return acc * DKEY_XXPRIME_1;
+}
+
+/* hash(v) of an int v in [0, 2**62) (on a 64-bit Py_hash_t). */
+static inline uint64_t
+dkey_int_hash(uint64_t v)
+{
+    const uint64_t m = ((uint64_t)1 << 61) - 1;
+    uint64_t x = (v & m) + (v >> 61);
+    return x >= m ? x - m : x;
+}
+
+/* hash((ns, cat_value, fold, None, None)): -1 with an error set (ns's hash failed). */
+static Py_hash_t
+dkey_direct(PyObject *ns, PyObject *cat_value, uint64_t fold)
+{
+    Py_hash_t hn = PyObject_Hash(ns), hc = PyObject_Hash(cat_value), h0 = PyObject_Hash(Py_None);
+    if (hn == -1 || hc == -1 || h0 == -1) return -1;
+    uint64_t acc = DKEY_XXPRIME_5;
+    acc = dkey_lane(acc, (uint64_t)hn);
+    acc = dkey_lane(acc, (uint64_t)hc);
+    acc = dkey_lane(acc, dkey_int_hash(fold));
+    acc = dkey_lane(acc, (uint64_t)h0);
+    acc = dkey_lane(acc, (uint64_t)h0);
+    acc += (uint64_t)5 ^ (DKEY_XXPRIME_5 ^ 3527539UL);
+    return acc == (uint64_t)-1 ? 1546275796 : (Py_hash_t)acc;
+}
+
+/* Whether dkey_direct gives the tuple's hash here (checked once, on folds at the ends
+ * of the range and between, a namespace of 0-2 parts and a category): 1 or 0. Never
+ * fails (an error is cleared: 0). Needs the GIL. */
+static int dkey_direct_state = -1; /* -1 unknown, 0 no, 1 yes */
+static int dkey_direct_off = 0;    /* dkey_direct(False): the tuple, the path before */
+
+static int
+dkey_direct_ok(void)
+{
+    if (dkey_direct_off) return 0;
+    if (dkey_direct_state >= 0) return dkey_direct_state;
+    int ok = sizeof(Py_hash_t) == 8 && sizeof(Py_uhash_t) == 8;
+    const uint64_t folds[] = {0, 1, 12345, ((uint64_t)1 << 61) - 2, ((uint64_t)1 << 61) - 1,
+                              (uint64_t)1 << 61, ((uint64_t)1 << 62) - 1, 0x2545F4914F6CDD1DULL >> 2};
+    PyObject *nss[3] = {PyTuple_New(0), Py_BuildValue("(s)", "a"), Py_BuildValue("(ss)", "b", "c")};
+    PyObject *cat = PyUnicode_FromString("fact");
+    for (int i = 0; ok && i < 3; i++) {
+        for (size_t j = 0; ok && j < sizeof folds / sizeof *folds; j++) {
+            PyObject *fold = PyLong_FromUnsignedLongLong(folds[j]);
+            PyObject *t = nss[i] && cat && fold ? PyTuple_Pack(5, nss[i], cat, fold, Py_None, Py_None)
+                                               : NULL;
+            Py_hash_t want = t ? PyObject_Hash(t) : -1;
+            ok = t && want != -1 && dkey_direct(nss[i], cat, folds[j]) == want;
+            Py_XDECREF(t);
+            Py_XDECREF(fold);
+        }
+    }
+    for (int i = 0; i < 3; i++) Py_XDECREF(nss[i]);
+    Py_XDECREF(cat);
+    if (PyErr_Occurred()) PyErr_Clear();
+    return dkey_direct_state = ok;
+}
+
+PyDoc_STRVAR(dkey_direct_knob_doc,
+"dkey_direct(on) -> bool\n\n"
+"Whether load_inserts computes a plain row's duplicate key from the items' hashes\n"
+"(tuplehash's steps, once checked against real tuples in this process) instead of\n"
+"hashing a tuple it makes (False: the path before, branch open31). The same keys.\n"
+"Sets it (on: a bool) and returns what it was. TypeError for a non-bool. O(1).");
+
+PyDoc_STRVAR(group_ahead_doc,
+"group_ahead(on) -> bool\n\n"
+"Whether GroupTable.index_from takes the tags of the texts 8 numbers on and asks for\n"
+"their home slots ahead (True, the default from branch open31), or one text at a time\n"
+"(False: the path before; the same table). Sets it (on: a bool) and returns what it\n"
+"was. TypeError for a non-bool. O(1).");
+
+static PyObject *
+group_ahead(PyObject *self, PyObject *on)
+{
+    if (!PyBool_Check(on)) {
+        PyErr_SetString(PyExc_TypeError, "group_ahead: on must be a bool");
+        return NULL;
+    }
+    int was = gt_ahead_on;
+    gt_ahead_on = on == Py_True;
+    return PyBool_FromLong(was);
+}
+
+static PyObject *
+dkey_direct_knob(PyObject *self, PyObject *on)
+{
+    if (!PyBool_Check(on)) {
+        PyErr_SetString(PyExc_TypeError, "dkey_direct: on must be a bool");
+        return NULL;
+    }
+    int was = !dkey_direct_off;
+    dkey_direct_off = on == Py_False;
+    return PyBool_FromLong(was);
+}
+
 /* The look-ahead of load_inserts for row j: the id table's and the duplicate table's
  * slots of its id and duplicate key asked for from memory (both tables are larger than
  * the caches at 1M rows: each row's probes missed them), and the duplicate key kept for
@@ -5989,6 +6104,10 @@ load_ahead(PyObject *rows, Py_ssize_t j, const uint64_t *fold_at, const IdTableO
     for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(ns); k++) {
         if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(ns, k))) return;
     }
+    Py_hash_t h;
+    if (dkey_direct_ok()) {
+        h = dkey_direct(ns, cat_value, fold_at[j]);
+    } else {
     PyObject *t = PyTuple_New(5);
     PyObject *folded = t ? PyLong_FromUnsignedLongLong(fold_at[j]) : NULL;
     if (!folded) {
@@ -6001,8 +6120,9 @@ load_ahead(PyObject *rows, Py_ssize_t j, const uint64_t *fold_at, const IdTableO
     PyTuple_SET_ITEM(t, 2, folded);
     PyTuple_SET_ITEM(t, 3, Py_NewRef(Py_None));
     PyTuple_SET_ITEM(t, 4, Py_NewRef(Py_None));
-    Py_hash_t h = PyObject_Hash(t);
+    h = PyObject_Hash(t);
     Py_DECREF(t);
+    }
     if (h == -1 && PyErr_Occurred()) {
         PyErr_Clear();
         return;
@@ -6131,6 +6251,10 @@ load_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         LoadAhead *mine = &pre[i % LOAD_RING];
         if (LOAD_AHEAD && mine->row == i && mine->has_dkey && mine->entry == entry) {
             dkey32 = mine->dkey; /* the same objects' hash, taken ahead */
+        } else if (fold_at && fold_at[i] < ((uint64_t)1 << 62) && dkey_direct_ok()) {
+            Py_hash_t h = dkey_direct(ns, cat_value, fold_at[i]);
+            if (h == -1 && PyErr_Occurred()) return NULL;
+            dkey32 = (uint32_t)(h & 0x3FFFFFFF);
         } else {
         PyObject *folded;
         if (fold_at && fold_at[i] < ((uint64_t)1 << 62)) {
@@ -6174,11 +6298,11 @@ load_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         /* The changes: only an allocation failing inside a container can stop them
          * midway (as it could in the Python loop). */
         int err = it_put(idt, ident, rec);
-        if (!err) err = PyList_Append(records, rec);
-        if (!err && exact != Py_None) err = PyList_Append(exact, entry);
-        if (!err) err = PyList_Append(recs, rec);
+        if (!err) err = list_append_wide(records, rec);
+        if (!err && exact != Py_None) err = list_append_wide(exact, entry);
+        if (!err) err = list_append_wide(recs, rec);
         if (!err) Py_SETREF(SLOT(ns_list, ins_ns_off[1]), Py_NewRef(live1));
-        if (!err) err = PyList_Append(keys, rkey);
+        if (!err) err = list_append_wide(keys, rkey);
         if (!err) {
             int pair = dt_join(table, dkey32, rec); /* dt_reserve made room */
             err = pair < 0 ? -1 : 0;
@@ -7078,6 +7202,8 @@ static PyMethodDef methods[] = {
     {"texts_groups", texts_groups, METH_O, texts_groups_doc},
     {"fold_hash_table", fold_hash_table, METH_O, fold_hash_table_doc},
     {"dup_key", (PyCFunction)(void (*)(void))dup_key, METH_FASTCALL, dup_key_doc},
+    {"dkey_direct", dkey_direct_knob, METH_O, dkey_direct_knob_doc},
+    {"group_ahead", group_ahead, METH_O, group_ahead_doc},
     {"dup_key_folded", (PyCFunction)(void (*)(void))dup_key_folded, METH_FASTCALL,
      dup_key_folded_doc},
     {"store_setup", store_setup, METH_VARARGS, store_setup_doc},

@@ -237,4 +237,65 @@ huge_advise(void *p, size_t bytes, int advice)
 #endif
 }
 
+/* Lists a C loop appends a million items to (an open's rows, records, relevance keys,
+ * a namespace's records, a common gram's ids) grow by doubling from LIST_WIDE_FROM
+ * items on: PyList_Append's own growth (about 1/8 more each time) re-copies the
+ * whole array ~8 times over on its way to 1M pointers, and glibc's realloc of a chunk
+ * in the heap is a fresh allocation, a memcpy and a free (open31's profile of a 1M
+ * open: ~0.15 s of the open's thread in those copies). Capacity past the items is
+ * only address space until written. */
+#define LIST_WIDE_FROM 4096
+
+/* Room for at least `need` items in `list` (a list or a list subclass: its own
+ * storage, as list_resize keeps it, through PyMem_Realloc like it). 0, or -1 with
+ * MemoryError set. O(len(list)) when it moves the items. */
+static inline int
+list_reserve(PyObject *list, Py_ssize_t need)
+{
+    PyListObject *l = (PyListObject *)list;
+    if (need <= l->allocated) return 0;
+    if ((size_t)need > (size_t)PY_SSIZE_T_MAX / sizeof(PyObject *)) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    PyObject **items = PyMem_Realloc(l->ob_item, (size_t)need * sizeof(PyObject *));
+    if (!items) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    l->ob_item = items;
+    l->allocated = need;
+    return 0;
+}
+
+/* PyList_Append (the same list, the same error), the room doubled when a list of at
+ * least LIST_WIDE_FROM items is full. `list` must pass PyList_Check. */
+static inline int
+list_append_wide(PyObject *list, PyObject *item)
+{
+    Py_ssize_t n = PyList_GET_SIZE(list);
+    if (n >= LIST_WIDE_FROM && n == ((PyListObject *)list)->allocated &&
+        n <= PY_SSIZE_T_MAX / 2 && list_reserve(list, 2 * n) < 0) {
+        return -1;
+    }
+    return PyList_Append(list, item);
+}
+
+/* PyByteArray_Resize(buf, size) for a bytearray grown a little at a time (the open's
+ * fold hashes, 8 bytes a row): from LIST_WIDE_FROM * 8 bytes on, a resize past the
+ * room first asks for twice `size` and then sets `size`, which PyByteArray_Resize
+ * keeps without moving (a size of at least half the room), instead of its own
+ * growth by about 1/8. The same bytes and size. 0, or -1 with an error set. */
+static inline int
+bytearray_grow_wide(PyObject *buf, Py_ssize_t size)
+{
+    Py_ssize_t had = PyByteArray_GET_SIZE(buf);
+    if (size > had && had >= LIST_WIDE_FROM * 8 && size < PY_SSIZE_T_MAX / 2 - 1 &&
+        size + 1 > ((PyByteArrayObject *)buf)->ob_alloc &&
+        PyByteArray_Resize(buf, 2 * size) < 0) {
+        return -1;
+    }
+    return PyByteArray_Resize(buf, size);
+}
+
 #endif /* ACTORMEM_KERNELS_COMMON_H */

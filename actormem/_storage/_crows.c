@@ -358,6 +358,10 @@ typedef struct {
     int check_ids, ids_zero, ids_dup;
     uint64_t *ids;
     size_t ids_mask, ids_count;
+    /* the ids expected (ids_presize: the file's seq range, rows_expected), 0: unknown;
+     * the table's first allocation holds them without growing */
+    size_t ids_hint;
+    int ids_presize; /* ids_presize_on, as the read began */
     /* id_prefetch: the last ID_LAG ids noted, not yet put (their slots prefetched when
      * they came, so the put finds its cache line in); `lag_n` of them, the oldest at
      * `lag_at` */
@@ -439,6 +443,7 @@ id_seen(feed_t *f, uint64_t hi, uint64_t lo)
     }
     if (2 * (f->ids_count + 1) > f->ids_mask + 1 || !f->ids) {
         size_t slots = f->ids ? 2 * (f->ids_mask + 1) : IDS_FIRST;
+        while (!f->ids && slots < 2 * (f->ids_hint + 1)) slots *= 2; /* hint <= IDS_HINT_MAX */
         uint64_t *t = ids_alloc(slots);
         if (!t) {
             f->check_ids = 0;
@@ -456,6 +461,43 @@ id_seen(feed_t *f, uint64_t hi, uint64_t lo)
     }
     if (id_put(f->ids, f->ids_mask, hi, lo)) f->ids_dup = 1;
     else f->ids_count++;
+}
+
+/* Whether the split reader sizes its id table once for the rows it expects
+ * (id_presize), instead of doubling it from IDS_FIRST slots: at 1M rows the doublings
+ * allocated and zeroed 32 MiB besides the final table's 32 and re-put ~1M ids at
+ * random slots (open31). */
+static int ids_presize_on = 1;
+/* The most ids a hint sizes the table for (64 Mi slots, 1 GiB: a file's seq range is
+ * believed only up to its size over IDS_HINT_ROW_BYTES as well). */
+#define IDS_HINT_MAX ((size_t)1 << 25)
+#define IDS_HINT_ROW_BYTES 64
+
+/* The rows a file's entries table may hold, by its seq range (two O(log n) seeks of
+ * the rowid tree), at most its bytes over IDS_HINT_ROW_BYTES and IDS_HINT_MAX; 0 when
+ * unknown (any SQLite error, an empty table). Only sizes a table: a wrong hint costs
+ * a resize or address space, never a result. */
+static size_t
+rows_expected(sqlite3 *db)
+{
+    static const char *const sql[2] = {
+        "SELECT (SELECT max(seq) FROM entries) - (SELECT min(seq) FROM entries) + 1",
+        "SELECT (SELECT page_count FROM pragma_page_count()) * "
+        "(SELECT page_size FROM pragma_page_size())",
+    };
+    sqlite3_int64 v[2] = {0, 0};
+    for (int i = 0; i < 2; i++) {
+        sqlite3_stmt *st = NULL;
+        if (sqlite3_prepare_v2(db, sql[i], -1, &st, NULL) == SQLITE_OK &&
+            sqlite3_step(st) == SQLITE_ROW && sqlite3_column_type(st, 0) == SQLITE_INTEGER) {
+            v[i] = sqlite3_column_int64(st, 0);
+        }
+        sqlite3_finalize(st);
+        if (v[i] <= 0) return 0;
+    }
+    size_t rows = (size_t)v[0], most = (size_t)v[1] / IDS_HINT_ROW_BYTES;
+    if (rows > most) rows = most;
+    return rows > IDS_HINT_MAX ? IDS_HINT_MAX : rows;
 }
 
 /* Whether the split reader holds ids back and prefetches their slots (id_prefetch). */
@@ -718,6 +760,7 @@ feed_run(void *arg)
                              SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOMUTEX, NULL);
     if (rc == SQLITE_OK) rc = sqlite3_prepare_v2(db, f->sql, -1, &st, NULL);
     if (rc != SQLITE_OK || sqlite3_column_count(st) != COLUMNS) goto out;
+    if (f->check_ids && f->ids_presize) f->ids_hint = rows_expected(db);
     for (long long k = 0;; k++) {
         pthread_mutex_lock(&f->mu);
         if (!f->stop && f->filled - f->taken >= f->nchunks) {
@@ -936,6 +979,7 @@ read_threaded(const char *uri, const char *sql, ctx_t *c, PyObject *ids_out, PyO
     f.hash_memory = c->hash_memory;
     f.check_ids = ids_out != NULL;
     f.id_lag = id_prefetch_on;
+    f.ids_presize = ids_presize_on;
     f.fold_memory = f.fold_all = folds_out != NULL;
     f.fold_pairs = fold_pairs_on;
     /* the rows' fold hashes in order (folds_out), grown by doubling */
@@ -1002,7 +1046,7 @@ read_threaded(const char *uri, const char *sql, ctx_t *c, PyObject *ids_out, PyO
                 if (PyErr_Occurred()) goto error;
                 goto declined;
             }
-            int failed = PyList_Append(out, pair);
+            int failed = list_append_wide(out, pair);
             Py_DECREF(pair);
             if (failed) goto error;
             if (folds) {
@@ -1031,7 +1075,7 @@ read_threaded(const char *uri, const char *sql, ctx_t *c, PyObject *ids_out, PyO
                 PyErr_SetString(PyExc_RuntimeError, "read_entries: fold_buf changed");
                 goto error;
             }
-            if (PyByteArray_Resize(fold_buf, had + add) < 0) goto error;
+            if (bytearray_grow_wide(fold_buf, had + add) < 0) goto error;
             memcpy(PyByteArray_AS_STRING(fold_buf) + had, folds + (row - ch->nrows),
                    (size_t)add);
         }
@@ -1247,7 +1291,7 @@ read_entries(PyObject *self, PyObject *args)
             if (PyErr_Occurred()) goto error;
             goto declined;
         }
-        int failed = PyList_Append(out, pair);
+        int failed = list_append_wide(out, pair);
         Py_DECREF(pair);
         if (failed) goto error;
     }
@@ -1366,6 +1410,20 @@ id_huge(PyObject *self, PyObject *on)
     return bool_knob(&ids_huge_on, on, "id_huge: on must be a bool");
 }
 
+PyDoc_STRVAR(id_presize_doc,
+"id_presize(on) -> bool\n\n"
+"Whether the split reader sizes its id table once, for the rows its file's seq range\n"
+"says (at most the file's bytes over 64), before the first row (True, the default\n"
+"from branch open31), or grows it by doubling from 1,024 slots (False: the path\n"
+"before; the same check). Sets it for later reads (on: a bool) and returns what it\n"
+"was. TypeError for a non-bool. O(1).");
+
+static PyObject *
+id_presize(PyObject *self, PyObject *on)
+{
+    return bool_knob(&ids_presize_on, on, "id_presize: on must be a bool");
+}
+
 PyDoc_STRVAR(fold_pairs_doc,
 "fold_pairs(on) -> bool\n\n"
 "Whether the split reader computes the ASCII memory texts' fold hashes at each chunk's\n"
@@ -1429,6 +1487,7 @@ static PyMethodDef methods[] = {
     {"fold_pair", fold_pair, METH_VARARGS, fold_pair_doc},
     {"fold_pairs", fold_pairs, METH_O, fold_pairs_doc},
     {"id_huge", id_huge, METH_O, id_huge_doc},
+    {"id_presize", id_presize, METH_O, id_presize_doc},
     {"id_prefetch", id_prefetch, METH_O, id_prefetch_doc},
     {"read_entries", read_entries, METH_VARARGS, read_entries_doc},
     {"source_id", source_id, METH_NOARGS, source_id_doc},

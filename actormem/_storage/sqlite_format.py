@@ -825,6 +825,13 @@ _CHUNKS_AHEAD = 64
 #: path before (branch ``open27``).
 _ID_HUGE = True
 
+#: The split reader sizes its id table once, for the rows its file's seq range says
+#: (``_crows.id_presize``: two seeks of the rowid tree, believed up to the file's size
+#: over 64 bytes), instead of doubling it from 1,024 slots: at 1M rows the doublings
+#: allocated and zeroed 32 MiB besides the final table and put ~1M ids again at random
+#: slots. The same check. False: the path before (branch ``open31``).
+_ID_PRESIZE = True
+
 #: The split reader's thread also computes each memory text's duplicate-key fold hash
 #: (``textfold.fold_hash``'s value, from the UTF-8 bytes it copies, without the GIL; a
 #: text that is not ASCII only on CPython before 3.13, per code point as the core) and
@@ -937,6 +944,9 @@ def _read_rows_c(
     set_huge = getattr(_crows, "id_huge", None)
     if set_huge is not None:
         set_huge(bool(_ID_HUGE))
+    set_presize = getattr(_crows, "id_presize", None)
+    if set_presize is not None:
+        set_presize(bool(_ID_PRESIZE))
     set_pairs = getattr(_crows, "fold_pairs", None)
     if set_pairs is not None:
         set_pairs(bool(_FOLD_PAIRS))
