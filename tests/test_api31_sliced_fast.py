@@ -1,0 +1,280 @@
+"""BM25's short path in slices (``knobs._SLICED_FAST``: ``MaxScoreSearch._fast_steps``,
+``kernels.bm25_query_steps``) and the slice's end sent to a sliced computation
+(``snapshot._SEND_SLICE_END``; ``bm25_daat``'s ``seconds``).
+
+The kernel: lists of 0.1-30% of up to 12,000 groups, a table of records, a filter or
+none, first seqs or none, the codes and dense arrays or not: ``bm25_query_steps`` driven
+with any mix of sent values (None: a step a call; a time already past: one step a call;
+a time far off: to the end in one call) gives ``bm25_query``'s heap, scores as bytes,
+seqs and records. ``bm25_daat`` refuses a negative ``seconds``, and with a tiny one stops
+after a step of its walk, not done, the next call going on to the same heap. Through the
+index, a sliced query with the owner writing between its steps (stores, deletes, purges
+that compact the lists), driven with sent values, gives the brute force's top-k at the
+reader's version. Through ``Memory.retrieve`` the knobs on and off give the same
+results, the short path in slices taken by default, each step after the first sent the
+slice's end. stress/asan_kernels.sh may run this file.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Generator
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from actormem import BM25Scorer, open_memory
+from actormem._engine import snapshot
+from actormem._engine.state import MemoryState
+from actormem._index import kernels
+from actormem._index.bm25 import knobs as bm25_knobs
+from actormem._index.bm25.postings import length_codes
+
+from .strategies import examples
+from .test_bm25 import brute_force
+from .test_bm25_steps import WORDS, _entry, _index, _live, _text, _write
+from .test_bm25q9_walk import _lists
+from .test_bm25q12_whole import _table
+from .test_bm25q13_query import _FLAGS, _by_query, _with_dense
+
+pytestmark = pytest.mark.skipif(
+    not kernels.bm25_core_active(), reason="the compiled BM25 core is not built"
+)
+
+#: What a driver sends at a yield: None (next), a time past (one step), one far off.
+_SENDS = ("none", "past", "far")
+
+
+def _value(kind: str) -> float | None:
+    if kind == "none":
+        return None
+    return time.perf_counter() + (-1.0 if kind == "past" else 60.0)
+
+
+def _drive(steps: Generator[None, Any, Any], rng: random.Random, kinds: tuple[str, ...]) -> Any:
+    """Run ``steps`` to its end, sending one of ``kinds`` (picked by ``rng``) at each
+    yield after the first; its return value."""
+    value = None
+    while True:
+        try:
+            steps.send(value)
+        except StopIteration as stop:
+            return stop.value
+        value = _value(rng.choice(kinds))
+
+
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    nlen=st.integers(1, 12_000),
+    nterms=st.integers(1, 6),
+    top_length=st.sampled_from([128, 40_000]),
+    limit=st.sampled_from([1, 3, 10, 100, 200]),
+    budget=st.sampled_from([1, 100, 16_384]),
+    version=st.integers(1, 3),
+    filtered=st.booleans(),
+    ties=st.booleans(),
+    coded=st.booleans(),
+    kinds=st.sampled_from([("none",), ("past",), ("far",), _SENDS]),
+)
+@settings(max_examples=examples(60), deadline=None)
+def test_query_steps_same_as_query(
+    seed: int, nlen: int, nterms: int, top_length: int, limit: int, budget: int,
+    version: int, filtered: bool, ties: bool, coded: bool, kinds: tuple[str, ...],
+) -> None:  # fmt: skip
+    """``bm25_query_steps`` with any values sent: ``bm25_query``'s heap."""
+    lengths, terms, parts = _lists(seed, nlen, nterms, top_length)
+    codes = length_codes(lengths) if coded else None
+    if coded:
+        terms = _with_dense(terms, nlen)
+    slots, first = _table(random.Random(seed), nlen)
+    accept = (lambda rec: rec.seq % 3 != 1) if filtered else None
+    start = random.Random(seed).randrange(len(terms))
+    args = (terms, lengths, parts, codes, slots, first if ties else None, limit, budget)
+    want, _ = _by_query(*args, accept, version, start, True, True)
+    prefetch, more = kernels.daat_flags(False, True, True, True, False, True, *_FLAGS.values())
+    steps = kernels.bm25_query_steps(
+        terms, lengths, parts, max(limit, 4096), (prefetch, more | kernels.CALL_SCRATCH), 0.8,
+        codes, (slots, version, accept, limit, True), lambda: first if ties else None,
+        [start], max(limit, 128), budget, time.perf_counter,
+    )  # fmt: skip
+    got = _drive(steps, random.Random(seed + 1), kinds)
+    assert [(np.float64(s).tobytes(), r.seq, id(r)) for s, r in got] == want
+
+
+def test_daat_seconds_refused_or_one_step() -> None:
+    """A negative ``seconds`` is refused before any work; a tiny one stops the walk to
+    the end after one step, not done, and calls after it reach the heap of one call."""
+    from actormem._index import _cbm25
+
+    lengths, terms, parts = _lists(11, 12_000, 4, 40_000)
+    slots, first = _table(random.Random(11), 12_000)
+    q = len(terms)
+    prefetch, more = kernels.daat_flags(False, True, True, True, False, True, *_FLAGS.values())
+
+    def run(seconds: float) -> tuple[list[Any], int]:
+        cursors = np.zeros(q, np.int64)
+        nums, scores = np.empty(4096, np.int64), np.empty(4096, np.float64)
+        sticky = np.zeros(q, np.uint8)
+        hs, hq, hr = np.empty(10, np.float64), np.empty(10, np.int64), [None] * 10
+        hn = np.zeros(2, np.int64)
+        seen = np.empty(128, np.int64)
+        calls = 0
+        done = False
+        remember = True
+        while not done:
+            offer = (slots, 3, None, hs, hq, hr, hn, seen, remember, first, True)
+            _, done = _cbm25.bm25_daat(
+                terms, cursors, lengths, *parts, -np.inf, 100, -1 if calls else 0, nums,
+                scores, sticky, offer, prefetch, 0.8, None,
+                more | 2048 | (0 if calls else 4096), 128, seconds,
+            )  # fmt: skip
+            remember = False
+            calls += 1
+        n = int(hn[0])
+        return sorted(zip(hs[:n].tolist(), hq[:n].tolist(), strict=True)), calls
+
+    whole, one = run(0.0)
+    assert one == 1
+    sliced, calls = run(1e-9)
+    assert calls > 1
+    assert sliced == whole
+    cursors = np.zeros(q, np.int64)
+    with pytest.raises(ValueError, match="seconds"):
+        _cbm25.bm25_daat(
+            terms, cursors, lengths, *parts, -np.inf, 100, -1, np.empty(64, np.int64),
+            np.empty(64, np.float64), None, None, 0, 1.0, None, 0, 0, -1.0,
+        )  # fmt: skip
+    assert not cursors.any()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_index_steps_with_sent_values_and_writes(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The short path in slices with the owner writing between steps (purges compact
+    the lists under the reader) and any values sent: the brute force's top-k at the
+    reader's version, and the knob off's."""
+    monkeypatch.setattr(bm25_knobs, "_CHUNK", 3)  # many steps: writes land everywhere
+    monkeypatch.setattr(bm25_knobs, "_BOUND_CHUNK", 3)  # bounds in slices too
+    rng = random.Random(seed)
+    scorer = BM25Scorer()
+    state = MemoryState(capacity=None, half_life=86400.0, scorer=scorer)
+    texts = [_text(rng) for _ in range(25)]
+    for _ in range(150):
+        state.store(_entry(rng, texts))
+    state.publish()
+    taken = []
+    real = kernels.bm25_query_steps
+
+    def counted(*args: Any) -> Any:
+        taken.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(kernels, "bm25_query_steps", counted)
+    for round_ in range(8):
+        for rec in rng.sample(state.view().records(), 20):
+            state.delete(rec.entry.id)
+        for _ in range(rng.randint(0, 30)):
+            state.store(_entry(rng, texts))
+        state.publish()
+        view = state.view()
+        index = _index(state)
+        records = view.records()
+        query = " ".join(rng.sample(WORDS[:12], rng.randint(1, 6)))
+        limit = rng.choice([1, 3, 10, 50])
+        acc = (lambda rec: hash(rec) % 3 != 0) if round_ % 3 == 2 else None
+        want = brute_force(scorer, records, view.version, query, limit, acc, now=scorer.clock())
+        steps = index.top_k_steps(view, query, limit, acc)
+        value = None
+        yields = 0
+        while True:
+            try:
+                steps.send(value)
+            except StopIteration as stop:
+                got = stop.value
+                break
+            yields += 1
+            value = _value(rng.choice(_SENDS))
+            if yields <= 25 or rng.random() < 0.1:
+                _write(state, rng, texts, view.version)
+        assert got == want, (seed, round_, query, limit)
+        monkeypatch.setattr(bm25_knobs, "_SLICED_FAST", False)
+        assert [(s, r.seq) for s, r in _run(index.top_k_steps(view, query, limit, acc))] == [
+            (s, r.seq) for s, r in want
+        ]
+        monkeypatch.setattr(bm25_knobs, "_SLICED_FAST", True)
+        index._check(_live(state))
+        state.vacuum(state.published)
+    assert taken  # the short path in slices was taken
+
+
+def _run(steps: Generator[None, Any, Any]) -> Any:
+    while True:
+        try:
+            next(steps)
+        except StopIteration as stop:
+            return stop.value
+
+
+async def test_run_sliced_sends_the_slice_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_run_sliced`` sends nothing at the first step and the slice's end (a time
+    after the step's start, by ``time.perf_counter``) at each later one; None with
+    ``_SEND_SLICE_END`` off."""
+    got: list[Any] = []
+
+    def steps(n: int) -> Generator[None, Any, int]:
+        for _ in range(n):
+            got.append((time.perf_counter(), (yield)))
+        return n
+
+    assert await snapshot._run_sliced(steps(5)) == 5
+    assert len(got) == 5
+    for at, value in got[:-1]:
+        assert value is not None
+        assert value > at - snapshot.RETRIEVE_SLICE
+    del got[:]
+    monkeypatch.setattr(snapshot, "_SEND_SLICE_END", False)
+    assert await snapshot._run_sliced(steps(3)) == 3
+    assert [value for _, value in got] == [None, None, None]
+
+
+async def test_retrieve_same_with_knobs_on_and_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``Memory.retrieve`` on a BM25 memory, sliced at every yield or not at all: the
+    same entries and scores with either knob on or off; by default the short path in
+    slices is taken (one call of ``bm25_query_steps`` a retrieve)."""
+    rng = random.Random(3)
+    texts = [_text(rng) for _ in range(40)]
+    taken = []
+    real = kernels.bm25_query_steps
+
+    def counted(*args: Any) -> Any:
+        taken.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(kernels, "bm25_query_steps", counted)
+    monkeypatch.setattr(bm25_knobs, "_CHUNK", 3)
+    async with open_memory(scorer=BM25Scorer()) as memory:
+        await memory.store_many([_entry(rng, texts) for _ in range(3000)])
+        queries = [" ".join(rng.sample(WORDS[:12], rng.randint(1, 6))) for _ in range(20)]
+        results: dict[tuple[Any, ...], list[Any]] = {}
+        for slice_ in (0, 1e-4, float("inf")):
+            monkeypatch.setattr(snapshot, "RETRIEVE_SLICE", slice_)
+            for fast in (True, False):
+                for ends in (True, False):
+                    monkeypatch.setattr(bm25_knobs, "_SLICED_FAST", fast)
+                    monkeypatch.setattr(snapshot, "_SEND_SLICE_END", ends)
+                    del taken[:]
+                    out = []
+                    for query in queries:
+                        hits = await memory.retrieve_scored(query, 10)
+                        out.append([(h.entry.id, h.score) for h in hits])
+                    assert len(taken) == (len(queries) if fast else 0)
+                    results[slice_, fast, ends] = out
+        first = results[0, False, False]
+        assert all(len(hits) == 10 for hits in first)
+        for key, out in results.items():
+            assert out == first, key
