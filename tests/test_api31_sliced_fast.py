@@ -20,19 +20,25 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Generator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
 import pytest
+import trio
+import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from actormem import BM25Scorer, open_memory
+from actormem._engine import memory as memory_mod
 from actormem._engine import snapshot
 from actormem._engine.state import MemoryState
 from actormem._index import kernels
 from actormem._index.bm25 import knobs as bm25_knobs
 from actormem._index.bm25.postings import length_codes
+from actormem._index.wordoverlap import WordOverlapScorer
+from actormem._record import Record
 
 from .strategies import examples
 from .test_bm25 import brute_force
@@ -40,6 +46,8 @@ from .test_bm25_steps import WORDS, _entry, _index, _live, _text, _write
 from .test_bm25q9_walk import _lists
 from .test_bm25q12_whole import _table
 from .test_bm25q13_query import _FLAGS, _by_query, _with_dense
+from .test_mainjob12_paths import TEXTS, _Clock, _state
+from .test_mainjob12_paths import _entry as entry12
 
 pytestmark = pytest.mark.skipif(
     not kernels.bm25_core_active(), reason="the compiled BM25 core is not built"
@@ -278,3 +286,90 @@ async def test_retrieve_same_with_knobs_on_and_off(monkeypatch: pytest.MonkeyPat
         assert all(len(hits) == 10 for hits in first)
         for key, out in results.items():
             assert out == first, key
+
+
+# -- hits noted by record (memory._ACCESS_BY_REC) ----------------------------------------
+
+
+def _access_state() -> MemoryState:
+    state = _state(WordOverlapScorer())
+    for i, text in enumerate(TEXTS[:5]):
+        state.store(entry12(i, text))
+    state.publish()
+    return state
+
+
+def test_apply_access_takes_records_as_their_ids() -> None:
+    """Hits keyed by records, some upserted or deleted since (two records of one id,
+    a record whose id is gone): the same counts, times, version, journal order and
+    ``access_updates`` as the same hits by the ids' ints."""
+    when = datetime(2026, 2, 1, tzinfo=UTC)
+    by_rec, by_int = _access_state(), _access_state()
+    journals = []
+    for state in (by_rec, by_int):
+        state.journal = []
+        old = {i: state.current(entry12(i, "").id) for i in range(5)}
+        state.store(entry12(1, "upserted text"))  # 1: a new record, the old one dead
+        state.delete(entry12(4, "").id)  # 4: gone
+        state.publish()
+        new1 = state.current(entry12(1, "").id)
+        recs = [old[2], old[1], old[4], new1, old[0], old[3]]
+        hits: dict[Any, tuple[int, datetime]] = {
+            rec: (k + 1, when + timedelta(minutes=(7 * k) % 5)) for k, rec in enumerate(recs)
+        }
+        if state is by_int:
+            merged: dict[Any, tuple[int, datetime]] = {}
+            for rec, (times, at) in hits.items():
+                prev = merged.get(rec.entry._id)
+                merged[rec.entry._id] = (
+                    (times, at) if prev is None else (prev[0] + times, max(at, prev[1]))
+                )
+            hits = merged
+        state.journal.clear()
+        assert state.apply_access(hits, 0) == 4
+        journals.append([rec.entry.id for _, rec in state.journal])
+    assert journals[0] == journals[1]
+    for i in range(4):
+        a = by_rec.current(entry12(i, "").id)
+        b = by_int.current(entry12(i, "").id)
+        assert a is not None
+        assert b is not None
+        assert a.current_access() == b.current_access()
+        assert a.current_expires() == b.current_expires()
+    assert by_rec.version == by_int.version
+    assert by_rec.access_updates == by_int.access_updates
+
+
+async def test_hits_of_records_upserted_since_match_by_int(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Hits noted for records upserted or deleted since their retrieve's view (noted
+    before and after, two records of one id pending at once): the same final access
+    counts, times and ``access_updates`` with hits noted by record as by the ids'
+    ints; the pending keys are the records."""
+    results = []
+    for by_rec in (True, False):
+        monkeypatch.setattr(memory_mod, "_ACCESS_BY_REC", by_rec)
+        async with open_memory(clock=_Clock()) as memory:
+            for i, text in enumerate(TEXTS):
+                await memory.store(entry12(i, text))
+            view = memory.snapshot()._view  # type: ignore[attr-defined]
+            old = {i: view.get(entry12(i, "").id) for i in range(len(TEXTS))}
+            memory._note_access([(1.0, old[0]), (1.0, old[1])])
+            await trio.testing.wait_all_tasks_blocked()
+            await memory.store(entry12(1, "upserted"))
+            await memory.delete(entry12(4, "").id)
+            new = memory.snapshot()._view.get(entry12(1, "").id)  # type: ignore[attr-defined]
+            memory._note_access([(1.0, old[1]), (1.0, old[2]), (1.0, old[4])])
+            memory._note_access([(1.0, new), (1.0, old[1]), (1.0, old[3])])
+            kind = Record if by_rec else int
+            assert all(type(key) is kind for key in memory._pending_access)
+            await trio.testing.wait_all_tasks_blocked()
+            final = sorted(
+                (str(e.id), e.access_count, e.last_accessed) for e in memory.snapshot()
+            )
+            results.append((final, memory.statistics().access_updates))
+    assert results[0] == results[1]
+    counts = {id: count for id, count, _ in results[0][0]}
+    assert counts[str(entry12(1, "").id)] == 3  # the upserted entry's 0, then 3 hits
+    assert results[0][1] == 2 + 3  # one update for id 1's two records, none for id 4
