@@ -373,3 +373,24 @@ async def test_hits_of_records_upserted_since_match_by_int(
     counts = {id: count for id, count, _ in results[0][0]}
     assert counts[str(entry12(1, "").id)] == 3  # the upserted entry's 0, then 3 hits
     assert results[0][1] == 2 + 3  # one update for id 1's two records, none for id 4
+
+
+async def test_knob_switched_with_hits_pending(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hits noted by int and then by record for the same ids before the owner runs (the
+    knob switched meanwhile): one update an id, the counts summed, as by int alone."""
+    results = []
+    for switch in (True, False):
+        async with open_memory(clock=_Clock()) as memory:
+            for i, text in enumerate(TEXTS):
+                await memory.store(entry12(i, text))
+            view = memory.snapshot()._view  # type: ignore[attr-defined]
+            recs = [view.get(entry12(i, "").id) for i in range(3)]
+            monkeypatch.setattr(memory_mod, "_ACCESS_BY_REC", False)
+            memory._note_access([(1.0, recs[0]), (1.0, recs[1])])
+            monkeypatch.setattr(memory_mod, "_ACCESS_BY_REC", switch)
+            memory._note_access([(1.0, recs[1]), (1.0, recs[2])])
+            await trio.testing.wait_all_tasks_blocked()
+            final = sorted((str(e.id), e.access_count) for e in memory.snapshot())
+            results.append((final, memory.statistics().access_updates))
+    assert results[0] == results[1]
+    assert results[0][1] == 3

@@ -1851,10 +1851,14 @@ class MemoryState:
         """
         if not hits:
             return 0
-        if type(next(iter(hits))) is Record and any(rec.died != NEVER for rec in hits):
+        kinds = 0  # 1: an id, 2: a live record, 4: a record no longer live
+        for key in hits:
+            kinds |= (2 if key.died == NEVER else 4) if type(key) is Record else 1
+        if kinds & 4 or kinds == 3:
             # Some hits' records are no longer live (an upsert or a delete since the
-            # retrieve): by id, as the reader would have noted them, so that two
-            # records of one id make one update, in the order the id came first.
+            # retrieve), or records beside ids (a knob switched with hits pending): by
+            # id, as the reader would have noted them, so that two records of one id
+            # make one update, in the order the id came first.
             hits = _merged_by_id(hits)
         self.version += 1
         changed = 0
@@ -2467,15 +2471,14 @@ class _BulkFeed:
         return run
 
 
-def _merged_by_id(
-    hits: Mapping[Record, tuple[int, datetime]],
-) -> dict[int, tuple[int, datetime]]:
-    """Hits noted by record (``MemoryState.apply_access``) as the reader notes them by
-    id: by the id's int, the counts of one id's records summed, the latest time kept,
-    each id where it came first. O(h)."""
+def _merged_by_id(hits: Mapping[Any, tuple[int, datetime]]) -> dict[int, tuple[int, datetime]]:
+    """Hits noted by record (``MemoryState.apply_access``; or by the id's int or UUID) as
+    the reader notes them by id: by the id's int, the counts of one id's keys summed,
+    the latest time kept, each id where it came first. O(h)."""
     out: dict[int, tuple[int, datetime]] = {}
-    for rec, (times, when) in hits.items():
-        id = rec.entry._id
+    for key, (times, when) in hits.items():
+        kind = type(key)
+        id = key.entry._id if kind is Record else key if kind is int else key.int
         prev = out.get(id)
         if prev is None:
             out[id] = (times, when)
