@@ -1201,8 +1201,9 @@ def bm25_query_steps(
     once before its first core call, then after each. The value sent at a yield is the
     ``clock()`` time by which the caller wants the next one (its slice's end: the call
     runs whole steps until then, at least one, with the seeding and the walk in one
-    call as ``one_call`` makes them); ``None`` (``next``) asks for one step of about
-    ``budget`` postings a call, as :meth:`Bm25Daat.drive` takes them. ``offer``:
+    call as ``one_call`` makes them while that time is ahead); ``None`` (``next``) asks
+    for one step of about ``budget`` postings a call, as :meth:`Bm25Daat.drive` takes
+    them. ``offer``:
     ``(table, version, accept, limit, columns)``; ``first_of()`` the index's first seqs
     (int64, or None) as of each call: the owner may replace them between two. The
     terms' arrays, ``lengths`` and ``codes`` are those taken at the start (only
@@ -1226,17 +1227,21 @@ def bm25_query_steps(
     a_part, b_part, k1, b, avgdl, up = parts
     until = yield
     done = False
-    if until is not None and len(seeds) == 1:  # the seeding and the walk in one call
+    left = 0.0 if until is None else until - clock()
+    if left > 0.0 and len(seeds) == 1:  # the seeding and the walk in one call
         offered = (table, version, accept, hs, hq, hr, hn, seen, True, first_of(), columns)
         _, done = core.bm25_daat(
             terms, cursors, lengths, a_part, b_part, k1, b, avgdl, up, -math.inf, budget,
             seeds[0], nums, scores, sticky, offered, prefetch, split_room, codes,
-            more | _TO_END | _SEED_THEN_WALK, seed_room, max(until - clock(), 1e-9),
+            more | _TO_END | _SEED_THEN_WALK, seed_room, left,
         )  # fmt: skip
         if not done:
             until = yield
     else:
-        for seed in seeds:  # Bm25Daat.drive with each seed: a step each, its own starts
+        # Bm25Daat.drive with each seed: a step each, its own starts (also where the
+        # slice is over already, the query's set-up having taken it: the seeding alone,
+        # not a step of the walk after it, before the caller's checkpoint).
+        for seed in seeds:
             offered = (table, version, accept, hs, hq, hr, hn, seen, True, first_of(), columns)
             core.bm25_daat(
                 terms, np.zeros(q, np.int64), lengths, a_part, b_part, k1, b, avgdl, up,
