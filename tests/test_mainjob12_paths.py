@@ -37,6 +37,7 @@ from actormem._engine.state import DEFAULT_HALF_LIFE, MemoryState
 from actormem._index.scoring import drain
 from actormem._index.thresholds import thresholded_steps
 from actormem._index.wordoverlap import WordOverlapScorer
+from actormem._record import Record
 from actormem._util import gc_paused
 from actormem.cli._swarm import CAUSES, Removals, check_accounting
 
@@ -103,7 +104,9 @@ async def _session(
             got = await memory.retrieve(query, k, namespace=ns)
             answers.append([(e.id, e.memory, e.access_count, e.last_accessed) for e in got])
             if on and got and memory._replica is None:
-                assert all(type(key) is int for key in memory._pending_access)
+                # By record (memory._ACCESS_BY_REC), else by the id's int.
+                kind = Record if memory_mod._ACCESS_BY_REC else int
+                assert all(type(key) is kind for key in memory._pending_access)
             # The owner applies the hits with this store's batch at the latest (trio
             # picks the order of ready tasks at random: without it the two retrieves'
             # hits would fall in one batch or two by chance).

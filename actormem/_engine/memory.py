@@ -157,6 +157,14 @@ INLINE_ROWS = 64
 #: encodes the buffer's ids for its log, so it keeps UUIDs. The same counts and times.
 #: False: UUID keys (the path before it).
 _ACCESS_BY_INT = True
+#: With ``_ACCESS_BY_INT``, a retrieve's hits are noted by their :class:`Record` (a
+#: dict keyed by identity) rather than by the id's int: no entry read per hit in the
+#: reader, no lookup in the id table per hit in the owner, which updates the record
+#: itself while it is live (``MemoryState.apply_access``; one no longer live, upserted
+#: or deleted since, is taken by its id, and one id's records merged, as before). The
+#: same counts, times, journal and ``access_updates``. False: by the id's int (the
+#: path before it).
+_ACCESS_BY_REC = True
 #: ``retrieve`` builds its entries from the hits directly instead of a
 #: :class:`ScoredEntry` per hit that it then unwraps: the same entries, in the same
 #: order. False: through ``retrieve_scored`` (the path before it).
@@ -1056,6 +1064,16 @@ class Memory(metaclass=NoPublicConstructor):
         # _ACCESS_BY_INT: keyed by the id's int (a node of a replicated memory: by UUID,
         # which its log encodes); the owner's apply_access takes either.
         by_int = _ACCESS_BY_INT and self._replica is None
+        if by_int and _ACCESS_BY_REC:
+            for _, rec in hits:
+                prev = buf.get(rec)
+                if prev is None:
+                    buf[rec] = (1, now)
+                else:  # the latest time, as if each retrieve had been applied on its own
+                    buf[rec] = (prev[0] + 1, now if now > prev[1] else prev[1])
+            if was_empty:
+                self._wake_owner()
+            return
         for _, rec in hits:
             id = rec.entry._id if by_int else rec.entry.id
             prev = buf.get(id)

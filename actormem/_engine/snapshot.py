@@ -61,6 +61,16 @@ _T = TypeVar("_T")
 #: results).
 _ONE_STEP_SMALL = True
 
+#: ``_run_sliced`` sends each step after the first the ``time.perf_counter`` time at
+#: which its slice ends (``steps.send(deadline)``, not ``next(steps)``): a computation
+#: that can use it does as much work as fits before then in one go (BM25's short path
+#: in slices walks whole steps in one core call until then:
+#: ``bm25.knobs._SLICED_FAST``), and may come back a little after it (a step of its
+#: own is not cut); the others ignore the value. The same checkpoints, at least as far
+#: apart; the same results. False: ``next(steps)``, every step a bounded chunk of its
+#: own (the path before).
+_SEND_SLICE_END = True
+
 #: Longest accepted query, in code points.
 MAX_QUERY_CHARS = 100_000
 
@@ -446,20 +456,25 @@ def _query_index(index: Any) -> Any:
 
 
 async def _run_sliced(
-    steps: Generator[None, None, _T], gate: ReadGate | None = None, at_least_one: bool = False
+    steps: Generator[None, Any, _T], gate: ReadGate | None = None, at_least_one: bool = False
 ) -> _T:
     """Run a sliced computation to its end, reaching a trio checkpoint (``gate``'s, if
-    given) whenever a slice of :data:`RETRIEVE_SLICE` seconds has run, and with
+    given) whenever a slice of :data:`RETRIEVE_SLICE` seconds has run (with
+    ``_SEND_SLICE_END``, each step after the first is sent the slice's end, a
+    ``time.perf_counter`` time: see there), and with
     ``at_least_one`` once at the end if no slice boundary came (so the whole is always a
     schedule point). Cancellation at a checkpoint closes the generator and raises
     :class:`trio.Cancelled`."""
     clock = time.perf_counter
     pause = trio.lowlevel.checkpoint if gate is None else gate.checkpoint
+    send = steps.send
+    ends = _SEND_SLICE_END
     try:
         deadline = clock() + RETRIEVE_SLICE
+        until = None  # a generator just started takes no value
         while True:
             try:
-                next(steps)
+                send(until)
             except StopIteration as stop:
                 result: _T = stop.value
                 break
@@ -467,6 +482,8 @@ async def _run_sliced(
                 await pause()
                 at_least_one = False
                 deadline = clock() + RETRIEVE_SLICE
+            if ends:
+                until = deadline
     finally:
         steps.close()
     if at_least_one:

@@ -1852,25 +1852,46 @@ class MemoryState:
         """Add retrieve hits to access bookkeeping; return how many entries changed.
 
         ``hits`` maps id -> (times returned, latest retrieve time), each id a
-        :class:`uuid.UUID` or its 128-bit int (``MemoryEntry._id``). Ids no longer live
+        :class:`uuid.UUID` or its 128-bit int (``MemoryEntry._id``), or each key a hit's
+        :class:`Record` (one no longer live stands for its id). Ids no longer live
         are ignored. O(h) for h ids: the eviction order is not re-sorted (see
         :meth:`_evict_one`), except for an entry whose key went down.
         """
         if not hits:
             return 0
+        kinds = 0  # 1: an id, 2: a live record, 4: a record no longer live
+        for key in hits:
+            kinds |= (2 if key.died == NEVER else 4) if type(key) is Record else 1
+        if kinds & 4 or kinds == 3:
+            # Some hits' records are no longer live (an upsert or a delete since the
+            # retrieve), or records beside ids (a knob switched with hits pending): by
+            # id, as the reader would have noted them, so that two records of one id
+            # make one update, in the order the id came first.
+            hits = _merged_by_id(hits)
         self.version += 1
         changed = 0
         by_id = self._by_id
+        id: Any
         for id, (times, when) in hits.items():
-            rec = by_id.get(id if type(id) is int else id.int)
+            if type(id) is Record:
+                rec: Record | None = id  # live (see above): the id's current record
+            else:
+                rec = by_id.get(id if type(id) is int else id.int)
             if rec is None or rec.died != NEVER:  # as current(): live records only
                 continue
-            count, last = rec.current_access()
-            newest = when if last is None or when > last else last
+            # rec.current_access() and rec.current_expires(), inline.
             prev = rec.access
+            if prev is None:
+                entry = rec.entry
+                count, last, expires = entry.access_count, entry.last_accessed, entry.expires_at
+            else:
+                count, last, expires = prev.count, prev.last, prev.expires
+                if expires is None:
+                    expires = rec.entry.expires_at
+            newest = when if last is None or when > last else last
             if prev is not None and prev.version <= horizon:
                 prev.prev = None  # no snapshot needs anything older than prev
-            rec.access = Access(self.version, count + times, newest, prev, rec.current_expires())
+            rec.access = Access(self.version, count + times, newest, prev, expires)
             if last is None and newest < rec.entry.created_at and self._evict is not None:
                 # The key went down (a retrieve dated before created_at): keys in the
                 # eviction order may only be stale from below, so re-sort it now.
@@ -2458,3 +2479,19 @@ class _BulkFeed:
         self.failed = True  # taken: no second take
         self.taken = True
         return run
+
+
+def _merged_by_id(hits: Mapping[Any, tuple[int, datetime]]) -> dict[int, tuple[int, datetime]]:
+    """Hits noted by record (``MemoryState.apply_access``; or by the id's int or UUID) as
+    the reader notes them by id: by the id's int, the counts of one id's keys summed,
+    the latest time kept, each id where it came first. O(h)."""
+    out: dict[int, tuple[int, datetime]] = {}
+    for key, (times, when) in hits.items():
+        kind = type(key)
+        id = key.entry._id if kind is Record else key if kind is int else key.int
+        prev = out.get(id)
+        if prev is None:
+            out[id] = (times, when)
+        else:
+            out[id] = (prev[0] + times, when if when > prev[1] else prev[1])
+    return out

@@ -33,6 +33,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "_kernels_common.h"
 
@@ -1505,7 +1506,8 @@ bm25_daat_modes(PyObject *self, PyObject *arg)
 PyDoc_STRVAR(bm25_daat_doc,
 "bm25_daat(terms, cursors, lengths, a_part, b_part, k1, b, avgdl, up, theta, budget,\n"
 "          seed, nums_out, scores_out, sticky=None, offer=None,\n"
-"          prefetch=0, split_room=1.0, codes=None, more=0, seed_room=0) -> (int, bool)\n\n"
+"          prefetch=0, split_room=1.0, codes=None, more=0, seed_room=0,\n"
+"          seconds=0.0) -> (int, bool)\n\n"
 "Document-at-a-time MaxScore with block-max windows over the query's terms, a list of\n"
 "(wi, ub, groups, tfs, count, blocks, nblocks) in the query's order (ub: a bound on the\n"
 "term's contribution, slack included; blocks: (largest tf, smallest length) of each of\n"
@@ -1571,7 +1573,22 @@ PyDoc_STRVAR(bm25_daat_doc,
 "windowed walk's scratch (its scores, marks, tables) is made once for the call, not\n"
 "once a step. With more & 16384 (and 1024), a window whose essential lists have fewer\n"
 "postings left than a quarter of the groups from its first on is walked marking by the\n"
-"cut (more & 512), not scanned after. The same results.");
+"cut (more & 512), not scanned after. With seconds > 0 (and more & 2048), the walk to\n"
+"the end returns between two steps once that many seconds have passed since the call\n"
+"started (CLOCK_MONOTONIC; at least one step), not done: the next call with the same\n"
+"arguments (no seed) goes on from there. The same results.");
+
+/* The monotonic clock in seconds (CLOCK_MONOTONIC: Python's time.perf_counter on
+ * Linux), or -1.0 where there is none (then a call limited in time runs one step). */
+static double
+mono_seconds(void)
+{
+#ifdef CLOCK_MONOTONIC
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) == 0) return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+#endif
+    return -1.0;
+}
 
 static PyObject *
 bm25_daat(PyObject *self, PyObject *args)
@@ -1582,12 +1599,20 @@ bm25_daat(PyObject *self, PyObject *args)
     double a_part, b_part, k1, b, avgdl, up, theta, split_room = 1.0;
     Py_ssize_t budget, seed, seed_room = 0;
     int prefetch = 0, more = 0;
-    if (!PyArg_ParseTuple(args, "O!OOdddddddnnOO|OOidOin", &PyList_Type, &o_terms, &o_cur,
+    double seconds = 0.0;
+    if (!PyArg_ParseTuple(args, "O!OOdddddddnnOO|OOidOind", &PyList_Type, &o_terms, &o_cur,
                           &o_len, &a_part, &b_part, &k1, &b, &avgdl, &up, &theta, &budget,
                           &seed, &o_nums, &o_scores, &o_sticky, &o_offer, &prefetch,
-                          &split_room, &o_codes, &more, &seed_room)) {
+                          &split_room, &o_codes, &more, &seed_room, &seconds)) {
         return NULL;
     }
+    /* seconds > 0 (with more & 2048): the walk to the end stops between two steps once
+     * this long has passed since the call started (a caller's slice), not done. */
+    if (!(seconds >= 0.0)) {
+        PyErr_SetString(PyExc_ValueError, "seconds must be >= 0");
+        return NULL;
+    }
+    const double started = seconds > 0.0 ? mono_seconds() : 0.0;
     if (more < 0 || more > 32767) {
         PyErr_SetString(PyExc_ValueError, "more: flags 0 to 32767");
         return NULL;
@@ -1864,6 +1889,12 @@ bm25_daat(PyObject *self, PyObject *args)
                 goto done;
             }
             if (!to_end || finished) break;
+            if (seconds > 0.0) {
+                /* The caller's slice is over: return between two steps, as a call
+                 * without more & 2048 would; the next call goes on from here. */
+                double now = mono_seconds();
+                if (now < 0.0 || started < 0.0 || now - started >= seconds) break;
+            }
             /* What the next call would do with the same arguments: the step's state as a
              * call's set-up leaves it (emitted 0: offered; the cursors kept in T), theta
              * the heap's worst, and the split made again there. */

@@ -28,7 +28,7 @@ import logging
 import math
 import os
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from operator import attrgetter
 from types import ModuleType
 from typing import Any
@@ -54,6 +54,7 @@ __all__ = [
     "bm25_exact",
     "bm25_keep",
     "bm25_max_sat",
+    "bm25_query_steps",
     "bm25_refine",
     "wo_count_sparse",
     "wo_join",
@@ -1175,6 +1176,94 @@ def bm25_query(
             -math.inf, budget, -1, nums, scores, sticky, offered, prefetch, split_room, codes,
             more | _TO_END,
         )  # fmt: skip
+    n = int(hn[0])
+    items = zip(hs[:n].tolist(), hq[:n].tolist(), hr[:n], strict=True)
+    return [(score, rec) for score, _, rec in sorted(items, key=_best_first)]
+
+
+def bm25_query_steps(
+    terms: list[DaatTerm],
+    lengths: np.ndarray[Any, Any],
+    parts: tuple[float, float, float, float, float, float],
+    room: int,
+    flags: tuple[int, int],
+    split_room: float,
+    codes: np.ndarray[Any, Any] | None,
+    offer: tuple[list[Any], int, Any, int, bool],
+    first_of: Callable[[], Any],
+    seeds: list[int],
+    seed_room: int,
+    budget: int,
+    clock: Callable[[], float],
+) -> Generator[None, float | None, list[tuple[float, Any]]]:
+    """:func:`bm25_query` in slices, for a caller that lets the owner write between two
+    (the same calls to ``bm25_daat``, so the same results): a generator that yields
+    once before its first core call, then after each. The value sent at a yield is the
+    ``clock()`` time by which the caller wants the next one (its slice's end: the call
+    runs whole steps until then, at least one, with the seeding and the walk in one
+    call as ``one_call`` makes them while that time is ahead); ``None`` (``next``) asks
+    for one step of about ``budget`` postings a call, as :meth:`Bm25Daat.drive` takes
+    them. ``offer``:
+    ``(table, version, accept, limit, columns)``; ``first_of()`` the index's first seqs
+    (int64, or None) as of each call: the owner may replace them between two. The
+    terms' arrays, ``lengths`` and ``codes`` are those taken at the start (only
+    appended to). Returns as :func:`bm25_query`. O(the walk's work), plus a call's
+    set-up (O(terms)) per yield.
+
+    Raises:
+        As :func:`bm25_query`.
+    """
+    table, version, accept, limit, columns = offer
+    core = _core()
+    prefetch, more = flags
+    q = len(terms)
+    nums = np.empty(room, np.int64)
+    scores = np.empty(room, np.float64)
+    sticky = np.zeros(q, np.uint8)
+    cursors = np.zeros(q, np.int64)
+    hs, hq, hr = np.empty(limit, np.float64), np.empty(limit, np.int64), [None] * limit
+    hn = np.zeros(2, np.int64)
+    seen = np.empty(max(len(seeds) * seed_room, 1), np.int64)
+    a_part, b_part, k1, b, avgdl, up = parts
+    until = yield
+    done = False
+    left = 0.0 if until is None else until - clock()
+    if left > 0.0 and len(seeds) == 1:  # the seeding and the walk in one call
+        offered = (table, version, accept, hs, hq, hr, hn, seen, True, first_of(), columns)
+        _, done = core.bm25_daat(
+            terms, cursors, lengths, a_part, b_part, k1, b, avgdl, up, -math.inf, budget,
+            seeds[0], nums, scores, sticky, offered, prefetch, split_room, codes,
+            more | _TO_END | _SEED_THEN_WALK, seed_room, left,
+        )  # fmt: skip
+        if not done:
+            until = yield
+    else:
+        # Bm25Daat.drive with each seed: a step each, its own starts (also where the
+        # slice is over already, the query's set-up having taken it: the seeding alone,
+        # not a step of the walk after it, before the caller's checkpoint).
+        for seed in seeds:
+            offered = (table, version, accept, hs, hq, hr, hn, seen, True, first_of(), columns)
+            core.bm25_daat(
+                terms, np.zeros(q, np.int64), lengths, a_part, b_part, k1, b, avgdl, up,
+                -math.inf, budget, seed, nums[:seed_room] if seed_room else nums, scores,
+                sticky, offered, prefetch, split_room, codes, more,
+            )  # fmt: skip
+            until = yield
+    while not done:  # the walk, from where the call before left it
+        offered = (table, version, accept, hs, hq, hr, hn, seen, False, first_of(), columns)
+        if until is None:  # one step, as Bm25Daat.drive
+            _, done = core.bm25_daat(
+                terms, cursors, lengths, a_part, b_part, k1, b, avgdl, up, -math.inf, budget,
+                -1, nums, scores, sticky, offered, prefetch, split_room, codes, more,
+            )  # fmt: skip
+        else:  # whole steps until the caller's time
+            _, done = core.bm25_daat(
+                terms, cursors, lengths, a_part, b_part, k1, b, avgdl, up, -math.inf, budget,
+                -1, nums, scores, sticky, offered, prefetch, split_room, codes, more | _TO_END,
+                0, max(until - clock(), 1e-9),
+            )  # fmt: skip
+        if not done:
+            until = yield
     n = int(hn[0])
     items = zip(hs[:n].tolist(), hq[:n].tolist(), hr[:n], strict=True)
     return [(score, rec) for score, _, rec in sorted(items, key=_best_first)]

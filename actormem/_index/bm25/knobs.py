@@ -68,6 +68,18 @@ _WHOLE_DRIVE = True
 #: kept). The same results; False: the sliced search drained (the path before).
 _QUERY_FAST = True
 
+#: A sliced query (``top_k_steps``: a reader between whose steps the owner may write)
+#: whose index has the newest statistics for its snapshot, on the same conditions as
+#: ``_QUERY_FAST`` but the drain, takes that short path's set-up and its core calls in
+#: slices (``MaxScoreSearch._fast_steps``, ``kernels.bm25_query_steps``): the lists and
+#: statistics taken before the first yield, the bounds brought up to date in slices, no
+#: generator per step, no ``_Exact``, no ``Bm25Daat`` and its Python checks; and where the
+#: caller sends its slice's end at a yield (``Memory.retrieve``: ``_run_sliced``), each
+#: core call walks whole steps until then (one call a slice, its scratch made once a
+#: call), not one step of ``4 * _CHUNK`` postings a call. The same calls' results, so
+#: the same top-k; False: ``_core_steps`` (the path before).
+_SLICED_FAST = True
+
 #: On that short path with one seed term (``_SEEDS``), the seeding and the walk to its
 #: end are one core call (``bm25_daat``'s ``more & 4096``), not two. The same work and
 #: results; False: two calls.

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import time
 from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Generator, Mapping
@@ -230,6 +231,26 @@ class _Exact:
         return values[limit - 1]
 
 
+def _query_flags(dense: bool, count: int) -> tuple[int, int]:
+    """The short path's ``bm25_daat`` flags (``kernels.daat_flags`` from the knobs, with
+    ``CALL_SCRATCH`` and ``SPARSE_MARKS`` where those knobs ask) for a query of ``count``
+    terms. O(1)."""
+    flags = kernels.daat_flags(
+        knobs._PREFETCH_WALK, knobs._PREFETCH_SEEK, knobs._TIGHT_WALK,
+        knobs._INTERP_SEEK,
+        knobs._SIMD_WALK and not (knobs._SCALAR_ON_AMD and kernels.CPU_IS_AMD),
+        knobs._PREFETCH_LOOKUPS, knobs._LOOKUP_CODES, knobs._PREFETCH_SEEDS,
+        knobs._SPARSE_CLEAR, knobs._PREFETCH_OFFERS, dense, True,
+        knobs._SCALAR_NO_PREFETCH, knobs._WALK_ONES, knobs._MARK_CUT, knobs._SCAN_MARKS,
+    )  # fmt: skip
+    if knobs._CALL_SCRATCH:
+        flags = (flags[0], flags[1] | kernels.CALL_SCRATCH)
+    sparse_marks = knobs._SPARSE_MARKS and count <= knobs._SPARSE_MARKS_TERMS
+    if sparse_marks and not kernels.CPU_HAS_AVX512:
+        flags = (flags[0], flags[1] | kernels.SPARSE_MARKS)
+    return flags
+
+
 class MaxScoreSearch:
     """One top-k query over a :class:`~actormem._index.bm25.BM25Index` (reader side)."""
 
@@ -323,19 +344,7 @@ class MaxScoreSearch:
             return []
         parts = (a_part, k1 * b / avgdl, float(k1), float(b), avgdl, up)
         room = knobs._CHUNK if knobs._WIDE_WINDOWS else knobs._CHUNK // 4
-        flags = kernels.daat_flags(
-            knobs._PREFETCH_WALK, knobs._PREFETCH_SEEK, knobs._TIGHT_WALK,
-            knobs._INTERP_SEEK,
-            knobs._SIMD_WALK and not (knobs._SCALAR_ON_AMD and kernels.CPU_IS_AMD),
-            knobs._PREFETCH_LOOKUPS, knobs._LOOKUP_CODES, knobs._PREFETCH_SEEDS,
-            knobs._SPARSE_CLEAR, knobs._PREFETCH_OFFERS, dense, True,
-            knobs._SCALAR_NO_PREFETCH, knobs._WALK_ONES, knobs._MARK_CUT, knobs._SCAN_MARKS,
-        )  # fmt: skip
-        if knobs._CALL_SCRATCH:
-            flags = (flags[0], flags[1] | kernels.CALL_SCRATCH)
-        sparse_marks = knobs._SPARSE_MARKS and len(terms) <= knobs._SPARSE_MARKS_TERMS
-        if sparse_marks and not kernels.CPU_HAS_AVX512:
-            flags = (flags[0], flags[1] | kernels.SPARSE_MARKS)
+        flags = _query_flags(dense, len(terms))
         seeds = sorted(range(len(terms)), key=bounds.__getitem__)[-knobs._SEEDS :]
         first = index._first_seq if knobs._TIE_SKIP else None
         return kernels.bm25_query(
@@ -345,6 +354,96 @@ class MaxScoreSearch:
             seeds, max(limit, knobs._SEED_ROOM), 4 * knobs._CHUNK + 64 * len(terms),
             knobs._ONE_CALL,
         )  # fmt: skip
+
+    def _fast_ok(self, view: ReadView, limit: int) -> bool:
+        """Whether the short path's conditions hold for a query of ``limit`` on ``view``
+        (:meth:`_fast`'s, the drain aside): the core's record heap, no recency and no
+        prior, and the index's newest statistics for the view. O(1)."""
+        scorer = self._index.scorer
+        if not (
+            limit > 0 and knobs._COST_SPLIT and knobs._C_OFFER and knobs._NO_BLOCKS
+            and limit <= knobs._C_OFFER_MAX and scorer.half_life is None
+            and not scorer.relevance_prior and kernels.bm25_core_active()
+        ):  # fmt: skip
+            return False
+        changes = self._index._changes
+        versions = changes.versions
+        return not (view.version < changes.floor or (versions and versions[-1] > view.version))
+
+    def _fast_steps(
+        self, view: ReadView, weights: Mapping[str, float], limit: int, accept: Accept
+    ) -> Generator[None, float | None, list[tuple[float, Record]]]:
+        """:meth:`_fast` in slices (``knobs._SLICED_FAST``; :meth:`_fast_ok` holds): the
+        same statistics, weights, bounds, terms and core calls, the owner free to write
+        between two yields. Everything the owner may replace (the group table, the
+        lengths and their codes, each term's lists, block bounds and dense array) is
+        taken before the first yield, as :meth:`top_k_terms_steps` takes it; the bounds
+        are brought up to date in slices (``bound_steps``), then
+        :func:`~actormem._index.kernels.bm25_query_steps` makes the calls (a value sent
+        at a yield: the caller's slice's end, see there). O(as ``top_k_terms``)."""
+        index = self._index
+        scorer = index.scorer
+        n, total = index._n, index._total
+        if n == 0 or total == 0:
+            return []
+        index_terms = index._terms
+        k1, b = scorer.k1, scorer.b
+        avgdl = total / n
+        a_part = k1 * (1.0 - b)
+        up = 1.0 + knobs._SLACK
+        table = index._table
+        lengths = index._lengths
+        codes = index._codes
+        dense = knobs._DENSE_TFS
+        drift = knobs._DRIFT
+        log = math.log
+        taken = []
+        for term, w in weights.items():
+            if not w > 0:
+                continue
+            obj = index_terms.get(term)
+            if obj is None:
+                continue
+            df = obj.df
+            if df <= 0:
+                continue
+            wi = w * log(1.0 + (n - df + 0.5) / (df + 0.5))
+            groups = obj.groups
+            taken.append((obj, wi, groups, obj.tfs, len(groups), obj.blocks, obj.dense))
+        terms: list[kernels.DaatTerm] = []
+        bounds: list[float] = []
+        for obj, wi, groups, tfs, count, blocks, held in taken:
+            ref = obj.ref
+            if obj.seen == count and ref and 1.0 / drift <= avgdl / ref <= drift:
+                bound = obj.top * (avgdl / ref if avgdl > ref else 1.0)  # cached, as is
+            else:  # the bound may take many postings to bring up to date: in slices
+                bound = yield from obj.bound_steps(
+                    a_part, k1 * b, avgdl, lengths, groups, tfs, count
+                )
+            bound = wi * bound * up
+            bounds.append(bound)
+            if dense and held is not None:
+                terms.append((wi, bound, groups, tfs, count, blocks, 0, *held))
+            else:
+                terms.append((wi, bound, groups, tfs, count, blocks, 0))
+        if not terms:
+            return []
+        parts = (a_part, k1 * b / avgdl, float(k1), float(b), avgdl, up)
+        room = knobs._CHUNK if knobs._WIDE_WINDOWS else knobs._CHUNK // 4
+        seeds = sorted(range(len(terms)), key=bounds.__getitem__)[-knobs._SEEDS :]
+        tie = knobs._TIE_SKIP
+
+        def first_of() -> Any:  # the owner's array as of each call
+            return index._first_seq if tie else None
+
+        steps = kernels.bm25_query_steps(
+            terms, lengths, parts, max(limit, room), _query_flags(dense, len(terms)),
+            float(knobs._SPLIT_ROOM), codes if knobs._LENGTH_CODES else None,
+            (table, view.version, accept, limit, index._cols), first_of, seeds,
+            max(limit, knobs._SEED_ROOM), 4 * knobs._CHUNK + 64 * len(terms),
+            time.perf_counter,
+        )  # fmt: skip
+        return (yield from steps)
 
     def _core_steps(
         self,
@@ -483,6 +582,8 @@ class MaxScoreSearch:
         complexity."""
         if limit <= 0:
             return []
+        if knobs._SLICED_FAST and not self._whole and self._fast_ok(view, limit):
+            return (yield from self._fast_steps(view, weights, limit, accept))
         index = self._index
         compiled = kernels.active()
         core = kernels.bm25_core_active()
