@@ -6,6 +6,8 @@ import pytest
 
 from stress._bench_peers import block_orders
 
+from .realdata import real_file
+
 
 def test_block_orders_interleave_the_cold_list_and_block_the_warm_one() -> None:
     plan = block_orders(["peer", "wo", "bm"], ["a", "b", "c"], ["x", "y", "z"], block=2)
@@ -35,11 +37,10 @@ def test_block_orders_refuses_an_empty_block() -> None:
 
 
 def test_peers_cold_runs_every_order_on_a_small_memory() -> None:
-    from stress._bench_data import DEFAULT_DATA
     from stress.peers_cold import main
 
-    if not (DEFAULT_DATA / "tool_calls.jsonl").exists():
-        pytest.skip("no data")
+    real_file("locomo10.json")
+    real_file("tool_calls.jsonl")
     lines = main(["--n", "300", "--q", "6", "--flush-mib", "1", "--no-fresh-scan"])
     labels = {line[:24].strip() for line in lines}
     assert len(lines) == 2 * 7 + 2
