@@ -199,14 +199,18 @@ _CHECKPOINT_BESIDE = True
 #: committing every millisecond never left (a commit lands while it copies): the main
 #: job's WAL grew to 27 MB, every frame of the run, beside a 4.7 MB database (20.6 MB
 #: with this), each commit's frames written to new pages of the file; under a writer
-#: that never pauses, without bound (129 MB after 60,000 single stores; 21 MB with
-#: this). False: PASSIVE only, and the thread waits for the lock, the path before it.
+#: that never pauses, without bound (129 MB after 60,000 single stores, 688 MB after
+#: 40 s of 8 writers; with this it levels off: ~21 MB with 1 or 64 writers, 32-62 MB
+#: with 8, whose commits land more often during a checkpoint's copy, so that its FULL
+#: step gives up more often). False: PASSIVE only, and the thread waits for the lock,
+#: the path before it.
 _CHECKPOINT_RESTARTS = True
 #: The WAL's frames since it last started over (``mxFrame``), in checkpoints' worth
 #: (:data:`CHECKPOINT_FRAMES`), from which a checkpoint beside takes its FULL step
 #: (:data:`_CHECKPOINT_RESTARTS`): the WAL then starts over once it holds about this
 #: many times ``CHECKPOINT_FRAMES`` frames (~2,000-2,600, ~21 MB in 8 KiB pages, at
-#: the default 2), and the writer waits for a FULL step's fsyncs once every few
+#: the default 2; more where the FULL step finds the writer committing and gives up),
+#: and the writer waits for a FULL step's fsyncs once every few
 #: checkpoints, not at each (the main job's ~13 a run: its store p99 read 10.5-11.5 ms
 #: against 7.5-10.3 with a FULL step after every one, on a disk whose fsyncs took
 #: milliseconds at load 4).
