@@ -42,7 +42,7 @@ from actormem._record import Record
 from .bm25_cases import DAAT_FLAGS, by_query, daat_case, group_table, heap, walk_lists
 from .strategies import examples
 from .test_bm25 import brute_force
-from .test_bm25_steps import WORDS, _entry, _index, _live, _text, _write
+from .test_bm25_steps import WORDS, _entry, _live, _round, _text, _write
 from .test_mainjob12_paths import TEXTS, _Clock, _state
 from .test_mainjob12_paths import _entry as entry12
 
@@ -156,6 +156,20 @@ def test_daat_seconds_refused_or_one_step() -> None:
     assert not cursors.any()
 
 
+def _count_query_steps(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A list that gets a 1 at each call of ``kernels.bm25_query_steps`` (the short path
+    in slices taken), for the rest of the test."""
+    taken: list[int] = []
+    real = kernels.bm25_query_steps
+
+    def counted(*args: Any) -> Any:
+        taken.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(kernels, "bm25_query_steps", counted)
+    return taken
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_index_steps_with_sent_values_and_writes(
     seed: int, monkeypatch: pytest.MonkeyPatch
@@ -172,25 +186,9 @@ def test_index_steps_with_sent_values_and_writes(
     for _ in range(150):
         state.store(_entry(rng, texts))
     state.publish()
-    taken = []
-    real = kernels.bm25_query_steps
-
-    def counted(*args: Any) -> Any:
-        taken.append(1)
-        return real(*args)
-
-    monkeypatch.setattr(kernels, "bm25_query_steps", counted)
+    taken = _count_query_steps(monkeypatch)
     for round_ in range(8):
-        for rec in rng.sample(state.view().records(), 20):
-            state.delete(rec.entry.id)
-        for _ in range(rng.randint(0, 30)):
-            state.store(_entry(rng, texts))
-        state.publish()
-        view = state.view()
-        index = _index(state)
-        records = view.records()
-        query = " ".join(rng.sample(WORDS[:12], rng.randint(1, 6)))
-        limit = rng.choice([1, 3, 10, 50])
+        view, index, records, query, limit = _round(state, rng, texts, 20)
         acc = (lambda rec: hash(rec) % 3 != 0) if round_ % 3 == 2 else None
         want = brute_force(scorer, records, view.version, query, limit, acc, now=scorer.clock())
         steps = index.top_k_steps(view, query, limit, acc)
@@ -253,14 +251,7 @@ async def test_retrieve_same_with_knobs_on_and_off(monkeypatch: pytest.MonkeyPat
     slices is taken (one call of ``bm25_query_steps`` a retrieve)."""
     rng = random.Random(3)
     texts = [_text(rng) for _ in range(40)]
-    taken = []
-    real = kernels.bm25_query_steps
-
-    def counted(*args: Any) -> Any:
-        taken.append(1)
-        return real(*args)
-
-    monkeypatch.setattr(kernels, "bm25_query_steps", counted)
+    taken = _count_query_steps(monkeypatch)
     monkeypatch.setattr(bm25_knobs, "_CHUNK", 3)
     async with open_memory(scorer=BM25Scorer()) as memory:
         await memory.store_many([_entry(rng, texts) for _ in range(3000)])
