@@ -36,16 +36,13 @@ from actormem._engine import snapshot
 from actormem._engine.state import MemoryState
 from actormem._index import kernels
 from actormem._index.bm25 import knobs as bm25_knobs
-from actormem._index.bm25.postings import length_codes
 from actormem._index.wordoverlap import WordOverlapScorer
 from actormem._record import Record
 
+from .bm25_cases import DAAT_FLAGS, by_query, daat_case, group_table, heap, walk_lists
 from .strategies import examples
 from .test_bm25 import brute_force
-from .test_bm25_steps import WORDS, _entry, _index, _live, _text, _write
-from .test_bm25q9_walk import _lists
-from .test_bm25q12_whole import _table
-from .test_bm25q13_query import _FLAGS, _by_query, _with_dense
+from .test_bm25_steps import WORDS, _entry, _live, _round, _text, _write
 from .test_mainjob12_paths import TEXTS, _Clock, _state
 from .test_mainjob12_paths import _entry as entry12
 
@@ -94,23 +91,21 @@ def test_query_steps_same_as_query(
     version: int, filtered: bool, ties: bool, coded: bool, kinds: tuple[str, ...],
 ) -> None:  # fmt: skip
     """``bm25_query_steps`` with any values sent: ``bm25_query``'s heap."""
-    lengths, terms, parts = _lists(seed, nlen, nterms, top_length)
-    codes = length_codes(lengths) if coded else None
-    if coded:
-        terms = _with_dense(terms, nlen)
-    slots, first = _table(random.Random(seed), nlen)
-    accept = (lambda rec: rec.seq % 3 != 1) if filtered else None
-    start = random.Random(seed).randrange(len(terms))
-    args = (terms, lengths, parts, codes, slots, first if ties else None, limit, budget)
-    want, _ = _by_query(*args, accept, version, start, True, True)
-    prefetch, more = kernels.daat_flags(False, True, True, True, False, True, *_FLAGS.values())
+    case = daat_case(
+        seed, nlen, nterms, top_length, codes=coded, dense=coded, ties=ties, filtered=filtered
+    )
+    want, _ = by_query(case, limit, budget, version, scratch=True)
+    prefetch, more = kernels.daat_flags(
+        False, True, True, True, False, True, *DAAT_FLAGS.values()
+    )  # fmt: skip
     steps = kernels.bm25_query_steps(
-        terms, lengths, parts, max(limit, 4096), (prefetch, more | kernels.CALL_SCRATCH), 0.8,
-        codes, (slots, version, accept, limit, True), lambda: first if ties else None,
-        [start], max(limit, 128), budget, time.perf_counter,
+        case.terms, case.lengths, case.parts, max(limit, 4096),
+        (prefetch, more | kernels.CALL_SCRATCH), 0.8, case.codes,
+        (case.table, version, case.accept, limit, True), lambda: case.first, [case.start],
+        max(limit, 128), budget, time.perf_counter,
     )  # fmt: skip
     got = _drive(steps, random.Random(seed + 1), kinds)
-    assert [(np.float64(s).tobytes(), r.seq, id(r)) for s, r in got] == want
+    assert heap(got) == want
 
 
 def test_daat_seconds_refused_or_one_step() -> None:
@@ -118,10 +113,12 @@ def test_daat_seconds_refused_or_one_step() -> None:
     the end after one step, not done, and calls after it reach the heap of one call."""
     from actormem._index import _cbm25
 
-    lengths, terms, parts = _lists(11, 12_000, 4, 40_000)
-    slots, first = _table(random.Random(11), 12_000)
+    lengths, terms, parts = walk_lists(11, 12_000, 4, 40_000)
+    slots, first = group_table(random.Random(11), 12_000)
     q = len(terms)
-    prefetch, more = kernels.daat_flags(False, True, True, True, False, True, *_FLAGS.values())
+    prefetch, more = kernels.daat_flags(
+        False, True, True, True, False, True, *DAAT_FLAGS.values()
+    )  # fmt: skip
 
     def run(seconds: float) -> tuple[list[Any], int]:
         cursors = np.zeros(q, np.int64)
@@ -159,6 +156,20 @@ def test_daat_seconds_refused_or_one_step() -> None:
     assert not cursors.any()
 
 
+def _count_query_steps(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A list that gets a 1 at each call of ``kernels.bm25_query_steps`` (the short path
+    in slices taken), for the rest of the test."""
+    taken: list[int] = []
+    real = kernels.bm25_query_steps
+
+    def counted(*args: Any) -> Any:
+        taken.append(1)
+        return real(*args)
+
+    monkeypatch.setattr(kernels, "bm25_query_steps", counted)
+    return taken
+
+
 @pytest.mark.parametrize("seed", range(4))
 def test_index_steps_with_sent_values_and_writes(
     seed: int, monkeypatch: pytest.MonkeyPatch
@@ -175,25 +186,9 @@ def test_index_steps_with_sent_values_and_writes(
     for _ in range(150):
         state.store(_entry(rng, texts))
     state.publish()
-    taken = []
-    real = kernels.bm25_query_steps
-
-    def counted(*args: Any) -> Any:
-        taken.append(1)
-        return real(*args)
-
-    monkeypatch.setattr(kernels, "bm25_query_steps", counted)
+    taken = _count_query_steps(monkeypatch)
     for round_ in range(8):
-        for rec in rng.sample(state.view().records(), 20):
-            state.delete(rec.entry.id)
-        for _ in range(rng.randint(0, 30)):
-            state.store(_entry(rng, texts))
-        state.publish()
-        view = state.view()
-        index = _index(state)
-        records = view.records()
-        query = " ".join(rng.sample(WORDS[:12], rng.randint(1, 6)))
-        limit = rng.choice([1, 3, 10, 50])
+        view, index, records, query, limit = _round(state, rng, texts, 20)
         acc = (lambda rec: hash(rec) % 3 != 0) if round_ % 3 == 2 else None
         want = brute_force(scorer, records, view.version, query, limit, acc, now=scorer.clock())
         steps = index.top_k_steps(view, query, limit, acc)
@@ -256,14 +251,7 @@ async def test_retrieve_same_with_knobs_on_and_off(monkeypatch: pytest.MonkeyPat
     slices is taken (one call of ``bm25_query_steps`` a retrieve)."""
     rng = random.Random(3)
     texts = [_text(rng) for _ in range(40)]
-    taken = []
-    real = kernels.bm25_query_steps
-
-    def counted(*args: Any) -> Any:
-        taken.append(1)
-        return real(*args)
-
-    monkeypatch.setattr(kernels, "bm25_query_steps", counted)
+    taken = _count_query_steps(monkeypatch)
     monkeypatch.setattr(bm25_knobs, "_CHUNK", 3)
     async with open_memory(scorer=BM25Scorer()) as memory:
         await memory.store_many([_entry(rng, texts) for _ in range(3000)])

@@ -16,7 +16,7 @@ from actormem._entry import MemoryCategory, MemoryEntry
 from actormem._index import kernels
 from actormem._index.bm25 import BM25Index, BM25Scorer
 from actormem._index.bm25 import knobs as _bm25
-from actormem._index.scoring import drain
+from actormem._index.scoring import ReadView, drain
 from actormem._record import NEVER, Record
 
 from .test_bm25 import brute_force
@@ -84,16 +84,7 @@ def test_steps_with_writes_between_them(
     for round_ in range(8):
         # Deaths the reader does not see, purged (texts dropped, lists compacted)
         # only while it runs.
-        for rec in rng.sample(state.view().records(), 25):
-            state.delete(rec.entry.id)
-        for _ in range(rng.randint(0, 30)):
-            state.store(_entry(rng, texts))
-        state.publish()
-        view = state.view()
-        index = _index(state)
-        records = view.records()
-        query = " ".join(rng.sample(WORDS[:12], rng.randint(1, 6)))
-        limit = rng.choice([1, 3, 10, 50])
+        view, index, records, query, limit = _round(state, rng, texts, 25)
 
         def accept(rec: object) -> bool:
             return hash(rec) % 3 != 0
@@ -124,6 +115,24 @@ def test_steps_with_writes_between_them(
         state.vacuum(state.published)
     if chunk == 3:
         assert purged_while_reading  # texts were dropped under a running retrieve
+
+
+def _round(
+    state: MemoryState, rng: random.Random, texts: list[str], deaths: int
+) -> tuple[ReadView, BM25Index, list[Record], str, int]:
+    """A round's start for a reader the owner writes under: ``deaths`` random records
+    deleted and up to 30 stored, published (the dead purged only by a later vacuum);
+    returns the view, the index, the view's records, and a query of 1-6 of the commoner
+    words with its limit."""
+    for rec in rng.sample(state.view().records(), deaths):
+        state.delete(rec.entry.id)
+    for _ in range(rng.randint(0, 30)):
+        state.store(_entry(rng, texts))
+    state.publish()
+    view = state.view()
+    records = view.records()
+    query = " ".join(rng.sample(WORDS[:12], rng.randint(1, 6)))
+    return view, _index(state), records, query, rng.choice([1, 3, 10, 50])
 
 
 def _index(state: MemoryState) -> BM25Index:

@@ -1111,6 +1111,25 @@ class Bm25Daat:
         return got
 
 
+_Array = np.ndarray[Any, Any]
+#: What :func:`_query_scratch` returns: ``(nums, scores, sticky, hs, hq, hr, hn, seen)``.
+_Scratch = tuple[_Array, _Array, _Array, _Array, _Array, list[Any], _Array, _Array]
+
+
+def _query_scratch(room: int, q: int, limit: int, seeds: list[int], seed_room: int) -> _Scratch:
+    """The scratch of a query's ``bm25_daat`` calls (:func:`bm25_query` and
+    :func:`bm25_query_steps`), one code for both: ``(nums, scores, sticky, hs, hq, hr,
+    hn, seen)``, the walk's window of ``room`` group numbers and scores, the ``q``
+    terms' sticky marks, the record heap of ``limit`` (scores, seqs, records, and its
+    size), and room for the seeds' ``seed_room`` group numbers each. O(room + limit +
+    seeds * seed_room)."""
+    return (
+        np.empty(room, np.int64), np.empty(room, np.float64), np.zeros(q, np.uint8),
+        np.empty(limit, np.float64), np.empty(limit, np.int64), [None] * limit,
+        np.zeros(2, np.int64), np.empty(max(len(seeds) * seed_room, 1), np.int64),
+    )  # fmt: skip
+
+
 def bm25_query(
     terms: list[DaatTerm],
     lengths: np.ndarray[Any, Any],
@@ -1149,12 +1168,7 @@ def bm25_query(
     core = _core()
     prefetch, more = flags
     q = len(terms)
-    nums = np.empty(room, np.int64)
-    scores = np.empty(room, np.float64)
-    sticky = np.zeros(q, np.uint8)
-    hs, hq, hr = np.empty(limit, np.float64), np.empty(limit, np.int64), [None] * limit
-    hn = np.zeros(2, np.int64)
-    seen = np.empty(max(len(seeds) * seed_room, 1), np.int64)
+    nums, scores, sticky, hs, hq, hr, hn, seen = _query_scratch(room, q, limit, seeds, seed_room)
     a_part, b_part, k1, b, avgdl, up = parts
     offered = (table, version, accept, hs, hq, hr, hn, seen, True, first, columns)
     if one_call and len(seeds) == 1:
@@ -1217,13 +1231,8 @@ def bm25_query_steps(
     core = _core()
     prefetch, more = flags
     q = len(terms)
-    nums = np.empty(room, np.int64)
-    scores = np.empty(room, np.float64)
-    sticky = np.zeros(q, np.uint8)
+    nums, scores, sticky, hs, hq, hr, hn, seen = _query_scratch(room, q, limit, seeds, seed_room)
     cursors = np.zeros(q, np.int64)
-    hs, hq, hr = np.empty(limit, np.float64), np.empty(limit, np.int64), [None] * limit
-    hn = np.zeros(2, np.int64)
-    seen = np.empty(max(len(seeds) * seed_room, 1), np.int64)
     a_part, b_part, k1, b, avgdl, up = parts
     until = yield
     done = False

@@ -231,6 +231,13 @@ class _Exact:
         return values[limit - 1]
 
 
+#: What :meth:`MaxScoreSearch._terms_steps` returns: ``(terms, bounds, parts, lengths,
+#: codes, dense)``.
+_ShortTerms = tuple[
+    list[Any], list[float], tuple[float, float, float, float, float, float], Any, Any, bool
+]
+
+
 def _query_flags(dense: bool, count: int) -> tuple[int, int]:
     """The short path's ``bm25_daat`` flags (``kernels.daat_flags`` from the knobs, with
     ``CALL_SCRATCH`` and ``SPARSE_MARKS`` where those knobs ask) for a query of ``count``
@@ -298,51 +305,10 @@ class MaxScoreSearch:
         version = view.version
         if version < changes.floor or (versions and versions[-1] > version):
             return None  # older statistics: the sliced path undoes the log
-        n, total = index._n, index._total
-        index_terms = index._terms
-        if n == 0 or total == 0:
+        taken = drain(self._terms_steps(weights))
+        if taken is None:
             return []
-        k1, b = scorer.k1, scorer.b
-        avgdl = total / n
-        a_part = k1 * (1.0 - b)
-        up = 1.0 + knobs._SLACK
-        lengths = index._lengths
-        codes = index._codes
-        dense = knobs._DENSE_TFS
-        drift = knobs._DRIFT
-        terms: list[kernels.DaatTerm] = []
-        bounds: list[float] = []
-        log = math.log
-        for term, w in weights.items():
-            if not w > 0:
-                continue
-            obj = index_terms.get(term)
-            if obj is None:
-                continue
-            df = obj.df
-            if df <= 0:
-                continue
-            wi = w * log(1.0 + (n - df + 0.5) / (df + 0.5))
-            groups, tfs = obj.groups, obj.tfs
-            count = len(groups)
-            # The term's block bounds and dense array, taken with its lists.
-            blocks, held = obj.blocks, obj.dense
-            ref = obj.ref
-            if obj.seen == count and ref and 1.0 / drift <= avgdl / ref <= drift:
-                bound = obj.top * (avgdl / ref if avgdl > ref else 1.0)  # cached, as is
-            else:
-                bound = drain(
-                    obj.bound_steps(a_part, k1 * b, avgdl, lengths, groups, tfs, count)
-                )
-            bound = wi * bound * up
-            bounds.append(bound)
-            if dense and held is not None:
-                terms.append((wi, bound, groups, tfs, count, blocks, 0, *held))
-            else:
-                terms.append((wi, bound, groups, tfs, count, blocks, 0))
-        if not terms:
-            return []
-        parts = (a_part, k1 * b / avgdl, float(k1), float(b), avgdl, up)
+        terms, bounds, parts, lengths, codes, dense = taken
         room = knobs._CHUNK if knobs._WIDE_WINDOWS else knobs._CHUNK // 4
         flags = _query_flags(dense, len(terms))
         seeds = sorted(range(len(terms)), key=bounds.__getitem__)[-knobs._SEEDS :]
@@ -355,43 +321,29 @@ class MaxScoreSearch:
             knobs._ONE_CALL,
         )  # fmt: skip
 
-    def _fast_ok(self, view: ReadView, limit: int) -> bool:
-        """Whether the short path's conditions hold for a query of ``limit`` on ``view``
-        (:meth:`_fast`'s, the drain aside): the core's record heap, no recency and no
-        prior, and the index's newest statistics for the view. O(1)."""
-        scorer = self._index.scorer
-        if not (
-            limit > 0 and knobs._COST_SPLIT and knobs._C_OFFER and knobs._NO_BLOCKS
-            and limit <= knobs._C_OFFER_MAX and scorer.half_life is None
-            and not scorer.relevance_prior and kernels.bm25_core_active()
-        ):  # fmt: skip
-            return False
-        changes = self._index._changes
-        versions = changes.versions
-        return not (view.version < changes.floor or (versions and versions[-1] > view.version))
-
-    def _fast_steps(
-        self, view: ReadView, weights: Mapping[str, float], limit: int, accept: Accept
-    ) -> Generator[None, float | None, list[tuple[float, Record]]]:
-        """:meth:`_fast` in slices (``knobs._SLICED_FAST``; :meth:`_fast_ok` holds): the
-        same statistics, weights, bounds, terms and core calls, the owner free to write
-        between two yields. Everything the owner may replace (the group table, the
-        lengths and their codes, each term's lists, block bounds and dense array) is
-        taken before the first yield, as :meth:`top_k_terms_steps` takes it; the bounds
-        are brought up to date in slices (``bound_steps``), then
-        :func:`~actormem._index.kernels.bm25_query_steps` makes the calls (a value sent
-        at a yield: the caller's slice's end, see there). O(as ``top_k_terms``)."""
+    def _terms_steps(
+        self, weights: Mapping[str, float]
+    ) -> Generator[None, None, _ShortTerms | None]:
+        """The short paths' (:meth:`_fast`, drained, and :meth:`_fast_steps`) set-up of
+        a query's terms, one code for both: the index's statistics, each term of a
+        positive ``weights`` entry and a positive df with its idf-weighted weight, lists,
+        block bounds and dense array (all taken before the first yield, as the owner may
+        replace them between two), then each term's bound (slack included), cached or
+        brought up to date in slices (``bound_steps``). Returns ``(terms, bounds, parts,
+        lengths, codes, dense)`` as ``kernels.bm25_query`` takes them, or None when there
+        is nothing to search (an empty index, or no term matched). O(q), plus the
+        bounds' work.
+        """
         index = self._index
-        scorer = index.scorer
         n, total = index._n, index._total
         if n == 0 or total == 0:
-            return []
+            return None
+        scorer = index.scorer
         index_terms = index._terms
         k1, b = scorer.k1, scorer.b
         avgdl = total / n
         a_part = k1 * (1.0 - b)
         up = 1.0 + knobs._SLACK
-        table = index._table
         lengths = index._lengths
         codes = index._codes
         dense = knobs._DENSE_TFS
@@ -427,8 +379,42 @@ class MaxScoreSearch:
             else:
                 terms.append((wi, bound, groups, tfs, count, blocks, 0))
         if not terms:
-            return []
+            return None
         parts = (a_part, k1 * b / avgdl, float(k1), float(b), avgdl, up)
+        return terms, bounds, parts, lengths, codes, dense
+
+    def _fast_ok(self, view: ReadView, limit: int) -> bool:
+        """Whether the short path's conditions hold for a query of ``limit`` on ``view``
+        (:meth:`_fast`'s, the drain aside): the core's record heap, no recency and no
+        prior, and the index's newest statistics for the view. O(1)."""
+        scorer = self._index.scorer
+        if not (
+            limit > 0 and knobs._COST_SPLIT and knobs._C_OFFER and knobs._NO_BLOCKS
+            and limit <= knobs._C_OFFER_MAX and scorer.half_life is None
+            and not scorer.relevance_prior and kernels.bm25_core_active()
+        ):  # fmt: skip
+            return False
+        changes = self._index._changes
+        versions = changes.versions
+        return not (view.version < changes.floor or (versions and versions[-1] > view.version))
+
+    def _fast_steps(
+        self, view: ReadView, weights: Mapping[str, float], limit: int, accept: Accept
+    ) -> Generator[None, float | None, list[tuple[float, Record]]]:
+        """:meth:`_fast` in slices (``knobs._SLICED_FAST``; :meth:`_fast_ok` holds): the
+        same statistics, weights, bounds, terms and core calls, the owner free to write
+        between two yields. Everything the owner may replace (the group table, the
+        lengths and their codes, each term's lists, block bounds and dense array) is
+        taken before the first yield, as :meth:`top_k_terms_steps` takes it; the bounds
+        are brought up to date in slices (``bound_steps``), then
+        :func:`~actormem._index.kernels.bm25_query_steps` makes the calls (a value sent
+        at a yield: the caller's slice's end, see there). O(as ``top_k_terms``)."""
+        index = self._index
+        table = index._table
+        taken = yield from self._terms_steps(weights)
+        if taken is None:
+            return []
+        terms, bounds, parts, lengths, codes, dense = taken
         room = knobs._CHUNK if knobs._WIDE_WINDOWS else knobs._CHUNK // 4
         seeds = sorted(range(len(terms)), key=bounds.__getitem__)[-knobs._SEEDS :]
         tie = knobs._TIE_SKIP
