@@ -298,6 +298,37 @@ class _BodyLimit:
         await response(scope, receive, send)
 
 
+class _StreamedResponse(StreamingResponse):
+    """Starlette's StreamingResponse whose last send (``http.response.body`` without
+    ``more_body``) cannot be cancelled: the connection is closed (or kept for the next
+    request) when the answer ends.
+
+    Below ASGI spec 2.4 (hypercorn 0.18 says 2.1), Starlette streams the body in a task
+    group beside a task that waits for ``http.disconnect`` and cancels the group when it
+    arrives. hypercorn (``protocol/http_stream.py``, ``protocol/h11.py``) ends the answer
+    inside that last send, in the app's task: it sends the end of the body, puts
+    ``http.disconnect`` in the app's queue (``_close_stream``), then either closes the
+    connection (``Connection: close``, HTTP/1.0: ``TCPServer._close``) or restarts its
+    keep-alive idle timer. The waiting task takes that ``http.disconnect`` and cancels
+    the group, and the send was cancelled at the close's first checkpoint
+    (``SocketStream.send_eof``) or the timer's lock: the body was all sent but the
+    connection never closed (an HTTP/1.0 client, whose body ends at the close, waited
+    forever), or an idle kept-alive connection never timed out. Shielding that send lets
+    it finish; a client that leaves mid-stream still cancels the stream at once (the
+    sends before the last are not shielded). The shielded send waits on nothing the
+    unshielded one did not: hypercorn shields its socket writes already. O(1) a send."""
+
+    async def stream_response(self, send: Send) -> None:
+        async def ending(message: Message) -> None:
+            if message["type"] == "http.response.body" and not message.get("more_body", False):
+                with trio.CancelScope(shield=True):
+                    await send(message)
+            else:
+                await send(message)
+
+        await super().stream_response(ending)
+
+
 def closing_connection(message: Message) -> Message:
     """``message`` with ``Connection: close`` in place of any ``Connection`` header
     when it starts a response (``http.response.start``); any other as it is."""
@@ -836,7 +867,7 @@ def create_app(
             if chunk:
                 yield ("\n".join(chunk) + "\n").encode("utf-8")
 
-        return StreamingResponse(
+        return _StreamedResponse(
             lines(),
             media_type=_NDJSON,
             headers={"X-Actormem-Entries": str(len(snapshot))},
