@@ -215,6 +215,22 @@ _CHECKPOINT_RESTARTS = True
 #: against 7.5-10.3 with a FULL step after every one, on a disk whose fsyncs took
 #: milliseconds at load 4).
 RESTART_AFTER = 2
+#: After a checkpoint that left :data:`CHECKPOINT_FRAMES` frames or more in the WAL
+#: (another connection's read transaction pins them: a PASSIVE checkpoint copies no
+#: frame past the oldest reader's snapshot), the next one is due only once this share
+#: of ``CHECKPOINT_FRAMES`` more frames is committed (:meth:`SqliteStore.checkpoint_due`),
+#: and the back-off ends with the first one that leaves fewer. Without it the count
+#: stayed at the threshold after each such checkpoint, and the next commit started
+#: another, which could copy nothing more: a checkpoint thread on every commit while
+#: the reader stayed (6,742 in 25 s, found by a reviewer). A quarter keeps those
+#: checkpoints to about four per ``CHECKPOINT_FRAMES`` frames committed (one every
+#: ~25 of the main job's commits at 1,000 frames, ~10 estimated frames each), while
+#: the WAL outgrows the reader that pinned it by at most that quarter (~2 MB in 8
+#: KiB pages) before a checkpoint copies it once the reader leaves; the commits are in
+#: the WAL (fsynced as the durability says) either way, so nothing acknowledged
+#: waits for it. A growing (doubling) back-off would cut the futile checkpoints
+#: further but delay the copy after a long reader in proportion.
+_BACKOFF_SHARE = 4
 #: A store that commits on the loop (:meth:`SqliteStore.take_checkpoints`) writes those
 #: commits (:meth:`SqliteStore.write_inline`) through the compiled writer
 #: (``_cwrite.c``): a third connection to the file, of its own, whose statements are
@@ -782,6 +798,9 @@ class SqliteStore:
         self.wal_frames = 0
         #: Checkpoints :meth:`write` ran (with :meth:`take_checkpoints`).
         self.checkpoints = 0
+        #: The ``wal_frames`` from which a checkpoint is due after one that left
+        #: :data:`CHECKPOINT_FRAMES` or more (:data:`_BACKOFF_SHARE`); 0: no back-off.
+        self._due_after = 0
         #: Whether the connection's ``busy_timeout`` is 0 (:meth:`take_checkpoints`).
         self._impatient = False
         #: The connection of checkpoints run beside the writer (:data:`_CHECKPOINT_BESIDE`),
@@ -1154,9 +1173,11 @@ class SqliteStore:
     def checkpoint_due(self) -> bool:
         """Whether to start :meth:`checkpoint_beside` now (in a worker thread): there is
         a connection for it, none is running, and the WAL holds about
-        :data:`CHECKPOINT_FRAMES` frames since the last one. First takes the result of
-        a finished one: ``wal_frames`` becomes the frames committed since it started
-        plus those it could not copy (a failed one leaves the count, so the next commit
+        :data:`CHECKPOINT_FRAMES` frames since the last one (more, a quarter of them
+        after the last one, when that one left ``CHECKPOINT_FRAMES`` or more to a reader:
+        :data:`_BACKOFF_SHARE`). First takes the result of a finished one:
+        ``wal_frames`` becomes the frames committed since it started plus those it could
+        not copy (a failed one leaves the count and the back-off, so the next commit
         tries again). Call on the loop (the thread of the commits). O(1)."""
         done = self._beside_done
         if done is not None:
@@ -1166,11 +1187,28 @@ class SqliteStore:
             if left is not None:
                 self.checkpoints += 1
                 self.wal_frames = max(0, self.wal_frames - started) + left
+                self._back_off(left)
         return (
             self._beside is not None
             and not self._beside_running
-            and self.wal_frames >= CHECKPOINT_FRAMES
+            and self.wal_frames >= self._due_frames()
         )
+
+    def _back_off(self, left: int) -> None:
+        """After a checkpoint (its result counted in ``wal_frames``) that left ``left``
+        frames: the next is due :data:`_BACKOFF_SHARE`' share of
+        :data:`CHECKPOINT_FRAMES` frames from now if it left ``CHECKPOINT_FRAMES`` or
+        more (a reader pins them: another at once would copy nothing), else at the
+        plain threshold. O(1)."""
+        if left >= CHECKPOINT_FRAMES:
+            self._due_after = self.wal_frames + max(1, CHECKPOINT_FRAMES // _BACKOFF_SHARE)
+        else:
+            self._due_after = 0
+
+    def _due_frames(self) -> int:
+        """The ``wal_frames`` from which a checkpoint is due: :data:`CHECKPOINT_FRAMES`,
+        or more after one that a reader kept from copying (:meth:`_back_off`). O(1)."""
+        return max(CHECKPOINT_FRAMES, self._due_after)
 
     def checkpoint_not_started(self) -> None:
         """Undo :meth:`checkpoint_beside`'s mark when its function could not be handed to
@@ -1234,7 +1272,7 @@ class SqliteStore:
             and not batch.clear
             and (
                 self._beside is not None  # checkpoints beside: none comes after a commit
-                or self.wal_frames + frames_of(batch, self._page_size) < CHECKPOINT_FRAMES
+                or self.wal_frames + frames_of(batch, self._page_size) < self._due_frames()
             )
         )
 
@@ -1250,6 +1288,7 @@ class SqliteStore:
         if left is not None:
             self.checkpoints += 1
             self.wal_frames = left
+            self._back_off(left)
 
     def write(self, batch: Batch) -> None:
         """Commit ``batch`` as one transaction, entirely or not at all. Blocking.
@@ -1327,7 +1366,7 @@ class SqliteStore:
             and wait
             and checkpoint
             and self._beside is None
-            and self.wal_frames >= CHECKPOINT_FRAMES
+            and self.wal_frames >= self._due_frames()
         ):
             self._checkpoint(conn)
         return True
