@@ -1063,24 +1063,22 @@ class Memory(metaclass=NoPublicConstructor):
             now = self._now()
         # _ACCESS_BY_INT: keyed by the id's int (a node of a replicated memory: by UUID,
         # which its log encodes); the owner's apply_access takes either.
+        # _ACCESS_BY_REC: keyed by the hit's record (no entry read here, no id lookup in
+        # the owner); apply_access merges records that died since by id.
         by_int = _ACCESS_BY_INT and self._replica is None
+        keys: list[Any]
         if by_int and _ACCESS_BY_REC:
-            for _, rec in hits:
-                prev = buf.get(rec)
-                if prev is None:
-                    buf[rec] = (1, now)
-                else:  # the latest time, as if each retrieve had been applied on its own
-                    buf[rec] = (prev[0] + 1, now if now > prev[1] else prev[1])
-            if was_empty:
-                self._wake_owner()
-            return
-        for _, rec in hits:
-            id = rec.entry._id if by_int else rec.entry.id
-            prev = buf.get(id)
+            keys = [rec for _, rec in hits]
+        elif by_int:
+            keys = [rec.entry._id for _, rec in hits]
+        else:
+            keys = [rec.entry.id for _, rec in hits]
+        for key in keys:
+            prev = buf.get(key)
             if prev is None:
-                buf[id] = (1, now)
+                buf[key] = (1, now)
             else:  # the latest time, as if each retrieve had been applied on its own
-                buf[id] = (prev[0] + 1, now if now > prev[1] else prev[1])
+                buf[key] = (prev[0] + 1, now if now > prev[1] else prev[1])
         if was_empty:
             # Wake the owner once per batch of hits. If the channel is full the owner has
             # work queued and drains the buffer on its next wake-up anyway.
