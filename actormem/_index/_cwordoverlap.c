@@ -5995,12 +5995,12 @@ dkey_direct(PyObject *ns, PyObject *cat_value, uint64_t fold)
  * of the range and between, a namespace of 0-2 parts and a category): 1 or 0. Never
  * fails (an error is cleared: 0). Needs the GIL. */
 static int dkey_direct_state = -1; /* -1 unknown, 0 no, 1 yes */
-static int dkey_direct_off = 0;    /* dkey_direct(False): the tuple, the path before */
+static int dkey_direct_on = 1;     /* dkey_direct(False): the tuple, the path before */
 
 static int
 dkey_direct_ok(void)
 {
-    if (dkey_direct_off) return 0;
+    if (!dkey_direct_on) return 0;
     if (dkey_direct_state >= 0) return dkey_direct_state;
     int ok = sizeof(Py_hash_t) == 8 && sizeof(Py_uhash_t) == 8;
     const uint64_t folds[] = {0, 1, 12345, ((uint64_t)1 << 61) - 2, ((uint64_t)1 << 61) - 1,
@@ -6041,25 +6041,13 @@ PyDoc_STRVAR(group_ahead_doc,
 static PyObject *
 group_ahead(PyObject *self, PyObject *on)
 {
-    if (!PyBool_Check(on)) {
-        PyErr_SetString(PyExc_TypeError, "group_ahead: on must be a bool");
-        return NULL;
-    }
-    int was = gt_ahead_on;
-    gt_ahead_on = on == Py_True;
-    return PyBool_FromLong(was);
+    return bool_knob(&gt_ahead_on, on, "group_ahead: on must be a bool");
 }
 
 static PyObject *
 dkey_direct_knob(PyObject *self, PyObject *on)
 {
-    if (!PyBool_Check(on)) {
-        PyErr_SetString(PyExc_TypeError, "dkey_direct: on must be a bool");
-        return NULL;
-    }
-    int was = !dkey_direct_off;
-    dkey_direct_off = on == Py_False;
-    return PyBool_FromLong(was);
+    return bool_knob(&dkey_direct_on, on, "dkey_direct: on must be a bool");
 }
 
 /* The look-ahead of load_inserts for row j: the id table's and the duplicate table's

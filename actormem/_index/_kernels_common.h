@@ -298,4 +298,18 @@ bytearray_grow_wide(PyObject *buf, Py_ssize_t size)
     return PyByteArray_Resize(buf, size);
 }
 
+/* A knob's setter: *knob set from `on` (a bool, else TypeError `refusal`), what it was
+ * returned as a bool. O(1). */
+static inline PyObject *
+bool_knob(int *knob, PyObject *on, const char *refusal)
+{
+    if (!PyBool_Check(on)) {
+        PyErr_SetString(PyExc_TypeError, refusal);
+        return NULL;
+    }
+    int was = *knob;
+    *knob = on == Py_True;
+    return PyBool_FromLong(was);
+}
+
 #endif /* ACTORMEM_KERNELS_COMMON_H */

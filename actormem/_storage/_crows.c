@@ -1342,20 +1342,6 @@ feed_cpu_s(PyObject *self, PyObject *unused)
     return PyFloat_FromDouble(total);
 }
 
-/* A knob's setter: *knob set from `on` (a bool, else TypeError `refusal`), what it was
- * returned as a bool. */
-static PyObject *
-bool_knob(int *knob, PyObject *on, const char *refusal)
-{
-    if (!PyBool_Check(on)) {
-        PyErr_SetString(PyExc_TypeError, refusal);
-        return NULL;
-    }
-    int was = *knob;
-    *knob = on == Py_True;
-    return PyBool_FromLong(was);
-}
-
 PyDoc_STRVAR(id_prefetch_doc,
 "id_prefetch(on) -> bool\n\n"
 "Whether the split reader's check of the ids (read_entries' ids_out) holds each id\n"
