@@ -22,7 +22,6 @@ import socket
 import subprocess
 from pathlib import Path
 
-import h11
 import pytest
 import trio
 from hypercorn.trio.tcp_server import TCPServer
@@ -32,6 +31,7 @@ from actormem.server import _app
 from actormem.server._run import _Config
 
 from .serverproc import ServerProcess, serve_port
+from .test_export31_server_close import _parse
 
 _GUARD = 30.0  # seconds: a hang guard, not a timing assertion
 _HTTP10 = b"GET /v1/export HTTP/1.0\r\nHost: t\r\n\r\n"
@@ -107,26 +107,6 @@ def _read_all(conn: socket.socket) -> bytes:
     while chunk := conn.recv(65536):
         answer += chunk
     return answer
-
-
-def _parse(answer: bytes) -> tuple[h11.Response, bytes, bool]:
-    """The response, its body and whether it ended (h11's client side reads it)."""
-    client = h11.Connection(h11.CLIENT)
-    client.send(h11.Request(method="GET", target="/v1/export", headers=[("Host", "t")]))
-    client.send(h11.EndOfMessage())
-    client.receive_data(answer)
-    client.receive_data(b"")  # the close: ends an HTTP/1.0 body
-    response = None
-    body = b""
-    while True:
-        event = client.next_event()
-        if isinstance(event, h11.Response):
-            response = event
-        elif isinstance(event, h11.Data):
-            body += event.data
-        else:
-            assert response is not None, answer[:300]
-            return response, body, isinstance(event, h11.EndOfMessage)
 
 
 def test_an_export_whose_client_ended_its_sending_is_sent_whole(tmp_path: Path) -> None:
