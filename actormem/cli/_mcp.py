@@ -15,7 +15,7 @@ from typing import Any
 import trio
 
 from .._errors import ActorMemError
-from .._util import install_hint, read_token_file
+from .._util import ignored_stop_signals, install_hint, read_token_file, replace_stop_handlers
 from . import _Terminated
 from ._options import add_memory_location, int_at_least
 
@@ -91,12 +91,18 @@ async def _serve_until_signal(
 ) -> int | None:
     """:func:`_serve`, cancelled by the first SIGINT or SIGTERM (or by one already noted
     in ``early``); returns its number, or None. A second signal while the serving winds
-    down gives up at once (KeyboardInterrupt, :class:`_Terminated` for SIGTERM)."""
+    down gives up at once (KeyboardInterrupt, :class:`_Terminated` for SIGTERM). A
+    signal ignored when the command started (``SIG_IGN`` from its parent, e.g.
+    ``actormem mcp &`` in a script: SIGINT) stays ignored, as ``actormem serve`` and
+    ``import`` leave it."""
     got: list[int] = []
     serving = trio.CancelScope()
+    ignored = ignored_stop_signals()  # before the receiver replaces the handlers
 
     async def watch(signals: AsyncIterator[int]) -> None:
         async for signum in signals:
+            if signum in ignored:
+                continue
             if got:
                 raise _Terminated if signum == signal.SIGTERM else KeyboardInterrupt
             got.append(signum)
@@ -120,16 +126,14 @@ async def _serve_until_signal(
 def _sigterm_noted(early: list[int]) -> Iterator[None]:
     """SIGTERM appended to ``early`` instead of raised while trio runs outside
     :func:`_serve_until_signal`'s receiver (its first and last steps: an exception raised
-    in trio's own code would be an internal error); the handler before is restored."""
-    try:
-        previous = signal.signal(signal.SIGTERM, lambda signum, frame: early.append(signum))
-    except ValueError:  # not the main thread
-        yield
-        return
+    in trio's own code would be an internal error); the handler before is restored. An
+    ignored SIGTERM stays ignored; off the main thread nothing changes."""
+    previous = replace_stop_handlers(lambda signum, frame: early.append(signum), (signal.SIGTERM,))
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
 
 
 @contextlib.contextmanager

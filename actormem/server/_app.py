@@ -298,6 +298,12 @@ class _BodyLimit:
         await response(scope, receive, send)
 
 
+#: The key of an ``http.disconnect`` that says the client ended its sending
+#: (``shutdown(SHUT_WR)``) after a whole request: it may still read the answer
+#: (``actormem.server._run._protocol_handle``).
+HALF_CLOSED = "actormem.half_closed"
+
+
 class _StreamedResponse(StreamingResponse):
     """Starlette's StreamingResponse whose last send (``http.response.body`` without
     ``more_body``) cannot be cancelled: the connection is closed (or kept for the next
@@ -317,6 +323,15 @@ class _StreamedResponse(StreamingResponse):
     it finish; a client that leaves mid-stream still cancels the stream at once (the
     sends before the last are not shielded). The shielded send waits on nothing the
     unshielded one did not: hypercorn shields its socket writes already. O(1) a send."""
+
+    async def listen_for_disconnect(self, receive: Receive) -> None:
+        """Return once the client is gone: an ``http.disconnect`` not marked
+        :data:`HALF_CLOSED` (a client that ended its sending after its request still
+        reads the stream). O(1) a message."""
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect" and not message.get(HALF_CLOSED):
+                return
 
     async def stream_response(self, send: Send) -> None:
         async def ending(message: Message) -> None:

@@ -10,7 +10,9 @@ Stopping (``stop`` set, or SIGINT/SIGTERM when ``handle_signals``): hypercorn cl
 listening sockets, lets requests in flight finish for up to ``graceful_timeout`` seconds
 (then cancels them: a cancelled store may or may not be applied, and its client got no
 acknowledgement; every answer that starts once the stop began says ``Connection: close``:
-:class:`_CloseWhenStopping`), and returns; then the memory closes: every request already queued is
+:class:`_CloseWhenStopping`; a connection still open then is reset,
+:func:`_reset_after_grace`, since a write to a client that stopped reading would hold
+the stop for good), and returns; then the memory closes: every request already queued is
 applied and answered, a durable memory commits and closes its file. Nothing acknowledged
 is lost, because an acknowledgement is only sent after the owner applied (and, durable,
 committed) the write.
@@ -25,6 +27,7 @@ import math
 import os
 import signal
 import socket
+import struct
 from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any, cast
@@ -32,8 +35,11 @@ from typing import Any, cast
 import h11
 import trio
 from hypercorn.config import Config
+from hypercorn.events import Closed, RawData
 from hypercorn.protocol.h11 import H11Protocol
+from hypercorn.protocol.http_stream import HTTPStream
 from hypercorn.trio import serve
+from hypercorn.trio.tcp_server import TCPServer
 
 from .._engine.lifecycle import open_memory
 from .._engine.memory import Memory
@@ -42,7 +48,13 @@ from .._index.scoring import Scorer
 from .._storage.sqlite import Durability
 from .._util import ignored_stop_signals
 from .._util import read_token_file as read_token
-from ._app import HEADER_TOO_LARGE, MAX_HEADER_BYTES, closing_connection, create_app
+from ._app import (
+    HALF_CLOSED,
+    HEADER_TOO_LARGE,
+    MAX_HEADER_BYTES,
+    closing_connection,
+    create_app,
+)
 from ._defaults import DEFAULT_MAX_BODY, DEFAULT_PORT
 from ._feed import RemovalFeed
 
@@ -183,7 +195,7 @@ async def serve_memory_http(
     """Serve an open ``memory`` over HTTP until ``stop`` is set (the memory stays open:
     the caller owns it). ``task_status`` gets the bound URLs. ``removals``, the memory's
     ``on_remove`` feed if it has one, serves ``GET /v1/removals``. See :func:`serve_http`."""
-    _install_problem_answers()
+    _install_connection_hooks()
     config = _Config()
     config.bind = [_bind(host, port)]
     config.graceful_timeout = graceful_timeout
@@ -194,7 +206,48 @@ async def serve_memory_http(
     app = _CloseWhenStopping(
         create_app(memory, token=token, max_body=max_body, removals=removals), stop
     )
-    await serve(cast(Any, app), config, shutdown_trigger=stop.wait, task_status=task_status)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(_reset_after_grace, stop, graceful_timeout, config.connections)
+        await serve(cast(Any, app), config, shutdown_trigger=stop.wait, task_status=task_status)
+        nursery.cancel_scope.cancel()  # the reset (the connections are all closed)
+
+
+async def _reset_after_grace(
+    stop: trio.Event, graceful_timeout: float, connections: set[trio.SocketStream]
+) -> None:
+    """Once ``graceful_timeout`` seconds passed after ``stop``, reset every connection
+    still open (:func:`_reset`).
+
+    At that time hypercorn (0.18, ``trio/run.py``) cancels the requests in flight, but it
+    shields its socket writes from cancellation (``TCPServer.protocol_send``): a write to
+    a client that stopped reading (its receive buffer full, in the middle of a streamed
+    export) waited until the client read on or closed, and ``serve`` (so the memory's
+    close and the process's exit) waited with it. The reset ends that write
+    (``ClosedResourceError``, on which hypercorn ends the connection) and tells the client
+    its answer was cut (``ECONNRESET``, where a close would end an HTTP/1.0 body as if it
+    were whole). O(connections) once."""
+    await stop.wait()
+    await trio.sleep(graceful_timeout)
+    cut = [stream for stream in connections if stream.socket.fileno() != -1]
+    for stream in cut:
+        _reset(stream)
+    if cut:
+        logger.warning(
+            "actormem serve: %d connection(s) still answering after the %g s grace were reset",
+            len(cut),
+            graceful_timeout,
+        )
+
+
+def _reset(stream: trio.SocketStream) -> None:
+    """Close ``stream``'s socket with a reset (``SO_LINGER`` 0: the unsent bytes are
+    dropped, the client gets ``ECONNRESET``); a task waiting to write to it or read from
+    it gets ``trio.ClosedResourceError`` (trio's ``notify_closing``). O(1)."""
+    try:
+        stream.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    except OSError:  # pragma: no cover - the socket is gone already
+        pass
+    stream.socket.close()
 
 
 class _CloseWhenStopping:
@@ -231,7 +284,15 @@ class _CloseWhenStopping:
 
 class _Config(Config):
     """hypercorn's configuration of an actormem server: its connections answer a request
-    hypercorn cannot read with a problem document (:func:`_problem_answer`)."""
+    hypercorn cannot read with a problem document (:func:`_problem_answer`), a client's
+    end of sending after a whole request does not end their answer
+    (:func:`_protocol_handle`), and :attr:`connections` holds their streams while they
+    are open (:func:`_tracked_run`)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        #: The socket stream of every connection open on this server.
+        self.connections: set[trio.SocketStream] = set()
 
 
 #: What a request hypercorn refuses before the app sees it lacked, by status.
@@ -319,15 +380,82 @@ def _protocol_init(self: H11Protocol, *args: Any, **kwargs: Any) -> None:
         )
 
 
-def _install_problem_answers() -> None:
+#: hypercorn's own ``H11Protocol.handle``, kept for other servers' connections.
+_bare_handle = H11Protocol.handle
+
+#: The attribute marking an :class:`H11Protocol` whose client ended its sending.
+_HALF_CLOSED_ATTR = "_actormem_half_closed"
+
+
+async def _protocol_handle(self: H11Protocol, event: Any) -> None:
+    """hypercorn's ``H11Protocol.handle``; on an actormem server's connection
+    (:class:`_Config`), a client's end of sending (``shutdown(SHUT_WR)``, ``nc -N``) after
+    a whole request does not end the answer to it.
+
+    hypercorn (0.18, ``trio/tcp_server.py``) reads the end (``RawData(b"")``) and then
+    hands the protocol ``Closed()``, as for a connection gone: the answer's stream closes
+    and the app gets ``http.disconnect``, on which a streamed answer (``GET /v1/export``)
+    stopped before its first line; an HTTP/1.0 client then read a 200 with an empty body
+    that looks whole. HTTP lets a client end its side once its request is sent (RFC 9112
+    section 9.6 closes connections in stages). Here that ``Closed()`` is dropped and the
+    app gets ``http.disconnect`` marked :data:`~actormem.server._app.HALF_CLOSED`: an
+    answer waiting before it sends anything (``min_seq``) still takes it as its client's
+    leaving, and a streamed answer (``_StreamedResponse``) goes on. Its sends still meet
+    a client that is gone: a write that fails hands the protocol ``Closed()`` (hypercorn's
+    ``protocol_send``), which ends the answer, and the app gets the plain
+    ``http.disconnect``. The answer's end closes the connection (h11's ``their_state``
+    is ``CLOSED``). O(1) an event."""
+    if not isinstance(self.config, _Config):
+        await _bare_handle(self, event)
+        return
+    if isinstance(event, Closed) and self.__dict__.pop(_HALF_CLOSED_ATTR, False):
+        return  # the reader's, right after the end below: the answer goes on
+    await _bare_handle(self, event)
+    stream = self.stream
+    if (
+        isinstance(event, RawData)
+        and not event.data
+        and self.connection.their_state is h11.CLOSED  # after a whole request
+        and isinstance(stream, HTTPStream)
+        and not stream.closed  # its app answers
+    ):
+        await stream.app_put(cast(Any, {"type": "http.disconnect", HALF_CLOSED: True}))
+        setattr(self, _HALF_CLOSED_ATTR, True)  # the reader's Closed() comes next
+
+
+#: hypercorn's own ``TCPServer.run`` (one connection, start to end).
+_bare_run = TCPServer.run
+
+
+async def _tracked_run(self: TCPServer) -> None:
+    """hypercorn's ``TCPServer.run``; an actormem server's connection (:class:`_Config`)
+    is in its :attr:`_Config.connections` while it runs (:func:`_reset_after_grace`).
+    hypercorn has no hook for the connections it accepts. O(1)."""
+    connections = self.config.connections if isinstance(self.config, _Config) else None
+    stream = self.stream
+    if connections is None or not isinstance(stream, trio.SocketStream):
+        await _bare_run(self)
+        return
+    connections.add(stream)
+    try:
+        await _bare_run(self)
+    finally:
+        connections.discard(stream)
+
+
+def _install_connection_hooks() -> None:
     """Make hypercorn's HTTP/1.1 connections answer unparsable requests with
-    :func:`_problem_answer` (its own answer for other servers' connections), and hold
-    the bytes behind a request that ends the connection (:class:`_ServerConnection`).
-    Idempotent; nothing on a hypercorn without the method (tests/test_minor28_server.py
-    tells)."""
+    :func:`_problem_answer` (its own answer for other servers' connections), hold the
+    bytes behind a request that ends the connection (:class:`_ServerConnection`), answer
+    a client that ended its sending (:func:`_protocol_handle`), and list the open
+    connections (:func:`_tracked_run`). Idempotent; nothing for the answers on a
+    hypercorn without the method (tests/test_minor28_server.py tells), and
+    tests/test_stop32_server.py tells if a hook stops taking effect."""
     if _bare_answer is not None:
         H11Protocol._send_error_response = _problem_answer  # type: ignore[method-assign]
     H11Protocol.__init__ = _protocol_init  # type: ignore[method-assign]
+    H11Protocol.handle = _protocol_handle  # type: ignore[method-assign]
+    TCPServer.run = _tracked_run  # type: ignore[method-assign]
 
 
 def _check_bindable(host: str, port: int) -> None:
