@@ -329,7 +329,10 @@ class Memory(metaclass=NoPublicConstructor):
     After the memory is closed every call raises :class:`trio.ClosedResourceError`; if the
     owner died of a bug, or a durable memory's commit failed, every pending and later
     call raises :class:`trio.BrokenResourceError` whose ``__cause__`` is the bug or the
-    :class:`~actormem.StorageError`.
+    :class:`~actormem.StorageError`. An async call from a task whose cancel scope is
+    cancelled raises :class:`trio.Cancelled` instead: when the scope around
+    :func:`open_memory` is cancelled, its owner may stop (and close the memory) before
+    the writers in the block run again, and they see the cancellation, not the close.
     """
 
     def __init__(
@@ -402,11 +405,14 @@ class Memory(metaclass=NoPublicConstructor):
             raise trio.ClosedResourceError("the memory is closed")
 
     async def _call(self, op: int, arg: Any) -> Any:
+        # A caller cancelled before it starts sends nothing, and gets Cancelled even if
+        # the memory is closed: its owner, cancelled by the same scope, may have stopped
+        # first (a closed memory is reported to callers the cancellation does not
+        # reach). After that, the wait for the reply is the one schedule point (no
+        # extra task step to enqueue).
+        await trio.lowlevel.checkpoint_if_cancelled()
         if self._closed or self._broken is not None:
             self._raise_if_unusable()
-        # A caller cancelled before it starts sends nothing; after that, the wait for
-        # the reply is the one schedule point (no extra task step to enqueue).
-        await trio.lowlevel.checkpoint_if_cancelled()
         request = _Request(op, arg, True)
         gate = self._gate
         gate.enter()  # readers yield the loop to writes in flight (fairshare.py)
@@ -417,9 +423,18 @@ class Memory(metaclass=NoPublicConstructor):
                 except trio.WouldBlock:
                     await self._send.send(request)  # backpressure: wait for room
             except (trio.BrokenResourceError, trio.ClosedResourceError):
+                await trio.lowlevel.checkpoint_if_cancelled()
                 self._raise_if_unusable()
                 raise
-            return await request.wait()
+            try:
+                return await request.wait()
+            except trio.ClosedResourceError:
+                # Not applied: the owner stopped, cancelled, before it applied the
+                # request; it answered while this caller, no longer parked (its request
+                # was taken from the channel), had not run since its own scope was
+                # cancelled. That caller gets Cancelled, as the others in the scope.
+                await trio.lowlevel.checkpoint_if_cancelled()
+                raise
         finally:
             gate.leave()
 
@@ -602,6 +617,7 @@ class Memory(metaclass=NoPublicConstructor):
         """
         if isinstance(seq, bool) or not isinstance(seq, int):
             raise TypeError(f"wait_applied() takes an int seq, not {type(seq).__name__}")
+        await trio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller: Cancelled
         self._raise_if_unusable()
         if self._replica is None:
             await trio.lowlevel.checkpoint()
@@ -953,8 +969,8 @@ class Memory(metaclass=NoPublicConstructor):
         """:meth:`_wait_for_slot` with :class:`~.fairshare.ScoringSlots`
         (``_OWN_SLOTS``): the same checks, the same errors, the same order; the memory's
         close or break wakes the waiters through ``slots.stop_waiters``."""
-        self._raise_if_unusable()
-        await trio.lowlevel.checkpoint_if_cancelled()  # as the limiter's acquire
+        await trio.lowlevel.checkpoint_if_cancelled()  # as the limiter's acquire; first,
+        self._raise_if_unusable()  # as every call: a cancelled caller gets Cancelled
         if not await slots.wait(borrower):  # stopped: the memory closed or broke
             self._raise_if_unusable()
             raise trio.ClosedResourceError("the memory is closed")  # pragma: no cover
@@ -966,6 +982,7 @@ class Memory(metaclass=NoPublicConstructor):
         broken memory raises at once, and wakes the retrieves waiting when it closes or
         breaks (they take no slot), not once the retrieves holding the slots have scored
         (as it did before there were slots)."""
+        await trio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller: Cancelled
         self._raise_if_unusable()
         with trio.CancelScope() as waiting:
             self._slot_waits.add(waiting)
