@@ -17,7 +17,6 @@ import sqlite3
 import struct
 import time
 import uuid
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,20 +24,12 @@ import pytest
 import trio
 import trio.testing
 
-from actormem import MemoryCategory, MemoryEntry, open_memory
+from actormem import open_memory
 from actormem._storage import sqlite as sqlite_store
 
-T0 = datetime(2026, 1, 1, tzinfo=UTC)
+from .test_checkpoint_backoff import _entry
+
 FRAMES = 60
-
-
-def _entry(i: int) -> MemoryEntry:
-    return MemoryEntry(
-        id=uuid.UUID(int=i + 1),
-        category=MemoryCategory.FACT,
-        memory=f"idle checkpoint entry #{i}",
-        created_at=T0 + timedelta(seconds=i),
-    )
 
 
 def _wal_copied(path: Path) -> tuple[int, int]:
