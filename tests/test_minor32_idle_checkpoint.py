@@ -7,7 +7,7 @@ no more writes kept those frames in the WAL, uncopied, for as long as it stayed 
 Now, once no commit came for ``sqlite.IDLE_CHECKPOINT`` seconds after a checkpoint
 that left frames, the memory runs another PASSIVE checkpoint in a thread (and again,
 each time after twice as long, up to ``IDLE_CHECKPOINT_MAX``, while a reader still pins
-them). trio's autojump clock stands in for the seconds."""
+them). trio's MockClock, jumped by hand, stands in for the seconds."""
 
 from __future__ import annotations
 
