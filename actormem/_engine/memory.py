@@ -329,7 +329,10 @@ class Memory(metaclass=NoPublicConstructor):
     After the memory is closed every call raises :class:`trio.ClosedResourceError`; if the
     owner died of a bug, or a durable memory's commit failed, every pending and later
     call raises :class:`trio.BrokenResourceError` whose ``__cause__`` is the bug or the
-    :class:`~actormem.StorageError`.
+    :class:`~actormem.StorageError`. An async call from a task whose cancel scope is
+    cancelled raises :class:`trio.Cancelled` instead: when the scope around
+    :func:`open_memory` is cancelled, its owner may stop (and close the memory) before
+    the writers in the block run again, and they see the cancellation, not the close.
     """
 
     def __init__(
@@ -384,6 +387,9 @@ class Memory(metaclass=NoPublicConstructor):
         #: The cancel scopes of the retrieves waiting for a slot: cancelled when the
         #: memory closes or breaks, so that they raise then, not once a slot is free.
         self._slot_waits: set[trio.CancelScope] = set()
+        #: The scope of a durable memory's idle checkpoints (``_idle_checkpoints``),
+        #: while they run: cancelled when the memory closes.
+        self._idle_scope: trio.CancelScope | None = None
 
     # ------------------------------------------------------------ lifecycle helpers
 
@@ -402,11 +408,14 @@ class Memory(metaclass=NoPublicConstructor):
             raise trio.ClosedResourceError("the memory is closed")
 
     async def _call(self, op: int, arg: Any) -> Any:
+        # A caller cancelled before it starts sends nothing, and gets Cancelled even if
+        # the memory is closed: its owner, cancelled by the same scope, may have stopped
+        # first (a closed memory is reported to callers the cancellation does not
+        # reach). After that, the wait for the reply is the one schedule point (no
+        # extra task step to enqueue).
+        await trio.lowlevel.checkpoint_if_cancelled()
         if self._closed or self._broken is not None:
             self._raise_if_unusable()
-        # A caller cancelled before it starts sends nothing; after that, the wait for
-        # the reply is the one schedule point (no extra task step to enqueue).
-        await trio.lowlevel.checkpoint_if_cancelled()
         request = _Request(op, arg, True)
         gate = self._gate
         gate.enter()  # readers yield the loop to writes in flight (fairshare.py)
@@ -417,9 +426,18 @@ class Memory(metaclass=NoPublicConstructor):
                 except trio.WouldBlock:
                     await self._send.send(request)  # backpressure: wait for room
             except (trio.BrokenResourceError, trio.ClosedResourceError):
+                await trio.lowlevel.checkpoint_if_cancelled()
                 self._raise_if_unusable()
                 raise
-            return await request.wait()
+            try:
+                return await request.wait()
+            except trio.ClosedResourceError:
+                # Not applied: the owner stopped, cancelled, before it applied the
+                # request; it answered while this caller, no longer parked (its request
+                # was taken from the channel), had not run since its own scope was
+                # cancelled. That caller gets Cancelled, as the others in the scope.
+                await trio.lowlevel.checkpoint_if_cancelled()
+                raise
         finally:
             gate.leave()
 
@@ -433,6 +451,8 @@ class Memory(metaclass=NoPublicConstructor):
         self._closed = True
         self._send.close()
         self._stop_slot_waits()
+        if self._idle_scope is not None:
+            self._idle_scope.cancel()
 
     def _stop_slot_waits(self) -> None:
         """The memory is closed or broken: the retrieves waiting for a scoring slot
@@ -602,6 +622,7 @@ class Memory(metaclass=NoPublicConstructor):
         """
         if isinstance(seq, bool) or not isinstance(seq, int):
             raise TypeError(f"wait_applied() takes an int seq, not {type(seq).__name__}")
+        await trio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller: Cancelled
         self._raise_if_unusable()
         if self._replica is None:
             await trio.lowlevel.checkpoint()
@@ -953,8 +974,8 @@ class Memory(metaclass=NoPublicConstructor):
         """:meth:`_wait_for_slot` with :class:`~.fairshare.ScoringSlots`
         (``_OWN_SLOTS``): the same checks, the same errors, the same order; the memory's
         close or break wakes the waiters through ``slots.stop_waiters``."""
-        self._raise_if_unusable()
-        await trio.lowlevel.checkpoint_if_cancelled()  # as the limiter's acquire
+        await trio.lowlevel.checkpoint_if_cancelled()  # as the limiter's acquire; first,
+        self._raise_if_unusable()  # as every call: a cancelled caller gets Cancelled
         if not await slots.wait(borrower):  # stopped: the memory closed or broke
             self._raise_if_unusable()
             raise trio.ClosedResourceError("the memory is closed")  # pragma: no cover
@@ -966,6 +987,7 @@ class Memory(metaclass=NoPublicConstructor):
         broken memory raises at once, and wakes the retrieves waiting when it closes or
         breaks (they take no slot), not once the retrieves holding the slots have scored
         (as it did before there were slots)."""
+        await trio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller: Cancelled
         self._raise_if_unusable()
         with trio.CancelScope() as waiting:
             self._slot_waits.add(waiting)
@@ -1764,6 +1786,43 @@ def _attach_store(memory: Memory, store: SqliteStore) -> None:
     delay = sqlite_store.ACCESS_DELAY
     #: Set once the last checkpoint beside the writer started here has ended.
     checkpoint_ended: list[trio.Event | None] = [None]
+    #: The trio time of the last commit (the idle checkpoints wait for a quiet spell).
+    last_write = [trio.current_time()]
+
+    def start_checkpoint() -> bool:
+        """Start a checkpoint beside the writer in a worker thread, not waited for;
+        False if no thread could be had (its failure is ignored: the next commit, or
+        idle checkpoint, retries). On the loop."""
+        ended = trio.Event()
+        try:
+            trio.lowlevel.start_thread_soon(
+                store.checkpoint_beside(),
+                _ended(ended, checkpoint_over),
+                name="actormem checkpoint",
+            )
+        except Exception:
+            store.checkpoint_not_started()
+            return False
+        checkpoint_ended[0] = ended
+        return True
+
+    def checkpoint_over() -> None:
+        """On the loop, once a checkpoint beside ended: if it left frames in the WAL (a
+        reader pinned them) or failed, start the idle checkpoints unless they run."""
+        if (
+            sqlite_store._IDLE_CHECKPOINTS
+            and memory._idle_scope is None
+            and not memory._closed
+            and store.checkpoint_left_frames()
+        ):
+            scope = memory._idle_scope = trio.CancelScope()
+            try:
+                trio.lowlevel.spawn_system_task(
+                    _idle_checkpoints, memory, store, scope, last_write, checkpoint_ended,
+                    start_checkpoint, name="actormem idle checkpoint",
+                )  # fmt: skip
+            except RuntimeError:  # the run is ending: the close copies the WAL
+                memory._idle_scope = None
 
     async def commit(journal: list[tuple[int, Record]], meanwhile: Callable[[], None]) -> None:
         flush = False  # (a store that holds nothing back writes every access update)
@@ -1812,16 +1871,9 @@ def _attach_store(memory: Memory, store: SqliteStore) -> None:
                 await _in_thread_while(store.write, batch, meanwhile)
             finally:
                 gate.commit_ended()
+        last_write[0] = trio.current_time()
         if store.checkpoint_due():  # beside the writer: the batch is answered at once
-            ended = trio.Event()
-            try:
-                trio.lowlevel.start_thread_soon(
-                    store.checkpoint_beside(), _ended(ended), name="actormem checkpoint"
-                )
-            except Exception:  # no thread (the batch is committed: a checkpoint's
-                store.checkpoint_not_started()  # failure is ignored; the next one retries)
-            else:
-                checkpoint_ended[0] = ended
+            start_checkpoint()
 
     memory._storage = store
     memory._commit = commit
@@ -1845,16 +1897,67 @@ async def _access_timer(memory: Memory) -> None:
         memory._access_timer = False
 
 
-def _ended(event: trio.Event) -> Callable[[outcome.Outcome[None]], None]:
+async def _idle_checkpoints(
+    memory: Memory,
+    store: SqliteStore,
+    scope: trio.CancelScope,
+    last_write: list[float],
+    checkpoint_ended: list[trio.Event | None],
+    start_checkpoint: Callable[[], bool],
+) -> None:
+    """A durable memory's checkpoints while it commits nothing (``sqlite.IDLE_CHECKPOINT``):
+    a system task, started once a checkpoint beside the writer left frames in the WAL
+    (a reader's) or failed. Once no commit came for ``IDLE_CHECKPOINT`` seconds, it
+    starts another PASSIVE checkpoint beside (a worker thread it does not wait for but
+    through ``checkpoint_ended``); while that one leaves frames too, again after twice
+    as long each time, up to ``IDLE_CHECKPOINT_MAX``. It ends when a checkpoint (its
+    own or a commit's) copied every frame, when no thread can be had, or when the
+    memory closes (``memory._close`` cancels ``scope``; a checkpoint it started is
+    finished first by the store's close, which takes the checkpoint's lock). Never
+    blocks the owner: it only starts threads, and reads the store's state on the loop."""
+    delay = sqlite_store.IDLE_CHECKPOINT
+    retried_at = -math.inf
+    try:
+        with scope:
+            while not memory._closed and memory._broken is None:
+                ended = checkpoint_ended[0]
+                if ended is not None and not ended.is_set():
+                    await ended.wait()  # a checkpoint runs (a commit's or ours)
+                    continue
+                if not store.checkpoint_left_frames():
+                    return
+                if last_write[0] >= retried_at:  # a commit since the last retry
+                    delay = sqlite_store.IDLE_CHECKPOINT
+                wake = max(last_write[0], retried_at) + delay
+                if trio.current_time() < wake:
+                    await trio.sleep_until(wake)
+                    continue
+                if not store.idle_checkpoint_due() or not start_checkpoint():
+                    return
+                retried_at = trio.current_time()
+                delay = min(2 * delay, sqlite_store.IDLE_CHECKPOINT_MAX)
+    finally:
+        if memory._idle_scope is scope:
+            memory._idle_scope = None
+
+
+def _ended(
+    event: trio.Event, after: Callable[[], None] | None = None
+) -> Callable[[outcome.Outcome[None]], None]:
     """The delivery of a checkpoint beside the writer, called in its thread: set
-    ``event`` on the loop (the store keeps the checkpoint's result,
-    ``SqliteStore.checkpoint_due``, and it raises nothing); nothing once the loop is
-    gone."""
+    ``event`` on the loop, then call ``after`` there (the store keeps the checkpoint's
+    result, ``SqliteStore.checkpoint_due``, and it raises nothing); nothing once the
+    loop is gone."""
     token = trio.lowlevel.current_trio_token()
+
+    def on_loop() -> None:
+        event.set()
+        if after is not None:
+            after()
 
     def deliver(result: outcome.Outcome[None]) -> None:
         try:
-            token.run_sync_soon(event.set)
+            token.run_sync_soon(on_loop)
         except trio.RunFinishedError:
             pass
 

@@ -231,6 +231,20 @@ RESTART_AFTER = 2
 #: waits for it. A growing (doubling) back-off would cut the futile checkpoints
 #: further but delay the copy after a long reader in proportion.
 _BACKOFF_SHARE = 4
+#: A memory whose last checkpoint beside the writer left frames in the WAL (a reader
+#: pinned them, or it failed) and that then commits nothing for this many seconds runs
+#: another PASSIVE checkpoint, in a worker thread as the others
+#: (:meth:`SqliteStore.idle_checkpoint_due`, ``memory._idle_checkpoints``); while
+#: frames are still left, again after twice as long each time, up to
+#: :data:`IDLE_CHECKPOINT_MAX`, until one copies them all or a commit comes (whose
+#: checkpoints take over). Without it a memory that got no more writes once the reader
+#: left kept those frames uncopied (the back-off waits for
+#: ``CHECKPOINT_FRAMES // _BACKOFF_SHARE`` more frames) for as long as it stayed open,
+#: and a reader of the file read them from the WAL. The trio clock's seconds (tests use
+#: a mock clock). Off (:data:`_IDLE_CHECKPOINTS` False): the path before.
+IDLE_CHECKPOINT = 1.5
+IDLE_CHECKPOINT_MAX = 60.0
+_IDLE_CHECKPOINTS = True
 #: A store that commits on the loop (:meth:`SqliteStore.take_checkpoints`) writes those
 #: commits (:meth:`SqliteStore.write_inline`) through the compiled writer
 #: (``_cwrite.c``): a third connection to the file, of its own, whose statements are
@@ -801,6 +815,9 @@ class SqliteStore:
         #: The ``wal_frames`` from which a checkpoint is due after one that left
         #: :data:`CHECKPOINT_FRAMES` or more (:data:`_BACKOFF_SHARE`); 0: no back-off.
         self._due_after = 0
+        #: Whether the last checkpoint beside whose result was taken copied every frame
+        #: (False: it left some, or failed: :meth:`idle_checkpoint_due`).
+        self._copied_all = True
         #: Whether the connection's ``busy_timeout`` is 0 (:meth:`take_checkpoints`).
         self._impatient = False
         #: The connection of checkpoints run beside the writer (:data:`_CHECKPOINT_BESIDE`),
@@ -1179,20 +1196,43 @@ class SqliteStore:
         ``wal_frames`` becomes the frames committed since it started plus those it could
         not copy (a failed one leaves the count and the back-off, so the next commit
         tries again). Call on the loop (the thread of the commits). O(1)."""
-        done = self._beside_done
-        if done is not None:
-            self._beside_done = None
-            self._beside_running = False
-            started, left = done
-            if left is not None:
-                self.checkpoints += 1
-                self.wal_frames = max(0, self.wal_frames - started) + left
-                self._back_off(left)
+        self._take_beside_result()
         return (
             self._beside is not None
             and not self._beside_running
             and self.wal_frames >= self._due_frames()
         )
+
+    def idle_checkpoint_due(self) -> bool:
+        """Whether to start :meth:`checkpoint_beside` now although no checkpoint is due
+        by frames, on a memory that committed nothing for a while
+        (:data:`IDLE_CHECKPOINT`): there is a connection for it, none is running, and
+        the last one left frames in the WAL or failed. First takes the result of a
+        finished one, as :meth:`checkpoint_due` does. Call on the loop. O(1)."""
+        self._take_beside_result()
+        return self._beside is not None and not self._beside_running and not self._copied_all
+
+    def checkpoint_left_frames(self) -> bool:
+        """Whether the last checkpoint beside that ended (its result taken or not) left
+        frames in the WAL, or failed. Call on the loop. O(1)."""
+        done = self._beside_done
+        if done is not None:
+            return done[1] != 0
+        return not self._copied_all
+
+    def _take_beside_result(self) -> None:
+        """Take the result of a finished checkpoint beside, if any (see
+        :meth:`checkpoint_due`). On the loop. O(1)."""
+        done = self._beside_done
+        if done is not None:
+            self._beside_done = None
+            self._beside_running = False
+            started, left = done
+            self._copied_all = left == 0
+            if left is not None:
+                self.checkpoints += 1
+                self.wal_frames = max(0, self.wal_frames - started) + left
+                self._back_off(left)
 
     def _back_off(self, left: int) -> None:
         """After a checkpoint (its result counted in ``wal_frames``) that left ``left``

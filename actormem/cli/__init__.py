@@ -66,27 +66,39 @@ def run_command(argv: Sequence[str] | None = None) -> NoReturn:
     the collector paused and runs :func:`actormem.cli._main.run_command` (which ends
     the process with the command's exit status). Never returns.
 
-    A Ctrl-C during those imports ends the process with one line and status 130; a
-    SIGTERM too (143) for the commands of :data:`SIGTERM_UNWINDS` (their handler is
-    then in place from here on)."""
-    if _ONE_BLAS_THREAD:
-        one_blas_thread()
-    from .._util import import_pause, replace_stop_handlers
-
-    args = list(sys.argv[1:] if argv is None else argv)
-    command = args[0] if args and not args[0].startswith("-") else ""
-    if command in SIGTERM_UNWINDS:
-        import signal
-
-        replace_stop_handlers(_on_sigterm, (signal.SIGTERM,))  # one ignored stays so
+    A Ctrl-C from this function's first line on, while the command still starts (its
+    imports), ends the process with one line and status 130; a SIGTERM too (143) for
+    the commands of :data:`SIGTERM_UNWINDS` (their handler is then in place from here
+    on). Before it (the interpreter's start-up, ``import actormem.cli``: a few
+    milliseconds, nothing of the command run yet) Python handles a Ctrl-C itself
+    (docs/cli.md, "Exit status")."""
+    # Everything inside the try: a KeyboardInterrupt (trio's or Python's, at any
+    # bytecode) anywhere here gets the one line, not a traceback and a death by SIGINT
+    # (the _util import was once before the try).
     try:
+        if _ONE_BLAS_THREAD:
+            one_blas_thread()
+        from .._util import import_pause, replace_stop_handlers
+
+        if _command_of(argv) in SIGTERM_UNWINDS:
+            import signal
+
+            replace_stop_handlers(_on_sigterm, (signal.SIGTERM,))  # one ignored stays so
         with import_pause():  # the command line's modules load with the collector paused
             from ._main import run_command as run
+        run(argv)  # handles its own interrupts: a KeyboardInterrupt out of it is a bug
     except KeyboardInterrupt as exc:  # in the first ~0.5 s: one line, as docs/swarm.md says
+        command = _command_of(argv)
         name, status = ("SIGTERM", 143) if isinstance(exc, _Terminated) else ("SIGINT", 130)
         print(f"actormem{' ' * bool(command)}{command}: interrupted ({name})", file=sys.stderr)
         sys.exit(status)
-    run(argv)
+
+
+def _command_of(argv: Sequence[str] | None) -> str:
+    """The command ``argv`` (default ``sys.argv[1:]``) names (``"swarm"``), or ``""``
+    when it names none (``actormem --help``, no arguments). O(1)."""
+    args = sys.argv[1:] if argv is None else argv
+    return args[0] if args and not args[0].startswith("-") else ""
 
 
 def __getattr__(name: str) -> Any:
