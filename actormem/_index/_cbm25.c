@@ -2169,6 +2169,192 @@ done:
     return out;
 }
 
+/* ------------------------------------------------------------------ image */
+
+PyDoc_STRVAR(bm25_image_check_doc,
+"bm25_image_check(packed, group_ends, postings, post_ends, tfs, lengths, sizes,\n"
+"                 dfs_out, wide_out) -> int\n\n"
+"The numeric checks of a BM25 index image (bm25/persist.py, restore), in one pass\n"
+"over each side with the GIL released. Groups: size = len(lengths); terms: count =\n"
+"len(post_ends) - 1. packed (int32 or int64): each group's terms, term << 8 | min(tf,\n"
+"255), group g's at group_ends[g]..group_ends[g + 1] (int64, size + 1); postings\n"
+"(int32) and tfs (int32, as many): term t's posting list at post_ends[t]..post_ends[t +\n"
+"1] (int64, count + 1). Returns 0 when every check passes, else the first that fails,\n"
+"in this order: 1 the lists' offsets (not 0 first, not strictly rising, not ending at\n"
+"len(postings)); 2 a posting outside [0, size); 3 a list not strictly ascending; 4 a\n"
+"frequency below 1; 5 the groups' offsets (not 0 first, falling, not ending at\n"
+"len(packed)); 6 a group's term count not its count of postings; 7 a group's term\n"
+"outside [0, count), or a capped frequency below 1; 8 the two sides' (term, group,\n"
+"capped frequency) triples differ (an order-independent 64-bit hash of each side,\n"
+"bm25.persist._mix's); 9 a length not the sum of its group's frequencies. Once checks\n"
+"1-4 passed: dfs_out[t] (int64, count) the sum of sizes[g] (int64, size; None: 1) over\n"
+"t's postings, wide_out[t] (uint8, count) 1 where a frequency of t exceeds 255.\n"
+"ValueError for buffers of the wrong kind or length (nothing written then).\n"
+"O(size + count + len(postings) + len(packed)); 16 bytes a group of scratch.");
+
+static inline uint64_t
+image_mix(uint64_t term, uint64_t group, uint64_t tf, uint64_t size)
+{
+    uint64_t k = (term * size + group) << 8 | tf;
+    k *= 0x9E3779B97F4A7C15ULL;
+    k ^= k >> 29;
+    k *= 0xBF58476D1CE4E5B9ULL;
+    k ^= k >> 32;
+    return k;
+}
+
+/* The checks of bm25_image_check on raw arrays (the GIL released by the caller);
+ * counts and sums: size zeroed int64 each. */
+static int
+image_check_run(const void *packed, int wide, Py_ssize_t npacked, const int64_t *g_ends,
+                const int32_t *post, Py_ssize_t npost, const int64_t *p_ends, const int32_t *tfs,
+                const int32_t *lengths, Py_ssize_t size, const int64_t *sizes, Py_ssize_t count,
+                int64_t *dfs, uint8_t *wide_out, int64_t *counts, int64_t *sums)
+{
+    /* 1: the lists tile the postings, each non-empty */
+    if (p_ends[0] != 0 || p_ends[count] != npost) return 1;
+    for (Py_ssize_t t = 0; t < count; t++) {
+        if (p_ends[t + 1] <= p_ends[t]) return 1;
+    }
+    /* 2: every posting a group */
+    for (Py_ssize_t i = 0; i < npost; i++) {
+        if (post[i] < 0 || post[i] >= size) return 2;
+    }
+    /* 3, 4, and the postings' side */
+    int bad_order = 0, bad_tf = 0;
+    uint64_t post_side = 0, usize = (uint64_t)size;
+    for (Py_ssize_t t = 0; t < count; t++) {
+        int64_t df = 0;
+        int32_t top = 0, prev = -1;
+        for (int64_t i = p_ends[t]; i < p_ends[t + 1]; i++) {
+            int32_t g = post[i], tf = tfs[i];
+            bad_order |= g <= prev;
+            prev = g;
+            bad_tf |= tf < 1;
+            if (tf > top) top = tf;
+            df += sizes ? sizes[g] : 1;
+            counts[g]++;
+            sums[g] += tf;
+            post_side += image_mix((uint64_t)t, (uint64_t)g, (uint64_t)(tf < 255 ? tf : 255), usize);
+        }
+        dfs[t] = df;
+        wide_out[t] = top > 255;
+    }
+    if (bad_order) return 3;
+    if (bad_tf) return 4;
+    /* 5, 6 */
+    if (g_ends[0] != 0 || g_ends[size] != npacked) return 5;
+    for (Py_ssize_t g = 0; g < size; g++) {
+        if (g_ends[g + 1] < g_ends[g]) return 5;
+    }
+    for (Py_ssize_t g = 0; g < size; g++) {
+        if (g_ends[g + 1] - g_ends[g] != counts[g]) return 6;
+    }
+    /* 7 and the groups' side */
+    uint64_t group_side = 0;
+    int bad_term = 0;
+    for (Py_ssize_t g = 0; g < size; g++) {
+        for (int64_t i = g_ends[g]; i < g_ends[g + 1]; i++) {
+            int64_t v = wide ? ((const int64_t *)packed)[i] : (int64_t)((const int32_t *)packed)[i];
+            int64_t num = v >> 8, capped = v & 255;
+            bad_term |= num < 0 || num >= count || capped < 1;
+            group_side += image_mix((uint64_t)num, (uint64_t)g, (uint64_t)capped, usize);
+        }
+    }
+    if (bad_term) return 7;
+    if (group_side != post_side) return 8;
+    for (Py_ssize_t g = 0; g < size; g++) {
+        if (sums[g] != (int64_t)lengths[g]) return 9;
+    }
+    return 0;
+}
+
+static PyObject *
+bm25_image_check(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *o_packed, *o_gends, *o_post, *o_pends, *o_tfs, *o_len, *o_sizes, *o_dfs, *o_wide;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOO", &o_packed, &o_gends, &o_post, &o_pends, &o_tfs,
+                          &o_len, &o_sizes, &o_dfs, &o_wide)) {
+        return NULL;
+    }
+    Py_buffer packed, gends, post, pends, tfs, len, sizes, dfs, wide;
+    PyObject *result = NULL;
+    int wide_packed = 0;
+    if (PyObject_GetBuffer(o_packed, &packed, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_SetString(PyExc_ValueError, "packed: not a contiguous buffer");
+        return NULL;
+    }
+    if (packed.ndim != 1 || !(kind_ok(&packed, K_I32) || kind_ok(&packed, K_I64))) {
+        PyErr_SetString(PyExc_ValueError, "packed: wrong element type or shape");
+        PyBuffer_Release(&packed);
+        return NULL;
+    }
+    if (check_aligned(&packed, "packed") < 0) {
+        PyBuffer_Release(&packed);
+        return NULL;
+    }
+    wide_packed = packed.itemsize == 8;
+    if (get(o_gends, &gends, K_I64, 0, "group_ends") < 0) goto e0;
+    if (get(o_post, &post, K_I32, 0, "postings") < 0) goto e1;
+    if (get(o_pends, &pends, K_I64, 0, "post_ends") < 0) goto e2;
+    if (get(o_tfs, &tfs, K_I32, 0, "tfs") < 0) goto e3;
+    if (get(o_len, &len, K_I32, 0, "lengths") < 0) goto e4;
+    if (o_sizes == Py_None) {
+        sizes.buf = NULL;
+        sizes.obj = NULL;
+        sizes.len = 0;
+        sizes.itemsize = 8;
+    } else if (get(o_sizes, &sizes, K_I64, 0, "sizes") < 0) {
+        goto e5;
+    }
+    if (get(o_dfs, &dfs, K_I64, 1, "dfs_out") < 0) goto e6;
+    if (get(o_wide, &wide, K_U8, 1, "wide_out") < 0) goto e7;
+    {
+        Py_ssize_t size = LEN(len), count = LEN(pends) - 1;
+        if (LEN(gends) != size + 1 || count < 0 || LEN(tfs) != LEN(post) ||
+            (sizes.buf != NULL && LEN(sizes) != size) || LEN(dfs) != count ||
+            LEN(wide) != count) {
+            PyErr_SetString(PyExc_ValueError, "bm25_image_check: lengths do not match");
+            goto done;
+        }
+        int64_t *scratch = PyMem_RawCalloc((size_t)(2 * size + 2), sizeof(int64_t));
+        if (!scratch) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        int code;
+        Py_BEGIN_ALLOW_THREADS
+        code = image_check_run(packed.buf, wide_packed, LEN(packed), (const int64_t *)gends.buf,
+                               (const int32_t *)post.buf, LEN(post), (const int64_t *)pends.buf,
+                               (const int32_t *)tfs.buf, (const int32_t *)len.buf, size,
+                               (const int64_t *)sizes.buf, count, (int64_t *)dfs.buf,
+                               (uint8_t *)wide.buf, scratch, scratch + size + 1);
+        Py_END_ALLOW_THREADS
+        PyMem_RawFree(scratch);
+        result = PyLong_FromLong(code);
+    }
+done:
+    PyBuffer_Release(&wide);
+e7:
+    PyBuffer_Release(&dfs);
+e6:
+    if (sizes.obj != NULL) PyBuffer_Release(&sizes);
+e5:
+    PyBuffer_Release(&len);
+e4:
+    PyBuffer_Release(&tfs);
+e3:
+    PyBuffer_Release(&pends);
+e2:
+    PyBuffer_Release(&post);
+e1:
+    PyBuffer_Release(&gends);
+e0:
+    PyBuffer_Release(&packed);
+    return result;
+}
+
 /* ------------------------------------------------------------------ module */
 
 static PyMethodDef methods[] = {
@@ -2179,6 +2365,7 @@ static PyMethodDef methods[] = {
     {"bm25_code_floors", bm25_code_floors, METH_NOARGS, bm25_code_floors_doc},
     {"bm25_walked", bm25_walked, METH_NOARGS, bm25_walked_doc},
     {"bm25_add_terms", bm25_add_terms, METH_VARARGS, bm25_add_terms_doc},
+    {"bm25_image_check", bm25_image_check, METH_VARARGS, bm25_image_check_doc},
     {NULL, NULL, 0, NULL},
 };
 
