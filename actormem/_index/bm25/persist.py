@@ -298,7 +298,6 @@ def _sides_numpy(
 #: :func:`_sides`' errors by the core's code.
 _CHECK_ERRORS = {
     1: "postings: list offsets out of order or range",
-    2: "postings: a value outside the groups",
     3: "postings: a list out of order or with repeats",
     4: "a term frequency below 1",
     5: "group term offsets out of order or range",
@@ -335,6 +334,8 @@ def _sides(
     if len(p_ends) != count + 1 or len(g_ends) != len(lengths) + 1:
         raise ImageError("offsets of the wrong length")
     code = kernels.bm25_image_check(packed, g_ends, postings, p_ends, tfs, lengths, None, dfs, wide)
+    if code == 2:  # as persist.check_lists words it
+        raise ImageError(f"postings: a value outside [0, {len(lengths)})")
     if code:
         raise ImageError(_CHECK_ERRORS.get(code, "the image's checks failed"))
     return dfs, wide
