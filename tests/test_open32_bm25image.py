@@ -91,8 +91,11 @@ def test_restored_equals_rebuilt_with_each_knob(
             restored = _loaded(BM25Scorer, rows, parts)
             _assert_same(restored, rebuilt)
             a, b = restored.index, rebuilt.index
-            assert [(t.key, t.df, list(t.groups), list(t.tfs), t.tfs.typecode)
-                    for t in a._term_table if t is not None] == [  # fmt: skip
+            assert [
+                (t.key, t.df, list(t.groups), list(t.tfs), t.tfs.typecode)
+                for t in a._term_table
+                if t is not None
+            ] == [  # fmt: skip
                 (t.key, t.df, list(t.groups), list(t.tfs), t.tfs.typecode)
                 for t in b._term_table
                 if t is not None
@@ -169,7 +172,8 @@ def test_kernel_wide_frequencies_and_sizes() -> None:
     dfs, wide = np.zeros(2, np.int64), np.zeros(2, np.uint8)
     args = (packed, g_ends, postings, p_ends, tfs, lengths)
     assert kernels.bm25_image_check(*args, None, dfs, wide) == 0
-    assert dfs.tolist() == [2, 1] and wide.tolist() == [1, 0]
+    assert dfs.tolist() == [2, 1]
+    assert wide.tolist() == [1, 0]
     assert kernels.bm25_image_check(*args, np.array([3, 5], np.int64), dfs, wide) == 0
     assert dfs.tolist() == [8, 3]
     assert kernels.bm25_image_check(packed.astype(np.int64), *args[1:], None, dfs, wide) == 0
@@ -208,7 +212,8 @@ def test_kernel_refuses_bad_arguments() -> None:
             kernels.bm25_image_check(*args, *out)
         with pytest.raises((TypeError, ValueError)):
             core.bm25_image_check(*args, *out)
-        assert out[0].tolist() == [7] and out[1].tolist() == [7]
+        assert out[0].tolist() == [7]
+        assert out[1].tolist() == [7]
     for out in (
         [np.zeros(2, np.int64), np.zeros(1, np.uint8)],
         [np.zeros(1, np.int64), np.zeros(1, np.int8)],
@@ -220,9 +225,9 @@ def test_kernel_refuses_bad_arguments() -> None:
             core.bm25_image_check(*good, *out)
     readonly = np.zeros(1, np.int64)
     readonly.flags.writeable = False
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="writable"):
         kernels.bm25_image_check(*good, readonly, np.zeros(1, np.uint8))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="writable"):
         core.bm25_image_check(*good, readonly, np.zeros(1, np.uint8))
     assert kernels.bm25_image_check(*good, *outs()) == 0
 

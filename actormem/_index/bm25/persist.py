@@ -48,6 +48,7 @@ from .postings import (
     _TF_BITS,
     _TF_CAP,
     _Group,
+    _pool_code,
     _pool_dtype,
     _recs,
     _Term,
@@ -341,6 +342,37 @@ def _sides(
     return dfs, wide
 
 
+def _image_side(
+    packed: np.ndarray[Any, Any],
+    g_ends: np.ndarray[Any, Any],
+    postings: np.ndarray[Any, Any],
+    p_ends: np.ndarray[Any, Any],
+    tfs: np.ndarray[Any, Any],
+    lengths: np.ndarray[Any, Any],
+    count: int,
+    pool: bool,
+) -> tuple[Any, Any, tuple[str, bytes, str, bytes] | None, bytes]:
+    """The image-only arrays of :func:`restore` (in the thread beside with
+    :data:`_C_CHECKS`: numpy's copies release the GIL): :func:`_sides`' checks and its
+    list lengths and wide flags, then with ``pool`` the term pool's typecodes and bytes
+    (its term numbers, its group ends: ``_TermPool.from_raw``), and every frequency as
+    a byte (the lists' ``array('B')``, where none exceeds 255). O(postings + groups).
+
+    Raises:
+        ImageError: As :func:`_sides`.
+    """
+    dfs, wide = _sides(packed, g_ends, postings, p_ends, tfs, lengths, count)
+    raw: tuple[str, bytes, str, bytes] | None = None
+    if pool:
+        code = _pool_code(count)
+        data = (packed >> _TF_BITS).astype(_pool_dtype(code)).tobytes()
+        s_code = "I" if int(g_ends[-1]) <= 0xFFFFFFFF else "q"
+        starts = g_ends.astype(np.uint32 if s_code == "I" else np.int64).tobytes()
+        raw = (code, data, s_code, starts)
+    small = tfs.astype(np.uint8).tobytes() if count else b""
+    return dfs, wide, raw, small
+
+
 def restore(index: BM25Index, parts: Mapping[str, bytes], records: list[Record]) -> BM25Index:
     """Fill the new, empty ``index`` from the image ``parts`` so that it equals one that
     added ``records`` (ascending seq) one by one. O(records + postings), vectorised
@@ -421,12 +453,12 @@ def _restore_late(
     narrow = count <= knobs._NARROW
     packed = persist.need(arrays, "group_terms", "<i4" if narrow else "<i8", len(postings))
     lengths = persist.need(arrays, "lengths", "<i4", size)
-    sides = (packed, g_ends, postings, p_ends, tfs, lengths, count)
+    sides = (packed, g_ends, postings, p_ends, tfs, lengths, count, index._pool is not None)
     if _C_CHECKS and kernels.bm25_core_active():
-        beside: Beside | None = Beside(_sides, *sides, name="actormem image checks")
+        beside: Beside | None = Beside(_image_side, *sides, name="actormem image checks")
     else:
         beside = None
-        dfs, wide_np = _sides(*sides)
+        dfs, wide_np, pool_raw, small = _image_side(*sides)
     try:
         build = _build_rows(index, records, canon, gmap, gids_np, cols, size)
     except BaseException:
@@ -434,7 +466,7 @@ def _restore_late(
             beside.stop()
         raise
     if beside is not None:
-        dfs, wide_np = beside.result()
+        dfs, wide_np, pool_raw, small = beside.result()
     table, first, gids, sizes = build
     if size != len(records):  # each record of a group counts in its terms' df
         multi = np.flatnonzero(sizes > 1)
@@ -447,8 +479,8 @@ def _restore_late(
         )
     code = "i" if narrow else "q"
     cap = len(first)
-    if index._pool is not None:  # one array of every group's term numbers
-        index._pool = _TermPool.from_flat(packed >> _TF_BITS, count, g_ends.tolist())
+    if pool_raw is not None:  # one array of every group's term numbers
+        index._pool = _TermPool.from_raw(*pool_raw)
     if not index._cols:  # the groups' own term arrays (the pool's groups have none)
         raw_terms = memoryview(parts["group_terms"])
         width = 4 if narrow else 8
@@ -461,7 +493,6 @@ def _restore_late(
             _untrack(group)
     raw_groups = memoryview(parts["postings"])
     raw_tfs = memoryview(parts["tfs"])
-    small = tfs.astype(np.uint8).tobytes() if count else b""
     starts = p_ends.tolist()
     dfs_l = dfs.tolist()
     wide_l = wide_np.tolist()
