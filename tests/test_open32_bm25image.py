@@ -59,6 +59,14 @@ def _state_rows(
     return state, _file_rows(state)
 
 
+def _pool_of(index: Any) -> Any:
+    """The index's term pool as comparable values (None without one)."""
+    pool = index._pool
+    if pool is None:
+        return None
+    return pool.data.typecode, tuple(pool.data), pool.starts.typecode, tuple(pool.starts)
+
+
 @pytest.fixture
 def late_any_size(monkeypatch: pytest.MonkeyPatch) -> None:
     """``LateDigest`` groups and hashes in its thread for any count of texts."""
@@ -84,6 +92,7 @@ def test_restored_equals_rebuilt_with_each_knob(
     state, rows = _state_rows(seed, n, ops, tags, dups)
     parts = _image(state)
     rebuilt = _loaded(BM25Scorer, rows, None)
+    pools = set()
     with pytest.MonkeyPatch.context() as mp:
         for on in itertools.product((True, False), repeat=len(KNOBS)):
             for name, value in zip(KNOBS, on, strict=True):
@@ -103,6 +112,8 @@ def test_restored_equals_rebuilt_with_each_knob(
             assert (a._n, a._total) == (b._n, b._total)
             assert list(a._first_seq[: len(a._table)]) == list(b._first_seq[: len(b._table)])
             assert list(a._changes.groups) == list(b._changes.groups)
+            pools.add(_pool_of(a))
+    assert len(pools) == 1  # the same term pool with each knob (as the path before)
     _no_threads_left()
 
 
@@ -171,12 +182,27 @@ def test_kernel_wide_frequencies_and_sizes() -> None:
     lengths = np.array([301, 2], np.int32)
     dfs, wide = np.zeros(2, np.int64), np.zeros(2, np.uint8)
     args = (packed, g_ends, postings, p_ends, tfs, lengths)
-    assert kernels.bm25_image_check(*args, None, dfs, wide) == 0
+    assert kernels.bm25_image_check(*args, None, dfs, wide) == (0, None, None)
     assert dfs.tolist() == [2, 1]
     assert wide.tolist() == [1, 0]
-    assert kernels.bm25_image_check(*args, np.array([3, 5], np.int64), dfs, wide) == 0
+    assert kernels.bm25_image_check(*args, np.array([3, 5], np.int64), dfs, wide)[0] == 0
     assert dfs.tolist() == [8, 3]
-    assert kernels.bm25_image_check(packed.astype(np.int64), *args[1:], None, dfs, wide) == 0
+    assert kernels.bm25_image_check(packed.astype(np.int64), *args[1:], None, dfs, wide)[0] == 0
+    for width, dtype in ((2, np.uint16), (4, np.uint32), (8, np.int64)):
+        for arr in (packed, packed.astype(np.int64)):
+            code, pool, small = kernels.bm25_image_check(
+                arr, *args[1:], None, dfs, wide, width, True
+            )
+            assert code == 0
+            assert pool == (arr >> 8).astype(dtype).tobytes()
+            assert small == tfs.astype(np.uint8).tobytes()
+    bad_tfs = np.array([300, 2, 0], np.int32)  # a frequency below 1: nothing made
+    got = kernels.bm25_image_check(*args[:4], bad_tfs, lengths, None, dfs, wide, 2, True)
+    assert got == (4, None, None)
+    with pytest.raises(ValueError, match="pool_width"):
+        kernels.bm25_image_check(*args, None, dfs, wide, 3)
+    with pytest.raises(ValueError, match="pool_width"):
+        kernels._core().bm25_image_check(*args, None, dfs, wide, 3)
 
 
 @needs_core
@@ -229,7 +255,7 @@ def test_kernel_refuses_bad_arguments() -> None:
         kernels.bm25_image_check(*good, readonly, np.zeros(1, np.uint8))
     with pytest.raises(ValueError, match="writable"):
         core.bm25_image_check(*good, readonly, np.zeros(1, np.uint8))
-    assert kernels.bm25_image_check(*good, *outs()) == 0
+    assert kernels.bm25_image_check(*good, *outs()) == (0, None, None)
 
 
 @pytest.mark.usefixtures("late_any_size")

@@ -2173,24 +2173,29 @@ done:
 
 PyDoc_STRVAR(bm25_image_check_doc,
 "bm25_image_check(packed, group_ends, postings, post_ends, tfs, lengths, sizes,\n"
-"                 dfs_out, wide_out) -> int\n\n"
+"                 dfs_out, wide_out, pool_width=0, small=False)\n"
+"    -> (int, bytes | None, bytes | None)\n\n"
 "The numeric checks of a BM25 index image (bm25/persist.py, restore), in one pass\n"
 "over each side with the GIL released. Groups: size = len(lengths); terms: count =\n"
 "len(post_ends) - 1. packed (int32 or int64): each group's terms, term << 8 | min(tf,\n"
 "255), group g's at group_ends[g]..group_ends[g + 1] (int64, size + 1); postings\n"
 "(int32) and tfs (int32, as many): term t's posting list at post_ends[t]..post_ends[t +\n"
-"1] (int64, count + 1). Returns 0 when every check passes, else the first that fails,\n"
-"in this order: 1 the lists' offsets (not 0 first, not strictly rising, not ending at\n"
-"len(postings)); 2 a posting outside [0, size); 3 a list not strictly ascending; 4 a\n"
-"frequency below 1; 5 the groups' offsets (not 0 first, falling, not ending at\n"
-"len(packed)); 6 a group's term count not its count of postings; 7 a group's term\n"
-"outside [0, count), or a capped frequency below 1; 8 the two sides' (term, group,\n"
+"1] (int64, count + 1). The first item is 0 when every check passes, else the first\n"
+"that fails, in this order: 1 the lists' offsets (not 0 first, not strictly rising, not\n"
+"ending at len(postings)); 2 a posting outside [0, size); 3 a list not strictly\n"
+"ascending; 4 a frequency below 1; 5 the groups' offsets (not 0 first, falling, not\n"
+"ending at len(packed)); 6 a group's term count not its count of postings; 7 a group's\n"
+"term outside [0, count), or a capped frequency below 1; 8 the two sides' (term, group,\n"
 "capped frequency) triples differ (an order-independent 64-bit hash of each side,\n"
 "bm25.persist._mix's); 9 a length not the sum of its group's frequencies. Once checks\n"
 "1-4 passed: dfs_out[t] (int64, count) the sum of sizes[g] (int64, size; None: 1) over\n"
 "t's postings, wide_out[t] (uint8, count) 1 where a frequency of t exceeds 255.\n"
-"ValueError for buffers of the wrong kind or length (nothing written then).\n"
-"O(size + count + len(postings) + len(packed)); 16 bytes a group of scratch.");
+"pool_width 2, 4 or 8: the second item the bytes of every packed term's number\n"
+"(packed >> 8) as uint16, uint32 or int64 (meaningful once check 7 passed: then it\n"
+"fits), else None; small true: the third the bytes of every frequency's low byte\n"
+"(uint8), else None. ValueError for buffers of the wrong kind or length, or another\n"
+"pool_width (nothing written then). O(size + count + len(postings) + len(packed));\n"
+"16 bytes a group of scratch.");
 
 static inline uint64_t
 image_mix(uint64_t term, uint64_t group, uint64_t tf, uint64_t size)
@@ -2204,12 +2209,15 @@ image_mix(uint64_t term, uint64_t group, uint64_t tf, uint64_t size)
 }
 
 /* The checks of bm25_image_check on raw arrays (the GIL released by the caller);
- * counts and sums: size zeroed int64 each. */
+ * tally: 2 * size zeroed int64, each group's posting count and frequencies' sum side
+ * by side (one cache line for both); pool (pool_width bytes an item) and small: NULL,
+ * or room for npacked and npost items. */
 static int
 image_check_run(const void *packed, int wide, Py_ssize_t npacked, const int64_t *g_ends,
                 const int32_t *post, Py_ssize_t npost, const int64_t *p_ends, const int32_t *tfs,
                 const int32_t *lengths, Py_ssize_t size, const int64_t *sizes, Py_ssize_t count,
-                int64_t *dfs, uint8_t *wide_out, int64_t *counts, int64_t *sums)
+                int64_t *dfs, uint8_t *wide_out, int64_t *tally, char *pool, int pool_width,
+                uint8_t *small)
 {
     /* 1: the lists tile the postings, each non-empty */
     if (p_ends[0] != 0 || p_ends[count] != npost) return 1;
@@ -2233,8 +2241,8 @@ image_check_run(const void *packed, int wide, Py_ssize_t npacked, const int64_t 
             bad_tf |= tf < 1;
             if (tf > top) top = tf;
             df += sizes ? sizes[g] : 1;
-            counts[g]++;
-            sums[g] += tf;
+            tally[2 * g]++;
+            tally[2 * g + 1] += tf;
             post_side += image_mix((uint64_t)t, (uint64_t)g, (uint64_t)(tf < 255 ? tf : 255), usize);
         }
         dfs[t] = df;
@@ -2242,15 +2250,18 @@ image_check_run(const void *packed, int wide, Py_ssize_t npacked, const int64_t 
     }
     if (bad_order) return 3;
     if (bad_tf) return 4;
+    if (small) {
+        for (Py_ssize_t i = 0; i < npost; i++) small[i] = (uint8_t)tfs[i];
+    }
     /* 5, 6 */
     if (g_ends[0] != 0 || g_ends[size] != npacked) return 5;
     for (Py_ssize_t g = 0; g < size; g++) {
         if (g_ends[g + 1] < g_ends[g]) return 5;
     }
     for (Py_ssize_t g = 0; g < size; g++) {
-        if (g_ends[g + 1] - g_ends[g] != counts[g]) return 6;
+        if (g_ends[g + 1] - g_ends[g] != tally[2 * g]) return 6;
     }
-    /* 7 and the groups' side */
+    /* 7, the groups' side and the pool's numbers */
     uint64_t group_side = 0;
     int bad_term = 0;
     for (Py_ssize_t g = 0; g < size; g++) {
@@ -2259,12 +2270,19 @@ image_check_run(const void *packed, int wide, Py_ssize_t npacked, const int64_t 
             int64_t num = v >> 8, capped = v & 255;
             bad_term |= num < 0 || num >= count || capped < 1;
             group_side += image_mix((uint64_t)num, (uint64_t)g, (uint64_t)capped, usize);
+            if (pool_width == 2) {
+                ((uint16_t *)pool)[i] = (uint16_t)num;
+            } else if (pool_width == 4) {
+                ((uint32_t *)pool)[i] = (uint32_t)num;
+            } else if (pool_width == 8) {
+                ((int64_t *)pool)[i] = num;
+            }
         }
     }
     if (bad_term) return 7;
     if (group_side != post_side) return 8;
     for (Py_ssize_t g = 0; g < size; g++) {
-        if (sums[g] != (int64_t)lengths[g]) return 9;
+        if (tally[2 * g + 1] != (int64_t)lengths[g]) return 9;
     }
     return 0;
 }
@@ -2274,12 +2292,17 @@ bm25_image_check(PyObject *self, PyObject *args)
 {
     (void)self;
     PyObject *o_packed, *o_gends, *o_post, *o_pends, *o_tfs, *o_len, *o_sizes, *o_dfs, *o_wide;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOO", &o_packed, &o_gends, &o_post, &o_pends, &o_tfs,
-                          &o_len, &o_sizes, &o_dfs, &o_wide)) {
+    int pool_width = 0, want_small = 0;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOO|ip", &o_packed, &o_gends, &o_post, &o_pends, &o_tfs,
+                          &o_len, &o_sizes, &o_dfs, &o_wide, &pool_width, &want_small)) {
+        return NULL;
+    }
+    if (pool_width != 0 && pool_width != 2 && pool_width != 4 && pool_width != 8) {
+        PyErr_SetString(PyExc_ValueError, "pool_width: 0, 2, 4 or 8");
         return NULL;
     }
     Py_buffer packed, gends, post, pends, tfs, len, sizes, dfs, wide;
-    PyObject *result = NULL;
+    PyObject *result = NULL, *o_pool = NULL, *o_small = NULL;
     int wide_packed = 0;
     if (PyObject_GetBuffer(o_packed, &packed, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
         PyErr_SetString(PyExc_ValueError, "packed: not a contiguous buffer");
@@ -2318,23 +2341,40 @@ bm25_image_check(PyObject *self, PyObject *args)
             PyErr_SetString(PyExc_ValueError, "bm25_image_check: lengths do not match");
             goto done;
         }
-        int64_t *scratch = PyMem_RawCalloc((size_t)(2 * size + 2), sizeof(int64_t));
-        if (!scratch) {
+        if (pool_width) {
+            o_pool = PyBytes_FromStringAndSize(NULL, LEN(packed) * pool_width);
+            if (!o_pool) goto done;
+        }
+        if (want_small) {
+            o_small = PyBytes_FromStringAndSize(NULL, LEN(post));
+            if (!o_small) goto done;
+        }
+        int64_t *tally = PyMem_RawCalloc((size_t)(2 * size + 2), sizeof(int64_t));
+        if (!tally) {
             PyErr_NoMemory();
             goto done;
         }
         int code;
+        char *pool_buf = o_pool ? PyBytes_AS_STRING(o_pool) : NULL;
+        uint8_t *small_buf = o_small ? (uint8_t *)PyBytes_AS_STRING(o_small) : NULL;
         Py_BEGIN_ALLOW_THREADS
         code = image_check_run(packed.buf, wide_packed, LEN(packed), (const int64_t *)gends.buf,
                                (const int32_t *)post.buf, LEN(post), (const int64_t *)pends.buf,
                                (const int32_t *)tfs.buf, (const int32_t *)len.buf, size,
                                (const int64_t *)sizes.buf, count, (int64_t *)dfs.buf,
-                               (uint8_t *)wide.buf, scratch, scratch + size + 1);
+                               (uint8_t *)wide.buf, tally, pool_buf, pool_width, small_buf);
         Py_END_ALLOW_THREADS
-        PyMem_RawFree(scratch);
-        result = PyLong_FromLong(code);
+        PyMem_RawFree(tally);
+        if (code) { /* the bytes may be partly written: none handed out */
+            Py_CLEAR(o_pool);
+            Py_CLEAR(o_small);
+        }
+        result = Py_BuildValue("(iOO)", code, o_pool ? o_pool : Py_None,
+                               o_small ? o_small : Py_None);
     }
 done:
+    Py_XDECREF(o_pool);
+    Py_XDECREF(o_small);
     PyBuffer_Release(&wide);
 e7:
     PyBuffer_Release(&dfs);

@@ -328,18 +328,39 @@ def _sides(
     Raises:
         ImageError: The first check that fails.
     """
+    dfs, wide, _, _ = _checked(packed, g_ends, postings, p_ends, tfs, lengths, count, 0, False)
+    return dfs, wide
+
+
+def _checked(
+    packed: np.ndarray[Any, Any],
+    g_ends: np.ndarray[Any, Any],
+    postings: np.ndarray[Any, Any],
+    p_ends: np.ndarray[Any, Any],
+    tfs: np.ndarray[Any, Any],
+    lengths: np.ndarray[Any, Any],
+    count: int,
+    pool_width: int,
+    small: bool,
+) -> tuple[Any, Any, bytes | None, bytes | None]:
+    """:func:`_sides`, and from the core (None without it) the bytes of the pool's term
+    numbers in ``pool_width`` bytes each (0: none) and of the one-byte frequencies
+    (``small``): ``kernels.bm25_image_check``'s. O(postings + groups + terms)."""
     if not (_C_CHECKS and kernels.bm25_core_active()):
-        return _sides_numpy(packed, g_ends, postings, p_ends, tfs, lengths, count)
+        dfs, wide = _sides_numpy(packed, g_ends, postings, p_ends, tfs, lengths, count)
+        return dfs, wide, None, None
     dfs = np.zeros(count, np.int64)
     wide = np.zeros(count, np.uint8)
     if len(p_ends) != count + 1 or len(g_ends) != len(lengths) + 1:
         raise ImageError("offsets of the wrong length")
-    code = kernels.bm25_image_check(packed, g_ends, postings, p_ends, tfs, lengths, None, dfs, wide)
+    code, pool, one_byte = kernels.bm25_image_check(
+        packed, g_ends, postings, p_ends, tfs, lengths, None, dfs, wide, pool_width, small
+    )
     if code == 2:  # as persist.check_lists words it
         raise ImageError(f"postings: a value outside [0, {len(lengths)})")
     if code:
         raise ImageError(_CHECK_ERRORS.get(code, "the image's checks failed"))
-    return dfs, wide
+    return dfs, wide, pool, one_byte
 
 
 def _image_side(
@@ -361,15 +382,20 @@ def _image_side(
     Raises:
         ImageError: As :func:`_sides`.
     """
-    dfs, wide = _sides(packed, g_ends, postings, p_ends, tfs, lengths, count)
+    code = _pool_code(count) if pool else ""
+    width = np.dtype(_pool_dtype(code)).itemsize if pool else 0
+    dfs, wide, data, small = _checked(
+        packed, g_ends, postings, p_ends, tfs, lengths, count, width, count > 0
+    )
     raw: tuple[str, bytes, str, bytes] | None = None
     if pool:
-        code = _pool_code(count)
-        data = (packed >> _TF_BITS).astype(_pool_dtype(code)).tobytes()
+        if data is None:
+            data = (packed >> _TF_BITS).astype(_pool_dtype(code)).tobytes()
         s_code = "I" if int(g_ends[-1]) <= 0xFFFFFFFF else "q"
         starts = g_ends.astype(np.uint32 if s_code == "I" else np.int64).tobytes()
         raw = (code, data, s_code, starts)
-    small = tfs.astype(np.uint8).tobytes() if count else b""
+    if small is None:
+        small = tfs.astype(np.uint8).tobytes() if count else b""
     return dfs, wide, raw, small
 
 
