@@ -696,21 +696,20 @@ def bm25_image_check(
     pool_width: int = 0,
     small: bool = False,
 ) -> tuple[int, bytes | None, bytes | None]:
-    """The numeric checks of a BM25 index image in one pass over each side, the GIL
-    released (``bm25/persist.py``). The first item: 0 when all pass, else the number of
-    the first that fails (``_cbm25.bm25_image_check``'s docstring lists them: the lists'
-    offsets, a posting out of range, a list out of order, a frequency below 1, the
-    groups' offsets, a group's term count, a group's term out of range, the two sides'
-    triples, a length). With ``size = len(lengths)`` groups and ``count =
-    len(post_ends) - 1`` terms: ``packed`` int32 or int64, ``group_ends`` int64
-    (``size + 1``), ``postings`` and ``tfs`` int32 (as many), ``post_ends`` int64,
-    ``lengths`` int32, ``sizes`` int64 (``size``) or None (1 each); once the lists
-    passed, ``dfs_out`` (int64, ``count``) gets each term's sum of ``sizes`` over its
-    postings and ``wide_out`` (uint8, ``count``) 1 where a frequency exceeds 255. When
-    every check passed: with ``pool_width`` 2, 4 or 8 the second item is the bytes of
-    ``packed >> 8`` as uint16, uint32 or int64 (the term pool's ``'H'``, ``'I'`` or
-    ``'q'``), with ``small`` the third those of ``tfs`` as uint8 (its low bytes);
-    otherwise None each. O(size + count + postings).
+    """The numeric checks of a BM25 index image in one pass over each side, the GIL released
+    (``bm25/persist.py``). The first item: 0 when all pass, else the number of the first
+    that fails (``_cbm25.bm25_image_check``'s docstring lists them: 1 the lists' offsets, 2
+    a posting out of range, 3 a list out of order, 4 a frequency below 1, 5 the groups'
+    offsets, 7 a group's term out of range, 8 the two sides' triples (each group's term
+    count among them), 9 a length). With ``size = len(lengths)`` groups and ``count =
+    len(post_ends) - 1`` terms: ``packed`` int32 or int64, ``group_ends`` int64 (``size +
+    1``), ``postings`` and ``tfs`` int32 (as many), ``post_ends`` int64, ``lengths`` int32,
+    ``sizes`` int64 (``size``) or None (1 each); once the lists passed, ``dfs_out`` (int64,
+    ``count``) gets each term's sum of ``sizes`` over its postings and ``wide_out`` (uint8,
+    ``count``) 1 where a frequency exceeds 255. When every check passed: with ``pool_width``
+    2, 4 or 8 the second item is the bytes of ``packed >> 8`` as uint16, uint32 or int64
+    (the term pool's ``'H'``, ``'I'`` or ``'q'``), with ``small`` the third those of ``tfs``
+    as uint8 (its low bytes); otherwise None each. O(size + count + postings).
 
     Raises:
         TypeError, ValueError: An argument of the wrong type, dtype or length, or a
