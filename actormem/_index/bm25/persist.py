@@ -34,6 +34,7 @@ import unicodedata
 from array import array
 from collections.abc import Mapping
 from itertools import compress
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -65,6 +66,8 @@ from .postings import _doc_key as _key
 __all__ = ["dump", "handles", "restore"]
 
 KIND = "bm25"
+
+_BORN = attrgetter("born")
 
 #: Postings checked at a time by :func:`restore`.
 _CHUNK = 1 << 20
@@ -454,7 +457,8 @@ def _restore_late(
         gids_np = np.frombuffer(raw_gids, np.int64)
         texts = cols[0]
         size = mask.count(1)
-        canon: list[Any] = texts if size == len(texts) else list(compress(texts, mask))
+        # the distinct documents, made only where needed (a tag or the old layouts)
+        canon: list[Any] | None = texts if size == len(texts) else None
     else:
         keys = cols[0] if cols is not None else list(map(_key, records))
         gmap = {}
@@ -490,7 +494,7 @@ def _restore_late(
         beside = None
         dfs, wide_np, pool_raw, small = _image_side(*sides)
     try:
-        build = _build_rows(index, records, canon, gmap, gids_np, cols, size)
+        build = _build_rows(index, records, gmap, gids_np, cols, size)
     except BaseException:
         if beside is not None:
             beside.stop()
@@ -552,16 +556,20 @@ def _restore_late(
         if cols is not None and isinstance(index._groups, _DocMap):
             index._groups.texts.index_from(0)  # no tags: every slot's text, its number
         else:
+            if canon is None:
+                canon = list(compress(texts, mask))
             for num, k in enumerate(canon):
                 index._groups[k] = num
     else:
+        if canon is None:
+            canon = list(compress(texts, mask))
         index._groups = dict(zip(canon, table, strict=True))
     index._term_table = term_table
     index._terms = {name: term for name, term in zip(names, term_table, strict=True)}  # type: ignore[misc]
     index._n = len(records)
     index._total = int((lengths.astype(np.int64) * sizes).sum())
     changes = ChangeLog()
-    changes.versions = [rec.born for rec in records]
+    changes.versions = list(map(_BORN, records))
     if index._cols:
         changes.groups = array("q")
         changes.groups.frombytes(gids.tobytes())
@@ -576,7 +584,6 @@ def _restore_late(
 def _build_rows(
     index: BM25Index,
     records: list[Record],
-    canon: list[Any],
     gmap: dict[object, int] | None,
     gids_np: np.ndarray[Any, Any] | None,
     cols: tuple[list[str], bytes] | None,
