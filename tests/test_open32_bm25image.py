@@ -121,7 +121,7 @@ def _numeric(parts: dict[str, bytes]) -> tuple[Any, ...]:
     """The arrays :func:`bm25_persist._sides` checks, read from the image ``parts``."""
     _, arrays = persist.unpack(parts, {})
     count = len(arrays["post_ends"]) - 1
-    return (
+    return bm25_persist._Arrays(
         arrays["group_terms"],
         arrays["group_ends"],
         arrays["postings"],
@@ -134,7 +134,7 @@ def _numeric(parts: dict[str, bytes]) -> tuple[Any, ...]:
 
 def _outcome(fn: Any, sides: tuple[Any, ...]) -> Any:
     try:
-        dfs, wide = fn(*sides)
+        dfs, wide = fn(bm25_persist._Arrays(*sides))
     except ImageError as exc:
         return str(exc)
     return dfs.tolist(), wide.astype(bool).tolist()

@@ -35,7 +35,7 @@ from array import array
 from collections.abc import Mapping
 from itertools import compress
 from operator import attrgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -259,17 +259,23 @@ def _texts(records: list[Record]) -> tuple[list[str], bytes] | None:
     return got[0], got[2]
 
 
-def _sides_numpy(
-    packed: np.ndarray[Any, Any],
-    g_ends: np.ndarray[Any, Any],
-    postings: np.ndarray[Any, Any],
-    p_ends: np.ndarray[Any, Any],
-    tfs: np.ndarray[Any, Any],
-    lengths: np.ndarray[Any, Any],
-    count: int,
-) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+class _Arrays(NamedTuple):
+    """The image's numeric arrays, as :func:`unpack` read them (views of the parts),
+    and the count of terms."""
+
+    packed: np.ndarray[Any, Any]  # group_terms: int32 or int64
+    g_ends: np.ndarray[Any, Any]  # group_ends: int64, groups + 1
+    postings: np.ndarray[Any, Any]  # int32
+    p_ends: np.ndarray[Any, Any]  # post_ends: int64, count + 1
+    tfs: np.ndarray[Any, Any]  # int32, one a posting
+    lengths: np.ndarray[Any, Any]  # int32, one a group
+    terms: int  # the count of terms
+
+
+def _sides_numpy(a: _Arrays) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
     """The numeric checks of :func:`restore` by numpy in chunks (without the core, or
     :data:`_C_CHECKS` off), in :func:`_sides`' order. O(postings), vectorised."""
+    packed, g_ends, postings, p_ends, tfs, lengths, count = a
     size = len(lengths)
     persist.check_lists(p_ends, postings, size, "postings")
     if len(tfs) and int(tfs.min()) < 1:
@@ -316,17 +322,9 @@ _CHECK_ERRORS = {
 }
 
 
-def _sides(
-    packed: np.ndarray[Any, Any],
-    g_ends: np.ndarray[Any, Any],
-    postings: np.ndarray[Any, Any],
-    p_ends: np.ndarray[Any, Any],
-    tfs: np.ndarray[Any, Any],
-    lengths: np.ndarray[Any, Any],
-    count: int,
-) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-    """The image's numeric checks (see the module documentation): the posting lists
-    (``p_ends``, ``postings``) against the groups (``len(lengths)``), the frequencies,
+def _sides(a: _Arrays) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """The image's numeric checks (see the module documentation) on its arrays ``a``:
+    the posting lists against the groups (``len(a.lengths)``), the frequencies,
     the groups' packed terms against the lists and the lengths. Returns each term's
     list length (int64) and whether a frequency of it exceeds 255 (uint8, 0 or 1).
     By the core in one pass without the GIL (:data:`_C_CHECKS`), else numpy's chunks:
@@ -335,27 +333,20 @@ def _sides(
     Raises:
         ImageError: The first check that fails.
     """
-    dfs, wide, _, _ = _checked(packed, g_ends, postings, p_ends, tfs, lengths, count, 0, False)
+    dfs, wide, _, _ = _checked(a, 0, False)
     return dfs, wide
 
 
 def _checked(
-    packed: np.ndarray[Any, Any],
-    g_ends: np.ndarray[Any, Any],
-    postings: np.ndarray[Any, Any],
-    p_ends: np.ndarray[Any, Any],
-    tfs: np.ndarray[Any, Any],
-    lengths: np.ndarray[Any, Any],
-    count: int,
-    pool_width: int,
-    small: bool,
+    a: _Arrays, pool_width: int, small: bool
 ) -> tuple[Any, Any, bytes | None, bytes | None]:
     """:func:`_sides`, and from the core (None without it) the bytes of the pool's term
     numbers in ``pool_width`` bytes each (0: none) and of the one-byte frequencies
     (``small``): ``kernels.bm25_image_check``'s. O(postings + groups + terms)."""
     if not (_C_CHECKS and kernels.bm25_core_active()):
-        dfs, wide = _sides_numpy(packed, g_ends, postings, p_ends, tfs, lengths, count)
+        dfs, wide = _sides_numpy(a)
         return dfs, wide, None, None
+    packed, g_ends, postings, p_ends, tfs, lengths, count = a
     dfs = np.zeros(count, np.int64)
     wide = np.zeros(count, np.uint8)
     if len(p_ends) != count + 1 or len(g_ends) != len(lengths) + 1:
@@ -371,14 +362,7 @@ def _checked(
 
 
 def _image_side(
-    packed: np.ndarray[Any, Any],
-    g_ends: np.ndarray[Any, Any],
-    postings: np.ndarray[Any, Any],
-    p_ends: np.ndarray[Any, Any],
-    tfs: np.ndarray[Any, Any],
-    lengths: np.ndarray[Any, Any],
-    count: int,
-    pool: bool,
+    a: _Arrays, pool: bool
 ) -> tuple[Any, Any, tuple[str, bytes, str, bytes] | None, bytes]:
     """The image-only arrays of :func:`restore` (in the thread beside with
     :data:`_C_CHECKS`: numpy's copies release the GIL): :func:`_sides`' checks and its
@@ -389,11 +373,10 @@ def _image_side(
     Raises:
         ImageError: As :func:`_sides`.
     """
-    code = _pool_code(count) if pool else ""
+    code = _pool_code(a.terms) if pool else ""
     width = np.dtype(_pool_dtype(code)).itemsize if pool else 0
-    dfs, wide, data, small = _checked(
-        packed, g_ends, postings, p_ends, tfs, lengths, count, width, count > 0
-    )
+    dfs, wide, data, small = _checked(a, width, a.terms > 0)
+    packed, g_ends, tfs = a.packed, a.g_ends, a.tfs
     raw: tuple[str, bytes, str, bytes] | None = None
     if pool:
         if data is None:
@@ -402,7 +385,7 @@ def _image_side(
         starts = g_ends.astype(np.uint32 if s_code == "I" else np.int64).tobytes()
         raw = (code, data, s_code, starts)
     if small is None:
-        small = tfs.astype(np.uint8).tobytes() if count else b""
+        small = tfs.astype(np.uint8).tobytes() if a.terms else b""
     return dfs, wide, raw, small
 
 
@@ -487,12 +470,13 @@ def _restore_late(
     narrow = count <= knobs._NARROW
     packed = persist.need(arrays, "group_terms", "<i4" if narrow else "<i8", len(postings))
     lengths = persist.need(arrays, "lengths", "<i4", size)
-    sides = (packed, g_ends, postings, p_ends, tfs, lengths, count, index._pool is not None)
+    sides = _Arrays(packed, g_ends, postings, p_ends, tfs, lengths, count)
+    pool = index._pool is not None
     if _C_CHECKS and kernels.bm25_core_active():
-        beside: Beside | None = Beside(_image_side, *sides, name="actormem image checks")
+        beside: Beside | None = Beside(_image_side, sides, pool, name="actormem image checks")
     else:
         beside = None
-        dfs, wide_np, pool_raw, small = _image_side(*sides)
+        dfs, wide_np, pool_raw, small = _image_side(sides, pool)
     try:
         build = _build_rows(index, records, gmap, gids_np, cols, size)
     except BaseException:
