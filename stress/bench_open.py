@@ -34,6 +34,9 @@ it reports, as one JSON line:
 * ``prep_s`` (from branch ``open29``): of ``beside_s``, the CPU of the thread that
   checks the image's posting lists and makes the masks' numbering
   (``wordoverlap.persist.Prepared._numeric``);
+* ``checks_s`` (from branch ``open32``): of ``beside_s``, the CPU of the thread that runs
+  BM25's image checks in the core and the arrays made of the image
+  (``bm25.persist._image_side``);
 * ``max_rss_mib``: the process's peak resident memory; ``first_hit``: the best entry's id
   (the same for every checkout measured);
 * ``image``: whether the index was restored from the file's index image (None: a checkout
@@ -177,6 +180,14 @@ def child(path: str, scorer: str, query: str) -> dict[str, Any]:
         # (open29) the image's lists checks, masks and rows of bits, in a thread beside
         numeric = timed("prep_s", prepared._numeric)
         prepared._numeric = staticmethod(timed("beside_s", numeric))
+    import actormem._index.bm25.persist as bm25_persist
+    from actormem._index import kernels as index_kernels
+
+    bm25_any: Any = bm25_persist
+    if getattr(bm25_any, "_C_CHECKS", False) and index_kernels.bm25_core_active():
+        # (open32) BM25's image checks in the core, in a thread beside the open's
+        checks = timed("checks_s", bm25_any._image_side)
+        bm25_any._image_side = timed("beside_s", checks)
     if hasattr(fmt_any, "image_marker"):
         # (open26) the image's marker hashed over its parts (in the thread beside)
         fmt_any.image_marker = timed("marker_s", fmt_any.image_marker)

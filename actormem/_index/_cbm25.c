@@ -2169,6 +2169,232 @@ done:
     return out;
 }
 
+/* ------------------------------------------------------------------ image */
+
+PyDoc_STRVAR(bm25_image_check_doc,
+"bm25_image_check(packed, group_ends, postings, post_ends, tfs, lengths, sizes,\n"
+"                 dfs_out, wide_out, pool_width=0, small=False)\n"
+"    -> (int, bytes | None, bytes | None)\n\n"
+"The numeric checks of a BM25 index image (bm25/persist.py, restore), in one pass\n"
+"over each side with the GIL released. Groups: size = len(lengths); terms: count =\n"
+"len(post_ends) - 1. packed (int32 or int64): each group's terms, term << 8 | min(tf,\n"
+"255), group g's at group_ends[g]..group_ends[g + 1] (int64, size + 1); postings\n"
+"(int32) and tfs (int32, as many): term t's posting list at post_ends[t]..post_ends[t +\n"
+"1] (int64, count + 1). The first item is 0 when every check passes, else the first\n"
+"that fails, in this order: 1 the lists' offsets (not 0 first, not strictly rising, not\n"
+"ending at len(postings)); 2 a posting outside [0, size); 3 a list not strictly\n"
+"ascending; 4 a frequency below 1; 5 the groups' offsets (not 0 first, falling, not\n"
+"ending at len(packed)); 7 a group's term outside [0, count), or a capped frequency\n"
+"below 1; 8 the two sides' (term, group, capped frequency) triples differ (an\n"
+"order-independent 64-bit hash of each side, bm25.persist._mix's: it covers each group's\n"
+"count of terms, which numpy's path checks apart as 6); 9 a length not the sum of its\n"
+"group's frequencies (its capped ones on the groups' side, plus what the postings'\n"
+"side has above 255: the exact sum once 8 passed). Once checks\n"
+"1-4 passed: dfs_out[t] (int64, count) the sum of sizes[g] (int64, size; None: 1) over\n"
+"t's postings, wide_out[t] (uint8, count) 1 where a frequency of t exceeds 255.\n"
+"pool_width 2, 4 or 8: the second item the bytes of every packed term's number\n"
+"(packed >> 8) as uint16, uint32 or int64 (meaningful once check 7 passed: then it\n"
+"fits), else None; small true: the third the bytes of every frequency's low byte\n"
+"(uint8), else None. ValueError for buffers of the wrong kind or length, or another\n"
+"pool_width (nothing written then). O(size + count + len(postings) + len(packed));\n"
+"8 bytes a group of scratch, touched only where a frequency exceeds 255: the postings'\n"
+"pass reads nothing by group number (a cache miss a posting at 1M groups).");
+
+static inline uint64_t
+image_mix(uint64_t term, uint64_t group, uint64_t tf, uint64_t size)
+{
+    uint64_t k = (term * size + group) << 8 | tf;
+    k *= 0x9E3779B97F4A7C15ULL;
+    k ^= k >> 29;
+    k *= 0xBF58476D1CE4E5B9ULL;
+    k ^= k >> 32;
+    return k;
+}
+
+/* The checks of bm25_image_check on raw arrays (the GIL released by the caller);
+ * excess: size zeroed int64, each group's frequencies above 255 (their part over it)
+ * on the postings' side; pool (pool_width bytes an item) and small: NULL, or room for
+ * npacked and npost items. */
+static int
+image_check_run(const void *packed, int wide, Py_ssize_t npacked, const int64_t *g_ends,
+                const int32_t *post, Py_ssize_t npost, const int64_t *p_ends, const int32_t *tfs,
+                const int32_t *lengths, Py_ssize_t size, const int64_t *sizes, Py_ssize_t count,
+                int64_t *dfs, uint8_t *wide_out, int64_t *excess, char *pool, int pool_width,
+                uint8_t *small)
+{
+    /* 1: the lists tile the postings, each non-empty */
+    if (p_ends[0] != 0 || p_ends[count] != npost) return 1;
+    for (Py_ssize_t t = 0; t < count; t++) {
+        if (p_ends[t + 1] <= p_ends[t]) return 1;
+    }
+    /* 2: every posting a group */
+    for (Py_ssize_t i = 0; i < npost; i++) {
+        if (post[i] < 0 || post[i] >= size) return 2;
+    }
+    /* 3, 4, and the postings' side */
+    int bad_order = 0, bad_tf = 0;
+    uint64_t post_side = 0, usize = (uint64_t)size;
+    for (Py_ssize_t t = 0; t < count; t++) {
+        int64_t df = 0;
+        int32_t top = 0, prev = -1;
+        for (int64_t i = p_ends[t]; i < p_ends[t + 1]; i++) {
+            int32_t g = post[i], tf = tfs[i];
+            bad_order |= g <= prev;
+            prev = g;
+            bad_tf |= tf < 1;
+            if (tf > top) top = tf;
+            df += sizes ? sizes[g] : 1;
+            if (tf > 255) excess[g] += tf - 255; /* (rare: the only read by group) */
+            post_side += image_mix((uint64_t)t, (uint64_t)g, (uint64_t)(tf < 255 ? tf : 255), usize);
+        }
+        dfs[t] = df;
+        wide_out[t] = top > 255;
+    }
+    if (bad_order) return 3;
+    if (bad_tf) return 4;
+    if (small) {
+        for (Py_ssize_t i = 0; i < npost; i++) small[i] = (uint8_t)tfs[i];
+    }
+    /* 5 (6, each group's count of terms, is in 8's hash) */
+    if (g_ends[0] != 0 || g_ends[size] != npacked) return 5;
+    for (Py_ssize_t g = 0; g < size; g++) {
+        if (g_ends[g + 1] < g_ends[g]) return 5;
+    }
+    /* 7, the groups' side, their capped sums and the pool's numbers */
+    uint64_t group_side = 0;
+    int bad_term = 0, bad_length = 0;
+    for (Py_ssize_t g = 0; g < size; g++) {
+        int64_t sum = excess[g];
+        for (int64_t i = g_ends[g]; i < g_ends[g + 1]; i++) {
+            int64_t v = wide ? ((const int64_t *)packed)[i] : (int64_t)((const int32_t *)packed)[i];
+            int64_t num = v >> 8, capped = v & 255;
+            bad_term |= num < 0 || num >= count || capped < 1;
+            group_side += image_mix((uint64_t)num, (uint64_t)g, (uint64_t)capped, usize);
+            sum += capped;
+            if (pool_width == 2) {
+                ((uint16_t *)pool)[i] = (uint16_t)num;
+            } else if (pool_width == 4) {
+                ((uint32_t *)pool)[i] = (uint32_t)num;
+            } else if (pool_width == 8) {
+                ((int64_t *)pool)[i] = num;
+            }
+        }
+        bad_length |= sum != (int64_t)lengths[g];
+    }
+    if (bad_term) return 7;
+    if (group_side != post_side) return 8;
+    if (bad_length) return 9;
+    return 0;
+}
+
+static PyObject *
+bm25_image_check(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *o_packed, *o_gends, *o_post, *o_pends, *o_tfs, *o_len, *o_sizes, *o_dfs, *o_wide;
+    int pool_width = 0, want_small = 0;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOO|ip", &o_packed, &o_gends, &o_post, &o_pends, &o_tfs,
+                          &o_len, &o_sizes, &o_dfs, &o_wide, &pool_width, &want_small)) {
+        return NULL;
+    }
+    if (pool_width != 0 && pool_width != 2 && pool_width != 4 && pool_width != 8) {
+        PyErr_SetString(PyExc_ValueError, "pool_width: 0, 2, 4 or 8");
+        return NULL;
+    }
+    Py_buffer packed, gends, post, pends, tfs, len, sizes, dfs, wide;
+    PyObject *result = NULL, *o_pool = NULL, *o_small = NULL;
+    int wide_packed = 0;
+    if (PyObject_GetBuffer(o_packed, &packed, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+        PyErr_SetString(PyExc_ValueError, "packed: not a contiguous buffer");
+        return NULL;
+    }
+    if (packed.ndim != 1 || !(kind_ok(&packed, K_I32) || kind_ok(&packed, K_I64))) {
+        PyErr_SetString(PyExc_ValueError, "packed: wrong element type or shape");
+        PyBuffer_Release(&packed);
+        return NULL;
+    }
+    if (check_aligned(&packed, "packed") < 0) {
+        PyBuffer_Release(&packed);
+        return NULL;
+    }
+    wide_packed = packed.itemsize == 8;
+    if (get(o_gends, &gends, K_I64, 0, "group_ends") < 0) goto e0;
+    if (get(o_post, &post, K_I32, 0, "postings") < 0) goto e1;
+    if (get(o_pends, &pends, K_I64, 0, "post_ends") < 0) goto e2;
+    if (get(o_tfs, &tfs, K_I32, 0, "tfs") < 0) goto e3;
+    if (get(o_len, &len, K_I32, 0, "lengths") < 0) goto e4;
+    if (o_sizes == Py_None) {
+        sizes.buf = NULL;
+        sizes.obj = NULL;
+        sizes.len = 0;
+        sizes.itemsize = 8;
+    } else if (get(o_sizes, &sizes, K_I64, 0, "sizes") < 0) {
+        goto e5;
+    }
+    if (get(o_dfs, &dfs, K_I64, 1, "dfs_out") < 0) goto e6;
+    if (get(o_wide, &wide, K_U8, 1, "wide_out") < 0) goto e7;
+    {
+        Py_ssize_t size = LEN(len), count = LEN(pends) - 1;
+        if (LEN(gends) != size + 1 || count < 0 || LEN(tfs) != LEN(post) ||
+            (sizes.buf != NULL && LEN(sizes) != size) || LEN(dfs) != count ||
+            LEN(wide) != count) {
+            PyErr_SetString(PyExc_ValueError, "bm25_image_check: lengths do not match");
+            goto done;
+        }
+        if (pool_width) {
+            o_pool = PyBytes_FromStringAndSize(NULL, LEN(packed) * pool_width);
+            if (!o_pool) goto done;
+        }
+        if (want_small) {
+            o_small = PyBytes_FromStringAndSize(NULL, LEN(post));
+            if (!o_small) goto done;
+        }
+        int64_t *excess = PyMem_RawCalloc((size_t)size + 1, sizeof(int64_t));
+        if (!excess) {
+            PyErr_NoMemory();
+            goto done;
+        }
+        int code;
+        char *pool_buf = o_pool ? PyBytes_AS_STRING(o_pool) : NULL;
+        uint8_t *small_buf = o_small ? (uint8_t *)PyBytes_AS_STRING(o_small) : NULL;
+        Py_BEGIN_ALLOW_THREADS
+        code = image_check_run(packed.buf, wide_packed, LEN(packed), (const int64_t *)gends.buf,
+                               (const int32_t *)post.buf, LEN(post), (const int64_t *)pends.buf,
+                               (const int32_t *)tfs.buf, (const int32_t *)len.buf, size,
+                               (const int64_t *)sizes.buf, count, (int64_t *)dfs.buf,
+                               (uint8_t *)wide.buf, excess, pool_buf, pool_width, small_buf);
+        Py_END_ALLOW_THREADS
+        PyMem_RawFree(excess);
+        if (code) { /* the bytes may be partly written: none handed out */
+            Py_CLEAR(o_pool);
+            Py_CLEAR(o_small);
+        }
+        result = Py_BuildValue("(iOO)", code, o_pool ? o_pool : Py_None,
+                               o_small ? o_small : Py_None);
+    }
+done:
+    Py_XDECREF(o_pool);
+    Py_XDECREF(o_small);
+    PyBuffer_Release(&wide);
+e7:
+    PyBuffer_Release(&dfs);
+e6:
+    if (sizes.obj != NULL) PyBuffer_Release(&sizes);
+e5:
+    PyBuffer_Release(&len);
+e4:
+    PyBuffer_Release(&tfs);
+e3:
+    PyBuffer_Release(&pends);
+e2:
+    PyBuffer_Release(&post);
+e1:
+    PyBuffer_Release(&gends);
+e0:
+    PyBuffer_Release(&packed);
+    return result;
+}
+
 /* ------------------------------------------------------------------ module */
 
 static PyMethodDef methods[] = {
@@ -2179,6 +2405,7 @@ static PyMethodDef methods[] = {
     {"bm25_code_floors", bm25_code_floors, METH_NOARGS, bm25_code_floors_doc},
     {"bm25_walked", bm25_walked, METH_NOARGS, bm25_walked_doc},
     {"bm25_add_terms", bm25_add_terms, METH_VARARGS, bm25_add_terms_doc},
+    {"bm25_image_check", bm25_image_check, METH_VARARGS, bm25_image_check_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -683,6 +683,60 @@ def bm25_dense_fill(
     _core().bm25_dense_fill(bits, groups, tfs, start, stop)
 
 
+def bm25_image_check(
+    packed: np.ndarray[Any, Any],
+    group_ends: np.ndarray[Any, Any],
+    postings: np.ndarray[Any, Any],
+    post_ends: np.ndarray[Any, Any],
+    tfs: np.ndarray[Any, Any],
+    lengths: np.ndarray[Any, Any],
+    sizes: np.ndarray[Any, Any] | None,
+    dfs_out: np.ndarray[Any, Any],
+    wide_out: np.ndarray[Any, Any],
+    pool_width: int = 0,
+    small: bool = False,
+) -> tuple[int, bytes | None, bytes | None]:
+    """The numeric checks of a BM25 index image in one pass over each side, the GIL released
+    (``bm25/persist.py``). The first item: 0 when all pass, else the number of the first
+    that fails (``_cbm25.bm25_image_check``'s docstring lists them: 1 the lists' offsets, 2
+    a posting out of range, 3 a list out of order, 4 a frequency below 1, 5 the groups'
+    offsets, 7 a group's term out of range, 8 the two sides' triples (each group's term
+    count among them), 9 a length). With ``size = len(lengths)`` groups and ``count =
+    len(post_ends) - 1`` terms: ``packed`` int32 or int64, ``group_ends`` int64 (``size +
+    1``), ``postings`` and ``tfs`` int32 (as many), ``post_ends`` int64, ``lengths`` int32,
+    ``sizes`` int64 (``size``) or None (1 each); once the lists passed, ``dfs_out`` (int64,
+    ``count``) gets each term's sum of ``sizes`` over its postings and ``wide_out`` (uint8,
+    ``count``) 1 where a frequency exceeds 255. When every check passed: with ``pool_width``
+    2, 4 or 8 the second item is the bytes of ``packed >> 8`` as uint16, uint32 or int64
+    (the term pool's ``'H'``, ``'I'`` or ``'q'``), with ``small`` the third those of ``tfs``
+    as uint8 (its low bytes); otherwise None each. O(size + count + postings).
+
+    Raises:
+        TypeError, ValueError: An argument of the wrong type, dtype or length, or a
+            ``pool_width`` not 0, 2, 4 or 8 (nothing written then).
+        RuntimeError: The BM25 core is not built.
+    """
+    if type(packed) is not np.ndarray or packed.dtype not in (_I32, _I64):
+        raise TypeError("packed must be a numpy array of int32 or int64")
+    _array_of("packed", packed, packed.dtype)
+    size = _array_of("lengths", lengths, _I32)
+    _need(_array_of("group_ends", group_ends, _I64) == size + 1, "group_ends: size + 1 items")
+    count = _array_of("post_ends", post_ends, _I64) - 1
+    _need(count >= 0, "post_ends: at least one item")
+    _need(
+        _array_of("postings", postings, _I32) == _array_of("tfs", tfs, _I32), "tfs: one a posting"
+    )
+    _need(sizes is None or _array_of("sizes", sizes, _I64) == size, "sizes: one a group")
+    _need(_array_of("dfs_out", dfs_out, _I64, writable=True) == count, "dfs_out: one a term")
+    _need(_array_of("wide_out", wide_out, _U8, writable=True) == count, "wide_out: one a term")
+    _need(type(pool_width) is int and pool_width in (0, 2, 4, 8), "pool_width: 0, 2, 4 or 8")
+    got: tuple[int, bytes | None, bytes | None] = _core().bm25_image_check(
+        packed, group_ends, postings, post_ends, tfs, lengths, sizes, dfs_out, wide_out,
+        pool_width, bool(small),
+    )  # fmt: skip
+    return got
+
+
 def bm25_blocks(
     groups: array[int],
     tfs: array[int],

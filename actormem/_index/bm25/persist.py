@@ -19,7 +19,12 @@ same (term, group, frequency) triples (the count per group, and an order-indepen
 64-bit hash of the triples on each side), and each length against the frequencies'
 sum. So no position out of range reaches the compiled core, and an image that does not
 match itself is refused; a hostile one crafted to collide the hash can still give wrong
-answers for these rows, never an out-of-range read.
+answers for these rows, never an out-of-range read. With the compiled core
+(:data:`_C_CHECKS`) the numeric checks are one pass over each side in C, beside the
+part that needs the rows; there the count per group is left to the hash (which covers
+it), and each length is compared with its group's capped frequencies plus the lists'
+part of any frequency above 255 (the exact sum once the hashes agree): no read by group
+number per posting, the cache miss each that made the pass 3x slower at 1M.
 """
 
 from __future__ import annotations
@@ -28,23 +33,28 @@ import json
 import unicodedata
 from array import array
 from collections.abc import Mapping
-from typing import Any
+from itertools import compress
+from operator import attrgetter
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..._record import Record
+from ..._util import Beside
 from .. import kernels, persist
 from ..persist import ImageError
 from ..tokenize import _WORD, Tokenizer
+from ..wordoverlap import ccore
 from . import knobs
 from .changelog import ChangeLog
-from .index import BM25Index, _doc_map, _untrack
+from .index import BM25Index, _doc_map, _DocMap, _untrack
 from .postings import (
     _NO_RECS,
     _NO_SEQ,
     _TF_BITS,
     _TF_CAP,
     _Group,
+    _pool_code,
     _pool_dtype,
     _recs,
     _Term,
@@ -56,6 +66,8 @@ from .postings import _doc_key as _key
 __all__ = ["dump", "handles", "restore"]
 
 KIND = "bm25"
+
+_BORN = attrgetter("born")
 
 #: Postings checked at a time by :func:`restore`.
 _CHUNK = 1 << 20
@@ -88,17 +100,22 @@ def _params(index: BM25Index) -> dict[str, Any]:
     }
 
 
-def _expect(index: BM25Index, records: list[Record], canon: list[object]) -> dict[str, Any]:
-    texts = [k if type(k) is str else k[0] for k in canon]  # type: ignore[index]
-    tagged = [json.dumps([g, k[1]]) for g, k in enumerate(canon) if type(k) is not str]  # type: ignore[index]
-    return {
+def _expect(index: BM25Index, records: list[Record], canon: list[object] | None) -> dict[str, Any]:
+    """The header fields of the image of ``records``, whose distinct documents are
+    ``canon`` (None: the fields before ``groups``, which need no groups). O(records +
+    total length) (O(1) with ``canon`` None)."""
+    expect: dict[str, Any] = {
         "kind": KIND,
         "params": _params(index),
         "rows": len(records),
         "max_seq": records[-1].seq if records else 0,
-        "groups": len(canon),
-        "digest": persist.text_digest(texts, tagged),
     }
+    if canon is not None:
+        texts = [k if type(k) is str else k[0] for k in canon]  # type: ignore[index]
+        tagged = [json.dumps([g, k[1]]) for g, k in enumerate(canon) if type(k) is not str]  # type: ignore[index]
+        expect["groups"] = len(canon)
+        expect["digest"] = persist.text_digest(texts, tagged)
+    return expect
 
 
 def _mix(
@@ -203,38 +220,66 @@ def dump(index: BM25Index, records: list[Record]) -> dict[str, bytes]:
     return persist.pack(_expect(index, records, canon), arrays)
 
 
-def restore(index: BM25Index, parts: Mapping[str, bytes], records: list[Record]) -> BM25Index:
-    """Fill the new, empty ``index`` from the image ``parts`` so that it equals one that
-    added ``records`` (ascending seq) one by one. O(records + postings), vectorised
-    but for O(records + groups + terms) Python steps.
+#: ``restore`` runs the image's numeric checks (the posting lists' ranges and order, the
+#: frequencies, the groups' term counts, ranges and the two sides' hashes, the lengths)
+#: in one pass of the core's ``bm25_image_check`` with the GIL released, in a thread
+#: beside the part that needs the rows (the groups, the records' table, the document
+#: map), and takes each term's list length and wide flag from it: ~0.1-0.2 s of a
+#: second core at 1M where numpy's chunks took ~1.6 s of the open's thread (their
+#: ``searchsorted`` for the owners alone ~1 s). The same checks, refusals and index.
+#: False, or without the core: numpy's chunks on the open's thread (the path before).
+_C_CHECKS = True
 
-    Raises:
-        ImageError: See the module documentation. ``index`` may be partly filled.
-    """
-    assert not index._table, "restore into a new index"
-    keys = list(map(_key, records))
-    gmap: dict[object, int] = {}
-    for k in keys:
-        if k not in gmap:
-            gmap[k] = len(gmap)
-    canon = list(gmap)
-    size = len(canon)
-    _, arrays = persist.unpack(parts, _expect(index, records, canon))
-    t_ends = persist.need(arrays, "term_ends", "<i8")
-    names = persist.decode_strings(persist.need(arrays, "terms", "|u1").tobytes(), t_ends)
-    count = len(names)
-    if len(set(names)) != count:
-        raise ImageError("a term listed twice")
-    p_ends = persist.need(arrays, "post_ends", "<i8", count + 1)
-    postings = persist.need(arrays, "postings", "<i4")
+#: ``restore`` groups the records' texts and hashes their digest in a thread
+#: (:class:`~actormem._index.persist.LateDigest` with the groups, the word-overlap
+#: core's ``texts_groups``, as the word-overlap restore does) when no record has tags
+#: (each document is then its text), the texts read in one pass of that core's
+#: ``restore_columns``; the group table's texts mapped in one call
+#: (``GroupTable.index_from``); the digest compared last (its error first, as the
+#: header check's). ~1.5 s of the open's thread at 1M (a key per record, a dict probe
+#: each, the digest, a setitem per group). The same groups, numbers, index and errors.
+#: False, a tagged record, or without the core: the keys' dict and the digest in the
+#: header check (the path before).
+_GROUPS_BESIDE = True
+
+
+def _texts(records: list[Record]) -> tuple[list[str], bytes] | None:
+    """Every record's text and the bytes of their seqs (int64), by the word-overlap
+    core's ``restore_columns``, when no record has tags and every one is plain
+    (:data:`_GROUPS_BESIDE`); else None. O(len(records))."""
+    if not _GROUPS_BESIDE or type(records) is not list:
+        return None
+    fn = ccore.restore_columns()
+    try:
+        got = fn(records) if fn is not None else None
+    except RuntimeError:  # the core's record classes not set up
+        return None
+    if got is None or got[3]:
+        return None
+    return got[0], got[2]
+
+
+class _Arrays(NamedTuple):
+    """The image's numeric arrays, as :func:`unpack` read them (views of the parts),
+    and the count of terms."""
+
+    packed: np.ndarray[Any, Any]  # group_terms: int32 or int64
+    g_ends: np.ndarray[Any, Any]  # group_ends: int64, groups + 1
+    postings: np.ndarray[Any, Any]  # int32
+    p_ends: np.ndarray[Any, Any]  # post_ends: int64, count + 1
+    tfs: np.ndarray[Any, Any]  # int32, one a posting
+    lengths: np.ndarray[Any, Any]  # int32, one a group
+    terms: int  # the count of terms
+
+
+def _sides_numpy(a: _Arrays) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """The numeric checks of :func:`restore` by numpy in chunks (without the core, or
+    :data:`_C_CHECKS` off), in :func:`_sides`' order. O(postings), vectorised."""
+    packed, g_ends, postings, p_ends, tfs, lengths, count = a
+    size = len(lengths)
     persist.check_lists(p_ends, postings, size, "postings")
-    tfs = persist.need(arrays, "tfs", "<i4", len(postings))
     if len(tfs) and int(tfs.min()) < 1:
         raise ImageError("a term frequency below 1")
-    g_ends = persist.need(arrays, "group_ends", "<i8", size + 1)
-    narrow = count <= knobs._NARROW
-    packed = persist.need(arrays, "group_terms", "<i4" if narrow else "<i8", len(postings))
-    lengths = persist.need(arrays, "lengths", "<i4", size)
     if g_ends[0] != 0 or g_ends[-1] != len(packed) or np.any(np.diff(g_ends) < 0):
         raise ImageError("group term offsets out of order or range")
     if not np.array_equal(np.bincount(postings, minlength=size), np.diff(g_ends)):
@@ -260,69 +305,226 @@ def restore(index: BM25Index, parts: Mapping[str, bytes], records: list[Record])
         raise ImageError("groups and posting lists disagree")
     if not np.array_equal(sums, lengths.astype(np.float64)):
         raise ImageError("a document length differs from its frequencies' sum")
+    dfs = np.diff(p_ends)
+    wide = (np.maximum.reduceat(tfs, p_ends[:-1]) > 255) if count else np.zeros(0, bool)
+    return dfs, wide.astype(np.uint8)
 
-    gids = list(map(gmap.__getitem__, keys))
-    sizes = np.bincount(np.array(gids, np.int64), minlength=size) if size else np.zeros(0, np.int64)
-    code, width = ("i", 4) if narrow else ("q", 8)
-    raw_terms = memoryview(parts["group_terms"])
-    bounds = (g_ends * width).tolist()
-    table: list[Any] = []
-    cap = knobs._CHUNK
-    while cap < size:
-        cap *= 2
-    first = kernels.huge_zeros(cap, np.int64, knobs._HUGE_PAGES)
-    first[:] = _NO_SEQ
-    cols = index._cols
-    if index._pool is not None:  # one array of every group's term numbers
-        index._pool = _TermPool.from_flat(packed >> _TF_BITS, count, g_ends.tolist())
-    if cols:  # no group objects: each slot gets its records below
-        table = [_NO_RECS] * len(canon)
-    elif index._pool is not None:
-        for num in range(len(canon)):
-            group = _Group(num)
+
+#: :func:`_sides`' errors by the core's code.
+_CHECK_ERRORS = {
+    1: "postings: list offsets out of order or range",
+    3: "postings: a list out of order or with repeats",
+    4: "a term frequency below 1",
+    5: "group term offsets out of order or range",
+    7: "a group's term out of range",
+    8: "groups and posting lists disagree",
+    9: "a document length differs from its frequencies' sum",
+}
+
+
+def _sides(a: _Arrays) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """The image's numeric checks (see the module documentation) on its arrays ``a``:
+    the posting lists against the groups (``len(a.lengths)``), the frequencies,
+    the groups' packed terms against the lists and the lengths. Returns each term's
+    list length (int64) and whether a frequency of it exceeds 255 (uint8, 0 or 1).
+    By the core in one pass without the GIL (:data:`_C_CHECKS`), else numpy's chunks:
+    the same checks in the same order. O(postings + groups + terms).
+
+    Raises:
+        ImageError: The first check that fails.
+    """
+    dfs, wide, _, _ = _checked(a, 0, False)
+    return dfs, wide
+
+
+def _checked(
+    a: _Arrays, pool_width: int, small: bool
+) -> tuple[Any, Any, bytes | None, bytes | None]:
+    """:func:`_sides`, and from the core (None without it) the bytes of the pool's term
+    numbers in ``pool_width`` bytes each (0: none) and of the one-byte frequencies
+    (``small``): ``kernels.bm25_image_check``'s. O(postings + groups + terms)."""
+    if not (_C_CHECKS and kernels.bm25_core_active()):
+        dfs, wide = _sides_numpy(a)
+        return dfs, wide, None, None
+    packed, g_ends, postings, p_ends, tfs, lengths, count = a
+    dfs = np.zeros(count, np.int64)
+    wide = np.zeros(count, np.uint8)
+    if len(p_ends) != count + 1 or len(g_ends) != len(lengths) + 1:
+        raise ImageError("offsets of the wrong length")
+    code, pool, one_byte = kernels.bm25_image_check(
+        packed, g_ends, postings, p_ends, tfs, lengths, None, dfs, wide, pool_width, small
+    )
+    if code == 2:  # as persist.check_lists words it
+        raise ImageError(f"postings: a value outside [0, {len(lengths)})")
+    if code:
+        raise ImageError(_CHECK_ERRORS.get(code, "the image's checks failed"))
+    return dfs, wide, pool, one_byte
+
+
+def _image_side(
+    a: _Arrays, pool: bool
+) -> tuple[Any, Any, tuple[str, bytes, str, bytes] | None, bytes]:
+    """The image-only arrays of :func:`restore` (in the thread beside with
+    :data:`_C_CHECKS`: numpy's copies release the GIL): :func:`_sides`' checks and its
+    list lengths and wide flags, then with ``pool`` the term pool's typecodes and bytes
+    (its term numbers, its group ends: ``_TermPool.from_raw``), and every frequency as
+    a byte (the lists' ``array('B')``, where none exceeds 255). O(postings + groups).
+
+    Raises:
+        ImageError: As :func:`_sides`.
+    """
+    code = _pool_code(a.terms) if pool else ""
+    width = np.dtype(_pool_dtype(code)).itemsize if pool else 0
+    dfs, wide, data, small = _checked(a, width, a.terms > 0)
+    packed, g_ends, tfs = a.packed, a.g_ends, a.tfs
+    raw: tuple[str, bytes, str, bytes] | None = None
+    if pool:
+        if data is None:
+            data = (packed >> _TF_BITS).astype(_pool_dtype(code)).tobytes()
+        s_code = "I" if int(g_ends[-1]) <= 0xFFFFFFFF else "q"
+        starts = g_ends.astype(np.uint32 if s_code == "I" else np.int64).tobytes()
+        raw = (code, data, s_code, starts)
+    if small is None:
+        small = tfs.astype(np.uint8).tobytes() if a.terms else b""
+    return dfs, wide, raw, small
+
+
+def restore(index: BM25Index, parts: Mapping[str, bytes], records: list[Record]) -> BM25Index:
+    """Fill the new, empty ``index`` from the image ``parts`` so that it equals one that
+    added ``records`` (ascending seq) one by one. O(records + postings), vectorised
+    (the numeric checks in a thread beside, :data:`_C_CHECKS`) but for O(records +
+    groups + terms) Python steps (O(terms + records sharing a document) with
+    :data:`_GROUPS_BESIDE`).
+
+    Raises:
+        ImageError: See the module documentation. ``index`` may be partly filled.
+    """
+    assert not index._table, "restore into a new index"
+    cols = _texts(records)
+    late = persist.LateDigest(cols[0], distinct=True, groups=True) if cols is not None else None
+    try:
+        restored = _restore_late(index, parts, records, cols, late)
+        first = late.first_error() if late is not None else None  # waits for the digest
+    except ImageError:
+        first = late.first_error() if late is not None else None
+        if first is not None:  # the digest's check came first
+            raise first from None
+        raise
+    finally:
+        if late is not None:
+            late.stop()  # no-op once the digest is in; else joins the thread
+    if first is not None:
+        raise first
+    return restored
+
+
+def _restore_late(
+    index: BM25Index,
+    parts: Mapping[str, bytes],
+    records: list[Record],
+    cols: tuple[list[str], bytes] | None,
+    late: persist.LateDigest | None,
+) -> BM25Index:
+    """:func:`restore` but the digest's comparison, when ``late`` hashes it (``cols``:
+    :func:`_texts`' columns, None: the keys grouped here and the digest checked with
+    the header). O(records + postings)."""
+    head: dict[str, Any] = {}
+    if late is not None:  # the header's fields the rows give without their groups first
+        head, arrays = persist.unpack(parts, _expect(index, records, None))
+    gmap: dict[object, int] | None = None
+    gids_np: np.ndarray[Any, Any] | None = None
+    grouped = late.groups() if late is not None else None
+    if grouped is not None:  # the thread's: the first-appearance mask, the numbers
+        assert cols is not None
+        mask, raw_gids = grouped
+        gids_np = np.frombuffer(raw_gids, np.int64)
+        texts = cols[0]
+        size = mask.count(1)
+        # the distinct documents, made only where needed (a tag or the old layouts)
+        canon: list[Any] | None = texts if size == len(texts) else None
+    else:
+        keys = cols[0] if cols is not None else list(map(_key, records))
+        gmap = {}
+        for k in keys:
+            if k not in gmap:
+                gmap[k] = len(gmap)
+        canon = list(gmap)
+        size = len(canon)
+    if late is None:
+        _, arrays = persist.unpack(parts, _expect(index, records, canon))
+    else:  # then the groups, as unpack() would have; the digest last (restore)
+        if head.get("groups") != size:
+            have = head.get("groups")
+            raise ImageError(f"groups: the image has {have!r}, the rows and scorer need {size!r}")
+        late.have = head.get("digest")
+        late.header_passed = True
+    t_ends = persist.need(arrays, "term_ends", "<i8")
+    names = persist.decode_strings(persist.need(arrays, "terms", "|u1").tobytes(), t_ends)
+    count = len(names)
+    if len(set(names)) != count:
+        raise ImageError("a term listed twice")
+    p_ends = persist.need(arrays, "post_ends", "<i8", count + 1)
+    postings = persist.need(arrays, "postings", "<i4")
+    tfs = persist.need(arrays, "tfs", "<i4", len(postings))
+    g_ends = persist.need(arrays, "group_ends", "<i8", size + 1)
+    narrow = count <= knobs._NARROW
+    packed = persist.need(arrays, "group_terms", "<i4" if narrow else "<i8", len(postings))
+    lengths = persist.need(arrays, "lengths", "<i4", size)
+    sides = _Arrays(packed, g_ends, postings, p_ends, tfs, lengths, count)
+    pool = index._pool is not None
+    if _C_CHECKS and kernels.bm25_core_active():
+        beside: Beside | None = Beside(_image_side, sides, pool, name="actormem image checks")
+    else:
+        beside = None
+        dfs, wide_np, pool_raw, small = _image_side(sides, pool)
+    try:
+        build = _build_rows(index, records, gmap, gids_np, cols, size)
+    except BaseException:
+        if beside is not None:
+            beside.stop()
+        raise
+    if beside is not None:
+        dfs, wide_np, pool_raw, small = beside.result()
+    table, first, gids, sizes = build
+    if size != len(records):  # each record of a group counts in its terms' df
+        multi = np.flatnonzero(sizes > 1)
+        lo, hi = g_ends[multi], g_ends[multi + 1]
+        lens = hi - lo
+        at = np.repeat(lo - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
+        extra = np.repeat(sizes[multi] - 1, lens)
+        dfs = dfs + np.bincount(packed[at] >> _TF_BITS, weights=extra, minlength=count).astype(
+            np.int64
+        )
+    code = "i" if narrow else "q"
+    cap = len(first)
+    if pool_raw is not None:  # one array of every group's term numbers
+        index._pool = _TermPool.from_raw(*pool_raw)
+    if not index._cols:  # the groups' own term arrays (the pool's groups have none)
+        raw_terms = memoryview(parts["group_terms"])
+        width = 4 if narrow else 8
+        bounds = (g_ends * width).tolist()
+        for num, group in enumerate(table):
+            if index._pool is None:
+                terms = array(code)
+                terms.frombytes(raw_terms[bounds[num] : bounds[num + 1]])
+                group.terms = terms
             _untrack(group)
-            table.append(group)
-    for num in range(len(table), len(canon)):
-        group = _Group(num)
-        terms = array(code)
-        terms.frombytes(raw_terms[bounds[num] : bounds[num + 1]])
-        group.terms = terms
-        _untrack(group)
-        table.append(group)
-    for rec, g in zip(records, gids, strict=True):
-        group = table[g]
-        recs = group if cols else group._recs
-        if not isinstance(recs, list):
-            recs = _recs([recs, rec], rec.entry.memory) if cols else [recs, rec]
-        elif recs:
-            recs.append(rec)
-            continue
-        else:
-            recs = (
-                rec if knobs._SINGLE_RECORD else _recs([rec], rec.entry.memory) if cols else [rec]
-            )  # as BM25Index.add
-            first[g] = rec.seq  # the records come by seq
-        if cols:
-            table[g] = recs
-        else:
-            group._recs = recs
-    dfs = np.add.reduceat(sizes[postings], p_ends[:-1]).tolist() if count else []
-    wide = np.maximum.reduceat(tfs, p_ends[:-1]).tolist() if count else []
     raw_groups = memoryview(parts["postings"])
     raw_tfs = memoryview(parts["tfs"])
-    small = tfs.astype(np.uint8).tobytes() if count else b""
     starts = p_ends.tolist()
+    dfs_l = dfs.tolist()
+    wide_l = wide_np.tolist()
     term_table: list[_Term | None] = []
     for num, name in enumerate(names):
         term = _Term(name, num)
-        lo, hi = starts[num], starts[num + 1]
-        term.groups.frombytes(raw_groups[4 * lo : 4 * hi])
-        if wide[num] > 255:
+        lo_, hi_ = starts[num], starts[num + 1]
+        term.groups.frombytes(raw_groups[4 * lo_ : 4 * hi_])
+        if wide_l[num]:
             term.tfs = array("i")
-            term.tfs.frombytes(raw_tfs[4 * lo : 4 * hi])
+            term.tfs.frombytes(raw_tfs[4 * lo_ : 4 * hi_])
         else:
-            term.tfs.frombytes(small[lo:hi])
-        term.df = dfs[num]
+            term.tfs.frombytes(small[lo_:hi_])
+        term.df = dfs_l[num]
         term_table.append(term)
     index._first_seq = first
     huge = knobs._HUGE_PAGES  # read at random: huge pages (kernels.huge_zeros)
@@ -333,20 +535,108 @@ def restore(index: BM25Index, parts: Mapping[str, bytes], records: list[Record])
     index._alive = kernels.huge_zeros(cap, np.uint8, huge)
     index._alive[:size] = 1
     index._table = list(table)
-    if cols:  # numbers, in the core's table where it can (the slots carry the texts)
+    if index._cols:  # numbers, in the core's table where it can (the slots carry the texts)
         index._groups = _doc_map(index._table)
-        for num, k in enumerate(canon):
-            index._groups[k] = num
+        if cols is not None and isinstance(index._groups, _DocMap):
+            index._groups.texts.index_from(0)  # no tags: every slot's text, its number
+        else:
+            if canon is None:
+                canon = list(compress(texts, mask))
+            for num, k in enumerate(canon):
+                index._groups[k] = num
     else:
+        if canon is None:
+            canon = list(compress(texts, mask))
         index._groups = dict(zip(canon, table, strict=True))
     index._term_table = term_table
     index._terms = {name: term for name, term in zip(names, term_table, strict=True)}  # type: ignore[misc]
     index._n = len(records)
     index._total = int((lengths.astype(np.int64) * sizes).sum())
     changes = ChangeLog()
-    changes.versions = [rec.born for rec in records]
-    changes.groups = array("q", gids) if cols else [table[g] for g in gids]
+    changes.versions = list(map(_BORN, records))
+    if index._cols:
+        changes.groups = array("q")
+        changes.groups.frombytes(gids.tobytes())
+    else:
+        changes.groups = [table[g] for g in gids.tolist()]
     changes.deltas = [1] * len(records)
     index._changes = changes
     index._dense_refresh()  # the long lists' dense frequencies (knobs._DENSE_TFS)
     return index
+
+
+def _build_rows(
+    index: BM25Index,
+    records: list[Record],
+    gmap: dict[object, int] | None,
+    gids_np: np.ndarray[Any, Any] | None,
+    cols: tuple[list[str], bytes] | None,
+    size: int,
+) -> tuple[list[Any], np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+    """The part of :func:`restore` that needs the rows and not the image's arrays: the
+    group table (with group columns each slot its records, else a ``_Group`` each,
+    their ``terms`` left to the caller), the lowest seq by group (its capacity the
+    arrays'), each record's group number and each group's record count (int64).
+    ``gmap`` (documents to numbers) or ``gids_np`` (the numbers) gives the groups.
+    O(records), O(records sharing a document) Python steps with ``gids_np``, columns and
+    ``knobs._SINGLE_RECORD``."""
+    n = len(records)
+    if gids_np is None:
+        assert gmap is not None
+        keys = cols[0] if cols is not None else list(map(_key, records))
+        gids = np.fromiter(map(gmap.__getitem__, keys), np.int64, n)
+    else:
+        gids = gids_np
+    sizes = np.bincount(gids, minlength=size) if size else np.zeros(0, np.int64)
+    cap = knobs._CHUNK
+    while cap < size:
+        cap *= 2
+    first = kernels.huge_zeros(cap, np.int64, knobs._HUGE_PAGES)
+    first[:] = _NO_SEQ
+    cols_layout = index._cols
+    if cols_layout and knobs._SINGLE_RECORD and cols is not None:
+        # Each group's first record in its slot, as add() leaves a group of one; the
+        # records of a repeated document (few) after, as add() would make them.
+        seqs = np.frombuffer(cols[1], np.int64)
+        opens = np.ones(n, bool)
+        if n > 1:
+            opens[1:] = gids[1:] > np.maximum.accumulate(gids)[:-1]
+        table: list[Any] = list(compress(records, opens.tolist()))
+        first[:size] = seqs[opens]
+        later = np.flatnonzero(~opens)
+        for i, g in zip(later.tolist(), gids[later].tolist(), strict=True):
+            rec, slot = records[i], table[g]
+            if isinstance(slot, list):
+                slot.append(rec)
+            else:
+                table[g] = _recs([slot, rec], rec.entry.memory)
+        return table, first, gids, sizes
+    if cols_layout:  # no group objects: each slot gets its records below
+        table = [_NO_RECS] * size
+    else:
+        table = []
+        for num in range(size):
+            group = _Group(num)
+            table.append(group)
+    for rec, g in zip(records, gids.tolist(), strict=True):
+        group = table[g]
+        recs = group if cols_layout else group._recs
+        if not isinstance(recs, list):
+            recs = _recs([recs, rec], rec.entry.memory) if cols_layout else [recs, rec]
+        elif recs:
+            recs.append(rec)
+            continue
+        else:
+            recs = (
+                rec
+                if knobs._SINGLE_RECORD
+                else _recs([rec], rec.entry.memory)
+                if cols_layout
+                else [rec]
+            )  # as BM25Index.add
+            first[g] = rec.seq  # the records come by seq
+        if cols_layout:
+            table[g] = recs
+        else:
+            group._recs = recs
+    return table, first, gids, sizes

@@ -274,6 +274,19 @@ class _TermPool:
         pool.starts = array("I" if ends[-1] <= 0xFFFFFFFF else "q", ends)
         return pool
 
+    @classmethod
+    def from_raw(cls, code: str, data: bytes, s_code: str, starts: bytes) -> _TermPool:
+        """A pool of the bytes ``data`` of term numbers of typecode ``code`` (``'H'``,
+        ``'I'`` or ``'q'``, as :func:`_pool_code` gives) and ``starts``, the groups' ends
+        (``s_code`` ``'I'`` or ``'q'``), as :meth:`from_flat` would make them. O(total),
+        copies only."""
+        pool = cls()
+        pool.data = array(code)
+        pool.data.frombytes(data)
+        pool.starts = array(s_code)
+        pool.starts.frombytes(starts)
+        return pool
+
     def _check(self, groups: int, live: Any) -> None:
         """Assert the layout: one end per group, ascending, the dead count."""
         starts = self.starts.tolist()
