@@ -37,9 +37,9 @@
 #include "_kernels_common.h"
 #include "_foldhash.h"
 #include "_duptable.h"
+#include "_entrycols.h" /* before the tables: IdTable and GroupTable read its slots */
 #include "_idtable.h"
 #include "_grouptable.h"
-#include "_entrycols.h"
 
 static PyObject *array_type;   /* array.array */
 static PyObject *array_append; /* array.array.append (a method descriptor) */
@@ -5242,7 +5242,7 @@ iso_utc(PyObject *self, PyObject *dt)
 
 #define ROW_ENTRY_SLOTS 15
 static PyTypeObject *rows_rec_type, *rows_entry_type;
-static Py_ssize_t rows_rec_off[3];               /* seq, access, entry */
+static Py_ssize_t rows_rec_off[4];               /* seq, access, cols, slot */
 static Py_ssize_t rows_entry_off[ROW_ENTRY_SLOTS]; /* see rows_setup's doc */
 static PyObject *rows_json_strings, *rows_max_count, *rows_fallback, *rows_s_value_, *rows_s_to_json;
 
@@ -5265,8 +5265,8 @@ rows_offset(PyTypeObject *type, PyObject *descr)
 PyDoc_STRVAR(rows_setup_doc,
 "rows_setup(record_type, record_slots, entry_type, entry_slots, json_strings, max_count,\n"
 "           fallback)\n\n"
-"Fix encode_rows' classes: record_slots the member descriptors (seq, access, entry)\n"
-"of record_type, entry_slots those of entry_type's (_id, category, memory, tags,\n"
+"Fix encode_rows' classes: record_slots the member descriptors (seq, access, cols,\n"
+"slot) of record_type (its entry in slot `slot` of the EntryColumns `cols`), entry_slots those of entry_type's (_id, category, memory, tags,\n"
 "namespace, created_at, relevance, access_count, last_accessed, validated, key, value,\n"
 "updated_at, ttl, expires_at); json_strings(tuple) -> str; max_count an int;\n"
 "fallback(record) -> row for a record encode_rows does not encode itself.\n"
@@ -5281,16 +5281,16 @@ rows_setup(PyObject *self, PyObject *args)
                           &fb)) {
         return NULL;
     }
-    if (PyTuple_GET_SIZE(rs) != 3 || PyTuple_GET_SIZE(es) != ROW_ENTRY_SLOTS) {
-        PyErr_SetString(PyExc_TypeError, "rows_setup: expected 3 record and 15 entry slots");
+    if (PyTuple_GET_SIZE(rs) != 4 || PyTuple_GET_SIZE(es) != ROW_ENTRY_SLOTS) {
+        PyErr_SetString(PyExc_TypeError, "rows_setup: expected 4 record and 15 entry slots");
         return NULL;
     }
     if (!PyCallable_Check(js) || !PyCallable_Check(fb)) {
         PyErr_SetString(PyExc_TypeError, "rows_setup: json_strings or fallback not callable");
         return NULL;
     }
-    Py_ssize_t roff[3], eoff[ROW_ENTRY_SLOTS];
-    for (int i = 0; i < 3; i++) {
+    Py_ssize_t roff[4], eoff[ROW_ENTRY_SLOTS];
+    for (int i = 0; i < 4; i++) {
         if ((roff[i] = rows_offset((PyTypeObject *)rt, PyTuple_GET_ITEM(rs, i))) < 0) return NULL;
     }
     for (int i = 0; i < ROW_ENTRY_SLOTS; i++) {
@@ -5321,8 +5321,10 @@ rows_iso_or_none(PyObject *v)
 }
 
 /* The row of `rec`, a new reference; Py_None (new) when it needs encode_record
- * (another class, access bookkeeping, an unset slot, an id that is not an int
- * in [0, 2**128)); NULL with an exception when a call raised. */
+ * (another class, access bookkeeping, an unset slot, a store that is not an
+ * EntryColumns of rows_setup's entry class or a slot not live in it, an id that is not
+ * an int in [0, 2**128)); NULL with an exception when a call raised. The entry is
+ * built from the store (EntryColumns.entry) and read as it was stored. */
 static PyObject *rows_build(PyObject *seq, PyObject *const *f);
 
 static PyObject *
@@ -5330,8 +5332,16 @@ rows_one(PyObject *rec)
 {
     if (Py_TYPE(rec) != rows_rec_type) return Py_NewRef(Py_None);
     PyObject *seq = SLOT(rec, rows_rec_off[0]), *access = SLOT(rec, rows_rec_off[1]);
-    PyObject *e = SLOT(rec, rows_rec_off[2]);
-    if (!seq || access != Py_None || !e || Py_TYPE(e) != rows_entry_type) {
+    PyObject *c = SLOT(rec, rows_rec_off[2]), *num = SLOT(rec, rows_rec_off[3]);
+    if (!seq || access != Py_None || !c || !Py_IS_TYPE(c, &EntryColumns_Type) || !num ||
+        ((EntryColumnsObject *)c)->entry_type != rows_entry_type) {
+        return Py_NewRef(Py_None);
+    }
+    PyObject *e = ec_entry((EntryColumnsObject *)c, &num, 1);
+    if (!e) {
+        if (!PyErr_ExceptionMatches(PyExc_IndexError) && !PyErr_ExceptionMatches(PyExc_TypeError))
+            return NULL;
+        PyErr_Clear(); /* no live slot: encode_record's error */
         return Py_NewRef(Py_None);
     }
     /* the fields held for the row's calls (json_strings, to_json: Python code) */
@@ -5346,6 +5356,7 @@ rows_one(PyObject *rec)
     PyObject *row = n == ROW_ENTRY_SLOTS ? rows_build(seq, f) : Py_NewRef(Py_None);
     Py_DECREF(seq);
     for (int i = 0; i < n; i++) Py_DECREF(f[i]);
+    Py_DECREF(e);
     return row;
 }
 
@@ -5474,7 +5485,7 @@ encode_rows(PyObject *self, PyObject *recs)
  * so the structures cannot change under it. */
 
 #define INS_ENTRY_SLOTS 10 /* _id, ttl, key, expires_at, relevance, memory, namespace, category, value, tags */
-#define INS_REC_SLOTS 6   /* entry, born, died, seq, access, evkey */
+#define INS_REC_SLOTS 7   /* cols, born, died, seq, access, evkey, slot */
 static PyTypeObject *ins_rec_type, *ins_entry_type, *ins_ns_type;
 static Py_ssize_t ins_rec_off[INS_REC_SLOTS];
 static Py_ssize_t ins_entry_off[INS_ENTRY_SLOTS];
@@ -5482,25 +5493,85 @@ static Py_ssize_t ins_ns_off[2]; /* recs, live */
 static PyObject *ins_never, *ins_journal_put, *ins_s_value_;
 
 /* The slots of `rec`, a record just made by tp_alloc (all NULL), as Record(entry, seq,
- * seq) sets them: born and seq the int `seq`, died NEVER, access and evkey None. New
- * references (none stolen). store_inserts' and load_inserts'. */
+ * seq, cols) sets them: cols the state's entry store, slot the number its put gave,
+ * born and seq the int `seq`, died NEVER, access and evkey None. New references (none
+ * stolen). store_inserts' and load_inserts'. */
 static inline void
-ins_fill_record(PyObject *rec, PyObject *entry, PyObject *seq)
+ins_fill_record(PyObject *rec, PyObject *cols, PyObject *num, PyObject *seq)
 {
     const Py_ssize_t *ro = ins_rec_off;
-    SLOT(rec, ro[0]) = Py_NewRef(entry);
+    SLOT(rec, ro[0]) = Py_NewRef(cols);
     SLOT(rec, ro[1]) = Py_NewRef(seq);
     SLOT(rec, ro[2]) = Py_NewRef(ins_never);
     SLOT(rec, ro[3]) = Py_NewRef(seq);
     SLOT(rec, ro[4]) = Py_NewRef(Py_None);
     SLOT(rec, ro[5]) = Py_NewRef(Py_None);
+    SLOT(rec, ro[6]) = Py_NewRef(num);
+}
+
+/* The live slot of a record of store_setup's class in its entry store (the record's
+ * `cols`, an EntryColumns, and its `slot`, an int), the store in *cols; NULL, no
+ * exception, for anything else (another store, an unset slot, a slot not live: the
+ * caller leaves such a record to its Python path). */
+static inline EcSlot *
+ins_rec_slot(PyObject *rec, EntryColumnsObject **cols)
+{
+    PyObject *c = SLOT(rec, ins_rec_off[0]), *n = SLOT(rec, ins_rec_off[6]);
+    if (!c || !n || !Py_IS_TYPE(c, &EntryColumns_Type) || !PyLong_CheckExact(n)) return NULL;
+    EntryColumnsObject *ec = (EntryColumnsObject *)c;
+    int overflow = 0;
+    long long s = PyLong_AsLongLongAndOverflow(n, &overflow);
+    if (overflow || s < 0 || s >= ec->next) {
+        PyErr_Clear();
+        return NULL;
+    }
+    EcSlot *e = ec_at(ec, s);
+    if (!(e->flags & EC_LIVE)) return NULL;
+    *cols = ec;
+    return e;
+}
+
+/* After an EntryColumns put failed: 1 (the error cleared) when it refused the entry
+ * (TypeError, ValueError), 0 for any other error (kept). */
+static inline int
+ins_refused(void)
+{
+    if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_ValueError))
+        return 0;
+    PyErr_Clear();
+    return 1;
+}
+
+/* The tags of the entry in slot `e` of `c` (`num` its number), a slot with extras
+ * (EC_EXTRA; without them the tags are the empty tuple): borrowed. NULL with an
+ * exception on an error. */
+static inline PyObject *
+ins_slot_tags(EntryColumnsObject *c, const EcSlot *e, PyObject *num)
+{
+    PyObject *x = PyDict_GetItemWithError(c->extras, num); /* borrowed */
+    if (!x) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_RuntimeError, "EntryColumns: a slot lost its extras");
+        return NULL;
+    }
+    return PyTuple_GET_ITEM(x, 0); /* EC_EXTRAS' first: the tags */
+}
+
+/* Whether the text of slot `e` of `c` is the str `t` (by its UTF-8; a str that is not
+ * ASCII is encoded: -1 with an exception when that fails for another reason than a
+ * lone surrogate, which no stored text has). */
+static int
+ins_slot_text_is(const EntryColumnsObject *c, const EcSlot *e, PyObject *t)
+{
+    return ec_text_is(c, e, t); /* (no error: kept as an int for its callers) */
 }
 
 PyDoc_STRVAR(store_setup_doc,
 "store_setup(record_type, record_slots, entry_type, entry_slots, ns_type, ns_slots,\n"
 "            never, journal_put)\n\n"
-"Fix store_inserts' and add_groups_new's classes: record_slots the member descriptors (entry, born, died,\n"
-"seq, access, evkey) of record_type, entry_slots those of entry_type (_id, ttl, key,\n"
+"Fix store_inserts' and add_groups_new's classes: record_slots the member descriptors (cols, born, died,\n"
+"seq, access, evkey, slot) of record_type (a record keeps its entry as a slot of its\n"
+"EntryColumns store), entry_slots those of entry_type (_id, ttl, key,\n"
 "expires_at, relevance, memory, namespace, category, value, tags), ns_slots those of\n"
 "ns_type (recs, live); never the int of a live record's died, journal_put the journal's put\n"
 "kind. TypeError, nothing changed, for anything else. O(1).");
@@ -5516,7 +5587,7 @@ store_setup(PyObject *self, PyObject *args)
     }
     if (PyTuple_GET_SIZE(rs) != INS_REC_SLOTS || PyTuple_GET_SIZE(es) != INS_ENTRY_SLOTS ||
         PyTuple_GET_SIZE(ns) != 2) {
-        PyErr_SetString(PyExc_TypeError, "store_setup: expected 6 record, 10 entry and 2 list slots");
+        PyErr_SetString(PyExc_TypeError, "store_setup: expected 7 record, 10 entry and 2 list slots");
         return NULL;
     }
     if (!PyLong_CheckExact(never)) {
@@ -5568,7 +5639,7 @@ record_setup(PyObject *self, PyObject *args)
         return NULL;
     }
     if (PyTuple_GET_SIZE(rs) != INS_REC_SLOTS || PyTuple_GET_SIZE(es) != INS_ENTRY_SLOTS) {
-        PyErr_SetString(PyExc_TypeError, "record_setup: expected 6 record and 10 entry slots");
+        PyErr_SetString(PyExc_TypeError, "record_setup: expected 7 record and 10 entry slots");
         return NULL;
     }
     if (((PyTypeObject *)rt)->tp_itemsize != 0 || ((PyTypeObject *)rt)->tp_dictoffset != 0) {
@@ -5645,7 +5716,7 @@ ins_dup_key_u32(PyObject *ns, PyObject *cat, PyObject *text, PyObject *key, PyOb
 PyDoc_STRVAR(store_inserts_doc,
 "store_inserts(entries, start, version, by_id, prev, rel_part, rel_lists, rel_keys,\n"
 "              rel_maxes, rel_split, namespaces, dups, dup_keys, journal, run,\n"
-"              run_entries, seq_keys=False) -> int\n\n"
+"              run_entries, seq_keys, cols) -> int\n\n"
 "MemoryState._store_batch's inline insert of entries[start], entries[start + 1], ...\n"
 "(a list or tuple) while each is plain: an exact entry class (store_setup) with no\n"
 "ttl, key, value or expires_at, an exact str text, an id with no live record, a relevance\n"
@@ -5670,21 +5741,23 @@ PyDoc_STRVAR(store_inserts_doc,
 static PyObject *
 store_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 16 && nargs != 17) {
-        PyErr_SetString(PyExc_TypeError, "store_inserts() takes 16 arguments (17 with seq_keys)");
+    if (nargs != 18) {
+        PyErr_SetString(PyExc_TypeError, "store_inserts() takes 18 arguments");
         return NULL;
-    }
-    int seq_keys = 0;
-    if (nargs == 17) {
-        if (!PyBool_Check(args[16])) {
-            PyErr_SetString(PyExc_TypeError, "store_inserts: seq_keys must be a bool");
-            return NULL;
-        }
-        seq_keys = args[16] == Py_True;
     }
     if (!ins_rec_type || !ins_ns_type || !ins_never || !ins_journal_put || !ins_s_value_) {
         /* record_setup alone (add_groups_new's) fixes the record and entry classes only */
         PyErr_SetString(PyExc_RuntimeError, "store_inserts: store_setup() not called");
+        return NULL;
+    }
+    if (!PyBool_Check(args[16])) {
+        PyErr_SetString(PyExc_TypeError, "store_inserts: seq_keys must be a bool");
+        return NULL;
+    }
+    int seq_keys = args[16] == Py_True;
+    PyObject *cols = args[17];
+    if (!Py_IS_TYPE(cols, &EntryColumns_Type)) {
+        PyErr_SetString(PyExc_TypeError, "store_inserts: cols must be an EntryColumns");
         return NULL;
     }
     PyObject *entries = args[0], *by_id = args[3], *prev = args[4], *rel_part = args[5],
@@ -5727,8 +5800,8 @@ store_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     const Py_ssize_t *eo = ins_entry_off, *ro = ins_rec_off;
     DupTableObject *table = Py_IS_TYPE(dups, &DupTable_Type) ? (DupTableObject *)dups : NULL;
     IdTableObject *idt = Py_IS_TYPE(by_id, &IdTable_Type) ? (IdTableObject *)by_id : NULL;
-    if (idt && (idt->rec_type != ins_rec_type || idt->entry_type != ins_entry_type ||
-                idt->entry_off != ro[0] || idt->id_off != eo[0])) {
+    if (idt && (idt->rec_type != ins_rec_type || !idt->cols || idt->entry_off != ro[0] ||
+                idt->id_off != ro[6])) {
         PyErr_SetString(PyExc_TypeError, "store_inserts: by_id is an IdTable of other classes");
         return NULL;
     }
@@ -5837,16 +5910,25 @@ store_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyObject *live1 = PyLong_FromSsize_t(nl0 + 1);
         PyObject *rec = ins_rec_type->tp_alloc(ins_rec_type, 0);
         PyObject *jt = journal == Py_None ? NULL : PyTuple_New(2);
-        if (!live1 || !rec || (journal != Py_None && !jt)) {
+        /* the entry into the store last: nothing fails after it */
+        PyObject *num = live1 && rec && (journal == Py_None || jt)
+                            ? ec_put((EntryColumnsObject *)cols, entry)
+                            : NULL;
+        if (!num) {
+            /* an entry the store refuses (an id past 128 bits, a lone surrogate): the
+             * caller's path raises its error */
+            int refused = live1 && rec && (journal == Py_None || jt) && ins_refused();
             Py_DECREF(rkey);
             Py_XDECREF(dkey);
             Py_XDECREF(born);
             Py_XDECREF(live1);
             Py_XDECREF(rec);
             Py_XDECREF(jt);
+            if (refused) break;
             return NULL;
         }
-        ins_fill_record(rec, entry, born); /* Record(entry, version, version) */
+        ins_fill_record(rec, cols, num, born); /* Record(entry, version, version, cols) */
+        Py_DECREF(num);
         Py_DECREF(born);
         if (jt) {
             PyTuple_SET_ITEM(jt, 0, Py_NewRef(ins_journal_put));
@@ -5907,7 +5989,7 @@ store_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 
 PyDoc_STRVAR(load_inserts_doc,
 "load_inserts(rows, start, folds, last, by_id, namespaces, dups, dup_keys, records,\n"
-"             exact, rel_parts, keys) -> int\n\n"
+"             exact, rel_parts, keys, cols) -> int\n\n"
 "MemoryState._load_bulk's loop for rows[start], rows[start + 1], ... (rows a list, or a\n"
 "list subclass's own items, of (seq, entry) tuples) while each is plain: an exact 2-tuple of an exact int seq in\n"
 "(last, 2**63) (last the previous row's seq, an int) and an entry of store_setup's\n"
@@ -5915,8 +5997,8 @@ PyDoc_STRVAR(load_inserts_doc,
 "that rel_parts (dict: relevance -> its part of the seq-layout key, an int >= 0) has,\n"
 "an id by_id (an IdTable of store_setup's classes) does not have, and a namespace\n"
 "namespaces (dict) has as a store_setup namespace list. For each such row: rec =\n"
-"Record(entry, seq, seq) (born and seq the row's int, died NEVER, access and evkey\n"
-"None), by_id[id] = rec, rec appended to records and to its namespace list's recs (live\n"
+"Record(entry, seq, seq, cols) (the entry put in cols, an EntryColumns, the record\n"
+"keeping its slot; born and seq the row's int, died NEVER, access and evkey None), by_id[id] = rec, rec appended to records and to its namespace list's recs (live\n"
 "+ 1), entry to exact (a list, or None: not kept), the relevance key (seq itself for a\n"
 "part of 0, else part | seq) to keys, and rec joined to its duplicate group in dups (a\n"
 "DupTable; the group's key added to dup_keys when it became a pair). The duplicate key\n"
@@ -6127,8 +6209,8 @@ load_ahead(PyObject *rows, Py_ssize_t j, const uint64_t *fold_at, const IdTableO
 static PyObject *
 load_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 12) {
-        PyErr_SetString(PyExc_TypeError, "load_inserts() takes 12 arguments");
+    if (nargs != 13) {
+        PyErr_SetString(PyExc_TypeError, "load_inserts() takes 13 arguments");
         return NULL;
     }
     if (!ins_rec_type || !ins_ns_type || !ins_never || !ins_s_value_) {
@@ -6137,7 +6219,11 @@ load_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     PyObject *rows = args[0], *folds = args[2], *by_id = args[4], *namespaces = args[5],
              *dups = args[6], *dup_keys = args[7], *records = args[8], *exact = args[9],
-             *rel_parts = args[10], *keys = args[11];
+             *rel_parts = args[10], *keys = args[11], *cols = args[12];
+    if (!Py_IS_TYPE(cols, &EntryColumns_Type)) {
+        PyErr_SetString(PyExc_TypeError, "load_inserts: cols must be an EntryColumns");
+        return NULL;
+    }
     if (!PyList_Check(rows) || !PyLong_CheckExact(args[1]) ||
         !(folds == Py_None || PyBytes_CheckExact(folds)) || !PyLong_CheckExact(args[3]) ||
         !Py_IS_TYPE(by_id, &IdTable_Type) || !PyDict_CheckExact(namespaces) ||
@@ -6161,8 +6247,8 @@ load_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     const Py_ssize_t *eo = ins_entry_off, *ro = ins_rec_off;
     DupTableObject *table = (DupTableObject *)dups;
     IdTableObject *idt = (IdTableObject *)by_id;
-    if (idt->rec_type != ins_rec_type || idt->entry_type != ins_entry_type ||
-        idt->entry_off != ro[0] || idt->id_off != eo[0]) {
+    if (idt->rec_type != ins_rec_type || !idt->cols || idt->entry_off != ro[0] ||
+        idt->id_off != ro[6]) {
         PyErr_SetString(PyExc_TypeError, "load_inserts: by_id is an IdTable of other classes");
         return NULL;
     }
@@ -6276,13 +6362,18 @@ load_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
         PyObject *live1 = PyLong_FromSsize_t(nl0 + 1);
         PyObject *rec = ins_rec_type->tp_alloc(ins_rec_type, 0);
-        if (!live1 || !rec) {
+        /* the entry into the store last: nothing fails after it */
+        PyObject *num = live1 && rec ? ec_put((EntryColumnsObject *)cols, entry) : NULL;
+        if (!num) {
+            int refused = live1 && rec && ins_refused(); /* as store_inserts' */
             Py_DECREF(rkey);
             Py_XDECREF(live1);
             Py_XDECREF(rec);
+            if (refused) break;
             return NULL;
         }
-        ins_fill_record(rec, entry, seq);
+        ins_fill_record(rec, cols, num, seq);
+        Py_DECREF(num);
         /* The changes: only an allocation failing inside a container can stop them
          * midway (as it could in the Python loop). */
         int err = it_put(idt, ident, rec);
@@ -6360,44 +6451,69 @@ add_groups_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_ValueError, "add_groups_new: start < 0, scan < 1 or first < 0");
         return NULL;
     }
-    const Py_ssize_t *eo = ins_entry_off;
     for (;; i++) {
         if (i >= PyList_GET_SIZE(recs)) break;
         PyObject *rec = PyList_GET_ITEM(recs, i);
         if (!Py_IS_TYPE(rec, ins_rec_type)) break;
-        PyObject *entry = SLOT(rec, ins_rec_off[0]), *seq = SLOT(rec, ins_rec_off[3]);
-        if (!entry || !seq || !Py_IS_TYPE(entry, ins_entry_type)) break;
-        PyObject *text = SLOT(entry, eo[5]), *rel = SLOT(entry, eo[4]), *tags = SLOT(entry, eo[9]);
-        if (!text || !rel || !tags || !PyUnicode_CheckExact(text) || !PyTuple_CheckExact(tags) ||
-            PyTuple_GET_SIZE(tags) != 0) {
-            break; /* tags: the tag postings' */
+        /* the entry's fields from the record's slot of its store */
+        EntryColumnsObject *ec = NULL;
+        EcSlot *es = ins_rec_slot(rec, &ec);
+        PyObject *seq = SLOT(rec, ins_rec_off[3]), *num = SLOT(rec, ins_rec_off[6]);
+        if (!es || !seq) break;
+        if (es->flags & EC_EXTRA) {
+            PyObject *tags = ins_slot_tags(ec, es, num);
+            if (!tags) return NULL;
+            if (!PyTuple_CheckExact(tags) || PyTuple_GET_SIZE(tags) != 0) {
+                break; /* tags: the tag postings' */
+            }
         }
+        PyObject *text = ec_text_obj(ec, es), *rel = text ? PyFloat_FromDouble(es->relevance) : NULL;
+        if (!rel) {
+            Py_XDECREF(text);
+            return NULL;
+        }
+#define AGN_DROP() do { Py_DECREF(text); Py_DECREF(rel); } while (0)
         uint32_t tag = 0;
         uint64_t seen = 0;
         if (gt) { /* knobs._GROUP_TABLE: no int object, the text not kept */
             Py_ssize_t at = gt_find_str(gt, text, &tag);
-            if (at == -2) return NULL;
-            if (at >= 0) break; /* a text seen before: its group's */
+            if (at < 0 && at != -1) {
+                AGN_DROP();
+                return NULL;
+            }
+            if (at >= 0) {
+                AGN_DROP();
+                break; /* a text seen before: its group's */
+            }
             seen = gt->changes;
         } else {
             int has = PyDict_Contains(groups, text);
-            if (has < 0) return NULL;
-            if (has) break; /* a text seen before: its group's */
+            if (has) {
+                AGN_DROP();
+                if (has < 0) return NULL;
+                break; /* a text seen before: its group's */
+            }
         }
         Py_ssize_t g = first + PyList_GET_SIZE(lows);
-        if (g % scan >= PyList_GET_SIZE(recent)) break;
-        if (gt && g != PyList_GET_SIZE(glist)) break; /* the table numbers by glist */
-        /* lower may run code (a Python callable) that drops recs[i], rebinds its slots
-         * or maps the text: the record and what was read from it are held across the
-         * call, and any such change leaves the record to the caller's loop. */
-        PyObject *held[6] = {rec, entry, text, rel, seq, tags};
-        for (int h = 0; h < 6; h++) Py_INCREF(held[h]);
+        if (g % scan >= PyList_GET_SIZE(recent) || (gt && g != PyList_GET_SIZE(glist))) {
+            AGN_DROP(); /* (the table numbers by glist) */
+            break;
+        }
+#undef AGN_DROP
+        /* lower may run code (a Python callable) that drops recs[i], rebinds its slots,
+         * releases its slot or maps the text: the record and what was read from it are
+         * held across the call, and any such change leaves the record to the caller's
+         * loop. (text and rel are this loop's own references.) */
+        PyObject *held[6] = {rec, (PyObject *)ec, text, rel, seq, num};
+        Py_INCREF(rec);
+        Py_INCREF(ec);
+        Py_INCREF(seq);
+        Py_INCREF(num);
         PyObject *low = PyObject_CallOneArg(lower, text);
         int moved = low && (i >= PyList_GET_SIZE(recs) || PyList_GET_ITEM(recs, i) != rec ||
-                            SLOT(rec, ins_rec_off[0]) != entry ||
-                            SLOT(rec, ins_rec_off[3]) != seq || SLOT(entry, eo[5]) != text ||
-                            SLOT(entry, eo[4]) != rel || SLOT(entry, eo[9]) != tags ||
-                            g != first + PyList_GET_SIZE(lows) ||
+                            SLOT(rec, ins_rec_off[0]) != (PyObject *)ec ||
+                            SLOT(rec, ins_rec_off[3]) != seq || SLOT(rec, ins_rec_off[6]) != num ||
+                            !(es->flags & EC_LIVE) || g != first + PyList_GET_SIZE(lows) ||
                             g % scan >= PyList_GET_SIZE(recent));
         if (low && !moved && !gt) {
             int has = PyDict_Contains(groups, text); /* mapped by that code? */
@@ -6646,15 +6762,16 @@ PyDoc_STRVAR(restore_columns_doc,
 "What the word-overlap restore reads of each record, in one pass without the\n"
 "interpreter: texts the list of every record's entry.memory, relevance the bytes of a\n"
 "float64 array of entry.relevance, seqs those of an int64 array of seq, tagged the list\n"
-"of the positions whose entry.tags is not empty. None (nothing made) when a record is\n"
-"not plain: not exactly store_setup's record class holding exactly its entry class, a\n"
-"slot unset, a text not an exact str, a relevance not an exact float, a seq not an\n"
-"exact int in int64, tags not an exact tuple. TypeError when records is not a list,\n"
-"RuntimeError before record_setup or store_setup, or when a finalizer run by a\n"
-"collection during its allocations changed the list. With expect (a tuple), a fifth\n"
-"item: True when expect has as many items as records and each is the very object of\n"
-"the record's text (identity, read in the same pass), else False; TypeError when\n"
-"expect is neither None nor a tuple. O(len(records)).");
+"of the positions whose entry.tags is not empty: each read from the record's live slot\n"
+"of its EntryColumns store. None (nothing made) when a record is not plain: not exactly\n"
+"store_setup's record class, its store not an EntryColumns, its slot not a live slot's\n"
+"int, a seq not an exact int in int64, tags not an exact tuple. TypeError when records\n"
+"is not a list, RuntimeError before record_setup or store_setup, or when a finalizer\n"
+"run by a collection during its allocations changed the list. With expect (a tuple), a\n"
+"fifth item: True when expect has as many items as records and each is an exact str\n"
+"equal to the record's text (its UTF-8 against the stored bytes, in the same pass;\n"
+"texts then holds expect's very objects), else False; TypeError when expect is\n"
+"neither None nor a tuple. O(sum of the texts' lengths).");
 
 static PyObject *
 restore_columns(PyObject *self, PyObject *args)
@@ -6689,20 +6806,20 @@ restore_columns(PyObject *self, PyObject *args)
     /* the tuple holds its items: none can change or go while this runs */
     int check = expect != Py_None;
     int same = check && PyTuple_GET_SIZE(expect) == n;
-    Py_ssize_t off_entry = ins_rec_off[0], off_seq = ins_rec_off[3];
-    Py_ssize_t off_rel = ins_entry_off[4], off_mem = ins_entry_off[5], off_tags = ins_entry_off[9];
+    Py_ssize_t off_seq = ins_rec_off[3], off_num = ins_rec_off[6];
     for (Py_ssize_t i = 0; i < n; i++) {
         if (i + 8 < n) __builtin_prefetch(PyList_GET_ITEM(records, i + 8));
         PyObject *rec = PyList_GET_ITEM(records, i);
         if (Py_TYPE(rec) != ins_rec_type) goto plain_not;
-        PyObject *entry = SLOT(rec, off_entry), *seq = SLOT(rec, off_seq);
-        if (!entry || Py_TYPE(entry) != ins_entry_type || !seq || !PyLong_CheckExact(seq))
-            goto plain_not;
-        PyObject *mem = SLOT(entry, off_mem), *r = SLOT(entry, off_rel);
-        PyObject *tags = SLOT(entry, off_tags);
-        if (!mem || !PyUnicode_CheckExact(mem) || !r || !PyFloat_CheckExact(r) || !tags ||
-            !PyTuple_CheckExact(tags))
-            goto plain_not;
+        EntryColumnsObject *ec = NULL;
+        EcSlot *es = ins_rec_slot(rec, &ec); /* the entry's slot in its store */
+        PyObject *seq = SLOT(rec, off_seq);
+        if (!es || !seq || !PyLong_CheckExact(seq)) goto plain_not;
+        PyObject *tags = NULL; /* NULL: the empty tuple (a slot without extras) */
+        if (es->flags & EC_EXTRA) {
+            if (!(tags = ins_slot_tags(ec, es, SLOT(rec, off_num)))) goto error;
+            if (!PyTuple_CheckExact(tags)) goto plain_not;
+        }
         int overflow = 0;
         long long s = PyLong_AsLongLongAndOverflow(seq, &overflow);
         if (overflow || (s == -1 && PyErr_Occurred())) {
@@ -6710,10 +6827,20 @@ restore_columns(PyObject *self, PyObject *args)
             goto plain_not;
         }
         seq_of[i] = (int64_t)s;
-        rel_of[i] = PyFloat_AS_DOUBLE(r);
-        if (same && PyTuple_GET_ITEM(expect, i) != mem) same = 0;
-        PyList_SET_ITEM(texts, i, Py_NewRef(mem));
-        if (PyTuple_GET_SIZE(tags) > 0) {
+        rel_of[i] = es->relevance;
+        /* the text: the expected str itself when it is that text (the early digest's
+         * objects, read from the rows: no second str), else a str made from the store */
+        PyObject *mem = NULL;
+        if (same) {
+            PyObject *want = PyTuple_GET_ITEM(expect, i);
+            int eq = PyUnicode_CheckExact(want) ? ins_slot_text_is(ec, es, want) : 0;
+            if (eq < 0) goto error;
+            if (eq) mem = Py_NewRef(want);
+            else same = 0;
+        }
+        if (!mem && !(mem = ec_text_obj(ec, es))) goto error;
+        PyList_SET_ITEM(texts, i, mem);
+        if (tags && PyTuple_GET_SIZE(tags) > 0) {
             PyObject *at = PyLong_FromSsize_t(i);
             if (!at) goto error;
             int rc = PyList_Append(tagged, at);

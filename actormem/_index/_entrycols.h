@@ -3,8 +3,10 @@
  * "Bytes per entry, part 8"; branch cols28).
  *
  * Included by _cwordoverlap.c (it uses slot_offset from _kernels_common.h and the
- * datetime C API imported there). Not yet wired into the engine: the records still hold
- * their `MemoryEntry` objects; this is the store step A's wiring will put them in.
+ * datetime C API imported there). Each MemoryState keeps one; a record keeps its store
+ * and slot number (`Record.cols`, `Record.slot`), and the C readers of records
+ * (IdTable, GroupTable, store_inserts, load_inserts, add_groups_new, restore_columns,
+ * encode_rows) read the slot (branches wire29-wip, wire30).
  *
  * Layout. A slot is 48 bytes: the id's 128 bits, created_at in microseconds since
  * 0001-01-01T00:00:00 UTC, the relevance (double), the text's block, offset and UTF-8
@@ -79,6 +81,8 @@ typedef struct {
     uint64_t held, live_bytes; /* bytes used in blocks not freed; bytes of live texts */
     uint64_t compactions;
 } EntryColumnsObject;
+
+static PyTypeObject EntryColumns_Type;
 
 static inline EcSlot *
 ec_at(const EntryColumnsObject *c, int64_t s)
@@ -193,6 +197,100 @@ static inline const char *
 ec_text_ptr(const EntryColumnsObject *c, const EcSlot *s)
 {
     return s->len ? c->blocks[s->block].data + s->off : "";
+}
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define EC_LITTLE_ENDIAN 1 /* four UCS2 code points packed to their bytes by shifts */
+#else
+#define EC_LITTLE_ENDIAN 0
+#endif
+
+/* One code point of valid UTF-8 at *pp (before end), *pp moved past it; 0x110000 when
+ * the bytes end first. */
+static inline Py_UCS4
+ec_utf8_next(const unsigned char **pp, const unsigned char *end)
+{
+    const unsigned char *p = *pp;
+    Py_ssize_t left = end - p;
+    Py_UCS4 u = p[0];
+    if (u < 0x80) {
+        *pp = p + 1;
+    } else if (u < 0xE0) {
+        if (left < 2) return 0x110000;
+        u = ((u & 0x1F) << 6) | (p[1] & 0x3F);
+        *pp = p + 2;
+    } else if (u < 0xF0) {
+        if (left < 3) return 0x110000;
+        u = ((u & 0x0F) << 12) | ((Py_UCS4)(p[1] & 0x3F) << 6) | (p[2] & 0x3F);
+        *pp = p + 3;
+    } else {
+        if (left < 4) return 0x110000;
+        u = ((u & 0x07) << 18) | ((Py_UCS4)(p[1] & 0x3F) << 12) | ((Py_UCS4)(p[2] & 0x3F) << 6) |
+            (p[3] & 0x3F);
+        *pp = p + 4;
+    }
+    return u;
+}
+
+/* Whether the text of slot `s` (valid UTF-8: the store encoded it) holds the code points
+ * of the ready str `t`: the bytes compared for an ASCII str, else the stored UTF-8
+ * walked against `t`'s code points, eight (UCS1) or four (UCS2) ASCII ones at a time
+ * (no UTF-8 of `t` made, nothing allocated, no code run). A str with a lone surrogate is
+ * never equal (no stored text decodes to one). O(len(text)). */
+static int
+ec_text_is(const EntryColumnsObject *c, const EcSlot *s, PyObject *t)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(t);
+    if (PyUnicode_IS_ASCII(t)) {
+        return (s->flags & EC_ASCII) && (Py_ssize_t)s->len == n &&
+               memcmp(ec_text_ptr(c, s), PyUnicode_1BYTE_DATA(t), s->len) == 0;
+    }
+    if ((s->flags & EC_ASCII) || (Py_ssize_t)s->len < n) return 0;
+    const unsigned char *p = (const unsigned char *)ec_text_ptr(c, s), *end = p + s->len;
+    int kind = PyUnicode_KIND(t);
+    Py_ssize_t i = 0;
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *d = PyUnicode_1BYTE_DATA(t);
+        while (i < n) {
+            if (i + 8 <= n && end - p >= 8) {
+                uint64_t x, y;
+                memcpy(&x, d + i, 8);
+                memcpy(&y, p, 8);
+                if (!(x & 0x8080808080808080ULL)) {
+                    if (x != y) return 0;
+                    i += 8, p += 8;
+                    continue;
+                }
+            }
+            if (p >= end || ec_utf8_next(&p, end) != d[i]) return 0;
+            i++;
+        }
+    } else if (kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *d = PyUnicode_2BYTE_DATA(t);
+        while (i < n) {
+            if (EC_LITTLE_ENDIAN && i + 4 <= n && end - p >= 4) {
+                uint64_t x;
+                uint32_t y;
+                memcpy(&x, d + i, 8);
+                memcpy(&y, p, 4);
+                if (!(x & 0xFF80FF80FF80FF80ULL)) { /* four ASCII code points */
+                    uint32_t b = (uint32_t)((x & 0xFF) | ((x >> 8) & 0xFF00) |
+                                            ((x >> 16) & 0xFF0000) | ((x >> 24) & 0xFF000000));
+                    if (b != y) return 0;
+                    i += 4, p += 4;
+                    continue;
+                }
+            }
+            if (p >= end || ec_utf8_next(&p, end) != d[i]) return 0;
+            i++;
+        }
+    } else {
+        const Py_UCS4 *d = PyUnicode_4BYTE_DATA(t);
+        for (; i < n; i++) {
+            if (p >= end || ec_utf8_next(&p, end) != d[i]) return 0;
+        }
+    }
+    return p == end;
 }
 
 /* Compact the text blocks: every live text copied, in slot order, into new blocks, the
@@ -619,23 +717,8 @@ ec_text_equals(EntryColumnsObject *c, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "text_equals: text must be a str");
         return NULL;
     }
-    EcSlot *s = ec_at(c, at);
-    if (PyUnicode_IS_ASCII(t)) {
-        int eq = (s->flags & EC_ASCII) && (Py_ssize_t)s->len == PyUnicode_GET_LENGTH(t) &&
-                 memcmp(ec_text_ptr(c, s), PyUnicode_1BYTE_DATA(t), s->len) == 0;
-        return PyBool_FromLong(eq);
-    }
-    if (s->flags & EC_ASCII) return Py_NewRef(Py_False);
-    PyObject *b = PyUnicode_AsUTF8String(t);
-    if (!b) {
-        if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return NULL;
-        PyErr_Clear(); /* a lone surrogate: no stored text is that */
-        return Py_NewRef(Py_False);
-    }
-    int eq = (Py_ssize_t)s->len == PyBytes_GET_SIZE(b) &&
-             memcmp(ec_text_ptr(c, s), PyBytes_AS_STRING(b), s->len) == 0;
-    Py_DECREF(b);
-    return PyBool_FromLong(eq);
+    if (PyUnicode_READY(t) < 0) return NULL;
+    return PyBool_FromLong(ec_text_is(c, ec_at(c, at), t));
 }
 
 PyDoc_STRVAR(ec_ident_doc,
@@ -652,14 +735,26 @@ ec_ident(EntryColumnsObject *c, PyObject *arg)
 
 PyDoc_STRVAR(ec_relevance_doc,
 "relevance(slot) -> float\n\n"
-"The relevance stored at `slot`. Errors as entry(). O(1).");
+"The relevance stored at `slot`; for a slot released (not live) the last one stored\n"
+"there: a search may score a purged record (invisible to it, dropped after the score)\n"
+"found in the index's arrays it took at its start. TypeError for a slot that is not an\n"
+"int, IndexError for a number never handed out. O(1).");
 
 static PyObject *
 ec_relevance(EntryColumnsObject *c, PyObject *arg)
 {
-    int64_t at;
-    if (ec_slot_arg(c, arg, &at) < 0) return NULL;
-    return PyFloat_FromDouble(ec_at(c, at)->relevance);
+    if (!PyLong_CheckExact(arg)) {
+        PyErr_Format(PyExc_TypeError, "slot must be an int, not %.100s", Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    int overflow = 0;
+    long long s = PyLong_AsLongLongAndOverflow(arg, &overflow);
+    if (s == -1 && PyErr_Occurred()) return NULL;
+    if (overflow || s < 0 || s >= c->next) {
+        PyErr_SetString(PyExc_IndexError, "EntryColumns: no slot of that number");
+        return NULL;
+    }
+    return PyFloat_FromDouble(ec_at(c, s)->relevance);
 }
 
 PyDoc_STRVAR(ec_release_doc,

@@ -1501,7 +1501,7 @@ def _rows_setup() -> None:
     wo: Any = kernels._wo
     wo.rows_setup(
         Record,
-        tuple(Record.__dict__[n] for n in ("seq", "access", "entry")),
+        tuple(Record.__dict__[n] for n in ("seq", "access", "cols", "slot")),
         MemoryEntry,
         tuple(MemoryEntry.__dict__[n] for n in _ENTRY_SLOTS),
         _json_strings,

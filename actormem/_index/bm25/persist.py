@@ -293,13 +293,17 @@ def restore(index: BM25Index, parts: Mapping[str, bytes], records: list[Record])
         group = table[g]
         recs = group if cols else group._recs
         if not isinstance(recs, list):
-            recs = _recs([recs, rec], rec.entry.memory) if cols else [recs, rec]
+            recs = _recs([recs, rec], rec.cols.text(rec.slot)) if cols else [recs, rec]
         elif recs:
             recs.append(rec)
             continue
         else:
             recs = (
-                rec if knobs._SINGLE_RECORD else _recs([rec], rec.entry.memory) if cols else [rec]
+                rec
+                if knobs._SINGLE_RECORD
+                else _recs([rec], rec.cols.text(rec.slot))
+                if cols
+                else [rec]
             )  # as BM25Index.add
             first[g] = rec.seq  # the records come by seq
         if cols:
