@@ -202,6 +202,22 @@ class Record:
         #: or the memory is unbounded (no eviction order); ``_PURGED`` once purged.
         self.evkey: tuple[float, Record] | None = None
 
+    @classmethod
+    def on_slot(cls, cols: Any, slot: int, born: int, seq: int) -> Record:
+        """A record of the entry already in ``cols`` at ``slot`` (a file's row the
+        compiled reader put there: ``sqlite_format.FoldedRows.cols``), as
+        ``Record(entry, born, seq, cols)`` would make it after its ``put``. The slot is
+        the record's from now on (released when it is purged). O(1)."""
+        rec = cls.__new__(cls)
+        rec.cols = cols
+        rec.slot = slot
+        rec.born = born
+        rec.died = NEVER
+        rec.seq = seq
+        rec.access = None
+        rec.evkey = None
+        return rec
+
     @property
     def entry(self) -> MemoryEntry:
         """The entry as stored, built from the store (a new object with the compiled

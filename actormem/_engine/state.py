@@ -503,7 +503,7 @@ _dkey_direct_c: Callable[[bool], bool] | None = getattr(_kernels._wo, "dkey_dire
 #: without the compiled core: the loop over every row (``tests/test_open18_cols.py``).
 _KEYS_C = True
 #: The C ``next_keyed`` (``store_setup``'s classes), or None.
-_next_keyed_c: Callable[[list[Any], int], int] | None = (
+_next_keyed_c: Callable[..., int] | None = (
     getattr(_kernels._wo, "next_keyed", None) if _store_inserts_c is not None else None
 )
 #: Rows the Python loop takes at once after a ``load_inserts`` call that loaded none
@@ -1560,6 +1560,9 @@ class MemoryState:
             # A list is loaded in bulk when it can be; another iterable (the dense
             # index's rows, whose vectors are offered chunk by chunk) row by row.
             run = None
+            # the rows in the store's form (the compiled reader put each entry in it):
+            # (seq, slot), each record made on its slot
+            cols = getattr(rows, "cols", None)
             if fed is not None and isinstance(rows, list):
                 run = fed.take(self, rows)
             if run is not None:  # the first rows loaded as they were read: the rest now
@@ -1578,7 +1581,9 @@ class MemoryState:
                     finally:
                         if early is not None:
                             early.stop()
-            elif isinstance(rows, list) and self._bulk_loadable(rows):
+            elif isinstance(rows, list) and self._bulk_loadable(rows, cols):
+                if cols is not None:
+                    self._cols = cols  # (empty: nothing of this state is in its own)
                 if image is None:
                     self._load_bulk(rows)
                 else:
@@ -1591,6 +1596,9 @@ class MemoryState:
                     finally:
                         if early is not None:
                             early.stop()  # (a no-op once the restore ended it)
+            elif cols is not None:  # each entry built from the rows' store, put in ours
+                for seq, slot in rows:
+                    self.restore(cols.entry(slot), seq)
             else:
                 for seq, entry in rows:
                     self.restore(entry, seq)  # keeps the file's seq, hence the order of ties
@@ -1599,13 +1607,14 @@ class MemoryState:
         self.publish()
         return evicted
 
-    def _bulk_loadable(self, rows: list[tuple[int, MemoryEntry]]) -> bool:
+    def _bulk_loadable(self, rows: list[Any], cols: Any = None) -> bool:
         """Whether restoring ``rows`` one by one would only insert: nothing evicted (they
         fit the capacity), no two live under one ``(namespace, key)`` (which would make
-        a store an upsert). Then :meth:`_load_bulk` gives the same state. O(n)."""
+        a store an upsert). Then :meth:`_load_bulk` gives the same state. ``cols``: as
+        :func:`_keys_unique`'s. O(n)."""
         if self.capacity is not None and len(rows) > self.capacity:
             return False
-        return _keys_unique(rows, 0, len(rows), set())
+        return _keys_unique(rows, 0, len(rows), set(), cols)
 
     def feed_ahead(self) -> _BulkFeed | None:
         """A :class:`_BulkFeed` for this empty state's open (its ``consume``), or None
@@ -1676,7 +1685,7 @@ class MemoryState:
                 then unusable, as after a failed :meth:`restore` halfway through a load.
         """
         run = _BulkRun(self, len(rows), index)
-        run.feed(rows, getattr(rows, "folds", None))
+        run.feed(rows, getattr(rows, "folds", None), getattr(rows, "cols", None))
         return run.finish(self)
 
     def _load_c(self, bounded: bool, dup_c: Any) -> Callable[..., int] | None:
@@ -1713,10 +1722,13 @@ class MemoryState:
         dup_c: Any,
         dup_join: Any,
         add: Any,
+        cols: Any = None,
     ) -> int:
         """:meth:`_load_bulk`'s loop over ``rows[at:stop]`` (``fold_iter`` their folds, or
         Nones), ``last`` the seq before them; each row's record appended to ``records``
-        (its relevance key to ``keys`` unless None). Returns ``stop``. O(stop - at).
+        (its relevance key to ``keys`` unless None). ``cols``: None, the rows are
+        ``(seq, entry)``; else ``(seq, slot)`` in that store (the state's), each record
+        made on its slot. Returns ``stop``. O(stop - at).
 
         Raises:
             ValueError: As :meth:`restore`.
@@ -1729,14 +1741,19 @@ class MemoryState:
         untrack = None  # no entry is kept (the state's store holds its fields)
         relkey = self._relkey
         part = rows if at == 0 and stop == len(rows) else rows[at:stop]
-        for (seq, entry), row_fold in zip(part, fold_iter, strict=False):
+        item: Any
+        for (seq, item), row_fold in zip(part, fold_iter, strict=False):
             if seq <= last:
                 raise ValueError(f"restore(): seq {seq} is not above {last}")
             last = seq
+            entry = item if cols is None else cols.entry(item)
             ident = entry._id
             if ident in by_id:
                 raise ValueError(f"restore(): id {entry.id} is stored already")
-            rec = Record(entry, seq, seq, self._cols)
+            if cols is None:
+                rec = Record(entry, seq, seq, self._cols)
+            else:  # the entry in the store already: the record on its slot
+                rec = Record.on_slot(cols, item, seq, seq)
             if untrack is not None and type(entry) is MemoryEntry:  # as _link, at the end
                 exact.append(entry)
             records.append(rec)
@@ -2227,25 +2244,34 @@ class MemoryState:
 
 
 def _keys_unique(
-    rows: list[tuple[int, MemoryEntry]],
+    rows: list[Any],
     at: int,
     stop: int,
     keys: set[tuple[tuple[str, ...], str]],
+    cols: Any = None,
 ) -> bool:
     """Whether no two of ``rows[at:stop]``, nor one of them and a pair already in
     ``keys``, share a ``(namespace, key)``; the pairs seen are added to ``keys`` (the
-    check of :meth:`MemoryState._bulk_loadable`, in runs). O(stop - at)."""
+    check of :meth:`MemoryState._bulk_loadable`, in runs). ``cols``: None, the rows are
+    ``(seq, entry)``; else the store they are ``(seq, slot)`` in. O(stop - at)."""
     # a list or the reader's list subclass (its folds): its storage, as load_inserts
     skip = _next_keyed_c if _KEYS_C and isinstance(rows, list) else None
     while at < stop:
         if skip is not None:
-            at = skip(rows, at)  # past the plain rows without a key
+            # past the plain rows without a key
+            at = skip(rows, at) if cols is None else skip(rows, at, cols)
             if at >= stop:
                 break
-        entry = rows[at][1]
+        if cols is None:
+            entry = rows[at][1]
+            key, ns = entry.key, entry.namespace
+        else:  # the store's form: (seq, slot)
+            slot = rows[at][1]
+            key = cols.get(slot, "key")
+            ns = cols.get(slot, "namespace") if key is not None else None
         at += 1
-        if entry.key is not None:
-            pair = (entry.namespace, entry.key)
+        if key is not None:
+            pair = (ns, key)
             if pair in keys:
                 return False
             keys.add(pair)
@@ -2300,16 +2326,20 @@ class _BulkRun:
         if state._dup_table:  # one allocation for the rows' keys (at most one key a row)
             cast(Any, state._dups).reserve(rows)
 
-    def feed(self, rows: list[tuple[int, MemoryEntry]], folds: Any = None) -> None:
+    def feed(self, rows: list[Any], folds: Any = None, cols: Any = None) -> None:
         """Load ``rows`` (their seqs above every row fed before), ``folds`` their fold
         hashes (bytes of 8 a row, as ``sqlite_format.FoldedRows.folds``) or None.
-        O(len(rows)).
+        ``cols``: None, the rows are ``(seq, entry)``; else they are ``(seq, slot)`` in
+        that store, which must be the state's own (``sqlite_format.FoldedRows.cols``:
+        each record made on its slot). O(len(rows)).
 
         Raises:
             ValueError: As :meth:`MemoryState.restore` (seqs not ascending, an id twice);
                 the state is then unusable.
         """
         state = self.state
+        if cols is not None and cols is not state._cols:
+            raise ValueError("rows of another store than the state's")
         by_id = state._by_id
         namespaces = state._namespaces
         dups = state._dups
@@ -2359,6 +2389,7 @@ class _BulkRun:
             at = state._load_rows(
                 rows, at, stop, fold_iter, last, records, exact, self.new_ns,
                 self.expiry_keys, self.evict_keys, keys, dup_f, dup_c, self.dup_join, add,
+                cols,
             )  # fmt: skip
             last = self.last = rows[at - 1][0]
 
@@ -2450,12 +2481,21 @@ class _BulkFeed:
             return False
         return True
 
+    @property
+    def cols(self) -> Any:
+        """The store the reader may put the rows' entries in (rows ``(seq, slot)``,
+        ``sqlite_format.read_file``'s ``consume.cols``): the scratch state's, whose
+        records are made on those slots and handed over by :meth:`take`; None once the
+        feed ended. O(1)."""
+        return None if self.failed or self._scratch is None else self._scratch._cols
+
     def _feed(self, rows: list[Any], at: int, n: int, folds: bytes | None) -> None:
         run = self._run
         assert run is not None
-        if not _keys_unique(rows, at, n, self._keys):
+        cols = getattr(rows, "cols", None)
+        if not _keys_unique(rows, at, n, self._keys, cols):
             raise ValueError("two rows share a (namespace, key)")
-        run.feed(rows[at:n] if at or n != len(rows) else rows, folds)
+        run.feed(rows[at:n] if at or n != len(rows) else rows, folds, cols)
         self.at = n
 
     def _fail(self) -> None:
@@ -2495,6 +2535,7 @@ class _BulkFeed:
             self._fail()
             return None
         scratch = self._scratch
+        state._cols = scratch._cols  # (the records' store; the state's own is empty)
         state._by_id = scratch._by_id
         state._dups = scratch._dups
         state._dup_keys = scratch._dup_keys

@@ -5489,6 +5489,8 @@ encode_rows(PyObject *self, PyObject *recs)
 static PyTypeObject *ins_rec_type, *ins_entry_type, *ins_ns_type;
 static Py_ssize_t ins_rec_off[INS_REC_SLOTS];
 static Py_ssize_t ins_entry_off[INS_ENTRY_SLOTS];
+static PyObject *ins_empty; /* the empty tuple (a namespace's default), set by store_setup */
+static PyObject *ins_one;   /* the float 1.0 (the relevance most rows have), likewise */
 static Py_ssize_t ins_ns_off[2]; /* recs, live */
 static PyObject *ins_never, *ins_journal_put, *ins_s_value_;
 
@@ -5616,6 +5618,8 @@ store_setup(PyObject *self, PyObject *args)
     Py_XSETREF(ins_entry_type, (PyTypeObject *)Py_NewRef(et));
     Py_XSETREF(ins_ns_type, (PyTypeObject *)Py_NewRef(nt));
     Py_XSETREF(ins_never, Py_NewRef(never));
+    if (!ins_empty && !(ins_empty = PyTuple_New(0))) return NULL;
+    if (!ins_one && !(ins_one = PyFloat_FromDouble(1.0))) return NULL;
     Py_XSETREF(ins_journal_put, Py_NewRef(put));
     memcpy(ins_rec_off, roff, sizeof roff);
     memcpy(ins_entry_off, eoff, sizeof eoff);
@@ -6132,6 +6136,59 @@ dkey_direct_knob(PyObject *self, PyObject *on)
     return bool_knob(&dkey_direct_on, on, "dkey_direct: on must be a bool");
 }
 
+/* A file's row in the store's form, (seq, slot) (sqlite_format.FoldedRows.cols: the
+ * compiled reader put the entry in the store): the slot's fields load_inserts reads,
+ * borrowed (ns, key, expires_at, value from its extras, else their defaults: the empty
+ * tuple, None), or NULL, no exception, when `num` is not a live slot of `ec` or its
+ * extras are not the store's tuple (the caller leaves the row to its Python path). */
+typedef struct {
+    const EcSlot *e;
+    PyObject *ns, *key, *expires, *value, *cat;
+} SlotRow;
+
+
+static inline int
+slot_row(EntryColumnsObject *ec, PyObject *num, SlotRow *out)
+{
+    if (!PyLong_CheckExact(num)) return 0;
+    int overflow = 0;
+    long long at = PyLong_AsLongLongAndOverflow(num, &overflow);
+    if (overflow || at < 0 || at >= ec->next) {
+        PyErr_Clear();
+        return 0;
+    }
+    const EcSlot *e = ec_at(ec, at);
+    if (!(e->flags & EC_LIVE) || e->cat >= PyTuple_GET_SIZE(ec->categories)) return 0;
+    out->e = e;
+    out->cat = PyTuple_GET_ITEM(ec->categories, e->cat);
+    if (e->flags & EC_EXTRA) {
+        PyObject *x = PyDict_GetItemWithError(ec->extras, num); /* borrowed */
+        if (!x || !PyTuple_CheckExact(x) || PyTuple_GET_SIZE(x) != EC_EXTRAS) {
+            PyErr_Clear();
+            return 0;
+        }
+        out->ns = PyTuple_GET_ITEM(x, 2);
+        out->key = PyTuple_GET_ITEM(x, 4);
+        out->value = PyTuple_GET_ITEM(x, 5);
+        out->expires = PyTuple_GET_ITEM(x, 8);
+    } else {
+        out->ns = ins_empty;
+        out->key = out->value = out->expires = Py_None;
+    }
+    return out->ns != NULL;
+}
+
+/* Python's hash of the non-negative int hi * 2**64 + lo (x mod 2**61 - 1: int's own
+ * hash, never -1), with no int made. */
+static inline Py_hash_t
+id_bits_hash(uint64_t hi, uint64_t lo)
+{
+    const uint64_t P = ((uint64_t)1 << 61) - 1;
+    /* 2**64 = 8 (mod P) */
+    unsigned __int128 x = (unsigned __int128)(hi % P) * 8 + (lo % P);
+    return (Py_hash_t)(uint64_t)(x % P);
+}
+
 /* The look-ahead of load_inserts for row j: the id table's and the duplicate table's
  * slots of its id and duplicate key asked for from memory (both tables are larger than
  * the caches at 1M rows: each row's probes missed them), and the duplicate key kept for
@@ -6141,22 +6198,33 @@ dkey_direct_knob(PyObject *self, PyObject *on)
 static void
 load_ahead(PyObject *rows, Py_ssize_t j, const uint64_t *fold_at, const IdTableObject *idt,
            const DupTableObject *table, PyObject *cat_seen, PyObject *cat_value,
-           LoadAhead *pre)
+           LoadAhead *pre, EntryColumnsObject *ec)
 {
     LoadAhead *slot = &pre[j % LOAD_RING];
     slot->row = -1;
     PyObject *row = PyList_GET_ITEM(rows, j);
     if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) != 2) return;
     PyObject *entry = PyTuple_GET_ITEM(row, 1);
-    if (!Py_IS_TYPE(entry, ins_entry_type)) return;
-    const Py_ssize_t *eo = ins_entry_off;
-    PyObject *ident = SLOT(entry, eo[0]), *key = SLOT(entry, eo[2]), *text = SLOT(entry, eo[5]),
-             *ns = SLOT(entry, eo[6]), *cat = SLOT(entry, eo[7]), *value = SLOT(entry, eo[8]);
-    if (!ident || !PyLong_CheckExact(ident)) return;
-    Py_hash_t hid = PyObject_Hash(ident); /* an exact int's: no code, no error */
-    if (hid == -1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        return;
+    PyObject *key, *text, *ns, *cat, *value;
+    Py_hash_t hid;
+    if (ec) { /* the store's form: (seq, slot) */
+        SlotRow sr;
+        if (!slot_row(ec, entry, &sr)) return;
+        key = sr.key, ns = sr.ns, cat = sr.cat, value = sr.value;
+        text = Py_None; /* (only its type is read below: a fold from the reader needed) */
+        hid = id_bits_hash(sr.e->id_hi, sr.e->id_lo);
+    } else {
+        if (!Py_IS_TYPE(entry, ins_entry_type)) return;
+        const Py_ssize_t *eo = ins_entry_off;
+        PyObject *ident = SLOT(entry, eo[0]);
+        key = SLOT(entry, eo[2]), text = SLOT(entry, eo[5]), ns = SLOT(entry, eo[6]),
+        cat = SLOT(entry, eo[7]), value = SLOT(entry, eo[8]);
+        if (!ident || !PyLong_CheckExact(ident)) return;
+        hid = PyObject_Hash(ident); /* an exact int's: no code, no error */
+        if (hid == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return;
+        }
     }
     if (idt->cap) {
         Py_ssize_t home = oa_home(it_tag(hid), idt->cap);
@@ -6167,8 +6235,8 @@ load_ahead(PyObject *rows, Py_ssize_t j, const uint64_t *fold_at, const IdTableO
     slot->entry = entry;
     slot->has_dkey = 0;
     if (!fold_at || fold_at[j] >= ((uint64_t)1 << 62) || !cat_seen || cat != cat_seen ||
-        key != Py_None || value != Py_None || !text || !PyUnicode_CheckExact(text) || !ns ||
-        !PyTuple_CheckExact(ns)) {
+        key != Py_None || value != Py_None || !text || !(ec || PyUnicode_CheckExact(text)) ||
+        !ns || !PyTuple_CheckExact(ns)) {
         return;
     }
     for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(ns); k++) {
@@ -6254,6 +6322,19 @@ load_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     PyObject *cat_seen = NULL, *cat_value = NULL; /* borrowed: the category's _value_ */
     PyObject *ns_seen = NULL, *ns_list = NULL;    /* borrowed: the last namespace's list */
+    /* the rows' form: (seq, entry), or the store's (seq, slot) in cols (the reader
+     * put them there: sqlite_format.FoldedRows.cols), told by the first row's */
+    int slots = 0;
+    if (i < PyList_GET_SIZE(rows)) {
+        PyObject *r0 = PyList_GET_ITEM(rows, i);
+        slots = PyTuple_CheckExact(r0) && PyTuple_GET_SIZE(r0) == 2 &&
+                PyLong_CheckExact(PyTuple_GET_ITEM(r0, 1));
+    }
+    if (slots && (!ins_empty || !ins_one)) {
+        PyErr_SetString(PyExc_RuntimeError, "load_inserts: store_setup() not called");
+        return NULL;
+    }
+    PyObject *held_ident = NULL, *held_rel = NULL; /* a slot row's id and relevance */
     LoadAhead pre[LOAD_RING];
     for (int k = 0; k < LOAD_RING; k++) pre[k].row = -1;
     for (;; i++) {
@@ -6266,21 +6347,38 @@ load_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
         PyObject *row = PyList_GET_ITEM(rows, i);
         if (LOAD_AHEAD && i + LOAD_AHEAD < n) {
-            load_ahead(rows, i + LOAD_AHEAD, fold_at, idt, table, cat_seen, cat_value, pre);
+            load_ahead(rows, i + LOAD_AHEAD, fold_at, idt, table, cat_seen, cat_value, pre,
+                       slots ? (EntryColumnsObject *)cols : NULL);
         }
         if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) != 2) break;
         PyObject *seq = PyTuple_GET_ITEM(row, 0), *entry = PyTuple_GET_ITEM(row, 1);
-        if (!PyLong_CheckExact(seq) || !Py_IS_TYPE(entry, ins_entry_type)) break;
+        if (!PyLong_CheckExact(seq) || !(slots ? PyLong_CheckExact(entry)
+                                               : Py_IS_TYPE(entry, ins_entry_type)))
+            break;
         long long s = PyLong_AsLongLongAndOverflow(seq, &overflow);
-        if (s == -1 && PyErr_Occurred()) return NULL;
+        if (s == -1 && PyErr_Occurred()) goto fail;
         if (overflow || s <= last) break; /* the caller's ValueError */
-        PyObject *ident = SLOT(entry, eo[0]), *key = SLOT(entry, eo[2]),
-                 *expires = SLOT(entry, eo[3]), *rel = SLOT(entry, eo[4]),
-                 *text = SLOT(entry, eo[5]), *ns = SLOT(entry, eo[6]), *cat = SLOT(entry, eo[7]),
-                 *value = SLOT(entry, eo[8]);
+        PyObject *ident, *key, *expires, *rel, *text, *ns, *cat, *value;
+        Py_CLEAR(held_ident);
+        Py_CLEAR(held_rel);
+        if (slots) { /* the store's form: the fields read from the row's slot */
+            SlotRow sr;
+            if (!slot_row((EntryColumnsObject *)cols, entry, &sr)) break;
+            key = sr.key, expires = sr.expires, ns = sr.ns, cat = sr.cat, value = sr.value;
+            text = Py_None; /* made below only if no fold came with the row */
+            if (!(held_ident = ec_id_obj(sr.e))) goto fail;
+            ident = held_ident;
+            if (sr.e->relevance == 1.0) rel = ins_one;
+            else if (!(rel = held_rel = PyFloat_FromDouble(sr.e->relevance))) goto fail;
+        } else {
+            ident = SLOT(entry, eo[0]), key = SLOT(entry, eo[2]), expires = SLOT(entry, eo[3]),
+            rel = SLOT(entry, eo[4]), text = SLOT(entry, eo[5]), ns = SLOT(entry, eo[6]),
+            cat = SLOT(entry, eo[7]), value = SLOT(entry, eo[8]);
+            if (text && !PyUnicode_CheckExact(text)) break;
+        }
         if (!ident || !rel || !text || !ns || !cat || key != Py_None || expires != Py_None ||
-            value != Py_None || !PyUnicode_CheckExact(text) || !PyFloat_CheckExact(rel) ||
-            !PyLong_CheckExact(ident) || !PyTuple_CheckExact(ns)) {
+            value != Py_None || !PyFloat_CheckExact(rel) || !PyLong_CheckExact(ident) ||
+            !PyTuple_CheckExact(ns)) {
             break;
         }
         if (ns != ns_seen) { /* its parts' hashes and equality: exact strs, no Python code */
@@ -6291,18 +6389,18 @@ load_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             if (!plain) break;
         }
         PyObject *old = it_lookup(idt, ident); /* borrowed */
-        if (!old && PyErr_Occurred()) return NULL;
+        if (!old && PyErr_Occurred()) goto fail;
         if (old) break; /* the caller's ValueError */
         PyObject *part = PyDict_GetItemWithError(rel_parts, rel); /* borrowed */
         if (!part) {
-            if (PyErr_Occurred()) return NULL;
+            if (PyErr_Occurred()) goto fail;
             break; /* the caller computes and caches it */
         }
         if (!PyLong_CheckExact(part) || _PyLong_Sign(part) < 0) break;
         if (ns != ns_seen) {
             PyObject *lst = PyDict_GetItemWithError(namespaces, ns); /* borrowed */
             if (!lst) {
-                if (PyErr_Occurred()) return NULL;
+                if (PyErr_Occurred()) goto fail;
                 break; /* a new namespace: the caller's */
             }
             if (!Py_IS_TYPE(lst, ins_ns_type)) break;
@@ -6313,7 +6411,7 @@ load_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (!recs || !nlive || !PyList_CheckExact(recs) || !PyLong_CheckExact(nlive)) break;
         if (cat != cat_seen) {
             PyObject *cv = PyObject_GetAttr(cat, ins_s_value_);
-            if (!cv) return NULL;
+            if (!cv) goto fail;
             int ok = PyUnicode_CheckExact(cv);
             Py_DECREF(cv); /* the enum member keeps its value */
             if (!ok) break;
@@ -6327,20 +6425,30 @@ load_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             dkey32 = mine->dkey; /* the same objects' hash, taken ahead */
         } else if (fold_at && fold_at[i] < ((uint64_t)1 << 62) && dkey_direct_ok()) {
             Py_hash_t h = dkey_direct(ns, cat_value, fold_at[i]);
-            if (h == -1 && PyErr_Occurred()) return NULL;
+            if (h == -1 && PyErr_Occurred()) goto fail;
             dkey32 = (uint32_t)(h & 0x3FFFFFFF);
         } else {
         PyObject *folded;
         if (fold_at && fold_at[i] < ((uint64_t)1 << 62)) {
             folded = PyLong_FromUnsignedLongLong(fold_at[i]);
+        } else if (slots) { /* the text made from the store for its fold */
+            SlotRow sr;
+            PyObject *t = slot_row((EntryColumnsObject *)cols, entry, &sr)
+                              ? ec_text_obj((EntryColumnsObject *)cols, sr.e) : NULL;
+            if (!t) {
+                if (PyErr_Occurred()) goto fail;
+                break;
+            }
+            folded = fold_hash_impl(t, 2);
+            Py_DECREF(t);
         } else {
             folded = fold_hash_impl(text, 2);
         }
-        if (!folded) return NULL;
+        if (!folded) goto fail;
         PyObject *t = PyTuple_New(5);
         if (!t) {
             Py_DECREF(folded);
-            return NULL;
+            goto fail;
         }
         PyTuple_SET_ITEM(t, 0, Py_NewRef(ns));
         PyTuple_SET_ITEM(t, 1, Py_NewRef(cat_value));
@@ -6349,28 +6457,31 @@ load_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyTuple_SET_ITEM(t, 4, Py_NewRef(Py_None));
         Py_hash_t h = PyObject_Hash(t); /* strs, ints and None: no Python code */
         Py_DECREF(t);
-        if (h == -1 && PyErr_Occurred()) return NULL;
+        if (h == -1 && PyErr_Occurred()) goto fail;
         dkey32 = (uint32_t)(h & 0x3FFFFFFF);
         }
-        if (dt_reserve(table, 1) < 0 || it_reserve(idt, 1) < 0) return NULL;
+        if (dt_reserve(table, 1) < 0 || it_reserve(idt, 1) < 0) goto fail;
         PyObject *rkey = _PyLong_Sign(part) == 0 ? Py_NewRef(seq) : PyNumber_Or(part, seq);
-        if (!rkey) return NULL;
+        if (!rkey) goto fail;
         Py_ssize_t nl0 = PyLong_AsSsize_t(nlive);
         if (nl0 == -1 && PyErr_Occurred()) {
             Py_DECREF(rkey);
-            return NULL;
+            goto fail;
         }
         PyObject *live1 = PyLong_FromSsize_t(nl0 + 1);
         PyObject *rec = ins_rec_type->tp_alloc(ins_rec_type, 0);
-        /* the entry into the store last: nothing fails after it */
-        PyObject *num = live1 && rec ? ec_put((EntryColumnsObject *)cols, entry) : NULL;
+        /* the entry into the store last: nothing fails after it (the store's form:
+         * the row's slot, already there) */
+        PyObject *num = !(live1 && rec) ? NULL
+                        : slots         ? Py_NewRef(entry)
+                                        : ec_put((EntryColumnsObject *)cols, entry);
         if (!num) {
             int refused = live1 && rec && ins_refused(); /* as store_inserts' */
             Py_DECREF(rkey);
             Py_XDECREF(live1);
             Py_XDECREF(rec);
             if (refused) break;
-            return NULL;
+            goto fail;
         }
         ins_fill_record(rec, cols, num, seq);
         Py_DECREF(num);
@@ -6378,7 +6489,7 @@ load_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
          * midway (as it could in the Python loop). */
         int err = it_put(idt, ident, rec);
         if (!err) err = list_append_wide(records, rec);
-        if (!err && exact != Py_None) err = list_append_wide(exact, entry);
+        if (!err && exact != Py_None && !slots) err = list_append_wide(exact, entry);
         if (!err) err = list_append_wide(recs, rec);
         if (!err) Py_SETREF(SLOT(ns_list, ins_ns_off[1]), Py_NewRef(live1));
         if (!err) err = list_append_wide(keys, rkey);
@@ -6394,10 +6505,16 @@ load_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_DECREF(rkey);
         Py_DECREF(live1);
         Py_DECREF(rec);
-        if (err) return NULL;
+        if (err) goto fail;
         last = s;
     }
+    Py_XDECREF(held_ident);
+    Py_XDECREF(held_rel);
     return PyLong_FromSsize_t(i);
+fail:
+    Py_XDECREF(held_ident);
+    Py_XDECREF(held_rel);
+    return NULL;
 }
 
 
@@ -6870,17 +6987,27 @@ error:
 }
 
 PyDoc_STRVAR(rows_texts_doc,
-"rows_texts(rows) -> tuple or None\n\n"
+"rows_texts(rows, cols=None) -> tuple or None\n\n"
 "The text (entry.memory) of each of a file's (seq, entry) rows, in order, as a tuple:\n"
 "what restore_columns' texts will be once the bulk load made a record of each row, read\n"
 "ahead of it. None (nothing made) when a row is not an exact tuple of two, its entry not\n"
 "exactly store_setup's entry class, the slot unset or the text not an exact str.\n"
 "TypeError unless rows is a list (a subclass too: its items are read), RuntimeError\n"
-"before record_setup. Runs no Python code. O(len(rows)).");
+"before record_setup. With cols (an EntryColumns), the rows are (seq, slot) in it and\n"
+"each text is made from its slot's UTF-8 (None for a slot not live). Runs no Python\n"
+"code. O(len(rows)) (and the texts' length with cols).");
 
 static PyObject *
-rows_texts(PyObject *self, PyObject *rows)
+rows_texts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    if (nargs < 1 || nargs > 2 ||
+        (nargs == 2 && args[1] != Py_None && !Py_IS_TYPE(args[1], &EntryColumns_Type))) {
+        PyErr_SetString(PyExc_TypeError, "rows_texts(rows, cols=None): cols an EntryColumns");
+        return NULL;
+    }
+    PyObject *rows = args[0];
+    EntryColumnsObject *ec = nargs == 2 && args[1] != Py_None ? (EntryColumnsObject *)args[1]
+                                                              : NULL;
     if (!PyList_Check(rows)) {
         PyErr_SetString(PyExc_TypeError, "rows_texts: rows must be a list");
         return NULL;
@@ -6908,6 +7035,22 @@ rows_texts(PyObject *self, PyObject *rows)
         PyObject *row = PyList_GET_ITEM(rows, i);
         if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) != 2) goto plain_not;
         PyObject *entry = PyTuple_GET_ITEM(row, 1);
+        if (ec) { /* the store's form: the text made from the slot's UTF-8 */
+            SlotRow sr;
+            if (!ins_empty || !slot_row(ec, entry, &sr)) goto plain_not;
+            PyObject *t = ec_text_obj(ec, sr.e);
+            if (!t) {
+                Py_DECREF(texts);
+                return NULL;
+            }
+            PyTuple_SET_ITEM(texts, i, t);
+            if (PyList_GET_SIZE(rows) != n) { /* (a str's allocation may collect) */
+                Py_DECREF(texts);
+                PyErr_SetString(PyExc_RuntimeError, "rows_texts: the list changed");
+                return NULL;
+            }
+            continue;
+        }
         if (Py_TYPE(entry) != ins_entry_type) goto plain_not;
         PyObject *mem = SLOT(entry, off_mem);
         if (!mem || !PyUnicode_CheckExact(mem)) goto plain_not;
@@ -7095,7 +7238,7 @@ texts_encode(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 PyDoc_STRVAR(next_keyed_doc,
-"next_keyed(rows, start) -> int\n\n"
+"next_keyed(rows, start, cols=None) -> int\n\n"
 "The first position i >= start of rows (a list, or a list subclass: its storage read,\n"
 "as load_inserts reads it) whose row is not plain or whose entry\n"
 "has a key: a row is plain when it is an exact 2-tuple whose second item is exactly\n"
@@ -7103,14 +7246,24 @@ PyDoc_STRVAR(next_keyed_doc,
 "start on is plain and keyless (MemoryState._bulk_loadable's pass over the keys,\n"
 "which looks at the row it returns itself). TypeError for wrong argument types,\n"
 "ValueError for a negative start, OverflowError for one beyond a Py_ssize_t,\n"
-"RuntimeError before record_setup or store_setup.\n"
+"RuntimeError before record_setup or store_setup. With cols (an EntryColumns), the rows\n"
+"are in the store's form, (seq, slot): a row is plain when its slot is live in cols,\n"
+"and keyless when its key (in the slot's extras) is None.\n"
 "O(len(rows) - start).");
 
 static PyObject *
 next_keyed(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2 || !PyList_Check(args[0]) || !PyLong_CheckExact(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "next_keyed(rows: list, start: int)");
+    if (nargs < 2 || nargs > 3 || !PyList_Check(args[0]) || !PyLong_CheckExact(args[1]) ||
+        (nargs == 3 && args[2] != Py_None && !Py_IS_TYPE(args[2], &EntryColumns_Type))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "next_keyed(rows: list, start: int, cols: EntryColumns | None = None)");
+        return NULL;
+    }
+    EntryColumnsObject *ec = nargs == 3 && args[2] != Py_None ? (EntryColumnsObject *)args[2]
+                                                              : NULL;
+    if (ec && !ins_empty) {
+        PyErr_SetString(PyExc_RuntimeError, "next_keyed: store_setup() not called");
         return NULL;
     }
     if (!ins_entry_type) {
@@ -7129,6 +7282,11 @@ next_keyed(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyObject *row = PyList_GET_ITEM(rows, i);
         if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) != 2) break;
         PyObject *entry = PyTuple_GET_ITEM(row, 1);
+        if (ec) {
+            SlotRow sr;
+            if (!slot_row(ec, entry, &sr) || sr.key != Py_None) break;
+            continue;
+        }
         if (Py_TYPE(entry) != ins_entry_type || SLOT(entry, off_key) != Py_None) break;
     }
     return PyLong_FromSsize_t(i < n ? i : n);
@@ -7334,7 +7492,7 @@ static PyMethodDef methods[] = {
     {"decode_rows", decode_rows, METH_VARARGS, decode_rows_doc},
     {"group_texts", group_texts, METH_O, group_texts_doc},
     {"restore_columns", restore_columns, METH_VARARGS, restore_columns_doc},
-    {"rows_texts", rows_texts, METH_O, rows_texts_doc},
+    {"rows_texts", (PyCFunction)(void (*)(void))rows_texts, METH_FASTCALL, rows_texts_doc},
     {"next_keyed", (PyCFunction)(void (*)(void))next_keyed, METH_FASTCALL, next_keyed_doc},
     {"cache_entries", cache_entries, METH_O, cache_entries_doc},
     {"visit_heap", visit_heap, METH_VARARGS, visit_heap_doc},

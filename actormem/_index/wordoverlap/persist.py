@@ -230,7 +230,12 @@ def start_early(index: object, rows: list[Any]) -> Early | None:
     if len(rows) < persist._LATE_MIN_TEXTS or not persist._encoder():
         return None
     fn = ccore.rows_texts()
-    texts = fn(rows) if fn is not None and isinstance(rows, list) else None
+    cols = getattr(rows, "cols", None)  # rows (seq, slot) in that store: texts made from it
+    texts = (
+        (fn(rows) if cols is None else fn(rows, cols))
+        if fn is not None and isinstance(rows, list)
+        else None
+    )
     return Early(texts) if texts is not None else None
 
 

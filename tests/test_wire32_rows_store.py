@@ -1,0 +1,379 @@
+"""The open's rows written straight into the entries' store (issue #20, item 6; branch
+``wire32``).
+
+``EntryColumns.put_raw`` (the C interface ``ec_api_t.put_raw`` the compiled row reader
+calls) stores an entry from a row's fields as SQLite gives them: the same slot as
+``put`` of the entry, every bad field refused with nothing stored. The compiled reader
+with a store (``_crows.read_entries(..., cols)``) gives ``(seq, slot)`` rows whose
+entries are the ``(seq, entry)`` rows it gives without one, and declines exactly the
+same rows; ``read_file`` with a feed naming a store (``sqlite_format._ROWS_TO_STORE``)
+hands those rows on, and every reader of them (``load_inserts``, ``next_keyed``,
+``rows_texts``, the Python loops) gives the state a load of entry rows gives: whole
+opens with the knob on and off agree (both scorers, keys, rows that cannot load in
+bulk), and a bad row is refused with the same ``StorageError``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import actormem._engine.state as state_module
+from actormem import (
+    BM25Scorer,
+    MemoryCategory,
+    MemoryEntry,
+    StorageError,
+    WordOverlapScorer,
+    open_memory,
+)
+from actormem._engine.state import MemoryState
+from actormem._index import entrycols
+from actormem._index.scoring import Scorer
+from actormem._storage import sqlite_format
+
+from .strategies import entries, examples
+from .test_decode_c import _odd_rows, _reader_args
+from .test_decode_rows import _same_entries
+from .test_open_beside import _no_threads_left
+from .test_open_fast import _assert_same
+
+needs_store = pytest.mark.skipif(
+    not entrycols.compiled_columns(), reason="the compiled entry store is not built"
+)
+needs_reader = pytest.mark.skipif(
+    not sqlite_format._C_ROWS_COLS, reason="the compiled row reader takes no store"
+)
+
+EPOCH = datetime(1, 1, 1, tzinfo=UTC)
+CATEGORIES = list(MemoryCategory)
+
+
+def _raw(entry: MemoryEntry) -> tuple[Any, ...]:
+    """``put_raw``'s arguments for ``entry`` (created_at an exact UTC datetime)."""
+    us = (entry.created_at - EPOCH) // timedelta(microseconds=1)
+    default = (
+        entry.tags == ()
+        and entry.access_count == 0
+        and entry.namespace == ()
+        and entry.last_accessed is None
+        and entry.key is None
+        and entry.value is None
+        and entry.updated_at is entry.created_at
+        and entry.ttl is None
+        and entry.expires_at is None
+    )
+    extras = None
+    if not default:
+        extras = (
+            entry.tags, entry.access_count, entry.namespace, entry.last_accessed, entry.key,
+            entry.value, entry.updated_at, entry.ttl, entry.expires_at, None,
+        )  # fmt: skip
+    return (
+        entry.id.bytes, us, float(entry.relevance), CATEGORIES.index(entry.category),
+        entry.validated, entry.memory.encode("utf-8"), extras,
+    )  # fmt: skip
+
+
+@needs_store
+@settings(max_examples=examples(200), deadline=None)
+@given(
+    entry=entries(),
+    key=st.none() | st.sampled_from(["k", "ключ"]),
+    ttl=st.none() | st.floats(1.0, 1e6),
+)
+def test_put_raw_stores_what_put_stores(entry: MemoryEntry, key: Any, ttl: Any) -> None:
+    entry = attrs.evolve(entry, key=key, ttl=ttl)
+    cols = entrycols.new_entry_columns()
+    a = cols.put(entry)
+    b = cols.put_raw(*_raw(entry))
+    assert cols.entry(a) == cols.entry(b) == entry
+    _same_entries([(1, cols.entry(a))], [(1, cols.entry(b))])
+    assert cols.text(b) == entry.memory
+    assert cols.ident(b) == entry.id.int
+    cols._check()
+
+
+@needs_store
+@settings(max_examples=examples(300), deadline=None)
+@given(raw=st.binary(max_size=12) | st.text(max_size=6).map(lambda t: t.encode("utf-8")))
+def test_put_raw_takes_exactly_strict_utf8(raw: bytes) -> None:
+    cols = entrycols.new_entry_columns()
+    base = _raw(MemoryEntry(category=MemoryCategory.FACT, memory="x"))
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is None:
+        with pytest.raises(ValueError, match="not UTF-8"):
+            cols.put_raw(*base[:5], raw, None)
+        assert len(cols) == 0
+    else:
+        slot = cols.put_raw(*base[:5], raw, None)
+        assert cols.text(slot) == text
+        assert cols.text_equals(slot, text)
+
+
+@needs_store
+def test_put_raw_refuses_bad_fields_and_stores_nothing() -> None:
+    cols = entrycols.new_entry_columns()
+    good = list(_raw(MemoryEntry(category=MemoryCategory.FACT, memory="x")))
+    bad_values: list[tuple[int, Any, type[Exception]]] = [
+        (0, b"\x00" * 15, TypeError),
+        (0, "0" * 16, TypeError),
+        (1, -1, ValueError),
+        (1, 10**20, ValueError),
+        (1, 2**62, ValueError),
+        (2, 1.5, ValueError),
+        (2, float("nan"), ValueError),
+        (2, 1, TypeError),
+        (3, len(CATEGORIES), ValueError),
+        (3, -2, ValueError),
+        (3, 2**70, ValueError),
+        (4, 1, TypeError),
+        (5, "x", TypeError),
+        (5, b"\xc0\xaf", ValueError),  # overlong
+        (5, b"\xed\xa0\x80", ValueError),  # a surrogate
+        (5, b"\xf4\x90\x80\x80", ValueError),  # past U+10FFFF
+        (5, b"a\xe2\x82", ValueError),  # cut short
+        (6, ("t",), TypeError),
+        (6, ((),) * 10, TypeError),  # its last is not None
+        (6, [None] * 10, TypeError),
+    ]
+    for at, value, exc in bad_values:
+        args = list(good)
+        args[at] = value
+        with pytest.raises(exc):
+            cols.put_raw(*args)
+        assert len(cols) == 0, (at, value)
+    with pytest.raises(TypeError):
+        cols.put_raw(*good[:5])
+    cols._check()
+
+
+# -- the compiled reader with a store --------------------------------------------------
+
+
+@needs_reader
+def test_the_reader_with_a_store_gives_the_same_rows_and_declines(tmp_path: Path) -> None:
+    """For the writer's rows and every odd row of test_decode_c (one table, a row per
+    k): the reader with a store gives None exactly when it gives None without one, else
+    (seq, slot) rows whose entries are its (seq, entry) rows; a declined read leaves
+    its store to be dropped (nothing else touched)."""
+    path = tmp_path / "odd.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    from actormem._storage.sqlite_format import COLUMNS
+
+    conn.execute(f"CREATE TABLE t (k, {', '.join(COLUMNS)})")
+    rows = [row for _, _, row in _odd_rows()]
+    rows = [r for r in rows if not any(type(v) is int and v >= 2**63 for v in r)]
+    conn.execute("BEGIN")
+    for k, row in enumerate(rows):
+        marks, values = ["?"], [k]
+        for v in row:
+            raw = isinstance(v, str) and not v.encode("utf-8", "surrogatepass").isascii()
+            if raw and any(0xD800 <= ord(ch) <= 0xDFFF for ch in v):
+                marks.append("CAST(? AS TEXT)")
+                values.append(v.encode("utf-8", "surrogatepass"))
+            else:
+                marks.append("?")
+                values.append(v)
+        conn.execute(f"INSERT INTO t VALUES ({', '.join(marks)})", values)
+    conn.execute("COMMIT")
+    conn.close()
+    uri = sqlite_format.file_uri(str(path)) + "?mode=ro"
+    select = f"SELECT {', '.join(COLUMNS)} FROM t"
+    crows = sqlite_format._crows
+    assert crows is not None
+    taken = declined = 0
+    for where in [*(f"k = {k}" for k in range(len(rows))), "1 ORDER BY k"]:
+        sql = f"{select} WHERE {where}"
+        plain = crows.read_entries(uri, sql, *_reader_args(), False, True)
+        cols = entrycols.new_entry_columns()
+        out: list[Any] = []
+        got = crows.read_entries(
+            uri, sql, *_reader_args(), False, True, None, None, None, out, None, cols
+        )
+        if plain is None:
+            assert got is None, where
+            declined += 1
+            continue
+        assert got is out, where
+        _same_entries([(s, cols.entry(slot)) for s, slot in got], plain)
+        assert len(cols) == len(got)
+        cols._check()
+        taken += 1
+    assert taken > 30
+    assert declined > 10
+
+
+@needs_reader
+def test_the_reader_refuses_a_store_it_cannot_use(tmp_path: Path) -> None:
+    db = tmp_path / "m.db"
+    trio.run(_made, db, 50)
+    crows = sqlite_format._crows
+    assert crows is not None
+    uri = sqlite_format.read_only_uri(str(db))
+    sql = sqlite_format.SELECT_ENTRIES
+    with pytest.raises(TypeError, match="EntryColumns"):
+        crows.read_entries(uri, sql, *_reader_args(), False, True, None, None, None, [], None, {})
+    with pytest.raises(ValueError, match="threaded"):
+        crows.read_entries(
+            uri, sql, *_reader_args(), False, False, None, None, None, [], None,
+            entrycols.new_entry_columns(),
+        )  # fmt: skip
+
+
+# -- whole opens -------------------------------------------------------------------------
+
+
+async def _made(db: Path, n: int, keyed: bool = False, rich: bool = False) -> None:
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    async with open_memory(path=db) as memory:
+        await memory.store_many(
+            [
+                MemoryEntry(
+                    category=CATEGORIES[i % len(CATEGORIES)],
+                    memory=(f"note {i % 97} über item {i}" if i % 4 == 0 else f"note {i % 89} {i}"),
+                    namespace=("a",) if i % 3 else (),
+                    key=f"k{i}" if keyed and i % 5 == 0 else None,
+                    tags=("t",) if rich and i % 7 == 0 else (),
+                    value={"n": i} if rich and i % 11 == 0 else None,
+                    ttl=1e6 if rich and i % 13 == 0 else None,
+                    created_at=t0 + timedelta(seconds=i),
+                    relevance=0.5 if rich and i % 2 else 1.0,
+                    id=uuid.UUID(int=(i * 2654435761) << 64 | i),
+                )
+                for i in range(n)
+            ]
+        )
+
+
+async def _state_of(db: Path, make: type[Scorer]) -> MemoryState:
+    async with open_memory(path=db, scorer=make()) as memory:
+        return memory._state
+
+
+def _opened_both(
+    db: Path, make: type[Scorer], monkeypatch: pytest.MonkeyPatch
+) -> dict[bool, MemoryState]:
+    pristine = db.read_bytes()
+    states = {}
+    for on in (True, False):
+        monkeypatch.setattr(sqlite_format, "_ROWS_TO_STORE", on)
+        db.write_bytes(pristine)
+        states[on] = trio.run(_state_of, db, make)
+    return states
+
+
+@needs_reader
+@pytest.mark.parametrize("make", [WordOverlapScorer, BM25Scorer])
+@pytest.mark.parametrize(
+    ("keyed", "rich", "feed_min"), [(False, False, 1), (True, True, 1), (True, True, 10**9)]
+)
+def test_opens_with_rows_in_the_store_agree(
+    tmp_path: Path,
+    make: type[Scorer],
+    keyed: bool,
+    rich: bool,
+    feed_min: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A file opened (its image restored) with the rows put in the store and without:
+    the same state and index; fed in small runs, or in none (the load's own bulk path
+    over the slot rows); no thread left; the rows were in the store's form."""
+    db = tmp_path / "m.db"
+    trio.run(_made, db, 3000, keyed, rich)
+    trio.run(_state_of, db, make)  # the image of this scorer written at the close
+    monkeypatch.setattr(state_module, "_FEED_MIN", feed_min)
+    monkeypatch.setattr(sqlite_format, "_CHUNKS_AHEAD", 2)
+    forms: list[bool] = []
+    real = MemoryState.load
+
+    def load(self: MemoryState, rows: Any, *args: Any) -> Any:
+        forms.append(getattr(rows, "cols", None) is not None)
+        return real(self, rows, *args)
+
+    monkeypatch.setattr(MemoryState, "load", load)
+    states = _opened_both(db, make, monkeypatch)
+    assert forms == [True, False]
+    _assert_same(states[True], states[False])
+    _no_threads_left()
+
+
+@needs_reader
+@pytest.mark.parametrize("how", ["key twice", "bounded"])
+def test_rows_that_do_not_load_in_bulk_open_alike(
+    tmp_path: Path, how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two live rows under one (namespace, key) (a file written behind actormem's back:
+    the load restores row by row, an upsert) or a bounded memory (no feed: entry rows):
+    the same state with the knob on and off."""
+    db = tmp_path / "m.db"
+    trio.run(_made, db, 2000, True)
+    if how == "key twice":
+        conn = sqlite3.connect(db)
+        conn.execute("UPDATE entries SET key = 'k0', namespace = '[]' WHERE seq = 1500")
+        conn.execute("UPDATE entries SET namespace = '[]' WHERE key = 'k0'")
+        conn.commit()
+        conn.close()
+    monkeypatch.setattr(state_module, "_FEED_MIN", 1)
+    pristine = db.read_bytes()
+    states = {}
+    for on in (True, False):
+        monkeypatch.setattr(sqlite_format, "_ROWS_TO_STORE", on)
+        db.write_bytes(pristine)
+
+        async def opened() -> MemoryState:
+            capacity = 10_000 if how == "bounded" else None
+            async with open_memory(path=db, capacity=capacity) as memory:
+                return memory._state
+
+        states[on] = trio.run(opened)
+    _assert_same(states[True], states[False])
+    _no_threads_left()
+
+
+@needs_reader
+@pytest.mark.parametrize(
+    "change",
+    [
+        "UPDATE entries SET relevance = 7.5 WHERE seq = 1700",
+        "UPDATE entries SET memory = CAST(X'61C0AF62' AS TEXT) WHERE seq = 1700",
+        "UPDATE entries SET category = 'nope' WHERE seq = 1700",
+        "UPDATE entries SET id = (SELECT id FROM entries WHERE seq = 3) WHERE seq = 1700",
+        "UPDATE entries SET created_at = 'yesterday' WHERE seq = 1700",
+    ],
+)
+def test_a_bad_row_is_refused_alike(
+    tmp_path: Path, change: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bad row late in the file (after the feed loaded rows into the store): the same
+    StorageError with the knob on and off, no thread left."""
+    db = tmp_path / "m.db"
+    trio.run(_made, db, 2000)
+    conn = sqlite3.connect(db)
+    conn.execute(change)
+    conn.commit()
+    conn.close()
+    monkeypatch.setattr(state_module, "_FEED_MIN", 1)
+    monkeypatch.setattr(sqlite_format, "_CHUNKS_AHEAD", 2)
+    pristine = db.read_bytes()
+    errors = set()
+    for on in (True, False):
+        monkeypatch.setattr(sqlite_format, "_ROWS_TO_STORE", on)
+        db.write_bytes(pristine)
+        with pytest.raises(StorageError) as info:
+            trio.run(_state_of, db, WordOverlapScorer)
+        errors.add(str(info.value))
+    assert len(errors) == 1, errors
+    _no_threads_left()
