@@ -377,3 +377,91 @@ def test_a_bad_row_is_refused_alike(
         errors.add(str(info.value))
     assert len(errors) == 1, errors
     _no_threads_left()
+
+
+# -- loads of slot rows, by hand -----------------------------------------------------------
+
+
+@needs_store
+@pytest.mark.parametrize("make", [WordOverlapScorer, BM25Scorer])
+@settings(max_examples=examples(25), deadline=None)
+@given(
+    seed=st.integers(0, 2**32),
+    n=st.integers(0, 120),
+    keys=st.booleans(),
+    cuts=st.lists(st.integers(0, 120), max_size=4),
+    capacity=st.sampled_from([None, None, 50]),
+)
+def test_a_load_of_slot_rows_is_a_load_of_entry_rows(
+    make: type[Scorer], seed: int, n: int, keys: bool, cuts: list[int], capacity: Any
+) -> None:
+    """Rows in the store's form ((seq, slot), their entries put in a store first, as the
+    reader puts them), loaded by a state (fed in runs when unbounded, the C
+    ``load_inserts`` and the Python loop taking turns; row by row when bounded or two
+    rows share a key): the state a load of the (seq, entry) rows gives."""
+    from .test_open_fast import _rows, _state
+
+    rows = _rows(seed, n, keys)
+    want = _state(make(), capacity)
+    want.load(list(rows))
+    cols = entrycols.new_entry_columns()
+    slots = sqlite_format.FoldedRows([(seq, cols.put(e)) for seq, e in rows], b"", cols)
+    got = _state(make(), capacity)
+    feed = got.feed_ahead()
+    taken = False
+    if feed is not None:
+        # the store the reader would have filled: the feed's, the same slots
+        fcols = feed.cols
+        assert fcols is not None
+        slots = sqlite_format.FoldedRows([(seq, fcols.put(e)) for seq, e in rows], b"", fcols)
+        grow = sqlite_format.FoldedRows([], b"", fcols)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(state_module, "_FEED_MIN", 1)
+            for cut in sorted(cuts):
+                grow.extend(slots[len(grow) : cut])
+                feed(grow, bytearray())
+        grow.extend(slots[len(grow) :])
+        slots = grow
+    got.load(slots, None, None, feed)
+    fed = feed is not None and feed.at > 0
+    if feed is not None:
+        taken = feed.taken
+    _assert_same(got, want)
+    # a feed that loaded rows is taken unless two rows share a key (row by row then)
+    assert taken or not fed or keys
+
+
+# -- hits noted by a record that is purged before they are applied --------------------------
+
+
+def test_hits_on_a_purged_record_go_to_its_id() -> None:
+    """A retrieve's hits noted by record (``memory._ACCESS_BY_REC``) whose record is
+    upserted and purged (its slot released, then reused by a new entry) before the owner
+    applies them: counted for the id's new record, as hits by the id's int are; nothing
+    read from the reused slot."""
+    from .test_mainjob12_paths import _entry as entry12
+    from .test_mainjob12_paths import _state as state12
+
+    when = datetime(2026, 2, 1, tzinfo=UTC)
+    results = []
+    for by_rec in (True, False):
+        state = state12(WordOverlapScorer())
+        for i in range(3):
+            state.store(entry12(i, f"text {i}"))
+        state.publish()
+        old = state.current(entry12(1, "").id)
+        assert old is not None
+        key: Any = old if by_rec else old.cols.ident(old.slot)
+        state.store(entry12(1, "upserted"))  # 1: a new record, the old one dead
+        state.publish()
+        assert state.vacuum(state.published) >= 1  # the old record purged
+        assert old.purged
+        for i in range(10, 14):  # new entries: the old slot is reused
+            state.store(entry12(i, f"other {i}"))
+        state.publish()
+        assert state.apply_access({key: (2, when)}, state.published) == 1
+        rec = state.current(entry12(1, "").id)
+        assert rec is not None
+        results.append(rec.current_access())
+        state._check()
+    assert results[0] == results[1] == (2, when)

@@ -71,7 +71,7 @@ from .._errors import StorageError
 from .._index import imagehash as _hash
 from .._index import kernels
 from .._json import JsonObject
-from .._record import Record
+from .._record import PyEntryColumns, Record
 from .._util import Beside, gc_paused
 
 __all__ = [
@@ -1046,6 +1046,8 @@ class _Ahead:
         # the reader's list: the rows with their folds when it computes them; in the
         # slot form, in consume's store, when it names one (_ROWS_TO_STORE)
         cols = getattr(consume, "cols", None) if _ROWS_TO_STORE and _C_ROWS_COLS else None
+        if isinstance(cols, PyEntryColumns):  # (no compiled store: the rows as entries)
+            cols = None
         rows: list[Any] = FoldedRows([], b"", cols) if _SPLIT_FOLDS else []
         self.sink: tuple[list[Any], bytearray] | None = (
             (rows, bytearray()) if consume is not None else None
