@@ -465,3 +465,29 @@ def test_hits_on_a_purged_record_go_to_its_id() -> None:
         results.append(rec.current_access())
         state._check()
     assert results[0] == results[1] == (2, when)
+
+
+@needs_reader
+def test_the_texts_made_from_the_store_carry_the_readers_hashes(tmp_path: Path) -> None:
+    """rows_texts over slot rows with the reader's hashes (FoldedRows.hashes): each
+    text equal to its entry's, its hash the one Python computes for it (the thread's
+    hash set on the ASCII texts); the same texts without the hashes."""
+    from actormem._index.wordoverlap import ccore
+
+    db = tmp_path / "m.db"
+    trio.run(_made, db, 3000)
+    cols = entrycols.new_entry_columns()
+    sink: tuple[list[Any], bytearray] = (sqlite_format.FoldedRows([], b"", cols), bytearray())
+    got = sqlite_format._read_rows_c(sqlite_format.read_only_uri(str(db)), None, [], None, sink)
+    assert got is sink[0]
+    assert isinstance(got, sqlite_format.FoldedRows)
+    assert len(got.hashes) == 8 * len(got) == 8 * 3000
+    fn = ccore.rows_texts()
+    assert fn is not None
+    texts = fn(got, cols, got.hashes)
+    plain = fn(got, cols)
+    assert texts == plain == tuple(cols.text(slot) for _, slot in got)
+    for t in texts:
+        assert hash(t) == hash(t.encode("utf-8").decode("utf-8"))
+    with pytest.raises(TypeError):
+        fn(got, cols, bytearray(got.hashes))

@@ -6994,20 +6994,25 @@ PyDoc_STRVAR(rows_texts_doc,
 "exactly store_setup's entry class, the slot unset or the text not an exact str.\n"
 "TypeError unless rows is a list (a subclass too: its items are read), RuntimeError\n"
 "before record_setup. With cols (an EntryColumns), the rows are (seq, slot) in it and\n"
-"each text is made from its slot's UTF-8 (None for a slot not live). Runs no Python\n"
+"each text is made from its slot's UTF-8 (None for a slot not live), with hashes (the\n"
+"reader's FoldedRows.hashes: 8 bytes a row, -1 none) its hash set from them when ASCII.\n"
+"Runs no Python\n"
 "code. O(len(rows)) (and the texts' length with cols).");
 
 static PyObject *
 rows_texts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs < 1 || nargs > 2 ||
-        (nargs == 2 && args[1] != Py_None && !Py_IS_TYPE(args[1], &EntryColumns_Type))) {
-        PyErr_SetString(PyExc_TypeError, "rows_texts(rows, cols=None): cols an EntryColumns");
+    if (nargs < 1 || nargs > 3 ||
+        (nargs >= 2 && args[1] != Py_None && !Py_IS_TYPE(args[1], &EntryColumns_Type)) ||
+        (nargs == 3 && !PyBytes_CheckExact(args[2]))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "rows_texts(rows, cols=None, hashes=b''): cols an EntryColumns");
         return NULL;
     }
     PyObject *rows = args[0];
-    EntryColumnsObject *ec = nargs == 2 && args[1] != Py_None ? (EntryColumnsObject *)args[1]
+    EntryColumnsObject *ec = nargs >= 2 && args[1] != Py_None ? (EntryColumnsObject *)args[1]
                                                               : NULL;
+    PyObject *hashes = nargs == 3 ? args[2] : NULL; /* the reader's, one a row, or b"" */
     if (!PyList_Check(rows)) {
         PyErr_SetString(PyExc_TypeError, "rows_texts: rows must be a list");
         return NULL;
@@ -7043,6 +7048,14 @@ rows_texts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 Py_DECREF(texts);
                 return NULL;
             }
+#if PY_VERSION_HEX < 0x030F0000 /* PyASCIIObject's cached hash, as the reader's entries */
+            if (hashes && PyBytes_GET_SIZE(hashes) == 8 * n && (sr.e->flags & EC_ASCII) &&
+                PyUnicode_IS_ASCII(t)) {
+                int64_t h;
+                memcpy(&h, PyBytes_AS_STRING(hashes) + 8 * i, 8);
+                if (h != -1) ((PyASCIIObject *)t)->hash = (Py_hash_t)h;
+            }
+#endif
             PyTuple_SET_ITEM(texts, i, t);
             if (PyList_GET_SIZE(rows) != n) { /* (a str's allocation may collect) */
                 Py_DECREF(texts);

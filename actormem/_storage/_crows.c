@@ -1092,6 +1092,10 @@ read_threaded(const char *uri, const char *sql, ctx_t *c, PyObject *ids_out, PyO
     /* the rows' fold hashes in order (folds_out), grown by doubling */
     uint64_t *folds = NULL;
     size_t folds_cap = 0;
+    /* with cols: each row's memory hash as the thread computed it (-1: none), in order,
+     * handed on as rows_out.hashes (rows_texts sets them on the texts it makes) */
+    int64_t *hashes = NULL;
+    size_t hashes_cap = 0;
     /* rows_out: the caller's empty list, filled in place (its idle may read it) */
     PyObject *out = rows_out ? Py_NewRef(rows_out) : PyList_New(0);
     if (!out) {
@@ -1157,6 +1161,20 @@ read_threaded(const char *uri, const char *sql, ctx_t *c, PyObject *ids_out, PyO
             int failed = list_append_wide(out, pair);
             Py_DECREF(pair);
             if (failed) goto error;
+            if (c->cols && c->hash_memory) {
+                size_t n = (size_t)row - 1;
+                if (n >= hashes_cap) {
+                    size_t cap = hashes_cap ? 2 * hashes_cap : 4096;
+                    int64_t *g = realloc(hashes, cap * sizeof *hashes);
+                    if (!g) {
+                        PyErr_NoMemory();
+                        goto error;
+                    }
+                    hashes = g;
+                    hashes_cap = cap;
+                }
+                hashes[n] = (int64_t)ch->rows[i].memory_hash;
+            }
             if (folds) {
                 size_t n = (size_t)row - 1; /* this row's place */
                 if (n >= folds_cap) {
@@ -1197,6 +1215,18 @@ read_threaded(const char *uri, const char *sql, ctx_t *c, PyObject *ids_out, PyO
      * id set is final; report it, a file with an id twice included */
     if (ids_out && f.check_ids && PyList_Append(ids_out, f.ids_dup ? Py_False : Py_True) < 0)
         goto error;
+    if (hashes && rows_out) {
+        /* (a list without the attribute: none handed on) */
+        PyObject *b = PyBytes_FromStringAndSize((const char *)hashes,
+                                                (Py_ssize_t)(row * sizeof *hashes));
+        if (!b) goto error;
+        int failed = PyObject_SetAttrString(out, "hashes", b);
+        Py_DECREF(b);
+        if (failed) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) goto error;
+            PyErr_Clear();
+        }
+    }
     if (folds) {
         PyObject *b = PyBytes_FromStringAndSize((const char *)folds, (Py_ssize_t)(row * sizeof *folds));
         if (!b) goto error;
@@ -1214,6 +1244,7 @@ done:
     feed_join(&f, th);
     feed_free(&f);
     free(folds);
+    free(hashes);
     return out;
 }
 
@@ -1256,7 +1287,9 @@ PyDoc_STRVAR(read_entries_doc,
 "TypeError): each row's text (SQLite's UTF-8, checked strict) and fields are put\n"
 "straight into a slot of it (the index extension's ec_api_t.put_raw; the sparse fields'\n"
 "objects made only for a row with one) and the rows are (seq, slot) pairs: no str and\n"
-"no entry per row. A declined file (None) or an error leaves the slots put so far in\n"
+"no entry per row; with hash_memory, the hashes the thread computed (8 bytes a row,\n"
+"native int64, -1 for a text it did not hash) are set as rows_out's `hashes` when it\n"
+"has that attribute. A declined file (None) or an error leaves the slots put so far in\n"
 "cols: the caller drops that store. Where no thread can be started: None.\n"
 "Releases the GIL and runs the signal handlers every 512 rows (an exception a handler\n"
 "raises, such as KeyboardInterrupt, is raised by this call). O(file size).");

@@ -855,7 +855,7 @@ class FoldedRows(list[tuple[int, MemoryEntry]]):
     use sees a plain list. (With ``read_file``'s ``consume``, the compiled reader fills
     one in place, ``folds`` set at the end.)"""
 
-    __slots__ = ("cols", "folds")
+    __slots__ = ("cols", "folds", "hashes")
 
     def __init__(
         self, rows: list[tuple[int, MemoryEntry]], folds: bytes, cols: Any = None
@@ -866,6 +866,9 @@ class FoldedRows(list[tuple[int, MemoryEntry]]):
         #: ``EntryColumns``) the compiled reader put each row's entry in, and the rows
         #: are ``(seq, slot)``: the entry is ``cols.entry(slot)`` (:func:`row_entry`).
         self.cols = cols
+        #: In the slot form, the reader's thread's hash of each row's text (8 bytes a
+        #: row, native int64, -1: none), set by the reader; ``b""``: none.
+        self.hashes = b""
 
 
 def row_entry(rows: list[Any], row: tuple[int, Any]) -> MemoryEntry:

@@ -232,7 +232,7 @@ def start_early(index: object, rows: list[Any]) -> Early | None:
     fn = ccore.rows_texts()
     cols = getattr(rows, "cols", None)  # rows (seq, slot) in that store: texts made from it
     texts = (
-        (fn(rows) if cols is None else fn(rows, cols))
+        (fn(rows) if cols is None else fn(rows, cols, getattr(rows, "hashes", b"")))
         if fn is not None and isinstance(rows, list)
         else None
     )
