@@ -6334,7 +6334,7 @@ load_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_RuntimeError, "load_inserts: store_setup() not called");
         return NULL;
     }
-    PyObject *held_ident = NULL, *held_rel = NULL; /* a slot row's id and relevance */
+    PyObject *held_rel = NULL; /* a slot row's relevance (a float made for it) */
     LoadAhead pre[LOAD_RING];
     for (int k = 0; k < LOAD_RING; k++) pre[k].row = -1;
     for (;; i++) {
@@ -6359,15 +6359,18 @@ load_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (s == -1 && PyErr_Occurred()) goto fail;
         if (overflow || s <= last) break; /* the caller's ValueError */
         PyObject *ident, *key, *expires, *rel, *text, *ns, *cat, *value;
-        Py_CLEAR(held_ident);
         Py_CLEAR(held_rel);
+        const EcSlot *row_slot = NULL; /* the store's form: the row's slot (its id's bits) */
+        uint32_t id_tag = 0;
         if (slots) { /* the store's form: the fields read from the row's slot */
             SlotRow sr;
             if (!slot_row((EntryColumnsObject *)cols, entry, &sr)) break;
             key = sr.key, expires = sr.expires, ns = sr.ns, cat = sr.cat, value = sr.value;
             text = Py_None; /* made below only if no fold came with the row */
-            if (!(held_ident = ec_id_obj(sr.e))) goto fail;
-            ident = held_ident;
+            row_slot = sr.e;
+            /* the id looked up by its bits (no int made): its int's hash, as it_tag_of */
+            id_tag = it_tag(id_bits_hash(sr.e->id_hi, sr.e->id_lo));
+            ident = Py_None; /* (not read in this form) */
             if (sr.e->relevance == 1.0) rel = ins_one;
             else if (!(rel = held_rel = PyFloat_FromDouble(sr.e->relevance))) goto fail;
         } else {
@@ -6377,8 +6380,8 @@ load_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             if (text && !PyUnicode_CheckExact(text)) break;
         }
         if (!ident || !rel || !text || !ns || !cat || key != Py_None || expires != Py_None ||
-            value != Py_None || !PyFloat_CheckExact(rel) || !PyLong_CheckExact(ident) ||
-            !PyTuple_CheckExact(ns)) {
+            value != Py_None || !PyFloat_CheckExact(rel) ||
+            !(row_slot || PyLong_CheckExact(ident)) || !PyTuple_CheckExact(ns)) {
             break;
         }
         if (ns != ns_seen) { /* its parts' hashes and equality: exact strs, no Python code */
@@ -6388,9 +6391,13 @@ load_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             }
             if (!plain) break;
         }
-        PyObject *old = it_lookup(idt, ident); /* borrowed */
-        if (!old && PyErr_Occurred()) goto fail;
-        if (old) break; /* the caller's ValueError */
+        if (row_slot) {
+            if (it_find_bits(idt, row_slot->id_hi, row_slot->id_lo, id_tag) >= 0) break;
+        } else {
+            PyObject *old = it_lookup(idt, ident); /* borrowed */
+            if (!old && PyErr_Occurred()) goto fail;
+            if (old) break; /* the caller's ValueError */
+        }
         PyObject *part = PyDict_GetItemWithError(rel_parts, rel); /* borrowed */
         if (!part) {
             if (PyErr_Occurred()) goto fail;
@@ -6487,7 +6494,14 @@ load_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_DECREF(num);
         /* The changes: only an allocation failing inside a container can stop them
          * midway (as it could in the Python loop). */
-        int err = it_put(idt, ident, rec);
+        int err = 0;
+        if (row_slot) { /* absent (looked up above), room made by it_reserve */
+            it_place(idt->tags, idt->vals, idt->cap, id_tag, Py_NewRef(rec));
+            idt->used++;
+            idt->changes++;
+        } else {
+            err = it_put(idt, ident, rec);
+        }
         if (!err) err = list_append_wide(records, rec);
         if (!err && exact != Py_None && !slots) err = list_append_wide(exact, entry);
         if (!err) err = list_append_wide(recs, rec);
@@ -6508,11 +6522,9 @@ load_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (err) goto fail;
         last = s;
     }
-    Py_XDECREF(held_ident);
     Py_XDECREF(held_rel);
     return PyLong_FromSsize_t(i);
 fail:
-    Py_XDECREF(held_ident);
     Py_XDECREF(held_rel);
     return NULL;
 }

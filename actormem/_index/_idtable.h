@@ -175,6 +175,25 @@ it_find(const IdTableObject *t, PyObject *key, uint32_t tag)
     }
 }
 
+/* The slot holding the id of 128 bits (hi, lo) in a table of the store's layout
+ * (t->cols; tag the tag of the id's int's hash), or -1 when absent. Runs no code. */
+static Py_ssize_t
+it_find_bits(const IdTableObject *t, uint64_t hi, uint64_t lo, uint32_t tag)
+{
+    Py_ssize_t cap = t->cap;
+    if (cap == 0) return -1;
+    Py_ssize_t i = oa_home(tag, cap);
+    for (;;) {
+        PyObject *v = t->vals[i];
+        if (!v) return -1;
+        if (t->tags[i] == tag) {
+            const EcSlot *e = it_ec_slot(t, v);
+            if (e && e->id_lo == lo && e->id_hi == hi) return i;
+        }
+        if (++i == cap) i = 0;
+    }
+}
+
 /* The record stored under int key (borrowed), NULL when absent (no exception) or on an
  * error (an exception set). */
 static PyObject *
