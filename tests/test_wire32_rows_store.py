@@ -32,7 +32,6 @@ from actormem import (
     BM25Scorer,
     MemoryCategory,
     MemoryEntry,
-    StorageError,
     WordOverlapScorer,
     open_memory,
 )
@@ -41,8 +40,9 @@ from actormem._index import entrycols
 from actormem._index.scoring import Scorer
 from actormem._storage import sqlite_format
 
+from .setups import refused_alike
 from .strategies import entries, examples
-from .test_decode_c import _odd_rows, _reader_args
+from .test_decode_c import _odd_rows, _reader_args, odd_table
 from .test_decode_rows import _same_entries
 from .test_open_beside import _no_threads_left
 from .test_open_fast import _assert_same
@@ -169,27 +169,12 @@ def test_the_reader_with_a_store_gives_the_same_rows_and_declines(tmp_path: Path
     k): the reader with a store gives None exactly when it gives None without one, else
     (seq, slot) rows whose entries are its (seq, entry) rows; a declined read leaves
     its store to be dropped (nothing else touched)."""
-    path = tmp_path / "odd.db"
-    conn = sqlite3.connect(path, isolation_level=None)
     from actormem._storage.sqlite_format import COLUMNS
 
-    conn.execute(f"CREATE TABLE t (k, {', '.join(COLUMNS)})")
+    path = tmp_path / "odd.db"
     rows = [row for _, _, row in _odd_rows()]
-    rows = [r for r in rows if not any(type(v) is int and v >= 2**63 for v in r)]
-    conn.execute("BEGIN")
-    for k, row in enumerate(rows):
-        marks, values = ["?"], [k]
-        for v in row:
-            raw = isinstance(v, str) and not v.encode("utf-8", "surrogatepass").isascii()
-            if raw and any(0xD800 <= ord(ch) <= 0xDFFF for ch in v):
-                marks.append("CAST(? AS TEXT)")
-                values.append(v.encode("utf-8", "surrogatepass"))
-            else:
-                marks.append("?")
-                values.append(v)
-        conn.execute(f"INSERT INTO t VALUES ({', '.join(marks)})", values)
-    conn.execute("COMMIT")
-    conn.close()
+    rows = [r for r in rows if not any(type(v) is int and v >= 2**63 for v in r)]  # storable
+    odd_table(path, rows)
     uri = sqlite_format.file_uri(str(path)) + "?mode=ro"
     select = f"SELECT {', '.join(COLUMNS)} FROM t"
     crows = sqlite_format._crows
@@ -367,15 +352,9 @@ def test_a_bad_row_is_refused_alike(
     conn.close()
     monkeypatch.setattr(state_module, "_FEED_MIN", 1)
     monkeypatch.setattr(sqlite_format, "_CHUNKS_AHEAD", 2)
-    pristine = db.read_bytes()
-    errors = set()
-    for on in (True, False):
-        monkeypatch.setattr(sqlite_format, "_ROWS_TO_STORE", on)
-        db.write_bytes(pristine)
-        with pytest.raises(StorageError) as info:
-            trio.run(_state_of, db, WordOverlapScorer)
-        errors.add(str(info.value))
-    assert len(errors) == 1, errors
+    refused_alike(
+        db, db.read_bytes(), lambda on: monkeypatch.setattr(sqlite_format, "_ROWS_TO_STORE", on)
+    )
     _no_threads_left()
 
 

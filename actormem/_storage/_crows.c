@@ -847,6 +847,40 @@ span_converted(const chunk_t *ch, span_t s, PyObject *f, PyObject **last_text, P
     return bytes_converted(ch->arena + s.off, s.len, f, last_text, last);
 }
 
+/* A copied row's last six fields (last_accessed, key, value, updated_at, ttl,
+ * expires_at) into vals[9:15], vals[4] (created_at) made: 0, or -1 (declined, no error
+ * set, or an error to raise; the caller releases vals). */
+static int
+chunk_row_tail(const chunk_t *ch, const brow_t *b, ctx_t *c, PyObject **vals)
+{
+    if (b->accessed.null) vals[9] = Py_NewRef(Py_None);
+    else if (!(vals[9] = utc_object(&b->accessed))) return -1;
+    if (b->key_null) vals[10] = Py_NewRef(Py_None);
+    else if (!(vals[10] = span_str(ch, b->key)) || PyUnicode_GET_LENGTH(vals[10]) == 0 ||
+             !short_enough(vals[10], c->max_key))
+        return -1;
+    if (b->value_null) vals[11] = Py_NewRef(Py_None);
+    else {
+        PyObject *text = span_str(ch, b->value);
+        if (!text) return -1;
+        vals[11] = PyObject_CallOneArg(c->json_object, text);
+        Py_DECREF(text);
+        if (!vals[11]) return -1;
+    }
+    if (b->updated_same) vals[12] = Py_NewRef(vals[4]);
+    else {
+        if (!(vals[12] = utc_object(&b->updated))) return -1;
+        int lt = PyObject_RichCompareBool(vals[12], vals[4], Py_LT);
+        if (lt < 0) return -1;
+        if (lt) Py_SETREF(vals[12], Py_NewRef(vals[4]));
+    }
+    if (b->ttl_null) vals[13] = Py_NewRef(Py_None);
+    else if (!(vals[13] = PyFloat_FromDouble(b->ttl))) return -1;
+    if (b->expires.null) vals[14] = Py_NewRef(Py_None);
+    else if (!(vals[14] = utc_object(&b->expires))) return -1;
+    return 0;
+}
+
 /* decode_row over a copied row: its (seq, entry), or NULL (declined, no error set, or
  * an error to raise). */
 static PyObject *
@@ -877,31 +911,7 @@ decode_chunk_row(const chunk_t *ch, const brow_t *b, ctx_t *c)
     vals[7] = Py_NewRef(b->validated ? Py_True : Py_False);
     if (!(vals[8] = span_converted(ch, b->ns, c->namespace_of, &c->last_ns_text, &c->last_ns)))
         goto fail;
-    if (b->accessed.null) vals[9] = Py_NewRef(Py_None);
-    else if (!(vals[9] = utc_object(&b->accessed))) goto fail;
-    if (b->key_null) vals[10] = Py_NewRef(Py_None);
-    else if (!(vals[10] = span_str(ch, b->key)) || PyUnicode_GET_LENGTH(vals[10]) == 0 ||
-             !short_enough(vals[10], c->max_key))
-        goto fail;
-    if (b->value_null) vals[11] = Py_NewRef(Py_None);
-    else {
-        PyObject *text = span_str(ch, b->value);
-        if (!text) goto fail;
-        vals[11] = PyObject_CallOneArg(c->json_object, text);
-        Py_DECREF(text);
-        if (!vals[11]) goto fail;
-    }
-    if (b->updated_same) vals[12] = Py_NewRef(vals[4]);
-    else {
-        if (!(vals[12] = utc_object(&b->updated))) goto fail;
-        int lt = PyObject_RichCompareBool(vals[12], vals[4], Py_LT);
-        if (lt < 0) goto fail;
-        if (lt) Py_SETREF(vals[12], Py_NewRef(vals[4]));
-    }
-    if (b->ttl_null) vals[13] = Py_NewRef(Py_None);
-    else if (!(vals[13] = PyFloat_FromDouble(b->ttl))) goto fail;
-    if (b->expires.null) vals[14] = Py_NewRef(Py_None);
-    else if (!(vals[14] = utc_object(&b->expires))) goto fail;
+    if (chunk_row_tail(ch, b, c, vals) < 0) goto fail;
     return row_pair(c, vals, b->seq);
 fail:
     return row_declined(vals);
@@ -953,31 +963,7 @@ cols_chunk_row(const chunk_t *ch, const brow_t *b, ctx_t *c)
     if (!plain) {
         if (!(vals[4] = utc_object(&b->created))) goto fail;
         if (!(vals[6] = PyLong_FromLongLong(b->access))) goto fail;
-        if (b->accessed.null) vals[9] = Py_NewRef(Py_None);
-        else if (!(vals[9] = utc_object(&b->accessed))) goto fail;
-        if (b->key_null) vals[10] = Py_NewRef(Py_None);
-        else if (!(vals[10] = span_str(ch, b->key)) || PyUnicode_GET_LENGTH(vals[10]) == 0 ||
-                 !short_enough(vals[10], c->max_key))
-            goto fail;
-        if (b->value_null) vals[11] = Py_NewRef(Py_None);
-        else {
-            PyObject *text = span_str(ch, b->value);
-            if (!text) goto fail;
-            vals[11] = PyObject_CallOneArg(c->json_object, text);
-            Py_DECREF(text);
-            if (!vals[11]) goto fail;
-        }
-        if (b->updated_same) vals[12] = Py_NewRef(vals[4]);
-        else {
-            if (!(vals[12] = utc_object(&b->updated))) goto fail;
-            int lt = PyObject_RichCompareBool(vals[12], vals[4], Py_LT);
-            if (lt < 0) goto fail;
-            if (lt) Py_SETREF(vals[12], Py_NewRef(vals[4]));
-        }
-        if (b->ttl_null) vals[13] = Py_NewRef(Py_None);
-        else if (!(vals[13] = PyFloat_FromDouble(b->ttl))) goto fail;
-        if (b->expires.null) vals[14] = Py_NewRef(Py_None);
-        else if (!(vals[14] = utc_object(&b->expires))) goto fail;
+        if (chunk_row_tail(ch, b, c, vals) < 0) goto fail;
         if (!(extras = PyTuple_Pack(10, vals[3], vals[6], vals[8], vals[9], vals[10], vals[11],
                                     vals[12], vals[13], vals[14], Py_None)))
             goto fail;
