@@ -24,16 +24,119 @@ from __future__ import annotations
 
 import sys
 from datetime import datetime
+from typing import Any
 
-from ._entry import MemoryEntry
+from ._entry import _ENTRY_FIELDS, MemoryEntry, with_access
 
-__all__ = ["JOURNAL_ACCESS", "JOURNAL_DELETE", "JOURNAL_PUT", "NEVER", "Access", "Record"]
+__all__ = [
+    "JOURNAL_ACCESS",
+    "JOURNAL_DELETE",
+    "JOURNAL_PUT",
+    "NEVER",
+    "Access",
+    "PyEntryColumns",
+    "Record",
+    "set_loose_store",
+]
 
 #: ``died`` of a record that has not been removed.
 NEVER = sys.maxsize
 
 #: Journal record kinds: a record became live, a record died, its access bookkeeping changed.
 JOURNAL_DELETE, JOURNAL_PUT, JOURNAL_ACCESS = 0, 1, 2
+
+
+class PyEntryColumns:
+    """The store's interface over the entries themselves (a list by slot number, a free
+    list of released numbers, newest first): what the engine uses without the compiled
+    core (``entrycols.new_entry_columns``). ``entry(slot)`` gives back the stored object
+    (no copy); with access values a :func:`~actormem._entry.with_access` copy. A released
+    slot keeps its entry until the number is handed out again (``relevance`` reads it,
+    as the compiled store's does). O(1) each."""
+
+    __slots__ = ("_entries", "_free", "_released")
+
+    def __init__(self) -> None:
+        self._entries: list[MemoryEntry] = []
+        self._free: list[int] = []
+        self._released: set[int] = set()
+
+    def put(self, entry: MemoryEntry) -> int:
+        if type(entry) is not MemoryEntry:
+            raise TypeError(f"EntryColumns.put takes a MemoryEntry, not {type(entry).__name__}")
+        if self._free:
+            slot = self._free.pop()
+            self._released.discard(slot)
+            self._entries[slot] = entry
+        else:
+            slot = len(self._entries)
+            self._entries.append(entry)
+        return slot
+
+    def _at(self, slot: int) -> MemoryEntry:
+        if type(slot) is not int:
+            raise TypeError("slot must be an int")
+        if not 0 <= slot < len(self._entries) or slot in self._released:
+            raise IndexError("EntryColumns: no live slot of that number")
+        return self._entries[slot]
+
+    def entry(
+        self,
+        slot: int,
+        count: int | None = None,
+        last: datetime | None = None,
+        expires: datetime | None = None,
+    ) -> MemoryEntry:
+        e = self._at(slot)
+        return e if count is None else with_access(e, count, last, expires)
+
+    def get(self, slot: int, name: str) -> Any:
+        if name not in _ENTRY_FIELDS:
+            raise ValueError("get: not a field of the entry")
+        return getattr(self._at(slot), name)
+
+    def text(self, slot: int) -> str:
+        return self._at(slot).memory
+
+    def text_equals(self, slot: int, text: str) -> bool:
+        return self._at(slot).memory == text
+
+    def ident(self, slot: int) -> int:
+        return self._at(slot)._id
+
+    def relevance(self, slot: int) -> float:
+        if type(slot) is not int:
+            raise TypeError("slot must be an int")
+        if not 0 <= slot < len(self._entries):
+            raise IndexError("EntryColumns: no slot of that number")
+        return self._entries[slot].relevance  # released too: its last entry's
+
+    def release(self, slot: int) -> None:
+        self._at(slot)
+        self._released.add(slot)
+        self._free.append(slot)
+
+    def stats(self) -> dict[str, int]:
+        return {"live": len(self), "slots": len(self._entries)}
+
+    def _check(self) -> None:
+        assert self._released == set(self._free)
+        assert len(self._free) == len(self._released)
+
+    def __len__(self) -> int:
+        return len(self._entries) - len(self._released)
+
+
+#: The store of records made without one (``Record(entry, born, seq)``: tests, tools);
+#: the compiled one once ``_index.entrycols`` is imported (:func:`set_loose_store`).
+_LOOSE: Any = PyEntryColumns()
+
+
+def set_loose_store(cols: Any) -> None:
+    """Make ``cols`` the store of records made without one (``_index.entrycols`` at
+    import: the compiled store when the core is loaded). O(1)."""
+    global _LOOSE
+    _LOOSE = cols
 
 
 class Access:
@@ -65,8 +168,12 @@ class Record:
     """One version of one entry.
 
     Attributes:
-        entry: The entry as stored (its ``access_count``/``last_accessed`` are the values
-            at store time; see :meth:`entry_at`).
+        slot: The entry's slot number in ``cols`` (issue #20 item 6, step A: the entry is
+            kept as columns, not as an object). :attr:`entry` builds the entry as stored
+            (its ``access_count``/``last_accessed`` are the values at store time); a
+            field is read with ``cols.get(slot, name)`` (or ``text``, ``relevance``...).
+        cols: The state's entry store (``entrycols.new_entry_columns()``); the owner
+            releases ``slot`` when it purges the record.
         born: Version that made this record visible.
         died: Version that removed it (delete, upsert, eviction, prune, merge), or
             :data:`NEVER`.
@@ -76,13 +183,17 @@ class Record:
 
     The older record version of the same id (the upsert chain) is kept by the state
     (``MemoryState._prev``), not here, and ``purged`` shares the ``evkey`` slot (a purged
-    record has no eviction key): six slots, 80 bytes a record where eight took 96.
+    record has no eviction key): seven slots, 96 bytes a record (six took 80; the
+    store's reference is step A's, until step B moves records into columns).
     """
 
-    __slots__ = ("access", "born", "died", "entry", "evkey", "seq")
+    __slots__ = ("access", "born", "cols", "died", "evkey", "seq", "slot")
 
-    def __init__(self, entry: MemoryEntry, born: int, seq: int) -> None:
-        self.entry = entry
+    def __init__(self, entry: MemoryEntry, born: int, seq: int, cols: Any = None) -> None:
+        if cols is None:
+            cols = _LOOSE
+        self.cols = cols
+        self.slot: int = cols.put(entry)
         self.born = born
         self.died = NEVER
         self.seq = seq
@@ -90,6 +201,28 @@ class Record:
         #: Owner-private: the record's key in the eviction order, or None when not live
         #: or the memory is unbounded (no eviction order); ``_PURGED`` once purged.
         self.evkey: tuple[float, Record] | None = None
+
+    @classmethod
+    def on_slot(cls, cols: Any, slot: int, born: int, seq: int) -> Record:
+        """A record of the entry already in ``cols`` at ``slot`` (a file's row the
+        compiled reader put there: ``sqlite_format.FoldedRows.cols``), as
+        ``Record(entry, born, seq, cols)`` would make it after its ``put``. The slot is
+        the record's from now on (released when it is purged). O(1)."""
+        rec = cls.__new__(cls)
+        rec.cols = cols
+        rec.slot = slot
+        rec.born = born
+        rec.died = NEVER
+        rec.seq = seq
+        rec.access = None
+        rec.evkey = None
+        return rec
+
+    @property
+    def entry(self) -> MemoryEntry:
+        """The entry as stored, built from the store (a new object with the compiled
+        store; equal to the one stored). O(fields + len(text))."""
+        return self.cols.entry(self.slot)  # type: ignore[no-any-return]
 
     @property
     def purged(self) -> bool:
@@ -129,30 +262,32 @@ class Record:
         """``(access_count, last_accessed)`` as of ``version``. O(length of the chain)."""
         a = self.access_node(version)
         if a is None:
-            return self.entry.access_count, self.entry.last_accessed
+            cols, s = self.cols, self.slot
+            return cols.get(s, "access_count"), cols.get(s, "last_accessed")
         return a.count, a.last
 
     def current_access(self) -> tuple[int, datetime | None]:
         """``(access_count, last_accessed)`` as of the newest version. O(1)."""
         a = self.access
         if a is None:
-            return self.entry.access_count, self.entry.last_accessed
+            cols, s = self.cols, self.slot
+            return cols.get(s, "access_count"), cols.get(s, "last_accessed")
         return a.count, a.last
 
     def expires_at(self, version: int) -> datetime | None:
         """``expires_at`` as of ``version`` (refreshed by reads). O(length of the chain)."""
         a = self.access_node(version)
         if a is None or a.expires is None:
-            return self.entry.expires_at
+            return self.cols.get(self.slot, "expires_at")  # type: ignore[no-any-return]
         return a.expires
 
     def current_expires(self) -> datetime | None:
         """``expires_at`` as of the newest version. O(1)."""
         a = self.access
         if a is None or a.expires is None:
-            return self.entry.expires_at
+            return self.cols.get(self.slot, "expires_at")  # type: ignore[no-any-return]
         return a.expires
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         died = "never" if self.died == NEVER else self.died
-        return f"<Record {self.entry.id} seq={self.seq} born={self.born} died={died}>"
+        return f"<Record slot={self.slot} seq={self.seq} born={self.born} died={died}>"

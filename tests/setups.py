@@ -492,6 +492,27 @@ async def state_of(path: Path) -> tuple[MemoryState, bool]:
         return memory._state, memory._storage.image_fresh
 
 
+def refused_alike(db: Path, pristine: bytes, set_on: Callable[[bool], None]) -> str:
+    """The file ``pristine`` (written to ``db`` before each open) opened with a knob on
+    and off (``set_on``): refused with one and the same ``StorageError``; its text."""
+    from actormem import StorageError
+
+    errors = set()
+    for on in (True, False):
+        set_on(on)
+        db.write_bytes(pristine)
+
+        async def opened() -> None:
+            async with open_memory(path=db, scorer=WordOverlapScorer()):
+                pass
+
+        with pytest.raises(StorageError) as info:
+            trio.run(opened)
+        errors.add(str(info.value))
+    assert len(errors) == 1, errors
+    return errors.pop()
+
+
 def stale_opens_alike(
     db: Path,
     pristine: bytes,

@@ -267,3 +267,40 @@ TestEntryColumnsMachine = EntryColumnsMachine.TestCase
 TestEntryColumnsMachine.settings = settings(
     max_examples=examples(60), stateful_step_count=40, deadline=None
 )
+
+
+# Texts of every str kind (ASCII, UCS1, UCS2, UCS4) with long ASCII runs, so that the
+# comparison's eight- and four-at-a-time steps meet code points of each UTF-8 length.
+_KIND_TEXTS = st.lists(
+    st.sampled_from(
+        ["abcdefgh", "x", " ", "é", "ÿ", "\x80", "€", "ｘ", "\u07ff", "\u0800", "😀", "\U0010ffff"]
+    ),
+    max_size=40,
+).map("".join)
+
+
+@settings(max_examples=examples(400), deadline=None)
+@given(
+    _KIND_TEXTS,
+    _KIND_TEXTS,
+    st.integers(0, 60),
+    st.sampled_from(["", "a", "é", "€", "😀", "\ud800"]),
+)
+def test_text_equals_walks_each_kind(stored: str, other: str, at: int, edit: str) -> None:
+    """``text_equals`` (``ec_text_is``, also the restore's and the group table's compare)
+    decodes the stored UTF-8 against the str's code points without encoding it: equal
+    exactly when the texts are, for a text and near misses of it (one code point
+    changed, inserted or cut, a lone surrogate inserted)."""
+    cols = new_entry_columns()
+    slot = cols.put(MemoryEntry(category=MemoryCategory.FACT, memory=stored or "-"))
+    text = stored or "-"
+    at %= len(text) + 1
+    for probe in (
+        text,
+        other or "-",
+        text[:at] + edit + text[at:],
+        text[:at] + edit + text[at + 1 :],
+        text[:at],
+        text[at:],
+    ):
+        assert cols.text_equals(slot, probe) is (probe == text), (text, probe)

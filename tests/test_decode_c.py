@@ -255,17 +255,14 @@ def _reader_args() -> list[Any]:
     ]  # fmt: skip
 
 
-@needs_reader
-def test_the_reader_takes_exactly_the_rows_python_takes_as_they_are(tmp_path: Path) -> None:
-    # A table without column types (values stored as given), one odd row per k.
-    path = tmp_path / "odd.db"
+def odd_table(path: Path, rows: list[tuple[Any, ...]]) -> None:
+    """A table ``t`` at ``path`` without column types (values stored as given): ``k``,
+    then ``COLUMNS``, one row of ``rows`` per k (its storable ones: the caller's filter);
+    a text with a lone surrogate goes in as its bytes cast to TEXT (not UTF-8)."""
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute(f"CREATE TABLE t (k, {', '.join(COLUMNS)})")
-    rows = [tuple(_good(3, key="k", ttl=5.0)), *(row for _, _, row in _odd_rows())]
-    rows = [r for r in rows if not any(type(v) is int and v >= 2**63 for v in r)]  # storable
     conn.execute("BEGIN")
     for k, row in enumerate(rows):
-        # A text with a lone surrogate goes in as its bytes cast to TEXT: not UTF-8.
         marks, values = ["?"], [k]
         for v in row:
             raw = isinstance(v, str) and not v.encode("utf-8", "surrogatepass").isascii()
@@ -276,9 +273,20 @@ def test_the_reader_takes_exactly_the_rows_python_takes_as_they_are(tmp_path: Pa
                 marks.append("?")
                 values.append(v)
         conn.execute(f"INSERT INTO t VALUES ({', '.join(marks)})", values)
+    conn.execute("COMMIT")
+    conn.close()
+
+
+@needs_reader
+def test_the_reader_takes_exactly_the_rows_python_takes_as_they_are(tmp_path: Path) -> None:
+    # A table without column types (values stored as given), one odd row per k.
+    path = tmp_path / "odd.db"
+    rows = [tuple(_good(3, key="k", ttl=5.0)), *(row for _, _, row in _odd_rows())]
+    rows = [r for r in rows if not any(type(v) is int and v >= 2**63 for v in r)]  # storable
+    odd_table(path, rows)
+    conn = sqlite3.connect(path, isolation_level=None)
     columns = ", ".join(COLUMNS)
     conn.execute(f"INSERT INTO t SELECT 10000 + k, {columns} FROM t WHERE k < 3")  # pairs
-    conn.execute("COMMIT")
     conn.close()
     reader = conn = sqlite3.connect(path)
     uri = sqlite_format.file_uri(str(path)) + "?mode=ro"

@@ -116,14 +116,14 @@ def test_encode_rows_refusals_and_errors() -> None:
     with pytest.raises(TypeError, match="expected a list"):
         wo.encode_rows((rec,))
     good = sqlite_format._encode_rows([rec])
-    descrs = tuple(Record.__dict__[n] for n in ("seq", "access", "entry"))
+    descrs = tuple(Record.__dict__[n] for n in ("seq", "access", "cols", "slot"))
     entry_descrs = tuple(MemoryEntry.__dict__[n] for n in sqlite_format._ENTRY_SLOTS)
     args = [Record, descrs, MemoryEntry, entry_descrs, str, 5, repr]
     for at, bad in [
         (0, int),  # descriptors of another class
         (1, descrs[:2]),
         (3, entry_descrs[::-1][:3]),
-        (1, (Record.__dict__["seq"], Record.__dict__["seq"], Access.__dict__["count"])),
+        (1, (*descrs[:3], Access.__dict__["count"])),
         (4, 3),  # not callable
         (5, 2.0),
         (6, None),

@@ -303,13 +303,15 @@ def test_store_inserts_refuses_a_seq_keys_that_is_not_a_bool() -> None:
     before = (dict(s._by_id), [list(k) for k in rel._keys], len(s.journal or []))
     for wrong in (1, None, "yes"):
         with pytest.raises(TypeError, match="seq_keys"):
-            wo.store_inserts(*args, wrong)
-    with pytest.raises(TypeError, match="17 with seq_keys"):
-        wo.store_inserts(*args, True, True)
+            wo.store_inserts(*args, wrong, s._cols)
+    with pytest.raises(TypeError, match="18 arguments"):
+        wo.store_inserts(*args, True)
+    with pytest.raises(TypeError, match="cols must be an EntryColumns"):
+        wo.store_inserts(*args, True, [])
     assert (dict(s._by_id), [list(k) for k in rel._keys], len(s.journal or [])) == before
     run: list[Any] = []
     args[14] = run
-    assert wo.store_inserts(*args, True) == 1
+    assert wo.store_inserts(*args, True, s._cols) == 1
     assert rel._keys[-1][-1] is run[0].seq  # the seq int itself
 
 

@@ -417,5 +417,6 @@ def test_store_inserts_fills_a_table_as_a_dict() -> None:
                 [MemoryEntry(category=MemoryCategory.FACT, memory="x", created_at=BASE)], 0,
                 s.version + 1, s._by_id, s._prev, s._rel_parts, rel._lists, rel._keys,
                 rel._maxes, 8, s._namespaces, wrong, s._dup_keys, s.journal, [], [], True,
+                s._cols,
             )  # fmt: skip
     assert (len(s._by_id), len(s._dups)) == before

@@ -63,7 +63,7 @@ IDS = st.one_of(
 
 
 def _table() -> Any:
-    return IdTable(Record.__dict__["entry"], MemoryEntry.__dict__["_id"])
+    return IdTable(Record.__dict__["cols"], Record.__dict__["slot"])
 
 
 def _record(ident: int, n: int) -> Record:
@@ -146,7 +146,7 @@ class TableVsDict(TableIterators, RuleBasedStateMachine):
     @rule()
     def iterate(self) -> None:
         items = self._walked()
-        assert all(k is self.model[k].entry._id for k, _ in items)  # the record's own int
+        assert all(k == self.model[k].entry._id for k, _ in items)  # read from the store
         assert all(self.model[k] is v for k, v in items)
 
     @rule()
@@ -226,7 +226,7 @@ def test_refusals_change_nothing() -> None:
         with pytest.raises(TypeError):
             IdTable(*args)
     with pytest.raises(TypeError):
-        IdTable(Record.__dict__["entry"], MemoryEntry.__dict__["_id"], extra=1)
+        IdTable(Record.__dict__["cols"], Record.__dict__["slot"], extra=1)
     with pytest.raises(TypeError, match="unhashable"):
         hash(t)
 
@@ -368,6 +368,7 @@ def test_store_inserts_refuses_a_table_of_other_classes() -> None:
             [MemoryEntry(category=MemoryCategory.FACT, memory="x", created_at=BASE)], 0,
             s.version + 1, other, s._prev, s._rel_parts, rel._lists, rel._keys,
             rel._maxes, 8, s._namespaces, s._dups, s._dup_keys, s.journal, [], [], True,
+            s._cols,
         )  # fmt: skip
     assert (len(s._by_id), len(s._dups), len(s.journal or [])) == before
     assert len(other) == 0

@@ -55,7 +55,7 @@ from .test_store_batch import BASE
 GroupTable: Any = getattr(kernels._wo, "GroupTable", None)
 core = pytest.mark.skipif(GroupTable is None, reason="the word-overlap core is not built")
 
-SLOTS = (Record.__dict__["entry"], MemoryEntry.__dict__["memory"], _Group.__dict__["text"])
+SLOTS = (Record.__dict__["cols"], Record.__dict__["slot"], _Group.__dict__["text"])
 
 # Texts: a few short ones (equal lengths, shared prefixes), non-ASCII ones of each width.
 TEXTS = st.one_of(

@@ -232,11 +232,11 @@ def test_load_inserts_refuses_bad_arguments() -> None:
     state = MemoryState(capacity=None, half_life=3600.0, scorer=WordOverlapScorer())
     good = [
         [], 0, None, 0, state._by_id, state._namespaces, state._dups, state._dup_keys,
-        [], [], state._rel_parts, [],
+        [], [], state._rel_parts, [], state._cols,
     ]  # fmt: skip
     assert fn(*good) == 0
-    with pytest.raises(TypeError, match="12 arguments"):
-        fn(*good[:11])
+    with pytest.raises(TypeError, match="13 arguments"):
+        fn(*good[:12])
     for at, bad in (
         (0, ()), (1, 0.0), (2, "x"), (3, None), (4, {}), (5, []), (6, {}), (7, {}),
         (8, ()), (9, ()), (10, []), (11, ()),
@@ -245,6 +245,10 @@ def test_load_inserts_refuses_bad_arguments() -> None:
         args[at] = bad
         with pytest.raises(TypeError, match="wrong argument types"):
             fn(*args)
+    args = list(good)
+    args[12] = []
+    with pytest.raises(TypeError, match="cols must be an EntryColumns"):
+        fn(*args)
     args = list(good)
     args[1] = -1
     with pytest.raises(ValueError, match="start"):

@@ -25,7 +25,6 @@ from actormem import (
     BM25Scorer,
     MemoryCategory,
     MemoryEntry,
-    StorageError,
     WordOverlapScorer,
     open_memory,
 )
@@ -35,7 +34,7 @@ from actormem._index.scoring import Scorer
 from actormem._index.textfold import fold_hash
 from actormem._storage import sqlite_format
 
-from .setups import change_first_text, stale_opens_alike
+from .setups import change_first_text, refused_alike, stale_opens_alike
 from .strategies import examples
 from .test_index_image import _image
 from .test_open_beside import _no_threads_left
@@ -337,13 +336,8 @@ def test_an_id_twice_in_the_file_is_refused_with_the_feed(
     pristine = db.read_bytes()
     monkeypatch.setattr(state_module, "_FEED_MIN", 1)
     monkeypatch.setattr(sqlite_format, "_CHUNKS_AHEAD", 2)
-    errors = set()
-    for on in (True, False):
-        monkeypatch.setattr(state_module, "_FEED_AHEAD", on)
-        db.write_bytes(pristine)
-        with pytest.raises(StorageError) as info:
-            trio.run(_state_of, db, WordOverlapScorer)
-        errors.add(str(info.value))
-    assert len(errors) == 1
-    assert "appears twice" in errors.pop()
+    error = refused_alike(
+        db, pristine, lambda on: monkeypatch.setattr(state_module, "_FEED_AHEAD", on)
+    )
+    assert "appears twice" in error
     _no_threads_left()

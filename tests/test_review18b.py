@@ -38,6 +38,7 @@ from actormem import MemoryCategory, MemoryEntry
 from actormem._engine import state as state_module
 from actormem._index import kernels
 from actormem._index.bm25.postings import length_codes
+from actormem._index.entrycols import new_entry_columns
 from actormem._index.substring import SubstringVocab
 from actormem._index.wordoverlap import ccore
 from actormem._index.wordoverlap import knobs as wo_knobs
@@ -54,7 +55,7 @@ bm25_core = pytest.mark.skipif(
     not kernels.bm25_core_active(), reason="the compiled BM25 core is not built"
 )
 
-_REC_SLOTS = ("entry", "born", "died", "seq", "access", "evkey")
+_REC_SLOTS = ccore._RECORD_SLOTS
 
 
 def _fresh_core(tmp_path: Path) -> Any:
@@ -74,7 +75,8 @@ def _fresh_core(tmp_path: Path) -> Any:
 @wo_core
 def test_store_inserts_needs_store_setup_after_record_setup_alone(tmp_path: Path) -> None:
     wo = _fresh_core(tmp_path)
-    empty = ([], 0, 1, {}, {}, {}, [], [], [], 8, {}, {}, set(), None, [], [])
+    cols = new_entry_columns()
+    empty = ([], 0, 1, {}, {}, {}, [], [], [], 8, {}, {}, set(), None, [], [], False, cols)
     with pytest.raises(RuntimeError, match="store_setup"):
         wo.store_inserts(*empty)
     wo.record_setup(
@@ -88,7 +90,7 @@ def test_store_inserts_needs_store_setup_after_record_setup_alone(tmp_path: Path
     args = [[entry], 0, 3, by_id, {}, {1.0: 0}, [[old]], [[5]], [5], 8, {}, {}, set(), None]
     run: list[Any] = []
     with pytest.raises(RuntimeError, match="store_setup"):
-        wo.store_inserts(*args, run, [])
+        wo.store_inserts(*args, run, [], False, cols)
     assert run == []
     assert by_id == {entry._id: old}
 

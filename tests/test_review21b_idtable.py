@@ -33,7 +33,7 @@ pytestmark = pytest.mark.skipif(IdTable is None, reason="the word-overlap core i
 
 
 def _table() -> Any:
-    return IdTable(Record.__dict__["entry"], MemoryEntry.__dict__["_id"])
+    return IdTable(Record.__dict__["cols"], Record.__dict__["slot"])
 
 
 def _record(ident: int, n: int = 0) -> Record:
@@ -224,5 +224,5 @@ def test_setstate_keeps_an_exact_id_and_a_store_at_capacity_works() -> None:
     assert entry.id == uuid.UUID(int=12345)
     state.store(entry)
     assert state._live == 1
-    assert state._by_id[12345].entry is entry
+    assert state._by_id[12345].entry == entry
     state._check()

@@ -72,7 +72,7 @@ def test_add_groups_new_lower_that_rebinds_the_entry(table: bool) -> None:
     other = _record("other", 99)
 
     def lower(s: str) -> str:
-        object.__setattr__(recs[0], "entry", other.entry)
+        recs[0].slot = other.slot  # the record's entry rebound (its slot in the store)
         gc.collect()
         return s.lower()
 
@@ -201,6 +201,41 @@ def test_index_from_rolls_back_on_a_text_twice(
             t.index_from(start)
     t._check()
     assert t == want
+
+
+@core
+@given(
+    texts=st.lists(TEXTS, unique=True, max_size=30),
+    groups=st.sets(st.integers(0, 29)),
+    wrong=st.dictionaries(st.integers(0, 29), st.sampled_from(["z", "é!", "", None, b"a"])),
+    mask=st.sampled_from([0, 3, 0xFFFFFFFF]),
+    short=st.booleans(),
+)
+@settings(max_examples=examples(150), deadline=None)
+def test_index_from_with_the_texts_given(
+    texts: list[str], groups: set[int], wrong: dict[int, Any], mask: int, short: bool
+) -> None:
+    """``index_from(start, texts)`` (the restore's: the rows' own strs) maps each item's
+    own text whatever was given for it: a given text is hashed only when equal to the
+    item's (a record's by its stored UTF-8, a group's by value); a wrong one, a non-str
+    or a list of another length is the item's own text read back, as without texts."""
+    glist: list[Any] = [
+        _Group(text, [_record(text, n)]) if n in groups else _record(text, n)
+        for n, text in enumerate(texts)
+    ]
+    given: list[Any] = [
+        wrong.get(n, text) if n in wrong else "".join(text) for n, text in enumerate(texts)
+    ]
+    if short and given:
+        given.pop()
+    t = GroupTable(glist, *SLOTS, mask)
+    t.index_from(0, given)
+    t._check()
+    assert t == {text: n for n, text in enumerate(texts)}
+    for n, text in enumerate(texts):
+        assert t.get(text) == n
+    with pytest.raises(TypeError, match="texts must be a list"):
+        t.index_from(len(glist), tuple(given))
 
 
 @core

@@ -33,7 +33,7 @@ from actormem._engine import state as state_module
 from actormem._index import kernels
 from actormem._index.wordoverlap import ccore
 from actormem._index.wordoverlap import knobs as wo_knobs
-from actormem._record import Record
+from actormem._record import PyEntryColumns, Record
 
 from .setups import query_agrees
 from .strategies import examples
@@ -400,14 +400,15 @@ def test_restore_columns_refuses_and_declines() -> None:
     class Int(int):
         pass
 
-    odd_entries = [
+    # the entry store refuses these (a record keeps its entry as the store's slot)
+    for e in (
         _forced(entry, memory=Str(entry.memory)),
         _forced(entry, relevance=Float(0.5)),
-        _forced(entry, relevance=1),  # an int: the Python passes convert it
-        _forced(entry, tags=Tup(("x",))),
-        _forced(entry, tags=["x"]),
-    ]
-    for e in odd_entries:
+        _forced(entry, relevance=1),
+    ):
+        with pytest.raises(TypeError):
+            Record(e, 10**6, 10**6)
+    for e in (_forced(entry, tags=Tup(("x",))), _forced(entry, tags=["x"])):
         assert wo.restore_columns([*records, Record(e, 10**6, 10**6)]) is None
     for seq in (Int(5), -(2**63) - 1, 2**63, 5.0, True):
         assert wo.restore_columns([*records, Record(entry, 1, seq)]) is None
@@ -419,14 +420,18 @@ def test_restore_columns_refuses_and_declines() -> None:
     bare = Record.__new__(Record)
     assert wo.restore_columns([*records, bare]) is None
     half = Record.__new__(Record)
-    half.entry = entry  # seq unset
+    half.cols, half.slot = rec.cols, rec.slot  # seq unset
     assert wo.restore_columns([*records, half]) is None
-    for slot in ("memory", "relevance", "tags"):
-        e = attrs.evolve(entry)
-        object.__delattr__(e, slot)
-        assert wo.restore_columns([*records, Record(e, 1, 10**6)]) is None
-    # an entry of another class in the record's slot
-    assert wo.restore_columns([*records, Record(rec, 1, 10**6)]) is None  # type: ignore[arg-type]
+    # a slot released (a purged record), a slot number of another type, another store
+    gone = Record(entry, 1, 10**6)
+    gone.cols.release(gone.slot)
+    assert wo.restore_columns([*records, gone]) is None
+    odd = Record(entry, 1, 10**6)
+    odd.slot = Int(odd.slot)
+    assert wo.restore_columns([*records, odd]) is None
+    odd.slot = int(odd.slot)
+    odd.cols = PyEntryColumns()
+    assert wo.restore_columns([*records, odd]) is None
     # a plain list after declining: the same columns
     assert _as_lists(wo.restore_columns(records)) == _columns(records)
 

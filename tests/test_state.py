@@ -95,7 +95,7 @@ def test_eviction_ties_break_by_seq_and_validated_go_last() -> None:
     a, b, c = (entry(t) for t in "abc")
     state.store(a)
     state.store(b)
-    assert state.store(c).evicted.entry is a  # type: ignore[union-attr]
+    assert state.store(c).evicted.entry == a  # type: ignore[union-attr]
     state._check()
     # Only validated records: the earliest seq goes; then an unvalidated one goes
     # first although it is the newest.
@@ -104,8 +104,8 @@ def test_eviction_ties_break_by_seq_and_validated_go_last() -> None:
     state.store(w1)
     state.store(w2)
     u = entry("u")
-    assert state.store(u).evicted.entry is w1  # type: ignore[union-attr]
-    assert state.store(entry("u2")).evicted.entry is u  # type: ignore[union-attr]
+    assert state.store(u).evicted.entry == w1  # type: ignore[union-attr]
+    assert state.store(entry("u2")).evicted.entry == u  # type: ignore[union-attr]
     state._check()
 
 
@@ -125,11 +125,11 @@ def test_eviction_refreshes_keys_that_access_left_stale() -> None:
     stale = [key[1].entry for key in state._evict[False]]
     assert stale == [a, b, c]  # the order was not re-sorted
     state._check()
-    assert state.store(MemoryEntry.new(MemoryCategory.FACT, "d")).evicted.entry is c  # type: ignore[union-attr]
+    assert state.store(MemoryEntry.new(MemoryCategory.FACT, "d")).evicted.entry == c  # type: ignore[union-attr]
     state._check()
     # Popping c refreshed nothing else; next goes b (older access than a), then a.
-    assert state.store(MemoryEntry.new(MemoryCategory.FACT, "e")).evicted.entry is b  # type: ignore[union-attr]
-    assert [key[1].entry for key in state._evict[False]][0] is a
+    assert state.store(MemoryEntry.new(MemoryCategory.FACT, "e")).evicted.entry == b  # type: ignore[union-attr]
+    assert [key[1].entry for key in state._evict[False]][0] == a
     state._check()
     # A retrieve dated before created_at lowers the key: re-sorted at once.
     f = MemoryEntry(category=MemoryCategory.FACT, memory="f", created_at=t0 + timedelta(days=30))
@@ -140,7 +140,7 @@ def test_eviction_refreshes_keys_that_access_left_stale() -> None:
     state.apply_access({g.id: (1, t0)}, 0)
     assert [key[1].entry for key in state._evict[False]] == [g, f]
     state._check()
-    assert state.store(MemoryEntry.new(MemoryCategory.FACT, "h")).evicted.entry is g  # type: ignore[union-attr]
+    assert state.store(MemoryEntry.new(MemoryCategory.FACT, "h")).evicted.entry == g  # type: ignore[union-attr]
     state._check()
 
 

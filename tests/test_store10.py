@@ -233,12 +233,15 @@ def test_store_inserts_refuses_wrong_arguments() -> None:
     args = [
         _plain(3, start=10), 0, s.version + 1, s._by_id, s._prev, state_module._REL_PART,
         rel._lists, rel._keys, rel._maxes, 8, s._namespaces, s._dups, s._dup_keys,
-        s.journal, [], [],
+        s.journal, [], [], s._seq_keys, s._cols,
     ]  # fmt: skip
     before = _full(s)
-    with pytest.raises(TypeError, match="16 arguments"):
-        wo.store_inserts(*args[:15])
-    for at, wrong in [(0, iter([])), (3, []), (6, ()), (13, {}), (14, None), (1, 0.0), (9, "8")]:
+    with pytest.raises(TypeError, match="18 arguments"):
+        wo.store_inserts(*args[:17])
+    for at, wrong in [
+        (0, iter([])), (3, []), (6, ()), (13, {}), (14, None), (1, 0.0), (9, "8"), (16, 1),
+        (17, []),
+    ]:  # fmt: skip
         bad = list(args)
         bad[at] = wrong
         with pytest.raises(TypeError):
@@ -307,7 +310,7 @@ def test_add_groups_new_refuses_wrong_arguments() -> None:
         wo.record_setup(int, (), int, ())
     with pytest.raises(TypeError, match="other classes"):
         wo.record_setup(
-            state_module._NsRecords, (state_module._NsRecords.__dict__["recs"],) * 6,
+            state_module._NsRecords, (state_module._NsRecords.__dict__["recs"],) * 7,
             MemoryEntry, tuple(MemoryEntry.__dict__[n] for n in ("ttl",) * 10),
         )  # fmt: skip
 

@@ -157,8 +157,10 @@ def test_deferred_store_many_gives_the_same_index(scorer: Any, on: bool) -> None
 def test_untracked_entries_and_records_on_every_path(
     monkeypatch: pytest.MonkeyPatch, defer: bool, batch: bool
 ) -> None:
-    """The entries and records of a ``store_many`` leave the collector on the batched
-    path, the plain loop and the deferred path alike (one ``gc_untrack`` per run)."""
+    """The records of a ``store_many`` leave the collector on the batched path, the
+    plain loop and the deferred path alike (one ``gc_untrack`` per run); the entries
+    stay as the caller made them (step A: the state keeps none, ``_UNTRACK_ENTRIES``
+    off)."""
     monkeypatch.setattr(state_module, "_STORE_BATCH", batch)
     s = MemoryState(capacity=None, half_life=3600.0, scorer=WordOverlapScorer())
     entries = _entries(12)
@@ -169,12 +171,12 @@ def test_untracked_entries_and_records_on_every_path(
     s.store_many(entries[7:])
     if defer:
         s.flush_index()
-    assert not any(gc.is_tracked(e) for e in entries)
+    assert all(gc.is_tracked(e) for e in entries)
     recs = [s._by_id[e._id] for e in entries]
     # The single store's record stays tracked: only store_many untracks its records.
     assert [gc.is_tracked(r) for r in recs] == [False] * 6 + [True] + [False] * 5
     loaded = MemoryState(capacity=None, half_life=3600.0, scorer=WordOverlapScorer())
     rows = list(enumerate(_entries(5, 20), start=1))
     loaded.load(rows)
-    assert not any(gc.is_tracked(e) for _, e in rows)
+    assert all(gc.is_tracked(e) for _, e in rows)
 

@@ -253,7 +253,9 @@ class TwoPaths(RuleBasedStateMachine):
 
 
 def _rec(rec: Any) -> tuple[Any, ...]:
-    return (rec.entry, rec.seq, rec.born, rec.died)
+    # a purged record (kept in a namespace list until its lazy rebuild) has released its
+    # slot in the entry store (step A, wire29): its entry is gone, its numbers compared
+    return (None if rec.purged else rec.entry, rec.seq, rec.born, rec.died)
 
 
 def _group(g: Any) -> Any:

@@ -718,7 +718,7 @@ class Memory(metaclass=NoPublicConstructor):
         buf = self._pending_refresh
         was_empty = not buf and not self._pending_access
         for rec in recs:
-            if rec.entry.ttl is not None:
+            if rec.cols.get(rec.slot, "ttl") is not None:
                 buf[rec.entry.id] = now
         if was_empty and buf:
             self._wake_owner()
@@ -1092,7 +1092,7 @@ class Memory(metaclass=NoPublicConstructor):
         if by_int and _ACCESS_BY_REC:
             keys = [rec for _, rec in hits]
         elif by_int:
-            keys = [rec.entry._id for _, rec in hits]
+            keys = [rec.cols.ident(rec.slot) for _, rec in hits]
         else:
             keys = [rec.entry.id for _, rec in hits]
         for key in keys:

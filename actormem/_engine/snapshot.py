@@ -232,7 +232,8 @@ def list_steps(
             continue
         if accept is not None and not accept(rec):
             continue
-        item = (rec.entry.updated_at, rec.seq, rec)  # seqs of visible records differ
+        # seqs of visible records differ
+        item = (rec.cols.get(rec.slot, "updated_at"), rec.seq, rec)
         if len(heap) < k:
             heapq.heappush(heap, item)
         elif item > heap[0]:

@@ -96,6 +96,7 @@ from .._entry import MemoryEntry, with_access
 from .._errors import InvalidEntryError, InvalidQueryError
 from .._index import kernels as _kernels
 from .._index import textfold
+from .._index.entrycols import new_entry_columns
 from .._index.images import ImageError, prepare_index, restore_index, start_restore
 from .._index.kernels import gc_untrack as _gc_untrack
 from .._index.persist import header_field
@@ -103,7 +104,15 @@ from .._index.scoring import Scorer, ScoringIndex
 from .._index.textfold import fold, fold_hash
 from .._index.wordoverlap import ccore as _ccore
 from .._json import JsonObject
-from .._record import JOURNAL_ACCESS, JOURNAL_DELETE, JOURNAL_PUT, NEVER, Access, Record
+from .._record import (
+    JOURNAL_ACCESS,
+    JOURNAL_DELETE,
+    JOURNAL_PUT,
+    NEVER,
+    Access,
+    PyEntryColumns,
+    Record,
+)
 from .._stats import ConsolidationStats
 from .._util import gc_paused
 
@@ -162,7 +171,7 @@ def _relevance_key(rec: Record) -> int:
     upsert keeps ``seq`` and often the relevance), so :meth:`View.by_relevance` can
     re-seek past the last record it read without skipping another version that shares
     its relevance and seq. O(1)."""
-    relevance = rec.entry.relevance
+    relevance = rec.cols.relevance(rec.slot)
     part = _REL_PART.get(relevance)  # _rel_part's lookup, inline (once per store)
     if part is None:
         part = _rel_part(relevance)
@@ -190,7 +199,7 @@ def _relevance_key_seq(rec: Record) -> int:
     by ``born`` they were added in (an equal key goes after the ones already there),
     and at most one of them is visible at any version; :meth:`View.by_relevance`
     re-seeks past them by identity. O(1)."""
-    relevance = rec.entry.relevance
+    relevance = rec.cols.relevance(rec.slot)
     part = _REL_PART_SEQ.get(relevance)
     if part is None:
         part = _rel_part_seq(relevance)
@@ -312,7 +321,7 @@ def _store_setup() -> Callable[..., int] | None:
         return None
     wo.store_setup(
         Record,
-        tuple(Record.__dict__[n] for n in ("entry", "born", "died", "seq", "access", "evkey")),
+        tuple(Record.__dict__[n] for n in _ccore._RECORD_SLOTS),
         MemoryEntry,
         tuple(MemoryEntry.__dict__[n] for n in _ccore._ENTRY_SLOTS.split()),
         _NsRecords,
@@ -363,8 +372,11 @@ _SEQ_KEYS = True
 #: with the compiled kernels): an entry is an immutable tree of strs, tuples, numbers,
 #: times and frozen JSON that never references a record, so it is never part of a
 #: reference cycle, and a full collection no longer walks one object per entry (a
-#: million of them at 1M). False: left tracked (the layout before); the same results.
-_UNTRACK_ENTRIES = True
+#: million of them at 1M). False: left tracked; the same results. Off since step A
+#: (issue #20 item 6, branch wire30): the state keeps no entry object (its fields are
+#: in the state's ``EntryColumns``), so the entries stored are the caller's own, left
+#: as they are, and untracking them saves the collector nothing.
+_UNTRACK_ENTRIES = False
 #: ``store_many`` takes the records it makes in an unbounded memory out of the cyclic
 #: collector's sight (``kernels.gc_untrack`` per run of ``_store_batch``'s
 #: inserts, or at the end of the loop without it: a durable memory's): such a
@@ -446,7 +458,7 @@ _DupTable: Callable[[], Any] | None = getattr(_kernels._wo, "DupTable", None)
 #: A state made while this is on keeps ``_by_id`` in the C ``IdTable`` (``_idtable.h``)
 #: instead of a dict: a 32-bit tag of the id's hash beside a reference to the record in an
 #: open-addressing table, 12 bytes a slot at a load of 0.5-0.7, the id read back from
-#: ``rec.entry._id`` when a tag matches, where the dict spent a ~42-byte slot on each id
+#: ``rec.cols.ident(rec.slot)`` when a tag matches, where the dict spent a ~42-byte slot on each id
 #: (~-20 bytes an entry at 1M, either scorer). The same mapping (``get``, ``[]``, ``in``,
 #: ``del``, ``len``, ``values``, ``items``) of the same heads; readers of older versions
 #: still walk ``_prev`` from the head, as before; only iteration order (slots, not
@@ -491,7 +503,7 @@ _dkey_direct_c: Callable[[bool], bool] | None = getattr(_kernels._wo, "dkey_dire
 #: without the compiled core: the loop over every row (``tests/test_open18_cols.py``).
 _KEYS_C = True
 #: The C ``next_keyed`` (``store_setup``'s classes), or None.
-_next_keyed_c: Callable[[list[Any], int], int] | None = (
+_next_keyed_c: Callable[..., int] | None = (
     getattr(_kernels._wo, "next_keyed", None) if _store_inserts_c is not None else None
 )
 #: Rows the Python loop takes at once after a ``load_inserts`` call that loaded none
@@ -564,22 +576,16 @@ class View:
             # Record.access_at and Record.expires_at from one node of the chain (the
             # newest, in the common case, without the walk's call): it gives all three
             # values; an entry never retrieved has none.
+            # Step A: the entry is built from the store (cols.entry), once, with the
+            # chain's values when it has any (no copy of a built entry).
             a = rec.access
-            e = rec.entry
             if a is None:
-                return e  # both methods' values are the entry's own
+                return rec.cols.entry(rec.slot)  # type: ignore[no-any-return]
             if a.version > self.version:
                 a = rec.access_node(self.version)
                 if a is None:
-                    return e
-            count = a.count
-            last = a.last
-            expires = a.expires
-            if expires is None:
-                expires = e.expires_at
-            if count == e.access_count and last == e.last_accessed and expires == e.expires_at:
-                return e
-            return with_access(e, count, last, expires)
+                    return rec.cols.entry(rec.slot)  # type: ignore[no-any-return]
+            return rec.cols.entry(rec.slot, a.count, a.last, a.expires)  # type: ignore[no-any-return]
         count, last = rec.access_at(self.version)
         expires = rec.expires_at(self.version)
         e = rec.entry
@@ -728,7 +734,7 @@ class View:
         """Every visible record, in insertion order (``seq``). O(n log n)."""
         out = []
         for rec in list(self._state._by_id.values()):
-            r = self._get(rec.entry._id)
+            r = self._get(rec.cols.ident(rec.slot))
             if r is not None:
                 out.append(r)
         out.sort(key=lambda r: r.seq)
@@ -736,7 +742,7 @@ class View:
 
     def visible_ids(self) -> set[int]:
         """The ``entry._id`` (the id's 128-bit int) of every visible record: the same set
-        as ``{r.entry._id for r in self.records()}`` without the list, the ``_get`` call
+        as ``{r.cols.ident(r.slot) for r in self.records()}`` without the list, the ``_get`` call
         per id and the sort by ``seq``. O(n + older versions walked)."""
         v = self.version
         older = self._state._prev.get
@@ -747,7 +753,7 @@ class View:
             while rec is not None and rec.born > v:  # too new: an older one may be seen
                 rec = older(rec)
             if rec is not None and rec.died > v:
-                add(rec.entry._id)
+                add(rec.cols.ident(rec.slot))
         return out
 
     def first_by_relevance(self) -> Record | None:
@@ -889,12 +895,15 @@ class MemoryState:
         self._published_len = 0
         self._seq = 0
         self._live = 0
+        #: The entries' store (issue #20 item 6, step A): each record keeps a slot
+        #: number into it (``Record.slot``), released when the record is purged.
+        self._cols = new_entry_columns()
         #: ``id.int`` -> newest record (int keys: hashed and compared in C, unlike UUIDs;
         #: the int is the UUID's own, so it costs no memory).
         #: A dict, or the C ``IdTable`` (:data:`_ID_TABLE`, fixed for the state's life).
         self._by_id: MutableMapping[int, Record] = (
-            _IdTable(Record.__dict__["entry"], MemoryEntry.__dict__["_id"])
-            if _ID_TABLE and _IdTable is not None
+            _IdTable(Record.__dict__["cols"], Record.__dict__["slot"])
+            if _ID_TABLE and _IdTable is not None and type(self._cols) is not PyEntryColumns
             else {}
         )
         #: The relevance order's layout (:data:`_SEQ_KEYS`, fixed for the state's life):
@@ -1109,7 +1118,7 @@ class MemoryState:
             self._expiry.add(exkey)
         if self._evict is not None:
             rec.evkey = self._evkey(rec)
-            self._evict[rec.entry.validated].add(rec.evkey)  # validated: 0 or 1
+            self._evict[rec.cols.get(rec.slot, "validated")].add(rec.evkey)  # validated: 0 or 1
         key = self._dupkey(rec)
         dups = self._dups
         if self._dup_table:  # the steps below in one C call
@@ -1144,7 +1153,7 @@ class MemoryState:
         rec.died = self.version
         if self._evict is not None:
             assert rec.evkey is not None
-            self._evict[rec.entry.validated].remove(rec.evkey)
+            self._evict[rec.cols.get(rec.slot, "validated")].remove(rec.evkey)
             rec.evkey = None
         exkey = self._exkeys.pop(rec, None)
         if exkey is not None:
@@ -1281,7 +1290,7 @@ class MemoryState:
                             self._rel_parts, by_relevance._lists, by_relevance._keys,
                             by_relevance._maxes, by_relevance._load << 1, self._namespaces,
                             self._dups, self._dup_keys, self.journal, run, run_entries,
-                            self._seq_keys,
+                            self._seq_keys, self._cols,
                         )  # fmt: skip
                     finally:
                         done = len(run) - before  # one record a version, as the loop's
@@ -1374,7 +1383,7 @@ class MemoryState:
                 namespace = entry.namespace
                 records = namespaces.get(namespace)
                 version = self.version + 1
-                rec = Record(entry, version, version)
+                rec = Record(entry, version, version, self._cols)
                 memory = entry.memory
                 if dup_c is not None and type(memory) is str:  # _dupkey_hashed's C call
                     dkey = dup_c(namespace, entry.category._value_, memory, entry.key, entry.value)
@@ -1465,8 +1474,8 @@ class MemoryState:
                 if (
                     other is not None
                     and other.died == NEVER
-                    and other.entry.key == entry.key
-                    and other.entry.namespace == entry.namespace
+                    and other.cols.get(other.slot, "key") == entry.key
+                    and other.cols.get(other.slot, "namespace") == entry.namespace
                 ):
                     entry = attrs.evolve(entry, id=other.entry.id)  # the key wins
         old = self._by_id.get(entry._id)
@@ -1474,8 +1483,8 @@ class MemoryState:
         evicted = None
         if old is not None and old.died == NEVER:
             replaced = old
-            if entry.created_at != old.entry.created_at:
-                created = old.entry.created_at
+            if entry.created_at != old.cols.get(old.slot, "created_at"):
+                created = old.cols.get(old.slot, "created_at")
                 entry = attrs.evolve(
                     entry, created_at=created, updated_at=max(entry.updated_at, created)
                 )
@@ -1490,7 +1499,7 @@ class MemoryState:
             if new_seq is None or new_seq == self.version:
                 new_seq = self.version
             seq = self._seq = new_seq
-        rec = Record(entry, self.version, seq)
+        rec = Record(entry, self.version, seq, self._cols)
         if old is not None:
             self._prev[rec] = old
         self._link(rec)
@@ -1551,6 +1560,9 @@ class MemoryState:
             # A list is loaded in bulk when it can be; another iterable (the dense
             # index's rows, whose vectors are offered chunk by chunk) row by row.
             run = None
+            # the rows in the store's form (the compiled reader put each entry in it):
+            # (seq, slot), each record made on its slot
+            cols = getattr(rows, "cols", None)
             if fed is not None and isinstance(rows, list):
                 run = fed.take(self, rows)
             if run is not None:  # the first rows loaded as they were read: the rest now
@@ -1569,7 +1581,9 @@ class MemoryState:
                     finally:
                         if early is not None:
                             early.stop()
-            elif isinstance(rows, list) and self._bulk_loadable(rows):
+            elif isinstance(rows, list) and self._bulk_loadable(rows, cols):
+                if cols is not None:
+                    self._cols = cols  # (empty: nothing of this state is in its own)
                 if image is None:
                     self._load_bulk(rows)
                 else:
@@ -1582,6 +1596,9 @@ class MemoryState:
                     finally:
                         if early is not None:
                             early.stop()  # (a no-op once the restore ended it)
+            elif cols is not None:  # each entry built from the rows' store, put in ours
+                for seq, slot in rows:
+                    self.restore(cols.entry(slot), seq)
             else:
                 for seq, entry in rows:
                     self.restore(entry, seq)  # keeps the file's seq, hence the order of ties
@@ -1590,13 +1607,14 @@ class MemoryState:
         self.publish()
         return evicted
 
-    def _bulk_loadable(self, rows: list[tuple[int, MemoryEntry]]) -> bool:
+    def _bulk_loadable(self, rows: list[Any], cols: Any = None) -> bool:
         """Whether restoring ``rows`` one by one would only insert: nothing evicted (they
         fit the capacity), no two live under one ``(namespace, key)`` (which would make
-        a store an upsert). Then :meth:`_load_bulk` gives the same state. O(n)."""
+        a store an upsert). Then :meth:`_load_bulk` gives the same state. ``cols``: as
+        :func:`_keys_unique`'s. O(n)."""
         if self.capacity is not None and len(rows) > self.capacity:
             return False
-        return _keys_unique(rows, 0, len(rows), set())
+        return _keys_unique(rows, 0, len(rows), set(), cols)
 
     def feed_ahead(self) -> _BulkFeed | None:
         """A :class:`_BulkFeed` for this empty state's open (its ``consume``), or None
@@ -1667,7 +1685,7 @@ class MemoryState:
                 then unusable, as after a failed :meth:`restore` halfway through a load.
         """
         run = _BulkRun(self, len(rows), index)
-        run.feed(rows, getattr(rows, "folds", None))
+        run.feed(rows, getattr(rows, "folds", None), getattr(rows, "cols", None))
         return run.finish(self)
 
     def _load_c(self, bounded: bool, dup_c: Any) -> Callable[..., int] | None:
@@ -1704,10 +1722,13 @@ class MemoryState:
         dup_c: Any,
         dup_join: Any,
         add: Any,
+        cols: Any = None,
     ) -> int:
         """:meth:`_load_bulk`'s loop over ``rows[at:stop]`` (``fold_iter`` their folds, or
         Nones), ``last`` the seq before them; each row's record appended to ``records``
-        (its relevance key to ``keys`` unless None). Returns ``stop``. O(stop - at).
+        (its relevance key to ``keys`` unless None). ``cols``: None, the rows are
+        ``(seq, entry)``; else ``(seq, slot)`` in that store (the state's), each record
+        made on its slot. Returns ``stop``. O(stop - at).
 
         Raises:
             ValueError: As :meth:`restore`.
@@ -1717,17 +1738,22 @@ class MemoryState:
         namespaces = self._namespaces
         dups = self._dups
         bounded = self._evict is not None
-        untrack = _gc_untrack if _UNTRACK_ENTRIES else None
+        untrack = None  # no entry is kept (the state's store holds its fields)
         relkey = self._relkey
         part = rows if at == 0 and stop == len(rows) else rows[at:stop]
-        for (seq, entry), row_fold in zip(part, fold_iter, strict=False):
+        item: Any
+        for (seq, item), row_fold in zip(part, fold_iter, strict=False):
             if seq <= last:
                 raise ValueError(f"restore(): seq {seq} is not above {last}")
             last = seq
+            entry = item if cols is None else cols.entry(item)
             ident = entry._id
             if ident in by_id:
                 raise ValueError(f"restore(): id {entry.id} is stored already")
-            rec = Record(entry, seq, seq)
+            if cols is None:
+                rec = Record(entry, seq, seq, self._cols)
+            else:  # the entry in the store already: the record on its slot
+                rec = Record.on_slot(cols, item, seq, seq)
             if untrack is not None and type(entry) is MemoryEntry:  # as _link, at the end
                 exact.append(entry)
             records.append(rec)
@@ -1882,21 +1908,27 @@ class MemoryState:
             # rec.current_access() and rec.current_expires(), inline.
             prev = rec.access
             if prev is None:
-                entry = rec.entry
-                count, last, expires = entry.access_count, entry.last_accessed, entry.expires_at
+                cols, s = rec.cols, rec.slot
+                count = cols.get(s, "access_count")
+                last = cols.get(s, "last_accessed")
+                expires = cols.get(s, "expires_at")
             else:
                 count, last, expires = prev.count, prev.last, prev.expires
                 if expires is None:
-                    expires = rec.entry.expires_at
+                    expires = rec.cols.get(rec.slot, "expires_at")
             newest = when if last is None or when > last else last
             if prev is not None and prev.version <= horizon:
                 prev.prev = None  # no snapshot needs anything older than prev
             rec.access = Access(self.version, count + times, newest, prev, expires)
-            if last is None and newest < rec.entry.created_at and self._evict is not None:
+            if (
+                last is None
+                and self._evict is not None
+                and newest < rec.cols.get(rec.slot, "created_at")
+            ):
                 # The key went down (a retrieve dated before created_at): keys in the
                 # eviction order may only be stale from below, so re-sort it now.
                 assert rec.evkey is not None
-                order = self._evict[rec.entry.validated]
+                order = self._evict[rec.cols.get(rec.slot, "validated")]
                 order.remove(rec.evkey)
                 rec.evkey = self._evkey(rec)
                 order.add(rec.evkey)
@@ -1951,10 +1983,10 @@ class MemoryState:
         changed = 0
         for id, when in reads.items():
             rec = self.current(id)
-            if rec is None or rec.entry.ttl is None:
+            if rec is None or rec.cols.get(rec.slot, "ttl") is None:
                 continue
             old = rec.current_expires()
-            new = expiry(when, rec.entry.ttl)
+            new = expiry(when, rec.cols.get(rec.slot, "ttl"))
             if old is not None and new <= old:
                 continue
             count, last = rec.current_access()
@@ -1980,12 +2012,12 @@ class MemoryState:
             for r in self._by_relevance.irange_key(
                 min_key=self._below(PRUNE_BELOW), inclusive=(False, True)
             )
-            if r.died == NEVER and not r.entry.validated
+            if r.died == NEVER and not r.cols.get(r.slot, "validated")
         ]
         for rec in low:
             self._unlink(rec, "pruned")
             pruned += 1
-            saved += len(rec.entry.memory.encode("utf-8"))
+            saved += len(rec.cols.text(rec.slot).encode("utf-8"))
         # Merge exact duplicates (same namespace, category, folded text).
         groups = [list(self._dup_group(key)) for key in self._dup_keys]
         for group in groups:
@@ -2016,9 +2048,9 @@ class MemoryState:
                 for rec in recs[1:]:
                     self._unlink(rec, "merged")
                     merged += 1
-                    saved += len(rec.entry.memory.encode("utf-8"))
+                    saved += len(rec.cols.text(rec.slot).encode("utf-8"))
                 self._unlink(keep, None)
-                new = Record(merged_entry, self.version, keep.seq)
+                new = Record(merged_entry, self.version, keep.seq, self._cols)
                 self._prev[new] = keep
                 self._link(new)
         stats = ConsolidationStats(
@@ -2085,6 +2117,12 @@ class MemoryState:
         prev.pop(rec, None)
         if self._key_prev:
             self._key_prev.pop(rec, None)
+        cols = rec.cols
+        # A retrieve's hits noted by record (memory._ACCESS_BY_REC) may still hold it
+        # (apply_access reads its id), and a scorer's lists until their own vacuum (its
+        # relevance): both kept here, not read from a slot that may be reused.
+        rec.cols = _PurgedCols(id, cols.relevance(rec.slot))
+        cols.release(rec.slot)  # no snapshot sees it: its slot may be reused
 
     # ------------------------------------------------------------------ checks
 
@@ -2099,12 +2137,12 @@ class MemoryState:
         assert self.published <= self.version
         unpurged: list[Record] = []
         for key, head in self._by_id.items():
-            assert head.entry._id == key
+            assert head.cols.ident(head.slot) == key
             r: Record | None = head
             newer: Record | None = None
             while r is not None:
                 assert not r.purged
-                assert r.entry._id == key
+                assert r.cols.ident(r.slot) == key
                 if newer is not None:
                     assert r.died <= newer.born, "versions of one id overlap"
                     assert r.seq == newer.seq or r.died != NEVER
@@ -2113,7 +2151,7 @@ class MemoryState:
         assert {id(k) for k in self._prev} <= {id(r) for r in unpurged}, "stale _prev"
         assert all(not r.purged for r in self._prev.values())
         assert {id(k) for k in self._key_prev} <= {id(r) for r in unpurged}, "stale _key_prev"
-        assert all(r.entry.key is not None for r in self._key_prev)
+        assert all(r.cols.get(r.slot, "key") is not None for r in self._key_prev)
         assert {id(r) for r in self._key_prev} <= {id(r) for r in self._key_prev_order}
         graveyard = list(self._graveyard)
         assert all(a.died <= b.died for a, b in zip(graveyard, graveyard[1:], strict=False))
@@ -2127,7 +2165,7 @@ class MemoryState:
         order = list(self._by_relevance)
         for a, b in zip(order, order[1:], strict=False):
             if self._relkey(a) == self._relkey(b):
-                assert a.entry._id == b.entry._id
+                assert a.cols.ident(a.slot) == b.cols.ident(b.slot)
                 assert a.born < b.born
         if self._seq_keys:  # a relevance-1.0 record's key is its seq int itself
             assert all(
@@ -2136,7 +2174,7 @@ class MemoryState:
                     self._by_relevance._keys, self._by_relevance._lists, strict=True
                 )
                 for k, r in zip(sub_k, sub_r, strict=True)
-                if r.entry.relevance == 1.0
+                if r.cols.relevance(r.slot) == 1.0
             )
         # Eviction order (bounded memories only) holds exactly the live records, each
         # under a key at most its fresh key (access only raises keys; _evict_one
@@ -2146,7 +2184,7 @@ class MemoryState:
             assert all(r.evkey is None for r in unpurged)
         for validated, order in enumerate(self._evict or ()):
             order._check()
-            mine = [r for r in live if r.entry.validated == validated]
+            mine = [r for r in live if r.cols.get(r.slot, "validated") == validated]
             assert sorted(map(id, order)) == sorted(id(r.evkey) for r in mine)
         for r in live if self._evict is not None else ():
             assert r.evkey is not None
@@ -2167,16 +2205,21 @@ class MemoryState:
             dup_total += len(group)
         assert dup_total == self._live
         # Keys: each live keyed record is found under its key; no two share one.
-        keys = [(r.entry.namespace, r.entry.key) for r in live if r.entry.key is not None]
+        keys = [
+            (r.cols.get(r.slot, "namespace"), r.cols.get(r.slot, "key"))
+            for r in live
+            if r.cols.get(r.slot, "key") is not None
+        ]
         assert len(keys) == len(set(keys)), "two live entries share a (namespace, key)"
         for r in live:
-            if r.entry.key is not None:
-                assert self._by_key[(r.entry.namespace, r.entry.key)] == r.entry._id
+            e = r.entry
+            if e.key is not None:
+                assert self._by_key[(e.namespace, e.key)] == e._id
         # Namespaces index: exactly the unpurged records, by namespace.
         assert list(self._ns_sorted) == sorted(self._namespaces)
         by_ns: dict[tuple[str, ...], set[int]] = {}
         for r in unpurged:
-            by_ns.setdefault(r.entry.namespace, set()).add(id(r))
+            by_ns.setdefault(r.cols.get(r.slot, "namespace"), set()).add(id(r))
         assert {
             ns: {id(r) for r in group.recs if not r.purged}
             for ns, group in self._namespaces.items()
@@ -2201,25 +2244,34 @@ class MemoryState:
 
 
 def _keys_unique(
-    rows: list[tuple[int, MemoryEntry]],
+    rows: list[Any],
     at: int,
     stop: int,
     keys: set[tuple[tuple[str, ...], str]],
+    cols: Any = None,
 ) -> bool:
     """Whether no two of ``rows[at:stop]``, nor one of them and a pair already in
     ``keys``, share a ``(namespace, key)``; the pairs seen are added to ``keys`` (the
-    check of :meth:`MemoryState._bulk_loadable`, in runs). O(stop - at)."""
+    check of :meth:`MemoryState._bulk_loadable`, in runs). ``cols``: None, the rows are
+    ``(seq, entry)``; else the store they are ``(seq, slot)`` in. O(stop - at)."""
     # a list or the reader's list subclass (its folds): its storage, as load_inserts
     skip = _next_keyed_c if _KEYS_C and isinstance(rows, list) else None
     while at < stop:
         if skip is not None:
-            at = skip(rows, at)  # past the plain rows without a key
+            # past the plain rows without a key
+            at = skip(rows, at) if cols is None else skip(rows, at, cols)
             if at >= stop:
                 break
-        entry = rows[at][1]
+        if cols is None:
+            entry = rows[at][1]
+            key, ns = entry.key, entry.namespace
+        else:  # the store's form: (seq, slot)
+            slot = rows[at][1]
+            key = cols.get(slot, "key")
+            ns = cols.get(slot, "namespace") if key is not None else None
         at += 1
-        if entry.key is not None:
-            pair = (entry.namespace, entry.key)
+        if key is not None:
+            pair = (ns, key)
             if pair in keys:
                 return False
             keys.add(pair)
@@ -2253,8 +2305,9 @@ class _BulkRun:
         self.new_ns: list[tuple[str, ...]] = []
         self.records: list[Record] = []
         self.bounded = state._evict is not None
-        self.untrack = _gc_untrack if _UNTRACK_ENTRIES else None
-        self.exact: list[MemoryEntry] = []  # the entries to untrack, as _link would
+        # No entry is kept (the state's store holds its fields): none to untrack.
+        self.untrack: Any = None
+        self.exact: list[MemoryEntry] = []
         self.last = state._seq
         # _BULK_FOLDS: _dupkey_hashed's C call inline (its condition: a str text).
         self.dup_c = state._dup_key_c() if _BULK_FOLDS else None
@@ -2273,16 +2326,20 @@ class _BulkRun:
         if state._dup_table:  # one allocation for the rows' keys (at most one key a row)
             cast(Any, state._dups).reserve(rows)
 
-    def feed(self, rows: list[tuple[int, MemoryEntry]], folds: Any = None) -> None:
+    def feed(self, rows: list[Any], folds: Any = None, cols: Any = None) -> None:
         """Load ``rows`` (their seqs above every row fed before), ``folds`` their fold
         hashes (bytes of 8 a row, as ``sqlite_format.FoldedRows.folds``) or None.
-        O(len(rows)).
+        ``cols``: None, the rows are ``(seq, entry)``; else they are ``(seq, slot)`` in
+        that store, which must be the state's own (``sqlite_format.FoldedRows.cols``:
+        each record made on its slot). O(len(rows)).
 
         Raises:
             ValueError: As :meth:`MemoryState.restore` (seqs not ascending, an id twice);
                 the state is then unusable.
         """
         state = self.state
+        if cols is not None and cols is not state._cols:
+            raise ValueError("rows of another store than the state's")
         by_id = state._by_id
         namespaces = state._namespaces
         dups = state._dups
@@ -2315,6 +2372,7 @@ class _BulkRun:
                     rows, at, c_folds, last, by_id,
                     namespaces, dups, state._dup_keys, records,
                     exact if untrack is not None else None, state._rel_parts, keys,
+                    state._cols,
                 )  # fmt: skip
                 loaded = got > at
                 if loaded:
@@ -2331,6 +2389,7 @@ class _BulkRun:
             at = state._load_rows(
                 rows, at, stop, fold_iter, last, records, exact, self.new_ns,
                 self.expiry_keys, self.evict_keys, keys, dup_f, dup_c, self.dup_join, add,
+                cols,
             )  # fmt: skip
             last = self.last = rows[at - 1][0]
 
@@ -2422,12 +2481,21 @@ class _BulkFeed:
             return False
         return True
 
+    @property
+    def cols(self) -> Any:
+        """The store the reader may put the rows' entries in (rows ``(seq, slot)``,
+        ``sqlite_format.read_file``'s ``consume.cols``): the scratch state's, whose
+        records are made on those slots and handed over by :meth:`take`; None once the
+        feed ended. O(1)."""
+        return None if self.failed or self._scratch is None else self._scratch._cols
+
     def _feed(self, rows: list[Any], at: int, n: int, folds: bytes | None) -> None:
         run = self._run
         assert run is not None
-        if not _keys_unique(rows, at, n, self._keys):
+        cols = getattr(rows, "cols", None)
+        if not _keys_unique(rows, at, n, self._keys, cols):
             raise ValueError("two rows share a (namespace, key)")
-        run.feed(rows[at:n] if at or n != len(rows) else rows, folds)
+        run.feed(rows[at:n] if at or n != len(rows) else rows, folds, cols)
         self.at = n
 
     def _fail(self) -> None:
@@ -2467,6 +2535,7 @@ class _BulkFeed:
             self._fail()
             return None
         scratch = self._scratch
+        state._cols = scratch._cols  # (the records' store; the state's own is empty)
         state._by_id = scratch._by_id
         state._dups = scratch._dups
         state._dup_keys = scratch._dup_keys
@@ -2481,6 +2550,28 @@ class _BulkFeed:
         return run
 
 
+class _PurgedCols:
+    """The store of a purged record (``MemoryState._purge``): its slot released, its id
+    kept for the hits still noted by the record (``apply_access``) and its relevance
+    for a scorer's lists not vacuumed yet; ``ident`` and ``relevance`` answer them,
+    every other read of the store raises ``IndexError`` as a released slot does."""
+
+    __slots__ = ("_id", "_rel")
+
+    def __init__(self, id: int, rel: float) -> None:
+        self._id = id
+        self._rel = rel
+
+    def ident(self, slot: int) -> int:
+        return self._id
+
+    def relevance(self, slot: int) -> float:
+        return self._rel
+
+    def __getattr__(self, name: str) -> Any:
+        raise IndexError("EntryColumns: no live slot of that number (the record is purged)")
+
+
 def _merged_by_id(hits: Mapping[Any, tuple[int, datetime]]) -> dict[int, tuple[int, datetime]]:
     """Hits noted by record (``MemoryState.apply_access``; or by the id's int or UUID) as
     the reader notes them by id: by the id's int, the counts of one id's keys summed,
@@ -2488,7 +2579,7 @@ def _merged_by_id(hits: Mapping[Any, tuple[int, datetime]]) -> dict[int, tuple[i
     out: dict[int, tuple[int, datetime]] = {}
     for key, (times, when) in hits.items():
         kind = type(key)
-        id = key.entry._id if kind is Record else key if kind is int else key.int
+        id = key.cols.ident(key.slot) if kind is Record else key if kind is int else key.int
         prev = out.get(id)
         if prev is None:
             out[id] = (times, when)

@@ -37,9 +37,9 @@
 #include "_kernels_common.h"
 #include "_foldhash.h"
 #include "_duptable.h"
+#include "_entrycols.h" /* before the tables: IdTable and GroupTable read its slots */
 #include "_idtable.h"
 #include "_grouptable.h"
-#include "_entrycols.h"
 
 static PyObject *array_type;   /* array.array */
 static PyObject *array_append; /* array.array.append (a method descriptor) */
@@ -5242,7 +5242,7 @@ iso_utc(PyObject *self, PyObject *dt)
 
 #define ROW_ENTRY_SLOTS 15
 static PyTypeObject *rows_rec_type, *rows_entry_type;
-static Py_ssize_t rows_rec_off[3];               /* seq, access, entry */
+static Py_ssize_t rows_rec_off[4];               /* seq, access, cols, slot */
 static Py_ssize_t rows_entry_off[ROW_ENTRY_SLOTS]; /* see rows_setup's doc */
 static PyObject *rows_json_strings, *rows_max_count, *rows_fallback, *rows_s_value_, *rows_s_to_json;
 
@@ -5265,8 +5265,8 @@ rows_offset(PyTypeObject *type, PyObject *descr)
 PyDoc_STRVAR(rows_setup_doc,
 "rows_setup(record_type, record_slots, entry_type, entry_slots, json_strings, max_count,\n"
 "           fallback)\n\n"
-"Fix encode_rows' classes: record_slots the member descriptors (seq, access, entry)\n"
-"of record_type, entry_slots those of entry_type's (_id, category, memory, tags,\n"
+"Fix encode_rows' classes: record_slots the member descriptors (seq, access, cols,\n"
+"slot) of record_type (its entry in slot `slot` of the EntryColumns `cols`), entry_slots those of entry_type's (_id, category, memory, tags,\n"
 "namespace, created_at, relevance, access_count, last_accessed, validated, key, value,\n"
 "updated_at, ttl, expires_at); json_strings(tuple) -> str; max_count an int;\n"
 "fallback(record) -> row for a record encode_rows does not encode itself.\n"
@@ -5281,16 +5281,16 @@ rows_setup(PyObject *self, PyObject *args)
                           &fb)) {
         return NULL;
     }
-    if (PyTuple_GET_SIZE(rs) != 3 || PyTuple_GET_SIZE(es) != ROW_ENTRY_SLOTS) {
-        PyErr_SetString(PyExc_TypeError, "rows_setup: expected 3 record and 15 entry slots");
+    if (PyTuple_GET_SIZE(rs) != 4 || PyTuple_GET_SIZE(es) != ROW_ENTRY_SLOTS) {
+        PyErr_SetString(PyExc_TypeError, "rows_setup: expected 4 record and 15 entry slots");
         return NULL;
     }
     if (!PyCallable_Check(js) || !PyCallable_Check(fb)) {
         PyErr_SetString(PyExc_TypeError, "rows_setup: json_strings or fallback not callable");
         return NULL;
     }
-    Py_ssize_t roff[3], eoff[ROW_ENTRY_SLOTS];
-    for (int i = 0; i < 3; i++) {
+    Py_ssize_t roff[4], eoff[ROW_ENTRY_SLOTS];
+    for (int i = 0; i < 4; i++) {
         if ((roff[i] = rows_offset((PyTypeObject *)rt, PyTuple_GET_ITEM(rs, i))) < 0) return NULL;
     }
     for (int i = 0; i < ROW_ENTRY_SLOTS; i++) {
@@ -5321,8 +5321,10 @@ rows_iso_or_none(PyObject *v)
 }
 
 /* The row of `rec`, a new reference; Py_None (new) when it needs encode_record
- * (another class, access bookkeeping, an unset slot, an id that is not an int
- * in [0, 2**128)); NULL with an exception when a call raised. */
+ * (another class, access bookkeeping, an unset slot, a store that is not an
+ * EntryColumns of rows_setup's entry class or a slot not live in it, an id that is not
+ * an int in [0, 2**128)); NULL with an exception when a call raised. The entry is
+ * built from the store (EntryColumns.entry) and read as it was stored. */
 static PyObject *rows_build(PyObject *seq, PyObject *const *f);
 
 static PyObject *
@@ -5330,8 +5332,16 @@ rows_one(PyObject *rec)
 {
     if (Py_TYPE(rec) != rows_rec_type) return Py_NewRef(Py_None);
     PyObject *seq = SLOT(rec, rows_rec_off[0]), *access = SLOT(rec, rows_rec_off[1]);
-    PyObject *e = SLOT(rec, rows_rec_off[2]);
-    if (!seq || access != Py_None || !e || Py_TYPE(e) != rows_entry_type) {
+    PyObject *c = SLOT(rec, rows_rec_off[2]), *num = SLOT(rec, rows_rec_off[3]);
+    if (!seq || access != Py_None || !c || !Py_IS_TYPE(c, &EntryColumns_Type) || !num ||
+        ((EntryColumnsObject *)c)->entry_type != rows_entry_type) {
+        return Py_NewRef(Py_None);
+    }
+    PyObject *e = ec_entry((EntryColumnsObject *)c, &num, 1);
+    if (!e) {
+        if (!PyErr_ExceptionMatches(PyExc_IndexError) && !PyErr_ExceptionMatches(PyExc_TypeError))
+            return NULL;
+        PyErr_Clear(); /* no live slot: encode_record's error */
         return Py_NewRef(Py_None);
     }
     /* the fields held for the row's calls (json_strings, to_json: Python code) */
@@ -5346,6 +5356,7 @@ rows_one(PyObject *rec)
     PyObject *row = n == ROW_ENTRY_SLOTS ? rows_build(seq, f) : Py_NewRef(Py_None);
     Py_DECREF(seq);
     for (int i = 0; i < n; i++) Py_DECREF(f[i]);
+    Py_DECREF(e);
     return row;
 }
 
@@ -5474,33 +5485,95 @@ encode_rows(PyObject *self, PyObject *recs)
  * so the structures cannot change under it. */
 
 #define INS_ENTRY_SLOTS 10 /* _id, ttl, key, expires_at, relevance, memory, namespace, category, value, tags */
-#define INS_REC_SLOTS 6   /* entry, born, died, seq, access, evkey */
+#define INS_REC_SLOTS 7   /* cols, born, died, seq, access, evkey, slot */
 static PyTypeObject *ins_rec_type, *ins_entry_type, *ins_ns_type;
 static Py_ssize_t ins_rec_off[INS_REC_SLOTS];
 static Py_ssize_t ins_entry_off[INS_ENTRY_SLOTS];
+static PyObject *ins_empty; /* the empty tuple (a namespace's default), set by store_setup */
+static PyObject *ins_one;   /* the float 1.0 (the relevance most rows have), likewise */
 static Py_ssize_t ins_ns_off[2]; /* recs, live */
 static PyObject *ins_never, *ins_journal_put, *ins_s_value_;
 
 /* The slots of `rec`, a record just made by tp_alloc (all NULL), as Record(entry, seq,
- * seq) sets them: born and seq the int `seq`, died NEVER, access and evkey None. New
- * references (none stolen). store_inserts' and load_inserts'. */
+ * seq, cols) sets them: cols the state's entry store, slot the number its put gave,
+ * born and seq the int `seq`, died NEVER, access and evkey None. New references (none
+ * stolen). store_inserts' and load_inserts'. */
 static inline void
-ins_fill_record(PyObject *rec, PyObject *entry, PyObject *seq)
+ins_fill_record(PyObject *rec, PyObject *cols, PyObject *num, PyObject *seq)
 {
     const Py_ssize_t *ro = ins_rec_off;
-    SLOT(rec, ro[0]) = Py_NewRef(entry);
+    SLOT(rec, ro[0]) = Py_NewRef(cols);
     SLOT(rec, ro[1]) = Py_NewRef(seq);
     SLOT(rec, ro[2]) = Py_NewRef(ins_never);
     SLOT(rec, ro[3]) = Py_NewRef(seq);
     SLOT(rec, ro[4]) = Py_NewRef(Py_None);
     SLOT(rec, ro[5]) = Py_NewRef(Py_None);
+    SLOT(rec, ro[6]) = Py_NewRef(num);
+}
+
+/* The live slot of a record of store_setup's class in its entry store (the record's
+ * `cols`, an EntryColumns, and its `slot`, an int), the store in *cols; NULL, no
+ * exception, for anything else (another store, an unset slot, a slot not live: the
+ * caller leaves such a record to its Python path). */
+static inline EcSlot *
+ins_rec_slot(PyObject *rec, EntryColumnsObject **cols)
+{
+    PyObject *c = SLOT(rec, ins_rec_off[0]), *n = SLOT(rec, ins_rec_off[6]);
+    if (!c || !n || !Py_IS_TYPE(c, &EntryColumns_Type) || !PyLong_CheckExact(n)) return NULL;
+    EntryColumnsObject *ec = (EntryColumnsObject *)c;
+    int overflow = 0;
+    long long s = PyLong_AsLongLongAndOverflow(n, &overflow);
+    if (overflow || s < 0 || s >= ec->next) {
+        PyErr_Clear();
+        return NULL;
+    }
+    EcSlot *e = ec_at(ec, s);
+    if (!(e->flags & EC_LIVE)) return NULL;
+    *cols = ec;
+    return e;
+}
+
+/* After an EntryColumns put failed: 1 (the error cleared) when it refused the entry
+ * (TypeError, ValueError), 0 for any other error (kept). */
+static inline int
+ins_refused(void)
+{
+    if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_ValueError))
+        return 0;
+    PyErr_Clear();
+    return 1;
+}
+
+/* The tags of the entry in slot `e` of `c` (`num` its number), a slot with extras
+ * (EC_EXTRA; without them the tags are the empty tuple): borrowed. NULL with an
+ * exception on an error. */
+static inline PyObject *
+ins_slot_tags(EntryColumnsObject *c, const EcSlot *e, PyObject *num)
+{
+    PyObject *x = PyDict_GetItemWithError(c->extras, num); /* borrowed */
+    if (!x) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_RuntimeError, "EntryColumns: a slot lost its extras");
+        return NULL;
+    }
+    return PyTuple_GET_ITEM(x, 0); /* EC_EXTRAS' first: the tags */
+}
+
+/* Whether the text of slot `e` of `c` is the str `t` (by its UTF-8; a str that is not
+ * ASCII is encoded: -1 with an exception when that fails for another reason than a
+ * lone surrogate, which no stored text has). */
+static int
+ins_slot_text_is(const EntryColumnsObject *c, const EcSlot *e, PyObject *t)
+{
+    return ec_text_is(c, e, t); /* (no error: kept as an int for its callers) */
 }
 
 PyDoc_STRVAR(store_setup_doc,
 "store_setup(record_type, record_slots, entry_type, entry_slots, ns_type, ns_slots,\n"
 "            never, journal_put)\n\n"
-"Fix store_inserts' and add_groups_new's classes: record_slots the member descriptors (entry, born, died,\n"
-"seq, access, evkey) of record_type, entry_slots those of entry_type (_id, ttl, key,\n"
+"Fix store_inserts' and add_groups_new's classes: record_slots the member descriptors (cols, born, died,\n"
+"seq, access, evkey, slot) of record_type (a record keeps its entry as a slot of its\n"
+"EntryColumns store), entry_slots those of entry_type (_id, ttl, key,\n"
 "expires_at, relevance, memory, namespace, category, value, tags), ns_slots those of\n"
 "ns_type (recs, live); never the int of a live record's died, journal_put the journal's put\n"
 "kind. TypeError, nothing changed, for anything else. O(1).");
@@ -5516,7 +5589,7 @@ store_setup(PyObject *self, PyObject *args)
     }
     if (PyTuple_GET_SIZE(rs) != INS_REC_SLOTS || PyTuple_GET_SIZE(es) != INS_ENTRY_SLOTS ||
         PyTuple_GET_SIZE(ns) != 2) {
-        PyErr_SetString(PyExc_TypeError, "store_setup: expected 6 record, 10 entry and 2 list slots");
+        PyErr_SetString(PyExc_TypeError, "store_setup: expected 7 record, 10 entry and 2 list slots");
         return NULL;
     }
     if (!PyLong_CheckExact(never)) {
@@ -5545,6 +5618,8 @@ store_setup(PyObject *self, PyObject *args)
     Py_XSETREF(ins_entry_type, (PyTypeObject *)Py_NewRef(et));
     Py_XSETREF(ins_ns_type, (PyTypeObject *)Py_NewRef(nt));
     Py_XSETREF(ins_never, Py_NewRef(never));
+    if (!ins_empty && !(ins_empty = PyTuple_New(0))) return NULL;
+    if (!ins_one && !(ins_one = PyFloat_FromDouble(1.0))) return NULL;
     Py_XSETREF(ins_journal_put, Py_NewRef(put));
     memcpy(ins_rec_off, roff, sizeof roff);
     memcpy(ins_entry_off, eoff, sizeof eoff);
@@ -5568,7 +5643,7 @@ record_setup(PyObject *self, PyObject *args)
         return NULL;
     }
     if (PyTuple_GET_SIZE(rs) != INS_REC_SLOTS || PyTuple_GET_SIZE(es) != INS_ENTRY_SLOTS) {
-        PyErr_SetString(PyExc_TypeError, "record_setup: expected 6 record and 10 entry slots");
+        PyErr_SetString(PyExc_TypeError, "record_setup: expected 7 record and 10 entry slots");
         return NULL;
     }
     if (((PyTypeObject *)rt)->tp_itemsize != 0 || ((PyTypeObject *)rt)->tp_dictoffset != 0) {
@@ -5645,7 +5720,7 @@ ins_dup_key_u32(PyObject *ns, PyObject *cat, PyObject *text, PyObject *key, PyOb
 PyDoc_STRVAR(store_inserts_doc,
 "store_inserts(entries, start, version, by_id, prev, rel_part, rel_lists, rel_keys,\n"
 "              rel_maxes, rel_split, namespaces, dups, dup_keys, journal, run,\n"
-"              run_entries, seq_keys=False) -> int\n\n"
+"              run_entries, seq_keys, cols) -> int\n\n"
 "MemoryState._store_batch's inline insert of entries[start], entries[start + 1], ...\n"
 "(a list or tuple) while each is plain: an exact entry class (store_setup) with no\n"
 "ttl, key, value or expires_at, an exact str text, an id with no live record, a relevance\n"
@@ -5670,21 +5745,23 @@ PyDoc_STRVAR(store_inserts_doc,
 static PyObject *
 store_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 16 && nargs != 17) {
-        PyErr_SetString(PyExc_TypeError, "store_inserts() takes 16 arguments (17 with seq_keys)");
+    if (nargs != 18) {
+        PyErr_SetString(PyExc_TypeError, "store_inserts() takes 18 arguments");
         return NULL;
-    }
-    int seq_keys = 0;
-    if (nargs == 17) {
-        if (!PyBool_Check(args[16])) {
-            PyErr_SetString(PyExc_TypeError, "store_inserts: seq_keys must be a bool");
-            return NULL;
-        }
-        seq_keys = args[16] == Py_True;
     }
     if (!ins_rec_type || !ins_ns_type || !ins_never || !ins_journal_put || !ins_s_value_) {
         /* record_setup alone (add_groups_new's) fixes the record and entry classes only */
         PyErr_SetString(PyExc_RuntimeError, "store_inserts: store_setup() not called");
+        return NULL;
+    }
+    if (!PyBool_Check(args[16])) {
+        PyErr_SetString(PyExc_TypeError, "store_inserts: seq_keys must be a bool");
+        return NULL;
+    }
+    int seq_keys = args[16] == Py_True;
+    PyObject *cols = args[17];
+    if (!Py_IS_TYPE(cols, &EntryColumns_Type)) {
+        PyErr_SetString(PyExc_TypeError, "store_inserts: cols must be an EntryColumns");
         return NULL;
     }
     PyObject *entries = args[0], *by_id = args[3], *prev = args[4], *rel_part = args[5],
@@ -5727,8 +5804,8 @@ store_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     const Py_ssize_t *eo = ins_entry_off, *ro = ins_rec_off;
     DupTableObject *table = Py_IS_TYPE(dups, &DupTable_Type) ? (DupTableObject *)dups : NULL;
     IdTableObject *idt = Py_IS_TYPE(by_id, &IdTable_Type) ? (IdTableObject *)by_id : NULL;
-    if (idt && (idt->rec_type != ins_rec_type || idt->entry_type != ins_entry_type ||
-                idt->entry_off != ro[0] || idt->id_off != eo[0])) {
+    if (idt && (idt->rec_type != ins_rec_type || !idt->cols || idt->entry_off != ro[0] ||
+                idt->id_off != ro[6])) {
         PyErr_SetString(PyExc_TypeError, "store_inserts: by_id is an IdTable of other classes");
         return NULL;
     }
@@ -5837,16 +5914,25 @@ store_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyObject *live1 = PyLong_FromSsize_t(nl0 + 1);
         PyObject *rec = ins_rec_type->tp_alloc(ins_rec_type, 0);
         PyObject *jt = journal == Py_None ? NULL : PyTuple_New(2);
-        if (!live1 || !rec || (journal != Py_None && !jt)) {
+        /* the entry into the store last: nothing fails after it */
+        PyObject *num = live1 && rec && (journal == Py_None || jt)
+                            ? ec_put((EntryColumnsObject *)cols, entry)
+                            : NULL;
+        if (!num) {
+            /* an entry the store refuses (an id past 128 bits, a lone surrogate): the
+             * caller's path raises its error */
+            int refused = live1 && rec && (journal == Py_None || jt) && ins_refused();
             Py_DECREF(rkey);
             Py_XDECREF(dkey);
             Py_XDECREF(born);
             Py_XDECREF(live1);
             Py_XDECREF(rec);
             Py_XDECREF(jt);
+            if (refused) break;
             return NULL;
         }
-        ins_fill_record(rec, entry, born); /* Record(entry, version, version) */
+        ins_fill_record(rec, cols, num, born); /* Record(entry, version, version, cols) */
+        Py_DECREF(num);
         Py_DECREF(born);
         if (jt) {
             PyTuple_SET_ITEM(jt, 0, Py_NewRef(ins_journal_put));
@@ -5907,7 +5993,7 @@ store_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 
 PyDoc_STRVAR(load_inserts_doc,
 "load_inserts(rows, start, folds, last, by_id, namespaces, dups, dup_keys, records,\n"
-"             exact, rel_parts, keys) -> int\n\n"
+"             exact, rel_parts, keys, cols) -> int\n\n"
 "MemoryState._load_bulk's loop for rows[start], rows[start + 1], ... (rows a list, or a\n"
 "list subclass's own items, of (seq, entry) tuples) while each is plain: an exact 2-tuple of an exact int seq in\n"
 "(last, 2**63) (last the previous row's seq, an int) and an entry of store_setup's\n"
@@ -5915,8 +6001,8 @@ PyDoc_STRVAR(load_inserts_doc,
 "that rel_parts (dict: relevance -> its part of the seq-layout key, an int >= 0) has,\n"
 "an id by_id (an IdTable of store_setup's classes) does not have, and a namespace\n"
 "namespaces (dict) has as a store_setup namespace list. For each such row: rec =\n"
-"Record(entry, seq, seq) (born and seq the row's int, died NEVER, access and evkey\n"
-"None), by_id[id] = rec, rec appended to records and to its namespace list's recs (live\n"
+"Record(entry, seq, seq, cols) (the entry put in cols, an EntryColumns, the record\n"
+"keeping its slot; born and seq the row's int, died NEVER, access and evkey None), by_id[id] = rec, rec appended to records and to its namespace list's recs (live\n"
 "+ 1), entry to exact (a list, or None: not kept), the relevance key (seq itself for a\n"
 "part of 0, else part | seq) to keys, and rec joined to its duplicate group in dups (a\n"
 "DupTable; the group's key added to dup_keys when it became a pair). The duplicate key\n"
@@ -6050,6 +6136,59 @@ dkey_direct_knob(PyObject *self, PyObject *on)
     return bool_knob(&dkey_direct_on, on, "dkey_direct: on must be a bool");
 }
 
+/* A file's row in the store's form, (seq, slot) (sqlite_format.FoldedRows.cols: the
+ * compiled reader put the entry in the store): the slot's fields load_inserts reads,
+ * borrowed (ns, key, expires_at, value from its extras, else their defaults: the empty
+ * tuple, None), or NULL, no exception, when `num` is not a live slot of `ec` or its
+ * extras are not the store's tuple (the caller leaves the row to its Python path). */
+typedef struct {
+    const EcSlot *e;
+    PyObject *ns, *key, *expires, *value, *cat;
+} SlotRow;
+
+
+static inline int
+slot_row(EntryColumnsObject *ec, PyObject *num, SlotRow *out)
+{
+    if (!PyLong_CheckExact(num)) return 0;
+    int overflow = 0;
+    long long at = PyLong_AsLongLongAndOverflow(num, &overflow);
+    if (overflow || at < 0 || at >= ec->next) {
+        PyErr_Clear();
+        return 0;
+    }
+    const EcSlot *e = ec_at(ec, at);
+    if (!(e->flags & EC_LIVE) || e->cat >= PyTuple_GET_SIZE(ec->categories)) return 0;
+    out->e = e;
+    out->cat = PyTuple_GET_ITEM(ec->categories, e->cat);
+    if (e->flags & EC_EXTRA) {
+        PyObject *x = PyDict_GetItemWithError(ec->extras, num); /* borrowed */
+        if (!x || !PyTuple_CheckExact(x) || PyTuple_GET_SIZE(x) != EC_EXTRAS) {
+            PyErr_Clear();
+            return 0;
+        }
+        out->ns = PyTuple_GET_ITEM(x, 2);
+        out->key = PyTuple_GET_ITEM(x, 4);
+        out->value = PyTuple_GET_ITEM(x, 5);
+        out->expires = PyTuple_GET_ITEM(x, 8);
+    } else {
+        out->ns = ins_empty;
+        out->key = out->value = out->expires = Py_None;
+    }
+    return out->ns != NULL;
+}
+
+/* Python's hash of the non-negative int hi * 2**64 + lo (x mod 2**61 - 1: int's own
+ * hash, never -1), with no int made. */
+static inline Py_hash_t
+id_bits_hash(uint64_t hi, uint64_t lo)
+{
+    const uint64_t P = ((uint64_t)1 << 61) - 1;
+    /* 2**64 = 8 (mod P) */
+    unsigned __int128 x = (unsigned __int128)(hi % P) * 8 + (lo % P);
+    return (Py_hash_t)(uint64_t)(x % P);
+}
+
 /* The look-ahead of load_inserts for row j: the id table's and the duplicate table's
  * slots of its id and duplicate key asked for from memory (both tables are larger than
  * the caches at 1M rows: each row's probes missed them), and the duplicate key kept for
@@ -6059,22 +6198,33 @@ dkey_direct_knob(PyObject *self, PyObject *on)
 static void
 load_ahead(PyObject *rows, Py_ssize_t j, const uint64_t *fold_at, const IdTableObject *idt,
            const DupTableObject *table, PyObject *cat_seen, PyObject *cat_value,
-           LoadAhead *pre)
+           LoadAhead *pre, EntryColumnsObject *ec)
 {
     LoadAhead *slot = &pre[j % LOAD_RING];
     slot->row = -1;
     PyObject *row = PyList_GET_ITEM(rows, j);
     if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) != 2) return;
     PyObject *entry = PyTuple_GET_ITEM(row, 1);
-    if (!Py_IS_TYPE(entry, ins_entry_type)) return;
-    const Py_ssize_t *eo = ins_entry_off;
-    PyObject *ident = SLOT(entry, eo[0]), *key = SLOT(entry, eo[2]), *text = SLOT(entry, eo[5]),
-             *ns = SLOT(entry, eo[6]), *cat = SLOT(entry, eo[7]), *value = SLOT(entry, eo[8]);
-    if (!ident || !PyLong_CheckExact(ident)) return;
-    Py_hash_t hid = PyObject_Hash(ident); /* an exact int's: no code, no error */
-    if (hid == -1 && PyErr_Occurred()) {
-        PyErr_Clear();
-        return;
+    PyObject *key, *text, *ns, *cat, *value;
+    Py_hash_t hid;
+    if (ec) { /* the store's form: (seq, slot) */
+        SlotRow sr;
+        if (!slot_row(ec, entry, &sr)) return;
+        key = sr.key, ns = sr.ns, cat = sr.cat, value = sr.value;
+        text = Py_None; /* (only its type is read below: a fold from the reader needed) */
+        hid = id_bits_hash(sr.e->id_hi, sr.e->id_lo);
+    } else {
+        if (!Py_IS_TYPE(entry, ins_entry_type)) return;
+        const Py_ssize_t *eo = ins_entry_off;
+        PyObject *ident = SLOT(entry, eo[0]);
+        key = SLOT(entry, eo[2]), text = SLOT(entry, eo[5]), ns = SLOT(entry, eo[6]),
+        cat = SLOT(entry, eo[7]), value = SLOT(entry, eo[8]);
+        if (!ident || !PyLong_CheckExact(ident)) return;
+        hid = PyObject_Hash(ident); /* an exact int's: no code, no error */
+        if (hid == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            return;
+        }
     }
     if (idt->cap) {
         Py_ssize_t home = oa_home(it_tag(hid), idt->cap);
@@ -6085,8 +6235,8 @@ load_ahead(PyObject *rows, Py_ssize_t j, const uint64_t *fold_at, const IdTableO
     slot->entry = entry;
     slot->has_dkey = 0;
     if (!fold_at || fold_at[j] >= ((uint64_t)1 << 62) || !cat_seen || cat != cat_seen ||
-        key != Py_None || value != Py_None || !text || !PyUnicode_CheckExact(text) || !ns ||
-        !PyTuple_CheckExact(ns)) {
+        key != Py_None || value != Py_None || !text || !(ec || PyUnicode_CheckExact(text)) ||
+        !ns || !PyTuple_CheckExact(ns)) {
         return;
     }
     for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(ns); k++) {
@@ -6127,8 +6277,8 @@ load_ahead(PyObject *rows, Py_ssize_t j, const uint64_t *fold_at, const IdTableO
 static PyObject *
 load_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 12) {
-        PyErr_SetString(PyExc_TypeError, "load_inserts() takes 12 arguments");
+    if (nargs != 13) {
+        PyErr_SetString(PyExc_TypeError, "load_inserts() takes 13 arguments");
         return NULL;
     }
     if (!ins_rec_type || !ins_ns_type || !ins_never || !ins_s_value_) {
@@ -6137,7 +6287,11 @@ load_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     }
     PyObject *rows = args[0], *folds = args[2], *by_id = args[4], *namespaces = args[5],
              *dups = args[6], *dup_keys = args[7], *records = args[8], *exact = args[9],
-             *rel_parts = args[10], *keys = args[11];
+             *rel_parts = args[10], *keys = args[11], *cols = args[12];
+    if (!Py_IS_TYPE(cols, &EntryColumns_Type)) {
+        PyErr_SetString(PyExc_TypeError, "load_inserts: cols must be an EntryColumns");
+        return NULL;
+    }
     if (!PyList_Check(rows) || !PyLong_CheckExact(args[1]) ||
         !(folds == Py_None || PyBytes_CheckExact(folds)) || !PyLong_CheckExact(args[3]) ||
         !Py_IS_TYPE(by_id, &IdTable_Type) || !PyDict_CheckExact(namespaces) ||
@@ -6161,13 +6315,26 @@ load_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     const Py_ssize_t *eo = ins_entry_off, *ro = ins_rec_off;
     DupTableObject *table = (DupTableObject *)dups;
     IdTableObject *idt = (IdTableObject *)by_id;
-    if (idt->rec_type != ins_rec_type || idt->entry_type != ins_entry_type ||
-        idt->entry_off != ro[0] || idt->id_off != eo[0]) {
+    if (idt->rec_type != ins_rec_type || !idt->cols || idt->entry_off != ro[0] ||
+        idt->id_off != ro[6]) {
         PyErr_SetString(PyExc_TypeError, "load_inserts: by_id is an IdTable of other classes");
         return NULL;
     }
     PyObject *cat_seen = NULL, *cat_value = NULL; /* borrowed: the category's _value_ */
     PyObject *ns_seen = NULL, *ns_list = NULL;    /* borrowed: the last namespace's list */
+    /* the rows' form: (seq, entry), or the store's (seq, slot) in cols (the reader
+     * put them there: sqlite_format.FoldedRows.cols), told by the first row's */
+    int slots = 0;
+    if (i < PyList_GET_SIZE(rows)) {
+        PyObject *r0 = PyList_GET_ITEM(rows, i);
+        slots = PyTuple_CheckExact(r0) && PyTuple_GET_SIZE(r0) == 2 &&
+                PyLong_CheckExact(PyTuple_GET_ITEM(r0, 1));
+    }
+    if (slots && (!ins_empty || !ins_one)) {
+        PyErr_SetString(PyExc_RuntimeError, "load_inserts: store_setup() not called");
+        return NULL;
+    }
+    PyObject *held_rel = NULL; /* a slot row's relevance (a float made for it) */
     LoadAhead pre[LOAD_RING];
     for (int k = 0; k < LOAD_RING; k++) pre[k].row = -1;
     for (;; i++) {
@@ -6180,21 +6347,41 @@ load_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
         PyObject *row = PyList_GET_ITEM(rows, i);
         if (LOAD_AHEAD && i + LOAD_AHEAD < n) {
-            load_ahead(rows, i + LOAD_AHEAD, fold_at, idt, table, cat_seen, cat_value, pre);
+            load_ahead(rows, i + LOAD_AHEAD, fold_at, idt, table, cat_seen, cat_value, pre,
+                       slots ? (EntryColumnsObject *)cols : NULL);
         }
         if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) != 2) break;
         PyObject *seq = PyTuple_GET_ITEM(row, 0), *entry = PyTuple_GET_ITEM(row, 1);
-        if (!PyLong_CheckExact(seq) || !Py_IS_TYPE(entry, ins_entry_type)) break;
+        if (!PyLong_CheckExact(seq) || !(slots ? PyLong_CheckExact(entry)
+                                               : Py_IS_TYPE(entry, ins_entry_type)))
+            break;
         long long s = PyLong_AsLongLongAndOverflow(seq, &overflow);
-        if (s == -1 && PyErr_Occurred()) return NULL;
+        if (s == -1 && PyErr_Occurred()) goto fail;
         if (overflow || s <= last) break; /* the caller's ValueError */
-        PyObject *ident = SLOT(entry, eo[0]), *key = SLOT(entry, eo[2]),
-                 *expires = SLOT(entry, eo[3]), *rel = SLOT(entry, eo[4]),
-                 *text = SLOT(entry, eo[5]), *ns = SLOT(entry, eo[6]), *cat = SLOT(entry, eo[7]),
-                 *value = SLOT(entry, eo[8]);
+        PyObject *ident, *key, *expires, *rel, *text, *ns, *cat, *value;
+        Py_CLEAR(held_rel);
+        const EcSlot *row_slot = NULL; /* the store's form: the row's slot (its id's bits) */
+        uint32_t id_tag = 0;
+        if (slots) { /* the store's form: the fields read from the row's slot */
+            SlotRow sr;
+            if (!slot_row((EntryColumnsObject *)cols, entry, &sr)) break;
+            key = sr.key, expires = sr.expires, ns = sr.ns, cat = sr.cat, value = sr.value;
+            text = Py_None; /* made below only if no fold came with the row */
+            row_slot = sr.e;
+            /* the id looked up by its bits (no int made): its int's hash, as it_tag_of */
+            id_tag = it_tag(id_bits_hash(sr.e->id_hi, sr.e->id_lo));
+            ident = Py_None; /* (not read in this form) */
+            if (sr.e->relevance == 1.0) rel = ins_one;
+            else if (!(rel = held_rel = PyFloat_FromDouble(sr.e->relevance))) goto fail;
+        } else {
+            ident = SLOT(entry, eo[0]), key = SLOT(entry, eo[2]), expires = SLOT(entry, eo[3]),
+            rel = SLOT(entry, eo[4]), text = SLOT(entry, eo[5]), ns = SLOT(entry, eo[6]),
+            cat = SLOT(entry, eo[7]), value = SLOT(entry, eo[8]);
+            if (text && !PyUnicode_CheckExact(text)) break;
+        }
         if (!ident || !rel || !text || !ns || !cat || key != Py_None || expires != Py_None ||
-            value != Py_None || !PyUnicode_CheckExact(text) || !PyFloat_CheckExact(rel) ||
-            !PyLong_CheckExact(ident) || !PyTuple_CheckExact(ns)) {
+            value != Py_None || !PyFloat_CheckExact(rel) ||
+            !(row_slot || PyLong_CheckExact(ident)) || !PyTuple_CheckExact(ns)) {
             break;
         }
         if (ns != ns_seen) { /* its parts' hashes and equality: exact strs, no Python code */
@@ -6204,19 +6391,23 @@ load_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             }
             if (!plain) break;
         }
-        PyObject *old = it_lookup(idt, ident); /* borrowed */
-        if (!old && PyErr_Occurred()) return NULL;
-        if (old) break; /* the caller's ValueError */
+        if (row_slot) {
+            if (it_find_bits(idt, row_slot->id_hi, row_slot->id_lo, id_tag) >= 0) break;
+        } else {
+            PyObject *old = it_lookup(idt, ident); /* borrowed */
+            if (!old && PyErr_Occurred()) goto fail;
+            if (old) break; /* the caller's ValueError */
+        }
         PyObject *part = PyDict_GetItemWithError(rel_parts, rel); /* borrowed */
         if (!part) {
-            if (PyErr_Occurred()) return NULL;
+            if (PyErr_Occurred()) goto fail;
             break; /* the caller computes and caches it */
         }
         if (!PyLong_CheckExact(part) || _PyLong_Sign(part) < 0) break;
         if (ns != ns_seen) {
             PyObject *lst = PyDict_GetItemWithError(namespaces, ns); /* borrowed */
             if (!lst) {
-                if (PyErr_Occurred()) return NULL;
+                if (PyErr_Occurred()) goto fail;
                 break; /* a new namespace: the caller's */
             }
             if (!Py_IS_TYPE(lst, ins_ns_type)) break;
@@ -6227,7 +6418,7 @@ load_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (!recs || !nlive || !PyList_CheckExact(recs) || !PyLong_CheckExact(nlive)) break;
         if (cat != cat_seen) {
             PyObject *cv = PyObject_GetAttr(cat, ins_s_value_);
-            if (!cv) return NULL;
+            if (!cv) goto fail;
             int ok = PyUnicode_CheckExact(cv);
             Py_DECREF(cv); /* the enum member keeps its value */
             if (!ok) break;
@@ -6241,20 +6432,30 @@ load_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             dkey32 = mine->dkey; /* the same objects' hash, taken ahead */
         } else if (fold_at && fold_at[i] < ((uint64_t)1 << 62) && dkey_direct_ok()) {
             Py_hash_t h = dkey_direct(ns, cat_value, fold_at[i]);
-            if (h == -1 && PyErr_Occurred()) return NULL;
+            if (h == -1 && PyErr_Occurred()) goto fail;
             dkey32 = (uint32_t)(h & 0x3FFFFFFF);
         } else {
         PyObject *folded;
         if (fold_at && fold_at[i] < ((uint64_t)1 << 62)) {
             folded = PyLong_FromUnsignedLongLong(fold_at[i]);
+        } else if (slots) { /* the text made from the store for its fold */
+            SlotRow sr;
+            PyObject *t = slot_row((EntryColumnsObject *)cols, entry, &sr)
+                              ? ec_text_obj((EntryColumnsObject *)cols, sr.e) : NULL;
+            if (!t) {
+                if (PyErr_Occurred()) goto fail;
+                break;
+            }
+            folded = fold_hash_impl(t, 2);
+            Py_DECREF(t);
         } else {
             folded = fold_hash_impl(text, 2);
         }
-        if (!folded) return NULL;
+        if (!folded) goto fail;
         PyObject *t = PyTuple_New(5);
         if (!t) {
             Py_DECREF(folded);
-            return NULL;
+            goto fail;
         }
         PyTuple_SET_ITEM(t, 0, Py_NewRef(ns));
         PyTuple_SET_ITEM(t, 1, Py_NewRef(cat_value));
@@ -6263,31 +6464,46 @@ load_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyTuple_SET_ITEM(t, 4, Py_NewRef(Py_None));
         Py_hash_t h = PyObject_Hash(t); /* strs, ints and None: no Python code */
         Py_DECREF(t);
-        if (h == -1 && PyErr_Occurred()) return NULL;
+        if (h == -1 && PyErr_Occurred()) goto fail;
         dkey32 = (uint32_t)(h & 0x3FFFFFFF);
         }
-        if (dt_reserve(table, 1) < 0 || it_reserve(idt, 1) < 0) return NULL;
+        if (dt_reserve(table, 1) < 0 || it_reserve(idt, 1) < 0) goto fail;
         PyObject *rkey = _PyLong_Sign(part) == 0 ? Py_NewRef(seq) : PyNumber_Or(part, seq);
-        if (!rkey) return NULL;
+        if (!rkey) goto fail;
         Py_ssize_t nl0 = PyLong_AsSsize_t(nlive);
         if (nl0 == -1 && PyErr_Occurred()) {
             Py_DECREF(rkey);
-            return NULL;
+            goto fail;
         }
         PyObject *live1 = PyLong_FromSsize_t(nl0 + 1);
         PyObject *rec = ins_rec_type->tp_alloc(ins_rec_type, 0);
-        if (!live1 || !rec) {
+        /* the entry into the store last: nothing fails after it (the store's form:
+         * the row's slot, already there) */
+        PyObject *num = !(live1 && rec) ? NULL
+                        : slots         ? Py_NewRef(entry)
+                                        : ec_put((EntryColumnsObject *)cols, entry);
+        if (!num) {
+            int refused = live1 && rec && ins_refused(); /* as store_inserts' */
             Py_DECREF(rkey);
             Py_XDECREF(live1);
             Py_XDECREF(rec);
-            return NULL;
+            if (refused) break;
+            goto fail;
         }
-        ins_fill_record(rec, entry, seq);
+        ins_fill_record(rec, cols, num, seq);
+        Py_DECREF(num);
         /* The changes: only an allocation failing inside a container can stop them
          * midway (as it could in the Python loop). */
-        int err = it_put(idt, ident, rec);
+        int err = 0;
+        if (row_slot) { /* absent (looked up above), room made by it_reserve */
+            it_place(idt->tags, idt->vals, idt->cap, id_tag, Py_NewRef(rec));
+            idt->used++;
+            idt->changes++;
+        } else {
+            err = it_put(idt, ident, rec);
+        }
         if (!err) err = list_append_wide(records, rec);
-        if (!err && exact != Py_None) err = list_append_wide(exact, entry);
+        if (!err && exact != Py_None && !slots) err = list_append_wide(exact, entry);
         if (!err) err = list_append_wide(recs, rec);
         if (!err) Py_SETREF(SLOT(ns_list, ins_ns_off[1]), Py_NewRef(live1));
         if (!err) err = list_append_wide(keys, rkey);
@@ -6303,10 +6519,14 @@ load_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_DECREF(rkey);
         Py_DECREF(live1);
         Py_DECREF(rec);
-        if (err) return NULL;
+        if (err) goto fail;
         last = s;
     }
+    Py_XDECREF(held_rel);
     return PyLong_FromSsize_t(i);
+fail:
+    Py_XDECREF(held_rel);
+    return NULL;
 }
 
 
@@ -6360,44 +6580,69 @@ add_groups_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_ValueError, "add_groups_new: start < 0, scan < 1 or first < 0");
         return NULL;
     }
-    const Py_ssize_t *eo = ins_entry_off;
     for (;; i++) {
         if (i >= PyList_GET_SIZE(recs)) break;
         PyObject *rec = PyList_GET_ITEM(recs, i);
         if (!Py_IS_TYPE(rec, ins_rec_type)) break;
-        PyObject *entry = SLOT(rec, ins_rec_off[0]), *seq = SLOT(rec, ins_rec_off[3]);
-        if (!entry || !seq || !Py_IS_TYPE(entry, ins_entry_type)) break;
-        PyObject *text = SLOT(entry, eo[5]), *rel = SLOT(entry, eo[4]), *tags = SLOT(entry, eo[9]);
-        if (!text || !rel || !tags || !PyUnicode_CheckExact(text) || !PyTuple_CheckExact(tags) ||
-            PyTuple_GET_SIZE(tags) != 0) {
-            break; /* tags: the tag postings' */
+        /* the entry's fields from the record's slot of its store */
+        EntryColumnsObject *ec = NULL;
+        EcSlot *es = ins_rec_slot(rec, &ec);
+        PyObject *seq = SLOT(rec, ins_rec_off[3]), *num = SLOT(rec, ins_rec_off[6]);
+        if (!es || !seq) break;
+        if (es->flags & EC_EXTRA) {
+            PyObject *tags = ins_slot_tags(ec, es, num);
+            if (!tags) return NULL;
+            if (!PyTuple_CheckExact(tags) || PyTuple_GET_SIZE(tags) != 0) {
+                break; /* tags: the tag postings' */
+            }
         }
+        PyObject *text = ec_text_obj(ec, es), *rel = text ? PyFloat_FromDouble(es->relevance) : NULL;
+        if (!rel) {
+            Py_XDECREF(text);
+            return NULL;
+        }
+#define AGN_DROP() do { Py_DECREF(text); Py_DECREF(rel); } while (0)
         uint32_t tag = 0;
         uint64_t seen = 0;
         if (gt) { /* knobs._GROUP_TABLE: no int object, the text not kept */
             Py_ssize_t at = gt_find_str(gt, text, &tag);
-            if (at == -2) return NULL;
-            if (at >= 0) break; /* a text seen before: its group's */
+            if (at < 0 && at != -1) {
+                AGN_DROP();
+                return NULL;
+            }
+            if (at >= 0) {
+                AGN_DROP();
+                break; /* a text seen before: its group's */
+            }
             seen = gt->changes;
         } else {
             int has = PyDict_Contains(groups, text);
-            if (has < 0) return NULL;
-            if (has) break; /* a text seen before: its group's */
+            if (has) {
+                AGN_DROP();
+                if (has < 0) return NULL;
+                break; /* a text seen before: its group's */
+            }
         }
         Py_ssize_t g = first + PyList_GET_SIZE(lows);
-        if (g % scan >= PyList_GET_SIZE(recent)) break;
-        if (gt && g != PyList_GET_SIZE(glist)) break; /* the table numbers by glist */
-        /* lower may run code (a Python callable) that drops recs[i], rebinds its slots
-         * or maps the text: the record and what was read from it are held across the
-         * call, and any such change leaves the record to the caller's loop. */
-        PyObject *held[6] = {rec, entry, text, rel, seq, tags};
-        for (int h = 0; h < 6; h++) Py_INCREF(held[h]);
+        if (g % scan >= PyList_GET_SIZE(recent) || (gt && g != PyList_GET_SIZE(glist))) {
+            AGN_DROP(); /* (the table numbers by glist) */
+            break;
+        }
+#undef AGN_DROP
+        /* lower may run code (a Python callable) that drops recs[i], rebinds its slots,
+         * releases its slot or maps the text: the record and what was read from it are
+         * held across the call, and any such change leaves the record to the caller's
+         * loop. (text and rel are this loop's own references.) */
+        PyObject *held[6] = {rec, (PyObject *)ec, text, rel, seq, num};
+        Py_INCREF(rec);
+        Py_INCREF(ec);
+        Py_INCREF(seq);
+        Py_INCREF(num);
         PyObject *low = PyObject_CallOneArg(lower, text);
         int moved = low && (i >= PyList_GET_SIZE(recs) || PyList_GET_ITEM(recs, i) != rec ||
-                            SLOT(rec, ins_rec_off[0]) != entry ||
-                            SLOT(rec, ins_rec_off[3]) != seq || SLOT(entry, eo[5]) != text ||
-                            SLOT(entry, eo[4]) != rel || SLOT(entry, eo[9]) != tags ||
-                            g != first + PyList_GET_SIZE(lows) ||
+                            SLOT(rec, ins_rec_off[0]) != (PyObject *)ec ||
+                            SLOT(rec, ins_rec_off[3]) != seq || SLOT(rec, ins_rec_off[6]) != num ||
+                            !(es->flags & EC_LIVE) || g != first + PyList_GET_SIZE(lows) ||
                             g % scan >= PyList_GET_SIZE(recent));
         if (low && !moved && !gt) {
             int has = PyDict_Contains(groups, text); /* mapped by that code? */
@@ -6646,15 +6891,16 @@ PyDoc_STRVAR(restore_columns_doc,
 "What the word-overlap restore reads of each record, in one pass without the\n"
 "interpreter: texts the list of every record's entry.memory, relevance the bytes of a\n"
 "float64 array of entry.relevance, seqs those of an int64 array of seq, tagged the list\n"
-"of the positions whose entry.tags is not empty. None (nothing made) when a record is\n"
-"not plain: not exactly store_setup's record class holding exactly its entry class, a\n"
-"slot unset, a text not an exact str, a relevance not an exact float, a seq not an\n"
-"exact int in int64, tags not an exact tuple. TypeError when records is not a list,\n"
-"RuntimeError before record_setup or store_setup, or when a finalizer run by a\n"
-"collection during its allocations changed the list. With expect (a tuple), a fifth\n"
-"item: True when expect has as many items as records and each is the very object of\n"
-"the record's text (identity, read in the same pass), else False; TypeError when\n"
-"expect is neither None nor a tuple. O(len(records)).");
+"of the positions whose entry.tags is not empty: each read from the record's live slot\n"
+"of its EntryColumns store. None (nothing made) when a record is not plain: not exactly\n"
+"store_setup's record class, its store not an EntryColumns, its slot not a live slot's\n"
+"int, a seq not an exact int in int64, tags not an exact tuple. TypeError when records\n"
+"is not a list, RuntimeError before record_setup or store_setup, or when a finalizer\n"
+"run by a collection during its allocations changed the list. With expect (a tuple), a\n"
+"fifth item: True when expect has as many items as records and each is an exact str\n"
+"equal to the record's text (its UTF-8 against the stored bytes, in the same pass;\n"
+"texts then holds expect's very objects), else False; TypeError when expect is\n"
+"neither None nor a tuple. O(sum of the texts' lengths).");
 
 static PyObject *
 restore_columns(PyObject *self, PyObject *args)
@@ -6689,20 +6935,20 @@ restore_columns(PyObject *self, PyObject *args)
     /* the tuple holds its items: none can change or go while this runs */
     int check = expect != Py_None;
     int same = check && PyTuple_GET_SIZE(expect) == n;
-    Py_ssize_t off_entry = ins_rec_off[0], off_seq = ins_rec_off[3];
-    Py_ssize_t off_rel = ins_entry_off[4], off_mem = ins_entry_off[5], off_tags = ins_entry_off[9];
+    Py_ssize_t off_seq = ins_rec_off[3], off_num = ins_rec_off[6];
     for (Py_ssize_t i = 0; i < n; i++) {
         if (i + 8 < n) __builtin_prefetch(PyList_GET_ITEM(records, i + 8));
         PyObject *rec = PyList_GET_ITEM(records, i);
         if (Py_TYPE(rec) != ins_rec_type) goto plain_not;
-        PyObject *entry = SLOT(rec, off_entry), *seq = SLOT(rec, off_seq);
-        if (!entry || Py_TYPE(entry) != ins_entry_type || !seq || !PyLong_CheckExact(seq))
-            goto plain_not;
-        PyObject *mem = SLOT(entry, off_mem), *r = SLOT(entry, off_rel);
-        PyObject *tags = SLOT(entry, off_tags);
-        if (!mem || !PyUnicode_CheckExact(mem) || !r || !PyFloat_CheckExact(r) || !tags ||
-            !PyTuple_CheckExact(tags))
-            goto plain_not;
+        EntryColumnsObject *ec = NULL;
+        EcSlot *es = ins_rec_slot(rec, &ec); /* the entry's slot in its store */
+        PyObject *seq = SLOT(rec, off_seq);
+        if (!es || !seq || !PyLong_CheckExact(seq)) goto plain_not;
+        PyObject *tags = NULL; /* NULL: the empty tuple (a slot without extras) */
+        if (es->flags & EC_EXTRA) {
+            if (!(tags = ins_slot_tags(ec, es, SLOT(rec, off_num)))) goto error;
+            if (!PyTuple_CheckExact(tags)) goto plain_not;
+        }
         int overflow = 0;
         long long s = PyLong_AsLongLongAndOverflow(seq, &overflow);
         if (overflow || (s == -1 && PyErr_Occurred())) {
@@ -6710,10 +6956,20 @@ restore_columns(PyObject *self, PyObject *args)
             goto plain_not;
         }
         seq_of[i] = (int64_t)s;
-        rel_of[i] = PyFloat_AS_DOUBLE(r);
-        if (same && PyTuple_GET_ITEM(expect, i) != mem) same = 0;
-        PyList_SET_ITEM(texts, i, Py_NewRef(mem));
-        if (PyTuple_GET_SIZE(tags) > 0) {
+        rel_of[i] = es->relevance;
+        /* the text: the expected str itself when it is that text (the early digest's
+         * objects, read from the rows: no second str), else a str made from the store */
+        PyObject *mem = NULL;
+        if (same) {
+            PyObject *want = PyTuple_GET_ITEM(expect, i);
+            int eq = PyUnicode_CheckExact(want) ? ins_slot_text_is(ec, es, want) : 0;
+            if (eq < 0) goto error;
+            if (eq) mem = Py_NewRef(want);
+            else same = 0;
+        }
+        if (!mem && !(mem = ec_text_obj(ec, es))) goto error;
+        PyList_SET_ITEM(texts, i, mem);
+        if (tags && PyTuple_GET_SIZE(tags) > 0) {
             PyObject *at = PyLong_FromSsize_t(i);
             if (!at) goto error;
             int rc = PyList_Append(tagged, at);
@@ -6743,17 +6999,32 @@ error:
 }
 
 PyDoc_STRVAR(rows_texts_doc,
-"rows_texts(rows) -> tuple or None\n\n"
+"rows_texts(rows, cols=None) -> tuple or None\n\n"
 "The text (entry.memory) of each of a file's (seq, entry) rows, in order, as a tuple:\n"
 "what restore_columns' texts will be once the bulk load made a record of each row, read\n"
 "ahead of it. None (nothing made) when a row is not an exact tuple of two, its entry not\n"
 "exactly store_setup's entry class, the slot unset or the text not an exact str.\n"
 "TypeError unless rows is a list (a subclass too: its items are read), RuntimeError\n"
-"before record_setup. Runs no Python code. O(len(rows)).");
+"before record_setup. With cols (an EntryColumns), the rows are (seq, slot) in it and\n"
+"each text is made from its slot's UTF-8 (None for a slot not live), with hashes (the\n"
+"reader's FoldedRows.hashes: 8 bytes a row, -1 none) its hash set from them when ASCII.\n"
+"Runs no Python\n"
+"code. O(len(rows)) (and the texts' length with cols).");
 
 static PyObject *
-rows_texts(PyObject *self, PyObject *rows)
+rows_texts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
+    if (nargs < 1 || nargs > 3 ||
+        (nargs >= 2 && args[1] != Py_None && !Py_IS_TYPE(args[1], &EntryColumns_Type)) ||
+        (nargs == 3 && !PyBytes_CheckExact(args[2]))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "rows_texts(rows, cols=None, hashes=b''): cols an EntryColumns");
+        return NULL;
+    }
+    PyObject *rows = args[0];
+    EntryColumnsObject *ec = nargs >= 2 && args[1] != Py_None ? (EntryColumnsObject *)args[1]
+                                                              : NULL;
+    PyObject *hashes = nargs == 3 ? args[2] : NULL; /* the reader's, one a row, or b"" */
     if (!PyList_Check(rows)) {
         PyErr_SetString(PyExc_TypeError, "rows_texts: rows must be a list");
         return NULL;
@@ -6781,6 +7052,30 @@ rows_texts(PyObject *self, PyObject *rows)
         PyObject *row = PyList_GET_ITEM(rows, i);
         if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) != 2) goto plain_not;
         PyObject *entry = PyTuple_GET_ITEM(row, 1);
+        if (ec) { /* the store's form: the text made from the slot's UTF-8 */
+            SlotRow sr;
+            if (!ins_empty || !slot_row(ec, entry, &sr)) goto plain_not;
+            PyObject *t = ec_text_obj(ec, sr.e);
+            if (!t) {
+                Py_DECREF(texts);
+                return NULL;
+            }
+#if PY_VERSION_HEX < 0x030F0000 /* PyASCIIObject's cached hash, as the reader's entries */
+            if (hashes && PyBytes_GET_SIZE(hashes) == 8 * n && (sr.e->flags & EC_ASCII) &&
+                PyUnicode_IS_ASCII(t)) {
+                int64_t h;
+                memcpy(&h, PyBytes_AS_STRING(hashes) + 8 * i, 8);
+                if (h != -1) ((PyASCIIObject *)t)->hash = (Py_hash_t)h;
+            }
+#endif
+            PyTuple_SET_ITEM(texts, i, t);
+            if (PyList_GET_SIZE(rows) != n) { /* (a str's allocation may collect) */
+                Py_DECREF(texts);
+                PyErr_SetString(PyExc_RuntimeError, "rows_texts: the list changed");
+                return NULL;
+            }
+            continue;
+        }
         if (Py_TYPE(entry) != ins_entry_type) goto plain_not;
         PyObject *mem = SLOT(entry, off_mem);
         if (!mem || !PyUnicode_CheckExact(mem)) goto plain_not;
@@ -6968,7 +7263,7 @@ texts_encode(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 PyDoc_STRVAR(next_keyed_doc,
-"next_keyed(rows, start) -> int\n\n"
+"next_keyed(rows, start, cols=None) -> int\n\n"
 "The first position i >= start of rows (a list, or a list subclass: its storage read,\n"
 "as load_inserts reads it) whose row is not plain or whose entry\n"
 "has a key: a row is plain when it is an exact 2-tuple whose second item is exactly\n"
@@ -6976,14 +7271,24 @@ PyDoc_STRVAR(next_keyed_doc,
 "start on is plain and keyless (MemoryState._bulk_loadable's pass over the keys,\n"
 "which looks at the row it returns itself). TypeError for wrong argument types,\n"
 "ValueError for a negative start, OverflowError for one beyond a Py_ssize_t,\n"
-"RuntimeError before record_setup or store_setup.\n"
+"RuntimeError before record_setup or store_setup. With cols (an EntryColumns), the rows\n"
+"are in the store's form, (seq, slot): a row is plain when its slot is live in cols,\n"
+"and keyless when its key (in the slot's extras) is None.\n"
 "O(len(rows) - start).");
 
 static PyObject *
 next_keyed(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 2 || !PyList_Check(args[0]) || !PyLong_CheckExact(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "next_keyed(rows: list, start: int)");
+    if (nargs < 2 || nargs > 3 || !PyList_Check(args[0]) || !PyLong_CheckExact(args[1]) ||
+        (nargs == 3 && args[2] != Py_None && !Py_IS_TYPE(args[2], &EntryColumns_Type))) {
+        PyErr_SetString(PyExc_TypeError,
+                        "next_keyed(rows: list, start: int, cols: EntryColumns | None = None)");
+        return NULL;
+    }
+    EntryColumnsObject *ec = nargs == 3 && args[2] != Py_None ? (EntryColumnsObject *)args[2]
+                                                              : NULL;
+    if (ec && !ins_empty) {
+        PyErr_SetString(PyExc_RuntimeError, "next_keyed: store_setup() not called");
         return NULL;
     }
     if (!ins_entry_type) {
@@ -7002,6 +7307,11 @@ next_keyed(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyObject *row = PyList_GET_ITEM(rows, i);
         if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) != 2) break;
         PyObject *entry = PyTuple_GET_ITEM(row, 1);
+        if (ec) {
+            SlotRow sr;
+            if (!slot_row(ec, entry, &sr) || sr.key != Py_None) break;
+            continue;
+        }
         if (Py_TYPE(entry) != ins_entry_type || SLOT(entry, off_key) != Py_None) break;
     }
     return PyLong_FromSsize_t(i < n ? i : n);
@@ -7207,7 +7517,7 @@ static PyMethodDef methods[] = {
     {"decode_rows", decode_rows, METH_VARARGS, decode_rows_doc},
     {"group_texts", group_texts, METH_O, group_texts_doc},
     {"restore_columns", restore_columns, METH_VARARGS, restore_columns_doc},
-    {"rows_texts", rows_texts, METH_O, rows_texts_doc},
+    {"rows_texts", (PyCFunction)(void (*)(void))rows_texts, METH_FASTCALL, rows_texts_doc},
     {"next_keyed", (PyCFunction)(void (*)(void))next_keyed, METH_FASTCALL, next_keyed_doc},
     {"cache_entries", cache_entries, METH_O, cache_entries_doc},
     {"visit_heap", visit_heap, METH_VARARGS, visit_heap_doc},

@@ -3,8 +3,10 @@
  * "Bytes per entry, part 8"; branch cols28).
  *
  * Included by _cwordoverlap.c (it uses slot_offset from _kernels_common.h and the
- * datetime C API imported there). Not yet wired into the engine: the records still hold
- * their `MemoryEntry` objects; this is the store step A's wiring will put them in.
+ * datetime C API imported there). Each MemoryState keeps one; a record keeps its store
+ * and slot number (`Record.cols`, `Record.slot`), and the C readers of records
+ * (IdTable, GroupTable, store_inserts, load_inserts, add_groups_new, restore_columns,
+ * encode_rows) read the slot (branches wire29-wip, wire30).
  *
  * Layout. A slot is 48 bytes: the id's 128 bits, created_at in microseconds since
  * 0001-01-01T00:00:00 UTC, the relevance (double), the text's block, offset and UTF-8
@@ -27,6 +29,8 @@
  * block across a call into Python, and everything runs under the GIL, so no reader sees
  * a move half done. Errors leave the store as it was.
  */
+
+#include "_entrycols_api.h"
 
 #define EC_FIRST_SHIFT 6 /* chunk 0 holds 64 slots */
 #define EC_CHUNKS 40
@@ -79,6 +83,8 @@ typedef struct {
     uint64_t held, live_bytes; /* bytes used in blocks not freed; bytes of live texts */
     uint64_t compactions;
 } EntryColumnsObject;
+
+static PyTypeObject EntryColumns_Type;
 
 static inline EcSlot *
 ec_at(const EntryColumnsObject *c, int64_t s)
@@ -195,6 +201,100 @@ ec_text_ptr(const EntryColumnsObject *c, const EcSlot *s)
     return s->len ? c->blocks[s->block].data + s->off : "";
 }
 
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define EC_LITTLE_ENDIAN 1 /* four UCS2 code points packed to their bytes by shifts */
+#else
+#define EC_LITTLE_ENDIAN 0
+#endif
+
+/* One code point of valid UTF-8 at *pp (before end), *pp moved past it; 0x110000 when
+ * the bytes end first. */
+static inline Py_UCS4
+ec_utf8_next(const unsigned char **pp, const unsigned char *end)
+{
+    const unsigned char *p = *pp;
+    Py_ssize_t left = end - p;
+    Py_UCS4 u = p[0];
+    if (u < 0x80) {
+        *pp = p + 1;
+    } else if (u < 0xE0) {
+        if (left < 2) return 0x110000;
+        u = ((u & 0x1F) << 6) | (p[1] & 0x3F);
+        *pp = p + 2;
+    } else if (u < 0xF0) {
+        if (left < 3) return 0x110000;
+        u = ((u & 0x0F) << 12) | ((Py_UCS4)(p[1] & 0x3F) << 6) | (p[2] & 0x3F);
+        *pp = p + 3;
+    } else {
+        if (left < 4) return 0x110000;
+        u = ((u & 0x07) << 18) | ((Py_UCS4)(p[1] & 0x3F) << 12) | ((Py_UCS4)(p[2] & 0x3F) << 6) |
+            (p[3] & 0x3F);
+        *pp = p + 4;
+    }
+    return u;
+}
+
+/* Whether the text of slot `s` (valid UTF-8: the store encoded it) holds the code points
+ * of the ready str `t`: the bytes compared for an ASCII str, else the stored UTF-8
+ * walked against `t`'s code points, eight (UCS1) or four (UCS2) ASCII ones at a time
+ * (no UTF-8 of `t` made, nothing allocated, no code run). A str with a lone surrogate is
+ * never equal (no stored text decodes to one). O(len(text)). */
+static int
+ec_text_is(const EntryColumnsObject *c, const EcSlot *s, PyObject *t)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(t);
+    if (PyUnicode_IS_ASCII(t)) {
+        return (s->flags & EC_ASCII) && (Py_ssize_t)s->len == n &&
+               memcmp(ec_text_ptr(c, s), PyUnicode_1BYTE_DATA(t), s->len) == 0;
+    }
+    if ((s->flags & EC_ASCII) || (Py_ssize_t)s->len < n) return 0;
+    const unsigned char *p = (const unsigned char *)ec_text_ptr(c, s), *end = p + s->len;
+    int kind = PyUnicode_KIND(t);
+    Py_ssize_t i = 0;
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *d = PyUnicode_1BYTE_DATA(t);
+        while (i < n) {
+            if (i + 8 <= n && end - p >= 8) {
+                uint64_t x, y;
+                memcpy(&x, d + i, 8);
+                memcpy(&y, p, 8);
+                if (!(x & 0x8080808080808080ULL)) {
+                    if (x != y) return 0;
+                    i += 8, p += 8;
+                    continue;
+                }
+            }
+            if (p >= end || ec_utf8_next(&p, end) != d[i]) return 0;
+            i++;
+        }
+    } else if (kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *d = PyUnicode_2BYTE_DATA(t);
+        while (i < n) {
+            if (EC_LITTLE_ENDIAN && i + 4 <= n && end - p >= 4) {
+                uint64_t x;
+                uint32_t y;
+                memcpy(&x, d + i, 8);
+                memcpy(&y, p, 4);
+                if (!(x & 0xFF80FF80FF80FF80ULL)) { /* four ASCII code points */
+                    uint32_t b = (uint32_t)((x & 0xFF) | ((x >> 8) & 0xFF00) |
+                                            ((x >> 16) & 0xFF0000) | ((x >> 24) & 0xFF000000));
+                    if (b != y) return 0;
+                    i += 4, p += 4;
+                    continue;
+                }
+            }
+            if (p >= end || ec_utf8_next(&p, end) != d[i]) return 0;
+            i++;
+        }
+    } else {
+        const Py_UCS4 *d = PyUnicode_4BYTE_DATA(t);
+        for (; i < n; i++) {
+            if (p >= end || ec_utf8_next(&p, end) != d[i]) return 0;
+        }
+    }
+    return p == end;
+}
+
 /* Compact the text blocks: every live text copied, in slot order, into new blocks, the
  * old ones freed. -1 with MemoryError, the store unchanged. O(slots + live bytes). */
 static int
@@ -267,6 +367,68 @@ ec_time_of(int64_t us)
     return PyDateTimeAPI->DateTime_FromDateAndTime(y, m, d, (int)(r / 3600), (int)(r / 60 % 60),
                                                    (int)(r % 60), usec, PyDateTime_TimeZone_UTC,
                                                    PyDateTimeAPI->DateTimeType);
+}
+
+/* The slot `s` (every field but block/off/LIVE set; EC_ASCII and EC_VALIDATED in
+ * flags) stored with its text p[0:s->len] (valid UTF-8) and `extras` (a tuple of
+ * EC_EXTRAS, or NULL: none), on the first released slot or a new one: its number (a new
+ * reference), or NULL with an exception (MemoryError, OverflowError), the store as it
+ * was. Every field is written before the slot is marked live. O(len). */
+static PyObject *
+ec_put_slot(EntryColumnsObject *c, EcSlot s, const char *p, PyObject *extras)
+{
+    /* the slot number, its chunk */
+    int64_t at = c->nfree ? c->free[c->nfree - 1] : c->next;
+    if (!c->nfree) {
+        uint64_t x = (uint64_t)at + (1u << EC_FIRST_SHIFT);
+        int kk = 63 - __builtin_clzll(x) - EC_FIRST_SHIFT;
+        if (kk >= EC_CHUNKS) {
+            PyErr_SetString(PyExc_OverflowError, "EntryColumns: too many slots");
+            return NULL;
+        }
+        if (kk == c->nchunks) {
+            EcSlot *chunk = PyMem_Calloc((size_t)1 << (kk + EC_FIRST_SHIFT), sizeof(EcSlot));
+            if (!chunk) {
+                return PyErr_NoMemory();
+            }
+            c->chunks[c->nchunks++] = chunk;
+        }
+    }
+    /* room for the text (a new block at most; an unused one is harmless) */
+    if (s.len) {
+        if (ec_room(c, s.len, &s.block, &s.off) < 0) {
+            return NULL;
+        }
+    } else {
+        s.block = EC_NO_BLOCK;
+    }
+    PyObject *num = PyLong_FromLongLong(at);
+    if (!num) {
+        return NULL;
+    }
+    if (extras) {
+        if (PyDict_SetItem(c->extras, num, extras) < 0) {
+            Py_DECREF(num);
+            return NULL;
+        }
+        s.flags |= EC_EXTRA;
+    }
+    /* No failure past here. */
+    if (s.len) {
+        EcBlock *b = &c->blocks[s.block];
+        memcpy(b->data + s.off, p, s.len);
+        b->used += s.len, b->live += s.len;
+        c->held += s.len, c->live_bytes += s.len;
+    }
+    if (c->nfree) c->nfree--;
+    else c->next++;
+    EcSlot *dst = ec_at(c, at);
+    uint8_t flags = s.flags;
+    s.flags = 0;
+    *dst = s;
+    dst->flags = flags | EC_LIVE; /* last: every field written before the slot is live */
+    c->nlive++;
+    return num;
 }
 
 PyDoc_STRVAR(ec_put_doc,
@@ -359,69 +521,188 @@ ec_put(EntryColumnsObject *c, PyObject *entry)
         return NULL;
     }
     s.len = (uint32_t)n;
-    /* the slot number, its chunk */
-    int64_t at = c->nfree ? c->free[c->nfree - 1] : c->next;
-    if (!c->nfree) {
-        uint64_t x = (uint64_t)at + (1u << EC_FIRST_SHIFT);
-        int kk = 63 - __builtin_clzll(x) - EC_FIRST_SHIFT;
-        if (kk >= EC_CHUNKS) {
-            Py_XDECREF(utf8);
-            PyErr_SetString(PyExc_OverflowError, "EntryColumns: too many slots");
-            return NULL;
-        }
-        if (kk == c->nchunks) {
-            EcSlot *chunk = PyMem_Calloc((size_t)1 << (kk + EC_FIRST_SHIFT), sizeof(EcSlot));
-            if (!chunk) {
-                Py_XDECREF(utf8);
-                return PyErr_NoMemory();
-            }
-            c->chunks[c->nchunks++] = chunk;
-        }
-    }
-    /* room for the text (a new block at most; an unused one is harmless) */
-    if (s.len) {
-        if (ec_room(c, s.len, &s.block, &s.off) < 0) {
-            Py_XDECREF(utf8);
-            return NULL;
-        }
-    } else {
-        s.block = EC_NO_BLOCK;
-    }
-    PyObject *num = PyLong_FromLongLong(at);
-    if (!num) {
+    PyObject *extras = NULL;
+    if (extra &&
+        !(extras = PyTuple_Pack(EC_EXTRAS, v[EF_TAGS], v[EF_COUNT], v[EF_NAMESPACE], v[EF_LAST],
+                                v[EF_KEY], v[EF_VALUE], v[EF_UPDATED], v[EF_TTL], v[EF_EXPIRES],
+                                plain_created ? Py_None : created))) {
         Py_XDECREF(utf8);
         return NULL;
     }
-    if (extra) {
-        PyObject *t = PyTuple_Pack(EC_EXTRAS, v[EF_TAGS], v[EF_COUNT], v[EF_NAMESPACE], v[EF_LAST],
-                                   v[EF_KEY], v[EF_VALUE], v[EF_UPDATED], v[EF_TTL],
-                                   v[EF_EXPIRES], plain_created ? Py_None : created);
-        int rc = t ? PyDict_SetItem(c->extras, num, t) : -1;
-        Py_XDECREF(t);
-        if (rc < 0) {
-            Py_DECREF(num);
-            Py_XDECREF(utf8);
+    PyObject *num = ec_put_slot(c, s, p, extras);
+    Py_XDECREF(extras);
+    Py_XDECREF(utf8);
+    return num;
+}
+
+/* --- ec_api_t (_entrycols_api.h): a slot from the row reader's raw fields */
+
+/* Strict UTF-8 (as PyUnicode_DecodeUTF8 "strict" accepts): p[0:n]'s code points, or -1;
+ * *ascii whether every byte is below 0x80. */
+static Py_ssize_t
+ec_utf8_chars(const char *text, Py_ssize_t n, int *ascii)
+{
+    const unsigned char *p = (const unsigned char *)text, *end = p + n;
+    Py_ssize_t chars = 0;
+    int all = 1;
+    while (p < end) {
+        if (end - p >= 8) {
+            uint64_t w;
+            memcpy(&w, p, 8);
+            if (!(w & 0x8080808080808080ULL)) {
+                p += 8, chars += 8;
+                continue;
+            }
+        }
+        unsigned char b = *p;
+        if (b < 0x80) {
+            p++;
+        } else {
+            all = 0;
+            Py_ssize_t left = end - p;
+            if (b >= 0xC2 && b <= 0xDF) {
+                if (left < 2 || (p[1] & 0xC0) != 0x80) return -1;
+                p += 2;
+            } else if (b >= 0xE0 && b <= 0xEF) {
+                if (left < 3 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80) return -1;
+                if (b == 0xE0 && p[1] < 0xA0) return -1; /* overlong */
+                if (b == 0xED && p[1] >= 0xA0) return -1; /* a surrogate */
+                p += 3;
+            } else if (b >= 0xF0 && b <= 0xF4) {
+                if (left < 4 || (p[1] & 0xC0) != 0x80 || (p[2] & 0xC0) != 0x80 ||
+                    (p[3] & 0xC0) != 0x80)
+                    return -1;
+                if (b == 0xF0 && p[1] < 0x90) return -1; /* overlong */
+                if (b == 0xF4 && p[1] >= 0x90) return -1; /* past U+10FFFF */
+                p += 4;
+            } else {
+                return -1;
+            }
+        }
+        chars++;
+    }
+    *ascii = all;
+    return chars;
+}
+
+/* The largest created_us: 9999-12-31T23:59:59.999999. */
+#define EC_MAX_US (ec_days(9999, 12, 31) * 86400000000LL + 86399999999LL)
+
+static PyObject *
+ec_put_raw(PyObject *cols, const ec_raw_t *r)
+{
+    if (!Py_IS_TYPE(cols, &EntryColumns_Type)) {
+        PyErr_SetString(PyExc_TypeError, "put_raw: not an EntryColumns");
+        return NULL;
+    }
+    EntryColumnsObject *c = (EntryColumnsObject *)cols;
+    if (r->cat < 0 || r->cat >= PyTuple_GET_SIZE(c->categories)) {
+        PyErr_SetString(PyExc_ValueError, "put_raw: no category of that code");
+        return NULL;
+    }
+    if (!(r->relevance >= 0.0 && r->relevance <= 1.0)) {
+        PyErr_SetString(PyExc_ValueError, "put_raw: the relevance is not in [0, 1]");
+        return NULL;
+    }
+    if (r->validated != 0 && r->validated != 1) {
+        PyErr_SetString(PyExc_ValueError, "put_raw: validated must be 0 or 1");
+        return NULL;
+    }
+    if (r->created_us < 0 || r->created_us > EC_MAX_US) {
+        PyErr_SetString(PyExc_ValueError, "put_raw: created_at out of datetime's range");
+        return NULL;
+    }
+    if (r->len < 0 || r->len > 0x7FFFFFFF || (r->len && !r->text)) {
+        PyErr_SetString(PyExc_ValueError, "put_raw: text too long");
+        return NULL;
+    }
+    if (r->extras && !(PyTuple_CheckExact(r->extras) && PyTuple_GET_SIZE(r->extras) == EC_EXTRAS &&
+                       PyTuple_GET_ITEM(r->extras, EC_EXTRAS - 1) == Py_None)) {
+        PyErr_SetString(PyExc_TypeError, "put_raw: extras must be None or a tuple of ten "
+                                         "ending in None");
+        return NULL;
+    }
+    int ascii = r->ascii;
+    if (ascii < 0 && ec_utf8_chars(r->text, r->len, &ascii) < 0) {
+        PyErr_SetString(PyExc_ValueError, "put_raw: the text is not UTF-8");
+        return NULL;
+    }
+    EcSlot s = {0};
+    uint64_t hi = 0, lo = 0;
+    for (int i = 0; i < 8; i++) hi = hi << 8 | r->id[i];
+    for (int i = 8; i < 16; i++) lo = lo << 8 | r->id[i];
+    s.id_hi = hi, s.id_lo = lo;
+    s.created = r->created_us;
+    s.relevance = r->relevance;
+    s.cat = (uint8_t)r->cat;
+    s.len = (uint32_t)r->len;
+    if (ascii) s.flags |= EC_ASCII; /* (an empty text too, as put of "") */
+    if (r->validated) s.flags |= EC_VALIDATED;
+    return ec_put_slot(c, s, r->text, r->extras);
+}
+
+static int
+ec_cat_code(PyObject *cols, PyObject *cat)
+{
+    if (!Py_IS_TYPE(cols, &EntryColumns_Type)) return -1;
+    PyObject *cats = ((EntryColumnsObject *)cols)->categories;
+    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(cats); k++)
+        if (PyTuple_GET_ITEM(cats, k) == cat) return (int)k;
+    return -1;
+}
+
+static ec_api_t ec_api = {EC_API_VERSION, &EntryColumns_Type, ec_put_raw, ec_utf8_chars,
+                          ec_cat_code};
+
+PyDoc_STRVAR(ec_put_raw_doc,
+"put_raw(id, created_us, relevance, category, validated, text, extras=None) -> int\n\n"
+"Store an entry from the fields as a file's row holds them (the C row reader's path,\n"
+"ec_api_t.put_raw, for tests): id its 16 big-endian bytes, created_us created_at's\n"
+"microseconds since 0001-01-01T00:00:00 UTC, relevance a float in [0, 1], category the\n"
+"category's code, validated a bool, text the memory text's UTF-8 (bytes), extras None\n"
+"or the ten sparse fields (tags, access_count, namespace, last_accessed, key, value,\n"
+"updated_at, ttl, expires_at, None). Its slot number; TypeError or ValueError for\n"
+"anything else (the text not strict UTF-8), the store unchanged. O(len(text)).");
+
+static PyObject *
+ec_put_raw_m(EntryColumnsObject *c, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6 && nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "put_raw takes 6 or 7 arguments");
+        return NULL;
+    }
+    PyObject *extras = nargs == 7 && args[6] != Py_None ? args[6] : NULL;
+    if (!PyBytes_CheckExact(args[0]) || PyBytes_GET_SIZE(args[0]) != 16) {
+        PyErr_SetString(PyExc_TypeError, "put_raw: id must be 16 bytes");
+        return NULL;
+    }
+    if (!PyLong_CheckExact(args[1]) || !PyFloat_CheckExact(args[2]) ||
+        !PyLong_CheckExact(args[3]) || !PyBool_Check(args[4]) || !PyBytes_CheckExact(args[5])) {
+        PyErr_SetString(PyExc_TypeError, "put_raw: (bytes, int, float, int, bool, bytes)");
+        return NULL;
+    }
+    int overflow = 0;
+    long long us = PyLong_AsLongLongAndOverflow(args[1], &overflow);
+    long long cat = PyLong_AsLongLongAndOverflow(args[3], &overflow);
+    if (overflow || us == -1 || cat == -1) {
+        if (PyErr_Occurred()) return NULL;
+        if (overflow || us == -1 || cat == -1) {
+            PyErr_SetString(PyExc_ValueError, "put_raw: created_us or category out of range");
             return NULL;
         }
-        s.flags |= EC_EXTRA;
     }
-    /* No failure past here. */
-    if (s.len) {
-        EcBlock *b = &c->blocks[s.block];
-        memcpy(b->data + s.off, p, s.len);
-        b->used += s.len, b->live += s.len;
-        c->held += s.len, c->live_bytes += s.len;
-    }
-    Py_XDECREF(utf8);
-    if (c->nfree) c->nfree--;
-    else c->next++;
-    EcSlot *dst = ec_at(c, at);
-    uint8_t flags = s.flags;
-    s.flags = 0;
-    *dst = s;
-    dst->flags = flags | EC_LIVE; /* last: every field written before the slot is live */
-    c->nlive++;
-    return num;
+    ec_raw_t r = {
+        .id = (const unsigned char *)PyBytes_AS_STRING(args[0]),
+        .created_us = us,
+        .relevance = PyFloat_AS_DOUBLE(args[2]),
+        .cat = cat > 255 ? -1 : (int)cat,
+        .validated = args[4] == Py_True,
+        .text = PyBytes_AS_STRING(args[5]),
+        .len = PyBytes_GET_SIZE(args[5]),
+        .ascii = -1,
+        .extras = extras,
+    };
+    return ec_put_raw((PyObject *)c, &r);
 }
 
 static PyObject *
@@ -619,23 +900,8 @@ ec_text_equals(EntryColumnsObject *c, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "text_equals: text must be a str");
         return NULL;
     }
-    EcSlot *s = ec_at(c, at);
-    if (PyUnicode_IS_ASCII(t)) {
-        int eq = (s->flags & EC_ASCII) && (Py_ssize_t)s->len == PyUnicode_GET_LENGTH(t) &&
-                 memcmp(ec_text_ptr(c, s), PyUnicode_1BYTE_DATA(t), s->len) == 0;
-        return PyBool_FromLong(eq);
-    }
-    if (s->flags & EC_ASCII) return Py_NewRef(Py_False);
-    PyObject *b = PyUnicode_AsUTF8String(t);
-    if (!b) {
-        if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) return NULL;
-        PyErr_Clear(); /* a lone surrogate: no stored text is that */
-        return Py_NewRef(Py_False);
-    }
-    int eq = (Py_ssize_t)s->len == PyBytes_GET_SIZE(b) &&
-             memcmp(ec_text_ptr(c, s), PyBytes_AS_STRING(b), s->len) == 0;
-    Py_DECREF(b);
-    return PyBool_FromLong(eq);
+    if (PyUnicode_READY(t) < 0) return NULL;
+    return PyBool_FromLong(ec_text_is(c, ec_at(c, at), t));
 }
 
 PyDoc_STRVAR(ec_ident_doc,
@@ -652,14 +918,26 @@ ec_ident(EntryColumnsObject *c, PyObject *arg)
 
 PyDoc_STRVAR(ec_relevance_doc,
 "relevance(slot) -> float\n\n"
-"The relevance stored at `slot`. Errors as entry(). O(1).");
+"The relevance stored at `slot`; for a slot released (not live) the last one stored\n"
+"there: a search may score a purged record (invisible to it, dropped after the score)\n"
+"found in the index's arrays it took at its start. TypeError for a slot that is not an\n"
+"int, IndexError for a number never handed out. O(1).");
 
 static PyObject *
 ec_relevance(EntryColumnsObject *c, PyObject *arg)
 {
-    int64_t at;
-    if (ec_slot_arg(c, arg, &at) < 0) return NULL;
-    return PyFloat_FromDouble(ec_at(c, at)->relevance);
+    if (!PyLong_CheckExact(arg)) {
+        PyErr_Format(PyExc_TypeError, "slot must be an int, not %.100s", Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    int overflow = 0;
+    long long s = PyLong_AsLongLongAndOverflow(arg, &overflow);
+    if (s == -1 && PyErr_Occurred()) return NULL;
+    if (overflow || s < 0 || s >= c->next) {
+        PyErr_SetString(PyExc_IndexError, "EntryColumns: no slot of that number");
+        return NULL;
+    }
+    return PyFloat_FromDouble(ec_at(c, s)->relevance);
 }
 
 PyDoc_STRVAR(ec_release_doc,
@@ -897,6 +1175,7 @@ ec_dealloc(EntryColumnsObject *c)
 
 static PyMethodDef ec_methods[] = {
     {"put", (PyCFunction)ec_put, METH_O, ec_put_doc},
+    {"put_raw", (PyCFunction)(void (*)(void))ec_put_raw_m, METH_FASTCALL, ec_put_raw_doc},
     {"entry", (PyCFunction)(void (*)(void))ec_entry, METH_FASTCALL, ec_entry_doc},
     {"text", (PyCFunction)ec_text, METH_O, ec_text_doc},
     {"get", (PyCFunction)(void (*)(void))ec_get, METH_FASTCALL, ec_get_doc},
@@ -939,5 +1218,10 @@ static int
 ec_module_add(PyObject *m)
 {
     if (PyType_Ready(&EntryColumns_Type) < 0) return -1;
-    return PyModule_AddObjectRef(m, "EntryColumns", (PyObject *)&EntryColumns_Type);
+    if (PyModule_AddObjectRef(m, "EntryColumns", (PyObject *)&EntryColumns_Type) < 0) return -1;
+    PyObject *api = PyCapsule_New(&ec_api, EC_API_CAPSULE, NULL);
+    if (!api) return -1;
+    int rc = PyModule_AddObjectRef(m, "_entrycols_api", api);
+    Py_DECREF(api);
+    return rc;
 }

@@ -37,10 +37,13 @@ typedef struct {
     uint64_t changes;      /* bumped when a text comes or goes or slots move */
     PyObject *glist;       /* the group list (a list, strong); NULL once cleared */
     PyTypeObject *rec_type;   /* the records' class (strong) */
-    PyTypeObject *entry_type; /* the entries' class (strong) */
+    PyTypeObject *entry_type; /* the entries' class (strong); EntryColumns in the store's
+                               * layout */
     PyTypeObject *group_type; /* the _Group class (strong) */
-    Py_ssize_t entry_off;  /* the record's `entry` slot */
-    Py_ssize_t memory_off; /* the entry's `memory` slot */
+    Py_ssize_t entry_off;  /* the record's `entry` slot; its `cols` in the store's layout */
+    Py_ssize_t memory_off; /* the entry's `memory` slot; the record's `slot` in the store's */
+    int cols;              /* the store's layout (issue #20 item 6, step A): a record's
+                            * text is read from its slot of its EntryColumns */
     Py_ssize_t text_off;   /* the group's `text` slot */
     uint32_t tag_mask;     /* all ones; fewer bits only in tests (shared homes) */
 } GroupTableObject;
@@ -50,12 +53,37 @@ static PyTypeObject GroupTableIter_Type;
 
 #define GT_SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
 
-/* The text a group item carries (borrowed), or NULL (None, another type, a slot not set,
- * a text that is no str: found by nothing; _check reports it). */
+/* The store's layout: record rec's live slot (its store in *store), or NULL. */
+static inline const EcSlot *
+gt_ec_slot(const GroupTableObject *t, PyObject *rec, EntryColumnsObject **store)
+{
+    PyObject *c = GT_SLOT(rec, t->entry_off), *n = GT_SLOT(rec, t->memory_off);
+    if (!c || !n || !Py_IS_TYPE(c, t->entry_type) || !PyLong_CheckExact(n)) return NULL;
+    int overflow = 0;
+    long long at = PyLong_AsLongLongAndOverflow(n, &overflow);
+    EntryColumnsObject *ec = (EntryColumnsObject *)c;
+    if (overflow || at < 0 || at >= ec->next) {
+        PyErr_Clear();
+        return NULL;
+    }
+    const EcSlot *e = ec_at(ec, at);
+    if (!(e->flags & EC_LIVE)) return NULL;
+    *store = ec;
+    return e;
+}
+
+/* The text a group item carries (a new reference), or NULL (None, another type, a slot
+ * not set, a text that is no str: found by nothing, _check reports it; or an error, with
+ * an exception set). */
 static inline PyObject *
 gt_text_of(const GroupTableObject *t, PyObject *item)
 {
     PyObject *s;
+    if (t->cols && Py_IS_TYPE(item, t->rec_type)) {
+        EntryColumnsObject *ec;
+        const EcSlot *e = gt_ec_slot(t, item, &ec);
+        return e ? ec_text_obj(ec, e) : NULL;
+    }
     if (Py_IS_TYPE(item, t->rec_type)) {
         PyObject *e = GT_SLOT(item, t->entry_off);
         if (!e || !Py_IS_TYPE(e, t->entry_type)) return NULL;
@@ -65,10 +93,10 @@ gt_text_of(const GroupTableObject *t, PyObject *item)
     } else {
         return NULL;
     }
-    return s && PyUnicode_Check(s) && PyUnicode_IS_READY(s) ? s : NULL;
+    return s && PyUnicode_Check(s) && PyUnicode_IS_READY(s) ? Py_NewRef(s) : NULL;
 }
 
-/* The text of group number g (borrowed), or NULL. */
+/* The text of group number g (a new reference), or NULL (as gt_text_of). */
 static inline PyObject *
 gt_text_at(const GroupTableObject *t, Py_ssize_t g)
 {
@@ -119,15 +147,33 @@ gt_find(const GroupTableObject *t, PyObject *key, uint32_t tag)
     const uint32_t *tags = t->tags;
     const int32_t *gids = t->gids;
     Py_ssize_t i = oa_home(tag, cap);
+    Py_ssize_t found = -1;
     for (;;) {
         int32_t g = gids[i];
-        if (g == GT_FREE) return -1;
+        if (g == GT_FREE) break;
         if (tags[i] == tag) {
-            PyObject *s = gt_text_at(t, g);
-            if (s && gt_str_eq(s, key)) return i;
+            PyObject *gl = t->glist, *item;
+            if (gl && g < PyList_GET_SIZE(gl) && t->cols &&
+                Py_IS_TYPE(item = PyList_GET_ITEM(gl, g), t->rec_type)) {
+                EntryColumnsObject *ec;
+                const EcSlot *e = gt_ec_slot(t, item, &ec);
+                if (e && ec_text_is(ec, e, key)) {
+                    found = i;
+                    break;
+                }
+            } else {
+                PyObject *s = gt_text_at(t, g);
+                int eq = s && gt_str_eq(s, key);
+                Py_XDECREF(s);
+                if (eq) {
+                    found = i;
+                    break;
+                }
+            }
         }
         if (++i == cap) i = 0;
     }
+    return found;
 }
 
 /* The slot of key (any object: a non-str is absent), -1 absent, -2 an error; *tag set. */
@@ -180,7 +226,10 @@ gt_put(GroupTableObject *t, PyObject *key, PyObject *val)
     uint32_t tag;
     if (gt_tag_of(t, key, &tag) < 0) return -1;
     PyObject *s = gt_text_at(t, g);
-    if (!s || !gt_str_eq(s, key)) {
+    int eq = s && gt_str_eq(s, key);
+    Py_XDECREF(s);
+    if (!eq) {
+        if (PyErr_Occurred()) return -1;
         PyErr_SetString(PyExc_ValueError,
                         "GroupTable: the group number's item does not carry the text");
         return -1;
@@ -274,6 +323,12 @@ GroupTable_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     if (moff < 0) return NULL;
     Py_ssize_t toff = gt_descr_offset(PyTuple_GET_ITEM(args, 3), &grt);
     if (toff < 0) return NULL;
+    int cols = rt == et; /* (Record.cols, Record.slot): the store's layout */
+    if (cols && eoff == moff) {
+        PyErr_SetString(PyExc_TypeError, "GroupTable(): two different slots of the records");
+        return NULL;
+    }
+    if (cols) et = &EntryColumns_Type;
     if (rt == et || rt == grt || et == grt) {
         PyErr_SetString(PyExc_TypeError, "GroupTable(): three slots of three classes expected");
         return NULL;
@@ -291,6 +346,7 @@ GroupTable_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     t->entry_off = eoff;
     t->memory_off = moff;
     t->text_off = toff;
+    t->cols = cols;
     t->tag_mask = mask;
     return (PyObject *)t;
 }
@@ -417,15 +473,15 @@ GroupTable_append(PyObject *self, PyObject *item)
     GroupTableObject *t = (GroupTableObject *)self;
     PyObject *text = gt_text_of(t, item);
     if (!text) {
+        if (PyErr_Occurred()) return NULL;
         PyErr_SetString(PyExc_TypeError,
                         "GroupTable.append(): a record or group of the table's classes "
                         "with a str text expected");
         return NULL;
     }
-    Py_INCREF(text);
-    uint32_t tag;
+    uint32_t tag = 0;
     Py_ssize_t i = gt_find_str(t, text, &tag);
-    Py_DECREF(text); /* item holds it */
+    Py_DECREF(text);
     if (i == -2) return NULL;
     if (i >= 0) {
         PyErr_SetString(PyExc_ValueError, "GroupTable.append(): the text is mapped already");
@@ -452,16 +508,45 @@ static int gt_ahead_on = 1;
 #endif
 
 PyDoc_STRVAR(GroupTable_index_from_doc,
-"index_from(start, /) -> None\n\n"
+"index_from(start, texts=None, /) -> None\n\n"
 "Map the text of every item glist[start:] to its number (a restore's or renumbering's\n"
 "bulk fill, one allocation). Every one must carry a str text not mapped yet (TypeError /\n"
 "ValueError otherwise, and the texts mapped by this call are unmapped again).\n"
-"ValueError for start < 0. O(len(glist) - start + len(table)).");
+"texts: None, or a list of len(glist) - start strs, texts[i] the text of glist[start + i]\n"
+"(a restore's texts, read from the rows): each is hashed and mapped in place of a str\n"
+"made from the store, once found equal to its item's text (an item it is not, or not\n"
+"an exact str: the item's own text, as without texts). ValueError for start < 0.\n"
+"O(len(glist) - start + len(table)).");
+
+/* The text to map for item g: given (a new reference) when it is an exact str equal to
+ * the item's text (a record's in the store's layout by its UTF-8, a group's by value),
+ * else gt_text_at's. */
+static inline PyObject *
+gt_text_given(const GroupTableObject *t, Py_ssize_t g, PyObject *given)
+{
+    if (given && PyUnicode_CheckExact(given) && t->glist && g < PyList_GET_SIZE(t->glist)) {
+        PyObject *item = PyList_GET_ITEM(t->glist, g);
+        if (t->cols && Py_IS_TYPE(item, t->rec_type)) {
+            EntryColumnsObject *ec;
+            const EcSlot *e = gt_ec_slot(t, item, &ec);
+            if (e && ec_text_is(ec, e, given)) return Py_NewRef(given);
+        } else {
+            PyObject *s = gt_text_of(t, item);
+            int eq = s && gt_str_eq(s, given);
+            if (eq) return s; /* the item's own (kept by it) */
+            Py_XDECREF(s);
+        }
+    }
+    if (PyErr_Occurred()) return NULL;
+    return gt_text_at(t, g);
+}
 
 static PyObject *
-GroupTable_index_from(PyObject *self, PyObject *arg)
+GroupTable_index_from(PyObject *self, PyObject *args)
 {
     GroupTableObject *t = (GroupTableObject *)self;
+    PyObject *arg, *texts = Py_None;
+    if (!PyArg_ParseTuple(args, "O|O:index_from", &arg, &texts)) return NULL;
     Py_ssize_t start = PyLong_AsSsize_t(arg);
     if (start == -1 && PyErr_Occurred()) return NULL;
     if (start < 0) {
@@ -477,35 +562,62 @@ GroupTable_index_from(PyObject *self, PyObject *arg)
         PyErr_SetString(PyExc_OverflowError, "GroupTable: 2**31 - 1 group numbers");
         return NULL;
     }
+    if (texts != Py_None && !PyList_CheckExact(texts)) {
+        PyErr_SetString(PyExc_TypeError, "index_from(): texts must be a list or None");
+        return NULL;
+    }
     if (start < stop && gt_reserve_to(t, stop - start, 1) < 0) return NULL;
-    /* The tags of the texts GT_AHEAD numbers on, their home slots asked for from
-     * memory (a table of 1M texts is ~12 MiB: each probe missed the caches); the
-     * table's arrays do not move in this loop (reserved above). */
-    uint32_t ahead[GT_AHEAD];
-    int ahead_ok[GT_AHEAD] = {0};
+    /* the texts given, when one a glist item from start (re-read: only the table's
+     * code runs below, but a list's size is checked before each read anyway) */
+    PyObject *given_list = texts != Py_None ? texts : NULL;
+    /* The texts GT_AHEAD numbers on (owned: gt_text_given's, checked against the item
+     * as at its own turn) and their tags, their home slots asked for from memory (a
+     * table of 1M texts is ~12 MiB: each probe missed the caches); the table's arrays
+     * do not move in this loop (reserved above). */
+    uint32_t ahead[GT_AHEAD ? GT_AHEAD : 1];
+    PyObject *ahead_s[GT_AHEAD ? GT_AHEAD : 1] = {NULL};
+    int look = GT_AHEAD && gt_ahead_on;
     Py_ssize_t g = start;
     for (; g < stop; g++) {
-        PyObject *s = gt_text_at(t, g);
+        PyObject *given = given_list && PyList_GET_SIZE(given_list) == stop - start
+                              ? PyList_GET_ITEM(given_list, g - start)
+                              : NULL;
+        int k = (int)(g % (GT_AHEAD ? GT_AHEAD : 1)); /* g's slot in the ring, then g + GT_AHEAD's */
+        PyObject *s = ahead_s[k]; /* made, checked and hashed GT_AHEAD turns ago */
+        int have_tag = s != NULL;
+        ahead_s[k] = NULL;
+        if (!s) s = gt_text_given(t, g, given);
         if (!s) {
-            PyErr_Format(PyExc_TypeError, "index_from(): glist[%zd] carries no str text", g);
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_TypeError, "index_from(): glist[%zd] carries no str text", g);
             break;
         }
         uint32_t tag;
-        int k = (int)(g % (GT_AHEAD ? GT_AHEAD : 1)); /* g's slot in the ring, then g + GT_AHEAD's */
-        if (GT_AHEAD && gt_ahead_on && ahead_ok[k] && g >= start + GT_AHEAD) tag = ahead[k];
-        else if (gt_tag_of(t, s, &tag) < 0) break;
-        if (GT_AHEAD && gt_ahead_on && g + GT_AHEAD < stop) {
-            PyObject *next = gt_text_at(t, g + GT_AHEAD);
-            ahead_ok[k] = next && gt_tag_of(t, next, &ahead[k]) == 0;
-            if (ahead_ok[k]) {
+        if (have_tag) {
+            tag = ahead[k];
+        } else if (gt_tag_of(t, s, &tag) < 0) {
+            Py_DECREF(s);
+            break;
+        }
+        if (look && g + GT_AHEAD < stop) {
+            Py_ssize_t n = g + GT_AHEAD;
+            PyObject *ngiven = given_list && PyList_GET_SIZE(given_list) == stop - start
+                                   ? PyList_GET_ITEM(given_list, n - start)
+                                   : NULL;
+            PyObject *next = gt_text_given(t, n, ngiven);
+            if (next && gt_tag_of(t, next, &ahead[k]) == 0) {
+                ahead_s[k] = next;
                 Py_ssize_t home = oa_home(ahead[k], t->cap);
                 GT_PREFETCH(&t->tags[home]);
                 GT_PREFETCH(&t->gids[home]);
             } else {
-                PyErr_Clear(); /* (no error from a str's hash) the loop takes it again */
+                Py_XDECREF(next);
+                PyErr_Clear(); /* the loop takes it again at its turn */
             }
         }
-        if (gt_find(t, s, tag) >= 0) {
+        Py_ssize_t at = gt_find(t, s, tag);
+        Py_DECREF(s);
+        if (at >= 0) {
             PyErr_Format(PyExc_ValueError, "index_from(): the text of glist[%zd] is mapped", g);
             break;
         }
@@ -513,15 +625,24 @@ GroupTable_index_from(PyObject *self, PyObject *arg)
         t->used++;
         t->changes++;
     }
+    for (int r = 0; r < (GT_AHEAD ? GT_AHEAD : 1); r++) Py_XDECREF(ahead_s[r]);
     if (g == stop) Py_RETURN_NONE;
     /* Undo: the texts of start .. g - 1 were mapped here (each found under its own). */
+    PyObject *et, *ev, *etb;
+    PyErr_Fetch(&et, &ev, &etb);
     for (Py_ssize_t u = start; u < g; u++) {
         PyObject *s = gt_text_at(t, u);
         uint32_t tag;
-        if (!s || gt_tag_of(t, s, &tag) < 0) continue; /* hashes are cached: no error */
+        if (!s || gt_tag_of(t, s, &tag) < 0) { /* hashes of kept texts are cached */
+            Py_XDECREF(s);
+            PyErr_Clear();
+            continue;
+        }
         Py_ssize_t i = gt_find(t, s, tag);
+        Py_DECREF(s);
         if (i >= 0 && t->gids[i] == (int32_t)u) gt_take(t, i);
     }
+    PyErr_Restore(et, ev, etb);
     return NULL;
 }
 
@@ -576,16 +697,22 @@ GroupTable_check(PyObject *self, PyObject *unused)
         n++;
         PyObject *s = gt_text_at(t, g);
         if (!s) {
+            if (PyErr_Occurred()) return NULL;
             bad = "a number whose item carries no str text";
             break;
         }
         uint32_t tag;
-        if (gt_tag_of(t, s, &tag) < 0) return NULL;
+        if (gt_tag_of(t, s, &tag) < 0) {
+            Py_DECREF(s);
+            return NULL;
+        }
+        Py_ssize_t at = gt_find(t, s, tag);
+        Py_DECREF(s);
         if (tag != t->tags[i]) {
             bad = "a tag that is not its text's";
             break;
         }
-        if (gt_find(t, s, tag) != i) {
+        if (at != i) {
             bad = "a text twice, or not reachable from its home";
             break;
         }
@@ -633,6 +760,7 @@ GroupTable_richcompare(PyObject *self, PyObject *other, int op)
         if (g == GT_FREE) continue;
         PyObject *s = gt_text_at(t, g);
         if (!s) {
+            if (PyErr_Occurred()) return NULL;
             same = 0;
             break;
         }
@@ -640,10 +768,10 @@ GroupTable_richcompare(PyObject *self, PyObject *other, int op)
             GroupTableObject *o = (GroupTableObject *)other;
             uint32_t tag;
             Py_ssize_t j = gt_find_str(o, s, &tag);
+            Py_DECREF(s);
             if (j == -2) return NULL;
             same = j >= 0 && o->gids[j] == g;
         } else {
-            Py_INCREF(s);
             PyObject *v = PyDict_GetItemWithError(other, s); /* may run a key's __eq__ */
             Py_DECREF(s);
             if (!v && PyErr_Occurred()) return NULL;
@@ -723,10 +851,10 @@ GroupTableIter_next(PyObject *self)
     if (it->kind != 1) {
         text = gt_text_at(t, g);
         if (!text) {
-            PyErr_SetString(PyExc_RuntimeError, "GroupTable: a group lost its text");
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_RuntimeError, "GroupTable: a group lost its text");
             return NULL;
         }
-        Py_INCREF(text);
         if (it->kind == 0) return text;
     }
     PyObject *num = PyLong_FromLong(g);
@@ -782,7 +910,7 @@ static PyTypeObject GroupTableIter_Type = {
 static PyMethodDef GroupTable_methods[] = {
     {"get", (PyCFunction)(void (*)(void))GroupTable_get, METH_FASTCALL, GroupTable_get_doc},
     {"append", GroupTable_append, METH_O, GroupTable_append_doc},
-    {"index_from", GroupTable_index_from, METH_O, GroupTable_index_from_doc},
+    {"index_from", GroupTable_index_from, METH_VARARGS, GroupTable_index_from_doc},
     {"reserve", GroupTable_reserve, METH_O, GroupTable_reserve_doc},
     {"keys", GroupTable_keys, METH_NOARGS, "keys() -> iterator of the texts, in slot order."},
     {"values", GroupTable_values, METH_NOARGS,

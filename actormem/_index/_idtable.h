@@ -30,9 +30,12 @@ typedef struct {
     PyObject **vals;       /* cap strong references to records, NULL where free */
     uint64_t changes;      /* bumped when an id comes or goes or slots move */
     PyTypeObject *rec_type;   /* the records' class (a strong reference) */
-    PyTypeObject *entry_type; /* the entries' class (a strong reference) */
-    Py_ssize_t entry_off;  /* the record's `entry` slot */
-    Py_ssize_t id_off;     /* the entry's `_id` slot */
+    PyTypeObject *entry_type; /* the entries' class (a strong reference); EntryColumns
+                               * in the store's layout */
+    Py_ssize_t entry_off;  /* the record's `entry` slot; its `cols` in the store's layout */
+    Py_ssize_t id_off;     /* the entry's `_id` slot; the record's `slot` in the store's */
+    int cols;              /* the store's layout (issue #20 item 6, step A): the key is
+                            * the id in the record's slot of its EntryColumns */
 } IdTableObject;
 
 static PyTypeObject IdTable_Type;
@@ -40,8 +43,62 @@ static PyTypeObject IdTableIter_Type;
 
 #define IT_SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
 
+/* The store's layout: the slot of rec's entry in its EntryColumns, or NULL when the
+ * record has no store of that class or no live slot (a record changed behind the table's
+ * back, or purged: no key, found by nothing; _check reports it). */
+static inline const EcSlot *
+it_ec_slot(const IdTableObject *t, PyObject *rec)
+{
+    PyObject *c = IT_SLOT(rec, t->entry_off), *n = IT_SLOT(rec, t->id_off);
+    if (!c || !n || !Py_IS_TYPE(c, t->entry_type) || !PyLong_CheckExact(n)) return NULL;
+    int overflow = 0;
+    long long s = PyLong_AsLongLongAndOverflow(n, &overflow);
+    const EntryColumnsObject *ec = (const EntryColumnsObject *)c;
+    if (overflow || s < 0 || s >= ec->next) {
+        PyErr_Clear();
+        return NULL;
+    }
+    const EcSlot *e = ec_at(ec, s);
+    return e->flags & EC_LIVE ? e : NULL;
+}
+
+/* An int key's 128 bits (1), or 0 when it has no such bits (negative or wider: equal to
+ * no stored id). No exception. */
+static inline int
+it_key_bits(PyObject *key, uint64_t *hi, uint64_t *lo)
+{
+    unsigned char raw[16];
+    if (_PyLong_Sign(key) < 0 || _PyLong_NumBits(key) > 128) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (_PyLong_AsByteArray((PyLongObject *)key, raw, 16, 1, 0) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    memcpy(lo, raw, 8);
+    memcpy(hi, raw + 8, 8);
+    return 1;
+}
+
+/* The key of a stored record as a new reference, or NULL: with an exception set on an
+ * error, without one when its entry or id is not there. */
+static inline PyObject *
+it_key_new(const IdTableObject *t, PyObject *rec)
+{
+    if (t->cols) {
+        const EcSlot *e = it_ec_slot(t, rec);
+        return e ? ec_id_obj(e) : NULL;
+    }
+    PyObject *e = IT_SLOT(rec, t->entry_off);
+    if (!e || !Py_IS_TYPE(e, t->entry_type)) return NULL;
+    PyObject *k = IT_SLOT(e, t->id_off);
+    return k && PyLong_CheckExact(k) ? Py_NewRef(k) : NULL;
+}
+
 /* The key a stored record has (borrowed), or NULL when its entry or id is not there (a
- * record changed behind the table's back: no key, found by nothing; _check reports it). */
+ * record changed behind the table's back: no key, found by nothing; _check reports it).
+ * The entries' layout only. */
 static inline PyObject *
 it_key_of(const IdTableObject *t, PyObject *rec)
 {
@@ -89,6 +146,19 @@ it_find(const IdTableObject *t, PyObject *key, uint32_t tag)
     const uint32_t *tags = t->tags;
     PyObject *const *vals = t->vals;
     Py_ssize_t i = oa_home(tag, cap);
+    if (t->cols) {
+        uint64_t hi, lo;
+        if (!it_key_bits(key, &hi, &lo)) return -1;
+        for (;;) {
+            PyObject *v = vals[i];
+            if (!v) return -1;
+            if (tags[i] == tag) {
+                const EcSlot *e = it_ec_slot(t, v);
+                if (e && e->id_lo == lo && e->id_hi == hi) return i;
+            }
+            if (++i == cap) i = 0;
+        }
+    }
     for (;;) {
         PyObject *v = vals[i];
         if (!v) return -1;
@@ -100,6 +170,25 @@ it_find(const IdTableObject *t, PyObject *key, uint32_t tag)
                 if (eq < 0) return -2;
                 if (eq) return i;
             }
+        }
+        if (++i == cap) i = 0;
+    }
+}
+
+/* The slot holding the id of 128 bits (hi, lo) in a table of the store's layout
+ * (t->cols; tag the tag of the id's int's hash), or -1 when absent. Runs no code. */
+static Py_ssize_t
+it_find_bits(const IdTableObject *t, uint64_t hi, uint64_t lo, uint32_t tag)
+{
+    Py_ssize_t cap = t->cap;
+    if (cap == 0) return -1;
+    Py_ssize_t i = oa_home(tag, cap);
+    for (;;) {
+        PyObject *v = t->vals[i];
+        if (!v) return -1;
+        if (t->tags[i] == tag) {
+            const EcSlot *e = it_ec_slot(t, v);
+            if (e && e->id_lo == lo && e->id_hi == hi) return i;
         }
         if (++i == cap) i = 0;
     }
@@ -129,6 +218,19 @@ it_check_value(const IdTableObject *t, PyObject *key, PyObject *rec)
         PyErr_Format(PyExc_TypeError, "IdTable values are %.100s records, not %.100s",
                      t->rec_type->tp_name, Py_TYPE(rec)->tp_name);
         return -1;
+    }
+    if (t->cols) {
+        const EcSlot *e = it_ec_slot(t, rec);
+        uint64_t hi, lo;
+        if (!e) {
+            PyErr_SetString(PyExc_TypeError, "IdTable: the record has no live slot in a store");
+            return -1;
+        }
+        if (!it_key_bits(key, &hi, &lo) || e->id_lo != lo || e->id_hi != hi) {
+            PyErr_SetString(PyExc_ValueError, "IdTable: the key is not the record's id");
+            return -1;
+        }
+        return 0;
     }
     PyObject *k = it_key_of(t, rec);
     if (!k) {
@@ -209,6 +311,12 @@ IdTable_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     if (eoff < 0) return NULL;
     Py_ssize_t ioff = it_descr_offset(PyTuple_GET_ITEM(args, 1), &et);
     if (ioff < 0) return NULL;
+    int cols = et == rt; /* (Record.cols, Record.slot): the store's layout */
+    if (cols && eoff == ioff) {
+        PyErr_SetString(PyExc_TypeError, "IdTable(): two different slots of the records");
+        return NULL;
+    }
+    if (cols) et = &EntryColumns_Type;
     IdTableObject *t = (IdTableObject *)type->tp_alloc(type, 0);
     if (!t) return NULL;
     t->cap = t->used = 0;
@@ -219,6 +327,7 @@ IdTable_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     t->entry_type = (PyTypeObject *)Py_NewRef((PyObject *)et);
     t->entry_off = eoff;
     t->id_off = ioff;
+    t->cols = cols;
     return (PyObject *)t;
 }
 
@@ -380,18 +489,24 @@ IdTable_check(PyObject *self, PyObject *unused)
         PyObject *v = t->vals[i];
         if (!v) continue;
         n++;
-        PyObject *k = Py_IS_TYPE(v, t->rec_type) ? it_key_of(t, v) : NULL;
+        PyObject *k = Py_IS_TYPE(v, t->rec_type) ? it_key_new(t, v) : NULL;
         if (!k) {
+            if (PyErr_Occurred()) return NULL;
             bad = "a value that is no record with an int id";
             break;
         }
         uint32_t tag;
-        if (it_tag_of(k, &tag) < 0) return NULL;
+        if (it_tag_of(k, &tag) < 0) {
+            Py_DECREF(k);
+            return NULL;
+        }
         if (tag != t->tags[i]) {
+            Py_DECREF(k);
             bad = "a tag that is not its id's";
             break;
         }
         Py_ssize_t at = it_find(t, k, tag);
+        Py_DECREF(k);
         if (at == -2) return NULL;
         if (at != i) {
             bad = "an id twice, or not reachable from its home";
@@ -484,15 +599,15 @@ IdTableIter_next(PyObject *self)
     Py_ssize_t i = it->pos++;
     PyObject *rec = t->vals[i];
     if (it->kind == 1) return Py_NewRef(rec);
-    PyObject *key = it_key_of(t, rec);
+    PyObject *key = it_key_new(t, rec);
     if (!key) {
-        PyErr_SetString(PyExc_RuntimeError, "IdTable: a record lost its entry's id");
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_RuntimeError, "IdTable: a record lost its entry's id");
         return NULL;
     }
-    if (it->kind == 0) return Py_NewRef(key);
+    if (it->kind == 0) return key;
     /* Both references taken before the tuple's allocation: it may run the cycle
      * collector, whose finalizers may delete this id (the table's reference the last). */
-    Py_INCREF(key);
     Py_INCREF(rec);
     PyObject *pair = PyTuple_New(2);
     if (!pair) {

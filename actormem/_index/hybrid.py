@@ -442,7 +442,7 @@ class HybridIndex:
     def dated(self, rec: Record, period: Period) -> bool:
         """Whether ``rec``'s ``created_at`` day, or a date its text or tags mention, is
         inside ``period``. O(1) plus the record's mentions (cached at add)."""
-        if period.contains(Period.of(rec.entry.created_at)):
+        if period.contains(Period.of(rec.cols.get(rec.slot, "created_at"))):
             return True
         return any(period.contains(p) for p in self._mentions.get(rec, ()))
 

@@ -23,6 +23,7 @@
 
 #include "../_index/_kernels_common.h"
 #include "../_index/_foldhash.h"
+#include "../_index/_entrycols_api.h"
 
 #define ENTRY_FIELDS 15
 #define COLUMNS 16
@@ -46,6 +47,11 @@ typedef struct {
     int hash_memory;
     /* the last tags / namespace text and what it converted to (borrowed from `hold`) */
     PyObject *last_tags_text, *last_tags, *last_ns_text, *last_ns;
+    /* read_entries(..., cols): the store the rows are put in (rows as (seq, slot)), its
+     * interface and each reader category's code in it */
+    PyObject *cols;
+    const ec_api_t *api;
+    int cat_code[MAX_CATEGORIES];
 } ctx_t;
 
 /* A column's text as a str (strict UTF-8, as Python's sqlite3 makes it), or NULL
@@ -841,6 +847,40 @@ span_converted(const chunk_t *ch, span_t s, PyObject *f, PyObject **last_text, P
     return bytes_converted(ch->arena + s.off, s.len, f, last_text, last);
 }
 
+/* A copied row's last six fields (last_accessed, key, value, updated_at, ttl,
+ * expires_at) into vals[9:15], vals[4] (created_at) made: 0, or -1 (declined, no error
+ * set, or an error to raise; the caller releases vals). */
+static int
+chunk_row_tail(const chunk_t *ch, const brow_t *b, ctx_t *c, PyObject **vals)
+{
+    if (b->accessed.null) vals[9] = Py_NewRef(Py_None);
+    else if (!(vals[9] = utc_object(&b->accessed))) return -1;
+    if (b->key_null) vals[10] = Py_NewRef(Py_None);
+    else if (!(vals[10] = span_str(ch, b->key)) || PyUnicode_GET_LENGTH(vals[10]) == 0 ||
+             !short_enough(vals[10], c->max_key))
+        return -1;
+    if (b->value_null) vals[11] = Py_NewRef(Py_None);
+    else {
+        PyObject *text = span_str(ch, b->value);
+        if (!text) return -1;
+        vals[11] = PyObject_CallOneArg(c->json_object, text);
+        Py_DECREF(text);
+        if (!vals[11]) return -1;
+    }
+    if (b->updated_same) vals[12] = Py_NewRef(vals[4]);
+    else {
+        if (!(vals[12] = utc_object(&b->updated))) return -1;
+        int lt = PyObject_RichCompareBool(vals[12], vals[4], Py_LT);
+        if (lt < 0) return -1;
+        if (lt) Py_SETREF(vals[12], Py_NewRef(vals[4]));
+    }
+    if (b->ttl_null) vals[13] = Py_NewRef(Py_None);
+    else if (!(vals[13] = PyFloat_FromDouble(b->ttl))) return -1;
+    if (b->expires.null) vals[14] = Py_NewRef(Py_None);
+    else if (!(vals[14] = utc_object(&b->expires))) return -1;
+    return 0;
+}
+
 /* decode_row over a copied row: its (seq, entry), or NULL (declined, no error set, or
  * an error to raise). */
 static PyObject *
@@ -871,33 +911,86 @@ decode_chunk_row(const chunk_t *ch, const brow_t *b, ctx_t *c)
     vals[7] = Py_NewRef(b->validated ? Py_True : Py_False);
     if (!(vals[8] = span_converted(ch, b->ns, c->namespace_of, &c->last_ns_text, &c->last_ns)))
         goto fail;
-    if (b->accessed.null) vals[9] = Py_NewRef(Py_None);
-    else if (!(vals[9] = utc_object(&b->accessed))) goto fail;
-    if (b->key_null) vals[10] = Py_NewRef(Py_None);
-    else if (!(vals[10] = span_str(ch, b->key)) || PyUnicode_GET_LENGTH(vals[10]) == 0 ||
-             !short_enough(vals[10], c->max_key))
-        goto fail;
-    if (b->value_null) vals[11] = Py_NewRef(Py_None);
-    else {
-        PyObject *text = span_str(ch, b->value);
-        if (!text) goto fail;
-        vals[11] = PyObject_CallOneArg(c->json_object, text);
-        Py_DECREF(text);
-        if (!vals[11]) goto fail;
-    }
-    if (b->updated_same) vals[12] = Py_NewRef(vals[4]);
-    else {
-        if (!(vals[12] = utc_object(&b->updated))) goto fail;
-        int lt = PyObject_RichCompareBool(vals[12], vals[4], Py_LT);
-        if (lt < 0) goto fail;
-        if (lt) Py_SETREF(vals[12], Py_NewRef(vals[4]));
-    }
-    if (b->ttl_null) vals[13] = Py_NewRef(Py_None);
-    else if (!(vals[13] = PyFloat_FromDouble(b->ttl))) goto fail;
-    if (b->expires.null) vals[14] = Py_NewRef(Py_None);
-    else if (!(vals[14] = utc_object(&b->expires))) goto fail;
+    if (chunk_row_tail(ch, b, c, vals) < 0) goto fail;
     return row_pair(c, vals, b->seq);
 fail:
+    return row_declined(vals);
+}
+
+/* Days since 0001-01-01 of a proleptic Gregorian date (datetime's toordinal - 1). */
+static int64_t
+civil_days(int y, int m, int d)
+{
+    static const int before[13] = {0, 0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334};
+    int64_t y1 = y - 1;
+    int leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
+    return y1 * 365 + y1 / 4 - y1 / 100 + y1 / 400 + before[m] + (m > 2 && leap) + d - 1;
+}
+
+static int64_t
+utc_us(const utc_t *t)
+{
+    const int *f = t->f;
+    return ((civil_days(f[0], f[1], f[2]) * 24 + f[3]) * 60 + f[4]) * 60 * 1000000LL +
+           (int64_t)f[5] * 1000000 + f[6];
+}
+
+/* decode_chunk_row into the store c->cols: the row's (seq, slot), its text's UTF-8 and
+ * fields written to a slot by c->api->put_raw (no str, no entry; the sparse fields'
+ * objects made only for a row that has one), with decode_chunk_row's checks; NULL as
+ * decode_chunk_row (declined, no error set, or an error to raise). */
+static PyObject *
+cols_chunk_row(const chunk_t *ch, const brow_t *b, ctx_t *c)
+{
+    PyObject *vals[ENTRY_FIELDS] = {NULL}, *extras = NULL, *num = NULL;
+    const char *mem = ch->arena + b->memory.off;
+    int ascii = b->memory_ascii;
+    if (ascii) {
+        if ((Py_ssize_t)b->memory.len > c->max_memory) goto fail;
+    } else {
+        Py_ssize_t chars = c->api->utf8_chars(mem, b->memory.len, &ascii);
+        if (chars < 0 || chars > c->max_memory) goto fail; /* not UTF-8, or too long */
+    }
+    /* the sparse fields: objects only when one is not its default */
+    if (!(vals[3] = span_converted(ch, b->tags, c->tags_of, &c->last_tags_text, &c->last_tags)))
+        goto fail;
+    if (!(vals[8] = span_converted(ch, b->ns, c->namespace_of, &c->last_ns_text, &c->last_ns)))
+        goto fail;
+    int plain = PyTuple_CheckExact(vals[3]) && PyTuple_GET_SIZE(vals[3]) == 0 &&
+                PyTuple_CheckExact(vals[8]) && PyTuple_GET_SIZE(vals[8]) == 0 &&
+                b->access == 0 && b->accessed.null && b->key_null && b->value_null &&
+                b->updated_same && b->ttl_null && b->expires.null;
+    if (!plain) {
+        if (!(vals[4] = utc_object(&b->created))) goto fail;
+        if (!(vals[6] = PyLong_FromLongLong(b->access))) goto fail;
+        if (chunk_row_tail(ch, b, c, vals) < 0) goto fail;
+        if (!(extras = PyTuple_Pack(10, vals[3], vals[6], vals[8], vals[9], vals[10], vals[11],
+                                    vals[12], vals[13], vals[14], Py_None)))
+            goto fail;
+    }
+    ec_raw_t raw = {
+        .id = b->id,
+        .created_us = utc_us(&b->created),
+        .relevance = b->rel,
+        .cat = c->cat_code[b->cat],
+        .validated = b->validated,
+        .text = mem,
+        .len = b->memory.len,
+        .ascii = ascii,
+        .extras = extras,
+    };
+    num = c->api->put_raw(c->cols, &raw);
+    Py_XDECREF(extras);
+    extras = NULL;
+    if (!num) goto fail;
+    PyObject *seq = PyLong_FromLongLong(b->seq);
+    PyObject *pair = seq ? PyTuple_Pack(2, seq, num) : NULL;
+    Py_XDECREF(seq);
+    Py_DECREF(num);
+    for (int i = 0; i < ENTRY_FIELDS; i++) Py_CLEAR(vals[i]);
+    return pair; /* NULL: a MemoryError, raised (the slot stays: the caller drops the store) */
+fail:
+    Py_XDECREF(extras);
     return row_declined(vals);
 }
 
@@ -985,6 +1078,10 @@ read_threaded(const char *uri, const char *sql, ctx_t *c, PyObject *ids_out, PyO
     /* the rows' fold hashes in order (folds_out), grown by doubling */
     uint64_t *folds = NULL;
     size_t folds_cap = 0;
+    /* with cols: each row's memory hash as the thread computed it (-1: none), in order,
+     * handed on as rows_out.hashes (rows_texts sets them on the texts it makes) */
+    int64_t *hashes = NULL;
+    size_t hashes_cap = 0;
     /* rows_out: the caller's empty list, filled in place (its idle may read it) */
     PyObject *out = rows_out ? Py_NewRef(rows_out) : PyList_New(0);
     if (!out) {
@@ -1041,7 +1138,8 @@ read_threaded(const char *uri, const char *sql, ctx_t *c, PyObject *ids_out, PyO
                 Py_END_ALLOW_THREADS
                 if (PyErr_CheckSignals() < 0) goto error;
             }
-            PyObject *pair = decode_chunk_row(ch, &ch->rows[i], c);
+            PyObject *pair = c->cols ? cols_chunk_row(ch, &ch->rows[i], c)
+                                     : decode_chunk_row(ch, &ch->rows[i], c);
             if (!pair) {
                 if (PyErr_Occurred()) goto error;
                 goto declined;
@@ -1049,6 +1147,20 @@ read_threaded(const char *uri, const char *sql, ctx_t *c, PyObject *ids_out, PyO
             int failed = list_append_wide(out, pair);
             Py_DECREF(pair);
             if (failed) goto error;
+            if (c->cols && c->hash_memory) {
+                size_t n = (size_t)row - 1;
+                if (n >= hashes_cap) {
+                    size_t cap = hashes_cap ? 2 * hashes_cap : 4096;
+                    int64_t *g = realloc(hashes, cap * sizeof *hashes);
+                    if (!g) {
+                        PyErr_NoMemory();
+                        goto error;
+                    }
+                    hashes = g;
+                    hashes_cap = cap;
+                }
+                hashes[n] = (int64_t)ch->rows[i].memory_hash;
+            }
             if (folds) {
                 size_t n = (size_t)row - 1; /* this row's place */
                 if (n >= folds_cap) {
@@ -1089,6 +1201,18 @@ read_threaded(const char *uri, const char *sql, ctx_t *c, PyObject *ids_out, PyO
      * id set is final; report it, a file with an id twice included */
     if (ids_out && f.check_ids && PyList_Append(ids_out, f.ids_dup ? Py_False : Py_True) < 0)
         goto error;
+    if (hashes && rows_out) {
+        /* (a list without the attribute: none handed on) */
+        PyObject *b = PyBytes_FromStringAndSize((const char *)hashes,
+                                                (Py_ssize_t)(row * sizeof *hashes));
+        if (!b) goto error;
+        int failed = PyObject_SetAttrString(out, "hashes", b);
+        Py_DECREF(b);
+        if (failed) {
+            if (!PyErr_ExceptionMatches(PyExc_AttributeError)) goto error;
+            PyErr_Clear();
+        }
+    }
     if (folds) {
         PyObject *b = PyBytes_FromStringAndSize((const char *)folds, (Py_ssize_t)(row * sizeof *folds));
         if (!b) goto error;
@@ -1106,6 +1230,7 @@ done:
     feed_join(&f, th);
     feed_free(&f);
     free(folds);
+    free(hashes);
     return out;
 }
 
@@ -1113,7 +1238,7 @@ PyDoc_STRVAR(read_entries_doc,
 "read_entries(uri, sql, entry_type, fields, categories, tags_of, namespace_of,\n"
 "             json_object, one, max_memory, max_key, max_ttl, max_seq,\n"
 "             hash_memory=False, threaded=False, ids_out=None, folds_out=None,\n"
-"             idle=None, rows_out=None, fold_buf=None)\n"
+"             idle=None, rows_out=None, fold_buf=None, cols=None)\n"
 "             -> list | None\n\n"
 "Every row of `sql` (SELECT_ENTRIES, 16 columns) of the database at the read-only\n"
 "`uri`, as (seq, entry) pairs in order, decoded as sqlite_format._decode_checked\n"
@@ -1144,6 +1269,14 @@ PyDoc_STRVAR(read_entries_doc,
 "`fold_buf` an empty bytearray (threaded, with folds_out): after each chunk's rows,\n"
 "their folds (as folds_out's) are appended to it, 8 bytes a row of rows_out. Either\n"
 "changed by anything else: RuntimeError. The one-thread read leaves both untouched.\n"
+"`cols` an EntryColumns (threaded only, else ValueError; one of another build:\n"
+"TypeError): each row's text (SQLite's UTF-8, checked strict) and fields are put\n"
+"straight into a slot of it (the index extension's ec_api_t.put_raw; the sparse fields'\n"
+"objects made only for a row with one) and the rows are (seq, slot) pairs: no str and\n"
+"no entry per row; with hash_memory, the hashes the thread computed (8 bytes a row,\n"
+"native int64, -1 for a text it did not hash) are set as rows_out's `hashes` when it\n"
+"has that attribute. A declined file (None) or an error leaves the slots put so far in\n"
+"cols: the caller drops that store. Where no thread can be started: None.\n"
 "Releases the GIL and runs the signal handlers every 512 rows (an exception a handler\n"
 "raises, such as KeyboardInterrupt, is raised by this call). O(file size).");
 
@@ -1163,16 +1296,33 @@ read_entries(PyObject *self, PyObject *args)
     PyObject *fields, *categories;
     int threaded = 0;
     PyObject *ids_out = NULL, *folds_out = NULL, *idle = NULL, *rows_out = NULL,
-             *fold_buf = NULL;
+             *fold_buf = NULL, *cols = NULL;
     ctx_t c;
     memset(&c, 0, sizeof c);
-    if (!PyArg_ParseTuple(args, "ssO!O!O!OOOO!nndL|ppOOOOO", &uri, &sql, &PyType_Type, &c.type,
+    if (!PyArg_ParseTuple(args, "ssO!O!O!OOOO!nndL|ppOOOOOO", &uri, &sql, &PyType_Type, &c.type,
                           &PyTuple_Type, &fields, &PyDict_Type, &categories, &c.tags_of,
                           &c.namespace_of, &c.json_object, &PyFloat_Type, &c.one,
                           &c.max_memory, &c.max_key, &c.max_ttl, &c.max_seq,
                           &c.hash_memory, &threaded, &ids_out, &folds_out, &idle, &rows_out,
-                          &fold_buf))
+                          &fold_buf, &cols))
         return NULL;
+    if (cols == Py_None) cols = NULL;
+    if (cols) {
+        /* the store's interface, from the index's extension (imported by then: the
+         * store was made by it) */
+        const ec_api_t *api = PyCapsule_Import(EC_API_CAPSULE, 0);
+        if (!api) return NULL;
+        if (api->version != EC_API_VERSION || !Py_IS_TYPE(cols, api->type)) {
+            PyErr_SetString(PyExc_TypeError, "read_entries: cols must be an EntryColumns");
+            return NULL;
+        }
+        if (!threaded) {
+            PyErr_SetString(PyExc_ValueError, "read_entries: cols needs threaded=True");
+            return NULL;
+        }
+        c.cols = cols;
+        c.api = api;
+    }
     if (rows_out == Py_None) rows_out = NULL;
     if (rows_out && (!PyList_Check(rows_out) || PyList_GET_SIZE(rows_out) != 0)) {
         PyErr_SetString(PyExc_TypeError, "read_entries: rows_out must be an empty list or None");
@@ -1245,6 +1395,12 @@ read_entries(PyObject *self, PyObject *args)
         c.cat_text[c.ncat] = t;
         c.cat_len[c.ncat] = n;
         c.cat[c.ncat] = v;
+        c.cat_code[c.ncat] = c.cols ? c.api->cat_code(c.cols, v) : 0;
+        if (c.cat_code[c.ncat] < 0) {
+            PyErr_SetString(PyExc_ValueError, "read_entries: a category the store has not");
+            Py_DECREF(categories);
+            return NULL;
+        }
         c.ncat++;
     }
     /* the copy (categories) keeps the texts and members alive */
@@ -1260,6 +1416,12 @@ read_entries(PyObject *self, PyObject *args)
             return read;
         }
         Py_DECREF(read); /* no thread: read in this one */
+        if (c.cols) { /* (entries, not slots: the caller reads in Python) */
+            ctx_clear(&c);
+            Py_DECREF(c.type);
+            Py_DECREF(categories);
+            return Py_NewRef(Py_None);
+        }
     }
     PyObject *out = PyList_New(0);
     sqlite3 *db = NULL;

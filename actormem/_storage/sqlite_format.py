@@ -71,7 +71,7 @@ from .._errors import StorageError
 from .._index import imagehash as _hash
 from .._index import kernels
 from .._json import JsonObject
-from .._record import Record
+from .._record import PyEntryColumns, Record
 from .._util import Beside, gc_paused
 
 __all__ = [
@@ -855,11 +855,28 @@ class FoldedRows(list[tuple[int, MemoryEntry]]):
     use sees a plain list. (With ``read_file``'s ``consume``, the compiled reader fills
     one in place, ``folds`` set at the end.)"""
 
-    __slots__ = ("folds",)
+    __slots__ = ("cols", "folds", "hashes")
 
-    def __init__(self, rows: list[tuple[int, MemoryEntry]], folds: bytes) -> None:
+    def __init__(
+        self, rows: list[tuple[int, MemoryEntry]], folds: bytes, cols: Any = None
+    ) -> None:
         super().__init__(rows)
         self.folds = folds
+        #: None: the rows are ``(seq, entry)``. Else the entries' store (an
+        #: ``EntryColumns``) the compiled reader put each row's entry in, and the rows
+        #: are ``(seq, slot)``: the entry is ``cols.entry(slot)`` (:func:`row_entry`).
+        self.cols = cols
+        #: In the slot form, the reader's thread's hash of each row's text (8 bytes a
+        #: row, native int64, -1: none), set by the reader; ``b""``: none.
+        self.hashes = b""
+
+
+def row_entry(rows: list[Any], row: tuple[int, Any]) -> MemoryEntry:
+    """The entry of ``row``, one of ``rows`` (a file's rows, as :func:`read_file` gives
+    them): the row's own, or built from the store of rows in the slot form
+    (:attr:`FoldedRows.cols`). O(len(text))."""
+    cols = getattr(rows, "cols", None)
+    return row[1] if cols is None else cols.entry(row[1])  # type: ignore[no-any-return]
 
 
 def _python_source_id() -> str | None:
@@ -953,6 +970,9 @@ def _read_rows_c(
     extra: tuple[Any, ...] = ()
     if sink is not None and _SPLIT_READ:
         extra = (sink[0], sink[1] if _SPLIT_FOLDS else None)
+        cols = getattr(sink[0], "cols", None)
+        if cols is not None:  # _ROWS_TO_STORE: the rows as (seq, slot) in that store
+            extra += (cols,)
     entries: list[tuple[int, MemoryEntry]] | None = _crows.read_entries(
         uri, SELECT_ENTRIES, MemoryEntry, _ENTRY_FIELDS, _CATEGORY_VALUES, _tags_of,
         _namespace_of, _json_object, 1.0, MAX_MEMORY_CHARS, MAX_KEY_CHARS, MAX_TTL, MAX_SEQ,
@@ -992,6 +1012,23 @@ _PREPARE_WHILE_READING = True
 _CONSUME_WHILE_READING = True
 
 
+#: With a ``consume`` that names a store (its ``cols``: ``MemoryState.feed_ahead``'s
+#: feed), the compiled split reader writes each row's text and fields straight into
+#: that store (``_crows.read_entries``' ``cols``; issue #20, item 6) and the rows are
+#: ``(seq, slot)`` (:attr:`FoldedRows.cols`): no str, no entry made per row, and the
+#: load makes each record on its slot. The same state. False: ``(seq, entry)`` rows.
+_ROWS_TO_STORE = True
+
+
+def _crows_takes_cols() -> bool:
+    """Whether the compiled reader takes a store (a build of this version). O(1)."""
+    doc = getattr(getattr(_crows, "read_entries", None), "__doc__", None) or ""
+    return "cols=None" in doc
+
+
+_C_ROWS_COLS = _crows is not None and _crows_takes_cols()
+
+
 class _Ahead:
     """The image the thread beside read ahead of ``quick_check`` (set once, from that
     thread), and the caller's work on it: :meth:`idle` is the reader's ``idle``.
@@ -1009,8 +1046,12 @@ class _Ahead:
         self.parts: dict[str, bytes] | None = None
         self.prep: Any = None
         self.consume = consume
-        # the reader's list: the rows with their folds when it computes them
-        rows: list[Any] = FoldedRows([], b"") if _SPLIT_FOLDS else []
+        # the reader's list: the rows with their folds when it computes them; in the
+        # slot form, in consume's store, when it names one (_ROWS_TO_STORE)
+        cols = getattr(consume, "cols", None) if _ROWS_TO_STORE and _C_ROWS_COLS else None
+        if isinstance(cols, PyEntryColumns):  # (no compiled store: the rows as entries)
+            cols = None
+        rows: list[Any] = FoldedRows([], b"", cols) if _SPLIT_FOLDS else []
         self.sink: tuple[list[Any], bytearray] | None = (
             (rows, bytearray()) if consume is not None else None
         )
@@ -1324,16 +1365,25 @@ def read_file(
         conn.close()
     if distinct != [True]:
         seen: set[int] = set()
+        cols = getattr(entries, "cols", None)
         for seq, entry in entries:
-            ident = entry._id  # the id's int, as the entry keeps it (no UUID made per row)
+            # the id's int, as the entry keeps it (no UUID made per row)
+            ident = entry._id if cols is None else cols.ident(entry)
             if ident in seen:
-                raise StorageError(path, f"corrupted: id {entry.id} appears twice (seq {seq})")
+                raise StorageError(
+                    path,
+                    f"corrupted: id {row_entry(entries, (seq, entry)).id} appears twice"
+                    f" (seq {seq})",
+                )
             seen.add(ident)
     if len(folds) == 1 and len(folds[0]) == 8 * len(entries):
         if sink is not None and entries is sink[0] and isinstance(entries, FoldedRows):
             entries.folds = folds[0]  # the reader filled ours: no copy
             return entries, parts
         return FoldedRows(entries, folds[0]), parts
+    if getattr(entries, "cols", None) is not None:  # (no folds: the slot form kept)
+        assert isinstance(entries, FoldedRows)
+        return entries, parts
     return entries, parts
 
 
@@ -1501,7 +1551,7 @@ def _rows_setup() -> None:
     wo: Any = kernels._wo
     wo.rows_setup(
         Record,
-        tuple(Record.__dict__[n] for n in ("seq", "access", "entry")),
+        tuple(Record.__dict__[n] for n in ("seq", "access", "cols", "slot")),
         MemoryEntry,
         tuple(MemoryEntry.__dict__[n] for n in _ENTRY_SLOTS),
         _json_strings,

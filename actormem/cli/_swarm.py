@@ -612,7 +612,7 @@ def check_accounting(
             if _PRESENT_BY_IDS:
                 present_ids = view.visible_ids()
             else:
-                present_ids = {rec.entry._id for rec in view.records()}
+                present_ids = {rec.cols.ident(rec.slot) for rec in view.records()}
         else:
             present_ids = {entry._id for entry in snapshot}
         key, named, order = _id_int, _int_named, None

@@ -39,6 +39,7 @@ import attrs
 from .._entry import MemoryCategory, MemoryEntry
 from .._index.bm25 import BM25Index, BM25Scorer
 from .._index.dense import DenseIndex, DenseScorer
+from .._index.entrycols import new_entry_columns
 from .._index.hybrid import HybridIndex, HybridScorer
 from .._index.tokenize import Tokenizer, stop_words
 from .._record import Record
@@ -321,12 +322,13 @@ class _ConversationIndex:
         if not isinstance(self.index, BM25Index):
             todo = self.index.missing(documents)  # embedded in one batch
             self.index.offer(todo, self.index.embed(todo))
+        cols = new_entry_columns()
         for i in range(len(self.units)):
             when = self.units[i].when if retriever.dated else None
             entry = MemoryEntry(
                 category=MemoryCategory.FACT, memory=documents[i], created_at=when or _EPOCH
             )
-            rec = Record(entry, born=1, seq=i)
+            rec = Record(entry, born=1, seq=i, cols=cols)
             self.index.add(rec)
             self.position[rec] = i
         self.view = _Everything(len(self.units))

@@ -203,7 +203,7 @@ def evaluate(steps: Sequence[Step], scorer: Scorer, name: str | None = None) -> 
         task = f"task{s.task}"
 
         def accept(rec: Record, task: str = task, own: str = own) -> bool:
-            ns = rec.entry.namespace
+            ns: tuple[str, ...] = rec.cols.get(rec.slot, "namespace")
             return ns[1] != task or ns[2] != own
 
         queries = {"input": f"{s.tool} {json.dumps(s.input, sort_keys=True)}"}

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..._entry import MemoryEntry
 from ..._record import NEVER, Record
 from ..._util import NoPublicConstructor
 from .. import kernels
+from ..entrycols import compiled_columns
 from ..scoring import Accept, ReadView, ScratchPool
 from . import knobs
 from .changelog import ChangeLog
@@ -138,9 +138,9 @@ def _doc_map(table: list[Any]) -> Any:
     a :class:`_DocMap` with ``knobs._GROUP_TABLE`` and the core's ``GroupTable``,
     else a dict. O(1)."""
     make = getattr(kernels.wo_core(), "GroupTable", None) if knobs._GROUP_TABLE else None
-    if make is None:
+    if make is None or not compiled_columns():
         return {}
-    slots = Record.__dict__["entry"], MemoryEntry.__dict__["memory"], _Recs.__dict__["text"]
+    slots = Record.__dict__["cols"], Record.__dict__["slot"], _Recs.__dict__["text"]
     return _DocMap(make(table, *slots))
 
 
@@ -597,7 +597,7 @@ class BM25Index(metaclass=NoPublicConstructor):
             if 2 * dead > len(recs):  # a new list: readers may hold the old one
                 kept = [r for r in recs if r not in gone]
                 if cols:
-                    kept = _recs(kept, rec.entry.memory)
+                    kept = _recs(kept, rec.cols.text(rec.slot))
                 gone.difference_update(recs)
                 dead = 0
                 if cols:
@@ -777,7 +777,8 @@ class BM25Index(metaclass=NoPublicConstructor):
         live_set = set(live)
         assert live_set == set(self._records()), "indexed records differ from the live ones"
         assert all(self._indexed(rec) is not None for rec in live_set)
-        assert all(self._indexed(rec) is None for rec in self._gone)
+        # a purged record's slot in its state's entry store is released: not its text
+        assert not (self._gone & live_set), "a purged record is live"
         assert self._gone == {
             rec for g in self._groups.values() for rec in self._recs_of(g) if rec not in live_set
         }, "purged records out of date"
@@ -815,18 +816,19 @@ class BM25Index(metaclass=NoPublicConstructor):
         for group in groups:
             num = self._num(group)
             recs = self._recs_of(group)
+            # (a purged record's text is not read: its entry store slot is released)
+            alive = [rec for rec in recs if rec not in self._gone]
             if self._cols:
-                assert self._groups[_doc_key(recs[-1])] == num
+                assert self._groups[_doc_key(alive[-1])] == num
                 assert table[num] is (recs if type(recs) is _Recs else recs[0])
                 assert type(recs) is _Recs or (type(recs) is tuple and knobs._SINGLE_RECORD)
-                assert type(recs) is tuple or recs.text == recs[0].entry.memory  # type: ignore[union-attr]
+                assert type(recs) is tuple or recs.text == alive[0].entry.memory  # type: ignore[union-attr]
             else:
-                assert self._groups[_doc_key(recs[-1])] is group
+                assert self._groups[_doc_key(alive[-1])] is group
                 assert table[num] is group
             assert all(x.seq <= y.seq for x, y in zip(recs, recs[1:], strict=False)), (
                 "records out of seq order"
             )
-            alive = [rec for rec in recs if rec not in self._gone]
             assert self._unpurged(group) == len(alive) > 0
             assert self._dead_of(group) == len(recs) - len(alive)
             assert int(self._first_seq[num]) <= recs[0].seq, "first seq above a record's"
@@ -850,7 +852,8 @@ class BM25Index(metaclass=NoPublicConstructor):
             assert [self._terms[t].num for t in counts] == nums
             for rec in alive:
                 assert self._indexed(rec) == group if self._cols else self._indexed(rec) is group
-                assert (rec.entry.memory, rec.entry.tags) == (entry.memory, entry.tags)
+                got = rec.entry
+                assert (got.memory, got.tags) == (entry.memory, entry.tags)
                 if rec.died == NEVER:
                     n += 1
                     total += length

@@ -609,7 +609,7 @@ def _build_rows(
             if isinstance(slot, list):
                 slot.append(rec)
             else:
-                table[g] = _recs([slot, rec], rec.entry.memory)
+                table[g] = _recs([slot, rec], rec.cols.text(rec.slot))
         return table, first, gids, sizes
     if cols_layout:  # no group objects: each slot gets its records below
         table = [_NO_RECS] * size
@@ -622,7 +622,7 @@ def _build_rows(
         group = table[g]
         recs = group if cols_layout else group._recs
         if not isinstance(recs, list):
-            recs = _recs([recs, rec], rec.entry.memory) if cols_layout else [recs, rec]
+            recs = _recs([recs, rec], rec.cols.text(rec.slot)) if cols_layout else [recs, rec]
         elif recs:
             recs.append(rec)
             continue
@@ -630,7 +630,7 @@ def _build_rows(
             recs = (
                 rec
                 if knobs._SINGLE_RECORD
-                else _recs([rec], rec.entry.memory)
+                else _recs([rec], rec.cols.text(rec.slot))
                 if cols_layout
                 else [rec]
             )  # as BM25Index.add

@@ -153,9 +153,10 @@ class _Exact:
         """A record's score from its text's: recency, then prior. O(1)."""
         half_life, alpha = self.half_life, self.alpha
         if half_life is not None:
-            score *= 0.5 ** (max(0.0, self.now - rec.entry.created_at.timestamp()) / half_life)
+            created = rec.cols.get(rec.slot, "created_at").timestamp()
+            score *= 0.5 ** (max(0.0, self.now - created) / half_life)
         if alpha:
-            score *= (1.0 - alpha) + alpha * rec.entry.relevance
+            score *= (1.0 - alpha) + alpha * rec.cols.relevance(rec.slot)
         return score
 
     def scores_in(self, num: int, score: float) -> list[float]:

@@ -111,6 +111,9 @@ def lower() -> Any:
 
 #: The entry slots ``record_setup`` reads (``state._store_setup``'s, in its order).
 _ENTRY_SLOTS = "_id ttl key expires_at relevance memory namespace category value tags"
+#: ``Record``'s slots in the order ``record_setup``/``store_setup`` take them: its entry
+#: is slot ``slot`` of its store ``cols`` (an ``EntryColumns``).
+_RECORD_SLOTS = ("cols", "born", "died", "seq", "access", "evkey", "slot")
 #: Whether the core's ``record_setup`` ran (``add_groups``: once per process).
 _records_fixed = False
 
@@ -149,7 +152,7 @@ def _with_records(mod: ModuleType | None, name: str) -> Any:
     if not _records_fixed:
         mod.record_setup(
             Record,
-            tuple(Record.__dict__[n] for n in ("entry", "born", "died", "seq", "access", "evkey")),
+            tuple(Record.__dict__[n] for n in _RECORD_SLOTS),
             MemoryEntry,
             tuple(MemoryEntry.__dict__[n] for n in _ENTRY_SLOTS.split()),
         )

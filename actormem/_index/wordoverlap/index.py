@@ -53,8 +53,8 @@ class _WordOverlapIndex:
         """Index ``rec``. O(tokens of the text) for a new text (plus the vocabulary's
         cost for new tokens), O(1) for a text already indexed."""
         e = self._e
-        text = rec.entry.memory
-        rel = rec.entry.relevance
+        text = rec.cols.text(rec.slot)
+        rel = rec.cols.relevance(rec.slot)
         groups = e.groups
         gid = groups.get(text)
         if gid is None:
@@ -104,7 +104,7 @@ class _WordOverlapIndex:
             else:
                 assert isinstance(item, Record)
                 e.glist[gid] = _Group(text, [item, rec])
-        if rec.entry.tags:
+        if rec.cols.get(rec.slot, "tags"):
             self._tags.add(_tags(rec), rec)
 
     def _add_group(
@@ -242,7 +242,7 @@ class _WordOverlapIndex:
         """Drop ``rec``. O(1), or O(tokens) when its text leaves; amortized O(1) per
         posting for the compactions."""
         e = self._e
-        text = rec.entry.memory
+        text = rec.cols.text(rec.slot)
         gid = e.groups[text]
         glist = e.glist
         group = glist[gid]
@@ -287,7 +287,7 @@ class _WordOverlapIndex:
             if 2 * group.dead > len(group.recs):
                 group.recs = [r for r in group.recs if not r.purged]
                 group.dead = 0
-        if rec.entry.tags:
+        if rec.cols.get(rec.slot, "tags"):
             self._tags.purge(_tags(rec))
 
     def _renumber(self) -> None:
@@ -376,7 +376,7 @@ class _WordOverlapIndex:
         tags: dict[str, list[Record]] = {}
         for rec in live:
             assert not rec.purged
-            by_text.setdefault(rec.entry.memory, []).append(rec)
+            by_text.setdefault(rec.cols.text(rec.slot), []).append(rec)
             for t in _tags(rec):
                 tags.setdefault(t, []).append(rec)
         if type(e.groups) is not dict:  # knobs._GROUP_TABLE: the C table's own layout
@@ -400,7 +400,7 @@ class _WordOverlapIndex:
             else:
                 alive = [item]
             assert sorted(map(id, alive)) == sorted(map(id, recs)), text
-            assert all(r.entry.relevance <= e.maxrel[gid] for r in recs)
+            assert all(r.cols.relevance(r.slot) <= e.maxrel[gid] for r in recs)
             assert all(r.seq >= e.minseq[gid] for r in recs)
             if gid >= e.n - knobs._SCAN_NEW:
                 assert e.recent[gid % knobs._SCAN_NEW] == text.lower()

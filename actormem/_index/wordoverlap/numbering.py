@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from ..._entry import MemoryEntry
 from ..._record import Record
 from .. import kernels
+from ..entrycols import compiled_columns
 from ..scoring import ScratchPool
 from ..substring import SubstringVocab
 from . import ccore, knobs
@@ -28,7 +28,7 @@ from .matchsets import MatchCache
 
 
 def _tags(rec: Record) -> set[str]:
-    return {t.lower() for t in rec.entry.tags}
+    return {t.lower() for t in rec.cols.get(rec.slot, "tags")}
 
 
 class _TagPostings:
@@ -118,7 +118,7 @@ class _Group:
 
 
 def _text_of(item: Record | _Group) -> str:
-    return item.text if type(item) is _Group else item.entry.memory  # type: ignore[union-attr]
+    return item.text if type(item) is _Group else item.cols.text(item.slot)  # type: ignore[union-attr]
 
 
 def _group_map(glist: list[Record | _Group | None], table: bool) -> Any:
@@ -129,11 +129,9 @@ def _group_map(glist: list[Record | _Group | None], table: bool) -> Any:
         raise TypeError("glist must be a list")
     mod = ccore.core() if table else None
     make = getattr(mod, "GroupTable", None)
-    if make is None:
+    if make is None or not compiled_columns():
         return {}
-    return make(
-        glist, Record.__dict__["entry"], MemoryEntry.__dict__["memory"], _Group.__dict__["text"]
-    )
+    return make(glist, Record.__dict__["cols"], Record.__dict__["slot"], _Group.__dict__["text"])
 
 
 #: Postings from which a list (int32 group numbers) fills a whole 2 MiB page.
@@ -260,17 +258,24 @@ class _Numbering:
         #: (:meth:`sync_ids`); a slot changed where the purge replaces or deletes a list.
         self.byid: list[array[int] | None] = []
 
-    def set_glist(self, glist: list[Record | _Group | None], groups: dict[str, int]) -> None:
+    def set_glist(
+        self,
+        glist: list[Record | _Group | None],
+        groups: dict[str, int],
+        texts: list[str] | None = None,
+    ) -> None:
         """Take ``glist`` (a restore's, whose items carry distinct texts) and its map
         ``groups`` (text -> number, as a dict): a ``GroupTable`` is made over ``glist``
-        when this numbering was made with one, else the dict is kept. ``ValueError`` /
-        ``TypeError`` (nothing taken) when an item carries no text or a text twice.
-        O(len(glist))."""
+        when this numbering was made with one, else the dict is kept. ``texts``: each
+        item's text as a str the caller has (a restore's, read from the rows), or None:
+        the table hashes those (checked equal to the items' texts) where it would make
+        a str of each from the store. ``ValueError`` / ``TypeError`` (nothing taken)
+        when an item carries no text or a text twice. O(len(glist))."""
         if type(self.groups) is dict:
             self.glist, self.groups = glist, groups
             return
         table = _group_map(glist, True)
-        table.index_from(0)
+        table.index_from(0, texts if type(texts) is list and len(texts) == len(glist) else None)
         self.glist, self.groups = glist, table
 
     def grow(self) -> None:

@@ -133,7 +133,7 @@ def handles(index: object) -> bool:
 
 
 def _groups(records: list[Record]) -> tuple[list[str], dict[str, None]]:
-    texts = [rec.entry.memory for rec in records]
+    texts = [rec.cols.text(rec.slot) for rec in records]
     return texts, dict.fromkeys(texts)
 
 
@@ -230,7 +230,12 @@ def start_early(index: object, rows: list[Any]) -> Early | None:
     if len(rows) < persist._LATE_MIN_TEXTS or not persist._encoder():
         return None
     fn = ccore.rows_texts()
-    texts = fn(rows) if fn is not None and isinstance(rows, list) else None
+    cols = getattr(rows, "cols", None)  # rows (seq, slot) in that store: texts made from it
+    texts = (
+        (fn(rows) if cols is None else fn(rows, cols, getattr(rows, "hashes", b"")))
+        if fn is not None and isinstance(rows, list)
+        else None
+    )
     return Early(texts) if texts is not None else None
 
 
@@ -395,7 +400,8 @@ def _restore_checked(
         rel = np.fromiter(map(_RELEVANCE, records), np.float64, count)
         seqs = np.fromiter(map(_SEQ, records), np.int64, count)
     if size == count:  # every text once: each group is its record
-        e.set_glist(list(records), gmap)  # the map kept, or a GroupTable made over it
+        # the map kept, or a GroupTable made over it (hashing the rows' own texts)
+        e.set_glist(list(records), gmap, canon)
         e.maxrel[:size] = rel
         e.minseq[:size] = seqs
     else:
@@ -429,8 +435,8 @@ def _restore_checked(
                 item.unpurged += 1
             else:
                 assert isinstance(item, Record)
-                glist[g] = _Group(item.entry.memory, [item, rec])
-        e.set_glist(glist, gmap)
+                glist[g] = _Group(canon[g], [item, rec])  # its text: the rows' str
+        e.set_glist(glist, gmap, canon)
         maxrel = rel[first]
         np.maximum.at(maxrel, gids[later], rel[later])
         e.maxrel[:size] = maxrel
@@ -451,7 +457,7 @@ def _restore_checked(
             tag_postings.add(_tags(rec), rec)
     else:
         for rec in records:
-            if rec.entry.tags:
+            if rec.cols.get(rec.slot, "tags"):
                 tag_postings.add(_tags(rec), rec)
     index._e = e
     return index

@@ -205,7 +205,7 @@ class WordOverlapSearch:
                     if not progress[0] % knobs._STEP:
                         yield
                     # combine_word_overlap(rel, c, n_words, False), term by term.
-                    score = ((0.5 * rec.entry.relevance + gpart) + 0.0) + 0.1
+                    score = ((0.5 * rec.cols.relevance(rec.slot) + gpart) + 0.0) + 0.1
                     if len(heap) == limit:
                         worst = heap[0]
                         if score < worst[0] or (score == worst[0] and rec.seq > -worst[1]):
@@ -263,7 +263,7 @@ class WordOverlapSearch:
                     progress[0] = done
                     yield
                 # combine_word_overlap(rel, c, n_words, False), term by term.
-                score = ((0.5 * rec.entry.relevance + gpart) + 0.0) + 0.1
+                score = ((0.5 * rec.cols.relevance(rec.slot) + gpart) + 0.0) + 0.1
                 if full:
                     worst = heap[0]
                     if score < worst[0] or (score == worst[0] and rec.seq > -worst[1]):
@@ -366,7 +366,7 @@ class WordOverlapSearch:
                     mult[w] = mult.get(w, 0) + 1
         first = getattr(view, "first_by_relevance", None) if knobs._FIRST_PEEK else None
         top = first() if first is not None else next(view.by_relevance(), None)
-        max_rel = top.entry.relevance if top is not None else 1.0
+        max_rel = top.cols.relevance(top.slot) if top is not None else 1.0
         n = e.n
         # Taken now: the owner may replace the arrays (grow) between the yields.
         at_start = (e.glist, e.maxrel[:n], e.minseq[:n], e.groups)
@@ -894,9 +894,10 @@ class WordOverlapSearch:
         done = 0
         for rec in list(tagged):
             if admitted(rec):
-                count = count_of(groups[rec.entry.memory])
+                count = count_of(groups[rec.cols.text(rec.slot)])
                 if count >= min_matched:  # min_matched (thresholds.py)
-                    push(rec, combine_word_overlap(rec.entry.relevance, count, n_words, True))
+                    rel = rec.cols.relevance(rec.slot)
+                    push(rec, combine_word_overlap(rel, count, n_words, True))
             done += 1
             if not done % knobs._STEP:
                 yield
@@ -953,20 +954,20 @@ class WordOverlapSearch:
                     yield  # by_relevance re-seeks across yields (the snapshot's contract)
                 if len(heap) == limit:
                     # The bound of this and every later entry that matches no word.
-                    bound = combine_word_overlap(rec.entry.relevance, 0, n_words, False)
+                    bound = combine_word_overlap(rec.cols.relevance(rec.slot), 0, n_words, False)
                     worst_score, worst_negseq = heap[0][0], heap[0][1]
                     if bound < worst_score:
                         break
                     if bound == worst_score and -worst_negseq < rec.seq:
                         # Nobody left at this relevance can beat the worst: later seq, and
                         # a score of at most `bound`. Jump to the next lower relevance.
-                        below = rec.entry.relevance
+                        below = rec.cols.relevance(rec.slot)
                         restarted = True
                         break
-                if rec in tagged or count_of(groups[rec.entry.memory]):
+                if rec in tagged or count_of(groups[rec.cols.text(rec.slot)]):
                     continue
                 if accept is None or accept(rec):
-                    push(rec, combine_word_overlap(rec.entry.relevance, 0, n_words, False))
+                    push(rec, combine_word_overlap(rec.cols.relevance(rec.slot), 0, n_words, False))
             if not restarted:
                 break
 
