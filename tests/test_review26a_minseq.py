@@ -50,5 +50,7 @@ async def test_a_wait_for_min_seq_ends_when_the_client_goes_away(pg_dsn: str) ->
         port = int(binds[0].rsplit(":", 1)[1])
         for _ in range(3):
             answer = await trio.to_thread.run_sync(_abandon, port, 10**12)
-            assert b"200 OK" not in answer  # nothing was scored for a client that left
+            # Nothing was scored for a client that left. (hypercorn writes no reason
+            # phrase: the check was once b"200 OK", which no answer holds.)
+            assert not answer.startswith(b"HTTP/1.1 200 "), answer[:300]
         stop.set()
