@@ -1784,47 +1784,17 @@ def _attach_store(memory: Memory, store: SqliteStore) -> None:
     if defer:
         store.defer_accesses(sqlite_store.ACCESS_PENDING)
     delay = sqlite_store.ACCESS_DELAY
-    #: Set once the last checkpoint beside the writer started here has ended.
-    checkpoint_ended: list[trio.Event | None] = [None]
-    #: The trio time of the last commit (the idle checkpoints wait for a quiet spell).
-    last_write = [trio.current_time()]
-
-    def start_checkpoint() -> bool:
-        """Start a checkpoint beside the writer in a worker thread, not waited for;
-        False if no thread could be had (its failure is ignored: the next commit, or
-        idle checkpoint, retries). On the loop."""
-        ended = trio.Event()
-        try:
-            trio.lowlevel.start_thread_soon(
-                store.checkpoint_beside(),
-                _ended(ended, checkpoint_over),
-                name="actormem checkpoint",
-            )
-        except Exception:
-            store.checkpoint_not_started()
-            return False
-        checkpoint_ended[0] = ended
-        return True
-
-    def checkpoint_over() -> None:
-        """On the loop, once a checkpoint beside ended: if it left frames in the WAL (a
-        reader pinned them) or failed, start the idle checkpoints unless they run."""
-        if (
-            sqlite_store._IDLE_CHECKPOINTS
-            and memory._idle_scope is None
-            and not memory._closed
-            and store.checkpoint_left_frames()
-        ):
-            scope = memory._idle_scope = trio.CancelScope()
-            try:
-                trio.lowlevel.spawn_system_task(
-                    _idle_checkpoints, memory, store, scope, last_write, checkpoint_ended,
-                    start_checkpoint, name="actormem idle checkpoint",
-                )  # fmt: skip
-            except RuntimeError:  # the run is ending: the close copies the WAL
-                memory._idle_scope = None
+    checkpoints = _Checkpoints(memory, store)
+    checkpoint_ended = checkpoints.ended
+    last_write = checkpoints.last_write
+    # The closure holds the memory weakly: the memory holds the closure (``_commit``),
+    # and a cycle between them kept every closed durable memory (its state, indexes and
+    # entries) until a full collection, which the load's gc.freeze() may put off for good.
+    memory_ref = weakref.ref(memory)
 
     async def commit(journal: list[tuple[int, Record]], meanwhile: Callable[[], None]) -> None:
+        memory = memory_ref()
+        assert memory is not None  # its owner commits through it
         flush = False  # (a store that holds nothing back writes every access update)
         if defer:  # access updates held back: written once due (sqlite._DEFER_ACCESS)
             now = trio.current_time()
@@ -1873,10 +1843,65 @@ def _attach_store(memory: Memory, store: SqliteStore) -> None:
                 gate.commit_ended()
         last_write[0] = trio.current_time()
         if store.checkpoint_due():  # beside the writer: the batch is answered at once
-            start_checkpoint()
+            checkpoints.start()
 
     memory._storage = store
     memory._commit = commit
+
+
+class _Checkpoints:
+    """A durable memory's checkpoints beside the writer (:func:`_attach_store`): starts
+    them in a worker thread, not waited for, and on their end starts the idle
+    checkpoints when one left frames. Holds its memory weakly, so that nothing of the
+    commit path keeps a closed memory alive in a reference cycle."""
+
+    __slots__ = ("_memory", "_store", "ended", "last_write")
+
+    def __init__(self, memory: Memory, store: SqliteStore) -> None:
+        self._memory = weakref.ref(memory)
+        self._store = store
+        #: Set once the last checkpoint beside the writer started here has ended.
+        self.ended: list[trio.Event | None] = [None]
+        #: The trio time of the last commit (the idle checkpoints wait for a quiet spell).
+        self.last_write = [trio.current_time()]
+
+    def start(self) -> bool:
+        """Start a checkpoint beside the writer in a worker thread, not waited for;
+        False if no thread could be had (its failure is ignored: the next commit, or
+        idle checkpoint, retries). On the loop. O(1)."""
+        ended = trio.Event()
+        try:
+            trio.lowlevel.start_thread_soon(
+                self._store.checkpoint_beside(),
+                _ended(ended, self.over),
+                name="actormem checkpoint",
+            )
+        except Exception:
+            self._store.checkpoint_not_started()
+            return False
+        self.ended[0] = ended
+        return True
+
+    def over(self) -> None:
+        """On the loop, once a checkpoint beside ended: if it left frames in the WAL (a
+        reader pinned them) or failed, start the idle checkpoints unless they run. O(1)."""
+        memory = self._memory()
+        store = self._store
+        if (
+            memory is not None
+            and sqlite_store._IDLE_CHECKPOINTS
+            and memory._idle_scope is None
+            and not memory._closed
+            and store.checkpoint_left_frames()
+        ):
+            scope = memory._idle_scope = trio.CancelScope()
+            try:
+                trio.lowlevel.spawn_system_task(
+                    _idle_checkpoints, memory, store, scope, self.last_write, self.ended,
+                    self.start, name="actormem idle checkpoint",
+                )  # fmt: skip
+            except RuntimeError:  # the run is ending: the close copies the WAL
+                memory._idle_scope = None
 
 
 async def _access_timer(memory: Memory) -> None:
