@@ -69,7 +69,7 @@ def test_closed_memory_in_memory_is_freed_without_a_collection() -> None:
                 await m.store_many(_entries(50, "mem"))
             ref = weakref.ref(m)
             del m
-            await trio.sleep(0)
+            await trio.lowlevel.checkpoint()
             assert ref() is None
         finally:
             gc.enable()
