@@ -239,6 +239,8 @@ def child(path: str, scorer: str, query: str, phases_on: str = "") -> dict[str, 
         patch(getattr(state_module, "_BulkRun", None), "finish", "run_finish")
         patch(late, "groups", "groups_wait")  # the open's thread waiting for the groups
         patch(late, "first_error", "digest_wait")  # ... and for the digest
+        patch(index_persist, "_groups_of", "digest_groups")  # (the digest thread's groups)
+        patch(index_persist, "_hash_encoded", "digest_bytes")  # (its texts' bytes, hashed)
         patch_maker("restore_columns", "restore_columns")
         patch_maker("rows_texts", "rows_texts")
 
