@@ -39,6 +39,10 @@ it reports, as one JSON line:
   (``bm25.persist._image_side``);
 * ``max_rss_mib``: the process's peak resident memory; ``first_hit``: the best entry's id
   (the same for every checkout measured);
+* with ``--phases`` (branch ``open33``), ``c_NAME`` / ``w_NAME``: the thread CPU and
+  the wall seconds of some steps of a word-overlap open, wherever they ran (see
+  :func:`child`; ``w_groups_wait`` / ``w_digest_wait``: the open's thread waiting for
+  the digest thread's groups / digest). A step a checkout lacks is left out;
 * ``image``: whether the index was restored from the file's index image (None: a checkout
   without one), and ``close_s``: the CPU of closing (writing the image when it was not).
 
@@ -109,8 +113,12 @@ def build_file(path: Path, n: int, data: Path, seed: int) -> None:
     os.replace(tmp, path)
 
 
-def child(path: str, scorer: str, query: str) -> dict[str, Any]:
-    """Open ``path`` and answer ``query``; the figures of one fresh process.
+def child(path: str, scorer: str, query: str, phases_on: str = "") -> dict[str, Any]:
+    """Open ``path`` and answer ``query``; the figures of one fresh process. ``phases_on``
+    non-empty (``--phases``): also some steps of a word-overlap open (the texts made for
+    the digest, the image's prepared steps and the vocabulary in them, the bulk feed,
+    the restore and its parts, the waits for the digest thread), each as ``c_NAME``
+    (thread CPU s) and ``w_NAME`` (wall s), summed over its calls.
 
     Self-contained (stdlib and actormem only): :func:`main` runs its source with
     ``python -c`` and ``PYTHONPATH=--root``, so another checkout can be measured."""
@@ -192,6 +200,50 @@ def child(path: str, scorer: str, query: str) -> dict[str, Any]:
         # (open26) the image's marker hashed over its parts (in the thread beside)
         fmt_any.image_marker = timed("marker_s", fmt_any.image_marker)
 
+    def steps(name: str, fn: Any) -> Any:
+        # (--phases) CPU and wall of one step of the open, wherever it runs
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            c0, w0 = time.thread_time(), time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                with lock:
+                    for key, spent in (("c_", time.thread_time() - c0),
+                                       ("w_", time.perf_counter() - w0)):  # fmt: skip
+                        phases[key + name] = phases.get(key + name, 0.0) + spent
+
+        return wrapper
+
+    if phases_on:
+        import actormem._engine.state as state_module
+        import actormem._index.wordoverlap.ccore as wo_ccore
+
+        def patch(owner: Any, attr: str, name: str) -> None:
+            fn = getattr(owner, attr, None)
+            if fn is not None:  # (a checkout without it: left out)
+                setattr(owner, attr, steps(name, fn))
+
+        def patch_maker(attr: str, name: str) -> None:
+            # ccore's getters return the core's function (or None): the function timed
+            maker = getattr(wo_ccore, attr, None)
+            if maker is not None:
+                setattr(wo_ccore, attr, lambda: (lambda f: f and steps(name, f))(maker()))
+
+        patch(wo_persist, "start_early", "start_early")  # the texts made for the digest
+        patch(wo_persist, "restore", "restore")
+        patch(wo_persist, "_restore_checked", "restore_checked")
+        patch(prepared, "step", "prep_step")  # (the image's steps, mostly while reading)
+        patch(wo_ccore, "acquire_all", "acquire_all")  # the vocabulary, in those steps
+        patch(getattr(wo_persist, "_Numbering", None), "set_glist", "set_glist")
+        patch(getattr(state_module, "_BulkFeed", None), "_feed", "feed")  # load_inserts
+        patch(getattr(state_module, "_BulkRun", None), "finish", "run_finish")
+        patch(late, "groups", "groups_wait")  # the open's thread waiting for the groups
+        patch(late, "first_error", "digest_wait")  # ... and for the digest
+        patch(index_persist, "_groups_of", "digest_groups")  # (the digest thread's groups)
+        patch(index_persist, "_hash_encoded", "digest_bytes")  # (its texts' bytes, hashed)
+        patch_maker("restore_columns", "restore_columns")
+        patch_maker("rows_texts", "rows_texts")
+
     async def run() -> dict[str, Any]:
         sc = BM25Scorer() if scorer == "bm25" else WordOverlapScorer()
         c0 = time.process_time()
@@ -238,7 +290,7 @@ def child(path: str, scorer: str, query: str) -> dict[str, Any]:
 _CHILD = (
     "import sys, json\nfrom typing import Any\n"
     + inspect.getsource(child)
-    + "\nprint(json.dumps(child(*sys.argv[1:4])))\n"
+    + "\nprint(json.dumps(child(*sys.argv[1:5])))\n"
 )
 
 
@@ -251,6 +303,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data", type=existing_dir, default=DEFAULT_DATA)
     parser.add_argument("--scratch", type=Path, default=Path("/tmp/actormem_bench_open"))
     parser.add_argument("--query", default="What did Caroline research?")
+    parser.add_argument(
+        "--phases",
+        action="store_true",
+        help="also each step of the open (c_NAME thread CPU s, w_NAME wall s; word overlap)",
+    )
     parser.add_argument(
         "--root",
         action="append",
@@ -284,6 +341,8 @@ def main(argv: list[str] | None = None) -> None:
                 for i, (label, root) in enumerate(roots):
                     copy = copies[i, scorer]
                     cmd = [sys.executable, "-c", _CHILD, str(copy), scorer, args.query]
+                    if args.phases:
+                        cmd.append("phases")
                     env = {**os.environ, "PYTHONPATH": str(root)}
                     out = subprocess.run(
                         cmd, check=True, capture_output=True, text=True, env=env, cwd=scratch

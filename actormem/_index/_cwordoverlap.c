@@ -6130,6 +6130,15 @@ group_ahead(PyObject *self, PyObject *on)
     return bool_knob(&gt_ahead_on, on, "group_ahead: on must be a bool");
 }
 
+PyDoc_STRVAR(texts_ascii_hashes_doc,
+"texts_ascii_hashes(on) -> bool\n\n"
+"Whether texts_first and texts_groups, given texts not all with a cached hash, take\n"
+"each ASCII text's str hash (its cached one, else computed from its bytes as str's hash\n"
+"does, without the GIL and without caching it) and hash only the others' data (True,\n"
+"the default from branch open33), or hash every text's data then (False: the path\n"
+"before). The same results. Sets it (on: a bool) and returns what it was. TypeError\n"
+"for a non-bool. O(1).");
+
 static PyObject *
 dkey_direct_knob(PyObject *self, PyObject *on)
 {
@@ -7318,6 +7327,19 @@ next_keyed(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 }
 
 
+/* texts_first / texts_groups take an ASCII str's hash (cached, or TD_HASH_BYTES) when
+ * not every item has one cached (texts_ascii_hashes(); branch open33). 0: td_hash for
+ * all then (the path before). */
+static int td_ascii_hashes_on = 1;
+
+/* str's hash of a one-byte-kind str's data (its cached value once computed), callable
+ * without the GIL (it reads the process's hash secret only); as _crows.c's HASH_BYTES. */
+#if PY_VERSION_HEX >= 0x030E0000
+#define TD_HASH_BYTES(p, n) Py_HashBuffer((p), (Py_ssize_t)(n))
+#else
+#define TD_HASH_BYTES(p, n) _Py_HashBytes((p), (Py_ssize_t)(n))
+#endif
+
 /* A 64-bit hash of a compact str's kind and data (no Python API: without the GIL). */
 static uint64_t
 td_hash(PyObject *t)
@@ -7378,12 +7400,19 @@ texts_first_gids(PyObject *own, const char *name, int with_gids)
     if (n >= ((Py_ssize_t)1 << 31)) Py_RETURN_NONE;
     /* With the GIL: whether every str's hash is cached (the row reader computes them).
      * A hash once set never changes: then the table uses them, read without the GIL,
-     * and reads no text's data for its own hash. */
+     * and reads no text's data for its own hash. Else, with td_ascii_hashes_on, an
+     * ASCII str still goes by str's hash (its cached one, or computed from its bytes as
+     * str's hash does, without the GIL) and only the others by td_hash: equal strs have
+     * the same kind, so each value takes one way. (The reader hashes only the ASCII
+     * texts it puts in a store: one text in eight is not ASCII at 1M, and without this
+     * every text's data was read and hashed again, ~0.2 s of the digest thread, which
+     * the open's thread waits for; branch open33.) */
     int hashed = 1;
     for (Py_ssize_t i = 0; i < n && hashed; i++) {
         PyObject *t = PyTuple_GET_ITEM(own, i);
         hashed = PyUnicode_CheckExact(t) && ((PyASCIIObject *)t)->hash != -1;
     }
+    int ascii_hashed = !hashed && td_ascii_hashes_on;
     /* not yet shared: written without the GIL */
     PyObject *mask = PyBytes_FromStringAndSize(NULL, n);
     PyObject *gids = NULL;
@@ -7410,8 +7439,16 @@ texts_first_gids(PyObject *own, const char *name, int with_gids)
                 bad = 1;
                 break;
             }
-            uint64_t h = hashed ? (uint64_t)((PyASCIIObject *)t)->hash * 0x9E3779B97F4A7C15ULL
-                                : td_hash(t);
+            uint64_t h;
+            if (hashed) {
+                h = (uint64_t)((PyASCIIObject *)t)->hash * 0x9E3779B97F4A7C15ULL;
+            } else if (ascii_hashed && PyUnicode_IS_ASCII(t)) {
+                Py_hash_t c = ((PyASCIIObject *)t)->hash;
+                if (c == -1) c = TD_HASH_BYTES(PyUnicode_DATA(t), PyUnicode_GET_LENGTH(t));
+                h = (uint64_t)c * 0x9E3779B97F4A7C15ULL;
+            } else {
+                h = td_hash(t);
+            }
             size_t at = (size_t)(h >> 17) & (cap - 1);
             first[i] = 1;
             while (slots[at]) {
@@ -7442,6 +7479,12 @@ texts_first_gids(PyObject *own, const char *name, int with_gids)
     Py_DECREF(mask);
     Py_DECREF(gids);
     return out;
+}
+
+static PyObject *
+texts_ascii_hashes(PyObject *self, PyObject *on)
+{
+    return bool_knob(&td_ascii_hashes_on, on, "texts_ascii_hashes: on must be a bool");
 }
 
 static PyObject *
@@ -7502,6 +7545,7 @@ static PyMethodDef methods[] = {
     {"dup_key", (PyCFunction)(void (*)(void))dup_key, METH_FASTCALL, dup_key_doc},
     {"dkey_direct", dkey_direct_knob, METH_O, dkey_direct_knob_doc},
     {"group_ahead", group_ahead, METH_O, group_ahead_doc},
+    {"texts_ascii_hashes", texts_ascii_hashes, METH_O, texts_ascii_hashes_doc},
     {"dup_key_folded", (PyCFunction)(void (*)(void))dup_key_folded, METH_FASTCALL,
      dup_key_folded_doc},
     {"store_setup", store_setup, METH_VARARGS, store_setup_doc},
