@@ -481,11 +481,14 @@ class MemoryEntry(metaclass=Final):
             state["_id"] = _convert_id(state.pop("id"))  # type: ignore[arg-type]
         if set(state) != set(_ENTRY_FIELDS):
             raise TypeError(f"not the state of a MemoryEntry: fields {sorted(state)}")
-        # The id as the constructor takes it (an exact int in range): the state's id table
-        # (state._ID_TABLE) refuses any other key, after a store's eviction at capacity.
-        state["_id"] = _convert_id(state["_id"])  # type: ignore[arg-type]
-        for name, value in state.items():
-            object.__setattr__(self, name, value)
+        # Every field through the constructor's converters and validators: a pickle is
+        # outside data, and the owner's store (the compiled EntryColumns.put) refuses a
+        # text with a lone surrogate, a non-float relevance, a non-bool validated... by
+        # raising in the owner task, which breaks the memory. So such a state is refused
+        # here (TypeError, InvalidEntryError), as the constructor refuses it.
+        checked = type(self)(**{("id" if n == "_id" else n): v for n, v in state.items()})
+        for name in _ENTRY_FIELDS:
+            object.__setattr__(self, name, getattr(checked, name))
 
     def __attrs_post_init__(self) -> None:
         if type(self.access_count) is not int:  # an int subclass (checked): exact, as
