@@ -54,6 +54,7 @@
 # tests/test_open29_folds.py,
 # tests/test_open31_wide.py, tests/test_api31_sliced_fast.py,
 # tests/test_open32_bm25image.py, tests/test_wire32_rows_store.py,
+# tests/test_review32_row_bytes.py,
 # tests/test_open33_ascii_hashes.py)
 # against an AddressSanitizer build of the compiled
 # index kernels, the BM25 core, the word-overlap core and the row reader (_storage/_crows.c):
@@ -188,6 +189,7 @@ files=(
     tests/test_api31_sliced_fast.py
     tests/test_open32_bm25image.py
     tests/test_wire32_rows_store.py
+    tests/test_review32_row_bytes.py
     tests/test_open33_ascii_hashes.py
 )
 # --only FILE...: just these test files (a branch's new file under ASan), no deselections.

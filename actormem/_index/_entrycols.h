@@ -916,6 +916,50 @@ ec_ident(EntryColumnsObject *c, PyObject *arg)
     return ec_id_obj(ec_at(c, at));
 }
 
+PyDoc_STRVAR(ec_row_bytes_doc,
+"row_bytes(slot) -> int\n\n"
+"The bytes a file's row of the entry at `slot` takes beyond its fixed fields, as the\n"
+"durable store counts them for its overflow pages (sqlite._entry_frames): the text's\n"
+"UTF-8 bytes, a key's, and 12 a tag character plus 3 a tag plus 2 for tags; -1 where\n"
+"that needs the entry (a value, a key that is not ASCII, a tag that is not a str).\n"
+"Errors as entry(). O(1), O(tags) with tags.");
+
+static PyObject *
+ec_row_bytes(EntryColumnsObject *c, PyObject *arg)
+{
+    int64_t at;
+    if (ec_slot_arg(c, arg, &at) < 0) return NULL;
+    EcSlot *s = ec_at(c, at);
+    long long size = s->len;
+    if (s->flags & EC_EXTRA) {
+        PyObject *x = PyDict_GetItemWithError(c->extras, arg); /* borrowed */
+        if (!x) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_RuntimeError, "EntryColumns: a slot lost its extras");
+            return NULL;
+        }
+        if (PyTuple_GET_ITEM(x, ec_extra_at[EF_VALUE]) != Py_None) return PyLong_FromLong(-1);
+        PyObject *key = PyTuple_GET_ITEM(x, ec_extra_at[EF_KEY]);
+        if (key != Py_None) {
+            if (!PyUnicode_Check(key) || !PyUnicode_IS_ASCII(key)) return PyLong_FromLong(-1);
+            size += PyUnicode_GET_LENGTH(key);
+        }
+        PyObject *tags = PyTuple_GET_ITEM(x, ec_extra_at[EF_TAGS]);
+        if (!PyTuple_Check(tags)) return PyLong_FromLong(-1);
+        Py_ssize_t nt = PyTuple_GET_SIZE(tags);
+        if (nt) {
+            long long chars = 0;
+            for (Py_ssize_t i = 0; i < nt; i++) {
+                PyObject *tag = PyTuple_GET_ITEM(tags, i);
+                if (!PyUnicode_Check(tag)) return PyLong_FromLong(-1);
+                chars += PyUnicode_GET_LENGTH(tag);
+            }
+            size += 12 * chars + 3 * (long long)nt + 2;
+        }
+    }
+    return PyLong_FromLongLong(size);
+}
+
 PyDoc_STRVAR(ec_relevance_doc,
 "relevance(slot) -> float\n\n"
 "The relevance stored at `slot`; for a slot released (not live) the last one stored\n"
@@ -1183,6 +1227,7 @@ static PyMethodDef ec_methods[] = {
      ec_text_equals_doc},
     {"ident", (PyCFunction)ec_ident, METH_O, ec_ident_doc},
     {"relevance", (PyCFunction)ec_relevance, METH_O, ec_relevance_doc},
+    {"row_bytes", (PyCFunction)ec_row_bytes, METH_O, ec_row_bytes_doc},
     {"release", (PyCFunction)ec_release, METH_O, ec_release_doc},
     {"compact", (PyCFunction)ec_compact_m, METH_NOARGS, ec_compact_doc},
     {"stats", (PyCFunction)ec_stats, METH_NOARGS, ec_stats_doc},
