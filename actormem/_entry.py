@@ -486,7 +486,8 @@ class MemoryEntry(metaclass=Final):
         # text with a lone surrogate, a non-float relevance, a non-bool validated... by
         # raising in the owner task, which breaks the memory. So such a state is refused
         # here (TypeError, InvalidEntryError), as the constructor refuses it.
-        checked = type(self)(**{("id" if n == "_id" else n): v for n, v in state.items()})
+        fields: dict[str, Any] = {("id" if n == "_id" else n): v for n, v in state.items()}
+        checked = type(self)(**fields)
         for name in _ENTRY_FIELDS:
             object.__setattr__(self, name, getattr(checked, name))
 

@@ -95,6 +95,17 @@ ec_at(const EntryColumnsObject *c, int64_t s)
     return &c->chunks[k][x - ((uint64_t)1 << top)];
 }
 
+/* The extras tuple of the slot numbered `slot` (a slot with EC_EXTRA): borrowed; NULL
+ * with an error set when the dict lookup fails or the slot lost its extras. */
+static PyObject *
+ec_extras_of(EntryColumnsObject *c, PyObject *slot)
+{
+    PyObject *x = PyDict_GetItemWithError(c->extras, slot);
+    if (!x && !PyErr_Occurred())
+        PyErr_SetString(PyExc_RuntimeError, "EntryColumns: a slot lost its extras");
+    return x;
+}
+
 /* --- civil dates (proleptic Gregorian), as datetime's own toordinal/fromordinal */
 
 static const int ec_before_month[13] = {0, 0, 31, 59, 90, 120, 151, 181, 212, 243, 273, 304, 334};
@@ -750,12 +761,8 @@ ec_entry(EntryColumnsObject *c, PyObject *const *args, Py_ssize_t nargs)
     PyObject *v[EF_N] = {NULL};
     PyObject *x = NULL;
     if (s->flags & EC_EXTRA) {
-        x = PyDict_GetItemWithError(c->extras, arg); /* borrowed */
-        if (!x) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_RuntimeError, "EntryColumns: a slot lost its extras");
-            return NULL;
-        }
+        x = ec_extras_of(c, arg); /* borrowed */
+        if (!x) return NULL;
         Py_INCREF(x);
     }
     v[EF_CATEGORY] = Py_NewRef(PyTuple_GET_ITEM(c->categories, s->cat));
@@ -848,12 +855,8 @@ ec_get(EntryColumnsObject *c, PyObject *const *args, Py_ssize_t nargs)
     case EF_VALIDATED: return Py_NewRef(s->flags & EC_VALIDATED ? Py_True : Py_False);
     }
     if (s->flags & EC_EXTRA) {
-        PyObject *x = PyDict_GetItemWithError(c->extras, args[0]); /* borrowed */
-        if (!x) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_RuntimeError, "EntryColumns: a slot lost its extras");
-            return NULL;
-        }
+        PyObject *x = ec_extras_of(c, args[0]); /* borrowed */
+        if (!x) return NULL;
         PyObject *v = PyTuple_GET_ITEM(x, ec_extra_at[f]);
         if (f == EF_CREATED && v == Py_None) return ec_time_of(s->created);
         return Py_NewRef(v);
@@ -932,12 +935,8 @@ ec_row_bytes(EntryColumnsObject *c, PyObject *arg)
     EcSlot *s = ec_at(c, at);
     long long size = s->len;
     if (s->flags & EC_EXTRA) {
-        PyObject *x = PyDict_GetItemWithError(c->extras, arg); /* borrowed */
-        if (!x) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_RuntimeError, "EntryColumns: a slot lost its extras");
-            return NULL;
-        }
+        PyObject *x = ec_extras_of(c, arg); /* borrowed */
+        if (!x) return NULL;
         if (PyTuple_GET_ITEM(x, ec_extra_at[EF_VALUE]) != Py_None) return PyLong_FromLong(-1);
         PyObject *key = PyTuple_GET_ITEM(x, ec_extra_at[EF_KEY]);
         if (key != Py_None) {
