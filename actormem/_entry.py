@@ -267,7 +267,19 @@ def check_entry_batch(entries: Iterable[MemoryEntry]) -> tuple[MemoryEntry, ...]
             raise TypeError(
                 f"store_many() entries[{index}] is a {type(entry).__name__}, not a MemoryEntry"
             )
+        check_entry_built(entry, f"store_many() entries[{index}]")
     return batch
+
+
+def check_entry_built(entry: MemoryEntry, what: str = "store()'s entry") -> None:
+    """TypeError for a :class:`MemoryEntry` never built: ``MemoryEntry.__new__`` alone, as
+    a forged pickle without state makes (its fields unset: the owner task would raise
+    on it, which breaks the memory). Every other entry went through the constructor
+    (``__setstate__`` too), which sets every field or none. O(1)."""
+    try:
+        entry.expires_at  # noqa: B018 - a slot never set raises AttributeError
+    except AttributeError:
+        raise TypeError(f"{what} is a MemoryEntry that was never built (no fields)") from None
 
 
 def _convert_ttl(value: Any) -> float | None:
