@@ -486,9 +486,13 @@ class MemoryEntry(metaclass=Final):
         """Restore pickle state, also of an entry pickled before the id was kept as an
         int (its state has ``id``, a ``UUID``, where today's has ``_id``). O(fields)."""
         if isinstance(state, tuple):  # attrs' older tuple form: the fields in order
+            if len(state) != len(_ENTRY_FIELDS):
+                raise TypeError(f"not the state of a MemoryEntry: {len(state)} fields")
             state = dict(zip(_ENTRY_FIELDS, state, strict=True))
-        else:
+        elif isinstance(state, dict):
             state = dict(state)
+        else:
+            raise TypeError(f"not the state of a MemoryEntry: a {type(state).__name__}")
         if "_id" not in state and "id" in state:
             state["_id"] = _convert_id(state.pop("id"))  # type: ignore[arg-type]
         if set(state) != set(_ENTRY_FIELDS):

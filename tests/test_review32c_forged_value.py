@@ -104,3 +104,10 @@ def test_values_round_trip_every_protocol(proto: int) -> None:
     assert back.to_json() == value.to_json()
     entry = MemoryEntry(category=MemoryCategory.FACT, memory="m", key="k", value=value)
     assert pickle.loads(pickle.dumps(entry, proto)) == entry
+
+
+@pytest.mark.parametrize("state", [(1, 2), [("memory", "m")], "x", 5])
+def test_a_state_of_the_wrong_shape_is_a_clear_type_error(state: Any) -> None:
+    raw = pickle.dumps(_Forge(MemoryEntry.__new__, (MemoryEntry,), state), 2)
+    with pytest.raises(TypeError, match="not the state of a MemoryEntry"):
+        pickle.loads(raw)
