@@ -267,7 +267,19 @@ def check_entry_batch(entries: Iterable[MemoryEntry]) -> tuple[MemoryEntry, ...]
             raise TypeError(
                 f"store_many() entries[{index}] is a {type(entry).__name__}, not a MemoryEntry"
             )
+        check_entry_built(entry, f"store_many() entries[{index}]")
     return batch
+
+
+def check_entry_built(entry: MemoryEntry, what: str = "store()'s entry") -> None:
+    """TypeError for a :class:`MemoryEntry` never built: ``MemoryEntry.__new__`` alone, as
+    a forged pickle without state makes (its fields unset: the owner task would raise
+    on it, which breaks the memory). Every other entry went through the constructor
+    (``__setstate__`` too), which sets every field or none. O(1)."""
+    try:
+        entry.expires_at  # noqa: B018 - a slot never set raises AttributeError
+    except AttributeError:
+        raise TypeError(f"{what} is a MemoryEntry that was never built (no fields)") from None
 
 
 def _convert_ttl(value: Any) -> float | None:
@@ -474,9 +486,13 @@ class MemoryEntry(metaclass=Final):
         """Restore pickle state, also of an entry pickled before the id was kept as an
         int (its state has ``id``, a ``UUID``, where today's has ``_id``). O(fields)."""
         if isinstance(state, tuple):  # attrs' older tuple form: the fields in order
+            if len(state) != len(_ENTRY_FIELDS):
+                raise TypeError(f"not the state of a MemoryEntry: {len(state)} fields")
             state = dict(zip(_ENTRY_FIELDS, state, strict=True))
-        else:
+        elif isinstance(state, dict):
             state = dict(state)
+        else:
+            raise TypeError(f"not the state of a MemoryEntry: a {type(state).__name__}")
         if "_id" not in state and "id" in state:
             state["_id"] = _convert_id(state.pop("id"))  # type: ignore[arg-type]
         if set(state) != set(_ENTRY_FIELDS):

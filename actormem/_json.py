@@ -79,6 +79,7 @@ def _freeze(value: Any, where: str, depth: int) -> Any:
     if depth >= MAX_VALUE_DEPTH:
         raise InvalidEntryError(f"value is nested deeper than {MAX_VALUE_DEPTH} levels")
     if isinstance(value, JsonObject):
+        _check_built(value)
         return value
     if isinstance(value, Mapping):
         return JsonObject._build(value, where, depth + 1)
@@ -180,6 +181,24 @@ class JsonObject(Mapping[str, Any]):
         """The compact JSON text, keys in their original order. O(size)."""
         return str(_compact(self.thaw()))
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled as its plain values, rebuilt (and checked) by the constructor. O(size)."""
+        return (JsonObject, (self.thaw(),))
+
+    def __setstate__(self, state: Any) -> None:
+        """Restore the default slot state (``(None, {"_data": ..., "_key": ...})``, a
+        pickle made before :meth:`__reduce__`): checked as the constructor checks a
+        mapping, the cached ``_key`` recomputed (a forged pickle is outside data: a set,
+        a NaN or a lone surrogate in it would raise in the owner task and break the
+        memory). TypeError or InvalidEntryError as the constructor. O(size)."""
+        slots = state[1] if type(state) is tuple and len(state) == 2 else None
+        data = slots.get("_data") if type(slots) is dict else None
+        if type(data) is not dict:
+            raise TypeError("not the state of a JsonObject")
+        checked = JsonObject(data)
+        self._data = checked._data
+        self._key = checked._key
+
     def _canonical(self) -> str:
         key = self._key
         if key is None:
@@ -203,9 +222,21 @@ class JsonObject(Mapping[str, Any]):
         return f"JsonObject({self.thaw()!r})"
 
 
+def _check_built(value: JsonObject) -> None:
+    """TypeError for a JsonObject never built (``JsonObject.__new__`` alone, as a forged
+    pickle without state makes). O(1)."""
+    try:
+        value._data  # noqa: B018 - a slot never set raises AttributeError
+    except AttributeError:
+        raise TypeError("a JsonObject that was never built (no data)") from None
+
+
 def freeze_json(value: Any) -> JsonObject | None:
     """``value`` as a :class:`JsonObject` (``None`` stays ``None``). See the constructor."""
-    if value is None or isinstance(value, JsonObject):
+    if value is None:
+        return value
+    if isinstance(value, JsonObject):
+        _check_built(value)
         return value
     return JsonObject(value)
 

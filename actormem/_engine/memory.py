@@ -69,6 +69,7 @@ from .._entry import (
     MemoryEntry,
     ScoredEntry,
     check_entry_batch,
+    check_entry_built,
     check_lookup_key,
 )
 from .._errors import (
@@ -494,6 +495,7 @@ class Memory(metaclass=NoPublicConstructor):
         """
         if not isinstance(entry, MemoryEntry):
             raise TypeError(f"store() takes a MemoryEntry, not {type(entry).__name__}")
+        check_entry_built(entry)
         if not _CHECK_DURABLE_ONLY or self._storage is not None or self._replica is not None:
             self._check_storable(entry)  # it checks nothing in memory
         seq: int | None = await self._call(_STORE, entry)
