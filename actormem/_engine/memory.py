@@ -979,6 +979,7 @@ class Memory(metaclass=NoPublicConstructor):
         await trio.lowlevel.checkpoint_if_cancelled()  # as the limiter's acquire; first,
         self._raise_if_unusable()  # as every call: a cancelled caller gets Cancelled
         if not await slots.wait(borrower):  # stopped: the memory closed or broke
+            await trio.lowlevel.checkpoint_if_cancelled()  # Cancelled first, as _score
             self._raise_if_unusable()
             raise trio.ClosedResourceError("the memory is closed")  # pragma: no cover
 
@@ -998,6 +999,7 @@ class Memory(metaclass=NoPublicConstructor):
             finally:
                 self._slot_waits.discard(waiting)
         if waiting.cancelled_caught:  # only _stop_slot_waits cancels it
+            await trio.lowlevel.checkpoint_if_cancelled()  # Cancelled first, as _score
             self._raise_if_unusable()
             raise trio.ClosedResourceError("the memory is closed")  # pragma: no cover
 
@@ -1024,7 +1026,13 @@ class Memory(metaclass=NoPublicConstructor):
             await gate.checkpoint()
         else:
             await trio.lowlevel.checkpoint_if_cancelled()
-        self._raise_if_unusable()
+        if self._closed or self._broken is not None:
+            # Cancelled before closed, as _call: the park may end (the task rescheduled)
+            # just before its scope is cancelled and the owner, cancelled by the same
+            # scope, closes the memory; such a caller gets Cancelled, which its scope
+            # absorbs, not ClosedResourceError escaping it in an ExceptionGroup.
+            await trio.lowlevel.checkpoint_if_cancelled()
+            self._raise_if_unusable()
         state = self._state
         view = state.view()
         alive = self._alive(view)
