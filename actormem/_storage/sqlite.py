@@ -365,6 +365,12 @@ def _long_frames(size: int, page_size: int) -> int:
     return size // (page_size - 4) + 1
 
 
+def _row_frames(size: int, page_size: int) -> int:
+    """The overflow pages counted for a row of ``size`` bytes: :func:`_long_frames` when
+    it may be too long for one page (past a quarter page), else 0. O(1)."""
+    return _long_frames(size, page_size) if size > page_size // 4 else 0
+
+
 def _puts_frames(puts: list[tuple[Any, ...]], page_size: int) -> int:
     """At least the pages of ``puts``' rows: their bytes (the long texts in UTF-8,
     bounded by :func:`_bytes_bound`, plus :data:`_ROW_BYTES` a row) in pages, or, when
@@ -447,8 +453,7 @@ def _entry_frames(entry: Any, page_size: int) -> int:
     pages are written again when the row changes size, or zeroed when it is deleted),
     else 0. O(tags)."""
     if not _FLAT_FRAMES:
-        size = _entry_bound(entry) + _ROW_BYTES
-        return _long_frames(size, page_size) if size > page_size // 4 else 0
+        return _row_frames(_entry_bound(entry) + _ROW_BYTES, page_size)
     text = entry.memory
     size = _ROW_BYTES + (len(text) if text.isascii() else _utf8_len(text))
     text = entry.key
@@ -461,7 +466,7 @@ def _entry_frames(entry: Any, page_size: int) -> int:
     tags = entry.tags
     if tags:
         size += 12 * sum(map(len, tags)) + 3 * len(tags) + 2
-    return size // (page_size - 4) + 1 if size > page_size // 4 else 0
+    return _row_frames(size, page_size)
 
 
 def _record_frames(rec: Record, page_size: int) -> int:
@@ -475,8 +480,7 @@ def _record_frames(rec: Record, page_size: int) -> int:
         if row_bytes is not None:
             n = row_bytes(rec.slot)
             if n >= 0:
-                size = _ROW_BYTES + n
-                return size // (page_size - 4) + 1 if size > page_size // 4 else 0
+                return _row_frames(_ROW_BYTES + n, page_size)
     return _entry_frames(rec.entry, page_size)
 
 
