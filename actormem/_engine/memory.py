@@ -1795,8 +1795,6 @@ def _attach_store(memory: Memory, store: SqliteStore) -> None:
         store.defer_accesses(sqlite_store.ACCESS_PENDING)
     delay = sqlite_store.ACCESS_DELAY
     checkpoints = _Checkpoints(memory, store)
-    checkpoint_ended = checkpoints.ended
-    last_write = checkpoints.last_write
     # The closure holds the memory weakly: the memory holds the closure (``_commit``),
     # and a cycle between them kept every closed durable memory (its state, indexes and
     # entries) until a full collection, which the load's gc.freeze() may put off for good.
@@ -1830,7 +1828,7 @@ def _attach_store(memory: Memory, store: SqliteStore) -> None:
                 return
         on_loop = inline and _INLINE_COMMIT and store.inline_ok(batch, INLINE_ROWS)
         done = on_loop and _commit_inline(store.write_inline, batch, meanwhile)
-        ended = checkpoint_ended[0]
+        ended = checkpoints.ended
         if (
             not done
             and on_loop
@@ -1851,7 +1849,7 @@ def _attach_store(memory: Memory, store: SqliteStore) -> None:
                 await _in_thread_while(store.write, batch, meanwhile)
             finally:
                 gate.commit_ended()
-        last_write[0] = trio.current_time()
+        checkpoints.last_write = trio.current_time()
         if store.checkpoint_due():  # beside the writer: the batch is answered at once
             checkpoints.start()
 
@@ -1865,15 +1863,15 @@ class _Checkpoints:
     checkpoints when one left frames. Holds its memory weakly, so that nothing of the
     commit path keeps a closed memory alive in a reference cycle."""
 
-    __slots__ = ("_memory", "_store", "ended", "last_write")
+    __slots__ = ("_memory", "ended", "last_write", "store")
 
     def __init__(self, memory: Memory, store: SqliteStore) -> None:
         self._memory = weakref.ref(memory)
-        self._store = store
+        self.store = store
         #: Set once the last checkpoint beside the writer started here has ended.
-        self.ended: list[trio.Event | None] = [None]
+        self.ended: trio.Event | None = None
         #: The trio time of the last commit (the idle checkpoints wait for a quiet spell).
-        self.last_write = [trio.current_time()]
+        self.last_write = trio.current_time()
 
     def start(self) -> bool:
         """Start a checkpoint beside the writer in a worker thread, not waited for;
@@ -1882,34 +1880,32 @@ class _Checkpoints:
         ended = trio.Event()
         try:
             trio.lowlevel.start_thread_soon(
-                self._store.checkpoint_beside(),
+                self.store.checkpoint_beside(),
                 _ended(ended, self.over),
                 name="actormem checkpoint",
             )
         except Exception:
-            self._store.checkpoint_not_started()
+            self.store.checkpoint_not_started()
             return False
-        self.ended[0] = ended
+        self.ended = ended
         return True
 
     def over(self) -> None:
         """On the loop, once a checkpoint beside ended: if it left frames in the WAL (a
         reader pinned them) or failed, start the idle checkpoints unless they run. O(1)."""
         memory = self._memory()
-        store = self._store
         if (
             memory is not None
             and sqlite_store._IDLE_CHECKPOINTS
             and memory._idle_scope is None
             and not memory._closed
-            and store.checkpoint_left_frames()
+            and self.store.checkpoint_left_frames()
         ):
             scope = memory._idle_scope = trio.CancelScope()
             try:
                 trio.lowlevel.spawn_system_task(
-                    _idle_checkpoints, memory, store, scope, self.last_write, self.ended,
-                    self.start, name="actormem idle checkpoint",
-                )  # fmt: skip
+                    _idle_checkpoints, memory, self, scope, name="actormem idle checkpoint"
+                )
             except RuntimeError:  # the run is ending: the close copies the WAL
                 memory._idle_scope = None
 
@@ -1933,41 +1929,39 @@ async def _access_timer(memory: Memory) -> None:
 
 
 async def _idle_checkpoints(
-    memory: Memory,
-    store: SqliteStore,
-    scope: trio.CancelScope,
-    last_write: list[float],
-    checkpoint_ended: list[trio.Event | None],
-    start_checkpoint: Callable[[], bool],
+    memory: Memory, checkpoints: _Checkpoints, scope: trio.CancelScope
 ) -> None:
     """A durable memory's checkpoints while it commits nothing (``sqlite.IDLE_CHECKPOINT``):
     a system task, started once a checkpoint beside the writer left frames in the WAL
     (a reader's) or failed. Once no commit came for ``IDLE_CHECKPOINT`` seconds, it
-    starts another PASSIVE checkpoint beside (a worker thread it does not wait for but
-    through ``checkpoint_ended``); while that one leaves frames too, again after twice
-    as long each time, up to ``IDLE_CHECKPOINT_MAX``. It ends when a checkpoint (its
-    own or a commit's) copied every frame, when no thread can be had, or when the
-    memory closes (``memory._close`` cancels ``scope``; a checkpoint it started is
-    finished first by the store's close, which takes the checkpoint's lock). Never
-    blocks the owner: it only starts threads, and reads the store's state on the loop."""
+    starts another PASSIVE checkpoint beside (``checkpoints.start``: a worker thread it
+    does not wait for but through ``checkpoints.ended``); while that one leaves frames
+    too, again after twice as long each time, up to ``IDLE_CHECKPOINT_MAX``. It ends
+    when a checkpoint (its own or a commit's) copied every frame, when no thread can be
+    had, or when the memory closes (``memory._close`` cancels ``scope``; a checkpoint it
+    started is finished first by the store's close, which takes the checkpoint's lock).
+    Never blocks the owner: it only starts threads, and reads the store's state on the
+    loop."""
+    store = checkpoints.store
     delay = sqlite_store.IDLE_CHECKPOINT
     retried_at = -math.inf
     try:
         with scope:
             while not memory._closed and memory._broken is None:
-                ended = checkpoint_ended[0]
+                ended = checkpoints.ended
                 if ended is not None and not ended.is_set():
                     await ended.wait()  # a checkpoint runs (a commit's or ours)
                     continue
                 if not store.checkpoint_left_frames():
                     return
-                if last_write[0] >= retried_at:  # a commit since the last retry
+                last_write = checkpoints.last_write
+                if last_write >= retried_at:  # a commit since the last retry
                     delay = sqlite_store.IDLE_CHECKPOINT
-                wake = max(last_write[0], retried_at) + delay
+                wake = max(last_write, retried_at) + delay
                 if trio.current_time() < wake:
                     await trio.sleep_until(wake)
                     continue
-                if not store.idle_checkpoint_due() or not start_checkpoint():
+                if not store.idle_checkpoint_due() or not checkpoints.start():
                     return
                 retried_at = trio.current_time()
                 delay = min(2 * delay, sqlite_store.IDLE_CHECKPOINT_MAX)
