@@ -1,0 +1,242 @@
+"""mainjob42: the ``actormem`` process moves what its start-up built to the collector's
+oldest generation without walking it.
+
+* ``_util.to_oldest_generation``: every tracked object ends in generation 2, the young
+  count starts again from 0, nothing is left frozen; an application's own freeze is left
+  as it is (nothing moved);
+* ``python -m actormem swarm``: right after the command line's imports (still paused,
+  numpy and trio loaded, the command not started) and right after the tool calls are
+  read, each knob off leaving its step out; the same accounting and operations either
+  way;
+* a library user (``import actormem``, ``actormem.cli.main`` in-process) is not promoted.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from actormem import _util
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: Records, at the process's exit, each call of ``to_oldest_generation``: its caller,
+#: what was imported then, whether the collector was paused, what it returned, and
+#: whether the objects it should have moved were then in generation 2 (the command
+#: line's ``build_parser`` function; for the swarm's call, its ``files`` list).
+SITECUSTOMIZE = """
+import atexit, gc, json, os, sys
+
+if "MJ42_REPORT" in os.environ:
+    import actormem._util as u
+    import actormem.cli as c
+
+    c._PROMOTE_IMPORTS = os.environ.get("MJ42_IMPORTS", "1") == "1"
+    _calls = []
+    _orig = u.to_oldest_generation
+
+    def _in_gen2(obj):
+        return any(o is obj for o in gc.get_objects(generation=2))
+
+    def to_oldest_generation():
+        caller = sys._getframe(1)
+        main = sys.modules.get("actormem.cli._main")
+        seen = {
+            "caller": caller.f_code.co_name,
+            "main_imported": main is not None and hasattr(main, "run_command"),
+            "numpy": "numpy" in sys.modules,
+            "trio": "trio" in sys.modules,
+            "paused": not gc.isenabled(),
+            "swarm_done": bool(main is not None and getattr(main, "_swarm_done", False)),
+        }
+        if main is not None and os.environ.get("MJ42_WORKLOAD") == "0":
+            main._PROMOTE_WORKLOAD = False
+        seen["returned"] = _orig()
+        seen["young_count"] = gc.get_count()[0]
+        if main is not None and hasattr(main, "build_parser"):
+            seen["parser_in_gen2"] = _in_gen2(main.build_parser)
+        files = caller.f_locals.get("files")
+        if files is not None:
+            seen["files_in_gen2"] = _in_gen2(files)
+        _calls.append(seen)
+        return seen["returned"]
+
+    u.to_oldest_generation = to_oldest_generation
+
+    def _report():
+        with open(os.environ["MJ42_REPORT"], "w") as f:
+            json.dump(_calls, f)
+
+    atexit.register(_report)
+"""
+
+
+def _calls_file(tmp_path: Path) -> Path:
+    calls = tmp_path / "calls.jsonl"
+    calls.write_text(
+        "".join(
+            json.dumps({"source": "s", "episode": f"e{i % 5}", "step": i, "tool": "read",
+                        "input": {"path": f"/f{i}", "n": [i, i + 1]},
+                        "result": f"text {i} of file {i % 7}"}) + "\n"
+            for i in range(60)
+        ),
+        encoding="utf-8",
+    )  # fmt: skip
+    return calls
+
+
+def _run(tmp_path: Path, args: list[str], **env_over: str) -> tuple[list[dict], dict]:
+    (tmp_path / "sitecustomize.py").write_text(SITECUSTOMIZE, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}
+    env["MJ42_REPORT"] = str(tmp_path / "seen.json")
+    env.update(env_over)
+    out = tmp_path / "swarm.json"
+    out.unlink(missing_ok=True)
+    done = subprocess.run(
+        [sys.executable, *args, "--json", str(out)], capture_output=True, text=True,
+        env=env, cwd=tmp_path, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    seen: list[dict] = json.loads((tmp_path / "seen.json").read_text())
+    report: dict = json.loads(out.read_text())
+    return seen, report
+
+
+def _swarm(tmp_path: Path, *extra: str) -> list[str]:
+    return ["-m", "actormem", "swarm", "--agents", "4", "--interval", "600",
+            "--tool-calls", str(_calls_file(tmp_path)), *extra]  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", [["--in-memory"], []], ids=["memory", "durable"])
+def test_the_swarm_promotes_its_imports_and_its_tool_calls(
+    tmp_path: Path, mode: list[str]
+) -> None:
+    seen, report = _run(tmp_path, _swarm(tmp_path, *mode))
+    imports, workload = seen
+    assert imports["caller"] == "run_command"
+    # Right after the command line's imports, still paused, before the command ran.
+    assert imports["main_imported"] and imports["numpy"] and imports["trio"]
+    assert imports["paused"] and not imports["swarm_done"]
+    assert imports["returned"] is True
+    assert imports["young_count"] == 0
+    assert imports["parser_in_gen2"] is True
+    # Right after the tool calls were read, still paused.
+    assert workload["caller"] == "cmd_swarm"
+    assert workload["paused"] and workload["returned"] is True
+    assert workload["files_in_gen2"] is True
+    assert report["accounting"]["lost"] == 0
+
+
+def test_the_knobs_off_leave_the_young_collections_to_walk_them(tmp_path: Path) -> None:
+    seen_on, on = _run(tmp_path, _swarm(tmp_path, "--in-memory"))
+    seen_off, off = _run(tmp_path, _swarm(tmp_path, "--in-memory"), MJ42_IMPORTS="0")
+    assert [s["caller"] for s in seen_on] == ["run_command", "cmd_swarm"]
+    assert [s["caller"] for s in seen_off] == ["cmd_swarm"]
+    # The same run either way: the accounting and the operations.
+    assert on["accounting"] == off["accounting"]
+    assert on["accounting"]["lost"] == 0
+    assert on["throughput"]["operations"] == off["throughput"]["operations"]
+    assert on["data_files"] == off["data_files"]
+
+
+def test_the_workload_knob_off(tmp_path: Path) -> None:
+    """The spy turns ``_PROMOTE_WORKLOAD`` off at the imports' call: no second call."""
+    seen, report = _run(tmp_path, _swarm(tmp_path, "--in-memory"), MJ42_WORKLOAD="0")
+    assert [s["caller"] for s in seen] == ["run_command"]
+    assert report["accounting"]["lost"] == 0
+
+
+def test_a_library_user_is_not_promoted_at_import(tmp_path: Path) -> None:
+    """``import actormem`` and ``actormem.cli.main`` in-process: the imports are not
+    promoted (the swarm's own tool calls still are)."""
+    calls = _calls_file(tmp_path)
+    out = tmp_path / "lib.json"
+    code = (
+        "import actormem\n"
+        "from actormem import open_memory\n"
+        "from actormem.cli import main\n"
+        f"assert main(['swarm', '--agents', '2', '--in-memory', '--interval', '600',"
+        f" '--tool-calls', {str(calls)!r}, '--json', {str(out)!r}]) == 0\n"
+    )
+    (tmp_path / "sitecustomize.py").write_text(SITECUSTOMIZE, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}
+    env["MJ42_REPORT"] = str(tmp_path / "seen.json")
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env,
+        cwd=tmp_path, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    seen = json.loads((tmp_path / "seen.json").read_text())
+    assert [s["caller"] for s in seen] == ["cmd_swarm"]
+
+
+def _young(objs: list[object]) -> bool:
+    ids = {id(o) for o in objs}
+    return len(ids & {id(o) for o in gc.get_objects(generation=0)}) == len(ids)
+
+
+def test_to_oldest_generation_moves_every_tracked_object() -> None:
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        made = [[i] for i in range(2_000)]
+        assert _young(made)
+        assert gc.get_count()[0] > 0
+        assert _util.to_oldest_generation() is True
+        assert gc.get_count()[0] == 0
+        assert gc.get_freeze_count() == 0
+        in_gen2 = {id(o) for o in gc.get_objects(generation=2)}
+        assert all(id(o) in in_gen2 for o in made)
+        younger = {id(o) for g in (0, 1) for o in gc.get_objects(generation=g)}
+        assert not younger & {id(o) for o in made}
+    finally:
+        if was:
+            gc.enable()
+
+
+def test_a_frozen_heap_is_left_as_it_is() -> None:
+    """The application's own freeze: nothing moved, nothing unfrozen."""
+    was = gc.isenabled()
+    gc.disable()
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        made = [[i] for i in range(500)]
+        assert _util.to_oldest_generation() is False
+        assert gc.get_freeze_count() == frozen
+        assert _young(made)
+    finally:
+        gc.unfreeze()
+        if was:
+            gc.enable()
+
+
+def test_cycles_made_before_are_still_collected_by_a_full_collection() -> None:
+    """What was promoted is not hidden: a cycle among it goes at the next full
+    collection."""
+    import weakref
+
+    class Node:
+        pass
+
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        a, b = Node(), Node()
+        a.other, b.other = b, a  # type: ignore[attr-defined]
+        gone = weakref.ref(a)
+        del a, b
+        assert _util.to_oldest_generation() is True
+        gc.collect(1)  # a young or middle collection does not walk generation 2
+        assert gone() is not None
+        gc.collect()
+        assert gone() is None
+    finally:
+        if was:
+            gc.enable()
