@@ -8,7 +8,9 @@ oldest generation without walking it.
   numpy and trio loaded, the command not started) and right after the tool calls are
   read, each knob off leaving its step out; the same accounting and operations either
   way;
-* a library user (``import actormem``, ``actormem.cli.main`` in-process) is not promoted.
+* a library user (``import actormem``, ``actormem.cli.main`` in-process) is not promoted;
+* ``_swarm._TALLY_BY_SETS``: the swarm's accounting tallied from set sizes when every id
+  arrived once and none has a gap, else per id: the same accounting either way.
 """
 
 from __future__ import annotations
@@ -18,11 +20,20 @@ import json
 import os
 import subprocess
 import sys
+import types
+import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from actormem import _util
+import actormem.cli._swarm as swarm_mod
+from actormem import MemoryCategory, MemoryEntry, _util
+from actormem.cli._swarm import CAUSES, Removals, check_accounting
+
+from .strategies import examples
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -121,14 +132,18 @@ def test_the_swarm_promotes_its_imports_and_its_tool_calls(
     imports, workload = seen
     assert imports["caller"] == "run_command"
     # Right after the command line's imports, still paused, before the command ran.
-    assert imports["main_imported"] and imports["numpy"] and imports["trio"]
-    assert imports["paused"] and not imports["swarm_done"]
+    assert imports["main_imported"]
+    assert imports["numpy"]
+    assert imports["trio"]
+    assert imports["paused"]
+    assert not imports["swarm_done"]
     assert imports["returned"] is True
     assert imports["young_count"] == 0
     assert imports["parser_in_gen2"] is True
     # Right after the tool calls were read, still paused.
     assert workload["caller"] == "cmd_swarm"
-    assert workload["paused"] and workload["returned"] is True
+    assert workload["paused"]
+    assert workload["returned"] is True
     assert workload["files_in_gen2"] is True
     assert report["accounting"]["lost"] == 0
 
@@ -240,3 +255,137 @@ def test_cycles_made_before_are_still_collected_by_a_full_collection() -> None:
     finally:
         if was:
             gc.enable()
+
+
+# ------------------------------------------------------------ the accounting's tallies
+
+
+def _pool(draw: Any, n: int) -> list[uuid.UUID]:
+    return [uuid.UUID(int=draw(st.integers(0, 2**128 - 1))) for _ in range(n)]
+
+
+@st.composite
+def _accounting_scenarios(draw: Any) -> dict[str, Any]:
+    """A sound run (every id once, each removed one reported once, the rest present)
+    with a few perturbations, or an arbitrary one (ids repeated, lost, over-reported)."""
+    pool = list(dict.fromkeys(_pool(draw, draw(st.integers(1, 24)))))
+    pick = st.sampled_from(pool)
+    if draw(st.booleans()):
+        order = draw(st.permutations(pool))
+        cut = draw(st.integers(0, len(order)))
+        initial, stored = order[:cut], order[cut:]
+        stored = stored[: draw(st.integers(0, len(stored)))]
+        arrived = [*initial, *stored]
+        gone = draw(st.lists(st.sampled_from(arrived), unique=True)) if arrived else []
+        during = [(i, draw(st.sampled_from(CAUSES))) for i in gone]
+        present = [i for i in arrived if i not in gone]
+        # Perturbations: an id stored again, one lost, one reported twice, one unknown.
+        if arrived and draw(st.integers(0, 5)) == 0:
+            stored = [*stored, draw(st.sampled_from(arrived))]
+        if present and draw(st.integers(0, 5)) == 0:
+            present.remove(draw(st.sampled_from(present)))
+        if arrived and draw(st.integers(0, 5)) == 0:
+            during.append((draw(st.sampled_from(arrived)), draw(st.sampled_from(CAUSES))))
+        if draw(st.integers(0, 5)) == 0:
+            present.append(uuid.UUID(int=draw(st.integers(0, 2**128 - 1))))
+        uncertain = draw(st.lists(pick, max_size=2)) if draw(st.integers(0, 5)) == 0 else []
+        before = draw(st.lists(st.tuples(pick, st.sampled_from(CAUSES)), max_size=2))
+    else:
+        initial = draw(st.lists(pick, max_size=6, unique=True))
+        stored = draw(st.lists(pick, max_size=14))
+        present = draw(st.lists(pick, max_size=12, unique=True))
+        before = draw(st.lists(st.tuples(pick, st.sampled_from(CAUSES)), max_size=3))
+        during = draw(st.lists(st.tuples(pick, st.sampled_from(CAUSES)), max_size=12))
+        uncertain = draw(st.lists(pick, max_size=4))
+    return {
+        "initial": initial, "stored": stored, "present": list(dict.fromkeys(present)),
+        "before": before, "during": during, "uncertain": uncertain,
+        "growth": draw(st.lists(st.integers(0, 3), min_size=5, max_size=5)),
+    }  # fmt: skip
+
+
+def _counters(values: list[int]) -> Any:
+    fields = ("upserts", "evictions", "pruned", "merged", "deletes")
+    return types.SimpleNamespace(**dict(zip(fields, values, strict=True)))
+
+
+_fast_used: list[bool] = []
+
+
+@settings(max_examples=examples(400), deadline=None)
+@given(_accounting_scenarios())
+def test_the_tallies_by_sets_are_the_per_id_tallies(scenario: dict[str, Any]) -> None:
+    """``_swarm._TALLY_BY_SETS`` on and off, by ints and by UUIDs: the same accounting,
+    named ids and their order included."""
+    present = [
+        MemoryEntry(id=i, category=MemoryCategory.FACT, memory="x") for i in scenario["present"]
+    ]
+    memory = types.SimpleNamespace(
+        statistics=lambda: _counters(scenario["growth"]), snapshot=lambda: present
+    )
+    removals = Removals()
+    removals.log.extend(scenario["before"])
+    removals.start_run()
+    removals.log.extend(scenario["during"])
+    real = swarm_mod._tally_by_sets
+    results = []
+    for by_sets in (True, False):
+        for by_int in (True, False):
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(swarm_mod, "_TALLY_BY_SETS", by_sets)
+                mp.setattr(swarm_mod, "_ACCOUNT_BY_INT", by_int)
+                mp.setattr(
+                    swarm_mod, "_tally_by_sets",
+                    lambda *a: _fast_used.append(real(*a)) or _fast_used[-1],
+                )  # fmt: skip
+                results.append(
+                    check_accounting(
+                        memory,  # type: ignore[arg-type]
+                        initial=scenario["initial"],
+                        stored=scenario["stored"],
+                        removals=removals,
+                        before=_counters([0] * 5),
+                        uncertain=scenario["uncertain"],
+                    ).to_json()
+                )
+    assert results[0] == results[2]
+    assert results[1] == results[3]
+    assert results[0] == results[1]
+
+
+def test_the_tallies_by_sets_were_taken_and_refused() -> None:
+    """The property above ran both ways: some scenarios tallied by sets, some not."""
+    if not _fast_used:
+        test_the_tallies_by_sets_are_the_per_id_tallies()
+    assert True in _fast_used
+    assert False in _fast_used
+
+
+def test_a_sound_run_and_a_lost_id() -> None:
+    """By hand: 3 stores, one merged (reported), one lost; the lost one named."""
+    a, b, c = (uuid.UUID(int=n) for n in (1, 2, 3))
+    removals = Removals()
+    removals.start_run()
+    removals.log.append((b, "merged"))
+    for shown, lost in (([a, c], []), ([a], [str(c)])):
+        present = [MemoryEntry(id=i, category=MemoryCategory.FACT, memory="x") for i in shown]
+        memory = types.SimpleNamespace(
+            statistics=lambda: _counters([0] * 5), snapshot=lambda p=present: p
+        )
+        got = []
+        for by_sets in (True, False):
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(swarm_mod, "_TALLY_BY_SETS", by_sets)
+                got.append(
+                    check_accounting(
+                        memory,  # type: ignore[arg-type]
+                        initial=[], stored=[a, b, c], removals=removals,
+                        before=_counters([0] * 5),
+                    ).to_json()
+                )  # fmt: skip
+        assert got[0] == got[1]
+        assert got[0]["stores"]["tracked"] == 3
+        assert got[0]["stores"]["merged"] == 1
+        assert got[0]["stores"]["present"] == len(shown)
+        assert got[0]["stores"]["lost"] == len(lost)
+        assert got[0]["lost_ids"] == lost
