@@ -389,3 +389,72 @@ def test_a_sound_run_and_a_lost_id() -> None:
         assert got[0]["stores"]["present"] == len(shown)
         assert got[0]["stores"]["lost"] == len(lost)
         assert got[0]["lost_ids"] == lost
+
+
+# ------------------------------------------------------- the tool calls' lines decoded
+
+
+_PIECES = [
+    '{"source":"s","episode":"e","step":0,"tool":"t","input":{"q":"a b"},"result":"r"}',
+    '{"source":"s","episode":"e2","step":3,"tool":"t","input":[1,2.5],"result":"\\ud83d\\ude00"}',
+    '{"source":"s","episode":"e","step":1,"tool":"t","input":1,"result":"x \U0001f600 y"}',
+    '{"source":"s","episode":"e","step":2,"tool":"t","input":"\u00e9\u4e2d","result":"\u2028"}',
+    '{"source":"s","episode":"e","step":0,"tool":"t","input":1,"result":"r","reward":1}',
+    "", "   ", "{}", "[1]", "not json", '{"a": 1} extra', "\ufeff{}", "\U0001f600",
+]  # fmt: skip
+_RAW = [b"\xff", b"\xc3", b"\xe2\x82", b"\xed\xa0\x80", b"\r", b"\xef\xbb\xbf"]
+
+
+def _read_three_ways(path: Path) -> list[Any]:
+    from actormem._storage.jsonl import JsonlError
+    from actormem.agent import _toolcalls
+
+    out: list[Any] = []
+    for read_once, by_line in ((True, True), (True, False), (False, True)):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(_toolcalls, "_READ_ONCE", read_once)
+            mp.setattr(_toolcalls, "_DECODE_BY_LINE", by_line)
+            try:
+                calls, digest = _toolcalls.read_tool_calls(path)
+            except JsonlError as exc:
+                out.append(("error", str(exc)))
+                continue
+            out.append(("ok", digest, [(c, c.text, type(c.reward)) for c in calls]))
+    return out
+
+
+@settings(max_examples=examples(150), deadline=None)
+@given(
+    parts=st.lists(
+        st.one_of(st.sampled_from(_PIECES).map(lambda t: t.encode("utf-8", "surrogatepass")),
+                  st.sampled_from(_RAW)),
+        max_size=10,
+    ),
+    ending=st.sampled_from([b"\n", b"\r\n"]),
+    bom=st.booleans(),
+    last=st.booleans(),
+)  # fmt: skip
+def test_lines_decoded_apart_read_as_the_whole_text(
+    tmp_path_factory: pytest.TempPathFactory, parts: list[bytes], ending: bytes, bom: bool,
+    last: bool,
+) -> None:  # fmt: skip
+    """``_toolcalls._DECODE_BY_LINE`` on and off, and the streaming reader: the same
+    calls, texts and digest, or the same error (a line that is not UTF-8, not JSON, not
+    a tool call), for lines with characters beyond U+FFFF, byte-order marks and bytes
+    cut inside a character."""
+    body = ending.join(parts) + (ending if last else b"")
+    path = tmp_path_factory.mktemp("calls") / "c.jsonl"
+    path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + body)
+    by_line, whole, streamed = _read_three_ways(path)
+    assert by_line == whole
+    assert by_line == streamed
+
+
+def test_the_shared_tool_calls_decoded_apart() -> None:
+    shared = ROOT.parent / "shared" / "data"
+    for name in ("tool_calls.jsonl", "tool_lookups.jsonl"):
+        if not (shared / name).is_file():
+            pytest.skip(f"no {shared / name}")
+        by_line, whole, _ = _read_three_ways(shared / name)
+        assert by_line == whole
+        assert by_line[0] == "ok"
