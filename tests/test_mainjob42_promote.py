@@ -34,6 +34,7 @@ from actormem import MemoryCategory, MemoryEntry, _util
 from actormem.cli._swarm import CAUSES, Removals, check_accounting
 
 from .strategies import examples
+from .test_mainjob12_paths import accountings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -317,37 +318,16 @@ _fast_used: list[bool] = []
 def test_the_tallies_by_sets_are_the_per_id_tallies(scenario: dict[str, Any]) -> None:
     """``_swarm._TALLY_BY_SETS`` on and off, by ints and by UUIDs: the same accounting,
     named ids and their order included."""
-    present = [
-        MemoryEntry(id=i, category=MemoryCategory.FACT, memory="x") for i in scenario["present"]
-    ]
-    memory = types.SimpleNamespace(
-        statistics=lambda: _counters(scenario["growth"]), snapshot=lambda: present
-    )
-    removals = Removals()
-    removals.log.extend(scenario["before"])
-    removals.start_run()
-    removals.log.extend(scenario["during"])
     real = swarm_mod._tally_by_sets
-    results = []
-    for by_sets in (True, False):
-        for by_int in (True, False):
-            with pytest.MonkeyPatch.context() as mp:
-                mp.setattr(swarm_mod, "_TALLY_BY_SETS", by_sets)
-                mp.setattr(swarm_mod, "_ACCOUNT_BY_INT", by_int)
-                mp.setattr(
-                    swarm_mod, "_tally_by_sets",
-                    lambda *a: _fast_used.append(real(*a)) or _fast_used[-1],
-                )  # fmt: skip
-                results.append(
-                    check_accounting(
-                        memory,  # type: ignore[arg-type]
-                        initial=scenario["initial"],
-                        stored=scenario["stored"],
-                        removals=removals,
-                        before=_counters([0] * 5),
-                        uncertain=scenario["uncertain"],
-                    ).to_json()
-                )
+
+    def spied(*args: Any) -> bool:
+        _fast_used.append(real(*args))
+        return _fast_used[-1]
+
+    results = accountings(scenario, [
+        {"_TALLY_BY_SETS": by_sets, "_ACCOUNT_BY_INT": by_int, "_tally_by_sets": spied}
+        for by_sets in (True, False) for by_int in (True, False)
+    ])  # fmt: skip
     assert results[0] == results[2]
     assert results[1] == results[3]
     assert results[0] == results[1]
