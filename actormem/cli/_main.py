@@ -648,7 +648,8 @@ _FREEZE_FOR_RUN = True
 #: (:func:`~actormem._util.to_oldest_generation`; not when objects are frozen already),
 #: so that the young collection after the read does not walk ~5,700 calls and their
 #: inputs just before :func:`_frozen_heap` hides them anyway (~1.5-2 ms of CPU on the
-#: AMD VM). Off: the young collection walks them (the path before it).
+#: AMD VM). The process's other young objects go with them, as :func:`_frozen_heap`
+#: then hides them all. Off: the young collection walks them (the path before it).
 _PROMOTE_WORKLOAD = True
 
 
