@@ -20,6 +20,7 @@ __all__ = [
     "read_token_file",
     "replace_stop_handlers",
     "sequence_of",
+    "to_oldest_generation",
 ]
 
 
@@ -206,6 +207,25 @@ class _GcPause:
                 _gc_pauses[me] = left
             elif not _gc_pauses and _gc_was_enabled:
                 gc.enable()
+
+
+def to_oldest_generation() -> bool:
+    """Move every object the cyclic collector tracks to its oldest generation at once,
+    without walking them: ``gc.freeze()`` then ``gc.unfreeze()`` (two list splices;
+    nothing is left frozen, and the young generation's allocation count starts again
+    from 0). For the end of a paused block that built many long-lived objects (a
+    file's load, the command line's imports): the young collection that would follow
+    the pause, and the middle one after it, then do not walk them; full collections
+    still see everything, and a cycle among the young objects waits for the next full
+    collection instead of a young one. Not done when objects are frozen already (the
+    application's own ``gc.freeze()``, which ``gc.unfreeze()`` would undo). Returns
+    whether it was done. O(1).
+    """
+    if gc.get_freeze_count():
+        return False
+    gc.freeze()
+    gc.unfreeze()
+    return True
 
 
 #: ``import actormem`` and the command line's modules are imported with the cyclic

@@ -314,9 +314,9 @@ def _stats(values: list[int]) -> Any:
     return types.SimpleNamespace(**dict(zip(fields, values, strict=True)))
 
 
-@settings(max_examples=examples(300), deadline=None)
-@given(_scenarios())
-def test_accounting_by_int_is_the_accounting(scenario: dict[str, Any]) -> None:
+def accountings(scenario: dict[str, Any], knobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``check_accounting``'s JSON for ``scenario`` (keys initial, stored, present,
+    before, during, uncertain, growth) with each set of ``_swarm`` knobs in turn."""
     present = [
         MemoryEntry(id=i, category=MemoryCategory.FACT, memory="x") for i in scenario["present"]
     ]
@@ -328,9 +328,10 @@ def test_accounting_by_int_is_the_accounting(scenario: dict[str, Any]) -> None:
     removals.start_run()
     removals.log.extend(scenario["during"])
     results = []
-    for by_int in (True, False):
+    for values in knobs:
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(swarm_mod, "_ACCOUNT_BY_INT", by_int)
+            for name, value in values.items():
+                mp.setattr(swarm_mod, name, value)
             results.append(
                 check_accounting(
                     memory,  # type: ignore[arg-type]
@@ -341,6 +342,13 @@ def test_accounting_by_int_is_the_accounting(scenario: dict[str, Any]) -> None:
                     uncertain=scenario["uncertain"],
                 ).to_json()
             )
+    return results
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(_scenarios())
+def test_accounting_by_int_is_the_accounting(scenario: dict[str, Any]) -> None:
+    results = accountings(scenario, [{"_ACCOUNT_BY_INT": True}, {"_ACCOUNT_BY_INT": False}])
     assert results[0] == results[1]
     assert results[0]["tracked"] >= len(scenario["initial"])
 

@@ -241,7 +241,7 @@ def test_an_interrupt_in_the_promotion_leaves_nothing(
     trio.run(_make, path)
     before = set(threading.enumerate())
     with monkeypatch.context() as patch:
-        patch.setattr(lifecycle.gc, "freeze", _raising(gc.freeze, "before"))
+        patch.setattr(gc, "freeze", _raising(gc.freeze, "before"))
         tasks, interrupted = trio.run(_attempt, None, lambda: open_memory(path=path))
     assert interrupted
     assert not gc.get_freeze_count()

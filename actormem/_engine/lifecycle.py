@@ -12,7 +12,6 @@ keeping the index image at a clean close (``docs/durability.md``).
 from __future__ import annotations
 
 import contextlib
-import gc
 import logging
 import os
 from collections.abc import AsyncIterator, Callable
@@ -29,7 +28,7 @@ from .._index.images import dump_index
 from .._index.scoring import Scorer
 from .._record import NEVER, Record
 from .._storage.sqlite import Durability, Opening, SqliteStore
-from .._util import gc_paused
+from .._util import gc_paused, to_oldest_generation
 from .memory import (
     DEFAULT_QUEUE_SIZE,
     Memory,
@@ -151,11 +150,10 @@ async def _open_memory(
                 await trio.to_thread.run_sync(_load, store, memory._state, entries, ahead)
             del entries
             opened[0] = opened[0][:1]  # the rows freed now (the opener kept for the except)
-            if _PROMOTE_LOADED and len(memory._state) >= _PROMOTE_MIN and not gc.get_freeze_count():
+            if _PROMOTE_LOADED and len(memory._state) >= _PROMOTE_MIN:
                 # Still paused: no young collection walks the load's containers (~0.1-0.2
                 # s at 1M, on the way to the first answer), and none hides them for good.
-                gc.freeze()
-                gc.unfreeze()
+                to_oldest_generation()
         store = made[0]
         _restore_counters(memory, store.saved_counters)
         _attach_store(memory, store)

@@ -360,6 +360,17 @@ def _line_call(path: Path, number: int, value: object) -> ToolCall:
 #: streaming way for every file (the path before it; the same calls, digest, errors).
 _READ_ONCE = True
 
+#: :func:`_read_once` decodes the file's lines one by one (its bytes split at
+#: ``b"\n"``) instead of the whole file into one str then split: a single character
+#: beyond U+FFFF anywhere (an emoji in one tool result) made that str 4 bytes a
+#: character, ~4x the file (6.3 MB for the 1.6 MB ``tool_calls.jsonl``), while each line
+#: decoded alone is as narrow as its own characters. The same lines, digest and errors
+#: (a file that is not UTF-8 still goes the streaming way); ~1/3 fewer page faults
+#: and ~8 ms less CPU for the main job's two files on the AMD VM. False: the whole
+#: text decoded (the path before it).
+_DECODE_BY_LINE = True
+_UTF8_BOM = b"\xef\xbb\xbf"
+
 #: ``json.loads``'s own scanner (the C one where built) and JSON's whitespace.
 _SCAN: Any = json.decoder.JSONDecoder().scan_once  # type: ignore[attr-defined]
 _JSON_SPACE: Any = json.decoder.WHITESPACE.match  # type: ignore[attr-defined]
@@ -368,21 +379,40 @@ _JSON_SPACE: Any = json.decoder.WHITESPACE.match  # type: ignore[attr-defined]
 def _read_once(path: Path) -> tuple[list[ToolCall], str] | None:
     """:func:`read_tool_calls` from the file's bytes read once (see :data:`_READ_ONCE`),
     or None when the file cannot be read or is not UTF-8 (the caller then reads it the
-    streaming way, which raises the error). O(size of the file); holds its bytes and
-    text at once."""
+    streaming way, which raises the error). O(size of the file); holds the file's bytes
+    and its lines at once."""
     try:
         data = path.read_bytes()
-        text = data.decode("utf-8")
-    except (OSError, UnicodeDecodeError):
+    except OSError:
         return None
     if data.startswith(SQLITE_MAGIC):
         return None  # a database given for the JSONL file: the streaming way says so
-    if text.startswith("\ufeff"):
-        text = text[1:]  # a byte-order mark, as json_lines skips it
+    digest = hashlib.sha256(data).hexdigest()
+    lines: list[str]
+    if _DECODE_BY_LINE:
+        # The same lines: UTF-8 never has the byte b"\n" inside a character, so the
+        # file is UTF-8 exactly when each of its pieces is, and the pieces decode to
+        # the text's lines.
+        pieces = data.split(b"\n")
+        del data  # (its digest is taken; the pieces hold the bytes)
+        if pieces[0].startswith(_UTF8_BOM):
+            pieces[0] = pieces[0][len(_UTF8_BOM) :]  # as json_lines skips it
+        try:
+            lines = [piece.decode("utf-8") for piece in pieces]
+        except UnicodeDecodeError:
+            return None
+        del pieces
+    else:
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        if text.startswith("\ufeff"):
+            text = text[1:]  # a byte-order mark, as json_lines skips it
+        lines = text.split("\n")
     calls: list[ToolCall] = []
     scan = _SCAN
     space = _JSON_SPACE
-    lines = text.split("\n")
     last = len(lines)  # the one line without a "\n" after it (empty if the file ends so)
     for number, line in enumerate(lines, start=1):
         # The streaming reader's lines end at b"\n" and keep it; UTF-8 never has that
@@ -396,7 +426,7 @@ def _read_once(path: Path) -> tuple[list[ToolCall], str] | None:
         except Exception:  # json.loads of the line as streamed says what json_lines would
             value = parse_line(path, number, line if number == last else line + "\n")
         calls.append(_line_call(path, number, value))
-    return calls, hashlib.sha256(data).hexdigest()
+    return calls, digest
 
 
 def tool_call_entry(call: ToolCall, *, episode: str | None = None) -> MemoryEntry:

@@ -416,6 +416,15 @@ _PRESENT_FROM_RECORDS = True
 #: from ``records()`` (the path before it).
 _PRESENT_BY_IDS = True
 
+#: :func:`check_accounting` tallies a run where every id arrived once and none is lost
+#: or over-reported (a sound run: the main job's) from set sizes (:func:`_tally_by_sets`),
+#: and counts the arrivals with ``Counter.update`` (in C), instead of a Python loop over
+#: every id (~6 ms of CPU for the main job's ~5,700 ids on the AMD VM, after the run's
+#: clocks stopped but inside the process's figure). The same accounting; any other run
+#: goes through the loop, which names the lost and unexpected ids in arrival order.
+#: False: the loop for every run (the path before it).
+_TALLY_BY_SETS = True
+
 #: The causes ``on_remove`` reports, in the order the accounting shows them.
 CAUSES = ("replaced", "evicted", "pruned", "merged", "deleted")
 
@@ -629,8 +638,12 @@ def check_accounting(
     # Arrivals per id, in arrival order (dicts keep it): the initial entries, then stores.
     arrivals: dict[Any, int] = dict.fromkeys(map(key, initial), 1)
     initial_ids = set(arrivals)
-    for ident in stored_keys:
-        arrivals[ident] = arrivals.get(ident, 0) + 1
+    if _TALLY_BY_SETS:
+        arrivals = Counter(arrivals)
+        arrivals.update(stored_keys)  # counted in C, as the loop below counts them
+    else:
+        for ident in stored_keys:
+            arrivals[ident] = arrivals.get(ident, 0) + 1
     removed: dict[Any, list[str]] = {}
     for ident, cause in during:
         removed.setdefault(ident, []).append(cause)
@@ -640,7 +653,22 @@ def check_accounting(
     unexpected_ids: list[str] = []
     unexpected = 0
     causes: Sequence[str]
-    for ident, count in arrivals.items():
+    every = len(initial_ids) + len(stored_keys)
+    per_id: Iterable[tuple[Any, int]] = arrivals.items()
+    if _TALLY_BY_SETS and _tally_by_sets(arrivals, every, initial_ids, present_ids, removed):
+        arrived = arrivals.keys()
+        here_initial = len(initial_ids & present_ids)
+        tallies[True].update(tracked=len(initial_ids), present=here_initial)
+        if len(arrivals) > len(initial_ids):
+            tallies[False].update(
+                tracked=len(arrivals) - len(initial_ids),
+                present=len(arrived & present_ids) - here_initial,
+            )
+        for ident, causes in removed.items():
+            if ident in arrivals:
+                tallies[ident in initial_ids].update(causes)
+        per_id = ()  # tallied: no gap to find, no id to name
+    for ident, count in per_id:
         tally = tallies[ident in initial_ids]
         causes = removed.get(ident, ())
         here = ident in present_ids
@@ -685,6 +713,30 @@ def check_accounting(
         lost_ids=tuple(lost_ids),
         unexpected_ids=tuple(unexpected_ids),
     )
+
+
+def _tally_by_sets(
+    arrivals: dict[Any, int],
+    every: int,
+    initial_ids: set[Any],
+    present_ids: set[Any],
+    removed: dict[Any, list[str]],
+) -> bool:
+    """Whether :func:`check_accounting`'s per-id tallies can be made from set sizes
+    (:data:`_TALLY_BY_SETS`): every id arrived once (``every`` arrivals over as many
+    ids), and no id has a gap either way, none lost (absent, never reported removed)
+    and none over-reported (removal reports and presence more than its one arrival).
+    Then each group's ``tracked`` is its ids, ``present`` those present, and the
+    causes are those of the reported ids; nothing is named. Otherwise (a lost or
+    unexpected id, whose names go in arrival order, or an id stored twice) the per-id
+    loop tallies. O(n) in C for n ids, plus O(r) for the r reported ids."""
+    if len(arrivals) != every:
+        return False
+    for ident, causes in removed.items():
+        if ident in arrivals and len(causes) + (ident in present_ids) != 1:
+            return False
+    missing = arrivals.keys() - present_ids
+    return missing.issubset(removed.keys())
 
 
 def _id_int(id: uuid.UUID) -> int:
