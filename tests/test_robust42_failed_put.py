@@ -25,6 +25,7 @@ from actormem._record import PyEntryColumns
 
 from .strategies import BASE_TIME, examples
 from .test_state_keys_ttl import payload_entries
+from .test_state_store_many import _seen as _seen_many
 
 COMPILED = [True, False] if kernels._wo is not None else [False]
 
@@ -69,18 +70,9 @@ def _state(capacity: int | None, compiled: bool) -> MemoryState:
 
 
 def _seen(state: MemoryState) -> Any:
-    state.publish()
-    state._check()  # (a slot no record holds fails it too)
-    recs = sorted(state.view().records(), key=lambda r: r.seq)
-    return (
-        [(r.entry, r.born, r.seq, r.current_expires()) for r in recs],
-        state.version,
-        state.stores,
-        state.upserts,
-        state.evictions,
-        len(state),
-        len(state._cols),
-    )
+    """test_state_store_many's (published, ``_check``ed: a slot no record holds fails
+    it too), and the store's count of live slots."""
+    return (*_seen_many(state), len(state._cols))
 
 
 @st.composite
