@@ -1191,6 +1191,8 @@ class MemoryState:
         relevance-weighted recency (unvalidated ones first). An entry with a ``ttl`` and
         no ``expires_at`` expires at ``now + ttl``: ``now`` is the owner's time of the
         write (the state reads no clock). O(T + log n) for T distinct tokens in the text.
+        The entry goes into the entries' column store before anything changes: a put
+        that fails (MemoryError) leaves the state as it was.
 
         Raises:
             TypeError: ``entry`` is not a MemoryEntry.
