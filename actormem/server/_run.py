@@ -543,7 +543,7 @@ async def _send_noting(
 
 
 async def _reset_stalled(config: _Config) -> None:
-    """Every quarter of ``config.send_timeout`` (at most 1 s), reset each connection
+    """Every quarter of ``config.send_timeout`` (10 ms to 1 s), reset each connection
     whose write made no progress for ``send_timeout`` seconds (:attr:`_Config.writes`:
     its client took no byte), one warning logged for each: the reset
     ends the write as the stop's does (:func:`_reset_after_grace`):
@@ -557,7 +557,7 @@ async def _reset_stalled(config: _Config) -> None:
         return
     writes = config.writes
     while True:
-        await trio.sleep(min(timeout / 4, 1.0))
+        await trio.sleep(min(max(timeout / 4, 0.01), 1.0))  # (a tiny timeout: no spin)
         now = trio.current_time()
         for stream, since in list(writes.items()):
             if now - since < timeout or stream.socket.fileno() == -1:
