@@ -130,8 +130,10 @@ async def serve_http(
             before its connection is reset (a client that stopped reading, e.g. in the
             middle of a streamed export, whose snapshot it held); None for no limit.
             Default 60.
-        handle_signals: Stop on SIGINT and SIGTERM (main thread only).
-        stop: Set it to stop the server (the programmatic SIGTERM).
+        handle_signals: Stop on SIGINT and SIGTERM (main thread only); a SIGTERM from
+            before the memory opens until it is closed (one while it opens: no serving).
+        stop: Set it to stop the server (the programmatic SIGTERM); set while the memory
+            opens, it closes without serving (``task_status`` gets ``[]``).
         on_ready: Called with the bound URLs once the server listens.
 
     Raises:
@@ -162,29 +164,21 @@ async def serve_http(
         options["scorer"] = scorer
     feed = RemovalFeed()  # GET /v1/removals: what clients need to account for every store
     options["on_remove"] = feed
-    async with open_memory(**options) as memory, trio.open_nursery() as nursery:
-        if handle_signals:
-            nursery.start_soon(_stop_on_signal, stop)
-
-        async def run_server(task_status: trio.TaskStatus[list[str]]) -> None:
-            await serve_memory_http(
-                memory,
-                host=host,
-                port=port,
-                token=token,
-                max_body=max_body,
-                graceful_timeout=graceful_timeout,
-                send_timeout=send_timeout,
-                stop=stop,
-                removals=feed,
-                task_status=task_status,
-            )
-            nursery.cancel_scope.cancel()  # the signal watcher
-
-        binds: list[str] = await nursery.start(run_server)
-        if on_ready is not None:
-            on_ready(binds)
-        task_status.started(binds)
+    ignored = ignored_stop_signals()  # (before any receiver of ours replaces a handler)
+    async with trio.open_nursery() as opening:
+        if handle_signals and signal.SIGTERM not in ignored:
+            # A SIGTERM while the memory opens stops the server once it is open (SIGINT
+            # interrupts the open: KeyboardInterrupt); its default action ended the
+            # process (docs/server.md, "Stopping").
+            await opening.start(_stop_on_sigterm, stop)
+        try:
+            memory = await _serve_opened(
+                options, stop, handle_signals, ignored, on_ready, task_status,
+                host=host, port=port, token=token, max_body=max_body,
+                graceful_timeout=graceful_timeout, send_timeout=send_timeout, removals=feed,
+            )  # fmt: skip
+        finally:
+            opening.cancel_scope.cancel()
     # Leaving open_memory: queued requests are applied, the file committed and closed.
     failure = memory.failure
     if failure is not None:
@@ -194,6 +188,37 @@ async def serve_http(
             f"the memory broke while serving ({cause}); every write acknowledged before "
             "that is committed, every one after was refused",
         ) from failure
+
+
+async def _serve_opened(
+    options: dict[str, Any],
+    stop: trio.Event,
+    handle_signals: bool,
+    ignored: frozenset[int],
+    on_ready: Callable[[list[str]], Any] | None,
+    task_status: trio.TaskStatus[list[str]],
+    **serving: Any,
+) -> Memory:
+    """:func:`serve_http`'s memory opened with ``options`` and served with ``serving``
+    (:func:`serve_memory_http`'s arguments) until ``stop``; the memory, closed. A stop
+    that came while it opened: no serving (``task_status`` gets no URL, ``on_ready``
+    is not called). O(the open and the serving)."""
+    async with open_memory(**options) as memory, trio.open_nursery() as nursery:
+        if stop.is_set():
+            task_status.started([])
+            return memory
+        if handle_signals:
+            nursery.start_soon(_stop_on_signal, stop, ignored)
+
+        async def run_server(task_status: trio.TaskStatus[list[str]]) -> None:
+            await serve_memory_http(memory, stop=stop, task_status=task_status, **serving)
+            nursery.cancel_scope.cancel()  # the signal watcher
+
+        binds: list[str] = await nursery.start(run_server)
+        if on_ready is not None:
+            on_ready(binds)
+        task_status.started(binds)
+    return memory
 
 
 async def serve_memory_http(
@@ -607,10 +632,23 @@ def _check_bindable(host: str, port: int) -> None:
         probe.bind((bare, port))
 
 
-async def _stop_on_signal(stop: trio.Event) -> None:
+async def _stop_on_sigterm(
+    stop: trio.Event, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """Set ``stop`` on SIGTERM, from the time it started (``task_status``) until
+    cancelled: while the memory opens, and then beside :func:`_stop_on_signal`."""
+    with trio.open_signal_receiver(signal.SIGTERM) as signals:
+        task_status.started()
+        async for _ in signals:
+            if not stop.is_set():
+                logger.warning("actormem serve: SIGTERM received, stopping")
+                stop.set()
+
+
+async def _stop_on_signal(stop: trio.Event, ignored: frozenset[int]) -> None:
     # A signal ignored when the server started (``actormem serve &`` in a script: SIGINT
-    # ignored, so a Ctrl-C meant for the foreground leaves it alone) stays ignored.
-    ignored = ignored_stop_signals()
+    # ignored, so a Ctrl-C meant for the foreground leaves it alone) stays ignored:
+    # ``ignored``, read before any receiver replaced the handlers.
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for signum in signals:
             if signum in ignored:
