@@ -145,6 +145,34 @@ class _Watched(set[trio.SocketStream]):
             self.emptied.set()
 
 
+def export_request(port: int) -> socket.socket:
+    """A connection to the loopback ``port`` with a small receive buffer (4 KB), its
+    ``GET /v1/export`` (HTTP/1.1) sent."""
+    conn = socket.socket()
+    try:
+        conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        conn.settimeout(_GUARD)
+        conn.connect(("127.0.0.1", port))
+        conn.sendall(_HTTP11)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def count_exported(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A one-element list counting the entries exports turn into JSON from now on."""
+    exported = [0]
+    real = _app.entry_to_json
+
+    def counted(entry: object) -> object:
+        exported[0] += 1
+        return real(entry)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(_app, "entry_to_json", counted)
+    return exported
+
+
 def _keep_configs(monkeypatch: pytest.MonkeyPatch) -> list[_Config]:
     """The servers' hypercorn configurations made from now on, with watched connections."""
     configs: list[_Config] = []
@@ -165,23 +193,11 @@ async def test_a_client_that_leaves_after_ending_its_sending_ends_the_export(
     """Its end of sending is not taken as its leaving, but its leaving still is: the
     export stops once a write to it fails, long before its last entry."""
     count = 8_000  # about 32 MB of export: far more than the socket buffers hold
-    exported = 0
-    real = _app.entry_to_json
-
-    def counted(entry: object) -> object:
-        nonlocal exported
-        exported += 1
-        return real(entry)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(_app, "entry_to_json", counted)
+    exported = count_exported(monkeypatch)
     configs = _keep_configs(monkeypatch)
 
     def leave(port: int) -> None:
-        with socket.socket() as conn:
-            conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-            conn.settimeout(_GUARD)
-            conn.connect(("127.0.0.1", port))
-            conn.sendall(_HTTP11)
+        with export_request(port) as conn:
             conn.shutdown(socket.SHUT_WR)
             assert _head(conn).startswith(b"HTTP/1.1 200 ")
         # closed with unread bytes: a reset, so the server's next write fails
@@ -202,7 +218,7 @@ async def test_a_client_that_leaves_after_ending_its_sending_ends_the_export(
             await trio.to_thread.run_sync(leave, port)
             await config.connections.emptied.wait()  # the connection ends with no stop
             stop.set()
-    assert 0 < exported < count
+    assert 0 < exported[0] < count
 
 
 async def test_the_hooks_hypercorn_lacks_take_effect(monkeypatch: pytest.MonkeyPatch) -> None:

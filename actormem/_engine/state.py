@@ -430,8 +430,10 @@ _LOAD_FOLDS = True
 #: relevance key at the end of the order) by the C ``store_inserts`` (``_cwordoverlap.c``),
 #: one call for each run of them, and any other entry by :meth:`MemoryState._store_batch`:
 #: the same records (six slots), dicts, orders, groups, journal and index calls.
-#: False, or without the compiled core: ``_store_batch`` for every entry, the path before
-#: it (``stress/bench_store64.py --old-knobs store10``).
+#: False, without the compiled core, or with the Python column store
+#: (``entrycols._COLS_C`` False: ``store_inserts`` takes only the compiled one):
+#: ``_store_batch`` for every entry, the path before it (``stress/bench_store64.py
+#: --old-knobs store10``).
 _STORE_C = True
 #: Entries :meth:`MemoryState._store_batch_c` hands ``_store_batch`` at once after a C
 #: call that inserted few (:data:`_STORE_C_FEW`): a batch the call cannot append (a
@@ -1189,6 +1191,8 @@ class MemoryState:
         relevance-weighted recency (unvalidated ones first). An entry with a ``ttl`` and
         no ``expires_at`` expires at ``now + ttl``: ``now`` is the owner's time of the
         write (the state reads no clock). O(T + log n) for T distinct tokens in the text.
+        The entry goes into the entries' column store before anything changes: a put
+        that fails (MemoryError) leaves the state as it was.
 
         Raises:
             TypeError: ``entry`` is not a MemoryEntry.
@@ -1245,6 +1249,7 @@ class MemoryState:
         if (
             _STORE_C
             and _store_inserts_c is not None
+            and not isinstance(self._cols, PyEntryColumns)  # (entrycols._COLS_C False)
             and (type(entries) is list or type(entries) is tuple)
             and self._evict is None
             and self._dup_key_c() is not None
@@ -1378,17 +1383,23 @@ class MemoryState:
                     self.store(entry, now)
                     continue
                 # _store's insert, inline (_link's untracking of the entry at the run's end).
-                # Its fallible steps first (the namespace's and the duplicate key's hashes):
-                # an error there leaves the entry out and the state whole.
+                # Its fallible steps first (the namespace's and the duplicate key's hashes,
+                # the put into the column store): an error there leaves the entry out and
+                # the state whole (the store too: a put before a failing key is undone).
                 namespace = entry.namespace
                 records = namespaces.get(namespace)
                 version = self.version + 1
-                rec = Record(entry, version, version, self._cols)
                 memory = entry.memory
                 if dup_c is not None and type(memory) is str:  # _dupkey_hashed's C call
                     dkey = dup_c(namespace, entry.category._value_, memory, entry.key, entry.value)
+                    rec = Record(entry, version, version, self._cols)
                 else:
-                    dkey = dupkey(rec)
+                    rec = Record(entry, version, version, self._cols)
+                    try:
+                        dkey = dupkey(rec)
+                    except BaseException:
+                        self._cols.release(rec.slot)
+                        raise
                 self.version = self._seq = version
                 if old is not None:
                     self._prev[rec] = old
@@ -1466,7 +1477,13 @@ class MemoryState:
         add_many(run)
 
     def _store(self, entry: MemoryEntry, new_seq: int | None) -> StoreOutcome:
-        self.version += 1
+        """:meth:`store`'s work (``new_seq``: :meth:`restore`'s saved seq, or None). The
+        entry goes into the column store (the record made) before any change: a put that
+        raises (MemoryError, or a refused entry) leaves the state as it was, no entry
+        unlinked or evicted. O(T + log n)."""
+        version = self.version + 1
+        if new_seq is not None and version <= new_seq:
+            version = new_seq  # restore: versions may jump; born and seq one int object
         if entry.key is not None:
             other_id = self._by_key.get((entry.namespace, entry.key))
             if other_id is not None and other_id != entry._id:
@@ -1479,27 +1496,28 @@ class MemoryState:
                 ):
                     entry = attrs.evolve(entry, id=other.entry.id)  # the key wins
         old = self._by_id.get(entry._id)
-        replaced = None
-        evicted = None
-        if old is not None and old.died == NEVER:
-            replaced = old
-            if entry.created_at != old.cols.get(old.slot, "created_at"):
-                created = old.cols.get(old.slot, "created_at")
+        replaced = old if old is not None and old.died == NEVER else None
+        if replaced is not None:
+            created = replaced.cols.get(replaced.slot, "created_at")
+            if entry.created_at != created:
                 entry = attrs.evolve(
                     entry, created_at=created, updated_at=max(entry.updated_at, created)
                 )
-            self._unlink(old, "replaced")
-            seq = old.seq
+            seq = replaced.seq
+        else:
+            # A new id's seq is the version that stores it (so seqs order ids by first
+            # arrival), unless restored: then born and seq are one int object, not two.
+            seq = version if new_seq is None else new_seq
+        rec = Record(entry, version, seq, self._cols)  # the put: nothing changed before it
+        self.version = version
+        evicted = None
+        if replaced is not None:
+            self._unlink(replaced, "replaced")
             self.upserts += 1
         else:
             if self.capacity is not None and self._live >= self.capacity:
                 evicted = self._evict_one()
-            # A new id's seq is the version that stores it (so seqs order ids by first
-            # arrival), unless restored: then born and seq are one int object, not two.
-            if new_seq is None or new_seq == self.version:
-                new_seq = self.version
-            seq = self._seq = new_seq
-        rec = Record(entry, self.version, seq, self._cols)
+            self._seq = seq
         if old is not None:
             self._prev[rec] = old
         self._link(rec)
@@ -1519,9 +1537,7 @@ class MemoryState:
         old = self._by_id.get(entry._id)
         if old is not None and old.died == NEVER:
             raise ValueError(f"restore(): id {entry.id} is stored already")
-        if self.version < seq - 1:
-            self.version = seq - 1  # versions may jump; then this store's version is seq
-        return self._store(entry, seq)
+        return self._store(entry, seq)  # versions may jump: then its version is seq
 
     def load(
         self,
@@ -2157,6 +2173,8 @@ class MemoryState:
         assert all(a.died <= b.died for a, b in zip(graveyard, graveyard[1:], strict=False))
         assert all(r.died != NEVER and not r.purged for r in graveyard)
         assert {id(r) for r in unpurged if r.died != NEVER} == {id(r) for r in graveyard}
+        if all(r.cols is self._cols for r in unpurged):  # (a scratch's records: its store)
+            assert len(self._cols) == len(unpurged), "a slot of the store no record holds"
         # Relevance order holds exactly the unpurged records.
         self._by_relevance._check()
         assert sorted(map(id, self._by_relevance)) == sorted(map(id, unpurged))

@@ -82,6 +82,7 @@ typedef struct {
     uint32_t nblocks, blocks_cap;
     uint64_t held, live_bytes; /* bytes used in blocks not freed; bytes of live texts */
     uint64_t compactions;
+    int64_t fail_in; /* tests (_fail_put_in): the put that many puts on raises MemoryError */
 } EntryColumnsObject;
 
 static PyTypeObject EntryColumns_Type;
@@ -388,6 +389,9 @@ ec_time_of(int64_t us)
 static PyObject *
 ec_put_slot(EntryColumnsObject *c, EcSlot s, const char *p, PyObject *extras)
 {
+    if (c->fail_in && --c->fail_in == 0) {
+        return PyErr_NoMemory(); /* _fail_put_in's: as an allocation below failing */
+    }
     /* the slot number, its chunk */
     int64_t at = c->nfree ? c->free[c->nfree - 1] : c->next;
     if (!c->nfree) {
@@ -1038,6 +1042,25 @@ ec_compact_m(EntryColumnsObject *c, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(ec_fail_put_in_doc,
+"_fail_put_in(n) -> None\n\n"
+"For tests: the n-th put from now (put or put_raw, 1 the next) raises MemoryError with\n"
+"the store unchanged, as when its allocation fails; 0 turns that off. ValueError for a\n"
+"negative n. O(1).");
+
+static PyObject *
+ec_fail_put_in(EntryColumnsObject *c, PyObject *arg)
+{
+    long long n = PyLong_AsLongLong(arg);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    if (n < 0) {
+        PyErr_SetString(PyExc_ValueError, "_fail_put_in: n must be >= 0");
+        return NULL;
+    }
+    c->fail_in = (int64_t)n;
+    Py_RETURN_NONE;
+}
+
 PyDoc_STRVAR(ec_stats_doc,
 "stats() -> dict\n\n"
 "live (slots), slots (ever handed out), free (on the free list), blocks (allocated),\n"
@@ -1231,6 +1254,7 @@ static PyMethodDef ec_methods[] = {
     {"compact", (PyCFunction)ec_compact_m, METH_NOARGS, ec_compact_doc},
     {"stats", (PyCFunction)ec_stats, METH_NOARGS, ec_stats_doc},
     {"_check", (PyCFunction)ec_check, METH_NOARGS, ec_check_doc},
+    {"_fail_put_in", (PyCFunction)ec_fail_put_in, METH_O, ec_fail_put_in_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -12,7 +12,7 @@ import trio
 
 from .._errors import ActorMemError
 from .._util import install_hint
-from ._options import add_memory_location, int_at_least
+from ._options import add_memory_location, int_at_least, positive_seconds
 
 __all__ = ["add_serve_parser", "cmd_serve"]
 
@@ -29,7 +29,7 @@ def _port(text: str) -> int:
 
 def add_serve_parser(sub: Any, scorers: dict[str, Any]) -> None:
     """Register ``actormem serve`` on the subcommand parsers ``sub``."""
-    from ..server._defaults import DEFAULT_MAX_BODY, DEFAULT_PORT
+    from ..server._defaults import DEFAULT_MAX_BODY, DEFAULT_PORT, DEFAULT_SEND_TIMEOUT
 
     p = sub.add_parser(
         "serve",
@@ -68,6 +68,14 @@ def add_serve_parser(sub: Any, scorers: dict[str, Any]) -> None:
         type=int_at_least(1),
         default=DEFAULT_MAX_BODY,
         help=f"largest request body in bytes (default {DEFAULT_MAX_BODY})",
+    )
+    p.add_argument(
+        "--send-timeout",
+        type=positive_seconds,
+        default=DEFAULT_SEND_TIMEOUT,
+        metavar="SECONDS",
+        help="reset a connection whose client takes no byte of its answer in this time "
+        f"(stopped reading, e.g. mid-export; default {DEFAULT_SEND_TIMEOUT:g})",
     )
     p.set_defaults(handler=partial(cmd_serve, scorers=scorers))
 
@@ -120,6 +128,7 @@ def cmd_serve(args: argparse.Namespace, scorers: dict[str, Any]) -> int:
                 name=args.name,
                 token=token,
                 max_body=args.max_body,
+                send_timeout=args.send_timeout,
                 on_ready=ready,
             )
         )

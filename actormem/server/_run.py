@@ -16,10 +16,17 @@ the stop for good), and returns; then the memory closes: every request already q
 applied and answered, a durable memory commits and closes its file. Nothing acknowledged
 is lost, because an acknowledgement is only sent after the owner applied (and, durable,
 committed) the write.
+
+Outside a stop, a write to a client that takes none of it for ``send_timeout`` seconds
+(it stopped reading: its receive buffer and the server's send buffer are full) resets
+that connection too (:func:`_reset_stalled`): the answer ends, and with it what it
+held (a streamed export's snapshot, and so every record version evicted or replaced
+since).
 """
 
 from __future__ import annotations
 
+import errno
 import ipaddress
 import json
 import logging
@@ -55,12 +62,13 @@ from ._app import (
     closing_connection,
     create_app,
 )
-from ._defaults import DEFAULT_MAX_BODY, DEFAULT_PORT
+from ._defaults import DEFAULT_MAX_BODY, DEFAULT_PORT, DEFAULT_SEND_TIMEOUT
 from ._feed import RemovalFeed
 
 __all__ = [
     "DEFAULT_MAX_BODY",
     "DEFAULT_PORT",
+    "DEFAULT_SEND_TIMEOUT",
     "is_loopback",
     "read_token",
     "serve_http",
@@ -98,6 +106,7 @@ async def serve_http(
     token: str | None = None,
     max_body: int = DEFAULT_MAX_BODY,
     graceful_timeout: float = 5.0,
+    send_timeout: float | None = DEFAULT_SEND_TIMEOUT,
     handle_signals: bool = True,
     stop: trio.Event | None = None,
     on_ready: Callable[[list[str]], Any] | None = None,
@@ -117,12 +126,19 @@ async def serve_http(
         token: Bearer token every API call must carry, or ``None`` for none.
         max_body: Largest request body in bytes (larger: 413).
         graceful_timeout: Seconds requests in flight get to finish after a stop.
-        handle_signals: Stop on SIGINT and SIGTERM (main thread only).
-        stop: Set it to stop the server (the programmatic SIGTERM).
+        send_timeout: Seconds a write to a client may wait for it to take any of it
+            before its connection is reset (a client that stopped reading, e.g. in the
+            middle of a streamed export, whose snapshot it held); None for no limit.
+            Default 60.
+        handle_signals: Stop on SIGINT and SIGTERM (main thread only); a SIGTERM from
+            before the memory opens until it is closed (one while it opens: no serving).
+        stop: Set it to stop the server (the programmatic SIGTERM); set while the memory
+            opens, it closes without serving (``task_status`` gets ``[]``).
         on_ready: Called with the bound URLs once the server listens.
 
     Raises:
-        ValueError: A non-loopback ``host`` without a token, or a bad ``max_body``.
+        ValueError: A non-loopback ``host`` without a token, or a bad ``max_body``,
+            ``graceful_timeout`` or ``send_timeout``.
         StorageError, TypeError, InvalidQueryError: As :func:`~actormem.open_memory`.
         OSError: The address cannot be bound (e.g. the port is in use).
         StorageError: Raised after the stop, once the memory is closed, when a commit
@@ -138,6 +154,7 @@ async def serve_http(
         raise ValueError(f"max_body must be >= 1 byte, got {max_body}")
     if not (graceful_timeout >= 0 and math.isfinite(graceful_timeout)):
         raise ValueError(f"graceful_timeout must be >= 0 seconds, got {graceful_timeout}")
+    _check_send_timeout(send_timeout)
     stop = stop if stop is not None else trio.Event()
     _check_bindable(host, port)  # before opening (maybe creating, loading) the file
     options: dict[str, Any] = {"path": path, "durability": durability, "capacity": capacity}
@@ -147,28 +164,21 @@ async def serve_http(
         options["scorer"] = scorer
     feed = RemovalFeed()  # GET /v1/removals: what clients need to account for every store
     options["on_remove"] = feed
-    async with open_memory(**options) as memory, trio.open_nursery() as nursery:
-        if handle_signals:
-            nursery.start_soon(_stop_on_signal, stop)
-
-        async def run_server(task_status: trio.TaskStatus[list[str]]) -> None:
-            await serve_memory_http(
-                memory,
-                host=host,
-                port=port,
-                token=token,
-                max_body=max_body,
-                graceful_timeout=graceful_timeout,
-                stop=stop,
-                removals=feed,
-                task_status=task_status,
-            )
-            nursery.cancel_scope.cancel()  # the signal watcher
-
-        binds: list[str] = await nursery.start(run_server)
-        if on_ready is not None:
-            on_ready(binds)
-        task_status.started(binds)
+    ignored = ignored_stop_signals()  # (before any receiver of ours replaces a handler)
+    async with trio.open_nursery() as opening:
+        if handle_signals and signal.SIGTERM not in ignored:
+            # A SIGTERM while the memory opens stops the server once it is open (SIGINT
+            # interrupts the open: KeyboardInterrupt); its default action ended the
+            # process (docs/server.md, "Stopping").
+            await opening.start(_stop_on_sigterm, stop)
+        try:
+            memory = await _serve_opened(
+                options, stop, handle_signals, ignored, on_ready, task_status,
+                host=host, port=port, token=token, max_body=max_body,
+                graceful_timeout=graceful_timeout, send_timeout=send_timeout, removals=feed,
+            )  # fmt: skip
+        finally:
+            opening.cancel_scope.cancel()
     # Leaving open_memory: queued requests are applied, the file committed and closed.
     failure = memory.failure
     if failure is not None:
@@ -180,6 +190,37 @@ async def serve_http(
         ) from failure
 
 
+async def _serve_opened(
+    options: dict[str, Any],
+    stop: trio.Event,
+    handle_signals: bool,
+    ignored: frozenset[int],
+    on_ready: Callable[[list[str]], Any] | None,
+    task_status: trio.TaskStatus[list[str]],
+    **serving: Any,
+) -> Memory:
+    """:func:`serve_http`'s memory opened with ``options`` and served with ``serving``
+    (:func:`serve_memory_http`'s arguments) until ``stop``; the memory, closed. A stop
+    that came while it opened: no serving (``task_status`` gets no URL, ``on_ready``
+    is not called). O(the open and the serving)."""
+    async with open_memory(**options) as memory, trio.open_nursery() as nursery:
+        if stop.is_set():
+            task_status.started([])
+            return memory
+        if handle_signals:
+            nursery.start_soon(_stop_on_signal, stop, ignored)
+
+        async def run_server(task_status: trio.TaskStatus[list[str]]) -> None:
+            await serve_memory_http(memory, stop=stop, task_status=task_status, **serving)
+            nursery.cancel_scope.cancel()  # the signal watcher
+
+        binds: list[str] = await nursery.start(run_server)
+        if on_ready is not None:
+            on_ready(binds)
+        task_status.started(binds)
+    return memory
+
+
 async def serve_memory_http(
     memory: Memory,
     *,
@@ -188,17 +229,21 @@ async def serve_memory_http(
     token: str | None = None,
     max_body: int = DEFAULT_MAX_BODY,
     graceful_timeout: float = 5.0,
+    send_timeout: float | None = DEFAULT_SEND_TIMEOUT,
     stop: trio.Event,
     removals: RemovalFeed | None = None,
     task_status: trio.TaskStatus[list[str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Serve an open ``memory`` over HTTP until ``stop`` is set (the memory stays open:
     the caller owns it). ``task_status`` gets the bound URLs. ``removals``, the memory's
-    ``on_remove`` feed if it has one, serves ``GET /v1/removals``. See :func:`serve_http`."""
+    ``on_remove`` feed if it has one, serves ``GET /v1/removals``. See :func:`serve_http`
+    (ValueError for a bad ``send_timeout``)."""
+    _check_send_timeout(send_timeout)
     _install_connection_hooks()
     config = _Config()
     config.bind = [_bind(host, port)]
     config.graceful_timeout = graceful_timeout
+    config.send_timeout = send_timeout
     config.h11_max_incomplete_size = MAX_HEADER_BYTES  # (its default; the app enforces it)
     config.accesslog = None
     config.errorlog = logger
@@ -208,6 +253,7 @@ async def serve_memory_http(
     )
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_reset_after_grace, stop, graceful_timeout, config.connections)
+        nursery.start_soon(_reset_stalled, config)
         await serve(cast(Any, app), config, shutdown_trigger=stop.wait, task_status=task_status)
         nursery.cancel_scope.cancel()  # the reset (the connections are all closed)
 
@@ -237,6 +283,11 @@ async def _reset_after_grace(
             len(cut),
             graceful_timeout,
         )
+
+
+def _check_send_timeout(send_timeout: float | None) -> None:
+    if send_timeout is not None and not (send_timeout > 0 and math.isfinite(send_timeout)):
+        raise ValueError(f"send_timeout must be > 0 seconds or None, got {send_timeout}")
 
 
 def _reset(stream: trio.SocketStream) -> None:
@@ -286,13 +337,18 @@ class _Config(Config):
     """hypercorn's configuration of an actormem server: its connections answer a request
     hypercorn cannot read with a problem document (:func:`_problem_answer`), a client's
     end of sending after a whole request does not end their answer
-    (:func:`_protocol_handle`), and :attr:`connections` holds their streams while they
-    are open (:func:`_tracked_run`)."""
+    (:func:`_protocol_handle`), :attr:`connections` holds their streams while they
+    are open (:func:`_tracked_run`), and a write stalled past :attr:`send_timeout`
+    resets its connection (:func:`_protocol_send`, :func:`_reset_stalled`)."""
 
     def __init__(self) -> None:
         super().__init__()
         #: The socket stream of every connection open on this server.
         self.connections: set[trio.SocketStream] = set()
+        #: Seconds a write may wait for the client to take any of it (None: no limit).
+        self.send_timeout: float | None = DEFAULT_SEND_TIMEOUT
+        #: The stream of each write in progress -> trio's time of its last progress.
+        self.writes: dict[trio.SocketStream, float] = {}
 
 
 #: What a request hypercorn refuses before the app sees it lacked, by status.
@@ -443,12 +499,116 @@ async def _tracked_run(self: TCPServer) -> None:
         connections.discard(stream)
 
 
+#: hypercorn's own ``TCPServer.protocol_send`` (every write of one connection).
+_bare_send = TCPServer.protocol_send
+
+
+async def _protocol_send(self: TCPServer, event: Any) -> None:
+    """hypercorn's ``TCPServer.protocol_send``; on an actormem server's connection
+    (:class:`_Config` with a ``send_timeout``), each write is noted in
+    :attr:`_Config.writes` with the time it last made progress (its start, and each
+    socket ``send`` that took bytes: :func:`_send_noting`), for :func:`_reset_stalled`.
+
+    hypercorn (0.18) writes with no deadline, shielded from cancellation: a client that
+    stopped reading (its receive buffer full) held the answer's task, and so what the
+    answer held, for as long as it kept the connection open (a streamed export's
+    snapshot: every record version evicted or replaced after it stayed in memory). Its
+    ``read_timeout`` bounds reads only, and its ``keep_alive_timeout`` idle connections.
+    The write here is hypercorn's (the connection's send lock, the shield, ``Closed()``
+    handed to the protocol when the socket is broken or closed). Anything else is
+    hypercorn's. O(1) more a write than hypercorn's (a dict entry set a ``send``)."""
+    config = self.config
+    stream = self.stream
+    if (
+        not isinstance(config, _Config)
+        or config.send_timeout is None
+        or not isinstance(event, RawData)
+        or not isinstance(stream, trio.SocketStream)
+    ):
+        await _bare_send(self, event)
+        return
+    async with self.send_lock:
+        try:
+            with trio.CancelScope(shield=True):  # as hypercorn's
+                await _send_noting(stream, event.data, config.writes)
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            await self.protocol.handle(Closed())
+
+
+#: What a socket error means for a stream (trio's ``SocketStream`` sorts them alike).
+_CLOSED_ERRNOS = frozenset({errno.EBADF, errno.ENOTSOCK})
+
+
+async def _send_noting(
+    stream: trio.SocketStream, data: bytes, writes: dict[trio.SocketStream, float]
+) -> None:
+    """``stream.send_all(data)`` as trio makes it (a socket ``send`` of what is left
+    until all is sent; an ``OSError`` raised as ``trio.BrokenResourceError``, or
+    ``trio.ClosedResourceError`` for a closed socket), with ``writes[stream]`` the time
+    of the write's start and then of each ``send`` that took bytes; dropped at its end.
+    O(len(data)), the calls trio's makes."""
+    writes[stream] = trio.current_time()
+    try:
+        if stream.socket.did_shutdown_SHUT_WR:
+            raise trio.ClosedResourceError("can't send data after sending EOF")
+        with memoryview(data) as view:
+            if not view:
+                await trio.lowlevel.checkpoint()
+            total = 0
+            while total < len(view):
+                with view[total:] as remaining:
+                    total += await stream.socket.send(remaining)
+                writes[stream] = trio.current_time()
+    except OSError as exc:
+        if exc.errno in _CLOSED_ERRNOS:
+            raise trio.ClosedResourceError("this socket was already closed") from None
+        raise trio.BrokenResourceError(f"socket connection broken: {exc}") from exc
+    finally:
+        writes.pop(stream, None)
+
+
+async def _reset_stalled(config: _Config) -> None:
+    """Every quarter of ``config.send_timeout`` (10 ms to 1 s), reset each connection
+    whose write made no progress for ``send_timeout`` seconds (:attr:`_Config.writes`:
+    its client took no byte), one warning logged for each: the reset
+    ends the write as the stop's does (:func:`_reset_after_grace`):
+    ``ClosedResourceError``, on which the protocol is handed ``Closed()``, the app gets
+    ``http.disconnect`` and a streamed export stops (its snapshot released); the client
+    reads ``ECONNRESET`` after the bytes that reached it, never an end. So a stalled
+    write is reset ``send_timeout`` to 1.25 ``send_timeout`` seconds (1 s more at most)
+    after its last progress. O(writes in progress) a round."""
+    timeout = config.send_timeout
+    if timeout is None:
+        return
+    writes = config.writes
+    while True:
+        await trio.sleep(min(max(timeout / 4, 0.01), 1.0))  # (a tiny timeout: no spin)
+        now = trio.current_time()
+        for stream, since in list(writes.items()):
+            if now - since < timeout or stream.socket.fileno() == -1:
+                continue
+            writes.pop(stream, None)
+            try:
+                peer = _bind(*stream.socket.getpeername()[:2])
+            except OSError:  # pragma: no cover - gone meanwhile
+                peer = "a client"
+            _reset(stream)
+            logger.warning(
+                "actormem serve: %s took none of its answer for %g s (send timeout): "
+                "its connection was reset",
+                peer,
+                timeout,
+            )
+
+
 def _install_connection_hooks() -> None:
     """Make hypercorn's HTTP/1.1 connections answer unparsable requests with
     :func:`_problem_answer` (its own answer for other servers' connections), hold the
     bytes behind a request that ends the connection (:class:`_ServerConnection`), answer
-    a client that ended its sending (:func:`_protocol_handle`), and list the open
-    connections (:func:`_tracked_run`). Idempotent; nothing for the answers on a
+    a client that ended its sending (:func:`_protocol_handle`), list the open
+    connections (:func:`_tracked_run`) and note each write's progress
+    (:func:`_protocol_send`).
+    Idempotent; nothing for the answers on a
     hypercorn without the method (tests/test_minor28_server.py tells), and
     tests/test_stop32_server.py tells if a hook stops taking effect."""
     if _bare_answer is not None:
@@ -456,6 +616,7 @@ def _install_connection_hooks() -> None:
     H11Protocol.__init__ = _protocol_init  # type: ignore[method-assign]
     H11Protocol.handle = _protocol_handle  # type: ignore[method-assign]
     TCPServer.run = _tracked_run  # type: ignore[method-assign]
+    TCPServer.protocol_send = _protocol_send  # type: ignore[method-assign]
 
 
 def _check_bindable(host: str, port: int) -> None:
@@ -471,10 +632,23 @@ def _check_bindable(host: str, port: int) -> None:
         probe.bind((bare, port))
 
 
-async def _stop_on_signal(stop: trio.Event) -> None:
+async def _stop_on_sigterm(
+    stop: trio.Event, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+) -> None:
+    """Set ``stop`` on SIGTERM, from the time it started (``task_status``) until
+    cancelled: while the memory opens, and then beside :func:`_stop_on_signal`."""
+    with trio.open_signal_receiver(signal.SIGTERM) as signals:
+        task_status.started()
+        async for _ in signals:
+            if not stop.is_set():
+                logger.warning("actormem serve: SIGTERM received, stopping")
+                stop.set()
+
+
+async def _stop_on_signal(stop: trio.Event, ignored: frozenset[int]) -> None:
     # A signal ignored when the server started (``actormem serve &`` in a script: SIGINT
-    # ignored, so a Ctrl-C meant for the foreground leaves it alone) stays ignored.
-    ignored = ignored_stop_signals()
+    # ignored, so a Ctrl-C meant for the foreground leaves it alone) stays ignored:
+    # ``ignored``, read before any receiver replaced the handlers.
     with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async for signum in signals:
             if signum in ignored:
