@@ -181,6 +181,10 @@ def child(path: str, scorer: str, query: str, phases_on: str = "") -> dict[str, 
         late._drain = timed("beside_s", late._drain)
         # (open26) the digest's thread alone: its groups, the texts' bytes, the hash
         late._drain = timed("digest_s", late._drain)
+    store_late: Any = getattr(index_persist, "StoreDigest", None)
+    if store_late is not None:  # (open42) the digest's thread over the store's UTF-8
+        store_late._drain = timed("beside_s", store_late._drain)
+        store_late._drain = timed("digest_s", store_late._drain)
     import actormem._index.wordoverlap.persist as wo_persist
 
     prepared: Any = getattr(wo_persist, "Prepared", None)
@@ -243,6 +247,10 @@ def child(path: str, scorer: str, query: str, phases_on: str = "") -> dict[str, 
         patch(index_persist, "_hash_encoded", "digest_bytes")  # (its texts' bytes, hashed)
         patch_maker("restore_columns", "restore_columns")
         patch_maker("rows_texts", "rows_texts")
+        # (open42) the digest thread's groups and bytes from the store, the rows' slots
+        patch(index_persist, "_slots_groups", "digest_groups")
+        patch(index_persist, "_hash_store", "digest_bytes")
+        patch_maker("rows_slots", "rows_slots")
 
     async def run() -> dict[str, Any]:
         sc = BM25Scorer() if scorer == "bm25" else WordOverlapScorer()
