@@ -7649,6 +7649,28 @@ sl_args(PyObject *cols, PyObject *slots, const char *name)
     return 0;
 }
 
+/* How many texts ahead slots_groups hashes a text and asks for its home slot. */
+#define SL_AHEAD 8
+
+/* The live slot numbered s of ec (NULL: not one) and the table's hash of its text: the
+ * reader's str hash c when not -1 and the text is ASCII, else an ASCII text's str hash
+ * computed from its bytes (TD_HASH_BYTES), the others' bytes hashed (an ASCII text and
+ * another are never equal: each value takes one way), spread by a multiply. */
+static inline const EcSlot *
+sl_keyed(const EntryColumnsObject *ec, int64_t s, int64_t c, uint64_t *h)
+{
+    const EcSlot *e = sl_live(ec, s);
+    if (!e) return NULL;
+    const char *p = ec_text_ptr(ec, e);
+    if (e->flags & EC_ASCII) {
+        Py_hash_t x = c != -1 ? (Py_hash_t)c : TD_HASH_BYTES(p, e->len);
+        *h = (uint64_t)x * 0x9E3779B97F4A7C15ULL;
+    } else {
+        *h = sl_hash_bytes((const uint8_t *)p, e->len);
+    }
+    return e;
+}
+
 PyDoc_STRVAR(slots_groups_doc,
 "slots_groups(cols, slots, hashes) -> (first, gids) or None\n\n"
 "texts_groups of the texts of cols' (an EntryColumns) slots numbered by slots (the bytes\n"
@@ -7697,36 +7719,53 @@ slots_groups(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     int bad = 0, nomem = 0;
     ec->pins++;
     Py_BEGIN_ALLOW_THREADS
-    uint32_t *table = (uint32_t *)calloc(cap, sizeof *table); /* position + 1, 0 empty */
+    /* a slot: the position + 1 of a first appearance (0: empty) in the low 32 bits, the
+     * top 32 bits of its hash above them (compared before the text: a probe that meets
+     * another text reads neither its slot nor its bytes) */
+    uint64_t *table = (uint64_t *)calloc(cap, sizeof *table);
     const EcSlot **es = table ? (const EcSlot **)malloc((size_t)(n ? n : 1) * sizeof *es) : NULL;
     if (!table || !es) {
         nomem = 1;
     } else {
+        /* each text's slot and hash SL_AHEAD texts ahead, its home slot in the table
+         * asked for from memory then (a table of 1M texts is 8 MiB: each probe missed
+         * the caches) */
+        const EcSlot *ring_e[SL_AHEAD];
+        uint64_t ring_h[SL_AHEAD];
+        for (Py_ssize_t k = 0; k < SL_AHEAD && k < n; k++) {
+            ring_e[k] = sl_keyed(ec, sl[k], hs ? hs[k] : -1, &ring_h[k]);
+            if (ring_e[k]) __builtin_prefetch(&table[(size_t)(ring_h[k] >> 17) & (cap - 1)]);
+        }
         int64_t groups = 0;
         for (Py_ssize_t i = 0; i < n; i++) {
-            if (i + TD_AHEAD < n) {
-                int64_t a = sl[i + TD_AHEAD];
-                if (a >= 0 && a < ec->next) __builtin_prefetch(ec_at(ec, a));
-            }
-            const EcSlot *e = sl_live(ec, sl[i]);
+            const EcSlot *e = ring_e[i % SL_AHEAD];
+            uint64_t h = ring_h[i % SL_AHEAD];
             if (!e) {
                 bad = 1;
                 break;
             }
+            Py_ssize_t next = i + SL_AHEAD;
+            if (next < n) {
+                if (next + SL_AHEAD < n) {
+                    int64_t a = sl[next + SL_AHEAD];
+                    if (a >= 0 && a < ec->next) __builtin_prefetch(ec_at(ec, a));
+                }
+                const EcSlot *ne = sl_keyed(ec, sl[next], hs ? hs[next] : -1, &ring_h[i % SL_AHEAD]);
+                ring_e[i % SL_AHEAD] = ne;
+                if (ne)
+                    __builtin_prefetch(&table[(size_t)(ring_h[i % SL_AHEAD] >> 17) & (cap - 1)]);
+            }
             es[i] = e;
             const char *p = ec_text_ptr(ec, e);
-            uint64_t h;
-            if (e->flags & EC_ASCII) {
-                Py_hash_t c = hs ? (Py_hash_t)hs[i] : -1;
-                if (c == -1) c = TD_HASH_BYTES(p, e->len);
-                h = (uint64_t)c * 0x9E3779B97F4A7C15ULL;
-            } else {
-                h = sl_hash_bytes((const uint8_t *)p, e->len);
-            }
             size_t at = (size_t)(h >> 17) & (cap - 1);
             first[i] = 1;
+            uint64_t tag = h & 0xFFFFFFFF00000000ULL;
             while (table[at]) {
-                Py_ssize_t j = (Py_ssize_t)table[at] - 1;
+                if ((table[at] & 0xFFFFFFFF00000000ULL) != tag) {
+                    at = (at + 1) & (cap - 1);
+                    continue;
+                }
+                Py_ssize_t j = (Py_ssize_t)(table[at] & 0xFFFFFFFFu) - 1;
                 const EcSlot *o = es[j];
                 if (o->len == e->len && ((o->flags ^ e->flags) & EC_ASCII) == 0 &&
                     memcmp(ec_text_ptr(ec, o), p, e->len) == 0) {
@@ -7737,7 +7776,7 @@ slots_groups(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
                 at = (at + 1) & (cap - 1);
             }
             if (first[i]) {
-                table[at] = (uint32_t)(i + 1);
+                table[at] = tag | (uint64_t)(i + 1);
                 gid[i] = groups++;
             }
         }
