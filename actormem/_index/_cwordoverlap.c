@@ -7413,14 +7413,11 @@ static int td_ascii_hashes_on = 1;
 #define TD_HASH_BYTES(p, n) _Py_HashBytes((p), (Py_ssize_t)(n))
 #endif
 
-/* A 64-bit hash of a compact str's kind and data (no Python API: without the GIL). */
-static uint64_t
-td_hash(PyObject *t)
+/* A 64-bit hash of n bytes and a salt (no Python API: without the GIL). */
+static inline uint64_t
+td_hash_mem(const uint8_t *p, size_t len, uint64_t salt)
 {
-    const uint8_t *p = (const uint8_t *)PyUnicode_DATA(t);
-    size_t len = (size_t)PyUnicode_GET_LENGTH(t) * (size_t)PyUnicode_KIND(t);
-    uint64_t h = 0x9E3779B97F4A7C15ULL ^ ((uint64_t)len * 0xff51afd7ed558ccdULL) ^
-                 (uint64_t)PyUnicode_KIND(t);
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ ((uint64_t)len * 0xff51afd7ed558ccdULL) ^ salt;
     while (len >= 8) {
         uint64_t w;
         memcpy(&w, p, 8);
@@ -7434,6 +7431,15 @@ td_hash(PyObject *t)
     h = (h ^ w) * 0x94d049bb133111ebULL;
     h ^= h >> 31;
     return h;
+}
+
+/* A 64-bit hash of a compact str's kind and data (no Python API: without the GIL). */
+static uint64_t
+td_hash(PyObject *t)
+{
+    return td_hash_mem((const uint8_t *)PyUnicode_DATA(t),
+                       (size_t)PyUnicode_GET_LENGTH(t) * (size_t)PyUnicode_KIND(t),
+                       (uint64_t)PyUnicode_KIND(t));
 }
 
 /* Whether two compact strs are equal (a str is always in its smallest kind: equal
@@ -7593,26 +7599,6 @@ texts_groups(PyObject *self, PyObject *own)
  * release or compaction can run, so no text moves, changes or goes). The slots are the
  * bytes of int64 slot numbers, each checked live as it is read. */
 
-/* A 64-bit hash of n bytes (no Python API: without the GIL). */
-static inline uint64_t
-sl_hash_bytes(const uint8_t *p, size_t len)
-{
-    uint64_t h = 0x9E3779B97F4A7C15ULL ^ ((uint64_t)len * 0xff51afd7ed558ccdULL);
-    while (len >= 8) {
-        uint64_t w;
-        memcpy(&w, p, 8);
-        h = (h ^ w) * 0xbf58476d1ce4e5b9ULL;
-        h ^= h >> 29;
-        p += 8;
-        len -= 8;
-    }
-    uint64_t w = 0;
-    memcpy(&w, p, len);
-    h = (h ^ w) * 0x94d049bb133111ebULL;
-    h ^= h >> 31;
-    return h;
-}
-
 /* The live slot numbered s of ec, or NULL (out of range or not live). */
 static inline const EcSlot *
 sl_live(const EntryColumnsObject *ec, int64_t s)
@@ -7666,7 +7652,7 @@ sl_keyed(const EntryColumnsObject *ec, int64_t s, int64_t c, uint64_t *h)
         Py_hash_t x = c != -1 ? (Py_hash_t)c : TD_HASH_BYTES(p, e->len);
         *h = (uint64_t)x * 0x9E3779B97F4A7C15ULL;
     } else {
-        *h = sl_hash_bytes((const uint8_t *)p, e->len);
+        *h = td_hash_mem((const uint8_t *)p, e->len, 0);
     }
     return e;
 }
