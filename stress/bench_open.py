@@ -28,8 +28,9 @@ it reports, as one JSON line:
   (``wall_s`` itself is only meaningful at a low load: ``load1``, the 1-minute load
   average when the run ended);
 * ``digest_s`` and ``marker_s`` (from branch ``open26``): of ``beside_s``, the CPU of the
-  texts' digest thread (``LateDigest``: the groups, the texts' bytes and their hash)
-  and of hashing the image's parts against their marker (``image_marker``). Every
+  texts' digest thread (``LateDigest``: the groups, the texts' bytes and their hash;
+  from branch ``open42`` ``StoreDigest`` too, the same over the entries' store) and of
+  hashing the image's parts against their marker (``image_marker``). Every
   phase is as at the first answer (from ``open26``: the close's calls not counted);
 * ``prep_s`` (from branch ``open29``): of ``beside_s``, the CPU of the thread that
   checks the image's posting lists and makes the masks' numbering
@@ -42,7 +43,9 @@ it reports, as one JSON line:
 * with ``--phases`` (branch ``open33``), ``c_NAME`` / ``w_NAME``: the thread CPU and
   the wall seconds of some steps of a word-overlap open, wherever they ran (see
   :func:`child`; ``w_groups_wait`` / ``w_digest_wait``: the open's thread waiting for
-  the digest thread's groups / digest). A step a checkout lacks is left out;
+  the digest thread's groups / digest; from ``open42``, ``digest_groups`` /
+  ``digest_bytes`` also count ``StoreDigest``'s, and ``rows_slots`` is timed). A step a
+  checkout lacks is left out;
 * ``image``: whether the index was restored from the file's index image (None: a checkout
   without one), and ``close_s``: the CPU of closing (writing the image when it was not).
 
@@ -181,6 +184,10 @@ def child(path: str, scorer: str, query: str, phases_on: str = "") -> dict[str, 
         late._drain = timed("beside_s", late._drain)
         # (open26) the digest's thread alone: its groups, the texts' bytes, the hash
         late._drain = timed("digest_s", late._drain)
+    store_late: Any = getattr(index_persist, "StoreDigest", None)
+    if store_late is not None:  # (open42) the digest's thread over the store's UTF-8
+        store_late._drain = timed("beside_s", store_late._drain)
+        store_late._drain = timed("digest_s", store_late._drain)
     import actormem._index.wordoverlap.persist as wo_persist
 
     prepared: Any = getattr(wo_persist, "Prepared", None)
@@ -243,6 +250,10 @@ def child(path: str, scorer: str, query: str, phases_on: str = "") -> dict[str, 
         patch(index_persist, "_hash_encoded", "digest_bytes")  # (its texts' bytes, hashed)
         patch_maker("restore_columns", "restore_columns")
         patch_maker("rows_texts", "rows_texts")
+        # (open42) the digest thread's groups and bytes from the store, the rows' slots
+        patch(index_persist, "_slots_groups", "digest_groups")
+        patch(index_persist, "_hash_store", "digest_bytes")
+        patch_maker("rows_slots", "rows_slots")
 
     async def run() -> dict[str, Any]:
         sc = BM25Scorer() if scorer == "bm25" else WordOverlapScorer()

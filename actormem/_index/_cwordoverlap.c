@@ -6909,17 +6909,36 @@ PyDoc_STRVAR(restore_columns_doc,
 "fifth item: True when expect has as many items as records and each is an exact str\n"
 "equal to the record's text (its UTF-8 against the stored bytes, in the same pass;\n"
 "texts then holds expect's very objects), else False; TypeError when expect is\n"
-"neither None nor a tuple. O(sum of the texts' lengths).");
+"neither None, a tuple nor bytes. With expect the bytes of an int64 array of slot\n"
+"numbers and cols an EntryColumns (the rows' store and slots; branch open42): no text is\n"
+"made (texts is None) and the fifth item is True when each record's entry is the slot\n"
+"of that number in cols, else False; TypeError unless cols is an EntryColumns then,\n"
+"ValueError when expect's length is not a multiple of 8. O(sum of the texts' lengths)\n"
+"(O(len(records)) without texts).");
 
 static PyObject *
 restore_columns(PyObject *self, PyObject *args)
 {
-    PyObject *records, *expect = Py_None;
-    if (!PyArg_ParseTuple(args, "O|O:restore_columns", &records, &expect)) return NULL;
-    if (expect != Py_None && !PyTuple_CheckExact(expect)) {
-        PyErr_SetString(PyExc_TypeError, "restore_columns: expect must be a tuple or None");
+    PyObject *records, *expect = Py_None, *colsobj = NULL;
+    if (!PyArg_ParseTuple(args, "O|OO:restore_columns", &records, &expect, &colsobj))
+        return NULL;
+    int by_slot = PyBytes_CheckExact(expect);
+    if (expect != Py_None && !PyTuple_CheckExact(expect) && !by_slot) {
+        PyErr_SetString(PyExc_TypeError,
+                        "restore_columns: expect must be a tuple, bytes or None");
         return NULL;
     }
+    if (by_slot ? !colsobj || !Py_IS_TYPE(colsobj, &EntryColumns_Type) : colsobj != NULL) {
+        PyErr_SetString(PyExc_TypeError,
+                        "restore_columns: cols (an EntryColumns) goes with expect's slots");
+        return NULL;
+    }
+    if (by_slot && PyBytes_GET_SIZE(expect) % 8) {
+        PyErr_SetString(PyExc_ValueError,
+                        "restore_columns: expect's length is not a multiple of 8");
+        return NULL;
+    }
+    EntryColumnsObject *want_ec = by_slot ? (EntryColumnsObject *)colsobj : NULL;
     if (!PyList_CheckExact(records)) {
         PyErr_SetString(PyExc_TypeError, "restore_columns: records must be a list");
         return NULL;
@@ -6930,7 +6949,7 @@ restore_columns(PyObject *self, PyObject *args)
     }
     /* nothing below runs Python code: the list cannot change during the pass */
     Py_ssize_t n = PyList_GET_SIZE(records);
-    PyObject *texts = PyList_New(n);
+    PyObject *texts = by_slot ? Py_NewRef(Py_None) : PyList_New(n);
     PyObject *rel = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(double));
     PyObject *seqs = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(int64_t));
     PyObject *tagged = PyList_New(0);
@@ -6943,7 +6962,8 @@ restore_columns(PyObject *self, PyObject *args)
     int64_t *seq_of = (int64_t *)PyBytes_AS_STRING(seqs);
     /* the tuple holds its items: none can change or go while this runs */
     int check = expect != Py_None;
-    int same = check && PyTuple_GET_SIZE(expect) == n;
+    int same = check && (by_slot ? PyBytes_GET_SIZE(expect) / 8 : PyTuple_GET_SIZE(expect)) == n;
+    const int64_t *want_slot = by_slot ? (const int64_t *)PyBytes_AS_STRING(expect) : NULL;
     Py_ssize_t off_seq = ins_rec_off[3], off_num = ins_rec_off[6];
     for (Py_ssize_t i = 0; i < n; i++) {
         if (i + 8 < n) __builtin_prefetch(PyList_GET_ITEM(records, i + 8));
@@ -6968,6 +6988,11 @@ restore_columns(PyObject *self, PyObject *args)
         rel_of[i] = es->relevance;
         /* the text: the expected str itself when it is that text (the early digest's
          * objects, read from the rows: no second str), else a str made from the store */
+        if (by_slot) { /* the row's very slot: no str made */
+            same = same && ec == want_ec && want_slot[i] >= 0 && want_slot[i] < ec->next &&
+                   ec_at(ec, want_slot[i]) == es;
+            goto tagged;
+        }
         PyObject *mem = NULL;
         if (same) {
             PyObject *want = PyTuple_GET_ITEM(expect, i);
@@ -6978,6 +7003,7 @@ restore_columns(PyObject *self, PyObject *args)
         }
         if (!mem && !(mem = ec_text_obj(ec, es))) goto error;
         PyList_SET_ITEM(texts, i, mem);
+    tagged:
         if (tags && PyTuple_GET_SIZE(tags) > 0) {
             PyObject *at = PyLong_FromSsize_t(i);
             if (!at) goto error;
@@ -7005,6 +7031,53 @@ error:
     Py_XDECREF(seqs);
     Py_XDECREF(tagged);
     return NULL;
+}
+
+PyDoc_STRVAR(rows_slots_doc,
+"rows_slots(rows, cols) -> bytes or None\n\n"
+"The slot numbers of a file's rows in the store's form ((seq, slot) in cols, an\n"
+"EntryColumns), in order, as the bytes of an int64 array (slots_groups' and\n"
+"slots_encode's; branch open42). None (nothing made) when a row is not an exact tuple of\n"
+"two or its slot not the int of a live slot of cols. TypeError unless rows is a list (a\n"
+"subclass too: its items are read) and cols an EntryColumns. Runs no Python code.\n"
+"O(len(rows)).");
+
+static PyObject *
+rows_slots(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyList_Check(args[0]) || !Py_IS_TYPE(args[1], &EntryColumns_Type)) {
+        PyErr_SetString(PyExc_TypeError, "rows_slots(rows: list, cols: EntryColumns)");
+        return NULL;
+    }
+    PyObject *rows = args[0];
+    EntryColumnsObject *ec = (EntryColumnsObject *)args[1];
+    Py_ssize_t n = PyList_GET_SIZE(rows);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(int64_t));
+    if (!out) return NULL;
+    if (PyList_GET_SIZE(rows) != n) { /* a collection's finalizer changed it meanwhile */
+        Py_DECREF(out);
+        PyErr_SetString(PyExc_RuntimeError, "rows_slots: the list changed");
+        return NULL;
+    }
+    int64_t *sl = (int64_t *)PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *row = PyList_GET_ITEM(rows, i);
+        if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) != 2) goto not_plain;
+        PyObject *num = PyTuple_GET_ITEM(row, 1);
+        if (!PyLong_CheckExact(num)) goto not_plain;
+        int overflow = 0;
+        long long s = PyLong_AsLongLongAndOverflow(num, &overflow);
+        if (overflow || (s == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            goto not_plain;
+        }
+        if (s < 0 || s >= ec->next || !(ec_at(ec, s)->flags & EC_LIVE)) goto not_plain;
+        sl[i] = (int64_t)s;
+    }
+    return out;
+not_plain:
+    Py_DECREF(out);
+    Py_RETURN_NONE;
 }
 
 PyDoc_STRVAR(rows_texts_doc,
@@ -7340,14 +7413,11 @@ static int td_ascii_hashes_on = 1;
 #define TD_HASH_BYTES(p, n) _Py_HashBytes((p), (Py_ssize_t)(n))
 #endif
 
-/* A 64-bit hash of a compact str's kind and data (no Python API: without the GIL). */
-static uint64_t
-td_hash(PyObject *t)
+/* A 64-bit hash of n bytes and a salt (no Python API: without the GIL). */
+static inline uint64_t
+td_hash_mem(const uint8_t *p, size_t len, uint64_t salt)
 {
-    const uint8_t *p = (const uint8_t *)PyUnicode_DATA(t);
-    size_t len = (size_t)PyUnicode_GET_LENGTH(t) * (size_t)PyUnicode_KIND(t);
-    uint64_t h = 0x9E3779B97F4A7C15ULL ^ ((uint64_t)len * 0xff51afd7ed558ccdULL) ^
-                 (uint64_t)PyUnicode_KIND(t);
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ ((uint64_t)len * 0xff51afd7ed558ccdULL) ^ salt;
     while (len >= 8) {
         uint64_t w;
         memcpy(&w, p, 8);
@@ -7361,6 +7431,15 @@ td_hash(PyObject *t)
     h = (h ^ w) * 0x94d049bb133111ebULL;
     h ^= h >> 31;
     return h;
+}
+
+/* A 64-bit hash of a compact str's kind and data (no Python API: without the GIL). */
+static uint64_t
+td_hash(PyObject *t)
+{
+    return td_hash_mem((const uint8_t *)PyUnicode_DATA(t),
+                       (size_t)PyUnicode_GET_LENGTH(t) * (size_t)PyUnicode_KIND(t),
+                       (uint64_t)PyUnicode_KIND(t));
 }
 
 /* Whether two compact strs are equal (a str is always in its smallest kind: equal
@@ -7511,6 +7590,298 @@ texts_groups(PyObject *self, PyObject *own)
 }
 
 
+/* ------------------------------------------------------------------ the store's texts
+ *
+ * texts_groups and texts_encode over an EntryColumns' slots instead of strs (branch
+ * open42): a text is its slot's strict UTF-8 (ASCII flagged), so equal bytes are equal
+ * strs, and text_digest's bytes are the code-point lengths then those very bytes. They
+ * read the slots with the GIL released, the store pinned meanwhile (ec->pins: no put,
+ * release or compaction can run, so no text moves, changes or goes). The slots are the
+ * bytes of int64 slot numbers, each checked live as it is read. */
+
+/* The live slot numbered s of ec, or NULL (out of range or not live). */
+static inline const EcSlot *
+sl_live(const EntryColumnsObject *ec, int64_t s)
+{
+    if (s < 0 || s >= ec->next) return NULL;
+    const EcSlot *e = ec_at(ec, s);
+    return (e->flags & EC_LIVE) ? e : NULL;
+}
+
+/* A text's code points from its strict UTF-8: the bytes that do not continue one. */
+static inline int64_t
+sl_chars(const EcSlot *e, const char *p)
+{
+    if (e->flags & EC_ASCII) return (int64_t)e->len;
+    int64_t n = 0;
+    const uint8_t *q = (const uint8_t *)p;
+    for (uint32_t i = 0; i < e->len; i++) n += (q[i] & 0xC0) != 0x80;
+    return n;
+}
+
+/* The arguments' common checks: cols an EntryColumns, slots bytes of int64s. 0, or -1
+ * with TypeError / ValueError. */
+static int
+sl_args(PyObject *cols, PyObject *slots, const char *name)
+{
+    if (!Py_IS_TYPE(cols, &EntryColumns_Type) || !PyBytes_CheckExact(slots)) {
+        PyErr_Format(PyExc_TypeError, "%s: cols must be an EntryColumns and slots bytes", name);
+        return -1;
+    }
+    if (PyBytes_GET_SIZE(slots) % 8) {
+        PyErr_Format(PyExc_ValueError, "%s: slots' length is not a multiple of 8", name);
+        return -1;
+    }
+    return 0;
+}
+
+/* How many texts ahead slots_groups hashes a text and asks for its home slot. */
+#define SL_AHEAD 8
+
+/* The live slot numbered s of ec (NULL: not one) and the table's hash of its text: the
+ * reader's str hash c when not -1 and the text is ASCII, else an ASCII text's str hash
+ * computed from its bytes (TD_HASH_BYTES), the others' bytes hashed (an ASCII text and
+ * another are never equal: each value takes one way), spread by a multiply. */
+static inline const EcSlot *
+sl_keyed(const EntryColumnsObject *ec, int64_t s, int64_t c, uint64_t *h)
+{
+    const EcSlot *e = sl_live(ec, s);
+    if (!e) return NULL;
+    const char *p = ec_text_ptr(ec, e);
+    if (e->flags & EC_ASCII) {
+        Py_hash_t x = c != -1 ? (Py_hash_t)c : TD_HASH_BYTES(p, e->len);
+        *h = (uint64_t)x * 0x9E3779B97F4A7C15ULL;
+    } else {
+        *h = td_hash_mem((const uint8_t *)p, e->len, 0);
+    }
+    return e;
+}
+
+PyDoc_STRVAR(slots_groups_doc,
+"slots_groups(cols, slots, hashes) -> (first, gids) or None\n\n"
+"texts_groups of the texts of cols' (an EntryColumns) slots numbered by slots (the bytes\n"
+"of an int64 array): the same first and gids as texts_groups over those texts as strs,\n"
+"found from the slots' UTF-8 (equal bytes: equal texts) with the GIL released, the store\n"
+"pinned meanwhile. hashes: b'' or 8 bytes a slot (int64, native order): a value other\n"
+"than -1 is taken as str's hash of that text when it is ASCII (the reader's\n"
+"FoldedRows.hashes), else an ASCII text's is computed as str's, the others' bytes\n"
+"hashed. None when a slot is not live or with 2**31 slots or more. TypeError for wrong\n"
+"types, ValueError for lengths that are not 8 a slot, MemoryError if the table cannot be\n"
+"had. O(total length) expected.");
+
+static PyObject *
+slots_groups(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "slots_groups(cols, slots, hashes)");
+        return NULL;
+    }
+    if (sl_args(args[0], args[1], "slots_groups") < 0) return NULL;
+    if (!PyBytes_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "slots_groups: hashes must be bytes");
+        return NULL;
+    }
+    EntryColumnsObject *ec = (EntryColumnsObject *)args[0];
+    Py_ssize_t n = PyBytes_GET_SIZE(args[1]) / 8;
+    if (PyBytes_GET_SIZE(args[2]) && PyBytes_GET_SIZE(args[2]) != 8 * n) {
+        PyErr_SetString(PyExc_ValueError, "slots_groups: hashes must be b'' or 8 bytes a slot");
+        return NULL;
+    }
+    if (n >= ((Py_ssize_t)1 << 31)) Py_RETURN_NONE;
+    /* the arguments are immutable bytes held by the caller */
+    const int64_t *sl = (const int64_t *)PyBytes_AS_STRING(args[1]);
+    const int64_t *hs = PyBytes_GET_SIZE(args[2]) ? (const int64_t *)PyBytes_AS_STRING(args[2])
+                                                   : NULL;
+    PyObject *mask = PyBytes_FromStringAndSize(NULL, n);
+    PyObject *gids = mask ? PyBytes_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(int64_t)) : NULL;
+    if (!mask || !gids) {
+        Py_XDECREF(mask);
+        return NULL;
+    }
+    uint8_t *first = (uint8_t *)PyBytes_AS_STRING(mask);
+    int64_t *gid = (int64_t *)PyBytes_AS_STRING(gids);
+    size_t cap = 16;
+    while (cap < (size_t)n * 2) cap *= 2;
+    int bad = 0, nomem = 0;
+    ec->pins++;
+    Py_BEGIN_ALLOW_THREADS
+    /* a slot: the position + 1 of a first appearance (0: empty) in the low 32 bits, the
+     * top 32 bits of its hash above them (compared before the text: a probe that meets
+     * another text reads neither its slot nor its bytes) */
+    uint64_t *table = (uint64_t *)calloc(cap, sizeof *table);
+    const EcSlot **es = table ? (const EcSlot **)malloc((size_t)(n ? n : 1) * sizeof *es) : NULL;
+    if (!table || !es) {
+        nomem = 1;
+    } else {
+        /* each text's slot and hash SL_AHEAD texts ahead, its home slot in the table
+         * asked for from memory then (a table of 1M texts is 8 MiB: each probe missed
+         * the caches) */
+        const EcSlot *ring_e[SL_AHEAD];
+        uint64_t ring_h[SL_AHEAD];
+        for (Py_ssize_t k = 0; k < SL_AHEAD && k < n; k++) {
+            ring_e[k] = sl_keyed(ec, sl[k], hs ? hs[k] : -1, &ring_h[k]);
+            if (ring_e[k]) __builtin_prefetch(&table[(size_t)(ring_h[k] >> 17) & (cap - 1)]);
+        }
+        int64_t groups = 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            const EcSlot *e = ring_e[i % SL_AHEAD];
+            uint64_t h = ring_h[i % SL_AHEAD];
+            if (!e) {
+                bad = 1;
+                break;
+            }
+            Py_ssize_t next = i + SL_AHEAD;
+            if (next < n) {
+                if (next + SL_AHEAD < n) {
+                    int64_t a = sl[next + SL_AHEAD];
+                    if (a >= 0 && a < ec->next) __builtin_prefetch(ec_at(ec, a));
+                }
+                const EcSlot *ne = sl_keyed(ec, sl[next], hs ? hs[next] : -1, &ring_h[i % SL_AHEAD]);
+                ring_e[i % SL_AHEAD] = ne;
+                if (ne)
+                    __builtin_prefetch(&table[(size_t)(ring_h[i % SL_AHEAD] >> 17) & (cap - 1)]);
+            }
+            es[i] = e;
+            const char *p = ec_text_ptr(ec, e);
+            size_t at = (size_t)(h >> 17) & (cap - 1);
+            first[i] = 1;
+            uint64_t tag = h & 0xFFFFFFFF00000000ULL;
+            while (table[at]) {
+                if ((table[at] & 0xFFFFFFFF00000000ULL) != tag) {
+                    at = (at + 1) & (cap - 1);
+                    continue;
+                }
+                Py_ssize_t j = (Py_ssize_t)(table[at] & 0xFFFFFFFFu) - 1;
+                const EcSlot *o = es[j];
+                if (o->len == e->len && ((o->flags ^ e->flags) & EC_ASCII) == 0 &&
+                    memcmp(ec_text_ptr(ec, o), p, e->len) == 0) {
+                    first[i] = 0;
+                    gid[i] = gid[j];
+                    break;
+                }
+                at = (at + 1) & (cap - 1);
+            }
+            if (first[i]) {
+                table[at] = tag | (uint64_t)(i + 1);
+                gid[i] = groups++;
+            }
+        }
+    }
+    free(table);
+    free(es);
+    Py_END_ALLOW_THREADS
+    ec->pins--;
+    if (nomem || bad) {
+        Py_DECREF(mask);
+        Py_DECREF(gids);
+        if (nomem) return PyErr_NoMemory();
+        Py_RETURN_NONE;
+    }
+    PyObject *out = PyTuple_Pack(2, mask, gids);
+    Py_DECREF(mask);
+    Py_DECREF(gids);
+    return out;
+}
+
+PyDoc_STRVAR(slots_encode_doc,
+"slots_encode(cols, slots, mask, buf, at, off) -> (at, off, written) or None\n\n"
+"texts_encode over the texts of cols' (an EntryColumns) slots numbered by slots (the\n"
+"bytes of an int64 array): the next run of the same bytes (the int64 code-point lengths,\n"
+"then the UTF-8 of each text, the items with mask[i] == 0 left out), read from the slots\n"
+"with the GIL released, the store pinned meanwhile. Position (at, off), n the number of\n"
+"slots: at < n the length of item at (off 0); n <= at < 2n item at - n from its byte off\n"
+"(a run may end inside a code point); 2n the end. Returns the position reached and the\n"
+"bytes written (0 only at the end); None when a slot reached is not live. TypeError for\n"
+"wrong types, ValueError for a mask of another length, slots not 8 bytes each, a buffer\n"
+"under 8 bytes or a position outside the texts. O(bytes written + items skipped).");
+
+static PyObject *
+slots_encode(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 6 || !(args[2] == Py_None || PyBytes_CheckExact(args[2])) ||
+        !PyByteArray_CheckExact(args[3]) || !PyLong_CheckExact(args[4]) ||
+        !PyLong_CheckExact(args[5])) {
+        PyErr_SetString(PyExc_TypeError, "slots_encode(cols: EntryColumns, slots: bytes, mask: "
+                                         "bytes | None, buf: bytearray, at: int, off: int)");
+        return NULL;
+    }
+    if (sl_args(args[0], args[1], "slots_encode") < 0) return NULL;
+    EntryColumnsObject *ec = (EntryColumnsObject *)args[0];
+    PyObject *maskobj = args[2];
+    Py_ssize_t n = PyBytes_GET_SIZE(args[1]) / 8;
+    const int64_t *sl = (const int64_t *)PyBytes_AS_STRING(args[1]);
+    Py_ssize_t at = PyLong_AsSsize_t(args[4]);
+    if (at == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t off = PyLong_AsSsize_t(args[5]);
+    if (off == -1 && PyErr_Occurred()) return NULL;
+    if (maskobj != Py_None && PyBytes_GET_SIZE(maskobj) != n) {
+        PyErr_SetString(PyExc_ValueError, "slots_encode: the mask's length is not the slots'");
+        return NULL;
+    }
+    if (at < 0 || at > 2 * n || off < 0 || (off > 0 && (at < n || at == 2 * n))) {
+        PyErr_SetString(PyExc_ValueError, "slots_encode: the position is outside the texts");
+        return NULL;
+    }
+    if (off > 0) {
+        const EcSlot *e = sl_live(ec, sl[at - n]);
+        if (!e || off >= (Py_ssize_t)e->len) {
+            PyErr_SetString(PyExc_ValueError, "slots_encode: the offset is outside the text");
+            return NULL;
+        }
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(args[3], &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (view.len < 8) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "slots_encode: the buffer holds fewer than 8 bytes");
+        return NULL;
+    }
+    const uint8_t *mask = maskobj == Py_None ? NULL : (const uint8_t *)PyBytes_AS_STRING(maskobj);
+    uint8_t *out = (uint8_t *)view.buf;
+    Py_ssize_t cap = view.len, w = 0;
+    int bad = 0;
+    ec->pins++;
+    Py_BEGIN_ALLOW_THREADS
+    for (; at < n; at++) {
+        if (mask && !mask[at]) continue;
+        if (at + TD_AHEAD < n) {
+            int64_t a = sl[at + TD_AHEAD];
+            if (a >= 0 && a < ec->next) __builtin_prefetch(ec_at(ec, a));
+        }
+        const EcSlot *e = sl_live(ec, sl[at]);
+        if (!e) {
+            bad = 1;
+            goto done;
+        }
+        if (cap - w < 8) goto done;
+        int64_t len = sl_chars(e, ec_text_ptr(ec, e));
+        memcpy(out + w, &len, 8);
+        w += 8;
+    }
+    for (; at < 2 * n; at++, off = 0) {
+        Py_ssize_t i = at - n;
+        if (mask && !mask[i]) continue;
+        const EcSlot *e = sl_live(ec, sl[i]);
+        if (!e) {
+            bad = 1;
+            goto done;
+        }
+        Py_ssize_t len = (Py_ssize_t)e->len;
+        Py_ssize_t take = len - off < cap - w ? len - off : cap - w;
+        if (take > 0) memcpy(out + w, ec_text_ptr(ec, e) + off, (size_t)take);
+        w += take;
+        off += take;
+        if (off < len) goto done;
+    }
+done:
+    Py_END_ALLOW_THREADS
+    ec->pins--;
+    PyBuffer_Release(&view);
+    if (bad) Py_RETURN_NONE;
+    return Py_BuildValue("(nnn)", at, off, w);
+}
+
+
 static PyMethodDef methods[] = {
     {"add_text", add_text, METH_VARARGS, add_text_doc},
     {"acquire_all", acquire_all, METH_VARARGS, acquire_all_doc},
@@ -7541,6 +7912,9 @@ static PyMethodDef methods[] = {
     {"texts_encode", (PyCFunction)(void (*)(void))texts_encode, METH_FASTCALL, texts_encode_doc},
     {"texts_first", texts_first, METH_O, texts_first_doc},
     {"texts_groups", texts_groups, METH_O, texts_groups_doc},
+    {"rows_slots", (PyCFunction)(void (*)(void))rows_slots, METH_FASTCALL, rows_slots_doc},
+    {"slots_groups", (PyCFunction)(void (*)(void))slots_groups, METH_FASTCALL, slots_groups_doc},
+    {"slots_encode", (PyCFunction)(void (*)(void))slots_encode, METH_FASTCALL, slots_encode_doc},
     {"fold_hash_table", fold_hash_table, METH_O, fold_hash_table_doc},
     {"dup_key", (PyCFunction)(void (*)(void))dup_key, METH_FASTCALL, dup_key_doc},
     {"dkey_direct", dkey_direct_knob, METH_O, dkey_direct_knob_doc},

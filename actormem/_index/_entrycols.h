@@ -83,6 +83,11 @@ typedef struct {
     uint64_t held, live_bytes; /* bytes used in blocks not freed; bytes of live texts */
     uint64_t compactions;
     int64_t fail_in; /* tests (_fail_put_in): the put that many puts on raises MemoryError */
+    /* readers of the slots and texts outside the GIL (a digest's thread: pin(), and
+     * the core's slots_* functions over their release of it): while any, every put,
+     * release and compaction is refused (RuntimeError), so no text moves or changes
+     * and the blocks' array is not reallocated under them (branch open42) */
+    int64_t pins;
 } EntryColumnsObject;
 
 static PyTypeObject EntryColumns_Type;
@@ -386,9 +391,21 @@ ec_time_of(int64_t us)
  * EC_EXTRAS, or NULL: none), on the first released slot or a new one: its number (a new
  * reference), or NULL with an exception (MemoryError, OverflowError), the store as it
  * was. Every field is written before the slot is marked live. O(len). */
+/* -1 with RuntimeError when a reader pinned the store (no put, release or compaction
+ * then), else 0. */
+static inline int
+ec_unpinned(const EntryColumnsObject *c)
+{
+    if (!c->pins) return 0;
+    PyErr_SetString(PyExc_RuntimeError,
+                    "EntryColumns: pinned by a reader (no put, release or compaction meanwhile)");
+    return -1;
+}
+
 static PyObject *
 ec_put_slot(EntryColumnsObject *c, EcSlot s, const char *p, PyObject *extras)
 {
+    if (ec_unpinned(c) < 0) return NULL;
     if (c->fail_in && --c->fail_in == 0) {
         return PyErr_NoMemory(); /* _fail_put_in's: as an allocation below failing */
     }
@@ -999,7 +1016,7 @@ static PyObject *
 ec_release(EntryColumnsObject *c, PyObject *arg)
 {
     int64_t at;
-    if (ec_slot_arg(c, arg, &at) < 0) return NULL;
+    if (ec_slot_arg(c, arg, &at) < 0 || ec_unpinned(c) < 0) return NULL;
     if (c->nfree == c->free_cap) {
         int64_t nc = c->free_cap ? c->free_cap * 2 : 64;
         int64_t *nf = PyMem_Realloc(c->free, (size_t)nc * sizeof(int64_t));
@@ -1038,7 +1055,35 @@ PyDoc_STRVAR(ec_compact_doc,
 static PyObject *
 ec_compact_m(EntryColumnsObject *c, PyObject *unused)
 {
-    if (ec_compact(c) < 0) return NULL;
+    if (ec_unpinned(c) < 0 || ec_compact(c) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(ec_pin_doc,
+"pin() -> None\n\n"
+"Pin the store for a reader of its slots outside the GIL (a digest's thread): until as\n"
+"many unpin() calls, put(), put_raw(), release() and compact() raise RuntimeError and\n"
+"change nothing, so no text moves or changes under the reader. Pins nest. O(1).");
+
+static PyObject *
+ec_pin(EntryColumnsObject *c, PyObject *unused)
+{
+    c->pins++;
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(ec_unpin_doc,
+"unpin() -> None\n\n"
+"Undo one pin(). RuntimeError (nothing changed) when the store is not pinned. O(1).");
+
+static PyObject *
+ec_unpin(EntryColumnsObject *c, PyObject *unused)
+{
+    if (!c->pins) {
+        PyErr_SetString(PyExc_RuntimeError, "EntryColumns.unpin(): not pinned");
+        return NULL;
+    }
+    c->pins--;
     Py_RETURN_NONE;
 }
 
@@ -1065,7 +1110,8 @@ PyDoc_STRVAR(ec_stats_doc,
 "stats() -> dict\n\n"
 "live (slots), slots (ever handed out), free (on the free list), blocks (allocated),\n"
 "held (bytes used in them), live_bytes (of live texts), compactions, nbytes (the\n"
-"store's own allocations: chunks, blocks' capacity, the free list; not the extras).\n"
+"store's own allocations: chunks, blocks' capacity, the free list; not the extras),\n"
+"pins (pin() calls not undone and readers outside the GIL now).\n"
 "O(chunks + blocks).");
 
 static PyObject *
@@ -1078,12 +1124,12 @@ ec_stats(EntryColumnsObject *c, PyObject *unused)
     uint32_t nblocks = 0;
     for (uint32_t i = 0; i < c->nblocks; i++)
         if (c->blocks[i].data) nblocks++, nbytes += c->blocks[i].cap;
-    return Py_BuildValue("{sLsLsLsIsKsKsKsK}", "live", (long long)c->nlive, "slots",
+    return Py_BuildValue("{sLsLsLsIsKsKsKsKsL}", "live", (long long)c->nlive, "slots",
                          (long long)c->next, "free", (long long)c->nfree, "blocks", nblocks,
                          "held", (unsigned long long)c->held, "live_bytes",
                          (unsigned long long)c->live_bytes, "compactions",
                          (unsigned long long)c->compactions, "nbytes",
-                         (unsigned long long)nbytes);
+                         (unsigned long long)nbytes, "pins", (long long)c->pins);
 }
 
 static PyObject *
@@ -1252,6 +1298,8 @@ static PyMethodDef ec_methods[] = {
     {"row_bytes", (PyCFunction)ec_row_bytes, METH_O, ec_row_bytes_doc},
     {"release", (PyCFunction)ec_release, METH_O, ec_release_doc},
     {"compact", (PyCFunction)ec_compact_m, METH_NOARGS, ec_compact_doc},
+    {"pin", (PyCFunction)ec_pin, METH_NOARGS, ec_pin_doc},
+    {"unpin", (PyCFunction)ec_unpin, METH_NOARGS, ec_unpin_doc},
     {"stats", (PyCFunction)ec_stats, METH_NOARGS, ec_stats_doc},
     {"_check", (PyCFunction)ec_check, METH_NOARGS, ec_check_doc},
     {"_fail_put_in", (PyCFunction)ec_fail_put_in, METH_O, ec_fail_put_in_doc},

@@ -176,6 +176,40 @@ gt_find(const GroupTableObject *t, PyObject *key, uint32_t tag)
     return found;
 }
 
+/* gt_find for the text of store slot e of ec instead of a str (equal strict UTF-8:
+ * equal texts): the slot holding it, or -1 when absent. Runs no code but a str made
+ * of a group's text (gt_text_at; an error there is cleared: not equal). */
+static Py_ssize_t
+gt_find_slot(const GroupTableObject *t, const EntryColumnsObject *ec, const EcSlot *e,
+             uint32_t tag)
+{
+    Py_ssize_t cap = t->cap;
+    if (cap == 0) return -1;
+    const char *p = ec_text_ptr(ec, e);
+    for (Py_ssize_t i = oa_home(tag, cap);;) {
+        int32_t g = t->gids[i];
+        if (g == GT_FREE) return -1;
+        if (t->tags[i] == tag) {
+            PyObject *gl = t->glist, *item;
+            if (gl && g < PyList_GET_SIZE(gl) && t->cols &&
+                Py_IS_TYPE(item = PyList_GET_ITEM(gl, g), t->rec_type)) {
+                EntryColumnsObject *oec;
+                const EcSlot *o = gt_ec_slot(t, item, &oec);
+                if (o && o->len == e->len && ((o->flags ^ e->flags) & EC_ASCII) == 0 &&
+                    memcmp(ec_text_ptr(oec, o), p, e->len) == 0)
+                    return i;
+            } else {
+                PyObject *s = gt_text_at(t, g);
+                int eq = s && ec_text_is(ec, e, s);
+                Py_XDECREF(s);
+                PyErr_Clear();
+                if (eq) return i;
+            }
+        }
+        if (++i == cap) i = 0;
+    }
+}
+
 /* The slot of key (any object: a non-str is absent), -1 absent, -2 an error; *tag set. */
 static Py_ssize_t
 gt_find_str(const GroupTableObject *t, PyObject *key, uint32_t *tag)
@@ -516,7 +550,12 @@ PyDoc_STRVAR(GroupTable_index_from_doc,
 "(a restore's texts, read from the rows): each is hashed and mapped in place of a str\n"
 "made from the store, once found equal to its item's text (an item it is not, or not\n"
 "an exact str: the item's own text, as without texts). ValueError for start < 0.\n"
-"O(len(glist) - start + len(table)).");
+"hashes: None, or the bytes of an int64 array of len(glist) - start values (the\n"
+"reader's FoldedRows.hashes of the rows these items are): a value other than -1 is\n"
+"taken as str's hash of the item's text when the item is a record whose stored text is\n"
+"ASCII, and that text is mapped without a str made of it (compared by its UTF-8); the\n"
+"others as without hashes (branch open42). TypeError unless bytes or None, ValueError\n"
+"for another length. O(len(glist) - start + len(table)).");
 
 /* The text to map for item g: given (a new reference) when it is an exact str equal to
  * the item's text (a record's in the store's layout by its UTF-8, a group's by value),
@@ -545,8 +584,12 @@ static PyObject *
 GroupTable_index_from(PyObject *self, PyObject *args)
 {
     GroupTableObject *t = (GroupTableObject *)self;
-    PyObject *arg, *texts = Py_None;
-    if (!PyArg_ParseTuple(args, "O|O:index_from", &arg, &texts)) return NULL;
+    PyObject *arg, *texts = Py_None, *hashobj = Py_None;
+    if (!PyArg_ParseTuple(args, "O|OO:index_from", &arg, &texts, &hashobj)) return NULL;
+    if (hashobj != Py_None && !PyBytes_CheckExact(hashobj)) {
+        PyErr_SetString(PyExc_TypeError, "index_from(): hashes must be bytes or None");
+        return NULL;
+    }
     Py_ssize_t start = PyLong_AsSsize_t(arg);
     if (start == -1 && PyErr_Occurred()) return NULL;
     if (start < 0) {
@@ -566,6 +609,12 @@ GroupTable_index_from(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "index_from(): texts must be a list or None");
         return NULL;
     }
+    if (hashobj != Py_None && PyBytes_GET_SIZE(hashobj) != 8 * (start < stop ? stop - start : 0)) {
+        PyErr_SetString(PyExc_ValueError, "index_from(): hashes must hold 8 bytes an item");
+        return NULL;
+    }
+    /* the bytes are immutable and held by the caller's arguments */
+    const int64_t *hs = hashobj != Py_None ? (const int64_t *)PyBytes_AS_STRING(hashobj) : NULL;
     if (start < stop && gt_reserve_to(t, stop - start, 1) < 0) return NULL;
     /* the texts given, when one a glist item from start (re-read: only the table's
      * code runs below, but a list's size is checked before each read anyway) */
@@ -576,9 +625,37 @@ GroupTable_index_from(PyObject *self, PyObject *args)
      * do not move in this loop (reserved above). */
     uint32_t ahead[GT_AHEAD ? GT_AHEAD : 1];
     PyObject *ahead_s[GT_AHEAD ? GT_AHEAD : 1] = {NULL};
-    int look = GT_AHEAD && gt_ahead_on;
+    int look = GT_AHEAD && gt_ahead_on && !hs; /* with hashes: homes asked by them */
     Py_ssize_t g = start;
     for (; g < stop; g++) {
+        if (hs) { /* the item's text mapped by the reader's hash, when it has one */
+            if (GT_AHEAD && g + GT_AHEAD < stop && hs[g + GT_AHEAD - start] != -1) {
+                uint64_t y = (uint64_t)hs[g + GT_AHEAD - start];
+                Py_ssize_t home = oa_home((uint32_t)(y ^ (y >> 32)) & t->tag_mask, t->cap);
+                GT_PREFETCH(&t->tags[home]);
+                GT_PREFETCH(&t->gids[home]);
+            }
+            PyObject *item = PyList_GET_SIZE(t->glist) == stop ? PyList_GET_ITEM(t->glist, g)
+                                                               : NULL;
+            EntryColumnsObject *ec;
+            const EcSlot *e = item && hs[g - start] != -1 && t->cols &&
+                                      Py_IS_TYPE(item, t->rec_type)
+                                  ? gt_ec_slot(t, item, &ec)
+                                  : NULL;
+            if (e && (e->flags & EC_ASCII)) {
+                uint64_t x = (uint64_t)hs[g - start];
+                uint32_t tag = (uint32_t)(x ^ (x >> 32)) & t->tag_mask;
+                if (gt_find_slot(t, ec, e, tag) >= 0) {
+                    PyErr_Format(PyExc_ValueError,
+                                 "index_from(): the text of glist[%zd] is mapped", g);
+                    break;
+                }
+                gt_place(t->tags, t->gids, t->cap, tag, (int32_t)g);
+                t->used++;
+                t->changes++;
+                continue;
+            }
+        }
         PyObject *given = given_list && PyList_GET_SIZE(given_list) == stop - start
                               ? PyList_GET_ITEM(given_list, g - start)
                               : NULL;

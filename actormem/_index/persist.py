@@ -35,6 +35,7 @@ __all__ = [
     "FORMAT",
     "ImageError",
     "LateDigest",
+    "StoreDigest",
     "decode_strings",
     "encode_strings",
     "pack",
@@ -151,6 +152,103 @@ class _Grouped:
 def _never() -> bool:
     """A ``stopped`` that never stops."""
     return False
+
+
+def _store_args(cols: Any, slots: bytes, name: str) -> Any:
+    """The word-overlap core, once what its ``slots_*`` functions would refuse is
+    refused here (before C): ``cols`` not its ``EntryColumns``, ``slots`` not bytes of
+    int64 slot numbers. O(1).
+
+    Raises:
+        TypeError: ``cols`` or ``slots`` of another type.
+        ValueError: ``slots``' length not a multiple of 8.
+        RuntimeError: The core is not built.
+    """
+    if kernels._wo is None:
+        raise RuntimeError(f"{name}: the word-overlap core is not built")
+    if type(cols) is not kernels._wo.EntryColumns or type(slots) is not bytes:
+        raise TypeError(f"{name}: cols must be an EntryColumns and slots bytes")
+    if len(slots) % 8:
+        raise ValueError(f"{name}: slots' length is not a multiple of 8")
+    return kernels._wo
+
+
+def _slots_groups(cols: Any, slots: bytes, hashes: bytes) -> tuple[bytes, bytes] | None:
+    """The core's ``slots_groups`` (:func:`_groups_of` of the texts of ``cols``' slots
+    numbered by ``slots``, int64 bytes, found from their UTF-8 with the GIL released:
+    the same mask and group numbers; ``hashes``: ``b""`` or 8 bytes a slot, the
+    reader's str hashes, -1 none), its arguments checked first; None when a slot is not
+    live. O(total length) expected.
+
+    Raises:
+        TypeError: Arguments of other types.
+        ValueError: ``slots`` or ``hashes`` not 8 bytes a slot.
+        RuntimeError: The core is not built.
+    """
+    core = _store_args(cols, slots, "slots_groups")
+    if type(hashes) is not bytes:
+        raise TypeError("slots_groups: hashes must be bytes")
+    if hashes and len(hashes) != len(slots):
+        raise ValueError("slots_groups: hashes must be b'' or 8 bytes a slot")
+    got: tuple[bytes, bytes] | None = core.slots_groups(cols, slots, hashes)
+    return got
+
+
+def _encode_store_run(
+    cols: Any, slots: bytes, mask: bytes | None, buf: bytearray, at: int, off: int
+) -> tuple[int, int, int] | None:
+    """The core's ``slots_encode`` (:func:`_encode_run`'s bytes for the texts of
+    ``cols``' slots numbered by ``slots``, read from their UTF-8 with the GIL released;
+    ``off`` counts bytes, not code points), its arguments checked first; None when a
+    slot reached is not live. O(bytes written).
+
+    Raises:
+        TypeError: Arguments of other types.
+        ValueError: ``mask``'s length not the slots', ``buf`` under 8 bytes, the
+            position outside the texts.
+        RuntimeError: The core is not built.
+    """
+    core = _store_args(cols, slots, "slots_encode")
+    if type(buf) is not bytearray or not (mask is None or type(mask) is bytes):
+        raise TypeError("slots_encode: buf must be a bytearray, mask bytes or None")
+    if type(at) is not int or type(off) is not int:
+        raise TypeError("slots_encode: at and off must be ints")
+    n = len(slots) // 8
+    if mask is not None and len(mask) != n:
+        raise ValueError("slots_encode: the mask's length is not the slots'")
+    if len(buf) < 8:
+        raise ValueError("slots_encode: the buffer holds fewer than 8 bytes")
+    if not 0 <= at <= 2 * n or off < 0 or (off and not n <= at < 2 * n):
+        raise ValueError("slots_encode: the position is outside the texts")
+    got: tuple[int, int, int] | None = core.slots_encode(cols, slots, mask, buf, at, off)
+    return got
+
+
+def _hash_store(
+    cols: Any,
+    slots: bytes,
+    mask: bytes,
+    update: Callable[[Any], object],
+    stopped: Callable[[], bool] = _never,
+) -> bool:
+    """:func:`_hash_encoded` of one part, the texts of ``cols``' slots numbered by
+    ``slots`` (``mask``: of those it marks), by :func:`_encode_store_run`: the same
+    bytes. True once all are fed; False, some fed, when a slot is not live or
+    ``stopped()`` turned true between runs. O(total length)."""
+    buf = bytearray(_ENCODE_BUFFER)
+    view = memoryview(buf)
+    try:
+        end = 2 * (len(slots) // 8)
+        at = off = 0
+        while at < end:
+            got = _encode_store_run(cols, slots, mask, buf, at, off)
+            if got is None or stopped():
+                return False
+            at, off, written = got
+            update(view[:written])
+    finally:
+        view.release()
+    return True
 
 
 def _hash_encoded(
@@ -420,6 +518,78 @@ class LateDigest:
                 f"digest: the image has {self.have!r}, the rows and scorer need {want!r}"
             )
         return None
+
+
+class StoreDigest(LateDigest):
+    """:class:`LateDigest`'s distinct digest with groups (the same digest and
+    :meth:`groups`) of the texts of ``cols``' slots numbered by ``slots`` (an
+    ``EntryColumns`` and the bytes of int64 slot numbers, a file's rows in the store's
+    form), read from the slots' UTF-8 instead of strs: the core's ``slots_groups`` then
+    ``slots_encode`` run after run, the GIL released (a text is its slot's strict
+    UTF-8, so equal bytes are equal strs: the same groups and bytes; no str is made).
+    ``hashes``: the reader's str hash of each row's text (``FoldedRows.hashes``, 8
+    bytes a slot, -1 none) or ``b""``. The store is pinned (``EntryColumns.pin``) from
+    the constructor until the thread ends: a put, release or compaction meanwhile raises
+    ``RuntimeError`` and changes nothing, so the texts hashed are the slots' as now.
+    Always a thread (the caller's rows are many). The thread raises :class:`ImageError`
+    (from :meth:`result`) if a slot is not live. O(total length) on the thread.
+
+    Raises:
+        TypeError, ValueError: As :func:`_slots_groups` (before any thread).
+        RuntimeError: The core is not built.
+    """
+
+    def __init__(self, cols: Any, slots: bytes, hashes: bytes = b"") -> None:
+        _store_args(cols, slots, "StoreDigest")
+        if type(hashes) is not bytes:
+            raise TypeError("StoreDigest: hashes must be bytes")
+        if hashes and len(hashes) != len(slots):
+            raise ValueError("StoreDigest: hashes must be b'' or 8 bytes a slot")
+        self.header_passed = False
+        self.have: Any = None
+        self._digest: str | None = None
+        self._stopped = False
+        self._grouped = _Grouped()
+        self._nogil = None
+        self._store = (cols, slots, hashes)
+        cols.pin()  # undone by the thread as it ends
+        try:
+            self._beside = Beside(self._drain, name="actormem digest")
+        except BaseException:
+            cols.unpin()
+            raise
+
+    def _drain(self) -> str | None:
+        """The thread: the groups, then the digest's bytes hashed run by run; the store
+        unpinned as it ends (returns None once stopped)."""
+        cols, slots, hashes = self._store
+        try:
+            got = None
+            try:
+                got = _slots_groups(cols, slots, hashes)
+                self._grouped.value = got
+            finally:
+                self._grouped.ready.set()
+            h = _hash.new128()
+            if got is not None and _hash_store(cols, slots, got[0], h.update, self._halted):
+                return h.hexdigest()
+            if self._stopped:
+                return None
+            raise ImageError("digest: a row's slot is not live in the store")
+        finally:
+            cols.unpin()
+
+    def _halted(self) -> bool:
+        """Whether :meth:`stop` was called (polled between runs)."""
+        return self._stopped
+
+    def stop(self) -> None:
+        """End the thread without its digest (an error elsewhere): it stops at its next
+        run (<= 1 MiB) and unpins the store. Idempotent."""
+        if self._beside is None or self._digest is not None:
+            return
+        self._stopped = True
+        self._beside.stop()
 
 
 def encode_strings(strings: Sequence[str]) -> tuple[bytes, np.ndarray[Any, Any]]:

@@ -142,6 +142,12 @@ def rows_texts() -> Any:
     return _with_records(kernels.wo_core(), "rows_texts")
 
 
+def rows_slots() -> Any:
+    """The core's ``rows_slots`` (the slot numbers of a file's ``(seq, slot)`` rows, as
+    int64 bytes), or None without the core or the function. O(1)."""
+    return getattr(kernels.wo_core(), "rows_slots", None)
+
+
 def _with_records(mod: ModuleType | None, name: str) -> Any:
     """``mod``'s function ``name`` once ``record_setup`` fixed the record and entry
     classes (once per process), or None without ``mod`` or the function. O(1)."""

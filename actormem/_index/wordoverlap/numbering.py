@@ -11,7 +11,7 @@ holds the records per lower-cased tag (tags are few and not renumbered).
 from __future__ import annotations
 
 from array import array
-from collections.abc import Generator, Iterable
+from collections.abc import Generator, Iterable, Sequence
 from functools import partial
 from typing import Any
 
@@ -98,6 +98,40 @@ class _TagPostings:
             alive = [r for r in lst if not r.purged]
             assert sorted(map(id, alive)) == sorted(map(id, recs)), item
             assert len(lst) - len(alive) == self.dead.get(iid, 0)
+
+
+class _StoredTexts(Sequence[str]):
+    """The texts of ``records`` (records on slots of an entries' store), each read from
+    its slot as a str only when asked (a restore that took its digest and groups from
+    the store's UTF-8 makes no str of every text; branch open42), with ``hashes``: the
+    reader's str hash of each record's text (the bytes of an int64 array, -1 none) or
+    None, which :meth:`_Numbering.set_glist` hands to ``GroupTable.index_from``.
+    O(len(text)) an item."""
+
+    __slots__ = ("hashes", "records")
+
+    def __init__(self, records: list[Any], hashes: bytes | None) -> None:
+        assert hashes is None or len(hashes) == 8 * len(records)
+        self.records = records
+        self.hashes = hashes
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self.records)))]
+        rec = self.records[i]
+        return rec.cols.text(rec.slot)
+
+    def firsts(self, mask: bytes) -> _StoredTexts:
+        """The items where ``mask`` (a byte an item) is 1, their hashes with them.
+        O(len(self))."""
+        keep = np.frombuffer(mask, np.uint8).astype(bool)
+        records = [r for r, k in zip(self.records, keep.tolist(), strict=True) if k]
+        if self.hashes is None:
+            return _StoredTexts(records, None)
+        return _StoredTexts(records, np.frombuffer(self.hashes, np.int64)[keep].tobytes())
 
 
 class _Group:
@@ -262,20 +296,25 @@ class _Numbering:
         self,
         glist: list[Record | _Group | None],
         groups: dict[str, int],
-        texts: list[str] | None = None,
+        texts: Sequence[str] | None = None,
     ) -> None:
         """Take ``glist`` (a restore's, whose items carry distinct texts) and its map
         ``groups`` (text -> number, as a dict): a ``GroupTable`` is made over ``glist``
         when this numbering was made with one, else the dict is kept. ``texts``: each
         item's text as a str the caller has (a restore's, read from the rows), or None:
         the table hashes those (checked equal to the items' texts) where it would make
-        a str of each from the store. ``ValueError`` / ``TypeError`` (nothing taken)
-        when an item carries no text or a text twice. O(len(glist))."""
+        a str of each from the store; or a :class:`_StoredTexts` of them, whose hashes
+        the table takes for the ASCII texts instead of a str's (none made of them).
+        ``ValueError`` / ``TypeError`` (nothing taken) when an item carries no text or a
+        text twice. O(len(glist))."""
         if type(self.groups) is dict:
             self.glist, self.groups = glist, groups
             return
         table = _group_map(glist, True)
-        table.index_from(0, texts if type(texts) is list and len(texts) == len(glist) else None)
+        if type(texts) is _StoredTexts and len(texts) == len(glist):
+            table.index_from(0, None, texts.hashes)
+        else:
+            table.index_from(0, texts if type(texts) is list and len(texts) == len(glist) else None)
         self.glist, self.groups = glist, table
 
     def grow(self) -> None:

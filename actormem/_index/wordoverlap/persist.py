@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 from array import array
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from itertools import compress
 from operator import attrgetter
 from typing import Any
@@ -35,7 +35,7 @@ from ..persist import ImageError
 from . import ccore, knobs
 from .index import _WordOverlapIndex
 from .masks import _SHORT
-from .numbering import _Group, _Numbering, _tags
+from .numbering import _Group, _Numbering, _StoredTexts, _tags
 
 __all__ = ["Early", "Prepared", "dump", "handles", "prepare", "restore", "start_early"]
 
@@ -114,6 +114,18 @@ _ROWS_AHEAD = True
 #: ``tests/test_open25_early.py``).
 _DIGEST_AT_LOAD = True
 
+#: With :data:`_DIGEST_AT_LOAD`, for a file's rows in the store's form (``(seq, slot)``,
+#: ``FoldedRows.cols``): the digest's thread takes the texts from the slots' UTF-8
+#: (:class:`~actormem._index.persist.StoreDigest`: the core's ``slots_groups`` and
+#: ``slots_encode``, the GIL released, the store pinned while it reads) and the restore
+#: checks the records are on the rows' very slots (``restore_columns`` by slot numbers)
+#: and hands the reader's hashes to the ``GroupTable`` (``index_from``): no str is made
+#: of every text (the core's ``rows_texts``: ~0.4 s of the open's thread and ~290 MB at
+#: 1M). Equal strict UTF-8 is equal strs: the same groups, digest, index and errors.
+#: False: ``rows_texts``' strs (the path before it, the reference;
+#: ``tests/test_open42_store_texts.py``).
+_TEXTS_FROM_STORE = True
+
 _MEMORY = attrgetter("entry.memory")
 _RELEVANCE = attrgetter("entry.relevance")
 _SEQ = attrgetter("seq")
@@ -137,7 +149,7 @@ def _groups(records: list[Record]) -> tuple[list[str], dict[str, None]]:
     return texts, dict.fromkeys(texts)
 
 
-def _expect(records: list[Record], canon: list[str], digest: bool = True) -> dict[str, Any]:
+def _expect(records: list[Record], canon: Sequence[str], digest: bool = True) -> dict[str, Any]:
     """The header fields of the image of ``records``, whose distinct texts are ``canon``
     (``digest`` False: all but the digest, the last field, which the caller checks)."""
     expect = {
@@ -200,16 +212,26 @@ def dump(index: _WordOverlapIndex, records: list[Record]) -> dict[str, bytes]:
 
 class Early:
     """The digest's thread started from a bulk load's rows (:func:`start_early`), for
-    :func:`restore` to take over: ``texts`` the rows' texts (a tuple), ``digest`` the
-    distinct digest with groups. Whoever holds it ends it: :func:`restore` (taken or
-    not), else :meth:`stop`."""
+    :func:`restore` to take over: ``texts`` the rows' texts (a tuple), or with
+    ``store`` (:data:`_TEXTS_FROM_STORE`: the rows' ``(cols, slots, hashes)``, the
+    store, the int64 bytes of their slot numbers, the reader's hashes) None and those
+    kept as ``store``; ``digest`` the distinct digest with groups. Whoever holds it ends
+    it: :func:`restore` (taken or not), else :meth:`stop`."""
 
-    __slots__ = ("digest", "texts", "taken")
+    __slots__ = ("digest", "store", "taken", "texts")
 
-    def __init__(self, texts: tuple[str, ...]) -> None:
+    def __init__(
+        self, texts: tuple[str, ...] | None, store: tuple[Any, bytes, bytes] | None = None
+    ) -> None:
         self.texts = texts
+        self.store = store
         self.taken = False
-        self.digest = persist.LateDigest(texts, distinct=True, groups=True)
+        self.digest: persist.LateDigest
+        if store is not None:
+            self.digest = persist.StoreDigest(*store)
+        else:
+            assert texts is not None
+            self.digest = persist.LateDigest(texts, distinct=True, groups=True)
 
     def stop(self) -> None:
         """End the thread if no restore took it (idempotent; :meth:`LateDigest.stop`)."""
@@ -229,8 +251,16 @@ def start_early(index: object, rows: list[Any]) -> Early | None:
         return None
     if len(rows) < persist._LATE_MIN_TEXTS or not persist._encoder():
         return None
-    fn = ccore.rows_texts()
     cols = getattr(rows, "cols", None)  # rows (seq, slot) in that store: texts made from it
+    if _TEXTS_FROM_STORE and cols is not None and isinstance(rows, list):
+        fn_slots = ccore.rows_slots()
+        slots = fn_slots(rows, cols) if fn_slots is not None else None
+        if slots is not None:
+            hashes = getattr(rows, "hashes", b"")
+            if type(hashes) is not bytes or len(hashes) != len(slots):
+                hashes = b""
+            return Early(None, (cols, slots, hashes))
+    fn = ccore.rows_texts()
     texts = (
         (fn(rows) if cols is None else fn(rows, cols, getattr(rows, "hashes", b"")))
         if fn is not None and isinstance(rows, list)
@@ -268,14 +298,30 @@ def restore(
         columns_c = ccore.restore_columns() if _C_COLUMNS else None
         ahead = early_at_load if early_at_load is not None and not early_at_load.taken else None
         got: Any = None
+        stored: _StoredTexts | None = None
         if columns_c is not None and type(records) is list:
-            # with the load's texts: whether each record's text is the very str there
-            got = columns_c(records) if ahead is None else columns_c(records, ahead.texts)
-        cols: tuple[list[str], bytes, bytes, list[int]] | None = (
-            got[:4] if got is not None else None
+            if ahead is not None and ahead.store is not None:
+                # no text made: whether each record is on the very slot of its row
+                got = columns_c(records, ahead.store[1], ahead.store[0])
+                if got is not None and got[4] is True:
+                    hashes = ahead.store[2]
+                    stored = _StoredTexts(records, hashes if hashes else None)
+                else:
+                    got = columns_c(records)  # another store or slots: the texts made
+            else:
+                # with the load's texts: whether each record's text is the very str there
+                got = columns_c(records) if ahead is None else columns_c(records, ahead.texts)
+        cols: tuple[Any, bytes, bytes, list[int]] | None = got[:4] if got is not None else None
+        same = stored is not None or (
+            got is not None and ahead is not None and len(got) > 4 and got[4] is True
         )
-        same = got is not None and ahead is not None and got[4] is True
-        texts = cols[0] if cols is not None else list(map(_MEMORY, records))
+        texts: Sequence[str] = (
+            stored
+            if stored is not None
+            else cols[0]
+            if cols is not None
+            else list(map(_MEMORY, records))
+        )
         count = len(texts)
         if cols is not None and _DIGEST_BESIDE and _DIGEST_EARLY:
             if ahead is not None and same:  # the digest of these very texts
@@ -293,13 +339,20 @@ def restore(
         grouped = early.groups() if early is not None and _GIDS_BESIDE else None
         gmap: dict[str, int] | None
         gids_c: np.ndarray[Any, Any] | None
+        if stored is not None and grouped is None:  # (the thread failed: its error)
+            raise ImageError("the texts' groups were not found from the rows' store")
+        canon: Sequence[str]
         if grouped is not None:  # the thread's: the distinct texts' mask, the numbers
             mask, raw_gids = grouped
             gids_c = np.frombuffer(raw_gids, np.int64)
             size = mask.count(1)
-            canon = texts if size == count else list(compress(texts, mask))
+            if stored is not None:  # no str made: the records' slots, their hashes
+                canon = stored if size == count else stored.firsts(mask)
+            else:
+                canon = texts if size == count else list(compress(texts, mask))
             gmap = None  # the numbering makes its GroupTable, or _restore_checked a dict
         else:
+            assert type(texts) is list
             gmap, gids_c = _group_map(texts, cols is not None)
             size = len(gmap)
             canon = texts if size == count else list(gmap)
@@ -360,13 +413,13 @@ def _restore_checked(
     index: _WordOverlapIndex,
     parts: Mapping[str, bytes],
     records: list[Record],
-    texts: list[str],
+    texts: Sequence[str],
     gmap: dict[str, int] | None,
     gids_c: np.ndarray[Any, Any] | None,
-    canon: list[str],
+    canon: Sequence[str],
     arrays: dict[str, np.ndarray[Any, Any]],
     prepared: Prepared | None = None,
-    cols: tuple[list[str], bytes, bytes, list[int]] | None = None,
+    cols: tuple[Any, bytes, bytes, list[int]] | None = None,
 ) -> _WordOverlapIndex:
     """The rest of :func:`restore`, once the header matched (the digest maybe still to
     be compared): the arrays' checks, then the index built. O(records + postings).
