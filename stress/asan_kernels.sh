@@ -55,7 +55,7 @@
 # tests/test_open31_wide.py, tests/test_api31_sliced_fast.py,
 # tests/test_open32_bm25image.py, tests/test_wire32_rows_store.py,
 # tests/test_review32_row_bytes.py,
-# tests/test_open33_ascii_hashes.py)
+# tests/test_open33_ascii_hashes.py, tests/test_mainjob43_close.py)
 # against an AddressSanitizer build of the compiled
 # index kernels, the BM25 core, the word-overlap core and the row reader (_storage/_crows.c):
 # any out-of-bounds read or
@@ -191,6 +191,7 @@ files=(
     tests/test_wire32_rows_store.py
     tests/test_review32_row_bytes.py
     tests/test_open33_ascii_hashes.py
+    tests/test_mainjob43_close.py
 )
 # --only FILE...: just these test files (a branch's new file under ASan), no deselections.
 if [ "${1:-}" = --only ]; then
