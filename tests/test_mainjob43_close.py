@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from functools import partial
 from pathlib import Path
@@ -25,7 +24,7 @@ from actormem._storage import sqlite as sqlite_store
 from actormem._storage.sqlite import SqliteStore
 from actormem.cli import _main
 
-from .test_startup24 import _calls_file
+from .test_startup24 import _calls_file, _swarm, reports_agree
 
 
 def _entry(i: int) -> MemoryEntry:
@@ -101,11 +100,6 @@ def _spy_close(monkeypatch: pytest.MonkeyPatch) -> list[tuple[bool, bool]]:
     return seen
 
 
-def _swarm(args: list[str], calls: Path) -> int:
-    return _main.main(["swarm", "--agents", "3", "--interval", "600", "--tool-calls",
-                       str(calls), *args])  # fmt: skip
-
-
 def test_a_swarm_closes_its_temporary_file_without_checkpoint(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -117,13 +111,7 @@ def test_a_swarm_closes_its_temporary_file_without_checkpoint(
     monkeypatch.setattr(_main, "_NO_CHECKPOINT_FOR_TEMPORARY", False)
     assert _swarm(["--json", "off.json"], calls) == 0
     assert seen[1:] == [(True, True)]
-    on = json.loads((tmp_path / "on.json").read_text(encoding="utf-8"))
-    off = json.loads((tmp_path / "off.json").read_text(encoding="utf-8"))
-    for report in (on, off):
-        assert report["accounting"]["ok"] is True
-        assert report["accounting"]["lost"] == 0
-    assert on["memory"] == off["memory"]
-    assert on["throughput"]["operations"] == off["throughput"]["operations"]
+    reports_agree(tmp_path / "on.json", tmp_path / "off.json")
     capsys.readouterr()
 
 

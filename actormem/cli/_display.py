@@ -9,7 +9,9 @@ run from another thread); elsewhere (a pipe, a file, CI) it prints one plain lin
 interval instead. Operations/s is the rate over the last interval; the retrieve p99 is
 over the most recent :data:`~actormem.cli._swarm.RECENT_WINDOW` retrieves.
 
-:func:`result_tables` renders the final figures as :class:`rich.table.Table` objects.
+:func:`result_specs` gives the final figures' tables; :func:`plain_tables` draws them as rich
+would into a file, without rich (``_PLAIN_TABLES``), :func:`rich_tables` makes them
+:class:`rich.table.Table` objects for rich's console.
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ __all__ = [
     "plain_tables",
     "progress_line",
     "result_specs",
-    "result_tables",
+    "rich_tables",
     "watch",
 ]
 
@@ -396,13 +398,3 @@ def rich_tables(specs: list[TableSpec]) -> list[Table]:
         tables.append(table)
     return tables
 
-
-def result_tables(
-    run: SwarmRun,
-    latency: dict[str, LatencySummary | None],
-    stats: MemoryStatistics,
-    accounting: Accounting,
-) -> list[Table]:
-    """The end-of-run tables (:func:`result_specs`) as :class:`rich.table.Table`
-    objects."""
-    return rich_tables(result_specs(run, latency, stats, accounting))
