@@ -280,6 +280,19 @@ def _swarm(args: list[str], calls: Path) -> int:
                        str(calls), *args])  # fmt: skip
 
 
+def reports_agree(on_file: Path, off_file: Path) -> None:
+    """Two swarm runs' JSON reports (a knob on, then off) account for every store alike:
+    sound, nothing lost, the same memory, operations and keys."""
+    on = json.loads(on_file.read_text(encoding="utf-8"))
+    off = json.loads(off_file.read_text(encoding="utf-8"))
+    for report in (on, off):
+        assert report["accounting"]["ok"] is True
+        assert report["accounting"]["lost"] == 0
+    assert on["memory"] == off["memory"]
+    assert on["throughput"]["operations"] == off["throughput"]["operations"]
+    assert sorted(on) == sorted(off)
+
+
 def test_a_swarm_on_its_temporary_file_writes_no_image(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -291,14 +304,7 @@ def test_a_swarm_on_its_temporary_file_writes_no_image(
     monkeypatch.setattr(_main, "_NO_IMAGE_FOR_TEMPORARY", False)
     assert _swarm(["--json", "off.json"], calls) == 0
     assert made == [False, True]
-    on = json.loads((tmp_path / "on.json").read_text(encoding="utf-8"))
-    off = json.loads((tmp_path / "off.json").read_text(encoding="utf-8"))
-    for report in (on, off):
-        assert report["accounting"]["ok"] is True
-        assert report["accounting"]["lost"] == 0
-    assert on["memory"] == off["memory"]
-    assert on["throughput"]["operations"] == off["throughput"]["operations"]
-    assert sorted(on) == sorted(off)
+    reports_agree(tmp_path / "on.json", tmp_path / "off.json")
     capsys.readouterr()
 
 

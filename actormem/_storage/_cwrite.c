@@ -361,6 +361,24 @@ writer_close(writer_t *w, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(close_uncheckpointed_doc,
+"close_uncheckpointed() -> None: close() with SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE set on the\n"
+"connection first: if it is the file's last, SQLite leaves the WAL (and -shm) as they\n"
+"are instead of copying the WAL into the database and deleting it. Every commit is\n"
+"still in the WAL (the next open of the file recovers from it); only for a file that\n"
+"is deleted right after. Idempotent.");
+
+static PyObject *
+writer_close_uncheckpointed(writer_t *w, PyObject *unused)
+{
+    if (w->db) {
+        /* A failure only leaves SQLite's default (checkpoint on the last close). */
+        (void)sqlite3_db_config(w->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, (int *)0);
+    }
+    writer_close_db(w);
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 writer_closed(writer_t *w, void *unused)
 {
@@ -376,6 +394,8 @@ writer_in_transaction(writer_t *w, void *unused)
 static PyMethodDef writer_methods[] = {
     {"commit", (PyCFunction)writer_commit, METH_VARARGS, commit_doc},
     {"close", (PyCFunction)writer_close, METH_NOARGS, close_doc},
+    {"close_uncheckpointed", (PyCFunction)writer_close_uncheckpointed, METH_NOARGS,
+     close_uncheckpointed_doc},
     {NULL, NULL, 0, NULL},
 };
 

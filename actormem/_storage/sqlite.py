@@ -828,6 +828,15 @@ class SqliteStore:
         #: can ever read that image. The rows, access updates and counters are written
         #: and the file checkpointed and closed either way.
         self.keep_image = True
+        #: Whether the close checkpoints the file (SQLite copies the WAL into the
+        #: database when its last connection closes). The owner of a file removed right
+        #: after its close (``actormem swarm``'s temporary file, ``cli._main``'s
+        #: ``_NO_CHECKPOINT_FOR_TEMPORARY``) sets it False: :meth:`close` then closes the
+        #: compiled writer last with SQLite's ``SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE``, and
+        #: the WAL is left holding the commits (a later open would still recover every
+        #: one of them from it). Only with the compiled writer open (:data:`_C_COMMIT`);
+        #: otherwise the close checkpoints as always. True for every other file.
+        self.checkpoint_on_close = True
         #: Whether the ``meta`` row :data:`IMAGE_KEY` may exist: the first :meth:`write`
         #: deletes it in its own transaction, so no image outlives a change of the rows.
         self._marked = True
@@ -1567,8 +1576,10 @@ class SqliteStore:
         self.saved_counters = dict(counters)
 
     def close(self, *, remove: bool = False) -> None:
-        """Close the connection (SQLite checkpoints the WAL) and release the lock; first
-        wait for a checkpoint beside that is running and close its connection.
+        """Close the connection (SQLite checkpoints the WAL, unless
+        :attr:`checkpoint_on_close` is False and the compiled writer is open) and release
+        the lock; first wait for a checkpoint beside that is running and close its
+        connection.
 
         With ``remove``, the database file (and its ``-wal``, ``-shm``, ``-journal``) is
         deleted after the connection is closed and before the lock is released, if the
@@ -1584,8 +1595,14 @@ class SqliteStore:
         """
         conn, self._conn = self._conn, None
         writer, self._cwriter = self._cwriter, None
-        if writer is not None:  # before the store's own: its close checkpoints
-            writer.close()
+        last = None  # the compiled writer, closed last without a checkpoint
+        if writer is not None:
+            if self.checkpoint_on_close or conn is None:
+                writer.close()  # before the store's own: its close checkpoints
+            else:
+                # Open while the store's own connection closes, that close is not the
+                # file's last, so it does not checkpoint; nor does the writer's.
+                last = writer
         with self._beside_lock:  # after a checkpoint beside that is running
             beside, self._beside = self._beside, None
         if beside is not None:
@@ -1600,6 +1617,8 @@ class SqliteStore:
             raise StorageError(self.name, f"close failed: {sqlite_reason(exc)}") from exc
         finally:
             try:
+                if last is not None:
+                    last.close_uncheckpointed()
                 if remove and conn is not None:
                     self._remove_file()
             finally:
