@@ -24,7 +24,8 @@ def test_streamed_build_counts_the_same_texts() -> None:
     assert streamed["text_bytes_per_entry"] == listed["text_bytes_per_entry"] > 0
     assert streamed["built_by"] == "store, streamed"
     assert listed["built_by"] == "store"
-    assert streamed["entry_bytes"] is None and streamed["engine_bytes"] is None
+    assert streamed["entry_bytes"] is None
+    assert streamed["engine_bytes"] is None
     assert math.isfinite(listed["entry_bytes"])
     assert math.isfinite(streamed["beyond_text_bytes"])
 

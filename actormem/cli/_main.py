@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 import trio
+from rich.console import Console
 
 from .._engine.lifecycle import open_memory
 from .._engine.memory import Memory
@@ -54,7 +55,7 @@ from ..agent._text import cut, escape_line
 from ..agent._toolcalls import read_import_file
 from ..eval import _cli as _eval_cli
 from . import SIGTERM_UNWINDS, _on_sigterm, _Terminated
-from ._display import pipe_console, plain_output, plain_tables, result_specs, rich_tables, watch
+from ._display import PipeConsole, result_tables, watch
 from ._mcp import add_mcp_parser
 from ._options import InputError as _InputError
 from ._options import Parser as _Parser
@@ -75,8 +76,6 @@ from ._swarm_args import PROG, SCORERS, add_swarm_parser, swarm_workload
 from ._swarm_data import Workload
 
 if TYPE_CHECKING:
-    from rich.console import Console
-
     from .._engine.bulk import BulkResult
 
 __all__ = ["main"]
@@ -376,7 +375,7 @@ async def _watch_signals(
 
 
 async def _swarm(
-    args: argparse.Namespace, workload: Workload, path: Path | None, console: Console | None
+    args: argparse.Namespace, workload: Workload, path: Path | None, console: Console
 ) -> tuple[int, dict[str, Any]]:
     """The swarm run, with SIGINT and SIGTERM handled by trio for its whole length (so an
     interrupt never strikes at a random place: it cancels the run, and the figures of
@@ -396,7 +395,7 @@ async def _swarm_run(
     args: argparse.Namespace,
     workload: Workload,
     path: Path | None,
-    console: Console | None,
+    console: Console,
     stop: _Stop,
 ) -> tuple[int, dict[str, Any]]:
     removals = Removals()
@@ -454,7 +453,7 @@ async def _swarm_run(
                         memory.statistics,
                         total=workload.total,
                         total_steps=workload.total_steps,
-                        interactive=console is not None and console.is_terminal,
+                        interactive=console.is_terminal,
                         interval=args.interval,
                         out=sys.stdout,
                     )
@@ -507,17 +506,8 @@ async def _swarm_run(
             f"interrupted by {interrupted} after {run.elapsed:.1f} s: the figures below "
             "are those of the part that ran"
         )
-    specs = result_specs(run, latency, stats, accounting)
-    # Without a console (plain_output: not a terminal) the tables are drawn as rich
-    # would draw them into a file, unless one does not fit (then rich draws them).
-    text = None if console is not None else plain_tables(specs)
-    if text is not None:
-        sys.stdout.write(text)
-    else:
-        if console is None:
-            console = pipe_console(highlight=False)
-        for table in rich_tables(specs):
-            console.print(table)
+    for table in result_tables(run, latency, stats, accounting):
+        console.print(table)
     whose = "this process and its agent processes" if run.child_cpu_s else "this process"
     print(
         f"CPU: {run.cpu_s:.2f} s of {whose} (user + system), "
@@ -733,9 +723,7 @@ def cmd_swarm(args: argparse.Namespace) -> int:
         workload, files = swarm_workload(args)
         if _PROMOTE_WORKLOAD:
             to_oldest_generation()
-    # rich's console only where it draws otherwise than into a file (a terminal, or an
-    # environment that tells rich how): elsewhere the end's tables come without it.
-    console = None if plain_output(sys.stdout) else pipe_console(highlight=False)
+    console = PipeConsole(highlight=False)
     print(f"actormem swarm: {workload.description}", flush=True)
     if not args.tool_calls:
         print("  (pass --tool-calls FILE to replay real tool calls instead)", flush=True)
