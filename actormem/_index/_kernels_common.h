@@ -40,6 +40,29 @@ slot_offset(PyTypeObject *type, PyObject *name)
     return off;
 }
 
+/* slot_offset for an int64 field (a member descriptor of T_LONGLONG: the compiled
+ * Record's born/died/seq/slot), or 0 (none; no error set). */
+static inline Py_ssize_t
+slot_offset_i64(PyTypeObject *type, PyObject *name)
+{
+    PyObject *d = PyObject_GetAttr((PyObject *)type, name);
+    Py_ssize_t off = 0;
+    if (!d) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (Py_IS_TYPE(d, &PyMemberDescr_Type) &&
+        PyType_IsSubtype(type, ((PyDescrObject *)d)->d_type)) {
+        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+        if (m->type == T_LONGLONG && !(m->flags & READ_RESTRICTED) && m->offset > 0 &&
+            m->offset + (Py_ssize_t)sizeof(int64_t) <= type->tp_basicsize) {
+            off = m->offset;
+        }
+    }
+    Py_DECREF(d);
+    return off;
+}
+
 /* The fields of 'YYYY-MM-DDTHH:MM:SS[.ffffff]+00:00' at `p` (`n` bytes) into `f`
  * (year, month, day, hour, minute, second, microsecond): 1, or 0 for any other text
  * (other lengths, offsets, separators or digits). The ranges are left to the datetime
