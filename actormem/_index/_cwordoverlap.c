@@ -5575,22 +5575,8 @@ ins_rec_slot(PyObject *rec, EntryColumnsObject **cols)
     PyObject *c = SLOT(rec, ins_rec_off[0]);
     if (!c || !Py_IS_TYPE(c, &EntryColumns_Type)) return NULL;
     EntryColumnsObject *ec = (EntryColumnsObject *)c;
-    int overflow = 0;
-    long long s;
-    if (ins_rec_i64) {
-        s = FIELD_I64(rec, ins_rec_off[6]);
-    } else {
-        PyObject *n = SLOT(rec, ins_rec_off[6]);
-        if (!n || !PyLong_CheckExact(n)) return NULL;
-        s = PyLong_AsLongLongAndOverflow(n, &overflow);
-    }
-    if (overflow || s < 0 || s >= ec->next) {
-        PyErr_Clear();
-        return NULL;
-    }
-    EcSlot *e = ec_at(ec, s);
-    if (!(e->flags & EC_LIVE)) return NULL;
-    *cols = ec;
+    EcSlot *e = ec_rec_slot(ec, rec, ins_rec_off[6], ins_rec_i64);
+    if (e) *cols = ec;
     return e;
 }
 

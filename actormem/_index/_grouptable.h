@@ -60,23 +60,9 @@ gt_ec_slot(const GroupTableObject *t, PyObject *rec, EntryColumnsObject **store)
 {
     PyObject *c = GT_SLOT(rec, t->entry_off);
     if (!c || !Py_IS_TYPE(c, t->entry_type)) return NULL;
-    int overflow = 0;
-    long long at;
-    if (t->slot_i64) {
-        at = *(const int64_t *)((const char *)rec + t->memory_off);
-    } else {
-        PyObject *n = GT_SLOT(rec, t->memory_off);
-        if (!n || !PyLong_CheckExact(n)) return NULL;
-        at = PyLong_AsLongLongAndOverflow(n, &overflow);
-    }
     EntryColumnsObject *ec = (EntryColumnsObject *)c;
-    if (overflow || at < 0 || at >= ec->next) {
-        PyErr_Clear();
-        return NULL;
-    }
-    const EcSlot *e = ec_at(ec, at);
-    if (!(e->flags & EC_LIVE)) return NULL;
-    *store = ec;
+    const EcSlot *e = ec_rec_slot(ec, rec, t->memory_off, t->slot_i64);
+    if (e) *store = ec;
     return e;
 }
 

@@ -52,22 +52,7 @@ it_ec_slot(const IdTableObject *t, PyObject *rec)
 {
     PyObject *c = IT_SLOT(rec, t->entry_off);
     if (!c || !Py_IS_TYPE(c, t->entry_type)) return NULL;
-    int overflow = 0;
-    long long s;
-    if (t->slot_i64) {
-        s = *(const int64_t *)((const char *)rec + t->id_off);
-    } else {
-        PyObject *n = IT_SLOT(rec, t->id_off);
-        if (!n || !PyLong_CheckExact(n)) return NULL;
-        s = PyLong_AsLongLongAndOverflow(n, &overflow);
-    }
-    const EntryColumnsObject *ec = (const EntryColumnsObject *)c;
-    if (overflow || s < 0 || s >= ec->next) {
-        PyErr_Clear();
-        return NULL;
-    }
-    const EcSlot *e = ec_at(ec, s);
-    return e->flags & EC_LIVE ? e : NULL;
+    return ec_rec_slot((const EntryColumnsObject *)c, rec, t->id_off, t->slot_i64);
 }
 
 /* An int key's 128 bits (1), or 0 when it has no such bits (negative or wider: equal to
