@@ -120,25 +120,25 @@ Record_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 }
 
 static PyObject *
-Record_on_slot(PyObject *cls, PyObject *const *args, Py_ssize_t nargs)
+Record_on_slot(PyObject *cls, PyObject *args, PyObject *kwds)
 {
-    if (nargs != 4) {
-        PyErr_SetString(PyExc_TypeError, "Record.on_slot(cols, slot, born, seq) takes 4 arguments");
+    static char *kwlist[] = {"cols", "slot", "born", "seq", NULL};
+    PyObject *c, *slot, *born, *seq;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO:on_slot", kwlist, &c, &slot, &born, &seq))
         return NULL;
-    }
     int64_t n, b, s;
-    if (as_i64(args[1], "slot", &n) < 0 || as_i64(args[2], "born", &b) < 0 ||
-        as_i64(args[3], "seq", &s) < 0)
+    if (as_i64(slot, "slot", &n) < 0 || as_i64(born, "born", &b) < 0 ||
+        as_i64(seq, "seq", &s) < 0)
         return NULL;
     if (n < 0) {
         PyErr_SetString(PyExc_ValueError, "Record.on_slot: slot must be >= 0");
         return NULL;
     }
-    if (args[0] == Py_None) {
+    if (c == Py_None) {
         PyErr_SetString(PyExc_TypeError, "Record.on_slot: cols must be an entry store");
         return NULL;
     }
-    return rec_make((PyTypeObject *)cls, args[0], n, b, s);
+    return rec_make((PyTypeObject *)cls, c, n, b, s);
 }
 
 static void
@@ -315,7 +315,8 @@ static PyGetSetDef Record_getset[] = {
 };
 
 static PyMethodDef Record_methods[] = {
-    {"on_slot", (PyCFunction)(void (*)(void))Record_on_slot, METH_FASTCALL | METH_CLASS,
+    {"on_slot", (PyCFunction)(void (*)(void))Record_on_slot,
+     METH_VARARGS | METH_KEYWORDS | METH_CLASS,
      "on_slot(cols, slot, born, seq) -> Record: a record of the entry already in cols at "
      "slot. TypeError / OverflowError / ValueError for bad numbers. O(1)."},
     {"visible", Record_visible, METH_O,

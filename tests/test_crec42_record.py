@@ -72,7 +72,7 @@ def test_a_record_of_each_kind(kind: Any) -> None:
     assert rec.access_at(6) == (2, BASE)
     assert rec.current_expires() is None
     assert rec.expires_at(7) is None
-    other = kind.on_slot(cols, cols.put(_entry("b", 2)), 7, 7)
+    other = kind.on_slot(cols=cols, slot=cols.put(_entry("b", 2)), born=7, seq=7)
     assert (other.slot, other.born, other.seq, other.died) == (1, 7, 7, NEVER)
     assert other.entry.memory == "b"
     assert rec < other

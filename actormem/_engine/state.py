@@ -23,7 +23,8 @@ loses records only when no snapshot can see them):
   consolidation's prune. Its key is ``(-relevance, seq)`` packed into one int
   (:func:`_relevance_key_seq`; for relevance 1.0 the ``seq`` int itself: the
   Python record's own, no key object; the compiled record keeps its seq as an int64, so
-  the key is the one int of such a record), versions of one id (which share it) kept in the order of their births;
+  the key is the one int of such a record), versions of one id (which share it) kept
+  in the order of their births;
   ``_SEQ_KEYS`` off: ``(-relevance, seq, born)`` packed (:func:`_relevance_key`).
 * the scorer's index (posting lists), via ``add``/``retire``/``purge``.
 
