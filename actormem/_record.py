@@ -11,9 +11,11 @@ invisible to it (``born > v``), and lose records only once no live snapshot can 
 (``died <= oldest live snapshot version``), which the owner's vacuum guarantees.
 
 ``seq`` is the insertion order of the entry's id: the version of the store that first
-inserted it (a record born by that store shares the int object: no second int per
-record); an upsert keeps the seq of the id it replaces, so ties in retrieval keep the
-order in which ids first arrived. Seqs increase but have gaps.
+inserted it (the compiled :data:`Record` keeps ``born``, ``died``, ``seq`` and
+``slot`` as int64 fields, no int object; a :class:`PyRecord` born by that store shares
+one int object between ``born`` and ``seq``); an upsert keeps the seq of the id it
+replaces, so ties in retrieval keep the order in which ids first arrived. Seqs increase
+but have gaps.
 
 Access bookkeeping (``access_count``, ``last_accessed``) changes often and does not
 touch the text, so it is kept beside the record as a short version chain
