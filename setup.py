@@ -20,6 +20,14 @@ SQLITE_LIBS = ["sqlite3", "dl"] if sys.platform.startswith("linux") else ["sqlit
 
 setup(
     ext_modules=[
+        # The compiled record (int64 version and slot fields, no GC header); without it
+        # actormem._record.Record is the Python class, the same behaviour.
+        Extension(
+            "actormem._crecord",
+            ["actormem/_crecord.c"],
+            extra_compile_args=["-O3"],
+            optional=True,
+        ),
         Extension(
             "actormem._index._ckernels",
             ["actormem/_index/_ckernels.c"],

@@ -11,9 +11,11 @@ invisible to it (``born > v``), and lose records only once no live snapshot can 
 (``died <= oldest live snapshot version``), which the owner's vacuum guarantees.
 
 ``seq`` is the insertion order of the entry's id: the version of the store that first
-inserted it (a record born by that store shares the int object: no second int per
-record); an upsert keeps the seq of the id it replaces, so ties in retrieval keep the
-order in which ids first arrived. Seqs increase but have gaps.
+inserted it (the compiled :data:`Record` keeps ``born``, ``died``, ``seq`` and
+``slot`` as int64 fields, no int object; a :class:`PyRecord` born by that store shares
+one int object between ``born`` and ``seq``); an upsert keeps the seq of the id it
+replaces, so ties in retrieval keep the order in which ids first arrived. Seqs increase
+but have gaps.
 
 Access bookkeeping (``access_count``, ``last_accessed``) changes often and does not
 touch the text, so it is kept beside the record as a short version chain
@@ -22,9 +24,11 @@ touch the text, so it is kept beside the record as a short version chain
 
 from __future__ import annotations
 
+import importlib
+import os
 import sys
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._entry import _ENTRY_FIELDS, MemoryEntry, with_access
 
@@ -35,6 +39,7 @@ __all__ = [
     "NEVER",
     "Access",
     "PyEntryColumns",
+    "PyRecord",
     "Record",
     "set_loose_store",
 ]
@@ -137,6 +142,8 @@ def set_loose_store(cols: Any) -> None:
     import: the compiled store when the core is loaded). O(1)."""
     global _LOOSE
     _LOOSE = cols
+    if _crecord is not None:
+        _crecord.set_loose(cols)
 
 
 class Access:
@@ -160,12 +167,22 @@ class Access:
         self.expires = expires
 
 
+#: The compiled record type's module (:data:`Record`), or None: not built, or
+#: ``ACTORMEM_PY_RECORD=1`` in the environment at import (the Python class then).
+_crecord: Any = None
+if os.environ.get("ACTORMEM_PY_RECORD", "") != "1":
+    try:
+        _crecord = importlib.import_module("actormem._crecord")
+    except ImportError:  # pragma: no cover - built without the compiler
+        _crecord = None
+
 #: ``Record.evkey`` of a purged record (see :attr:`Record.purged`).
-_PURGED: tuple[float, Record] = (0.0, None)  # type: ignore[assignment]
+_PURGED: Any = _crecord.PURGED if _crecord is not None else (0.0, None)
 
 
-class Record:
-    """One version of one entry.
+class PyRecord:
+    """One version of one entry (the Python class; :data:`Record` is the compiled one
+    when it is built, with the same attributes, methods and order).
 
     Attributes:
         slot: The entry's slot number in ``cols`` (issue #20 item 6, step A: the entry is
@@ -190,6 +207,8 @@ class Record:
     __slots__ = ("access", "born", "cols", "died", "evkey", "seq", "slot")
 
     def __init__(self, entry: MemoryEntry, born: int, seq: int, cols: Any = None) -> None:
+        _check_int("born", born)
+        _check_int("seq", seq)
         if cols is None:
             cols = _LOOSE
         self.cols = cols
@@ -200,14 +219,23 @@ class Record:
         self.access: Access | None = None
         #: Owner-private: the record's key in the eviction order, or None when not live
         #: or the memory is unbounded (no eviction order); ``_PURGED`` once purged.
-        self.evkey: tuple[float, Record] | None = None
+        self.evkey: tuple[float, PyRecord] | None = None
 
     @classmethod
-    def on_slot(cls, cols: Any, slot: int, born: int, seq: int) -> Record:
+    def on_slot(cls, cols: Any, slot: int, born: int, seq: int) -> PyRecord:
         """A record of the entry already in ``cols`` at ``slot`` (a file's row the
         compiled reader put there: ``sqlite_format.FoldedRows.cols``), as
         ``Record(entry, born, seq, cols)`` would make it after its ``put``. The slot is
-        the record's from now on (released when it is purged). O(1)."""
+        the record's from now on (released when it is purged). TypeError for a number
+        that is not an int, OverflowError outside int64, ValueError for a slot below 0.
+        O(1)."""
+        _check_int("slot", slot)
+        _check_int("born", born)
+        _check_int("seq", seq)
+        if slot < 0:
+            raise ValueError("Record.on_slot: slot must be >= 0")
+        if cols is None:
+            raise TypeError("Record.on_slot: cols must be an entry store")
         rec = cls.__new__(cls)
         rec.cols = cols
         rec.slot = slot
@@ -237,12 +265,12 @@ class Record:
         elif self.evkey is _PURGED:
             self.evkey = None
 
-    def __lt__(self, other: Record) -> bool:
+    def __lt__(self, other: PyRecord) -> bool:
         """Order by ``seq``: breaks ties of equal floats in the eviction keys
         (``(key, rec)`` tuples; live records have distinct ``seq``). O(1)."""
         return self.seq < other.seq
 
-    def __le__(self, other: Record) -> bool:
+    def __le__(self, other: PyRecord) -> bool:
         """Order by ``seq`` (see :meth:`__lt__`; sortedcontainers' checks use ``<=``)."""
         return self.seq <= other.seq
 
@@ -291,3 +319,46 @@ class Record:
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         died = "never" if self.died == NEVER else self.died
         return f"<Record slot={self.slot} seq={self.seq} born={self.born} died={died}>"
+
+
+_INT64 = 1 << 63
+
+
+def _check_int(what: str, v: object) -> None:
+    """The compiled record's refusal of a number: TypeError for anything but an int
+    (bool too), OverflowError outside int64. O(1)."""
+    if type(v) is bool or not isinstance(v, int):
+        raise TypeError(f"Record: {what} must be an int, not {type(v).__name__}")
+    if not -_INT64 <= v < _INT64:
+        raise OverflowError(f"Record: {what} out of the int64 range")
+
+
+def _compiled(ctype: Any) -> Any:
+    """The compiled record type with :class:`PyRecord`'s methods written in Python set
+    on it (the type has the storage, the constructor, ``on_slot``, ``evkey``,
+    ``purged``, ``visible`` and the order by ``seq``). O(1)."""
+    for name in (
+        "entry",
+        "access_node",
+        "access_at",
+        "current_access",
+        "expires_at",
+        "current_expires",
+        "__repr__",
+    ):
+        setattr(ctype, name, PyRecord.__dict__[name])
+    ctype.__doc__ = PyRecord.__doc__
+    ctype.__slots__ = PyRecord.__slots__  # the attributes' names, as the class has them
+    return ctype
+
+
+if TYPE_CHECKING:
+    Record = PyRecord
+else:
+    #: One version of one entry: the compiled type (int64 ``born``/``died``/``seq``/
+    #: ``slot``, no GC header: 80 bytes and no int object of its own), or
+    #: :class:`PyRecord` without it. The same attributes, methods and order.
+    Record = _compiled(_crecord.Record) if _crecord is not None else PyRecord
+
+if _crecord is not None:
+    _crecord.set_loose(_LOOSE)

@@ -56,7 +56,8 @@
 # tests/test_open32_bm25image.py, tests/test_wire32_rows_store.py,
 # tests/test_review32_row_bytes.py,
 # tests/test_open33_ascii_hashes.py, tests/test_robust42_failed_put.py,
-# tests/test_open42_store_texts.py, tests/test_mainjob43_close.py)
+# tests/test_open42_store_texts.py, tests/test_mainjob43_close.py,
+# tests/test_crec42_record.py)
 # against an AddressSanitizer build of the compiled
 # index kernels, the BM25 core, the word-overlap core and the row reader (_storage/_crows.c):
 # any out-of-bounds read or
@@ -91,6 +92,10 @@ for module in _ckernels _cbm25 _cwordoverlap; do
         -Wall -Wextra -Wno-unused-parameter -Werror -I"$include" \
         "actormem/_index/$module.c" -o "$work/actormem/_index/$module$suffix"
 done
+# The compiled record (actormem/_crecord.c): the cores read its int64 fields.
+"$CC" -shared -fPIC -O1 -g -fsanitize=address -fno-omit-frame-pointer \
+    -Wall -Wextra -Wno-unused-parameter -Werror -I"$include" \
+    actormem/_crecord.c -o "$work/actormem/_crecord$suffix"
 # The compiled row reader (actormem/_storage/_crows.c), against the system's SQLite.
 "$CC" -shared -fPIC -O1 -g -fsanitize=address -fno-omit-frame-pointer \
     -Wall -Wextra -Wno-unused-parameter -Werror -I"$include" \
@@ -105,8 +110,8 @@ if [ "$CC" = clang ]; then
 fi
 cd "$work"
 PYTHONMALLOC=malloc LD_PRELOAD="$runtime" ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 PYTHONPATH="$work" \
-    python -c 'import actormem._index._ckernels as k, actormem._index._cbm25 as b, actormem._index._cwordoverlap as w
-print("ASan builds:", k.__file__, b.__file__, w.__file__)'
+    python -c 'import actormem._index._ckernels as k, actormem._index._cbm25 as b, actormem._index._cwordoverlap as w, actormem._crecord as r
+print("ASan builds:", k.__file__, b.__file__, w.__file__, r.__file__)'
 # Parametrizations left out here (they run in the plain suite; the C paths they take are
 # taken here by their siblings): ~85 of ~525 s on a 2-core AMD EPYC (2026-12-06), which
 # kept the side of CI's run longer than the suite. (The tight walk's SIMD loop without its
@@ -195,6 +200,7 @@ files=(
     tests/test_robust42_failed_put.py
     tests/test_open42_store_texts.py
     tests/test_mainjob43_close.py
+    tests/test_crec42_record.py
 )
 # --only FILE...: just these test files (a branch's new file under ASan), no deselections.
 if [ "${1:-}" = --only ]; then

@@ -30,7 +30,7 @@ from actormem._index import imagehash as _hash
 from actormem._index import kernels, persist
 from actormem._index.wordoverlap import ccore
 from actormem._index.wordoverlap import persist as wo_persist
-from actormem._record import Record
+from actormem._record import PyRecord, Record
 from actormem._storage.sqlite_format import FoldedRows
 from tests.strategies import examples
 
@@ -120,12 +120,18 @@ def test_restore_columns_reads_what_the_python_passes_read() -> None:
     rec = records[0]
     for odd in (
         Sub(rec.entry, rec.seq, rec.seq),  # another record class
-        Record(rec.entry, 2**63, 2**63),  # a seq past int64
+        _past_int64(rec),  # a seq past int64 (a Python record: the compiled one has none)
         "not a record",
     ):
         assert wo.restore_columns([*records, odd]) is None
     with pytest.raises(TypeError):
         wo.restore_columns(tuple(records))
+
+
+def _past_int64(rec: Record) -> PyRecord:
+    odd = PyRecord(rec.entry, 1, 1)
+    odd.seq = odd.born = 2**63
+    return odd
 
 
 # -- the digest -----------------------------------------------------------------------

@@ -33,7 +33,7 @@ from actormem._engine import state as state_module
 from actormem._index import kernels
 from actormem._index.wordoverlap import ccore
 from actormem._index.wordoverlap import knobs as wo_knobs
-from actormem._record import PyEntryColumns, Record
+from actormem._record import PyEntryColumns, PyRecord, Record
 
 from .setups import query_agrees
 from .strategies import examples
@@ -410,26 +410,30 @@ def test_restore_columns_refuses_and_declines() -> None:
             Record(e, 10**6, 10**6)
     for e in (_forced(entry, tags=Tup(("x",))), _forced(entry, tags=["x"])):
         assert wo.restore_columns([*records, Record(e, 10**6, 10**6)]) is None
+    # seqs no int64 field holds: a Python record's (the state's own class when the
+    # extension is not built; else another class, declined as such)
     for seq in (Int(5), -(2**63) - 1, 2**63, 5.0, True):
-        assert wo.restore_columns([*records, Record(entry, 1, seq)]) is None
+        odd_seq = PyRecord(entry, 1, 1)
+        odd_seq.seq = seq
+        assert wo.restore_columns([*records, odd_seq]) is None
     # int64's ends are read
     got = wo.restore_columns([Record(entry, 1, -(2**63)), Record(entry, 1, 2**63 - 1)])
     assert got is not None
     assert list(memoryview(got[2]).cast("q")) == [-(2**63), 2**63 - 1]
     # an unset slot
-    bare = Record.__new__(Record)
+    bare = PyRecord.__new__(PyRecord)  # (a compiled record is never without its fields)
     assert wo.restore_columns([*records, bare]) is None
-    half = Record.__new__(Record)
+    half = PyRecord.__new__(PyRecord)
     half.cols, half.slot = rec.cols, rec.slot  # seq unset
     assert wo.restore_columns([*records, half]) is None
     # a slot released (a purged record), a slot number of another type, another store
     gone = Record(entry, 1, 10**6)
     gone.cols.release(gone.slot)
     assert wo.restore_columns([*records, gone]) is None
+    odd_slot = PyRecord(entry, 1, 10**6)
+    odd_slot.slot = Int(odd_slot.slot)
+    assert wo.restore_columns([*records, odd_slot]) is None
     odd = Record(entry, 1, 10**6)
-    odd.slot = Int(odd.slot)
-    assert wo.restore_columns([*records, odd]) is None
-    odd.slot = int(odd.slot)
     odd.cols = PyEntryColumns()
     assert wo.restore_columns([*records, odd]) is None
     # a plain list after declining: the same columns

@@ -21,8 +21,10 @@ loses records only when no snapshot can see them):
 * ``_by_relevance``: every unpurged record, ordered by ``(-relevance, seq, born)``: the
   order in which the word-overlap scorer tops up results, and the index of
   consolidation's prune. Its key is ``(-relevance, seq)`` packed into one int
-  (:func:`_relevance_key_seq`; for relevance 1.0 the record's own ``seq`` int, no key
-  object), versions of one id (which share it) kept in the order of their births;
+  (:func:`_relevance_key_seq`; for relevance 1.0 the ``seq`` int itself: the
+  Python record's own, no key object; the compiled record keeps its seq as an int64, so
+  the key is the one int of such a record), versions of one id (which share it) kept
+  in the order of their births;
   ``_SEQ_KEYS`` off: ``(-relevance, seq, born)`` packed (:func:`_relevance_key`).
 * the scorer's index (posting lists), via ``add``/``retire``/``purge``.
 
@@ -111,6 +113,7 @@ from .._record import (
     NEVER,
     Access,
     PyEntryColumns,
+    PyRecord,
     Record,
 )
 from .._stats import ConsolidationStats
@@ -194,7 +197,9 @@ def _rel_part_seq(relevance: float) -> int:
 def _relevance_key_seq(rec: Record) -> int:
     """The order ``(-relevance, seq)`` packed into one int (:data:`_SEQ_KEYS`): for
     relevance 1.0 (the default: its part is 0) the record's ``seq`` int itself, so the
-    key costs no object (48 bytes a record in :func:`_relevance_key`'s layout); else
+    key costs no object beside the Python record's own int (48 bytes a record in
+    :func:`_relevance_key`'s layout; the compiled record keeps no int, and this is its
+    entry's one); else
     ``part | seq`` (below 2**126). Not unique: versions of one id share it, in the order
     by ``born`` they were added in (an equal key goes after the ones already there),
     and at most one of them is visible at any version; :meth:`View.by_relevance`
@@ -387,6 +392,9 @@ _UNTRACK_ENTRIES = False
 #: leaves nothing tracked behind, and the collector's full passes, whose frequency
 #: follows the tracked objects that survive, come seldom and walk less. False, or
 #: without the compiled core: tracked, the path before it (the same structures).
+#: The compiled record (branch crec42) is never tracked (no GC header, in no cycle: its
+#: eviction key is a float, not the ``(key, rec)`` tuple): this knob and
+#: :data:`_UNTRACK_LOADED` then change nothing; they act on :class:`PyRecord`.
 _UNTRACK_RECORDS = True
 #: ``store_many`` into a state that defers its index (a durable owner's batch, see
 #: :meth:`MemoryState.defer_index`) takes ``_store_batch`` too, a run's index adds
@@ -2185,9 +2193,9 @@ class MemoryState:
             if self._relkey(a) == self._relkey(b):
                 assert a.cols.ident(a.slot) == b.cols.ident(b.slot)
                 assert a.born < b.born
-        if self._seq_keys:  # a relevance-1.0 record's key is its seq int itself
+        if self._seq_keys:  # a relevance-1.0 record's key is its seq (int) itself
             assert all(
-                k is r.seq
+                k == r.seq and (k is r.seq or type(r) is not PyRecord)
                 for sub_k, sub_r in zip(
                     self._by_relevance._keys, self._by_relevance._lists, strict=True
                 )
@@ -2203,7 +2211,11 @@ class MemoryState:
         for validated, order in enumerate(self._evict or ()):
             order._check()
             mine = [r for r in live if r.cols.get(r.slot, "validated") == validated]
-            assert sorted(map(id, order)) == sorted(id(r.evkey) for r in mine)
+            # each record's own key (the compiled record's evkey is a new, equal tuple)
+            assert sorted((k, id(r)) for k, r in order) == sorted(
+                (r.evkey[0], id(r)) for r in mine if r.evkey is not None
+            )
+            assert all(r.evkey is not None and r.evkey[1] is r for r in mine)
         for r in live if self._evict is not None else ():
             assert r.evkey is not None
             assert r.evkey[1] is r

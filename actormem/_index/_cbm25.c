@@ -546,10 +546,22 @@ slot_get(slots_t *cache, PyObject *obj, PyObject *const *names, int n, int i)
     return PyObject_GetAttr(obj, names[i]);
 }
 
+/* The int64 fields of the compiled Record (seq, born, died), per type as rec_slots. */
+static slots_t rec_i64;
+
 static int
 attr_i64(PyObject *obj, int i, int64_t *out)
 {
     PyObject *names[3] = {s_seq, s_born, s_died};
+    PyTypeObject *type = Py_TYPE(obj);
+    if (rec_i64.type != type) {
+        Py_XSETREF(rec_i64.type, (PyTypeObject *)Py_NewRef(type));
+        for (int j = 0; j < 3; j++) rec_i64.off[j] = slot_offset_i64(type, names[j]);
+    }
+    if (rec_i64.off[i]) {
+        *out = *(const int64_t *)((const char *)obj + rec_i64.off[i]);
+        return 0;
+    }
     PyObject *v = slot_get(&rec_slots, obj, names, 3, i);
     if (!v) return -1;
     long long x = PyLong_AsLongLong(v);

@@ -5243,6 +5243,7 @@ iso_utc(PyObject *self, PyObject *dt)
 #define ROW_ENTRY_SLOTS 15
 static PyTypeObject *rows_rec_type, *rows_entry_type;
 static Py_ssize_t rows_rec_off[4];               /* seq, access, cols, slot */
+static int rows_rec_i64; /* seq and slot are int64 fields (the compiled Record), not ints */
 static Py_ssize_t rows_entry_off[ROW_ENTRY_SLOTS]; /* see rows_setup's doc */
 static PyObject *rows_json_strings, *rows_max_count, *rows_fallback, *rows_s_value_, *rows_s_to_json;
 
@@ -5262,11 +5263,31 @@ rows_offset(PyTypeObject *type, PyObject *descr)
     return m->offset;
 }
 
+/* The offset of a record's field: an int64 field (T_LONGLONG, the compiled Record's
+ * born/died/seq/slot: *i64 = 1) or, as rows_offset, a plain object slot (*i64 = 0);
+ * -1 with TypeError for anything else. */
+static Py_ssize_t
+rec_field_offset(PyTypeObject *type, PyObject *descr, int *i64)
+{
+    *i64 = 0;
+    if (Py_IS_TYPE(descr, &PyMemberDescr_Type) && ((PyDescrObject *)descr)->d_type == type) {
+        PyMemberDef *m = ((PyMemberDescrObject *)descr)->d_member;
+        if (m->type == T_LONGLONG && !(m->flags & READ_RESTRICTED) &&
+            m->offset > 0 && m->offset + (Py_ssize_t)sizeof(int64_t) <= type->tp_basicsize) {
+            *i64 = 1;
+            return m->offset;
+        }
+    }
+    return rows_offset(type, descr);
+}
+
+#define FIELD_I64(obj, off) (*(int64_t *)((char *)(obj) + (off)))
+
 PyDoc_STRVAR(rows_setup_doc,
 "rows_setup(record_type, record_slots, entry_type, entry_slots, json_strings, max_count,\n"
 "           fallback)\n\n"
 "Fix encode_rows' classes: record_slots the member descriptors (seq, access, cols,\n"
-"slot) of record_type (its entry in slot `slot` of the EntryColumns `cols`), entry_slots those of entry_type's (_id, category, memory, tags,\n"
+"slot; seq and slot both int objects or both int64 fields) of record_type (its entry in slot `slot` of the EntryColumns `cols`), entry_slots those of entry_type's (_id, category, memory, tags,\n"
 "namespace, created_at, relevance, access_count, last_accessed, validated, key, value,\n"
 "updated_at, ttl, expires_at); json_strings(tuple) -> str; max_count an int;\n"
 "fallback(record) -> row for a record encode_rows does not encode itself.\n"
@@ -5290,8 +5311,14 @@ rows_setup(PyObject *self, PyObject *args)
         return NULL;
     }
     Py_ssize_t roff[4], eoff[ROW_ENTRY_SLOTS];
+    int kind[4];
     for (int i = 0; i < 4; i++) {
-        if ((roff[i] = rows_offset((PyTypeObject *)rt, PyTuple_GET_ITEM(rs, i))) < 0) return NULL;
+        if ((roff[i] = rec_field_offset((PyTypeObject *)rt, PyTuple_GET_ITEM(rs, i), &kind[i])) < 0)
+            return NULL;
+    }
+    if (kind[1] || kind[2] || kind[0] != kind[3]) {
+        PyErr_SetString(PyExc_TypeError, "rows_setup: seq and slot of one kind, access and cols objects");
+        return NULL;
     }
     for (int i = 0; i < ROW_ENTRY_SLOTS; i++) {
         if ((eoff[i] = rows_offset((PyTypeObject *)et, PyTuple_GET_ITEM(es, i))) < 0) return NULL;
@@ -5308,6 +5335,7 @@ rows_setup(PyObject *self, PyObject *args)
     Py_XSETREF(rows_fallback, Py_NewRef(fb));
     memcpy(rows_rec_off, roff, sizeof roff);
     memcpy(rows_entry_off, eoff, sizeof eoff);
+    rows_rec_i64 = kind[0];
     Py_RETURN_NONE;
 }
 
@@ -5331,14 +5359,29 @@ static PyObject *
 rows_one(PyObject *rec)
 {
     if (Py_TYPE(rec) != rows_rec_type) return Py_NewRef(Py_None);
-    PyObject *seq = SLOT(rec, rows_rec_off[0]), *access = SLOT(rec, rows_rec_off[1]);
-    PyObject *c = SLOT(rec, rows_rec_off[2]), *num = SLOT(rec, rows_rec_off[3]);
-    if (!seq || access != Py_None || !c || !Py_IS_TYPE(c, &EntryColumns_Type) || !num ||
+    PyObject *access = SLOT(rec, rows_rec_off[1]), *c = SLOT(rec, rows_rec_off[2]);
+    if (access != Py_None || !c || !Py_IS_TYPE(c, &EntryColumns_Type) ||
         ((EntryColumnsObject *)c)->entry_type != rows_entry_type) {
         return Py_NewRef(Py_None);
     }
+    PyObject *seq, *num; /* new references */
+    if (rows_rec_i64) {
+        seq = PyLong_FromLongLong(FIELD_I64(rec, rows_rec_off[0]));
+        num = seq ? PyLong_FromLongLong(FIELD_I64(rec, rows_rec_off[3])) : NULL;
+        if (!num) {
+            Py_XDECREF(seq);
+            return NULL;
+        }
+    } else {
+        seq = SLOT(rec, rows_rec_off[0]), num = SLOT(rec, rows_rec_off[3]);
+        if (!seq || !num) return Py_NewRef(Py_None);
+        Py_INCREF(seq);
+        Py_INCREF(num);
+    }
     PyObject *e = ec_entry((EntryColumnsObject *)c, &num, 1);
+    Py_DECREF(num);
     if (!e) {
+        Py_DECREF(seq);
         if (!PyErr_ExceptionMatches(PyExc_IndexError) && !PyErr_ExceptionMatches(PyExc_TypeError))
             return NULL;
         PyErr_Clear(); /* no live slot: encode_record's error */
@@ -5352,7 +5395,6 @@ rows_one(PyObject *rec)
         if (!v) break;
         f[n] = Py_NewRef(v);
     }
-    seq = Py_NewRef(seq);
     PyObject *row = n == ROW_ENTRY_SLOTS ? rows_build(seq, f) : Py_NewRef(Py_None);
     Py_DECREF(seq);
     for (int i = 0; i < n; i++) Py_DECREF(f[i]);
@@ -5493,6 +5535,8 @@ static PyObject *ins_empty; /* the empty tuple (a namespace's default), set by s
 static PyObject *ins_one;   /* the float 1.0 (the relevance most rows have), likewise */
 static Py_ssize_t ins_ns_off[2]; /* recs, live */
 static PyObject *ins_never, *ins_journal_put, *ins_s_value_;
+static int ins_rec_i64;     /* born, died, seq and slot are int64 fields (the compiled Record) */
+static int64_t ins_never_v; /* ins_never's value */
 
 /* The slots of `rec`, a record just made by tp_alloc (all NULL), as Record(entry, seq,
  * seq, cols) sets them: cols the state's entry store, slot the number its put gave,
@@ -5502,6 +5546,16 @@ static inline void
 ins_fill_record(PyObject *rec, PyObject *cols, PyObject *num, PyObject *seq)
 {
     const Py_ssize_t *ro = ins_rec_off;
+    if (ins_rec_i64) { /* the compiled Record: evkey's state zeroed by tp_alloc (None) */
+        int64_t v = (int64_t)PyLong_AsLongLong(seq); /* exact ints in range: no error */
+        SLOT(rec, ro[0]) = Py_NewRef(cols);
+        FIELD_I64(rec, ro[1]) = v;
+        FIELD_I64(rec, ro[2]) = ins_never_v;
+        FIELD_I64(rec, ro[3]) = v;
+        SLOT(rec, ro[4]) = Py_NewRef(Py_None);
+        FIELD_I64(rec, ro[6]) = (int64_t)PyLong_AsLongLong(num);
+        return;
+    }
     SLOT(rec, ro[0]) = Py_NewRef(cols);
     SLOT(rec, ro[1]) = Py_NewRef(seq);
     SLOT(rec, ro[2]) = Py_NewRef(ins_never);
@@ -5518,18 +5572,11 @@ ins_fill_record(PyObject *rec, PyObject *cols, PyObject *num, PyObject *seq)
 static inline EcSlot *
 ins_rec_slot(PyObject *rec, EntryColumnsObject **cols)
 {
-    PyObject *c = SLOT(rec, ins_rec_off[0]), *n = SLOT(rec, ins_rec_off[6]);
-    if (!c || !n || !Py_IS_TYPE(c, &EntryColumns_Type) || !PyLong_CheckExact(n)) return NULL;
+    PyObject *c = SLOT(rec, ins_rec_off[0]);
+    if (!c || !Py_IS_TYPE(c, &EntryColumns_Type)) return NULL;
     EntryColumnsObject *ec = (EntryColumnsObject *)c;
-    int overflow = 0;
-    long long s = PyLong_AsLongLongAndOverflow(n, &overflow);
-    if (overflow || s < 0 || s >= ec->next) {
-        PyErr_Clear();
-        return NULL;
-    }
-    EcSlot *e = ec_at(ec, s);
-    if (!(e->flags & EC_LIVE)) return NULL;
-    *cols = ec;
+    EcSlot *e = ec_rec_slot(ec, rec, ins_rec_off[6], ins_rec_i64);
+    if (e) *cols = ec;
     return e;
 }
 
@@ -5568,6 +5615,37 @@ ins_slot_text_is(const EntryColumnsObject *c, const EcSlot *e, PyObject *t)
     return ec_text_is(c, e, t); /* (no error: kept as an int for its callers) */
 }
 
+/* The offsets of the record's 7 slots (cols, born, died, seq, access, evkey, slot) in
+ * roff, and in *i64 whether born/died/seq/slot are int64 fields (the compiled Record:
+ * its evkey then a property, left alone: tp_alloc's zeroes read as None). -1 with
+ * TypeError for any other layout. */
+static int
+ins_record_offsets(PyTypeObject *rt, PyObject *rs, Py_ssize_t *roff, int *i64)
+{
+    int kind[INS_REC_SLOTS];
+    for (int i = 0; i < INS_REC_SLOTS; i++) {
+        PyObject *d = PyTuple_GET_ITEM(rs, i);
+        if (i == 5 && Py_IS_TYPE(d, &PyGetSetDescr_Type) && kind[1]) {
+            roff[i] = 0; /* the compiled Record's evkey */
+            kind[i] = 1;
+            continue;
+        }
+        if ((roff[i] = rec_field_offset(rt, d, &kind[i])) < 0) return -1;
+    }
+    if (kind[0] || kind[4] || kind[1] != kind[2] || kind[1] != kind[3] || kind[1] != kind[6] ||
+        (!kind[1] && kind[5])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "store_setup: born, died, seq and slot of one kind, the others objects");
+        return -1;
+    }
+    if (kind[1] && (rt->tp_alloc != PyType_GenericAlloc || (rt->tp_flags & Py_TPFLAGS_HAVE_GC))) {
+        PyErr_SetString(PyExc_TypeError, "store_setup: int64 fields need the generic allocator");
+        return -1;
+    }
+    *i64 = kind[1];
+    return 0;
+}
+
 PyDoc_STRVAR(store_setup_doc,
 "store_setup(record_type, record_slots, entry_type, entry_slots, ns_type, ns_slots,\n"
 "            never, journal_put)\n\n"
@@ -5601,9 +5679,10 @@ store_setup(PyObject *self, PyObject *args)
         return NULL;
     }
     Py_ssize_t roff[INS_REC_SLOTS], eoff[INS_ENTRY_SLOTS], noff[2];
-    for (int i = 0; i < INS_REC_SLOTS; i++) {
-        if ((roff[i] = rows_offset((PyTypeObject *)rt, PyTuple_GET_ITEM(rs, i))) < 0) return NULL;
-    }
+    int i64;
+    if (ins_record_offsets((PyTypeObject *)rt, rs, roff, &i64) < 0) return NULL;
+    long long never_v = PyLong_AsLongLong(never);
+    if (never_v == -1 && PyErr_Occurred()) return NULL;
     for (int i = 0; i < INS_ENTRY_SLOTS; i++) {
         if ((eoff[i] = rows_offset((PyTypeObject *)et, PyTuple_GET_ITEM(es, i))) < 0) return NULL;
     }
@@ -5621,6 +5700,8 @@ store_setup(PyObject *self, PyObject *args)
     if (!ins_empty && !(ins_empty = PyTuple_New(0))) return NULL;
     if (!ins_one && !(ins_one = PyFloat_FromDouble(1.0))) return NULL;
     Py_XSETREF(ins_journal_put, Py_NewRef(put));
+    ins_rec_i64 = i64;
+    ins_never_v = (int64_t)never_v;
     memcpy(ins_rec_off, roff, sizeof roff);
     memcpy(ins_entry_off, eoff, sizeof eoff);
     memcpy(ins_ns_off, noff, sizeof noff);
@@ -5651,9 +5732,8 @@ record_setup(PyObject *self, PyObject *args)
         return NULL;
     }
     Py_ssize_t roff[INS_REC_SLOTS], eoff[INS_ENTRY_SLOTS];
-    for (int i = 0; i < INS_REC_SLOTS; i++) {
-        if ((roff[i] = rows_offset((PyTypeObject *)rt, PyTuple_GET_ITEM(rs, i))) < 0) return NULL;
-    }
+    int i64;
+    if (ins_record_offsets((PyTypeObject *)rt, rs, roff, &i64) < 0) return NULL;
     for (int i = 0; i < INS_ENTRY_SLOTS; i++) {
         if ((eoff[i] = rows_offset((PyTypeObject *)et, PyTuple_GET_ITEM(es, i))) < 0) return NULL;
     }
@@ -5664,6 +5744,7 @@ record_setup(PyObject *self, PyObject *args)
     }
     Py_XSETREF(ins_rec_type, (PyTypeObject *)Py_NewRef(rt));
     Py_XSETREF(ins_entry_type, (PyTypeObject *)Py_NewRef(et));
+    ins_rec_i64 = i64;
     memcpy(ins_rec_off, roff, sizeof roff);
     memcpy(ins_entry_off, eoff, sizeof eoff);
     Py_RETURN_NONE;
@@ -5805,7 +5886,7 @@ store_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     DupTableObject *table = Py_IS_TYPE(dups, &DupTable_Type) ? (DupTableObject *)dups : NULL;
     IdTableObject *idt = Py_IS_TYPE(by_id, &IdTable_Type) ? (IdTableObject *)by_id : NULL;
     if (idt && (idt->rec_type != ins_rec_type || !idt->cols || idt->entry_off != ro[0] ||
-                idt->id_off != ro[6])) {
+                idt->id_off != ro[6] || idt->slot_i64 != ins_rec_i64)) {
         PyErr_SetString(PyExc_TypeError, "store_inserts: by_id is an IdTable of other classes");
         return NULL;
     }
@@ -5834,10 +5915,15 @@ store_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (!old && PyErr_Occurred()) return NULL;
         if (old) {
             if (!Py_IS_TYPE(old, ins_rec_type)) break;
-            PyObject *died = SLOT(old, ro[2]);
-            if (!died) break;
-            int live = PyObject_RichCompareBool(died, ins_never, Py_EQ);
-            if (live < 0) return NULL;
+            int live;
+            if (ins_rec_i64) {
+                live = FIELD_I64(old, ro[2]) == ins_never_v;
+            } else {
+                PyObject *died = SLOT(old, ro[2]);
+                if (!died) break;
+                live = PyObject_RichCompareBool(died, ins_never, Py_EQ);
+                if (live < 0) return NULL;
+            }
             if (live) break; /* an upsert: store()'s */
         }
         PyObject *part = PyDict_GetItemWithError(rel_part, rel); /* borrowed */
@@ -6325,7 +6411,7 @@ load_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     DupTableObject *table = (DupTableObject *)dups;
     IdTableObject *idt = (IdTableObject *)by_id;
     if (idt->rec_type != ins_rec_type || !idt->cols || idt->entry_off != ro[0] ||
-        idt->id_off != ro[6]) {
+        idt->id_off != ro[6] || idt->slot_i64 != ins_rec_i64) {
         PyErr_SetString(PyExc_TypeError, "load_inserts: by_id is an IdTable of other classes");
         return NULL;
     }
@@ -6596,10 +6682,23 @@ add_groups_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         /* the entry's fields from the record's slot of its store */
         EntryColumnsObject *ec = NULL;
         EcSlot *es = ins_rec_slot(rec, &ec);
-        PyObject *seq = SLOT(rec, ins_rec_off[3]), *num = SLOT(rec, ins_rec_off[6]);
-        if (!es || !seq) break;
+        if (!es) break;
+        /* seq and slot: the record's int objects, or the compiled Record's int64 fields
+         * (ints made for the call's hold and the seqs list below) */
+        int64_t seq_v = 0, num_v = 0;
+        PyObject *seq = NULL, *num = NULL;
+        if (ins_rec_i64) {
+            seq_v = FIELD_I64(rec, ins_rec_off[3]);
+            num_v = FIELD_I64(rec, ins_rec_off[6]);
+        } else {
+            seq = SLOT(rec, ins_rec_off[3]), num = SLOT(rec, ins_rec_off[6]);
+            if (!seq) break;
+        }
         if (es->flags & EC_EXTRA) {
-            PyObject *tags = ins_slot_tags(ec, es, num);
+            PyObject *key = ins_rec_i64 ? PyLong_FromLongLong(num_v) : Py_NewRef(num);
+            if (!key) return NULL;
+            PyObject *tags = ins_slot_tags(ec, es, key); /* borrowed from the extras */
+            Py_DECREF(key);
             if (!tags) return NULL;
             if (!PyTuple_CheckExact(tags) || PyTuple_GET_SIZE(tags) != 0) {
                 break; /* tags: the tag postings' */
@@ -6642,15 +6741,29 @@ add_groups_new(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
          * releases its slot or maps the text: the record and what was read from it are
          * held across the call, and any such change leaves the record to the caller's
          * loop. (text and rel are this loop's own references.) */
+        if (ins_rec_i64) {
+            seq = PyLong_FromLongLong(seq_v);
+            num = seq ? PyLong_FromLongLong(num_v) : NULL;
+            if (!num) {
+                Py_XDECREF(seq);
+                Py_DECREF(text);
+                Py_DECREF(rel);
+                return NULL;
+            }
+        } else {
+            Py_INCREF(seq);
+            Py_INCREF(num);
+        }
         PyObject *held[6] = {rec, (PyObject *)ec, text, rel, seq, num};
         Py_INCREF(rec);
         Py_INCREF(ec);
-        Py_INCREF(seq);
-        Py_INCREF(num);
         PyObject *low = PyObject_CallOneArg(lower, text);
         int moved = low && (i >= PyList_GET_SIZE(recs) || PyList_GET_ITEM(recs, i) != rec ||
                             SLOT(rec, ins_rec_off[0]) != (PyObject *)ec ||
-                            SLOT(rec, ins_rec_off[3]) != seq || SLOT(rec, ins_rec_off[6]) != num ||
+                            (ins_rec_i64 ? FIELD_I64(rec, ins_rec_off[3]) != seq_v ||
+                                               FIELD_I64(rec, ins_rec_off[6]) != num_v
+                                         : SLOT(rec, ins_rec_off[3]) != seq ||
+                                               SLOT(rec, ins_rec_off[6]) != num) ||
                             !(es->flags & EC_LIVE) || g != first + PyList_GET_SIZE(lows) ||
                             g % scan >= PyList_GET_SIZE(recent));
         if (low && !moved && !gt) {
@@ -6971,18 +7084,32 @@ restore_columns(PyObject *self, PyObject *args)
         if (Py_TYPE(rec) != ins_rec_type) goto plain_not;
         EntryColumnsObject *ec = NULL;
         EcSlot *es = ins_rec_slot(rec, &ec); /* the entry's slot in its store */
-        PyObject *seq = SLOT(rec, off_seq);
-        if (!es || !seq || !PyLong_CheckExact(seq)) goto plain_not;
+        if (!es) goto plain_not;
+        long long s = 0;
+        PyObject *seq = NULL;
+        if (ins_rec_i64) {
+            s = FIELD_I64(rec, off_seq);
+        } else {
+            seq = SLOT(rec, off_seq);
+            if (!seq || !PyLong_CheckExact(seq)) goto plain_not;
+        }
         PyObject *tags = NULL; /* NULL: the empty tuple (a slot without extras) */
         if (es->flags & EC_EXTRA) {
-            if (!(tags = ins_slot_tags(ec, es, SLOT(rec, off_num)))) goto error;
+            PyObject *key = ins_rec_i64 ? PyLong_FromLongLong(FIELD_I64(rec, off_num))
+                                        : Py_NewRef(SLOT(rec, off_num));
+            if (!key) goto error;
+            tags = ins_slot_tags(ec, es, key); /* borrowed from the extras */
+            Py_DECREF(key);
+            if (!tags) goto error;
             if (!PyTuple_CheckExact(tags)) goto plain_not;
         }
-        int overflow = 0;
-        long long s = PyLong_AsLongLongAndOverflow(seq, &overflow);
-        if (overflow || (s == -1 && PyErr_Occurred())) {
-            PyErr_Clear();
-            goto plain_not;
+        if (!ins_rec_i64) {
+            int overflow = 0;
+            s = PyLong_AsLongLongAndOverflow(seq, &overflow);
+            if (overflow || (s == -1 && PyErr_Occurred())) {
+                PyErr_Clear();
+                goto plain_not;
+            }
         }
         seq_of[i] = (int64_t)s;
         rel_of[i] = es->relevance;

@@ -101,6 +101,31 @@ ec_at(const EntryColumnsObject *c, int64_t s)
     return &c->chunks[k][x - ((uint64_t)1 << top)];
 }
 
+/* The live slot of `c` a record names by its slot number at offset `off`: an int64
+ * field (`i64`, the compiled Record) or an exact int object; NULL, no exception, for an
+ * unset, odd or out-of-range number or a slot not live (the record's `cols` is `c`,
+ * checked by the caller). */
+static inline EcSlot *
+ec_rec_slot(const EntryColumnsObject *c, PyObject *rec, Py_ssize_t off, int i64)
+{
+    long long s;
+    if (i64) {
+        s = *(const int64_t *)((const char *)rec + off);
+    } else {
+        PyObject *n = *(PyObject **)((char *)rec + off);
+        int overflow = 0;
+        if (!n || !PyLong_CheckExact(n)) return NULL;
+        s = PyLong_AsLongLongAndOverflow(n, &overflow);
+        if (overflow || (s == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            return NULL;
+        }
+    }
+    if (s < 0 || s >= c->next) return NULL;
+    EcSlot *e = ec_at(c, s);
+    return e->flags & EC_LIVE ? e : NULL;
+}
+
 /* The extras tuple of the slot numbered `slot` (a slot with EC_EXTRA): borrowed; NULL
  * with an error set when the dict lookup fails or the slot lost its extras. */
 static PyObject *

@@ -44,6 +44,7 @@ typedef struct {
     Py_ssize_t memory_off; /* the entry's `memory` slot; the record's `slot` in the store's */
     int cols;              /* the store's layout (issue #20 item 6, step A): a record's
                             * text is read from its slot of its EntryColumns */
+    int slot_i64;          /* the record's `slot` is an int64 field (the compiled Record) */
     Py_ssize_t text_off;   /* the group's `text` slot */
     uint32_t tag_mask;     /* all ones; fewer bits only in tests (shared homes) */
 } GroupTableObject;
@@ -57,18 +58,11 @@ static PyTypeObject GroupTableIter_Type;
 static inline const EcSlot *
 gt_ec_slot(const GroupTableObject *t, PyObject *rec, EntryColumnsObject **store)
 {
-    PyObject *c = GT_SLOT(rec, t->entry_off), *n = GT_SLOT(rec, t->memory_off);
-    if (!c || !n || !Py_IS_TYPE(c, t->entry_type) || !PyLong_CheckExact(n)) return NULL;
-    int overflow = 0;
-    long long at = PyLong_AsLongLongAndOverflow(n, &overflow);
+    PyObject *c = GT_SLOT(rec, t->entry_off);
+    if (!c || !Py_IS_TYPE(c, t->entry_type)) return NULL;
     EntryColumnsObject *ec = (EntryColumnsObject *)c;
-    if (overflow || at < 0 || at >= ec->next) {
-        PyErr_Clear();
-        return NULL;
-    }
-    const EcSlot *e = ec_at(ec, at);
-    if (!(e->flags & EC_LIVE)) return NULL;
-    *store = ec;
+    const EcSlot *e = ec_rec_slot(ec, rec, t->memory_off, t->slot_i64);
+    if (e) *store = ec;
     return e;
 }
 
@@ -306,14 +300,22 @@ gt_append_item(GroupTableObject *t, PyObject *item, uint32_t tag)
 /* The member descriptor's slot offset (an object slot of a plain class), or -1 with
  * TypeError; *type is its class (borrowed). */
 static Py_ssize_t
-gt_descr_offset(PyObject *descr, PyTypeObject **type)
+gt_descr_offset(PyObject *descr, PyTypeObject **type, int *i64)
 {
+    *i64 = 0;
     if (!PyObject_TypeCheck(descr, &PyMemberDescr_Type)) {
         PyErr_SetString(PyExc_TypeError, "GroupTable() takes three slot descriptors");
         return -1;
     }
     PyMemberDef *m = ((PyMemberDescrObject *)descr)->d_member;
     PyTypeObject *tp = ((PyDescrObject *)descr)->d_type;
+    if (m->type == T_LONGLONG && !(m->flags & READ_RESTRICTED) && m->offset > 0 &&
+        tp->tp_itemsize == 0 &&
+        (size_t)m->offset + sizeof(int64_t) <= (size_t)tp->tp_basicsize) {
+        *i64 = 1; /* the compiled Record's slot number */
+        *type = tp;
+        return m->offset;
+    }
     if (m->type != T_OBJECT_EX || (m->flags & READ_RESTRICTED) || m->offset <= 0 ||
         tp->tp_itemsize != 0 || (size_t)m->offset + sizeof(PyObject *) > (size_t)tp->tp_basicsize) {
         PyErr_SetString(PyExc_TypeError, "GroupTable(): an object slot of a plain class expected");
@@ -351,13 +353,18 @@ GroupTable_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         mask = (uint32_t)v;
     }
     PyTypeObject *rt, *et, *grt;
-    Py_ssize_t eoff = gt_descr_offset(PyTuple_GET_ITEM(args, 1), &rt);
+    int ei64, mi64, ti64;
+    Py_ssize_t eoff = gt_descr_offset(PyTuple_GET_ITEM(args, 1), &rt, &ei64);
     if (eoff < 0) return NULL;
-    Py_ssize_t moff = gt_descr_offset(PyTuple_GET_ITEM(args, 2), &et);
+    Py_ssize_t moff = gt_descr_offset(PyTuple_GET_ITEM(args, 2), &et, &mi64);
     if (moff < 0) return NULL;
-    Py_ssize_t toff = gt_descr_offset(PyTuple_GET_ITEM(args, 3), &grt);
+    Py_ssize_t toff = gt_descr_offset(PyTuple_GET_ITEM(args, 3), &grt, &ti64);
     if (toff < 0) return NULL;
     int cols = rt == et; /* (Record.cols, Record.slot): the store's layout */
+    if (ei64 || ti64 || (mi64 && !cols)) {
+        PyErr_SetString(PyExc_TypeError, "GroupTable(): an object slot of a plain class expected");
+        return NULL;
+    }
     if (cols && eoff == moff) {
         PyErr_SetString(PyExc_TypeError, "GroupTable(): two different slots of the records");
         return NULL;
@@ -381,6 +388,7 @@ GroupTable_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     t->memory_off = moff;
     t->text_off = toff;
     t->cols = cols;
+    t->slot_i64 = mi64;
     t->tag_mask = mask;
     return (PyObject *)t;
 }

@@ -36,6 +36,7 @@ typedef struct {
     Py_ssize_t id_off;     /* the entry's `_id` slot; the record's `slot` in the store's */
     int cols;              /* the store's layout (issue #20 item 6, step A): the key is
                             * the id in the record's slot of its EntryColumns */
+    int slot_i64;          /* the record's `slot` is an int64 field (the compiled Record) */
 } IdTableObject;
 
 static PyTypeObject IdTable_Type;
@@ -49,17 +50,9 @@ static PyTypeObject IdTableIter_Type;
 static inline const EcSlot *
 it_ec_slot(const IdTableObject *t, PyObject *rec)
 {
-    PyObject *c = IT_SLOT(rec, t->entry_off), *n = IT_SLOT(rec, t->id_off);
-    if (!c || !n || !Py_IS_TYPE(c, t->entry_type) || !PyLong_CheckExact(n)) return NULL;
-    int overflow = 0;
-    long long s = PyLong_AsLongLongAndOverflow(n, &overflow);
-    const EntryColumnsObject *ec = (const EntryColumnsObject *)c;
-    if (overflow || s < 0 || s >= ec->next) {
-        PyErr_Clear();
-        return NULL;
-    }
-    const EcSlot *e = ec_at(ec, s);
-    return e->flags & EC_LIVE ? e : NULL;
+    PyObject *c = IT_SLOT(rec, t->entry_off);
+    if (!c || !Py_IS_TYPE(c, t->entry_type)) return NULL;
+    return ec_rec_slot((const EntryColumnsObject *)c, rec, t->id_off, t->slot_i64);
 }
 
 /* An int key's 128 bits (1), or 0 when it has no such bits (negative or wider: equal to
@@ -281,14 +274,22 @@ it_take(IdTableObject *t, Py_ssize_t i)
 /* The member descriptor's slot offset (an object slot of a plain class), or -1 with
  * TypeError; *type is its class (borrowed). */
 static Py_ssize_t
-it_descr_offset(PyObject *descr, PyTypeObject **type)
+it_descr_offset(PyObject *descr, PyTypeObject **type, int *i64)
 {
+    *i64 = 0;
     if (!PyObject_TypeCheck(descr, &PyMemberDescr_Type)) {
         PyErr_SetString(PyExc_TypeError, "IdTable() takes two slot descriptors");
         return -1;
     }
     PyMemberDef *m = ((PyMemberDescrObject *)descr)->d_member;
     PyTypeObject *tp = ((PyDescrObject *)descr)->d_type;
+    if (m->type == T_LONGLONG && !(m->flags & READ_RESTRICTED) && m->offset > 0 &&
+        tp->tp_itemsize == 0 &&
+        (size_t)m->offset + sizeof(int64_t) <= (size_t)tp->tp_basicsize) {
+        *i64 = 1; /* the compiled Record's slot number */
+        *type = tp;
+        return m->offset;
+    }
     if (m->type != T_OBJECT_EX || (m->flags & READ_RESTRICTED) || m->offset <= 0 ||
         tp->tp_itemsize != 0 || (size_t)m->offset + sizeof(PyObject *) > (size_t)tp->tp_basicsize) {
         PyErr_SetString(PyExc_TypeError, "IdTable(): an object slot of a plain class expected");
@@ -307,11 +308,16 @@ IdTable_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         return NULL;
     }
     PyTypeObject *rt, *et;
-    Py_ssize_t eoff = it_descr_offset(PyTuple_GET_ITEM(args, 0), &rt);
+    int ei64, ii64;
+    Py_ssize_t eoff = it_descr_offset(PyTuple_GET_ITEM(args, 0), &rt, &ei64);
     if (eoff < 0) return NULL;
-    Py_ssize_t ioff = it_descr_offset(PyTuple_GET_ITEM(args, 1), &et);
+    Py_ssize_t ioff = it_descr_offset(PyTuple_GET_ITEM(args, 1), &et, &ii64);
     if (ioff < 0) return NULL;
     int cols = et == rt; /* (Record.cols, Record.slot): the store's layout */
+    if (ei64 || (ii64 && !cols)) {
+        PyErr_SetString(PyExc_TypeError, "IdTable(): an object slot of a plain class expected");
+        return NULL;
+    }
     if (cols && eoff == ioff) {
         PyErr_SetString(PyExc_TypeError, "IdTable(): two different slots of the records");
         return NULL;
@@ -328,6 +334,7 @@ IdTable_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     t->entry_off = eoff;
     t->id_off = ioff;
     t->cols = cols;
+    t->slot_i64 = ii64;
     return (PyObject *)t;
 }
 

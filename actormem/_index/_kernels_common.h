@@ -15,12 +15,13 @@
 #include <sys/mman.h>
 #endif
 
-/* The offset of `type`'s object slot `name` (a member descriptor of T_OBJECT_EX, not
- * read-restricted, inside the instance, of `type` or a base of it: a descriptor of
- * another class set as a class attribute names an offset in that class's layout, not
- * this one's), or 0 (no such slot; no error set). */
+/* The offset of `type`'s slot `name` of member type `kind` and `size` bytes (a member
+ * descriptor, not read-restricted, inside the instance, of `type` or a base of it: a
+ * descriptor of another class set as a class attribute names an offset in that class's
+ * layout, not this one's), or 0 (no such slot; no error set). slot_offset: an object
+ * slot (T_OBJECT_EX). */
 static inline Py_ssize_t
-slot_offset(PyTypeObject *type, PyObject *name)
+slot_offset_of(PyTypeObject *type, PyObject *name, int kind, Py_ssize_t size)
 {
     PyObject *d = PyObject_GetAttr((PyObject *)type, name);
     Py_ssize_t off = 0;
@@ -31,13 +32,27 @@ slot_offset(PyTypeObject *type, PyObject *name)
     if (Py_IS_TYPE(d, &PyMemberDescr_Type) &&
         PyType_IsSubtype(type, ((PyDescrObject *)d)->d_type)) {
         PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
-        if (m->type == T_OBJECT_EX && !(m->flags & READ_RESTRICTED) && m->offset > 0 &&
-            m->offset + (Py_ssize_t)sizeof(PyObject *) <= type->tp_basicsize) {
+        if (m->type == kind && !(m->flags & READ_RESTRICTED) && m->offset > 0 &&
+            m->offset + size <= type->tp_basicsize) {
             off = m->offset;
         }
     }
     Py_DECREF(d);
     return off;
+}
+
+static inline Py_ssize_t
+slot_offset(PyTypeObject *type, PyObject *name)
+{
+    return slot_offset_of(type, name, T_OBJECT_EX, (Py_ssize_t)sizeof(PyObject *));
+}
+
+/* slot_offset for an int64 field (a member descriptor of T_LONGLONG: the compiled
+ * Record's born/died/seq/slot), or 0. */
+static inline Py_ssize_t
+slot_offset_i64(PyTypeObject *type, PyObject *name)
+{
+    return slot_offset_of(type, name, T_LONGLONG, (Py_ssize_t)sizeof(int64_t));
 }
 
 /* The fields of 'YYYY-MM-DDTHH:MM:SS[.ffffff]+00:00' at `p` (`n` bytes) into `f`
