@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pytest
 import trio
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from actormem import MemoryCategory, MemoryEntry, WordOverlapScorer, open_memory
@@ -64,6 +64,7 @@ def _side(
         cache = ccore.token_cache()
         counting = ccore.token_cache() if fresh else cache
         memo: list[Any] = [{}, {}, 0]
+        epoch = 0  # bumped as a token leaves the postings, as the index's purge does
         got: list[Any] = []
         texts: list[str] = []
         for number, part in enumerate(parts):
@@ -74,16 +75,18 @@ def _side(
                         # group holding them does); the text is no longer checked.
                         others = {t for j, x in enumerate(texts) if j != i for t in x.split()}
                         for tok in set(texts[i].split()) - others:
-                            vocab.release(tok)
+                            epoch += 1  # the memo holds lists as they were
                             del post[tok]
+                            ccore.cache_forget(cache, post, tok, epoch)
+                            vocab.release(tok)
                         texts[i] = ""
-            ccore.add_texts_cached(post, part, len(texts), vocab, cache, 0)
+            ccore.add_texts_cached(post, part, len(texts), vocab, cache, epoch)
             texts.extend(part)
             n = len(texts)
             counts = np.zeros(max(n, 1), np.uint8)
             result = ccore.count_words(
                 words, [1] * len(words), 0, 10_000, 64, vocab, post, {}, {}, counts, n, 0,
-                memo, 0, counting,
+                memo, epoch, counting,
             )  # fmt: skip
             got.append((result, counts[:n].tolist()))
         vocab._check()
@@ -99,6 +102,7 @@ def _side(
     st.lists(st.integers(0, 7), max_size=3),
     st.booleans(),
 )
+@example([["", "", "", "aaa"], ["aaa"]], ["aaa"], [3], False)  # a token gone, then back
 def test_signatures_count_as_every_candidate_read(
     parts: list[list[str]], words: list[str], drop: list[int], fresh: bool
 ) -> None:

@@ -159,6 +159,22 @@ async def test_a_bad_send_timeout_is_refused(bad: float) -> None:
             await serve_memory_http(memory, port=0, stop=stop, send_timeout=bad)
 
 
+@pytest.mark.parametrize(
+    ("bad", "error"),
+    [("5", TypeError), (True, TypeError), ([1], TypeError), (10**400, ValueError)],
+    ids=["str", "bool", "list", "int beyond a float"],
+)
+async def test_a_send_timeout_of_another_type_is_refused(bad: object, error: type) -> None:
+    """Not a number (a str, a bool) or beyond any float: refused before the open with
+    the argument's name, as a bad number is."""
+    with trio.fail_after(_GUARD), pytest.raises(error, match="send_timeout must be"):
+        await serve_http(send_timeout=bad, port=0, handle_signals=False)  # type: ignore[arg-type]
+    stop = trio.Event()
+    async with open_memory() as memory:
+        with trio.fail_after(_GUARD), pytest.raises(error, match="send_timeout must be"):
+            await serve_memory_http(memory, port=0, stop=stop, send_timeout=bad)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize("bad", ["0", "-1", "inf", "soon"])
 def test_serve_refuses_a_bad_send_timeout(bad: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["serve", "--send-timeout", bad]) == 2

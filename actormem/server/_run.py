@@ -31,6 +31,7 @@ import ipaddress
 import json
 import logging
 import math
+import numbers
 import os
 import signal
 import socket
@@ -139,6 +140,7 @@ async def serve_http(
     Raises:
         ValueError: A non-loopback ``host`` without a token, or a bad ``max_body``,
             ``graceful_timeout`` or ``send_timeout``.
+        TypeError: A ``send_timeout`` that is not a number (a bool, a str) or None.
         StorageError, TypeError, InvalidQueryError: As :func:`~actormem.open_memory`.
         OSError: The address cannot be bound (e.g. the port is in use).
         StorageError: Raised after the stop, once the memory is closed, when a commit
@@ -286,7 +288,20 @@ async def _reset_after_grace(
 
 
 def _check_send_timeout(send_timeout: float | None) -> None:
-    if send_timeout is not None and not (send_timeout > 0 and math.isfinite(send_timeout)):
+    """Refuse a ``send_timeout`` that is not None or a finite number of seconds > 0:
+    TypeError for another type (a bool, a str), ValueError for a bad number (one too
+    large for a float included). O(1)."""
+    if send_timeout is None:
+        return
+    if isinstance(send_timeout, bool) or not isinstance(send_timeout, numbers.Real):
+        raise TypeError(
+            f"send_timeout must be a number of seconds or None, not {type(send_timeout).__name__}"
+        )
+    try:
+        good = send_timeout > 0 and math.isfinite(send_timeout)
+    except OverflowError:  # an int beyond any float
+        good = False
+    if not good:
         raise ValueError(f"send_timeout must be > 0 seconds or None, got {send_timeout}")
 
 
