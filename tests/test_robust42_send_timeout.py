@@ -181,6 +181,16 @@ def test_serve_refuses_a_bad_send_timeout(bad: str, capsys: pytest.CaptureFixtur
     assert "--send-timeout" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("text", ["none", "None", " NONE "])
+def test_serve_takes_none_for_no_send_timeout(text: str) -> None:
+    from actormem.cli._main import build_parser
+
+    args = build_parser().parse_args(["serve", "--send-timeout", text])
+    assert args.send_timeout is None
+    assert build_parser().parse_args(["serve", "--send-timeout", "2.5"]).send_timeout == 2.5
+    assert build_parser().parse_args(["serve"]).send_timeout == 60
+
+
 def test_the_write_benchmark_runs(tmp_path: Path) -> None:
     from stress import bench_server_writes
 

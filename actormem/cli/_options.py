@@ -17,6 +17,7 @@ __all__ = [
     "check_json_target",
     "int_at_least",
     "positive_seconds",
+    "positive_seconds_or_none",
     "write_json",
 ]
 
@@ -57,6 +58,14 @@ def positive_seconds(text: str) -> float:
     if not value > 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text}")
     return value
+
+
+def positive_seconds_or_none(text: str) -> float | None:
+    """An argparse type: :func:`positive_seconds`, or ``none`` (any case) for no limit
+    (None)."""
+    if text.strip().lower() == "none":
+        return None
+    return positive_seconds(text)
 
 
 def add_memory_location(parser: argparse.ArgumentParser) -> argparse._MutuallyExclusiveGroup:

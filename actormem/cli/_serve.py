@@ -12,7 +12,7 @@ import trio
 
 from .._errors import ActorMemError
 from .._util import install_hint
-from ._options import add_memory_location, int_at_least, positive_seconds
+from ._options import add_memory_location, int_at_least, positive_seconds_or_none
 
 __all__ = ["add_serve_parser", "cmd_serve"]
 
@@ -71,11 +71,12 @@ def add_serve_parser(sub: Any, scorers: dict[str, Any]) -> None:
     )
     p.add_argument(
         "--send-timeout",
-        type=positive_seconds,
+        type=positive_seconds_or_none,
         default=DEFAULT_SEND_TIMEOUT,
         metavar="SECONDS",
         help="reset a connection whose client takes no byte of its answer in this time "
-        f"(stopped reading, e.g. mid-export; default {DEFAULT_SEND_TIMEOUT:g})",
+        f"(stopped reading, e.g. mid-export; default {DEFAULT_SEND_TIMEOUT:g}; "
+        "'none': no limit)",
     )
     p.set_defaults(handler=partial(cmd_serve, scorers=scorers))
 
