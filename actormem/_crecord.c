@@ -14,9 +14,9 @@
  * referred back to its record would be a cycle the collector cannot see; the engine
  * makes none (the docs of `cols` and `access` say so).
  *
- * The methods written in Python (`entry`, `visible`, the access readers, `__repr__`) are
- * set on the type by actormem._record (a heap type, so it takes them); this file has the
- * storage, the constructor, `on_slot`, `evkey`, `purged` and the order by `seq`.
+ * The methods written in Python (`entry`, the access readers, `__repr__`) are set on the
+ * type by actormem._record (a heap type, so it takes them); this file has the storage,
+ * the constructor, `on_slot`, `visible`, `evkey`, `purged` and the order by `seq`.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -42,6 +42,7 @@ static PyObject *purged_key;      /* (0.0, None): evkey of a purged record */
 static PyObject *loose_store;     /* the store of Record(entry, born, seq) without one */
 static PyObject *s_put;
 static PyObject *s_fields[4]; /* "born", "died", "seq", "slot" (interned) */
+static PyObject *s_descrs[4]; /* Record's member descriptors of those four (strong) */
 
 /* An int argument as int64: TypeError for a non-int (bool too), OverflowError outside
  * int64. 0, or -1 with the error set. */
@@ -165,6 +166,11 @@ Record_setattro(PyObject *self, PyObject *name, PyObject *v)
         if (PyErr_Occurred()) return -1;
     }
     if (i == 4) return PyObject_GenericSetAttr(self, name, v);
+    /* A subclass that puts another attribute of that name in front of the field (a
+     * property, a slot of its own) has it set as Python sets it: the field is written
+     * here only where Record's own descriptor is the one an attribute read finds. */
+    if (Py_TYPE(self) != Record_Type && _PyType_Lookup(Py_TYPE(self), name) != s_descrs[i])
+        return PyObject_GenericSetAttr(self, name, v);
     const char *what = PyUnicode_AsUTF8(s_fields[i]);
     if (!v) {
         PyErr_Format(PyExc_TypeError, "Record.%s cannot be deleted", what);
@@ -382,6 +388,11 @@ PyInit__crecord(void)
     if (!purged_key && !(purged_key = Py_BuildValue("(dO)", 0.0, Py_None))) goto fail;
     if (!Record_Type && !(Record_Type = (PyTypeObject *)PyType_FromSpec(&Record_spec)))
         goto fail;
+    for (int i = 0; i < 4; i++) {
+        if (s_descrs[i]) continue;
+        /* (a member descriptor read from its class is the descriptor itself) */
+        if (!(s_descrs[i] = PyObject_GetAttr((PyObject *)Record_Type, s_fields[i]))) goto fail;
+    }
     if (PyModule_AddObjectRef(m, "Record", (PyObject *)Record_Type) < 0 ||
         PyModule_AddObjectRef(m, "PURGED", purged_key) < 0 ||
         PyModule_AddIntConstant(m, "SIZE", (long)sizeof(RecordObject)) < 0)
