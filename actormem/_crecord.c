@@ -74,7 +74,7 @@ rec_make(PyTypeObject *type, PyObject *cols, int64_t slot, int64_t born, int64_t
     r->cols = Py_NewRef(cols);
     r->slot = slot;
     r->born = born;
-    r->died = INT64_MAX; /* NEVER (sys.maxsize) */
+    r->died = PY_SSIZE_T_MAX; /* NEVER (sys.maxsize, which is this on every build) */
     r->seq = seq;
     r->access = Py_NewRef(Py_None);
     return (PyObject *)r;
