@@ -33,6 +33,7 @@ from . import kernels
 
 __all__ = [
     "FORMAT",
+    "Early",
     "ImageError",
     "LateDigest",
     "StoreDigest",
@@ -590,6 +591,53 @@ class StoreDigest(LateDigest):
             return
         self._stopped = True
         self._beside.stop()
+
+
+def store_rows(rows: Any, rows_slots: Any) -> tuple[Any, bytes, bytes] | None:
+    """For a file's rows in the store's form (a list of ``(seq, slot)`` with ``cols``, the
+    entries' store, and the reader's ``hashes``: ``FoldedRows``): ``(cols, slots,
+    hashes)``, the slot numbers as int64 bytes (by ``rows_slots``, the core's
+    ``rows_slots`` or None) and the hashes (``b""`` when absent or not 8 bytes a row),
+    which :class:`StoreDigest` takes; None for other rows (no store, a row not plain,
+    no core). O(len(rows)), no Python step a row."""
+    cols = getattr(rows, "cols", None)
+    if cols is None or not isinstance(rows, list) or rows_slots is None:
+        return None
+    slots = rows_slots(rows, cols)
+    if slots is None:
+        return None
+    hashes = getattr(rows, "hashes", b"")
+    if type(hashes) is not bytes or len(hashes) != len(slots):
+        hashes = b""
+    return cols, slots, hashes
+
+
+class Early:
+    """The texts' digest thread started from a bulk load's rows (``start_early`` of the
+    word-overlap and BM25 image modules), for their ``restore`` to take over: ``texts``
+    the rows' texts (a tuple), or with ``store`` (:func:`store_rows`' ``(cols, slots,
+    hashes)``) None and the digest read from the store (:class:`StoreDigest`);
+    ``digest`` the distinct digest with groups. Whoever holds it ends it: the restore
+    (taken or not), else :meth:`stop`."""
+
+    __slots__ = ("digest", "store", "taken", "texts")
+
+    def __init__(
+        self, texts: tuple[str, ...] | None, store: tuple[Any, bytes, bytes] | None = None
+    ) -> None:
+        self.texts = texts
+        self.store = store
+        self.taken = False
+        self.digest: LateDigest
+        if store is not None:
+            self.digest = StoreDigest(*store)
+        else:
+            assert texts is not None
+            self.digest = LateDigest(texts, distinct=True, groups=True)
+
+    def stop(self) -> None:
+        """End the thread if no restore took it (idempotent; :meth:`LateDigest.stop`)."""
+        self.digest.stop()
 
 
 def encode_strings(strings: Sequence[str]) -> tuple[bytes, np.ndarray[Any, Any]]:

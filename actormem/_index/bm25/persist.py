@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import unicodedata
 from array import array
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from itertools import compress
 from operator import attrgetter
 from typing import Any, NamedTuple
@@ -45,6 +45,7 @@ from .. import kernels, persist
 from ..persist import ImageError
 from ..tokenize import _WORD, Tokenizer
 from ..wordoverlap import ccore
+from ..wordoverlap.numbering import _StoredTexts
 from . import knobs
 from .changelog import ChangeLog
 from .index import BM25Index, _doc_map, _DocMap, _untrack
@@ -100,7 +101,9 @@ def _params(index: BM25Index) -> dict[str, Any]:
     }
 
 
-def _expect(index: BM25Index, records: list[Record], canon: list[object] | None) -> dict[str, Any]:
+def _expect(
+    index: BM25Index, records: list[Record], canon: Sequence[object] | None
+) -> dict[str, Any]:
     """The header fields of the image of ``records``, whose distinct documents are
     ``canon`` (None: the fields before ``groups``, which need no groups). O(records +
     total length) (O(1) with ``canon`` None)."""
@@ -243,20 +246,65 @@ _C_CHECKS = True
 _GROUPS_BESIDE = True
 
 
-def _texts(records: list[Record]) -> tuple[list[str], bytes] | None:
+#: With :data:`_GROUPS_BESIDE`, for a file's rows in the store's form (``(seq, slot)``,
+#: ``FoldedRows.cols``), the texts' digest thread starts at the top of the state's bulk
+#: load (:func:`start_early`) and reads the slots' strict UTF-8
+#: (:class:`~actormem._index.persist.StoreDigest`, as word overlap's
+#: ``_TEXTS_FROM_STORE``): its groups and digest run beside the load instead of after
+#: it (the restore waited ~0.3-0.5 s for the groups at 1M), the restore checks the
+#: records are on the rows' very slots (``restore_columns`` by slot numbers) and makes
+#: no str of every text (``restore_columns``' list, ~0.3 s), and the group table maps
+#: the ASCII texts by the reader's hashes (``index_from``: no second str of each). Equal
+#: strict UTF-8 is equal strs: the same groups, digest, index and errors. False: the
+#: thread started by the restore from a str of every text (the path before it, the
+#: reference; ``tests/test_open44_bm25_store.py``).
+_TEXTS_FROM_STORE = True
+
+
+def start_early(index: object, rows: list[Any]) -> persist.Early | None:
+    """The digest's thread for a restore into ``index`` (a new BM25 index with an image,
+    else None) of the records a bulk load will make of ``rows`` (``(seq, slot)`` rows in
+    the store's form), started now from the store's UTF-8 (:data:`_TEXTS_FROM_STORE`),
+    or None: the knobs off, no core, fewer texts than the thread is for, rows not in the
+    store's form. The caller passes it to :func:`restore` and stops it on any path that
+    does not reach it. O(len(rows)) now, the rest on the thread."""
+    if not (_GROUPS_BESIDE and _TEXTS_FROM_STORE) or not handles(index):
+        return None
+    if len(rows) < persist._LATE_MIN_TEXTS or not persist._encoder():
+        return None
+    if ccore.restore_columns() is None:
+        return None
+    store = persist.store_rows(rows, ccore.rows_slots())
+    return persist.Early(None, store) if store is not None else None
+
+
+def _texts(
+    records: list[Record], early: persist.Early | None = None
+) -> tuple[tuple[Sequence[str], bytes] | None, persist.LateDigest | None]:
     """Every record's text and the bytes of their seqs (int64), by the word-overlap
     core's ``restore_columns``, when no record has tags and every one is plain
-    (:data:`_GROUPS_BESIDE`); else None. O(len(records))."""
+    (:data:`_GROUPS_BESIDE`), else None; and the digest's thread for them (None: none).
+    ``early``: :func:`start_early`'s thread, taken (``early.taken``) when each record is
+    on its row's very slot (the texts then a lazy ``_StoredTexts``, no str made), else
+    left to the caller to stop; without it the texts are strs and the thread starts
+    here. O(len(records))."""
     if not _GROUPS_BESIDE or type(records) is not list:
-        return None
+        return None, None
     fn = ccore.restore_columns()
     try:
+        if early is not None and early.store is not None and not early.taken and fn is not None:
+            store, slots, hashes = early.store
+            got = fn(records, slots, store)
+            if got is not None and not got[3] and got[4] is True:
+                early.taken = True
+                texts = _StoredTexts(records, hashes if hashes else None)
+                return (texts, got[2]), early.digest
         got = fn(records) if fn is not None else None
     except RuntimeError:  # the core's record classes not set up
-        return None
+        return None, None
     if got is None or got[3]:
-        return None
-    return got[0], got[2]
+        return None, None
+    return (got[0], got[2]), persist.LateDigest(got[0], distinct=True, groups=True)
 
 
 class _Arrays(NamedTuple):
@@ -389,19 +437,31 @@ def _image_side(
     return dfs, wide, raw, small
 
 
-def restore(index: BM25Index, parts: Mapping[str, bytes], records: list[Record]) -> BM25Index:
+def restore(
+    index: BM25Index,
+    parts: Mapping[str, bytes],
+    records: list[Record],
+    early: persist.Early | None = None,
+) -> BM25Index:
     """Fill the new, empty ``index`` from the image ``parts`` so that it equals one that
     added ``records`` (ascending seq) one by one. O(records + postings), vectorised
     (the numeric checks in a thread beside, :data:`_C_CHECKS`) but for O(records +
     groups + terms) Python steps (O(terms + records sharing a document) with
     :data:`_GROUPS_BESIDE`).
 
+    ``early``: :func:`start_early`'s thread for the rows these records were made of;
+    taken when each record is on its row's very slot (else stopped, and the restore
+    starts its own); ended here on every path.
+
     Raises:
         ImageError: See the module documentation. ``index`` may be partly filled.
     """
     assert not index._table, "restore into a new index"
-    cols = _texts(records)
-    late = persist.LateDigest(cols[0], distinct=True, groups=True) if cols is not None else None
+    try:
+        cols, late = _texts(records, early)
+    finally:
+        if early is not None and not early.taken:
+            early.stop()
     try:
         restored = _restore_late(index, parts, records, cols, late)
         first = late.first_error() if late is not None else None  # waits for the digest
@@ -422,7 +482,7 @@ def _restore_late(
     index: BM25Index,
     parts: Mapping[str, bytes],
     records: list[Record],
-    cols: tuple[list[str], bytes] | None,
+    cols: tuple[Sequence[str], bytes] | None,
     late: persist.LateDigest | None,
 ) -> BM25Index:
     """:func:`restore` but the digest's comparison, when ``late`` hashes it (``cols``:
@@ -433,7 +493,11 @@ def _restore_late(
         head, arrays = persist.unpack(parts, _expect(index, records, None))
     gmap: dict[object, int] | None = None
     gids_np: np.ndarray[Any, Any] | None = None
+    mask: bytes | None = None
     grouped = late.groups() if late is not None else None
+    stored = cols[0] if cols is not None and type(cols[0]) is _StoredTexts else None
+    if stored is not None and grouped is None:  # (the thread failed: its error)
+        raise ImageError("the texts' groups were not found from the rows' store")
     if grouped is not None:  # the thread's: the first-appearance mask, the numbers
         assert cols is not None
         mask, raw_gids = grouped
@@ -441,7 +505,7 @@ def _restore_late(
         texts = cols[0]
         size = mask.count(1)
         # the distinct documents, made only where needed (a tag or the old layouts)
-        canon: list[Any] | None = texts if size == len(texts) else None
+        canon: Sequence[Any] | None = texts if size == len(texts) else None
     else:
         keys = cols[0] if cols is not None else list(map(_key, records))
         gmap = {}
@@ -538,14 +602,18 @@ def _restore_late(
     if index._cols:  # numbers, in the core's table where it can (the slots carry the texts)
         index._groups = _doc_map(index._table)
         if cols is not None and isinstance(index._groups, _DocMap):
-            index._groups.texts.index_from(0)  # no tags: every slot's text, its number
+            # no tags: every slot's text, its number (an ASCII text by the reader's hash
+            # of it, with no str made, when the texts came from the store)
+            index._groups.texts.index_from(0, None, _group_hashes(stored, mask, size))
         else:
             if canon is None:
+                assert mask is not None
                 canon = list(compress(texts, mask))
             for num, k in enumerate(canon):
                 index._groups[k] = num
     else:
         if canon is None:
+            assert mask is not None
             canon = list(compress(texts, mask))
         index._groups = dict(zip(canon, table, strict=True))
     index._term_table = term_table
@@ -565,12 +633,25 @@ def _restore_late(
     return index
 
 
+def _group_hashes(stored: _StoredTexts | None, mask: bytes | None, size: int) -> bytes | None:
+    """The reader's hashes of the groups' texts (``GroupTable.index_from``'s): those of
+    ``stored``'s records where ``mask`` marks a group's first, or None (no store, no
+    hashes). O(len(stored))."""
+    if stored is None or stored.hashes is None or mask is None:
+        return None
+    if size == len(stored):
+        return stored.hashes
+    keep = np.frombuffer(mask, np.uint8).astype(bool)
+    firsts: bytes = np.frombuffer(stored.hashes, np.int64)[keep].tobytes()
+    return firsts
+
+
 def _build_rows(
     index: BM25Index,
     records: list[Record],
     gmap: dict[object, int] | None,
     gids_np: np.ndarray[Any, Any] | None,
-    cols: tuple[list[str], bytes] | None,
+    cols: tuple[Sequence[str], bytes] | None,
     size: int,
 ) -> tuple[list[Any], np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
     """The part of :func:`restore` that needs the rows and not the image's arrays: the

@@ -210,32 +210,8 @@ def dump(index: _WordOverlapIndex, records: list[Record]) -> dict[str, bytes]:
     return persist.pack(_expect(records, canon), arrays)
 
 
-class Early:
-    """The digest's thread started from a bulk load's rows (:func:`start_early`), for
-    :func:`restore` to take over: ``texts`` the rows' texts (a tuple), or with
-    ``store`` (:data:`_TEXTS_FROM_STORE`: the rows' ``(cols, slots, hashes)``, the
-    store, the int64 bytes of their slot numbers, the reader's hashes) None and those
-    kept as ``store``; ``digest`` the distinct digest with groups. Whoever holds it ends
-    it: :func:`restore` (taken or not), else :meth:`stop`."""
-
-    __slots__ = ("digest", "store", "taken", "texts")
-
-    def __init__(
-        self, texts: tuple[str, ...] | None, store: tuple[Any, bytes, bytes] | None = None
-    ) -> None:
-        self.texts = texts
-        self.store = store
-        self.taken = False
-        self.digest: persist.LateDigest
-        if store is not None:
-            self.digest = persist.StoreDigest(*store)
-        else:
-            assert texts is not None
-            self.digest = persist.LateDigest(texts, distinct=True, groups=True)
-
-    def stop(self) -> None:
-        """End the thread if no restore took it (idempotent; :meth:`LateDigest.stop`)."""
-        self.digest.stop()
+#: (the thread's holder, shared with BM25's restore)
+Early = persist.Early
 
 
 def start_early(index: object, rows: list[Any]) -> Early | None:
@@ -252,14 +228,9 @@ def start_early(index: object, rows: list[Any]) -> Early | None:
     if len(rows) < persist._LATE_MIN_TEXTS or not persist._encoder():
         return None
     cols = getattr(rows, "cols", None)  # rows (seq, slot) in that store: texts made from it
-    if _TEXTS_FROM_STORE and cols is not None and isinstance(rows, list):
-        fn_slots = ccore.rows_slots()
-        slots = fn_slots(rows, cols) if fn_slots is not None else None
-        if slots is not None:
-            hashes = getattr(rows, "hashes", b"")
-            if type(hashes) is not bytes or len(hashes) != len(slots):
-                hashes = b""
-            return Early(None, (cols, slots, hashes))
+    store = persist.store_rows(rows, ccore.rows_slots()) if _TEXTS_FROM_STORE else None
+    if store is not None:
+        return Early(None, store)
     fn = ccore.rows_texts()
     texts = (
         (fn(rows) if cols is None else fn(rows, cols, getattr(rows, "hashes", b"")))
