@@ -11,6 +11,12 @@ the knob on and off (tags, repeated texts, non-ASCII texts, each group layout), 
 thread started once and taken, the store unpinned after, rows or records it does not fit
 (another store, tags) falling back to the path before, and stale, foreign and corrupt
 images refused with the same message either way and rebuilt.
+
+``bm25.persist._CHECKS_AHEAD``: the image's numeric checks (``_image_side``, in a
+thread) start from ``images.prepare_index`` as soon as the image is read, and the
+restore takes that thread only for the very parts, group count and pool setting.
+Checked: taken, the same index, not taken (and stopped) for other parts or counts, no
+thread left when dropped or stopped, the same refusals, and a real file's open.
 """
 
 from __future__ import annotations
@@ -21,14 +27,16 @@ from typing import Any
 
 import attrs
 import pytest
+import trio
 
-from actormem import BM25Scorer, MemoryEntry, WordOverlapScorer
+from actormem import BM25Scorer, MemoryEntry, WordOverlapScorer, open_memory
 from actormem._index import entrycols, images, kernels, persist
 from actormem._index.bm25 import knobs as bm25_knobs
 from actormem._index.bm25 import persist as bm25_persist
 from actormem._index.images import ImageError
 
-from .test_index_image import _image, _live, _loaded, _mutations
+from .setups import change_first_text, with_warnings
+from .test_index_image import _image, _live, _loaded, _mutations, _state
 from .test_open32_bm25image import _no_threads_left, _state_rows
 from .test_open42_store_texts import _Counted, _entry, _store_rows, _unicode
 from .test_open_fast import _assert_same
@@ -56,6 +64,36 @@ def _terms(index: Any) -> tuple[Any, ...]:
     """What a BM25 index holds beyond its groups: each term's list, N, total length."""
     terms = [(t.key, t.df, list(t.groups), list(t.tfs)) for t in index._term_table if t]
     return terms, index._n, index._total, list(index._changes.groups)
+
+
+needs_core = pytest.mark.skipif(
+    not kernels.bm25_core_active(), reason="the compiled BM25 core is not built"
+)
+
+
+def _prepared(state: Any, parts: Any, step: bool = True) -> Any:
+    """``state.prepare_image(parts)``, its one step run (the checks' thread started)."""
+    prepared = state.prepare_image(parts)
+    if step and prepared is not None:
+        assert prepared.step() is False  # no step remains
+        assert prepared.step() is False
+    return prepared
+
+
+def _refused(
+    caplog: pytest.LogCaptureFixture, name: str, state: Any, rows: Any, parts: Any, prep: Any
+) -> str:
+    """``state.load(rows, parts, prep)``, which must refuse the image (one warning, no
+    traceback: an ``ImageError``) and rebuild; the warning."""
+    fresh = state.index
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="actormem"):
+        state.load(rows, parts, prep)
+    assert state.index is fresh, name  # rebuilt into the state's own index
+    lines = [r.getMessage() for r in caplog.records if "image was not used" in r.getMessage()]
+    assert len(lines) == 1, (name, lines)
+    assert not any(r.exc_info for r in caplog.records), name
+    return lines[0]
 
 
 class _Taken:
@@ -171,9 +209,13 @@ def test_start_early_gives_none_when_it_cannot(monkeypatch: pytest.MonkeyPatch) 
 
 
 @needs_c
-def test_stale_foreign_and_corrupt_images_are_refused_the_same_with_the_knob_on_and_off(
+def test_stale_foreign_and_corrupt_images_are_refused_the_same_with_each_knob(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """Every corrupt variant of the image, and the image over rows it does not describe,
+    refused with the same message with ``_TEXTS_FROM_STORE`` and ``_CHECKS_AHEAD`` on
+    or off (the checks prepared ahead, as an open does), the rows' hashes or none; the
+    index rebuilt, the store unpinned, no thread left."""
     state, rows = _rows(7)
     parts = _image(state)
     variants: list[tuple[str, dict[str, bytes], list[tuple[int, MemoryEntry]]]] = [
@@ -201,6 +243,7 @@ def test_stale_foreign_and_corrupt_images_are_refused_the_same_with_the_knob_on_
         ("stale", parts, stale),
         ("groups merged", parts, merged),
         ("a row less", parts, rows[:-1]),
+        ("a row more", parts, [*rows, (rows[-1][0] + 1, _entry("one more"))]),
         ("foreign", foreign, rows),
         ("digest", flipped, rows),
     ]
@@ -209,18 +252,14 @@ def test_stale_foreign_and_corrupt_images_are_refused_the_same_with_the_knob_on_
         for name, bad, these in variants:
             rebuilt = _loaded(BM25Scorer, these, None)
             messages = set()
-            for on, hashed in itertools.product((True, False), repeat=2):
+            for on, ahead, hashed in itertools.product((True, False), repeat=3):
                 mp.setattr(bm25_persist, "_TEXTS_FROM_STORE", on)
-                caplog.clear()
+                mp.setattr(bm25_persist, "_CHECKS_AHEAD", ahead)
                 store_rows = _store_rows(these, hashed)
-                with caplog.at_level(logging.WARNING, logger="actormem"):
-                    got = _loaded(BM25Scorer, store_rows, bad, used=False)
-                lines = [
-                    r.getMessage() for r in caplog.records if "image was not used" in r.getMessage()
-                ]
-                assert len(lines) == 1, (name, lines)
-                assert not any(r.exc_info for r in caplog.records), name
-                messages.add(lines[0])
+                got = _state(BM25Scorer())
+                prepared = _prepared(got, bad)
+                messages.add(_refused(caplog, name, got, store_rows, bad, prepared))
+                del prepared
                 _assert_same(got, rebuilt)
                 assert store_rows.cols.stats()["pins"] == 0
             assert len(messages) == 1, (name, messages)
@@ -244,4 +283,133 @@ def test_a_failing_store_thread_is_an_image_error_and_a_rebuild(
     early = bm25_persist.start_early(BM25Scorer().make_index(), store_rows)
     with pytest.raises(ImageError):
         images.restore_index(BM25Scorer().make_index(), parts, _live(got), None, early)
+    _no_threads_left()
+
+
+# -- the image's checks started ahead of the rows (bm25.persist._CHECKS_AHEAD) ----------
+
+
+@needs_core
+@pytest.mark.parametrize("store", [True, False])
+def test_the_checks_started_ahead_are_taken_and_give_the_rebuild(store: bool) -> None:
+    state, rows = _rows(9)
+    parts = _image(state)
+    rebuilt = _loaded(BM25Scorer, rows, None)
+    for on in (True, False):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(bm25_persist, "_CHECKS_AHEAD", on)
+            got = _state(BM25Scorer())
+            prepared = _prepared(got, parts)
+            assert isinstance(prepared, bm25_persist.Prepared) == on
+            got.load(_store_rows(rows, True) if store else rows, parts, prepared)
+            assert got.index is not None
+            _assert_same(got, rebuilt)
+            if on:
+                assert prepared._beside is None  # taken (and ended) by the restore
+                assert prepared.terms == len(got.index._term_table)
+            del prepared
+    _no_threads_left()
+
+
+@needs_core
+def test_checks_for_other_parts_or_groups_are_not_taken() -> None:
+    """Checks started for an equal copy of the image (another object), or for a group
+    count not the rows': stopped, the restore's own checks run; the same index."""
+    state, rows = _rows(10)
+    parts = _image(state)
+    rebuilt = _loaded(BM25Scorer, rows, None)
+    got = _state(BM25Scorer())
+    prepared = _prepared(got, dict(parts))
+    got.load(rows, parts, prepared)
+    _assert_same(got, rebuilt)
+    prepared = bm25_persist.Prepared(BM25Scorer().make_index(), parts)
+    prepared.groups = (prepared.groups or 0) + 1  # (a header that lied, as ahead)
+    prepared.step()
+    assert prepared.take(parts, (prepared.groups or 0) - 1, prepared.pool) is None
+    assert prepared._beside is None  # stopped
+    _no_threads_left()
+
+
+@needs_core
+def test_a_prepared_dropped_or_stopped_leaves_no_thread() -> None:
+    state, _ = _rows(11)
+    parts = _image(state)
+    for end in ("drop", "stop", "unstepped"):
+        prepared = _prepared(_state(BM25Scorer()), parts, step=end != "unstepped")
+        assert isinstance(prepared, bm25_persist.Prepared)
+        if end == "stop":
+            prepared.stop()
+            prepared.stop()  # idempotent
+        del prepared
+        _no_threads_left()
+    # an image it cannot read: no thread, the restore's checks are left to refuse it
+    for bad in ({"header": b"{"}, {**parts, "postings": b"\x00"}, {}):
+        prepared = bm25_persist.Prepared(BM25Scorer().make_index(), bad)
+        assert prepared.step() is False
+        assert prepared._beside is None
+
+
+# -- a file opened ----------------------------------------------------------------------
+
+
+async def _bm25_file_state(path: Any) -> tuple[Any, bool]:
+    async with open_memory(path=path, scorer=BM25Scorer()) as memory:
+        assert memory._storage is not None
+        return memory._state, memory._storage.image_fresh
+
+
+@needs_core
+@needs_c
+def test_a_bm25_file_opens_from_its_image_with_the_threads_taken(
+    tmp_path: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A BM25 file's open: the digest read from the store (one ``StoreDigest``) and the
+    checks started while the rows were read (if the reader waited), taken; the state the
+    rebuild's; a text changed behind actormem's back is refused with the
+    same warnings and state with the knobs on and off; no thread is left."""
+    _, rows = _rows(13)
+    db = tmp_path / "m.db"
+
+    async def write() -> None:
+        async with open_memory(path=db, scorer=BM25Scorer()) as memory:
+            for _, entry in rows:
+                await memory.store(entry)
+
+    trio.run(write)
+    pristine = db.read_bytes()
+    took: list[bool] = []
+    real_take = bm25_persist.Prepared.take
+
+    def take(self: Any, *args: Any) -> Any:
+        got = real_take(self, *args)
+        took.append(got is not None)
+        return got
+
+    states = []
+    warned = []
+    with pytest.MonkeyPatch.context() as mp:
+        counted = _Counted(mp)
+        mp.setattr(bm25_persist.Prepared, "take", take)
+        for on in (True, False):
+            for knob in ("_TEXTS_FROM_STORE", "_CHECKS_AHEAD"):
+                mp.setattr(bm25_persist, knob, on)
+            counted.made = 0
+            took.clear()
+            db.write_bytes(pristine)
+            state, fresh = trio.run(_bm25_file_state, db)
+            assert fresh
+            assert counted.made == (1 if on else 0)
+            # (prepared in the reader's waits for a chunk: a small file may have none)
+            assert took in (([True], []) if on else ([],))
+            states.append(state)
+            db.write_bytes(pristine)
+            change_first_text(db)
+            (state, fresh), messages = with_warnings(caplog, trio.run, _bm25_file_state, db)
+            assert not fresh
+            assert sum("image was not used" in m for m in messages) == 1, messages
+            warned.append(messages)
+            states.append(state)
+    assert warned[0] == warned[1]
+    _assert_same(states[0], states[2])
+    _assert_same(states[1], states[3])
     _no_threads_left()

@@ -44,7 +44,11 @@ def prepare_index(fresh: object, parts: Mapping[str, bytes]) -> Any:
     :func:`restore_index` with the same ``parts``. O(1); its steps O(image size)."""
     if wo_persist.handles(fresh):
         return wo_persist.prepare(cast("Any", fresh), parts)
-    return None
+    if not type(fresh).__module__.startswith(f"{__package__}.bm25."):
+        return None  # (BM25's module not loaded for another kind)
+    from .bm25 import persist as bm25_persist
+
+    return bm25_persist.prepare(cast("Any", fresh), parts)
 
 
 def start_restore(fresh: object, rows: list[Any]) -> Any:
@@ -95,7 +99,8 @@ def restore_index(
         ahead = early if isinstance(early, Early) else None
         if early is not None and ahead is None:
             early.stop()
-        return bm25_persist.restore(kind, parts, records, ahead)
+        prep_bm25 = prepared if isinstance(prepared, bm25_persist.Prepared) else None
+        return bm25_persist.restore(kind, parts, records, ahead, prep_bm25)
     if early is not None:
         early.stop()
     raise ImageError(f"no image for a {type(fresh).__name__}")

@@ -64,7 +64,7 @@ from .postings import (
 )
 from .postings import _doc_key as _key
 
-__all__ = ["dump", "handles", "restore"]
+__all__ = ["Prepared", "dump", "handles", "prepare", "restore", "start_early"]
 
 KIND = "bm25"
 
@@ -442,6 +442,7 @@ def restore(
     parts: Mapping[str, bytes],
     records: list[Record],
     early: persist.Early | None = None,
+    prepared: Prepared | None = None,
 ) -> BM25Index:
     """Fill the new, empty ``index`` from the image ``parts`` so that it equals one that
     added ``records`` (ascending seq) one by one. O(records + postings), vectorised
@@ -451,31 +452,134 @@ def restore(
 
     ``early``: :func:`start_early`'s thread for the rows these records were made of;
     taken when each record is on its row's very slot (else stopped, and the restore
-    starts its own); ended here on every path.
+    starts its own); ended here on every path. ``prepared``: :func:`prepare`'s checks
+    for ``parts``, taken when they fit (else stopped); ended here on every path.
 
     Raises:
         ImageError: See the module documentation. ``index`` may be partly filled.
     """
     assert not index._table, "restore into a new index"
     try:
-        cols, late = _texts(records, early)
+        try:
+            cols, late = _texts(records, early)
+        finally:
+            if early is not None and not early.taken:
+                early.stop()
+        try:
+            restored = _restore_late(index, parts, records, cols, late, prepared)
+            first = late.first_error() if late is not None else None  # waits for the digest
+        except ImageError:
+            first = late.first_error() if late is not None else None
+            if first is not None:  # the digest's check came first
+                raise first from None
+            raise
+        finally:
+            if late is not None:
+                late.stop()  # no-op once the digest is in; else joins the thread
     finally:
-        if early is not None and not early.taken:
-            early.stop()
-    try:
-        restored = _restore_late(index, parts, records, cols, late)
-        first = late.first_error() if late is not None else None  # waits for the digest
-    except ImageError:
-        first = late.first_error() if late is not None else None
-        if first is not None:  # the digest's check came first
-            raise first from None
-        raise
-    finally:
-        if late is not None:
-            late.stop()  # no-op once the digest is in; else joins the thread
+        if prepared is not None:
+            prepared.stop()  # (a no-op once taken)
     if first is not None:
         raise first
     return restored
+
+
+def _need_sides(arrays: dict[str, np.ndarray[Any, Any]], count: int, size: int) -> _Arrays:
+    """The image's numeric arrays for ``count`` terms and ``size`` groups, each of its
+    type and length (:func:`~actormem._index.persist.need`, in :func:`restore`'s order).
+    O(1): views.
+
+    Raises:
+        ImageError: An array missing, or of another type or length.
+    """
+    p_ends = persist.need(arrays, "post_ends", "<i8", count + 1)
+    postings = persist.need(arrays, "postings", "<i4")
+    tfs = persist.need(arrays, "tfs", "<i4", len(postings))
+    g_ends = persist.need(arrays, "group_ends", "<i8", size + 1)
+    narrow = count <= knobs._NARROW
+    packed = persist.need(arrays, "group_terms", "<i4" if narrow else "<i8", len(postings))
+    lengths = persist.need(arrays, "lengths", "<i4", size)
+    return _Arrays(packed, g_ends, postings, p_ends, tfs, lengths, count)
+
+
+#: ``restore``'s numeric checks (:func:`_image_side`, :data:`_C_CHECKS`: in a thread
+#: beside) start as soon as the file's image is read, ahead of the rows
+#: (:func:`prepare`, ``read_file``'s ``prepare``: the header's group count, the term
+#: count from the image's ``term_ends``), instead of once the rows are loaded: the open
+#: waited ~0.3-0.5 s at 1M for that thread after the rows' part of the restore. The
+#: restore takes the thread only for these very parts, the rows' group count and the
+#: index's term pool setting, after its own checks of the arrays' types and lengths (the
+#: same arrays): the same checks, errors and index. False: the thread started by the
+#: restore (the path before it; ``tests/test_open44_bm25_store.py``).
+_CHECKS_AHEAD = True
+
+
+class Prepared:
+    """BM25's image checks (:func:`_image_side` in a thread) started from an image
+    ``parts`` ahead of the rows, for :func:`restore` to take (:meth:`take`): made by
+    :func:`prepare`, started by the first :meth:`step` (``read_file``'s prepared work),
+    which never raises (an image it cannot read is left to the restore's own checks).
+    Whoever holds it ends it: :meth:`take`, :meth:`stop`, or dropping it (which stops
+    the thread). O(1) but for the thread's O(postings + groups)."""
+
+    __slots__ = ("_beside", "_started", "groups", "parts", "pool", "terms")
+
+    def __init__(self, index: BM25Index, parts: Mapping[str, bytes]) -> None:
+        self.parts = parts
+        self.pool = index._pool is not None
+        groups = persist.header_field(parts, "groups")
+        self.groups: int | None = groups if type(groups) is int and groups >= 0 else None
+        self.terms: int | None = None
+        self._beside: Beside | None = None
+        self._started = False
+
+    def step(self) -> bool:
+        """Start the checks' thread (once); no step remains after it. Never raises an
+        ``Exception``. O(1)."""
+        if self._started:
+            return False
+        self._started = True
+        if self.groups is None or not (_C_CHECKS and kernels.bm25_core_active()):
+            return False
+        try:
+            _, arrays = persist.unpack(self.parts, {})
+            count = len(persist.need(arrays, "term_ends", "<i8")) - 1
+            sides = _need_sides(arrays, count, self.groups)
+        except Exception:  # the restore's own checks raise it, in their order
+            return False
+        self.terms = count
+        self._beside = Beside(_image_side, sides, self.pool, name="actormem image checks")
+        return False
+
+    def take(self, parts: Mapping[str, bytes], groups: int, pool: bool) -> Beside | None:
+        """The thread, when it checks ``parts`` (the very object) for ``groups`` groups
+        with the term pool ``pool`` (then the caller ends it), else None (it is stopped).
+        O(1) (a thread not taken is joined)."""
+        beside, self._beside = self._beside, None
+        if beside is None:
+            return None
+        if parts is self.parts and groups == self.groups and pool == self.pool:
+            return beside
+        beside.stop()
+        return None
+
+    def stop(self) -> None:
+        """End the thread if no restore took it (joins it). Idempotent."""
+        beside, self._beside = self._beside, None
+        if beside is not None:
+            beside.stop()
+
+    def __del__(self) -> None:
+        self.stop()
+
+
+def prepare(index: BM25Index, parts: Mapping[str, bytes]) -> Prepared | None:
+    """:class:`Prepared` for a restore into the new, empty ``index`` from the image
+    ``parts`` (nothing started yet), or None: :data:`_CHECKS_AHEAD` or
+    :data:`_C_CHECKS` off, no compiled core, another index kind. O(header size)."""
+    if not (_CHECKS_AHEAD and _C_CHECKS and kernels.bm25_core_active()) or not handles(index):
+        return None
+    return Prepared(index, parts)
 
 
 def _restore_late(
@@ -484,10 +588,12 @@ def _restore_late(
     records: list[Record],
     cols: tuple[Sequence[str], bytes] | None,
     late: persist.LateDigest | None,
+    prepared: Prepared | None = None,
 ) -> BM25Index:
     """:func:`restore` but the digest's comparison, when ``late`` hashes it (``cols``:
     :func:`_texts`' columns, None: the keys grouped here and the digest checked with
-    the header). O(records + postings)."""
+    the header; ``prepared``: :func:`prepare`'s checks, taken if they fit).
+    O(records + postings)."""
     head: dict[str, Any] = {}
     if late is not None:  # the header's fields the rows give without their groups first
         head, arrays = persist.unpack(parts, _expect(index, records, None))
@@ -527,17 +633,15 @@ def _restore_late(
     count = len(names)
     if len(set(names)) != count:
         raise ImageError("a term listed twice")
-    p_ends = persist.need(arrays, "post_ends", "<i8", count + 1)
-    postings = persist.need(arrays, "postings", "<i4")
-    tfs = persist.need(arrays, "tfs", "<i4", len(postings))
-    g_ends = persist.need(arrays, "group_ends", "<i8", size + 1)
+    sides = _need_sides(arrays, count, size)
+    p_ends, g_ends, packed, lengths = sides.p_ends, sides.g_ends, sides.packed, sides.lengths
     narrow = count <= knobs._NARROW
-    packed = persist.need(arrays, "group_terms", "<i4" if narrow else "<i8", len(postings))
-    lengths = persist.need(arrays, "lengths", "<i4", size)
-    sides = _Arrays(packed, g_ends, postings, p_ends, tfs, lengths, count)
     pool = index._pool is not None
     if _C_CHECKS and kernels.bm25_core_active():
-        beside: Beside | None = Beside(_image_side, sides, pool, name="actormem image checks")
+        # the checks started ahead of the rows (prepare), when they are these very ones
+        beside = prepared.take(parts, size, pool) if prepared is not None else None
+        if beside is None:
+            beside = Beside(_image_side, sides, pool, name="actormem image checks")
     else:
         beside = None
         dfs, wide_np, pool_raw, small = _image_side(sides, pool)
