@@ -63,7 +63,8 @@ def _rows(seed: int, tags: bool = False) -> tuple[Any, list[tuple[int, MemoryEnt
 def _terms(index: Any) -> tuple[Any, ...]:
     """What a BM25 index holds beyond its groups: each term's list, N, total length."""
     terms = [(t.key, t.df, list(t.groups), list(t.tfs)) for t in index._term_table if t]
-    return terms, index._n, index._total, list(index._changes.groups)
+    groups = [g if type(g) is int else g.num for g in index._changes.groups]
+    return terms, index._n, index._total, groups
 
 
 needs_core = pytest.mark.skipif(
@@ -71,12 +72,13 @@ needs_core = pytest.mark.skipif(
 )
 
 
-def _prepared(state: Any, parts: Any, step: bool = True) -> Any:
-    """``state.prepare_image(parts)``, its one step run (the checks' thread started)."""
+def _prepared(state: Any, parts: Any, steps: int = 1) -> Any:
+    """``state.prepare_image(parts)``, ``steps`` of its steps run (1: the checks' thread
+    started; -1: all)."""
     prepared = state.prepare_image(parts)
-    if step and prepared is not None:
-        assert prepared.step() is False  # no step remains
-        assert prepared.step() is False
+    if prepared is not None:
+        while steps and prepared.step():
+            steps -= 1
     return prepared
 
 
@@ -214,8 +216,9 @@ def test_stale_foreign_and_corrupt_images_are_refused_the_same_with_each_knob(
 ) -> None:
     """Every corrupt variant of the image, and the image over rows it does not describe,
     refused with the same message with ``_TEXTS_FROM_STORE`` and ``_CHECKS_AHEAD`` on
-    or off (the checks prepared ahead, as an open does), the rows' hashes or none; the
-    index rebuilt, the store unpinned, no thread left."""
+    or off, and ``_TERMS_AHEAD`` on or off (none, one or all of the prepared steps run
+    before the load, as an open's reader may), the rows' hashes or none; the index
+    rebuilt, the store unpinned, no thread left."""
     state, rows = _rows(7)
     parts = _image(state)
     variants: list[tuple[str, dict[str, bytes], list[tuple[int, MemoryEntry]]]] = [
@@ -252,12 +255,13 @@ def test_stale_foreign_and_corrupt_images_are_refused_the_same_with_each_knob(
         for name, bad, these in variants:
             rebuilt = _loaded(BM25Scorer, these, None)
             messages = set()
-            for on, ahead, hashed in itertools.product((True, False), repeat=3):
+            for on, ahead, steps in itertools.product((True, False), (0, 1, 2), (0, 1, -1)):
                 mp.setattr(bm25_persist, "_TEXTS_FROM_STORE", on)
-                mp.setattr(bm25_persist, "_CHECKS_AHEAD", ahead)
-                store_rows = _store_rows(these, hashed)
+                mp.setattr(bm25_persist, "_CHECKS_AHEAD", ahead > 0)
+                mp.setattr(bm25_persist, "_TERMS_AHEAD", ahead > 1)
+                store_rows = _store_rows(these, hashed=steps != 0)
                 got = _state(BM25Scorer())
-                prepared = _prepared(got, bad)
+                prepared = _prepared(got, bad, steps)
                 messages.add(_refused(caplog, name, got, store_rows, bad, prepared))
                 del prepared
                 _assert_same(got, rebuilt)
@@ -291,24 +295,51 @@ def test_a_failing_store_thread_is_an_image_error_and_a_rebuild(
 
 @needs_core
 @pytest.mark.parametrize("store", [True, False])
-def test_the_checks_started_ahead_are_taken_and_give_the_rebuild(store: bool) -> None:
-    state, rows = _rows(9)
-    parts = _image(state)
-    rebuilt = _loaded(BM25Scorer, rows, None)
-    for on in (True, False):
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(bm25_persist, "_CHECKS_AHEAD", on)
+@pytest.mark.parametrize("layout", ["table", "groups", "plain"])
+@pytest.mark.parametrize("steps", [0, 1, 3, -1])
+def test_the_part_prepared_ahead_is_taken_and_gives_the_rebuild(
+    store: bool, layout: str, steps: int
+) -> None:
+    """The checks' thread and (``_TERMS_AHEAD``) the terms, pool, lengths and dense
+    frequencies built ahead in the prepared index, with none, some or all steps run
+    before the load: the restored index is the prepared one (or the fresh one, knobs
+    off) and equals the rebuild, repeated texts (df over several records) included."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(bm25_knobs, "_GROUP_COLUMNS", layout != "groups")
+        mp.setattr(bm25_knobs, "_SINGLE_RECORD", layout != "plain")
+        mp.setattr(bm25_knobs, "_DENSE_MIN", 4)  # dense frequencies for the long lists
+        state, rows = _rows(9)
+        parts = _image(state)
+        rebuilt = _loaded(BM25Scorer, rows, None)
+        denses = set()
+        for checks, terms in ((True, True), (True, False), (False, False)):
+            mp.setattr(bm25_persist, "_CHECKS_AHEAD", checks)
+            mp.setattr(bm25_persist, "_TERMS_AHEAD", terms)
             got = _state(BM25Scorer())
-            prepared = _prepared(got, parts)
-            assert isinstance(prepared, bm25_persist.Prepared) == on
+            prepared = _prepared(got, parts, steps)
+            assert isinstance(prepared, bm25_persist.Prepared) == checks
             got.load(_store_rows(rows, True) if store else rows, parts, prepared)
-            assert got.index is not None
             _assert_same(got, rebuilt)
-            if on:
+            assert _terms(got.index) == _terms(rebuilt.index)
+            # (a rebuild this small has refreshed none: the restores' own agree)
+            denses.add(tuple(_dense_of(t) for t in got.index._term_table if t))
+            if checks:
                 assert prepared._beside is None  # taken (and ended) by the restore
                 assert prepared.terms == len(got.index._term_table)
+                assert (got.index is prepared.index) == terms
+                assert (prepared.ready is not None) == terms
             del prepared
+        assert len(denses) == 1
+        assert any(denses.pop())
     _no_threads_left()
+
+
+def _dense_of(term: Any) -> Any:
+    """A term's dense frequencies as values (None without)."""
+    if term.dense is None:
+        return None
+    bits, upto, count = term.dense
+    return bytes(bits), upto, count
 
 
 @needs_core
@@ -323,7 +354,7 @@ def test_checks_for_other_parts_or_groups_are_not_taken() -> None:
     got.load(rows, parts, prepared)
     _assert_same(got, rebuilt)
     prepared = bm25_persist.Prepared(BM25Scorer().make_index(), parts)
-    prepared.groups = (prepared.groups or 0) + 1  # (a header that lied, as ahead)
+    prepared._st.groups = (prepared.groups or 0) + 1  # (a header that lied, as ahead)
     prepared.step()
     assert prepared.take(parts, (prepared.groups or 0) - 1, prepared.pool) is None
     assert prepared._beside is None  # stopped
@@ -334,12 +365,13 @@ def test_checks_for_other_parts_or_groups_are_not_taken() -> None:
 def test_a_prepared_dropped_or_stopped_leaves_no_thread() -> None:
     state, _ = _rows(11)
     parts = _image(state)
-    for end in ("drop", "stop", "unstepped"):
-        prepared = _prepared(_state(BM25Scorer()), parts, step=end != "unstepped")
+    for end, steps in itertools.product(("drop", "stop"), (0, 1, 2, 3, -1)):
+        prepared = _prepared(_state(BM25Scorer()), parts, steps)
         assert isinstance(prepared, bm25_persist.Prepared)
         if end == "stop":
             prepared.stop()
             prepared.stop()  # idempotent
+            assert prepared.step() is False
         del prepared
         _no_threads_left()
     # an image it cannot read: no thread, the restore's checks are left to refuse it

@@ -37,6 +37,7 @@ __all__ = [
     "ImageError",
     "LateDigest",
     "StoreDigest",
+    "Stepped",
     "decode_strings",
     "encode_strings",
     "pack",
@@ -304,11 +305,7 @@ def _digest_nogil(
     (None when the core cannot: an item not an exact ``str``). The call hashes the
     parts as they are now (tuples of their items taken now).
     O(len(texts) + len(extra)) now."""
-    if (
-        not _encoder()
-        or type(texts) not in (list, tuple)
-        or type(extra) not in (list, tuple)
-    ):
+    if not _encoder() or type(texts) not in (list, tuple) or type(extra) not in (list, tuple):
         return None
     if distinct and extra:
         return None
@@ -591,6 +588,40 @@ class StoreDigest(LateDigest):
             return
         self._stopped = True
         self._beside.stop()
+
+
+class Stepped:
+    """Work prepared ahead of the rows in bounded steps (an image's restore, run in the
+    row reader's waits): ``_steps`` a generator yielding after each step (None: none
+    left), ``error`` the ``Exception`` that ended it (None: none)."""
+
+    __slots__ = ("_steps", "error")
+
+    def __init__(self, steps: Iterator[None]) -> None:
+        self._steps: Iterator[None] | None = steps
+        self.error: Exception | None = None
+
+    def step(self) -> bool:
+        """Run one step; whether steps remain. Never raises an ``Exception`` (kept in
+        :attr:`error`, for the restore to raise where its inline path would). O(the
+        step)."""
+        steps = self._steps
+        if steps is None:
+            return False
+        try:
+            next(steps)
+            return True
+        except StopIteration:
+            pass
+        except Exception as exc:  # the restore raises it where the inline path would
+            self.error = exc
+        self._steps = None
+        return False
+
+    def run_out(self) -> None:
+        """Run the remaining steps (:attr:`error` then tells whether one failed)."""
+        while self.step():
+            pass
 
 
 def store_rows(rows: Any, rows_slots: Any) -> tuple[Any, bytes, bytes] | None:

@@ -30,9 +30,10 @@ number per posting, the cache miss each that made the pass 3x slower at 1M.
 from __future__ import annotations
 
 import json
+import time
 import unicodedata
 from array import array
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from itertools import compress
 from operator import attrgetter
 from typing import Any, NamedTuple
@@ -513,64 +514,259 @@ def _need_sides(arrays: dict[str, np.ndarray[Any, Any]], count: int, size: int) 
 #: restore (the path before it; ``tests/test_open44_bm25_store.py``).
 _CHECKS_AHEAD = True
 
+#: With :data:`_CHECKS_AHEAD`, the image-only part of the index is built ahead of the
+#: rows too, in :class:`Prepared`'s steps (the reader's waits for a chunk), once the
+#: checks' thread is in: the terms decoded, each term's posting list and frequencies
+#: copied out of the image (~160 MB at 1M), the term pool, the lengths' arrays and the
+#: long lists' dense frequencies (``BM25Index._dense_refresh``), in the prepared index
+#: the restore then fills from the rows and returns (its df corrected for documents of
+#: several records): ~0.5 s of the open's thread at 1M after the read. Only when every
+#: image check passed ahead (else the restore runs them itself, in its order): the same
+#: index and errors. False: all of it in the restore (the path before it;
+#: ``tests/test_open44_bm25_store.py``).
+_TERMS_AHEAD = True
 
-class Prepared:
-    """BM25's image checks (:func:`_image_side` in a thread) started from an image
-    ``parts`` ahead of the rows, for :func:`restore` to take (:meth:`take`): made by
-    :func:`prepare`, started by the first :meth:`step` (``read_file``'s prepared work),
-    which never raises (an image it cannot read is left to the restore's own checks).
-    Whoever holds it ends it: :meth:`take`, :meth:`stop`, or dropping it (which stops
-    the thread). O(1) but for the thread's O(postings + groups)."""
+#: Postings copied per step of :class:`Prepared` (a step ~1-4 ms), and the seconds a
+#: step sleeps (the GIL released) while the checks' thread it waits for runs.
+_PREP_POSTINGS = 1 << 20
+_PREP_POLL = 0.002
 
-    __slots__ = ("_beside", "_started", "groups", "parts", "pool", "terms")
+
+def _capacity(size: int) -> int:
+    """The groups' arrays' capacity for ``size`` groups (:func:`_build_rows`'s). O(log)."""
+    cap = knobs._CHUNK
+    while cap < size:
+        cap *= 2
+    return cap
+
+
+class _Ready(NamedTuple):
+    """What :class:`Prepared` built of the image alone, in its index: the terms' names
+    and table (df: each list's length), the numeric arrays."""
+
+    names: list[str]
+    term_table: list[_Term | None]
+    sides: _Arrays
+
+
+class _PrepState:
+    """What :class:`Prepared`'s steps read and make (the steps hold this, not it)."""
+
+    __slots__ = ("beside", "groups", "index", "parts", "pool", "ready", "terms")
 
     def __init__(self, index: BM25Index, parts: Mapping[str, bytes]) -> None:
+        self.index = index
         self.parts = parts
         self.pool = index._pool is not None
         groups = persist.header_field(parts, "groups")
         self.groups: int | None = groups if type(groups) is int and groups >= 0 else None
         self.terms: int | None = None
-        self._beside: Beside | None = None
-        self._started = False
+        self.ready: _Ready | None = None
+        self.beside: Beside | None = None
 
-    def step(self) -> bool:
-        """Start the checks' thread (once); no step remains after it. Never raises an
-        ``Exception``. O(1)."""
-        if self._started:
-            return False
-        self._started = True
-        if self.groups is None or not (_C_CHECKS and kernels.bm25_core_active()):
-            return False
-        try:
-            _, arrays = persist.unpack(self.parts, {})
-            count = len(persist.need(arrays, "term_ends", "<i8")) - 1
-            sides = _need_sides(arrays, count, self.groups)
-        except Exception:  # the restore's own checks raise it, in their order
-            return False
-        self.terms = count
-        self._beside = Beside(_image_side, sides, self.pool, name="actormem image checks")
-        return False
+
+class Prepared(persist.Stepped):
+    """The image-only part of :func:`restore` run ahead of the rows from an image
+    ``parts``: the numeric checks (:func:`_image_side`) in a thread, started by the first
+    :meth:`step` (``read_file``'s prepared work), then (:data:`_TERMS_AHEAD`) in bounded
+    steps, once the thread is in, the term table, pool, lengths and dense frequencies in
+    :attr:`index` (a new, empty index of the scorer). Steps never raise: an image it
+    cannot read or check is left to the restore's own checks, in their order. The
+    restore takes what fits it (:meth:`ready_for`, :meth:`take`); whoever holds it ends
+    it: the restore, :meth:`stop`, or dropping it (which stops the thread). O(1) a step
+    but for the thread's O(postings + groups); O(postings) over all steps."""
+
+    __slots__ = ("_st",)
+
+    def __init__(self, index: BM25Index, parts: Mapping[str, bytes]) -> None:
+        # (the steps hold the state, not this object: dropping it stops them)
+        self._st = _PrepState(index, parts)
+        super().__init__(_prep_steps(self._st))
+
+    @property
+    def index(self) -> BM25Index:
+        """The new index the steps fill (the restore's, when it takes them)."""
+        return self._st.index
+
+    @property
+    def parts(self) -> Mapping[str, bytes]:
+        return self._st.parts
+
+    @property
+    def groups(self) -> int | None:
+        """The header's group count (None: not a count)."""
+        return self._st.groups
+
+    @property
+    def pool(self) -> bool:
+        """Whether the index keeps a term pool."""
+        return self._st.pool
+
+    @property
+    def terms(self) -> int | None:
+        """The image's term count, once the checks' thread started."""
+        return self._st.terms
+
+    @property
+    def ready(self) -> _Ready | None:
+        """The image-only part built (:data:`_TERMS_AHEAD`), else None."""
+        return self._st.ready
+
+    @property
+    def _beside(self) -> Beside | None:
+        return self._st.beside
+
+    # step(): one step (the first starts the checks' thread; ~1-4 ms), whether steps
+    # remain; never raises an Exception (an error leaves ready None: the restore's own
+    # checks find it)
+
+    def ready_for(self, parts: Mapping[str, bytes], groups: int, pool: bool) -> _Ready | None:
+        """The image-only part built ahead (:attr:`index` holds it; the remaining steps
+        run first), when it is of ``parts`` (the very object) for ``groups`` groups and
+        the term pool ``pool`` and every image check passed; else None. O(the steps
+        left)."""
+        st = self._st
+        if parts is not st.parts or groups != st.groups or pool != st.pool:
+            return None
+        if st.index._table or st.index._n:
+            return None
+        self.run_out()  # (waiting for the checks' thread)
+        return st.ready
 
     def take(self, parts: Mapping[str, bytes], groups: int, pool: bool) -> Beside | None:
-        """The thread, when it checks ``parts`` (the very object) for ``groups`` groups
-        with the term pool ``pool`` (then the caller ends it), else None (it is stopped).
-        O(1) (a thread not taken is joined)."""
-        beside, self._beside = self._beside, None
+        """The checks' thread, when it checks ``parts`` (the very object) for ``groups``
+        groups with the term pool ``pool`` and no step took it (then the caller ends it),
+        else None (it is stopped). O(1) (a thread not taken is joined)."""
+        st = self._st
+        beside, st.beside = st.beside, None
         if beside is None:
             return None
-        if parts is self.parts and groups == self.groups and pool == self.pool:
+        if parts is st.parts and groups == st.groups and pool == st.pool:
+            self._close()
             return beside
         beside.stop()
         return None
 
+    def _close(self) -> None:
+        steps, self._steps = self._steps, None
+        if steps is not None:
+            steps.close()  # type: ignore[attr-defined]
+
     def stop(self) -> None:
-        """End the thread if no restore took it (joins it). Idempotent."""
-        beside, self._beside = self._beside, None
+        """End the steps and the thread if no restore took them (joins it). Idempotent."""
+        self._close()
+        beside, self._st.beside = self._st.beside, None
         if beside is not None:
             beside.stop()
 
     def __del__(self) -> None:
         self.stop()
+
+
+def _prep_steps(st: _PrepState) -> Iterator[None]:
+    """:class:`Prepared`'s steps over ``st`` (see it). O(postings) over all."""
+    size = st.groups
+    if size is None or not (_C_CHECKS and kernels.bm25_core_active()):
+        return
+    _, arrays = persist.unpack(st.parts, {})
+    t_ends = persist.need(arrays, "term_ends", "<i8")
+    count = len(t_ends) - 1
+    sides = _need_sides(arrays, count, size)
+    st.terms = count
+    st.beside = Beside(_image_side, sides, st.pool, name="actormem image checks")
+    if not _TERMS_AHEAD:
+        return
+    yield
+    names = persist.decode_strings(persist.need(arrays, "terms", "|u1").tobytes(), t_ends)
+    if len(set(names)) != count:
+        return  # (the restore raises it)
+    yield
+    while True:  # the thread's result, without holding the reader up
+        beside = st.beside
+        if beside is None:
+            return  # taken by a restore, or stopped
+        if not beside.alive():
+            break
+        time.sleep(_PREP_POLL)
+        yield
+    st.beside = None
+    dfs, wide, pool_raw, small = beside.result()
+    index = st.index
+    if pool_raw is not None:  # one array of every group's term numbers, in pieces
+        code, data, s_code, starts = pool_raw
+        pool = _TermPool.from_raw(code, b"", s_code, starts)
+        view = memoryview(data)
+        for at in range(0, len(data), 4 * _PREP_POSTINGS):
+            pool.data.frombytes(view[at : at + 4 * _PREP_POSTINGS])
+            yield
+        index._pool = pool
+    term_table: list[_Term | None] = []
+    for _ in _terms_of(term_table, names, sides.p_ends, st.parts, dfs, wide, small):
+        yield
+    cap = _capacity(size)
+    huge = knobs._HUGE_PAGES  # read at random: huge pages (kernels.huge_zeros)
+    index._lengths = kernels.huge_zeros(cap, np.int32, huge)
+    index._lengths[:size] = sides.lengths
+    index._codes = kernels.huge_zeros(cap, np.uint8, huge)
+    index._alive = kernels.huge_zeros(cap, np.uint8, huge)
+    index._alive[:size] = 1
+    yield
+    for at in range(0, size, _PREP_POSTINGS // 4):
+        stop = min(size, at + _PREP_POSTINGS // 4)
+        index._codes[at:stop] = length_codes(sides.lengths[at:stop])
+        yield
+    index._term_table = term_table
+    index._terms = dict(zip(names, term_table, strict=True))  # type: ignore[arg-type]
+    # the long lists' dense frequencies (knobs._DENSE_TFS), a few lists a step
+    batch: list[_Term] = []
+    todo = 0
+    for term in term_table:
+        assert term is not None
+        batch.append(term)
+        todo += len(term.groups)
+        if todo >= _PREP_POSTINGS // 4:
+            index._dense_refresh(size, batch)
+            batch = []
+            todo = 0
+            yield
+    index._dense_refresh(size, batch)
+    st.ready = _Ready(names, term_table, sides)
+
+
+def _terms_of(
+    table: list[_Term | None],
+    names: list[str],
+    p_ends: np.ndarray[Any, Any],
+    parts: Mapping[str, bytes],
+    dfs: np.ndarray[Any, Any],
+    wide: np.ndarray[Any, Any],
+    small: bytes,
+) -> Iterator[None]:
+    """Append to ``table`` a :class:`_Term` of each of ``names`` (its df ``dfs``' value),
+    its posting list and frequencies copied from the image ``parts`` (``p_ends``' lists;
+    ``wide``: int32 frequencies, else one byte each from ``small``), yielding after
+    each :data:`_PREP_POSTINGS` postings or so. O(terms + postings)."""
+    raw_groups = memoryview(parts["postings"])
+    raw_tfs = memoryview(parts["tfs"])
+    starts = p_ends.tolist()
+    dfs_l = dfs.tolist()
+    wide_l = wide.tolist()
+    copied = 0
+    for num, name in enumerate(names):
+        term = _Term(name, num)
+        lo_, hi_ = starts[num], starts[num + 1]
+        term.groups.frombytes(raw_groups[4 * lo_ : 4 * hi_])
+        if wide_l[num]:
+            term.tfs = array("i")
+            term.tfs.frombytes(raw_tfs[4 * lo_ : 4 * hi_])
+        else:
+            term.tfs.frombytes(small[lo_:hi_])
+        term.df = dfs_l[num]
+        table.append(term)
+        copied += hi_ - lo_
+        if copied >= _PREP_POSTINGS:
+            copied = 0
+            yield
 
 
 def prepare(index: BM25Index, parts: Mapping[str, bytes]) -> Prepared | None:
@@ -628,15 +824,20 @@ def _restore_late(
             raise ImageError(f"groups: the image has {have!r}, the rows and scorer need {size!r}")
         late.have = head.get("digest")
         late.header_passed = True
+    pool = index._pool is not None
+    ready = prepared.ready_for(parts, size, pool) if prepared is not None else None
+    if ready is not None:  # the image-only part built ahead, in the prepared index
+        assert prepared is not None
+        index = prepared.index
+        build = _build_rows(index, records, gmap, gids_np, cols, size)
+        _fill_rows(index, parts, records, cols, ready.sides, build, canon, mask)
+        return index
     t_ends = persist.need(arrays, "term_ends", "<i8")
     names = persist.decode_strings(persist.need(arrays, "terms", "|u1").tobytes(), t_ends)
     count = len(names)
     if len(set(names)) != count:
         raise ImageError("a term listed twice")
     sides = _need_sides(arrays, count, size)
-    p_ends, g_ends, packed, lengths = sides.p_ends, sides.g_ends, sides.packed, sides.lengths
-    narrow = count <= knobs._NARROW
-    pool = index._pool is not None
     if _C_CHECKS and kernels.bm25_core_active():
         # the checks started ahead of the rows (prepare), when they are these very ones
         beside = prepared.take(parts, size, pool) if prepared is not None else None
@@ -653,20 +854,59 @@ def _restore_late(
         raise
     if beside is not None:
         dfs, wide_np, pool_raw, small = beside.result()
+    if pool_raw is not None:  # one array of every group's term numbers
+        index._pool = _TermPool.from_raw(*pool_raw)
+    term_table: list[_Term | None] = []
+    for _ in _terms_of(term_table, names, sides.p_ends, parts, dfs, wide_np, small):
+        pass
+    cap = len(build[1])
+    huge = knobs._HUGE_PAGES  # read at random: huge pages (kernels.huge_zeros)
+    index._lengths = kernels.huge_zeros(cap, np.int32, huge)
+    index._lengths[:size] = sides.lengths
+    index._codes = kernels.huge_zeros(cap, np.uint8, huge)
+    index._codes[:size] = length_codes(sides.lengths)
+    index._alive = kernels.huge_zeros(cap, np.uint8, huge)
+    index._alive[:size] = 1
+    index._term_table = term_table
+    index._terms = dict(zip(names, term_table, strict=True))  # type: ignore[arg-type]
+    _fill_rows(index, parts, records, cols, sides, build, canon, mask)
+    index._dense_refresh()  # the long lists' dense frequencies (knobs._DENSE_TFS)
+    return index
+
+
+def _fill_rows(
+    index: BM25Index,
+    parts: Mapping[str, bytes],
+    records: list[Record],
+    cols: tuple[Sequence[str], bytes] | None,
+    sides: _Arrays,
+    build: tuple[list[Any], np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]],
+    canon: Sequence[Any] | None,
+    mask: bytes | None,
+) -> None:
+    """What :func:`_restore_late` makes of the rows (``build``: :func:`_build_rows`') in
+    ``index``, whose term table, pool and lengths are in: each term's df counting every
+    record of its groups, the groups' own term arrays (without group columns), the
+    group table and map, N, the total length, the change log. O(records)."""
     table, first, gids, sizes = build
+    g_ends, packed, lengths, count = sides.g_ends, sides.packed, sides.lengths, sides.terms
+    texts: Sequence[Any] = cols[0] if cols is not None else ()
+    stored = texts if type(texts) is _StoredTexts else None
+    size = len(lengths)
+    narrow = count <= knobs._NARROW
     if size != len(records):  # each record of a group counts in its terms' df
         multi = np.flatnonzero(sizes > 1)
         lo, hi = g_ends[multi], g_ends[multi + 1]
         lens = hi - lo
         at = np.repeat(lo - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
         extra = np.repeat(sizes[multi] - 1, lens)
-        dfs = dfs + np.bincount(packed[at] >> _TF_BITS, weights=extra, minlength=count).astype(
-            np.int64
-        )
+        more = np.bincount(packed[at] >> _TF_BITS, weights=extra, minlength=count)
+        term_table = index._term_table
+        for num, add in zip(np.flatnonzero(more).tolist(), more[more > 0].tolist(), strict=True):
+            term = term_table[num]
+            assert term is not None
+            term.df += int(add)
     code = "i" if narrow else "q"
-    cap = len(first)
-    if pool_raw is not None:  # one array of every group's term numbers
-        index._pool = _TermPool.from_raw(*pool_raw)
     if not index._cols:  # the groups' own term arrays (the pool's groups have none)
         raw_terms = memoryview(parts["group_terms"])
         width = 4 if narrow else 8
@@ -677,31 +917,7 @@ def _restore_late(
                 terms.frombytes(raw_terms[bounds[num] : bounds[num + 1]])
                 group.terms = terms
             _untrack(group)
-    raw_groups = memoryview(parts["postings"])
-    raw_tfs = memoryview(parts["tfs"])
-    starts = p_ends.tolist()
-    dfs_l = dfs.tolist()
-    wide_l = wide_np.tolist()
-    term_table: list[_Term | None] = []
-    for num, name in enumerate(names):
-        term = _Term(name, num)
-        lo_, hi_ = starts[num], starts[num + 1]
-        term.groups.frombytes(raw_groups[4 * lo_ : 4 * hi_])
-        if wide_l[num]:
-            term.tfs = array("i")
-            term.tfs.frombytes(raw_tfs[4 * lo_ : 4 * hi_])
-        else:
-            term.tfs.frombytes(small[lo_:hi_])
-        term.df = dfs_l[num]
-        term_table.append(term)
     index._first_seq = first
-    huge = knobs._HUGE_PAGES  # read at random: huge pages (kernels.huge_zeros)
-    index._lengths = kernels.huge_zeros(cap, np.int32, huge)
-    index._lengths[:size] = lengths
-    index._codes = kernels.huge_zeros(cap, np.uint8, huge)
-    index._codes[:size] = length_codes(lengths)
-    index._alive = kernels.huge_zeros(cap, np.uint8, huge)
-    index._alive[:size] = 1
     index._table = list(table)
     if index._cols:  # numbers, in the core's table where it can (the slots carry the texts)
         index._groups = _doc_map(index._table)
@@ -720,8 +936,6 @@ def _restore_late(
             assert mask is not None
             canon = list(compress(texts, mask))
         index._groups = dict(zip(canon, table, strict=True))
-    index._term_table = term_table
-    index._terms = {name: term for name, term in zip(names, term_table, strict=True)}  # type: ignore[misc]
     index._n = len(records)
     index._total = int((lengths.astype(np.int64) * sizes).sum())
     changes = ChangeLog()
@@ -733,8 +947,6 @@ def _restore_late(
         changes.groups = [table[g] for g in gids.tolist()]
     changes.deltas = [1] * len(records)
     index._changes = changes
-    index._dense_refresh()  # the long lists' dense frequencies (knobs._DENSE_TFS)
-    return index
 
 
 def _group_hashes(stored: _StoredTexts | None, mask: bytes | None, size: int) -> bytes | None:

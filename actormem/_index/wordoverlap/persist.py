@@ -528,7 +528,7 @@ _PREP_BESIDE = True
 _PREP_ROWS = 65536
 
 
-class Prepared:
+class Prepared(persist.Stepped):
     """The image-only part of :func:`restore` (what needs no row: the tokens decoded and
     checked, the posting lists checked against the group count, the masks' lengths, with
     :data:`_ROWS_AHEAD` a new numbering holding the masks and their rows of bits
@@ -555,7 +555,6 @@ class Prepared:
         self.index = index
         self.parts = parts
         self.groups = groups
-        self.error: Exception | None = None
         self.tokens: list[str] = []
         self.post: dict[str, array[int]] = {}
         self.lo: Any = None
@@ -564,28 +563,14 @@ class Prepared:
         #: their rows of bits written; else None
         self.numbering: _Numbering | None = None
         self._arrays = arrays
-        self._steps: Iterator[None] | None = self._run()
+        super().__init__(self._run())
 
-    def step(self) -> bool:
-        """Run one step (~10-40 ms; the vocabulary's, ~0.4 s at 1M, is one). Returns
-        whether steps remain. Never raises an ``Exception`` (kept for :meth:`finish`)."""
-        steps = self._steps
-        if steps is None:
-            return False
-        try:
-            next(steps)
-            return True
-        except StopIteration:
-            pass
-        except Exception as exc:  # restore raises it where the inline path would
-            self.error = exc
-        self._steps = None
-        return False
+    # step(): one step (~10-40 ms; the vocabulary's, ~0.4 s at 1M, is one), whether
+    # steps remain; never raises an Exception (kept for finish)
 
     def finish(self) -> None:
         """Run the remaining steps; raise the first check's error, if one failed."""
-        while self.step():
-            pass
+        self.run_out()
         if self.error is not None:
             raise self.error
 
