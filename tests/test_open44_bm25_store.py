@@ -324,10 +324,10 @@ def test_the_part_prepared_ahead_is_taken_and_gives_the_rebuild(
             # (a rebuild this small has refreshed none: the restores' own agree)
             denses.add(tuple(_dense_of(t) for t in got.index._term_table if t))
             if checks:
-                assert prepared._beside is None  # taken (and ended) by the restore
-                assert prepared.terms == len(got.index._term_table)
+                assert prepared.state.beside is None  # taken (and ended) by the restore
+                assert prepared.state.terms == len(got.index._term_table)
                 assert (got.index is prepared.index) == terms
-                assert (prepared.ready is not None) == terms
+                assert (prepared.state.ready is not None) == terms
             del prepared
         assert len(denses) == 1
         assert any(denses.pop())
@@ -354,10 +354,10 @@ def test_checks_for_other_parts_or_groups_are_not_taken() -> None:
     got.load(rows, parts, prepared)
     _assert_same(got, rebuilt)
     prepared = bm25_persist.Prepared(BM25Scorer().make_index(), parts)
-    prepared._st.groups = (prepared.groups or 0) + 1  # (a header that lied, as ahead)
+    prepared.state.groups = (prepared.state.groups or 0) + 1  # (a header that lied, as ahead)
     prepared.step()
-    assert prepared.take(parts, (prepared.groups or 0) - 1, prepared.pool) is None
-    assert prepared._beside is None  # stopped
+    assert prepared.take(parts, (prepared.state.groups or 0) - 1, prepared.state.pool) is None
+    assert prepared.state.beside is None  # stopped
     _no_threads_left()
 
 
@@ -378,7 +378,7 @@ def test_a_prepared_dropped_or_stopped_leaves_no_thread() -> None:
     for bad in ({"header": b"{"}, {**parts, "postings": b"\x00"}, {}):
         prepared = bm25_persist.Prepared(BM25Scorer().make_index(), bad)
         assert prepared.step() is False
-        assert prepared._beside is None
+        assert prepared.state.beside is None
 
 
 # -- a file opened ----------------------------------------------------------------------

@@ -523,12 +523,16 @@ _CHECKS_AHEAD = True
 #: several records): ~0.5 s of the open's thread at 1M after the read. Only when every
 #: image check passed ahead (else the restore runs them itself, in its order): the same
 #: index and errors. False: all of it in the restore (the path before it;
-#: ``tests/test_open44_bm25_store.py``).
-_TERMS_AHEAD = True
+#: ``tests/test_open44_bm25_store.py``). **Off by default**: measured at load 6-7 on the
+#: 2-core Intel VM (branch open44) it took ~0.25-0.3 s off the load but added ~0.4 s to
+#: the read (its steps ahead of the rows' own consumption) and made the row reader's
+#: thread wait 0.3-0.5 s with every chunk full; the open's path CPU was no lower. To be
+#: measured on an idle machine (docs/benchmarks.md, "Opening a 1M file, part 24").
+_TERMS_AHEAD = False
 
 #: Postings copied per step of :class:`Prepared` (a step ~1-4 ms), and the seconds a
 #: step sleeps (the GIL released) while the checks' thread it waits for runs.
-_PREP_POSTINGS = 1 << 20
+_PREP_POSTINGS = 1 << 18
 _PREP_POLL = 0.002
 
 
@@ -552,7 +556,7 @@ class _Ready(NamedTuple):
 class _PrepState:
     """What :class:`Prepared`'s steps read and make (the steps hold this, not it)."""
 
-    __slots__ = ("beside", "groups", "index", "parts", "pool", "ready", "terms")
+    __slots__ = ("beside", "groups", "index", "parts", "pool", "ready", "terms", "waiting")
 
     def __init__(self, index: BM25Index, parts: Mapping[str, bytes]) -> None:
         self.index = index
@@ -563,6 +567,7 @@ class _PrepState:
         self.terms: int | None = None
         self.ready: _Ready | None = None
         self.beside: Beside | None = None
+        self.waiting = False
 
 
 class Prepared(persist.Stepped):
@@ -589,32 +594,18 @@ class Prepared(persist.Stepped):
         return self._st.index
 
     @property
-    def parts(self) -> Mapping[str, bytes]:
-        return self._st.parts
+    def waiting(self) -> bool:
+        """Whether the next step only waits for the checks' thread (the reader's idle
+        time is then better spent on the rows read so far)."""
+        return self._st.waiting
 
     @property
-    def groups(self) -> int | None:
-        """The header's group count (None: not a count)."""
-        return self._st.groups
-
-    @property
-    def pool(self) -> bool:
-        """Whether the index keeps a term pool."""
-        return self._st.pool
-
-    @property
-    def terms(self) -> int | None:
-        """The image's term count, once the checks' thread started."""
-        return self._st.terms
-
-    @property
-    def ready(self) -> _Ready | None:
-        """The image-only part built (:data:`_TERMS_AHEAD`), else None."""
-        return self._st.ready
-
-    @property
-    def _beside(self) -> Beside | None:
-        return self._st.beside
+    def state(self) -> _PrepState:
+        """What the steps read and made: the image ``parts``, the header's ``groups``
+        (None: not a count), ``pool`` (the index keeps a term pool), ``terms`` (the
+        image's count, once the thread started), ``beside`` (the checks' thread, until
+        taken), ``ready`` (the image-only part built, :data:`_TERMS_AHEAD`, else None)."""
+        return self._st
 
     # step(): one step (the first starts the checks' thread; ~1-4 ms), whether steps
     # remain; never raises an Exception (an error leaves ready None: the restore's own
@@ -687,8 +678,10 @@ def _prep_steps(st: _PrepState) -> Iterator[None]:
             return  # taken by a restore, or stopped
         if not beside.alive():
             break
+        st.waiting = True
         time.sleep(_PREP_POLL)
         yield
+    st.waiting = False
     st.beside = None
     dfs, wide, pool_raw, small = beside.result()
     index = st.index
