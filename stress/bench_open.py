@@ -41,11 +41,11 @@ it reports, as one JSON line:
 * ``max_rss_mib``: the process's peak resident memory; ``first_hit``: the best entry's id
   (the same for every checkout measured);
 * with ``--phases`` (branch ``open33``), ``c_NAME`` / ``w_NAME``: the thread CPU and
-  the wall seconds of some steps of a word-overlap open, wherever they ran (see
-  :func:`child`; ``w_groups_wait`` / ``w_digest_wait``: the open's thread waiting for
-  the digest thread's groups / digest; from ``open42``, ``digest_groups`` /
-  ``digest_bytes`` also count ``StoreDigest``'s, and ``rows_slots`` is timed). A step a
-  checkout lacks is left out;
+  the wall seconds of some steps of a word-overlap open (from ``open44`` of a BM25
+  one too: ``bm25_*``), wherever they ran (see :func:`child`; ``w_groups_wait`` /
+  ``w_digest_wait``: the open's thread waiting for the digest thread's groups /
+  digest; from ``open42``, ``digest_groups`` / ``digest_bytes`` also count
+  ``StoreDigest``'s, and ``rows_slots`` is timed). A step a checkout lacks is left out;
 * ``image``: whether the index was restored from the file's index image (None: a checkout
   without one), and ``close_s``: the CPU of closing (writing the image when it was not).
 
@@ -254,6 +254,18 @@ def child(path: str, scorer: str, query: str, phases_on: str = "") -> dict[str, 
         patch(index_persist, "_slots_groups", "digest_groups")
         patch(index_persist, "_hash_store", "digest_bytes")
         patch_maker("rows_slots", "rows_slots")
+        # (open44) BM25's restore and its parts: the texts' columns (and the thread
+        # taken), the rows' part beside the checks' thread, then the rest; the wait
+        # for the checks' thread is restore_late's wall less its steps'
+        patch(bm25_persist, "restore", "bm25_restore")
+        patch(bm25_persist, "_restore_late", "bm25_restore_late")
+        patch(bm25_persist, "_texts", "bm25_texts")
+        patch(bm25_persist, "_build_rows", "bm25_build_rows")
+        patch(bm25_persist, "start_early", "bm25_start_early")
+        from actormem._index.bm25.index import BM25Index
+
+        patch(BM25Index, "_dense_refresh", "bm25_dense_refresh")
+        patch(getattr(sqlite_module, "Opening", None), "finish", "finish")
 
     async def run() -> dict[str, Any]:
         sc = BM25Scorer() if scorer == "bm25" else WordOverlapScorer()

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from .._record import Record
-from .persist import ImageError
+from .persist import Early, ImageError
 from .wordoverlap import persist as wo_persist
 
 __all__ = ["ImageError", "dump_index", "prepare_index", "restore_index", "start_restore"]
@@ -44,18 +44,27 @@ def prepare_index(fresh: object, parts: Mapping[str, bytes]) -> Any:
     :func:`restore_index` with the same ``parts``. O(1); its steps O(image size)."""
     if wo_persist.handles(fresh):
         return wo_persist.prepare(cast("Any", fresh), parts)
-    return None
+    if not type(fresh).__module__.startswith(f"{__package__}.bm25."):
+        return None  # (BM25's module not loaded for another kind)
+    from .bm25 import persist as bm25_persist
+
+    return bm25_persist.prepare(cast("Any", fresh), parts)
 
 
 def start_restore(fresh: object, rows: list[Any]) -> Any:
     """What :func:`restore_index` into the new, empty index ``fresh`` can start from a
-    bulk load's ``(seq, entry)`` rows before their records exist (the word-overlap
-    texts' digest thread), or None (an index kind without it, its knob off, rows not
-    plain). Hand it to :func:`restore_index` as ``early``, or call its ``stop()`` on a
-    path that does not reach it. O(len(rows)); the rest on a thread."""
+    bulk load's ``(seq, entry)`` rows before their records exist (the texts' digest
+    thread: word overlap's, or BM25's from rows in the store's form), or None (an index
+    kind without it, its knob off, rows not plain). Hand it to :func:`restore_index` as
+    ``early``, or call its ``stop()`` on a path that does not reach it. O(len(rows));
+    the rest on a thread."""
     if wo_persist.handles(fresh):
         return wo_persist.start_early(fresh, rows)
-    return None
+    if not type(fresh).__module__.startswith(f"{__package__}.bm25."):
+        return None  # (BM25's module not loaded for another kind)
+    from .bm25 import persist as bm25_persist
+
+    return bm25_persist.start_early(fresh, rows)
 
 
 def restore_index(
@@ -84,10 +93,14 @@ def restore_index(
         prep = prepared if isinstance(prepared, wo_persist.Prepared) else None
         ahead = early if isinstance(early, wo_persist.Early) else None
         return wo_persist.restore(kind, parts, records, prep, ahead)
-    if early is not None:
-        early.stop()
     from .bm25 import persist as bm25_persist
 
     if bm25_persist.handles(kind):
-        return bm25_persist.restore(kind, parts, records)
+        ahead = early if isinstance(early, Early) else None
+        if early is not None and ahead is None:
+            early.stop()
+        prep_bm25 = prepared if isinstance(prepared, bm25_persist.Prepared) else None
+        return bm25_persist.restore(kind, parts, records, ahead, prep_bm25)
+    if early is not None:
+        early.stop()
     raise ImageError(f"no image for a {type(fresh).__name__}")

@@ -33,9 +33,11 @@ from . import kernels
 
 __all__ = [
     "FORMAT",
+    "Early",
     "ImageError",
     "LateDigest",
     "StoreDigest",
+    "Stepped",
     "decode_strings",
     "encode_strings",
     "pack",
@@ -303,11 +305,7 @@ def _digest_nogil(
     (None when the core cannot: an item not an exact ``str``). The call hashes the
     parts as they are now (tuples of their items taken now).
     O(len(texts) + len(extra)) now."""
-    if (
-        not _encoder()
-        or type(texts) not in (list, tuple)
-        or type(extra) not in (list, tuple)
-    ):
+    if not _encoder() or type(texts) not in (list, tuple) or type(extra) not in (list, tuple):
         return None
     if distinct and extra:
         return None
@@ -590,6 +588,87 @@ class StoreDigest(LateDigest):
             return
         self._stopped = True
         self._beside.stop()
+
+
+class Stepped:
+    """Work prepared ahead of the rows in bounded steps (an image's restore, run in the
+    row reader's waits): ``_steps`` a generator yielding after each step (None: none
+    left), ``error`` the ``Exception`` that ended it (None: none)."""
+
+    __slots__ = ("_steps", "error")
+
+    def __init__(self, steps: Iterator[None]) -> None:
+        self._steps: Iterator[None] | None = steps
+        self.error: Exception | None = None
+
+    def step(self) -> bool:
+        """Run one step; whether steps remain. Never raises an ``Exception`` (kept in
+        :attr:`error`, for the restore to raise where its inline path would). O(the
+        step)."""
+        steps = self._steps
+        if steps is None:
+            return False
+        try:
+            next(steps)
+            return True
+        except StopIteration:
+            pass
+        except Exception as exc:  # the restore raises it where the inline path would
+            self.error = exc
+        self._steps = None
+        return False
+
+    def run_out(self) -> None:
+        """Run the remaining steps (:attr:`error` then tells whether one failed)."""
+        while self.step():
+            pass
+
+
+def store_rows(rows: Any, rows_slots: Any) -> tuple[Any, bytes, bytes] | None:
+    """For a file's rows in the store's form (a list of ``(seq, slot)`` with ``cols``, the
+    entries' store, and the reader's ``hashes``: ``FoldedRows``): ``(cols, slots,
+    hashes)``, the slot numbers as int64 bytes (by ``rows_slots``, the core's
+    ``rows_slots`` or None) and the hashes (``b""`` when absent or not 8 bytes a row),
+    which :class:`StoreDigest` takes; None for other rows (no store, a row not plain,
+    no core). O(len(rows)), no Python step a row."""
+    cols = getattr(rows, "cols", None)
+    if cols is None or not isinstance(rows, list) or rows_slots is None:
+        return None
+    slots = rows_slots(rows, cols)
+    if slots is None:
+        return None
+    hashes = getattr(rows, "hashes", b"")
+    if type(hashes) is not bytes or len(hashes) != len(slots):
+        hashes = b""
+    return cols, slots, hashes
+
+
+class Early:
+    """The texts' digest thread started from a bulk load's rows (``start_early`` of the
+    word-overlap and BM25 image modules), for their ``restore`` to take over: ``texts``
+    the rows' texts (a tuple), or with ``store`` (:func:`store_rows`' ``(cols, slots,
+    hashes)``) None and the digest read from the store (:class:`StoreDigest`);
+    ``digest`` the distinct digest with groups. Whoever holds it ends it: the restore
+    (taken or not), else :meth:`stop`."""
+
+    __slots__ = ("digest", "store", "taken", "texts")
+
+    def __init__(
+        self, texts: tuple[str, ...] | None, store: tuple[Any, bytes, bytes] | None = None
+    ) -> None:
+        self.texts = texts
+        self.store = store
+        self.taken = False
+        self.digest: LateDigest
+        if store is not None:
+            self.digest = StoreDigest(*store)
+        else:
+            assert texts is not None
+            self.digest = LateDigest(texts, distinct=True, groups=True)
+
+    def stop(self) -> None:
+        """End the thread if no restore took it (idempotent; :meth:`LateDigest.stop`)."""
+        self.digest.stop()
 
 
 def encode_strings(strings: Sequence[str]) -> tuple[bytes, np.ndarray[Any, Any]]:

@@ -1058,7 +1058,8 @@ class _Ahead:
 
     def idle(self) -> bool:
         """One step of the prepared work, if the image is in, else of ``consume``:
-        whether it did one."""
+        whether it did one. While the prepared work waits for a thread of its own
+        (its ``waiting``, branch open44), a step of ``consume`` first."""
         prep = self.prep
         if prep is None:
             parts = self.parts
@@ -1067,12 +1068,18 @@ class _Ahead:
                 if prep is None:
                     self.prepare = _no_prep
                     self.parts = None
+        elif getattr(prep, "waiting", False) and self._consume():
+            return True
         elif prep.step():
             return True
         else:
             self.prep = prep = _DONE
         if prep is not _DONE and prep is not None:
             return bool(prep.step())
+        return self._consume()
+
+    def _consume(self) -> bool:
+        """One step of ``consume`` (none without it): whether it did one."""
         consume, sink = self.consume, self.sink
         if consume is None or sink is None:
             return False

@@ -410,20 +410,23 @@ class BM25Index(metaclass=NoPublicConstructor):
         if not self._cols:
             _untrack(group)
 
-    def _dense_refresh(self) -> None:
+    def _dense_refresh(self, size: int | None = None, terms: Iterable[_Term] | None = None) -> None:
         """Bring the long lists' dense frequency arrays (``_Term.dense``) up to every
         group made so far (owner only, between two adds; ``knobs._DENSE_TFS``): a list
         of at least ``_DENSE_MIN`` postings and one group in ``_DENSE_RATIO`` gets one,
         one below half of both loses it, the others are extended by their postings
         since (in place, at groups no published ``upto`` covers; a new array once the
         lengths' capacity outgrew it). Every ``_DENSE_STEP`` new groups, and after a
-        restore. O(terms + postings since the last refresh + the new arrays' groups).
+        restore. ``size``: the count of groups (None: the group table's; a restore
+        prepared ahead of its rows gives it before the table is made); ``terms``: those
+        to refresh (None: every one; a restore prepared ahead refreshes them a few at a
+        time). O(terms + postings since the last refresh + the new arrays' groups).
         """
-        size = len(self._table)
+        size = len(self._table) if size is None else size
         self._dense_next = size + knobs._DENSE_STEP
         if not knobs._DENSE_TFS:
             if knobs._HUGE_PAGES:
-                for term in self._terms.values():
+                for term in self._terms.values() if terms is None else terms:
                     if len(term.groups) >= _HUGE_POSTINGS:
                         _advise_postings(self._huge_at, term)
             return
@@ -432,7 +435,7 @@ class BM25Index(metaclass=NoPublicConstructor):
         huge = self._huge_at if knobs._HUGE_PAGES else None
         # The dense arrays share huge pages (256 KB each at 1M groups; knobs._HUGE_PAGES).
         zeros = partial(self._dense_slab.zeros, huge=huge is not None)
-        for term in self._terms.values():
+        for term in self._terms.values() if terms is None else terms:
             count = len(term.groups)
             if huge is not None and count >= _HUGE_POSTINGS:
                 _advise_postings(huge, term)

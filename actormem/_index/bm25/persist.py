@@ -30,9 +30,10 @@ number per posting, the cache miss each that made the pass 3x slower at 1M.
 from __future__ import annotations
 
 import json
+import time
 import unicodedata
 from array import array
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from itertools import compress
 from operator import attrgetter
 from typing import Any, NamedTuple
@@ -45,6 +46,7 @@ from .. import kernels, persist
 from ..persist import ImageError
 from ..tokenize import _WORD, Tokenizer
 from ..wordoverlap import ccore
+from ..wordoverlap.numbering import _StoredTexts
 from . import knobs
 from .changelog import ChangeLog
 from .index import BM25Index, _doc_map, _DocMap, _untrack
@@ -63,7 +65,7 @@ from .postings import (
 )
 from .postings import _doc_key as _key
 
-__all__ = ["dump", "handles", "restore"]
+__all__ = ["Prepared", "dump", "handles", "prepare", "restore", "start_early"]
 
 KIND = "bm25"
 
@@ -100,7 +102,9 @@ def _params(index: BM25Index) -> dict[str, Any]:
     }
 
 
-def _expect(index: BM25Index, records: list[Record], canon: list[object] | None) -> dict[str, Any]:
+def _expect(
+    index: BM25Index, records: list[Record], canon: Sequence[object] | None
+) -> dict[str, Any]:
     """The header fields of the image of ``records``, whose distinct documents are
     ``canon`` (None: the fields before ``groups``, which need no groups). O(records +
     total length) (O(1) with ``canon`` None)."""
@@ -243,20 +247,65 @@ _C_CHECKS = True
 _GROUPS_BESIDE = True
 
 
-def _texts(records: list[Record]) -> tuple[list[str], bytes] | None:
+#: With :data:`_GROUPS_BESIDE`, for a file's rows in the store's form (``(seq, slot)``,
+#: ``FoldedRows.cols``), the texts' digest thread starts at the top of the state's bulk
+#: load (:func:`start_early`) and reads the slots' strict UTF-8
+#: (:class:`~actormem._index.persist.StoreDigest`, as word overlap's
+#: ``_TEXTS_FROM_STORE``): its groups and digest run beside the load instead of after
+#: it (the restore waited ~0.3-0.5 s for the groups at 1M), the restore checks the
+#: records are on the rows' very slots (``restore_columns`` by slot numbers) and makes
+#: no str of every text (``restore_columns``' list, ~0.3 s), and the group table maps
+#: the ASCII texts by the reader's hashes (``index_from``: no second str of each). Equal
+#: strict UTF-8 is equal strs: the same groups, digest, index and errors. False: the
+#: thread started by the restore from a str of every text (the path before it, the
+#: reference; ``tests/test_open44_bm25_store.py``).
+_TEXTS_FROM_STORE = True
+
+
+def start_early(index: object, rows: list[Any]) -> persist.Early | None:
+    """The digest's thread for a restore into ``index`` (a new BM25 index with an image,
+    else None) of the records a bulk load will make of ``rows`` (``(seq, slot)`` rows in
+    the store's form), started now from the store's UTF-8 (:data:`_TEXTS_FROM_STORE`),
+    or None: the knobs off, no core, fewer texts than the thread is for, rows not in the
+    store's form. The caller passes it to :func:`restore` and stops it on any path that
+    does not reach it. O(len(rows)) now, the rest on the thread."""
+    if not (_GROUPS_BESIDE and _TEXTS_FROM_STORE) or not handles(index):
+        return None
+    if len(rows) < persist._LATE_MIN_TEXTS or not persist._encoder():
+        return None
+    if ccore.restore_columns() is None:
+        return None
+    store = persist.store_rows(rows, ccore.rows_slots())
+    return persist.Early(None, store) if store is not None else None
+
+
+def _texts(
+    records: list[Record], early: persist.Early | None = None
+) -> tuple[tuple[Sequence[str], bytes] | None, persist.LateDigest | None]:
     """Every record's text and the bytes of their seqs (int64), by the word-overlap
     core's ``restore_columns``, when no record has tags and every one is plain
-    (:data:`_GROUPS_BESIDE`); else None. O(len(records))."""
+    (:data:`_GROUPS_BESIDE`), else None; and the digest's thread for them (None: none).
+    ``early``: :func:`start_early`'s thread, taken (``early.taken``) when each record is
+    on its row's very slot (the texts then a lazy ``_StoredTexts``, no str made), else
+    left to the caller to stop; without it the texts are strs and the thread starts
+    here. O(len(records))."""
     if not _GROUPS_BESIDE or type(records) is not list:
-        return None
+        return None, None
     fn = ccore.restore_columns()
     try:
+        if early is not None and early.store is not None and not early.taken and fn is not None:
+            store, slots, hashes = early.store
+            got = fn(records, slots, store)
+            if got is not None and not got[3] and got[4] is True:
+                early.taken = True
+                texts = _StoredTexts(records, hashes if hashes else None)
+                return (texts, got[2]), early.digest
         got = fn(records) if fn is not None else None
     except RuntimeError:  # the core's record classes not set up
-        return None
+        return None, None
     if got is None or got[3]:
-        return None
-    return got[0], got[2]
+        return None, None
+    return (got[0], got[2]), persist.LateDigest(got[0], distinct=True, groups=True)
 
 
 class _Arrays(NamedTuple):
@@ -389,51 +438,361 @@ def _image_side(
     return dfs, wide, raw, small
 
 
-def restore(index: BM25Index, parts: Mapping[str, bytes], records: list[Record]) -> BM25Index:
+def restore(
+    index: BM25Index,
+    parts: Mapping[str, bytes],
+    records: list[Record],
+    early: persist.Early | None = None,
+    prepared: Prepared | None = None,
+) -> BM25Index:
     """Fill the new, empty ``index`` from the image ``parts`` so that it equals one that
     added ``records`` (ascending seq) one by one. O(records + postings), vectorised
     (the numeric checks in a thread beside, :data:`_C_CHECKS`) but for O(records +
     groups + terms) Python steps (O(terms + records sharing a document) with
     :data:`_GROUPS_BESIDE`).
 
+    ``early``: :func:`start_early`'s thread for the rows these records were made of;
+    taken when each record is on its row's very slot (else stopped, and the restore
+    starts its own); ended here on every path. ``prepared``: :func:`prepare`'s checks
+    for ``parts``, taken when they fit (else stopped); ended here on every path.
+
     Raises:
         ImageError: See the module documentation. ``index`` may be partly filled.
     """
     assert not index._table, "restore into a new index"
-    cols = _texts(records)
-    late = persist.LateDigest(cols[0], distinct=True, groups=True) if cols is not None else None
     try:
-        restored = _restore_late(index, parts, records, cols, late)
-        first = late.first_error() if late is not None else None  # waits for the digest
-    except ImageError:
-        first = late.first_error() if late is not None else None
-        if first is not None:  # the digest's check came first
-            raise first from None
-        raise
+        try:
+            cols, late = _texts(records, early)
+        finally:
+            if early is not None and not early.taken:
+                early.stop()
+        try:
+            restored = _restore_late(index, parts, records, cols, late, prepared)
+            first = late.first_error() if late is not None else None  # waits for the digest
+        except ImageError:
+            first = late.first_error() if late is not None else None
+            if first is not None:  # the digest's check came first
+                raise first from None
+            raise
+        finally:
+            if late is not None:
+                late.stop()  # no-op once the digest is in; else joins the thread
     finally:
-        if late is not None:
-            late.stop()  # no-op once the digest is in; else joins the thread
+        if prepared is not None:
+            prepared.stop()  # (a no-op once taken)
     if first is not None:
         raise first
     return restored
+
+
+def _need_sides(arrays: dict[str, np.ndarray[Any, Any]], count: int, size: int) -> _Arrays:
+    """The image's numeric arrays for ``count`` terms and ``size`` groups, each of its
+    type and length (:func:`~actormem._index.persist.need`, in :func:`restore`'s order).
+    O(1): views.
+
+    Raises:
+        ImageError: An array missing, or of another type or length.
+    """
+    p_ends = persist.need(arrays, "post_ends", "<i8", count + 1)
+    postings = persist.need(arrays, "postings", "<i4")
+    tfs = persist.need(arrays, "tfs", "<i4", len(postings))
+    g_ends = persist.need(arrays, "group_ends", "<i8", size + 1)
+    narrow = count <= knobs._NARROW
+    packed = persist.need(arrays, "group_terms", "<i4" if narrow else "<i8", len(postings))
+    lengths = persist.need(arrays, "lengths", "<i4", size)
+    return _Arrays(packed, g_ends, postings, p_ends, tfs, lengths, count)
+
+
+#: ``restore``'s numeric checks (:func:`_image_side`, :data:`_C_CHECKS`: in a thread
+#: beside) start as soon as the file's image is read, ahead of the rows
+#: (:func:`prepare`, ``read_file``'s ``prepare``: the header's group count, the term
+#: count from the image's ``term_ends``), instead of once the rows are loaded: the open
+#: waited ~0.3-0.5 s at 1M for that thread after the rows' part of the restore. The
+#: restore takes the thread only for these very parts, the rows' group count and the
+#: index's term pool setting, after its own checks of the arrays' types and lengths (the
+#: same arrays): the same checks, errors and index. False: the thread started by the
+#: restore (the path before it; ``tests/test_open44_bm25_store.py``).
+_CHECKS_AHEAD = True
+
+#: With :data:`_CHECKS_AHEAD`, the image-only part of the index is built ahead of the
+#: rows too, in :class:`Prepared`'s steps (the reader's waits for a chunk), once the
+#: checks' thread is in: the terms decoded, each term's posting list and frequencies
+#: copied out of the image (~160 MB at 1M), the term pool, the lengths' arrays and the
+#: long lists' dense frequencies (``BM25Index._dense_refresh``), in the prepared index
+#: the restore then fills from the rows and returns (its df corrected for documents of
+#: several records): ~0.5 s of the open's thread at 1M after the read. Only when every
+#: image check passed ahead (else the restore runs them itself, in its order): the same
+#: index and errors. False: all of it in the restore (the path before it;
+#: ``tests/test_open44_bm25_store.py``). **Off by default**: measured at load 6-7 on the
+#: 2-core Intel VM (branch open44) it took ~0.25-0.3 s off the load but added ~0.4 s to
+#: the read (its steps ahead of the rows' own consumption) and made the row reader's
+#: thread wait 0.3-0.5 s with every chunk full; the open's path CPU was no lower. To be
+#: measured on an idle machine (docs/benchmarks.md, "Opening a 1M file, part 24").
+_TERMS_AHEAD = False
+
+#: Postings copied per step of :class:`Prepared` (a step ~1-4 ms), and the seconds a
+#: step sleeps (the GIL released) while the checks' thread it waits for runs.
+_PREP_POSTINGS = 1 << 18
+_PREP_POLL = 0.002
+
+
+def _capacity(size: int) -> int:
+    """The groups' arrays' capacity for ``size`` groups (:func:`_build_rows`'s). O(log)."""
+    cap = knobs._CHUNK
+    while cap < size:
+        cap *= 2
+    return cap
+
+
+class _Ready(NamedTuple):
+    """What :class:`Prepared` built of the image alone, in its index: the terms' names
+    and table (df: each list's length), the numeric arrays."""
+
+    names: list[str]
+    term_table: list[_Term | None]
+    sides: _Arrays
+
+
+class _PrepState:
+    """What :class:`Prepared`'s steps read and make (the steps hold this, not it)."""
+
+    __slots__ = ("beside", "groups", "index", "parts", "pool", "ready", "terms", "waiting")
+
+    def __init__(self, index: BM25Index, parts: Mapping[str, bytes]) -> None:
+        self.index = index
+        self.parts = parts
+        self.pool = index._pool is not None
+        groups = persist.header_field(parts, "groups")
+        self.groups: int | None = groups if type(groups) is int and groups >= 0 else None
+        self.terms: int | None = None
+        self.ready: _Ready | None = None
+        self.beside: Beside | None = None
+        self.waiting = False
+
+
+class Prepared(persist.Stepped):
+    """The image-only part of :func:`restore` run ahead of the rows from an image
+    ``parts``: the numeric checks (:func:`_image_side`) in a thread, started by the first
+    :meth:`step` (``read_file``'s prepared work), then (:data:`_TERMS_AHEAD`) in bounded
+    steps, once the thread is in, the term table, pool, lengths and dense frequencies in
+    :attr:`index` (a new, empty index of the scorer). Steps never raise: an image it
+    cannot read or check is left to the restore's own checks, in their order. The
+    restore takes what fits it (:meth:`ready_for`, :meth:`take`); whoever holds it ends
+    it: the restore, :meth:`stop`, or dropping it (which stops the thread). O(1) a step
+    but for the thread's O(postings + groups); O(postings) over all steps."""
+
+    __slots__ = ("_st",)
+
+    def __init__(self, index: BM25Index, parts: Mapping[str, bytes]) -> None:
+        # (the steps hold the state, not this object: dropping it stops them)
+        self._st = _PrepState(index, parts)
+        super().__init__(_prep_steps(self._st))
+
+    @property
+    def index(self) -> BM25Index:
+        """The new index the steps fill (the restore's, when it takes them)."""
+        return self._st.index
+
+    @property
+    def waiting(self) -> bool:
+        """Whether the next step only waits for the checks' thread (the reader's idle
+        time is then better spent on the rows read so far)."""
+        return self._st.waiting
+
+    @property
+    def state(self) -> _PrepState:
+        """What the steps read and made: the image ``parts``, the header's ``groups``
+        (None: not a count), ``pool`` (the index keeps a term pool), ``terms`` (the
+        image's count, once the thread started), ``beside`` (the checks' thread, until
+        taken), ``ready`` (the image-only part built, :data:`_TERMS_AHEAD`, else None)."""
+        return self._st
+
+    # step(): one step (the first starts the checks' thread; ~1-4 ms), whether steps
+    # remain; never raises an Exception (an error leaves ready None: the restore's own
+    # checks find it)
+
+    def ready_for(self, parts: Mapping[str, bytes], groups: int, pool: bool) -> _Ready | None:
+        """The image-only part built ahead (:attr:`index` holds it; the remaining steps
+        run first), when it is of ``parts`` (the very object) for ``groups`` groups and
+        the term pool ``pool`` and every image check passed; else None. O(the steps
+        left)."""
+        st = self._st
+        if parts is not st.parts or groups != st.groups or pool != st.pool:
+            return None
+        if st.index._table or st.index._n:
+            return None
+        self.run_out()  # (waiting for the checks' thread)
+        return st.ready
+
+    def take(self, parts: Mapping[str, bytes], groups: int, pool: bool) -> Beside | None:
+        """The checks' thread, when it checks ``parts`` (the very object) for ``groups``
+        groups with the term pool ``pool`` and no step took it (then the caller ends it),
+        else None (it is stopped). O(1) (a thread not taken is joined)."""
+        st = self._st
+        beside, st.beside = st.beside, None
+        if beside is None:
+            return None
+        if parts is st.parts and groups == st.groups and pool == st.pool:
+            self._close()
+            return beside
+        beside.stop()
+        return None
+
+    def _close(self) -> None:
+        steps, self._steps = self._steps, None
+        if steps is not None:
+            steps.close()  # type: ignore[attr-defined]
+
+    def stop(self) -> None:
+        """End the steps and the thread if no restore took them (joins it). Idempotent."""
+        self._close()
+        beside, self._st.beside = self._st.beside, None
+        if beside is not None:
+            beside.stop()
+
+    def __del__(self) -> None:
+        self.stop()
+
+
+def _prep_steps(st: _PrepState) -> Iterator[None]:
+    """:class:`Prepared`'s steps over ``st`` (see it). O(postings) over all."""
+    size = st.groups
+    if size is None or not (_C_CHECKS and kernels.bm25_core_active()):
+        return
+    _, arrays = persist.unpack(st.parts, {})
+    t_ends = persist.need(arrays, "term_ends", "<i8")
+    count = len(t_ends) - 1
+    sides = _need_sides(arrays, count, size)
+    st.terms = count
+    st.beside = Beside(_image_side, sides, st.pool, name="actormem image checks")
+    if not _TERMS_AHEAD:
+        return
+    yield
+    names = persist.decode_strings(persist.need(arrays, "terms", "|u1").tobytes(), t_ends)
+    if len(set(names)) != count:
+        return  # (the restore raises it)
+    yield
+    while True:  # the thread's result, without holding the reader up
+        beside = st.beside
+        if beside is None:
+            return  # taken by a restore, or stopped
+        if not beside.alive():
+            break
+        st.waiting = True
+        time.sleep(_PREP_POLL)
+        yield
+    st.waiting = False
+    st.beside = None
+    dfs, wide, pool_raw, small = beside.result()
+    index = st.index
+    if pool_raw is not None:  # one array of every group's term numbers, in pieces
+        code, data, s_code, starts = pool_raw
+        pool = _TermPool.from_raw(code, b"", s_code, starts)
+        view = memoryview(data)
+        for at in range(0, len(data), 4 * _PREP_POSTINGS):
+            pool.data.frombytes(view[at : at + 4 * _PREP_POSTINGS])
+            yield
+        index._pool = pool
+    term_table: list[_Term | None] = []
+    for _ in _terms_of(term_table, names, sides.p_ends, st.parts, dfs, wide, small):
+        yield
+    cap = _capacity(size)
+    huge = knobs._HUGE_PAGES  # read at random: huge pages (kernels.huge_zeros)
+    index._lengths = kernels.huge_zeros(cap, np.int32, huge)
+    index._lengths[:size] = sides.lengths
+    index._codes = kernels.huge_zeros(cap, np.uint8, huge)
+    index._alive = kernels.huge_zeros(cap, np.uint8, huge)
+    index._alive[:size] = 1
+    yield
+    for at in range(0, size, _PREP_POSTINGS // 4):
+        stop = min(size, at + _PREP_POSTINGS // 4)
+        index._codes[at:stop] = length_codes(sides.lengths[at:stop])
+        yield
+    index._term_table = term_table
+    index._terms = dict(zip(names, term_table, strict=True))  # type: ignore[arg-type]
+    # the long lists' dense frequencies (knobs._DENSE_TFS), a few lists a step
+    batch: list[_Term] = []
+    todo = 0
+    for term in term_table:
+        assert term is not None
+        batch.append(term)
+        todo += len(term.groups)
+        if todo >= _PREP_POSTINGS // 4:
+            index._dense_refresh(size, batch)
+            batch = []
+            todo = 0
+            yield
+    index._dense_refresh(size, batch)
+    st.ready = _Ready(names, term_table, sides)
+
+
+def _terms_of(
+    table: list[_Term | None],
+    names: list[str],
+    p_ends: np.ndarray[Any, Any],
+    parts: Mapping[str, bytes],
+    dfs: np.ndarray[Any, Any],
+    wide: np.ndarray[Any, Any],
+    small: bytes,
+) -> Iterator[None]:
+    """Append to ``table`` a :class:`_Term` of each of ``names`` (its df ``dfs``' value),
+    its posting list and frequencies copied from the image ``parts`` (``p_ends``' lists;
+    ``wide``: int32 frequencies, else one byte each from ``small``), yielding after
+    each :data:`_PREP_POSTINGS` postings or so. O(terms + postings)."""
+    raw_groups = memoryview(parts["postings"])
+    raw_tfs = memoryview(parts["tfs"])
+    starts = p_ends.tolist()
+    dfs_l = dfs.tolist()
+    wide_l = wide.tolist()
+    copied = 0
+    for num, name in enumerate(names):
+        term = _Term(name, num)
+        lo_, hi_ = starts[num], starts[num + 1]
+        term.groups.frombytes(raw_groups[4 * lo_ : 4 * hi_])
+        if wide_l[num]:
+            term.tfs = array("i")
+            term.tfs.frombytes(raw_tfs[4 * lo_ : 4 * hi_])
+        else:
+            term.tfs.frombytes(small[lo_:hi_])
+        term.df = dfs_l[num]
+        table.append(term)
+        copied += hi_ - lo_
+        if copied >= _PREP_POSTINGS:
+            copied = 0
+            yield
+
+
+def prepare(index: BM25Index, parts: Mapping[str, bytes]) -> Prepared | None:
+    """:class:`Prepared` for a restore into the new, empty ``index`` from the image
+    ``parts`` (nothing started yet), or None: :data:`_CHECKS_AHEAD` or
+    :data:`_C_CHECKS` off, no compiled core, another index kind. O(header size)."""
+    if not (_CHECKS_AHEAD and _C_CHECKS and kernels.bm25_core_active()) or not handles(index):
+        return None
+    return Prepared(index, parts)
 
 
 def _restore_late(
     index: BM25Index,
     parts: Mapping[str, bytes],
     records: list[Record],
-    cols: tuple[list[str], bytes] | None,
+    cols: tuple[Sequence[str], bytes] | None,
     late: persist.LateDigest | None,
+    prepared: Prepared | None = None,
 ) -> BM25Index:
     """:func:`restore` but the digest's comparison, when ``late`` hashes it (``cols``:
     :func:`_texts`' columns, None: the keys grouped here and the digest checked with
-    the header). O(records + postings)."""
+    the header; ``prepared``: :func:`prepare`'s checks, taken if they fit).
+    O(records + postings)."""
     head: dict[str, Any] = {}
     if late is not None:  # the header's fields the rows give without their groups first
         head, arrays = persist.unpack(parts, _expect(index, records, None))
     gmap: dict[object, int] | None = None
     gids_np: np.ndarray[Any, Any] | None = None
+    mask: bytes | None = None
     grouped = late.groups() if late is not None else None
+    stored = cols[0] if cols is not None and type(cols[0]) is _StoredTexts else None
+    if stored is not None and grouped is None:  # (the thread failed: its error)
+        raise ImageError("the texts' groups were not found from the rows' store")
     if grouped is not None:  # the thread's: the first-appearance mask, the numbers
         assert cols is not None
         mask, raw_gids = grouped
@@ -441,7 +800,7 @@ def _restore_late(
         texts = cols[0]
         size = mask.count(1)
         # the distinct documents, made only where needed (a tag or the old layouts)
-        canon: list[Any] | None = texts if size == len(texts) else None
+        canon: Sequence[Any] | None = texts if size == len(texts) else None
     else:
         keys = cols[0] if cols is not None else list(map(_key, records))
         gmap = {}
@@ -458,22 +817,25 @@ def _restore_late(
             raise ImageError(f"groups: the image has {have!r}, the rows and scorer need {size!r}")
         late.have = head.get("digest")
         late.header_passed = True
+    pool = index._pool is not None
+    ready = prepared.ready_for(parts, size, pool) if prepared is not None else None
+    if ready is not None:  # the image-only part built ahead, in the prepared index
+        assert prepared is not None
+        index = prepared.index
+        build = _build_rows(index, records, gmap, gids_np, cols, size)
+        _fill_rows(index, parts, records, cols, ready.sides, build, canon, mask)
+        return index
     t_ends = persist.need(arrays, "term_ends", "<i8")
     names = persist.decode_strings(persist.need(arrays, "terms", "|u1").tobytes(), t_ends)
     count = len(names)
     if len(set(names)) != count:
         raise ImageError("a term listed twice")
-    p_ends = persist.need(arrays, "post_ends", "<i8", count + 1)
-    postings = persist.need(arrays, "postings", "<i4")
-    tfs = persist.need(arrays, "tfs", "<i4", len(postings))
-    g_ends = persist.need(arrays, "group_ends", "<i8", size + 1)
-    narrow = count <= knobs._NARROW
-    packed = persist.need(arrays, "group_terms", "<i4" if narrow else "<i8", len(postings))
-    lengths = persist.need(arrays, "lengths", "<i4", size)
-    sides = _Arrays(packed, g_ends, postings, p_ends, tfs, lengths, count)
-    pool = index._pool is not None
+    sides = _need_sides(arrays, count, size)
     if _C_CHECKS and kernels.bm25_core_active():
-        beside: Beside | None = Beside(_image_side, sides, pool, name="actormem image checks")
+        # the checks started ahead of the rows (prepare), when they are these very ones
+        beside = prepared.take(parts, size, pool) if prepared is not None else None
+        if beside is None:
+            beside = Beside(_image_side, sides, pool, name="actormem image checks")
     else:
         beside = None
         dfs, wide_np, pool_raw, small = _image_side(sides, pool)
@@ -485,20 +847,59 @@ def _restore_late(
         raise
     if beside is not None:
         dfs, wide_np, pool_raw, small = beside.result()
+    if pool_raw is not None:  # one array of every group's term numbers
+        index._pool = _TermPool.from_raw(*pool_raw)
+    term_table: list[_Term | None] = []
+    for _ in _terms_of(term_table, names, sides.p_ends, parts, dfs, wide_np, small):
+        pass
+    cap = len(build[1])
+    huge = knobs._HUGE_PAGES  # read at random: huge pages (kernels.huge_zeros)
+    index._lengths = kernels.huge_zeros(cap, np.int32, huge)
+    index._lengths[:size] = sides.lengths
+    index._codes = kernels.huge_zeros(cap, np.uint8, huge)
+    index._codes[:size] = length_codes(sides.lengths)
+    index._alive = kernels.huge_zeros(cap, np.uint8, huge)
+    index._alive[:size] = 1
+    index._term_table = term_table
+    index._terms = dict(zip(names, term_table, strict=True))  # type: ignore[arg-type]
+    _fill_rows(index, parts, records, cols, sides, build, canon, mask)
+    index._dense_refresh()  # the long lists' dense frequencies (knobs._DENSE_TFS)
+    return index
+
+
+def _fill_rows(
+    index: BM25Index,
+    parts: Mapping[str, bytes],
+    records: list[Record],
+    cols: tuple[Sequence[str], bytes] | None,
+    sides: _Arrays,
+    build: tuple[list[Any], np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]],
+    canon: Sequence[Any] | None,
+    mask: bytes | None,
+) -> None:
+    """What :func:`_restore_late` makes of the rows (``build``: :func:`_build_rows`') in
+    ``index``, whose term table, pool and lengths are in: each term's df counting every
+    record of its groups, the groups' own term arrays (without group columns), the
+    group table and map, N, the total length, the change log. O(records)."""
     table, first, gids, sizes = build
+    g_ends, packed, lengths, count = sides.g_ends, sides.packed, sides.lengths, sides.terms
+    texts: Sequence[Any] = cols[0] if cols is not None else ()
+    stored = texts if type(texts) is _StoredTexts else None
+    size = len(lengths)
+    narrow = count <= knobs._NARROW
     if size != len(records):  # each record of a group counts in its terms' df
         multi = np.flatnonzero(sizes > 1)
         lo, hi = g_ends[multi], g_ends[multi + 1]
         lens = hi - lo
         at = np.repeat(lo - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
         extra = np.repeat(sizes[multi] - 1, lens)
-        dfs = dfs + np.bincount(packed[at] >> _TF_BITS, weights=extra, minlength=count).astype(
-            np.int64
-        )
+        more = np.bincount(packed[at] >> _TF_BITS, weights=extra, minlength=count)
+        term_table = index._term_table
+        for num, add in zip(np.flatnonzero(more).tolist(), more[more > 0].tolist(), strict=True):
+            term = term_table[num]
+            assert term is not None
+            term.df += int(add)
     code = "i" if narrow else "q"
-    cap = len(first)
-    if pool_raw is not None:  # one array of every group's term numbers
-        index._pool = _TermPool.from_raw(*pool_raw)
     if not index._cols:  # the groups' own term arrays (the pool's groups have none)
         raw_terms = memoryview(parts["group_terms"])
         width = 4 if narrow else 8
@@ -509,47 +910,25 @@ def _restore_late(
                 terms.frombytes(raw_terms[bounds[num] : bounds[num + 1]])
                 group.terms = terms
             _untrack(group)
-    raw_groups = memoryview(parts["postings"])
-    raw_tfs = memoryview(parts["tfs"])
-    starts = p_ends.tolist()
-    dfs_l = dfs.tolist()
-    wide_l = wide_np.tolist()
-    term_table: list[_Term | None] = []
-    for num, name in enumerate(names):
-        term = _Term(name, num)
-        lo_, hi_ = starts[num], starts[num + 1]
-        term.groups.frombytes(raw_groups[4 * lo_ : 4 * hi_])
-        if wide_l[num]:
-            term.tfs = array("i")
-            term.tfs.frombytes(raw_tfs[4 * lo_ : 4 * hi_])
-        else:
-            term.tfs.frombytes(small[lo_:hi_])
-        term.df = dfs_l[num]
-        term_table.append(term)
     index._first_seq = first
-    huge = knobs._HUGE_PAGES  # read at random: huge pages (kernels.huge_zeros)
-    index._lengths = kernels.huge_zeros(cap, np.int32, huge)
-    index._lengths[:size] = lengths
-    index._codes = kernels.huge_zeros(cap, np.uint8, huge)
-    index._codes[:size] = length_codes(lengths)
-    index._alive = kernels.huge_zeros(cap, np.uint8, huge)
-    index._alive[:size] = 1
     index._table = list(table)
     if index._cols:  # numbers, in the core's table where it can (the slots carry the texts)
         index._groups = _doc_map(index._table)
         if cols is not None and isinstance(index._groups, _DocMap):
-            index._groups.texts.index_from(0)  # no tags: every slot's text, its number
+            # no tags: every slot's text, its number (an ASCII text by the reader's hash
+            # of it, with no str made, when the texts came from the store)
+            index._groups.texts.index_from(0, None, _group_hashes(stored, mask, size))
         else:
             if canon is None:
+                assert mask is not None
                 canon = list(compress(texts, mask))
             for num, k in enumerate(canon):
                 index._groups[k] = num
     else:
         if canon is None:
+            assert mask is not None
             canon = list(compress(texts, mask))
         index._groups = dict(zip(canon, table, strict=True))
-    index._term_table = term_table
-    index._terms = {name: term for name, term in zip(names, term_table, strict=True)}  # type: ignore[misc]
     index._n = len(records)
     index._total = int((lengths.astype(np.int64) * sizes).sum())
     changes = ChangeLog()
@@ -561,8 +940,19 @@ def _restore_late(
         changes.groups = [table[g] for g in gids.tolist()]
     changes.deltas = [1] * len(records)
     index._changes = changes
-    index._dense_refresh()  # the long lists' dense frequencies (knobs._DENSE_TFS)
-    return index
+
+
+def _group_hashes(stored: _StoredTexts | None, mask: bytes | None, size: int) -> bytes | None:
+    """The reader's hashes of the groups' texts (``GroupTable.index_from``'s): those of
+    ``stored``'s records where ``mask`` marks a group's first, or None (no store, no
+    hashes). O(len(stored))."""
+    if stored is None or stored.hashes is None or mask is None:
+        return None
+    if size == len(stored):
+        return stored.hashes
+    keep = np.frombuffer(mask, np.uint8).astype(bool)
+    firsts: bytes = np.frombuffer(stored.hashes, np.int64)[keep].tobytes()
+    return firsts
 
 
 def _build_rows(
@@ -570,7 +960,7 @@ def _build_rows(
     records: list[Record],
     gmap: dict[object, int] | None,
     gids_np: np.ndarray[Any, Any] | None,
-    cols: tuple[list[str], bytes] | None,
+    cols: tuple[Sequence[str], bytes] | None,
     size: int,
 ) -> tuple[list[Any], np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any]]:
     """The part of :func:`restore` that needs the rows and not the image's arrays: the

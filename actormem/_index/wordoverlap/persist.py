@@ -210,32 +210,8 @@ def dump(index: _WordOverlapIndex, records: list[Record]) -> dict[str, bytes]:
     return persist.pack(_expect(records, canon), arrays)
 
 
-class Early:
-    """The digest's thread started from a bulk load's rows (:func:`start_early`), for
-    :func:`restore` to take over: ``texts`` the rows' texts (a tuple), or with
-    ``store`` (:data:`_TEXTS_FROM_STORE`: the rows' ``(cols, slots, hashes)``, the
-    store, the int64 bytes of their slot numbers, the reader's hashes) None and those
-    kept as ``store``; ``digest`` the distinct digest with groups. Whoever holds it ends
-    it: :func:`restore` (taken or not), else :meth:`stop`."""
-
-    __slots__ = ("digest", "store", "taken", "texts")
-
-    def __init__(
-        self, texts: tuple[str, ...] | None, store: tuple[Any, bytes, bytes] | None = None
-    ) -> None:
-        self.texts = texts
-        self.store = store
-        self.taken = False
-        self.digest: persist.LateDigest
-        if store is not None:
-            self.digest = persist.StoreDigest(*store)
-        else:
-            assert texts is not None
-            self.digest = persist.LateDigest(texts, distinct=True, groups=True)
-
-    def stop(self) -> None:
-        """End the thread if no restore took it (idempotent; :meth:`LateDigest.stop`)."""
-        self.digest.stop()
+#: (the thread's holder, shared with BM25's restore)
+Early = persist.Early
 
 
 def start_early(index: object, rows: list[Any]) -> Early | None:
@@ -252,14 +228,9 @@ def start_early(index: object, rows: list[Any]) -> Early | None:
     if len(rows) < persist._LATE_MIN_TEXTS or not persist._encoder():
         return None
     cols = getattr(rows, "cols", None)  # rows (seq, slot) in that store: texts made from it
-    if _TEXTS_FROM_STORE and cols is not None and isinstance(rows, list):
-        fn_slots = ccore.rows_slots()
-        slots = fn_slots(rows, cols) if fn_slots is not None else None
-        if slots is not None:
-            hashes = getattr(rows, "hashes", b"")
-            if type(hashes) is not bytes or len(hashes) != len(slots):
-                hashes = b""
-            return Early(None, (cols, slots, hashes))
+    store = persist.store_rows(rows, ccore.rows_slots()) if _TEXTS_FROM_STORE else None
+    if store is not None:
+        return Early(None, store)
     fn = ccore.rows_texts()
     texts = (
         (fn(rows) if cols is None else fn(rows, cols, getattr(rows, "hashes", b"")))
@@ -557,7 +528,7 @@ _PREP_BESIDE = True
 _PREP_ROWS = 65536
 
 
-class Prepared:
+class Prepared(persist.Stepped):
     """The image-only part of :func:`restore` (what needs no row: the tokens decoded and
     checked, the posting lists checked against the group count, the masks' lengths, with
     :data:`_ROWS_AHEAD` a new numbering holding the masks and their rows of bits
@@ -584,7 +555,6 @@ class Prepared:
         self.index = index
         self.parts = parts
         self.groups = groups
-        self.error: Exception | None = None
         self.tokens: list[str] = []
         self.post: dict[str, array[int]] = {}
         self.lo: Any = None
@@ -593,28 +563,14 @@ class Prepared:
         #: their rows of bits written; else None
         self.numbering: _Numbering | None = None
         self._arrays = arrays
-        self._steps: Iterator[None] | None = self._run()
+        super().__init__(self._run())
 
-    def step(self) -> bool:
-        """Run one step (~10-40 ms; the vocabulary's, ~0.4 s at 1M, is one). Returns
-        whether steps remain. Never raises an ``Exception`` (kept for :meth:`finish`)."""
-        steps = self._steps
-        if steps is None:
-            return False
-        try:
-            next(steps)
-            return True
-        except StopIteration:
-            pass
-        except Exception as exc:  # restore raises it where the inline path would
-            self.error = exc
-        self._steps = None
-        return False
+    # step(): one step (~10-40 ms; the vocabulary's, ~0.4 s at 1M, is one), whether
+    # steps remain; never raises an Exception (kept for finish)
 
     def finish(self) -> None:
         """Run the remaining steps; raise the first check's error, if one failed."""
-        while self.step():
-            pass
+        self.run_out()
         if self.error is not None:
             raise self.error
 
