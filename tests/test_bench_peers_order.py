@@ -46,3 +46,20 @@ def test_peers_cold_runs_every_order_on_a_small_memory() -> None:
     assert len(lines) == 2 * 7 + 2
     assert "after the scan" in labels
     assert "flushed" in labels
+
+
+def test_cold_retrieve_runs_every_order_and_the_steps_on_a_small_memory() -> None:
+    from stress.cold_retrieve import main
+
+    real_file("locomo10.json")
+    real_file("tool_calls.jsonl")
+    lines = main(["--n", "300", "--q", "4", "--thrash-mib", "1", "--objects", "--scan", "1"])
+    labels = {tuple(line.split()[:2]) for line in lines}
+    for order in ("warm", "thrash", "objects", "scan"):
+        assert (order, "retrieve") in labels
+        assert (order, "top_k") in labels
+    fresh = main(["--n", "300", "--q", "8", "--thrash-mib", "1", "--fresh", "--steps"])
+    assert {tuple(line.split()[:2]) for line in fresh} == {
+        (o, c) for o in ("warm", "thrash") for c in ("retrieve", "top_k")
+    }
+    assert all(" n   2 " in line for line in fresh)  # each question once, in rotation
