@@ -35,7 +35,7 @@ from actormem._engine import state as state_module
 from actormem._engine.state import MemoryState, View
 from actormem._index import kernels
 
-from .setups import knob_state
+from .setups import knob_state, relevance_keys
 from .strategies import examples, run_machine
 from .test_store_batch import BASE, TwoPaths, _snapshot
 
@@ -45,7 +45,14 @@ core = pytest.mark.skipif(
 
 
 def _new(seq_keys: bool, capacity: int | None = None, load: int = 4) -> MemoryState:
-    return knob_state(state_module, "_SEQ_KEYS", seq_keys, capacity, load)
+    """A state in the seq layout with int keys (``_REC_KEYS`` off: the records' own keys
+    are ``test_rec44_keys.py``'s) or the packed one."""
+    saved = state_module._REC_KEYS
+    state_module._REC_KEYS = False
+    try:
+        return knob_state(state_module, "_SEQ_KEYS", seq_keys, capacity, load)
+    finally:
+        state_module._REC_KEYS = saved
 
 
 def _rec(rec: Any) -> tuple[Any, ...]:
@@ -281,9 +288,7 @@ def test_store_inserts_makes_the_python_keys(seq_keys: bool) -> None:
         state_module._store_inserts_c = saved
     for s in (by_c, by_py):
         s._check()
-    assert [list(k) for k in by_c._by_relevance._keys] == [
-        list(k) for k in by_py._by_relevance._keys
-    ]
+    assert relevance_keys(by_c._by_relevance) == relevance_keys(by_py._by_relevance)
     assert by_c._by_relevance._keys[0][0] == by_py._relkey(by_py._by_relevance[0])
     assert _keys_are_seqs(by_c) == seq_keys
     assert _keys_are_seqs(by_py) == seq_keys
