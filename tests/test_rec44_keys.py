@@ -20,7 +20,8 @@ record's last per-entry object. Checked here:
 * the removal of one version among a run of its id's versions across sublists, and of
   a record not in the order (ValueError, nothing changed);
 * the C ``store_inserts`` (``seq_keys`` 2) and ``load_inserts`` (``rec_keys``) make the
-  records keys, and refuse a wrong flag before any change.
+  records keys (``store_inserts`` as the Python path does: ``test_entrybytes2``), and
+  refuse a wrong flag before any change.
 """
 
 from __future__ import annotations
@@ -415,32 +416,6 @@ def test_removing_a_record_not_in_the_order_changes_nothing() -> None:
 
 
 # -- the C paths ----------------------------------------------------------------------------
-
-
-@compiled
-@core
-def test_store_inserts_makes_record_keys() -> None:
-    entries = [
-        MemoryEntry(
-            category=MemoryCategory.FACT,
-            memory=f"w{i}",
-            id=uuid.UUID(int=i + 1),
-            relevance=0.5 if 20 <= i < 40 else 1.0,
-        )
-        for i in range(60)
-    ]
-    by_c, by_py = _state(True, load=8), _state(True, load=8)
-    by_c.store_many(entries, None)
-    saved = state_module._store_inserts_c
-    state_module._store_inserts_c = None
-    try:
-        by_py.store_many(entries, None)
-    finally:
-        state_module._store_inserts_c = saved
-    for s in (by_c, by_py):
-        s._check()
-        assert _rec_keys_hold(s)
-    assert relevance_keys(by_c._by_relevance) == relevance_keys(by_py._by_relevance)
 
 
 @compiled
