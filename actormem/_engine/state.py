@@ -22,9 +22,10 @@ loses records only when no snapshot can see them):
   order in which the word-overlap scorer tops up results, and the index of
   consolidation's prune. Its key is ``(-relevance, seq)`` packed into one int
   (:func:`_relevance_key_seq`; for relevance 1.0 the ``seq`` int itself: the
-  Python record's own, no key object; the compiled record keeps its seq as an int64, so
-  the key is the one int of such a record), versions of one id (which share it) kept
-  in the order of their births;
+  Python record's own, no key object), or with the compiled record
+  (:func:`_relevance_key_rec`, :data:`_REC_KEYS`) for relevance 1.0 the record itself,
+  which orders against records and ints as its ``seq`` (no object at all), versions of
+  one id (which share the key in the order) kept in the order of their births;
   ``_SEQ_KEYS`` off: ``(-relevance, seq, born)`` packed (:func:`_relevance_key`).
 * the scorer's index (posting lists), via ``add``/``retire``/``purge``.
 
