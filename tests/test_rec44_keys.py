@@ -463,3 +463,85 @@ def test_load_inserts_makes_record_keys(rec_keys: bool) -> None:
         assert all(k is r for k, r in zip(keys, records, strict=True))
     else:
         assert keys == [r.seq for r in records]
+
+
+# -- one list as records and keys --------------------------------------------------------
+
+
+def _shared(state: MemoryState) -> list[bool]:
+    rel = state._by_relevance
+    return [k is r for k, r in zip(rel._keys, rel._lists, strict=True)]
+
+
+@compiled
+@pytest.mark.parametrize("many", [False, True])
+def test_sublists_of_own_keys_share_one_list(many: bool) -> None:
+    """Relevance-1.0 records alone: every sublist is one list as records and keys, by
+    ``store``, ``store_many`` (the C inserts) and ``load``; a record of another
+    relevance unshares its sublist only, and its removal's merge and a split share
+    again where the keys are the records."""
+    entries = [
+        MemoryEntry(category=MemoryCategory.FACT, memory=f"s{i}", id=uuid.UUID(int=i + 1))
+        for i in range(200)
+    ]
+    s = _state(True, load=8)
+    if many:
+        s.store_many(entries, None)
+    else:
+        for e in entries:
+            s.store(e)
+    s._check()
+    assert len(_shared(s)) > 10
+    assert all(_shared(s))
+    loaded = _state(True, load=8)
+    loaded.load([(i + 1, e) for i, e in enumerate(entries)])
+    loaded._check()
+    assert all(_shared(loaded))
+    low = MemoryEntry(
+        category=MemoryCategory.FACT, memory="low", id=uuid.UUID(int=9999), relevance=0.5
+    )
+    s.store(low)
+    s._check()
+    assert _shared(s).count(False) == 1  # the last sublist: the 0.5 record's key an int
+    assert s.delete(low.id)
+    s.publish()
+    s.vacuum(s.published)
+    s._check()
+    for e in entries[:150]:  # merges of the sublists that shrink
+        s.delete(e.id)
+    s.publish()
+    s.vacuum(s.published)
+    s._check()
+    assert [r.entry.memory for r in s.view().by_relevance()] == [e.memory for e in entries[150:]]
+    more = [
+        MemoryEntry(category=MemoryCategory.FACT, memory=f"n{i}", id=uuid.UUID(int=i + 20_000))
+        for i in range(60)
+    ]
+    s.store_many(more, None)  # splits
+    s._check()
+    assert all(_shared(s))
+
+
+@compiled
+@pytest.mark.parametrize("shared", [True, False])
+def test_shared_lists_knob_keeps_the_keys(monkeypatch: pytest.MonkeyPatch, shared: bool) -> None:
+    """``_SHARED_KEYS`` off: a list of keys beside each list of records, the same keys."""
+    monkeypatch.setattr(state_module, "_SHARED_KEYS", shared)
+    s = _state(True, load=4)
+    for i in range(40):
+        rel = 0.5 if i % 7 == 3 else 1.0
+        s.store(
+            MemoryEntry(
+                category=MemoryCategory.FACT, memory=f"k{i}", id=uuid.UUID(int=i + 1), relevance=rel
+            )
+        )
+    s.publish()
+    s._check()
+    assert any(_shared(s)) == shared
+    keys = [k for sub in relevance_keys(s._by_relevance)[0] for k in sub]
+    assert keys == [
+        ("rec", r.seq) if r.entry.relevance == 1.0 else s._relkey(r) for r in s._by_relevance
+    ]
+    assert [r.entry.memory for r in s.view().by_relevance()] == [
+        f"k{i}" for i in range(40) if i % 7 != 3
+    ] + [f"k{i}" for i in range(40) if i % 7 == 3]
