@@ -1026,9 +1026,7 @@ class View:
                 read = []
             seq = last_rec.seq  # an equal key has an equal seq: relkey only then
             while (
-                tail > 0
-                and chunk[tail - 1].seq == seq
-                and _same_key(relkey(chunk[tail - 1]), last)
+                tail > 0 and chunk[tail - 1].seq == seq and _same_key(relkey(chunk[tail - 1]), last)
             ):
                 tail -= 1
             read += chunk[tail:]
@@ -1122,9 +1120,9 @@ class MemoryState:
             _below_key_seq if self._seq_keys else _below_key
         )
         self._rel_parts: dict[float, int] = _REL_PART_SEQ if self._seq_keys else _REL_PART
-        self._by_relevance: SortedKeyList = (
-            _RelevanceOrder if self._rec_keys else SortedKeyList
-        )(key=self._relkey)
+        self._by_relevance: SortedKeyList = (_RelevanceOrder if self._rec_keys else SortedKeyList)(
+            key=self._relkey
+        )
         #: Eviction orders of unvalidated (index 0/False) and validated (1/True) records;
         #: None when unbounded (nothing is ever evicted, so no order is kept).
         self._evict: tuple[SortedList, SortedList] | None = (
@@ -1547,9 +1545,7 @@ class MemoryState:
         by_relevance = self._by_relevance
         by_relevance_add = by_relevance.add
         # SortedKeyList's own lists (sortedcontainers 2.x): the end of the order.
-        rel_append = (
-            _RELEVANCE_APPEND and _SORTED_INTERNALS and type(by_relevance) in _ORDER_TYPES
-        )
+        rel_append = _RELEVANCE_APPEND and _SORTED_INTERNALS and type(by_relevance) in _ORDER_TYPES
         rel_keys: list[list[int]] = by_relevance._keys if rel_append else []
         rel_maxes: list[int] = by_relevance._maxes if rel_append else []
         rel_split = by_relevance._load << 1 if rel_append else 0  # longer: split
