@@ -628,7 +628,8 @@ class _RelevanceOrder(SortedKeyList):  # type: ignore[misc]
                 recs.insert(idx, value)
                 if keys is not recs:
                     keys.insert(idx, key)
-            self._expand(pos)
+            if len(recs) > (self._load << 1) or self._index:
+                self._expand(pos)  # a split, or the positional index's counts
         else:
             recs = [value]
             _lists.append(recs)
