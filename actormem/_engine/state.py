@@ -628,8 +628,7 @@ class _RelevanceOrder(SortedKeyList):  # type: ignore[misc]
                 recs.insert(idx, value)
                 if keys is not recs:
                     keys.insert(idx, key)
-            if len(recs) > (self._load << 1) or self._index:
-                self._expand(pos)  # a split, or the positional index's counts
+            self._expand(pos)
         else:
             recs = [value]
             _lists.append(recs)
