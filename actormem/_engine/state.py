@@ -653,9 +653,9 @@ class _RelevanceOrder(SortedKeyList):  # type: ignore[misc]
         else:
             half_keys = keys[load:]
             del keys[load:]
-            if _SHARED_KEYS and keys == recs:  # (records equal only themselves: identity)
+            if _SHARED_KEYS and all(map(operator.is_, keys, recs)):
                 _keys[pos] = keys = recs
-            if _SHARED_KEYS and half_keys == half:
+            if _SHARED_KEYS and all(map(operator.is_, half_keys, half)):
                 half_keys = half
         _maxes[pos] = keys[-1]
         _lists.insert(pos + 1, half)
@@ -721,9 +721,7 @@ class _RelevanceOrder(SortedKeyList):  # type: ignore[misc]
             return
         keys = self._keys
         for pos, recs in enumerate(self._lists):
-            # A list of keys equals its records' list only if each key is its record: a
-            # record equals itself only, never an int nor another record.
-            if keys[pos] is not recs and keys[pos] == recs:
+            if keys[pos] is not recs and all(map(operator.is_, keys[pos], recs)):
                 keys[pos] = recs
 
 
