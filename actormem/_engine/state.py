@@ -86,7 +86,7 @@ import math
 import operator
 import struct
 import uuid
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from datetime import UTC, datetime, timedelta
@@ -415,11 +415,6 @@ _SEQ_KEYS = True
 #: among its id's versions by identity (:meth:`MemoryState._relevance_remove`). Read
 #: once per state. False: the seq int, the layout before it.
 _REC_KEYS = True
-#: With :data:`_REC_KEYS`, a sublist of the relevance order whose keys are all its
-#: records keeps one list as both (:class:`_RelevanceOrder`): 8 bytes a record less.
-#: False: a list of keys beside each list of records, the layout before it (the same
-#: keys and order). Read at each change of the order.
-_SHARED_KEYS = True
 #: A stored entry is taken out of the cyclic collector's lists (``kernels.gc_untrack``,
 #: with the compiled kernels): an entry is an immutable tree of strs, tuples, numbers,
 #: times and frozen JSON that never references a record, so it is never part of a
@@ -588,145 +583,6 @@ _SORTED_INTERNALS = all(
     hasattr(SortedKeyList(key=int), name)
     for name in ("_lists", "_keys", "_maxes", "_index", "_load", "_len")
 )
-
-
-class _RelevanceOrder(SortedKeyList):  # type: ignore[misc]
-    """The relevance order with the records' own keys (:data:`_REC_KEYS`): a sublist whose
-    keys are all its records (relevance 1.0: each record is its own key) keeps one list
-    as both (``_lists[pos] is _keys[pos]``), 8 bytes a record less
-    (:data:`_SHARED_KEYS`); a key that is not its record (another relevance) entering
-    such a sublist first gives it a list of keys of its own, and a split or a fill shares
-    again where the keys are the records. ``add``, ``_expand``, ``_delete`` and
-    ``update`` are sortedcontainers' own (2.x) with that sharing kept; the reads
-    (bisects, ``irange_key``, iteration, ``_check``) are the library's. Complexities as
-    ``SortedKeyList``'s (a split or a merge's check of its keys O(load))."""
-
-    def add(self, value: Any) -> None:
-        _lists = self._lists
-        _keys = self._keys
-        _maxes = self._maxes
-        key = self._key(value)
-        own = key is value
-        if _maxes:
-            pos = bisect_right(_maxes, key)
-            if pos == len(_maxes):
-                pos -= 1
-                recs = _lists[pos]
-                keys = _keys[pos]
-                if keys is recs and not own:
-                    keys = _keys[pos] = list(recs)
-                recs.append(value)
-                if keys is not recs:
-                    keys.append(key)
-                _maxes[pos] = key
-            else:
-                recs = _lists[pos]
-                keys = _keys[pos]
-                idx = bisect_right(keys, key)
-                if keys is recs and not own:
-                    keys = _keys[pos] = list(recs)
-                recs.insert(idx, value)
-                if keys is not recs:
-                    keys.insert(idx, key)
-            self._expand(pos)
-        else:
-            recs = [value]
-            _lists.append(recs)
-            _keys.append(recs if own and _SHARED_KEYS else [key])
-            _maxes.append(key)
-        self._len += 1
-
-    def _expand(self, pos: int) -> None:
-        _lists = self._lists
-        _keys = self._keys
-        if len(_keys[pos]) <= (self._load << 1):
-            super()._expand(pos)  # no split: the positional index's counts only
-            return
-        _maxes = self._maxes
-        load = self._load
-        recs = _lists[pos]
-        keys = _keys[pos]
-        half = recs[load:]
-        del recs[load:]
-        if keys is recs:
-            half_keys = half
-        else:
-            half_keys = keys[load:]
-            del keys[load:]
-            if _SHARED_KEYS and all(map(operator.is_, keys, recs)):
-                _keys[pos] = keys = recs
-            if _SHARED_KEYS and all(map(operator.is_, half_keys, half)):
-                half_keys = half
-        _maxes[pos] = keys[-1]
-        _lists.insert(pos + 1, half)
-        _keys.insert(pos + 1, half_keys)
-        _maxes.insert(pos + 1, half_keys[-1])
-        del self._index[:]
-
-    def _delete(self, pos: int, idx: int) -> None:
-        _lists = self._lists
-        _keys = self._keys
-        _maxes = self._maxes
-        _index = self._index
-        keys_pos = _keys[pos]
-        lists_pos = _lists[pos]
-        del lists_pos[idx]
-        if keys_pos is not lists_pos:
-            del keys_pos[idx]
-        self._len -= 1
-        len_keys_pos = len(keys_pos)
-        if len_keys_pos > (self._load >> 1):
-            _maxes[pos] = keys_pos[-1]
-            if _index:
-                child = self._offset + pos
-                while child > 0:
-                    _index[child] -= 1
-                    child = (child - 1) >> 1
-                _index[0] -= 1
-        elif len(_keys) > 1:
-            if not pos:
-                pos += 1
-            prev = pos - 1
-            keys_prev = _keys[prev]
-            lists_prev = _lists[prev]
-            if keys_prev is lists_prev and _keys[pos] is not _lists[pos]:
-                keys_prev = _keys[prev] = list(lists_prev)
-            lists_prev.extend(_lists[pos])
-            if keys_prev is not lists_prev:
-                keys_prev.extend(_keys[pos])
-            _maxes[prev] = keys_prev[-1]
-            del _lists[pos]
-            del _keys[pos]
-            del _maxes[pos]
-            del _index[:]
-            self._expand(prev)
-        elif len_keys_pos:
-            _maxes[pos] = keys_pos[-1]
-        else:
-            del _lists[pos]
-            del _keys[pos]
-            del _maxes[pos]
-            del _index[:]
-
-    def update(self, iterable: Iterable[Any]) -> None:
-        super().update(iterable)
-        self._share()
-
-    _update = update
-
-    def _share(self) -> None:
-        """Share each sublist whose keys are all its records (:data:`_SHARED_KEYS`).
-        O(n)."""
-        if not _SHARED_KEYS:
-            return
-        keys = self._keys
-        for pos, recs in enumerate(self._lists):
-            if keys[pos] is not recs and all(map(operator.is_, keys[pos], recs)):
-                keys[pos] = recs
-
-
-#: The types of ``_by_relevance`` whose private lists the fast paths write.
-_ORDER_TYPES = (SortedKeyList, _RelevanceOrder)
 
 
 class View:
@@ -1120,9 +976,7 @@ class MemoryState:
             _below_key_seq if self._seq_keys else _below_key
         )
         self._rel_parts: dict[float, int] = _REL_PART_SEQ if self._seq_keys else _REL_PART
-        self._by_relevance: SortedKeyList = (_RelevanceOrder if self._rec_keys else SortedKeyList)(
-            key=self._relkey
-        )
+        self._by_relevance: SortedKeyList = SortedKeyList(key=self._relkey)
         #: Eviction orders of unvalidated (index 0/False) and validated (1/True) records;
         #: None when unbounded (nothing is ever evicted, so no order is kept).
         self._evict: tuple[SortedList, SortedList] | None = (
@@ -1459,7 +1313,7 @@ class MemoryState:
             and self._dup_key_c() is not None
             and _RELEVANCE_APPEND
             and _SORTED_INTERNALS
-            and type(by_relevance) in _ORDER_TYPES
+            and type(by_relevance) is SortedKeyList
         ):
             self._store_batch_c(entries, now, sink, _store_inserts_c)
         else:
@@ -1545,7 +1399,7 @@ class MemoryState:
         by_relevance = self._by_relevance
         by_relevance_add = by_relevance.add
         # SortedKeyList's own lists (sortedcontainers 2.x): the end of the order.
-        rel_append = _RELEVANCE_APPEND and _SORTED_INTERNALS and type(by_relevance) in _ORDER_TYPES
+        rel_append = _RELEVANCE_APPEND and _SORTED_INTERNALS and type(by_relevance) is SortedKeyList
         rel_keys: list[list[int]] = by_relevance._keys if rel_append else []
         rel_maxes: list[int] = by_relevance._maxes if rel_append else []
         rel_split = by_relevance._load << 1 if rel_append else 0  # longer: split
@@ -1624,12 +1478,9 @@ class MemoryState:
                     and key > rel_maxes[-1]
                     and len(rel_keys[-1]) < rel_split
                     and not by_relevance._index
-                    and (key is rec or rel_keys[-1] is not by_relevance._lists[-1])
                 ):  # SortedKeyList.add's append at the end, inline (_relevance_key's key)
-                    last = by_relevance._lists[-1]
-                    last.append(rec)
-                    if rel_keys[-1] is not last:  # (_RelevanceOrder's shared lists: once)
-                        rel_keys[-1].append(key)
+                    by_relevance._lists[-1].append(rec)
+                    rel_keys[-1].append(key)
                     rel_maxes[-1] = key
                     by_relevance._len += 1
                 else:
@@ -2041,7 +1892,7 @@ class MemoryState:
         if not (
             _RELEVANCE_FILL
             and _SORTED_INTERNALS
-            and type(by_relevance) in _ORDER_TYPES
+            and type(by_relevance) is SortedKeyList
             and not len(by_relevance)
             and records
         ):
@@ -2062,8 +1913,6 @@ class MemoryState:
         by_relevance._maxes.extend(chunk[-1] for chunk in by_relevance._keys)
         by_relevance._len = len(records)
         del by_relevance._index[:]
-        if type(by_relevance) is _RelevanceOrder:
-            by_relevance._share()
 
     def _relevance_remove(self, rec: Record) -> None:
         """``self._by_relevance.remove(rec)`` for :func:`_relevance_key_rec`'s keys, whose
@@ -2426,14 +2275,14 @@ class MemoryState:
             if _same_key(self._relkey(a), self._relkey(b)):
                 assert a.cols.ident(a.slot) == b.cols.ident(b.slot)
                 assert a.born < b.born
-        if self._rec_keys:  # a relevance-1.0 record's key is the record itself, others ints
-            assert type(self._by_relevance) is _RelevanceOrder
+        if self._rec_keys:  # a relevance-1.0 record's key is the record itself
             assert all(
-                k is r if r.cols.relevance(r.slot) == 1.0 else type(k) is int
+                k is r
                 for sub_k, sub_r in zip(
                     self._by_relevance._keys, self._by_relevance._lists, strict=True
                 )
                 for k, r in zip(sub_k, sub_r, strict=True)
+                if r.cols.relevance(r.slot) == 1.0
             )
         elif self._seq_keys:  # a relevance-1.0 record's key is its seq (int) itself
             assert all(

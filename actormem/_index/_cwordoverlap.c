@@ -5807,9 +5807,7 @@ PyDoc_STRVAR(store_inserts_doc,
 "ttl, key, value or expires_at, an exact str text, an id with no live record, a relevance\n"
 "whose key part rel_part has (an int below 2**190), a namespace namespaces has (an\n"
 "exact list class), and a relevance key above rel_maxes[-1] whose last sublist is\n"
-"shorter than rel_split (when rel_keys[-1] is rel_lists[-1], one list shared as records\n"
-"and keys (state._RelevanceOrder), the record appended once, only a record that is its\n"
-"own key). The relevance key is part | (v << 63) | v for the record's\n"
+"shorter than rel_split. The relevance key is part | (v << 63) | v for the record's\n"
 "version v (state._relevance_key), or with seq_keys true (state._relevance_key_seq)\n"
 "part | v, the record's own version int when part is 0, or with seq_keys 2\n"
 "(state._relevance_key_rec; the compiled record only) the record itself then. The k-th insert makes a record born and seq'd version + k\n"
@@ -5981,8 +5979,6 @@ store_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
         PyObject *last_max = PyList_GET_ITEM(rel_maxes, nl - 1);
         int above = PyObject_RichCompareBool(rkey, last_max, Py_GT);
-        if (above > 0 && last_keys == last_recs && !(rec_keys && rkey == born))
-            above = 0; /* a shared sublist (records their own keys) takes no other key */
         if (above <= 0) {
             Py_DECREF(rkey);
             Py_DECREF(born);
@@ -6042,7 +6038,7 @@ store_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         int err = idt ? it_put(idt, ident, rec) : PyDict_SetItem(by_id, ident, rec);
         if (!err && old) err = PyDict_SetItem(prev, rec, old);
         if (!err) err = PyList_Append(last_recs, rec);
-        if (!err && last_keys != last_recs) err = PyList_Append(last_keys, rkey);
+        if (!err) err = PyList_Append(last_keys, rkey);
         if (!err) err = PyList_SetItem(rel_maxes, nl - 1, Py_NewRef(rkey));
         if (!err) err = PyList_Append(recs, rec);
         if (!err) Py_SETREF(SLOT(records, ins_ns_off[1]), Py_NewRef(live1));
