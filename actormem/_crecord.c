@@ -184,13 +184,36 @@ Record_setattro(PyObject *self, PyObject *name, PyObject *v)
     return 0;
 }
 
+/* The order by seq; against an int (the relevance order's keys, where a relevance-1.0
+ * record is its own key: state._relevance_key_rec) as its seq would compare, an int
+ * outside int64 above or below every record. == and != by identity (an int is never
+ * equal to a record). */
 static PyObject *
 Record_richcompare(PyObject *a, PyObject *b, int op)
 {
-    if (!PyObject_TypeCheck(a, Record_Type) || !PyObject_TypeCheck(b, Record_Type) ||
-        op == Py_EQ || op == Py_NE)
-        Py_RETURN_NOTIMPLEMENTED; /* == and != by identity */
-    int64_t x = ((RecordObject *)a)->seq, y = ((RecordObject *)b)->seq;
+    if (op == Py_EQ || op == Py_NE) Py_RETURN_NOTIMPLEMENTED; /* == and != by identity */
+    int ra = PyObject_TypeCheck(a, Record_Type), rb = PyObject_TypeCheck(b, Record_Type);
+    int64_t x, y;
+    if (ra && rb) {
+        x = ((RecordObject *)a)->seq;
+        y = ((RecordObject *)b)->seq;
+    } else if ((ra && PyLong_Check(b) && !PyBool_Check(b)) ||
+               (rb && PyLong_Check(a) && !PyBool_Check(a))) {
+        PyObject *n = ra ? b : a;
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(n, &overflow);
+        if (v == -1 && !overflow && PyErr_Occurred()) return NULL;
+        int64_t s = ((RecordObject *)(ra ? a : b))->seq;
+        if (overflow) { /* past int64: above (or below) every seq */
+            x = ra ? 0 : (overflow > 0 ? 1 : -1);
+            y = ra ? (overflow > 0 ? 1 : -1) : 0;
+        } else {
+            x = ra ? s : (int64_t)v;
+            y = ra ? (int64_t)v : s;
+        }
+    } else {
+        Py_RETURN_NOTIMPLEMENTED;
+    }
     Py_RETURN_RICHCOMPARE(x, y, op);
 }
 

@@ -93,6 +93,20 @@ def knob_state(
     return s
 
 
+def key_value(key: Any) -> Any:
+    """A relevance key by value, comparable across states: an int as it is, a record
+    (a relevance-1.0 record is its own key, ``state._REC_KEYS``) as ``("rec", seq)``."""
+    return key if isinstance(key, int) else ("rec", key.seq)
+
+
+def relevance_keys(order: Any) -> tuple[list[list[Any]], list[Any]]:
+    """The relevance order's key lists and maxima by value (:func:`key_value`)."""
+    return (
+        [[key_value(k) for k in sub] for sub in order._keys],
+        [key_value(k) for k in order._maxes],
+    )
+
+
 # -- the C tables' iterators -----------------------------------------------------------
 
 

@@ -30,6 +30,7 @@ from actormem._index.substring import SubstringVocab
 from actormem._index.wordoverlap import ccore
 from actormem._index.wordoverlap import knobs as wo_knobs
 
+from .setups import relevance_keys
 from .strategies import EXAMPLES_SCALE, PROFILE_SCALES, examples
 from .test_storepath import _structures, texts
 
@@ -228,7 +229,7 @@ def test_fold_knob_chooses_the_function_and_keeps_the_groups() -> None:
 def _relevance_lists(state: MemoryState) -> tuple[Any, ...]:
     rel: Any = state._by_relevance
     rel._check()
-    return ([list(map(id, x)) for x in rel._lists], rel._keys, rel._maxes, rel._len)
+    return ([list(map(id, x)) for x in rel._lists], relevance_keys(rel), rel._len)
 
 
 @settings(max_examples=examples(150), deadline=None)
@@ -273,7 +274,7 @@ def test_relevance_append_is_sorted_key_list_add(
     old, new = sides[: len(sides) // 2], sides[len(sides) // 2 :]
     # The records are other objects in each run: the keys (seq and born included),
     # maxima, lengths and sublist sizes after every batch.
-    assert [(k, m, n) for _, k, m, n in new] == [(k, m, n) for _, k, m, n in old]
+    assert [(k, n) for _, k, n in new] == [(k, n) for _, k, n in old]
     assert [[len(x) for x in lists] for lists, *_ in new] == [
         [len(x) for x in lists] for lists, *_ in old
     ]

@@ -35,7 +35,7 @@ from actormem._engine import state as state_module
 from actormem._engine.state import MemoryState, View
 from actormem._index import kernels
 
-from .setups import knob_state
+from .setups import key_value, knob_state, relevance_keys
 from .strategies import examples, run_machine
 from .test_store_batch import BASE, TwoPaths, _snapshot
 
@@ -44,8 +44,17 @@ core = pytest.mark.skipif(
 )
 
 
-def _new(seq_keys: bool, capacity: int | None = None, load: int = 4) -> MemoryState:
-    return knob_state(state_module, "_SEQ_KEYS", seq_keys, capacity, load)
+def _new(
+    seq_keys: bool, capacity: int | None = None, load: int = 4, rec_keys: bool = False
+) -> MemoryState:
+    """A state in the seq layout with int keys (``_REC_KEYS`` off unless ``rec_keys``:
+    the records' own keys are ``test_rec44_keys.py``'s) or the packed one."""
+    saved = state_module._REC_KEYS
+    state_module._REC_KEYS = rec_keys
+    try:
+        return knob_state(state_module, "_SEQ_KEYS", seq_keys, capacity, load)
+    finally:
+        state_module._REC_KEYS = saved
 
 
 def _rec(rec: Any) -> tuple[Any, ...]:
@@ -259,8 +268,8 @@ def test_by_relevance_over_runs_of_versions(
 
 
 @core
-@pytest.mark.parametrize("seq_keys", [True, False])
-def test_store_inserts_makes_the_python_keys(seq_keys: bool) -> None:
+@pytest.mark.parametrize(("seq_keys", "rec_keys"), [(True, False), (False, False), (True, True)])
+def test_store_inserts_makes_the_python_keys(seq_keys: bool, rec_keys: bool) -> None:
     entries = [
         MemoryEntry(
             category=MemoryCategory.FACT,
@@ -271,7 +280,7 @@ def test_store_inserts_makes_the_python_keys(seq_keys: bool) -> None:
         )
         for i in range(60)
     ]
-    by_c, by_py = _new(seq_keys), _new(seq_keys)
+    by_c, by_py = _new(seq_keys, rec_keys=rec_keys), _new(seq_keys, rec_keys=rec_keys)
     by_c.store_many(entries, None)
     saved = state_module._store_inserts_c
     state_module._store_inserts_c = None
@@ -281,12 +290,19 @@ def test_store_inserts_makes_the_python_keys(seq_keys: bool) -> None:
         state_module._store_inserts_c = saved
     for s in (by_c, by_py):
         s._check()
-    assert [list(k) for k in by_c._by_relevance._keys] == [
-        list(k) for k in by_py._by_relevance._keys
-    ]
-    assert by_c._by_relevance._keys[0][0] == by_py._relkey(by_py._by_relevance[0])
-    assert _keys_are_seqs(by_c) == seq_keys
-    assert _keys_are_seqs(by_py) == seq_keys
+    assert relevance_keys(by_c._by_relevance) == relevance_keys(by_py._by_relevance)
+    first = by_py._relkey(by_py._by_relevance[0])
+    assert key_value(by_c._by_relevance._keys[0][0]) == key_value(first)
+    for s in (by_c, by_py):
+        assert s._rec_keys == rec_keys
+        assert _keys_are_seqs(s) == (seq_keys and not rec_keys)
+        rel = s._by_relevance
+        assert rec_keys == all(  # the records' own keys (test_rec44_keys.py)
+            k is r
+            for ks, rs in zip(rel._keys, rel._lists, strict=True)
+            for k, r in zip(ks, rs, strict=True)
+            if r.entry.relevance == 1.0
+        )
 
 
 @core

@@ -27,6 +27,7 @@ from actormem._index import textfold
 from actormem._storage.sqlite_format import FoldedRows
 from tests.strategies import examples
 
+from .setups import relevance_keys
 from .test_open_fast import T0, _assert_same, _rows
 
 needs_c = pytest.mark.skipif(
@@ -45,8 +46,7 @@ def _layout(state: MemoryState) -> tuple[Any, ...]:
     )  # insertion order within a group
     return (
         [[r.seq for r in sub] for sub in rel._lists],
-        [list(sub) for sub in rel._keys],
-        list(rel._maxes),
+        relevance_keys(rel),
         len(rel),
         ns,
         ids,
@@ -235,8 +235,12 @@ def test_load_inserts_refuses_bad_arguments() -> None:
         [], [], state._rel_parts, [], state._cols,
     ]  # fmt: skip
     assert fn(*good) == 0
-    with pytest.raises(TypeError, match="13 arguments"):
+    with pytest.raises(TypeError, match="13 or 14 arguments"):
         fn(*good[:12])
+    with pytest.raises(TypeError, match="13 or 14 arguments"):
+        fn(*good, True, True)
+    with pytest.raises(TypeError, match="rec_keys must be a bool"):
+        fn(*good, 1)
     for at, bad in (
         (0, ()), (1, 0.0), (2, "x"), (3, None), (4, {}), (5, []), (6, {}), (7, {}),
         (8, ()), (9, ()), (10, []), (11, ()),

@@ -39,6 +39,7 @@ from actormem._index import kernels
 from actormem._index.wordoverlap import ccore
 from actormem._index.wordoverlap import knobs as wo_knobs
 
+from .setups import relevance_keys
 from .strategies import run_machine
 from .test_store_batch import BASE, TwoPaths, _snapshot
 
@@ -62,8 +63,7 @@ def _full(state: MemoryState) -> tuple[Any, ...]:
         {k: _slots(r) for k, r in state._by_id.items()},
         [(_slots(k), _slots(v)) for k, v in state._prev.items()],
         [[_slots(r) for r in sub] for sub in rel._lists],
-        [list(sub) for sub in rel._keys],
-        list(rel._maxes),
+        relevance_keys(rel),
         rel._len,
         len(rel),
         {k: (ns.live, len(ns.recs)) for k, ns in state._namespaces.items()},

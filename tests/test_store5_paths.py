@@ -28,6 +28,7 @@ from actormem._engine.state import MemoryState
 from actormem._index import kernels
 from actormem._index.wordoverlap import knobs as wo_knobs
 
+from .setups import relevance_keys
 from .strategies import run_machine
 from .test_store_batch import TwoPaths
 
@@ -39,7 +40,7 @@ core = pytest.mark.skipif(
 def _order(state: MemoryState) -> tuple[Any, ...]:
     rel: Any = state._by_relevance
     rel._check()
-    return (rel._keys, rel._maxes, rel._len, [len(x) for x in rel._lists])
+    return (relevance_keys(rel), rel._len, [len(x) for x in rel._lists])
 
 
 class TinySublists(TwoPaths):

@@ -22,9 +22,10 @@ loses records only when no snapshot can see them):
   order in which the word-overlap scorer tops up results, and the index of
   consolidation's prune. Its key is ``(-relevance, seq)`` packed into one int
   (:func:`_relevance_key_seq`; for relevance 1.0 the ``seq`` int itself: the
-  Python record's own, no key object; the compiled record keeps its seq as an int64, so
-  the key is the one int of such a record), versions of one id (which share it) kept
-  in the order of their births;
+  Python record's own, no key object), or with the compiled record
+  (:func:`_relevance_key_rec`, :data:`_REC_KEYS`) for relevance 1.0 the record itself,
+  which orders against records and ints as its ``seq`` (no object at all), versions of
+  one id (which share the key in the order) kept in the order of their births;
   ``_SEQ_KEYS`` off: ``(-relevance, seq, born)`` packed (:func:`_relevance_key`).
 * the scorer's index (posting lists), via ``add``/``retire``/``purge``.
 
@@ -85,6 +86,7 @@ import math
 import operator
 import struct
 import uuid
+from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from datetime import UTC, datetime, timedelta
@@ -218,6 +220,29 @@ def _relevance_key_seq(rec: Record) -> int:
     if part is None:
         part = _rel_part_seq(relevance)
     return part | rec.seq if part else rec.seq
+
+
+def _relevance_key_rec(rec: Record) -> Any:
+    """:func:`_relevance_key_seq` with a relevance-1.0 record keyed by the record itself
+    (:data:`_REC_KEYS`): the compiled record orders by its ``seq`` against another record
+    and against an int as its ``seq`` would (``_crecord.c``), so the order is the same,
+    and the key costs no object at all (the int of its seq was the record's one
+    per-entry object, 32 bytes). Another relevance's key is ``part | seq`` (at or above
+    2**63, after every record). Keys of two versions of one id are equal in the order
+    (neither is below the other) but not ``==`` (a record is equal to itself only): see
+    :func:`_same_key`. O(1)."""
+    relevance = rec.cols.relevance(rec.slot)
+    part = _REL_PART_SEQ.get(relevance)
+    if part is None:
+        part = _rel_part_seq(relevance)
+    return part | rec.seq if part else rec
+
+
+def _same_key(a: Any, b: Any) -> bool:
+    """Whether two relevance keys are equal in the order (neither below the other): ``a
+    == b`` for int keys, and for :func:`_relevance_key_rec`'s records the same ``seq``.
+    O(1)."""
+    return not (a < b or b < a)
 
 
 def _below_key_seq(relevance: float) -> int | None:
@@ -382,6 +407,14 @@ _RELEVANCE_APPEND = True
 #: by ``born`` they were added in), and the same reads. Read once per state (its
 #: layout is its own for life). False: the packed key, the layout before it.
 _SEQ_KEYS = True
+#: A state made while this is on, in the seq layout (:data:`_SEQ_KEYS`), with the compiled
+#: record and sortedcontainers' internals, keys a relevance-1.0 record in
+#: ``_by_relevance`` by the record itself (:func:`_relevance_key_rec`), not by an int of
+#: its seq: the record's last per-entry object (32 bytes an entry at 1M). The same
+#: records in the same order, the same reads; a removal from the order finds the record
+#: among its id's versions by identity (:meth:`MemoryState._relevance_remove`). Read
+#: once per state. False: the seq int, the layout before it.
+_REC_KEYS = True
 #: A stored entry is taken out of the cyclic collector's lists (``kernels.gc_untrack``,
 #: with the compiled kernels): an entry is an immutable tree of strs, tuples, numbers,
 #: times and frozen JSON that never references a record, so it is never part of a
@@ -845,10 +878,12 @@ class View:
             tail = len(chunk) - 1
             last_rec = chunk[tail]
             last = relkey(last_rec)
-            if last != min_key:
+            if min_key is None or not _same_key(last, min_key):
                 read = []
             seq = last_rec.seq  # an equal key has an equal seq: relkey only then
-            while tail > 0 and chunk[tail - 1].seq == seq and relkey(chunk[tail - 1]) == last:
+            while (
+                tail > 0 and chunk[tail - 1].seq == seq and _same_key(relkey(chunk[tail - 1]), last)
+            ):
                 tail -= 1
             read += chunk[tail:]
             min_key, inclusive = last, True
@@ -928,8 +963,14 @@ class MemoryState:
         #: The relevance order's layout (:data:`_SEQ_KEYS`, fixed for the state's life):
         #: its key function, the key below a relevance, and the relevance parts' cache.
         self._seq_keys = _SEQ_KEYS
-        self._relkey: Callable[[Record], int] = (
-            _relevance_key_seq if self._seq_keys else _relevance_key
+        #: Relevance-1.0 records keyed by themselves (:data:`_REC_KEYS`).
+        self._rec_keys = (
+            _REC_KEYS and self._seq_keys and _SORTED_INTERNALS and Record is not PyRecord
+        )
+        self._relkey: Callable[[Record], Any] = (
+            (_relevance_key_rec if self._rec_keys else _relevance_key_seq)
+            if self._seq_keys
+            else _relevance_key
         )
         self._below: Callable[[float], int | None] = (
             _below_key_seq if self._seq_keys else _below_key
@@ -1312,7 +1353,7 @@ class MemoryState:
                             self._rel_parts, by_relevance._lists, by_relevance._keys,
                             by_relevance._maxes, by_relevance._load << 1, self._namespaces,
                             self._dups, self._dup_keys, self.journal, run, run_entries,
-                            self._seq_keys, self._cols,
+                            2 if self._rec_keys else self._seq_keys, self._cols,
                         )  # fmt: skip
                     finally:
                         done = len(run) - before  # one record a version, as the loop's
@@ -1364,6 +1405,7 @@ class MemoryState:
         rel_split = by_relevance._load << 1 if rel_append else 0  # longer: split
         rel_part = self._rel_parts
         seq_keys = self._seq_keys
+        rec_keys = self._rec_keys
         namespaces = self._namespaces
         dups = self._dups
         dup_join = cast(Any, dups).join if self._dup_table else None
@@ -1423,10 +1465,11 @@ class MemoryState:
                 # _link, inline (the index add deferred to the run's add_many)
                 by_id[ident] = rec
                 part = rel_part.get(entry.relevance) if rel_append else None
+                key: Any
                 if part is None:
                     key = 0
-                elif seq_keys:  # _relevance_key_seq's
-                    key = part | version if part else version
+                elif seq_keys:  # _relevance_key_seq's (_relevance_key_rec's: the record)
+                    key = part | version if part else rec if rec_keys else version
                 else:
                     key = part | (version << _SEQ_SHIFT) | version
                 if (
@@ -1871,6 +1914,33 @@ class MemoryState:
         by_relevance._len = len(records)
         del by_relevance._index[:]
 
+    def _relevance_remove(self, rec: Record) -> None:
+        """``self._by_relevance.remove(rec)`` for :func:`_relevance_key_rec`'s keys, whose
+        ``remove`` would stop at the first version of the id (keys of versions are
+        equal in the order but not ``==``): the first key not below ``rec``'s, then the
+        records from there (its id's versions, in the order of their births) by
+        identity. ValueError when ``rec`` is not in the order. O(log n + versions)."""
+        order = self._by_relevance
+        key = self._relkey(rec)
+        maxes = order._maxes
+        pos = bisect_left(maxes, key)
+        if pos < len(maxes):
+            lists = order._lists
+            idx = bisect_left(order._keys[pos], key)
+            while pos < len(lists):
+                sub = lists[pos]
+                while idx < len(sub):
+                    other = sub[idx]
+                    if other is rec:
+                        order._delete(pos, idx)
+                        return
+                    if other.seq != rec.seq:
+                        raise ValueError(f"{rec!r} not in the relevance order")
+                    idx += 1
+                pos += 1
+                idx = 0
+        raise ValueError(f"{rec!r} not in the relevance order")
+
     def _evict_one(self) -> Record:
         """Evict the live record with the smallest fresh eviction key, unvalidated first.
 
@@ -2127,7 +2197,10 @@ class MemoryState:
 
     def _purge(self, rec: Record) -> None:
         rec.purged = True
-        self._by_relevance.remove(rec)
+        if self._rec_keys:
+            self._relevance_remove(rec)
+        else:
+            self._by_relevance.remove(rec)
         self.index.purge(rec)
         e = rec.entry
         if self._namespaces[e.namespace].purged():
@@ -2199,10 +2272,19 @@ class MemoryState:
         # Records of one key are versions of one id, in the order of their births.
         order = list(self._by_relevance)
         for a, b in zip(order, order[1:], strict=False):
-            if self._relkey(a) == self._relkey(b):
+            if _same_key(self._relkey(a), self._relkey(b)):
                 assert a.cols.ident(a.slot) == b.cols.ident(b.slot)
                 assert a.born < b.born
-        if self._seq_keys:  # a relevance-1.0 record's key is its seq (int) itself
+        if self._rec_keys:  # a relevance-1.0 record's key is the record itself
+            assert all(
+                k is r
+                for sub_k, sub_r in zip(
+                    self._by_relevance._keys, self._by_relevance._lists, strict=True
+                )
+                for k, r in zip(sub_k, sub_r, strict=True)
+                if r.cols.relevance(r.slot) == 1.0
+            )
+        elif self._seq_keys:  # a relevance-1.0 record's key is its seq (int) itself
             assert all(
                 k == r.seq and (k is r.seq or type(r) is not PyRecord)
                 for sub_k, sub_r in zip(
@@ -2411,7 +2493,7 @@ class _BulkRun:
                     rows, at, c_folds, last, by_id,
                     namespaces, dups, state._dup_keys, records,
                     exact if untrack is not None else None, state._rel_parts, keys,
-                    state._cols,
+                    state._cols, state._rec_keys,
                 )  # fmt: skip
                 loaded = got > at
                 if loaded:

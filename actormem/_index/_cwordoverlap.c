@@ -5809,7 +5809,8 @@ PyDoc_STRVAR(store_inserts_doc,
 "exact list class), and a relevance key above rel_maxes[-1] whose last sublist is\n"
 "shorter than rel_split. The relevance key is part | (v << 63) | v for the record's\n"
 "version v (state._relevance_key), or with seq_keys true (state._relevance_key_seq)\n"
-"part | v, the record's own version int when part is 0. The k-th insert makes a record born and seq'd version + k\n"
+"part | v, the record's own version int when part is 0, or with seq_keys 2\n"
+"(state._relevance_key_rec; the compiled record only) the record itself then. The k-th insert makes a record born and seq'd version + k\n"
 "(one int), and does what _store_batch's loop does: by_id[id] = rec (by_id a dict or an\n"
 "IdTable of the store_setup classes), prev[rec] = the\n"
 "dead record of the id if any, the relevance order's last sublists appended and its\n"
@@ -5835,11 +5836,16 @@ store_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_RuntimeError, "store_inserts: store_setup() not called");
         return NULL;
     }
-    if (!PyBool_Check(args[16])) {
-        PyErr_SetString(PyExc_TypeError, "store_inserts: seq_keys must be a bool");
+    int rec_keys = PyLong_CheckExact(args[16]) && PyLong_AsLong(args[16]) == 2;
+    if (!PyBool_Check(args[16]) && !rec_keys) {
+        PyErr_SetString(PyExc_TypeError, "store_inserts: seq_keys must be a bool or 2");
         return NULL;
     }
-    int seq_keys = args[16] == Py_True;
+    if (rec_keys && !ins_rec_i64) {
+        PyErr_SetString(PyExc_TypeError, "store_inserts: seq_keys 2 needs the compiled record");
+        return NULL;
+    }
+    int seq_keys = args[16] == Py_True || rec_keys;
     PyObject *cols = args[17];
     if (!Py_IS_TYPE(cols, &EntryColumns_Type)) {
         PyErr_SetString(PyExc_TypeError, "store_inserts: cols must be an EntryColumns");
@@ -5961,7 +5967,9 @@ store_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         if (!seq_keys) {
             rkey = ins_relevance_key(part_b, v);
         } else if (_PyLong_Sign(part) == 0) {
-            rkey = Py_NewRef(born); /* the seq int itself: no key object */
+            /* the seq int itself: no key object; with rec_keys the record, made below
+             * (the int compares with the order's keys as the record will) */
+            rkey = Py_NewRef(born);
         } else {
             rkey = PyNumber_Or(part, born);
         }
@@ -6020,6 +6028,7 @@ store_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         ins_fill_record(rec, cols, num, born); /* Record(entry, version, version, cols) */
         Py_DECREF(num);
         Py_DECREF(born);
+        if (rec_keys && rkey == born) Py_SETREF(rkey, Py_NewRef(rec)); /* its own key */
         if (jt) {
             PyTuple_SET_ITEM(jt, 0, Py_NewRef(ins_journal_put));
             PyTuple_SET_ITEM(jt, 1, Py_NewRef(rec));
@@ -6079,7 +6088,7 @@ store_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 
 PyDoc_STRVAR(load_inserts_doc,
 "load_inserts(rows, start, folds, last, by_id, namespaces, dups, dup_keys, records,\n"
-"             exact, rel_parts, keys, cols) -> int\n\n"
+"             exact, rel_parts, keys, cols[, rec_keys]) -> int\n\n"
 "MemoryState._load_bulk's loop for rows[start], rows[start + 1], ... (rows a list, or a\n"
 "list subclass's own items, of (seq, entry) tuples) while each is plain: an exact 2-tuple of an exact int seq in\n"
 "(last, 2**63) (last the previous row's seq, an int) and an entry of store_setup's\n"
@@ -6090,7 +6099,8 @@ PyDoc_STRVAR(load_inserts_doc,
 "Record(entry, seq, seq, cols) (the entry put in cols, an EntryColumns, the record\n"
 "keeping its slot; born and seq the row's int, died NEVER, access and evkey None), by_id[id] = rec, rec appended to records and to its namespace list's recs (live\n"
 "+ 1), entry to exact (a list, or None: not kept), the relevance key (seq itself for a\n"
-"part of 0, else part | seq) to keys, and rec joined to its duplicate group in dups (a\n"
+"part of 0, the record itself then when rec_keys is true (state._relevance_key_rec;\n"
+"the compiled record only), else part | seq) to keys, and rec joined to its duplicate group in dups (a\n"
 "DupTable; the group's key added to dup_keys when it became a pair). The duplicate key\n"
 "is dup_key_folded's with folds[8 i : 8 i + 8] (native uint64) as row i's fold when\n"
 "folds is bytes of 8 * len(rows), else (None) the text folded here. Returns the index\n"
@@ -6372,8 +6382,8 @@ load_ahead(PyObject *rows, Py_ssize_t j, const uint64_t *fold_at, const IdTableO
 static PyObject *
 load_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (nargs != 13) {
-        PyErr_SetString(PyExc_TypeError, "load_inserts() takes 13 arguments");
+    if (nargs != 13 && nargs != 14) {
+        PyErr_SetString(PyExc_TypeError, "load_inserts() takes 13 or 14 arguments");
         return NULL;
     }
     if (!ins_rec_type || !ins_ns_type || !ins_never || !ins_s_value_) {
@@ -6385,6 +6395,15 @@ load_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
              *rel_parts = args[10], *keys = args[11], *cols = args[12];
     if (!Py_IS_TYPE(cols, &EntryColumns_Type)) {
         PyErr_SetString(PyExc_TypeError, "load_inserts: cols must be an EntryColumns");
+        return NULL;
+    }
+    int rec_keys = nargs == 14 && args[13] == Py_True;
+    if (nargs == 14 && !PyBool_Check(args[13])) {
+        PyErr_SetString(PyExc_TypeError, "load_inserts: rec_keys must be a bool");
+        return NULL;
+    }
+    if (rec_keys && !ins_rec_i64) {
+        PyErr_SetString(PyExc_TypeError, "load_inserts: rec_keys needs the compiled record");
         return NULL;
     }
     if (!PyList_Check(rows) || !PyLong_CheckExact(args[1]) ||
@@ -6587,6 +6606,7 @@ load_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         }
         ins_fill_record(rec, cols, num, seq);
         Py_DECREF(num);
+        if (rec_keys && rkey == seq) Py_SETREF(rkey, Py_NewRef(rec)); /* its own key */
         /* The changes: only an allocation failing inside a container can stop them
          * midway (as it could in the Python loop). */
         int err = 0;
