@@ -1,7 +1,7 @@
 """The ratio of the BM25 dense frequency arrays (``knobs._DENSE_RATIO``, dense44): a
 long list gets an array while at least one group in 8 has its term (16 before), keeps
 it while one in 16 does, and drops it below; the lists between one in 16 and one in 8
-(at 1M on the bench's texts: *what* and 54 more, ~14 MB) are searched instead. The
+(at 1M on the bench's texts 54 lists, *what* among them, ~14 MB) are searched instead. The
 arrays never change results: the top-k with the ratio at 8 and at 16 are the brute
 force's.
 """
