@@ -55,7 +55,11 @@ its scratch made once (``knobs._QUERY_FAST = False``; ``_ONE_CALL`` and
 ``_CALL_SCRATCH`` only act on the short path), ``--old core-q14`` every window of the
 short path's walk scanned for its marks, not the windows expected sparse walked marking
 by the cut on a CPU without AVX-512 (``knobs._SPARSE_MARKS = False``; on a CPU with
-AVX-512 both sides are the same path).
+AVX-512 both sides are the same path), ``--old core-q16`` the lookups reading the dense
+frequency arrays of every list in one group in 16 (``knobs._DENSE_RATIO = 16``, the
+ratio before dense44), not only those in one group in 8 (its default): the timed index
+is built at the default and given the old ratio's other arrays, which the new side's
+queries do not see (``dense_extra``); the store cost compares the two ratios.
 
 ``--warm`` runs each query once untimed before its timed pair (``time_paired``): without
 it the first run of a pair reads the query's posting lists from memory and the second
@@ -119,6 +123,33 @@ SPLIT_ROOM = knobs._SPLIT_ROOM
 #: The default of ``knobs._SCAN_MARKS``, the new side of ``--old core-q10``.
 SCAN_MARKS = knobs._SCAN_MARKS
 
+#: The default of ``knobs._DENSE_RATIO``, the new side of ``--old core-q16``; its old
+#: side is 16 (the ratio before dense44).
+DENSE_RATIO = knobs._DENSE_RATIO
+OLD_DENSE_RATIO = 16
+
+#: ``--old core-q16``: the terms of the timed index whose dense arrays only the old
+#: ratio makes, with those arrays (``dense_extra``); the new side reads them as None.
+HIDDEN: list[tuple[Any, Any]] = []
+
+
+def dense_extra(index: Any) -> None:
+    """``--old core-q16``: give ``index`` (built at the default ratio) the old ratio's
+    dense arrays too, and keep the added ones in ``HIDDEN`` for ``switch``: one index,
+    whose queries read the old ratio's arrays on the old side and the new one's on the
+    new side (the same results either way)."""
+    HIDDEN.clear()
+    knobs._DENSE_RATIO = OLD_DENSE_RATIO
+    had = {id(term) for term in index._terms.values() if term.dense is not None}
+    index._dense_refresh()
+    HIDDEN.extend(
+        (term, term.dense)
+        for term in index._terms.values()
+        if term.dense is not None and id(term) not in had
+    )
+    switch(True)
+    print(f"core-q16: {len(had)} dense lists at the new ratio, {len(HIDDEN)} more at the old")
+
 
 def switch(new: bool) -> None:
     if OLD == "python":
@@ -165,6 +196,10 @@ def switch(new: bool) -> None:
         knobs._SPARSE_MARKS = new
     elif OLD == "core-q8":
         knobs._SCALAR_NO_PREFETCH = new
+    elif OLD == "core-q16":
+        knobs._DENSE_RATIO = DENSE_RATIO if new else OLD_DENSE_RATIO
+        for term, dense in HIDDEN:
+            term.dense = None if new else dense
     else:
         knobs._COST_SPLIT = new
 
@@ -233,6 +268,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
             "core-q11",
             "core-q12",
             "core-q14",
+            "core-q16",
         ),
         default="python",
         help="old: the Python driver, the core's driver with MaxScore's split by bound, or"
@@ -254,7 +290,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         " on an AMD CPU, marking its groups a posting (core-q10), or the walk a call a step"
         " (core-q11), or a drained query through the sliced search's generator, not the"
         " short path to one core call with its scratch made once (core-q12), or every window"
-        " scanned for its marks, none walked marking by the cut (core-q14)",
+        " scanned for its marks, none walked marking by the cut (core-q14), or the dense"
+        " frequency arrays of the lists in one group in 16, not 8 (core-q16)",
     )
     p.add_argument(
         "--warm",
@@ -285,6 +322,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for size in args.sizes:
             state = MemoryState(capacity=None, half_life=DEFAULT_HALF_LIFE, scorer=make(name))
             fill_state(state, entries(corpus, size))
+            if OLD == "core-q16":
+                dense_extra(state.index)
             gc.freeze()
             view, index = state.view(), state.index
             for set_name, queries in sets.items():
@@ -299,6 +338,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"{name:10} n={size:>9,} {set_name:12} {paired_line(cell, 'old', 'new')}",
                     flush=True,
                 )
+            HIDDEN.clear()
             del state, view, index
             gc.unfreeze()
             gc.collect()

@@ -42,7 +42,7 @@ group. The index holds
   exceeds 255, then int32); the number of groups in it whose records are all purged;
   ``df`` at the newest version (the records not retired whose document has the term);
   a reader-side cache of the largest saturation in the list; and, for the longest
-  lists (``knobs._DENSE_TFS``: at least one group in 16), their frequencies by group
+  lists (``knobs._DENSE_TFS``: at least one group in 8), their frequencies by group
   number in two bits (``_Term.dense``: 0 absent, 1 or 2, 3 for three or more), which
   the owner brings up to date every few thousand new groups, writing only at groups
   no published array covers (a reader takes the array with its lists and reads the

@@ -301,9 +301,12 @@ _DENSE_TFS = True
 _DENSE_MIN = 1 << 14
 
 #: ... and while at least one group in this many has the term (one in twice as many to
-#: keep it): 87 lists of the bench's 1M plain texts, 22.8 MB (one in 8: 32 lists, 8.4 MB,
-#: without *what*, the commonest question word, at one text in 9.4; docs/benchmarks.md).
-_DENSE_RATIO = 16
+#: keep it): at 8, 32 lists of the bench's 1M plain texts, 8.4 MB; at 16 (the ratio
+#: before dense44), 87 lists, 22.8 MB, with *what*, the commonest question word, at one
+#: text in 9.4, which 8 leaves to its list's searches (docs/benchmarks.md, "Bytes per
+#: entry, part 16": -13 B an entry at 1M; the questions ~3% and the tool results ~8%
+#: slower at p50, their lookups searching those 54 lists).
+_DENSE_RATIO = 8
 
 #: New groups between two updates of the dense arrays (the groups after the last update
 #: are sought in the lists' tails, which are short and read in order).
