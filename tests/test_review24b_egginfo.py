@@ -17,19 +17,13 @@ import json
 import os
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import actormem._version as _version_mod
 
+from .test_startup24 import _reference
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _reference(name: str, paths: list[str]) -> str | None:
-    found = next(iter(importlib.metadata.distributions(name=name, path=paths)), None)
-    with warnings.catch_warnings():  # 3.13 warns on a missing Version (None, deprecated)
-        warnings.simplefilter("ignore", DeprecationWarning)
-        return None if found is None else found.version
 
 
 def _egg_info(root: Path, name: str, files: dict[str, str]) -> None:
