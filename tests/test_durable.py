@@ -429,7 +429,7 @@ async def test_refuses_corrupted_files(tmp_path: Path) -> None:
     refused = await assert_refused(db, "decode|UTF-8|corrupt")
     assert len(str(refused)) < 1000
     # A long invalid value is quoted in part; a deeply nested one is refused too.
-    for tags, match in (('"' + "x" * 5000 + '"', "more characters"), ("[" * 5000, "too deep")):
+    for tags, match in (('"' + "x" * 5000 + '"', "more characters"), ("[" * 50_000, "too deep")):
         db.write_bytes(pristine)
         conn = sqlite3.connect(db)
         conn.execute("UPDATE entries SET tags = ? WHERE seq = 2", (tags,))

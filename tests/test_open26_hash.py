@@ -16,6 +16,7 @@ import json
 import logging
 import sqlite3
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -215,7 +216,7 @@ async def _refusals(
         await _reopen(path, make, used=True)
 
     def stale(path: Path) -> None:
-        with sqlite3.connect(path) as conn:
+        with closing(sqlite3.connect(path)) as conn, conn:  # closed (3.13 warns)
             conn.execute(
                 "UPDATE entries SET memory = memory || ' x'"
                 " WHERE seq = (SELECT min(seq) FROM entries)"

@@ -314,6 +314,11 @@ def _restore_in_call(victim: list[Any]) -> Any:
     return wo.restore_columns(victim)
 
 
+@pytest.mark.skipif(
+    sys.version_info >= (3, 12),
+    reason="CPython 3.12 on runs a due collection only between bytecodes (or in "
+    "PyErr_CheckSignals), never at an allocation inside a C call that runs no Python code",
+)
 @pytest.mark.parametrize("how", ["shrink", "clear", "grow", "replace"])
 def test_restore_columns_with_the_list_changed_by_a_collection(how: str) -> None:
     records = _records()

@@ -21,12 +21,9 @@ from pathlib import Path
 
 import actormem._version as _version_mod
 
+from .test_startup24 import _reference
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _reference(name: str, paths: list[str]) -> str | None:
-    found = next(iter(importlib.metadata.distributions(name=name, path=paths)), None)
-    return None if found is None else found.version
 
 
 def _egg_info(root: Path, name: str, files: dict[str, str]) -> None:

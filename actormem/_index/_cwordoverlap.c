@@ -5411,7 +5411,7 @@ rows_build(PyObject *seq, PyObject *const *f)
         return Py_NewRef(Py_None);
     }
     unsigned char b[16];
-    if (_PyLong_AsByteArray((PyLongObject *)ident, b, 16, 0, 0) < 0) {
+    if (long_to_unsigned_bytes(ident, b, 16, 0) < 0) {
         PyErr_Clear();
         return Py_NewRef(Py_None);
     }
@@ -5762,7 +5762,7 @@ ins_relevance_key(const unsigned char *part, uint64_t v)
         b[i] |= (unsigned char)(w0 >> (8 * i));
         b[8 + i] |= (unsigned char)(w1 >> (8 * i));
     }
-    return _PyLong_FromByteArray(b, 24, 1, 0);
+    return long_from_unsigned_bytes(b, 24, 1);
 }
 
 /* hash((namespace, category, fold_hash(text), key, value)) & 0x3FFF_FFFF: dup_key's. */
@@ -5941,7 +5941,7 @@ store_inserts(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
             if (!PyLong_CheckExact(part) || _PyLong_Sign(part) < 0 || _PyLong_NumBits(part) > 190) {
                 break;
             }
-            if (_PyLong_AsByteArray((PyLongObject *)part, part_b, 24, 1, 0) < 0) return NULL;
+            if (long_to_unsigned_bytes(part, part_b, 24, 1) < 0) return NULL;
             part_seen = part;
         }
         PyObject *records = PyDict_GetItemWithError(namespaces, ns); /* borrowed */
@@ -7553,12 +7553,8 @@ next_keyed(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
 static int td_ascii_hashes_on = 1;
 
 /* str's hash of a one-byte-kind str's data (its cached value once computed), callable
- * without the GIL (it reads the process's hash secret only); as _crows.c's HASH_BYTES. */
-#if PY_VERSION_HEX >= 0x030E0000
-#define TD_HASH_BYTES(p, n) Py_HashBuffer((p), (Py_ssize_t)(n))
-#else
-#define TD_HASH_BYTES(p, n) _Py_HashBytes((p), (Py_ssize_t)(n))
-#endif
+ * without the GIL (it reads the process's hash secret only; _kernels_common.h). */
+#define TD_HASH_BYTES(p, n) AM_HASH_BYTES((p), (n))
 
 /* A 64-bit hash of n bytes and a salt (no Python API: without the GIL). */
 static inline uint64_t
@@ -8108,6 +8104,7 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__cwordoverlap(void)
 {
+    if (hash_bytes_agree() < 0) return NULL;
     PyDateTime_IMPORT;
     if (!PyDateTimeAPI) return NULL;
     array_type = import_array_type();

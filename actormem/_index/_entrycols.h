@@ -523,11 +523,7 @@ ec_put(EntryColumnsObject *c, PyObject *entry)
         return NULL;
     }
     unsigned char raw[16];
-#if PY_VERSION_HEX >= 0x030D0000
-    if (_PyLong_AsByteArray((PyLongObject *)v[EF_ID], raw, 16, 1, 0, 1) < 0) {
-#else
-    if (_PyLong_AsByteArray((PyLongObject *)v[EF_ID], raw, 16, 1, 0) < 0) {
-#endif
+    if (long_to_unsigned_bytes(v[EF_ID], raw, 16, 1) < 0) {
         if (PyErr_ExceptionMatches(PyExc_OverflowError)) {
             PyErr_Clear();
             PyErr_SetString(PyExc_ValueError, "EntryColumns.put: the id is not in [0, 2**128)");
@@ -781,7 +777,7 @@ ec_id_obj(const EcSlot *s)
     unsigned char raw[16];
     memcpy(raw, &s->id_lo, 8);
     memcpy(raw + 8, &s->id_hi, 8);
-    return _PyLong_FromByteArray(raw, 16, 1, 0);
+    return long_from_unsigned_bytes(raw, 16, 1);
 }
 
 PyDoc_STRVAR(ec_entry_doc,

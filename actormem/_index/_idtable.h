@@ -65,7 +65,7 @@ it_key_bits(PyObject *key, uint64_t *hi, uint64_t *lo)
         PyErr_Clear();
         return 0;
     }
-    if (_PyLong_AsByteArray((PyLongObject *)key, raw, 16, 1, 0) < 0) {
+    if (long_to_unsigned_bytes(key, raw, 16, 1) < 0) {
         PyErr_Clear();
         return 0;
     }

@@ -327,4 +327,100 @@ bool_knob(int *knob, PyObject *on, const char *refusal)
     return PyBool_FromLong(was);
 }
 
+/* ---- CPython version differences (3.11 to 3.13; 3.14's public names where it has them) ----
+ * Every call below compiles against each supported version's headers with no implicit
+ * declaration (setup.py passes -Werror=implicit-function-declaration: a function missing
+ * from a version's headers fails the build, whose module is then skipped, rather than
+ * returning a truncated int). */
+
+/* str's hash of a one-byte-kind (Latin-1, here ASCII) str's data, which is also
+ * hash(bytes) of the same bytes: CPython hashes both with _Py_HashBytes. Reads the
+ * process's hash secret only: callable without the GIL. 3.14 has it public as
+ * Py_HashBuffer; 3.13 moved _Py_HashBytes's declaration to internal/pycore_pyhash.h
+ * but still exports it (PyAPI_FUNC, "for the _datetime shared extension"), so it is
+ * declared here with that header's prototype; 3.11 and 3.12 declare it in pyhash.h.
+ * hash_bytes_agree() checks at import that it equals str's hash. O(n). */
+#if PY_VERSION_HEX >= 0x030E0000
+#define AM_HASH_BYTES(p, n) Py_HashBuffer((p), (Py_ssize_t)(n))
+#else
+#if PY_VERSION_HEX >= 0x030D0000
+PyAPI_FUNC(Py_hash_t) _Py_HashBytes(const void *, Py_ssize_t);
+#endif
+#define AM_HASH_BYTES(p, n) _Py_HashBytes((p), (Py_ssize_t)(n))
+#endif
+
+/* 0 when AM_HASH_BYTES gives hash(str) for ASCII strs of lengths 0 to 40 (short and
+ * long inputs both, as str's hash would take a small-string path), else -1 with
+ * ImportError set: a module whose cached str hashes would differ from Python's must
+ * not load (the package then runs its Python path). */
+static inline int
+hash_bytes_agree(void)
+{
+    char buf[41];
+    for (int n = 0; n <= 40; n++) {
+        for (int i = 0; i < n; i++) buf[i] = (char)('a' + (i * 7 + n) % 26);
+        PyObject *s = PyUnicode_FromStringAndSize(buf, n);
+        if (!s) return -1;
+        Py_hash_t want = PyObject_Hash(s);
+        Py_DECREF(s);
+        if (want == -1 && PyErr_Occurred()) return -1;
+        if (AM_HASH_BYTES(buf, n) != want) {
+            PyErr_SetString(PyExc_ImportError,
+                            "this Python's str hash is not the bytes hash the module computes");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* An int's value as n unsigned bytes, little-endian (little_endian 1) or big-endian:
+ * 0, or -1 with OverflowError set when v is negative or needs more than n bytes (the
+ * bytes then undefined), TypeError when v is not an int. 3.13 on: the public
+ * PyLong_AsNativeBytes (3.13 added a sixth argument to _PyLong_AsByteArray). O(n). */
+static inline int
+long_to_unsigned_bytes(PyObject *v, unsigned char *b, size_t n, int little_endian)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    int flags = (little_endian ? Py_ASNATIVEBYTES_LITTLE_ENDIAN : Py_ASNATIVEBYTES_BIG_ENDIAN) |
+                Py_ASNATIVEBYTES_UNSIGNED_BUFFER | Py_ASNATIVEBYTES_REJECT_NEGATIVE;
+    if (!PyLong_Check(v)) {
+        PyErr_SetString(PyExc_TypeError, "an integer is required");
+        return -1;
+    }
+    Py_ssize_t need = PyLong_AsNativeBytes(v, b, (Py_ssize_t)n, flags);
+    if (need < 0) {
+        if (!PyErr_ExceptionMatches(PyExc_ValueError)) return -1;
+        PyErr_Clear(); /* REJECT_NEGATIVE's ValueError: _PyLong_AsByteArray's error */
+        PyErr_SetString(PyExc_OverflowError, "can't convert negative int to unsigned");
+        return -1;
+    }
+    if ((size_t)need > n) {
+        PyErr_SetString(PyExc_OverflowError, "int too big to convert");
+        return -1;
+    }
+    return 0;
+#else
+    if (!PyLong_Check(v)) {
+        PyErr_SetString(PyExc_TypeError, "an integer is required");
+        return -1;
+    }
+    return _PyLong_AsByteArray((PyLongObject *)v, b, n, little_endian, 0);
+#endif
+}
+
+/* The non-negative int whose value is the n bytes at b, little-endian (little_endian 1)
+ * or big-endian; NULL with MemoryError. 3.13 on: the public
+ * PyLong_FromUnsignedNativeBytes. O(n). */
+static inline PyObject *
+long_from_unsigned_bytes(const unsigned char *b, size_t n, int little_endian)
+{
+#if PY_VERSION_HEX >= 0x030D0000
+    return PyLong_FromUnsignedNativeBytes(
+        b, n, (little_endian ? Py_ASNATIVEBYTES_LITTLE_ENDIAN : Py_ASNATIVEBYTES_BIG_ENDIAN) |
+                  Py_ASNATIVEBYTES_UNSIGNED_BUFFER);
+#else
+    return _PyLong_FromByteArray(b, n, little_endian, 0);
+#endif
+}
+
 #endif /* ACTORMEM_KERNELS_COMMON_H */

@@ -285,18 +285,9 @@ fail:
 
 /* A buffer's hash as str's hash computes it over a one-byte-kind str's data, callable
  * without the GIL (it reads the process's hash secret only). */
-#if PY_VERSION_HEX >= 0x030E0000
-#define HASH_BYTES(p, n) Py_HashBuffer((p), (Py_ssize_t)(n))
-#else
-#define HASH_BYTES(p, n) _Py_HashBytes((p), (Py_ssize_t)(n))
-#endif
+#define HASH_BYTES(p, n) AM_HASH_BYTES((p), (n)) /* _kernels_common.h */
 /* The id's int from its 16 big-endian bytes (unsigned): int(hex, 16)'s value. */
-#if PY_VERSION_HEX >= 0x030D0000
-#define ID_FROM_BYTES(p) \
-    PyLong_FromUnsignedNativeBytes((p), 16, Py_ASNATIVEBYTES_BIG_ENDIAN | Py_ASNATIVEBYTES_UNSIGNED_BUFFER)
-#else
-#define ID_FROM_BYTES(p) _PyLong_FromByteArray((p), 16, 0, 0)
-#endif
+#define ID_FROM_BYTES(p) long_from_unsigned_bytes((p), 16, 0)
 
 #define CHUNK_ROWS 256
 /* The most chunks chunks_ahead() accepts (256 rows each). */
@@ -1655,6 +1646,7 @@ PyMODINIT_FUNC
 PyInit__crows(void)
 {
     fold_hash_table_init(fold_tab);
+    if (hash_bytes_agree() < 0) return NULL;
     PyDateTime_IMPORT;
     if (!PyDateTimeAPI) return NULL;
     return PyModule_Create(&module);

@@ -42,6 +42,7 @@ SQL-level check reads them again through SQLite in any case.
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import logging
 import operator
@@ -771,9 +772,18 @@ _FETCH_ROWS = 16384
 #: ``sqlite3.h``, or ``ACTORMEM_PURE_PYTHON=1``): ``fetchmany`` and
 #: :func:`decode_rows`, the path before it (the same entries; ``tests/test_decode_c.py``).
 _C_ROWS = True
+_crows: Any
 try:
-    from . import _crows  # type: ignore[attr-defined]
-except ImportError:  # not built: the Python path
+    _crows = importlib.import_module(f"{__package__}._crows")
+except ModuleNotFoundError:  # not built: the Python path
+    _crows = None
+except ImportError as exc:  # pragma: no cover - built, but it refused this Python
+    # (its str hash check at import: see _kernels_common.h's hash_bytes_agree)
+    logging.getLogger("actormem").warning(
+        "actormem: compiled row reader unavailable (%s); reading files through sqlite3 "
+        "(same entries, slower)",
+        exc,
+    )
     _crows = None
 if kernels._PURE:
     _crows = None

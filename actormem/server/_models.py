@@ -101,7 +101,7 @@ Time = Annotated[AwareDatetime, BeforeValidator(_json_time), Field(description=T
 def _finite_json(value: object, name: str = "value") -> object:
     """Refuse a number the JSON text spelled past float's range (``1e400`` parses as
     infinity): stored, it would come back as ``null`` (JSON has no infinity); a key
-    holding a lone surrogate (``"\ud800"``: pydantic's JSON dump of the body turned a
+    holding a lone surrogate (``"\\ud800"``: pydantic's JSON dump of the body turned a
     top-level one into three U+FFFD and failed on a deeper one with the codec's text);
     and nesting past the memory's limit here, by name (past 255 levels pydantic's dump
     of the body failed first, with "Circular reference detected (depth exceeded)").
