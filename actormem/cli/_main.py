@@ -117,6 +117,32 @@ def _existing(path: Path) -> Path:
     return path
 
 
+def _image_scorer(path: Path) -> str:
+    """The scorer whose index image the file at ``path`` keeps: ``"bm25"`` when its
+    image's header names a BM25 index, else ``"word-overlap"`` (no image, another kind,
+    a file SQLite or this check cannot read: the open then says what is wrong). For the
+    commands that rank nothing (``stats``, ``export``): opened with the default scorer,
+    a BM25 file's image was refused with a warning ("the file's index image was not
+    used") and every text tokenized for an index they never use (review rev44b).
+    Read-only; O(the header's size)."""
+    import json
+    import sqlite3
+
+    try:
+        uri = path.resolve().as_uri() + "?mode=ro"
+        conn = sqlite3.connect(uri, uri=True)
+        try:
+            row = conn.execute("SELECT data FROM index_image WHERE name = 'header'").fetchone()
+        finally:
+            conn.close()
+        header = json.loads(bytes(row[0])) if row is not None else None
+    except (sqlite3.Error, OSError, ValueError, TypeError):
+        return "word-overlap"
+    if isinstance(header, dict) and header.get("kind") == "bm25":
+        return "bm25"
+    return "word-overlap"
+
+
 @asynccontextmanager
 async def _reading(
     path: Path, *, scorer: str = "word-overlap", live_note_to: Any = None
@@ -856,7 +882,7 @@ def cmd_stats(args: argparse.Namespace) -> int:
 
     async def run() -> tuple[Any, list[MemoryEntry], int]:
         assert path is not None
-        async with _reading(path) as memory:
+        async with _reading(path, scorer=_image_scorer(path)) as memory:
             return memory.statistics(), list(memory.snapshot()), _expired_kept(memory)
 
     if path is not None:
@@ -994,7 +1020,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     async def run() -> tuple[list[MemoryEntry], tuple[str, int, dict[bytes, bytes]] | None]:
         assert path is not None
-        async with _reading(path, live_note_to=sys.stderr) as memory:
+        async with _reading(path, scorer=_image_scorer(path), live_note_to=sys.stderr) as memory:
             # Read while the file is still ours or, on a live read, may be written by its
             # holder: a live read's connection either way (immutable only without a -wal).
             stored = None if args.no_vectors else read_stored_vectors(str(path), live=True)
