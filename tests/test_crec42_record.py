@@ -242,7 +242,8 @@ def test_the_state_with_the_python_record() -> None:
             sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x",
             "tests/test_state.py", "tests/test_entrybytes4.py", "tests/test_store10.py",
             "tests/test_review23c_cut_cols.py", "tests/test_open18_cols.py",
-            "tests/test_wire32_rows_store.py",
+            "tests/test_wire32_rows_store.py", "tests/test_entrybytes2.py",
+            "tests/test_rec44_keys.py",
         ],
         env=env, cwd=root, capture_output=True, text=True,
     )  # fmt: skip
