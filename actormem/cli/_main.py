@@ -124,11 +124,16 @@ def _image_scorer(path: Path) -> str:
     commands that rank nothing (``stats``, ``export``): opened with the default scorer,
     a BM25 file's image was refused with a warning ("the file's index image was not
     used") and every text tokenized for an index they never use (review rev44b).
-    Read-only; O(the header's size)."""
+    Read-only, and only of a regular file; O(the header's size)."""
     import json
     import sqlite3
+    import stat
 
     try:
+        # Only a regular file: SQLite's open of a FIFO waits for a writer (the open that
+        # follows refuses it by name: tests/test_review25c_frontdoor.py).
+        if not stat.S_ISREG(path.stat().st_mode):
+            return "word-overlap"
         uri = path.resolve().as_uri() + "?mode=ro"
         conn = sqlite3.connect(uri, uri=True)
         try:
