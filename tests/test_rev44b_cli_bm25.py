@@ -74,3 +74,53 @@ def test_the_image_scorer_defaults_to_word_overlap(tmp_path: Path) -> None:
 
     trio.run(run)
     assert _main._image_scorer(path) == "word-overlap"
+
+
+def test_image_kind_is_read_by_the_storage_layer(tmp_path: Path) -> None:
+    """``sqlite_format.image_kind``: the header's kind, or None for anything else, read
+    without creating or changing a file (the CLI's ``_image_scorer`` asks it)."""
+    import os
+    import sqlite3
+
+    from actormem._storage.sqlite_format import image_kind
+
+    bm25 = tmp_path / "b.db"
+    _bm25_file(bm25)
+    assert image_kind(bm25) == "bm25"
+    assert image_kind(str(bm25)) == "bm25"
+    wo = tmp_path / "w.db"
+
+    async def run() -> None:
+        async with open_memory(path=wo) as memory:
+            await memory.store(MemoryEntry.new(MemoryCategory.FACT, "deploy"))
+
+    trio.run(run)
+    assert image_kind(wo) == "word-overlap"
+    assert image_kind(tmp_path / "absent.db") is None
+    assert not (tmp_path / "absent.db").exists()  # mode=ro created nothing
+    assert image_kind(tmp_path) is None  # a folder
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert image_kind(fifo) is None  # not opened: SQLite would wait for a writer
+    # Headers that are not a JSON object with a str kind, and a table of another shape.
+    for data, expected in [
+        (b'{"kind": "bm25"}', "bm25"),
+        (b'{"kind": 3}', None),
+        (b"[1, 2]", None),
+        (b"\xff\xfe not json", None),
+        ("text, not a blob", None),
+    ]:
+        path = tmp_path / "forged.db"
+        path.unlink(missing_ok=True)
+        with sqlite3.connect(path) as conn:
+            conn.execute("CREATE TABLE index_image (name TEXT PRIMARY KEY, data BLOB)")
+            conn.execute("INSERT INTO index_image VALUES ('header', ?)", (data,))
+        conn.close()
+        before = _digest(path)
+        assert image_kind(path) == expected, data
+        assert _digest(path) == before
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as conn:
+        conn.execute("CREATE TABLE t (x)")
+    conn.close()
+    assert image_kind(other) is None

@@ -50,6 +50,7 @@ import os
 import pathlib
 import re
 import sqlite3
+import stat
 import sys
 import threading
 import uuid
@@ -96,6 +97,7 @@ __all__ = [
     "file_uri",
     "read_stored_vectors",
     "vector_rows",
+    "image_kind",
     "image_marker",
     "read_file",
     "read_validated",
@@ -396,6 +398,34 @@ _COLUMNS_OF = {1: COLUMNS_V1, 2: COLUMNS, 3: COLUMNS, 4: COLUMNS}
 #: :func:`image_marker` of its parts. Absent: no image, or one made stale by a commit.
 IMAGE_KEY = "index_image"
 SELECT_IMAGE = "SELECT name, data FROM index_image"
+
+
+def image_kind(path: str | os.PathLike[str]) -> str | None:
+    """The ``"kind"`` the index image's header names in the file at ``path`` (``"bm25"``,
+    ``"word-overlap"``), or None: no image, a header that is not a JSON object with a str
+    ``"kind"``, not a regular file (SQLite's open of a FIFO would wait for a writer), or a
+    file this read cannot open. Read-only (``mode=ro``: creates and changes nothing), and
+    nothing is checked against the rows: the kind of scorer to open the file with, which
+    the open itself then verifies (the image is used only if its marker matches). O(the
+    header's size).
+    """
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+        conn = sqlite3.connect(file_uri(os.fspath(path)) + "?mode=ro", uri=True)
+        try:
+            row = conn.execute(SELECT_IMAGE_HEADER).fetchone()
+        finally:
+            conn.close()
+        header = json.loads(bytes(row[0])) if row is not None else None
+    except (sqlite3.Error, OSError, ValueError, TypeError):
+        return None
+    kind = header.get("kind") if isinstance(header, dict) else None
+    return kind if type(kind) is str else None
+
+
+#: The image's header part alone (:func:`image_kind`).
+SELECT_IMAGE_HEADER = "SELECT data FROM index_image WHERE name = 'header'"
 
 
 def image_marker(parts: dict[str, bytes]) -> str:

@@ -120,32 +120,14 @@ def _existing(path: Path) -> Path:
 def _image_scorer(path: Path) -> str:
     """The scorer whose index image the file at ``path`` keeps: ``"bm25"`` when its
     image's header names a BM25 index, else ``"word-overlap"`` (no image, another kind,
-    a file SQLite or this check cannot read: the open then says what is wrong). For the
-    commands that rank nothing (``stats``, ``export``): opened with the default scorer,
-    a BM25 file's image was refused with a warning ("the file's index image was not
-    used") and every text tokenized for an index they never use (review rev44b).
-    Read-only, and only of a regular file; O(the header's size)."""
-    import json
-    import sqlite3
-    import stat
+    not a regular file, a file SQLite cannot read: the open then says what is wrong). For
+    the commands that rank nothing (``stats``, ``export``): opened with the default
+    scorer, a BM25 file's image was refused with a warning ("the file's index image was
+    not used") and every text tokenized for an index they never use (review rev44b).
+    Read-only; O(the header's size) (``sqlite_format.image_kind``)."""
+    from .._storage.sqlite_format import image_kind
 
-    try:
-        # Only a regular file: SQLite's open of a FIFO waits for a writer (the open that
-        # follows refuses it by name: tests/test_review25c_frontdoor.py).
-        if not stat.S_ISREG(path.stat().st_mode):
-            return "word-overlap"
-        uri = path.resolve().as_uri() + "?mode=ro"
-        conn = sqlite3.connect(uri, uri=True)
-        try:
-            row = conn.execute("SELECT data FROM index_image WHERE name = 'header'").fetchone()
-        finally:
-            conn.close()
-        header = json.loads(bytes(row[0])) if row is not None else None
-    except (sqlite3.Error, OSError, ValueError, TypeError):
-        return "word-overlap"
-    if isinstance(header, dict) and header.get("kind") == "bm25":
-        return "bm25"
-    return "word-overlap"
+    return "bm25" if image_kind(path) == "bm25" else "word-overlap"
 
 
 @asynccontextmanager
