@@ -43,58 +43,19 @@ from actormem._index.wordoverlap import knobs as wo_knobs
 from actormem._index.wordoverlap.formula import word_overlap_score
 
 from .strategies import examples
+from .test_mainjob27_sigs import _TEXT, _WORDS, assert_counts_as_tokens, counted_parts
 
 pytestmark = pytest.mark.skipif(
     not kernels.WO_CORE_AVAILABLE, reason="the word-overlap core is not built"
 )
 
-#: Few letters, every str kind, so that words match often and share 3-grams.
-_ALPHABET = "abcé" + "ā😀"
-_TEXT = st.lists(st.text(_ALPHABET, min_size=1, max_size=8), max_size=6).map(" ".join)
-_WORDS = st.lists(st.text(_ALPHABET, min_size=3, max_size=7), min_size=1, max_size=8, unique=True)
-
 
 def _side(
     trust: bool, parts: list[list[str]], words: list[str], drops: list[list[int]]
 ) -> list[Any]:
-    """count_words of ``words`` with one memo (``current`` True, ``knobs._MEMO_EPOCH_ONLY``
-    as given) after each part of texts is added (text i in group i); before part k > 0
-    the texts numbered in ``drops[k - 1]`` leave, and the tokens no other text has are
-    released (the epoch bumped first, as the index's purge does). Each call's result and
-    counts, and the texts each group holds."""
-    saved = wo_knobs._MEMO_EPOCH_ONLY
-    wo_knobs._MEMO_EPOCH_ONLY = trust
-    try:
-        post: dict[str, array[int]] = {}
-        vocab = SubstringVocab()
-        cache = ccore.token_cache()
-        memo: list[Any] = [{}, {}, 0]
-        epoch = 0
-        got: list[Any] = []
-        texts: list[str] = []
-        for number, part in enumerate(parts):
-            for i in drops[number - 1] if 0 < number <= len(drops) else ():
-                if i < len(texts) and texts[i]:
-                    others = {t for j, x in enumerate(texts) if j != i for t in x.split()}
-                    for tok in set(texts[i].split()) - others:
-                        epoch += 1  # the memo holds lists as they were
-                        del post[tok]
-                        ccore.cache_forget(cache, post, tok, epoch)
-                        vocab.release(tok)
-                    texts[i] = ""
-            ccore.add_texts_cached(post, part, len(texts), vocab, cache, epoch)
-            texts.extend(part)
-            n = len(texts)
-            counts = np.zeros(max(n, 1), np.uint8)
-            result = ccore.count_words(
-                words, [1] * len(words), 0, 10_000, 64, vocab, post, {}, {}, counts, n, 0,
-                memo, epoch, cache, True,
-            )  # fmt: skip
-            got.append((result, counts[:n].tolist()))
-        vocab._check()
-        return [got, texts]
-    finally:
-        wo_knobs._MEMO_EPOCH_ONLY = saved
+    """:func:`counted_parts` with ``knobs._MEMO_EPOCH_ONLY`` as given and ``current``:
+    texts leave (their tokens released, the epoch bumped first) before every part."""
+    return counted_parts("_MEMO_EPOCH_ONLY", trust, parts, words, drops, current=True)
 
 
 @settings(max_examples=examples(250), deadline=None)
@@ -110,14 +71,7 @@ def test_epoch_only_counts_as_every_list_looked_up(
 ) -> None:
     on = _side(True, parts, words, drops)
     assert on == _side(False, parts, words, drops)
-    got, texts = on
-    seen = 0
-    for (result, counts), part in zip(got, parts, strict=True):
-        seen += len(part)
-        assert result == (len(words), [])
-        for g, text in enumerate(texts[:seen]):
-            if text:  # a dropped text's group keeps the tokens other texts have
-                assert counts[g] == sum(any(w in t for t in text.split()) for w in words)
+    assert_counts_as_tokens(on, parts, words)
 
 
 def _count_replaced(trust: bool, current: bool) -> list[int]:
