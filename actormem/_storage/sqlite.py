@@ -513,7 +513,7 @@ def _record_frames(rec: Record, page_size: int) -> int:
 #: caches) where updates in the order of first access (the pending dict's) jump across
 #: the whole table. On the main job's file (5,649 rows, 8 KiB pages), 2,000 such updates
 #: in one transaction took 9.0 ms of CPU sorted against 14.2 in first-access order
-#: (medians of 30), 600 of them 4.0 against 4.7; the sort itself ~0.2 ms. The same rows
+#: (medians of 30), 600 of them 4.0 against 4.7; the sort itself ~0.4 ms. The same rows
 #: and pages written. False: the pending dict's order, the path before it.
 _SORTED_FLUSH = True
 
