@@ -222,3 +222,16 @@ def test_a_flush_writes_in_seq_order_and_the_same_rows(tmp_path: Path) -> None:
     assert off == hits_off
     assert rows_on == rows_off
     assert [r[2] for r in rows_on] == [1] * len(NAMES)
+
+
+def test_the_flush_order_bench_runs_on_a_copy(tmp_path: Path) -> None:
+    from stress.flush_order import measure
+
+    path = tmp_path / "m.db"
+    _flushed_order(path, True)
+    before = path.read_bytes()
+    out = measure(str(path), rows=5, repeats=2, seed=0)
+    assert sorted(out) == ["random order", "seq order"]
+    assert [len(ms) for ms in out.values()] == [2, 2]
+    assert path.read_bytes() == before  # the file itself untouched, the copy removed
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.db"]
