@@ -166,3 +166,23 @@ def test_peers_scenario_times_both_orders(tmp_path: Path) -> None:
                 assert _positive(row[key]), key
             assert _positive(row[f"warm_ratio_p50_vs_{scorer}"])
             assert _positive(row[f"warm_cpu_ratio_p50_vs_{scorer}"])
+
+
+def test_bench_export_stores_smoke(tmp_path: Path) -> None:
+    """``stress.bench_export_stores`` runs end to end on a tiny memory: every export
+    returns every entry (the script fails otherwise), the figures are written."""
+    from stress import bench_export_stores
+
+    from .realdata import real_file
+
+    data = real_file("tool_calls.jsonl").parent
+    real_file("locomo10.json")
+    out = tmp_path / "export.json"
+    assert bench_export_stores.main(["--entries", "300", "--exports", "2", "--rounds", "1",
+                                      "--alone", "3", "--data", str(data),
+                                      "--json", str(out)]) == 0
+    (run,) = json.loads(out.read_text())
+    assert run["alone"]["n"] == 3
+    assert run["export_lines"]
+    assert min(run["export_lines"]) >= 303
+    assert run["exports"] == 2

@@ -117,7 +117,7 @@ def test_unrolled_counts_wrap_like_the_loop() -> None:
         assert got[0][0].tolist() == expected
 
 
-def test_flag_8_is_refused_nowhere_and_256_is() -> None:
+def test_flag_8_is_refused_nowhere_and_512_is() -> None:
     from actormem._index import _cwordoverlap as c
 
     counts = np.zeros(8, np.uint8)
@@ -126,7 +126,7 @@ def test_flag_8_is_refused_nowhere_and_256_is() -> None:
     assert c.count_words(*args, 8) == (1, [])
     assert counts.tolist() == [0, 2, 2, 2, 2, 2, 0, 0]
     with pytest.raises(ValueError, match="unknown flags"):
-        c.count_words(*args, 256)  # 16, 32: mainjob11's; 64: mainjob23's; 128: mainjob27's
+        c.count_words(*args, 512)  # 16, 32: mainjob11's; 64: 23's; 128: 27's; 256: 45's
 
 
 class UnrolledAndNot(BitsAndBytes):

@@ -123,11 +123,11 @@ def test_find_bytes_flag_is_accepted_and_the_next_refused() -> None:
 
     args: tuple[Any, ...] = (["aab"], [1], 0, 100, 10, {"aab": [0]}, {0: "xaab"}, {}, 8,
             {"xaab": array("i", [1])}, {}, {}, np.zeros(4, np.uint8), 4, 0, None, 0, 1)  # fmt: skip
-    for flags in (16, 31, 63, 127, 255):  # (64: mainjob23's SHORT_LEN2; 128: mainjob27's)
+    for flags in (16, 31, 63, 127, 255, 511):  # (64: mainjob23's; 128: 27's; 256: 45's)
         assert c.count_words(*args, flags) == (1, [])
-    assert c.count_words(*args, 255, ccore.token_cache()) == (1, [])
+    assert c.count_words(*args, 511, ccore.token_cache()) == (1, [])
     with pytest.raises(ValueError, match="unknown flags"):
-        c.count_words(*args, 256)
+        c.count_words(*args, 512)
 
 
 def _probe_side(

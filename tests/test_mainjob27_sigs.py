@@ -48,51 +48,65 @@ _TEXT = st.lists(st.text(_ALPHABET, min_size=1, max_size=9), max_size=6).map(" "
 _WORDS = st.lists(st.text(_ALPHABET, min_size=3, max_size=8), min_size=1, max_size=8, unique=True)
 
 
-def _side(
-    sigs: bool, parts: list[list[str]], words: list[str], drop: list[int], fresh: bool
+def counted_parts(
+    knob: str,
+    on: bool,
+    parts: list[list[str]],
+    words: list[str],
+    drops: list[list[int]],
+    fresh: bool = False,
+    current: bool = False,
 ) -> list[Any]:
-    """count_words of ``words`` (with the memo) after each part of texts is added
-    (text i in group i), the tokens only the texts numbered in ``drop`` have released
-    after the first part; with ``knobs._CAND_SIGS`` as given, through the
-    adds' token cache (or with ``fresh``, a cache of its own kept across the calls).
-    Each call's result and counts, and the texts each group holds."""
-    saved = wo_knobs._CAND_SIGS
-    wo_knobs._CAND_SIGS = sigs
+    """count_words of ``words`` with one memo after each part of texts is added (text i
+    in group i), ``knobs.<knob>`` set to ``on``; before part k > 0 the texts numbered in
+    ``drops[k - 1]`` (those still held) leave: the tokens no other text has leave the
+    postings and the vocabulary, the epoch bumped before each (as a purge of the last
+    group holding them does), and the text is no longer checked. Counted through the
+    adds' token cache (or with ``fresh``, a cache of its own kept across the calls),
+    with ``current`` as given. Each call's result and counts, and the texts each group
+    holds ("" for a dropped one)."""
+    saved = getattr(wo_knobs, knob)
+    setattr(wo_knobs, knob, on)
     try:
         post: dict[str, array[int]] = {}
         vocab = SubstringVocab()
         cache = ccore.token_cache()
         counting = ccore.token_cache() if fresh else cache
         memo: list[Any] = [{}, {}, 0]
-        epoch = 0  # bumped as a token leaves the postings, as the index's purge does
+        epoch = 0
         got: list[Any] = []
         texts: list[str] = []
         for number, part in enumerate(parts):
-            if number == 1:
-                for i in drop:
-                    if i < len(texts) and texts[i]:
-                        # The tokens no other text has leave (as a purge of the last
-                        # group holding them does); the text is no longer checked.
-                        others = {t for j, x in enumerate(texts) if j != i for t in x.split()}
-                        for tok in set(texts[i].split()) - others:
-                            epoch += 1  # the memo holds lists as they were
-                            del post[tok]
-                            ccore.cache_forget(cache, post, tok, epoch)
-                            vocab.release(tok)
-                        texts[i] = ""
+            for i in drops[number - 1] if 0 < number <= len(drops) else ():
+                if i < len(texts) and texts[i]:
+                    others = {t for j, x in enumerate(texts) if j != i for t in x.split()}
+                    for tok in set(texts[i].split()) - others:
+                        epoch += 1  # the memo holds lists as they were
+                        del post[tok]
+                        ccore.cache_forget(cache, post, tok, epoch)
+                        vocab.release(tok)
+                    texts[i] = ""
             ccore.add_texts_cached(post, part, len(texts), vocab, cache, epoch)
             texts.extend(part)
             n = len(texts)
             counts = np.zeros(max(n, 1), np.uint8)
             result = ccore.count_words(
                 words, [1] * len(words), 0, 10_000, 64, vocab, post, {}, {}, counts, n, 0,
-                memo, epoch, counting,
+                memo, epoch, counting, current,
             )  # fmt: skip
             got.append((result, counts[:n].tolist()))
         vocab._check()
         return [got, texts]
     finally:
-        wo_knobs._CAND_SIGS = saved
+        setattr(wo_knobs, knob, saved)
+
+
+def _side(
+    sigs: bool, parts: list[list[str]], words: list[str], drop: list[int], fresh: bool
+) -> list[Any]:
+    """:func:`counted_parts` with ``knobs._CAND_SIGS`` as given, the texts numbered in
+    ``drop`` leaving after the first part."""
+    return counted_parts("_CAND_SIGS", sigs, parts, words, [drop], fresh)
 
 
 @settings(max_examples=examples(250), deadline=None)
@@ -108,7 +122,13 @@ def test_signatures_count_as_every_candidate_read(
 ) -> None:
     on = _side(True, parts, words, drop, fresh)
     assert on == _side(False, parts, words, drop, fresh)
-    got, texts = on
+    assert_counts_as_tokens(on, parts, words)
+
+
+def assert_counts_as_tokens(side: list[Any], parts: list[list[str]], words: list[str]) -> None:
+    """Each call of :func:`counted_parts`' result ``side`` counted every word and, for
+    each group whose text is kept, the words contained in one of its tokens."""
+    got, texts = side
     seen = 0
     for (result, counts), part in zip(got, parts, strict=True):
         seen += len(part)

@@ -460,15 +460,15 @@ class CountsOldAndNew(BitsAndBytes):
     #: n / 8 or _MASK_BATCH numbers: 16 on both sides, so that these memories' owners
     #: keep them), _MEMO_KEEP_LEFT, _LISTS_BY_ID (the lists by token id, kept by the
     #: new side's owner only), _PREFETCH (3 lists ahead), _ADD_UNROLLED, _FIND_BYTES,
-    #: _PROBE_STRS, _CAND_SIGS.
+    #: _PROBE_STRS, _CAND_SIGS, _MEMO_EPOCH_ONLY.
     KNOBS = {
         True: (
             True, 128, True, 3, True, True, 64, True, True, 4, True, True, 3, True, True, True,
-            True, 0, 16,
+            True, True, 0, 16,
         ),
         False: (
             False, 0, False, 0, False, False, 0, False, False, 0, False, False, 0, False, False,
-            False, False, 0, 16,
+            False, False, False, 0, 16,
         ),
     }  # fmt: skip
     NAMES = (*wo_knobs._QUERY_KNOBS, "_TOKEN_BITS_FROM", "_MASK_BATCH")

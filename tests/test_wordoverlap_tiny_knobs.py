@@ -115,9 +115,9 @@ def test_count_words_refuses_unknown_flags() -> None:
             0, memo, 0, 1, flags,
         )  # fmt: skip
 
-    for flags in range(256):  # (64: mainjob23's SHORT_LEN2; 128: mainjob27's _CAND_SIGS)
+    for flags in range(512):  # (64: mainjob23's SHORT_LEN2; 128: 27's; 256: mainjob45's)
         assert call(flags) == (2, [])
-    for flags in (256, 512, -1, -4, 1 << 30):
+    for flags in (512, 1024, -1, -4, 1 << 30):
         with pytest.raises(ValueError, match="unknown flags"):
             call(flags)
     with pytest.raises(OverflowError):

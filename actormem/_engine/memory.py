@@ -56,7 +56,7 @@ import math
 import os
 import uuid
 import weakref
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol, TypeVar
 
@@ -100,6 +100,7 @@ from .snapshot import (
     list_records_sliced,
     make_filter,
     run_retrieve_sliced,
+    scan_sliced,
     with_alive,
 )
 from .state import MemoryState, View
@@ -649,6 +650,42 @@ class Memory(metaclass=NoPublicConstructor):
         now = self._now() if state._ever_expiring else None
         snap: Snapshot = Snapshot._create(state, state.view(), self._snapshots, now)
         return snap
+
+    def scan(self, snapshot: Snapshot | None = None) -> AsyncGenerator[MemoryEntry, None]:
+        """The entries of ``snapshot`` (default: a :meth:`snapshot` taken now), as
+        iterating it gives them (unexpired, insertion order), read in the caller's task
+        a slice at a time for a long read (an export, a scan of every entry): whenever
+        about :data:`~actormem._index.scoring.RETRIEVE_SLICE` (0.1 ms) has run, the
+        caller's own work between entries included, it reaches the memory's fair-share
+        gate as a retrieve's slices do, so while writes are in flight the owner and its
+        writers take their share of the loop. Iterating a snapshot instead builds every
+        entry in one step (a list, O(n) objects), and many such readers at once held a
+        server's stores for seconds (16 exports of 100,000 entries: docs/server.md).
+        The iterator holds the snapshot (its versions are kept) until it is exhausted or
+        closed: close it when stopping early (``contextlib.aclosing``).
+
+        ::
+
+            async with contextlib.aclosing(memory.scan()) as entries:
+                async for entry in entries:
+                    ...
+
+        Runtime complexity: O(n) steps in all for n entries (a sort by insertion order,
+        nearly sorted already, in one step: ~10 ms at 100,000), each slice ~0.1 ms.
+
+        Raises:
+            TypeError: ``snapshot`` is not a :class:`Snapshot`.
+            ValueError: ``snapshot`` is another memory's.
+            trio.ClosedResourceError, trio.BrokenResourceError: No snapshot given and the
+                memory is closed or broken (a snapshot taken before stays readable).
+        """
+        if snapshot is None:
+            snapshot = self.snapshot()
+        elif type(snapshot) is not Snapshot:
+            raise TypeError(f"scan() takes a Snapshot, not {type(snapshot).__name__}")
+        elif snapshot._state is not self._state:
+            raise ValueError("scan() takes a snapshot of this memory, not of another")
+        return scan_sliced(snapshot, self._gate)
 
     async def get(self, id: uuid.UUID, *, refresh_ttl: bool = False) -> MemoryEntry | None:
         """The entry ``id`` in the latest snapshot, or None (also when it has expired).

@@ -148,6 +148,8 @@ _ONE_BITS = struct.unpack("<q", struct.pack("<d", 1.0))[0]
 _LOW_MAX = (1 << _REL_SHIFT) - 1
 #: Every seq is at most this (the low bits of :func:`_relevance_key_seq`'s layout).
 _SEQ_MAX = (1 << _SEQ_SHIFT) - 1
+#: A record's ``seq``: the key of insertion order.
+_SEQ = operator.attrgetter("seq")
 
 
 def _rel_part(relevance: float) -> int:
@@ -784,12 +786,28 @@ class View:
 
     def records(self) -> list[Record]:
         """Every visible record, in insertion order (``seq``). O(n log n)."""
-        out = []
-        for rec in list(self._state._by_id.values()):
-            r = self._get(rec.cols.ident(rec.slot))
-            if r is not None:
-                out.append(r)
-        out.sort(key=lambda r: r.seq)
+        out = self.visible_in(list(self._state._by_id.values()))
+        out.sort(key=_SEQ)
+        return out
+
+    def visible_in(self, newest: Iterable[Record]) -> list[Record]:
+        """For each record of ``newest`` (an id's newest record, as the id map held it
+        at or after this view's version: ``list(state._by_id.values())`` or a piece of
+        it), the version of it this view sees, where it sees one; in ``newest``'s order.
+        A piece at a time, between checkpoints, as long as this view's version is held
+        (a snapshot): the versions it sees are not vacuumed meanwhile, and an id's
+        newer records only come before the ones given. O(len(newest) + older versions
+        walked)."""
+        v = self.version
+        older = self._state._prev.get
+        out: list[Record] = []
+        add = out.append
+        for rec in newest:
+            r: Record | None = rec
+            while r is not None and r.born > v:  # too new: an older one may be seen
+                r = older(r)
+            if r is not None and r.died > v:
+                add(r)
         return out
 
     def visible_ids(self) -> set[int]:

@@ -1161,20 +1161,26 @@ memo_read_tails(struct memo *m, Py_ssize_t limit, int32_t *tmp, int32_t *table, 
 
 /* Bring the memo of `w` up to date: the ids added to its gram list since (verified to
  * contain w when `verify`, as the long-word lookup does), then the arrays' new tails.
+ * With `trust` (count_words' MEMO_EPOCH_ONLY: the memo's numbering is the owner's
+ * current one, whose epoch every replacement or deletion of a gram list bumps) a memo
+ * of this epoch still holds its gram's list, so the gram dict is not probed for it.
  * 0 done; 1 the word is to be left to the caller (too many numbers or candidates); 2
  * stale (rebuild it); -1 with an error set. */
 static int
 memo_refresh(struct memo *m, PyObject *w, int verify, PyObject *grams, PyObject *items,
              PyObject *post, Py_ssize_t epoch, Py_ssize_t limit, int32_t *tmp,
-             int32_t *table, size_t cap, Py_ssize_t *work, int bytes, uint64_t *wmask)
+             int32_t *table, size_t cap, Py_ssize_t *work, int bytes, uint64_t *wmask,
+             int trust)
 {
     if (m->epoch != epoch) return 2;
     /* Built under a larger limit than this call's: its set may not fit this call's
      * buffers (room for `limit` numbers), and this call would leave the word anyway. */
     if (m->total >= limit) return 2;
-    PyObject *now = PyDict_GetItemWithError(grams, m->gram);
-    if (!now && PyErr_Occurred()) return -1;
-    if (now != m->best) return 2;
+    if (!trust) {
+        PyObject *now = PyDict_GetItemWithError(grams, m->gram);
+        if (!now && PyErr_Occurred()) return -1;
+        if (now != m->best) return 2;
+    }
     Py_ssize_t end = PyList_GET_SIZE(m->best);
     if (end - m->end > limit) return 2;
     *work += end - m->end;
@@ -1429,7 +1435,10 @@ PyDoc_STRVAR(count_words_doc,
 "With flag 128 and `tcap` a candidate token of a word of 4 or more characters is first\n"
 "tested by its signature (a bit per 3-character substring, kept per id in `tcap` for\n"
 "`items`): one lacking a bit of the word's is skipped unread (the same answers; ids\n"
-"are never reused and an id's item never changes).\n"
+"are never reused and an id's item never changes). With flag 256 (and a memo) the\n"
+"caller vouches that every replacement or deletion of a list of `grams` bumps `epoch`\n"
+"(the memo's numbering is the owner's current one): a kept word's gram list is then\n"
+"not looked up again in `grams` while its memo's epoch is `epoch` (the same counts).\n"
 "O(budget + limit).");
 
 /* Set probe_gslot for a count_words call from the token cache capsule `tcap` (made
@@ -1445,6 +1454,7 @@ static int probe_table_begin(PyObject *tcap, PyObject *grams);
 #define PROBE_STRS 32    /* a new word's probe grams from the token cache's gram strs */
 #define SHORT_LEN2 64    /* `short` holds no word of 3 or more characters: not read */
 #define CAND_SIGS 128    /* candidates tested by their signatures first (token cache) */
+#define MEMO_EPOCH_ONLY 256 /* a memo of this epoch keeps its gram list: no probe for it */
 
 /* The candidate signatures of token cache `tcap` for item dict `items` (emptied first
  * if they were another dict's); NULL with an error set if `tcap` is not one. Defined
@@ -1490,7 +1500,7 @@ count_words(PyObject *self, PyObject *args)
         return NULL;
     }
     if (flags & ~(MEMO_ABSENT | MEMO_OWN_CACHE | MEMO_KEEP_LEFT | ADD_UNROLLED | FIND_BYTES |
-                  PROBE_STRS | SHORT_LEN2 | CAND_SIGS)) {
+                  PROBE_STRS | SHORT_LEN2 | CAND_SIGS | MEMO_EPOCH_ONLY)) {
         PyErr_SetString(PyExc_ValueError, "unknown flags");
         return NULL;
     }
@@ -1634,7 +1644,8 @@ count_words(PyObject *self, PyObject *args)
                 if (memo_drop(memo, w) < 0) goto done; /* look it up again */
             }
             int r = mm ? memo_refresh(mm, w, wlen > 3, grams, items, post, epoch, limit, buf,
-                                      table, cap, &work, (flags & FIND_BYTES) != 0, &wmask)
+                                      table, cap, &work, (flags & FIND_BYTES) != 0, &wmask,
+                                      (flags & MEMO_EPOCH_ONLY) != 0)
                        : 2;
             if (r < 0) goto done;
             if (r == 0) {

@@ -25,6 +25,7 @@ Two pure ASGI middlewares wrap the app: the outer one times every request for
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import json
 import logging
@@ -89,7 +90,8 @@ log = logging.getLogger("actormem.server")
 
 PROBLEM_JSON = "application/problem+json"
 _NDJSON = "application/x-ndjson"
-#: Entries per chunk of a streamed export (a checkpoint between chunks).
+#: Entries per chunk of a streamed export (one write each; ``Memory.scan`` slices the
+#: reading).
 _EXPORT_CHUNK = 256
 #: How long /readyz waits for the owner to answer before saying "not ready".
 _READY_TIMEOUT = 2.0
@@ -889,13 +891,16 @@ def create_app(
         snapshot = memory.snapshot()  # O(1); the stream reads this version only
 
         async def lines() -> AsyncIterator[bytes]:
+            # memory.scan: the entries built as they are encoded, slices of ~0.1 ms
+            # with the writers' fair share between them (iterating the snapshot built
+            # every entry in one step: 16 exports at once held stores for seconds).
             chunk: list[str] = []
-            for entry in snapshot:
-                chunk.append(json.dumps(entry_to_json(entry), ensure_ascii=False))
-                if len(chunk) == _EXPORT_CHUNK:
-                    yield ("\n".join(chunk) + "\n").encode("utf-8")
-                    chunk = []
-                    await trio.lowlevel.checkpoint()
+            async with contextlib.aclosing(memory.scan(snapshot)) as entries:
+                async for entry in entries:
+                    chunk.append(json.dumps(entry_to_json(entry), ensure_ascii=False))
+                    if len(chunk) == _EXPORT_CHUNK:
+                        yield ("\n".join(chunk) + "\n").encode("utf-8")
+                        chunk = []
             if chunk:
                 yield ("\n".join(chunk) + "\n").encode("utf-8")
 

@@ -412,6 +412,7 @@ def count_words(
     memo: list[Any] | None = None,
     epoch: int = 0,
     tokcache: object | None = None,
+    current: bool = False,
 ) -> tuple[int, list[int]]:
     """From ``words[start:]`` (distinct query words; ``mults`` their multiplicities),
     for each word of 3 or more characters not in ``short`` or ``skip`` whose candidate
@@ -453,7 +454,11 @@ def count_words(
     signature (a bit per 3-character substring, kept per token id in ``tokcache``):
     one lacking a bit of the word's cannot contain it and is skipped unread (the same
     answers; ``vocab``'s ids are never reused and an id's item never changes, which
-    the kept signatures rely on).
+    the kept signatures rely on). With ``knobs._MEMO_EPOCH_ONLY`` and ``current`` (the
+    caller's word that ``memo`` is the owner's current numbering's: the owner bumps
+    ``epoch`` before it releases any token of ``vocab``, the only way a 3-gram's list
+    is replaced or deleted) a kept word's gram list is not looked up again in the gram
+    dict while its memo's epoch is ``epoch`` (the same counts).
 
     Raises:
         TypeError, ValueError: An argument of the wrong type or range.
@@ -468,6 +473,8 @@ def count_words(
         raise TypeError("memo must be None or a list of two dicts and an int")
     if type(epoch) is not int or not 0 <= epoch < 1 << 62:
         raise ValueError("epoch must be an int in [0, 2**62)")
+    if type(current) is not bool:
+        raise TypeError("current must be a bool")
     if type(words) is not list or type(mults) is not list or len(words) != len(mults):
         raise TypeError("words and mults must be lists of the same length")
     if type(post) is not dict or type(skip) is not dict or type(short) is not dict:
@@ -523,7 +530,8 @@ def count_words(
         # The words of masks._SHORT_BIT have 1-2 characters (asserted there): C need
         # not look a longer word up in it. Any other dict is read.
         | (64 if knobs._SHORT_UNREAD and short is masks._SHORT_BIT else 0)
-        | (128 if knobs._CAND_SIGS else 0),
+        | (128 if knobs._CAND_SIGS else 0)
+        | (256 if knobs._MEMO_EPOCH_ONLY and current else 0),
         tokcache,
     )
     return got

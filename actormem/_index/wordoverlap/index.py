@@ -333,6 +333,7 @@ class _WordOverlapIndex:
             kept.frombytes(ids[ids >= 0].tobytes())
             e.post[tok] = kept
         e.sync_ids(self._vocab)
+        old.current = False  # its readers' memos look their gram lists up again
         self._e = e
 
     # ------------------------------------------------------------------ reader side

@@ -179,6 +179,7 @@ class _Numbering:
 
     __slots__ = (
         "cache",
+        "current",
         "dead",
         "epoch",
         "glist",
@@ -251,6 +252,11 @@ class _Numbering:
         #: when it replaces or deletes a posting list (until then it only appends).
         self.memo: list[Any] = [{}, {}, 0]
         self.epoch = 0
+        #: Whether this is the index's numbering the owner writes (False once a
+        #: renumbering or a restore replaced it): only then does every release of a
+        #: vocabulary token bump :attr:`epoch` first, which ``count_words`` may rely on
+        #: (``knobs._MEMO_EPOCH_ONLY``).
+        self.current = True
         #: Spare count arrays of the current capacity (see ``search``).
         self.scratch = ScratchPool(knobs._POOL)
         #: The owner's token cache (``ccore.token_cache``: token -> posting list, for

@@ -483,6 +483,7 @@ def _restore_checked(
         for rec in records:
             if rec.cols.get(rec.slot, "tags"):
                 tag_postings.add(_tags(rec), rec)
+    index._e.current = False
     index._e = e
     return index
 

@@ -518,6 +518,7 @@ class WordOverlapSearch:
                 e.memo if ccore.MEMO else None,
                 e.epoch,
                 e.tokcache,
+                e.current,
             )
             for i in left:
                 if dense is not None:
