@@ -101,7 +101,7 @@ _CALL_SCRATCH = True
 #: only (``kernels.CPU_IS_AMD``, with ``_DRAIN_WINDOW_AMD_ONLY``): measured on this
 #: project's AMD EPYC with AVX-512 (Zen 4) at 1M, best of 3, the plain questions' CPU
 #: -2 to -5% and the tool results' -6 to -9% (8,192 and 65,536 groups: less); the
-#: bench's single runs x0.99-1.02 and x1.11-1.13 at p50 (docs/benchmarks.md, "BM25 at
+#: bench's single runs x0.99-1.02 and x1.02-1.15 at p50 (docs/benchmarks.md, "BM25 at
 #: 1M, part 15"). Not measured on Intel. ``_CHUNK`` or below: the windows before.
 _DRAIN_WINDOW = 16384
 
