@@ -60,6 +60,10 @@ frequency arrays of every list in one group in 16 (``knobs._DENSE_RATIO = 16``, 
 ratio before dense44), not only those in one group in 8 (its default): the timed index
 is built at the default and given the old ratio's other arrays, which the new side's
 queries do not see (``dense_extra``); the store cost compares the two ratios.
+``--old core-q45`` a drained query's windows as wide as the sliced path's (4,096
+groups, steps of 16,384 postings: ``knobs._DRAIN_WINDOW = 0``), not 16,384 groups in
+steps of 65,536 postings (its default on an AMD CPU; elsewhere both sides are the same
+path).
 
 ``--warm`` runs each query once untimed before its timed pair (``time_paired``): without
 it the first run of a pair reads the query's posting lists from memory and the second
@@ -122,6 +126,9 @@ SPLIT_ROOM = knobs._SPLIT_ROOM
 
 #: The default of ``knobs._SCAN_MARKS``, the new side of ``--old core-q10``.
 SCAN_MARKS = knobs._SCAN_MARKS
+
+#: The default of ``knobs._DRAIN_WINDOW``, the new side of ``--old core-q45``.
+DRAIN_WINDOW = knobs._DRAIN_WINDOW
 
 #: The default of ``knobs._DENSE_RATIO``, the new side of ``--old core-q16``; its old
 #: side is 16 (the ratio before dense44).
@@ -194,6 +201,8 @@ def switch(new: bool) -> None:
         knobs._QUERY_FAST = new
     elif OLD == "core-q14":
         knobs._SPARSE_MARKS = new
+    elif OLD == "core-q45":
+        knobs._DRAIN_WINDOW = DRAIN_WINDOW if new else 0
     elif OLD == "core-q8":
         knobs._SCALAR_NO_PREFETCH = new
     elif OLD == "core-q16":
@@ -269,6 +278,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
             "core-q12",
             "core-q14",
             "core-q16",
+            "core-q45",
         ),
         default="python",
         help="old: the Python driver, the core's driver with MaxScore's split by bound, or"
@@ -291,7 +301,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         " (core-q11), or a drained query through the sliced search's generator, not the"
         " short path to one core call with its scratch made once (core-q12), or every window"
         " scanned for its marks, none walked marking by the cut (core-q14), or the dense"
-        " frequency arrays of the lists in one group in 16, not 8 (core-q16)",
+        " frequency arrays of the lists in one group in 16, not 8 (core-q16), or a drained"
+        " query's windows 4,096 groups wide, not 16,384 on an AMD CPU (core-q45)",
     )
     p.add_argument(
         "--warm",

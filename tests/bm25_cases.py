@@ -239,12 +239,12 @@ def by_daat(case: Case, limit: int, budget: int, version: int) -> tuple[list[Any
 
 def by_query(
     case: Case, limit: int, budget: int, version: int, *, one_call: bool = True,
-    scratch: bool = False, more: int = 0,
+    scratch: bool = False, more: int = 0, room: int = 4096,
 ) -> tuple[list[Any], int]:  # fmt: skip
     """The same query through ``kernels.bm25_query`` (``one_call``: the seeding and the
     walk in one core call; ``scratch``: the walk's scratch made once a call; ``more``:
-    further ``more`` flags, e.g. ``kernels.SPARSE_MARKS``): :func:`heap` and the
-    postings walked."""
+    further ``more`` flags, e.g. ``kernels.SPARSE_MARKS``; ``room``: the windows' width
+    at most, the limit if more): :func:`heap` and the postings walked."""
     from actormem._index import _cbm25
 
     prefetch, flags = kernels.daat_flags(
@@ -253,7 +253,7 @@ def by_query(
     flags |= (kernels.CALL_SCRATCH if scratch else 0) | more
     before = _cbm25.bm25_walked()
     got = kernels.bm25_query(
-        case.terms, case.lengths, case.parts, max(limit, 4096), (prefetch, flags), 0.8,
+        case.terms, case.lengths, case.parts, max(limit, room), (prefetch, flags), 0.8,
         case.codes, (case.table, version, case.accept, limit, case.first, True),
         [case.start], max(limit, 128), budget, one_call,
     )  # fmt: skip

@@ -733,8 +733,11 @@ offer_found(offer_t *o, const int64_t *nums, const double *scores, Py_ssize_t n)
  * postings ahead of the one it adds. */
 #define PREFETCH_AHEAD 16
 
-/* Groups per window of the windowed driver (a 32 KiB score array, a 512 B bitset). */
-#define WINDOW 4096
+/* The most groups a window of the windowed driver may span (its width is the call's
+ * room, at most this: 4,096 groups, a 32 KiB score array and a 512 B bitset, for the
+ * steps of a sliced query; 16,384 for a drained one on an AMD CPU, knobs._DRAIN_WINDOW).
+ * A call's scratch is made for its room, not for this. */
+#define WINDOW 65536
 
 /* The head of the walk loops' body: the posting's group num and its offset at in the
  * window; past the window's end, the loop ends (break), and a group below lo or beyond
@@ -1178,6 +1181,7 @@ prefetch_lookups(const term_t *T, const Py_ssize_t *ord, Py_ssize_t ne, int64_t 
  * frequency of 1 by code, the same for every step of a call (den fixed): made once. */
 typedef struct {
     double *acc, *keep, *ones;
+    Py_ssize_t cap; /* the groups acc, keep, mark and marked hold */
     int sat1_made; /* ones' last BM25_CODES doubles: made */
     uint64_t *mark;
     uint16_t *marked;
@@ -1255,23 +1259,38 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
     for (Py_ssize_t i = ne; i < q && scan_ok; i++) {
         if (!(T[ord[i]].wi >= 0.0 && isfinite(T[ord[i]].wi))) scan_ok = 0;
     }
+    /* The scratch's groups: the widest window this call may walk (its room, at most
+     * WINDOW), in whole 64-group words. */
+    const Py_ssize_t wsz = room >= WINDOW ? WINDOW : room <= 64 ? 64 : (room + 63) & ~(Py_ssize_t)63;
+    if (wb && wb->acc && wb->cap < wsz) { /* made for a narrower room: made again */
+        PyMem_Free(wb->acc);
+        PyMem_Free(wb->keep);
+        PyMem_Free(wb->mark);
+        PyMem_Free(wb->marked);
+        wb->acc = wb->keep = NULL;
+        wb->mark = NULL;
+        wb->marked = NULL;
+        PyMem_Free(wb->starts);
+        wb->starts = NULL;
+    }
     if (wb && !wb->acc) {
-        wb->acc = PyMem_Calloc(WINDOW, sizeof(double));
-        wb->keep = PyMem_Malloc(WINDOW * sizeof(double));
-        wb->mark = PyMem_Calloc(WINDOW / 64, sizeof(uint64_t));
-        wb->marked = PyMem_Malloc(WINDOW * sizeof(uint16_t));
+        wb->cap = wsz;
+        wb->acc = PyMem_Calloc(wsz, sizeof(double));
+        wb->keep = PyMem_Malloc(wsz * sizeof(double));
+        wb->mark = PyMem_Calloc(wsz / 64, sizeof(uint64_t));
+        wb->marked = PyMem_Malloc(wsz * sizeof(uint16_t));
         wb->starts = PyMem_Malloc((q > 0 ? q : 1) * sizeof(Py_ssize_t));
         if (!wb->acc || !wb->keep || !wb->mark || !wb->marked || !wb->starts) {
             PyErr_NoMemory();
             return -1; /* the caller frees wb */
         }
     }
-    double *acc = wb ? wb->acc : PyMem_Calloc(WINDOW, sizeof(double));
+    double *acc = wb ? wb->acc : PyMem_Calloc(wsz, sizeof(double));
     /* scan_on: a sparse window's marked scores, kept as its pass clears acc. */
-    double *keep = wb ? wb->keep : scan_ok ? PyMem_Malloc(WINDOW * sizeof(double)) : NULL;
-    uint64_t *mark = wb ? wb->mark : PyMem_Calloc(WINDOW / 64, sizeof(uint64_t));
+    double *keep = wb ? wb->keep : scan_ok ? PyMem_Malloc(wsz * sizeof(double)) : NULL;
+    uint64_t *mark = wb ? wb->mark : PyMem_Calloc(wsz / 64, sizeof(uint64_t));
     /* a window's marks, in order */
-    uint16_t *marked = wb ? wb->marked : PyMem_Malloc(WINDOW * sizeof(uint16_t));
+    uint16_t *marked = wb ? wb->marked : PyMem_Malloc(wsz * sizeof(uint16_t));
     /* With sparse_clear, each essential term's first position in the window. */
     Py_ssize_t *starts = wb ? wb->starts : PyMem_Malloc((q > 0 ? q : 1) * sizeof(Py_ssize_t));
     if (!acc || !mark || !marked || !starts || (scan_ok && !keep)) {
@@ -1302,7 +1321,7 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
             *p_finished = 1;
             break;
         }
-        Py_ssize_t width = room - emitted < WINDOW ? room - emitted : WINDOW;
+        Py_ssize_t width = room - emitted < wsz ? room - emitted : wsz;
         int64_t hi = lo + width;
         Py_ssize_t top = 0; /* acc[0..top) to clear after the window */
         Py_ssize_t walked = 0; /* the window's postings */
@@ -1398,7 +1417,7 @@ window_steps(term_t *T, Py_ssize_t q, const Py_ssize_t *ord, Py_ssize_t ne,
             scan_window(acc, top, cut, mark);
         }
         Py_ssize_t nmarked = 0;
-        for (Py_ssize_t w = 0; w < WINDOW / 64; w++) {
+        for (Py_ssize_t w = 0; w < (width + 63) / 64; w++) { /* no mark beyond width */
             uint64_t bits = mark[w];
             mark[w] = 0;
             while (bits) {

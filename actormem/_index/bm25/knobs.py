@@ -91,6 +91,23 @@ _ONE_CALL = True
 #: 1M). The same results; False: once a step.
 _CALL_SCRATCH = True
 
+#: A query run to its end at once on the short path (``_QUERY_FAST``: no slices, so
+#: nothing bounds the time between two windows) walks windows this many groups wide
+#: (at most 65,536, the core's widest), not ``_CHUNK``'s 4,096 (the sliced path's,
+#: unchanged), in steps of four times as many postings of work: a quarter as many
+#: windows, each with its per-term set-up, cut and scan of the marks, and the offers,
+#: and a quarter as many splits of the terms between steps. The same results (a
+#: window's width and a step's work are choices of speed only). Taken on an AMD CPU
+#: only (``kernels.CPU_IS_AMD``, with ``_DRAIN_WINDOW_AMD_ONLY``): measured on this
+#: project's AMD EPYC with AVX-512 (Zen 4) at 1M, best of 3, the plain questions' CPU
+#: -2 to -5% and the tool results' -6 to -9% (8,192 and 65,536 groups: less); the
+#: bench's single runs x0.99-1.02 and x1.02-1.15 at p50 (docs/benchmarks.md, "BM25 at
+#: 1M, part 15"). Not measured on Intel. ``_CHUNK`` or below: the windows before.
+_DRAIN_WINDOW = 16384
+
+#: ``_DRAIN_WINDOW`` is taken only where ``kernels.CPU_IS_AMD``; False: on every CPU.
+_DRAIN_WINDOW_AMD_ONLY = True
+
 #: With the cost-aware split, the first theta comes from this many groups of the seed
 #: term's list at most (or the query's limit, if more); without, one step's worth.
 _SEED_ROOM = 128

@@ -259,6 +259,19 @@ def _query_flags(dense: bool, count: int) -> tuple[int, int]:
     return flags
 
 
+def _drain_room() -> int:
+    """The width of a drained query's windows on the short path (:meth:`MaxScoreSearch.
+    _fast`): ``knobs._DRAIN_WINDOW`` where it is wider than the sliced path's and the CPU
+    takes it (an AMD CPU, with ``_DRAIN_WINDOW_AMD_ONLY``), else the sliced path's
+    (``_CHUNK``, a quarter of it without ``_WIDE_WINDOWS``). The walk's steps (between
+    two, the core splits the terms again) are then ``4 *`` the wider of it and
+    ``_CHUNK`` postings of work. O(1)."""
+    room = knobs._CHUNK if knobs._WIDE_WINDOWS else knobs._CHUNK // 4
+    if knobs._DRAIN_WINDOW > room and (kernels.CPU_IS_AMD or not knobs._DRAIN_WINDOW_AMD_ONLY):
+        room = knobs._DRAIN_WINDOW
+    return room
+
+
 class MaxScoreSearch:
     """One top-k query over a :class:`~actormem._index.bm25.BM25Index` (reader side)."""
 
@@ -310,7 +323,7 @@ class MaxScoreSearch:
         if taken is None:
             return []
         terms, bounds, parts, lengths, codes, dense = taken
-        room = knobs._CHUNK if knobs._WIDE_WINDOWS else knobs._CHUNK // 4
+        room = _drain_room()
         flags = _query_flags(dense, len(terms))
         seeds = sorted(range(len(terms)), key=bounds.__getitem__)[-knobs._SEEDS :]
         first = index._first_seq if knobs._TIE_SKIP else None
@@ -318,7 +331,7 @@ class MaxScoreSearch:
             terms, lengths, parts, max(limit, room), flags, float(knobs._SPLIT_ROOM),
             codes if knobs._LENGTH_CODES else None,
             (index._table, version, accept, limit, first, index._cols),
-            seeds, max(limit, knobs._SEED_ROOM), 4 * knobs._CHUNK + 64 * len(terms),
+            seeds, max(limit, knobs._SEED_ROOM), 4 * max(room, knobs._CHUNK) + 64 * len(terms),
             knobs._ONE_CALL,
         )  # fmt: skip
 
