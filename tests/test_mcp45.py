@@ -35,6 +35,7 @@ pytest.importorskip("mcp", reason="the MCP SDK is not installed (pip install -e 
 from actormem.integrations.mcp import build_mcp_server, serve_stdio  # noqa: E402
 
 from .test_mcp25 import _script as _command  # noqa: E402
+from .test_review25b_mcp import _script  # noqa: E402
 from .test_tidy24a_mcp import INITIALIZED, _call, _init  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
@@ -85,7 +86,7 @@ async def noted_fill(self):  # counts the reads of stdin (bytes or its end) afte
 mcp_mod._PolledLines._fill = noted_fill
 
 def report(**facts):
-    sys.stderr.write(json.dumps({{"reads_after": reads_after, **facts}}) + "\\n")
+    sys.stderr.write(json.dumps(dict(reads_after=reads_after, **facts)) + "\\n")
     sys.stderr.flush()
     while os.read(0, 65536):  # (the serving is over) until the test closes stdin
         pass
@@ -133,16 +134,9 @@ asyncio.run(main())
 
 
 def _start(tmp_path: Path, body: str, *, cancel_at: int | str, flush_grace: float = 30.0) -> Any:
-    script = tmp_path / "serve.py"
-    text = PRELUDE + body
-    script.write_text(text.format(repo=str(REPO), cancel_at=cancel_at, flush_grace=flush_grace))
-    return subprocess.Popen(
-        [sys.executable, str(script)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd=REPO,
-    )
+    """``PRELUDE`` and ``body`` run (``_script``: this checkout, the streams piped)."""
+    template = (PRELUDE + body).format(repo="{repo}", cancel_at=cancel_at, flush_grace=flush_grace)
+    return _script(tmp_path / "serve.py", template)
 
 
 def _within(seconds: float, work: Any, proc: Any) -> bool:

@@ -74,7 +74,11 @@ that came while its ``flush`` waited on a stdout nobody read waited for ever. He
 answer is captured (encoded into the writer's buffer) in the call that sends it, before
 any wait; a cancelled serving then goes on writing what it captured, shielded, for at
 most :data:`FLUSH_GRACE` seconds, and raises the cancellation after. Nothing is read
-from stdin meanwhile (its reader was closed first).
+from stdin meanwhile (its reader was closed first). The serving runs in a task of its
+own, so that a cancellation of the caller under asyncio (``task.cancel()``) reaches the
+SDK's tasks all at once through an anyio scope, as under trio (it came out as the SDK's
+``BrokenResourceError`` otherwise: its read loop, cancelled first, closed the stream its
+relay task was handing a line to).
 """
 
 from __future__ import annotations
@@ -708,6 +712,8 @@ async def serve_stdio(
 
     Raises:
         ValueError: ``grace`` or ``flush_grace`` is negative or not a number.
+        OSError: (in an exception group) a write to stdout failed: the client closed
+            it (``BrokenPipeError``, when SIGPIPE is ignored, Python's default).
     """
     _check_grace(grace)
     _check_grace(flush_grace, "flush_grace")
@@ -921,24 +927,12 @@ async def _stdout_answers(flush_grace: float) -> AsyncIterator[_StdoutAnswers | 
     written (:meth:`_StdoutAnswers.flush`, ``flush_grace`` seconds at most, shielded:
     on a cancellation too). None (the SDK's writer) when :data:`_WRITE_STDOUT` is off,
     ``sys.stdout`` is not descriptor 1, or on Windows."""
-    if not _WRITE_STDOUT or sys.platform == "win32" or not _is_fd(sys.stdout, 1):
+    wire = None
+    if _WRITE_STDOUT and sys.platform != "win32" and _is_fd(sys.stdout, 1):
+        wire = _claim(1, _stderr_or_null)
+    if wire is None:
         yield None
         return
-    import fcntl
-
-    try:
-        wire = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
-    except OSError:
-        yield None
-        return
-    try:
-        diversion = os.dup(2)
-    except OSError:
-        diversion = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(diversion, 1)
-    finally:
-        os.close(diversion)
     try:
         answers = _StdoutAnswers(wire)
     except BaseException:
@@ -1064,21 +1058,12 @@ def _stdin_lines() -> Iterator[anyio.AsyncFile[str] | None]:
     and a closed number could be reused under it (the SDK leaves its own duplicate open
     too)."""
     polled = _POLL_STDIN
-    if not (polled or _ABANDON_STDIN_READ) or sys.platform == "win32" or not _is_fd(sys.stdin, 0):
+    wire = None
+    if (polled or _ABANDON_STDIN_READ) and sys.platform != "win32" and _is_fd(sys.stdin, 0):
+        wire = _claim(0, functools.partial(os.open, os.devnull, os.O_RDONLY))
+    if wire is None:
         yield None
         return
-    import fcntl
-
-    try:
-        wire = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
-    except OSError:
-        yield None
-        return
-    null = os.open(os.devnull, os.O_RDONLY)
-    try:
-        os.dup2(null, 0)
-    finally:
-        os.close(null)
     try:
         if not polled:
             text = io.TextIOWrapper(
@@ -1099,6 +1084,37 @@ def _stdin_lines() -> Iterator[anyio.AsyncFile[str] | None]:
         os.dup2(wire, 0)
         if polled:
             os.close(wire)
+
+
+def _claim(fd: int, diversion: Callable[[], int]) -> int | None:
+    """A private duplicate of descriptor ``fd`` (numbered 3 or more, closed on exec),
+    with ``fd`` itself pointed meanwhile at the descriptor ``diversion()`` opens (and
+    this closes); None, and ``fd`` untouched, when no duplicate can be made. The caller
+    puts the duplicate back with ``os.dup2(wire, fd)``. POSIX only; O(1)."""
+    import fcntl
+
+    try:
+        wire = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    except OSError:
+        return None
+    try:
+        stand_in = diversion()
+    except BaseException:
+        os.close(wire)
+        raise
+    try:
+        os.dup2(stand_in, fd)
+    finally:
+        os.close(stand_in)
+    return wire
+
+
+def _stderr_or_null() -> int:
+    """A new descriptor on stderr (the null device if it has none)."""
+    try:
+        return os.dup(2)
+    except OSError:
+        return os.open(os.devnull, os.O_WRONLY)
 
 
 def _is_fd(stream: Any, fd: int) -> bool:
