@@ -398,3 +398,40 @@ def test_a_signal_ends_the_command_while_nobody_reads_stdout(tmp_path: Path) -> 
         proc.stderr.close()
     assert status == 143, err[-2000:]
     assert err.endswith("actormem mcp: interrupted (SIGTERM)\n")
+
+
+CONCURRENT = """
+import sys
+sys.path.insert(0, {repo!r})
+import trio
+from actormem import open_memory
+from actormem.integrations.mcp import build_mcp_server, serve_stdio
+
+async def main():
+    async with open_memory() as memory:
+        server = build_mcp_server(memory)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(serve_stdio, server)
+            await trio.sleep(0)  # (the first serving claims stdout before this goes on)
+            try:
+                await serve_stdio(server)
+            except RuntimeError as exc:
+                sys.stderr.write(f"refused: {{exc}}\\n")
+                sys.stderr.flush()
+"""
+
+
+def test_a_second_serving_at_once_is_refused(tmp_path: Path) -> None:
+    """Two ``serve_stdio`` at once in one process: the second raises RuntimeError (as
+    the SDK's claim of stdout did) instead of sending its answers to stderr; the first
+    serves on and ends at the end of the input."""
+    # (not concurrent.py: that name would hide the standard library's package)
+    proc = _script(tmp_path / "two_at_once.py", CONCURRENT + "\ntrio.run(main)\n")
+    assert proc.stdin is not None
+    assert proc.stdout is not None
+    assert proc.stderr is not None
+    with proc.stdout, proc.stderr:
+        out, err = proc.communicate(START + _line(_call(1, "stats", {})), timeout=120)
+    assert proc.returncode == 0, err.decode(errors="replace")[-2000:]
+    assert b"refused: another " in err  # (the SDK's words before: "... claimed fd 1")
+    assert [json.loads(line)["id"] for line in out.splitlines()] == [0, 1]

@@ -907,6 +907,9 @@ class _StdoutAnswers:
             os.write(self._wake_w, b"w")
 
 
+#: The private duplicate of stdout that a :func:`serve_stdio` writes to now (one at most).
+_serving_stdout: set[int] = set()
+
 #: The shielded waits of :meth:`_StdoutAnswers.flush` under way in this process.
 _flushing: set[anyio.CancelScope] = set()
 
@@ -926,9 +929,16 @@ async def _stdout_answers(flush_grace: float) -> AsyncIterator[_StdoutAnswers | 
     output misses the wire) and is restored on exit, after the answers sent were
     written (:meth:`_StdoutAnswers.flush`, ``flush_grace`` seconds at most, shielded:
     on a cancellation too). None (the SDK's writer) when :data:`_WRITE_STDOUT` is off,
-    ``sys.stdout`` is not descriptor 1, or on Windows."""
+    ``sys.stdout`` is not descriptor 1, or on Windows.
+
+    Raises:
+        RuntimeError: another :func:`serve_stdio` of this process serves stdout now (its
+            answers would go to stderr; the SDK's own claim refuses a second one too).
+    """
     wire = None
     if _WRITE_STDOUT and sys.platform != "win32" and _is_fd(sys.stdout, 1):
+        if _serving_stdout:
+            raise RuntimeError("another serve_stdio() in this process is serving stdout")
         wire = _claim(1, _stderr_or_null)
     if wire is None:
         yield None
@@ -939,6 +949,7 @@ async def _stdout_answers(flush_grace: float) -> AsyncIterator[_StdoutAnswers | 
         os.dup2(wire, 1)
         os.close(wire)
         raise
+    _serving_stdout.add(wire)
     try:
         yield answers
     finally:
@@ -947,6 +958,7 @@ async def _stdout_answers(flush_grace: float) -> AsyncIterator[_StdoutAnswers | 
         finally:
             ended = answers.finish()
             os.dup2(wire, 1)
+            _serving_stdout.discard(wire)
             if ended:
                 os.close(wire)
 
