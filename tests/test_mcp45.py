@@ -13,8 +13,13 @@ cancellation while its ``flush`` waited on a stdout nobody reads waited for ever
 ``serve_stdio`` now writes its answers itself (``_StdoutAnswers``; knob
 ``_WRITE_STDOUT``): an answer sent before a cancellation is written in full, within
 ``flush_grace`` seconds when nobody reads stdout, and the cancellation then goes on;
-nothing is read from stdin after it. Each script below runs in its own process (the
-serving claims descriptors 0 and 1) and is killed after 120 s: a hang.
+nothing is read from stdin after it. The serving runs in a task of its own, so that an
+asyncio ``task.cancel()`` reaching the SDK's tasks one by one no longer comes out as
+``BrokenResourceError`` (the asyncio case below failed so with the SDK's writer too);
+``actormem mcp`` still exits 141 when the client closed stdout, ends after a signal
+while nobody reads stdout (it never did), and a second ``serve_stdio`` at once is still
+refused. Each script below runs in its own process (the serving claims descriptors 0
+and 1) and is killed after 120 s: a hang.
 """
 
 from __future__ import annotations
