@@ -206,8 +206,11 @@ def test_an_answer_made_before_the_cancel_reaches_stdout(tmp_path: Path, body: s
     proc.stdin.flush()
     report, answers, err = _finish(proc)
     assert report == {"reads_after": 0, "cancelled": True, "stored": 1}, err[-2000:]
-    assert [a["id"] for a in answers] == [0, 1], err[-2000:]
-    assert json.loads(answers[1]["result"]["content"][0]["text"]).keys() == {"id"}
+    ids = [a["id"] for a in answers]
+    # (the ``stats`` may have been answered before the cancel, never cut: whole or none)
+    assert ids in ([0, 1], [0, 1, 2], [0, 2, 1]), err[-2000:]
+    remembered = answers[ids.index(1)]["result"]["content"][0]["text"]
+    assert json.loads(remembered).keys() == {"id"}
 
 
 def test_the_initialize_answer_reaches_stdout_when_cancelled_at_once(tmp_path: Path) -> None:
@@ -415,14 +418,16 @@ from actormem.integrations.mcp import build_mcp_server, serve_stdio
 async def main():
     async with open_memory() as memory:
         server = build_mcp_server(memory)
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(serve_stdio, server)
-            await trio.sleep(0)  # (the first serving claims stdout before this goes on)
+        async def serve():
             try:
                 await serve_stdio(server)
-            except RuntimeError as exc:
+            except RuntimeError as exc:  # (whichever comes second)
                 sys.stderr.write(f"refused: {{exc}}\\n")
                 sys.stderr.flush()
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(serve)
+            nursery.start_soon(serve)
 """
 
 
@@ -438,5 +443,5 @@ def test_a_second_serving_at_once_is_refused(tmp_path: Path) -> None:
     with proc.stdout, proc.stderr:
         out, err = proc.communicate(START + _line(_call(1, "stats", {})), timeout=120)
     assert proc.returncode == 0, err.decode(errors="replace")[-2000:]
-    assert b"refused: another " in err  # (the SDK's words before: "... claimed fd 1")
+    assert err.count(b"refused: another ") == 1  # (the SDK's before: "... claimed fd 1")
     assert [json.loads(line)["id"] for line in out.splitlines()] == [0, 1]
