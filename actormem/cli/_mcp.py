@@ -104,6 +104,9 @@ async def _serve_until_signal(
             if signum in ignored:
                 continue
             if got:
+                from ..integrations.mcp import _give_up_flushing
+
+                _give_up_flushing()  # (a wait for a stdout nobody reads ends too)
                 raise _Terminated if signum == signal.SIGTERM else KeyboardInterrupt
             got.append(signum)
             serving.cancel()

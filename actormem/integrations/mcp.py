@@ -64,6 +64,21 @@ wrote or closed stdin); a thread abandoned instead (the path before, knob
 serving in the same process, and under asyncio kept the process from exiting. A
 cancelled wait leaves nothing pending, and the bytes read but not handed out are kept
 for the next serving.
+
+:func:`serve_stdio` writes its answers itself (:class:`_StdoutAnswers`: one daemon
+thread per serving writes them to a private duplicate of descriptor 1, which points at
+stderr meanwhile, as the SDK's own claim does). The SDK's writer task took each answer
+from a zero-buffer stream and then wrote it in a worker thread: a cancellation that came
+between the two (the answer made, the ``remember``'s store committed) lost it, and one
+that came while its ``flush`` waited on a stdout nobody read waited for ever. Here an
+answer is captured (encoded into the writer's buffer) in the call that sends it, before
+any wait; a cancelled serving then goes on writing what it captured, shielded, for at
+most :data:`FLUSH_GRACE` seconds, and raises the cancellation after. Nothing is read
+from stdin meanwhile (its reader was closed first). The serving runs in a task of its
+own, so that a cancellation of the caller under asyncio (``task.cancel()``) reaches the
+SDK's tasks all at once through an anyio scope, as under trio (it came out as the SDK's
+``BrokenResourceError`` otherwise: its read loop, cancelled first, closed the stream its
+relay task was handing a line to).
 """
 
 from __future__ import annotations
@@ -78,8 +93,9 @@ import logging
 import math
 import os
 import sys
+import threading
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Iterator
 from types import TracebackType
 from typing import Any, ParamSpec, Protocol, Self, TypeVar
 
@@ -109,12 +125,25 @@ from .._stats import MemoryStatistics
 from .._storage.jsonl import entry_to_json
 from .._version import package_version
 
-__all__ = ["EOF_GRACE", "MemoryBackend", "build_mcp_server", "serve_stdio", "serve_streams"]
+__all__ = [
+    "EOF_GRACE",
+    "FLUSH_GRACE",
+    "MemoryBackend",
+    "build_mcp_server",
+    "serve_stdio",
+    "serve_streams",
+]
 
 #: Seconds :func:`serve_stdio` goes on after stdin closed, to finish and answer the
 #: requests already read (a store waits for its commit); the calls still running then
 #: are cancelled and answered with the SDK's "Connection closed" error.
 EOF_GRACE = 30.0
+
+#: Seconds a cancelled :func:`serve_stdio` goes on writing the answers it already made
+#: (each captured in full before the cancellation) to a stdout the client does not read;
+#: what is still unwritten then is dropped, and the cancellation goes on. A client that
+#: reads its stdout gets them at once.
+FLUSH_GRACE = 5.0
 
 #: Answer a line the SDK cannot read (not JSON, a lone surrogate, not a JSON-RPC
 #: message) with a JSON-RPC error (:func:`_answer_to_unreadable`). Off: the SDK drops it
@@ -138,6 +167,11 @@ _ABANDON_STDIN_READ = True
 #: none keeps an asyncio program alive at its exit. Off: :data:`_ABANDON_STDIN_READ`'s
 #: abandoned worker thread (or the SDK's reader), as before.
 _POLL_STDIN = True
+
+#: :func:`serve_stdio` writes its answers itself (:class:`_StdoutAnswers`), so that a
+#: cancellation neither loses an answer already made nor waits for ever on a stdout
+#: nobody reads (:data:`FLUSH_GRACE`). Off: the SDK's writer task, as before.
+_WRITE_STDOUT = True
 
 #: A request whose id is not a string or an integer (``3.5``, ``true``, ``null``, an
 #: array, an object), which the SDK reads as a notification (it drops the id) and so
@@ -614,9 +648,9 @@ class _Answers(_Wrapped):
             self._unanswered.written(item)
 
 
-def _check_grace(grace: object) -> None:
+def _check_grace(grace: object, name: str = "grace") -> None:
     if isinstance(grace, bool) or not isinstance(grace, int | float) or not grace >= 0:
-        raise ValueError(f"grace must be a number of seconds >= 0, got {grace!r}")
+        raise ValueError(f"{name} must be a number of seconds >= 0, got {grace!r}")
 
 
 async def serve_streams(
@@ -658,7 +692,9 @@ async def _serve_streams(
     )
 
 
-async def serve_stdio(server: MCPServer, *, grace: float = EOF_GRACE) -> None:
+async def serve_stdio(
+    server: MCPServer, *, grace: float = EOF_GRACE, flush_grace: float = FLUSH_GRACE
+) -> None:
     """``server.run_stdio_async()``, except that closing stdin does not cut the
     requests in flight: they are finished and answered first (:func:`serve_streams`;
     ``grace`` seconds at most), and that a cancellation ends it at once while stdin is
@@ -666,14 +702,265 @@ async def serve_stdio(server: MCPServer, *, grace: float = EOF_GRACE) -> None:
     ``serve_stdio`` in the same process reads the client's next lines, and an asyncio
     program can exit). Runs under trio or asyncio.
 
+    A cancellation does not lose an answer already made (a ``remember`` whose store
+    committed, the answer to ``initialize``): every answer the server sent before it is
+    written to stdout in full before the cancellation goes on (:class:`_StdoutAnswers`),
+    for ``flush_grace`` seconds at most (a float >= 0, ``math.inf`` for no bound) when
+    the client does not read its stdout; what is unwritten then is dropped. Nothing
+    is read from stdin once cancelled. The calls still running at the cancellation are
+    cancelled and not answered.
+
     Raises:
-        ValueError: ``grace`` is negative or not a number.
+        ValueError: ``grace`` or ``flush_grace`` is negative or not a number.
+        OSError: (in an exception group) a write to stdout failed: the client closed
+            it (``BrokenPipeError``, when SIGPIPE is ignored, Python's default).
     """
     _check_grace(grace)
-    with _stdin_lines() as stdin:
-        async with stdio_server(stdin=stdin) as (read_stream, write_stream):
+    _check_grace(flush_grace, "flush_grace")
+    grace = float(grace)
+    async with _stdout_answers(float(flush_grace)) as answers:
+        with _stdin_lines() as stdin:
             lines = stdin.lines if isinstance(stdin, _PolledLines) else None
-            await _serve_streams(server, read_stream, write_stream, float(grace), lines)
+            if answers is None:  # the SDK's writer
+                async with stdio_server(stdin=stdin) as (read_stream, write_stream):
+                    await _serve_streams(server, read_stream, write_stream, grace, lines)
+                return
+            async with anyio.create_task_group() as serving:
+                ours = answers
+
+                async def serve() -> None:
+                    # The SDK gets a stdout it never writes to (nothing is sent on its
+                    # write stream, whose close ends its writer task), so that it does
+                    # not claim descriptor 1 itself.
+                    quiet = anyio.wrap_file(io.StringIO())
+                    async with stdio_server(stdin=stdin, stdout=quiet) as (read_stream, unused):
+                        async with unused:
+                            await _serve_streams(server, read_stream, ours, grace, lines)
+                    serving.cancel_scope.cancel()
+
+                # Both in tasks of this group, so that what ends the serving reaches
+                # every task of the SDK's at once, through the group's scope: a failed
+                # write (EPIPE: the error ends the serving, as the SDK's writer's did;
+                # the command exits 141), or a cancellation of the caller under asyncio
+                # (task.cancel()). That one, caught first by the task that runs the
+                # SDK's read loop, closed the stream its relay task was handing a line
+                # to, and the relay's BrokenResourceError replaced the cancellation.
+                serving.start_soon(answers.raise_failure)
+                serving.start_soon(serve)
+
+
+class _StdoutAnswers:
+    """The answers of one :func:`serve_stdio`, written to descriptor ``fd`` (a private
+    duplicate of stdout's) by one daemon thread, in the order they were sent.
+
+    :meth:`send` encodes the message (as the SDK's writer: ``model_dump_json`` by alias,
+    unset fields left out, one line, UTF-8) and appends it to the thread's buffer before
+    it waits for anything: once the call is made, the answer is on its way whatever
+    cancels the caller. It then waits, on the event loop, until the thread has written
+    it (the thread signals each write through a pipe the loop waits on: no polling, any
+    anyio backend), which keeps the SDK's back-pressure: a client that does not read
+    holds the server's sends as before. :meth:`flush` (shielded, bounded) waits for
+    everything sent; :meth:`finish` drops what is left and lets the thread end.
+
+    The thread is a daemon: one blocked for ever in ``write`` on a stdout nobody reads
+    does not keep the process from exiting (an anyio worker thread would, under
+    asyncio); its descriptors are then left open (a closed number could be reused under
+    its write). A failed write (the client closed stdout: ``EPIPE``) drops the rest;
+    :meth:`send` then raises ``anyio.BrokenResourceError``, as a memory stream whose
+    reader is gone. O(length of the message) per send."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._lock = threading.Lock()
+        self._more = threading.Condition(self._lock)
+        self._pending = bytearray()  # sent, not yet written
+        self._sent = 0  # bytes sent in all
+        self._written = 0  # bytes written in all
+        self._failed: OSError | None = None
+        self._closing = False
+        self._writing = False  # the thread is inside os.write
+        self._closed = False  # (the SDK's side) no more sends
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
+        self._pumping = False  # a task waits on the wake pipe
+        self._progress = anyio.Event()  # set (and replaced) when it woke
+        self._thread = threading.Thread(target=self._run, name="actormem mcp stdout", daemon=True)
+        self._thread.start()
+
+    async def send(self, item: SessionMessage) -> None:
+        if self._closed:
+            raise anyio.ClosedResourceError
+        line = item.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+        data = line.encode("utf-8")
+        with self._lock:
+            if self._failed is not None:
+                raise anyio.BrokenResourceError from self._failed
+            self._pending += data
+            self._sent += len(data)
+            mark = self._sent
+            self._more.notify()
+        await self._until(mark)
+
+    async def flush(self, bound: float) -> None:
+        """Wait until everything sent is written, shielded from cancellation, for
+        ``bound`` seconds at most (a write failure, or :func:`_give_up_flushing`, ends
+        it too)."""
+        with anyio.CancelScope(shield=True) as shielded, anyio.move_on_after(bound):
+            _flushing.add(shielded)
+            try:
+                with contextlib.suppress(anyio.BrokenResourceError):
+                    await self._until(self._sent)
+            finally:
+                _flushing.discard(shielded)
+
+    def finish(self) -> bool:
+        """Drop what is not written yet and let the thread end; whether it has ended
+        (then its descriptors, the wake pipe's, are closed and ``fd`` may be). O(1):
+        waits only for a thread that is not inside a write (it starts no other)."""
+        self._closed = True
+        with self._lock:
+            self._closing = True
+            self._pending.clear()
+            self._more.notify()
+            writing = self._writing
+        if not writing:
+            self._thread.join()
+        if self._thread.is_alive():
+            return False
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+        return True
+
+    def close(self) -> None:
+        self._closed = True  # (the SDK's close: no more sends; the thread goes on)
+
+    async def aclose(self) -> None:
+        self.close()
+        await anyio.lowlevel.checkpoint()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def raise_failure(self) -> None:
+        """Wait until a write fails, then raise its ``OSError`` (a client that closed
+        stdout: ``BrokenPipeError``). Never returns otherwise."""
+        try:
+            await self._until(math.inf)
+        except anyio.BrokenResourceError:
+            raise self._failed or OSError("stdout: a write failed") from None
+
+    async def _until(self, mark: float) -> None:
+        """Until ``mark`` bytes in all are written (``anyio.BrokenResourceError`` once a
+        write failed). One waiter at a time waits on the wake pipe (an event loop takes
+        one waiter per descriptor), the others for the event it sets after each wake."""
+        while True:
+            with self._lock:
+                if self._written >= mark:
+                    return
+                if self._failed is not None:
+                    raise anyio.BrokenResourceError from self._failed
+            if self._pumping:
+                await self._progress.wait()
+                continue
+            self._pumping = True
+            try:
+                await anyio.wait_readable(self._wake_r)
+                with contextlib.suppress(BlockingIOError):
+                    while os.read(self._wake_r, 4096):
+                        pass
+            finally:
+                self._pumping = False
+                self._progress.set()
+                self._progress = anyio.Event()
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while not self._pending and not self._closing:
+                    self._more.wait()
+                if not self._pending:
+                    return
+                data = bytes(self._pending)
+                self._writing = True
+            try:
+                done = os.write(self._fd, data)
+            except OSError as exc:
+                with self._lock:
+                    self._failed = exc
+                    self._pending.clear()
+                    self._writing = False
+                self._wake()
+                return
+            with self._lock:
+                self._writing = False
+                # (close() may have cleared the buffer meanwhile: nothing to drop then)
+                del self._pending[: min(done, len(self._pending))]
+                self._written += done
+            self._wake()
+
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):  # full: already signalled
+            os.write(self._wake_w, b"w")
+
+
+#: The private duplicate of stdout that a :func:`serve_stdio` writes to now (one at most).
+_serving_stdout: set[int] = set()
+
+#: The shielded waits of :meth:`_StdoutAnswers.flush` under way in this process.
+_flushing: set[anyio.CancelScope] = set()
+
+
+def _give_up_flushing() -> None:
+    """End the waits of cancelled servings for their answers to be written at once
+    (``actormem mcp``'s second signal: give up now, not after :data:`FLUSH_GRACE`).
+    Call it on the event loop's thread. O(servings flushing)."""
+    for scope in list(_flushing):
+        scope.cancel()
+
+
+@contextlib.asynccontextmanager
+async def _stdout_answers(flush_grace: float) -> AsyncIterator[_StdoutAnswers | None]:
+    """:class:`_StdoutAnswers` over a private duplicate of descriptor 1, which points at
+    stderr meanwhile (the SDK's claim does the same: a handler's or a child's stray
+    output misses the wire) and is restored on exit, after the answers sent were
+    written (:meth:`_StdoutAnswers.flush`, ``flush_grace`` seconds at most, shielded:
+    on a cancellation too). None (the SDK's writer) when :data:`_WRITE_STDOUT` is off,
+    ``sys.stdout`` is not descriptor 1, or on Windows.
+
+    Raises:
+        RuntimeError: another :func:`serve_stdio` of this process serves stdout now (its
+            answers would go to stderr; the SDK's own claim refuses a second one too).
+    """
+    wire = None
+    if _WRITE_STDOUT and sys.platform != "win32" and _is_fd(sys.stdout, 1):
+        if _serving_stdout:
+            raise RuntimeError("another serve_stdio() in this process is serving stdout")
+        wire = _claim(1, _stderr_or_null)
+    if wire is None:
+        yield None
+        return
+    try:
+        answers = _StdoutAnswers(wire)
+    except BaseException:
+        os.dup2(wire, 1)
+        os.close(wire)
+        raise
+    _serving_stdout.add(wire)
+    try:
+        yield answers
+    finally:
+        try:
+            await answers.flush(flush_grace)
+        finally:
+            ended = answers.finish()
+            os.dup2(wire, 1)
+            _serving_stdout.discard(wire)
+            if ended:
+                os.close(wire)
 
 
 #: Bytes :class:`_PolledLines` asks ``os.read`` for at a time.
@@ -783,25 +1070,12 @@ def _stdin_lines() -> Iterator[anyio.AsyncFile[str] | None]:
     and a closed number could be reused under it (the SDK leaves its own duplicate open
     too)."""
     polled = _POLL_STDIN
-    if (
-        not (polled or _ABANDON_STDIN_READ)
-        or sys.platform == "win32"
-        or not _is_fd_0(sys.stdin)
-    ):
+    wire = None
+    if (polled or _ABANDON_STDIN_READ) and sys.platform != "win32" and _is_fd(sys.stdin, 0):
+        wire = _claim(0, functools.partial(os.open, os.devnull, os.O_RDONLY))
+    if wire is None:
         yield None
         return
-    import fcntl
-
-    try:
-        wire = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
-    except OSError:
-        yield None
-        return
-    null = os.open(os.devnull, os.O_RDONLY)
-    try:
-        os.dup2(null, 0)
-    finally:
-        os.close(null)
     try:
         if not polled:
             text = io.TextIOWrapper(
@@ -824,8 +1098,39 @@ def _stdin_lines() -> Iterator[anyio.AsyncFile[str] | None]:
             os.close(wire)
 
 
-def _is_fd_0(stream: Any) -> bool:
+def _claim(fd: int, diversion: Callable[[], int]) -> int | None:
+    """A private duplicate of descriptor ``fd`` (numbered 3 or more, closed on exec),
+    with ``fd`` itself pointed meanwhile at the descriptor ``diversion()`` opens (and
+    this closes); None, and ``fd`` untouched, when no duplicate can be made. The caller
+    puts the duplicate back with ``os.dup2(wire, fd)``. POSIX only; O(1)."""
+    import fcntl
+
     try:
-        return bool(stream.buffer.fileno() == 0)
+        wire = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    except OSError:
+        return None
+    try:
+        stand_in = diversion()
+    except BaseException:
+        os.close(wire)
+        raise
+    try:
+        os.dup2(stand_in, fd)
+    finally:
+        os.close(stand_in)
+    return wire
+
+
+def _stderr_or_null() -> int:
+    """A new descriptor on stderr (the null device if it has none)."""
+    try:
+        return os.dup(2)
+    except OSError:
+        return os.open(os.devnull, os.O_WRONLY)
+
+
+def _is_fd(stream: Any, fd: int) -> bool:
+    try:
+        return bool(stream.buffer.fileno() == fd)
     except (AttributeError, OSError, ValueError):
         return False
