@@ -30,10 +30,7 @@ import argparse
 import json
 import multiprocessing
 import os
-import re
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -44,28 +41,9 @@ import trio
 from actormem import MemoryCategory, MemoryEntry
 from stress._bench_args import output_file, positive_int
 from stress._bench_data import DEFAULT_DATA, entries, load_corpus
+from stress.bench_server import start_server
 
 _HERE = Path(__file__).resolve().parent.parent
-
-
-def _start_server(root: Path) -> tuple[subprocess.Popen[str], str]:
-    """``actormem serve`` of the checkout at ``root`` (its own ``actormem`` first on the
-    path), on a free port; its URL."""
-    env = dict(os.environ, PYTHONPATH=str(root))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "actormem", "serve", "--in-memory", "--port", "0"],
-        cwd=root,
-        env=env,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    match = re.search(r" on (http://\S+) ", line)
-    if match is None:
-        proc.kill()
-        raise SystemExit(f"the server of {root} did not start: {line!r}")
-    return proc, match.group(1)
 
 
 def _ms(samples: list[float]) -> dict[str, float]:
@@ -154,7 +132,7 @@ def run_one(root: Path, n: int, exports: int, alone: int, data: Path) -> dict[st
     from actormem.client import Client
 
     corpus = load_corpus(data)
-    proc, url = _start_server(root)
+    proc, url = start_server(root)
     try:
         with Client(url, timeout=120) as client:
             batch: list[MemoryEntry] = []

@@ -96,9 +96,15 @@ def _client_process(url: str, k: int, ops: int, seed: int, barrier: Any, out: An
     out.put((k, latencies))
 
 
-def _start_server() -> tuple[subprocess.Popen[str], str]:
+def start_server(root: Path | None = None) -> tuple[subprocess.Popen[str], str]:
+    """``actormem serve --in-memory`` on a free port, and its URL; of the checkout at
+    ``root`` (its own ``actormem`` first on the path) when given, else the installed
+    one. Its stdout is a pipe: close it after the process ends."""
+    env = None if root is None else dict(os.environ, PYTHONPATH=str(root))
     proc = subprocess.Popen(
         [sys.executable, "-m", "actormem", "serve", "--in-memory", "--port", "0"],
+        cwd=root,
+        env=env,
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -107,14 +113,15 @@ def _start_server() -> tuple[subprocess.Popen[str], str]:
     match = re.search(r" on (http://\S+) ", line)
     if match is None:
         proc.kill()
-        raise SystemExit(f"the server did not start: {line!r}")
+        which = "" if root is None else f" of {root}"
+        raise SystemExit(f"the server{which} did not start: {line!r}")
     return proc, match.group(1)
 
 
 def http_run(clients: int, ops: int, entries: int, seed: int) -> dict[str, Any]:
     from actormem.client import Client
 
-    proc, url = _start_server()
+    proc, url = start_server()
     try:
         with Client(url, timeout=60) as client:
             batch = _entries(f"{seed}-fill", entries)
