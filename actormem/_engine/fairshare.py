@@ -507,15 +507,15 @@ class ScoringSlots:
         :meth:`stop_waiters` is called (False: nothing taken). Only after :meth:`take`
         said False with no schedule point since. A cancel while waiting leaves the line
         and raises :class:`trio.Cancelled` (nothing taken). O(1)."""
-        task = trio.lowlevel.current_task()
+        task = _lowlevel.current_task()
         waiters = self._waiters
         waiters[task] = borrower
 
         def abort(raise_cancel: object) -> trio.lowlevel.Abort:
             del waiters[task]
-            return trio.lowlevel.Abort.SUCCEEDED
+            return _lowlevel.Abort.SUCCEEDED
 
-        got: bool = await trio.lowlevel.wait_task_rescheduled(abort)
+        got: bool = await _lowlevel.wait_task_rescheduled(abort)
         return got
 
     @trio.lowlevel.enable_ki_protection
@@ -530,7 +530,7 @@ class ScoringSlots:
         while waiters and len(held) < self._total:
             task = next(iter(waiters))
             held.add(waiters.pop(task))
-            trio.lowlevel.reschedule(task, outcome.Value(True))
+            _lowlevel.reschedule(task, outcome.Value(True))
 
     @trio.lowlevel.enable_ki_protection
     def stop_waiters(self) -> None:
@@ -538,7 +538,7 @@ class ScoringSlots:
         O(waiters)."""
         waiters, self._waiters = self._waiters, {}
         for task in waiters:
-            trio.lowlevel.reschedule(task, outcome.Value(False))
+            _lowlevel.reschedule(task, outcome.Value(False))
 
     # The limiter's names, for callers written against trio.CapacityLimiter.
 
@@ -563,7 +563,7 @@ class ScoringSlots:
             RuntimeError: ``borrower`` holds one already.
             trio.ClosedResourceError: :meth:`stop_waiters` was called while waiting.
         """
-        await trio.lowlevel.checkpoint_if_cancelled()
+        await _lowlevel.checkpoint_if_cancelled()
         if borrower in self._held:
             raise RuntimeError("this borrower holds a slot already")
         if self.take(borrower):
@@ -583,7 +583,7 @@ class ScoringSlots:
         self.give_back(borrower)
 
     async def __aenter__(self) -> None:
-        await self.acquire_on_behalf_of(trio.lowlevel.current_task())
+        await self.acquire_on_behalf_of(_lowlevel.current_task())
 
     async def __aexit__(self, *exc: object) -> None:
-        self.release_on_behalf_of(trio.lowlevel.current_task())
+        self.release_on_behalf_of(_lowlevel.current_task())
