@@ -79,6 +79,12 @@ from collections import OrderedDict
 
 import outcome
 import trio
+from trio import current_time as _current_time
+from trio import lowlevel as _lowlevel
+
+# (`_current_time`, `_lowlevel`: trio's module defines a __getattr__, so CPython 3.11
+# cannot specialize a `trio.X` read and each is a generic lookup; the hot paths read
+# these names instead: the same objects, trio.lowlevel's attributes still patchable.)
 
 __all__ = [
     "ADMIT_SLICE",
@@ -200,7 +206,7 @@ class ReadGate:
         reader goes through. O(1), plus O(parked) when it opens."""
         self._demand -= 1
         if not self._demand and (self._closed or self._first or self._queue):
-            self._open(trio.current_time())
+            self._open(_current_time())
 
     def commit_started(self) -> None:
         """A durable group commit runs in its thread: closed phases may last up to
@@ -239,7 +245,7 @@ class ReadGate:
     def would_park(self) -> bool:
         """Whether a reader reaching a slice boundary now would park (deciding the phase
         now, as :meth:`checkpoint` does). O(1)."""
-        return bool(self._demand) and self.enabled and self._must_park(trio.current_time())
+        return bool(self._demand) and self.enabled and self._must_park(_current_time())
 
     async def checkpoint(self) -> None:
         """A reader's slice boundary: a trio checkpoint, or, while writes are pending and
@@ -254,25 +260,25 @@ class ReadGate:
         Runtime complexity: O(1) (admitting parked readers is O(admitted), per opening).
         """
         if not self._demand or not self.enabled:
-            await trio.lowlevel.checkpoint()
+            await _lowlevel.checkpoint()
             return
         head = admitted = False
-        if not self._must_park(trio.current_time()):
-            await trio.lowlevel.checkpoint()
+        if not self._must_park(_current_time()):
+            await _lowlevel.checkpoint()
             if not self.fifo or not self._demand or not self.enabled:
                 return
-            if not self._closed_now(trio.current_time()):
+            if not self._closed_now(_current_time()):
                 return
             # The gate closed while this reader waited for its turn (readers parked
             # meanwhile stay behind it: it was let through): it goes first, and through
             # at the next opening.
             head = admitted = True
-        since = trio.current_time()
+        since = _current_time()
         while True:
             self.parks += 1
             how = await self._park(head)
             head = False
-            now = trio.current_time()
+            now = _current_time()
             if how == _RELAY:
                 self._relay = None
             if not self._demand or not self.enabled:
@@ -368,7 +374,7 @@ class ReadGate:
             task, _ = (first or queue).popitem(last=False)
             if task is self._watcher:
                 self._watch = self._watcher = None
-            trio.lowlevel.reschedule(task, outcome.Value(_ADMITTED))
+            _lowlevel.reschedule(task, outcome.Value(_ADMITTED))
             count -= 1
         self._hand_over()
 
@@ -378,26 +384,26 @@ class ReadGate:
         if (self._first or self._queue) and self._watch is None and self._relay is None:
             task, _ = (self._first or self._queue).popitem(last=False)
             self._relay = task
-            trio.lowlevel.reschedule(task, outcome.Value(_RELAY))
+            _lowlevel.reschedule(task, outcome.Value(_RELAY))
 
     async def _park(self, head: bool) -> int:
         """Park until admitted (``_ADMITTED``), asked to hold the watch (``_RELAY``), or,
         holding the watch, until its deadline (``-1``). ``head``: first in line."""
-        task = trio.lowlevel.current_task()
+        task = _lowlevel.current_task()
         (self._first if head else self._queue)[task] = None
 
         def abort(_: object) -> trio.lowlevel.Abort:
             self._first.pop(task, None)
             self._queue.pop(task, None)
-            return trio.lowlevel.Abort.SUCCEEDED
+            return _lowlevel.Abort.SUCCEEDED
 
         if self._watch is not None:
-            how: int = await trio.lowlevel.wait_task_rescheduled(abort)
+            how: int = await _lowlevel.wait_task_rescheduled(abort)
             return how
         try:
             with trio.move_on_at(self._deadline()) as watch:
                 self._watch, self._watcher = watch, task
-                how = await trio.lowlevel.wait_task_rescheduled(abort)
+                how = await _lowlevel.wait_task_rescheduled(abort)
                 return how
             if self._let_through is task:  # an opening came before this reader ran
                 self._watch = self._watcher = None
@@ -501,15 +507,15 @@ class ScoringSlots:
         :meth:`stop_waiters` is called (False: nothing taken). Only after :meth:`take`
         said False with no schedule point since. A cancel while waiting leaves the line
         and raises :class:`trio.Cancelled` (nothing taken). O(1)."""
-        task = trio.lowlevel.current_task()
+        task = _lowlevel.current_task()
         waiters = self._waiters
         waiters[task] = borrower
 
         def abort(raise_cancel: object) -> trio.lowlevel.Abort:
             del waiters[task]
-            return trio.lowlevel.Abort.SUCCEEDED
+            return _lowlevel.Abort.SUCCEEDED
 
-        got: bool = await trio.lowlevel.wait_task_rescheduled(abort)
+        got: bool = await _lowlevel.wait_task_rescheduled(abort)
         return got
 
     @trio.lowlevel.enable_ki_protection
@@ -524,7 +530,7 @@ class ScoringSlots:
         while waiters and len(held) < self._total:
             task = next(iter(waiters))
             held.add(waiters.pop(task))
-            trio.lowlevel.reschedule(task, outcome.Value(True))
+            _lowlevel.reschedule(task, outcome.Value(True))
 
     @trio.lowlevel.enable_ki_protection
     def stop_waiters(self) -> None:
@@ -532,7 +538,7 @@ class ScoringSlots:
         O(waiters)."""
         waiters, self._waiters = self._waiters, {}
         for task in waiters:
-            trio.lowlevel.reschedule(task, outcome.Value(False))
+            _lowlevel.reschedule(task, outcome.Value(False))
 
     # The limiter's names, for callers written against trio.CapacityLimiter.
 
@@ -557,7 +563,7 @@ class ScoringSlots:
             RuntimeError: ``borrower`` holds one already.
             trio.ClosedResourceError: :meth:`stop_waiters` was called while waiting.
         """
-        await trio.lowlevel.checkpoint_if_cancelled()
+        await _lowlevel.checkpoint_if_cancelled()
         if borrower in self._held:
             raise RuntimeError("this borrower holds a slot already")
         if self.take(borrower):
@@ -577,7 +583,7 @@ class ScoringSlots:
         self.give_back(borrower)
 
     async def __aenter__(self) -> None:
-        await self.acquire_on_behalf_of(trio.lowlevel.current_task())
+        await self.acquire_on_behalf_of(_lowlevel.current_task())
 
     async def __aexit__(self, *exc: object) -> None:
-        self.release_on_behalf_of(trio.lowlevel.current_task())
+        self.release_on_behalf_of(_lowlevel.current_task())

@@ -63,6 +63,8 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 import outcome
 import trio
+from trio import current_time as _current_time
+from trio import lowlevel as _lowlevel
 
 from .._entry import (
     MemoryCategory,
@@ -104,6 +106,10 @@ from .snapshot import (
     with_alive,
 )
 from .state import MemoryState, View
+
+# (`_current_time`, `_lowlevel`: trio's module defines a __getattr__, so CPython 3.11
+# cannot specialize a `trio.X` read and each is a generic lookup; the hot paths read
+# these names instead: the same objects, trio.lowlevel's attributes still patchable.)
 
 __all__ = ["DEFAULT_QUEUE_SIZE", "Follower", "Memory"]
 
@@ -268,14 +274,14 @@ class _Request:
             task = self.task
             if task is not None:
                 self.task = None
-                trio.lowlevel.reschedule(task, result)
+                _lowlevel.reschedule(task, result)
 
     @trio.lowlevel.enable_ki_protection
     def __call__(self, raise_cancel: Any) -> trio.lowlevel.Abort:
         """The abort function of the caller's wait: always succeeds (the request stays
         queued and may still be applied; its answer is dropped)."""
         self.task = None
-        return trio.lowlevel.Abort.SUCCEEDED
+        return _lowlevel.Abort.SUCCEEDED
 
     @trio.lowlevel.enable_ki_protection  # ``task`` is set only if the park happens
     async def wait(self) -> Any:
@@ -285,8 +291,8 @@ class _Request:
         parking; it arrives at the park instead, through the abort like a cancel."""
         if self.result is not None:  # answered while the caller waited for room
             return self.result.unwrap()
-        self.task = trio.lowlevel.current_task()
-        return await trio.lowlevel.wait_task_rescheduled(self)
+        self.task = _lowlevel.current_task()
+        return await _lowlevel.wait_task_rescheduled(self)
 
 
 _FLUSH_REQUEST = _Request(_FLUSH, None, False)
@@ -415,7 +421,7 @@ class Memory(metaclass=NoPublicConstructor):
         # first (a closed memory is reported to callers the cancellation does not
         # reach). After that, the wait for the reply is the one schedule point (no
         # extra task step to enqueue).
-        await trio.lowlevel.checkpoint_if_cancelled()
+        await _lowlevel.checkpoint_if_cancelled()
         if self._closed or self._broken is not None:
             self._raise_if_unusable()
         request = _Request(op, arg, True)
@@ -428,7 +434,7 @@ class Memory(metaclass=NoPublicConstructor):
                 except trio.WouldBlock:
                     await self._send.send(request)  # backpressure: wait for room
             except (trio.BrokenResourceError, trio.ClosedResourceError):
-                await trio.lowlevel.checkpoint_if_cancelled()
+                await _lowlevel.checkpoint_if_cancelled()
                 self._raise_if_unusable()
                 raise
             try:
@@ -438,7 +444,7 @@ class Memory(metaclass=NoPublicConstructor):
                 # request; it answered while this caller, no longer parked (its request
                 # was taken from the channel), had not run since its own scope was
                 # cancelled. That caller gets Cancelled, as the others in the scope.
-                await trio.lowlevel.checkpoint_if_cancelled()
+                await _lowlevel.checkpoint_if_cancelled()
                 raise
         finally:
             gate.leave()
@@ -447,7 +453,7 @@ class Memory(metaclass=NoPublicConstructor):
         """Close the memory: requests already queued are still applied and answered, then
         the owner stops. Later calls raise :class:`trio.ClosedResourceError`. Idempotent."""
         self._close()
-        await trio.lowlevel.checkpoint()
+        await _lowlevel.checkpoint()
 
     def _close(self) -> None:
         self._closed = True
@@ -625,10 +631,10 @@ class Memory(metaclass=NoPublicConstructor):
         """
         if isinstance(seq, bool) or not isinstance(seq, int):
             raise TypeError(f"wait_applied() takes an int seq, not {type(seq).__name__}")
-        await trio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller: Cancelled
+        await _lowlevel.checkpoint_if_cancelled()  # a cancelled caller: Cancelled
         self._raise_if_unusable()
         if self._replica is None:
-            await trio.lowlevel.checkpoint()
+            await _lowlevel.checkpoint()
             return
         await self._replica.wait_applied(self, seq)
 
@@ -701,7 +707,7 @@ class Memory(metaclass=NoPublicConstructor):
         """
         if not isinstance(id, uuid.UUID):
             raise TypeError(f"get() takes a uuid.UUID, not {type(id).__name__}")
-        await trio.lowlevel.checkpoint()
+        await _lowlevel.checkpoint()
         self._raise_if_unusable()
         view = self._state.view()
         return self._read_one(view, view.get(id), refresh_ttl)
@@ -718,7 +724,7 @@ class Memory(metaclass=NoPublicConstructor):
                 or segment over its length limit: :func:`~actormem._entry.check_lookup_key`).
         """
         ns = check_lookup_key(namespace, key)
-        await trio.lowlevel.checkpoint()
+        await _lowlevel.checkpoint()
         self._raise_if_unusable()
         view = self._state.view()
         return self._read_one(view, view.by_key(ns, key), refresh_ttl)
@@ -802,7 +808,7 @@ class Memory(metaclass=NoPublicConstructor):
         accept = make_filter(namespace, category, tags, where)
         check_listing(limit, offset)
         prefix = () if namespace is None else tuple(namespace)
-        await trio.lowlevel.checkpoint()
+        await _lowlevel.checkpoint()
         self._raise_if_unusable()
         view = self._state.view()
         alive = self._alive(view)
@@ -841,7 +847,7 @@ class Memory(metaclass=NoPublicConstructor):
                 or ``suffix`` included: no namespace holds one).
         """
         check_listing(limit, offset)
-        await trio.lowlevel.checkpoint()
+        await _lowlevel.checkpoint()
         self._raise_if_unusable()
         view = self._state.view()
         return list_namespaces_at(view, self._alive(view), prefix, suffix, max_depth, limit, offset)
@@ -1013,10 +1019,10 @@ class Memory(metaclass=NoPublicConstructor):
         """:meth:`_wait_for_slot` with :class:`~.fairshare.ScoringSlots`
         (``_OWN_SLOTS``): the same checks, the same errors, the same order; the memory's
         close or break wakes the waiters through ``slots.stop_waiters``."""
-        await trio.lowlevel.checkpoint_if_cancelled()  # as the limiter's acquire; first,
+        await _lowlevel.checkpoint_if_cancelled()  # as the limiter's acquire; first,
         self._raise_if_unusable()  # as every call: a cancelled caller gets Cancelled
         if not await slots.wait(borrower):  # stopped: the memory closed or broke
-            await trio.lowlevel.checkpoint_if_cancelled()  # Cancelled first, as _score
+            await _lowlevel.checkpoint_if_cancelled()  # Cancelled first, as _score
             self._raise_if_unusable()
             raise trio.ClosedResourceError("the memory is closed")  # pragma: no cover
 
@@ -1027,7 +1033,7 @@ class Memory(metaclass=NoPublicConstructor):
         broken memory raises at once, and wakes the retrieves waiting when it closes or
         breaks (they take no slot), not once the retrieves holding the slots have scored
         (as it did before there were slots)."""
-        await trio.lowlevel.checkpoint_if_cancelled()  # a cancelled caller: Cancelled
+        await _lowlevel.checkpoint_if_cancelled()  # a cancelled caller: Cancelled
         self._raise_if_unusable()
         with trio.CancelScope() as waiting:
             self._slot_waits.add(waiting)
@@ -1036,7 +1042,7 @@ class Memory(metaclass=NoPublicConstructor):
             finally:
                 self._slot_waits.discard(waiting)
         if waiting.cancelled_caught:  # only _stop_slot_waits cancels it
-            await trio.lowlevel.checkpoint_if_cancelled()  # Cancelled first, as _score
+            await _lowlevel.checkpoint_if_cancelled()  # Cancelled first, as _score
             self._raise_if_unusable()
             raise trio.ClosedResourceError("the memory is closed")  # pragma: no cover
 
@@ -1062,13 +1068,13 @@ class Memory(metaclass=NoPublicConstructor):
         if parked:
             await gate.checkpoint()
         else:
-            await trio.lowlevel.checkpoint_if_cancelled()
+            await _lowlevel.checkpoint_if_cancelled()
         if self._closed or self._broken is not None:
             # Cancelled before closed, as _call: the park may end (the task rescheduled)
             # just before its scope is cancelled and the owner, cancelled by the same
             # scope, closes the memory; such a caller gets Cancelled, which its scope
             # absorbs, not ClosedResourceError escaping it in an ExceptionGroup.
-            await trio.lowlevel.checkpoint_if_cancelled()
+            await _lowlevel.checkpoint_if_cancelled()
             self._raise_if_unusable()
         state = self._state
         view = state.view()
@@ -1222,7 +1228,7 @@ class Memory(metaclass=NoPublicConstructor):
         now = self._state.clock()
         if not isinstance(now, datetime) or now.utcoffset() is None:
             return math.inf
-        return trio.current_time() + max(0.0, nxt - now.timestamp())
+        return _current_time() + max(0.0, nxt - now.timestamp())
 
     def _registry(self) -> weakref.WeakSet[Snapshot] | VersionHolds:
         """Where a retrieve or listing under way registers its view (_HOLDS_BY_VERSION)."""
@@ -1467,13 +1473,18 @@ async def _run_owner(memory: Memory, receive: trio.MemoryReceiveChannel[_Request
         receive.close()
 
 
+#: (Read at import: trio's module has a ``__getattr__``, which keeps Python 3.11 from
+#: specializing a ``trio.X`` read in a hot loop; hot45.)
+_EMPTY_OR_CLOSED = (trio.WouldBlock, trio.EndOfChannel)
+
+
 def _drain(receive: trio.MemoryReceiveChannel[_Request], inflight: list[_Request]) -> None:
     """Add the requests already queued to ``inflight``, up to ``_MAX_BATCH`` in all,
     without waiting: one batch."""
     while len(inflight) < _MAX_BATCH:
         try:
             inflight.append(receive.receive_nowait())
-        except (trio.WouldBlock, trio.EndOfChannel):
+        except _EMPTY_OR_CLOSED:
             break
 
 
@@ -1842,7 +1853,7 @@ def _attach_store(memory: Memory, store: SqliteStore) -> None:
         assert memory is not None  # its owner commits through it
         flush = False  # (a store that holds nothing back writes every access update)
         if defer:  # access updates held back: written once due (sqlite._DEFER_ACCESS)
-            now = trio.current_time()
+            now = _current_time()
             flush = now >= memory._access_due
         if not journal and not flush:
             meanwhile()
@@ -1886,7 +1897,7 @@ def _attach_store(memory: Memory, store: SqliteStore) -> None:
                 await _in_thread_while(store.write, batch, meanwhile)
             finally:
                 gate.commit_ended()
-        checkpoints.last_write = trio.current_time()
+        checkpoints.last_write = _current_time()
         if store.checkpoint_due():  # beside the writer: the batch is answered at once
             checkpoints.start()
 
@@ -1908,7 +1919,7 @@ class _Checkpoints:
         #: Set once the last checkpoint beside the writer started here has ended.
         self.ended: trio.Event | None = None
         #: The trio time of the last commit (the idle checkpoints wait for a quiet spell).
-        self.last_write = trio.current_time()
+        self.last_write = _current_time()
 
     def start(self) -> bool:
         """Start a checkpoint beside the writer in a worker thread, not waited for;
@@ -1958,7 +1969,7 @@ async def _access_timer(memory: Memory) -> None:
     try:
         while memory._access_due != math.inf:
             await trio.sleep_until(memory._access_due)
-            if trio.current_time() >= memory._access_due:
+            if _current_time() >= memory._access_due:
                 memory._wake_owner()
                 break
     finally:
@@ -1995,12 +2006,12 @@ async def _idle_checkpoints(
                 if last_write >= retried_at:  # a commit since the last retry
                     delay = sqlite_store.IDLE_CHECKPOINT
                 wake = max(last_write, retried_at) + delay
-                if trio.current_time() < wake:
+                if _current_time() < wake:
                     await trio.sleep_until(wake)
                     continue
                 if not store.idle_checkpoint_due() or not checkpoints.start():
                     return
-                retried_at = trio.current_time()
+                retried_at = _current_time()
                 delay = min(2 * delay, sqlite_store.IDLE_CHECKPOINT_MAX)
     finally:
         if memory._idle_scope is scope:

@@ -301,10 +301,15 @@ _I32, _I64, _U8, _U16 = (np.dtype(t) for t in (np.int32, np.int64, np.uint8, np.
 _F64, _BOOL, _INTP = (np.dtype(t) for t in (np.float64, np.bool_, np.intp))
 
 
+#: numpy's module defines a ``__getattr__``, so Python 3.11 cannot specialize an ``np.X``
+#: read: the hot checks read these module names instead (the same objects; hot45).
+_NDARRAY = np.ndarray
+
+
 def _array_of(name: str, value: Any, dtype: np.dtype[Any], writable: bool = False) -> int:
     """Check that ``value`` is a 1-D C-contiguous numpy array of ``dtype`` (writable if
     asked); its length. O(1): the message is built only for a refusal."""
-    if type(value) is not np.ndarray:
+    if type(value) is not _NDARRAY:
         raise TypeError(f"{name} must be a numpy array, not {type(value).__name__}")
     flags = value.flags
     if value.dtype != dtype or value.ndim != 1 or not flags.c_contiguous:
@@ -468,7 +473,7 @@ _COUNTS = (_U8, _U16, _I64)
 
 
 def _counts(counts: Any) -> int:
-    if type(counts) is not np.ndarray or counts.dtype not in _COUNTS:
+    if type(counts) is not _NDARRAY or counts.dtype not in _COUNTS:
         raise TypeError("counts must be a numpy array of uint8, uint16 or int64")
     return _array_of("counts", counts, counts.dtype, writable=True)
 

@@ -130,6 +130,10 @@ def drain(steps: Generator[None, None, _T]) -> _T:
 
 
 #: Bytes :func:`zeroed_steps` and :meth:`ScratchPool.take_steps` write between two yields.
+#: numpy's module defines a ``__getattr__``, so Python 3.11 cannot specialize an ``np.X``
+#: read: the hot checks read these module names instead (the same objects; hot45).
+_DTYPE = np.dtype
+
 _ZERO_STEP_BYTES = 256 << 10
 #: Arrays from this size get transparent huge pages from numpy (its
 #: ``madvise(MADV_HUGEPAGE)`` threshold, 4 MiB), so :func:`zeroed_steps` maps them itself.
@@ -200,7 +204,7 @@ class ScratchPool:
         ``capacity`` elements (:func:`zeroed_steps`). Zero up to ``n`` rounded up to a
         whole step of 256 KiB (at least 32,768 elements of 8 bytes), or to its end; the
         rest is garbage, so slice it off if it could be read. O(n) in steps."""
-        spares = self._spares.get(np.dtype(dtype))
+        spares = self._spares.get(_DTYPE(dtype))
         while spares:
             arr = spares.pop()
             self._bytes -= arr.nbytes

@@ -74,6 +74,9 @@ __all__ = [
 
 _COUNTS = (np.dtype(np.uint8), np.dtype(np.uint16), np.dtype(np.int64))
 _U64 = np.dtype(np.uint64)
+#: numpy's module defines a ``__getattr__``, so Python 3.11 cannot specialize an ``np.X``
+#: read: the hot checks read these module names instead (the same objects; hot45).
+_NDARRAY = np.ndarray
 #: The type of a token cache (a capsule; ``types.CapsuleType`` only from Python 3.13).
 #: (Without the core, a type no argument has: every cache is refused.)
 _CAPSULE: type = (
@@ -493,7 +496,7 @@ def count_words(
     # (the same ValueError) before it counts any word.
     if not knobs._LEAN_MULT_CHECKS and mults and not _ints_in_range(mults):
         raise ValueError("multiplicities must be in [0, 2**31)")
-    if type(counts) is not np.ndarray or counts.dtype not in (_COUNTS if not planes else (_U64,)):
+    if type(counts) is not _NDARRAY or counts.dtype not in (_COUNTS if not planes else (_U64,)):
         raise TypeError("counts must be a numpy array of uint8, uint16 or int64 (uint64 planes)")
     if counts.ndim != 1 or not counts.flags.c_contiguous or not counts.flags.writeable:
         raise ValueError("counts must be 1-D, contiguous and writable")
@@ -1119,7 +1122,7 @@ def flat_first(
     Raises:
         TypeError, ValueError: An argument of the wrong type, size or range.
     """
-    _need(type(counts) is np.ndarray and counts.dtype in _COUNTS[:2], "counts: uint8 or uint16")
+    _need(type(counts) is _NDARRAY and counts.dtype in _COUNTS[:2], "counts: uint8 or uint16")
     size = kernels._array_of("counts", counts, counts.dtype)
     _need(type(n) is int and 0 <= n <= size, "n beyond counts")
     _need(kernels._array_of("maxrel", maxrel, kernels._F64) >= n, "maxrel shorter than n")

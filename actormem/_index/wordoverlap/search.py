@@ -27,6 +27,14 @@ from .numbering import _Group, _Numbering, _TagPostings
 
 __all__ = ["WordOverlapSearch"]
 
+#: numpy's module defines a ``__getattr__``, so Python 3.11 cannot specialize an ``np.X``
+#: read: the per-retrieve paths read these module names instead (the same objects; hot45).
+_NDARRAY = np.ndarray
+_EMPTY = np.empty
+_INT64 = np.int64
+_U64_DT = np.dtype(np.uint64)
+_U8_DT = np.dtype(np.uint8)
+
 
 class WordOverlapSearch:
     """Top-k for a word-overlap index (reader side: runs in the reader's task).
@@ -125,7 +133,7 @@ class WordOverlapSearch:
         into ``heap`` while they can enter: the best ``limit`` groups by (bound,
         smallest seq) first, picked with ``numpy.partition``, then ever larger batches.
         ``progress[0]`` counts Python iterations, for a yield every ``_STEP``."""
-        parts = part if type(part) is np.ndarray else None
+        parts = part if type(part) is _NDARRAY else None
         if len(idx) > knobs._VISIT:
             # In parts (any order is exact: each part stops only where it can't enter).
             for start in range(0, len(idx), knobs._VISIT):
@@ -293,13 +301,13 @@ class WordOverlapSearch:
         groups, four times more each time, taken out of it in that order: the same
         groups scored in the same order as the numpy path's. O(len(idx) + visited *
         log len(idx))."""
-        if type(part) is np.ndarray:
+        if type(part) is _NDARRAY:
             parts: np.ndarray[Any, Any] | None = part
             one = 0.0
         else:
             parts, one = None, float(part)
         kth = (float(heap[0][0]), -heap[0][1]) if len(heap) == limit else None
-        room = np.empty(4 * len(idx), np.int64)
+        room = _EMPTY(4 * len(idx), _INT64)
         # With _VISIT_SELECT the groups stay in no order until a second batch is read.
         unordered = knobs._VISIT_SELECT
         m = ccore.visit_heap(idx, maxrel, minseq, one, parts, kth, room, not unordered)
@@ -496,7 +504,7 @@ class WordOverlapSearch:
         if not knobs._LEFT_CACHED:
             dense = None
         # match_steps' cached dense set of this path: bytes, or bits (uint64 words).
-        form = np.dtype(np.uint64 if n_planes else np.uint8)
+        form = _U64_DT if n_planes else _U8_DT
         short = masks._SHORT_BIT
         small, cmin = knobs._JOIN, self._finder.cache_min  # postings of a word for C
         small = cmin if cmin < small else small
