@@ -80,3 +80,22 @@ def test_seq_runs_merged_is_a_stable_sort_of_the_runs() -> None:
         want = sorted((r for run in runs for r in run), key=lambda r: r.seq)
         got = list(snapshot_mod._seq_runs_merged(runs))  # type: ignore[arg-type]
         assert [(r.seq, r.tag) for r in got] == [(r.seq, r.tag) for r in want]
+
+
+async def test_a_snapshot_taken_before_the_state_was_replaced_is_still_scanned() -> None:
+    """A replica's bootstrap (``Replica.bootstrap``) replaces ``memory._state`` with one
+    decoded from the log's snapshot. A snapshot of the memory taken before stays its
+    and readable (iterating it works); ``scan`` refused it as "another memory's"
+    (it compared states), and so would an export whose snapshot was taken just before."""
+    async with open_memory() as memory, open_memory() as other:
+        await memory.store_many([_entry(i) for i in range(20)])
+        snap = memory.snapshot()
+        expected = list(snap)
+        real = memory._state
+        memory._state = other._state  # as a bootstrap does: a new state, the same memory
+        try:
+            assert [e async for e in memory.scan(snap)] == expected
+            with pytest.raises(ValueError, match="another"):
+                memory.scan(other.snapshot())
+        finally:
+            memory._state = real

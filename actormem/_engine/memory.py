@@ -685,7 +685,9 @@ class Memory(metaclass=NoPublicConstructor):
             snapshot = self.snapshot()
         elif type(snapshot) is not Snapshot:
             raise TypeError(f"scan() takes a Snapshot, not {type(snapshot).__name__}")
-        elif snapshot._state is not self._state:
+        elif snapshot not in self._snapshots:
+            # Its memory told by the registry, not the state: a replica's bootstrap
+            # replaces the state, and a snapshot taken before stays this memory's.
             raise ValueError("scan() takes a snapshot of this memory, not of another")
         return scan_sliced(snapshot, self._gate)
 
