@@ -23,7 +23,7 @@ from typing import Any
 import attrs
 import pytest
 import trio
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from actormem import MemoryCategory, MemoryEntry, open_memory
@@ -42,6 +42,7 @@ def _accounting(memory: Any, knob: bool, **kwargs: Any) -> Any:
 
 @settings(max_examples=examples(25), deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), capacity=st.sampled_from([None, 4, 10]))
+@example(seed=90, capacity=None)  # every entry deleted before any snapshot (rev45a)
 def test_visible_ids_are_the_records_ids(seed: int, capacity: int | None) -> None:
     rng = random.Random(seed)
     words = ["alpha", "beta", "gamma", "delta", "eps"]
@@ -75,7 +76,9 @@ def test_visible_ids_are_the_records_ids(seed: int, capacity: int | None) -> Non
                 assert ids == {rec.entry._id for rec in view.records()}
                 assert ids == {e._id for e in snap}
                 checked += len(ids)
-            assert checked > 0
+            # Some snapshot saw an entry, unless every entry was deleted before any
+            # was taken (a seed Hypothesis finds: 90 of 200,000; review rev45a).
+            assert checked > 0 or not memory.snapshot()
             kwargs = {"initial": [], "stored": stored, "removals": removals, "before": before}
             on = _accounting(memory, True, **kwargs)
             off = _accounting(memory, False, **kwargs)
