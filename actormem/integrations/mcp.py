@@ -708,7 +708,8 @@ async def serve_stdio(
     for ``flush_grace`` seconds at most (a float >= 0, ``math.inf`` for no bound) when
     the client does not read its stdout; what is unwritten then is dropped. Nothing
     is read from stdin once cancelled. The calls still running at the cancellation are
-    cancelled and not answered.
+    cancelled; the SDK answers each of them JSON-RPC error -32000 "Connection closed"
+    (written as the answers above), unless its answer was already being written.
 
     Raises:
         ValueError: ``grace`` or ``flush_grace`` is negative or not a number.
