@@ -708,7 +708,8 @@ async def serve_stdio(
     for ``flush_grace`` seconds at most (a float >= 0, ``math.inf`` for no bound) when
     the client does not read its stdout; what is unwritten then is dropped. Nothing
     is read from stdin once cancelled. The calls still running at the cancellation are
-    cancelled and not answered.
+    cancelled; the SDK answers each of them JSON-RPC error -32000 "Connection closed"
+    (written as the answers above), unless its answer was already being written.
 
     Raises:
         ValueError: ``grace`` or ``flush_grace`` is negative or not a number.
@@ -765,7 +766,9 @@ class _StdoutAnswers:
     The thread is a daemon: one blocked for ever in ``write`` on a stdout nobody reads
     does not keep the process from exiting (an anyio worker thread would, under
     asyncio); its descriptors are then left open (a closed number could be reused under
-    its write). A failed write (the client closed stdout: ``EPIPE``) drops the rest;
+    its write). A stdout that is non-blocking (``O_NONBLOCK`` on its file description)
+    is waited on (``poll``) when full, as a blocking one would block. A failed write
+    (the client closed stdout: ``EPIPE``) drops the rest;
     :meth:`send` then raises ``anyio.BrokenResourceError``, as a memory stream whose
     reader is gone. O(length of the message) per send."""
 
@@ -888,6 +891,15 @@ class _StdoutAnswers:
                 self._writing = True
             try:
                 done = os.write(self._fd, data)
+            except BlockingIOError:
+                # stdout's file description is non-blocking (O_NONBLOCK, set by the
+                # client or by another process sharing it) and full: wait until it takes
+                # more (still "writing": finish() does not wait for a client that never
+                # reads), then take what is pending again (finish() may have dropped it).
+                _wait_writable(self._fd)
+                with self._lock:
+                    self._writing = False
+                continue
             except OSError as exc:
                 with self._lock:
                     self._failed = exc
@@ -905,6 +917,16 @@ class _StdoutAnswers:
     def _wake(self) -> None:
         with contextlib.suppress(OSError):  # full: already signalled
             os.write(self._wake_w, b"w")
+
+
+def _wait_writable(fd: int) -> None:
+    """Block until descriptor ``fd`` takes a write (or has an error or hang-up, which
+    the next write reports). Any descriptor number (``poll``, not ``select``)."""
+    import select
+
+    waiter = select.poll()
+    waiter.register(fd, select.POLLOUT)
+    waiter.poll()
 
 
 #: The private duplicate of stdout that a :func:`serve_stdio` writes to now (one at most).
