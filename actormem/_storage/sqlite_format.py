@@ -404,7 +404,9 @@ def image_kind(path: str | os.PathLike[str]) -> str | None:
     """The ``"kind"`` the index image's header names in the file at ``path`` (``"bm25"``,
     ``"word-overlap"``), or None: no image, a header that is not a JSON object with a str
     ``"kind"``, not a regular file (SQLite's open of a FIFO would wait for a writer), or a
-    file this read cannot open. Read-only (``mode=ro``: creates and changes nothing), and
+    file this read cannot open, a header that is not a blob. Read-only
+    (:func:`read_only_uri`, live: no side file when there is no ``-wal``; with a
+    ``-wal``, SQLite's ``-shm`` is made if absent, as for any read that replays it), and
     nothing is checked against the rows: the kind of scorer to open the file with, which
     the open itself then verifies (the image is used only if its marker matches). O(the
     header's size).
@@ -412,13 +414,19 @@ def image_kind(path: str | os.PathLike[str]) -> str | None:
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
             return None
-        conn = sqlite3.connect(file_uri(os.fspath(path)) + "?mode=ro", uri=True)
+        # (A live read's URI: ``immutable`` when there is no -wal, since a plain
+        # ``mode=ro`` open of a WAL-mode file left a -wal and a -shm beside it; review
+        # rev45c.)
+        conn = sqlite3.connect(read_only_uri(os.fspath(path), live=True), uri=True)
         try:
             row = conn.execute(SELECT_IMAGE_HEADER).fetchone()
         finally:
             conn.close()
-        header = json.loads(bytes(row[0])) if row is not None else None
-    except (sqlite3.Error, OSError, ValueError, TypeError):
+        data = row[0] if row is not None else None
+        # Only a blob is a header: ``bytes()`` of an INTEGER allocated that many bytes
+        # (MemoryError from 2**40); a too deeply nested JSON raised RecursionError.
+        header = json.loads(data) if type(data) is bytes else None
+    except (sqlite3.Error, OSError, ValueError, TypeError, RecursionError):
         return None
     kind = header.get("kind") if isinstance(header, dict) else None
     return kind if type(kind) is str else None
@@ -714,7 +722,9 @@ def read_only_uri(path: str, *, live: bool = False) -> str:
     read mark to hold a checkpoint back) and mix two states of the file. So a live read
     is ``immutable`` only when there is no ``-wal`` at all."""
     uri = file_uri(path) + "?mode=ro"
-    wal = path + "-wal"
+    # SQLite follows a symlink and keeps the -wal beside its target (review rev45c: the
+    # link's name had no -wal, so a live file read through a link was immutable).
+    wal = os.path.realpath(path) + "-wal"
     if not os.path.exists(wal) or (not live and os.path.getsize(wal) == 0):
         uri += "&immutable=1"
     return uri
