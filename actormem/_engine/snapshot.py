@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import heapq
 import math
-import operator
 import time
 import uuid
 import weakref
@@ -35,6 +34,7 @@ from .._index.thresholds import thresholded_steps
 from .._json import compile_where
 from .._record import Record
 from .._util import NoPublicConstructor, sequence_of
+from .state import _SEQ
 
 if TYPE_CHECKING:
     from .fairshare import ReadGate
@@ -58,7 +58,6 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
-_SEQ = operator.attrgetter("seq")
 
 #: A retrieve whose index says its whole work is small (``one_step_ok(query, entries)``:
 #: the word-overlap index over at most ``knobs._ONE_STEP_GROUPS`` groups and a view of at
@@ -510,27 +509,13 @@ _SCAN_CLOCK = 4
 
 
 def _seq_runs_merged(runs: list[list[Record]]) -> Iterator[Record]:
-    """The records of ``runs`` (each sorted by ``seq``) in ``seq`` order, lazily: a heap
-    of the runs' heads, O(log len(runs)) a record, so a long read's order costs each of
-    its slices only its own records (a sort of every record at once was one step: the
-    id map's order is its hash table's, not insertion order, and 1,000,000 records took
-    0.7-2 s to sort). Equal seqs keep the runs' order (as a stable sort of their
-    concatenation)."""
-    if len(runs) == 1:
-        yield from runs[0]
-        return
-    heap = [(run[0].seq, i, 0) for i, run in enumerate(runs)]
-    heapq.heapify(heap)
-    replace, pop = heapq.heapreplace, heapq.heappop
-    while heap:
-        _, i, j = heap[0]
-        run = runs[i]
-        yield run[j]
-        j += 1
-        if j < len(run):
-            replace(heap, (run[j].seq, i, j))
-        else:
-            pop(heap)
+    """The records of ``runs`` (each sorted by ``seq``) in ``seq`` order, lazily
+    (``heapq.merge``: a heap of the runs' heads, O(log len(runs)) a record), so a long
+    read's order costs each of its slices only its own records (a sort of every record
+    at once was one step: the id map's order is its hash table's, not insertion order,
+    and 1,000,000 records took 0.7-2 s to sort). Equal seqs keep the runs' order (as a
+    stable sort of their concatenation)."""
+    return heapq.merge(*runs, key=_SEQ)
 
 
 async def scan_sliced(
