@@ -37,9 +37,37 @@ class LeftExtendInBytes(CountsOldAndNew):
     NAMES = ("_LEFT_EXTEND", "_BITS_MIN", "_BITS_MIN_WORDS")
 
 
+class DirectStepsInBytes(CountsOldAndNew):
+    """The same machine, one memory stepping the search's generator itself
+    (``knobs._DIRECT_STEPS``), one through the index's generator of its own."""
+
+    KNOBS = {True: (True, 1 << 15, 0), False: (False, 1 << 15, 0)}
+    NAMES = ("_DIRECT_STEPS", "_BITS_MIN", "_BITS_MIN_WORDS")
+
+
 def test_left_extend_on_and_off_agree() -> None:
     assert wo_knobs._LEFT_EXTEND
     run_machine(LeftExtendInBytes, 30, 25)
+
+
+def test_direct_steps_on_and_off_agree() -> None:
+    assert wo_knobs._DIRECT_STEPS
+    run_machine(DirectStepsInBytes, 20, 25)
+
+
+@pytest.mark.parametrize("direct", [True, False])
+def test_direct_steps_is_the_search_generator(
+    monkeypatch: pytest.MonkeyPatch, direct: bool
+) -> None:
+    monkeypatch.setattr(wo_knobs, "_DIRECT_STEPS", direct)
+    state = _state(30)
+    steps = state.index.top_k_steps(state.view(), "the cat", 3, None)  # type: ignore[attr-defined]
+    assert (steps.gi_code.co_name == "top_k_steps") is direct
+    hits = drain(steps)
+    assert [rec.seq for _, rec in hits] == [
+        rec.seq
+        for _, rec in state.index.top_k(state.view(), "the cat", 3, None)  # type: ignore[attr-defined]
+    ]
 
 
 BASE = datetime(2026, 1, 1, tzinfo=UTC)
@@ -144,14 +172,15 @@ def test_left_extend_is_one_step(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(wo_knobs, "_BITS_MIN", 1 << 15)
     monkeypatch.setattr(wo_knobs, "_BITS_MIN_WORDS", 0)
     monkeypatch.setattr(wo_knobs, "_STEP", 4)
+    calls = [0]
+    real = MatchFinder.match_steps
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        return (yield from real(self, *args, **kwargs))
+
     for short, expect_calls in ((4, 0), (5, 1)):
-        calls = [0]
-        real = MatchFinder.match_steps
-
-        def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
-            calls[0] += 1
-            return (yield from real(self, *args, **kwargs))
-
+        calls[0] = 0
         state = _state(200)
         drain(state.index.top_k_steps(state.view(), "the", 4, None))  # type: ignore[attr-defined]
         assert "the" in state.index._e.cache.entries  # type: ignore[attr-defined]
@@ -164,7 +193,8 @@ def test_left_extend_is_one_step(monkeypatch: pytest.MonkeyPatch) -> None:
         assert calls[0] == expect_calls
         n = state.index._e.n  # type: ignore[attr-defined]
         upto, dense, data = state.index._e.cache.entries["the"]  # type: ignore[attr-defined]
-        assert upto == n and dense
+        assert upto == n
+        assert dense
         recent = state.index._e.recent  # type: ignore[attr-defined]
         for g in range(n - short, n):
             assert data[g] == ("the" in recent[g % wo_knobs._SCAN_NEW])
@@ -174,37 +204,43 @@ def test_left_extend_is_one_step(monkeypatch: pytest.MonkeyPatch) -> None:
             )
 
 
+def _run(steps: Any) -> tuple[int, Any]:
+    """(yields, value) of a generator run to its end."""
+    yields = 0
+    while True:
+        try:
+            next(steps)
+        except StopIteration as stop:
+            return yields, stop.value
+        yields += 1
+
+
 @pytest.mark.parametrize("lean", [True, False])
 def test_lean_take_same_spares_zeroed(monkeypatch: pytest.MonkeyPatch, lean: bool) -> None:
     monkeypatch.setattr(scoring, "_LEAN_TAKE", lean)
     pool = ScratchPool()
     for dtype in (np.uint8, np.dtype(np.uint16), np.int64, np.dtype(np.float64), np.bool_):
         first = drain(pool.take_steps(dtype, 100, 1000))
-        assert first.dtype == np.dtype(dtype) and len(first) == 1000
+        assert first.dtype == np.dtype(dtype)
+        assert len(first) == 1000
         first[:] = 1
         pool.give(first, 1000)
         for key in (dtype, np.dtype(dtype)):  # by type or by dtype: the same spare
-            again = drain(pool.take_steps(key, 100, 1000))
+            yields, again = _run(pool.take_steps(key, 100, 1000))
             assert again is first
+            assert yields == 1
             assert not again.any()  # zeroed up to its end (one step covers it)
             again[:] = 1
             pool.give(again, 1000)
         # n = 0: nothing zeroed, no step.
-        steps = pool.take_steps(dtype, 0, 1000)
-        with pytest.raises(StopIteration) as stop:
-            next(steps)
-        assert stop.value.value is first and first.all()
-        # Beyond one step: zeroed in steps, one yield each.
-        big = drain(pool.take_steps(dtype, 0, 0))
-        del big
+        yields, again = _run(pool.take_steps(dtype, 0, 1000))
+        assert again is first
+        assert yields == 0
+        assert first.all()
     wide = np.ones(300_000, np.uint8)
     pool.give(wide, 300_000)
-    steps = pool.take_steps(np.uint8, 300_000, 300_000)
-    yields = 0
-    try:
-        while True:
-            next(steps)
-            yields += 1
-    except StopIteration as stop:
-        assert stop.value is wide
-    assert yields == 2 and not wide.any()
+    # Beyond one step: zeroed in steps, one yield each.
+    yields, again = _run(pool.take_steps(np.uint8, 300_000, 300_000))
+    assert again is wide
+    assert yields == 2
+    assert not wide.any()

@@ -524,3 +524,12 @@ _LEFT_CACHED = True
 #: those words through ``match_steps``, the path before it (the same sets in the same
 #: order, the same cache entries and order).
 _LEFT_EXTEND = True
+#: ``_WordOverlapIndex.top_k_steps`` returns ``WordOverlapSearch.top_k_steps``' generator
+#: itself instead of a generator of its own delegating to it (``yield from``): every
+#: step of a retrieve (~10 a main-job retrieve, each a resume through every level of
+#: the pipeline's generators) passes through one level less (~1.1% of a main-job
+#: retrieve's samples were that level's). The numbering is then taken when the
+#: generator is made rather than at its first step: every caller steps it at once, and
+#: a numbering a renumbering retired in between still answers for the view (its readers
+#: go on with it). False: the generator of its own, the path before it.
+_DIRECT_STEPS = True
