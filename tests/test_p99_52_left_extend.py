@@ -109,6 +109,17 @@ def _state(count: int) -> MemoryState:
     return state
 
 
+def checked_hits(state: MemoryState, query: str, limit: int) -> list[tuple[float, int]]:
+    """``(score, seq)`` of a drained retrieve of ``query`` over ``state``'s view, each
+    score checked against the from-scratch reference."""
+    hits = drain(state.index.top_k_steps(state.view(), query, limit, None))  # type: ignore[attr-defined]
+    for score, rec in hits:
+        assert score == word_overlap_score(
+            rec.entry.memory, rec.entry.tags, rec.entry.relevance, query
+        )
+    return [(score, rec.seq) for score, rec in hits]
+
+
 def _cache(state: MemoryState) -> list[tuple[str, int, bool, bytes]]:
     entries = state.index._e.cache.entries  # type: ignore[attr-defined]
     # A dense set's bytes below the groups it covers (beyond them: room, unread).
@@ -144,13 +155,7 @@ def test_left_extend_skips_match_steps_and_keeps_the_cache(
             for on, state in states.items():
                 side[0] = on
                 monkeypatch.setattr(wo_knobs, "_LEFT_EXTEND", on)
-                view = state.view()
-                hits = drain(state.index.top_k_steps(view, query, 4, None))  # type: ignore[attr-defined]
-                got[on] = [(score, rec.seq) for score, rec in hits]
-                for score, rec in hits:
-                    assert score == word_overlap_score(
-                        rec.entry.memory, rec.entry.tags, rec.entry.relevance, query
-                    )
+                got[on] = checked_hits(state, query, 4)
             assert got[True] == got[False], query
             assert _cache(states[True]) == _cache(states[False])
         for state in states.values():

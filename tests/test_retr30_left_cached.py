@@ -15,12 +15,12 @@ import pytest
 
 from actormem import MemoryCategory, MemoryEntry, WordOverlapScorer
 from actormem._engine.state import MemoryState
-from actormem._index.scoring import drain
-from actormem._index.wordoverlap import ccore, word_overlap_score
+from actormem._index.wordoverlap import ccore
 from actormem._index.wordoverlap import knobs as wo_knobs
 from actormem._index.wordoverlap.matchsets import MatchFinder
 
 from .strategies import run_machine
+from .test_p99_52_left_extend import checked_hits
 from .test_wordoverlap_bits import CountsOldAndNew
 
 pytestmark = pytest.mark.skipif(ccore.core() is None, reason="the C core is not built")
@@ -110,13 +110,7 @@ def test_left_cached_skips_match_steps_and_keeps_the_cache(
             for on, state in states.items():
                 side[0] = on
                 monkeypatch.setattr(wo_knobs, "_LEFT_CACHED", on)
-                view = state.view()
-                hits = drain(state.index.top_k_steps(view, query, 4, None))  # type: ignore[attr-defined]
-                got[on] = [(score, rec.seq) for score, rec in hits]
-                for score, rec in hits:
-                    assert score == word_overlap_score(
-                        rec.entry.memory, rec.entry.tags, rec.entry.relevance, query
-                    )
+                got[on] = checked_hits(state, query, 4)
             assert got[True] == got[False], query
     caches = {on: state.index._e.cache.entries for on, state in states.items()}  # type: ignore[attr-defined]
     assert list(caches[True]) == list(caches[False])
