@@ -120,6 +120,19 @@ def checked_hits(state: MemoryState, query: str, limit: int) -> list[tuple[float
     return [(score, rec.seq) for score, rec in hits]
 
 
+def count_match_steps(
+    monkeypatch: pytest.MonkeyPatch, calls: dict[Any, int], side: list[Any]
+) -> None:
+    """``MatchFinder.match_steps`` counting its calls into ``calls[side[0]]``."""
+    real = MatchFinder.match_steps
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        calls[side[0]] += 1
+        return (yield from real(self, *args, **kwargs))
+
+    monkeypatch.setattr(MatchFinder, "match_steps", counted)
+
+
 def _cache(state: MemoryState) -> list[tuple[str, int, bool, bytes]]:
     entries = state.index._e.cache.entries  # type: ignore[attr-defined]
     # A dense set's bytes below the groups it covers (beyond them: room, unread).
@@ -140,13 +153,7 @@ def test_left_extend_skips_match_steps_and_keeps_the_cache(
         monkeypatch.setattr(wo_knobs, "_STEP", 128)
     calls = {True: 0, False: 0}
     side = [True]
-    real = MatchFinder.match_steps
-
-    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
-        calls[side[0]] += 1
-        return (yield from real(self, *args, **kwargs))
-
-    monkeypatch.setattr(MatchFinder, "match_steps", counted)
+    count_match_steps(monkeypatch, calls, side)
     states = {on: _state(60) for on in (True, False)}
     stored = 60
     for _ in range(4):
@@ -177,13 +184,8 @@ def test_left_extend_is_one_step(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(wo_knobs, "_BITS_MIN", 1 << 15)
     monkeypatch.setattr(wo_knobs, "_BITS_MIN_WORDS", 0)
     monkeypatch.setattr(wo_knobs, "_STEP", 4)
-    calls = [0]
+    calls = {0: 0}
     real = MatchFinder.match_steps
-
-    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
-        calls[0] += 1
-        return (yield from real(self, *args, **kwargs))
-
     for short, expect_calls in ((4, 0), (5, 1)):
         calls[0] = 0
         state = _state(200)
@@ -192,7 +194,7 @@ def test_left_extend_is_one_step(monkeypatch: pytest.MonkeyPatch) -> None:
         for i in range(200, 200 + short):
             state.store(_entry(i))
         state.publish()
-        monkeypatch.setattr(MatchFinder, "match_steps", counted)
+        count_match_steps(monkeypatch, calls, [0])
         hits = drain(state.index.top_k_steps(state.view(), "the", 4, None))  # type: ignore[attr-defined]
         monkeypatch.setattr(MatchFinder, "match_steps", real)
         assert calls[0] == expect_calls

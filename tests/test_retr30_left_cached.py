@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 
@@ -17,10 +16,9 @@ from actormem import MemoryCategory, MemoryEntry, WordOverlapScorer
 from actormem._engine.state import MemoryState
 from actormem._index.wordoverlap import ccore
 from actormem._index.wordoverlap import knobs as wo_knobs
-from actormem._index.wordoverlap.matchsets import MatchFinder
 
 from .strategies import run_machine
-from .test_p99_52_left_extend import checked_hits
+from .test_p99_52_left_extend import checked_hits, count_match_steps
 from .test_wordoverlap_bits import CountsOldAndNew
 
 pytestmark = pytest.mark.skipif(ccore.core() is None, reason="the C core is not built")
@@ -96,13 +94,7 @@ def test_left_cached_skips_match_steps_and_keeps_the_cache(
     monkeypatch.setattr(wo_knobs, "_BITS_MIN_WORDS", 0 if bits_min else 32)
     calls = {True: 0, False: 0}
     side = [True]
-    real = MatchFinder.match_steps
-
-    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
-        calls[side[0]] += 1
-        return (yield from real(self, *args, **kwargs))
-
-    monkeypatch.setattr(MatchFinder, "match_steps", counted)
+    count_match_steps(monkeypatch, calls, side)
     states = {on: _state() for on in (True, False)}
     for _ in range(3):
         for query in QUERIES:
