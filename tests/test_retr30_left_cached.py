@@ -9,18 +9,16 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 import pytest
 
 from actormem import MemoryCategory, MemoryEntry, WordOverlapScorer
 from actormem._engine.state import MemoryState
-from actormem._index.scoring import drain
-from actormem._index.wordoverlap import ccore, word_overlap_score
+from actormem._index.wordoverlap import ccore
 from actormem._index.wordoverlap import knobs as wo_knobs
-from actormem._index.wordoverlap.matchsets import MatchFinder
 
 from .strategies import run_machine
+from .test_p99_52_left_extend import checked_hits, count_match_steps
 from .test_wordoverlap_bits import CountsOldAndNew
 
 pytestmark = pytest.mark.skipif(ccore.core() is None, reason="the C core is not built")
@@ -96,13 +94,7 @@ def test_left_cached_skips_match_steps_and_keeps_the_cache(
     monkeypatch.setattr(wo_knobs, "_BITS_MIN_WORDS", 0 if bits_min else 32)
     calls = {True: 0, False: 0}
     side = [True]
-    real = MatchFinder.match_steps
-
-    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
-        calls[side[0]] += 1
-        return (yield from real(self, *args, **kwargs))
-
-    monkeypatch.setattr(MatchFinder, "match_steps", counted)
+    count_match_steps(monkeypatch, calls, side)
     states = {on: _state() for on in (True, False)}
     for _ in range(3):
         for query in QUERIES:
@@ -110,13 +102,7 @@ def test_left_cached_skips_match_steps_and_keeps_the_cache(
             for on, state in states.items():
                 side[0] = on
                 monkeypatch.setattr(wo_knobs, "_LEFT_CACHED", on)
-                view = state.view()
-                hits = drain(state.index.top_k_steps(view, query, 4, None))  # type: ignore[attr-defined]
-                got[on] = [(score, rec.seq) for score, rec in hits]
-                for score, rec in hits:
-                    assert score == word_overlap_score(
-                        rec.entry.memory, rec.entry.tags, rec.entry.relevance, query
-                    )
+                got[on] = checked_hits(state, query, 4)
             assert got[True] == got[False], query
     caches = {on: state.index._e.cache.entries for on, state in states.items()}  # type: ignore[attr-defined]
     assert list(caches[True]) == list(caches[False])

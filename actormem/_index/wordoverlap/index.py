@@ -365,8 +365,19 @@ class _WordOverlapIndex:
     ) -> Generator[None, None, list[tuple[float, Record]]]:
         """:meth:`top_k`, yielding after every bounded chunk of work (see
         :meth:`WordOverlapSearch.top_k_steps`). Writes between the yields do not change
-        the result: the numbering is taken at the first step and kept. ``min_matched``:
-        see :mod:`actormem._index.thresholds`."""
+        the result: the numbering is taken at the call (``knobs._DIRECT_STEPS``: the
+        search's own generator, one level less for every step to pass through) or at
+        the first step, and kept. ``min_matched``: see
+        :mod:`actormem._index.thresholds`."""
+        if knobs._DIRECT_STEPS:
+            return self._search.top_k_steps(self._e, view, query, limit, accept, min_matched)
+        return self._wrapped_steps(view, query, limit, accept, min_matched)
+
+    def _wrapped_steps(
+        self, view: ReadView, query: str, limit: int, accept: Accept, min_matched: int
+    ) -> Generator[None, None, list[tuple[float, Record]]]:
+        """:meth:`top_k_steps` as a generator of its own (the numbering taken at the
+        first step): the path before ``knobs._DIRECT_STEPS``."""
         return (
             yield from self._search.top_k_steps(self._e, view, query, limit, accept, min_matched)
         )

@@ -503,6 +503,15 @@ class WordOverlapSearch:
         words, mults = list(mult), list(mult.values())
         if not knobs._LEFT_CACHED:
             dense = None
+        # knobs._LEFT_EXTEND: a left word's cached byte set a few groups short is
+        # extended here, as MatchFinder._extend would with _SCAN_MARK (byte path only).
+        extend = (
+            dense is not None
+            and not n_planes
+            and knobs._LEFT_EXTEND
+            and knobs._SCAN_MARK
+            and kernels.active()
+        )
         # match_steps' cached dense set of this path: bytes, or bits (uint64 words).
         form = _U64_DT if n_planes else _U8_DT
         short = masks._SHORT_BIT
@@ -543,6 +552,28 @@ class WordOverlapSearch:
                         del entries[w]
                         entries[w] = hit  # most recently used last (MatchCache.get)
                         dense[0].append(hit[2])
+                        dense[1].append(mults[i])
+                        continue
+                    if (
+                        extend
+                        and hit is not None
+                        and hit[1]
+                        and n - hit[0] <= knobs._STEP  # one of _extend's steps
+                        and e.n - knobs._SCAN_NEW <= hit[0]  # its texts still kept
+                        and len(hit[2]) >= n  # room in place
+                        and hit[2].dtype == _U8_DT
+                        and w not in short  # (a short word's set comes from the masks)
+                    ):
+                        data = hit[2]
+                        kernels.wo_scan_mark(
+                            e.recent, hit[0], n, knobs._SCAN_NEW, w, knobs._SCAN_RARE,
+                            knobs._SCAN_RARE and knobs._SCAN_WIDE, data,
+                        )  # fmt: skip
+                        # MatchCache.get then .remember of the same array: moved last,
+                        # now covering n (its cost counted already).
+                        del entries[w]
+                        entries[w] = (n, True, data)
+                        dense[0].append(data)
                         dense[1].append(mults[i])
                         continue
                 yield from add_word(i, words[i], mults[i])
