@@ -106,9 +106,9 @@ def run(argv: list[str]) -> dict[str, dict[str, float]]:
 
     committed = sqlite.SqliteStore._committed
 
-    def counted_committed(self: Any, batch: Any, changes_rows: bool) -> None:
+    def counted_committed(self: Any, batch: Any, changes_rows: bool, frames: int = -1) -> None:
         figures[bucket(live[0])]["commits"] += 1
-        committed(self, batch, changes_rows)
+        committed(self, batch, changes_rows, frames)
 
     swarm._agent = counted_agent  # type: ignore[assignment]
     memory_module.Memory._apply_batch = counted_apply  # type: ignore[method-assign]

@@ -114,8 +114,10 @@ def test_a_reader_pinning_the_wal_does_not_start_a_checkpoint_every_commit(
     assert got["pinned_frames"] >= pinned  # the reader kept them in the WAL
     assert got["pinned_started"] * 10 < got["pinned_commits"]
     # The reader gone: the next checkpoint starts within `step` frames (at least 3 a
-    # commit), copies every frame, and the back-off ends.
-    assert got["first"] <= step // 3 + 1
+    # commit estimated; at least 1 written, as the compiled writer counts them:
+    # sqlite._REAL_FRAMES), copies every frame, and the back-off ends.
+    per_commit = 1 if sqlite_store._REAL_FRAMES and sqlite_store._C_COMMIT else 3
+    assert got["first"] <= step // per_commit + 1
     assert got["after_started"] >= 1
     assert got["after_frames"] < FRAMES
     assert got["due_after"] == 0

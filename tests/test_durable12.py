@@ -183,7 +183,10 @@ def test_replayed_batches_make_the_same_rows(tmp_path: Path, knob: None) -> None
         finally:
             store.close()
         got.append(_all_rows(tmp_path / f"{on}.db"))
-    assert got[0] == got[2]
+    assert got[0][:2] == got[2][:2]
+    # The compiled writer counts the frames SQLite wrote (sqlite._REAL_FRAMES), the
+    # Python path estimates them, never fewer.
+    assert 0 < got[0][2] <= got[2][2]
     assert got[1] == got[3]
     assert got[1][0]  # rows were written
 

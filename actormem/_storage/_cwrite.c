@@ -11,6 +11,11 @@
  * order as the Python path, so the file gets the same rows. No Python object is made
  * per row and the GIL is held throughout (a batch is at most ``INLINE_ROWS`` rows).
  *
+ * After a commit, ``Writer.frames`` is the pages it appended to the WAL: SQLite's own
+ * count of the pages its pager wrote (``SQLITE_DBSTATUS_CACHE_WRITE``, read and reset
+ * after the ``COMMIT``; in WAL mode each written page is one frame), so that the store
+ * counts its WAL's frames as SQLite's automatic checkpoint does (``sqlite._REAL_FRAMES``).
+ *
  * It returns 1 once committed; 0 when another connection holds the write lock
  * (SQLITE_BUSY at BEGIN: nothing done, the caller hands the batch to the thread); -1,
  * with nothing done, when a value is not one it binds as Python's ``sqlite3`` would
@@ -42,6 +47,7 @@ typedef struct {
     int nparams[N_STATEMENTS];
     char *path;
     unsigned long long dev, ino;
+    long long frames; /* pages the last successful commit appended to the WAL */
 } writer_t;
 
 static PyObject *error_classes; /* dict: name -> sqlite3 exception class */
@@ -178,6 +184,9 @@ writer_init(writer_t *w, PyObject *args, PyObject *kw)
         PyErr_SetString(PyExc_ValueError, "Writer: the file is not in WAL mode");
         goto fail_py;
     }
+    int cur = 0, hi = 0; /* the pages written so far (none: setup writes no page) */
+    (void)sqlite3_db_status(w->db, SQLITE_DBSTATUS_CACHE_WRITE, &cur, &hi, 1);
+    w->frames = 0;
     return 0;
 fail:
     raise_sqlite(w->db, rc);
@@ -345,8 +354,17 @@ writer_commit(writer_t *w, PyObject *args)
         raise_sqlite(w->db, rc);
         /* (closed meanwhile by code the exception's making ran: closing rolled back) */
         if (w->db && !sqlite3_get_autocommit(w->db)) step_reset(w->st[S_ROLLBACK]);
+        if (w->db) {  /* a rolled-back transaction's spilled pages are not the next's */
+            int cur = 0, hi = 0;
+            (void)sqlite3_db_status(w->db, SQLITE_DBSTATUS_CACHE_WRITE, &cur, &hi, 1);
+        }
+        w->frames = -1;
         return NULL;
     }
+    int cur = 0, hi = 0;
+    if (sqlite3_db_status(w->db, SQLITE_DBSTATUS_CACHE_WRITE, &cur, &hi, 1) != SQLITE_OK)
+        cur = -1;
+    w->frames = cur;
     return PyLong_FromLong(1);
 }
 
@@ -399,7 +417,17 @@ static PyMethodDef writer_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
+static PyObject *
+writer_frames(writer_t *w, void *unused)
+{
+    return PyLong_FromLongLong(w->frames);
+}
+
 static PyGetSetDef writer_getset[] = {
+    {"frames", (getter)writer_frames, NULL,
+     "The pages (WAL frames) the last commit that returned 1 appended: SQLite's count "
+     "(SQLITE_DBSTATUS_CACHE_WRITE); -1 when SQLite did not tell, or after a failed "
+     "commit; 0 before any.", NULL},
     {"closed", (getter)writer_closed, NULL, "Whether close() was called.", NULL},
     {"in_transaction", (getter)writer_in_transaction, NULL,
      "Whether a transaction is open (never, between calls).", NULL},

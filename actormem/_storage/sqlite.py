@@ -68,7 +68,6 @@ from .._entry import MemoryEntry
 from .._errors import StorageError
 from .._outfile import missing_directory
 from .._record import JOURNAL_DELETE, JOURNAL_PUT, Record
-from . import sqlite_format as _format
 from .lock import FileLock
 from .sqlite_format import (
     CREATE_SCHEMA,
@@ -398,13 +397,6 @@ def _puts_frames(puts: list[tuple[Any, ...]], page_size: int) -> int:
     return frames - (-size // page_size)
 
 
-#: :func:`frames_of` counts a batch of up to 8 puts (the main job's: 1-2 a commit) in
-#: one loop of its own, without :func:`_puts_frames`' calls a row and a text (~2,200
-#: calls a main-job run, once a commit, in ``SqliteStore._committed``). The same count.
-#: False: through :func:`_puts_frames`, the path before it.
-_FUSED_FRAMES = True
-
-
 def frames_of(batch: Batch, page_size: int) -> int:
     """About how many WAL frames (pages) committing ``batch`` appends, never fewer: a
     page per deleted row, access update and vector (each may sit on a page of its
@@ -419,21 +411,7 @@ def frames_of(batch: Batch, page_size: int) -> int:
     puts = batch.puts
     if not puts:
         return frames
-    if not _FUSED_FRAMES or len(puts) > 8:
-        return frames + _puts_frames(puts, page_size)
-    # _puts_frames' row-by-row count (a few rows), its calls inlined
-    quarter = page_size // 4
-    size = 0
-    for row in puts:
-        n = _ROW_BYTES
-        for text in _LONG(row):
-            if text is not None:
-                n += len(text) if text.isascii() else 4 * len(text)
-        if n > quarter:
-            frames += n // (page_size - 4) + 1
-        else:
-            size += n
-    return frames - (-size // page_size)
+    return frames + _puts_frames(puts, page_size)
 
 
 def _entry_bound(entry: Any) -> int:
@@ -507,6 +485,19 @@ def _record_frames(rec: Record, page_size: int) -> int:
     return _entry_frames(rec.entry, page_size)
 
 
+#: A commit of the compiled writer (:data:`_C_COMMIT`: the main job's every commit but
+#: the held-back flushes) counts the WAL frames it appended as SQLite tells them (the
+#: pages its pager wrote, ``SQLITE_DBSTATUS_CACHE_WRITE``: ``Writer.frames``) instead of
+#: :func:`frames_of`' estimate, which is above the count by about half a page a row
+#: change (a one-put commit: ~4 counted, ~1.6 written): the checkpoints beside then come
+#: every :data:`CHECKPOINT_FRAMES` frames written, as SQLite's own automatic checkpoint
+#: would (``wal_autocheckpoint`` counts the WAL's frames), not every ~400, and no
+#: estimate is computed a commit. The WAL's bound is unchanged (its FULL step comes at
+#: ``RESTART_AFTER * CHECKPOINT_FRAMES`` frames of the WAL as SQLite counts them either
+#: way). Commits in the worker thread (Python's ``sqlite3``, which does not tell) keep
+#: the estimate. False: the estimate for every commit, the path before it.
+_REAL_FRAMES = True
+
 #: ``prepare`` writes the held-back access updates it flushes in the order of their
 #: seqs, the table's rowid: consecutive ``UPDATE``s then land on the same leaf pages and
 #: the same path from the root, which SQLite finds in its page cache (and the CPU in its
@@ -516,80 +507,6 @@ def _record_frames(rec: Record, page_size: int) -> int:
 #: (medians of 30), 600 of them 4.0 against 4.7; the sort itself ~0.4 ms. The same rows
 #: and pages written. False: the pending dict's order, the path before it.
 _SORTED_FLUSH = True
-
-#: ``prepare`` encodes the held-back access updates it flushes (~1,000-2,000 rows a
-#: flush, a few flushes a main-job run, on the event loop) in one loop of its own
-#: (:func:`_encode_held`): the fields :func:`encode_access` reads through
-#: ``current_access`` and ``current_expires``, and the row's size
-#: (:func:`_record_frames`), read inline, without three calls a row. The same rows and
-#: counts. False: :func:`encode_access` and :func:`_record_frames` a row, the path
-#: before it.
-_FUSED_FLUSH = True
-
-
-def _encode_held(recs: Any, page_size: int) -> tuple[list[tuple[Any, ...]], int]:
-    """``([encode_access(rec) for rec in recs], long_frames)``, where ``long_frames``
-    sums ``2 * more + 1`` over the records whose row may overflow its page (``more =
-    _record_frames(rec, page_size)`` > 0): what ``prepare`` adds for the held-back access
-    updates it flushes. ``recs``: an iterable of records. O(len(recs)), O(tags) a row
-    whose store does not tell its size."""
-    iso = _format._iso_utc
-    if not (
-        _FUSED_FLUSH
-        and _FLAT_FRAMES
-        and _ROW_BYTES_C
-        and _format._ACCESS_ISO
-        and _format._ISO_DIRECT
-        and iso is not None
-    ):
-        rows = []
-        long_frames = 0
-        for rec in recs:
-            rows.append(encode_access(rec))
-            more = _record_frames(rec, page_size)
-            long_frames += 2 * more + 1 if more else 0
-        return rows, long_frames
-    cap = _format.MAX_ACCESS_COUNT
-    quarter = page_size // 4
-    chain = page_size - 4
-    rows = []
-    append = rows.append
-    long_frames = 0
-    cols_of = row_bytes = None
-    for rec in recs:
-        cols = rec.cols
-        a = rec.access
-        if a is None:  # Record.current_access, current_expires
-            slot = rec.slot
-            count = cols.get(slot, "access_count")
-            last = cols.get(slot, "last_accessed")
-            expires = cols.get(slot, "expires_at")
-        else:
-            count = a.count
-            last = a.last
-            expires = a.expires
-            if expires is None:
-                expires = cols.get(rec.slot, "expires_at")
-        append(
-            (
-                count if count <= cap else cap,
-                None if last is None else iso(last),
-                None if expires is None else iso(expires),
-                rec.seq,
-            )
-        )
-        if cols is not cols_of:  # the records of a memory share one store
-            cols_of = cols
-            row_bytes = getattr(cols, "row_bytes", None)
-        n = -1 if row_bytes is None else row_bytes(rec.slot)
-        if n >= 0:  # _record_frames' count from the store's row size
-            n += _ROW_BYTES
-            if n > quarter:
-                long_frames += 2 * (n // chain + 1) + 1
-        else:
-            more = _entry_frames(rec.entry, page_size)
-            long_frames += 2 * more + 1 if more else 0
-    return rows, long_frames
 
 
 def _left_after(log: int, done: int) -> int | None:
@@ -1228,7 +1145,10 @@ class SqliteStore:
                 held: Any = pending.values()
                 if _SORTED_FLUSH:  # by seq: the rows' order in the table (the rowid)
                     held = [pending[seq] for seq in sorted(pending)]
-                accesses, long_frames = _encode_held(held, page)  # as below
+                for rec in held:  # as below
+                    accesses.append(encode_access(rec))
+                    more = _record_frames(rec, page)
+                    long_frames += 2 * more + 1 if more else 0
         for seq, (kind, rec) in last.items():
             if kind == JOURNAL_DELETE:
                 deletes.append((seq,))
@@ -1521,7 +1441,7 @@ class SqliteStore:
             if done == 0:  # another program holds the write lock: nothing done
                 return False
             if done == 1:
-                self._committed(batch, changes_rows)
+                self._committed(batch, changes_rows, writer.frames if _REAL_FRAMES else -1)
                 return True
             # -1, nothing done: a value it does not bind, or the path's identity (which
             # the Python path checks again, and raises for)
@@ -1561,15 +1481,17 @@ class SqliteStore:
             self._checkpoint(conn)
         return True
 
-    def _committed(self, batch: Batch, changes_rows: bool) -> None:
+    def _committed(self, batch: Batch, changes_rows: bool, frames: int = -1) -> None:
         """The bookkeeping after ``batch`` committed: the counts, the image marker's
-        state, the WAL's estimated frames. O(puts)."""
+        state, the WAL's frames: ``frames`` when SQLite told them (>= 0: the compiled
+        writer's count, :data:`_REAL_FRAMES`), else estimated (:func:`frames_of`).
+        O(1) with ``frames``, else O(puts)."""
         self.commits += 1
         self.written += len(batch)
         if changes_rows:  # access bookkeeping alone leaves what an image describes
             self._marked = self.image_fresh = False
         if self._own_checkpoints:
-            self.wal_frames += frames_of(batch, self._page_size)
+            self.wal_frames += frames if frames >= 0 else frames_of(batch, self._page_size)
 
     def _begin(self, conn: sqlite3.Connection, wait: bool) -> bool:
         """``BEGIN IMMEDIATE`` (the write lock); False if another program holds it and
