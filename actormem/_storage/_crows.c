@@ -757,8 +757,9 @@ copy_row(const rowsrc_t *st, feed_t *f, chunk_t *ch, brow_t *b)
 static int
 chunk_folds_lanes(feed_t *f, chunk_t *ch)
 {
-    const unsigned char *texts[CHUNK_ROWS];
-    size_t lens[CHUNK_ROWS];
+    /* (zeroed: -Wmaybe-uninitialized cannot see that only the first k are read) */
+    const unsigned char *texts[CHUNK_ROWS] = {0};
+    size_t lens[CHUNK_ROWS] = {0};
     uint64_t folds[CHUNK_ROWS];
     int rows[CHUNK_ROWS];
     size_t k = 0, need = 0;
