@@ -170,7 +170,7 @@ fold_ascii_compact_x512(const unsigned char *s, size_t n, unsigned char *out)
  * for the sum of n, plus 64 bytes) by fold_ascii_compact (wide, on a CPU where
  * fold_x512_usable: fold_ascii_compact_x512, the table being fold_hash_table_init's), then their plain FNV chains four at a time,
  * a lane taking the next text as soon as its own ends (the last few alone). The same
- * values. O(sum of n). */
+ * values. The sum of n must be below 2**32 (offsets kept in 32 bits). O(sum of n). */
 static inline void
 fold_hash_ascii_many(const unsigned char *const *s, const size_t *n, size_t k, uint64_t *out,
                      const unsigned char tab[256], unsigned char *buf, int wide)

@@ -1727,7 +1727,8 @@ PyDoc_STRVAR(fold_many_doc,
 "lanes over the compacted bytes (for tests: each equals the word overlap core's\n"
 "fold_hash of the text), compacted by AVX-512 when wide is True and the CPU has it (see\n"
 "fold_wide()). TypeError for a non-list, an item not bytes or a non-bool wide,\n"
-"ValueError for bytes not ASCII. O(total length).");
+"ValueError for bytes not ASCII, OverflowError for 4 GiB of texts or more.\n"
+"O(total length).");
 
 PyDoc_STRVAR(fold_wide_doc,
 "fold_wide() -> bool\n\n"
@@ -1770,6 +1771,10 @@ fold_many(PyObject *self, PyObject *args)
             }
         }
         total += (size_t)PyBytes_GET_SIZE(t);
+        if (total > UINT32_MAX) { /* fold_hash_ascii_many keeps 32-bit offsets */
+            PyErr_SetString(PyExc_OverflowError, "fold_many: 4 GiB of texts or more");
+            return NULL;
+        }
     }
     const unsigned char **s = PyMem_Malloc(sizeof(*s) * (size_t)(k ? k : 1));
     size_t *n = PyMem_Malloc(sizeof(*n) * (size_t)(k ? k : 1));
