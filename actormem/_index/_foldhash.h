@@ -97,6 +97,144 @@ fold_hash_ascii_pair(const unsigned char *s1, size_t n1, uint64_t *out1,
     *out2 = h2;
 }
 
+/* The bytes fold_hash_ascii_chain mixes for the n bytes at s, in order, written to out
+ * (room for n): each byte through tab, a run of whitespace (0xFF) as one ' ', none
+ * before the first other byte or after the last. Returns their count. Branch-free: the
+ * chain's per-byte branches (a word's end every ~6 bytes) mispredict. ' ' comes only
+ * from whitespace (tab[' '] is 0xFF), so a last ' ' is a trailing run's. */
+static inline size_t
+fold_ascii_compact(const unsigned char *s, size_t n, const unsigned char tab[256],
+                   unsigned char *out)
+{
+    size_t j = 0;
+    unsigned prev_sp = 1; /* leading whitespace dropped: as if after a space */
+    for (size_t i = 0; i < n; i++) {
+        unsigned t = tab[s[i]];
+        unsigned sp = t == 0xFF;
+        out[j] = (unsigned char)(t - sp * (0xFFu - ' ')); /* 0xFF -> ' ': no select */
+        j += !(sp & prev_sp);
+        prev_sp = sp;
+    }
+    return j - (j && out[j - 1] == ' ');
+}
+
+#if defined(__GNUC__) && defined(__x86_64__)
+#include <immintrin.h>
+#define FOLD_HAVE_X512 1
+/* Whether this CPU runs fold_ascii_compact_x512 (AVX-512 BW and VBMI2). O(1). */
+static inline int
+fold_x512_usable(void)
+{
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vbmi2");
+}
+
+/* fold_ascii_compact with fold_hash_table_init's table, for bytes below 0x80 (an ASCII
+ * text), 64 bytes a step: the whitespace and capitals found by compares, a run's later
+ * whitespace dropped by a mask, the rest packed by vpcompressb (into a register, then
+ * stored whole: a compress straight to memory is slow on some CPUs). out: room for
+ * n + 64 bytes (the last store's spill). The same bytes and count. */
+__attribute__((target("avx512f,avx512bw,avx512vbmi2"))) static inline size_t
+fold_ascii_compact_x512(const unsigned char *s, size_t n, unsigned char *out)
+{
+    const __m512i space = _mm512_set1_epi8(' ');
+    const __m512i tab0 = _mm512_set1_epi8(0x09), tab_n = _mm512_set1_epi8(4);
+    const __m512i fs0 = _mm512_set1_epi8(0x1C), fs_n = _mm512_set1_epi8(3);
+    const __m512i cap0 = _mm512_set1_epi8('A'), cap_n = _mm512_set1_epi8(25);
+    const __m512i lower = _mm512_set1_epi8('a' - 'A');
+    uint64_t carry = 1; /* the byte before was whitespace (none before the first) */
+    size_t j = 0;
+    for (size_t i = 0; i < n; i += 64) {
+        size_t m = n - i < 64 ? n - i : 64;
+        __mmask64 in = m == 64 ? ~(__mmask64)0 : (((__mmask64)1 << m) - 1);
+        __m512i v = _mm512_maskz_loadu_epi8(in, s + i);
+        __mmask64 ws = _mm512_cmpeq_epi8_mask(v, space) |
+                       _mm512_cmple_epu8_mask(_mm512_sub_epi8(v, tab0), tab_n) |
+                       _mm512_cmple_epu8_mask(_mm512_sub_epi8(v, fs0), fs_n);
+        ws &= in;
+        __mmask64 caps = _mm512_cmple_epu8_mask(_mm512_sub_epi8(v, cap0), cap_n);
+        v = _mm512_mask_add_epi8(v, caps, v, lower);
+        v = _mm512_mask_mov_epi8(v, ws, space);
+        __mmask64 keep = in & ~(ws & ((ws << 1) | carry));
+        carry = ws >> 63;
+        _mm512_storeu_si512((void *)(out + j), _mm512_maskz_compress_epi8(keep, v));
+        j += (size_t)__builtin_popcountll(keep);
+    }
+    return j - (j && out[j - 1] == ' ');
+}
+#endif
+
+/* fold_hash_ascii_chain from FOLD_HASH_SEED over each of k ASCII texts (s[i], n[i]),
+ * into out[i] (the chain, before fold_hash_final): the texts compacted into buf (room
+ * for the sum of n, plus 64 bytes) by fold_ascii_compact (wide, on a CPU where
+ * fold_x512_usable: fold_ascii_compact_x512, the table being fold_hash_table_init's), then their plain FNV chains four at a time,
+ * a lane taking the next text as soon as its own ends (the last few alone). The same
+ * values. The sum of n must be below 2**32 (offsets kept in 32 bits). O(sum of n). */
+static inline void
+fold_hash_ascii_many(const unsigned char *const *s, const size_t *n, size_t k, uint64_t *out,
+                     const unsigned char tab[256], unsigned char *buf, int wide)
+{
+    const uint64_t prime = 0x100000001b3ull;
+    size_t at = 0;
+    for (size_t i = 0; i < k; i++) { /* out[i]: its compacted bytes' offset and count */
+#ifdef FOLD_HAVE_X512
+        size_t m = wide ? fold_ascii_compact_x512(s[i], n[i], buf + at)
+                        : fold_ascii_compact(s[i], n[i], tab, buf + at);
+#else
+        (void)wide;
+        size_t m = fold_ascii_compact(s[i], n[i], tab, buf + at);
+#endif
+        out[i] = (uint64_t)at << 32 | (uint64_t)m;
+        at += m;
+    }
+    const unsigned char *p[4] = {NULL, NULL, NULL, NULL}, *e[4] = {NULL, NULL, NULL, NULL};
+    uint64_t h[4] = {0, 0, 0, 0};
+    size_t who[4] = {0, 0, 0, 0};
+    size_t next = 0;
+    int live = 0;
+    for (; live < 4 && next < k; live++, next++) {
+        p[live] = buf + (out[next] >> 32);
+        e[live] = p[live] + (out[next] & 0xFFFFFFFFu);
+        h[live] = FOLD_HASH_SEED;
+        who[live] = next;
+    }
+    while (live == 4) {
+        size_t steps = (size_t)(e[0] - p[0]);
+        for (int l = 1; l < 4; l++)
+            if ((size_t)(e[l] - p[l]) < steps) steps = (size_t)(e[l] - p[l]);
+        uint64_t h0 = h[0], h1 = h[1], h2 = h[2], h3 = h[3];
+        const unsigned char *p0 = p[0], *p1 = p[1], *p2 = p[2], *p3 = p[3];
+        for (size_t j = 0; j < steps; j++) {
+            h0 = (h0 ^ p0[j]) * prime;
+            h1 = (h1 ^ p1[j]) * prime;
+            h2 = (h2 ^ p2[j]) * prime;
+            h3 = (h3 ^ p3[j]) * prime;
+        }
+        h[0] = h0, h[1] = h1, h[2] = h2, h[3] = h3;
+        for (int l = 0; l < 4; l++) {
+            p[l] += steps;
+            if (p[l] != e[l]) continue;
+            out[who[l]] = h[l];
+            if (next < k) { /* the lane's next text */
+                p[l] = buf + (out[next] >> 32);
+                e[l] = p[l] + (out[next] & 0xFFFFFFFFu);
+                h[l] = FOLD_HASH_SEED;
+                who[l] = next++;
+            } else {
+                p[l] = e[l] = NULL;
+                live--;
+            }
+        }
+    }
+    for (int l = 0; l < 4; l++) { /* the lanes left, one at a time */
+        if (!p[l]) continue;
+        uint64_t hl = h[l];
+        for (const unsigned char *q = p[l]; q < e[l]; q++) hl = (hl ^ *q) * prime;
+        out[who[l]] = hl;
+    }
+}
+
 /* The value fold_hash returns for the chain h: in [0, 2**62). */
 static inline uint64_t
 fold_hash_final(uint64_t h)

@@ -350,6 +350,10 @@ typedef struct {
     int fold_memory; /* compute each ASCII memory text's fold hash (folds_out) */
     int fold_all;    /* and every other text's (CPython before 3.13) */
     int fold_pairs;  /* the ASCII ones two at a time at the chunk's end (fold_pairs_on) */
+    int column_values; /* copy_row reads each column's sqlite3_value (column_values_on) */
+    int fold_lanes;  /* those four chains at a time over their compacted bytes (fold_lanes_on) */
+    unsigned char *fold_buf; /* fold_lanes' scratch (this thread's), fold_cap bytes */
+    size_t fold_cap;
     /* the ids seen (check_ids): an open-addressing set of their 128 bits (both words
      * zero: an empty slot; the zero id is `ids_zero`), `ids_dup` once one came twice */
     int check_ids, ids_zero, ids_dup;
@@ -374,6 +378,18 @@ typedef struct {
  * chunk's rows are copied, two texts at a time (fold_hash_ascii_pair), instead of one
  * per row as it copies it (0: the path before, branch open29). The same values. */
 static int fold_pairs_on = 1;
+
+/* fold_lanes(): chunk_folds compacts the chunk's ASCII memory texts first (each byte
+ * through the fold table, a whitespace run as one space: fold_ascii_compact, without a
+ * branch) and then runs their plain FNV chains four at a time (fold_hash_ascii_many),
+ * instead of fold_hash_ascii_pair's two chains that branch on every byte (a word's
+ * end every ~6 bytes mispredicts): the fold was ~0.4-0.6 s of the thread's ~1.4 s at
+ * the bench's 1M file. The same values. 0: the pairs (the path before, branch open52);
+ * also taken when the scratch cannot grow. */
+static int fold_lanes_on = 1;
+/* fold_lanes compacts by AVX-512 (fold_ascii_compact_x512) on a CPU that has it: set at
+ * import (fold_x512_usable), read-only after. */
+static int fold_wide = 0;
 
 /* _foldhash.h's table: filled at import, read-only after (the threads read it). */
 static unsigned char fold_tab[256];
@@ -560,40 +576,97 @@ arena_put(chunk_t *ch, const void *p, int n, span_t *out)
     return 1;
 }
 
+/* column_values(): the split reader's thread reads a row's columns through each one's
+ * sqlite3_value, fetched once a row (sqlite3_column_value), and the sqlite3_value_*
+ * accessors, instead of a sqlite3_column_* call for each type, text, length and number
+ * (36 a row, each entering and leaving the connection's mutex and running
+ * sqlite3ApiExit: ~2,100 of the thread's ~11,400 instructions a row by callgrind). The
+ * reader's connection is opened SQLITE_OPEN_NOMUTEX (the multi-thread mode, this
+ * thread's alone), where SQLite makes no distinction between protected and unprotected
+ * values; each value is read only while its row is current (before the next step), and
+ * only as the type it has (no conversion). The same rows and refusals. 0: the
+ * sqlite3_column_* calls (the path before). */
+static int column_values_on = 1;
+
+/* A row's columns as copy_row reads them: through `st`, or (`by_value`) through `v`. */
+typedef struct {
+    sqlite3_stmt *st;
+    int by_value;
+    sqlite3_value *v[COLUMNS];
+} rowsrc_t;
+
+/* Point `r` at the statement's current row (its values fetched when by_value). */
+static inline void
+rowsrc_fetch(rowsrc_t *r)
+{
+    if (!r->by_value) return;
+    for (int i = 0; i < COLUMNS; i++) r->v[i] = sqlite3_column_value(r->st, i);
+}
+
+static inline int
+rs_type(const rowsrc_t *r, int i)
+{
+    return r->by_value ? sqlite3_value_type(r->v[i]) : sqlite3_column_type(r->st, i);
+}
+
+static inline const unsigned char *
+rs_text(const rowsrc_t *r, int i)
+{
+    return r->by_value ? sqlite3_value_text(r->v[i]) : sqlite3_column_text(r->st, i);
+}
+
+static inline int
+rs_bytes(const rowsrc_t *r, int i)
+{
+    return r->by_value ? sqlite3_value_bytes(r->v[i]) : sqlite3_column_bytes(r->st, i);
+}
+
+static inline sqlite3_int64
+rs_int64(const rowsrc_t *r, int i)
+{
+    return r->by_value ? sqlite3_value_int64(r->v[i]) : sqlite3_column_int64(r->st, i);
+}
+
+static inline double
+rs_double(const rowsrc_t *r, int i)
+{
+    return r->by_value ? sqlite3_value_double(r->v[i]) : sqlite3_column_double(r->st, i);
+}
+
 /* A TEXT column's bytes into the arena: 1, or 0 (declined: not TEXT, or no memory). */
 static int
-copy_text(sqlite3_stmt *st, int i, chunk_t *ch, span_t *out)
+copy_text(const rowsrc_t *st, int i, chunk_t *ch, span_t *out)
 {
-    if (sqlite3_column_type(st, i) != SQLITE_TEXT) return 0;
-    const char *p = (const char *)sqlite3_column_text(st, i);
+    if (rs_type(st, i) != SQLITE_TEXT) return 0;
+    const char *p = (const char *)rs_text(st, i);
     if (!p) return 0;
-    return arena_put(ch, p, sqlite3_column_bytes(st, i), out);
+    return arena_put(ch, p, rs_bytes(st, i), out);
 }
 
 /* A time column (NULL allowed when `nullable`) parsed: 1, or 0 (declined). */
 static int
-copy_utc(sqlite3_stmt *st, int i, int nullable, utc_t *out)
+copy_utc(const rowsrc_t *st, int i, int nullable, utc_t *out)
 {
-    int t = sqlite3_column_type(st, i);
+    int t = rs_type(st, i);
     out->null = t == SQLITE_NULL;
     if (out->null) return nullable;
     if (t != SQLITE_TEXT) return 0;
-    const char *p = (const char *)sqlite3_column_text(st, i);
-    return p && utc_fields(p, sqlite3_column_bytes(st, i), out->f);
+    const char *p = (const char *)rs_text(st, i);
+    return p && utc_fields(p, rs_bytes(st, i), out->f);
 }
 
 /* The current row into `b` (texts into the chunk's arena), with decode_row's checks
  * that need no Python object: 1, or 0 (declined). */
 static int
-copy_row(sqlite3_stmt *st, feed_t *f, chunk_t *ch, brow_t *b)
+copy_row(const rowsrc_t *st, feed_t *f, chunk_t *ch, brow_t *b)
 {
-    if (sqlite3_column_type(st, 0) != SQLITE_INTEGER) return 0;
-    b->seq = sqlite3_column_int64(st, 0);
+    if (rs_type(st, 0) != SQLITE_INTEGER) return 0;
+    b->seq = rs_int64(st, 0);
     if (b->seq < 1 || b->seq > f->max_seq) return 0;
-    if (sqlite3_column_type(st, 1) != SQLITE_TEXT) return 0;
-    const char *idp = (const char *)sqlite3_column_text(st, 1);
+    if (rs_type(st, 1) != SQLITE_TEXT) return 0;
+    const char *idp = (const char *)rs_text(st, 1);
     char hex[33];
-    if (!idp || !uuid_digits(idp, sqlite3_column_bytes(st, 1), hex)) return 0;
+    if (!idp || !uuid_digits(idp, rs_bytes(st, 1), hex)) return 0;
     for (int i = 0; i < 16; i++) {
         int hi = hex[2 * i], lo = hex[2 * i + 1];
         hi = hi <= '9' ? hi - '0' : hi - 'a' + 10;
@@ -601,9 +674,9 @@ copy_row(sqlite3_stmt *st, feed_t *f, chunk_t *ch, brow_t *b)
         b->id[i] = (unsigned char)(hi << 4 | lo);
     }
     if (f->check_ids && !f->ids_dup) id_note(f, b->id);
-    if (sqlite3_column_type(st, 2) != SQLITE_TEXT) return 0;
-    const char *catp = (const char *)sqlite3_column_text(st, 2);
-    Py_ssize_t catn = sqlite3_column_bytes(st, 2);
+    if (rs_type(st, 2) != SQLITE_TEXT) return 0;
+    const char *catp = (const char *)rs_text(st, 2);
+    Py_ssize_t catn = rs_bytes(st, 2);
     b->cat = -1;
     for (int i = 0; catp && i < f->ncat; i++) {
         if (f->cat_len[i] == catn && memcmp(f->cat_text[i], catp, (size_t)catn) == 0) {
@@ -612,22 +685,22 @@ copy_row(sqlite3_stmt *st, feed_t *f, chunk_t *ch, brow_t *b)
         }
     }
     if (b->cat < 0) return 0;
-    if (sqlite3_column_type(st, 7) != SQLITE_FLOAT) return 0;
-    b->rel = sqlite3_column_double(st, 7);
+    if (rs_type(st, 7) != SQLITE_FLOAT) return 0;
+    b->rel = rs_double(st, 7);
     if (!(b->rel >= 0.0 && b->rel <= 1.0)) return 0;
-    if (sqlite3_column_type(st, 8) != SQLITE_INTEGER) return 0;
-    b->access = sqlite3_column_int64(st, 8);
+    if (rs_type(st, 8) != SQLITE_INTEGER) return 0;
+    b->access = rs_int64(st, 8);
     if (b->access < 0) return 0;
-    if (sqlite3_column_type(st, 10) != SQLITE_INTEGER) return 0;
-    long long validated = sqlite3_column_int64(st, 10);
+    if (rs_type(st, 10) != SQLITE_INTEGER) return 0;
+    long long validated = rs_int64(st, 10);
     if (validated != 0 && validated != 1) return 0;
     b->validated = (int)validated;
-    int ttl_type = sqlite3_column_type(st, 14);
+    int ttl_type = rs_type(st, 14);
     b->ttl_null = ttl_type == SQLITE_NULL;
     b->ttl = 0.0;
     if (!b->ttl_null) {
         if (ttl_type != SQLITE_FLOAT) return 0;
-        b->ttl = sqlite3_column_double(st, 14);
+        b->ttl = rs_double(st, 14);
         if (!(b->ttl > 0.0 && b->ttl <= f->max_ttl)) return 0;
     }
     if (!copy_text(st, 3, ch, &b->memory)) return 0;
@@ -657,19 +730,19 @@ copy_row(sqlite3_stmt *st, feed_t *f, chunk_t *ch, brow_t *b)
     if (!copy_text(st, 5, ch, &b->ns)) return 0;
     if (!copy_utc(st, 6, 0, &b->created)) return 0;
     if (!copy_utc(st, 9, 1, &b->accessed)) return 0;
-    b->key_null = sqlite3_column_type(st, 11) == SQLITE_NULL;
+    b->key_null = rs_type(st, 11) == SQLITE_NULL;
     if (!b->key_null && !copy_text(st, 11, ch, &b->key)) return 0;
-    b->value_null = sqlite3_column_type(st, 12) == SQLITE_NULL;
+    b->value_null = rs_type(st, 12) == SQLITE_NULL;
     if (!b->value_null && !copy_text(st, 12, ch, &b->value)) return 0;
     /* updated_at: the created_at object when NULL or the same text (as most rows) */
-    int up_type = sqlite3_column_type(st, 13);
+    int up_type = rs_type(st, 13);
     b->updated_same = 1;
     if (up_type != SQLITE_NULL) {
         if (up_type != SQLITE_TEXT) return 0;
-        const char *up = (const char *)sqlite3_column_text(st, 13);
-        Py_ssize_t upn = sqlite3_column_bytes(st, 13);
-        const char *cr = (const char *)sqlite3_column_text(st, 6);
-        Py_ssize_t crn = sqlite3_column_bytes(st, 6);
+        const char *up = (const char *)rs_text(st, 13);
+        Py_ssize_t upn = rs_bytes(st, 13);
+        const char *cr = (const char *)rs_text(st, 6);
+        Py_ssize_t crn = rs_bytes(st, 6);
         if (!(up && cr && upn == crn && memcmp(up, cr, (size_t)upn) == 0)) {
             b->updated_same = 0;
             if (!copy_utc(st, 13, 0, &b->updated)) return 0;
@@ -679,12 +752,47 @@ copy_row(sqlite3_stmt *st, feed_t *f, chunk_t *ch, brow_t *b)
     return 1;
 }
 
+/* chunk_folds by fold_hash_ascii_many (f->fold_lanes): 1, or 0 (no memory for the
+ * scratch: nothing set, the caller folds by pairs). */
+static int
+chunk_folds_lanes(feed_t *f, chunk_t *ch)
+{
+    /* (zeroed: -Wmaybe-uninitialized cannot see that only the first k are read) */
+    const unsigned char *texts[CHUNK_ROWS] = {0};
+    size_t lens[CHUNK_ROWS] = {0};
+    uint64_t folds[CHUNK_ROWS];
+    int rows[CHUNK_ROWS];
+    size_t k = 0, need = 0;
+    for (int r = 0; r < ch->nrows; r++) {
+        brow_t *b = &ch->rows[r];
+        if (!b->memory_ascii) continue;
+        texts[k] = (const unsigned char *)ch->arena + b->memory.off;
+        lens[k] = b->memory.len;
+        rows[k] = r;
+        need += b->memory.len;
+        k++;
+    }
+    need += 64; /* fold_ascii_compact_x512's last store */
+    if (need > f->fold_cap) {
+        size_t cap = f->fold_cap ? f->fold_cap : 65536;
+        while (cap < need) cap *= 2;
+        unsigned char *buf = realloc(f->fold_buf, cap);
+        if (!buf) return 0;
+        f->fold_buf = buf;
+        f->fold_cap = cap;
+    }
+    fold_hash_ascii_many(texts, lens, k, folds, fold_tab, f->fold_buf, fold_wide);
+    for (size_t i = 0; i < k; i++) ch->rows[rows[i]].fold = fold_hash_final(folds[i]);
+    return 1;
+}
+
 /* The fold hashes copy_row left to the chunk's end (f->fold_pairs): each ASCII memory
  * text's, two rows at a time (a last odd one alone). Before the chunk is published. */
 static void
-chunk_folds(const feed_t *f, chunk_t *ch)
+chunk_folds(feed_t *f, chunk_t *ch)
 {
     if (!f->fold_memory || !f->fold_pairs) return;
+    if (f->fold_lanes && chunk_folds_lanes(f, ch)) return;
     brow_t *pend = NULL;
     for (int r = 0; r < ch->nrows; r++) {
         brow_t *b = &ch->rows[r];
@@ -758,6 +866,9 @@ feed_run(void *arg)
     if (rc == SQLITE_OK) rc = sqlite3_prepare_v2(db, f->sql, -1, &st, NULL);
     if (rc != SQLITE_OK || sqlite3_column_count(st) != COLUMNS) goto out;
     if (f->check_ids && f->ids_presize) f->ids_hint = rows_expected(db);
+    rowsrc_t src;
+    src.st = st;
+    src.by_value = f->column_values;
     for (long long k = 0;; k++) {
         pthread_mutex_lock(&f->mu);
         if (!f->stop && f->filled - f->taken >= f->nchunks) {
@@ -781,7 +892,10 @@ feed_run(void *arg)
                 done = 1;
                 break;
             }
-            if (rc != SQLITE_ROW || !copy_row(st, f, ch, &ch->rows[ch->nrows])) goto out;
+            if (rc != SQLITE_ROW) goto out;
+            src.st = st;
+            rowsrc_fetch(&src);
+            if (!copy_row(&src, f, ch, &ch->rows[ch->nrows])) goto out;
             ch->nrows++;
         }
         chunk_folds(f, ch);
@@ -1008,6 +1122,7 @@ feed_free(feed_t *f)
     free(f->uri);
     free(f->sql);
     free(f->ids);
+    free(f->fold_buf);
     pthread_mutex_destroy(&f->mu);
     pthread_cond_destroy(&f->cv);
 }
@@ -1066,6 +1181,8 @@ read_threaded(const char *uri, const char *sql, ctx_t *c, PyObject *ids_out, PyO
     f.ids_presize = ids_presize_on;
     f.fold_memory = f.fold_all = folds_out != NULL;
     f.fold_pairs = fold_pairs_on;
+    f.column_values = column_values_on;
+    f.fold_lanes = fold_lanes_on;
     /* the rows' fold hashes in order (folds_out), grown by doubling */
     uint64_t *folds = NULL;
     size_t folds_cap = 0;
@@ -1576,6 +1693,121 @@ fold_pairs(PyObject *self, PyObject *on)
     return bool_knob(&fold_pairs_on, on, "fold_pairs: on must be a bool");
 }
 
+PyDoc_STRVAR(column_values_doc,
+"column_values(on) -> bool\n\n"
+"Whether the split reader's thread reads each row's columns through their sqlite3_value\n"
+"(sqlite3_column_value once a column, then the sqlite3_value_* accessors: True, the\n"
+"default from branch open52) or by a sqlite3_column_* call for each type, text, length\n"
+"and number (False: the path before; the same rows). Sets it for later reads (on: a\n"
+"bool) and returns what it was. TypeError for a non-bool. O(1).");
+
+static PyObject *
+column_values(PyObject *self, PyObject *on)
+{
+    return bool_knob(&column_values_on, on, "column_values: on must be a bool");
+}
+
+PyDoc_STRVAR(fold_lanes_doc,
+"fold_lanes(on) -> bool\n\n"
+"Whether the split reader computes a chunk's ASCII memory texts' fold hashes by\n"
+"compacting their bytes first (folded, a whitespace run as one space) and running their\n"
+"plain chains four at a time (True, the default from branch open52), or by\n"
+"fold_pairs' two branching chains (False: the path before; the same values). Sets it\n"
+"for later reads (on: a bool) and returns what it was. TypeError for a non-bool. O(1).");
+
+static PyObject *
+fold_lanes(PyObject *self, PyObject *on)
+{
+    return bool_knob(&fold_lanes_on, on, "fold_lanes: on must be a bool");
+}
+
+PyDoc_STRVAR(fold_many_doc,
+"fold_many(texts, wide) -> list[int]\n\n"
+"fold_hash of each of the ASCII bytes objects in the list texts, by the reader's four\n"
+"lanes over the compacted bytes (for tests: each equals the word overlap core's\n"
+"fold_hash of the text), compacted by AVX-512 when wide is True and the CPU has it (see\n"
+"fold_wide()). TypeError for a non-list, an item not bytes or a non-bool wide,\n"
+"ValueError for bytes not ASCII, OverflowError for 4 GiB of texts or more.\n"
+"O(total length).");
+
+PyDoc_STRVAR(fold_wide_doc,
+"fold_wide() -> bool\n\n"
+"Whether the reader compacts the texts it folds by AVX-512 (this CPU has AVX-512 BW and\n"
+"VBMI2, and the build has the code). O(1).");
+
+static PyObject *
+fold_wide_get(PyObject *self, PyObject *unused)
+{
+    return PyBool_FromLong(fold_wide);
+}
+
+static PyObject *
+fold_many(PyObject *self, PyObject *args)
+{
+    PyObject *texts, *wide_obj;
+    if (!PyArg_ParseTuple(args, "OO:fold_many", &texts, &wide_obj)) return NULL;
+    if (!PyBool_Check(wide_obj)) {
+        PyErr_SetString(PyExc_TypeError, "fold_many: wide must be a bool");
+        return NULL;
+    }
+    int wide = wide_obj == Py_True && fold_wide;
+    if (!PyList_CheckExact(texts)) {
+        PyErr_SetString(PyExc_TypeError, "fold_many: texts must be a list");
+        return NULL;
+    }
+    Py_ssize_t k = PyList_GET_SIZE(texts);
+    size_t total = 0;
+    for (Py_ssize_t i = 0; i < k; i++) {
+        PyObject *t = PyList_GET_ITEM(texts, i);
+        if (!PyBytes_CheckExact(t)) {
+            PyErr_SetString(PyExc_TypeError, "fold_many: each text must be bytes");
+            return NULL;
+        }
+        const unsigned char *p = (const unsigned char *)PyBytes_AS_STRING(t);
+        for (Py_ssize_t j = 0; j < PyBytes_GET_SIZE(t); j++) {
+            if (p[j] >= 0x80) {
+                PyErr_SetString(PyExc_ValueError, "fold_many: bytes not ASCII");
+                return NULL;
+            }
+        }
+        total += (size_t)PyBytes_GET_SIZE(t);
+        if (total > UINT32_MAX) { /* fold_hash_ascii_many keeps 32-bit offsets */
+            PyErr_SetString(PyExc_OverflowError, "fold_many: 4 GiB of texts or more");
+            return NULL;
+        }
+    }
+    const unsigned char **s = PyMem_Malloc(sizeof(*s) * (size_t)(k ? k : 1));
+    size_t *n = PyMem_Malloc(sizeof(*n) * (size_t)(k ? k : 1));
+    uint64_t *out = PyMem_Malloc(sizeof(*out) * (size_t)(k ? k : 1));
+    unsigned char *buf = PyMem_Malloc(total + 64);
+    PyObject *r = NULL;
+    if (!s || !n || !out || !buf) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < k; i++) {
+        PyObject *t = PyList_GET_ITEM(texts, i);
+        s[i] = (const unsigned char *)PyBytes_AS_STRING(t);
+        n[i] = (size_t)PyBytes_GET_SIZE(t);
+    }
+    fold_hash_ascii_many(s, n, (size_t)k, out, fold_tab, buf, wide);
+    r = PyList_New(k);
+    for (Py_ssize_t i = 0; r && i < k; i++) {
+        PyObject *v = PyLong_FromUnsignedLongLong((unsigned long long)fold_hash_final(out[i]));
+        if (!v) {
+            Py_CLEAR(r);
+            break;
+        }
+        PyList_SET_ITEM(r, i, v);
+    }
+done:
+    PyMem_Free(s);
+    PyMem_Free(n);
+    PyMem_Free(out);
+    PyMem_Free(buf);
+    return r;
+}
+
 PyDoc_STRVAR(fold_pair_doc,
 "fold_pair(a, b) -> (int, int)\n\n"
 "fold_hash of the ASCII bytes a and of b, by the reader's interleaved pair of chains\n"
@@ -1623,6 +1855,10 @@ static PyMethodDef methods[] = {
     {"chunks_ahead", chunks_ahead, METH_O, chunks_ahead_doc},
     {"feed_cpu_s", feed_cpu_s, METH_NOARGS, feed_cpu_s_doc},
     {"feed_wait_s", feed_wait_s, METH_NOARGS, feed_wait_s_doc},
+    {"column_values", column_values, METH_O, column_values_doc},
+    {"fold_lanes", fold_lanes, METH_O, fold_lanes_doc},
+    {"fold_many", fold_many, METH_VARARGS, fold_many_doc},
+    {"fold_wide", fold_wide_get, METH_NOARGS, fold_wide_doc},
     {"fold_pair", fold_pair, METH_VARARGS, fold_pair_doc},
     {"fold_pairs", fold_pairs, METH_O, fold_pairs_doc},
     {"id_huge", id_huge, METH_O, id_huge_doc},
@@ -1646,6 +1882,9 @@ PyMODINIT_FUNC
 PyInit__crows(void)
 {
     fold_hash_table_init(fold_tab);
+#ifdef FOLD_HAVE_X512
+    fold_wide = fold_x512_usable();
+#endif
     if (hash_bytes_agree() < 0) return NULL;
     PyDateTime_IMPORT;
     if (!PyDateTimeAPI) return NULL;

@@ -898,6 +898,28 @@ _SPLIT_FOLDS = True
 _FOLD_PAIRS = True
 
 
+#: The split reader's thread reads each row's columns through their ``sqlite3_value``
+#: (``sqlite3_column_value`` once a column a row, then the ``sqlite3_value_*``
+#: accessors; ``_crows.column_values``) instead of a ``sqlite3_column_*`` call for each
+#: type, text, length and number (36 a row, each taking and leaving the connection's
+#: mutex and running ``sqlite3ApiExit``: ~2,100 of that thread's ~11,400 instructions a
+#: row at the bench's file, callgrind). Its connection is ``SQLITE_OPEN_NOMUTEX`` (the
+#: multi-thread mode), where protected and unprotected values are the same; a value is
+#: read only while its row is current and only as its own type. The same rows and
+#: refusals. False: the ``sqlite3_column_*`` calls (the path before, branch ``open52``).
+_COLUMN_VALUES = True
+
+#: The split reader's thread computes a chunk's ASCII texts' fold hashes
+#: (:data:`_SPLIT_FOLDS`) by first compacting their bytes (each through the fold table,
+#: a whitespace run as one space, no branch: ``_foldhash.h``'s ``fold_ascii_compact``),
+#: then running their plain FNV chains four at a time, a lane taking the next text as
+#: its own ends (``fold_hash_ascii_many``; ``_crows.fold_lanes``): the pairs' chains
+#: branch on every byte, and a word's end (every ~6 bytes) mispredicts; the fold was
+#: ~0.4-0.6 s of that thread's ~1.4 s at the bench's 1M file. The same values. False:
+#: the pairs (:data:`_FOLD_PAIRS`, the path before; branch ``open52``).
+_FOLD_LANES = True
+
+
 class FoldedRows(list[tuple[int, MemoryEntry]]):
     """A list of ``(seq, entry)`` rows with ``folds``: 8 bytes a row (native uint64, in
     the rows' order), each the row's memory text's fold hash or ``2**64 - 1`` (not
@@ -1017,6 +1039,12 @@ def _read_rows_c(
     set_pairs = getattr(_crows, "fold_pairs", None)
     if set_pairs is not None:
         set_pairs(bool(_FOLD_PAIRS))
+    set_values = getattr(_crows, "column_values", None)
+    if set_values is not None:
+        set_values(bool(_COLUMN_VALUES))
+    set_lanes = getattr(_crows, "fold_lanes", None)
+    if set_lanes is not None:
+        set_lanes(bool(_FOLD_LANES))
     extra: tuple[Any, ...] = ()
     if sink is not None and _SPLIT_READ:
         extra = (sink[0], sink[1] if _SPLIT_FOLDS else None)
