@@ -162,6 +162,15 @@ _NO_BLOCKS = True
 #: records read (the offers before, kept for side-by-side benchmarks).
 _TIE_SKIP = True
 
+#: Read when an index is made: ``_first_seq`` as int32, not int64 (4 bytes a group, 4 MB
+#: at a million groups). A seq is kept as itself inside int32, int32's largest above it
+#: and int32's lowest (unknown) at or below that (``postings.first_seq_floor``): never
+#: above the group's lowest seq, so ``_TIE_SKIP``'s check stays right, and only groups
+#: whose records have seqs past 2**31 - 1 lose the skip (their records read, as with
+#: ``_TIE_SKIP`` off). The same results; False: int64 (the layout before, kept for
+#: side-by-side measurements).
+_FIRST_SEQ32 = True
+
 #: The core's lookups (a galloping then binary search per non-essential term for each
 #: group that may reach theta) prefetch their next probes: the gallop's next one and both
 #: of the binary search's next midpoints, before the load they wait for. In a long list
@@ -324,6 +333,11 @@ _DENSE_MIN = 1 << 14
 #: entry, part 16": -13 B an entry at 1M; the questions ~3% and the tool results ~8%
 #: slower at p50, their lookups searching those 54 lists).
 _DENSE_RATIO = 8
+
+#: A list keeps its dense array while at least one group in ``_DENSE_KEEP *
+#: _DENSE_RATIO`` has its term (and half of ``_DENSE_MIN`` postings): the hysteresis
+#: that keeps a list near the ratio from making and dropping its array at every update.
+_DENSE_KEEP = 2.0
 
 #: New groups between two updates of the dense arrays (the groups after the last update
 #: are sought in the lists' tails, which are short and read in order).
