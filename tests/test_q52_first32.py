@@ -2,7 +2,9 @@
 seq kept clipped into int32 (``postings.first_seq_floor``), never above a seq of its
 group, so the core's tie skip gives the same answers as the pure-Python reference and
 the brute force, with seqs inside int32, crossing its top and past it; the dump and
-restore keep the layout; the knob off keeps int64 (the layout before)."""
+restore keep the layout; the knob off keeps int64 (the layout before). The bytes it
+saves pay for the dense arrays at ``_DENSE_RATIO`` 10 (8 before): a list in one group
+in 9 gets one at the default, not at 8, and answers as the searched list does."""
 
 from __future__ import annotations
 
@@ -30,8 +32,10 @@ from actormem._index.bm25.postings import (
 
 from .setups import knobs_set
 from .strategies import run_machine
-from .test_bm25_core import Three, scorers
+from .test_bm25 import brute_force
+from .test_bm25_core import NOW, Three, scorers
 from .test_bm25_tie_skip import TIED, Ties
+from .test_bm25q7_dense import _dense
 
 pytestmark = pytest.mark.skipif(
     not kernels.bm25_core_active(), reason="the compiled BM25 core is not built"
@@ -110,9 +114,7 @@ def test_kept_values_and_the_restore(narrow: bool, monkeypatch: Any) -> None:
         low = min(rec.seq for rec in recs)
         kept = int(core._first_seq[num])
         assert kept == (first_seq_floor(low) if narrow else low)
-    live = sorted(
-        (rec for rec in three.records if rec.died > three.version), key=lambda r: r.seq
-    )
+    live = sorted((rec for rec in three.records if rec.died > three.version), key=lambda r: r.seq)
     core._check(three.records)
     parts = bm25_persist.dump(core, live)
     restored = bm25_persist.restore(BM25Scorer().make_index(), parts, live)  # type: ignore[arg-type]
@@ -124,3 +126,24 @@ def test_kept_values_and_the_restore(narrow: bool, monkeypatch: Any) -> None:
         for limit in (1, 3, 12):
             got = three.query(three.view(), query, limit)
             assert got  # the three paths agree (Three.query asserts it)
+
+
+@pytest.mark.parametrize(("ratio", "array"), [(None, True), (10, True), (8, False)])
+def test_a_list_in_one_group_in_nine_gets_an_array_at_the_default(
+    ratio: int | None, array: bool
+) -> None:
+    """Arrays from 16 postings on, refreshed every group: ``every9`` (one group in 9)
+    gets one at the default ratio (10) and not at 8 (dense44's); either way the answers
+    are the brute force's."""
+    assert bm25_knobs._DENSE_RATIO == 10
+    with _dense(16, bm25_knobs._DENSE_RATIO if ratio is None else ratio, 1):
+        three = Three(BM25Scorer())
+        for i in range(450):
+            three.add(" ".join([f"word{i}", "filler", *(["every9"] if i % 9 == 0 else [])]))
+        index = three.indexes["core"]
+        assert (index._terms["every9"].dense is not None) is array
+        three.check()
+        view = three.view(None)
+        for query in ("every9", "every9 word18", "filler every9 word5"):
+            want = brute_force(three.scorer, three.records, view.version, query, 10, now=NOW)
+            assert three.query(view, query, 10) == [(s, rec.seq) for s, rec in want], query

@@ -416,8 +416,7 @@ class BM25Index(metaclass=NoPublicConstructor):
         """Bring the long lists' dense frequency arrays (``_Term.dense``) up to every
         group made so far (owner only, between two adds; ``knobs._DENSE_TFS``): a list
         of at least ``_DENSE_MIN`` postings and one group in ``_DENSE_RATIO`` gets one,
-        one below half of the first or one group in ``_DENSE_KEEP * _DENSE_RATIO``
-        loses it, the others are extended by their postings
+        one below half of both loses it, the others are extended by their postings
         since (in place, at groups no published ``upto`` covers; a new array once the
         lengths' capacity outgrew it). Every ``_DENSE_STEP`` new groups, and after a
         restore. ``size``: the count of groups (None: the group table's; a restore
@@ -447,7 +446,7 @@ class BM25Index(metaclass=NoPublicConstructor):
                 if count >= floor and count * ratio >= size:
                     term.dense = dense_make(term.groups, term.tfs, capacity, size, zeros)
                 continue
-            if 2 * count < floor or knobs._DENSE_KEEP * count * ratio < size:
+            if 2 * count < floor or 2 * count * ratio < size:
                 term.dense = None  # readers may hold it still
                 continue
             bits, upto, dpos = dense

@@ -327,17 +327,12 @@ _DENSE_TFS = True
 _DENSE_MIN = 1 << 14
 
 #: ... and while at least one group in this many has the term (one in twice as many to
-#: keep it): at 8, 32 lists of the bench's 1M plain texts, 8.4 MB; at 16 (the ratio
-#: before dense44), 87 lists, 22.8 MB, with *what*, the commonest question word, at one
-#: text in 9.4, which 8 leaves to its list's searches (docs/benchmarks.md, "Bytes per
-#: entry, part 16": -13 B an entry at 1M; the questions ~3% and the tool results ~8%
-#: slower at p50, their lookups searching those 54 lists).
-_DENSE_RATIO = 8
-
-#: A list keeps its dense array while at least one group in ``_DENSE_KEEP *
-#: _DENSE_RATIO`` has its term (and half of ``_DENSE_MIN`` postings): the hysteresis
-#: that keeps a list near the ratio from making and dropping its array at every update.
-_DENSE_KEEP = 2.0
+#: keep it): at 10 (q52), 51 lists of the bench's 1M plain texts, 13.4 MB, *what* (the
+#: commonest question word, one text in 9.4) among them; at 8 (dense44), 32 lists, 8.4
+#: MB; at 16 (before dense44), 87 lists, 22.8 MB. On Zen 4, against 8: 10 takes the
+#: questions' CPU down ~6% (16: ~7%), the tool results' 0-6% (16: ~15%), for ~5 MB
+#: (docs/benchmarks.md, "BM25 at 1M, part 16"; paid for by ``_FIRST_SEQ32``).
+_DENSE_RATIO = 10
 
 #: New groups between two updates of the dense arrays (the groups after the last update
 #: are sought in the lists' tails, which are short and read in order).
