@@ -8,7 +8,6 @@ in 9 gets one at the default, not at 8, and answers as the searched list does.""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -34,7 +33,7 @@ from .setups import knobs_set
 from .strategies import run_machine
 from .test_bm25 import brute_force
 from .test_bm25_core import NOW, Three, scorers
-from .test_bm25_tie_skip import TIED, Ties
+from .test_bm25_tie_skip import TIED, Ties, tiny_windows  # noqa: F401  (a fixture)
 from .test_bm25q7_dense import _dense
 
 pytestmark = pytest.mark.skipif(
@@ -67,14 +66,6 @@ def test_arrays_of_either_width(narrow: bool) -> None:
     first = first_seq_array(10, narrow, False)
     assert first.dtype == (np.int32 if narrow else np.int64)
     assert (first == (_NO_SEQ32 if narrow else _NO_SEQ)).all()
-
-
-@pytest.fixture
-def tiny_windows() -> Iterator[None]:
-    with knobs_set(
-        bm25_knobs, _CHUNK=4, _BOUND_CHUNK=4, _DENSE_CHUNK=16, _FEW=2, _SEEDS=3, _SEED_ROOM=2
-    ):
-        yield
 
 
 def _ties_from(start: int) -> type[Ties]:
