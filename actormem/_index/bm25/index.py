@@ -817,6 +817,7 @@ class BM25Index(metaclass=NoPublicConstructor):
         if self._pool is not None:
             self._pool._check(len(table), self._alive)
         assert len(self._first_seq) == len(self._lengths) == len(self._alive) == len(self._codes)
+        assert self._first_seq.dtype == (np.int32 if self._first32 else np.int64), "first seqs"
         size = len(table)
         assert (self._codes[:size] == length_codes(self._lengths[:size])).all(), "codes out of date"
         for group in groups:
