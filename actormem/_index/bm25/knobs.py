@@ -330,7 +330,7 @@ _DENSE_MIN = 1 << 14
 #: keep it): at 10 (q52), 51 lists of the bench's 1M plain texts, 13.4 MB, *what* (the
 #: commonest question word, one text in 9.4) among them; at 8 (dense44), 32 lists, 8.4
 #: MB; at 16 (before dense44), 87 lists, 22.8 MB. On Zen 4, against 8: 10 takes the
-#: questions' CPU down ~6% (16: ~7%), the tool results' 0-6% (16: ~15%), for ~5 MB
+#: questions' CPU down ~6% (16: ~7%), the tool results' 0-6% (16: 14-20%), for ~5 MB
 #: (docs/benchmarks.md, "BM25 at 1M, part 16"; paid for by ``_FIRST_SEQ32``).
 _DENSE_RATIO = 10
 
