@@ -64,6 +64,7 @@ def first_seqs_of(seqs: Any, narrow: bool) -> Any:
     they are. O(len(seqs))."""
     return np.clip(seqs, _NO_SEQ32, _SEQ32_TOP) if narrow else seqs
 
+
 #: The records of a group not yet filled in (never appended to).
 _NO_RECS: list[Record] = []
 
