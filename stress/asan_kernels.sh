@@ -49,7 +49,7 @@
 # tests/test_open28_feed.py,
 # tests/test_cols28_entrycols.py,
 # tests/test_bm25q13_query.py,
-# tests/test_bm25q14_marks.py, tests/test_q45_window.py,
+# tests/test_bm25q14_marks.py, tests/test_q45_window.py, tests/test_q52_first32.py,
 # tests/test_open29_prep.py,
 # tests/test_open29_folds.py,
 # tests/test_open31_wide.py, tests/test_api31_sliced_fast.py,
@@ -191,6 +191,7 @@ files=(
     tests/test_bm25q13_query.py
     tests/test_bm25q14_marks.py
     tests/test_q45_window.py
+    tests/test_q52_first32.py
     tests/test_open29_prep.py
     tests/test_open29_folds.py
     tests/test_open31_wide.py

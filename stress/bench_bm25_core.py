@@ -57,9 +57,10 @@ short path's walk scanned for its marks, not the windows expected sparse walked 
 by the cut on a CPU without AVX-512 (``knobs._SPARSE_MARKS = False``; on a CPU with
 AVX-512 both sides are the same path), ``--old core-q16`` the lookups reading the dense
 frequency arrays of every list in one group in 16 (``knobs._DENSE_RATIO = 16``, the
-ratio before dense44), not only those in one group in 8 (its default): the timed index
-is built at the default and given the old ratio's other arrays, which the new side's
-queries do not see (``dense_extra``); the store cost compares the two ratios.
+ratio before dense44), not only those in one group in 10 (its default; 8 at
+dense44): the timed index is built at the default and given the old ratio's other
+arrays, which the new side's queries do not see (``dense_extra``); the store cost
+compares the two ratios.
 ``--old core-q45`` a drained query's windows as wide as the sliced path's (4,096
 groups, steps of 16,384 postings: ``knobs._DRAIN_WINDOW = 0``), not 16,384 groups in
 steps of 65,536 postings (its default on an AMD CPU; elsewhere both sides are the same
@@ -301,7 +302,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         " (core-q11), or a drained query through the sliced search's generator, not the"
         " short path to one core call with its scratch made once (core-q12), or every window"
         " scanned for its marks, none walked marking by the cut (core-q14), or the dense"
-        " frequency arrays of the lists in one group in 16, not 8 (core-q16), or a drained"
+        " frequency arrays of the lists in one group in 16, not 10 (core-q16), or a drained"
         " query's windows 4,096 groups wide, not 16,384 on an AMD CPU (core-q45)",
     )
     p.add_argument(

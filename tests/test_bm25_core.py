@@ -936,7 +936,7 @@ def test_first_seq_is_what_the_tie_skip_reads(monkeypatch: Any) -> None:
     """A group holding an older seq than its number suggests (an upsert) must be read
     when it ties: with its first seq overstated, the heap in C passes over it and the
     top-k changes, so the skip reads ``_first_seq`` and the index keeps it right; a
-    ``first`` of the wrong type is refused before C."""
+    ``first`` of the wrong type (not int64 or int32) is refused before C."""
     three = Three(scorers()["plain"])
     for i in range(20):
         three.add(f"deploy cat m{i}")
@@ -954,7 +954,7 @@ def test_first_seq_is_what_the_tie_skip_reads(monkeypatch: Any) -> None:
     parts = (0.5, 0.01, 1.5, 0.75, 10.0, 1.0)
     daat = kernels.Bm25Daat([_term()], np.ones(128, np.int32), parts, 4, True)
     daat.offer_to([None] * 128, 1, None, 1, 1)
-    for bad in ([1, 2], np.ones(4, np.int32), np.ones((2, 2), np.int64)):
+    for bad in ([1, 2], np.ones(4, np.int16), np.ones(4, np.uint32), np.ones((2, 2), np.int64)):
         with pytest.raises((TypeError, ValueError)):
             daat.drive(10, first=bad)  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="prefetch"):

@@ -28,7 +28,7 @@ from actormem._index import kernels
 from actormem._index.bm25 import index as bm25_index
 from actormem._index.bm25 import knobs as bm25_knobs
 from actormem._index.bm25 import persist as bm25_persist
-from actormem._index.bm25.postings import _NO_SEQ
+from actormem._index.bm25.postings import _NO_SEQ, _NO_SEQ32
 from actormem._index.wordoverlap import knobs as wo_knobs
 from actormem._index.wordoverlap import numbering as wo_numbering
 
@@ -201,7 +201,8 @@ def test_index_results_are_the_same_with_the_knob_on_and_off(monkeypatch: Any) -
     restored._check(live)
     assert restored._lengths.ctypes.data % HUGE == 0
     assert restored._first_seq.ctypes.data % HUGE == 0
-    assert (restored._first_seq[len(restored._table) :] == _NO_SEQ).all()
+    unknown = _NO_SEQ32 if restored._first32 else _NO_SEQ
+    assert (restored._first_seq[len(restored._table) :] == unknown).all()
 
 
 def _wo_state(monkeypatch: Any, huge: bool) -> MemoryState:

@@ -453,6 +453,7 @@ typedef struct {
     Py_ssize_t limit, seen_cap;
     int remember; /* the seeding: add the groups offered to seen */
     const int64_t *first; /* NULL, or a lower bound on each group's seqs (nfirst of them) */
+    const int32_t *first32; /* or that bound as int32 (knobs._FIRST_SEQ32), NULL */
     Py_ssize_t nfirst;
     int ahead; /* offer_found prefetches each group's first seq and table slot */
     int columns; /* a table slot is the group's records: a list, or its one record */
@@ -609,8 +610,9 @@ offer_group(offer_t *o, int64_t num, double score)
      * is below its first seq (one read here instead of a chain of misses: the table's
      * slot, the group, its records, each record and its seq). On this data nearly every
      * group offered is such a tie, a copy of a text already in the heap. */
-    if (o->first && o->hn[0] == o->limit && score == o->hs[0] && num >= 0 && num < o->nfirst &&
-        o->hq[0] > INT64_MIN && o->first[num] >= -o->hq[0]) {
+    if ((o->first || o->first32) && o->hn[0] == o->limit && score == o->hs[0] && num >= 0 &&
+        num < o->nfirst && o->hq[0] > INT64_MIN &&
+        (o->first32 ? (int64_t)o->first32[num] : o->first[num]) >= -o->hq[0]) {
         return 0;
     }
     if (num < 0 || num >= PyList_GET_SIZE(o->table)) {
@@ -714,6 +716,7 @@ offer_found(offer_t *o, const int64_t *nums, const double *scores, Py_ssize_t n)
         for (Py_ssize_t i = 0; i < m; i++) {
             int64_t num = f[i].num;
             if (o->first && num >= 0 && num < o->nfirst) __builtin_prefetch(&o->first[num]);
+            if (o->first32 && num >= 0 && num < o->nfirst) __builtin_prefetch(&o->first32[num]);
             if (num >= 0 && num < ntable) __builtin_prefetch(&items[num]);
         }
     }
@@ -1743,13 +1746,24 @@ bm25_daat(PyObject *self, PyObject *args)
             goto done;
         }
         offer.first = NULL;
+        offer.first32 = NULL;
         offer.nfirst = 0;
         offer.ahead = (more & 8) != 0;
         offer.columns = columns;
         if (o_first != Py_None) {
-            if (get(o_first, &first, K_I64, 0, "first seqs") < 0) goto done;
+            /* int64, or int32 (knobs._FIRST_SEQ32: each a lower bound clipped into int32) */
+            if (PyObject_GetBuffer(o_first, &first, PyBUF_FORMAT | PyBUF_C_CONTIGUOUS) < 0) {
+                PyErr_SetString(PyExc_ValueError, "first seqs: not a contiguous buffer");
+                goto done;
+            }
             have_first = 1;
-            offer.first = (const int64_t *)first.buf;
+            if (first.ndim != 1 || !(kind_ok(&first, K_I64) || kind_ok(&first, K_I32))) {
+                PyErr_SetString(PyExc_ValueError, "first seqs: wrong element type or shape");
+                goto done;
+            }
+            if (check_aligned(&first, "first seqs") < 0) goto done;
+            if (first.itemsize == 4) offer.first32 = (const int32_t *)first.buf;
+            else offer.first = (const int64_t *)first.buf;
             offer.nfirst = LEN(first);
         }
         if (get(o_hs, &hs, K_F64, 1, "heap scores") < 0) goto done;

@@ -1071,7 +1071,7 @@ class Bm25Daat:
         """:meth:`step` offering what it finds to the heap of :meth:`offer_to` (theta:
         the heap's worst once full); whether every list is done (with ``seed``: that
         term's list, whose first ``room`` groups are offered and remembered, so that
-        the walk after it skips them). ``first`` (int64, by group number, as of now:
+        the walk after it skips them). ``first`` (int64 or int32, by group number, as of now:
         the owner may have raised none of its entries since): a lower bound on the seqs
         of each group's records, so that a group tying with the heap's worst record is
         passed over without reading its records when none can be below that record's
@@ -1082,7 +1082,7 @@ class Bm25Daat:
         the same work, less a call's set-up a step; returns True). O(the steps' work).
 
         Raises:
-            TypeError, ValueError: ``first`` not a 1-D contiguous int64 array,
+            TypeError, ValueError: ``first`` not a 1-D contiguous int64 or int32 array,
                 ``to_end`` not a bool or given with a ``seed``.
             ValueError: As :meth:`step`, or :meth:`offer_to` not called first.
             Whatever ``accept`` raises.
@@ -1102,8 +1102,8 @@ class Bm25Daat:
         else:
             self._offer[8] = remember
             offer = tuple(self._offer)
-            if first is not None:
-                _array_of("first", first, _I64)
+            if first is not None:  # int64, or int32 (bm25 knobs._FIRST_SEQ32)
+                _array_of("first", first, _I32 if getattr(first, "dtype", None) == _I32 else _I64)
             offer += (first, self._columns)
             self._last = offer
         _, done = self._call(-math.inf, budget, seed, room, offer, _TO_END if to_end else 0)
@@ -1212,7 +1212,7 @@ def bm25_query(
     ``flags``: :func:`daat_flags` (``more`` perhaps with :data:`CALL_SCRATCH` and
     :data:`SPARSE_MARKS`);
     ``offer``: ``(table, version, accept, limit, first, columns)`` as
-    :meth:`Bm25Daat.offer_to` and ``drive`` take them (``first`` None or the int64 first
+    :meth:`Bm25Daat.offer_to` and ``drive`` take them (``first`` None or the int64 or int32 first
     seqs). With ``one_call`` and one seed, the seeding and the
     walk are one ``bm25_daat`` call (``more & 4096``: the same work in the same order, one
     call's set-up). Returns ``(score, rec)``, best first (a higher score, then a lower

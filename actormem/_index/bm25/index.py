@@ -28,7 +28,6 @@ from .changelog import ChangeLog
 from .postings import (
     _EXACT_CODES,
     _NO_RECS,
-    _NO_SEQ,
     _NO_TERMS,
     _TF_BITS,
     _TF_CAP,
@@ -43,6 +42,8 @@ from .postings import (
     _TermPool,
     dense_fill,
     dense_make,
+    first_seq_array,
+    first_seq_floor,
     length_code,
     length_codes,
 )
@@ -188,7 +189,9 @@ class BM25Index(metaclass=NoPublicConstructor):
         #: with ``_lengths`` when it grows, ``_NO_SEQ`` where unknown): never above a seq
         #: in its ``recs``, so the core's heap can pass over a group tying with its worst
         #: record without reading the group's records (``knobs._TIE_SKIP``).
-        self._first_seq: Any = np.full(knobs._CHUNK, _NO_SEQ, np.int64)
+        #: (int32 with ``knobs._FIRST_SEQ32``: each seq as ``first_seq_floor`` keeps it.)
+        self._first32 = bool(knobs._FIRST_SEQ32)
+        self._first_seq: Any = first_seq_array(knobs._CHUNK, self._first32, False)
         #: Each length's one-byte code (``postings.length_code``; uint8, by group number,
         #: replaced with ``_lengths``): the core's walk reads these, 1 MB at a million
         #: groups where the lengths take 4 MB (``knobs._LENGTH_CODES``).
@@ -346,9 +349,8 @@ class BM25Index(metaclass=NoPublicConstructor):
             alive = kernels.huge_zeros(len(grown), np.uint8, huge)
             alive[: len(self._alive)] = self._alive
             self._alive = alive
-            first = kernels.huge_zeros(len(grown), np.int64, huge)
+            first = first_seq_array(len(grown), self._first32, huge)
             first[: len(self._first_seq)] = self._first_seq
-            first[len(self._first_seq) :] = _NO_SEQ
             self._first_seq = first
             codes = kernels.huge_zeros(len(grown), np.uint8, huge)
             codes[: len(self._codes)] = self._codes
@@ -498,7 +500,7 @@ class BM25Index(metaclass=NoPublicConstructor):
                     self._groups[key] = num
             else:
                 group._recs = rec if knobs._SINGLE_RECORD else [rec]
-            self._first_seq[num] = rec.seq
+            self._first_seq[num] = first_seq_floor(rec.seq) if self._first32 else rec.seq
         else:
             if isinstance(recs, list):
                 grown = recs
@@ -506,8 +508,9 @@ class BM25Index(metaclass=NoPublicConstructor):
                 grown = _recs([recs], entry.memory) if cols else [recs]
             if grown[-1].seq > rec.seq:
                 insort(grown, rec, key=_seq)  # an upsert keeps its older seq
-                if rec.seq < self._first_seq[num]:
-                    self._first_seq[num] = rec.seq
+                seq = first_seq_floor(rec.seq) if self._first32 else rec.seq
+                if seq < self._first_seq[num]:
+                    self._first_seq[num] = seq
             else:
                 grown.append(rec)
             if cols:
@@ -814,6 +817,7 @@ class BM25Index(metaclass=NoPublicConstructor):
         if self._pool is not None:
             self._pool._check(len(table), self._alive)
         assert len(self._first_seq) == len(self._lengths) == len(self._alive) == len(self._codes)
+        assert self._first_seq.dtype == (np.int32 if self._first32 else np.int64), "first seqs"
         size = len(table)
         assert (self._codes[:size] == length_codes(self._lengths[:size])).all(), "codes out of date"
         for group in groups:

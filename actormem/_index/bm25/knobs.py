@@ -162,6 +162,15 @@ _NO_BLOCKS = True
 #: records read (the offers before, kept for side-by-side benchmarks).
 _TIE_SKIP = True
 
+#: Read when an index is made: ``_first_seq`` as int32, not int64 (4 bytes a group, 4 MB
+#: at a million groups). A seq is kept as itself inside int32, int32's largest above it
+#: and int32's lowest (unknown) at or below that (``postings.first_seq_floor``): never
+#: above the group's lowest seq, so ``_TIE_SKIP``'s check stays right, and only groups
+#: whose records have seqs past 2**31 - 1 lose the skip (their records read, as with
+#: ``_TIE_SKIP`` off). The same results; False: int64 (the layout before, kept for
+#: side-by-side measurements).
+_FIRST_SEQ32 = True
+
 #: The core's lookups (a galloping then binary search per non-essential term for each
 #: group that may reach theta) prefetch their next probes: the gallop's next one and both
 #: of the binary search's next midpoints, before the load they wait for. In a long list
@@ -318,12 +327,12 @@ _DENSE_TFS = True
 _DENSE_MIN = 1 << 14
 
 #: ... and while at least one group in this many has the term (one in twice as many to
-#: keep it): at 8, 32 lists of the bench's 1M plain texts, 8.4 MB; at 16 (the ratio
-#: before dense44), 87 lists, 22.8 MB, with *what*, the commonest question word, at one
-#: text in 9.4, which 8 leaves to its list's searches (docs/benchmarks.md, "Bytes per
-#: entry, part 16": -13 B an entry at 1M; the questions ~3% and the tool results ~8%
-#: slower at p50, their lookups searching those 54 lists).
-_DENSE_RATIO = 8
+#: keep it): at 10 (q52), 51 lists of the bench's 1M plain texts, 13.4 MB, *what* (the
+#: commonest question word, one text in 9.4) among them; at 8 (dense44), 32 lists, 8.4
+#: MB; at 16 (before dense44), 87 lists, 22.8 MB. On Zen 4, against 8: 10 takes the
+#: questions' CPU down ~6% (16: ~7%), the tool results' 0-6% (16: 14-20%), for ~5 MB
+#: (docs/benchmarks.md, "BM25 at 1M, part 16"; paid for by ``_FIRST_SEQ32``).
+_DENSE_RATIO = 10
 
 #: New groups between two updates of the dense arrays (the groups after the last update
 #: are sought in the lists' tails, which are short and read in order).

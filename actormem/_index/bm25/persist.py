@@ -52,7 +52,6 @@ from .changelog import ChangeLog
 from .index import BM25Index, _doc_map, _DocMap, _untrack
 from .postings import (
     _NO_RECS,
-    _NO_SEQ,
     _TF_BITS,
     _TF_CAP,
     _Group,
@@ -61,6 +60,9 @@ from .postings import (
     _recs,
     _Term,
     _TermPool,
+    first_seq_array,
+    first_seq_floor,
+    first_seqs_of,
     length_codes,
 )
 from .postings import _doc_key as _key
@@ -981,8 +983,8 @@ def _build_rows(
     cap = knobs._CHUNK
     while cap < size:
         cap *= 2
-    first = kernels.huge_zeros(cap, np.int64, knobs._HUGE_PAGES)
-    first[:] = _NO_SEQ
+    first32 = index._first32
+    first = first_seq_array(cap, first32, knobs._HUGE_PAGES)
     cols_layout = index._cols
     if cols_layout and knobs._SINGLE_RECORD and cols is not None:
         # Each group's first record in its slot, as add() leaves a group of one; the
@@ -992,7 +994,7 @@ def _build_rows(
         if n > 1:
             opens[1:] = gids[1:] > np.maximum.accumulate(gids)[:-1]
         table: list[Any] = list(compress(records, opens.tolist()))
-        first[:size] = seqs[opens]
+        first[:size] = first_seqs_of(seqs[opens], first32)
         later = np.flatnonzero(~opens)
         for i, g in zip(later.tolist(), gids[later].tolist(), strict=True):
             rec, slot = records[i], table[g]
@@ -1024,7 +1026,7 @@ def _build_rows(
                 if cols_layout
                 else [rec]
             )  # as BM25Index.add
-            first[g] = rec.seq  # the records come by seq
+            first[g] = first_seq_floor(rec.seq) if first32 else rec.seq  # by seq
         if cols_layout:
             table[g] = recs
         else:

@@ -35,6 +35,36 @@ _TF_CAP = (1 << _TF_BITS) - 1
 #: ``BM25Index._first_seq`` where a group's records are not known (int64's lowest).
 _NO_SEQ = -(1 << 63)
 
+#: ``knobs._FIRST_SEQ32``'s array: int32's lowest where a group's records are not known
+#: (or its lowest seq is at or below it), int32's largest for a seq above it.
+_NO_SEQ32 = -(1 << 31)
+_SEQ32_TOP = (1 << 31) - 1
+
+
+def first_seq_floor(seq: int) -> int:
+    """``seq`` as ``BM25Index._first_seq`` keeps it with ``knobs._FIRST_SEQ32``: itself
+    inside int32, int32's largest above it, int32's lowest (unknown) at or below that:
+    never above ``seq``, so still a lower bound for the core's tie check. O(1)."""
+    if seq > _SEQ32_TOP:
+        return _SEQ32_TOP
+    return seq if seq > _NO_SEQ32 else _NO_SEQ32
+
+
+def first_seq_array(size: int, narrow: bool, huge: bool) -> Any:
+    """A new ``BM25Index._first_seq`` of ``size`` groups, none known: int32 (``narrow``,
+    ``knobs._FIRST_SEQ32``) or int64, in huge pages where ``huge`` (as
+    ``kernels.huge_zeros``). O(size)."""
+    first = kernels.huge_zeros(size, np.int32 if narrow else np.int64, huge)
+    first[:] = _NO_SEQ32 if narrow else _NO_SEQ
+    return first
+
+
+def first_seqs_of(seqs: Any, narrow: bool) -> Any:
+    """``seqs`` (int64 numpy) as ``first_seq_floor`` keeps each where ``narrow``, else as
+    they are. O(len(seqs))."""
+    return np.clip(seqs, _NO_SEQ32, _SEQ32_TOP) if narrow else seqs
+
+
 #: The records of a group not yet filled in (never appended to).
 _NO_RECS: list[Record] = []
 
