@@ -278,6 +278,16 @@ def test_lean_take_keeps_byte_orders_and_sizes_apart() -> None:
     assert again is signed
 
 
+def test_lean_take_of_an_unhashable_dtype_spec() -> None:
+    # A structured dtype spelled as a list or dict (unhashable) is taken as np.dtype
+    # takes it, as before _LEAN_TAKE, not refused by the type lookup.
+    pool = ScratchPool()
+    for spec in ([("a", "<i4")], {"names": ["a"], "formats": ["<i4"]}):
+        got = drain(pool.take_steps(spec, 3, 5))
+        assert got.dtype == np.dtype(spec)
+        assert len(got) == 5
+
+
 @pytest.mark.parametrize("direct", [True, False])
 def test_made_before_a_renumbering_stepped_after(
     monkeypatch: pytest.MonkeyPatch, direct: bool
