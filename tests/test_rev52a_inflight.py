@@ -156,9 +156,7 @@ class InFlight(RuleBasedStateMachine):
         steps=st.integers(0, 2),
         words=st.lists(st.sampled_from(WORDS), min_size=1, max_size=4),
     )
-    def store_few_and_ask_again(
-        self, count: int, which: int, steps: int, words: list[str]
-    ) -> None:
+    def store_few_and_ask_again(self, count: int, which: int, steps: int, words: list[str]) -> None:
         # _STEP (4) groups or one fewer or one more stored since a query's sets were cached.
         query = self.asked[-1 - which % len(self.asked)]
         for k in range(count):
@@ -242,13 +240,15 @@ class InFlight(RuleBasedStateMachine):
             self._advance(0, 1 << 30)
 
 
-@pytest.fixture(params=["bytes", "bits", "tiny_cache"])
+@pytest.fixture(params=["bytes", "bits", "mixed", "tiny_cache"])
 def small(request: pytest.FixtureRequest) -> Iterator[str]:
     extra: dict[str, Any] = {}
-    if request.param != "bits":  # the byte counts (where _LEFT_EXTEND applies)
-        extra = {"_BITS_MIN": 1 << 15, "_BITS_MIN_WORDS": 0}
-    else:
+    if request.param == "bits":
         extra = {"_BITS_MIN": 0}
+    elif request.param == "mixed":  # both forms of a word's set cached in turn
+        extra = {"_BITS_MIN": 20, "_BITS_MIN_WORDS": 3}
+    else:  # the byte counts (where _LEFT_EXTEND applies)
+        extra = {"_BITS_MIN": 1 << 15, "_BITS_MIN_WORDS": 0}
     if request.param == "tiny_cache":  # cached sets dropped as others are remembered
         extra["_CACHE_BYTES"] = 1200
     with knobs_set(wo_knobs, _STEP=4, _SCAN_NEW=16, _RENUMBER_MIN=6, _MASK_BATCH=8, **extra):
@@ -256,7 +256,9 @@ def small(request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 def test_in_flight_retrieves_match_the_reference(small: str) -> None:
-    assert wo_knobs._LEFT_EXTEND and wo_knobs._DIRECT_STEPS and scoring._LEAN_TAKE
+    assert wo_knobs._LEFT_EXTEND
+    assert wo_knobs._DIRECT_STEPS
+    assert scoring._LEAN_TAKE
     run_machine(InFlight, 60, 40)
 
 
@@ -270,10 +272,12 @@ def test_lean_take_keeps_byte_orders_and_sizes_apart() -> None:
     pool.give(big, 100)
     pool.give(signed, 100)
     got = drain(pool.take_steps(np.uint64, 10, 100))
-    assert got is not big and got is not signed
+    assert got is not big
+    assert got is not signed
     assert got.dtype == np.dtype(np.uint64)
     again = drain(pool.take_steps(np.dtype(">u8"), 10, 100))
-    assert again is big and not again[:10].any()
+    assert again is big
+    assert not again[:10].any()
     again = drain(pool.take_steps(np.int64, 10, 100))
     assert again is signed
 
