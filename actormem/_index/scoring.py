@@ -217,7 +217,10 @@ class ScratchPool:
         whole step of 256 KiB (at least 32,768 elements of 8 bytes), or to its end; the
         rest is garbage, so slice it off if it could be read. O(n) in steps."""
         if _LEAN_TAKE:
-            dt = _DTYPE_OF.get(dtype)  # (a dtype is falsy: no `or`)
+            try:
+                dt = _DTYPE_OF.get(dtype)  # (a dtype is falsy: no `or`)
+            except TypeError:  # an unhashable spec (a structured dtype's list or dict)
+                dt = None
             spares = self._spares.get(_DTYPE(dtype) if dt is None else dt)
             while spares:
                 arr = spares.pop()
