@@ -71,14 +71,18 @@ async def test_a_node_frozen_holding_the_row_lock_does_not_block_the_others(
             conn = frozen._connection()
             conn.execute("BEGIN")
             conn.execute("SELECT head FROM actormem_memories WHERE memory = 'm' FOR UPDATE")
+            second = fact("second")
             with trio.fail_after(30):  # the bug: blocked on the lock for good
                 seq = None
                 while seq is None:  # the first tries may time out while the lock is held
                     try:
-                        seq = await a.store(fact("second"))
+                        seq = await a.store(second)
                     except StorageError:
-                        pass
-            assert seq == 2
+                        pass  # in doubt (docs/replication.md): repeated, an upsert by id
+            # A try that timed out on a loaded machine may still have committed (its
+            # answer lost): then the repeat is a second record of the same entry.
+            assert seq >= 2
+            assert sorted(e.memory for e in a.snapshot()) == ["first", "second"]
         finally:
             frozen.close()
 
