@@ -352,6 +352,7 @@ typedef struct {
     int fold_pairs;  /* the ASCII ones two at a time at the chunk's end (fold_pairs_on) */
     int column_values; /* copy_row reads each column's sqlite3_value (column_values_on) */
     int fold_lanes;  /* those four chains at a time over their compacted bytes (fold_lanes_on) */
+    int fold_wide;   /* and compacted by AVX-512 (fold_wide_on) */
     unsigned char *fold_buf; /* fold_lanes' scratch (this thread's), fold_cap bytes */
     size_t fold_cap;
     /* the ids seen (check_ids): an open-addressing set of their 128 bits (both words
@@ -387,9 +388,13 @@ static int fold_pairs_on = 1;
  * the bench's 1M file. The same values. 0: the pairs (the path before, branch open52);
  * also taken when the scratch cannot grow. */
 static int fold_lanes_on = 1;
-/* fold_lanes compacts by AVX-512 (fold_ascii_compact_x512) on a CPU that has it: set at
- * import (fold_x512_usable), read-only after. */
-static int fold_wide = 0;
+/* fold_lanes compacts by AVX-512 (fold_ascii_compact_x512) on a CPU that has it
+ * (fold_x512_ok: set at import by fold_x512_usable, read-only after); fold_wide(False)
+ * turns it off (the branch-free loop, every CPU's path: so that it can be read on this
+ * one too), fold_wide(True) back on where the CPU has it. Copied into a read's feed at
+ * its start (the thread never reads the global). */
+static int fold_x512_ok = 0;
+static int fold_wide_on = 0;
 
 /* _foldhash.h's table: filled at import, read-only after (the threads read it). */
 static unsigned char fold_tab[256];
@@ -781,7 +786,7 @@ chunk_folds_lanes(feed_t *f, chunk_t *ch)
         f->fold_buf = buf;
         f->fold_cap = cap;
     }
-    fold_hash_ascii_many(texts, lens, k, folds, fold_tab, f->fold_buf, fold_wide);
+    fold_hash_ascii_many(texts, lens, k, folds, fold_tab, f->fold_buf, f->fold_wide);
     for (size_t i = 0; i < k; i++) ch->rows[rows[i]].fold = fold_hash_final(folds[i]);
     return 1;
 }
@@ -1183,6 +1188,7 @@ read_threaded(const char *uri, const char *sql, ctx_t *c, PyObject *ids_out, PyO
     f.fold_pairs = fold_pairs_on;
     f.column_values = column_values_on;
     f.fold_lanes = fold_lanes_on;
+    f.fold_wide = fold_wide_on && fold_x512_ok;
     /* the rows' fold hashes in order (folds_out), grown by doubling */
     uint64_t *folds = NULL;
     size_t folds_cap = 0;
@@ -1731,14 +1737,22 @@ PyDoc_STRVAR(fold_many_doc,
 "O(total length).");
 
 PyDoc_STRVAR(fold_wide_doc,
-"fold_wide() -> bool\n\n"
-"Whether the reader compacts the texts it folds by AVX-512 (this CPU has AVX-512 BW and\n"
-"VBMI2, and the build has the code). O(1).");
+"fold_wide(on=None) -> bool\n\n"
+"Whether the reader compacts the texts it folds by AVX-512 (fold_lanes; only where this\n"
+"CPU has AVX-512 BW and VBMI2 and the build has the code: the default there) or by the\n"
+"branch-free loop (every other CPU's path; the same values). With on (a bool), sets it\n"
+"for later reads and fold_many calls (True: only where the CPU has it) and returns what\n"
+"it was; without, returns it. TypeError for a non-bool. O(1).");
 
 static PyObject *
-fold_wide_get(PyObject *self, PyObject *unused)
+fold_wide_get(PyObject *self, PyObject *args)
 {
-    return PyBool_FromLong(fold_wide);
+    PyObject *on = Py_None;
+    if (!PyArg_ParseTuple(args, "|O:fold_wide", &on)) return NULL;
+    if (on == Py_None) return PyBool_FromLong(fold_wide_on);
+    PyObject *was = bool_knob(&fold_wide_on, on, "fold_wide: on must be a bool");
+    fold_wide_on = fold_wide_on && fold_x512_ok;
+    return was;
 }
 
 static PyObject *
@@ -1750,7 +1764,7 @@ fold_many(PyObject *self, PyObject *args)
         PyErr_SetString(PyExc_TypeError, "fold_many: wide must be a bool");
         return NULL;
     }
-    int wide = wide_obj == Py_True && fold_wide;
+    int wide = wide_obj == Py_True && fold_x512_ok;
     if (!PyList_CheckExact(texts)) {
         PyErr_SetString(PyExc_TypeError, "fold_many: texts must be a list");
         return NULL;
@@ -1858,7 +1872,7 @@ static PyMethodDef methods[] = {
     {"column_values", column_values, METH_O, column_values_doc},
     {"fold_lanes", fold_lanes, METH_O, fold_lanes_doc},
     {"fold_many", fold_many, METH_VARARGS, fold_many_doc},
-    {"fold_wide", fold_wide_get, METH_NOARGS, fold_wide_doc},
+    {"fold_wide", fold_wide_get, METH_VARARGS, fold_wide_doc},
     {"fold_pair", fold_pair, METH_VARARGS, fold_pair_doc},
     {"fold_pairs", fold_pairs, METH_O, fold_pairs_doc},
     {"id_huge", id_huge, METH_O, id_huge_doc},
@@ -1883,7 +1897,7 @@ PyInit__crows(void)
 {
     fold_hash_table_init(fold_tab);
 #ifdef FOLD_HAVE_X512
-    fold_wide = fold_x512_usable();
+    fold_wide_on = fold_x512_ok = fold_x512_usable();
 #endif
     if (hash_bytes_agree() < 0) return NULL;
     PyDateTime_IMPORT;

@@ -919,6 +919,13 @@ _COLUMN_VALUES = True
 #: the pairs (:data:`_FOLD_PAIRS`, the path before; branch ``open52``).
 _FOLD_LANES = True
 
+#: :data:`_FOLD_LANES` compacts the texts by AVX-512 (``_foldhash.h``'s
+#: ``fold_ascii_compact_x512``; ``_crows.fold_wide``) where the CPU has AVX-512 BW and
+#: VBMI2 (checked once, at import; elsewhere this knob changes nothing). False: the
+#: branch-free loop every other CPU runs, so that its path can be read (and tested) on
+#: a CPU with AVX-512 too. The same values.
+_FOLD_WIDE = True
+
 
 class FoldedRows(list[tuple[int, MemoryEntry]]):
     """A list of ``(seq, entry)`` rows with ``folds``: 8 bytes a row (native uint64, in
@@ -1045,6 +1052,9 @@ def _read_rows_c(
     set_lanes = getattr(_crows, "fold_lanes", None)
     if set_lanes is not None:
         set_lanes(bool(_FOLD_LANES))
+    set_wide = getattr(_crows, "fold_wide", None)
+    if set_wide is not None:
+        set_wide(bool(_FOLD_WIDE))
     extra: tuple[Any, ...] = ()
     if sink is not None and _SPLIT_READ:
         extra = (sink[0], sink[1] if _SPLIT_FOLDS else None)
