@@ -70,9 +70,7 @@ def _batch(rng: random.Random, live: set[int], next_seq: list[int]) -> Batch:
 
 
 @pytest.mark.parametrize("seed", [0, 1])
-def test_the_writer_never_counts_fewer_frames_than_the_wal_grew(
-    tmp_path: Path, seed: int
-) -> None:
+def test_the_writer_never_counts_fewer_frames_than_the_wal_grew(tmp_path: Path, seed: int) -> None:
     rng = random.Random(seed)
     path = tmp_path / "m.db"
     store = _open(path)
