@@ -58,7 +58,8 @@
 # tests/test_open33_ascii_hashes.py, tests/test_robust42_failed_put.py,
 # tests/test_open42_store_texts.py, tests/test_mainjob43_close.py,
 # tests/test_crec42_record.py, tests/test_review42b_record.py, tests/test_rec44_keys.py,
-# tests/test_mainjob45_epoch.py, tests/test_durable52.py, tests/test_open52_reader.py)
+# tests/test_mainjob45_epoch.py, tests/test_durable52.py, tests/test_open52_reader.py,
+# tests/test_rev52b_frames.py)
 # against an AddressSanitizer build of the compiled
 # index kernels, the BM25 core, the word-overlap core and the row reader (_storage/_crows.c):
 # any out-of-bounds read or
@@ -209,6 +210,7 @@ files=(
     tests/test_mainjob45_epoch.py
     tests/test_durable52.py
     tests/test_open52_reader.py
+    tests/test_rev52b_frames.py
 )
 # --only FILE...: just these test files (a branch's new file under ASan), no deselections.
 if [ "${1:-}" = --only ]; then

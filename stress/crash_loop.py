@@ -13,6 +13,10 @@ the parent kills it with SIGKILL after a random number of acknowledgements (up t
 its first 0.6 s (file creation, loading). After every kill the parent reopens the file and
 compares every acknowledged entry field by field. ``--chunk N`` (N > 0): the tasks store by
 ``store_many`` in lists of N (a kill then falls inside group commits of many entries).
+The child reads ``tests/crash_child.py``'s environment variables (``ACTORMEM_TEST_`` +
+``CHECKPOINT_FRAMES``, ``C_COMMIT``, ``RETRIEVE``, ``ACCESS_PENDING``, ``ACCESS_DELAY``,
+``DURABILITY``); with ``ACTORMEM_TEST_RETRIEVE=1`` (a retrieve after each store: access
+updates amid the kills) the entries are compared but for their access bookkeeping.
 
 Output: one JSON object per iteration, then a summary object; the exit status is 1 if
 any acknowledged entry was lost.

@@ -216,17 +216,9 @@ def read_back_as_acked(
 ) -> tuple[Any, MemoryEntry]:
     """``(have, want)``: ``want`` the entry the child stored as number ``i``
     (acknowledged with ``id``), ``have`` its copy in ``found`` when that equals it field
-    by field but for the access bookkeeping (count and last access), else None."""
-    want = crash_child.make_entry(seed, i)
-    assert str(want.id) == id
-    have = found.get(want.id)
-    if (
-        have is None
-        or attrs.evolve(have, access_count=want.access_count, last_accessed=want.last_accessed)
-        != want
-    ):
-        return None, want
-    return have, want
+    by field but for the access bookkeeping (count and last access), else None
+    (:func:`crash_child.as_acked`)."""
+    return crash_child.as_acked(found, seed, i, id, access=False)
 
 
 # -- the same operations with a knob on and off ----------------------------------------

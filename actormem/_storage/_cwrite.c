@@ -15,6 +15,9 @@
  * count of the pages its pager wrote (``SQLITE_DBSTATUS_CACHE_WRITE``, read and reset
  * after the ``COMMIT``; in WAL mode each written page is one frame), so that the store
  * counts its WAL's frames as SQLite's automatic checkpoint does (``sqlite._REAL_FRAMES``).
+ * Never fewer than the WAL grew by: a page spilled from the cache before the ``COMMIT``
+ * and written again by it overwrites its frame in place but counts twice (a batch larger
+ * than the page cache; tests/test_rev52b_frames.py).
  *
  * It returns 1 once committed; 0 when another connection holds the write lock
  * (SQLITE_BUSY at BEGIN: nothing done, the caller hands the batch to the thread); -1,
@@ -425,9 +428,10 @@ writer_frames(writer_t *w, void *unused)
 
 static PyGetSetDef writer_getset[] = {
     {"frames", (getter)writer_frames, NULL,
-     "The pages (WAL frames) the last commit that returned 1 appended: SQLite's count "
-     "(SQLITE_DBSTATUS_CACHE_WRITE); -1 when SQLite did not tell, or after a failed "
-     "commit; 0 before any.", NULL},
+     "The pages (WAL frames) the last commit that returned 1 wrote: SQLite's count "
+     "(SQLITE_DBSTATUS_CACHE_WRITE), never fewer than the WAL grew by (a page spilled "
+     "before the COMMIT and written again counts twice); -1 when SQLite did not tell, "
+     "or after a failed commit; 0 before any.", NULL},
     {"closed", (getter)writer_closed, NULL, "Whether close() was called.", NULL},
     {"in_transaction", (getter)writer_in_transaction, NULL,
      "Whether a transaction is open (never, between calls).", NULL},
