@@ -301,8 +301,10 @@ def test_drive_checks_each_new_first() -> None:
     daat.drive(10, 0, 4, first)
     daat.drive(10, first=first)
     daat.drive(10, first=first)
-    with pytest.raises(ValueError, match="first must be"):
-        daat.drive(10, first=np.zeros(300, np.int32))
+    daat.drive(10, first=np.zeros(300, np.int32))  # int32 too (bm25 knobs._FIRST_SEQ32)
+    for dtype in (np.int16, np.uint32, np.float64):
+        with pytest.raises(ValueError, match="first must be"):
+            daat.drive(10, first=np.zeros(300, dtype))
     with pytest.raises(TypeError):
         daat.drive(10, first=[0] * 300)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="budget"):
