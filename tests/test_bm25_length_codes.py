@@ -292,7 +292,7 @@ def test_c_refuses_short_codes() -> None:
 
 def test_drive_checks_each_new_first() -> None:
     """``drive`` reuses its offer arguments while ``first`` is the same array, and checks
-    a new one (the owner replaces it on growth) before C."""
+    a new one (the owner replaces it on growth; int64 or int32) before C."""
     lengths, terms, parts = _lists(3, 300, 3, 300)
     flags = (True, True, 0.8, True, True, True, True, True)
     daat = kernels.Bm25Daat(terms, lengths, parts, 64, *flags, length_codes(lengths))
@@ -301,8 +301,10 @@ def test_drive_checks_each_new_first() -> None:
     daat.drive(10, 0, 4, first)
     daat.drive(10, first=first)
     daat.drive(10, first=first)
-    with pytest.raises(ValueError, match="first must be"):
-        daat.drive(10, first=np.zeros(300, np.int32))
+    daat.drive(10, first=np.zeros(300, np.int32))  # int32 too (bm25 knobs._FIRST_SEQ32)
+    for bad in (np.zeros(300, np.int16), np.zeros(300, np.uint32)):
+        with pytest.raises(ValueError, match="first must be"):
+            daat.drive(10, first=bad)
     with pytest.raises(TypeError):
         daat.drive(10, first=[0] * 300)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="budget"):
