@@ -133,7 +133,9 @@ class Three:
             self.retire(old)
         seq = old.seq if old is not None else self.seq
         self.seq += old is None
-        e = entry(text, tags=tags, relevance=rel, created_at=BASE + timedelta(seconds=self.seq))
+        # Any int64 seq (tests start it far below 0 or past 2**31): a created_at in range.
+        at = BASE + timedelta(seconds=self.seq % (1 << 32))
+        e = entry(text, tags=tags, relevance=rel, created_at=at)
         rec = Record(e, born=self.version, seq=seq)
         for name, index in self.indexes.items():
             with path(name):  # the add's term loop: Python or the core's

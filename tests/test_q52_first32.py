@@ -80,10 +80,13 @@ def _ties_from(start: int) -> type[Ties]:
 
 @pytest.mark.usefixtures("tiny_windows")
 @pytest.mark.parametrize("narrow", [True, False])
-@pytest.mark.parametrize("start", [0, _SEQ32_TOP - 6, _SEQ32_TOP + 1, (1 << 33)])
+@pytest.mark.parametrize(
+    "start", [0, _SEQ32_TOP - 6, _SEQ32_TOP + 1, (1 << 33), _NO_SEQ32 - 8, -(1 << 40)]
+)
 def test_ties_agree_with_the_reference_at_any_seq(narrow: bool, start: int) -> None:
-    """Seqs from 0, crossing int32's top and past it (the skip then reads the groups'
-    records, as without it): the core, the reference and the brute force agree."""
+    """Seqs from 0, crossing int32's top and past it, crossing int32's lowest and far
+    below it (the skip then reads the groups' records, as without it): the core, the
+    reference and the brute force agree."""
     with knobs_set(bm25_knobs, _FIRST_SEQ32=narrow):
         run_machine(_ties_from(start), 25, 30)
 
@@ -138,3 +141,23 @@ def test_a_list_in_one_group_in_nine_gets_an_array_at_the_default(
         for query in ("every9", "every9 word18", "filler every9 word5"):
             want = brute_force(three.scorer, three.records, view.version, query, 10, now=NOW)
             assert three.query(view, query, 10) == [(s, rec.seq) for s, rec in want], query
+
+
+@pytest.mark.parametrize("narrow", [True, False])
+@pytest.mark.parametrize("start", [_NO_SEQ32 - 3, _NO_SEQ32, -(1 << 40)])
+def test_the_unknown_mark_never_skips_a_lower_seq(narrow: bool, start: int) -> None:
+    """Seqs at or below int32's lowest are all kept as that mark, which is then above
+    some of them: the core must read such a group's records, not pass over it. Here an
+    upsert moves the lowest seq into a new group, offered after the heap holds a tie of
+    a higher seq (below int32's lowest too): that group's record must win the tie."""
+    with knobs_set(bm25_knobs, _FIRST_SEQ32=narrow):
+        three = Three(scorers()["plain"])
+        three.seq = start
+        for i in range(6):
+            three.add(f"deploy m{i}")
+        three.add("deploy m9", upsert=True)  # the lowest seq, in the newest group
+        view = three.view()
+        for limit in (1, 2, 3):
+            want = brute_force(three.scorer, three.records, view.version, "deploy", limit, now=NOW)
+            assert three.query(view, "deploy", limit) == [(s, rec.seq) for s, rec in want]
+        three.check()

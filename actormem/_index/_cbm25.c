@@ -585,6 +585,17 @@ seen_at(const int64_t *seen, Py_ssize_t n, int64_t num)
     return lo;
 }
 
+/* The lower bound on group ``num``'s seqs that the tie skip reads (``num`` in range):
+ * int64's lowest (no skip) for int32's lowest, the mark knobs._FIRST_SEQ32 keeps for an
+ * unknown group and for every seq at or below it, so above some of those. O(1). */
+static inline int64_t
+first_bound(const offer_t *o, int64_t num)
+{
+    if (!o->first32) return o->first[num];
+    int32_t f = o->first32[num];
+    return f == INT32_MIN ? INT64_MIN : (int64_t)f;
+}
+
 /* _Exact.offer for one group in C (unweighted): its visible (born <= version < died),
  * accepted records, by seq, enter the heap while they beat its worst (a higher score,
  * then a lower seq, wins; the records are by seq, so once one loses the rest do). A
@@ -612,7 +623,7 @@ offer_group(offer_t *o, int64_t num, double score)
      * group offered is such a tie, a copy of a text already in the heap. */
     if ((o->first || o->first32) && o->hn[0] == o->limit && score == o->hs[0] && num >= 0 &&
         num < o->nfirst && o->hq[0] > INT64_MIN &&
-        (o->first32 ? (int64_t)o->first32[num] : o->first[num]) >= -o->hq[0]) {
+        first_bound(o, num) >= -o->hq[0]) {
         return 0;
     }
     if (num < 0 || num >= PyList_GET_SIZE(o->table)) {

@@ -28,6 +28,7 @@ from .changelog import ChangeLog
 from .postings import (
     _EXACT_CODES,
     _NO_RECS,
+    _NO_SEQ32,
     _NO_TERMS,
     _TF_BITS,
     _TF_CAP,
@@ -838,7 +839,10 @@ class BM25Index(metaclass=NoPublicConstructor):
             )
             assert self._unpurged(group) == len(alive) > 0
             assert self._dead_of(group) == len(recs) - len(alive)
-            assert int(self._first_seq[num]) <= recs[0].seq, "first seq above a record's"
+            first = int(self._first_seq[num])  # int32's lowest: unknown (any seq below)
+            assert first <= recs[0].seq or (self._first32 and first == _NO_SEQ32), (
+                "first seq above a record's"
+            )
             assert 2 * self._dead_of(group) <= len(recs)
             entry = alive[0].entry
             terms = list(tokenize(entry.memory))

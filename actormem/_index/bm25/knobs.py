@@ -165,8 +165,9 @@ _TIE_SKIP = True
 #: Read when an index is made: ``_first_seq`` as int32, not int64 (4 bytes a group, 4 MB
 #: at a million groups). A seq is kept as itself inside int32, int32's largest above it
 #: and int32's lowest (unknown) at or below that (``postings.first_seq_floor``): never
-#: above the group's lowest seq, so ``_TIE_SKIP``'s check stays right, and only groups
-#: whose records have seqs past 2**31 - 1 lose the skip (their records read, as with
+#: above the group's lowest seq but for that mark, which the core reads as unknown (no
+#: skip), so ``_TIE_SKIP``'s check stays right, and only groups whose lowest seq is past
+#: 2**31 - 1 or at or below -2**31 lose the skip (their records read, as with
 #: ``_TIE_SKIP`` off). The same results; False: int64 (the layout before, kept for
 #: side-by-side measurements).
 _FIRST_SEQ32 = True

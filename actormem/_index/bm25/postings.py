@@ -44,7 +44,8 @@ _SEQ32_TOP = (1 << 31) - 1
 def first_seq_floor(seq: int) -> int:
     """``seq`` as ``BM25Index._first_seq`` keeps it with ``knobs._FIRST_SEQ32``: itself
     inside int32, int32's largest above it, int32's lowest (unknown) at or below that:
-    never above ``seq``, so still a lower bound for the core's tie check. O(1)."""
+    never above ``seq`` but for that mark, which the core's tie check reads as no bound
+    at all (``first_bound`` in ``_cbm25.c``), so still a lower bound there. O(1)."""
     if seq > _SEQ32_TOP:
         return _SEQ32_TOP
     return seq if seq > _NO_SEQ32 else _NO_SEQ32
