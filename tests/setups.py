@@ -610,3 +610,31 @@ def stored_texts(state: Any, texts: list[str]) -> Any:
         )
     state.publish()
     return state
+
+
+def count_checkpoints_beside(store: Any) -> tuple[list[int], list[trio.Event]]:
+    """Wrap ``store.checkpoint_beside`` (a durable memory's ``SqliteStore``): returns
+    ``(started, ended)``, the commit count at which each checkpoint beside started, and
+    an event set on the loop when each has run (await ``ended[-1]`` before the next
+    commit for a deterministic count). Call from inside the memory's trio run."""
+    started: list[int] = []
+    ended: list[trio.Event] = []
+    beside = store.checkpoint_beside
+    token = trio.lowlevel.current_trio_token()
+
+    def counted() -> Any:
+        started.append(store.commits)
+        run = beside()
+        event = trio.Event()
+        ended.append(event)
+
+        def run_and_tell() -> None:
+            try:
+                run()
+            finally:
+                token.run_sync_soon(event.set)
+
+        return run_and_tell
+
+    store.checkpoint_beside = counted
+    return started, ended

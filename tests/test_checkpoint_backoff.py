@@ -24,6 +24,7 @@ from actormem import MemoryCategory, MemoryEntry, open_memory
 from actormem._storage import sqlite as sqlite_store
 from actormem._storage.sqlite import Durability, SqliteStore
 
+from .setups import count_checkpoints_beside
 from .test_durable31 import _ids, _row, _wal_extent
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -53,26 +54,7 @@ def test_a_reader_pinning_the_wal_does_not_start_a_checkpoint_every_commit(
             store = memory._storage
             assert store is not None
             assert store._beside is not None
-            started: list[int] = []
-            ended: list[trio.Event] = []
-            beside = store.checkpoint_beside
-            token = trio.lowlevel.current_trio_token()
-
-            def counted() -> Any:
-                started.append(store.commits)
-                run = beside()
-                event = trio.Event()
-                ended.append(event)
-
-                def run_and_tell() -> None:
-                    try:
-                        run()
-                    finally:
-                        token.run_sync_soon(event.set)
-
-                return run_and_tell
-
-            store.checkpoint_beside = counted  # type: ignore[method-assign]
+            started, ended = count_checkpoints_beside(store)
 
             async def store_one(i: int) -> None:
                 await memory.store(_entry(i))

@@ -20,7 +20,6 @@ import sys
 import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
 
 import pytest
 import trio
@@ -29,7 +28,7 @@ from actormem import MemoryCategory, MemoryEntry, open_memory
 from actormem._storage import sqlite as sqlite_store
 from actormem._storage.sqlite import Batch, SqliteStore, frames_of
 
-from .setups import knobs_set
+from .setups import count_checkpoints_beside, knobs_set
 from .test_durable12 import _batches, _entry, _open, _rows_of
 
 pytestmark = [
@@ -123,26 +122,7 @@ def _checkpoint_commits(path: Path, real: bool, stores: int) -> list[int]:
             store = memory._storage
             assert store is not None
             assert store._beside is not None
-            started: list[int] = []
-            ended: list[trio.Event] = []
-            beside = store.checkpoint_beside
-            token = trio.lowlevel.current_trio_token()
-
-            def counted() -> Any:
-                started.append(store.commits)
-                run = beside()
-                event = trio.Event()
-                ended.append(event)
-
-                def run_and_tell() -> None:
-                    try:
-                        run()
-                    finally:
-                        token.run_sync_soon(event.set)
-
-                return run_and_tell
-
-            store.checkpoint_beside = counted  # type: ignore[method-assign]
+            started, ended = count_checkpoints_beside(store)
             for i in range(stores):
                 await memory.store(_fact(i))
                 if ended:  # each checkpoint done before the next commit: deterministic
