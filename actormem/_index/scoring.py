@@ -129,11 +129,11 @@ def drain(steps: Generator[None, None, _T]) -> _T:
             return result
 
 
-#: Bytes :func:`zeroed_steps` and :meth:`ScratchPool.take_steps` write between two yields.
 #: numpy's module defines a ``__getattr__``, so Python 3.11 cannot specialize an ``np.X``
 #: read: the hot checks read these module names instead (the same objects; hot45).
 _DTYPE = np.dtype
 
+#: Bytes :func:`zeroed_steps` and :meth:`ScratchPool.take_steps` write between two yields.
 _ZERO_STEP_BYTES = 256 << 10
 #: :meth:`ScratchPool.take_steps` finds a scalar type's spares by its dtype from
 #: ``_DTYPE_OF`` (a dict keyed by the type object: a pointer's hash) instead of making
@@ -216,31 +216,23 @@ class ScratchPool:
         ``capacity`` elements (:func:`zeroed_steps`). Zero up to ``n`` rounded up to a
         whole step of 256 KiB (at least 32,768 elements of 8 bytes), or to its end; the
         rest is garbage, so slice it off if it could be read. O(n) in steps."""
+        dt = None
         if _LEAN_TAKE:
             try:
                 dt = _DTYPE_OF.get(dtype)  # (a dtype is falsy: no `or`)
             except TypeError:  # an unhashable spec (a structured dtype's list or dict)
-                dt = None
-            spares = self._spares.get(_DTYPE(dtype) if dt is None else dt)
-            while spares:
-                arr = spares.pop()
-                self._bytes -= arr.nbytes
-                if len(arr) >= n:
-                    # _zero_steps' first step, without its generator when it is the only one.
-                    step = _ZERO_STEP_BYTES // arr.itemsize
-                    if 0 < n <= step:
-                        arr[:step] = 0
-                        yield
-                    else:
-                        yield from _zero_steps(arr, n)
-                    return arr
-            return (yield from zeroed_steps(max(n, capacity), dtype))
-        spares = self._spares.get(_DTYPE(dtype))
+                pass
+        spares = self._spares.get(_DTYPE(dtype) if dt is None else dt)
         while spares:
             arr = spares.pop()
             self._bytes -= arr.nbytes
             if len(arr) >= n:
-                yield from _zero_steps(arr, n)
+                step = _ZERO_STEP_BYTES // arr.itemsize
+                if _LEAN_TAKE and 0 < n <= step:
+                    arr[:step] = 0  # _zero_steps' only step, without its generator
+                    yield
+                else:
+                    yield from _zero_steps(arr, n)
                 return arr
         return (yield from zeroed_steps(max(n, capacity), dtype))
 

@@ -569,10 +569,7 @@ class WordOverlapSearch:
                             e.recent, hit[0], n, knobs._SCAN_NEW, w, knobs._SCAN_RARE,
                             knobs._SCAN_RARE and knobs._SCAN_WIDE, data,
                         )  # fmt: skip
-                        # MatchCache.get then .remember of the same array: moved last,
-                        # now covering n (its cost counted already).
-                        del entries[w]
-                        entries[w] = (n, True, data)
+                        e.cache.remember(w, n, True, data)  # as _extend: now covering n
                         dense[0].append(data)
                         dense[1].append(mults[i])
                         continue
