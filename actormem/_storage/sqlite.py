@@ -1130,6 +1130,7 @@ class SqliteStore:
         deletes: list[tuple[int]] = []
         puts: list[Record] = []  # encoded in one call, in this order
         accesses: list[tuple[Any, ...]] = []
+        updated: Any = []  # the records whose access fields are written, in this order
         vectors: list[tuple[int, bytes, bytes]] = []
         long_frames = 0
         page = self._page_size
@@ -1142,13 +1143,9 @@ class SqliteStore:
                     pending[seq] = rec
             if flush or len(pending) >= self._pending_limit:
                 self._pending = {}
-                held: Any = pending.values()
+                updated = pending.values()
                 if _SORTED_FLUSH:  # by seq: the rows' order in the table (the rowid)
-                    held = [pending[seq] for seq in sorted(pending)]
-                for rec in held:  # as below
-                    accesses.append(encode_access(rec))
-                    more = _record_frames(rec, page)
-                    long_frames += 2 * more + 1 if more else 0
+                    updated = [pending[seq] for seq in sorted(pending)]
         for seq, (kind, rec) in last.items():
             if kind == JOURNAL_DELETE:
                 deletes.append((seq,))
@@ -1165,12 +1162,14 @@ class SqliteStore:
                 if vector is not None:
                     vectors.append((seq, *vector))
             elif pending is None:
-                accesses.append(encode_access(rec))
-                # A long row whose record changes size (its first access, a count whose
-                # integer widens) is built anew: a new overflow chain, the old one freed
-                # (zeroed) to a freelist trunk. The same size: only the changed pages.
-                more = _record_frames(rec, page)
-                long_frames += 2 * more + 1 if more else 0
+                updated.append(rec)
+        for rec in updated:  # held back ones flushed, or this batch's
+            accesses.append(encode_access(rec))
+            # A long row whose record changes size (its first access, a count whose
+            # integer widens) is built anew: a new overflow chain, the old one freed
+            # (zeroed) to a freelist trunk. The same size: only the changed pages.
+            more = _record_frames(rec, page)
+            long_frames += 2 * more + 1 if more else 0
         return Batch(
             deletes, encode_records(puts), accesses, vectors=vectors, long_frames=long_frames
         )
